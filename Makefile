@@ -1,0 +1,63 @@
+# wisp build. `make` builds build/wisp; `make test` installs deps, builds, runs the
+# suite normally and then under AddressSanitizer + UndefinedBehaviorSanitizer;
+# `make run` builds and generates text with the built-in default model.
+#
+# Every .c under src/ is compiled; adding a file needs no edit here.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -g $(OPT) $(SAN) -D_GNU_SOURCE \
+              -Iinclude -Isrc -I/usr/include/cjson -pthread -fno-strict-aliasing
+LDLIBS  = -lcjson -lcrypto -lm -ldl -pthread
+
+LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/main.c' | sort)
+CLI_SRC  := src/cli/main.c
+TEST_SRC := $(shell find tests -maxdepth 1 -name '*.c' | sort)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+
+DEFAULT_MODEL ?= models/synthetic-seed
+
+.PHONY: all deps test test-plain test-san run bench clean
+
+all: $(BUILD)/wisp $(BUILD)/wisp_tests
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+
+$(BUILD)/libwisp.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/wisp: $(CLI_OBJ) $(BUILD)/libwisp.a
+	$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/wisp_tests: $(TEST_OBJ) $(BUILD)/libwisp.a
+	$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+
+# The suite runs twice: an optimised build, then a sanitized one in build-san.
+test: deps
+	@scripts/test.sh
+
+test-plain: all
+	$(BUILD)/wisp_tests
+
+run: deps all
+	@scripts/run-default.sh
+
+bench: deps all
+	@scripts/run-default.sh --bench-only
+
+clean:
+	rm -rf build build-san
+
+-include $(DEPS)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages wisp builds against, only when one is missing,
+# so a second `make` on a ready machine costs nothing.
+set -euo pipefail
+need=()
+for pkg in build-essential libcjson-dev libssl-dev python3; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "deps: installing ${need[*]}" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `make test`: build and run the whole suite twice, optimised and then under
+# ASan+UBSan, and print one combined closing line that CI can read.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+total_pass=0; total_fail=0
+run_suite() { # $1 = label, $2 = build dir, rest = make variables
+  local label=$1 dir=$2; shift 2
+  echo "== build ($label) =="
+  if ! make -s -j"$jobs" BUILD="$dir" "$@" all; then
+    echo "build ($label) failed"; total_fail=$((total_fail + 1)); return
+  fi
+  echo "== tests ($label) =="
+  local log; log=$(mktemp)
+  WISP_BIN="$dir/wisp" "$dir/wisp_tests" 2>&1 | tee "$log"
+  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+  if [ -z "$line" ]; then total_fail=$((total_fail + 1)); rm -f "$log"; return; fi
+  local p f; p=$(echo "$line" | awk '{print $1}'); f=$(echo "$line" | awk '{print $3}')
+  total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); rm -f "$log"
+}
+run_suite optimised build
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_suite sanitized build-san OPT=-O1 "SAN=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+echo "total: $total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,4 @@
+/* placeholder until the command lands (being written in this session) */
+#include <stdio.h>
+#include "cli/commands.h"
+int cmd_convert(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "wisp: 'convert' is not built yet\n"); return 2; }

@@ -1,0 +1,17 @@
+/* One entry point per `wisp <command>`; each lives in its own cmd_*.c file.
+ * A command returns the process exit status and prints its own errors as one
+ * line on stderr ("wisp <command>: <what went wrong>"). */
+#ifndef WISP_CLI_COMMANDS_H
+#define WISP_CLI_COMMANDS_H
+
+int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_gen_synthetic(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+/* Prints "wisp <cmd>: <last error>" to stderr and returns 1. */
+int cli_error(const char *cmd);
+
+#endif

@@ -1,0 +1,37 @@
+/* wisp command-line entry: dispatches `wisp <command> [args]` to cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+typedef struct {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *help;
+} command;
+
+static const command k_commands[] = {
+    {"run", cmd_run, "generate text: -m DIR -p TEXT -n N [--temp T --top-k K --top-p P --seed S]"},
+    {"bench", cmd_bench, "fixed prompt/decode workload, writes a JSON receipt under bench/results/"},
+    {"gen-synthetic", cmd_gen_synthetic, "--like MANIFEST -o DIR [--seed N] [--small]: seeded synthetic artifact"},
+    {"convert", cmd_convert, "HF_DIR -o DIR --quant f32|q4: import a Hugging Face checkpoint"},
+    {"logits", cmd_logits, "-m DIR --tokens 1,2,3 [-o FILE]: final-position logits (parity tooling)"},
+    {"info", cmd_info, "-m DIR: validate an artifact and print its shape and sections"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: wisp <command> [options]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+    fprintf(f, "  %-14s %s\n", k_commands[i].name, k_commands[i].help);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+    if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "wisp: unknown command '%s' (try 'wisp --help')\n", argv[1]);
+  return 2;
+}

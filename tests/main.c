@@ -1,0 +1,80 @@
+/* Test runner: runs every registered TEST and prints "N passed, N failed". */
+#include "test.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_TESTS 1024
+struct test_entry { const char *name; test_fn fn; };
+static struct test_entry g_tests[MAX_TESTS];
+static int g_count;
+static int g_current_failed;
+static char g_tmpdir[512];
+
+void test_register(const char *name, test_fn fn) {
+  if (g_count < MAX_TESTS) { g_tests[g_count].name = name; g_tests[g_count].fn = fn; g_count++; }
+}
+
+void test_fail_at(const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "  FAIL %s:%d: ", file, line);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  g_current_failed = 1;
+}
+
+int test_failed_now(void) { return g_current_failed; }
+
+const char *test_wisp_bin(void) {
+  const char *b = getenv("WISP_BIN");
+  return b && *b ? b : "build/wisp";
+}
+
+int test_run(const char *cmd, char *out, size_t cap) {
+  char full[8192];
+  snprintf(full, sizeof full, "%s 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  if (!p) return -1;
+  size_t n = 0;
+  int c;
+  while ((c = fgetc(p)) != EOF) {
+    if (out && n + 1 < cap) out[n++] = (char)c;
+  }
+  if (out && cap) out[n] = 0;
+  int st = pclose(p);
+  if (st == -1 || !WIFEXITED(st)) return -1;
+  return WEXITSTATUS(st);
+}
+
+const char *test_tmpdir(void) { return g_tmpdir; }
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const struct test_entry *)a)->name, ((const struct test_entry *)b)->name);
+}
+
+int main(int argc, char **argv) {
+  const char *filter = argc > 1 ? argv[1] : NULL;
+  snprintf(g_tmpdir, sizeof g_tmpdir, "build/test-tmp/run-%d", (int)getpid());
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", g_tmpdir);
+  if (system(cmd) != 0) { fprintf(stderr, "cannot create %s\n", g_tmpdir); return 2; }
+  qsort(g_tests, (size_t)g_count, sizeof g_tests[0], by_name);
+  int passed = 0, failed = 0;
+  for (int i = 0; i < g_count; i++) {
+    if (filter && !strstr(g_tests[i].name, filter)) continue;
+    g_current_failed = 0;
+    g_tests[i].fn();
+    if (g_current_failed) { failed++; printf("FAIL %s\n", g_tests[i].name); }
+    else { passed++; printf("ok   %s\n", g_tests[i].name); }
+    fflush(stdout);
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_tmpdir);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

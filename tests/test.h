@@ -1,0 +1,49 @@
+/* A small test harness: each TEST registers itself at load time, so adding a
+ * test file needs no list to edit. main.c runs them all (or those whose name
+ * contains argv[1]) and ends with the line "N passed, N failed". */
+#ifndef WISP_TEST_H
+#define WISP_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef void (*test_fn)(void);
+void test_register(const char *name, test_fn fn);
+void test_fail_at(const char *file, int line, const char *fmt, ...);
+int test_failed_now(void);
+/* Directory of the wisp CLI under test (WISP_BIN, default build/wisp). */
+const char *test_wisp_bin(void);
+/* Runs a shell command, captures stdout+stderr (truncated to cap) and returns
+ * the exit status (or -1 when it did not exit normally). */
+int test_run(const char *cmd, char *out, size_t cap);
+/* A fresh scratch directory under build/test-tmp, removed at the end. */
+const char *test_tmpdir(void);
+
+#define TEST(name)                                                     \
+  static void name(void);                                              \
+  __attribute__((constructor)) static void name##_register(void) {     \
+    test_register(#name, name);                                        \
+  }                                                                    \
+  static void name(void)
+
+#define CHECK(cond)                                                    \
+  do {                                                                 \
+    if (!(cond)) { test_fail_at(__FILE__, __LINE__, "%s", #cond); return; } \
+  } while (0)
+
+#define CHECKF(cond, ...)                                              \
+  do {                                                                 \
+    if (!(cond)) { test_fail_at(__FILE__, __LINE__, __VA_ARGS__); return; } \
+  } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                          \
+  do {                                                                 \
+    double a_ = (a), b_ = (b);                                         \
+    if (!(fabs(a_ - b_) <= (tol))) {                                   \
+      test_fail_at(__FILE__, __LINE__, "%s=%g vs %s=%g (tol %g)", #a, a_, #b, b_, (double)(tol)); \
+      return;                                                          \
+    }                                                                  \
+  } while (0)
+
+#endif
