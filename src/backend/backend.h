@@ -1,0 +1,72 @@
+/* The backend interface: what a model file may ask a compute device to do.
+ *
+ * A model file (src/model/) describes the graph of a forward pass as a
+ * sequence of these calls and never touches device memory itself. A backend
+ * either executes each call at once (CPU) or records it for a later submit
+ * (WebGPU); `sync` is where recorded work must be finished and device errors
+ * surface. Activations and recurrent state live in backend-owned wisp_buf
+ * objects of f32 values; weights are wisp_matrix/wisp_vector views over the
+ * mapped artifact, which `prepare_*` may copy to the device once.
+ *
+ * Row conventions: activations are row-major [n tokens][dim]. */
+#ifndef WISP_BACKEND_H
+#define WISP_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/tensor.h"
+#include "wisp.h"
+
+typedef struct wisp_buf wisp_buf;
+typedef struct wisp_backend wisp_backend;
+
+/* Arguments of the fused attention op (one attention layer, n new tokens at
+ * positions pos0..pos0+n-1): split the fused qkv rows, RMSNorm q and k per
+ * head, rotate both with NEOX RoPE, append k and v to the cache, and attend
+ * causally with grouped-query heads. */
+typedef struct {
+  const wisp_buf *qkv;   /* [n][(heads + 2*kv_heads) * head_dim]: q, then k, then v */
+  int n, pos0;
+  int heads, kv_heads, head_dim;
+  const wisp_vector *q_norm, *k_norm; /* [head_dim] */
+  float eps;
+  const wisp_vector *rope_cos, *rope_sin; /* [positions][head_dim/2] */
+  wisp_buf *k_cache, *v_cache;          /* [max_pos][kv_heads][head_dim] */
+  wisp_buf *out;                         /* [n][heads * head_dim] */
+} wisp_attention_args;
+
+struct wisp_backend {
+  const char *name;
+  wisp_buf *(*buf_new)(wisp_backend *be, size_t n_floats); /* zero-filled; NULL on failure */
+  void (*buf_free)(wisp_backend *be, wisp_buf *b);
+  void (*buf_read)(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst);
+  void (*buf_zero)(wisp_backend *be, wisp_buf *b);
+  wisp_status (*prepare_matrix)(wisp_backend *be, wisp_matrix *m);
+  wisp_status (*prepare_vector)(wisp_backend *be, wisp_vector *v);
+
+  /* out[t] = E[tokens[t]] dequantized. */
+  void (*embed)(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out);
+  /* out[t] = x[t] / rms(x[t]) * w, per row of `dim`. */
+  void (*rmsnorm)(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
+                  wisp_buf *out);
+  /* y[t] (+)= W x[x_row0 + t] for t < n; accumulate adds into y (residual). */
+  void (*matmul)(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                 int accumulate);
+  /* LFM2 short conv: bcx[t] = (B, C, x) of `dim` each; out[t] = C * conv(B*x)
+   * with a causal depthwise kernel of length L (taps [dim][L]) whose last L-1
+   * inputs persist in `state` [dim][L-1] across calls. */
+  void (*shortconv)(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
+                    wisp_buf *state, wisp_buf *out);
+  void (*attention)(wisp_backend *be, const wisp_attention_args *a);
+  /* out[t][i] = silu(gu[t][i]) * gu[t][ffn + i]. */
+  void (*swiglu)(wisp_backend *be, const wisp_buf *gate_up, int n, int ffn, wisp_buf *out);
+  /* Finishes recorded work; returns the first device error, if any. */
+  wisp_status (*sync)(wisp_backend *be);
+  void (*destroy)(wisp_backend *be);
+};
+
+/* Backends this build has. `threads` 0 = one per online core. */
+wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out);
+
+#endif

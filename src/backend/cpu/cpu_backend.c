@@ -1,0 +1,332 @@
+/* The CPU backend: executes each op at once on host memory, spreading rows
+ * or heads over a thread pool. It is the reference the GPU backend is tested
+ * against, once it has itself matched Hugging Face transformers
+ * (tests/parity). Inner loops live in cpu_kernels.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/threadpool.h"
+#include "util/err.h"
+
+struct wisp_buf {
+  float *data;
+  size_t n;
+};
+
+typedef struct {
+  wisp_backend base;
+  wisp_pool *pool;
+  const wisp_cpu_kernels *k;
+  /* per-thread scratch, grown on demand */
+  float **scratch;
+  size_t scratch_len;
+  float *qbuf; /* rotated queries of the current attention call */
+  size_t qbuf_len;
+  wisp_status error; /* first failure inside an op, reported by sync */
+} cpu_backend;
+
+static cpu_backend *as_cpu(wisp_backend *be) { return (cpu_backend *)be; }
+
+static int ensure_scratch(cpu_backend *c, size_t n) {
+  if (n <= c->scratch_len) return 1;
+  int nt = wisp_pool_size(c->pool);
+  for (int i = 0; i < nt; i++) {
+    float *p = realloc(c->scratch[i], n * sizeof(float));
+    if (!p) return 0;
+    c->scratch[i] = p;
+  }
+  c->scratch_len = n;
+  return 1;
+}
+
+/* ---- memory ---- */
+
+static wisp_buf *cpu_buf_new(wisp_backend *be, size_t n) {
+  (void)be;
+  wisp_buf *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->data = calloc(n ? n : 1, sizeof(float));
+  if (!b->data) { free(b); return NULL; }
+  b->n = n;
+  return b;
+}
+
+static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
+  (void)be;
+  if (!b) return;
+  free(b->data);
+  free(b);
+}
+
+static void cpu_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
+  (void)be;
+  memcpy(dst, b->data + off, n * sizeof(float));
+}
+
+static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
+  (void)be;
+  memset(b->data, 0, b->n * sizeof(float));
+}
+
+static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
+  (void)be;
+  if (m->cols % WISP_Q4_BLOCK && m->type != WISP_W_F32)
+    return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", m->cols);
+  return WISP_OK;
+}
+
+static wisp_status cpu_prepare_vector(wisp_backend *be, wisp_vector *v) {
+  (void)be;
+  (void)v;
+  return WISP_OK;
+}
+
+/* ---- ops ---- */
+
+static void cpu_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
+  cpu_backend *c = as_cpu(be);
+  for (int t = 0; t < n; t++) c->k->row_f32(E, tokens[t], out->data + (size_t)t * E->cols);
+}
+
+static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
+                        wisp_buf *out) {
+  (void)be;
+  for (int t = 0; t < n; t++) {
+    const float *xr = x->data + (size_t)t * dim;
+    float *o = out->data + (size_t)t * dim;
+    double ss = 0;
+    for (int i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+    float inv = 1.0f / sqrtf((float)(ss / dim) + eps);
+    for (int i = 0; i < dim; i++) o[i] = xr[i] * inv * w->data[i];
+  }
+}
+
+typedef struct {
+  cpu_backend *c;
+  const wisp_matrix *W;
+  const float *x; /* first input row */
+  int n, accumulate, rows_per_task;
+  float *y;
+} matmul_job;
+
+static void matmul_task(void *ctx, int task, int thread) {
+  matmul_job *j = ctx;
+  const wisp_matrix *W = j->W;
+  const int K = W->cols, N = W->rows;
+  int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
+  if (r1 > N) r1 = N;
+  const wisp_cpu_kernels *k = j->c->k;
+  for (int r = r0; r < r1; r++) {
+    if (j->n == 1) {
+      float v = W->type == WISP_W_F32 ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K) : k->dot_q4_row(W, r, j->x);
+      j->y[r] = j->accumulate ? j->y[r] + v : v;
+      continue;
+    }
+    /* Several tokens: dequantize the row once and reuse it for each. */
+    const float *row;
+    if (W->type == WISP_W_F32) row = W->f32 + (size_t)r * K;
+    else {
+      k->row_f32(W, r, j->c->scratch[thread]);
+      row = j->c->scratch[thread];
+    }
+    for (int t = 0; t < j->n; t++) {
+      float v = k->dot_f32(row, j->x + (size_t)t * K, K);
+      float *dst = j->y + (size_t)t * N + r;
+      *dst = j->accumulate ? *dst + v : v;
+    }
+  }
+}
+
+static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                       int accumulate) {
+  cpu_backend *c = as_cpu(be);
+  if (n > 1 && !ensure_scratch(c, (size_t)W->cols)) {
+    /* Out of memory for a row buffer: fall back to per-token dot products. */
+    for (int t = 0; t < n; t++) {
+      matmul_job j = {c, W, x->data + (size_t)(x_row0 + t) * W->cols, 1, accumulate, W->rows,
+                      y->data + (size_t)t * W->rows};
+      matmul_task(&j, 0, 0);
+    }
+    return;
+  }
+  matmul_job j = {c, W, x->data + (size_t)x_row0 * W->cols, n, accumulate, 16, y->data};
+  int tasks = (W->rows + j.rows_per_task - 1) / j.rows_per_task;
+  wisp_pool_run(c->pool, tasks, matmul_task, &j);
+}
+
+static void cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
+                          wisp_buf *state, wisp_buf *out) {
+  (void)be;
+  const int S = L - 1; /* inputs remembered per channel */
+  for (int t = 0; t < n; t++) {
+    const float *B = bcx->data + (size_t)t * 3 * dim, *C = B + dim, *X = C + dim;
+    float *o = out->data + (size_t)t * dim;
+    for (int ch = 0; ch < dim; ch++) {
+      const float *w = taps->data + (size_t)ch * L;
+      float *st = state->data + (size_t)ch * S;
+      float bx = B[ch] * X[ch];
+      float acc = w[S] * bx;
+      for (int k = 0; k < S; k++) acc += w[k] * st[k];
+      for (int k = 0; k + 1 < S; k++) st[k] = st[k + 1];
+      if (S > 0) st[S - 1] = bx;
+      o[ch] = C[ch] * acc;
+    }
+  }
+}
+
+static void rmsnorm_inplace(float *v, const float *w, int d, float eps) {
+  double ss = 0;
+  for (int i = 0; i < d; i++) ss += (double)v[i] * v[i];
+  float inv = 1.0f / sqrtf((float)(ss / d) + eps);
+  for (int i = 0; i < d; i++) v[i] = v[i] * inv * w[i];
+}
+
+/* NEOX rotation: pairs (i, i + d/2). */
+static void rope_inplace(float *v, const float *cs, const float *sn, int d) {
+  int h = d / 2;
+  for (int i = 0; i < h; i++) {
+    float a = v[i], b = v[i + h];
+    v[i] = a * cs[i] - b * sn[i];
+    v[i + h] = b * cs[i] + a * sn[i];
+  }
+}
+
+typedef struct {
+  cpu_backend *c;
+  const wisp_attention_args *a;
+} attn_job;
+
+static void attn_task(void *ctx, int h, int thread) {
+  attn_job *j = ctx;
+  const wisp_attention_args *a = j->a;
+  const int D = a->head_dim, KVH = a->kv_heads, group = a->heads / a->kv_heads;
+  const int kvh = h / group;
+  const float scale = 1.0f / sqrtf((float)D);
+  float *scores = j->c->scratch[thread];
+  const wisp_cpu_kernels *k = j->c->k;
+  for (int t = 0; t < a->n; t++) {
+    int pos = a->pos0 + t;
+    const float *q = j->c->qbuf + ((size_t)t * a->heads + h) * D;
+    float mx = -INFINITY;
+    for (int p = 0; p <= pos; p++) {
+      const float *kr = a->k_cache->data + ((size_t)p * KVH + kvh) * D;
+      scores[p] = k->dot_f32(q, kr, D) * scale;
+      if (scores[p] > mx) mx = scores[p];
+    }
+    double sum = 0;
+    for (int p = 0; p <= pos; p++) {
+      scores[p] = expf(scores[p] - mx);
+      sum += scores[p];
+    }
+    float inv = (float)(1.0 / sum);
+    float *o = a->out->data + ((size_t)t * a->heads + h) * D;
+    memset(o, 0, (size_t)D * sizeof(float));
+    for (int p = 0; p <= pos; p++) {
+      const float *vr = a->v_cache->data + ((size_t)p * KVH + kvh) * D;
+      float w = scores[p] * inv;
+      for (int i = 0; i < D; i++) o[i] += w * vr[i];
+    }
+  }
+}
+
+static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
+  cpu_backend *c = as_cpu(be);
+  const int D = a->head_dim, H = a->heads, KVH = a->kv_heads, half = D / 2;
+  const int row = (H + 2 * KVH) * D;
+  size_t need_q = (size_t)a->n * H * D;
+  if (need_q > c->qbuf_len) {
+    float *p = realloc(c->qbuf, need_q * sizeof(float));
+    if (!p) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory for %zu queries", need_q); return; }
+    c->qbuf = p;
+    c->qbuf_len = need_q;
+  }
+  if (!ensure_scratch(c, (size_t)(a->pos0 + a->n))) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory"); return; }
+  /* Pre-pass, sequential: norm + rope q and k, append k and v to the cache. */
+  for (int t = 0; t < a->n; t++) {
+    int pos = a->pos0 + t;
+    const float *src = a->qkv->data + (size_t)t * row;
+    const float *cs = a->rope_cos->data + (size_t)pos * half, *sn = a->rope_sin->data + (size_t)pos * half;
+    for (int h = 0; h < H; h++) {
+      float *q = c->qbuf + ((size_t)t * H + h) * D;
+      memcpy(q, src + (size_t)h * D, (size_t)D * sizeof(float));
+      rmsnorm_inplace(q, a->q_norm->data, D, a->eps);
+      rope_inplace(q, cs, sn, D);
+    }
+    for (int h = 0; h < KVH; h++) {
+      float *kd = a->k_cache->data + ((size_t)pos * KVH + h) * D;
+      float *vd = a->v_cache->data + ((size_t)pos * KVH + h) * D;
+      memcpy(kd, src + (size_t)(H + h) * D, (size_t)D * sizeof(float));
+      memcpy(vd, src + (size_t)(H + KVH + h) * D, (size_t)D * sizeof(float));
+      rmsnorm_inplace(kd, a->k_norm->data, D, a->eps);
+      rope_inplace(kd, cs, sn, D);
+    }
+  }
+  attn_job j = {c, a};
+  wisp_pool_run(c->pool, H, attn_task, &j);
+}
+
+static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  (void)be;
+  for (int t = 0; t < n; t++) {
+    const float *g = gu->data + (size_t)t * 2 * ffn, *u = g + ffn;
+    float *o = out->data + (size_t)t * ffn;
+    for (int i = 0; i < ffn; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  }
+}
+
+static wisp_status cpu_sync(wisp_backend *be) {
+  cpu_backend *c = as_cpu(be);
+  wisp_status st = c->error;
+  c->error = WISP_OK;
+  return st;
+}
+
+static void cpu_destroy(wisp_backend *be) {
+  cpu_backend *c = as_cpu(be);
+  if (!c) return;
+  if (c->scratch) {
+    for (int i = 0; i < wisp_pool_size(c->pool); i++) free(c->scratch[i]);
+    free(c->scratch);
+  }
+  free(c->qbuf);
+  wisp_pool_free(c->pool);
+  free(c);
+}
+
+wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
+  *out = NULL;
+  if (threads <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = n > 0 ? (int)n : 1;
+  }
+  cpu_backend *c = calloc(1, sizeof *c);
+  if (!c) return wisp_fail(WISP_ENOMEM, "out of memory");
+  c->pool = wisp_pool_new(threads);
+  if (!c->pool) { free(c); return wisp_fail(WISP_ENOMEM, "cannot start %d threads", threads); }
+  c->scratch = calloc((size_t)wisp_pool_size(c->pool), sizeof(float *));
+  if (!c->scratch) { cpu_destroy(&c->base); return wisp_fail(WISP_ENOMEM, "out of memory"); }
+  c->k = wisp_cpu_kernels_get();
+  c->base = (wisp_backend){
+      .name = "cpu",
+      .buf_new = cpu_buf_new,
+      .buf_free = cpu_buf_free,
+      .buf_read = cpu_buf_read,
+      .buf_zero = cpu_buf_zero,
+      .prepare_matrix = cpu_prepare_matrix,
+      .prepare_vector = cpu_prepare_vector,
+      .embed = cpu_embed,
+      .rmsnorm = cpu_rmsnorm,
+      .matmul = cpu_matmul,
+      .shortconv = cpu_shortconv,
+      .attention = cpu_attention,
+      .swiglu = cpu_swiglu,
+      .sync = cpu_sync,
+      .destroy = cpu_destroy,
+  };
+  *out = &c->base;
+  return WISP_OK;
+}

@@ -1,0 +1,130 @@
+/* Scalar and AVX2 inner loops; see cpu_kernels.h. The AVX2 functions carry a
+ * target attribute so the rest of the build stays portable x86-64. */
+#include "backend/cpu/cpu_kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- scalar reference ---- */
+
+static float dot_f32_scalar(const float *a, const float *b, int n) {
+  float s = 0;
+  for (int i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+static int zero_point(const wisp_matrix *m, size_t block) {
+  if (m->type != WISP_W_Q4Z) return 8;
+  uint8_t b = m->zp[block >> 1];
+  return (block & 1) ? (b >> 4) : (b & 15);
+}
+
+static float dot_q4_row_scalar(const wisp_matrix *m, int row, const float *x) {
+  const int nb = m->cols / WISP_Q4_BLOCK;
+  const uint8_t *q = m->q + (size_t)row * (size_t)(m->cols / 2);
+  const float *s = m->scales + (size_t)row * nb;
+  float total = 0;
+  for (int b = 0; b < nb; b++) {
+    float z = (float)zero_point(m, (size_t)row * nb + b);
+    float acc = 0;
+    for (int j = 0; j < 16; j++) {
+      uint8_t byte = q[b * 16 + j];
+      acc += ((float)(byte & 15) - z) * x[b * 32 + 2 * j];
+      acc += ((float)(byte >> 4) - z) * x[b * 32 + 2 * j + 1];
+    }
+    total += s[b] * acc;
+  }
+  return total;
+}
+
+static const wisp_cpu_kernels k_scalar = {"scalar", dot_f32_scalar, dot_q4_row_scalar, wisp_matrix_row_f32};
+
+/* ---- AVX2 + FMA ---- */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+__attribute__((target("avx2,fma"))) static float hsum256(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) static float dot_f32_avx2(const float *a, const float *b, int n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  float s = hsum256(_mm256_add_ps(acc0, acc1));
+  for (; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+/* One block of 32 nibbles -> four vectors of 8 floats in element order,
+ * minus the zero point. Byte j holds element 2j (low) and 2j+1 (high), so
+ * interleaving the low and high nibbles restores the order. */
+__attribute__((target("avx2,fma"))) static void unpack_block(const uint8_t *q, __m256 zero, __m256 out[4]) {
+  __m128i bytes = _mm_loadu_si128((const __m128i *)q);
+  __m128i mask = _mm_set1_epi8(15);
+  __m128i lo = _mm_and_si128(bytes, mask);
+  __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  __m128i e0 = _mm_unpacklo_epi8(lo, hi); /* elements 0..15 */
+  __m128i e1 = _mm_unpackhi_epi8(lo, hi); /* elements 16..31 */
+  out[0] = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e0)), zero);
+  out[1] = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e0, 8))), zero);
+  out[2] = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e1)), zero);
+  out[3] = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e1, 8))), zero);
+}
+
+__attribute__((target("avx2,fma"))) static float dot_q4_row_avx2(const wisp_matrix *m, int row, const float *x) {
+  const int nb = m->cols / WISP_Q4_BLOCK;
+  const uint8_t *q = m->q + (size_t)row * (size_t)(m->cols / 2);
+  const float *s = m->scales + (size_t)row * nb;
+  __m256 total = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m256 w[4];
+    unpack_block(q + b * 16, _mm256_set1_ps((float)zero_point(m, (size_t)row * nb + b)), w);
+    const float *xb = x + b * 32;
+    __m256 acc = _mm256_mul_ps(w[0], _mm256_loadu_ps(xb));
+    acc = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xb + 8), acc);
+    acc = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(xb + 16), acc);
+    acc = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xb + 24), acc);
+    total = _mm256_fmadd_ps(_mm256_set1_ps(s[b]), acc, total);
+  }
+  return hsum256(total);
+}
+
+__attribute__((target("avx2,fma"))) static void row_f32_avx2(const wisp_matrix *m, int row, float *out) {
+  if (m->type == WISP_W_F32) {
+    memcpy(out, m->f32 + (size_t)row * m->cols, (size_t)m->cols * sizeof(float));
+    return;
+  }
+  const int nb = m->cols / WISP_Q4_BLOCK;
+  const uint8_t *q = m->q + (size_t)row * (size_t)(m->cols / 2);
+  const float *s = m->scales + (size_t)row * nb;
+  for (int b = 0; b < nb; b++) {
+    __m256 w[4];
+    unpack_block(q + b * 16, _mm256_set1_ps((float)zero_point(m, (size_t)row * nb + b)), w);
+    __m256 d = _mm256_set1_ps(s[b]);
+    for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + b * 32 + 8 * k, _mm256_mul_ps(w[k], d));
+  }
+}
+
+static const wisp_cpu_kernels k_avx2 = {"avx2", dot_f32_avx2, dot_q4_row_avx2, row_f32_avx2};
+#endif
+
+const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }
+
+const wisp_cpu_kernels *wisp_cpu_kernels_get(void) {
+  const char *force = getenv("WISP_CPU_SCALAR");
+  if (force && *force && strcmp(force, "0") != 0) return &k_scalar;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &k_avx2;
+#endif
+  return &k_scalar;
+}

@@ -1,0 +1,22 @@
+/* Inner loops of the CPU backend, in two versions: a scalar reference and an
+ * AVX2+FMA path chosen at run time when the processor has it. Setting
+ * WISP_CPU_SCALAR=1 forces the scalar path (tests compare the two). */
+#ifndef WISP_CPU_KERNELS_H
+#define WISP_CPU_KERNELS_H
+
+#include "format/tensor.h"
+
+typedef struct {
+  const char *name; /* "scalar" or "avx2" */
+  float (*dot_f32)(const float *a, const float *b, int n);
+  /* dot of one Q4/Q4Z row (`cols` elements) with x; zero point 8 for Q4. */
+  float (*dot_q4_row)(const wisp_matrix *m, int row, const float *x);
+  /* dequantize one row of any matrix type into out[cols] */
+  void (*row_f32)(const wisp_matrix *m, int row, float *out);
+} wisp_cpu_kernels;
+
+/* The kernels for this machine (honours WISP_CPU_SCALAR). */
+const wisp_cpu_kernels *wisp_cpu_kernels_get(void);
+const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void);
+
+#endif

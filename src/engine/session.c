@@ -1,0 +1,103 @@
+/* Models and sessions: the public API of include/wisp.h.
+ *
+ * A wisp_model is an opened artifact bound to its architecture. A
+ * wisp_session owns a backend and one sequence's state (KV cache, conv
+ * state) and feeds tokens through the architecture's forward pass in
+ * chunks, so a long prompt never needs activations for all of it at once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/err.h"
+
+#define PREFILL_CHUNK 64
+
+wisp_status wisp_model_open(const char *dir, wisp_model **out) {
+  *out = NULL;
+  wisp_model *m = calloc(1, sizeof *m);
+  if (!m) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = wisp_artifact_open(dir, &m->artifact);
+  if (st) goto fail;
+  m->arch = wisp_arch_find(m->artifact->architecture);
+  if (!m->arch) {
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s/manifest.json: unknown architecture '%s' in wisp.architecture", dir,
+                   m->artifact->architecture);
+    goto fail;
+  }
+  if ((st = m->arch->bind(m->artifact, &m->weights))) goto fail;
+  *out = m;
+  return WISP_OK;
+fail:
+  wisp_model_close(m);
+  return st;
+}
+
+void wisp_model_close(wisp_model *m) {
+  if (!m) return;
+  if (m->weights) m->arch->free_weights(m->weights);
+  wisp_artifact_free(m->artifact);
+  free(m);
+}
+
+int wisp_model_vocab(const wisp_model *m) { return m->artifact->shape.vocab; }
+
+wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out) {
+  if (!name || !strcmp(name, "cpu") || !strcmp(name, "auto")) return wisp_cpu_backend_new(threads, out);
+  if (!strcmp(name, "webgpu"))
+    return wisp_fail(WISP_EUNSUPPORTED, "backend 'webgpu' is not part of this build yet");
+  return wisp_fail(WISP_EINVAL, "unknown backend '%s' (expected cpu, webgpu or auto)", name);
+}
+
+wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wisp_session **out) {
+  *out = NULL;
+  wisp_session_options o = {0};
+  if (opt) o = *opt;
+  wisp_session *s = calloc(1, sizeof *s);
+  if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
+  s->model = m;
+  s->chunk = PREFILL_CHUNK;
+  wisp_status st = wisp_backend_create(o.backend, o.threads, &s->backend);
+  if (st) goto fail;
+  if ((st = m->arch->prepare(m->weights, s->backend))) goto fail;
+  s->max_pos = m->arch->max_positions(m->weights);
+  if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
+  if ((st = m->arch->state_new(m->weights, s->backend, s->chunk, s->max_pos, &s->state))) goto fail;
+  *out = s;
+  return WISP_OK;
+fail:
+  wisp_session_free(s);
+  return st;
+}
+
+void wisp_session_free(wisp_session *s) {
+  if (!s) return;
+  if (s->state) s->model->arch->state_free(s->state, s->backend);
+  if (s->backend) s->backend->destroy(s->backend);
+  free(s);
+}
+
+wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits) {
+  if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate");
+  if (s->pos + n > s->max_pos)
+    return wisp_fail(WISP_EINVAL, "context full: %d tokens so far + %d new exceed the context of %d", s->pos, n,
+                     s->max_pos);
+  for (int done = 0; done < n;) {
+    int k = n - done < s->chunk ? n - done : s->chunk;
+    int last = done + k == n;
+    wisp_status st =
+        s->model->arch->forward(s->model->weights, s->state, s->backend, tokens + done, k, s->pos, last ? logits : NULL);
+    if (st) return st;
+    s->pos += k;
+    done += k;
+  }
+  return WISP_OK;
+}
+
+int wisp_session_position(const wisp_session *s) { return s->pos; }
+int wisp_session_context(const wisp_session *s) { return s->max_pos; }
+const char *wisp_session_backend_name(const wisp_session *s) { return s->backend->name; }
+
+void wisp_session_reset(wisp_session *s) {
+  s->model->arch->state_reset(s->state, s->backend);
+  s->pos = 0;
+}

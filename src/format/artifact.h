@@ -1,0 +1,60 @@
+/* A wisp model artifact: a directory with manifest.json and weights.bin.
+ *
+ * manifest.json's `runtime` object follows the seed schema (shape, weightBytes,
+ * sections with name/offset/bytes, maxPositions, candidate, ...); wisp adds an
+ * optional top-level `wisp` object (architecture, ropeTheta, normEps,
+ * tokenizer, weightsSha256). weights.bin is memory-mapped, never copied.
+ * docs/artifact.md is the specification; this file owns parsing and
+ * structural validation (sizes, offsets, overlaps). What each section means
+ * for an architecture is checked by the model file (src/model/). */
+#ifndef WISP_ARTIFACT_H
+#define WISP_ARTIFACT_H
+
+#include <cJSON.h>
+#include <stdint.h>
+
+#include "wisp.h"
+
+enum { WISP_LAYER_CONV = 0, WISP_LAYER_ATTENTION = 1 };
+
+typedef struct {
+  int n_layers;
+  int *layer_types; /* WISP_LAYER_* per layer */
+  int hidden, ffn, vocab, heads, kv_heads, head_dim, conv_cache;
+  int quant_bits, quant_block;
+} wisp_shape;
+
+typedef struct {
+  char *name;
+  uint64_t offset, bytes;
+} wisp_section;
+
+typedef struct {
+  char *dir;                 /* NULL for a manifest parsed on its own */
+  cJSON *manifest;           /* owned; the whole document */
+  const cJSON *runtime;      /* borrowed from manifest */
+  wisp_shape shape;
+  char architecture[32];     /* "lfm2" */
+  char tokenizer[32];        /* "byte" */
+  float rope_theta, norm_eps;
+  int max_positions;         /* longest context the artifact supports */
+  uint64_t weight_bytes;
+  wisp_section *sections;
+  int n_sections;
+  const uint8_t *weights;    /* mapped weights.bin (NULL until opened) */
+  size_t weights_len;
+} wisp_artifact;
+
+/* Parses and structurally validates a manifest (no weights). `label` names
+ * the file in error messages. On success *out owns everything. */
+wisp_status wisp_manifest_parse(const char *text, const char *label, wisp_artifact **out);
+/* Opens DIR/manifest.json + DIR/weights.bin, validates, maps the weights. */
+wisp_status wisp_artifact_open(const char *dir, wisp_artifact **out);
+void wisp_artifact_free(wisp_artifact *a);
+
+const wisp_section *wisp_artifact_section(const wisp_artifact *a, const char *name);
+/* Pointer to a section's bytes; checks the expected size when bytes > 0. */
+wisp_status wisp_artifact_bytes(const wisp_artifact *a, const char *name, uint64_t expect_bytes,
+                                const uint8_t **data);
+
+#endif

@@ -1,0 +1,24 @@
+/* The section table of an LFM2 artifact in the seed manifest's order, so that
+ * convert and gen-synthetic --small lay out weights exactly as the seed does
+ * (tests check this against the seed's offsets). */
+#ifndef WISP_LAYOUT_H
+#define WISP_LAYOUT_H
+
+#include <cJSON.h>
+#include <stdint.h>
+
+#include "format/artifact.h"
+
+typedef struct {
+  int f32;             /* 1: matrices as NAME.weight f32; 0: Q4 (embed/head Q4Z) */
+  int tied;            /* head shares embed's sections */
+  int down_transposed; /* Q4 only: also L*.mlp.down.kquant/kscales */
+  int rope_rows;       /* rows of rope.cos/sin (0 = none) */
+  int rope_ext_rows;   /* rows of rope.cos_ext/sin_ext (0 = none) */
+} wisp_layout_options;
+
+/* Builds runtime.sections (a new cJSON array) and the total byte count. */
+wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
+                             uint64_t *total_bytes);
+
+#endif

@@ -1,0 +1,60 @@
+/* Weight views shared by the model files and the backends.
+ *
+ * A wisp_matrix is a read-only view of one weight matrix inside the
+ * memory-mapped weights.bin; nothing is copied. Rows are output features,
+ * columns input features (y = W x). The byte layouts are specified in
+ * docs/artifact.md:
+ *   WISP_W_F32  rows*cols little-endian f32, row-major.
+ *   WISP_W_Q4   symmetric 4-bit, blocks of 32 along a row: `q` holds cols/2
+ *               bytes per row (element 2j in the low nibble of byte j,
+ *               element 2j+1 in the high nibble), `scales` one f32 per block;
+ *               value = scale * (nibble - 8).
+ *   WISP_W_Q4Z  asymmetric 4-bit (embed/head): as Q4 plus `zp`, one 4-bit zero
+ *               point per block packed two per byte (block 2k low nibble, 2k+1
+ *               high nibble, blocks numbered row-major); value = scale *
+ *               (nibble - zero_point).
+ * `device` is free for a backend to cache its own copy (e.g. a GPU buffer). */
+#ifndef WISP_TENSOR_H
+#define WISP_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WISP_Q4_BLOCK 32
+
+typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z } wisp_wtype;
+
+typedef struct {
+  wisp_wtype type;
+  int rows, cols;
+  const float *f32;     /* WISP_W_F32 */
+  const uint8_t *q;     /* Q4/Q4Z nibbles */
+  const float *scales;  /* Q4/Q4Z, rows * cols/32 */
+  const uint8_t *zp;    /* Q4Z zero points */
+  void *device;         /* backend-private */
+} wisp_matrix;
+
+typedef struct {
+  int n;
+  const float *data;
+  void *device;
+} wisp_vector;
+
+const char *wisp_wtype_name(wisp_wtype t);
+/* Bytes of each part for a rows x cols matrix of the given type. */
+size_t wisp_q4_quant_bytes(int rows, int cols);
+size_t wisp_q4_scale_bytes(int rows, int cols);
+size_t wisp_q4_zp_bytes(int rows, int cols);
+
+/* Reference (scalar) dequantization of one row into out[cols]. */
+void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out);
+
+/* Quantizers used by convert and gen-synthetic; `w` is rows x cols f32.
+ * Q4: per block d = max|w|/7, q = round(w/d) + 8, so 0 is exact and the
+ * range [-7d, 7d] never saturates. */
+void wisp_quantize_q4(const float *w, int rows, int cols, uint8_t *q, float *scales);
+/* Asymmetric: per block scale = (max-min)/15, zp = round(-min/scale)
+ * clamped to [0,15], q = clamp(round(w/scale)+zp, 0, 15). */
+void wisp_quantize_q4z(const float *w, int rows, int cols, uint8_t *q, float *scales, uint8_t *zp);
+
+#endif

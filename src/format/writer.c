@@ -1,0 +1,144 @@
+/* Artifact writer; see writer.h. */
+#include "format/writer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/err.h"
+#include "util/file.h"
+
+struct wisp_writer {
+  char dir[4096], tmp[4200];
+  int fd;
+  uint64_t total;
+};
+
+static void remove_dir_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char path[8192];
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+wisp_status wisp_writer_begin(const char *dir, uint64_t total, wisp_writer **out) {
+  *out = NULL;
+  wisp_writer *w = calloc(1, sizeof *w);
+  if (!w) return wisp_fail(WISP_ENOMEM, "out of memory");
+  snprintf(w->dir, sizeof w->dir, "%s", dir);
+  snprintf(w->tmp, sizeof w->tmp, "%s.partial-%d", dir, (int)getpid());
+  w->total = total;
+  remove_dir_files(w->tmp);
+  if (mkdir(w->tmp, 0755) != 0) {
+    wisp_status st = wisp_fail(WISP_EIO, "%s: cannot create directory: %s", w->tmp, strerror(errno));
+    free(w);
+    return st;
+  }
+  char path[8192];
+  snprintf(path, sizeof path, "%s/weights.bin", w->tmp);
+  w->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (w->fd < 0 || ftruncate(w->fd, (off_t)total) != 0) {
+    wisp_status st = wisp_fail(WISP_EIO, "%s: cannot create %llu bytes: %s", path, (unsigned long long)total,
+                               strerror(errno));
+    wisp_writer_abort(w);
+    return st;
+  }
+  *out = w;
+  return WISP_OK;
+}
+
+wisp_status wisp_writer_put(wisp_writer *w, uint64_t offset, const void *data, size_t bytes) {
+  if (offset + bytes > w->total)
+    return wisp_fail(WISP_EINVAL, "write of %zu bytes at %llu passes the end (%llu)", bytes,
+                     (unsigned long long)offset, (unsigned long long)w->total);
+  const uint8_t *p = data;
+  while (bytes > 0) {
+    ssize_t n = pwrite(w->fd, p, bytes, (off_t)offset);
+    if (n <= 0) return wisp_fail(WISP_EIO, "%s/weights.bin: write failed: %s", w->tmp, strerror(errno));
+    p += n;
+    bytes -= (size_t)n;
+    offset += (uint64_t)n;
+  }
+  return WISP_OK;
+}
+
+wisp_status wisp_writer_put_section(wisp_writer *w, const cJSON *manifest, const char *name, const void *data,
+                                    size_t bytes) {
+  const cJSON *runtime = cJSON_GetObjectItemCaseSensitive(manifest, "runtime");
+  const cJSON *secs = cJSON_GetObjectItemCaseSensitive(runtime, "sections");
+  const cJSON *e;
+  cJSON_ArrayForEach(e, secs) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+    if (!cJSON_IsString(n) || strcmp(n->valuestring, name)) continue;
+    double sz = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "bytes"));
+    if ((double)bytes != sz)
+      return wisp_fail(WISP_EINVAL, "section '%s': %zu bytes given, layout has %.0f", name, bytes, sz);
+    return wisp_writer_put(w, (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "offset")), data,
+                           bytes);
+  }
+  return wisp_fail(WISP_EINVAL, "section '%s' is not in the layout", name);
+}
+
+wisp_status wisp_writer_commit(wisp_writer *w, cJSON *manifest) {
+  wisp_status st = WISP_OK;
+  char path[8192];
+  if (fsync(w->fd) != 0) { st = wisp_fail(WISP_EIO, "%s: fsync failed", w->tmp); goto fail; }
+  close(w->fd);
+  w->fd = -1;
+  snprintf(path, sizeof path, "%s/weights.bin", w->tmp);
+  const uint8_t *data;
+  size_t len;
+  if ((st = wisp_map_file(path, &data, &len))) goto fail;
+  char hex[65];
+  wisp_sha256_hex(data, len, hex);
+  wisp_unmap_file(data, len);
+  cJSON *ext = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
+  if (!ext) ext = cJSON_AddObjectToObject(manifest, "wisp");
+  cJSON_DeleteItemFromObjectCaseSensitive(ext, "weightsSha256");
+  cJSON_AddStringToObject(ext, "weightsSha256", hex);
+  char *text = cJSON_Print(manifest);
+  if (!text) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  snprintf(path, sizeof path, "%s/manifest.json", w->tmp);
+  st = wisp_write_file_atomic(path, text, strlen(text));
+  free(text);
+  if (st) goto fail;
+  /* Replace an existing artifact directory only if it looks like one. */
+  struct stat sb;
+  if (stat(w->dir, &sb) == 0) {
+    char m[8192];
+    snprintf(m, sizeof m, "%s/manifest.json", w->dir);
+    if (!S_ISDIR(sb.st_mode) || !wisp_path_exists(m)) {
+      st = wisp_fail(WISP_EIO, "%s exists and is not an artifact directory; not overwriting", w->dir);
+      goto fail;
+    }
+    remove_dir_files(w->dir);
+  }
+  if (rename(w->tmp, w->dir) != 0) {
+    st = wisp_fail(WISP_EIO, "cannot rename %s to %s: %s", w->tmp, w->dir, strerror(errno));
+    goto fail;
+  }
+  free(w);
+  return WISP_OK;
+fail:
+  wisp_writer_abort(w);
+  return st;
+}
+
+void wisp_writer_abort(wisp_writer *w) {
+  if (!w) return;
+  if (w->fd >= 0) close(w->fd);
+  remove_dir_files(w->tmp);
+  free(w);
+}

@@ -1,0 +1,27 @@
+/* Writes an artifact without ever leaving a half one behind: everything goes
+ * into DIR.partial-PID/ and is renamed to DIR only when complete. */
+#ifndef WISP_WRITER_H
+#define WISP_WRITER_H
+
+#include <cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wisp.h"
+
+typedef struct wisp_writer wisp_writer;
+
+/* Starts an artifact whose weights.bin has exactly total_bytes. */
+wisp_status wisp_writer_begin(const char *dir, uint64_t total_bytes, wisp_writer **out);
+wisp_status wisp_writer_put(wisp_writer *w, uint64_t offset, const void *data, size_t bytes);
+/* Puts the bytes of a section named in runtime.sections of `manifest`. */
+wisp_status wisp_writer_put_section(wisp_writer *w, const cJSON *manifest, const char *name, const void *data,
+                                    size_t bytes);
+/* Records sha256 of weights.bin as manifest.wisp.weightsSha256, writes
+ * manifest.json, renames the directory into place and frees the writer.
+ * The manifest stays owned by the caller. */
+wisp_status wisp_writer_commit(wisp_writer *w, cJSON *manifest);
+/* Removes the partial directory and frees the writer. */
+void wisp_writer_abort(wisp_writer *w);
+
+#endif

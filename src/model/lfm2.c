@@ -1,0 +1,368 @@
+/* LFM2: Liquid's hybrid of gated short convolutions and grouped-query
+ * attention, as Hugging Face's Lfm2ForCausalLM computes it.
+ *
+ *   x = embed(token)
+ *   for each layer:
+ *     h = rmsnorm(x, operator_norm)
+ *     conv layer:      B, C, u = split(in_proj h); y = C * conv(B * u); x += out_proj y
+ *     attention layer: q, k, v = split(qkv h); q, k = rope(rmsnorm_head(q), rmsnorm_head(k));
+ *                      x += o_proj attend(q, k, v)
+ *     x += down(silu(gate h') * up h'),  h' = rmsnorm(x, ffn_norm)
+ *   logits = head(rmsnorm(x, final_norm))          (head tied to embed)
+ *
+ * Section names follow the seed manifest (docs/artifact.md): a matrix
+ * NAME is NAME.quant + NAME.scales (Q4, + NAME.zero_points for Q4Z) or
+ * NAME.weight (f32). This file binds them and records the graph as backend
+ * calls; it never does arithmetic itself. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "util/err.h"
+
+typedef struct {
+  int type;
+  wisp_vector op_norm, ffn_norm;
+  wisp_matrix in_proj, out_proj; /* conv */
+  wisp_vector taps;              /* conv: [hidden][L] */
+  wisp_matrix qkv, o_proj;       /* attention */
+  wisp_vector q_norm, k_norm;
+  wisp_matrix gate_up, down;     /* gate rows first, then up rows */
+} lfm2_layer;
+
+typedef struct {
+  wisp_shape shape;
+  float eps;
+  int positions; /* rows of the rope tables */
+  lfm2_layer *layers;
+  wisp_matrix embed, head;
+  wisp_vector final_norm, rope_cos, rope_sin;
+  float *rope_owned; /* computed tables when the artifact has none */
+  int max_positions;
+} lfm2_weights;
+
+typedef struct {
+  int chunk, max_pos, n_layers;
+  wisp_buf *x, *xn, *big, *mid, *logits;
+  wisp_buf **conv_state, **k_cache, **v_cache; /* per layer, NULL where unused */
+} lfm2_state;
+
+/* ---- binding ---- */
+
+static wisp_status bind_vector(const wisp_artifact *a, const char *name, int n, wisp_vector *v) {
+  const uint8_t *p;
+  wisp_status st = wisp_artifact_bytes(a, name, (uint64_t)n * 4, &p);
+  if (st) return st;
+  v->n = n;
+  v->data = (const float *)p;
+  return WISP_OK;
+}
+
+static int has(const wisp_artifact *a, const char *base, const char *suffix) {
+  char name[256];
+  snprintf(name, sizeof name, "%s.%s", base, suffix);
+  return wisp_artifact_section(a, name) != NULL;
+}
+
+static wisp_status bind_matrix(const wisp_artifact *a, const char *base, int rows, int cols, wisp_matrix *m) {
+  char name[256];
+  const uint8_t *p;
+  wisp_status st;
+  memset(m, 0, sizeof *m);
+  m->rows = rows;
+  m->cols = cols;
+  if (has(a, base, "quant")) {
+    m->type = has(a, base, "zero_points") ? WISP_W_Q4Z : WISP_W_Q4;
+    snprintf(name, sizeof name, "%s.quant", base);
+    if ((st = wisp_artifact_bytes(a, name, wisp_q4_quant_bytes(rows, cols), &m->q))) return st;
+    snprintf(name, sizeof name, "%s.scales", base);
+    if ((st = wisp_artifact_bytes(a, name, wisp_q4_scale_bytes(rows, cols), &p))) return st;
+    m->scales = (const float *)p;
+    if (m->type == WISP_W_Q4Z) {
+      snprintf(name, sizeof name, "%s.zero_points", base);
+      if ((st = wisp_artifact_bytes(a, name, wisp_q4_zp_bytes(rows, cols), &m->zp))) return st;
+    }
+    return WISP_OK;
+  }
+  if (has(a, base, "weight")) {
+    m->type = WISP_W_F32;
+    snprintf(name, sizeof name, "%s.weight", base);
+    if ((st = wisp_artifact_bytes(a, name, (uint64_t)rows * cols * 4, &p))) return st;
+    m->f32 = (const float *)p;
+    return WISP_OK;
+  }
+  return wisp_fail(WISP_EFORMAT, "%s: missing section '%s.quant' (or '%s.weight' for f32)",
+                   a->dir ? a->dir : "artifact", base, base);
+}
+
+/* Uses the artifact's rope tables (the longer *_ext pair when present), or
+ * computes them from ropeTheta for maxPositions rows. */
+static wisp_status bind_rope(const wisp_artifact *a, lfm2_weights *w) {
+  const int half = w->shape.head_dim / 2;
+  const char *pairs[2][2] = {{"rope.cos_ext", "rope.sin_ext"}, {"rope.cos", "rope.sin"}};
+  for (int i = 0; i < 2; i++) {
+    const wisp_section *c = wisp_artifact_section(a, pairs[i][0]);
+    if (!c) continue;
+    if (c->bytes == 0 || c->bytes % ((uint64_t)half * 4))
+      return wisp_fail(WISP_EFORMAT, "%s: section '%s' (%llu bytes) is not a whole number of %d-float rows",
+                       a->dir ? a->dir : "artifact", pairs[i][0], (unsigned long long)c->bytes, half);
+    int rows = (int)(c->bytes / ((uint64_t)half * 4));
+    wisp_status st;
+    if ((st = bind_vector(a, pairs[i][0], rows * half, &w->rope_cos)) ||
+        (st = bind_vector(a, pairs[i][1], rows * half, &w->rope_sin)))
+      return st;
+    w->positions = rows;
+    return WISP_OK;
+  }
+  int rows = a->max_positions;
+  w->rope_owned = malloc(sizeof(float) * 2 * (size_t)rows * half);
+  if (!w->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
+  float *cs = w->rope_owned, *sn = w->rope_owned + (size_t)rows * half;
+  for (int p = 0; p < rows; p++)
+    for (int i = 0; i < half; i++) {
+      /* inv_freq in f32 as transformers computes it, then the angle in f32. */
+      float inv = (float)(1.0 / pow((double)a->rope_theta, (double)(2 * i) / (double)w->shape.head_dim));
+      float ang = (float)p * inv;
+      cs[(size_t)p * half + i] = cosf(ang);
+      sn[(size_t)p * half + i] = sinf(ang);
+    }
+  w->rope_cos = (wisp_vector){rows * half, cs, NULL};
+  w->rope_sin = (wisp_vector){rows * half, sn, NULL};
+  w->positions = rows;
+  return WISP_OK;
+}
+
+static void lfm2_free_weights(void *p) {
+  lfm2_weights *w = p;
+  if (!w) return;
+  free(w->layers);
+  free(w->rope_owned);
+  free(w);
+}
+
+static wisp_status lfm2_bind(const wisp_artifact *a, void **out) {
+  *out = NULL;
+  lfm2_weights *w = calloc(1, sizeof *w);
+  if (!w) return wisp_fail(WISP_ENOMEM, "out of memory");
+  w->shape = a->shape;
+  w->eps = a->norm_eps;
+  const wisp_shape *s = &a->shape;
+  const int H = s->hidden, F = s->ffn, D = s->head_dim;
+  wisp_status st = WISP_OK;
+  w->layers = calloc((size_t)s->n_layers, sizeof(lfm2_layer));
+  if (!w->layers) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  if (s->conv_cache < 1) { st = wisp_fail(WISP_EFORMAT, "convCache must be >= 1"); goto fail; }
+  for (int i = 0; i < s->n_layers; i++) {
+    lfm2_layer *L = &w->layers[i];
+    char base[64], name[96];
+    L->type = s->layer_types[i];
+    if (L->type == WISP_LAYER_CONV) {
+      snprintf(base, sizeof base, "L%d.conv.in_proj", i);
+      if ((st = bind_matrix(a, base, 3 * H, H, &L->in_proj))) goto fail;
+      snprintf(name, sizeof name, "%s.norm", base);
+      if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
+      snprintf(name, sizeof name, "L%d.conv.core.taps", i);
+      if ((st = bind_vector(a, name, H * s->conv_cache, &L->taps))) goto fail;
+      snprintf(base, sizeof base, "L%d.conv.out_proj", i);
+      if ((st = bind_matrix(a, base, H, H, &L->out_proj))) goto fail;
+    } else {
+      snprintf(base, sizeof base, "L%d.attn.qkv", i);
+      if ((st = bind_matrix(a, base, (s->heads + 2 * s->kv_heads) * D, H, &L->qkv))) goto fail;
+      snprintf(name, sizeof name, "%s.norm", base);
+      if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
+      snprintf(name, sizeof name, "%s.q_norm", base);
+      if ((st = bind_vector(a, name, D, &L->q_norm))) goto fail;
+      snprintf(name, sizeof name, "%s.k_norm", base);
+      if ((st = bind_vector(a, name, D, &L->k_norm))) goto fail;
+      snprintf(base, sizeof base, "L%d.attn.o_proj", i);
+      if ((st = bind_matrix(a, base, H, s->heads * D, &L->o_proj))) goto fail;
+    }
+    snprintf(base, sizeof base, "L%d.mlp.gate_up", i);
+    if ((st = bind_matrix(a, base, 2 * F, H, &L->gate_up))) goto fail;
+    snprintf(name, sizeof name, "%s.norm", base);
+    if ((st = bind_vector(a, name, H, &L->ffn_norm))) goto fail;
+    snprintf(base, sizeof base, "L%d.mlp.down", i);
+    if ((st = bind_matrix(a, base, H, F, &L->down))) goto fail;
+    /* The seed's transposed copy of down (kquant/kscales) is for kernels
+     * that walk the input dimension; when present its size must agree. */
+    snprintf(name, sizeof name, "L%d.mlp.down.kquant", i);
+    if (wisp_artifact_section(a, name)) {
+      const uint8_t *p;
+      if ((st = wisp_artifact_bytes(a, name, wisp_q4_quant_bytes(F, H), &p))) goto fail;
+      snprintf(name, sizeof name, "L%d.mlp.down.kscales", i);
+      if ((st = wisp_artifact_bytes(a, name, wisp_q4_scale_bytes(F, H), &p))) goto fail;
+    }
+  }
+  if ((st = bind_matrix(a, "embed", s->vocab, H, &w->embed))) goto fail;
+  if (has(a, "head", "quant") || has(a, "head", "weight")) {
+    if ((st = bind_matrix(a, "head", s->vocab, H, &w->head))) goto fail;
+  } else {
+    w->head = w->embed; /* tied */
+  }
+  if ((st = bind_vector(a, "head.norm", H, &w->final_norm))) goto fail;
+  if ((st = bind_rope(a, w))) goto fail;
+  w->max_positions = a->max_positions < w->positions ? a->max_positions : w->positions;
+  *out = w;
+  return WISP_OK;
+fail:
+  lfm2_free_weights(w);
+  return st;
+}
+
+static int lfm2_max_positions(const void *p) { return ((const lfm2_weights *)p)->max_positions; }
+
+static wisp_status lfm2_prepare(void *p, wisp_backend *be) {
+  lfm2_weights *w = p;
+  wisp_status st;
+  for (int i = 0; i < w->shape.n_layers; i++) {
+    lfm2_layer *L = &w->layers[i];
+    wisp_matrix *ms[] = {&L->in_proj, &L->out_proj, &L->qkv, &L->o_proj, &L->gate_up, &L->down};
+    for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
+      if (ms[k]->rows && (st = be->prepare_matrix(be, ms[k]))) return st;
+    wisp_vector *vs[] = {&L->op_norm, &L->ffn_norm, &L->taps, &L->q_norm, &L->k_norm};
+    for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++)
+      if (vs[k]->n && (st = be->prepare_vector(be, vs[k]))) return st;
+  }
+  if ((st = be->prepare_matrix(be, &w->embed))) return st;
+  if (w->head.q != w->embed.q || w->head.f32 != w->embed.f32) {
+    if ((st = be->prepare_matrix(be, &w->head))) return st;
+  } else {
+    w->head.device = w->embed.device;
+  }
+  if ((st = be->prepare_vector(be, &w->final_norm)) || (st = be->prepare_vector(be, &w->rope_cos)) ||
+      (st = be->prepare_vector(be, &w->rope_sin)))
+    return st;
+  return WISP_OK;
+}
+
+/* ---- state ---- */
+
+static void lfm2_state_free(void *p, wisp_backend *be) {
+  lfm2_state *s = p;
+  if (!s) return;
+  wisp_buf *bufs[] = {s->x, s->xn, s->big, s->mid, s->logits};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->buf_free(be, bufs[i]);
+  for (int i = 0; i < s->n_layers; i++) {
+    if (s->conv_state) be->buf_free(be, s->conv_state[i]);
+    if (s->k_cache) be->buf_free(be, s->k_cache[i]);
+    if (s->v_cache) be->buf_free(be, s->v_cache[i]);
+  }
+  free(s->conv_state);
+  free(s->k_cache);
+  free(s->v_cache);
+  free(s);
+}
+
+static wisp_status lfm2_state_new(const void *p, wisp_backend *be, int chunk, int max_pos, void **out) {
+  const lfm2_weights *w = p;
+  const wisp_shape *sh = &w->shape;
+  *out = NULL;
+  if (max_pos <= 0 || max_pos > w->max_positions) max_pos = w->max_positions;
+  lfm2_state *s = calloc(1, sizeof *s);
+  if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
+  s->chunk = chunk;
+  s->max_pos = max_pos;
+  const int H = sh->hidden, F = sh->ffn, D = sh->head_dim;
+  int qkv = (sh->heads + 2 * sh->kv_heads) * D;
+  int big = 3 * H > 2 * F ? 3 * H : 2 * F;
+  if (qkv > big) big = qkv;
+  int mid = F > H ? F : H;
+  if (sh->heads * D > mid) mid = sh->heads * D;
+  size_t nl = (size_t)sh->n_layers;
+  s->conv_state = calloc(nl, sizeof(wisp_buf *));
+  s->k_cache = calloc(nl, sizeof(wisp_buf *));
+  s->v_cache = calloc(nl, sizeof(wisp_buf *));
+  if (!s->conv_state || !s->k_cache || !s->v_cache) goto oom;
+  s->n_layers = sh->n_layers;
+  s->x = be->buf_new(be, (size_t)chunk * H);
+  s->xn = be->buf_new(be, (size_t)chunk * H);
+  s->big = be->buf_new(be, (size_t)chunk * big);
+  s->mid = be->buf_new(be, (size_t)chunk * mid);
+  s->logits = be->buf_new(be, (size_t)sh->vocab);
+  if (!s->x || !s->xn || !s->big || !s->mid || !s->logits) goto oom;
+  for (int i = 0; i < sh->n_layers; i++) {
+    if (sh->layer_types[i] == WISP_LAYER_CONV) {
+      s->conv_state[i] = be->buf_new(be, (size_t)H * (sh->conv_cache - 1 > 0 ? sh->conv_cache - 1 : 1));
+      if (!s->conv_state[i]) goto oom;
+    } else {
+      size_t kv = (size_t)max_pos * sh->kv_heads * D;
+      s->k_cache[i] = be->buf_new(be, kv);
+      s->v_cache[i] = be->buf_new(be, kv);
+      if (!s->k_cache[i] || !s->v_cache[i]) goto oom;
+    }
+  }
+  *out = s;
+  return WISP_OK;
+oom:
+  lfm2_state_free(s, be);
+  return wisp_fail(WISP_ENOMEM, "out of memory for the session state (context %d)", max_pos);
+}
+
+static void lfm2_state_reset(void *p, wisp_backend *be) {
+  lfm2_state *s = p;
+  for (int i = 0; i < s->n_layers; i++)
+    if (s->conv_state[i]) be->buf_zero(be, s->conv_state[i]);
+  /* KV rows beyond the position are never read, so the caches need no clearing. */
+}
+
+/* ---- forward ---- */
+
+static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const int32_t *tokens, int n, int pos0,
+                                float *logits) {
+  const lfm2_weights *w = p;
+  lfm2_state *s = sp;
+  const wisp_shape *sh = &w->shape;
+  const int H = sh->hidden, F = sh->ffn;
+  if (n < 1 || n > s->chunk) return wisp_fail(WISP_EINVAL, "forward: %d tokens, chunk is %d", n, s->chunk);
+  if (pos0 < 0 || pos0 + n > s->max_pos)
+    return wisp_fail(WISP_EINVAL, "context full: %d + %d tokens exceed %d positions", pos0, n, s->max_pos);
+  for (int t = 0; t < n; t++)
+    if (tokens[t] < 0 || tokens[t] >= sh->vocab)
+      return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", tokens[t], sh->vocab);
+
+  be->embed(be, &w->embed, tokens, n, s->x);
+  for (int i = 0; i < sh->n_layers; i++) {
+    const lfm2_layer *L = &w->layers[i];
+    be->rmsnorm(be, s->x, &L->op_norm, w->eps, n, H, s->xn);
+    if (L->type == WISP_LAYER_CONV) {
+      be->matmul(be, &L->in_proj, s->xn, 0, n, s->big, 0);
+      be->shortconv(be, s->big, &L->taps, sh->conv_cache, n, H, s->conv_state[i], s->mid);
+      be->matmul(be, &L->out_proj, s->mid, 0, n, s->x, 1);
+    } else {
+      be->matmul(be, &L->qkv, s->xn, 0, n, s->big, 0);
+      wisp_attention_args a = {
+          .qkv = s->big, .n = n, .pos0 = pos0, .heads = sh->heads, .kv_heads = sh->kv_heads,
+          .head_dim = sh->head_dim, .q_norm = &L->q_norm, .k_norm = &L->k_norm, .eps = w->eps,
+          .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin, .k_cache = s->k_cache[i],
+          .v_cache = s->v_cache[i], .out = s->mid};
+      be->attention(be, &a);
+      be->matmul(be, &L->o_proj, s->mid, 0, n, s->x, 1);
+    }
+    be->rmsnorm(be, s->x, &L->ffn_norm, w->eps, n, H, s->xn);
+    be->matmul(be, &L->gate_up, s->xn, 0, n, s->big, 0);
+    be->swiglu(be, s->big, n, F, s->mid);
+    be->matmul(be, &L->down, s->mid, 0, n, s->x, 1);
+  }
+  if (logits) {
+    be->rmsnorm(be, s->x, &w->final_norm, w->eps, n, H, s->xn);
+    be->matmul(be, &w->head, s->xn, n - 1, 1, s->logits, 0);
+  }
+  wisp_status st = be->sync(be);
+  if (st) return st;
+  if (logits) be->buf_read(be, s->logits, 0, (size_t)sh->vocab, logits);
+  return WISP_OK;
+}
+
+const wisp_arch wisp_arch_lfm2 = {
+    .name = "lfm2",
+    .bind = lfm2_bind,
+    .free_weights = lfm2_free_weights,
+    .max_positions = lfm2_max_positions,
+    .prepare = lfm2_prepare,
+    .state_new = lfm2_state_new,
+    .state_reset = lfm2_state_reset,
+    .state_free = lfm2_state_free,
+    .forward = lfm2_forward,
+};

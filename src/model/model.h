@@ -1,0 +1,33 @@
+/* The architecture interface. One file per architecture (lfm2.c, ...) binds
+ * an artifact's sections to typed weights (checking every shape) and
+ * describes its forward pass as calls on a wisp_backend. No file here
+ * touches device memory or parses anything but the artifact's sections. */
+#ifndef WISP_MODEL_H
+#define WISP_MODEL_H
+
+#include "backend/backend.h"
+#include "format/artifact.h"
+
+typedef struct wisp_arch {
+  const char *name;
+  /* Validates and binds sections; *weights is architecture-private. */
+  wisp_status (*bind)(const wisp_artifact *a, void **weights);
+  void (*free_weights)(void *weights);
+  /* Longest context the bound weights support (rope tables, manifest). */
+  int (*max_positions)(const void *weights);
+  wisp_status (*prepare)(void *weights, wisp_backend *be);
+  /* State for one sequence: KV cache, conv state, activations for up to
+   * `chunk` tokens per forward call. */
+  wisp_status (*state_new)(const void *weights, wisp_backend *be, int chunk, int max_pos, void **state);
+  void (*state_reset)(void *state, wisp_backend *be);
+  void (*state_free)(void *state, wisp_backend *be);
+  /* Runs n (<= chunk) tokens at positions pos0.. and, when logits is
+   * non-NULL, writes the vocabulary logits of the last one. */
+  wisp_status (*forward)(const void *weights, void *state, wisp_backend *be, const int32_t *tokens, int n,
+                         int pos0, float *logits);
+} wisp_arch;
+
+const wisp_arch *wisp_arch_find(const char *name);
+extern const wisp_arch wisp_arch_lfm2;
+
+#endif

@@ -1,0 +1,21 @@
+/* Small file helpers: whole-file reads, read-only memory maps, sha256. */
+#ifndef WISP_FILE_H
+#define WISP_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wisp.h"
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+wisp_status wisp_read_file(const char *path, char **data, size_t *len);
+/* Maps a file read-only. An empty file maps to (NULL, 0). */
+wisp_status wisp_map_file(const char *path, const uint8_t **data, size_t *len);
+void wisp_unmap_file(const uint8_t *data, size_t len);
+/* Writes data to path atomically (temporary file + rename). */
+wisp_status wisp_write_file_atomic(const char *path, const void *data, size_t len);
+/* sha256 of a buffer as 64 lowercase hex digits + NUL. */
+void wisp_sha256_hex(const void *data, size_t len, char out[65]);
+int wisp_path_exists(const char *path);
+
+#endif
