@@ -1,10 +1,56 @@
 /* Helpers shared by the cmd_*.c files. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "format/synthetic.h"
+#include "util/file.h"
 #include "wisp.h"
 
 int cli_error(const char *cmd) {
   fprintf(stderr, "wisp %s: %s\n", cmd, wisp_last_error());
   return 1;
+}
+
+/* The repository root as seen from the executable (build/wisp -> ..). */
+static void repo_root(char *out, size_t cap) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0 || cap < 8) { snprintf(out, cap, "."); return; }
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = 0;
+  size_t len = strnlen(exe, cap > 4 ? cap - 4 : 0);
+  memcpy(out, exe, len);
+  memcpy(out + len, "/..", 4);
+}
+
+const char *cli_default_model(void) {
+  static char path[PATH_MAX + 64];
+  char root[PATH_MAX];
+  repo_root(root, sizeof root);
+  snprintf(path, sizeof path, "%s/models/synthetic-seed", root);
+  char manifest[PATH_MAX + 96];
+  snprintf(manifest, sizeof manifest, "%s/manifest.json", path);
+  if (wisp_path_exists(manifest)) return path;
+  /* First use: generate the built-in default from the seed-shaped manifest. */
+  char seed_manifest[PATH_MAX + 96], models[PATH_MAX + 16];
+  snprintf(seed_manifest, sizeof seed_manifest, "%s/assets/lfm2-hybrid-q4.manifest.json", root);
+  snprintf(models, sizeof models, "%s/models", root);
+  char *text = NULL;
+  if (wisp_read_file(seed_manifest, &text, NULL)) return NULL;
+  if (mkdir(models, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "wisp: cannot create %s: %s\n", models, strerror(errno));
+    free(text);
+    return NULL;
+  }
+  fprintf(stderr, "wisp: generating the built-in default model (seed-shaped synthetic LFM2) in %s ...\n", path);
+  wisp_status st = wisp_synthetic_write(text, seed_manifest, path, 1);
+  free(text);
+  return st ? NULL : path;
 }

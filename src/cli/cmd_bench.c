@@ -1,4 +1,193 @@
-/* placeholder until the command lands (being written in this session) */
+/* wisp bench: a fixed workload (a seeded prompt of P token ids, then D greedy
+ * decode steps) timed per phase, written as a JSON receipt under
+ * bench/results/ (or -o FILE).
+ *   wisp bench [-m DIR] [--prompt P] [--decode D] [--backend B] [-t T] [-o FILE] */
+#include <cJSON.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/cpu/cpu_kernels.h"
 #include "cli/commands.h"
-int cmd_bench(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "wisp: 'bench' is not built yet\n"); return 2; }
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "util/err.h"
+#include "util/file.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double percentile(const double *sorted, int n, double p) {
+  if (n == 0) return 0;
+  double idx = p * (n - 1);
+  int lo = (int)idx;
+  int hi = lo + 1 < n ? lo + 1 : lo;
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (idx - lo);
+}
+
+static void cpu_name(char *out, size_t cap) {
+  snprintf(out, cap, "unknown cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "model name", 10)) {
+      char *c = strchr(line, ':');
+      if (c) {
+        c++;
+        while (*c == ' ') c++;
+        c[strcspn(c, "\n")] = 0;
+        snprintf(out, cap, "%s", c);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+int cmd_bench(int argc, char **argv) {
+  const char *model_dir = NULL, *backend = "cpu", *out_path = NULL;
+  int n_prompt = 128, n_decode = 256, threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) { fprintf(stderr, "wisp bench: unknown option or missing value: '%s'\n", a); return 2; }
+    i++;
+    char *end = NULL;
+    long num = strtol(v, &end, 10);
+    int is_num = *v && !*end && num >= 0 && num < INT_MAX;
+    if (!strcmp(a, "-m")) model_dir = v;
+    else if (!strcmp(a, "--backend")) backend = v;
+    else if (!strcmp(a, "-o")) out_path = v;
+    else if (!strcmp(a, "--prompt") && is_num && num > 0) n_prompt = (int)num;
+    else if (!strcmp(a, "--decode") && is_num) n_decode = (int)num;
+    else if (!strcmp(a, "-t") && is_num) threads = (int)num;
+    else { fprintf(stderr, "wisp bench: bad option or value: %s %s\n", a, v); return 2; }
+  }
+  if (!model_dir && !(model_dir = cli_default_model())) return cli_error("bench");
+
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  float *logits = NULL;
+  double *step = NULL;
+  int32_t *prompt = NULL, *generated = NULL;
+  cJSON *r = NULL;
+  int rc = 1;
+  if (wisp_model_open(model_dir, &m)) goto fail;
+  wisp_session_options so = {.backend = backend, .threads = threads};
+  if (wisp_session_new(m, &so, &s)) goto fail;
+  const int vocab = wisp_model_vocab(m);
+  if (n_prompt + n_decode > wisp_session_context(s)) {
+    wisp_fail(WISP_EINVAL, "--prompt %d + --decode %d exceed the context of %d", n_prompt, n_decode,
+              wisp_session_context(s));
+    goto fail;
+  }
+  logits = malloc(sizeof(float) * (size_t)vocab);
+  step = malloc(sizeof(double) * (size_t)(n_decode + 1));
+  prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
+  generated = malloc(sizeof(int32_t) * (size_t)(n_decode + 1));
+  if (!logits || !step || !prompt || !generated) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  uint64_t x = 0x9E3779B97F4A7C15ull; /* fixed prompt: same ids every run */
+  for (int i = 0; i < n_prompt; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    prompt[i] = (int32_t)(x % (uint64_t)(vocab < 256 ? vocab : 256));
+  }
+  fprintf(stderr, "bench: %s, backend %s, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s), n_prompt);
+  double t0 = now_s();
+  if (wisp_session_eval(s, prompt, n_prompt, logits)) goto fail;
+  double prefill_s = now_s() - t0;
+  double decode_total = 0;
+  for (int i = 0; i < n_decode; i++) {
+    int32_t t = (int32_t)wisp_argmax(logits, vocab);
+    generated[i] = t;
+    double a = now_s();
+    if (wisp_session_eval(s, &t, 1, logits)) goto fail;
+    step[i] = now_s() - a;
+    decode_total += step[i];
+    if ((i + 1) % 64 == 0 || i + 1 == n_decode) fprintf(stderr, "\rbench: decode %d/%d", i + 1, n_decode);
+  }
+  if (n_decode) fprintf(stderr, "\n");
+  qsort(step, (size_t)n_decode, sizeof(double), cmp_double);
+
+  char fp[65], plan_src[512], plan_id[65], cpu[256];
+  wisp_sha256_hex(generated, sizeof(int32_t) * (size_t)n_decode, fp);
+  /* Until plan resolution lands (src/plan), the plan id hashes what decides
+   * execution here: backend, kernel family, thread count, prefill chunk. */
+  snprintf(plan_src, sizeof plan_src, "{\"backend\":\"%s\",\"kernels\":\"%s\",\"threads\":%d,\"chunk\":%d}",
+           wisp_session_backend_name(s), wisp_cpu_kernels_get()->name, threads, s->chunk);
+  wisp_sha256_hex(plan_src, strlen(plan_src), plan_id);
+  cpu_name(cpu, sizeof cpu);
+  const cJSON *ext = cJSON_GetObjectItemCaseSensitive(m->artifact->manifest, "wisp");
+  const cJSON *wsha = ext ? cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256") : NULL;
+
+  r = cJSON_CreateObject();
+  cJSON *jm = cJSON_AddObjectToObject(r, "model");
+  cJSON_AddStringToObject(jm, "dir", model_dir);
+  cJSON_AddStringToObject(jm, "architecture", m->artifact->architecture);
+  cJSON_AddNumberToObject(jm, "weightBytes", (double)m->artifact->weight_bytes);
+  cJSON_AddStringToObject(jm, "weightsSha256", cJSON_IsString(wsha) ? wsha->valuestring : "unknown");
+  cJSON_AddStringToObject(r, "plan_id", plan_id);
+  cJSON_AddItemToObject(r, "plan", cJSON_Parse(plan_src));
+  cJSON *jd = cJSON_AddObjectToObject(r, "device");
+  cJSON_AddStringToObject(jd, "backend", wisp_session_backend_name(s));
+  cJSON_AddStringToObject(jd, "name", cpu);
+  cJSON_AddNumberToObject(jd, "online_cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
+  cJSON_AddNumberToObject(r, "prompt_tokens", n_prompt);
+  cJSON_AddNumberToObject(r, "decode_tokens", n_decode);
+  cJSON *jp = cJSON_AddObjectToObject(r, "prefill");
+  cJSON_AddNumberToObject(jp, "seconds", prefill_s);
+  cJSON_AddNumberToObject(jp, "tok_per_s", n_prompt / prefill_s);
+  cJSON *jdec = cJSON_AddObjectToObject(r, "decode");
+  cJSON_AddNumberToObject(jdec, "seconds", decode_total);
+  cJSON_AddNumberToObject(jdec, "tok_per_s", n_decode ? n_decode / decode_total : 0);
+  cJSON_AddNumberToObject(jdec, "ms_per_token_p50", 1e3 * percentile(step, n_decode, 0.5));
+  cJSON_AddNumberToObject(jdec, "ms_per_token_p95", 1e3 * percentile(step, n_decode, 0.95));
+  cJSON_AddStringToObject(r, "output_fingerprint", fp);
+  time_t now = time(NULL);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  cJSON_AddStringToObject(r, "timestamp", stamp);
+
+  char path[PATH_MAX];
+  if (out_path) snprintf(path, sizeof path, "%s", out_path);
+  else {
+    if (mkdir("bench", 0755) != 0 && errno != EEXIST) { wisp_fail(WISP_EIO, "cannot create bench/"); goto fail; }
+    if (mkdir("bench/results", 0755) != 0 && errno != EEXIST) { wisp_fail(WISP_EIO, "cannot create bench/results/"); goto fail; }
+    char fstamp[32];
+    strftime(fstamp, sizeof fstamp, "%Y%m%d-%H%M%S", gmtime(&now));
+    const char *base = strrchr(model_dir, '/');
+    base = base ? base + 1 : model_dir;
+    snprintf(path, sizeof path, "bench/results/%s-%s-%s.json", fstamp, base, wisp_session_backend_name(s));
+  }
+  char *text = cJSON_Print(r);
+  if (!text) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  wisp_status st = wisp_write_file_atomic(path, text, strlen(text));
+  free(text);
+  if (st) goto fail;
+  printf("prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s, %.2f ms/token p50, %.2f p95\nreceipt: %s\n",
+         n_prompt, n_prompt / prefill_s, n_decode, n_decode ? n_decode / decode_total : 0.0,
+         1e3 * percentile(step, n_decode, 0.5), 1e3 * percentile(step, n_decode, 0.95), path);
+  rc = 0;
+fail:
+  if (rc) cli_error("bench");
+  cJSON_Delete(r);
+  free(logits);
+  free(step);
+  free(prompt);
+  free(generated);
+  wisp_session_free(s);
+  wisp_model_close(m);
+  return rc;
+}

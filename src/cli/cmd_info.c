@@ -1,4 +1,54 @@
-/* placeholder until the command lands (being written in this session) */
+/* wisp info [-m DIR] [--verify]: open an artifact, bind it to its
+ * architecture (which checks every section's size) and print a summary;
+ * --verify also recomputes sha256 of weights.bin against the manifest. */
+#include <cJSON.h>
 #include <stdio.h>
+#include <string.h>
+
 #include "cli/commands.h"
-int cmd_info(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "wisp: 'info' is not built yet\n"); return 2; }
+#include "engine/engine.h"
+#include "util/err.h"
+#include "util/file.h"
+
+int cmd_info(int argc, char **argv) {
+  const char *dir = NULL;
+  int verify = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
+    else if (!strcmp(argv[i], "--verify")) verify = 1;
+    else { fprintf(stderr, "wisp info: unknown option '%s'\n", argv[i]); return 2; }
+  }
+  if (!dir && !(dir = cli_default_model())) return cli_error("info");
+  wisp_model *m = NULL;
+  if (wisp_model_open(dir, &m)) return cli_error("info");
+  const wisp_artifact *a = m->artifact;
+  const wisp_shape *s = &a->shape;
+  int n_attn = 0;
+  for (int i = 0; i < s->n_layers; i++) n_attn += s->layer_types[i] == WISP_LAYER_ATTENTION;
+  printf("artifact:     %s\n", dir);
+  printf("architecture: %s (%d layers: %d conv, %d attention)\n", a->architecture, s->n_layers, s->n_layers - n_attn,
+         n_attn);
+  printf("shape:        hidden %d, ffn %d, vocab %d, heads %d/%d kv, head_dim %d, conv %d\n", s->hidden, s->ffn,
+         s->vocab, s->heads, s->kv_heads, s->head_dim, s->conv_cache);
+  printf("weights:      %llu bytes in %d sections, context %d\n", (unsigned long long)a->weight_bytes,
+         a->n_sections, m->arch->max_positions(m->weights));
+  int rc = 0;
+  if (verify) {
+    const cJSON *ext = cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp");
+    const cJSON *want = ext ? cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256") : NULL;
+    char got[65];
+    wisp_sha256_hex(a->weights, a->weights_len, got);
+    if (!cJSON_IsString(want)) {
+      fprintf(stderr, "wisp info: %s/manifest.json has no wisp.weightsSha256 to verify against\n", dir);
+      rc = 1;
+    } else if (strcmp(want->valuestring, got) != 0) {
+      fprintf(stderr, "wisp info: %s/weights.bin sha256 %s does not match the manifest's %s\n", dir, got,
+              want->valuestring);
+      rc = 1;
+    } else {
+      printf("sha256:       %s (verified)\n", got);
+    }
+  }
+  wisp_model_close(m);
+  return rc;
+}

@@ -1,4 +1,120 @@
-/* placeholder until the command lands (being written in this session) */
+/* wisp run: generate text, streaming tokens as they are made.
+ *   wisp run [-m DIR] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
+ *            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S]
+ *            [-t THREADS] [--backend cpu|webgpu|auto] [-c CTX] [--ids] */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli/commands.h"
-int cmd_run(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "wisp: 'run' is not built yet\n"); return 2; }
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
+#include "util/err.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_num(const char *opt, const char *v, double lo, double hi, double *out) {
+  char *end;
+  double d = strtod(v, &end);
+  if (!*v || *end || d < lo || d > hi) {
+    fprintf(stderr, "wisp run: %s needs a number in [%g, %g], got '%s'\n", opt, lo, hi, v);
+    return 0;
+  }
+  *out = d;
+  return 1;
+}
+
+int cmd_run(int argc, char **argv) {
+  const char *model_dir = NULL, *prompt = "Once upon a time", *backend = "cpu";
+  int n_predict = 64, threads = 0, ctx = 0, show_ids = 0;
+  wisp_sampler_params sp = wisp_sampler_defaults();
+  sp.seed = (uint64_t)time(NULL);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    double d;
+    if (!strcmp(a, "--ids")) { show_ids = 1; continue; }
+    if (!v) { fprintf(stderr, "wisp run: unknown option or missing value: '%s'\n", a); return 2; }
+    i++;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_dir = v;
+    else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
+    else if (!strcmp(a, "--backend")) backend = v;
+    else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; n_predict = (int)d; }
+    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!parse_num(a, v, 0, 1024, &d)) return 2; threads = (int)d; }
+    else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; ctx = (int)d; }
+    else if (!strcmp(a, "--temp")) { if (!parse_num(a, v, 0, 100, &d)) return 2; sp.temperature = (float)d; }
+    else if (!strcmp(a, "--top-k")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; sp.top_k = (int)d; }
+    else if (!strcmp(a, "--top-p")) { if (!parse_num(a, v, 0, 1, &d)) return 2; sp.top_p = (float)d; }
+    else if (!strcmp(a, "--min-p")) { if (!parse_num(a, v, 0, 1, &d)) return 2; sp.min_p = (float)d; }
+    else if (!strcmp(a, "--repeat-penalty")) { if (!parse_num(a, v, 0.01, 100, &d)) return 2; sp.repeat_penalty = (float)d; }
+    else if (!strcmp(a, "--repeat-last-n")) { if (!parse_num(a, v, 0, 1e6, &d)) return 2; sp.repeat_last_n = (int)d; }
+    else if (!strcmp(a, "--seed") || !strcmp(a, "-s")) { if (!parse_num(a, v, 0, 1.8e19, &d)) return 2; sp.seed = (uint64_t)d; }
+    else { fprintf(stderr, "wisp run: unknown option '%s'\n", a); return 2; }
+  }
+  if (!model_dir && !(model_dir = cli_default_model())) return cli_error("run");
+
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  wisp_tokenizer *tok = NULL;
+  wisp_sampler *smp = NULL;
+  int32_t *ids = NULL;
+  float *logits = NULL;
+  int rc = 1, n_ids = 0;
+  if (wisp_model_open(model_dir, &m)) goto fail;
+  wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx};
+  if (wisp_session_new(m, &so, &s)) goto fail;
+  if (wisp_tokenizer_new(m->artifact->tokenizer, wisp_model_vocab(m), &tok)) goto fail;
+  if (wisp_tokenizer_encode(tok, prompt, &ids, &n_ids)) goto fail;
+  if (n_ids == 0) { wisp_fail(WISP_EINVAL, "the prompt is empty"); goto fail; }
+  const int vocab = wisp_model_vocab(m);
+  logits = malloc(sizeof(float) * (size_t)vocab);
+  smp = wisp_sampler_new(&sp, vocab);
+  if (!logits || !smp) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  if (n_ids + n_predict > wisp_session_context(s)) {
+    wisp_fail(WISP_EINVAL, "prompt (%d tokens) + %d to generate exceed the context of %d", n_ids, n_predict,
+              wisp_session_context(s));
+    goto fail;
+  }
+  fprintf(stderr, "wisp: %s | backend %s | %d prompt tokens\n", model_dir, wisp_session_backend_name(s), n_ids);
+  fwrite(prompt, 1, strlen(prompt), stdout);
+  fflush(stdout);
+  for (int i = 0; i < n_ids; i++) wisp_sampler_accept(smp, ids[i]);
+  double t0 = now_s();
+  if (wisp_session_eval(s, ids, n_ids, logits)) goto fail;
+  double t1 = now_s();
+  int generated = 0;
+  char piece[64];
+  for (; generated < n_predict; generated++) {
+    int next = wisp_sampler_sample(smp, logits);
+    wisp_sampler_accept(smp, next);
+    size_t len = wisp_tokenizer_piece(tok, next, piece, sizeof piece);
+    if (show_ids) printf("[%d]", next);
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    if (generated + 1 < n_predict) {
+      int32_t t = next;
+      if (wisp_session_eval(s, &t, 1, logits)) goto fail;
+    }
+  }
+  double t2 = now_s();
+  printf("\n");
+  /* The last sampled token is not fed back, so decode evaluated generated-1 tokens. */
+  int decoded = generated > 1 ? generated - 1 : 0;
+  fprintf(stderr, "prompt: %d tokens in %.3f s, %.1f tok/s | decode: %d tokens in %.3f s, %.1f tok/s\n", n_ids,
+          t1 - t0, n_ids / (t1 - t0), decoded, t2 - t1, decoded > 0 ? decoded / (t2 - t1) : 0.0);
+  rc = 0;
+fail:
+  if (rc) cli_error("run");
+  free(logits);
+  free(ids);
+  wisp_sampler_free(smp);
+  wisp_tokenizer_free(tok);
+  wisp_session_free(s);
+  wisp_model_close(m);
+  return rc;
+}

@@ -13,5 +13,8 @@ int cmd_info(int argc, char **argv);
 
 /* Prints "wisp <cmd>: <last error>" to stderr and returns 1. */
 int cli_error(const char *cmd);
+/* The built-in default model's directory, generated on first use; NULL
+ * (with the error set) when it cannot be made. */
+const char *cli_default_model(void);
 
 #endif

@@ -160,8 +160,8 @@ static wisp_status parse_wisp_extension(wisp_artifact *a, const char *label) {
    * base and norm epsilon, byte-level tokens. */
   snprintf(a->architecture, sizeof a->architecture, "lfm2");
   snprintf(a->tokenizer, sizeof a->tokenizer, "byte");
-  a->rope_theta = 1000000.0f;
-  a->norm_eps = 1e-5f;
+  a->rope_theta = 1000000.0;
+  a->norm_eps = 1e-5;
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp");
   if (!w) return WISP_OK;
   if (!cJSON_IsObject(w)) return wisp_fail(WISP_EFORMAT, "%s: field 'wisp' must be an object", label);
@@ -179,13 +179,13 @@ static wisp_status parse_wisp_extension(wisp_artifact *a, const char *label) {
   if (v) {
     if (!cJSON_IsNumber(v) || v->valuedouble <= 0)
       return wisp_fail(WISP_EFORMAT, "%s: wisp.ropeTheta must be a positive number", label);
-    a->rope_theta = (float)v->valuedouble;
+    a->rope_theta = v->valuedouble;
   }
   v = cJSON_GetObjectItemCaseSensitive(w, "normEps");
   if (v) {
     if (!cJSON_IsNumber(v) || v->valuedouble <= 0 || v->valuedouble > 1)
       return wisp_fail(WISP_EFORMAT, "%s: wisp.normEps must be a number in (0, 1]", label);
-    a->norm_eps = (float)v->valuedouble;
+    a->norm_eps = v->valuedouble;
   }
   return WISP_OK;
 }

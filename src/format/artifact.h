@@ -36,7 +36,7 @@ typedef struct {
   wisp_shape shape;
   char architecture[32];     /* "lfm2" */
   char tokenizer[32];        /* "byte" */
-  float rope_theta, norm_eps;
+  double rope_theta, norm_eps;
   int max_positions;         /* longest context the artifact supports */
   uint64_t weight_bytes;
   wisp_section *sections;

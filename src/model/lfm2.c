@@ -123,7 +123,7 @@ static wisp_status bind_rope(const wisp_artifact *a, lfm2_weights *w) {
   for (int p = 0; p < rows; p++)
     for (int i = 0; i < half; i++) {
       /* inv_freq in f32 as transformers computes it, then the angle in f32. */
-      float inv = (float)(1.0 / pow((double)a->rope_theta, (double)(2 * i) / (double)w->shape.head_dim));
+      float inv = (float)(1.0 / pow(a->rope_theta, (double)(2 * i) / (double)w->shape.head_dim));
       float ang = (float)p * inv;
       cs[(size_t)p * half + i] = cosf(ang);
       sn[(size_t)p * half + i] = sinf(ang);
@@ -147,7 +147,7 @@ static wisp_status lfm2_bind(const wisp_artifact *a, void **out) {
   lfm2_weights *w = calloc(1, sizeof *w);
   if (!w) return wisp_fail(WISP_ENOMEM, "out of memory");
   w->shape = a->shape;
-  w->eps = a->norm_eps;
+  w->eps = (float)a->norm_eps;
   const wisp_shape *s = &a->shape;
   const int H = s->hidden, F = s->ffn, D = s->head_dim;
   wisp_status st = WISP_OK;

@@ -155,6 +155,11 @@ static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
   }
   matmul_job j = {c, W, x->data + (size_t)x_row0 * W->cols, n, accumulate, 16, y->data};
   int tasks = (W->rows + j.rows_per_task - 1) / j.rows_per_task;
+  /* Waking the workers costs tens of microseconds: small products run inline. */
+  if ((double)W->rows * W->cols * n < 262144.0) {
+    for (int t = 0; t < tasks; t++) matmul_task(&j, t, 0);
+    return;
+  }
   wisp_pool_run(c->pool, tasks, matmul_task, &j);
 }
 
