@@ -32,17 +32,20 @@ deps:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+	@echo "CC $<"
+	@$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
 $(BUILD)/libwisp.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BUILD)/wisp: $(CLI_OBJ) $(BUILD)/libwisp.a
-	$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/wisp_tests: $(TEST_OBJ) $(BUILD)/libwisp.a
-	$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 
 # The suite runs twice: an optimised build, then a sanitized one in build-san.
 test: deps

@@ -1,0 +1,81 @@
+/* Fixtures; see fixtures.h. */
+#include "fixtures.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format/synthetic.h"
+#include "test.h"
+#include "util/file.h"
+
+const char *fixture_small_model(void) {
+  static char path[600];
+  if (path[0]) return path;
+  snprintf(path, sizeof path, "%s/small", test_tmpdir());
+  char *text = wisp_synthetic_small_manifest();
+  if (!text || wisp_synthetic_write(text, "small", path, 7) != WISP_OK) {
+    fprintf(stderr, "fixture: cannot build the small model: %s\n", wisp_last_error());
+    free(text);
+    path[0] = 0;
+    return NULL;
+  }
+  free(text);
+  return path;
+}
+
+const char *fixture_write(const char *name, const char *text) {
+  static char path[8][600];
+  static int slot;
+  char *p = path[slot++ % 8];
+  snprintf(p, 600, "%s/%s", test_tmpdir(), name);
+  FILE *f = fopen(p, "wb");
+  if (f) {
+    fwrite(text, 1, strlen(text), f);
+    fclose(f);
+  }
+  return p;
+}
+
+const char *fixture_variant(const char *name, void (*edit)(cJSON *manifest), long weights_delta) {
+  static char dir[8][600];
+  static int slot;
+  char *d = dir[slot++ % 8];
+  const char *src = fixture_small_model();
+  if (!src) return NULL;
+  snprintf(d, 600, "%s/%s", test_tmpdir(), name);
+  mkdir(d, 0755);
+  char path[700], *text = NULL;
+  snprintf(path, sizeof path, "%s/manifest.json", src);
+  if (wisp_read_file(path, &text, NULL)) return NULL;
+  cJSON *m = cJSON_Parse(text);
+  free(text);
+  if (edit) edit(m);
+  char *out = cJSON_Print(m);
+  cJSON_Delete(m);
+  snprintf(path, sizeof path, "%s/manifest.json", d);
+  FILE *f = fopen(path, "wb");
+  if (!f) { free(out); return NULL; }
+  fputs(out, f);
+  fclose(f);
+  free(out);
+  char *w = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/weights.bin", src);
+  if (wisp_read_file(path, &w, &len)) return NULL;
+  snprintf(path, sizeof path, "%s/weights.bin", d);
+  f = fopen(path, "wb");
+  if (!f) { free(w); return NULL; }
+  long keep = (long)len + (weights_delta < 0 ? weights_delta : 0);
+  fwrite(w, 1, (size_t)(keep > 0 ? keep : 0), f);
+  for (long i = 0; i < weights_delta; i++) fputc(0, f);
+  fclose(f);
+  free(w);
+  return d;
+}
+
+const char *fixture_seed_manifest(void) {
+  if (wisp_path_exists("../shared/seeds/manifest-lfm2-hybrid-q4.json")) return "../shared/seeds/manifest-lfm2-hybrid-q4.json";
+  return "assets/lfm2-hybrid-q4.manifest.json";
+}

@@ -1,0 +1,302 @@
+/* CPU kernels, the LFM2 forward pass's internal consistency, and sampling.
+ * Agreement with Hugging Face transformers is tests/test_parity.c's job. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "fixtures.h"
+#include "format/tensor.h"
+#include "test.h"
+#include "util/file.h"
+
+static float frand(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return ((*s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+TEST(q4_roundtrip_error_is_bounded) {
+  enum { R = 7, C = 96 };
+  float w[R * C], back[C];
+  unsigned s = 1;
+  for (int i = 0; i < R * C; i++) w[i] = frand(&s) * (1 + (i % 5));
+  uint8_t q[R * C / 2], zp[(R * C / 32 + 1) / 2];
+  float sc[R * C / 32];
+  wisp_quantize_q4(w, R, C, q, sc);
+  wisp_matrix m = {.type = WISP_W_Q4, .rows = R, .cols = C, .q = q, .scales = sc};
+  for (int r = 0; r < R; r++) {
+    wisp_matrix_row_f32(&m, r, back);
+    for (int c = 0; c < C; c++) {
+      float d = sc[r * 3 + c / 32];
+      CHECKF(fabsf(back[c] - w[r * C + c]) <= 0.5f * d + 1e-6f, "q4 r%d c%d: %g vs %g", r, c, back[c], w[r * C + c]);
+    }
+  }
+  wisp_quantize_q4z(w, R, C, q, sc, zp);
+  m.type = WISP_W_Q4Z;
+  m.zp = zp;
+  for (int r = 0; r < R; r++) {
+    wisp_matrix_row_f32(&m, r, back);
+    for (int c = 0; c < C; c++) {
+      float d = sc[r * 3 + c / 32];
+      CHECKF(fabsf(back[c] - w[r * C + c]) <= 0.5f * d + 1e-6f, "q4z r%d c%d", r, c);
+    }
+  }
+}
+
+TEST(cpu_simd_kernels_match_scalar) {
+  const wisp_cpu_kernels *fast = wisp_cpu_kernels_get(), *ref = wisp_cpu_kernels_scalar();
+  enum { R = 5, C = 2560 };
+  static float w[R * C], x[C], a[C], b[C];
+  static uint8_t q[R * C / 2], zp[R * C / 64];
+  static float sc[R * C / 32];
+  unsigned s = 42;
+  for (int i = 0; i < R * C; i++) w[i] = frand(&s);
+  for (int i = 0; i < C; i++) x[i] = frand(&s);
+  wisp_quantize_q4z(w, R, C, q, sc, zp);
+  wisp_matrix mz = {.type = WISP_W_Q4Z, .rows = R, .cols = C, .q = q, .scales = sc, .zp = zp};
+  wisp_matrix m4 = {.type = WISP_W_Q4, .rows = R, .cols = C, .q = q, .scales = sc};
+  for (int r = 0; r < R; r++) {
+    CHECK_NEAR(fast->dot_q4_row(&mz, r, x), ref->dot_q4_row(&mz, r, x), 1e-3);
+    CHECK_NEAR(fast->dot_q4_row(&m4, r, x), ref->dot_q4_row(&m4, r, x), 1e-3);
+    fast->row_f32(&mz, r, a);
+    ref->row_f32(&mz, r, b);
+    for (int c = 0; c < C; c++) CHECK(a[c] == b[c]);
+  }
+  for (int n = 0; n < 40; n++) CHECK_NEAR(fast->dot_f32(w, x, n), ref->dot_f32(w, x, n), 1e-4);
+}
+
+static float *logits_for(const char *dir, const int32_t *ids, int n, int one_by_one, int threads) {
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  if (wisp_model_open(dir, &m)) return NULL;
+  wisp_session_options o = {.backend = "cpu", .threads = threads};
+  float *out = NULL;
+  if (wisp_session_new(m, &o, &s) == WISP_OK) {
+    out = malloc(sizeof(float) * (size_t)wisp_model_vocab(m));
+    int ok = 1;
+    if (one_by_one) {
+      for (int i = 0; i < n && ok; i++) ok = wisp_session_eval(s, ids + i, 1, i == n - 1 ? out : NULL) == WISP_OK;
+    } else {
+      ok = wisp_session_eval(s, ids, n, out) == WISP_OK;
+    }
+    if (!ok) { free(out); out = NULL; }
+  }
+  wisp_session_free(s);
+  wisp_model_close(m);
+  return out;
+}
+
+static float max_abs(const float *v, int n) {
+  float m = 0;
+  for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(v[i]));
+  return m;
+}
+
+TEST(lfm2_prefill_equals_incremental_decode) {
+  /* 150 tokens: crosses the 64-token prefill chunk twice, so the KV cache
+   * and the conv state are carried between chunks and between single steps. */
+  const char *d = fixture_small_model();
+  CHECK(d);
+  int32_t ids[150];
+  for (int i = 0; i < 150; i++) ids[i] = (i * 37 + 11) % 512;
+  float *a = logits_for(d, ids, 150, 0, 2), *b = logits_for(d, ids, 150, 1, 2);
+  CHECK(a && b);
+  float scale = max_abs(a, 512), worst = 0;
+  for (int i = 0; i < 512; i++) worst = fmaxf(worst, fabsf(a[i] - b[i]));
+  free(a);
+  free(b);
+  CHECKF(worst <= 1e-4f * scale, "max diff %g (scale %g)", worst, scale);
+  CHECK(scale > 0 && isfinite(scale));
+}
+
+TEST(lfm2_threads_do_not_change_results) {
+  const char *d = fixture_small_model();
+  int32_t ids[70];
+  for (int i = 0; i < 70; i++) ids[i] = (i * 13 + 5) % 512;
+  float *a = logits_for(d, ids, 70, 0, 1), *b = logits_for(d, ids, 70, 0, 3);
+  CHECK(a && b);
+  int same = memcmp(a, b, 512 * sizeof(float)) == 0;
+  free(a);
+  free(b);
+  CHECK(same);
+}
+
+TEST(lfm2_context_overflow_is_an_error) {
+  const char *d = fixture_small_model();
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  CHECK(wisp_model_open(d, &m) == WISP_OK);
+  wisp_session_options o = {.backend = "cpu", .max_context = 8};
+  CHECK(wisp_session_new(m, &o, &s) == WISP_OK);
+  int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  wisp_status st = wisp_session_eval(s, ids, 9, NULL);
+  int32_t bad = 100000;
+  wisp_status st2 = wisp_session_eval(s, &bad, 1, NULL);
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECK(st == WISP_EINVAL && st2 == WISP_EINVAL);
+}
+
+TEST(lfm2_reset_reproduces_first_run) {
+  const char *d = fixture_small_model();
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  CHECK(wisp_model_open(d, &m) == WISP_OK);
+  CHECK(wisp_session_new(m, NULL, &s) == WISP_OK);
+  int32_t ids[5] = {72, 101, 108, 108, 111};
+  float a[512], b[512];
+  CHECK(wisp_session_eval(s, ids, 5, a) == WISP_OK);
+  wisp_session_reset(s);
+  CHECK(wisp_session_eval(s, ids, 5, b) == WISP_OK);
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECK(memcmp(a, b, sizeof a) == 0);
+}
+
+TEST(sampler_greedy_and_reproducible) {
+  float base[100];
+  unsigned s = 3;
+  for (int i = 0; i < 100; i++) base[i] = frand(&s) * 3;
+  base[37] = 10;
+  float l[100];
+  wisp_sampler_params p = wisp_sampler_defaults();
+  p.temperature = 0;
+  wisp_sampler *g = wisp_sampler_new(&p, 100);
+  memcpy(l, base, sizeof l);
+  CHECK(wisp_sampler_sample(g, l) == 37);
+  wisp_sampler_free(g);
+  /* top-k 1 is greedy whatever the temperature */
+  p = wisp_sampler_defaults();
+  p.top_k = 1;
+  p.temperature = 5;
+  g = wisp_sampler_new(&p, 100);
+  memcpy(l, base, sizeof l);
+  CHECK(wisp_sampler_sample(g, l) == 37);
+  wisp_sampler_free(g);
+  /* same seed, same draws; another seed, another sequence */
+  int seq[3][50];
+  uint64_t seeds[3] = {11, 11, 12};
+  for (int k = 0; k < 3; k++) {
+    p = wisp_sampler_defaults();
+    p.temperature = 2;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    p.seed = seeds[k];
+    g = wisp_sampler_new(&p, 100);
+    for (int i = 0; i < 50; i++) {
+      memcpy(l, base, sizeof l);
+      l[37] = 0.5f;
+      seq[k][i] = wisp_sampler_sample(g, l);
+    }
+    wisp_sampler_free(g);
+  }
+  CHECK(memcmp(seq[0], seq[1], sizeof seq[0]) == 0);
+  CHECK(memcmp(seq[0], seq[2], sizeof seq[0]) != 0);
+}
+
+TEST(sampler_temperature_follows_softmax) {
+  /* Two tokens with logits 0 and log(3): p = 1/4, 3/4 at temperature 1. */
+  float l[2];
+  wisp_sampler_params p = {.temperature = 1, .top_k = 0, .top_p = 1, .min_p = 0, .repeat_penalty = 1, .seed = 5};
+  wisp_sampler *g = wisp_sampler_new(&p, 2);
+  int ones = 0, N = 20000;
+  for (int i = 0; i < N; i++) {
+    l[0] = 0;
+    l[1] = logf(3);
+    ones += wisp_sampler_sample(g, l);
+  }
+  wisp_sampler_free(g);
+  CHECK_NEAR((double)ones / N, 0.75, 0.02);
+}
+
+TEST(sampler_top_p_min_p_and_penalty) {
+  float l[4];
+  /* probabilities ~ 0.64, 0.24, 0.09, 0.03: top-p 0.5 keeps only the first */
+  wisp_sampler_params p = {.temperature = 1, .top_k = 0, .top_p = 0.5f, .min_p = 0, .repeat_penalty = 1, .seed = 9};
+  wisp_sampler *g = wisp_sampler_new(&p, 4);
+  for (int i = 0; i < 200; i++) {
+    l[0] = 3; l[1] = 2; l[2] = 1; l[3] = 0;
+    CHECK(wisp_sampler_sample(g, l) == 0);
+  }
+  wisp_sampler_free(g);
+  /* min-p 0.3: keeps tokens with p >= 0.3 * p_max -> tokens 0 and 1 */
+  p.top_p = 1;
+  p.min_p = 0.3f;
+  g = wisp_sampler_new(&p, 4);
+  int seen[4] = {0};
+  for (int i = 0; i < 2000; i++) {
+    l[0] = 3; l[1] = 2; l[2] = 1; l[3] = 0;
+    seen[wisp_sampler_sample(g, l)]++;
+  }
+  wisp_sampler_free(g);
+  CHECK(seen[0] > 0 && seen[1] > 0 && seen[2] == 0 && seen[3] == 0);
+  /* a strong repetition penalty moves greedy away from a repeated token */
+  wisp_sampler_params r = {.temperature = 0, .repeat_penalty = 10, .repeat_last_n = 8};
+  g = wisp_sampler_new(&r, 4);
+  wisp_sampler_accept(g, 0);
+  l[0] = 3; l[1] = 2; l[2] = 1; l[3] = 0;
+  CHECK(wisp_sampler_sample(g, l) == 1);
+  wisp_sampler_free(g);
+}
+
+TEST(cli_run_streams_and_reports_speed) {
+  char cmd[1024], out[8192];
+  snprintf(cmd, sizeof cmd, "%s run -m %s -p abc -n 8 --temp 0", test_wisp_bin(), fixture_small_model());
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+  CHECK(strstr(out, "prompt: 3 tokens") != NULL);
+  CHECK(strstr(out, "decode: 7 tokens") != NULL);
+  /* greedy is deterministic */
+  char out2[8192];
+  CHECK(test_run(cmd, out2, sizeof out2) == 0);
+  CHECK(strncmp(out, out2, (size_t)(strstr(out, "prompt:") - out)) == 0);
+}
+
+TEST(cli_bad_options_are_one_line_errors) {
+  const char *cases[][2] = {
+      {"run -m MODEL -n -4", "-n needs a number"},
+      {"run -m MODEL --temp hot", "--temp needs a number"},
+      {"run -m MODEL --backend tpu", "unknown backend 'tpu'"},
+      {"run -m MODEL -n 100000", "exceed the context"},
+      {"run -m MODEL --bogus 1", "unknown option '--bogus'"},
+      {"frobnicate", "unknown command 'frobnicate'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char args[512], cmd[1024], out[4096];
+    snprintf(args, sizeof args, "%s", cases[i][0]);
+    char *at = strstr(args, "MODEL");
+    if (at) {
+      char rest[512];
+      snprintf(rest, sizeof rest, "%s", at + 5);
+      snprintf(at, sizeof args - (size_t)(at - args), "%s%s", fixture_small_model(), rest);
+    }
+    snprintf(cmd, sizeof cmd, "%s %s", test_wisp_bin(), args);
+    int rc = test_run(cmd, out, sizeof out);
+    char *last = out;
+    for (char *p = out; *p; p++)
+      if (*p == '\n' && p[1]) last = p + 1;
+    CHECKF(rc > 0 && strstr(last, cases[i][1]), "'%s' -> rc %d: %s", cases[i][0], rc, out);
+  }
+}
+
+TEST(cli_bench_writes_receipt) {
+  char cmd[1024], out[8192], path[700];
+  snprintf(path, sizeof path, "%s/receipt.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s bench -m %s --prompt 16 --decode 8 -o %s", test_wisp_bin(), fixture_small_model(), path);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+  char *text = NULL;
+  CHECK(wisp_read_file(path, &text, NULL) == WISP_OK);
+  cJSON *r = cJSON_Parse(text);
+  free(text);
+  CHECK(r);
+  const char *keys[] = {"model", "plan_id", "device", "prompt_tokens", "decode_tokens", "prefill", "decode", "output_fingerprint"};
+  int ok = 1;
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) ok &= cJSON_GetObjectItem(r, keys[i]) != NULL;
+  cJSON *dec = cJSON_GetObjectItem(r, "decode");
+  ok &= dec && cJSON_GetObjectItem(dec, "tok_per_s")->valuedouble > 0;
+  ok &= cJSON_GetObjectItem(dec, "ms_per_token_p95")->valuedouble >= cJSON_GetObjectItem(dec, "ms_per_token_p50")->valuedouble;
+  ok &= cJSON_GetObjectItem(r, "decode_tokens")->valueint == 8;
+  cJSON_Delete(r);
+  CHECK(ok);
+}
