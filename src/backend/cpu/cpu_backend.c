@@ -133,7 +133,18 @@ static void matmul_task(void *ctx, int task, int thread) {
       k->row_f32(W, r, j->c->scratch[thread]);
       row = j->c->scratch[thread];
     }
-    for (int t = 0; t < j->n; t++) {
+    int t = 0;
+    for (; t + 4 <= j->n; t += 4) {
+      const float *xs[4] = {j->x + (size_t)t * K, j->x + (size_t)(t + 1) * K, j->x + (size_t)(t + 2) * K,
+                            j->x + (size_t)(t + 3) * K};
+      float v[4];
+      k->dot4_f32(row, xs, K, v);
+      for (int u = 0; u < 4; u++) {
+        float *dst = j->y + (size_t)(t + u) * N + r;
+        *dst = j->accumulate ? *dst + v[u] : v[u];
+      }
+    }
+    for (; t < j->n; t++) {
       float v = k->dot_f32(row, j->x + (size_t)t * K, K);
       float *dst = j->y + (size_t)t * N + r;
       *dst = j->accumulate ? *dst + v : v;

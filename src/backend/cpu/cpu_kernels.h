@@ -9,6 +9,8 @@
 typedef struct {
   const char *name; /* "scalar" or "avx2" */
   float (*dot_f32)(const float *a, const float *b, int n);
+  /* out[k] = dot(w, x[k]) for four vectors at once (prefill). */
+  void (*dot4_f32)(const float *w, const float *const x[4], int n, float out[4]);
   /* dot of one Q4/Q4Z row (`cols` elements) with x; zero point 8 for Q4. */
   float (*dot_q4_row)(const wisp_matrix *m, int row, const float *x);
   /* dequantize one row of any matrix type into out[cols] */
