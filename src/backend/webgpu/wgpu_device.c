@@ -119,9 +119,16 @@ static void copy_sv(char *dst, size_t cap, WGPUStringView v) {
   if (n >= cap) n = cap - 1;
   if (n) memcpy(dst, v.data, n);
   dst[n] = 0;
-  /* One-line messages: fold newlines and tabs. */
-  for (size_t i = 0; i < n; i++)
-    if (dst[i] == '\n' || dst[i] == '\r' || dst[i] == '\t') dst[i] = ' ';
+  /* One-line messages: fold newlines, tabs and runs of spaces into one space. */
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = dst[i];
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    if (c == ' ' && (o == 0 || dst[o - 1] == ' ')) continue;
+    dst[o++] = c;
+  }
+  while (o > 0 && dst[o - 1] == ' ') o--;
+  dst[o] = 0;
 }
 
 /* ---- adapter ------------------------------------------------------------- */
@@ -295,13 +302,16 @@ static void on_error(const WGPUDevice *device, WGPUErrorType type, WGPUStringVie
   (void)u2;
   wisp_wgpu_device *d = u1;
   pthread_mutex_lock(&d->lock);
-  d->error_count++;
   char m[900];
   copy_sv(m, sizeof m, message);
   static const char *const kinds[] = {"?", "no error", "validation", "out of memory", "internal", "unknown"};
-  snprintf(d->last_error, sizeof d->last_error, "%s error: %s",
-           (unsigned)type <= 5 ? kinds[type] : "?", m);
-  if (getenv("WISP_WEBGPU_VERBOSE")) fprintf(stderr, "wisp webgpu: %s\n", d->last_error);
+  const char *kind = (unsigned)type <= 5 ? kinds[type] : "?";
+  /* Keep the first error since the last check: later ones are usually its
+   * consequences ("Invalid CommandBuffer"). */
+  if (d->error_count == d->errors_seen)
+    snprintf(d->last_error, sizeof d->last_error, "%s error: %s", kind, m);
+  d->error_count++;
+  if (getenv("WISP_WEBGPU_VERBOSE")) fprintf(stderr, "wisp webgpu: %s error: %s\n", kind, m);
   pthread_mutex_unlock(&d->lock);
 }
 

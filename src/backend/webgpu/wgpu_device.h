@@ -69,7 +69,7 @@ typedef struct wisp_wgpu_device {
   pthread_mutex_t lock;
   int error_count;          /* uncaptured errors so far */
   int errors_seen;          /* error_count at the last wisp_wgpu_device_check */
-  char last_error[1024];
+  char last_error[1024];   /* first uncaptured error since the last check */
   int lost;
   char lost_message[512];
   /* Internal: tiny buffers used by wisp_wgpu_finish. */
