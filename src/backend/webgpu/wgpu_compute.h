@@ -64,6 +64,10 @@ typedef struct wisp_wgpu_kernel {
   WGPUComputePipeline pipeline;
   WGPUBindGroupLayout layout; /* group 0 */
   char label[64];
+  /* Geometry chosen through override constants, kept for the host side
+   * (set by the kernel-specific constructors in wgpu_kernels.c). */
+  uint32_t wg;          /* threads per workgroup */
+  uint32_t rows_per_wg; /* rows per workgroup (1 when not applicable) */
 } wisp_wgpu_kernel;
 
 /* Compiles WGSL; a compilation error fails with Dawn's message, which names
