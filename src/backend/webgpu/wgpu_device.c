@@ -253,6 +253,11 @@ wisp_status wisp_wgpu_list_adapters(wisp_wgpu_info *out, int cap, int *n) {
     s = adapter_info(w, a, &info, NULL);
     w->AdapterRelease(a);
     if (s) { st = s; continue; }
+    if (info.backend == WGPUBackendType_Null) {
+      st = wisp_fail(WISP_EDEVICE, "WebGPU: only Dawn's Null adapter was found (no usable GPU or Vulkan "
+                                   "driver; on CPU machines install Mesa >= 25 lavapipe)");
+      continue;
+    }
     int dup = 0;
     for (int i = 0; i < *n; i++)
       if (out[i].vendor_id == info.vendor_id && out[i].device_id == info.device_id &&
