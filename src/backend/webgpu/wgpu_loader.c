@@ -27,7 +27,8 @@ static wisp_status find_library(char *path, size_t cap) {
   if (env && *env) {
     if (!file_exists(env))
       return wisp_fail(WISP_EDEVICE, "WebGPU library not found at WISP_WEBGPU_LIB=%s", env);
-    snprintf(path, cap, "%s", env);
+    int k = snprintf(path, cap, "%s", env);
+    if (k < 0 || (size_t)k >= cap) return wisp_fail(WISP_EDEVICE, "WISP_WEBGPU_LIB path too long");
     return WISP_OK;
   }
   if (file_exists(LIB_REL)) {
@@ -47,7 +48,8 @@ static wisp_status find_library(char *path, size_t cap) {
     int m = snprintf(cand, sizeof cand, "%s/../%s", exe, LIB_REL);
     if (m > 0 && (size_t)m < sizeof cand && file_exists(cand)) {
       char real[PATH_MAX];
-      snprintf(path, cap, "%s", realpath(cand, real) ? real : cand);
+      int k = snprintf(path, cap, "%s", realpath(cand, real) ? real : cand);
+      if (k < 0 || (size_t)k >= cap) return wisp_fail(WISP_EDEVICE, "WebGPU library path too long: %s", cand);
       return WISP_OK;
     }
   }
