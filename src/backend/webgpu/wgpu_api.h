@@ -493,18 +493,14 @@ typedef struct WGPUQuerySetDescriptor {
 /* X(name, return type, parameter list): wgpu_loader.c dlsyms "wgpu" #name. */
 #define WISP_WGPU_FUNCS(X)                                                                         \
   X(CreateInstance, WGPUInstance, (const WGPUInstanceDescriptor *desc))                            \
-  X(GetInstanceCapabilities, WGPUStatus, (WGPUInstanceCapabilities *caps))                         \
   X(InstanceRequestAdapter, WGPUFuture,                                                            \
     (WGPUInstance inst, const WGPURequestAdapterOptions *opt, WGPURequestAdapterCallbackInfo cb))  \
   X(InstanceProcessEvents, void, (WGPUInstance inst))                                              \
-  X(InstanceWaitAny, WGPUWaitStatus,                                                               \
-    (WGPUInstance inst, size_t count, WGPUFutureWaitInfo *futures, uint64_t timeoutNS))            \
   X(InstanceRelease, void, (WGPUInstance inst))                                                    \
   X(AdapterGetInfo, WGPUStatus, (WGPUAdapter a, WGPUAdapterInfo *info))                            \
   X(AdapterInfoFreeMembers, void, (WGPUAdapterInfo info))                                          \
   X(AdapterGetLimits, WGPUStatus, (WGPUAdapter a, WGPULimits *limits))                             \
   X(AdapterGetFeatures, void, (WGPUAdapter a, WGPUSupportedFeatures *features))                    \
-  X(AdapterHasFeature, WGPUBool, (WGPUAdapter a, WGPUFeatureName f))                               \
   X(AdapterRequestDevice, WGPUFuture,                                                              \
     (WGPUAdapter a, const WGPUDeviceDescriptor *desc, WGPURequestDeviceCallbackInfo cb))           \
   X(AdapterRelease, void, (WGPUAdapter a))                                                         \
