@@ -165,13 +165,6 @@ typedef enum WGPUPopErrorScopeStatus {
   WGPUPopErrorScopeStatus_Force32 = 0x7FFFFFFF
 } WGPUPopErrorScopeStatus;
 
-typedef enum WGPUWaitStatus {
-  WGPUWaitStatus_Success = 0x01,
-  WGPUWaitStatus_TimedOut = 0x02,
-  WGPUWaitStatus_Error = 0x03,
-  WGPUWaitStatus_Force32 = 0x7FFFFFFF
-} WGPUWaitStatus;
-
 typedef enum WGPUDeviceLostReason {
   WGPUDeviceLostReason_Unknown = 0x01,
   WGPUDeviceLostReason_Destroyed = 0x02,
@@ -225,11 +218,6 @@ typedef struct WGPUChainedStruct {
 typedef struct WGPUFuture {
   uint64_t id;
 } WGPUFuture;
-
-typedef struct WGPUFutureWaitInfo {
-  WGPUFuture future;
-  WGPUBool completed;
-} WGPUFutureWaitInfo;
 
 typedef void (*WGPURequestAdapterCallback)(WGPURequestAdapterStatus status, WGPUAdapter adapter,
                                            WGPUStringView message, void *userdata1, void *userdata2);
@@ -291,8 +279,10 @@ typedef struct WGPUPopErrorScopeCallbackInfo {
 } WGPUPopErrorScopeCallbackInfo;
 
 /* ---- instance, adapter, device ----------------------------------------- */
-/* This build still has the 2025 "instance capabilities" form (exported
- * wgpuGetInstanceCapabilities, not wgpuGetInstanceFeatures). */
+/* This build still has the 2025 "instance capabilities" form (it exports
+ * wgpuGetInstanceCapabilities, not wgpuGetInstanceFeatures). wisp passes a
+ * NULL descriptor and waits by polling wgpuInstanceProcessEvents, so it
+ * depends on neither form; the struct only types wgpuCreateInstance. */
 typedef struct WGPUInstanceCapabilities {
   WGPUChainedStruct *nextInChain;
   WGPUBool timedWaitAnyEnable;
