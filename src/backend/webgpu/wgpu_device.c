@@ -151,11 +151,12 @@ static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGP
 }
 
 static wisp_status request_adapter(const wisp_wgpu_api *w, WGPUInstance inst, WGPUPowerPreference power,
-                                   WGPUBackendType backend, uint64_t timeout_ns, WGPUAdapter *out) {
+                                   WGPUBackendType backend, int fallback, uint64_t timeout_ns, WGPUAdapter *out) {
   WGPURequestAdapterOptions opt;
   memset(&opt, 0, sizeof opt);
   opt.featureLevel = WGPUFeatureLevel_Core;
   opt.powerPreference = power ? power : WGPUPowerPreference_HighPerformance;
+  opt.forceFallbackAdapter = fallback ? 1u : 0u;
   opt.backendType = backend;
   adapter_req req;
   memset(&req, 0, sizeof req);
@@ -239,11 +240,14 @@ wisp_status wisp_wgpu_list_adapters(wisp_wgpu_info *out, int cap, int *n) {
   if (st) return st;
   WGPUInstance inst = w->CreateInstance(NULL);
   if (!inst) return wisp_fail(WISP_EDEVICE, "WebGPU: wgpuCreateInstance failed");
-  const WGPUPowerPreference prefs[2] = {WGPUPowerPreference_HighPerformance, WGPUPowerPreference_LowPower};
+  /* High performance, low power, and the fallback (CPU) adapter, which Dawn
+   * returns only when asked for or when nothing else exists. */
+  const WGPUPowerPreference prefs[3] = {WGPUPowerPreference_HighPerformance, WGPUPowerPreference_LowPower,
+                                        WGPUPowerPreference_HighPerformance};
   st = WISP_OK;
-  for (int p = 0; p < 2 && *n < cap; p++) {
+  for (int p = 0; p < 3 && *n < cap; p++) {
     WGPUAdapter a = NULL;
-    wisp_status s = request_adapter(w, inst, prefs[p], WGPUBackendType_Undefined,
+    wisp_status s = request_adapter(w, inst, prefs[p], WGPUBackendType_Undefined, p == 2,
                                     DEFAULT_TIMEOUT_MS * 1000000ull, &a);
     if (s) {
       if (p == 0) st = s;
@@ -394,7 +398,7 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
     st = wisp_fail(WISP_EDEVICE, "WebGPU: wgpuCreateInstance failed");
     goto fail;
   }
-  st = request_adapter(w, d->instance, o.power, o.backend, d->timeout_ns, &d->adapter);
+  st = request_adapter(w, d->instance, o.power, o.backend, o.force_fallback, d->timeout_ns, &d->adapter);
   if (st) goto fail;
 
   wisp_wgpu_info ainfo;

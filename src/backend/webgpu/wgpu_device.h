@@ -51,6 +51,7 @@ typedef struct wisp_wgpu_info {
 typedef struct wisp_wgpu_device_opts {
   WGPUPowerPreference power;   /* 0 = high performance */
   WGPUBackendType backend;     /* 0 = Dawn's choice */
+  int force_fallback;          /* ask for Dawn's fallback (CPU) adapter, e.g. lavapipe */
   int no_subgroups;            /* do not request `subgroups` even when offered */
   int no_optional_features;    /* request neither shader-f16 nor timestamp-query */
   uint32_t timeout_ms;         /* limit of every synchronous wait; 0 = 10000 */
@@ -82,8 +83,9 @@ typedef struct wisp_wgpu_device {
 wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_device **out);
 void wisp_wgpu_device_close(wisp_wgpu_device *d);
 
-/* Adapters this machine offers (one per distinct adapter found with high-
- * performance and low-power requests; Dawn's C API has no enumeration). */
+/* Adapters this machine offers: one per distinct adapter found by a high-
+ * performance, a low-power and a fallback (CPU) request, Null adapters left
+ * out (the webgpu.h C API has no enumeration). */
 wisp_status wisp_wgpu_list_adapters(wisp_wgpu_info *out, int cap, int *n);
 
 /* Returns WISP_EDEVICE with the message of an uncaptured error recorded since
