@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 
 DAWN_PKG=bun-webgpu-linux-x64
 DAWN_VER=0.1.7
+# sha256 of libwebgpu_wrapper.so in that package (checked after extraction).
+DAWN_SHA256=3190c3777f2c07fcf6a0640833cbf5d0cde859dc53aed6d9083946d093198788
 CACHE=.cache/webgpu
 LIB=$CACHE/libwebgpu_wrapper.so
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -34,6 +36,11 @@ if [ ! -s "$LIB" ] || [ "$(cat "$CACHE/VERSION" 2>/dev/null)" != "$DAWN_PKG@$DAW
   so=$(tar -tzf "$tgz" | grep '/libwebgpu_wrapper\.so$' | head -n1)
   [ -n "$so" ] || { echo "webgpu-deps: libwebgpu_wrapper.so not in $tgz" >&2; exit 1; }
   tar -xzf "$tgz" -C "$tmp" "$so"
+  got=$(sha256sum "$tmp/$so" | cut -d' ' -f1)
+  if [ "$got" != "$DAWN_SHA256" ]; then
+    echo "webgpu-deps: $DAWN_PKG@$DAWN_VER: libwebgpu_wrapper.so has sha256 $got, expected $DAWN_SHA256" >&2
+    exit 1
+  fi
   mv "$tmp/$so" "$LIB.part" && mv "$LIB.part" "$LIB"
   echo "$DAWN_PKG@$DAWN_VER" > "$CACHE/VERSION"
   sha256sum "$LIB" > "$CACHE/SHA256"
