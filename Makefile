@@ -38,7 +38,8 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
-$(GEN_WGSL): $(WGSL_SRC) scripts/embed-wgsl.sh
+# The directory is a prerequisite so that adding or removing a kernel regenerates.
+$(GEN_WGSL): $(WGSL_SRC) src/backend/webgpu/kernels scripts/embed-wgsl.sh
 	@scripts/embed-wgsl.sh $@ $(WGSL_SRC)
 
 $(GEN_OBJ): $(GEN_WGSL)

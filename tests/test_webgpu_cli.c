@@ -26,3 +26,16 @@ TEST(webgpu_cli_devices_missing_library) {
   size_t len = strlen(out);
   CHECKF(len > 0 && strchr(out, '\n') == out + len - 1, "not one line: %s", out);
 }
+
+/* A library without the WebGPU symbols: the error names the first missing one. */
+TEST(webgpu_cli_devices_missing_symbol) {
+  const char *lib = "/lib/x86_64-linux-gnu/libm.so.6";
+  FILE *f = fopen(lib, "rb");
+  if (!f) SKIP("%s not present", lib);
+  fclose(f);
+  char cmd[1024], out[4096];
+  snprintf(cmd, sizeof cmd, "WISP_WEBGPU_LIB=%s %s devices", lib, test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 1, "exit %d: %s", rc, out);
+  CHECKF(strstr(out, "lacks symbol wgpuCreateInstance") != NULL && strstr(out, lib) != NULL, "%s", out);
+}

@@ -182,3 +182,19 @@ TEST(webgpu_batch_reports_errors) {
   CHECKF(strstr(msg, "exceeds") != NULL && strchr(msg, '\n') == NULL, "%s", msg);
   CHECKF(usable, "%s", wisp_last_error());
 }
+
+/* Waits never hang: a flag nobody sets times out with a message. */
+TEST(webgpu_wait_times_out) {
+  WEBGPU_OR_SKIP(d);
+  uint64_t saved = d->timeout_ns;
+  d->timeout_ns = 20ull * 1000000ull;
+  volatile int never = 0;
+  double t0 = now_s();
+  wisp_status st = wisp_wgpu_wait_flag(d, &never, "a flag nobody sets");
+  double el = now_s() - t0;
+  d->timeout_ns = saved;
+  CHECK(st == WISP_EDEVICE);
+  CHECKF(strstr(wisp_last_error(), "timed out") && strstr(wisp_last_error(), "a flag nobody sets"), "%s",
+         wisp_last_error());
+  CHECKF(el >= 0.019 && el < 1.0, "waited %.3f s for a 20 ms timeout", el);
+}
