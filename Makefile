@@ -15,11 +15,15 @@ LDLIBS  = -lcjson -lcrypto -lm -ldl -pthread
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/main.c' | sort)
 CLI_SRC  := src/cli/main.c
 TEST_SRC := $(shell find tests -maxdepth 1 -name '*.c' | sort)
+# WGSL kernels are embedded into the library as a generated C file.
+WGSL_SRC := $(sort $(wildcard src/backend/webgpu/kernels/*.wgsl))
+GEN_WGSL := $(BUILD)/gen/wgsl_kernels.c
+GEN_OBJ  := $(BUILD)/obj/gen/wgsl_kernels.o
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
-DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 
 DEFAULT_MODEL ?= models/synthetic-seed
 
@@ -35,7 +39,15 @@ $(BUILD)/obj/%.o: %.c
 	@echo "CC $<"
 	@$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
-$(BUILD)/libwisp.a: $(LIB_OBJ)
+# The directory is a prerequisite so that adding or removing a kernel regenerates.
+$(GEN_WGSL): $(WGSL_SRC) src/backend/webgpu/kernels scripts/embed-wgsl.sh
+	@scripts/embed-wgsl.sh $@ $(WGSL_SRC)
+
+$(GEN_OBJ): $(GEN_WGSL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+
+$(BUILD)/libwisp.a: $(LIB_OBJ) $(GEN_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
 

@@ -12,3 +12,5 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
 fi
+# WebGPU backend: pinned Dawn library and (on CPU machines) Mesa lavapipe.
+"$(dirname "$0")/webgpu-deps.sh"

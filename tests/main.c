@@ -12,6 +12,8 @@ struct test_entry { const char *name; test_fn fn; };
 static struct test_entry g_tests[MAX_TESTS];
 static int g_count;
 static int g_current_failed;
+static int g_current_skipped;
+static char g_skip_reason[512];
 static char g_tmpdir[512];
 
 void test_register(const char *name, test_fn fn) {
@@ -29,6 +31,14 @@ void test_fail_at(const char *file, int line, const char *fmt, ...) {
 }
 
 int test_failed_now(void) { return g_current_failed; }
+
+void test_skip(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_skip_reason, sizeof g_skip_reason, fmt, ap);
+  va_end(ap);
+  g_current_skipped = 1;
+}
 
 const char *test_wisp_bin(void) {
   const char *b = getenv("WISP_BIN");
@@ -64,17 +74,20 @@ int main(int argc, char **argv) {
   snprintf(cmd, sizeof cmd, "mkdir -p %s", g_tmpdir);
   if (system(cmd) != 0) { fprintf(stderr, "cannot create %s\n", g_tmpdir); return 2; }
   qsort(g_tests, (size_t)g_count, sizeof g_tests[0], by_name);
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, skipped = 0;
   for (int i = 0; i < g_count; i++) {
     if (filter && !strstr(g_tests[i].name, filter)) continue;
     g_current_failed = 0;
+    g_current_skipped = 0;
     g_tests[i].fn();
     if (g_current_failed) { failed++; printf("FAIL %s\n", g_tests[i].name); }
+    else if (g_current_skipped) { skipped++; printf("skip %s: %s\n", g_tests[i].name, g_skip_reason); }
     else { passed++; printf("ok   %s\n", g_tests[i].name); }
     fflush(stdout);
   }
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmpdir);
   if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_tmpdir);
-  printf("%d passed, %d failed\n", passed, failed);
+  if (skipped) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  else printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -12,6 +12,9 @@ typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn);
 void test_fail_at(const char *file, int line, const char *fmt, ...);
 int test_failed_now(void);
+/* Marks the current test as not run (printed as "skip NAME: why", counted as
+ * skipped, neither passed nor failed). Use through SKIP(...). */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Directory of the wisp CLI under test (WISP_BIN, default build/wisp). */
 const char *test_wisp_bin(void);
 /* Runs a shell command, captures stdout+stderr (truncated to cap) and returns
@@ -30,6 +33,12 @@ const char *test_tmpdir(void);
 #define CHECK(cond)                                                    \
   do {                                                                 \
     if (!(cond)) { test_fail_at(__FILE__, __LINE__, "%s", #cond); return; } \
+  } while (0)
+
+#define SKIP(...)                                                      \
+  do {                                                                 \
+    test_skip(__VA_ARGS__);                                            \
+    return;                                                            \
   } while (0)
 
 #define CHECKF(cond, ...)                                              \

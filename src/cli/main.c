@@ -17,6 +17,7 @@ static const command k_commands[] = {
     {"convert", cmd_convert, "HF_DIR -o DIR --quant f32|q4: import a Hugging Face checkpoint"},
     {"logits", cmd_logits, "-m DIR --tokens 1,2,3 [-o FILE]: final-position logits (parity tooling)"},
     {"info", cmd_info, "-m DIR: validate an artifact and print its shape and sections"},
+    {"devices", cmd_devices, "list WebGPU adapters with their features and limits"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,369 @@
+/* Buffers, kernels, bind groups and batches; see wgpu_compute.h. */
+#include "backend/webgpu/wgpu_compute.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+static uint64_t round4(uint64_t n) { return (n + 3u) & ~(uint64_t)3u; }
+
+/* ---- buffers ------------------------------------------------------------ */
+
+static wisp_status raw_buffer(wisp_wgpu_device *d, uint64_t size, WGPUBufferUsage usage, const char *label,
+                              WGPUBuffer *out) {
+  WGPUBufferDescriptor bd;
+  memset(&bd, 0, sizeof bd);
+  bd.label = wisp_wgpu_str(label);
+  bd.usage = usage;
+  bd.size = size;
+  wisp_wgpu_scope_begin(d);
+  WGPUBuffer b = d->api->DeviceCreateBuffer(d->device, &bd);
+  wisp_status st = wisp_wgpu_scope_end(d, "WebGPU: creating buffer");
+  if (st) {
+    if (b) d->api->BufferRelease(b);
+    wisp_error_prefix("%s (%llu bytes)", label ? label : "buffer", (unsigned long long)size);
+    return st;
+  }
+  if (!b) return wisp_fail(WISP_EDEVICE, "WebGPU: could not create buffer %s of %llu bytes",
+                           label ? label : "", (unsigned long long)size);
+  *out = b;
+  return WISP_OK;
+}
+
+wisp_status wisp_wgpu_buf_create(wisp_wgpu_device *d, uint64_t size, wisp_wgpu_buf_kind kind,
+                                 const char *label, wisp_wgpu_buf *out) {
+  memset(out, 0, sizeof *out);
+  uint64_t sz = round4(size ? size : 4);
+  if (sz > d->info.max_buffer_size)
+    return wisp_fail(WISP_EINVAL, "WebGPU: buffer %s of %llu bytes exceeds maxBufferSize %llu",
+                     label ? label : "", (unsigned long long)sz,
+                     (unsigned long long)d->info.max_buffer_size);
+  WGPUBufferUsage usage = kind == WISP_WGPU_UNIFORM
+                              ? (WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst)
+                              : (WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst);
+  wisp_status st = raw_buffer(d, sz, usage, label, &out->b);
+  if (st) return st;
+  out->size = sz;
+  return WISP_OK;
+}
+
+wisp_status wisp_wgpu_buf_from(wisp_wgpu_device *d, const void *data, uint64_t size, const char *label,
+                               wisp_wgpu_buf *out) {
+  wisp_status st = wisp_wgpu_buf_create(d, size, WISP_WGPU_STORAGE, label, out);
+  if (st) return st;
+  st = wisp_wgpu_buf_write(d, *out, 0, data, size);
+  if (st) wisp_wgpu_buf_free(d, out);
+  return st;
+}
+
+wisp_status wisp_wgpu_buf_write(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, const void *data,
+                                size_t size) {
+  if (offset % 4)
+    return wisp_fail(WISP_EINVAL, "WebGPU: buffer write offset %llu is not a multiple of 4",
+                     (unsigned long long)offset);
+  if (offset > buf.size || round4(size) > buf.size - offset)
+    return wisp_fail(WISP_EINVAL, "WebGPU: write of %zu bytes at %llu past the end of a %llu-byte buffer",
+                     size, (unsigned long long)offset, (unsigned long long)buf.size);
+  size_t head = size & ~(size_t)3;
+  if (head) d->api->QueueWriteBuffer(d->queue, buf.b, offset, data, head);
+  if (size > head) {
+    unsigned char tail[4] = {0, 0, 0, 0};
+    memcpy(tail, (const unsigned char *)data + head, size - head);
+    d->api->QueueWriteBuffer(d->queue, buf.b, offset + head, tail, 4);
+  }
+  return wisp_wgpu_device_check(d);
+}
+
+typedef struct {
+  volatile int done;
+  WGPUMapAsyncStatus status;
+  char message[512];
+} map_req;
+
+static void on_map(WGPUMapAsyncStatus status, WGPUStringView message, void *u1, void *u2) {
+  (void)u2;
+  map_req *r = u1;
+  r->status = status;
+  size_t n = message.data ? (message.length == WGPU_STRLEN ? strlen(message.data) : message.length) : 0;
+  if (n >= sizeof r->message) n = sizeof r->message - 1;
+  if (n) memcpy(r->message, message.data, n);
+  r->message[n] = 0;
+  r->done = 1;
+}
+
+/* Copies `size` (multiple of 4) bytes from src@offset into `staging` (a
+ * MapRead buffer), submits, maps it and waits. On success the caller reads
+ * the mapped range and unmaps. */
+static wisp_status copy_and_map(wisp_wgpu_device *d, WGPUBuffer src, uint64_t offset, WGPUBuffer staging,
+                                uint64_t size) {
+  const wisp_wgpu_api *w = d->api;
+  WGPUCommandEncoderDescriptor ed = {NULL, wisp_wgpu_str("wisp readback")};
+  WGPUCommandEncoder enc = w->DeviceCreateCommandEncoder(d->device, &ed);
+  w->CommandEncoderCopyBufferToBuffer(enc, src, offset, staging, 0, size);
+  WGPUCommandBufferDescriptor cd = {NULL, wisp_wgpu_str(NULL)};
+  WGPUCommandBuffer cmd = w->CommandEncoderFinish(enc, &cd);
+  w->QueueSubmit(d->queue, 1, &cmd);
+  w->CommandBufferRelease(cmd);
+  w->CommandEncoderRelease(enc);
+  wisp_status st = wisp_wgpu_device_check(d);
+  if (st) return st;
+  map_req r;
+  memset(&r, 0, sizeof r);
+  WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
+  w->BufferMapAsync(staging, WGPUMapMode_Read, 0, (size_t)size, cb);
+  st = wisp_wgpu_wait_flag(d, &r.done, "a buffer readback");
+  if (st) return st;
+  if (r.status != WGPUMapAsyncStatus_Success)
+    return wisp_fail(WISP_EDEVICE, "WebGPU: mapping a readback buffer failed (status %d): %s",
+                     (int)r.status, r.message);
+  return WISP_OK;
+}
+
+wisp_status wisp_wgpu_buf_read(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst,
+                               size_t size) {
+  if (offset % 4)
+    return wisp_fail(WISP_EINVAL, "WebGPU: buffer read offset %llu is not a multiple of 4",
+                     (unsigned long long)offset);
+  if (offset > buf.size || round4(size) > buf.size - offset)
+    return wisp_fail(WISP_EINVAL, "WebGPU: read of %zu bytes at %llu past the end of a %llu-byte buffer",
+                     size, (unsigned long long)offset, (unsigned long long)buf.size);
+  if (size == 0) return WISP_OK;
+  uint64_t sz = round4(size);
+  WGPUBuffer staging;
+  wisp_status st =
+      raw_buffer(d, sz, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "wisp staging", &staging);
+  if (st) return st;
+  st = copy_and_map(d, buf.b, offset, staging, sz);
+  if (!st) {
+    const void *p = d->api->BufferGetConstMappedRange(staging, 0, (size_t)sz);
+    if (p) memcpy(dst, p, size);
+    else st = wisp_fail(WISP_EDEVICE, "WebGPU: mapped readback range is NULL");
+    d->api->BufferUnmap(staging);
+  }
+  d->api->BufferRelease(staging);
+  return st;
+}
+
+void wisp_wgpu_buf_free(wisp_wgpu_device *d, wisp_wgpu_buf *buf) {
+  if (!buf || !buf->b) return;
+  d->api->BufferDestroy(buf->b);
+  d->api->BufferRelease(buf->b);
+  buf->b = NULL;
+  buf->size = 0;
+}
+
+wisp_status wisp_wgpu_finish(wisp_wgpu_device *d) {
+  /* Queue work completes in submission order, so once a copy submitted now
+   * can be mapped, everything submitted before it has finished. */
+  wisp_status st;
+  if (!d->fence_src) {
+    st = raw_buffer(d, 4, WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc, "wisp fence", &d->fence_src);
+    if (st) return st;
+  }
+  if (!d->fence_dst) {
+    st = raw_buffer(d, 4, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "wisp fence readback",
+                    &d->fence_dst);
+    if (st) return st;
+  }
+  st = copy_and_map(d, d->fence_src, 0, d->fence_dst, 4);
+  if (!st) d->api->BufferUnmap(d->fence_dst);
+  return st ? st : wisp_wgpu_device_check(d);
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+
+wisp_status wisp_wgpu_shader_create(wisp_wgpu_device *d, const char *wgsl, const char *label,
+                                    WGPUShaderModule *out) {
+  *out = NULL;
+  WGPUShaderSourceWGSL src;
+  memset(&src, 0, sizeof src);
+  src.chain.sType = WGPUSType_ShaderSourceWGSL;
+  src.code = wisp_wgpu_str(wgsl);
+  WGPUShaderModuleDescriptor md;
+  memset(&md, 0, sizeof md);
+  md.nextInChain = &src.chain;
+  md.label = wisp_wgpu_str(label);
+  char what[128];
+  snprintf(what, sizeof what, "WebGPU: compiling WGSL %s", label ? label : "shader");
+  wisp_wgpu_scope_begin(d);
+  WGPUShaderModule m = d->api->DeviceCreateShaderModule(d->device, &md);
+  wisp_status st = wisp_wgpu_scope_end(d, what);
+  if (st) {
+    if (m) d->api->ShaderModuleRelease(m);
+    return st;
+  }
+  if (!m) return wisp_fail(WISP_EDEVICE, "%s: no module returned", what);
+  *out = m;
+  return WISP_OK;
+}
+
+wisp_status wisp_wgpu_kernel_from_module(wisp_wgpu_device *d, WGPUShaderModule module, const char *entry,
+                                         const wisp_wgpu_const *consts, int n_consts, const char *label,
+                                         wisp_wgpu_kernel **out) {
+  *out = NULL;
+  if (n_consts < 0 || n_consts > 64) return wisp_fail(WISP_EINVAL, "WebGPU: %d override constants", n_consts);
+  WGPUConstantEntry ce[64];
+  for (int i = 0; i < n_consts; i++) {
+    memset(&ce[i], 0, sizeof ce[i]);
+    ce[i].key = wisp_wgpu_str(consts[i].name);
+    ce[i].value = consts[i].value;
+  }
+  WGPUComputePipelineDescriptor pd;
+  memset(&pd, 0, sizeof pd);
+  pd.label = wisp_wgpu_str(label);
+  pd.layout = NULL;
+  pd.compute.module = module;
+  pd.compute.entryPoint = wisp_wgpu_str(entry);
+  pd.compute.constantCount = (size_t)n_consts;
+  pd.compute.constants = n_consts ? ce : NULL;
+  char what[128];
+  snprintf(what, sizeof what, "WebGPU: creating pipeline %s", label ? label : entry ? entry : "");
+  wisp_wgpu_scope_begin(d);
+  WGPUComputePipeline p = d->api->DeviceCreateComputePipeline(d->device, &pd);
+  wisp_status st = wisp_wgpu_scope_end(d, what);
+  if (st) {
+    if (p) d->api->ComputePipelineRelease(p);
+    return st;
+  }
+  if (!p) return wisp_fail(WISP_EDEVICE, "%s: no pipeline returned", what);
+  wisp_wgpu_kernel *k = calloc(1, sizeof *k);
+  if (!k) {
+    d->api->ComputePipelineRelease(p);
+    return wisp_fail(WISP_ENOMEM, "WebGPU: out of memory");
+  }
+  k->pipeline = p;
+  k->layout = d->api->ComputePipelineGetBindGroupLayout(p, 0);
+  snprintf(k->label, sizeof k->label, "%s", label ? label : entry ? entry : "kernel");
+  *out = k;
+  return WISP_OK;
+}
+
+wisp_status wisp_wgpu_kernel_create(wisp_wgpu_device *d, const char *wgsl, const char *entry,
+                                    const wisp_wgpu_const *consts, int n_consts, const char *label,
+                                    wisp_wgpu_kernel **out) {
+  WGPUShaderModule m;
+  wisp_status st = wisp_wgpu_shader_create(d, wgsl, label, &m);
+  if (st) return st;
+  st = wisp_wgpu_kernel_from_module(d, m, entry, consts, n_consts, label, out);
+  d->api->ShaderModuleRelease(m);
+  return st;
+}
+
+void wisp_wgpu_kernel_free(wisp_wgpu_device *d, wisp_wgpu_kernel *k) {
+  if (!k) return;
+  if (k->layout) d->api->BindGroupLayoutRelease(k->layout);
+  if (k->pipeline) d->api->ComputePipelineRelease(k->pipeline);
+  free(k);
+}
+
+/* ---- bind groups --------------------------------------------------------- */
+
+wisp_status wisp_wgpu_bind(wisp_wgpu_device *d, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *bindings,
+                           int n, WGPUBindGroup *out) {
+  *out = NULL;
+  if (n < 0 || n > 32) return wisp_fail(WISP_EINVAL, "WebGPU: %d bindings (at most 32)", n);
+  WGPUBindGroupEntry e[32];
+  for (int i = 0; i < n; i++) {
+    memset(&e[i], 0, sizeof e[i]);
+    e[i].binding = (uint32_t)i;
+    e[i].buffer = bindings[i].buffer;
+    e[i].offset = bindings[i].offset;
+    e[i].size = bindings[i].size ? bindings[i].size : WGPU_WHOLE_SIZE;
+  }
+  WGPUBindGroupDescriptor bd;
+  memset(&bd, 0, sizeof bd);
+  bd.label = wisp_wgpu_str(k->label);
+  bd.layout = k->layout;
+  bd.entryCount = (size_t)n;
+  bd.entries = e;
+  char what[128];
+  snprintf(what, sizeof what, "WebGPU: binding buffers for %s", k->label);
+  wisp_wgpu_scope_begin(d);
+  WGPUBindGroup g = d->api->DeviceCreateBindGroup(d->device, &bd);
+  wisp_status st = wisp_wgpu_scope_end(d, what);
+  if (st) {
+    if (g) d->api->BindGroupRelease(g);
+    return st;
+  }
+  *out = g;
+  return WISP_OK;
+}
+
+void wisp_wgpu_bind_free(wisp_wgpu_device *d, WGPUBindGroup g) {
+  if (g) d->api->BindGroupRelease(g);
+}
+
+/* ---- batches ------------------------------------------------------------- */
+
+wisp_status wisp_wgpu_batch_begin(wisp_wgpu_device *d, wisp_wgpu_batch *b) {
+  memset(b, 0, sizeof *b);
+  b->d = d;
+  WGPUCommandEncoderDescriptor ed = {NULL, wisp_wgpu_str("wisp batch")};
+  b->enc = d->api->DeviceCreateCommandEncoder(d->device, &ed);
+  if (!b->enc) return wisp_fail(WISP_EDEVICE, "WebGPU: could not create a command encoder");
+  WGPUComputePassDescriptor pd;
+  memset(&pd, 0, sizeof pd);
+  b->pass = d->api->CommandEncoderBeginComputePass(b->enc, &pd);
+  if (!b->pass) {
+    d->api->CommandEncoderRelease(b->enc);
+    b->enc = NULL;
+    return wisp_fail(WISP_EDEVICE, "WebGPU: could not begin a compute pass");
+  }
+  return WISP_OK;
+}
+
+void wisp_wgpu_batch_dispatch(wisp_wgpu_batch *b, const wisp_wgpu_kernel *k, WGPUBindGroup g, uint32_t x,
+                              uint32_t y, uint32_t z) {
+  const wisp_wgpu_api *w = b->d->api;
+  if (b->current != k->pipeline) {
+    w->ComputePassEncoderSetPipeline(b->pass, k->pipeline);
+    b->current = k->pipeline;
+  }
+  w->ComputePassEncoderSetBindGroup(b->pass, 0, g, 0, NULL);
+  w->ComputePassEncoderDispatchWorkgroups(b->pass, x, y ? y : 1, z ? z : 1);
+  b->n_dispatches++;
+}
+
+wisp_status wisp_wgpu_batch_submit(wisp_wgpu_batch *b) {
+  wisp_wgpu_device *d = b->d;
+  const wisp_wgpu_api *w = d->api;
+  if (!b->enc) return wisp_fail(WISP_EINVAL, "WebGPU: batch was not begun");
+  w->ComputePassEncoderEnd(b->pass);
+  w->ComputePassEncoderRelease(b->pass);
+  WGPUCommandBufferDescriptor cd = {NULL, wisp_wgpu_str(NULL)};
+  WGPUCommandBuffer cmd = w->CommandEncoderFinish(b->enc, &cd);
+  w->CommandEncoderRelease(b->enc);
+  b->enc = NULL;
+  b->pass = NULL;
+  if (cmd) {
+    w->QueueSubmit(d->queue, 1, &cmd);
+    w->CommandBufferRelease(cmd);
+  }
+  wisp_status st = wisp_wgpu_device_check(d);
+  if (st) wisp_error_prefix("batch of %d dispatches", b->n_dispatches);
+  return st;
+}
+
+void wisp_wgpu_batch_abort(wisp_wgpu_batch *b) {
+  if (!b->enc) return;
+  const wisp_wgpu_api *w = b->d->api;
+  w->ComputePassEncoderEnd(b->pass);
+  w->ComputePassEncoderRelease(b->pass);
+  w->CommandEncoderRelease(b->enc);
+  b->enc = NULL;
+  b->pass = NULL;
+}
+
+void wisp_wgpu_grid(const wisp_wgpu_device *d, uint32_t n, uint32_t *x, uint32_t *y) {
+  uint32_t maxd = d->info.max_compute_workgroups_per_dimension ? d->info.max_compute_workgroups_per_dimension
+                                                               : 65535u;
+  if (n <= maxd) {
+    *x = n ? n : 1;
+    *y = 1;
+    return;
+  }
+  *y = (n + maxd - 1) / maxd;
+  *x = (n + *y - 1) / *y;
+}

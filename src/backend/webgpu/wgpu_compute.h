@@ -1,0 +1,127 @@
+/* Small compute layer over wisp_wgpu_device: buffers, WGSL kernels with
+ * override constants, bind groups, and batches (many dispatches recorded in
+ * one command encoder / compute pass, submitted once).
+ *
+ *   wisp_wgpu_const c[] = {{"WG", 64}, {"ROWS", 4}};
+ *   wisp_wgpu_kernel *k;
+ *   wisp_wgpu_kernel_create(d, wgsl_text, "main", c, 2, "q4_matvec", &k);
+ *   wisp_wgpu_buf w = ..., x = ..., y = ...;
+ *   WGPUBindGroup g;
+ *   wisp_wgpu_bind(d, k, (wisp_wgpu_binding[]){{w.b}, {x.b}, {y.b}}, 3, &g);
+ *   wisp_wgpu_batch b;
+ *   wisp_wgpu_batch_begin(d, &b);
+ *   wisp_wgpu_batch_dispatch(&b, k, g, nwg, 1, 1);   // as many as needed
+ *   wisp_wgpu_batch_submit(&b);
+ *   wisp_wgpu_buf_read(d, y, 0, host, bytes);        // waits for the GPU
+ *
+ * Binding i of a bind group is @binding(i) of @group(0). Pipelines use the
+ * layout derived from the shader ("auto"), so every declared binding must be
+ * used by the entry point. All calls return WISP_OK or WISP_EDEVICE/EINVAL
+ * with a one-line message (wisp_last_error()). */
+#ifndef WISP_WGPU_COMPUTE_H
+#define WISP_WGPU_COMPUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/webgpu/wgpu_device.h"
+
+/* ---- buffers ------------------------------------------------------------ */
+typedef enum {
+  WISP_WGPU_STORAGE = 0, /* storage | copy-src | copy-dst (the default) */
+  WISP_WGPU_UNIFORM = 1  /* uniform | copy-dst (small parameter blocks) */
+} wisp_wgpu_buf_kind;
+
+typedef struct wisp_wgpu_buf {
+  WGPUBuffer b;
+  uint64_t size; /* bytes, a multiple of 4 */
+} wisp_wgpu_buf;
+
+/* Creates a zero-filled buffer of `size` bytes (rounded up to 4). */
+wisp_status wisp_wgpu_buf_create(wisp_wgpu_device *d, uint64_t size, wisp_wgpu_buf_kind kind,
+                                 const char *label, wisp_wgpu_buf *out);
+/* Creates a storage buffer holding `size` bytes of `data`. */
+wisp_status wisp_wgpu_buf_from(wisp_wgpu_device *d, const void *data, uint64_t size, const char *label,
+                               wisp_wgpu_buf *out);
+/* Queues a write (wgpuQueueWriteBuffer: ordered before later submits; `data`
+ * may be reused on return). offset must be a multiple of 4; a size that is
+ * not is padded with zero bytes within the buffer. */
+wisp_status wisp_wgpu_buf_write(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset,
+                                const void *data, size_t size);
+/* Copies bytes back to the host through a mappable staging buffer; waits for
+ * all work submitted before. offset must be a multiple of 4. */
+wisp_status wisp_wgpu_buf_read(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst,
+                               size_t size);
+void wisp_wgpu_buf_free(wisp_wgpu_device *d, wisp_wgpu_buf *buf);
+
+/* ---- kernels ------------------------------------------------------------- */
+typedef struct wisp_wgpu_const {
+  const char *name; /* a WGSL `override` identifier (or @id number as text) */
+  double value;
+} wisp_wgpu_const;
+
+typedef struct wisp_wgpu_kernel {
+  WGPUComputePipeline pipeline;
+  WGPUBindGroupLayout layout; /* group 0 */
+  char label[64];
+  /* Geometry chosen through override constants, kept for the host side
+   * (set by the kernel-specific constructors in wgpu_kernels.c). */
+  uint32_t wg;          /* threads per workgroup */
+  uint32_t rows_per_wg; /* rows per workgroup (1 when not applicable) */
+} wisp_wgpu_kernel;
+
+/* Compiles WGSL; a compilation error fails with Dawn's message, which names
+ * the line and column (":12:5 error: ..."), folded onto one line. */
+wisp_status wisp_wgpu_shader_create(wisp_wgpu_device *d, const char *wgsl, const char *label,
+                                    WGPUShaderModule *out);
+/* A compute pipeline for `entry` of `module` with override constants. */
+wisp_status wisp_wgpu_kernel_from_module(wisp_wgpu_device *d, WGPUShaderModule module, const char *entry,
+                                         const wisp_wgpu_const *consts, int n_consts, const char *label,
+                                         wisp_wgpu_kernel **out);
+/* Both steps at once. */
+wisp_status wisp_wgpu_kernel_create(wisp_wgpu_device *d, const char *wgsl, const char *entry,
+                                    const wisp_wgpu_const *consts, int n_consts, const char *label,
+                                    wisp_wgpu_kernel **out);
+void wisp_wgpu_kernel_free(wisp_wgpu_device *d, wisp_wgpu_kernel *k);
+
+/* ---- bind groups --------------------------------------------------------- */
+typedef struct wisp_wgpu_binding {
+  WGPUBuffer buffer;
+  uint64_t offset; /* multiple of minStorageBufferOffsetAlignment */
+  uint64_t size;   /* 0 = to the end of the buffer */
+} wisp_wgpu_binding;
+
+/* bindings[i] becomes @group(0) @binding(i). */
+wisp_status wisp_wgpu_bind(wisp_wgpu_device *d, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *bindings,
+                           int n, WGPUBindGroup *out);
+void wisp_wgpu_bind_free(wisp_wgpu_device *d, WGPUBindGroup g);
+
+/* ---- batches ------------------------------------------------------------- */
+typedef struct wisp_wgpu_batch {
+  wisp_wgpu_device *d;
+  WGPUCommandEncoder enc;
+  WGPUComputePassEncoder pass;
+  WGPUComputePipeline current;
+  int n_dispatches;
+} wisp_wgpu_batch;
+
+/* Opens a command encoder and a compute pass. */
+wisp_status wisp_wgpu_batch_begin(wisp_wgpu_device *d, wisp_wgpu_batch *b);
+/* Records one dispatch (x*y*z workgroups). Dispatches run in order; storage
+ * writes of one are visible to the next. */
+void wisp_wgpu_batch_dispatch(wisp_wgpu_batch *b, const wisp_wgpu_kernel *k, WGPUBindGroup g, uint32_t x,
+                              uint32_t y, uint32_t z);
+/* Ends the pass, submits once, releases the encoder; reports validation
+ * errors recorded while encoding. Does not wait for the GPU. */
+wisp_status wisp_wgpu_batch_submit(wisp_wgpu_batch *b);
+/* Drops a batch without submitting it. */
+void wisp_wgpu_batch_abort(wisp_wgpu_batch *b);
+
+/* Waits until all submitted work has finished. */
+wisp_status wisp_wgpu_finish(wisp_wgpu_device *d);
+
+/* Splits n workgroups into a grid x*y with x <= the per-dimension limit
+ * (kernels rebuild the linear id as wid.x + wid.y * nwg.x and skip ids >= n). */
+void wisp_wgpu_grid(const wisp_wgpu_device *d, uint32_t n, uint32_t *x, uint32_t *y);
+
+#endif

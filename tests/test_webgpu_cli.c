@@ -1,0 +1,41 @@
+/* `wisp devices`: lists the adapter; a missing library is a one-line error. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "webgpu_fixture.h"
+
+TEST(webgpu_cli_devices_lists_adapter) {
+  WEBGPU_OR_SKIP(d); /* also sets VK_DRIVER_FILES for the child when needed */
+  char cmd[1024], out[16384];
+  snprintf(cmd, sizeof cmd, "%s devices", test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "exit %d: %s", rc, out);
+  CHECKF(strstr(out, "adapter 0: ") != NULL, "%s", out);
+  CHECKF(strstr(out, d->info.name) != NULL, "adapter %s not listed: %s", d->info.name, out);
+  CHECKF(strstr(out, "maxStorageBufferBindingSize") != NULL, "%s", out);
+  if (d->has_subgroups) CHECKF(strstr(out, " subgroups") != NULL, "%s", out);
+}
+
+TEST(webgpu_cli_devices_missing_library) {
+  char cmd[1024], out[4096];
+  snprintf(cmd, sizeof cmd, "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s devices", test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 1, "exit %d: %s", rc, out);
+  CHECKF(strstr(out, "/nonexistent/libwebgpu.so") != NULL, "%s", out);
+  size_t len = strlen(out);
+  CHECKF(len > 0 && strchr(out, '\n') == out + len - 1, "not one line: %s", out);
+}
+
+/* A library without the WebGPU symbols: the error names the first missing one. */
+TEST(webgpu_cli_devices_missing_symbol) {
+  const char *lib = "/lib/x86_64-linux-gnu/libm.so.6";
+  FILE *f = fopen(lib, "rb");
+  if (!f) SKIP("%s not present", lib);
+  fclose(f);
+  char cmd[1024], out[4096];
+  snprintf(cmd, sizeof cmd, "WISP_WEBGPU_LIB=%s %s devices", lib, test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 1, "exit %d: %s", rc, out);
+  CHECKF(strstr(out, "lacks symbol wgpuCreateInstance") != NULL && strstr(out, lib) != NULL, "%s", out);
+}
