@@ -4,6 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+# WebGPU tests must run for real (lavapipe on CPU-only machines), not skip.
+export WISP_REQUIRE_WEBGPU=${WISP_REQUIRE_WEBGPU:-1}
 total_pass=0; total_fail=0; total_skip=0
 run_suite() { # $1 = label, $2 = build dir, rest = make variables
   local label=$1 dir=$2; shift 2
