@@ -4,6 +4,7 @@
 #ifndef WISP_TEST_ST_FIXTURE_H
 #define WISP_TEST_ST_FIXTURE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {

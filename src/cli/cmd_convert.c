@@ -153,12 +153,16 @@ static wisp_status parse_config(const char *hf_dir, hf_config *c) {
   if (auto_adjust) {
     int ff = (int)(2.0 * intermediate / 3.0);
     const cJSON *mul = cJSON_GetObjectItemCaseSensitive(root, "block_ffn_dim_multiplier");
-    if (cJSON_IsNumber(mul)) ff = (int)(mul->valuedouble * ff);
-    else if (mul && !cJSON_IsNull(mul)) {
+    /* As transformers' Lfm2MLP: the round-up to block_multiple_of happens
+     * only together with the multiplier. */
+    if (cJSON_IsNumber(mul)) {
+      ff = (int)(mul->valuedouble * ff);
+      ff = multiple_of * ((ff + multiple_of - 1) / multiple_of);
+    } else if (mul && !cJSON_IsNull(mul)) {
       st = wisp_fail(WISP_EFORMAT, "%s: field 'block_ffn_dim_multiplier' must be a number or null", path);
       goto done;
     }
-    c->ffn = multiple_of * ((ff + multiple_of - 1) / multiple_of);
+    c->ffn = ff;
   }
   /* Layer kinds: layer_types (newer configs) or full_attn_idxs. */
   c->layer_types = calloc((size_t)c->n_layers, sizeof(int));
@@ -198,12 +202,16 @@ static wisp_status parse_config(const char *hf_dir, hf_config *c) {
     st = wisp_fail(WISP_EFORMAT, "%s: needs 'layer_types' or 'full_attn_idxs' to know which layers attend", path);
     goto done;
   }
-  if (c->hidden % c->heads) {
-    st = wisp_fail(WISP_EFORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d", path, c->hidden,
-                   c->heads);
-    goto done;
+  /* Lfm2Attention: config.head_dim when present, else hidden / heads. */
+  if ((st = cfg_int(root, path, "head_dim", 0, 0, 1, &c->head_dim))) goto done;
+  if (c->head_dim == 0) {
+    if (c->hidden % c->heads) {
+      st = wisp_fail(WISP_EFORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d", path, c->hidden,
+                     c->heads);
+      goto done;
+    }
+    c->head_dim = c->hidden / c->heads;
   }
-  c->head_dim = c->hidden / c->heads;
   if (c->heads % c->kv_heads || c->head_dim % 2) {
     st = wisp_fail(WISP_EUNSUPPORTED, "%s: heads %d / kv heads %d / head dim %d: wisp needs heads %% kv_heads == 0 "
                    "and an even head dim", path, c->heads, c->kv_heads, c->head_dim);
