@@ -51,6 +51,9 @@ CONFIGS = {
     ),
 }
 
+# Effective FFN widths after Lfm2MLP's auto-adjust (int(2*I/3), x1.0, round up to 256).
+EXPECTED_FFN = {"lfm2-350m": 4608, "small": 256}
+
 
 def die(msg):
     print("hf_reference.py: " + msg, file=sys.stderr)
@@ -70,10 +73,10 @@ def make_config(name):
     params = inspect.signature(Lfm2Config.__init__).parameters
     kw = dict(c)
     kw["conv_bias"] = False
-    if "layer_types" in params:
-        kw["layer_types"] = ["full_attention" if i in attn else "conv" for i in range(n)]
-    else:
-        kw["full_attn_idxs"] = sorted(attn)
+    # Both spellings, consistent: releases that know only one store the other
+    # as a plain attribute. The result is checked below either way.
+    kw["layer_types"] = ["full_attention" if i in attn else "conv" for i in range(n)]
+    kw["full_attn_idxs"] = sorted(attn)
     if "rope_parameters" in params:
         kw["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
     else:
@@ -83,10 +86,13 @@ def make_config(name):
     kw["tie_word_embeddings"] = tie
     cfg = Lfm2Config(**kw)
     types = getattr(cfg, "layer_types", None)
-    if types is not None:
-        got = [i for i, t in enumerate(types) if t == "full_attention"]
-        if got != sorted(attn):
-            die("config %s: attention layers %s, wanted %s" % (name, got, sorted(attn)))
+    got = [i for i, t in enumerate(types or []) if t == "full_attention"]
+    if got != sorted(attn):
+        die("config %s: attention layers %s, wanted %s" % (name, got, sorted(attn)))
+    rp = getattr(cfg, "rope_parameters", None)
+    eff = rp.get("rope_theta") if isinstance(rp, dict) else getattr(cfg, "rope_theta", None)
+    if eff is None or float(eff) != theta:
+        die("config %s: rope theta is %s, wanted %s" % (name, eff, theta))
     return cfg
 
 
@@ -119,6 +125,8 @@ def cmd_build(args):
     model = Lfm2ForCausalLM(cfg).to(torch.float32).eval()
     randomize(model, cfg.hidden_size)
     ffn = model.model.layers[0].feed_forward.w1.out_features
+    if ffn != EXPECTED_FFN[args.config]:
+        die("config %s: FFN width %d, expected %d" % (args.config, ffn, EXPECTED_FFN[args.config]))
     nparams = sum(p.numel() for p in model.parameters())
     os.makedirs(args.out, exist_ok=True)
     try:
