@@ -278,3 +278,47 @@ TEST(convert_rejects_missing_tensor_and_bad_args) {
   snprintf(cmd, sizeof cmd, "%s convert %s/none -o %s/x", test_wisp_bin(), test_tmpdir(), test_tmpdir());
   CHECK(test_run(cmd, log, sizeof log) == 1 && strstr(log, "config.json"));
 }
+
+/* Rewrites the tiny model's config.json with `extra` JSON members in place of
+ * the layer/rope/tie keys. */
+static int write_config(const char *hf, const char *extra) {
+  char p[700], text[2048];
+  snprintf(p, sizeof p, "%s/config.json", hf);
+  snprintf(text, sizeof text,
+           "{\"architectures\": [\"Lfm2ForCausalLM\"], \"model_type\": \"lfm2\", \"hidden_size\": 64,"
+           " \"intermediate_size\": 96, \"block_auto_adjust_ff_dim\": true, \"block_ffn_dim_multiplier\": 1.0,"
+           " \"block_multiple_of\": 32, \"num_hidden_layers\": 3, \"num_attention_heads\": 4,"
+           " \"num_key_value_heads\": 2, \"conv_L_cache\": 3, \"vocab_size\": 96, \"norm_eps\": 1e-06,"
+           " \"max_position_embeddings\": 128000, %s}",
+           extra);
+  return fx_write_bytes(p, text, strlen(text));
+}
+
+TEST(convert_config_variants) {
+  const char *hf = make_hf("hf_variants", NULL);
+  CHECK(hf);
+  /* full_attn_idxs, rope parameters keyed by layer type, tie_embedding. */
+  CHECK(write_config(hf, "\"full_attn_idxs\": [1], \"rope_parameters\": {\"full_attention\": {\"rope_type\": "
+                         "\"default\", \"rope_theta\": 5000.0}, \"conv\": null}, \"tie_embedding\": true") == 0);
+  char out[600], log[8192];
+  snprintf(out, sizeof out, "%s/var_art", test_tmpdir());
+  CHECKF(run_convert(hf, out, "f32", log, sizeof log) == 0, "%s", log);
+  wisp_artifact *a = NULL;
+  CHECKF(wisp_artifact_open(out, &a) == WISP_OK, "%s", wisp_last_error());
+  int ok = a->shape.layer_types[0] == WISP_LAYER_CONV && a->shape.layer_types[1] == WISP_LAYER_ATTENTION &&
+           a->rope_theta == 5000.0f && fabsf(a->norm_eps - 1e-6f) < 1e-12f && a->max_positions == 4096;
+  const wisp_section *ext = wisp_artifact_section(a, "rope.cos_ext"), *plan = wisp_artifact_section(a, "rope.cos");
+  ok = ok && ext && plan && ext->bytes == 4096u * 8 * 4 && plan->bytes == 1024u * 8 * 4;
+  wisp_artifact_free(a);
+  CHECK(ok);
+  /* Unsupported variants fail with a line naming the field. */
+  CHECK(write_config(hf, "\"layer_types\": [\"conv\", \"full_attention\", \"conv\"], \"rope_scaling\": "
+                         "{\"rope_type\": \"yarn\", \"factor\": 4.0}") == 0);
+  expect_failure(hf, "out_yarn", "rope_type 'yarn' is not supported");
+  CHECK(write_config(hf, "\"layer_types\": [\"conv\", \"full_attention\", \"conv\"], \"conv_bias\": true") == 0);
+  expect_failure(hf, "out_bias", "conv_bias is true");
+  CHECK(write_config(hf, "\"layer_types\": [\"conv\", \"full_attention\"]") == 0);
+  expect_failure(hf, "out_types", "layer_types has 2 entries, num_hidden_layers is 3");
+  CHECK(write_config(hf, "\"layer_types\": [\"conv\", \"sliding_attention\", \"conv\"]") == 0);
+  expect_failure(hf, "out_sliding", "layer_types[1] is 'sliding_attention'");
+}

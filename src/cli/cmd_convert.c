@@ -74,10 +74,17 @@ static wisp_status parse_rope_theta(const cJSON *root, const char *path, double 
   *out = 1000000.0; /* Lfm2Config's default */
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
   const char *where = "rope_theta";
+  if (!v || cJSON_IsNull(v)) {
+    v = cJSON_GetObjectItemCaseSensitive(root, "theta"); /* the original LFM2 key */
+    where = "theta";
+  }
   const char *nested[2] = {"rope_parameters", "rope_scaling"};
   for (int i = 0; i < 2 && (!v || cJSON_IsNull(v)); i++) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, nested[i]);
     if (!cJSON_IsObject(o)) continue;
+    /* Newer transformers may key rope parameters by layer type. */
+    const cJSON *per_type = cJSON_GetObjectItemCaseSensitive(o, "full_attention");
+    if (cJSON_IsObject(per_type)) o = per_type;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "rope_type");
     if (!type) type = cJSON_GetObjectItemCaseSensitive(o, "type");
     if (cJSON_IsString(type) && strcmp(type->valuestring, "default"))

@@ -90,6 +90,8 @@ def make_config(name):
     if got != sorted(attn):
         die("config %s: attention layers %s, wanted %s" % (name, got, sorted(attn)))
     rp = getattr(cfg, "rope_parameters", None)
+    if isinstance(rp, dict) and isinstance(rp.get("full_attention"), dict):
+        rp = rp["full_attention"]  # parameters keyed by layer type
     eff = rp.get("rope_theta") if isinstance(rp, dict) else getattr(cfg, "rope_theta", None)
     if eff is None or float(eff) != theta:
         die("config %s: rope theta is %s, wanted %s" % (name, eff, theta))
