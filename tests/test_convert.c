@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "format/artifact.h"
+#include "format/safetensors.h"
 #include "format/tensor.h"
 #include "st_fixture.h"
 #include "test.h"
@@ -321,4 +322,34 @@ TEST(convert_config_variants) {
   expect_failure(hf, "out_types", "layer_types has 2 entries, num_hidden_layers is 3");
   CHECK(write_config(hf, "\"layer_types\": [\"conv\", \"sliding_attention\", \"conv\"]") == 0);
   expect_failure(hf, "out_sliding", "layer_types[1] is 'sliding_attention'");
+}
+
+TEST(convert_reads_an_index_and_f16) {
+  fx_lfm2_opts o = {.dtype = "F16", .seed = 5};
+  const char *hf = make_hf("hf_index", &o);
+  CHECK(hf);
+  char a[700], b[700], log[8192], out[600];
+  snprintf(a, sizeof a, "%s/model.safetensors", hf);
+  snprintf(b, sizeof b, "%s/model-00001-of-00001.safetensors", hf);
+  CHECK(rename(a, b) == 0);
+  wisp_safetensors *st = NULL;
+  CHECK(wisp_safetensors_open_file(b, &st) == WISP_OK);
+  static char idx[16384];
+  size_t n = (size_t)snprintf(idx, sizeof idx, "{\"metadata\": {}, \"weight_map\": {");
+  for (int i = 0; i < st->n_tensors && n < sizeof idx; i++)
+    n += (size_t)snprintf(idx + n, sizeof idx - n, "%s\"%s\": \"model-00001-of-00001.safetensors\"", i ? ", " : "",
+                          st->tensors[i].name);
+  if (n < sizeof idx) snprintf(idx + n, sizeof idx - n, "}}");
+  wisp_safetensors_close(st);
+  snprintf(a, sizeof a, "%s/model.safetensors.index.json", hf);
+  CHECK(fx_write_bytes(a, idx, strlen(idx)) == 0);
+  snprintf(out, sizeof out, "%s/index_art", test_tmpdir());
+  CHECKF(run_convert(hf, out, "f32", log, sizeof log) == 0, "%s", log);
+  wisp_artifact *art = NULL;
+  CHECKF(wisp_artifact_open(out, &art) == WISP_OK, "%s", wisp_last_error());
+  float v;
+  int ok = section_f32(art, "L1.attn.qkv.weight", 3, &v);
+  wisp_artifact_free(art);
+  CHECK(ok);
+  CHECK_NEAR(v, fx_tiny_value("model.layers.1.self_attn.q_proj.weight", 5, 3), 1e-3 * 0.125);
 }
