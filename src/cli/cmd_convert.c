@@ -1,4 +1,623 @@
-/* placeholder until the command lands (being written in this session) */
+/* `wisp convert HF_DIR -o DIR --quant f32|q4`: imports a Hugging Face LFM2
+ * checkpoint (config.json + safetensors) into a wisp artifact.
+ *
+ * Order of work: parse and check config.json, open the safetensors, plan
+ * every section and check every tensor's shape against the config (and that
+ * no tensor is left unused), then write through the atomic writer. Every
+ * failure after the writer starts aborts it, so DIR is either complete or
+ * untouched. docs/convert.md lists how HF tensors map to sections. */
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cJSON.h>
+
 #include "cli/commands.h"
-int cmd_convert(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "wisp: 'convert' is not built yet\n"); return 2; }
+#include "format/artifact.h"
+#include "format/layout.h"
+#include "format/safetensors.h"
+#include "format/tensor.h"
+#include "format/writer.h"
+#include "util/err.h"
+#include "util/file.h"
+
+/* The KV cache is sized for maxPositions up front (per attention layer
+ * 2 * kvHeads * headDim * 4 bytes per position), and the extended rope tables
+ * are stored in the artifact: HF's max_position_embeddings (128000 for LFM2)
+ * would cost ~0.5 GB of KV per session for the 350M shape and 32 MB of rope
+ * tables, so the artifact is capped at 4096 positions. */
+#define CONVERT_MAX_POSITIONS 4096
+#define CONVERT_PLAN_POSITIONS 1024
+
+typedef struct {
+  int hidden, n_layers, heads, kv_heads, head_dim, ffn, vocab, conv_l, hf_max_pos, max_pos, tied;
+  int *layer_types;
+  double rope_theta, norm_eps;
+} hf_config;
+
+/* ---- config.json ---- */
+
+static wisp_status cfg_int(const cJSON *root, const char *path, const char *key, int required, int def, int min,
+                           int *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!v || cJSON_IsNull(v)) {
+    if (required) return wisp_fail(WISP_EFORMAT, "%s: missing field '%s'", path, key);
+    *out = def;
+    return WISP_OK;
+  }
+  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < min ||
+      v->valuedouble > 1e9)
+    return wisp_fail(WISP_EFORMAT, "%s: field '%s' must be an integer >= %d", path, key, min);
+  *out = (int)v->valuedouble;
+  return WISP_OK;
+}
+
+static wisp_status cfg_bool(const cJSON *root, const char *path, const char *key, int def, int *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!v || cJSON_IsNull(v)) { *out = def; return WISP_OK; }
+  if (!cJSON_IsBool(v)) return wisp_fail(WISP_EFORMAT, "%s: field '%s' must be true or false", path, key);
+  *out = cJSON_IsTrue(v);
+  return WISP_OK;
+}
+
+static int json_has_string(const cJSON *arr, const char *s) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, arr) if (cJSON_IsString(e) && !strcmp(e->valuestring, s)) return 1;
+  return 0;
+}
+
+static wisp_status parse_rope_theta(const cJSON *root, const char *path, double *out) {
+  *out = 1000000.0; /* Lfm2Config's default */
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
+  const char *where = "rope_theta";
+  if (!v || cJSON_IsNull(v)) {
+    v = cJSON_GetObjectItemCaseSensitive(root, "theta"); /* the original LFM2 key */
+    where = "theta";
+  }
+  const char *nested[2] = {"rope_parameters", "rope_scaling"};
+  for (int i = 0; i < 2 && (!v || cJSON_IsNull(v)); i++) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, nested[i]);
+    if (!cJSON_IsObject(o)) continue;
+    /* Newer transformers may key rope parameters by layer type. */
+    const cJSON *per_type = cJSON_GetObjectItemCaseSensitive(o, "full_attention");
+    if (cJSON_IsObject(per_type)) o = per_type;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(o, "type");
+    if (cJSON_IsString(type) && strcmp(type->valuestring, "default"))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: %s.rope_type '%s' is not supported (only 'default' rope)", path,
+                       nested[i], type->valuestring);
+    v = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
+    where = i == 0 ? "rope_parameters.rope_theta" : "rope_scaling.rope_theta";
+  }
+  if (!v || cJSON_IsNull(v)) return WISP_OK;
+  if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+    return wisp_fail(WISP_EFORMAT, "%s: field '%s' must be a positive number", path, where);
+  *out = v->valuedouble;
+  return WISP_OK;
+}
+
+static wisp_status parse_config(const char *hf_dir, hf_config *c) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/config.json", hf_dir);
+  char *text = NULL;
+  wisp_status st = wisp_read_file(path, &text, NULL);
+  if (st) return st;
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return wisp_fail(WISP_EFORMAT, "%s: malformed JSON", path);
+  }
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0 && !json_has_string(archs, "Lfm2ForCausalLM")) {
+    const cJSON *first = cJSON_GetArrayItem(archs, 0);
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM only)",
+                   path, cJSON_IsString(first) ? first->valuestring : "?");
+    goto done;
+  }
+  if (cJSON_IsString(mt) ? strcmp(mt->valuestring, "lfm2") != 0 : !cJSON_IsArray(archs)) {
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: model_type '%s' is not supported (convert handles model_type 'lfm2' only)",
+                   path, cJSON_IsString(mt) ? mt->valuestring : "(missing)");
+    goto done;
+  }
+  int intermediate, auto_adjust, multiple_of, conv_bias, tie_a, tie_b;
+  if ((st = cfg_int(root, path, "hidden_size", 1, 0, 1, &c->hidden)) ||
+      (st = cfg_int(root, path, "num_hidden_layers", 1, 0, 1, &c->n_layers)) ||
+      (st = cfg_int(root, path, "num_attention_heads", 1, 0, 1, &c->heads)) ||
+      (st = cfg_int(root, path, "num_key_value_heads", 0, c->heads, 1, &c->kv_heads)) ||
+      (st = cfg_int(root, path, "vocab_size", 1, 0, 1, &c->vocab)) ||
+      (st = cfg_int(root, path, "conv_L_cache", 0, 3, 1, &c->conv_l)) ||
+      (st = cfg_int(root, path, "intermediate_size", 1, 0, 1, &intermediate)) ||
+      (st = cfg_int(root, path, "block_multiple_of", 0, 256, 1, &multiple_of)) ||
+      (st = cfg_int(root, path, "max_position_embeddings", 0, 128000, 1, &c->hf_max_pos)) ||
+      (st = cfg_bool(root, path, "block_auto_adjust_ff_dim", 1, &auto_adjust)) ||
+      (st = cfg_bool(root, path, "conv_bias", 0, &conv_bias)) ||
+      (st = cfg_bool(root, path, "tie_embedding", 1, &tie_a)) ||
+      (st = cfg_bool(root, path, "tie_word_embeddings", tie_a, &tie_b)) ||
+      (st = parse_rope_theta(root, path, &c->rope_theta)))
+    goto done;
+  c->tied = tie_b;
+  if (conv_bias) {
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: conv_bias is true; wisp supports LFM2 without conv biases only", path);
+    goto done;
+  }
+  c->norm_eps = 1e-5;
+  const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "norm_eps");
+  if (eps && !cJSON_IsNull(eps)) {
+    if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1) {
+      st = wisp_fail(WISP_EFORMAT, "%s: field 'norm_eps' must be a number in (0, 1]", path);
+      goto done;
+    }
+    c->norm_eps = eps->valuedouble;
+  }
+  /* Effective FFN width, as Lfm2MLP computes it. */
+  c->ffn = intermediate;
+  if (auto_adjust) {
+    int ff = (int)(2.0 * intermediate / 3.0);
+    const cJSON *mul = cJSON_GetObjectItemCaseSensitive(root, "block_ffn_dim_multiplier");
+    /* As transformers' Lfm2MLP: the round-up to block_multiple_of happens
+     * only together with the multiplier. */
+    if (cJSON_IsNumber(mul)) {
+      ff = (int)(mul->valuedouble * ff);
+      ff = multiple_of * ((ff + multiple_of - 1) / multiple_of);
+    } else if (mul && !cJSON_IsNull(mul)) {
+      st = wisp_fail(WISP_EFORMAT, "%s: field 'block_ffn_dim_multiplier' must be a number or null", path);
+      goto done;
+    }
+    c->ffn = ff;
+  }
+  /* Layer kinds: layer_types (newer configs) or full_attn_idxs. */
+  c->layer_types = calloc((size_t)c->n_layers, sizeof(int));
+  if (!c->layer_types) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+  const cJSON *idx = cJSON_GetObjectItemCaseSensitive(root, "full_attn_idxs");
+  if (cJSON_IsArray(lt)) {
+    if (cJSON_GetArraySize(lt) != c->n_layers) {
+      st = wisp_fail(WISP_EFORMAT, "%s: layer_types has %d entries, num_hidden_layers is %d", path,
+                     cJSON_GetArraySize(lt), c->n_layers);
+      goto done;
+    }
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, lt) {
+      if (cJSON_IsString(e) && !strcmp(e->valuestring, "conv")) c->layer_types[i] = WISP_LAYER_CONV;
+      else if (cJSON_IsString(e) && (!strcmp(e->valuestring, "full_attention") || !strcmp(e->valuestring, "attention")))
+        c->layer_types[i] = WISP_LAYER_ATTENTION;
+      else {
+        st = wisp_fail(WISP_EUNSUPPORTED, "%s: layer_types[%d] is '%s' (expected 'conv' or 'full_attention')", path, i,
+                       cJSON_IsString(e) ? e->valuestring : "?");
+        goto done;
+      }
+      i++;
+    }
+  } else if (cJSON_IsArray(idx)) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, idx) {
+      if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+          e->valuedouble >= c->n_layers) {
+        st = wisp_fail(WISP_EFORMAT, "%s: full_attn_idxs entries must be layer indices below %d", path, c->n_layers);
+        goto done;
+      }
+      c->layer_types[(int)e->valuedouble] = WISP_LAYER_ATTENTION;
+    }
+  } else {
+    st = wisp_fail(WISP_EFORMAT, "%s: needs 'layer_types' or 'full_attn_idxs' to know which layers attend", path);
+    goto done;
+  }
+  /* Lfm2Attention: config.head_dim when present, else hidden / heads. */
+  if ((st = cfg_int(root, path, "head_dim", 0, 0, 1, &c->head_dim))) goto done;
+  if (c->head_dim == 0) {
+    if (c->hidden % c->heads) {
+      st = wisp_fail(WISP_EFORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d", path, c->hidden,
+                     c->heads);
+      goto done;
+    }
+    c->head_dim = c->hidden / c->heads;
+  }
+  if (c->heads % c->kv_heads || c->head_dim % 2) {
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: heads %d / kv heads %d / head dim %d: wisp needs heads %% kv_heads == 0 "
+                   "and an even head dim", path, c->heads, c->kv_heads, c->head_dim);
+    goto done;
+  }
+  if (c->hidden % WISP_Q4_BLOCK || c->ffn % WISP_Q4_BLOCK) {
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d and FFN width %d must be multiples of %d", path, c->hidden, c->ffn,
+                   WISP_Q4_BLOCK);
+    goto done;
+  }
+  c->max_pos = c->hf_max_pos < CONVERT_MAX_POSITIONS ? c->hf_max_pos : CONVERT_MAX_POSITIONS;
+done:
+  cJSON_Delete(root);
+  return st;
+}
+
+/* ---- planning: which HF tensors feed which section ---- */
+
+enum { JOB_MATRIX, JOB_MATRIX_Z, JOB_VECTOR };
+
+typedef struct {
+  char section[64]; /* matrix base name or vector section name */
+  int kind, rows, cols;
+  int transposed_copy; /* q4 down: also NAME.kquant/kscales */
+  const wisp_st_tensor *src[3];
+  int nsrc;
+} job;
+
+typedef struct {
+  const wisp_safetensors *st;
+  const char *hf_dir;
+  char *used; /* per tensor in st */
+  job *jobs;
+  int n_jobs;
+} planner;
+
+/* Finds `name` and checks its shape; marks it used. */
+static wisp_status want(planner *p, const char *name, int ndim, const int64_t *dims, const wisp_st_tensor **out) {
+  const wisp_st_tensor *t = wisp_safetensors_find(p->st, name);
+  char a[128], b[128];
+  if (!t) return wisp_fail(WISP_EFORMAT, "%s: missing tensor '%s' (config expects shape %s)", p->hf_dir, name,
+                           wisp_st_shape_str(dims, ndim, a, sizeof a));
+  int ok = t->ndim == ndim;
+  for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == dims[i];
+  if (!ok)
+    return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' has shape %s, the config expects %s", wisp_safetensors_file_of(p->st, t),
+                     name, wisp_st_shape_str(t->shape, t->ndim, a, sizeof a), wisp_st_shape_str(dims, ndim, b, sizeof b));
+  if (t->dtype != WISP_ST_F32 && t->dtype != WISP_ST_F16 && t->dtype != WISP_ST_BF16)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are supported",
+                     wisp_safetensors_file_of(p->st, t), name, wisp_st_dtype_name(t->dtype));
+  p->used[t - p->st->tensors] = 1;
+  *out = t;
+  return WISP_OK;
+}
+
+static job *new_job(planner *p, const char *section, int kind, int rows, int cols) {
+  job *j = &p->jobs[p->n_jobs++];
+  memset(j, 0, sizeof *j);
+  snprintf(j->section, sizeof j->section, "%s", section);
+  j->kind = kind;
+  j->rows = rows;
+  j->cols = cols;
+  return j;
+}
+
+/* A matrix section made of the row-concatenation of HF tensors (each [r, cols]). */
+static wisp_status plan_matrix(planner *p, const char *section, int kind, int cols, int n, const char *const *names,
+                               const int *rows) {
+  int total = 0;
+  for (int i = 0; i < n; i++) total += rows[i];
+  job *j = new_job(p, section, kind, total, cols);
+  for (int i = 0; i < n; i++) {
+    int64_t dims[2] = {rows[i], cols};
+    wisp_status st = want(p, names[i], 2, dims, &j->src[i]);
+    if (st) return st;
+  }
+  j->nsrc = n;
+  return WISP_OK;
+}
+
+static wisp_status plan_vector(planner *p, const char *section, const char *name, int ndim, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= dims[i];
+  job *j = new_job(p, section, JOB_VECTOR, 1, (int)n);
+  j->nsrc = 1;
+  return want(p, name, ndim, dims, &j->src[0]);
+}
+
+static wisp_status plan_all(planner *p, const hf_config *c, int q4) {
+  const int H = c->hidden, F = c->ffn, D = c->head_dim, V = c->vocab;
+  char sec[64], n0[128], n1[128], n2[128];
+  wisp_status st;
+  for (int i = 0; i < c->n_layers; i++) {
+    const char *pre = "model.layers";
+    int64_t hv[1] = {H}, dv[1] = {D};
+    if (c->layer_types[i] == WISP_LAYER_CONV) {
+      snprintf(sec, sizeof sec, "L%d.conv.in_proj", i);
+      snprintf(n0, sizeof n0, "%s.%d.conv.in_proj.weight", pre, i);
+      const char *a[1] = {n0};
+      int r3[1] = {3 * H};
+      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 1, a, r3))) return st;
+      snprintf(sec, sizeof sec, "L%d.conv.out_proj", i);
+      snprintf(n0, sizeof n0, "%s.%d.conv.out_proj.weight", pre, i);
+      int r1[1] = {H};
+      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 1, a, r1))) return st;
+      snprintf(sec, sizeof sec, "L%d.conv.in_proj.norm", i);
+      snprintf(n0, sizeof n0, "%s.%d.operator_norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+      snprintf(sec, sizeof sec, "L%d.conv.core.taps", i);
+      snprintf(n0, sizeof n0, "%s.%d.conv.conv.weight", pre, i);
+      int64_t tv[3] = {H, 1, c->conv_l};
+      if ((st = plan_vector(p, sec, n0, 3, tv))) return st;
+    } else {
+      snprintf(sec, sizeof sec, "L%d.attn.qkv", i);
+      snprintf(n0, sizeof n0, "%s.%d.self_attn.q_proj.weight", pre, i);
+      snprintf(n1, sizeof n1, "%s.%d.self_attn.k_proj.weight", pre, i);
+      snprintf(n2, sizeof n2, "%s.%d.self_attn.v_proj.weight", pre, i);
+      const char *a[3] = {n0, n1, n2};
+      int r[3] = {c->heads * D, c->kv_heads * D, c->kv_heads * D};
+      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 3, a, r))) return st;
+      snprintf(sec, sizeof sec, "L%d.attn.o_proj", i);
+      snprintf(n0, sizeof n0, "%s.%d.self_attn.out_proj.weight", pre, i);
+      int r1[1] = {H};
+      if ((st = plan_matrix(p, sec, JOB_MATRIX, c->heads * D, 1, a, r1))) return st;
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.norm", i);
+      snprintf(n0, sizeof n0, "%s.%d.operator_norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
+      snprintf(n0, sizeof n0, "%s.%d.self_attn.q_layernorm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
+      snprintf(n0, sizeof n0, "%s.%d.self_attn.k_layernorm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+    }
+    snprintf(sec, sizeof sec, "L%d.mlp.gate_up", i);
+    snprintf(n0, sizeof n0, "%s.%d.feed_forward.w1.weight", pre, i);
+    snprintf(n1, sizeof n1, "%s.%d.feed_forward.w3.weight", pre, i);
+    const char *gu[2] = {n0, n1};
+    int rf[2] = {F, F};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 2, gu, rf))) return st;
+    snprintf(sec, sizeof sec, "L%d.mlp.down", i);
+    snprintf(n0, sizeof n0, "%s.%d.feed_forward.w2.weight", pre, i);
+    int rh[1] = {H};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, F, 1, gu, rh))) return st;
+    p->jobs[p->n_jobs - 1].transposed_copy = q4;
+    snprintf(sec, sizeof sec, "L%d.mlp.gate_up.norm", i);
+    snprintf(n0, sizeof n0, "%s.%d.ffn_norm.weight", pre, i);
+    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+  }
+  const char *emb[1] = {"model.embed_tokens.weight"};
+  int rv[1] = {V};
+  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
+  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
+  if (!c->tied && lm) {
+    const char *hd[1] = {"lm_head.weight"};
+    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
+  } else if (lm) {
+    p->used[lm - p->st->tensors] = 1; /* tied: HF ignores a stored copy too */
+  }
+  int64_t hv[1] = {H};
+  const char *fn = wisp_safetensors_find(p->st, "model.embedding_norm.weight") ? "model.embedding_norm.weight"
+                                                                                 : "model.norm.weight";
+  if ((st = plan_vector(p, "head.norm", fn, 1, hv))) return st;
+  for (int i = 0; i < p->st->n_tensors; i++)
+    if (!p->used[i])
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the LFM2 graph wisp implements",
+                       wisp_safetensors_file_of(p->st, &p->st->tensors[i]), p->st->tensors[i].name,
+                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n0, sizeof n0));
+  return WISP_OK;
+}
+
+/* ---- writing ---- */
+
+static wisp_status put(wisp_writer *w, const cJSON *manifest, const char *base, const char *suffix, const void *data,
+                       size_t bytes) {
+  char name[128];
+  if (suffix) snprintf(name, sizeof name, "%s.%s", base, suffix);
+  else snprintf(name, sizeof name, "%s", base);
+  return wisp_writer_put_section(w, manifest, name, data, bytes);
+}
+
+static wisp_status write_job(wisp_writer *w, const cJSON *manifest, const wisp_safetensors *st, const job *j, int q4) {
+  size_t n = (size_t)j->rows * (size_t)j->cols;
+  float *buf = malloc(n * sizeof(float));
+  uint8_t *q = NULL, *zp = NULL;
+  float *scales = NULL, *tr = NULL;
+  wisp_status rc = WISP_OK;
+  if (!buf) return wisp_fail(WISP_ENOMEM, "out of memory for section '%s' (%zu floats)", j->section, n);
+  size_t at = 0;
+  for (int i = 0; i < j->nsrc && !rc; i++) {
+    rc = wisp_safetensors_read_f32(st, j->src[i], buf + at);
+    at += (size_t)j->src[i]->numel;
+  }
+  if (rc) goto done;
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(buf[i])) {
+      rc = wisp_fail(WISP_EFORMAT, "section '%s': element %zu is not finite (%g)", j->section, i, (double)buf[i]);
+      goto done;
+    }
+  if (j->kind == JOB_VECTOR) {
+    rc = put(w, manifest, j->section, NULL, buf, n * sizeof(float));
+    goto done;
+  }
+  if (!q4) {
+    rc = put(w, manifest, j->section, "weight", buf, n * sizeof(float));
+    goto done;
+  }
+  size_t qb = wisp_q4_quant_bytes(j->rows, j->cols), sb = wisp_q4_scale_bytes(j->rows, j->cols);
+  q = malloc(qb);
+  scales = malloc(sb);
+  zp = malloc(wisp_q4_zp_bytes(j->rows, j->cols) + 1);
+  if (!q || !scales || !zp) { rc = wisp_fail(WISP_ENOMEM, "out of memory quantizing '%s'", j->section); goto done; }
+  if (j->kind == JOB_MATRIX_Z) {
+    wisp_quantize_q4z(buf, j->rows, j->cols, q, scales, zp);
+    if ((rc = put(w, manifest, j->section, "zero_points", zp, wisp_q4_zp_bytes(j->rows, j->cols)))) goto done;
+  } else {
+    wisp_quantize_q4(buf, j->rows, j->cols, q, scales);
+  }
+  if ((rc = put(w, manifest, j->section, "quant", q, qb)) || (rc = put(w, manifest, j->section, "scales", scales, sb)))
+    goto done;
+  if (j->transposed_copy) {
+    /* down is [hidden][ffn]; the copy is its transpose [ffn][hidden], quantized along hidden. */
+    tr = malloc(n * sizeof(float));
+    if (!tr) { rc = wisp_fail(WISP_ENOMEM, "out of memory transposing '%s'", j->section); goto done; }
+    for (int r = 0; r < j->rows; r++)
+      for (int c = 0; c < j->cols; c++) tr[(size_t)c * j->rows + r] = buf[(size_t)r * j->cols + c];
+    wisp_quantize_q4(tr, j->cols, j->rows, q, scales);
+    if ((rc = put(w, manifest, j->section, "kquant", q, qb)) || (rc = put(w, manifest, j->section, "kscales", scales, sb)))
+      goto done;
+  }
+done:
+  free(buf);
+  free(q);
+  free(scales);
+  free(zp);
+  free(tr);
+  return rc;
+}
+
+/* cos/sin(p * inv_freq[i]) with inv_freq = 1 / theta^(2i/D), all in f32 the way
+ * transformers' default rope computes it. */
+static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, const char *cos_name, const char *sin_name,
+                              int rows, int head_dim, double theta) {
+  const int half = head_dim / 2;
+  float *cs = malloc(sizeof(float) * (size_t)rows * half), *sn = malloc(sizeof(float) * (size_t)rows * half);
+  wisp_status rc = WISP_OK;
+  if (!cs || !sn) { rc = wisp_fail(WISP_ENOMEM, "out of memory for rope tables"); goto done; }
+  for (int i = 0; i < half; i++) {
+    float e = (float)(2 * i) / (float)head_dim;
+    float inv = 1.0f / powf((float)theta, e);
+    for (int p = 0; p < rows; p++) {
+      float ang = (float)p * inv;
+      cs[(size_t)p * half + i] = cosf(ang);
+      sn[(size_t)p * half + i] = sinf(ang);
+    }
+  }
+  size_t bytes = sizeof(float) * (size_t)rows * half;
+  if (!(rc = wisp_writer_put_section(w, manifest, cos_name, cs, bytes)))
+    rc = wisp_writer_put_section(w, manifest, sin_name, sn, bytes);
+done:
+  free(cs);
+  free(sn);
+  return rc;
+}
+
+static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total, int q4, int plan_rows) {
+  cJSON *m = cJSON_CreateObject();
+  cJSON *rt = cJSON_AddObjectToObject(m, "runtime");
+  cJSON *shape = cJSON_AddObjectToObject(rt, "shape");
+  cJSON *lt = cJSON_AddArrayToObject(shape, "layerTypes");
+  for (int i = 0; i < c->n_layers; i++)
+    cJSON_AddItemToArray(lt, cJSON_CreateString(c->layer_types[i] == WISP_LAYER_CONV ? "conv" : "attention"));
+  cJSON_AddNumberToObject(shape, "hidden", c->hidden);
+  cJSON_AddNumberToObject(shape, "ffn", c->ffn);
+  cJSON_AddNumberToObject(shape, "vocab", c->vocab);
+  cJSON_AddNumberToObject(shape, "heads", c->heads);
+  cJSON_AddNumberToObject(shape, "kvHeads", c->kv_heads);
+  cJSON_AddNumberToObject(shape, "headDim", c->head_dim);
+  cJSON_AddNumberToObject(shape, "convCache", c->conv_l);
+  cJSON_AddNumberToObject(shape, "quantBits", 4);
+  cJSON_AddNumberToObject(shape, "quantBlock", 32);
+  cJSON_AddStringToObject(rt, "weightsUrl", "/weights.bin");
+  cJSON_AddNumberToObject(rt, "weightBytes", (double)total);
+  cJSON_AddItemToObject(rt, "sections", sections);
+  cJSON_AddNumberToObject(rt, "maxQueries", 1);
+  cJSON_AddNumberToObject(rt, "maxPositions", c->max_pos);
+  cJSON_AddNumberToObject(rt, "planPosition", plan_rows);
+  cJSON_AddNumberToObject(rt, "maxTotalPositions", c->max_pos);
+  cJSON *wx = cJSON_AddObjectToObject(m, "wisp");
+  cJSON_AddStringToObject(wx, "architecture", "lfm2");
+  cJSON_AddNumberToObject(wx, "ropeTheta", c->rope_theta);
+  cJSON_AddNumberToObject(wx, "normEps", c->norm_eps);
+  cJSON_AddStringToObject(wx, "tokenizer", "byte");
+  cJSON_AddStringToObject(wx, "weights", q4 ? "q4" : "f32");
+  cJSON_AddStringToObject(wx, "source", "huggingface Lfm2ForCausalLM");
+  return m;
+}
+
+/* Fails early (before any heavy work) when DIR cannot be created. */
+static wisp_status check_output(const char *dir) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s", dir);
+  const char *parent = dirname(tmp);
+  struct stat sb;
+  if (stat(parent, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return wisp_fail(WISP_EIO, "%s: the output's parent directory '%s' does not exist", dir, parent);
+  if (stat(dir, &sb) == 0) {
+    char m[4200];
+    snprintf(m, sizeof m, "%s/manifest.json", dir);
+    if (!S_ISDIR(sb.st_mode) || !wisp_path_exists(m))
+      return wisp_fail(WISP_EIO, "%s exists and is not an artifact directory; not overwriting", dir);
+  }
+  return WISP_OK;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: wisp convert HF_DIR -o DIR [--quant f32|q4] [--quiet]\n"
+             "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
+             "  --quant q4 (default): Q4 matrices, Q4Z embed/head; f32: every weight as f32\n");
+}
+
+int cmd_convert(int argc, char **argv) {
+  const char *hf_dir = NULL, *out_dir = NULL, *quant = "q4";
+  int quiet = 0;
+  for (int i = 1; i < argc; i++) {
+    if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out_dir = argv[++i];
+    else if (!strcmp(argv[i], "--quant") && i + 1 < argc) quant = argv[++i];
+    else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) quiet = 1;
+    else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
+    else if (argv[i][0] != '-' && !hf_dir) hf_dir = argv[i];
+    else {
+      fprintf(stderr, "wisp convert: unexpected argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!hf_dir || !out_dir) { usage(stderr); return 2; }
+  if (strcmp(quant, "f32") && strcmp(quant, "q4")) {
+    fprintf(stderr, "wisp convert: --quant must be f32 or q4, not '%s'\n", quant);
+    return 2;
+  }
+  const int q4 = !strcmp(quant, "q4");
+  hf_config cfg = {0};
+  wisp_safetensors *st = NULL;
+  planner pl = {0};
+  cJSON *manifest = NULL, *sections = NULL;
+  wisp_writer *w = NULL;
+  wisp_status rc;
+  int status = 1;
+  if ((rc = check_output(out_dir)) || (rc = parse_config(hf_dir, &cfg)) || (rc = wisp_safetensors_open_dir(hf_dir, &st)))
+    goto fail;
+  pl.st = st;
+  pl.hf_dir = hf_dir;
+  pl.used = calloc((size_t)st->n_tensors + 1, 1);
+  pl.jobs = calloc((size_t)cfg.n_layers * 8 + 8, sizeof(job));
+  if (!pl.used || !pl.jobs) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  if ((rc = plan_all(&pl, &cfg, q4))) goto fail;
+
+  wisp_shape shape = {cfg.n_layers, cfg.layer_types, cfg.hidden, cfg.ffn, cfg.vocab, cfg.heads, cfg.kv_heads,
+                      cfg.head_dim, cfg.conv_l, 4, 32};
+  int plan_rows = cfg.max_pos < CONVERT_PLAN_POSITIONS ? cfg.max_pos : CONVERT_PLAN_POSITIONS;
+  int tied = !(!cfg.tied && wisp_safetensors_find(st, "lm_head.weight"));
+  wisp_layout_options lo = {.f32 = !q4, .tied = tied, .down_transposed = q4, .rope_rows = plan_rows,
+                            .rope_ext_rows = cfg.max_pos};
+  uint64_t total = 0;
+  if ((rc = wisp_layout_lfm2(&shape, &lo, &sections, &total))) goto fail;
+  manifest = build_manifest(&cfg, sections, total, q4, plan_rows);
+  sections = NULL; /* owned by manifest now */
+  if (!manifest) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  if (!quiet)
+    fprintf(stderr, "wisp convert: %s -> %s (%s, %d layers, hidden %d, ffn %d, vocab %d, %s head, %d positions, %.1f MB)\n",
+            hf_dir, out_dir, quant, cfg.n_layers, cfg.hidden, cfg.ffn, cfg.vocab, tied ? "tied" : "separate",
+            cfg.max_pos, (double)total / 1e6);
+  if ((rc = wisp_writer_begin(out_dir, total, &w))) goto fail;
+  for (int i = 0; i < pl.n_jobs; i++) {
+    const job *j = &pl.jobs[i];
+    if (!quiet)
+      fprintf(stderr, "  [%3d/%d] %-24s %6d x %-6d %s\n", i + 1, pl.n_jobs, j->section, j->rows, j->cols,
+              j->kind == JOB_VECTOR ? "f32" : !q4 ? "f32" : j->kind == JOB_MATRIX_Z ? "q4z" : "q4");
+    if ((rc = write_job(w, manifest, st, j, q4))) goto fail;
+  }
+  if ((rc = write_rope(w, manifest, "rope.cos", "rope.sin", plan_rows, cfg.head_dim, cfg.rope_theta)) ||
+      (rc = write_rope(w, manifest, "rope.cos_ext", "rope.sin_ext", cfg.max_pos, cfg.head_dim, cfg.rope_theta)))
+    goto fail;
+  rc = wisp_writer_commit(w, manifest);
+  w = NULL; /* commit frees the writer, also on failure */
+  if (rc) goto fail;
+  if (!quiet) fprintf(stderr, "wisp convert: wrote %s\n", out_dir);
+  status = 0;
+  goto done;
+fail:
+  if (w) wisp_writer_abort(w);
+  status = cli_error("convert");
+done:
+  cJSON_Delete(sections);
+  cJSON_Delete(manifest);
+  free(pl.used);
+  free(pl.jobs);
+  wisp_safetensors_close(st);
+  free(cfg.layer_types);
+  return status;
+}

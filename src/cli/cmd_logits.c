@@ -1,4 +1,243 @@
-/* placeholder until the command lands (being written in this session) */
+/* `wisp logits`: final-position logits for parity checks against a reference.
+ *
+ *   wisp logits -m DIR --prompts FILE -o OUT [--greedy N] [--backend cpu] [--threads T]
+ *   wisp logits -m DIR --tokens 1,2,3 [-o OUT] [--greedy N]
+ *
+ * FILE is {"prompts": [[ids...], ...], "greedy_prompt": k}. Each prompt is
+ * evaluated from a reset session and the logits of its last position are
+ * recorded; then prompt k (default 0) is continued greedily for N tokens
+ * (argmax, ties to the lowest id). OUT (stdout when absent) gets
+ * {"logits": [[...], ...], "greedy": [...]} with 9 significant digits, the
+ * same format tests/parity/hf_reference.py writes. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
 #include "cli/commands.h"
-int cmd_logits(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "wisp: 'logits' is not built yet\n"); return 2; }
+#include "util/err.h"
+#include "util/file.h"
+#include "wisp.h"
+
+typedef struct {
+  int32_t *ids;
+  int n;
+} prompt;
+
+typedef struct {
+  char *p;
+  size_t len, cap;
+  int oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) { b->oom = 1; return; }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+static void sb_float(sbuf *b, float v) {
+  char t[48];
+  if (isfinite(v)) snprintf(t, sizeof t, "%.9g", (double)v);
+  else snprintf(t, sizeof t, "null"); /* JSON has no NaN/inf; a comparison must fail on it */
+  sb_str(b, t);
+}
+
+static int argmax(const float *x, int n) {
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[best] || (isnan(x[best]) && !isnan(x[i]))) best = i;
+  return best;
+}
+
+static wisp_status parse_ids(const cJSON *arr, const char *what, prompt *p) {
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0)
+    return wisp_fail(WISP_EFORMAT, "%s must be a non-empty array of token ids", what);
+  p->n = cJSON_GetArraySize(arr);
+  p->ids = malloc(sizeof(int32_t) * (size_t)p->n);
+  if (!p->ids) return wisp_fail(WISP_ENOMEM, "out of memory");
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, arr) {
+    if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+        e->valuedouble > 2147483647.0)
+      return wisp_fail(WISP_EFORMAT, "%s[%d] must be a non-negative integer token id", what, i);
+    p->ids[i++] = (int32_t)e->valuedouble;
+  }
+  return WISP_OK;
+}
+
+static wisp_status load_prompts(const char *path, prompt **out, int *n_out, int *greedy_prompt) {
+  char *text = NULL;
+  wisp_status st = wisp_read_file(path, &text, NULL);
+  if (st) return st;
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "prompts");
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0) {
+    cJSON_Delete(root);
+    return wisp_fail(WISP_EFORMAT, "%s: needs a non-empty array 'prompts' of token-id arrays", path);
+  }
+  int n = cJSON_GetArraySize(arr);
+  prompt *ps = calloc((size_t)n, sizeof(prompt));
+  if (!ps) { cJSON_Delete(root); return wisp_fail(WISP_ENOMEM, "out of memory"); }
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, arr) {
+    char what[64];
+    snprintf(what, sizeof what, "prompts[%d]", i);
+    if ((st = parse_ids(e, what, &ps[i++]))) break;
+  }
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "greedy_prompt");
+  if (!st && g) {
+    if (!cJSON_IsNumber(g) || g->valuedouble != floor(g->valuedouble) || g->valuedouble < 0 || g->valuedouble >= n)
+      st = wisp_fail(WISP_EFORMAT, "greedy_prompt must be a prompt index below %d", n);
+    else *greedy_prompt = (int)g->valuedouble;
+  }
+  cJSON_Delete(root);
+  if (st) {
+    wisp_error_prefix("%s", path);
+    for (int k = 0; k < n; k++) free(ps[k].ids);
+    free(ps);
+    return st;
+  }
+  *out = ps;
+  *n_out = n;
+  return WISP_OK;
+}
+
+static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
+  prompt *p = calloc(1, sizeof *p);
+  if (!p) return wisp_fail(WISP_ENOMEM, "out of memory");
+  size_t cap = strlen(s) / 2 + 2;
+  p->ids = malloc(sizeof(int32_t) * cap);
+  if (!p->ids) { free(p); return wisp_fail(WISP_ENOMEM, "out of memory"); }
+  const char *c = s;
+  while (*c) {
+    char *end;
+    long v = strtol(c, &end, 10);
+    if (end == c || v < 0 || v > 2147483647L || (*end && *end != ',') || (size_t)p->n >= cap) {
+      free(p->ids);
+      free(p);
+      return wisp_fail(WISP_EINVAL, "--tokens: expected comma-separated non-negative ids, got '%s'", s);
+    }
+    p->ids[p->n++] = (int32_t)v;
+    c = *end ? end + 1 : end;
+  }
+  if (p->n == 0) { free(p->ids); free(p); return wisp_fail(WISP_EINVAL, "--tokens: no ids"); }
+  *out = p;
+  *n_out = 1;
+  return WISP_OK;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: wisp logits -m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]\n"
+             "                   [--backend cpu] [--threads T]\n");
+}
+
+int cmd_logits(int argc, char **argv) {
+  const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = "cpu";
+  int greedy = 0, threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has = i + 1 < argc;
+    if (!strcmp(a, "-m") && has) model_dir = argv[++i];
+    else if (!strcmp(a, "--prompts") && has) prompts_path = argv[++i];
+    else if (!strcmp(a, "--tokens") && has) tokens = argv[++i];
+    else if (!strcmp(a, "-o") && has) out_path = argv[++i];
+    else if (!strcmp(a, "--greedy") && has) greedy = atoi(argv[++i]);
+    else if (!strcmp(a, "--backend") && has) backend = argv[++i];
+    else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+    else {
+      fprintf(stderr, "wisp logits: unexpected argument '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!model_dir || (!prompts_path == !tokens) || greedy < 0 || threads < 0) { usage(stderr); return 2; }
+
+  prompt *ps = NULL;
+  int n_prompts = 0, greedy_prompt = 0, status = 1;
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  float *logits = NULL;
+  int32_t *gen = NULL;
+  sbuf out = {0};
+  wisp_status st = prompts_path ? load_prompts(prompts_path, &ps, &n_prompts, &greedy_prompt)
+                                : parse_token_list(tokens, &ps, &n_prompts);
+  if (st) goto fail;
+  if ((st = wisp_model_open(model_dir, &m))) goto fail;
+  wisp_session_options opt = {.backend = backend, .threads = threads, .max_context = 0};
+  if ((st = wisp_session_new(m, &opt, &s))) goto fail;
+  const int vocab = wisp_model_vocab(m);
+  logits = malloc(sizeof(float) * (size_t)vocab);
+  gen = malloc(sizeof(int32_t) * ((size_t)greedy + 1));
+  if (!logits || !gen) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+
+  sb_str(&out, "{\"logits\": [");
+  for (int k = 0; k < n_prompts; k++) {
+    wisp_session_reset(s);
+    if ((st = wisp_session_eval(s, ps[k].ids, ps[k].n, logits))) {
+      wisp_error_prefix("prompt %d (%d tokens)", k, ps[k].n);
+      goto fail;
+    }
+    sb_str(&out, k ? ",\n[" : "\n[");
+    for (int v = 0; v < vocab; v++) {
+      if (v) sb_str(&out, ", ");
+      sb_float(&out, logits[v]);
+    }
+    sb_str(&out, "]");
+  }
+  sb_str(&out, "],\n\"greedy\": [");
+  if (greedy > 0) {
+    const prompt *p = &ps[greedy_prompt];
+    wisp_session_reset(s);
+    if ((st = wisp_session_eval(s, p->ids, p->n, logits))) goto fail;
+    for (int t = 0; t < greedy; t++) {
+      gen[t] = argmax(logits, vocab);
+      if (t + 1 < greedy && (st = wisp_session_eval(s, &gen[t], 1, logits))) {
+        wisp_error_prefix("greedy step %d", t + 1);
+        goto fail;
+      }
+    }
+    for (int t = 0; t < greedy; t++) {
+      char num[16];
+      snprintf(num, sizeof num, "%s%d", t ? ", " : "", (int)gen[t]);
+      sb_str(&out, num);
+    }
+  }
+  sb_str(&out, "]}\n");
+  if (out.oom) { st = wisp_fail(WISP_ENOMEM, "out of memory formatting the output"); goto fail; }
+  if (out_path) {
+    if ((st = wisp_write_file_atomic(out_path, out.p, out.len))) goto fail;
+  } else {
+    fwrite(out.p, 1, out.len, stdout);
+  }
+  status = 0;
+  goto done;
+fail:
+  status = cli_error("logits");
+done:
+  free(out.p);
+  free(logits);
+  free(gen);
+  wisp_session_free(s);
+  wisp_model_close(m);
+  for (int k = 0; k < n_prompts; k++) free(ps[k].ids);
+  free(ps);
+  return status;
+}

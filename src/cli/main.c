@@ -15,7 +15,7 @@ static const command k_commands[] = {
     {"bench", cmd_bench, "fixed prompt/decode workload, writes a JSON receipt under bench/results/"},
     {"gen-synthetic", cmd_gen_synthetic, "--like MANIFEST -o DIR [--seed N] [--small]: seeded synthetic artifact"},
     {"convert", cmd_convert, "HF_DIR -o DIR --quant f32|q4: import a Hugging Face checkpoint"},
-    {"logits", cmd_logits, "-m DIR --tokens 1,2,3 [-o FILE]: final-position logits (parity tooling)"},
+    {"logits", cmd_logits, "-m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]: final-position logits (parity)"},
     {"info", cmd_info, "-m DIR: validate an artifact and print its shape and sections"},
     {"devices", cmd_devices, "list WebGPU adapters with their features and limits"},
 };

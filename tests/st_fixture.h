@@ -1,0 +1,40 @@
+/* Test fixtures written from C: safetensors files and tiny Hugging Face LFM2
+ * checkpoints (config.json + model.safetensors). Defined in test_safetensors.c,
+ * used by test_convert.c and test_parity.c. */
+#ifndef WISP_TEST_ST_FIXTURE_H
+#define WISP_TEST_ST_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  const char *name;
+  const char *dtype; /* "F32", "F16", "BF16" (data converted), anything else: F32-sized garbage */
+  int ndim;
+  int64_t shape[4];
+  const float *data;
+} fx_tensor;
+
+/* Writes a valid safetensors file; returns 0 on success. */
+int fx_write_safetensors(const char *path, const fx_tensor *t, int n);
+/* Writes raw bytes to path; returns 0 on success. */
+int fx_write_bytes(const char *path, const void *data, size_t len);
+
+typedef struct {
+  const char *dtype;     /* tensor dtype, default "F32" */
+  int untied;            /* write lm_head.weight and tie_word_embeddings false */
+  const char *bad_shape; /* name of a tensor to write with a wrong shape */
+  const char *arch;      /* architectures[0], default "Lfm2ForCausalLM" */
+  const char *model_type;/* default "lfm2" */
+  unsigned seed;
+} fx_lfm2_opts;
+
+/* The tiny model: hidden 64, 3 layers (conv, attention, conv), 4 heads, 2 kv
+ * heads, FFN 64 (intermediate_size 96 auto-adjusted, multiple_of 32), conv
+ * kernel 3, vocab 96, max_position_embeddings 256. Writes HF_DIR/config.json
+ * and HF_DIR/model.safetensors (HF_DIR must exist). Returns 0 on success. */
+int fx_write_tiny_lfm2(const char *dir, const fx_lfm2_opts *o);
+/* The deterministic value of element i of tensor `name` in the tiny model. */
+float fx_tiny_value(const char *name, unsigned seed, int64_t i);
+
+#endif
