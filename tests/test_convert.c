@@ -74,7 +74,7 @@ TEST(convert_f32_maps_hf_tensors_to_sections) {
   CHECK(a->shape.n_layers == 3 && a->shape.layer_types[1] == WISP_LAYER_ATTENTION);
   CHECK(a->shape.hidden == 64 && a->shape.ffn == 64 && a->shape.vocab == 96 && a->shape.head_dim == 16);
   CHECK(a->shape.heads == 4 && a->shape.kv_heads == 2 && a->shape.conv_cache == 3);
-  CHECK(a->max_positions == 256 && fabsf(a->rope_theta - 10000.0f) < 1e-3f && fabsf(a->norm_eps - 1e-5f) < 1e-12f);
+  CHECK(a->max_positions == 256 && fabs(a->rope_theta - 10000.0) < 1e-3 && fabs(a->norm_eps - 1e-5) < 1e-11);
   const int H = 64, D = 16;
   float v;
   /* qkv: q rows, then k rows, then v rows. */
@@ -307,7 +307,7 @@ TEST(convert_config_variants) {
   wisp_artifact *a = NULL;
   CHECKF(wisp_artifact_open(out, &a) == WISP_OK, "%s", wisp_last_error());
   int ok = a->shape.layer_types[0] == WISP_LAYER_CONV && a->shape.layer_types[1] == WISP_LAYER_ATTENTION &&
-           a->rope_theta == 5000.0f && fabsf(a->norm_eps - 1e-6f) < 1e-12f && a->max_positions == 4096;
+           a->rope_theta == 5000.0f && fabs(a->norm_eps - 1e-6) < 1e-11 && a->max_positions == 4096;
   const wisp_section *ext = wisp_artifact_section(a, "rope.cos_ext"), *plan = wisp_artifact_section(a, "rope.cos");
   ok = ok && ext && plan && ext->bytes == 4096u * 8 * 4 && plan->bytes == 1024u * 8 * 4;
   wisp_artifact_free(a);
