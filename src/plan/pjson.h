@@ -1,0 +1,34 @@
+/* JSON helpers shared by the registry, profile and plan code: loading a file
+ * with line/column parse errors and duplicate-key detection, sha256 digests,
+ * and the canonical JSON form (sorted keys, no whitespace) hashed into plan
+ * ids. Errors follow util/err.h: one line naming the file and JSON path. */
+#ifndef WISP_PLAN_PJSON_H
+#define WISP_PLAN_PJSON_H
+
+#include <stddef.h>
+#include <cJSON.h>
+
+#include "wisp.h"
+
+/* Reads a whole file (NUL-terminated, malloc'd). NULL + wisp_fail on error. */
+char *wisp_read_file(const char *path, size_t *len);
+int wisp_file_exists(const char *path);
+/* Parses `path` as JSON; rejects duplicate object keys anywhere. */
+wisp_status wisp_json_load(const char *path, cJSON **out);
+/* Same for an in-memory text; `name` is used in messages. */
+wisp_status wisp_json_parse(const char *name, const char *text, size_t len, cJSON **out);
+
+/* Lower-case hex sha256 (65 bytes with NUL). */
+void wisp_sha256_hex(const void *data, size_t n, char hex[65]);
+wisp_status wisp_sha256_file_hex(const char *path, char hex[65]);
+
+/* Canonical JSON: object keys sorted bytewise, no whitespace, integral
+ * numbers printed as integers, others with %.17g. malloc'd. */
+char *wisp_json_canonical(const cJSON *j);
+
+/* JSON type name for messages ("string", "number", ...). */
+const char *wisp_json_type(const cJSON *j);
+/* 1 when j is a number with an integral value. */
+int wisp_json_is_int(const cJSON *j);
+
+#endif
