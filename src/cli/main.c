@@ -17,6 +17,10 @@ static const command k_commands[] = {
     {"convert", cmd_convert, "HF_DIR -o DIR --quant f32|q4: import a Hugging Face checkpoint"},
     {"logits", cmd_logits, "-m DIR --tokens 1,2,3 [-o FILE]: final-position logits (parity tooling)"},
     {"info", cmd_info, "-m DIR: validate an artifact and print its shape and sections"},
+    {"registry", cmd_registry, "check [FILE] [--kernels-dir DIR] [--strict]: validate a kernel registry"},
+    {"kernels", cmd_kernels, "digest FILE.wgsl ENTRY: print a kernel's sha256 digest (profile addKernels)"},
+    {"profile", cmd_profile, "check FILE [--profiles-dir DIR] [--no-digests]: validate a runtime profile"},
+    {"plan-file", cmd_plan_file, "--shape MANIFEST [--profile P] [--backend cpu|webgpu] [--json]: resolve a plan"},
 };
 
 static void usage(FILE *f) {

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,4 +256,70 @@ const char *wisp_json_type(const cJSON *j) {
 int wisp_json_is_int(const cJSON *j) {
   return cJSON_IsNumber(j) && isfinite(j->valuedouble) && j->valuedouble == floor(j->valuedouble) &&
          fabs(j->valuedouble) < 2147483648.0;
+}
+
+struct wisp_arena {
+  struct wisp_arena *next;
+  size_t used, cap;
+  max_align_t data[];
+};
+
+void *wisp_arena_alloc(wisp_arena **a, size_t n) {
+  size_t need = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+  if (!need) need = sizeof(max_align_t);
+  if (!*a || (*a)->used + need > (*a)->cap) {
+    size_t cap = need > 16384 ? need : 16384;
+    wisp_arena *b = malloc(sizeof *b + cap);
+    if (!b) return NULL;
+    b->next = *a;
+    b->used = 0;
+    b->cap = cap;
+    *a = b;
+  }
+  void *p = (char *)(*a)->data + (*a)->used;
+  (*a)->used += need;
+  memset(p, 0, n);
+  return p;
+}
+
+char *wisp_arena_strdup(wisp_arena **a, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = wisp_arena_alloc(a, n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+void wisp_arena_free(wisp_arena *a) {
+  while (a) {
+    wisp_arena *n = a->next;
+    free(a);
+    a = n;
+  }
+}
+
+static int ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+int wisp_wgsl_has_entry(const char *src, const char *entry) {
+  size_t el = strlen(entry);
+  for (const char *p = src; (p = strstr(p, "fn")); p += 2) {
+    if (p > src && ident_char(p[-1])) continue;
+    const char *q = p + 2;
+    if (*q != ' ' && *q != '\t' && *q != '\n' && *q != '\r') continue;
+    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+    if (strncmp(q, entry, el) || ident_char(q[el])) continue;
+    q += el;
+    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+    if (*q == '(') return 1;
+  }
+  return 0;
+}
+
+void wisp_path(char *dst, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, cap, fmt, ap);
+  va_end(ap);
 }

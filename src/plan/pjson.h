@@ -31,4 +31,18 @@ const char *wisp_json_type(const cJSON *j);
 /* 1 when j is a number with an integral value. */
 int wisp_json_is_int(const cJSON *j);
 
+
+/* A bump allocator: everything is released by wisp_arena_free. Allocations
+ * are zeroed. NULL on out-of-memory. */
+typedef struct wisp_arena wisp_arena;
+void *wisp_arena_alloc(wisp_arena **a, size_t n);
+char *wisp_arena_strdup(wisp_arena **a, const char *s);
+void wisp_arena_free(wisp_arena *a);
+
+/* snprintf without compile-time truncation warnings (paths are cut to cap). */
+void wisp_path(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Whether WGSL source declares `fn ENTRY(`. */
+int wisp_wgsl_has_entry(const char *src, const char *entry);
+
 #endif
