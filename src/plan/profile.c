@@ -30,6 +30,7 @@ typedef struct {
   loaded_info loaded[MAX_DEPTH * 2];
   const char *eff_intent;
   const cJSON *eff_compatible;
+  const char *cur_id; /* id of the profile being parsed, for provenance */
 } ploader;
 
 /* Appends one element to an arena array (grows by copying). */
@@ -94,7 +95,9 @@ static wisp_status resolve_ref(ploader *L, const char *ref, char *out, size_t ca
 static const char *const k_sections[] = {"prefill", "decode", "all", NULL};
 static const char *const k_wisp_ops[] = {"embed", "rmsnorm", "matmul", "shortconv", "attention", "swiglu",
                                          "residual_add", "sample", "conv.in_proj", "conv.out_proj",
-                                         "attn.qkv", "attn.o_proj", "mlp.gate_up", "mlp.down", "head", NULL};
+                                         "attn.qkv", "attn.o_proj", "mlp.gate_up", "mlp.down", "head", "embed",
+                                         "conv.in_proj.norm", "attn.qkv.norm", "mlp.gate_up.norm",
+                                         "head.norm", "conv.core", "attn.core", NULL};
 
 static wisp_status warn(wisp_profile *p, const char *fmt, const char *file, const char *path, const char *val) {
   char buf[768];
@@ -179,8 +182,10 @@ static wisp_status parse_kernel(ploader *L, const cJSON *e, const char *file, co
     k.n_requires = n;
   }
   char src[700];
-  wisp_path(src, sizeof src, "%s: %s", file, path);
+  wisp_path(src, sizeof src, "%s: %s", L->cur_id, path);
   k.source = wisp_arena_strdup(&p->arena, src);
+  k.profile_file = wisp_arena_strdup(&p->arena, file);
+  k.json_path = wisp_arena_strdup(&p->arena, path);
   if (!L->opt || !L->opt->skip_digests) {
     char fp[1024], actual[72];
     wisp_path(fp, sizeof fp, "%s/%s", L->kernels_dir, k.file);
@@ -203,7 +208,7 @@ static wisp_status parse_kernel(ploader *L, const cJSON *e, const char *file, co
   /* A child's key replaces an inherited one; a key twice in one file is an error. */
   for (int i = 0; i < p->n_kernels; i++)
     if (!strcmp(p->kernels[i].key, k.key)) {
-      if (!strncmp(p->kernels[i].source, file, strlen(file)) && p->kernels[i].source[strlen(file)] == ':')
+      if (!strncmp(p->kernels[i].source, L->cur_id, strlen(L->cur_id)) && p->kernels[i].source[strlen(L->cur_id)] == ':')
         return FAIL("%s: %s.key: duplicate kernel key '%s'", file, path, k.key);
       p->kernels[i] = k;
       return WISP_OK;
@@ -261,8 +266,10 @@ static wisp_status parse_patch(ploader *L, const cJSON *e, wisp_patch_verb verb,
     }
   }
   char src[700];
-  wisp_path(src, sizeof src, "%s: %s", file, path);
+  wisp_path(src, sizeof src, "%s: %s", L->cur_id, path);
   w.source = wisp_arena_strdup(&p->arena, src);
+  w.profile_file = wisp_arena_strdup(&p->arena, file);
+  w.json_path = wisp_arena_strdup(&p->arena, path);
   wisp_patch *na = push(&p->arena, p->patches, &p->n_patches, sizeof w);
   if (!na || !w.source) return wisp_fail(WISP_ENOMEM, "out of memory");
   na[p->n_patches - 1] = w;
@@ -479,6 +486,7 @@ static wisp_status load_one(ploader *L, const char *file, const char *child_file
   }
   L->depth--;
   /* This profile's own content, after its parents'. */
+  L->cur_id = self.id;
   const cJSON *rt = cJSON_GetObjectItemCaseSensitive(doc, "runtime");
   if (rt) {
     if (!cJSON_IsObject(rt)) return FAIL("%s: runtime: expected an object, got %s", file, wisp_json_type(rt));

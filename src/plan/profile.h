@@ -23,7 +23,8 @@ typedef struct {
   const char **requires; /* kernel.requires (wisp extension), may be empty */
   const cJSON *constants; /* kernel.constants, may be NULL */
   const cJSON *precision; /* kernel.precision, may be NULL */
-  const char *source;   /* "FILE: runtime.inference.executionPatch.addKernels[i]" */
+  const char *source;   /* "PROFILE-ID: runtime.inference.executionPatch.addKernels[i]" */
+  const char *profile_file, *json_path; /* for messages */
 } wisp_profile_kernel;
 
 typedef enum { WISP_PATCH_SET, WISP_PATCH_ADD, WISP_PATCH_REMOVE } wisp_patch_verb;
@@ -36,7 +37,8 @@ typedef struct {
   const char *after, *before; /* add: anchor op (exactly one) */
   int n_layers;           /* 0 = every layer (and the prologue/epilogue) */
   int *layers;
-  const char *source;     /* "FILE: runtime.inference.executionPatch.set[i]" */
+  const char *source;     /* "PROFILE-ID: runtime.inference.executionPatch.set[i]" */
+  const char *profile_file, *json_path; /* for messages */
 } wisp_patch;
 
 typedef struct {
