@@ -70,4 +70,3 @@ int cmd_profile(int argc, char **argv) {
   return 2;
 }
 
-int cmd_plan_file(int argc, char **argv) { (void)argc; (void)argv; return 2; }

@@ -56,7 +56,7 @@ void wisp_device_caps_default(wisp_device_caps *d, const char *backend) {
     d->has_subgroups = 1;
     d->subgroup_size = 32;
     d->has_f16 = 1;
-    d->max_workgroup_size = 256;
+    d->max_workgroup_size = 1024;
     d->max_shared_bytes = 16384;
   } else {
     snprintf(d->vendor, sizeof d->vendor, "cpu");

@@ -52,7 +52,7 @@ typedef struct {
 } wisp_device_caps;
 
 /* Defaults for a backend: cpu detects AVX2 on this machine; webgpu assumes
- * subgroups (32 lanes), f16, 256 invocations, 16 KiB shared, vendor "unknown". */
+ * subgroups (32 lanes), f16, 1024 invocations, 16 KiB shared, vendor "unknown". */
 void wisp_device_caps_default(wisp_device_caps *d, const char *backend);
 /* Applies "key=value" (a context key name above) to d. */
 wisp_status wisp_device_caps_set(wisp_device_caps *d, const char *assignment);
