@@ -184,8 +184,17 @@ static int try_geometry(const resolver *R, wisp_plan_op *op, const cJSON *g, wis
   return 1;
 }
 
-static void geometry_manifest(const resolver *R, wisp_plan_op *op, int phase) {
+static int uses_subgroups(const wisp_variant *v) {
+  for (int i = 0; i < v->n_requires; i++)
+    if (!strcmp(v->requires[i], "subgroups")) return 1;
+  return 0;
+}
+
+/* Manifest geometry describes subgroup matvec tiling: it applies to webgpu
+ * matmul variants that use subgroups. */
+static void geometry_manifest(const resolver *R, wisp_plan_op *op, int phase, const wisp_variant *v) {
   if (strcmp(R->in->backend, "webgpu") || strcmp(op->op, "matmul") || !op->section[0]) return;
+  if (!uses_subgroups(v)) return;
   char shape[32];
   wisp_path(shape, sizeof shape, "%s", op->section);
   for (char *p = shape; *p; p++)
@@ -221,7 +230,7 @@ static void use_variant(const resolver *R, wisp_plan_op *op, const wisp_operatio
   op->manifest_variant[0] = 0;
   op->note[0] = 0;
   geometry_default(R, op, v);
-  geometry_manifest(R, op, phase);
+  geometry_manifest(R, op, phase, v);
 }
 
 typedef struct {
