@@ -246,8 +246,8 @@ static int accept_variant(const char *value, void *ud) {
   const wisp_variant *v = wisp_registry_variant(a->rop, value);
   char why[256];
   if (!v) {
+    if (!a->bad) wisp_path(a->badval, sizeof a->badval, "%s", value);
     a->bad = 1;
-    wisp_path(a->badval, sizeof a->badval, "%s", value);
     return 0;
   }
   return unusable(a->R, v, a->ctx, why, sizeof why) == NULL;
