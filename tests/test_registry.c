@@ -16,7 +16,7 @@ TEST(registry_seed_validates_and_counts) {
   CHECK(r->n_variants == 302);
   CHECK(!r->strict);
   /* Most of the seed's WGSL files are not in this build: listed as unavailable. */
-  CHECKF(r->n_available < 5, "available %d", r->n_available);
+  CHECKF(r->n_available < 20, "available %d", r->n_available);
   CHECK(!wisp_registry_variant(wisp_registry_op(r, "matmul"), "f16")->available);
   CHECK(r->n_external_refs > 0);
   const wisp_operation *mm = wisp_registry_op(r, "matmul");
