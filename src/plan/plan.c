@@ -180,7 +180,6 @@ static int try_geometry(const resolver *R, wisp_plan_op *op, const cJSON *g, wis
   wisp_path(op->geometry_from.detail, sizeof op->geometry_from.detail, "%s", detail);
   op->workgroup[0] = x.workgroup_size;
   op->workgroup[1] = op->workgroup[2] = 1;
-  op->note[0] = 0;
   return 1;
 }
 
