@@ -345,6 +345,21 @@ TEST(plan_bad_patches) {
   }
 }
 
+TEST(plan_bad_patches_cli) {
+  for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+    if (!k_bad[i].msg) continue;
+    char args[1024], out[4096];
+    snprintf(args, sizeof args,
+             "plan-file --shape " SEED_MANIFEST " --backend %s --registry %s --kernels-dir " FIX_KERNELS
+             " --profiles-dir " FIX_PROFILES " --profile " FIX_PROFILES "/%s%s%s",
+             k_bad[i].backend, !strcmp(k_bad[i].backend, "cpu") ? WISP_DEFAULT_REGISTRY : FIX_REGISTRY_GPU, k_bad[i].profile,
+             k_bad[i].caps ? " --cap " : "", k_bad[i].caps ? k_bad[i].caps : "");
+    int rc = run_wisp(out, sizeof out, args);
+    CHECKF(rc == 1, "%s: rc=%d %s", k_bad[i].profile, rc, out);
+    CHECKF(strstr(out, k_bad[i].msg), "%s: %s", k_bad[i].profile, out);
+  }
+}
+
 TEST(plan_required_feature_missing) {
   fixture f;
   CHECKF(fx_init(&f, "webgpu", NULL, "hasSubgroups=false") == WISP_OK, "%s", wisp_last_error());
@@ -382,6 +397,8 @@ TEST(plan_file_cli) {
   char id[65];
   snprintf(id, sizeof id, "%s", cJSON_GetObjectItemCaseSensitive(j, "planId")->valuestring);
   cJSON_Delete(j);
+  rc = run_wisp(out, sizeof out, "plan-file --shape " SEED_MANIFEST " --cap hasAvx2=true --json");
+  CHECK(rc == 0 && strstr(out, id)); /* same inputs, same id, across processes */
   rc = run_wisp(out, sizeof out, "plan-file --shape " SEED_MANIFEST " --cap hasAvx2=true");
   CHECK(rc == 0 && strstr(out, id) && strstr(out, "matmul conv.in_proj") && strstr(out, "rule matmul.variant#0"));
   rc = run_wisp(out, sizeof out,

@@ -47,6 +47,7 @@ int cmd_plan_file(int argc, char **argv) {
     else { fprintf(stderr, "wisp plan-file: unknown or incomplete option '%s'\n", a); usage(); return 2; }
   }
   if (!shape_file) { usage(); return 2; }
+  if (prefill < 0) { fprintf(stderr, "wisp plan-file: --prefill-tokens: expected a positive number\n"); return 2; }
   if (strcmp(backend, "cpu") && strcmp(backend, "webgpu")) {
     fprintf(stderr, "wisp plan-file: --backend: unknown backend '%s' (cpu, webgpu)\n", backend);
     return 2;

@@ -51,7 +51,7 @@ typedef struct {
 typedef struct {
   char op[32];        /* registry operation: "matmul", ... (for `add`, the step's name) */
   char section[32];   /* "conv.in_proj", "head.norm", ... or "" */
-  int layer;          /* -1 in the prologue/epilogue */
+  int layer;          /* -1 in the prologue/epilogue; in a group, its first layer */
   char kernel[96];    /* "OP/VARIANT" (registry) or a profile addKernels key */
   char backend[8];
   char entry[64];

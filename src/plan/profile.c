@@ -444,7 +444,8 @@ static wisp_status load_one(ploader *L, const char *file, const char *child_file
   nd[p->n_docs - 1] = doc;
   p->docs = nd;
   if (!cJSON_IsObject(doc)) return FAIL("%s: top level: expected an object, got %s", file, wisp_json_type(doc));
-  if ((st = check_fields(doc, k_top, file, "(top)"))) return st;
+  for (const cJSON *c = doc->child; c; c = c->next)
+    if (!in_list(c->string, k_top)) return FAIL("%s: %s: unknown field", file, c->string);
   loaded_info self = {0};
   wisp_path(self.path, sizeof self.path, "%s", file);
   for (const char *const *k = (const char *const[]){"id", "name", "intent", "model", "description", "stability", "owner",

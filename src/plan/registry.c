@@ -404,8 +404,11 @@ static wisp_status load(loader *L, const char *path, const wisp_registry_options
   const cJSON *root = r->doc;
   if (!cJSON_IsObject(root)) return FAIL("%s: top level: expected an object, got %s", path, wisp_json_type(root));
   static const char *const top[] = {"$schema", "version", "description", "operations", "ruleChains", NULL};
-  if ((st = check_keys(L, root, "(top)", top))) return st;
-  if ((st = opt_str(L, root, "$schema", "(top)", &r->schema))) return st;
+  for (const cJSON *c = root->child; c; c = c->next)
+    if (!in_list(c->string, top)) return FAIL("%s: %s: unknown field", path, c->string);
+  const cJSON *sc = cJSON_GetObjectItemCaseSensitive(root, "$schema");
+  if (sc && !cJSON_IsString(sc)) return FAIL("%s: $schema: expected a string, got %s", path, wisp_json_type(sc));
+  r->schema = sc ? sc->valuestring : NULL;
   if ((st = req_str(L, root, "version", "(top)", &r->version))) {
     return FAIL("%s: version: missing required field (or not a non-empty string)", path);
   }
