@@ -79,10 +79,14 @@ int cmd_plan_file(int argc, char **argv) {
     if (wisp_device_caps_set(&dev, caps[i])) goto done;
   if (wisp_registry_load(registry_file, &ropt, &reg)) goto done;
   if (profile_ref && wisp_profile_load(profile_ref, &popt, &prof)) goto done;
+  const cJSON *knee = cJSON_GetObjectItemCaseSensitive(rt, "knee");
+  const cJSON *cand = cJSON_GetObjectItemCaseSensitive(manifest, "candidate");
+  if (knee && !cJSON_IsArray(knee)) { wisp_fail(WISP_EFORMAT, "%s: runtime.knee: expected an array, got %s", shape_file, wisp_json_type(knee)); goto done; }
+  if (cand && !cJSON_IsObject(cand)) { wisp_fail(WISP_EFORMAT, "%s: candidate: expected an object, got %s", shape_file, wisp_json_type(cand)); goto done; }
   wisp_plan_inputs in = {0};
   in.shape = shape;
-  in.candidate = cJSON_GetObjectItemCaseSensitive(manifest, "candidate");
-  in.knee = cJSON_GetObjectItemCaseSensitive(rt, "knee");
+  in.candidate = cand;
+  in.knee = knee;
   in.profile = prof;
   in.registry = reg;
   in.device = &dev;

@@ -86,7 +86,7 @@ static wisp_status resolve_ref(ploader *L, const char *ref, char *out, size_t ca
   size_t n = strlen(ref);
   if (n > 5 && !strcmp(ref + n - 5, ".json") && wisp_file_exists(ref)) { wisp_path(out, cap, "%s", ref); return WISP_OK; }
   const char *name = !strncmp(ref, "profiles/", 9) ? ref + 9 : ref;
-  if (!*name || strstr(name, "..")) return wisp_fail(WISP_EINVAL, "profile '%s': bad name", ref);
+  if (!*name || name[0] == '/' || strstr(name, "..")) return wisp_fail(WISP_EINVAL, "profile '%s': bad name", ref);
   if (n > 5 && !strcmp(ref + n - 5, ".json")) wisp_path(out, cap, "%s/%s", L->dir, name);
   else wisp_path(out, cap, "%s/%s.json", L->dir, name);
   return WISP_OK;
