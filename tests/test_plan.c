@@ -419,3 +419,26 @@ TEST(plan_file_cli) {
   rc = run_wisp(out, sizeof out, "plan-file --shape " SEED_MANIFEST " --backend metal");
   CHECK(rc == 2 && strstr(out, "unknown backend 'metal'"));
 }
+
+TEST(plan_manifest_helpers) {
+  cJSON *m = NULL;
+  CHECK(wisp_json_load(SEED_MANIFEST, &m) == WISP_OK);
+  wisp_model_shape s;
+  const cJSON *cand = NULL, *knee = NULL;
+  CHECKF(wisp_plan_manifest_parts(m, SEED_MANIFEST, &s, &cand, &knee) == WISP_OK, "%s", wisp_last_error());
+  CHECK(s.n_layers == 14 && cJSON_IsObject(cand) && cJSON_GetArraySize(knee) == 6);
+  wisp_device_caps d;
+  wisp_device_caps_default(&d, "webgpu");
+  d.has_subgroups = 0;
+  d.subgroup_size = 64;
+  wisp_device_caps_from_manifest(&d, m);
+  CHECK(d.has_subgroups && d.has_f16 && d.subgroup_size == 32);
+  wisp_device_caps_default(&d, "cpu");
+  wisp_device_caps_from_manifest(&d, m);
+  CHECK(!d.has_subgroups && d.subgroup_size == 0);
+  cJSON_Delete(m);
+  m = cJSON_Parse("{\"runtime\":{\"shape\":{}}}");
+  CHECK(wisp_plan_manifest_parts(m, "x.json", &s, &cand, &knee) == WISP_EFORMAT);
+  CHECKF(strstr(wisp_last_error(), "x.json: runtime.shape.layerTypes: missing required field"), "%s", wisp_last_error());
+  cJSON_Delete(m);
+}

@@ -18,12 +18,6 @@ static void usage(void) {
           "         [--cap KEY=VALUE]... [--prefill-tokens N]\n");
 }
 
-static int str_in(const cJSON *arr, const char *s) {
-  for (const cJSON *c = arr ? arr->child : NULL; c; c = c->next)
-    if (cJSON_IsString(c) && !strcmp(c->valuestring, s)) return 1;
-  return 0;
-}
-
 int cmd_plan_file(int argc, char **argv) {
   const char *shape_file = NULL, *profile_ref = NULL, *backend = "cpu", *registry_file = WISP_DEFAULT_REGISTRY;
   const char *caps[32];
@@ -60,29 +54,15 @@ int cmd_plan_file(int argc, char **argv) {
   wisp_model_shape *shape = calloc(1, sizeof *shape);
   if (!shape) { wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
   if (wisp_json_load(shape_file, &manifest)) goto done;
-  const cJSON *rt = cJSON_GetObjectItemCaseSensitive(manifest, "runtime");
-  char where[1100];
-  wisp_path(where, sizeof where, "%s: runtime.shape", shape_file);
-  if (wisp_model_shape_from_json(cJSON_GetObjectItemCaseSensitive(rt, "shape"), where, shape)) goto done;
+  const cJSON *cand = NULL, *knee = NULL;
+  if (wisp_plan_manifest_parts(manifest, shape_file, shape, &cand, &knee)) goto done;
   wisp_device_caps dev;
   wisp_device_caps_default(&dev, backend);
-  if (!strcmp(backend, "webgpu")) {
-    const cJSON *feat = cJSON_GetObjectItemCaseSensitive(rt, "extraFeatures");
-    const cJSON *sg = cJSON_GetObjectItemCaseSensitive(rt, "expectedSubgroupSize");
-    if (cJSON_IsArray(feat)) {
-      dev.has_subgroups = str_in(feat, "subgroups");
-      dev.has_f16 = str_in(feat, "shader-f16");
-    }
-    if (wisp_json_is_int(sg) && sg->valuedouble > 0) dev.subgroup_size = (int)sg->valuedouble;
-  }
+  wisp_device_caps_from_manifest(&dev, manifest);
   for (int i = 0; i < n_caps; i++)
     if (wisp_device_caps_set(&dev, caps[i])) goto done;
   if (wisp_registry_load(registry_file, &ropt, &reg)) goto done;
   if (profile_ref && wisp_profile_load(profile_ref, &popt, &prof)) goto done;
-  const cJSON *knee = cJSON_GetObjectItemCaseSensitive(rt, "knee");
-  const cJSON *cand = cJSON_GetObjectItemCaseSensitive(manifest, "candidate");
-  if (knee && !cJSON_IsArray(knee)) { wisp_fail(WISP_EFORMAT, "%s: runtime.knee: expected an array, got %s", shape_file, wisp_json_type(knee)); goto done; }
-  if (cand && !cJSON_IsObject(cand)) { wisp_fail(WISP_EFORMAT, "%s: candidate: expected an object, got %s", shape_file, wisp_json_type(cand)); goto done; }
   wisp_plan_inputs in = {0};
   in.shape = shape;
   in.candidate = cand;

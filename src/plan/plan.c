@@ -59,6 +59,39 @@ wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wi
   return WISP_OK;
 }
 
+wisp_status wisp_plan_manifest_parts(const cJSON *manifest, const char *name, wisp_model_shape *shape,
+                                     const cJSON **candidate, const cJSON **knee) {
+  if (!cJSON_IsObject(manifest)) return FAIL(WISP_EFORMAT, "%s: top level: expected an object", name);
+  const cJSON *rt = cJSON_GetObjectItemCaseSensitive(manifest, "runtime");
+  char where[1024];
+  wisp_path(where, sizeof where, "%s: runtime.shape", name);
+  wisp_status st = wisp_model_shape_from_json(cJSON_GetObjectItemCaseSensitive(rt, "shape"), where, shape);
+  if (st) return st;
+  const cJSON *k = cJSON_GetObjectItemCaseSensitive(rt, "knee");
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(manifest, "candidate");
+  if (k && !cJSON_IsArray(k)) return FAIL(WISP_EFORMAT, "%s: runtime.knee: expected an array, got %s", name, wisp_json_type(k));
+  if (c && !cJSON_IsObject(c)) return FAIL(WISP_EFORMAT, "%s: candidate: expected an object, got %s", name, wisp_json_type(c));
+  *candidate = c;
+  *knee = k;
+  return WISP_OK;
+}
+
+void wisp_device_caps_from_manifest(wisp_device_caps *d, const cJSON *manifest) {
+  if (strcmp(d->backend, "webgpu")) return;
+  const cJSON *rt = cJSON_GetObjectItemCaseSensitive(manifest, "runtime");
+  const cJSON *feat = cJSON_GetObjectItemCaseSensitive(rt, "extraFeatures");
+  const cJSON *sg = cJSON_GetObjectItemCaseSensitive(rt, "expectedSubgroupSize");
+  if (cJSON_IsArray(feat)) {
+    d->has_subgroups = d->has_f16 = 0;
+    for (const cJSON *c = feat->child; c; c = c->next) {
+      if (!cJSON_IsString(c)) continue;
+      if (!strcmp(c->valuestring, "subgroups")) d->has_subgroups = 1;
+      if (!strcmp(c->valuestring, "shader-f16")) d->has_f16 = 1;
+    }
+  }
+  if (wisp_json_is_int(sg) && sg->valuedouble > 0) d->subgroup_size = (int)sg->valuedouble;
+}
+
 /* ---- op vectors ---- */
 
 typedef struct { wisp_plan_op *v; int n, cap; } opvec;

@@ -112,6 +112,16 @@ typedef struct {
   int prefill_tokens;            /* context "tokens" for prefill; 0 = 512 */
 } wisp_plan_inputs;
 
+/* The manifest's parts a plan needs: runtime.shape into *shape; candidate and
+ * runtime.knee borrowed from `manifest` (NULL when absent). `name` (the
+ * manifest's file) prefixes errors. */
+wisp_status wisp_plan_manifest_parts(const cJSON *manifest, const char *name, wisp_model_shape *shape,
+                                     const cJSON **candidate, const cJSON **knee);
+/* For webgpu: hasSubgroups / hasF16 from runtime.extraFeatures ("subgroups",
+ * "shader-f16") and subgroupSize from runtime.expectedSubgroupSize, when the
+ * manifest gives them. Leaves other fields alone. */
+void wisp_device_caps_from_manifest(wisp_device_caps *d, const cJSON *manifest);
+
 wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out);
 void wisp_plan_free(wisp_plan *p);
 /* The ops of one layer in a phase (WISP_PHASE_*); NULL when out of range. */
