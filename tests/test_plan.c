@@ -313,7 +313,13 @@ TEST(plan_not_implemented_reported) {
   CHECKF(fx_init(&f, "cpu", "unimpl.json", NULL) == WISP_OK, "%s", wisp_last_error());
   wisp_plan *p = NULL;
   CHECKF(wisp_plan_resolve(&f.in, &p) == WISP_OK, "%s", wisp_last_error());
-  CHECK(p->n_not_implemented == 6);
+  fx_free(&f); /* the plan owns its memory */
+  CHECK(p->n_not_implemented == 6 && !strcmp(p->not_implemented[0], "not implemented: runtime.loading"));
+  CHECK(!strcmp(p->profile_id, "profiles/unimpl") && !strcmp(p->batching.stop_check_mode, "batch"));
+  FILE *null = fopen("/dev/null", "w");
+  CHECK(null);
+  wisp_plan_print(p, null);
+  fclose(null);
   CHECK(strstr(p->json, "\"notImplemented\":[\"not implemented: runtime.loading\""));
   wisp_plan_free(p);
   fx_free(&f);
