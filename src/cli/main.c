@@ -18,6 +18,10 @@ static const command k_commands[] = {
     {"logits", cmd_logits, "-m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]: final-position logits (parity)"},
     {"info", cmd_info, "-m DIR: validate an artifact and print its shape and sections"},
     {"devices", cmd_devices, "list WebGPU adapters with their features and limits"},
+    {"registry", cmd_registry, "check [FILE] [--kernels-dir DIR] [--strict]: validate a kernel registry"},
+    {"kernels", cmd_kernels, "digest FILE.wgsl ENTRY: print a kernel's sha256 digest (profile addKernels)"},
+    {"profile", cmd_profile, "check FILE [--profiles-dir DIR] [--no-digests]: validate a runtime profile"},
+    {"plan-file", cmd_plan_file, "--shape MANIFEST [--profile P] [--backend cpu|webgpu] [--json]: resolve a plan"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,72 @@
+/* `wisp profile check FILE [--profiles-dir DIR] [--kernels-dir DIR]
+ * [--no-digests] [--intent I]`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "plan/profile.h"
+
+static void print_batching(const char *name, const wisp_batching *b) {
+  if (!b->present) { printf("%s: (unset)\n", name); return; }
+  printf("%s: batchSize=%d readbackInterval=%d stopCheckMode=%s readbackMode=%s ringTokens=%d ringStop=%d "
+         "ringStaging=%d maxBatchDecodeTokens=%d disableCommandBatching=%s",
+         name, b->batch_size, b->readback_interval, b->stop_check_mode ? b->stop_check_mode : "-",
+         b->readback_mode ? b->readback_mode : "-", b->ring_tokens, b->ring_stop, b->ring_staging,
+         b->max_batch_decode_tokens, b->disable_command_batching ? "true" : "false");
+  if (b->has_submit_latency) printf(" submitLatencyThresholdMs=%g", b->submit_latency_threshold_ms);
+  printf("\n");
+}
+
+static const char *verb_name(wisp_patch_verb v) {
+  return v == WISP_PATCH_SET ? "set" : v == WISP_PATCH_ADD ? "add" : "remove";
+}
+
+static int profile_check(int argc, char **argv) {
+  const char *file = NULL;
+  wisp_profile_options opt = {0};
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--profiles-dir") && i + 1 < argc) opt.profiles_dir = argv[++i];
+    else if (!strcmp(argv[i], "--kernels-dir") && i + 1 < argc) opt.kernels_dir = argv[++i];
+    else if (!strcmp(argv[i], "--intent") && i + 1 < argc) opt.intent = argv[++i];
+    else if (!strcmp(argv[i], "--no-digests")) opt.skip_digests = 1;
+    else if (argv[i][0] == '-') { fprintf(stderr, "wisp profile check: unknown option '%s'\n", argv[i]); return 2; }
+    else if (!file) file = argv[i];
+    else { fprintf(stderr, "wisp profile check: unexpected argument '%s'\n", argv[i]); return 2; }
+  }
+  if (!file) { fprintf(stderr, "usage: wisp profile check FILE [--profiles-dir DIR] [--kernels-dir DIR] [--no-digests] [--intent I]\n"); return 2; }
+  wisp_profile *p = NULL;
+  if (wisp_profile_load(file, &opt, &p)) return cli_error("profile check");
+  printf("%s: ok (%s)\n", p->path, p->digests_verified ? "digests verified" : "structure only: digests not checked");
+  printf("id: %s\nintent: %s\n", p->id, p->intent ? p->intent : "-");
+  printf("chain:");
+  for (int i = 0; i < p->n_chain; i++) printf("%s%s", i ? " -> " : " ", p->chain[i]);
+  printf("\n");
+  for (int i = 0; i < p->n_kernels; i++)
+    printf("kernel %s: %s entry %s %s\n", p->kernels[i].key, p->kernels[i].file, p->kernels[i].entry, p->kernels[i].digest);
+  for (int i = 0; i < p->n_patches; i++) {
+    const wisp_patch *w = &p->patches[i];
+    printf("patch %s section=%s op=%s", verb_name(w->verb), w->section, w->op);
+    if (w->kernel_key) printf(" kernel=%s", w->kernel_key);
+    if (w->after) printf(" after=%s", w->after);
+    if (w->before) printf(" before=%s", w->before);
+    if (w->n_layers) {
+      printf(" layers=");
+      for (int k = 0; k < w->n_layers; k++) printf("%s%d", k ? "," : "", w->layers[k]);
+    }
+    printf("\n");
+  }
+  print_batching("batching", &p->batching);
+  print_batching("decodeLoop", &p->decode_loop);
+  printf("fusions: fuseResidualAdd=%s\n", p->fusions.residual_add ? "true" : "false");
+  for (int i = 0; i < p->n_not_implemented; i++) printf("%s\n", p->not_implemented[i]);
+  for (int i = 0; i < p->n_warnings; i++) printf("warning: %s\n", p->warnings[i]);
+  wisp_profile_free(p);
+  return 0;
+}
+
+int cmd_profile(int argc, char **argv) {
+  if (argc >= 2 && !strcmp(argv[1], "check")) return profile_check(argc - 2, argv + 2);
+  fprintf(stderr, "usage: wisp profile check FILE [--profiles-dir DIR] [--kernels-dir DIR] [--no-digests] [--intent I]\n");
+  return 2;
+}
+

@@ -1,0 +1,133 @@
+/* The inspectable execution plan: for prefill and decode, the ordered ops of
+ * each layer type (plus embed first and final norm + head + sample last),
+ * each with its kernel, geometry and provenance; serialized to canonical JSON
+ * whose sha256 is the plan id. See docs/plan.md. */
+#ifndef WISP_PLAN_PLAN_H
+#define WISP_PLAN_PLAN_H
+
+#include <stdio.h>
+#include <cJSON.h>
+
+#include "plan/profile.h"
+#include "plan/registry.h"
+#include "plan/rules.h"
+#include "wisp.h"
+
+#define WISP_MAX_LAYERS 256
+
+typedef enum { WISP_LAYER_CONV = 0, WISP_LAYER_ATTENTION = 1 } wisp_layer_kind;
+
+typedef struct {
+  int n_layers;
+  wisp_layer_kind layer_types[WISP_MAX_LAYERS];
+  int hidden, ffn, vocab, heads, kv_heads, head_dim;
+  int quant_bits; /* 4: Q4 weights ("q4"); 0 or 32: f32 weights */
+  int conv_cache;
+} wisp_model_shape;
+
+/* Reads a manifest's runtime.shape object (layerTypes, hidden, ffn, vocab,
+ * heads, kvHeads, headDim, quantBits, convCache). `where` prefixes errors. */
+wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wisp_model_shape *out);
+
+typedef enum {
+  WISP_PROV_DEFAULT = 0, /* registry order / the variant's own workgroup */
+  WISP_PROV_RULE,        /* a registry rule chain, detail "CHAIN#INDEX" */
+  WISP_PROV_PROFILE,     /* a profile patch, detail "PROFILE-ID: JSON.PATH" */
+  WISP_PROV_CANDIDATE,   /* the manifest candidate, detail "KEY: matvec.SHAPE" */
+  WISP_PROV_KNEE         /* the manifest knee, detail "knee[i]: SHAPE" */
+} wisp_prov_kind;
+
+typedef struct {
+  wisp_prov_kind kind;
+  char detail[192];
+} wisp_provenance;
+
+typedef struct {
+  int workgroup_size, subgroup_size, rows_per_subgroup, subgroups_per_row; /* 0 = not set */
+} wisp_geometry;
+
+#define WISP_PLAN_MAX_CONSTANTS 16
+
+typedef struct {
+  char op[32];        /* registry operation: "matmul", ... (for `add`, the step's name) */
+  char section[32];   /* "conv.in_proj", "head.norm", ... or "" */
+  int layer;          /* -1 in the prologue/epilogue; in a group, its first layer */
+  char kernel[96];    /* "OP/VARIANT" (registry) or a profile addKernels key */
+  char backend[8];
+  char entry[64];
+  char wgsl[128];     /* webgpu: file under the kernels dir; "" for cpu */
+  int workgroup[3];
+  int rows, cols;     /* matmul / embed: weight rows x cols; 0 otherwise */
+  int residual;       /* the op adds its output into the residual stream */
+  wisp_geometry geometry;
+  char manifest_variant[32]; /* candidate.matvec[SHAPE].variant, informational */
+  int n_constants;    /* profile kernel constants */
+  struct { char key[48]; double value; int is_bool; } constants[WISP_PLAN_MAX_CONSTANTS];
+  wisp_provenance kernel_from, geometry_from;
+  char note[160];     /* e.g. why manifest geometry was not applied */
+} wisp_plan_op;
+
+typedef struct {
+  wisp_layer_kind type;
+  int n_layers;
+  int *layers;
+  int n_ops;
+  wisp_plan_op *ops;
+} wisp_plan_group;
+
+typedef struct {
+  const char *name; /* "prefill" | "decode" */
+  int tokens;
+  int n_prologue, n_groups, n_epilogue;
+  wisp_plan_op *prologue, *epilogue;
+  wisp_plan_group *groups;
+  int n_layers;
+  int *layer_group; /* layer -> index into groups */
+} wisp_plan_phase;
+
+enum { WISP_PHASE_PREFILL = 0, WISP_PHASE_DECODE = 1 };
+
+typedef struct {
+  char id[65];                  /* sha256 hex of the canonical JSON without planId */
+  char backend[8];
+  wisp_device_caps device;
+  wisp_plan_phase phases[2];
+  wisp_batching batching, decode_loop;
+  wisp_fusions fusions;
+  int n_not_implemented;
+  char **not_implemented;
+  char *profile_id;             /* NULL without a profile */
+  char *json;                   /* canonical JSON including "planId" */
+  wisp_arena *arena;            /* owns the arrays above */
+} wisp_plan;
+
+typedef struct {
+  const wisp_model_shape *shape;
+  const cJSON *candidate;        /* manifest "candidate" (may be NULL) */
+  const cJSON *knee;             /* manifest runtime.knee array (may be NULL) */
+  const wisp_profile *profile;   /* may be NULL: registry choices only */
+  const wisp_registry *registry;
+  const wisp_device_caps *device;
+  const char *backend;           /* "cpu" | "webgpu" */
+  int prefill_tokens;            /* context "tokens" for prefill; 0 = 512 */
+} wisp_plan_inputs;
+
+/* The manifest's parts a plan needs: runtime.shape into *shape; candidate and
+ * runtime.knee borrowed from `manifest` (NULL when absent). `name` (the
+ * manifest's file) prefixes errors. */
+wisp_status wisp_plan_manifest_parts(const cJSON *manifest, const char *name, wisp_model_shape *shape,
+                                     const cJSON **candidate, const cJSON **knee);
+/* For webgpu: hasSubgroups / hasF16 from runtime.extraFeatures ("subgroups",
+ * "shader-f16") and subgroupSize from runtime.expectedSubgroupSize, when the
+ * manifest gives them. Leaves other fields alone. */
+void wisp_device_caps_from_manifest(wisp_device_caps *d, const cJSON *manifest);
+
+wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out);
+void wisp_plan_free(wisp_plan *p);
+/* The ops of one layer in a phase (WISP_PHASE_*); NULL when out of range. */
+const wisp_plan_op *wisp_plan_layer_ops(const wisp_plan *p, int phase, int layer, int *n_ops);
+/* Human-readable listing. */
+void wisp_plan_print(const wisp_plan *p, FILE *f);
+const char *wisp_prov_kind_name(wisp_prov_kind k);
+
+#endif
