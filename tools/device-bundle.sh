@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Packs build/wisp and the shared libraries the GPU machine lacks into .dev/
+# (ignored by git) so the device tool can carry them: `carry: [".dev"]`, then
+# `LD_LIBRARY_PATH=$PWD/.dev/lib .dev/wisp ...` there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+make -s -j"$(nproc)" build/wisp
+rm -rf .dev && mkdir -p .dev/lib
+cp build/wisp .dev/
+for lib in libcjson.so.1 libcrypto.so.3; do
+  cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" .dev/lib/
+done
+ls -la .dev .dev/lib
