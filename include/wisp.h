@@ -35,6 +35,7 @@ typedef struct {
   const char *backend; /* "cpu" (default) */
   int threads;         /* 0 = one per core */
   int max_context;     /* 0 = the artifact's maxPositions */
+  const char *profile; /* runtime profile name or file; NULL = "default" */
 } wisp_session_options;
 
 wisp_status wisp_model_open(const char *artifact_dir, wisp_model **out);
@@ -46,6 +47,8 @@ void wisp_session_free(wisp_session *s);
 /* Feeds n tokens at the current position; when logits is non-NULL it receives
  * the vocabulary-sized logits of the last token. */
 wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits);
+/* The id (sha256) of the execution plan this session runs. */
+const char *wisp_session_plan_id(const wisp_session *s);
 /* Tokens consumed so far. */
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "format/tensor.h"
+#include "plan/rules.h"
 #include "wisp.h"
 
 typedef struct wisp_buf wisp_buf;
@@ -38,10 +39,14 @@ typedef struct {
 
 struct wisp_backend {
   const char *name;
+  /* What the device can do, for plan resolution (rules and `requires`). */
+  void (*caps)(wisp_backend *be, wisp_device_caps *out);
   wisp_buf *(*buf_new)(wisp_backend *be, size_t n_floats); /* zero-filled; NULL on failure */
   void (*buf_free)(wisp_backend *be, wisp_buf *b);
   void (*buf_read)(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst);
   void (*buf_zero)(wisp_backend *be, wisp_buf *b);
+  /* Called once per weight before any op; checks the plan's kernel choices
+   * (m->choice) and may upload the weight. */
   wisp_status (*prepare_matrix)(wisp_backend *be, wisp_matrix *m);
   wisp_status (*prepare_vector)(wisp_backend *be, wisp_vector *v);
 

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "format/synthetic.h"
 #include "util/file.h"
+#include "util/paths.h"
 #include "wisp.h"
 
 int cli_error(const char *cmd) {
@@ -17,23 +18,9 @@ int cli_error(const char *cmd) {
   return 1;
 }
 
-/* The repository root as seen from the executable (build/wisp -> ..). */
-static void repo_root(char *out, size_t cap) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0 || cap < 8) { snprintf(out, cap, "."); return; }
-  exe[n] = 0;
-  char *slash = strrchr(exe, '/');
-  if (slash) *slash = 0;
-  size_t len = strnlen(exe, cap > 4 ? cap - 4 : 0);
-  memcpy(out, exe, len);
-  memcpy(out + len, "/..", 4);
-}
-
 const char *cli_default_model(void) {
   static char path[PATH_MAX + 64];
-  char root[PATH_MAX];
-  repo_root(root, sizeof root);
+  const char *root = wisp_repo_root();
   snprintf(path, sizeof path, "%s/models/synthetic-seed", root);
   char manifest[PATH_MAX + 96];
   snprintf(manifest, sizeof manifest, "%s/manifest.json", path);

@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/cpu/cpu_kernels.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -59,7 +58,7 @@ static void cpu_name(char *out, size_t cap) {
 }
 
 int cmd_bench(int argc, char **argv) {
-  const char *model_dir = NULL, *backend = "cpu", *out_path = NULL;
+  const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL;
   int n_prompt = 128, n_decode = 256, threads = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -70,6 +69,7 @@ int cmd_bench(int argc, char **argv) {
     int is_num = *v && !*end && num >= 0 && num < INT_MAX;
     if (!strcmp(a, "-m")) model_dir = v;
     else if (!strcmp(a, "--backend")) backend = v;
+    else if (!strcmp(a, "--profile")) profile = v;
     else if (!strcmp(a, "-o")) out_path = v;
     else if (!strcmp(a, "--prompt") && is_num && num > 0) n_prompt = (int)num;
     else if (!strcmp(a, "--decode") && is_num) n_decode = (int)num;
@@ -86,7 +86,7 @@ int cmd_bench(int argc, char **argv) {
   cJSON *r = NULL;
   int rc = 1;
   if (wisp_model_open(model_dir, &m)) goto fail;
-  wisp_session_options so = {.backend = backend, .threads = threads};
+  wisp_session_options so = {.backend = backend, .threads = threads, .profile = profile};
   if (wisp_session_new(m, &so, &s)) goto fail;
   const int vocab = wisp_model_vocab(m);
   if (n_prompt + n_decode > wisp_session_context(s)) {
@@ -121,13 +121,9 @@ int cmd_bench(int argc, char **argv) {
   if (n_decode) fprintf(stderr, "\n");
   qsort(step, (size_t)n_decode, sizeof(double), cmp_double);
 
-  char fp[65], plan_src[512], plan_id[65], cpu[256];
+  char fp[65], cpu[256];
   wisp_sha256_hex(generated, sizeof(int32_t) * (size_t)n_decode, fp);
-  /* Until plan resolution lands (src/plan), the plan id hashes what decides
-   * execution here: backend, kernel family, thread count, prefill chunk. */
-  snprintf(plan_src, sizeof plan_src, "{\"backend\":\"%s\",\"kernels\":\"%s\",\"threads\":%d,\"chunk\":%d}",
-           wisp_session_backend_name(s), wisp_cpu_kernels_get()->name, threads, s->chunk);
-  wisp_sha256_hex(plan_src, strlen(plan_src), plan_id);
+  const wisp_plan *plan = wisp_session_plan(s);
   cpu_name(cpu, sizeof cpu);
   const cJSON *ext = cJSON_GetObjectItemCaseSensitive(m->artifact->manifest, "wisp");
   const cJSON *wsha = ext ? cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256") : NULL;
@@ -138,8 +134,9 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddStringToObject(jm, "architecture", m->artifact->architecture);
   cJSON_AddNumberToObject(jm, "weightBytes", (double)m->artifact->weight_bytes);
   cJSON_AddStringToObject(jm, "weightsSha256", cJSON_IsString(wsha) ? wsha->valuestring : "unknown");
-  cJSON_AddStringToObject(r, "plan_id", plan_id);
-  cJSON_AddItemToObject(r, "plan", cJSON_Parse(plan_src));
+  cJSON_AddStringToObject(r, "plan_id", plan->id);
+  cJSON_AddStringToObject(r, "profile", plan->profile_id ? plan->profile_id : "none");
+  cJSON_AddNumberToObject(r, "threads", threads);
   cJSON *jd = cJSON_AddObjectToObject(r, "device");
   cJSON_AddStringToObject(jd, "backend", wisp_session_backend_name(s));
   cJSON_AddStringToObject(jd, "name", cpu);

@@ -31,7 +31,7 @@ static int parse_num(const char *opt, const char *v, double lo, double hi, doubl
 }
 
 int cmd_run(int argc, char **argv) {
-  const char *model_dir = NULL, *prompt = "Once upon a time", *backend = "cpu";
+  const char *model_dir = NULL, *prompt = "Once upon a time", *backend = "cpu", *profile = NULL;
   int n_predict = 64, threads = 0, ctx = 0, show_ids = 0;
   wisp_sampler_params sp = wisp_sampler_defaults();
   sp.seed = (uint64_t)time(NULL);
@@ -44,6 +44,7 @@ int cmd_run(int argc, char **argv) {
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_dir = v;
     else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
     else if (!strcmp(a, "--backend")) backend = v;
+    else if (!strcmp(a, "--profile")) profile = v;
     else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; n_predict = (int)d; }
     else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!parse_num(a, v, 0, 1024, &d)) return 2; threads = (int)d; }
     else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; ctx = (int)d; }
@@ -66,7 +67,7 @@ int cmd_run(int argc, char **argv) {
   float *logits = NULL;
   int rc = 1, n_ids = 0;
   if (wisp_model_open(model_dir, &m)) goto fail;
-  wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx};
+  wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile};
   if (wisp_session_new(m, &so, &s)) goto fail;
   if (wisp_tokenizer_new(m->artifact->tokenizer, wisp_model_vocab(m), &tok)) goto fail;
   if (wisp_tokenizer_encode(tok, prompt, &ids, &n_ids)) goto fail;
@@ -80,7 +81,8 @@ int cmd_run(int argc, char **argv) {
               wisp_session_context(s));
     goto fail;
   }
-  fprintf(stderr, "wisp: %s | backend %s | %d prompt tokens\n", model_dir, wisp_session_backend_name(s), n_ids);
+  fprintf(stderr, "wisp: %s | backend %s | plan %.12s | %d prompt tokens\n", model_dir, wisp_session_backend_name(s),
+          wisp_session_plan_id(s), n_ids);
   fwrite(prompt, 1, strlen(prompt), stdout);
   fflush(stdout);
   for (int i = 0; i < n_ids; i++) wisp_sampler_accept(smp, ids[i]);

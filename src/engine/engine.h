@@ -5,6 +5,7 @@
 #include "backend/backend.h"
 #include "format/artifact.h"
 #include "model/model.h"
+#include "plan/plan.h"
 #include "wisp.h"
 
 struct wisp_model {
@@ -16,6 +17,7 @@ struct wisp_model {
 struct wisp_session {
   wisp_model *model;
   wisp_backend *backend;
+  wisp_plan *plan;
   void *state;
   int pos, chunk, max_pos;
 };
@@ -23,6 +25,14 @@ struct wisp_session {
 /* "cpu", "webgpu" or "auto" (NULL = cpu). */
 wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out);
 int wisp_session_context(const wisp_session *s);
+const wisp_plan *wisp_session_plan(const wisp_session *s);
+
+/* Resolves the plan for a model on a device (plan_apply.c); profile NULL or
+ * "" = profiles/default. */
+wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps *caps, const char *profile,
+                                     wisp_plan **out);
+/* Hands the plan's kernel choices to the model's matrices. */
+wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p);
 const char *wisp_session_backend_name(const wisp_session *s);
 
 #endif

@@ -58,6 +58,11 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   s->chunk = PREFILL_CHUNK;
   wisp_status st = wisp_backend_create(o.backend, o.threads, &s->backend);
   if (st) goto fail;
+  /* artifact + profile + registry + device -> plan -> backend */
+  wisp_device_caps caps;
+  s->backend->caps(s->backend, &caps);
+  if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, &s->plan))) goto fail;
+  if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
   if ((st = m->arch->prepare(m->weights, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
@@ -73,6 +78,7 @@ void wisp_session_free(wisp_session *s) {
   if (!s) return;
   if (s->state) s->model->arch->state_free(s->state, s->backend);
   if (s->backend) s->backend->destroy(s->backend);
+  wisp_plan_free(s->plan);
   free(s);
 }
 
@@ -94,6 +100,8 @@ wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, flo
 }
 
 int wisp_session_position(const wisp_session *s) { return s->pos; }
+const wisp_plan *wisp_session_plan(const wisp_session *s) { return s->plan; }
+const char *wisp_session_plan_id(const wisp_session *s) { return s->plan->id; }
 int wisp_session_context(const wisp_session *s) { return s->max_pos; }
 const char *wisp_session_backend_name(const wisp_session *s) { return s->backend->name; }
 

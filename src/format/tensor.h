@@ -24,9 +24,21 @@
 
 typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z } wisp_wtype;
 
+/* What the execution plan chose for one matrix in one phase (prefill,
+ * decode): a registry variant name and its geometry. Empty = the backend's
+ * own default. Set by the engine from the plan, read by the backend. */
+typedef struct {
+  char variant[48];
+  int workgroup_size, rows_per_subgroup, subgroups_per_row; /* 0 = kernel default */
+} wisp_kernel_choice;
+
+/* Phases of execution: several tokens at once (prefill) or one (decode). */
+enum { WISP_PHASE_PREFILL = 0, WISP_PHASE_DECODE = 1 };
+
 typedef struct {
   wisp_wtype type;
   int rows, cols;
+  wisp_kernel_choice choice[2]; /* [prefill, decode] */
   const float *f32;     /* WISP_W_F32 */
   const uint8_t *q;     /* Q4/Q4Z nibbles */
   const float *scales;  /* Q4/Q4Z, rows * cols/32 */

@@ -211,6 +211,41 @@ fail:
   return st;
 }
 
+static wisp_matrix *lfm2_matrix(void *p, int layer, const char *section) {
+  lfm2_weights *w = p;
+  if (layer < 0) {
+    if (!strcmp(section, "head")) return &w->head;
+    if (!strcmp(section, "embed")) return &w->embed;
+    return NULL;
+  }
+  if (layer >= w->shape.n_layers) return NULL;
+  lfm2_layer *L = &w->layers[layer];
+  const char *names[] = {"conv.in_proj", "conv.out_proj", "attn.qkv", "attn.o_proj", "mlp.gate_up", "mlp.down"};
+  wisp_matrix *ms[] = {&L->in_proj, &L->out_proj, &L->qkv, &L->o_proj, &L->gate_up, &L->down};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(section, names[i])) return ms[i]->rows ? ms[i] : NULL;
+  return NULL;
+}
+
+static wisp_status lfm2_plan_shape(const void *p, wisp_model_shape *out) {
+  const lfm2_weights *w = p;
+  const wisp_shape *s = &w->shape;
+  if (s->n_layers > WISP_MAX_LAYERS) return wisp_fail(WISP_EUNSUPPORTED, "%d layers: plans hold at most %d", s->n_layers, WISP_MAX_LAYERS);
+  memset(out, 0, sizeof *out);
+  out->n_layers = s->n_layers;
+  for (int i = 0; i < s->n_layers; i++) out->layer_types[i] = s->layer_types[i];
+  out->hidden = s->hidden;
+  out->ffn = s->ffn;
+  out->vocab = s->vocab;
+  out->heads = s->heads;
+  out->kv_heads = s->kv_heads;
+  out->head_dim = s->head_dim;
+  out->conv_cache = s->conv_cache;
+  /* The weight dtype the kernels see: f32 artifacts plan f32 matmuls. */
+  out->quant_bits = w->layers[0].gate_up.type == WISP_W_F32 ? 32 : 4;
+  return WISP_OK;
+}
+
 static int lfm2_max_positions(const void *p) { return ((const lfm2_weights *)p)->max_positions; }
 
 static wisp_status lfm2_prepare(void *p, wisp_backend *be) {
@@ -360,6 +395,8 @@ const wisp_arch wisp_arch_lfm2 = {
     .bind = lfm2_bind,
     .free_weights = lfm2_free_weights,
     .max_positions = lfm2_max_positions,
+    .matrix = lfm2_matrix,
+    .plan_shape = lfm2_plan_shape,
     .prepare = lfm2_prepare,
     .state_new = lfm2_state_new,
     .state_reset = lfm2_state_reset,

@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "format/artifact.h"
+#include "plan/plan.h"
 
 typedef struct wisp_arch {
   const char *name;
@@ -15,6 +16,11 @@ typedef struct wisp_arch {
   void (*free_weights)(void *weights);
   /* Longest context the bound weights support (rope tables, manifest). */
   int (*max_positions)(const void *weights);
+  /* The matrix a plan op addresses: layer (-1 for global) and section
+   * ("conv.in_proj", "mlp.down", "head", ...); NULL when there is none. */
+  wisp_matrix *(*matrix)(void *weights, int layer, const char *section);
+  /* The model-wide facts a plan needs (layer types, sizes, weight dtype). */
+  wisp_status (*plan_shape)(const void *weights, wisp_model_shape *out);
   wisp_status (*prepare)(void *weights, wisp_backend *be);
   /* State for one sequence: KV cache, conv state, activations for up to
    * `chunk` tokens per forward call. */

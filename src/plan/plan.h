@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <cJSON.h>
 
+#include "format/artifact.h"
+#include "format/tensor.h"
 #include "plan/profile.h"
 #include "plan/registry.h"
 #include "plan/rules.h"
@@ -15,7 +17,8 @@
 
 #define WISP_MAX_LAYERS 256
 
-typedef enum { WISP_LAYER_CONV = 0, WISP_LAYER_ATTENTION = 1 } wisp_layer_kind;
+/* WISP_LAYER_CONV / WISP_LAYER_ATTENTION, as the artifact defines them. */
+typedef int wisp_layer_kind;
 
 typedef struct {
   int n_layers;
@@ -85,7 +88,6 @@ typedef struct {
   int *layer_group; /* layer -> index into groups */
 } wisp_plan_phase;
 
-enum { WISP_PHASE_PREFILL = 0, WISP_PHASE_DECODE = 1 };
 
 typedef struct {
   char id[65];                  /* sha256 hex of the canonical JSON without planId */

@@ -72,11 +72,35 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
   memset(b->data, 0, b->n * sizeof(float));
 }
 
+/* The plan names a registry variant per matrix and phase; these are the
+ * ones this backend implements (kernels/registry.json, backend "cpu"). */
+static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
+  if (!variant[0]) return c->k;
+  if (!strcmp(variant, "q4_scalar")) return wisp_cpu_kernels_scalar();
+  if (!strcmp(variant, "q4_avx2") || !strcmp(variant, "f32")) return c->k;
+  return NULL;
+}
+
 static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
-  (void)be;
+  cpu_backend *c = as_cpu(be);
   if (m->cols % WISP_Q4_BLOCK && m->type != WISP_W_F32)
     return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", m->cols);
+  for (int ph = 0; ph < 2; ph++) {
+    const char *v = m->choice[ph].variant;
+    if (!kernels_for(c, v))
+      return wisp_fail(WISP_EUNSUPPORTED, "the plan chose matmul kernel '%s', which the cpu backend does not have", v);
+    if (!strcmp(v, "q4_avx2") && strcmp(c->k->name, "avx2"))
+      return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel 'q4_avx2' but this CPU lacks AVX2+FMA");
+    if ((!strcmp(v, "q4_avx2") || !strcmp(v, "q4_scalar")) && m->type == WISP_W_F32)
+      return wisp_fail(WISP_EINVAL, "the plan chose Q4 kernel '%s' for an f32 matrix", v);
+  }
   return WISP_OK;
+}
+
+static void cpu_caps(wisp_backend *be, wisp_device_caps *out) {
+  cpu_backend *c = as_cpu(be);
+  wisp_device_caps_default(out, "cpu");
+  out->has_avx2 = !strcmp(c->k->name, "avx2");
 }
 
 static wisp_status cpu_prepare_vector(wisp_backend *be, wisp_vector *v) {
@@ -107,6 +131,7 @@ static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *
 
 typedef struct {
   cpu_backend *c;
+  const wisp_cpu_kernels *k;
   const wisp_matrix *W;
   const float *x; /* first input row */
   int n, accumulate, rows_per_task;
@@ -119,7 +144,7 @@ static void matmul_task(void *ctx, int task, int thread) {
   const int K = W->cols, N = W->rows;
   int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
   if (r1 > N) r1 = N;
-  const wisp_cpu_kernels *k = j->c->k;
+  const wisp_cpu_kernels *k = j->k;
   for (int r = r0; r < r1; r++) {
     if (j->n == 1) {
       float v = W->type == WISP_W_F32 ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K) : k->dot_q4_row(W, r, j->x);
@@ -155,16 +180,18 @@ static void matmul_task(void *ctx, int task, int thread) {
 static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                        int accumulate) {
   cpu_backend *c = as_cpu(be);
+  const wisp_cpu_kernels *k = kernels_for(c, W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant);
+  if (!k) k = c->k; /* prepare_matrix rejected unknown variants already */
   if (n > 1 && !ensure_scratch(c, (size_t)W->cols)) {
     /* Out of memory for a row buffer: fall back to per-token dot products. */
     for (int t = 0; t < n; t++) {
-      matmul_job j = {c, W, x->data + (size_t)(x_row0 + t) * W->cols, 1, accumulate, W->rows,
+      matmul_job j = {c, k, W, x->data + (size_t)(x_row0 + t) * W->cols, 1, accumulate, W->rows,
                       y->data + (size_t)t * W->rows};
       matmul_task(&j, 0, 0);
     }
     return;
   }
-  matmul_job j = {c, W, x->data + (size_t)x_row0 * W->cols, n, accumulate, 16, y->data};
+  matmul_job j = {c, k, W, x->data + (size_t)x_row0 * W->cols, n, accumulate, 16, y->data};
   int tasks = (W->rows + j.rows_per_task - 1) / j.rows_per_task;
   /* Waking the workers costs tens of microseconds: small products run inline. */
   if ((double)W->rows * W->cols * n < 262144.0) {
@@ -328,6 +355,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
   c->k = wisp_cpu_kernels_get();
   c->base = (wisp_backend){
       .name = "cpu",
+      .caps = cpu_caps,
       .buf_new = cpu_buf_new,
       .buf_free = cpu_buf_free,
       .buf_read = cpu_buf_read,

@@ -1,0 +1,84 @@
+/* A session's execution plan: resolved from the artifact (shape, tuned
+ * candidate/knee), the kernel registry, a runtime profile and the device's
+ * capabilities, then handed to the model's matrices as kernel choices that
+ * the backend executes. `wisp plan` prints the very plan this resolves. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "plan/registry.h"
+#include "util/err.h"
+#include "util/paths.h"
+
+wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps *caps, const char *profile_ref,
+                                     wisp_plan **out) {
+  *out = NULL;
+  char reg_path[PATH_MAX], kernels_dir[PATH_MAX], profiles_dir[PATH_MAX];
+  wisp_data_path(WISP_DEFAULT_REGISTRY, reg_path, sizeof reg_path);
+  wisp_data_path(WISP_DEFAULT_KERNELS_DIR, kernels_dir, sizeof kernels_dir);
+  wisp_data_path(WISP_DEFAULT_PROFILES_DIR, profiles_dir, sizeof profiles_dir);
+  wisp_model_shape shape;
+  wisp_status st = m->arch->plan_shape(m->weights, &shape);
+  if (st) return st;
+  wisp_registry_options ropt = {.kernels_dir = kernels_dir};
+  wisp_registry *reg = NULL;
+  wisp_profile *prof = NULL;
+  if ((st = wisp_registry_load(reg_path, &ropt, &reg))) return st;
+  wisp_profile_options popt = {.profiles_dir = profiles_dir, .kernels_dir = kernels_dir};
+  if (!profile_ref || !*profile_ref) profile_ref = "default";
+  if ((st = wisp_profile_load(profile_ref, &popt, &prof))) goto done;
+  const cJSON *manifest = m->artifact->manifest;
+  wisp_plan_inputs in = {
+      .shape = &shape,
+      .candidate = cJSON_GetObjectItemCaseSensitive(manifest, "candidate"),
+      .knee = cJSON_GetObjectItemCaseSensitive(m->artifact->runtime, "knee"),
+      .profile = prof,
+      .registry = reg,
+      .device = caps,
+      .backend = caps->backend,
+  };
+  st = wisp_plan_resolve(&in, out);
+done:
+  wisp_profile_free(prof);
+  wisp_registry_free(reg);
+  return st;
+}
+
+/* "matmul/q4_avx2" -> "q4_avx2"; a profile kernel key stays as it is. */
+static const char *variant_of(const char *kernel) {
+  const char *slash = strchr(kernel, '/');
+  return slash ? slash + 1 : kernel;
+}
+
+static wisp_status apply_op(wisp_model *m, int phase, const wisp_plan_op *op, int layer) {
+  if (strcmp(op->op, "matmul") != 0) return WISP_OK;
+  wisp_matrix *w = m->arch->matrix(m->weights, layer, op->section);
+  if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
+  wisp_kernel_choice *c = &w->choice[phase];
+  const char *v = variant_of(op->kernel);
+  if (strlen(v) >= sizeof c->variant) return wisp_fail(WISP_EINVAL, "plan: kernel name '%s' is too long", v);
+  memcpy(c->variant, v, strlen(v) + 1);
+  c->workgroup_size = op->geometry.workgroup_size;
+  c->rows_per_subgroup = op->geometry.rows_per_subgroup;
+  c->subgroups_per_row = op->geometry.subgroups_per_row;
+  return WISP_OK;
+}
+
+wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p) {
+  wisp_status st;
+  for (int ph = 0; ph < 2; ph++) {
+    const wisp_plan_phase *phase = &p->phases[ph];
+    for (int i = 0; i < phase->n_prologue; i++)
+      if ((st = apply_op(m, ph, &phase->prologue[i], -1))) return st;
+    for (int i = 0; i < phase->n_epilogue; i++)
+      if ((st = apply_op(m, ph, &phase->epilogue[i], -1))) return st;
+    for (int g = 0; g < phase->n_groups; g++) {
+      const wisp_plan_group *grp = &phase->groups[g];
+      for (int l = 0; l < grp->n_layers; l++)
+        for (int i = 0; i < grp->n_ops; i++)
+          if ((st = apply_op(m, ph, &grp->ops[i], grp->layers[l]))) return st;
+    }
+  }
+  return WISP_OK;
+}
