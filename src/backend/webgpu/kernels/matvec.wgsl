@@ -1,0 +1,104 @@
+// y[y_off + r] (+)= sum_c W[r][c] x[x_off*4 + c]: matrix-vector product for
+// one token (decode), subgroup reduction.
+//
+// QT: 0 = f32 (w holds the floats' bits, cols % 4 == 0), 1 = Q4, 2 = Q4Z.
+// Q4 layout (wisp_matrix): row-major, cols/2 bytes a row, byte j holds
+// element 2j in its low nibble and 2j+1 in its high nibble, so nibble k of a
+// little-endian u32 word is element k of that word's 8; one f32 scale per
+// 32-element block; Q4Z adds a 4-bit zero point per block (packed two per
+// byte, blocks numbered row-major, so block b is nibble b % 8 of word b / 8).
+// value = scale * (nibble - zero point), zero point 8 for Q4.
+//
+// Work unit: one u32 word (8 elements) for Q4/Q4Z, one vec4 (4 elements) for
+// f32. One workgroup computes ROWS consecutive rows; its WG threads stride
+// over a row's units, reduce with subgroupAdd and a small workgroup sum.
+// Grid: ceil(rows / ROWS) workgroups as x*y (linear id wid.x + wid.y*nwg.x).
+// The bound w/scales/zp may be a row range of a larger matrix (rows = the
+// range's rows; y_off places it in y). Assumes subgroups are contiguous
+// ranges of local_invocation_index (checked by tests/test_webgpu_abi.c).
+enable subgroups;
+
+override WG: u32 = 128;  // threads per workgroup
+override ROWS: u32 = 4;  // rows per workgroup, <= WG
+override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
+
+struct Params {
+  rows: u32,
+  cols: u32,
+  y_off: u32,  // float offset in y of the first row
+  x_off: u32,  // vec4 offset of x in its buffer
+  acc: u32,    // 1: add into y
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> scales: array<f32>;
+@group(0) @binding(2) var<storage, read> zp: array<u32>;
+@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+var<workgroup> partial: array<f32, ROWS * ((WG + 3u) / 4u)>;
+
+fn unit_dot(row: u32, u: u32) -> f32 {
+  if (QT == 0u) {
+    let i = (row * (p.cols / 4u) + u) * 4u;
+    let wv = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
+    return dot(wv, x[p.x_off + u]);
+  }
+  let word = w[row * (p.cols / 8u) + u];
+  let blk = row * (p.cols / 32u) + u / 4u;
+  var z = 8.0;
+  if (QT == 2u) {
+    z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
+  }
+  let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - z;
+  let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - z;
+  let xb = p.x_off + u * 2u;
+  return scales[blk] * (dot(lo, x[xb]) + dot(hi, x[xb + 1u]));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_invocation_id) sli: u32,
+        @builtin(subgroup_size) sgs: u32) {
+  let row0 = (wid.x + wid.y * nwg.x) * ROWS;
+  var units = p.cols / 8u;
+  if (QT == 0u) {
+    units = p.cols / 4u;
+  }
+  let slots = (WG + 3u) / 4u;
+  for (var r = 0u; r < ROWS; r++) {
+    let row = row0 + r;
+    var acc = 0.0;
+    if (row < p.rows) {
+      for (var u = li; u < units; u += WG) {
+        acc += unit_dot(row, u);
+      }
+    }
+    let s = subgroupAdd(acc);
+    if (sli == 0u) {
+      partial[r * slots + li / sgs] = s;
+    }
+  }
+  workgroupBarrier();
+  if (li < ROWS) {
+    let row = row0 + li;
+    if (row < p.rows) {
+      let nsg = (WG + sgs - 1u) / sgs;
+      var t = 0.0;
+      for (var i = 0u; i < nsg; i++) {
+        t += partial[li * slots + i];
+      }
+      let dst = p.y_off + row;
+      if (p.acc != 0u) {
+        t += y[dst];
+      }
+      y[dst] = t;
+    }
+  }
+}
