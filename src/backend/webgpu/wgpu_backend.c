@@ -364,15 +364,14 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
   if (m->type != WISP_W_F32 && cols % WISP_Q4_BLOCK)
     return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", cols);
-  if (m->type == WISP_W_F32 && cols % 4)
-    return wisp_fail(WISP_EUNSUPPORTED, "webgpu: f32 matrix with %d columns (a multiple of 4 is needed)", cols);
   const int nb = cols / WISP_Q4_BLOCK;
   uint64_t wrow = m->type == WISP_W_F32 ? (uint64_t)cols * 4 : (uint64_t)cols / 2;
   uint64_t srow = (uint64_t)nb * 4;
   uint64_t per_row = wrow > srow ? wrow : srow;
   uint64_t limit = g->max_binding;
-  /* Parts are whole multiples of 8 rows (keeps Q4Z zero points byte-aligned). */
-  uint64_t rpp = limit / per_row / 8 * 8;
+  /* A Q4Z part must start at an even block (zero points are two a byte). */
+  uint64_t gran = m->type == WISP_W_Q4Z && nb % 2 ? 2 : 1;
+  uint64_t rpp = limit / per_row / gran * gran;
   if (rpp == 0) return wisp_fail(WISP_EUNSUPPORTED, "webgpu: a row of %d columns exceeds the binding limit %llu",
                                  cols, (unsigned long long)limit);
   if (rpp > (uint64_t)rows) rpp = (uint64_t)rows;
@@ -399,7 +398,7 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     if (!st)
       st = wisp_wgpu_buf_from(g->d, m->scales + (size_t)P->row0 * nb, (uint64_t)P->rows * srow, "wisp scales", &P->s);
     if (!st && m->type == WISP_W_Q4Z) {
-      size_t b0 = (size_t)P->row0 * nb; /* even: row0 is a multiple of 8 */
+      size_t b0 = (size_t)P->row0 * nb; /* even, see gran */
       size_t nblk = (size_t)P->rows * nb;
       st = wisp_wgpu_buf_from(g->d, m->zp + b0 / 2, (nblk + 1) / 2, "wisp zero points", &P->z);
     }
@@ -538,6 +537,10 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
   wgpu_backend *g = as_g(be);
   wmat *w = need_mat(g, W);
   if (!w || n <= 0) return;
+  if (w->cols % 4) { /* x is read as vec4 rows */
+    op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
+    return;
+  }
   const uint32_t qt = qt_of(w->type);
   const int tiled = n > 1 && w->cols % 32 == 0;
   if (tiled) {
