@@ -136,12 +136,18 @@ static int compare(pair *p, const bpair *b, size_t n, double tol, const char *wh
       ok = 0;
     } else {
       p->gpu->buf_read(p->gpu, b->g, 0, n, y);
+      if ((st = p->gpu->sync(p->gpu))) { /* a failed readback is reported here */
+        snprintf(err, cap, "%s: read: %s", what, wisp_last_error());
+        free(x);
+        free(y);
+        return 0;
+      }
       double mx = 0, worst = 0;
       size_t wi = 0;
       for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(x[i]));
       for (size_t i = 0; i < n; i++) {
         double e = fabs((double)y[i] - x[i]);
-        if (!(e <= worst)) { /* catches NaN */
+        if (worst < INFINITY && !(e <= worst)) { /* catches NaN (first one) */
           worst = isnan(e) ? INFINITY : e;
           wi = i;
         }
@@ -216,20 +222,21 @@ static void report(const char *op) { printf("     %s: max error %.3g of max|ref|
 
 /* ---- per-op tests ------------------------------------------------------------ */
 
-/* Also with 16 KiB weight bindings: f32 rows of 2560 become one-row parts,
- * Q4Z 1000x96 (3 blocks a row, zero points shared by rows) 340-row parts. */
-static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, char *err, size_t cap);
+/* Also with 16 KiB weight bindings (columns 32 and 96 only): f32 1000x96
+ * becomes 24 parts, Q4Z 1000x96 (3 blocks a row, so rows share zero-point
+ * bytes) 340-row parts. */
+static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, int ncols, char *err, size_t cap);
 
 TEST(webgpu_backend_embed) {
   WEBGPU_OR_SKIP(d);
   g_worst = 0;
   char err[600] = "";
-  CHECKF(embed_suite(d, 0, err, sizeof err), "%s", err);
-  CHECKF(embed_suite(d, 16384, err, sizeof err), "split: %s", err);
+  CHECKF(embed_suite(d, 0, 3, err, sizeof err), "%s", err);
+  CHECKF(embed_suite(d, 16384, 2, err, sizeof err), "split: %s", err);
   report("embed");
 }
 
-static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, char *err, size_t cap) {
+static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, int ncols, char *err, size_t cap) {
   pair p;
   if (!pair_open(&p, d, -1, max_binding)) {
     snprintf(err, cap, "cannot create the backends: %s", wisp_last_error());
@@ -241,7 +248,7 @@ static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, char *err, siz
   static const int cols_[] = {32, 96, 2560};
   static const int ntok[] = {1, 3, 17, 70};
   for (int ti = 0; ok && ti < 3; ti++)
-    for (int ci = 0; ok && ci < 3; ci++) {
+    for (int ci = 0; ok && ci < ncols; ci++) {
       wmat_host h;
       wmat_make(&h, types[ti], 1000, cols_[ci], &seed);
       ok = !p.cpu->prepare_matrix(p.cpu, &h.m) && !p.gpu->prepare_matrix(p.gpu, &h.m);
