@@ -94,13 +94,25 @@ typedef struct {
   int n_mats, cap_mats;
   wvec **vecs;
   int n_vecs, cap_vecs;
-  wisp_wgpu_buf dummy; /* bound where a kernel declares a buffer it does not need */
+  wisp_wgpu_buf dummy, dummy_rw; /* bound where a kernel declares a buffer it does not need */
   wisp_wgpu_buf qbuf;  /* rotated queries of the current attention op */
   wisp_wgpu_backend_stats stats;
   uint64_t batch_dispatches;
+  /* A one-token rmsnorm or swiglu held back so that a matmul reading its
+   * output can fuse it (matvec PRE); any other call records it first. */
+  struct {
+    int kind; /* 0 none, 1 rmsnorm, 2 swiglu */
+    const wisp_buf *x;
+    wvec *w;
+    float eps;
+    int dim; /* rmsnorm: dim; swiglu: ffn */
+    wisp_buf *out;
+  } pend;
+  int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
 } wgpu_backend;
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
+static void emit_pending(wgpu_backend *g);
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -299,6 +311,7 @@ static wisp_buf *g_buf_new(wisp_backend *be, size_t n) {
 static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
   if (!b) return;
+  emit_pending(g);
   keep_error(g, flush(g)); /* recorded work may still use it */
   forget_buffer(g, b->g.b);
   wisp_wgpu_buf_free(g->d, &b->g);
@@ -307,6 +320,7 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
 
 static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
   wgpu_backend *g = as_g(be);
+  emit_pending(g);
   keep_error(g, flush(g));
   wisp_status st = wisp_wgpu_buf_read(g->d, b->g, (uint64_t)off * 4, dst, n * 4);
   if (st) {
@@ -317,6 +331,7 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
 
 static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
+  emit_pending(g);
   /* Queue writes land before the next submit: submit what is recorded first. */
   keep_error(g, flush(g));
   static const float zeros[4096];
@@ -487,6 +502,7 @@ static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b
 
 static void g_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
+  emit_pending(g);
   wmat *w = need_mat(g, E);
   if (!w) return;
   wisp_wgpu_const c[2] = {{"WG", 64}, {"QT", qt_of(w->type)}};
@@ -514,11 +530,7 @@ static void g_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *token
   }
 }
 
-static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
-                      wisp_buf *out) {
-  wgpu_backend *g = as_g(be);
-  wvec *w = need_vec(g, wv);
-  if (!w) return;
+static void rec_rmsnorm(wgpu_backend *g, const wisp_buf *x, wvec *w, float eps, int n, int dim, wisp_buf *out) {
   wisp_wgpu_const c[1] = {{"WG", 256}};
   wisp_wgpu_kernel *k = kernel(g, g->sg ? "rmsnorm" : "rmsnorm_nosg", c, 1);
   struct {
@@ -532,9 +544,69 @@ static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv
   record(g, k, b, 3, &p, sizeof p, gx, gy);
 }
 
+static void rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  wisp_wgpu_const c[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *k = kernel(g, "swiglu", c, 1);
+  struct {
+    uint32_t n, ffn, pad[2];
+  } p = {(uint32_t)n, (uint32_t)ffn, {0, 0}};
+  wisp_wgpu_binding b[2] = {whole(gu->g.b), whole(out->g.b)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(g->d, cdiv((uint64_t)n * ffn, 256), &gx, &gy);
+  record(g, k, b, 2, &p, sizeof p, gx, gy);
+}
+
+/* Records the held-back op, if any. Every entry point calls this first. */
+static void emit_pending(wgpu_backend *g) {
+  int kind = g->pend.kind;
+  g->pend.kind = 0;
+  if (kind == 1) rec_rmsnorm(g, g->pend.x, g->pend.w, g->pend.eps, 1, g->pend.dim, g->pend.out);
+  else if (kind == 2) rec_swiglu(g, g->pend.x, 1, g->pend.dim, g->pend.out);
+}
+
+static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
+                      wisp_buf *out) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  wvec *w = need_vec(g, wv);
+  if (!w) return;
+  if (n == 1 && g->fuse && dim % 4 == 0 && x != out) {
+    g->pend.kind = 1;
+    g->pend.x = x;
+    g->pend.w = w;
+    g->pend.eps = eps;
+    g->pend.dim = dim;
+    g->pend.out = out;
+    return;
+  }
+  rec_rmsnorm(g, x, w, eps, n, dim, out);
+}
+
+static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  if (n == 1 && g->fuse && ffn % 4 == 0 && gu != out) {
+    g->pend.kind = 2;
+    g->pend.x = gu;
+    g->pend.w = NULL;
+    g->pend.dim = ffn;
+    g->pend.out = out;
+    return;
+  }
+  rec_swiglu(g, gu, n, ffn, out);
+}
+
 static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                      int accumulate) {
   wgpu_backend *g = as_g(be);
+  /* Fuse a held-back rmsnorm/swiglu whose output is this product's input. */
+  int pre = 0;
+  if (g->pend.kind && g->pend.out == x && n == 1 && x_row0 == 0 && W->cols == g->pend.dim &&
+      g->pend.x != y && g->pend.out != y) {
+    pre = g->pend.kind;
+    g->pend.kind = 0;
+  }
+  emit_pending(g);
   wmat *w = need_mat(g, W);
   if (!w || n <= 0) return;
   if (w->cols % 4) { /* x is read as vec4 rows */
@@ -560,22 +632,29 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     }
     return;
   }
-  wisp_wgpu_const c[3] = {{"WG", g->mv_wg}, {"ROWS", g->mv_rows}, {"QT", qt}};
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 3);
+  wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->mv_rows}, {"QT", qt}, {"PRE", pre}};
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
+  /* With PRE the input is the held-back op's input; its output buffer is
+   * written by the first dispatch only (one part is enough). */
+  const wisp_buf *xin = pre ? g->pend.x : x;
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
       struct {
-        uint32_t rows, cols, y_off, x_off, acc, pad[3];
+        uint32_t rows, cols, y_off, x_off, acc;
+        float eps;
+        uint32_t pad[2];
       } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
-             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, {0, 0, 0}};
-      wisp_wgpu_binding b[5];
+             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, g->pend.eps, {0, 0}};
+      wisp_wgpu_binding b[7];
       part_bindings(g, P, b);
-      b[3] = whole(x->g.b);
+      b[3] = whole(xin->g.b);
       b[4] = whole(y->g.b);
+      b[5] = whole(pre == 1 ? g->pend.w->g.b : g->dummy.b);
+      b[6] = whole(pre ? x->g.b : g->dummy_rw.b);
       uint32_t gx, gy;
       wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, g->mv_rows), &gx, &gy);
-      record(g, k, b, 5, &p, sizeof p, gx, gy);
+      record(g, k, b, 7, &p, sizeof p, gx, gy);
     }
   }
 }
@@ -583,6 +662,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
 static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                         wisp_buf *state, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
+  emit_pending(g);
   wvec *tv = need_vec(g, taps);
   if (!tv) return;
   if (L < 1) {
@@ -600,6 +680,7 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
 
 static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   wgpu_backend *g = as_g(be);
+  emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
   if (D <= 0 || D % 2 || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
     op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
@@ -638,21 +719,9 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   record(g, kf, bf, 4, &p, sizeof p, (uint32_t)H, (uint32_t)a->n);
 }
 
-static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  wgpu_backend *g = as_g(be);
-  wisp_wgpu_const c[1] = {{"WG", 256}};
-  wisp_wgpu_kernel *k = kernel(g, "swiglu", c, 1);
-  struct {
-    uint32_t n, ffn, pad[2];
-  } p = {(uint32_t)n, (uint32_t)ffn, {0, 0}};
-  wisp_wgpu_binding b[2] = {whole(gu->g.b), whole(out->g.b)};
-  uint32_t gx, gy;
-  wisp_wgpu_grid(g->d, cdiv((uint64_t)n * ffn, 256), &gx, &gy);
-  record(g, k, b, 2, &p, sizeof p, gx, gy);
-}
-
 static wisp_status g_sync(wisp_backend *be) {
   wgpu_backend *g = as_g(be);
+  emit_pending(g);
   if (g->error && g->open) {
     wisp_wgpu_batch_abort(&g->batch);
     g->open = 0;
@@ -695,6 +764,7 @@ static void g_destroy(wisp_backend *be) {
     }
     wisp_wgpu_buf_free(g->d, &g->arena);
     wisp_wgpu_buf_free(g->d, &g->dummy);
+    wisp_wgpu_buf_free(g->d, &g->dummy_rw);
     wisp_wgpu_buf_free(g->d, &g->qbuf);
     if (g->own_device) wisp_wgpu_device_close(g->d);
   }
@@ -750,6 +820,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     goto fail;
   }
   g->sg = o.subgroups < 0 ? g->d->has_subgroups : o.subgroups;
+  const char *fuse = getenv("WISP_WEBGPU_FUSE");
+  g->fuse = !o.no_fuse && !(fuse && !strcmp(fuse, "0"));
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
   g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
@@ -772,7 +844,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     goto fail;
   }
   if ((st = wisp_wgpu_buf_create(g->d, ARENA_BYTES, WISP_WGPU_UNIFORM, "wisp uniform arena", &g->arena)) ||
-      (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy", &g->dummy)))
+      (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy", &g->dummy)) ||
+      (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy rw", &g->dummy_rw)))
     goto fail;
   g->base = (wisp_backend){
       .name = "webgpu",

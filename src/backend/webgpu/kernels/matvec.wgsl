@@ -1,5 +1,6 @@
-// y[y_off + r] (+)= sum_c W[r][c] x[x_off*4 + c]: matrix-vector product for
-// one token (decode), subgroup reduction.
+// y[y_off + r] (+)= sum_c W[r][c] x'[c]: matrix-vector product for one
+// token (decode), subgroup reduction (assumes subgroups are contiguous ranges of
+// local_invocation_index, checked by tests/test_webgpu_abi.c).
 //
 // QT: 0 = f32 (w holds the floats' bits, cols % 4 == 0), 1 = Q4, 2 = Q4Z.
 // Q4 layout (wisp_matrix): row-major, cols/2 bytes a row, byte j holds
@@ -9,18 +10,24 @@
 // byte, blocks numbered row-major, so block b is nibble b % 8 of word b / 8).
 // value = scale * (nibble - zero point), zero point 8 for Q4.
 //
+// PRE fuses the op that produced x (decode only): 0 = x' = x; 1 = RMSNorm,
+// x' = x * nw / sqrt(mean(x^2) + eps), computed as inv * (W (x * nw)) with
+// the sum of squares reduced by every workgroup; 2 = SwiGLU, x is [gate | up]
+// (2*cols values) and x' = silu(gate) * up. Workgroup 0 also writes x' to xo,
+// so the fused op's output buffer holds what the unfused op would have
+// written. For PRE 0, nw and xo are bound to placeholders.
+//
 // Work unit: one u32 word (8 elements) for Q4/Q4Z, one vec4 (4 elements) for
 // f32. One workgroup computes ROWS consecutive rows; its WG threads stride
-// over a row's units, reduce with subgroupAdd and a small workgroup sum.
-// Grid: ceil(rows / ROWS) workgroups as x*y (linear id wid.x + wid.y*nwg.x).
-// The bound w/scales/zp may be a row range of a larger matrix (rows = the
-// range's rows; y_off places it in y). Assumes subgroups are contiguous
-// ranges of local_invocation_index (checked by tests/test_webgpu_abi.c).
+// over a row's units. Grid: ceil(rows / ROWS) workgroups as x*y (linear id
+// wid.x + wid.y*nwg.x). The bound w/scales/zp may be a row range of a larger
+// matrix (rows = the range's rows; y_off places it in y).
 enable subgroups;
 
 override WG: u32 = 128;  // threads per workgroup
 override ROWS: u32 = 4;  // rows per workgroup, <= WG
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
+override PRE: u32 = 0;   // what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
 
 struct Params {
   rows: u32,
@@ -28,9 +35,9 @@ struct Params {
   y_off: u32,  // float offset in y of the first row
   x_off: u32,  // vec4 offset of x in its buffer
   acc: u32,    // 1: add into y
+  eps: f32,    // PRE 1
   pad0: u32,
   pad1: u32,
-  pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -38,15 +45,27 @@ struct Params {
 @group(0) @binding(2) var<storage, read> zp: array<u32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(5) var<storage, read> nw: array<vec4<f32>>;       // PRE 1: norm weights
+@group(0) @binding(6) var<storage, read_write> xo: array<vec4<f32>>; // PRE 1/2: x as used
+@group(0) @binding(7) var<uniform> p: Params;
 
-var<workgroup> partial: array<f32, ROWS * ((WG + 3u) / 4u)>;
+// Vector i (4 elements) of the input as the product uses it.
+fn xin(i: u32) -> vec4<f32> {
+  if (PRE == 1u) {
+    return x[p.x_off + i] * nw[i];
+  }
+  if (PRE == 2u) {
+    let g = x[p.x_off + i];
+    return g / (1.0 + exp(-g)) * x[p.x_off + p.cols / 4u + i];
+  }
+  return x[p.x_off + i];
+}
 
 fn unit_dot(row: u32, u: u32) -> f32 {
   if (QT == 0u) {
     let i = (row * (p.cols / 4u) + u) * 4u;
     let wv = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
-    return dot(wv, x[p.x_off + u]);
+    return dot(wv, xin(u));
   }
   let word = w[row * (p.cols / 8u) + u];
   let blk = row * (p.cols / 32u) + u / 4u;
@@ -56,9 +75,22 @@ fn unit_dot(row: u32, u: u32) -> f32 {
   }
   let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - z;
   let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - z;
-  let xb = p.x_off + u * 2u;
-  return scales[blk] * (dot(lo, x[xb]) + dot(hi, x[xb + 1u]));
+  return scales[blk] * (dot(lo, xin(u * 2u)) + dot(hi, xin(u * 2u + 1u)));
 }
+
+// Workgroup 0 stores the input as used (the output of the fused op).
+fn store_input(li: u32, scale: f32) {
+  for (var i = li; i < p.cols / 4u; i += WG) {
+    if (PRE == 1u) {
+      xo[i] = x[p.x_off + i] * scale * nw[i];
+    } else {
+      xo[i] = xin(i);
+    }
+  }
+}
+
+var<workgroup> partial: array<f32, (ROWS + 1u) * ((WG + 3u) / 4u)>;
+var<workgroup> inv_s: f32;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -66,12 +98,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_invocation_id) sli: u32,
         @builtin(subgroup_size) sgs: u32) {
-  let row0 = (wid.x + wid.y * nwg.x) * ROWS;
+  let wg_id = wid.x + wid.y * nwg.x;
+  let row0 = wg_id * ROWS;
+  let slots = (WG + 3u) / 4u;
+  let nsg = (WG + sgs - 1u) / sgs;
+  var scale = 1.0;
+  if (PRE == 1u) {
+    var ss = 0.0;
+    for (var i = li; i < p.cols / 4u; i += WG) {
+      let v = x[p.x_off + i];
+      ss += dot(v, v);
+    }
+    let s = subgroupAdd(ss);
+    if (sli == 0u) {
+      partial[ROWS * slots + li / sgs] = s;
+    }
+    workgroupBarrier();
+    if (li == 0u) {
+      var t = 0.0;
+      for (var i = 0u; i < nsg; i++) {
+        t += partial[ROWS * slots + i];
+      }
+      inv_s = 1.0 / sqrt(t / f32(p.cols) + p.eps);
+    }
+    scale = workgroupUniformLoad(&inv_s);
+  }
+  if (PRE != 0u && wg_id == 0u) {
+    store_input(li, scale);
+  }
   var units = p.cols / 8u;
   if (QT == 0u) {
     units = p.cols / 4u;
   }
-  let slots = (WG + 3u) / 4u;
   for (var r = 0u; r < ROWS; r++) {
     let row = row0 + r;
     var acc = 0.0;
@@ -89,11 +147,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   if (li < ROWS) {
     let row = row0 + li;
     if (row < p.rows) {
-      let nsg = (WG + sgs - 1u) / sgs;
       var t = 0.0;
       for (var i = 0u; i < nsg; i++) {
         t += partial[li * slots + i];
       }
+      t *= scale;
       let dst = p.y_off + row;
       if (p.acc != 0u) {
         t += y[dst];
