@@ -96,6 +96,9 @@ typedef struct {
   int n_vecs, cap_vecs;
   wisp_wgpu_buf dummy, dummy_rw; /* bound where a kernel declares a buffer it does not need */
   wisp_wgpu_buf qbuf;  /* rotated queries of the current attention op */
+  wisp_wgpu_buf staging; /* readbacks (map-read), kept across calls */
+  wisp_wgpu_buf part;    /* flash-decoding partial results */
+  uint32_t max_splits;
   wisp_wgpu_backend_stats stats;
   uint64_t batch_dispatches;
   /* A one-token rmsnorm or swiglu held back so that a matmul reading its
@@ -264,8 +267,8 @@ static uint64_t arena_put(wgpu_backend *g, const void *params, size_t size) {
 
 /* Records one dispatch of k with storage bindings b[0..nb) and the
  * parameter block as binding nb. */
-static void record(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
-                   const void *params, size_t psize, uint32_t gx, uint32_t gy) {
+static void record_xyz(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
+                       const void *params, size_t psize, uint32_t gx, uint32_t gy, uint32_t gz) {
   if (g->error || !k) return;
   if (!g->open) {
     wisp_status st = wisp_wgpu_batch_begin(g->d, &g->batch);
@@ -287,12 +290,34 @@ static void record(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_b
   }
   WGPUBindGroup bg = bind_group(g, k, b, nb, off, psize);
   if (!bg) return;
-  wisp_wgpu_batch_dispatch(&g->batch, k, bg, gx, gy, 1);
+  wisp_wgpu_batch_dispatch(&g->batch, k, bg, gx, gy, gz);
   g->stats.dispatches++;
   g->batch_dispatches++;
 }
 
+static void record(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
+                   const void *params, size_t psize, uint32_t gx, uint32_t gy) {
+  record_xyz(g, k, b, nb, params, psize, gx, gy, 1);
+}
+
 static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 0}; }
+
+/* Makes *buf at least `need` bytes (creating `want` >= need when it grows);
+ * 0 on failure (kept for sync). */
+static int scratch(wgpu_backend *g, wisp_wgpu_buf *buf, uint64_t need, uint64_t want, const char *label) {
+  if (need <= buf->size) return 1;
+  keep_error(g, flush(g)); /* recorded work may use the old one */
+  if (buf->b) {
+    forget_buffer(g, buf->b);
+    wisp_wgpu_buf_free(g->d, buf);
+  }
+  wisp_status st = wisp_wgpu_buf_create(g->d, want > need ? want : need, WISP_WGPU_STORAGE, label, buf);
+  if (st) {
+    keep_error(g, st);
+    return 0;
+  }
+  return 1;
+}
 
 /* ---- memory -------------------------------------------------------------- */
 
@@ -322,7 +347,7 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
   wgpu_backend *g = as_g(be);
   emit_pending(g);
   keep_error(g, flush(g));
-  wisp_status st = wisp_wgpu_buf_read(g->d, b->g, (uint64_t)off * 4, dst, n * 4);
+  wisp_status st = wisp_wgpu_buf_read_via(g->d, b->g, (uint64_t)off * 4, dst, n * 4, &g->staging);
   if (st) {
     keep_error(g, st);
     for (size_t i = 0; i < n; i++) dst[i] = NAN;
@@ -689,20 +714,20 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   wvec *qn = need_vec(g, a->q_norm), *kn = qn ? need_vec(g, a->k_norm) : NULL;
   wvec *cs = kn ? need_vec(g, a->rope_cos) : NULL, *sn = cs ? need_vec(g, a->rope_sin) : NULL;
   if (!sn) return;
-  uint64_t qbytes = (uint64_t)a->n * H * D * 4;
-  if (qbytes > g->qbuf.size) {
-    keep_error(g, flush(g));
-    if (g->qbuf.b) {
-      forget_buffer(g, g->qbuf.b);
-      wisp_wgpu_buf_free(g->d, &g->qbuf);
-    }
-    uint64_t want = (uint64_t)(a->n > 64 ? a->n : 64) * H * D * 4;
-    wisp_status st = wisp_wgpu_buf_create(g->d, want, WISP_WGPU_STORAGE, "wisp queries", &g->qbuf);
-    if (st) {
-      keep_error(g, st);
-      return;
-    }
+  if (!scratch(g, &g->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp queries")) return;
+  /* Flash-decoding: one token over more than one 64-key tile is split over
+   * up to max_splits workgroups per head, merged by attn_combine. */
+  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / ATTN_WG + 1;
+  uint32_t splits = 1, tps = 0xFFFFFFFFu;
+  if (a->n == 1 && ntile > 1 && g->max_splits > 1) {
+    splits = ntile < g->max_splits ? ntile : g->max_splits;
+    tps = cdiv(ntile, splits);
+    splits = cdiv(ntile, tps);
   }
+  if (splits > 1 &&
+      !scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
+               "wisp attention splits"))
+    return;
   wisp_wgpu_const c[1] = {{"WG", ATTN_WG}};
   wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 1);
   wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 1);
@@ -714,9 +739,23 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qn->g.b),       whole(kn->g.b),         whole(cs->g.b),
                              whole(sn->g.b),     whole(g->qbuf.b),      whole(a->k_cache->g.b), whole(a->v_cache->g.b)};
   record(g, kr, br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), (uint32_t)a->n);
-  p.f = 1.0f / sqrtf((float)D);
-  wisp_wgpu_binding bf[4] = {whole(g->qbuf.b), whole(a->k_cache->g.b), whole(a->v_cache->g.b), whole(a->out->g.b)};
-  record(g, kf, bf, 4, &p, sizeof p, (uint32_t)H, (uint32_t)a->n);
+  struct {
+    uint32_t n, pos0, H, KVH, D;
+    float scale;
+    uint32_t splits, tps;
+  } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D),
+          splits, tps};
+  wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), whole(a->k_cache->g.b), whole(a->v_cache->g.b), whole(a->out->g.b),
+                             whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
+  record_xyz(g, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  if (splits > 1) {
+    wisp_wgpu_kernel *kc = kernel(g, "attn_combine", c, 1);
+    struct {
+      uint32_t n, H, D, splits;
+    } pc = {1, (uint32_t)H, (uint32_t)D, splits};
+    wisp_wgpu_binding bc[2] = {whole(g->part.b), whole(a->out->g.b)};
+    record(g, kc, bc, 2, &pc, sizeof pc, (uint32_t)H, 1);
+  }
 }
 
 static wisp_status g_sync(wisp_backend *be) {
@@ -766,6 +805,8 @@ static void g_destroy(wisp_backend *be) {
     wisp_wgpu_buf_free(g->d, &g->dummy);
     wisp_wgpu_buf_free(g->d, &g->dummy_rw);
     wisp_wgpu_buf_free(g->d, &g->qbuf);
+    wisp_wgpu_buf_free(g->d, &g->staging);
+    wisp_wgpu_buf_free(g->d, &g->part);
     if (g->own_device) wisp_wgpu_device_close(g->d);
   }
   free(g->mats);
@@ -826,6 +867,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
   g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
   g->mm_tn = o.matmul_tn ? o.matmul_tn : 32;
+  g->max_splits = o.attn_max_splits ? o.attn_max_splits : 32;
+  const char *sp = getenv("WISP_WEBGPU_ATTN_SPLITS");
+  if (sp && atoi(sp) > 0) g->max_splits = (uint32_t)atoi(sp);
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn);
   if (g->mv_rows > g->mv_wg || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) || g->mm_tm % 4 || g->mm_tn % 4 ||

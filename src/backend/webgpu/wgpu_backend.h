@@ -24,6 +24,10 @@ typedef struct wisp_wgpu_backend_opts {
   /* Geometry (override constants); 0 = default. Also read from the
    * environment: WISP_WEBGPU_MATVEC=WGxROWS, WISP_WEBGPU_MATMUL=TMxTN. */
   uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn;
+  /* Flash-decoding: most workgroups per head that one decode token's
+   * attention is split over (one per 64-key tile up to this; 0 = 32, 1 = no
+   * split). Also WISP_WEBGPU_ATTN_SPLITS. */
+  uint32_t attn_max_splits;
   /* Test hook: largest storage binding the backend may use for a weight part
    * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
   uint64_t max_binding;

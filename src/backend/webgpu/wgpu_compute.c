@@ -146,6 +146,38 @@ wisp_status wisp_wgpu_buf_read(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t 
   return st;
 }
 
+wisp_status wisp_wgpu_buf_read_via(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst, size_t size,
+                                   wisp_wgpu_buf *staging) {
+  if (offset % 4)
+    return wisp_fail(WISP_EINVAL, "WebGPU: buffer read offset %llu is not a multiple of 4",
+                     (unsigned long long)offset);
+  if (offset > buf.size || round4(size) > buf.size - offset)
+    return wisp_fail(WISP_EINVAL, "WebGPU: read of %zu bytes at %llu past the end of a %llu-byte buffer",
+                     size, (unsigned long long)offset, (unsigned long long)buf.size);
+  if (size == 0) return WISP_OK;
+  uint64_t sz = round4(size);
+  if (!staging->b || staging->size < sz) {
+    if (staging->b) {
+      d->api->BufferRelease(staging->b);
+      staging->b = NULL;
+      staging->size = 0;
+    }
+    uint64_t want = (sz + 65535u) & ~(uint64_t)65535u;
+    wisp_status st =
+        raw_buffer(d, want, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "wisp staging", &staging->b);
+    if (st) return st;
+    staging->size = want;
+  }
+  wisp_status st = copy_and_map(d, buf.b, offset, staging->b, sz);
+  if (!st) {
+    const void *p = d->api->BufferGetConstMappedRange(staging->b, 0, (size_t)sz);
+    if (p) memcpy(dst, p, size);
+    else st = wisp_fail(WISP_EDEVICE, "WebGPU: mapped readback range is NULL");
+    d->api->BufferUnmap(staging->b);
+  }
+  return st;
+}
+
 void wisp_wgpu_buf_free(wisp_wgpu_device *d, wisp_wgpu_buf *buf) {
   if (!buf || !buf->b) return;
   d->api->BufferDestroy(buf->b);

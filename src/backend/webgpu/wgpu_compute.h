@@ -52,6 +52,11 @@ wisp_status wisp_wgpu_buf_write(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t
  * all work submitted before. offset must be a multiple of 4. */
 wisp_status wisp_wgpu_buf_read(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst,
                                size_t size);
+/* The same through a staging buffer the caller keeps (zero-initialised
+ * wisp_wgpu_buf; created or grown here, released with wisp_wgpu_buf_free),
+ * so that repeated reads create no buffer. */
+wisp_status wisp_wgpu_buf_read_via(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst, size_t size,
+                                   wisp_wgpu_buf *staging);
 void wisp_wgpu_buf_free(wisp_wgpu_device *d, wisp_wgpu_buf *buf);
 
 /* ---- kernels ------------------------------------------------------------- */
