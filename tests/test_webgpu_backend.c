@@ -608,6 +608,46 @@ TEST(webgpu_backend_swiglu) {
   report("swiglu");
 }
 
+/* More dispatches than the uniform arena has slots: the recording is
+ * submitted early and the arena reused, without disturbing parameters of
+ * work already recorded. 300 accumulating products into one y, with a 4 KiB
+ * arena (16 slots at a 256-byte alignment, 128 at 32). */
+TEST(webgpu_backend_arena_overflow) {
+  WEBGPU_OR_SKIP(d);
+  wisp_backend *cpu = NULL, *gpu = NULL;
+  wisp_wgpu_backend_opts o = {.device = d, .subgroups = -1, .arena_bytes = 4096};
+  CHECK(wisp_cpu_backend_new(1, &cpu) == WISP_OK);
+  if (wisp_wgpu_backend_new(&o, &gpu)) {
+    cpu->destroy(cpu);
+    CHECKF(0, "%s", wisp_last_error());
+  }
+  pair p = {cpu, gpu, NULL, 0, 0};
+  uint64_t seed = 91;
+  wmat_host h;
+  wmat_make(&h, WISP_W_Q4, 33, 64, &seed);
+  bpair x, y;
+  int ok = !cpu->prepare_matrix(cpu, &h.m) && !gpu->prepare_matrix(gpu, &h.m) && fill(&p, &x, 4, 64, &seed, 1.0f) &&
+           fill(&p, &y, 1, 33, &seed, 1.0f);
+  char err[600] = "setup failed";
+  wisp_wgpu_backend_stats s0, s1;
+  wisp_wgpu_backend_stats_get(gpu, &s0);
+  if (ok) {
+    for (int i = 0; i < 300; i++) {
+      cpu->matmul(cpu, &h.m, x.c, i % 4, 1, y.c, 1);
+      gpu->matmul(gpu, &h.m, x.g, i % 4, 1, y.g, 1);
+    }
+    ok = compare(&p, &y, y.n, 1e-5, "300 accumulated products", err, sizeof err);
+  }
+  wisp_wgpu_backend_stats_get(gpu, &s1);
+  bfree(&p, &x);
+  bfree(&p, &y);
+  wmat_keep(&p, &h);
+  pair_close(&p);
+  CHECKF(ok, "%s", err);
+  CHECKF(s1.submits - s0.submits > 2, "only %llu submits: the arena never filled up",
+         (unsigned long long)(s1.submits - s0.submits));
+}
+
 /* ---- errors -------------------------------------------------------------------- */
 
 TEST(webgpu_backend_errors_surface_from_sync) {

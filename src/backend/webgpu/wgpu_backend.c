@@ -84,7 +84,7 @@ typedef struct {
   /* uniform arena */
   wisp_wgpu_buf arena;
   uint8_t *arena_host;
-  size_t arena_used;
+  size_t arena_used, arena_bytes;
   uint32_t ualign;
   /* caches */
   bg_entry *buckets[BG_BUCKETS];
@@ -171,10 +171,13 @@ static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wg
 /* ---- bind groups --------------------------------------------------------- */
 
 static uint64_t hash_key(const bg_key *k) {
-  const unsigned char *p = (const unsigned char *)k;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < sizeof *k; i++) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
+  /* Word-wise over the used bindings (the key is zeroed before filling). */
+  uint64_t h = (uint64_t)(uintptr_t)k->k * 0x9E3779B97F4A7C15ull ^ k->uoff ^ (k->usize << 40);
+  for (int i = 0; i < k->nb; i++) {
+    h = (h ^ (uint64_t)(uintptr_t)k->b[i].buffer) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ k->b[i].offset ^ (k->b[i].size << 20)) * 0x94D049BB133111EBull;
+  }
+  return h ^ (h >> 31);
 }
 
 static WGPUBindGroup bind_group(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
@@ -255,7 +258,7 @@ static wisp_status flush(wgpu_backend *g) {
  * arena is full) and copies them in; returns the offset or UINT64_MAX. */
 static uint64_t arena_put(wgpu_backend *g, const void *params, size_t size) {
   size_t off = (g->arena_used + g->ualign - 1) / g->ualign * g->ualign;
-  if (off + size > ARENA_BYTES) {
+  if (off + size > g->arena_bytes) {
     keep_error(g, flush(g));
     if (g->error) return UINT64_MAX;
     off = 0;
@@ -882,12 +885,13 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   if (g->d->info.max_buffer_size < g->max_binding) g->max_binding = g->d->info.max_buffer_size;
   if (o.max_binding && o.max_binding < g->max_binding) g->max_binding = o.max_binding;
   g->ualign = g->d->info.min_uniform_buffer_offset_alignment ? g->d->info.min_uniform_buffer_offset_alignment : 256;
-  g->arena_host = calloc(1, ARENA_BYTES);
+  g->arena_bytes = o.arena_bytes >= 1024 ? o.arena_bytes : ARENA_BYTES;
+  g->arena_host = calloc(1, g->arena_bytes);
   if (!g->arena_host) {
     st = wisp_fail(WISP_ENOMEM, "out of memory");
     goto fail;
   }
-  if ((st = wisp_wgpu_buf_create(g->d, ARENA_BYTES, WISP_WGPU_UNIFORM, "wisp uniform arena", &g->arena)) ||
+  if ((st = wisp_wgpu_buf_create(g->d, g->arena_bytes, WISP_WGPU_UNIFORM, "wisp uniform arena", &g->arena)) ||
       (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy", &g->dummy)) ||
       (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy rw", &g->dummy_rw)))
     goto fail;

@@ -31,6 +31,9 @@ typedef struct wisp_wgpu_backend_opts {
   /* Test hook: largest storage binding the backend may use for a weight part
    * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
   uint64_t max_binding;
+  /* Test hook: bytes of the uniform arena (0 = 1 MiB); a small one makes a
+   * long recording submit early and start the arena again. */
+  size_t arena_bytes;
 } wisp_wgpu_backend_opts;
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out);
