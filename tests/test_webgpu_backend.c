@@ -453,6 +453,84 @@ TEST(webgpu_backend_fused_matvec) {
   report("fused matvec");
 }
 
+/* Decode-time fusion of a conv block's input: rmsnorm -> in_proj matmul ->
+ * shortconv runs as one matvec_conv dispatch (and matmul -> shortconv
+ * without the norm); the product, the norm output, the conv output and the
+ * carried state must all match, over several calls. */
+TEST(webgpu_backend_fused_conv) {
+  WEBGPU_OR_SKIP(d);
+  if (d->info.max_storage_buffers_per_shader_stage < 10) SKIP("fewer than 10 storage buffers per stage");
+  static const int sgs[] = {-1, 0};
+  static const wisp_wtype types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z};
+  static const int dims[] = {64, 96, 992};
+  g_worst = 0;
+  char err[600] = "";
+  for (int v = 0; v < 2; v++) {
+    PAIR_OR_FAIL(p, d, sgs[v], 0);
+    wisp_wgpu_backend_stats s0, s1;
+    wisp_wgpu_backend_stats_get(p.gpu, &s0);
+    uint64_t seed = 101;
+    int ok = 1, fused_calls = 0;
+    for (int ti = 0; ok && ti < 3; ti++)
+      for (int di = 0; ok && di < 3; di++) {
+        int dim = dims[di], L = 3 + (ti == 2);
+        wmat_host h;
+        wmat_make(&h, types[ti], 3 * dim, dim, &seed);
+        wisp_vector nw = vec_make(dim, &seed, 1.0f, 0.5f), taps = vec_make(dim * L, &seed, 0.0f, 1.0f);
+        bpair x, y, xn, o, state;
+        ok = !p.cpu->prepare_matrix(p.cpu, &h.m) && !p.gpu->prepare_matrix(p.gpu, &h.m) && prep_vec(&p, &nw) &&
+             prep_vec(&p, &taps) && fill(&p, &x, 1, dim, &seed, 2.0f);
+        y = zeros(&p, (size_t)3 * dim);
+        xn = zeros(&p, (size_t)dim);
+        o = zeros(&p, (size_t)dim);
+        state = zeros(&p, (size_t)dim * (L - 1));
+        if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+        for (int call = 0; ok && call < 4; call++) {
+          int norm = call != 2; /* one call without the norm (PRE 0) */
+          wisp_backend *bs[2] = {p.cpu, p.gpu};
+          for (int k = 0; k < 2; k++) {
+            wisp_backend *b = bs[k];
+            if (norm) b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, dim, k ? xn.g : xn.c);
+            b->matmul(b, &h.m, norm ? (k ? xn.g : xn.c) : (k ? x.g : x.c), 0, 1, k ? y.g : y.c, 0);
+            b->shortconv(b, k ? y.g : y.c, &taps, L, 1, dim, k ? state.g : state.c, k ? o.g : o.c);
+          }
+          fused_calls++;
+          char what[96];
+          snprintf(what, sizeof what, "%s %s dim %d call %d", sgs[v] ? "subgroups" : "plain",
+                   wisp_wtype_name(types[ti]), dim, call);
+          char w2[160];
+          snprintf(w2, sizeof w2, "fused conv %s: out", what);
+          ok = compare(&p, &o, o.n, TOL_MATMUL, w2, err, sizeof err);
+          snprintf(w2, sizeof w2, "fused conv %s: in_proj output", what);
+          ok = ok && compare(&p, &y, y.n, TOL_MATMUL, w2, err, sizeof err);
+          snprintf(w2, sizeof w2, "fused conv %s: state", what);
+          ok = ok && compare(&p, &state, state.n, TOL_MATMUL, w2, err, sizeof err);
+          snprintf(w2, sizeof w2, "fused conv %s: norm output", what);
+          ok = ok && (!norm || compare(&p, &xn, xn.n, TOL_RMSNORM, w2, err, sizeof err));
+          /* Next call's input: this call's conv output (as a residual would). */
+          bpair t = x;
+          x = o;
+          o = t;
+        }
+        bfree(&p, &x);
+        bfree(&p, &y);
+        bfree(&p, &xn);
+        bfree(&p, &o);
+        bfree(&p, &state);
+        wmat_keep(&p, &h);
+        keep(&p, nw.data);
+        keep(&p, taps.data);
+      }
+    wisp_wgpu_backend_stats_get(p.gpu, &s1);
+    pair_close(&p);
+    CHECKF(ok, "%s", err);
+    /* Each call is one dispatch (plus the fills): at most fills + calls. */
+    CHECKF(s1.dispatches - s0.dispatches <= (uint64_t)(9 + fused_calls), "%llu dispatches for %d fused calls",
+           (unsigned long long)(s1.dispatches - s0.dispatches), fused_calls);
+  }
+  report("fused conv");
+}
+
 TEST(webgpu_backend_shortconv_state_carries) {
   WEBGPU_OR_SKIP(d);
   PAIR_OR_FAIL(p, d, -1, 0);
@@ -767,9 +845,9 @@ TEST(webgpu_backend_small_model_parity) {
   printf("     model: max logit error %.3g of max|logit|; one decode token = %llu dispatches, %llu submit(s)\n", worst,
          (unsigned long long)(s1.dispatches - s0.dispatches), (unsigned long long)(s1.submits - s0.submits));
   /* One submit per forward; the small model (4 conv + 2 attention layers)
-   * records embed + 4*5 + 2*6 + head = 34 dispatches per token at position
-   * 2 (53 without fusing one-token rmsnorm/swiglu into the next matvec; one
-   * more per attention layer past 64 positions, for the split merge). */
+   * records embed + 4*4 + 2*6 + head = 30 dispatches per token at position
+   * 2 (53 without fusion; one more per attention layer past 64 positions,
+   * for the split merge). */
   CHECK(s1.submits - s0.submits == 1);
-  CHECK(s1.dispatches - s0.dispatches == 34);
+  CHECK(s1.dispatches - s0.dispatches == 30);
 }

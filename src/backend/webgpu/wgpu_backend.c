@@ -23,7 +23,7 @@
 #include "util/err.h"
 
 #define ARENA_BYTES (1u << 20)
-#define MAX_BINDINGS 9
+#define MAX_BINDINGS 10
 #define BG_BUCKETS 1024
 #define EMBED_TOKENS 64
 #define ATTN_WG 64
@@ -104,13 +104,21 @@ typedef struct {
   /* A one-token rmsnorm or swiglu held back so that a matmul reading its
    * output can fuse it (matvec PRE); any other call records it first. */
   struct {
-    int kind; /* 0 none, 1 rmsnorm, 2 swiglu */
+    int kind; /* 0 none, 1 rmsnorm, 2 swiglu, 3 matvec (kinds 1/2 possibly fused into it) */
     const wisp_buf *x;
     wvec *w;
     float eps;
     int dim; /* rmsnorm: dim; swiglu: ffn */
     wisp_buf *out;
+    /* kind 3: a one-token product y = W x' held back for a following
+     * shortconv reading y (matvec_conv); x' as in rec_matvec. */
+    wmat *m;
+    int pre;
+    const wisp_buf *mx; /* the product's input buffer (the fused op's output when pre) */
+    wisp_buf *my;
   } pend;
+  int conv_fuse;       /* matvec_conv usable (10 storage bindings) */
+  uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
 } wgpu_backend;
 
@@ -584,12 +592,17 @@ static void rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp
   record(g, k, b, 2, &p, sizeof p, gx, gy);
 }
 
+static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate);
+
 /* Records the held-back op, if any. Every entry point calls this first. */
 static void emit_pending(wgpu_backend *g) {
   int kind = g->pend.kind;
   g->pend.kind = 0;
   if (kind == 1) rec_rmsnorm(g, g->pend.x, g->pend.w, g->pend.eps, 1, g->pend.dim, g->pend.out);
   else if (kind == 2) rec_swiglu(g, g->pend.x, 1, g->pend.dim, g->pend.out);
+  else if (kind == 3)
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0);
 }
 
 static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
@@ -624,14 +637,49 @@ static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_
   rec_swiglu(g, gu, n, ffn, out);
 }
 
+/* One-token product(s) y[t] (+)= W x'[t] for t < n (x' = x, or with pre the
+ * held-back op fused in: xin is that op's input, nw its weights, xo its
+ * output buffer, which is also the product's nominal input). */
+static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate) {
+  wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->mv_rows}, {"QT", qt_of(w->type)}, {"PRE", pre}};
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
+  for (int t = 0; t < n; t++) {
+    for (int q = 0; q < w->nparts; q++) {
+      const wmat_part *P = &w->parts[q];
+      struct {
+        uint32_t rows, cols, y_off, x_off, acc;
+        float eps;
+        uint32_t pad[2];
+      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
+             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, {0, 0}};
+      wisp_wgpu_binding b[7];
+      part_bindings(g, P, b);
+      b[3] = whole(xin->g.b);
+      b[4] = whole(y->g.b);
+      b[5] = whole(pre == 1 ? nw->g.b : g->dummy.b);
+      b[6] = whole(pre ? xo->g.b : g->dummy_rw.b);
+      uint32_t gx, gy;
+      wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, g->mv_rows), &gx, &gy);
+      record(g, k, b, 7, &p, sizeof p, gx, gy);
+    }
+  }
+}
+
 static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                      int accumulate) {
   wgpu_backend *g = as_g(be);
   /* Fuse a held-back rmsnorm/swiglu whose output is this product's input. */
   int pre = 0;
-  if (g->pend.kind && g->pend.out == x && n == 1 && x_row0 == 0 && W->cols == g->pend.dim &&
-      g->pend.x != y && g->pend.out != y) {
+  const wisp_buf *pre_x = NULL;
+  wvec *pre_w = NULL;
+  float pre_eps = 0;
+  if ((g->pend.kind == 1 || g->pend.kind == 2) && g->pend.out == x && n == 1 && x_row0 == 0 &&
+      W->cols == g->pend.dim && g->pend.x != y && g->pend.out != y) {
     pre = g->pend.kind;
+    pre_x = g->pend.x;
+    pre_w = g->pend.w;
+    pre_eps = g->pend.eps;
     g->pend.kind = 0;
   }
   emit_pending(g);
@@ -641,10 +689,9 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
   }
-  const uint32_t qt = qt_of(w->type);
   const int tiled = n > 1 && w->cols % 32 == 0;
   if (tiled) {
-    wisp_wgpu_const c[3] = {{"TM", g->mm_tm}, {"TN", g->mm_tn}, {"QT", qt}};
+    wisp_wgpu_const c[3] = {{"TM", g->mm_tm}, {"TN", g->mm_tn}, {"QT", qt_of(w->type)}};
     wisp_wgpu_kernel *k = kernel(g, "matmul", c, 3);
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
@@ -660,38 +707,55 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     }
     return;
   }
-  wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->mv_rows}, {"QT", qt}, {"PRE", pre}};
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
-  /* With PRE the input is the held-back op's input; its output buffer is
-   * written by the first dispatch only (one part is enough). */
-  const wisp_buf *xin = pre ? g->pend.x : x;
-  for (int t = 0; t < n; t++) {
-    for (int q = 0; q < w->nparts; q++) {
-      const wmat_part *P = &w->parts[q];
-      struct {
-        uint32_t rows, cols, y_off, x_off, acc;
-        float eps;
-        uint32_t pad[2];
-      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
-             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, g->pend.eps, {0, 0}};
-      wisp_wgpu_binding b[7];
-      part_bindings(g, P, b);
-      b[3] = whole(xin->g.b);
-      b[4] = whole(y->g.b);
-      b[5] = whole(pre == 1 ? g->pend.w->g.b : g->dummy.b);
-      b[6] = whole(pre ? x->g.b : g->dummy_rw.b);
-      uint32_t gx, gy;
-      wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, g->mv_rows), &gx, &gy);
-      record(g, k, b, 7, &p, sizeof p, gx, gy);
-    }
+  /* A one-token product that a shortconv may consume: hold it back. */
+  if (n == 1 && x_row0 == 0 && !accumulate && g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0 && x != y &&
+      !g->error) {
+    g->pend.kind = 3;
+    g->pend.m = w;
+    g->pend.pre = pre;
+    g->pend.x = pre ? pre_x : x;
+    g->pend.w = pre_w;
+    g->pend.eps = pre_eps;
+    g->pend.mx = x;
+    g->pend.my = y;
+    return;
   }
+  rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate);
 }
 
 static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                         wisp_buf *state, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
+  wvec *tv = find_vec(g, taps);
+  if (g->pend.kind == 3 && tv && L >= 1 && n == 1 && g->pend.my == bcx && g->pend.m->rows == 3 * dim &&
+      out != bcx && state != bcx && out != state && out != g->pend.mx && state != g->pend.mx) {
+    /* The held-back in_proj product and this convolution in one dispatch. */
+    const wmat *w = g->pend.m;
+    const int pre = g->pend.pre;
+    g->pend.kind = 0;
+    wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)}, {"PRE", pre}};
+    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, 4);
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc;
+      float eps;
+      uint32_t dim, L;
+    } p = {(uint32_t)w->rows, (uint32_t)w->cols, 0, 0, 0, g->pend.eps, (uint32_t)dim, (uint32_t)L};
+    wisp_wgpu_binding b[10];
+    part_bindings(g, &w->parts[0], b);
+    b[3] = whole(g->pend.x->g.b);
+    b[4] = whole(bcx->g.b);
+    b[5] = whole(pre == 1 ? g->pend.w->g.b : g->dummy.b);
+    b[6] = whole(pre ? g->pend.mx->g.b : g->dummy_rw.b);
+    b[7] = whole(tv->g.b);
+    b[8] = whole(state->g.b);
+    b[9] = whole(out->g.b);
+    uint32_t gx, gy;
+    wisp_wgpu_grid(g->d, cdiv((uint64_t)dim, g->conv_rows / 3), &gx, &gy);
+    record(g, k, b, 10, &p, sizeof p, gx, gy);
+    return;
+  }
   emit_pending(g);
-  wvec *tv = need_vec(g, taps);
+  tv = need_vec(g, taps);
   if (!tv) return;
   if (L < 1) {
     op_fail(g, WISP_EINVAL, "shortconv with %d taps", L);
@@ -866,6 +930,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->sg = o.subgroups < 0 ? g->d->has_subgroups : o.subgroups;
   const char *fuse = getenv("WISP_WEBGPU_FUSE");
   g->fuse = !o.no_fuse && !(fuse && !strcmp(fuse, "0"));
+  g->conv_rows = 12;
+  g->conv_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
+                 g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
   g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
