@@ -74,7 +74,7 @@ typedef struct {
   wisp_wgpu_device *d;
   int own_device;
   int sg; /* subgroup variants */
-  uint32_t mv_wg, mv_rows, mm_tm, mm_tn;
+  uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   uint64_t max_binding;
   /* recording */
   wisp_wgpu_batch batch;
@@ -642,7 +642,12 @@ static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_
  * output buffer, which is also the product's nominal input). */
 static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
                        const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate) {
-  wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->mv_rows}, {"QT", qt_of(w->type)}, {"PRE", pre}};
+  /* Tall matrices (the head) take more rows per workgroup: fewer
+   * workgroups re-reading x (and re-reducing its norm with PRE 1). Subgroup
+   * variant only: the plain one with many rows was found very slow on
+   * lavapipe (tree reductions of ROWS*WG values). */
+  const uint32_t rows_wg = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows;
+  wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}, {"PRE", pre}};
   wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
@@ -660,7 +665,7 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
       b[5] = whole(pre == 1 ? nw->g.b : g->dummy.b);
       b[6] = whole(pre ? xo->g.b : g->dummy_rw.b);
       uint32_t gx, gy;
-      wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, g->mv_rows), &gx, &gy);
+      wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
       record(g, k, b, 7, &p, sizeof p, gx, gy);
     }
   }
@@ -940,12 +945,16 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->max_splits = o.attn_max_splits ? o.attn_max_splits : 32;
   const char *sp = getenv("WISP_WEBGPU_ATTN_SPLITS");
   if (sp && atoi(sp) > 0) g->max_splits = (uint32_t)atoi(sp);
+  g->mv_rows_big = 16;
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows);
+  const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
+  if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn);
-  if (g->mv_rows > g->mv_wg || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) || g->mm_tm % 4 || g->mm_tn % 4 ||
+  if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
+      g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) || g->mm_tm % 4 || g->mm_tn % 4 ||
       (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup) {
-    st = wisp_fail(WISP_EINVAL, "webgpu: bad geometry: matvec %ux%u, matmul %ux%u", g->mv_wg, g->mv_rows, g->mm_tm,
-                   g->mm_tn);
+    st = wisp_fail(WISP_EINVAL, "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u", g->mv_wg,
+                   g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn);
     goto fail;
   }
   g->max_binding = g->d->info.max_storage_buffer_binding_size;

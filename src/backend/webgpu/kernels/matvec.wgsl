@@ -25,8 +25,9 @@
 enable subgroups;
 
 override WG: u32 = 128;  // threads per workgroup
-override ROWS: u32 = 4;  // rows per workgroup, <= WG
+override ROWS: u32 = 4;  // rows per workgroup, <= WG and <= 16
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
+const MAXR: u32 = 16u;   // most ROWS
 override PRE: u32 = 0;   // what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
 
 struct Params {
@@ -61,11 +62,12 @@ fn xin(i: u32) -> vec4<f32> {
   return x[p.x_off + i];
 }
 
-fn unit_dot(row: u32, u: u32) -> f32 {
+// Dot product of unit u of a row with the input vectors xa (and xb, Q4).
+fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
   if (QT == 0u) {
     let i = (row * (p.cols / 4u) + u) * 4u;
     let wv = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
-    return dot(wv, xin(u));
+    return dot(wv, xa);
   }
   let word = w[row * (p.cols / 8u) + u];
   let blk = row * (p.cols / 32u) + u / 4u;
@@ -75,7 +77,7 @@ fn unit_dot(row: u32, u: u32) -> f32 {
   }
   let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - z;
   let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - z;
-  return scales[blk] * (dot(lo, xin(u * 2u)) + dot(hi, xin(u * 2u + 1u)));
+  return scales[blk] * (dot(lo, xa) + dot(hi, xb));
 }
 
 // Workgroup 0 stores the input as used (the output of the fused op).
@@ -130,15 +132,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   if (QT == 0u) {
     units = p.cols / 4u;
   }
+  // Units outer, rows inner: a thread's loads for all its rows are
+  // independent, so they can be in flight together.
+  var acc: array<f32, MAXR>;
   for (var r = 0u; r < ROWS; r++) {
-    let row = row0 + r;
-    var acc = 0.0;
-    if (row < p.rows) {
-      for (var u = li; u < units; u += WG) {
-        acc += unit_dot(row, u);
+    acc[r] = 0.0;
+  }
+  for (var u = li; u < units; u += WG) {
+    var xa: vec4<f32>;
+    var xb = vec4<f32>(0.0);
+    if (QT == 0u) {
+      xa = xin(u);
+    } else {
+      xa = xin(u * 2u);
+      xb = xin(u * 2u + 1u);
+    }
+    for (var r = 0u; r < ROWS; r++) {
+      let row = row0 + r;
+      if (row < p.rows) {
+        acc[r] += unit_dot(row, u, xa, xb);
       }
     }
-    let s = subgroupAdd(acc);
+  }
+  for (var r = 0u; r < ROWS; r++) {
+    let s = subgroupAdd(acc[r]);
     if (sli == 0u) {
       partial[r * slots + li / sgs] = s;
     }
