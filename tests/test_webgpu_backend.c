@@ -55,11 +55,12 @@ static void keep(pair *p, const void *ptr) {
 }
 
 static uint32_t g_attn_splits; /* attn_max_splits of the next pair (0 = default) */
+static int g_no_fuse;          /* no_fuse of the next pair */
 
 static int pair_open(pair *p, wisp_wgpu_device *d, int subgroups, uint64_t max_binding) {
   memset(p, 0, sizeof *p);
   wisp_wgpu_backend_opts o = {
-      .device = d, .subgroups = subgroups, .max_binding = max_binding, .attn_max_splits = g_attn_splits};
+      .device = d, .subgroups = subgroups, .max_binding = max_binding, .attn_max_splits = g_attn_splits, .no_fuse = g_no_fuse};
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
   if (wisp_wgpu_backend_new(&o, &p->gpu)) {
     p->cpu->destroy(p->cpu);
@@ -641,12 +642,16 @@ TEST(webgpu_backend_attention) {
   pair_close(&p);
   CHECKF(ok, "%s", err);
   /* Flash-decoding with at most 2 splits: a decode step over 3 tiles (pos
-   * 135) gives splits of 2 tiles and 1; with 1, no split at all. */
-  static const uint32_t split_caps[] = {2, 1};
-  for (int i = 0; i < 2; i++) {
+   * 135) gives splits of 2 tiles and 1; with 1, no split at all; then the
+   * same with decode steps through attn_rope + attn_flash (no fusion)
+   * instead of attn_decode. */
+  static const uint32_t split_caps[] = {2, 1, 2, 0};
+  for (int i = 0; i < 4; i++) {
     g_attn_splits = split_caps[i];
+    g_no_fuse = i >= 2;
     PAIR_OR_FAIL(q, d, -1, 0);
     g_attn_splits = 0;
+    g_no_fuse = 0;
     ok = attention_case(&q, 4, 2, 16, long_calls, 4, &seed, err, sizeof err) &&
          attention_case(&q, 16, 8, 64, long_calls, 4, &seed, err, sizeof err);
     pair_close(&q);
@@ -846,9 +851,9 @@ TEST(webgpu_backend_small_model_parity) {
   printf("     model: max logit error %.3g of max|logit|; one decode token = %llu dispatches, %llu submit(s)\n", worst,
          (unsigned long long)(s1.dispatches - s0.dispatches), (unsigned long long)(s1.submits - s0.submits));
   /* One submit per forward; the small model (4 conv + 2 attention layers)
-   * records embed + 4*4 + 2*6 + head = 30 dispatches per token at position
+   * records embed + 4*4 + 2*5 + head = 28 dispatches per token at position
    * 2 (53 without fusion; one more per attention layer past 64 positions,
    * for the split merge). */
   CHECK(s1.submits - s0.submits == 1);
-  CHECK(s1.dispatches - s0.dispatches == 30);
+  CHECK(s1.dispatches - s0.dispatches == 28);
 }

@@ -118,6 +118,7 @@ typedef struct {
     wisp_buf *my;
   } pend;
   int conv_fuse;       /* matvec_conv usable (10 storage bindings) */
+  int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
 } wgpu_backend;
@@ -801,25 +802,39 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
                "wisp attention splits"))
     return;
   wisp_wgpu_const c[1] = {{"WG", ATTN_WG}};
-  wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 1);
-  wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 1);
-  struct {
-    uint32_t n, pos0, H, KVH, D;
-    float f;
-    uint32_t pad[2];
-  } p = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, {0, 0}};
-  wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qn->g.b),       whole(kn->g.b),         whole(cs->g.b),
-                             whole(sn->g.b),     whole(g->qbuf.b),      whole(a->k_cache->g.b), whole(a->v_cache->g.b)};
-  record(g, kr, br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), (uint32_t)a->n);
-  struct {
-    uint32_t n, pos0, H, KVH, D;
-    float scale;
-    uint32_t splits, tps;
-  } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D),
-          splits, tps};
-  wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), whole(a->k_cache->g.b), whole(a->v_cache->g.b), whole(a->out->g.b),
-                             whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
-  record_xyz(g, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  if (a->n == 1 && g->attn_fuse) {
+    /* Decode: norm + rope + cache append + attention in one dispatch. */
+    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", c, 1);
+    struct {
+      uint32_t pos, H, KVH, D;
+      float eps, scale;
+      uint32_t splits, tps;
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, 1.0f / sqrtf((float)D), splits, tps};
+    wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qn->g.b),         whole(kn->g.b),
+                               whole(cs->g.b),         whole(sn->g.b),         whole(a->k_cache->g.b),
+                               whole(a->v_cache->g.b), whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
+    record_xyz(g, kd, bd, 9, &pd, sizeof pd, (uint32_t)H, 1, splits);
+  } else {
+    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 1);
+    wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 1);
+    struct {
+      uint32_t n, pos0, H, KVH, D;
+      float f;
+      uint32_t pad[2];
+    } p = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, {0, 0}};
+    wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qn->g.b),       whole(kn->g.b),         whole(cs->g.b),
+                               whole(sn->g.b),     whole(g->qbuf.b),      whole(a->k_cache->g.b), whole(a->v_cache->g.b)};
+    record(g, kr, br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), (uint32_t)a->n);
+    struct {
+      uint32_t n, pos0, H, KVH, D;
+      float scale;
+      uint32_t splits, tps;
+    } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D),
+            splits, tps};
+    wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), whole(a->k_cache->g.b), whole(a->v_cache->g.b), whole(a->out->g.b),
+                               whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
+    record_xyz(g, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  }
   if (splits > 1) {
     wisp_wgpu_kernel *kc = kernel(g, "attn_combine", c, 1);
     struct {
@@ -938,6 +953,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->conv_rows = 12;
   g->conv_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
                  g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
+  g->attn_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 9;
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
   g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
