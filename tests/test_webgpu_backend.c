@@ -856,4 +856,6 @@ TEST(webgpu_backend_small_model_parity) {
    * for the split merge). */
   CHECK(s1.submits - s0.submits == 1);
   CHECK(s1.dispatches - s0.dispatches == 28);
+  /* The logits came back through the copy recorded in that submit. */
+  CHECK(s1.spec_reads - s0.spec_reads == 1);
 }

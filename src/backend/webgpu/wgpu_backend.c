@@ -88,7 +88,7 @@ typedef struct {
   uint32_t ualign;
   /* caches */
   bg_entry *buckets[BG_BUCKETS];
-  kcache kernels[32];
+  kcache kernels[96];
   int n_kernels;
   wmat **mats;
   int n_mats, cap_mats;
@@ -97,6 +97,12 @@ typedef struct {
   wisp_wgpu_buf dummy, dummy_rw; /* bound where a kernel declares a buffer it does not need */
   wisp_wgpu_buf qbuf;  /* rotated queries of the current attention op */
   wisp_wgpu_buf staging; /* readbacks (map-read), kept across calls */
+  /* Speculative readback: the buffer range read after the last sync is
+   * copied into `staging` at the end of every sync's command buffer, so the
+   * same read after the next sync only maps (no submit of its own). */
+  WGPUBuffer spec_src;
+  uint64_t spec_off, spec_bytes;
+  int spec_ready; /* staging holds spec_src's range as of the last submit, unchanged since */
   wisp_wgpu_buf part;    /* flash-decoding partial results */
   uint32_t max_splits;
   wisp_wgpu_backend_stats stats;
@@ -245,23 +251,33 @@ static void forget_buffer(wgpu_backend *g, WGPUBuffer b) {
 
 /* ---- recording ------------------------------------------------------------ */
 
-/* Writes the arena and submits the recorded work (if any). */
-static wisp_status flush(wgpu_backend *g) {
+/* Writes the arena and submits the recorded work (if any); with `spec`, the
+ * speculative readback copy goes at the end of the command buffer. */
+static wisp_status flush_ex(wgpu_backend *g, int spec) {
   if (!g->open) return WISP_OK;
   g->open = 0;
+  g->spec_ready = 0;
   wisp_status st = WISP_OK;
   if (g->arena_used) st = wisp_wgpu_buf_write(g->d, g->arena, 0, g->arena_host, g->arena_used);
   g->arena_used = 0;
+  if (!st && spec && g->spec_src) st = wisp_wgpu_staging_reserve(g->d, &g->staging, g->spec_bytes);
   if (st) {
     wisp_wgpu_batch_abort(&g->batch);
     return st;
   }
-  st = wisp_wgpu_batch_submit(&g->batch);
+  if (spec && g->spec_src) {
+    st = wisp_wgpu_batch_submit_copy(&g->batch, g->spec_src, g->spec_off, g->staging.b, 0, g->spec_bytes);
+    g->spec_ready = !st;
+  } else {
+    st = wisp_wgpu_batch_submit(&g->batch);
+  }
   g->stats.submits++;
   g->stats.last_dispatches = g->batch_dispatches;
   g->batch_dispatches = 0;
   return st;
 }
+
+static wisp_status flush(wgpu_backend *g) { return flush_ex(g, 0); }
 
 /* Reserves an arena slot for `size` bytes of parameters (flushing when the
  * arena is full) and copies them in; returns the offset or UINT64_MAX. */
@@ -302,6 +318,7 @@ static void record_xyz(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wg
   }
   WGPUBindGroup bg = bind_group(g, k, b, nb, off, psize);
   if (!bg) return;
+  g->spec_ready = 0;
   wisp_wgpu_batch_dispatch(&g->batch, k, bg, gx, gy, gz);
   g->stats.dispatches++;
   g->batch_dispatches++;
@@ -351,6 +368,10 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   emit_pending(g);
   keep_error(g, flush(g)); /* recorded work may still use it */
   forget_buffer(g, b->g.b);
+  if (g->spec_src == b->g.b) {
+    g->spec_src = NULL;
+    g->spec_ready = 0;
+  }
   wisp_wgpu_buf_free(g->d, &b->g);
   free(b);
 }
@@ -358,8 +379,19 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
 static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
-  keep_error(g, flush(g));
-  wisp_status st = wisp_wgpu_buf_read_via(g->d, b->g, (uint64_t)off * 4, dst, n * 4, &g->staging);
+  wisp_status st;
+  if (g->spec_ready && !g->open && g->spec_src == b->g.b && g->spec_off == (uint64_t)off * 4 &&
+      g->spec_bytes == (uint64_t)n * 4) {
+    g->stats.spec_reads++;
+    st = wisp_wgpu_staging_read(g->d, g->staging, dst, n * 4);
+  } else {
+    keep_error(g, flush(g));
+    st = wisp_wgpu_buf_read_via(g->d, b->g, (uint64_t)off * 4, dst, n * 4, &g->staging);
+    g->spec_src = n ? b->g.b : NULL;
+    g->spec_off = (uint64_t)off * 4;
+    g->spec_bytes = (uint64_t)n * 4;
+  }
+  g->spec_ready = 0; /* the staging buffer has been read (and may be reused) */
   if (st) {
     keep_error(g, st);
     for (size_t i = 0; i < n; i++) dst[i] = NAN;
@@ -371,6 +403,7 @@ static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   emit_pending(g);
   /* Queue writes land before the next submit: submit what is recorded first. */
   keep_error(g, flush(g));
+  g->spec_ready = 0;
   static const float zeros[4096];
   uint64_t bytes = b->g.size;
   for (uint64_t o = 0; o < bytes; o += sizeof zeros) {
@@ -853,7 +886,7 @@ static wisp_status g_sync(wisp_backend *be) {
     g->open = 0;
     g->arena_used = 0;
   }
-  keep_error(g, flush(g));
+  keep_error(g, flush_ex(g, 1));
   if (!g->error) keep_error(g, wisp_wgpu_device_check(g->d));
   wisp_status st = g->error;
   if (st) {
