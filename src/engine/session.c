@@ -4,9 +4,11 @@
  * wisp_session owns a backend and one sequence's state (KV cache, conv
  * state) and feeds tokens through the architecture's forward pass in
  * chunks, so a long prompt never needs activations for all of it at once. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_backend.h"
 #include "engine/engine.h"
 #include "util/err.h"
 
@@ -41,10 +43,18 @@ void wisp_model_close(wisp_model *m) {
 
 int wisp_model_vocab(const wisp_model *m) { return m->artifact->shape.vocab; }
 
+/* "auto" tries WebGPU on a real GPU (an adapter that runs on the CPU, such
+ * as lavapipe, is slower than the CPU backend) and falls back to the CPU
+ * backend with one line on stderr saying why. */
 wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out) {
-  if (!name || !strcmp(name, "cpu") || !strcmp(name, "auto")) return wisp_cpu_backend_new(threads, out);
-  if (!strcmp(name, "webgpu"))
-    return wisp_fail(WISP_EUNSUPPORTED, "backend 'webgpu' is not part of this build yet");
+  if (!name || !strcmp(name, "cpu")) return wisp_cpu_backend_new(threads, out);
+  if (!strcmp(name, "webgpu")) return wisp_wgpu_backend_new(NULL, out);
+  if (!strcmp(name, "auto")) {
+    wisp_wgpu_backend_opts o = {.subgroups = -1, .refuse_cpu_adapter = 1};
+    if (wisp_wgpu_backend_new(&o, out) == WISP_OK) return WISP_OK;
+    fprintf(stderr, "wisp: using the cpu backend (WebGPU: %s)\n", wisp_last_error());
+    return wisp_cpu_backend_new(threads, out);
+  }
   return wisp_fail(WISP_EINVAL, "unknown backend '%s' (expected cpu, webgpu or auto)", name);
 }
 

@@ -93,6 +93,35 @@ static void on_map(WGPUMapAsyncStatus status, WGPUStringView message, void *u1, 
   r->done = 1;
 }
 
+/* Maps the first `size` bytes of a MapRead buffer and waits. */
+static wisp_status map_wait(wisp_wgpu_device *d, WGPUBuffer staging, uint64_t size) {
+  map_req r;
+  memset(&r, 0, sizeof r);
+  WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
+  d->api->BufferMapAsync(staging, WGPUMapMode_Read, 0, (size_t)size, cb);
+  wisp_status st = wisp_wgpu_wait_flag(d, &r.done, "a buffer readback");
+  if (st) return st;
+  if (r.status != WGPUMapAsyncStatus_Success)
+    return wisp_fail(WISP_EDEVICE, "WebGPU: mapping a readback buffer failed (status %d): %s",
+                     (int)r.status, r.message);
+  return WISP_OK;
+}
+
+wisp_status wisp_wgpu_staging_read(wisp_wgpu_device *d, wisp_wgpu_buf staging, void *dst, size_t size) {
+  if (round4(size) > staging.size)
+    return wisp_fail(WISP_EINVAL, "WebGPU: read of %zu bytes from a %llu-byte staging buffer", size,
+                     (unsigned long long)staging.size);
+  if (size == 0) return WISP_OK;
+  uint64_t sz = round4(size);
+  wisp_status st = map_wait(d, staging.b, sz);
+  if (st) return st;
+  const void *p = d->api->BufferGetConstMappedRange(staging.b, 0, (size_t)sz);
+  if (p) memcpy(dst, p, size);
+  else st = wisp_fail(WISP_EDEVICE, "WebGPU: mapped readback range is NULL");
+  d->api->BufferUnmap(staging.b);
+  return st;
+}
+
 /* Copies `size` (multiple of 4) bytes from src@offset into `staging` (a
  * MapRead buffer), submits, maps it and waits. On success the caller reads
  * the mapped range and unmaps. */
@@ -109,16 +138,7 @@ static wisp_status copy_and_map(wisp_wgpu_device *d, WGPUBuffer src, uint64_t of
   w->CommandEncoderRelease(enc);
   wisp_status st = wisp_wgpu_device_check(d);
   if (st) return st;
-  map_req r;
-  memset(&r, 0, sizeof r);
-  WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
-  w->BufferMapAsync(staging, WGPUMapMode_Read, 0, (size_t)size, cb);
-  st = wisp_wgpu_wait_flag(d, &r.done, "a buffer readback");
-  if (st) return st;
-  if (r.status != WGPUMapAsyncStatus_Success)
-    return wisp_fail(WISP_EDEVICE, "WebGPU: mapping a readback buffer failed (status %d): %s",
-                     (int)r.status, r.message);
-  return WISP_OK;
+  return map_wait(d, staging, size);
 }
 
 wisp_status wisp_wgpu_buf_read(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst,
@@ -143,6 +163,43 @@ wisp_status wisp_wgpu_buf_read(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t 
     d->api->BufferUnmap(staging);
   }
   d->api->BufferRelease(staging);
+  return st;
+}
+
+wisp_status wisp_wgpu_staging_reserve(wisp_wgpu_device *d, wisp_wgpu_buf *staging, uint64_t size) {
+  uint64_t sz = round4(size);
+  if (staging->b && staging->size >= sz) return WISP_OK;
+  if (staging->b) {
+    d->api->BufferRelease(staging->b);
+    staging->b = NULL;
+    staging->size = 0;
+  }
+  uint64_t want = (sz + 65535u) & ~(uint64_t)65535u;
+  wisp_status st = raw_buffer(d, want, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "wisp staging", &staging->b);
+  if (st) return st;
+  staging->size = want;
+  return WISP_OK;
+}
+
+wisp_status wisp_wgpu_buf_read_via(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst, size_t size,
+                                   wisp_wgpu_buf *staging) {
+  if (offset % 4)
+    return wisp_fail(WISP_EINVAL, "WebGPU: buffer read offset %llu is not a multiple of 4",
+                     (unsigned long long)offset);
+  if (offset > buf.size || round4(size) > buf.size - offset)
+    return wisp_fail(WISP_EINVAL, "WebGPU: read of %zu bytes at %llu past the end of a %llu-byte buffer",
+                     size, (unsigned long long)offset, (unsigned long long)buf.size);
+  if (size == 0) return WISP_OK;
+  uint64_t sz = round4(size);
+  wisp_status st = wisp_wgpu_staging_reserve(d, staging, sz);
+  if (st) return st;
+  st = copy_and_map(d, buf.b, offset, staging->b, sz);
+  if (!st) {
+    const void *p = d->api->BufferGetConstMappedRange(staging->b, 0, (size_t)sz);
+    if (p) memcpy(dst, p, size);
+    else st = wisp_fail(WISP_EDEVICE, "WebGPU: mapped readback range is NULL");
+    d->api->BufferUnmap(staging->b);
+  }
   return st;
 }
 
@@ -326,12 +383,16 @@ void wisp_wgpu_batch_dispatch(wisp_wgpu_batch *b, const wisp_wgpu_kernel *k, WGP
   b->n_dispatches++;
 }
 
-wisp_status wisp_wgpu_batch_submit(wisp_wgpu_batch *b) {
+wisp_status wisp_wgpu_batch_submit(wisp_wgpu_batch *b) { return wisp_wgpu_batch_submit_copy(b, NULL, 0, NULL, 0, 0); }
+
+wisp_status wisp_wgpu_batch_submit_copy(wisp_wgpu_batch *b, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst,
+                                        uint64_t dst_off, uint64_t size) {
   wisp_wgpu_device *d = b->d;
   const wisp_wgpu_api *w = d->api;
   if (!b->enc) return wisp_fail(WISP_EINVAL, "WebGPU: batch was not begun");
   w->ComputePassEncoderEnd(b->pass);
   w->ComputePassEncoderRelease(b->pass);
+  if (src && dst && size) w->CommandEncoderCopyBufferToBuffer(b->enc, src, src_off, dst, dst_off, size);
   WGPUCommandBufferDescriptor cd = {NULL, wisp_wgpu_str(NULL)};
   WGPUCommandBuffer cmd = w->CommandEncoderFinish(b->enc, &cd);
   w->CommandEncoderRelease(b->enc);

@@ -52,6 +52,17 @@ wisp_status wisp_wgpu_buf_write(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t
  * all work submitted before. offset must be a multiple of 4. */
 wisp_status wisp_wgpu_buf_read(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst,
                                size_t size);
+/* The same through a staging buffer the caller keeps (zero-initialised
+ * wisp_wgpu_buf; created or grown here, released with wisp_wgpu_buf_free),
+ * so that repeated reads create no buffer. */
+wisp_status wisp_wgpu_buf_read_via(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint64_t offset, void *dst, size_t size,
+                                   wisp_wgpu_buf *staging);
+/* Makes a staging (map-read) buffer at least `size` bytes. */
+wisp_status wisp_wgpu_staging_reserve(wisp_wgpu_device *d, wisp_wgpu_buf *staging, uint64_t size);
+/* Maps the first `size` bytes of a staging buffer filled by earlier
+ * submitted work (wisp_wgpu_batch_submit_copy), waits, copies them out and
+ * unmaps. */
+wisp_status wisp_wgpu_staging_read(wisp_wgpu_device *d, wisp_wgpu_buf staging, void *dst, size_t size);
 void wisp_wgpu_buf_free(wisp_wgpu_device *d, wisp_wgpu_buf *buf);
 
 /* ---- kernels ------------------------------------------------------------- */
@@ -114,6 +125,10 @@ void wisp_wgpu_batch_dispatch(wisp_wgpu_batch *b, const wisp_wgpu_kernel *k, WGP
 /* Ends the pass, submits once, releases the encoder; reports validation
  * errors recorded while encoding. Does not wait for the GPU. */
 wisp_status wisp_wgpu_batch_submit(wisp_wgpu_batch *b);
+/* The same, with a buffer copy recorded after the compute pass (e.g. into a
+ * staging buffer, so that a readback needs no submit of its own). */
+wisp_status wisp_wgpu_batch_submit_copy(wisp_wgpu_batch *b, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst,
+                                        uint64_t dst_off, uint64_t size);
 /* Drops a batch without submitting it. */
 void wisp_wgpu_batch_abort(wisp_wgpu_batch *b);
 

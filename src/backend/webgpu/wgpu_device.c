@@ -86,8 +86,8 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Polls ProcessEvents: spins briefly (completions on a GPU come within
- * microseconds), then sleeps with a growing interval up to 1 ms. */
+/* Polls ProcessEvents: spins (yielding) for 3 ms (completions on a GPU
+ * come within microseconds), then sleeps with a growing interval up to 1 ms. */
 static int poll_until(const wisp_wgpu_api *w, WGPUInstance inst, volatile int *flag,
                       uint64_t timeout_ns) {
   uint64_t start = now_ns();
@@ -97,7 +97,10 @@ static int poll_until(const wisp_wgpu_api *w, WGPUInstance inst, volatile int *f
     if (*flag) return 1;
     uint64_t el = now_ns() - start;
     if (el > timeout_ns) return 0;
-    if (el < 200000) {
+    /* Spin (yielding) for the first 3 ms: a decode step takes a fraction of
+     * a millisecond on a GPU, and a sleep would add up to its own length to
+     * every readback. */
+    if (el < 3000000) {
       sched_yield();
     } else {
       struct timespec ts = {0, sleep_ns};

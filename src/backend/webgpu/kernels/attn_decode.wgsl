@@ -1,0 +1,191 @@
+// Attention for one new token (decode), fused: attn_rope + attn_flash in one
+// dispatch. For head h (KV head h / (H / KVH)) at position pos:
+//   q = rope(rmsnorm(q_h) * qn), k = rope(rmsnorm(k) * kn), v from the qkv row,
+//   out[h] = sum_{j <= pos} softmax_j(scale * q . k_j) v_j,
+// where keys/values j < pos come from the caches and j = pos from the ones
+// just computed (kept in workgroup memory). One workgroup per (head, split):
+// grid x = H, z = splits (see attn_flash.wgsl for the split scheme and
+// attn_combine.wgsl for the merge). The last split of the first q head of
+// each KV group also appends k and v to the caches; no workgroup of this
+// dispatch reads the caches at pos, so there is no race. WG is a power of two,
+// D even, D <= 4*WG and <= 256. Needs 9 storage bindings.
+override WG: u32 = 64;
+
+const MAXD: u32 = 256u;
+const NEG: f32 = -3.0e38;
+
+struct Params {
+  pos: u32,
+  H: u32,
+  KVH: u32,
+  D: u32,
+  eps: f32,
+  scale: f32,
+  splits: u32,
+  tps: u32,
+}
+
+@group(0) @binding(0) var<storage, read> qkv: array<f32>;
+@group(0) @binding(1) var<storage, read> qn: array<f32>;
+@group(0) @binding(2) var<storage, read> kn: array<f32>;
+@group(0) @binding(3) var<storage, read> cosv: array<f32>;
+@group(0) @binding(4) var<storage, read> sinv: array<f32>;
+@group(0) @binding(5) var<storage, read_write> kc: array<f32>;
+@group(0) @binding(6) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(7) var<storage, read_write> out: array<f32>;
+@group(0) @binding(8) var<storage, read_write> part: array<f32>;
+@group(0) @binding(9) var<uniform> p: Params;
+
+var<workgroup> qs: array<f32, MAXD>;
+var<workgroup> ks: array<f32, MAXD>;
+var<workgroup> vs: array<f32, MAXD>;
+var<workgroup> sc: array<f32, WG>;
+var<workgroup> red: array<f32, WG>;
+
+fn reduce_max(li: u32, v: f32) -> f32 {
+  red[li] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      red[li] = max(red[li], red[li + s]);
+    }
+    workgroupBarrier();
+  }
+  let r = workgroupUniformLoad(&red[0]);
+  workgroupBarrier();
+  return r;
+}
+
+fn reduce_sum(li: u32, v: f32) -> f32 {
+  red[li] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      red[li] += red[li + s];
+    }
+    workgroupBarrier();
+  }
+  let r = workgroupUniformLoad(&red[0]);
+  workgroupBarrier();
+  return r;
+}
+
+// 1 / rms of the D values at qkv[src..].
+fn inv_rms(li: u32, src: u32) -> f32 {
+  var ss = 0.0;
+  for (var d = li; d < p.D; d += WG) {
+    let v = qkv[src + d];
+    ss += v * v;
+  }
+  return 1.0 / sqrt(reduce_sum(li, ss) / f32(p.D) + p.eps);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let h = wid.x;
+  let z = wid.z;
+  let D = p.D;
+  let half = D / 2u;
+  let pos = p.pos;
+  let kvh = h / (p.H / p.KVH);
+  let qsrc = h * D;
+  let ksrc = (p.H + kvh) * D;
+  let vsrc = (p.H + p.KVH + kvh) * D;
+  let qinv = inv_rms(li, qsrc);
+  let kinv = inv_rms(li, ksrc);
+  for (var i = li; i < half; i += WG) {
+    let c = cosv[pos * half + i];
+    let s = sinv[pos * half + i];
+    let qa = qkv[qsrc + i] * qinv * qn[i];
+    let qb = qkv[qsrc + i + half] * qinv * qn[i + half];
+    qs[i] = (qa * c - qb * s) * p.scale;
+    qs[i + half] = (qb * c + qa * s) * p.scale;
+    let ka = qkv[ksrc + i] * kinv * kn[i];
+    let kb = qkv[ksrc + i + half] * kinv * kn[i + half];
+    ks[i] = ka * c - kb * s;
+    ks[i + half] = kb * c + ka * s;
+  }
+  for (var d = li; d < D; d += WG) {
+    vs[d] = qkv[vsrc + d];
+  }
+  workgroupBarrier();
+  if (z == p.splits - 1u && h % (p.H / p.KVH) == 0u) {
+    let dst = (pos * p.KVH + kvh) * D;
+    for (var d = li; d < D; d += WG) {
+      kc[dst + d] = ks[d];
+      vc[dst + d] = vs[d];
+    }
+  }
+  var m = NEG;
+  var l = 0.0;
+  var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+  let ntile = pos / WG + 1u;
+  let tile0 = z * p.tps;
+  let tile1 = min(ntile, tile0 + p.tps);
+  for (var tile = tile0; tile < tile1; tile++) {
+    let j0 = tile * WG;
+    let j = j0 + li;
+    var s = NEG;
+    if (j < pos) {
+      let kb = (j * p.KVH + kvh) * D;
+      var dotv = 0.0;
+      for (var d = 0u; d < D; d++) {
+        dotv += qs[d] * kc[kb + d];
+      }
+      s = dotv;
+    } else if (j == pos) {
+      var dotv = 0.0;
+      for (var d = 0u; d < D; d++) {
+        dotv += qs[d] * ks[d];
+      }
+      s = dotv;
+    }
+    let mn = max(m, reduce_max(li, s));
+    let alpha = exp(m - mn);
+    var e = 0.0;
+    if (j <= pos) {
+      e = exp(s - mn);
+    }
+    sc[li] = e;
+    l = l * alpha + reduce_sum(li, e);
+    let cnt = min(WG, pos + 1u - j0);
+    for (var k = 0u; k < 4u; k++) {
+      let d = li + k * WG;
+      if (d < D) {
+        var a = acc[k] * alpha;
+        for (var jj = 0u; jj < cnt; jj++) {
+          var v: f32;
+          if (j0 + jj == pos) {
+            v = vs[d];
+          } else {
+            v = vc[((j0 + jj) * p.KVH + kvh) * D + d];
+          }
+          a += sc[jj] * v;
+        }
+        acc[k] = a;
+      }
+    }
+    m = mn;
+    workgroupBarrier();
+  }
+  if (p.splits == 1u) {
+    for (var k = 0u; k < 4u; k++) {
+      let d = li + k * WG;
+      if (d < D) {
+        out[h * D + d] = acc[k] / l;
+      }
+    }
+    return;
+  }
+  let pb = (h * p.splits + z) * (D + 2u);
+  if (li == 0u) {
+    part[pb] = m;
+    part[pb + 1u] = l;
+  }
+  for (var k = 0u; k < 4u; k++) {
+    let d = li + k * WG;
+    if (d < D) {
+      part[pb + 2u + d] = acc[k];
+    }
+  }
+}

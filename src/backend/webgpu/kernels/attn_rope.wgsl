@@ -1,0 +1,88 @@
+// Attention pre-pass for n new tokens at positions pos0..pos0+n-1: split the
+// fused qkv rows, RMSNorm q and k per head (weights qn / kn, eps), rotate
+// both with NEOX RoPE (pairs i, i + D/2; cos/sin tables [position][D/2]),
+// write q to qo [n][H][D] and append k and v to the caches
+// [position][KVH][D]. One workgroup per (head, token): grid x = H + 2*KVH
+// (q heads, then k heads, then v heads), y = n. WG is a power of two.
+override WG: u32 = 64;
+
+struct Params {
+  n: u32,
+  pos0: u32,
+  H: u32,
+  KVH: u32,
+  D: u32,
+  eps: f32,
+  pad0: u32,
+  pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> qkv: array<f32>;
+@group(0) @binding(1) var<storage, read> qn: array<f32>;
+@group(0) @binding(2) var<storage, read> kn: array<f32>;
+@group(0) @binding(3) var<storage, read> cosv: array<f32>;
+@group(0) @binding(4) var<storage, read> sinv: array<f32>;
+@group(0) @binding(5) var<storage, read_write> qo: array<f32>;
+@group(0) @binding(6) var<storage, read_write> kc: array<f32>;
+@group(0) @binding(7) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(8) var<uniform> p: Params;
+
+var<workgroup> red: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let hh = wid.x;
+  let t = wid.y;
+  let D = p.D;
+  let half = D / 2u;
+  let pos = p.pos0 + t;
+  let src = t * (p.H + 2u * p.KVH) * D + hh * D;
+  if (hh >= p.H + p.KVH) {
+    let dst = (pos * p.KVH + (hh - p.H - p.KVH)) * D;
+    for (var d = li; d < D; d += WG) {
+      vc[dst + d] = qkv[src + d];
+    }
+    return;
+  }
+  var ss = 0.0;
+  for (var d = li; d < D; d += WG) {
+    let v = qkv[src + d];
+    ss += v * v;
+  }
+  red[li] = ss;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      red[li] += red[li + s];
+    }
+    workgroupBarrier();
+  }
+  let inv = 1.0 / sqrt(workgroupUniformLoad(&red[0]) / f32(D) + p.eps);
+  let isq = hh < p.H;
+  for (var i = li; i < half; i += WG) {
+    var wa: f32;
+    var wb: f32;
+    if (isq) {
+      wa = qn[i];
+      wb = qn[i + half];
+    } else {
+      wa = kn[i];
+      wb = kn[i + half];
+    }
+    let a = qkv[src + i] * inv * wa;
+    let b = qkv[src + i + half] * inv * wb;
+    let c = cosv[pos * half + i];
+    let s = sinv[pos * half + i];
+    let ra = a * c - b * s;
+    let rb = b * c + a * s;
+    if (isq) {
+      let dst = (t * p.H + hh) * D;
+      qo[dst + i] = ra;
+      qo[dst + i + half] = rb;
+    } else {
+      let dst = (pos * p.KVH + (hh - p.H)) * D;
+      kc[dst + i] = ra;
+      kc[dst + i + half] = rb;
+    }
+  }
+}

@@ -1,0 +1,58 @@
+// Embedding gather: out[t][c] = E[tokens[t]][c] dequantized, for up to 64
+// tokens per dispatch, from one row range [row0, row0 + rows) of E (a matrix
+// larger than a storage binding is split into several ranges, one dispatch
+// each; tokens outside the range are left alone).
+//
+// QT selects the weight type: 0 = f32 (w holds the floats' bits), 1 = Q4
+// (symmetric, zero point 8), 2 = Q4Z (a 4-bit zero point per block, packed
+// two per byte, blocks numbered row-major). Q4 layout as in matvec.wgsl.
+// Grid: x = ceil(cols / WG), y = number of tokens.
+override WG: u32 = 64;  // threads per workgroup
+override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z
+
+struct Params {
+  n: u32,        // tokens in this dispatch
+  cols: u32,
+  row0: u32,     // first row of the bound range
+  rows: u32,     // rows in the bound range
+  out_off: u32,  // float offset of out row 0
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
+  tok: array<vec4<u32>, 16>,  // token t at tok[t / 4][t % 4]
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> scales: array<f32>;
+@group(0) @binding(2) var<storage, read> zp: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let t = wid.y;
+  let c = wid.x * WG + li;
+  if (t >= p.n || c >= p.cols) {
+    return;
+  }
+  let token = p.tok[t / 4u][t % 4u];
+  if (token < p.row0 || token >= p.row0 + p.rows) {
+    return;
+  }
+  let r = token - p.row0;
+  var v: f32;
+  if (QT == 0u) {
+    v = bitcast<f32>(w[r * p.cols + c]);
+  } else {
+    let word = w[(r * p.cols + c) / 8u];
+    let q = f32((word >> ((c % 8u) * 4u)) & 15u);
+    let nb = p.cols / 32u;
+    let blk = r * nb + c / 32u;
+    var z = 8.0;
+    if (QT == 2u) {
+      z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
+    }
+    v = scales[blk] * (q - z);
+  }
+  out[p.out_off + t * p.cols + c] = v;
+}

@@ -1,0 +1,141 @@
+// Tiled matrix-matrix product for several tokens (prefill):
+//   y[t * y_stride + y_off + r] (+)= sum_c W[r][c] x[x_off*4 + t*cols + c]
+// for r < rows (a row range of W, see matvec.wgsl for the weight layouts and
+// QT) and t < n. cols % 32 == 0 for every type.
+//
+// One workgroup computes a TM x TN tile (TM rows of W, TN tokens) with
+// (TM/4)*(TN/4) threads, each a 4x4 micro-tile (rows tr + i*TM/4, tokens
+// tc + j*TN/4). The K dimension advances one 32-column block at a time: the
+// block of W is dequantized into workgroup memory once per tile and reused
+// by all TN tokens. Grid: x = ceil(rows / TM), y = ceil(n / TN).
+override TM: u32 = 64;  // rows per tile, a multiple of 4
+override TN: u32 = 32;  // tokens per tile, a multiple of 4
+override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z
+
+const PAD: u32 = 33u;   // row pitch of the tiles in workgroup memory
+
+struct Params {
+  rows: u32,
+  cols: u32,
+  y_off: u32,
+  x_off: u32,     // vec4 offset of token 0's row of x
+  acc: u32,
+  n: u32,
+  y_stride: u32,  // floats between consecutive tokens' rows of y
+  pad0: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> scales: array<f32>;
+@group(0) @binding(2) var<storage, read> zp: array<u32>;
+@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+var<workgroup> ws: array<f32, TM * PAD>;
+var<workgroup> xs: array<f32, TN * PAD>;
+
+@compute @workgroup_size((TM / 4u) * (TN / 4u))
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let nthreads = (TM / 4u) * (TN / 4u);
+  let tr = li % (TM / 4u);
+  let tc = li / (TM / 4u);
+  let r0 = wid.x * TM;
+  let t0 = wid.y * TN;
+  let nb = p.cols / 32u;
+  var acc: array<array<f32, 4>, 4>;
+  for (var i = 0u; i < 4u; i++) {
+    for (var j = 0u; j < 4u; j++) {
+      acc[i][j] = 0.0;
+    }
+  }
+  for (var b = 0u; b < nb; b++) {
+    // W block: TM rows x 32 columns.
+    if (QT == 0u) {
+      for (var e = li; e < TM * 8u; e += nthreads) {
+        let r = e / 8u;
+        let c4 = e % 8u;
+        let row = r0 + r;
+        var v = vec4<f32>(0.0);
+        if (row < p.rows) {
+          let i = row * p.cols + b * 32u + c4 * 4u;
+          v = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
+        }
+        let o = r * PAD + c4 * 4u;
+        ws[o] = v.x;
+        ws[o + 1u] = v.y;
+        ws[o + 2u] = v.z;
+        ws[o + 3u] = v.w;
+      }
+    } else {
+      for (var e = li; e < TM * 4u; e += nthreads) {
+        let r = e / 4u;
+        let wd = e % 4u;
+        let row = r0 + r;
+        let o = r * PAD + wd * 8u;
+        if (row < p.rows) {
+          let word = w[row * (p.cols / 8u) + b * 4u + wd];
+          let blk = row * nb + b;
+          var z = 8.0;
+          if (QT == 2u) {
+            z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
+          }
+          let s = scales[blk];
+          for (var k = 0u; k < 8u; k++) {
+            ws[o + k] = s * (f32((word >> (4u * k)) & 15u) - z);
+          }
+        } else {
+          for (var k = 0u; k < 8u; k++) {
+            ws[o + k] = 0.0;
+          }
+        }
+      }
+    }
+    // x block: TN tokens x 32 columns.
+    for (var e = li; e < TN * 8u; e += nthreads) {
+      let t = e / 8u;
+      let c4 = e % 8u;
+      var v = vec4<f32>(0.0);
+      if (t0 + t < p.n) {
+        v = x[p.x_off + (t0 + t) * (p.cols / 4u) + b * 8u + c4];
+      }
+      let o = t * PAD + c4 * 4u;
+      xs[o] = v.x;
+      xs[o + 1u] = v.y;
+      xs[o + 2u] = v.z;
+      xs[o + 3u] = v.w;
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < 32u; k++) {
+      var a: array<f32, 4>;
+      var bx: array<f32, 4>;
+      for (var i = 0u; i < 4u; i++) {
+        a[i] = ws[(tr + i * (TM / 4u)) * PAD + k];
+        bx[i] = xs[(tc + i * (TN / 4u)) * PAD + k];
+      }
+      for (var i = 0u; i < 4u; i++) {
+        for (var j = 0u; j < 4u; j++) {
+          acc[i][j] += a[i] * bx[j];
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 4u; i++) {
+    let row = r0 + tr + i * (TM / 4u);
+    if (row >= p.rows) {
+      continue;
+    }
+    for (var j = 0u; j < 4u; j++) {
+      let t = t0 + tc + j * (TN / 4u);
+      if (t < p.n) {
+        let dst = t * p.y_stride + p.y_off + row;
+        var v = acc[i][j];
+        if (p.acc != 0u) {
+          v += y[dst];
+        }
+        y[dst] = v;
+      }
+    }
+  }
+}

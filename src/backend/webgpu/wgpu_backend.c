@@ -1,0 +1,1045 @@
+/* The WebGPU backend (see wgpu_backend.h and docs/webgpu.md).
+ *
+ * Recording model: every op appends one or more dispatches to a compute pass
+ * that stays open until `sync` (or until something must be read back); then
+ * the uniform arena is written with one queue write and the command buffer
+ * is submitted once. Per-dispatch parameters live at distinct offsets of the
+ * arena, so nothing recorded is overwritten before it runs. The sequence of
+ * arena offsets of a forward pass is the same every time, so bind groups
+ * (kernel + buffers + arena offset) are cached and reused across calls.
+ *
+ * Ops cannot return errors (backend.h); the first failure is kept and
+ * returned by the next `sync`, and later ops are skipped until then. */
+#include "backend/webgpu/wgpu_backend.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/webgpu/wgpu_compute.h"
+#include "backend/webgpu/wgsl_kernels.h"
+#include "util/err.h"
+
+#define ARENA_BYTES (1u << 20)
+#define MAX_BINDINGS 10
+#define BG_BUCKETS 1024
+#define EMBED_TOKENS 64
+#define ATTN_WG 64
+
+struct wisp_buf {
+  wisp_wgpu_buf g;
+  size_t n;
+};
+
+typedef struct {
+  int row0, rows;
+  wisp_wgpu_buf w, s, z; /* weights (f32 bits or nibbles), scales, zero points */
+} wmat_part;
+
+typedef struct {
+  const void *host; /* q or f32: identifies the matrix */
+  wisp_wtype type;
+  int rows, cols, nparts;
+  wmat_part *parts;
+} wmat;
+
+typedef struct {
+  const float *host;
+  int n;
+  wisp_wgpu_buf g;
+} wvec;
+
+typedef struct {
+  const wisp_wgpu_kernel *k;
+  int nb;
+  wisp_wgpu_binding b[MAX_BINDINGS]; /* storage bindings; the arena slot is separate */
+  uint64_t uoff, usize;
+} bg_key;
+
+typedef struct bg_entry {
+  bg_key key;
+  WGPUBindGroup g;
+  struct bg_entry *next;
+} bg_entry;
+
+typedef struct {
+  char name[48];
+  wisp_wgpu_kernel *k;
+} kcache;
+
+typedef struct {
+  wisp_backend base;
+  wisp_wgpu_device *d;
+  int own_device;
+  int sg; /* subgroup variants */
+  uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
+  uint64_t max_binding;
+  /* recording */
+  wisp_wgpu_batch batch;
+  int open;
+  wisp_status error;
+  char error_msg[1024];
+  /* uniform arena */
+  wisp_wgpu_buf arena;
+  uint8_t *arena_host;
+  size_t arena_used, arena_bytes;
+  uint32_t ualign;
+  /* caches */
+  bg_entry *buckets[BG_BUCKETS];
+  kcache kernels[96];
+  int n_kernels;
+  wmat **mats;
+  int n_mats, cap_mats;
+  wvec **vecs;
+  int n_vecs, cap_vecs;
+  wisp_wgpu_buf dummy, dummy_rw; /* bound where a kernel declares a buffer it does not need */
+  wisp_wgpu_buf qbuf;  /* rotated queries of the current attention op */
+  wisp_wgpu_buf staging; /* readbacks (map-read), kept across calls */
+  /* Speculative readback: the buffer range read after the last sync is
+   * copied into `staging` at the end of every sync's command buffer, so the
+   * same read after the next sync only maps (no submit of its own). */
+  WGPUBuffer spec_src;
+  uint64_t spec_off, spec_bytes;
+  int spec_ready; /* staging holds spec_src's range as of the last submit, unchanged since */
+  wisp_wgpu_buf part;    /* flash-decoding partial results */
+  uint32_t max_splits;
+  wisp_wgpu_backend_stats stats;
+  uint64_t batch_dispatches;
+  /* A one-token rmsnorm or swiglu held back so that a matmul reading its
+   * output can fuse it (matvec PRE); any other call records it first. */
+  struct {
+    int kind; /* 0 none, 1 rmsnorm, 2 swiglu, 3 matvec (kinds 1/2 possibly fused into it) */
+    const wisp_buf *x;
+    wvec *w;
+    float eps;
+    int dim; /* rmsnorm: dim; swiglu: ffn */
+    wisp_buf *out;
+    /* kind 3: a one-token product y = W x' held back for a following
+     * shortconv reading y (matvec_conv); x' as in rec_matvec. */
+    wmat *m;
+    int pre;
+    const wisp_buf *mx; /* the product's input buffer (the fused op's output when pre) */
+    wisp_buf *my;
+  } pend;
+  int conv_fuse;       /* matvec_conv usable (10 storage bindings) */
+  int attn_fuse;       /* attn_decode usable (9 storage bindings) */
+  uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
+  int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
+} wgpu_backend;
+
+static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
+static void emit_pending(wgpu_backend *g);
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* Keeps the first failure (the message of wisp_last_error()) for sync. */
+static void keep_error(wgpu_backend *g, wisp_status st) {
+  if (!st || g->error) return;
+  g->error = st;
+  snprintf(g->error_msg, sizeof g->error_msg, "%s", wisp_last_error());
+}
+
+static void op_fail(wgpu_backend *g, wisp_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void op_fail(wgpu_backend *g, wisp_status st, const char *fmt, ...) {
+  if (g->error) return;
+  char msg[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  keep_error(g, wisp_fail(st, "webgpu: %s", msg));
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* The pipeline for kernel file `file` with override constants; cached by a
+ * key naming the file and the constants. */
+static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wgpu_const *c, int nc) {
+  char key[48];
+  int len = snprintf(key, sizeof key, "%s", file);
+  for (int i = 0; i < nc && len < (int)sizeof key; i++)
+    len += snprintf(key + len, sizeof key - (size_t)len, ":%g", c[i].value);
+  for (int i = 0; i < g->n_kernels; i++)
+    if (!strcmp(g->kernels[i].name, key)) return g->kernels[i].k;
+  if (g->n_kernels == (int)(sizeof g->kernels / sizeof g->kernels[0])) {
+    op_fail(g, WISP_EINVAL, "too many kernel variants");
+    return NULL;
+  }
+  const char *src = wisp_wgsl_kernel(file);
+  if (!src) {
+    op_fail(g, WISP_EUNSUPPORTED, "no embedded kernel %s", file);
+    return NULL;
+  }
+  wisp_wgpu_kernel *k;
+  wisp_status st = wisp_wgpu_kernel_create(g->d, src, "main", c, nc, key, &k);
+  if (st) {
+    keep_error(g, st);
+    return NULL;
+  }
+  snprintf(g->kernels[g->n_kernels].name, sizeof g->kernels[0].name, "%s", key);
+  g->kernels[g->n_kernels++].k = k;
+  return k;
+}
+
+/* ---- bind groups --------------------------------------------------------- */
+
+static uint64_t hash_key(const bg_key *k) {
+  /* Word-wise over the used bindings (the key is zeroed before filling). */
+  uint64_t h = (uint64_t)(uintptr_t)k->k * 0x9E3779B97F4A7C15ull ^ k->uoff ^ (k->usize << 40);
+  for (int i = 0; i < k->nb; i++) {
+    h = (h ^ (uint64_t)(uintptr_t)k->b[i].buffer) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ k->b[i].offset ^ (k->b[i].size << 20)) * 0x94D049BB133111EBull;
+  }
+  return h ^ (h >> 31);
+}
+
+static WGPUBindGroup bind_group(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
+                                uint64_t uoff, uint64_t usize) {
+  bg_key key;
+  memset(&key, 0, sizeof key);
+  key.k = k;
+  key.nb = nb;
+  for (int i = 0; i < nb; i++) key.b[i] = b[i];
+  key.uoff = uoff;
+  key.usize = usize;
+  uint64_t h = hash_key(&key) % BG_BUCKETS;
+  for (bg_entry *e = g->buckets[h]; e; e = e->next)
+    if (!memcmp(&e->key, &key, sizeof key)) return e->g;
+  wisp_wgpu_binding all[MAX_BINDINGS + 1];
+  for (int i = 0; i < nb; i++) all[i] = b[i];
+  all[nb] = (wisp_wgpu_binding){g->arena.b, uoff, usize};
+  WGPUBindGroup bg;
+  wisp_status st = wisp_wgpu_bind(g->d, k, all, nb + 1, &bg);
+  if (st) {
+    keep_error(g, st);
+    return NULL;
+  }
+  bg_entry *e = calloc(1, sizeof *e);
+  if (!e) {
+    wisp_wgpu_bind_free(g->d, bg);
+    op_fail(g, WISP_ENOMEM, "out of memory");
+    return NULL;
+  }
+  e->key = key;
+  e->g = bg;
+  e->next = g->buckets[h];
+  g->buckets[h] = e;
+  g->stats.bind_groups++;
+  return bg;
+}
+
+/* Drops cached bind groups that use buffer b (about to be released). */
+static void forget_buffer(wgpu_backend *g, WGPUBuffer b) {
+  for (int h = 0; h < BG_BUCKETS; h++) {
+    bg_entry **pp = &g->buckets[h];
+    while (*pp) {
+      bg_entry *e = *pp;
+      int uses = 0;
+      for (int i = 0; i < e->key.nb; i++) uses |= e->key.b[i].buffer == b;
+      if (uses) {
+        *pp = e->next;
+        wisp_wgpu_bind_free(g->d, e->g);
+        free(e);
+      } else {
+        pp = &e->next;
+      }
+    }
+  }
+}
+
+/* ---- recording ------------------------------------------------------------ */
+
+/* Writes the arena and submits the recorded work (if any); with `spec`, the
+ * speculative readback copy goes at the end of the command buffer. */
+static wisp_status flush_ex(wgpu_backend *g, int spec) {
+  if (!g->open) return WISP_OK;
+  g->open = 0;
+  g->spec_ready = 0;
+  wisp_status st = WISP_OK;
+  if (g->arena_used) st = wisp_wgpu_buf_write(g->d, g->arena, 0, g->arena_host, g->arena_used);
+  g->arena_used = 0;
+  if (!st && spec && g->spec_src) st = wisp_wgpu_staging_reserve(g->d, &g->staging, g->spec_bytes);
+  if (st) {
+    wisp_wgpu_batch_abort(&g->batch);
+    return st;
+  }
+  if (spec && g->spec_src) {
+    st = wisp_wgpu_batch_submit_copy(&g->batch, g->spec_src, g->spec_off, g->staging.b, 0, g->spec_bytes);
+    g->spec_ready = !st;
+  } else {
+    st = wisp_wgpu_batch_submit(&g->batch);
+  }
+  g->stats.submits++;
+  g->stats.last_dispatches = g->batch_dispatches;
+  g->batch_dispatches = 0;
+  return st;
+}
+
+static wisp_status flush(wgpu_backend *g) { return flush_ex(g, 0); }
+
+/* Reserves an arena slot for `size` bytes of parameters (flushing when the
+ * arena is full) and copies them in; returns the offset or UINT64_MAX. */
+static uint64_t arena_put(wgpu_backend *g, const void *params, size_t size) {
+  size_t off = (g->arena_used + g->ualign - 1) / g->ualign * g->ualign;
+  if (off + size > g->arena_bytes) {
+    keep_error(g, flush(g));
+    if (g->error) return UINT64_MAX;
+    off = 0;
+  }
+  memcpy(g->arena_host + off, params, size);
+  g->arena_used = off + size;
+  return off;
+}
+
+/* Records one dispatch of k with storage bindings b[0..nb) and the
+ * parameter block as binding nb. */
+static void record_xyz(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
+                       const void *params, size_t psize, uint32_t gx, uint32_t gy, uint32_t gz) {
+  if (g->error || !k) return;
+  if (!g->open) {
+    wisp_status st = wisp_wgpu_batch_begin(g->d, &g->batch);
+    if (st) {
+      keep_error(g, st);
+      return;
+    }
+    g->open = 1;
+  }
+  uint64_t off = arena_put(g, params, psize);
+  if (off == UINT64_MAX) return;
+  if (!g->open) { /* the arena filled up and was flushed: start a new batch */
+    wisp_status st = wisp_wgpu_batch_begin(g->d, &g->batch);
+    if (st) {
+      keep_error(g, st);
+      return;
+    }
+    g->open = 1;
+  }
+  WGPUBindGroup bg = bind_group(g, k, b, nb, off, psize);
+  if (!bg) return;
+  g->spec_ready = 0;
+  wisp_wgpu_batch_dispatch(&g->batch, k, bg, gx, gy, gz);
+  g->stats.dispatches++;
+  g->batch_dispatches++;
+}
+
+static void record(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
+                   const void *params, size_t psize, uint32_t gx, uint32_t gy) {
+  record_xyz(g, k, b, nb, params, psize, gx, gy, 1);
+}
+
+static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 0}; }
+
+/* Makes *buf at least `need` bytes (creating `want` >= need when it grows);
+ * 0 on failure (kept for sync). */
+static int scratch(wgpu_backend *g, wisp_wgpu_buf *buf, uint64_t need, uint64_t want, const char *label) {
+  if (need <= buf->size) return 1;
+  keep_error(g, flush(g)); /* recorded work may use the old one */
+  if (buf->b) {
+    forget_buffer(g, buf->b);
+    wisp_wgpu_buf_free(g->d, buf);
+  }
+  wisp_status st = wisp_wgpu_buf_create(g->d, want > need ? want : need, WISP_WGPU_STORAGE, label, buf);
+  if (st) {
+    keep_error(g, st);
+    return 0;
+  }
+  return 1;
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+static wisp_buf *g_buf_new(wisp_backend *be, size_t n) {
+  wgpu_backend *g = as_g(be);
+  wisp_buf *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  if (wisp_wgpu_buf_create(g->d, (uint64_t)(n ? n : 1) * 4, WISP_WGPU_STORAGE, "wisp activation", &b->g)) {
+    free(b);
+    return NULL;
+  }
+  b->n = n;
+  return b;
+}
+
+static void g_buf_free(wisp_backend *be, wisp_buf *b) {
+  wgpu_backend *g = as_g(be);
+  if (!b) return;
+  emit_pending(g);
+  keep_error(g, flush(g)); /* recorded work may still use it */
+  forget_buffer(g, b->g.b);
+  if (g->spec_src == b->g.b) {
+    g->spec_src = NULL;
+    g->spec_ready = 0;
+  }
+  wisp_wgpu_buf_free(g->d, &b->g);
+  free(b);
+}
+
+static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  wisp_status st;
+  if (g->spec_ready && !g->open && g->spec_src == b->g.b && g->spec_off == (uint64_t)off * 4 &&
+      g->spec_bytes == (uint64_t)n * 4) {
+    g->stats.spec_reads++;
+    st = wisp_wgpu_staging_read(g->d, g->staging, dst, n * 4);
+  } else {
+    keep_error(g, flush(g));
+    st = wisp_wgpu_buf_read_via(g->d, b->g, (uint64_t)off * 4, dst, n * 4, &g->staging);
+    g->spec_src = n ? b->g.b : NULL;
+    g->spec_off = (uint64_t)off * 4;
+    g->spec_bytes = (uint64_t)n * 4;
+  }
+  g->spec_ready = 0; /* the staging buffer has been read (and may be reused) */
+  if (st) {
+    keep_error(g, st);
+    for (size_t i = 0; i < n; i++) dst[i] = NAN;
+  }
+}
+
+static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  /* Queue writes land before the next submit: submit what is recorded first. */
+  keep_error(g, flush(g));
+  g->spec_ready = 0;
+  static const float zeros[4096];
+  uint64_t bytes = b->g.size;
+  for (uint64_t o = 0; o < bytes; o += sizeof zeros) {
+    size_t k = bytes - o < sizeof zeros ? (size_t)(bytes - o) : sizeof zeros;
+    wisp_status st = wisp_wgpu_buf_write(g->d, b->g, o, zeros, k);
+    if (st) {
+      keep_error(g, st);
+      return;
+    }
+  }
+}
+
+/* ---- weights ------------------------------------------------------------- */
+
+static wmat *find_mat(wgpu_backend *g, const wisp_matrix *m) {
+  const void *host = m->type == WISP_W_F32 ? (const void *)m->f32 : (const void *)m->q;
+  for (int i = 0; i < g->n_mats; i++)
+    if ((void *)g->mats[i] == m->device && g->mats[i]->host == host) return g->mats[i];
+  for (int i = 0; i < g->n_mats; i++)
+    if (g->mats[i]->host == host && g->mats[i]->rows == m->rows && g->mats[i]->cols == m->cols) return g->mats[i];
+  return NULL;
+}
+
+static void wmat_free(wgpu_backend *g, wmat *w) {
+  if (!w) return;
+  for (int p = 0; p < w->nparts; p++) {
+    wisp_wgpu_buf_free(g->d, &w->parts[p].w);
+    wisp_wgpu_buf_free(g->d, &w->parts[p].s);
+    wisp_wgpu_buf_free(g->d, &w->parts[p].z);
+  }
+  free(w->parts);
+  free(w);
+}
+
+static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
+  wgpu_backend *g = as_g(be);
+  wmat *have = find_mat(g, m);
+  if (have) {
+    m->device = have;
+    return WISP_OK;
+  }
+  const int rows = m->rows, cols = m->cols;
+  if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
+  if (m->type != WISP_W_F32 && cols % WISP_Q4_BLOCK)
+    return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", cols);
+  const int nb = cols / WISP_Q4_BLOCK;
+  uint64_t wrow = m->type == WISP_W_F32 ? (uint64_t)cols * 4 : (uint64_t)cols / 2;
+  uint64_t srow = (uint64_t)nb * 4;
+  uint64_t per_row = wrow > srow ? wrow : srow;
+  uint64_t limit = g->max_binding;
+  /* A Q4Z part must start at an even block (zero points are two a byte). */
+  uint64_t gran = m->type == WISP_W_Q4Z && nb % 2 ? 2 : 1;
+  uint64_t rpp = limit / per_row / gran * gran;
+  if (rpp == 0) return wisp_fail(WISP_EUNSUPPORTED, "webgpu: a row of %d columns exceeds the binding limit %llu",
+                                 cols, (unsigned long long)limit);
+  if (rpp > (uint64_t)rows) rpp = (uint64_t)rows;
+  wmat *w = calloc(1, sizeof *w);
+  if (!w) return wisp_fail(WISP_ENOMEM, "out of memory");
+  w->host = m->type == WISP_W_F32 ? (const void *)m->f32 : (const void *)m->q;
+  w->type = m->type;
+  w->rows = rows;
+  w->cols = cols;
+  w->nparts = (int)(((uint64_t)rows + rpp - 1) / rpp);
+  w->parts = calloc((size_t)w->nparts, sizeof *w->parts);
+  wisp_status st = WISP_OK;
+  if (!w->parts) st = wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int p = 0; !st && p < w->nparts; p++) {
+    wmat_part *P = &w->parts[p];
+    P->row0 = (int)(p * rpp);
+    P->rows = (int)((uint64_t)rows - (uint64_t)P->row0 < rpp ? (uint64_t)rows - (uint64_t)P->row0 : rpp);
+    if (m->type == WISP_W_F32) {
+      st = wisp_wgpu_buf_from(g->d, m->f32 + (size_t)P->row0 * cols, (uint64_t)P->rows * wrow, "wisp weights", &P->w);
+      continue;
+    }
+    st = wisp_wgpu_buf_from(g->d, m->q + (size_t)P->row0 * (size_t)wrow, (uint64_t)P->rows * wrow, "wisp quant",
+                            &P->w);
+    if (!st)
+      st = wisp_wgpu_buf_from(g->d, m->scales + (size_t)P->row0 * nb, (uint64_t)P->rows * srow, "wisp scales", &P->s);
+    if (!st && m->type == WISP_W_Q4Z) {
+      size_t b0 = (size_t)P->row0 * nb; /* even, see gran */
+      size_t nblk = (size_t)P->rows * nb;
+      st = wisp_wgpu_buf_from(g->d, m->zp + b0 / 2, (nblk + 1) / 2, "wisp zero points", &P->z);
+    }
+  }
+  if (!st && g->n_mats == g->cap_mats) {
+    int cap = g->cap_mats ? 2 * g->cap_mats : 64;
+    wmat **p = realloc(g->mats, (size_t)cap * sizeof *p);
+    if (!p) st = wisp_fail(WISP_ENOMEM, "out of memory");
+    else {
+      g->mats = p;
+      g->cap_mats = cap;
+    }
+  }
+  if (st) {
+    wisp_error_prefix("webgpu: uploading a %dx%d %s matrix", rows, cols, wisp_wtype_name(m->type));
+    wmat_free(g, w);
+    return st;
+  }
+  g->mats[g->n_mats++] = w;
+  g->stats.weight_parts += (uint64_t)w->nparts;
+  m->device = w;
+  return WISP_OK;
+}
+
+static wvec *find_vec(wgpu_backend *g, const wisp_vector *v) {
+  for (int i = 0; i < g->n_vecs; i++)
+    if ((void *)g->vecs[i] == v->device && g->vecs[i]->host == v->data) return g->vecs[i];
+  for (int i = 0; i < g->n_vecs; i++)
+    if (g->vecs[i]->host == v->data && g->vecs[i]->n == v->n) return g->vecs[i];
+  return NULL;
+}
+
+static wisp_status g_prepare_vector(wisp_backend *be, wisp_vector *v) {
+  wgpu_backend *g = as_g(be);
+  wvec *have = find_vec(g, v);
+  if (have) {
+    v->device = have;
+    return WISP_OK;
+  }
+  if (v->n <= 0) return wisp_fail(WISP_EINVAL, "webgpu: vector of %d values", v->n);
+  if (g->n_vecs == g->cap_vecs) {
+    int cap = g->cap_vecs ? 2 * g->cap_vecs : 64;
+    wvec **p = realloc(g->vecs, (size_t)cap * sizeof *p);
+    if (!p) return wisp_fail(WISP_ENOMEM, "out of memory");
+    g->vecs = p;
+    g->cap_vecs = cap;
+  }
+  wvec *w = calloc(1, sizeof *w);
+  if (!w) return wisp_fail(WISP_ENOMEM, "out of memory");
+  w->host = v->data;
+  w->n = v->n;
+  wisp_status st = wisp_wgpu_buf_from(g->d, v->data, (uint64_t)v->n * 4, "wisp vector", &w->g);
+  if (st) {
+    free(w);
+    return st;
+  }
+  g->vecs[g->n_vecs++] = w;
+  v->device = w;
+  return WISP_OK;
+}
+
+static wmat *need_mat(wgpu_backend *g, const wisp_matrix *m) {
+  wmat *w = find_mat(g, m);
+  if (!w) op_fail(g, WISP_EINVAL, "a %dx%d matrix was not prepared for this backend", m->rows, m->cols);
+  return w;
+}
+
+static wvec *need_vec(wgpu_backend *g, const wisp_vector *v) {
+  wvec *w = find_vec(g, v);
+  if (!w) op_fail(g, WISP_EINVAL, "a vector of %d values was not prepared for this backend", v->n);
+  return w;
+}
+
+static uint32_t qt_of(wisp_wtype t) { return t == WISP_W_F32 ? 0u : t == WISP_W_Q4 ? 1u : 2u; }
+
+/* Weight bindings of a part: w, scales, zero points (dummy where unused). */
+static void part_bindings(wgpu_backend *g, const wmat_part *P, wisp_wgpu_binding *b) {
+  b[0] = whole(P->w.b);
+  b[1] = whole(P->s.b ? P->s.b : g->dummy.b);
+  b[2] = whole(P->z.b ? P->z.b : g->dummy.b);
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+static void g_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  wmat *w = need_mat(g, E);
+  if (!w) return;
+  wisp_wgpu_const c[2] = {{"WG", 64}, {"QT", qt_of(w->type)}};
+  wisp_wgpu_kernel *k = kernel(g, "embed", c, 2);
+  struct {
+    uint32_t n, cols, row0, rows, out_off, pad[3];
+    uint32_t tok[EMBED_TOKENS];
+  } p;
+  for (int t0 = 0; t0 < n; t0 += EMBED_TOKENS) {
+    int cnt = n - t0 < EMBED_TOKENS ? n - t0 : EMBED_TOKENS;
+    memset(&p, 0, sizeof p);
+    p.n = (uint32_t)cnt;
+    p.cols = (uint32_t)w->cols;
+    p.out_off = (uint32_t)((size_t)t0 * w->cols);
+    for (int i = 0; i < cnt; i++) p.tok[i] = (uint32_t)tokens[t0 + i];
+    for (int q = 0; q < w->nparts; q++) {
+      const wmat_part *P = &w->parts[q];
+      p.row0 = (uint32_t)P->row0;
+      p.rows = (uint32_t)P->rows;
+      wisp_wgpu_binding b[4];
+      part_bindings(g, P, b);
+      b[3] = whole(out->g.b);
+      record(g, k, b, 4, &p, sizeof p, cdiv((uint64_t)w->cols, 64), (uint32_t)cnt);
+    }
+  }
+}
+
+static void rec_rmsnorm(wgpu_backend *g, const wisp_buf *x, wvec *w, float eps, int n, int dim, wisp_buf *out) {
+  wisp_wgpu_const c[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "rmsnorm" : "rmsnorm_nosg", c, 1);
+  struct {
+    uint32_t rows, n;
+    float eps;
+    uint32_t pad;
+  } p = {(uint32_t)n, (uint32_t)dim, eps, 0};
+  wisp_wgpu_binding b[3] = {whole(x->g.b), whole(w->g.b), whole(out->g.b)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(g->d, (uint32_t)n, &gx, &gy);
+  record(g, k, b, 3, &p, sizeof p, gx, gy);
+}
+
+static void rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  wisp_wgpu_const c[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *k = kernel(g, "swiglu", c, 1);
+  struct {
+    uint32_t n, ffn, pad[2];
+  } p = {(uint32_t)n, (uint32_t)ffn, {0, 0}};
+  wisp_wgpu_binding b[2] = {whole(gu->g.b), whole(out->g.b)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(g->d, cdiv((uint64_t)n * ffn, 256), &gx, &gy);
+  record(g, k, b, 2, &p, sizeof p, gx, gy);
+}
+
+static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate);
+
+/* Records the held-back op, if any. Every entry point calls this first. */
+static void emit_pending(wgpu_backend *g) {
+  int kind = g->pend.kind;
+  g->pend.kind = 0;
+  if (kind == 1) rec_rmsnorm(g, g->pend.x, g->pend.w, g->pend.eps, 1, g->pend.dim, g->pend.out);
+  else if (kind == 2) rec_swiglu(g, g->pend.x, 1, g->pend.dim, g->pend.out);
+  else if (kind == 3)
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0);
+}
+
+static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
+                      wisp_buf *out) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  wvec *w = need_vec(g, wv);
+  if (!w) return;
+  if (n == 1 && g->fuse && dim % 4 == 0 && x != out) {
+    g->pend.kind = 1;
+    g->pend.x = x;
+    g->pend.w = w;
+    g->pend.eps = eps;
+    g->pend.dim = dim;
+    g->pend.out = out;
+    return;
+  }
+  rec_rmsnorm(g, x, w, eps, n, dim, out);
+}
+
+static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  if (n == 1 && g->fuse && ffn % 4 == 0 && gu != out) {
+    g->pend.kind = 2;
+    g->pend.x = gu;
+    g->pend.w = NULL;
+    g->pend.dim = ffn;
+    g->pend.out = out;
+    return;
+  }
+  rec_swiglu(g, gu, n, ffn, out);
+}
+
+/* One-token product(s) y[t] (+)= W x'[t] for t < n (x' = x, or with pre the
+ * held-back op fused in: xin is that op's input, nw its weights, xo its
+ * output buffer, which is also the product's nominal input). */
+static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate) {
+  /* Tall matrices (the head) take more rows per workgroup: fewer
+   * workgroups re-reading x (and re-reducing its norm with PRE 1). Subgroup
+   * variant only: the plain one with many rows was found very slow on
+   * lavapipe (tree reductions of ROWS*WG values). */
+  const uint32_t rows_wg = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows;
+  wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}, {"PRE", pre}};
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
+  for (int t = 0; t < n; t++) {
+    for (int q = 0; q < w->nparts; q++) {
+      const wmat_part *P = &w->parts[q];
+      struct {
+        uint32_t rows, cols, y_off, x_off, acc;
+        float eps;
+        uint32_t pad[2];
+      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
+             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, {0, 0}};
+      wisp_wgpu_binding b[7];
+      part_bindings(g, P, b);
+      b[3] = whole(xin->g.b);
+      b[4] = whole(y->g.b);
+      b[5] = whole(pre == 1 ? nw->g.b : g->dummy.b);
+      b[6] = whole(pre ? xo->g.b : g->dummy_rw.b);
+      uint32_t gx, gy;
+      wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
+      record(g, k, b, 7, &p, sizeof p, gx, gy);
+    }
+  }
+}
+
+static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                     int accumulate) {
+  wgpu_backend *g = as_g(be);
+  /* Fuse a held-back rmsnorm/swiglu whose output is this product's input. */
+  int pre = 0;
+  const wisp_buf *pre_x = NULL;
+  wvec *pre_w = NULL;
+  float pre_eps = 0;
+  if ((g->pend.kind == 1 || g->pend.kind == 2) && g->pend.out == x && n == 1 && x_row0 == 0 &&
+      W->cols == g->pend.dim && g->pend.x != y && g->pend.out != y) {
+    pre = g->pend.kind;
+    pre_x = g->pend.x;
+    pre_w = g->pend.w;
+    pre_eps = g->pend.eps;
+    g->pend.kind = 0;
+  }
+  emit_pending(g);
+  wmat *w = need_mat(g, W);
+  if (!w || n <= 0) return;
+  if (w->cols % 4) { /* x is read as vec4 rows */
+    op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
+    return;
+  }
+  const int tiled = n > 1 && w->cols % 32 == 0;
+  if (tiled) {
+    wisp_wgpu_const c[3] = {{"TM", g->mm_tm}, {"TN", g->mm_tn}, {"QT", qt_of(w->type)}};
+    wisp_wgpu_kernel *k = kernel(g, "matmul", c, 3);
+    for (int q = 0; q < w->nparts; q++) {
+      const wmat_part *P = &w->parts[q];
+      struct {
+        uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad;
+      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)P->row0, (uint32_t)((size_t)x_row0 * w->cols / 4),
+             accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)w->rows, 0};
+      wisp_wgpu_binding b[5];
+      part_bindings(g, P, b);
+      b[3] = whole(x->g.b);
+      b[4] = whole(y->g.b);
+      record(g, k, b, 5, &p, sizeof p, cdiv((uint64_t)P->rows, g->mm_tm), cdiv((uint64_t)n, g->mm_tn));
+    }
+    return;
+  }
+  /* A one-token product that a shortconv may consume: hold it back. */
+  if (n == 1 && x_row0 == 0 && !accumulate && g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0 && x != y &&
+      !g->error) {
+    g->pend.kind = 3;
+    g->pend.m = w;
+    g->pend.pre = pre;
+    g->pend.x = pre ? pre_x : x;
+    g->pend.w = pre_w;
+    g->pend.eps = pre_eps;
+    g->pend.mx = x;
+    g->pend.my = y;
+    return;
+  }
+  rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate);
+}
+
+static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
+                        wisp_buf *state, wisp_buf *out) {
+  wgpu_backend *g = as_g(be);
+  wvec *tv = find_vec(g, taps);
+  if (g->pend.kind == 3 && tv && L >= 1 && n == 1 && g->pend.my == bcx && g->pend.m->rows == 3 * dim &&
+      out != bcx && state != bcx && out != state && out != g->pend.mx && state != g->pend.mx) {
+    /* The held-back in_proj product and this convolution in one dispatch. */
+    const wmat *w = g->pend.m;
+    const int pre = g->pend.pre;
+    g->pend.kind = 0;
+    wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)}, {"PRE", pre}};
+    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, 4);
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc;
+      float eps;
+      uint32_t dim, L;
+    } p = {(uint32_t)w->rows, (uint32_t)w->cols, 0, 0, 0, g->pend.eps, (uint32_t)dim, (uint32_t)L};
+    wisp_wgpu_binding b[10];
+    part_bindings(g, &w->parts[0], b);
+    b[3] = whole(g->pend.x->g.b);
+    b[4] = whole(bcx->g.b);
+    b[5] = whole(pre == 1 ? g->pend.w->g.b : g->dummy.b);
+    b[6] = whole(pre ? g->pend.mx->g.b : g->dummy_rw.b);
+    b[7] = whole(tv->g.b);
+    b[8] = whole(state->g.b);
+    b[9] = whole(out->g.b);
+    uint32_t gx, gy;
+    wisp_wgpu_grid(g->d, cdiv((uint64_t)dim, g->conv_rows / 3), &gx, &gy);
+    record(g, k, b, 10, &p, sizeof p, gx, gy);
+    return;
+  }
+  emit_pending(g);
+  tv = need_vec(g, taps);
+  if (!tv) return;
+  if (L < 1) {
+    op_fail(g, WISP_EINVAL, "shortconv with %d taps", L);
+    return;
+  }
+  wisp_wgpu_const c[1] = {{"WG", 64}};
+  wisp_wgpu_kernel *k = kernel(g, "shortconv", c, 1);
+  struct {
+    uint32_t n, dim, L, pad;
+  } p = {(uint32_t)n, (uint32_t)dim, (uint32_t)L, 0};
+  wisp_wgpu_binding b[4] = {whole(bcx->g.b), whole(tv->g.b), whole(state->g.b), whole(out->g.b)};
+  record(g, k, b, 4, &p, sizeof p, cdiv((uint64_t)dim, 64), 1);
+}
+
+static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
+  if (D <= 0 || D % 2 || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
+    op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
+    return;
+  }
+  wvec *qn = need_vec(g, a->q_norm), *kn = qn ? need_vec(g, a->k_norm) : NULL;
+  wvec *cs = kn ? need_vec(g, a->rope_cos) : NULL, *sn = cs ? need_vec(g, a->rope_sin) : NULL;
+  if (!sn) return;
+  if (!scratch(g, &g->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp queries")) return;
+  /* Flash-decoding: one token over more than one 64-key tile is split over
+   * up to max_splits workgroups per head, merged by attn_combine. */
+  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / ATTN_WG + 1;
+  uint32_t splits = 1, tps = 0xFFFFFFFFu;
+  if (a->n == 1 && ntile > 1 && g->max_splits > 1) {
+    splits = ntile < g->max_splits ? ntile : g->max_splits;
+    tps = cdiv(ntile, splits);
+    splits = cdiv(ntile, tps);
+  }
+  if (splits > 1 &&
+      !scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
+               "wisp attention splits"))
+    return;
+  wisp_wgpu_const c[1] = {{"WG", ATTN_WG}};
+  if (a->n == 1 && g->attn_fuse) {
+    /* Decode: norm + rope + cache append + attention in one dispatch. */
+    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", c, 1);
+    struct {
+      uint32_t pos, H, KVH, D;
+      float eps, scale;
+      uint32_t splits, tps;
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, 1.0f / sqrtf((float)D), splits, tps};
+    wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qn->g.b),         whole(kn->g.b),
+                               whole(cs->g.b),         whole(sn->g.b),         whole(a->k_cache->g.b),
+                               whole(a->v_cache->g.b), whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
+    record_xyz(g, kd, bd, 9, &pd, sizeof pd, (uint32_t)H, 1, splits);
+  } else {
+    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 1);
+    wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 1);
+    struct {
+      uint32_t n, pos0, H, KVH, D;
+      float f;
+      uint32_t pad[2];
+    } p = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, {0, 0}};
+    wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qn->g.b),       whole(kn->g.b),         whole(cs->g.b),
+                               whole(sn->g.b),     whole(g->qbuf.b),      whole(a->k_cache->g.b), whole(a->v_cache->g.b)};
+    record(g, kr, br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), (uint32_t)a->n);
+    struct {
+      uint32_t n, pos0, H, KVH, D;
+      float scale;
+      uint32_t splits, tps;
+    } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D),
+            splits, tps};
+    wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), whole(a->k_cache->g.b), whole(a->v_cache->g.b), whole(a->out->g.b),
+                               whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
+    record_xyz(g, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  }
+  if (splits > 1) {
+    wisp_wgpu_kernel *kc = kernel(g, "attn_combine", c, 1);
+    struct {
+      uint32_t n, H, D, splits;
+    } pc = {1, (uint32_t)H, (uint32_t)D, splits};
+    wisp_wgpu_binding bc[2] = {whole(g->part.b), whole(a->out->g.b)};
+    record(g, kc, bc, 2, &pc, sizeof pc, (uint32_t)H, 1);
+  }
+}
+
+static wisp_status g_sync(wisp_backend *be) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  if (g->error && g->open) {
+    wisp_wgpu_batch_abort(&g->batch);
+    g->open = 0;
+    g->arena_used = 0;
+  }
+  keep_error(g, flush_ex(g, 1));
+  if (!g->error) keep_error(g, wisp_wgpu_device_check(g->d));
+  wisp_status st = g->error;
+  if (st) {
+    wisp_fail(st, "%s", g->error_msg);
+    g->error = WISP_OK;
+    g->error_msg[0] = 0;
+  }
+  return st;
+}
+
+static void g_destroy(wisp_backend *be) {
+  wgpu_backend *g = as_g(be);
+  if (!g) return;
+  if (g->d) {
+    if (g->open) wisp_wgpu_batch_abort(&g->batch);
+    if (getenv("WISP_WEBGPU_STATS"))
+      fprintf(stderr, "webgpu: %llu dispatches, %llu submits, %llu in the last submit, %llu bind groups\n",
+              (unsigned long long)g->stats.dispatches, (unsigned long long)g->stats.submits,
+              (unsigned long long)g->stats.last_dispatches, (unsigned long long)g->stats.bind_groups);
+    for (int h = 0; h < BG_BUCKETS; h++) {
+      bg_entry *e = g->buckets[h];
+      while (e) {
+        bg_entry *nx = e->next;
+        wisp_wgpu_bind_free(g->d, e->g);
+        free(e);
+        e = nx;
+      }
+    }
+    for (int i = 0; i < g->n_kernels; i++) wisp_wgpu_kernel_free(g->d, g->kernels[i].k);
+    for (int i = 0; i < g->n_mats; i++) wmat_free(g, g->mats[i]);
+    for (int i = 0; i < g->n_vecs; i++) {
+      wisp_wgpu_buf_free(g->d, &g->vecs[i]->g);
+      free(g->vecs[i]);
+    }
+    wisp_wgpu_buf_free(g->d, &g->arena);
+    wisp_wgpu_buf_free(g->d, &g->dummy);
+    wisp_wgpu_buf_free(g->d, &g->dummy_rw);
+    wisp_wgpu_buf_free(g->d, &g->qbuf);
+    wisp_wgpu_buf_free(g->d, &g->staging);
+    wisp_wgpu_buf_free(g->d, &g->part);
+    if (g->own_device) wisp_wgpu_device_close(g->d);
+  }
+  free(g->mats);
+  free(g->vecs);
+  free(g->arena_host);
+  free(g);
+}
+
+int wisp_wgpu_backend_stats_get(const wisp_backend *be, wisp_wgpu_backend_stats *out) {
+  if (!be || !be->name || strcmp(be->name, "webgpu")) return 0;
+  *out = ((const wgpu_backend *)be)->stats;
+  return 1;
+}
+
+static void env_pair(const char *name, uint32_t *a, uint32_t *b) {
+  const char *v = getenv(name);
+  unsigned x, y;
+  if (v && sscanf(v, "%ux%u", &x, &y) == 2 && x && y) {
+    *a = x;
+    *b = y;
+  }
+}
+
+wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out) {
+  *out = NULL;
+  wisp_wgpu_backend_opts o;
+  memset(&o, 0, sizeof o);
+  o.subgroups = -1;
+  if (opts) o = *opts;
+  wgpu_backend *g = calloc(1, sizeof *g);
+  if (!g) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = WISP_OK;
+  if (o.device) {
+    g->d = o.device;
+  } else {
+    wisp_wgpu_device_opts dopts;
+    memset(&dopts, 0, sizeof dopts);
+    dopts.no_subgroups = o.subgroups == 0;
+    if ((st = wisp_wgpu_device_open(&dopts, &g->d))) {
+      wisp_error_prefix("backend 'webgpu'");
+      free(g);
+      return st;
+    }
+    g->own_device = 1;
+  }
+  if (o.refuse_cpu_adapter && g->d->info.adapter_type == WGPUAdapterType_CPU) {
+    st = wisp_fail(WISP_EUNSUPPORTED, "the WebGPU adapter '%s' runs on the CPU", g->d->info.name);
+    goto fail;
+  }
+  if (o.subgroups == 1 && !g->d->has_subgroups) {
+    st = wisp_fail(WISP_EDEVICE, "webgpu: the device lacks the subgroups feature");
+    goto fail;
+  }
+  g->sg = o.subgroups < 0 ? g->d->has_subgroups : o.subgroups;
+  const char *fuse = getenv("WISP_WEBGPU_FUSE");
+  g->fuse = !o.no_fuse && !(fuse && !strcmp(fuse, "0"));
+  g->conv_rows = 12;
+  g->conv_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
+                 g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
+  g->attn_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 9;
+  g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
+  g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
+  g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
+  g->mm_tn = o.matmul_tn ? o.matmul_tn : 32;
+  g->max_splits = o.attn_max_splits ? o.attn_max_splits : 32;
+  const char *sp = getenv("WISP_WEBGPU_ATTN_SPLITS");
+  if (sp && atoi(sp) > 0) g->max_splits = (uint32_t)atoi(sp);
+  g->mv_rows_big = 16;
+  env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows);
+  const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
+  if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
+  env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn);
+  if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
+      g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) || g->mm_tm % 4 || g->mm_tn % 4 ||
+      (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup) {
+    st = wisp_fail(WISP_EINVAL, "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u", g->mv_wg,
+                   g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn);
+    goto fail;
+  }
+  g->max_binding = g->d->info.max_storage_buffer_binding_size;
+  if (g->d->info.max_buffer_size < g->max_binding) g->max_binding = g->d->info.max_buffer_size;
+  if (o.max_binding && o.max_binding < g->max_binding) g->max_binding = o.max_binding;
+  g->ualign = g->d->info.min_uniform_buffer_offset_alignment ? g->d->info.min_uniform_buffer_offset_alignment : 256;
+  g->arena_bytes = o.arena_bytes >= 1024 ? o.arena_bytes : ARENA_BYTES;
+  g->arena_host = calloc(1, g->arena_bytes);
+  if (!g->arena_host) {
+    st = wisp_fail(WISP_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if ((st = wisp_wgpu_buf_create(g->d, g->arena_bytes, WISP_WGPU_UNIFORM, "wisp uniform arena", &g->arena)) ||
+      (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy", &g->dummy)) ||
+      (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy rw", &g->dummy_rw)))
+    goto fail;
+  g->base = (wisp_backend){
+      .name = "webgpu",
+      .buf_new = g_buf_new,
+      .buf_free = g_buf_free,
+      .buf_read = g_buf_read,
+      .buf_zero = g_buf_zero,
+      .prepare_matrix = g_prepare_matrix,
+      .prepare_vector = g_prepare_vector,
+      .embed = g_embed,
+      .rmsnorm = g_rmsnorm,
+      .matmul = g_matmul,
+      .shortconv = g_shortconv,
+      .attention = g_attention,
+      .swiglu = g_swiglu,
+      .sync = g_sync,
+      .destroy = g_destroy,
+  };
+  *out = &g->base;
+  return WISP_OK;
+fail:
+  g_destroy(&g->base);
+  return st;
+}

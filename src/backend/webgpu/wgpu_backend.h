@@ -1,0 +1,53 @@
+/* The WebGPU backend: every op of backend.h as a WGSL kernel, recorded into
+ * one command encoder / compute pass and submitted once at `sync`.
+ *
+ *   wisp_backend *be;
+ *   if (wisp_wgpu_backend_new(NULL, &be)) die(wisp_last_error());
+ *   ... be->prepare_matrix(be, &W); be->matmul(be, &W, x, 0, 1, y, 0); be->sync(be);
+ *
+ * See docs/webgpu.md for the kernels, the recording/submit model and the
+ * uniform arena. */
+#ifndef WISP_WGPU_BACKEND_H
+#define WISP_WGPU_BACKEND_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/webgpu/wgpu_device.h"
+
+typedef struct wisp_wgpu_backend_opts {
+  wisp_wgpu_device *device; /* use this device (not owned); NULL = open one */
+  int subgroups;            /* -1 auto (subgroup variants when the device has them), 0 plain, 1 require */
+  int refuse_cpu_adapter;   /* fail when the adapter is a CPU (lavapipe): "auto" prefers the CPU backend */
+  int no_fuse;              /* record one-token rmsnorm/swiglu on their own instead of fusing them into the
+                               next matvec (also WISP_WEBGPU_FUSE=0) */
+  /* Geometry (override constants); 0 = default. Also read from the
+   * environment: WISP_WEBGPU_MATVEC=WGxROWS, WISP_WEBGPU_MATMUL=TMxTN. */
+  uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn;
+  /* Flash-decoding: most workgroups per head that one decode token's
+   * attention is split over (one per 64-key tile up to this; 0 = 32, 1 = no
+   * split). Also WISP_WEBGPU_ATTN_SPLITS. */
+  uint32_t attn_max_splits;
+  /* Test hook: largest storage binding the backend may use for a weight part
+   * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
+  uint64_t max_binding;
+  /* Test hook: bytes of the uniform arena (0 = 1 MiB); a small one makes a
+   * long recording submit early and start the arena again. */
+  size_t arena_bytes;
+} wisp_wgpu_backend_opts;
+
+wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out);
+
+typedef struct wisp_wgpu_backend_stats {
+  uint64_t dispatches;      /* recorded since creation */
+  uint64_t submits;         /* command buffers submitted (one per sync with work) */
+  uint64_t last_dispatches; /* dispatches in the last submitted command buffer */
+  uint64_t bind_groups;     /* bind groups created (cache misses) */
+  uint64_t weight_parts;    /* weight bindings sets uploaded (a split matrix counts its parts) */
+  uint64_t spec_reads;      /* readbacks served by the copy recorded at the end of the last sync */
+} wisp_wgpu_backend_stats;
+
+/* Returns 1 and fills *out when `be` is a WebGPU backend, else 0. */
+int wisp_wgpu_backend_stats_get(const wisp_backend *be, wisp_wgpu_backend_stats *out);
+
+#endif
