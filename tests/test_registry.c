@@ -73,7 +73,9 @@ TEST(registry_wisp_entries_point_at_existing_files) {
   for (int i = 0; i < r->n_ops; i++)
     for (int k = 0; k < r->ops[i].n_variants; k++) {
       const wisp_variant *v = &r->ops[i].variants[k];
-      CHECKF(!strcmp(v->backend, "cpu") || !strcmp(v->backend, "webgpu"), "%s.%s backend", r->ops[i].name, v->key);
+      CHECKF(!strcmp(v->backend, "cpu") || !strcmp(v->backend, "webgpu") || !strcmp(v->backend, "host"), "%s.%s backend",
+             r->ops[i].name, v->key);
+      CHECKF(!strcmp(v->backend, "webgpu") == (v->wgsl != NULL), "%s.%s: only webgpu variants have WGSL", r->ops[i].name, v->key);
       if (!v->wgsl) continue;
       char path[1024];
       snprintf(path, sizeof path, "%s/%s", WISP_DEFAULT_KERNELS_DIR, v->wgsl);

@@ -156,7 +156,10 @@ static void build_ctx(const resolver *R, const wisp_plan_op *op, int phase, wisp
 /* NULL when usable, else why not. */
 static const char *unusable(const resolver *R, const wisp_variant *v, const wisp_ctx *ctx, char *buf, size_t cap) {
   const char *missing = NULL;
-  if (strcmp(v->backend, R->in->backend)) { wisp_path(buf, cap, "%s: %s kernel", v->key, v->backend); return buf; }
+  if (strcmp(v->backend, R->in->backend) && strcmp(v->backend, "host")) {
+    wisp_path(buf, cap, "%s: %s kernel", v->key, v->backend);
+    return buf;
+  }
   if (!v->available) { wisp_path(buf, cap, "%s: WGSL file %s missing", v->key, v->wgsl); return buf; }
   if (!wisp_variant_supported(v, R->in->device, &missing)) {
     wisp_path(buf, cap, "%s: requires %s, which the device lacks", v->key, missing);
@@ -325,7 +328,7 @@ static wisp_status select_kernel(const resolver *R, wisp_plan_op *op, int phase)
     for (int i = 0; i < rop->n_variants; i++) {
       char why[256];
       const char *w = unusable(R, &rop->variants[i], &ctx, why, sizeof why);
-      if (!w || strcmp(rop->variants[i].backend, R->in->backend)) continue;
+      if (!w || (strcmp(rop->variants[i].backend, R->in->backend) && strcmp(rop->variants[i].backend, "host"))) continue;
       int k = snprintf(reasons + n, sizeof reasons - n, "%s%s", n ? "; " : "", w);
       if (k > 0 && (size_t)k < sizeof reasons - n) n += (size_t)k;
     }
@@ -424,7 +427,7 @@ static wisp_status apply_kernel_key(const resolver *R, const wisp_patch *w, wisp
       return FAIL(WISP_EINVAL, "%s: %s.kernelKey: '%s' is a %s kernel; op '%s'%s%s%s needs a %s kernel", w->profile_file,
                   w->json_path, key, rop->name, op->op, op->section[0] ? " (" : "", op->section,
                   op->section[0] ? ")" : "", op->op);
-    if (strcmp(v->backend, R->in->backend))
+    if (strcmp(v->backend, R->in->backend) && strcmp(v->backend, "host"))
       return FAIL(WISP_EINVAL, "%s: %s.kernelKey: '%s' is a %s kernel; the plan's backend is %s", w->profile_file,
                   w->json_path, key, v->backend, R->in->backend);
     if (!v->available)

@@ -190,11 +190,13 @@ static wisp_status parse_variant(loader *L, const cJSON *j, const char *path, wi
   v->key = j->string;
   if ((st = opt_str(L, j, "backend", path, &v->backend))) return st;
   if (!v->backend) {
-    if (L->r->strict) return FAIL("%s: %s.backend: missing required field (cpu or webgpu)", L->file, path);
+    if (L->r->strict) return FAIL("%s: %s.backend: missing required field (cpu, webgpu or host)", L->file, path);
     v->backend = "webgpu";
-  } else if (strcmp(v->backend, "cpu") && strcmp(v->backend, "webgpu"))
-    return FAIL("%s: %s.backend: unknown backend '%s' (cpu or webgpu)", L->file, path, v->backend);
-  int cpu = !strcmp(v->backend, "cpu");
+  } else if (strcmp(v->backend, "cpu") && strcmp(v->backend, "webgpu") && strcmp(v->backend, "host"))
+    return FAIL("%s: %s.backend: unknown backend '%s' (cpu, webgpu or host)", L->file, path, v->backend);
+  /* "host" kernels run on the host CPU whatever the plan's backend (the
+   * sampler reading back logits); like cpu ones they have no WGSL. */
+  int cpu = !strcmp(v->backend, "cpu") || !strcmp(v->backend, "host");
   if (cpu) {
     if (cJSON_GetObjectItemCaseSensitive(j, "wgsl")) return FAIL("%s: %s.wgsl: a cpu variant has no WGSL file", L->file, path);
   } else if ((st = req_str(L, j, "wgsl", path, &v->wgsl))) return st;

@@ -42,6 +42,7 @@ typedef struct {
   const void *host; /* q or f32: identifies the matrix */
   wisp_wtype type;
   int rows, cols, nparts;
+  uint32_t mv_wg, mv_rows; /* one-token geometry from the plan; 0 = backend default */
   wmat_part *parts;
 } wmat;
 
@@ -75,6 +76,7 @@ typedef struct {
   int own_device;
   int sg; /* subgroup variants */
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
+  int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
   uint64_t max_binding;
   /* recording */
   wisp_wgpu_batch batch;
@@ -438,12 +440,35 @@ static void wmat_free(wgpu_backend *g, wmat *w) {
   free(w);
 }
 
+/* The plan's kernel choice for a matrix: a wgsl_* matmul variant of
+ * kernels/registry.json, and for one-token products the geometry (WG
+ * threads, ROWS rows per workgroup) the plan resolved. */
+static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) {
+  for (int ph = 0; ph < 2; ph++) {
+    const char *v = m->choice[ph].variant;
+    if (v[0] && strncmp(v, "wgsl_", 5) != 0)
+      return wisp_fail(WISP_EUNSUPPORTED, "the plan chose matmul kernel '%s', which the webgpu backend does not have", v);
+  }
+  const wisp_kernel_choice *c = &m->choice[WISP_PHASE_DECODE];
+  if (g->env_geometry || (!c->workgroup_size && !c->rows_per_subgroup)) return WISP_OK;
+  uint32_t wg = c->workgroup_size ? (uint32_t)c->workgroup_size : g->mv_wg;
+  uint32_t rows = c->rows_per_subgroup ? (uint32_t)c->rows_per_subgroup : g->mv_rows;
+  if (rows > 16 || rows > wg || wg > g->d->info.max_compute_invocations_per_workgroup ||
+      (!g->sg && (wg & (wg - 1))))
+    return wisp_fail(WISP_EUNSUPPORTED, "webgpu: the plan's matvec geometry WG=%u ROWS=%u for a %dx%d matrix is outside "
+                     "what matvec%s.wgsl supports (ROWS <= 16 and <= WG%s)", wg, rows, m->rows, m->cols,
+                     g->sg ? "" : "_nosg", g->sg ? "" : ", WG a power of two");
+  w->mv_wg = wg;
+  w->mv_rows = rows;
+  return WISP_OK;
+}
+
 static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   wgpu_backend *g = as_g(be);
   wmat *have = find_mat(g, m);
   if (have) {
     m->device = have;
-    return WISP_OK;
+    return apply_choice(g, m, have);
   }
   const int rows = m->rows, cols = m->cols;
   if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
@@ -505,7 +530,7 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   g->mats[g->n_mats++] = w;
   g->stats.weight_parts += (uint64_t)w->nparts;
   m->device = w;
-  return WISP_OK;
+  return apply_choice(g, m, w);
 }
 
 static wvec *find_vec(wgpu_backend *g, const wisp_vector *v) {
@@ -680,8 +705,12 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
    * workgroups re-reading x (and re-reducing its norm with PRE 1). Subgroup
    * variant only: the plain one with many rows was found very slow on
    * lavapipe (tree reductions of ROWS*WG values). */
-  const uint32_t rows_wg = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows;
-  wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}, {"PRE", pre}};
+  uint32_t rows_wg = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows, wg = g->mv_wg;
+  if (w->mv_wg) { /* the plan's geometry */
+    wg = w->mv_wg;
+    rows_wg = w->mv_rows;
+  }
+  wisp_wgpu_const c[4] = {{"WG", wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}, {"PRE", pre}};
   wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
@@ -941,6 +970,21 @@ int wisp_wgpu_backend_stats_get(const wisp_backend *be, wisp_wgpu_backend_stats 
   return 1;
 }
 
+static void g_caps(wisp_backend *be, wisp_device_caps *out) {
+  wgpu_backend *g = as_g(be);
+  const wisp_wgpu_info *i = &g->d->info;
+  wisp_device_caps_default(out, "webgpu");
+  const char *vendor = i->vendor[0] ? i->vendor : "unknown";
+  size_t n = strnlen(vendor, sizeof out->vendor - 1);
+  memcpy(out->vendor, vendor, n);
+  out->vendor[n] = 0;
+  out->has_subgroups = g->sg;
+  out->subgroup_size = g->sg ? (int)i->subgroup_max_size : 0;
+  out->has_f16 = g->d->has_shader_f16;
+  out->max_workgroup_size = (int)i->max_compute_invocations_per_workgroup;
+  out->max_shared_bytes = (int)i->max_compute_workgroup_storage_size;
+}
+
 static void env_pair(const char *name, uint32_t *a, uint32_t *b) {
   const char *v = getenv(name);
   unsigned x, y;
@@ -995,6 +1039,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *sp = getenv("WISP_WEBGPU_ATTN_SPLITS");
   if (sp && atoi(sp) > 0) g->max_splits = (uint32_t)atoi(sp);
   g->mv_rows_big = 16;
+  g->env_geometry = getenv("WISP_WEBGPU_MATVEC") != NULL;
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows);
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
@@ -1022,6 +1067,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     goto fail;
   g->base = (wisp_backend){
       .name = "webgpu",
+      .caps = g_caps,
       .buf_new = g_buf_new,
       .buf_free = g_buf_free,
       .buf_read = g_buf_read,
