@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/webgpu/wgpu_backend.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -105,9 +106,12 @@ int cmd_bench(int argc, char **argv) {
     prompt[i] = (int32_t)(x % (uint64_t)(vocab < 256 ? vocab : 256));
   }
   fprintf(stderr, "bench: %s, backend %s, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s), n_prompt);
+  wisp_wgpu_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
+  int is_gpu = wisp_wgpu_backend_stats_get(s->backend, &g0);
   double t0 = now_s();
   if (wisp_session_eval(s, prompt, n_prompt, logits)) goto fail;
   double prefill_s = now_s() - t0;
+  if (is_gpu) wisp_wgpu_backend_stats_get(s->backend, &g1);
   double decode_total = 0;
   for (int i = 0; i < n_decode; i++) {
     int32_t t = (int32_t)wisp_argmax(logits, vocab);
@@ -119,6 +123,7 @@ int cmd_bench(int argc, char **argv) {
     if ((i + 1) % 64 == 0 || i + 1 == n_decode) fprintf(stderr, "\rbench: decode %d/%d", i + 1, n_decode);
   }
   if (n_decode) fprintf(stderr, "\n");
+  if (is_gpu) wisp_wgpu_backend_stats_get(s->backend, &g2);
   qsort(step, (size_t)n_decode, sizeof(double), cmp_double);
 
   char fp[65], cpu[256];
@@ -151,6 +156,17 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddNumberToObject(jdec, "tok_per_s", n_decode ? n_decode / decode_total : 0);
   cJSON_AddNumberToObject(jdec, "ms_per_token_p50", 1e3 * percentile(step, n_decode, 0.5));
   cJSON_AddNumberToObject(jdec, "ms_per_token_p95", 1e3 * percentile(step, n_decode, 0.95));
+  /* What bounds decode: weight bytes streamed per token over the time, and
+   * (GPU) how many dispatches and submits each token costs. */
+  uint64_t wbytes = wisp_engine_decode_weight_bytes(m, plan);
+  cJSON_AddNumberToObject(jdec, "weight_bytes_per_token", (double)wbytes);
+  cJSON_AddNumberToObject(jdec, "achieved_GB_per_s", n_decode ? (double)wbytes * n_decode / decode_total / 1e9 : 0);
+  if (is_gpu && n_decode) {
+    cJSON_AddNumberToObject(jdec, "dispatches_per_token", (double)(g2.dispatches - g1.dispatches) / n_decode);
+    cJSON_AddNumberToObject(jdec, "submits_per_token", (double)(g2.submits - g1.submits) / n_decode);
+    cJSON_AddNumberToObject(jp, "dispatches", (double)(g1.dispatches - g0.dispatches));
+    cJSON_AddNumberToObject(jp, "submits", (double)(g1.submits - g0.submits));
+  }
   cJSON_AddStringToObject(r, "output_fingerprint", fp);
   time_t now = time(NULL);
   char stamp[32];

@@ -31,6 +31,9 @@ const wisp_plan *wisp_session_plan(const wisp_session *s);
  * "" = profiles/default. */
 wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps *caps, const char *profile,
                                      wisp_plan **out);
+/* Weight bytes one decode token reads: every matrix the decode plan multiplies
+ * (the embedding contributes one row and is left out). */
+uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p);
 /* Hands the plan's kernel choices to the model's matrices. */
 wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p);
 const char *wisp_session_backend_name(const wisp_session *s);

@@ -15,7 +15,7 @@
 # model.safetensors, prompts.json and ref_{f32,q4}.json into SMALL_OUT_DIR
 # (commit them as tests/parity/small/ for test_parity.c).
 #
-# Environment: PYTHON (python3), SEED (1234), GREEDY (128), REF_DEVICE (cpu;
+# Environment: PYTHON (python3), SEED (1234), GREEDY (128), BACKEND (cpu; wisp's backend), REF_DEVICE (cpu;
 # "cuda" runs the reference on the GPU with TF32 off), THREADS (nproc).
 # Exit status: 0 only if every comparison passed.
 set -uo pipefail
@@ -33,6 +33,7 @@ SEED=${SEED:-1234}
 GREEDY=${GREEDY:-128}
 REF_DEVICE=${REF_DEVICE:-cpu}
 THREADS=${THREADS:-$(nproc)}
+BACKEND=${BACKEND:-cpu}
 CONFIGS=${CONFIGS:-"small lfm2-350m"}
 mkdir -p "$WORK" || exit 2
 [ -x "$WISP" ] || { echo "run_device.sh: $WISP is not executable" >&2; exit 2; }
@@ -69,7 +70,7 @@ for cfg in $CONFIGS; do
     RESULT[$cfg/$q]="not run"
     [ $ok = 1 ] && [ -f "$d/ref_$q.json" ] || continue
     if ! step "$cfg: wisp logits $q" "$WISP" logits -m "$d/art_$q" --prompts "$d/hf/prompts.json" \
-        -o "$d/wisp_$q.json" --greedy "$GREEDY" --backend cpu --threads "$THREADS"; then
+        -o "$d/wisp_$q.json" --greedy "$GREEDY" --backend "$BACKEND" --threads "$THREADS"; then
       RESULT[$cfg/$q]="wisp logits failed"; fail=1; continue
     fi
     "$PY" "$HERE/compare.py" "$d/ref_$q.json" "$d/wisp_$q.json" > "$d/compare_$q.txt" 2>&1
