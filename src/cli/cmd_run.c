@@ -69,7 +69,8 @@ int cmd_run(int argc, char **argv) {
   if (wisp_model_open(model_dir, &m)) goto fail;
   wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile};
   if (wisp_session_new(m, &so, &s)) goto fail;
-  if (wisp_tokenizer_new(m->artifact->tokenizer, wisp_model_vocab(m), &tok)) goto fail;
+  if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
+    goto fail;
   if (wisp_tokenizer_encode(tok, prompt, &ids, &n_ids)) goto fail;
   if (n_ids == 0) { wisp_fail(WISP_EINVAL, "the prompt is empty"); goto fail; }
   const int vocab = wisp_model_vocab(m);
