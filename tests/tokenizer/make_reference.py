@@ -128,8 +128,14 @@ def make(kind, out_root, corpus, args):
     out = os.path.join(out_root, kind)
     os.makedirs(out, exist_ok=True)
     tok = build(kind, args.vocab, args.seed + (0 if kind == "lfm2" else 1), args.train_lines)
-    tok.save(os.path.join(out, "tokenizer.json"))
     lfm2 = kind == "lfm2"
+    path = os.path.join(out, "tokenizer.json")
+    tok.save(path)
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    if doc["model"].get("ignore_merges") != lfm2:  # make sure training kept the flag
+        doc["model"]["ignore_merges"] = lfm2
+        write_json(path, doc)
     im_end, eot = tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
