@@ -346,3 +346,168 @@ TEST(chat_detect_and_stop_tokens) {
   CHECK(wisp_chat_load(NULL, gen, t, &info) == WISP_EFORMAT);
   wisp_tokenizer_free(t);
 }
+
+/* ---- reference data from tests/tokenizer/make_reference.py ---- */
+
+/* Undoes make_corpus.py's escapes (\\ \n \r) in place; returns the length. */
+static size_t unescape(char *s) {
+  size_t o = 0;
+  for (size_t i = 0; s[i]; i++) {
+    if (s[i] == '\\' && (s[i + 1] == '\\' || s[i + 1] == 'n' || s[i + 1] == 'r')) {
+      s[o++] = s[i + 1] == 'n' ? '\n' : s[i + 1] == 'r' ? '\r' : '\\';
+      i++;
+    } else {
+      s[o++] = s[i];
+    }
+  }
+  s[o] = 0;
+  return o;
+}
+
+/* Splits a buffer into lines (on '\n' only), in place. */
+static int split_lines(char *buf, char ***lines) {
+  int n = 0, cap = 1024;
+  *lines = malloc(sizeof(char *) * (size_t)cap);
+  char *p = buf;
+  while (*lines && *p) {
+    char *nl = strchr(p, '\n');
+    if (n == cap) *lines = realloc(*lines, sizeof(char *) * (size_t)(cap *= 2));
+    if (!*lines) break;
+    (*lines)[n++] = p;
+    if (!nl) break;
+    *nl = 0;
+    p = nl + 1;
+  }
+  return n;
+}
+
+static void print_ids(char *out, size_t cap, const int32_t *ids, int n) {
+  size_t at = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && at + 16 < cap; i++) at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? "," : "", ids[i]);
+}
+
+static void check_reference(const char *kind, int add_special, int nfc) {
+  char dir[256], path[512];
+  snprintf(dir, sizeof dir, "tests/tokenizer/%s", kind);
+  snprintf(path, sizeof path, "%s/expected.jsonl", dir);
+  CHECKF(wisp_path_exists(path),
+         "%s is missing: run `python3 tests/tokenizer/make_reference.py` (tokenizers 0.23 + transformers) on the GPU "
+         "machine from the repository root and commit tests/tokenizer/%s/",
+         path, kind);
+  char *corpus = NULL, *expected = NULL, **cl = NULL, **el = NULL;
+  wisp_tokenizer *t = NULL;
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  int ok = !wisp_tokenizer_from_file(path, &t);
+  CHECKF(ok, "%s", wisp_last_error());
+  snprintf(path, sizeof path, "%s/expected.jsonl", dir);
+  ok = !wisp_read_file("tests/tokenizer/corpus.txt", &corpus, NULL) && !wisp_read_file(path, &expected, NULL);
+  int nc = ok ? split_lines(corpus, &cl) : 0, ne = ok ? split_lines(expected, &el) : 0;
+  int mismatches = 0, roundtrip_bad = 0, stream_bad = 0, first = -1;
+  char first_msg[4096] = "", rt_msg[1024] = "", st_msg[512] = "";
+  if (ok && nc != ne) {
+    snprintf(first_msg, sizeof first_msg, "corpus.txt has %d lines, %s has %d: regenerate the reference", nc, path, ne);
+    mismatches = 1;
+  }
+  for (int i = 0; ok && !mismatches && i < nc; i++) {
+    size_t len = unescape(cl[i]);
+    int32_t *ids = NULL;
+    int n = 0;
+    if (wisp_tokenizer_encode_n(t, cl[i], len, add_special, &ids, &n)) {
+      if (!mismatches++) snprintf(first_msg, sizeof first_msg, "line %d: %s", i + 1, wisp_last_error());
+      continue;
+    }
+    cJSON *ref = cJSON_Parse(el[i]);
+    int nr = cJSON_IsArray(ref) ? cJSON_GetArraySize(ref) : -1, same = nr == n;
+    int32_t *rids = malloc(sizeof(int32_t) * (size_t)(nr > 0 ? nr : 1));
+    for (int k = 0; k < nr; k++) rids[k] = (int32_t)cJSON_GetArrayItem(ref, k)->valuedouble;
+    for (int k = 0; same && k < n; k++) same = ids[k] == rids[k];
+    cJSON_Delete(ref);
+    if (!same && !mismatches++) {
+      char a[1500], b[1500];
+      print_ids(a, sizeof a, ids, n);
+      print_ids(b, sizeof b, rids, nr);
+      first = i + 1;
+      snprintf(first_msg, sizeof first_msg, "line %d \"%.200s\": wisp [%s] vs reference [%s]", first, cl[i], a, b);
+    }
+    free(rids);
+    /* decode(encode(x)) == x (NFC(x) when the tokenizer normalizes), without the BOS */
+    free(ids);
+    if (wisp_tokenizer_encode_n(t, cl[i], len, 0, &ids, &n)) continue;
+    char *back = NULL, *want = cl[i];
+    size_t blen = 0, wlen = len;
+    utf8proc_uint8_t *norm = NULL;
+    if (nfc) {
+      utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)cl[i], (utf8proc_ssize_t)len, &norm,
+                                        UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+      if (r >= 0) want = (char *)norm, wlen = (size_t)r;
+    }
+    if (wisp_tokenizer_decode(t, ids, n, &back, &blen) || blen != wlen || memcmp(back, want, wlen)) {
+      if (!roundtrip_bad++) snprintf(rt_msg, sizeof rt_msg, "line %d \"%.200s\" decodes to \"%.200s\"", i + 1, cl[i], back ? back : "");
+    }
+    /* streaming: same bytes, every chunk valid UTF-8 */
+    wisp_stream_decoder d;
+    wisp_stream_init(&d, t);
+    size_t at = 0;
+    int good = 1;
+    for (int k = 0; k < n && good; k++) {
+      const char *out;
+      size_t ol;
+      good = !wisp_stream_push(&d, ids[k], &out, &ol) && wisp_utf8_valid(out, ol) && at + ol <= blen &&
+             !memcmp(back + at, out, ol);
+      at += ol;
+    }
+    const char *out;
+    size_t ol;
+    wisp_stream_flush(&d, &out, &ol);
+    good = good && ol == 0 && at == blen;
+    wisp_stream_free(&d);
+    if (!good && !stream_bad++) snprintf(st_msg, sizeof st_msg, "line %d: streaming decode differs or split a character", i + 1);
+    free(norm);
+    free(back);
+    free(ids);
+  }
+  free(cl);
+  free(el);
+  free(corpus);
+  free(expected);
+  wisp_tokenizer_free(t);
+  CHECKF(ok, "cannot read the corpus or %s", path);
+  CHECKF(!mismatches, "%s: %d of %d lines differ; first: %s", kind, mismatches, nc, first_msg);
+  CHECKF(!roundtrip_bad, "%s: %d lines do not round-trip; first: %s", kind, roundtrip_bad, rt_msg);
+  CHECKF(!stream_bad, "%s: %d lines stream badly; first: %s", kind, stream_bad, st_msg);
+  /* chat.json: templates as transformers renders them */
+  snprintf(path, sizeof path, "%s/chat.json", dir);
+  if (!wisp_path_exists(path)) return;
+  char *text = NULL;
+  CHECK(!wisp_read_file(path, &text, NULL));
+  cJSON *chat = cJSON_Parse(text);
+  free(text);
+  CHECK(chat);
+  wisp_chat_template kind_t = !strcmp(kind, "lfm2") ? WISP_CHAT_LFM2 : WISP_CHAT_QWEN;
+  char cfg[512];
+  snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+  wisp_chat_info info;
+  snprintf(path, sizeof path, "%s/generation_config.json", dir);
+  wisp_tokenizer *t2 = NULL;
+  char tj[512];
+  snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+  int loaded = !wisp_tokenizer_from_file(tj, &t2) && !wisp_chat_load(cfg, path, t2, &info);
+  int32_t im_end = t2 ? wisp_tokenizer_token_id(t2, "<|im_end|>") : -1;
+  wisp_tokenizer_free(t2);
+  const cJSON *gp = cJSON_GetObjectItem(chat, "generation_prompt"), *gt = cJSON_GetObjectItem(chat, "generation_prompt_thinking");
+  char *mine = wisp_chat_render(kind_t, CONV, 4, 1, 0), *mine_t = wisp_chat_render(kind_t, CONV, 4, 1, 1);
+  int same = cJSON_IsString(gp) && mine && !strcmp(mine, gp->valuestring);
+  int same_t = !gt || (cJSON_IsString(gt) && mine_t && !strcmp(mine_t, gt->valuestring));
+  char msg[2048];
+  snprintf(msg, sizeof msg, "wisp:\n%s\ntransformers:\n%s", mine ? mine : "", cJSON_IsString(gp) ? gp->valuestring : "");
+  free(mine);
+  free(mine_t);
+  cJSON_Delete(chat);
+  CHECKF(loaded && info.kind == kind_t && wisp_chat_is_stop(&info, im_end), "%s: template detection/stop ids", kind);
+  CHECKF(same, "%s chat template differs: %s", kind, msg);
+  CHECK(same_t);
+}
+
+TEST(tokenizer_matches_reference_lfm2) { check_reference("lfm2", 1, 0); }
+TEST(tokenizer_matches_reference_qwen35) { check_reference("qwen35", 0, 1); }
