@@ -511,3 +511,64 @@ static void check_reference(const char *kind, int add_special, int nfc) {
 
 TEST(tokenizer_matches_reference_lfm2) { check_reference("lfm2", 1, 0); }
 TEST(tokenizer_matches_reference_qwen35) { check_reference("qwen35", 0, 1); }
+
+/* ---- wisp run --chat on a small artifact with the tiny BPE tokenizer ---- */
+
+static void make_bpe_manifest(cJSON *m) {
+  cJSON *w = cJSON_GetObjectItem(m, "wisp");
+  if (!w) w = cJSON_AddObjectToObject(m, "wisp");
+  cJSON_DeleteItemFromObject(w, "tokenizer");
+  cJSON_AddStringToObject(w, "tokenizer", "bpe");
+  cJSON *f = cJSON_AddObjectToObject(w, "tokenizerFiles");
+  cJSON_AddStringToObject(f, "tokenizer", "tokenizer.json");
+  cJSON_AddStringToObject(f, "config", "tokenizer_config.json");
+  cJSON_AddStringToObject(f, "generation", "generation_config.json");
+}
+
+static void write_to(const char *dir, const char *name, const char *text) {
+  char p[800];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "wb");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+static const char *chat_model(void) {
+  static char dir[600];
+  if (dir[0]) return dir;
+  const char *d = fixture_variant("chat-model", make_bpe_manifest, 0);
+  if (!d) return NULL;
+  snprintf(dir, sizeof dir, "%s", d);
+  char *json = tiny_json(0, 0, "BPE");
+  write_to(dir, "tokenizer.json", json);
+  free(json);
+  write_to(dir, "tokenizer_config.json",
+           "{\"bos_token\": \"<|startoftext|>\", \"eos_token\": \"<|im_end|>\", \"chat_template\": "
+           "\"{{- bos_token -}}{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\\\\n' + "
+           "message['content'] + '<|im_end|>\\\\n' -}}{%- endfor -%}\"}");
+  write_to(dir, "generation_config.json", "{\"eos_token_id\": 266}");
+  return dir;
+}
+
+TEST(cli_chat_two_turns) {
+  const char *dir = chat_model();
+  CHECK(dir);
+  char cmd[2048], out[16384];
+  snprintf(cmd, sizeof cmd, "printf 'hello\\nhow are you?\\n' | %s run -m %s --chat -sys 'Be brief.' -n 6 --temp 0",
+           test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+  CHECKF(strstr(out, "lfm2 template") && strstr(out, "[reply 1: ") && strstr(out, "[reply 2: ") &&
+             !strstr(out, "[reply 3: "),
+         "%s", out);
+  /* /exit ends the conversation */
+  snprintf(cmd, sizeof cmd, "printf 'hello\\n/exit\\nnever\\n' | %s run -m %s --chat -n 4 --temp 0", test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "[reply 1: ") && !strstr(out, "[reply 2: "), "%s", out);
+  /* plain run works with the BPE tokenizer too (prompt tokens: BOS + hello) */
+  snprintf(cmd, sizeof cmd, "%s run -m %s -p hello -n 3 --temp 0", test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "2 prompt tokens"), "%s", out);
+  /* a byte-tokenizer model has no chat template */
+  snprintf(cmd, sizeof cmd, "echo hi | %s run -m %s --chat -n 2", test_wisp_bin(), fixture_small_model());
+  CHECKF(test_run(cmd, out, sizeof out) == 1 && strstr(out, "no chat template"), "%s", out);
+}
