@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #include "fixtures.h"
+#include "st_fixture.h"
 #include "test.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -571,4 +573,83 @@ TEST(cli_chat_two_turns) {
   /* a byte-tokenizer model has no chat template */
   snprintf(cmd, sizeof cmd, "echo hi | %s run -m %s --chat -n 2", test_wisp_bin(), fixture_small_model());
   CHECKF(test_run(cmd, out, sizeof out) == 1 && strstr(out, "no chat template"), "%s", out);
+}
+
+/* ---- wisp convert carries the tokenizer ---- */
+
+/* A tokenizer small enough for the 96-token test checkpoint: bytes 32..122
+ * are ids 0..90, then four specials. */
+static char *micro_json(void) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+  add_added(added, 91, "<|startoftext|>", 1, 0, 0, 0, 0);
+  add_added(added, 92, "<|im_start|>", 1, 0, 0, 0, 0);
+  add_added(added, 93, "<|im_end|>", 1, 0, 0, 0, 0);
+  add_added(added, 94, "<|endoftext|>", 1, 0, 0, 0, 0);
+  cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"));
+  cJSON *model = cJSON_AddObjectToObject(root, "model");
+  cJSON_AddStringToObject(model, "type", "BPE");
+  cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+  char c[8];
+  for (int b = 32; b <= 122; b++) {
+    byte_char(b, c);
+    cJSON_AddNumberToObject(vocab, c, b - 32);
+  }
+  cJSON_AddArrayToObject(model, "merges");
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
+TEST(convert_copies_tokenizer_files) {
+  char hf[600], out[700], cmd[2048], log[16384];
+  snprintf(hf, sizeof hf, "%s/hf_tok", test_tmpdir());
+  CHECK(mkdir(hf, 0755) == 0 && fx_write_tiny_lfm2(hf, NULL) == 0);
+  char *json = micro_json();
+  write_to(hf, "tokenizer.json", json);
+  free(json);
+  write_to(hf, "tokenizer_config.json", "{\"bos_token\": \"<|startoftext|>\", \"eos_token\": \"<|im_end|>\", "
+                                        "\"chat_template\": \"{{ bos_token }}{% for m in messages %}<|im_start|>{% endfor %}\"}");
+  write_to(hf, "generation_config.json", "{\"eos_token_id\": [93, 94]}");
+  snprintf(out, sizeof out, "%s/art_tok", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, out);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  const char *names[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+  for (int i = 0; i < 3; i++) {
+    char p[800];
+    snprintf(p, sizeof p, "%s/%s", out, names[i]);
+    CHECKF(wisp_path_exists(p), "%s missing", p);
+  }
+  char mp[800], *text = NULL;
+  snprintf(mp, sizeof mp, "%s/manifest.json", out);
+  CHECK(!wisp_read_file(mp, &text, NULL));
+  cJSON *m = cJSON_Parse(text);
+  free(text);
+  cJSON *w = cJSON_GetObjectItem(m, "wisp"), *files = cJSON_GetObjectItem(w, "tokenizerFiles");
+  int ok = !strcmp(cJSON_GetObjectItem(w, "tokenizer")->valuestring, "bpe") && files &&
+           !strcmp(cJSON_GetObjectItem(files, "generation")->valuestring, "generation_config.json");
+  cJSON_Delete(m);
+  CHECK(ok);
+  /* the artifact chats: LFM2 template, stops on <|im_end|> / <|endoftext|> */
+  snprintf(cmd, sizeof cmd, "printf 'hi there\\nand again\\n' | %s run -m %s --chat -n 5 --temp 0", test_wisp_bin(), out);
+  CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "lfm2 template, 2 stop tokens") && strstr(log, "[reply 2: "),
+         "%s", log);
+  /* removing the tokenizer file makes the artifact fail to open, clearly */
+  snprintf(mp, sizeof mp, "%s/tokenizer.json", out);
+  CHECK(unlink(mp) == 0);
+  snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 1", test_wisp_bin(), out);
+  CHECKF(test_run(cmd, log, sizeof log) == 1 && strstr(log, "tokenizer.json is missing"), "%s", log);
+  /* a tokenizer larger than the model's vocabulary is refused, nothing left behind */
+  json = tiny_json(0, 0, "BPE");
+  write_to(hf, "tokenizer.json", json);
+  free(json);
+  snprintf(out, sizeof out, "%s/art_tok_big", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, out);
+  CHECKF(test_run(cmd, log, sizeof log) == 1 && strstr(log, "vocab_size is 96"), "%s", log);
+  CHECK(!wisp_path_exists(out));
+  /* an unsupported tokenizer is a one-line error */
+  json = tiny_json(0, 0, "Unigram");
+  write_to(hf, "tokenizer.json", json);
+  free(json);
+  CHECKF(test_run(cmd, log, sizeof log) == 1 && strstr(log, "'Unigram' is not supported"), "%s", log);
 }

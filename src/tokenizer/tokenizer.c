@@ -65,7 +65,7 @@ int wisp_tokenizer_artifact_file(const char *dir, const cJSON *manifest, const c
   const cJSON *f = cJSON_GetObjectItemCaseSensitive(files, which);
   const char *name = NULL;
   if (cJSON_IsString(f)) name = f->valuestring;
-  else if (!files) /* an artifact that names no files: the Hugging Face names */
+  else /* not named: the Hugging Face names */
     name = !strcmp(which, "tokenizer") ? "tokenizer.json"
            : !strcmp(which, "config") ? "tokenizer_config.json"
            : !strcmp(which, "generation") ? "generation_config.json" : NULL;
