@@ -49,7 +49,7 @@ static wisp_status emit(const wisp_tokenizer *tok, wisp_stream_decoder *dec, int
     return WISP_OK;
   }
   wisp_status st = wisp_stream_push(dec, id, &out, &len);
-  if (!st) fwrite(out, 1, len, stdout);
+  if (!st && len) fwrite(out, 1, len, stdout);
   return st;
 }
 
@@ -57,7 +57,7 @@ static void flush_stream(wisp_stream_decoder *dec) {
   const char *out;
   size_t len;
   wisp_stream_flush(dec, &out, &len);
-  fwrite(out, 1, len, stdout);
+  if (len) fwrite(out, 1, len, stdout);
 }
 
 static wisp_status check_ids(const int32_t *ids, int n, int vocab) {

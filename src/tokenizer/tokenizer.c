@@ -238,6 +238,11 @@ wisp_status wisp_stream_push(wisp_stream_decoder *d, int32_t id, const char **ou
   }
   if (l) memcpy(d->buf + d->len, b, l);
   d->len += l;
+  if (!d->buf) { /* nothing pushed yet */
+    *out = "";
+    *out_len = 0;
+    return WISP_OK;
+  }
   size_t ready = wisp_utf8_complete_prefix(d->buf, d->len);
   *out = d->buf;
   *out_len = ready;
@@ -246,6 +251,11 @@ wisp_status wisp_stream_push(wisp_stream_decoder *d, int32_t id, const char **ou
 }
 
 void wisp_stream_flush(wisp_stream_decoder *d, const char **out, size_t *out_len) {
+  if (!d->buf) {
+    *out = "";
+    *out_len = 0;
+    return;
+  }
   *out = d->buf + d->held;
   *out_len = d->len - d->held;
   d->held = d->len;
