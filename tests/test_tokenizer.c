@@ -172,6 +172,74 @@ TEST(bpe_merges_by_rank_and_ignore_merges) {
   wisp_tokenizer_free(t);
 }
 
+/* The tiny tokenizer with another pre_tokenizer. */
+static wisp_tokenizer *tiny_with_pretok(const char *pretok) {
+  char *json = tiny_json(0, 0, "BPE");
+  cJSON *root = cJSON_Parse(json);
+  free(json);
+  cJSON_ReplaceItemInObject(root, "pre_tokenizer", cJSON_Parse(pretok));
+  json = cJSON_Print(root);
+  cJSON_Delete(root);
+  wisp_tokenizer *t = NULL;
+  if (wisp_tokenizer_from_json(json, "tiny", &t)) fprintf(stderr, "tiny: %s\n", wisp_last_error());
+  free(json);
+  return t;
+}
+
+TEST(bpe_pretokenizer_variants) {
+  /* ByteLevel alone, GPT-2 regex and a prefix space: " hello", " world" */
+  wisp_tokenizer *t = tiny_with_pretok("{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}");
+  CHECK(t);
+  ENC_IS(t, "hello world", 0, 32, 259, 262, 263);
+  ENC_IS(t, " hello", 0, 32, 259);
+  wisp_tokenizer_free(t);
+  /* Split on a literal string, behaviors */
+  const char *seq = "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"String\":\"l\"},"
+                    "\"behavior\":\"%s\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}";
+  char buf[512];
+  snprintf(buf, sizeof buf, seq, "Removed");
+  t = tiny_with_pretok(buf);
+  CHECK(t);
+  ENC_IS(t, "hello", 0, 256, 111);   /* "he" "o" */
+  wisp_tokenizer_free(t);
+  snprintf(buf, sizeof buf, seq, "Isolated");
+  t = tiny_with_pretok(buf);
+  ENC_IS(t, "hello", 0, 256, 108, 108, 111);
+  wisp_tokenizer_free(t);
+  snprintf(buf, sizeof buf, seq, "MergedWithPrevious");
+  t = tiny_with_pretok(buf);
+  ENC_IS(t, "hello", 0, 256, 108, 108, 111);  /* "hel" "l" "o" */
+  ENC_IS(t, "lo", 0, 108, 111);
+  wisp_tokenizer_free(t);
+  snprintf(buf, sizeof buf, seq, "MergedWithNext");
+  t = tiny_with_pretok(buf);
+  ENC_IS(t, "hello", 0, 256, 108, 108, 111);  /* "he" "l" "lo" */
+  wisp_tokenizer_free(t);
+  snprintf(buf, sizeof buf, seq, "Contiguous");
+  CHECK(tiny_with_pretok(buf) == NULL && strstr(wisp_last_error(), "behavior 'Contiguous' is not supported"));
+  CHECK(tiny_with_pretok("{\"type\":\"Metaspace\"}") == NULL && strstr(wisp_last_error(), "'Metaspace' is not supported"));
+  CHECK(tiny_with_pretok("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\p{L\"}}") == NULL &&
+        strstr(wisp_last_error(), "PCRE2"));
+  /* no ByteLevel at all: not a byte-level BPE */
+  CHECK(tiny_with_pretok("{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Removed\"}") == NULL &&
+        strstr(wisp_last_error(), "ByteLevel"));
+}
+
+TEST(cli_tokenize) {
+  char *json = tiny_json(0, 0, "BPE");
+  const char *path = fixture_write("tok.json", json);
+  free(json);
+  char p[700], cmd[1024], out[4096];
+  snprintf(p, sizeof p, "%s", path);
+  snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer %s -p 'hello world'", test_wisp_bin(), p);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, "[270,259,262,263]\n"), "%s", out);
+  snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer %s --decode 259,262,263", test_wisp_bin(), p);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, "hello world"), "%s", out);
+  const char *corpus = fixture_write("c.txt", "hello\\nworld\nlll\n");
+  snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer %s --no-special --corpus %s", test_wisp_bin(), p, corpus);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, "[259,10,119,261,263]\n[257,108]\n"), "%s", out);
+}
+
 TEST(bpe_added_tokens_and_flags) {
   wisp_tokenizer *t = tiny(0, 1);
   CHECK(t);

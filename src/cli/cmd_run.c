@@ -150,7 +150,7 @@ int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
     else if (!strcmp(a, "--backend")) backend = v;
     else if (!strcmp(a, "--profile")) profile = v;
-    else if (!strcmp(a, "-sys") || !strcmp(a, "--system")) system = v;
+    else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) system = v;
     else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; n_predict = (int)d; }
     else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!parse_num(a, v, 0, 1024, &d)) return 2; threads = (int)d; }
     else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; ctx = (int)d; }

@@ -228,7 +228,7 @@ static int json_flag(const cJSON *o, const char *key, int def) {
 static wisp_status compile_re(const char *pat, int literal, const char *label, pcre2_code **out) {
   int err;
   PCRE2_SIZE at;
-  uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  uint32_t opts = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, opts, &err, &at, NULL);
   if (!re) {
     PCRE2_UCHAR msg[256];
