@@ -215,6 +215,13 @@ TEST(bpe_pretokenizer_variants) {
   t = tiny_with_pretok(buf);
   ENC_IS(t, "hello", 0, 256, 108, 108, 111);  /* "he" "l" "lo" */
   wisp_tokenizer_free(t);
+  /* \s is Unicode White_Space as in Oniguruma: U+3000 is, U+180E is not */
+  t = tiny_with_pretok("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},"
+                       "\"behavior\":\"Removed\"},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}");
+  CHECK(t);
+  ENC_IS(t, "a\xe3\x80\x80" "b", 0, 97, 98);
+  ENC_IS(t, "a\xe1\xa0\x8e" "b", 0, 97, 225, 160, 142, 98);
+  wisp_tokenizer_free(t);
   snprintf(buf, sizeof buf, seq, "Contiguous");
   CHECK(tiny_with_pretok(buf) == NULL && strstr(wisp_last_error(), "behavior 'Contiguous' is not supported"));
   CHECK(tiny_with_pretok("{\"type\":\"Metaspace\"}") == NULL && strstr(wisp_last_error(), "'Metaspace' is not supported"));

@@ -225,11 +225,45 @@ static int json_flag(const cJSON *o, const char *key, int def) {
   return def;
 }
 
+/* Oniguruma's \s is Unicode White_Space; PCRE2's (with UCP) also takes
+ * U+180E. Writing the class out makes both engines agree. */
+#define WHITE_SPACE "\\t\\n\\x0b\\f\\r\\x20\\x85\\xa0\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+
+static char *oniguruma_spaces(const char *pat) {
+  size_t n = strlen(pat), cap = n * 8 + 1;
+  char *out = malloc(cap), *o = out;
+  if (!out) return NULL;
+  int in_class = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = pat[i];
+    if (c == '\\' && i + 1 < n) {
+      char d = pat[i + 1];
+      i++;
+      if (d == 's' || (d == 'S' && !in_class)) {
+        o += sprintf(o, "%s%s%s", in_class ? "" : d == 'S' ? "[^" : "[", WHITE_SPACE, in_class ? "" : "]");
+        continue;
+      }
+      *o++ = c;
+      *o++ = d;
+      continue;
+    }
+    if (c == '[') in_class++;
+    else if (c == ']' && in_class) in_class--;
+    *o++ = c;
+  }
+  *o = 0;
+  return out;
+}
+
 static wisp_status compile_re(const char *pat, int literal, const char *label, pcre2_code **out) {
   int err;
   PCRE2_SIZE at;
+  char *own = literal ? NULL : oniguruma_spaces(pat);
+  if (!literal && !own) return wisp_fail(WISP_ENOMEM, "out of memory");
+  if (own) pat = own;
   uint32_t opts = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, opts, &err, &at, NULL);
+  free(own);
   if (!re) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
