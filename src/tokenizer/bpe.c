@@ -230,7 +230,7 @@ static int json_flag(const cJSON *o, const char *key, int def) {
 #define WHITE_SPACE "\\t\\n\\x0b\\f\\r\\x20\\x85\\xa0\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
 
 static char *oniguruma_spaces(const char *pat) {
-  size_t n = strlen(pat), cap = n * 8 + 1;
+  size_t n = strlen(pat), cap = (n / 2 + 1) * (sizeof WHITE_SPACE + 4) + n + 1; /* every \\s may grow */
   char *out = malloc(cap), *o = out;
   if (!out) return NULL;
   int in_class = 0;
