@@ -185,6 +185,9 @@ def make(kind, out_root, corpus, args):
         chat["transformers"] = transformers.__version__
     except ImportError:
         print("transformers is missing: chat.json not written", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - the ids above are what matters; say why chat.json is missing
+        print(f"WARNING {kind}: transformers failed ({type(e).__name__}: {e}); chat.json not written", file=sys.stderr)
+        chat = {}
     if chat:
         write_json(os.path.join(out, "chat.json"), chat)
     n_ids = sum(len(e.ids) for e in encs)
