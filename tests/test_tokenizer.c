@@ -256,6 +256,7 @@ TEST(bpe_added_tokens_and_flags) {
   ENC_IS(t, "a  <s>\n\nb", 0, 97, 267, 98);
   ENC_IS(t, "a <r> b", 0, 97, 32, 271, 98);        /* rstrip only */
   ENC_IS(t, "fox foxes", 0, 269, 32, 102, 111, 120, 101, 115); /* single_word */
+  ENC_IS(t, "xfox fox", 0, 120, 102, 111, 120, 32, 269);
   ENC_IS(t, "<think>x", 0, 268, 120);              /* a normalized added token */
   ENC_IS(t, "<|im_start|<|im_start|>", 0, 60, 124, 105, 109, 95, 115, 116, 97, 114, 116, 124, 265);
   ENC_IS(t, "e\xcc\x81", 0, 195, 169);             /* NFC: e + combining acute -> U+00E9 */

@@ -730,25 +730,31 @@ static int split_added(const wisp_bpe *b, int pass, const char *s, size_t n, pli
   size_t from = 0, pos = 0;
   while (pos < n) {
     const added_token *hit = NULL;
-    /* leftmost: scan positions; longest: tokens are sorted longest first */
-    for (; pos < n && !hit; pos++) {
-      if (!b->first[pass][(unsigned char)s[pos]]) continue;
+    /* leftmost: scan positions; longest: tokens are sorted longest first.
+     * As tokenizers' non-overlapping leftmost-longest search, a match that
+     * single_word rejects is skipped over, not retried shorter. */
+    while (pos < n && !hit) {
+      if (!b->first[pass][(unsigned char)s[pos]]) { pos++; continue; }
       for (int i = 0; i < b->n_added; i++) {
         const added_token *a = &b->added[i];
         if (a->normalized != pass || a->match_len > n - pos || a->match[0] != s[pos]) continue;
         if (memcmp(a->match, s + pos, a->match_len)) continue;
-        if (a->single_word) {
-          int32_t c;
-          if (pos > 0 && is_word(cp_before(s, pos, NULL))) continue;
-          if (pos + a->match_len < n) {
-            utf8_decode((const unsigned char *)s + pos + a->match_len, n - pos - a->match_len, &c);
-            if (is_word(c)) continue;
-          }
-        }
         hit = a;
         break;
       }
-      if (hit) break;
+      if (!hit) { pos++; continue; }
+      if (hit->single_word) {
+        int32_t c = 0;
+        int word_before = pos > 0 && is_word(cp_before(s, pos, NULL)), word_after = 0;
+        if (pos + hit->match_len < n) {
+          utf8_decode((const unsigned char *)s + pos + hit->match_len, n - pos - hit->match_len, &c);
+          word_after = is_word(c);
+        }
+        if (word_before || word_after) {
+          pos += hit->match_len;
+          hit = NULL;
+        }
+      }
     }
     if (!hit) break;
     size_t start = pos, stop = pos + hit->match_len;
