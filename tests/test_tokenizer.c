@@ -400,6 +400,9 @@ TEST(chat_detect_and_stop_tokens) {
   c = cJSON_Parse("{\"chat_template\": \"{%- if enable_thinking is defined %}<think>{% endif %}<|im_start|>\"}");
   CHECK(wisp_chat_detect(c) == WISP_CHAT_QWEN);
   cJSON_Delete(c);
+  c = cJSON_Parse("{\"bos_token\": \"<|startoftext|>\", \"chat_template\": \"{{ bos_token }}<think></think><|im_start|>\"}");
+  CHECK(wisp_chat_detect(c) == WISP_CHAT_LFM2);
+  cJSON_Delete(c);
   c = cJSON_Parse("{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"}, {\"name\": \"default\", \"template\": \"<|im_start|>\"}]}");
   CHECK(wisp_chat_detect(c) == WISP_CHAT_CHATML);
   cJSON_Delete(c);

@@ -44,9 +44,10 @@ wisp_chat_template wisp_chat_detect(const cJSON *cfg) {
   if (!cfg) return WISP_CHAT_NONE;
   const char *t = template_text(cfg), *bos = token_field(cfg, "bos_token");
   if (!t) return WISP_CHAT_NONE;
-  if (strstr(t, "<think>") || strstr(t, "enable_thinking")) return WISP_CHAT_QWEN;
+  /* LFM2 first: its BOS is the signature (its templates may mention <think> too). */
   if (strstr(t, "<|startoftext|>") || (bos && !strcmp(bos, "<|startoftext|>") && strstr(t, "bos_token")))
     return WISP_CHAT_LFM2;
+  if (strstr(t, "<think>") || strstr(t, "enable_thinking")) return WISP_CHAT_QWEN;
   if (strstr(t, "<|im_start|>")) return WISP_CHAT_CHATML;
   return WISP_CHAT_NONE;
 }
