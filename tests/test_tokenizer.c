@@ -170,6 +170,21 @@ TEST(bpe_merges_by_rank_and_ignore_merges) {
   ENC_IS(t, "hello world", 0, 259, 264);    /* " world" is in the vocabulary as a whole */
   ENC_IS(t, "worlds", 0, 119, 261, 263, 115);
   wisp_tokenizer_free(t);
+  /* A vocabulary string outside the byte-level alphabet ("中" as itself) is
+   * never matched by ignore_merges and decodes to its own UTF-8 bytes. */
+  char *json = tiny_json(1, 0, "BPE");
+  cJSON *root = cJSON_Parse(json);
+  free(json);
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "model"), "vocab"), "\xe4\xb8\xad", 272);
+  json = cJSON_Print(root);
+  cJSON_Delete(root);
+  CHECK(!wisp_tokenizer_from_json(json, "raw", &t));
+  free(json);
+  ENC_IS(t, "\xe4\xb8\xad", 0, 228, 184, 173);
+  size_t len;
+  const char *bytes = wisp_tokenizer_token_bytes(t, 272, &len);
+  CHECK(bytes && len == 3 && !memcmp(bytes, "\xe4\xb8\xad", 3));
+  wisp_tokenizer_free(t);
 }
 
 /* The tiny tokenizer with another pre_tokenizer. */

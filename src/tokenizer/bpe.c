@@ -95,7 +95,7 @@ static uint64_t hash_u64(uint64_t x) {
 typedef struct {
   char *bytes; /* decoded bytes of the token (owned) */
   uint32_t len;
-  int present;
+  int present, raw; /* raw: not a byte-level string (see unmap_string_raw) */
 } token;
 
 typedef struct {
@@ -185,25 +185,31 @@ static size_t pow2_at_least(size_t n) {
   return c;
 }
 
-/* Maps a byte-level vocabulary string back to bytes: each char of the GPT-2
- * table becomes its byte, any other char stays as its UTF-8 bytes. */
-static int unmap_string(const char *s, sbuf *out) {
+/* Maps a byte-level vocabulary string back to bytes, as the ByteLevel
+ * decoder does: when every char is in the GPT-2 table each becomes its byte;
+ * otherwise the string is kept as its own UTF-8 bytes and *raw is set (such
+ * a token can never come out of byte-level pre-tokenization). */
+static int unmap_string_raw(const char *s, sbuf *out, int *raw) {
   out->len = 0;
   size_t n = strlen(s), i = 0;
+  if (raw) *raw = 0;
   if (!sb_put(out, "", 0)) return 0;
   while (i < n) {
     int32_t cp;
     int k = utf8_decode((const unsigned char *)s + i, n - i, &cp);
-    if (cp >= 0 && cp < 512 && cp_byte[cp] >= 0) {
-      char c = (char)cp_byte[cp];
-      if (!sb_put(out, &c, 1)) return 0;
-    } else if (!sb_put(out, s + i, (size_t)k)) {
-      return 0;
+    if (!(cp >= 0 && cp < 512 && cp_byte[cp] >= 0)) {
+      if (raw) *raw = 1;
+      out->len = 0;
+      return sb_put(out, s, n);
     }
+    char c = (char)cp_byte[cp];
+    if (!sb_put(out, &c, 1)) return 0;
     i += (size_t)k;
   }
   return 1;
 }
+
+static int unmap_string(const char *s, sbuf *out) { return unmap_string_raw(s, out, NULL); }
 
 /* ---- normalization ---- */
 
@@ -423,8 +429,10 @@ static wisp_status set_token(wisp_bpe *b, int32_t id, const char *str, sbuf *tmp
   if (id < 0 || id > 16777216) return wisp_fail(WISP_EFORMAT, "%s: token id %d is out of range", label, (int)id);
   wisp_status st = grow_ids(b, id);
   if (st) return st;
-  if (!unmap_string(str, tmp)) return wisp_fail(WISP_ENOMEM, "out of memory");
+  int raw;
+  if (!unmap_string_raw(str, tmp, &raw)) return wisp_fail(WISP_ENOMEM, "out of memory");
   token *t = &b->tokens[id];
+  t->raw = raw;
   free(t->bytes);
   t->bytes = malloc(tmp->len + 1);
   if (!t->bytes) return wisp_fail(WISP_ENOMEM, "out of memory");
@@ -518,6 +526,7 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
   for (int i = 0; i < 256; i++) {
     char c = (char)i;
     b->byte_id[i] = vocab_get(b, &c, 1);
+    if (b->byte_id[i] >= 0 && b->tokens[b->byte_id[i]].raw) b->byte_id[i] = -1;
   }
   b->unk = -1;
   const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
@@ -899,7 +908,7 @@ static int bpe_word(const wisp_bpe *b, const char *s, size_t n, idvec *out) {
   if (n == 0) return 1;
   if (b->ignore_merges) {
     int32_t id = vocab_get(b, s, n);
-    if (id >= 0) return iv_push(out, id);
+    if (id >= 0 && !b->tokens[id].raw) return iv_push(out, id);
   }
   sym *w = malloc(sizeof(sym) * n);
   hent *h = malloc(sizeof(hent) * (n + 1) * 2);
