@@ -10,7 +10,7 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -g $(OPT) $(SAN) -D_GNU_SOURCE \
               -Iinclude -Isrc -I/usr/include/cjson -pthread -fno-strict-aliasing
-LDLIBS  = -lcjson -lcrypto -lm -ldl -pthread
+LDLIBS  = -lcjson -lpcre2-8 -lutf8proc -lcrypto -lm -ldl -pthread
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/main.c' | sort)
 CLI_SRC  := src/cli/main.c

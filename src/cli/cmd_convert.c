@@ -22,6 +22,7 @@
 #include "format/safetensors.h"
 #include "format/tensor.h"
 #include "format/writer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
 
@@ -517,6 +518,51 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
   return m;
 }
 
+/* ---- tokenizer files: copied as they are, recorded in wisp.tokenizerFiles ---- */
+
+static const char *const TOKENIZER_FILES[3][2] = {
+    {"tokenizer", "tokenizer.json"}, {"config", "tokenizer_config.json"}, {"generation", "generation_config.json"}};
+
+/* When HF_DIR has a tokenizer.json, checks that wisp can load it and fits the
+ * vocabulary, and marks the manifest "bpe"; present[i] says which files to copy. */
+static wisp_status plan_tokenizer(const char *hf_dir, const hf_config *c, cJSON *manifest, int present[3]) {
+  char path[4200];
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/%s", hf_dir, TOKENIZER_FILES[i][1]);
+    present[i] = wisp_path_exists(path);
+  }
+  if (!present[0]) {
+    present[1] = present[2] = 0; /* without tokenizer.json the artifact stays byte-level */
+    return WISP_OK;
+  }
+  snprintf(path, sizeof path, "%s/tokenizer.json", hf_dir);
+  wisp_tokenizer *t = NULL;
+  wisp_status st = wisp_tokenizer_from_file(path, &t);
+  if (st) return st;
+  int n = wisp_tokenizer_vocab_size(t);
+  wisp_tokenizer_free(t);
+  if (n > c->vocab)
+    return wisp_fail(WISP_EFORMAT, "%s: the tokenizer has ids up to %d, the model's vocab_size is %d", path, n - 1,
+                     c->vocab);
+  cJSON *wx = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
+  cJSON_ReplaceItemInObjectCaseSensitive(wx, "tokenizer", cJSON_CreateString("bpe"));
+  cJSON *files = cJSON_AddObjectToObject(wx, "tokenizerFiles");
+  for (int i = 0; i < 3; i++)
+    if (present[i]) cJSON_AddStringToObject(files, TOKENIZER_FILES[i][0], TOKENIZER_FILES[i][1]);
+  return WISP_OK;
+}
+
+static wisp_status copy_tokenizer(wisp_writer *w, const char *hf_dir, const int present[3]) {
+  char path[4200];
+  for (int i = 0; i < 3; i++) {
+    if (!present[i]) continue;
+    snprintf(path, sizeof path, "%s/%s", hf_dir, TOKENIZER_FILES[i][1]);
+    wisp_status st = wisp_writer_add_file(w, TOKENIZER_FILES[i][1], path);
+    if (st) return st;
+  }
+  return WISP_OK;
+}
+
 /* Fails early (before any heavy work) when DIR cannot be created. */
 static wisp_status check_output(const char *dir) {
   char tmp[4096];
@@ -588,11 +634,14 @@ int cmd_convert(int argc, char **argv) {
   manifest = build_manifest(&cfg, sections, total, q4, plan_rows);
   sections = NULL; /* owned by manifest now */
   if (!manifest) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  int tok_files[3];
+  if ((rc = plan_tokenizer(hf_dir, &cfg, manifest, tok_files))) goto fail;
   if (!quiet)
     fprintf(stderr, "wisp convert: %s -> %s (%s, %d layers, hidden %d, ffn %d, vocab %d, %s head, %d positions, %.1f MB)\n",
             hf_dir, out_dir, quant, cfg.n_layers, cfg.hidden, cfg.ffn, cfg.vocab, tied ? "tied" : "separate",
             cfg.max_pos, (double)total / 1e6);
   if ((rc = wisp_writer_begin(out_dir, total, &w))) goto fail;
+  if ((rc = copy_tokenizer(w, hf_dir, tok_files))) goto fail;
   for (int i = 0; i < pl.n_jobs; i++) {
     const job *j = &pl.jobs[i];
     if (!quiet)

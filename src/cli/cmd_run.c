@@ -1,15 +1,22 @@
 /* wisp run: generate text, streaming tokens as they are made.
  *   wisp run [-m DIR] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
  *            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S]
- *            [-t THREADS] [--backend cpu|webgpu|auto] [-c CTX] [--ids] */
+ *            [-t THREADS] [--backend cpu|webgpu|auto] [-c CTX] [--ids]
+ *   wisp run [-m DIR] --chat [-sys TEXT] [--think] [-n N per reply] ...
+ *            interactive: one user message per stdin line, the reply streams
+ *            to stdout; the session keeps its state across turns; /exit or
+ *            EOF ends. The template and stop tokens come from the artifact's
+ *            tokenizer_config.json / generation_config.json (tokenizer/chat.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 
@@ -30,21 +37,120 @@ static int parse_num(const char *opt, const char *v, double lo, double hi, doubl
   return 1;
 }
 
+/* Writes a token's text: BPE through the streaming decoder (never half a
+ * character), byte ids >= 256 as "<|id|>". */
+static wisp_status emit(const wisp_tokenizer *tok, wisp_stream_decoder *dec, int32_t id) {
+  size_t len;
+  const char *out;
+  if (!wisp_tokenizer_token_bytes(tok, id, &len) && !strcmp(wisp_tokenizer_kind(tok), "byte")) {
+    char piece[32];
+    len = wisp_tokenizer_piece(tok, id, piece, sizeof piece);
+    fwrite(piece, 1, len, stdout);
+    return WISP_OK;
+  }
+  wisp_status st = wisp_stream_push(dec, id, &out, &len);
+  if (!st && len) fwrite(out, 1, len, stdout);
+  return st;
+}
+
+static void flush_stream(wisp_stream_decoder *dec) {
+  const char *out;
+  size_t len;
+  wisp_stream_flush(dec, &out, &len);
+  if (len) fwrite(out, 1, len, stdout);
+}
+
+static wisp_status check_ids(const int32_t *ids, int n, int vocab) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return wisp_fail(WISP_EFORMAT, "the tokenizer gave id %d, outside the model's vocabulary of %d", ids[i], vocab);
+  return WISP_OK;
+}
+
+/* Interactive chat; returns 0 or 1 (error message set). */
+static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, wisp_sampler *smp, float *logits,
+                     const char *system, int think, int n_predict) {
+  const wisp_artifact *a = m->artifact;
+  char cfg[4096], gen[4096];
+  int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
+  int has_gen = wisp_tokenizer_artifact_file(a->dir, a->manifest, "generation", gen, sizeof gen);
+  wisp_chat_info info;
+  if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &info)) return 1;
+  if (info.kind == WISP_CHAT_NONE) {
+    wisp_fail(WISP_EUNSUPPORTED, "%s: no chat template wisp knows (needs a BPE tokenizer with a tokenizer_config.json "
+              "whose chat_template is LFM2, Qwen or ChatML)", a->dir);
+    return 1;
+  }
+  const int vocab = wisp_model_vocab(m), ctx = wisp_session_context(s);
+  fprintf(stderr, "wisp: chat (%s template, %d stop tokens); /exit or end of input to quit\n",
+          wisp_chat_template_name(info.kind), info.n_stop);
+  char *line = NULL;
+  size_t line_cap = 0;
+  int rc = 0;
+  wisp_stream_decoder dec;
+  wisp_stream_init(&dec, tok);
+  for (int turn = 0;; turn++) {
+    if (isatty(0)) { fprintf(stderr, "> "); fflush(stderr); }
+    ssize_t got = getline(&line, &line_cap, stdin);
+    if (got < 0) break;
+    while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+    if (!strcmp(line, "/exit")) break;
+    char *text = wisp_chat_render_turn(info.kind, turn == 0, system, line, think);
+    int32_t *ids = NULL;
+    int n = 0;
+    if (!text) { wisp_fail(WISP_ENOMEM, "out of memory"); rc = 1; break; }
+    wisp_status st = wisp_tokenizer_encode_n(tok, text, strlen(text), 0, &ids, &n);
+    free(text);
+    if (!st) st = check_ids(ids, n, vocab);
+    if (!st && wisp_session_position(s) + n + 1 > ctx)
+      st = wisp_fail(WISP_EINVAL, "the conversation (%d tokens) no longer fits the context of %d",
+                     wisp_session_position(s) + n, ctx);
+    for (int i = 0; !st && i < n; i++) wisp_sampler_accept(smp, ids[i]);
+    double t0 = now_s();
+    if (!st) st = wisp_session_eval(s, ids, n, logits);
+    free(ids);
+    if (st) { rc = 1; break; }
+    int produced = 0;
+    for (; produced < n_predict && wisp_session_position(s) < ctx; produced++) {
+      int next = wisp_sampler_sample(smp, logits);
+      if (wisp_chat_is_stop(&info, next)) break;
+      wisp_sampler_accept(smp, next);
+      if ((st = emit(tok, &dec, next))) break;
+      fflush(stdout);
+      int32_t t = next;
+      if ((st = wisp_session_eval(s, &t, 1, logits))) break;
+    }
+    flush_stream(&dec);
+    printf("\n");
+    fflush(stdout);
+    if (st) { rc = 1; break; }
+    double dt = now_s() - t0;
+    fprintf(stderr, "[reply %d: %d prompt tokens, %d reply tokens, %.1f tok/s]\n", turn + 1, n, produced,
+            dt > 0 ? (n + produced) / dt : 0.0);
+  }
+  wisp_stream_free(&dec);
+  free(line);
+  return rc;
+}
+
 int cmd_run(int argc, char **argv) {
-  const char *model_dir = NULL, *prompt = "Once upon a time", *backend = "cpu", *profile = NULL;
-  int n_predict = 64, threads = 0, ctx = 0, show_ids = 0;
+  const char *model_dir = NULL, *prompt = "Once upon a time", *backend = "cpu", *profile = NULL, *system = NULL;
+  int n_predict = 64, threads = 0, ctx = 0, show_ids = 0, chat = 0, think = 0;
   wisp_sampler_params sp = wisp_sampler_defaults();
   sp.seed = (uint64_t)time(NULL);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     double d;
     if (!strcmp(a, "--ids")) { show_ids = 1; continue; }
+    if (!strcmp(a, "--chat")) { chat = 1; continue; }
+    if (!strcmp(a, "--think")) { think = 1; continue; }
     if (!v) { fprintf(stderr, "wisp run: unknown option or missing value: '%s'\n", a); return 2; }
     i++;
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_dir = v;
     else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
     else if (!strcmp(a, "--backend")) backend = v;
     else if (!strcmp(a, "--profile")) profile = v;
+    else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) system = v;
     else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; n_predict = (int)d; }
     else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!parse_num(a, v, 0, 1024, &d)) return 2; threads = (int)d; }
     else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; ctx = (int)d; }
@@ -69,8 +175,21 @@ int cmd_run(int argc, char **argv) {
   if (wisp_model_open(model_dir, &m)) goto fail;
   wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile};
   if (wisp_session_new(m, &so, &s)) goto fail;
-  if (wisp_tokenizer_new(m->artifact->tokenizer, wisp_model_vocab(m), &tok)) goto fail;
+  if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
+    goto fail;
+  if (chat) {
+    const int vocab = wisp_model_vocab(m);
+    logits = malloc(sizeof(float) * (size_t)vocab);
+    smp = wisp_sampler_new(&sp, vocab);
+    if (!logits || !smp) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+    fprintf(stderr, "wisp: %s | backend %s | plan %.12s\n", model_dir, wisp_session_backend_name(s),
+            wisp_session_plan_id(s));
+    if (chat_loop(m, s, tok, smp, logits, system, think, n_predict)) goto fail;
+    rc = 0;
+    goto fail;
+  }
   if (wisp_tokenizer_encode(tok, prompt, &ids, &n_ids)) goto fail;
+  if (check_ids(ids, n_ids, wisp_model_vocab(m))) goto fail;
   if (n_ids == 0) { wisp_fail(WISP_EINVAL, "the prompt is empty"); goto fail; }
   const int vocab = wisp_model_vocab(m);
   logits = malloc(sizeof(float) * (size_t)vocab);
@@ -90,19 +209,21 @@ int cmd_run(int argc, char **argv) {
   if (wisp_session_eval(s, ids, n_ids, logits)) goto fail;
   double t1 = now_s();
   int generated = 0;
-  char piece[64];
+  wisp_stream_decoder dec;
+  wisp_stream_init(&dec, tok);
   for (; generated < n_predict; generated++) {
     int next = wisp_sampler_sample(smp, logits);
     wisp_sampler_accept(smp, next);
-    size_t len = wisp_tokenizer_piece(tok, next, piece, sizeof piece);
     if (show_ids) printf("[%d]", next);
-    fwrite(piece, 1, len, stdout);
+    if (emit(tok, &dec, next)) { wisp_stream_free(&dec); goto fail; }
     fflush(stdout);
     if (generated + 1 < n_predict) {
       int32_t t = next;
-      if (wisp_session_eval(s, &t, 1, logits)) goto fail;
+      if (wisp_session_eval(s, &t, 1, logits)) { wisp_stream_free(&dec); goto fail; }
     }
   }
+  flush_stream(&dec);
+  wisp_stream_free(&dec);
   double t2 = now_s();
   printf("\n");
   /* The last sampled token is not fed back, so decode evaluated generated-1 tokens. */

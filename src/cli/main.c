@@ -17,6 +17,7 @@ static const command k_commands[] = {
     {"convert", cmd_convert, "HF_DIR -o DIR --quant f32|q4: import a Hugging Face checkpoint"},
     {"logits", cmd_logits, "-m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]: final-position logits (parity)"},
     {"plan", cmd_plan, "[-m DIR] [--profile P] [--backend cpu|webgpu] [--json]: the execution plan run/bench execute"},
+    {"tokenize", cmd_tokenize, "(-m DIR | --tokenizer FILE) [--no-special] (-p TEXT | --corpus FILE | --decode IDS)"},
     {"info", cmd_info, "-m DIR: validate an artifact and print its shape and sections"},
     {"devices", cmd_devices, "list WebGPU adapters with their features and limits"},
     {"registry", cmd_registry, "check [FILE] [--kernels-dir DIR] [--strict]: validate a kernel registry"},

@@ -175,6 +175,16 @@ static wisp_status parse_wisp_extension(wisp_artifact *a, const char *label) {
     if (!cJSON_IsString(v)) return wisp_fail(WISP_EFORMAT, "%s: wisp.tokenizer must be a string", label);
     snprintf(a->tokenizer, sizeof a->tokenizer, "%s", v->valuestring);
   }
+  v = cJSON_GetObjectItemCaseSensitive(w, "tokenizerFiles");
+  if (v) {
+    const cJSON *f;
+    if (!cJSON_IsObject(v)) return wisp_fail(WISP_EFORMAT, "%s: wisp.tokenizerFiles must be an object", label);
+    cJSON_ArrayForEach(f, v) {
+      if (!cJSON_IsString(f) || !f->valuestring[0] || strchr(f->valuestring, '/'))
+        return wisp_fail(WISP_EFORMAT, "%s: wisp.tokenizerFiles.%s must be a file name in the artifact directory", label,
+                         f->string);
+    }
+  }
   v = cJSON_GetObjectItemCaseSensitive(w, "ropeTheta");
   if (v) {
     if (!cJSON_IsNumber(v) || v->valuedouble <= 0)
@@ -239,6 +249,16 @@ wisp_status wisp_artifact_open(const char *dir, wisp_artifact **out) {
                    a->weights_len, (unsigned long long)a->weight_bytes,
                    a->weights_len < a->weight_bytes ? "truncated" : "oversized");
     goto fail;
+  }
+  if (!strcmp(a->tokenizer, "bpe")) { /* the tokenizer file must be there */
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp"),
+                                                          "tokenizerFiles");
+    const cJSON *tj = cJSON_GetObjectItemCaseSensitive(files, "tokenizer");
+    snprintf(path, sizeof path, "%s/%s", dir, cJSON_IsString(tj) ? tj->valuestring : "tokenizer.json");
+    if (!wisp_path_exists(path)) {
+      st = wisp_fail(WISP_EFORMAT, "%s: wisp.tokenizer is 'bpe' but %s is missing", dir, path);
+      goto fail;
+    }
   }
   *out = a;
   return WISP_OK;

@@ -91,6 +91,21 @@ wisp_status wisp_writer_put_section(wisp_writer *w, const cJSON *manifest, const
   return wisp_fail(WISP_EINVAL, "section '%s' is not in the layout", name);
 }
 
+wisp_status wisp_writer_add_file(wisp_writer *w, const char *name, const char *src_path) {
+  if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, "manifest.json") ||
+      !strcmp(name, "weights.bin"))
+    return wisp_fail(WISP_EINVAL, "'%s' cannot be added to an artifact", name);
+  char *data = NULL;
+  size_t len = 0;
+  wisp_status st = wisp_read_file(src_path, &data, &len);
+  if (st) return st;
+  char path[8192];
+  snprintf(path, sizeof path, "%s/%s", w->tmp, name);
+  st = wisp_write_file_atomic(path, data, len);
+  free(data);
+  return st;
+}
+
 wisp_status wisp_writer_commit(wisp_writer *w, cJSON *manifest) {
   wisp_status st = WISP_OK;
   char path[8192];

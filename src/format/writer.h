@@ -17,6 +17,9 @@ wisp_status wisp_writer_put(wisp_writer *w, uint64_t offset, const void *data, s
 /* Puts the bytes of a section named in runtime.sections of `manifest`. */
 wisp_status wisp_writer_put_section(wisp_writer *w, const cJSON *manifest, const char *name, const void *data,
                                     size_t bytes);
+/* Copies the file at src_path into the artifact as `name` (a plain file
+ * name, not manifest.json or weights.bin); it appears with the rest at commit. */
+wisp_status wisp_writer_add_file(wisp_writer *w, const char *name, const char *src_path);
 /* Records sha256 of weights.bin as manifest.wisp.weightsSha256, writes
  * manifest.json, renames the directory into place and frees the writer.
  * The manifest stays owned by the caller. */

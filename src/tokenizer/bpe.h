@@ -1,0 +1,22 @@
+/* Byte-level BPE from a Hugging Face tokenizer.json (internal to
+ * src/tokenizer; the public face is tokenizer.h). */
+#ifndef WISP_BPE_H
+#define WISP_BPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wisp.h"
+
+typedef struct wisp_bpe wisp_bpe;
+
+wisp_status wisp_bpe_load(const char *json, const char *label, wisp_bpe **out);
+void wisp_bpe_free(wisp_bpe *b);
+wisp_status wisp_bpe_encode(const wisp_bpe *b, const char *text, size_t len, int add_special, int32_t **ids, int *n);
+const char *wisp_bpe_token(const wisp_bpe *b, int32_t id, size_t *len);
+int32_t wisp_bpe_token_id(const wisp_bpe *b, const char *content);
+int wisp_bpe_is_special(const wisp_bpe *b, int32_t id);
+int wisp_bpe_n_ids(const wisp_bpe *b);
+int32_t wisp_bpe_bos(const wisp_bpe *b);
+
+#endif

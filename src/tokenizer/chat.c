@@ -1,0 +1,170 @@
+/* Chat templates; see chat.h. */
+#include "tokenizer/chat.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+#include "util/file.h"
+
+const char *wisp_chat_template_name(wisp_chat_template kind) {
+  switch (kind) {
+  case WISP_CHAT_LFM2: return "lfm2";
+  case WISP_CHAT_QWEN: return "qwen";
+  case WISP_CHAT_CHATML: return "chatml";
+  default: return "none";
+  }
+}
+
+/* A token field of tokenizer_config.json: a string or {"content": ...}. */
+static const char *token_field(const cJSON *cfg, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+  if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const char *template_text(const cJSON *cfg) {
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+  if (cJSON_IsString(t)) return t->valuestring;
+  if (cJSON_IsArray(t)) { /* [{"name": ..., "template": ...}]: the default one */
+    const cJSON *e, *first = NULL;
+    cJSON_ArrayForEach(e, t) {
+      const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name"), *tt = cJSON_GetObjectItemCaseSensitive(e, "template");
+      if (!cJSON_IsString(tt)) continue;
+      if (!first) first = tt;
+      if (cJSON_IsString(name) && !strcmp(name->valuestring, "default")) return tt->valuestring;
+    }
+    return first ? first->valuestring : NULL;
+  }
+  return NULL;
+}
+
+wisp_chat_template wisp_chat_detect(const cJSON *cfg) {
+  if (!cfg) return WISP_CHAT_NONE;
+  const char *t = template_text(cfg), *bos = token_field(cfg, "bos_token");
+  if (!t) return WISP_CHAT_NONE;
+  /* LFM2 first: its BOS is the signature (its templates may mention <think> too). */
+  if (strstr(t, "<|startoftext|>") || (bos && !strcmp(bos, "<|startoftext|>") && strstr(t, "bos_token")))
+    return WISP_CHAT_LFM2;
+  if (strstr(t, "<think>") || strstr(t, "enable_thinking")) return WISP_CHAT_QWEN;
+  if (strstr(t, "<|im_start|>")) return WISP_CHAT_CHATML;
+  return WISP_CHAT_NONE;
+}
+
+static void add_stop(wisp_chat_info *c, int32_t id) {
+  if (id < 0 || wisp_chat_is_stop(c, id) || c->n_stop >= WISP_CHAT_MAX_STOP) return;
+  c->stop[c->n_stop++] = id;
+}
+
+static wisp_status read_json(const char *path, cJSON **out) {
+  *out = NULL;
+  if (!path) return WISP_OK;
+  char *text = NULL;
+  wisp_status st = wisp_read_file(path, &text, NULL);
+  if (st) return st;
+  *out = cJSON_Parse(text);
+  free(text);
+  if (!*out) return wisp_fail(WISP_EFORMAT, "%s: malformed JSON", path);
+  return WISP_OK;
+}
+
+wisp_status wisp_chat_load(const char *config_path, const char *generation_path, const wisp_tokenizer *t,
+                           wisp_chat_info *out) {
+  memset(out, 0, sizeof *out);
+  cJSON *cfg = NULL, *gen = NULL;
+  wisp_status st;
+  if ((st = read_json(config_path, &cfg)) || (st = read_json(generation_path, &gen))) goto done;
+  out->kind = wisp_chat_detect(cfg);
+  const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
+  if (cJSON_IsNumber(eos)) {
+    add_stop(out, (int32_t)eos->valuedouble);
+  } else if (cJSON_IsArray(eos)) {
+    cJSON_ArrayForEach(e, eos) {
+      if (cJSON_IsNumber(e)) add_stop(out, (int32_t)e->valuedouble);
+    }
+  } else if (eos && !cJSON_IsNull(eos)) {
+    st = wisp_fail(WISP_EFORMAT, "%s: eos_token_id must be an integer or a list of integers", generation_path);
+    goto done;
+  }
+  const char *eos_tok = token_field(cfg, "eos_token");
+  if (eos_tok) add_stop(out, wisp_tokenizer_token_id(t, eos_tok));
+  add_stop(out, wisp_tokenizer_token_id(t, "<|im_end|>"));
+done:
+  cJSON_Delete(cfg);
+  cJSON_Delete(gen);
+  return st;
+}
+
+int wisp_chat_is_stop(const wisp_chat_info *c, int32_t id) {
+  for (int i = 0; i < c->n_stop; i++)
+    if (c->stop[i] == id) return 1;
+  return 0;
+}
+
+typedef struct {
+  char *p;
+  size_t len, cap;
+  int oom;
+} str;
+
+static void put(str *s, const char *t) {
+  size_t n = strlen(t);
+  if (s->oom) return;
+  if (s->len + n + 1 > s->cap) {
+    size_t cap = s->cap ? s->cap : 256;
+    while (cap < s->len + n + 1) cap *= 2;
+    char *p = realloc(s->p, cap);
+    if (!p) { s->oom = 1; return; }
+    s->p = p;
+    s->cap = cap;
+  }
+  memcpy(s->p + s->len, t, n + 1);
+  s->len += n;
+}
+
+static void message(str *s, const char *role, const char *content) {
+  put(s, "<|im_start|>");
+  put(s, role);
+  put(s, "\n");
+  put(s, content);
+  put(s, "<|im_end|>\n");
+}
+
+static void assistant_prefix(str *s, wisp_chat_template kind, int think) {
+  put(s, "<|im_start|>assistant\n");
+  if (kind == WISP_CHAT_QWEN && !think) put(s, "<think>\n\n</think>\n\n");
+}
+
+static char *finish(str *s) {
+  if (s->oom || !s->p) {
+    free(s->p);
+    if (s->oom) return NULL;
+    return calloc(1, 1);
+  }
+  return s->p;
+}
+
+char *wisp_chat_render(wisp_chat_template kind, const wisp_chat_message *m, int n, int add_generation_prompt,
+                       int think) {
+  str s = {0};
+  put(&s, "");
+  if (kind == WISP_CHAT_LFM2) put(&s, "<|startoftext|>");
+  for (int i = 0; i < n; i++) message(&s, m[i].role, m[i].content);
+  if (add_generation_prompt) assistant_prefix(&s, kind, think);
+  return finish(&s);
+}
+
+char *wisp_chat_render_turn(wisp_chat_template kind, int first, const char *system, const char *user, int think) {
+  str s = {0};
+  put(&s, "");
+  if (first) {
+    if (kind == WISP_CHAT_LFM2) put(&s, "<|startoftext|>");
+    if (system && system[0]) message(&s, "system", system);
+  } else {
+    put(&s, "<|im_end|>\n");
+  }
+  message(&s, "user", user);
+  assistant_prefix(&s, kind, think);
+  return finish(&s);
+}

@@ -1,0 +1,54 @@
+/* Chat templates, as small C functions. wisp does not run Jinja: it looks at
+ * the artifact's tokenizer_config.json (chat_template text, bos_token) and
+ * picks one of the templates it knows:
+ *   LFM2:   <|startoftext|><|im_start|>system\n...<|im_end|>\n<|im_start|>user\n...
+ *           <|im_end|>\n<|im_start|>assistant\n
+ *   QWEN:   ChatML; with thinking off (the default) the assistant prefix holds an
+ *           empty "<think>\n\n</think>\n\n" block
+ *   CHATML: plain ChatML (im_start/im_end, no BOS)
+ * Stop tokens: generation_config.json eos_token_id (int or list),
+ * tokenizer_config.json eos_token, and <|im_end|>. */
+#ifndef WISP_CHAT_H
+#define WISP_CHAT_H
+
+#include <cJSON.h>
+#include <stdint.h>
+
+#include "tokenizer/tokenizer.h"
+#include "wisp.h"
+
+typedef enum { WISP_CHAT_NONE = 0, WISP_CHAT_LFM2, WISP_CHAT_QWEN, WISP_CHAT_CHATML } wisp_chat_template;
+
+typedef struct {
+  const char *role;    /* "system", "user", "assistant" */
+  const char *content;
+} wisp_chat_message;
+
+#define WISP_CHAT_MAX_STOP 16
+
+typedef struct {
+  wisp_chat_template kind;
+  int32_t stop[WISP_CHAT_MAX_STOP];
+  int n_stop;
+} wisp_chat_info;
+
+const char *wisp_chat_template_name(wisp_chat_template kind);
+/* Which template a tokenizer_config.json describes (NULL -> NONE). */
+wisp_chat_template wisp_chat_detect(const cJSON *tokenizer_config);
+/* Reads tokenizer_config.json / generation_config.json (either path may be
+ * NULL) and resolves stop ids with the tokenizer. */
+wisp_status wisp_chat_load(const char *config_path, const char *generation_path, const wisp_tokenizer *t,
+                           wisp_chat_info *out);
+int wisp_chat_is_stop(const wisp_chat_info *c, int32_t id);
+
+/* The whole conversation as the model sees it, optionally followed by the
+ * assistant prefix (think: Qwen thinking mode). malloc'd; NULL on OOM. */
+char *wisp_chat_render(wisp_chat_template kind, const wisp_chat_message *m, int n, int add_generation_prompt,
+                       int think);
+/* One turn for a session that keeps its state: the first turn is the BOS,
+ * the system message (if any), the user message and the assistant prefix;
+ * later turns close the previous reply ("<|im_end|>\n") and add the user
+ * message and the assistant prefix. malloc'd. */
+char *wisp_chat_render_turn(wisp_chat_template kind, int first, const char *system, const char *user, int think);
+
+#endif
