@@ -623,3 +623,20 @@ TEST(q4k_simd_kernels_match_scalar) {
     CHECKF(ok, "cols %d (%s vs scalar)", C, fast->name);
   }
 }
+
+/* The plan names the Qwen ops and the Q4_K variants; LFM2 plans keep their
+ * op lists (test_plan.c covers them). */
+TEST(qwen3_5_plan_lists_the_new_ops) {
+  const char *hf = make_qwen("q35_plan", NULL);
+  CHECK(hf);
+  char art[600], cmd[1024];
+  static char log[1 << 16];
+  snprintf(art, sizeof art, "%s/q35_plan_art", test_tmpdir());
+  CHECKF(convert(hf, art, "q4k", log, sizeof log) == 0, "%s", log);
+  snprintf(cmd, sizeof cmd, "%s plan -m %s", test_wisp_bin(), art);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  CHECKF(strstr(log, "linear_attention layers 0,2") && strstr(log, "gated_deltanet lin.core") &&
+             strstr(log, "attention_gated attn.core") && strstr(log, "matmul/q4k_") &&
+             strstr(log, "matmul lin.out_proj") && strstr(log, "embed/q4_asym_gather"),
+         "%.2000s", log);
+}
