@@ -80,7 +80,16 @@ static int write_tiny_qwen(const char *dir, const qfx_opts *o) {
            " \"tie_word_embeddings\": true, \"hidden_act\": \"silu\"}\n",
            QH, QF, QL, QNH, QKV, QD, QCK, QLK, QLVH, QDK, QDV, o && o->layer_type ? o->layer_type : "full_attention",
            QV);
-  if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
+  if (o && o->prefix) {
+    /* as released multimodal checkpoints: the text config nested */
+    char nested[2300];
+    snprintf(nested, sizeof nested,
+             "{\"architectures\": [\"Qwen3_5ForConditionalGeneration\"], \"model_type\": \"qwen3_5\","
+             " \"tie_word_embeddings\": true, \"vision_config\": {\"depth\": 1}, \"text_config\": %s}\n", cfg);
+    if (fx_write_bytes(path, nested, strlen(nested))) return -1;
+  } else if (fx_write_bytes(path, cfg, strlen(cfg))) {
+    return -1;
+  }
   const char *pre = o && o->prefix ? o->prefix : "model.";
   fx_tensor t[64];
   char names[64][128];
@@ -118,7 +127,10 @@ static int write_tiny_qwen(const char *dir, const qfx_opts *o) {
       ADD(2, QH, QVW, 0, "%slayers.%d.linear_attn.out_proj.weight", pre, i);
     }
   }
-  if (o && o->prefix) ADD(2, 8, 8, 0, "%s", "model.visual.blocks.0.attn.qkv.weight"); /* ignored */
+  if (o && o->prefix) { /* ignored by convert, as by Qwen3_5ForCausalLM */
+    ADD(2, 8, 8, 0, "%s", "model.visual.blocks.0.attn.qkv.weight");
+    ADD(2, 8, 8, 0, "%s", "mtp.fc.weight");
+  }
 #undef ADD
   float *data[64] = {0};
   int rc = 0;
@@ -359,8 +371,9 @@ TEST(qwen3_5_tiny_model_matches_independent_reference) {
   }
 }
 
-/* Released checkpoints keep the text model under model.language_model. and
- * carry vision tensors: the same model must come out. */
+/* Released checkpoints nest the text config (Qwen3_5ForConditionalGeneration),
+ * keep the text model under model.language_model. and carry vision and MTP
+ * tensors: the same model must come out. */
 TEST(qwen3_5_language_model_prefix_converts_the_same) {
   qfx_opts o = {.prefix = "model.language_model."};
   const char *a = make_qwen("q35_pa", NULL), *b = make_qwen("q35_pb", &o);
@@ -639,4 +652,33 @@ TEST(qwen3_5_plan_lists_the_new_ops) {
              strstr(log, "attention_gated attn.core") && strstr(log, "matmul/q4k_") &&
              strstr(log, "matmul lin.out_proj") && strstr(log, "embed/q4_asym_gather"),
          "%.2000s", log);
+}
+
+/* LFM2 with --quant q4k: the tiny LFM2 (hidden 64, FFN 64) has no matrix
+ * with 256-multiple columns, so every matrix stays Q4 and, without the
+ * optional transposed down copy, the logits equal the q4 artifact's.
+ * (cli_logits expects QV = 96 logits: the tiny LFM2's vocabulary too.) */
+TEST(q4k_lfm2_convert_runs) {
+  char hf[512], a4[600], ak[600], log[8192];
+  snprintf(hf, sizeof hf, "%s/lfm2_k_hf", test_tmpdir());
+  mkdir(hf, 0755);
+  CHECK(fx_write_tiny_lfm2(hf, NULL) == 0);
+  snprintf(a4, sizeof a4, "%s/lfm2_k_q4", test_tmpdir());
+  snprintf(ak, sizeof ak, "%s/lfm2_k_q4k", test_tmpdir());
+  CHECKF(convert(hf, a4, "q4", log, sizeof log) == 0, "%s", log);
+  CHECKF(convert(hf, ak, "q4k", log, sizeof log) == 0, "%s", log);
+  int tok[9] = {1, 5, 9, 33, 2, 7, 80, 4, 11};
+  double *x = cli_logits(a4, tok, 9, NULL), *y = cli_logits(ak, tok, 9, NULL);
+  CHECK(x && y);
+  int same = 1;
+  for (int i = 0; i < QV; i++) same &= x[i] == y[i];
+  free(x);
+  free(y);
+  CHECK(same);
+  char mpath[700], *man = NULL;
+  snprintf(mpath, sizeof mpath, "%s/manifest.json", ak);
+  CHECK(wisp_read_file(mpath, &man, NULL) == WISP_OK);
+  int no_kquant = strstr(man, "kquant") == NULL;
+  free(man);
+  CHECK(no_kquant);
 }
