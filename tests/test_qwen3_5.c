@@ -185,10 +185,38 @@ static void rms1p(const double *x, int n, const char *fmt, int layer, double *ou
   for (int i = 0; i < n; i++) out[i] = x[i] * r * (1.0 + W(fmt, layer, i));
 }
 
+/* The values of a whole matrix, computed once per test run (the hash per
+ * element is what makes an uncached reference slow). Freed at exit. */
+#define WCACHE_MAX 96
+static struct { char name[160]; int64_t n; double *v; } wcache[WCACHE_MAX];
+static int wcache_n;
+
+static void wcache_free(void) {
+  for (int i = 0; i < wcache_n; i++) free(wcache[i].v);
+  wcache_n = 0;
+}
+
+static const double *wtab(const char *fmt, int layer, int64_t n) {
+  char name[160];
+  snprintf(name, sizeof name, fmt, layer);
+  for (int i = 0; i < wcache_n; i++)
+    if (wcache[i].n == n && !strcmp(wcache[i].name, name)) return wcache[i].v;
+  if (wcache_n == WCACHE_MAX) return NULL;
+  double *v = malloc(sizeof(double) * (size_t)n);
+  if (!v) return NULL;
+  for (int64_t i = 0; i < n; i++) v[i] = (double)qv(name, i);
+  if (!wcache_n) atexit(wcache_free);
+  snprintf(wcache[wcache_n].name, sizeof wcache[wcache_n].name, "%s", name);
+  wcache[wcache_n].n = n;
+  wcache[wcache_n].v = v;
+  return wcache[wcache_n++].v;
+}
+
 static void mv(const char *fmt, int layer, int rows, int cols, const double *x, double *y) {
+  const double *w = wtab(fmt, layer, (int64_t)rows * cols);
   for (int r = 0; r < rows; r++) {
     double s = 0;
-    for (int c = 0; c < cols; c++) s += W(fmt, layer, (int64_t)r * cols + c) * x[c];
+    for (int c = 0; c < cols; c++) s += (w ? w[(int64_t)r * cols + c] : W(fmt, layer, (int64_t)r * cols + c)) * x[c];
     y[r] = s;
   }
 }
