@@ -161,7 +161,10 @@ def make_qwen_config(name):
 def randomize_qwen(model, hidden):
     """Matrices N(0, 0.64/sqrt(hidden)); Qwen3_5RMSNorm weights (used as 1 + w)
     0.1 N(0,1); the gated norm weight 1 + 0.1 N(0,1); conv taps N(0, 0.5);
-    A_log = log U(1, 16); dt_bias 1 + 0.5 N(0,1)."""
+    A_log = log U(0.02, 1) and dt_bias -2 + 0.5 N(0,1), so the per-token decay
+    exp(-A softplus(a + dt_bias)) stays near 1 and the recurrent state really
+    carries across tokens (HF's init, A in U(0.01, 16) with dt_bias 1, forgets
+    most of it at every step)."""
     import torch
 
     std = 0.64 / math.sqrt(hidden)
@@ -174,9 +177,9 @@ def randomize_qwen(model, hidden):
             elif name.endswith("conv1d.weight"):
                 p.copy_(0.5 * torch.randn_like(p))
             elif name.endswith("A_log"):
-                p.copy_(torch.empty_like(p).uniform_(1.0, 16.0).log())
+                p.copy_(torch.empty_like(p).uniform_(0.02, 1.0).log())
             elif name.endswith("dt_bias"):
-                p.copy_(1.0 + 0.5 * torch.randn_like(p))
+                p.copy_(-2.0 + 0.5 * torch.randn_like(p))
             elif p.dim() == 2:
                 p.copy_(std * torch.randn_like(p))
             else:
