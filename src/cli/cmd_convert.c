@@ -150,6 +150,9 @@ static wisp_status parse_qwen_config(const cJSON *top, const char *path, hf_conf
       return wisp_fail(WISP_EFORMAT, "%s: field 'rms_norm_eps' must be a number in (0, 1]", path);
     c->norm_eps = eps->valuedouble;
   }
+  const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+  if (cJSON_IsString(act) && strcmp(act->valuestring, "silu"))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden_act '%s' is not supported (Qwen 3.5 uses silu)", path, act->valuestring);
   const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
   if (cJSON_IsTrue(bias)) return wisp_fail(WISP_EUNSUPPORTED, "%s: attention_bias is true; wisp supports Qwen 3.5 without biases", path);
   /* rope: rope_parameters.{rope_theta, partial_rotary_factor}, else top-level keys */
