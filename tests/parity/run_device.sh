@@ -19,7 +19,8 @@
 # for test_parity_qwen.c).
 #
 # Environment: PYTHON (python3), SEED (1234), GREEDY (128), REF_DEVICE (cpu;
-# "cuda" runs the reference on the GPU with TF32 off), THREADS (nproc).
+# "cuda" runs the reference on the GPU with TF32 off), THREADS (nproc),
+# QUANTS, QWEN_SMALL_OUT (see above).
 # Exit status: 0 only if every comparison passed.
 set -uo pipefail
 
