@@ -25,7 +25,7 @@
 set -uo pipefail
 
 if [ $# -lt 2 ]; then
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 WISP=$(readlink -f "$1")
