@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "parity_compare.h"
 #include "st_fixture.h"
 #include "test.h"
 #include "util/file.h"
@@ -76,7 +77,7 @@ static int compare_json(const char *ref_text, const char *got_text, double tol, 
   return ok;
 }
 
-static int compare_files(const char *ref_path, const char *got_path, double tol, char *msg, size_t cap) {
+int parity_compare_files(const char *ref_path, const char *got_path, double tol, char *msg, size_t cap) {
   char *a = NULL, *b = NULL;
   if (wisp_read_file(ref_path, &a, NULL) || wisp_read_file(got_path, &b, NULL)) {
     snprintf(msg, cap, "cannot read %s or %s", ref_path, got_path);
@@ -90,7 +91,7 @@ static int compare_files(const char *ref_path, const char *got_path, double tol,
   return ok;
 }
 
-static int greedy_len(const char *ref_path) {
+int parity_greedy_len(const char *ref_path) {
   char *t = NULL;
   if (wisp_read_file(ref_path, &t, NULL)) return -1;
   cJSON *j = cJSON_Parse(t);
@@ -126,12 +127,12 @@ static void check_small(const char *quant) {
     CHECKF(same, "the q4 conversion's weights differ from the ones ref_q4.json was computed from "
                  "(quantizer changed?): rerun tests/parity/run_device.sh");
   }
-  int g = greedy_len(ref);
+  int g = parity_greedy_len(ref);
   CHECKF(g >= 0, "%s: no greedy array", ref);
   snprintf(cmd, sizeof cmd, "%s logits -m %s --prompts " SMALL_DIR "/prompts.json -o %s --greedy %d", test_wisp_bin(),
            art, out, g);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "logits: %s", log);
-  CHECKF(compare_files(ref, out, 1e-3, msg, sizeof msg), "%s vs HF: %s", quant, msg);
+  CHECKF(parity_compare_files(ref, out, 1e-3, msg, sizeof msg), "%s vs HF: %s", quant, msg);
 }
 
 TEST(parity_small_hf_reference) {

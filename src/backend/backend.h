@@ -37,6 +37,49 @@ typedef struct {
   wisp_buf *out;                         /* [n][heads * head_dim] */
 } wisp_attention_args;
 
+/* Arguments of the gated-attention op (Qwen 3.5 "full_attention" layers):
+ * like wisp_attention_args, but q_proj yields per head [q | gate] (2*head_dim
+ * values, q first), q_norm/k_norm multiply by the given weights (the
+ * artifact stores Qwen's (1 + w)), RoPE rotates only the first rotary_dim
+ * dims of each head (NEOX pairs (i, i + rotary_dim/2)), and the attention
+ * output of each head is multiplied by sigmoid(gate) elementwise. */
+typedef struct {
+  const wisp_buf *qkv; /* [n][heads*2*head_dim + 2*kv_heads*head_dim]: (q|gate) per head, then k, then v */
+  int n, pos0;
+  int heads, kv_heads, head_dim, rotary_dim;
+  const wisp_vector *q_norm, *k_norm; /* [head_dim] */
+  float eps;
+  const wisp_vector *rope_cos, *rope_sin; /* [positions][rotary_dim/2] */
+  wisp_buf *k_cache, *v_cache;            /* [max_pos][kv_heads][head_dim] */
+  wisp_buf *out;                          /* [n][heads * head_dim], already gated */
+} wisp_gated_attention_args;
+
+/* Arguments of the Gated DeltaNet op (Qwen 3.5 "linear_attention" layers),
+ * n tokens in order. Per token t, with K = k_heads*k_dim, V = v_heads*v_dim:
+ *   proj[t] = [qkv (2K + V) | z (V) | b (v_heads) | a (v_heads)]
+ *   c = silu(causal depthwise conv over the qkv part, kernel L = conv_len,
+ *       taps [2K+V][L], tap L-1 on the newest input; the last L-1 inputs of
+ *       each channel persist in conv_state [2K+V][L-1])
+ *   q, k, v = split(c); q, k L2-normalised per head (x * rsqrt(sum x^2 +
+ *       1e-6)), q *= k_dim^-0.5; k-head of v-head h is h / (v_heads/k_heads)
+ *   beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias)  (per v-head)
+ *   per v-head, state S [k_dim][v_dim] (f32, persists in `state`):
+ *       S *= exp(g); kv = S^T k; delta = (v - kv) * beta; S += k delta^T;
+ *       o = S^T q
+ *   out[t] per v-head = rmsnorm(o, eps) * norm_w * silu(z)   ([n][V]) */
+typedef struct {
+  const wisp_buf *proj; /* [n][2K + 2V + 2*v_heads] */
+  int n;
+  int k_heads, v_heads, k_dim, v_dim, conv_len;
+  const wisp_vector *conv_taps;      /* [(2K+V)][conv_len] */
+  const wisp_vector *a_log, *dt_bias; /* [v_heads] */
+  const wisp_vector *norm;           /* [v_dim], gated RMSNorm weight (plain w) */
+  float eps;
+  wisp_buf *conv_state; /* [(2K+V)][conv_len-1] */
+  wisp_buf *state;      /* [v_heads][k_dim][v_dim] */
+  wisp_buf *out;        /* [n][V] */
+} wisp_deltanet_args;
+
 struct wisp_backend {
   const char *name;
   /* What the device can do, for plan resolution (rules and `requires`). */
@@ -64,6 +107,12 @@ struct wisp_backend {
   void (*shortconv)(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                     wisp_buf *state, wisp_buf *out);
   void (*attention)(wisp_backend *be, const wisp_attention_args *a);
+  /* Optional ops (NULL when the backend lacks them; an architecture that
+   * needs one fails at session creation with the op's name). */
+  /* Qwen 3.5 full attention with output gate and partial RoPE. */
+  void (*attention_gated)(wisp_backend *be, const wisp_gated_attention_args *a);
+  /* Qwen 3.5 Gated DeltaNet: conv + recurrence + gated RMSNorm, see above. */
+  void (*gated_deltanet)(wisp_backend *be, const wisp_deltanet_args *a);
   /* out[t][i] = silu(gu[t][i]) * gu[t][ffn + i]. */
   void (*swiglu)(wisp_backend *be, const wisp_buf *gate_up, int n, int ffn, wisp_buf *out);
   /* Finishes recorded work; returns the first device error, if any. */

@@ -1,5 +1,5 @@
-/* `wisp convert HF_DIR -o DIR --quant f32|q4`: imports a Hugging Face LFM2
- * checkpoint (config.json + safetensors) into a wisp artifact.
+/* `wisp convert HF_DIR -o DIR --quant f32|q4|q4k`: imports a Hugging Face
+ * LFM2 or Qwen 3.5 (text) checkpoint (config.json + safetensors) into a wisp artifact.
  *
  * Order of work: parse and check config.json, open the safetensors, plan
  * every section and check every tensor's shape against the config (and that
@@ -34,11 +34,20 @@
 #define CONVERT_MAX_POSITIONS 4096
 #define CONVERT_PLAN_POSITIONS 1024
 
+enum { ARCH_LFM2 = 0, ARCH_QWEN3_5 = 1 };
+
 typedef struct {
+  int arch;
   int hidden, n_layers, heads, kv_heads, head_dim, ffn, vocab, conv_l, hf_max_pos, max_pos, tied;
   int *layer_types;
   double rope_theta, norm_eps;
+  /* Qwen 3.5 */
+  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
+  char prefix[32]; /* "model." or "model.language_model." */
 } hf_config;
+
+/* quantization modes */
+enum { QUANT_F32 = 0, QUANT_Q4 = 1, QUANT_Q4K = 2 };
 
 /* ---- config.json ---- */
 
@@ -101,6 +110,108 @@ static wisp_status parse_rope_theta(const cJSON *root, const char *path, double 
   return WISP_OK;
 }
 
+static int is_qwen_config(const cJSON *root) {
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (cJSON_IsArray(archs) && (json_has_string(archs, "Qwen3_5ForCausalLM") ||
+                               json_has_string(archs, "Qwen3_5ForConditionalGeneration")))
+    return 1;
+  return cJSON_IsString(mt) && (!strcmp(mt->valuestring, "qwen3_5") || !strcmp(mt->valuestring, "qwen3_5_text"));
+}
+
+/* Qwen3_5TextConfig (optionally nested as text_config of a Qwen3_5Config). */
+static wisp_status parse_qwen_config(const cJSON *top, const char *path, hf_config *c) {
+  const cJSON *root = top;
+  const cJSON *tc = cJSON_GetObjectItemCaseSensitive(top, "text_config");
+  if (cJSON_IsObject(tc)) root = tc;
+  c->arch = ARCH_QWEN3_5;
+  wisp_status st;
+  int tie_top, tie;
+  if ((st = cfg_int(root, path, "hidden_size", 1, 0, 1, &c->hidden)) ||
+      (st = cfg_int(root, path, "num_hidden_layers", 1, 0, 1, &c->n_layers)) ||
+      (st = cfg_int(root, path, "num_attention_heads", 1, 0, 1, &c->heads)) ||
+      (st = cfg_int(root, path, "num_key_value_heads", 0, c->heads, 1, &c->kv_heads)) ||
+      (st = cfg_int(root, path, "head_dim", 0, 256, 2, &c->head_dim)) ||
+      (st = cfg_int(root, path, "vocab_size", 1, 0, 1, &c->vocab)) ||
+      (st = cfg_int(root, path, "intermediate_size", 1, 0, 1, &c->ffn)) ||
+      (st = cfg_int(root, path, "linear_conv_kernel_dim", 0, 4, 1, &c->conv_l)) ||
+      (st = cfg_int(root, path, "linear_num_key_heads", 0, 16, 1, &c->lin_k_heads)) ||
+      (st = cfg_int(root, path, "linear_num_value_heads", 0, 32, 1, &c->lin_v_heads)) ||
+      (st = cfg_int(root, path, "linear_key_head_dim", 0, 128, 1, &c->lin_k_dim)) ||
+      (st = cfg_int(root, path, "linear_value_head_dim", 0, 128, 1, &c->lin_v_dim)) ||
+      (st = cfg_int(root, path, "max_position_embeddings", 0, 32768, 1, &c->hf_max_pos)) ||
+      (st = cfg_bool(top, path, "tie_word_embeddings", 0, &tie_top)) ||
+      (st = cfg_bool(root, path, "tie_word_embeddings", tie_top, &tie)))
+    return st;
+  c->tied = tie;
+  c->norm_eps = 1e-6;
+  const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
+  if (eps && !cJSON_IsNull(eps)) {
+    if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1)
+      return wisp_fail(WISP_EFORMAT, "%s: field 'rms_norm_eps' must be a number in (0, 1]", path);
+    c->norm_eps = eps->valuedouble;
+  }
+  const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+  if (cJSON_IsString(act) && strcmp(act->valuestring, "silu"))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden_act '%s' is not supported (Qwen 3.5 uses silu)", path, act->valuestring);
+  const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
+  if (cJSON_IsTrue(bias)) return wisp_fail(WISP_EUNSUPPORTED, "%s: attention_bias is true; wisp supports Qwen 3.5 without biases", path);
+  /* rope: rope_parameters.{rope_theta, partial_rotary_factor}, else top-level keys */
+  if ((st = parse_rope_theta(root, path, &c->rope_theta))) return st;
+  if (!cJSON_GetObjectItemCaseSensitive(root, "rope_theta") && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_parameters")) &&
+      !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling")))
+    c->rope_theta = 10000.0; /* PreTrainedConfig's default rope_theta */
+  double prf = 0.25; /* Qwen3_5TextConfig's default */
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+  const cJSON *f = cJSON_IsObject(rp) ? cJSON_GetObjectItemCaseSensitive(rp, "partial_rotary_factor") : NULL;
+  if (!f) f = cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor");
+  if (f && !cJSON_IsNull(f)) {
+    if (!cJSON_IsNumber(f) || !(f->valuedouble > 0) || f->valuedouble > 1)
+      return wisp_fail(WISP_EFORMAT, "%s: field 'partial_rotary_factor' must be a number in (0, 1]", path);
+    prf = f->valuedouble;
+  }
+  c->rotary_dim = (int)(c->head_dim * prf); /* int(head_dim * factor), as transformers */
+  if (c->rotary_dim < 2 || c->rotary_dim % 2)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: rotary dims %d (head_dim %d * partial_rotary_factor %g) must be even and >= 2",
+                     path, c->rotary_dim, c->head_dim, prf);
+  c->layer_types = calloc((size_t)c->n_layers, sizeof(int));
+  if (!c->layer_types) return wisp_fail(WISP_ENOMEM, "out of memory");
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+  if (cJSON_IsArray(lt)) {
+    if (cJSON_GetArraySize(lt) != c->n_layers)
+      return wisp_fail(WISP_EFORMAT, "%s: layer_types has %d entries, num_hidden_layers is %d", path,
+                       cJSON_GetArraySize(lt), c->n_layers);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, lt) {
+      if (cJSON_IsString(e) && !strcmp(e->valuestring, "linear_attention")) c->layer_types[i] = WISP_LAYER_LINEAR;
+      else if (cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention")) c->layer_types[i] = WISP_LAYER_ATTENTION;
+      else
+        return wisp_fail(WISP_EUNSUPPORTED, "%s: layer_types[%d] is '%s' (expected 'linear_attention' or 'full_attention')",
+                         path, i, cJSON_IsString(e) ? e->valuestring : "?");
+      i++;
+    }
+  } else {
+    int interval = 4;
+    if ((st = cfg_int(root, path, "full_attention_interval", 0, 4, 1, &interval))) return st;
+    for (int i = 0; i < c->n_layers; i++)
+      c->layer_types[i] = (i + 1) % interval ? WISP_LAYER_LINEAR : WISP_LAYER_ATTENTION;
+  }
+  if (c->heads % c->kv_heads)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
+                     c->heads, c->kv_heads);
+  if (c->lin_v_heads % c->lin_k_heads)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
+                     path, c->lin_v_heads, c->lin_k_heads);
+  if (c->hidden % WISP_Q4_BLOCK || c->ffn % WISP_Q4_BLOCK || (c->lin_v_heads * c->lin_v_dim) % WISP_Q4_BLOCK ||
+      (c->heads * c->head_dim) % WISP_Q4_BLOCK)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, intermediate %d, linear value width %d and attention width %d "
+                     "must be multiples of %d", path, c->hidden, c->ffn, c->lin_v_heads * c->lin_v_dim,
+                     c->heads * c->head_dim, WISP_Q4_BLOCK);
+  c->max_pos = c->hf_max_pos < CONVERT_MAX_POSITIONS ? c->hf_max_pos : CONVERT_MAX_POSITIONS;
+  return WISP_OK;
+}
+
 static wisp_status parse_config(const char *hf_dir, hf_config *c) {
   char path[4096];
   snprintf(path, sizeof path, "%s/config.json", hf_dir);
@@ -115,9 +226,13 @@ static wisp_status parse_config(const char *hf_dir, hf_config *c) {
   }
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
   const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (is_qwen_config(root)) {
+    st = parse_qwen_config(root, path, c);
+    goto done;
+  }
   if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0 && !json_has_string(archs, "Lfm2ForCausalLM")) {
     const cJSON *first = cJSON_GetArrayItem(archs, 0);
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM only)",
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM and Qwen3_5ForCausalLM)",
                    path, cJSON_IsString(first) ? first->valuestring : "?");
     goto done;
   }
@@ -238,13 +353,14 @@ done:
 
 /* ---- planning: which HF tensors feed which section ---- */
 
-enum { JOB_MATRIX, JOB_MATRIX_Z, JOB_VECTOR };
+/* JOB_VECTOR_P1: an f32 vector stored as 1 + w (Qwen3_5RMSNorm's weight). */
+enum { JOB_MATRIX, JOB_MATRIX_Z, JOB_VECTOR, JOB_VECTOR_P1 };
 
 typedef struct {
   char section[64]; /* matrix base name or vector section name */
   int kind, rows, cols;
   int transposed_copy; /* q4 down: also NAME.kquant/kscales */
-  const wisp_st_tensor *src[3];
+  const wisp_st_tensor *src[4];
   int nsrc;
 } job;
 
@@ -391,6 +507,113 @@ static wisp_status plan_all(planner *p, const hf_config *c, int q4) {
   return WISP_OK;
 }
 
+/* Qwen 3.5 (docs/convert.md): tensors under PREFIX = "model." (text-only
+ * checkpoints) or "model.language_model." (released multimodal ones, whose
+ * model.visual.* and mtp.* tensors are skipped). */
+static wisp_status plan_qwen(planner *p, const hf_config *c) {
+  const int H = c->hidden, F = c->ffn, D = c->head_dim, V = c->vocab;
+  const int K = c->lin_k_heads * c->lin_k_dim, LV = c->lin_v_heads * c->lin_v_dim, NV = c->lin_v_heads;
+  const char *pre = c->prefix;
+  char sec[64], n0[160], n1[160], n2[160], n3[160];
+  wisp_status st;
+  int64_t hv[1] = {H}, dv[1] = {D};
+  for (int i = 0; i < c->n_layers; i++) {
+    if (c->layer_types[i] == WISP_LAYER_LINEAR) {
+      snprintf(sec, sizeof sec, "L%d.lin.in_proj", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.in_proj_qkv.weight", pre, i);
+      snprintf(n1, sizeof n1, "%slayers.%d.linear_attn.in_proj_z.weight", pre, i);
+      snprintf(n2, sizeof n2, "%slayers.%d.linear_attn.in_proj_b.weight", pre, i);
+      snprintf(n3, sizeof n3, "%slayers.%d.linear_attn.in_proj_a.weight", pre, i);
+      const char *a[4] = {n0, n1, n2, n3};
+      int r[4] = {2 * K + LV, LV, NV, NV};
+      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 4, a, r))) return st;
+      snprintf(sec, sizeof sec, "L%d.lin.out_proj", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.out_proj.weight", pre, i);
+      int r1[1] = {H};
+      if ((st = plan_matrix(p, sec, JOB_MATRIX, LV, 1, a, r1))) return st;
+      snprintf(sec, sizeof sec, "L%d.lin.in_proj.norm", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.input_layernorm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+      p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
+      snprintf(sec, sizeof sec, "L%d.lin.conv.taps", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.conv1d.weight", pre, i);
+      int64_t tv[3] = {2 * K + LV, 1, c->conv_l};
+      if ((st = plan_vector(p, sec, n0, 3, tv))) return st;
+      int64_t nv[1] = {NV}, vd[1] = {c->lin_v_dim};
+      snprintf(sec, sizeof sec, "L%d.lin.A_log", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.A_log", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, nv))) return st;
+      snprintf(sec, sizeof sec, "L%d.lin.dt_bias", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.dt_bias", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, nv))) return st;
+      snprintf(sec, sizeof sec, "L%d.lin.norm", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, vd))) return st; /* gated norm: plain w */
+    } else {
+      snprintf(sec, sizeof sec, "L%d.attn.qkv", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.self_attn.q_proj.weight", pre, i);
+      snprintf(n1, sizeof n1, "%slayers.%d.self_attn.k_proj.weight", pre, i);
+      snprintf(n2, sizeof n2, "%slayers.%d.self_attn.v_proj.weight", pre, i);
+      const char *a[3] = {n0, n1, n2};
+      int r[3] = {2 * c->heads * D, c->kv_heads * D, c->kv_heads * D};
+      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 3, a, r))) return st;
+      snprintf(sec, sizeof sec, "L%d.attn.o_proj", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.self_attn.o_proj.weight", pre, i);
+      int r1[1] = {H};
+      if ((st = plan_matrix(p, sec, JOB_MATRIX, c->heads * D, 1, a, r1))) return st;
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.norm", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.input_layernorm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+      p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.self_attn.q_norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+      p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
+      snprintf(n0, sizeof n0, "%slayers.%d.self_attn.k_norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+      p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
+    }
+    snprintf(sec, sizeof sec, "L%d.mlp.gate_up", i);
+    snprintf(n0, sizeof n0, "%slayers.%d.mlp.gate_proj.weight", pre, i);
+    snprintf(n1, sizeof n1, "%slayers.%d.mlp.up_proj.weight", pre, i);
+    const char *gu[2] = {n0, n1};
+    int rf[2] = {F, F};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 2, gu, rf))) return st;
+    snprintf(sec, sizeof sec, "L%d.mlp.down", i);
+    snprintf(n0, sizeof n0, "%slayers.%d.mlp.down_proj.weight", pre, i);
+    int rh[1] = {H};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, F, 1, gu, rh))) return st;
+    snprintf(sec, sizeof sec, "L%d.mlp.gate_up.norm", i);
+    snprintf(n0, sizeof n0, "%slayers.%d.post_attention_layernorm.weight", pre, i);
+    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+    p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
+  }
+  snprintf(n0, sizeof n0, "%sembed_tokens.weight", pre);
+  const char *emb[1] = {n0};
+  int rv[1] = {V};
+  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
+  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
+  if (!c->tied) {
+    const char *hd[1] = {"lm_head.weight"};
+    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
+  } else if (lm) {
+    p->used[lm - p->st->tensors] = 1; /* tied: HF ignores a stored copy too */
+  }
+  snprintf(n0, sizeof n0, "%snorm.weight", pre);
+  if ((st = plan_vector(p, "head.norm", n0, 1, hv))) return st;
+  p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
+  for (int i = 0; i < p->st->n_tensors; i++) {
+    const char *nm = p->st->tensors[i].name;
+    if (!strncmp(nm, "model.visual.", 13) || !strncmp(nm, "mtp.", 4)) p->used[i] = 1; /* vision tower, MTP head */
+    if (!p->used[i])
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the Qwen 3.5 text graph wisp implements",
+                       wisp_safetensors_file_of(p->st, &p->st->tensors[i]), nm,
+                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n1, sizeof n1));
+  }
+  return WISP_OK;
+}
+
 /* ---- writing ---- */
 
 static wisp_status put(wisp_writer *w, const cJSON *manifest, const char *base, const char *suffix, const void *data,
@@ -401,7 +624,8 @@ static wisp_status put(wisp_writer *w, const cJSON *manifest, const char *base, 
   return wisp_writer_put_section(w, manifest, name, data, bytes);
 }
 
-static wisp_status write_job(wisp_writer *w, const cJSON *manifest, const wisp_safetensors *st, const job *j, int q4) {
+static wisp_status write_job(wisp_writer *w, const cJSON *manifest, const wisp_safetensors *st, const job *j, int quant) {
+  const int q4 = quant != QUANT_F32;
   size_t n = (size_t)j->rows * (size_t)j->cols;
   float *buf = malloc(n * sizeof(float));
   uint8_t *q = NULL, *zp = NULL;
@@ -419,12 +643,22 @@ static wisp_status write_job(wisp_writer *w, const cJSON *manifest, const wisp_s
       rc = wisp_fail(WISP_EFORMAT, "section '%s': element %zu is not finite (%g)", j->section, i, (double)buf[i]);
       goto done;
     }
-  if (j->kind == JOB_VECTOR) {
+  if (j->kind == JOB_VECTOR || j->kind == JOB_VECTOR_P1) {
+    if (j->kind == JOB_VECTOR_P1)
+      for (size_t i = 0; i < n; i++) buf[i] = 1.0f + buf[i]; /* f32, as Qwen3_5RMSNorm's (1.0 + weight.float()) */
     rc = put(w, manifest, j->section, NULL, buf, n * sizeof(float));
     goto done;
   }
   if (!q4) {
     rc = put(w, manifest, j->section, "weight", buf, n * sizeof(float));
+    goto done;
+  }
+  if (quant == QUANT_Q4K && j->kind == JOB_MATRIX && j->cols % WISP_Q4K_BLOCK == 0) {
+    size_t kb = wisp_q4k_bytes(j->rows, j->cols);
+    q = malloc(kb);
+    if (!q) { rc = wisp_fail(WISP_ENOMEM, "out of memory quantizing '%s'", j->section); goto done; }
+    wisp_quantize_q4k(buf, j->rows, j->cols, q);
+    rc = put(w, manifest, j->section, "q4k", q, kb);
     goto done;
   }
   size_t qb = wisp_q4_quant_bytes(j->rows, j->cols), sb = wisp_q4_scale_bytes(j->rows, j->cols);
@@ -485,13 +719,19 @@ done:
   return rc;
 }
 
-static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total, int q4, int plan_rows) {
+static const char *k_quant_names[3] = {"f32", "q4", "q4k"};
+
+static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total, int quant, int plan_rows) {
+  const int qwen = c->arch == ARCH_QWEN3_5;
   cJSON *m = cJSON_CreateObject();
   cJSON *rt = cJSON_AddObjectToObject(m, "runtime");
   cJSON *shape = cJSON_AddObjectToObject(rt, "shape");
   cJSON *lt = cJSON_AddArrayToObject(shape, "layerTypes");
   for (int i = 0; i < c->n_layers; i++)
-    cJSON_AddItemToArray(lt, cJSON_CreateString(c->layer_types[i] == WISP_LAYER_CONV ? "conv" : "attention"));
+    cJSON_AddItemToArray(lt, cJSON_CreateString(c->layer_types[i] == WISP_LAYER_CONV     ? "conv"
+                                                : c->layer_types[i] == WISP_LAYER_LINEAR ? "linear_attention"
+                                                : qwen                                   ? "full_attention"
+                                                                                         : "attention"));
   cJSON_AddNumberToObject(shape, "hidden", c->hidden);
   cJSON_AddNumberToObject(shape, "ffn", c->ffn);
   cJSON_AddNumberToObject(shape, "vocab", c->vocab);
@@ -501,6 +741,13 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
   cJSON_AddNumberToObject(shape, "convCache", c->conv_l);
   cJSON_AddNumberToObject(shape, "quantBits", 4);
   cJSON_AddNumberToObject(shape, "quantBlock", 32);
+  if (qwen) { /* wisp fields (docs/artifact.md, "Qwen 3.5") */
+    cJSON_AddNumberToObject(shape, "linearKeyHeads", c->lin_k_heads);
+    cJSON_AddNumberToObject(shape, "linearValueHeads", c->lin_v_heads);
+    cJSON_AddNumberToObject(shape, "linearKeyDim", c->lin_k_dim);
+    cJSON_AddNumberToObject(shape, "linearValueDim", c->lin_v_dim);
+    cJSON_AddNumberToObject(shape, "rotaryDim", c->rotary_dim);
+  }
   cJSON_AddStringToObject(rt, "weightsUrl", "/weights.bin");
   cJSON_AddNumberToObject(rt, "weightBytes", (double)total);
   cJSON_AddItemToObject(rt, "sections", sections);
@@ -509,12 +756,12 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
   cJSON_AddNumberToObject(rt, "planPosition", plan_rows);
   cJSON_AddNumberToObject(rt, "maxTotalPositions", c->max_pos);
   cJSON *wx = cJSON_AddObjectToObject(m, "wisp");
-  cJSON_AddStringToObject(wx, "architecture", "lfm2");
+  cJSON_AddStringToObject(wx, "architecture", qwen ? "qwen3_5" : "lfm2");
   cJSON_AddNumberToObject(wx, "ropeTheta", c->rope_theta);
   cJSON_AddNumberToObject(wx, "normEps", c->norm_eps);
   cJSON_AddStringToObject(wx, "tokenizer", "byte");
-  cJSON_AddStringToObject(wx, "weights", q4 ? "q4" : "f32");
-  cJSON_AddStringToObject(wx, "source", "huggingface Lfm2ForCausalLM");
+  cJSON_AddStringToObject(wx, "weights", k_quant_names[quant]);
+  cJSON_AddStringToObject(wx, "source", qwen ? "huggingface Qwen3_5ForCausalLM" : "huggingface Lfm2ForCausalLM");
   return m;
 }
 
@@ -581,9 +828,11 @@ static wisp_status check_output(const char *dir) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: wisp convert HF_DIR -o DIR [--quant f32|q4] [--quiet]\n"
+  fprintf(f, "usage: wisp convert HF_DIR -o DIR [--quant f32|q4|q4k] [--quiet]\n"
              "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
-             "  --quant q4 (default): Q4 matrices, Q4Z embed/head; f32: every weight as f32\n");
+             "  of an Lfm2ForCausalLM or Qwen3_5ForCausalLM\n"
+             "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
+             "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32\n");
 }
 
 int cmd_convert(int argc, char **argv) {
@@ -602,11 +851,12 @@ int cmd_convert(int argc, char **argv) {
     }
   }
   if (!hf_dir || !out_dir) { usage(stderr); return 2; }
-  if (strcmp(quant, "f32") && strcmp(quant, "q4")) {
-    fprintf(stderr, "wisp convert: --quant must be f32 or q4, not '%s'\n", quant);
+  if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k")) {
+    fprintf(stderr, "wisp convert: --quant must be f32, q4 or q4k, not '%s'\n", quant);
     return 2;
   }
-  const int q4 = !strcmp(quant, "q4");
+  const int qmode = !strcmp(quant, "q4") ? QUANT_Q4 : !strcmp(quant, "q4k") ? QUANT_Q4K : QUANT_F32;
+  const int q4 = qmode != QUANT_F32;
   hf_config cfg = {0};
   wisp_safetensors *st = NULL;
   planner pl = {0};
@@ -619,19 +869,31 @@ int cmd_convert(int argc, char **argv) {
   pl.st = st;
   pl.hf_dir = hf_dir;
   pl.used = calloc((size_t)st->n_tensors + 1, 1);
-  pl.jobs = calloc((size_t)cfg.n_layers * 8 + 8, sizeof(job));
+  pl.jobs = calloc((size_t)cfg.n_layers * 12 + 8, sizeof(job));
   if (!pl.used || !pl.jobs) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
-  if ((rc = plan_all(&pl, &cfg, q4))) goto fail;
+  if (cfg.arch == ARCH_QWEN3_5) {
+    /* text-only checkpoints use model.*, released multimodal ones model.language_model.* */
+    snprintf(cfg.prefix, sizeof cfg.prefix, "%s",
+             wisp_safetensors_find(st, "model.language_model.embed_tokens.weight") ? "model.language_model." : "model.");
+    if ((rc = plan_qwen(&pl, &cfg))) goto fail;
+  } else if ((rc = plan_all(&pl, &cfg, qmode == QUANT_Q4))) {
+    goto fail;
+  }
 
-  wisp_shape shape = {cfg.n_layers, cfg.layer_types, cfg.hidden, cfg.ffn, cfg.vocab, cfg.heads, cfg.kv_heads,
-                      cfg.head_dim, cfg.conv_l, 4, 32};
+  wisp_shape shape = {.n_layers = cfg.n_layers, .layer_types = cfg.layer_types, .hidden = cfg.hidden, .ffn = cfg.ffn,
+                      .vocab = cfg.vocab, .heads = cfg.heads, .kv_heads = cfg.kv_heads, .head_dim = cfg.head_dim,
+                      .conv_cache = cfg.conv_l, .quant_bits = 4, .quant_block = 32, .lin_k_heads = cfg.lin_k_heads,
+                      .lin_v_heads = cfg.lin_v_heads, .lin_k_dim = cfg.lin_k_dim, .lin_v_dim = cfg.lin_v_dim,
+                      .rotary_dim = cfg.rotary_dim};
   int plan_rows = cfg.max_pos < CONVERT_PLAN_POSITIONS ? cfg.max_pos : CONVERT_PLAN_POSITIONS;
   int tied = !(!cfg.tied && wisp_safetensors_find(st, "lm_head.weight"));
-  wisp_layout_options lo = {.f32 = !q4, .tied = tied, .down_transposed = q4, .rope_rows = plan_rows,
-                            .rope_ext_rows = cfg.max_pos};
+  wisp_layout_options lo = {.f32 = !q4, .q4k = qmode == QUANT_Q4K, .tied = tied, .down_transposed = qmode == QUANT_Q4,
+                            .rope_rows = plan_rows, .rope_ext_rows = cfg.max_pos};
   uint64_t total = 0;
-  if ((rc = wisp_layout_lfm2(&shape, &lo, &sections, &total))) goto fail;
-  manifest = build_manifest(&cfg, sections, total, q4, plan_rows);
+  if ((rc = cfg.arch == ARCH_QWEN3_5 ? wisp_layout_qwen3_5(&shape, &lo, &sections, &total)
+                                     : wisp_layout_lfm2(&shape, &lo, &sections, &total)))
+    goto fail;
+  manifest = build_manifest(&cfg, sections, total, qmode, plan_rows);
   sections = NULL; /* owned by manifest now */
   if (!manifest) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
   int tok_files[3];
@@ -646,11 +908,13 @@ int cmd_convert(int argc, char **argv) {
     const job *j = &pl.jobs[i];
     if (!quiet)
       fprintf(stderr, "  [%3d/%d] %-24s %6d x %-6d %s\n", i + 1, pl.n_jobs, j->section, j->rows, j->cols,
-              j->kind == JOB_VECTOR ? "f32" : !q4 ? "f32" : j->kind == JOB_MATRIX_Z ? "q4z" : "q4");
-    if ((rc = write_job(w, manifest, st, j, q4))) goto fail;
+              j->kind >= JOB_VECTOR ? "f32" : !q4 ? "f32" : j->kind == JOB_MATRIX_Z ? "q4z"
+              : qmode == QUANT_Q4K && j->cols % WISP_Q4K_BLOCK == 0 ? "q4k" : "q4");
+    if ((rc = write_job(w, manifest, st, j, qmode))) goto fail;
   }
-  if ((rc = write_rope(w, manifest, "rope.cos", "rope.sin", plan_rows, cfg.head_dim, cfg.rope_theta)) ||
-      (rc = write_rope(w, manifest, "rope.cos_ext", "rope.sin_ext", cfg.max_pos, cfg.head_dim, cfg.rope_theta)))
+  const int rope_dim = cfg.arch == ARCH_QWEN3_5 ? cfg.rotary_dim : cfg.head_dim; /* Qwen: partial rotary */
+  if ((rc = write_rope(w, manifest, "rope.cos", "rope.sin", plan_rows, rope_dim, cfg.rope_theta)) ||
+      (rc = write_rope(w, manifest, "rope.cos_ext", "rope.sin_ext", cfg.max_pos, rope_dim, cfg.rope_theta)))
     goto fail;
   rc = wisp_writer_commit(w, manifest);
   w = NULL; /* commit frees the writer, also on failure */

@@ -23,13 +23,23 @@ int cmd_info(int argc, char **argv) {
   if (wisp_model_open(dir, &m)) return cli_error("info");
   const wisp_artifact *a = m->artifact;
   const wisp_shape *s = &a->shape;
-  int n_attn = 0;
-  for (int i = 0; i < s->n_layers; i++) n_attn += s->layer_types[i] == WISP_LAYER_ATTENTION;
+  int n_attn = 0, n_lin = 0;
+  for (int i = 0; i < s->n_layers; i++) {
+    n_attn += s->layer_types[i] == WISP_LAYER_ATTENTION;
+    n_lin += s->layer_types[i] == WISP_LAYER_LINEAR;
+  }
   printf("artifact:     %s\n", dir);
-  printf("architecture: %s (%d layers: %d conv, %d attention)\n", a->architecture, s->n_layers, s->n_layers - n_attn,
-         n_attn);
+  if (n_lin)
+    printf("architecture: %s (%d layers: %d linear_attention, %d full_attention)\n", a->architecture, s->n_layers,
+           n_lin, n_attn);
+  else
+    printf("architecture: %s (%d layers: %d conv, %d attention)\n", a->architecture, s->n_layers,
+           s->n_layers - n_attn, n_attn);
   printf("shape:        hidden %d, ffn %d, vocab %d, heads %d/%d kv, head_dim %d, conv %d\n", s->hidden, s->ffn,
          s->vocab, s->heads, s->kv_heads, s->head_dim, s->conv_cache);
+  if (!strcmp(a->architecture, "qwen3_5"))
+    printf("linear:       %d key / %d value heads, dims %d/%d; rotary dims %d\n", s->lin_k_heads, s->lin_v_heads,
+           s->lin_k_dim, s->lin_v_dim, s->rotary_dim);
   printf("weights:      %llu bytes in %d sections, context %d\n", (unsigned long long)a->weight_bytes,
          a->n_sections, m->arch->max_positions(m->weights));
   int rc = 0;

@@ -51,6 +51,7 @@ static wisp_status parse_shape(const cJSON *shape, const char *label, wisp_shape
     if (!strcmp(e->valuestring, "conv")) s->layer_types[i] = WISP_LAYER_CONV;
     else if (!strcmp(e->valuestring, "attention") || !strcmp(e->valuestring, "full_attention"))
       s->layer_types[i] = WISP_LAYER_ATTENTION;
+    else if (!strcmp(e->valuestring, "linear_attention")) s->layer_types[i] = WISP_LAYER_LINEAR;
     else
       return wisp_fail(WISP_EFORMAT, "%s: unknown layer type '%s' at runtime.shape.layerTypes[%d]", label,
                        e->valuestring, i);
@@ -74,6 +75,12 @@ static wisp_status parse_shape(const cJSON *shape, const char *label, wisp_shape
   if (s->quant_bits != 4 || s->quant_block != 32)
     return wisp_fail(WISP_EUNSUPPORTED, "%s: runtime.shape quantBits=%d quantBlock=%d: only 4-bit blocks of 32 are supported",
                      label, s->quant_bits, s->quant_block);
+  if ((st = get_int(shape, "linearKeyHeads", label, p, 0, 0, &s->lin_k_heads)) ||
+      (st = get_int(shape, "linearValueHeads", label, p, 0, 0, &s->lin_v_heads)) ||
+      (st = get_int(shape, "linearKeyDim", label, p, 0, 0, &s->lin_k_dim)) ||
+      (st = get_int(shape, "linearValueDim", label, p, 0, 0, &s->lin_v_dim)) ||
+      (st = get_int(shape, "rotaryDim", label, p, 0, 0, &s->rotary_dim)))
+    return st;
   if (s->heads % s->kv_heads != 0)
     return wisp_fail(WISP_EFORMAT, "%s: runtime.shape.heads (%d) must be a multiple of kvHeads (%d)", label,
                      s->heads, s->kv_heads);

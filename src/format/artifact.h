@@ -15,13 +15,18 @@
 
 #include "wisp.h"
 
-enum { WISP_LAYER_CONV = 0, WISP_LAYER_ATTENTION = 1 };
+/* Layer kinds: LFM2 "conv"; "attention" (synonym "full_attention"); Qwen 3.5
+ * "linear_attention" (Gated DeltaNet). */
+enum { WISP_LAYER_CONV = 0, WISP_LAYER_ATTENTION = 1, WISP_LAYER_LINEAR = 2 };
 
 typedef struct {
   int n_layers;
   int *layer_types; /* WISP_LAYER_* per layer */
   int hidden, ffn, vocab, heads, kv_heads, head_dim, conv_cache;
   int quant_bits, quant_block;
+  /* Qwen 3.5 (wisp fields of runtime.shape, 0 when absent): Gated DeltaNet
+   * key/value heads and head widths, rotated dims of full-attention heads. */
+  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
 } wisp_shape;
 
 typedef struct {

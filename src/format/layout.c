@@ -36,10 +36,106 @@ static void add_matrix(builder *b, const wisp_layout_options *o, const char *bas
     add(b, name, (uint64_t)rows * cols * 4);
     return;
   }
+  if (o->q4k && cols % WISP_Q4K_BLOCK == 0) {
+    snprintf(name, sizeof name, "%s.q4k", base);
+    add(b, name, wisp_q4k_bytes(rows, cols));
+    return;
+  }
   snprintf(name, sizeof name, "%s.quant", base);
   add(b, name, wisp_q4_quant_bytes(rows, cols));
   snprintf(name, sizeof name, "%s.scales", base);
   add(b, name, wisp_q4_scale_bytes(rows, cols));
+}
+
+/* head.* then embed.* (tied: the same offsets), as the seed orders them. */
+static void add_embed_head(builder *b, const wisp_layout_options *o, int V, int H) {
+  char name[128];
+  const char *parts[3] = {"quant", "scales", "zero_points"};
+  uint64_t sizes[3] = {wisp_q4_quant_bytes(V, H), wisp_q4_scale_bytes(V, H), wisp_q4_zp_bytes(V, H)};
+  int nparts = 3;
+  if (o->f32) { parts[0] = "weight"; sizes[0] = (uint64_t)V * H * 4; nparts = 1; }
+  uint64_t at = b->off;
+  for (int k = 0; k < nparts; k++) {
+    snprintf(name, sizeof name, "head.%s", parts[k]);
+    if (o->tied) {
+      add_at(b, name, at, sizes[k]);
+      at += sizes[k];
+    } else {
+      add(b, name, sizes[k]);
+    }
+  }
+  for (int k = 0; k < nparts; k++) {
+    snprintf(name, sizeof name, "embed.%s", parts[k]);
+    add(b, name, sizes[k]);
+  }
+  /* keep what follows 4-byte aligned (zero_points may be an odd count) */
+  if (b->off % 4) b->off += 4 - b->off % 4;
+}
+
+wisp_status wisp_layout_qwen3_5(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
+                                uint64_t *total_bytes) {
+  builder b = {cJSON_CreateArray(), 0, 1};
+  if (!b.arr) return wisp_fail(WISP_ENOMEM, "out of memory");
+  const int H = s->hidden, F = s->ffn, D = s->head_dim, V = s->vocab, RD = s->rotary_dim;
+  const int LK = s->lin_k_heads * s->lin_k_dim, LV = s->lin_v_heads * s->lin_v_dim;
+  char name[128];
+  for (int i = 0; i < s->n_layers; i++) {
+    if (s->layer_types[i] == WISP_LAYER_LINEAR) {
+      snprintf(name, sizeof name, "L%d.lin.in_proj", i);
+      add_matrix(&b, o, name, 2 * LK + 2 * LV + 2 * s->lin_v_heads, H);
+      snprintf(name, sizeof name, "L%d.lin.out_proj", i);
+      add_matrix(&b, o, name, H, LV);
+    } else {
+      snprintf(name, sizeof name, "L%d.attn.qkv", i);
+      add_matrix(&b, o, name, (2 * s->heads + 2 * s->kv_heads) * D, H);
+      snprintf(name, sizeof name, "L%d.attn.o_proj", i);
+      add_matrix(&b, o, name, H, s->heads * D);
+    }
+    snprintf(name, sizeof name, "L%d.mlp.gate_up", i);
+    add_matrix(&b, o, name, 2 * F, H);
+    snprintf(name, sizeof name, "L%d.mlp.down", i);
+    add_matrix(&b, o, name, H, F);
+  }
+  add_embed_head(&b, o, V, H);
+  for (int i = 0; i < s->n_layers; i++) {
+    if (s->layer_types[i] == WISP_LAYER_LINEAR) {
+      snprintf(name, sizeof name, "L%d.lin.in_proj.norm", i);
+      add(&b, name, (uint64_t)H * 4);
+      snprintf(name, sizeof name, "L%d.lin.conv.taps", i);
+      add(&b, name, (uint64_t)(2 * LK + LV) * s->conv_cache * 4);
+      snprintf(name, sizeof name, "L%d.lin.A_log", i);
+      add(&b, name, (uint64_t)s->lin_v_heads * 4);
+      snprintf(name, sizeof name, "L%d.lin.dt_bias", i);
+      add(&b, name, (uint64_t)s->lin_v_heads * 4);
+      snprintf(name, sizeof name, "L%d.lin.norm", i);
+      add(&b, name, (uint64_t)s->lin_v_dim * 4);
+    } else {
+      snprintf(name, sizeof name, "L%d.attn.qkv.norm", i);
+      add(&b, name, (uint64_t)H * 4);
+      snprintf(name, sizeof name, "L%d.attn.qkv.q_norm", i);
+      add(&b, name, (uint64_t)D * 4);
+      snprintf(name, sizeof name, "L%d.attn.qkv.k_norm", i);
+      add(&b, name, (uint64_t)D * 4);
+    }
+    snprintf(name, sizeof name, "L%d.mlp.gate_up.norm", i);
+    add(&b, name, (uint64_t)H * 4);
+  }
+  add(&b, "head.norm", (uint64_t)H * 4);
+  if (o->rope_rows > 0) {
+    add(&b, "rope.cos", (uint64_t)o->rope_rows * (RD / 2) * 4);
+    add(&b, "rope.sin", (uint64_t)o->rope_rows * (RD / 2) * 4);
+  }
+  if (o->rope_ext_rows > 0) {
+    add(&b, "rope.cos_ext", (uint64_t)o->rope_ext_rows * (RD / 2) * 4);
+    add(&b, "rope.sin_ext", (uint64_t)o->rope_ext_rows * (RD / 2) * 4);
+  }
+  if (!b.ok) {
+    cJSON_Delete(b.arr);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  *sections = b.arr;
+  *total_bytes = b.off;
+  return WISP_OK;
 }
 
 wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
@@ -107,7 +203,7 @@ wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, 
     add(&b, "rope.cos", (uint64_t)o->rope_rows * (D / 2) * 4);
     add(&b, "rope.sin", (uint64_t)o->rope_rows * (D / 2) * 4);
   }
-  if (o->down_transposed && !o->f32) {
+  if (o->down_transposed && !o->f32 && !o->q4k) {
     for (int i = 0; i < s->n_layers; i++) {
       snprintf(name, sizeof name, "L%d.mlp.down.kquant", i);
       add(&b, name, wisp_q4_quant_bytes(F, H));

@@ -11,6 +11,7 @@
 
 typedef struct {
   int f32;             /* 1: matrices as NAME.weight f32; 0: Q4 (embed/head Q4Z) */
+  int q4k;             /* with f32 = 0: matrices with cols % 256 == 0 as NAME.q4k (Q4_K) */
   int tied;            /* head shares embed's sections */
   int down_transposed; /* Q4 only: also L*.mlp.down.kquant/kscales */
   int rope_rows;       /* rows of rope.cos/sin (0 = none) */
@@ -20,5 +21,13 @@ typedef struct {
 /* Builds runtime.sections (a new cJSON array) and the total byte count. */
 wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
                              uint64_t *total_bytes);
+
+/* Qwen 3.5 (docs/artifact.md, "Qwen 3.5"): per layer its matrices
+ * (linear: lin.in_proj, lin.out_proj; full: attn.qkv, attn.o_proj; then
+ * mlp.gate_up, mlp.down), head/embed, per layer its vectors, head.norm,
+ * rope.cos/sin and rope.cos_ext/sin_ext ([rows][rotaryDim/2]).
+ * down_transposed is ignored. */
+wisp_status wisp_layout_qwen3_5(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
+                                uint64_t *total_bytes);
 
 #endif

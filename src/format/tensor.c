@@ -10,6 +10,7 @@ const char *wisp_wtype_name(wisp_wtype t) {
     case WISP_W_F32: return "f32";
     case WISP_W_Q4: return "q4";
     case WISP_W_Q4Z: return "q4z";
+    case WISP_W_Q4K: return "q4k";
   }
   return "?";
 }
@@ -21,6 +22,59 @@ size_t wisp_q4_zp_bytes(int rows, int cols) {
   return (blocks + 1) / 2;
 }
 
+size_t wisp_q4k_bytes(int rows, int cols) {
+  return (size_t)rows * (size_t)(cols / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
+}
+
+uint16_t wisp_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  float a = fabsf(f);
+  if (a != a) return (uint16_t)(sign | 0x7e00);
+  if (a >= 65520.0f) return (uint16_t)(sign | 0x7c00); /* rounds to infinity */
+  if (a < ldexpf(1.0f, -14)) {
+    /* subnormal: units of 2^-24, round to nearest even */
+    float u = a * ldexpf(1.0f, 24);
+    long r = lrintf(u);
+    return (uint16_t)(sign | (uint16_t)r); /* r == 1024 becomes the smallest normal */
+  }
+  int e;
+  float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+  /* 11 significant bits: mantissa in [1024, 2048) */
+  long r = lrintf(ldexpf(m, 11));
+  if (r == 2048) { r = 1024; e++; }
+  int he = e - 1 + 15;
+  if (he >= 31) return (uint16_t)(sign | 0x7c00);
+  return (uint16_t)(sign | (uint16_t)(he << 10) | (uint16_t)(r - 1024));
+}
+
+void wisp_q4k_scale_min(const uint8_t *b, int j, int *sc, int *m) {
+  if (j < 4) {
+    *sc = b[j] & 63;
+    *m = b[j + 4] & 63;
+  } else {
+    *sc = (b[j + 4] & 15) | ((b[j - 4] >> 6) << 4);
+    *m = (b[j + 4] >> 4) | ((b[j] >> 6) << 4);
+  }
+}
+
+void wisp_q4k_block_f32(const uint8_t *blk, float *out) {
+  float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+  float dmin = wisp_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+  const uint8_t *qs = blk + 16;
+  for (int c = 0; c < 4; c++) {
+    int sc0, m0, sc1, m1;
+    wisp_q4k_scale_min(blk + 4, 2 * c, &sc0, &m0);
+    wisp_q4k_scale_min(blk + 4, 2 * c + 1, &sc1, &m1);
+    float d0 = d * (float)sc0, n0 = dmin * (float)m0, d1 = d * (float)sc1, n1 = dmin * (float)m1;
+    for (int l = 0; l < 32; l++) {
+      out[64 * c + l] = d0 * (float)(qs[32 * c + l] & 15) - n0;
+      out[64 * c + 32 + l] = d1 * (float)(qs[32 * c + l] >> 4) - n1;
+    }
+  }
+}
+
 static int zp_at(const uint8_t *zp, size_t block) {
   uint8_t b = zp[block >> 1];
   return (block & 1) ? (b >> 4) : (b & 15);
@@ -29,6 +83,12 @@ static int zp_at(const uint8_t *zp, size_t block) {
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) {
   if (m->type == WISP_W_F32) {
     memcpy(out, m->f32 + (size_t)row * m->cols, (size_t)m->cols * sizeof(float));
+    return;
+  }
+  if (m->type == WISP_W_Q4K) {
+    const int nsb = m->cols / WISP_Q4K_BLOCK;
+    const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q4K_BYTES;
+    for (int b = 0; b < nsb; b++) wisp_q4k_block_f32(blk + (size_t)b * WISP_Q4K_BYTES, out + b * WISP_Q4K_BLOCK);
     return;
   }
   const int nb = m->cols / WISP_Q4_BLOCK;
@@ -94,4 +154,93 @@ void wisp_quantize_q4z(const float *w, int rows, int cols, uint8_t *q, float *sc
       }
     }
   }
+}
+
+/* ---- Q4_K quantizer ---- */
+
+/* Affine fit of 32 values as s*q - mn, q = clamp(round((x+mn)/s), 0, 15),
+ * mn >= 0 (so the range includes 0 or lies above it). Tries scales around
+ * (max-min)/15, refitting s and mn by least squares for each candidate's
+ * nibbles; returns the squared error of the best. */
+static float fit_subblock(const float *x, float *s_out, float *mn_out) {
+  float lo = x[0], hi = x[0];
+  for (int i = 1; i < 32; i++) { lo = fminf(lo, x[i]); hi = fmaxf(hi, x[i]); }
+  if (lo > 0) lo = 0;
+  if (hi <= lo) { *s_out = 0; *mn_out = -lo; return 0; }
+  float best_err = INFINITY, best_s = (hi - lo) / 15.0f, best_mn = -lo;
+  for (int step = -6; step <= 6; step++) {
+    float s = (hi - lo) / (15.0f + 0.25f * (float)step);
+    if (s <= 0) continue;
+    float mn = -lo;
+    int q[32];
+    for (int i = 0; i < 32; i++) q[i] = clamp_nibble((x[i] + mn) / s);
+    /* least squares for x ~ s*q - mn over the chosen nibbles */
+    double sq = 0, sqq = 0, sx = 0, sqx = 0;
+    for (int i = 0; i < 32; i++) { sq += q[i]; sqq += (double)q[i] * q[i]; sx += x[i]; sqx += (double)q[i] * x[i]; }
+    double det = 32 * sqq - sq * sq;
+    if (det > 0) {
+      double ns = (32 * sqx - sq * sx) / det, nb = (sx - ns * sq) / 32; /* x ~ ns*q + nb */
+      if (ns > 0 && nb <= 0) { s = (float)ns; mn = (float)-nb; }
+    }
+    float err = 0;
+    for (int i = 0; i < 32; i++) {
+      int qq = clamp_nibble((x[i] + mn) / s);
+      float e = s * (float)qq - mn - x[i];
+      err += e * e;
+    }
+    if (err < best_err) { best_err = err; best_s = s; best_mn = mn; }
+  }
+  *s_out = best_s;
+  *mn_out = best_mn;
+  return best_err;
+}
+
+static int clamp6(float v) {
+  int q = (int)lrintf(v);
+  return q < 0 ? 0 : (q > 63 ? 63 : q);
+}
+
+static void quantize_q4k_block(const float *x, uint8_t *blk) {
+  float s[8], mn[8], smax = 0, mmax = 0;
+  for (int j = 0; j < 8; j++) {
+    fit_subblock(x + 32 * j, &s[j], &mn[j]);
+    smax = fmaxf(smax, s[j]);
+    mmax = fmaxf(mmax, mn[j]);
+  }
+  uint16_t hd = wisp_f32_to_f16(smax / 63.0f), hm = wisp_f32_to_f16(mmax / 63.0f);
+  float d = wisp_f16_to_f32(hd), dmin = wisp_f16_to_f32(hm);
+  int sc[8], m[8];
+  for (int j = 0; j < 8; j++) {
+    sc[j] = d > 0 ? clamp6(s[j] / d) : 0;
+    m[j] = dmin > 0 ? clamp6(mn[j] / dmin) : 0;
+  }
+  memset(blk, 0, WISP_Q4K_BYTES);
+  blk[0] = (uint8_t)(hd & 255);
+  blk[1] = (uint8_t)(hd >> 8);
+  blk[2] = (uint8_t)(hm & 255);
+  blk[3] = (uint8_t)(hm >> 8);
+  uint8_t *p = blk + 4;
+  for (int j = 0; j < 4; j++) {
+    p[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+    p[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
+    p[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+  uint8_t *qs = blk + 16;
+  for (int j = 0; j < 8; j++) {
+    float ds = d * (float)sc[j], dm = dmin * (float)m[j];
+    float inv = ds > 0 ? 1.0f / ds : 0.0f;
+    int c = j / 2, hi = j & 1;
+    for (int l = 0; l < 32; l++) {
+      int q = ds > 0 ? clamp_nibble((x[32 * j + l] + dm) * inv) : 0;
+      qs[32 * c + l] |= (uint8_t)(hi ? q << 4 : q);
+    }
+  }
+}
+
+void wisp_quantize_q4k(const float *w, int rows, int cols, uint8_t *out) {
+  const int nsb = cols / WISP_Q4K_BLOCK;
+  for (int r = 0; r < rows; r++)
+    for (int b = 0; b < nsb; b++)
+      quantize_q4k_block(w + (size_t)r * cols + (size_t)b * WISP_Q4K_BLOCK,
+                         out + ((size_t)r * nsb + b) * WISP_Q4K_BYTES);
 }

@@ -13,6 +13,23 @@
  *               point per block packed two per byte (block 2k low nibble, 2k+1
  *               high nibble, blocks numbered row-major); value = scale *
  *               (nibble - zero_point).
+ *   WISP_W_Q4K  llama.cpp's Q4_K layout (described from its public format
+ *               docs, code written here): super-blocks of 256 consecutive
+ *               elements of a row, 144 bytes each, `q` holds rows*cols/256
+ *               of them:
+ *                 bytes 0-1   d    (IEEE f16, little-endian): scale of scales
+ *                 bytes 2-3   dmin (f16): scale of mins
+ *                 bytes 4-15  8 6-bit sub-block scales sc[j] and mins m[j]:
+ *                             j < 4: sc = b[j] & 63, m = b[j+4] & 63;
+ *                             j >= 4: sc = (b[j+4] & 15) | (b[j-4] >> 6) << 4,
+ *                                     m  = (b[j+4] >> 4) | (b[j] >> 6) << 4
+ *                 bytes 16-143 4-bit quants, 32 bytes per 64 elements:
+ *                             element 64c + l (l < 32) is the low nibble of
+ *                             byte 32c + l, element 64c + 32 + l its high
+ *                             nibble; elements 64c..+31 are sub-block 2c,
+ *                             64c+32..+63 sub-block 2c+1.
+ *               value = d*sc[j] * nibble - dmin*m[j] (j = element / 32).
+ *               cols must be a multiple of 256.
  * `device` is free for a backend to cache its own copy (e.g. a GPU buffer). */
 #ifndef WISP_TENSOR_H
 #define WISP_TENSOR_H
@@ -21,8 +38,10 @@
 #include <stdint.h>
 
 #define WISP_Q4_BLOCK 32
+#define WISP_Q4K_BLOCK 256
+#define WISP_Q4K_BYTES 144 /* bytes per 256-element super-block */
 
-typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z } wisp_wtype;
+typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K } wisp_wtype;
 
 /* What the execution plan chose for one matrix in one phase (prefill,
  * decode): a registry variant name and its geometry. Empty = the backend's
@@ -40,7 +59,7 @@ typedef struct {
   int rows, cols;
   wisp_kernel_choice choice[2]; /* [prefill, decode] */
   const float *f32;     /* WISP_W_F32 */
-  const uint8_t *q;     /* Q4/Q4Z nibbles */
+  const uint8_t *q;     /* Q4/Q4Z nibbles; Q4K super-blocks */
   const float *scales;  /* Q4/Q4Z, rows * cols/32 */
   const uint8_t *zp;    /* Q4Z zero points */
   void *device;         /* backend-private */
@@ -57,6 +76,17 @@ const char *wisp_wtype_name(wisp_wtype t);
 size_t wisp_q4_quant_bytes(int rows, int cols);
 size_t wisp_q4_scale_bytes(int rows, int cols);
 size_t wisp_q4_zp_bytes(int rows, int cols);
+size_t wisp_q4k_bytes(int rows, int cols); /* rows * cols/256 * 144 */
+
+/* IEEE binary16 <-> f32 (round to nearest even; f16 subnormals handled);
+ * wisp_f16_to_f32 lives in safetensors.c. */
+float wisp_f16_to_f32(uint16_t h);
+uint16_t wisp_f32_to_f16(float f);
+/* The 6-bit scale and min of sub-block j (0..7) from a super-block's 12
+ * packed bytes (layout above). */
+void wisp_q4k_scale_min(const uint8_t *packed, int j, int *sc, int *m);
+/* Dequantizes one 256-element super-block. */
+void wisp_q4k_block_f32(const uint8_t *block, float *out);
 
 /* Reference (scalar) dequantization of one row into out[cols]. */
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out);
@@ -68,5 +98,11 @@ void wisp_quantize_q4(const float *w, int rows, int cols, uint8_t *q, float *sca
 /* Asymmetric: per block scale = (max-min)/15, zp = round(-min/scale)
  * clamped to [0,15], q = clamp(round(w/scale)+zp, 0, 15). */
 void wisp_quantize_q4z(const float *w, int rows, int cols, uint8_t *q, float *scales, uint8_t *zp);
+/* Q4_K (cols % 256 == 0): per sub-block of 32 an affine fit x ~ s*q - mn
+ * (q in 0..15, mn >= 0) chosen by a small search over the scale that
+ * minimises the squared error (each candidate refitted by least squares),
+ * then the 8 scales and mins quantized to 6 bits against the super-block's
+ * f16 d and dmin, and the nibbles recomputed with the quantized values. */
+void wisp_quantize_q4k(const float *w, int rows, int cols, uint8_t *out);
 
 #endif

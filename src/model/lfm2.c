@@ -73,6 +73,14 @@ static wisp_status bind_matrix(const wisp_artifact *a, const char *base, int row
   memset(m, 0, sizeof *m);
   m->rows = rows;
   m->cols = cols;
+  if (has(a, base, "q4k")) { /* Q4_K super-blocks (tensor.h) */
+    if (cols % WISP_Q4K_BLOCK)
+      return wisp_fail(WISP_EFORMAT, "%s: section '%s.q4k': %d columns are not a multiple of %d",
+                       a->dir ? a->dir : "artifact", base, cols, WISP_Q4K_BLOCK);
+    m->type = WISP_W_Q4K;
+    snprintf(name, sizeof name, "%s.q4k", base);
+    return wisp_artifact_bytes(a, name, wisp_q4k_bytes(rows, cols), &m->q);
+  }
   if (has(a, base, "quant")) {
     m->type = has(a, base, "zero_points") ? WISP_W_Q4Z : WISP_W_Q4;
     snprintf(name, sizeof name, "%s.quant", base);
@@ -158,6 +166,11 @@ static wisp_status lfm2_bind(const wisp_artifact *a, void **out) {
     lfm2_layer *L = &w->layers[i];
     char base[64], name[96];
     L->type = s->layer_types[i];
+    if (L->type != WISP_LAYER_CONV && L->type != WISP_LAYER_ATTENTION) {
+      st = wisp_fail(WISP_EFORMAT, "%s: layer %d is 'linear_attention', which architecture lfm2 does not have",
+                     a->dir ? a->dir : "artifact", i);
+      goto fail;
+    }
     if (L->type == WISP_LAYER_CONV) {
       snprintf(base, sizeof base, "L%d.conv.in_proj", i);
       if ((st = bind_matrix(a, base, 3 * H, H, &L->in_proj))) goto fail;
@@ -243,6 +256,8 @@ static wisp_status lfm2_plan_shape(const void *p, wisp_model_shape *out) {
   out->conv_cache = s->conv_cache;
   /* The weight dtype the kernels see: f32 artifacts plan f32 matmuls. */
   out->quant_bits = w->layers[0].gate_up.type == WISP_W_F32 ? 32 : 4;
+  for (int i = 0; i < s->n_layers; i++)
+    if (w->layers[i].down.type == WISP_W_Q4K || w->layers[i].gate_up.type == WISP_W_Q4K) out->q4k = 1;
   return WISP_OK;
 }
 

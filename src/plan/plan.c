@@ -38,9 +38,11 @@ wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wi
   int i = 0;
   for (const cJSON *c = lt->child; c; c = c->next, i++) {
     if (cJSON_IsString(c) && !strcmp(c->valuestring, "conv")) out->layer_types[i] = WISP_LAYER_CONV;
-    else if (cJSON_IsString(c) && !strcmp(c->valuestring, "attention")) out->layer_types[i] = WISP_LAYER_ATTENTION;
+    else if (cJSON_IsString(c) && (!strcmp(c->valuestring, "attention") || !strcmp(c->valuestring, "full_attention")))
+      out->layer_types[i] = WISP_LAYER_ATTENTION;
+    else if (cJSON_IsString(c) && !strcmp(c->valuestring, "linear_attention")) out->layer_types[i] = WISP_LAYER_LINEAR;
     else
-      return FAIL(WISP_EFORMAT, "%s.layerTypes[%d]: unknown layer type %s%s%s (conv, attention)", where, i,
+      return FAIL(WISP_EFORMAT, "%s.layerTypes[%d]: unknown layer type %s%s%s (conv, attention, linear_attention)", where, i,
                   cJSON_IsString(c) ? "'" : "", cJSON_IsString(c) ? c->valuestring : wisp_json_type(c),
                   cJSON_IsString(c) ? "'" : "");
   }
@@ -51,7 +53,11 @@ wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wi
       (st = shape_int(shape, "kvHeads", where, 1, &out->kv_heads)) ||
       (st = shape_int(shape, "headDim", where, 1, &out->head_dim)) ||
       (st = shape_int(shape, "quantBits", where, 0, &out->quant_bits)) ||
-      (st = shape_int(shape, "convCache", where, 0, &out->conv_cache)))
+      (st = shape_int(shape, "convCache", where, 0, &out->conv_cache)) ||
+      (st = shape_int(shape, "linearKeyHeads", where, 0, &out->lin_k_heads)) ||
+      (st = shape_int(shape, "linearValueHeads", where, 0, &out->lin_v_heads)) ||
+      (st = shape_int(shape, "linearKeyDim", where, 0, &out->lin_k_dim)) ||
+      (st = shape_int(shape, "linearValueDim", where, 0, &out->lin_v_dim)))
     return st;
   if (out->heads % out->kv_heads) return FAIL(WISP_EFORMAT, "%s.kvHeads: %d does not divide heads %d", where, out->kv_heads, out->heads);
   if (out->quant_bits != 0 && out->quant_bits != 4 && out->quant_bits != 32)
@@ -67,6 +73,11 @@ wisp_status wisp_plan_manifest_parts(const cJSON *manifest, const char *name, wi
   wisp_path(where, sizeof where, "%s: runtime.shape", name);
   wisp_status st = wisp_model_shape_from_json(cJSON_GetObjectItemCaseSensitive(rt, "shape"), where, shape);
   if (st) return st;
+  const cJSON *wx = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
+  const cJSON *arch = cJSON_GetObjectItemCaseSensitive(wx, "architecture");
+  if (cJSON_IsString(arch) && !strcmp(arch->valuestring, "qwen3_5")) shape->qwen3_5 = 1;
+  const cJSON *wt = cJSON_GetObjectItemCaseSensitive(wx, "weights");
+  if (cJSON_IsString(wt) && !strcmp(wt->valuestring, "q4k")) shape->q4k = 1;
   const cJSON *k = cJSON_GetObjectItemCaseSensitive(rt, "knee");
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(manifest, "candidate");
   if (k && !cJSON_IsArray(k)) return FAIL(WISP_EFORMAT, "%s: runtime.knee: expected an array, got %s", name, wisp_json_type(k));
@@ -128,7 +139,19 @@ typedef struct {
 
 static const char *const k_phase_names[2] = {"prefill", "decode"};
 
-static const char *layer_name(wisp_layer_kind k) { return k == WISP_LAYER_CONV ? "conv" : "attention"; }
+static const char *layer_name(wisp_layer_kind k) {
+  return k == WISP_LAYER_CONV ? "conv" : k == WISP_LAYER_LINEAR ? "linear_attention" : "attention";
+}
+
+/* The weight dtype a matmul/embed op sees: f32 artifacts "f32"; Q4_K
+ * artifacts "q4k" for matrices whose cols are a multiple of 256 (the others,
+ * embed and head stay block-32 Q4/Q4Z: "q4"); else "q4". */
+static const char *op_wdtype(const resolver *R, const wisp_plan_op *op) {
+  const wisp_model_shape *s = R->in->shape;
+  if (strcmp(R->wdtype, "q4") || !s->q4k) return R->wdtype;
+  if (!strcmp(op->op, "embed") || !strcmp(op->section, "head")) return "q4";
+  return op->cols % 256 == 0 ? "q4k" : "q4";
+}
 
 static void build_ctx(const resolver *R, const wisp_plan_op *op, int phase, wisp_ctx *c) {
   const wisp_model_shape *s = R->in->shape;
@@ -150,7 +173,7 @@ static void build_ctx(const resolver *R, const wisp_plan_op *op, int phase, wisp
   wisp_ctx_set_num(c, "kvHeads", s->kv_heads);
   wisp_ctx_set_num(c, "headDim", s->head_dim);
   wisp_ctx_set_num(c, "quantBits", s->quant_bits);
-  if (!strcmp(op->op, "matmul") || !strcmp(op->op, "embed")) wisp_ctx_set_str(c, "weightDtype", R->wdtype);
+  if (!strcmp(op->op, "matmul") || !strcmp(op->op, "embed")) wisp_ctx_set_str(c, "weightDtype", op_wdtype(R, op));
 }
 
 /* NULL when usable, else why not. */
@@ -370,7 +393,25 @@ static wisp_status build_defaults(resolver *R, int phase) {
   if ((st = make_op(R, &b[0], phase, -1, "embed", "embed", s->vocab, s->hidden, 0))) return st;
   for (int l = 0; l < s->n_layers; l++) {
     opvec *o = &b[l + 1];
-    if (s->layer_types[l] == WISP_LAYER_CONV) {
+    if (s->qwen3_5 && s->layer_types[l] == WISP_LAYER_LINEAR) {
+      /* Qwen 3.5 Gated DeltaNet: fused [qkv | z | b | a] projection. */
+      int K = s->lin_k_heads * s->lin_k_dim, V = s->lin_v_heads * s->lin_v_dim;
+      if ((st = make_op(R, o, phase, l, "rmsnorm", "lin.in_proj.norm", 0, 0, 0)) ||
+          (st = make_op(R, o, phase, l, "matmul", "lin.in_proj", 2 * K + 2 * V + 2 * s->lin_v_heads, s->hidden, 0)) ||
+          (st = make_op(R, o, phase, l, "gated_deltanet", "lin.core", 0, 0, 0)) ||
+          (st = residual_matmul(R, o, phase, l, "lin.out_proj", s->hidden, V)))
+        return st;
+    } else if (s->qwen3_5) {
+      /* Qwen 3.5 gated attention: q_proj rows carry (q | gate) per head. */
+      int q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim;
+      if ((st = make_op(R, o, phase, l, "rmsnorm", "attn.qkv.norm", 0, 0, 0)) ||
+          (st = make_op(R, o, phase, l, "matmul", "attn.qkv", 2 * q + 2 * kv, s->hidden, 0)) ||
+          (st = make_op(R, o, phase, l, "attention_gated", "attn.core", 0, 0, 0)) ||
+          (st = residual_matmul(R, o, phase, l, "attn.o_proj", s->hidden, q)))
+        return st;
+    } else if (s->layer_types[l] == WISP_LAYER_LINEAR) {
+      return FAIL(WISP_EUNSUPPORTED, "plan: layer %d is linear_attention, which only architecture qwen3_5 has", l);
+    } else if (s->layer_types[l] == WISP_LAYER_CONV) {
       if ((st = make_op(R, o, phase, l, "rmsnorm", "conv.in_proj.norm", 0, 0, 0)) ||
           (st = make_op(R, o, phase, l, "matmul", "conv.in_proj", 3 * s->hidden, s->hidden, 0)) ||
           (st = make_op(R, o, phase, l, "shortconv", "conv.core", 0, 0, 0)) ||
@@ -637,6 +678,14 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddNumberToObject(m, "headDim", s->head_dim);
   cJSON_AddNumberToObject(m, "quantBits", s->quant_bits);
   cJSON_AddNumberToObject(m, "convCache", s->conv_cache);
+  if (s->qwen3_5) { /* absent for LFM2, so LFM2 plan ids are unchanged */
+    cJSON_AddStringToObject(m, "architecture", "qwen3_5");
+    cJSON_AddNumberToObject(m, "linearKeyHeads", s->lin_k_heads);
+    cJSON_AddNumberToObject(m, "linearValueHeads", s->lin_v_heads);
+    cJSON_AddNumberToObject(m, "linearKeyDim", s->lin_k_dim);
+    cJSON_AddNumberToObject(m, "linearValueDim", s->lin_v_dim);
+  }
+  if (s->q4k) cJSON_AddBoolToObject(m, "q4k", 1);
   cJSON_AddStringToObject(root, "registryVersion", in->registry->version);
   const cJSON *ck = in->candidate ? cJSON_GetObjectItemCaseSensitive(in->candidate, "key") : NULL;
   if (cJSON_IsString(ck)) cJSON_AddStringToObject(root, "candidate", ck->valuestring);

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Hugging Face reference for wisp's LFM2 parity checks.
+"""Hugging Face reference for wisp's LFM2 and Qwen 3.5 parity checks.
 
 Runs where torch + transformers (5.x) + numpy are installed (the GPU machine);
 wisp itself never imports this.
 
-  build     --config small|lfm2-350m --seed S --out HF_DIR
-            A random Lfm2ForCausalLM in float32, saved with save_pretrained
+  build     --config small|lfm2-350m|qwen35-small|qwen35-0.8b|qwen35-2b --seed S --out HF_DIR
+            A random Lfm2ForCausalLM or Qwen3_5ForCausalLM (text) in float32,
+            saved with save_pretrained
             (config.json + model.safetensors), plus HF_DIR/prompts.json:
             {"prompts": [[ids], ...], "greedy_prompt": 1} with prompts of 1, 17
             and 300 token ids from a seeded RNG.
@@ -16,7 +17,7 @@ wisp itself never imports this.
             whole prompt) and N greedy tokens from prompt `greedy_prompt`
             (argmax, ties to the lowest id, with the KV/conv cache). With
             --dequant-from, every weight is first replaced by the values
-            dequantized from wisp's artifact (Q4 / Q4Z / f32 sections, byte
+            dequantized from wisp's artifact (Q4 / Q4Z / Q4_K / f32 sections, byte
             layouts of src/format/tensor.h), so the q4 comparison measures the
             engine, not the quantizer.
             Writes {"logits": [[...], ...], "greedy": [...]} (9 significant
@@ -51,8 +52,44 @@ CONFIGS = {
     ),
 }
 
+# Qwen 3.5 text models (Qwen3_5TextConfig + Qwen3_5ForCausalLM). layer_types
+# default to Qwen's pattern: "linear_attention" x3 then "full_attention".
+# vocab_size None = Qwen3_5TextConfig()'s default (the released 248320).
+QWEN_CONFIGS = {
+    # Qwen3.5-0.8B text shape (~752 M parameters with the default vocab).
+    "qwen35-0.8b": dict(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=8, num_key_value_heads=2, head_dim=256,
+        linear_num_key_heads=16, linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+        linear_conv_kernel_dim=4, intermediate_size=3584, vocab_size=None, rope_theta=10000000.0,
+        partial_rotary_factor=0.25, rms_norm_eps=1e-6, max_position_embeddings=262144, tie=True,
+    ),
+    # Qwen3.5-2B text shape (the released 2B text config as stated in the brief;
+    # Qwen3_5TextConfig()'s defaults are a larger model, hidden 4096).
+    "qwen35-2b": dict(
+        hidden_size=2048, num_hidden_layers=24, num_attention_heads=8, num_key_value_heads=2, head_dim=256,
+        linear_num_key_heads=16, linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+        linear_conv_kernel_dim=4, intermediate_size=6144, vocab_size=None, rope_theta=10000000.0,
+        partial_rotary_factor=0.25, rms_norm_eps=1e-6, max_position_embeddings=262144, tie=True,
+    ),
+    # A small model for CI: 3 linear + 1 full layer; intermediate 256 so that
+    # --quant q4k has Q4_K matrices (down_proj) next to Q4 fallbacks (cols 128).
+    "qwen35-small": dict(
+        hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        linear_num_key_heads=4, linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32,
+        linear_conv_kernel_dim=4, intermediate_size=256, vocab_size=512, rope_theta=10000000.0,
+        partial_rotary_factor=0.25, rms_norm_eps=1e-6, max_position_embeddings=1024, tie=True,
+    ),
+}
+ALL_CONFIGS = sorted(list(CONFIGS) + list(QWEN_CONFIGS))
+
 # Effective FFN widths after Lfm2MLP's auto-adjust (int(2*I/3), x1.0, round up to 256).
 EXPECTED_FFN = {"lfm2-350m": 4608, "small": 256}
+
+
+def is_qwen_dir(hf_dir):
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        cfg = json.load(f)
+    return cfg.get("model_type") in ("qwen3_5", "qwen3_5_text") or "Qwen3_5ForCausalLM" in (cfg.get("architectures") or [])
 
 
 def die(msg):
@@ -98,6 +135,70 @@ def make_config(name):
     return cfg
 
 
+def make_qwen_config(name):
+    from transformers import Qwen3_5TextConfig
+
+    c = dict(QWEN_CONFIGS[name])
+    theta = c.pop("rope_theta")
+    prf = c.pop("partial_rotary_factor")
+    tie = c.pop("tie")
+    if c["vocab_size"] is None:
+        c["vocab_size"] = Qwen3_5TextConfig().vocab_size
+    n = c["num_hidden_layers"]
+    c["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n)]
+    c["rope_parameters"] = {"rope_type": "default", "rope_theta": theta, "partial_rotary_factor": prf}
+    c["tie_word_embeddings"] = tie
+    c["hidden_act"] = "silu"
+    cfg = Qwen3_5TextConfig(**c)
+    rp = getattr(cfg, "rope_parameters", None) or {}
+    if float(rp.get("rope_theta", -1)) != theta or float(rp.get("partial_rotary_factor", prf)) != prf:
+        die("config %s: rope parameters %s, wanted theta %s factor %s" % (name, rp, theta, prf))
+    if list(cfg.layer_types) != c["layer_types"]:
+        die("config %s: layer types %s" % (name, cfg.layer_types))
+    return cfg
+
+
+def randomize_qwen(model, hidden):
+    """Matrices N(0, 0.64/sqrt(hidden)); Qwen3_5RMSNorm weights (used as 1 + w)
+    0.1 N(0,1); the gated norm weight 1 + 0.1 N(0,1); conv taps N(0, 0.5);
+    A_log = log U(0.02, 1) and dt_bias -2 + 0.5 N(0,1), so the per-token decay
+    exp(-A softplus(a + dt_bias)) stays near 1 and the recurrent state really
+    carries across tokens (HF's init, A in U(0.01, 16) with dt_bias 1, forgets
+    most of it at every step)."""
+    import torch
+
+    std = 0.64 / math.sqrt(hidden)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("linear_attn.norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            elif name.endswith("norm.weight"):
+                p.copy_(0.1 * torch.randn_like(p))
+            elif name.endswith("conv1d.weight"):
+                p.copy_(0.5 * torch.randn_like(p))
+            elif name.endswith("A_log"):
+                p.copy_(torch.empty_like(p).uniform_(0.02, 1.0).log())
+            elif name.endswith("dt_bias"):
+                p.copy_(-2.0 + 0.5 * torch.randn_like(p))
+            elif p.dim() == 2:
+                p.copy_(std * torch.randn_like(p))
+            else:
+                die("unexpected parameter %s %s" % (name, tuple(p.shape)))
+
+
+def build_qwen(args):
+    import torch
+    from transformers import Qwen3_5ForCausalLM
+
+    torch.set_default_dtype(torch.float32)
+    cfg = make_qwen_config(args.config)
+    torch.manual_seed(args.seed)
+    model = Qwen3_5ForCausalLM(cfg).to(torch.float32).eval()
+    randomize_qwen(model, cfg.hidden_size)
+    return model, cfg, "intermediate %d, layer types %s" % (
+        cfg.intermediate_size, "".join("L" if t == "linear_attention" else "F" for t in cfg.layer_types))
+
+
 def randomize(model, hidden):
     """Weights with O(1) activations: matrices N(0, 0.64/sqrt(hidden)) (0.02 for
     hidden 1024, transformers' default init), norms 1 + 0.1 N(0,1), conv taps
@@ -119,16 +220,21 @@ def randomize(model, hidden):
 
 def cmd_build(args):
     import torch
-    from transformers import Lfm2ForCausalLM
 
-    torch.set_default_dtype(torch.float32)
-    cfg = make_config(args.config)
-    torch.manual_seed(args.seed)
-    model = Lfm2ForCausalLM(cfg).to(torch.float32).eval()
-    randomize(model, cfg.hidden_size)
-    ffn = model.model.layers[0].feed_forward.w1.out_features
-    if ffn != EXPECTED_FFN[args.config]:
-        die("config %s: FFN width %d, expected %d" % (args.config, ffn, EXPECTED_FFN[args.config]))
+    if args.config in QWEN_CONFIGS:
+        model, cfg, what = build_qwen(args)
+    else:
+        from transformers import Lfm2ForCausalLM
+
+        torch.set_default_dtype(torch.float32)
+        cfg = make_config(args.config)
+        torch.manual_seed(args.seed)
+        model = Lfm2ForCausalLM(cfg).to(torch.float32).eval()
+        randomize(model, cfg.hidden_size)
+        ffn = model.model.layers[0].feed_forward.w1.out_features
+        if ffn != EXPECTED_FFN[args.config]:
+            die("config %s: FFN width %d, expected %d" % (args.config, ffn, EXPECTED_FFN[args.config]))
+        what = "ffn %d" % ffn
     nparams = sum(p.numel() for p in model.parameters())
     os.makedirs(args.out, exist_ok=True)
     try:
@@ -144,8 +250,8 @@ def cmd_build(args):
     with open(os.path.join(args.out, "prompts.json"), "w") as f:
         json.dump({"prompts": prompts, "greedy_prompt": GREEDY_PROMPT}, f)
         f.write("\n")
-    print("built %s: %.1f M parameters, ffn %d, tied %s -> %s" % (
-        args.config, nparams / 1e6, ffn, getattr(cfg, "tie_word_embeddings", None), args.out))
+    print("built %s: %.1f M parameters, %s, vocab %d, tied %s -> %s" % (
+        args.config, nparams / 1e6, what, cfg.vocab_size, getattr(cfg, "tie_word_embeddings", None), args.out))
 
 
 # ---------------------------------------------------------------- wisp artifact
@@ -184,6 +290,8 @@ class Artifact:
         np = self.np
         if base + ".weight" in self.sections:
             return self.raw(base + ".weight", "<f4", rows * cols).reshape(rows, cols).astype(np.float32)
+        if base + ".q4k" in self.sections:
+            return self.q4k(base, rows, cols)
         if cols % 32:
             die("%s: %d columns is not a multiple of 32" % (base, cols))
         nb = cols // 32
@@ -202,6 +310,37 @@ class Artifact:
         else:
             zero = np.full((rows, nb), 8.0, dtype=np.float32)
         w = (nib.reshape(rows, nb, 32).astype(np.float32) - zero[:, :, None]) * scales[:, :, None]
+        return w.reshape(rows, cols).astype(np.float32)
+
+    def q4k(self, base, rows, cols):
+        """Q4_K, llama.cpp's super-block layout as tensor.h describes it: per 256
+        elements 144 bytes = f16 d, f16 dmin, 12 bytes of 6-bit scales/mins for
+        8 sub-blocks of 32, 128 bytes of nibbles (64 elements per 32 bytes: low
+        nibbles first 32, high nibbles next 32); value = d*sc*q - dmin*m."""
+        np = self.np
+        if cols % 256:
+            die("%s.q4k: %d columns is not a multiple of 256" % (base, cols))
+        nsb = rows * cols // 256
+        b = self.raw(base + ".q4k", np.uint8, nsb * 144).reshape(nsb, 144)
+        d = b[:, 0:2].copy().view("<f2").astype(np.float32)[:, 0]
+        dmin = b[:, 2:4].copy().view("<f2").astype(np.float32)[:, 0]
+        p = b[:, 4:16].astype(np.int32)
+        sc = np.empty((nsb, 8), dtype=np.int32)
+        mn = np.empty((nsb, 8), dtype=np.int32)
+        for j in range(4):
+            sc[:, j] = p[:, j] & 63
+            mn[:, j] = p[:, j + 4] & 63
+            sc[:, j + 4] = (p[:, j + 8] & 15) | ((p[:, j] >> 6) << 4)
+            mn[:, j + 4] = (p[:, j + 8] >> 4) | ((p[:, j + 4] >> 6) << 4)
+        qs = b[:, 16:].reshape(nsb, 4, 32)
+        nib = np.empty((nsb, 4, 2, 32), dtype=np.float32)
+        nib[:, :, 0, :] = qs & 15
+        nib[:, :, 1, :] = qs >> 4
+        nib = nib.reshape(nsb, 8, 32)
+        # in f32 as wisp computes it: (d*sc) * q - (dmin*m)
+        ds = (d[:, None] * sc.astype(np.float32)).astype(np.float32)
+        dm = (dmin[:, None] * mn.astype(np.float32)).astype(np.float32)
+        w = ds[:, :, None] * nib - dm[:, :, None]
         return w.reshape(rows, cols).astype(np.float32)
 
     def shares(self, a, b):
@@ -243,12 +382,62 @@ class Artifact:
         return out, tied
 
 
+    def hf_tensors_qwen(self):
+        """Qwen 3.5 sections (docs/artifact.md) -> Qwen3_5ForCausalLM tensors.
+        (1 + w) norm sections give back w = stored - 1 (exact in f32 for
+        stored in [0.5, 2], and HF recomputes 1 + w = stored)."""
+        s = self.shape
+        H, F, V, D = s["hidden"], s["ffn"], s["vocab"], s["headDim"]
+        NH, KV, L = s["heads"], s["kvHeads"], s["convCache"]
+        NK, NV, DK, DV = s["linearKeyHeads"], s["linearValueHeads"], s["linearKeyDim"], s["linearValueDim"]
+        K, LV = NK * DK, NV * DV
+        one = self.np.float32(1.0)
+        out = {}
+        for i, kind in enumerate(s["layerTypes"]):
+            p = "model.layers.%d." % i
+            if kind == "linear_attention":
+                m = self.matrix("L%d.lin.in_proj" % i, 2 * K + 2 * LV + 2 * NV, H)
+                out[p + "linear_attn.in_proj_qkv.weight"] = m[: 2 * K + LV]
+                out[p + "linear_attn.in_proj_z.weight"] = m[2 * K + LV: 2 * K + 2 * LV]
+                out[p + "linear_attn.in_proj_b.weight"] = m[2 * K + 2 * LV: 2 * K + 2 * LV + NV]
+                out[p + "linear_attn.in_proj_a.weight"] = m[2 * K + 2 * LV + NV:]
+                out[p + "linear_attn.out_proj.weight"] = self.matrix("L%d.lin.out_proj" % i, H, LV)
+                out[p + "input_layernorm.weight"] = self.vector("L%d.lin.in_proj.norm" % i, H) - one
+                out[p + "linear_attn.conv1d.weight"] = self.vector("L%d.lin.conv.taps" % i, (2 * K + LV) * L).reshape(
+                    2 * K + LV, 1, L)
+                out[p + "linear_attn.A_log"] = self.vector("L%d.lin.A_log" % i, NV)
+                out[p + "linear_attn.dt_bias"] = self.vector("L%d.lin.dt_bias" % i, NV)
+                out[p + "linear_attn.norm.weight"] = self.vector("L%d.lin.norm" % i, DV)
+            else:
+                qkv = self.matrix("L%d.attn.qkv" % i, (2 * NH + 2 * KV) * D, H)
+                out[p + "self_attn.q_proj.weight"] = qkv[: 2 * NH * D]
+                out[p + "self_attn.k_proj.weight"] = qkv[2 * NH * D: (2 * NH + KV) * D]
+                out[p + "self_attn.v_proj.weight"] = qkv[(2 * NH + KV) * D:]
+                out[p + "self_attn.o_proj.weight"] = self.matrix("L%d.attn.o_proj" % i, H, NH * D)
+                out[p + "input_layernorm.weight"] = self.vector("L%d.attn.qkv.norm" % i, H) - one
+                out[p + "self_attn.q_norm.weight"] = self.vector("L%d.attn.qkv.q_norm" % i, D) - one
+                out[p + "self_attn.k_norm.weight"] = self.vector("L%d.attn.qkv.k_norm" % i, D) - one
+            gu = self.matrix("L%d.mlp.gate_up" % i, 2 * F, H)
+            out[p + "mlp.gate_proj.weight"] = gu[:F]
+            out[p + "mlp.up_proj.weight"] = gu[F:]
+            out[p + "mlp.down_proj.weight"] = self.matrix("L%d.mlp.down" % i, H, F)
+            out[p + "post_attention_layernorm.weight"] = self.vector("L%d.mlp.gate_up.norm" % i, H) - one
+        out["model.embed_tokens.weight"] = self.matrix("embed", V, H)
+        tied = self.shares("head.quant", "embed.quant") or self.shares("head.weight", "embed.weight") or not (
+            "head.quant" in self.sections or "head.weight" in self.sections)
+        if not tied:
+            out["lm_head.weight"] = self.matrix("head", V, H)
+        out["model.norm.weight"] = self.vector("head.norm", H) - one
+        return out, tied
+
+
 def load_dequantized(model, artifact_dir):
     import numpy as np
     import torch
 
     art = Artifact(artifact_dir)
-    tensors, tied = art.hf_tensors()
+    arch = art.manifest.get("wisp", {}).get("architecture", "lfm2")
+    tensors, tied = art.hf_tensors_qwen() if arch == "qwen3_5" else art.hf_tensors()
     sd = model.state_dict()
     for name, arr in tensors.items():
         if name not in sd:
@@ -272,7 +461,11 @@ def load_dequantized(model, artifact_dir):
 
 def load_model(hf_dir, device):
     import torch
-    from transformers import Lfm2ForCausalLM
+
+    if is_qwen_dir(hf_dir):
+        from transformers import Qwen3_5ForCausalLM as cls
+    else:
+        from transformers import Lfm2ForCausalLM as cls
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -281,9 +474,9 @@ def load_model(hf_dir, device):
     except AttributeError:
         pass
     try:
-        model = Lfm2ForCausalLM.from_pretrained(hf_dir, dtype=torch.float32, attn_implementation="eager")
+        model = cls.from_pretrained(hf_dir, dtype=torch.float32, attn_implementation="eager")
     except TypeError:
-        model = Lfm2ForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32, attn_implementation="eager")
+        model = cls.from_pretrained(hf_dir, torch_dtype=torch.float32, attn_implementation="eager")
     model = model.to(torch.float32).to(device).eval()
     impl = getattr(model.config, "_attn_implementation", "?")
     if impl != "eager":
@@ -364,8 +557,8 @@ def cmd_reference(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="build and save a random Lfm2ForCausalLM + prompts.json")
-    b.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    b = sub.add_parser("build", help="build and save a random Lfm2ForCausalLM / Qwen3_5ForCausalLM + prompts.json")
+    b.add_argument("--config", choices=ALL_CONFIGS, required=True)
     b.add_argument("--seed", type=int, default=1234)
     b.add_argument("--out", required=True)
     r = sub.add_parser("reference", help="final-position logits + greedy tokens from transformers")

@@ -3,25 +3,29 @@
 #
 #   tests/parity/run_device.sh WISP_BIN SMALL_OUT_DIR [WORK_DIR]
 #
-# For each config (small, lfm2-350m; override with CONFIGS="small"):
+# For each config (default: small lfm2-350m qwen35-small qwen35-0.8b
+# qwen35-2b; override with CONFIGS="small qwen35-small"), for each quant
+# (LFM2: f32 q4; Qwen 3.5: f32 q4 q4k; override with QUANTS="f32 q4k"):
 #   1. hf_reference.py build      -> WORK/<cfg>/hf (config.json, model.safetensors, prompts.json)
-#   2. wisp convert --quant f32   -> WORK/<cfg>/art_f32
-#      wisp convert --quant q4    -> WORK/<cfg>/art_q4
+#   2. wisp convert --quant Q     -> WORK/<cfg>/art_Q
 #   3. hf_reference.py reference  -> WORK/<cfg>/ref_f32.json (HF weights)
-#      hf_reference.py reference --dequant-from art_q4 -> WORK/<cfg>/ref_q4.json
-#   4. wisp logits (cpu)          -> WORK/<cfg>/wisp_f32.json, wisp_q4.json
-#   5. compare.py                 -> WORK/<cfg>/compare_{f32,q4}.txt
-# then prints a summary table and copies the small model's config.json,
-# model.safetensors, prompts.json and ref_{f32,q4}.json into SMALL_OUT_DIR
-# (commit them as tests/parity/small/ for test_parity.c).
+#      hf_reference.py reference --dequant-from art_Q -> WORK/<cfg>/ref_Q.json (Q != f32)
+#   4. wisp logits (cpu)          -> WORK/<cfg>/wisp_Q.json
+#   5. compare.py                 -> WORK/<cfg>/compare_Q.txt
+# then prints a summary table and copies the small models' config.json,
+# model.safetensors, prompts.json and ref_*.json into SMALL_OUT_DIR (LFM2
+# "small", commit as tests/parity/small/ for test_parity.c) and QWEN_SMALL_OUT
+# (default SMALL_OUT_DIR/../qwen35-small; commit as tests/parity/qwen35-small/
+# for test_parity_qwen.c).
 #
-# Environment: PYTHON (python3), SEED (1234), GREEDY (128), BACKEND (cpu; wisp's backend), REF_DEVICE (cpu;
-# "cuda" runs the reference on the GPU with TF32 off), THREADS (nproc).
+# Environment: PYTHON (python3), SEED (1234), GREEDY (128), BACKEND (cpu; wisp's
+# backend for `wisp logits`), REF_DEVICE (cpu; "cuda" runs the reference on the
+# GPU with TF32 off), THREADS (nproc), QUANTS, QWEN_SMALL_OUT (see above).
 # Exit status: 0 only if every comparison passed.
 set -uo pipefail
 
 if [ $# -lt 2 ]; then
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 WISP=$(readlink -f "$1")
@@ -34,7 +38,12 @@ GREEDY=${GREEDY:-128}
 REF_DEVICE=${REF_DEVICE:-cpu}
 THREADS=${THREADS:-$(nproc)}
 BACKEND=${BACKEND:-cpu}
-CONFIGS=${CONFIGS:-"small lfm2-350m"}
+CONFIGS=${CONFIGS:-"small lfm2-350m qwen35-small qwen35-0.8b qwen35-2b"}
+QWEN_SMALL_OUT=${QWEN_SMALL_OUT:-$SMALL_OUT/../qwen35-small}
+quants_for() { # config -> the quants it runs
+  if [ -n "${QUANTS:-}" ]; then echo "$QUANTS"; return; fi
+  case $1 in qwen35-*) echo "f32 q4 q4k" ;; *) echo "f32 q4" ;; esac
+}
 mkdir -p "$WORK" || exit 2
 [ -x "$WISP" ] || { echo "run_device.sh: $WISP is not executable" >&2; exit 2; }
 
@@ -57,16 +66,23 @@ for cfg in $CONFIGS; do
   rm -rf "$d"; mkdir -p "$d"
   ok=1
   step "$cfg: build" "$PY" "$HERE/hf_reference.py" build --config "$cfg" --seed "$SEED" --out "$d/hf" || ok=0
-  [ $ok = 1 ] && { step "$cfg: convert f32" "$WISP" convert "$d/hf" -o "$d/art_f32" --quant f32 --quiet || ok=0; }
-  [ $ok = 1 ] && { step "$cfg: convert q4" "$WISP" convert "$d/hf" -o "$d/art_q4" --quant q4 --quiet || ok=0; }
+  qs=$(quants_for "$cfg")
+  for q in $qs; do
+    [ $ok = 1 ] && { step "$cfg: convert $q" "$WISP" convert "$d/hf" -o "$d/art_$q" --quant "$q" --quiet || ok=0; }
+  done
   if [ $ok = 1 ]; then
-    step "$cfg: HF reference f32" "$PY" "$HERE/hf_reference.py" reference --hf "$d/hf" \
-      --prompts "$d/hf/prompts.json" --out "$d/ref_f32.json" --greedy "$GREEDY" --device "$REF_DEVICE" || ok=0
-    step "$cfg: HF reference q4 (dequantized from wisp's artifact)" "$PY" "$HERE/hf_reference.py" reference \
-      --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_q4.json" --greedy "$GREEDY" \
-      --device "$REF_DEVICE" --dequant-from "$d/art_q4" || ok=0
+    for q in $qs; do
+      if [ "$q" = f32 ]; then
+        step "$cfg: HF reference f32" "$PY" "$HERE/hf_reference.py" reference --hf "$d/hf" \
+          --prompts "$d/hf/prompts.json" --out "$d/ref_f32.json" --greedy "$GREEDY" --device "$REF_DEVICE" || ok=0
+      else
+        step "$cfg: HF reference $q (dequantized from wisp's artifact)" "$PY" "$HERE/hf_reference.py" reference \
+          --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_$q.json" --greedy "$GREEDY" \
+          --device "$REF_DEVICE" --dequant-from "$d/art_$q" || ok=0
+      fi
+    done
   fi
-  for q in f32 q4; do
+  for q in $qs; do
     RESULT[$cfg/$q]="not run"
     [ $ok = 1 ] && [ -f "$d/ref_$q.json" ] || continue
     if ! step "$cfg: wisp logits $q" "$WISP" logits -m "$d/art_$q" --prompts "$d/hf/prompts.json" \
@@ -86,9 +102,9 @@ done
 
 echo
 echo "== summary (work dir $WORK)"
-printf '%-10s %-4s %s\n' config quant result
+printf '%-12s %-4s %s\n' config quant result
 for cfg in $CONFIGS; do
-  for q in f32 q4; do printf '%-10s %-4s %s\n' "$cfg" "$q" "${RESULT[$cfg/$q]:-not run}"; done
+  for q in $(quants_for "$cfg"); do printf '%-12s %-4s %s\n' "$cfg" "$q" "${RESULT[$cfg/$q]:-not run}"; done
 done
 
 if [ -f "$WORK/small/ref_f32.json" ] && [ -f "$WORK/small/ref_q4.json" ]; then
@@ -103,5 +119,21 @@ if [ -f "$WORK/small/ref_f32.json" ] && [ -f "$WORK/small/ref_q4.json" ]; then
   # Record the q4 artifact's digest: CI re-converts and must get the same bytes.
   sha256sum "$WORK/small/art_q4/weights.bin" | awk '{print $1}' > "$SMALL_OUT/q4_weights.sha256"
   echo "copied the small model and its references into $SMALL_OUT"
+fi
+if [ -f "$WORK/qwen35-small/ref_f32.json" ]; then
+  mkdir -p "$QWEN_SMALL_OUT"
+  cp "$WORK/qwen35-small/hf/config.json" "$WORK/qwen35-small/hf/prompts.json" "$QWEN_SMALL_OUT"/
+  for q in f32 q4 q4k; do
+    [ -f "$WORK/qwen35-small/ref_$q.json" ] && cp "$WORK/qwen35-small/ref_$q.json" "$QWEN_SMALL_OUT"/
+    # CI re-converts and must get the bytes the reference was made from
+    [ -f "$WORK/qwen35-small/art_$q/weights.bin" ] && [ "$q" != f32 ] &&
+      sha256sum "$WORK/qwen35-small/art_$q/weights.bin" | awk '{print $1}' > "$QWEN_SMALL_OUT/${q}_weights.sha256"
+  done
+  if [ -f "$WORK/qwen35-small/hf/model.safetensors" ]; then
+    cp "$WORK/qwen35-small/hf/model.safetensors" "$QWEN_SMALL_OUT"/
+  else
+    echo "run_device.sh: the qwen35-small model was saved sharded; copy its shards by hand" >&2; fail=1
+  fi
+  echo "copied the qwen35-small model and its references into $QWEN_SMALL_OUT"
 fi
 exit $fail

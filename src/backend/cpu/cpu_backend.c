@@ -26,6 +26,8 @@ typedef struct {
   size_t scratch_len;
   float *qbuf; /* rotated queries of the current attention call */
   size_t qbuf_len;
+  float *dnbuf; /* conv outputs of the current gated_deltanet call */
+  size_t dnbuf_len;
   wisp_status error; /* first failure inside an op, reported by sync */
 } cpu_backend;
 
@@ -76,8 +78,8 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
 static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
   if (!variant[0]) return c->k;
-  if (!strcmp(variant, "q4_scalar")) return wisp_cpu_kernels_scalar();
-  if (!strcmp(variant, "q4_avx2") || !strcmp(variant, "f32")) return c->k;
+  if (!strcmp(variant, "q4_scalar") || !strcmp(variant, "q4k_scalar")) return wisp_cpu_kernels_scalar();
+  if (!strcmp(variant, "q4_avx2") || !strcmp(variant, "q4k_avx2") || !strcmp(variant, "f32")) return c->k;
   return NULL;
 }
 
@@ -85,14 +87,20 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   cpu_backend *c = as_cpu(be);
   if (m->cols % WISP_Q4_BLOCK && m->type != WISP_W_F32)
     return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", m->cols);
+  if (m->type == WISP_W_Q4K && m->cols % WISP_Q4K_BLOCK)
+    return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", m->cols);
   for (int ph = 0; ph < 2; ph++) {
     const char *v = m->choice[ph].variant;
     if (!kernels_for(c, v))
       return wisp_fail(WISP_EUNSUPPORTED, "the plan chose matmul kernel '%s', which the cpu backend does not have", v);
     if (!strcmp(v, "q4_avx2") && strcmp(c->k->name, "avx2"))
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel 'q4_avx2' but this CPU lacks AVX2+FMA");
-    if ((!strcmp(v, "q4_avx2") || !strcmp(v, "q4_scalar")) && m->type == WISP_W_F32)
-      return wisp_fail(WISP_EINVAL, "the plan chose Q4 kernel '%s' for an f32 matrix", v);
+    if (!strcmp(v, "q4k_avx2") && strcmp(c->k->name, "avx2"))
+      return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel 'q4k_avx2' but this CPU lacks AVX2+FMA");
+    if ((!strcmp(v, "q4_avx2") || !strcmp(v, "q4_scalar")) && m->type != WISP_W_Q4 && m->type != WISP_W_Q4Z)
+      return wisp_fail(WISP_EINVAL, "the plan chose Q4 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
+    if ((!strcmp(v, "q4k_avx2") || !strcmp(v, "q4k_scalar")) && m->type != WISP_W_Q4K)
+      return wisp_fail(WISP_EINVAL, "the plan chose Q4_K kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
   }
   return WISP_OK;
 }
@@ -147,7 +155,9 @@ static void matmul_task(void *ctx, int task, int thread) {
   const wisp_cpu_kernels *k = j->k;
   for (int r = r0; r < r1; r++) {
     if (j->n == 1) {
-      float v = W->type == WISP_W_F32 ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K) : k->dot_q4_row(W, r, j->x);
+      float v = W->type == WISP_W_F32   ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K)
+                : W->type == WISP_W_Q4K ? k->dot_q4k_row(W, r, j->x)
+                                        : k->dot_q4_row(W, r, j->x);
       j->y[r] = j->accumulate ? j->y[r] + v : v;
       continue;
     }
@@ -312,6 +322,160 @@ static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
   wisp_pool_run(c->pool, H, attn_task, &j);
 }
 
+/* ---- Qwen 3.5 gated attention ---- */
+
+static void cpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *g) {
+  cpu_backend *c = as_cpu(be);
+  const int D = g->head_dim, H = g->heads, KVH = g->kv_heads, half = g->rotary_dim / 2;
+  const int row = (2 * H + 2 * KVH) * D;
+  size_t need_q = (size_t)g->n * H * D;
+  if (need_q > c->qbuf_len) {
+    float *p = realloc(c->qbuf, need_q * sizeof(float));
+    if (!p) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory for %zu queries", need_q); return; }
+    c->qbuf = p;
+    c->qbuf_len = need_q;
+  }
+  if (!ensure_scratch(c, (size_t)(g->pos0 + g->n))) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory"); return; }
+  for (int t = 0; t < g->n; t++) {
+    int pos = g->pos0 + t;
+    const float *src = g->qkv->data + (size_t)t * row;
+    const float *cs = g->rope_cos->data + (size_t)pos * half, *sn = g->rope_sin->data + (size_t)pos * half;
+    for (int h = 0; h < H; h++) {
+      float *q = c->qbuf + ((size_t)t * H + h) * D;
+      memcpy(q, src + (size_t)h * 2 * D, (size_t)D * sizeof(float)); /* q half of the head's (q|gate) */
+      rmsnorm_inplace(q, g->q_norm->data, D, g->eps);
+      rope_inplace(q, cs, sn, g->rotary_dim);
+    }
+    const float *ks = src + (size_t)2 * H * D, *vs = ks + (size_t)KVH * D;
+    for (int h = 0; h < KVH; h++) {
+      float *kd = g->k_cache->data + ((size_t)pos * KVH + h) * D;
+      float *vd = g->v_cache->data + ((size_t)pos * KVH + h) * D;
+      memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
+      memcpy(vd, vs + (size_t)h * D, (size_t)D * sizeof(float));
+      rmsnorm_inplace(kd, g->k_norm->data, D, g->eps);
+      rope_inplace(kd, cs, sn, g->rotary_dim);
+    }
+  }
+  wisp_attention_args a = {.n = g->n, .pos0 = g->pos0, .heads = H, .kv_heads = KVH, .head_dim = D,
+                           .k_cache = g->k_cache, .v_cache = g->v_cache, .out = g->out};
+  attn_job j = {c, &a};
+  wisp_pool_run(c->pool, H, attn_task, &j);
+  /* out *= sigmoid(gate), gate = second half of each head's q_proj slice */
+  for (int t = 0; t < g->n; t++) {
+    const float *src = g->qkv->data + (size_t)t * row;
+    float *o = g->out->data + (size_t)t * H * D;
+    for (int h = 0; h < H; h++) {
+      const float *gate = src + (size_t)h * 2 * D + D;
+      for (int i = 0; i < D; i++) o[(size_t)h * D + i] *= 1.0f / (1.0f + expf(-gate[i]));
+    }
+  }
+}
+
+/* ---- Qwen 3.5 Gated DeltaNet ---- */
+
+static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); } /* torch's threshold 20 */
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+typedef struct {
+  cpu_backend *c;
+  const wisp_deltanet_args *a;
+} dn_job;
+
+/* One v-head over all n tokens: the recurrence is sequential in t. */
+static void dn_task(void *ctx, int h, int thread) {
+  dn_job *j = ctx;
+  const wisp_deltanet_args *a = j->a;
+  const int dk = a->k_dim, dv = a->v_dim, K = a->k_heads * dk, V = a->v_heads * dv;
+  const int conv_dim = 2 * K + V, proj_row = 2 * K + 2 * V + 2 * a->v_heads;
+  const int kh = h / (a->v_heads / a->k_heads);
+  float *q = j->c->scratch[thread], *k = q + dk, *kv = k + dk;
+  float *S = a->state->data + (size_t)h * dk * dv;
+  const float A = expf(a->a_log->data[h]);
+  const float qscale = 1.0f / sqrtf((float)dk);
+  for (int t = 0; t < a->n; t++) {
+    const float *cv = j->c->dnbuf + (size_t)t * conv_dim;
+    const float *pr = a->proj->data + (size_t)t * proj_row;
+    const float *z = pr + conv_dim + (size_t)h * dv;
+    const float b = pr[conv_dim + V + h], av = pr[conv_dim + V + a->v_heads + h];
+    double sq = 0, sk = 0;
+    for (int i = 0; i < dk; i++) {
+      q[i] = cv[kh * dk + i];
+      k[i] = cv[K + kh * dk + i];
+      sq += (double)q[i] * q[i];
+      sk += (double)k[i] * k[i];
+    }
+    float iq = 1.0f / sqrtf((float)sq + 1e-6f), ik = 1.0f / sqrtf((float)sk + 1e-6f);
+    for (int i = 0; i < dk; i++) { q[i] = q[i] * iq * qscale; k[i] *= ik; }
+    const float *v = cv + 2 * K + (size_t)h * dv;
+    const float beta = 1.0f / (1.0f + expf(-b));
+    const float decay = expf(-A * softplus(av + a->dt_bias->data[h]));
+    /* S *= exp(g); kv = S^T k */
+    for (int e = 0; e < dv; e++) kv[e] = 0;
+    for (int i = 0; i < dk; i++) {
+      float *Si = S + (size_t)i * dv;
+      for (int e = 0; e < dv; e++) {
+        Si[e] *= decay;
+        kv[e] += Si[e] * k[i];
+      }
+    }
+    /* delta = (v - kv) * beta (kept in kv) */
+    for (int e = 0; e < dv; e++) kv[e] = (v[e] - kv[e]) * beta;
+    /* S += k delta^T; o = S^T q */
+    float *o = a->out->data + (size_t)t * V + (size_t)h * dv;
+    for (int e = 0; e < dv; e++) o[e] = 0;
+    for (int i = 0; i < dk; i++) {
+      float *Si = S + (size_t)i * dv;
+      for (int e = 0; e < dv; e++) {
+        Si[e] += k[i] * kv[e];
+        o[e] += Si[e] * q[i];
+      }
+    }
+    /* gated RMSNorm: rmsnorm(o) * w * silu(z) */
+    double ss = 0;
+    for (int e = 0; e < dv; e++) ss += (double)o[e] * o[e];
+    float inv = 1.0f / sqrtf((float)(ss / dv) + a->eps);
+    for (int e = 0; e < dv; e++) o[e] = a->norm->data[e] * (o[e] * inv) * silu(z[e]);
+  }
+}
+
+static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
+  cpu_backend *c = as_cpu(be);
+  const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim, L = a->conv_len, S = L - 1;
+  const int conv_dim = 2 * K + V, proj_row = 2 * K + 2 * V + 2 * a->v_heads;
+  size_t need = (size_t)a->n * conv_dim;
+  if (need > c->dnbuf_len) {
+    float *p = realloc(c->dnbuf, need * sizeof(float));
+    if (!p) { c->error = wisp_fail(WISP_ENOMEM, "gated_deltanet: out of memory"); return; }
+    c->dnbuf = p;
+    c->dnbuf_len = need;
+  }
+  if (!ensure_scratch(c, (size_t)(2 * a->k_dim + a->v_dim))) {
+    c->error = wisp_fail(WISP_ENOMEM, "gated_deltanet: out of memory");
+    return;
+  }
+  /* causal depthwise conv + SiLU, state = the last L-1 inputs per channel */
+  for (int t = 0; t < a->n; t++) {
+    const float *x = a->proj->data + (size_t)t * proj_row;
+    float *o = c->dnbuf + (size_t)t * conv_dim;
+    for (int ch = 0; ch < conv_dim; ch++) {
+      const float *w = a->conv_taps->data + (size_t)ch * L;
+      float *st = a->conv_state->data + (size_t)ch * S;
+      float acc = 0;
+      for (int k = 0; k < S; k++) acc += w[k] * st[k];
+      acc += w[S] * x[ch];
+      for (int k = 0; k + 1 < S; k++) st[k] = st[k + 1];
+      if (S > 0) st[S - 1] = x[ch];
+      o[ch] = silu(acc);
+    }
+  }
+  dn_job j = {c, a};
+  if ((double)a->n * a->v_heads * a->k_dim * a->v_dim < 65536.0) {
+    for (int h = 0; h < a->v_heads; h++) dn_task(&j, h, 0);
+    return;
+  }
+  wisp_pool_run(c->pool, a->v_heads, dn_task, &j);
+}
+
 static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   (void)be;
   for (int t = 0; t < n; t++) {
@@ -336,6 +500,7 @@ static void cpu_destroy(wisp_backend *be) {
     free(c->scratch);
   }
   free(c->qbuf);
+  free(c->dnbuf);
   wisp_pool_free(c->pool);
   free(c);
 }
@@ -367,6 +532,8 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .matmul = cpu_matmul,
       .shortconv = cpu_shortconv,
       .attention = cpu_attention,
+      .attention_gated = cpu_attention_gated,
+      .gated_deltanet = cpu_gated_deltanet,
       .swiglu = cpu_swiglu,
       .sync = cpu_sync,
       .destroy = cpu_destroy,

@@ -41,8 +41,36 @@ static void dot4_f32_scalar(const float *w, const float *const x[4], int n, floa
   for (int k = 0; k < 4; k++) out[k] = dot_f32_scalar(w, x[k], n);
 }
 
+/* Q4_K (layout in tensor.h): per sub-block j, sum_i (d*sc*q_i - dmin*m) x_i
+ * = d*sc * sum q_i x_i - dmin*m * sum x_i. */
+static float dot_q4k_row_scalar(const wisp_matrix *m, int row, const float *x) {
+  const int nsb = m->cols / WISP_Q4K_BLOCK;
+  const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q4K_BYTES;
+  float total = 0;
+  for (int b = 0; b < nsb; b++, blk += WISP_Q4K_BYTES, x += WISP_Q4K_BLOCK) {
+    float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    float dmin = wisp_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+    const uint8_t *qs = blk + 16;
+    for (int c = 0; c < 4; c++) {
+      int sc0, m0, sc1, m1;
+      wisp_q4k_scale_min(blk + 4, 2 * c, &sc0, &m0);
+      wisp_q4k_scale_min(blk + 4, 2 * c + 1, &sc1, &m1);
+      float qx0 = 0, qx1 = 0, sx0 = 0, sx1 = 0;
+      for (int l = 0; l < 32; l++) {
+        float a = x[64 * c + l], e = x[64 * c + 32 + l];
+        qx0 += (float)(qs[32 * c + l] & 15) * a;
+        qx1 += (float)(qs[32 * c + l] >> 4) * e;
+        sx0 += a;
+        sx1 += e;
+      }
+      total += d * (float)sc0 * qx0 - dmin * (float)m0 * sx0 + d * (float)sc1 * qx1 - dmin * (float)m1 * sx1;
+    }
+  }
+  return total;
+}
+
 static const wisp_cpu_kernels k_scalar = {"scalar", dot_f32_scalar, dot4_f32_scalar, dot_q4_row_scalar,
-                                          wisp_matrix_row_f32};
+                                          dot_q4k_row_scalar, wisp_matrix_row_f32};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -123,9 +151,83 @@ __attribute__((target("avx2,fma"))) static float dot_q4_row_avx2(const wisp_matr
   return hsum256(total);
 }
 
+/* 32 bytes of Q4_K quants -> the 32 low nibbles and the 32 high nibbles as
+ * 4 + 4 vectors of 8 floats in element order. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void unpack_q4k_64(const uint8_t *qs, __m256 lo[4],
+                                                                                  __m256 hi[4]) {
+  __m256i bytes = _mm256_loadu_si256((const __m256i *)qs);
+  __m256i mask = _mm256_set1_epi8(15);
+  __m256i l = _mm256_and_si256(bytes, mask);
+  __m256i h = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask);
+  __m128i l0 = _mm256_castsi256_si128(l), l1 = _mm256_extracti128_si256(l, 1);
+  __m128i h0 = _mm256_castsi256_si128(h), h1 = _mm256_extracti128_si256(h, 1);
+  lo[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(l0));
+  lo[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(l0, 8)));
+  lo[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(l1));
+  lo[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(l1, 8)));
+  hi[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h0));
+  hi[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(h0, 8)));
+  hi[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h1));
+  hi[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(h1, 8)));
+}
+
+__attribute__((target("avx2,fma"))) static float dot_q4k_row_avx2(const wisp_matrix *m, int row, const float *x) {
+  const int nsb = m->cols / WISP_Q4K_BLOCK;
+  const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q4K_BYTES;
+  __m256 total = _mm256_setzero_ps();
+  for (int b = 0; b < nsb; b++, blk += WISP_Q4K_BYTES, x += WISP_Q4K_BLOCK) {
+    float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    float dmin = wisp_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+    for (int c = 0; c < 4; c++) {
+      int sc0, m0, sc1, m1;
+      wisp_q4k_scale_min(blk + 4, 2 * c, &sc0, &m0);
+      wisp_q4k_scale_min(blk + 4, 2 * c + 1, &sc1, &m1);
+      __m256 lo[4], hi[4];
+      unpack_q4k_64(blk + 16 + 32 * c, lo, hi);
+      const float *x0 = x + 64 * c, *x1 = x0 + 32;
+      __m256 qx0 = _mm256_setzero_ps(), qx1 = _mm256_setzero_ps(), sx0 = _mm256_setzero_ps(), sx1 = _mm256_setzero_ps();
+      for (int k = 0; k < 4; k++) {
+        __m256 a = _mm256_loadu_ps(x0 + 8 * k), e = _mm256_loadu_ps(x1 + 8 * k);
+        qx0 = _mm256_fmadd_ps(lo[k], a, qx0);
+        qx1 = _mm256_fmadd_ps(hi[k], e, qx1);
+        sx0 = _mm256_add_ps(sx0, a);
+        sx1 = _mm256_add_ps(sx1, e);
+      }
+      total = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc0), qx0, total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * (float)m0), sx0, total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc1), qx1, total);
+      total = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * (float)m1), sx1, total);
+    }
+  }
+  return hsum256(total);
+}
+
 __attribute__((target("avx2,fma"))) static void row_f32_avx2(const wisp_matrix *m, int row, float *out) {
   if (m->type == WISP_W_F32) {
     memcpy(out, m->f32 + (size_t)row * m->cols, (size_t)m->cols * sizeof(float));
+    return;
+  }
+  if (m->type == WISP_W_Q4K) {
+    const int nsb = m->cols / WISP_Q4K_BLOCK;
+    const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q4K_BYTES;
+    for (int b = 0; b < nsb; b++, blk += WISP_Q4K_BYTES, out += WISP_Q4K_BLOCK) {
+      float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+      float dmin = wisp_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+      for (int c = 0; c < 4; c++) {
+        int sc0, m0, sc1, m1;
+        wisp_q4k_scale_min(blk + 4, 2 * c, &sc0, &m0);
+        wisp_q4k_scale_min(blk + 4, 2 * c + 1, &sc1, &m1);
+        __m256 lo[4], hi[4];
+        unpack_q4k_64(blk + 16 + 32 * c, lo, hi);
+        __m256 d0 = _mm256_set1_ps(d * (float)sc0), n0 = _mm256_set1_ps(dmin * (float)m0);
+        __m256 d1 = _mm256_set1_ps(d * (float)sc1), n1 = _mm256_set1_ps(dmin * (float)m1);
+        for (int k = 0; k < 4; k++) {
+          /* d*q - n, rounded as the scalar path: (d*q) then subtract */
+          _mm256_storeu_ps(out + 64 * c + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d0, lo[k]), n0));
+          _mm256_storeu_ps(out + 64 * c + 32 + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d1, hi[k]), n1));
+        }
+      }
+    }
     return;
   }
   const int nb = m->cols / WISP_Q4_BLOCK;
@@ -139,7 +241,8 @@ __attribute__((target("avx2,fma"))) static void row_f32_avx2(const wisp_matrix *
   }
 }
 
-static const wisp_cpu_kernels k_avx2 = {"avx2", dot_f32_avx2, dot4_f32_avx2, dot_q4_row_avx2, row_f32_avx2};
+static const wisp_cpu_kernels k_avx2 = {"avx2", dot_f32_avx2, dot4_f32_avx2, dot_q4_row_avx2, dot_q4k_row_avx2,
+                                        row_f32_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }

@@ -13,6 +13,8 @@ typedef struct {
   void (*dot4_f32)(const float *w, const float *const x[4], int n, float out[4]);
   /* dot of one Q4/Q4Z row (`cols` elements) with x; zero point 8 for Q4. */
   float (*dot_q4_row)(const wisp_matrix *m, int row, const float *x);
+  /* dot of one Q4_K row with x */
+  float (*dot_q4k_row)(const wisp_matrix *m, int row, const float *x);
   /* dequantize one row of any matrix type into out[cols] */
   void (*row_f32)(const wisp_matrix *m, int row, float *out);
 } wisp_cpu_kernels;
