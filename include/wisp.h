@@ -47,6 +47,37 @@ void wisp_session_free(wisp_session *s);
 /* Feeds n tokens at the current position; when logits is non-NULL it receives
  * the vocabulary-sized logits of the last token. */
 wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits);
+/* The decode loop: tokens are chosen where the logits are (greedy, or
+ * temperature with top-k/top-p/min-p; see src/backend/sampling.h) and fed to
+ * the next step without a host round trip; one submit and one readback per
+ * batch of `batch` tokens. */
+typedef struct {
+  float temperature;     /* <= 0: greedy */
+  int top_k;             /* 0 = off */
+  float top_p;           /* >= 1 = off */
+  float min_p;           /* 0 = off */
+  uint64_t seed;
+  const int32_t *stop;   /* stop tokens, checked once per batch */
+  int n_stop;
+  int batch;             /* tokens per submit; 0 = the plan's decode loop setting */
+  /* Called after each batch with the new tokens (may be NULL); return
+   * non-zero to stop early. */
+  int (*on_tokens)(void *user, const int32_t *tokens, int n);
+  void *user;
+} wisp_generate_options;
+
+/* Generates up to n tokens following `first` (a token already chosen, not
+ * yet fed). out receives them (n entries); *n_out how many were made: a stop
+ * token ends generation and is included. If a stop token comes before the
+ * end of its batch, the steps after it have still run and advanced the
+ * recurrent state: the session must be reset before it is used again (further
+ * calls fail until then). */
+wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const wisp_generate_options *o, int32_t *out,
+                                  int *n_out);
+/* Tokens per batch the plan asks for (batchSize x readbackInterval, bounded
+ * by maxBatchDecodeTokens). */
+int wisp_session_plan_batch(const wisp_session *s);
+
 /* The id (sha256) of the execution plan this session runs. */
 const char *wisp_session_plan_id(const wisp_session *s);
 /* Tokens consumed so far. */

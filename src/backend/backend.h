@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/sampling.h"
 #include "format/tensor.h"
 #include "plan/rules.h"
 #include "wisp.h"
@@ -115,6 +116,14 @@ struct wisp_backend {
   void (*gated_deltanet)(wisp_backend *be, const wisp_deltanet_args *a);
   /* out[t][i] = silu(gu[t][i]) * gu[t][ffn + i]. */
   void (*swiglu)(wisp_backend *be, const wisp_buf *gate_up, int n, int ffn, wisp_buf *out);
+  /* The decode loop: token ids stay on the device between passes, stored as
+   * uint32 bit patterns in a wisp_buf. */
+  void (*buf_write)(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src);
+  /* out[0] = E[ids[slot]] dequantized (one token). */
+  void (*embed_id)(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out);
+  /* ids[slot] = the next token chosen from logits[0..vocab) (sampling.h). */
+  void (*sample_id)(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p, uint32_t step,
+                    wisp_buf *ids, int slot);
   /* Finishes recorded work; returns the first device error, if any. */
   wisp_status (*sync)(wisp_backend *be);
   void (*destroy)(wisp_backend *be);

@@ -53,6 +53,26 @@ static wisp_status emit(const wisp_tokenizer *tok, wisp_stream_decoder *dec, int
   return st;
 }
 
+/* Streams tokens as the decode loop hands them over (one call per batch). */
+typedef struct {
+  const wisp_tokenizer *tok;
+  wisp_stream_decoder *dec;
+  int show_ids, failed;
+} run_stream;
+
+static int run_stream_tokens(void *user, const int32_t *ids, int n) {
+  run_stream *rs = user;
+  for (int i = 0; i < n; i++) {
+    if (rs->show_ids) printf("[%d]", ids[i]);
+    if (emit(rs->tok, rs->dec, ids[i])) {
+      rs->failed = 1;
+      return 1;
+    }
+  }
+  fflush(stdout);
+  return 0;
+}
+
 static void flush_stream(wisp_stream_decoder *dec) {
   const char *out;
   size_t len;
@@ -211,15 +231,36 @@ int cmd_run(int argc, char **argv) {
   int generated = 0;
   wisp_stream_decoder dec;
   wisp_stream_init(&dec, tok);
-  for (; generated < n_predict; generated++) {
+  if (sp.repeat_penalty == 1.0f && n_predict > 0) {
+    /* The decode loop: the first token comes from the prompt's logits (host
+     * sampler); the rest are chosen on the device, `batch` per submit. */
     int next = wisp_sampler_sample(smp, logits);
-    wisp_sampler_accept(smp, next);
-    if (show_ids) printf("[%d]", next);
-    if (emit(tok, &dec, next)) { wisp_stream_free(&dec); goto fail; }
-    fflush(stdout);
-    if (generated + 1 < n_predict) {
-      int32_t t = next;
-      if (wisp_session_eval(s, &t, 1, logits)) { wisp_stream_free(&dec); goto fail; }
+    run_stream rs = {tok, &dec, show_ids, 0};
+    if (run_stream_tokens(&rs, &(int32_t){next}, 1)) { wisp_stream_free(&dec); goto fail; }
+    generated = 1;
+    if (n_predict > 1) {
+      int32_t *out = malloc(sizeof(int32_t) * (size_t)n_predict);
+      if (!out) { wisp_stream_free(&dec); wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+      wisp_generate_options go = {.temperature = sp.temperature, .top_k = sp.top_k, .top_p = sp.top_p,
+                                  .min_p = sp.min_p, .seed = sp.seed, .on_tokens = run_stream_tokens, .user = &rs};
+      int made = 0;
+      wisp_status st = wisp_session_generate(s, next, n_predict - 1, &go, out, &made);
+      free(out);
+      generated += made;
+      if (st || rs.failed) { wisp_stream_free(&dec); goto fail; }
+    }
+  } else {
+    /* Repetition penalties need the history: sample on the host, token by token. */
+    for (; generated < n_predict; generated++) {
+      int next = wisp_sampler_sample(smp, logits);
+      wisp_sampler_accept(smp, next);
+      if (show_ids) printf("[%d]", next);
+      if (emit(tok, &dec, next)) { wisp_stream_free(&dec); goto fail; }
+      fflush(stdout);
+      if (generated + 1 < n_predict) {
+        int32_t t = next;
+        if (wisp_session_eval(s, &t, 1, logits)) { wisp_stream_free(&dec); goto fail; }
+      }
     }
   }
   flush_stream(&dec);

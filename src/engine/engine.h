@@ -20,6 +20,10 @@ struct wisp_session {
   wisp_plan *plan;
   void *state;
   int pos, chunk, max_pos;
+  wisp_buf *ids;     /* decode-loop token ids on the device (batch + 1 slots) */
+  int ids_slots;
+  uint32_t steps;    /* sampling noise counter across generate calls */
+  int ran_past_stop; /* a batch ran past a stop token: reset before reuse */
 };
 
 /* "cpu", "webgpu" or "auto" (NULL = cpu). */

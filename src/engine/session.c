@@ -87,6 +87,7 @@ fail:
 void wisp_session_free(wisp_session *s) {
   if (!s) return;
   if (s->state) s->model->arch->state_free(s->state, s->backend);
+  if (s->ids) s->backend->buf_free(s->backend, s->ids);
   if (s->backend) s->backend->destroy(s->backend);
   wisp_plan_free(s->plan);
   free(s);
@@ -94,6 +95,8 @@ void wisp_session_free(wisp_session *s) {
 
 wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits) {
   if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate");
+  if (s->ran_past_stop)
+    return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
   if (s->pos + n > s->max_pos)
     return wisp_fail(WISP_EINVAL, "context full: %d tokens so far + %d new exceed the context of %d", s->pos, n,
                      s->max_pos);
@@ -118,4 +121,83 @@ const char *wisp_session_backend_name(const wisp_session *s) { return s->backend
 void wisp_session_reset(wisp_session *s) {
   s->model->arch->state_reset(s->state, s->backend);
   s->pos = 0;
+  s->ran_past_stop = 0;
+}
+
+int wisp_session_plan_batch(const wisp_session *s) {
+  const wisp_batching *b = s->plan->decode_loop.present ? &s->plan->decode_loop : &s->plan->batching;
+  if (!b->present) return 1;
+  int n = (b->batch_size > 0 ? b->batch_size : 1) * (b->readback_interval > 0 ? b->readback_interval : 1);
+  if (b->max_batch_decode_tokens > 0 && n > b->max_batch_decode_tokens) n = b->max_batch_decode_tokens;
+  return n > 0 ? n : 1;
+}
+
+static int is_stop(const wisp_generate_options *o, int32_t t) {
+  for (int i = 0; i < o->n_stop; i++)
+    if (o->stop[i] == t) return 1;
+  return 0;
+}
+
+wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const wisp_generate_options *o, int32_t *out,
+                                  int *n_out) {
+  *n_out = 0;
+  if (n <= 0) return WISP_OK;
+  if (s->ran_past_stop)
+    return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
+  const wisp_arch *arch = s->model->arch;
+  if (!arch->decode_step || !s->backend->embed_id || !s->backend->sample_id || !s->backend->buf_write)
+    return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' or architecture '%s' has no decode loop", s->backend->name,
+                     arch->name);
+  int vocab = wisp_model_vocab(s->model);
+  if (first < 0 || first >= vocab) return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", first, vocab);
+  int batch = o->batch > 0 ? o->batch : wisp_session_plan_batch(s);
+  if (!s->ids || s->ids_slots < batch + 1) {
+    if (s->ids) s->backend->buf_free(s->backend, s->ids);
+    s->ids = s->backend->buf_new(s->backend, (size_t)batch + 1);
+    s->ids_slots = s->ids ? batch + 1 : 0;
+    if (!s->ids) return wisp_fail(WISP_ENOMEM, "out of memory for the decode loop");
+  }
+  wisp_sampling sp = {o->temperature, o->top_k, o->top_p, o->min_p, (uint32_t)(o->seed ^ (o->seed >> 32))};
+  float *slots = malloc(sizeof(float) * ((size_t)batch + 1));
+  if (!slots) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = WISP_OK;
+  int32_t cur = first;
+  while (*n_out < n) {
+    int k = n - *n_out < batch ? n - *n_out : batch;
+    if (s->pos + k > s->max_pos) k = s->max_pos - s->pos;
+    if (k <= 0) {
+      st = wisp_fail(WISP_EINVAL, "context full: %d positions", s->max_pos);
+      break;
+    }
+    uint32_t bits = (uint32_t)cur;
+    memcpy(&slots[0], &bits, sizeof bits);
+    s->backend->buf_write(s->backend, s->ids, 0, 1, slots);
+    for (int i = 0; i < k && !st; i++)
+      st = arch->decode_step(s->model->weights, s->state, s->backend, s->ids, i, s->pos + i, &sp, s->steps + (uint32_t)i);
+    wisp_status sync = s->backend->sync(s->backend);
+    if (!st) st = sync;
+    if (st) break;
+    s->backend->buf_read(s->backend, s->ids, 1, (size_t)k, slots + 1);
+    if ((st = s->backend->sync(s->backend))) break;
+    s->pos += k;
+    s->steps += (uint32_t)k;
+    int made = 0, stopped = 0;
+    for (int i = 0; i < k; i++) {
+      uint32_t id;
+      memcpy(&id, &slots[1 + i], sizeof id);
+      out[*n_out + made++] = (int32_t)id;
+      if (is_stop(o, (int32_t)id)) {
+        stopped = 1;
+        if (i + 1 < k) s->ran_past_stop = 1;
+        break;
+      }
+    }
+    int before = *n_out;
+    *n_out += made;
+    cur = out[*n_out - 1];
+    if (o->on_tokens && o->on_tokens(o->user, out + before, made)) break;
+    if (stopped) break;
+  }
+  free(slots);
+  return st;
 }

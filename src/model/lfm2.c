@@ -359,20 +359,11 @@ static void lfm2_state_reset(void *p, wisp_backend *be) {
 
 /* ---- forward ---- */
 
-static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const int32_t *tokens, int n, int pos0,
-                                float *logits) {
-  const lfm2_weights *w = p;
-  lfm2_state *s = sp;
+/* The layers of one forward call, recorded on the backend: n tokens at
+ * positions pos0.. whose embeddings are in s->x. */
+static void lfm2_layers(const lfm2_weights *w, lfm2_state *s, wisp_backend *be, int n, int pos0) {
   const wisp_shape *sh = &w->shape;
   const int H = sh->hidden, F = sh->ffn;
-  if (n < 1 || n > s->chunk) return wisp_fail(WISP_EINVAL, "forward: %d tokens, chunk is %d", n, s->chunk);
-  if (pos0 < 0 || pos0 + n > s->max_pos)
-    return wisp_fail(WISP_EINVAL, "context full: %d + %d tokens exceed %d positions", pos0, n, s->max_pos);
-  for (int t = 0; t < n; t++)
-    if (tokens[t] < 0 || tokens[t] >= sh->vocab)
-      return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", tokens[t], sh->vocab);
-
-  be->embed(be, &w->embed, tokens, n, s->x);
   for (int i = 0; i < sh->n_layers; i++) {
     const lfm2_layer *L = &w->layers[i];
     be->rmsnorm(be, s->x, &L->op_norm, w->eps, n, H, s->xn);
@@ -395,6 +386,23 @@ static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const
     be->swiglu(be, s->big, n, F, s->mid);
     be->matmul(be, &L->down, s->mid, 0, n, s->x, 1);
   }
+}
+
+static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const int32_t *tokens, int n, int pos0,
+                                float *logits) {
+  const lfm2_weights *w = p;
+  lfm2_state *s = sp;
+  const wisp_shape *sh = &w->shape;
+  const int H = sh->hidden;
+  if (n < 1 || n > s->chunk) return wisp_fail(WISP_EINVAL, "forward: %d tokens, chunk is %d", n, s->chunk);
+  if (pos0 < 0 || pos0 + n > s->max_pos)
+    return wisp_fail(WISP_EINVAL, "context full: %d + %d tokens exceed %d positions", pos0, n, s->max_pos);
+  for (int t = 0; t < n; t++)
+    if (tokens[t] < 0 || tokens[t] >= sh->vocab)
+      return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", tokens[t], sh->vocab);
+
+  be->embed(be, &w->embed, tokens, n, s->x);
+  lfm2_layers(w, s, be, n, pos0);
   if (logits) {
     be->rmsnorm(be, s->x, &w->final_norm, w->eps, n, H, s->xn);
     be->matmul(be, &w->head, s->xn, n - 1, 1, s->logits, 0);
@@ -402,6 +410,20 @@ static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const
   wisp_status st = be->sync(be);
   if (st) return st;
   if (logits) be->buf_read(be, s->logits, 0, (size_t)sh->vocab, logits);
+  return WISP_OK;
+}
+
+static wisp_status lfm2_decode_step(const void *p, void *sp, wisp_backend *be, wisp_buf *ids, int slot, int pos,
+                                    const wisp_sampling *sampling, uint32_t step) {
+  const lfm2_weights *w = p;
+  lfm2_state *s = sp;
+  if (pos < 0 || pos + 1 > s->max_pos)
+    return wisp_fail(WISP_EINVAL, "context full: position %d is past %d", pos, s->max_pos);
+  be->embed_id(be, &w->embed, ids, slot, s->x);
+  lfm2_layers(w, s, be, 1, pos);
+  be->rmsnorm(be, s->x, &w->final_norm, w->eps, 1, w->shape.hidden, s->xn);
+  be->matmul(be, &w->head, s->xn, 0, 1, s->logits, 0);
+  be->sample_id(be, s->logits, w->shape.vocab, sampling, step, ids, slot + 1);
   return WISP_OK;
 }
 
@@ -417,4 +439,5 @@ const wisp_arch wisp_arch_lfm2 = {
     .state_reset = lfm2_state_reset,
     .state_free = lfm2_state_free,
     .forward = lfm2_forward,
+    .decode_step = lfm2_decode_step,
 };

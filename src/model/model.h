@@ -31,6 +31,11 @@ typedef struct wisp_arch {
    * non-NULL, writes the vocabulary logits of the last one. */
   wisp_status (*forward)(const void *weights, void *state, wisp_backend *be, const int32_t *tokens, int n,
                          int pos0, float *logits);
+  /* One decode step that never leaves the device (the decode loop): the
+   * token is ids[slot], the chosen successor goes to ids[slot + 1], at
+   * position pos. Records only; the caller syncs after a batch of steps. */
+  wisp_status (*decode_step)(const void *weights, void *state, wisp_backend *be, wisp_buf *ids, int slot, int pos,
+                             const wisp_sampling *sampling, uint32_t step);
 } wisp_arch;
 
 const wisp_arch *wisp_arch_find(const char *name);

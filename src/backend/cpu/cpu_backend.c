@@ -485,6 +485,34 @@ static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wis
   }
 }
 
+static void cpu_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
+  (void)be;
+  memcpy(b->data + off, src, n * sizeof(float));
+}
+
+static uint32_t id_at(const wisp_buf *ids, int slot) {
+  uint32_t v;
+  memcpy(&v, &ids->data[slot], sizeof v);
+  return v;
+}
+
+static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
+  cpu_backend *c = as_cpu(be);
+  uint32_t id = id_at(ids, slot);
+  if (id >= (uint32_t)E->rows) {
+    c->error = wisp_fail(WISP_EINVAL, "token id %u is outside the vocabulary (%d)", id, E->rows);
+    return;
+  }
+  c->k->row_f32(E, (int)id, out->data);
+}
+
+static void cpu_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p,
+                          uint32_t step, wisp_buf *ids, int slot) {
+  (void)be;
+  uint32_t id = (uint32_t)wisp_sample_reference(logits->data, vocab, p, step);
+  memcpy(&ids->data[slot], &id, sizeof id);
+}
+
 static wisp_status cpu_sync(wisp_backend *be) {
   cpu_backend *c = as_cpu(be);
   wisp_status st = c->error;
@@ -535,6 +563,9 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .attention_gated = cpu_attention_gated,
       .gated_deltanet = cpu_gated_deltanet,
       .swiglu = cpu_swiglu,
+      .buf_write = cpu_buf_write,
+      .embed_id = cpu_embed_id,
+      .sample_id = cpu_sample_id,
       .sync = cpu_sync,
       .destroy = cpu_destroy,
   };

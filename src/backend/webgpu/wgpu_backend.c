@@ -600,8 +600,8 @@ static void g_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *token
   emit_pending(g);
   wmat *w = need_mat(g, E);
   if (!w) return;
-  wisp_wgpu_const c[2] = {{"WG", 64}, {"QT", qt_of(w->type)}};
-  wisp_wgpu_kernel *k = kernel(g, "embed", c, 2);
+  wisp_wgpu_const c[3] = {{"WG", 64}, {"QT", qt_of(w->type)}, {"FROM_IDS", 0}};
+  wisp_wgpu_kernel *k = kernel(g, "embed", c, 3);
   struct {
     uint32_t n, cols, row0, rows, out_off, pad[3];
     uint32_t tok[EMBED_TOKENS];
@@ -617,10 +617,11 @@ static void g_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *token
       const wmat_part *P = &w->parts[q];
       p.row0 = (uint32_t)P->row0;
       p.rows = (uint32_t)P->rows;
-      wisp_wgpu_binding b[4];
+      wisp_wgpu_binding b[5];
       part_bindings(g, P, b);
       b[3] = whole(out->g.b);
-      record(g, k, b, 4, &p, sizeof p, cdiv((uint64_t)w->cols, 64), (uint32_t)cnt);
+      b[4] = whole(g->dummy.b);
+      record(g, k, b, 5, &p, sizeof p, cdiv((uint64_t)w->cols, 64), (uint32_t)cnt);
     }
   }
 }
@@ -907,6 +908,60 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   }
 }
 
+/* ---- the decode loop: token ids on the device ---- */
+
+static void g_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  /* A queue write lands before the next submit as a whole: submit what was
+   * recorded before it first, so ordering is what the caller wrote. */
+  if (g->open) keep_error(g, flush(g));
+  keep_error(g, wisp_wgpu_buf_write(g->d, b->g, (uint64_t)off * 4, src, n * 4));
+  g->spec_ready = 0;
+}
+
+static void g_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  wmat *w = need_mat(g, E);
+  if (!w) return;
+  wisp_wgpu_const c[3] = {{"WG", 64}, {"QT", qt_of(w->type)}, {"FROM_IDS", 1}};
+  wisp_wgpu_kernel *k = kernel(g, "embed", c, 3);
+  struct {
+    uint32_t n, cols, row0, rows, out_off, slot, pad[2];
+    uint32_t tok[EMBED_TOKENS];
+  } p;
+  memset(&p, 0, sizeof p);
+  p.n = 1;
+  p.cols = (uint32_t)w->cols;
+  p.slot = (uint32_t)slot;
+  for (int q = 0; q < w->nparts; q++) { /* each part writes the row only if it holds the token */
+    const wmat_part *P = &w->parts[q];
+    p.row0 = (uint32_t)P->row0;
+    p.rows = (uint32_t)P->rows;
+    wisp_wgpu_binding b[5];
+    part_bindings(g, P, b);
+    b[3] = whole(out->g.b);
+    b[4] = whole(ids->g.b);
+    record(g, k, b, 5, &p, sizeof p, cdiv((uint64_t)w->cols, 64), 1);
+  }
+}
+
+static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *sp, uint32_t step,
+                        wisp_buf *ids, int slot) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  wisp_wgpu_const c[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *k = kernel(g, "sample", c, 1);
+  struct {
+    uint32_t vocab, top_k, seed, step, slot, pad[3];
+    float temperature, top_p, min_p, pad2;
+  } p = {(uint32_t)vocab, (uint32_t)(sp->top_k > 0 ? sp->top_k : 0), sp->seed, step, (uint32_t)slot, {0, 0, 0},
+         sp->temperature, sp->top_p, sp->min_p, 0};
+  wisp_wgpu_binding b[2] = {whole(logits->g.b), whole(ids->g.b)};
+  record(g, k, b, 2, &p, sizeof p, 1, 1);
+}
+
 static wisp_status g_sync(wisp_backend *be) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
@@ -1080,6 +1135,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .shortconv = g_shortconv,
       .attention = g_attention,
       .swiglu = g_swiglu,
+      .buf_write = g_buf_write,
+      .embed_id = g_embed_id,
+      .sample_id = g_sample_id,
       .sync = g_sync,
       .destroy = g_destroy,
   };

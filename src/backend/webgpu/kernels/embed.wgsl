@@ -9,6 +9,7 @@
 // Grid: x = ceil(cols / WG), y = number of tokens.
 override WG: u32 = 64;  // threads per workgroup
 override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z
+override FROM_IDS: u32 = 0u; // 1: one token, read from ids[p.pad0] (the decode loop)
 
 struct Params {
   n: u32,        // tokens in this dispatch
@@ -26,7 +27,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
 @group(0) @binding(2) var<storage, read> zp: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(4) var<storage, read> ids: array<u32>;
+@group(0) @binding(5) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -35,7 +37,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (t >= p.n || c >= p.cols) {
     return;
   }
-  let token = p.tok[t / 4u][t % 4u];
+  var token = p.tok[t / 4u][t % 4u];
+  if (FROM_IDS == 1u) {
+    token = ids[p.pad0];
+  }
   if (token < p.row0 || token >= p.row0 + p.rows) {
     return;
   }

@@ -1,0 +1,183 @@
+/* The decode loop: tokens chosen where the logits are and fed to the next
+ * step without a readback, a batch per submit, on both backends. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/sampling.h"
+#include "backend/webgpu/wgpu_backend.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "fixtures.h"
+#include "test.h"
+#include "webgpu_fixture.h"
+
+/* Greedy tokens by the host path: eval one token, argmax, repeat. */
+static int host_greedy(wisp_session *s, const int32_t *prompt, int np, int n, int32_t *out) {
+  int vocab = wisp_model_vocab(s->model);
+  float *logits = malloc(sizeof(float) * (size_t)vocab);
+  int ok = wisp_session_eval(s, prompt, np, logits) == WISP_OK;
+  for (int i = 0; ok && i < n; i++) {
+    out[i] = (int32_t)wisp_argmax(logits, vocab);
+    ok = wisp_session_eval(s, &out[i], 1, logits) == WISP_OK;
+  }
+  free(logits);
+  return ok;
+}
+
+/* First token from the prompt's logits, then the decode loop. */
+static int loop_tokens(wisp_session *s, const int32_t *prompt, int np, int n, const wisp_generate_options *o,
+                       int32_t *out) {
+  int vocab = wisp_model_vocab(s->model);
+  float *logits = malloc(sizeof(float) * (size_t)vocab);
+  int ok = wisp_session_eval(s, prompt, np, logits) == WISP_OK, made = 0;
+  if (ok) {
+    out[0] = (int32_t)wisp_argmax(logits, vocab);
+    ok = wisp_session_generate(s, out[0], n - 1, o, out + 1, &made) == WISP_OK && made == n - 1;
+  }
+  free(logits);
+  return ok;
+}
+
+static const int32_t k_prompt[5] = {72, 101, 108, 108, 111};
+
+TEST(decode_loop_greedy_matches_host_path_for_any_batch) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session *s = NULL;
+  CHECK(wisp_session_new(m, NULL, &s) == WISP_OK);
+  int32_t ref[40], got[40];
+  CHECK(host_greedy(s, k_prompt, 5, 40, ref));
+  int batches[] = {1, 7, 64};
+  for (int b = 0; b < 3; b++) {
+    wisp_session_reset(s);
+    wisp_generate_options o = {.temperature = 0, .batch = batches[b]};
+    CHECK(loop_tokens(s, k_prompt, 5, 40, &o, got));
+    CHECKF(memcmp(ref, got, sizeof ref) == 0, "batch %d differs", batches[b]);
+    CHECK(wisp_session_position(s) == 5 + 39);
+  }
+  wisp_session_free(s);
+  wisp_model_close(m);
+}
+
+TEST(decode_loop_stop_token_ends_and_guards_the_state) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session *s = NULL;
+  CHECK(wisp_session_new(m, NULL, &s) == WISP_OK);
+  int32_t ref[20];
+  CHECK(host_greedy(s, k_prompt, 5, 20, ref));
+  /* stop at the 6th generated token (ref[6] after first = ref[0]) inside a batch of 8 */
+  wisp_session_reset(s);
+  float logits[512];
+  CHECK(wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
+  int32_t stop = ref[6], out[19];
+  int first_stop = 1;
+  while (first_stop < 6 && ref[first_stop] != stop) first_stop++;
+  wisp_generate_options o = {.temperature = 0, .batch = 8, .stop = &stop, .n_stop = 1};
+  int made = 0;
+  CHECK(wisp_session_generate(s, ref[0], 19, &o, out, &made) == WISP_OK);
+  CHECKF(made == first_stop && out[made - 1] == stop, "made %d, first stop at %d", made, first_stop);
+  /* the batch ran past the stop: the session refuses to continue until reset */
+  CHECK(wisp_session_eval(s, &stop, 1, logits) == WISP_EINVAL);
+  CHECK(strstr(wisp_last_error(), "reset") != NULL);
+  wisp_session_reset(s);
+  CHECK(wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
+  wisp_session_free(s);
+  wisp_model_close(m);
+}
+
+TEST(sampling_reference_properties) {
+  float l[64];
+  uint64_t st = 5;
+  for (int i = 0; i < 64; i++) l[i] = test_rand_float(&st) * 4;
+  int best = wisp_argmax(l, 64);
+  wisp_sampling g = {0};
+  CHECK(wisp_sample_reference(l, 64, &g, 0) == best);
+  wisp_sampling k1 = {.temperature = 3, .top_k = 1, .top_p = 1, .seed = 9};
+  for (uint32_t step = 0; step < 50; step++) CHECK(wisp_sample_reference(l, 64, &k1, step) == best);
+  /* top-k 5: only the 5 best ever drawn */
+  int rank[64];
+  for (int i = 0; i < 64; i++) {
+    rank[i] = 0;
+    for (int j = 0; j < 64; j++) rank[i] += l[j] > l[i];
+  }
+  wisp_sampling k5 = {.temperature = 2, .top_k = 5, .top_p = 1, .seed = 3};
+  for (uint32_t step = 0; step < 400; step++) CHECK(rank[wisp_sample_reference(l, 64, &k5, step)] < 5);
+  /* temperature 1 over two tokens with logits 0 and log 3: p = 1/4, 3/4 */
+  float two[2] = {0, logf(3)};
+  wisp_sampling t1 = {.temperature = 1, .top_p = 1, .seed = 11};
+  int ones = 0;
+  for (uint32_t step = 0; step < 20000; step++) ones += wisp_sample_reference(two, 2, &t1, step);
+  CHECK_NEAR(ones / 20000.0, 0.75, 0.015);
+  /* top-p 0.5 keeps only the dominant token; min-p 0.3 keeps exactly the top two */
+  float four[4] = {3, 2, 1, 0};
+  wisp_sampling tp = {.temperature = 1, .top_p = 0.5f, .seed = 2}, mp = {.temperature = 1, .top_p = 1, .min_p = 0.3f, .seed = 2};
+  int seen[4] = {0};
+  for (uint32_t step = 0; step < 2000; step++) {
+    CHECK(wisp_sample_reference(four, 4, &tp, step) == 0);
+    seen[wisp_sample_reference(four, 4, &mp, step)]++;
+  }
+  CHECK(seen[0] && seen[1] && !seen[2] && !seen[3]);
+}
+
+TEST(decode_loop_webgpu_sampler_matches_reference) {
+  WEBGPU_OR_SKIP(d);
+  wisp_wgpu_backend_opts opts = {.device = d, .subgroups = -1};
+  wisp_backend *be = NULL;
+  CHECKF(wisp_wgpu_backend_new(&opts, &be) == WISP_OK, "%s", wisp_last_error());
+  enum { V = 5000 };
+  static float l[V];
+  uint64_t st = 77;
+  for (int i = 0; i < V; i++) l[i] = test_rand_float(&st) * 6;
+  l[4321] = l[17] = 9; /* a tie: the lower index wins */
+  wisp_buf *lb = be->buf_new(be, V), *ids = be->buf_new(be, 4);
+  be->buf_write(be, lb, 0, V, l);
+  wisp_sampling cases[] = {{0, 0, 1, 0, 1}, {0.8f, 40, 0.9f, 0, 5}, {1.3f, 0, 0.7f, 0.02f, 6}, {1.0f, 3, 1, 0, 7}};
+  int mismatches = 0, total = 0;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (uint32_t step = 0; step < 24; step++) {
+      be->sample_id(be, lb, V, &cases[c], step, ids, 1);
+      CHECK(be->sync(be) == WISP_OK);
+      float got_f;
+      be->buf_read(be, ids, 1, 1, &got_f);
+      uint32_t got;
+      memcpy(&got, &got_f, 4);
+      int want = wisp_sample_reference(l, V, &cases[c], step);
+      if (c == 0) CHECK(want == 17 && got == 17);
+      mismatches += (int)got != want;
+      total++;
+    }
+  be->buf_free(be, lb);
+  be->buf_free(be, ids);
+  be->destroy(be);
+  /* Same algorithm and noise; only float summation order differs, which can
+   * move a threshold across a token in rare cases. */
+  CHECKF(mismatches <= total / 50, "%d of %d draws differ", mismatches, total);
+}
+
+TEST(decode_loop_webgpu_matches_cpu) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t a[33], b[33], c[33], e[33];
+  wisp_session *s = NULL;
+  wisp_session_options cpu = {.backend = "cpu"}, gpu = {.backend = "webgpu"};
+  wisp_generate_options greedy = {.temperature = 0, .batch = 16};
+  wisp_generate_options sampled = {.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 42, .batch = 11};
+  CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, a));
+  wisp_session_reset(s);
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &sampled, c));
+  wisp_session_free(s);
+  CHECKF(wisp_session_new(m, &gpu, &s) == WISP_OK, "%s", wisp_last_error());
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, b));
+  wisp_session_reset(s);
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &sampled, e));
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECK(memcmp(a, b, sizeof a) == 0);
+  int same = 0;
+  for (int i = 0; i < 33; i++) same += c[i] == e[i];
+  CHECKF(same >= 31, "sampled tokens: %d of 33 agree", same);
+}
