@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On the GPU machine: sweep the WebGPU backend's tuning variables on the
+# seed-shaped model and print one line per setting (decode and prefill tok/s),
+# so the defaults can be chosen from measurements. Assumes
+# tools/device-gpu-check.sh ran (models/seed exists, environment set up).
+set -uo pipefail
+export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+W=.dev/wisp
+M=${1:-models/seed}
+dec() { # label, env...
+  local label=$1; shift
+  local line; line=$(env "$@" $W bench -m "$M" --backend webgpu --prompt 128 --decode 256 --batch 64 -o /tmp/sweep.json 2>/dev/null | head -1)
+  printf '%-34s %s\n' "$label" "$line"
+}
+pre() {
+  local label=$1; shift
+  local line; line=$(env "$@" $W bench -m "$M" --backend webgpu --prompt 1024 --decode 1 --batch 1 -o /tmp/sweep.json 2>/dev/null | head -1)
+  printf '%-34s %s\n' "$label" "$line"
+}
+dec "plan geometry"
+for g in 64x4 128x4 128x8 256x4 256x8 256x16 512x16; do dec "matvec $g" WISP_WEBGPU_MATVEC=$g; done
+for b in 4 8 16; do dec "head rows $b" WISP_WEBGPU_MATVEC=128x4 WISP_WEBGPU_MATVEC_BIG_ROWS=$b; done
+for s in 1 8 32; do dec "attn splits $s" WISP_WEBGPU_ATTN_SPLITS=$s; done
+dec "no fusion" WISP_WEBGPU_FUSE=0
+for t in 32x32 64x32 64x64 128x32 128x64; do pre "prefill matmul $t" WISP_WEBGPU_MATMUL=$t; done
