@@ -9,6 +9,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_gen_synthetic(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

@@ -28,9 +28,10 @@ typedef struct wisp_arch {
   void (*state_reset)(void *state, wisp_backend *be);
   void (*state_free)(void *state, wisp_backend *be);
   /* Runs n (<= chunk) tokens at positions pos0.. and, when logits is
-   * non-NULL, writes the vocabulary logits of the last one. */
+   * non-NULL, writes the vocabulary logits of the last one, or with
+   * all_logits those of every one (n x vocab, row r = token r). */
   wisp_status (*forward)(const void *weights, void *state, wisp_backend *be, const int32_t *tokens, int n,
-                         int pos0, float *logits);
+                         int pos0, float *logits, int all_logits);
 } wisp_arch;
 
 const wisp_arch *wisp_arch_find(const char *name);
