@@ -12,6 +12,7 @@
 #   4. hf_reference.py reference: GREEDY (128) greedy ids from PROMPT, torch f32
 #      (HF weights) and torch with the weights dequantized from art_q4 (on CPU)
 #   5. train.py eval: held-out (and held-out sample) loss, f32 and dequantized q4
+#      (the windows of `wisp perplexity`, see train.py)
 #   6. wisp perplexity / wisp run on the artifacts (a cross-check only)
 #   7. OUT: results.json, expected.json (-> models/default/expected.json),
 #      default-q4.tar.gz (-> models/default/), hf.tar.gz (if < 16 MB),
@@ -39,7 +40,6 @@ step() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
 die() { echo "run_device.sh: $*"; finish; exit 1; }
 finish() {
   cp -f "$DATA/heldout-sample.txt" "$OUT/" 2>/dev/null
-  [ -f "$WORK/hf/training.json" ] && cp -f "$WORK/hf/training.json" "$OUT/"
   [ -d "$WORK/art_q4" ] && tar -C "$WORK" -czf "$OUT/default-q4.tar.gz" art_q4
   if [ -d "$WORK/hf" ]; then
     tar -C "$WORK" -czf "$OUT/hf.tar.gz" --exclude='*.safetensors' hf  # config + tokenizer only
@@ -75,23 +75,25 @@ $PY tests/parity/hf_reference.py reference --hf "$WORK/hf" --prompts "$WORK/prom
 
 step "held-out loss"
 EVDEV=$($PY -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
-for f in heldout heldout-sample; do
-  $PY "$HERE/train.py" eval --hf "$WORK/hf" --file "$DATA/$f.txt" --device "$EVDEV" --out "$WORK/eval_${f}_f32.json" || die "eval failed"
-  $PY "$HERE/train.py" eval --hf "$WORK/hf" --file "$DATA/$f.txt" --device "$EVDEV" --dequant-from "$WORK/art_q4" \
-    --out "$WORK/eval_${f}_q4.json" || die "eval (q4) failed"
-done
+$PY "$HERE/train.py" eval --hf "$WORK/hf" --file "$DATA/heldout.txt" --file "$DATA/heldout-sample.txt" \
+  --device "$EVDEV" --dequant-from "$WORK/art_q4" --out-prefix "$WORK/eval_" || die "held-out evaluation failed"
 
 step "wisp cross-check"
+# Bounded so that the whole script stays under 9 minutes.
+left() { echo $(( 510 - ($(date +%s) - T0) )); }
 for q in q4 f32; do
   [ -d "$WORK/art_$q" ] || continue
   for f in heldout-sample heldout; do
-    timeout 120 "$WISP" perplexity -m "$WORK/art_$q" -f "$DATA/$f.txt" > "$WORK/wisp_ppl_${f}_$q.json" 2> "$WORK/logs/wisp_ppl_${f}_$q.txt"
-    echo "wisp perplexity $q $f: $(cat "$WORK/wisp_ppl_${f}_$q.json")"
+    t=$(left); [ "$t" -gt 10 ] || { echo "skipping wisp perplexity $q $f: out of time"; continue; }
+    [ "$t" -gt 90 ] && t=90
+    timeout "$t" "$WISP" perplexity -m "$WORK/art_$q" -f "$DATA/$f.txt" > "$WORK/wisp_ppl_${f}_$q.json" 2> "$WORK/logs/wisp_ppl_${f}_$q.txt"
+    echo "wisp perplexity $q $f: $(cat "$WORK/wisp_ppl_${f}_$q.json") $(tail -1 "$WORK/logs/wisp_ppl_${f}_$q.txt")"
   done
 done
-timeout 60 "$WISP" run -m "$WORK/art_q4" -p "$PROMPT" -n "$GREEDY" --temp 0 --repeat-penalty 1 --ignore-eos --ids \
-  > "$WORK/logs/wisp_run_q4.txt" 2>&1
-cat "$WORK/logs/wisp_run_q4.txt"
+t=$(left); [ "$t" -gt 60 ] && t=60
+[ "$t" -gt 5 ] && timeout "$t" "$WISP" run -m "$WORK/art_q4" -p "$PROMPT" -n "$GREEDY" --temp 0 --repeat-penalty 1 \
+  --ignore-eos --ids > "$WORK/logs/wisp_run_q4.txt" 2>&1
+cat "$WORK/logs/wisp_run_q4.txt" 2>/dev/null
 
 step "results"
 $PY - "$WORK" "$OUT" "$PROMPT" <<'PYEOF'
@@ -115,6 +117,13 @@ for f in ("heldout", "heldout-sample"):
         res["torch_%s_%s" % (f, q)] = load("eval_%s_%s.json" % (f, q))
         res["wisp_%s_%s" % (f, q)] = load("wisp_ppl_%s_%s.json" % (f, q))
 try:
+    with open(os.path.join(work, "logs", "wisp_run_q4.txt")) as f:
+        line = [l for l in f if l.startswith("generated ids:")][0]
+    res["wisp_greedy_q4"] = [int(x) for x in line.split(":", 1)[1].split()]
+    res["wisp_greedy_q4_matches_torch"] = res["wisp_greedy_q4"] == q4.get("greedy")
+except Exception as e:  # noqa: BLE001
+    res["wisp_greedy_q4"] = "missing (%s)" % e
+try:
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(os.path.join(work, "hf", "tokenizer.json"))
     res["text_f32"] = tok.decode(f32.get("greedy") or [], skip_special_tokens=False)
@@ -130,9 +139,10 @@ exp = {"prompt": prompt, "prompt_ids": res["prompt_ids"], "n": len(q4.get("greed
        "source": "torch %s, f32, weights dequantized from the q4 artifact (tools/train-default/run_device.sh)" % s.get("torch")}
 with open(os.path.join(out, "expected.json"), "w") as f:
     json.dump(exp, f, indent=1)
-print(json.dumps({k: res[k] for k in ("prompt", "text_f32", "text_q4") if k in res}, indent=1))
+print(json.dumps({k: res[k] for k in ("prompt", "text_f32", "text_q4", "wisp_greedy_q4_matches_torch",
+                                      "greedy_min_margin_q4") if k in res}, indent=1))
 for k in sorted(res):
-    if k.startswith(("torch_", "wisp_")):
+    if k.startswith(("torch_", "wisp_")) and isinstance(res[k], dict):
         print(k, res[k].get("nll"), res[k].get("ppl"), res[k].get("tokens"))
 PYEOF
 finish

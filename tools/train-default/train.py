@@ -11,10 +11,12 @@ train_tokenizer.py. Runs on the GPU machine (torch + transformers 5.x).
       train.txt's tokens, never trained on), saves them in float32 with
       save_pretrained (safetensors) and copies the tokenizer files next to
       them.
-  train.py eval --hf HF_DIR --file TEXT [--dequant-from ARTIFACT] [--max-tokens N]
-                [--device cuda|cpu] [--out OUT.json]
-      Held-out loss in float32 (TF32 off, eager attention), with the weights
-      optionally replaced by those dequantized from a wisp artifact.
+  train.py eval --hf HF_DIR --file TEXT [--file TEXT2 ...] [--dequant-from ARTIFACT]
+                [--max-tokens N] [--device cuda|cpu] [--out-prefix PREFIX]
+      Held-out loss in float32 (TF32 off, eager attention) with the HF
+      weights, then (with --dequant-from) with the weights replaced by those
+      dequantized from a wisp artifact; writes PREFIX<name>_f32.json and
+      PREFIX<name>_q4.json.
   train.py prompt --hf HF_DIR --prompt TEXT --out prompts.json
       The prompt's ids (with BOS) as tests/parity/hf_reference.py reads them.
 
@@ -254,22 +256,32 @@ def cmd_train(args):
 
 
 def cmd_eval(args):
+    """Each --file with the HF weights (f32) and, with --dequant-from, again
+    with the weights dequantized from the artifact: OUT_PREFIX<file>_f32.json
+    and OUT_PREFIX<file>_q4.json (<file> without .txt)."""
     import torch
 
     tok = load_tokenizer(args.hf)
     bos = tok.token_to_id("<|startoftext|>")
-    ids = encode_file(tok, args.file, args.max_tokens)
     model = hf_reference.load_model(args.hf, args.device)  # f32, eager, TF32 off
-    if args.dequant_from:
-        hf_reference.load_dequantized(model, args.dequant_from)
-    s, c = mean_nll(model, windows(ids, bos), args.device)
-    res = {"file": os.path.basename(args.file), "tokens": c, "windows": len(windows(ids, bos)), "nll": s / c,
-           "ppl": math.exp(s / c), "weights": "dequantized " + args.dequant_from if args.dequant_from else "hf f32",
-           "device": args.device, "torch": torch.__version__}
-    print(json.dumps(res))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=1)
+    passes = [("f32", None)] + ([("q4", args.dequant_from)] if args.dequant_from else [])
+    for tag, art in passes:
+        if art:
+            hf_reference.load_dequantized(model, art)
+        for path in args.file:
+            ids = encode_file(tok, path, args.max_tokens)
+            wins = windows(ids, bos)
+            s, c = mean_nll(model, wins, args.device)
+            res = {"file": os.path.basename(path), "tokens": c, "windows": len(wins), "window": SEQ, "bos": bos,
+                   "nll": s / c, "ppl": math.exp(s / c),
+                   "weights": ("dequantized from " + art) if art else "hf f32", "device": args.device,
+                   "torch": torch.__version__}
+            print(json.dumps(res), flush=True)
+            name = os.path.basename(path)
+            if name.endswith(".txt"):
+                name = name[:-4]
+            with open("%s%s_%s.json" % (args.out_prefix, name, tag), "w") as f:
+                json.dump(res, f, indent=1)
 
 
 def cmd_prompt(args):
@@ -299,11 +311,11 @@ def main():
     t.add_argument("--eval-every", type=int, default=250)
     e = sub.add_parser("eval")
     e.add_argument("--hf", required=True)
-    e.add_argument("--file", required=True)
+    e.add_argument("--file", required=True, action="append")
     e.add_argument("--dequant-from", default=None)
     e.add_argument("--max-tokens", type=int, default=None)
     e.add_argument("--device", default="cuda")
-    e.add_argument("--out", default=None)
+    e.add_argument("--out-prefix", default="eval_")
     p = sub.add_parser("prompt")
     p.add_argument("--hf", required=True)
     p.add_argument("--prompt", required=True)
