@@ -79,21 +79,24 @@ $PY "$HERE/train.py" eval --hf "$WORK/hf" --file "$DATA/heldout.txt" --file "$DA
   --device "$EVDEV" --dequant-from "$WORK/art_q4" --out-prefix "$WORK/eval_" || die "held-out evaluation failed"
 
 step "wisp cross-check"
-# Bounded so that the whole script stays under 9 minutes.
+# Bounded so that the whole script stays under 9 minutes: the held-out
+# sample and the greedy run first, the whole held-out file only if time is left.
 left() { echo $(( 510 - ($(date +%s) - T0) )); }
-for q in q4 f32; do
-  [ -d "$WORK/art_$q" ] || continue
-  for f in heldout-sample heldout; do
-    t=$(left); [ "$t" -gt 10 ] || { echo "skipping wisp perplexity $q $f: out of time"; continue; }
-    [ "$t" -gt 90 ] && t=90
-    timeout "$t" "$WISP" perplexity -m "$WORK/art_$q" -f "$DATA/$f.txt" > "$WORK/wisp_ppl_${f}_$q.json" 2> "$WORK/logs/wisp_ppl_${f}_$q.txt"
-    echo "wisp perplexity $q $f: $(cat "$WORK/wisp_ppl_${f}_$q.json") $(tail -1 "$WORK/logs/wisp_ppl_${f}_$q.txt")"
-  done
-done
+wisp_ppl() { # quant file cap_seconds
+  local t; t=$(left); [ "$t" -gt "$3" ] && t=$3
+  [ "$t" -gt 5 ] || { echo "skipping wisp perplexity $1 $2: out of time"; return; }
+  [ -d "$WORK/art_$1" ] || return
+  timeout "$t" "$WISP" perplexity -m "$WORK/art_$1" -f "$DATA/$2.txt" > "$WORK/wisp_ppl_$2_$1.json" 2> "$WORK/logs/wisp_ppl_$2_$1.txt"
+  echo "wisp perplexity $1 $2 (rc $?): $(cat "$WORK/wisp_ppl_$2_$1.json") $(tail -1 "$WORK/logs/wisp_ppl_$2_$1.txt")"
+}
+wisp_ppl q4 heldout-sample 60
+wisp_ppl f32 heldout-sample 60
 t=$(left); [ "$t" -gt 60 ] && t=60
 [ "$t" -gt 5 ] && timeout "$t" "$WISP" run -m "$WORK/art_q4" -p "$PROMPT" -n "$GREEDY" --temp 0 --repeat-penalty 1 \
   --ignore-eos --ids > "$WORK/logs/wisp_run_q4.txt" 2>&1
 cat "$WORK/logs/wisp_run_q4.txt" 2>/dev/null
+wisp_ppl q4 heldout 120
+wisp_ppl f32 heldout 90
 
 step "results"
 $PY - "$WORK" "$OUT" "$PROMPT" <<'PYEOF'
