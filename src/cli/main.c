@@ -11,7 +11,7 @@ typedef struct {
 } command;
 
 static const command k_commands[] = {
-    {"run", cmd_run, "generate text: -m DIR -p TEXT -n N [--temp T --top-k K --top-p P --seed S]"},
+    {"run", cmd_run, "generate text: [-m DIR] -p TEXT -n N [--temp T --top-k K --top-p P --seed S --ids --ignore-eos]"},
     {"bench", cmd_bench, "fixed prompt/decode workload, writes a JSON receipt under bench/results/"},
     {"gen-synthetic", cmd_gen_synthetic, "--like MANIFEST -o DIR [--seed N] [--small]: seeded synthetic artifact"},
     {"convert", cmd_convert, "HF_DIR -o DIR --quant f32|q4: import a Hugging Face checkpoint"},
