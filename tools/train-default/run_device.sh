@@ -7,7 +7,7 @@
 # and .dev/wisp + .dev/lib (the wisp binary). Python: torch (CUDA),
 # transformers 5.x, tokenizers, numpy.
 #   1. train_tokenizer.py          -> WORK/tok
-#   2. train.py train (TRAIN_SECONDS, default 285) -> WORK/hf (f32 safetensors + tokenizer), OUT/loss.csv
+#   2. train.py train (TRAIN_SECONDS, default 275) -> WORK/hf (f32 safetensors + tokenizer), OUT/loss.csv
 #   3. wisp convert --quant q4 / f32 -> WORK/art_q4, WORK/art_f32
 #   4. hf_reference.py reference: GREEDY (128) greedy ids from PROMPT, torch f32
 #      (HF weights) and torch with the weights dequantized from art_q4 (on CPU)
@@ -28,7 +28,7 @@ WORK=${WORK:-$(mktemp -d /tmp/wisp-default.XXXXXX)}
 PY=${PYTHON:-python3}
 WISP=${WISP:-$ROOT/.dev/wisp}
 export LD_LIBRARY_PATH="$ROOT/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-TRAIN_SECONDS=${TRAIN_SECONDS:-285}
+TRAIN_SECONDS=${TRAIN_SECONDS:-275}
 GREEDY=${GREEDY:-128}
 PROMPT=${PROMPT:-"And it came to pass"}
 HERE=$ROOT/tools/train-default
@@ -81,7 +81,7 @@ $PY "$HERE/train.py" eval --hf "$WORK/hf" --file "$DATA/heldout.txt" --file "$DA
 step "wisp cross-check"
 # Bounded so that the whole script stays under 9 minutes: the held-out
 # sample and the greedy run first, the whole held-out file only if time is left.
-left() { echo $(( 510 - ($(date +%s) - T0) )); }
+left() { echo $(( 500 - ($(date +%s) - T0) )); }
 wisp_ppl() { # quant file cap_seconds
   local t; t=$(left); [ "$t" -gt "$3" ] && t=$3
   [ "$t" -gt 5 ] || { echo "skipping wisp perplexity $1 $2: out of time"; return; }

@@ -3,7 +3,7 @@
 James Bible (tools/train-default/prepare_corpus.sh), with the tokenizer of
 train_tokenizer.py. Runs on the GPU machine (torch + transformers 5.x).
 
-  train.py train --data DATA_DIR --tok TOK_DIR --hf OUT_HF_DIR [--seconds 285]
+  train.py train --data DATA_DIR --tok TOK_DIR --hf OUT_HF_DIR [--seconds 275]
                  [--loss-csv loss.csv] [--seed 1234]
       Trains for a fixed wall budget (the step count is fixed after timing
       the first steps, so the cosine schedule ends exactly at the last step),
@@ -299,7 +299,7 @@ def main():
     t.add_argument("--data", required=True)
     t.add_argument("--tok", required=True)
     t.add_argument("--hf", required=True)
-    t.add_argument("--seconds", type=float, default=285.0)
+    t.add_argument("--seconds", type=float, default=275.0)
     t.add_argument("--loss-csv", default="loss.csv")
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--batch", type=int, default=128)
