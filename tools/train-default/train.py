@@ -152,7 +152,7 @@ def cmd_train(args):
     ffn = model.model.layers[0].feed_forward.w1.out_features
     nparams = sum(p.numel() for p in model.parameters())
     log("model: %.2f M parameters, ffn %d, layer types %s, attention %s" % (
-        nparams / 1e6, ffn, cfg.layer_types, model.config._attn_implementation))
+        nparams / 1e6, ffn, cfg.layer_types, getattr(model.config, "_attn_implementation", "?")))
 
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() != 2]
