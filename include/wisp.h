@@ -47,6 +47,9 @@ void wisp_session_free(wisp_session *s);
 /* Feeds n tokens at the current position; when logits is non-NULL it receives
  * the vocabulary-sized logits of the last token. */
 wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits);
+/* The same, but logits (n x vocabulary floats, required) receives the
+ * logits of every token: row i predicts the token after tokens[i]. */
+wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n, float *logits);
 /* The decode loop: tokens are chosen where the logits are (greedy, or
  * temperature with top-k/top-p/min-p; see src/backend/sampling.h) and fed to
  * the next step without a host round trip; one submit and one readback per

@@ -18,9 +18,17 @@ int cli_error(const char *cmd) {
   return 1;
 }
 
+/* models/default (the trained LFM2 of docs/default-model.md) when it is
+ * there; otherwise the seed-shaped synthetic model, generated on first use. */
 const char *cli_default_model(void) {
   static char path[PATH_MAX + 64];
   const char *root = wisp_repo_root();
+  {
+    char manifest[PATH_MAX + 96];
+    snprintf(path, sizeof path, "%s/models/default", root);
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", path);
+    if (wisp_path_exists(manifest)) return path;
+  }
   snprintf(path, sizeof path, "%s/models/synthetic-seed", root);
   char manifest[PATH_MAX + 96];
   snprintf(manifest, sizeof manifest, "%s/manifest.json", path);

@@ -1,7 +1,11 @@
 /* wisp run: generate text, streaming tokens as they are made.
  *   wisp run [-m DIR] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
  *            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S]
- *            [-t THREADS] [--backend cpu|webgpu|auto] [-c CTX] [--ids]
+ *            [-t THREADS] [--backend cpu|webgpu|auto] [-c CTX] [--ids] [--ignore-eos]
+ *            generation stops early at a stop token (BPE tokenizers: the eos ids
+ *            of generation_config.json / tokenizer_config.json and <|im_end|>)
+ *            unless --ignore-eos; --ids adds two lines on stderr after the text,
+ *            "prompt ids: ..." and "generated ids: ..." (space-separated).
  *   wisp run [-m DIR] --chat [-sys TEXT] [--think] [-n N per reply] ...
  *            interactive: one user message per stdin line, the reply streams
  *            to stdout; the session keeps its state across turns; /exit or
@@ -53,24 +57,31 @@ static wisp_status emit(const wisp_tokenizer *tok, wisp_stream_decoder *dec, int
   return st;
 }
 
-/* Streams tokens as the decode loop hands them over (one call per batch). */
+/* Streams tokens as the decode loop hands them over (one call per batch):
+ * records and prints each until a stop token, which is not printed. */
 typedef struct {
   const wisp_tokenizer *tok;
   wisp_stream_decoder *dec;
-  int show_ids, failed;
+  const wisp_chat_info *stops;
+  int32_t *ids; /* every printed token */
+  int count, stopped, failed;
 } run_stream;
 
 static int run_stream_tokens(void *user, const int32_t *ids, int n) {
   run_stream *rs = user;
-  for (int i = 0; i < n; i++) {
-    if (rs->show_ids) printf("[%d]", ids[i]);
+  for (int i = 0; i < n && !rs->stopped; i++) {
+    if (rs->stops->n_stop && wisp_chat_is_stop(rs->stops, ids[i])) {
+      rs->stopped = 1;
+      break;
+    }
+    rs->ids[rs->count++] = ids[i];
     if (emit(rs->tok, rs->dec, ids[i])) {
       rs->failed = 1;
       return 1;
     }
   }
   fflush(stdout);
-  return 0;
+  return rs->stopped;
 }
 
 static void flush_stream(wisp_stream_decoder *dec) {
@@ -155,7 +166,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
 
 int cmd_run(int argc, char **argv) {
   const char *model_dir = NULL, *prompt = "Once upon a time", *backend = "cpu", *profile = NULL, *system = NULL;
-  int n_predict = 64, threads = 0, ctx = 0, show_ids = 0, chat = 0, think = 0;
+  int n_predict = 64, threads = 0, ctx = 0, show_ids = 0, chat = 0, think = 0, ignore_eos = 0;
   wisp_sampler_params sp = wisp_sampler_defaults();
   sp.seed = (uint64_t)time(NULL);
   for (int i = 1; i < argc; i++) {
@@ -164,6 +175,7 @@ int cmd_run(int argc, char **argv) {
     if (!strcmp(a, "--ids")) { show_ids = 1; continue; }
     if (!strcmp(a, "--chat")) { chat = 1; continue; }
     if (!strcmp(a, "--think")) { think = 1; continue; }
+    if (!strcmp(a, "--ignore-eos")) { ignore_eos = 1; continue; }
     if (!v) { fprintf(stderr, "wisp run: unknown option or missing value: '%s'\n", a); return 2; }
     i++;
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_dir = v;
@@ -189,9 +201,10 @@ int cmd_run(int argc, char **argv) {
   wisp_session *s = NULL;
   wisp_tokenizer *tok = NULL;
   wisp_sampler *smp = NULL;
-  int32_t *ids = NULL;
+  int32_t *ids = NULL, *gen_ids = NULL;
   float *logits = NULL;
   int rc = 1, n_ids = 0;
+  wisp_chat_info stops = {0};
   if (wisp_model_open(model_dir, &m)) goto fail;
   wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile};
   if (wisp_session_new(m, &so, &s)) goto fail;
@@ -208,13 +221,21 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
     goto fail;
   }
+  if (!ignore_eos && !strcmp(wisp_tokenizer_kind(tok), "bpe")) {
+    const wisp_artifact *a = m->artifact;
+    char cfg[4096], gen[4096];
+    int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
+    int has_gen = wisp_tokenizer_artifact_file(a->dir, a->manifest, "generation", gen, sizeof gen);
+    if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &stops)) goto fail;
+  }
   if (wisp_tokenizer_encode(tok, prompt, &ids, &n_ids)) goto fail;
   if (check_ids(ids, n_ids, wisp_model_vocab(m))) goto fail;
   if (n_ids == 0) { wisp_fail(WISP_EINVAL, "the prompt is empty"); goto fail; }
   const int vocab = wisp_model_vocab(m);
   logits = malloc(sizeof(float) * (size_t)vocab);
   smp = wisp_sampler_new(&sp, vocab);
-  if (!logits || !smp) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  gen_ids = malloc(sizeof(int32_t) * (size_t)(n_predict > 0 ? n_predict : 1));
+  if (!logits || !smp || !gen_ids) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
   if (n_ids + n_predict > wisp_session_context(s)) {
     wisp_fail(WISP_EINVAL, "prompt (%d tokens) + %d to generate exceed the context of %d", n_ids, n_predict,
               wisp_session_context(s));
@@ -233,28 +254,29 @@ int cmd_run(int argc, char **argv) {
   wisp_stream_init(&dec, tok);
   if (sp.repeat_penalty == 1.0f && n_predict > 0) {
     /* The decode loop: the first token comes from the prompt's logits (host
-     * sampler); the rest are chosen on the device, `batch` per submit. */
+     * sampler); the rest are chosen on the device, a batch per submit. */
     int next = wisp_sampler_sample(smp, logits);
-    run_stream rs = {tok, &dec, show_ids, 0};
-    if (run_stream_tokens(&rs, &(int32_t){next}, 1)) { wisp_stream_free(&dec); goto fail; }
-    generated = 1;
-    if (n_predict > 1) {
+    run_stream rs = {tok, &dec, &stops, gen_ids, 0, 0, 0};
+    if (!run_stream_tokens(&rs, &(int32_t){next}, 1) && n_predict > 1) {
       int32_t *out = malloc(sizeof(int32_t) * (size_t)n_predict);
       if (!out) { wisp_stream_free(&dec); wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
       wisp_generate_options go = {.temperature = sp.temperature, .top_k = sp.top_k, .top_p = sp.top_p,
-                                  .min_p = sp.min_p, .seed = sp.seed, .on_tokens = run_stream_tokens, .user = &rs};
+                                  .min_p = sp.min_p, .seed = sp.seed, .stop = stops.stop, .n_stop = stops.n_stop,
+                                  .on_tokens = run_stream_tokens, .user = &rs};
       int made = 0;
       wisp_status st = wisp_session_generate(s, next, n_predict - 1, &go, out, &made);
       free(out);
-      generated += made;
-      if (st || rs.failed) { wisp_stream_free(&dec); goto fail; }
+      if (st) { wisp_stream_free(&dec); goto fail; }
     }
+    if (rs.failed) { wisp_stream_free(&dec); goto fail; }
+    generated = rs.count;
   } else {
     /* Repetition penalties need the history: sample on the host, token by token. */
     for (; generated < n_predict; generated++) {
       int next = wisp_sampler_sample(smp, logits);
+      if (stops.n_stop && wisp_chat_is_stop(&stops, next)) break;
       wisp_sampler_accept(smp, next);
-      if (show_ids) printf("[%d]", next);
+      gen_ids[generated] = next;
       if (emit(tok, &dec, next)) { wisp_stream_free(&dec); goto fail; }
       fflush(stdout);
       if (generated + 1 < n_predict) {
@@ -267,6 +289,14 @@ int cmd_run(int argc, char **argv) {
   wisp_stream_free(&dec);
   double t2 = now_s();
   printf("\n");
+  fflush(stdout);
+  if (show_ids) {
+    fprintf(stderr, "prompt ids:");
+    for (int i = 0; i < n_ids; i++) fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\ngenerated ids:");
+    for (int i = 0; i < generated; i++) fprintf(stderr, " %d", gen_ids[i]);
+    fprintf(stderr, "\n");
+  }
   /* The last sampled token is not fed back, so decode evaluated generated-1 tokens. */
   int decoded = generated > 1 ? generated - 1 : 0;
   fprintf(stderr, "prompt: %d tokens in %.3f s, %.1f tok/s | decode: %d tokens in %.3f s, %.1f tok/s\n", n_ids,
@@ -276,6 +306,7 @@ fail:
   if (rc) cli_error("run");
   free(logits);
   free(ids);
+  free(gen_ids);
   wisp_sampler_free(smp);
   wisp_tokenizer_free(tok);
   wisp_session_free(s);

@@ -9,6 +9,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_gen_synthetic(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
@@ -20,8 +21,9 @@ int cmd_plan_file(int argc, char **argv);
 
 /* Prints "wisp <cmd>: <last error>" to stderr and returns 1. */
 int cli_error(const char *cmd);
-/* The built-in default model's directory, generated on first use; NULL
- * (with the error set) when it cannot be made. */
+/* The built-in default model's directory: models/default (the trained LFM2,
+ * docs/default-model.md) when present, else models/synthetic-seed, generated
+ * on first use; NULL (with the error set) when it cannot be made. */
 const char *cli_default_model(void);
 
 #endif

@@ -11,11 +11,12 @@ typedef struct {
 } command;
 
 static const command k_commands[] = {
-    {"run", cmd_run, "generate text: -m DIR -p TEXT -n N [--temp T --top-k K --top-p P --seed S]"},
+    {"run", cmd_run, "generate text: [-m DIR] -p TEXT -n N [--temp T --top-k K --top-p P --seed S --ids --ignore-eos]"},
     {"bench", cmd_bench, "fixed prompt/decode workload, writes a JSON receipt under bench/results/"},
     {"gen-synthetic", cmd_gen_synthetic, "--like MANIFEST -o DIR [--seed N] [--small]: seeded synthetic artifact"},
     {"convert", cmd_convert, "HF_DIR -o DIR --quant f32|q4: import a Hugging Face checkpoint"},
     {"logits", cmd_logits, "-m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]: final-position logits (parity)"},
+    {"perplexity", cmd_perplexity, "-m DIR -f FILE [--max-tokens N] [--window W]: mean next-token NLL and perplexity"},
     {"plan", cmd_plan, "[-m DIR] [--profile P] [--backend cpu|webgpu] [--json]: the execution plan run/bench execute"},
     {"tokenize", cmd_tokenize, "(-m DIR | --tokenizer FILE) [--no-special] (-p TEXT | --corpus FILE | --decode IDS)"},
     {"info", cmd_info, "-m DIR: validate an artifact and print its shape and sections"},

@@ -93,23 +93,36 @@ void wisp_session_free(wisp_session *s) {
   free(s);
 }
 
-wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits) {
+/* Feeds tokens chunk by chunk; logits: the last token's (all = 0) or every
+ * token's (all = 1, n x vocab). */
+static wisp_status session_feed(wisp_session *s, const int32_t *tokens, int n, float *logits, int all) {
   if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate");
   if (s->ran_past_stop)
     return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
   if (s->pos + n > s->max_pos)
     return wisp_fail(WISP_EINVAL, "context full: %d tokens so far + %d new exceed the context of %d", s->pos, n,
                      s->max_pos);
+  const size_t vocab = (size_t)s->model->artifact->shape.vocab;
   for (int done = 0; done < n;) {
     int k = n - done < s->chunk ? n - done : s->chunk;
     int last = done + k == n;
-    wisp_status st =
-        s->model->arch->forward(s->model->weights, s->state, s->backend, tokens + done, k, s->pos, last ? logits : NULL);
+    float *out = all ? logits + (size_t)done * vocab : last ? logits : NULL;
+    wisp_status st = s->model->arch->forward(s->model->weights, s->state, s->backend, tokens + done, k, s->pos, out,
+                                             all);
     if (st) return st;
     s->pos += k;
     done += k;
   }
   return WISP_OK;
+}
+
+wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits) {
+  return session_feed(s, tokens, n, logits, 0);
+}
+
+wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n, float *logits) {
+  if (!logits) return wisp_fail(WISP_EINVAL, "wisp_session_eval_all needs a logits buffer");
+  return session_feed(s, tokens, n, logits, 1);
 }
 
 int wisp_session_position(const wisp_session *s) { return s->pos; }

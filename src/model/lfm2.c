@@ -389,7 +389,7 @@ static void lfm2_layers(const lfm2_weights *w, lfm2_state *s, wisp_backend *be, 
 }
 
 static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const int32_t *tokens, int n, int pos0,
-                                float *logits) {
+                                float *logits, int all_logits) {
   const lfm2_weights *w = p;
   lfm2_state *s = sp;
   const wisp_shape *sh = &w->shape;
@@ -403,13 +403,16 @@ static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const
 
   be->embed(be, &w->embed, tokens, n, s->x);
   lfm2_layers(w, s, be, n, pos0);
-  if (logits) {
-    be->rmsnorm(be, s->x, &w->final_norm, w->eps, n, H, s->xn);
-    be->matmul(be, &w->head, s->xn, n - 1, 1, s->logits, 0);
+  if (!logits) return be->sync(be);
+  /* The head, one row at a time through the one-row logits buffer: the last
+   * row, or every row (all_logits) into logits[r * vocab]. */
+  be->rmsnorm(be, s->x, &w->final_norm, w->eps, n, H, s->xn);
+  for (int r = all_logits ? 0 : n - 1; r < n; r++) {
+    be->matmul(be, &w->head, s->xn, r, 1, s->logits, 0);
+    wisp_status st = be->sync(be);
+    if (st) return st;
+    be->buf_read(be, s->logits, 0, (size_t)sh->vocab, logits + (all_logits ? (size_t)r * sh->vocab : 0));
   }
-  wisp_status st = be->sync(be);
-  if (st) return st;
-  if (logits) be->buf_read(be, s->logits, 0, (size_t)sh->vocab, logits);
   return WISP_OK;
 }
 

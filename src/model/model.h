@@ -28,9 +28,10 @@ typedef struct wisp_arch {
   void (*state_reset)(void *state, wisp_backend *be);
   void (*state_free)(void *state, wisp_backend *be);
   /* Runs n (<= chunk) tokens at positions pos0.. and, when logits is
-   * non-NULL, writes the vocabulary logits of the last one. */
+   * non-NULL, writes the vocabulary logits of the last one, or with
+   * all_logits those of every one (n x vocab, row r = token r). */
   wisp_status (*forward)(const void *weights, void *state, wisp_backend *be, const int32_t *tokens, int n,
-                         int pos0, float *logits);
+                         int pos0, float *logits, int all_logits);
   /* One decode step that never leaves the device (the decode loop): the
    * token is ids[slot], the chosen successor goes to ids[slot + 1], at
    * position pos. Records only; the caller syncs after a batch of steps. */
