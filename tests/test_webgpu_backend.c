@@ -56,11 +56,13 @@ static void keep(pair *p, const void *ptr) {
 
 static uint32_t g_attn_splits; /* attn_max_splits of the next pair (0 = default) */
 static int g_no_fuse;          /* no_fuse of the next pair */
+static uint32_t g_mm_tm, g_mm_tn, g_mv_wg, g_mv_rows; /* geometry of the next pair (0 = default) */
 
 static int pair_open(pair *p, wisp_wgpu_device *d, int subgroups, uint64_t max_binding) {
   memset(p, 0, sizeof *p);
   wisp_wgpu_backend_opts o = {
-      .device = d, .subgroups = subgroups, .max_binding = max_binding, .attn_max_splits = g_attn_splits, .no_fuse = g_no_fuse};
+      .device = d, .subgroups = subgroups, .max_binding = max_binding, .attn_max_splits = g_attn_splits, .no_fuse = g_no_fuse,
+      .matmul_tm = g_mm_tm, .matmul_tn = g_mm_tn, .matvec_wg = g_mv_wg, .matvec_rows = g_mv_rows};
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
   if (wisp_wgpu_backend_new(&o, &p->gpu)) {
     p->cpu->destroy(p->cpu);
@@ -531,6 +533,29 @@ TEST(webgpu_backend_fused_conv) {
            (unsigned long long)(s1.dispatches - s0.dispatches), fused_calls);
   }
   report("fused conv");
+}
+
+/* Other geometries (override constants) give the same products. */
+TEST(webgpu_backend_matmul_geometries) {
+  WEBGPU_OR_SKIP(d);
+  g_worst = 0;
+  static const int rows_[] = {33, 1000};
+  static const int cols_[] = {96, 2560};
+  static const uint32_t geo[][4] = {{32, 16, 64, 1}, {16, 64, 256, 16}};
+  char err[600] = "";
+  for (int i = 0; i < 2; i++) {
+    g_mm_tm = geo[i][0], g_mm_tn = geo[i][1], g_mv_wg = geo[i][2], g_mv_rows = geo[i][3];
+    pair p;
+    int opened = pair_open(&p, d, -1, 0);
+    g_mm_tm = g_mm_tn = g_mv_wg = g_mv_rows = 0;
+    CHECKF(opened, "geometry %d: %s", i, wisp_last_error());
+    char label[64];
+    snprintf(label, sizeof label, "TM %u TN %u WG %u ROWS %u", geo[i][0], geo[i][1], geo[i][2], geo[i][3]);
+    int ok = matmul_suite(&p, label, rows_, 2, cols_, 2, err, sizeof err);
+    pair_close(&p);
+    CHECKF(ok, "%s", err);
+  }
+  report("matmul geometries");
 }
 
 TEST(webgpu_backend_shortconv_state_carries) {
