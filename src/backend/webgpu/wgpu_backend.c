@@ -66,7 +66,9 @@ typedef struct bg_entry {
 } bg_entry;
 
 typedef struct {
-  char name[48];
+  const char *file;
+  int nc;
+  double v[4];
   wisp_wgpu_kernel *k;
 } kcache;
 
@@ -158,12 +160,22 @@ static void op_fail(wgpu_backend *g, wisp_status st, const char *fmt, ...) {
 /* The pipeline for kernel file `file` with override constants; cached by a
  * key naming the file and the constants. */
 static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wgpu_const *c, int nc) {
-  char key[48];
+  /* Called for every op: the lookup compares values, no formatting. */
+  for (int i = 0; i < g->n_kernels; i++) {
+    const kcache *e = &g->kernels[i];
+    if (e->nc != nc || (e->file != file && strcmp(e->file, file))) continue;
+    int same = 1;
+    for (int j = 0; j < nc && same; j++) same = e->v[j] == c[j].value;
+    if (same) return e->k;
+  }
+  if (nc > 4) {
+    op_fail(g, WISP_EINVAL, "kernel %s: %d override constants (at most 4)", file, nc);
+    return NULL;
+  }
+  char key[64];
   int len = snprintf(key, sizeof key, "%s", file);
   for (int i = 0; i < nc && len < (int)sizeof key; i++)
     len += snprintf(key + len, sizeof key - (size_t)len, ":%g", c[i].value);
-  for (int i = 0; i < g->n_kernels; i++)
-    if (!strcmp(g->kernels[i].name, key)) return g->kernels[i].k;
   if (g->n_kernels == (int)(sizeof g->kernels / sizeof g->kernels[0])) {
     op_fail(g, WISP_EINVAL, "too many kernel variants");
     return NULL;
@@ -185,8 +197,11 @@ static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wg
     keep_error(g, st);
     return NULL;
   }
-  snprintf(g->kernels[g->n_kernels].name, sizeof g->kernels[0].name, "%s", key);
-  g->kernels[g->n_kernels++].k = k;
+  kcache *e = &g->kernels[g->n_kernels++];
+  e->file = file;
+  e->nc = nc;
+  for (int j = 0; j < nc; j++) e->v[j] = c[j].value;
+  e->k = k;
   return k;
 }
 
