@@ -813,6 +813,60 @@ TEST(webgpu_backend_auto_falls_back_from_cpu_adapter) {
 
 /* ---- the whole model ------------------------------------------------------------ */
 
+/* The whole model without fusion (WISP_WEBGPU_FUSE=0: every op on its own,
+ * 53 dispatches a token): 17-token prompt + 8 greedy tokens against the CPU. */
+TEST(webgpu_backend_small_model_unfused) {
+  WEBGPU_OR_SKIP(d);
+  const char *dir = fixture_small_model();
+  CHECK(dir);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  const int V = wisp_model_vocab(m);
+  wisp_session *sc = NULL, *sg = NULL;
+  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu"};
+  setenv("WISP_WEBGPU_FUSE", "0", 1);
+  wisp_status st = wisp_session_new(m, &oc, &sc);
+  if (!st) st = wisp_session_new(m, &og, &sg);
+  unsetenv("WISP_WEBGPU_FUSE");
+  float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+  char err[600] = "";
+  int ok = !st && lc && lg;
+  if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+  int32_t ids[17];
+  uint64_t seed = 73;
+  for (int i = 0; i < 17; i++) ids[i] = (int32_t)(test_rand_u32(&seed) % (uint32_t)V);
+  if (ok) ok = !wisp_session_eval(sc, ids, 17, lc) && !wisp_session_eval(sg, ids, 17, lg);
+  wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+  for (int step = 0; ok && step < 8; step++) {
+    double mx = 0, e = 0;
+    int tc = 0, tg = 0;
+    for (int i = 0; i < V; i++) {
+      mx = fmax(mx, fabs(lc[i]));
+      e = fmax(e, fabs((double)lg[i] - lc[i]));
+      if (lc[i] > lc[tc]) tc = i;
+      if (lg[i] > lg[tg]) tg = i;
+    }
+    if (tc != tg || !(e <= TOL_LOGITS * mx)) {
+      snprintf(err, sizeof err, "step %d: token cpu %d gpu %d, logit error %.3g of max %.3g", step, tc, tg, e, mx);
+      ok = 0;
+      break;
+    }
+    int32_t t = tc;
+    wisp_wgpu_backend_stats_get(sg->backend, &s0);
+    ok = !wisp_session_eval(sc, &t, 1, lc) && !wisp_session_eval(sg, &t, 1, lg);
+    wisp_wgpu_backend_stats_get(sg->backend, &s1);
+    if (!ok) snprintf(err, sizeof err, "decode: %s", wisp_last_error());
+  }
+  free(lc);
+  free(lg);
+  wisp_session_free(sc);
+  wisp_session_free(sg);
+  wisp_model_close(m);
+  CHECKF(ok, "%s", err);
+  CHECKF(s1.dispatches - s0.dispatches == 53, "%llu dispatches per unfused token",
+         (unsigned long long)(s1.dispatches - s0.dispatches));
+}
+
 static int argmax(const float *v, int n) {
   int b = 0;
   for (int i = 1; i < n; i++)
