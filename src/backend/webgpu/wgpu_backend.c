@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/webgpu/wgpu_compute.h"
 #include "backend/webgpu/wgsl_kernels.h"
@@ -66,7 +67,9 @@ typedef struct bg_entry {
 } bg_entry;
 
 typedef struct {
-  char name[48];
+  const char *file;
+  int nc;
+  double v[4];
   wisp_wgpu_kernel *k;
 } kcache;
 
@@ -159,12 +162,22 @@ static void op_fail(wgpu_backend *g, wisp_status st, const char *fmt, ...) {
 /* The pipeline for kernel file `file` with override constants; cached by a
  * key naming the file and the constants. */
 static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wgpu_const *c, int nc) {
-  char key[48];
+  /* Called for every op: the lookup compares values, no formatting. */
+  for (int i = 0; i < g->n_kernels; i++) {
+    const kcache *e = &g->kernels[i];
+    if (e->nc != nc || (e->file != file && strcmp(e->file, file))) continue;
+    int same = 1;
+    for (int j = 0; j < nc && same; j++) same = e->v[j] == c[j].value;
+    if (same) return e->k;
+  }
+  if (nc > 4) {
+    op_fail(g, WISP_EINVAL, "kernel %s: %d override constants (at most 4)", file, nc);
+    return NULL;
+  }
+  char key[64];
   int len = snprintf(key, sizeof key, "%s", file);
   for (int i = 0; i < nc && len < (int)sizeof key; i++)
     len += snprintf(key + len, sizeof key - (size_t)len, ":%g", c[i].value);
-  for (int i = 0; i < g->n_kernels; i++)
-    if (!strcmp(g->kernels[i].name, key)) return g->kernels[i].k;
   if (g->n_kernels == (int)(sizeof g->kernels / sizeof g->kernels[0])) {
     op_fail(g, WISP_EINVAL, "too many kernel variants");
     return NULL;
@@ -175,13 +188,22 @@ static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wg
     return NULL;
   }
   wisp_wgpu_kernel *k;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   wisp_status st = wisp_wgpu_kernel_create(g->d, src, "main", c, nc, key, &k);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (getenv("WISP_WEBGPU_TIME_PIPELINES"))
+    fprintf(stderr, "pipeline %s: %.0f ms\n", key,
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
   if (st) {
     keep_error(g, st);
     return NULL;
   }
-  snprintf(g->kernels[g->n_kernels].name, sizeof g->kernels[0].name, "%s", key);
-  g->kernels[g->n_kernels++].k = k;
+  kcache *e = &g->kernels[g->n_kernels++];
+  e->file = file;
+  e->nc = nc;
+  for (int j = 0; j < nc; j++) e->v[j] = c[j].value;
+  e->k = k;
   return k;
 }
 
@@ -711,17 +733,17 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
     wg = w->mv_wg;
     rows_wg = w->mv_rows;
   }
-  wisp_wgpu_const c[4] = {{"WG", wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}, {"PRE", pre}};
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
+  wisp_wgpu_const c[3] = {{"WG", wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}};
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 3);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
       struct {
         uint32_t rows, cols, y_off, x_off, acc;
         float eps;
-        uint32_t pad[2];
+        uint32_t pre, pad;
       } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
-             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, {0, 0}};
+             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, (uint32_t)pre, 0};
       wisp_wgpu_binding b[7];
       part_bindings(g, P, b);
       b[3] = whole(xin->g.b);
@@ -802,13 +824,14 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
     const wmat *w = g->pend.m;
     const int pre = g->pend.pre;
     g->pend.kind = 0;
-    wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)}, {"PRE", pre}};
-    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, 4);
+    wisp_wgpu_const c[3] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)}};
+    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, 3);
     struct {
       uint32_t rows, cols, y_off, x_off, acc;
       float eps;
-      uint32_t dim, L;
-    } p = {(uint32_t)w->rows, (uint32_t)w->cols, 0, 0, 0, g->pend.eps, (uint32_t)dim, (uint32_t)L};
+      uint32_t dim, L, pre, pad[3];
+    } p = {(uint32_t)w->rows, (uint32_t)w->cols, 0, 0, 0, g->pend.eps, (uint32_t)dim, (uint32_t)L, (uint32_t)pre,
+           {0, 0, 0}};
     wisp_wgpu_binding b[10];
     part_bindings(g, &w->parts[0], b);
     b[3] = whole(g->pend.x->g.b);
@@ -843,7 +866,7 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
-  if (D <= 0 || D % 2 || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
+  if (D <= 0 || D % 4 || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
     op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
     return;
   }

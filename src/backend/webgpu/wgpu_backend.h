@@ -19,10 +19,11 @@ typedef struct wisp_wgpu_backend_opts {
   wisp_wgpu_device *device; /* use this device (not owned); NULL = open one */
   int subgroups;            /* -1 auto (subgroup variants when the device has them), 0 plain, 1 require */
   int refuse_cpu_adapter;   /* fail when the adapter is a CPU (lavapipe): "auto" prefers the CPU backend */
-  int no_fuse;              /* record one-token rmsnorm/swiglu on their own instead of fusing them into the
-                               next matvec (also WISP_WEBGPU_FUSE=0) */
+  int no_fuse;              /* no decode-time fusion (rmsnorm/swiglu into the next matvec, in_proj with
+                               shortconv, attn_decode): every op on its own (also WISP_WEBGPU_FUSE=0) */
   /* Geometry (override constants); 0 = default. Also read from the
-   * environment: WISP_WEBGPU_MATVEC=WGxROWS, WISP_WEBGPU_MATMUL=TMxTN. */
+   * environment: WISP_WEBGPU_MATVEC=WGxROWS, WISP_WEBGPU_MATMUL=TMxTN,
+   * WISP_WEBGPU_MATVEC_BIG_ROWS=R (matrices of >= 16384 rows). */
   uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn;
   /* Flash-decoding: most workgroups per head that one decode token's
    * attention is split over (one per 64-key tile up to this; 0 = 32, 1 = no

@@ -8,7 +8,7 @@
 // attn_combine.wgsl for the merge). The last split of the first q head of
 // each KV group also appends k and v to the caches; no workgroup of this
 // dispatch reads the caches at pos, so there is no race. WG is a power of two,
-// D even, D <= 4*WG and <= 256. Needs 9 storage bindings.
+// D % 4 == 0, D <= 4*WG and <= 256. Needs 9 storage bindings.
 override WG: u32 = 64;
 
 const MAXD: u32 = 256u;
@@ -30,17 +30,38 @@ struct Params {
 @group(0) @binding(2) var<storage, read> kn: array<f32>;
 @group(0) @binding(3) var<storage, read> cosv: array<f32>;
 @group(0) @binding(4) var<storage, read> sinv: array<f32>;
-@group(0) @binding(5) var<storage, read_write> kc: array<f32>;
+@group(0) @binding(5) var<storage, read_write> kc: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> vc: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 @group(0) @binding(8) var<storage, read_write> part: array<f32>;
 @group(0) @binding(9) var<uniform> p: Params;
 
-var<workgroup> qs: array<f32, MAXD>;
+var<workgroup> qs: array<vec4<f32>, MAXD / 4u>;
+var<workgroup> qf: array<f32, MAXD>;
 var<workgroup> ks: array<f32, MAXD>;
 var<workgroup> vs: array<f32, MAXD>;
 var<workgroup> sc: array<f32, WG>;
 var<workgroup> red: array<f32, WG>;
+
+// q . k for the cache row starting at vec4 index kb (D/4 vec4s).
+fn qk(kb: u32) -> f32 {
+  var s = 0.0;
+  for (var i = 0u; i < p.D / 4u; i++) {
+    s += dot(qs[i], kc[kb + i]);
+  }
+  return s;
+}
+
+// sum_{jj < cnt} sc[jj] * v[j0 + jj][d] over cached values.
+fn pv(j0: u32, cnt: u32, kvh: u32, d: u32) -> f32 {
+  let st = p.KVH * p.D;
+  let b0 = (j0 * p.KVH + kvh) * p.D + d;
+  var a = 0.0;
+  for (var jj = 0u; jj < cnt; jj++) {
+    a += sc[jj] * vc[b0 + jj * st];
+  }
+  return a;
+}
 
 fn reduce_max(li: u32, v: f32) -> f32 {
   red[li] = v;
@@ -98,8 +119,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let s = sinv[pos * half + i];
     let qa = qkv[qsrc + i] * qinv * qn[i];
     let qb = qkv[qsrc + i + half] * qinv * qn[i + half];
-    qs[i] = (qa * c - qb * s) * p.scale;
-    qs[i + half] = (qb * c + qa * s) * p.scale;
+    qf[i] = (qa * c - qb * s) * p.scale;
+    qf[i + half] = (qb * c + qa * s) * p.scale;
     let ka = qkv[ksrc + i] * kinv * kn[i];
     let kb = qkv[ksrc + i + half] * kinv * kn[i + half];
     ks[i] = ka * c - kb * s;
@@ -109,13 +130,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     vs[d] = qkv[vsrc + d];
   }
   workgroupBarrier();
+  for (var i = li; i < D / 4u; i += WG) {
+    qs[i] = vec4<f32>(qf[4u * i], qf[4u * i + 1u], qf[4u * i + 2u], qf[4u * i + 3u]);
+  }
   if (z == p.splits - 1u && h % (p.H / p.KVH) == 0u) {
     let dst = (pos * p.KVH + kvh) * D;
+    for (var i = li; i < D / 4u; i += WG) {
+      kc[dst / 4u + i] = vec4<f32>(ks[4u * i], ks[4u * i + 1u], ks[4u * i + 2u], ks[4u * i + 3u]);
+    }
     for (var d = li; d < D; d += WG) {
-      kc[dst + d] = ks[d];
       vc[dst + d] = vs[d];
     }
   }
+  workgroupBarrier();
   var m = NEG;
   var l = 0.0;
   var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
@@ -127,16 +154,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let j = j0 + li;
     var s = NEG;
     if (j < pos) {
-      let kb = (j * p.KVH + kvh) * D;
-      var dotv = 0.0;
-      for (var d = 0u; d < D; d++) {
-        dotv += qs[d] * kc[kb + d];
-      }
-      s = dotv;
+      s = qk((j * p.KVH + kvh) * D / 4u);
     } else if (j == pos) {
       var dotv = 0.0;
-      for (var d = 0u; d < D; d++) {
-        dotv += qs[d] * ks[d];
+      for (var i = 0u; i < D / 4u; i++) {
+        dotv += dot(qs[i], vec4<f32>(ks[4u * i], ks[4u * i + 1u], ks[4u * i + 2u], ks[4u * i + 3u]));
       }
       s = dotv;
     }
@@ -152,17 +174,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var k = 0u; k < 4u; k++) {
       let d = li + k * WG;
       if (d < D) {
-        var a = acc[k] * alpha;
-        for (var jj = 0u; jj < cnt; jj++) {
-          var v: f32;
-          if (j0 + jj == pos) {
-            v = vs[d];
-          } else {
-            v = vc[((j0 + jj) * p.KVH + kvh) * D + d];
-          }
-          a += sc[jj] * v;
+        // The tile that holds pos ends with it: cached values before it,
+        // the new value (vs) last.
+        if (j0 + cnt - 1u == pos) {
+          acc[k] = acc[k] * alpha + pv(j0, cnt - 1u, kvh, d) + sc[cnt - 1u] * vs[d];
+        } else {
+          acc[k] = acc[k] * alpha + pv(j0, cnt, kvh, d);
         }
-        acc[k] = a;
       }
     }
     m = mn;

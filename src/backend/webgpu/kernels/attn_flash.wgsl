@@ -7,7 +7,8 @@
 // tile's max and sum are reduced in workgroup memory, and each thread
 // accumulates the output dimensions d = li + k*WG (k < 4, so D <= 4*WG and
 // D <= 256) with the running max/sum rescaling. q is [n][H][D] (from
-// attn_rope), caches [position][KVH][D], out [n][H*D]. WG is a power of two.
+// attn_rope), caches [position][KVH][D], out [n][H*D]. WG is a power of two,
+// D % 4 == 0 (keys are read as vec4).
 //
 // Flash-decoding: with splits > 1, workgroup z takes tiles
 // [z*tps, (z+1)*tps) only and writes its running max, sum and unnormalized
@@ -31,15 +32,35 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> kc: array<f32>;
+@group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vc: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> part: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
-var<workgroup> qs: array<f32, MAXD>;
+var<workgroup> qs: array<vec4<f32>, MAXD / 4u>;
 var<workgroup> sc: array<f32, WG>;
 var<workgroup> red: array<f32, WG>;
+
+// q . k for the cache row starting at vec4 index kb (D/4 vec4s).
+fn qk(kb: u32) -> f32 {
+  var s = 0.0;
+  for (var i = 0u; i < p.D / 4u; i++) {
+    s += dot(qs[i], kc[kb + i]);
+  }
+  return s;
+}
+
+// sum_{jj < cnt} sc[jj] * v[j0 + jj][d] over cached values.
+fn pv(j0: u32, cnt: u32, kvh: u32, d: u32) -> f32 {
+  let st = p.KVH * p.D;
+  let b0 = (j0 * p.KVH + kvh) * p.D + d;
+  var a = 0.0;
+  for (var jj = 0u; jj < cnt; jj++) {
+    a += sc[jj] * vc[b0 + jj * st];
+  }
+  return a;
+}
 
 fn reduce_max(li: u32, v: f32) -> f32 {
   red[li] = v;
@@ -77,8 +98,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let kvh = h / (p.H / p.KVH);
   let pos = p.pos0 + t;
   let qb = (t * p.H + h) * D;
-  for (var d = li; d < D; d += WG) {
-    qs[d] = q[qb + d] * p.scale;
+  for (var i = li; i < D / 4u; i += WG) {
+    let o = qb + 4u * i;
+    qs[i] = vec4<f32>(q[o], q[o + 1u], q[o + 2u], q[o + 3u]) * p.scale;
   }
   workgroupBarrier();
   var m = NEG;
@@ -92,12 +114,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let j = j0 + li;
     var s = NEG;
     if (j <= pos) {
-      let kb = (j * p.KVH + kvh) * D;
-      var dotv = 0.0;
-      for (var d = 0u; d < D; d++) {
-        dotv += qs[d] * kc[kb + d];
-      }
-      s = dotv;
+      s = qk((j * p.KVH + kvh) * D / 4u);
     }
     let mn = max(m, reduce_max(li, s));
     let alpha = exp(m - mn);
@@ -111,11 +128,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var k = 0u; k < 4u; k++) {
       let d = li + k * WG;
       if (d < D) {
-        var a = acc[k] * alpha;
-        for (var jj = 0u; jj < cnt; jj++) {
-          a += sc[jj] * vc[((j0 + jj) * p.KVH + kvh) * D + d];
-        }
-        acc[k] = a;
+        acc[k] = acc[k] * alpha + pv(j0, cnt, kvh, d);
       }
     }
     m = mn;

@@ -10,7 +10,9 @@
 // byte, blocks numbered row-major, so block b is nibble b % 8 of word b / 8).
 // value = scale * (nibble - zero point), zero point 8 for Q4.
 //
-// PRE fuses the op that produced x (decode only): 0 = x' = x; 1 = RMSNorm,
+// PRE (p.pre, a uniform parameter rather than an override constant, so
+// that the fusions share one pipeline per weight type) fuses the op that
+// produced x (decode only): 0 = x' = x; 1 = RMSNorm,
 // x' = x * nw / sqrt(mean(x^2) + eps), computed as inv * (W (x * nw)) with
 // the sum of squares reduced by every workgroup; 2 = SwiGLU, x is [gate | up]
 // (2*cols values) and x' = silu(gate) * up. Workgroup 0 also writes x' to xo,
@@ -28,7 +30,6 @@ override WG: u32 = 128;  // threads per workgroup
 override ROWS: u32 = 4;  // rows per workgroup, <= WG and <= 16
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
-override PRE: u32 = 0;   // what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
 
 struct Params {
   rows: u32,
@@ -37,7 +38,7 @@ struct Params {
   x_off: u32,  // vec4 offset of x in its buffer
   acc: u32,    // 1: add into y
   eps: f32,    // PRE 1
-  pad0: u32,
+  pre: u32,    // PRE: what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
   pad1: u32,
 }
 
@@ -52,10 +53,10 @@ struct Params {
 
 // Vector i (4 elements) of the input as the product uses it.
 fn xin(i: u32) -> vec4<f32> {
-  if (PRE == 1u) {
+  if (p.pre == 1u) {
     return x[p.x_off + i] * nw[i];
   }
-  if (PRE == 2u) {
+  if (p.pre == 2u) {
     let g = x[p.x_off + i];
     return g / (1.0 + exp(-g)) * x[p.x_off + p.cols / 4u + i];
   }
@@ -83,7 +84,7 @@ fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
 // Workgroup 0 stores the input as used (the output of the fused op).
 fn store_input(li: u32, scale: f32) {
   for (var i = li; i < p.cols / 4u; i += WG) {
-    if (PRE == 1u) {
+    if (p.pre == 1u) {
       xo[i] = x[p.x_off + i] * scale * nw[i];
     } else {
       xo[i] = xin(i);
@@ -105,7 +106,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let slots = (WG + 3u) / 4u;
   let nsg = (WG + sgs - 1u) / sgs;
   var scale = 1.0;
-  if (PRE == 1u) {
+  if (p.pre == 1u) {
     var ss = 0.0;
     for (var i = li; i < p.cols / 4u; i += WG) {
       let v = x[p.x_off + i];
@@ -125,7 +126,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     scale = workgroupUniformLoad(&inv_s);
   }
-  if (PRE != 0u && wg_id == 0u) {
+  if (p.pre != 0u && wg_id == 0u) {
     store_input(li, scale);
   }
   var units = p.cols / 8u;

@@ -6,14 +6,14 @@
 // their B, C and X rows (rows ch, dim + ch, 2*dim + ch), so the convolution
 // of those channels, state update included, stays inside the workgroup.
 // y, xo, out and state end up as the three unfused ops would leave them.
-// Needs 10 storage bindings. Workgroup tree reduction (WG a power of two).
-// Weight layouts and QT/PRE: see matvec.wgsl. Grid: ceil(dim / CH) as x*y.
+// Needs 10 storage bindings. Partial sums in workgroup memory, summed by one
+// thread per row.
+// Weight layouts, QT and PRE (p.pre): see matvec.wgsl. Grid: ceil(dim / CH) as x*y.
 
 override WG: u32 = 128;  // threads per workgroup
 override ROWS: u32 = 12; // rows per workgroup, a multiple of 3, <= WG and <= 16
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
-override PRE: u32 = 0;   // what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
 
 struct Params {
   rows: u32,
@@ -24,6 +24,10 @@ struct Params {
   eps: f32,    // PRE 1
   dim: u32,    // channels (rows = 3 * dim)
   L: u32,      // conv taps
+  pre: u32,    // what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -75,10 +79,10 @@ fn conv(wg_id: u32, li: u32) {
 
 // Vector i (4 elements) of the input as the product uses it.
 fn xin(i: u32) -> vec4<f32> {
-  if (PRE == 1u) {
+  if (p.pre == 1u) {
     return x[p.x_off + i] * nw[i];
   }
-  if (PRE == 2u) {
+  if (p.pre == 2u) {
     let g = x[p.x_off + i];
     return g / (1.0 + exp(-g)) * x[p.x_off + p.cols / 4u + i];
   }
@@ -106,7 +110,7 @@ fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
 // Workgroup 0 stores the input as used (the output of the fused op).
 fn store_input(li: u32, scale: f32) {
   for (var i = li; i < p.cols / 4u; i += WG) {
-    if (PRE == 1u) {
+    if (p.pre == 1u) {
       xo[i] = x[p.x_off + i] * scale * nw[i];
     } else {
       xo[i] = xin(i);
@@ -115,6 +119,7 @@ fn store_input(li: u32, scale: f32) {
 }
 
 var<workgroup> red: array<f32, ROWS * WG>;
+var<workgroup> inv_s: f32;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -122,7 +127,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
   let wg_id = wid.x + wid.y * nwg.x;
   var scale = 1.0;
-  if (PRE == 1u) {
+  if (p.pre == 1u) {
     var ss = 0.0;
     for (var i = li; i < p.cols / 4u; i += WG) {
       let v = x[p.x_off + i];
@@ -130,16 +135,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     red[li] = ss;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-      if (li < s) {
-        red[li] += red[li + s];
+    if (li == 0u) {
+      var t = 0.0;
+      for (var i = 0u; i < WG; i++) {
+        t += red[i];
       }
-      workgroupBarrier();
+      inv_s = 1.0 / sqrt(t / f32(p.cols) + p.eps);
     }
-    scale = 1.0 / sqrt(workgroupUniformLoad(&red[0]) / f32(p.cols) + p.eps);
-    workgroupBarrier();
+    scale = workgroupUniformLoad(&inv_s);
   }
-  if (PRE != 0u && wg_id == 0u) {
+  if (p.pre != 0u && wg_id == 0u) {
     store_input(li, scale);
   }
   var units = p.cols / 8u;
@@ -172,13 +177,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     red[r * WG + li] = acc[r];
   }
   workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      for (var r = 0u; r < ROWS; r++) {
-        red[r * WG + li] += red[r * WG + li + s];
-      }
+  // One thread per row sums its WG partial sums (a single barrier: loops
+  // of barriers are costly to compile and run on some implementations).
+  if (li < ROWS) {
+    var t = 0.0;
+    for (var i = 0u; i < WG; i++) {
+      t += red[li * WG + i];
     }
-    workgroupBarrier();
+    red[li * WG] = t;
   }
   if (li < ROWS) {
     let row = row_of(wg_id, li);

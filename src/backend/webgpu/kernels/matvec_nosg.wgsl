@@ -1,6 +1,6 @@
 // y[y_off + r] (+)= sum_c W[r][c] x'[c]: matrix-vector product for one
-// token (decode), without subgroups: workgroup-memory tree reduction (WG a
-// power of two, ROWS * WG * 4 bytes of workgroup storage). Same layout,
+// token (decode), without subgroups: partial sums in workgroup memory
+// (ROWS * WG * 4 bytes), summed by one thread per row. Same layout,
 // parameters, bindings and grid as matvec.wgsl.
 //
 // QT: 0 = f32 (w holds the floats' bits, cols % 4 == 0), 1 = Q4, 2 = Q4Z.
@@ -11,7 +11,9 @@
 // byte, blocks numbered row-major, so block b is nibble b % 8 of word b / 8).
 // value = scale * (nibble - zero point), zero point 8 for Q4.
 //
-// PRE fuses the op that produced x (decode only): 0 = x' = x; 1 = RMSNorm,
+// PRE (p.pre, a uniform parameter rather than an override constant, so
+// that the fusions share one pipeline per weight type) fuses the op that
+// produced x (decode only): 0 = x' = x; 1 = RMSNorm,
 // x' = x * nw / sqrt(mean(x^2) + eps), computed as inv * (W (x * nw)) with
 // the sum of squares reduced by every workgroup; 2 = SwiGLU, x is [gate | up]
 // (2*cols values) and x' = silu(gate) * up. Workgroup 0 also writes x' to xo,
@@ -28,7 +30,6 @@ override WG: u32 = 128;  // threads per workgroup
 override ROWS: u32 = 4;  // rows per workgroup, <= WG and <= 16
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
-override PRE: u32 = 0;   // what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
 
 struct Params {
   rows: u32,
@@ -37,7 +38,7 @@ struct Params {
   x_off: u32,  // vec4 offset of x in its buffer
   acc: u32,    // 1: add into y
   eps: f32,    // PRE 1
-  pad0: u32,
+  pre: u32,    // PRE: what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
   pad1: u32,
 }
 
@@ -52,10 +53,10 @@ struct Params {
 
 // Vector i (4 elements) of the input as the product uses it.
 fn xin(i: u32) -> vec4<f32> {
-  if (PRE == 1u) {
+  if (p.pre == 1u) {
     return x[p.x_off + i] * nw[i];
   }
-  if (PRE == 2u) {
+  if (p.pre == 2u) {
     let g = x[p.x_off + i];
     return g / (1.0 + exp(-g)) * x[p.x_off + p.cols / 4u + i];
   }
@@ -83,7 +84,7 @@ fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
 // Workgroup 0 stores the input as used (the output of the fused op).
 fn store_input(li: u32, scale: f32) {
   for (var i = li; i < p.cols / 4u; i += WG) {
-    if (PRE == 1u) {
+    if (p.pre == 1u) {
       xo[i] = x[p.x_off + i] * scale * nw[i];
     } else {
       xo[i] = xin(i);
@@ -92,6 +93,7 @@ fn store_input(li: u32, scale: f32) {
 }
 
 var<workgroup> red: array<f32, ROWS * WG>;
+var<workgroup> inv_s: f32;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -100,7 +102,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let wg_id = wid.x + wid.y * nwg.x;
   let row0 = wg_id * ROWS;
   var scale = 1.0;
-  if (PRE == 1u) {
+  if (p.pre == 1u) {
     var ss = 0.0;
     for (var i = li; i < p.cols / 4u; i += WG) {
       let v = x[p.x_off + i];
@@ -108,16 +110,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     red[li] = ss;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-      if (li < s) {
-        red[li] += red[li + s];
+    if (li == 0u) {
+      var t = 0.0;
+      for (var i = 0u; i < WG; i++) {
+        t += red[i];
       }
-      workgroupBarrier();
+      inv_s = 1.0 / sqrt(t / f32(p.cols) + p.eps);
     }
-    scale = 1.0 / sqrt(workgroupUniformLoad(&red[0]) / f32(p.cols) + p.eps);
-    workgroupBarrier();
+    scale = workgroupUniformLoad(&inv_s);
   }
-  if (PRE != 0u && wg_id == 0u) {
+  if (p.pre != 0u && wg_id == 0u) {
     store_input(li, scale);
   }
   var units = p.cols / 8u;
@@ -150,13 +152,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     red[r * WG + li] = acc[r];
   }
   workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      for (var r = 0u; r < ROWS; r++) {
-        red[r * WG + li] += red[r * WG + li + s];
-      }
+  // One thread per row sums its WG partial sums (a single barrier: loops
+  // of barriers are costly to compile and run on some implementations).
+  if (li < ROWS) {
+    var t = 0.0;
+    for (var i = 0u; i < WG; i++) {
+      t += red[li * WG + i];
     }
-    workgroupBarrier();
+    red[li * WG] = t;
   }
   if (li < ROWS) {
     let row = row0 + li;
