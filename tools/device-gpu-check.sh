@@ -18,8 +18,12 @@ for m in small seed; do
   else echo "greedy $m: DIFFER"; cat /tmp/cpu-$m.txt /tmp/gpu-$m.txt | cut -c1-300; fi
 done
 $W plan -m models/seed --backend webgpu | head -3
-$W bench -m models/seed --backend webgpu --prompt 128 --decode 256 -o "$OUT/h200-seed-webgpu-decode.json" | head -1
+$W bench -m models/seed --backend webgpu --prompt 128 --decode 256 -o "$OUT/h200-seed-webgpu-decode-batch1.json" | head -1
+$W bench -m models/seed --backend webgpu --prompt 128 --decode 256 --profile throughput -o "$OUT/h200-seed-webgpu-decode-throughput.json" | head -1
 $W bench -m models/seed --backend webgpu --prompt 1024 --decode 16 -o "$OUT/h200-seed-webgpu-prefill1024.json" | head -1
-WISP_WEBGPU_MATVEC=128x4 $W bench -m models/seed --backend webgpu --prompt 128 --decode 256 -o /tmp/geom-default.json | head -1
+echo "== default model (trained) on webgpu vs the recorded PyTorch greedy ids"
+want=$(python3 -c "import json;d=json.load(open('models/default/expected.json'));print(' '.join(map(str,d.get('greedy_ids') or d.get('ids') or d.get('greedy'))))" 2>/dev/null)
+got=$($W run -m models/default -p "$(python3 -c "import json;print(json.load(open('models/default/expected.json')).get('prompt','And it came to pass'))")" -n 128 --temp 0 --ignore-eos --ids --backend webgpu 2>&1 >/dev/null | sed -n 's/^generated ids: //p')
+if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "default model webgpu: 128 greedy ids identical to PyTorch"; else echo "default model webgpu: differ"; echo "want $want" | cut -c1-200; echo "got  $got" | cut -c1-200; fi
 echo "== webgpu tests on the H200"
 WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu 2>&1 | grep -E "FAIL|passed"
