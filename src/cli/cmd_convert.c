@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 
 #include "cli/commands.h"
 #include "format/artifact.h"
+#include "format/gguf.h"
+#include "format/gguf_import.h"
 #include "format/layout.h"
 #include "format/safetensors.h"
 #include "format/tensor.h"
@@ -827,8 +830,55 @@ static wisp_status check_output(const char *dir) {
   return WISP_OK;
 }
 
+/* A GGUF file as the source: hyperparameters from its metadata, tensors
+ * under Hugging Face names (dequantized to f32), and the tokenizer files
+ * written into tok_dir (docs/gguf.md). */
+static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config *c, wisp_safetensors **st,
+                               int *has_tok) {
+  wisp_gguf *g = NULL;
+  wisp_gguf_model m;
+  *has_tok = 0;
+  wisp_status rc = wisp_gguf_open(path, &g);
+  if (rc) return rc;
+  rc = wisp_gguf_import(g, &m, st);
+  if (!rc) {
+    c->arch = ARCH_LFM2;
+    c->hidden = m.hidden;
+    c->n_layers = m.n_layers;
+    c->heads = m.heads;
+    c->kv_heads = m.kv_heads;
+    c->head_dim = m.head_dim;
+    c->ffn = m.ffn;
+    c->vocab = m.vocab;
+    c->conv_l = m.conv_l;
+    c->hf_max_pos = m.context;
+    c->max_pos = m.context < CONVERT_MAX_POSITIONS ? m.context : CONVERT_MAX_POSITIONS;
+    c->tied = m.tied;
+    c->layer_types = m.layer_types;
+    m.layer_types = NULL;
+    c->rope_theta = m.rope_theta;
+    c->norm_eps = m.norm_eps;
+    if (mkdir(tok_dir, 0755) != 0 && errno != EEXIST)
+      rc = wisp_fail(WISP_EIO, "%s: cannot create directory: %s", tok_dir, strerror(errno));
+    else
+      rc = wisp_gguf_write_tokenizer(g, tok_dir, has_tok);
+  }
+  free(m.layer_types);
+  wisp_gguf_close(g);
+  return rc;
+}
+
+static void remove_tok_dir(const char *dir) {
+  char p[4200];
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, TOKENIZER_FILES[i][1]);
+    unlink(p);
+  }
+  rmdir(dir);
+}
+
 static void usage(FILE *f) {
-  fprintf(f, "usage: wisp convert HF_DIR -o DIR [--quant f32|q4|q4k] [--quiet]\n"
+  fprintf(f, "usage: wisp convert (HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k] [--quiet]\n"
              "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
              "  of an Lfm2ForCausalLM or Qwen3_5ForCausalLM\n"
              "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
@@ -864,8 +914,19 @@ int cmd_convert(int argc, char **argv) {
   wisp_writer *w = NULL;
   wisp_status rc;
   int status = 1;
-  if ((rc = check_output(out_dir)) || (rc = parse_config(hf_dir, &cfg)) || (rc = wisp_safetensors_open_dir(hf_dir, &st)))
+  struct stat src_sb;
+  const int from_gguf = stat(hf_dir, &src_sb) == 0 && S_ISREG(src_sb.st_mode);
+  char tok_dir[4200] = "";
+  const char *src_dir = hf_dir; /* where the tokenizer files come from */
+  if (from_gguf) {
+    int has_tok = 0;
+    snprintf(tok_dir, sizeof tok_dir, "%s.gguf-tokenizer-%d", out_dir, (int)getpid());
+    if ((rc = check_output(out_dir)) || (rc = gguf_source(hf_dir, tok_dir, &cfg, &st, &has_tok))) goto fail;
+    src_dir = tok_dir;
+  } else if ((rc = check_output(out_dir)) || (rc = parse_config(hf_dir, &cfg)) ||
+             (rc = wisp_safetensors_open_dir(hf_dir, &st))) {
     goto fail;
+  }
   pl.st = st;
   pl.hf_dir = hf_dir;
   pl.used = calloc((size_t)st->n_tensors + 1, 1);
@@ -897,13 +958,14 @@ int cmd_convert(int argc, char **argv) {
   sections = NULL; /* owned by manifest now */
   if (!manifest) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
   int tok_files[3];
-  if ((rc = plan_tokenizer(hf_dir, &cfg, manifest, tok_files))) goto fail;
+  if ((rc = plan_tokenizer(src_dir, &cfg, manifest, tok_files))) goto fail;
+  if (from_gguf) cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(manifest, "wisp"), "source", cJSON_CreateString("gguf"));
   if (!quiet)
     fprintf(stderr, "wisp convert: %s -> %s (%s, %d layers, hidden %d, ffn %d, vocab %d, %s head, %d positions, %.1f MB)\n",
             hf_dir, out_dir, quant, cfg.n_layers, cfg.hidden, cfg.ffn, cfg.vocab, tied ? "tied" : "separate",
             cfg.max_pos, (double)total / 1e6);
   if ((rc = wisp_writer_begin(out_dir, total, &w))) goto fail;
-  if ((rc = copy_tokenizer(w, hf_dir, tok_files))) goto fail;
+  if ((rc = copy_tokenizer(w, src_dir, tok_files))) goto fail;
   for (int i = 0; i < pl.n_jobs; i++) {
     const job *j = &pl.jobs[i];
     if (!quiet)
@@ -926,6 +988,7 @@ fail:
   if (w) wisp_writer_abort(w);
   status = cli_error("convert");
 done:
+  if (tok_dir[0]) remove_tok_dir(tok_dir);
   cJSON_Delete(sections);
   cJSON_Delete(manifest);
   free(pl.used);
