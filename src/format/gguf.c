@@ -247,7 +247,7 @@ wisp_status wisp_gguf_parse(const uint8_t *data, size_t len, const char *label, 
   /* Each key-value takes at least 12 bytes and each tensor info 24: bounds
    * the allocations by the file size. */
   if (g->n_kv > len / 12 || g->n_tensors > len / 24) {
-    st = wisp_fail(WISP_EFORMAT, "%s: header claims %llu metadata entries and %llu tensors, more than the file can hold",
+    st = wisp_fail(WISP_EFORMAT, "%s: truncated or corrupt header: it claims %llu metadata entries and %llu tensors, more than the file can hold",
                    label, (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors);
     goto fail;
   }
@@ -329,11 +329,11 @@ wisp_status wisp_gguf_open(const char *path, wisp_gguf **out) {
 
 void wisp_gguf_close(wisp_gguf *g) {
   if (!g) return;
-  for (uint64_t i = 0; i < g->n_kv; i++) {
+  for (uint64_t i = 0; g->kv && i < g->n_kv; i++) {
     free(g->kv[i].key);
     free(g->kv[i].strs);
   }
-  for (uint64_t i = 0; i < g->n_tensors; i++) free(g->tensors[i].name);
+  for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
   free(g->kv);
   free(g->tensors);
   if (g->mapped) wisp_unmap_file(g->map, g->len);
@@ -342,7 +342,7 @@ void wisp_gguf_close(wisp_gguf *g) {
 }
 
 const wisp_gguf_kv *wisp_gguf_kv_find(const wisp_gguf *g, const char *key) {
-  for (uint64_t i = 0; i < g->n_kv; i++)
+  for (uint64_t i = 0; g->kv && i < g->n_kv; i++)
     if (g->kv[i].key && !strcmp(g->kv[i].key, key)) return &g->kv[i];
   return NULL;
 }
