@@ -475,8 +475,10 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
   cJSON_ArrayForEach(e, vocab) {
     /* range first: casting an out-of-range double to int is undefined (found by fuzz_tokenizer_json) */
     if (!cJSON_IsNumber(e) || !(e->valuedouble >= -2147483648.0 && e->valuedouble <= 2147483647.0) ||
-        e->valuedouble != (double)(int32_t)e->valuedouble)
-      return wisp_fail(WISP_EFORMAT, "%s: model.vocab['%s'] must be an integer id", label, e->string);
+        e->valuedouble != (double)(int32_t)e->valuedouble) {
+      st = wisp_fail(WISP_EFORMAT, "%s: model.vocab['%s'] must be an integer id", label, e->string);
+      goto done; /* not return: tmp may hold memory (leak found by fuzz_tokenizer_json) */
+    }
     if ((st = set_token(b, (int32_t)e->valuedouble, e->string, &tmp, label))) goto done;
     nv++;
   }
