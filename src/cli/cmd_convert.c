@@ -37,7 +37,9 @@
 #define CONVERT_MAX_POSITIONS 4096
 #define CONVERT_PLAN_POSITIONS 1024
 
-enum { ARCH_LFM2 = 0, ARCH_QWEN3_5 = 1 };
+/* ARCH_QWEN3: dense Qwen3 (and Llama-shaped models with per-head q/k norm),
+ * stored as an all-attention LFM2 graph: the same math (docs/convert.md). */
+enum { ARCH_LFM2 = 0, ARCH_QWEN3_5 = 1, ARCH_QWEN3 = 2 };
 
 typedef struct {
   int arch;
@@ -215,6 +217,63 @@ static wisp_status parse_qwen_config(const cJSON *top, const char *path, hf_conf
   return WISP_OK;
 }
 
+static int is_qwen3_dense_config(const cJSON *root) {
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (cJSON_IsArray(archs) && json_has_string(archs, "Qwen3ForCausalLM")) return 1;
+  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen3");
+}
+
+/* Qwen3Config (dense): every layer full attention with q_norm/k_norm. */
+static wisp_status parse_qwen3_config(const cJSON *root, const char *path, hf_config *c) {
+  c->arch = ARCH_QWEN3;
+  wisp_status st;
+  int tie, sliding;
+  if ((st = cfg_int(root, path, "hidden_size", 1, 0, 1, &c->hidden)) ||
+      (st = cfg_int(root, path, "num_hidden_layers", 1, 0, 1, &c->n_layers)) ||
+      (st = cfg_int(root, path, "num_attention_heads", 1, 0, 1, &c->heads)) ||
+      (st = cfg_int(root, path, "num_key_value_heads", 0, c->heads, 1, &c->kv_heads)) ||
+      (st = cfg_int(root, path, "vocab_size", 1, 0, 1, &c->vocab)) ||
+      (st = cfg_int(root, path, "intermediate_size", 1, 0, 1, &c->ffn)) ||
+      (st = cfg_int(root, path, "max_position_embeddings", 0, 32768, 1, &c->hf_max_pos)) ||
+      (st = cfg_bool(root, path, "tie_word_embeddings", 0, &tie)) ||
+      (st = cfg_bool(root, path, "use_sliding_window", 0, &sliding)))
+    return st;
+  if (c->heads == 0 || c->hidden % c->heads) c->head_dim = 0;
+  else c->head_dim = c->hidden / c->heads;
+  if ((st = cfg_int(root, path, "head_dim", 0, c->head_dim, 2, &c->head_dim))) return st;
+  c->tied = tie;
+  c->conv_l = 3; /* unused: no conv layers */
+  if (sliding) return wisp_fail(WISP_EUNSUPPORTED, "%s: use_sliding_window is true; wisp supports full attention only", path);
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias")))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: attention_bias is true; wisp supports Qwen3 without biases", path);
+  const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+  if (cJSON_IsString(act) && strcmp(act->valuestring, "silu"))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden_act '%s' is not supported (silu only)", path, act->valuestring);
+  c->norm_eps = 1e-6;
+  const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
+  if (eps && !cJSON_IsNull(eps)) {
+    if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1)
+      return wisp_fail(WISP_EFORMAT, "%s: field 'rms_norm_eps' must be a number in (0, 1]", path);
+    c->norm_eps = eps->valuedouble;
+  }
+  if ((st = parse_rope_theta(root, path, &c->rope_theta))) return st;
+  if (!cJSON_GetObjectItemCaseSensitive(root, "rope_theta") && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_parameters")) &&
+      !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling")))
+    c->rope_theta = 10000.0; /* Qwen3Config's default */
+  c->layer_types = calloc((size_t)c->n_layers, sizeof(int));
+  if (!c->layer_types) return wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int i = 0; i < c->n_layers; i++) c->layer_types[i] = WISP_LAYER_ATTENTION;
+  if (c->heads % c->kv_heads || c->head_dim % 2)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: heads %d / kv heads %d / head dim %d: wisp needs heads %% kv_heads == 0 "
+                     "and an even head dim", path, c->heads, c->kv_heads, c->head_dim);
+  if (c->hidden % WISP_Q4_BLOCK || c->ffn % WISP_Q4_BLOCK || (c->heads * c->head_dim) % WISP_Q4_BLOCK)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, intermediate %d and attention width %d must be multiples of %d",
+                     path, c->hidden, c->ffn, c->heads * c->head_dim, WISP_Q4_BLOCK);
+  c->max_pos = c->hf_max_pos < CONVERT_MAX_POSITIONS ? c->hf_max_pos : CONVERT_MAX_POSITIONS;
+  return WISP_OK;
+}
+
 static wisp_status parse_config(const char *hf_dir, hf_config *c) {
   char path[4096];
   snprintf(path, sizeof path, "%s/config.json", hf_dir);
@@ -233,9 +292,13 @@ static wisp_status parse_config(const char *hf_dir, hf_config *c) {
     st = parse_qwen_config(root, path, c);
     goto done;
   }
+  if (is_qwen3_dense_config(root)) {
+    st = parse_qwen3_config(root, path, c);
+    goto done;
+  }
   if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0 && !json_has_string(archs, "Lfm2ForCausalLM")) {
     const cJSON *first = cJSON_GetArrayItem(archs, 0);
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM and Qwen3_5ForCausalLM)",
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM, Qwen3ForCausalLM and Qwen3_5ForCausalLM)",
                    path, cJSON_IsString(first) ? first->valuestring : "?");
     goto done;
   }
@@ -510,6 +573,68 @@ static wisp_status plan_all(planner *p, const hf_config *c, int q4) {
   return WISP_OK;
 }
 
+/* Qwen3 (dense) tensors onto the LFM2 sections of an all-attention model. */
+static wisp_status plan_qwen3(planner *p, const hf_config *c, int q4) {
+  const int H = c->hidden, F = c->ffn, D = c->head_dim, V = c->vocab;
+  char sec[64], n0[128], n1[128], n2[128];
+  wisp_status st;
+  int64_t hv[1] = {H}, dv[1] = {D};
+  for (int i = 0; i < c->n_layers; i++) {
+    const char *pre = "model.layers";
+    snprintf(sec, sizeof sec, "L%d.attn.qkv", i);
+    snprintf(n0, sizeof n0, "%s.%d.self_attn.q_proj.weight", pre, i);
+    snprintf(n1, sizeof n1, "%s.%d.self_attn.k_proj.weight", pre, i);
+    snprintf(n2, sizeof n2, "%s.%d.self_attn.v_proj.weight", pre, i);
+    const char *a[3] = {n0, n1, n2};
+    int r[3] = {c->heads * D, c->kv_heads * D, c->kv_heads * D};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 3, a, r))) return st;
+    snprintf(sec, sizeof sec, "L%d.attn.o_proj", i);
+    snprintf(n0, sizeof n0, "%s.%d.self_attn.o_proj.weight", pre, i);
+    int r1[1] = {H};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, c->heads * D, 1, a, r1))) return st;
+    snprintf(sec, sizeof sec, "L%d.attn.qkv.norm", i);
+    snprintf(n0, sizeof n0, "%s.%d.input_layernorm.weight", pre, i);
+    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+    snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
+    snprintf(n0, sizeof n0, "%s.%d.self_attn.q_norm.weight", pre, i);
+    if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+    snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
+    snprintf(n0, sizeof n0, "%s.%d.self_attn.k_norm.weight", pre, i);
+    if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+    snprintf(sec, sizeof sec, "L%d.mlp.gate_up", i);
+    snprintf(n0, sizeof n0, "%s.%d.mlp.gate_proj.weight", pre, i);
+    snprintf(n1, sizeof n1, "%s.%d.mlp.up_proj.weight", pre, i);
+    const char *gu[2] = {n0, n1};
+    int rf[2] = {F, F};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 2, gu, rf))) return st;
+    snprintf(sec, sizeof sec, "L%d.mlp.down", i);
+    snprintf(n0, sizeof n0, "%s.%d.mlp.down_proj.weight", pre, i);
+    int rh[1] = {H};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, F, 1, gu, rh))) return st;
+    p->jobs[p->n_jobs - 1].transposed_copy = q4;
+    snprintf(sec, sizeof sec, "L%d.mlp.gate_up.norm", i);
+    snprintf(n0, sizeof n0, "%s.%d.post_attention_layernorm.weight", pre, i);
+    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+  }
+  const char *emb[1] = {"model.embed_tokens.weight"};
+  int rv[1] = {V};
+  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
+  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
+  if (!c->tied && lm) {
+    const char *hd[1] = {"lm_head.weight"};
+    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
+  } else if (lm) {
+    p->used[lm - p->st->tensors] = 1;
+  }
+  if ((st = plan_vector(p, "head.norm", "model.norm.weight", 1, hv))) return st;
+  for (int i = 0; i < p->st->n_tensors; i++)
+    if (!p->used[i])
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the Qwen3 graph wisp implements",
+                       wisp_safetensors_file_of(p->st, &p->st->tensors[i]), p->st->tensors[i].name,
+                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n0, sizeof n0));
+  return WISP_OK;
+}
+
 /* Qwen 3.5 (docs/convert.md): tensors under PREFIX = "model." (text-only
  * checkpoints) or "model.language_model." (released multimodal ones, whose
  * model.visual.* and mtp.* tensors are skipped). */
@@ -764,7 +889,9 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
   cJSON_AddNumberToObject(wx, "normEps", c->norm_eps);
   cJSON_AddStringToObject(wx, "tokenizer", "byte");
   cJSON_AddStringToObject(wx, "weights", k_quant_names[quant]);
-  cJSON_AddStringToObject(wx, "source", qwen ? "huggingface Qwen3_5ForCausalLM" : "huggingface Lfm2ForCausalLM");
+  cJSON_AddStringToObject(wx, "source", qwen ? "huggingface Qwen3_5ForCausalLM"
+                                       : c->arch == ARCH_QWEN3 ? "huggingface Qwen3ForCausalLM (as an all-attention lfm2 graph)"
+                                                               : "huggingface Lfm2ForCausalLM");
   return m;
 }
 
@@ -937,6 +1064,8 @@ int cmd_convert(int argc, char **argv) {
     snprintf(cfg.prefix, sizeof cfg.prefix, "%s",
              wisp_safetensors_find(st, "model.language_model.embed_tokens.weight") ? "model.language_model." : "model.");
     if ((rc = plan_qwen(&pl, &cfg))) goto fail;
+  } else if (cfg.arch == ARCH_QWEN3) {
+    if ((rc = plan_qwen3(&pl, &cfg, qmode == QUANT_Q4))) goto fail;
   } else if ((rc = plan_all(&pl, &cfg, qmode == QUANT_Q4))) {
     goto fail;
   }
