@@ -213,3 +213,24 @@ TEST(qwen3_tiny_matches_independent_reference_prefill_and_decode) {
     CHECKF(ok && maxref > 0.1 && maxdiff <= 1e-4 * maxref, "%s", msg);
   }
 }
+
+TEST(qwen3_gguf_roundtrip_identical_logits) {
+  char hf[600], a[600], gg[600], b[600], cmd[4096];
+  static char log[1 << 16], la[1 << 16], lb[1 << 16];
+  snprintf(hf, sizeof hf, "%s/q3g_hf", test_tmpdir());
+  snprintf(a, sizeof a, "%s/q3g_a", test_tmpdir());
+  snprintf(gg, sizeof gg, "%s/q3g.gguf", test_tmpdir());
+  snprintf(b, sizeof b, "%s/q3g_b", test_tmpdir());
+  CHECK(mkdir(hf, 0755) == 0);
+  CHECK(write_tiny_qwen3(hf) == 0);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet && %s export-gguf %s -o %s && grep -c qwen3.block_count %s",
+           test_wisp_bin(), hf, a, test_wisp_bin(), a, gg, gg);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gg, b);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 8 2>/dev/null", test_wisp_bin(), a);
+  CHECK(test_run(cmd, la, sizeof la) == 0);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 8 2>/dev/null", test_wisp_bin(), b);
+  CHECK(test_run(cmd, lb, sizeof lb) == 0);
+  CHECKF(strlen(la) > 100 && !strcmp(la, lb), "logits differ:\n%.300s\n%.300s", la, lb);
+}

@@ -969,7 +969,7 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
   if (rc) return rc;
   rc = wisp_gguf_import(g, &m, st);
   if (!rc) {
-    c->arch = ARCH_LFM2;
+    c->arch = strcmp(m.arch, "qwen3") ? ARCH_LFM2 : ARCH_QWEN3;
     c->hidden = m.hidden;
     c->n_layers = m.n_layers;
     c->heads = m.heads;

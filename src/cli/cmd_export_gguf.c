@@ -181,26 +181,38 @@ static wisp_status export_lfm2(exporter *e, const char *dir) {
   const wisp_shape *s = &a->shape;
   const int H = s->hidden, F = s->ffn, D = s->head_dim, V = s->vocab, L = s->conv_cache;
   wisp_gguf_writer *w = e->w;
-  const char *arch = "lfm2";
+  /* An all-attention artifact imported from Qwen3 goes out as llama.cpp's qwen3. */
+  const cJSON *src = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp"), "source");
+  int n_conv = 0;
+  for (int i = 0; i < s->n_layers; i++) n_conv += s->layer_types[i] == WISP_LAYER_CONV;
+  const int qwen3 = !n_conv && cJSON_IsString(src) && strstr(src->valuestring, "Qwen3ForCausalLM");
+  const char *arch = qwen3 ? "qwen3" : "lfm2";
+  char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
   wisp_gguf_put_str(w, "general.architecture", arch);
   wisp_gguf_put_str(w, "general.name", "wisp export");
   wisp_gguf_put_u32(w, "general.alignment", 32);
-  wisp_gguf_put_u32(w, "lfm2.block_count", (uint32_t)s->n_layers);
-  wisp_gguf_put_u32(w, "lfm2.context_length", (uint32_t)a->max_positions);
-  wisp_gguf_put_u32(w, "lfm2.embedding_length", (uint32_t)H);
-  wisp_gguf_put_u32(w, "lfm2.feed_forward_length", (uint32_t)F);
-  wisp_gguf_put_u32(w, "lfm2.attention.head_count", (uint32_t)s->heads);
-  int32_t *kvh = calloc((size_t)s->n_layers, sizeof *kvh);
-  if (!kvh) return wisp_fail(WISP_ENOMEM, "out of memory");
-  for (int i = 0; i < s->n_layers; i++) kvh[i] = s->layer_types[i] == WISP_LAYER_ATTENTION ? s->kv_heads : 0;
-  wisp_gguf_put_arr_i32(w, "lfm2.attention.head_count_kv", kvh, (uint64_t)s->n_layers);
-  free(kvh);
-  wisp_gguf_put_u32(w, "lfm2.attention.key_length", (uint32_t)D);
-  wisp_gguf_put_u32(w, "lfm2.attention.value_length", (uint32_t)D);
-  wisp_gguf_put_f32(w, "lfm2.rope.freq_base", (float)a->rope_theta);
-  wisp_gguf_put_f32(w, "lfm2.attention.layer_norm_rms_epsilon", (float)a->norm_eps);
-  wisp_gguf_put_u32(w, "lfm2.shortconv.l_cache", (uint32_t)L);
-  wisp_gguf_put_u32(w, "lfm2.vocab_size", (uint32_t)V);
+  wisp_gguf_put_u32(w, KEY("block_count"), (uint32_t)s->n_layers);
+  wisp_gguf_put_u32(w, KEY("context_length"), (uint32_t)a->max_positions);
+  wisp_gguf_put_u32(w, KEY("embedding_length"), (uint32_t)H);
+  wisp_gguf_put_u32(w, KEY("feed_forward_length"), (uint32_t)F);
+  wisp_gguf_put_u32(w, KEY("attention.head_count"), (uint32_t)s->heads);
+  if (qwen3) {
+    wisp_gguf_put_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->kv_heads);
+  } else {
+    int32_t *kvh = calloc((size_t)s->n_layers, sizeof *kvh);
+    if (!kvh) return wisp_fail(WISP_ENOMEM, "out of memory");
+    for (int i = 0; i < s->n_layers; i++) kvh[i] = s->layer_types[i] == WISP_LAYER_ATTENTION ? s->kv_heads : 0;
+    wisp_gguf_put_arr_i32(w, KEY("attention.head_count_kv"), kvh, (uint64_t)s->n_layers);
+    free(kvh);
+  }
+  wisp_gguf_put_u32(w, KEY("attention.key_length"), (uint32_t)D);
+  wisp_gguf_put_u32(w, KEY("attention.value_length"), (uint32_t)D);
+  wisp_gguf_put_f32(w, KEY("rope.freq_base"), (float)a->rope_theta);
+  wisp_gguf_put_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)a->norm_eps);
+  if (!qwen3) wisp_gguf_put_u32(w, KEY("shortconv.l_cache"), (uint32_t)L);
+  wisp_gguf_put_u32(w, KEY("vocab_size"), (uint32_t)V);
+#undef KEY
   wisp_status st;
   if (!strcmp(a->tokenizer, "bpe") && (st = put_tokenizer(e, dir))) return st;
   char sec[96], g[96];
@@ -254,7 +266,7 @@ static wisp_status export_lfm2(exporter *e, const char *dir) {
   if (!he) { he = wisp_artifact_section(a, "head.quant"); ee = wisp_artifact_section(a, "embed.quant"); }
   if (!he) { he = wisp_artifact_section(a, "head.q4k"); ee = wisp_artifact_section(a, "embed.q4k"); }
   if (he && (!ee || he->offset != ee->offset) && (st = put_matrix(e, "head", V, H, 0, V, "output.weight"))) return st;
-  return put_vector(e, "head.norm", 1, hv, "token_embd_norm.weight");
+  return put_vector(e, "head.norm", 1, hv, qwen3 ? "output_norm.weight" : "token_embd_norm.weight");
 }
 
 int cmd_export_gguf(int argc, char **argv) {
@@ -275,7 +287,7 @@ int cmd_export_gguf(int argc, char **argv) {
   wisp_status st;
   if (!e.w) st = wisp_fail(WISP_ENOMEM, "out of memory");
   else if (strcmp(a->architecture, "lfm2"))
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' cannot be exported to GGUF yet (lfm2 only)", dir,
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' cannot be exported to GGUF yet (lfm2, and Qwen3 imports)", dir,
                    a->architecture);
   else if (!(st = export_lfm2(&e, dir)))
     st = wisp_gguf_writer_write(e.w, out);

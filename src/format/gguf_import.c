@@ -40,30 +40,54 @@ static const name_map k_lfm2_global[] = {
     {"output.weight", "lm_head.weight"},
 };
 
+static const name_map k_qwen3_layer[] = {
+    {"attn_norm.weight", "model.layers.%d.input_layernorm.weight"},
+    {"ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight"},
+    {"ffn_up.weight", "model.layers.%d.mlp.up_proj.weight"},
+    {"ffn_down.weight", "model.layers.%d.mlp.down_proj.weight"},
+    {"attn_q.weight", "model.layers.%d.self_attn.q_proj.weight"},
+    {"attn_k.weight", "model.layers.%d.self_attn.k_proj.weight"},
+    {"attn_v.weight", "model.layers.%d.self_attn.v_proj.weight"},
+    {"attn_output.weight", "model.layers.%d.self_attn.o_proj.weight"},
+    {"attn_q_norm.weight", "model.layers.%d.self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "model.layers.%d.self_attn.k_norm.weight"},
+};
+
+static const name_map k_qwen3_global[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+
 static int by_name(const void *a, const void *b) {
   return strcmp(((const wisp_st_tensor *)a)->name, ((const wisp_st_tensor *)b)->name);
 }
 
-static wisp_status hf_name(const wisp_gguf *g, const wisp_gguf_tensor *t, int n_layers, char *out, size_t cap) {
+static wisp_status hf_name(const wisp_gguf *g, const wisp_gguf_tensor *t, int n_layers, int qwen3, char *out,
+                           size_t cap) {
+  const name_map *lay = qwen3 ? k_qwen3_layer : k_lfm2_layer, *glob = qwen3 ? k_qwen3_global : k_lfm2_global;
+  size_t n_lay = qwen3 ? sizeof k_qwen3_layer / sizeof *k_qwen3_layer : sizeof k_lfm2_layer / sizeof *k_lfm2_layer;
+  size_t n_glob = qwen3 ? sizeof k_qwen3_global / sizeof *k_qwen3_global : sizeof k_lfm2_global / sizeof *k_lfm2_global;
   int layer, used = 0;
   if (sscanf(t->name, "blk.%d.%n", &layer, &used) == 1 && used > 0) {
     if (layer < 0 || layer >= n_layers)
       return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' names layer %d, the model has %d", g->label, t->name, layer,
                        n_layers);
-    for (size_t i = 0; i < sizeof k_lfm2_layer / sizeof *k_lfm2_layer; i++)
-      if (!strcmp(t->name + used, k_lfm2_layer[i].gguf)) {
-        snprintf(out, cap, k_lfm2_layer[i].hf, layer);
+    for (size_t i = 0; i < n_lay; i++)
+      if (!strcmp(t->name + used, lay[i].gguf)) {
+        snprintf(out, cap, lay[i].hf, layer);
         return WISP_OK;
       }
   } else {
-    for (size_t i = 0; i < sizeof k_lfm2_global / sizeof *k_lfm2_global; i++)
-      if (!strcmp(t->name, k_lfm2_global[i].gguf)) {
-        snprintf(out, cap, "%s", k_lfm2_global[i].hf);
+    for (size_t i = 0; i < n_glob; i++)
+      if (!strcmp(t->name, glob[i].gguf)) {
+        snprintf(out, cap, "%s", glob[i].hf);
         return WISP_OK;
       }
   }
-  return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' is not part of the LFM2 graph wisp implements", g->label,
-                   t->name);
+  return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' is not part of the %s graph wisp implements", g->label,
+                   t->name, qwen3 ? "Qwen3" : "LFM2");
 }
 
 static wisp_status need_int(const wisp_gguf *g, const char *arch, const char *key, int min, int *out) {
@@ -84,9 +108,10 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
   if (!a || a->type != WISP_GGUF_STRING)
     return wisp_fail(WISP_EFORMAT, "%s: missing string metadata 'general.architecture'", g->label);
   snprintf(m->arch, sizeof m->arch, "%.*s", (int)(a->str.len < 31 ? a->str.len : 31), a->str.s);
-  if (strcmp(m->arch, "lfm2"))
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: GGUF architecture '%s' is not supported (wisp imports lfm2)", g->label,
-                     m->arch);
+  const int qwen3 = !strcmp(m->arch, "qwen3");
+  if (strcmp(m->arch, "lfm2") && !qwen3)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: GGUF architecture '%s' is not supported (wisp imports lfm2 and qwen3)",
+                     g->label, m->arch);
   wisp_status st;
   if ((st = need_int(g, m->arch, "block_count", 1, &m->n_layers)) ||
       (st = need_int(g, m->arch, "embedding_length", 1, &m->hidden)) ||
@@ -98,8 +123,8 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
   char k[128];
   snprintf(k, sizeof k, "%s.context_length", m->arch);
   if (wisp_gguf_get_int(g, k, &v) && v > 0 && v < 100000000) m->context = (int)v;
-  m->rope_theta = 1000000.0;
-  m->norm_eps = 1e-5;
+  m->rope_theta = qwen3 ? 10000.0 : 1000000.0;
+  m->norm_eps = qwen3 ? 1e-6 : 1e-5;
   snprintf(k, sizeof k, "%s.rope.freq_base", m->arch);
   double d;
   if (wisp_gguf_get_float(g, k, &d) && d > 0) m->rope_theta = d;
@@ -119,6 +144,7 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
         (uint64_t)i < kvh->n && wisp_gguf_arr_int(kvh, (uint64_t)i) > 0)
       m->kv_heads = (int)wisp_gguf_arr_int(kvh, (uint64_t)i);
   }
+  snprintf(k, sizeof k, "%s.attention.head_count_kv", m->arch);
   if (!m->kv_heads && wisp_gguf_get_int(g, k, &v) && v > 0 && v <= m->heads) m->kv_heads = (int)v;
   if (!m->kv_heads) m->kv_heads = m->heads;
   if (m->kv_heads > m->heads || m->heads % m->kv_heads)
@@ -173,7 +199,7 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
   for (uint64_t i = 0; i < g->n_tensors; i++) {
     const wisp_gguf_tensor *t = &g->tensors[i];
     wisp_st_tensor *o = &s->tensors[s->n_tensors];
-    if ((st = hf_name(g, t, m->n_layers, name, sizeof name))) break;
+    if ((st = hf_name(g, t, m->n_layers, qwen3, name, sizeof name))) break;
     /* token_embd_norm and output_norm both name the final norm: keep one */
     int dup = 0;
     for (int j = 0; j < s->n_tensors; j++) dup |= !strcmp(s->tensors[j].name, name);

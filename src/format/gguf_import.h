@@ -9,7 +9,7 @@
 #include "format/safetensors.h"
 
 typedef struct {
-  char arch[32]; /* general.architecture: "lfm2" */
+  char arch[32]; /* general.architecture: "lfm2" or "qwen3" */
   int hidden, n_layers, heads, kv_heads, head_dim, ffn, vocab, conv_l, context, tied;
   int *layer_types; /* WISP_LAYER_* per layer (malloc'd) */
   double rope_theta, norm_eps;
