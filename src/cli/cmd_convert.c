@@ -1043,7 +1043,7 @@ int cmd_convert(int argc, char **argv) {
   int status = 1;
   struct stat src_sb;
   const int from_gguf = stat(hf_dir, &src_sb) == 0 && S_ISREG(src_sb.st_mode);
-  char tok_dir[4200] = "";
+  char tok_dir[3000] = "";
   const char *src_dir = hf_dir; /* where the tokenizer files come from */
   if (from_gguf) {
     int has_tok = 0;

@@ -125,7 +125,7 @@ static wisp_status put_tokenizer(exporter *e, const char *dir) {
   int n = e->a->shape.vocab;
   const char **tokens = calloc((size_t)n, sizeof *tokens);
   int32_t *types = calloc((size_t)n, sizeof *types);
-  char (*pad)[16] = calloc((size_t)n, 16);
+  char (*pad)[24] = calloc((size_t)n, 24);
   int nm = cJSON_GetArraySize(merges);
   char **ms = calloc((size_t)nm + 1, sizeof *ms);
   if (!tokens || !types || !pad || !ms) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
@@ -144,7 +144,7 @@ static wisp_status put_tokenizer(exporter *e, const char *dir) {
     }
   }
   for (int i = 0; i < n; i++)
-    if (!tokens[i]) { snprintf(pad[i], 16, "[PAD%d]", i); tokens[i] = pad[i]; types[i] = 5; /* unused */ }
+    if (!tokens[i]) { snprintf(pad[i], 24, "[PAD%d]", i); tokens[i] = pad[i]; types[i] = 5; /* unused */ }
   int k = 0;
   cJSON_ArrayForEach(v, merges) {
     if (cJSON_IsString(v)) ms[k] = strdup(v->valuestring);
