@@ -18,6 +18,9 @@
 enum { QH = 64, QF = 96, QV = 80, QD = 32, QNH = 4, QKV = 2, QL = 2 };
 #define QTHETA 10000.0
 #define QEPS 1e-6
+/* 1: the same model as a LlamaForCausalLM: no q/k norm, llama3 rope scaling
+ * (factor 8, low/high freq factors 1/4, original context 64). */
+static int g_llama;
 
 static double qv(const char *fmt, int layer, int64_t i) {
   char name[128];
@@ -29,13 +32,16 @@ static int write_tiny_qwen3(const char *dir) {
   char path[800];
   snprintf(path, sizeof path, "%s/config.json", dir);
   char cfg[1024];
+  const char *scaling = g_llama ? ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                                  "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}" : "";
   snprintf(cfg, sizeof cfg,
-           "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"hidden_size\": %d, "
+           "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, "
            "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
            "\"num_key_value_heads\": %d, \"head_dim\": %d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-06, "
            "\"rope_theta\": 10000.0, \"max_position_embeddings\": 128, \"tie_word_embeddings\": false, "
-           "\"attention_bias\": false, \"hidden_act\": \"silu\", \"use_sliding_window\": false}",
-           QH, QF, QL, QNH, QKV, QD, QV);
+           "\"attention_bias\": false, \"hidden_act\": \"silu\", \"use_sliding_window\": false%s}",
+           g_llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM", g_llama ? "llama" : "qwen3", QH, QF, QL, QNH, QKV, QD, QV,
+           scaling);
   if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
   enum { MAXT = 2 * 9 + 3 };
   fx_tensor t[MAXT];
@@ -49,6 +55,7 @@ static int write_tiny_qwen3(const char *dir) {
       {"model.layers.%d.mlp.gate_proj.weight", QF, QH}};
   for (int l = 0; l < QL; l++)
     for (size_t k = 0; k < sizeof per / sizeof *per; k++) {
+      if (g_llama && strstr(per[k].fmt, "_norm.")) continue;
       snprintf(names[n], sizeof names[n], per[k].fmt, l);
       t[n] = (fx_tensor){names[n], "F32", per[k].r == 1 ? 1 : 2, {per[k].r == 1 ? per[k].c : per[k].r, per[k].c}, NULL};
       n++;
@@ -96,9 +103,23 @@ static void mv(const char *fmt, int layer, int rows, int cols, const double *x, 
   }
 }
 
-static void rope(double *v, int pos) { /* rotate-half, inv_freq = theta^(-2j/D) */
+/* inv_freq[j] = theta^(-2j/D); Llama 3 scaling as transformers'
+ * _compute_llama3_parameters: wavelengths above old/low divided by factor,
+ * below old/high kept, in between smoothly interpolated. */
+static double inv_freq(int j) {
+  double inv = pow(QTHETA, -2.0 * j / QD);
+  if (!g_llama) return inv;
+  const double factor = 8, low = 1, high = 4, old = 64;
+  double wl = 2 * M_PI / inv;
+  if (wl < old / high) return inv;
+  if (wl > old / low) return inv / factor;
+  double smooth = (old / wl - low) / (high - low);
+  return (1 - smooth) * inv / factor + smooth * inv;
+}
+
+static void rope(double *v, int pos) { /* rotate-half */
   for (int j = 0; j < QD / 2; j++) {
-    double ang = pos * pow(QTHETA, -2.0 * j / QD);
+    double ang = pos * inv_freq(j);
     double a = v[j], b = v[j + QD / 2];
     v[j] = a * cos(ang) - b * sin(ang);
     v[j + QD / 2] = b * cos(ang) + a * sin(ang);
@@ -120,13 +141,17 @@ static void forward(const int *tok, int T, double *logits) {
       mv("model.layers.%d.self_attn.k_proj.weight", l, QKV * QD, QH, h[t], k[t]);
       mv("model.layers.%d.self_attn.v_proj.weight", l, QKV * QD, QH, h[t], v[t]);
       for (int hh = 0; hh < QNH; hh++) {
-        rms(q[t] + hh * QD, QD, "model.layers.%d.self_attn.q_norm.weight", l, tmp);
-        memcpy(q[t] + hh * QD, tmp, sizeof(double) * QD);
+        if (!g_llama) {
+          rms(q[t] + hh * QD, QD, "model.layers.%d.self_attn.q_norm.weight", l, tmp);
+          memcpy(q[t] + hh * QD, tmp, sizeof(double) * QD);
+        }
         rope(q[t] + hh * QD, t);
       }
       for (int hh = 0; hh < QKV; hh++) {
-        rms(k[t] + hh * QD, QD, "model.layers.%d.self_attn.k_norm.weight", l, tmp);
-        memcpy(k[t] + hh * QD, tmp, sizeof(double) * QD);
+        if (!g_llama) {
+          rms(k[t] + hh * QD, QD, "model.layers.%d.self_attn.k_norm.weight", l, tmp);
+          memcpy(k[t] + hh * QD, tmp, sizeof(double) * QD);
+        }
         rope(k[t] + hh * QD, t);
       }
     }
@@ -164,11 +189,11 @@ static void forward(const int *tok, int T, double *logits) {
   free(x); free(h); free(y); free(q); free(k); free(v); free(scores);
 }
 
-TEST(qwen3_tiny_matches_independent_reference_prefill_and_decode) {
+static void check_against_reference(const char *tag) {
   char hf[600], art[600], cmd[8192], msg[256];
   static char log[1 << 16];
-  snprintf(hf, sizeof hf, "%s/q3_hf", test_tmpdir());
-  snprintf(art, sizeof art, "%s/q3_art", test_tmpdir());
+  snprintf(hf, sizeof hf, "%s/%s_hf", test_tmpdir(), tag);
+  snprintf(art, sizeof art, "%s/%s_art", test_tmpdir(), tag);
   CHECK(mkdir(hf, 0755) == 0);
   CHECK(write_tiny_qwen3(hf) == 0);
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
@@ -214,7 +239,19 @@ TEST(qwen3_tiny_matches_independent_reference_prefill_and_decode) {
   }
 }
 
+TEST(qwen3_tiny_matches_independent_reference_prefill_and_decode) {
+  g_llama = 0;
+  check_against_reference("q3");
+}
+
+TEST(llama_tiny_matches_independent_reference_prefill_and_decode) {
+  g_llama = 1;
+  check_against_reference("ll");
+  g_llama = 0;
+}
+
 TEST(qwen3_gguf_roundtrip_identical_logits) {
+  g_llama = 0;
   char hf[600], a[600], gg[600], b[600], cmd[4096];
   static char log[1 << 16], la[1 << 16], lb[1 << 16];
   snprintf(hf, sizeof hf, "%s/q3g_hf", test_tmpdir());

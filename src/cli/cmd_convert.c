@@ -40,6 +40,7 @@
 /* ARCH_QWEN3: dense Qwen3 (and Llama-shaped models with per-head q/k norm),
  * stored as an all-attention LFM2 graph: the same math (docs/convert.md). */
 enum { ARCH_LFM2 = 0, ARCH_QWEN3_5 = 1, ARCH_QWEN3 = 2 };
+/* ARCH_QWEN3 with llama = 1: LlamaForCausalLM (no q/k norm, optional llama3 rope scaling). */
 
 typedef struct {
   int arch;
@@ -49,6 +50,9 @@ typedef struct {
   /* Qwen 3.5 */
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
   char prefix[32]; /* "model." or "model.language_model." */
+  /* Llama: no q/k norm; llama3 rope scaling (factor, low/high freq factors, original context) */
+  int llama, llama3, rs_orig;
+  double rs_factor, rs_low, rs_high;
 } hf_config;
 
 /* quantization modes */
@@ -217,6 +221,57 @@ static wisp_status parse_qwen_config(const cJSON *top, const char *path, hf_conf
   return WISP_OK;
 }
 
+static int is_llama_config(const cJSON *root) {
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (cJSON_IsArray(archs) && json_has_string(archs, "LlamaForCausalLM")) return 1;
+  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "llama");
+}
+
+static wisp_status num_field(const cJSON *o, const char *path, const char *key, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+    return wisp_fail(WISP_EFORMAT, "%s: rope scaling field '%s' must be a positive number", path, key);
+  *out = v->valuedouble;
+  return WISP_OK;
+}
+
+/* Llama rope: theta (top level or in rope_parameters / rope_scaling) and
+ * rope_type default or llama3 (factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings). */
+static wisp_status parse_llama_rope(const cJSON *root, const char *path, hf_config *c) {
+  c->rope_theta = 10000.0; /* LlamaConfig's default */
+  const char *nested[2] = {"rope_parameters", "rope_scaling"};
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
+  for (int i = 0; i < 2; i++) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, nested[i]);
+    if (!cJSON_IsObject(o)) continue;
+    if (!cJSON_IsNumber(v)) v = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(o, "type");
+    if (!cJSON_IsString(type) || !strcmp(type->valuestring, "default")) continue;
+    if (strcmp(type->valuestring, "llama3"))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: %s.rope_type '%s' is not supported (default and llama3)", path, nested[i],
+                       type->valuestring);
+    double orig = 0;
+    wisp_status st;
+    if ((st = num_field(o, path, "factor", &c->rs_factor)) || (st = num_field(o, path, "low_freq_factor", &c->rs_low)) ||
+        (st = num_field(o, path, "high_freq_factor", &c->rs_high)) ||
+        (st = num_field(o, path, "original_max_position_embeddings", &orig)))
+      return st;
+    if (c->rs_high <= c->rs_low)
+      return wisp_fail(WISP_EFORMAT, "%s: high_freq_factor must be larger than low_freq_factor", path);
+    c->rs_orig = (int)orig;
+    c->llama3 = 1;
+  }
+  if (v && !cJSON_IsNull(v)) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+      return wisp_fail(WISP_EFORMAT, "%s: field 'rope_theta' must be a positive number", path);
+    c->rope_theta = v->valuedouble;
+  }
+  return WISP_OK;
+}
+
 static int is_qwen3_dense_config(const cJSON *root) {
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
   const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
@@ -224,9 +279,11 @@ static int is_qwen3_dense_config(const cJSON *root) {
   return cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen3");
 }
 
-/* Qwen3Config (dense): every layer full attention with q_norm/k_norm. */
-static wisp_status parse_qwen3_config(const cJSON *root, const char *path, hf_config *c) {
+/* Qwen3Config (dense): every layer full attention with q_norm/k_norm;
+ * with llama = 1 LlamaConfig (no q/k norm, llama3 rope scaling allowed). */
+static wisp_status parse_qwen3_config(const cJSON *root, const char *path, hf_config *c, int llama) {
   c->arch = ARCH_QWEN3;
+  c->llama = llama;
   wisp_status st;
   int tie, sliding;
   if ((st = cfg_int(root, path, "hidden_size", 1, 0, 1, &c->hidden)) ||
@@ -245,8 +302,10 @@ static wisp_status parse_qwen3_config(const cJSON *root, const char *path, hf_co
   c->tied = tie;
   c->conv_l = 3; /* unused: no conv layers */
   if (sliding) return wisp_fail(WISP_EUNSUPPORTED, "%s: use_sliding_window is true; wisp supports full attention only", path);
-  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias")))
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: attention_bias is true; wisp supports Qwen3 without biases", path);
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias")) ||
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mlp_bias")))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: attention_bias/mlp_bias is true; wisp supports %s without biases", path,
+                     llama ? "Llama" : "Qwen3");
   const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
   if (cJSON_IsString(act) && strcmp(act->valuestring, "silu"))
     return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden_act '%s' is not supported (silu only)", path, act->valuestring);
@@ -257,10 +316,14 @@ static wisp_status parse_qwen3_config(const cJSON *root, const char *path, hf_co
       return wisp_fail(WISP_EFORMAT, "%s: field 'rms_norm_eps' must be a number in (0, 1]", path);
     c->norm_eps = eps->valuedouble;
   }
-  if ((st = parse_rope_theta(root, path, &c->rope_theta))) return st;
-  if (!cJSON_GetObjectItemCaseSensitive(root, "rope_theta") && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_parameters")) &&
-      !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling")))
-    c->rope_theta = 10000.0; /* Qwen3Config's default */
+  if (llama) {
+    if ((st = parse_llama_rope(root, path, c))) return st;
+  } else {
+    if ((st = parse_rope_theta(root, path, &c->rope_theta))) return st;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "rope_theta") && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_parameters")) &&
+        !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling")))
+      c->rope_theta = 10000.0; /* Qwen3Config's default */
+  }
   c->layer_types = calloc((size_t)c->n_layers, sizeof(int));
   if (!c->layer_types) return wisp_fail(WISP_ENOMEM, "out of memory");
   for (int i = 0; i < c->n_layers; i++) c->layer_types[i] = WISP_LAYER_ATTENTION;
@@ -292,13 +355,13 @@ static wisp_status parse_config(const char *hf_dir, hf_config *c) {
     st = parse_qwen_config(root, path, c);
     goto done;
   }
-  if (is_qwen3_dense_config(root)) {
-    st = parse_qwen3_config(root, path, c);
+  if (is_qwen3_dense_config(root) || is_llama_config(root)) {
+    st = parse_qwen3_config(root, path, c, is_llama_config(root));
     goto done;
   }
   if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0 && !json_has_string(archs, "Lfm2ForCausalLM")) {
     const cJSON *first = cJSON_GetArrayItem(archs, 0);
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM, Qwen3ForCausalLM and Qwen3_5ForCausalLM)",
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM, LlamaForCausalLM, Qwen3ForCausalLM and Qwen3_5ForCausalLM)",
                    path, cJSON_IsString(first) ? first->valuestring : "?");
     goto done;
   }
@@ -595,12 +658,14 @@ static wisp_status plan_qwen3(planner *p, const hf_config *c, int q4) {
     snprintf(sec, sizeof sec, "L%d.attn.qkv.norm", i);
     snprintf(n0, sizeof n0, "%s.%d.input_layernorm.weight", pre, i);
     if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-    snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
-    snprintf(n0, sizeof n0, "%s.%d.self_attn.q_norm.weight", pre, i);
-    if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
-    snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
-    snprintf(n0, sizeof n0, "%s.%d.self_attn.k_norm.weight", pre, i);
-    if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+    if (!c->llama) {
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
+      snprintf(n0, sizeof n0, "%s.%d.self_attn.q_norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
+      snprintf(n0, sizeof n0, "%s.%d.self_attn.k_norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+    }
     snprintf(sec, sizeof sec, "L%d.mlp.gate_up", i);
     snprintf(n0, sizeof n0, "%s.%d.mlp.gate_proj.weight", pre, i);
     snprintf(n1, sizeof n1, "%s.%d.mlp.up_proj.weight", pre, i);
@@ -629,9 +694,10 @@ static wisp_status plan_qwen3(planner *p, const hf_config *c, int q4) {
   if ((st = plan_vector(p, "head.norm", "model.norm.weight", 1, hv))) return st;
   for (int i = 0; i < p->st->n_tensors; i++)
     if (!p->used[i])
-      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the Qwen3 graph wisp implements",
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the %s graph wisp implements",
                        wisp_safetensors_file_of(p->st, &p->st->tensors[i]), p->st->tensors[i].name,
-                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n0, sizeof n0));
+                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n0, sizeof n0),
+                       c->llama ? "Llama" : "Qwen3");
   return WISP_OK;
 }
 
@@ -824,7 +890,7 @@ done:
 /* cos/sin(p * inv_freq[i]) with inv_freq = 1 / theta^(2i/D), all in f32 the way
  * transformers' default rope computes it. */
 static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, const char *cos_name, const char *sin_name,
-                              int rows, int head_dim, double theta) {
+                              int rows, int head_dim, double theta, const hf_config *scale) {
   const int half = head_dim / 2;
   float *cs = malloc(sizeof(float) * (size_t)rows * half), *sn = malloc(sizeof(float) * (size_t)rows * half);
   wisp_status rc = WISP_OK;
@@ -832,6 +898,18 @@ static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, const char 
   for (int i = 0; i < half; i++) {
     float e = (float)(2 * i) / (float)head_dim;
     float inv = 1.0f / powf((float)theta, e);
+    if (scale && scale->llama3) {
+      /* transformers' _compute_llama3_parameters, in f32 */
+      const float pi = 3.14159265358979323846f, factor = (float)scale->rs_factor;
+      const float low = (float)scale->rs_low, high = (float)scale->rs_high, old = (float)scale->rs_orig;
+      const float low_wl = old / low, high_wl = old / high, wl = 2.0f * pi / inv;
+      float scaled = wl > low_wl ? inv / factor : inv;
+      if (!(wl < high_wl) && !(wl > low_wl)) {
+        float smooth = (old / wl - low) / (high - low);
+        scaled = (1.0f - smooth) * scaled / factor + smooth * scaled;
+      }
+      inv = scaled;
+    }
     for (int p = 0; p < rows; p++) {
       float ang = (float)p * inv;
       cs[(size_t)p * half + i] = cosf(ang);
@@ -889,7 +967,19 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
   cJSON_AddNumberToObject(wx, "normEps", c->norm_eps);
   cJSON_AddStringToObject(wx, "tokenizer", "byte");
   cJSON_AddStringToObject(wx, "weights", k_quant_names[quant]);
+  if (c->llama) {
+    cJSON_AddBoolToObject(wx, "qkNorm", 0);
+    if (c->llama3) {
+      cJSON *rs = cJSON_AddObjectToObject(wx, "ropeScaling"); /* informational: the tables carry it */
+      cJSON_AddStringToObject(rs, "type", "llama3");
+      cJSON_AddNumberToObject(rs, "factor", c->rs_factor);
+      cJSON_AddNumberToObject(rs, "lowFreqFactor", c->rs_low);
+      cJSON_AddNumberToObject(rs, "highFreqFactor", c->rs_high);
+      cJSON_AddNumberToObject(rs, "originalMaxPositions", c->rs_orig);
+    }
+  }
   cJSON_AddStringToObject(wx, "source", qwen ? "huggingface Qwen3_5ForCausalLM"
+                                       : c->arch == ARCH_QWEN3 && c->llama ? "huggingface LlamaForCausalLM (as an all-attention lfm2 graph without q/k norm)"
                                        : c->arch == ARCH_QWEN3 ? "huggingface Qwen3ForCausalLM (as an all-attention lfm2 graph)"
                                                                : "huggingface Lfm2ForCausalLM");
   return m;
@@ -1078,7 +1168,7 @@ int cmd_convert(int argc, char **argv) {
   int plan_rows = cfg.max_pos < CONVERT_PLAN_POSITIONS ? cfg.max_pos : CONVERT_PLAN_POSITIONS;
   int tied = !(!cfg.tied && wisp_safetensors_find(st, "lm_head.weight"));
   wisp_layout_options lo = {.f32 = !q4, .q4k = qmode == QUANT_Q4K, .tied = tied, .down_transposed = qmode == QUANT_Q4,
-                            .rope_rows = plan_rows, .rope_ext_rows = cfg.max_pos};
+                            .rope_rows = plan_rows, .rope_ext_rows = cfg.max_pos, .no_qk_norm = cfg.llama};
   uint64_t total = 0;
   if ((rc = cfg.arch == ARCH_QWEN3_5 ? wisp_layout_qwen3_5(&shape, &lo, &sections, &total)
                                      : wisp_layout_lfm2(&shape, &lo, &sections, &total)))
@@ -1104,8 +1194,8 @@ int cmd_convert(int argc, char **argv) {
     if ((rc = write_job(w, manifest, st, j, qmode))) goto fail;
   }
   const int rope_dim = cfg.arch == ARCH_QWEN3_5 ? cfg.rotary_dim : cfg.head_dim; /* Qwen: partial rotary */
-  if ((rc = write_rope(w, manifest, "rope.cos", "rope.sin", plan_rows, rope_dim, cfg.rope_theta)) ||
-      (rc = write_rope(w, manifest, "rope.cos_ext", "rope.sin_ext", cfg.max_pos, rope_dim, cfg.rope_theta)))
+  if ((rc = write_rope(w, manifest, "rope.cos", "rope.sin", plan_rows, rope_dim, cfg.rope_theta, &cfg)) ||
+      (rc = write_rope(w, manifest, "rope.cos_ext", "rope.sin_ext", cfg.max_pos, rope_dim, cfg.rope_theta, &cfg)))
     goto fail;
   rc = wisp_writer_commit(w, manifest);
   w = NULL; /* commit frees the writer, also on failure */

@@ -286,6 +286,8 @@ int cmd_export_gguf(int argc, char **argv) {
   exporter e = {a, wisp_gguf_writer_new(), q8};
   wisp_status st;
   if (!e.w) st = wisp_fail(WISP_ENOMEM, "out of memory");
+  else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp"), "qkNorm")))
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: Llama imports (no q/k norm) cannot be exported to GGUF yet", dir);
   else if (strcmp(a->architecture, "lfm2"))
     st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' cannot be exported to GGUF yet (lfm2, and Qwen3 imports)", dir,
                    a->architecture);
