@@ -1097,7 +1097,8 @@ static void remove_tok_dir(const char *dir) {
 static void usage(FILE *f) {
   fprintf(f, "usage: wisp convert (HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k] [--quiet]\n"
              "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
-             "  of an Lfm2ForCausalLM or Qwen3_5ForCausalLM\n"
+             "  of an Lfm2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM or Qwen3_5ForCausalLM;\n"
+             "  FILE.gguf: a GGUF v3 file of architecture lfm2 or qwen3 (docs/gguf.md)\n"
              "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
              "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32\n");
 }
