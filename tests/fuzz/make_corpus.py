@@ -37,6 +37,11 @@ def gguf(kvs, tensors):
             step = bb if t != 1 else 2
             for i in range(0, size, step): data[i + 1 if t != 1 else i + 1] = 0x30
             data = bytes(data)
+        if t in (12, 14):  # finite f16 scales: d, dmin (Q4_K) / d (Q6_K)
+            data = bytearray(data)
+            for i in range(0, size, bb):
+                for o in ((1, 3) if t == 12 else (209,)): data[i + o] = 0x30
+            data = bytes(data)
         if t == 0: data = b"".join(struct.pack("<f", (i % 7) * 0.125) for i in range(n))
         datas.append(data + b"\0" * ((-size) % 32))
         off += size + (-size) % 32
@@ -71,6 +76,18 @@ write("gguf", "lfm2.gguf", gguf(lkv, [("token_embd.weight", [H, V], 0), ("token_
                                       ("blk.0.shortconv.in_proj.weight", [H, 3 * H], 8), ("blk.0.shortconv.out_proj.weight", [H, H], 2),
                                       ("blk.0.shortconv.conv.weight", [3, H], 0), ("blk.0.ffn_gate.weight", [H, F], 1),
                                       ("blk.0.ffn_up.weight", [H, F], 30), ("blk.0.ffn_down.weight", [F, H], 0)]))
+
+# A qwen3-shaped header: one attention layer with q/k norm, Q4_K and Q6_K matrices
+qkv = [kv_str("general.architecture", "qwen3"), kv_u32("qwen3.block_count", 1), kv_u32("qwen3.embedding_length", 256),
+       kv_u32("qwen3.attention.head_count", 1), kv_u32("qwen3.attention.head_count_kv", 1), kv_u32("qwen3.attention.key_length", 32),
+       kv_f32("qwen3.rope.freq_base", 1000000.0), kv_f32("qwen3.attention.layer_norm_rms_epsilon", 1e-6), kv_u32("qwen3.context_length", 64)]
+write("gguf", "qwen3.gguf", gguf(qkv, [("token_embd.weight", [256, 4], 0), ("output_norm.weight", [256], 0),
+                                       ("blk.0.attn_norm.weight", [256], 0), ("blk.0.ffn_norm.weight", [256], 0),
+                                       ("blk.0.attn_q.weight", [256, 32], 12), ("blk.0.attn_k.weight", [256, 32], 14),
+                                       ("blk.0.attn_v.weight", [256, 32], 8), ("blk.0.attn_output.weight", [32, 256], 2),
+                                       ("blk.0.attn_q_norm.weight", [32], 0), ("blk.0.attn_k_norm.weight", [32], 0),
+                                       ("blk.0.ffn_gate.weight", [256, 32], 8), ("blk.0.ffn_up.weight", [256, 32], 1),
+                                       ("blk.0.ffn_down.weight", [32, 256], 8)]))
 
 # safetensors
 def st(tensors):
