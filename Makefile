@@ -27,7 +27,7 @@ DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 
 DEFAULT_MODEL ?= models/synthetic-seed
 
-.PHONY: all deps test test-plain test-san run bench clean
+.PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build
 
 all: $(BUILD)/wisp $(BUILD)/wisp_tests
 
@@ -72,7 +72,34 @@ run: deps all
 bench: deps all
 	@scripts/run-default.sh --bench-only
 
+# Fuzzing (docs/fuzzing.md): libFuzzer harnesses for every reader, built with
+# clang + ASan + UBSan against a library compiled with fuzzer coverage; each
+# runs FUZZ_SECONDS (default 60) from a copy of its committed seed corpus.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_NAMES   := gguf safetensors manifest tokenizer_json
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
+
+fuzz-build:
+	@scripts/fuzz-deps.sh
+	@$(MAKE) -s BUILD=$(FUZZ_BUILD) CC=clang OPT=-O1 "SAN=-fsanitize=fuzzer-no-link $(FUZZ_SAN)" $(FUZZ_BUILD)/libwisp.a
+	@for n in $(FUZZ_NAMES); do \
+	  echo "CC tests/fuzz/fuzz_$$n.c"; \
+	  clang $(CFLAGS_BASE) -O1 -fsanitize=fuzzer $(FUZZ_SAN) tests/fuzz/fuzz_$$n.c $(FUZZ_BUILD)/libwisp.a \
+	    -o $(FUZZ_BUILD)/fuzz_$$n $(LDLIBS) || exit 1; \
+	done
+
+fuzz: fuzz-build
+	@for n in $(FUZZ_NAMES); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$n && cp -n tests/fuzz/corpus/$$n/* $(FUZZ_BUILD)/corpus/$$n/ 2>/dev/null; \
+	  echo "== fuzz_$$n ($(FUZZ_SECONDS) s) =="; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+	  $(FUZZ_BUILD)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -max_len=131072 -rss_limit_mb=4096 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$n- $(FUZZ_BUILD)/corpus/$$n 2>&1 | tail -n 3 || exit 1; \
+	done
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(DEPS)

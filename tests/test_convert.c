@@ -212,14 +212,14 @@ TEST(convert_rejects_wrong_tensor_shape) {
 }
 
 TEST(convert_rejects_non_lfm2) {
-  fx_lfm2_opts o = {.arch = "LlamaForCausalLM", .model_type = "llama"};
+  fx_lfm2_opts o = {.arch = "MistralForCausalLM", .model_type = "mistral"}; /* llama is imported now */
   const char *hf = make_hf("hf_llama", &o);
   CHECK(hf);
-  expect_failure(hf, "out_llama", "architecture 'LlamaForCausalLM' is not supported");
-  fx_lfm2_opts o2 = {.arch = "Lfm2ForCausalLM", .model_type = "qwen3"};
+  expect_failure(hf, "out_llama", "architecture 'MistralForCausalLM' is not supported");
+  fx_lfm2_opts o2 = {.arch = "Lfm2ForCausalLM", .model_type = "mistral"}; /* qwen3 is imported now */
   hf = make_hf("hf_qwen", &o2);
   CHECK(hf);
-  expect_failure(hf, "out_qwen", "model_type 'qwen3' is not supported");
+  expect_failure(hf, "out_qwen", "model_type 'mistral' is not supported");
 }
 
 TEST(convert_rejects_truncated_safetensors) {

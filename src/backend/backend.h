@@ -31,7 +31,7 @@ typedef struct {
   const wisp_buf *qkv;   /* [n][(heads + 2*kv_heads) * head_dim]: q, then k, then v */
   int n, pos0;
   int heads, kv_heads, head_dim;
-  const wisp_vector *q_norm, *k_norm; /* [head_dim] */
+  const wisp_vector *q_norm, *k_norm; /* [head_dim]; NULL: no q/k norm (Llama; CPU only) */
   float eps;
   const wisp_vector *rope_cos, *rope_sin; /* [positions][head_dim/2] */
   wisp_buf *k_cache, *v_cache;          /* [max_pos][kv_heads][head_dim] */

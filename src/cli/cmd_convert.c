@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 
 #include "cli/commands.h"
 #include "format/artifact.h"
+#include "format/gguf.h"
+#include "format/gguf_import.h"
 #include "format/layout.h"
 #include "format/safetensors.h"
 #include "format/tensor.h"
@@ -34,7 +37,10 @@
 #define CONVERT_MAX_POSITIONS 4096
 #define CONVERT_PLAN_POSITIONS 1024
 
-enum { ARCH_LFM2 = 0, ARCH_QWEN3_5 = 1 };
+/* ARCH_QWEN3: dense Qwen3 (and Llama-shaped models with per-head q/k norm),
+ * stored as an all-attention LFM2 graph: the same math (docs/convert.md). */
+enum { ARCH_LFM2 = 0, ARCH_QWEN3_5 = 1, ARCH_QWEN3 = 2 };
+/* ARCH_QWEN3 with llama = 1: LlamaForCausalLM (no q/k norm, optional llama3 rope scaling). */
 
 typedef struct {
   int arch;
@@ -44,6 +50,9 @@ typedef struct {
   /* Qwen 3.5 */
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
   char prefix[32]; /* "model." or "model.language_model." */
+  /* Llama: no q/k norm; llama3 rope scaling (factor, low/high freq factors, original context) */
+  int llama, llama3, rs_orig;
+  double rs_factor, rs_low, rs_high;
 } hf_config;
 
 /* quantization modes */
@@ -212,6 +221,122 @@ static wisp_status parse_qwen_config(const cJSON *top, const char *path, hf_conf
   return WISP_OK;
 }
 
+static int is_llama_config(const cJSON *root) {
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (cJSON_IsArray(archs) && json_has_string(archs, "LlamaForCausalLM")) return 1;
+  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "llama");
+}
+
+static wisp_status num_field(const cJSON *o, const char *path, const char *key, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+    return wisp_fail(WISP_EFORMAT, "%s: rope scaling field '%s' must be a positive number", path, key);
+  *out = v->valuedouble;
+  return WISP_OK;
+}
+
+/* Llama rope: theta (top level or in rope_parameters / rope_scaling) and
+ * rope_type default or llama3 (factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings). */
+static wisp_status parse_llama_rope(const cJSON *root, const char *path, hf_config *c) {
+  c->rope_theta = 10000.0; /* LlamaConfig's default */
+  const char *nested[2] = {"rope_parameters", "rope_scaling"};
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
+  for (int i = 0; i < 2; i++) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, nested[i]);
+    if (!cJSON_IsObject(o)) continue;
+    if (!cJSON_IsNumber(v)) v = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(o, "type");
+    if (!cJSON_IsString(type) || !strcmp(type->valuestring, "default")) continue;
+    if (strcmp(type->valuestring, "llama3"))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: %s.rope_type '%s' is not supported (default and llama3)", path, nested[i],
+                       type->valuestring);
+    double orig = 0;
+    wisp_status st;
+    if ((st = num_field(o, path, "factor", &c->rs_factor)) || (st = num_field(o, path, "low_freq_factor", &c->rs_low)) ||
+        (st = num_field(o, path, "high_freq_factor", &c->rs_high)) ||
+        (st = num_field(o, path, "original_max_position_embeddings", &orig)))
+      return st;
+    if (c->rs_high <= c->rs_low)
+      return wisp_fail(WISP_EFORMAT, "%s: high_freq_factor must be larger than low_freq_factor", path);
+    c->rs_orig = (int)orig;
+    c->llama3 = 1;
+  }
+  if (v && !cJSON_IsNull(v)) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+      return wisp_fail(WISP_EFORMAT, "%s: field 'rope_theta' must be a positive number", path);
+    c->rope_theta = v->valuedouble;
+  }
+  return WISP_OK;
+}
+
+static int is_qwen3_dense_config(const cJSON *root) {
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (cJSON_IsArray(archs) && json_has_string(archs, "Qwen3ForCausalLM")) return 1;
+  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen3");
+}
+
+/* Qwen3Config (dense): every layer full attention with q_norm/k_norm;
+ * with llama = 1 LlamaConfig (no q/k norm, llama3 rope scaling allowed). */
+static wisp_status parse_qwen3_config(const cJSON *root, const char *path, hf_config *c, int llama) {
+  c->arch = ARCH_QWEN3;
+  c->llama = llama;
+  wisp_status st;
+  int tie, sliding;
+  if ((st = cfg_int(root, path, "hidden_size", 1, 0, 1, &c->hidden)) ||
+      (st = cfg_int(root, path, "num_hidden_layers", 1, 0, 1, &c->n_layers)) ||
+      (st = cfg_int(root, path, "num_attention_heads", 1, 0, 1, &c->heads)) ||
+      (st = cfg_int(root, path, "num_key_value_heads", 0, c->heads, 1, &c->kv_heads)) ||
+      (st = cfg_int(root, path, "vocab_size", 1, 0, 1, &c->vocab)) ||
+      (st = cfg_int(root, path, "intermediate_size", 1, 0, 1, &c->ffn)) ||
+      (st = cfg_int(root, path, "max_position_embeddings", 0, 32768, 1, &c->hf_max_pos)) ||
+      (st = cfg_bool(root, path, "tie_word_embeddings", 0, &tie)) ||
+      (st = cfg_bool(root, path, "use_sliding_window", 0, &sliding)))
+    return st;
+  if (c->heads == 0 || c->hidden % c->heads) c->head_dim = 0;
+  else c->head_dim = c->hidden / c->heads;
+  if ((st = cfg_int(root, path, "head_dim", 0, c->head_dim, 2, &c->head_dim))) return st;
+  c->tied = tie;
+  c->conv_l = 3; /* unused: no conv layers */
+  if (sliding) return wisp_fail(WISP_EUNSUPPORTED, "%s: use_sliding_window is true; wisp supports full attention only", path);
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias")) ||
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mlp_bias")))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: attention_bias/mlp_bias is true; wisp supports %s without biases", path,
+                     llama ? "Llama" : "Qwen3");
+  const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+  if (cJSON_IsString(act) && strcmp(act->valuestring, "silu"))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden_act '%s' is not supported (silu only)", path, act->valuestring);
+  c->norm_eps = 1e-6;
+  const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
+  if (eps && !cJSON_IsNull(eps)) {
+    if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1)
+      return wisp_fail(WISP_EFORMAT, "%s: field 'rms_norm_eps' must be a number in (0, 1]", path);
+    c->norm_eps = eps->valuedouble;
+  }
+  if (llama) {
+    if ((st = parse_llama_rope(root, path, c))) return st;
+  } else {
+    if ((st = parse_rope_theta(root, path, &c->rope_theta))) return st;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "rope_theta") && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_parameters")) &&
+        !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling")))
+      c->rope_theta = 10000.0; /* Qwen3Config's default */
+  }
+  c->layer_types = calloc((size_t)c->n_layers, sizeof(int));
+  if (!c->layer_types) return wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int i = 0; i < c->n_layers; i++) c->layer_types[i] = WISP_LAYER_ATTENTION;
+  if (c->heads % c->kv_heads || c->head_dim % 2)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: heads %d / kv heads %d / head dim %d: wisp needs heads %% kv_heads == 0 "
+                     "and an even head dim", path, c->heads, c->kv_heads, c->head_dim);
+  if (c->hidden % WISP_Q4_BLOCK || c->ffn % WISP_Q4_BLOCK || (c->heads * c->head_dim) % WISP_Q4_BLOCK)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, intermediate %d and attention width %d must be multiples of %d",
+                     path, c->hidden, c->ffn, c->heads * c->head_dim, WISP_Q4_BLOCK);
+  c->max_pos = c->hf_max_pos < CONVERT_MAX_POSITIONS ? c->hf_max_pos : CONVERT_MAX_POSITIONS;
+  return WISP_OK;
+}
+
 static wisp_status parse_config(const char *hf_dir, hf_config *c) {
   char path[4096];
   snprintf(path, sizeof path, "%s/config.json", hf_dir);
@@ -230,9 +355,13 @@ static wisp_status parse_config(const char *hf_dir, hf_config *c) {
     st = parse_qwen_config(root, path, c);
     goto done;
   }
+  if (is_qwen3_dense_config(root) || is_llama_config(root)) {
+    st = parse_qwen3_config(root, path, c, is_llama_config(root));
+    goto done;
+  }
   if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0 && !json_has_string(archs, "Lfm2ForCausalLM")) {
     const cJSON *first = cJSON_GetArrayItem(archs, 0);
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM and Qwen3_5ForCausalLM)",
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM, LlamaForCausalLM, Qwen3ForCausalLM and Qwen3_5ForCausalLM)",
                    path, cJSON_IsString(first) ? first->valuestring : "?");
     goto done;
   }
@@ -507,6 +636,71 @@ static wisp_status plan_all(planner *p, const hf_config *c, int q4) {
   return WISP_OK;
 }
 
+/* Qwen3 (dense) tensors onto the LFM2 sections of an all-attention model. */
+static wisp_status plan_qwen3(planner *p, const hf_config *c, int q4) {
+  const int H = c->hidden, F = c->ffn, D = c->head_dim, V = c->vocab;
+  char sec[64], n0[128], n1[128], n2[128];
+  wisp_status st;
+  int64_t hv[1] = {H}, dv[1] = {D};
+  for (int i = 0; i < c->n_layers; i++) {
+    const char *pre = "model.layers";
+    snprintf(sec, sizeof sec, "L%d.attn.qkv", i);
+    snprintf(n0, sizeof n0, "%s.%d.self_attn.q_proj.weight", pre, i);
+    snprintf(n1, sizeof n1, "%s.%d.self_attn.k_proj.weight", pre, i);
+    snprintf(n2, sizeof n2, "%s.%d.self_attn.v_proj.weight", pre, i);
+    const char *a[3] = {n0, n1, n2};
+    int r[3] = {c->heads * D, c->kv_heads * D, c->kv_heads * D};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 3, a, r))) return st;
+    snprintf(sec, sizeof sec, "L%d.attn.o_proj", i);
+    snprintf(n0, sizeof n0, "%s.%d.self_attn.o_proj.weight", pre, i);
+    int r1[1] = {H};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, c->heads * D, 1, a, r1))) return st;
+    snprintf(sec, sizeof sec, "L%d.attn.qkv.norm", i);
+    snprintf(n0, sizeof n0, "%s.%d.input_layernorm.weight", pre, i);
+    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+    if (!c->llama) {
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
+      snprintf(n0, sizeof n0, "%s.%d.self_attn.q_norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+      snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
+      snprintf(n0, sizeof n0, "%s.%d.self_attn.k_norm.weight", pre, i);
+      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+    }
+    snprintf(sec, sizeof sec, "L%d.mlp.gate_up", i);
+    snprintf(n0, sizeof n0, "%s.%d.mlp.gate_proj.weight", pre, i);
+    snprintf(n1, sizeof n1, "%s.%d.mlp.up_proj.weight", pre, i);
+    const char *gu[2] = {n0, n1};
+    int rf[2] = {F, F};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 2, gu, rf))) return st;
+    snprintf(sec, sizeof sec, "L%d.mlp.down", i);
+    snprintf(n0, sizeof n0, "%s.%d.mlp.down_proj.weight", pre, i);
+    int rh[1] = {H};
+    if ((st = plan_matrix(p, sec, JOB_MATRIX, F, 1, gu, rh))) return st;
+    p->jobs[p->n_jobs - 1].transposed_copy = q4;
+    snprintf(sec, sizeof sec, "L%d.mlp.gate_up.norm", i);
+    snprintf(n0, sizeof n0, "%s.%d.post_attention_layernorm.weight", pre, i);
+    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
+  }
+  const char *emb[1] = {"model.embed_tokens.weight"};
+  int rv[1] = {V};
+  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
+  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
+  if (!c->tied && lm) {
+    const char *hd[1] = {"lm_head.weight"};
+    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
+  } else if (lm) {
+    p->used[lm - p->st->tensors] = 1;
+  }
+  if ((st = plan_vector(p, "head.norm", "model.norm.weight", 1, hv))) return st;
+  for (int i = 0; i < p->st->n_tensors; i++)
+    if (!p->used[i])
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the %s graph wisp implements",
+                       wisp_safetensors_file_of(p->st, &p->st->tensors[i]), p->st->tensors[i].name,
+                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n0, sizeof n0),
+                       c->llama ? "Llama" : "Qwen3");
+  return WISP_OK;
+}
+
 /* Qwen 3.5 (docs/convert.md): tensors under PREFIX = "model." (text-only
  * checkpoints) or "model.language_model." (released multimodal ones, whose
  * model.visual.* and mtp.* tensors are skipped). */
@@ -696,7 +890,7 @@ done:
 /* cos/sin(p * inv_freq[i]) with inv_freq = 1 / theta^(2i/D), all in f32 the way
  * transformers' default rope computes it. */
 static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, const char *cos_name, const char *sin_name,
-                              int rows, int head_dim, double theta) {
+                              int rows, int head_dim, double theta, const hf_config *scale) {
   const int half = head_dim / 2;
   float *cs = malloc(sizeof(float) * (size_t)rows * half), *sn = malloc(sizeof(float) * (size_t)rows * half);
   wisp_status rc = WISP_OK;
@@ -704,6 +898,18 @@ static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, const char 
   for (int i = 0; i < half; i++) {
     float e = (float)(2 * i) / (float)head_dim;
     float inv = 1.0f / powf((float)theta, e);
+    if (scale && scale->llama3) {
+      /* transformers' _compute_llama3_parameters, in f32 */
+      const float pi = 3.14159265358979323846f, factor = (float)scale->rs_factor;
+      const float low = (float)scale->rs_low, high = (float)scale->rs_high, old = (float)scale->rs_orig;
+      const float low_wl = old / low, high_wl = old / high, wl = 2.0f * pi / inv;
+      float scaled = wl > low_wl ? inv / factor : inv;
+      if (!(wl < high_wl) && !(wl > low_wl)) {
+        float smooth = (old / wl - low) / (high - low);
+        scaled = (1.0f - smooth) * scaled / factor + smooth * scaled;
+      }
+      inv = scaled;
+    }
     for (int p = 0; p < rows; p++) {
       float ang = (float)p * inv;
       cs[(size_t)p * half + i] = cosf(ang);
@@ -761,7 +967,21 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
   cJSON_AddNumberToObject(wx, "normEps", c->norm_eps);
   cJSON_AddStringToObject(wx, "tokenizer", "byte");
   cJSON_AddStringToObject(wx, "weights", k_quant_names[quant]);
-  cJSON_AddStringToObject(wx, "source", qwen ? "huggingface Qwen3_5ForCausalLM" : "huggingface Lfm2ForCausalLM");
+  if (c->llama) {
+    cJSON_AddBoolToObject(wx, "qkNorm", 0);
+    if (c->llama3) {
+      cJSON *rs = cJSON_AddObjectToObject(wx, "ropeScaling"); /* informational: the tables carry it */
+      cJSON_AddStringToObject(rs, "type", "llama3");
+      cJSON_AddNumberToObject(rs, "factor", c->rs_factor);
+      cJSON_AddNumberToObject(rs, "lowFreqFactor", c->rs_low);
+      cJSON_AddNumberToObject(rs, "highFreqFactor", c->rs_high);
+      cJSON_AddNumberToObject(rs, "originalMaxPositions", c->rs_orig);
+    }
+  }
+  cJSON_AddStringToObject(wx, "source", qwen ? "huggingface Qwen3_5ForCausalLM"
+                                       : c->arch == ARCH_QWEN3 && c->llama ? "huggingface LlamaForCausalLM (as an all-attention lfm2 graph without q/k norm)"
+                                       : c->arch == ARCH_QWEN3 ? "huggingface Qwen3ForCausalLM (as an all-attention lfm2 graph)"
+                                                               : "huggingface Lfm2ForCausalLM");
   return m;
 }
 
@@ -827,10 +1047,58 @@ static wisp_status check_output(const char *dir) {
   return WISP_OK;
 }
 
+/* A GGUF file as the source: hyperparameters from its metadata, tensors
+ * under Hugging Face names (dequantized to f32), and the tokenizer files
+ * written into tok_dir (docs/gguf.md). */
+static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config *c, wisp_safetensors **st,
+                               int *has_tok) {
+  wisp_gguf *g = NULL;
+  wisp_gguf_model m;
+  *has_tok = 0;
+  wisp_status rc = wisp_gguf_open(path, &g);
+  if (rc) return rc;
+  rc = wisp_gguf_import(g, &m, st);
+  if (!rc) {
+    c->arch = strcmp(m.arch, "qwen3") ? ARCH_LFM2 : ARCH_QWEN3;
+    c->hidden = m.hidden;
+    c->n_layers = m.n_layers;
+    c->heads = m.heads;
+    c->kv_heads = m.kv_heads;
+    c->head_dim = m.head_dim;
+    c->ffn = m.ffn;
+    c->vocab = m.vocab;
+    c->conv_l = m.conv_l;
+    c->hf_max_pos = m.context;
+    c->max_pos = m.context < CONVERT_MAX_POSITIONS ? m.context : CONVERT_MAX_POSITIONS;
+    c->tied = m.tied;
+    c->layer_types = m.layer_types;
+    m.layer_types = NULL;
+    c->rope_theta = m.rope_theta;
+    c->norm_eps = m.norm_eps;
+    if (mkdir(tok_dir, 0755) != 0 && errno != EEXIST)
+      rc = wisp_fail(WISP_EIO, "%s: cannot create directory: %s", tok_dir, strerror(errno));
+    else
+      rc = wisp_gguf_write_tokenizer(g, tok_dir, has_tok);
+  }
+  free(m.layer_types);
+  wisp_gguf_close(g);
+  return rc;
+}
+
+static void remove_tok_dir(const char *dir) {
+  char p[4200];
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, TOKENIZER_FILES[i][1]);
+    unlink(p);
+  }
+  rmdir(dir);
+}
+
 static void usage(FILE *f) {
-  fprintf(f, "usage: wisp convert HF_DIR -o DIR [--quant f32|q4|q4k] [--quiet]\n"
+  fprintf(f, "usage: wisp convert (HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k] [--quiet]\n"
              "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
-             "  of an Lfm2ForCausalLM or Qwen3_5ForCausalLM\n"
+             "  of an Lfm2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM or Qwen3_5ForCausalLM;\n"
+             "  FILE.gguf: a GGUF v3 file of architecture lfm2 or qwen3 (docs/gguf.md)\n"
              "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
              "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32\n");
 }
@@ -864,8 +1132,19 @@ int cmd_convert(int argc, char **argv) {
   wisp_writer *w = NULL;
   wisp_status rc;
   int status = 1;
-  if ((rc = check_output(out_dir)) || (rc = parse_config(hf_dir, &cfg)) || (rc = wisp_safetensors_open_dir(hf_dir, &st)))
+  struct stat src_sb;
+  const int from_gguf = stat(hf_dir, &src_sb) == 0 && S_ISREG(src_sb.st_mode);
+  char tok_dir[3000] = "";
+  const char *src_dir = hf_dir; /* where the tokenizer files come from */
+  if (from_gguf) {
+    int has_tok = 0;
+    snprintf(tok_dir, sizeof tok_dir, "%s.gguf-tokenizer-%d", out_dir, (int)getpid());
+    if ((rc = check_output(out_dir)) || (rc = gguf_source(hf_dir, tok_dir, &cfg, &st, &has_tok))) goto fail;
+    src_dir = tok_dir;
+  } else if ((rc = check_output(out_dir)) || (rc = parse_config(hf_dir, &cfg)) ||
+             (rc = wisp_safetensors_open_dir(hf_dir, &st))) {
     goto fail;
+  }
   pl.st = st;
   pl.hf_dir = hf_dir;
   pl.used = calloc((size_t)st->n_tensors + 1, 1);
@@ -876,6 +1155,8 @@ int cmd_convert(int argc, char **argv) {
     snprintf(cfg.prefix, sizeof cfg.prefix, "%s",
              wisp_safetensors_find(st, "model.language_model.embed_tokens.weight") ? "model.language_model." : "model.");
     if ((rc = plan_qwen(&pl, &cfg))) goto fail;
+  } else if (cfg.arch == ARCH_QWEN3) {
+    if ((rc = plan_qwen3(&pl, &cfg, qmode == QUANT_Q4))) goto fail;
   } else if ((rc = plan_all(&pl, &cfg, qmode == QUANT_Q4))) {
     goto fail;
   }
@@ -888,7 +1169,7 @@ int cmd_convert(int argc, char **argv) {
   int plan_rows = cfg.max_pos < CONVERT_PLAN_POSITIONS ? cfg.max_pos : CONVERT_PLAN_POSITIONS;
   int tied = !(!cfg.tied && wisp_safetensors_find(st, "lm_head.weight"));
   wisp_layout_options lo = {.f32 = !q4, .q4k = qmode == QUANT_Q4K, .tied = tied, .down_transposed = qmode == QUANT_Q4,
-                            .rope_rows = plan_rows, .rope_ext_rows = cfg.max_pos};
+                            .rope_rows = plan_rows, .rope_ext_rows = cfg.max_pos, .no_qk_norm = cfg.llama};
   uint64_t total = 0;
   if ((rc = cfg.arch == ARCH_QWEN3_5 ? wisp_layout_qwen3_5(&shape, &lo, &sections, &total)
                                      : wisp_layout_lfm2(&shape, &lo, &sections, &total)))
@@ -897,13 +1178,14 @@ int cmd_convert(int argc, char **argv) {
   sections = NULL; /* owned by manifest now */
   if (!manifest) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
   int tok_files[3];
-  if ((rc = plan_tokenizer(hf_dir, &cfg, manifest, tok_files))) goto fail;
+  if ((rc = plan_tokenizer(src_dir, &cfg, manifest, tok_files))) goto fail;
+  if (from_gguf) cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(manifest, "wisp"), "source", cJSON_CreateString("gguf"));
   if (!quiet)
     fprintf(stderr, "wisp convert: %s -> %s (%s, %d layers, hidden %d, ffn %d, vocab %d, %s head, %d positions, %.1f MB)\n",
             hf_dir, out_dir, quant, cfg.n_layers, cfg.hidden, cfg.ffn, cfg.vocab, tied ? "tied" : "separate",
             cfg.max_pos, (double)total / 1e6);
   if ((rc = wisp_writer_begin(out_dir, total, &w))) goto fail;
-  if ((rc = copy_tokenizer(w, hf_dir, tok_files))) goto fail;
+  if ((rc = copy_tokenizer(w, src_dir, tok_files))) goto fail;
   for (int i = 0; i < pl.n_jobs; i++) {
     const job *j = &pl.jobs[i];
     if (!quiet)
@@ -913,8 +1195,8 @@ int cmd_convert(int argc, char **argv) {
     if ((rc = write_job(w, manifest, st, j, qmode))) goto fail;
   }
   const int rope_dim = cfg.arch == ARCH_QWEN3_5 ? cfg.rotary_dim : cfg.head_dim; /* Qwen: partial rotary */
-  if ((rc = write_rope(w, manifest, "rope.cos", "rope.sin", plan_rows, rope_dim, cfg.rope_theta)) ||
-      (rc = write_rope(w, manifest, "rope.cos_ext", "rope.sin_ext", cfg.max_pos, rope_dim, cfg.rope_theta)))
+  if ((rc = write_rope(w, manifest, "rope.cos", "rope.sin", plan_rows, rope_dim, cfg.rope_theta, &cfg)) ||
+      (rc = write_rope(w, manifest, "rope.cos_ext", "rope.sin_ext", cfg.max_pos, rope_dim, cfg.rope_theta, &cfg)))
     goto fail;
   rc = wisp_writer_commit(w, manifest);
   w = NULL; /* commit frees the writer, also on failure */
@@ -926,6 +1208,7 @@ fail:
   if (w) wisp_writer_abort(w);
   status = cli_error("convert");
 done:
+  if (tok_dir[0]) remove_tok_dir(tok_dir);
   cJSON_Delete(sections);
   cJSON_Delete(manifest);
   free(pl.used);

@@ -11,6 +11,8 @@ int cmd_convert(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_export_gguf(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_devices(int argc, char **argv);

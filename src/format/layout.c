@@ -190,10 +190,12 @@ wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, 
     } else {
       snprintf(name, sizeof name, "L%d.attn.qkv.norm", i);
       add(&b, name, (uint64_t)H * 4);
-      snprintf(name, sizeof name, "L%d.attn.qkv.q_norm", i);
-      add(&b, name, (uint64_t)D * 4);
-      snprintf(name, sizeof name, "L%d.attn.qkv.k_norm", i);
-      add(&b, name, (uint64_t)D * 4);
+      if (!o->no_qk_norm) {
+        snprintf(name, sizeof name, "L%d.attn.qkv.q_norm", i);
+        add(&b, name, (uint64_t)D * 4);
+        snprintf(name, sizeof name, "L%d.attn.qkv.k_norm", i);
+        add(&b, name, (uint64_t)D * 4);
+      }
     }
     snprintf(name, sizeof name, "L%d.mlp.gate_up.norm", i);
     add(&b, name, (uint64_t)H * 4);

@@ -16,6 +16,7 @@ typedef struct {
   int down_transposed; /* Q4 only: also L*.mlp.down.kquant/kscales */
   int rope_rows;       /* rows of rope.cos/sin (0 = none) */
   int rope_ext_rows;   /* rows of rope.cos_ext/sin_ext (0 = none) */
+  int no_qk_norm;      /* LFM2 layout: attention layers without q_norm/k_norm (Llama) */
 } wisp_layout_options;
 
 /* Builds runtime.sections (a new cJSON array) and the total byte count. */

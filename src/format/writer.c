@@ -118,6 +118,18 @@ wisp_status wisp_writer_commit(wisp_writer *w, cJSON *manifest) {
   if ((st = wisp_map_file(path, &data, &len))) goto fail;
   char hex[65];
   wisp_sha256_hex(data, len, hex);
+  /* Each section's digest beside it (runtime.sections[i].sha256). */
+  const cJSON *secs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(manifest, "runtime"), "sections");
+  cJSON *e;
+  cJSON_ArrayForEach(e, secs) {
+    double off = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "offset"));
+    double sz = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "bytes"));
+    cJSON_DeleteItemFromObjectCaseSensitive(e, "sha256");
+    if (!(off >= 0 && sz >= 0 && off + sz <= (double)len)) continue;
+    char sh[65];
+    wisp_sha256_hex(data ? data + (size_t)off : (const uint8_t *)"", (size_t)sz, sh);
+    cJSON_AddStringToObject(e, "sha256", sh);
+  }
   wisp_unmap_file(data, len);
   cJSON *ext = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
   if (!ext) ext = cJSON_AddObjectToObject(manifest, "wisp");

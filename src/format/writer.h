@@ -20,7 +20,8 @@ wisp_status wisp_writer_put_section(wisp_writer *w, const cJSON *manifest, const
 /* Copies the file at src_path into the artifact as `name` (a plain file
  * name, not manifest.json or weights.bin); it appears with the rest at commit. */
 wisp_status wisp_writer_add_file(wisp_writer *w, const char *name, const char *src_path);
-/* Records sha256 of weights.bin as manifest.wisp.weightsSha256, writes
+/* Records sha256 of weights.bin as manifest.wisp.weightsSha256 and of each
+ * section as runtime.sections[i].sha256, writes
  * manifest.json, renames the directory into place and frees the writer.
  * The manifest stays owned by the caller. */
 wisp_status wisp_writer_commit(wisp_writer *w, cJSON *manifest);

@@ -35,6 +35,7 @@ typedef struct {
 typedef struct {
   wisp_shape shape;
   float eps;
+  int qk_norm; /* 0: attention without q/k norm (wisp.qkNorm false) */
   int positions; /* rows of the rope tables */
   lfm2_layer *layers;
   wisp_matrix embed, head;
@@ -156,6 +157,9 @@ static wisp_status lfm2_bind(const wisp_artifact *a, void **out) {
   if (!w) return wisp_fail(WISP_ENOMEM, "out of memory");
   w->shape = a->shape;
   w->eps = (float)a->norm_eps;
+  /* wisp.qkNorm false (Llama imports): attention without per-head q/k RMSNorm. */
+  const cJSON *qkn = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp"), "qkNorm");
+  w->qk_norm = !cJSON_IsFalse(qkn);
   const wisp_shape *s = &a->shape;
   const int H = s->hidden, F = s->ffn, D = s->head_dim;
   wisp_status st = WISP_OK;
@@ -185,10 +189,12 @@ static wisp_status lfm2_bind(const wisp_artifact *a, void **out) {
       if ((st = bind_matrix(a, base, (s->heads + 2 * s->kv_heads) * D, H, &L->qkv))) goto fail;
       snprintf(name, sizeof name, "%s.norm", base);
       if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
-      snprintf(name, sizeof name, "%s.q_norm", base);
-      if ((st = bind_vector(a, name, D, &L->q_norm))) goto fail;
-      snprintf(name, sizeof name, "%s.k_norm", base);
-      if ((st = bind_vector(a, name, D, &L->k_norm))) goto fail;
+      if (w->qk_norm) {
+        snprintf(name, sizeof name, "%s.q_norm", base);
+        if ((st = bind_vector(a, name, D, &L->q_norm))) goto fail;
+        snprintf(name, sizeof name, "%s.k_norm", base);
+        if ((st = bind_vector(a, name, D, &L->k_norm))) goto fail;
+      }
       snprintf(base, sizeof base, "L%d.attn.o_proj", i);
       if ((st = bind_matrix(a, base, H, s->heads * D, &L->o_proj))) goto fail;
     }
@@ -375,7 +381,8 @@ static void lfm2_layers(const lfm2_weights *w, lfm2_state *s, wisp_backend *be, 
       be->matmul(be, &L->qkv, s->xn, 0, n, s->big, 0);
       wisp_attention_args a = {
           .qkv = s->big, .n = n, .pos0 = pos0, .heads = sh->heads, .kv_heads = sh->kv_heads,
-          .head_dim = sh->head_dim, .q_norm = &L->q_norm, .k_norm = &L->k_norm, .eps = w->eps,
+          .head_dim = sh->head_dim, .q_norm = w->qk_norm ? &L->q_norm : NULL,
+          .k_norm = w->qk_norm ? &L->k_norm : NULL, .eps = w->eps,
           .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin, .k_cache = s->k_cache[i],
           .v_cache = s->v_cache[i], .out = s->mid};
       be->attention(be, &a);

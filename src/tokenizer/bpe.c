@@ -358,6 +358,8 @@ static wisp_status add_ids(int32_t **arr, int *n, const cJSON *ids) {
   const cJSON *e;
   cJSON_ArrayForEach(e, ids) {
     if (!cJSON_IsNumber(e)) continue;
+    if (!(e->valuedouble >= 0 && e->valuedouble <= 2147483647.0))
+      return wisp_fail(WISP_EFORMAT, "post_processor: special token id %g is out of range", e->valuedouble);
     int32_t *p = realloc(*arr, sizeof(int32_t) * (size_t)(*n + 1));
     if (!p) return wisp_fail(WISP_ENOMEM, "out of memory");
     *arr = p;
@@ -471,8 +473,12 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
   const cJSON *e;
   int nv = 0;
   cJSON_ArrayForEach(e, vocab) {
-    if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int32_t)e->valuedouble)
-      return wisp_fail(WISP_EFORMAT, "%s: model.vocab['%s'] must be an integer id", label, e->string);
+    /* range first: casting an out-of-range double to int is undefined (found by fuzz_tokenizer_json) */
+    if (!cJSON_IsNumber(e) || !(e->valuedouble >= -2147483648.0 && e->valuedouble <= 2147483647.0) ||
+        e->valuedouble != (double)(int32_t)e->valuedouble) {
+      st = wisp_fail(WISP_EFORMAT, "%s: model.vocab['%s'] must be an integer id", label, e->string);
+      goto done; /* not return: tmp may hold memory (leak found by fuzz_tokenizer_json) */
+    }
     if ((st = set_token(b, (int32_t)e->valuedouble, e->string, &tmp, label))) goto done;
     nv++;
   }
@@ -483,7 +489,8 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
   if (!b->added) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
   cJSON_ArrayForEach(e, added) {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *content = cJSON_GetObjectItemCaseSensitive(e, "content");
-    if (!cJSON_IsNumber(id) || !cJSON_IsString(content) || !content->valuestring[0]) {
+    if (!cJSON_IsNumber(id) || !cJSON_IsString(content) || !content->valuestring[0] ||
+        !(id->valuedouble >= -1.0 && id->valuedouble <= 16777217.0)) {
       st = wisp_fail(WISP_EFORMAT, "%s: added_tokens[%d] needs an integer id and a non-empty content", label, b->n_added);
       goto done;
     }

@@ -78,10 +78,10 @@ wisp_status wisp_chat_load(const char *config_path, const char *generation_path,
   out->kind = wisp_chat_detect(cfg);
   const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
   if (cJSON_IsNumber(eos)) {
-    add_stop(out, (int32_t)eos->valuedouble);
+    if (eos->valuedouble >= 0 && eos->valuedouble <= 2147483647.0) add_stop(out, (int32_t)eos->valuedouble);
   } else if (cJSON_IsArray(eos)) {
     cJSON_ArrayForEach(e, eos) {
-      if (cJSON_IsNumber(e)) add_stop(out, (int32_t)e->valuedouble);
+      if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble <= 2147483647.0) add_stop(out, (int32_t)e->valuedouble);
     }
   } else if (eos && !cJSON_IsNull(eos)) {
     st = wisp_fail(WISP_EFORMAT, "%s: eos_token_id must be an integer or a list of integers", generation_path);

@@ -4,7 +4,7 @@
 Runs where torch + transformers (5.x) + numpy are installed (the GPU machine);
 wisp itself never imports this.
 
-  build     --config small|lfm2-350m|qwen35-small|qwen35-0.8b|qwen35-2b --seed S --out HF_DIR
+  build     --config small|lfm2-350m|qwen35-small|qwen35-0.8b|qwen35-2b|qwen3-small|llama-small --seed S --out HF_DIR
             A random Lfm2ForCausalLM or Qwen3_5ForCausalLM (text) in float32,
             saved with save_pretrained
             (config.json + model.safetensors), plus HF_DIR/prompts.json:
@@ -80,10 +80,60 @@ QWEN_CONFIGS = {
         partial_rotary_factor=0.25, rms_norm_eps=1e-6, max_position_embeddings=1024, tie=True,
     ),
 }
-ALL_CONFIGS = sorted(list(CONFIGS) + list(QWEN_CONFIGS))
+# Dense Llama-style models (LlamaConfig / Qwen3Config, random init). wisp
+# imports Qwen3ForCausalLM (as an all-attention lfm2 graph); LlamaForCausalLM
+# (no q/k norm, llama3 rope scaling) is reference data for the coming llama
+# architecture. intermediate 256 so that --quant q4k has Q4_K down matrices.
+DENSE_CONFIGS = {
+    "qwen3-small": dict(
+        cls="Qwen3", hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+        intermediate_size=256, vocab_size=512, rope_theta=1000000.0, rms_norm_eps=1e-6, max_position_embeddings=1024,
+        tie_word_embeddings=True, attention_bias=False, use_sliding_window=False,
+    ),
+    "llama-small": dict(
+        cls="Llama", hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        intermediate_size=256, vocab_size=512, rope_theta=500000.0, rms_norm_eps=1e-5, max_position_embeddings=1024,
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
+        rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                          original_max_position_embeddings=256),
+    ),
+}
+ALL_CONFIGS = sorted(list(CONFIGS) + list(QWEN_CONFIGS) + list(DENSE_CONFIGS))
 
 # Effective FFN widths after Lfm2MLP's auto-adjust (int(2*I/3), x1.0, round up to 256).
 EXPECTED_FFN = {"lfm2-350m": 4608, "small": 256}
+
+
+def dense_class_of_dir(hf_dir):
+    """'Qwen3' / 'Llama' for a dense checkpoint, else None."""
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        cfg = json.load(f)
+    archs = cfg.get("architectures") or []
+    if cfg.get("model_type") == "qwen3" or "Qwen3ForCausalLM" in archs:
+        return "Qwen3"
+    if cfg.get("model_type") == "llama" or "LlamaForCausalLM" in archs:
+        return "Llama"
+    return None
+
+
+def build_dense(args):
+    import torch
+    import transformers
+
+    c = dict(DENSE_CONFIGS[args.config])
+    cls = c.pop("cls")
+    torch.set_default_dtype(torch.float32)
+    config_cls = getattr(transformers, cls + "Config")
+    params = inspect.signature(config_cls.__init__).parameters
+    if "rope_parameters" in params:  # transformers 5: rope settings in one dict
+        rp = dict(c.pop("rope_scaling", None) or {"rope_type": "default"})
+        rp["rope_theta"] = c.pop("rope_theta")
+        c["rope_parameters"] = rp
+    cfg = config_cls(**c)
+    torch.manual_seed(args.seed)
+    model = getattr(transformers, cls + "ForCausalLM")(cfg).to(torch.float32).eval()
+    randomize(model, cfg.hidden_size)
+    return model, cfg, "%s dense" % cls
 
 
 def is_qwen_dir(hf_dir):
@@ -223,6 +273,8 @@ def cmd_build(args):
 
     if args.config in QWEN_CONFIGS:
         model, cfg, what = build_qwen(args)
+    elif args.config in DENSE_CONFIGS:
+        model, cfg, what = build_dense(args)
     else:
         from transformers import Lfm2ForCausalLM
 
@@ -462,7 +514,12 @@ def load_dequantized(model, artifact_dir):
 def load_model(hf_dir, device):
     import torch
 
-    if is_qwen_dir(hf_dir):
+    dense = dense_class_of_dir(hf_dir)
+    if dense:
+        import transformers
+
+        cls = getattr(transformers, dense + "ForCausalLM")
+    elif is_qwen_dir(hf_dir):
         from transformers import Qwen3_5ForCausalLM as cls
     else:
         from transformers import Lfm2ForCausalLM as cls
@@ -498,6 +555,8 @@ def cmd_reference(args):
     k = int(spec.get("greedy_prompt", 0))
     model = load_model(args.hf, args.device)
     if args.dequant_from:
+        if dense_class_of_dir(args.hf):
+            die("--dequant-from is not supported for dense (Qwen3/Llama) checkpoints yet; compare f32 artifacts")
         load_dequantized(model, args.dequant_from)
     dev = args.device
 

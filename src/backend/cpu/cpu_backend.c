@@ -306,7 +306,7 @@ static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
     for (int h = 0; h < H; h++) {
       float *q = c->qbuf + ((size_t)t * H + h) * D;
       memcpy(q, src + (size_t)h * D, (size_t)D * sizeof(float));
-      rmsnorm_inplace(q, a->q_norm->data, D, a->eps);
+      if (a->q_norm) rmsnorm_inplace(q, a->q_norm->data, D, a->eps);
       rope_inplace(q, cs, sn, D);
     }
     for (int h = 0; h < KVH; h++) {
@@ -314,7 +314,7 @@ static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
       float *vd = a->v_cache->data + ((size_t)pos * KVH + h) * D;
       memcpy(kd, src + (size_t)(H + h) * D, (size_t)D * sizeof(float));
       memcpy(vd, src + (size_t)(H + KVH + h) * D, (size_t)D * sizeof(float));
-      rmsnorm_inplace(kd, a->k_norm->data, D, a->eps);
+      if (a->k_norm) rmsnorm_inplace(kd, a->k_norm->data, D, a->eps);
       rope_inplace(kd, cs, sn, D);
     }
   }

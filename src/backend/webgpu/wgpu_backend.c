@@ -870,6 +870,10 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
     return;
   }
+  if (!a->q_norm || !a->k_norm) { /* Llama imports (wisp.qkNorm false): CPU only for now */
+    op_fail(g, WISP_EUNSUPPORTED, "attention without q/k norm (llama) is not supported by the webgpu backend yet");
+    return;
+  }
   wvec *qn = need_vec(g, a->q_norm), *kn = qn ? need_vec(g, a->k_norm) : NULL;
   wvec *cs = kn ? need_vec(g, a->rope_cos) : NULL, *sn = cs ? need_vec(g, a->rope_sin) : NULL;
   if (!sn) return;

@@ -1,0 +1,64 @@
+/* wisp verify DIR: re-hashes every section of weights.bin and the whole file
+ * against the digests the writer recorded (runtime.sections[i].sha256,
+ * wisp.weightsSha256). Prints one line per problem (mismatch or missing
+ * digest) and exits 1 if there was any, 0 with a summary line otherwise. */
+#include <cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "format/artifact.h"
+#include "util/err.h"
+#include "util/file.h"
+
+int cmd_verify(int argc, char **argv) {
+  const char *dir = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
+    else if (argv[i][0] != '-' && !dir) dir = argv[i];
+    else { fprintf(stderr, "wisp verify: unknown option '%s'\n", argv[i]); return 2; }
+  }
+  if (!dir) { fprintf(stderr, "usage: wisp verify DIR\n"); return 2; }
+  wisp_artifact *a = NULL;
+  if (wisp_artifact_open(dir, &a)) return cli_error("verify");
+  int problems = 0;
+  const cJSON *secs = cJSON_GetObjectItemCaseSensitive(a->runtime, "sections");
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, secs) {
+    const wisp_section *s = &a->sections[i++];
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(e, "sha256");
+    if (!cJSON_IsString(want)) {
+      fprintf(stderr, "wisp verify: %s: section '%s' has no sha256 in the manifest\n", dir, s->name);
+      problems++;
+      continue;
+    }
+    char got[65];
+    wisp_sha256_hex(a->weights ? a->weights + s->offset : (const uint8_t *)"", (size_t)s->bytes, got);
+    if (strcmp(got, want->valuestring)) {
+      fprintf(stderr, "wisp verify: %s: section '%s' sha256 %s does not match the manifest's %s\n", dir, s->name,
+              got, want->valuestring);
+      problems++;
+    }
+  }
+  const cJSON *ext = cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp");
+  const cJSON *want = cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256");
+  char got[65];
+  wisp_sha256_hex(a->weights ? (const void *)a->weights : "", a->weights_len, got);
+  if (!cJSON_IsString(want)) {
+    fprintf(stderr, "wisp verify: %s: manifest has no wisp.weightsSha256\n", dir);
+    problems++;
+  } else if (strcmp(got, want->valuestring)) {
+    fprintf(stderr, "wisp verify: %s: weights.bin sha256 %s does not match the manifest's %s\n", dir, got,
+            want->valuestring);
+    problems++;
+  }
+  int n = a->n_sections;
+  wisp_artifact_free(a);
+  if (problems) {
+    fprintf(stderr, "wisp verify: %s: %d problem%s\n", dir, problems, problems == 1 ? "" : "s");
+    return 1;
+  }
+  printf("%s: %d sections and weights.bin verified (sha256 %s)\n", dir, n, got);
+  return 0;
+}

@@ -1,0 +1,24 @@
+/* GGUF -> the inputs `wisp convert` works from: the model's hyperparameters
+ * and its tensors under Hugging Face names (dequantized to f32, in memory),
+ * plus a tokenizer.json / tokenizer_config.json / generation_config.json
+ * written from tokenizer.ggml.* (docs/gguf.md has the name mapping). */
+#ifndef WISP_GGUF_IMPORT_H
+#define WISP_GGUF_IMPORT_H
+
+#include "format/gguf.h"
+#include "format/safetensors.h"
+
+typedef struct {
+  char arch[32]; /* general.architecture: "lfm2" or "qwen3" */
+  int hidden, n_layers, heads, kv_heads, head_dim, ffn, vocab, conv_l, context, tied;
+  int *layer_types; /* WISP_LAYER_* per layer (malloc'd) */
+  double rope_theta, norm_eps;
+} wisp_gguf_model;
+
+/* Reads hyperparameters and builds *st (close with wisp_safetensors_close). */
+wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safetensors **st);
+/* Writes DIR/tokenizer.json (+ tokenizer_config.json, generation_config.json)
+ * from tokenizer.ggml.*; *written = 0 when the file has no tokenizer. */
+wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *written);
+
+#endif

@@ -1,0 +1,273 @@
+/* Qwen3 (dense) import: a tiny Qwen3ForCausalLM checkpoint written from C,
+ * converted (f32) and run, against an independent double-precision forward
+ * written here from the formulas (RMSNorm, q/k per-head RMSNorm before
+ * rotate-half RoPE, GQA causal attention, SwiGLU, untied head), for prefill
+ * of several lengths and for greedy decoding (decode path vs a full
+ * recompute of the reference at every step). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cJSON.h>
+
+#include "st_fixture.h"
+#include "test.h"
+
+enum { QH = 64, QF = 96, QV = 80, QD = 32, QNH = 4, QKV = 2, QL = 2 };
+#define QTHETA 10000.0
+#define QEPS 1e-6
+/* 1: the same model as a LlamaForCausalLM: no q/k norm, llama3 rope scaling
+ * (factor 8, low/high freq factors 1/4, original context 64). */
+static int g_llama;
+
+static double qv(const char *fmt, int layer, int64_t i) {
+  char name[128];
+  snprintf(name, sizeof name, fmt, layer);
+  return (double)fx_tiny_value(name, 7, i);
+}
+
+static int write_tiny_qwen3(const char *dir) {
+  char path[800];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  char cfg[1024];
+  const char *scaling = g_llama ? ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                                  "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}" : "";
+  snprintf(cfg, sizeof cfg,
+           "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, "
+           "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
+           "\"num_key_value_heads\": %d, \"head_dim\": %d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-06, "
+           "\"rope_theta\": 10000.0, \"max_position_embeddings\": 128, \"tie_word_embeddings\": false, "
+           "\"attention_bias\": false, \"hidden_act\": \"silu\", \"use_sliding_window\": false%s}",
+           g_llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM", g_llama ? "llama" : "qwen3", QH, QF, QL, QNH, QKV, QD, QV,
+           scaling);
+  if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
+  enum { MAXT = 2 * 9 + 3 };
+  fx_tensor t[MAXT];
+  static char names[MAXT][96];
+  int n = 0;
+  struct { const char *fmt; int r, c; } per[] = {
+      {"model.layers.%d.input_layernorm.weight", 1, QH},        {"model.layers.%d.post_attention_layernorm.weight", 1, QH},
+      {"model.layers.%d.self_attn.q_proj.weight", QNH * QD, QH}, {"model.layers.%d.self_attn.k_proj.weight", QKV * QD, QH},
+      {"model.layers.%d.self_attn.v_proj.weight", QKV * QD, QH}, {"model.layers.%d.self_attn.o_proj.weight", QH, QNH * QD},
+      {"model.layers.%d.self_attn.q_norm.weight", 1, QD},       {"model.layers.%d.self_attn.k_norm.weight", 1, QD},
+      {"model.layers.%d.mlp.gate_proj.weight", QF, QH}};
+  for (int l = 0; l < QL; l++)
+    for (size_t k = 0; k < sizeof per / sizeof *per; k++) {
+      if (g_llama && strstr(per[k].fmt, "_norm.")) continue;
+      snprintf(names[n], sizeof names[n], per[k].fmt, l);
+      t[n] = (fx_tensor){names[n], "F32", per[k].r == 1 ? 1 : 2, {per[k].r == 1 ? per[k].c : per[k].r, per[k].c}, NULL};
+      n++;
+    }
+  static fx_tensor all[64];
+  static char more[64][96];
+  int m = 0;
+  for (int i = 0; i < n; i++) all[m++] = t[i];
+  for (int l = 0; l < QL; l++) {
+    snprintf(more[m], sizeof more[m], "model.layers.%d.mlp.up_proj.weight", l);
+    all[m] = (fx_tensor){more[m], "F32", 2, {QF, QH}, NULL};
+    m++;
+    snprintf(more[m], sizeof more[m], "model.layers.%d.mlp.down_proj.weight", l);
+    all[m] = (fx_tensor){more[m], "F32", 2, {QH, QF}, NULL};
+    m++;
+  }
+  all[m++] = (fx_tensor){"model.embed_tokens.weight", "F32", 2, {QV, QH}, NULL};
+  all[m++] = (fx_tensor){"lm_head.weight", "F32", 2, {QV, QH}, NULL};
+  all[m++] = (fx_tensor){"model.norm.weight", "F32", 1, {QH}, NULL};
+  float *data[64] = {0};
+  for (int i = 0; i < m; i++) {
+    int64_t ne = all[i].shape[0] * (all[i].ndim == 2 ? all[i].shape[1] : 1);
+    data[i] = malloc(sizeof(float) * (size_t)ne);
+    for (int64_t j = 0; j < ne; j++) data[i][j] = fx_tiny_value(all[i].name, 7, j);
+    all[i].data = data[i];
+  }
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  int rc = fx_write_safetensors(path, all, m);
+  for (int i = 0; i < m; i++) free(data[i]);
+  return rc;
+}
+
+static void rms(const double *x, int n, const char *fmt, int layer, double *out) {
+  double ss = 0;
+  for (int i = 0; i < n; i++) ss += x[i] * x[i];
+  double r = 1.0 / sqrt(ss / n + QEPS);
+  for (int i = 0; i < n; i++) out[i] = x[i] * r * qv(fmt, layer, i);
+}
+
+static void mv(const char *fmt, int layer, int rows, int cols, const double *x, double *y) {
+  for (int r = 0; r < rows; r++) {
+    double s = 0;
+    for (int c = 0; c < cols; c++) s += qv(fmt, layer, (int64_t)r * cols + c) * x[c];
+    y[r] = s;
+  }
+}
+
+/* inv_freq[j] = theta^(-2j/D); Llama 3 scaling as transformers'
+ * _compute_llama3_parameters: wavelengths above old/low divided by factor,
+ * below old/high kept, in between smoothly interpolated. */
+static double inv_freq(int j) {
+  double inv = pow(QTHETA, -2.0 * j / QD);
+  if (!g_llama) return inv;
+  const double factor = 8, low = 1, high = 4, old = 64;
+  double wl = 2 * M_PI / inv;
+  if (wl < old / high) return inv;
+  if (wl > old / low) return inv / factor;
+  double smooth = (old / wl - low) / (high - low);
+  return (1 - smooth) * inv / factor + smooth * inv;
+}
+
+static void rope(double *v, int pos) { /* rotate-half */
+  for (int j = 0; j < QD / 2; j++) {
+    double ang = pos * inv_freq(j);
+    double a = v[j], b = v[j + QD / 2];
+    v[j] = a * cos(ang) - b * sin(ang);
+    v[j + QD / 2] = b * cos(ang) + a * sin(ang);
+  }
+}
+
+static void forward(const int *tok, int T, double *logits) {
+  double (*x)[QH] = calloc((size_t)T, sizeof *x), (*h)[QH] = calloc((size_t)T, sizeof *h);
+  double (*y)[QH] = calloc((size_t)T, sizeof *y);
+  double (*q)[QNH * QD] = calloc((size_t)T, sizeof *q), (*k)[QKV * QD] = calloc((size_t)T, sizeof *k);
+  double (*v)[QKV * QD] = calloc((size_t)T, sizeof *v);
+  double tmp[QNH * QD], g[QF], u[QF], *scores = calloc((size_t)T + 1, sizeof(double));
+  for (int t = 0; t < T; t++)
+    for (int c = 0; c < QH; c++) x[t][c] = qv("model.embed_tokens.weight%.0d", 0, (int64_t)tok[t] * QH + c);
+  for (int l = 0; l < QL; l++) {
+    for (int t = 0; t < T; t++) {
+      rms(x[t], QH, "model.layers.%d.input_layernorm.weight", l, h[t]);
+      mv("model.layers.%d.self_attn.q_proj.weight", l, QNH * QD, QH, h[t], q[t]);
+      mv("model.layers.%d.self_attn.k_proj.weight", l, QKV * QD, QH, h[t], k[t]);
+      mv("model.layers.%d.self_attn.v_proj.weight", l, QKV * QD, QH, h[t], v[t]);
+      for (int hh = 0; hh < QNH; hh++) {
+        if (!g_llama) {
+          rms(q[t] + hh * QD, QD, "model.layers.%d.self_attn.q_norm.weight", l, tmp);
+          memcpy(q[t] + hh * QD, tmp, sizeof(double) * QD);
+        }
+        rope(q[t] + hh * QD, t);
+      }
+      for (int hh = 0; hh < QKV; hh++) {
+        if (!g_llama) {
+          rms(k[t] + hh * QD, QD, "model.layers.%d.self_attn.k_norm.weight", l, tmp);
+          memcpy(k[t] + hh * QD, tmp, sizeof(double) * QD);
+        }
+        rope(k[t] + hh * QD, t);
+      }
+    }
+    for (int t = 0; t < T; t++) {
+      for (int hh = 0; hh < QNH; hh++) {
+        int kv = hh / (QNH / QKV);
+        double mx = -1e300, sum = 0;
+        for (int s = 0; s <= t; s++) {
+          double d = 0;
+          for (int e = 0; e < QD; e++) d += q[t][hh * QD + e] * k[s][kv * QD + e];
+          scores[s] = d / sqrt((double)QD);
+          mx = fmax(mx, scores[s]);
+        }
+        for (int s = 0; s <= t; s++) sum += (scores[s] = exp(scores[s] - mx));
+        for (int e = 0; e < QD; e++) {
+          double o = 0;
+          for (int s = 0; s <= t; s++) o += scores[s] / sum * v[s][kv * QD + e];
+          tmp[hh * QD + e] = o;
+        }
+      }
+      mv("model.layers.%d.self_attn.o_proj.weight", l, QH, QNH * QD, tmp, y[t]);
+    }
+    for (int t = 0; t < T; t++) {
+      for (int c = 0; c < QH; c++) x[t][c] += y[t][c];
+      rms(x[t], QH, "model.layers.%d.post_attention_layernorm.weight", l, h[t]);
+      mv("model.layers.%d.mlp.gate_proj.weight", l, QF, QH, h[t], g);
+      mv("model.layers.%d.mlp.up_proj.weight", l, QF, QH, h[t], u);
+      for (int f = 0; f < QF; f++) g[f] = g[f] / (1.0 + exp(-g[f])) * u[f];
+      mv("model.layers.%d.mlp.down_proj.weight", l, QH, QF, g, y[t]);
+      for (int c = 0; c < QH; c++) x[t][c] += y[t][c];
+    }
+  }
+  rms(x[T - 1], QH, "model.norm.weight%.0d", 0, tmp);
+  mv("lm_head.weight%.0d", 0, QV, QH, tmp, logits);
+  free(x); free(h); free(y); free(q); free(k); free(v); free(scores);
+}
+
+static void check_against_reference(const char *tag) {
+  char hf[600], art[600], cmd[8192], msg[256];
+  static char log[1 << 16];
+  snprintf(hf, sizeof hf, "%s/%s_hf", test_tmpdir(), tag);
+  snprintf(art, sizeof art, "%s/%s_art", test_tmpdir(), tag);
+  CHECK(mkdir(hf, 0755) == 0);
+  CHECK(write_tiny_qwen3(hf) == 0);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  enum { T = 40, G = 6 };
+  int tok[T + G];
+  for (int t = 0; t < T; t++) tok[t] = (t * 29 + 5) % QV;
+  double ref[QV];
+  int lens[3] = {1, 3, T};
+  for (int c = 0; c < 3; c++) {
+    int n = lens[c];
+    size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s logits -m %s --greedy %d --tokens ", test_wisp_bin(), art,
+                                  c == 2 ? G : 0);
+    for (int t = 0; t < n; t++) len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%d", t ? "," : "", tok[t]);
+    CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+    cJSON *j = cJSON_Parse(log);
+    CHECKF(j, "not JSON: %.200s", log);
+    const cJSON *got = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "logits"), 0);
+    int ok = cJSON_GetArraySize(got) == QV;
+    forward(tok, n, ref);
+    double maxdiff = 0, maxref = 0;
+    for (int i = 0; ok && i < QV; i++) {
+      maxdiff = fmax(maxdiff, fabs(cJSON_GetArrayItem(got, i)->valuedouble - ref[i]));
+      maxref = fmax(maxref, fabs(ref[i]));
+    }
+    snprintf(msg, sizeof msg, "%d tokens: max|diff| %.3g, max|ref| %.3g", n, maxdiff, maxref);
+    if (ok && c == 2) { /* greedy continuation (decode path) vs the reference recomputed per step */
+      const cJSON *gr = cJSON_GetObjectItemCaseSensitive(j, "greedy");
+      ok = cJSON_GetArraySize(gr) == G;
+      for (int s = 0; ok && s < G; s++) {
+        forward(tok, T + s, ref);
+        int best = 0;
+        for (int i = 1; i < QV; i++) if (ref[i] > ref[best]) best = i;
+        tok[T + s] = best;
+        if ((int)cJSON_GetArrayItem(gr, s)->valuedouble != best) {
+          snprintf(msg, sizeof msg, "greedy step %d: wisp %d, reference %d", s, (int)cJSON_GetArrayItem(gr, s)->valuedouble, best);
+          ok = 0;
+        }
+      }
+    }
+    cJSON_Delete(j);
+    CHECKF(ok && maxref > 0.1 && maxdiff <= 1e-4 * maxref, "%s", msg);
+  }
+}
+
+TEST(qwen3_tiny_matches_independent_reference_prefill_and_decode) {
+  g_llama = 0;
+  check_against_reference("q3");
+}
+
+TEST(llama_tiny_matches_independent_reference_prefill_and_decode) {
+  g_llama = 1;
+  check_against_reference("ll");
+  g_llama = 0;
+}
+
+TEST(qwen3_gguf_roundtrip_identical_logits) {
+  g_llama = 0;
+  char hf[600], a[600], gg[600], b[600], cmd[4096];
+  static char log[1 << 16], la[1 << 16], lb[1 << 16];
+  snprintf(hf, sizeof hf, "%s/q3g_hf", test_tmpdir());
+  snprintf(a, sizeof a, "%s/q3g_a", test_tmpdir());
+  snprintf(gg, sizeof gg, "%s/q3g.gguf", test_tmpdir());
+  snprintf(b, sizeof b, "%s/q3g_b", test_tmpdir());
+  CHECK(mkdir(hf, 0755) == 0);
+  CHECK(write_tiny_qwen3(hf) == 0);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet && %s export-gguf %s -o %s && grep -c qwen3.block_count %s",
+           test_wisp_bin(), hf, a, test_wisp_bin(), a, gg, gg);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gg, b);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 8 2>/dev/null", test_wisp_bin(), a);
+  CHECK(test_run(cmd, la, sizeof la) == 0);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 8 2>/dev/null", test_wisp_bin(), b);
+  CHECK(test_run(cmd, lb, sizeof lb) == 0);
+  CHECKF(strlen(la) > 100 && !strcmp(la, lb), "logits differ:\n%.300s\n%.300s", la, lb);
+}
