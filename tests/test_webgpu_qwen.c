@@ -289,3 +289,118 @@ TEST(webgpu_qwen_q4k_matmul) {
   }
   printf("     q4k matmul: max error %.3g of max|ref|\n", g_qworst);
 }
+
+/* ---- whole model: tests/parity/qwen35-small on both backends ---- */
+
+#define TOL_QWEN_LOGITS 1e-3 /* per step, relative to max|logit| */
+#include "engine/engine.h"
+
+/* Converts the small Qwen 3.5 checkpoint once per run; NULL on failure. */
+static const char *qwen_small(const char *quant, char *log, size_t cap) {
+  static char dirs[2][600];
+  int i = !strcmp(quant, "f32");
+  if (dirs[i][0]) return dirs[i];
+  char dir[600], cmd[2048];
+  snprintf(dir, sizeof dir, "%s/qwen35_small_%s", test_tmpdir(), quant);
+  snprintf(cmd, sizeof cmd, "%s convert tests/parity/qwen35-small -o %s --quant %s --quiet", test_wisp_bin(), dir,
+           quant);
+  if (test_run(cmd, log, cap)) return NULL;
+  snprintf(dirs[i], sizeof dirs[i], "%s", dir);
+  return dirs[i];
+}
+
+static int argmax_f(const float *v, int n) {
+  int b = 0;
+  for (int i = 1; i < n; i++)
+    if (v[i] > v[b]) b = i;
+  return b;
+}
+
+/* 32 greedy steps through eval on both backends (tokens equal, logits within
+ * TOL_QWEN_LOGITS), then the decode loop (wisp_session_generate) on both:
+ * the same 32 tokens. `profile` (NULL = default) applies to the webgpu
+ * session; *gen_out receives the webgpu decode-loop tokens. */
+static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_out, char *err, size_t cap,
+                             double *worst_out) {
+  wisp_model *m = NULL;
+  if (wisp_model_open(dir, &m)) {
+    snprintf(err, cap, "open %s: %s", dir, wisp_last_error());
+    return 0;
+  }
+  const int V = wisp_model_vocab(m);
+  wisp_session *sc = NULL, *sg = NULL;
+  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu", .profile = profile};
+  wisp_status st = wisp_session_new(m, &oc, &sc);
+  if (!st) st = wisp_session_new(m, &og, &sg);
+  if (st) {
+    snprintf(err, cap, "sessions: %s", wisp_last_error());
+    wisp_session_free(sc);
+    wisp_model_close(m);
+    return 0;
+  }
+  float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+  int32_t prompt[11];
+  for (int i = 0; i < 11; i++) prompt[i] = (int32_t)((i * 37 + 5) % V);
+  int ok = lc && lg && !wisp_session_eval(sc, prompt, 11, lc) && !wisp_session_eval(sg, prompt, 11, lg);
+  if (!ok) snprintf(err, cap, "prefill: %s", wisp_last_error());
+  double worst = 0;
+  int32_t first = 0;
+  for (int step = 0; ok && step < 32; step++) {
+    double mx = 0, e = 0;
+    for (int i = 0; i < V; i++) {
+      mx = fmax(mx, fabs(lc[i]));
+      e = fmax(e, fabs((double)lg[i] - lc[i]));
+    }
+    if (isnan(e)) e = INFINITY;
+    worst = fmax(worst, e / mx);
+    int tc = argmax_f(lc, V), tg = argmax_f(lg, V);
+    if (tc != tg || !(e <= TOL_QWEN_LOGITS * mx)) {
+      snprintf(err, cap, "step %d: token cpu %d gpu %d, logit error %.3g of max %.3g", step, tc, tg, e, mx);
+      ok = 0;
+      break;
+    }
+    if (step == 0) first = tc;
+    int32_t t = tc;
+    ok = !wisp_session_eval(sc, &t, 1, lc) && !wisp_session_eval(sg, &t, 1, lg);
+    if (!ok) snprintf(err, cap, "decode: %s", wisp_last_error());
+  }
+  if (ok) { /* the decode loop, from the state after the prompt */
+    wisp_session_reset(sc);
+    wisp_session_reset(sg);
+    ok = !wisp_session_eval(sc, prompt, 11, NULL) && !wisp_session_eval(sg, prompt, 11, NULL);
+    int32_t a[32], b[32];
+    int na = 0, nb = 0;
+    wisp_generate_options go = {.temperature = 0};
+    if (ok) ok = !wisp_session_generate(sc, first, 32, &go, a, &na) && !wisp_session_generate(sg, first, 32, &go, b, &nb);
+    if (!ok) snprintf(err, cap, "generate: %s", wisp_last_error());
+    if (ok && (na != 32 || nb != 32 || memcmp(a, b, sizeof a))) {
+      int k = 0;
+      while (k < 32 && a[k] == b[k]) k++;
+      snprintf(err, cap, "generate: %d and %d tokens, first difference at %d", na, nb, k);
+      ok = 0;
+    }
+    if (ok && gen_out) memcpy(gen_out, b, sizeof b);
+  }
+  free(lc);
+  free(lg);
+  wisp_session_free(sc);
+  wisp_session_free(sg);
+  wisp_model_close(m);
+  if (worst_out) *worst_out = worst;
+  return ok;
+}
+
+TEST(webgpu_qwen_small_model_parity) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  static const char *quants[] = {"q4k", "f32"};
+  for (int i = 0; i < 2; i++) {
+    char log[4096] = "", err[600] = "";
+    const char *dir = qwen_small(quants[i], log, sizeof log);
+    CHECKF(dir, "convert --quant %s: %s", quants[i], log);
+    double worst = 0;
+    int ok = qwen_model_parity(dir, NULL, NULL, err, sizeof err, &worst);
+    CHECKF(ok, "%s: %s", quants[i], err);
+    printf("     qwen35-small %s: 32 greedy tokens equal, max logit error %.3g of max|logit|\n", quants[i], worst);
+  }
+}
