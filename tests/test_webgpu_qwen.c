@@ -16,6 +16,7 @@
 #include "backend/webgpu/wgpu_backend.h"
 #include "test.h"
 #include "util/err.h"
+#include "util/file.h"
 #include "webgpu_fixture.h"
 
 typedef struct {
@@ -119,6 +120,8 @@ static wisp_vector qvec(qpair *p, int n, uint64_t *seed, float base, float sprea
 
 /* ---- gated attention ---- */
 
+static const wisp_kernel_choice *g_attn_choice; /* the next gated_case's plan choice (NULL = default) */
+
 static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, int ncalls, uint64_t *seed, char *err,
                       size_t cap) {
   const int max_pos = 200, half = R / 2;
@@ -144,7 +147,7 @@ static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, 
     qbuf o = qfill(p, (size_t)n * H * D, seed, 0);
     wisp_gated_attention_args a = {.n = n, .pos0 = pos0, .heads = H, .kv_heads = KVH, .head_dim = D,
                                    .rotary_dim = R, .q_norm = &qn, .k_norm = &kn, .eps = 1e-6f, .rope_cos = &vc,
-                                   .rope_sin = &vs};
+                                   .rope_sin = &vs, .choice = g_attn_choice};
     a.qkv = qkv.c, a.k_cache = kc.c, a.v_cache = vcache.c, a.out = o.c;
     p->cpu->attention_gated(p->cpu, &a);
     a.qkv = qkv.g, a.k_cache = kc.g, a.v_cache = vcache.g, a.out = o.g;
@@ -184,6 +187,31 @@ TEST(webgpu_qwen_attention_gated) {
     CHECKF(ok, "splits %u: %s", splits[si], err);
   }
   printf("     attention_gated: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* The seed profile's decode kernel (attention_decode_online_head256_f16kv_output_gate.wgsl), as the
+ * plan hands it over: decode steps go through it (head_dim 256), prefill through the default path;
+ * with head_dim 64 the choice is ignored. */
+TEST(webgpu_qwen_attention_head256_profile_kernel) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  static wisp_kernel_choice ch[2];
+  snprintf(ch[1].variant, sizeof ch[1].variant, "profile:attention_decode_online_head256_f16kv_output_gate");
+  qpair p;
+  CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+  uint64_t seed = 97;
+  static const int calls[] = {5, 1, 1, 66, 1, 1};
+  g_attn_choice = ch;
+  int ok = gated_case(&p, 4, 2, 256, 64, calls, 6, &seed, err, sizeof err) &&
+           gated_case(&p, 3, 1, 256, 256, calls, 3, &seed, err, sizeof err) &&
+           gated_case(&p, 4, 2, 64, 16, calls, 3, &seed, err, sizeof err);
+  g_attn_choice = NULL;
+  wisp_wgpu_backend_stats st;
+  wisp_wgpu_backend_stats_get(p.gpu, &st);
+  qclose(&p);
+  CHECKF(ok, "%s", err);
+  printf("     head256 decode kernel: max error %.3g of max|ref|\n", g_qworst);
 }
 
 /* ---- Gated DeltaNet ---- */
@@ -238,14 +266,16 @@ TEST(webgpu_qwen_gated_deltanet) {
 
 /* ---- Q4_K products ---- */
 
+static const char *g_q4k_variant; /* the decode choice of the next suite's matrices (NULL = default) */
+
 static int q4k_suite(qpair *p, const char *label, char *err, size_t cap) {
   static const int rows_[] = {1, 7, 37, 300};
-  static const int cols_[] = {256, 768};
+  static const int cols_[] = {256, 768, 4352}; /* 17 super-blocks: the simd16 full-block path */
   static const int ns[] = {1, 3, 9};
   uint64_t seed = 95;
   int ok = 1;
   for (int ri = 0; ok && ri < 4; ri++)
-    for (int ci = 0; ok && ci < 2; ci++) {
+    for (int ci = 0; ok && ci < 3; ci++) {
       int rows = rows_[ri], cols = cols_[ci];
       float *f = malloc(sizeof(float) * (size_t)rows * cols);
       uint8_t *q = malloc(wisp_q4k_bytes(rows, cols));
@@ -253,14 +283,18 @@ static int q4k_suite(qpair *p, const char *label, char *err, size_t cap) {
       wisp_quantize_q4k(f, rows, cols, q);
       free(f);
       qkeep(p, q);
-      wisp_matrix m = {.type = WISP_W_Q4K, .rows = rows, .cols = cols, .q = q};
-      ok = !p->cpu->prepare_matrix(p->cpu, &m) && !p->gpu->prepare_matrix(p->gpu, &m);
+      wisp_matrix m = {.type = WISP_W_Q4K, .rows = rows, .cols = cols, .q = q}, mg = m; /* mg: the gpu's, with the plan's choice */
+      if (g_q4k_variant) {
+        snprintf(mg.choice[1].variant, sizeof mg.choice[1].variant, "%s", g_q4k_variant);
+        mg.choice[1].workgroup_size = 256, mg.choice[1].rows_per_subgroup = 16, mg.choice[1].subgroups_per_row = 16;
+      }
+      ok = !p->cpu->prepare_matrix(p->cpu, &m) && !p->gpu->prepare_matrix(p->gpu, &mg);
       if (!ok) snprintf(err, cap, "prepare %dx%d: %s", rows, cols, wisp_last_error());
       for (int ni = 0; ok && ni < 3; ni++) {
         int n = ns[ni], acc = (ri + ni) % 2, x_row0 = ni == 1 ? 2 : 0;
         qbuf x = qfill(p, (size_t)(n + x_row0) * cols, &seed, 1.0f), y = qfill(p, (size_t)n * rows, &seed, 1.0f);
         p->cpu->matmul(p->cpu, &m, x.c, x_row0, n, y.c, acc);
-        p->gpu->matmul(p->gpu, &m, x.g, x_row0, n, y.g, acc);
+        p->gpu->matmul(p->gpu, &mg, x.g, x_row0, n, y.g, acc);
         char what[128];
         snprintf(what, sizeof what, "q4k matmul %s %dx%d n %d acc %d x_row0 %d", label, rows, cols, n, acc, x_row0);
         ok = qcompare(p, &y, y.n, TOL_Q4K, what, err, cap);
@@ -287,6 +321,14 @@ TEST(webgpu_qwen_q4k_matmul) {
     qclose(&p);
     CHECKF(ok, "%s", err);
   }
+  /* the seed profile's kernel (fused_matmul_q4_metal_simd16.wgsl) for the one-token products */
+  g_q4k_variant = "profile:fused_matmul_q4_metal_simd16";
+  qpair p;
+  CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+  int ok = q4k_suite(&p, "simd16", err, sizeof err);
+  qclose(&p);
+  g_q4k_variant = NULL;
+  CHECKF(ok, "%s", err);
   printf("     q4k matmul: max error %.3g of max|ref|\n", g_qworst);
 }
 
@@ -403,4 +445,68 @@ TEST(webgpu_qwen_small_model_parity) {
     CHECKF(ok, "%s: %s", quants[i], err);
     printf("     qwen35-small %s: 32 greedy tokens equal, max logit error %.3g of max|logit|\n", quants[i], worst);
   }
+}
+
+/* ---- the seed profile ---- */
+
+#define SEED "../shared/seeds/profile-qwen-3-5-2b-metal-throughput.json"
+
+/* `wisp profile check` on the seed fails with the digest mismatch naming both digests; a copy
+ * with wisp's digests (wisp kernels digest) checks, resolves a plan for the small Qwen 3.5
+ * artifact that uses both profile kernels, and runs on webgpu with the default plan's tokens. */
+TEST(webgpu_qwen_seed_profile) {
+  char cmd[2048], out[8192];
+  snprintf(cmd, sizeof cmd, "%s profile check " SEED, test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc != 0 && strstr(out, "digest mismatch") &&
+             strstr(out, "sha256:275a1f7cfdd40ab95c467bb4744a1509dd6eadb39ec8fdd0d1e1ba80eb34f9c5") &&
+             strstr(out, "file has sha256:"),
+         "rc %d: %s", rc, out);
+  /* the copy with wisp's digests */
+  char *seed = NULL;
+  CHECK(wisp_read_file(SEED, &seed, NULL) == WISP_OK);
+  static const char *const files[][2] = {
+      {"attention_decode_online_head256_f16kv_output_gate.wgsl",
+       "sha256:275a1f7cfdd40ab95c467bb4744a1509dd6eadb39ec8fdd0d1e1ba80eb34f9c5"},
+      {"fused_matmul_q4_metal_simd16.wgsl", "sha256:f3570460a332b211885baeabe7ccaf142f7234fff8f55973344157096206f4c4"}};
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, "%s kernels digest src/backend/webgpu/kernels/%s main", test_wisp_bin(), files[i][0]);
+    CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+    char *dg = strstr(out, "sha256:");
+    CHECKF(dg && strlen(dg) >= 71, "%s", out);
+    dg[71] = 0;
+    char *at = strstr(seed, files[i][1]);
+    CHECK(at);
+    memcpy(at, dg, 71);
+  }
+  char prof[700];
+  snprintf(prof, sizeof prof, "%s/seed-wisp-digests.json", test_tmpdir());
+  FILE *f = fopen(prof, "w");
+  CHECK(f);
+  fputs(seed, f);
+  fclose(f);
+  free(seed);
+  snprintf(cmd, sizeof cmd, "%s profile check %s", test_wisp_bin(), prof);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "digests verified"), "%s", out);
+  char log[4096] = "", err[600] = "";
+  const char *dir = qwen_small("q4k", log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  /* the plan uses both kernels, with the HF op names mapped */
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --profile %s --backend webgpu", test_wisp_bin(), dir, prof);
+  rc = test_run(cmd, out, sizeof out);
+  if (strstr(out, "no WebGPU") || strstr(out, "WebGPU library")) {
+    SKIP("no WebGPU: %s", out);
+    return;
+  }
+  CHECKF(rc == 0 && strstr(out, "attention_gated attn.core    attn_decode_head256") &&
+             strstr(out, "matmul mlp.down              q4_decode_metal_simd16") &&
+             strstr(out, "profile op 'q_proj' is attn.qkv") == NULL /* the last alias wins the note */ &&
+             strstr(out, "profile op 'v_proj' is attn.qkv in the qwen3_5 plan"),
+         "%s", out);
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  int32_t a[32], b[32];
+  CHECKF(qwen_model_parity(dir, NULL, a, err, sizeof err, NULL), "default plan: %s", err);
+  CHECKF(qwen_model_parity(dir, prof, b, err, sizeof err, NULL), "seed profile: %s", err);
+  CHECK(!memcmp(a, b, sizeof a));
 }

@@ -446,12 +446,16 @@ static void wmat_free(wgpu_backend *g, wmat *w) {
  * kernels/registry.json, and for one-token products the geometry (WG
  * threads, ROWS rows per workgroup) the plan resolved. */
 static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) {
+  if (m->type == WISP_W_Q4K) return wisp_wgpu_q4k_check_choice(m); /* wgpu_qwen.c */
   for (int ph = 0; ph < 2; ph++) {
     const char *v = m->choice[ph].variant;
-    if (v[0] && strncmp(v, "wgsl_", 5) != 0)
+    /* The seed profile's Q4_K kernel set on a section that this artifact
+     * stores as Q4 (columns not a multiple of 256): the default kernel runs. */
+    if (v[0] && strncmp(v, "wgsl_", 5) != 0 && strcmp(v, "profile:fused_matmul_q4_metal_simd16"))
       return wisp_fail(WISP_EUNSUPPORTED, "the plan chose matmul kernel '%s', which the webgpu backend does not have", v);
   }
   const wisp_kernel_choice *c = &m->choice[WISP_PHASE_DECODE];
+  if (!strncmp(c->variant, "profile:", 8)) return WISP_OK; /* its geometry is the profile kernel's */
   if (g->env_geometry || (!c->workgroup_size && !c->rows_per_subgroup)) return WISP_OK;
   uint32_t wg = c->workgroup_size ? (uint32_t)c->workgroup_size : g->mv_wg;
   uint32_t rows = c->rows_per_subgroup ? (uint32_t)c->rows_per_subgroup : g->mv_rows;

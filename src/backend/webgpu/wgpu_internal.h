@@ -47,5 +47,7 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a);
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                           int accumulate);
 void wisp_wgpu_qwen_free(wisp_backend *be);
+/* Checks the plan's kernel choices for a Q4_K matrix (prepare_matrix). */
+wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_internal.h"
+#include "util/err.h"
 
 #define QATTN_WG 64
 
@@ -42,6 +43,12 @@ static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b
 static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 0}; }
 
 /* ---- gated attention ---- */
+
+#define HEAD256 "attention_decode_online_head256_f16kv_output_gate"
+
+/* The seed profile's decode attention (registry variant attention_gated/wgsl_decode_head256_gate
+ * or the profile key's file); used for one token when head_dim is 256, else the default path. */
+static int is_head256(const char *v) { return !strcmp(v, "wgsl_decode_head256_gate") || !strcmp(v, "profile:" HEAD256); }
 
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a) {
   wisp_wgpu_int_emit_pending(be);
@@ -81,6 +88,18 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
                              whole(vc)};
   wisp_wgpu_int_record(be, kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), (uint32_t)a->n, 1);
+  if (a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant)) {
+    /* the seed profile's decode kernel: online softmax + output gate in one dispatch */
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, HEAD256, NULL, 0);
+    struct {
+      uint32_t pos, H, KVH, row;
+      float scale;
+      uint32_t pad[3];
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)((2 * H + 2 * KVH) * D), 1.0f / 16.0f, {0, 0, 0}};
+    wisp_wgpu_binding bd[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(qkv), whole(out)};
+    wisp_wgpu_int_record(be, kd, bd, 5, &pd, sizeof pd, (uint32_t)H, 1, 1);
+    return;
+  }
   wisp_wgpu_kernel *kf = wisp_wgpu_int_kernel(be, "attn_flash", c, 1);
   struct {
     uint32_t n, pos0, H, KVH, D;
@@ -154,6 +173,31 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
 
 /* ---- Q4_K products ---- */
 
+#define SIMD16 "fused_matmul_q4_metal_simd16"
+
+/* The seed profile's Q4_K kernel: as registry variant matmul/wgsl_q4k_metal_simd16 or as a
+ * profile addKernels key (plan_apply hands it over as "profile:" + file stem). */
+static int is_simd16(const char *v) { return !strcmp(v, "wgsl_q4k_metal_simd16") || !strcmp(v, "profile:" SIMD16); }
+
+wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m) {
+  for (int ph = 0; ph < 2; ph++) {
+    const wisp_kernel_choice *c = &m->choice[ph];
+    const char *v = c->variant;
+    if (!v[0] || (!strncmp(v, "wgsl_", 5) && strcmp(v, "wgsl_q4k_metal_simd16"))) continue;
+    if (!is_simd16(v))
+      return wisp_fail(WISP_EUNSUPPORTED, "the plan chose kernel '%s' for a Q4_K matrix, which the webgpu backend does "
+                       "not have for Q4_K", v);
+    uint32_t tpc = c->subgroups_per_row ? (uint32_t)c->subgroups_per_row : 16;
+    uint32_t cols = c->rows_per_subgroup ? (uint32_t)c->rows_per_subgroup : 16;
+    uint32_t wg = c->workgroup_size ? (uint32_t)c->workgroup_size : tpc * cols;
+    if (wg != tpc * cols || !tpc || (tpc & (tpc - 1)) || wg > 256)
+      return wisp_fail(WISP_EUNSUPPORTED,
+                       "webgpu: " SIMD16 ": WORKGROUP_SIZE %u must be COLS_PER_WG %u * THREADS_PER_COL_GEMV %u (a power "
+                       "of two) and at most 256", wg, cols, tpc);
+  }
+  return WISP_OK;
+}
+
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                           int accumulate) {
   if (n <= 0) return;
@@ -162,7 +206,7 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
   wisp_wgpu_const c[4];
   int nc;
   uint32_t rows_wg;
-  if (!strcmp(ch->variant, "wgsl_q4k_metal_simd16")) {
+  if (is_simd16(ch->variant)) {
     /* the seed profile's kernel (plan_apply puts the profile key's constants in the choice) */
     uint32_t tpc = ch->subgroups_per_row ? (uint32_t)ch->subgroups_per_row : 16;
     uint32_t cols = ch->rows_per_subgroup ? (uint32_t)ch->rows_per_subgroup : 16;
