@@ -14,16 +14,20 @@ static wisp_profile_options fix_opts(void) {
 }
 
 TEST(profile_seed_fails_only_at_digest_step) {
+  /* wisp ships both kernel files the seed names (its own code): the seed's
+   * digests are of another runtime's files, so the digest step fails and
+   * names both digests */
   wisp_profile *p = NULL;
   wisp_status st = wisp_profile_load(SEED_PROFILE, NULL, &p);
-  CHECK(st == WISP_EIO && p == NULL);
+  CHECK(st == WISP_EHASH && p == NULL);
   const char *e = wisp_last_error();
-  CHECKF(strstr(e, SEED_PROFILE ": runtime.inference.executionPatch.addKernels[0].kernel.kernel"), "%s", e);
+  CHECKF(strstr(e, SEED_PROFILE ": runtime.inference.executionPatch.addKernels[0].kernel.digest"), "%s", e);
   CHECK(strstr(e, "attention_decode_online_head256_f16kv_output_gate.wgsl"));
-  CHECK(strstr(e, "sha256:275a1f7cfdd40ab95c467bb4744a1509dd6eadb39ec8fdd0d1e1ba80eb34f9c5"));
+  CHECK(strstr(e, "profile has sha256:275a1f7cfdd40ab95c467bb4744a1509dd6eadb39ec8fdd0d1e1ba80eb34f9c5"));
+  CHECK(strstr(e, "file has sha256:"));
   char out[4096];
   CHECK(run_wisp(out, sizeof out, "profile check " SEED_PROFILE) == 1);
-  CHECK(strstr(out, "digest sha256:275a1f7c"));
+  CHECK(strstr(out, "digest mismatch") && strstr(out, "profile has sha256:275a1f7c") && strstr(out, "file has sha256:"));
 }
 
 TEST(profile_seed_structure_only) {
@@ -48,7 +52,7 @@ TEST(profile_seed_structure_only) {
     if (!strcmp(p->not_implemented[i], "not implemented: session.useGreedyLmHeadArgmaxFusion")) found_greedy = 1;
   }
   CHECK(found_ffn && found_greedy);
-  CHECK(p->n_warnings == 7); /* q_proj ... down_proj are not wisp ops */
+  CHECK(p->n_warnings == 0); /* q_proj ... down_proj: plan resolution maps them for qwen3_5 */
   wisp_profile_free(p);
   char out[8192];
   CHECK(run_wisp(out, sizeof out, "profile check " SEED_PROFILE " --no-digests") == 0);

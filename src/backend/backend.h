@@ -53,6 +53,7 @@ typedef struct {
   const wisp_vector *rope_cos, *rope_sin; /* [positions][rotary_dim/2] */
   wisp_buf *k_cache, *v_cache;            /* [max_pos][kv_heads][head_dim] */
   wisp_buf *out;                          /* [n][heads * head_dim], already gated */
+  const wisp_kernel_choice *choice;       /* [prefill, decode] from the plan (profile kernels); NULL = default */
 } wisp_gated_attention_args;
 
 /* Arguments of the Gated DeltaNet op (Qwen 3.5 "linear_attention" layers),

@@ -51,18 +51,40 @@ static const char *variant_of(const char *kernel) {
   return slash ? slash + 1 : kernel;
 }
 
-static wisp_status apply_op(wisp_model *m, int phase, const wisp_plan_op *op, int layer) {
-  if (strcmp(op->op, "matmul") != 0) return WISP_OK;
-  wisp_matrix *w = m->arch->matrix(m->weights, layer, op->section);
-  if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
-  wisp_kernel_choice *c = &w->choice[phase];
-  const char *v = variant_of(op->kernel);
+/* The choice handed to the backend: a registry variant's name, or for a
+ * profile kernel (addKernels key, no '/') "profile:" + its WGSL file's stem,
+ * so the backend knows which file it is; the profile's COLS_PER_WG and
+ * THREADS_PER_COL_GEMV constants travel as rows_per_subgroup and
+ * subgroups_per_row (fused_matmul_q4_metal_simd16.wgsl reads them so). */
+static wisp_status fill_choice(wisp_kernel_choice *c, const wisp_plan_op *op) {
+  char v[160];
+  if (!strchr(op->kernel, '/') && op->wgsl[0]) {
+    snprintf(v, sizeof v, "profile:%s", op->wgsl);
+    char *dot = strstr(v, ".wgsl");
+    if (dot) *dot = 0;
+  } else {
+    snprintf(v, sizeof v, "%s", variant_of(op->kernel));
+  }
   if (strlen(v) >= sizeof c->variant) return wisp_fail(WISP_EINVAL, "plan: kernel name '%s' is too long", v);
   memcpy(c->variant, v, strlen(v) + 1);
   c->workgroup_size = op->geometry.workgroup_size;
   c->rows_per_subgroup = op->geometry.rows_per_subgroup;
   c->subgroups_per_row = op->geometry.subgroups_per_row;
+  for (int i = 0; i < op->n_constants; i++) {
+    if (!strcmp(op->constants[i].key, "COLS_PER_WG")) c->rows_per_subgroup = (int)op->constants[i].value;
+    if (!strcmp(op->constants[i].key, "THREADS_PER_COL_GEMV")) c->subgroups_per_row = (int)op->constants[i].value;
+  }
   return WISP_OK;
+}
+
+static wisp_status apply_op(wisp_model *m, int phase, const wisp_plan_op *op, int layer) {
+  if (strcmp(op->op, "matmul") != 0) {
+    wisp_kernel_choice *cc = m->arch->op_choice ? m->arch->op_choice(m->weights, layer, op->op) : NULL;
+    return cc ? fill_choice(&cc[phase], op) : WISP_OK;
+  }
+  wisp_matrix *w = m->arch->matrix(m->weights, layer, op->section);
+  if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
+  return fill_choice(&w->choice[phase], op);
 }
 
 wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p) {

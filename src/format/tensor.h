@@ -47,7 +47,7 @@ typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K } wisp_wtype;
  * decode): a registry variant name and its geometry. Empty = the backend's
  * own default. Set by the engine from the plan, read by the backend. */
 typedef struct {
-  char variant[48];
+  char variant[72];
   int workgroup_size, rows_per_subgroup, subgroups_per_row; /* 0 = kernel default */
 } wisp_kernel_choice;
 

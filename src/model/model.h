@@ -21,6 +21,10 @@ typedef struct wisp_arch {
   wisp_matrix *(*matrix)(void *weights, int layer, const char *section);
   /* The model-wide facts a plan needs (layer types, sizes, weight dtype). */
   wisp_status (*plan_shape)(const void *weights, wisp_model_shape *out);
+  /* Optional: where the plan's kernel choice for a non-matmul op of a layer
+   * goes ([prefill, decode]), e.g. a profile's attention kernel; NULL when
+   * the op takes none. */
+  wisp_kernel_choice *(*op_choice)(void *weights, int layer, const char *op);
   wisp_status (*prepare)(void *weights, wisp_backend *be);
   /* State for one sequence: KV cache, conv state, activations for up to
    * `chunk` tokens per forward call. */

@@ -49,6 +49,7 @@ typedef struct {
   wisp_matrix qkv, o_proj;                   /* full */
   wisp_vector q_norm, k_norm;
   wisp_matrix gate_up, down;
+  wisp_kernel_choice attn_choice[2]; /* the plan's attention_gated kernel [prefill, decode] */
 } q35_layer;
 
 typedef struct {
@@ -288,6 +289,12 @@ static wisp_matrix *q35_matrix(void *p, int layer, const char *section) {
   return NULL;
 }
 
+static wisp_kernel_choice *q35_op_choice(void *p, int layer, const char *op) {
+  q35_weights *w = p;
+  if (layer < 0 || layer >= w->shape.n_layers || strcmp(op, "attention_gated")) return NULL;
+  return w->layers[layer].attn_choice;
+}
+
 static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
   const q35_weights *w = p;
   const wisp_shape *s = &w->shape;
@@ -453,7 +460,7 @@ static void q35_layers(const q35_weights *w, q35_state *s, wisp_backend *be, int
           .qkv = s->big, .n = n, .pos0 = pos0, .heads = sh->heads, .kv_heads = sh->kv_heads,
           .head_dim = sh->head_dim, .rotary_dim = sh->rotary_dim, .q_norm = &L->q_norm, .k_norm = &L->k_norm,
           .eps = w->eps, .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin, .k_cache = s->k_cache[i],
-          .v_cache = s->v_cache[i], .out = s->mid};
+          .v_cache = s->v_cache[i], .out = s->mid, .choice = L->attn_choice};
       be->attention_gated(be, &a);
       be->matmul(be, &L->o_proj, s->mid, 0, n, s->x, 1);
     }
@@ -513,6 +520,7 @@ const wisp_arch wisp_arch_qwen3_5 = {
     .max_positions = q35_max_positions,
     .matrix = q35_matrix,
     .plan_shape = q35_plan_shape,
+    .op_choice = q35_op_choice,
     .prepare = q35_prepare,
     .state_new = q35_state_new,
     .state_reset = q35_state_reset,

@@ -187,7 +187,7 @@ static void canon(sbuf *b, const cJSON *j) {
     if (n && !kids) { b->oom = 1; return; }
     int i = 0;
     for (const cJSON *c = j->child; c; c = c->next) kids[i++] = c;
-    qsort(kids, (size_t)n, sizeof *kids, cmp_child);
+    if (n) qsort(kids, (size_t)n, sizeof *kids, cmp_child); /* qsort(NULL, 0) is undefined */
     sb_put(b, "{", 1);
     for (i = 0; i < n; i++) {
       sb_str(b, kids[i]->string ? kids[i]->string : "");

@@ -445,6 +445,21 @@ static int sel_matches(const wisp_plan_op *op, const char *sel) {
   return !strcmp(op->op, sel) || (op->section[0] && !strcmp(op->section, sel));
 }
 
+/* Profiles written for other runtimes name Hugging Face modules; for
+ * qwen3_5 they map onto wisp's fused sections (q/k/v share attn.qkv,
+ * gate/up share mlp.gate_up) and "attention" onto attention_gated. NULL
+ * when `sel` is not such a name. The plan op gets a note. */
+static const char *qwen_alias(const resolver *R, const char *sel) {
+  static const char *const map[][2] = {{"q_proj", "attn.qkv"},     {"k_proj", "attn.qkv"},
+                                       {"v_proj", "attn.qkv"},     {"o_proj", "attn.o_proj"},
+                                       {"gate_proj", "mlp.gate_up"}, {"up_proj", "mlp.gate_up"},
+                                       {"down_proj", "mlp.down"},  {"attention", "attention_gated"}};
+  if (!R->in->shape->qwen3_5) return NULL;
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (!strcmp(sel, map[i][0])) return map[i][1];
+  return NULL;
+}
+
 static wisp_status apply_kernel_key(const resolver *R, const wisp_patch *w, wisp_plan_op *op, int phase) {
   const char *key = w->kernel_key;
   const wisp_device_caps *d = R->in->device;
@@ -529,6 +544,8 @@ static wisp_status apply_patch(resolver *R, const wisp_patch *w) {
                   w->json_path, i, w->layers[i], n_layers);
   int count = 0;
   const char *sel = w->verb == WISP_PATCH_ADD ? (w->after ? w->after : w->before) : w->op;
+  const char *alias = qwen_alias(R, sel);
+  if (alias) sel = alias;
   for (int ph = 0; ph < 2; ph++) {
     if (strcmp(w->section, "all") && strcmp(w->section, k_phase_names[ph])) continue;
     for (int b = 0; b < R->n_blocks; b++) {
@@ -540,6 +557,8 @@ static wisp_status apply_patch(resolver *R, const wisp_patch *w) {
         for (int i = 0; i < o->n; i++)
           if (sel_matches(&o->v[i], sel)) {
             if ((st = apply_kernel_key(R, w, &o->v[i], ph))) return st;
+            if (alias)
+              wisp_path(o->v[i].note, sizeof o->v[i].note, "profile op '%s' is %s in the qwen3_5 plan", w->op, alias);
             count++;
           }
       } else if (w->verb == WISP_PATCH_REMOVE) {

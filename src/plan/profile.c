@@ -97,7 +97,12 @@ static const char *const k_wisp_ops[] = {"embed", "rmsnorm", "matmul", "shortcon
                                          "residual_add", "sample", "conv.in_proj", "conv.out_proj",
                                          "attn.qkv", "attn.o_proj", "mlp.gate_up", "mlp.down", "head", "embed",
                                          "conv.in_proj.norm", "attn.qkv.norm", "mlp.gate_up.norm",
-                                         "head.norm", "conv.core", "attn.core", NULL};
+                                         "head.norm", "conv.core", "attn.core",
+                                         /* Qwen 3.5 ops and sections, and the Hugging Face module names
+                                            that plan resolution maps onto them for qwen3_5 (plan.c) */
+                                         "attention_gated", "gated_deltanet", "lin.in_proj", "lin.out_proj",
+                                         "lin.in_proj.norm", "lin.core", "q_proj", "k_proj", "v_proj", "o_proj",
+                                         "gate_proj", "up_proj", "down_proj", NULL};
 
 static wisp_status warn(wisp_profile *p, const char *fmt, const char *file, const char *path, const char *val) {
   char buf[768];

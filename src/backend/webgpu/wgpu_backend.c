@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "backend/webgpu/wgpu_compute.h"
+#include "backend/webgpu/wgpu_internal.h"
 #include "backend/webgpu/wgsl_kernels.h"
 #include "util/err.h"
 
@@ -132,6 +133,7 @@ typedef struct {
   int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
+  void *qwen; /* wgpu_qwen.c's state */
 } wgpu_backend;
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
@@ -174,7 +176,7 @@ static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wg
     op_fail(g, WISP_EINVAL, "kernel %s: %d override constants (at most 4)", file, nc);
     return NULL;
   }
-  char key[64];
+  char key[96];
   int len = snprintf(key, sizeof key, "%s", file);
   for (int i = 0; i < nc && len < (int)sizeof key; i++)
     len += snprintf(key + len, sizeof key - (size_t)len, ":%g", c[i].value);
@@ -466,12 +468,16 @@ static void wmat_free(wgpu_backend *g, wmat *w) {
  * kernels/registry.json, and for one-token products the geometry (WG
  * threads, ROWS rows per workgroup) the plan resolved. */
 static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) {
+  if (m->type == WISP_W_Q4K) return wisp_wgpu_q4k_check_choice(m); /* wgpu_qwen.c */
   for (int ph = 0; ph < 2; ph++) {
     const char *v = m->choice[ph].variant;
-    if (v[0] && strncmp(v, "wgsl_", 5) != 0)
+    /* The seed profile's Q4_K kernel set on a section that this artifact
+     * stores as Q4 (columns not a multiple of 256): the default kernel runs. */
+    if (v[0] && strncmp(v, "wgsl_", 5) != 0 && strcmp(v, "profile:fused_matmul_q4_metal_simd16"))
       return wisp_fail(WISP_EUNSUPPORTED, "the plan chose matmul kernel '%s', which the webgpu backend does not have", v);
   }
   const wisp_kernel_choice *c = &m->choice[WISP_PHASE_DECODE];
+  if (!strncmp(c->variant, "profile:", 8)) return WISP_OK; /* its geometry is the profile kernel's */
   if (g->env_geometry || (!c->workgroup_size && !c->rows_per_subgroup)) return WISP_OK;
   uint32_t wg = c->workgroup_size ? (uint32_t)c->workgroup_size : g->mv_wg;
   uint32_t rows = c->rows_per_subgroup ? (uint32_t)c->rows_per_subgroup : g->mv_rows;
@@ -494,11 +500,15 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   }
   const int rows = m->rows, cols = m->cols;
   if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
+  if (m->type == WISP_W_Q4K && cols % WISP_Q4K_BLOCK)
+    return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", cols);
   if (m->type != WISP_W_F32 && cols % WISP_Q4_BLOCK)
     return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", cols);
   const int nb = cols / WISP_Q4_BLOCK;
-  uint64_t wrow = m->type == WISP_W_F32 ? (uint64_t)cols * 4 : (uint64_t)cols / 2;
-  uint64_t srow = (uint64_t)nb * 4;
+  uint64_t wrow = m->type == WISP_W_F32   ? (uint64_t)cols * 4
+                  : m->type == WISP_W_Q4K ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
+                                          : (uint64_t)cols / 2;
+  uint64_t srow = m->type == WISP_W_Q4K ? 0 : (uint64_t)nb * 4;
   uint64_t per_row = wrow > srow ? wrow : srow;
   uint64_t limit = g->max_binding;
   /* A Q4Z part must start at an even block (zero points are two a byte). */
@@ -527,7 +537,7 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     }
     st = wisp_wgpu_buf_from(g->d, m->q + (size_t)P->row0 * (size_t)wrow, (uint64_t)P->rows * wrow, "wisp quant",
                             &P->w);
-    if (!st)
+    if (!st && m->type != WISP_W_Q4K)
       st = wisp_wgpu_buf_from(g->d, m->scales + (size_t)P->row0 * nb, (uint64_t)P->rows * srow, "wisp scales", &P->s);
     if (!st && m->type == WISP_W_Q4Z) {
       size_t b0 = (size_t)P->row0 * nb; /* even, see gran */
@@ -760,6 +770,11 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
 static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                      int accumulate) {
   wgpu_backend *g = as_g(be);
+  if (W->type == WISP_W_Q4K) { /* wgpu_qwen.c */
+    emit_pending(g);
+    wisp_wgpu_q4k_matmul(be, W, x, x_row0, n, y, accumulate);
+    return;
+  }
   /* Fuse a held-back rmsnorm/swiglu whose output is this product's input. */
   int pre = 0;
   const wisp_buf *pre_x = NULL;
@@ -1017,6 +1032,7 @@ static void g_destroy(wisp_backend *be) {
       fprintf(stderr, "webgpu: %llu dispatches, %llu submits, %llu in the last submit, %llu bind groups\n",
               (unsigned long long)g->stats.dispatches, (unsigned long long)g->stats.submits,
               (unsigned long long)g->stats.last_dispatches, (unsigned long long)g->stats.bind_groups);
+    wisp_wgpu_qwen_free(be); /* before the bind groups go */
     for (int h = 0; h < BG_BUCKETS; h++) {
       bg_entry *e = g->buckets[h];
       while (e) {
@@ -1161,6 +1177,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .matmul = g_matmul,
       .shortconv = g_shortconv,
       .attention = g_attention,
+      .attention_gated = wisp_wgpu_attention_gated,
+      .gated_deltanet = wisp_wgpu_gated_deltanet,
       .swiglu = g_swiglu,
       .buf_write = g_buf_write,
       .embed_id = g_embed_id,
@@ -1174,3 +1192,53 @@ fail:
   g_destroy(&g->base);
   return st;
 }
+
+/* ---- internal hooks (wgpu_internal.h) ---- */
+
+wisp_wgpu_kernel *wisp_wgpu_int_kernel(wisp_backend *be, const char *file, const wisp_wgpu_const *c, int nc) {
+  return kernel(as_g(be), file, c, nc);
+}
+void wisp_wgpu_int_record(wisp_backend *be, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
+                          const void *params, size_t psize, uint32_t gx, uint32_t gy, uint32_t gz) {
+  record_xyz(as_g(be), k, b, nb, params, psize, gx, gy, gz);
+}
+void wisp_wgpu_int_emit_pending(wisp_backend *be) { emit_pending(as_g(be)); }
+WGPUBuffer wisp_wgpu_int_buf(const wisp_buf *b) { return b->g.b; }
+WGPUBuffer wisp_wgpu_int_vec(wisp_backend *be, const wisp_vector *v) {
+  wvec *w = need_vec(as_g(be), v);
+  return w ? w->g.b : NULL;
+}
+int wisp_wgpu_int_scratch(wisp_backend *be, wisp_wgpu_buf *buf, uint64_t need, uint64_t want, const char *label) {
+  return scratch(as_g(be), buf, need, want, label);
+}
+void wisp_wgpu_int_scratch_free(wisp_backend *be, wisp_wgpu_buf *buf) {
+  wgpu_backend *g = as_g(be);
+  if (buf->b) forget_buffer(g, buf->b);
+  wisp_wgpu_buf_free(g->d, buf);
+}
+WGPUBuffer wisp_wgpu_int_dummy(wisp_backend *be, int read_write) {
+  return read_write ? as_g(be)->dummy_rw.b : as_g(be)->dummy.b;
+}
+void wisp_wgpu_int_fail(wisp_backend *be, wisp_status st, const char *fmt, ...) {
+  wgpu_backend *g = as_g(be);
+  if (g->error) return;
+  char msg[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  keep_error(g, wisp_fail(st, "webgpu: %s", msg));
+}
+int wisp_wgpu_int_has_error(wisp_backend *be) { return as_g(be)->error != WISP_OK; }
+int wisp_wgpu_int_subgroups(wisp_backend *be) { return as_g(be)->sg; }
+uint32_t wisp_wgpu_int_max_splits(wisp_backend *be) { return as_g(be)->max_splits; }
+wisp_wgpu_device *wisp_wgpu_int_device(wisp_backend *be) { return as_g(be)->d; }
+int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, WGPUBuffer *w) {
+  wmat *M = need_mat(as_g(be), m);
+  if (!M || i < 0 || i >= M->nparts) return 0;
+  *row0 = M->parts[i].row0;
+  *rows = M->parts[i].rows;
+  *w = M->parts[i].w.b;
+  return 1;
+}
+void **wisp_wgpu_int_qwen_slot(wisp_backend *be) { return &as_g(be)->qwen; }

@@ -1,0 +1,116 @@
+// wisp's own kernel for the seed profile key "attn_decode_head256"
+// (profile-qwen-3-5-2b-metal-throughput): Qwen 3.5 gated-attention decode
+// (one token at position pos) for head_dim D = 256, online softmax over the
+// KV cache, with the output gate fused:
+//   out[h] = sigmoid(gate[h]) * sum_{j <= pos} softmax_j(scale * q_h . k_j) v_j
+// KV LAYOUT: despite the file name (kept as the profile names it), the
+// caches are f32 [position][KVH][D], the layout the webgpu backend writes
+// (attn_gated_rope.wgsl appends k and v as f32); there is no packed-f16 KV
+// path in wisp yet, so the profile's precision.kvDtype "f16" is not honoured.
+// q comes normed and rotated from attn_gated_rope.wgsl ([H][D]); the gate is
+// the second half of head h's (q|gate) slice of the qkv row.
+// One workgroup of 64 threads per head (grid x = H): keys are taken 64 at a
+// time (a tile), each thread scores one key, the tile max/sum are reduced
+// in workgroup memory, and thread li accumulates dims li, li+64, li+128,
+// li+192 with the running max/sum rescaling. No `enable f16`.
+const WG: u32 = 64u;
+const D: u32 = 256u;
+const NEG: f32 = -3.0e38;
+
+struct Params {
+  pos: u32,
+  H: u32,
+  KVH: u32,
+  row: u32,   // floats per qkv row
+  scale: f32,
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> kc: array<f32>;
+@group(0) @binding(2) var<storage, read> vc: array<f32>;
+@group(0) @binding(3) var<storage, read> qkv: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+var<workgroup> qs: array<f32, 256>;
+var<workgroup> ps: array<f32, 64>;
+var<workgroup> red: array<f32, 64>;
+
+fn reduce_max(li: u32, v: f32) -> f32 {
+  workgroupBarrier();
+  red[li] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      red[li] = max(red[li], red[li + s]);
+    }
+    workgroupBarrier();
+  }
+  return workgroupUniformLoad(&red[0]);
+}
+
+fn reduce_sum(li: u32, v: f32) -> f32 {
+  workgroupBarrier();
+  red[li] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      red[li] += red[li + s];
+    }
+    workgroupBarrier();
+  }
+  return workgroupUniformLoad(&red[0]);
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let h = wid.x;
+  let kvh = h / (p.H / p.KVH);
+  for (var d = li; d < D; d += WG) {
+    qs[d] = q[h * D + d];
+  }
+  workgroupBarrier();
+  var m = NEG;
+  var l = 0.0;
+  var acc = vec4<f32>(0.0);
+  let nkeys = p.pos + 1u;
+  for (var t0 = 0u; t0 < nkeys; t0 += WG) {
+    let j = t0 + li;
+    var sc = NEG;
+    if (j < nkeys) {
+      let kb = (j * p.KVH + kvh) * D;
+      var dotv = 0.0;
+      for (var d = 0u; d < D; d++) {
+        dotv += qs[d] * kc[kb + d];
+      }
+      sc = dotv * p.scale;
+    }
+    let tmax = reduce_max(li, sc);
+    let mnew = max(m, tmax);
+    var e = 0.0;
+    if (j < nkeys) {
+      e = exp(sc - mnew);
+    }
+    ps[li] = e;
+    let tsum = reduce_sum(li, e);
+    let corr = exp(m - mnew);
+    l = l * corr + tsum;
+    acc *= corr;
+    let cnt = min(WG, nkeys - t0);
+    for (var k = 0u; k < cnt; k++) {
+      let vb = ((t0 + k) * p.KVH + kvh) * D;
+      let w = ps[k];
+      acc += w * vec4<f32>(vc[vb + li], vc[vb + li + 64u], vc[vb + li + 128u], vc[vb + li + 192u]);
+    }
+    m = mnew;
+  }
+  let gb = h * 2u * D + D;
+  let o = acc / l;
+  out[h * D + li] = o.x / (1.0 + exp(-qkv[gb + li]));
+  out[h * D + li + 64u] = o.y / (1.0 + exp(-qkv[gb + li + 64u]));
+  out[h * D + li + 128u] = o.z / (1.0 + exp(-qkv[gb + li + 128u]));
+  out[h * D + li + 192u] = o.w / (1.0 + exp(-qkv[gb + li + 192u]));
+}

@@ -1,0 +1,115 @@
+// Gated-attention pre-pass (Qwen 3.5 full_attention, backend.h
+// wisp_gated_attention_args) for n new tokens at positions pos0..: the qkv
+// row of a token is [(q|gate) per head: 2*D each][k: KVH*D][v: KVH*D].
+// q and k are RMSNormed per head over all D dims (weights qn / kn, which
+// the artifact stores as Qwen's 1 + w), the first R dims rotated with NEOX
+// RoPE (pairs i, i + R/2; cos/sin tables [position][R/2]), dims R..D only
+// normalised. q goes to qo [n][H][D]; k and v are appended to the caches
+// [position][KVH][D] (f32). One workgroup per (head slot, token): grid x =
+// H + 2*KVH (q heads, k heads, v heads), y = n. WG is a power of two.
+override WG: u32 = 64;
+
+struct Params {
+  n: u32,
+  pos0: u32,
+  H: u32,
+  KVH: u32,
+  D: u32,
+  R: u32,
+  eps: f32,
+  pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> qkv: array<f32>;
+@group(0) @binding(1) var<storage, read> qn: array<f32>;
+@group(0) @binding(2) var<storage, read> kn: array<f32>;
+@group(0) @binding(3) var<storage, read> cosv: array<f32>;
+@group(0) @binding(4) var<storage, read> sinv: array<f32>;
+@group(0) @binding(5) var<storage, read_write> qo: array<f32>;
+@group(0) @binding(6) var<storage, read_write> kc: array<f32>;
+@group(0) @binding(7) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(8) var<uniform> p: Params;
+
+var<workgroup> red: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let hh = wid.x;
+  let t = wid.y;
+  let D = p.D;
+  let half = p.R / 2u;
+  let pos = p.pos0 + t;
+  let row = t * (2u * p.H + 2u * p.KVH) * D;
+  let isq = hh < p.H;
+  var src: u32;
+  if (isq) {
+    src = row + hh * 2u * D;
+  } else {
+    src = row + 2u * p.H * D + (hh - p.H) * D; // k heads, then v heads
+  }
+  if (hh >= p.H + p.KVH) {
+    let dst = (pos * p.KVH + (hh - p.H - p.KVH)) * D;
+    for (var d = li; d < D; d += WG) {
+      vc[dst + d] = qkv[src + d];
+    }
+    return;
+  }
+  var ss = 0.0;
+  for (var d = li; d < D; d += WG) {
+    let v = qkv[src + d];
+    ss += v * v;
+  }
+  red[li] = ss;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      red[li] += red[li + s];
+    }
+    workgroupBarrier();
+  }
+  let inv = 1.0 / sqrt(workgroupUniformLoad(&red[0]) / f32(D) + p.eps);
+  var dst: u32;
+  if (isq) {
+    dst = (t * p.H + hh) * D;
+  } else {
+    dst = (pos * p.KVH + (hh - p.H)) * D;
+  }
+  for (var i = li; i < D; i += WG) {
+    var w: f32;
+    if (isq) {
+      w = qn[i];
+    } else {
+      w = kn[i];
+    }
+    var r = qkv[src + i] * inv * w;
+    if (i < p.R) {
+      // NEOX pair partner and its weight
+      var j: u32;
+      if (i < half) {
+        j = i + half;
+      } else {
+        j = i - half;
+      }
+      var wj: f32;
+      if (isq) {
+        wj = qn[j];
+      } else {
+        wj = kn[j];
+      }
+      let o = qkv[src + j] * inv * wj;
+      let ci = i % half;
+      let c = cosv[pos * half + ci];
+      let s = sinv[pos * half + ci];
+      if (i < half) {
+        r = r * c - o * s;
+      } else {
+        r = r * c + o * s;
+      }
+    }
+    if (isq) {
+      qo[dst + i] = r;
+    } else {
+      kc[dst + i] = r;
+    }
+  }
+}

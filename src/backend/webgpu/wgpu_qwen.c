@@ -1,0 +1,248 @@
+/* Qwen 3.5 ops of the WebGPU backend (kept apart from wgpu_backend.c):
+ * gated attention (attn_gated_rope + attn_flash [+ attn_combine] +
+ * attn_gate), Gated DeltaNet (dn_conv + dn_recur) and Q4_K products
+ * (q4k_matvec / q4k_matvec_nosg, or the profile kernel
+ * fused_matmul_q4_metal_simd16). Semantics: backend.h, reference: the CPU
+ * backend. Recording goes through wgpu_internal.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/webgpu/wgpu_internal.h"
+#include "util/err.h"
+
+#define QATTN_WG 64
+
+typedef struct {
+  wisp_wgpu_buf cbuf; /* conv outputs of the current gated_deltanet call */
+  wisp_wgpu_buf qbuf; /* normed + rotated queries of the current attention */
+  wisp_wgpu_buf part; /* flash-decoding partials */
+} qwen_state;
+
+static qwen_state *qs_of(wisp_backend *be) {
+  void **slot = wisp_wgpu_int_qwen_slot(be);
+  if (!*slot) {
+    *slot = calloc(1, sizeof(qwen_state));
+    if (!*slot) wisp_wgpu_int_fail(be, WISP_ENOMEM, "out of memory");
+  }
+  return *slot;
+}
+
+void wisp_wgpu_qwen_free(wisp_backend *be) {
+  void **slot = wisp_wgpu_int_qwen_slot(be);
+  qwen_state *q = *slot;
+  if (!q) return;
+  wisp_wgpu_int_scratch_free(be, &q->cbuf);
+  wisp_wgpu_int_scratch_free(be, &q->qbuf);
+  wisp_wgpu_int_scratch_free(be, &q->part);
+  free(q);
+  *slot = NULL;
+}
+
+static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 0}; }
+
+/* ---- gated attention ---- */
+
+#define HEAD256 "attention_decode_online_head256_f16kv_output_gate"
+
+/* The seed profile's decode attention (registry variant attention_gated/wgsl_decode_head256_gate
+ * or the profile key's file); used for one token when head_dim is 256, else the default path. */
+static int is_head256(const char *v) { return !strcmp(v, "wgsl_decode_head256_gate") || !strcmp(v, "profile:" HEAD256); }
+
+void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a) {
+  wisp_wgpu_int_emit_pending(be);
+  qwen_state *q = qs_of(be);
+  if (!q) return;
+  const int D = a->head_dim, H = a->heads, KVH = a->kv_heads, R = a->rotary_dim;
+  if (D <= 0 || D > 4 * QATTN_WG || R < 2 || R % 2 || R > D || KVH <= 0 || H % KVH || a->n <= 0) {
+    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "attention_gated with %d heads, %d kv heads, head dim %d, rotary dim %d",
+                       H, KVH, D, R);
+    return;
+  }
+  WGPUBuffer qn = wisp_wgpu_int_vec(be, a->q_norm), kn = qn ? wisp_wgpu_int_vec(be, a->k_norm) : NULL;
+  WGPUBuffer cs = kn ? wisp_wgpu_int_vec(be, a->rope_cos) : NULL, sn = cs ? wisp_wgpu_int_vec(be, a->rope_sin) : NULL;
+  if (!sn) return;
+  if (!wisp_wgpu_int_scratch(be, &q->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp gated queries"))
+    return;
+  const uint32_t max_splits = wisp_wgpu_int_max_splits(be);
+  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / QATTN_WG + 1;
+  uint32_t splits = 1, tps = 0xFFFFFFFFu;
+  if (a->n == 1 && ntile > 1 && max_splits > 1) {
+    splits = ntile < max_splits ? ntile : max_splits;
+    tps = cdiv(ntile, splits);
+    splits = cdiv(ntile, tps);
+  }
+  if (splits > 1 && !wisp_wgpu_int_scratch(be, &q->part, (uint64_t)H * splits * (D + 2) * 4,
+                                           (uint64_t)H * max_splits * (D + 2) * 4, "wisp gated attention splits"))
+    return;
+  WGPUBuffer qkv = wisp_wgpu_int_buf(a->qkv), kc = wisp_wgpu_int_buf(a->k_cache), vc = wisp_wgpu_int_buf(a->v_cache);
+  WGPUBuffer out = wisp_wgpu_int_buf(a->out);
+  wisp_wgpu_const c[1] = {{"WG", QATTN_WG}};
+  wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 1);
+  struct {
+    uint32_t n, pos0, H, KVH, D, R;
+    float eps;
+    uint32_t pad;
+  } pr = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 0};
+  wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
+                             whole(vc)};
+  wisp_wgpu_int_record(be, kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), (uint32_t)a->n, 1);
+  if (a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant)) {
+    /* the seed profile's decode kernel: online softmax + output gate in one dispatch */
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, HEAD256, NULL, 0);
+    struct {
+      uint32_t pos, H, KVH, row;
+      float scale;
+      uint32_t pad[3];
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)((2 * H + 2 * KVH) * D), 1.0f / 16.0f, {0, 0, 0}};
+    wisp_wgpu_binding bd[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(qkv), whole(out)};
+    wisp_wgpu_int_record(be, kd, bd, 5, &pd, sizeof pd, (uint32_t)H, 1, 1);
+    return;
+  }
+  wisp_wgpu_kernel *kf = wisp_wgpu_int_kernel(be, "attn_flash", c, 1);
+  struct {
+    uint32_t n, pos0, H, KVH, D;
+    float scale;
+    uint32_t splits, tps;
+  } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D), splits,
+          tps};
+  wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(out),
+                             whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
+  wisp_wgpu_int_record(be, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  if (splits > 1) {
+    wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_combine", c, 1);
+    struct {
+      uint32_t n, H, D, splits;
+    } pc = {1, (uint32_t)H, (uint32_t)D, splits};
+    wisp_wgpu_binding bc[2] = {whole(q->part.b), whole(out)};
+    wisp_wgpu_int_record(be, kc2, bc, 2, &pc, sizeof pc, (uint32_t)H, 1, 1);
+  }
+  wisp_wgpu_const cg[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *kg = wisp_wgpu_int_kernel(be, "attn_gate", cg, 1);
+  const uint64_t count = (uint64_t)a->n * H * D;
+  struct {
+    uint32_t count, H, D, row;
+  } pg = {(uint32_t)count, (uint32_t)H, (uint32_t)D, (uint32_t)((2 * H + 2 * KVH) * D)};
+  wisp_wgpu_binding bg[2] = {whole(qkv), whole(out)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(count, 256), &gx, &gy);
+  wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
+}
+
+/* ---- Gated DeltaNet ---- */
+
+void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
+  wisp_wgpu_int_emit_pending(be);
+  qwen_state *q = qs_of(be);
+  if (!q) return;
+  const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
+  const int cdim = 2 * K + V, row = 2 * K + 2 * V + 2 * a->v_heads;
+  if (a->k_heads <= 0 || a->v_heads % a->k_heads || a->k_dim <= 0 || a->k_dim > 256 || a->v_dim <= 0 ||
+      a->conv_len < 1 || a->n <= 0) {
+    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "gated_deltanet with %d k heads x %d, %d v heads x %d, conv %d",
+                       a->k_heads, a->k_dim, a->v_heads, a->v_dim, a->conv_len);
+    return;
+  }
+  WGPUBuffer taps = wisp_wgpu_int_vec(be, a->conv_taps), al = taps ? wisp_wgpu_int_vec(be, a->a_log) : NULL;
+  WGPUBuffer dt = al ? wisp_wgpu_int_vec(be, a->dt_bias) : NULL, nw = dt ? wisp_wgpu_int_vec(be, a->norm) : NULL;
+  if (!nw) return;
+  if (!wisp_wgpu_int_scratch(be, &q->cbuf, (uint64_t)a->n * cdim * 4, (uint64_t)(a->n > 64 ? a->n : 64) * cdim * 4,
+                             "wisp deltanet conv"))
+    return;
+  WGPUBuffer proj = wisp_wgpu_int_buf(a->proj);
+  wisp_wgpu_const c[1] = {{"WG", 64}};
+  wisp_wgpu_kernel *kc = wisp_wgpu_int_kernel(be, "dn_conv", c, 1);
+  struct {
+    uint32_t n, cdim, L, row;
+  } pc = {(uint32_t)a->n, (uint32_t)cdim, (uint32_t)a->conv_len, (uint32_t)row};
+  wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(q->cbuf.b)};
+  wisp_wgpu_int_record(be, kc, bc, 4, &pc, sizeof pc, cdiv((uint64_t)cdim, 64), 1, 1);
+  wisp_wgpu_const cr[1] = {{"WG", a->v_dim >= 128 ? 128 : 64}};
+  wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "dn_recur", cr, 1);
+  struct {
+    uint32_t n, kh, vh, dk, dv, row;
+    float eps;
+    uint32_t pad;
+  } pr = {(uint32_t)a->n, (uint32_t)a->k_heads, (uint32_t)a->v_heads, (uint32_t)a->k_dim, (uint32_t)a->v_dim,
+          (uint32_t)row, a->eps, 0};
+  wisp_wgpu_binding br[7] = {whole(proj), whole(q->cbuf.b), whole(al), whole(dt), whole(nw),
+                             whole(wisp_wgpu_int_buf(a->state)), whole(wisp_wgpu_int_buf(a->out))};
+  wisp_wgpu_int_record(be, kr, br, 7, &pr, sizeof pr, (uint32_t)a->v_heads, 1, 1);
+}
+
+/* ---- Q4_K products ---- */
+
+#define SIMD16 "fused_matmul_q4_metal_simd16"
+
+/* The seed profile's Q4_K kernel: as registry variant matmul/wgsl_q4k_metal_simd16 or as a
+ * profile addKernels key (plan_apply hands it over as "profile:" + file stem). */
+static int is_simd16(const char *v) { return !strcmp(v, "wgsl_q4k_metal_simd16") || !strcmp(v, "profile:" SIMD16); }
+
+wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m) {
+  for (int ph = 0; ph < 2; ph++) {
+    const wisp_kernel_choice *c = &m->choice[ph];
+    const char *v = c->variant;
+    if (!v[0] || (!strncmp(v, "wgsl_", 5) && strcmp(v, "wgsl_q4k_metal_simd16"))) continue;
+    if (!is_simd16(v))
+      return wisp_fail(WISP_EUNSUPPORTED, "the plan chose kernel '%s' for a Q4_K matrix, which the webgpu backend does "
+                       "not have for Q4_K", v);
+    uint32_t tpc = c->subgroups_per_row ? (uint32_t)c->subgroups_per_row : 16;
+    uint32_t cols = c->rows_per_subgroup ? (uint32_t)c->rows_per_subgroup : 16;
+    uint32_t wg = c->workgroup_size ? (uint32_t)c->workgroup_size : tpc * cols;
+    if (wg != tpc * cols || !tpc || (tpc & (tpc - 1)) || wg > 256)
+      return wisp_fail(WISP_EUNSUPPORTED,
+                       "webgpu: " SIMD16 ": WORKGROUP_SIZE %u must be COLS_PER_WG %u * THREADS_PER_COL_GEMV %u (a power "
+                       "of two) and at most 256", wg, cols, tpc);
+  }
+  return WISP_OK;
+}
+
+void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                          int accumulate) {
+  if (n <= 0) return;
+  const wisp_kernel_choice *ch = &W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL];
+  const char *file;
+  wisp_wgpu_const c[4];
+  int nc;
+  uint32_t rows_wg;
+  if (is_simd16(ch->variant)) {
+    /* the seed profile's kernel (plan_apply puts the profile key's constants in the choice) */
+    uint32_t tpc = ch->subgroups_per_row ? (uint32_t)ch->subgroups_per_row : 16;
+    uint32_t cols = ch->rows_per_subgroup ? (uint32_t)ch->rows_per_subgroup : 16;
+    uint32_t wg = ch->workgroup_size ? (uint32_t)ch->workgroup_size : tpc * cols;
+    if (wg != tpc * cols || (tpc & (tpc - 1)) || wg > 256) {
+      wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED,
+                         "fused_matmul_q4_metal_simd16: WORKGROUP_SIZE %u != COLS_PER_WG %u * THREADS_PER_COL_GEMV %u "
+                         "(a power of two), or over 256", wg, cols, tpc);
+      return;
+    }
+    file = "fused_matmul_q4_metal_simd16";
+    c[0] = (wisp_wgpu_const){"WORKGROUP_SIZE", wg};
+    c[1] = (wisp_wgpu_const){"COLS_PER_WG", cols};
+    c[2] = (wisp_wgpu_const){"THREADS_PER_COL_GEMV", tpc};
+    c[3] = (wisp_wgpu_const){"USE_FULL_BLOCK_FAST_PATH", 1};
+    nc = 4;
+    rows_wg = cols;
+  } else {
+    const int sg = wisp_wgpu_int_subgroups(be);
+    file = sg ? "q4k_matvec" : "q4k_matvec_nosg";
+    c[0] = (wisp_wgpu_const){"WG", 64};
+    c[1] = (wisp_wgpu_const){"ROWS", 4};
+    nc = 2;
+    rows_wg = 4;
+  }
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, file, c, nc);
+  int row0, prow;
+  WGPUBuffer wb;
+  for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc, y_stride, pad0, pad1;
+    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
+           accumulate ? 1u : 0u, (uint32_t)W->rows, 0, 0};
+    wisp_wgpu_binding b[3] = {whole(wb), whole(wisp_wgpu_int_buf(x)), whole(wisp_wgpu_int_buf(y))};
+    uint32_t gx, gy;
+    wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
+    wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, gx, gy, (uint32_t)n);
+  }
+}

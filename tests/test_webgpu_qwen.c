@@ -1,0 +1,512 @@
+/* The WebGPU backend's Qwen 3.5 ops against the CPU backend: gated
+ * attention (partial RoPE, GQA, output gate, prefill + decode, flash-decoding
+ * splits), Gated DeltaNet (conv state and recurrent state carried over
+ * several calls), Q4_K products (decode and prefill, split weights).
+ *
+ * Tolerances (docs/webgpu.md), relative to max|reference| of the buffer: */
+#define TOL_GATED_ATTN 2e-5 /* as attention: norm + rope + online softmax */
+#define TOL_DELTANET 2e-4   /* f32 state sums in another order, over many tokens */
+#define TOL_Q4K 2e-5        /* f32 dot products in another order */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/webgpu/wgpu_backend.h"
+#include "test.h"
+#include "util/err.h"
+#include "util/file.h"
+#include "webgpu_fixture.h"
+
+typedef struct {
+  wisp_backend *cpu, *gpu;
+  void *keep[256];
+  int nkeep;
+} qpair;
+
+static void qkeep(qpair *p, void *x) {
+  if (p->nkeep < 256) p->keep[p->nkeep++] = x;
+  else abort();
+}
+
+static int qopen(qpair *p, wisp_wgpu_device *d, int subgroups, uint32_t splits, uint64_t max_binding) {
+  memset(p, 0, sizeof *p);
+  wisp_wgpu_backend_opts o = {.device = d, .subgroups = subgroups, .attn_max_splits = splits,
+                              .max_binding = max_binding};
+  if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
+  if (wisp_wgpu_backend_new(&o, &p->gpu)) {
+    p->cpu->destroy(p->cpu);
+    return 0;
+  }
+  return 1;
+}
+
+static void qclose(qpair *p) {
+  p->cpu->destroy(p->cpu);
+  p->gpu->destroy(p->gpu);
+  for (int i = 0; i < p->nkeep; i++) free(p->keep[i]);
+}
+
+typedef struct {
+  wisp_buf *c, *g;
+  size_t n;
+} qbuf;
+
+/* Both buffers get the same random values (buf_write). */
+static qbuf qfill(qpair *p, size_t n, uint64_t *seed, float scale) {
+  qbuf b = {p->cpu->buf_new(p->cpu, n), p->gpu->buf_new(p->gpu, n), n};
+  float *v = malloc(sizeof(float) * (n ? n : 1));
+  for (size_t i = 0; i < n; i++) v[i] = scale * test_rand_float(seed);
+  if (b.c && b.g && v) {
+    p->cpu->buf_write(p->cpu, b.c, 0, n, v);
+    p->gpu->buf_write(p->gpu, b.g, 0, n, v);
+  }
+  free(v);
+  return b;
+}
+
+static void qfree(qpair *p, qbuf *b) {
+  if (b->c) p->cpu->buf_free(p->cpu, b->c);
+  if (b->g) p->gpu->buf_free(p->gpu, b->g);
+}
+
+static double g_qworst;
+
+static int qcompare(qpair *p, const qbuf *b, size_t n, double tol, const char *what, char *err, size_t cap) {
+  float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+  int ok = x && y;
+  if (ok) {
+    p->cpu->buf_read(p->cpu, b->c, 0, n, x);
+    p->gpu->buf_read(p->gpu, b->g, 0, n, y);
+    if (p->gpu->sync(p->gpu)) {
+      snprintf(err, cap, "%s: %s", what, wisp_last_error());
+      ok = 0;
+    }
+  }
+  if (ok) {
+    double mx = 0, worst = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(x[i]));
+    for (size_t i = 0; i < n; i++) {
+      double e = fabs((double)y[i] - x[i]);
+      if (isnan(e)) e = INFINITY;
+      if (e > worst) worst = e, wi = i;
+    }
+    double rel = mx > 0 ? worst / mx : worst;
+    if (rel > g_qworst) g_qworst = rel;
+    if (!(rel <= tol)) {
+      snprintf(err, cap, "%s: [%zu] gpu %.9g cpu %.9g, error %.3g of max|ref| %.4g (tol %g)", what, wi, y[wi], x[wi],
+               rel, mx, tol);
+      ok = 0;
+    }
+  }
+  free(x);
+  free(y);
+  return ok;
+}
+
+static wisp_vector qvec(qpair *p, int n, uint64_t *seed, float base, float spread) {
+  float *v = malloc(sizeof(float) * (size_t)n);
+  for (int i = 0; v && i < n; i++) v[i] = base + spread * test_rand_float(seed);
+  wisp_vector w = {n, v, NULL};
+  qkeep(p, v);
+  if (v) {
+    p->cpu->prepare_vector(p->cpu, &w);
+    p->gpu->prepare_vector(p->gpu, &w);
+  }
+  return w;
+}
+
+/* ---- gated attention ---- */
+
+static const wisp_kernel_choice *g_attn_choice; /* the next gated_case's plan choice (NULL = default) */
+
+static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, int ncalls, uint64_t *seed, char *err,
+                      size_t cap) {
+  const int max_pos = 200, half = R / 2;
+  float *cs = malloc(sizeof(float) * (size_t)max_pos * half), *sn = malloc(sizeof(float) * (size_t)max_pos * half);
+  for (int pos = 0; pos < max_pos; pos++)
+    for (int i = 0; i < half; i++) {
+      float ang = (float)pos * powf(10000.0f, -2.0f * i / R);
+      cs[pos * half + i] = cosf(ang);
+      sn[pos * half + i] = sinf(ang);
+    }
+  qkeep(p, cs);
+  qkeep(p, sn);
+  wisp_vector vc = {max_pos * half, cs, NULL}, vs = {max_pos * half, sn, NULL};
+  p->cpu->prepare_vector(p->cpu, &vc), p->gpu->prepare_vector(p->gpu, &vc);
+  p->cpu->prepare_vector(p->cpu, &vs), p->gpu->prepare_vector(p->gpu, &vs);
+  wisp_vector qn = qvec(p, D, seed, 1.0f, 0.3f), kn = qvec(p, D, seed, 1.0f, 0.3f);
+  size_t kvn = (size_t)max_pos * KVH * D;
+  qbuf kc = qfill(p, kvn, seed, 0), vcache = qfill(p, kvn, seed, 0);
+  int pos0 = 0, ok = 1;
+  for (int c = 0; ok && c < ncalls; c++) {
+    int n = calls[c];
+    qbuf qkv = qfill(p, (size_t)n * (2 * H + 2 * KVH) * D, seed, 2.0f);
+    qbuf o = qfill(p, (size_t)n * H * D, seed, 0);
+    wisp_gated_attention_args a = {.n = n, .pos0 = pos0, .heads = H, .kv_heads = KVH, .head_dim = D,
+                                   .rotary_dim = R, .q_norm = &qn, .k_norm = &kn, .eps = 1e-6f, .rope_cos = &vc,
+                                   .rope_sin = &vs, .choice = g_attn_choice};
+    a.qkv = qkv.c, a.k_cache = kc.c, a.v_cache = vcache.c, a.out = o.c;
+    p->cpu->attention_gated(p->cpu, &a);
+    a.qkv = qkv.g, a.k_cache = kc.g, a.v_cache = vcache.g, a.out = o.g;
+    p->gpu->attention_gated(p->gpu, &a);
+    char what[160];
+    snprintf(what, sizeof what, "attention_gated H %d KVH %d D %d R %d call %d (pos0 %d, n %d)", H, KVH, D, R, c, pos0,
+             n);
+    size_t used = (size_t)(pos0 + n) * KVH * D;
+    ok = qcompare(p, &o, o.n, TOL_GATED_ATTN, what, err, cap) &&
+         qcompare(p, &kc, used, TOL_GATED_ATTN, "k cache", err, cap) &&
+         qcompare(p, &vcache, used, TOL_GATED_ATTN, "v cache", err, cap);
+    qfree(p, &qkv);
+    qfree(p, &o);
+    pos0 += n;
+  }
+  qfree(p, &kc);
+  qfree(p, &vcache);
+  return ok;
+}
+
+TEST(webgpu_qwen_attention_gated) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  static const int short_calls[] = {17, 1, 3, 1};
+  static const int long_calls[] = {70, 1, 1, 66, 1};
+  static const uint32_t splits[] = {0, 2};
+  for (int si = 0; si < 2; si++) {
+    qpair p;
+    CHECKF(qopen(&p, d, -1, splits[si], 0), "%s", wisp_last_error());
+    uint64_t seed = 91;
+    int ok = gated_case(&p, 4, 2, 32, 8, short_calls, 4, &seed, err, sizeof err) &&
+             gated_case(&p, 6, 2, 20, 6, short_calls, 4, &seed, err, sizeof err) &&
+             gated_case(&p, 4, 1, 256, 64, long_calls, 5, &seed, err, sizeof err) &&
+             gated_case(&p, 2, 2, 16, 16, long_calls, 3, &seed, err, sizeof err);
+    qclose(&p);
+    CHECKF(ok, "splits %u: %s", splits[si], err);
+  }
+  printf("     attention_gated: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* The seed profile's decode kernel (attention_decode_online_head256_f16kv_output_gate.wgsl), as the
+ * plan hands it over: decode steps go through it (head_dim 256), prefill through the default path;
+ * with head_dim 64 the choice is ignored. */
+TEST(webgpu_qwen_attention_head256_profile_kernel) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  static wisp_kernel_choice ch[2];
+  snprintf(ch[1].variant, sizeof ch[1].variant, "profile:attention_decode_online_head256_f16kv_output_gate");
+  qpair p;
+  CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+  uint64_t seed = 97;
+  static const int calls[] = {5, 1, 1, 66, 1, 1};
+  g_attn_choice = ch;
+  int ok = gated_case(&p, 4, 2, 256, 64, calls, 6, &seed, err, sizeof err) &&
+           gated_case(&p, 3, 1, 256, 256, calls, 3, &seed, err, sizeof err) &&
+           gated_case(&p, 4, 2, 64, 16, calls, 3, &seed, err, sizeof err);
+  g_attn_choice = NULL;
+  wisp_wgpu_backend_stats st;
+  wisp_wgpu_backend_stats_get(p.gpu, &st);
+  qclose(&p);
+  CHECKF(ok, "%s", err);
+  printf("     head256 decode kernel: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* ---- Gated DeltaNet ---- */
+
+static int deltanet_case(qpair *p, int KH, int VH, int DK, int DV, int L, const int *calls, int ncalls, uint64_t *seed,
+                         char *err, size_t cap) {
+  const int K = KH * DK, V = VH * DV, cdim = 2 * K + V, row = 2 * K + 2 * V + 2 * VH;
+  wisp_vector taps = qvec(p, cdim * L, seed, 0.0f, 0.5f), alog = qvec(p, VH, seed, 0.0f, 1.0f);
+  wisp_vector dt = qvec(p, VH, seed, 0.0f, 1.0f), nw = qvec(p, DV, seed, 1.0f, 0.3f);
+  qbuf cst = qfill(p, (size_t)cdim * (L > 1 ? L - 1 : 1), seed, 0);
+  qbuf st = qfill(p, (size_t)VH * DK * DV, seed, 0);
+  int ok = 1;
+  for (int c = 0; ok && c < ncalls; c++) {
+    int n = calls[c];
+    qbuf pr = qfill(p, (size_t)n * row, seed, 1.5f);
+    qbuf o = qfill(p, (size_t)n * V, seed, 0);
+    wisp_deltanet_args a = {.n = n, .k_heads = KH, .v_heads = VH, .k_dim = DK, .v_dim = DV, .conv_len = L,
+                            .conv_taps = &taps, .a_log = &alog, .dt_bias = &dt, .norm = &nw, .eps = 1e-6f};
+    a.proj = pr.c, a.conv_state = cst.c, a.state = st.c, a.out = o.c;
+    p->cpu->gated_deltanet(p->cpu, &a);
+    a.proj = pr.g, a.conv_state = cst.g, a.state = st.g, a.out = o.g;
+    p->gpu->gated_deltanet(p->gpu, &a);
+    char what[160];
+    snprintf(what, sizeof what, "gated_deltanet KH %d VH %d DK %d DV %d L %d call %d (n %d)", KH, VH, DK, DV, L, c, n);
+    ok = qcompare(p, &o, o.n, TOL_DELTANET, what, err, cap) &&
+         qcompare(p, &st, st.n, TOL_DELTANET, "recurrent state", err, cap) &&
+         qcompare(p, &cst, cst.n, 1e-6, "conv state", err, cap);
+    qfree(p, &pr);
+    qfree(p, &o);
+  }
+  qfree(p, &cst);
+  qfree(p, &st);
+  return ok;
+}
+
+TEST(webgpu_qwen_gated_deltanet) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  qpair p;
+  CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+  uint64_t seed = 93;
+  static const int calls[] = {13, 1, 1, 5, 1};
+  int ok = deltanet_case(&p, 2, 4, 24, 20, 4, calls, 5, &seed, err, sizeof err) &&
+           deltanet_case(&p, 3, 3, 17, 33, 3, calls, 5, &seed, err, sizeof err) &&
+           deltanet_case(&p, 1, 2, 128, 128, 4, calls, 3, &seed, err, sizeof err) &&
+           deltanet_case(&p, 1, 1, 8, 8, 1, calls, 3, &seed, err, sizeof err);
+  qclose(&p);
+  CHECKF(ok, "%s", err);
+  printf("     gated_deltanet: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* ---- Q4_K products ---- */
+
+static const char *g_q4k_variant; /* the decode choice of the next suite's matrices (NULL = default) */
+
+static int q4k_suite(qpair *p, const char *label, char *err, size_t cap) {
+  static const int rows_[] = {1, 7, 37, 300};
+  static const int cols_[] = {256, 768, 4352}; /* 17 super-blocks: the simd16 full-block path */
+  static const int ns[] = {1, 3, 9};
+  uint64_t seed = 95;
+  int ok = 1;
+  for (int ri = 0; ok && ri < 4; ri++)
+    for (int ci = 0; ok && ci < 3; ci++) {
+      int rows = rows_[ri], cols = cols_[ci];
+      float *f = malloc(sizeof(float) * (size_t)rows * cols);
+      uint8_t *q = malloc(wisp_q4k_bytes(rows, cols));
+      for (size_t i = 0; i < (size_t)rows * cols; i++) f[i] = 0.1f * test_rand_float(&seed);
+      wisp_quantize_q4k(f, rows, cols, q);
+      free(f);
+      qkeep(p, q);
+      wisp_matrix m = {.type = WISP_W_Q4K, .rows = rows, .cols = cols, .q = q}, mg = m; /* mg: the gpu's, with the plan's choice */
+      if (g_q4k_variant) {
+        snprintf(mg.choice[1].variant, sizeof mg.choice[1].variant, "%s", g_q4k_variant);
+        mg.choice[1].workgroup_size = 256, mg.choice[1].rows_per_subgroup = 16, mg.choice[1].subgroups_per_row = 16;
+      }
+      ok = !p->cpu->prepare_matrix(p->cpu, &m) && !p->gpu->prepare_matrix(p->gpu, &mg);
+      if (!ok) snprintf(err, cap, "prepare %dx%d: %s", rows, cols, wisp_last_error());
+      for (int ni = 0; ok && ni < 3; ni++) {
+        int n = ns[ni], acc = (ri + ni) % 2, x_row0 = ni == 1 ? 2 : 0;
+        qbuf x = qfill(p, (size_t)(n + x_row0) * cols, &seed, 1.0f), y = qfill(p, (size_t)n * rows, &seed, 1.0f);
+        p->cpu->matmul(p->cpu, &m, x.c, x_row0, n, y.c, acc);
+        p->gpu->matmul(p->gpu, &mg, x.g, x_row0, n, y.g, acc);
+        char what[128];
+        snprintf(what, sizeof what, "q4k matmul %s %dx%d n %d acc %d x_row0 %d", label, rows, cols, n, acc, x_row0);
+        ok = qcompare(p, &y, y.n, TOL_Q4K, what, err, cap);
+        qfree(p, &x);
+        qfree(p, &y);
+      }
+    }
+  return ok;
+}
+
+TEST(webgpu_qwen_q4k_matmul) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  /* default (subgroups when the device has them), plain, and split into
+   * 8640-byte parts (20 rows of 768 columns, 60 of 256) */
+  static const int sg[] = {-1, 0, -1};
+  static const uint64_t mb[] = {0, 0, 8640};
+  for (int i = 0; i < 3; i++) {
+    if (sg[i] == -1 && i == 0 && !d->has_subgroups) continue;
+    qpair p;
+    CHECKF(qopen(&p, d, sg[i], 0, mb[i]), "%s", wisp_last_error());
+    int ok = q4k_suite(&p, i == 1 ? "plain" : i == 2 ? "split" : "subgroups", err, sizeof err);
+    qclose(&p);
+    CHECKF(ok, "%s", err);
+  }
+  /* the seed profile's kernel (fused_matmul_q4_metal_simd16.wgsl) for the one-token products */
+  g_q4k_variant = "profile:fused_matmul_q4_metal_simd16";
+  qpair p;
+  CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+  int ok = q4k_suite(&p, "simd16", err, sizeof err);
+  qclose(&p);
+  g_q4k_variant = NULL;
+  CHECKF(ok, "%s", err);
+  printf("     q4k matmul: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* ---- whole model: tests/parity/qwen35-small on both backends ---- */
+
+#define TOL_QWEN_LOGITS 1e-3 /* per step, relative to max|logit| */
+#include "engine/engine.h"
+
+/* Converts the small Qwen 3.5 checkpoint once per run; NULL on failure. */
+static const char *qwen_small(const char *quant, char *log, size_t cap) {
+  static char dirs[2][600];
+  int i = !strcmp(quant, "f32");
+  if (dirs[i][0]) return dirs[i];
+  char dir[600], cmd[2048];
+  snprintf(dir, sizeof dir, "%s/qwen35_small_%s", test_tmpdir(), quant);
+  snprintf(cmd, sizeof cmd, "%s convert tests/parity/qwen35-small -o %s --quant %s --quiet", test_wisp_bin(), dir,
+           quant);
+  if (test_run(cmd, log, cap)) return NULL;
+  snprintf(dirs[i], sizeof dirs[i], "%s", dir);
+  return dirs[i];
+}
+
+static int argmax_f(const float *v, int n) {
+  int b = 0;
+  for (int i = 1; i < n; i++)
+    if (v[i] > v[b]) b = i;
+  return b;
+}
+
+/* 32 greedy steps through eval on both backends (tokens equal, logits within
+ * TOL_QWEN_LOGITS), then the decode loop (wisp_session_generate) on both:
+ * the same 32 tokens. `profile` (NULL = default) applies to the webgpu
+ * session; *gen_out receives the webgpu decode-loop tokens. */
+static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_out, char *err, size_t cap,
+                             double *worst_out) {
+  wisp_model *m = NULL;
+  if (wisp_model_open(dir, &m)) {
+    snprintf(err, cap, "open %s: %s", dir, wisp_last_error());
+    return 0;
+  }
+  const int V = wisp_model_vocab(m);
+  wisp_session *sc = NULL, *sg = NULL;
+  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu", .profile = profile};
+  wisp_status st = wisp_session_new(m, &oc, &sc);
+  if (!st) st = wisp_session_new(m, &og, &sg);
+  if (st) {
+    snprintf(err, cap, "sessions: %s", wisp_last_error());
+    wisp_session_free(sc);
+    wisp_model_close(m);
+    return 0;
+  }
+  float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+  int32_t prompt[11];
+  for (int i = 0; i < 11; i++) prompt[i] = (int32_t)((i * 37 + 5) % V);
+  int ok = lc && lg && !wisp_session_eval(sc, prompt, 11, lc) && !wisp_session_eval(sg, prompt, 11, lg);
+  if (!ok) snprintf(err, cap, "prefill: %s", wisp_last_error());
+  double worst = 0;
+  int32_t first = 0;
+  for (int step = 0; ok && step < 32; step++) {
+    double mx = 0, e = 0;
+    for (int i = 0; i < V; i++) {
+      mx = fmax(mx, fabs(lc[i]));
+      e = fmax(e, fabs((double)lg[i] - lc[i]));
+    }
+    if (isnan(e)) e = INFINITY;
+    worst = fmax(worst, e / mx);
+    int tc = argmax_f(lc, V), tg = argmax_f(lg, V);
+    if (tc != tg || !(e <= TOL_QWEN_LOGITS * mx)) {
+      snprintf(err, cap, "step %d: token cpu %d gpu %d, logit error %.3g of max %.3g", step, tc, tg, e, mx);
+      ok = 0;
+      break;
+    }
+    if (step == 0) first = tc;
+    int32_t t = tc;
+    ok = !wisp_session_eval(sc, &t, 1, lc) && !wisp_session_eval(sg, &t, 1, lg);
+    if (!ok) snprintf(err, cap, "decode: %s", wisp_last_error());
+  }
+  if (ok) { /* the decode loop, from the state after the prompt */
+    wisp_session_reset(sc);
+    wisp_session_reset(sg);
+    ok = !wisp_session_eval(sc, prompt, 11, NULL) && !wisp_session_eval(sg, prompt, 11, NULL);
+    int32_t a[32], b[32];
+    int na = 0, nb = 0;
+    wisp_generate_options go = {.temperature = 0};
+    if (ok) ok = !wisp_session_generate(sc, first, 32, &go, a, &na) && !wisp_session_generate(sg, first, 32, &go, b, &nb);
+    if (!ok) snprintf(err, cap, "generate: %s", wisp_last_error());
+    if (ok && (na != 32 || nb != 32 || memcmp(a, b, sizeof a))) {
+      int k = 0;
+      while (k < 32 && a[k] == b[k]) k++;
+      snprintf(err, cap, "generate: %d and %d tokens, first difference at %d", na, nb, k);
+      ok = 0;
+    }
+    if (ok && gen_out) memcpy(gen_out, b, sizeof b);
+  }
+  free(lc);
+  free(lg);
+  wisp_session_free(sc);
+  wisp_session_free(sg);
+  wisp_model_close(m);
+  if (worst_out) *worst_out = worst;
+  return ok;
+}
+
+TEST(webgpu_qwen_small_model_parity) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  static const char *quants[] = {"q4k", "f32"};
+  for (int i = 0; i < 2; i++) {
+    char log[4096] = "", err[600] = "";
+    const char *dir = qwen_small(quants[i], log, sizeof log);
+    CHECKF(dir, "convert --quant %s: %s", quants[i], log);
+    double worst = 0;
+    int ok = qwen_model_parity(dir, NULL, NULL, err, sizeof err, &worst);
+    CHECKF(ok, "%s: %s", quants[i], err);
+    printf("     qwen35-small %s: 32 greedy tokens equal, max logit error %.3g of max|logit|\n", quants[i], worst);
+  }
+}
+
+/* ---- the seed profile ---- */
+
+#define SEED "../shared/seeds/profile-qwen-3-5-2b-metal-throughput.json"
+
+/* `wisp profile check` on the seed fails with the digest mismatch naming both digests; a copy
+ * with wisp's digests (wisp kernels digest) checks, resolves a plan for the small Qwen 3.5
+ * artifact that uses both profile kernels, and runs on webgpu with the default plan's tokens. */
+TEST(webgpu_qwen_seed_profile) {
+  char cmd[2048], out[8192];
+  snprintf(cmd, sizeof cmd, "%s profile check " SEED, test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc != 0 && strstr(out, "digest mismatch") &&
+             strstr(out, "sha256:275a1f7cfdd40ab95c467bb4744a1509dd6eadb39ec8fdd0d1e1ba80eb34f9c5") &&
+             strstr(out, "file has sha256:"),
+         "rc %d: %s", rc, out);
+  /* the copy with wisp's digests */
+  char *seed = NULL;
+  CHECK(wisp_read_file(SEED, &seed, NULL) == WISP_OK);
+  static const char *const files[][2] = {
+      {"attention_decode_online_head256_f16kv_output_gate.wgsl",
+       "sha256:275a1f7cfdd40ab95c467bb4744a1509dd6eadb39ec8fdd0d1e1ba80eb34f9c5"},
+      {"fused_matmul_q4_metal_simd16.wgsl", "sha256:f3570460a332b211885baeabe7ccaf142f7234fff8f55973344157096206f4c4"}};
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, "%s kernels digest src/backend/webgpu/kernels/%s main", test_wisp_bin(), files[i][0]);
+    CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+    char *dg = strstr(out, "sha256:");
+    CHECKF(dg && strlen(dg) >= 71, "%s", out);
+    dg[71] = 0;
+    char *at = strstr(seed, files[i][1]);
+    CHECK(at);
+    memcpy(at, dg, 71);
+  }
+  char prof[700];
+  snprintf(prof, sizeof prof, "%s/seed-wisp-digests.json", test_tmpdir());
+  FILE *f = fopen(prof, "w");
+  CHECK(f);
+  fputs(seed, f);
+  fclose(f);
+  free(seed);
+  snprintf(cmd, sizeof cmd, "%s profile check %s", test_wisp_bin(), prof);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "digests verified"), "%s", out);
+  char log[4096] = "", err[600] = "";
+  const char *dir = qwen_small("q4k", log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  /* the plan uses both kernels, with the HF op names mapped */
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --profile %s --backend webgpu", test_wisp_bin(), dir, prof);
+  rc = test_run(cmd, out, sizeof out);
+  if (strstr(out, "no WebGPU") || strstr(out, "WebGPU library")) {
+    SKIP("no WebGPU: %s", out);
+    return;
+  }
+  CHECKF(rc == 0 && strstr(out, "attention_gated attn.core    attn_decode_head256") &&
+             strstr(out, "matmul mlp.down              q4_decode_metal_simd16") &&
+             strstr(out, "profile op 'q_proj' is attn.qkv") == NULL /* the last alias wins the note */ &&
+             strstr(out, "profile op 'v_proj' is attn.qkv in the qwen3_5 plan"),
+         "%s", out);
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  int32_t a[32], b[32];
+  CHECKF(qwen_model_parity(dir, NULL, a, err, sizeof err, NULL), "default plan: %s", err);
+  CHECKF(qwen_model_parity(dir, prof, b, err, sizeof err, NULL), "seed profile: %s", err);
+  CHECK(!memcmp(a, b, sizeof a));
+}
