@@ -181,3 +181,30 @@ TEST(decode_loop_webgpu_matches_cpu) {
   for (int i = 0; i < 33; i++) same += c[i] == e[i];
   CHECKF(same >= 31, "sampled tokens: %d of 33 agree", same);
 }
+
+/* The decode loop with the packed-f16 KV cache (WISP_WEBGPU_KV=f16): greedy
+ * tokens equal to the host path on the same backend. */
+TEST(decode_loop_webgpu_kv16) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t a[33], b[33], c[33];
+  wisp_session *s = NULL;
+  wisp_session_options cpu = {.backend = "cpu"}, gpu = {.backend = "webgpu"};
+  wisp_generate_options greedy = {.temperature = 0, .batch = 16};
+  CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, a));
+  wisp_session_free(s);
+  setenv("WISP_WEBGPU_KV", "f16", 1);
+  wisp_status st = wisp_session_new(m, &gpu, &s);
+  unsetenv("WISP_WEBGPU_KV");
+  CHECKF(st == WISP_OK, "%s", wisp_last_error());
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, b));
+  wisp_session_reset(s);
+  CHECK(host_greedy(s, k_prompt, 5, 33, c));
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECK(memcmp(b, c, sizeof b) == 0);
+  CHECK(memcmp(a, b, sizeof a) == 0);
+}

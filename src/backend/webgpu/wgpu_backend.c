@@ -132,6 +132,7 @@ typedef struct {
   int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
+  int kv16; /* KV caches hold packed f16 pairs (first half of each f32-sized buffer) */
 } wgpu_backend;
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
@@ -866,7 +867,7 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
-  if (D <= 0 || D % 4 || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
+  if (D <= 0 || D % (g->kv16 ? 8 : 4) || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
     op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
     return;
   }
@@ -891,10 +892,12 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
       !scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
                "wisp attention splits"))
     return;
-  wisp_wgpu_const c[1] = {{"WG", ATTN_WG}};
+  /* KV16: the caches (allocated by the model with f32 sizes) hold f16 pairs
+   * packed in u32 words; only the first half of each buffer is used. */
+  wisp_wgpu_const c[2] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}};
   if (a->n == 1 && g->attn_fuse) {
     /* Decode: norm + rope + cache append + attention in one dispatch. */
-    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", c, 1);
+    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", c, 2);
     struct {
       uint32_t pos, H, KVH, D;
       float eps, scale;
@@ -905,8 +908,8 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
                                whole(a->v_cache->g.b), whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
     record_xyz(g, kd, bd, 9, &pd, sizeof pd, (uint32_t)H, 1, splits);
   } else {
-    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 1);
-    wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 1);
+    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 2);
+    wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 2);
     struct {
       uint32_t n, pos0, H, KVH, D;
       float f;
@@ -1113,6 +1116,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->conv_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
                  g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
   g->attn_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 9;
+  const char *kvenv = getenv("WISP_WEBGPU_KV");
+  g->kv16 = o.kv_f16 || (kvenv && !strcmp(kvenv, "f16"));
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
   g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;

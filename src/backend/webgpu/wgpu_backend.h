@@ -35,6 +35,12 @@ typedef struct wisp_wgpu_backend_opts {
   /* Test hook: bytes of the uniform arena (0 = 1 MiB); a small one makes a
    * long recording submit early and start the arena again. */
   size_t arena_bytes;
+  /* KV cache as f16 pairs packed in u32 words (pack2x16float, no shader-f16
+   * needed): half the KV bytes, f16 rounding of keys and values (~1e-3
+   * relative). The model still allocates f32-sized caches; the backend uses
+   * the first half of each. Needs head_dim % 8 == 0. Also WISP_WEBGPU_KV=f16.
+   * 0 = f32 (exact parity with the CPU backend). */
+  int kv_f16;
 } wisp_wgpu_backend_opts;
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out);
