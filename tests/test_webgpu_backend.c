@@ -1089,3 +1089,88 @@ TEST(webgpu_backend_small_model_kv16) {
   CHECKF(ok, "%s", err);
   printf("     model kv16: max logit error %.3g of max|logit|\n", worst);
 }
+
+/* Greedy sample_id fused into the head product (matvec ARGMAX = 1, sample
+ * PARTS = 1), with ties: identical rows give bit-identical values, and the
+ * lowest index must win, within one workgroup (rows 4321, 4322) and across
+ * workgroups (row 17 vs 4321, 4322). Subgroup variant whole and split into
+ * 256-row parts (part offsets), plain variant; the logits are still
+ * written; WISP_WEBGPU_FUSE_ARGMAX=0 gives the same ids unfused. */
+TEST(webgpu_backend_fused_argmax_ties) {
+  WEBGPU_OR_SKIP(d);
+  enum { V = 5000, C = 64 };
+  uint64_t seed = 83;
+  wisp_matrix W = f32_matrix(V, C, &seed, 0.5f);
+  CHECK(W.f32);
+  float *w = (float *)W.f32;
+  for (int c = 0; c < C; c++) {
+    w[4321 * C + c] = w[4322 * C + c] = 1.0f;
+    w[17 * C + c] = c < C / 2 ? 1.0f : 0.0f;
+  }
+  float x[2][C];
+  for (int c = 0; c < C; c++) {
+    x[0][c] = 1.0f;
+    x[1][c] = c < C / 2 ? 1.0f : 0.0f;
+  }
+  static const int want[2] = {4321, 17};
+  static const int sg[4] = {-1, -1, 0, -1};
+  static const uint64_t mb[4] = {0, 65536, 0, 0};
+  float *y = malloc(sizeof(float) * V);
+  char err[300] = "";
+  int ok = y != NULL;
+  for (int cfg = 0; ok && cfg < 4; cfg++) {
+    if (cfg == 3) setenv("WISP_WEBGPU_FUSE_ARGMAX", "0", 1);
+    wisp_wgpu_backend_opts o = {.device = d, .subgroups = sg[cfg], .max_binding = mb[cfg]};
+    wisp_backend *be = NULL;
+    wisp_status st = wisp_wgpu_backend_new(&o, &be);
+    unsetenv("WISP_WEBGPU_FUSE_ARGMAX");
+    if (st) {
+      snprintf(err, sizeof err, "backend: %s", wisp_last_error());
+      ok = 0;
+      break;
+    }
+    wisp_buf *xb = be->buf_new(be, C), *yb = be->buf_new(be, V), *ids = be->buf_new(be, 4);
+    ok = xb && yb && ids && !be->prepare_matrix(be, &W);
+    for (int k = 0; ok && k < 2; k++) {
+      be->buf_write(be, xb, 0, C, x[k]);
+      be->matmul(be, &W, xb, 0, 1, yb, 0);
+      wisp_sampling greedy = {0, 0, 1, 0, 1};
+      be->sample_id(be, yb, V, &greedy, 0, ids, 1 + k);
+      float got_f;
+      ok = !be->sync(be);
+      be->buf_read(be, ids, 1 + (size_t)k, 1, &got_f);
+      be->buf_read(be, yb, 0, V, y);
+      ok = ok && !be->sync(be);
+      uint32_t got;
+      memcpy(&got, &got_f, 4);
+      double e = 0;
+      for (int r = 0; ok && r < V; r++) {
+        double ref = 0;
+        for (int c = 0; c < C; c++) ref += (double)w[r * C + c] * x[k][c];
+        e = fmax(e, fabs(ref - y[r]));
+      }
+      if (!ok) snprintf(err, sizeof err, "config %d: %s", cfg, wisp_last_error());
+      else if ((int)got != want[k] || !(e <= TOL_MATMUL * 64)) {
+        snprintf(err, sizeof err, "config %d case %d: id %u (want %d), logit error %.3g", cfg, k, got, want[k], e);
+        ok = 0;
+      }
+    }
+    wisp_wgpu_backend_stats s;
+    wisp_wgpu_backend_stats_get(be, &s);
+    if (ok && s.argmax_fused != (cfg == 3 ? 0u : 2u)) {
+      snprintf(err, sizeof err, "config %d: %llu fused argmax", cfg, (unsigned long long)s.argmax_fused);
+      ok = 0;
+    }
+    if (ok && cfg == 1 && s.weight_parts < 10) {
+      snprintf(err, sizeof err, "only %llu weight parts", (unsigned long long)s.weight_parts);
+      ok = 0;
+    }
+    if (xb) be->buf_free(be, xb);
+    if (yb) be->buf_free(be, yb);
+    if (ids) be->buf_free(be, ids);
+    be->destroy(be);
+  }
+  free(y);
+  free(w);
+  CHECKF(ok, "%s", err);
+}

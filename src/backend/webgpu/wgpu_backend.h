@@ -52,6 +52,7 @@ typedef struct wisp_wgpu_backend_stats {
   uint64_t bind_groups;     /* bind groups created (cache misses) */
   uint64_t weight_parts;    /* weight bindings sets uploaded (a split matrix counts its parts) */
   uint64_t spec_reads;      /* readbacks served by the copy recorded at the end of the last sync */
+  uint64_t argmax_fused;    /* greedy sample_id calls served by head-product argmax partials */
 } wisp_wgpu_backend_stats;
 
 /* Returns 1 and fills *out when `be` is a WebGPU backend, else 0. */
