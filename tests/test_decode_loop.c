@@ -30,9 +30,11 @@ static int loop_tokens(wisp_session *s, const int32_t *prompt, int np, int n, co
   int vocab = wisp_model_vocab(s->model);
   float *logits = malloc(sizeof(float) * (size_t)vocab);
   int ok = wisp_session_eval(s, prompt, np, logits) == WISP_OK, made = 0;
+  if (!ok) fprintf(stderr, "     eval: %s\n", wisp_last_error());
   if (ok) {
     out[0] = (int32_t)wisp_argmax(logits, vocab);
     ok = wisp_session_generate(s, out[0], n - 1, o, out + 1, &made) == WISP_OK && made == n - 1;
+    if (!ok) fprintf(stderr, "     generate: %s (made %d)\n", wisp_last_error(), made);
   }
   free(logits);
   return ok;
@@ -180,4 +182,61 @@ TEST(decode_loop_webgpu_matches_cpu) {
   int same = 0;
   for (int i = 0; i < 33; i++) same += c[i] == e[i];
   CHECKF(same >= 31, "sampled tokens: %d of 33 agree", same);
+}
+
+/* The decode loop with the packed-f16 KV cache (WISP_WEBGPU_KV=f16): greedy
+ * tokens equal to the host path on the same backend. */
+TEST(decode_loop_webgpu_kv16) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t a[33], b[33], c[33];
+  wisp_session *s = NULL;
+  wisp_session_options cpu = {.backend = "cpu"}, gpu = {.backend = "webgpu"};
+  wisp_generate_options greedy = {.temperature = 0, .batch = 16};
+  CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, a));
+  wisp_session_free(s);
+  setenv("WISP_WEBGPU_KV", "f16", 1);
+  wisp_status st = wisp_session_new(m, &gpu, &s);
+  unsetenv("WISP_WEBGPU_KV");
+  CHECKF(st == WISP_OK, "%s", wisp_last_error());
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, b));
+  wisp_session_reset(s);
+  CHECK(host_greedy(s, k_prompt, 5, 33, c));
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECK(memcmp(b, c, sizeof b) == 0);
+  CHECK(memcmp(a, b, sizeof a) == 0);
+}
+
+/* Greedy decode with the head product and the token choice fused (argmax
+ * partials in the head matvec) gives the same tokens as without
+ * (WISP_WEBGPU_FUSE_ARGMAX=0), and the fusion is really used. */
+TEST(decode_loop_webgpu_fused_argmax) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t a[40], b[40];
+  wisp_session *s = NULL;
+  wisp_session_options gpu = {.backend = "webgpu"};
+  wisp_generate_options greedy = {.temperature = 0, .batch = 13};
+  CHECKF(wisp_session_new(m, &gpu, &s) == WISP_OK, "%s", wisp_last_error());
+  CHECK(loop_tokens(s, k_prompt, 5, 40, &greedy, a));
+  wisp_wgpu_backend_stats st = {0};
+  CHECK(wisp_wgpu_backend_stats_get(s->backend, &st));
+  wisp_session_free(s);
+  CHECKF(st.argmax_fused == 39, "%llu fused argmax", (unsigned long long)st.argmax_fused);
+  setenv("WISP_WEBGPU_FUSE_ARGMAX", "0", 1);
+  wisp_status rc = wisp_session_new(m, &gpu, &s);
+  unsetenv("WISP_WEBGPU_FUSE_ARGMAX");
+  CHECKF(rc == WISP_OK, "%s", wisp_last_error());
+  CHECK(loop_tokens(s, k_prompt, 5, 40, &greedy, b));
+  CHECK(wisp_wgpu_backend_stats_get(s->backend, &st));
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECK(st.argmax_fused == 0);
+  CHECK(memcmp(a, b, sizeof a) == 0);
 }

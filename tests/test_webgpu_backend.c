@@ -15,6 +15,7 @@
 #define TOL_ATTENTION 2e-5 /* norm + rope + online softmax vs two-pass softmax */
 #define TOL_SWIGLU 1e-6    /* exp may differ in the last bits */
 #define TOL_LOGITS 1e-3    /* whole model, per step, relative to max|logit| */
+#define TOL_KV16 4e-3      /* packed-f16 KV cache: f16 rounding (2^-11 relative) of keys and values */
 
 #include <math.h>
 #include <stdlib.h>
@@ -56,13 +57,14 @@ static void keep(pair *p, const void *ptr) {
 
 static uint32_t g_attn_splits; /* attn_max_splits of the next pair (0 = default) */
 static int g_no_fuse;          /* no_fuse of the next pair */
+static int g_kv16;             /* kv_f16 of the next pair */
 static uint32_t g_mm_tm, g_mm_tn, g_mv_wg, g_mv_rows; /* geometry of the next pair (0 = default) */
 
 static int pair_open(pair *p, wisp_wgpu_device *d, int subgroups, uint64_t max_binding) {
   memset(p, 0, sizeof *p);
   wisp_wgpu_backend_opts o = {
       .device = d, .subgroups = subgroups, .max_binding = max_binding, .attn_max_splits = g_attn_splits, .no_fuse = g_no_fuse,
-      .matmul_tm = g_mm_tm, .matmul_tn = g_mm_tn, .matvec_wg = g_mv_wg, .matvec_rows = g_mv_rows};
+      .kv_f16 = g_kv16, .matmul_tm = g_mm_tm, .matmul_tn = g_mm_tn, .matvec_wg = g_mv_wg, .matvec_rows = g_mv_rows};
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
   if (wisp_wgpu_backend_new(&o, &p->gpu)) {
     p->cpu->destroy(p->cpu);
@@ -606,6 +608,53 @@ TEST(webgpu_backend_shortconv_state_carries) {
   report("shortconv");
 }
 
+/* IEEE half bits to float. */
+static float half_to_float(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/* Like compare, for a packed-f16 cache on the GPU side (n halves in the
+ * first n/2 words of the buffer) against the CPU's f32 cache. */
+static int compare_kv16(pair *p, const bpair *b, size_t n, double tol, const char *what, char *err, size_t cap) {
+  float *x = malloc(sizeof(float) * n), *w = malloc(sizeof(float) * (n / 2 + 1));
+  int ok = x && w;
+  if (ok) {
+    p->cpu->buf_read(p->cpu, b->c, 0, n, x);
+    p->gpu->buf_read(p->gpu, b->g, 0, n / 2, w);
+    if (p->gpu->sync(p->gpu)) {
+      snprintf(err, cap, "%s: read: %s", what, wisp_last_error());
+      ok = 0;
+    }
+  }
+  double mx = 0, worst = 0;
+  size_t wi = 0;
+  float wy = 0;
+  for (size_t i = 0; ok && i < n; i++) mx = fmax(mx, fabs(x[i]));
+  for (size_t i = 0; ok && i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &w[i / 2], 4);
+    float y = half_to_float((uint16_t)(i & 1 ? u >> 16 : u & 0xFFFF));
+    double e = fabs((double)y - x[i]);
+    if (!(e <= worst)) {
+      worst = isnan(e) ? INFINITY : e;
+      wi = i;
+      wy = y;
+    }
+  }
+  double rel = mx > 0 ? worst / mx : worst;
+  if (ok && rel > g_worst) g_worst = rel;
+  if (ok && !(rel <= tol)) {
+    snprintf(err, cap, "%s (f16): [%zu] gpu %.9g cpu %.9g, error %.3g of max|ref| %.4g (tol %g)", what, wi, wy, x[wi],
+             rel, mx, tol);
+    ok = 0;
+  }
+  free(x);
+  free(w);
+  return ok;
+}
+
 /* Attention over a sequence of calls (prefill, then decode steps), so that
  * later calls attend to cached keys written by earlier ones. */
 static int attention_case(pair *p, int H, int KVH, int D, const int *calls, int ncalls, uint64_t *seed, char *err,
@@ -640,9 +689,14 @@ static int attention_case(pair *p, int H, int KVH, int D, const int *calls, int 
       char what[128];
       snprintf(what, sizeof what, "attention H %d KVH %d D %d call %d (pos0 %d, n %d)", H, KVH, D, c, pos0, n);
       size_t used = (size_t)(pos0 + n) * KVH * D;
-      ok = compare(p, &o, o.n, TOL_ATTENTION, what, err, cap) &&
-           compare(p, &kc, used, TOL_ATTENTION, "k cache", err, cap) &&
-           compare(p, &vcache, used, TOL_ATTENTION, "v cache", err, cap);
+      if (g_kv16)
+        ok = compare(p, &o, o.n, TOL_KV16, what, err, cap) &&
+             compare_kv16(p, &kc, used, TOL_KV16, "k cache", err, cap) &&
+             compare_kv16(p, &vcache, used, TOL_KV16, "v cache", err, cap);
+      else
+        ok = compare(p, &o, o.n, TOL_ATTENTION, what, err, cap) &&
+             compare(p, &kc, used, TOL_ATTENTION, "k cache", err, cap) &&
+             compare(p, &vcache, used, TOL_ATTENTION, "v cache", err, cap);
     }
     bfree(p, &qkv);
     bfree(p, &o);
@@ -691,6 +745,34 @@ TEST(webgpu_backend_attention) {
     CHECKF(ok, "max splits %u: %s", split_caps[i], err);
   }
   report("attention");
+}
+
+/* Packed-f16 KV cache (kv_f16): prefill through attn_rope + attn_flash,
+ * decode through attn_decode (split and unsplit) and, without fusion,
+ * attn_rope + attn_flash; output and caches within TOL_KV16. */
+TEST(webgpu_backend_attention_kv16) {
+  WEBGPU_OR_SKIP(d);
+  g_worst = 0;
+  uint64_t seed = 53;
+  char err[600] = "";
+  static const int short_calls[] = {17, 1, 3};
+  static const int long_calls[] = {64, 1, 70, 1};
+  static const uint32_t split_caps[] = {0, 2, 0};
+  for (int i = 0; i < 3; i++) {
+    g_kv16 = 1;
+    g_attn_splits = split_caps[i];
+    g_no_fuse = i == 2;
+    PAIR_OR_FAIL(q, d, -1, 0);
+    g_attn_splits = 0;
+    g_no_fuse = 0;
+    int ok = attention_case(&q, 16, 8, 64, long_calls, 4, &seed, err, sizeof err) &&
+             (i || (attention_case(&q, 4, 2, 16, short_calls, 3, &seed, err, sizeof err) &&
+                    attention_case(&q, 4, 4, 64, long_calls, 4, &seed, err, sizeof err)));
+    g_kv16 = 0; /* attention_case compares against TOL_KV16 while set */
+    pair_close(&q);
+    CHECKF(ok, "kv16 case %d: %s", i, err);
+  }
+  report("attention kv16");
 }
 
 TEST(webgpu_backend_swiglu) {
@@ -945,4 +1027,150 @@ TEST(webgpu_backend_small_model_parity) {
   CHECK(s1.dispatches - s0.dispatches == 28);
   /* The logits came back through the copy recorded in that submit. */
   CHECK(s1.spec_reads - s0.spec_reads == 1);
+}
+
+/* Packed-f16 KV cache (WISP_WEBGPU_KV=f16) on the whole small model: prompts
+ * of 17 and 150 tokens + 32 greedy tokens, the same tokens as the CPU
+ * backend (f32 cache) and logits within TOL_LOGITS of max|logit|. */
+TEST(webgpu_backend_small_model_kv16) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  const char *dir = fixture_small_model();
+  CHECK(dir);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  const int V = wisp_model_vocab(m);
+  wisp_session *sc = NULL, *sg = NULL;
+  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu"};
+  setenv("WISP_WEBGPU_KV", "f16", 1);
+  wisp_status st = wisp_session_new(m, &oc, &sc);
+  if (!st) st = wisp_session_new(m, &og, &sg);
+  unsetenv("WISP_WEBGPU_KV");
+  float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+  static const int prompts[] = {17, 150};
+  uint64_t seed = 79;
+  char err[600] = "";
+  int ok = !st && lc && lg;
+  if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+  double worst = 0;
+  for (int pi = 0; ok && pi < 2; pi++) {
+    int32_t ids[150];
+    for (int i = 0; i < prompts[pi]; i++) ids[i] = (int32_t)(test_rand_u32(&seed) % (uint32_t)V);
+    wisp_session_reset(sc);
+    wisp_session_reset(sg);
+    ok = !wisp_session_eval(sc, ids, prompts[pi], lc) && !wisp_session_eval(sg, ids, prompts[pi], lg);
+    if (!ok) snprintf(err, sizeof err, "prompt %d: %s", prompts[pi], wisp_last_error());
+    for (int step = 0; ok && step <= 32; step++) {
+      double mx = 0, e = 0;
+      for (int i = 0; i < V; i++) {
+        mx = fmax(mx, fabs(lc[i]));
+        e = fmax(e, fabs((double)lg[i] - lc[i]));
+      }
+      if (isnan(e) || isnan(mx)) e = INFINITY;
+      worst = fmax(worst, e / mx);
+      int tc = argmax(lc, V), tg = argmax(lg, V);
+      if (tc != tg || !(e <= TOL_LOGITS * mx)) {
+        snprintf(err, sizeof err, "kv16 prompt %d step %d: token cpu %d gpu %d, logit error %.3g of max %.3g",
+                 prompts[pi], step, tc, tg, e, mx);
+        ok = 0;
+        break;
+      }
+      if (step == 32) break;
+      int32_t t = tc;
+      ok = !wisp_session_eval(sc, &t, 1, lc) && !wisp_session_eval(sg, &t, 1, lg);
+      if (!ok) snprintf(err, sizeof err, "decode: %s", wisp_last_error());
+    }
+  }
+  free(lc);
+  free(lg);
+  wisp_session_free(sc);
+  wisp_session_free(sg);
+  wisp_model_close(m);
+  CHECKF(ok, "%s", err);
+  printf("     model kv16: max logit error %.3g of max|logit|\n", worst);
+}
+
+/* Greedy sample_id fused into the head product (matvec ARGMAX = 1, sample
+ * PARTS = 1), with ties: identical rows give bit-identical values, and the
+ * lowest index must win, within one workgroup (rows 4321, 4322) and across
+ * workgroups (row 17 vs 4321, 4322). Subgroup variant whole and split into
+ * 256-row parts (part offsets), plain variant; the logits are still
+ * written; WISP_WEBGPU_FUSE_ARGMAX=0 gives the same ids unfused. */
+TEST(webgpu_backend_fused_argmax_ties) {
+  WEBGPU_OR_SKIP(d);
+  enum { V = 5000, C = 64 };
+  uint64_t seed = 83;
+  wisp_matrix W = f32_matrix(V, C, &seed, 0.5f);
+  CHECK(W.f32);
+  float *w = (float *)W.f32;
+  for (int c = 0; c < C; c++) {
+    w[4321 * C + c] = w[4322 * C + c] = 1.0f;
+    w[17 * C + c] = c < C / 2 ? 1.0f : 0.0f;
+  }
+  float x[2][C];
+  for (int c = 0; c < C; c++) {
+    x[0][c] = 1.0f;
+    x[1][c] = c < C / 2 ? 1.0f : 0.0f;
+  }
+  static const int want[2] = {4321, 17};
+  static const int sg[4] = {-1, -1, 0, -1};
+  static const uint64_t mb[4] = {0, 65536, 0, 0};
+  float *y = malloc(sizeof(float) * V);
+  char err[300] = "";
+  int ok = y != NULL;
+  for (int cfg = 0; ok && cfg < 4; cfg++) {
+    if (cfg == 3) setenv("WISP_WEBGPU_FUSE_ARGMAX", "0", 1);
+    wisp_wgpu_backend_opts o = {.device = d, .subgroups = sg[cfg], .max_binding = mb[cfg]};
+    wisp_backend *be = NULL;
+    wisp_status st = wisp_wgpu_backend_new(&o, &be);
+    unsetenv("WISP_WEBGPU_FUSE_ARGMAX");
+    if (st) {
+      snprintf(err, sizeof err, "backend: %s", wisp_last_error());
+      ok = 0;
+      break;
+    }
+    wisp_buf *xb = be->buf_new(be, C), *yb = be->buf_new(be, V), *ids = be->buf_new(be, 4);
+    ok = xb && yb && ids && !be->prepare_matrix(be, &W);
+    for (int k = 0; ok && k < 2; k++) {
+      be->buf_write(be, xb, 0, C, x[k]);
+      be->matmul(be, &W, xb, 0, 1, yb, 0);
+      wisp_sampling greedy = {0, 0, 1, 0, 1};
+      be->sample_id(be, yb, V, &greedy, 0, ids, 1 + k);
+      float got_f;
+      ok = !be->sync(be);
+      be->buf_read(be, ids, 1 + (size_t)k, 1, &got_f);
+      be->buf_read(be, yb, 0, V, y);
+      ok = ok && !be->sync(be);
+      uint32_t got;
+      memcpy(&got, &got_f, 4);
+      double e = 0;
+      for (int r = 0; ok && r < V; r++) {
+        double ref = 0;
+        for (int c = 0; c < C; c++) ref += (double)w[r * C + c] * x[k][c];
+        e = fmax(e, fabs(ref - y[r]));
+      }
+      if (!ok) snprintf(err, sizeof err, "config %d: %s", cfg, wisp_last_error());
+      else if ((int)got != want[k] || !(e <= TOL_MATMUL * 64)) {
+        snprintf(err, sizeof err, "config %d case %d: id %u (want %d), logit error %.3g", cfg, k, got, want[k], e);
+        ok = 0;
+      }
+    }
+    wisp_wgpu_backend_stats s;
+    wisp_wgpu_backend_stats_get(be, &s);
+    if (ok && s.argmax_fused != (cfg == 3 ? 0u : 2u)) {
+      snprintf(err, sizeof err, "config %d: %llu fused argmax", cfg, (unsigned long long)s.argmax_fused);
+      ok = 0;
+    }
+    if (ok && cfg == 1 && s.weight_parts < 10) {
+      snprintf(err, sizeof err, "only %llu weight parts", (unsigned long long)s.weight_parts);
+      ok = 0;
+    }
+    if (xb) be->buf_free(be, xb);
+    if (yb) be->buf_free(be, yb);
+    if (ids) be->buf_free(be, ids);
+    be->destroy(be);
+  }
+  free(y);
+  free(w);
+  CHECKF(ok, "%s", err);
 }

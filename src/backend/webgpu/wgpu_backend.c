@@ -100,7 +100,8 @@ typedef struct {
   int n_mats, cap_mats;
   wvec **vecs;
   int n_vecs, cap_vecs;
-  wisp_wgpu_buf dummy, dummy_rw; /* bound where a kernel declares a buffer it does not need */
+  wisp_wgpu_buf dummy, dummy_rw, dummy_rw2; /* bound where a kernel declares a buffer it does not need
+                                               (two writable ones must not alias: dummy_rw2) */
   wisp_wgpu_buf qbuf;  /* rotated queries of the current attention op */
   wisp_wgpu_buf staging; /* readbacks (map-read), kept across calls */
   /* Speculative readback: the buffer range read after the last sync is
@@ -134,6 +135,10 @@ typedef struct {
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
   void *qwen; /* wgpu_qwen.c's state */
+  int kv16; /* KV caches hold packed f16 pairs (first half of each f32-sized buffer) */
+  int fuse_argmax;     /* greedy sample_id fused into the head product (WISP_WEBGPU_FUSE_ARGMAX=0: off) */
+  wisp_wgpu_buf amax;  /* its per-workgroup (max, index) pairs */
+  uint32_t amax_count;
 } wgpu_backend;
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
@@ -685,7 +690,7 @@ static void rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp
 }
 
 static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
-                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate);
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax);
 
 /* Records the held-back op, if any. Every entry point calls this first. */
 static void emit_pending(wgpu_backend *g) {
@@ -694,7 +699,7 @@ static void emit_pending(wgpu_backend *g) {
   if (kind == 1) rec_rmsnorm(g, g->pend.x, g->pend.w, g->pend.eps, 1, g->pend.dim, g->pend.out);
   else if (kind == 2) rec_swiglu(g, g->pend.x, 1, g->pend.dim, g->pend.out);
   else if (kind == 3)
-    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0);
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0);
 }
 
 static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
@@ -733,7 +738,7 @@ static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_
  * held-back op fused in: xin is that op's input, nw its weights, xo its
  * output buffer, which is also the product's nominal input). */
 static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
-                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate) {
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax) {
   /* Tall matrices (the head) take more rows per workgroup: fewer
    * workgroups re-reading x (and re-reducing its norm with PRE 1). Subgroup
    * variant only: the plain one with many rows was found very slow on
@@ -743,26 +748,37 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
     wg = w->mv_wg;
     rows_wg = w->mv_rows;
   }
-  wisp_wgpu_const c[3] = {{"WG", wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}};
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 3);
+  /* argmax (n = 1): per-workgroup (max, index) pairs to g->amax, in row
+   * order across the parts; g->amax_count is their number. */
+  wisp_wgpu_const c[4] = {{"WG", wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}, {"ARGMAX", argmax ? 1 : 0}};
+  uint32_t part_off = 0;
+  if (argmax) {
+    uint64_t total = 0;
+    for (int q = 0; q < w->nparts; q++) total += cdiv((uint64_t)w->parts[q].rows, rows_wg);
+    if (!scratch(g, &g->amax, total * 8, total * 8, "wisp argmax partials")) return;
+    g->amax_count = (uint32_t)total;
+  }
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
       struct {
         uint32_t rows, cols, y_off, x_off, acc;
         float eps;
-        uint32_t pre, pad;
+        uint32_t pre, part_off;
       } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
-             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, (uint32_t)pre, 0};
-      wisp_wgpu_binding b[7];
+             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, (uint32_t)pre, part_off};
+      wisp_wgpu_binding b[8];
       part_bindings(g, P, b);
       b[3] = whole(xin->g.b);
       b[4] = whole(y->g.b);
       b[5] = whole(pre == 1 ? nw->g.b : g->dummy.b);
       b[6] = whole(pre ? xo->g.b : g->dummy_rw.b);
+      b[7] = whole(argmax ? g->amax.b : g->dummy_rw2.b);
       uint32_t gx, gy;
       wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
-      record(g, k, b, 7, &p, sizeof p, gx, gy);
+      record(g, k, b, 8, &p, sizeof p, gx, gy);
+      part_off += (uint32_t)cdiv((uint64_t)P->rows, rows_wg);
     }
   }
 }
@@ -813,9 +829,10 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     }
     return;
   }
-  /* A one-token product that a shortconv may consume: hold it back. */
-  if (n == 1 && x_row0 == 0 && !accumulate && g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0 && x != y &&
-      !g->error) {
+  /* A one-token product that a shortconv (in_proj) or a greedy sample_id
+   * (the head) may consume: hold it back. */
+  if (n == 1 && x_row0 == 0 && !accumulate && x != y && !g->error &&
+      ((g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0) || g->fuse_argmax)) {
     g->pend.kind = 3;
     g->pend.m = w;
     g->pend.pre = pre;
@@ -826,14 +843,15 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     g->pend.my = y;
     return;
   }
-  rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate);
+  rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate, 0);
 }
 
 static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                         wisp_buf *state, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
   wvec *tv = find_vec(g, taps);
-  if (g->pend.kind == 3 && tv && L >= 1 && n == 1 && g->pend.my == bcx && g->pend.m->rows == 3 * dim &&
+  if (g->pend.kind == 3 && g->conv_fuse && g->pend.m->nparts == 1 && tv && L >= 1 && n == 1 && g->pend.my == bcx &&
+      g->pend.m->rows == 3 * dim &&
       out != bcx && state != bcx && out != state && out != g->pend.mx && state != g->pend.mx) {
     /* The held-back in_proj product and this convolution in one dispatch. */
     const wmat *w = g->pend.m;
@@ -881,7 +899,7 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
-  if (D <= 0 || D % 4 || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
+  if (D <= 0 || D % (g->kv16 ? 8 : 4) || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
     op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
     return;
   }
@@ -906,10 +924,12 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
       !scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
                "wisp attention splits"))
     return;
-  wisp_wgpu_const c[1] = {{"WG", ATTN_WG}};
+  /* KV16: the caches (allocated by the model with f32 sizes) hold f16 pairs
+   * packed in u32 words; only the first half of each buffer is used. */
+  wisp_wgpu_const c[2] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}};
   if (a->n == 1 && g->attn_fuse) {
     /* Decode: norm + rope + cache append + attention in one dispatch. */
-    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", c, 1);
+    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", c, 2);
     struct {
       uint32_t pos, H, KVH, D;
       float eps, scale;
@@ -920,8 +940,8 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
                                whole(a->v_cache->g.b), whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
     record_xyz(g, kd, bd, 9, &pd, sizeof pd, (uint32_t)H, 1, splits);
   } else {
-    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 1);
-    wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 1);
+    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 2);
+    wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 2);
     struct {
       uint32_t n, pos0, H, KVH, D;
       float f;
@@ -992,15 +1012,25 @@ static void g_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *i
 static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *sp, uint32_t step,
                         wisp_buf *ids, int slot) {
   wgpu_backend *g = as_g(be);
+  /* Greedy right after the head product (held back): the product writes
+   * per-workgroup argmax pairs and this pass reduces only those. */
+  int parts = 0;
+  if (g->pend.kind == 3 && g->pend.my == logits && sp->temperature <= 0 && g->pend.m->rows == vocab &&
+      logits != ids && g->pend.mx != ids && g->pend.x != ids) {
+    g->pend.kind = 0;
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 1);
+    parts = !g->error;
+    g->stats.argmax_fused += (uint64_t)parts;
+  }
   emit_pending(g);
-  wisp_wgpu_const c[1] = {{"WG", 256}};
-  wisp_wgpu_kernel *k = kernel(g, "sample", c, 1);
+  wisp_wgpu_const c[2] = {{"WG", 256}, {"PARTS", parts}};
+  wisp_wgpu_kernel *k = kernel(g, "sample", c, 2);
   struct {
     uint32_t vocab, top_k, seed, step, slot, pad[3];
     float temperature, top_p, min_p, pad2;
-  } p = {(uint32_t)vocab, (uint32_t)(sp->top_k > 0 ? sp->top_k : 0), sp->seed, step, (uint32_t)slot, {0, 0, 0},
-         sp->temperature, sp->top_p, sp->min_p, 0};
-  wisp_wgpu_binding b[2] = {whole(logits->g.b), whole(ids->g.b)};
+  } p = {parts ? g->amax_count : (uint32_t)vocab, (uint32_t)(sp->top_k > 0 ? sp->top_k : 0), sp->seed, step,
+         (uint32_t)slot, {0, 0, 0}, sp->temperature, sp->top_p, sp->min_p, 0};
+  wisp_wgpu_binding b[2] = {whole(parts ? g->amax.b : logits->g.b), whole(ids->g.b)};
   record(g, k, b, 2, &p, sizeof p, 1, 1);
 }
 
@@ -1051,9 +1081,11 @@ static void g_destroy(wisp_backend *be) {
     wisp_wgpu_buf_free(g->d, &g->arena);
     wisp_wgpu_buf_free(g->d, &g->dummy);
     wisp_wgpu_buf_free(g->d, &g->dummy_rw);
+    wisp_wgpu_buf_free(g->d, &g->dummy_rw2);
     wisp_wgpu_buf_free(g->d, &g->qbuf);
     wisp_wgpu_buf_free(g->d, &g->staging);
     wisp_wgpu_buf_free(g->d, &g->part);
+    wisp_wgpu_buf_free(g->d, &g->amax);
     if (g->own_device) wisp_wgpu_device_close(g->d);
   }
   free(g->mats);
@@ -1129,6 +1161,10 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->conv_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
                  g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
   g->attn_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 9;
+  const char *kvenv = getenv("WISP_WEBGPU_KV");
+  g->kv16 = o.kv_f16 || (kvenv && !strcmp(kvenv, "f16"));
+  const char *fa = getenv("WISP_WEBGPU_FUSE_ARGMAX");
+  g->fuse_argmax = g->fuse && !(fa && !strcmp(fa, "0"));
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
   g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
@@ -1161,7 +1197,11 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   }
   if ((st = wisp_wgpu_buf_create(g->d, g->arena_bytes, WISP_WGPU_UNIFORM, "wisp uniform arena", &g->arena)) ||
       (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy", &g->dummy)) ||
-      (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy rw", &g->dummy_rw)))
+      (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy rw", &g->dummy_rw)) ||
+      (st = wisp_wgpu_buf_create(g->d, 16, WISP_WGPU_STORAGE, "wisp dummy rw 2", &g->dummy_rw2)) ||
+      /* argmax partials: 16384 pairs (a 262144-token head at 16 rows a
+       * workgroup) without a mid-recording reallocation; grows if needed */
+      (st = wisp_wgpu_buf_create(g->d, 16384 * 8, WISP_WGPU_STORAGE, "wisp argmax partials", &g->amax)))
     goto fail;
   g->base = (wisp_backend){
       .name = "webgpu",

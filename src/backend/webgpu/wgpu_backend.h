@@ -35,6 +35,12 @@ typedef struct wisp_wgpu_backend_opts {
   /* Test hook: bytes of the uniform arena (0 = 1 MiB); a small one makes a
    * long recording submit early and start the arena again. */
   size_t arena_bytes;
+  /* KV cache as f16 pairs packed in u32 words (pack2x16float, no shader-f16
+   * needed): half the KV bytes, f16 rounding of keys and values (~1e-3
+   * relative). The model still allocates f32-sized caches; the backend uses
+   * the first half of each. Needs head_dim % 8 == 0. Also WISP_WEBGPU_KV=f16.
+   * 0 = f32 (exact parity with the CPU backend). */
+  int kv_f16;
 } wisp_wgpu_backend_opts;
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out);
@@ -46,6 +52,7 @@ typedef struct wisp_wgpu_backend_stats {
   uint64_t bind_groups;     /* bind groups created (cache misses) */
   uint64_t weight_parts;    /* weight bindings sets uploaded (a split matrix counts its parts) */
   uint64_t spec_reads;      /* readbacks served by the copy recorded at the end of the last sync */
+  uint64_t argmax_fused;    /* greedy sample_id calls served by head-product argmax partials */
 } wisp_wgpu_backend_stats;
 
 /* Returns 1 and fills *out when `be` is a WebGPU backend, else 0. */

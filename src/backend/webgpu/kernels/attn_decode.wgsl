@@ -10,6 +10,9 @@
 // dispatch reads the caches at pos, so there is no race. WG is a power of two,
 // D % 4 == 0, D <= 4*WG and <= 256. Needs 9 storage bindings.
 override WG: u32 = 64;
+// KV16 = 1: caches of f16 pairs packed in u32 words (unpack2x16float; element
+// e is half e & 1 of word e >> 1), D % 8 == 0; 0: f32 (words are f32 bits).
+override KV16: u32 = 0u;
 
 const MAXD: u32 = 256u;
 const NEG: f32 = -3.0e38;
@@ -30,8 +33,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> kn: array<f32>;
 @group(0) @binding(3) var<storage, read> cosv: array<f32>;
 @group(0) @binding(4) var<storage, read> sinv: array<f32>;
-@group(0) @binding(5) var<storage, read_write> kc: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(5) var<storage, read_write> kc: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read_write> vc: array<u32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 @group(0) @binding(8) var<storage, read_write> part: array<f32>;
 @group(0) @binding(9) var<uniform> p: Params;
@@ -43,13 +46,31 @@ var<workgroup> vs: array<f32, MAXD>;
 var<workgroup> sc: array<f32, WG>;
 var<workgroup> red: array<f32, WG>;
 
-// q . k for the cache row starting at vec4 index kb (D/4 vec4s).
-fn qk(kb: u32) -> f32 {
+// q . k for the cache row of element index e (a multiple of D).
+fn qk(e: u32) -> f32 {
   var s = 0.0;
-  for (var i = 0u; i < p.D / 4u; i++) {
-    s += dot(qs[i], kc[kb + i]);
+  if (KV16 == 1u) {
+    let kb = e / 8u;
+    for (var i = 0u; i < p.D / 8u; i++) {
+      let w = kc[kb + i];
+      s += dot(qs[2u * i], vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)));
+      s += dot(qs[2u * i + 1u], vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+    }
+  } else {
+    let kb = e / 4u;
+    for (var i = 0u; i < p.D / 4u; i++) {
+      s += dot(qs[i], bitcast<vec4<f32>>(kc[kb + i]));
+    }
   }
   return s;
+}
+
+// Cached value at element index e.
+fn vload(e: u32) -> f32 {
+  if (KV16 == 1u) {
+    return unpack2x16float(vc[e >> 1u])[e & 1u];
+  }
+  return bitcast<f32>(vc[e]);
 }
 
 // sum_{jj < cnt} sc[jj] * v[j0 + jj][d] over cached values.
@@ -58,7 +79,7 @@ fn pv(j0: u32, cnt: u32, kvh: u32, d: u32) -> f32 {
   let b0 = (j0 * p.KVH + kvh) * p.D + d;
   var a = 0.0;
   for (var jj = 0u; jj < cnt; jj++) {
-    a += sc[jj] * vc[b0 + jj * st];
+    a += sc[jj] * vload(b0 + jj * st);
   }
   return a;
 }
@@ -135,11 +156,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   if (z == p.splits - 1u && h % (p.H / p.KVH) == 0u) {
     let dst = (pos * p.KVH + kvh) * D;
-    for (var i = li; i < D / 4u; i += WG) {
-      kc[dst / 4u + i] = vec4<f32>(ks[4u * i], ks[4u * i + 1u], ks[4u * i + 2u], ks[4u * i + 3u]);
-    }
-    for (var d = li; d < D; d += WG) {
-      vc[dst + d] = vs[d];
+    if (KV16 == 1u) {
+      for (var i = li; i < D / 8u; i += WG) {
+        let o = 8u * i;
+        kc[dst / 8u + i] = vec4<u32>(pack2x16float(vec2<f32>(ks[o], ks[o + 1u])),
+                                     pack2x16float(vec2<f32>(ks[o + 2u], ks[o + 3u])),
+                                     pack2x16float(vec2<f32>(ks[o + 4u], ks[o + 5u])),
+                                     pack2x16float(vec2<f32>(ks[o + 6u], ks[o + 7u])));
+      }
+      for (var w = li; w < D / 2u; w += WG) {
+        vc[dst / 2u + w] = pack2x16float(vec2<f32>(vs[2u * w], vs[2u * w + 1u]));
+      }
+    } else {
+      for (var i = li; i < D / 4u; i += WG) {
+        kc[dst / 4u + i] = bitcast<vec4<u32>>(vec4<f32>(ks[4u * i], ks[4u * i + 1u], ks[4u * i + 2u], ks[4u * i + 3u]));
+      }
+      for (var d = li; d < D; d += WG) {
+        vc[dst + d] = bitcast<u32>(vs[d]);
+      }
     }
   }
   workgroupBarrier();
@@ -154,7 +188,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let j = j0 + li;
     var s = NEG;
     if (j < pos) {
-      s = qk((j * p.KVH + kvh) * D / 4u);
+      s = qk((j * p.KVH + kvh) * D);
     } else if (j == pos) {
       var dotv = 0.0;
       for (var i = 0u; i < D / 4u; i++) {

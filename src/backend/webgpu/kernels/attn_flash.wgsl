@@ -16,6 +16,9 @@
 // attn_combine.wgsl merges the splits into out. A split with no keys writes
 // m = -3e38, l = 0, acc = 0.
 override WG: u32 = 64;
+// KV16 = 1: caches of f16 pairs packed in u32 words (unpack2x16float; element
+// e is half e & 1 of word e >> 1), D % 8 == 0; 0: f32 (words are f32 bits).
+override KV16: u32 = 0u;
 
 const MAXD: u32 = 256u;
 const NEG: f32 = -3.0e38;
@@ -32,8 +35,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> vc: array<f32>;
+@group(0) @binding(1) var<storage, read> kc: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> vc: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> part: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
@@ -42,13 +45,31 @@ var<workgroup> qs: array<vec4<f32>, MAXD / 4u>;
 var<workgroup> sc: array<f32, WG>;
 var<workgroup> red: array<f32, WG>;
 
-// q . k for the cache row starting at vec4 index kb (D/4 vec4s).
-fn qk(kb: u32) -> f32 {
+// q . k for the cache row of element index e (a multiple of D).
+fn qk(e: u32) -> f32 {
   var s = 0.0;
-  for (var i = 0u; i < p.D / 4u; i++) {
-    s += dot(qs[i], kc[kb + i]);
+  if (KV16 == 1u) {
+    let kb = e / 8u;
+    for (var i = 0u; i < p.D / 8u; i++) {
+      let w = kc[kb + i];
+      s += dot(qs[2u * i], vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)));
+      s += dot(qs[2u * i + 1u], vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+    }
+  } else {
+    let kb = e / 4u;
+    for (var i = 0u; i < p.D / 4u; i++) {
+      s += dot(qs[i], bitcast<vec4<f32>>(kc[kb + i]));
+    }
   }
   return s;
+}
+
+// Cached value at element index e.
+fn vload(e: u32) -> f32 {
+  if (KV16 == 1u) {
+    return unpack2x16float(vc[e >> 1u])[e & 1u];
+  }
+  return bitcast<f32>(vc[e]);
 }
 
 // sum_{jj < cnt} sc[jj] * v[j0 + jj][d] over cached values.
@@ -57,7 +78,7 @@ fn pv(j0: u32, cnt: u32, kvh: u32, d: u32) -> f32 {
   let b0 = (j0 * p.KVH + kvh) * p.D + d;
   var a = 0.0;
   for (var jj = 0u; jj < cnt; jj++) {
-    a += sc[jj] * vc[b0 + jj * st];
+    a += sc[jj] * vload(b0 + jj * st);
   }
   return a;
 }
@@ -114,7 +135,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let j = j0 + li;
     var s = NEG;
     if (j <= pos) {
-      s = qk((j * p.KVH + kvh) * D / 4u);
+      s = qk((j * p.KVH + kvh) * D);
     }
     let mn = max(m, reduce_max(li, s));
     let alpha = exp(m - mn);

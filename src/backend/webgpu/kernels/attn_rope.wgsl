@@ -4,7 +4,13 @@
 // write q to qo [n][H][D] and append k and v to the caches
 // [position][KVH][D]. One workgroup per (head, token): grid x = H + 2*KVH
 // (q heads, then k heads, then v heads), y = n. WG is a power of two.
+// KV16 = 1: the caches hold f16 pairs packed in u32 words (element e of the
+// f32 layout is half e & 1 of word e >> 1; pack2x16float, no `enable f16`),
+// D % 8 == 0. KV16 = 0: f32 (the words are f32 bits).
 override WG: u32 = 64;
+override KV16: u32 = 0u;
+
+const MAXD: u32 = 256u;
 
 struct Params {
   n: u32,
@@ -23,11 +29,12 @@ struct Params {
 @group(0) @binding(3) var<storage, read> cosv: array<f32>;
 @group(0) @binding(4) var<storage, read> sinv: array<f32>;
 @group(0) @binding(5) var<storage, read_write> qo: array<f32>;
-@group(0) @binding(6) var<storage, read_write> kc: array<f32>;
-@group(0) @binding(7) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(6) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(7) var<storage, read_write> vc: array<u32>;
 @group(0) @binding(8) var<uniform> p: Params;
 
 var<workgroup> red: array<f32, WG>;
+var<workgroup> kr: array<f32, MAXD>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -39,8 +46,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let src = t * (p.H + 2u * p.KVH) * D + hh * D;
   if (hh >= p.H + p.KVH) {
     let dst = (pos * p.KVH + (hh - p.H - p.KVH)) * D;
-    for (var d = li; d < D; d += WG) {
-      vc[dst + d] = qkv[src + d];
+    if (KV16 == 1u) {
+      for (var w = li; w < D / 2u; w += WG) {
+        vc[dst / 2u + w] = pack2x16float(vec2<f32>(qkv[src + 2u * w], qkv[src + 2u * w + 1u]));
+      }
+    } else {
+      for (var d = li; d < D; d += WG) {
+        vc[dst + d] = bitcast<u32>(qkv[src + d]);
+      }
     }
     return;
   }
@@ -79,10 +92,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let dst = (t * p.H + hh) * D;
       qo[dst + i] = ra;
       qo[dst + i + half] = rb;
+    } else if (KV16 == 1u) {
+      kr[i] = ra;
+      kr[i + half] = rb;
     } else {
       let dst = (pos * p.KVH + (hh - p.H)) * D;
-      kc[dst + i] = ra;
-      kc[dst + i + half] = rb;
+      kc[dst + i] = bitcast<u32>(ra);
+      kc[dst + i + half] = bitcast<u32>(rb);
+    }
+  }
+  if (KV16 == 1u && !isq) {
+    workgroupBarrier();
+    let dst = (pos * p.KVH + (hh - p.H)) * D;
+    for (var w = li; w < D / 2u; w += WG) {
+      kc[dst / 2u + w] = pack2x16float(vec2<f32>(kr[2u * w], kr[2u * w + 1u]));
     }
   }
 }

@@ -24,12 +24,19 @@
 // over a row's units. Grid: ceil(rows / ROWS) workgroups as x*y (linear id
 // wid.x + wid.y*nwg.x). The bound w/scales/zp may be a row range of a larger
 // matrix (rows = the range's rows; y_off places it in y).
+//
+// ARGMAX = 1 (greedy decode: the head product followed by the token choice)
+// also writes this workgroup's (largest y, lowest row index on ties) to
+// amax[2*(part_off + wg id)] (value) and [.. + 1] (row index of y as u32
+// bits); sample.wgsl with PARTS = 1 reduces those pairs, so the logits are
+// not read again. y is still written.
 enable subgroups;
 
 override WG: u32 = 128;  // threads per workgroup
 override ROWS: u32 = 4;  // rows per workgroup, <= WG and <= 16
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
+override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
 
 struct Params {
   rows: u32,
@@ -39,7 +46,7 @@ struct Params {
   acc: u32,    // 1: add into y
   eps: f32,    // PRE 1
   pre: u32,    // PRE: what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
-  pad1: u32,
+  part_off: u32, // ARGMAX: index of this dispatch's first workgroup in amax
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -49,7 +56,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> nw: array<vec4<f32>>;       // PRE 1: norm weights
 @group(0) @binding(6) var<storage, read_write> xo: array<vec4<f32>>; // PRE 1/2: x as used
-@group(0) @binding(7) var<uniform> p: Params;
+@group(0) @binding(7) var<storage, read_write> amax: array<f32>;    // ARGMAX: partials
+@group(0) @binding(8) var<uniform> p: Params;
 
 // Vector i (4 elements) of the input as the product uses it.
 fn xin(i: u32) -> vec4<f32> {
@@ -94,6 +102,8 @@ fn store_input(li: u32, scale: f32) {
 
 var<workgroup> partial: array<f32, (ROWS + 1u) * ((WG + 3u) / 4u)>;
 var<workgroup> inv_s: f32;
+var<workgroup> am_v: array<f32, MAXR>;
+var<workgroup> am_i: array<u32, MAXR>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -175,6 +185,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         t += y[dst];
       }
       y[dst] = t;
+      am_v[li] = t;
+      am_i[li] = dst;
+    } else {
+      am_v[li] = -3.0e38;
+      am_i[li] = 0xFFFFFFFFu;
+    }
+  }
+  if (ARGMAX == 1u) {
+    workgroupBarrier();
+    if (li == 0u) {
+      var bv = am_v[0];
+      var bi = am_i[0];
+      for (var r = 1u; r < ROWS; r++) {
+        if (am_i[r] != 0xFFFFFFFFu && (am_v[r] > bv || bi == 0xFFFFFFFFu)) {
+          bv = am_v[r];
+          bi = am_i[r];
+        }
+      }
+      let o = 2u * (p.part_off + wg_id);
+      amax[o] = bv;
+      amax[o + 1u] = bitcast<f32>(bi);
     }
   }
 }

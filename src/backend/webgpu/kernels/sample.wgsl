@@ -7,7 +7,12 @@
 //   t = max(-64, log(min_p)); top-k and top-p raise t by 24-step bisections
 //   draw = argmax over z_i >= t of z_i - log(-log(u_i)), u_i from a hash of
 //          (seed, step, i).
+//
+// PARTS = 1 (greedy only): `logits` holds p.vocab (value, index bits) pairs
+// written by matvec.wgsl with ARGMAX = 1, one per workgroup of the head
+// product, in row order; the pick is the largest value, lowest index on ties.
 override WG: u32 = 256;
+override PARTS: u32 = 0u;
 
 struct Params {
   vocab: u32,
@@ -80,6 +85,23 @@ fn reduce_sum(li: u32, v: f32) -> f32 {
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) li: u32) {
   let n = p.vocab;
+  if (PARTS == 1u) {
+    var pv = -3.0e38;
+    var pi = 0xFFFFFFFFu;
+    for (var i = li; i < n; i = i + WG) {
+      let v = logits[2u * i];
+      let idx = bitcast<u32>(logits[2u * i + 1u]);
+      if (idx != 0xFFFFFFFFu && (v > pv || pi == 0xFFFFFFFFu)) {
+        pv = v;
+        pi = idx;
+      }
+    }
+    let pbest = reduce_argmax(li, pv, pi);
+    if (li == 0u) {
+      ids[p.slot] = pbest;
+    }
+    return;
+  }
   // 1. argmax, lowest index on ties
   var bv = -3.0e38;
   var bi = 0xFFFFFFFFu;
