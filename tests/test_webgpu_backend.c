@@ -673,6 +673,13 @@ static int attention_case(pair *p, int H, int KVH, int D, const int *calls, int 
   if (!ok) snprintf(err, cap, "setup: %s", wisp_last_error());
   size_t kvn = (size_t)max_pos * KVH * D;
   bpair kc = zeros(p, kvn), vcache = zeros(p, kvn);
+  if (g_kv16) { /* packed f16: the backend's own, half-size KV buffers */
+    p->gpu->buf_free(p->gpu, kc.g);
+    p->gpu->buf_free(p->gpu, vcache.g);
+    kc.g = p->gpu->kv_buf_new(p->gpu, kvn);
+    vcache.g = p->gpu->kv_buf_new(p->gpu, kvn);
+    ok = ok && kc.g && vcache.g;
+  }
   int pos0 = 0;
   for (int c = 0; ok && c < ncalls; c++) {
     int n = calls[c];

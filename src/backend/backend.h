@@ -128,6 +128,11 @@ struct wisp_backend {
   /* Finishes recorded work; returns the first device error, if any. */
   wisp_status (*sync)(wisp_backend *be);
   void (*destroy)(wisp_backend *be);
+  /* Optional: a KV cache for n_values keys (or values) in the layout
+   * attention expects, zero-filled; NULL = buf_new(n_values). The WebGPU
+   * backend with its packed-f16 cache allocates half the bytes. Such a
+   * buffer is only for attention's k_cache / v_cache (not buf_read as f32). */
+  wisp_buf *(*kv_buf_new)(wisp_backend *be, size_t n_values);
 };
 
 /* Backends this build has. `threads` 0 = one per online core. */

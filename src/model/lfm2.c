@@ -344,8 +344,8 @@ static wisp_status lfm2_state_new(const void *p, wisp_backend *be, int chunk, in
       if (!s->conv_state[i]) goto oom;
     } else {
       size_t kv = (size_t)max_pos * sh->kv_heads * D;
-      s->k_cache[i] = be->buf_new(be, kv);
-      s->v_cache[i] = be->buf_new(be, kv);
+      s->k_cache[i] = be->kv_buf_new ? be->kv_buf_new(be, kv) : be->buf_new(be, kv);
+      s->v_cache[i] = be->kv_buf_new ? be->kv_buf_new(be, kv) : be->buf_new(be, kv);
       if (!s->k_cache[i] || !s->v_cache[i]) goto oom;
     }
   }

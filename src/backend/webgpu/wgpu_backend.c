@@ -135,7 +135,7 @@ typedef struct {
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
   void *qwen; /* wgpu_qwen.c's state */
-  int kv16; /* KV caches hold packed f16 pairs (first half of each f32-sized buffer) */
+  int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
   int fuse_argmax;     /* greedy sample_id fused into the head product (WISP_WEBGPU_FUSE_ARGMAX=0: off) */
   wisp_wgpu_buf amax;  /* its per-workgroup (max, index) pairs */
   uint32_t amax_count;
@@ -391,6 +391,11 @@ static wisp_buf *g_buf_new(wisp_backend *be, size_t n) {
   }
   b->n = n;
   return b;
+}
+
+/* A KV cache: with the packed-f16 cache, n halves in n/2 words. */
+static wisp_buf *g_kv_buf_new(wisp_backend *be, size_t n) {
+  return g_buf_new(be, as_g(be)->kv16 ? (n + 1) / 2 : n);
 }
 
 static void g_buf_free(wisp_backend *be, wisp_buf *b) {
@@ -924,8 +929,8 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
       !scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
                "wisp attention splits"))
     return;
-  /* KV16: the caches (allocated by the model with f32 sizes) hold f16 pairs
-   * packed in u32 words; only the first half of each buffer is used. */
+  /* KV16: the caches hold f16 pairs packed in u32 words (kv_buf_new
+   * allocates half-size buffers; an f32-sized one uses its first half). */
   wisp_wgpu_const c[2] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}};
   if (a->n == 1 && g->attn_fuse) {
     /* Decode: norm + rope + cache append + attention in one dispatch. */
@@ -1223,6 +1228,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .buf_write = g_buf_write,
       .embed_id = g_embed_id,
       .sample_id = g_sample_id,
+      .kv_buf_new = g_kv_buf_new,
       .sync = g_sync,
       .destroy = g_destroy,
   };

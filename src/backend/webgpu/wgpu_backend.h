@@ -37,8 +37,9 @@ typedef struct wisp_wgpu_backend_opts {
   size_t arena_bytes;
   /* KV cache as f16 pairs packed in u32 words (pack2x16float, no shader-f16
    * needed): half the KV bytes, f16 rounding of keys and values (~1e-3
-   * relative). The model still allocates f32-sized caches; the backend uses
-   * the first half of each. Needs head_dim % 8 == 0. Also WISP_WEBGPU_KV=f16.
+   * relative). Caches from kv_buf_new are half-size; an f32-sized one from
+   * buf_new works too (its first half is used). Needs head_dim % 8 == 0.
+   * Also WISP_WEBGPU_KV=f16.
    * 0 = f32 (exact parity with the CPU backend). */
   int kv_f16;
 } wisp_wgpu_backend_opts;
