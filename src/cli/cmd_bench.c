@@ -2,7 +2,7 @@
  * decode steps) timed per phase, written as a JSON receipt under
  * bench/results/ (or -o FILE).
  *   wisp bench [-m DIR] [--prompt P] [--decode D] [--backend B] [--profile P]
- *              [--batch N] [-t T] [-o FILE]
+ *              [--batch N] [-t T] [-o FILE] [--no-warmup]
  * Decode runs through the decode loop (greedy on the device), N tokens per
  * submit (default: the plan's decodeLoop batch). */
 #include <cJSON.h>
@@ -63,9 +63,10 @@ static void cpu_name(char *out, size_t cap) {
 
 int cmd_bench(int argc, char **argv) {
   const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL;
-  int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0;
+  int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--no-warmup")) { no_warmup = 1; continue; }
     if (!v) { fprintf(stderr, "wisp bench: unknown option or missing value: '%s'\n", a); return 2; }
     i++;
     char *end = NULL;
@@ -109,6 +110,18 @@ int cmd_bench(int argc, char **argv) {
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
     prompt[i] = (int32_t)(x % (uint64_t)(vocab < 256 ? vocab : 256));
   }
+  /* Warm-up, not timed: the same prefill and one decode batch, so that
+   * one-time work (GPU pipeline compilation, first-touch page faults) is not
+   * charged to the measured tokens; then the session starts again. */
+  int batch = batch_opt > 0 ? batch_opt : wisp_session_plan_batch(s);
+  if (!no_warmup) {
+    fprintf(stderr, "bench: warm-up...\n");
+    int made = 0, k = batch < n_decode ? batch : n_decode;
+    wisp_generate_options wo = {.temperature = 0, .batch = batch};
+    if (wisp_session_eval(s, prompt, n_prompt, logits)) goto fail;
+    if (k > 0 && wisp_session_generate(s, (int32_t)wisp_argmax(logits, vocab), k, &wo, generated, &made)) goto fail;
+    wisp_session_reset(s);
+  }
   fprintf(stderr, "bench: %s, backend %s, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s), n_prompt);
   wisp_wgpu_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
   int is_gpu = wisp_wgpu_backend_stats_get(s->backend, &g0);
@@ -119,7 +132,6 @@ int cmd_bench(int argc, char **argv) {
   /* Decode: greedy through the decode loop, `batch` tokens per submit; every
    * token of a batch is charged the batch's time divided by its size. */
   double decode_total = 0;
-  int batch = batch_opt > 0 ? batch_opt : wisp_session_plan_batch(s);
   int32_t cur = (int32_t)wisp_argmax(logits, vocab);
   for (int done = 0; done < n_decode;) {
     int k = n_decode - done < batch ? n_decode - done : batch, made = 0;
@@ -161,6 +173,7 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddNumberToObject(r, "prompt_tokens", n_prompt);
   cJSON_AddNumberToObject(r, "decode_tokens", n_decode);
   cJSON_AddNumberToObject(r, "decode_batch", batch);
+  cJSON_AddBoolToObject(r, "warmup", !no_warmup);
   cJSON *jp = cJSON_AddObjectToObject(r, "prefill");
   cJSON_AddNumberToObject(jp, "seconds", prefill_s);
   cJSON_AddNumberToObject(jp, "tok_per_s", n_prompt / prefill_s);
