@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/common.h"
 #include "model/model.h"
 #include "util/err.h"
 
@@ -395,45 +396,32 @@ static void lfm2_layers(const lfm2_weights *w, lfm2_state *s, wisp_backend *be, 
   }
 }
 
+static wisp_model_head lfm2_head(const lfm2_weights *w, lfm2_state *s) {
+  return (wisp_model_head){&w->final_norm, w->eps, &w->head, w->shape.hidden, w->shape.vocab, s->xn, s->logits};
+}
+
 static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const int32_t *tokens, int n, int pos0,
-                                float *logits, int all_logits) {
+                             float *logits, int all_logits) {
   const lfm2_weights *w = p;
   lfm2_state *s = sp;
-  const wisp_shape *sh = &w->shape;
-  const int H = sh->hidden;
-  if (n < 1 || n > s->chunk) return wisp_fail(WISP_EINVAL, "forward: %d tokens, chunk is %d", n, s->chunk);
-  if (pos0 < 0 || pos0 + n > s->max_pos)
-    return wisp_fail(WISP_EINVAL, "context full: %d + %d tokens exceed %d positions", pos0, n, s->max_pos);
-  for (int t = 0; t < n; t++)
-    if (tokens[t] < 0 || tokens[t] >= sh->vocab)
-      return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", tokens[t], sh->vocab);
-
+  wisp_status st = wisp_model_check_forward(tokens, n, pos0, s->chunk, s->max_pos, w->shape.vocab);
+  if (st) return st;
   be->embed(be, &w->embed, tokens, n, s->x);
   lfm2_layers(w, s, be, n, pos0);
-  if (!logits) return be->sync(be);
-  /* The head, one row at a time through the one-row logits buffer: the last
-   * row, or every row (all_logits) into logits[r * vocab]. */
-  be->rmsnorm(be, s->x, &w->final_norm, w->eps, n, H, s->xn);
-  for (int r = all_logits ? 0 : n - 1; r < n; r++) {
-    be->matmul(be, &w->head, s->xn, r, 1, s->logits, 0);
-    wisp_status st = be->sync(be);
-    if (st) return st;
-    be->buf_read(be, s->logits, 0, (size_t)sh->vocab, logits + (all_logits ? (size_t)r * sh->vocab : 0));
-  }
-  return WISP_OK;
+  wisp_model_head h = lfm2_head(w, s);
+  return wisp_model_head_logits(be, &h, s->x, n, logits, all_logits);
 }
 
 static wisp_status lfm2_decode_step(const void *p, void *sp, wisp_backend *be, wisp_buf *ids, int slot, int pos,
-                                    const wisp_sampling *sampling, uint32_t step) {
+                                 const wisp_sampling *sampling, uint32_t step) {
   const lfm2_weights *w = p;
   lfm2_state *s = sp;
-  if (pos < 0 || pos + 1 > s->max_pos)
-    return wisp_fail(WISP_EINVAL, "context full: position %d is past %d", pos, s->max_pos);
+  wisp_status st = wisp_model_check_forward(NULL, 1, pos, s->chunk, s->max_pos, w->shape.vocab);
+  if (st) return st;
   be->embed_id(be, &w->embed, ids, slot, s->x);
   lfm2_layers(w, s, be, 1, pos);
-  be->rmsnorm(be, s->x, &w->final_norm, w->eps, 1, w->shape.hidden, s->xn);
-  be->matmul(be, &w->head, s->xn, 0, 1, s->logits, 0);
-  be->sample_id(be, s->logits, w->shape.vocab, sampling, step, ids, slot + 1);
+  wisp_model_head h = lfm2_head(w, s);
+  wisp_model_head_sample(be, &h, s->x, sampling, step, ids, slot + 1);
   return WISP_OK;
 }
 
