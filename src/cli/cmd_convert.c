@@ -553,8 +553,36 @@ static wisp_status plan_vector(planner *p, const char *section, const char *name
   return want(p, name, ndim, dims, &j->src[0]);
 }
 
+/* The tail every architecture shares: the embedding, the head (its own
+ * sections unless tied; a stored copy of a tied head is ignored, as HF
+ * does), the final norm `final_norm`, and a check that every tensor of the
+ * checkpoint found a place (`graph` names the architecture in the error). */
+static wisp_status plan_embed_head(planner *p, const hf_config *c, const char *final_norm, const char *graph) {
+  const int H = c->hidden, V = c->vocab;
+  wisp_status st;
+  const char *emb[1] = {"model.embed_tokens.weight"};
+  int rv[1] = {V};
+  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
+  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
+  if (!c->tied && lm) {
+    const char *hd[1] = {"lm_head.weight"};
+    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
+  } else if (lm) {
+    p->used[lm - p->st->tensors] = 1;
+  }
+  int64_t hv[1] = {H};
+  if ((st = plan_vector(p, "head.norm", final_norm, 1, hv))) return st;
+  char shape[128];
+  for (int i = 0; i < p->st->n_tensors; i++)
+    if (!p->used[i])
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the %s graph wisp implements",
+                       wisp_safetensors_file_of(p->st, &p->st->tensors[i]), p->st->tensors[i].name,
+                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, shape, sizeof shape), graph);
+  return WISP_OK;
+}
+
 static wisp_status plan_all(planner *p, const hf_config *c, int q4) {
-  const int H = c->hidden, F = c->ffn, D = c->head_dim, V = c->vocab;
+  const int H = c->hidden, F = c->ffn, D = c->head_dim;
   char sec[64], n0[128], n1[128], n2[128];
   wisp_status st;
   for (int i = 0; i < c->n_layers; i++) {
@@ -614,31 +642,14 @@ static wisp_status plan_all(planner *p, const hf_config *c, int q4) {
     snprintf(n0, sizeof n0, "%s.%d.ffn_norm.weight", pre, i);
     if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
   }
-  const char *emb[1] = {"model.embed_tokens.weight"};
-  int rv[1] = {V};
-  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
-  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
-  if (!c->tied && lm) {
-    const char *hd[1] = {"lm_head.weight"};
-    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
-  } else if (lm) {
-    p->used[lm - p->st->tensors] = 1; /* tied: HF ignores a stored copy too */
-  }
-  int64_t hv[1] = {H};
   const char *fn = wisp_safetensors_find(p->st, "model.embedding_norm.weight") ? "model.embedding_norm.weight"
                                                                                  : "model.norm.weight";
-  if ((st = plan_vector(p, "head.norm", fn, 1, hv))) return st;
-  for (int i = 0; i < p->st->n_tensors; i++)
-    if (!p->used[i])
-      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the LFM2 graph wisp implements",
-                       wisp_safetensors_file_of(p->st, &p->st->tensors[i]), p->st->tensors[i].name,
-                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n0, sizeof n0));
-  return WISP_OK;
+  return plan_embed_head(p, c, fn, "LFM2");
 }
 
 /* Qwen3 (dense) tensors onto the LFM2 sections of an all-attention model. */
 static wisp_status plan_qwen3(planner *p, const hf_config *c, int q4) {
-  const int H = c->hidden, F = c->ffn, D = c->head_dim, V = c->vocab;
+  const int H = c->hidden, F = c->ffn, D = c->head_dim;
   char sec[64], n0[128], n1[128], n2[128];
   wisp_status st;
   int64_t hv[1] = {H}, dv[1] = {D};
@@ -681,24 +692,7 @@ static wisp_status plan_qwen3(planner *p, const hf_config *c, int q4) {
     snprintf(n0, sizeof n0, "%s.%d.post_attention_layernorm.weight", pre, i);
     if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
   }
-  const char *emb[1] = {"model.embed_tokens.weight"};
-  int rv[1] = {V};
-  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
-  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
-  if (!c->tied && lm) {
-    const char *hd[1] = {"lm_head.weight"};
-    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
-  } else if (lm) {
-    p->used[lm - p->st->tensors] = 1;
-  }
-  if ((st = plan_vector(p, "head.norm", "model.norm.weight", 1, hv))) return st;
-  for (int i = 0; i < p->st->n_tensors; i++)
-    if (!p->used[i])
-      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the %s graph wisp implements",
-                       wisp_safetensors_file_of(p->st, &p->st->tensors[i]), p->st->tensors[i].name,
-                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n0, sizeof n0),
-                       c->llama ? "Llama" : "Qwen3");
-  return WISP_OK;
+  return plan_embed_head(p, c, "model.norm.weight", c->llama ? "Llama" : "Qwen3");
 }
 
 /* Qwen 3.5 (docs/convert.md): tensors under PREFIX = "model." (text-only
