@@ -79,3 +79,9 @@ const char *fixture_seed_manifest(void) {
   if (wisp_path_exists("../shared/seeds/manifest-lfm2-hybrid-q4.json")) return "../shared/seeds/manifest-lfm2-hybrid-q4.json";
   return "assets/lfm2-hybrid-q4.manifest.json";
 }
+
+const char *fixture_seed_profile(void) {
+  static const char *shared = "../shared/seeds/profile-qwen-3-5-2b-metal-throughput.json";
+  if (wisp_path_exists(shared)) return shared;
+  return "tests/data/plan/seeds/profile-qwen-3-5-2b-metal-throughput.json";
+}

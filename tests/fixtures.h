@@ -17,5 +17,7 @@ const char *fixture_write(const char *name, const char *text);
 /* Path of the seed manifest: ../shared/seeds copy when present, else the
  * repository's assets/ copy. */
 const char *fixture_seed_manifest(void);
+/* The seed runtime profile, likewise (tests/data/plan/seeds/ holds a copy). */
+const char *fixture_seed_profile(void);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "fixtures.h"
 #include "test.h"
 #include "util/err.h"
 #include "util/file.h"
@@ -449,14 +450,14 @@ TEST(webgpu_qwen_small_model_parity) {
 
 /* ---- the seed profile ---- */
 
-#define SEED "../shared/seeds/profile-qwen-3-5-2b-metal-throughput.json"
+#define SEED fixture_seed_profile()
 
 /* `wisp profile check` on the seed fails with the digest mismatch naming both digests; a copy
  * with wisp's digests (wisp kernels digest) checks, resolves a plan for the small Qwen 3.5
  * artifact that uses both profile kernels, and runs on webgpu with the default plan's tokens. */
 TEST(webgpu_qwen_seed_profile) {
   char cmd[2048], out[8192];
-  snprintf(cmd, sizeof cmd, "%s profile check " SEED, test_wisp_bin());
+  snprintf(cmd, sizeof cmd, "%s profile check %s", test_wisp_bin(), SEED);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc != 0 && strstr(out, "digest mismatch") &&
              strstr(out, "sha256:275a1f7cfdd40ab95c467bb4744a1509dd6eadb39ec8fdd0d1e1ba80eb34f9c5") &&

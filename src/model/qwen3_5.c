@@ -477,7 +477,7 @@ static wisp_model_head q35_head(const q35_weights *w, q35_state *s) {
 }
 
 static wisp_status q35_forward(const void *p, void *sp, wisp_backend *be, const int32_t *tokens, int n, int pos0,
-                            float *logits, int all_logits) {
+                               float *logits, int all_logits) {
   const q35_weights *w = p;
   q35_state *s = sp;
   wisp_status st = wisp_model_check_forward(tokens, n, pos0, s->chunk, s->max_pos, w->shape.vocab);
@@ -489,7 +489,7 @@ static wisp_status q35_forward(const void *p, void *sp, wisp_backend *be, const 
 }
 
 static wisp_status q35_decode_step(const void *p, void *sp, wisp_backend *be, wisp_buf *ids, int slot, int pos,
-                                const wisp_sampling *sampling, uint32_t step) {
+                                   const wisp_sampling *sampling, uint32_t step) {
   const q35_weights *w = p;
   q35_state *s = sp;
   wisp_status st = wisp_model_check_forward(NULL, 1, pos, s->chunk, s->max_pos, w->shape.vocab);
