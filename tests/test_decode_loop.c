@@ -240,3 +240,45 @@ TEST(decode_loop_webgpu_fused_argmax) {
   CHECK(st.argmax_fused == 0);
   CHECK(memcmp(a, b, sizeof a) == 0);
 }
+
+static void edit_candidate_unfused(cJSON *m) {
+  cJSON *c = cJSON_AddObjectToObject(m, "candidate");
+  cJSON_AddBoolToObject(c, "convFuse", 0);
+  cJSON_AddNumberToObject(c, "flashBlocks", 2);
+}
+
+/* The manifest's tuned candidate reaches the backend through the plan:
+ * convFuse false unfuses the decode conv (more dispatches, same tokens). */
+TEST(decode_loop_manifest_candidate_drives_the_webgpu_backend) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  const char *dir = fixture_variant("candidate-unfused", edit_candidate_unfused, 0);
+  CHECK(dir);
+  wisp_model *fused_m = NULL, *unfused_m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &fused_m) == WISP_OK);
+  CHECK(wisp_model_open(dir, &unfused_m) == WISP_OK);
+  wisp_session_options gpu = {.backend = "webgpu"};
+  wisp_session *a = NULL, *b = NULL;
+  CHECKF(wisp_session_new(fused_m, &gpu, &a) == WISP_OK, "%s", wisp_last_error());
+  CHECK(wisp_session_new(unfused_m, &gpu, &b) == WISP_OK);
+  const wisp_plan *pb = wisp_session_plan(b);
+  CHECK(!pb->conv_fuse && !strcmp(pb->conv_fuse_from, "manifest candidate") && pb->flash_blocks == 2);
+  CHECK(wisp_session_plan(a)->conv_fuse);
+  CHECK(strstr(pb->json, "\"shortconv/wgsl\"") != NULL && strstr(pb->json, "wgsl_fused_in_proj") == NULL);
+  int32_t ta[20], tb[20];
+  wisp_generate_options o = {.temperature = 0, .batch = 4};
+  wisp_wgpu_backend_stats s0, s1, s2, s3;
+  wisp_wgpu_backend_stats_get(a->backend, &s0);
+  CHECK(loop_tokens(a, k_prompt, 5, 20, &o, ta));
+  wisp_wgpu_backend_stats_get(a->backend, &s1);
+  wisp_wgpu_backend_stats_get(b->backend, &s2);
+  CHECK(loop_tokens(b, k_prompt, 5, 20, &o, tb));
+  wisp_wgpu_backend_stats_get(b->backend, &s3);
+  wisp_session_free(a);
+  wisp_session_free(b);
+  wisp_model_close(fused_m);
+  wisp_model_close(unfused_m);
+  CHECK(memcmp(ta, tb, sizeof ta) == 0);
+  CHECKF(s3.dispatches - s2.dispatches > s1.dispatches - s0.dispatches, "unfused %llu vs fused %llu dispatches",
+         (unsigned long long)(s3.dispatches - s2.dispatches), (unsigned long long)(s1.dispatches - s0.dispatches));
+}

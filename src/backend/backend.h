@@ -82,8 +82,16 @@ typedef struct {
   wisp_buf *out;        /* [n][V] */
 } wisp_deltanet_args;
 
+/* Execution settings the plan resolved for the whole session. */
+typedef struct {
+  int conv_fuse;    /* fuse the decode short conv into its in_proj product */
+  int flash_blocks; /* most blocks one decode token's attention is split over */
+} wisp_backend_settings;
+
 struct wisp_backend {
   const char *name;
+  /* Optional (NULL: nothing to configure): applies the plan's settings. */
+  void (*configure)(wisp_backend *be, const wisp_backend_settings *s);
   /* What the device can do, for plan resolution (rules and `requires`). */
   void (*caps)(wisp_backend *be, wisp_device_caps *out);
   wisp_buf *(*buf_new)(wisp_backend *be, size_t n_floats); /* zero-filled; NULL on failure */

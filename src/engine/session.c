@@ -73,6 +73,10 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   s->backend->caps(s->backend, &caps);
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, &s->plan))) goto fail;
   if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
+  if (s->backend->configure) {
+    wisp_backend_settings bs = {s->plan->conv_fuse, s->plan->flash_blocks};
+    s->backend->configure(s->backend, &bs);
+  }
   if ((st = m->arch->prepare(m->weights, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;

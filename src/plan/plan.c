@@ -135,6 +135,7 @@ typedef struct {
   int n_blocks;          /* n_layers + 2: prologue, layers, epilogue */
   opvec *blocks[2];
   int tokens[2];
+  int conv_fuse; /* candidate.convFuse (default 1): rules see it as "convFuse" */
 } resolver;
 
 static const char *const k_phase_names[2] = {"prefill", "decode"};
@@ -158,6 +159,7 @@ static void build_ctx(const resolver *R, const wisp_plan_op *op, int phase, wisp
   wisp_ctx_init(c);
   wisp_ctx_add_device(c, R->in->device);
   wisp_ctx_set_str(c, "backend", R->in->backend);
+  wisp_ctx_set_bool(c, "convFuse", R->conv_fuse);
   wisp_ctx_set_str(c, "op", op->op);
   wisp_ctx_set_str(c, "section", op->section);
   wisp_ctx_set_str(c, "phase", k_phase_names[phase]);
@@ -738,6 +740,11 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddItemToObject(st, "decodeLoop", batching_json(&p->decode_loop));
   cJSON *fu = cJSON_AddObjectToObject(st, "fusions");
   cJSON_AddBoolToObject(fu, "fuseResidualAdd", p->fusions.residual_add);
+  cJSON *ex = cJSON_AddObjectToObject(st, "execution");
+  cJSON_AddBoolToObject(ex, "convFuse", p->conv_fuse);
+  cJSON_AddStringToObject(ex, "convFuseFrom", p->conv_fuse_from);
+  cJSON_AddNumberToObject(ex, "flashBlocks", p->flash_blocks);
+  cJSON_AddStringToObject(ex, "flashBlocksFrom", p->flash_blocks_from);
   cJSON *ni = cJSON_AddArrayToObject(root, "notImplemented");
   for (int i = 0; i < p->n_not_implemented; i++) cJSON_AddItemToArray(ni, cJSON_CreateString(p->not_implemented[i]));
   return root;
@@ -844,6 +851,8 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     R.blocks[ph] = calloc((size_t)R.n_blocks, sizeof(opvec));
     if (!R.blocks[ph]) st = FAIL(WISP_ENOMEM, "out of memory");
   }
+  const cJSON *cand_fuse = in->candidate ? cJSON_GetObjectItemCaseSensitive(in->candidate, "convFuse") : NULL;
+  R.conv_fuse = cJSON_IsBool(cand_fuse) ? cJSON_IsTrue(cand_fuse) : 1;
   for (int ph = 0; ph < 2 && !st; ph++) st = build_defaults(&R, ph);
   for (int i = 0; in->profile && i < in->profile->n_patches && !st; i++) st = apply_patch(&R, &in->profile->patches[i]);
   if (!st) {
@@ -851,6 +860,15 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     p->device = *in->device;
     wisp_path(p->device.backend, sizeof p->device.backend, "%s", in->backend);
     p->fusions = *R.fusions;
+    p->conv_fuse = R.conv_fuse;
+    p->flash_blocks = 32;
+    p->conv_fuse_from = cJSON_IsBool(cand_fuse) ? "manifest candidate" : "default";
+    p->flash_blocks_from = "default";
+    const cJSON *fb = in->candidate ? cJSON_GetObjectItemCaseSensitive(in->candidate, "flashBlocks") : NULL;
+    if (cJSON_IsNumber(fb) && fb->valuedouble >= 1 && fb->valuedouble <= 256) {
+      p->flash_blocks = (int)fb->valuedouble;
+      p->flash_blocks_from = "manifest candidate";
+    }
     if (in->profile) {
       p->batching = in->profile->batching;
       p->decode_loop = in->profile->decode_loop;
@@ -943,7 +961,9 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     fprintf(f, "  epilogue\n");
     for (int i = 0; i < P->n_epilogue; i++) print_op(f, &P->epilogue[i]);
   }
-  fprintf(f, "\nsettings fuseResidualAdd=%s", p->fusions.residual_add ? "true" : "false");
+  fprintf(f, "\nsettings fuseResidualAdd=%s convFuse=%s (%s) flashBlocks=%d (%s)",
+          p->fusions.residual_add ? "true" : "false", p->conv_fuse ? "true" : "false", p->conv_fuse_from,
+          p->flash_blocks, p->flash_blocks_from);
   if (p->batching.present) fprintf(f, " batchSize=%d readbackInterval=%d", p->batching.batch_size, p->batching.readback_interval);
   if (p->decode_loop.present)
     fprintf(f, " decodeLoop.batchSize=%d decodeLoop.maxBatchDecodeTokens=%d", p->decode_loop.batch_size,

@@ -103,6 +103,12 @@ typedef struct {
   wisp_plan_phase phases[2];
   wisp_batching batching, decode_loop;
   wisp_fusions fusions;
+  /* Execution the manifest's tuned candidate asks for (candidate.convFuse:
+   * the decode conv fused into its in_proj product; candidate.flashBlocks:
+   * how many blocks one decode token's attention is split over), with
+   * where each value came from ("default" or "manifest candidate"). */
+  int conv_fuse, flash_blocks;
+  const char *conv_fuse_from, *flash_blocks_from;
   int n_not_implemented;
   char **not_implemented;
   char *profile_id;             /* NULL without a profile */

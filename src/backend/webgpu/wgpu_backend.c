@@ -130,7 +130,9 @@ typedef struct {
     const wisp_buf *mx; /* the product's input buffer (the fused op's output when pre) */
     wisp_buf *my;
   } pend;
-  int conv_fuse;       /* matvec_conv usable (10 storage bindings) */
+  int conv_fuse;       /* matvec_conv used: capable (10 storage bindings) and the plan asks */
+  int conv_fuse_capable;
+  int env_splits;      /* WISP_WEBGPU_ATTN_SPLITS set: it overrides the plan (tuning) */
   int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
@@ -1105,6 +1107,13 @@ int wisp_wgpu_backend_stats_get(const wisp_backend *be, wisp_wgpu_backend_stats 
   return 1;
 }
 
+/* The plan's execution settings: candidate.convFuse and flashBlocks. */
+static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
+  wgpu_backend *g = as_g(be);
+  g->conv_fuse = g->conv_fuse_capable && s->conv_fuse;
+  if (!g->env_splits && s->flash_blocks >= 1) g->max_splits = (uint32_t)s->flash_blocks;
+}
+
 static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   wgpu_backend *g = as_g(be);
   const wisp_wgpu_info *i = &g->d->info;
@@ -1165,6 +1174,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->conv_rows = 12;
   g->conv_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
                  g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
+  g->conv_fuse_capable = g->conv_fuse;
   g->attn_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 9;
   const char *kvenv = getenv("WISP_WEBGPU_KV");
   g->kv16 = o.kv_f16 || (kvenv && !strcmp(kvenv, "f16"));
@@ -1176,7 +1186,10 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->mm_tn = o.matmul_tn ? o.matmul_tn : 32;
   g->max_splits = o.attn_max_splits ? o.attn_max_splits : 32;
   const char *sp = getenv("WISP_WEBGPU_ATTN_SPLITS");
-  if (sp && atoi(sp) > 0) g->max_splits = (uint32_t)atoi(sp);
+  if (sp && atoi(sp) > 0) {
+    g->max_splits = (uint32_t)atoi(sp);
+    g->env_splits = 1;
+  }
   g->mv_rows_big = 16;
   g->env_geometry = getenv("WISP_WEBGPU_MATVEC") != NULL;
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows);
@@ -1210,6 +1223,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     goto fail;
   g->base = (wisp_backend){
       .name = "webgpu",
+      .configure = g_configure,
       .caps = g_caps,
       .buf_new = g_buf_new,
       .buf_free = g_buf_free,
