@@ -512,6 +512,47 @@ TEST(qwen3_5_q4k_artifact_runs_and_tracks_f32) {
   CHECKF(r_f32 <= 0.1, "q4k vs f32 logits: relative max diff %.3g", r_f32);
 }
 
+/* --quant f16 / q8_0: every matrix (embed/head too) in that type; logits
+ * track f32 (relative max diff <= 1e-3 for f16, 2e-2 for q8_0) and AVX2
+ * agrees with scalar. */
+TEST(qwen3_5_f16_q8_0_artifacts_track_f32) {
+  const char *hf = make_qwen("q35_fq", NULL);
+  CHECK(hf);
+  char art32[600], art[600], log[8192], mpath[700];
+  snprintf(art32, sizeof art32, "%s/q35_fq_f32", test_tmpdir());
+  CHECKF(convert(hf, art32, "f32", log, sizeof log) == 0, "%s", log);
+  enum { T = 9 };
+  int tok[T];
+  for (int t = 0; t < T; t++) tok[t] = (t * 31 + 5) % QV;
+  double *f = cli_logits(art32, tok, T, NULL);
+  CHECK(f);
+  const char *quants[2] = {"f16", "q8_0"};
+  const double tol[2] = {1e-3, 2e-2};
+  for (int k = 0; k < 2 && f; k++) {
+    snprintf(art, sizeof art, "%s/q35_fq_%s", test_tmpdir(), quants[k]);
+    CHECKF(convert(hf, art, quants[k], log, sizeof log) == 0, "%s", log);
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", art);
+    char *man = NULL, want[3][64];
+    CHECK(wisp_read_file(mpath, &man, NULL) == WISP_OK);
+    snprintf(want[0], sizeof want[0], "\"L0.lin.out_proj.%s\"", quants[k]);
+    snprintf(want[1], sizeof want[1], "\"L1.attn.qkv.%s\"", quants[k]);
+    snprintf(want[2], sizeof want[2], "\"embed.%s\"", quants[k]);
+    CHECK(man && strstr(man, want[0]) && strstr(man, want[1]) && strstr(man, want[2]) &&
+          !strstr(man, "zero_points"));
+    free(man);
+    double *a = cli_logits(art, tok, T, NULL), *as = cli_logits(art, tok, T, "WISP_CPU_SCALAR=1");
+    CHECK(a && as);
+    if (a && as) {
+      double r_simd = rel_diff(a, as, QV, NULL), r_f32 = rel_diff(a, f, QV, NULL);
+      CHECKF(r_simd <= 1e-4, "%s AVX2 vs scalar: %.3g", quants[k], r_simd);
+      CHECKF(r_f32 <= tol[k], "%s vs f32 logits: relative max diff %.3g", quants[k], r_f32);
+    }
+    free(a);
+    free(as);
+  }
+  free(f);
+}
+
 /* ---- bad inputs ---- */
 
 static int one_line_with(const char *log, const char *a, const char *b, const char *c) {

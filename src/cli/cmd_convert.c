@@ -56,7 +56,7 @@ typedef struct {
 } hf_config;
 
 /* quantization modes */
-enum { QUANT_F32 = 0, QUANT_Q4 = 1, QUANT_Q4K = 2 };
+enum { QUANT_F32 = 0, QUANT_Q4 = 1, QUANT_Q4K = 2, QUANT_F16 = 3, QUANT_Q8_0 = 4 };
 
 /* ---- config.json ---- */
 
@@ -841,6 +841,15 @@ static wisp_status write_job(wisp_writer *w, const cJSON *manifest, const wisp_s
     rc = put(w, manifest, j->section, "weight", buf, n * sizeof(float));
     goto done;
   }
+  if (quant == QUANT_F16 || quant == QUANT_Q8_0) { /* every matrix, embed/head included */
+    size_t kb = quant == QUANT_F16 ? wisp_f16_bytes(j->rows, j->cols) : wisp_q8_0_bytes(j->rows, j->cols);
+    q = malloc(kb);
+    if (!q) { rc = wisp_fail(WISP_ENOMEM, "out of memory quantizing '%s'", j->section); goto done; }
+    if (quant == QUANT_F16) wisp_quantize_f16(buf, j->rows, j->cols, q);
+    else wisp_quantize_q8_0_rows(buf, j->rows, j->cols, q);
+    rc = put(w, manifest, j->section, quant == QUANT_F16 ? "f16" : "q8_0", q, kb);
+    goto done;
+  }
   if (quant == QUANT_Q4K && j->kind == JOB_MATRIX && j->cols % WISP_Q4K_BLOCK == 0) {
     size_t kb = wisp_q4k_bytes(j->rows, j->cols);
     q = malloc(kb);
@@ -919,7 +928,7 @@ done:
   return rc;
 }
 
-static const char *k_quant_names[3] = {"f32", "q4", "q4k"};
+static const char *k_quant_names[5] = {"f32", "q4", "q4k", "f16", "q8_0"};
 
 static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total, int quant, int plan_rows) {
   const int qwen = c->arch == ARCH_QWEN3_5;
@@ -1089,12 +1098,14 @@ static void remove_tok_dir(const char *dir) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: wisp convert (HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k] [--quiet]\n"
+  fprintf(f, "usage: wisp convert (HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k|f16|q8_0] [--quiet]\n"
              "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
              "  of an Lfm2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM or Qwen3_5ForCausalLM;\n"
              "  FILE.gguf: a GGUF v3 file of architecture lfm2 or qwen3 (docs/gguf.md)\n"
              "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
-             "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32\n");
+             "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32;\n"
+             "  f16: every matrix and embed/head as IEEE half; q8_0: every matrix and embed/head as\n"
+             "  ggml Q8_0 (needs input widths that are multiples of 32); f16/q8_0 run on the cpu backend only\n");
 }
 
 int cmd_convert(int argc, char **argv) {
@@ -1113,11 +1124,16 @@ int cmd_convert(int argc, char **argv) {
     }
   }
   if (!hf_dir || !out_dir) { usage(stderr); return 2; }
-  if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k")) {
-    fprintf(stderr, "wisp convert: --quant must be f32, q4 or q4k, not '%s'\n", quant);
+  if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k") && strcmp(quant, "f16") &&
+      strcmp(quant, "q8_0")) {
+    fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16 or q8_0, not '%s'\n", quant);
     return 2;
   }
-  const int qmode = !strcmp(quant, "q4") ? QUANT_Q4 : !strcmp(quant, "q4k") ? QUANT_Q4K : QUANT_F32;
+  const int qmode = !strcmp(quant, "q4")     ? QUANT_Q4
+                    : !strcmp(quant, "q4k")  ? QUANT_Q4K
+                    : !strcmp(quant, "f16")  ? QUANT_F16
+                    : !strcmp(quant, "q8_0") ? QUANT_Q8_0
+                                             : QUANT_F32;
   const int q4 = qmode != QUANT_F32;
   hf_config cfg = {0};
   wisp_safetensors *st = NULL;
@@ -1162,7 +1178,8 @@ int cmd_convert(int argc, char **argv) {
                       .rotary_dim = cfg.rotary_dim};
   int plan_rows = cfg.max_pos < CONVERT_PLAN_POSITIONS ? cfg.max_pos : CONVERT_PLAN_POSITIONS;
   int tied = !(!cfg.tied && wisp_safetensors_find(st, "lm_head.weight"));
-  wisp_layout_options lo = {.f32 = !q4, .q4k = qmode == QUANT_Q4K, .tied = tied, .down_transposed = qmode == QUANT_Q4,
+  wisp_layout_options lo = {.f32 = !q4, .q4k = qmode == QUANT_Q4K, .f16 = qmode == QUANT_F16,
+                            .q8_0 = qmode == QUANT_Q8_0, .tied = tied, .down_transposed = qmode == QUANT_Q4,
                             .rope_rows = plan_rows, .rope_ext_rows = cfg.max_pos, .no_qk_norm = cfg.llama};
   uint64_t total = 0;
   if ((rc = cfg.arch == ARCH_QWEN3_5 ? wisp_layout_qwen3_5(&shape, &lo, &sections, &total)
@@ -1184,7 +1201,8 @@ int cmd_convert(int argc, char **argv) {
     const job *j = &pl.jobs[i];
     if (!quiet)
       fprintf(stderr, "  [%3d/%d] %-24s %6d x %-6d %s\n", i + 1, pl.n_jobs, j->section, j->rows, j->cols,
-              j->kind >= JOB_VECTOR ? "f32" : !q4 ? "f32" : j->kind == JOB_MATRIX_Z ? "q4z"
+              j->kind >= JOB_VECTOR ? "f32" : !q4 ? "f32" : qmode >= QUANT_F16 ? quant
+              : j->kind == JOB_MATRIX_Z ? "q4z"
               : qmode == QUANT_Q4K && j->cols % WISP_Q4K_BLOCK == 0 ? "q4k" : "q4");
     if ((rc = write_job(w, manifest, st, j, qmode))) goto fail;
   }

@@ -38,6 +38,21 @@ static wisp_status view(const exporter *e, const char *name, int rows, int cols,
     m->f32 = (const float *)d;
     return st;
   }
+  snprintf(s, sizeof s, "%s.f16", name);
+  if (wisp_artifact_section(e->a, s)) {
+    m->type = WISP_W_F16;
+    wisp_status st = wisp_artifact_bytes(e->a, s, wisp_f16_bytes(rows, cols), &d);
+    m->q = d;
+    return st;
+  }
+  snprintf(s, sizeof s, "%s.q8_0", name);
+  if (wisp_artifact_section(e->a, s)) {
+    m->type = WISP_W_Q8_0;
+    if (cols % WISP_Q8_0_BLOCK) return wisp_fail(WISP_EFORMAT, "section '%s': cols %d not a multiple of 32", s, cols);
+    wisp_status st = wisp_artifact_bytes(e->a, s, wisp_q8_0_bytes(rows, cols), &d);
+    m->q = d;
+    return st;
+  }
   snprintf(s, sizeof s, "%s.q4k", name);
   if (wisp_artifact_section(e->a, s)) {
     m->type = WISP_W_Q4K;
@@ -265,6 +280,8 @@ static wisp_status export_lfm2(exporter *e, const char *dir) {
   const wisp_section *he = wisp_artifact_section(a, "head.weight"), *ee = wisp_artifact_section(a, "embed.weight");
   if (!he) { he = wisp_artifact_section(a, "head.quant"); ee = wisp_artifact_section(a, "embed.quant"); }
   if (!he) { he = wisp_artifact_section(a, "head.q4k"); ee = wisp_artifact_section(a, "embed.q4k"); }
+  if (!he) { he = wisp_artifact_section(a, "head.f16"); ee = wisp_artifact_section(a, "embed.f16"); }
+  if (!he) { he = wisp_artifact_section(a, "head.q8_0"); ee = wisp_artifact_section(a, "embed.q8_0"); }
   if (he && (!ee || he->offset != ee->offset) && (st = put_matrix(e, "head", V, H, 0, V, "output.weight"))) return st;
   return put_vector(e, "head.norm", 1, hv, qwen3 ? "output_norm.weight" : "token_embd_norm.weight");
 }

@@ -107,6 +107,8 @@ wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p) {
 
 static uint64_t matrix_bytes(const wisp_matrix *w) {
   if (w->type == WISP_W_F32) return (uint64_t)w->rows * (uint64_t)w->cols * 4;
+  if (w->type == WISP_W_F16) return wisp_f16_bytes(w->rows, w->cols);
+  if (w->type == WISP_W_Q8_0) return wisp_q8_0_bytes(w->rows, w->cols);
   uint64_t b = wisp_q4_quant_bytes(w->rows, w->cols) + wisp_q4_scale_bytes(w->rows, w->cols);
   if (w->type == WISP_W_Q4Z) b += wisp_q4_zp_bytes(w->rows, w->cols);
   return b;

@@ -36,6 +36,16 @@ static void add_matrix(builder *b, const wisp_layout_options *o, const char *bas
     add(b, name, (uint64_t)rows * cols * 4);
     return;
   }
+  if (o->f16) {
+    snprintf(name, sizeof name, "%s.f16", base);
+    add(b, name, wisp_f16_bytes(rows, cols));
+    return;
+  }
+  if (o->q8_0) {
+    snprintf(name, sizeof name, "%s.q8_0", base);
+    add(b, name, wisp_q8_0_bytes(rows, cols));
+    return;
+  }
   if (o->q4k && cols % WISP_Q4K_BLOCK == 0) {
     snprintf(name, sizeof name, "%s.q4k", base);
     add(b, name, wisp_q4k_bytes(rows, cols));
@@ -54,6 +64,8 @@ static void add_embed_head(builder *b, const wisp_layout_options *o, int V, int 
   uint64_t sizes[3] = {wisp_q4_quant_bytes(V, H), wisp_q4_scale_bytes(V, H), wisp_q4_zp_bytes(V, H)};
   int nparts = 3;
   if (o->f32) { parts[0] = "weight"; sizes[0] = (uint64_t)V * H * 4; nparts = 1; }
+  else if (o->f16) { parts[0] = "f16"; sizes[0] = wisp_f16_bytes(V, H); nparts = 1; }
+  else if (o->q8_0) { parts[0] = "q8_0"; sizes[0] = wisp_q8_0_bytes(V, H); nparts = 1; }
   uint64_t at = b->off;
   for (int k = 0; k < nparts; k++) {
     snprintf(name, sizeof name, "head.%s", parts[k]);
@@ -166,6 +178,8 @@ wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, 
   uint64_t sizes[3] = {wisp_q4_quant_bytes(V, H), wisp_q4_scale_bytes(V, H), wisp_q4_zp_bytes(V, H)};
   int nparts = 3;
   if (o->f32) { parts[0] = "weight"; sizes[0] = (uint64_t)V * H * 4; nparts = 1; }
+  else if (o->f16) { parts[0] = "f16"; sizes[0] = wisp_f16_bytes(V, H); nparts = 1; }
+  else if (o->q8_0) { parts[0] = "q8_0"; sizes[0] = wisp_q8_0_bytes(V, H); nparts = 1; }
   /* The seed lists head.* before embed.*; tied heads point at embed's bytes. */
   uint64_t at = b.off;
   for (int k = 0; k < nparts; k++) {
@@ -205,7 +219,7 @@ wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, 
     add(&b, "rope.cos", (uint64_t)o->rope_rows * (D / 2) * 4);
     add(&b, "rope.sin", (uint64_t)o->rope_rows * (D / 2) * 4);
   }
-  if (o->down_transposed && !o->f32 && !o->q4k) {
+  if (o->down_transposed && !o->f32 && !o->q4k && !o->f16 && !o->q8_0) {
     for (int i = 0; i < s->n_layers; i++) {
       snprintf(name, sizeof name, "L%d.mlp.down.kquant", i);
       add(&b, name, wisp_q4_quant_bytes(F, H));

@@ -12,6 +12,8 @@
 typedef struct {
   int f32;             /* 1: matrices as NAME.weight f32; 0: Q4 (embed/head Q4Z) */
   int q4k;             /* with f32 = 0: matrices with cols % 256 == 0 as NAME.q4k (Q4_K) */
+  int f16;             /* with f32 = 0: every matrix, embed/head too, as NAME.f16 */
+  int q8_0;            /* with f32 = 0: every matrix, embed/head too, as NAME.q8_0 (cols % 32 == 0) */
   int tied;            /* head shares embed's sections */
   int down_transposed; /* Q4 only: also L*.mlp.down.kquant/kscales */
   int rope_rows;       /* rows of rope.cos/sin (0 = none) */

@@ -11,6 +11,8 @@ const char *wisp_wtype_name(wisp_wtype t) {
     case WISP_W_Q4: return "q4";
     case WISP_W_Q4Z: return "q4z";
     case WISP_W_Q4K: return "q4k";
+    case WISP_W_F16: return "f16";
+    case WISP_W_Q8_0: return "q8_0";
   }
   return "?";
 }
@@ -24,6 +26,11 @@ size_t wisp_q4_zp_bytes(int rows, int cols) {
 
 size_t wisp_q4k_bytes(int rows, int cols) {
   return (size_t)rows * (size_t)(cols / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
+}
+
+size_t wisp_f16_bytes(int rows, int cols) { return (size_t)rows * (size_t)cols * 2; }
+size_t wisp_q8_0_bytes(int rows, int cols) {
+  return (size_t)rows * (size_t)(cols / WISP_Q8_0_BLOCK) * WISP_Q8_0_BYTES;
 }
 
 uint16_t wisp_f32_to_f16(float f) {
@@ -83,6 +90,20 @@ static int zp_at(const uint8_t *zp, size_t block) {
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) {
   if (m->type == WISP_W_F32) {
     memcpy(out, m->f32 + (size_t)row * m->cols, (size_t)m->cols * sizeof(float));
+    return;
+  }
+  if (m->type == WISP_W_F16) {
+    const uint8_t *h = m->q + (size_t)row * m->cols * 2;
+    for (int i = 0; i < m->cols; i++) out[i] = wisp_f16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8));
+    return;
+  }
+  if (m->type == WISP_W_Q8_0) {
+    const int nb = m->cols / WISP_Q8_0_BLOCK;
+    const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q8_0_BYTES;
+    for (int b = 0; b < nb; b++, blk += WISP_Q8_0_BYTES) {
+      float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+      for (int i = 0; i < WISP_Q8_0_BLOCK; i++) out[b * WISP_Q8_0_BLOCK + i] = d * (float)(int8_t)blk[2 + i];
+    }
     return;
   }
   if (m->type == WISP_W_Q4K) {
@@ -243,4 +264,34 @@ void wisp_quantize_q4k(const float *w, int rows, int cols, uint8_t *out) {
     for (int b = 0; b < nsb; b++)
       quantize_q4k_block(w + (size_t)r * cols + (size_t)b * WISP_Q4K_BLOCK,
                          out + ((size_t)r * nsb + b) * WISP_Q4K_BYTES);
+}
+
+void wisp_quantize_f16(const float *w, int rows, int cols, uint8_t *out) {
+  size_t n = (size_t)rows * (size_t)cols;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h = wisp_f32_to_f16(w[i]);
+    out[2 * i] = (uint8_t)(h & 0xff);
+    out[2 * i + 1] = (uint8_t)(h >> 8);
+  }
+}
+
+void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out) {
+  const int nb = cols / WISP_Q8_0_BLOCK;
+  for (int r = 0; r < rows; r++)
+    for (int b = 0; b < nb; b++) {
+      const float *x = w + (size_t)r * cols + (size_t)b * WISP_Q8_0_BLOCK;
+      uint8_t *blk = out + ((size_t)r * nb + b) * WISP_Q8_0_BYTES;
+      float amax = 0;
+      for (int i = 0; i < WISP_Q8_0_BLOCK; i++) amax = fmaxf(amax, fabsf(x[i]));
+      uint16_t hd = wisp_f32_to_f16(amax / 127.0f);
+      float d = wisp_f16_to_f32(hd);
+      blk[0] = (uint8_t)(hd & 0xff);
+      blk[1] = (uint8_t)(hd >> 8);
+      for (int i = 0; i < WISP_Q8_0_BLOCK; i++) {
+        long q = d > 0 ? lrintf(x[i] / d) : 0;
+        if (q > 127) q = 127;
+        if (q < -127) q = -127;
+        blk[2 + i] = (uint8_t)(int8_t)q;
+      }
+    }
 }

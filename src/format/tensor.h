@@ -30,6 +30,10 @@
  *                             64c+32..+63 sub-block 2c+1.
  *               value = d*sc[j] * nibble - dmin*m[j] (j = element / 32).
  *               cols must be a multiple of 256.
+ *   WISP_W_F16  rows*cols little-endian IEEE binary16, row-major (`q`).
+ *   WISP_W_Q8_0 ggml's Q8_0 layout: blocks of 32 consecutive elements of a
+ *               row, 34 bytes each (`q`): f16 scale d, then 32 int8 q;
+ *               value = d * q. cols must be a multiple of 32.
  * `device` is free for a backend to cache its own copy (e.g. a GPU buffer). */
 #ifndef WISP_TENSOR_H
 #define WISP_TENSOR_H
@@ -40,8 +44,10 @@
 #define WISP_Q4_BLOCK 32
 #define WISP_Q4K_BLOCK 256
 #define WISP_Q4K_BYTES 144 /* bytes per 256-element super-block */
+#define WISP_Q8_0_BLOCK 32
+#define WISP_Q8_0_BYTES 34 /* f16 d + 32 int8 */
 
-typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K } wisp_wtype;
+typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_F16, WISP_W_Q8_0 } wisp_wtype;
 
 /* What the execution plan chose for one matrix in one phase (prefill,
  * decode): a registry variant name and its geometry. Empty = the backend's
@@ -59,7 +65,7 @@ typedef struct {
   int rows, cols;
   wisp_kernel_choice choice[2]; /* [prefill, decode] */
   const float *f32;     /* WISP_W_F32 */
-  const uint8_t *q;     /* Q4/Q4Z nibbles; Q4K super-blocks */
+  const uint8_t *q;     /* Q4/Q4Z nibbles; Q4K super-blocks; F16 halves; Q8_0 blocks */
   const float *scales;  /* Q4/Q4Z, rows * cols/32 */
   const uint8_t *zp;    /* Q4Z zero points */
   void *device;         /* backend-private */
@@ -77,6 +83,8 @@ size_t wisp_q4_quant_bytes(int rows, int cols);
 size_t wisp_q4_scale_bytes(int rows, int cols);
 size_t wisp_q4_zp_bytes(int rows, int cols);
 size_t wisp_q4k_bytes(int rows, int cols); /* rows * cols/256 * 144 */
+size_t wisp_f16_bytes(int rows, int cols);  /* rows * cols * 2 */
+size_t wisp_q8_0_bytes(int rows, int cols); /* rows * cols/32 * 34 */
 
 /* IEEE binary16 <-> f32 (round to nearest even; f16 subnormals handled);
  * wisp_f16_to_f32 lives in safetensors.c. */
@@ -104,5 +112,10 @@ void wisp_quantize_q4z(const float *w, int rows, int cols, uint8_t *q, float *sc
  * then the 8 scales and mins quantized to 6 bits against the super-block's
  * f16 d and dmin, and the nibbles recomputed with the quantized values. */
 void wisp_quantize_q4k(const float *w, int rows, int cols, uint8_t *out);
+/* F16: each element rounded to nearest-even binary16 (little-endian). */
+void wisp_quantize_f16(const float *w, int rows, int cols, uint8_t *out);
+/* Q8_0 (cols % 32 == 0): per block d = max|x|/127 (stored as f16),
+ * q = round(x/d) clamped to [-127, 127] (using the f16-rounded d). */
+void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out);
 
 #endif

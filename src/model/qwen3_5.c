@@ -96,6 +96,19 @@ static wisp_status bind_matrix(const wisp_artifact *a, const char *base, int row
   memset(m, 0, sizeof *m);
   m->rows = rows;
   m->cols = cols;
+  if (has(a, base, "f16")) { /* IEEE half, row-major (tensor.h) */
+    m->type = WISP_W_F16;
+    snprintf(name, sizeof name, "%s.f16", base);
+    return wisp_artifact_bytes(a, name, wisp_f16_bytes(rows, cols), &m->q);
+  }
+  if (has(a, base, "q8_0")) { /* ggml Q8_0 blocks (tensor.h) */
+    if (cols % WISP_Q8_0_BLOCK)
+      return wisp_fail(WISP_EFORMAT, "%s: section '%s.q8_0': %d columns are not a multiple of %d", dir_of(a), base,
+                       cols, WISP_Q8_0_BLOCK);
+    m->type = WISP_W_Q8_0;
+    snprintf(name, sizeof name, "%s.q8_0", base);
+    return wisp_artifact_bytes(a, name, wisp_q8_0_bytes(rows, cols), &m->q);
+  }
   if (has(a, base, "q4k")) {
     if (cols % WISP_Q4K_BLOCK)
       return wisp_fail(WISP_EFORMAT, "%s: section '%s.q4k': %d columns are not a multiple of %d", dir_of(a), base,
@@ -259,7 +272,8 @@ static wisp_status q35_bind(const wisp_artifact *a, void **out) {
     if ((st = bind_matrix(a, base, H, F, &L->down))) goto fail;
   }
   if ((st = bind_matrix(a, "embed", s->vocab, H, &w->embed))) goto fail;
-  if (has(a, "head", "quant") || has(a, "head", "weight") || has(a, "head", "q4k")) {
+  if (has(a, "head", "quant") || has(a, "head", "weight") || has(a, "head", "q4k") ||
+      has(a, "head", "f16") || has(a, "head", "q8_0")) {
     if ((st = bind_matrix(a, "head", s->vocab, H, &w->head))) goto fail;
   } else {
     w->head = w->embed; /* tied */
@@ -316,7 +330,10 @@ static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
   out->lin_v_heads = s->lin_v_heads;
   out->lin_k_dim = s->lin_k_dim;
   out->lin_v_dim = s->lin_v_dim;
-  out->quant_bits = w->layers[0].gate_up.type == WISP_W_F32 ? 32 : 4;
+  out->quant_bits = w->layers[0].gate_up.type == WISP_W_F32    ? 32
+                   : w->layers[0].gate_up.type == WISP_W_F16  ? 16
+                   : w->layers[0].gate_up.type == WISP_W_Q8_0 ? 8
+                                                              : 4;
   for (int i = 0; i < s->n_layers; i++)
     if (w->layers[i].down.type == WISP_W_Q4K || w->layers[i].gate_up.type == WISP_W_Q4K) out->q4k = 1;
   return WISP_OK;

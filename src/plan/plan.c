@@ -60,8 +60,8 @@ wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wi
       (st = shape_int(shape, "linearValueDim", where, 0, &out->lin_v_dim)))
     return st;
   if (out->heads % out->kv_heads) return FAIL(WISP_EFORMAT, "%s.kvHeads: %d does not divide heads %d", where, out->kv_heads, out->heads);
-  if (out->quant_bits != 0 && out->quant_bits != 4 && out->quant_bits != 32)
-    return FAIL(WISP_EUNSUPPORTED, "%s.quantBits: %d (wisp plans 4 or 32)", where, out->quant_bits);
+  if (out->quant_bits != 0 && out->quant_bits != 4 && out->quant_bits != 8 && out->quant_bits != 16 && out->quant_bits != 32)
+    return FAIL(WISP_EUNSUPPORTED, "%s.quantBits: %d (wisp plans 4, 8, 16 or 32)", where, out->quant_bits);
   return WISP_OK;
 }
 
@@ -839,7 +839,7 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
   resolver R;
   memset(&R, 0, sizeof R);
   R.in = in;
-  R.wdtype = s->quant_bits == 4 ? "q4" : "f32";
+  R.wdtype = s->quant_bits == 4 ? "q4" : s->quant_bits == 16 ? "f16" : s->quant_bits == 8 ? "q8_0" : "f32";
   R.fusions = in->profile ? &in->profile->fusions : &default_fusions;
   R.n_blocks = s->n_layers + 2;
   R.tokens[WISP_PHASE_PREFILL] = in->prefill_tokens > 0 ? in->prefill_tokens : 512;

@@ -24,7 +24,7 @@ typedef struct {
   int n_layers;
   wisp_layer_kind layer_types[WISP_MAX_LAYERS];
   int hidden, ffn, vocab, heads, kv_heads, head_dim;
-  int quant_bits; /* 4: Q4 weights ("q4"); 0 or 32: f32 weights */
+  int quant_bits; /* 4: Q4 weights ("q4"); 16: F16 ("f16"); 8: Q8_0 ("q8_0"); 0 or 32: f32 weights */
   int conv_cache;
   /* Qwen 3.5 (all 0 for LFM2): its op lists (gated attention, Gated
    * DeltaNet "linear_attention" layers) and their sizes. */

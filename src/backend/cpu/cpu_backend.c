@@ -78,14 +78,18 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
 static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
   if (!variant[0]) return c->k;
-  if (!strcmp(variant, "q4_scalar") || !strcmp(variant, "q4k_scalar")) return wisp_cpu_kernels_scalar();
-  if (!strcmp(variant, "q4_avx2") || !strcmp(variant, "q4k_avx2") || !strcmp(variant, "f32")) return c->k;
+  if (!strcmp(variant, "q4_scalar") || !strcmp(variant, "q4k_scalar") || !strcmp(variant, "f16_scalar") ||
+      !strcmp(variant, "q8_0_scalar"))
+    return wisp_cpu_kernels_scalar();
+  if (!strcmp(variant, "q4_avx2") || !strcmp(variant, "q4k_avx2") || !strcmp(variant, "f32") ||
+      !strcmp(variant, "f16_avx2") || !strcmp(variant, "q8_0_avx2"))
+    return c->k;
   return NULL;
 }
 
 static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   cpu_backend *c = as_cpu(be);
-  if (m->cols % WISP_Q4_BLOCK && m->type != WISP_W_F32)
+  if (m->cols % WISP_Q4_BLOCK && m->type != WISP_W_F32 && m->type != WISP_W_F16)
     return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", m->cols);
   if (m->type == WISP_W_Q4K && m->cols % WISP_Q4K_BLOCK)
     return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", m->cols);
@@ -101,6 +105,12 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
       return wisp_fail(WISP_EINVAL, "the plan chose Q4 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
     if ((!strcmp(v, "q4k_avx2") || !strcmp(v, "q4k_scalar")) && m->type != WISP_W_Q4K)
       return wisp_fail(WISP_EINVAL, "the plan chose Q4_K kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
+    if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && strcmp(c->k->name, "avx2"))
+      return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel '%s' but this CPU lacks AVX2+FMA+F16C", v);
+    if ((!strcmp(v, "f16_avx2") || !strcmp(v, "f16_scalar")) && m->type != WISP_W_F16)
+      return wisp_fail(WISP_EINVAL, "the plan chose F16 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
+    if ((!strcmp(v, "q8_0_avx2") || !strcmp(v, "q8_0_scalar")) && m->type != WISP_W_Q8_0)
+      return wisp_fail(WISP_EINVAL, "the plan chose Q8_0 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
   }
   return WISP_OK;
 }
@@ -157,6 +167,8 @@ static void matmul_task(void *ctx, int task, int thread) {
     if (j->n == 1) {
       float v = W->type == WISP_W_F32   ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K)
                 : W->type == WISP_W_Q4K ? k->dot_q4k_row(W, r, j->x)
+                : W->type == WISP_W_F16 ? k->dot_f16_row(W, r, j->x)
+                : W->type == WISP_W_Q8_0 ? k->dot_q8_0_row(W, r, j->x)
                                         : k->dot_q4_row(W, r, j->x);
       j->y[r] = j->accumulate ? j->y[r] + v : v;
       continue;

@@ -69,8 +69,30 @@ static float dot_q4k_row_scalar(const wisp_matrix *m, int row, const float *x) {
   return total;
 }
 
-static const wisp_cpu_kernels k_scalar = {"scalar", dot_f32_scalar, dot4_f32_scalar, dot_q4_row_scalar,
-                                          dot_q4k_row_scalar, wisp_matrix_row_f32};
+static float dot_f16_row_scalar(const wisp_matrix *m, int row, const float *x) {
+  const uint8_t *h = m->q + (size_t)row * (size_t)m->cols * 2;
+  float s = 0;
+  for (int i = 0; i < m->cols; i++) s += wisp_f16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8)) * x[i];
+  return s;
+}
+
+/* Q8_0: sum over blocks of d * sum q_i x_i. */
+static float dot_q8_0_row_scalar(const wisp_matrix *m, int row, const float *x) {
+  const int nb = m->cols / WISP_Q8_0_BLOCK;
+  const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q8_0_BYTES;
+  float total = 0;
+  for (int b = 0; b < nb; b++, blk += WISP_Q8_0_BYTES, x += WISP_Q8_0_BLOCK) {
+    float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    float acc = 0;
+    for (int i = 0; i < WISP_Q8_0_BLOCK; i++) acc += (float)(int8_t)blk[2 + i] * x[i];
+    total += d * acc;
+  }
+  return total;
+}
+
+static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,      dot4_f32_scalar,
+                                          dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
+                                          dot_q8_0_row_scalar, wisp_matrix_row_f32};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -202,7 +224,44 @@ __attribute__((target("avx2,fma"))) static float dot_q4k_row_avx2(const wisp_mat
   return hsum256(total);
 }
 
+/* F16 via F16C: eight halves at a time; cols need not be a multiple of 8. */
+__attribute__((target("avx2,fma,f16c"))) static float dot_f16_row_avx2(const wisp_matrix *m, int row, const float *x) {
+  const int n = m->cols;
+  const uint8_t *h = m->q + (size_t)row * (size_t)n * 2;
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 w = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 2 * i)));
+    acc = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + i), acc);
+  }
+  float s = hsum256(acc);
+  for (; i < n; i++) s += wisp_f16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8)) * x[i];
+  return s;
+}
+
+/* Q8_0: the 32 int8 of a block widened to f32 in four groups of eight. */
+__attribute__((target("avx2,fma"))) static float dot_q8_0_row_avx2(const wisp_matrix *m, int row, const float *x) {
+  const int nb = m->cols / WISP_Q8_0_BLOCK;
+  const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q8_0_BYTES;
+  __m256 total = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++, blk += WISP_Q8_0_BYTES, x += WISP_Q8_0_BLOCK) {
+    float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    __m256 acc = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+      __m128i q8 = _mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * k));
+      __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+      acc = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + 8 * k), acc);
+    }
+    total = _mm256_fmadd_ps(_mm256_set1_ps(d), acc, total);
+  }
+  return hsum256(total);
+}
+
 __attribute__((target("avx2,fma"))) static void row_f32_avx2(const wisp_matrix *m, int row, float *out) {
+  if (m->type == WISP_W_F16 || m->type == WISP_W_Q8_0) {
+    wisp_matrix_row_f32(m, row, out);
+    return;
+  }
   if (m->type == WISP_W_F32) {
     memcpy(out, m->f32 + (size_t)row * m->cols, (size_t)m->cols * sizeof(float));
     return;
@@ -241,8 +300,8 @@ __attribute__((target("avx2,fma"))) static void row_f32_avx2(const wisp_matrix *
   }
 }
 
-static const wisp_cpu_kernels k_avx2 = {"avx2", dot_f32_avx2, dot4_f32_avx2, dot_q4_row_avx2, dot_q4k_row_avx2,
-                                        row_f32_avx2};
+static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot_q4_row_avx2,
+                                        dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }
@@ -252,7 +311,8 @@ const wisp_cpu_kernels *wisp_cpu_kernels_get(void) {
   if (force && *force && strcmp(force, "0") != 0) return &k_scalar;
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &k_avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return &k_avx2;
 #endif
   return &k_scalar;
 }

@@ -15,6 +15,9 @@ typedef struct {
   float (*dot_q4_row)(const wisp_matrix *m, int row, const float *x);
   /* dot of one Q4_K row with x */
   float (*dot_q4k_row)(const wisp_matrix *m, int row, const float *x);
+  /* dot of one F16 row / one Q8_0 row with x */
+  float (*dot_f16_row)(const wisp_matrix *m, int row, const float *x);
+  float (*dot_q8_0_row)(const wisp_matrix *m, int row, const float *x);
   /* dequantize one row of any matrix type into out[cols] */
   void (*row_f32)(const wisp_matrix *m, int row, float *out);
 } wisp_cpu_kernels;

@@ -512,6 +512,9 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   }
   const int rows = m->rows, cols = m->cols;
   if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
+  if (m->type == WISP_W_F16 || m->type == WISP_W_Q8_0)
+    return wisp_fail(WISP_EUNSUPPORTED,
+                     "webgpu: f16/q8_0 matrices are not supported yet; convert with --quant q4, q4k or f32");
   if (m->type == WISP_W_Q4K && cols % WISP_Q4K_BLOCK)
     return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", cols);
   if (m->type != WISP_W_F32 && cols % WISP_Q4_BLOCK)
