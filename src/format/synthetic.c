@@ -48,16 +48,6 @@ static int fan_in(const wisp_shape *sh, const char *name) {
   return sh->hidden;
 }
 
-static void fill_rope(const wisp_shape *sh, double theta, int is_sin, float *out, size_t n) {
-  int half = sh->head_dim / 2;
-  for (size_t k = 0; k < n; k++) {
-    int p = (int)(k / (size_t)half), i = (int)(k % (size_t)half);
-    float inv = (float)(1.0 / pow(theta, (double)(2 * i) / (double)sh->head_dim));
-    float ang = (float)p * inv;
-    out[k] = is_sin ? sinf(ang) : cosf(ang);
-  }
-}
-
 /* The transposed down copy: dequantize L.mlp.down from the bytes already
  * generated, transpose to [ffn][hidden] and quantize again. */
 static wisp_status fill_down_transposed(const wisp_artifact *a, const uint8_t *buf, const char *name, uint8_t *out,
@@ -137,7 +127,9 @@ static wisp_status fill_section(const wisp_artifact *a, const wisp_section *sec,
     if (n % (size_t)(sh->head_dim / 2))
       return wisp_fail(WISP_EFORMAT, "section '%s': %zu floats is not a whole number of rows of %d", name, n,
                        sh->head_dim / 2);
-    fill_rope(sh, a->rope_theta, strstr(name, "sin") != NULL, f, n);
+    int is_sin = strstr(name, "sin") != NULL;
+    wisp_rope_table(a->rope_theta, sh->head_dim, (int)(n / (size_t)(sh->head_dim / 2)), is_sin ? NULL : f,
+                    is_sin ? f : NULL);
     return WISP_OK;
   }
   return wisp_fail(WISP_EUNSUPPORTED, "don't know how to synthesize section '%s'", name);

@@ -118,4 +118,9 @@ void wisp_quantize_f16(const float *w, int rows, int cols, uint8_t *out);
  * q = round(x/d) clamped to [-127, 127] (using the f16-rounded d). */
 void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out);
 
+/* RoPE tables for positions [0, rows): cs/sn[p * half + i] = cos/sin(p *
+ * theta^(-2i/dim)), half = dim/2, inv_freq rounded to f32 as transformers
+ * does and the angle taken in f32. */
+void wisp_rope_table(double theta, int dim, int rows, float *cs, float *sn);
+
 #endif

@@ -143,14 +143,7 @@ static wisp_status bind_rope(const wisp_artifact *a, lfm2_weights *w) {
   w->rope_owned = malloc(sizeof(float) * 2 * (size_t)rows * half);
   if (!w->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
   float *cs = w->rope_owned, *sn = w->rope_owned + (size_t)rows * half;
-  for (int p = 0; p < rows; p++)
-    for (int i = 0; i < half; i++) {
-      /* inv_freq in f32 as transformers computes it, then the angle in f32. */
-      float inv = (float)(1.0 / pow(a->rope_theta, (double)(2 * i) / (double)w->shape.head_dim));
-      float ang = (float)p * inv;
-      cs[(size_t)p * half + i] = cosf(ang);
-      sn[(size_t)p * half + i] = sinf(ang);
-    }
+  wisp_rope_table(a->rope_theta, w->shape.head_dim, rows, cs, sn);
   w->rope_cos = (wisp_vector){rows * half, cs, NULL};
   w->rope_sin = (wisp_vector){rows * half, sn, NULL};
   w->positions = rows;
