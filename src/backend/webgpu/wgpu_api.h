@@ -534,6 +534,9 @@ typedef struct WGPUQuerySetDescriptor {
   X(CommandEncoderCopyBufferToBuffer, void,                                                        \
     (WGPUCommandEncoder e, WGPUBuffer src, uint64_t srcOffset, WGPUBuffer dst, uint64_t dstOffset, \
      uint64_t size))                                                                               \
+  X(CommandEncoderResolveQuerySet, void,                                                           \
+    (WGPUCommandEncoder e, WGPUQuerySet q, uint32_t firstQuery, uint32_t queryCount, WGPUBuffer dst, \
+     uint64_t dstOffset))                                                                          \
   X(CommandEncoderFinish, WGPUCommandBuffer,                                                       \
     (WGPUCommandEncoder e, const WGPUCommandBufferDescriptor *desc))                               \
   X(CommandEncoderRelease, void, (WGPUCommandEncoder e))                                           \

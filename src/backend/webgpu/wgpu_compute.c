@@ -1,5 +1,6 @@
 /* Buffers, kernels, bind groups and batches; see wgpu_compute.h. */
 #include "backend/webgpu/wgpu_compute.h"
+#include "backend/webgpu/wgpu_profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,6 +361,7 @@ wisp_status wisp_wgpu_batch_begin(wisp_wgpu_device *d, wisp_wgpu_batch *b) {
   WGPUCommandEncoderDescriptor ed = {NULL, wisp_wgpu_str("wisp batch")};
   b->enc = d->api->DeviceCreateCommandEncoder(d->device, &ed);
   if (!b->enc) return wisp_fail(WISP_EDEVICE, "WebGPU: could not create a command encoder");
+  if (d->profile) return WISP_OK; /* one pass per dispatch, opened by wisp_wgpu_batch_dispatch */
   WGPUComputePassDescriptor pd;
   memset(&pd, 0, sizeof pd);
   b->pass = d->api->CommandEncoderBeginComputePass(b->enc, &pd);
@@ -374,6 +376,17 @@ wisp_status wisp_wgpu_batch_begin(wisp_wgpu_device *d, wisp_wgpu_batch *b) {
 void wisp_wgpu_batch_dispatch(wisp_wgpu_batch *b, const wisp_wgpu_kernel *k, WGPUBindGroup g, uint32_t x,
                               uint32_t y, uint32_t z) {
   const wisp_wgpu_api *w = b->d->api;
+  if (b->d->profile) { /* a timed pass of its own */
+    if (b->pass) {
+      w->ComputePassEncoderEnd(b->pass);
+      w->ComputePassEncoderRelease(b->pass);
+    }
+    WGPUComputePassDescriptor pd;
+    memset(&pd, 0, sizeof pd);
+    pd.timestampWrites = wisp_wgpu_profile_next(b->d->profile, k->label);
+    b->pass = w->CommandEncoderBeginComputePass(b->enc, &pd);
+    b->current = NULL;
+  }
   if (b->current != k->pipeline) {
     w->ComputePassEncoderSetPipeline(b->pass, k->pipeline);
     b->current = k->pipeline;
@@ -390,8 +403,11 @@ wisp_status wisp_wgpu_batch_submit_copy(wisp_wgpu_batch *b, WGPUBuffer src, uint
   wisp_wgpu_device *d = b->d;
   const wisp_wgpu_api *w = d->api;
   if (!b->enc) return wisp_fail(WISP_EINVAL, "WebGPU: batch was not begun");
-  w->ComputePassEncoderEnd(b->pass);
-  w->ComputePassEncoderRelease(b->pass);
+  if (b->pass) {
+    w->ComputePassEncoderEnd(b->pass);
+    w->ComputePassEncoderRelease(b->pass);
+  }
+  if (d->profile) wisp_wgpu_profile_resolve(d->profile, b->enc);
   if (src && dst && size) w->CommandEncoderCopyBufferToBuffer(b->enc, src, src_off, dst, dst_off, size);
   WGPUCommandBufferDescriptor cd = {NULL, wisp_wgpu_str(NULL)};
   WGPUCommandBuffer cmd = w->CommandEncoderFinish(b->enc, &cd);
@@ -403,6 +419,7 @@ wisp_status wisp_wgpu_batch_submit_copy(wisp_wgpu_batch *b, WGPUBuffer src, uint
     w->CommandBufferRelease(cmd);
   }
   wisp_status st = wisp_wgpu_device_check(d);
+  if (!st && d->profile) st = wisp_wgpu_profile_collect(d->profile);
   if (st) wisp_error_prefix("batch of %d dispatches", b->n_dispatches);
   return st;
 }
@@ -410,8 +427,11 @@ wisp_status wisp_wgpu_batch_submit_copy(wisp_wgpu_batch *b, WGPUBuffer src, uint
 void wisp_wgpu_batch_abort(wisp_wgpu_batch *b) {
   if (!b->enc) return;
   const wisp_wgpu_api *w = b->d->api;
-  w->ComputePassEncoderEnd(b->pass);
-  w->ComputePassEncoderRelease(b->pass);
+  if (b->pass) {
+    w->ComputePassEncoderEnd(b->pass);
+    w->ComputePassEncoderRelease(b->pass);
+  }
+  if (b->d->profile) wisp_wgpu_profile_discard(b->d->profile);
   w->CommandEncoderRelease(b->enc);
   b->enc = NULL;
   b->pass = NULL;

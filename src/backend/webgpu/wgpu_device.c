@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include "backend/webgpu/wgpu_loader.h"
+#include "backend/webgpu/wgpu_profile.h"
 #include "util/err.h"
+
+static int profiling_requested(void);
 
 #define DEFAULT_TIMEOUT_MS 10000u
 #define LVP_ICD "/usr/share/vulkan/icd.d/lvp_icd.json"
@@ -425,6 +428,15 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
 
   WGPUDeviceDescriptor dd;
   memset(&dd, 0, sizeof dd);
+  /* Dawn rounds timestamps (timing-attack mitigation for browsers); the
+   * profiler wants them exact. */
+  static const char *const unquantized[] = {"timestamp_quantization"};
+  WGPUDawnTogglesDescriptor toggles;
+  memset(&toggles, 0, sizeof toggles);
+  toggles.chain.sType = WGPUSType_DawnTogglesDescriptor;
+  toggles.disabledToggleCount = 1;
+  toggles.disabledToggles = unquantized;
+  if (profiling_requested()) dd.nextInChain = &toggles.chain;
   dd.label = wisp_wgpu_str("wisp");
   dd.requiredFeatureCount = nreq;
   dd.requiredFeatures = req;
@@ -463,6 +475,11 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
   d->has_subgroups = w->DeviceHasFeature(d->device, WGPUFeatureName_Subgroups) != 0;
   d->has_shader_f16 = w->DeviceHasFeature(d->device, WGPUFeatureName_ShaderF16) != 0;
   d->has_timestamp_query = w->DeviceHasFeature(d->device, WGPUFeatureName_TimestampQuery) != 0;
+  if (profiling_requested()) {
+    d->profile = wisp_wgpu_profile_new(d);
+    if (!d->profile)
+      fprintf(stderr, "wisp: WISP_WEBGPU_PROFILE ignored: %s has no timestamp-query\n", d->info.name);
+  }
   *out = d;
   return WISP_OK;
 
@@ -471,9 +488,18 @@ fail:
   return st;
 }
 
+static int profiling_requested(void) {
+  const char *e = getenv("WISP_WEBGPU_PROFILE");
+  return e && *e && strcmp(e, "0");
+}
+
 void wisp_wgpu_device_close(wisp_wgpu_device *d) {
   if (!d) return;
   const wisp_wgpu_api *w = d->api;
+  if (d->profile) {
+    wisp_wgpu_profile_report(d->profile, stderr);
+    wisp_wgpu_profile_free(d->profile);
+  }
   if (d->fence_src) w->BufferRelease(d->fence_src);
   if (d->fence_dst) w->BufferRelease(d->fence_dst);
   if (d->queue) w->QueueRelease(d->queue);

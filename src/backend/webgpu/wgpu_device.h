@@ -73,6 +73,8 @@ typedef struct wisp_wgpu_device {
   char last_error[1024];   /* first uncaptured error since the last check */
   int lost;
   char lost_message[512];
+  /* Per-kernel timestamps (WISP_WEBGPU_PROFILE=1; wgpu_profile.h), or NULL. */
+  struct wisp_wgpu_profile *profile;
   /* Internal: tiny buffers used by wisp_wgpu_finish. */
   WGPUBuffer fence_src, fence_dst;
 } wisp_wgpu_device;

@@ -1,0 +1,38 @@
+/* Per-kernel GPU time from timestamp queries: the tool that says which
+ * kernels a token's time goes to (wisp_wgpu_batch cannot: it only knows
+ * when a whole submit finished).
+ *
+ * Enabled by WISP_WEBGPU_PROFILE=1 on a device with `timestamp-query`. Each
+ * dispatch then runs in a compute pass of its own whose beginning and end
+ * write timestamps; after every submit the timestamps are read back (the
+ * submit becomes synchronous) and added up per kernel label. The report
+ * (stderr, when the device closes) lists each kernel's dispatches, total and
+ * mean GPU time, sorted by total. Separate passes and the readbacks make the
+ * run slower than a normal one: use it to rank kernels, not to time tokens. */
+#ifndef WISP_WGPU_PROFILE_H
+#define WISP_WGPU_PROFILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/webgpu/wgpu_device.h"
+
+typedef struct wisp_wgpu_profile wisp_wgpu_profile;
+
+/* NULL (and no error) when the device lacks timestamp-query. */
+wisp_wgpu_profile *wisp_wgpu_profile_new(wisp_wgpu_device *d);
+/* The timestamp writes for the next dispatch of kernel `label`, or NULL when
+ * this submit's query set is full (that dispatch then goes untimed). */
+const WGPUPassTimestampWrites *wisp_wgpu_profile_next(wisp_wgpu_profile *p, const char *label);
+/* Records the resolve of this submit's queries into `enc` (before Finish). */
+void wisp_wgpu_profile_resolve(wisp_wgpu_profile *p, WGPUCommandEncoder enc);
+/* After the submit: waits, reads the timestamps and adds them up. */
+wisp_status wisp_wgpu_profile_collect(wisp_wgpu_profile *p);
+/* Forgets the queries of a batch that was aborted. */
+void wisp_wgpu_profile_discard(wisp_wgpu_profile *p);
+/* Timed dispatches of kernel `label` so far, and their GPU time (ns). */
+uint64_t wisp_wgpu_profile_dispatches(const wisp_wgpu_profile *p, const char *label, uint64_t *ns);
+void wisp_wgpu_profile_report(const wisp_wgpu_profile *p, FILE *f);
+void wisp_wgpu_profile_free(wisp_wgpu_profile *p);
+
+#endif
