@@ -18,8 +18,8 @@
 # (default SMALL_OUT_DIR/../qwen35-small; commit as tests/parity/qwen35-small/
 # for test_parity_qwen.c).
 #
-# Environment: PYTHON (python3), SEED (1234), GREEDY (128), BACKEND (cpu; wisp's
-# backend for `wisp logits`), REF_DEVICE (cpu; "cuda" runs the reference on the
+# Environment: PYTHON (python3), SEED (1234), GREEDY (128), BACKENDS (cpu; wisp's
+# backends for `wisp logits`, e.g. "cpu webgpu"; BACKEND still works), REF_DEVICE (cpu; "cuda" runs the reference on the
 # GPU with TF32 off), THREADS (nproc), QUANTS, QWEN_SMALL_OUT (see above).
 # Exit status: 0 only if every comparison passed.
 set -uo pipefail
@@ -37,7 +37,7 @@ SEED=${SEED:-1234}
 GREEDY=${GREEDY:-128}
 REF_DEVICE=${REF_DEVICE:-cpu}
 THREADS=${THREADS:-$(nproc)}
-BACKEND=${BACKEND:-cpu}
+BACKENDS=${BACKENDS:-${BACKEND:-cpu}}
 CONFIGS=${CONFIGS:-"small lfm2-350m qwen35-small qwen35-0.8b qwen35-2b"}
 QWEN_SMALL_OUT=${QWEN_SMALL_OUT:-$SMALL_OUT/../qwen35-small}
 quants_for() { # config -> the quants it runs
@@ -83,28 +83,31 @@ for cfg in $CONFIGS; do
     done
   fi
   for q in $qs; do
-    RESULT[$cfg/$q]="not run"
+   for be in $BACKENDS; do
+    key=$cfg/$q/$be
+    RESULT[$key]="not run"
     [ $ok = 1 ] && [ -f "$d/ref_$q.json" ] || continue
-    if ! step "$cfg: wisp logits $q" "$WISP" logits -m "$d/art_$q" --prompts "$d/hf/prompts.json" \
-        -o "$d/wisp_$q.json" --greedy "$GREEDY" --backend "$BACKEND" --threads "$THREADS"; then
-      RESULT[$cfg/$q]="wisp logits failed"; fail=1; continue
+    if ! step "$cfg: wisp logits $q ($be)" "$WISP" logits -m "$d/art_$q" --prompts "$d/hf/prompts.json" \
+        -o "$d/wisp_${q}_$be.json" --greedy "$GREEDY" --backend "$be" --threads "$THREADS"; then
+      RESULT[$key]="wisp logits failed"; fail=1; continue
     fi
-    "$PY" "$HERE/compare.py" "$d/ref_$q.json" "$d/wisp_$q.json" > "$d/compare_$q.txt" 2>&1
+    "$PY" "$HERE/compare.py" "$d/ref_$q.json" "$d/wisp_${q}_$be.json" > "$d/compare_${q}_$be.txt" 2>&1
     rc=$?
-    cat "$d/compare_$q.txt"
-    worst=$(grep -o 'worst ratio [^ ]*' "$d/compare_$q.txt" | awk '{print $3}')
-    greedy=$(grep '^greedy:' "$d/compare_$q.txt" | sed 's/^greedy: //')
-    if [ $rc = 0 ]; then RESULT[$cfg/$q]="PASS  worst ratio $worst; $greedy"
-    else RESULT[$cfg/$q]="FAIL  worst ratio $worst; $greedy"; fail=1; fi
+    cat "$d/compare_${q}_$be.txt"
+    worst=$(grep -o 'worst ratio [^ ]*' "$d/compare_${q}_$be.txt" | awk '{print $3}')
+    greedy=$(grep '^greedy:' "$d/compare_${q}_$be.txt" | sed 's/^greedy: //')
+    if [ $rc = 0 ]; then RESULT[$key]="PASS  worst ratio $worst; $greedy"
+    else RESULT[$key]="FAIL  worst ratio $worst; $greedy"; fail=1; fi
+   done
   done
   [ $ok = 1 ] || fail=1
 done
 
 echo
 echo "== summary (work dir $WORK)"
-printf '%-12s %-4s %s\n' config quant result
+printf '%-12s %-4s %-6s %s\n' config quant backend result
 for cfg in $CONFIGS; do
-  for q in $(quants_for "$cfg"); do printf '%-12s %-4s %s\n' "$cfg" "$q" "${RESULT[$cfg/$q]:-not run}"; done
+  for q in $(quants_for "$cfg"); do for be in $BACKENDS; do printf "%-12s %-4s %-6s %s\n" "$cfg" "$q" "$be" "${RESULT[$cfg/$q/$be]:-not run}"; done; done
 done
 
 if [ -f "$WORK/small/ref_f32.json" ] && [ -f "$WORK/small/ref_q4.json" ]; then
