@@ -67,10 +67,12 @@ typedef struct bg_entry {
   struct bg_entry *next;
 } bg_entry;
 
+#define KCONSTS 6 /* most override constants of one kernel variant */
+
 typedef struct {
   const char *file;
   int nc;
-  double v[4];
+  double v[KCONSTS];
   wisp_wgpu_kernel *k;
 } kcache;
 
@@ -179,8 +181,8 @@ static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wg
     for (int j = 0; j < nc && same; j++) same = e->v[j] == c[j].value;
     if (same) return e->k;
   }
-  if (nc > 4) {
-    op_fail(g, WISP_EINVAL, "kernel %s: %d override constants (at most 4)", file, nc);
+  if (nc > KCONSTS) {
+    op_fail(g, WISP_EINVAL, "kernel %s: %d override constants (at most %d)", file, nc, KCONSTS);
     return NULL;
   }
   char key[96];
@@ -476,6 +478,13 @@ static void wmat_free(wgpu_backend *g, wmat *w) {
   free(w);
 }
 
+/* Lanes per row group of matvec.wgsl: a subgroup (32 on NVIDIA) or a whole
+ * number of them, never more than the workgroup. */
+static uint32_t matvec_lanes(const wgpu_backend *g, uint32_t wg) {
+  uint32_t lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;
+  return lg < wg ? lg : wg;
+}
+
 /* The plan's kernel choice for a matrix: a wgsl_* matmul variant of
  * kernels/registry.json, and for one-token products the geometry (WG
  * threads, ROWS rows per workgroup) the plan resolved. */
@@ -494,10 +503,10 @@ static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) 
   uint32_t wg = c->workgroup_size ? (uint32_t)c->workgroup_size : g->mv_wg;
   uint32_t rows = c->rows_per_subgroup ? (uint32_t)c->rows_per_subgroup : g->mv_rows;
   if (rows > 16 || rows > wg || wg > g->d->info.max_compute_invocations_per_workgroup ||
-      (!g->sg && (wg & (wg - 1))))
+      (!g->sg && (wg & (wg - 1))) || (g->sg && wg % matvec_lanes(g, wg)))
     return wisp_fail(WISP_EUNSUPPORTED, "webgpu: the plan's matvec geometry WG=%u ROWS=%u for a %dx%d matrix is outside "
                      "what matvec%s.wgsl supports (ROWS <= 16 and <= WG%s)", wg, rows, m->rows, m->cols,
-                     g->sg ? "" : "_nosg", g->sg ? "" : ", WG a power of two");
+                     g->sg ? "" : "_nosg", g->sg ? ", WG a multiple of the subgroup size" : ", WG a power of two");
   w->mv_wg = wg;
   w->mv_rows = rows;
   return WISP_OK;
@@ -749,18 +758,22 @@ static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_
  * output buffer, which is also the product's nominal input). */
 static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
                        const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax) {
-  /* Tall matrices (the head) take more rows per workgroup: fewer
+  /* Tall matrices (the head) take more rows per lane group: fewer
    * workgroups re-reading x (and re-reducing its norm with PRE 1). Subgroup
    * variant only: the plain one with many rows was found very slow on
    * lavapipe (tree reductions of ROWS*WG values). */
-  uint32_t rows_wg = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows, wg = g->mv_wg;
+  uint32_t rows = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows, wg = g->mv_wg;
   if (w->mv_wg) { /* the plan's geometry */
     wg = w->mv_wg;
-    rows_wg = w->mv_rows;
+    rows = w->mv_rows;
   }
+  /* matvec.wgsl: lane groups of LG threads, ROWS rows each, WG/LG groups a
+   * workgroup; matvec_nosg.wgsl: ROWS rows a workgroup. */
+  uint32_t lg = matvec_lanes(g, wg);
+  uint32_t rows_wg = g->sg ? (wg / lg) * rows : rows;
   /* argmax (n = 1): per-workgroup (max, index) pairs to g->amax, in row
    * order across the parts; g->amax_count is their number. */
-  wisp_wgpu_const c[4] = {{"WG", wg}, {"ROWS", rows_wg}, {"QT", qt_of(w->type)}, {"ARGMAX", argmax ? 1 : 0}};
+  wisp_wgpu_const c[5] = {{"WG", wg}, {"ROWS", rows}, {"QT", qt_of(w->type)}, {"ARGMAX", argmax ? 1 : 0}, {"LG", lg}};
   uint32_t part_off = 0;
   if (argmax) {
     uint64_t total = 0;
@@ -768,7 +781,7 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
     if (!scratch(g, &g->amax, total * 8, total * 8, "wisp argmax partials")) return;
     g->amax_count = (uint32_t)total;
   }
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, 4);
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 5 : 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];

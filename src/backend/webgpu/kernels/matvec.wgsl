@@ -19,21 +19,22 @@
 // so the fused op's output buffer holds what the unfused op would have
 // written. For PRE 0, nw and xo are bound to placeholders.
 //
-// Work unit: one u32 word (8 elements) for Q4/Q4Z, one vec4 (4 elements) for
-// f32. One workgroup computes ROWS consecutive rows; its WG threads stride
-// over a row's units. Grid: ceil(rows / ROWS) workgroups as x*y (linear id
-// wid.x + wid.y*nwg.x). The bound w/scales/zp may be a row range of a larger
-// matrix (rows = the range's rows; y_off places it in y).
+// Work split: lane groups of LG threads (LG >= the subgroup size and a
+// multiple of it; the host sets it). Each group owns ROWS consecutive rows;
+// its lanes stride over the row's units -- one 32-element block (one
+// vec4<u32> of nibbles and one scale) for Q4/Q4Z, one vec4 for f32 -- so the
+// loads of a group are 16-byte, contiguous across lanes, and each lane keeps
+// the input vectors of its unit in registers for all ROWS rows. A workgroup
+// of WG threads computes (WG / LG) * ROWS consecutive rows. Grid:
+// ceil(rows / that) workgroups as x*y (linear id wid.x + wid.y*nwg.x). The
+// bound w/scales/zp may be a row range of a larger matrix (rows = the
+// range's rows; y_off places it in y).
 //
-// ARGMAX = 1 (greedy decode: the head product followed by the token choice)
-// also writes this workgroup's (largest y, lowest row index on ties) to
-// amax[2*(part_off + wg id)] (value) and [.. + 1] (row index of y as u32
-// bits); sample.wgsl with PARTS = 1 reduces those pairs, so the logits are
-// not read again. y is still written.
 enable subgroups;
 
-override WG: u32 = 128;  // threads per workgroup
-override ROWS: u32 = 4;  // rows per workgroup, <= WG and <= 16
+override WG: u32 = 128;  // threads per workgroup, a multiple of LG
+override ROWS: u32 = 4;  // rows per lane group, <= 16
+override LG: u32 = 32;   // lanes per group: a multiple of the subgroup size
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
@@ -49,7 +50,7 @@ struct Params {
   part_off: u32, // ARGMAX: index of this dispatch's first workgroup in amax
 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
 @group(0) @binding(2) var<storage, read> zp: array<u32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
@@ -71,22 +72,31 @@ fn xin(i: u32) -> vec4<f32> {
   return x[p.x_off + i];
 }
 
-// Dot product of unit u of a row with the input vectors xa (and xb, Q4).
-fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
+// Unit u of a row dotted with the unit's input: for f32 one vec4 (xs[0]);
+// for Q4/Q4Z one block, xs[0..7] its 32 inputs and xsum their sum (so the
+// zero point comes off once: sum (q - z) x = sum q x - z sum x).
+fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, 8>>, xsum: f32) -> f32 {
   if (QT == 0u) {
-    let i = (row * (p.cols / 4u) + u) * 4u;
-    let wv = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
-    return dot(wv, xa);
+    return dot(bitcast<vec4<f32>>(w[row * (p.cols / 4u) + u]), (*xs)[0]);
   }
-  let word = w[row * (p.cols / 8u) + u];
-  let blk = row * (p.cols / 32u) + u / 4u;
+  let blk = row * (p.cols / 32u) + u;
+  let q = w[blk];
   var z = 8.0;
   if (QT == 2u) {
     z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
   }
-  let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - z;
-  let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - z;
-  return scales[blk] * (dot(lo, xa) + dot(hi, xb));
+  let sh_lo = vec4<u32>(0u, 4u, 8u, 12u);
+  let sh_hi = vec4<u32>(16u, 20u, 24u, 28u);
+  let m = vec4<u32>(15u);
+  var s = dot(vec4<f32>((vec4<u32>(q.x) >> sh_lo) & m), (*xs)[0]);
+  s += dot(vec4<f32>((vec4<u32>(q.x) >> sh_hi) & m), (*xs)[1]);
+  s += dot(vec4<f32>((vec4<u32>(q.y) >> sh_lo) & m), (*xs)[2]);
+  s += dot(vec4<f32>((vec4<u32>(q.y) >> sh_hi) & m), (*xs)[3]);
+  s += dot(vec4<f32>((vec4<u32>(q.z) >> sh_lo) & m), (*xs)[4]);
+  s += dot(vec4<f32>((vec4<u32>(q.z) >> sh_hi) & m), (*xs)[5]);
+  s += dot(vec4<f32>((vec4<u32>(q.w) >> sh_lo) & m), (*xs)[6]);
+  s += dot(vec4<f32>((vec4<u32>(q.w) >> sh_hi) & m), (*xs)[7]);
+  return scales[blk] * (s - z * xsum);
 }
 
 // Workgroup 0 stores the input as used (the output of the fused op).
@@ -100,10 +110,13 @@ fn store_input(li: u32, scale: f32) {
   }
 }
 
-var<workgroup> partial: array<f32, (ROWS + 1u) * ((WG + 3u) / 4u)>;
+// partial[(group * ROWS + r) * (LG / 4) + subgroup within the group]: the
+// subgroup sums of row r (a subgroup has at least 4 lanes); the last
+// WG / 4 slots hold the norm's per-subgroup sums (PRE 1).
+var<workgroup> partial: array<f32, (WG / LG) * ROWS * (LG / 4u) + WG / 4u>;
 var<workgroup> inv_s: f32;
-var<workgroup> am_v: array<f32, MAXR>;
-var<workgroup> am_i: array<u32, MAXR>;
+var<workgroup> am_v: array<f32, (WG / LG) * ROWS>;
+var<workgroup> am_i: array<u32, (WG / LG) * ROWS>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -112,9 +125,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(subgroup_invocation_id) sli: u32,
         @builtin(subgroup_size) sgs: u32) {
   let wg_id = wid.x + wid.y * nwg.x;
-  let row0 = wg_id * ROWS;
-  let slots = (WG + 3u) / 4u;
-  let nsg = (WG + sgs - 1u) / sgs;
+  let ng = WG / LG;
+  let grp = li / LG;
+  let lane = li % LG;
+  let row0 = (wg_id * ng + grp) * ROWS;
+  let pslots = LG / 4u;
+  let norm_base = ng * ROWS * pslots;
   var scale = 1.0;
   if (p.pre == 1u) {
     var ss = 0.0;
@@ -124,13 +140,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let s = subgroupAdd(ss);
     if (sli == 0u) {
-      partial[ROWS * slots + li / sgs] = s;
+      partial[norm_base + li / sgs] = s;
     }
     workgroupBarrier();
     if (li == 0u) {
       var t = 0.0;
-      for (var i = 0u; i < nsg; i++) {
-        t += partial[ROWS * slots + i];
+      for (var i = 0u; i < WG / sgs; i++) {
+        t += partial[norm_base + i];
       }
       inv_s = 1.0 / sqrt(t / f32(p.cols) + p.eps);
     }
@@ -139,45 +155,48 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   if (p.pre != 0u && wg_id == 0u) {
     store_input(li, scale);
   }
-  var units = p.cols / 8u;
+  var units = p.cols / 32u;
   if (QT == 0u) {
     units = p.cols / 4u;
   }
-  // Units outer, rows inner: a thread's loads for all its rows are
-  // independent, so they can be in flight together.
   var acc: array<f32, MAXR>;
   for (var r = 0u; r < ROWS; r++) {
     acc[r] = 0.0;
   }
-  for (var u = li; u < units; u += WG) {
-    var xa: vec4<f32>;
-    var xb = vec4<f32>(0.0);
+  var xs: array<vec4<f32>, 8>;
+  for (var u = lane; u < units; u += LG) {
+    var xsum = 0.0;
     if (QT == 0u) {
-      xa = xin(u);
+      xs[0] = xin(u);
     } else {
-      xa = xin(u * 2u);
-      xb = xin(u * 2u + 1u);
+      for (var i = 0u; i < 8u; i++) {
+        xs[i] = xin(u * 8u + i);
+        xsum += dot(xs[i], vec4<f32>(1.0));
+      }
     }
     for (var r = 0u; r < ROWS; r++) {
       let row = row0 + r;
       if (row < p.rows) {
-        acc[r] += unit_dot(row, u, xa, xb);
+        acc[r] += unit_dot(row, u, &xs, xsum);
       }
     }
   }
+  // Row sums: subgroupAdd within each subgroup, then the LG / sgs subgroup
+  // sums of a group through workgroup memory.
   for (var r = 0u; r < ROWS; r++) {
     let s = subgroupAdd(acc[r]);
     if (sli == 0u) {
-      partial[r * slots + li / sgs] = s;
+      partial[(grp * ROWS + r) * pslots + lane / sgs] = s;
     }
   }
   workgroupBarrier();
-  if (li < ROWS) {
-    let row = row0 + li;
+  if (lane < ROWS) {
+    let slot = grp * ROWS + lane;
+    let row = row0 + lane;
     if (row < p.rows) {
       var t = 0.0;
-      for (var i = 0u; i < nsg; i++) {
-        t += partial[li * slots + i];
+      for (var i = 0u; i < LG / sgs; i++) {
+        t += partial[slot * pslots + i];
       }
       t *= scale;
       let dst = p.y_off + row;
@@ -185,11 +204,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         t += y[dst];
       }
       y[dst] = t;
-      am_v[li] = t;
-      am_i[li] = dst;
+      am_v[slot] = t;
+      am_i[slot] = dst;
     } else {
-      am_v[li] = -3.0e38;
-      am_i[li] = 0xFFFFFFFFu;
+      am_v[slot] = -3.0e38;
+      am_i[slot] = 0xFFFFFFFFu;
     }
   }
   if (ARGMAX == 1u) {
@@ -197,7 +216,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     if (li == 0u) {
       var bv = am_v[0];
       var bi = am_i[0];
-      for (var r = 1u; r < ROWS; r++) {
+      for (var r = 1u; r < ng * ROWS; r++) {
         if (am_i[r] != 0xFFFFFFFFu && (am_v[r] > bv || bi == 0xFFFFFFFFu)) {
           bv = am_v[r];
           bi = am_i[r];
