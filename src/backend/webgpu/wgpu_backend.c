@@ -880,8 +880,9 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
     const wmat *w = g->pend.m;
     const int pre = g->pend.pre;
     g->pend.kind = 0;
-    wisp_wgpu_const c[3] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)}};
-    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, 3);
+    wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
+                            {"LG", matvec_lanes(g, g->mv_wg)}};
+    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 4 : 3);
     struct {
       uint32_t rows, cols, y_off, x_off, acc;
       float eps;

@@ -7,11 +7,16 @@
 // of those channels, state update included, stays inside the workgroup.
 // y, xo, out and state end up as the three unfused ops would leave them.
 // Needs 10 storage bindings. Subgroup reduction.
+// Inside a workgroup the product is split as in matvec.wgsl: lane groups of
+// LG threads (a multiple of the subgroup size), group g taking the
+// workgroup's rows g, g + WG/LG, ...; a group's lanes stride over 32-element
+// blocks (16-byte loads), keeping the block's inputs in registers.
 // Weight layouts, QT and PRE (p.pre): see matvec.wgsl. Grid: ceil(dim / CH) as x*y.
 enable subgroups;
 
-override WG: u32 = 128;  // threads per workgroup
-override ROWS: u32 = 12; // rows per workgroup, a multiple of 3, <= WG and <= 16
+override WG: u32 = 128;  // threads per workgroup, a multiple of LG
+override ROWS: u32 = 12; // rows per workgroup, a multiple of 3, <= WG, <= 16 * WG / LG
+override LG: u32 = 32;   // lanes per group: a multiple of the subgroup size
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
 
@@ -30,7 +35,7 @@ struct Params {
   pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
 @group(0) @binding(2) var<storage, read> zp: array<u32>;
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
@@ -89,22 +94,31 @@ fn xin(i: u32) -> vec4<f32> {
   return x[p.x_off + i];
 }
 
-// Dot product of unit u of a row with the input vectors xa (and xb, Q4).
-fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
+// Unit u of a row dotted with the unit's input (as in matvec.wgsl): for
+// f32 one vec4 (xs[0]); for Q4/Q4Z one block, xs[0..7] its 32 inputs and
+// xsum their sum.
+fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, 8>>, xsum: f32) -> f32 {
   if (QT == 0u) {
-    let i = (row * (p.cols / 4u) + u) * 4u;
-    let wv = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
-    return dot(wv, xa);
+    return dot(bitcast<vec4<f32>>(w[row * (p.cols / 4u) + u]), (*xs)[0]);
   }
-  let word = w[row * (p.cols / 8u) + u];
-  let blk = row * (p.cols / 32u) + u / 4u;
+  let blk = row * (p.cols / 32u) + u;
+  let q = w[blk];
   var z = 8.0;
   if (QT == 2u) {
     z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
   }
-  let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - z;
-  let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - z;
-  return scales[blk] * (dot(lo, xa) + dot(hi, xb));
+  let sh_lo = vec4<u32>(0u, 4u, 8u, 12u);
+  let sh_hi = vec4<u32>(16u, 20u, 24u, 28u);
+  let m = vec4<u32>(15u);
+  var s = dot(vec4<f32>((vec4<u32>(q.x) >> sh_lo) & m), (*xs)[0]);
+  s += dot(vec4<f32>((vec4<u32>(q.x) >> sh_hi) & m), (*xs)[1]);
+  s += dot(vec4<f32>((vec4<u32>(q.y) >> sh_lo) & m), (*xs)[2]);
+  s += dot(vec4<f32>((vec4<u32>(q.y) >> sh_hi) & m), (*xs)[3]);
+  s += dot(vec4<f32>((vec4<u32>(q.z) >> sh_lo) & m), (*xs)[4]);
+  s += dot(vec4<f32>((vec4<u32>(q.z) >> sh_hi) & m), (*xs)[5]);
+  s += dot(vec4<f32>((vec4<u32>(q.w) >> sh_lo) & m), (*xs)[6]);
+  s += dot(vec4<f32>((vec4<u32>(q.w) >> sh_hi) & m), (*xs)[7]);
+  return scales[blk] * (s - z * xsum);
 }
 
 // Workgroup 0 stores the input as used (the output of the fused op).
@@ -118,7 +132,9 @@ fn store_input(li: u32, scale: f32) {
   }
 }
 
-var<workgroup> partial: array<f32, (ROWS + 1u) * ((WG + 3u) / 4u)>;
+// partial[r * (LG / 4) + subgroup within the group]: subgroup sums of
+// workgroup row r; the last WG / 4 slots: the norm's subgroup sums.
+var<workgroup> partial: array<f32, ROWS * (LG / 4u) + WG / 4u>;
 var<workgroup> inv_s: f32;
 
 @compute @workgroup_size(WG)
@@ -128,8 +144,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(subgroup_invocation_id) sli: u32,
         @builtin(subgroup_size) sgs: u32) {
   let wg_id = wid.x + wid.y * nwg.x;
-  let slots = (WG + 3u) / 4u;
-  let nsg = (WG + sgs - 1u) / sgs;
+  let ng = WG / LG;
+  let grp = li / LG;
+  let lane = li % LG;
+  let pslots = LG / 4u;
+  let norm_base = ROWS * pslots;
   var scale = 1.0;
   if (p.pre == 1u) {
     var ss = 0.0;
@@ -139,13 +158,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     let s = subgroupAdd(ss);
     if (sli == 0u) {
-      partial[ROWS * slots + li / sgs] = s;
+      partial[norm_base + li / sgs] = s;
     }
     workgroupBarrier();
     if (li == 0u) {
       var t = 0.0;
-      for (var i = 0u; i < nsg; i++) {
-        t += partial[ROWS * slots + i];
+      for (var i = 0u; i < WG / sgs; i++) {
+        t += partial[norm_base + i];
       }
       inv_s = 1.0 / sqrt(t / f32(p.cols) + p.eps);
     }
@@ -154,36 +173,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   if (p.pre != 0u && wg_id == 0u) {
     store_input(li, scale);
   }
-  var units = p.cols / 8u;
+  var units = p.cols / 32u;
   if (QT == 0u) {
     units = p.cols / 4u;
   }
-  // Units outer, rows inner: a thread's loads for all its rows are
-  // independent, so they can be in flight together.
+  // This group's rows: workgroup rows grp + k * ng for k < RG.
+  let RG = (ROWS + ng - 1u) / ng;
   var acc: array<f32, MAXR>;
-  for (var r = 0u; r < ROWS; r++) {
-    acc[r] = 0.0;
+  for (var k = 0u; k < RG; k++) {
+    acc[k] = 0.0;
   }
-  for (var u = li; u < units; u += WG) {
-    var xa: vec4<f32>;
-    var xb = vec4<f32>(0.0);
+  var xs: array<vec4<f32>, 8>;
+  for (var u = lane; u < units; u += LG) {
+    var xsum = 0.0;
     if (QT == 0u) {
-      xa = xin(u);
+      xs[0] = xin(u);
     } else {
-      xa = xin(u * 2u);
-      xb = xin(u * 2u + 1u);
+      for (var i = 0u; i < 8u; i++) {
+        xs[i] = xin(u * 8u + i);
+        xsum += dot(xs[i], vec4<f32>(1.0));
+      }
     }
-    for (var r = 0u; r < ROWS; r++) {
-      let row = row_of(wg_id, r);
-      if (row != 0xFFFFFFFFu) {
-        acc[r] += unit_dot(row, u, xa, xb);
+    for (var k = 0u; k < RG; k++) {
+      let r = grp + k * ng;
+      if (r < ROWS) {
+        let row = row_of(wg_id, r);
+        if (row != 0xFFFFFFFFu) {
+          acc[k] += unit_dot(row, u, &xs, xsum);
+        }
       }
     }
   }
-  for (var r = 0u; r < ROWS; r++) {
-    let s = subgroupAdd(acc[r]);
-    if (sli == 0u) {
-      partial[r * slots + li / sgs] = s;
+  for (var k = 0u; k < RG; k++) {
+    let s = subgroupAdd(acc[k]);
+    let r = grp + k * ng;
+    if (sli == 0u && r < ROWS) {
+      partial[r * pslots + lane / sgs] = s;
     }
   }
   workgroupBarrier();
@@ -191,8 +216,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let row = row_of(wg_id, li);
     if (row != 0xFFFFFFFFu) {
       var t = 0.0;
-      for (var i = 0u; i < nsg; i++) {
-        t += partial[li * slots + i];
+      for (var i = 0u; i < LG / sgs; i++) {
+        t += partial[li * pslots + i];
       }
       t *= scale;
       y[p.y_off + row] = t;
