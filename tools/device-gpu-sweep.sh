@@ -19,8 +19,9 @@ pre() {
   printf '%-34s %s\n' "$label" "$line"
 }
 dec "plan geometry"
-for g in 64x4 128x4 128x8 256x4 256x8 256x16 512x16; do dec "matvec $g" WISP_WEBGPU_MATVEC=$g; done
-for b in 4 8 16; do dec "head rows $b" WISP_WEBGPU_MATVEC=128x4 WISP_WEBGPU_MATVEC_BIG_ROWS=$b; done
-for s in 1 8 32; do dec "attn splits $s" WISP_WEBGPU_ATTN_SPLITS=$s; done
-dec "no fusion" WISP_WEBGPU_FUSE=0
-for t in 32x32 64x32 64x64 128x32 128x64; do pre "prefill matmul $t" WISP_WEBGPU_MATMUL=$t; done
+# matvec WGxROWS: WG threads, ROWS rows per 32-lane group (matvec.wgsl)
+for g in ${SWEEP_MATVEC:-64x1 64x2 128x1 128x2 128x4 256x1 256x2 256x4 512x1}; do dec "matvec $g" WISP_WEBGPU_MATVEC=$g; done
+for b in ${SWEEP_BIG:-2 4 8 16}; do dec "head rows $b" WISP_WEBGPU_MATVEC=128x2 WISP_WEBGPU_MATVEC_BIG_ROWS=$b; done
+for s in ${SWEEP_SPLITS:-1 8 32}; do dec "attn splits $s" WISP_WEBGPU_ATTN_SPLITS=$s; done
+[ -n "${SWEEP_NOFUSE-x}" ] && dec "no fusion" WISP_WEBGPU_FUSE=0
+for t in ${SWEEP_MATMUL-32x32 64x32 64x64 128x32 128x64}; do pre "prefill matmul $t" WISP_WEBGPU_MATMUL=$t; done
