@@ -17,18 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out) {
   char *end;
@@ -137,7 +132,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
       st = wisp_fail(WISP_EINVAL, "the conversation (%d tokens) no longer fits the context of %d",
                      wisp_session_position(s) + n, ctx);
     for (int i = 0; !st && i < n; i++) wisp_sampler_accept(smp, ids[i]);
-    double t0 = now_s();
+    double t0 = wisp_now_s();
     if (!st) st = wisp_session_eval(s, ids, n, logits);
     free(ids);
     if (st) { rc = 1; break; }
@@ -155,7 +150,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
     printf("\n");
     fflush(stdout);
     if (st) { rc = 1; break; }
-    double dt = now_s() - t0;
+    double dt = wisp_now_s() - t0;
     fprintf(stderr, "[reply %d: %d prompt tokens, %d reply tokens, %.1f tok/s]\n", turn + 1, n, produced,
             dt > 0 ? (n + produced) / dt : 0.0);
   }
@@ -246,9 +241,9 @@ int cmd_run(int argc, char **argv) {
   fwrite(prompt, 1, strlen(prompt), stdout);
   fflush(stdout);
   for (int i = 0; i < n_ids; i++) wisp_sampler_accept(smp, ids[i]);
-  double t0 = now_s();
+  double t0 = wisp_now_s();
   if (wisp_session_eval(s, ids, n_ids, logits)) goto fail;
-  double t1 = now_s();
+  double t1 = wisp_now_s();
   int generated = 0;
   wisp_stream_decoder dec;
   wisp_stream_init(&dec, tok);
@@ -287,7 +282,7 @@ int cmd_run(int argc, char **argv) {
   }
   flush_stream(&dec);
   wisp_stream_free(&dec);
-  double t2 = now_s();
+  double t2 = wisp_now_s();
   printf("\n");
   fflush(stdout);
   if (show_ids) {

@@ -24,6 +24,10 @@ struct wisp_session {
   int ids_slots;
   uint32_t steps;    /* sampling noise counter across generate calls */
   int ran_past_stop; /* a batch ran past a stop token: reset before reuse */
+  /* Decode-loop wall time, split: recording and submitting the batches
+   * (host work) and waiting for their token ids (device work not hidden by
+   * it). Seconds since the session began; `wisp bench` reports both. */
+  double loop_record_s, loop_wait_s;
 };
 
 /* "cpu", "webgpu" or "auto" (NULL = cpu). */

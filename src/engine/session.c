@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "engine/engine.h"
 #include "util/err.h"
@@ -189,13 +190,17 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
     uint32_t bits = (uint32_t)cur;
     memcpy(&slots[0], &bits, sizeof bits);
     s->backend->buf_write(s->backend, s->ids, 0, 1, slots);
+    double t_rec = wisp_now_s();
     for (int i = 0; i < k && !st; i++)
       st = arch->decode_step(s->model->weights, s->state, s->backend, s->ids, i, s->pos + i, &sp, s->steps + (uint32_t)i);
     wisp_status sync = s->backend->sync(s->backend);
     if (!st) st = sync;
     if (st) break;
+    double t_wait = wisp_now_s();
+    s->loop_record_s += t_wait - t_rec;
     s->backend->buf_read(s->backend, s->ids, 1, (size_t)k, slots + 1);
     if ((st = s->backend->sync(s->backend))) break;
+    s->loop_wait_s += wisp_now_s() - t_wait;
     s->pos += k;
     s->steps += (uint32_t)k;
     int made = 0, stopped = 0;

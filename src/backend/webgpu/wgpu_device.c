@@ -434,9 +434,24 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
   WGPUDawnTogglesDescriptor toggles;
   memset(&toggles, 0, sizeof toggles);
   toggles.chain.sType = WGPUSType_DawnTogglesDescriptor;
-  toggles.disabledToggleCount = 1;
-  toggles.disabledToggles = unquantized;
-  if (profiling_requested()) dd.nextInChain = &toggles.chain;
+  if (profiling_requested()) {
+    toggles.disabledToggleCount = 1;
+    toggles.disabledToggles = unquantized;
+  }
+  /* WISP_WEBGPU_TOGGLES=a,b,...: Dawn device toggles to enable, for
+   * measurements (e.g. disable_robustness, disable_workgroup_init,
+   * skip_validation); unknown names are Dawn's to reject. */
+  char toggle_text[256] = "";
+  const char *enabled[8];
+  const char *te = getenv("WISP_WEBGPU_TOGGLES");
+  if (te && *te) {
+    snprintf(toggle_text, sizeof toggle_text, "%s", te);
+    for (char *save = NULL, *t = strtok_r(toggle_text, ",", &save); t && toggles.enabledToggleCount < 8;
+         t = strtok_r(NULL, ",", &save))
+      enabled[toggles.enabledToggleCount++] = t;
+    toggles.enabledToggles = enabled;
+  }
+  if (toggles.enabledToggleCount || toggles.disabledToggleCount) dd.nextInChain = &toggles.chain;
   dd.label = wisp_wgpu_str("wisp");
   dd.requiredFeatureCount = nreq;
   dd.requiredFeatures = req;
