@@ -158,8 +158,19 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   } pc = {(uint32_t)a->n, (uint32_t)cdim, (uint32_t)a->conv_len, (uint32_t)row};
   wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(q->cbuf.b)};
   wisp_wgpu_int_record(be, kc, bc, 4, &pc, sizeof pc, cdiv((uint64_t)cdim, 64), 1, 1);
-  wisp_wgpu_const cr[1] = {{"WG", a->v_dim >= 128 ? 128 : 64}};
-  wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "dn_recur", cr, 1);
+  /* dn_recur.wgsl: CW columns (a power of two >= v_dim) times IG row groups,
+   * each thread holding ceil(k_dim / IG) <= 32 state rows of its column. */
+  uint32_t cw = 1, maxinv = wisp_wgpu_int_max_invocations(be);
+  while (cw < (uint32_t)a->v_dim) cw <<= 1;
+  uint32_t ig = 1;
+  while (ig < 32 && cw * ig * 2 <= maxinv && cw * ig * 2 <= 1024 && (uint32_t)a->k_dim > ig * 16) ig <<= 1;
+  if (cw > maxinv || ((uint32_t)a->k_dim + ig - 1) / ig > 32) {
+    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "gated_deltanet: v_dim %d x k_dim %d does not fit a workgroup of %u",
+                       a->v_dim, a->k_dim, maxinv);
+    return;
+  }
+  wisp_wgpu_const cr[2] = {{"WG", cw * ig}, {"CW", cw}};
+  wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "dn_recur", cr, 2);
   struct {
     uint32_t n, kh, vh, dk, dv, row;
     float eps;

@@ -8,11 +8,18 @@
 //   S (f32 [k_dim][v_dim] in `state`, persists across calls):
 //     kv = (decay S)^T k; delta = (v - kv) * beta; S = decay S + k delta^T; o = S^T q
 //   out[t][h*v_dim + e] = rmsnorm(o)[e] * norm[e] * silu(z[e])
-// Thread li owns the value columns e = li + j*WG: it reads and writes only
-// its own columns of S. q and k sit in workgroup memory (k_dim <= MAXK).
-// WG is a power of two.
-override WG: u32 = 64;
-const MAXK: u32 = 256u;
+//
+// Work split: the WG threads form IG row groups of CW columns (WG = IG * CW,
+// both powers of two, CW >= v_dim). Thread (g, e) holds the state entries
+// S[i][e] for i = g, g + IG, ... in registers for all n tokens: the state
+// is read once and written once per call, and a step is two column sums
+// over the IG groups (through workgroup memory) instead of a k_dim-long
+// serial loop per column. Consecutive threads take consecutive columns, so
+// the state loads and stores are contiguous.
+override WG: u32 = 1024; // threads, IG * CW
+override CW: u32 = 128;  // columns per row group: a power of two >= v_dim
+const MAXI: u32 = 32u;   // most state rows per thread: ceil(k_dim / IG)
+const MAXK: u32 = 256u;  // most k_dim
 
 struct Params {
   n: u32,
@@ -38,8 +45,9 @@ var<workgroup> qs: array<f32, MAXK>;
 var<workgroup> ks: array<f32, MAXK>;
 var<workgroup> red: array<vec2<f32>, WG>;
 
-fn reduce2(li: u32, v: vec2<f32>) -> vec2<f32> {
-  workgroupBarrier(); // every thread has read the previous result
+// Sum of v over the workgroup (tree in workgroup memory).
+fn wg_sum2(li: u32, v: vec2<f32>) -> vec2<f32> {
+  workgroupBarrier(); // every thread has read the previous use of red
   red[li] = v;
   workgroupBarrier();
   for (var s = WG / 2u; s > 0u; s >>= 1u) {
@@ -48,8 +56,20 @@ fn reduce2(li: u32, v: vec2<f32>) -> vec2<f32> {
     }
     workgroupBarrier();
   }
-  let r = workgroupUniformLoad(&red[0]);
-  return r;
+  return workgroupUniformLoad(&red[0]);
+}
+
+// Column sum over the row groups: every thread passes its partial for its
+// column and gets the column's total.
+fn col_sum(li: u32, e: u32, v: f32) -> f32 {
+  workgroupBarrier();
+  red[li] = vec2<f32>(v, 0.0);
+  workgroupBarrier();
+  var t = 0.0;
+  for (var g = 0u; g < WG / CW; g++) {
+    t += red[g * CW + e].x;
+  }
+  return t;
 }
 
 fn softplus(x: f32) -> f32 {
@@ -61,6 +81,7 @@ fn softplus(x: f32) -> f32 {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let IG = WG / CW;
   let h = wid.x;
   let dk = p.dk;
   let dv = p.dv;
@@ -71,6 +92,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let sbase = h * dk * dv;
   let A = exp(a_log[h]);
   let qscale = 1.0 / sqrt(f32(dk));
+  let e = li % CW;
+  let g = li / CW;
+  let col = e < dv;
+  let nj = (dk + IG - 1u) / IG;
+  var s: array<f32, MAXI>;
+  for (var j = 0u; j < nj; j++) {
+    let i = g + j * IG;
+    s[j] = 0.0;
+    if (col && i < dk) {
+      s[j] = st[sbase + i * dv + e];
+    }
+  }
   for (var t = 0u; t < p.n; t++) {
     let c0 = t * cdim;
     let r0 = t * p.row;
@@ -82,36 +115,51 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       ks[i] = kv;
       ss += vec2<f32>(qv * qv, kv * kv);
     }
-    let tot = reduce2(li, ss);
+    let tot = wg_sum2(li, ss); // its barriers also publish qs and ks
     let iq = inverseSqrt(tot.x + 1e-6) * qscale;
     let ik = inverseSqrt(tot.y + 1e-6);
     let beta = 1.0 / (1.0 + exp(-proj[r0 + cdim + V + h]));
     let decay = exp(-A * softplus(proj[r0 + cdim + V + p.vh + h] + dt_bias[h]));
-    var osq = 0.0;
-    for (var e = li; e < dv; e += WG) {
-      var kvs = 0.0;
-      for (var i = 0u; i < dk; i++) {
-        kvs += st[sbase + i * dv + e] * (ks[i] * ik);
+    // kv[e] = decay * sum_i S[i][e] k[i]
+    var part = 0.0;
+    for (var j = 0u; j < nj; j++) {
+      let i = g + j * IG;
+      if (i < dk) {
+        part += s[j] * ks[i];
       }
-      kvs *= decay;
-      let delta = (cv[c0 + 2u * K + h * dv + e] - kvs) * beta;
-      var o = 0.0;
-      for (var i = 0u; i < dk; i++) {
-        let s = st[sbase + i * dv + e] * decay + ks[i] * ik * delta;
-        st[sbase + i * dv + e] = s;
-        o += s * qs[i];
-      }
-      o *= iq;
-      outv[t * V + h * dv + e] = o;
-      osq += o * o;
     }
-    let tot2 = reduce2(li, vec2<f32>(osq, 0.0));
+    let kvs = col_sum(li, e, part) * ik * decay;
+    var v = 0.0;
+    if (col) {
+      v = cv[c0 + 2u * K + h * dv + e];
+    }
+    let delta = (v - kvs) * beta;
+    // S = decay S + k delta^T; o[e] = sum_i S[i][e] q[i]
+    part = 0.0;
+    for (var j = 0u; j < nj; j++) {
+      let i = g + j * IG;
+      if (i < dk) {
+        s[j] = s[j] * decay + ks[i] * ik * delta;
+        part += s[j] * qs[i];
+      }
+    }
+    let o = col_sum(li, e, part) * iq;
+    var osq = 0.0;
+    if (col && g == 0u) {
+      osq = o * o;
+    }
+    let tot2 = wg_sum2(li, vec2<f32>(osq, 0.0));
     let inv = inverseSqrt(tot2.x / f32(dv) + p.eps);
-    for (var e = li; e < dv; e += WG) {
+    if (col && g == 0u) {
       let z = proj[r0 + cdim + h * dv + e];
-      let o = outv[t * V + h * dv + e];
       outv[t * V + h * dv + e] = nw[e] * (o * inv) * (z / (1.0 + exp(-z)));
     }
-    workgroupBarrier();
+    workgroupBarrier(); // qs and ks are rewritten by the next token
+  }
+  for (var j = 0u; j < nj; j++) {
+    let i = g + j * IG;
+    if (col && i < dk) {
+      st[sbase + i * dv + e] = s[j];
+    }
   }
 }
