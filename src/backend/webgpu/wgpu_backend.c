@@ -1296,6 +1296,7 @@ void wisp_wgpu_int_scratch_free(wisp_backend *be, wisp_wgpu_buf *buf) {
 uint32_t wisp_wgpu_int_max_invocations(wisp_backend *be) {
   return as_g(be)->d->info.max_compute_invocations_per_workgroup;
 }
+uint32_t wisp_wgpu_int_subgroup_max(wisp_backend *be) { return as_g(be)->d->info.subgroup_max_size; }
 WGPUBuffer wisp_wgpu_int_dummy(wisp_backend *be, int read_write) {
   return read_write ? as_g(be)->dummy_rw.b : as_g(be)->dummy.b;
 }

@@ -31,6 +31,8 @@ void wisp_wgpu_int_scratch_free(wisp_backend *be, wisp_wgpu_buf *buf);
 WGPUBuffer wisp_wgpu_int_dummy(wisp_backend *be, int read_write);
 /* The device's maxComputeInvocationsPerWorkgroup. */
 uint32_t wisp_wgpu_int_max_invocations(wisp_backend *be);
+/* The adapter's largest subgroup size. */
+uint32_t wisp_wgpu_int_subgroup_max(wisp_backend *be);
 void wisp_wgpu_int_fail(wisp_backend *be, wisp_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int wisp_wgpu_int_has_error(wisp_backend *be);
 int wisp_wgpu_int_subgroups(wisp_backend *be);

@@ -238,10 +238,16 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
   } else {
     const int sg = wisp_wgpu_int_subgroups(be);
     file = sg ? "q4k_matvec" : "q4k_matvec_nosg";
-    c[0] = (wisp_wgpu_const){"WG", 64};
-    c[1] = (wisp_wgpu_const){"ROWS", 4};
+    c[0] = (wisp_wgpu_const){"WG", sg ? 128 : 64};
+    c[1] = (wisp_wgpu_const){"ROWS", sg ? 2 : 4};
     nc = 2;
     rows_wg = 4;
+    if (sg) { /* q4k_matvec.wgsl: WG / LG lane groups of ROWS rows */
+      uint32_t lg = wisp_wgpu_int_subgroup_max(be) > 32 ? wisp_wgpu_int_subgroup_max(be) : 32;
+      c[2] = (wisp_wgpu_const){"LG", lg};
+      nc = 3;
+      rows_wg = (128 / lg) * 2;
+    }
   }
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, file, c, nc);
   int row0, prow;

@@ -1,21 +1,25 @@
-// y[t][r] (+)= sum_c W[r][c] x[t][c] for a Q4_K matrix, subgroup variant:
-// ROWS rows per workgroup (<= 16), WG threads stride over a row's 64-element
-// units, subgroupAdd then one value per subgroup summed in workgroup memory
-// (assumes subgroups are contiguous ranges of local_invocation_index, as
-// matvec.wgsl). Grid: ceil(rows / ROWS) workgroups as x*y, z = token.
+// y[t][r] (+)= sum_c W[r][c] x[t][c] for a Q4_K matrix, subgroup variant.
+// Grid: ceil(rows / ((WG / LG) * ROWS)) workgroups as x*y, z = token.
+//
+// Q4_K layout (src/format/tensor.h): a row is cols/256 super-blocks of 144
+// bytes = 9 vec4<u32>: vec4 0 = word 0 (f16 d | f16 dmin << 16, read with
+// unpack2x16float, no f16 extension) and words 1-3 (the 12 bytes of packed
+// 6-bit scales/mins); vec4s 1-8 the quants: element 64c + l (l < 32) is the
+// low nibble of byte 32c + l, element 64c + 32 + l its high nibble; value =
+// d*sc[j]*nibble - dmin*m[j], j = element / 32.
+//
+// Work split as in matvec.wgsl: lane groups of LG threads (a multiple of
+// the subgroup size) own ROWS consecutive rows; a group's lanes stride over
+// 64-element units (super-block b, pair c of sub-blocks 2c, 2c+1), loading
+// per row the super-block's header vec4 and the unit's two quant vec4s
+// (16-byte loads); the unit's 64 inputs and their two half sums stay in
+// registers for all ROWS rows. A workgroup takes (WG / LG) * ROWS rows.
 enable subgroups;
 
-override WG: u32 = 64;
-override ROWS: u32 = 4;
-const MAXSG: u32 = 64u; // subgroups per workgroup at most (WG <= 256, subgroup size >= 4)
-
-// Q4_K layout (src/format/tensor.h): a row is cols/256 super-blocks of 144
-// bytes = 36 u32 words: word 0 = f16 d | f16 dmin << 16 (unpack2x16float,
-// no f16 extension), words 1-3 the 12 bytes of packed 6-bit scales/mins,
-// words 4-35 the quants: element 64c + l (l < 32) is the low nibble of
-// byte 32c + l, element 64c + 32 + l its high nibble; value =
-// d*sc[j]*nibble - dmin*m[j], j = element / 32.
-// Work unit: 64 elements (super-block b, pair c of sub-blocks 2c, 2c+1).
+override WG: u32 = 128; // threads, a multiple of LG
+override ROWS: u32 = 4; // rows per lane group, <= 16
+override LG: u32 = 32;  // lanes per group
+const MAXR: u32 = 16u;
 
 struct Params {
   rows: u32,     // rows of the bound part
@@ -28,50 +32,48 @@ struct Params {
   pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-fn sbyte(base: u32, j: u32) -> u32 {
-  return (w[base + 1u + j / 4u] >> (8u * (j % 4u))) & 255u;
+// Byte j (< 12) of the packed scales: header words 1-3.
+fn sbyte(h: vec4<u32>, j: u32) -> u32 {
+  var word = h.y;
+  if (j >= 8u) {
+    word = h.w;
+  } else if (j >= 4u) {
+    word = h.z;
+  }
+  return (word >> (8u * (j % 4u))) & 255u;
 }
 
-// (scale, min) of sub-block j of the super-block at word `base`.
-fn scale_min(base: u32, j: u32) -> vec2<f32> {
+// (scale, min) of sub-block j of a super-block with header h.
+fn scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
   if (j < 4u) {
-    return vec2<f32>(f32(sbyte(base, j) & 63u), f32(sbyte(base, j + 4u) & 63u));
+    return vec2<f32>(f32(sbyte(h, j) & 63u), f32(sbyte(h, j + 4u) & 63u));
   }
-  let sc = (sbyte(base, j + 4u) & 15u) | ((sbyte(base, j - 4u) >> 6u) << 4u);
-  let mn = (sbyte(base, j + 4u) >> 4u) | ((sbyte(base, j) >> 6u) << 4u);
+  let sc = (sbyte(h, j + 4u) & 15u) | ((sbyte(h, j - 4u) >> 6u) << 4u);
+  let mn = (sbyte(h, j + 4u) >> 4u) | ((sbyte(h, j) >> 6u) << 4u);
   return vec2<f32>(f32(sc), f32(mn));
 }
 
-// sum over unit (b, c) of row r of W[r][i] * x[i]; xb = vec4 offset of x.
-fn unit_dot(r: u32, b: u32, c: u32, xb: u32) -> f32 {
-  let nsb = p.cols / 256u;
-  let base = (r * nsb + b) * 36u;
-  let dm = unpack2x16float(w[base]);
-  let s0 = scale_min(base, 2u * c);
-  let s1 = scale_min(base, 2u * c + 1u);
-  let xo = xb + b * 64u + c * 16u;
-  var qx0 = 0.0;
-  var qx1 = 0.0;
-  var sx0 = 0.0;
-  var sx1 = 0.0;
-  let one = vec4<f32>(1.0);
-  for (var k = 0u; k < 8u; k++) {
-    let q = w[base + 4u + 8u * c + k];
-    let a = x[xo + k];
-    let e = x[xo + 8u + k];
-    let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u));
-    let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u));
-    qx0 += dot(lo, a);
-    qx1 += dot(hi, e);
-    sx0 += dot(a, one);
-    sx1 += dot(e, one);
-  }
-  return dm.x * (s0.x * qx0 + s1.x * qx1) - dm.y * (s0.y * sx0 + s1.y * sx1);
+// Nibble-weighted sums of one quant vec4 (32 bytes' worth is two of them):
+// low nibbles against xl, high nibbles against xh (4 vec4 each).
+fn nib_dot(q: vec4<u32>, xl: ptr<function, array<vec4<f32>, 16>>, o: u32) -> vec2<f32> {
+  var r = vec2<f32>(0.0);
+  let sh = vec4<u32>(0u, 8u, 16u, 24u);
+  let m = vec4<u32>(15u);
+  r.x += dot(vec4<f32>((vec4<u32>(q.x) >> sh) & m), (*xl)[o]);
+  r.x += dot(vec4<f32>((vec4<u32>(q.y) >> sh) & m), (*xl)[o + 1u]);
+  r.x += dot(vec4<f32>((vec4<u32>(q.z) >> sh) & m), (*xl)[o + 2u]);
+  r.x += dot(vec4<f32>((vec4<u32>(q.w) >> sh) & m), (*xl)[o + 3u]);
+  let sh4 = sh + vec4<u32>(4u);
+  r.y += dot(vec4<f32>((vec4<u32>(q.x) >> sh4) & m), (*xl)[o + 8u]);
+  r.y += dot(vec4<f32>((vec4<u32>(q.y) >> sh4) & m), (*xl)[o + 9u]);
+  r.y += dot(vec4<f32>((vec4<u32>(q.z) >> sh4) & m), (*xl)[o + 10u]);
+  r.y += dot(vec4<f32>((vec4<u32>(q.w) >> sh4) & m), (*xl)[o + 11u]);
+  return r;
 }
 
 fn store(r: u32, t: u32, v: f32) {
@@ -83,36 +85,65 @@ fn store(r: u32, t: u32, v: f32) {
   }
 }
 
-var<workgroup> part: array<f32, 1024>; // [ROWS <= 16][MAXSG]
+// part[(group * ROWS + r) * (LG / 4) + subgroup within the group]
+var<workgroup> part: array<f32, (WG / LG) * ROWS * (LG / 4u)>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32, @builtin(subgroup_invocation_id) sgi: u32,
         @builtin(subgroup_size) sgs: u32) {
-  let r0 = (wid.x + wid.y * nwg.x) * ROWS;
+  let ng = WG / LG;
+  let grp = li / LG;
+  let lane = li % LG;
+  let row0 = ((wid.x + wid.y * nwg.x) * ng + grp) * ROWS;
   let t = wid.z;
   let xb = p.x_off + t * (p.cols / 4u);
+  let nsb = p.cols / 256u;
   let units = p.cols / 64u;
-  let nsg = (WG + sgs - 1u) / sgs;
-  for (var rr = 0u; rr < ROWS; rr++) {
-    let r = r0 + rr;
-    var acc = 0.0;
-    if (r < p.rows) {
-      for (var u = li; u < units; u += WG) {
-        acc += unit_dot(r, u / 4u, u % 4u, xb);
+  var acc: array<f32, MAXR>;
+  for (var r = 0u; r < ROWS; r++) {
+    acc[r] = 0.0;
+  }
+  // xs[0..7]: the unit's elements 0-31 (low nibbles), xs[8..15]: 32-63.
+  var xs: array<vec4<f32>, 16>;
+  for (var u = lane; u < units; u += LG) {
+    let b = u / 4u;
+    let c = u % 4u;
+    let xo = xb + u * 16u;
+    var sx = vec2<f32>(0.0);
+    for (var k = 0u; k < 8u; k++) {
+      xs[k] = x[xo + k];
+      xs[k + 8u] = x[xo + 8u + k];
+      sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 8u], vec4<f32>(1.0)));
+    }
+    for (var r = 0u; r < ROWS; r++) {
+      let row = row0 + r;
+      if (row < p.rows) {
+        let base = (row * nsb + b) * 9u;
+        let h = w[base];
+        let q0 = w[base + 1u + 2u * c];
+        let q1 = w[base + 2u + 2u * c];
+        let dm = unpack2x16float(h.x);
+        let s0 = scale_min(h, 2u * c);
+        let s1 = scale_min(h, 2u * c + 1u);
+        let qx = nib_dot(q0, &xs, 0u) + nib_dot(q1, &xs, 4u);
+        acc[r] += dm.x * (s0.x * qx.x + s1.x * qx.y) - dm.y * (s0.y * sx.x + s1.y * sx.y);
       }
     }
-    let s = subgroupAdd(acc);
+  }
+  let pslots = LG / 4u;
+  for (var r = 0u; r < ROWS; r++) {
+    let s = subgroupAdd(acc[r]);
     if (sgi == 0u) {
-      part[rr * MAXSG + li / sgs] = s;
+      part[(grp * ROWS + r) * pslots + lane / sgs] = s;
     }
   }
   workgroupBarrier();
-  if (li < ROWS && r0 + li < p.rows) {
+  if (lane < ROWS && row0 + lane < p.rows) {
     var tot = 0.0;
-    for (var k = 0u; k < nsg; k++) {
-      tot += part[li * MAXSG + k];
+    for (var k = 0u; k < LG / sgs; k++) {
+      tot += part[(grp * ROWS + lane) * pslots + k];
     }
-    store(r0 + li, t, tot);
+    store(row0 + lane, t, tot);
   }
 }
