@@ -244,6 +244,31 @@ static wisp_status rule_of(const wisp_gguf *g, const wisp_gguf_arch *ga, const w
   return WISP_OK;
 }
 
+/* Every tensor the table expects for each layer's kind and the globals
+ * (the head is optional: absent = tied; an alias satisfies its rule), so
+ * that a missing one is named as the file names it. */
+static wisp_status check_complete(const wisp_gguf *g, const wisp_gguf_arch *ga, const wisp_gguf_model *m) {
+  char k[160];
+  for (int i = 0; i < m->n_layers; i++)
+    for (size_t r = 0; r < ga->n_rules; r++) {
+      const wisp_gguf_rule *rule = &ga->rules[r];
+      if (!rule->section || !wisp_gguf_rule_applies(rule, m->layer_types[i])) continue;
+      snprintf(k, sizeof k, "blk.%d.%s", i, rule->gguf);
+      if (!wisp_gguf_tensor_find(g, k))
+        return wisp_fail(WISP_EFORMAT, "%s: missing tensor '%s' (layer %d of this %s model)", g->label, k, i, ga->graph);
+    }
+  for (size_t r = 0; r < ga->n_rules; r++) {
+    const wisp_gguf_rule *rule = &ga->rules[r];
+    if (rule->where != GA_GLOBAL || !rule->section || !strcmp(rule->section, "head")) continue;
+    int found = 0;
+    for (size_t a = 0; a < ga->n_rules; a++)
+      found |= ga->rules[a].where == GA_GLOBAL && !strcmp(ga->rules[a].hf, rule->hf) &&
+               wisp_gguf_tensor_find(g, ga->rules[a].gguf) != NULL;
+    if (!found) return wisp_fail(WISP_EFORMAT, "%s: missing tensor '%s'", g->label, rule->gguf);
+  }
+  return WISP_OK;
+}
+
 /* One GGUF tensor as an f32 tensor under its Hugging Face name at `at`. */
 static wisp_status import_tensor(const wisp_gguf *g, const wisp_gguf_tensor *t, const wisp_gguf_rule *rule,
                                  const wisp_gguf_geom *geo, const char *name, wisp_st_tensor *o, uint8_t *at) {
@@ -297,7 +322,11 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
     return wisp_fail(WISP_EUNSUPPORTED, "%s: GGUF architecture '%s' is not supported (wisp imports %s)", g->label,
                      m->arch, wisp_gguf_arch_list());
   wisp_status st = hyperparams(g, ga, m);
-  if (st) return st;
+  if (!st) st = check_complete(g, ga, m);
+  if (st) {
+    wisp_gguf_model_free(m);
+    return st;
+  }
   const wisp_gguf_geom geo = geom_of(m);
   /* The tensors, dequantized into one anonymous mapping (freed by close). */
   uint64_t total = 0;
