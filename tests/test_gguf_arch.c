@@ -96,12 +96,35 @@ static int gguf_arch_is(const char *path, const char *arch) {
   return ok;
 }
 
+/* The bytes of tensor `name` in two GGUF files are equal (both absent counts). */
+static int same_tensor(const char *p1, const char *p2, const char *name) {
+  wisp_gguf *f = NULL, *g = NULL;
+  int ok = 0;
+  if (!wisp_gguf_open(p1, &f) && !wisp_gguf_open(p2, &g)) {
+    const wisp_gguf_tensor *a = wisp_gguf_tensor_find(f, name), *b = wisp_gguf_tensor_find(g, name);
+    ok = (!a && !b) || (a && b && a->bytes == b->bytes && !memcmp(a->data, b->data, (size_t)a->bytes));
+  }
+  wisp_gguf_close(f);
+  wisp_gguf_close(g);
+  return ok;
+}
+
 static void round_trip(const char *tag, fx_writer w, const char *quant, const char *arch, double tol) {
   paths p;
-  char msg[512];
+  char msg[512], cmd[2048], gg2[700];
+  static char log[8192];
   CHECK(chain(tag, w, quant, "", &p) == 0);
   CHECKF(gguf_arch_is(p.gg, arch), "%s is not general.architecture %s", p.gg, arch);
   CHECKF(same_outputs(p.a, p.b, tol, msg, sizeof msg), "%s", msg);
+  /* the imported artifact goes out again as the same architecture */
+  snprintf(gg2, sizeof gg2, "%s.again.gguf", p.b);
+  snprintf(cmd, sizeof cmd, "%s export-gguf %s -o %s", test_wisp_bin(), p.b, gg2);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_arch_is(gg2, arch), "%s is not general.architecture %s", gg2, arch);
+  /* and, from f32, with the same tensors (transforms undone exactly) */
+  CHECK(strcmp(quant, "f32") ||
+        (same_tensor(p.gg, gg2, "rope_freqs.weight") && same_tensor(p.gg, gg2, "blk.0.attn_q.weight") &&
+         same_tensor(p.gg, gg2, "blk.0.attn_qkv.weight") && same_tensor(p.gg, gg2, "blk.0.ssm_out.weight")));
 }
 
 TEST(gguf_arch_lfm2_round_trip_identical) { round_trip("ga_lfm2", w_lfm2, "f32", "lfm2", 0); }
