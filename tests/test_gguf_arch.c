@@ -20,8 +20,10 @@
 #include <cJSON.h>
 
 #include "format/gguf.h"
+#include "format/gguf_import.h"
 #include "st_fixture.h"
 #include "test.h"
+#include "tokenizer/tokenizer.h"
 #include "util/file.h"
 #include "wisp.h"
 
@@ -334,4 +336,39 @@ TEST(gguf_arch_bad_input_each_one_clear_line) {
              last_line_has(log, "rope_freqs.weight[0] is not a positive number"), "%s", log);
   CHECKF(convert_llama("ga_q35", "qwen35", NULL, NULL, log, sizeof log) == 1 &&
              last_line_has(log, "missing integer metadata 'qwen35.ssm.conv_kernel'"), "%s", log);
+}
+
+/* tokenizer.ggml.pre "qwen35" gets Qwen 3.5's split regex (words may hold
+ * combining marks), which wisp's tokenizer compiles. */
+TEST(gguf_arch_qwen35_pre_tokenizer_regex) {
+  const char *tokens[4] = {"a", "b", "ab", "<|end|>"};
+  int32_t types[4] = {1, 1, 1, 3};
+  const char *merges[1] = {"a b"};
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
+  wisp_gguf_put_str(w, "tokenizer.ggml.pre", "qwen35");
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 4);
+  wisp_gguf_put_arr_i32(w, "tokenizer.ggml.token_type", types, 4);
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+  char path[600], dir[600], tj[700];
+  snprintf(path, sizeof path, "%s/q35tok.gguf", test_tmpdir());
+  snprintf(dir, sizeof dir, "%s/q35tok", test_tmpdir());
+  snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+  CHECK(wisp_gguf_writer_write(w, path) == WISP_OK);
+  wisp_gguf_writer_free(w);
+  CHECK(mkdir(dir, 0755) == 0);
+  wisp_gguf *f = NULL;
+  CHECKF(wisp_gguf_open(path, &f) == WISP_OK, "%s", wisp_last_error());
+  int written = 0;
+  wisp_status st = wisp_gguf_write_tokenizer(f, dir, &written);
+  wisp_gguf_close(f);
+  CHECKF(st == WISP_OK && written, "%s", wisp_last_error());
+  char *text = NULL;
+  CHECK(wisp_read_file(tj, &text, NULL) == WISP_OK);
+  int has = strstr(text, "[\\\\p{L}\\\\p{M}]+") != NULL;
+  free(text);
+  CHECK(has);
+  wisp_tokenizer *t = NULL;
+  CHECKF(wisp_tokenizer_from_file(tj, &t) == WISP_OK, "%s", wisp_last_error());
+  wisp_tokenizer_free(t);
 }

@@ -241,7 +241,8 @@ static wisp_status put_tokenizer(exporter *e, const char *dir) {
   /* The pre-tokenizer's name, recognised from its split regex. */
   const char *pre = "default";
   char *pt = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
-  if (pt && strstr(pt, "\\\\p{N}{1,3}")) pre = "llama-bpe";
+  if (pt && strstr(pt, "\\\\p{M}")) pre = "qwen35";
+  else if (pt && strstr(pt, "\\\\p{N}{1,3}")) pre = "llama-bpe";
   else if (pt && strstr(pt, "\\\\p{N}|")) pre = "qwen2";
   free(pt);
   wisp_gguf_put_str(e->w, "tokenizer.ggml.pre", pre);

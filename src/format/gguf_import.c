@@ -365,7 +365,11 @@ static const char *pre_regex(const char *pre) {
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "lfm2") || !strcmp(pre, "smollm"))
     return llama3;
-  if (!strcmp(pre, "qwen2") || !strcmp(pre, "qwen35") || !strcmp(pre, "qwen3")) return qwen2;
+  /* Qwen 3.5's tokenizer.json: Qwen2's with combining marks (\p{M}) in words */
+  static const char *qwen35 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  if (!strcmp(pre, "qwen2") || !strcmp(pre, "qwen3")) return qwen2;
+  if (!strcmp(pre, "qwen35")) return qwen35;
   return NULL;
 }
 
