@@ -154,14 +154,15 @@ static wisp_status put_vector(exporter *e, const wisp_gguf_rule *rule, const cha
   if (s->bytes % 4 || n % (uint64_t)cols || n > (1u << 30))
     return wisp_fail(WISP_EFORMAT, "section '%s' has %llu bytes, not a whole number of rows of %d f32", sec,
                      (unsigned long long)s->bytes, cols);
-  const float *v;
-  wisp_status st = wisp_artifact_bytes(e->a, sec, 0, (const uint8_t **)&v);
+  const uint8_t *v; /* the mapped section, copied bytewise (no alignment assumed) */
+  wisp_status st = wisp_artifact_bytes(e->a, sec, 0, &v);
   float *out = malloc(sizeof(float) * (size_t)n + 1);
   int *map = malloc(sizeof(int) * (size_t)rows + 1);
   if (!st && (!out || !map)) st = wisp_fail(WISP_ENOMEM, "out of memory");
   if (!st) st = wisp_gguf_row_map(&e->geo, rule->xform, rows, gname, map);
   if (!st) {
-    for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * cols, v + (size_t)map[r] * cols, sizeof(float) * cols);
+    for (int r = 0; r < rows; r++)
+      memcpy(out + (size_t)r * cols, v + sizeof(float) * (size_t)map[r] * cols, sizeof(float) * cols);
     wisp_gguf_values_export(rule->xform, out, (size_t)n);
     uint64_t ne[2] = {taps ? (uint64_t)L : n, (uint64_t)rows};
     st = wisp_gguf_add_tensor(e->w, gname, taps ? 2 : 1, ne, WISP_GGML_F32, out, (size_t)n * 4);
