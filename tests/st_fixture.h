@@ -37,4 +37,16 @@ int fx_write_tiny_lfm2(const char *dir, const fx_lfm2_opts *o);
 /* The deterministic value of element i of tensor `name` in the tiny model. */
 float fx_tiny_value(const char *name, unsigned seed, int64_t i);
 
+/* The tiny Qwen3ForCausalLM of test_qwen3.c (hidden 64, 2 layers, 4 heads of
+ * 32, 2 kv heads, FFN 96, vocab 80, untied, values fx_tiny_value(name, 7, i));
+ * with llama = 1 the same as LlamaForCausalLM without q/k norms and with
+ * llama3 rope scaling (factor 8, low 1, high 4, original context 64). */
+int fx_write_tiny_qwen3(const char *dir, int llama);
+/* The tiny Qwen3_5ForCausalLM of test_qwen3_5.c (hidden 256, 3 layers linear,
+ * full, linear; 4 heads of 16 with 2 kv heads, rotary 8; 2 key heads and 4
+ * value heads of 16, conv kernel 4; FFN 256, vocab 96, tied) and the value
+ * of element i of its tensor `name` ("model.layers.N...."). */
+int fx_write_tiny_qwen35(const char *dir);
+float fx_qwen35_value(const char *name, int64_t i);
+
 #endif

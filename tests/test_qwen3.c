@@ -88,6 +88,14 @@ static int write_tiny_qwen3(const char *dir) {
   return rc;
 }
 
+int fx_write_tiny_qwen3(const char *dir, int llama) {
+  const int keep = g_llama;
+  g_llama = llama;
+  int rc = write_tiny_qwen3(dir);
+  g_llama = keep;
+  return rc;
+}
+
 static void rms(const double *x, int n, const char *fmt, int layer, double *out) {
   double ss = 0;
   for (int i = 0; i < n; i++) ss += x[i] * x[i];

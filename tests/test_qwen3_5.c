@@ -158,6 +158,9 @@ static int write_tiny_qwen(const char *dir, const qfx_opts *o) {
   return rc;
 }
 
+int fx_write_tiny_qwen35(const char *dir) { return write_tiny_qwen(dir, NULL); }
+float fx_qwen35_value(const char *name, int64_t i) { return qv(name, i); }
+
 static const char *make_qwen(const char *name, const qfx_opts *o) {
   static char dir[4][512];
   static int k;

@@ -53,6 +53,9 @@ typedef struct {
   /* Llama: no q/k norm; llama3 rope scaling (factor, low/high freq factors, original context) */
   int llama, llama3, rs_orig;
   double rs_factor, rs_low, rs_high;
+  /* GGUF llama: rope_freqs.weight (head_dim/2 divisors of the frequencies), or NULL */
+  float *rope_factors;
+  char source[64]; /* GGUF imports: "gguf ARCH" */
 } hf_config;
 
 /* quantization modes */
@@ -901,7 +904,9 @@ static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, const char 
   for (int i = 0; i < half; i++) {
     float e = (float)(2 * i) / (float)head_dim;
     float inv = 1.0f / powf((float)theta, e);
-    if (scale && scale->llama3) {
+    if (scale && scale->rope_factors) {
+      inv = inv / scale->rope_factors[i]; /* llama.cpp: theta_i / freq_factor_i */
+    } else if (scale && scale->llama3) {
       /* transformers' _compute_llama3_parameters, in f32 */
       const float pi = 3.14159265358979323846f, factor = (float)scale->rs_factor;
       const float low = (float)scale->rs_low, high = (float)scale->rs_high, old = (float)scale->rs_orig;
@@ -972,7 +977,12 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
   cJSON_AddStringToObject(wx, "weights", k_quant_names[quant]);
   if (c->llama) {
     cJSON_AddBoolToObject(wx, "qkNorm", 0);
-    if (c->llama3) {
+    if (c->rope_factors) { /* a GGUF's rope_freqs: kept so export-gguf writes them back */
+      cJSON *rs = cJSON_AddObjectToObject(wx, "ropeScaling");
+      cJSON_AddStringToObject(rs, "type", "freqFactors");
+      cJSON *f = cJSON_AddArrayToObject(rs, "factors");
+      for (int i = 0; i < c->head_dim / 2; i++) cJSON_AddItemToArray(f, cJSON_CreateNumber(c->rope_factors[i]));
+    } else if (c->llama3) {
       cJSON *rs = cJSON_AddObjectToObject(wx, "ropeScaling"); /* informational: the tables carry it */
       cJSON_AddStringToObject(rs, "type", "llama3");
       cJSON_AddNumberToObject(rs, "factor", c->rs_factor);
@@ -1062,7 +1072,16 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
   if (rc) return rc;
   rc = wisp_gguf_import(g, &m, st);
   if (!rc) {
-    c->arch = strcmp(m.arch, "qwen3") ? ARCH_LFM2 : ARCH_QWEN3;
+    c->arch = !strcmp(m.arch, "lfm2") ? ARCH_LFM2 : !strcmp(m.arch, "qwen35") ? ARCH_QWEN3_5 : ARCH_QWEN3;
+    c->llama = !strcmp(m.arch, "llama");
+    c->rope_factors = m.rope_factors;
+    m.rope_factors = NULL;
+    c->lin_k_heads = m.lin_k_heads;
+    c->lin_v_heads = m.lin_v_heads;
+    c->lin_k_dim = m.lin_k_dim;
+    c->lin_v_dim = m.lin_v_dim;
+    c->rotary_dim = m.rotary_dim;
+    snprintf(c->source, sizeof c->source, "gguf %s", m.arch);
     c->hidden = m.hidden;
     c->n_layers = m.n_layers;
     c->heads = m.heads;
@@ -1083,7 +1102,7 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
     else
       rc = wisp_gguf_write_tokenizer(g, tok_dir, has_tok);
   }
-  free(m.layer_types);
+  wisp_gguf_model_free(&m);
   wisp_gguf_close(g);
   return rc;
 }
@@ -1101,7 +1120,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: wisp convert (HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k|f16|q8_0] [--quiet]\n"
              "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
              "  of an Lfm2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM or Qwen3_5ForCausalLM;\n"
-             "  FILE.gguf: a GGUF v3 file of architecture lfm2 or qwen3 (docs/gguf.md)\n"
+             "  FILE.gguf: a GGUF v3 file of architecture lfm2, qwen3, llama or qwen35 (docs/gguf.md)\n"
              "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
              "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32;\n"
              "  f16: every matrix and embed/head as IEEE half; q8_0: every matrix and embed/head as\n"
@@ -1190,7 +1209,8 @@ int cmd_convert(int argc, char **argv) {
   if (!manifest) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
   int tok_files[3];
   if ((rc = plan_tokenizer(src_dir, &cfg, manifest, tok_files))) goto fail;
-  if (from_gguf) cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(manifest, "wisp"), "source", cJSON_CreateString("gguf"));
+  if (from_gguf) /* "gguf ARCH": export-gguf writes the same architecture back */
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(manifest, "wisp"), "source", cJSON_CreateString(cfg.source));
   if (!quiet)
     fprintf(stderr, "wisp convert: %s -> %s (%s, %d layers, hidden %d, ffn %d, vocab %d, %s head, %d positions, %.1f MB)\n",
             hf_dir, out_dir, quant, cfg.n_layers, cfg.hidden, cfg.ffn, cfg.vocab, tied ? "tied" : "separate",
@@ -1227,5 +1247,6 @@ done:
   free(pl.jobs);
   wisp_safetensors_close(st);
   free(cfg.layer_types);
+  free(cfg.rope_factors);
   return status;
 }

@@ -1,5 +1,7 @@
-/* wisp export-gguf DIR -o FILE.gguf: writes an LFM2 artifact as a GGUF v3
- * file with llama.cpp's tensor names and metadata keys (docs/gguf.md).
+/* wisp export-gguf DIR -o FILE.gguf: writes an artifact as a GGUF v3 file of
+ * llama.cpp's architecture lfm2, qwen3, llama or qwen35, with the tensor
+ * names, metadata keys and layout transforms of llama.cpp's own converter
+ * (the tables of format/gguf_arch.c; docs/gguf.md).
  * Matrices stored as Q4_K keep their bytes (GGUF Q4_K is the same layout);
  * every other matrix (f32, Q4, Q4Z) is written as F32 (Q4/Q4Z dequantized),
  * or as Q8_0 with --q8_0. Vectors are F32. The rope tables are not written
@@ -7,6 +9,7 @@
  * in the artifact becomes tokenizer.ggml.* metadata. The file appears
  * atomically (temporary name + rename). */
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 #include "cli/commands.h"
 #include "format/artifact.h"
 #include "format/gguf.h"
+#include "format/gguf_arch.h"
 #include "format/tensor.h"
 #include "util/err.h"
 #include "util/file.h"
@@ -22,6 +26,8 @@ typedef struct {
   const wisp_artifact *a;
   wisp_gguf_writer *w;
   int q8;
+  wisp_gguf_geom geo;
+  int wrote_q4k; /* for general.file_type */
 } exporter;
 
 /* Builds a wisp_matrix view of section base NAME (rows x cols). */
@@ -81,41 +87,103 @@ static wisp_status view(const exporter *e, const char *name, int rows, int cols,
   return WISP_OK;
 }
 
-/* Writes rows [r0, r0+rows) of matrix section NAME as GGUF tensor GNAME. */
-static wisp_status put_matrix(exporter *e, const char *name, int total_rows, int cols, int r0, int rows,
-                              const char *gname) {
-  wisp_matrix m;
-  wisp_status st = view(e, name, total_rows, cols, &m);
-  if (st) return st;
-  uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
-  if (m.type == WISP_W_Q4K) {
-    size_t rb = (size_t)(cols / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
-    return wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_Q4_K, m.q + (size_t)r0 * rb, rb * (size_t)rows);
+/* Rows r0 + map[r] of a matrix as f32, then its columns reordered by cmap. */
+static wisp_status gather_f32(const wisp_matrix *m, int r0, const int *map, int rows, const int *cmap, float *out) {
+  const int cols = m->cols;
+  float *row = malloc(sizeof(float) * (size_t)cols);
+  if (!row) return wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int r = 0; r < rows; r++) {
+    wisp_matrix_row_f32(m, r0 + map[r], row);
+    for (int c = 0; c < cols; c++) out[(size_t)r * cols + c] = row[cmap[c]];
   }
+  free(row);
+  return WISP_OK;
+}
+
+/* A matrix part (rule->part of section SEC) as GGUF tensor GNAME: Q4_K
+ * bytes are copied row by row (a row permutation keeps them valid); others
+ * go out as F32, or Q8_0 with --q8_0, after the rule's transforms. */
+static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const char *sec, const char *gname) {
+  int total, r0, rows, cols;
+  wisp_gguf_part_dims(&e->geo, rule->part, &total, &r0, &rows, &cols);
+  wisp_matrix m;
+  wisp_status st = view(e, sec, total, cols, &m);
+  if (st) return st;
+  int *map = malloc(sizeof(int) * (size_t)rows), *cmap = malloc(sizeof(int) * (size_t)cols);
   size_t n = (size_t)rows * cols;
-  float *buf = malloc(n * sizeof(float));
-  if (!buf) return wisp_fail(WISP_ENOMEM, "out of memory");
-  for (int r = 0; r < rows; r++) wisp_matrix_row_f32(&m, r0 + r, buf + (size_t)r * cols);
+  float *buf = NULL;
+  uint8_t *q = NULL;
+  uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
+  if (!map || !cmap) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+  if ((st = wisp_gguf_row_map(&e->geo, rule->xform, rows, gname, map)) ||
+      (st = wisp_gguf_col_map(&e->geo, rule->xform, cols, gname, cmap)))
+    goto done;
+  if (m.type == WISP_W_Q4K && !(rule->xform & GA_X_VH_COLS)) {
+    size_t rb = (size_t)(cols / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
+    if (!(q = malloc(rb * (size_t)rows))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+    for (int r = 0; r < rows; r++) memcpy(q + (size_t)r * rb, m.q + (size_t)(r0 + map[r]) * rb, rb);
+    st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_Q4_K, q, rb * (size_t)rows);
+    e->wrote_q4k = 1;
+    goto done;
+  }
+  if (!(buf = malloc(n * sizeof(float)))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+  if ((st = gather_f32(&m, r0, map, rows, cmap, buf))) goto done;
   if (e->q8 && cols % 32 == 0) {
-    uint8_t *q = malloc(n / 32 * 34 + 1);
-    if (!q) { free(buf); return wisp_fail(WISP_ENOMEM, "out of memory"); }
+    if (!(q = malloc(n / 32 * 34 + 1))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
     wisp_quantize_q8_0(buf, n, q);
     st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_Q8_0, q, n / 32 * 34);
-    free(q);
   } else {
     st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_F32, buf, n * sizeof(float));
   }
+done:
+  free(map);
+  free(cmap);
   free(buf);
+  free(q);
   return st;
 }
 
-static wisp_status put_vector(exporter *e, const char *name, int n_dims, const uint64_t *ne, const char *gname) {
-  uint64_t n = 1;
-  for (int i = 0; i < n_dims; i++) n *= ne[i];
-  const uint8_t *d;
-  wisp_status st = wisp_artifact_bytes(e->a, name, n * 4, &d);
-  if (st) return st;
-  return wisp_gguf_add_tensor(e->w, gname, n_dims, ne, WISP_GGML_F32, d, (size_t)n * 4);
+/* An f32 vector section (1-d in GGUF) or conv kernel ([channels][L],
+ * ne = {L, channels}), rows reordered and values transformed per the rule. */
+static wisp_status put_vector(exporter *e, const wisp_gguf_rule *rule, const char *sec, const char *gname) {
+  const wisp_section *s = wisp_artifact_section(e->a, sec);
+  if (!s) return wisp_fail(WISP_EFORMAT, "%s: missing section '%s'", e->a->dir, sec);
+  const int L = e->geo.conv_l, taps = rule->part == GA_P_TAPS;
+  const uint64_t n = s->bytes / 4;
+  const int cols = taps ? L : 1, rows = (int)(n / (uint64_t)cols);
+  if (s->bytes % 4 || n % (uint64_t)cols || n > (1u << 30))
+    return wisp_fail(WISP_EFORMAT, "section '%s' has %llu bytes, not a whole number of rows of %d f32", sec,
+                     (unsigned long long)s->bytes, cols);
+  const uint8_t *v; /* the mapped section, copied bytewise (no alignment assumed) */
+  wisp_status st = wisp_artifact_bytes(e->a, sec, 0, &v);
+  float *out = malloc(sizeof(float) * (size_t)n + 1);
+  int *map = malloc(sizeof(int) * (size_t)rows + 1);
+  if (!st && (!out || !map)) st = wisp_fail(WISP_ENOMEM, "out of memory");
+  if (!st) st = wisp_gguf_row_map(&e->geo, rule->xform, rows, gname, map);
+  if (!st) {
+    for (int r = 0; r < rows; r++)
+      memcpy(out + (size_t)r * cols, v + sizeof(float) * (size_t)map[r] * cols, sizeof(float) * cols);
+    wisp_gguf_values_export(rule->xform, out, (size_t)n);
+    uint64_t ne[2] = {taps ? (uint64_t)L : n, (uint64_t)rows};
+    st = wisp_gguf_add_tensor(e->w, gname, taps ? 2 : 1, ne, WISP_GGML_F32, out, (size_t)n * 4);
+  }
+  free(out);
+  free(map);
+  return st;
+}
+
+/* One table row for layer `layer` (-1: a global tensor). */
+static wisp_status put_rule(exporter *e, const wisp_gguf_rule *rule, int layer) {
+  char sec[96], gname[128];
+  if (layer >= 0) {
+    snprintf(sec, sizeof sec, rule->section, layer);
+    snprintf(gname, sizeof gname, "blk.%d.%s", layer, rule->gguf);
+  } else {
+    snprintf(sec, sizeof sec, "%s", rule->section);
+    snprintf(gname, sizeof gname, "%s", rule->gguf);
+  }
+  return rule->part == GA_P_VEC || rule->part == GA_P_TAPS ? put_vector(e, rule, sec, gname)
+                                                           : put_matrix(e, rule, sec, gname);
 }
 
 /* tokenizer.json (byte-level BPE) -> tokenizer.ggml.* */
@@ -174,7 +242,8 @@ static wisp_status put_tokenizer(exporter *e, const char *dir) {
   /* The pre-tokenizer's name, recognised from its split regex. */
   const char *pre = "default";
   char *pt = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
-  if (pt && strstr(pt, "\\\\p{N}{1,3}")) pre = "llama-bpe";
+  if (pt && strstr(pt, "\\\\p{M}")) pre = "qwen35";
+  else if (pt && strstr(pt, "\\\\p{N}{1,3}")) pre = "llama-bpe";
   else if (pt && strstr(pt, "\\\\p{N}|")) pre = "qwen2";
   free(pt);
   wisp_gguf_put_str(e->w, "tokenizer.ggml.pre", pre);
@@ -191,99 +260,194 @@ done:
   return st;
 }
 
-static wisp_status export_lfm2(exporter *e, const char *dir) {
+static const cJSON *wisp_field(const wisp_artifact *a, const char *key) {
+  return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp"), key);
+}
+
+/* The llama.cpp architecture an artifact goes out as: qwen35 for Qwen 3.5;
+ * an lfm2 graph without q/k norm is a Llama import; an all-attention one
+ * that came from Qwen3 (Hugging Face or a qwen3 GGUF) is qwen3; else lfm2. */
+static wisp_status export_arch(const wisp_artifact *a, const wisp_gguf_arch **out) {
+  const cJSON *src = wisp_field(a, "source");
+  const char *from = cJSON_IsString(src) ? src->valuestring : "";
+  int n_conv = 0;
+  for (int i = 0; i < a->shape.n_layers; i++) n_conv += a->shape.layer_types[i] == WISP_LAYER_CONV;
+  const char *name = "lfm2";
+  if (!strcmp(a->architecture, "qwen3_5")) name = "qwen35";
+  else if (strcmp(a->architecture, "lfm2"))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' cannot be exported to GGUF (lfm2 and qwen3_5)", a->dir,
+                     a->architecture);
+  else if (cJSON_IsFalse(wisp_field(a, "qkNorm"))) name = "llama";
+  else if (!n_conv && (strstr(from, "Qwen3ForCausalLM") || !strcmp(from, "gguf qwen3"))) name = "qwen3";
+  *out = wisp_gguf_arch_find(name);
+  return WISP_OK;
+}
+
+static wisp_gguf_geom geom_of(const wisp_artifact *a) {
+  const wisp_shape *s = &a->shape;
+  const int gated = !strcmp(a->architecture, "qwen3_5"); /* q rows: [q | gate] per head */
+  wisp_gguf_geom g = {.hidden = s->hidden, .ffn = s->ffn, .vocab = s->vocab, .conv_l = s->conv_cache,
+                      .heads = s->heads, .kv_heads = s->kv_heads, .head_dim = s->head_dim,
+                      .q_rows = (gated ? 2 : 1) * s->heads * s->head_dim, .lin_k_heads = s->lin_k_heads,
+                      .lin_v_heads = s->lin_v_heads, .lin_k_dim = s->lin_k_dim, .lin_v_dim = s->lin_v_dim};
+  return g;
+}
+
+/* qwen35 marks its full-attention layers by an interval (layer i attends
+ * when (i + 1) % interval == 0); other patterns cannot be written. */
+static wisp_status full_attention_interval(const wisp_artifact *a, int *out) {
+  const wisp_shape *s = &a->shape;
+  int first = s->n_layers;
+  for (int i = s->n_layers - 1; i >= 0; i--)
+    if (s->layer_types[i] != WISP_LAYER_LINEAR) first = i;
+  *out = first + 1;
+  for (int i = 0; i < s->n_layers; i++)
+    if ((s->layer_types[i] != WISP_LAYER_LINEAR) != ((i + 1) % *out == 0))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: the full-attention layers are not every %dth layer, which is all "
+                       "qwen35.full_attention_interval can say", a->dir, *out);
+  return WISP_OK;
+}
+
+/* The Gated DeltaNet keys (llama.cpp's ssm.*) and the partial, sectioned
+ * rope of qwen35 (text positions: every section sees the same position). */
+static wisp_status put_qwen35_keys(exporter *e) {
+  const wisp_shape *s = &e->a->shape;
+  int interval;
+  wisp_status st = full_attention_interval(e->a, &interval);
+  if (st) return st;
+  wisp_gguf_put_u32(e->w, "qwen35.ssm.conv_kernel", (uint32_t)s->conv_cache);
+  wisp_gguf_put_u32(e->w, "qwen35.ssm.state_size", (uint32_t)s->lin_k_dim);
+  wisp_gguf_put_u32(e->w, "qwen35.ssm.group_count", (uint32_t)s->lin_k_heads);
+  wisp_gguf_put_u32(e->w, "qwen35.ssm.time_step_rank", (uint32_t)s->lin_v_heads);
+  wisp_gguf_put_u32(e->w, "qwen35.ssm.inner_size", (uint32_t)(s->lin_v_dim * s->lin_v_heads));
+  wisp_gguf_put_u32(e->w, "qwen35.full_attention_interval", (uint32_t)interval);
+  wisp_gguf_put_u32(e->w, "qwen35.rope.dimension_count", (uint32_t)s->rotary_dim);
+  /* rotary pairs split in thirds: [11, 11, 10, 0] for the released 64 dims */
+  const int pairs = s->rotary_dim / 2;
+  int32_t sections[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
+  wisp_gguf_put_arr_i32(e->w, "qwen35.rope.dimension_sections", sections, 4);
+  return WISP_OK;
+}
+
+/* ARCH.* hyperparameters, as llama.cpp's converter names them. */
+static wisp_status put_metadata(exporter *e, const wisp_gguf_arch *ga) {
   const wisp_artifact *a = e->a;
   const wisp_shape *s = &a->shape;
-  const int H = s->hidden, F = s->ffn, D = s->head_dim, V = s->vocab, L = s->conv_cache;
   wisp_gguf_writer *w = e->w;
-  /* An all-attention artifact imported from Qwen3 goes out as llama.cpp's qwen3. */
-  const cJSON *src = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp"), "source");
-  int n_conv = 0;
-  for (int i = 0; i < s->n_layers; i++) n_conv += s->layer_types[i] == WISP_LAYER_CONV;
-  const int qwen3 = !n_conv && cJSON_IsString(src) && strstr(src->valuestring, "Qwen3ForCausalLM");
-  const char *arch = qwen3 ? "qwen3" : "lfm2";
+  const int lfm2 = !strcmp(ga->name, "lfm2");
   char key[128];
-#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
-  wisp_gguf_put_str(w, "general.architecture", arch);
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", ga->name, suffix), key)
+  wisp_gguf_put_str(w, "general.architecture", ga->name);
   wisp_gguf_put_str(w, "general.name", "wisp export");
   wisp_gguf_put_u32(w, "general.alignment", 32);
+  wisp_gguf_put_u32(w, "general.quantization_version", 2);
   wisp_gguf_put_u32(w, KEY("block_count"), (uint32_t)s->n_layers);
   wisp_gguf_put_u32(w, KEY("context_length"), (uint32_t)a->max_positions);
-  wisp_gguf_put_u32(w, KEY("embedding_length"), (uint32_t)H);
-  wisp_gguf_put_u32(w, KEY("feed_forward_length"), (uint32_t)F);
+  wisp_gguf_put_u32(w, KEY("embedding_length"), (uint32_t)s->hidden);
+  wisp_gguf_put_u32(w, KEY("feed_forward_length"), (uint32_t)s->ffn);
   wisp_gguf_put_u32(w, KEY("attention.head_count"), (uint32_t)s->heads);
-  if (qwen3) {
-    wisp_gguf_put_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->kv_heads);
-  } else {
+  if (lfm2) { /* per layer, 0 on conv layers */
     int32_t *kvh = calloc((size_t)s->n_layers, sizeof *kvh);
     if (!kvh) return wisp_fail(WISP_ENOMEM, "out of memory");
     for (int i = 0; i < s->n_layers; i++) kvh[i] = s->layer_types[i] == WISP_LAYER_ATTENTION ? s->kv_heads : 0;
     wisp_gguf_put_arr_i32(w, KEY("attention.head_count_kv"), kvh, (uint64_t)s->n_layers);
     free(kvh);
+  } else {
+    wisp_gguf_put_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->kv_heads);
   }
-  wisp_gguf_put_u32(w, KEY("attention.key_length"), (uint32_t)D);
-  wisp_gguf_put_u32(w, KEY("attention.value_length"), (uint32_t)D);
+  wisp_gguf_put_u32(w, KEY("attention.key_length"), (uint32_t)s->head_dim);
+  wisp_gguf_put_u32(w, KEY("attention.value_length"), (uint32_t)s->head_dim);
   wisp_gguf_put_f32(w, KEY("rope.freq_base"), (float)a->rope_theta);
   wisp_gguf_put_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)a->norm_eps);
-  if (!qwen3) wisp_gguf_put_u32(w, KEY("shortconv.l_cache"), (uint32_t)L);
-  wisp_gguf_put_u32(w, KEY("vocab_size"), (uint32_t)V);
+  wisp_gguf_put_u32(w, KEY("vocab_size"), (uint32_t)s->vocab);
+  if (lfm2) wisp_gguf_put_u32(w, KEY("shortconv.l_cache"), (uint32_t)s->conv_cache);
+  if (!strcmp(ga->name, "llama")) wisp_gguf_put_u32(w, KEY("rope.dimension_count"), (uint32_t)s->head_dim);
 #undef KEY
-  wisp_status st;
-  if (!strcmp(a->tokenizer, "bpe") && (st = put_tokenizer(e, dir))) return st;
-  char sec[96], g[96];
-  uint64_t hv[1] = {(uint64_t)H}, dv[1] = {(uint64_t)D};
-  for (int i = 0; i < s->n_layers; i++) {
-#define SEC(...) snprintf(sec, sizeof sec, __VA_ARGS__)
-#define G(...) snprintf(g, sizeof g, __VA_ARGS__)
-    if (s->layer_types[i] == WISP_LAYER_CONV) {
-      SEC("L%d.conv.in_proj", i); G("blk.%d.shortconv.in_proj.weight", i);
-      if ((st = put_matrix(e, sec, 3 * H, H, 0, 3 * H, g))) return st;
-      SEC("L%d.conv.out_proj", i); G("blk.%d.shortconv.out_proj.weight", i);
-      if ((st = put_matrix(e, sec, H, H, 0, H, g))) return st;
-      SEC("L%d.conv.in_proj.norm", i); G("blk.%d.attn_norm.weight", i);
-      if ((st = put_vector(e, sec, 1, hv, g))) return st;
-      uint64_t tv[2] = {(uint64_t)L, (uint64_t)H};
-      SEC("L%d.conv.core.taps", i); G("blk.%d.shortconv.conv.weight", i);
-      if ((st = put_vector(e, sec, 2, tv, g))) return st;
-    } else {
-      const int q = s->heads * D, kv = s->kv_heads * D;
-      SEC("L%d.attn.qkv", i);
-      G("blk.%d.attn_q.weight", i);
-      if ((st = put_matrix(e, sec, q + 2 * kv, H, 0, q, g))) return st;
-      G("blk.%d.attn_k.weight", i);
-      if ((st = put_matrix(e, sec, q + 2 * kv, H, q, kv, g))) return st;
-      G("blk.%d.attn_v.weight", i);
-      if ((st = put_matrix(e, sec, q + 2 * kv, H, q + kv, kv, g))) return st;
-      SEC("L%d.attn.o_proj", i); G("blk.%d.attn_output.weight", i);
-      if ((st = put_matrix(e, sec, H, q, 0, H, g))) return st;
-      SEC("L%d.attn.qkv.norm", i); G("blk.%d.attn_norm.weight", i);
-      if ((st = put_vector(e, sec, 1, hv, g))) return st;
-      SEC("L%d.attn.qkv.q_norm", i); G("blk.%d.attn_q_norm.weight", i);
-      if ((st = put_vector(e, sec, 1, dv, g))) return st;
-      SEC("L%d.attn.qkv.k_norm", i); G("blk.%d.attn_k_norm.weight", i);
-      if ((st = put_vector(e, sec, 1, dv, g))) return st;
+  return !strcmp(ga->name, "qwen35") ? put_qwen35_keys(e) : WISP_OK;
+}
+
+/* rope_freqs.weight (llama): per rope frequency the divisor llama.cpp
+ * applies, from wisp.ropeScaling: llama3 parameters evaluated as
+ * conversion/llama.py does (1, factor, or 1 / ((1 - s) / factor + s) by
+ * wavelength), or the factors a GGUF import carried over. */
+static wisp_status put_rope_freqs(exporter *e) {
+  const cJSON *rs = wisp_field(e->a, "ropeScaling");
+  const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rs, "type"));
+  if (!type) return WISP_OK;
+  const int D = e->a->shape.head_dim, half = D / 2;
+  float *f = malloc(sizeof(float) * (size_t)half + 1);
+  if (!f) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = WISP_OK;
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive(rs, "factors");
+#define NUM(k) ((float)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rs, k)))
+  const float factor = NUM("factor"), low = NUM("lowFreqFactor"), high = NUM("highFreqFactor");
+  const float old = NUM("originalMaxPositions");
+#undef NUM
+  for (int i = 0; !st && i < half; i++) {
+    if (!strcmp(type, "freqFactors")) {
+      f[i] = (float)cJSON_GetNumberValue(cJSON_GetArrayItem(list, i));
+      if (cJSON_GetArraySize(list) != half || !(f[i] > 0))
+        st = wisp_fail(WISP_EFORMAT, "%s: wisp.ropeScaling.factors must hold %d positive numbers", e->a->dir, half);
+      continue;
     }
-    SEC("L%d.mlp.gate_up", i);
-    G("blk.%d.ffn_gate.weight", i);
-    if ((st = put_matrix(e, sec, 2 * F, H, 0, F, g))) return st;
-    G("blk.%d.ffn_up.weight", i);
-    if ((st = put_matrix(e, sec, 2 * F, H, F, F, g))) return st;
-    SEC("L%d.mlp.down", i); G("blk.%d.ffn_down.weight", i);
-    if ((st = put_matrix(e, sec, H, F, 0, H, g))) return st;
-    SEC("L%d.mlp.gate_up.norm", i); G("blk.%d.ffn_norm.weight", i);
-    if ((st = put_vector(e, sec, 1, hv, g))) return st;
-#undef SEC
-#undef G
+    if (strcmp(type, "llama3") || !(factor > 0) || !(high > low) || !(old > 0)) {
+      st = wisp_fail(WISP_EUNSUPPORTED, "%s: wisp.ropeScaling type '%s' cannot be written as GGUF rope_freqs", e->a->dir,
+                     type);
+      break;
+    }
+    const float inv = 1.0f / powf((float)e->a->rope_theta, (float)(2 * i) / (float)D);
+    const float wl = 2.0f * 3.14159265358979323846f / inv, smooth = (old / wl - low) / (high - low);
+    f[i] = wl < old / high ? 1.0f : wl > old / low ? factor : 1.0f / ((1.0f - smooth) / factor + smooth);
   }
-  if ((st = put_matrix(e, "embed", V, H, 0, V, "token_embd.weight"))) return st;
-  /* A head with its own bytes (not the embedding's) is written as output. */
-  const wisp_section *he = wisp_artifact_section(a, "head.weight"), *ee = wisp_artifact_section(a, "embed.weight");
-  if (!he) { he = wisp_artifact_section(a, "head.quant"); ee = wisp_artifact_section(a, "embed.quant"); }
-  if (!he) { he = wisp_artifact_section(a, "head.q4k"); ee = wisp_artifact_section(a, "embed.q4k"); }
-  if (!he) { he = wisp_artifact_section(a, "head.f16"); ee = wisp_artifact_section(a, "embed.f16"); }
-  if (!he) { he = wisp_artifact_section(a, "head.q8_0"); ee = wisp_artifact_section(a, "embed.q8_0"); }
-  if (he && (!ee || he->offset != ee->offset) && (st = put_matrix(e, "head", V, H, 0, V, "output.weight"))) return st;
-  return put_vector(e, "head.norm", 1, hv, qwen3 ? "output_norm.weight" : "token_embd_norm.weight");
+  uint64_t ne[1] = {(uint64_t)half};
+  if (!st) st = wisp_gguf_add_tensor(e->w, "rope_freqs.weight", 1, ne, WISP_GGML_F32, f, sizeof(float) * (size_t)half);
+  free(f);
+  return st;
+}
+
+/* Whether the artifact has a head with its own bytes (not the embedding's). */
+static int own_head(const wisp_artifact *a) {
+  static const char *const kind[] = {"weight", "quant", "q4k", "f16", "q8_0"};
+  char h[32], m[32];
+  for (size_t i = 0; i < sizeof kind / sizeof *kind; i++) {
+    snprintf(h, sizeof h, "head.%s", kind[i]);
+    snprintf(m, sizeof m, "embed.%s", kind[i]);
+    const wisp_section *he = wisp_artifact_section(a, h), *ee = wisp_artifact_section(a, m);
+    if (he) return !ee || he->offset != ee->offset;
+  }
+  return 0;
+}
+
+/* Every tensor of the architecture's table, layer by layer, then the globals. */
+static wisp_status put_tensors(exporter *e, const wisp_gguf_arch *ga) {
+  const wisp_shape *s = &e->a->shape;
+  wisp_status st = WISP_OK;
+  for (int i = 0; !st && i < s->n_layers; i++)
+    for (size_t k = 0; !st && k < ga->n_rules; k++)
+      if (ga->rules[k].section && wisp_gguf_rule_applies(&ga->rules[k], s->layer_types[i]))
+        st = put_rule(e, &ga->rules[k], i);
+  for (size_t k = 0; !st && k < ga->n_rules; k++) {
+    const wisp_gguf_rule *r = &ga->rules[k];
+    if (r->where != GA_GLOBAL || !r->section || (!strcmp(r->section, "head") && !own_head(e->a))) continue;
+    st = put_rule(e, r, -1);
+  }
+  return st;
+}
+
+static wisp_status export_model(exporter *e, const char *dir) {
+  const wisp_gguf_arch *ga = NULL;
+  wisp_status st;
+  e->geo = geom_of(e->a);
+  if ((st = export_arch(e->a, &ga)) || (st = put_metadata(e, ga))) return st;
+  for (int i = 0; i < e->a->shape.n_layers; i++)
+    if (e->a->shape.layer_types[i] == WISP_LAYER_CONV && strcmp(ga->name, "lfm2"))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: a conv layer cannot be written as %s", dir, ga->name);
+  if (!strcmp(e->a->tokenizer, "bpe") && (st = put_tokenizer(e, dir))) return st;
+  if (!strcmp(ga->name, "llama") && (st = put_rope_freqs(e))) return st;
+  if ((st = put_tensors(e, ga))) return st;
+  /* llama_ftype: 0 all F32, 7 mostly Q8_0, 15 mostly Q4_K_M */
+  wisp_gguf_put_u32(e->w, "general.file_type", e->wrote_q4k ? 15 : e->q8 ? 7 : 0);
+  return WISP_OK;
 }
 
 int cmd_export_gguf(int argc, char **argv) {
@@ -300,15 +464,10 @@ int cmd_export_gguf(int argc, char **argv) {
   wisp_artifact *a = NULL;
   if (wisp_artifact_open(dir, &a)) return cli_error("export-gguf");
   int rc = 1;
-  exporter e = {a, wisp_gguf_writer_new(), q8};
+  exporter e = {.a = a, .w = wisp_gguf_writer_new(), .q8 = q8};
   wisp_status st;
   if (!e.w) st = wisp_fail(WISP_ENOMEM, "out of memory");
-  else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp"), "qkNorm")))
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: Llama imports (no q/k norm) cannot be exported to GGUF yet", dir);
-  else if (strcmp(a->architecture, "lfm2"))
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' cannot be exported to GGUF yet (lfm2, and Qwen3 imports)", dir,
-                   a->architecture);
-  else if (!(st = export_lfm2(&e, dir)))
+  else if (!(st = export_model(&e, dir)))
     st = wisp_gguf_writer_write(e.w, out);
   if (st) rc = cli_error("export-gguf");
   else {

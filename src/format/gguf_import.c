@@ -2,92 +2,26 @@
 #include "format/gguf_import.h"
 
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "format/artifact.h"
+#include "format/gguf_arch.h"
 #include "util/err.h"
 #include "util/file.h"
-
-typedef struct {
-  const char *gguf; /* suffix after blk.N. or global name */
-  const char *hf;   /* printf format with %d for the layer */
-} name_map;
-
-static const name_map k_lfm2_layer[] = {
-    {"attn_norm.weight", "model.layers.%d.operator_norm.weight"},
-    {"ffn_norm.weight", "model.layers.%d.ffn_norm.weight"},
-    {"ffn_gate.weight", "model.layers.%d.feed_forward.w1.weight"},
-    {"ffn_up.weight", "model.layers.%d.feed_forward.w3.weight"},
-    {"ffn_down.weight", "model.layers.%d.feed_forward.w2.weight"},
-    {"attn_q.weight", "model.layers.%d.self_attn.q_proj.weight"},
-    {"attn_k.weight", "model.layers.%d.self_attn.k_proj.weight"},
-    {"attn_v.weight", "model.layers.%d.self_attn.v_proj.weight"},
-    {"attn_output.weight", "model.layers.%d.self_attn.out_proj.weight"},
-    {"attn_q_norm.weight", "model.layers.%d.self_attn.q_layernorm.weight"},
-    {"attn_k_norm.weight", "model.layers.%d.self_attn.k_layernorm.weight"},
-    {"shortconv.in_proj.weight", "model.layers.%d.conv.in_proj.weight"},
-    {"shortconv.out_proj.weight", "model.layers.%d.conv.out_proj.weight"},
-    {"shortconv.conv.weight", "model.layers.%d.conv.conv.weight"},
-};
-
-static const name_map k_lfm2_global[] = {
-    {"token_embd.weight", "model.embed_tokens.weight"},
-    {"token_embd_norm.weight", "model.embedding_norm.weight"},
-    {"output_norm.weight", "model.embedding_norm.weight"},
-    {"output.weight", "lm_head.weight"},
-};
-
-static const name_map k_qwen3_layer[] = {
-    {"attn_norm.weight", "model.layers.%d.input_layernorm.weight"},
-    {"ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight"},
-    {"ffn_up.weight", "model.layers.%d.mlp.up_proj.weight"},
-    {"ffn_down.weight", "model.layers.%d.mlp.down_proj.weight"},
-    {"attn_q.weight", "model.layers.%d.self_attn.q_proj.weight"},
-    {"attn_k.weight", "model.layers.%d.self_attn.k_proj.weight"},
-    {"attn_v.weight", "model.layers.%d.self_attn.v_proj.weight"},
-    {"attn_output.weight", "model.layers.%d.self_attn.o_proj.weight"},
-    {"attn_q_norm.weight", "model.layers.%d.self_attn.q_norm.weight"},
-    {"attn_k_norm.weight", "model.layers.%d.self_attn.k_norm.weight"},
-};
-
-static const name_map k_qwen3_global[] = {
-    {"token_embd.weight", "model.embed_tokens.weight"},
-    {"output_norm.weight", "model.norm.weight"},
-    {"output.weight", "lm_head.weight"},
-};
 
 static int by_name(const void *a, const void *b) {
   return strcmp(((const wisp_st_tensor *)a)->name, ((const wisp_st_tensor *)b)->name);
 }
 
-static wisp_status hf_name(const wisp_gguf *g, const wisp_gguf_tensor *t, int n_layers, int qwen3, char *out,
-                           size_t cap) {
-  const name_map *lay = qwen3 ? k_qwen3_layer : k_lfm2_layer, *glob = qwen3 ? k_qwen3_global : k_lfm2_global;
-  size_t n_lay = qwen3 ? sizeof k_qwen3_layer / sizeof *k_qwen3_layer : sizeof k_lfm2_layer / sizeof *k_lfm2_layer;
-  size_t n_glob = qwen3 ? sizeof k_qwen3_global / sizeof *k_qwen3_global : sizeof k_lfm2_global / sizeof *k_lfm2_global;
-  int layer, used = 0;
-  if (sscanf(t->name, "blk.%d.%n", &layer, &used) == 1 && used > 0) {
-    if (layer < 0 || layer >= n_layers)
-      return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' names layer %d, the model has %d", g->label, t->name, layer,
-                       n_layers);
-    for (size_t i = 0; i < n_lay; i++)
-      if (!strcmp(t->name + used, lay[i].gguf)) {
-        snprintf(out, cap, lay[i].hf, layer);
-        return WISP_OK;
-      }
-  } else {
-    for (size_t i = 0; i < n_glob; i++)
-      if (!strcmp(t->name, glob[i].gguf)) {
-        snprintf(out, cap, "%s", glob[i].hf);
-        return WISP_OK;
-      }
-  }
-  return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' is not part of the %s graph wisp implements", g->label,
-                   t->name, qwen3 ? "Qwen3" : "LFM2");
+void wisp_gguf_model_free(wisp_gguf_model *m) {
+  free(m->layer_types);
+  free(m->rope_factors);
+  m->layer_types = NULL;
+  m->rope_factors = NULL;
 }
 
 static wisp_status need_int(const wisp_gguf *g, const char *arch, const char *key, int min, int *out) {
@@ -101,45 +35,38 @@ static wisp_status need_int(const wisp_gguf *g, const char *arch, const char *ke
   return WISP_OK;
 }
 
-wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safetensors **out) {
-  *out = NULL;
-  memset(m, 0, sizeof *m);
-  const wisp_gguf_kv *a = wisp_gguf_kv_find(g, "general.architecture");
-  if (!a || a->type != WISP_GGUF_STRING)
-    return wisp_fail(WISP_EFORMAT, "%s: missing string metadata 'general.architecture'", g->label);
-  snprintf(m->arch, sizeof m->arch, "%.*s", (int)(a->str.len < 31 ? a->str.len : 31), a->str.s);
-  const int qwen3 = !strcmp(m->arch, "qwen3");
-  if (strcmp(m->arch, "lfm2") && !qwen3)
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: GGUF architecture '%s' is not supported (wisp imports lfm2 and qwen3)",
-                     g->label, m->arch);
-  wisp_status st;
-  if ((st = need_int(g, m->arch, "block_count", 1, &m->n_layers)) ||
-      (st = need_int(g, m->arch, "embedding_length", 1, &m->hidden)) ||
-      (st = need_int(g, m->arch, "attention.head_count", 1, &m->heads)))
-    return st;
-  if (m->n_layers > 4096) return wisp_fail(WISP_EFORMAT, "%s: block_count %d is too large", g->label, m->n_layers);
-  m->context = 4096;
-  int64_t v;
+/* An optional integer ARCH.KEY in [1, 1e9]; *out keeps its default otherwise. */
+static void opt_int(const wisp_gguf *g, const char *arch, const char *key, int *out) {
   char k[128];
-  snprintf(k, sizeof k, "%s.context_length", m->arch);
-  if (wisp_gguf_get_int(g, k, &v) && v > 0 && v < 100000000) m->context = (int)v;
-  m->rope_theta = qwen3 ? 10000.0 : 1000000.0;
-  m->norm_eps = qwen3 ? 1e-6 : 1e-5;
-  snprintf(k, sizeof k, "%s.rope.freq_base", m->arch);
+  int64_t v;
+  snprintf(k, sizeof k, "%s.%s", arch, key);
+  if (wisp_gguf_get_int(g, k, &v) && v > 0 && v <= 1000000000) *out = (int)v;
+}
+
+static void opt_float(const wisp_gguf *g, const char *arch, const char *key, double lo, double hi, double *out) {
+  char k[128];
   double d;
-  if (wisp_gguf_get_float(g, k, &d) && d > 0) m->rope_theta = d;
-  snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", m->arch);
-  if (wisp_gguf_get_float(g, k, &d) && d > 0 && d <= 1) m->norm_eps = d;
+  snprintf(k, sizeof k, "%s.%s", arch, key);
+  if (wisp_gguf_get_float(g, k, &d) && d > lo && d <= hi) *out = d;
+}
+
+/* Layer kinds from the tensors present (the architecture's probe tensor
+ * marks conv / linear layers); kv heads from head_count_kv, a per-layer
+ * array (0 on conv layers) or one number. */
+static wisp_status layer_kinds(const wisp_gguf *g, const wisp_gguf_arch *ga, wisp_gguf_model *m) {
+  char k[160];
   m->layer_types = calloc((size_t)m->n_layers, sizeof(int));
   if (!m->layer_types) return wisp_fail(WISP_ENOMEM, "out of memory");
-  /* Layer kinds from the tensors present; kv heads from head_count_kv
-   * (a per-layer array where 0 marks a conv layer, or one number). */
-  m->kv_heads = 0;
   snprintf(k, sizeof k, "%s.attention.head_count_kv", m->arch);
   const wisp_gguf_kv *kvh = wisp_gguf_kv_find(g, k);
+  int64_t v;
+  m->kv_heads = 0;
   for (int i = 0; i < m->n_layers; i++) {
-    snprintf(k, sizeof k, "blk.%d.shortconv.in_proj.weight", i);
-    m->layer_types[i] = wisp_gguf_tensor_find(g, k) ? WISP_LAYER_CONV : WISP_LAYER_ATTENTION;
+    m->layer_types[i] = WISP_LAYER_ATTENTION;
+    if (ga->probe) {
+      snprintf(k, sizeof k, "blk.%d.%s", i, ga->probe);
+      if (wisp_gguf_tensor_find(g, k)) m->layer_types[i] = ga->probe_kind;
+    }
     if (m->layer_types[i] == WISP_LAYER_ATTENTION && kvh && kvh->type == WISP_GGUF_ARRAY && kvh->arr &&
         (uint64_t)i < kvh->n && wisp_gguf_arr_int(kvh, (uint64_t)i) > 0)
       m->kv_heads = (int)wisp_gguf_arr_int(kvh, (uint64_t)i);
@@ -150,10 +77,87 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
   if (m->kv_heads > m->heads || m->heads % m->kv_heads)
     return wisp_fail(WISP_EFORMAT, "%s: head_count %d is not a multiple of head_count_kv %d", g->label, m->heads,
                      m->kv_heads);
+  return WISP_OK;
+}
+
+/* llama: rope_freqs.weight holds llama3 scaling as one divisor per rope
+ * frequency (conversion/llama.py); other rope scaling is refused. */
+static wisp_status llama_rope(const wisp_gguf *g, wisp_gguf_model *m) {
+  const wisp_gguf_kv *type = wisp_gguf_kv_find(g, "llama.rope.scaling.type");
+  if (type && (type->type != WISP_GGUF_STRING || type->str.len != 4 || memcmp(type->str.s, "none", 4)))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: llama.rope.scaling.type '%.*s' is not supported (wisp reads llama3 "
+                     "scaling from rope_freqs.weight)", g->label,
+                     type->type == WISP_GGUF_STRING ? (int)(type->str.len > 32 ? 32 : type->str.len) : 1,
+                     type->type == WISP_GGUF_STRING ? type->str.s : "?");
+  int rot = m->head_dim;
+  opt_int(g, "llama", "rope.dimension_count", &rot);
+  if (rot != m->head_dim)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: llama.rope.dimension_count %d is not the head dim %d (partial rope)",
+                     g->label, rot, m->head_dim);
+  const wisp_gguf_tensor *f = wisp_gguf_tensor_find(g, "rope_freqs.weight");
+  if (!f) return WISP_OK;
+  if (f->n_dims != 1 || f->numel != (uint64_t)m->head_dim / 2)
+    return wisp_fail(WISP_EFORMAT, "%s: rope_freqs.weight must hold %d values (head dim / 2)", g->label,
+                     m->head_dim / 2);
+  if (!(m->rope_factors = malloc(f->numel * sizeof(float)))) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = wisp_gguf_read_f32(g, f, m->rope_factors);
+  for (uint64_t i = 0; !st && i < f->numel; i++)
+    if (!(m->rope_factors[i] > 0) || !isfinite(m->rope_factors[i]))
+      st = wisp_fail(WISP_EFORMAT, "%s: rope_freqs.weight[%llu] is not a positive number", g->label,
+                     (unsigned long long)i);
+  return st;
+}
+
+/* qwen35: the Gated DeltaNet widths (ssm.*) and the rotated dims. */
+static wisp_status qwen35_dims(const wisp_gguf *g, wisp_gguf_model *m) {
+  int inner = 0;
+  wisp_status st;
+  if ((st = need_int(g, "qwen35", "ssm.conv_kernel", 1, &m->conv_l)) ||
+      (st = need_int(g, "qwen35", "ssm.state_size", 1, &m->lin_k_dim)) ||
+      (st = need_int(g, "qwen35", "ssm.group_count", 1, &m->lin_k_heads)) ||
+      (st = need_int(g, "qwen35", "ssm.time_step_rank", 1, &m->lin_v_heads)) ||
+      (st = need_int(g, "qwen35", "ssm.inner_size", 1, &inner)))
+    return st;
+  if (m->conv_l > 64 || inner % m->lin_v_heads || m->lin_v_heads % m->lin_k_heads)
+    return wisp_fail(WISP_EFORMAT, "%s: qwen35.ssm.* do not fit: conv kernel %d, inner size %d, %d value heads, "
+                     "%d key heads", g->label, m->conv_l, inner, m->lin_v_heads, m->lin_k_heads);
+  m->lin_v_dim = inner / m->lin_v_heads;
+  m->rotary_dim = m->head_dim / 4; /* Qwen3_5TextConfig's partial_rotary_factor 0.25 */
+  opt_int(g, "qwen35", "rope.dimension_count", &m->rotary_dim);
+  if (m->rotary_dim % 2 || m->rotary_dim > m->head_dim)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: qwen35.rope.dimension_count %d must be even and at most the head dim %d",
+                     g->label, m->rotary_dim, m->head_dim);
+  if ((m->lin_v_heads * m->lin_v_dim) % 32)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: value width %d must be a multiple of 32", g->label,
+                     m->lin_v_heads * m->lin_v_dim);
+  return WISP_OK;
+}
+
+/* Hyperparameters from ARCH.* metadata and the tensors' shapes. */
+static wisp_status hyperparams(const wisp_gguf *g, const wisp_gguf_arch *ga, wisp_gguf_model *m) {
+  const char *arch = m->arch;
+  const int lfm2 = !strcmp(arch, "lfm2"), qwen35 = !strcmp(arch, "qwen35");
+  wisp_status st;
+  if ((st = need_int(g, arch, "block_count", 1, &m->n_layers)) ||
+      (st = need_int(g, arch, "embedding_length", 1, &m->hidden)) ||
+      (st = need_int(g, arch, "attention.head_count", 1, &m->heads)))
+    return st;
+  int nextn = 0; /* qwen35 files may append MTP blocks past the decoder's layers */
+  opt_int(g, arch, "nextn_predict_layers", &nextn);
+  if (nextn >= m->n_layers) return wisp_fail(WISP_EFORMAT, "%s: nextn_predict_layers %d leaves no layers", g->label, nextn);
+  m->n_layers -= nextn;
+  if (m->n_layers > 4096) return wisp_fail(WISP_EFORMAT, "%s: block_count %d is too large", g->label, m->n_layers);
+  m->context = 4096;
+  opt_int(g, arch, "context_length", &m->context);
+  m->rope_theta = lfm2 ? 1000000.0 : 10000.0;
+  m->norm_eps = lfm2 ? 1e-5 : 1e-6;
+  opt_float(g, arch, "rope.freq_base", 0, 1e30, &m->rope_theta);
+  opt_float(g, arch, "attention.layer_norm_rms_epsilon", 0, 1, &m->norm_eps);
+  if ((st = layer_kinds(g, ga, m))) return st;
   m->head_dim = m->hidden / m->heads;
-  snprintf(k, sizeof k, "%s.attention.key_length", m->arch);
-  if (wisp_gguf_get_int(g, k, &v) && v > 0 && v < 65536) m->head_dim = (int)v;
-  /* Widths from the tensors themselves (the planner checks every shape). */
+  opt_int(g, arch, "attention.key_length", &m->head_dim);
+  if (m->head_dim >= 65536 || m->head_dim % 2)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: head dim %d must be even", g->label, m->head_dim);
   const wisp_gguf_tensor *emb = wisp_gguf_tensor_find(g, "token_embd.weight");
   if (!emb || emb->n_dims != 2 || emb->ne[1] > 100000000)
     return wisp_fail(WISP_EFORMAT, "%s: missing 2-d tensor 'token_embd.weight'", g->label);
@@ -163,66 +167,191 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
     return wisp_fail(WISP_EFORMAT, "%s: missing 2-d tensor 'blk.0.ffn_gate.weight'", g->label);
   m->ffn = (int)gate->ne[1];
   m->conv_l = 3;
-  for (int i = 0; i < m->n_layers; i++) {
+  char k[128];
+  for (int i = 0; lfm2 && i < m->n_layers; i++) {
     snprintf(k, sizeof k, "blk.%d.shortconv.conv.weight", i);
     const wisp_gguf_tensor *c = wisp_gguf_tensor_find(g, k);
     if (c && c->ne[0] < 64) { m->conv_l = (int)c->ne[0]; break; }
   }
   m->tied = !wisp_gguf_tensor_find(g, "output.weight");
-  if (m->hidden % 32 || m->ffn % 32 || m->head_dim % 2)
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d and ffn %d must be multiples of 32, head dim %d even", g->label,
-                     m->hidden, m->ffn, m->head_dim);
+  if (m->hidden % 32 || m->ffn % 32 || (m->heads * m->head_dim) % 32)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, ffn %d and attention width %d must be multiples of 32",
+                     g->label, m->hidden, m->ffn, m->heads * m->head_dim);
+  if (!strcmp(arch, "llama") && (st = llama_rope(g, m))) return st;
+  if (qwen35 && (st = qwen35_dims(g, m))) return st;
+  return WISP_OK;
+}
 
-  /* The tensors, dequantized into one anonymous mapping (freed by close). */
-  uint64_t total = 0;
-  for (uint64_t i = 0; i < g->n_tensors; i++) total += g->tensors[i].numel * 4;
+static wisp_gguf_geom geom_of(const wisp_gguf_model *m) {
+  const int gated = !strcmp(m->arch, "qwen35"); /* q rows carry [q | gate] per head */
+  wisp_gguf_geom g = {.hidden = m->hidden, .ffn = m->ffn, .vocab = m->vocab, .conv_l = m->conv_l, .heads = m->heads,
+                      .kv_heads = m->kv_heads, .head_dim = m->head_dim,
+                      .q_rows = (gated ? 2 : 1) * m->heads * m->head_dim, .lin_k_heads = m->lin_k_heads,
+                      .lin_v_heads = m->lin_v_heads, .lin_k_dim = m->lin_k_dim, .lin_v_dim = m->lin_v_dim};
+  return g;
+}
+
+/* GGUF layout -> Hugging Face layout, in place: HF row src[r] (column
+ * csrc[c]) is GGUF row r (column c); then the value transform. */
+static wisp_status to_hf_layout(const wisp_gguf_geom *geo, unsigned xform, const char *what, float *v, int rows,
+                                int cols) {
+  wisp_status st = WISP_OK;
+  if (xform & ~(unsigned)(GA_X_PLUS1 | GA_X_NEGEXP)) {
+    int *rs = malloc(sizeof(int) * (size_t)rows), *cs = malloc(sizeof(int) * (size_t)cols);
+    float *tmp = malloc(sizeof(float) * (size_t)rows * (size_t)cols);
+    if (!rs || !cs || !tmp) st = wisp_fail(WISP_ENOMEM, "out of memory");
+    if (!st && !(st = wisp_gguf_row_map(geo, xform, rows, what, rs)) && !(st = wisp_gguf_col_map(geo, xform, cols, what, cs))) {
+      for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) tmp[(size_t)rs[r] * cols + cs[c]] = v[(size_t)r * cols + c];
+      memcpy(v, tmp, sizeof(float) * (size_t)rows * (size_t)cols);
+    }
+    free(rs);
+    free(cs);
+    free(tmp);
+  }
+  if (!st) wisp_gguf_values_import(xform, v, (size_t)rows * (size_t)cols);
+  return st;
+}
+
+/* The rule of GGUF tensor t, its Hugging Face name in out; *skip for a
+ * tensor that is consumed elsewhere (rope_freqs) or belongs to an MTP block. */
+static wisp_status rule_of(const wisp_gguf *g, const wisp_gguf_arch *ga, const wisp_gguf_model *m,
+                           const wisp_gguf_tensor *t, const wisp_gguf_rule **rule, char *out, size_t cap, int *skip) {
+  int layer, used = 0;
+  *skip = 0;
+  *rule = NULL;
+  if (sscanf(t->name, "blk.%d.%n", &layer, &used) == 1 && used > 0) {
+    char k[64];
+    snprintf(k, sizeof k, "%s.nextn_predict_layers", m->arch);
+    int64_t nextn = 0;
+    if (layer >= m->n_layers && wisp_gguf_get_int(g, k, &nextn) && nextn > 0 && layer < m->n_layers + nextn) {
+      *skip = 1; /* multi-token-prediction block: not part of the decoder */
+      return WISP_OK;
+    }
+    if (layer < 0 || layer >= m->n_layers)
+      return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' names layer %d, the model has %d", g->label, t->name, layer,
+                       m->n_layers);
+    *rule = wisp_gguf_rule_find(ga, t->name + used, 1);
+    if (*rule) snprintf(out, cap, (*rule)->hf, layer);
+  } else {
+    if (!strcmp(t->name, "rope_freqs.weight") && m->rope_factors) { *skip = 1; return WISP_OK; }
+    *rule = wisp_gguf_rule_find(ga, t->name, 0);
+    if (*rule) snprintf(out, cap, "%s", (*rule)->hf);
+  }
+  if (!*rule)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' is not part of the %s graph wisp implements", g->label,
+                     t->name, ga->graph);
+  return WISP_OK;
+}
+
+/* Every tensor the table expects for each layer's kind and the globals
+ * (the head is optional: absent = tied; an alias satisfies its rule), so
+ * that a missing one is named as the file names it. */
+static wisp_status check_complete(const wisp_gguf *g, const wisp_gguf_arch *ga, const wisp_gguf_model *m) {
+  char k[160];
+  for (int i = 0; i < m->n_layers; i++)
+    for (size_t r = 0; r < ga->n_rules; r++) {
+      const wisp_gguf_rule *rule = &ga->rules[r];
+      if (!rule->section || !wisp_gguf_rule_applies(rule, m->layer_types[i])) continue;
+      snprintf(k, sizeof k, "blk.%d.%s", i, rule->gguf);
+      if (!wisp_gguf_tensor_find(g, k))
+        return wisp_fail(WISP_EFORMAT, "%s: missing tensor '%s' (layer %d of this %s model)", g->label, k, i, ga->graph);
+    }
+  for (size_t r = 0; r < ga->n_rules; r++) {
+    const wisp_gguf_rule *rule = &ga->rules[r];
+    if (rule->where != GA_GLOBAL || !rule->section || !strcmp(rule->section, "head")) continue;
+    int found = 0;
+    for (size_t a = 0; a < ga->n_rules; a++)
+      found |= ga->rules[a].where == GA_GLOBAL && !strcmp(ga->rules[a].hf, rule->hf) &&
+               wisp_gguf_tensor_find(g, ga->rules[a].gguf) != NULL;
+    if (!found) return wisp_fail(WISP_EFORMAT, "%s: missing tensor '%s'", g->label, rule->gguf);
+  }
+  return WISP_OK;
+}
+
+/* One GGUF tensor as an f32 tensor under its Hugging Face name at `at`. */
+static wisp_status import_tensor(const wisp_gguf *g, const wisp_gguf_tensor *t, const wisp_gguf_rule *rule,
+                                 const wisp_gguf_geom *geo, const char *name, wisp_st_tensor *o, uint8_t *at) {
+  if (!(o->name = strdup(name))) return wisp_fail(WISP_ENOMEM, "out of memory");
+  o->dtype = WISP_ST_F32;
+  o->ndim = t->n_dims;
+  for (int d = 0; d < t->n_dims; d++) o->shape[d] = (int64_t)t->ne[t->n_dims - 1 - d];
+  if (rule->part == GA_P_TAPS && t->n_dims == 2) { /* HF's [channels, 1, L] */
+    o->ndim = 3;
+    o->shape[0] = (int64_t)t->ne[1];
+    o->shape[1] = 1;
+    o->shape[2] = (int64_t)t->ne[0];
+  }
+  o->numel = t->numel;
+  o->bytes = t->numel * 4;
+  o->data = at;
+  o->file = 0;
+  wisp_status st = wisp_gguf_read_f32(g, t, (float *)at);
+  if (st || !rule->xform) return st;
+  const int cols = t->n_dims == 1 ? 1 : (int)t->ne[0];
+  return to_hf_layout(geo, rule->xform, t->name, (float *)at, (int)(t->numel / (uint64_t)cols), cols);
+}
+
+/* A safetensors-shaped view over one anonymous mapping of `total` bytes. */
+static wisp_status new_store(const wisp_gguf *g, uint64_t total, wisp_safetensors **out) {
   wisp_safetensors *s = calloc(1, sizeof *s);
+  *out = s;
   if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
   s->files = calloc(1, sizeof *s->files);
   s->tensors = calloc((size_t)g->n_tensors + 1, sizeof *s->tensors);
-  if (!s->files || !s->tensors || !(s->files[0].path = strdup(g->label))) {
-    wisp_safetensors_close(s);
-    return wisp_fail(WISP_ENOMEM, "out of memory");
-  }
+  if (!s->files || !s->tensors || !(s->files[0].path = strdup(g->label))) return wisp_fail(WISP_ENOMEM, "out of memory");
   s->n_files = 1;
-  if (total) {
-    void *blob = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (blob == MAP_FAILED) {
-      wisp_safetensors_close(s);
-      return wisp_fail(WISP_ENOMEM, "out of memory for %llu bytes of f32 tensors", (unsigned long long)total);
-    }
-    s->files[0].map = blob;
-    s->files[0].len = (size_t)total;
+  if (!total) return WISP_OK;
+  void *blob = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (blob == MAP_FAILED)
+    return wisp_fail(WISP_ENOMEM, "out of memory for %llu bytes of f32 tensors", (unsigned long long)total);
+  s->files[0].map = blob;
+  s->files[0].len = (size_t)total;
+  return WISP_OK;
+}
+
+wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safetensors **out) {
+  *out = NULL;
+  memset(m, 0, sizeof *m);
+  const wisp_gguf_kv *a = wisp_gguf_kv_find(g, "general.architecture");
+  if (!a || a->type != WISP_GGUF_STRING)
+    return wisp_fail(WISP_EFORMAT, "%s: missing string metadata 'general.architecture'", g->label);
+  snprintf(m->arch, sizeof m->arch, "%.*s", (int)(a->str.len < 31 ? a->str.len : 31), a->str.s);
+  const wisp_gguf_arch *ga = wisp_gguf_arch_find(m->arch);
+  if (!ga)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: GGUF architecture '%s' is not supported (wisp imports %s)", g->label,
+                     m->arch, wisp_gguf_arch_list());
+  wisp_status st = hyperparams(g, ga, m);
+  if (!st) st = check_complete(g, ga, m);
+  if (st) {
+    wisp_gguf_model_free(m);
+    return st;
   }
-  uint8_t *at = (uint8_t *)s->files[0].map;
+  const wisp_gguf_geom geo = geom_of(m);
+  /* The tensors, dequantized into one anonymous mapping (freed by close). */
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < g->n_tensors; i++) total += g->tensors[i].numel * 4;
+  wisp_safetensors *s = NULL;
+  st = new_store(g, total, &s);
+  uint8_t *at = s && s->files ? (uint8_t *)s->files[0].map : NULL;
   char name[160];
-  for (uint64_t i = 0; i < g->n_tensors; i++) {
+  for (uint64_t i = 0; !st && i < g->n_tensors; i++) {
     const wisp_gguf_tensor *t = &g->tensors[i];
-    wisp_st_tensor *o = &s->tensors[s->n_tensors];
-    if ((st = hf_name(g, t, m->n_layers, qwen3, name, sizeof name))) break;
-    /* token_embd_norm and output_norm both name the final norm: keep one */
-    int dup = 0;
-    for (int j = 0; j < s->n_tensors; j++) dup |= !strcmp(s->tensors[j].name, name);
-    if (dup) { st = wisp_fail(WISP_EFORMAT, "%s: tensor '%s' maps to '%s' twice", g->label, t->name, name); break; }
-    if (!(o->name = strdup(name))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); break; }
-    s->n_tensors++;
-    o->dtype = WISP_ST_F32;
-    o->ndim = t->n_dims;
-    for (int dd = 0; dd < t->n_dims; dd++) o->shape[dd] = (int64_t)t->ne[t->n_dims - 1 - dd];
-    if (strstr(name, ".conv.conv.weight") && t->n_dims == 2) { /* HF's [H, 1, L] */
-      o->ndim = 3;
-      o->shape[0] = (int64_t)t->ne[1];
-      o->shape[1] = 1;
-      o->shape[2] = (int64_t)t->ne[0];
-    }
-    o->numel = t->numel;
-    o->bytes = t->numel * 4;
-    o->data = at;
-    o->file = 0;
-    if ((st = wisp_gguf_read_f32(g, t, (float *)at))) break;
-    at += o->bytes;
+    const wisp_gguf_rule *rule;
+    int skip;
+    if ((st = rule_of(g, ga, m, t, &rule, name, sizeof name, &skip)) || skip) continue;
+    /* token_embd_norm and output_norm both name LFM2's final norm: keep one */
+    for (int j = 0; !st && j < s->n_tensors; j++)
+      if (!strcmp(s->tensors[j].name, name))
+        st = wisp_fail(WISP_EFORMAT, "%s: tensor '%s' maps to '%s' twice", g->label, t->name, name);
+    if (!st && !(st = import_tensor(g, t, rule, &geo, name, &s->tensors[s->n_tensors], at))) at += t->numel * 4;
+    if (s->tensors[s->n_tensors].name) s->n_tensors++;
   }
-  if (st) { wisp_safetensors_close(s); return st; }
+  if (st) {
+    wisp_safetensors_close(s);
+    wisp_gguf_model_free(m);
+    return st;
+  }
   qsort(s->tensors, (size_t)s->n_tensors, sizeof *s->tensors, by_name);
   *out = s;
   return WISP_OK;
@@ -236,7 +365,11 @@ static const char *pre_regex(const char *pre) {
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "lfm2") || !strcmp(pre, "smollm"))
     return llama3;
-  if (!strcmp(pre, "qwen2") || !strcmp(pre, "qwen35") || !strcmp(pre, "qwen3")) return qwen2;
+  /* Qwen 3.5's tokenizer.json: Qwen2's with combining marks (\p{M}) in words */
+  static const char *qwen35 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  if (!strcmp(pre, "qwen2") || !strcmp(pre, "qwen3")) return qwen2;
+  if (!strcmp(pre, "qwen35")) return qwen35;
   return NULL;
 }
 

@@ -9,14 +9,22 @@
 #include "format/safetensors.h"
 
 typedef struct {
-  char arch[32]; /* general.architecture: "lfm2" or "qwen3" */
+  char arch[32]; /* general.architecture: lfm2, qwen3, llama or qwen35 (format/gguf_arch.h) */
   int hidden, n_layers, heads, kv_heads, head_dim, ffn, vocab, conv_l, context, tied;
   int *layer_types; /* WISP_LAYER_* per layer (malloc'd) */
   double rope_theta, norm_eps;
+  /* llama: rope_freqs.weight, head_dim/2 divisors of the rope frequencies
+   * (llama3 scaling); NULL without it */
+  float *rope_factors;
+  /* qwen35: Gated DeltaNet heads and widths, rotated dims */
+  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
 } wisp_gguf_model;
 
-/* Reads hyperparameters and builds *st (close with wisp_safetensors_close). */
+/* Reads hyperparameters and builds *st (close with wisp_safetensors_close),
+ * with every tensor under its Hugging Face name and layout (llama.cpp's
+ * permutations undone). Free *m with wisp_gguf_model_free, also on failure. */
 wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safetensors **st);
+void wisp_gguf_model_free(wisp_gguf_model *m);
 /* Writes DIR/tokenizer.json (+ tokenizer_config.json, generation_config.json)
  * from tokenizer.ggml.*; *written = 0 when the file has no tokenizer. */
 wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *written);

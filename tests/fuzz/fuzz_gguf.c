@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t total = 0;
   for (uint64_t i = 0; i < g->n_tensors; i++) total += g->tensors[i].numel;
   if (total < (1u << 22) && !wisp_gguf_import(g, &m, &st)) wisp_safetensors_close(st);
-  free(m.layer_types);
+  wisp_gguf_model_free(&m);
   wisp_gguf_close(g);
   return 0;
 }

@@ -25,7 +25,8 @@ def gguf(kvs, tensors):
     """tensors: [(name, ne list, type)]; data is a deterministic byte pattern."""
     hdr = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs)
     off, infos, datas = 0, b"", []
-    for name, ne, t in tensors:
+    for spec in tensors:
+        name, ne, t = spec[:3]
         n = 1
         for d in ne: n *= d
         bn, bb = BLOCK[t]
@@ -43,6 +44,7 @@ def gguf(kvs, tensors):
                 for o in ((1, 3) if t == 12 else (209,)): data[i + o] = 0x30
             data = bytes(data)
         if t == 0: data = b"".join(struct.pack("<f", (i % 7) * 0.125) for i in range(n))
+        if len(spec) > 3: data = b"".join(struct.pack("<f", spec[3](i)) for i in range(n))  # F32 values given
         datas.append(data + b"\0" * ((-size) % 32))
         off += size + (-size) % 32
     blob = hdr + infos
@@ -88,6 +90,38 @@ write("gguf", "qwen3.gguf", gguf(qkv, [("token_embd.weight", [256, 4], 0), ("out
                                        ("blk.0.attn_q_norm.weight", [32], 0), ("blk.0.attn_k_norm.weight", [32], 0),
                                        ("blk.0.ffn_gate.weight", [256, 32], 8), ("blk.0.ffn_up.weight", [256, 32], 1),
                                        ("blk.0.ffn_down.weight", [32, 256], 8)]))
+
+# A llama-shaped header: one layer, q/k rows in llama.cpp's rope order, llama3 rope_freqs
+lmkv = [kv_str("general.architecture", "llama"), kv_u32("llama.block_count", 1), kv_u32("llama.embedding_length", 64),
+        kv_u32("llama.attention.head_count", 2), kv_u32("llama.attention.head_count_kv", 1), kv_u32("llama.rope.dimension_count", 32),
+        kv_f32("llama.rope.freq_base", 500000.0), kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5), kv_u32("llama.context_length", 64)]
+write("gguf", "llama.gguf", gguf(lmkv, [("rope_freqs.weight", [16], 0, lambda i: 1.0 + i % 3), ("token_embd.weight", [64, 4], 0),
+                                        ("output_norm.weight", [64], 0), ("output.weight", [64, 4], 8),
+                                        ("blk.0.attn_norm.weight", [64], 0), ("blk.0.ffn_norm.weight", [64], 0),
+                                        ("blk.0.attn_q.weight", [64, 64], 8), ("blk.0.attn_k.weight", [64, 32], 1),
+                                        ("blk.0.attn_v.weight", [64, 32], 0), ("blk.0.attn_output.weight", [64, 64], 2),
+                                        ("blk.0.ffn_gate.weight", [64, 32], 8), ("blk.0.ffn_up.weight", [64, 32], 0),
+                                        ("blk.0.ffn_down.weight", [32, 64], 8)]))
+
+# A qwen35-shaped header: a Gated DeltaNet layer (1 key head, 2 value heads of 16) and a full-attention layer
+q5 = "qwen35."
+q5kv = [kv_str("general.architecture", "qwen35"), kv_u32(q5 + "block_count", 2), kv_u32(q5 + "embedding_length", 64),
+        kv_u32(q5 + "attention.head_count", 2), kv_u32(q5 + "attention.head_count_kv", 1), kv_u32(q5 + "attention.key_length", 16),
+        kv_u32(q5 + "ssm.conv_kernel", 4), kv_u32(q5 + "ssm.state_size", 16), kv_u32(q5 + "ssm.group_count", 1),
+        kv_u32(q5 + "ssm.time_step_rank", 2), kv_u32(q5 + "ssm.inner_size", 32), kv_u32(q5 + "full_attention_interval", 2),
+        kv_u32(q5 + "rope.dimension_count", 8), kv_arr_i32(q5 + "rope.dimension_sections", [2, 1, 1, 0]),
+        kv_f32(q5 + "rope.freq_base", 10000000.0), kv_f32(q5 + "attention.layer_norm_rms_epsilon", 1e-6)]
+ffn = lambda b: [(b + "ffn_gate.weight", [64, 32], 8), (b + "ffn_up.weight", [64, 32], 0), (b + "ffn_down.weight", [32, 64], 8),
+                 (b + "attn_norm.weight", [64], 0), (b + "post_attention_norm.weight", [64], 0)]
+write("gguf", "qwen35.gguf", gguf(q5kv, [("token_embd.weight", [64, 4], 0), ("output_norm.weight", [64], 0)] + ffn("blk.0.") +
+                                        [("blk.0.attn_qkv.weight", [64, 64], 8), ("blk.0.attn_gate.weight", [64, 32], 0),
+                                         ("blk.0.ssm_beta.weight", [64, 2], 0), ("blk.0.ssm_alpha.weight", [64, 2], 0),
+                                         ("blk.0.ssm_conv1d.weight", [4, 64], 0), ("blk.0.ssm_a", [2], 0, lambda i: -0.5 - i),
+                                         ("blk.0.ssm_dt.bias", [2], 0), ("blk.0.ssm_norm.weight", [16], 0),
+                                         ("blk.0.ssm_out.weight", [32, 64], 8)] + ffn("blk.1.") +
+                                        [("blk.1.attn_q.weight", [64, 64], 8), ("blk.1.attn_k.weight", [64, 16], 0),
+                                         ("blk.1.attn_v.weight", [64, 16], 0), ("blk.1.attn_output.weight", [32, 64], 0),
+                                         ("blk.1.attn_q_norm.weight", [16], 0), ("blk.1.attn_k_norm.weight", [16], 0)]))
 
 # safetensors
 def st(tensors):

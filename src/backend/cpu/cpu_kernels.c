@@ -96,6 +96,7 @@ static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,   
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 __attribute__((target("avx2,fma"), always_inline)) static inline float hsum256(__m256 v) {
@@ -306,13 +307,21 @@ static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }
 
+#if defined(__x86_64__)
+/* F16C from CPUID leaf 1 (ECX bit 29): clang 14 has no "f16c" for
+ * __builtin_cpu_supports, and the fuzz build (docs/fuzzing.md) uses clang. */
+static int has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+#endif
+
 const wisp_cpu_kernels *wisp_cpu_kernels_get(void) {
   const char *force = getenv("WISP_CPU_SCALAR");
   if (force && *force && strcmp(force, "0") != 0) return &k_scalar;
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    return &k_avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) return &k_avx2;
 #endif
   return &k_scalar;
 }

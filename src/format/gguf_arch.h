@@ -1,0 +1,94 @@
+/* The llama.cpp architectures wisp reads and writes as GGUF (lfm2, qwen3,
+ * llama, qwen35), one table per architecture. Each row ties a GGUF tensor
+ * name to its Hugging Face name (what `wisp convert` plans from) and to the
+ * wisp section (and rows of a fused section) that holds it, with the
+ * transform llama.cpp's converter applies on the way to GGUF. Import
+ * (gguf_import.c) and export (cmd_export_gguf.c) both walk these tables, so
+ * a name or a transform is written down once. docs/gguf.md lists them. */
+#ifndef WISP_GGUF_ARCH_H
+#define WISP_GGUF_ARCH_H
+
+#include <stddef.h>
+
+#include "wisp.h"
+
+/* Which layers carry a tensor. */
+enum { GA_GLOBAL, GA_EVERY, GA_CONV, GA_ATTN, GA_LINEAR };
+
+/* Which part of which wisp section: the geometry (rows of the whole
+ * section, first row and row count of the part, columns) follows from the
+ * model shape (wisp_gguf_part_dims). GA_P_VEC is an f32 vector (1-d in
+ * GGUF), GA_P_TAPS a conv kernel: f32 [channels][L], ne = {L, channels} in
+ * GGUF, [channels, 1, L] in Hugging Face. */
+enum {
+  GA_P_VEC, GA_P_TAPS, GA_P_VOCAB, GA_P_CONV_IN, GA_P_CONV_OUT, GA_P_Q, GA_P_K, GA_P_V, GA_P_O, GA_P_GATE, GA_P_UP,
+  GA_P_DOWN, GA_P_LQKV, GA_P_LZ, GA_P_LB, GA_P_LA, GA_P_LOUT
+};
+
+/* Transforms between wisp/Hugging Face layout and GGUF (bit set). */
+enum {
+  /* llama: the rows of each q (k) head reordered so that rotate-half pairs
+   * (i, i + D/2) become adjacent pairs (2i, 2i + 1), llama.cpp's rope */
+  GA_X_ROPE_Q = 1, GA_X_ROPE_K = 2,
+  /* qwen35 (1+w) norms: Hugging Face stores w, wisp and GGUF store 1 + w */
+  GA_X_PLUS1 = 4,
+  /* qwen35 A_log: GGUF stores -exp(A_log) */
+  GA_X_NEGEXP = 8,
+  /* qwen35 value heads from grouped order (the heads sharing a key head
+   * adjacent) to tiled order (head j*NK + g is grouped head g*NV/NK + j):
+   * rows of DV (in_proj_z), rows of 1 (in_proj_b/a, A_log, dt_bias), the
+   * value rows after the 2K q/k rows (in_proj_qkv, conv taps), or column
+   * blocks of DV (out_proj) */
+  GA_X_VH_ROWS = 16, GA_X_VH_ROWS1 = 32, GA_X_VH_QKV = 64, GA_X_VH_COLS = 128
+};
+
+/* A tensor present in GGUF only on import (an alias) has no section. */
+typedef struct {
+  const char *gguf;    /* after "blk.N." for layer tensors, whole for GA_GLOBAL */
+  const char *hf;      /* Hugging Face name, %d = layer */
+  const char *section; /* wisp section (matrix base or vector name), %d = layer; NULL: import alias */
+  unsigned char where, part, xform;
+} wisp_gguf_rule;
+
+typedef struct {
+  const char *name;  /* general.architecture */
+  const char *graph; /* for messages */
+  const wisp_gguf_rule *rules;
+  size_t n_rules;
+  /* A layer holding blk.N.<probe> is of kind probe_kind, others attention. */
+  const char *probe;
+  int probe_kind;
+} wisp_gguf_arch;
+
+/* NULL when wisp does not know the architecture. */
+const wisp_gguf_arch *wisp_gguf_arch_find(const char *name);
+/* "lfm2, qwen3, llama and qwen35", for messages. */
+const char *wisp_gguf_arch_list(void);
+/* The rule for GGUF tensor `name` (already stripped of "blk.N." when
+ * `layer_tensor`), or NULL. */
+const wisp_gguf_rule *wisp_gguf_rule_find(const wisp_gguf_arch *a, const char *name, int layer_tensor);
+/* Whether a rule applies to a layer of kind `kind` (WISP_LAYER_*). */
+int wisp_gguf_rule_applies(const wisp_gguf_rule *r, int kind);
+
+/* The dimensions the transforms and part geometry need. */
+typedef struct {
+  int hidden, ffn, vocab, conv_l;
+  int heads, kv_heads, head_dim, q_rows; /* q_rows: heads*head_dim, twice that for qwen35's q|gate */
+  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
+} wisp_gguf_geom;
+
+/* Rows of the whole section, first row and rows of the part, columns. */
+void wisp_gguf_part_dims(const wisp_gguf_geom *g, int part, int *total, int *r0, int *rows, int *cols);
+
+/* Row (column) r of the GGUF tensor is row (column) src[r] of the wisp /
+ * Hugging Face tensor. Fails (one line naming `what`) when the tensor's
+ * rows do not split into the heads the transform needs. */
+wisp_status wisp_gguf_row_map(const wisp_gguf_geom *g, unsigned xform, int rows, const char *what, int *src);
+wisp_status wisp_gguf_col_map(const wisp_gguf_geom *g, unsigned xform, int cols, const char *what, int *src);
+
+/* Value transforms: wisp section values -> GGUF values (export), GGUF
+ * values -> Hugging Face values (import), in place. */
+void wisp_gguf_values_export(unsigned xform, float *v, size_t n);
+void wisp_gguf_values_import(unsigned xform, float *v, size_t n);
+
+#endif
