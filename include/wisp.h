@@ -67,6 +67,14 @@ typedef struct {
    * non-zero to stop early. */
   int (*on_tokens)(void *user, const int32_t *tokens, int n);
   void *user;
+  /* 1: record a batch only after the previous one's ids are back. 0 (the
+   * default): where the backend can, the next batch is recorded and
+   * submitted while the device runs the current one (the last sampled id
+   * stays on the device); the price is that a stop token or an early stop
+   * leaves one more batch computed (the session then needs a reset, as
+   * after a stop inside a batch). Batches of one token with stop tokens
+   * (chat) never run ahead. */
+  int sequential;
 } wisp_generate_options;
 
 /* Generates up to n tokens following `first` (a token already chosen, not

@@ -282,3 +282,61 @@ TEST(decode_loop_manifest_candidate_drives_the_webgpu_backend) {
   CHECKF(s3.dispatches - s2.dispatches > s1.dispatches - s0.dispatches, "unfused %llu vs fused %llu dispatches",
          (unsigned long long)(s3.dispatches - s2.dispatches), (unsigned long long)(s1.dispatches - s0.dispatches));
 }
+
+/* The pipelined loop (next batch recorded while the device runs the
+ * current one) gives the sequential loop's tokens for every batch size and
+ * with sampling; a stop token ends it with the tokens up to the stop and
+ * marks the session as run past (a batch was in flight). */
+TEST(decode_loop_webgpu_pipelined_matches_sequential) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session_options gpu = {.backend = "webgpu"};
+  wisp_session *s = NULL;
+  CHECKF(wisp_session_new(m, &gpu, &s) == WISP_OK, "%s", wisp_last_error());
+  CHECK(s->backend->read_start != NULL);
+  int32_t seq[33], pip[33];
+  int batches[] = {1, 3, 8};
+  for (int b = 0; b < 3; b++) {
+    for (int temp = 0; temp < 2; temp++) {
+      wisp_generate_options o = {.temperature = temp ? 0.8f : 0, .top_k = 20, .seed = 7, .batch = batches[b]};
+      o.sequential = 1;
+      wisp_session_reset(s);
+      s->steps = 0; /* the same sampling noise for both runs (reset keeps the counter) */
+      CHECK(loop_tokens(s, k_prompt, 5, 33, &o, seq));
+      double wait_seq = s->loop_wait_s;
+      o.sequential = 0;
+      wisp_session_reset(s);
+      s->steps = 0;
+      CHECK(loop_tokens(s, k_prompt, 5, 33, &o, pip));
+      int at = 0;
+      while (at < 33 && seq[at] == pip[at]) at++;
+      CHECKF(at == 33, "batch %d temp %d: pipelined tokens differ from index %d (%d vs %d)", batches[b], temp, at,
+             at < 33 ? seq[at] : 0, at < 33 ? pip[at] : 0);
+      CHECK(wisp_session_position(s) == 5 + 32);
+      CHECK(s->loop_wait_s > wait_seq); /* the pipelined run waited on its readbacks too */
+    }
+  }
+  /* A stop token at index 9 of the greedy run, batch 4: tokens up to the
+   * stop, and the session refuses more until reset. */
+  wisp_generate_options o = {.temperature = 0, .batch = 4};
+  wisp_session_reset(s);
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &o, seq));
+  int32_t stop = seq[10];
+  int first = 1;
+  while (first < 10 && seq[first] != stop) first++;
+  wisp_session_reset(s);
+  float *logits = malloc(sizeof(float) * (size_t)wisp_model_vocab(m));
+  CHECK(wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
+  int made = 0;
+  wisp_generate_options os = {.temperature = 0, .batch = 4, .stop = &stop, .n_stop = 1};
+  CHECK(wisp_session_generate(s, seq[0], 32, &os, pip, &made) == WISP_OK);
+  CHECKF(made == first && pip[made - 1] == stop && memcmp(pip, seq + 1, sizeof(int32_t) * (size_t)made) == 0,
+         "stopped after %d tokens, expected %d", made, first);
+  CHECK(s->ran_past_stop);
+  CHECK(wisp_session_generate(s, stop, 4, &os, pip, &made) != WISP_OK);
+  free(logits);
+  wisp_session_free(s);
+  wisp_model_close(m);
+}

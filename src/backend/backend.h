@@ -133,6 +133,15 @@ struct wisp_backend {
   /* ids[slot] = the next token chosen from logits[0..vocab) (sampling.h). */
   void (*sample_id)(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p, uint32_t step,
                     wisp_buf *ids, int slot);
+  /* Optional, for a decode loop that records the next batch while the
+   * device runs the current one: b[dst_off + i] = b[src_off + i] for i < n,
+   * in recorded order (ranges do not overlap); read_start submits what is
+   * recorded and starts copying b[off .. off+n) into readback slot `slot`
+   * (0 or 1) without waiting; read_finish waits for that slot and copies
+   * its n values out. Errors of the submitted work surface from either. */
+  void (*buf_copy)(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n);
+  wisp_status (*read_start)(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, int slot);
+  wisp_status (*read_finish)(wisp_backend *be, int slot, float *dst, size_t n);
   /* Finishes recorded work; returns the first device error, if any. */
   wisp_status (*sync)(wisp_backend *be);
   void (*destroy)(wisp_backend *be);

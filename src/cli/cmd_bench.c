@@ -2,9 +2,10 @@
  * decode steps) timed per phase, written as a JSON receipt under
  * bench/results/ (or -o FILE).
  *   wisp bench [-m DIR] [--prompt P] [--decode D] [--backend B] [--profile P]
- *              [--batch N] [-t T] [-o FILE] [--no-warmup]
+ *              [--batch N] [-t T] [-o FILE] [--no-warmup] [--sequential]
  * Decode runs through the decode loop (greedy on the device), N tokens per
- * submit (default: the plan's decodeLoop batch). */
+ * submit (default: the plan's decodeLoop batch), the next batch recorded
+ * while the device runs the current one unless --sequential. */
 #include <cJSON.h>
 #include <errno.h>
 #include <limits.h>
@@ -22,6 +23,23 @@
 #include "engine/sampler.h"
 #include "util/err.h"
 #include "util/file.h"
+
+/* Per-token times from the decode loop's per-batch callback. */
+typedef struct {
+  double *step;
+  int done, total;
+  double last;
+} bench_clock;
+
+static int bench_on_tokens(void *user, const int32_t *tokens, int n) {
+  (void)tokens;
+  bench_clock *c = user;
+  double t = wisp_now_s();
+  for (int i = 0; i < n && c->done < c->total; i++) c->step[c->done++] = (t - c->last) / n;
+  c->last = t;
+  if (c->done % 64 < n || c->done == c->total) fprintf(stderr, "\rbench: decode %d/%d", c->done, c->total);
+  return 0;
+}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -58,10 +76,11 @@ static void cpu_name(char *out, size_t cap) {
 
 int cmd_bench(int argc, char **argv) {
   const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL;
-  int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0;
+  int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0, sequential = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--no-warmup")) { no_warmup = 1; continue; }
+    if (!strcmp(a, "--sequential")) { sequential = 1; continue; }
     if (!v) { fprintf(stderr, "wisp bench: unknown option or missing value: '%s'\n", a); return 2; }
     i++;
     char *end = NULL;
@@ -128,18 +147,18 @@ int cmd_bench(int argc, char **argv) {
    * token of a batch is charged the batch's time divided by its size. */
   double decode_total = 0, rec0 = s->loop_record_s, wait0 = s->loop_wait_s;
   int32_t cur = (int32_t)wisp_argmax(logits, vocab);
-  for (int done = 0; done < n_decode;) {
-    int k = n_decode - done < batch ? n_decode - done : batch, made = 0;
-    wisp_generate_options go = {.temperature = 0, .batch = batch};
-    double a = wisp_now_s();
-    if (wisp_session_generate(s, cur, k, &go, generated + done, &made)) goto fail;
-    double dt = wisp_now_s() - a;
-    if (made != k) { wisp_fail(WISP_EINVAL, "decode loop made %d of %d tokens", made, k); goto fail; }
-    for (int i = 0; i < k; i++) step[done + i] = dt / k;
-    decode_total += dt;
-    done += k;
-    cur = generated[done - 1];
-    if (done % 64 < k || done == n_decode) fprintf(stderr, "\rbench: decode %d/%d", done, n_decode);
+  if (n_decode > 0) {
+    /* One generate call for all tokens (so a pipelined loop keeps batches in
+     * flight); each batch's tokens are charged the time since the previous
+     * batch arrived, divided by their number. */
+    bench_clock bc = {step, 0, n_decode, wisp_now_s()};
+    wisp_generate_options go = {.temperature = 0, .batch = batch, .on_tokens = bench_on_tokens, .user = &bc,
+                                .sequential = sequential};
+    int made = 0;
+    double a = bc.last;
+    if (wisp_session_generate(s, cur, n_decode, &go, generated, &made)) goto fail;
+    decode_total = wisp_now_s() - a;
+    if (made != n_decode) { wisp_fail(WISP_EINVAL, "decode loop made %d of %d tokens", made, n_decode); goto fail; }
   }
   if (n_decode) fprintf(stderr, "\n");
   if (is_gpu) wisp_wgpu_backend_stats_get(s->backend, &g2);
@@ -168,6 +187,7 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddNumberToObject(r, "prompt_tokens", n_prompt);
   cJSON_AddNumberToObject(r, "decode_tokens", n_decode);
   cJSON_AddNumberToObject(r, "decode_batch", batch);
+  cJSON_AddBoolToObject(r, "decode_pipelined", !sequential && s->backend->read_start != NULL);
   cJSON_AddBoolToObject(r, "warmup", !no_warmup);
   cJSON *jp = cJSON_AddObjectToObject(r, "prefill");
   cJSON_AddNumberToObject(jp, "seconds", prefill_s);

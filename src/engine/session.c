@@ -156,6 +156,83 @@ static int is_stop(const wisp_generate_options *o, int32_t t) {
   return 0;
 }
 
+/* Takes the ids of a finished batch (slots[1..k]) into out; returns 1 when
+ * the loop must end (a stop token, or on_tokens asked to stop). */
+static int take_batch(wisp_session *s, const wisp_generate_options *o, const float *slots, int k, int32_t *out,
+                      int *n_out, int more_in_flight) {
+  int made = 0, stop = 0;
+  for (int i = 0; i < k; i++) {
+    uint32_t id;
+    memcpy(&id, &slots[1 + i], sizeof id);
+    out[*n_out + made++] = (int32_t)id;
+    if (is_stop(o, (int32_t)id)) {
+      stop = 1;
+      if (i + 1 < k) s->ran_past_stop = 1;
+      break;
+    }
+  }
+  int before = *n_out;
+  *n_out += made;
+  if (o->on_tokens && o->on_tokens(o->user, out + before, made)) stop = 1;
+  if (stop && more_in_flight) s->ran_past_stop = 1; /* the next batch has run too */
+  return stop;
+}
+
+/* The decode loop with two batches in flight: batch j+1 is recorded and
+ * submitted (its first step reading batch j's last id, moved to slot 0 on
+ * the device) before batch j's ids are read back, so the device does not
+ * wait while the host records. Readback slot j % 2 holds batch j's ids. */
+static wisp_status generate_pipelined(wisp_session *s, int32_t first, int n, const wisp_generate_options *o,
+                                      int32_t *out, int *n_out, int batch, const wisp_sampling *sp, float *slots) {
+  wisp_backend *be = s->backend;
+  const wisp_arch *arch = s->model->arch;
+  int k_of[2] = {0, 0}, head = 0, in_flight = 0, submitted = 0, prev_k = 0, full = 0, stop = 0;
+  uint32_t bits = (uint32_t)first;
+  memcpy(&slots[0], &bits, sizeof bits);
+  be->buf_write(be, s->ids, 0, 1, slots);
+  wisp_status st = WISP_OK;
+  for (;;) {
+    while (!st && !stop && in_flight < 2 && submitted < n) {
+      int k = n - submitted < batch ? n - submitted : batch;
+      if (s->pos + k > s->max_pos) k = s->max_pos - s->pos;
+      if (k <= 0) {
+        full = 1;
+        break;
+      }
+      double t = wisp_now_s();
+      if (prev_k) be->buf_copy(be, s->ids, 0, (size_t)prev_k, 1);
+      for (int i = 0; i < k && !st; i++)
+        st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, s->steps + (uint32_t)i);
+      int slot = (head + in_flight) % 2;
+      wisp_status rs = be->read_start(be, s->ids, 1, (size_t)k, slot);
+      if (!st) st = rs;
+      s->loop_record_s += wisp_now_s() - t;
+      if (st) break;
+      k_of[slot] = k;
+      in_flight++;
+      submitted += k;
+      prev_k = k;
+      s->pos += k;
+      s->steps += (uint32_t)k;
+    }
+    if (!in_flight) break;
+    double t = wisp_now_s();
+    wisp_status rf = be->read_finish(be, head, slots + 1, (size_t)k_of[head]);
+    s->loop_wait_s += wisp_now_s() - t;
+    in_flight--;
+    int k = k_of[head];
+    head ^= 1;
+    if (rf || st) {
+      if (!st) st = rf;
+      if (in_flight) s->ran_past_stop = 1;
+      continue; /* drain what is in flight */
+    }
+    if (!stop && take_batch(s, o, slots, k, out, n_out, in_flight > 0)) stop = 1;
+  }
+  if (!st && full && *n_out < n && !stop) st = wisp_fail(WISP_EINVAL, "context full: %d positions", s->max_pos);
+  return st;
+}
+
 wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const wisp_generate_options *o, int32_t *out,
                                   int *n_out) {
   *n_out = 0;
@@ -179,6 +256,12 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   float *slots = malloc(sizeof(float) * ((size_t)batch + 1));
   if (!slots) return wisp_fail(WISP_ENOMEM, "out of memory");
   wisp_status st = WISP_OK;
+  const wisp_backend *be = s->backend;
+  if (!o->sequential && be->buf_copy && be->read_start && be->read_finish && (batch > 1 || o->n_stop == 0)) {
+    st = generate_pipelined(s, first, n, o, out, n_out, batch, &sp, slots);
+    free(slots);
+    return st;
+  }
   int32_t cur = first;
   while (*n_out < n) {
     int k = n - *n_out < batch ? n - *n_out : batch;

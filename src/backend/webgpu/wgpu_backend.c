@@ -112,6 +112,7 @@ typedef struct {
   WGPUBuffer spec_src;
   uint64_t spec_off, spec_bytes;
   int spec_ready; /* staging holds spec_src's range as of the last submit, unchanged since */
+  wisp_wgpu_buf rstage[2]; /* read_start / read_finish slots (pipelined decode loop) */
   wisp_wgpu_buf part;    /* flash-decoding partial results */
   uint32_t max_splits;
   wisp_wgpu_backend_stats stats;
@@ -286,29 +287,35 @@ static void forget_buffer(wgpu_backend *g, WGPUBuffer b) {
 
 /* ---- recording ------------------------------------------------------------ */
 
-/* Writes the arena and submits the recorded work (if any); with `spec`, the
- * speculative readback copy goes at the end of the command buffer. */
-static wisp_status flush_ex(wgpu_backend *g, int spec) {
+/* Writes the arena and submits the recorded work (if any), with a copy of
+ * src[src_off .. +bytes) into the staging buffer `dst` recorded after it
+ * when src is given (so that a readback needs no submit of its own). */
+static wisp_status flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_off, wisp_wgpu_buf *dst, uint64_t bytes) {
   if (!g->open) return WISP_OK;
   g->open = 0;
   g->spec_ready = 0;
   wisp_status st = WISP_OK;
   if (g->arena_used) st = wisp_wgpu_buf_write(g->d, g->arena, 0, g->arena_host, g->arena_used);
   g->arena_used = 0;
-  if (!st && spec && g->spec_src) st = wisp_wgpu_staging_reserve(g->d, &g->staging, g->spec_bytes);
+  if (!st && src) st = wisp_wgpu_staging_reserve(g->d, dst, bytes);
   if (st) {
     wisp_wgpu_batch_abort(&g->batch);
     return st;
   }
-  if (spec && g->spec_src) {
-    st = wisp_wgpu_batch_submit_copy(&g->batch, g->spec_src, g->spec_off, g->staging.b, 0, g->spec_bytes);
-    g->spec_ready = !st;
-  } else {
-    st = wisp_wgpu_batch_submit(&g->batch);
-  }
+  if (src) st = wisp_wgpu_batch_submit_copy(&g->batch, src, src_off, dst->b, 0, bytes);
+  else st = wisp_wgpu_batch_submit(&g->batch);
   g->stats.submits++;
   g->stats.last_dispatches = g->batch_dispatches;
   g->batch_dispatches = 0;
+  return st;
+}
+
+/* The same; with `spec`, the speculative readback copy (spec_src) goes at
+ * the end of the command buffer. */
+static wisp_status flush_ex(wgpu_backend *g, int spec) {
+  int with = spec && g->spec_src;
+  wisp_status st = flush_copy(g, with ? g->spec_src : NULL, g->spec_off, &g->staging, g->spec_bytes);
+  if (with && !st) g->spec_ready = 1;
   return st;
 }
 
@@ -330,27 +337,25 @@ static uint64_t arena_put(wgpu_backend *g, const void *params, size_t size) {
 
 /* Records one dispatch of k with storage bindings b[0..nb) and the
  * parameter block as binding nb. */
+/* Opens a command batch unless one is open; 0 (error kept) on failure. */
+static int open_batch(wgpu_backend *g) {
+  if (g->open) return 1;
+  wisp_status st = wisp_wgpu_batch_begin(g->d, &g->batch);
+  if (st) {
+    keep_error(g, st);
+    return 0;
+  }
+  g->open = 1;
+  return 1;
+}
+
 static void record_xyz(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
                        const void *params, size_t psize, uint32_t gx, uint32_t gy, uint32_t gz) {
   if (g->error || !k) return;
-  if (!g->open) {
-    wisp_status st = wisp_wgpu_batch_begin(g->d, &g->batch);
-    if (st) {
-      keep_error(g, st);
-      return;
-    }
-    g->open = 1;
-  }
+  if (!open_batch(g)) return;
   uint64_t off = arena_put(g, params, psize);
   if (off == UINT64_MAX) return;
-  if (!g->open) { /* the arena filled up and was flushed: start a new batch */
-    wisp_status st = wisp_wgpu_batch_begin(g->d, &g->batch);
-    if (st) {
-      keep_error(g, st);
-      return;
-    }
-    g->open = 1;
-  }
+  if (!open_batch(g)) return; /* the arena filled up and was flushed: start a new batch */
   WGPUBindGroup bg = bind_group(g, k, b, nb, off, psize);
   if (!bg) return;
   g->spec_ready = 0;
@@ -1058,6 +1063,19 @@ static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, con
   record(g, k, b, 2, &p, sizeof p, 1, 1);
 }
 
+/* Returns the kept error (with its message as wisp_last_error) and clears
+ * it, or the device's own error state. */
+static wisp_status take_error(wgpu_backend *g) {
+  if (!g->error) keep_error(g, wisp_wgpu_device_check(g->d));
+  wisp_status st = g->error;
+  if (st) {
+    wisp_fail(st, "%s", g->error_msg);
+    g->error = WISP_OK;
+    g->error_msg[0] = 0;
+  }
+  return st;
+}
+
 static wisp_status g_sync(wisp_backend *be) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
@@ -1067,13 +1085,43 @@ static wisp_status g_sync(wisp_backend *be) {
     g->arena_used = 0;
   }
   keep_error(g, flush_ex(g, 1));
-  if (!g->error) keep_error(g, wisp_wgpu_device_check(g->d));
-  wisp_status st = g->error;
-  if (st) {
-    wisp_fail(st, "%s", g->error_msg);
-    g->error = WISP_OK;
-    g->error_msg[0] = 0;
+  return take_error(g);
+}
+
+/* ---- the pipelined decode loop (backend.h buf_copy/read_start/read_finish) ---- */
+
+static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  wisp_wgpu_const c[1] = {{"WG", 64}};
+  wisp_wgpu_kernel *k = kernel(g, "copy", c, 1);
+  struct {
+    uint32_t dst, src, n, pad;
+  } p = {(uint32_t)dst_off, (uint32_t)src_off, (uint32_t)n, 0};
+  wisp_wgpu_binding bb[1] = {whole(b->g.b)};
+  record(g, k, bb, 1, &p, sizeof p, cdiv((uint64_t)n, 64), 1);
+}
+
+static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, int slot) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  if (slot < 0 || slot > 1) op_fail(g, WISP_EINVAL, "read_start: slot %d", slot);
+  if (g->error && g->open) {
+    wisp_wgpu_batch_abort(&g->batch);
+    g->open = 0;
+    g->arena_used = 0;
   }
+  if (!g->error && open_batch(g))
+    keep_error(g, flush_copy(g, b->g.b, (uint64_t)off * 4, &g->rstage[slot], (uint64_t)n * 4));
+  return take_error(g);
+}
+
+static wisp_status g_read_finish(wisp_backend *be, int slot, float *dst, size_t n) {
+  wgpu_backend *g = as_g(be);
+  if (slot < 0 || slot > 1 || !g->rstage[slot].b || g->rstage[slot].size < n * 4)
+    return wisp_fail(WISP_EINVAL, "webgpu: read_finish of slot %d without a read_start of %zu values", slot, n);
+  wisp_status st = wisp_wgpu_staging_read(g->d, g->rstage[slot], dst, n * 4);
+  if (!st) st = wisp_wgpu_device_check(g->d);
   return st;
 }
 
@@ -1108,6 +1156,8 @@ static void g_destroy(wisp_backend *be) {
     wisp_wgpu_buf_free(g->d, &g->dummy_rw2);
     wisp_wgpu_buf_free(g->d, &g->qbuf);
     wisp_wgpu_buf_free(g->d, &g->staging);
+    wisp_wgpu_buf_free(g->d, &g->rstage[0]);
+    wisp_wgpu_buf_free(g->d, &g->rstage[1]);
     wisp_wgpu_buf_free(g->d, &g->part);
     wisp_wgpu_buf_free(g->d, &g->amax);
     if (g->own_device) wisp_wgpu_device_close(g->d);
@@ -1257,6 +1307,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .gated_deltanet = wisp_wgpu_gated_deltanet,
       .swiglu = g_swiglu,
       .buf_write = g_buf_write,
+      .buf_copy = g_buf_copy,
+      .read_start = g_read_start,
+      .read_finish = g_read_finish,
       .embed_id = g_embed_id,
       .sample_id = g_sample_id,
       .kv_buf_new = g_kv_buf_new,
