@@ -29,6 +29,22 @@ bench h200-seed-webgpu-decode-throughput -m models/seed --backend webgpu --promp
 bench h200-seed-webgpu-decode-throughput-1024 -m models/seed --backend webgpu --prompt 128 --decode 1024 --profile throughput
 bench h200-seed-webgpu-prefill1024 -m models/seed --backend webgpu --prompt 1024 --decode 16
 WISP_WEBGPU_ROBUST=0 bench h200-seed-webgpu-decode-throughput-norobust -m models/seed --backend webgpu --prompt 128 --decode 256 --profile throughput
+# LFM2-350M shape (random weights from the real config), the shape of
+# ../shared/notes/anchors.md's llama.cpp CUDA numbers on this GPU.
+if [ -n "${LFM350:-1}" ]; then
+  A=/tmp/wq/lfm2-350m/art_q4
+  if [ ! -d "$A" ]; then
+    python3 tests/parity/hf_reference.py build --config lfm2-350m --seed 1234 --out /tmp/wq/lfm2-350m/hf >/dev/null 2>&1 &&
+      $W convert /tmp/wq/lfm2-350m/hf -o "$A" --quant q4 --quiet
+  fi
+  if [ -d "$A" ]; then
+    say lfm2-350m
+    same "lfm2-350m q4" "$A" 64
+    bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$A" --backend webgpu --prompt 128 --decode 256 --batch 1
+    bench h200-lfm2-350m-q4-webgpu-decode-throughput -m "$A" --backend webgpu --prompt 128 --decode 256 --profile throughput
+    bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$A" --backend webgpu --prompt 1024 --decode 16
+  fi
+fi
 for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   A=/tmp/wq/$cfg/art_q4k
   if [ ! -d "$A" ]; then
