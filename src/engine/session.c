@@ -286,22 +286,9 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
     s->loop_wait_s += wisp_now_s() - t_wait;
     s->pos += k;
     s->steps += (uint32_t)k;
-    int made = 0, stopped = 0;
-    for (int i = 0; i < k; i++) {
-      uint32_t id;
-      memcpy(&id, &slots[1 + i], sizeof id);
-      out[*n_out + made++] = (int32_t)id;
-      if (is_stop(o, (int32_t)id)) {
-        stopped = 1;
-        if (i + 1 < k) s->ran_past_stop = 1;
-        break;
-      }
-    }
-    int before = *n_out;
-    *n_out += made;
+    int stop = take_batch(s, o, slots, k, out, n_out, 0);
     cur = out[*n_out - 1];
-    if (o->on_tokens && o->on_tokens(o->user, out + before, made)) break;
-    if (stopped) break;
+    if (stop) break;
   }
   free(slots);
   return st;
