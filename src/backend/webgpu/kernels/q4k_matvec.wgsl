@@ -10,10 +10,14 @@
 //
 // Work split as in matvec.wgsl: lane groups of LG threads (a multiple of
 // the subgroup size) own ROWS consecutive rows; a group's lanes stride over
-// 64-element units (super-block b, pair c of sub-blocks 2c, 2c+1), loading
-// per row the super-block's header vec4 and the unit's two quant vec4s
-// (16-byte loads); the unit's 64 inputs and their two half sums stay in
-// registers for all ROWS rows. A workgroup takes (WG / LG) * ROWS rows.
+// 32-element units, one quant vec4 each: unit u is super-block b = u / 8,
+// byte group c = (u % 8) / 2, half h = u % 2, i.e. bytes 32c + 16h .. +15,
+// whose low nibbles are elements 64c + 16h + (0..15) (sub-block 2c) and
+// high nibbles elements 64c + 32 + 16h + (0..15) (sub-block 2c + 1). Per
+// row a lane loads the super-block's header vec4 and one quant vec4
+// (16-byte loads); the unit's 32 inputs and their two half sums stay in
+// registers for all ROWS rows. (A 1024-column row is 32 units: every lane
+// of a 32-lane group has work.) A workgroup takes (WG / LG) * ROWS rows.
 enable subgroups;
 
 override WG: u32 = 128; // threads, a multiple of LG
@@ -58,21 +62,21 @@ fn scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
   return vec2<f32>(f32(sc), f32(mn));
 }
 
-// Nibble-weighted sums of one quant vec4 (32 bytes' worth is two of them):
-// low nibbles against xl, high nibbles against xh (4 vec4 each).
-fn nib_dot(q: vec4<u32>, xl: ptr<function, array<vec4<f32>, 16>>, o: u32) -> vec2<f32> {
+// Nibble-weighted sums of one quant vec4: low nibbles against xs[0..3],
+// high nibbles against xs[4..7].
+fn nib_dot(q: vec4<u32>, xs: ptr<function, array<vec4<f32>, 8>>) -> vec2<f32> {
   var r = vec2<f32>(0.0);
   let sh = vec4<u32>(0u, 8u, 16u, 24u);
-  let m = vec4<u32>(15u);
-  r.x += dot(vec4<f32>((vec4<u32>(q.x) >> sh) & m), (*xl)[o]);
-  r.x += dot(vec4<f32>((vec4<u32>(q.y) >> sh) & m), (*xl)[o + 1u]);
-  r.x += dot(vec4<f32>((vec4<u32>(q.z) >> sh) & m), (*xl)[o + 2u]);
-  r.x += dot(vec4<f32>((vec4<u32>(q.w) >> sh) & m), (*xl)[o + 3u]);
   let sh4 = sh + vec4<u32>(4u);
-  r.y += dot(vec4<f32>((vec4<u32>(q.x) >> sh4) & m), (*xl)[o + 8u]);
-  r.y += dot(vec4<f32>((vec4<u32>(q.y) >> sh4) & m), (*xl)[o + 9u]);
-  r.y += dot(vec4<f32>((vec4<u32>(q.z) >> sh4) & m), (*xl)[o + 10u]);
-  r.y += dot(vec4<f32>((vec4<u32>(q.w) >> sh4) & m), (*xl)[o + 11u]);
+  let m = vec4<u32>(15u);
+  r.x += dot(vec4<f32>((vec4<u32>(q.x) >> sh) & m), (*xs)[0]);
+  r.x += dot(vec4<f32>((vec4<u32>(q.y) >> sh) & m), (*xs)[1]);
+  r.x += dot(vec4<f32>((vec4<u32>(q.z) >> sh) & m), (*xs)[2]);
+  r.x += dot(vec4<f32>((vec4<u32>(q.w) >> sh) & m), (*xs)[3]);
+  r.y += dot(vec4<f32>((vec4<u32>(q.x) >> sh4) & m), (*xs)[4]);
+  r.y += dot(vec4<f32>((vec4<u32>(q.y) >> sh4) & m), (*xs)[5]);
+  r.y += dot(vec4<f32>((vec4<u32>(q.z) >> sh4) & m), (*xs)[6]);
+  r.y += dot(vec4<f32>((vec4<u32>(q.w) >> sh4) & m), (*xs)[7]);
   return r;
 }
 
@@ -99,34 +103,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let t = wid.z;
   let xb = p.x_off + t * (p.cols / 4u);
   let nsb = p.cols / 256u;
-  let units = p.cols / 64u;
+  let units = p.cols / 32u;
   var acc: array<f32, MAXR>;
   for (var r = 0u; r < ROWS; r++) {
     acc[r] = 0.0;
   }
-  // xs[0..7]: the unit's elements 0-31 (low nibbles), xs[8..15]: 32-63.
-  var xs: array<vec4<f32>, 16>;
+  // xs[0..3]: the unit's low-nibble elements, xs[4..7]: its high-nibble ones.
+  var xs: array<vec4<f32>, 8>;
   for (var u = lane; u < units; u += LG) {
-    let b = u / 4u;
-    let c = u % 4u;
-    let xo = xb + u * 16u;
+    let b = u / 8u;
+    let c = (u % 8u) / 2u;
+    let h = u % 2u;
+    let xo = xb + (b * 256u + c * 64u + h * 16u) / 4u;
     var sx = vec2<f32>(0.0);
-    for (var k = 0u; k < 8u; k++) {
+    for (var k = 0u; k < 4u; k++) {
       xs[k] = x[xo + k];
-      xs[k + 8u] = x[xo + 8u + k];
-      sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 8u], vec4<f32>(1.0)));
+      xs[k + 4u] = x[xo + 8u + k];
+      sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
     }
     for (var r = 0u; r < ROWS; r++) {
       let row = row0 + r;
       if (row < p.rows) {
         let base = (row * nsb + b) * 9u;
-        let h = w[base];
-        let q0 = w[base + 1u + 2u * c];
-        let q1 = w[base + 2u + 2u * c];
-        let dm = unpack2x16float(h.x);
-        let s0 = scale_min(h, 2u * c);
-        let s1 = scale_min(h, 2u * c + 1u);
-        let qx = nib_dot(q0, &xs, 0u) + nib_dot(q1, &xs, 4u);
+        let hd = w[base];
+        let q = w[base + 1u + 2u * c + h];
+        let dm = unpack2x16float(hd.x);
+        let s0 = scale_min(hd, 2u * c);
+        let s1 = scale_min(hd, 2u * c + 1u);
+        let qx = nib_dot(q, &xs);
         acc[r] += dm.x * (s0.x * qx.x + s1.x * qx.y) - dm.y * (s0.y * sx.x + s1.y * sx.y);
       }
     }
