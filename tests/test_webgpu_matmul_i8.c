@@ -340,8 +340,9 @@ static int model_tokens(const char *dir, const int *prompts, int np, int steps, 
     wisp_session_reset(sg);
     ok = !wisp_session_eval(sc, ids, prompts[pi], lc) && !wisp_session_eval(sg, ids, prompts[pi], lg);
     if (!ok) snprintf(err, cap, "prompt %d: %s", prompts[pi], wisp_last_error());
-    void *mm8 = ok ? *wisp_wgpu_int_mm8_slot(sg->backend) : NULL;
-    if (mm8) *i8_used = 1; /* the int8 path ran (its state exists) */
+    uint64_t prods = 0, quants = 0;
+    if (ok) wisp_wgpu_mm8_counts(sg->backend, &prods, &quants);
+    if (prods) *i8_used = 1;
     for (int step = 0; ok && step <= steps; step++) {
       double mx = 0, e = 0;
       for (int i = 0; i < V; i++) {
@@ -384,4 +385,26 @@ TEST(webgpu_matmul_i8_small_model_tokens) {
   CHECKF(model_tokens(dir, prompts, 2, 32, &worst, &used, err, sizeof err), "%s", err);
   CHECKF(used, "the int8 product did not run");
   printf("     small model, int8 prefill: same greedy tokens, max logit error %.3g of max|logit|\n", worst);
+}
+
+/* The seed-shaped synthetic model (assets/lfm2-hybrid-q4.manifest.json,
+ * 161 MB of random weights): a 70-token prompt (a 64-token chunk and 6) and
+ * 3 greedy steps. */
+TEST(webgpu_matmul_i8_seed_model_tokens) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char cmd[1024], out[4096], dir[600];
+  snprintf(dir, sizeof dir, "%s/seed-i8", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s gen-synthetic --like %s -o %s --seed 5", test_wisp_bin(), fixture_seed_manifest(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+  static const int prompts[] = {70};
+  double worst = 0;
+  int used = 0;
+  char err[600] = "";
+  int ok = model_tokens(dir, prompts, 1, 3, &worst, &used, err, sizeof err);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  CHECKF(ok, "%s", err);
+  CHECKF(used, "the int8 product did not run");
+  printf("     seed-shaped model, int8 prefill: same greedy tokens, max logit error %.3g of max|logit|\n", worst);
 }

@@ -74,5 +74,7 @@ wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *
 /* Reads back the last quantized activations (n tokens of cols): q[n*cols]
  * int8, d[n*cols/32] scales (tests). */
 wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8_t *q, float *d);
+/* Products and input quantizations recorded by this path so far. */
+void wisp_wgpu_mm8_counts(wisp_backend *be, uint64_t *products, uint64_t *quantizations);
 
 #endif

@@ -28,6 +28,7 @@ typedef struct {
   WGPUBuffer src, last_y;
   int x_row0, n, cols;
   uint64_t dispatches, submits;
+  uint64_t products, quantizations; /* recorded so far */
 } mm8_state;
 
 static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
@@ -147,6 +148,7 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
     uint32_t gx, gy;
     wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(blocks, QUANT_WG), &gx, &gy);
     wisp_wgpu_int_record(be, kq, qb, 3, &qp, sizeof qp, gx, gy, 1);
+    s->quantizations++;
   }
   wisp_wgpu_const c[6] = {{"TM", s->tm}, {"TN", s->tn}, {"RM", s->rm},
                           {"RN", s->rn}, {"KB", s->kb}, {"QT", W->type == WISP_W_Q4Z ? 2 : 1}};
@@ -162,6 +164,7 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
     b[5] = whole(wisp_wgpu_int_buf(y));
     wisp_wgpu_int_record(be, k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, s->tn), 1);
   }
+  s->products++;
   if (!wisp_wgpu_int_has_error(be)) {
     s->valid = 1;
     s->src = xb;
@@ -184,4 +187,10 @@ wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8
   st = wisp_wgpu_buf_read(dev, s->xq, 0, q, (size_t)n * cols);
   if (!st) st = wisp_wgpu_buf_read(dev, s->xs, 0, d, (size_t)n * (cols / 32) * 4);
   return st;
+}
+
+void wisp_wgpu_mm8_counts(wisp_backend *be, uint64_t *products, uint64_t *quantizations) {
+  mm8_state *s = *wisp_wgpu_int_mm8_slot(be);
+  *products = s ? s->products : 0;
+  *quantizations = s ? s->quantizations : 0;
 }
