@@ -408,3 +408,33 @@ TEST(webgpu_matmul_i8_seed_model_tokens) {
   CHECKF(used, "the int8 product did not run");
   printf("     seed-shaped model, int8 prefill: same greedy tokens, max logit error %.3g of max|logit|\n", worst);
 }
+
+/* The f32 path stays selectable: a profile setting the prefill matmuls to
+ * matmul/wgsl_tiled_q4 runs no int8 product; the default plan does. */
+TEST(webgpu_matmul_i8_profile_selects_f32) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  const char *prof = fixture_write(
+      "f32-prefill.json",
+      "{\"id\": \"tests/f32-prefill\", \"extends\": \"default\", \"runtime\": {\"inference\": {\"executionPatch\": "
+      "{\"set\": [{\"section\": \"prefill\", \"op\": \"matmul\", \"kernelKey\": \"matmul/wgsl_tiled_q4\"}]}}}}");
+  const char *dir = fixture_small_model();
+  CHECK(prof && dir);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  uint64_t prods[2] = {0, 0}, quants = 0;
+  int ok = 1;
+  for (int i = 0; ok && i < 2; i++) {
+    wisp_session_options o = {.backend = "webgpu", .profile = i ? NULL : prof};
+    wisp_session *s = NULL;
+    int32_t ids[17];
+    for (int k = 0; k < 17; k++) ids[k] = k + 3;
+    ok = !wisp_session_new(m, &o, &s) && !wisp_session_eval(s, ids, 17, NULL);
+    if (ok) wisp_wgpu_mm8_counts(s->backend, &prods[i], &quants);
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+  CHECKF(ok, "%s", wisp_last_error());
+  CHECKF(prods[0] == 0 && prods[1] > 0, "int8 products: %llu with the f32 profile, %llu by default",
+         (unsigned long long)prods[0], (unsigned long long)prods[1]);
+}
