@@ -60,7 +60,7 @@ static mm8_state *state_of(wisp_backend *be) {
   s->mode = 1;
   s->tm = 64;
   s->tn = 32;
-  s->rm = 8;
+  s->rm = 4;
   s->rn = 4;
   s->kb = 2;
   s->min_n = 2;

@@ -17,7 +17,7 @@
 // acc += dot * (w_scale * x_scale). Grid: x = ceil(rows / TM), y = ceil(n / TN).
 override TM: u32 = 64;  // rows per tile, a multiple of RM
 override TN: u32 = 32;  // tokens per tile, a multiple of RN
-override RM: u32 = 8;   // rows per thread, <= 8
+override RM: u32 = 4;   // rows per thread, <= 8
 override RN: u32 = 4;   // tokens per thread, <= 8
 override KB: u32 = 2;   // 32-column blocks per stage
 override QT: u32 = 1;   // 1 Q4 (zero point 8), 2 Q4Z
