@@ -15,7 +15,7 @@
  * Tolerances and measured errors are in docs/webgpu.md. */
 #define TOL_I8_EXACT 1e-5
 #define TOL_I8_F32 2e-2
-#define TOL_I8_LOGITS 0.25
+#define TOL_I8_LOGITS 0.1
 
 #include <math.h>
 #include <stdio.h>
