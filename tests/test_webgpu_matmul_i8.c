@@ -231,15 +231,16 @@ TEST(webgpu_matmul_i8_against_references) {
          w.exact, w.f32, w.qmiss);
 }
 
-/* Other geometries (KB not dividing the blocks, 8x8 and 2x1 register tiles)
+/* Other geometries (KB not dividing the blocks, 8x2 and 1x8 register tiles;
+ * small ones: lavapipe's first compile of a big unrolled tile takes seconds)
  * and weights split into row ranges (16 KiB bindings). */
 TEST(webgpu_matmul_i8_geometries_and_split) {
   WEBGPU_OR_SKIP(d);
   static const mm_case cases[] = {
       {WISP_W_Q4, 70, 96, 17, 1, 1}, {WISP_W_Q4Z, 130, 160, 40, 0, 0}, {WISP_W_Q4, 9, 2560, 5, 0, 0}};
   static const wisp_wgpu_mm8_opts geos[] = {
-      {.mode = 2, .min_n = 1, .tm = 64, .tn = 64, .rm = 8, .rn = 8, .kb = 3},
-      {.mode = 2, .min_n = 1, .tm = 16, .tn = 8, .rm = 2, .rn = 1, .kb = 1},
+      {.mode = 2, .min_n = 1, .tm = 32, .tn = 16, .rm = 8, .rn = 2, .kb = 3},
+      {.mode = 2, .min_n = 1, .tm = 8, .tn = 32, .rm = 1, .rn = 8, .kb = 1},
   };
   worst_t w = {0, 0, 0};
   char err[700] = "";

@@ -39,10 +39,11 @@ static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
   uint64_t threads = s->rm && s->rn ? (uint64_t)(s->tm / s->rm) * (s->tn / s->rn) : 0;
   uint64_t shared = ((uint64_t)s->tm + s->tn) * (2u * s->kb + 1u) * 16u + ((uint64_t)s->tm + s->tn) * s->kb * 4u;
   if (!s->tm || !s->tn || !s->rm || !s->rn || s->rm > 8 || s->rn > 8 || s->tm % s->rm || s->tn % s->rn || !s->kb ||
-      s->kb > 8 || threads == 0 || threads > d->info.max_compute_invocations_per_workgroup ||
+      s->kb > 8 || threads == 0 || (uint64_t)s->tm * s->kb > 8 * threads || (uint64_t)s->tn * s->kb * 2 > 8 * threads || threads > d->info.max_compute_invocations_per_workgroup ||
       threads > d->info.max_compute_workgroup_size_x || shared > d->info.max_compute_workgroup_storage_size)
     return wisp_fail(WISP_EINVAL,
-                     "webgpu: bad int8 matmul geometry TM=%u TN=%u RM=%u RN=%u KB=%u (RM, RN <= 8 dividing TM, TN; "
+                     "webgpu: bad int8 matmul geometry TM=%u TN=%u RM=%u RN=%u KB=%u (RM, RN <= 8 dividing TM, TN; at most 8 "
+                     "loads of W and of x per thread and stage; "
                      "%llu threads, %llu bytes of workgroup memory; the device allows %u and %u)",
                      s->tm, s->tn, s->rm, s->rn, s->kb, (unsigned long long)threads, (unsigned long long)shared,
                      d->info.max_compute_invocations_per_workgroup, d->info.max_compute_workgroup_storage_size);

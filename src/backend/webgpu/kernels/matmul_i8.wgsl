@@ -14,7 +14,9 @@
 // a pitch of 8*KB + 4 words (no bank conflicts for the strided reads). Per
 // block each output is 8 dot4I8Packed (an exact integer dot over 32
 // elements, |dot| <= 32*15*127), converted to f32 exactly and accumulated as
-// acc += dot * (w_scale * x_scale). Grid: x = ceil(rows / TM), y = ceil(n / TN).
+// acc += dot * (w_scale * x_scale). The next stage's global loads go to
+// registers before the current stage is computed from workgroup memory
+// (software pipelining). Grid: x = ceil(rows / TM), y = ceil(n / TN).
 override TM: u32 = 64;  // rows per tile, a multiple of RM
 override TN: u32 = 32;  // tokens per tile, a multiple of RN
 override RM: u32 = 4;   // rows per thread, <= 8
@@ -26,6 +28,8 @@ override TR: u32 = TM / RM;
 override TC: u32 = TN / RN;
 override NT: u32 = TR * TC;
 override P4: u32 = 2u * KB + 1u;  // row pitch in vec4<u32> (8*KB + 4 words)
+override NW: u32 = (TM * KB + NT - 1u) / NT;       // weight vectors a thread loads per stage, <= 8
+override NX: u32 = (TN * KB * 2u + NT - 1u) / NT;  // activation vectors a thread loads per stage, <= 8
 
 struct Params {
   rows: u32,
@@ -93,71 +97,96 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       acc[i][j] = 0.0;
     }
   }
-  for (var kb0 = 0u; kb0 < nb; kb0 += KB) {
-    // W: TM rows x KB blocks, one vec4 of nibbles each, expanded to int8.
-    for (var e = li; e < TM * KB; e += NT) {
-      let r = e / KB;
-      let kk = e % KB;
-      let row = r0 + r;
-      let b = kb0 + kk;
-      var lo = vec4<u32>(0u);
-      var hi = vec4<u32>(0u);
-      var s = 0.0;
-      if (row < p.rows && b < nb) {
-        let blk = row * nb + b;
-        let q = w[blk];
-        s = scales[blk];
-        var z = 8u;
-        if (QT == 2u) {
-          z = (zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u;
+  // Stage st's global data is loaded into registers before stage st-1 is
+  // computed from workgroup memory, so the loads' latency overlaps it.
+  let ns = (nb + KB - 1u) / KB;
+  var pw: array<vec4<u32>, 8>;  // NW (row, block) nibble vectors
+  var ps: array<f32, 8>;
+  var pz: array<u32, 8>;
+  var px: array<vec4<u32>, 8>;  // NX activation vectors
+  var pxs: array<f32, 8>;
+  for (var st = 0u; st <= ns; st++) {
+    if (st < ns) {
+      let kb0 = st * KB;
+      for (var u = 0u; u < NW; u++) {
+        let e = li + u * NT;
+        let row = r0 + e / KB;
+        let b = kb0 + e % KB;
+        pw[u] = vec4<u32>(0u);
+        ps[u] = 0.0;
+        pz[u] = 8u;
+        if (e < TM * KB && row < p.rows && b < nb) {
+          let blk = row * nb + b;
+          pw[u] = w[blk];
+          ps[u] = scales[blk];
+          if (QT == 2u) {
+            pz[u] = (zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u;
+          }
         }
-        let e0 = expand(q.x, z);
-        let e1 = expand(q.y, z);
-        let e2 = expand(q.z, z);
-        let e3 = expand(q.w, z);
-        lo = vec4<u32>(e0.x, e0.y, e1.x, e1.y);
-        hi = vec4<u32>(e2.x, e2.y, e3.x, e3.y);
       }
-      wt[r * P4 + 2u * kk] = lo;
-      wt[r * P4 + 2u * kk + 1u] = hi;
-      wsc[r * KB + kk] = s;
+      for (var u = 0u; u < NX; u++) {
+        let e = li + u * NT;
+        let t = e / (2u * KB);
+        let h = e % (2u * KB);
+        let b = kb0 + h / 2u;
+        px[u] = vec4<u32>(0u);
+        pxs[u] = 0.0;
+        if (e < TN * KB * 2u && t0 + t < p.n && b < nb) {
+          let blk = (t0 + t) * nb + b;
+          px[u] = xq[2u * blk + (h & 1u)];
+          pxs[u] = xs[blk];
+        }
+      }
     }
-    // x: TN tokens x KB blocks, two vec4 each.
-    for (var e = li; e < TN * KB * 2u; e += NT) {
-      let t = e / (2u * KB);
-      let h = e % (2u * KB);
-      let kk = h / 2u;
-      let b = kb0 + kk;
-      var v = vec4<u32>(0u);
-      var s = 0.0;
-      if (t0 + t < p.n && b < nb) {
-        let blk = (t0 + t) * nb + b;
-        v = xq[2u * blk + (h & 1u)];
-        s = xs[blk];
-      }
-      xt[t * P4 + h] = v;
-      if ((h & 1u) == 0u) {
-        xsc[t * KB + kk] = s;
+    if (st > 0u) {
+      for (var kk = 0u; kk < KB; kk++) {
+        var bx: array<vec4<u32>, 16>;
+        var sx: array<f32, 8>;
+        for (var j = 0u; j < RN; j++) {
+          let c = tc + j * TC;
+          bx[2u * j] = xt[c * P4 + 2u * kk];
+          bx[2u * j + 1u] = xt[c * P4 + 2u * kk + 1u];
+          sx[j] = xsc[c * KB + kk];
+        }
+        for (var i = 0u; i < RM; i++) {
+          let r = tr + i * TR;
+          let a0 = wt[r * P4 + 2u * kk];
+          let a1 = wt[r * P4 + 2u * kk + 1u];
+          let sw = wsc[r * KB + kk];
+          for (var j = 0u; j < RN; j++) {
+            let d = dot8(a0, a1, bx[2u * j], bx[2u * j + 1u]);
+            acc[i][j] = fma(to_f32(d), sw * sx[j], acc[i][j]);
+          }
+        }
       }
     }
     workgroupBarrier();
-    for (var kk = 0u; kk < KB; kk++) {
-      var bx: array<vec4<u32>, 16>;
-      var sx: array<f32, 8>;
-      for (var j = 0u; j < RN; j++) {
-        let c = tc + j * TC;
-        bx[2u * j] = xt[c * P4 + 2u * kk];
-        bx[2u * j + 1u] = xt[c * P4 + 2u * kk + 1u];
-        sx[j] = xsc[c * KB + kk];
+    if (st < ns) {
+      // W: TM rows x KB blocks, expanded to int8; x: TN tokens x KB blocks.
+      for (var u = 0u; u < NW; u++) {
+        let e = li + u * NT;
+        if (e < TM * KB) {
+          let r = e / KB;
+          let kk = e % KB;
+          let q = pw[u];
+          let e0 = expand(q.x, pz[u]);
+          let e1 = expand(q.y, pz[u]);
+          let e2 = expand(q.z, pz[u]);
+          let e3 = expand(q.w, pz[u]);
+          wt[r * P4 + 2u * kk] = vec4<u32>(e0.x, e0.y, e1.x, e1.y);
+          wt[r * P4 + 2u * kk + 1u] = vec4<u32>(e2.x, e2.y, e3.x, e3.y);
+          wsc[r * KB + kk] = ps[u];
+        }
       }
-      for (var i = 0u; i < RM; i++) {
-        let r = tr + i * TR;
-        let a0 = wt[r * P4 + 2u * kk];
-        let a1 = wt[r * P4 + 2u * kk + 1u];
-        let sw = wsc[r * KB + kk];
-        for (var j = 0u; j < RN; j++) {
-          let d = dot8(a0, a1, bx[2u * j], bx[2u * j + 1u]);
-          acc[i][j] = fma(to_f32(d), sw * sx[j], acc[i][j]);
+      for (var u = 0u; u < NX; u++) {
+        let e = li + u * NT;
+        if (e < TN * KB * 2u) {
+          let t = e / (2u * KB);
+          let h = e % (2u * KB);
+          xt[t * P4 + h] = px[u];
+          if ((h & 1u) == 0u) {
+            xsc[t * KB + h / 2u] = pxs[u];
+          }
         }
       }
     }
