@@ -439,3 +439,75 @@ TEST(webgpu_matmul_i8_profile_selects_f32) {
   CHECKF(prods[0] == 0 && prods[1] > 0, "int8 products: %llu with the f32 profile, %llu by default",
          (unsigned long long)prods[0], (unsigned long long)prods[1]);
 }
+
+/* FUSEQ = 1: the product quantizes its own tiles with quant_x8's arithmetic;
+ * its results must equal the two-dispatch path's (same int8 values, same
+ * order of the f32 accumulation), with no quantize dispatch. */
+TEST(webgpu_matmul_i8_fused_quantize) {
+  WEBGPU_OR_SKIP(d);
+  static const mm_case cases[] = {{WISP_W_Q4, 70, 96, 17, 1, 1}, {WISP_W_Q4Z, 33, 2560, 40, 0, 0},
+                                  {WISP_W_Q4, 100, 1024, 64, 0, 2}, {WISP_W_Q4, 5, 32, 1, 0, 0}};
+  wisp_wgpu_backend_opts go = {.device = d, .subgroups = -1};
+  wisp_backend *gpu = NULL;
+  CHECKF(!wisp_wgpu_backend_new(&go, &gpu), "%s", wisp_last_error());
+  uint64_t seed = 4321;
+  char err[600] = "";
+  int ok = 1;
+  double worst = 0;
+  void *keep[64];
+  int nkeep = 0;
+  for (size_t ci = 0; ok && ci < sizeof cases / sizeof cases[0]; ci++) {
+    const mm_case *c = &cases[ci];
+    const int rows = c->rows, cols = c->cols, n = c->n, xr = c->x_row0 + n;
+    size_t nq = wisp_q4_quant_bytes(rows, cols), nz = wisp_q4_zp_bytes(rows, cols), ns = (size_t)rows * (cols / 32);
+    uint8_t *q = malloc(nq), *z = malloc(nz + 1);
+    float *s = malloc(sizeof(float) * ns), *x = malloc(sizeof(float) * (size_t)xr * cols);
+    float *y0 = malloc(sizeof(float) * (size_t)n * rows), *ya = malloc(sizeof(float) * (size_t)n * rows),
+          *yb = malloc(sizeof(float) * (size_t)n * rows);
+    keep[nkeep++] = q;
+    keep[nkeep++] = z;
+    keep[nkeep++] = s;
+    for (size_t i = 0; i < nq; i++) q[i] = (uint8_t)test_rand_u32(&seed);
+    for (size_t i = 0; i < nz; i++) z[i] = (uint8_t)test_rand_u32(&seed);
+    for (size_t i = 0; i < ns; i++) s[i] = 0.002f + 0.02f * fabsf(test_rand_float(&seed));
+    for (size_t i = 0; i < (size_t)xr * cols; i++) x[i] = (i / 32) % 5 == 2 ? 0.0f : test_rand_float(&seed);
+    for (size_t i = 0; i < (size_t)n * rows; i++) y0[i] = test_rand_float(&seed);
+    wisp_matrix m = {.type = c->type, .rows = rows, .cols = cols, .q = q, .scales = s,
+                     .zp = c->type == WISP_W_Q4Z ? z : NULL};
+    wisp_buf *xb = gpu->buf_new(gpu, (size_t)xr * cols), *y = gpu->buf_new(gpu, (size_t)n * rows);
+    ok = xb && y && !gpu->prepare_matrix(gpu, &m);
+    uint64_t p0 = 0, q0 = 0, p1 = 0, q1 = 0;
+    for (int f = 0; ok && f < 2; f++) {
+      wisp_wgpu_mm8_opts o = {.mode = 2, .min_n = 1, .fuseq = f ? 1 : -1};
+      ok = !wisp_wgpu_mm8_configure(gpu, &o);
+      gpu->buf_write(gpu, xb, 0, (size_t)xr * cols, x);
+      gpu->buf_write(gpu, y, 0, (size_t)n * rows, y0);
+      wisp_wgpu_mm8_counts(gpu, &p0, &q0);
+      gpu->matmul(gpu, &m, xb, c->x_row0, n, y, c->acc);
+      wisp_wgpu_mm8_counts(gpu, &p1, &q1);
+      gpu->buf_read(gpu, y, 0, (size_t)n * rows, f ? yb : ya);
+      ok = ok && !gpu->sync(gpu) && p1 - p0 == 1 && q1 - q0 == (uint64_t)(f ? 0 : 1);
+    }
+    if (!ok) snprintf(err, sizeof err, "case %zu: %s", ci, wisp_last_error());
+    double mx = 0, e = 0;
+    for (size_t i = 0; ok && i < (size_t)n * rows; i++) {
+      mx = fmax(mx, fabs(ya[i]));
+      e = fmax(e, isnan(yb[i]) ? INFINITY : fabs((double)yb[i] - ya[i]));
+    }
+    if (ok) worst = fmax(worst, mx > 0 ? e / mx : e);
+    if (ok && !(e <= 1e-6 * mx)) {
+      snprintf(err, sizeof err, "case %zu (%dx%d n %d): fused differs by %.3g of max %.4g", ci, rows, cols, n, e, mx);
+      ok = 0;
+    }
+    if (xb) gpu->buf_free(gpu, xb);
+    if (y) gpu->buf_free(gpu, y);
+    free(x);
+    free(y0);
+    free(ya);
+    free(yb);
+  }
+  gpu->destroy(gpu);
+  for (int i = 0; i < nkeep; i++) free(keep[i]);
+  CHECKF(ok, "%s", err);
+  printf("     int8 matmul FUSEQ: %.3g of max|y| from the two-dispatch path\n", worst);
+}

@@ -30,6 +30,8 @@ pre "prefill f32 path" WISP_WEBGPU_I8=0
 for g in 64x32x4x4x2 64x32x8x4x2 32x32x4x4x2 32x64x4x4x2 64x64x8x4x2 64x64x8x8x2 128x32x8x4x2 128x64x8x8x2 64x32x4x4x1 64x32x4x4x4; do
   pre "prefill i8 $g" WISP_WEBGPU_MATMUL_I8=$g
 done
+pre "prefill i8 fused quantize" WISP_WEBGPU_I8_FUSEQ=1
+pre "prefill i8 fused quantize 32x32x4x4x2" WISP_WEBGPU_I8_FUSEQ=1 WISP_WEBGPU_MATMUL_I8=32x32x4x4x2
 for c in 128 256 512 1024; do
   pre "prefill chunk $c" WISP_PREFILL_CHUNK=$c
   pre "prefill chunk $c f32" WISP_PREFILL_CHUNK=$c WISP_WEBGPU_I8=0

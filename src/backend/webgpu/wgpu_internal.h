@@ -64,11 +64,13 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
 void wisp_wgpu_mm8_free(wisp_backend *be);
 /* Settings of the product (tests, tuning); fields of 0 keep the current
  * value. Defaults, then WISP_WEBGPU_MATMUL_I8=TMxTNxRMxRNxKB,
- * WISP_WEBGPU_I8=0|1 (mode), WISP_WEBGPU_I8_MIN_N=N, read at first use. */
+ * WISP_WEBGPU_I8=0|1 (mode), WISP_WEBGPU_I8_MIN_N=N, WISP_WEBGPU_I8_FUSEQ=1,
+ * read at first use. */
 typedef struct {
   int mode;                       /* 0 keep, 1 the plan decides, 2 always (Q4/Q4Z), 3 never */
   uint32_t tm, tn, rm, rn, kb;    /* geometry */
   int min_n;                      /* fewest tokens that take this path */
+  int fuseq;                      /* 1: the product quantizes its own tiles (no quantize dispatch), -1: not */
 } wisp_wgpu_mm8_opts;
 wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *o);
 /* Reads back the last quantized activations (n tokens of cols): q[n*cols]

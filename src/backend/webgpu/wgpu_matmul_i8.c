@@ -19,6 +19,7 @@
 typedef struct {
   int mode; /* 1 plan, 2 always, 3 never */
   uint32_t tm, tn, rm, rn, kb;
+  int fuseq; /* the product quantizes its own tiles (matmul_i8 FUSEQ = 1) */
   int min_n;
   wisp_wgpu_buf xq, xs; /* quantized input: int8 words, scales */
   /* What xq/xs hold: input buffer, first row, tokens, columns, and the
@@ -40,7 +41,7 @@ static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
   uint64_t shared = ((uint64_t)s->tm + s->tn) * (2u * s->kb + 1u) * 16u + ((uint64_t)s->tm + s->tn) * s->kb * 4u;
   if (!s->tm || !s->tn || !s->rm || !s->rn || s->rm > 8 || s->rn > 8 || s->tm % s->rm || s->tn % s->rn || !s->kb ||
       s->kb > 8 || threads == 0 || (uint64_t)s->tm * s->kb > 8 * threads || (uint64_t)s->tn * s->kb * 2 > 8 * threads || threads > d->info.max_compute_invocations_per_workgroup ||
-      threads > d->info.max_compute_workgroup_size_x || shared > d->info.max_compute_workgroup_storage_size)
+      threads > d->info.max_compute_workgroup_size_x || (s->fuseq && (uint64_t)s->tn * s->kb > threads) || shared > d->info.max_compute_workgroup_storage_size)
     return wisp_fail(WISP_EINVAL,
                      "webgpu: bad int8 matmul geometry TM=%u TN=%u RM=%u RN=%u KB=%u (RM, RN <= 8 dividing TM, TN; at most 8 "
                      "loads of W and of x per thread and stage; "
@@ -76,6 +77,13 @@ static mm8_state *state_of(wisp_backend *be) {
   const char *m = getenv("WISP_WEBGPU_I8");
   if (m && !strcmp(m, "0")) s->mode = 3;
   if (m && !strcmp(m, "1")) s->mode = 2;
+  const char *fq = getenv("WISP_WEBGPU_I8_FUSEQ");
+  if (fq && !strcmp(fq, "1")) {
+    mm8_state t = *s;
+    t.fuseq = 1;
+    if (check_geometry(be, &t) == WISP_OK) *s = t;
+    else fprintf(stderr, "wisp: WISP_WEBGPU_I8_FUSEQ ignored: %s\n", wisp_last_error());
+  }
   const char *mn = getenv("WISP_WEBGPU_I8_MIN_N");
   if (mn && atoi(mn) > 0) s->min_n = atoi(mn);
   *slot = s;
@@ -103,6 +111,7 @@ wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *
   if (o->rn) t.rn = o->rn;
   if (o->kb) t.kb = o->kb;
   if (o->min_n) t.min_n = o->min_n;
+  if (o->fuseq) t.fuseq = o->fuseq > 0;
   if (t.mode < 1 || t.mode > 3) return wisp_fail(WISP_EINVAL, "webgpu: int8 matmul mode %d", t.mode);
   wisp_status st = check_geometry(be, &t);
   if (st) return st;
@@ -133,9 +142,10 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
    * be this input). */
   uint64_t disp, subs;
   counters(be, &disp, &subs);
-  int reuse = s->valid && s->src == xb && s->x_row0 == x_row0 && s->n == n && s->cols == (int)cols &&
+  if (s->fuseq) s->valid = 0;
+  int reuse = !s->fuseq && s->valid && s->src == xb && s->x_row0 == x_row0 && s->n == n && s->cols == (int)cols &&
               s->dispatches == disp && s->submits == subs && s->last_y != xb;
-  if (!reuse) {
+  if (!reuse && !s->fuseq) {
     s->valid = 0;
     if (!wisp_wgpu_int_scratch(be, &s->xq, blocks * 32, blocks * 32, "wisp int8 activations") ||
         !wisp_wgpu_int_scratch(be, &s->xs, blocks * 4, blocks * 4, "wisp int8 activation scales"))
@@ -151,22 +161,23 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
     wisp_wgpu_int_record(be, kq, qb, 3, &qp, sizeof qp, gx, gy, 1);
     s->quantizations++;
   }
-  wisp_wgpu_const c[6] = {{"TM", s->tm}, {"TN", s->tn}, {"RM", s->rm},
-                          {"RN", s->rn}, {"KB", s->kb}, {"QT", W->type == WISP_W_Q4Z ? 2 : 1}};
-  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "matmul_i8", c, 6);
+  wisp_wgpu_const c[7] = {{"TM", s->tm}, {"TN", s->tn}, {"RM", s->rm},   {"RN", s->rn},
+                          {"KB", s->kb}, {"QT", W->type == WISP_W_Q4Z ? 2 : 1}, {"FUSEQ", s->fuseq}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "matmul_i8", c, s->fuseq ? 7 : 6);
   int row0, rows;
   wisp_wgpu_binding b[6];
   for (int q = 0; wisp_wgpu_int_mat_bufs(be, W, q, &row0, &rows, b); q++) {
     struct {
-      uint32_t rows, cols, y_off, acc, n, y_stride, pad0, pad1;
-    } p = {(uint32_t)rows, cols, (uint32_t)row0, accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows, 0, 0};
-    b[3] = whole(s->xq.b);
-    b[4] = whole(s->xs.b);
+      uint32_t rows, cols, y_off, acc, n, y_stride, x_off, pad1;
+    } p = {(uint32_t)rows, cols, (uint32_t)row0, accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows,
+           (uint32_t)((uint64_t)x_row0 * cols / 4), 0};
+    b[3] = whole(s->fuseq ? xb : s->xq.b);
+    b[4] = whole(s->fuseq ? wisp_wgpu_int_dummy(be, 0) : s->xs.b);
     b[5] = whole(wisp_wgpu_int_buf(y));
     wisp_wgpu_int_record(be, k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, s->tn), 1);
   }
   s->products++;
-  if (!wisp_wgpu_int_has_error(be)) {
+  if (!s->fuseq && !wisp_wgpu_int_has_error(be)) {
     s->valid = 1;
     s->src = xb;
     s->last_y = wisp_wgpu_int_buf(y);

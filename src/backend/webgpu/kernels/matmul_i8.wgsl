@@ -23,6 +23,10 @@ override RM: u32 = 4;   // rows per thread, <= 8
 override RN: u32 = 4;   // tokens per thread, <= 8
 override KB: u32 = 2;   // 32-column blocks per stage
 override QT: u32 = 1;   // 1 Q4 (zero point 8), 2 Q4Z
+// 1: binding 3 holds the f32 activations (read as bits) and each workgroup
+// quantizes its own tile exactly as quant_x8.wgsl does (no quantize
+// dispatch, but every column of tiles quantizes x again); needs TN*KB <= NT.
+override FUSEQ: u32 = 0;
 
 override TR: u32 = TM / RM;
 override TC: u32 = TN / RN;
@@ -38,14 +42,14 @@ struct Params {
   acc: u32,
   n: u32,
   y_stride: u32,  // floats between consecutive tokens' rows of y
-  pad0: u32,
+  x_off: u32,  // FUSEQ: vec4 offset of token 0's row of x
   pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;  // one 32-block of nibbles per vec4
 @group(0) @binding(1) var<storage, read> scales: array<f32>;
 @group(0) @binding(2) var<storage, read> zp: array<u32>;
-@group(0) @binding(3) var<storage, read> xq: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> xq: array<vec4<u32>>;  // FUSEQ: x (f32 bits)
 @group(0) @binding(4) var<storage, read> xs: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<uniform> p: Params;
@@ -105,6 +109,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var pz: array<u32, 8>;
   var px: array<vec4<u32>, 8>;  // NX activation vectors
   var pxs: array<f32, 8>;
+  var pxf: array<vec4<f32>, 8>;  // FUSEQ: the f32 block this thread quantizes
   for (var st = 0u; st <= ns; st++) {
     if (st < ns) {
       let kb0 = st * KB;
@@ -124,7 +129,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           }
         }
       }
-      for (var u = 0u; u < NX; u++) {
+      if (FUSEQ == 1u) {
+        let t = li / KB;
+        let b = kb0 + li % KB;
+        let ok = li < TN * KB && t0 + t < p.n && b < nb;
+        let base = p.x_off + (t0 + t) * (p.cols / 4u) + b * 8u;
+        for (var k = 0u; k < 8u; k++) {
+          pxf[k] = vec4<f32>(0.0);
+          if (ok) {
+            pxf[k] = bitcast<vec4<f32>>(xq[base + k]);
+          }
+        }
+      }
+      for (var u = 0u; u < NX && FUSEQ == 0u; u++) {
         let e = li + u * NT;
         let t = e / (2u * KB);
         let h = e % (2u * KB);
@@ -178,7 +195,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           wsc[r * KB + kk] = ps[u];
         }
       }
-      for (var u = 0u; u < NX; u++) {
+      if (FUSEQ == 1u && li < TN * KB) {
+        // quant_x8.wgsl's arithmetic, for the block loaded above.
+        var m = vec4<f32>(0.0);
+        for (var k = 0u; k < 8u; k++) {
+          m = max(m, abs(pxf[k]));
+        }
+        let amax = max(max(m.x, m.y), max(m.z, m.w));
+        var inv = 0.0;
+        if (amax > 0.0) {
+          inv = 127.0 / amax;
+        }
+        var wds: array<u32, 8>;
+        for (var k = 0u; k < 8u; k++) {
+          wds[k] = pack4xI8(clamp(vec4<i32>(round(pxf[k] * inv)), vec4<i32>(-127), vec4<i32>(127)));
+        }
+        let t = li / KB;
+        let kk = li % KB;
+        xt[t * P4 + 2u * kk] = vec4<u32>(wds[0], wds[1], wds[2], wds[3]);
+        xt[t * P4 + 2u * kk + 1u] = vec4<u32>(wds[4], wds[5], wds[6], wds[7]);
+        xsc[t * KB + kk] = amax / 127.0;
+      }
+      for (var u = 0u; u < NX && FUSEQ == 0u; u++) {
         let e = li + u * NT;
         if (e < TN * KB * 2u) {
           let t = e / (2u * KB);
