@@ -511,3 +511,44 @@ TEST(webgpu_matmul_i8_fused_quantize) {
   CHECKF(ok, "%s", err);
   printf("     int8 matmul FUSEQ: %.3g of max|y| from the two-dispatch path\n", worst);
 }
+
+/* WISP_PREFILL_CHUNK (tokens per prefill forward, read by wisp_session_new):
+ * a 150-token prompt in chunks of 100 gives the logits of the default
+ * 64-token chunks (every op is per token; the int8 quantization too). */
+TEST(webgpu_matmul_i8_prefill_chunk_env) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  const char *dir = fixture_small_model();
+  CHECK(dir);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  const int V = wisp_model_vocab(m);
+  float *l[2] = {malloc(sizeof(float) * V), malloc(sizeof(float) * V)};
+  int32_t ids[150];
+  uint64_t seed = 11;
+  for (int i = 0; i < 150; i++) ids[i] = (int32_t)(test_rand_u32(&seed) % (uint32_t)V);
+  int ok = l[0] && l[1], chunk[2] = {0, 0};
+  for (int k = 0; ok && k < 2; k++) {
+    if (k) setenv("WISP_PREFILL_CHUNK", "100", 1);
+    wisp_session_options o = {.backend = "webgpu"};
+    wisp_session *s = NULL;
+    ok = !wisp_session_new(m, &o, &s);
+    unsetenv("WISP_PREFILL_CHUNK");
+    if (ok) {
+      chunk[k] = s->chunk;
+      ok = !wisp_session_eval(s, ids, 150, l[k]);
+    }
+    wisp_session_free(s);
+  }
+  double mx = 0, e = 0;
+  for (int i = 0; ok && i < V; i++) {
+    mx = fmax(mx, fabs(l[0][i]));
+    e = fmax(e, fabs((double)l[1][i] - l[0][i]));
+  }
+  free(l[0]);
+  free(l[1]);
+  wisp_model_close(m);
+  CHECKF(ok, "%s", wisp_last_error());
+  CHECKF(chunk[0] == 64 && chunk[1] == 100, "chunks %d and %d", chunk[0], chunk[1]);
+  CHECKF(e <= 1e-5 * mx, "logits differ by %.3g of max %.3g", e, mx);
+}
