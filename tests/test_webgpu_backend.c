@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_internal.h"
 #include "engine/engine.h"
 #include "fixtures.h"
 #include "test.h"
@@ -902,6 +903,13 @@ TEST(webgpu_backend_auto_falls_back_from_cpu_adapter) {
 
 /* ---- the whole model ------------------------------------------------------------ */
 
+/* These tests check the f32 prefill product (wgsl_tiled_*; exact parity,
+ * TOL_LOGITS): the default plan's Q4 x int8 product is turned off. */
+static wisp_status f32_prefill(wisp_session *s) {
+  wisp_wgpu_mm8_opts o = {.mode = 3};
+  return wisp_wgpu_mm8_configure(s->backend, &o);
+}
+
 /* The whole model without fusion (WISP_WEBGPU_FUSE=0: every op on its own,
  * 53 dispatches a token): 17-token prompt + 8 greedy tokens against the CPU. */
 TEST(webgpu_backend_small_model_unfused) {
@@ -916,6 +924,7 @@ TEST(webgpu_backend_small_model_unfused) {
   setenv("WISP_WEBGPU_FUSE", "0", 1);
   wisp_status st = wisp_session_new(m, &oc, &sc);
   if (!st) st = wisp_session_new(m, &og, &sg);
+  if (!st) st = f32_prefill(sg); /* the int8 prefill product: test_webgpu_matmul_i8.c */
   unsetenv("WISP_WEBGPU_FUSE");
   float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
   char err[600] = "";
@@ -974,6 +983,7 @@ TEST(webgpu_backend_small_model_parity) {
   wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu"};
   wisp_status st = wisp_session_new(m, &oc, &sc);
   if (!st) st = wisp_session_new(m, &og, &sg);
+  if (!st) st = f32_prefill(sg); /* the int8 prefill product: test_webgpu_matmul_i8.c */
   if (st) {
     wisp_session_free(sc);
     wisp_model_close(m);
@@ -1052,6 +1062,7 @@ TEST(webgpu_backend_small_model_kv16) {
   setenv("WISP_WEBGPU_KV", "f16", 1);
   wisp_status st = wisp_session_new(m, &oc, &sc);
   if (!st) st = wisp_session_new(m, &og, &sg);
+  if (!st) st = f32_prefill(sg); /* the int8 prefill product: test_webgpu_matmul_i8.c */
   unsetenv("WISP_WEBGPU_KV");
   float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
   static const int prompts[] = {17, 150};

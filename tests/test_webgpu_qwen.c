@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_internal.h"
 #include "fixtures.h"
 #include "test.h"
 #include "util/err.h"
@@ -375,6 +376,10 @@ static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_
   wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu", .profile = profile};
   wisp_status st = wisp_session_new(m, &oc, &sc);
   if (!st) st = wisp_session_new(m, &og, &sg);
+  /* The f32 prefill product (TOL_QWEN_LOGITS); the Q4 x int8 one is tested
+   * in test_webgpu_matmul_i8.c. */
+  wisp_wgpu_mm8_opts f32_prefill = {.mode = 3};
+  if (!st) st = wisp_wgpu_mm8_configure(sg->backend, &f32_prefill);
   if (st) {
     snprintf(err, cap, "sessions: %s", wisp_last_error());
     wisp_session_free(sc);

@@ -25,3 +25,19 @@ for b in ${SWEEP_BIG:-2 4 8 16}; do dec "head rows $b" WISP_WEBGPU_MATVEC=128x2 
 for s in ${SWEEP_SPLITS:-1 8 32}; do dec "attn splits $s" WISP_WEBGPU_ATTN_SPLITS=$s; done
 [ -n "${SWEEP_NOFUSE-x}" ] && dec "no fusion" WISP_WEBGPU_FUSE=0
 for t in ${SWEEP_MATMUL-32x32 64x32 64x64 128x32 128x64}; do pre "prefill matmul $t" WISP_WEBGPU_MATMUL=$t; done
+if [ -n "${SWEEP_PREFILL-x}" ]; then
+# Prefill product: the Q4 x int8 kernel's geometry (TMxTNxRMxRNxKB), the f32
+# path for comparison, and the prefill chunk (tokens per forward; default 64).
+pre "prefill f32 path" WISP_WEBGPU_I8=0
+for g in 64x32x4x4x2 64x32x8x4x2 32x32x4x4x2 32x64x4x4x2 64x64x8x4x2 64x64x8x8x2 128x32x8x4x2 128x64x8x8x2 64x32x4x4x1 64x32x4x4x4; do
+  pre "prefill i8 $g" WISP_WEBGPU_MATMUL_I8=$g
+done
+pre "prefill i8 fused quantize" WISP_WEBGPU_I8_FUSEQ=1
+pre "prefill i8 fused quantize 32x32x4x4x2" WISP_WEBGPU_I8_FUSEQ=1 WISP_WEBGPU_MATMUL_I8=32x32x4x4x2
+for c in 128 256 512 1024; do
+  pre "prefill chunk $c" WISP_PREFILL_CHUNK=$c
+  pre "prefill chunk $c f32" WISP_PREFILL_CHUNK=$c WISP_WEBGPU_I8=0
+  pre "prefill chunk $c i8 64x64x8x4x2" WISP_PREFILL_CHUNK=$c WISP_WEBGPU_MATMUL_I8=64x64x8x4x2
+  pre "prefill chunk $c i8 128x64x8x8x2" WISP_PREFILL_CHUNK=$c WISP_WEBGPU_MATMUL_I8=128x64x8x8x2
+done
+fi

@@ -67,6 +67,9 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
   s->model = m;
   s->chunk = PREFILL_CHUNK;
+  /* Tuning: tokens per prefill forward call (activations scale with it). */
+  const char *ch = getenv("WISP_PREFILL_CHUNK");
+  if (ch && atoi(ch) > 0 && atoi(ch) <= 4096) s->chunk = atoi(ch);
   wisp_status st = wisp_backend_create(o.backend, o.threads, &s->backend);
   if (st) goto fail;
   /* artifact + profile + registry + device -> plan -> backend */

@@ -159,6 +159,7 @@ static void build_ctx(const resolver *R, const wisp_plan_op *op, int phase, wisp
   wisp_ctx_init(c);
   wisp_ctx_add_device(c, R->in->device);
   wisp_ctx_set_str(c, "backend", R->in->backend);
+  wisp_ctx_set_str(c, "architecture", s->qwen3_5 ? "qwen3_5" : "lfm2");
   wisp_ctx_set_bool(c, "convFuse", R->conv_fuse);
   wisp_ctx_set_str(c, "op", op->op);
   wisp_ctx_set_str(c, "section", op->section);

@@ -67,7 +67,7 @@ typedef struct bg_entry {
   struct bg_entry *next;
 } bg_entry;
 
-#define KCONSTS 6 /* most override constants of one kernel variant */
+#define KCONSTS 8 /* most override constants of one kernel variant */
 
 typedef struct {
   const char *file;
@@ -140,6 +140,7 @@ typedef struct {
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
   void *qwen; /* wgpu_qwen.c's state */
+  void *mm8;  /* wgpu_matmul_i8.c's state */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
   int fuse_argmax;     /* greedy sample_id fused into the head product (WISP_WEBGPU_FUSE_ARGMAX=0: off) */
   wisp_wgpu_buf amax;  /* its per-workgroup (max, index) pairs */
@@ -835,6 +836,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
   emit_pending(g);
   wmat *w = need_mat(g, W);
   if (!w || n <= 0) return;
+  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4 x int8 (wgpu_matmul_i8.c) */
   if (w->cols % 4) { /* x is read as vec4 rows */
     op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
@@ -1135,6 +1137,7 @@ static void g_destroy(wisp_backend *be) {
               (unsigned long long)g->stats.dispatches, (unsigned long long)g->stats.submits,
               (unsigned long long)g->stats.last_dispatches, (unsigned long long)g->stats.bind_groups);
     wisp_wgpu_qwen_free(be); /* before the bind groups go */
+    wisp_wgpu_mm8_free(be);
     for (int h = 0; h < BG_BUCKETS; h++) {
       bg_entry *e = g->buckets[h];
       while (e) {
@@ -1376,3 +1379,12 @@ int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *r
   return 1;
 }
 void **wisp_wgpu_int_qwen_slot(wisp_backend *be) { return &as_g(be)->qwen; }
+void **wisp_wgpu_int_mm8_slot(wisp_backend *be) { return &as_g(be)->mm8; }
+int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]) {
+  wmat *M = need_mat(as_g(be), m);
+  if (!M || i < 0 || i >= M->nparts) return 0;
+  *row0 = M->parts[i].row0;
+  *rows = M->parts[i].rows;
+  part_bindings(as_g(be), &M->parts[i], b);
+  return 1;
+}

@@ -41,8 +41,13 @@ wisp_wgpu_device *wisp_wgpu_int_device(wisp_backend *be);
 /* Part i of a prepared matrix: rows [row0, row0 + rows) in buffer *w
  * (raw super-blocks for Q4_K); 0 past the last part or if not prepared. */
 int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, WGPUBuffer *w);
+/* Part i of a prepared Q4/Q4Z/f32 matrix: its row range and the bindings
+ * weights, scales, zero points (a dummy where the type has none). */
+int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]);
 /* The per-backend state of wgpu_qwen.c (NULL until first use). */
 void **wisp_wgpu_int_qwen_slot(wisp_backend *be);
+/* The per-backend state of wgpu_matmul_i8.c (NULL until first use). */
+void **wisp_wgpu_int_mm8_slot(wisp_backend *be);
 
 /* wgpu_qwen.c */
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a);
@@ -53,5 +58,29 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
 void wisp_wgpu_qwen_free(wisp_backend *be);
 /* Checks the plan's kernel choices for a Q4_K matrix (prepare_matrix). */
 wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m);
+
+/* wgpu_matmul_i8.c: the Q4 x int8 prefill product (quant_x8.wgsl +
+ * matmul_i8.wgsl). Records y[t] (+)= W x[x_row0 + t] and returns 1 when it
+ * applies (Q4/Q4Z matrix; the plan's prefill variant is wgsl_tiled_q4_i8,
+ * or forced; n >= the minimum), else 0 (nothing recorded). */
+int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                         int accumulate);
+void wisp_wgpu_mm8_free(wisp_backend *be);
+/* Settings of the product (tests, tuning); fields of 0 keep the current
+ * value. Defaults, then WISP_WEBGPU_MATMUL_I8=TMxTNxRMxRNxKB,
+ * WISP_WEBGPU_I8=0|1 (mode), WISP_WEBGPU_I8_MIN_N=N, WISP_WEBGPU_I8_FUSEQ=1,
+ * read at first use. */
+typedef struct {
+  int mode;                       /* 0 keep, 1 the plan decides, 2 always (Q4/Q4Z), 3 never */
+  uint32_t tm, tn, rm, rn, kb;    /* geometry */
+  int min_n;                      /* fewest tokens that take this path */
+  int fuseq;                      /* 1: the product quantizes its own tiles (no quantize dispatch), -1: not */
+} wisp_wgpu_mm8_opts;
+wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *o);
+/* Reads back the last quantized activations (n tokens of cols): q[n*cols]
+ * int8, d[n*cols/32] scales (tests). */
+wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8_t *q, float *d);
+/* Products and input quantizations recorded by this path so far. */
+void wisp_wgpu_mm8_counts(wisp_backend *be, uint64_t *products, uint64_t *quantizations);
 
 #endif

@@ -7,12 +7,14 @@
 // (TM/4)*(TN/4) threads, each a 4x4 micro-tile (rows tr + i*TM/4, tokens
 // tc + j*TN/4). The K dimension advances one 32-column block at a time: the
 // block of W is dequantized into workgroup memory once per tile and reused
-// by all TN tokens. Grid: x = ceil(rows / TM), y = ceil(n / TN).
+// by all TN tokens. Both tiles are stored and read as vec4 (k-major rows of
+// 8 vec4, pitch 9 vec4): per 4 columns a thread reads 8 vec4 for 64 FMAs.
+// Grid: x = ceil(rows / TM), y = ceil(n / TN).
 override TM: u32 = 64;  // rows per tile, a multiple of 4
 override TN: u32 = 32;  // tokens per tile, a multiple of 4
 override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z
 
-const PAD: u32 = 33u;   // row pitch of the tiles in workgroup memory
+const P4: u32 = 9u;   // row pitch of the tiles in vec4 (36 floats: conflict-free vec4 reads)
 
 struct Params {
   rows: u32,
@@ -32,8 +34,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
-var<workgroup> ws: array<f32, TM * PAD>;
-var<workgroup> xs: array<f32, TN * PAD>;
+var<workgroup> ws: array<vec4<f32>, TM * P4>;
+var<workgroup> xs: array<vec4<f32>, TN * P4>;
 
 @compute @workgroup_size((TM / 4u) * (TN / 4u))
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -50,7 +52,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
   }
   for (var b = 0u; b < nb; b++) {
-    // W block: TM rows x 32 columns.
+    // W block: TM rows x 32 columns (8 vec4).
     if (QT == 0u) {
       for (var e = li; e < TM * 8u; e += nthreads) {
         let r = e / 8u;
@@ -61,18 +63,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           let i = row * p.cols + b * 32u + c4 * 4u;
           v = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
         }
-        let o = r * PAD + c4 * 4u;
-        ws[o] = v.x;
-        ws[o + 1u] = v.y;
-        ws[o + 2u] = v.z;
-        ws[o + 3u] = v.w;
+        ws[r * P4 + c4] = v;
       }
     } else {
       for (var e = li; e < TM * 4u; e += nthreads) {
         let r = e / 4u;
         let wd = e % 4u;
         let row = r0 + r;
-        let o = r * PAD + wd * 8u;
+        var lo = vec4<f32>(0.0);
+        var hi = vec4<f32>(0.0);
         if (row < p.rows) {
           let word = w[row * (p.cols / 8u) + b * 4u + wd];
           let blk = row * nb + b;
@@ -81,14 +80,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
           }
           let s = scales[blk];
-          for (var k = 0u; k < 8u; k++) {
-            ws[o + k] = s * (f32((word >> (4u * k)) & 15u) - z);
-          }
-        } else {
-          for (var k = 0u; k < 8u; k++) {
-            ws[o + k] = 0.0;
-          }
+          let qlo = vec4<u32>(word, word >> 4u, word >> 8u, word >> 12u) & vec4<u32>(15u);
+          let qhi = vec4<u32>(word >> 16u, word >> 20u, word >> 24u, word >> 28u) & vec4<u32>(15u);
+          lo = s * (vec4<f32>(qlo) - z);
+          hi = s * (vec4<f32>(qhi) - z);
         }
+        ws[r * P4 + wd * 2u] = lo;
+        ws[r * P4 + wd * 2u + 1u] = hi;
       }
     }
     // x block: TN tokens x 32 columns.
@@ -99,23 +97,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       if (t0 + t < p.n) {
         v = x[p.x_off + (t0 + t) * (p.cols / 4u) + b * 8u + c4];
       }
-      let o = t * PAD + c4 * 4u;
-      xs[o] = v.x;
-      xs[o + 1u] = v.y;
-      xs[o + 2u] = v.z;
-      xs[o + 3u] = v.w;
+      xs[t * P4 + c4] = v;
     }
     workgroupBarrier();
-    for (var k = 0u; k < 32u; k++) {
-      var a: array<f32, 4>;
-      var bx: array<f32, 4>;
+    for (var k4 = 0u; k4 < 8u; k4++) {
+      var a: array<vec4<f32>, 4>;
+      var bx: array<vec4<f32>, 4>;
       for (var i = 0u; i < 4u; i++) {
-        a[i] = ws[(tr + i * (TM / 4u)) * PAD + k];
-        bx[i] = xs[(tc + i * (TN / 4u)) * PAD + k];
+        a[i] = ws[(tr + i * (TM / 4u)) * P4 + k4];
+        bx[i] = xs[(tc + i * (TN / 4u)) * P4 + k4];
       }
       for (var i = 0u; i < 4u; i++) {
         for (var j = 0u; j < 4u; j++) {
-          acc[i][j] += a[i] * bx[j];
+          var v = acc[i][j];
+          v = fma(a[i].x, bx[j].x, v);
+          v = fma(a[i].y, bx[j].y, v);
+          v = fma(a[i].z, bx[j].z, v);
+          v = fma(a[i].w, bx[j].w, v);
+          acc[i][j] = v;
         }
       }
     }

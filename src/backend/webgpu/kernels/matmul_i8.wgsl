@@ -1,0 +1,250 @@
+// Q4 x int8 tiled product for several tokens (prefill):
+//   y[t * y_stride + y_off + r] (+)= sum_b ws[r][b] * xs[t][b] * sum_{c in b} (q[r][c] - z[r][b]) * xq[t][c]
+// for r < rows (a row range of W) and t < n, blocks b of 32 columns. W is
+// wisp's Q4 (z = 8) or Q4Z (z = the block's zero point) layout (see
+// matvec.wgsl); the activations were quantized by quant_x8.wgsl (xq: 32 int8
+// per (token, block) as 2 vec4<u32>, xs: one f32 scale per (token, block)).
+//
+// One workgroup computes a TM x TN tile (TM rows of W, TN tokens) with
+// (TM/RM)*(TN/RN) threads, each an RM x RN register tile (rows tr + i*TM/RM,
+// tokens tc + j*TN/RN). K advances KB blocks (32*KB columns) per stage: the
+// weight nibbles of the stage are read as one vec4<u32> per (row, block),
+// expanded to signed int8 (q - z, in -15..15) packed 4 per u32 and stored in
+// workgroup memory next to the int8 activations, both as vec4<u32> rows with
+// a pitch of 8*KB + 4 words (no bank conflicts for the strided reads). Per
+// block each output is 8 dot4I8Packed (an exact integer dot over 32
+// elements, |dot| <= 32*15*127), converted to f32 exactly and accumulated as
+// acc += dot * (w_scale * x_scale). The next stage's global loads go to
+// registers before the current stage is computed from workgroup memory
+// (software pipelining). Grid: x = ceil(rows / TM), y = ceil(n / TN).
+override TM: u32 = 64;  // rows per tile, a multiple of RM
+override TN: u32 = 32;  // tokens per tile, a multiple of RN
+override RM: u32 = 4;   // rows per thread, <= 8
+override RN: u32 = 4;   // tokens per thread, <= 8
+override KB: u32 = 2;   // 32-column blocks per stage
+override QT: u32 = 1;   // 1 Q4 (zero point 8), 2 Q4Z
+// 1: binding 3 holds the f32 activations (read as bits) and each workgroup
+// quantizes its own tile exactly as quant_x8.wgsl does (no quantize
+// dispatch, but every column of tiles quantizes x again); needs TN*KB <= NT.
+override FUSEQ: u32 = 0;
+
+override TR: u32 = TM / RM;
+override TC: u32 = TN / RN;
+override NT: u32 = TR * TC;
+override P4: u32 = 2u * KB + 1u;  // row pitch in vec4<u32> (8*KB + 4 words)
+override NW: u32 = (TM * KB + NT - 1u) / NT;       // weight vectors a thread loads per stage, <= 8
+override NX: u32 = (TN * KB * 2u + NT - 1u) / NT;  // activation vectors a thread loads per stage, <= 8
+
+struct Params {
+  rows: u32,
+  cols: u32,
+  y_off: u32,
+  acc: u32,
+  n: u32,
+  y_stride: u32,  // floats between consecutive tokens' rows of y
+  x_off: u32,  // FUSEQ: vec4 offset of token 0's row of x
+  pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;  // one 32-block of nibbles per vec4
+@group(0) @binding(1) var<storage, read> scales: array<f32>;
+@group(0) @binding(2) var<storage, read> zp: array<u32>;
+@group(0) @binding(3) var<storage, read> xq: array<vec4<u32>>;  // FUSEQ: x (f32 bits)
+@group(0) @binding(4) var<storage, read> xs: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
+
+var<workgroup> wt: array<vec4<u32>, TM * P4>;
+var<workgroup> xt: array<vec4<u32>, TN * P4>;
+var<workgroup> wsc: array<f32, TM * KB>;
+var<workgroup> xsc: array<f32, TN * KB>;
+
+// 8 nibbles (elements 0..7 from the low bits up) -> two words of 4 signed
+// bytes each, value nibble - z. Per byte: (q | 16) - z is in 1..31 (no
+// borrow between bytes); xor 16 gives q - z for the non-negative ones and
+// q - z + 32 for the others, which then need bits 5..7 set (sign extension).
+fn expand(v: u32, zz: u32) -> vec2<u32> {
+  let lo = v & 0xFFFFu;
+  let hi = v >> 16u;
+  let sl = (lo & 0xFu) | ((lo & 0xF0u) << 4u) | ((lo & 0xF00u) << 8u) | ((lo & 0xF000u) << 12u);
+  let sh = (hi & 0xFu) | ((hi & 0xF0u) << 4u) | ((hi & 0xF00u) << 8u) | ((hi & 0xF000u) << 12u);
+  let zb = zz * 0x01010101u;
+  var a = ((sl | 0x10101010u) - zb) ^ 0x10101010u;
+  var b = ((sh | 0x10101010u) - zb) ^ 0x10101010u;
+  a = a | ((a & 0x10101010u) * 0x0Eu);
+  b = b | ((b & 0x10101010u) * 0x0Eu);
+  return vec2<u32>(a, b);
+}
+
+fn dot8(a0: vec4<u32>, a1: vec4<u32>, b0: vec4<u32>, b1: vec4<u32>) -> i32 {
+  return dot4I8Packed(a0.x, b0.x) + dot4I8Packed(a0.y, b0.y) + dot4I8Packed(a0.z, b0.z) +
+         dot4I8Packed(a0.w, b0.w) + dot4I8Packed(a1.x, b1.x) + dot4I8Packed(a1.y, b1.y) +
+         dot4I8Packed(a1.z, b1.z) + dot4I8Packed(a1.w, b1.w);
+}
+
+// Exact i32 -> f32 for |d| < 2^22 with integer and float adds only:
+// 0x4B400000 is 1.5 * 2^23, whose mantissa d shifts by exactly d units.
+fn to_f32(d: i32) -> f32 {
+  return bitcast<f32>(d + 0x4B400000i) - 12582912.0;
+}
+
+@compute @workgroup_size(NT)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let tr = li % TR;
+  let tc = li / TR;
+  let r0 = wid.x * TM;
+  let t0 = wid.y * TN;
+  let nb = p.cols / 32u;
+  var acc: array<array<f32, 8>, 8>;
+  for (var i = 0u; i < RM; i++) {
+    for (var j = 0u; j < RN; j++) {
+      acc[i][j] = 0.0;
+    }
+  }
+  // Stage st's global data is loaded into registers before stage st-1 is
+  // computed from workgroup memory, so the loads' latency overlaps it.
+  let ns = (nb + KB - 1u) / KB;
+  var pw: array<vec4<u32>, 8>;  // NW (row, block) nibble vectors
+  var ps: array<f32, 8>;
+  var pz: array<u32, 8>;
+  var px: array<vec4<u32>, 8>;  // NX activation vectors
+  var pxs: array<f32, 8>;
+  var pxf: array<vec4<f32>, 8>;  // FUSEQ: the f32 block this thread quantizes
+  for (var st = 0u; st <= ns; st++) {
+    if (st < ns) {
+      let kb0 = st * KB;
+      for (var u = 0u; u < NW; u++) {
+        let e = li + u * NT;
+        let row = r0 + e / KB;
+        let b = kb0 + e % KB;
+        pw[u] = vec4<u32>(0u);
+        ps[u] = 0.0;
+        pz[u] = 8u;
+        if (e < TM * KB && row < p.rows && b < nb) {
+          let blk = row * nb + b;
+          pw[u] = w[blk];
+          ps[u] = scales[blk];
+          if (QT == 2u) {
+            pz[u] = (zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u;
+          }
+        }
+      }
+      if (FUSEQ == 1u) {
+        let t = li / KB;
+        let b = kb0 + li % KB;
+        let ok = li < TN * KB && t0 + t < p.n && b < nb;
+        let base = p.x_off + (t0 + t) * (p.cols / 4u) + b * 8u;
+        for (var k = 0u; k < 8u; k++) {
+          pxf[k] = vec4<f32>(0.0);
+          if (ok) {
+            pxf[k] = bitcast<vec4<f32>>(xq[base + k]);
+          }
+        }
+      }
+      for (var u = 0u; u < NX && FUSEQ == 0u; u++) {
+        let e = li + u * NT;
+        let t = e / (2u * KB);
+        let h = e % (2u * KB);
+        let b = kb0 + h / 2u;
+        px[u] = vec4<u32>(0u);
+        pxs[u] = 0.0;
+        if (e < TN * KB * 2u && t0 + t < p.n && b < nb) {
+          let blk = (t0 + t) * nb + b;
+          px[u] = xq[2u * blk + (h & 1u)];
+          pxs[u] = xs[blk];
+        }
+      }
+    }
+    if (st > 0u) {
+      for (var kk = 0u; kk < KB; kk++) {
+        var bx: array<vec4<u32>, 16>;
+        var sx: array<f32, 8>;
+        for (var j = 0u; j < RN; j++) {
+          let c = tc + j * TC;
+          bx[2u * j] = xt[c * P4 + 2u * kk];
+          bx[2u * j + 1u] = xt[c * P4 + 2u * kk + 1u];
+          sx[j] = xsc[c * KB + kk];
+        }
+        for (var i = 0u; i < RM; i++) {
+          let r = tr + i * TR;
+          let a0 = wt[r * P4 + 2u * kk];
+          let a1 = wt[r * P4 + 2u * kk + 1u];
+          let sw = wsc[r * KB + kk];
+          for (var j = 0u; j < RN; j++) {
+            let d = dot8(a0, a1, bx[2u * j], bx[2u * j + 1u]);
+            acc[i][j] = fma(to_f32(d), sw * sx[j], acc[i][j]);
+          }
+        }
+      }
+    }
+    workgroupBarrier();
+    if (st < ns) {
+      // W: TM rows x KB blocks, expanded to int8; x: TN tokens x KB blocks.
+      for (var u = 0u; u < NW; u++) {
+        let e = li + u * NT;
+        if (e < TM * KB) {
+          let r = e / KB;
+          let kk = e % KB;
+          let q = pw[u];
+          let e0 = expand(q.x, pz[u]);
+          let e1 = expand(q.y, pz[u]);
+          let e2 = expand(q.z, pz[u]);
+          let e3 = expand(q.w, pz[u]);
+          wt[r * P4 + 2u * kk] = vec4<u32>(e0.x, e0.y, e1.x, e1.y);
+          wt[r * P4 + 2u * kk + 1u] = vec4<u32>(e2.x, e2.y, e3.x, e3.y);
+          wsc[r * KB + kk] = ps[u];
+        }
+      }
+      if (FUSEQ == 1u && li < TN * KB) {
+        // quant_x8.wgsl's arithmetic, for the block loaded above.
+        var m = vec4<f32>(0.0);
+        for (var k = 0u; k < 8u; k++) {
+          m = max(m, abs(pxf[k]));
+        }
+        let amax = max(max(m.x, m.y), max(m.z, m.w));
+        var inv = 0.0;
+        if (amax > 0.0) {
+          inv = 127.0 / amax;
+        }
+        var wds: array<u32, 8>;
+        for (var k = 0u; k < 8u; k++) {
+          wds[k] = pack4xI8(clamp(vec4<i32>(round(pxf[k] * inv)), vec4<i32>(-127), vec4<i32>(127)));
+        }
+        let t = li / KB;
+        let kk = li % KB;
+        xt[t * P4 + 2u * kk] = vec4<u32>(wds[0], wds[1], wds[2], wds[3]);
+        xt[t * P4 + 2u * kk + 1u] = vec4<u32>(wds[4], wds[5], wds[6], wds[7]);
+        xsc[t * KB + kk] = amax / 127.0;
+      }
+      for (var u = 0u; u < NX && FUSEQ == 0u; u++) {
+        let e = li + u * NT;
+        if (e < TN * KB * 2u) {
+          let t = e / (2u * KB);
+          let h = e % (2u * KB);
+          xt[t * P4 + h] = px[u];
+          if ((h & 1u) == 0u) {
+            xsc[t * KB + h / 2u] = pxs[u];
+          }
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < RM; i++) {
+    let row = r0 + tr + i * TR;
+    if (row >= p.rows) {
+      continue;
+    }
+    for (var j = 0u; j < RN; j++) {
+      let t = t0 + tc + j * TC;
+      if (t < p.n) {
+        let dst = t * p.y_stride + p.y_off + row;
+        var v = acc[i][j];
+        if (p.acc != 0u) {
+          v += y[dst];
+        }
+        y[dst] = v;
+      }
+    }
+  }
+}

@@ -1,0 +1,208 @@
+/* The Q4 x int8 prefill product of the WebGPU backend (docs/webgpu.md,
+ * "Q4 x int8 prefill product"): quant_x8.wgsl quantizes the product's input
+ * rows to int8 with one f32 scale per (token, 32-block) into two scratch
+ * buffers, matmul_i8.wgsl multiplies the weights' nibbles (expanded to signed
+ * int8) with them through dot4I8Packed. Consecutive products reading the same
+ * input (nothing recorded in between, same rows and columns) quantize it once.
+ * Recording goes through wgpu_internal.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_internal.h"
+#include "util/err.h"
+
+#define VARIANT "wgsl_tiled_q4_i8"
+#define QUANT_WG 64
+
+typedef struct {
+  int mode; /* 1 plan, 2 always, 3 never */
+  uint32_t tm, tn, rm, rn, kb;
+  int fuseq; /* the product quantizes its own tiles (matmul_i8 FUSEQ = 1) */
+  int min_n;
+  wisp_wgpu_buf xq, xs; /* quantized input: int8 words, scales */
+  /* What xq/xs hold: input buffer, first row, tokens, columns, and the
+   * backend's dispatch/submit counters right after the last product that
+   * used them (unchanged = nothing recorded or submitted since). */
+  int valid;
+  WGPUBuffer src, last_y;
+  int x_row0, n, cols;
+  uint64_t dispatches, submits;
+  uint64_t products, quantizations; /* recorded so far */
+} mm8_state;
+
+static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 0}; }
+
+static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
+  wisp_wgpu_device *d = wisp_wgpu_int_device(be);
+  uint64_t threads = s->rm && s->rn ? (uint64_t)(s->tm / s->rm) * (s->tn / s->rn) : 0;
+  uint64_t shared = ((uint64_t)s->tm + s->tn) * (2u * s->kb + 1u) * 16u + ((uint64_t)s->tm + s->tn) * s->kb * 4u;
+  if (!s->tm || !s->tn || !s->rm || !s->rn || s->rm > 8 || s->rn > 8 || s->tm % s->rm || s->tn % s->rn || !s->kb ||
+      s->kb > 8 || threads == 0 || (uint64_t)s->tm * s->kb > 8 * threads || (uint64_t)s->tn * s->kb * 2 > 8 * threads || threads > d->info.max_compute_invocations_per_workgroup ||
+      threads > d->info.max_compute_workgroup_size_x || (s->fuseq && (uint64_t)s->tn * s->kb > threads) || shared > d->info.max_compute_workgroup_storage_size)
+    return wisp_fail(WISP_EINVAL,
+                     "webgpu: bad int8 matmul geometry TM=%u TN=%u RM=%u RN=%u KB=%u (RM, RN <= 8 dividing TM, TN; at most 8 "
+                     "loads of W and of x per thread and stage; "
+                     "%llu threads, %llu bytes of workgroup memory; the device allows %u and %u)",
+                     s->tm, s->tn, s->rm, s->rn, s->kb, (unsigned long long)threads, (unsigned long long)shared,
+                     d->info.max_compute_invocations_per_workgroup, d->info.max_compute_workgroup_storage_size);
+  return WISP_OK;
+}
+
+static mm8_state *state_of(wisp_backend *be) {
+  void **slot = wisp_wgpu_int_mm8_slot(be);
+  if (*slot) return *slot;
+  mm8_state *s = calloc(1, sizeof *s);
+  if (!s) {
+    wisp_wgpu_int_fail(be, WISP_ENOMEM, "out of memory");
+    return NULL;
+  }
+  s->mode = 1;
+  s->tm = 64;
+  s->tn = 32;
+  s->rm = 4;
+  s->rn = 4;
+  s->kb = 2;
+  s->min_n = 2;
+  const char *g = getenv("WISP_WEBGPU_MATMUL_I8");
+  unsigned a, b, c, e, f;
+  if (g && sscanf(g, "%ux%ux%ux%ux%u", &a, &b, &c, &e, &f) == 5) {
+    mm8_state t = *s;
+    t.tm = a, t.tn = b, t.rm = c, t.rn = e, t.kb = f;
+    if (check_geometry(be, &t) == WISP_OK) *s = t;
+    else fprintf(stderr, "wisp: WISP_WEBGPU_MATMUL_I8 ignored: %s\n", wisp_last_error());
+  }
+  const char *m = getenv("WISP_WEBGPU_I8");
+  if (m && !strcmp(m, "0")) s->mode = 3;
+  if (m && !strcmp(m, "1")) s->mode = 2;
+  const char *fq = getenv("WISP_WEBGPU_I8_FUSEQ");
+  if (fq && !strcmp(fq, "1")) {
+    mm8_state t = *s;
+    t.fuseq = 1;
+    if (check_geometry(be, &t) == WISP_OK) *s = t;
+    else fprintf(stderr, "wisp: WISP_WEBGPU_I8_FUSEQ ignored: %s\n", wisp_last_error());
+  }
+  const char *mn = getenv("WISP_WEBGPU_I8_MIN_N");
+  if (mn && atoi(mn) > 0) s->min_n = atoi(mn);
+  *slot = s;
+  return s;
+}
+
+void wisp_wgpu_mm8_free(wisp_backend *be) {
+  void **slot = wisp_wgpu_int_mm8_slot(be);
+  mm8_state *s = *slot;
+  if (!s) return;
+  wisp_wgpu_int_scratch_free(be, &s->xq);
+  wisp_wgpu_int_scratch_free(be, &s->xs);
+  free(s);
+  *slot = NULL;
+}
+
+wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *o) {
+  mm8_state *s = state_of(be);
+  if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
+  mm8_state t = *s;
+  if (o->mode) t.mode = o->mode;
+  if (o->tm) t.tm = o->tm;
+  if (o->tn) t.tn = o->tn;
+  if (o->rm) t.rm = o->rm;
+  if (o->rn) t.rn = o->rn;
+  if (o->kb) t.kb = o->kb;
+  if (o->min_n) t.min_n = o->min_n;
+  if (o->fuseq) t.fuseq = o->fuseq > 0;
+  if (t.mode < 1 || t.mode > 3) return wisp_fail(WISP_EINVAL, "webgpu: int8 matmul mode %d", t.mode);
+  wisp_status st = check_geometry(be, &t);
+  if (st) return st;
+  *s = t;
+  return WISP_OK;
+}
+
+static void counters(wisp_backend *be, uint64_t *disp, uint64_t *subs) {
+  wisp_wgpu_backend_stats st;
+  memset(&st, 0, sizeof st);
+  wisp_wgpu_backend_stats_get(be, &st);
+  *disp = st.dispatches;
+  *subs = st.submits;
+}
+
+int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                         int accumulate) {
+  if (W->type != WISP_W_Q4 && W->type != WISP_W_Q4Z) return 0;
+  mm8_state *s = state_of(be);
+  if (!s || s->mode == 3 || n < s->min_n) return 0;
+  if (s->mode == 1 && strcmp(W->choice[WISP_PHASE_PREFILL].variant, VARIANT)) return 0;
+  if (wisp_wgpu_int_has_error(be)) return 1;
+  const uint32_t cols = (uint32_t)W->cols, nb = cols / 32;
+  const uint64_t blocks = (uint64_t)n * nb;
+  WGPUBuffer xb = wisp_wgpu_int_buf(x);
+  /* Quantize the input unless the last product quantized the same rows and
+   * nothing has been recorded or submitted since (its output buffer may not
+   * be this input). */
+  uint64_t disp, subs;
+  counters(be, &disp, &subs);
+  if (s->fuseq) s->valid = 0;
+  int reuse = !s->fuseq && s->valid && s->src == xb && s->x_row0 == x_row0 && s->n == n && s->cols == (int)cols &&
+              s->dispatches == disp && s->submits == subs && s->last_y != xb;
+  if (!reuse && !s->fuseq) {
+    s->valid = 0;
+    if (!wisp_wgpu_int_scratch(be, &s->xq, blocks * 32, blocks * 32, "wisp int8 activations") ||
+        !wisp_wgpu_int_scratch(be, &s->xs, blocks * 4, blocks * 4, "wisp int8 activation scales"))
+      return 1;
+    wisp_wgpu_const qc[1] = {{"WG", QUANT_WG}};
+    wisp_wgpu_kernel *kq = wisp_wgpu_int_kernel(be, "quant_x8", qc, 1);
+    struct {
+      uint32_t n, cols, x_off, pad;
+    } qp = {(uint32_t)n, cols, (uint32_t)((uint64_t)x_row0 * cols / 4), 0};
+    wisp_wgpu_binding qb[3] = {whole(xb), whole(s->xq.b), whole(s->xs.b)};
+    uint32_t gx, gy;
+    wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(blocks, QUANT_WG), &gx, &gy);
+    wisp_wgpu_int_record(be, kq, qb, 3, &qp, sizeof qp, gx, gy, 1);
+    s->quantizations++;
+  }
+  wisp_wgpu_const c[7] = {{"TM", s->tm}, {"TN", s->tn}, {"RM", s->rm},   {"RN", s->rn},
+                          {"KB", s->kb}, {"QT", W->type == WISP_W_Q4Z ? 2 : 1}, {"FUSEQ", s->fuseq}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "matmul_i8", c, s->fuseq ? 7 : 6);
+  int row0, rows;
+  wisp_wgpu_binding b[6];
+  for (int q = 0; wisp_wgpu_int_mat_bufs(be, W, q, &row0, &rows, b); q++) {
+    struct {
+      uint32_t rows, cols, y_off, acc, n, y_stride, x_off, pad1;
+    } p = {(uint32_t)rows, cols, (uint32_t)row0, accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows,
+           (uint32_t)((uint64_t)x_row0 * cols / 4), 0};
+    b[3] = whole(s->fuseq ? xb : s->xq.b);
+    b[4] = whole(s->fuseq ? wisp_wgpu_int_dummy(be, 0) : s->xs.b);
+    b[5] = whole(wisp_wgpu_int_buf(y));
+    wisp_wgpu_int_record(be, k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, s->tn), 1);
+  }
+  s->products++;
+  if (!s->fuseq && !wisp_wgpu_int_has_error(be)) {
+    s->valid = 1;
+    s->src = xb;
+    s->last_y = wisp_wgpu_int_buf(y);
+    s->x_row0 = x_row0;
+    s->n = n;
+    s->cols = (int)cols;
+    counters(be, &s->dispatches, &s->submits);
+  }
+  return 1;
+}
+
+wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8_t *q, float *d) {
+  mm8_state *s = *wisp_wgpu_int_mm8_slot(be);
+  if (!s || !s->valid || n <= 0 || cols % 32 || (uint64_t)n * cols > s->xq.size)
+    return wisp_fail(WISP_EINVAL, "webgpu: no quantized activations of %d x %d to read", n, cols);
+  wisp_status st = be->sync(be);
+  if (st) return st;
+  wisp_wgpu_device *dev = wisp_wgpu_int_device(be);
+  st = wisp_wgpu_buf_read(dev, s->xq, 0, q, (size_t)n * cols);
+  if (!st) st = wisp_wgpu_buf_read(dev, s->xs, 0, d, (size_t)n * (cols / 32) * 4);
+  return st;
+}
+
+void wisp_wgpu_mm8_counts(wisp_backend *be, uint64_t *products, uint64_t *quantizations) {
+  mm8_state *s = *wisp_wgpu_int_mm8_slot(be);
+  *products = s ? s->products : 0;
+  *quantizations = s ? s->quantizations : 0;
+}
