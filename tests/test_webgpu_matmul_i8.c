@@ -327,7 +327,7 @@ static int model_tokens(const char *dir, const int *prompts, int np, int steps, 
   }
   const int V = wisp_model_vocab(m);
   wisp_session *sc = NULL, *sg = NULL;
-  wisp_session_options oc = {.backend = "cpu", .threads = 2}, og = {.backend = "webgpu"};
+  wisp_session_options oc = {.backend = "cpu", .threads = 2}, og = {.backend = "webgpu", .profile = "throughput"};
   int ok = !wisp_session_new(m, &oc, &sc) && !wisp_session_new(m, &og, &sg);
   if (!ok) snprintf(err, cap, "sessions: %s", wisp_last_error());
   float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
@@ -410,23 +410,26 @@ TEST(webgpu_matmul_i8_seed_model_tokens) {
   printf("     seed-shaped model, int8 prefill: same greedy tokens, max logit error %.3g of max|logit|\n", worst);
 }
 
-/* The f32 path stays selectable: a profile setting the prefill matmuls to
- * matmul/wgsl_tiled_q4 runs no int8 product; the default plan does. */
+/* The int8 product is a throughput-profile choice: the default plan runs
+ * the exact f32-activation product, profiles/throughput the int8 one, and a
+ * profile extending throughput that sets the prefill matmuls to
+ * matmul/wgsl_tiled_q4 runs no int8 product. */
 TEST(webgpu_matmul_i8_profile_selects_f32) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   const char *prof = fixture_write(
       "f32-prefill.json",
-      "{\"id\": \"tests/f32-prefill\", \"extends\": \"default\", \"runtime\": {\"inference\": {\"executionPatch\": "
+      "{\"id\": \"tests/f32-prefill\", \"extends\": \"throughput\", \"runtime\": {\"inference\": {\"executionPatch\": "
       "{\"set\": [{\"section\": \"prefill\", \"op\": \"matmul\", \"kernelKey\": \"matmul/wgsl_tiled_q4\"}]}}}}");
   const char *dir = fixture_small_model();
   CHECK(prof && dir);
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
-  uint64_t prods[2] = {0, 0}, quants = 0;
+  uint64_t prods[3] = {0, 0, 0}, quants = 0;
+  const char *profiles[3] = {NULL, "throughput", prof};
   int ok = 1;
-  for (int i = 0; ok && i < 2; i++) {
-    wisp_session_options o = {.backend = "webgpu", .profile = i ? NULL : prof};
+  for (int i = 0; ok && i < 3; i++) {
+    wisp_session_options o = {.backend = "webgpu", .profile = profiles[i]};
     wisp_session *s = NULL;
     int32_t ids[17];
     for (int k = 0; k < 17; k++) ids[k] = k + 3;
@@ -436,8 +439,9 @@ TEST(webgpu_matmul_i8_profile_selects_f32) {
   }
   wisp_model_close(m);
   CHECKF(ok, "%s", wisp_last_error());
-  CHECKF(prods[0] == 0 && prods[1] > 0, "int8 products: %llu with the f32 profile, %llu by default",
-         (unsigned long long)prods[0], (unsigned long long)prods[1]);
+  CHECKF(prods[0] == 0 && prods[1] > 0 && prods[2] == 0,
+         "int8 products: %llu by default, %llu with throughput, %llu with throughput + the f32 set",
+         (unsigned long long)prods[0], (unsigned long long)prods[1], (unsigned long long)prods[2]);
 }
 
 /* FUSEQ = 1: the product quantizes its own tiles with quant_x8's arithmetic;
@@ -530,7 +534,7 @@ TEST(webgpu_matmul_i8_prefill_chunk_env) {
   int ok = l[0] && l[1], chunk[2] = {0, 0};
   for (int k = 0; ok && k < 2; k++) {
     if (k) setenv("WISP_PREFILL_CHUNK", "100", 1);
-    wisp_session_options o = {.backend = "webgpu"};
+    wisp_session_options o = {.backend = "webgpu", .profile = "throughput"};
     wisp_session *s = NULL;
     ok = !wisp_session_new(m, &o, &s);
     unsetenv("WISP_PREFILL_CHUNK");
@@ -549,6 +553,6 @@ TEST(webgpu_matmul_i8_prefill_chunk_env) {
   free(l[1]);
   wisp_model_close(m);
   CHECKF(ok, "%s", wisp_last_error());
-  CHECKF(chunk[0] == 64 && chunk[1] == 100, "chunks %d and %d", chunk[0], chunk[1]);
+  CHECKF(chunk[0] == 512 && chunk[1] == 100, "chunks %d (the GPU default) and %d", chunk[0], chunk[1]);
   CHECKF(e <= 1e-5 * mx, "logits differ by %.3g of max %.3g", e, mx);
 }

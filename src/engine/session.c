@@ -14,6 +14,7 @@
 #include "util/err.h"
 
 #define PREFILL_CHUNK 64
+#define PREFILL_CHUNK_GPU 512
 
 wisp_status wisp_model_open(const char *dir, wisp_model **out) {
   *out = NULL;
@@ -66,12 +67,14 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   wisp_session *s = calloc(1, sizeof *s);
   if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
   s->model = m;
-  s->chunk = PREFILL_CHUNK;
-  /* Tuning: tokens per prefill forward call (activations scale with it). */
-  const char *ch = getenv("WISP_PREFILL_CHUNK");
-  if (ch && atoi(ch) > 0 && atoi(ch) <= 4096) s->chunk = atoi(ch);
   wisp_status st = wisp_backend_create(o.backend, o.threads, &s->backend);
   if (st) goto fail;
+  /* Tokens per prefill forward call (activations scale with it). A GPU
+   * wants big products: at 64 tokens a 1024-row product is a few dozen
+   * workgroups on a GPU of 132 SMs. WISP_PREFILL_CHUNK overrides. */
+  s->chunk = strcmp(s->backend->name, "cpu") ? PREFILL_CHUNK_GPU : PREFILL_CHUNK;
+  const char *ch = getenv("WISP_PREFILL_CHUNK");
+  if (ch && atoi(ch) > 0 && atoi(ch) <= 4096) s->chunk = atoi(ch);
   /* artifact + profile + registry + device -> plan -> backend */
   wisp_device_caps caps;
   s->backend->caps(s->backend, &caps);

@@ -160,6 +160,9 @@ static void build_ctx(const resolver *R, const wisp_plan_op *op, int phase, wisp
   wisp_ctx_add_device(c, R->in->device);
   wisp_ctx_set_str(c, "backend", R->in->backend);
   wisp_ctx_set_str(c, "architecture", s->qwen3_5 ? "qwen3_5" : "lfm2");
+  /* The profile's intent, so that rules can keep speed-for-precision trades
+   * (int8 activations in prefill) to throughput profiles. */
+  wisp_ctx_set_str(c, "intent", R->in->profile && R->in->profile->intent ? R->in->profile->intent : "");
   wisp_ctx_set_bool(c, "convFuse", R->conv_fuse);
   wisp_ctx_set_str(c, "op", op->op);
   wisp_ctx_set_str(c, "section", op->section);

@@ -129,7 +129,7 @@ static const char *const k_keys[] = {
     "backend", "vendor", "hasSubgroups", "subgroupSize", "hasF16", "hasAvx2",
     "limits.maxComputeInvocationsPerWorkgroup", "limits.maxComputeWorkgroupStorageSize",
     "op", "section", "phase", "layer", "layerType", "tokens", "rows", "cols", "hidden", "ffn",
-    "vocab", "heads", "kvHeads", "headDim", "weightDtype", "quantBits", "convFuse", "architecture"};
+    "vocab", "heads", "kvHeads", "headDim", "weightDtype", "quantBits", "convFuse", "architecture", "intent"};
 
 int wisp_ctx_key_known(const char *key) {
   for (size_t i = 0; i < sizeof k_keys / sizeof k_keys[0]; i++)
