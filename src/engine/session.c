@@ -74,8 +74,8 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, &s->plan))) goto fail;
   if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
   if (s->backend->configure) {
-    wisp_backend_settings bs = {s->plan->conv_fuse, s->plan->flash_blocks};
-    s->backend->configure(s->backend, &bs);
+    wisp_backend_settings bs;
+    s->backend->configure(s->backend, wisp_engine_backend_settings(s->plan, &bs));
   }
   if ((st = m->arch->prepare(m->weights, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
