@@ -96,15 +96,30 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   WGPUBuffer out = wisp_wgpu_int_buf(a->out);
   wisp_wgpu_const c[1] = {{"WG", QATTN_WG}};
   wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 1);
+  /* The decode arrangement the session switches ask for (docs/webgpu.md): */
+  const wisp_backend_settings *set = wisp_wgpu_int_settings(be);
+  const int dec = a->n == 1 && wisp_wgpu_int_fuse(be) &&
+                  wisp_wgpu_int_device(be)->info.max_storage_buffers_per_shader_stage >= 10;
+  const int gate_in = dec && set->attn_output_gate;  /* gate inside the attention kernel */
+  const int rope_in = dec && set->attn_fused_rope;   /* split + norm + rope (+ KV append) fused */
+  const int h256 = a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant) &&
+                   (!dec || set->attn_output_gate);
   struct {
     uint32_t n, pos0, H, KVH, D, R;
     float eps;
-    uint32_t pad;
+    uint32_t stage;
   } pr = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 0};
   wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
                              whole(vc)};
-  wisp_wgpu_int_record(be, kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), (uint32_t)a->n, 1);
-  if (a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant)) {
+  if (!(rope_in && !h256)) {
+    if (dec && !set->attn_fused_rope) { /* unfused: split + norm, then the rotation */
+      pr.stage = 1;
+      wisp_wgpu_int_record(be, kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), 1, 1);
+      pr.stage = 2;
+    }
+    wisp_wgpu_int_record(be, kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), (uint32_t)a->n, 1);
+  }
+  if (h256) {
     /* the seed profile's decode kernel: online softmax + output gate in one dispatch */
     wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, HEAD256, NULL, 0);
     struct {
@@ -116,16 +131,39 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     wisp_wgpu_int_record(be, kd, bd, 5, &pd, sizeof pd, (uint32_t)H, 1, 1);
     return;
   }
-  wisp_wgpu_kernel *kf = wisp_wgpu_int_kernel(be, "attn_flash", c, 1);
-  struct {
-    uint32_t n, pos0, H, KVH, D;
-    float scale;
-    uint32_t splits, tps;
-  } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D), splits,
-          tps};
-  wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(out),
-                             whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
-  wisp_wgpu_int_record(be, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  if (dec) {
+    wisp_wgpu_const cd[3] = {{"WG", QATTN_WG}, {"FUSE_ROPE", rope_in}, {"GATE", gate_in}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "attn_gated_decode", cd, 3);
+    struct {
+      uint32_t pos, H, KVH, D, R;
+      float eps, scale;
+      uint32_t splits, tps, pad[3];
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 1.0f / sqrtf((float)D),
+            splits, tps, {0, 0, 0}};
+    wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
+                                whole(vc), whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
+    wisp_wgpu_int_record(be, kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
+    if (splits > 1 && gate_in) {
+      wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_gated_combine", c, 1);
+      struct {
+        uint32_t H, D, splits, pad;
+      } pc = {(uint32_t)H, (uint32_t)D, splits, 0};
+      wisp_wgpu_binding bc[3] = {whole(q->part.b), whole(qkv), whole(out)};
+      wisp_wgpu_int_record(be, kc2, bc, 3, &pc, sizeof pc, (uint32_t)H, 1, 1);
+      return;
+    }
+  } else {
+    wisp_wgpu_kernel *kf = wisp_wgpu_int_kernel(be, "attn_flash", c, 1);
+    struct {
+      uint32_t n, pos0, H, KVH, D;
+      float scale;
+      uint32_t splits, tps;
+    } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D), splits,
+            tps};
+    wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(out),
+                               whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
+    wisp_wgpu_int_record(be, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  }
   if (splits > 1) {
     wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_combine", c, 1);
     struct {
@@ -134,6 +172,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     wisp_wgpu_binding bc[2] = {whole(q->part.b), whole(out)};
     wisp_wgpu_int_record(be, kc2, bc, 2, &pc, sizeof pc, (uint32_t)H, 1, 1);
   }
+  if (gate_in && splits == 1) return;
   wisp_wgpu_const cg[1] = {{"WG", 256}};
   wisp_wgpu_kernel *kg = wisp_wgpu_int_kernel(be, "attn_gate", cg, 1);
   const uint64_t count = (uint64_t)a->n * H * D;
