@@ -143,7 +143,7 @@ void wisp_session_reset(wisp_session *s) {
 
 int wisp_session_plan_batch(const wisp_session *s) {
   const wisp_batching *b = s->plan->decode_loop.present ? &s->plan->decode_loop : &s->plan->batching;
-  if (!b->present) return 1;
+  if (!b->present || !s->plan->fusions.decode_loop) return 1; /* decodeLoop off: one token per submit */
   int n = (b->batch_size > 0 ? b->batch_size : 1) * (b->readback_interval > 0 ? b->readback_interval : 1);
   if (b->max_batch_decode_tokens > 0 && n > b->max_batch_decode_tokens) n = b->max_batch_decode_tokens;
   return n > 0 ? n : 1;

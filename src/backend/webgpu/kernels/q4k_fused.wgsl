@@ -10,7 +10,8 @@
 //   ARGMAX 1 (greedy head, lmHeadArgmaxQ4K): each workgroup writes its
 //          (largest value, lowest row index) pair to amax[part_off + id].
 // Geometry: COLS_PER_WG outputs per workgroup of WORKGROUP_SIZE =
-// COLS_PER_WG * THREADS_PER_COL threads; the THREADS_PER_COL lanes of an
+// COLS_PER_WG * THREADS_PER_COL threads (THREADS_PER_COL a power of two,
+// WORKGROUP_SIZE need not be); the THREADS_PER_COL lanes of an
 // output reduce in workgroup memory (no subgroup operations). With
 // USE_FULL_BLOCK_FAST_PATH a lane takes whole super-blocks when a row has at
 // least THREADS_PER_COL of them. Grid: ceil(rows / COLS_PER_WG) as x*y.
@@ -104,16 +105,19 @@ fn unit_dot(r: u32, b: u32, c: u32) -> f32 {
   return dm.x * (s0.x * qx0 + s1.x * qx1) - dm.y * (s0.y * sx0 + s1.y * sx1);
 }
 
-// One lane's share of bound row r.
+// One lane's share of bound row r: chunks of one 64-element unit, or with
+// the full-block path of four (a whole super-block), lanes strided.
 fn row_part(r: u32, lane: u32) -> f32 {
   let nsb = p.cols / 256u;
-  var acc = 0.0;
+  var upc = 1u;
   if (USE_FULL_BLOCK_FAST_PATH && nsb >= THREADS_PER_COL) {
-    for (var b = lane; b < nsb; b += THREADS_PER_COL) {
-      acc += unit_dot(r, b, 0u) + unit_dot(r, b, 1u) + unit_dot(r, b, 2u) + unit_dot(r, b, 3u);
-    }
-  } else {
-    for (var u = lane; u < 4u * nsb; u += THREADS_PER_COL) {
+    upc = 4u;
+  }
+  let nch = 4u * nsb / upc;
+  var acc = 0.0;
+  for (var ch = lane; ch < nch; ch += THREADS_PER_COL) {
+    for (var k = 0u; k < upc; k++) {
+      let u = ch * upc + k;
       acc += unit_dot(r, u / 4u, u % 4u);
     }
   }
@@ -133,8 +137,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     red[li] = ss;
     workgroupBarrier();
-    for (var s = WORKGROUP_SIZE / 2u; s > 0u; s >>= 1u) {
-      if (li < s) {
+    var s0 = 1u; // the largest power of two below WORKGROUP_SIZE (any size works)
+    while (2u * s0 < WORKGROUP_SIZE) {
+      s0 *= 2u;
+    }
+    for (var s = s0; s > 0u; s >>= 1u) {
+      if (li < s && li + s < WORKGROUP_SIZE) {
         red[li] += red[li + s];
       }
       workgroupBarrier();
