@@ -486,7 +486,7 @@ TEST(webgpu_qwen_small_model_parity) {
  * with wisp's digests (wisp kernels digest) checks, resolves a plan for the small Qwen 3.5
  * artifact that uses both profile kernels, and runs on webgpu with the default plan's tokens. */
 TEST(webgpu_qwen_seed_profile) {
-  char cmd[2048], out[8192];
+  char cmd[2048], out[32768];
   snprintf(cmd, sizeof cmd, "%s profile check %s", test_wisp_bin(), SEED);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc != 0 && strstr(out, "digest mismatch") &&
@@ -533,6 +533,13 @@ TEST(webgpu_qwen_seed_profile) {
              strstr(out, "matmul mlp.down              q4_decode_metal_simd16") &&
              strstr(out, "profile op 'q_proj' is attn.qkv") == NULL /* the last alias wins the note */ &&
              strstr(out, "profile op 'v_proj' is attn.qkv in the qwen3_5 plan"),
+         "%s", out);
+  /* every session switch of the seed is on, from the seed, and none is reported as not implemented */
+  CHECKF(!strstr(out, "not implemented") &&
+             strstr(out, "[profiles/qwen-3-5-2b-metal-throughput: runtime.inference.session.fusedFfnQ4K]") &&
+             strstr(out, "wg=256 cols/wg=16 threads/col=16 fullBlock=true") &&
+             strstr(out, "wg=256 cols/wg=128 threads/col=2 fullBlock=true") &&
+             strstr(out, "[profiles/qwen-3-5-2b-metal-throughput: runtime.inference.session.decodeLoop]"),
          "%s", out);
   WEBGPU_OR_SKIP(d);
   (void)d;
