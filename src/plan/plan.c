@@ -1027,9 +1027,15 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     char extra[160] = "";
     const wisp_q4k_geometry *g = i == WISP_SW_FFN_Q4K ? &p->fusions.ffn_geometry
                                  : i == WISP_SW_HEAD_ARGMAX_Q4K ? &p->fusions.head_geometry : NULL;
-    if (g)
-      wisp_path(extra, sizeof extra, " wg=%d cols/wg=%d threads/col=%d fullBlock=%s", g->workgroup_size,
-                g->cols_per_wg, g->threads_per_col, g->full_block < 0 ? "default" : g->full_block ? "true" : "false");
+    if (g) {
+      char a[3][16];
+      const int v[3] = {g->workgroup_size, g->cols_per_wg, g->threads_per_col};
+      for (int k = 0; k < 3; k++)
+        if (v[k]) wisp_path(a[k], sizeof a[k], "%d", v[k]);
+        else wisp_path(a[k], sizeof a[k], "default");
+      wisp_path(extra, sizeof extra, " wg=%s cols/wg=%s threads/col=%s fullBlock=%s", a[0], a[1], a[2],
+                g->full_block < 0 ? "default" : g->full_block ? "true" : "false");
+    }
     fprintf(f, "  %-50s %-3s%s  [%s]\n", wisp_switch_name(i), i == WISP_SW_HEAD_ARGMAX_Q4K ? "" : wisp_switch_on(&p->fusions, i) ? "on" : "off",
             extra, p->fusions.from[i] ? p->fusions.from[i] : "default");
   }

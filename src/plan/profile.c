@@ -426,8 +426,8 @@ static wisp_status parse_ffn_q4k(const cJSON *o, const char *file, const char *p
                       "USE_FULL_BLOCK_FAST_PATH)", file, cp, k->string);
         if (st) return st;
       }
-      int wg = g->workgroup_size ? g->workgroup_size : 256, cols = g->cols_per_wg ? g->cols_per_wg : 16;
-      int tpc = g->threads_per_col ? g->threads_per_col : 16;
+      int cols = g->cols_per_wg ? g->cols_per_wg : 16, tpc = g->threads_per_col ? g->threads_per_col : 16;
+      int wg = g->workgroup_size ? g->workgroup_size : cols * tpc; /* unset: COLS_PER_WG x THREADS_PER_COL */
       if (!pow2(tpc) || wg != cols * tpc || wg > 256)
         return FAIL("%s: %s: WORKGROUP_SIZE %d must be COLS_PER_WG %d x THREADS_PER_COL %d (a power of two), at most 256",
                     file, cp, wg, cols, tpc);
