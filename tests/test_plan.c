@@ -314,7 +314,7 @@ TEST(plan_not_implemented_reported) {
   wisp_plan *p = NULL;
   CHECKF(wisp_plan_resolve(&f.in, &p) == WISP_OK, "%s", wisp_last_error());
   fx_free(&f); /* the plan owns its memory */
-  CHECK(p->n_not_implemented == 6 && !strcmp(p->not_implemented[0], "not implemented: runtime.loading"));
+  CHECK(p->n_not_implemented == 5 && !strcmp(p->not_implemented[0], "not implemented: runtime.loading"));
   CHECK(!strcmp(p->profile_id, "profiles/unimpl") && !strcmp(p->batching.stop_check_mode, "batch"));
   FILE *null = fopen("/dev/null", "w");
   CHECK(null);

@@ -170,6 +170,18 @@ static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, 
   return ok;
 }
 
+/* The decode arrangements of the session switches useFusedQKVSplitQKNormRoPE (rope) and
+ * attentionDecodeOnline.useOutputGateFusion (gate): [rope in the attention kernel, gate in it]. */
+static const int k_attn_arr[4][2] = {{1, 1}, {0, 1}, {1, 0}, {0, 0}};
+
+static void set_attn(wisp_backend *gpu, int arr) {
+  wisp_backend_settings s;
+  wisp_backend_settings_default(&s);
+  s.attn_fused_rope = k_attn_arr[arr][0];
+  s.attn_output_gate = k_attn_arr[arr][1];
+  gpu->configure(gpu, &s);
+}
+
 TEST(webgpu_qwen_attention_gated) {
   WEBGPU_OR_SKIP(d);
   g_qworst = 0;
@@ -177,16 +189,18 @@ TEST(webgpu_qwen_attention_gated) {
   static const int short_calls[] = {17, 1, 3, 1};
   static const int long_calls[] = {70, 1, 1, 66, 1};
   static const uint32_t splits[] = {0, 2};
-  for (int si = 0; si < 2; si++) {
+  for (int si = 0; si < 8; si++) {
     qpair p;
-    CHECKF(qopen(&p, d, -1, splits[si], 0), "%s", wisp_last_error());
+    CHECKF(qopen(&p, d, -1, splits[si % 2], 0), "%s", wisp_last_error());
+    set_attn(p.gpu, si / 2);
     uint64_t seed = 91;
     int ok = gated_case(&p, 4, 2, 32, 8, short_calls, 4, &seed, err, sizeof err) &&
              gated_case(&p, 6, 2, 20, 6, short_calls, 4, &seed, err, sizeof err) &&
              gated_case(&p, 4, 1, 256, 64, long_calls, 5, &seed, err, sizeof err) &&
              gated_case(&p, 2, 2, 16, 16, long_calls, 3, &seed, err, sizeof err);
     qclose(&p);
-    CHECKF(ok, "splits %u: %s", splits[si], err);
+    CHECKF(ok, "splits %u, rope fused %d, gate fused %d: %s", splits[si % 2], k_attn_arr[si / 2][0],
+           k_attn_arr[si / 2][1], err);
   }
   printf("     attention_gated: max error %.3g of max|ref|\n", g_qworst);
 }
@@ -200,19 +214,22 @@ TEST(webgpu_qwen_attention_head256_profile_kernel) {
   char err[600] = "";
   static wisp_kernel_choice ch[2];
   snprintf(ch[1].variant, sizeof ch[1].variant, "profile:attention_decode_online_head256_f16kv_output_gate");
-  qpair p;
-  CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
-  uint64_t seed = 97;
-  static const int calls[] = {5, 1, 1, 66, 1, 1};
-  g_attn_choice = ch;
-  int ok = gated_case(&p, 4, 2, 256, 64, calls, 6, &seed, err, sizeof err) &&
-           gated_case(&p, 3, 1, 256, 256, calls, 3, &seed, err, sizeof err) &&
-           gated_case(&p, 4, 2, 64, 16, calls, 3, &seed, err, sizeof err);
-  g_attn_choice = NULL;
-  wisp_wgpu_backend_stats st;
-  wisp_wgpu_backend_stats_get(p.gpu, &st);
-  qclose(&p);
-  CHECKF(ok, "%s", err);
+  /* with the q/k split + norm + RoPE fused into attn_gated_rope (as the seed profile runs it) and
+   * unfused (two stages); with the output gate unfused the kernel is not used */
+  for (int arr = 0; arr < 4; arr++) {
+    qpair p;
+    CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+    set_attn(p.gpu, arr);
+    uint64_t seed = 97;
+    static const int calls[] = {5, 1, 1, 66, 1, 1};
+    g_attn_choice = ch;
+    int ok = gated_case(&p, 4, 2, 256, 64, calls, 6, &seed, err, sizeof err) &&
+             gated_case(&p, 3, 1, 256, 256, calls, 3, &seed, err, sizeof err) &&
+             gated_case(&p, 4, 2, 64, 16, calls, 3, &seed, err, sizeof err);
+    g_attn_choice = NULL;
+    qclose(&p);
+    CHECKF(ok, "rope fused %d, gate fused %d: %s", k_attn_arr[arr][0], k_attn_arr[arr][1], err);
+  }
   printf("     head256 decode kernel: max error %.3g of max|ref|\n", g_qworst);
 }
 
@@ -253,16 +270,29 @@ TEST(webgpu_qwen_gated_deltanet) {
   WEBGPU_OR_SKIP(d);
   g_qworst = 0;
   char err[600] = "";
-  qpair p;
-  CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
-  uint64_t seed = 93;
-  static const int calls[] = {13, 1, 1, 5, 1};
-  int ok = deltanet_case(&p, 2, 4, 24, 20, 4, calls, 5, &seed, err, sizeof err) &&
-           deltanet_case(&p, 3, 3, 17, 33, 3, calls, 5, &seed, err, sizeof err) &&
-           deltanet_case(&p, 1, 2, 128, 128, 4, calls, 3, &seed, err, sizeof err) &&
-           deltanet_case(&p, 1, 1, 8, 8, 1, calls, 3, &seed, err, sizeof err);
-  qclose(&p);
-  CHECKF(ok, "%s", err);
+  /* decode steps through dn_decode (useLinearAttentionFusedDecodeCore) and through dn_conv + dn_recur */
+  for (int core = 1; core >= 0; core--) {
+    qpair p;
+    CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+    wisp_backend_settings s;
+    wisp_backend_settings_default(&s);
+    s.lin_core = core;
+    p.gpu->configure(p.gpu, &s);
+    uint64_t seed = 93;
+    static const int calls[] = {13, 1, 1, 5, 1};
+    wisp_wgpu_backend_stats s0, s1;
+    wisp_wgpu_backend_stats_get(p.gpu, &s0);
+    int ok = deltanet_case(&p, 2, 4, 24, 20, 4, calls, 5, &seed, err, sizeof err) &&
+             deltanet_case(&p, 3, 3, 17, 33, 3, calls, 5, &seed, err, sizeof err) &&
+             deltanet_case(&p, 1, 2, 128, 128, 4, calls, 3, &seed, err, sizeof err) &&
+             deltanet_case(&p, 1, 1, 8, 8, 1, calls, 3, &seed, err, sizeof err);
+    wisp_wgpu_backend_stats_get(p.gpu, &s1);
+    qclose(&p);
+    CHECKF(ok, "fused decode core %d: %s", core, err);
+    /* 16 calls, 10 of one token: 2 dispatches each (conv, recurrence), 1 for a fused decode step */
+    CHECKF(s1.dispatches - s0.dispatches == (uint64_t)(core ? 10 + 2 * 6 : 32), "fused core %d: %llu dispatches", core,
+           (unsigned long long)(s1.dispatches - s0.dispatches));
+  }
   printf("     gated_deltanet: max error %.3g of max|ref|\n", g_qworst);
 }
 
@@ -461,7 +491,7 @@ TEST(webgpu_qwen_small_model_parity) {
  * with wisp's digests (wisp kernels digest) checks, resolves a plan for the small Qwen 3.5
  * artifact that uses both profile kernels, and runs on webgpu with the default plan's tokens. */
 TEST(webgpu_qwen_seed_profile) {
-  char cmd[2048], out[8192];
+  char cmd[2048], out[32768];
   snprintf(cmd, sizeof cmd, "%s profile check %s", test_wisp_bin(), SEED);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc != 0 && strstr(out, "digest mismatch") &&
@@ -509,10 +539,240 @@ TEST(webgpu_qwen_seed_profile) {
              strstr(out, "profile op 'q_proj' is attn.qkv") == NULL /* the last alias wins the note */ &&
              strstr(out, "profile op 'v_proj' is attn.qkv in the qwen3_5 plan"),
          "%s", out);
+  /* every session switch of the seed is on, from the seed, and none is reported as not implemented */
+  CHECKF(!strstr(out, "not implemented") &&
+             strstr(out, "[profiles/qwen-3-5-2b-metal-throughput: runtime.inference.session.fusedFfnQ4K]") &&
+             strstr(out, "wg=256 cols/wg=16 threads/col=16 fullBlock=true") &&
+             strstr(out, "wg=256 cols/wg=128 threads/col=2 fullBlock=true") &&
+             strstr(out, "[profiles/qwen-3-5-2b-metal-throughput: runtime.inference.session.decodeLoop]"),
+         "%s", out);
   WEBGPU_OR_SKIP(d);
   (void)d;
   int32_t a[32], b[32];
   CHECKF(qwen_model_parity(dir, NULL, a, err, sizeof err, NULL), "default plan: %s", err);
   CHECKF(qwen_model_parity(dir, prof, b, err, sizeof err, NULL), "seed profile: %s", err);
   CHECK(!memcmp(a, b, sizeof a));
+}
+
+/* ---- q4k_fused.wgsl: the session-switch fusions of Q4_K decode products ---- */
+
+/* A random Q4_K matrix prepared on both backends (gpu copy in *mg with the decode choice `geo`:
+ * COLS_PER_WG / THREADS_PER_COL / WORKGROUP_SIZE of the simd16 profile kernel, NULL = default). */
+static uint8_t *q4k_random(qpair *p, int rows, int cols, uint64_t *seed, const int *geo, wisp_matrix *m,
+                           wisp_matrix *mg) {
+  float *f = malloc(sizeof(float) * (size_t)rows * cols);
+  uint8_t *q = malloc(wisp_q4k_bytes(rows, cols));
+  if (!f || !q) abort();
+  for (size_t i = 0; i < (size_t)rows * cols; i++) f[i] = 0.1f * test_rand_float(seed);
+  wisp_quantize_q4k(f, rows, cols, q);
+  free(f);
+  qkeep(p, q);
+  *m = (wisp_matrix){.type = WISP_W_Q4K, .rows = rows, .cols = cols, .q = q};
+  *mg = *m;
+  if (geo) {
+    snprintf(mg->choice[1].variant, sizeof mg->choice[1].variant, "profile:fused_matmul_q4_metal_simd16");
+    mg->choice[1].rows_per_subgroup = geo[0], mg->choice[1].subgroups_per_row = geo[1];
+    mg->choice[1].workgroup_size = geo[0] * geo[1];
+  }
+  return q;
+}
+
+static uint64_t dispatches(wisp_backend *gpu) {
+  wisp_wgpu_backend_stats st;
+  wisp_wgpu_backend_stats_get(gpu, &st);
+  return st.dispatches;
+}
+
+/* rmsnorm + product (usePostFfnNextInputRMSNormPairFusion) and rmsnorm + gate/up + SwiGLU
+ * (fusedFfnQ4K) in one dispatch each, against the CPU's three ops; odd row counts, several
+ * geometries (full-block path on and off). */
+TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  static const int geos[3][4] = {{0, 0, 0, -1}, {4, 16, 64, 0}, {32, 2, 64, 1}}; /* cols, tpc, wg, full */
+  static const int rows_[] = {7, 37, 300};
+  static const int cols_[] = {256, 768, 4352};
+  for (int gi = 0; gi < 3; gi++) {
+    qpair p;
+    CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+    wisp_backend_settings s;
+    wisp_backend_settings_default(&s);
+    s.ffn_cols = geos[gi][0], s.ffn_tpc = geos[gi][1], s.ffn_wg = geos[gi][2], s.ffn_full_block = geos[gi][3];
+    p.gpu->configure(p.gpu, &s);
+    uint64_t seed = 101 + (uint64_t)gi;
+    int ok = 1;
+    for (int ri = 0; ok && ri < 3; ri++)
+      for (int ci = 0; ok && ci < 3; ci++) {
+        const int R = rows_[ri], C = cols_[ci];
+        wisp_vector nw = qvec(&p, C, &seed, 1.0f, 0.3f);
+        wisp_matrix m, mg, f, fg;
+        q4k_random(&p, R, C, &seed, gi ? geos[gi] : NULL, &m, &mg);
+        q4k_random(&p, 2 * R, C, &seed, NULL, &f, &fg); /* gate/up: R outputs */
+        ok = !p.cpu->prepare_matrix(p.cpu, &m) && !p.gpu->prepare_matrix(p.gpu, &mg) &&
+             !p.cpu->prepare_matrix(p.cpu, &f) && !p.gpu->prepare_matrix(p.gpu, &fg);
+        if (!ok) {
+          snprintf(err, sizeof err, "prepare: %s", wisp_last_error());
+          break;
+        }
+        qbuf x = qfill(&p, (size_t)C, &seed, 1.0f), xn = qfill(&p, (size_t)C, &seed, 0);
+        qbuf y = qfill(&p, (size_t)R, &seed, 1.0f), gu = qfill(&p, (size_t)2 * R, &seed, 0);
+        qbuf mid = qfill(&p, (size_t)R, &seed, 0);
+        char what[160];
+        /* norm + product */
+        p.cpu->rmsnorm(p.cpu, x.c, &nw, 1e-6f, 1, C, xn.c);
+        p.cpu->matmul(p.cpu, &m, xn.c, 0, 1, y.c, 0);
+        uint64_t d0 = dispatches(p.gpu);
+        p.gpu->rmsnorm(p.gpu, x.g, &nw, 1e-6f, 1, C, xn.g);
+        p.gpu->matmul(p.gpu, &mg, xn.g, 0, 1, y.g, 0);
+        p.gpu->sync(p.gpu);
+        uint64_t nd = dispatches(p.gpu) - d0;
+        snprintf(what, sizeof what, "norm+q4k %dx%d geometry %d", R, C, gi);
+        ok = qcompare(&p, &y, y.n, TOL_Q4K, what, err, sizeof err) &&
+             qcompare(&p, &xn, xn.n, 1e-5, "norm output", err, sizeof err);
+        if (ok && nd != 1) snprintf(err, sizeof err, "%s: %llu dispatches", what, (unsigned long long)nd), ok = 0;
+        /* norm + gate/up + SwiGLU */
+        if (ok) {
+          p.cpu->rmsnorm(p.cpu, x.c, &nw, 1e-6f, 1, C, xn.c);
+          p.cpu->matmul(p.cpu, &f, xn.c, 0, 1, gu.c, 0);
+          p.cpu->swiglu(p.cpu, gu.c, 1, R, mid.c);
+          d0 = dispatches(p.gpu);
+          p.gpu->rmsnorm(p.gpu, x.g, &nw, 1e-6f, 1, C, xn.g);
+          p.gpu->matmul(p.gpu, &fg, xn.g, 0, 1, gu.g, 0);
+          p.gpu->swiglu(p.gpu, gu.g, 1, R, mid.g);
+          p.gpu->sync(p.gpu);
+          nd = dispatches(p.gpu) - d0;
+          snprintf(what, sizeof what, "norm+gate/up+swiglu F %d cols %d geometry %d", R, C, gi);
+          ok = qcompare(&p, &mid, mid.n, TOL_Q4K, what, err, sizeof err) &&
+               qcompare(&p, &gu, gu.n, TOL_Q4K, "gate/up output", err, sizeof err) &&
+               qcompare(&p, &xn, xn.n, 1e-5, "norm output", err, sizeof err);
+          if (ok && nd != 1) snprintf(err, sizeof err, "%s: %llu dispatches", what, (unsigned long long)nd), ok = 0;
+        }
+        qfree(&p, &x), qfree(&p, &xn), qfree(&p, &y), qfree(&p, &gu), qfree(&p, &mid);
+      }
+    qclose(&p);
+    CHECKF(ok, "%s", err);
+  }
+  printf("     q4k_fused norm / SwiGLU pair: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* The greedy head argmax fused into a Q4_K head (lmHeadArgmaxQ4K geometries): tied rows at the
+ * maximum, within and across workgroups, go to the lowest index as on the CPU; also split into
+ * parts (row ranges) and with the switch off. */
+TEST(webgpu_qwen_q4k_fused_head_argmax) {
+  WEBGPU_OR_SKIP(d);
+  static const int geos[4][4] = {{0, 0, 0, -1}, {32, 4, 1, 0}, {7, 2, 1, 1}, {0, 0, 0, -1}}; /* cols, tpc, on, full */
+  for (int gi = 0; gi < 5; gi++) {
+    qpair p;
+    CHECKF(qopen(&p, d, -1, 0, gi == 4 ? 20 * 144 : 0), "%s", wisp_last_error()); /* gi 4: 20-row parts */
+    wisp_backend_settings s;
+    wisp_backend_settings_default(&s);
+    if (gi < 4) s.head_cols = geos[gi][0], s.head_tpc = geos[gi][1], s.head_full_block = geos[gi][3];
+    s.head_argmax = gi != 3;
+    p.gpu->configure(p.gpu, &s);
+    const int V = 1001, C = 256;
+    uint64_t seed = 107;
+    float *f = malloc(sizeof(float) * (size_t)V * C);
+    uint8_t *q = malloc(wisp_q4k_bytes(V, C));
+    CHECK(f && q);
+    for (int i = 0; i < V * C; i++) f[i] = 0.1f * test_rand_float(&seed);
+    for (int c = 0; c < C; c++) f[500 * C + c] = 0.05f + 0.04f * test_rand_float(&seed); /* the largest logit */
+    wisp_quantize_q4k(f, V, C, q);
+    const size_t rb = wisp_q4k_bytes(1, C);
+    memcpy(q + 999 * rb, q + 500 * rb, rb), memcpy(q + 123 * rb, q + 500 * rb, rb), memcpy(q + 124 * rb, q + 500 * rb, rb);
+    free(f);
+    qkeep(&p, q);
+    wisp_matrix m = {.type = WISP_W_Q4K, .rows = V, .cols = C, .q = q}, mg = m;
+    CHECK(!p.cpu->prepare_matrix(p.cpu, &m) && !p.gpu->prepare_matrix(p.gpu, &mg));
+    wisp_vector nw = qvec(&p, C, &seed, 1.0f, 0.0f);
+    float *xv = malloc(sizeof(float) * C);
+    for (int c = 0; c < C; c++) xv[c] = 0.5f + 0.5f * fabsf(test_rand_float(&seed));
+    qbuf x = qfill(&p, C, &seed, 0), xn = qfill(&p, C, &seed, 0), lg = qfill(&p, V, &seed, 0), ids = qfill(&p, 2, &seed, 0);
+    p.cpu->buf_write(p.cpu, x.c, 0, C, xv), p.gpu->buf_write(p.gpu, x.g, 0, C, xv);
+    free(xv);
+    wisp_sampling greedy = {0, 0, 1, 0, 1};
+    wisp_wgpu_backend_stats s0, s1;
+    wisp_wgpu_backend_stats_get(p.gpu, &s0);
+    wisp_backend *be[2] = {p.cpu, p.gpu};
+    for (int b = 0; b < 2; b++) {
+      const wisp_buf *xb = b ? x.g : x.c;
+      wisp_buf *xnb = b ? xn.g : xn.c, *lb = b ? lg.g : lg.c, *ib = b ? ids.g : ids.c;
+      be[b]->rmsnorm(be[b], xb, &nw, 1e-6f, 1, C, xnb);
+      be[b]->matmul(be[b], b ? &mg : &m, xnb, 0, 1, lb, 0);
+      be[b]->sample_id(be[b], lb, V, &greedy, 0, ib, 1);
+      CHECK(!be[b]->sync(be[b]));
+    }
+    wisp_wgpu_backend_stats_get(p.gpu, &s1);
+    float id[2][2];
+    p.cpu->buf_read(p.cpu, ids.c, 0, 2, id[0]);
+    p.gpu->buf_read(p.gpu, ids.g, 0, 2, id[1]);
+    uint32_t ic, ig;
+    memcpy(&ic, &id[0][1], 4), memcpy(&ig, &id[1][1], 4);
+    char err[600] = "";
+    int ok = qcompare(&p, &lg, lg.n, TOL_Q4K, "head logits", err, sizeof err);
+    qfree(&p, &x), qfree(&p, &xn), qfree(&p, &lg), qfree(&p, &ids);
+    qclose(&p);
+    CHECKF(ok, "geometry %d: %s", gi, err);
+    CHECKF(ic == 123 && ig == 123, "geometry %d: token cpu %u gpu %u (ties at 123, 124, 500, 999)", gi, ic, ig);
+    CHECKF(s1.argmax_fused - s0.argmax_fused == (gi == 3 ? 0u : 1u), "geometry %d: %llu fused token choices", gi,
+           (unsigned long long)(s1.argmax_fused - s0.argmax_fused));
+  }
+}
+
+/* The in_proj [qkv | z | b | a] of a one-token gated_deltanet as one product or as row ranges
+ * (useLinearAttentionQKVZProjectionFusion / ABProjectionFusion off), its input norm fused in:
+ * same output as the CPU, one more dispatch per range. */
+TEST(webgpu_qwen_q4k_fused_in_proj_ranges) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  static const int combos[4][2] = {{1, 1}, {0, 1}, {1, 0}, {0, 0}};
+  for (int ci = 0; ci < 4; ci++) {
+    qpair p;
+    CHECKF(qopen(&p, d, -1, 0, ci == 3 ? 100 * 144 : 0), "%s", wisp_last_error()); /* last: 100-row parts */
+    wisp_backend_settings s;
+    wisp_backend_settings_default(&s);
+    s.lin_qkvz = combos[ci][0], s.lin_ab = combos[ci][1];
+    p.gpu->configure(p.gpu, &s);
+    const int KH = 2, VH = 4, DK = 24, DV = 20, L = 4, C = 256;
+    const int K = KH * DK, V = VH * DV, cdim = 2 * K + V, rows = 2 * K + 2 * V + 2 * VH;
+    uint64_t seed = 109;
+    wisp_matrix m, mg;
+    q4k_random(&p, rows, C, &seed, NULL, &m, &mg);
+    CHECK(!p.cpu->prepare_matrix(p.cpu, &m) && !p.gpu->prepare_matrix(p.gpu, &mg));
+    wisp_vector nw = qvec(&p, C, &seed, 1.0f, 0.3f), taps = qvec(&p, cdim * L, &seed, 0.0f, 0.5f);
+    wisp_vector alog = qvec(&p, VH, &seed, 0.0f, 1.0f), dt = qvec(&p, VH, &seed, 0.0f, 1.0f);
+    wisp_vector gn = qvec(&p, DV, &seed, 1.0f, 0.3f);
+    qbuf cst = qfill(&p, (size_t)cdim * (L - 1), &seed, 0), st = qfill(&p, (size_t)VH * DK * DV, &seed, 0);
+    char err[600] = "";
+    int ok = 1;
+    uint64_t nd = 0;
+    for (int t = 0; ok && t < 3; t++) {
+      qbuf x = qfill(&p, C, &seed, 1.0f), xn = qfill(&p, C, &seed, 0), pr = qfill(&p, (size_t)rows, &seed, 0);
+      qbuf o = qfill(&p, (size_t)V, &seed, 0);
+      wisp_deltanet_args a = {.n = 1, .k_heads = KH, .v_heads = VH, .k_dim = DK, .v_dim = DV, .conv_len = L,
+                              .conv_taps = &taps, .a_log = &alog, .dt_bias = &dt, .norm = &gn, .eps = 1e-6f};
+      p.cpu->rmsnorm(p.cpu, x.c, &nw, 1e-6f, 1, C, xn.c);
+      p.cpu->matmul(p.cpu, &m, xn.c, 0, 1, pr.c, 0);
+      a.proj = pr.c, a.conv_state = cst.c, a.state = st.c, a.out = o.c;
+      p.cpu->gated_deltanet(p.cpu, &a);
+      uint64_t d0 = dispatches(p.gpu);
+      p.gpu->rmsnorm(p.gpu, x.g, &nw, 1e-6f, 1, C, xn.g);
+      p.gpu->matmul(p.gpu, &mg, xn.g, 0, 1, pr.g, 0);
+      a.proj = pr.g, a.conv_state = cst.g, a.state = st.g, a.out = o.g;
+      p.gpu->gated_deltanet(p.gpu, &a);
+      p.gpu->sync(p.gpu);
+      nd = dispatches(p.gpu) - d0;
+      ok = qcompare(&p, &pr, pr.n, TOL_Q4K, "in_proj", err, sizeof err) &&
+           qcompare(&p, &o, o.n, TOL_DELTANET, "deltanet output", err, sizeof err) &&
+           qcompare(&p, &xn, xn.n, 1e-5, "norm output", err, sizeof err);
+      qfree(&p, &x), qfree(&p, &xn), qfree(&p, &pr), qfree(&p, &o);
+    }
+    qfree(&p, &cst), qfree(&p, &st);
+    qclose(&p);
+    CHECKF(ok, "qkvz %d ab %d: %s", combos[ci][0], combos[ci][1], err);
+    /* the ranges (1, 3, 3; the last case 4 ranges over 3 parts of 100 rows: 6) + the fused decode core */
+    static const uint64_t want[4] = {2, 4, 4, 7};
+    CHECKF(nd == want[ci], "qkvz %d ab %d: %llu dispatches", combos[ci][0], combos[ci][1], (unsigned long long)nd);
+  }
+  printf("     in_proj ranges: max error %.3g of max|ref|\n", g_qworst);
 }

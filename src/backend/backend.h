@@ -86,7 +86,23 @@ typedef struct {
 typedef struct {
   int conv_fuse;    /* fuse the decode short conv into its in_proj product */
   int flash_blocks; /* most blocks one decode token's attention is split over */
+  /* The profile's session switches (1 = fused arrangement; see docs/webgpu.md,
+   * "The seed profile's session switches"). Which product a held-back
+   * rmsnorm may fuse into is per matrix: wisp_kernel_choice.no_norm_fuse. */
+  int ffn_q4k;           /* norm + gate/up Q4_K product + SwiGLU in one decode dispatch */
+  int ffn_wg, ffn_cols, ffn_tpc, ffn_full_block;   /* its geometry; 0 (full_block -1) = default */
+  int head_argmax;       /* greedy token choice fused into the head product */
+  int head_cols, head_tpc, head_full_block;        /* Q4_K head geometry (lmHeadArgmaxQ4K) */
+  int attn_output_gate;  /* output gate inside the decode attention */
+  int attn_fused_rope;   /* q/k split + norm + RoPE + KV append inside the decode attention */
+  int lin_qkvz, lin_ab;  /* in_proj [qkv|z|b|a] as one product (0: qkv, z / b, a as separate row ranges) */
+  int lin_core;          /* Gated DeltaNet decode: conv + recurrence + gated norm in one dispatch */
 } wisp_backend_settings;
+
+/* Every switch on, default geometry. */
+static inline void wisp_backend_settings_default(wisp_backend_settings *s) {
+  *s = (wisp_backend_settings){1, 32, 1, 0, 0, 0, -1, 1, 0, 0, -1, 1, 1, 1, 1, 1};
+}
 
 struct wisp_backend {
   const char *name;

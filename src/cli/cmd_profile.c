@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "plan/plan.h"
 #include "plan/profile.h"
 
 static void print_batching(const char *name, const wisp_batching *b) {
@@ -58,6 +59,10 @@ static int profile_check(int argc, char **argv) {
   print_batching("batching", &p->batching);
   print_batching("decodeLoop", &p->decode_loop);
   printf("fusions: fuseResidualAdd=%s\n", p->fusions.residual_add ? "true" : "false");
+  printf("session switches:");
+  for (int i = 0; i < WISP_SW_COUNT; i++)
+    if (i != WISP_SW_HEAD_ARGMAX_Q4K) printf(" %s=%s", wisp_switch_name(i), wisp_switch_on(&p->fusions, i) ? "on" : "off");
+  printf("\n");
   for (int i = 0; i < p->n_not_implemented; i++) printf("%s\n", p->not_implemented[i]);
   for (int i = 0; i < p->n_warnings; i++) printf("warning: %s\n", p->warnings[i]);
   wisp_profile_free(p);

@@ -77,14 +77,26 @@ static wisp_status fill_choice(wisp_kernel_choice *c, const wisp_plan_op *op) {
   return WISP_OK;
 }
 
-static wisp_status apply_op(wisp_model *m, int phase, const wisp_plan_op *op, int layer) {
+static wisp_status apply_op(wisp_model *m, const wisp_plan *plan, int phase, const wisp_plan_op *op, int layer) {
   if (strcmp(op->op, "matmul") != 0) {
     wisp_kernel_choice *cc = m->arch->op_choice ? m->arch->op_choice(m->weights, layer, op->op) : NULL;
     return cc ? fill_choice(&cc[phase], op) : WISP_OK;
   }
   wisp_matrix *w = m->arch->matrix(m->weights, layer, op->section);
   if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
-  return fill_choice(&w->choice[phase], op);
+  wisp_status st = fill_choice(&w->choice[phase], op);
+  /* Which held-back rmsnorm may fuse into this product: the norm after the
+   * FFN residual (next layer's input norm, the final norm) follows
+   * usePostFfnNextInputRMSNormPairFusion, the FFN's own norm fusedFfnQ4K. */
+  const wisp_fusions *f = &plan->fusions;
+  int fuse = 1;
+  if (!strcmp(op->section, "lin.in_proj") || !strcmp(op->section, "attn.qkv") || !strcmp(op->section, "head") ||
+      !strcmp(op->section, "conv.in_proj"))
+    fuse = f->post_ffn_norm_pair;
+  else if (!strcmp(op->section, "mlp.gate_up"))
+    fuse = f->ffn_q4k;
+  w->choice[phase].no_norm_fuse = !fuse;
+  return st;
 }
 
 wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p) {
@@ -92,14 +104,14 @@ wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p) {
   for (int ph = 0; ph < 2; ph++) {
     const wisp_plan_phase *phase = &p->phases[ph];
     for (int i = 0; i < phase->n_prologue; i++)
-      if ((st = apply_op(m, ph, &phase->prologue[i], -1))) return st;
+      if ((st = apply_op(m, p, ph, &phase->prologue[i], -1))) return st;
     for (int i = 0; i < phase->n_epilogue; i++)
-      if ((st = apply_op(m, ph, &phase->epilogue[i], -1))) return st;
+      if ((st = apply_op(m, p, ph, &phase->epilogue[i], -1))) return st;
     for (int g = 0; g < phase->n_groups; g++) {
       const wisp_plan_group *grp = &phase->groups[g];
       for (int l = 0; l < grp->n_layers; l++)
         for (int i = 0; i < grp->n_ops; i++)
-          if ((st = apply_op(m, ph, &grp->ops[i], grp->layers[l]))) return st;
+          if ((st = apply_op(m, p, ph, &grp->ops[i], grp->layers[l]))) return st;
     }
   }
   return WISP_OK;
@@ -132,4 +144,27 @@ uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p
       }
   }
   return total;
+}
+
+/* The plan's execution settings and session switches, for configure. */
+const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wisp_backend_settings *s) {
+  const wisp_fusions *f = &p->fusions;
+  wisp_backend_settings_default(s);
+  s->conv_fuse = p->conv_fuse;
+  s->flash_blocks = p->flash_blocks;
+  s->ffn_q4k = f->ffn_q4k;
+  s->ffn_wg = f->ffn_geometry.workgroup_size;
+  s->ffn_cols = f->ffn_geometry.cols_per_wg;
+  s->ffn_tpc = f->ffn_geometry.threads_per_col;
+  s->ffn_full_block = f->ffn_geometry.full_block;
+  s->head_argmax = f->greedy_head_argmax;
+  s->head_cols = f->head_geometry.cols_per_wg;
+  s->head_tpc = f->head_geometry.threads_per_col;
+  s->head_full_block = f->head_geometry.full_block;
+  s->attn_output_gate = f->attn_output_gate;
+  s->attn_fused_rope = f->fused_qkv_split_norm_rope;
+  s->lin_qkvz = f->lin_qkvz;
+  s->lin_ab = f->lin_ab;
+  s->lin_core = f->lin_core;
+  return s;
 }

@@ -81,8 +81,8 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, &s->plan))) goto fail;
   if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
   if (s->backend->configure) {
-    wisp_backend_settings bs = {s->plan->conv_fuse, s->plan->flash_blocks};
-    s->backend->configure(s->backend, &bs);
+    wisp_backend_settings bs;
+    s->backend->configure(s->backend, wisp_engine_backend_settings(s->plan, &bs));
   }
   if ((st = m->arch->prepare(m->weights, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
@@ -150,7 +150,7 @@ void wisp_session_reset(wisp_session *s) {
 
 int wisp_session_plan_batch(const wisp_session *s) {
   const wisp_batching *b = s->plan->decode_loop.present ? &s->plan->decode_loop : &s->plan->batching;
-  if (!b->present) return 1;
+  if (!b->present || !s->plan->fusions.decode_loop) return 1; /* decodeLoop off: one token per submit */
   int n = (b->batch_size > 0 ? b->batch_size : 1) * (b->readback_interval > 0 ? b->readback_interval : 1);
   if (b->max_batch_decode_tokens > 0 && n > b->max_batch_decode_tokens) n = b->max_batch_decode_tokens;
   return n > 0 ? n : 1;

@@ -55,6 +55,7 @@ typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_F16, WI
 typedef struct {
   char variant[72];
   int workgroup_size, rows_per_subgroup, subgroups_per_row; /* 0 = kernel default */
+  int no_norm_fuse; /* 1: the rmsnorm before this product runs as its own dispatch (session switches) */
 } wisp_kernel_choice;
 
 /* Phases of execution: several tokens at once (prefill) or one (decode). */

@@ -677,6 +677,49 @@ static cJSON *batching_json(const wisp_batching *b) {
   return o;
 }
 
+int wisp_switch_on(const wisp_fusions *f, int i) {
+  switch (i) {
+    case WISP_SW_RESIDUAL_ADD: return f->residual_add;
+    case WISP_SW_POST_FFN_NORM_PAIR: return f->post_ffn_norm_pair;
+    case WISP_SW_FFN_Q4K: return f->ffn_q4k;
+    case WISP_SW_HEAD_ARGMAX: return f->greedy_head_argmax;
+    case WISP_SW_HEAD_ARGMAX_Q4K: return f->greedy_head_argmax;
+    case WISP_SW_ATTN_OUTPUT_GATE: return f->attn_output_gate;
+    case WISP_SW_ATTN_DIRECT_KV: return f->attn_direct_kv;
+    case WISP_SW_LIN_QKVZ: return f->lin_qkvz;
+    case WISP_SW_LIN_AB: return f->lin_ab;
+    case WISP_SW_LIN_CORE: return f->lin_core;
+    case WISP_SW_QKV_NORM_ROPE: return f->fused_qkv_split_norm_rope;
+    case WISP_SW_DECODE_LOOP: return f->decode_loop;
+  }
+  return 0;
+}
+
+static cJSON *geometry_json(const wisp_q4k_geometry *g) {
+  cJSON *o = cJSON_CreateObject();
+  if (g->workgroup_size) cJSON_AddNumberToObject(o, "workgroupSize", g->workgroup_size);
+  if (g->cols_per_wg) cJSON_AddNumberToObject(o, "colsPerWorkgroup", g->cols_per_wg);
+  if (g->threads_per_col) cJSON_AddNumberToObject(o, "threadsPerCol", g->threads_per_col);
+  if (g->full_block >= 0) cJSON_AddBoolToObject(o, "useFullBlockFastPath", g->full_block);
+  return o;
+}
+
+/* settings.session: {"appliesTo": ..., "switches": {NAME: {"on", "from"[, "geometry"]}}} */
+cJSON *wisp_plan_switches_json(const wisp_plan *p) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "appliesTo", strcmp(p->backend, "cpu") ? p->backend
+                                            : "none: the cpu backend runs the unfused reference ops (same numbers)");
+  cJSON *sw = cJSON_AddObjectToObject(o, "switches");
+  for (int i = 0; i < WISP_SW_COUNT; i++) {
+    cJSON *e = cJSON_AddObjectToObject(sw, wisp_switch_name(i));
+    if (i != WISP_SW_HEAD_ARGMAX_Q4K) cJSON_AddBoolToObject(e, "on", wisp_switch_on(&p->fusions, i));
+    cJSON_AddStringToObject(e, "from", p->fusions.from[i] ? p->fusions.from[i] : "default");
+    if (i == WISP_SW_FFN_Q4K) cJSON_AddItemToObject(e, "geometry", geometry_json(&p->fusions.ffn_geometry));
+    if (i == WISP_SW_HEAD_ARGMAX_Q4K) cJSON_AddItemToObject(e, "geometry", geometry_json(&p->fusions.head_geometry));
+  }
+  return o;
+}
+
 static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   const wisp_model_shape *s = in->shape;
   cJSON *root = cJSON_CreateObject();
@@ -744,6 +787,7 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddItemToObject(st, "decodeLoop", batching_json(&p->decode_loop));
   cJSON *fu = cJSON_AddObjectToObject(st, "fusions");
   cJSON_AddBoolToObject(fu, "fuseResidualAdd", p->fusions.residual_add);
+  cJSON_AddItemToObject(st, "session", wisp_plan_switches_json(p));
   cJSON *ex = cJSON_AddObjectToObject(st, "execution");
   cJSON_AddBoolToObject(ex, "convFuse", p->conv_fuse);
   cJSON_AddStringToObject(ex, "convFuseFrom", p->conv_fuse_from);
@@ -839,7 +883,8 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     return FAIL(WISP_EINVAL, "plan: model shape is incomplete (layers, hidden, ffn, vocab, heads, kvHeads, headDim)");
   if (in->knee && !cJSON_IsArray(in->knee)) return FAIL(WISP_EFORMAT, "plan: manifest knee: expected an array");
   if (in->candidate && !cJSON_IsObject(in->candidate)) return FAIL(WISP_EFORMAT, "plan: manifest candidate: expected an object");
-  static const wisp_fusions default_fusions = {1, 0, 0, 0};
+  wisp_fusions default_fusions;
+  wisp_fusions_default(&default_fusions);
   resolver R;
   memset(&R, 0, sizeof R);
   R.in = in;
@@ -864,6 +909,12 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     p->device = *in->device;
     wisp_path(p->device.backend, sizeof p->device.backend, "%s", in->backend);
     p->fusions = *R.fusions;
+    for (int i = 0; i < WISP_SW_COUNT; i++)
+      p->fusions.from[i] = wisp_arena_strdup(&p->arena, R.fusions->from[i] ? R.fusions->from[i] : "default");
+    if (in->profile) { /* decodeLoop off: disableCommandBatching (decodeLoop's, else batching's) */
+      const wisp_batching *b = in->profile->decode_loop.present ? &in->profile->decode_loop : &in->profile->batching;
+      p->fusions.decode_loop = !(b->present && b->disable_command_batching);
+    }
     p->conv_fuse = R.conv_fuse;
     p->flash_blocks = 32;
     p->conv_fuse_from = cJSON_IsBool(cand_fuse) ? "manifest candidate" : "default";
@@ -973,5 +1024,24 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     fprintf(f, " decodeLoop.batchSize=%d decodeLoop.maxBatchDecodeTokens=%d", p->decode_loop.batch_size,
             p->decode_loop.max_batch_decode_tokens);
   fprintf(f, "\n");
+  int cpu = !strcmp(p->backend, "cpu");
+  fprintf(f, "session switches%s\n",
+          cpu ? " (do not apply on the cpu backend: it runs the unfused reference ops, same numbers)" : "");
+  for (int i = 0; i < WISP_SW_COUNT; i++) {
+    char extra[160] = "";
+    const wisp_q4k_geometry *g = i == WISP_SW_FFN_Q4K ? &p->fusions.ffn_geometry
+                                 : i == WISP_SW_HEAD_ARGMAX_Q4K ? &p->fusions.head_geometry : NULL;
+    if (g) {
+      char a[3][16];
+      const int v[3] = {g->workgroup_size, g->cols_per_wg, g->threads_per_col};
+      for (int k = 0; k < 3; k++)
+        if (v[k]) wisp_path(a[k], sizeof a[k], "%d", v[k]);
+        else wisp_path(a[k], sizeof a[k], "default");
+      wisp_path(extra, sizeof extra, " wg=%s cols/wg=%s threads/col=%s fullBlock=%s", a[0], a[1], a[2],
+                g->full_block < 0 ? "default" : g->full_block ? "true" : "false");
+    }
+    fprintf(f, "  %-50s %-3s%s  [%s]\n", wisp_switch_name(i), i == WISP_SW_HEAD_ARGMAX_Q4K ? "" : wisp_switch_on(&p->fusions, i) ? "on" : "off",
+            extra, p->fusions.from[i] ? p->fusions.from[i] : "default");
+  }
   for (int i = 0; i < p->n_not_implemented; i++) fprintf(f, "%s\n", p->not_implemented[i]);
 }

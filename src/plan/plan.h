@@ -144,5 +144,9 @@ const wisp_plan_op *wisp_plan_layer_ops(const wisp_plan *p, int phase, int layer
 /* Human-readable listing. */
 void wisp_plan_print(const wisp_plan *p, FILE *f);
 const char *wisp_prov_kind_name(wisp_prov_kind k);
+/* 1 when session switch i (WISP_SW_*) is on in f. */
+int wisp_switch_on(const wisp_fusions *f, int i);
+/* The plan's settings.session object (switches with on/off and provenance). */
+cJSON *wisp_plan_switches_json(const wisp_plan *p);
 
 #endif

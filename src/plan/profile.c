@@ -350,30 +350,173 @@ static wisp_status parse_batching(const cJSON *o, wisp_batching *b, const char *
   return WISP_OK;
 }
 
-typedef struct { const char *key; size_t off; int implemented; } bool_switch;
+typedef struct { const char *key; size_t off; int sw; } bool_switch;
 static const bool_switch k_session_bools[] = {
-    {"fuseResidualAdd", offsetof(wisp_fusions, residual_add), 1},
-    {"useGreedyLmHeadArgmaxFusion", offsetof(wisp_fusions, greedy_head_argmax), 0},
-    {"usePostFfnNextInputRMSNormPairFusion", offsetof(wisp_fusions, post_ffn_norm_pair), 0},
-    {"useFusedQKVSplitQKNormRoPE", offsetof(wisp_fusions, fused_qkv_split_norm_rope), 0},
+    {"fuseResidualAdd", offsetof(wisp_fusions, residual_add), WISP_SW_RESIDUAL_ADD},
+    {"useGreedyLmHeadArgmaxFusion", offsetof(wisp_fusions, greedy_head_argmax), WISP_SW_HEAD_ARGMAX},
+    {"usePostFfnNextInputRMSNormPairFusion", offsetof(wisp_fusions, post_ffn_norm_pair), WISP_SW_POST_FFN_NORM_PAIR},
+    {"useFusedQKVSplitQKNormRoPE", offsetof(wisp_fusions, fused_qkv_split_norm_rope), WISP_SW_QKV_NORM_ROPE},
+    {"useLinearAttentionQKVZProjectionFusion", offsetof(wisp_fusions, lin_qkvz), WISP_SW_LIN_QKVZ},
+    {"useLinearAttentionABProjectionFusion", offsetof(wisp_fusions, lin_ab), WISP_SW_LIN_AB},
+    {"useLinearAttentionFusedDecodeCore", offsetof(wisp_fusions, lin_core), WISP_SW_LIN_CORE},
 };
 
-static wisp_status parse_session(const cJSON *o, wisp_profile *prof, const char *file, int collect) {
+static const char *const k_switch_names[WISP_SW_COUNT] = {
+    "fuseResidualAdd", "usePostFfnNextInputRMSNormPairFusion", "fusedFfnQ4K.decode", "useGreedyLmHeadArgmaxFusion",
+    "lmHeadArgmaxQ4K", "attentionDecodeOnline.useOutputGateFusion",
+    "attentionDecodeOnline.useDirectContiguousKVLayout", "useLinearAttentionQKVZProjectionFusion",
+    "useLinearAttentionABProjectionFusion", "useLinearAttentionFusedDecodeCore", "useFusedQKVSplitQKNormRoPE",
+    "decodeLoop"};
+
+const char *wisp_switch_name(int i) { return i >= 0 && i < WISP_SW_COUNT ? k_switch_names[i] : "?"; }
+
+void wisp_fusions_default(wisp_fusions *f) {
+  memset(f, 0, sizeof *f);
+  f->residual_add = f->greedy_head_argmax = f->post_ffn_norm_pair = f->fused_qkv_split_norm_rope = 1;
+  f->ffn_q4k = f->attn_output_gate = f->attn_direct_kv = f->lin_qkvz = f->lin_ab = f->lin_core = f->decode_loop = 1;
+  f->ffn_geometry.full_block = f->head_geometry.full_block = -1;
+  for (int i = 0; i < WISP_SW_COUNT; i++) f->from[i] = "default";
+}
+
+static int pow2(int v) { return v > 0 && !(v & (v - 1)); }
+
+/* A positive integer or a boolean member of a geometry object. */
+static wisp_status geo_int(const cJSON *c, const char *file, const char *path, int *out) {
+  if (!wisp_json_is_int(c) || c->valuedouble <= 0 || c->valuedouble > 4096)
+    return FAIL("%s: %s.%s: expected a positive integer, got %s", file, path, c->string, wisp_json_type(c));
+  *out = (int)c->valuedouble;
+  return WISP_OK;
+}
+
+/* session.fusedFfnQ4K: false | true | {"decode": {"variant": "q4k_metal_simd16",
+ * "pipelineConstants": {WORKGROUP_SIZE, COLS_PER_WG, THREADS_PER_COL, USE_FULL_BLOCK_FAST_PATH}}}. */
+static wisp_status parse_ffn_q4k(const cJSON *o, const char *file, const char *path, int *on, wisp_q4k_geometry *g) {
+  wisp_status st;
+  if (cJSON_IsBool(o)) { *on = cJSON_IsTrue(o); return WISP_OK; }
+  if (!cJSON_IsObject(o)) return FAIL("%s: %s: expected an object or a boolean, got %s", file, path, wisp_json_type(o));
+  *on = 1;
+  for (const cJSON *c = o->child; c; c = c->next)
+    if (strcmp(c->string, "decode")) return FAIL("%s: %s.%s: unknown field (decode)", file, path, c->string);
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "decode");
+  if (!d) return WISP_OK;
+  char dp[300];
+  wisp_path(dp, sizeof dp, "%s.decode", path);
+  if (cJSON_IsBool(d)) { *on = cJSON_IsTrue(d); return WISP_OK; }
+  if (!cJSON_IsObject(d)) return FAIL("%s: %s: expected an object or a boolean, got %s", file, dp, wisp_json_type(d));
+  for (const cJSON *c = d->child; c; c = c->next) {
+    if (!strcmp(c->string, "variant")) {
+      if (!cJSON_IsString(c) || strcmp(c->valuestring, "q4k_metal_simd16"))
+        return FAIL("%s: %s.variant: %s%s%s is not a fused FFN variant wisp has (q4k_metal_simd16)", file, dp,
+                    cJSON_IsString(c) ? "'" : "", cJSON_IsString(c) ? c->valuestring : wisp_json_type(c),
+                    cJSON_IsString(c) ? "'" : "");
+    } else if (!strcmp(c->string, "pipelineConstants")) {
+      if (!cJSON_IsObject(c)) return FAIL("%s: %s.pipelineConstants: expected an object, got %s", file, dp, wisp_json_type(c));
+      char cp[340];
+      wisp_path(cp, sizeof cp, "%s.pipelineConstants", dp);
+      for (const cJSON *k = c->child; k; k = k->next) {
+        if (!strcmp(k->string, "WORKGROUP_SIZE")) st = geo_int(k, file, cp, &g->workgroup_size);
+        else if (!strcmp(k->string, "COLS_PER_WG")) st = geo_int(k, file, cp, &g->cols_per_wg);
+        else if (!strcmp(k->string, "THREADS_PER_COL")) st = geo_int(k, file, cp, &g->threads_per_col);
+        else if (!strcmp(k->string, "USE_FULL_BLOCK_FAST_PATH")) {
+          if (!cJSON_IsBool(k)) return FAIL("%s: %s.%s: expected a boolean, got %s", file, cp, k->string, wisp_json_type(k));
+          g->full_block = cJSON_IsTrue(k);
+          st = WISP_OK;
+        } else
+          return FAIL("%s: %s.%s: unknown constant (WORKGROUP_SIZE, COLS_PER_WG, THREADS_PER_COL, "
+                      "USE_FULL_BLOCK_FAST_PATH)", file, cp, k->string);
+        if (st) return st;
+      }
+      int cols = g->cols_per_wg ? g->cols_per_wg : 16, tpc = g->threads_per_col ? g->threads_per_col : 16;
+      int wg = g->workgroup_size ? g->workgroup_size : cols * tpc; /* unset: COLS_PER_WG x THREADS_PER_COL */
+      if (!pow2(tpc) || wg != cols * tpc || wg > 256)
+        return FAIL("%s: %s: WORKGROUP_SIZE %d must be COLS_PER_WG %d x THREADS_PER_COL %d (a power of two), at most 256",
+                    file, cp, wg, cols, tpc);
+    } else
+      return FAIL("%s: %s.%s: unknown field (variant, pipelineConstants)", file, dp, c->string);
+  }
+  return WISP_OK;
+}
+
+/* session.lmHeadArgmaxQ4K: {colsPerWorkgroup, threadsPerCol, useFullBlockFastPath}. */
+static wisp_status parse_head_q4k(const cJSON *o, const char *file, const char *path, wisp_q4k_geometry *g) {
+  wisp_status st;
+  if (!cJSON_IsObject(o)) return FAIL("%s: %s: expected an object, got %s", file, path, wisp_json_type(o));
+  for (const cJSON *k = o->child; k; k = k->next) {
+    if (!strcmp(k->string, "colsPerWorkgroup")) st = geo_int(k, file, path, &g->cols_per_wg);
+    else if (!strcmp(k->string, "threadsPerCol")) st = geo_int(k, file, path, &g->threads_per_col);
+    else if (!strcmp(k->string, "useFullBlockFastPath")) {
+      if (!cJSON_IsBool(k)) return FAIL("%s: %s.%s: expected a boolean, got %s", file, path, k->string, wisp_json_type(k));
+      g->full_block = cJSON_IsTrue(k);
+      st = WISP_OK;
+    } else
+      return FAIL("%s: %s.%s: unknown field (colsPerWorkgroup, threadsPerCol, useFullBlockFastPath)", file, path,
+                  k->string);
+    if (st) return st;
+  }
+  int cols = g->cols_per_wg ? g->cols_per_wg : 128, tpc = g->threads_per_col ? g->threads_per_col : 2;
+  if (!pow2(tpc) || cols * tpc > 256)
+    return FAIL("%s: %s: colsPerWorkgroup %d x threadsPerCol %d (a power of two) must be at most 256 threads", file,
+                path, cols, tpc);
+  g->workgroup_size = cols * tpc;
+  return WISP_OK;
+}
+
+/* session.attentionDecodeOnline: {useDirectContiguousKVLayout, useOutputGateFusion}. */
+static wisp_status parse_attn_online(const cJSON *o, const char *file, const char *path, wisp_fusions *f,
+                                     const char **from, wisp_profile *prof, const char *id) {
+  if (!cJSON_IsObject(o)) return FAIL("%s: %s: expected an object, got %s", file, path, wisp_json_type(o));
+  for (const cJSON *k = o->child; k; k = k->next) {
+    int sw = !strcmp(k->string, "useOutputGateFusion")           ? WISP_SW_ATTN_OUTPUT_GATE
+             : !strcmp(k->string, "useDirectContiguousKVLayout") ? WISP_SW_ATTN_DIRECT_KV
+                                                                  : -1;
+    if (sw < 0)
+      return FAIL("%s: %s.%s: unknown field (useDirectContiguousKVLayout, useOutputGateFusion)", file, path, k->string);
+    if (!cJSON_IsBool(k)) return FAIL("%s: %s.%s: expected a boolean, got %s", file, path, k->string, wisp_json_type(k));
+    if (f) *(sw == WISP_SW_ATTN_OUTPUT_GATE ? &f->attn_output_gate : &f->attn_direct_kv) = cJSON_IsTrue(k);
+    if (from) {
+      char src[400];
+      wisp_path(src, sizeof src, "%s: runtime.inference.session.attentionDecodeOnline.%s", id, k->string);
+      from[sw] = wisp_arena_strdup(&prof->arena, src);
+    }
+  }
+  return WISP_OK;
+}
+
+/* collect = 0: one file's session object (validated; provenance recorded for
+ * profile `id`); collect = 1: the merged object, into prof->fusions. */
+static wisp_status parse_session(const cJSON *o, wisp_profile *prof, const char *file, int collect, const char *id) {
   const char *path = "runtime.inference.session";
   if (!cJSON_IsObject(o)) return FAIL("%s: %s: expected an object, got %s", file, path, wisp_json_type(o));
   wisp_status st;
+  wisp_fusions scratch;
+  wisp_fusions_default(&scratch);
+  wisp_fusions *f = collect ? &prof->fusions : &scratch;
+  const char **from = collect ? NULL : prof->fusions.from;
   for (const cJSON *c = o->child; c; c = c->next) {
     size_t i;
-    char w[300];
+    char w[300], sp[300], src[400];
     wisp_path(w, sizeof w, "session.%s", c->string);
+    wisp_path(sp, sizeof sp, "%s.%s", path, c->string);
+    wisp_path(src, sizeof src, "%s: %s", id ? id : "", sp);
+    int sw = -1;
     for (i = 0; i < sizeof k_session_bools / sizeof k_session_bools[0]; i++)
       if (!strcmp(c->string, k_session_bools[i].key)) break;
     if (i < sizeof k_session_bools / sizeof k_session_bools[0]) {
       if (!cJSON_IsBool(c)) return FAIL("%s: %s.%s: expected a boolean, got %s", file, path, c->string, wisp_json_type(c));
-      if (collect) {
-        *(int *)((char *)&prof->fusions + k_session_bools[i].off) = cJSON_IsTrue(c);
-        if (!k_session_bools[i].implemented && cJSON_IsTrue(c) && (st = not_impl(prof, w))) return st;
-      }
+      *(int *)((char *)f + k_session_bools[i].off) = cJSON_IsTrue(c);
+      sw = k_session_bools[i].sw;
+    } else if (!strcmp(c->string, "fusedFfnQ4K")) {
+      if ((st = parse_ffn_q4k(c, file, sp, &f->ffn_q4k, &f->ffn_geometry))) return st;
+      sw = WISP_SW_FFN_Q4K;
+    } else if (!strcmp(c->string, "lmHeadArgmaxQ4K")) {
+      if ((st = parse_head_q4k(c, file, sp, &f->head_geometry))) return st;
+      sw = WISP_SW_HEAD_ARGMAX_Q4K;
+    } else if (!strcmp(c->string, "attentionDecodeOnline")) {
+      if ((st = parse_attn_online(c, file, sp, f, from, prof, id))) return st;
+      if (collect && !f->attn_direct_kv &&
+          (st = not_impl(prof, "session.attentionDecodeOnline.useDirectContiguousKVLayout=false (wisp's KV cache is "
+                               "always the contiguous [position][kv_head][head_dim] layout)")))
+        return st;
     } else if (!strcmp(c->string, "decodeLoop")) {
       wisp_batching tmp;
       char dp[300];
@@ -381,7 +524,13 @@ static wisp_status parse_session(const cJSON *o, wisp_profile *prof, const char 
       if ((st = parse_batching(c, collect ? &prof->decode_loop : &tmp, file, collect ? "session.decodeLoop" : dp,
                                collect ? prof : NULL)))
         return st;
+      if (collect) f->decode_loop = !prof->decode_loop.disable_command_batching;
+      sw = WISP_SW_DECODE_LOOP;
     } else if (collect && (st = not_impl(prof, w))) return st;
+    if (sw >= 0 && from) {
+      from[sw] = wisp_arena_strdup(&prof->arena, src);
+      if (!from[sw]) return wisp_fail(WISP_ENOMEM, "out of memory");
+    }
   }
   return WISP_OK;
 }
@@ -514,7 +663,7 @@ static wisp_status load_one(ploader *L, const char *file, const char *child_file
           cJSON *dst = cJSON_GetObjectItemCaseSensitive(p->settings, "batching");
           merge_into(dst, c);
         } else if (!strcmp(c->string, "session")) {
-          if ((st = parse_session(c, p, file, 0))) return st;
+          if ((st = parse_session(c, p, file, 0, L->cur_id))) return st;
           cJSON *dst = cJSON_GetObjectItemCaseSensitive(p->settings, "session");
           merge_into(dst, c);
         } else {
@@ -541,7 +690,7 @@ wisp_status wisp_profile_load(const char *ref, const wisp_profile_options *opt, 
   L->opt = opt;
   L->dir = opt && opt->profiles_dir ? opt->profiles_dir : WISP_DEFAULT_PROFILES_DIR;
   L->kernels_dir = opt && opt->kernels_dir ? opt->kernels_dir : WISP_DEFAULT_KERNELS_DIR;
-  p->fusions.residual_add = 1;
+  wisp_fusions_default(&p->fusions);
   p->settings = cJSON_CreateObject();
   wisp_status st = WISP_OK;
   if (!p->settings || !cJSON_AddObjectToObject(p->settings, "batching") || !cJSON_AddObjectToObject(p->settings, "session"))
@@ -575,7 +724,7 @@ wisp_status wisp_profile_load(const char *ref, const wisp_profile_options *opt, 
     /* Typed settings from the merged objects; unknown keys are listed. */
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(p->settings, "batching");
     if (!st && b->child) st = parse_batching(b, &p->batching, file, "batching", p);
-    if (!st) st = parse_session(cJSON_GetObjectItemCaseSensitive(p->settings, "session"), p, file, 1);
+    if (!st) st = parse_session(cJSON_GetObjectItemCaseSensitive(p->settings, "session"), p, file, 1, NULL);
     p->digests_verified = !(opt && opt->skip_digests);
   }
   free(L);

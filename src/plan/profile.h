@@ -50,14 +50,51 @@ typedef struct {
   int disable_command_batching;
 } wisp_batching;
 
-/* Session switches wisp knows. Only `residual_add` changes plans today; the
- * others are parsed so that an enabled one is reported as not implemented. */
+/* Geometry of a Q4_K one-token product kernel (q4k_fused.wgsl): from
+ * session.fusedFfnQ4K.decode.pipelineConstants or session.lmHeadArgmaxQ4K.
+ * 0 = the backend's default. */
 typedef struct {
-  int residual_add;              /* fuseResidualAdd, default 1 (implemented) */
+  int workgroup_size, cols_per_wg, threads_per_col, full_block; /* full_block: 1/0, -1 unset */
+} wisp_q4k_geometry;
+
+/* The session switches (runtime.inference.session), typed. Each boolean is
+ * 1 = the fused arrangement, 0 = the unfused one; all default to 1 except
+ * where noted. `from[i]` says where switch i (WISP_SW_*) came from:
+ * "default" or "PROFILE-ID: runtime.inference.session.KEY". */
+enum {
+  WISP_SW_RESIDUAL_ADD = 0,   /* fuseResidualAdd */
+  WISP_SW_POST_FFN_NORM_PAIR, /* usePostFfnNextInputRMSNormPairFusion */
+  WISP_SW_FFN_Q4K,            /* fusedFfnQ4K (.decode) */
+  WISP_SW_HEAD_ARGMAX,        /* useGreedyLmHeadArgmaxFusion */
+  WISP_SW_HEAD_ARGMAX_Q4K,    /* lmHeadArgmaxQ4K (geometry only) */
+  WISP_SW_ATTN_OUTPUT_GATE,   /* attentionDecodeOnline.useOutputGateFusion */
+  WISP_SW_ATTN_DIRECT_KV,     /* attentionDecodeOnline.useDirectContiguousKVLayout */
+  WISP_SW_LIN_QKVZ,           /* useLinearAttentionQKVZProjectionFusion */
+  WISP_SW_LIN_AB,             /* useLinearAttentionABProjectionFusion */
+  WISP_SW_LIN_CORE,           /* useLinearAttentionFusedDecodeCore */
+  WISP_SW_QKV_NORM_ROPE,      /* useFusedQKVSplitQKNormRoPE */
+  WISP_SW_DECODE_LOOP,        /* decodeLoop (on unless decodeLoop.disableCommandBatching) */
+  WISP_SW_COUNT
+};
+/* The JSON name of switch i (relative to runtime.inference.session). */
+const char *wisp_switch_name(int i);
+
+typedef struct {
+  int residual_add;              /* fuseResidualAdd, default 1 */
   int greedy_head_argmax;        /* useGreedyLmHeadArgmaxFusion */
   int post_ffn_norm_pair;        /* usePostFfnNextInputRMSNormPairFusion */
   int fused_qkv_split_norm_rope; /* useFusedQKVSplitQKNormRoPE */
+  int ffn_q4k;                   /* fusedFfnQ4K: false, or {decode: {variant, pipelineConstants}} */
+  wisp_q4k_geometry ffn_geometry;
+  wisp_q4k_geometry head_geometry; /* lmHeadArgmaxQ4K */
+  int attn_output_gate, attn_direct_kv;
+  int lin_qkvz, lin_ab, lin_core;
+  int decode_loop;               /* 0: decodeLoop.disableCommandBatching (one token per submit) */
+  const char *from[WISP_SW_COUNT];
 } wisp_fusions;
+
+/* All switches on, every `from` "default". */
+void wisp_fusions_default(wisp_fusions *f);
 
 typedef struct {
   char *path;             /* the leaf profile file */

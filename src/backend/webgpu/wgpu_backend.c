@@ -145,6 +145,8 @@ typedef struct {
   int fuse_argmax;     /* greedy sample_id fused into the head product (WISP_WEBGPU_FUSE_ARGMAX=0: off) */
   wisp_wgpu_buf amax;  /* its per-workgroup (max, index) pairs */
   uint32_t amax_count;
+  int env_no_argmax;   /* WISP_WEBGPU_FUSE_ARGMAX=0 */
+  wisp_backend_settings set; /* the plan's settings (configure), all switches on until then */
 } wgpu_backend;
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
@@ -725,6 +727,7 @@ static void emit_pending(wgpu_backend *g) {
   else if (kind == 2) rec_swiglu(g, g->pend.x, 1, g->pend.dim, g->pend.out);
   else if (kind == 3)
     rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0);
+  if (g->qwen) wisp_wgpu_qwen_emit(&g->base); /* a held-back Q4_K product (wgpu_qwen.c) */
 }
 
 static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
@@ -747,6 +750,7 @@ static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv
 
 static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
+  if (g->qwen && wisp_wgpu_qwen_swiglu(be, gu, n, ffn, out)) return; /* fused FFN (Q4_K gate/up) */
   emit_pending(g);
   if (n == 1 && g->fuse && ffn % 4 == 0 && gu != out) {
     g->pend.kind = 2;
@@ -815,9 +819,21 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
 static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                      int accumulate) {
   wgpu_backend *g = as_g(be);
-  if (W->type == WISP_W_Q4K) { /* wgpu_qwen.c */
+  const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
+  if (W->type == WISP_W_Q4K) { /* wgpu_qwen.c; a held-back rmsnorm of x may fuse into it */
+    const wisp_buf *nx = NULL, *nxo = NULL;
+    WGPUBuffer nwb = NULL;
+    float neps = 0;
+    if (g->pend.kind == 1 && g->pend.out == x && n == 1 && x_row0 == 0 && W->cols == g->pend.dim && !no_norm_fuse &&
+        g->pend.x != y && g->pend.out != y) {
+      nx = g->pend.x;
+      nxo = g->pend.out;
+      nwb = g->pend.w->g.b;
+      neps = g->pend.eps;
+      g->pend.kind = 0;
+    }
     emit_pending(g);
-    wisp_wgpu_q4k_matmul(be, W, x, x_row0, n, y, accumulate);
+    wisp_wgpu_q4k_matmul_ex(be, W, nx, nwb, neps, nxo, x, x_row0, n, y, accumulate);
     return;
   }
   /* Fuse a held-back rmsnorm/swiglu whose output is this product's input. */
@@ -826,7 +842,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
   wvec *pre_w = NULL;
   float pre_eps = 0;
   if ((g->pend.kind == 1 || g->pend.kind == 2) && g->pend.out == x && n == 1 && x_row0 == 0 &&
-      W->cols == g->pend.dim && g->pend.x != y && g->pend.out != y) {
+      W->cols == g->pend.dim && g->pend.x != y && g->pend.out != y && !(g->pend.kind == 1 && no_norm_fuse)) {
     pre = g->pend.kind;
     pre_x = g->pend.x;
     pre_w = g->pend.w;
@@ -1046,7 +1062,11 @@ static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, con
   /* Greedy right after the head product (held back): the product writes
    * per-workgroup argmax pairs and this pass reduces only those. */
   int parts = 0;
-  if (g->pend.kind == 3 && g->pend.my == logits && sp->temperature <= 0 && g->pend.m->rows == vocab &&
+  if (g->qwen && wisp_wgpu_qwen_head_argmax(be, logits, vocab, sp->temperature <= 0, ids)) {
+    parts = !g->error;
+    g->stats.argmax_fused += (uint64_t)parts;
+  }
+  if (!parts && g->fuse_argmax && g->pend.kind == 3 && g->pend.my == logits && sp->temperature <= 0 && g->pend.m->rows == vocab &&
       logits != ids && g->pend.mx != ids && g->pend.x != ids) {
     g->pend.kind = 0;
     rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 1);
@@ -1182,6 +1202,8 @@ static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
   wgpu_backend *g = as_g(be);
   g->conv_fuse = g->conv_fuse_capable && s->conv_fuse;
   if (!g->env_splits && s->flash_blocks >= 1) g->max_splits = (uint32_t)s->flash_blocks;
+  g->set = *s;
+  g->fuse_argmax = g->fuse && !g->env_no_argmax && s->head_argmax;
 }
 
 static void g_caps(wisp_backend *be, wisp_device_caps *out) {
@@ -1249,7 +1271,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *kvenv = getenv("WISP_WEBGPU_KV");
   g->kv16 = o.kv_f16 || (kvenv && !strcmp(kvenv, "f16"));
   const char *fa = getenv("WISP_WEBGPU_FUSE_ARGMAX");
-  g->fuse_argmax = g->fuse && !(fa && !strcmp(fa, "0"));
+  g->env_no_argmax = fa && !strcmp(fa, "0");
+  g->fuse_argmax = g->fuse && !g->env_no_argmax;
+  wisp_backend_settings_default(&g->set);
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
   g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
@@ -1387,4 +1411,13 @@ int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *r
   *rows = M->parts[i].rows;
   part_bindings(as_g(be), &M->parts[i], b);
   return 1;
+}
+const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be) { return &as_g(be)->set; }
+int wisp_wgpu_int_fuse(wisp_backend *be) { return as_g(be)->fuse; }
+int wisp_wgpu_int_fuse_argmax(wisp_backend *be) { return as_g(be)->fuse_argmax; }
+WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count) {
+  wgpu_backend *g = as_g(be);
+  if (!scratch(g, &g->amax, (uint64_t)count * 8, (uint64_t)count * 8, "wisp argmax partials")) return NULL;
+  g->amax_count = count;
+  return g->amax.b;
 }

@@ -44,6 +44,12 @@ int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *r
 /* Part i of a prepared Q4/Q4Z/f32 matrix: its row range and the bindings
  * weights, scales, zero points (a dummy where the type has none). */
 int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]);
+/* The plan's settings (session switches) as configure gave them. */
+const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be);
+int wisp_wgpu_int_fuse(wisp_backend *be);        /* 0: WISP_WEBGPU_FUSE=0 / no_fuse */
+int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion allowed */
+/* The argmax partials buffer, grown to `count` pairs (the next sample reads that many); NULL on failure. */
+WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count);
 /* The per-backend state of wgpu_qwen.c (NULL until first use). */
 void **wisp_wgpu_int_qwen_slot(wisp_backend *be);
 /* The per-backend state of wgpu_matmul_i8.c (NULL until first use). */
@@ -55,6 +61,16 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a);
 /* y[t] (+)= W x[x_row0 + t] for a Q4_K matrix W. */
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                           int accumulate);
+/* As wisp_wgpu_q4k_matmul; with nx non-NULL the product reads rmsnorm(nx) * nw (eps) and
+ * also writes it to nxo (== x): a held-back rmsnorm fused in. One-token products may be
+ * held back for a consumer (swiglu, gated_deltanet, a greedy sample_id). */
+void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *nx, WGPUBuffer nw, float eps,
+                             const wisp_buf *nxo, const wisp_buf *x, int x_row0, int n, wisp_buf *y, int accumulate);
+/* Records the held-back Q4_K product, if any (called by every op first). */
+void wisp_wgpu_qwen_emit(wisp_backend *be);
+/* Consumers of a held-back Q4_K product: 1 when they recorded the fused form. */
+int wisp_wgpu_qwen_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out);
+int wisp_wgpu_qwen_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids);
 void wisp_wgpu_qwen_free(wisp_backend *be);
 /* Checks the plan's kernel choices for a Q4_K matrix (prepare_matrix). */
 wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m);

@@ -13,10 +13,25 @@
 
 #define QATTN_WG 64
 
+/* A one-token Q4_K product held back for a consumer that fuses it (the
+ * session switches): swiglu (fusedFfnQ4K), gated_deltanet (the in_proj row
+ * ranges), a greedy sample_id (the head's argmax partials). nx != NULL: a
+ * held-back rmsnorm of nx (weights nw) is fused in, its output nxo == x. */
+typedef struct {
+  int active;
+  const wisp_matrix *W;
+  const wisp_buf *nx, *nxo, *x;
+  WGPUBuffer nw;
+  float eps;
+  wisp_buf *y;
+} q4k_pend;
+
 typedef struct {
   wisp_wgpu_buf cbuf; /* conv outputs of the current gated_deltanet call */
   wisp_wgpu_buf qbuf; /* normed + rotated queries of the current attention */
   wisp_wgpu_buf part; /* flash-decoding partials */
+  wisp_wgpu_buf dum[3]; /* placeholders for q4k_fused's unused writable bindings (must not alias) */
+  q4k_pend pend;
 } qwen_state;
 
 static qwen_state *qs_of(wisp_backend *be) {
@@ -35,6 +50,7 @@ void wisp_wgpu_qwen_free(wisp_backend *be) {
   wisp_wgpu_int_scratch_free(be, &q->cbuf);
   wisp_wgpu_int_scratch_free(be, &q->qbuf);
   wisp_wgpu_int_scratch_free(be, &q->part);
+  for (int i = 0; i < 3; i++) wisp_wgpu_int_scratch_free(be, &q->dum[i]);
   free(q);
   *slot = NULL;
 }
@@ -80,15 +96,30 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   WGPUBuffer out = wisp_wgpu_int_buf(a->out);
   wisp_wgpu_const c[1] = {{"WG", QATTN_WG}};
   wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 1);
+  /* The decode arrangement the session switches ask for (docs/webgpu.md): */
+  const wisp_backend_settings *set = wisp_wgpu_int_settings(be);
+  const int dec = a->n == 1 && wisp_wgpu_int_fuse(be) &&
+                  wisp_wgpu_int_device(be)->info.max_storage_buffers_per_shader_stage >= 10;
+  const int gate_in = dec && set->attn_output_gate;  /* gate inside the attention kernel */
+  const int rope_in = dec && set->attn_fused_rope;   /* split + norm + rope (+ KV append) fused */
+  const int h256 = a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant) &&
+                   (!dec || set->attn_output_gate);
   struct {
     uint32_t n, pos0, H, KVH, D, R;
     float eps;
-    uint32_t pad;
+    uint32_t stage;
   } pr = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 0};
   wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
                              whole(vc)};
-  wisp_wgpu_int_record(be, kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), (uint32_t)a->n, 1);
-  if (a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant)) {
+  if (!(rope_in && !h256)) {
+    if (dec && !set->attn_fused_rope) { /* unfused: split + norm, then the rotation */
+      pr.stage = 1;
+      wisp_wgpu_int_record(be, kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), 1, 1);
+      pr.stage = 2;
+    }
+    wisp_wgpu_int_record(be, kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), (uint32_t)a->n, 1);
+  }
+  if (h256) {
     /* the seed profile's decode kernel: online softmax + output gate in one dispatch */
     wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, HEAD256, NULL, 0);
     struct {
@@ -100,16 +131,39 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     wisp_wgpu_int_record(be, kd, bd, 5, &pd, sizeof pd, (uint32_t)H, 1, 1);
     return;
   }
-  wisp_wgpu_kernel *kf = wisp_wgpu_int_kernel(be, "attn_flash", c, 1);
-  struct {
-    uint32_t n, pos0, H, KVH, D;
-    float scale;
-    uint32_t splits, tps;
-  } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D), splits,
-          tps};
-  wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(out),
-                             whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
-  wisp_wgpu_int_record(be, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  if (dec) {
+    wisp_wgpu_const cd[3] = {{"WG", QATTN_WG}, {"FUSE_ROPE", rope_in}, {"GATE", gate_in}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "attn_gated_decode", cd, 3);
+    struct {
+      uint32_t pos, H, KVH, D, R;
+      float eps, scale;
+      uint32_t splits, tps, pad[3];
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 1.0f / sqrtf((float)D),
+            splits, tps, {0, 0, 0}};
+    wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
+                                whole(vc), whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
+    wisp_wgpu_int_record(be, kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
+    if (splits > 1 && gate_in) {
+      wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_gated_combine", c, 1);
+      struct {
+        uint32_t H, D, splits, pad;
+      } pc = {(uint32_t)H, (uint32_t)D, splits, 0};
+      wisp_wgpu_binding bc[3] = {whole(q->part.b), whole(qkv), whole(out)};
+      wisp_wgpu_int_record(be, kc2, bc, 3, &pc, sizeof pc, (uint32_t)H, 1, 1);
+      return;
+    }
+  } else {
+    wisp_wgpu_kernel *kf = wisp_wgpu_int_kernel(be, "attn_flash", c, 1);
+    struct {
+      uint32_t n, pos0, H, KVH, D;
+      float scale;
+      uint32_t splits, tps;
+    } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D), splits,
+            tps};
+    wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(out),
+                               whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
+    wisp_wgpu_int_record(be, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+  }
   if (splits > 1) {
     wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_combine", c, 1);
     struct {
@@ -118,6 +172,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     wisp_wgpu_binding bc[2] = {whole(q->part.b), whole(out)};
     wisp_wgpu_int_record(be, kc2, bc, 2, &pc, sizeof pc, (uint32_t)H, 1, 1);
   }
+  if (gate_in && splits == 1) return;
   wisp_wgpu_const cg[1] = {{"WG", 256}};
   wisp_wgpu_kernel *kg = wisp_wgpu_int_kernel(be, "attn_gate", cg, 1);
   const uint64_t count = (uint64_t)a->n * H * D;
@@ -132,10 +187,15 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
 
 /* ---- Gated DeltaNet ---- */
 
+static void deltanet_in_proj(wisp_backend *be, qwen_state *q, const wisp_deltanet_args *a);
+
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
-  wisp_wgpu_int_emit_pending(be);
   qwen_state *q = qs_of(be);
   if (!q) return;
+  const int K0 = a->k_heads * a->k_dim, V0 = a->v_heads * a->v_dim;
+  if (q->pend.active && q->pend.y == a->proj && a->n == 1 && q->pend.W->rows == 2 * K0 + 2 * V0 + 2 * a->v_heads)
+    deltanet_in_proj(be, q, a);
+  wisp_wgpu_int_emit_pending(be);
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   const int cdim = 2 * K + V, row = 2 * K + 2 * V + 2 * a->v_heads;
   if (a->k_heads <= 0 || a->v_heads % a->k_heads || a->k_dim <= 0 || a->k_dim > 256 || a->v_dim <= 0 ||
@@ -147,6 +207,23 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   WGPUBuffer taps = wisp_wgpu_int_vec(be, a->conv_taps), al = taps ? wisp_wgpu_int_vec(be, a->a_log) : NULL;
   WGPUBuffer dt = al ? wisp_wgpu_int_vec(be, a->dt_bias) : NULL, nw = dt ? wisp_wgpu_int_vec(be, a->norm) : NULL;
   if (!nw) return;
+  const int G = a->v_heads / a->k_heads;
+  if (a->n == 1 && wisp_wgpu_int_settings(be)->lin_core && wisp_wgpu_int_fuse(be) && G * a->v_dim <= 1024) {
+    /* useLinearAttentionFusedDecodeCore: conv + recurrence + gated norm, one workgroup per k-head */
+    wisp_wgpu_const cd[1] = {{"WG", a->v_dim >= 128 ? 128 : 64}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "dn_decode", cd, 1);
+    struct {
+      uint32_t kh, vh, dk, dv, L;
+      float eps;
+      uint32_t pad0, pad1;
+    } pd = {(uint32_t)a->k_heads, (uint32_t)a->v_heads, (uint32_t)a->k_dim, (uint32_t)a->v_dim, (uint32_t)a->conv_len,
+            a->eps, 0, 0};
+    wisp_wgpu_binding bd[8] = {whole(wisp_wgpu_int_buf(a->proj)), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)),
+                               whole(al), whole(dt), whole(nw), whole(wisp_wgpu_int_buf(a->state)),
+                               whole(wisp_wgpu_int_buf(a->out))};
+    wisp_wgpu_int_record(be, kd, bd, 8, &pd, sizeof pd, (uint32_t)a->k_heads, 1, 1);
+    return;
+  }
   if (!wisp_wgpu_int_scratch(be, &q->cbuf, (uint64_t)a->n * cdim * 4, (uint64_t)(a->n > 64 ? a->n : 64) * cdim * 4,
                              "wisp deltanet conv"))
     return;
@@ -285,4 +362,159 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
     wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, gx, gy, (uint32_t)n);
   }
+}
+
+/* ---- q4k_fused: Q4_K decode products with the session-switch fusions ---- */
+
+typedef struct {
+  uint32_t wg, cols, tpc, full;
+} qgeo;
+
+/* Geometry for a q4k_fused dispatch: explicit (wg/cols/tpc, 0 = unset), else the matrix's
+ * simd16 choice (profile constants), else 256 / 16 / 16 / full blocks. */
+static qgeo geo_of(const wisp_matrix *W, int wg, int cols, int tpc, int full) {
+  qgeo g = {256, 16, 16, 1};
+  const wisp_kernel_choice *ch = &W->choice[WISP_PHASE_DECODE];
+  if (is_simd16(ch->variant)) {
+    if (ch->subgroups_per_row) g.tpc = (uint32_t)ch->subgroups_per_row;
+    if (ch->rows_per_subgroup) g.cols = (uint32_t)ch->rows_per_subgroup;
+    g.wg = g.tpc * g.cols;
+  }
+  if (cols) g.cols = (uint32_t)cols;
+  if (tpc) g.tpc = (uint32_t)tpc;
+  if (cols || tpc || wg) g.wg = wg ? (uint32_t)wg : g.cols * g.tpc;
+  if (full >= 0) g.full = (uint32_t)full;
+  return g;
+}
+
+static int dummies(wisp_backend *be, qwen_state *q) {
+  for (int i = 0; i < 3; i++)
+    if (!wisp_wgpu_int_scratch(be, &q->dum[i], 16, 16, "wisp q4k placeholder")) return 0;
+  return 1;
+}
+
+/* Rows [lo, hi) of W (one token): y[r] (+)= W[r] . x' (pre: x' = rmsnorm(nx) * nw, also
+ * written to nxo); pair F: rows r and r + F with SwiGLU into z; argmax: partials from
+ * part_off on (returns the next part_off). */
+static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix *W, int lo, int hi,
+                              const q4k_pend *pd, int acc, int pair, wisp_buf *z, WGPUBuffer amax, uint32_t part_off,
+                              qgeo g) {
+  if (!dummies(be, q)) return part_off;
+  if (g.wg != g.cols * g.tpc || !g.tpc || (g.tpc & (g.tpc - 1)) || g.wg > 256 || g.cols > 256) {
+    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "q4k_fused: WORKGROUP_SIZE %u must be COLS_PER_WG %u x THREADS_PER_COL "
+                       "%u (a power of two), at most 256", g.wg, g.cols, g.tpc);
+    return part_off;
+  }
+  wisp_wgpu_const c[5] = {{"WORKGROUP_SIZE", g.wg}, {"COLS_PER_WG", g.cols}, {"THREADS_PER_COL", g.tpc},
+                          {"USE_FULL_BLOCK_FAST_PATH", g.full ? 1 : 0}, {"ARGMAX", amax ? 1 : 0}};
+  /* the kernel cache keys at most 4 constants: ARGMAX only when set */
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, amax ? 5 : 4);
+  const int pre = pd->nx != NULL;
+  int row0, prow;
+  WGPUBuffer wb;
+  for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
+    int a = lo > row0 ? lo : row0, b = hi < row0 + prow ? hi : row0 + prow;
+    if (a >= b) continue;
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc, w_row0, pre;
+      float eps;
+      uint32_t pair, part_off, pad0, pad1;
+    } p = {(uint32_t)(b - a), (uint32_t)W->cols, (uint32_t)a, 0, acc ? 1u : 0u, (uint32_t)(a - row0), (uint32_t)pre,
+           pd->eps, (uint32_t)pair, part_off, 0, 0};
+    wisp_wgpu_binding bd[7] = {whole(wb),
+                               whole(wisp_wgpu_int_buf(pre ? pd->nx : pd->x)),
+                               whole(wisp_wgpu_int_buf(pd->y)),
+                               whole(pre ? pd->nw : wisp_wgpu_int_dummy(be, 0)),
+                               whole(pre ? wisp_wgpu_int_buf(pd->nxo) : q->dum[0].b),
+                               whole(z ? wisp_wgpu_int_buf(z) : q->dum[1].b),
+                               whole(amax ? amax : q->dum[2].b)};
+    uint32_t nwg = cdiv((uint64_t)(b - a), g.cols), gx, gy;
+    wisp_wgpu_grid(wisp_wgpu_int_device(be), nwg, &gx, &gy);
+    wisp_wgpu_int_record(be, k, bd, 7, &p, sizeof p, gx, gy, 1);
+    part_off += nwg;
+  }
+  return part_off;
+}
+
+void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *nx, WGPUBuffer nw, float eps,
+                             const wisp_buf *nxo, const wisp_buf *x, int x_row0, int n, wisp_buf *y, int accumulate) {
+  qwen_state *q = qs_of(be);
+  if (!q) return;
+  q4k_pend pd = {1, W, nx, nxo, x, nw, eps, y};
+  if (n == 1 && x_row0 == 0 && !accumulate && wisp_wgpu_int_fuse(be) && !wisp_wgpu_int_has_error(be)) {
+    q->pend = pd; /* held back: a consumer may fuse it */
+    return;
+  }
+  if (nx) {
+    rec_q4k_fused(be, q, W, 0, W->rows, &pd, accumulate, 0, NULL, NULL, 0, geo_of(W, 0, 0, 0, -1));
+    return;
+  }
+  wisp_wgpu_q4k_matmul(be, W, x, x_row0, n, y, accumulate);
+}
+
+void wisp_wgpu_qwen_emit(wisp_backend *be) {
+  qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+  if (!q || !q->pend.active) return;
+  q4k_pend pd = q->pend;
+  q->pend.active = 0;
+  if (pd.nx) rec_q4k_fused(be, q, pd.W, 0, pd.W->rows, &pd, 0, 0, NULL, NULL, 0, geo_of(pd.W, 0, 0, 0, -1));
+  else wisp_wgpu_q4k_matmul(be, pd.W, pd.x, 0, 1, pd.y, 0);
+}
+
+/* fusedFfnQ4K: the held-back gate/up product and this SwiGLU in one dispatch. */
+int wisp_wgpu_qwen_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+  const wisp_backend_settings *s = wisp_wgpu_int_settings(be);
+  if (!q || !q->pend.active || !s->ffn_q4k || q->pend.y != gu || n != 1 || q->pend.W->rows != 2 * ffn)
+    return 0;
+  int row0, prow;
+  WGPUBuffer wb;
+  if (!wisp_wgpu_int_mat_part(be, q->pend.W, 0, &row0, &prow, &wb) || prow != q->pend.W->rows) return 0; /* one part */
+  if (out == gu || out == q->pend.x || (q->pend.nx && (out == q->pend.nx || out == q->pend.nxo))) return 0;
+  q4k_pend pd = q->pend;
+  q->pend.active = 0;
+  rec_q4k_fused(be, q, pd.W, 0, ffn, &pd, 0, ffn, out, NULL, 0,
+                geo_of(pd.W, s->ffn_wg, s->ffn_cols, s->ffn_tpc, s->ffn_full_block));
+  return 1;
+}
+
+/* useGreedyLmHeadArgmaxFusion for a Q4_K head (lmHeadArgmaxQ4K geometry). */
+int wisp_wgpu_qwen_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids) {
+  qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+  const wisp_backend_settings *s = wisp_wgpu_int_settings(be);
+  if (!q || !q->pend.active || !greedy || !wisp_wgpu_int_fuse_argmax(be) || q->pend.y != logits ||
+      q->pend.W->rows != vocab || logits == ids || q->pend.x == ids || q->pend.nx == ids)
+    return 0;
+  q4k_pend pd = q->pend;
+  q->pend.active = 0;
+  qgeo g = geo_of(pd.W, 0, s->head_cols ? s->head_cols : 128, s->head_tpc ? s->head_tpc : 2, s->head_full_block);
+  uint64_t total = 0;
+  int row0, prow;
+  WGPUBuffer wb;
+  for (int i = 0; wisp_wgpu_int_mat_part(be, pd.W, i, &row0, &prow, &wb); i++) total += cdiv((uint64_t)prow, g.cols);
+  WGPUBuffer am = wisp_wgpu_int_amax(be, (uint32_t)total);
+  if (!am) return 0;
+  rec_q4k_fused(be, q, pd.W, 0, pd.W->rows, &pd, 0, 0, NULL, am, 0, g);
+  return 1;
+}
+
+/* The held-back in_proj product of a one-token gated_deltanet: one product, or the
+ * [qkv | z | b | a] row ranges as separate products (QKVZ / AB projection fusion off). */
+static void deltanet_in_proj(wisp_backend *be, qwen_state *q, const wisp_deltanet_args *a) {
+  const wisp_backend_settings *s = wisp_wgpu_int_settings(be);
+  const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
+  q4k_pend pd = q->pend;
+  q->pend.active = 0;
+  int cut[6], nc = 0;
+  cut[nc++] = 0;
+  if (!s->lin_qkvz) cut[nc++] = 2 * K + V;
+  if (!s->lin_qkvz || !s->lin_ab) cut[nc++] = 2 * K + 2 * V;
+  if (!s->lin_ab) cut[nc++] = 2 * K + 2 * V + a->v_heads;
+  cut[nc++] = pd.W->rows;
+  qgeo g = geo_of(pd.W, 0, 0, 0, -1);
+  if (nc == 2 && !pd.nx) { /* one product, nothing fused: the matrix's own kernel choice */
+    wisp_wgpu_q4k_matmul(be, pd.W, pd.x, 0, 1, pd.y, 0);
+    return;
+  }
+  for (int i = 0; i + 1 < nc; i++) rec_q4k_fused(be, q, pd.W, cut[i], cut[i + 1], &pd, 0, 0, NULL, NULL, 0, g);
 }

@@ -7,6 +7,9 @@
 // normalised. q goes to qo [n][H][D]; k and v are appended to the caches
 // [position][KVH][D] (f32). One workgroup per (head slot, token): grid x =
 // H + 2*KVH (q heads, k heads, v heads), y = n. WG is a power of two.
+// stage (useFusedQKVSplitQKNormRoPE off runs the steps as two dispatches):
+// 0 all of it; 1 split + norm only (no rotation); 2 only the rotation, in
+// place on qo and on the cached k at each token's position (v heads idle).
 override WG: u32 = 64;
 
 struct Params {
@@ -17,7 +20,7 @@ struct Params {
   D: u32,
   R: u32,
   eps: f32,
-  pad: u32,
+  stage: u32,
 }
 
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
@@ -46,6 +49,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     src = row + hh * 2u * D;
   } else {
     src = row + 2u * p.H * D + (hh - p.H) * D; // k heads, then v heads
+  }
+  if (p.stage == 2u) {
+    if (hh >= p.H + p.KVH) {
+      return;
+    }
+    var b0: u32;
+    if (isq) {
+      b0 = (t * p.H + hh) * D;
+    } else {
+      b0 = (pos * p.KVH + (hh - p.H)) * D;
+    }
+    for (var i = li; i < half; i += WG) {
+      let c = cosv[pos * half + i];
+      let s = sinv[pos * half + i];
+      if (isq) {
+        let a = qo[b0 + i];
+        let b = qo[b0 + i + half];
+        qo[b0 + i] = a * c - b * s;
+        qo[b0 + i + half] = b * c + a * s;
+      } else {
+        let a = kc[b0 + i];
+        let b = kc[b0 + i + half];
+        kc[b0 + i] = a * c - b * s;
+        kc[b0 + i + half] = b * c + a * s;
+      }
+    }
+    return;
   }
   if (hh >= p.H + p.KVH) {
     let dst = (pos * p.KVH + (hh - p.H - p.KVH)) * D;
@@ -82,7 +112,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       w = kn[i];
     }
     var r = qkv[src + i] * inv * w;
-    if (i < p.R) {
+    if (i < p.R && p.stage == 0u) {
       // NEOX pair partner and its weight
       var j: u32;
       if (i < half) {

@@ -1,0 +1,42 @@
+// Merges the splits of attn_gated_decode.wgsl (one decode token) and applies
+// the Qwen 3.5 output gate (attentionDecodeOnline.useOutputGateFusion):
+//   out[h][d] = sigmoid(gate_h[d]) * sum_z acc_z[d] e^(m_z - M) / sum_z l_z e^(m_z - M),
+// M = max_z m_z, gate_h = the second half of head h's (q|gate) slice of the
+// qkv row. One workgroup per head: grid x = H.
+override WG: u32 = 64;
+
+struct Params {
+  H: u32,
+  D: u32,
+  splits: u32,
+  pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> part: array<f32>;
+@group(0) @binding(1) var<storage, read> qkv: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let h = wid.x;
+  let D = p.D;
+  let base = h * p.splits * (D + 2u);
+  var M = -3.0e38;
+  for (var z = 0u; z < p.splits; z++) {
+    M = max(M, part[base + z * (D + 2u)]);
+  }
+  var L = 0.0;
+  for (var z = 0u; z < p.splits; z++) {
+    L += part[base + z * (D + 2u) + 1u] * exp(part[base + z * (D + 2u)] - M);
+  }
+  for (var d = li; d < D; d += WG) {
+    var a = 0.0;
+    for (var z = 0u; z < p.splits; z++) {
+      let zb = base + z * (D + 2u);
+      a += part[zb + 2u + d] * exp(part[zb] - M);
+    }
+    let g = qkv[h * 2u * D + D + d];
+    out[h * D + d] = a / L / (1.0 + exp(-g));
+  }
+}

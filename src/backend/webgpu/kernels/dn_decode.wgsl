@@ -1,0 +1,139 @@
+// Gated DeltaNet decode core in one dispatch (useLinearAttentionFusedDecodeCore):
+// dn_conv.wgsl + dn_recur.wgsl for one token. One workgroup per k-head kh
+// (grid x = k_heads): it owns the conv channels of q and k of head kh and of
+// v for its v-heads kh*G .. kh*G + G - 1 (G = v_heads / k_heads), so every
+// conv-state channel and every recurrent state has exactly one writer:
+//   c[ch] = silu(sum_{k<S} taps[ch][k] * cstate[ch][k] + taps[ch][S] * x[ch]),
+//   cstate[ch] shifts left and takes x[ch] (S = L - 1);
+// then per v-head h of the group, as dn_recur.wgsl: q, k L2-normalised
+// (q *= k_dim^-0.5), beta = sigmoid(b[h]), decay = exp(-exp(A_log[h]) *
+// softplus(a[h] + dt_bias[h])), kv = (decay S)^T k, delta = (v - kv) * beta,
+// S = decay S + k delta^T, o = S^T q, out = rmsnorm(o) * norm * silu(z).
+// q, k and the group's v sit in workgroup memory (k_dim <= 256,
+// G * v_dim <= 1024). WG is a power of two.
+override WG: u32 = 128;
+const MAXK: u32 = 256u;
+const MAXV: u32 = 1024u;
+
+struct Params {
+  kh: u32,    // k heads
+  vh: u32,    // v heads
+  dk: u32,    // k_dim
+  dv: u32,    // v_dim
+  L: u32,     // conv taps per channel
+  eps: f32,
+  pad0: u32,
+  pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> proj: array<f32>;
+@group(0) @binding(1) var<storage, read> taps: array<f32>;
+@group(0) @binding(2) var<storage, read_write> cstate: array<f32>;
+@group(0) @binding(3) var<storage, read> a_log: array<f32>;
+@group(0) @binding(4) var<storage, read> dt_bias: array<f32>;
+@group(0) @binding(5) var<storage, read> nw: array<f32>;
+@group(0) @binding(6) var<storage, read_write> st: array<f32>;
+@group(0) @binding(7) var<storage, read_write> outv: array<f32>;
+@group(0) @binding(8) var<uniform> p: Params;
+
+var<workgroup> qs: array<f32, MAXK>;
+var<workgroup> ks: array<f32, MAXK>;
+var<workgroup> vs: array<f32, MAXV>;
+var<workgroup> red: array<vec2<f32>, WG>;
+
+fn reduce2(li: u32, v: vec2<f32>) -> vec2<f32> {
+  workgroupBarrier();
+  red[li] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (li < s) {
+      red[li] += red[li + s];
+    }
+    workgroupBarrier();
+  }
+  let r = workgroupUniformLoad(&red[0]);
+  return r;
+}
+
+fn softplus(x: f32) -> f32 {
+  if (x > 20.0) {
+    return x;
+  }
+  return log(1.0 + exp(x));
+}
+
+// One conv channel for this token: updates its state, returns silu(conv).
+fn conv(ch: u32) -> f32 {
+  let L = p.L;
+  let S = L - 1u;
+  let x = proj[ch];
+  var acc = 0.0;
+  for (var k = 0u; k < S; k++) {
+    acc += taps[ch * L + k] * cstate[ch * S + k];
+  }
+  acc += taps[ch * L + S] * x;
+  for (var k = 0u; k + 1u < S; k++) {
+    cstate[ch * S + k] = cstate[ch * S + k + 1u];
+  }
+  if (S > 0u) {
+    cstate[ch * S + S - 1u] = x;
+  }
+  return acc / (1.0 + exp(-acc));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let kh = wid.x;
+  let dk = p.dk;
+  let dv = p.dv;
+  let K = p.kh * dk;
+  let V = p.vh * dv;
+  let cdim = 2u * K + V;
+  let G = p.vh / p.kh;
+  var ss = vec2<f32>(0.0, 0.0);
+  for (var i = li; i < dk; i += WG) {
+    let qv = conv(kh * dk + i);
+    let kv = conv(K + kh * dk + i);
+    qs[i] = qv;
+    ks[i] = kv;
+    ss += vec2<f32>(qv * qv, kv * kv);
+  }
+  for (var i = li; i < G * dv; i += WG) {
+    vs[i] = conv(2u * K + kh * G * dv + i);
+  }
+  let tot = reduce2(li, ss);
+  let iq = inverseSqrt(tot.x + 1e-6) * (1.0 / sqrt(f32(dk)));
+  let ik = inverseSqrt(tot.y + 1e-6);
+  for (var g = 0u; g < G; g++) {
+    let h = kh * G + g;
+    let sbase = h * dk * dv;
+    let A = exp(a_log[h]);
+    let beta = 1.0 / (1.0 + exp(-proj[cdim + V + h]));
+    let decay = exp(-A * softplus(proj[cdim + V + p.vh + h] + dt_bias[h]));
+    var osq = 0.0;
+    for (var e = li; e < dv; e += WG) {
+      var kvs = 0.0;
+      for (var i = 0u; i < dk; i++) {
+        kvs += st[sbase + i * dv + e] * (ks[i] * ik);
+      }
+      kvs *= decay;
+      let delta = (vs[g * dv + e] - kvs) * beta;
+      var o = 0.0;
+      for (var i = 0u; i < dk; i++) {
+        let s = st[sbase + i * dv + e] * decay + ks[i] * ik * delta;
+        st[sbase + i * dv + e] = s;
+        o += s * qs[i];
+      }
+      o *= iq;
+      outv[h * dv + e] = o;
+      osq += o * o;
+    }
+    let tot2 = reduce2(li, vec2<f32>(osq, 0.0));
+    let inv = inverseSqrt(tot2.x / f32(dv) + p.eps);
+    for (var e = li; e < dv; e += WG) {
+      let z = proj[cdim + h * dv + e];
+      let o = outv[h * dv + e];
+      outv[h * dv + e] = nw[e] * (o * inv) * (z / (1.0 + exp(-z)));
+    }
+  }
+}

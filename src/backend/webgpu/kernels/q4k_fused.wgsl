@@ -1,0 +1,217 @@
+// One-token Q4_K product with the Qwen 3.5 decode fusions of the seed
+// profile's session switches (docs/webgpu.md, "The seed profile's session
+// switches"): y (+)= W x' for rows [w_row0, w_row0 + rows) of the bound
+// weights, where
+//   pre 0: x' = x;
+//   pre 1: x' = rmsnorm(x) * nw (every workgroup reduces sum(x^2) itself;
+//          workgroup 0 also writes x' to xo, the norm's own output);
+//   pair F (SwiGLU, fusedFfnQ4K): output index r computes rows r and r + F
+//          (gate and up) and writes z[r] = silu(gate) * up (and both to y);
+//   ARGMAX 1 (greedy head, lmHeadArgmaxQ4K): each workgroup writes its
+//          (largest value, lowest row index) pair to amax[part_off + id].
+// Geometry: COLS_PER_WG outputs per workgroup of WORKGROUP_SIZE =
+// COLS_PER_WG * THREADS_PER_COL threads (THREADS_PER_COL a power of two,
+// WORKGROUP_SIZE need not be); the THREADS_PER_COL lanes of an
+// output reduce in workgroup memory (no subgroup operations). With
+// USE_FULL_BLOCK_FAST_PATH a lane takes whole super-blocks when a row has at
+// least THREADS_PER_COL of them. Grid: ceil(rows / COLS_PER_WG) as x*y.
+override WORKGROUP_SIZE: u32 = 256;
+override COLS_PER_WG: u32 = 16;
+override THREADS_PER_COL: u32 = 16; // a power of two
+override USE_FULL_BLOCK_FAST_PATH: bool = true;
+override ARGMAX: u32 = 0u;
+
+// Q4_K layout (src/format/tensor.h): a row is cols/256 super-blocks of 144
+// bytes = 36 u32 words: word 0 = f16 d | f16 dmin << 16, words 1-3 the packed
+// 6-bit scales/mins, words 4-35 the quants (element 64c + l, l < 32: low
+// nibble of byte 32c + l; 64c + 32 + l: its high nibble); value =
+// d*sc[j]*nibble - dmin*m[j], j = element / 32.
+
+struct Params {
+  rows: u32,     // outputs of this dispatch (pair mode: gate rows)
+  cols: u32,     // a multiple of 256
+  y_off: u32,    // float offset in y of output 0 (also its row index, for ARGMAX)
+  x_off: u32,    // vec4 offset of x
+  acc: u32,      // 1: add into y
+  w_row0: u32,   // row of the bound weights that output 0 reads
+  pre: u32,
+  eps: f32,
+  pair: u32,     // 0, or F: rows r and r + F, SwiGLU into z
+  part_off: u32, // ARGMAX: index of this dispatch's first workgroup in amax
+  pad0: u32,
+  pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read> nw: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> xo: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> z: array<f32>;
+@group(0) @binding(6) var<storage, read_write> amax: array<f32>;
+@group(0) @binding(7) var<uniform> p: Params;
+
+var<workgroup> red: array<f32, WORKGROUP_SIZE>;
+var<workgroup> red2: array<f32, WORKGROUP_SIZE>;
+var<workgroup> am_v: array<f32, 256>;
+var<workgroup> am_i: array<u32, 256>;
+var<private> inv: f32 = 1.0;
+
+fn xv(i: u32) -> vec4<f32> {
+  let v = x[p.x_off + i];
+  if (p.pre == 1u) {
+    return v * inv * nw[i];
+  }
+  return v;
+}
+
+fn sbyte(base: u32, j: u32) -> u32 {
+  return (w[base + 1u + j / 4u] >> (8u * (j % 4u))) & 255u;
+}
+
+fn scale_min(base: u32, j: u32) -> vec2<f32> {
+  if (j < 4u) {
+    return vec2<f32>(f32(sbyte(base, j) & 63u), f32(sbyte(base, j + 4u) & 63u));
+  }
+  let sc = (sbyte(base, j + 4u) & 15u) | ((sbyte(base, j - 4u) >> 6u) << 4u);
+  let mn = (sbyte(base, j + 4u) >> 4u) | ((sbyte(base, j) >> 6u) << 4u);
+  return vec2<f32>(f32(sc), f32(mn));
+}
+
+// Unit (super-block b, sub-block pair c) of bound row r times x'.
+fn unit_dot(r: u32, b: u32, c: u32) -> f32 {
+  let nsb = p.cols / 256u;
+  let base = (r * nsb + b) * 36u;
+  let dm = unpack2x16float(w[base]);
+  let s0 = scale_min(base, 2u * c);
+  let s1 = scale_min(base, 2u * c + 1u);
+  let xo4 = b * 64u + c * 16u;
+  var qx0 = 0.0;
+  var qx1 = 0.0;
+  var sx0 = 0.0;
+  var sx1 = 0.0;
+  let one = vec4<f32>(1.0);
+  for (var k = 0u; k < 8u; k++) {
+    let q = w[base + 4u + 8u * c + k];
+    let a = xv(xo4 + k);
+    let e = xv(xo4 + 8u + k);
+    let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u));
+    let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u));
+    qx0 += dot(lo, a);
+    qx1 += dot(hi, e);
+    sx0 += dot(a, one);
+    sx1 += dot(e, one);
+  }
+  return dm.x * (s0.x * qx0 + s1.x * qx1) - dm.y * (s0.y * sx0 + s1.y * sx1);
+}
+
+// One lane's share of bound row r: chunks of one 64-element unit, or with
+// the full-block path of four (a whole super-block), lanes strided.
+fn row_part(r: u32, lane: u32) -> f32 {
+  let nsb = p.cols / 256u;
+  var upc = 1u;
+  if (USE_FULL_BLOCK_FAST_PATH && nsb >= THREADS_PER_COL) {
+    upc = 4u;
+  }
+  let nch = 4u * nsb / upc;
+  var acc = 0.0;
+  for (var ch = lane; ch < nch; ch += THREADS_PER_COL) {
+    for (var k = 0u; k < upc; k++) {
+      let u = ch * upc + k;
+      acc += unit_dot(r, u / 4u, u % 4u);
+    }
+  }
+  return acc;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let wg_id = wid.x + wid.y * nwg.x;
+  let n4 = p.cols / 4u;
+  if (p.pre == 1u) {
+    var ss = 0.0;
+    for (var i = li; i < n4; i += WORKGROUP_SIZE) {
+      let v = x[p.x_off + i];
+      ss += dot(v, v);
+    }
+    red[li] = ss;
+    workgroupBarrier();
+    var s0 = 1u; // the largest power of two below WORKGROUP_SIZE (any size works)
+    while (2u * s0 < WORKGROUP_SIZE) {
+      s0 *= 2u;
+    }
+    for (var s = s0; s > 0u; s >>= 1u) {
+      if (li < s && li + s < WORKGROUP_SIZE) {
+        red[li] += red[li + s];
+      }
+      workgroupBarrier();
+    }
+    inv = 1.0 / sqrt(workgroupUniformLoad(&red[0]) / f32(p.cols) + p.eps);
+    if (wg_id == 0u) {
+      for (var i = li; i < n4; i += WORKGROUP_SIZE) {
+        xo[i] = xv(i);
+      }
+    }
+  }
+  let lane = li % THREADS_PER_COL;
+  let col = li / THREADS_PER_COL;
+  let r = wg_id * COLS_PER_WG + col;
+  let valid = r < p.rows && col < COLS_PER_WG;
+  var a0 = 0.0;
+  var a1 = 0.0;
+  if (valid) {
+    a0 = row_part(p.w_row0 + r, lane);
+    if (p.pair != 0u) {
+      a1 = row_part(p.w_row0 + r + p.pair, lane);
+    }
+  }
+  red[li] = a0;
+  red2[li] = a1;
+  workgroupBarrier();
+  for (var s = THREADS_PER_COL / 2u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      red[li] += red[li + s];
+      red2[li] += red2[li + s];
+    }
+    workgroupBarrier();
+  }
+  if (lane == 0u && col < COLS_PER_WG) {
+    if (valid) {
+      var v = red[li];
+      let o = p.y_off + r;
+      if (p.pair != 0u) {
+        let u = red2[li];
+        y[o] = v;
+        y[o + p.pair] = u;
+        z[r] = v / (1.0 + exp(-v)) * u;
+      } else {
+        if (p.acc == 1u) {
+          v += y[o];
+        }
+        y[o] = v;
+      }
+      am_v[col] = v;
+      am_i[col] = o;
+    } else {
+      am_v[col] = -3.0e38;
+      am_i[col] = 0xFFFFFFFFu;
+    }
+  }
+  if (ARGMAX == 1u) {
+    workgroupBarrier();
+    if (li == 0u) {
+      var bv = am_v[0];
+      var bi = am_i[0];
+      for (var c = 1u; c < COLS_PER_WG; c++) {
+        if (am_i[c] != 0xFFFFFFFFu && (am_v[c] > bv || bi == 0xFFFFFFFFu)) {
+          bv = am_v[c];
+          bi = am_i[c];
+        }
+      }
+      let o = 2u * (p.part_off + wg_id);
+      amax[o] = bv;
+      amax[o + 1u] = bitcast<f32>(bi);
+    }
+  }
+}
