@@ -22,7 +22,7 @@ override USE_FULL_BLOCK_FAST_PATH: bool = true;
 override ARGMAX: u32 = 0u;
 
 // Q4_K layout (src/format/tensor.h): a row is cols/256 super-blocks of 144
-// bytes = 36 u32 words: word 0 = f16 d | f16 dmin << 16, words 1-3 the packed
+// bytes = 9 vec4<u32>: word 0 = f16 d | f16 dmin << 16, words 1-3 the packed
 // 6-bit scales/mins, words 4-35 the quants (element 64c + l, l < 32: low
 // nibble of byte 32c + l; 64c + 32 + l: its high nibble); value =
 // d*sc[j]*nibble - dmin*m[j], j = element / 32.
@@ -42,7 +42,7 @@ struct Params {
   pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<storage, read> nw: array<vec4<f32>>;
@@ -65,60 +65,72 @@ fn xv(i: u32) -> vec4<f32> {
   return v;
 }
 
-fn sbyte(base: u32, j: u32) -> u32 {
-  return (w[base + 1u + j / 4u] >> (8u * (j % 4u))) & 255u;
+// Byte j (< 12) of the packed scales: header words 1-3.
+fn sbyte(h: vec4<u32>, j: u32) -> u32 {
+  var word = h.y;
+  if (j >= 8u) {
+    word = h.w;
+  } else if (j >= 4u) {
+    word = h.z;
+  }
+  return (word >> (8u * (j % 4u))) & 255u;
 }
 
-fn scale_min(base: u32, j: u32) -> vec2<f32> {
+fn scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
   if (j < 4u) {
-    return vec2<f32>(f32(sbyte(base, j) & 63u), f32(sbyte(base, j + 4u) & 63u));
+    return vec2<f32>(f32(sbyte(h, j) & 63u), f32(sbyte(h, j + 4u) & 63u));
   }
-  let sc = (sbyte(base, j + 4u) & 15u) | ((sbyte(base, j - 4u) >> 6u) << 4u);
-  let mn = (sbyte(base, j + 4u) >> 4u) | ((sbyte(base, j) >> 6u) << 4u);
+  let sc = (sbyte(h, j + 4u) & 15u) | ((sbyte(h, j - 4u) >> 6u) << 4u);
+  let mn = (sbyte(h, j + 4u) >> 4u) | ((sbyte(h, j) >> 6u) << 4u);
   return vec2<f32>(f32(sc), f32(mn));
 }
 
-// Unit (super-block b, sub-block pair c) of bound row r times x'.
-fn unit_dot(r: u32, b: u32, c: u32) -> f32 {
+// Unit u of bound row r times x': 32 elements in one quant vec4 (as in
+// q4k_matvec.wgsl: super-block b = u / 8, byte group c = (u % 8) / 2, half
+// h = u % 2; low nibbles are elements 64c + 16h + (0..15) of sub-block 2c,
+// high nibbles 64c + 32 + 16h + (0..15) of sub-block 2c + 1). 16-byte
+// loads: the super-block header and the quant vec4.
+fn unit_dot(r: u32, u: u32) -> f32 {
   let nsb = p.cols / 256u;
-  let base = (r * nsb + b) * 36u;
-  let dm = unpack2x16float(w[base]);
-  let s0 = scale_min(base, 2u * c);
-  let s1 = scale_min(base, 2u * c + 1u);
-  let xo4 = b * 64u + c * 16u;
-  var qx0 = 0.0;
-  var qx1 = 0.0;
-  var sx0 = 0.0;
-  var sx1 = 0.0;
+  let b = u / 8u;
+  let c = (u % 8u) / 2u;
+  let h = u % 2u;
+  let base = (r * nsb + b) * 9u;
+  let hd = w[base];
+  let q = w[base + 1u + 2u * c + h];
+  let dm = unpack2x16float(hd.x);
+  let s0 = scale_min(hd, 2u * c);
+  let s1 = scale_min(hd, 2u * c + 1u);
+  let xo4 = b * 64u + c * 16u + h * 4u;
+  let sh = vec4<u32>(0u, 8u, 16u, 24u);
+  let sh4 = sh + vec4<u32>(4u);
+  let m = vec4<u32>(15u);
   let one = vec4<f32>(1.0);
-  for (var k = 0u; k < 8u; k++) {
-    let q = w[base + 4u + 8u * c + k];
+  var qx = vec2<f32>(0.0);
+  var sx = vec2<f32>(0.0);
+  for (var k = 0u; k < 4u; k++) {
     let a = xv(xo4 + k);
     let e = xv(xo4 + 8u + k);
-    let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u));
-    let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u));
-    qx0 += dot(lo, a);
-    qx1 += dot(hi, e);
-    sx0 += dot(a, one);
-    sx1 += dot(e, one);
+    let word = vec4<u32>(q[k]);
+    qx += vec2<f32>(dot(vec4<f32>((word >> sh) & m), a), dot(vec4<f32>((word >> sh4) & m), e));
+    sx += vec2<f32>(dot(a, one), dot(e, one));
   }
-  return dm.x * (s0.x * qx0 + s1.x * qx1) - dm.y * (s0.y * sx0 + s1.y * sx1);
+  return dm.x * (s0.x * qx.x + s1.x * qx.y) - dm.y * (s0.y * sx.x + s1.y * sx.y);
 }
 
-// One lane's share of bound row r: chunks of one 64-element unit, or with
-// the full-block path of four (a whole super-block), lanes strided.
+// One lane's share of bound row r: 32-element units, lanes strided; with
+// the full-block path a lane takes whole super-blocks (8 units) at a time.
 fn row_part(r: u32, lane: u32) -> f32 {
   let nsb = p.cols / 256u;
   var upc = 1u;
   if (USE_FULL_BLOCK_FAST_PATH && nsb >= THREADS_PER_COL) {
-    upc = 4u;
+    upc = 8u;
   }
-  let nch = 4u * nsb / upc;
+  let nch = 8u * nsb / upc;
   var acc = 0.0;
   for (var ch = lane; ch < nch; ch += THREADS_PER_COL) {
     for (var k = 0u; k < upc; k++) {
-      let u = ch * upc + k;
-      acc += unit_dot(r, u / 4u, u % 4u);
+      acc += unit_dot(r, ch * upc + k);
     }
   }
   return acc;
