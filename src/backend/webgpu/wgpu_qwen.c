@@ -185,6 +185,24 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
 }
 
+/* dn_recur.wgsl / dn_decode.wgsl geometry: CW columns (a power of two >=
+ * v_dim) times IG row groups, each thread holding ceil(k_dim / IG) <= 32
+ * state rows of its column. 0 (error kept) when the head does not fit. */
+static int dn_geometry(wisp_backend *be, const wisp_deltanet_args *a, uint32_t *cw_out, uint32_t *ig_out) {
+  uint32_t cw = 1, maxinv = wisp_wgpu_int_max_invocations(be);
+  while (cw < (uint32_t)a->v_dim) cw <<= 1;
+  uint32_t ig = 1;
+  while (ig < 32 && cw * ig * 2 <= maxinv && cw * ig * 2 <= 1024 && (uint32_t)a->k_dim > ig * 16) ig <<= 1;
+  if (cw > maxinv || ((uint32_t)a->k_dim + ig - 1) / ig > 32) {
+    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "gated_deltanet: v_dim %d x k_dim %d does not fit a workgroup of %u",
+                       a->v_dim, a->k_dim, maxinv);
+    return 0;
+  }
+  *cw_out = cw;
+  *ig_out = ig;
+  return 1;
+}
+
 /* ---- Gated DeltaNet ---- */
 
 static void deltanet_in_proj(wisp_backend *be, qwen_state *q, const wisp_deltanet_args *a);
@@ -210,8 +228,10 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   const int G = a->v_heads / a->k_heads;
   if (a->n == 1 && wisp_wgpu_int_settings(be)->lin_core && wisp_wgpu_int_fuse(be) && G * a->v_dim <= 1024) {
     /* useLinearAttentionFusedDecodeCore: conv + recurrence + gated norm, one workgroup per k-head */
-    wisp_wgpu_const cd[1] = {{"WG", a->v_dim >= 128 ? 128 : 64}};
-    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "dn_decode", cd, 1);
+    uint32_t cw, ig;
+    if (!dn_geometry(be, a, &cw, &ig)) return;
+    wisp_wgpu_const cd[2] = {{"WG", cw * ig}, {"CW", cw}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "dn_decode", cd, 2);
     struct {
       uint32_t kh, vh, dk, dv, L;
       float eps;
@@ -235,17 +255,8 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   } pc = {(uint32_t)a->n, (uint32_t)cdim, (uint32_t)a->conv_len, (uint32_t)row};
   wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(q->cbuf.b)};
   wisp_wgpu_int_record(be, kc, bc, 4, &pc, sizeof pc, cdiv((uint64_t)cdim, 64), 1, 1);
-  /* dn_recur.wgsl: CW columns (a power of two >= v_dim) times IG row groups,
-   * each thread holding ceil(k_dim / IG) <= 32 state rows of its column. */
-  uint32_t cw = 1, maxinv = wisp_wgpu_int_max_invocations(be);
-  while (cw < (uint32_t)a->v_dim) cw <<= 1;
-  uint32_t ig = 1;
-  while (ig < 32 && cw * ig * 2 <= maxinv && cw * ig * 2 <= 1024 && (uint32_t)a->k_dim > ig * 16) ig <<= 1;
-  if (cw > maxinv || ((uint32_t)a->k_dim + ig - 1) / ig > 32) {
-    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "gated_deltanet: v_dim %d x k_dim %d does not fit a workgroup of %u",
-                       a->v_dim, a->k_dim, maxinv);
-    return;
-  }
+  uint32_t cw, ig;
+  if (!dn_geometry(be, a, &cw, &ig)) return;
   wisp_wgpu_const cr[2] = {{"WG", cw * ig}, {"CW", cw}};
   wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "dn_recur", cr, 2);
   struct {

@@ -10,10 +10,16 @@
 // softplus(a[h] + dt_bias[h])), kv = (decay S)^T k, delta = (v - kv) * beta,
 // S = decay S + k delta^T, o = S^T q, out = rmsnorm(o) * norm * silu(z).
 // q, k and the group's v sit in workgroup memory (k_dim <= 256,
-// G * v_dim <= 1024). WG is a power of two.
-override WG: u32 = 128;
+// G * v_dim <= 1024). The recurrence is split as in dn_recur.wgsl: the WG
+// threads are IG = WG / CW row groups of CW columns (both powers of two,
+// CW >= v_dim); thread (g, e) loads S[i][e] for i = g, g + IG, ... into
+// registers, and the two matrix-vector steps are column sums over the row
+// groups in workgroup memory, so no thread walks a k_dim-long column alone.
+override WG: u32 = 1024;
+override CW: u32 = 128;
 const MAXK: u32 = 256u;
 const MAXV: u32 = 1024u;
+const MAXI: u32 = 32u;
 
 struct Params {
   kh: u32,    // k heads
@@ -53,6 +59,18 @@ fn reduce2(li: u32, v: vec2<f32>) -> vec2<f32> {
   }
   let r = workgroupUniformLoad(&red[0]);
   return r;
+}
+
+// Column sum over the row groups (see dn_recur.wgsl).
+fn col_sum(li: u32, e: u32, v: f32) -> f32 {
+  workgroupBarrier();
+  red[li] = vec2<f32>(v, 0.0);
+  workgroupBarrier();
+  var t = 0.0;
+  for (var g = 0u; g < WG / CW; g++) {
+    t += red[g * CW + e].x;
+  }
+  return t;
 }
 
 fn softplus(x: f32) -> f32 {
@@ -104,35 +122,51 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let tot = reduce2(li, ss);
   let iq = inverseSqrt(tot.x + 1e-6) * (1.0 / sqrt(f32(dk)));
   let ik = inverseSqrt(tot.y + 1e-6);
+  let IG = WG / CW;
+  let e = li % CW;
+  let grp = li / CW;
+  let col = e < dv;
+  let nj = (dk + IG - 1u) / IG;
   for (var g = 0u; g < G; g++) {
     let h = kh * G + g;
     let sbase = h * dk * dv;
     let A = exp(a_log[h]);
     let beta = 1.0 / (1.0 + exp(-proj[cdim + V + h]));
     let decay = exp(-A * softplus(proj[cdim + V + p.vh + h] + dt_bias[h]));
+    var sr: array<f32, MAXI>;
+    var part = 0.0;
+    for (var j = 0u; j < nj; j++) {
+      let i = grp + j * IG;
+      sr[j] = 0.0;
+      if (col && i < dk) {
+        sr[j] = st[sbase + i * dv + e];
+        part += sr[j] * ks[i];
+      }
+    }
+    let kvs = col_sum(li, e, part) * ik * decay;
+    var v = 0.0;
+    if (col) {
+      v = vs[g * dv + e];
+    }
+    let delta = (v - kvs) * beta;
+    part = 0.0;
+    for (var j = 0u; j < nj; j++) {
+      let i = grp + j * IG;
+      if (col && i < dk) {
+        let sv = sr[j] * decay + ks[i] * ik * delta;
+        st[sbase + i * dv + e] = sv;
+        part += sv * qs[i];
+      }
+    }
+    let o = col_sum(li, e, part) * iq;
     var osq = 0.0;
-    for (var e = li; e < dv; e += WG) {
-      var kvs = 0.0;
-      for (var i = 0u; i < dk; i++) {
-        kvs += st[sbase + i * dv + e] * (ks[i] * ik);
-      }
-      kvs *= decay;
-      let delta = (vs[g * dv + e] - kvs) * beta;
-      var o = 0.0;
-      for (var i = 0u; i < dk; i++) {
-        let s = st[sbase + i * dv + e] * decay + ks[i] * ik * delta;
-        st[sbase + i * dv + e] = s;
-        o += s * qs[i];
-      }
-      o *= iq;
-      outv[h * dv + e] = o;
-      osq += o * o;
+    if (col && grp == 0u) {
+      osq = o * o;
     }
     let tot2 = reduce2(li, vec2<f32>(osq, 0.0));
     let inv = inverseSqrt(tot2.x / f32(dv) + p.eps);
-    for (var e = li; e < dv; e += WG) {
+    if (col && grp == 0u) {
       let z = proj[cdim + h * dv + e];
-      let o = outv[h * dv + e];
       outv[h * dv + e] = nw[e] * (o * inv) * (z / (1.0 + exp(-z)));
     }
   }
