@@ -98,7 +98,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 1);
   /* The decode arrangement the session switches ask for (docs/webgpu.md): */
   const wisp_backend_settings *set = wisp_wgpu_int_settings(be);
-  const int dec = a->n == 1 && wisp_wgpu_int_fuse(be) &&
+  const int dec = a->n == 1 && wisp_wgpu_int_fuse(be) && D % 4 == 0 && /* attn_gated_decode reads keys as vec4 */
                   wisp_wgpu_int_device(be)->info.max_storage_buffers_per_shader_stage >= 10;
   const int gate_in = dec && set->attn_output_gate;  /* gate inside the attention kernel */
   const int rope_in = dec && set->attn_fused_rope;   /* split + norm + rope (+ KV append) fused */

@@ -45,7 +45,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> cosv: array<f32>;
 @group(0) @binding(4) var<storage, read> sinv: array<f32>;
 @group(0) @binding(5) var<storage, read> qin: array<f32>;
-@group(0) @binding(6) var<storage, read_write> kc: array<f32>;
+@group(0) @binding(6) var<storage, read_write> kc: array<vec4<f32>>; // read as vec4: D % 4 == 0
 @group(0) @binding(7) var<storage, read_write> vc: array<f32>;
 @group(0) @binding(8) var<storage, read_write> out: array<f32>;
 @group(0) @binding(9) var<storage, read_write> part: array<f32>;
@@ -152,8 +152,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (z == p.splits - 1u && h % (p.H / p.KVH) == 0u) {
       let dst = (pos * p.KVH + kvh) * D;
       for (var d = li; d < D; d += WG) {
-        kc[dst + d] = ks[d];
         vc[dst + d] = vs[d];
+      }
+      for (var d4 = li; d4 < D / 4u; d4 += WG) {
+        kc[dst / 4u + d4] = vec4<f32>(ks[4u * d4], ks[4u * d4 + 1u], ks[4u * d4 + 2u], ks[4u * d4 + 3u]);
       }
     }
   } else {
@@ -173,10 +175,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let j = j0 + li;
     var s = NEG;
     if (j < pos || (j == pos && FUSE_ROPE == 0u)) {
-      let kb = (j * p.KVH + kvh) * D;
+      // 16-byte key loads: a thread walks its key's D values a vec4 at a time
+      let kb4 = (j * p.KVH + kvh) * (D / 4u);
       var dotv = 0.0;
-      for (var d = 0u; d < D; d++) {
-        dotv += qf[d] * kc[kb + d];
+      for (var d4 = 0u; d4 < D / 4u; d4++) {
+        let qv = vec4<f32>(qf[4u * d4], qf[4u * d4 + 1u], qf[4u * d4 + 2u], qf[4u * d4 + 3u]);
+        dotv += dot(qv, kc[kb4 + d4]);
       }
       s = dotv * p.scale;
     } else if (j == pos) {
