@@ -70,10 +70,12 @@ typedef struct {
   /* 1: record a batch only after the previous one's ids are back. 0 (the
    * default): where the backend can, the next batch is recorded and
    * submitted while the device runs the current one (the last sampled id
-   * stays on the device); the price is that a stop token or an early stop
-   * leaves one more batch computed (the session then needs a reset, as
-   * after a stop inside a batch). Batches of one token with stop tokens
-   * (chat) never run ahead. */
+   * stays on the device). A stop token inside a batch or with a batch in
+   * flight is handled by rewinding (the recurrent state is snapshotted
+   * before each batch), so the session continues as after the per-token
+   * path; only an early stop by on_tokens with a batch in flight leaves the
+   * session needing a reset. Batches of one token with stop tokens (chat)
+   * never run ahead. */
   int sequential;
 } wisp_generate_options;
 

@@ -61,31 +61,47 @@ TEST(decode_loop_greedy_matches_host_path_for_any_batch) {
   wisp_model_close(m);
 }
 
-TEST(decode_loop_stop_token_ends_and_guards_the_state) {
+/* A stop token inside a batch: the loop returns the tokens through the stop
+ * and rewinds the state (snapshot before the batch, the kept steps run
+ * again), so the session continues exactly as the per-token path would. */
+static void stop_rewinds(const char *backend, int batch, int sequential) {
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session_options so = {.backend = backend};
   wisp_session *s = NULL;
-  CHECK(wisp_session_new(m, NULL, &s) == WISP_OK);
-  int32_t ref[20];
-  CHECK(host_greedy(s, k_prompt, 5, 20, ref));
-  /* stop at the 6th generated token (ref[6] after first = ref[0]) inside a batch of 8 */
+  CHECKF(wisp_session_new(m, &so, &s) == WISP_OK, "%s", wisp_last_error());
+  int32_t ref[24];
+  CHECK(host_greedy(s, k_prompt, 5, 24, ref));
+  /* stop at the 6th generated token (ref[6] after first = ref[0]) */
   wisp_session_reset(s);
   float logits[512];
   CHECK(wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
   int32_t stop = ref[6], out[19];
   int first_stop = 1;
   while (first_stop < 6 && ref[first_stop] != stop) first_stop++;
-  wisp_generate_options o = {.temperature = 0, .batch = 8, .stop = &stop, .n_stop = 1};
+  wisp_generate_options o = {.temperature = 0, .batch = batch, .stop = &stop, .n_stop = 1, .sequential = sequential};
   int made = 0;
   CHECK(wisp_session_generate(s, ref[0], 19, &o, out, &made) == WISP_OK);
-  CHECKF(made == first_stop && out[made - 1] == stop, "made %d, first stop at %d", made, first_stop);
-  /* the batch ran past the stop: the session refuses to continue until reset */
-  CHECK(wisp_session_eval(s, &stop, 1, logits) == WISP_EINVAL);
-  CHECK(strstr(wisp_last_error(), "reset") != NULL);
-  wisp_session_reset(s);
-  CHECK(wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
+  CHECKF(made == first_stop && out[made - 1] == stop, "%s batch %d: made %d, first stop at %d", backend, batch, made,
+         first_stop);
+  CHECK(!s->ran_past_stop);
+  CHECKF(wisp_session_position(s) == 5 + first_stop, "%s batch %d: position %d after the rewind, want %d", backend,
+         batch, wisp_session_position(s), 5 + first_stop);
+  /* continue from the stop token: the host path's tokens */
+  int32_t t = stop;
+  for (int i = first_stop + 1; i < 20; i++) {
+    CHECK(wisp_session_eval(s, &t, 1, logits) == WISP_OK);
+    t = (int32_t)wisp_argmax(logits, wisp_model_vocab(m));
+    CHECKF(t == ref[i], "%s batch %d: after the rewind, token %d is %d, want %d", backend, batch, i, t, ref[i]);
+    if (t != ref[i]) break;
+  }
   wisp_session_free(s);
   wisp_model_close(m);
+}
+
+TEST(decode_loop_stop_token_rewinds_the_state) {
+  stop_rewinds("cpu", 8, 1);
+  stop_rewinds("cpu", 4, 1);
 }
 
 TEST(sampling_reference_properties) {
@@ -286,7 +302,7 @@ TEST(decode_loop_manifest_candidate_drives_the_webgpu_backend) {
 /* The pipelined loop (next batch recorded while the device runs the
  * current one) gives the sequential loop's tokens for every batch size and
  * with sampling; a stop token ends it with the tokens up to the stop and
- * marks the session as run past (a batch was in flight). */
+ * the state rewound (a batch was in flight). */
 TEST(decode_loop_webgpu_pipelined_matches_sequential) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -334,9 +350,18 @@ TEST(decode_loop_webgpu_pipelined_matches_sequential) {
   CHECK(wisp_session_generate(s, seq[0], 32, &os, pip, &made) == WISP_OK);
   CHECKF(made == first && pip[made - 1] == stop && memcmp(pip, seq + 1, sizeof(int32_t) * (size_t)made) == 0,
          "stopped after %d tokens, expected %d", made, first);
-  CHECK(s->ran_past_stop);
-  CHECK(wisp_session_generate(s, stop, 4, &os, pip, &made) != WISP_OK);
+  CHECK(!s->ran_past_stop); /* rewound: the batch in flight and the steps past the stop undone */
+  CHECKF(wisp_session_position(s) == 5 + made, "position %d after the rewind, want %d", wisp_session_position(s),
+         5 + made);
   free(logits);
   wisp_session_free(s);
   wisp_model_close(m);
+}
+
+TEST(decode_loop_webgpu_stop_token_rewinds_the_state) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  stop_rewinds("webgpu", 8, 1); /* sequential, the stop inside a batch */
+  stop_rewinds("webgpu", 4, 0); /* pipelined: the next batch is in flight too */
+  stop_rewinds("webgpu", 6, 0); /* pipelined, the stop token at a batch's end */
 }

@@ -156,6 +156,10 @@ struct wisp_backend {
    * (0 or 1) without waiting; read_finish waits for that slot and copies
    * its n values out. Errors of the submitted work surface from either. */
   void (*buf_copy)(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n);
+  /* Optional: dst[0..n) = src[0..n) between two f32 buffers, in recorded
+   * order. The decode loop snapshots the recurrent state with it, so that a
+   * batch that ran past a stop token can be rewound. */
+  void (*buf_copy_to)(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n);
   wisp_status (*read_start)(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, int slot);
   wisp_status (*read_finish)(wisp_backend *be, int slot, float *dst, size_t n);
   /* Finishes recorded work; returns the first device error, if any. */

@@ -14,6 +14,8 @@ struct wisp_model {
   void *weights;
 };
 
+#define WISP_MAX_SNAP 256 /* recurrent-state buffers an architecture may list */
+
 struct wisp_session {
   wisp_model *model;
   wisp_backend *backend;
@@ -23,11 +25,19 @@ struct wisp_session {
   wisp_buf *ids;     /* decode-loop token ids on the device (batch + 1 slots) */
   int ids_slots;
   uint32_t steps;    /* sampling noise counter across generate calls */
-  int ran_past_stop; /* a batch ran past a stop token: reset before reuse */
+  int ran_past_stop; /* a batch ran past where the caller stopped and could not be rewound: reset before reuse */
   /* Decode-loop wall time, split: recording and submitting the batches
    * (host work) and waiting for their token ids (device work not hidden by
    * it). Seconds since the session began; `wisp bench` reports both. */
   double loop_record_s, loop_wait_s;
+  /* Snapshots of the architecture's recurrent state (state_bufs), one set
+   * per batch in flight, taken on the device before each batch of a decode
+   * loop with stop tokens, so that a batch that ran past a stop token is
+   * rewound instead of leaving the session unusable. */
+  int snap_n;
+  wisp_buf *snap[2][WISP_MAX_SNAP];
+  wisp_buf *snap_src[WISP_MAX_SNAP];
+  size_t snap_len[WISP_MAX_SNAP];
 };
 
 /* "cpu", "webgpu" or "auto" (NULL = cpu). */

@@ -49,6 +49,7 @@ typedef struct {
   int chunk, max_pos, n_layers;
   wisp_buf *x, *xn, *big, *mid, *logits;
   wisp_buf **conv_state, **k_cache, **v_cache; /* per layer, NULL where unused */
+  size_t conv_len; /* floats in each conv_state */
 } lfm2_state;
 
 /* ---- binding ---- */
@@ -351,7 +352,8 @@ static wisp_status lfm2_state_new(const void *p, wisp_backend *be, int chunk, in
   if (!s->x || !s->xn || !s->big || !s->mid || !s->logits) goto oom;
   for (int i = 0; i < sh->n_layers; i++) {
     if (sh->layer_types[i] == WISP_LAYER_CONV) {
-      s->conv_state[i] = be->buf_new(be, (size_t)H * (sh->conv_cache - 1 > 0 ? sh->conv_cache - 1 : 1));
+      s->conv_len = (size_t)H * (sh->conv_cache - 1 > 0 ? sh->conv_cache - 1 : 1);
+      s->conv_state[i] = be->buf_new(be, s->conv_len);
       if (!s->conv_state[i]) goto oom;
     } else {
       size_t kv = (size_t)max_pos * sh->kv_heads * D;
@@ -435,6 +437,17 @@ static wisp_status lfm2_decode_step(const void *p, void *sp, wisp_backend *be, w
   return WISP_OK;
 }
 
+static int lfm2_state_bufs(void *state, wisp_buf **bufs, size_t *lens, int cap) {
+  lfm2_state *s = state;
+  int n = 0;
+  for (int i = 0; i < s->n_layers && n < cap; i++)
+    if (s->conv_state[i]) {
+      bufs[n] = s->conv_state[i];
+      lens[n++] = s->conv_len;
+    }
+  return n;
+}
+
 const wisp_arch wisp_arch_lfm2 = {
     .name = "lfm2",
     .bind = lfm2_bind,
@@ -446,6 +459,7 @@ const wisp_arch wisp_arch_lfm2 = {
     .state_new = lfm2_state_new,
     .state_reset = lfm2_state_reset,
     .state_free = lfm2_state_free,
+    .state_bufs = lfm2_state_bufs,
     .forward = lfm2_forward,
     .decode_step = lfm2_decode_step,
 };

@@ -31,6 +31,11 @@ typedef struct wisp_arch {
   wisp_status (*state_new)(const void *weights, wisp_backend *be, int chunk, int max_pos, void **state);
   void (*state_reset)(void *state, wisp_backend *be);
   void (*state_free)(void *state, wisp_backend *be);
+  /* The state a token changes for good, beyond its own KV-cache position
+   * (conv and recurrent states): up to cap buffers and their lengths in
+   * floats; returns how many. The decode loop snapshots them before a
+   * batch so that a batch that ran past a stop token can be rewound. */
+  int (*state_bufs)(void *state, wisp_buf **bufs, size_t *lens, int cap);
   /* Runs n (<= chunk) tokens at positions pos0.. and, when logits is
    * non-NULL, writes the vocabulary logits of the last one, or with
    * all_logits those of every one (n x vocab, row r = token r). */

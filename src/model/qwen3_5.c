@@ -68,6 +68,7 @@ typedef struct {
   int chunk, max_pos, n_layers;
   wisp_buf *x, *xn, *big, *mid, *logits;
   wisp_buf **conv_state, **rec_state, **k_cache, **v_cache;
+  size_t conv_len, rec_len; /* floats in each conv_state / rec_state */
 } q35_state;
 
 static const char *dir_of(const wisp_artifact *a) { return a->dir ? a->dir : "artifact"; }
@@ -428,8 +429,10 @@ static wisp_status q35_state_new(const void *p, wisp_backend *be, int chunk, int
   if (!s->x || !s->xn || !s->big || !s->mid || !s->logits) goto oom;
   for (int i = 0; i < sh->n_layers; i++) {
     if (w->layers[i].type == WISP_LAYER_LINEAR) {
-      s->conv_state[i] = be->buf_new(be, (size_t)(2 * K + V) * (size_t)imax(sh->conv_cache - 1, 1));
-      s->rec_state[i] = be->buf_new(be, (size_t)sh->lin_v_heads * sh->lin_k_dim * sh->lin_v_dim);
+      s->conv_len = (size_t)(2 * K + V) * (size_t)imax(sh->conv_cache - 1, 1);
+      s->rec_len = (size_t)sh->lin_v_heads * sh->lin_k_dim * sh->lin_v_dim;
+      s->conv_state[i] = be->buf_new(be, s->conv_len);
+      s->rec_state[i] = be->buf_new(be, s->rec_len);
       if (!s->conv_state[i] || !s->rec_state[i]) goto oom;
     } else {
       size_t kv = (size_t)max_pos * sh->kv_heads * D;
@@ -518,6 +521,19 @@ static wisp_status q35_decode_step(const void *p, void *sp, wisp_backend *be, wi
   return WISP_OK;
 }
 
+static int q35_state_bufs(void *state, wisp_buf **bufs, size_t *lens, int cap) {
+  q35_state *s = state;
+  int n = 0;
+  for (int i = 0; i < s->n_layers && n + 1 < cap; i++)
+    if (s->conv_state[i]) {
+      bufs[n] = s->conv_state[i];
+      lens[n++] = s->conv_len;
+      bufs[n] = s->rec_state[i];
+      lens[n++] = s->rec_len;
+    }
+  return n;
+}
+
 const wisp_arch wisp_arch_qwen3_5 = {
     .name = "qwen3_5",
     .bind = q35_bind,
@@ -530,6 +546,7 @@ const wisp_arch wisp_arch_qwen3_5 = {
     .state_new = q35_state_new,
     .state_reset = q35_state_reset,
     .state_free = q35_state_free,
+    .state_bufs = q35_state_bufs,
     .forward = q35_forward,
     .decode_step = q35_decode_step,
 };

@@ -502,6 +502,11 @@ static void cpu_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, c
   memcpy(b->data + off, src, n * sizeof(float));
 }
 
+static void cpu_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
+  (void)be;
+  memcpy(dst->data, src->data, n * sizeof(float));
+}
+
 static uint32_t id_at(const wisp_buf *ids, int slot) {
   uint32_t v;
   memcpy(&v, &ids->data[slot], sizeof v);
@@ -576,6 +581,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .gated_deltanet = cpu_gated_deltanet,
       .swiglu = cpu_swiglu,
       .buf_write = cpu_buf_write,
+      .buf_copy_to = cpu_buf_copy_to,
       .embed_id = cpu_embed_id,
       .sample_id = cpu_sample_id,
       .sync = cpu_sync,

@@ -1124,6 +1124,20 @@ static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src
   record(g, k, bb, 1, &p, sizeof p, cdiv((uint64_t)n, 64), 1);
 }
 
+static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  wisp_wgpu_const c[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *k = kernel(g, "copy_buf", c, 1);
+  struct {
+    uint32_t n, pad[3];
+  } p = {(uint32_t)n, {0, 0, 0}};
+  wisp_wgpu_binding bb[2] = {whole(src->g.b), whole(dst->g.b)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(g->d, (uint32_t)cdiv((uint64_t)n, 256), &gx, &gy);
+  record(g, k, bb, 2, &p, sizeof p, gx, gy);
+}
+
 static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, int slot) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
@@ -1335,6 +1349,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .swiglu = g_swiglu,
       .buf_write = g_buf_write,
       .buf_copy = g_buf_copy,
+      .buf_copy_to = g_buf_copy_to,
       .read_start = g_read_start,
       .read_finish = g_read_finish,
       .embed_id = g_embed_id,
