@@ -40,7 +40,7 @@ $(BUILD)/obj/%.o: %.c
 	@$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
 # The directory is a prerequisite so that adding or removing a kernel regenerates.
-$(GEN_WGSL): $(WGSL_SRC) src/backend/webgpu/kernels scripts/embed-wgsl.sh
+$(GEN_WGSL): $(WGSL_SRC) $(wildcard src/backend/webgpu/kernels/*.wgsli) src/backend/webgpu/kernels scripts/embed-wgsl.sh
 	@scripts/embed-wgsl.sh $@ $(WGSL_SRC)
 
 $(GEN_OBJ): $(GEN_WGSL)

@@ -3,8 +3,31 @@
 # binary carries its shaders and runs from any directory.
 #   scripts/embed-wgsl.sh OUT.c a.wgsl b.wgsl ...
 # wisp_wgsl_kernel("a") then returns the text of a.wgsl (see wgsl_kernels.h).
+#
+# WGSL has no include directive; wisp's kernels share helper functions
+# through one of their own: a line that is exactly
+#   // #include "name.wgsli"
+# is replaced by the text of name.wgsli from the kernel's directory (one
+# level: an included file may not include). The line is a comment, so a
+# kernel file stays valid WGSL for tools that read it alone (they just miss
+# the helpers). Profile kernels whose sha256 is pinned by a profile do not
+# use includes: their digest is of the file as it is.
 set -euo pipefail
 out=$1; shift
+expand() { # a .wgsl file, its includes inlined
+  local dir line inc
+  dir=$(dirname "$1")
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [[ $line =~ ^//\ \#include\ \"([A-Za-z0-9_]+\.wgsli)\"$ ]]; then
+      inc="$dir/${BASH_REMATCH[1]}"
+      if [ ! -f "$inc" ]; then echo "embed-wgsl: $1: no include file $inc" >&2; return 1; fi
+      if grep -q '^// #include ' "$inc"; then echo "embed-wgsl: $inc: includes nest only one level" >&2; return 1; fi
+      cat "$inc"
+    else
+      printf '%s\n' "$line"
+    fi
+  done < "$1"
+}
 tmp="$out.tmp"
 mkdir -p "$(dirname "$out")"
 {
@@ -19,7 +42,7 @@ mkdir -p "$(dirname "$out")"
     names+=("$n")
     echo "static const char k_$n[] ="
     # Escape \ " and ? (no trigraphs), one literal per line.
-    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/  "/' -e 's/$/\\n"/' "$f"
+    expand "$f" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/  "/' -e 's/$/\\n"/'
     echo "  ;"
   done
   echo "static const struct { const char *name; const char *text; } k_kernels[] = {"

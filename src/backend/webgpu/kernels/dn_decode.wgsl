@@ -47,38 +47,7 @@ var<workgroup> ks: array<f32, MAXK>;
 var<workgroup> vs: array<f32, MAXV>;
 var<workgroup> red: array<vec2<f32>, WG>;
 
-fn reduce2(li: u32, v: vec2<f32>) -> vec2<f32> {
-  workgroupBarrier();
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] += red[li + s];
-    }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&red[0]);
-  return r;
-}
-
-// Column sum over the row groups (see dn_recur.wgsl).
-fn col_sum(li: u32, e: u32, v: f32) -> f32 {
-  workgroupBarrier();
-  red[li] = vec2<f32>(v, 0.0);
-  workgroupBarrier();
-  var t = 0.0;
-  for (var g = 0u; g < WG / CW; g++) {
-    t += red[g * CW + e].x;
-  }
-  return t;
-}
-
-fn softplus(x: f32) -> f32 {
-  if (x > 20.0) {
-    return x;
-  }
-  return log(1.0 + exp(x));
-}
+// #include "dn_common.wgsli"
 
 // One conv channel for this token: updates its state, returns silu(conv).
 fn conv(ch: u32) -> f32 {
@@ -119,7 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var i = li; i < G * dv; i += WG) {
     vs[i] = conv(2u * K + kh * G * dv + i);
   }
-  let tot = reduce2(li, ss);
+  let tot = wg_sum2(li, ss);
   let iq = inverseSqrt(tot.x + 1e-6) * (1.0 / sqrt(f32(dk)));
   let ik = inverseSqrt(tot.y + 1e-6);
   let IG = WG / CW;
@@ -163,7 +132,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (col && grp == 0u) {
       osq = o * o;
     }
-    let tot2 = reduce2(li, vec2<f32>(osq, 0.0));
+    let tot2 = wg_sum2(li, vec2<f32>(osq, 0.0));
     let inv = inverseSqrt(tot2.x / f32(dv) + p.eps);
     if (col && grp == 0u) {
       let z = proj[cdim + h * dv + e];

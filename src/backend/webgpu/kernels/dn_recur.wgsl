@@ -45,39 +45,7 @@ var<workgroup> qs: array<f32, MAXK>;
 var<workgroup> ks: array<f32, MAXK>;
 var<workgroup> red: array<vec2<f32>, WG>;
 
-// Sum of v over the workgroup (tree in workgroup memory).
-fn wg_sum2(li: u32, v: vec2<f32>) -> vec2<f32> {
-  workgroupBarrier(); // every thread has read the previous use of red
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] += red[li + s];
-    }
-    workgroupBarrier();
-  }
-  return workgroupUniformLoad(&red[0]);
-}
-
-// Column sum over the row groups: every thread passes its partial for its
-// column and gets the column's total.
-fn col_sum(li: u32, e: u32, v: f32) -> f32 {
-  workgroupBarrier();
-  red[li] = vec2<f32>(v, 0.0);
-  workgroupBarrier();
-  var t = 0.0;
-  for (var g = 0u; g < WG / CW; g++) {
-    t += red[g * CW + e].x;
-  }
-  return t;
-}
-
-fn softplus(x: f32) -> f32 {
-  if (x > 20.0) {
-    return x;
-  }
-  return log(1.0 + exp(x));
-}
+// #include "dn_common.wgsli"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {

@@ -94,32 +94,7 @@ fn xin(i: u32) -> vec4<f32> {
   return x[p.x_off + i];
 }
 
-// Unit u of a row dotted with the unit's input (as in matvec.wgsl): for
-// f32 one vec4 (xs[0]); for Q4/Q4Z one block, xs[0..7] its 32 inputs and
-// xsum their sum.
-fn unit_dot(row: u32, u: u32, xs: ptr<function, array<vec4<f32>, 8>>, xsum: f32) -> f32 {
-  if (QT == 0u) {
-    return dot(bitcast<vec4<f32>>(w[row * (p.cols / 4u) + u]), (*xs)[0]);
-  }
-  let blk = row * (p.cols / 32u) + u;
-  let q = w[blk];
-  var z = 8.0;
-  if (QT == 2u) {
-    z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
-  }
-  let sh_lo = vec4<u32>(0u, 4u, 8u, 12u);
-  let sh_hi = vec4<u32>(16u, 20u, 24u, 28u);
-  let m = vec4<u32>(15u);
-  var s = dot(vec4<f32>((vec4<u32>(q.x) >> sh_lo) & m), (*xs)[0]);
-  s += dot(vec4<f32>((vec4<u32>(q.x) >> sh_hi) & m), (*xs)[1]);
-  s += dot(vec4<f32>((vec4<u32>(q.y) >> sh_lo) & m), (*xs)[2]);
-  s += dot(vec4<f32>((vec4<u32>(q.y) >> sh_hi) & m), (*xs)[3]);
-  s += dot(vec4<f32>((vec4<u32>(q.z) >> sh_lo) & m), (*xs)[4]);
-  s += dot(vec4<f32>((vec4<u32>(q.z) >> sh_hi) & m), (*xs)[5]);
-  s += dot(vec4<f32>((vec4<u32>(q.w) >> sh_lo) & m), (*xs)[6]);
-  s += dot(vec4<f32>((vec4<u32>(q.w) >> sh_hi) & m), (*xs)[7]);
-  return scales[blk] * (s - z * xsum);
-}
+// #include "q4_block.wgsli"
 
 // Workgroup 0 stores the input as used (the output of the fused op).
 fn store_input(li: u32, scale: f32) {

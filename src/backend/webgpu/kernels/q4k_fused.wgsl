@@ -65,25 +65,7 @@ fn xv(i: u32) -> vec4<f32> {
   return v;
 }
 
-// Byte j (< 12) of the packed scales: header words 1-3.
-fn sbyte(h: vec4<u32>, j: u32) -> u32 {
-  var word = h.y;
-  if (j >= 8u) {
-    word = h.w;
-  } else if (j >= 4u) {
-    word = h.z;
-  }
-  return (word >> (8u * (j % 4u))) & 255u;
-}
-
-fn scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
-  if (j < 4u) {
-    return vec2<f32>(f32(sbyte(h, j) & 63u), f32(sbyte(h, j + 4u) & 63u));
-  }
-  let sc = (sbyte(h, j + 4u) & 15u) | ((sbyte(h, j - 4u) >> 6u) << 4u);
-  let mn = (sbyte(h, j + 4u) >> 4u) | ((sbyte(h, j) >> 6u) << 4u);
-  return vec2<f32>(f32(sc), f32(mn));
-}
+// #include "q4k_header.wgsli"
 
 // Unit u of bound row r times x': 32 elements in one quant vec4 (as in
 // q4k_matvec.wgsl: super-block b = u / 8, byte group c = (u % 8) / 2, half

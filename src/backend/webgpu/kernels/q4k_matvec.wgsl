@@ -41,26 +41,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// Byte j (< 12) of the packed scales: header words 1-3.
-fn sbyte(h: vec4<u32>, j: u32) -> u32 {
-  var word = h.y;
-  if (j >= 8u) {
-    word = h.w;
-  } else if (j >= 4u) {
-    word = h.z;
-  }
-  return (word >> (8u * (j % 4u))) & 255u;
-}
-
-// (scale, min) of sub-block j of a super-block with header h.
-fn scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
-  if (j < 4u) {
-    return vec2<f32>(f32(sbyte(h, j) & 63u), f32(sbyte(h, j + 4u) & 63u));
-  }
-  let sc = (sbyte(h, j + 4u) & 15u) | ((sbyte(h, j - 4u) >> 6u) << 4u);
-  let mn = (sbyte(h, j + 4u) >> 4u) | ((sbyte(h, j) >> 6u) << 4u);
-  return vec2<f32>(f32(sc), f32(mn));
-}
+// #include "q4k_header.wgsli"
 
 // Nibble-weighted sums of one quant vec4: low nibbles against xs[0..3],
 // high nibbles against xs[4..7].
