@@ -46,81 +46,11 @@ var<workgroup> vs: array<f32, MAXD>;
 var<workgroup> sc: array<f32, WG>;
 var<workgroup> red: array<f32, WG>;
 
-// q . k for the cache row of element index e (a multiple of D).
-fn qk(e: u32) -> f32 {
-  var s = 0.0;
-  if (KV16 == 1u) {
-    let kb = e / 8u;
-    for (var i = 0u; i < p.D / 8u; i++) {
-      let w = kc[kb + i];
-      s += dot(qs[2u * i], vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)));
-      s += dot(qs[2u * i + 1u], vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
-    }
-  } else {
-    let kb = e / 4u;
-    for (var i = 0u; i < p.D / 4u; i++) {
-      s += dot(qs[i], bitcast<vec4<f32>>(kc[kb + i]));
-    }
-  }
-  return s;
-}
+// #include "attn_kv.wgsli"
 
-// Cached value at element index e.
-fn vload(e: u32) -> f32 {
-  if (KV16 == 1u) {
-    return unpack2x16float(vc[e >> 1u])[e & 1u];
-  }
-  return bitcast<f32>(vc[e]);
-}
+// #include "wg_reduce.wgsli"
 
-// sum_{jj < cnt} sc[jj] * v[j0 + jj][d] over cached values.
-fn pv(j0: u32, cnt: u32, kvh: u32, d: u32) -> f32 {
-  let st = p.KVH * p.D;
-  let b0 = (j0 * p.KVH + kvh) * p.D + d;
-  var a = 0.0;
-  for (var jj = 0u; jj < cnt; jj++) {
-    a += sc[jj] * vload(b0 + jj * st);
-  }
-  return a;
-}
-
-fn reduce_max(li: u32, v: f32) -> f32 {
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] = max(red[li], red[li + s]);
-    }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&red[0]);
-  workgroupBarrier();
-  return r;
-}
-
-fn reduce_sum(li: u32, v: f32) -> f32 {
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] += red[li + s];
-    }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&red[0]);
-  workgroupBarrier();
-  return r;
-}
-
-// 1 / rms of the D values at qkv[src..].
-fn inv_rms(li: u32, src: u32) -> f32 {
-  var ss = 0.0;
-  for (var d = li; d < p.D; d += WG) {
-    let v = qkv[src + d];
-    ss += v * v;
-  }
-  return 1.0 / sqrt(reduce_sum(li, ss) / f32(p.D) + p.eps);
-}
+// #include "attn_rms.wgsli"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {

@@ -57,42 +57,9 @@ var<workgroup> vs: array<f32, MAXD>;
 var<workgroup> sc: array<f32, WG>;
 var<workgroup> red: array<f32, WG>;
 
-fn reduce_max(li: u32, v: f32) -> f32 {
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] = max(red[li], red[li + s]);
-    }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&red[0]);
-  workgroupBarrier();
-  return r;
-}
+// #include "wg_reduce.wgsli"
 
-fn reduce_sum(li: u32, v: f32) -> f32 {
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (li < s) {
-      red[li] += red[li + s];
-    }
-    workgroupBarrier();
-  }
-  let r = workgroupUniformLoad(&red[0]);
-  workgroupBarrier();
-  return r;
-}
-
-fn inv_rms(li: u32, src: u32) -> f32 {
-  var ss = 0.0;
-  for (var d = li; d < p.D; d += WG) {
-    let v = qkv[src + d];
-    ss += v * v;
-  }
-  return 1.0 / sqrt(reduce_sum(li, ss) / f32(p.D) + p.eps);
-}
+// #include "attn_rms.wgsli"
 
 // Element i of the normed + rotated head at qkv[src..] (weights w: 0 q, 1 k).
 fn rot(src: u32, inv: f32, wsel: u32, i: u32, pos: u32) -> f32 {
