@@ -43,6 +43,8 @@ struct wisp_session {
 /* "cpu", "webgpu" or "auto" (NULL = cpu). */
 wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out);
 int wisp_session_context(const wisp_session *s);
+/* Frees the decode loop's state snapshots (decode_loop.c). */
+void wisp_decode_loop_free(wisp_session *s);
 const wisp_plan *wisp_session_plan(const wisp_session *s);
 
 /* Resolves the plan for a model on a device (plan_apply.c); profile NULL or

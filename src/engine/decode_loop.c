@@ -1,0 +1,269 @@
+/* The decode loop (wisp_session_generate): tokens chosen on the device
+ * and fed to the next step without a host round trip, a batch per submit;
+ * with backends that can, two batches in flight (the next one recorded
+ * while the device runs the current one); and with stop tokens, snapshots
+ * of the recurrent state so that a batch that ran past a stop is rewound.
+ * docs/webgpu.md ("Pipelined decode loop", "Stop tokens and rewinding"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+static int is_stop(const wisp_generate_options *o, int32_t t) {
+  for (int i = 0; i < o->n_stop; i++)
+    if (o->stop[i] == t) return 1;
+  return 0;
+}
+
+/* Takes the ids of a finished batch (slots[1..k]) into out; *made gets how
+ * many (through a stop token); returns 1 when the loop must end (a stop
+ * token, or on_tokens asked to stop). */
+static int take_batch(const wisp_generate_options *o, const float *slots, int k, int32_t *out, int *n_out,
+                      int *made_out) {
+  int made = 0, stop = 0;
+  for (int i = 0; i < k; i++) {
+    uint32_t id;
+    memcpy(&id, &slots[1 + i], sizeof id);
+    out[*n_out + made++] = (int32_t)id;
+    if (is_stop(o, (int32_t)id)) {
+      stop = 1;
+      break;
+    }
+  }
+  int before = *n_out;
+  *n_out += made;
+  *made_out = made;
+  if (o->on_tokens && o->on_tokens(o->user, out + before, made)) stop = 1;
+  return stop;
+}
+
+/* ---- rewinding a batch that ran past a stop token ---- */
+
+void wisp_decode_loop_free(wisp_session *s) {
+  for (int i = 0; i < s->snap_n && i < WISP_MAX_SNAP; i++)
+    for (int j = 0; j < 2; j++)
+      if (s->snap[j][i]) {
+        s->backend->buf_free(s->backend, s->snap[j][i]);
+        s->snap[j][i] = NULL;
+      }
+  s->snap_n = 0;
+}
+
+/* Where a batch began: what a rewind needs. */
+typedef struct {
+  int k, pos0;
+  uint32_t steps0;
+  int32_t in0; /* its first input token (-1: not known to the host yet) */
+} batch_mark;
+
+/* Whether this loop can rewind: stop tokens, and an architecture and
+ * backend that can snapshot (allocated on first use). s->snap_n: 0 not yet
+ * tried, > 0 buffers ready, SNAP_NONE nothing to copy (no recurrent state),
+ * SNAP_FAILED no memory for them (the loop then marks the session). */
+#define SNAP_NONE (-2)
+#define SNAP_FAILED (-1)
+static int rewind_ready(wisp_session *s, const wisp_generate_options *o) {
+  const wisp_arch *arch = s->model->arch;
+  wisp_backend *be = s->backend;
+  if (o->n_stop <= 0 || !arch->state_bufs || !be->buf_copy_to) return 0;
+  if (s->snap_n > 0 || s->snap_n == SNAP_NONE) return 1;
+  if (s->snap_n == SNAP_FAILED) return 0;
+  int n = arch->state_bufs(s->state, s->snap_src, s->snap_len, WISP_MAX_SNAP);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < 2; j++)
+      if (!(s->snap[j][i] = be->buf_new(be, s->snap_len[i]))) {
+        s->snap_n = n; /* frees what was made */
+        wisp_decode_loop_free(s);
+        s->snap_n = SNAP_FAILED;
+        return 0;
+      }
+  s->snap_n = n > 0 ? n : SNAP_NONE;
+  return 1;
+}
+
+static int snap_count(const wisp_session *s) { return s->snap_n > 0 ? s->snap_n : 0; }
+
+/* Records the copy of the recurrent state into snapshot set `set`. */
+static void snapshot(wisp_session *s, int set) {
+  for (int i = 0; i < snap_count(s); i++)
+    s->backend->buf_copy_to(s->backend, s->snap[set][i], s->snap_src[i], s->snap_len[i]);
+}
+
+/* Puts the session back where batch m began (snapshot set `set`) and runs
+ * its first `keep` steps again: decoding is deterministic, so the state
+ * ends as if the loop had stopped right after the stop token. */
+static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int keep, const wisp_sampling *sp,
+                             float *slots) {
+  wisp_backend *be = s->backend;
+  const wisp_arch *arch = s->model->arch;
+  for (int i = 0; i < snap_count(s); i++) be->buf_copy_to(be, s->snap_src[i], s->snap[set][i], s->snap_len[i]);
+  s->pos = m->pos0;
+  s->steps = m->steps0;
+  wisp_status st = WISP_OK;
+  if (keep > 0) {
+    uint32_t bits = (uint32_t)m->in0;
+    memcpy(&slots[0], &bits, sizeof bits);
+    be->buf_write(be, s->ids, 0, 1, slots);
+    for (int i = 0; i < keep && !st; i++)
+      st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, s->steps + (uint32_t)i);
+  }
+  wisp_status sy = be->sync(be);
+  if (!st) st = sy;
+  if (!st) {
+    s->pos += keep;
+    s->steps += (uint32_t)keep;
+  }
+  return st;
+}
+
+/* The decode loop with two batches in flight: batch j+1 is recorded and
+ * submitted (its first step reading batch j's last id, moved to slot 0 on
+ * the device) before batch j's ids are read back, so the device does not
+ * wait while the host records. Readback slot j % 2 holds batch j's ids.
+ * With stop tokens each batch is preceded by a snapshot of the recurrent
+ * state (set j % 2), and a stop rewinds to it (rewind_to). */
+static wisp_status generate_pipelined(wisp_session *s, int32_t first, int n, const wisp_generate_options *o,
+                                      int32_t *out, int *n_out, int batch, const wisp_sampling *sp, float *slots) {
+  wisp_backend *be = s->backend;
+  const wisp_arch *arch = s->model->arch;
+  batch_mark mark[2];
+  int head = 0, in_flight = 0, submitted = 0, prev_k = 0, full = 0, stop = 0;
+  int rew = rewind_ready(s, o), rew_set = -1, rew_keep = 0;
+  batch_mark rew_mark = {0, 0, 0, -1};
+  int32_t last = first; /* the last token the host has taken */
+  uint32_t bits = (uint32_t)first;
+  memcpy(&slots[0], &bits, sizeof bits);
+  be->buf_write(be, s->ids, 0, 1, slots);
+  wisp_status st = WISP_OK;
+  for (;;) {
+    while (!st && !stop && in_flight < 2 && submitted < n) {
+      int k = n - submitted < batch ? n - submitted : batch;
+      if (s->pos + k > s->max_pos) k = s->max_pos - s->pos;
+      if (k <= 0) {
+        full = 1;
+        break;
+      }
+      double t = wisp_now_s();
+      int slot = (head + in_flight) % 2;
+      mark[slot] = (batch_mark){k, s->pos, s->steps, -1};
+      if (rew) snapshot(s, slot);
+      if (prev_k) be->buf_copy(be, s->ids, 0, (size_t)prev_k, 1);
+      for (int i = 0; i < k && !st; i++)
+        st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, s->steps + (uint32_t)i);
+      wisp_status rs = be->read_start(be, s->ids, 1, (size_t)k, slot);
+      if (!st) st = rs;
+      s->loop_record_s += wisp_now_s() - t;
+      if (st) break;
+      in_flight++;
+      submitted += k;
+      prev_k = k;
+      s->pos += k;
+      s->steps += (uint32_t)k;
+    }
+    if (!in_flight) break;
+    double t = wisp_now_s();
+    int slot = head;
+    wisp_status rf = be->read_finish(be, slot, slots + 1, (size_t)mark[slot].k);
+    s->loop_wait_s += wisp_now_s() - t;
+    in_flight--;
+    head ^= 1;
+    if (rf || st) {
+      if (!st) st = rf;
+      if (in_flight) s->ran_past_stop = 1;
+      continue; /* drain what is in flight */
+    }
+    if (stop) continue; /* a batch past the stop: drained, its ids dropped */
+    int made = 0, k = mark[slot].k;
+    mark[slot].in0 = last;
+    stop = take_batch(o, slots, k, out, n_out, &made);
+    if (made) last = out[*n_out - 1];
+    if (!stop) continue;
+    /* The state has run past what was taken: this batch's steps after the
+     * stop token, and any batch still in flight. */
+    if (made < k) {
+      rew_set = slot;
+      rew_mark = mark[slot];
+      rew_keep = made;
+    } else if (in_flight) {
+      rew_set = head;
+      rew_mark = mark[head];
+      rew_keep = 0;
+    }
+  }
+  if (!st && rew_set >= 0) {
+    if (rew) st = rewind_to(s, rew_set, &rew_mark, rew_keep, sp, slots);
+    else s->ran_past_stop = 1;
+  }
+  if (!st && full && *n_out < n && !stop) st = wisp_fail(WISP_EINVAL, "context full: %d positions", s->max_pos);
+  return st;
+}
+
+wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const wisp_generate_options *o, int32_t *out,
+                                  int *n_out) {
+  *n_out = 0;
+  if (n <= 0) return WISP_OK;
+  if (s->ran_past_stop)
+    return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
+  const wisp_arch *arch = s->model->arch;
+  if (!arch->decode_step || !s->backend->embed_id || !s->backend->sample_id || !s->backend->buf_write)
+    return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' or architecture '%s' has no decode loop", s->backend->name,
+                     arch->name);
+  int vocab = wisp_model_vocab(s->model);
+  if (first < 0 || first >= vocab) return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", first, vocab);
+  int batch = o->batch > 0 ? o->batch : wisp_session_plan_batch(s);
+  if (!s->ids || s->ids_slots < batch + 1) {
+    if (s->ids) s->backend->buf_free(s->backend, s->ids);
+    s->ids = s->backend->buf_new(s->backend, (size_t)batch + 1);
+    s->ids_slots = s->ids ? batch + 1 : 0;
+    if (!s->ids) return wisp_fail(WISP_ENOMEM, "out of memory for the decode loop");
+  }
+  wisp_sampling sp = {o->temperature, o->top_k, o->top_p, o->min_p, (uint32_t)(o->seed ^ (o->seed >> 32))};
+  float *slots = malloc(sizeof(float) * ((size_t)batch + 1));
+  if (!slots) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = WISP_OK;
+  const wisp_backend *be = s->backend;
+  if (!o->sequential && be->buf_copy && be->read_start && be->read_finish && (batch > 1 || o->n_stop == 0)) {
+    st = generate_pipelined(s, first, n, o, out, n_out, batch, &sp, slots);
+    free(slots);
+    return st;
+  }
+  int32_t cur = first;
+  const int rew = batch > 1 && rewind_ready(s, o);
+  while (*n_out < n) {
+    int k = n - *n_out < batch ? n - *n_out : batch;
+    if (s->pos + k > s->max_pos) k = s->max_pos - s->pos;
+    if (k <= 0) {
+      st = wisp_fail(WISP_EINVAL, "context full: %d positions", s->max_pos);
+      break;
+    }
+    const batch_mark mark = {k, s->pos, s->steps, cur};
+    uint32_t bits = (uint32_t)cur;
+    memcpy(&slots[0], &bits, sizeof bits);
+    s->backend->buf_write(s->backend, s->ids, 0, 1, slots);
+    double t_rec = wisp_now_s();
+    if (rew) snapshot(s, 0);
+    for (int i = 0; i < k && !st; i++)
+      st = arch->decode_step(s->model->weights, s->state, s->backend, s->ids, i, s->pos + i, &sp, s->steps + (uint32_t)i);
+    wisp_status sync = s->backend->sync(s->backend);
+    if (!st) st = sync;
+    if (st) break;
+    double t_wait = wisp_now_s();
+    s->loop_record_s += t_wait - t_rec;
+    s->backend->buf_read(s->backend, s->ids, 1, (size_t)k, slots + 1);
+    if ((st = s->backend->sync(s->backend))) break;
+    s->loop_wait_s += wisp_now_s() - t_wait;
+    s->pos += k;
+    s->steps += (uint32_t)k;
+    int made = 0, stop = take_batch(o, slots, k, out, n_out, &made);
+    if (stop && made < k) { /* the batch ran past its stop token */
+      if (rew) st = rewind_to(s, 0, &mark, made, &sp, slots);
+      else s->ran_past_stop = 1;
+    }
+    cur = out[*n_out - 1];
+    if (stop) break;
+  }
+  free(slots);
+  return st;
+}
