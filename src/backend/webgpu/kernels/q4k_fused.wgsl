@@ -65,39 +65,19 @@ fn xv(i: u32) -> vec4<f32> {
   return v;
 }
 
-// #include "q4k_header.wgsli"
+// #include "q4k_common.wgsli"
 
-// Unit u of bound row r times x': 32 elements in one quant vec4 (as in
-// q4k_matvec.wgsl: super-block b = u / 8, byte group c = (u % 8) / 2, half
-// h = u % 2; low nibbles are elements 64c + 16h + (0..15) of sub-block 2c,
-// high nibbles 64c + 32 + 16h + (0..15) of sub-block 2c + 1). 16-byte
-// loads: the super-block header and the quant vec4.
+// Unit u of bound row r times x' (the unit layout: q4k_common.wgsli).
 fn unit_dot(r: u32, u: u32) -> f32 {
-  let nsb = p.cols / 256u;
-  let b = u / 8u;
-  let c = (u % 8u) / 2u;
-  let h = u % 2u;
-  let base = (r * nsb + b) * 9u;
-  let hd = w[base];
-  let q = w[base + 1u + 2u * c + h];
-  let dm = unpack2x16float(hd.x);
-  let s0 = scale_min(hd, 2u * c);
-  let s1 = scale_min(hd, 2u * c + 1u);
-  let xo4 = b * 64u + c * 16u + h * 4u;
-  let sh = vec4<u32>(0u, 8u, 16u, 24u);
-  let sh4 = sh + vec4<u32>(4u);
-  let m = vec4<u32>(15u);
-  let one = vec4<f32>(1.0);
-  var qx = vec2<f32>(0.0);
+  let xo4 = q4k_unit_x(u) / 4u;
+  var xs: array<vec4<f32>, 8>;
   var sx = vec2<f32>(0.0);
   for (var k = 0u; k < 4u; k++) {
-    let a = xv(xo4 + k);
-    let e = xv(xo4 + 8u + k);
-    let word = vec4<u32>(q[k]);
-    qx += vec2<f32>(dot(vec4<f32>((word >> sh) & m), a), dot(vec4<f32>((word >> sh4) & m), e));
-    sx += vec2<f32>(dot(a, one), dot(e, one));
+    xs[k] = xv(xo4 + k);
+    xs[k + 4u] = xv(xo4 + 8u + k);
+    sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
   }
-  return dm.x * (s0.x * qx.x + s1.x * qx.y) - dm.y * (s0.y * sx.x + s1.y * sx.y);
+  return q4k_unit(r * (p.cols / 256u) * 9u, u, &xs, sx);
 }
 
 // One lane's share of bound row r: 32-element units, lanes strided; with

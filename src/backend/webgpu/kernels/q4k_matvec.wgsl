@@ -41,25 +41,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// #include "q4k_header.wgsli"
-
-// Nibble-weighted sums of one quant vec4: low nibbles against xs[0..3],
-// high nibbles against xs[4..7].
-fn nib_dot(q: vec4<u32>, xs: ptr<function, array<vec4<f32>, 8>>) -> vec2<f32> {
-  var r = vec2<f32>(0.0);
-  let sh = vec4<u32>(0u, 8u, 16u, 24u);
-  let sh4 = sh + vec4<u32>(4u);
-  let m = vec4<u32>(15u);
-  r.x += dot(vec4<f32>((vec4<u32>(q.x) >> sh) & m), (*xs)[0]);
-  r.x += dot(vec4<f32>((vec4<u32>(q.y) >> sh) & m), (*xs)[1]);
-  r.x += dot(vec4<f32>((vec4<u32>(q.z) >> sh) & m), (*xs)[2]);
-  r.x += dot(vec4<f32>((vec4<u32>(q.w) >> sh) & m), (*xs)[3]);
-  r.y += dot(vec4<f32>((vec4<u32>(q.x) >> sh4) & m), (*xs)[4]);
-  r.y += dot(vec4<f32>((vec4<u32>(q.y) >> sh4) & m), (*xs)[5]);
-  r.y += dot(vec4<f32>((vec4<u32>(q.z) >> sh4) & m), (*xs)[6]);
-  r.y += dot(vec4<f32>((vec4<u32>(q.w) >> sh4) & m), (*xs)[7]);
-  return r;
-}
+// #include "q4k_common.wgsli"
 
 fn store(r: u32, t: u32, v: f32) {
   let o = p.y_off + t * p.y_stride + r;
@@ -92,10 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // xs[0..3]: the unit's low-nibble elements, xs[4..7]: its high-nibble ones.
   var xs: array<vec4<f32>, 8>;
   for (var u = lane; u < units; u += LG) {
-    let b = u / 8u;
-    let c = (u % 8u) / 2u;
-    let h = u % 2u;
-    let xo = xb + (b * 256u + c * 64u + h * 16u) / 4u;
+    let xo = xb + q4k_unit_x(u) / 4u;
     var sx = vec2<f32>(0.0);
     for (var k = 0u; k < 4u; k++) {
       xs[k] = x[xo + k];
@@ -105,14 +84,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var r = 0u; r < ROWS; r++) {
       let row = row0 + r;
       if (row < p.rows) {
-        let base = (row * nsb + b) * 9u;
-        let hd = w[base];
-        let q = w[base + 1u + 2u * c + h];
-        let dm = unpack2x16float(hd.x);
-        let s0 = scale_min(hd, 2u * c);
-        let s1 = scale_min(hd, 2u * c + 1u);
-        let qx = nib_dot(q, &xs);
-        acc[r] += dm.x * (s0.x * qx.x + s1.x * qx.y) - dm.y * (s0.y * sx.x + s1.y * sx.y);
+        acc[r] += q4k_unit(row * nsb * 9u, u, &xs, sx);
       }
     }
   }
