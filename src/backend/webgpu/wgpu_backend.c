@@ -1085,6 +1085,14 @@ static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, con
   record(g, k, b, 2, &p, sizeof p, 1, 1);
 }
 
+/* After a failed op the recorded batch is not submitted: drop it. */
+static void drop_failed_batch(wgpu_backend *g) {
+  if (!g->error || !g->open) return;
+  wisp_wgpu_batch_abort(&g->batch);
+  g->open = 0;
+  g->arena_used = 0;
+}
+
 /* Returns the kept error (with its message as wisp_last_error) and clears
  * it, or the device's own error state. */
 static wisp_status take_error(wgpu_backend *g) {
@@ -1101,11 +1109,7 @@ static wisp_status take_error(wgpu_backend *g) {
 static wisp_status g_sync(wisp_backend *be) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
-  if (g->error && g->open) {
-    wisp_wgpu_batch_abort(&g->batch);
-    g->open = 0;
-    g->arena_used = 0;
-  }
+  drop_failed_batch(g);
   keep_error(g, flush_ex(g, 1));
   return take_error(g);
 }
@@ -1142,11 +1146,7 @@ static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off,
   wgpu_backend *g = as_g(be);
   emit_pending(g);
   if (slot < 0 || slot > 1) op_fail(g, WISP_EINVAL, "read_start: slot %d", slot);
-  if (g->error && g->open) {
-    wisp_wgpu_batch_abort(&g->batch);
-    g->open = 0;
-    g->arena_used = 0;
-  }
+  drop_failed_batch(g);
   if (!g->error && open_batch(g))
     keep_error(g, flush_copy(g, b->g.b, (uint64_t)off * 4, &g->rstage[slot], (uint64_t)n * 4));
   return take_error(g);
