@@ -118,41 +118,59 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
   return st;
 }
 
-/* The decode loop with two batches in flight: batch j+1 is recorded and
- * submitted (its first step reading batch j's last id, moved to slot 0 on
- * the device) before batch j's ids are read back, so the device does not
- * wait while the host records. Readback slot j % 2 holds batch j's ids.
+/* Submits the recorded batch of k steps and starts reading its ids into
+ * readback slot `slot`; backends without read_start just submit. */
+static wisp_status batch_submit(wisp_backend *be, wisp_buf *ids, int k, int slot) {
+  return be->read_start ? be->read_start(be, ids, 1, (size_t)k, slot) : be->sync(be);
+}
+
+/* Waits for that batch and copies its k ids to dst. */
+static wisp_status batch_collect(wisp_backend *be, wisp_buf *ids, int k, int slot, float *dst) {
+  if (be->read_finish) return be->read_finish(be, slot, dst, (size_t)k);
+  be->buf_read(be, ids, 1, (size_t)k, dst);
+  return be->sync(be);
+}
+
+/* The decode loop, `depth` batches in flight (1 or 2). With 2, batch j+1 is
+ * recorded and submitted (its first step reading batch j's last id, moved
+ * to slot 0 on the device) before batch j's ids are read back, so the
+ * device does not wait while the host records; with 1, the host writes each
+ * batch's first id. Readback slot and snapshot set j % 2 belong to batch j.
  * With stop tokens each batch is preceded by a snapshot of the recurrent
- * state (set j % 2), and a stop rewinds to it (rewind_to). */
-static wisp_status generate_pipelined(wisp_session *s, int32_t first, int n, const wisp_generate_options *o,
-                                      int32_t *out, int *n_out, int batch, const wisp_sampling *sp, float *slots) {
+ * state, and a stop rewinds to it (rewind_to). */
+static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const wisp_generate_options *o,
+                                    int32_t *out, int *n_out, int batch, int depth, const wisp_sampling *sp,
+                                    float *slots) {
   wisp_backend *be = s->backend;
   const wisp_arch *arch = s->model->arch;
   batch_mark mark[2];
   int head = 0, in_flight = 0, submitted = 0, prev_k = 0, full = 0, stop = 0;
-  int rew = rewind_ready(s, o), rew_set = -1, rew_keep = 0;
+  int rew = batch > 1 && rewind_ready(s, o), rew_set = -1, rew_keep = 0;
   batch_mark rew_mark = {0, 0, 0, -1};
   int32_t last = first; /* the last token the host has taken */
-  uint32_t bits = (uint32_t)first;
-  memcpy(&slots[0], &bits, sizeof bits);
-  be->buf_write(be, s->ids, 0, 1, slots);
   wisp_status st = WISP_OK;
   for (;;) {
-    while (!st && !stop && in_flight < 2 && submitted < n) {
+    while (!st && !stop && in_flight < depth && submitted < n) {
       int k = n - submitted < batch ? n - submitted : batch;
       if (s->pos + k > s->max_pos) k = s->max_pos - s->pos;
       if (k <= 0) {
         full = 1;
         break;
       }
+      if (prev_k && depth > 1) {
+        be->buf_copy(be, s->ids, 0, (size_t)prev_k, 1);
+      } else {
+        uint32_t bits = (uint32_t)last;
+        memcpy(&slots[0], &bits, sizeof bits);
+        be->buf_write(be, s->ids, 0, 1, slots);
+      }
       double t = wisp_now_s();
       int slot = (head + in_flight) % 2;
       mark[slot] = (batch_mark){k, s->pos, s->steps, -1};
       if (rew) snapshot(s, slot);
-      if (prev_k) be->buf_copy(be, s->ids, 0, (size_t)prev_k, 1);
       for (int i = 0; i < k && !st; i++)
         st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, s->steps + (uint32_t)i);
-      wisp_status rs = be->read_start(be, s->ids, 1, (size_t)k, slot);
+      wisp_status rs = batch_submit(be, s->ids, k, slot);
       if (!st) st = rs;
       s->loop_record_s += wisp_now_s() - t;
       if (st) break;
@@ -165,7 +183,7 @@ static wisp_status generate_pipelined(wisp_session *s, int32_t first, int n, con
     if (!in_flight) break;
     double t = wisp_now_s();
     int slot = head;
-    wisp_status rf = be->read_finish(be, slot, slots + 1, (size_t)mark[slot].k);
+    wisp_status rf = batch_collect(be, s->ids, mark[slot].k, slot, slots + 1);
     s->loop_wait_s += wisp_now_s() - t;
     in_flight--;
     head ^= 1;
@@ -222,48 +240,13 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   wisp_sampling sp = {o->temperature, o->top_k, o->top_p, o->min_p, (uint32_t)(o->seed ^ (o->seed >> 32))};
   float *slots = malloc(sizeof(float) * ((size_t)batch + 1));
   if (!slots) return wisp_fail(WISP_ENOMEM, "out of memory");
-  wisp_status st = WISP_OK;
+  /* Two batches in flight where the backend can read back asynchronously;
+   * one-token batches with stop tokens (chat) stay one at a time, since a
+   * run-ahead batch would need a snapshot per token to be rewound. */
   const wisp_backend *be = s->backend;
-  if (!o->sequential && be->buf_copy && be->read_start && be->read_finish && (batch > 1 || o->n_stop == 0)) {
-    st = generate_pipelined(s, first, n, o, out, n_out, batch, &sp, slots);
-    free(slots);
-    return st;
-  }
-  int32_t cur = first;
-  const int rew = batch > 1 && rewind_ready(s, o);
-  while (*n_out < n) {
-    int k = n - *n_out < batch ? n - *n_out : batch;
-    if (s->pos + k > s->max_pos) k = s->max_pos - s->pos;
-    if (k <= 0) {
-      st = wisp_fail(WISP_EINVAL, "context full: %d positions", s->max_pos);
-      break;
-    }
-    const batch_mark mark = {k, s->pos, s->steps, cur};
-    uint32_t bits = (uint32_t)cur;
-    memcpy(&slots[0], &bits, sizeof bits);
-    s->backend->buf_write(s->backend, s->ids, 0, 1, slots);
-    double t_rec = wisp_now_s();
-    if (rew) snapshot(s, 0);
-    for (int i = 0; i < k && !st; i++)
-      st = arch->decode_step(s->model->weights, s->state, s->backend, s->ids, i, s->pos + i, &sp, s->steps + (uint32_t)i);
-    wisp_status sync = s->backend->sync(s->backend);
-    if (!st) st = sync;
-    if (st) break;
-    double t_wait = wisp_now_s();
-    s->loop_record_s += t_wait - t_rec;
-    s->backend->buf_read(s->backend, s->ids, 1, (size_t)k, slots + 1);
-    if ((st = s->backend->sync(s->backend))) break;
-    s->loop_wait_s += wisp_now_s() - t_wait;
-    s->pos += k;
-    s->steps += (uint32_t)k;
-    int made = 0, stop = take_batch(o, slots, k, out, n_out, &made);
-    if (stop && made < k) { /* the batch ran past its stop token */
-      if (rew) st = rewind_to(s, 0, &mark, made, &sp, slots);
-      else s->ran_past_stop = 1;
-    }
-    cur = out[*n_out - 1];
-    if (stop) break;
-  }
+  const int async = be->buf_copy && be->read_start && be->read_finish;
+  const int depth = !o->sequential && async && (batch > 1 || o->n_stop == 0) ? 2 : 1;
+  wisp_status st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots);
   free(slots);
   return st;
 }
