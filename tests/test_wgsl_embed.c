@@ -16,7 +16,7 @@ TEST(wgsl_embed_inlines_includes) {
   CHECK(n > 20);
   /* the helpers each including kernel calls are there */
   const struct { const char *kernel, *fn; } uses[] = {
-      {"matvec", "fn unit_dot("},     {"matvec_conv", "fn unit_dot("}, {"q4k_matvec", "fn scale_min("},
+      {"matvec", "fn input_scale("}, {"matvec_conv", "fn unit_dot("}, {"q4k_matvec", "fn scale_min("},
       {"q4k_fused", "fn scale_min("}, {"dn_recur", "fn col_sum("},     {"dn_decode", "fn wg_sum2("},
   };
   for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) {

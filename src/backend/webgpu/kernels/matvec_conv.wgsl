@@ -82,30 +82,7 @@ fn conv(wg_id: u32, li: u32) {
   cout[ch] = res[CH + li] * acc;
 }
 
-// Vector i (4 elements) of the input as the product uses it.
-fn xin(i: u32) -> vec4<f32> {
-  if (p.pre == 1u) {
-    return x[p.x_off + i] * nw[i];
-  }
-  if (p.pre == 2u) {
-    let g = x[p.x_off + i];
-    return g / (1.0 + exp(-g)) * x[p.x_off + p.cols / 4u + i];
-  }
-  return x[p.x_off + i];
-}
-
-// #include "q4_block.wgsli"
-
-// Workgroup 0 stores the input as used (the output of the fused op).
-fn store_input(li: u32, scale: f32) {
-  for (var i = li; i < p.cols / 4u; i += WG) {
-    if (p.pre == 1u) {
-      xo[i] = x[p.x_off + i] * scale * nw[i];
-    } else {
-      xo[i] = xin(i);
-    }
-  }
-}
+// #include "matvec_common.wgsli"
 
 // partial[r * (LG / 4) + subgroup within the group]: subgroup sums of
 // workgroup row r; the last WG / 4 slots: the norm's subgroup sums.
@@ -124,30 +101,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let lane = li % LG;
   let pslots = LG / 4u;
   let norm_base = ROWS * pslots;
-  var scale = 1.0;
-  if (p.pre == 1u) {
-    var ss = 0.0;
-    for (var i = li; i < p.cols / 4u; i += WG) {
-      let v = x[p.x_off + i];
-      ss += dot(v, v);
-    }
-    let s = subgroupAdd(ss);
-    if (sli == 0u) {
-      partial[norm_base + li / sgs] = s;
-    }
-    workgroupBarrier();
-    if (li == 0u) {
-      var t = 0.0;
-      for (var i = 0u; i < WG / sgs; i++) {
-        t += partial[norm_base + i];
-      }
-      inv_s = 1.0 / sqrt(t / f32(p.cols) + p.eps);
-    }
-    scale = workgroupUniformLoad(&inv_s);
-  }
-  if (p.pre != 0u && wg_id == 0u) {
-    store_input(li, scale);
-  }
+  let scale = input_scale(li, sli, sgs, norm_base, wg_id);
   var units = p.cols / 32u;
   if (QT == 0u) {
     units = p.cols / 4u;
