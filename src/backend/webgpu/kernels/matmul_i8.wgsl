@@ -88,6 +88,8 @@ fn to_f32(d: i32) -> f32 {
   return bitcast<f32>(d + 0x4B400000i) - 12582912.0;
 }
 
+// #include "quant_block.wgsli"
+
 @compute @workgroup_size(NT)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let tr = li % TR;
@@ -196,25 +198,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
       }
       if (FUSEQ == 1u && li < TN * KB) {
-        // quant_x8.wgsl's arithmetic, for the block loaded above.
-        var m = vec4<f32>(0.0);
-        for (var k = 0u; k < 8u; k++) {
-          m = max(m, abs(pxf[k]));
-        }
-        let amax = max(max(m.x, m.y), max(m.z, m.w));
-        var inv = 0.0;
-        if (amax > 0.0) {
-          inv = 127.0 / amax;
-        }
+        // quant_x8.wgsl's arithmetic (the same function), for the block loaded above.
         var wds: array<u32, 8>;
-        for (var k = 0u; k < 8u; k++) {
-          wds[k] = pack4xI8(clamp(vec4<i32>(round(pxf[k] * inv)), vec4<i32>(-127), vec4<i32>(127)));
-        }
+        let scale = quant_block(&pxf, &wds);
         let t = li / KB;
         let kk = li % KB;
         xt[t * P4 + 2u * kk] = vec4<u32>(wds[0], wds[1], wds[2], wds[3]);
         xt[t * P4 + 2u * kk + 1u] = vec4<u32>(wds[4], wds[5], wds[6], wds[7]);
-        xsc[t * KB + kk] = amax / 127.0;
+        xsc[t * KB + kk] = scale;
       }
       for (var u = 0u; u < NX && FUSEQ == 0u; u++) {
         let e = li + u * NT;

@@ -23,6 +23,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> xs: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
+// #include "quant_block.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
@@ -35,22 +37,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let b = id % nb;
   let base = p.x_off + t * (p.cols / 4u) + b * 8u;
   var v: array<vec4<f32>, 8>;
-  var m = vec4<f32>(0.0);
   for (var k = 0u; k < 8u; k++) {
     v[k] = x[base + k];
-    m = max(m, abs(v[k]));
-  }
-  let amax = max(max(m.x, m.y), max(m.z, m.w));
-  var inv = 0.0;
-  if (amax > 0.0) {
-    inv = 127.0 / amax;
   }
   var wds: array<u32, 8>;
-  for (var k = 0u; k < 8u; k++) {
-    let q = clamp(vec4<i32>(round(v[k] * inv)), vec4<i32>(-127), vec4<i32>(127));
-    wds[k] = pack4xI8(q);
-  }
+  let scale = quant_block(&v, &wds);
   xq[2u * id] = vec4<u32>(wds[0], wds[1], wds[2], wds[3]);
   xq[2u * id + 1u] = vec4<u32>(wds[4], wds[5], wds[6], wds[7]);
-  xs[id] = amax / 127.0;
+  xs[id] = scale;
 }
