@@ -297,13 +297,15 @@ wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m) {
   return WISP_OK;
 }
 
-/* Prefill (n > 1): q4k_matmul.wgsl, a TM x TN tile per workgroup, each
- * 32-column sub-block dequantized once into workgroup memory for TN tokens. */
+/* Prefill (n > 1): matmul.wgsl with QT 3, a TM x TN tile per workgroup,
+ * each 32-column sub-block dequantized once into workgroup memory for TN
+ * tokens (the Q4/f32 prefill product's kernel; scales/zp are unused). */
 static void q4k_matmul_tiled(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                              int accumulate) {
   const uint32_t tm = 64, tn = 32;
-  wisp_wgpu_const c[2] = {{"TM", tm}, {"TN", tn}};
-  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_matmul", c, 2);
+  wisp_wgpu_const c[3] = {{"TM", tm}, {"TN", tn}, {"QT", 3}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "matmul", c, 3);
+  WGPUBuffer none = wisp_wgpu_int_dummy(be, 0);
   int row0, prow;
   WGPUBuffer wb;
   for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
@@ -311,8 +313,9 @@ static void q4k_matmul_tiled(wisp_backend *be, const wisp_matrix *W, const wisp_
       uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad;
     } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
            accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows, 0};
-    wisp_wgpu_binding b[3] = {whole(wb), whole(wisp_wgpu_int_buf(x)), whole(wisp_wgpu_int_buf(y))};
-    wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, cdiv((uint64_t)prow, tm), cdiv((uint64_t)n, tn), 1);
+    wisp_wgpu_binding b[5] = {whole(wb), whole(none), whole(none), whole(wisp_wgpu_int_buf(x)),
+                              whole(wisp_wgpu_int_buf(y))};
+    wisp_wgpu_int_record(be, k, b, 5, &p, sizeof p, cdiv((uint64_t)prow, tm), cdiv((uint64_t)n, tn), 1);
   }
 }
 

@@ -1,7 +1,8 @@
 // Tiled matrix-matrix product for several tokens (prefill):
 //   y[t * y_stride + y_off + r] (+)= sum_c W[r][c] x[x_off*4 + t*cols + c]
 // for r < rows (a row range of W, see matvec.wgsl for the weight layouts and
-// QT) and t < n. cols % 32 == 0 for every type.
+// QT; QT 3 is Q4_K, layout in q4k_matvec.wgsl, with cols % 256 == 0) and
+// t < n. cols % 32 == 0 for every type.
 //
 // One workgroup computes a TM x TN tile (TM rows of W, TN tokens) with
 // (TM/4)*(TN/4) threads, each a 4x4 micro-tile (rows tr + i*TM/4, tokens
@@ -12,7 +13,7 @@
 // Grid: x = ceil(rows / TM), y = ceil(n / TN).
 override TM: u32 = 64;  // rows per tile, a multiple of 4
 override TN: u32 = 32;  // tokens per tile, a multiple of 4
-override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z
+override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (scales and zp unused)
 
 const P4: u32 = 9u;   // row pitch of the tiles in vec4 (36 floats: conflict-free vec4 reads)
 
@@ -36,6 +37,27 @@ struct Params {
 
 var<workgroup> ws: array<vec4<f32>, TM * P4>;
 var<workgroup> xs: array<vec4<f32>, TN * P4>;
+
+// Q4_K (QT 3): d * scale and dmin * min of sub-block j of the super-block
+// at u32 word `base` (word 0: f16 d | f16 dmin << 16; bytes 4-15: the
+// packed 6-bit scales and mins).
+fn q4k_sbyte(base: u32, j: u32) -> u32 {
+  return (w[base + 1u + j / 4u] >> (8u * (j % 4u))) & 255u;
+}
+
+fn q4k_sub_scale(base: u32, j: u32) -> vec2<f32> {
+  let dm = unpack2x16float(w[base]);
+  var sc: u32;
+  var mn: u32;
+  if (j < 4u) {
+    sc = q4k_sbyte(base, j) & 63u;
+    mn = q4k_sbyte(base, j + 4u) & 63u;
+  } else {
+    sc = (q4k_sbyte(base, j + 4u) & 15u) | ((q4k_sbyte(base, j - 4u) >> 6u) << 4u);
+    mn = (q4k_sbyte(base, j + 4u) >> 4u) | ((q4k_sbyte(base, j) >> 6u) << 4u);
+  }
+  return vec2<f32>(dm.x * f32(sc), dm.y * f32(mn));
+}
 
 @compute @workgroup_size((TM / 4u) * (TN / 4u))
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -64,6 +86,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           v = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
         }
         ws[r * P4 + c4] = v;
+      }
+    } else if (QT == 3u) {
+      // Q4_K: the block is sub-block j = b % 8 of super-block b / 8: the low
+      // (j even) or high nibbles of its 32 quant bytes, 8 words of 4.
+      let sb = b / 8u;
+      let j = b % 8u;
+      for (var e = li; e < TM * 8u; e += nthreads) {
+        let r = e / 8u;
+        let k = e % 8u;
+        let row = r0 + r;
+        var v = vec4<f32>(0.0);
+        if (row < p.rows) {
+          let base = (row * (p.cols / 256u) + sb) * 36u;
+          let sm = q4k_sub_scale(base, j);
+          let word = w[base + 4u + 8u * (j / 2u) + k] >> (4u * (j % 2u));
+          let q = vec4<u32>(word, word >> 8u, word >> 16u, word >> 24u) & vec4<u32>(15u);
+          v = sm.x * vec4<f32>(q) - sm.y;
+        }
+        ws[r * P4 + k] = v;
       }
     } else {
       for (var e = li; e < TM * 4u; e += nthreads) {
