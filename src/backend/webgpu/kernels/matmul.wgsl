@@ -38,25 +38,13 @@ struct Params {
 var<workgroup> ws: array<vec4<f32>, TM * P4>;
 var<workgroup> xs: array<vec4<f32>, TN * P4>;
 
-// Q4_K (QT 3): d * scale and dmin * min of sub-block j of the super-block
-// at u32 word `base` (word 0: f16 d | f16 dmin << 16; bytes 4-15: the
-// packed 6-bit scales and mins).
-fn q4k_sbyte(base: u32, j: u32) -> u32 {
-  return (w[base + 1u + j / 4u] >> (8u * (j % 4u))) & 255u;
-}
+// #include "q4k_words.wgsli"
 
+// Q4_K (QT 3): d * scale and dmin * min of sub-block j of the super-block
+// at u32 word `base`.
 fn q4k_sub_scale(base: u32, j: u32) -> vec2<f32> {
   let dm = unpack2x16float(w[base]);
-  var sc: u32;
-  var mn: u32;
-  if (j < 4u) {
-    sc = q4k_sbyte(base, j) & 63u;
-    mn = q4k_sbyte(base, j + 4u) & 63u;
-  } else {
-    sc = (q4k_sbyte(base, j + 4u) & 15u) | ((q4k_sbyte(base, j - 4u) >> 6u) << 4u);
-    mn = (q4k_sbyte(base, j + 4u) >> 4u) | ((q4k_sbyte(base, j) >> 6u) << 4u);
-  }
-  return vec2<f32>(dm.x * f32(sc), dm.y * f32(mn));
+  return dm * q4k_wscale_min(base, j);
 }
 
 @compute @workgroup_size((TM / 4u) * (TN / 4u))

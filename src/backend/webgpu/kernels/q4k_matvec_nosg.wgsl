@@ -30,27 +30,15 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-fn sbyte(base: u32, j: u32) -> u32 {
-  return (w[base + 1u + j / 4u] >> (8u * (j % 4u))) & 255u;
-}
-
-// (scale, min) of sub-block j of the super-block at word `base`.
-fn scale_min(base: u32, j: u32) -> vec2<f32> {
-  if (j < 4u) {
-    return vec2<f32>(f32(sbyte(base, j) & 63u), f32(sbyte(base, j + 4u) & 63u));
-  }
-  let sc = (sbyte(base, j + 4u) & 15u) | ((sbyte(base, j - 4u) >> 6u) << 4u);
-  let mn = (sbyte(base, j + 4u) >> 4u) | ((sbyte(base, j) >> 6u) << 4u);
-  return vec2<f32>(f32(sc), f32(mn));
-}
+// #include "q4k_words.wgsli"
 
 // sum over unit (b, c) of row r of W[r][i] * x[i]; xb = vec4 offset of x.
 fn unit_dot(r: u32, b: u32, c: u32, xb: u32) -> f32 {
   let nsb = p.cols / 256u;
   let base = (r * nsb + b) * 36u;
   let dm = unpack2x16float(w[base]);
-  let s0 = scale_min(base, 2u * c);
-  let s1 = scale_min(base, 2u * c + 1u);
+  let s0 = q4k_wscale_min(base, 2u * c);
+  let s1 = q4k_wscale_min(base, 2u * c + 1u);
   let xo = xb + b * 64u + c * 16u;
   var qx0 = 0.0;
   var qx1 = 0.0;
