@@ -182,7 +182,9 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddNumberToObject(r, "threads", threads);
   cJSON *jd = cJSON_AddObjectToObject(r, "device");
   cJSON_AddStringToObject(jd, "backend", wisp_session_backend_name(s));
-  cJSON_AddStringToObject(jd, "name", cpu);
+  /* the GPU's name for a GPU backend (the host CPU beside it) */
+  cJSON_AddStringToObject(jd, "name", plan->device.name[0] ? plan->device.name : cpu);
+  if (plan->device.name[0]) cJSON_AddStringToObject(jd, "host_cpu", cpu);
   cJSON_AddNumberToObject(jd, "online_cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
   cJSON_AddNumberToObject(r, "prompt_tokens", n_prompt);
   cJSON_AddNumberToObject(r, "decode_tokens", n_decode);

@@ -43,6 +43,7 @@ void wisp_value_format(const wisp_value *v, char *out, size_t cap);
 typedef struct {
   char backend[16]; /* "cpu" | "webgpu" */
   char vendor[32];
+  char name[96];    /* the adapter's description ("NVIDIA H200"); "" on the CPU */
   int has_subgroups;
   int subgroup_size;
   int has_f16;

@@ -1228,6 +1228,9 @@ static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   size_t n = strnlen(vendor, sizeof out->vendor - 1);
   memcpy(out->vendor, vendor, n);
   out->vendor[n] = 0;
+  n = strnlen(i->name, sizeof out->name - 1);
+  memcpy(out->name, i->name, n);
+  out->name[n] = 0;
   out->has_subgroups = g->sg;
   out->subgroup_size = g->sg ? (int)i->subgroup_max_size : 0;
   out->has_f16 = g->d->has_shader_f16;

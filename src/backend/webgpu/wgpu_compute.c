@@ -392,7 +392,8 @@ void wisp_wgpu_batch_dispatch(wisp_wgpu_batch *b, const wisp_wgpu_kernel *k, WGP
     b->current = k->pipeline;
   }
   w->ComputePassEncoderSetBindGroup(b->pass, 0, g, 0, NULL);
-  w->ComputePassEncoderDispatchWorkgroups(b->pass, x, y ? y : 1, z ? z : 1);
+  const int reps = b->d->profile ? wisp_wgpu_profile_repeat(b->d->profile) : 1;
+  for (int r = 0; r < reps; r++) w->ComputePassEncoderDispatchWorkgroups(b->pass, x, y ? y : 1, z ? z : 1);
   b->n_dispatches++;
 }
 

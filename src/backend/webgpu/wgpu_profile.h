@@ -8,7 +8,14 @@
  * submit becomes synchronous) and added up per kernel label. The report
  * (stderr, when the device closes) lists each kernel's dispatches, total and
  * mean GPU time, sorted by total. Separate passes and the readbacks make the
- * run slower than a normal one: use it to rank kernels, not to time tokens. */
+ * run slower than a normal one: use it to rank kernels, not to time tokens.
+ *
+ * WISP_WEBGPU_PROFILE_REPEAT=R (2..64) records each dispatch R times inside
+ * its timed pass and reports the pass time divided by R: the marginal cost
+ * of one dispatch in a stream of dispatches (barriers included), without
+ * most of the pass's own overhead (about 4 us a pass on the H200). The
+ * repeats change the numbers (accumulating products add R times, states
+ * advance R steps), so such a run's tokens are meaningless: timing only. */
 #ifndef WISP_WGPU_PROFILE_H
 #define WISP_WGPU_PROFILE_H
 
@@ -32,6 +39,8 @@ wisp_status wisp_wgpu_profile_collect(wisp_wgpu_profile *p);
 void wisp_wgpu_profile_discard(wisp_wgpu_profile *p);
 /* Timed dispatches of kernel `label` so far, and their GPU time (ns). */
 uint64_t wisp_wgpu_profile_dispatches(const wisp_wgpu_profile *p, const char *label, uint64_t *ns);
+/* Dispatches recorded per timed dispatch (WISP_WEBGPU_PROFILE_REPEAT, else 1). */
+int wisp_wgpu_profile_repeat(const wisp_wgpu_profile *p);
 void wisp_wgpu_profile_report(const wisp_wgpu_profile *p, FILE *f);
 void wisp_wgpu_profile_free(wisp_wgpu_profile *p);
 
