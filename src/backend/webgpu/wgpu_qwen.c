@@ -12,6 +12,9 @@
 #include "util/err.h"
 
 #define QATTN_WG 64
+/* attn_gated_decode.wgsl: threads (one per head dimension) and keys per tile */
+#define QDEC_WG 256
+#define QDEC_KT 32
 
 /* A one-token Q4_K product held back for a consumer that fuses it (the
  * session switches): swiglu (fusedFfnQ4K), gated_deltanet (the in_proj row
@@ -82,7 +85,13 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   if (!wisp_wgpu_int_scratch(be, &q->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp gated queries"))
     return;
   const uint32_t max_splits = wisp_wgpu_int_max_splits(be);
-  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / QATTN_WG + 1;
+  /* The decode arrangement the session switches ask for (docs/webgpu.md):
+   * attn_gated_decode.wgsl, which needs subgroups (and 10 storage buffers). */
+  const wisp_backend_settings *set = wisp_wgpu_int_settings(be);
+  const int dec = a->n == 1 && wisp_wgpu_int_fuse(be) && D % 4 == 0 && D <= QDEC_WG && wisp_wgpu_int_subgroups(be) &&
+                  wisp_wgpu_int_device(be)->info.max_storage_buffers_per_shader_stage >= 10;
+  const uint32_t tile = dec ? QDEC_KT : QATTN_WG; /* keys per tile of the kernel that runs */
+  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / tile + 1;
   uint32_t splits = 1, tps = 0xFFFFFFFFu;
   if (a->n == 1 && ntile > 1 && max_splits > 1) {
     splits = ntile < max_splits ? ntile : max_splits;
@@ -96,10 +105,6 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   WGPUBuffer out = wisp_wgpu_int_buf(a->out);
   wisp_wgpu_const c[1] = {{"WG", QATTN_WG}};
   wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 1);
-  /* The decode arrangement the session switches ask for (docs/webgpu.md): */
-  const wisp_backend_settings *set = wisp_wgpu_int_settings(be);
-  const int dec = a->n == 1 && wisp_wgpu_int_fuse(be) && D % 4 == 0 && /* attn_gated_decode reads keys as vec4 */
-                  wisp_wgpu_int_device(be)->info.max_storage_buffers_per_shader_stage >= 10;
   const int gate_in = dec && set->attn_output_gate;  /* gate inside the attention kernel */
   const int rope_in = dec && set->attn_fused_rope;   /* split + norm + rope (+ KV append) fused */
   const int h256 = a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant) &&
@@ -132,7 +137,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     return;
   }
   if (dec) {
-    wisp_wgpu_const cd[3] = {{"WG", QATTN_WG}, {"FUSE_ROPE", rope_in}, {"GATE", gate_in}};
+    wisp_wgpu_const cd[3] = {{"WG", QDEC_WG}, {"FUSE_ROPE", rope_in}, {"GATE", gate_in}};
     wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "attn_gated_decode", cd, 3);
     struct {
       uint32_t pos, H, KVH, D, R;
@@ -226,12 +231,13 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   WGPUBuffer dt = al ? wisp_wgpu_int_vec(be, a->dt_bias) : NULL, nw = dt ? wisp_wgpu_int_vec(be, a->norm) : NULL;
   if (!nw) return;
   const int G = a->v_heads / a->k_heads;
-  if (a->n == 1 && wisp_wgpu_int_settings(be)->lin_core && wisp_wgpu_int_fuse(be) && G * a->v_dim <= 1024) {
+  if (a->n == 1 && wisp_wgpu_int_settings(be)->lin_core && wisp_wgpu_int_fuse(be) && G * a->v_dim <= 1024 &&
+      wisp_wgpu_int_subgroups(be)) {
     /* useLinearAttentionFusedDecodeCore: conv + recurrence + gated norm, one workgroup per k-head */
     uint32_t cw, ig;
     if (!dn_geometry(be, a, &cw, &ig)) return;
-    wisp_wgpu_const cd[2] = {{"WG", cw * ig}, {"CW", cw}};
-    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "dn_decode", cd, 2);
+    wisp_wgpu_const cd[3] = {{"WG", cw * ig}, {"CW", cw}, {"NJ", cdiv((uint64_t)a->k_dim, ig)}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "dn_decode", cd, 3);
     struct {
       uint32_t kh, vh, dk, dv, L;
       float eps;

@@ -12,15 +12,28 @@
 //   GATE = 1 (attentionDecodeOnline.useOutputGateFusion): the output is
 //     multiplied by sigmoid(gate) here (unsplit) or in
 //     attn_gated_combine.wgsl (split); GATE = 0: attn_gate.wgsl does it.
-// out[h] = sum_{j <= pos} softmax_j(scale * q . k_j) v_j. One workgroup per
-// (head, split): grid x = H, z = splits; split z takes key tiles
-// [z*tps, (z+1)*tps) of WG keys and, when splits > 1, writes (max, sum,
-// unnormalized output) to part for the combine. WG is a power of two,
-// D <= 4*WG and <= 256.
-override WG: u32 = 64;
+// out[h] = sum_{j <= pos} softmax_j(scale * q . k_j) v_j.
+//
+// Work split (flash decoding): one workgroup per (head, split), grid x = H,
+// z = splits; split z takes the key tiles [z*tps, (z+1)*tps) of KT keys and,
+// when splits > 1, writes (max, sum, unnormalized output) to part for the
+// combine. In a tile the subgroups share out the KT keys: a subgroup's lanes
+// stride over one key's D values in 16-byte loads and one subgroupAdd gives
+// the score, so a score costs a few loads in flight rather than a D-long
+// loop; then thread d (< D) sums the tile's KT probability-weighted values of
+// dimension d, loads that are contiguous across threads and independent.
+// Needs D <= WG, D % 4 == 0, subgroups of at least 4 lanes laid out as
+// contiguous ranges of local_invocation_index (tests/test_webgpu_abi.c).
+enable subgroups;
+// A subgroup takes whole keys (its loop bounds are uniform within the
+// subgroup, not across the workgroup).
+diagnostic(off, subgroup_uniformity);
+
+override WG: u32 = 256;
 override FUSE_ROPE: u32 = 1u;
 override GATE: u32 = 1u;
 
+const KT: u32 = 32u;    // keys per tile
 const MAXD: u32 = 256u;
 const NEG: f32 = -3.0e38;
 
@@ -45,43 +58,49 @@ struct Params {
 @group(0) @binding(3) var<storage, read> cosv: array<f32>;
 @group(0) @binding(4) var<storage, read> sinv: array<f32>;
 @group(0) @binding(5) var<storage, read> qin: array<f32>;
-@group(0) @binding(6) var<storage, read_write> kc: array<vec4<f32>>; // read as vec4: D % 4 == 0
+@group(0) @binding(6) var<storage, read_write> kc: array<vec4<f32>>; // D % 4 == 0
 @group(0) @binding(7) var<storage, read_write> vc: array<f32>;
 @group(0) @binding(8) var<storage, read_write> out: array<f32>;
 @group(0) @binding(9) var<storage, read_write> part: array<f32>;
 @group(0) @binding(10) var<uniform> p: Params;
 
-var<workgroup> qf: array<f32, MAXD>;
-var<workgroup> ks: array<f32, MAXD>;
-var<workgroup> vs: array<f32, MAXD>;
-var<workgroup> sc: array<f32, WG>;
-var<workgroup> red: array<f32, WG>;
+var<workgroup> qf: array<vec4<f32>, MAXD / 4u>; // q as used: normed, rotated
+var<workgroup> ks: array<vec4<f32>, MAXD / 4u>; // the new key (FUSE_ROPE)
+var<workgroup> vs: array<f32, MAXD>;            // the new value (FUSE_ROPE)
+var<workgroup> sc: array<f32, KT>;              // the tile's scores
+var<workgroup> red: array<vec2<f32>, 64>;       // per-subgroup sums
 
-// #include "wg_reduce.wgsli"
+// Sum of v over the workgroup: subgroupAdd, then the subgroup sums.
+fn wg_sum2(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
+  workgroupBarrier(); // the previous use of red has been read
+  let s = subgroupAdd(v);
+  if (sli == 0u) {
+    red[li / sgs] = s;
+  }
+  workgroupBarrier();
+  var t = vec2<f32>(0.0, 0.0);
+  for (var i = 0u; i < WG / sgs; i++) {
+    t += red[i];
+  }
+  return t;
+}
 
-// #include "attn_rms.wgsli"
-
-// Element i of the normed + rotated head at qkv[src..] (weights w: 0 q, 1 k).
+// Element i of a head at qkv[src..] scaled by inv * w (w: 0 q, 1 k norm),
+// with the NEOX rotation of its first R dims at position pos.
 fn rot(src: u32, inv: f32, wsel: u32, i: u32, pos: u32) -> f32 {
-  var wi: f32;
-  if (wsel == 0u) {
-    wi = qn[i];
-  } else {
+  var wi = qn[i];
+  if (wsel == 1u) {
     wi = kn[i];
   }
   var r = qkv[src + i] * inv * wi;
   let half = p.R / 2u;
   if (i < p.R) {
-    var j: u32;
-    if (i < half) {
-      j = i + half;
-    } else {
+    var j = i + half;
+    if (i >= half) {
       j = i - half;
     }
-    var wj: f32;
-    if (wsel == 0u) {
-      wj = qn[j];
-    } else {
+    var wj = qn[j];
+    if (wsel == 1u) {
       wj = kn[j];
     }
     let o = qkv[src + j] * inv * wj;
@@ -98,105 +117,126 @@ fn rot(src: u32, inv: f32, wsel: u32, i: u32, pos: u32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_invocation_id) sli: u32, @builtin(subgroup_size) sgs: u32) {
   let h = wid.x;
   let z = wid.z;
   let D = p.D;
+  let D4 = D / 4u;
   let pos = p.pos;
   let kvh = h / (p.H / p.KVH);
   let qsrc = h * 2u * D;
   let ksrc = 2u * p.H * D + kvh * D;
   let vsrc = 2u * p.H * D + p.KVH * D + kvh * D;
+  let dl = li < D;
+  var qv = 0.0;
+  var kv = 0.0;
   if (FUSE_ROPE == 1u) {
-    let qinv = inv_rms(li, qsrc);
-    let kinv = inv_rms(li, ksrc);
-    for (var i = li; i < D; i += WG) {
-      qf[i] = rot(qsrc, qinv, 0u, i, pos);
-      ks[i] = rot(ksrc, kinv, 1u, i, pos);
-      vs[i] = qkv[vsrc + i];
+    // Thread i < D owns element i of q, k and v.
+    var ss = vec2<f32>(0.0, 0.0);
+    if (dl) {
+      let a = qkv[qsrc + li];
+      let b = qkv[ksrc + li];
+      ss = vec2<f32>(a * a, b * b);
     }
-    workgroupBarrier();
-    if (z == p.splits - 1u && h % (p.H / p.KVH) == 0u) {
-      let dst = (pos * p.KVH + kvh) * D;
-      for (var d = li; d < D; d += WG) {
-        vc[dst + d] = vs[d];
-      }
-      for (var d4 = li; d4 < D / 4u; d4 += WG) {
-        kc[dst / 4u + d4] = vec4<f32>(ks[4u * d4], ks[4u * d4 + 1u], ks[4u * d4 + 2u], ks[4u * d4 + 3u]);
-      }
+    let tot = wg_sum2(li, sli, sgs, ss);
+    let qinv = inverseSqrt(tot.x / f32(D) + p.eps);
+    let kinv = inverseSqrt(tot.y / f32(D) + p.eps);
+    if (dl) {
+      qv = rot(qsrc, qinv, 0u, li, pos);
+      kv = rot(ksrc, kinv, 1u, li, pos);
+      vs[li] = qkv[vsrc + li];
     }
-  } else {
-    for (var i = li; i < D; i += WG) {
-      qf[i] = qin[h * D + i];
-    }
+  } else if (dl) {
+    qv = qin[h * D + li];
+  }
+  // Gather each thread's element into vec4s through the subgroup (lanes
+  // 4c .. 4c+3 hold vec4 c of their range): no extra barrier.
+  let b4 = sli & ~3u;
+  let q4 = vec4<f32>(subgroupShuffle(qv, b4), subgroupShuffle(qv, b4 + 1u), subgroupShuffle(qv, b4 + 2u),
+                     subgroupShuffle(qv, b4 + 3u));
+  let k4 = vec4<f32>(subgroupShuffle(kv, b4), subgroupShuffle(kv, b4 + 1u), subgroupShuffle(kv, b4 + 2u),
+                     subgroupShuffle(kv, b4 + 3u));
+  if (dl && (li & 3u) == 0u) {
+    qf[li / 4u] = q4;
+    ks[li / 4u] = k4;
   }
   workgroupBarrier();
+  if (FUSE_ROPE == 1u && z == p.splits - 1u && h % (p.H / p.KVH) == 0u && dl) {
+    let dst = (pos * p.KVH + kvh) * D;
+    vc[dst + li] = vs[li];
+    if ((li & 3u) == 0u) {
+      kc[dst / 4u + li / 4u] = k4;
+    }
+  }
+
+  let nsg = WG / sgs;
+  let sg = li / sgs;
   var m = NEG;
   var l = 0.0;
-  var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
-  let ntile = pos / WG + 1u;
+  var acc = 0.0;
+  let ntile = pos / KT + 1u;
   let tile0 = z * p.tps;
   let tile1 = min(ntile, tile0 + p.tps);
   for (var tile = tile0; tile < tile1; tile++) {
-    let j0 = tile * WG;
-    let j = j0 + li;
-    var s = NEG;
-    if (j < pos || (j == pos && FUSE_ROPE == 0u)) {
-      // 16-byte key loads: a thread walks its key's D values a vec4 at a time
-      let kb4 = (j * p.KVH + kvh) * (D / 4u);
-      var dotv = 0.0;
-      for (var d4 = 0u; d4 < D / 4u; d4++) {
-        let qv = vec4<f32>(qf[4u * d4], qf[4u * d4 + 1u], qf[4u * d4 + 2u], qf[4u * d4 + 3u]);
-        dotv += dot(qv, kc[kb4 + d4]);
-      }
-      s = dotv * p.scale;
-    } else if (j == pos) {
-      var dotv = 0.0;
-      for (var d = 0u; d < D; d++) {
-        dotv += qf[d] * ks[d];
-      }
-      s = dotv * p.scale;
-    }
-    let mn = max(m, reduce_max(li, s));
-    let alpha = exp(m - mn);
-    var e = 0.0;
-    if (j <= pos) {
-      e = exp(s - mn);
-    }
-    sc[li] = e;
-    l = l * alpha + reduce_sum(li, e);
-    let cnt = min(WG, pos + 1u - j0);
-    for (var k = 0u; k < 4u; k++) {
-      let d = li + k * WG;
-      if (d < D) {
-        var a = 0.0;
-        for (var jj = 0u; jj < cnt; jj++) {
-          let jk = j0 + jj;
-          var v: f32;
-          if (jk == pos && FUSE_ROPE == 1u) {
-            v = vs[d];
-          } else {
-            v = vc[(jk * p.KVH + kvh) * D + d];
-          }
-          a += sc[jj] * v;
+    let j0 = tile * KT;
+    let cnt = min(KT, pos + 1u - j0);
+    // Scores: subgroup sg takes keys sg, sg + nsg, ... of the tile.
+    for (var kk = sg; kk < cnt; kk += nsg) {
+      let j = j0 + kk;
+      var s = 0.0;
+      if (j == pos && FUSE_ROPE == 1u) {
+        for (var d4 = sli; d4 < D4; d4 += sgs) {
+          s += dot(qf[d4], ks[d4]);
         }
-        acc[k] = acc[k] * alpha + a;
+      } else {
+        let kb4 = (j * p.KVH + kvh) * D4;
+        for (var d4 = sli; d4 < D4; d4 += sgs) {
+          s += dot(qf[d4], kc[kb4 + d4]);
+        }
+      }
+      s = subgroupAdd(s);
+      if (sli == 0u) {
+        sc[kk] = s * p.scale;
       }
     }
-    m = mn;
     workgroupBarrier();
+    // Online softmax over the tile (every thread, from workgroup memory).
+    var mt = m;
+    for (var jj = 0u; jj < cnt; jj++) {
+      mt = max(mt, sc[jj]);
+    }
+    let alpha = exp(m - mt);
+    var lt = 0.0;
+    var a = 0.0;
+    for (var jj = 0u; jj < cnt; jj++) {
+      let e = exp(sc[jj] - mt);
+      lt += e;
+      if (dl) {
+        let jk = j0 + jj;
+        var v: f32;
+        if (jk == pos && FUSE_ROPE == 1u) {
+          v = vs[li];
+        } else {
+          v = vc[(jk * p.KVH + kvh) * D + li];
+        }
+        a += e * v;
+      }
+    }
+    l = l * alpha + lt;
+    acc = acc * alpha + a;
+    m = mt;
+    workgroupBarrier(); // sc is rewritten by the next tile
+  }
+  if (!dl) {
+    return;
   }
   if (p.splits == 1u) {
-    for (var k = 0u; k < 4u; k++) {
-      let d = li + k * WG;
-      if (d < D) {
-        var o = acc[k] / l;
-        if (GATE == 1u) {
-          o = o / (1.0 + exp(-qkv[qsrc + D + d]));
-        }
-        out[h * D + d] = o;
-      }
+    var o = acc / l;
+    if (GATE == 1u) {
+      o = o / (1.0 + exp(-qkv[qsrc + D + li]));
     }
+    out[h * D + li] = o;
     return;
   }
   let pb = (h * p.splits + z) * (D + 2u);
@@ -204,10 +244,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     part[pb] = m;
     part[pb + 1u] = l;
   }
-  for (var k = 0u; k < 4u; k++) {
-    let d = li + k * WG;
-    if (d < D) {
-      part[pb + 2u + d] = acc[k];
-    }
-  }
+  part[pb + 2u + li] = acc;
 }

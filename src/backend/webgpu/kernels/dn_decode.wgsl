@@ -12,11 +12,22 @@
 // q, k and the group's v sit in workgroup memory (k_dim <= 256,
 // G * v_dim <= 1024). The recurrence is split as in dn_recur.wgsl: the WG
 // threads are IG = WG / CW row groups of CW columns (both powers of two,
-// CW >= v_dim); thread (g, e) loads S[i][e] for i = g, g + IG, ... into
-// registers, and the two matrix-vector steps are column sums over the row
-// groups in workgroup memory, so no thread walks a k_dim-long column alone.
+// CW >= v_dim); thread (g, e) holds S[i][e] for i = g, g + IG, ... (NJ =
+// ceil(k_dim / IG) rows, a constant so that they stay in registers), and the
+// two matrix-vector steps are column sums over the row groups in workgroup
+// memory, so no thread walks a k_dim-long column alone.
+//
+// Latency is what this kernel is made of (one token, a few workgroups), so
+// the first head's state rows are loaded before the convolution (they do not
+// depend on it: the loads overlap instead of queueing behind it), and the
+// workgroup sums are subgroupAdd plus one pass over the subgroup sums
+// rather than a tree of barriers. Needs subgroups (the host falls back to
+// dn_conv + dn_recur without them).
+enable subgroups;
+
 override WG: u32 = 1024;
 override CW: u32 = 128;
+override NJ: u32 = 16u; // state rows per thread: ceil(k_dim / (WG / CW))
 const MAXK: u32 = 256u;
 const MAXV: u32 = 1024u;
 const MAXI: u32 = 32u;
@@ -45,20 +56,36 @@ struct Params {
 var<workgroup> qs: array<f32, MAXK>;
 var<workgroup> ks: array<f32, MAXK>;
 var<workgroup> vs: array<f32, MAXV>;
-var<workgroup> red: array<vec2<f32>, WG>;
+var<workgroup> red: array<vec2<f32>, WG>; // dn_common's col_sum
+var<workgroup> sgred: array<vec2<f32>, 256>; // per-subgroup sums (subgroups of >= 4 lanes)
 
 // #include "dn_common.wgsli"
+
+// Sum of v over the workgroup: subgroupAdd, then the subgroup sums (not
+// dn_common's tree of barriers).
+fn wg_sum2_sg(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
+  workgroupBarrier(); // the previous use of sgred has been read
+  let s = subgroupAdd(v);
+  if (sli == 0u) {
+    sgred[li / sgs] = s;
+  }
+  workgroupBarrier();
+  var t = vec2<f32>(0.0, 0.0);
+  for (var i = 0u; i < WG / sgs; i++) {
+    t += sgred[i];
+  }
+  return t;
+}
 
 // One conv channel for this token: updates its state, returns silu(conv).
 fn conv(ch: u32) -> f32 {
   let L = p.L;
   let S = L - 1u;
   let x = proj[ch];
-  var acc = 0.0;
+  var acc = taps[ch * L + S] * x;
   for (var k = 0u; k < S; k++) {
     acc += taps[ch * L + k] * cstate[ch * S + k];
   }
-  acc += taps[ch * L + S] * x;
   for (var k = 0u; k + 1u < S; k++) {
     cstate[ch * S + k] = cstate[ch * S + k + 1u];
   }
@@ -69,7 +96,8 @@ fn conv(ch: u32) -> f32 {
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_invocation_id) sli: u32, @builtin(subgroup_size) sgs: u32) {
   let kh = wid.x;
   let dk = p.dk;
   let dv = p.dv;
@@ -77,6 +105,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let V = p.vh * dv;
   let cdim = 2u * K + V;
   let G = p.vh / p.kh;
+  let IG = WG / CW;
+  let e = li % CW;
+  let grp = li / CW;
+  let col = e < dv;
+  // The first v-head's state rows, before anything they do not depend on.
+  var sr: array<f32, MAXI>;
+  for (var j = 0u; j < NJ; j++) {
+    let i = grp + j * IG;
+    sr[j] = 0.0;
+    if (col && i < dk) {
+      sr[j] = st[kh * G * dk * dv + i * dv + e];
+    }
+  }
   var ss = vec2<f32>(0.0, 0.0);
   for (var i = li; i < dk; i += WG) {
     let qv = conv(kh * dk + i);
@@ -88,27 +129,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var i = li; i < G * dv; i += WG) {
     vs[i] = conv(2u * K + kh * G * dv + i);
   }
-  let tot = wg_sum2(li, ss);
+  let tot = wg_sum2_sg(li, sli, sgs, ss); // its barrier also publishes qs, ks, vs
   let iq = inverseSqrt(tot.x + 1e-6) * (1.0 / sqrt(f32(dk)));
   let ik = inverseSqrt(tot.y + 1e-6);
-  let IG = WG / CW;
-  let e = li % CW;
-  let grp = li / CW;
-  let col = e < dv;
-  let nj = (dk + IG - 1u) / IG;
   for (var g = 0u; g < G; g++) {
     let h = kh * G + g;
     let sbase = h * dk * dv;
+    if (g > 0u) {
+      for (var j = 0u; j < NJ; j++) {
+        let i = grp + j * IG;
+        sr[j] = 0.0;
+        if (col && i < dk) {
+          sr[j] = st[sbase + i * dv + e];
+        }
+      }
+    }
     let A = exp(a_log[h]);
     let beta = 1.0 / (1.0 + exp(-proj[cdim + V + h]));
     let decay = exp(-A * softplus(proj[cdim + V + p.vh + h] + dt_bias[h]));
-    var sr: array<f32, MAXI>;
     var part = 0.0;
-    for (var j = 0u; j < nj; j++) {
+    for (var j = 0u; j < NJ; j++) {
       let i = grp + j * IG;
-      sr[j] = 0.0;
-      if (col && i < dk) {
-        sr[j] = st[sbase + i * dv + e];
+      if (i < dk) {
         part += sr[j] * ks[i];
       }
     }
@@ -119,7 +161,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let delta = (v - kvs) * beta;
     part = 0.0;
-    for (var j = 0u; j < nj; j++) {
+    for (var j = 0u; j < NJ; j++) {
       let i = grp + j * IG;
       if (col && i < dk) {
         let sv = sr[j] * decay + ks[i] * ik * delta;
@@ -132,7 +174,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (col && grp == 0u) {
       osq = o * o;
     }
-    let tot2 = wg_sum2(li, vec2<f32>(osq, 0.0));
+    let tot2 = wg_sum2_sg(li, sli, sgs, vec2<f32>(osq, 0.0));
     let inv = inverseSqrt(tot2.x / f32(dv) + p.eps);
     if (col && grp == 0u) {
       let z = proj[cdim + h * dv + e];
