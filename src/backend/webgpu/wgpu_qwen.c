@@ -149,7 +149,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
                                 whole(vc), whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
     wisp_wgpu_int_record(be, kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
     if (splits > 1 && gate_in) {
-      wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_gated_combine", c, 1);
+      wisp_wgpu_const cc[1] = {{"WG", QDEC_WG}}; /* a thread per dimension */
+      wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_gated_combine", cc, 1);
       struct {
         uint32_t H, D, splits, pad;
       } pc = {(uint32_t)H, (uint32_t)D, splits, 0};

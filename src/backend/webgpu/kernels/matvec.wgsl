@@ -83,7 +83,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let row0 = (wg_id * ng + grp) * ROWS;
   let pslots = LG / 4u;
   let norm_base = ng * ROWS * pslots;
-  let scale = input_scale(li, sli, sgs, norm_base, wg_id);
   var units = p.cols / 32u;
   if (QT == 0u) {
     units = p.cols / 4u;
@@ -110,6 +109,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
       }
     }
   }
+  // The fused norm's scale only multiplies the row sums, so its reduction
+  // comes after the product: the weight loads need not wait for it.
+  let scale = input_scale(li, sli, sgs, norm_base, wg_id);
   // Row sums: subgroupAdd within each subgroup, then the LG / sgs subgroup
   // sums of a group through workgroup memory.
   for (var r = 0u; r < ROWS; r++) {

@@ -101,7 +101,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let lane = li % LG;
   let pslots = LG / 4u;
   let norm_base = ROWS * pslots;
-  let scale = input_scale(li, sli, sgs, norm_base, wg_id);
   var units = p.cols / 32u;
   if (QT == 0u) {
     units = p.cols / 4u;
@@ -133,6 +132,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
       }
     }
   }
+  // The fused norm's scale only multiplies the row sums, so its reduction
+  // comes after the product: the weight loads need not wait for it.
+  let scale = input_scale(li, sli, sgs, norm_base, wg_id);
   for (var k = 0u; k < RG; k++) {
     let s = subgroupAdd(acc[k]);
     let r = grp + k * ng;

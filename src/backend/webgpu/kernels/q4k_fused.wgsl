@@ -57,10 +57,12 @@ var<workgroup> am_v: array<f32, 256>;
 var<workgroup> am_i: array<u32, 256>;
 var<private> inv: f32 = 1.0;
 
+// x' without the norm's scale inv (applied to the row sums: the weight
+// loads need not wait for the norm's reduction).
 fn xv(i: u32) -> vec4<f32> {
   let v = x[p.x_off + i];
   if (p.pre == 1u) {
-    return v * inv * nw[i];
+    return v * nw[i];
   }
   return v;
 }
@@ -103,6 +105,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) li: u32) {
   let wg_id = wid.x + wid.y * nwg.x;
   let n4 = p.cols / 4u;
+  let lane = li % THREADS_PER_COL;
+  let col = li / THREADS_PER_COL;
+  let r = wg_id * COLS_PER_WG + col;
+  let valid = r < p.rows && col < COLS_PER_WG;
+  var a0 = 0.0;
+  var a1 = 0.0;
+  if (valid) {
+    a0 = row_part(p.w_row0 + r, lane);
+    if (p.pair != 0u) {
+      a1 = row_part(p.w_row0 + r + p.pair, lane);
+    }
+  }
   if (p.pre == 1u) {
     var ss = 0.0;
     for (var i = li; i < n4; i += WORKGROUP_SIZE) {
@@ -124,22 +138,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     inv = 1.0 / sqrt(workgroupUniformLoad(&red[0]) / f32(p.cols) + p.eps);
     if (wg_id == 0u) {
       for (var i = li; i < n4; i += WORKGROUP_SIZE) {
-        xo[i] = xv(i);
+        xo[i] = xv(i) * inv;
       }
     }
+    workgroupBarrier(); // every thread has read red[0]
   }
-  let lane = li % THREADS_PER_COL;
-  let col = li / THREADS_PER_COL;
-  let r = wg_id * COLS_PER_WG + col;
-  let valid = r < p.rows && col < COLS_PER_WG;
-  var a0 = 0.0;
-  var a1 = 0.0;
-  if (valid) {
-    a0 = row_part(p.w_row0 + r, lane);
-    if (p.pair != 0u) {
-      a1 = row_part(p.w_row0 + r + p.pair, lane);
-    }
-  }
+  a0 *= inv;
+  a1 *= inv;
   red[li] = a0;
   red2[li] = a1;
   workgroupBarrier();
