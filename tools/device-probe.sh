@@ -3,7 +3,8 @@
 # (WISP_WEBGPU_PROFILE_REPEAT) of the seed-shaped LFM2 decode under several
 # settings, one table line per kernel, so one device call compares them.
 #   PROBES="label:ENV=V,ENV=V label2:..." (default: plan geometry, robustness
-#   off, matvec geometries); Q=1 adds the Qwen 3.5 0.8B decode.
+#   off, matvec geometries); Q=1 adds the Qwen 3.5 0.8B decode under QPROBES
+#   (same form, default the plan).
 set -uo pipefail
 OUT=${1:-/tmp/probe}
 mkdir -p "$OUT" models
@@ -25,5 +26,7 @@ if [ -n "${Q:-}" ]; then
     python3 tests/parity/hf_reference.py build --config qwen35-0.8b --seed 1234 --out /tmp/wq/qwen35-0.8b/hf >/dev/null 2>&1 &&
       $W convert /tmp/wq/qwen35-0.8b/hf -o "$QM" --quant q4k --quiet
   fi
-  probe qwen08 "$QM" X=1
+  for p in ${QPROBES:-plan:X=1}; do
+    probe "qwen08-${p%%:*}" "$QM" "${p#*:}"
+  done
 fi

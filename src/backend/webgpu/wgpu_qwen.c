@@ -5,6 +5,7 @@
  * fused_matmul_q4_metal_simd16). Semantics: backend.h, reference: the CPU
  * backend. Recording goes through wgpu_internal.h. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,18 @@ void wisp_wgpu_qwen_free(wisp_backend *be) {
 }
 
 static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+/* A tuning override "AxB" from the environment (only when both are
+ * positive); c, when given, becomes A * B. */
+static void env_geometry(const char *name, uint32_t *a, uint32_t *b, uint32_t *c) {
+  const char *v = getenv(name);
+  unsigned x, y;
+  if (v && sscanf(v, "%ux%u", &x, &y) == 2 && x && y && x <= 1024 && y <= 1024) {
+    *a = x;
+    *b = y;
+    if (c) *c = x * y;
+  }
+}
 static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 0}; }
 
 /* ---- gated attention ---- */
@@ -359,15 +372,17 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
   } else {
     const int sg = wisp_wgpu_int_subgroups(be);
     file = sg ? "q4k_matvec" : "q4k_matvec_nosg";
-    c[0] = (wisp_wgpu_const){"WG", sg ? 128 : 64};
-    c[1] = (wisp_wgpu_const){"ROWS", sg ? 2 : 4};
+    uint32_t wg = sg ? 128 : 64, rows = sg ? 2 : 4;
+    if (sg) env_geometry("WISP_WEBGPU_Q4K_MATVEC", &wg, &rows, NULL); /* tuning: WGxROWS */
+    c[0] = (wisp_wgpu_const){"WG", wg};
+    c[1] = (wisp_wgpu_const){"ROWS", rows};
     nc = 2;
     rows_wg = 4;
     if (sg) { /* q4k_matvec.wgsl: WG / LG lane groups of ROWS rows */
       uint32_t lg = wisp_wgpu_int_subgroup_max(be) > 32 ? wisp_wgpu_int_subgroup_max(be) : 32;
       c[2] = (wisp_wgpu_const){"LG", lg};
       nc = 3;
-      rows_wg = (128 / lg) * 2;
+      rows_wg = (wg / lg) * rows;
     }
   }
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, file, c, nc);
@@ -395,6 +410,7 @@ typedef struct {
  * simd16 choice (profile constants), else 256 / 16 / 16 / full blocks. */
 static qgeo geo_of(const wisp_matrix *W, int wg, int cols, int tpc, int full) {
   qgeo g = {256, 16, 16, 1};
+  env_geometry("WISP_WEBGPU_Q4K_FUSED", &g.cols, &g.tpc, &g.wg); /* tuning: COLSxTPC */
   const wisp_kernel_choice *ch = &W->choice[WISP_PHASE_DECODE];
   if (is_simd16(ch->variant)) {
     if (ch->subgroups_per_row) g.tpc = (uint32_t)ch->subgroups_per_row;

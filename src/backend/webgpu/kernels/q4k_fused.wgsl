@@ -69,8 +69,10 @@ fn xv(i: u32) -> vec4<f32> {
 
 // #include "q4k_common.wgsli"
 
-// Unit u of bound row r times x' (the unit layout: q4k_common.wgsli).
-fn unit_dot(r: u32, u: u32) -> f32 {
+// Unit u of bound rows r0 and (two) r1 times x': the input vectors are
+// loaded once for both rows, and both rows' quant loads are issued before
+// either is used (the unit layout: q4k_common.wgsli).
+fn unit_dot2(r0: u32, r1: u32, two: bool, u: u32) -> vec2<f32> {
   let xo4 = q4k_unit_x(u) / 4u;
   var xs: array<vec4<f32>, 8>;
   var sx = vec2<f32>(0.0);
@@ -79,22 +81,28 @@ fn unit_dot(r: u32, u: u32) -> f32 {
     xs[k + 4u] = xv(xo4 + 8u + k);
     sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
   }
-  return q4k_unit(r * (p.cols / 256u) * 9u, u, &xs, sx);
+  let rw = (p.cols / 256u) * 9u;
+  var r = vec2<f32>(q4k_unit(r0 * rw, u, &xs, sx), 0.0);
+  if (two) {
+    r.y = q4k_unit(r1 * rw, u, &xs, sx);
+  }
+  return r;
 }
 
-// One lane's share of bound row r: 32-element units, lanes strided; with
-// the full-block path a lane takes whole super-blocks (8 units) at a time.
-fn row_part(r: u32, lane: u32) -> f32 {
+// One lane's share of bound rows r0 and (two) r1: 32-element units, lanes
+// strided; with the full-block path a lane takes whole super-blocks (8
+// units) at a time.
+fn rows_part(r0: u32, r1: u32, two: bool, lane: u32) -> vec2<f32> {
   let nsb = p.cols / 256u;
   var upc = 1u;
   if (USE_FULL_BLOCK_FAST_PATH && nsb >= THREADS_PER_COL) {
     upc = 8u;
   }
   let nch = 8u * nsb / upc;
-  var acc = 0.0;
+  var acc = vec2<f32>(0.0);
   for (var ch = lane; ch < nch; ch += THREADS_PER_COL) {
     for (var k = 0u; k < upc; k++) {
-      acc += unit_dot(r, ch * upc + k);
+      acc += unit_dot2(r0, r1, two, ch * upc + k);
     }
   }
   return acc;
@@ -112,10 +120,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var a0 = 0.0;
   var a1 = 0.0;
   if (valid) {
-    a0 = row_part(p.w_row0 + r, lane);
-    if (p.pair != 0u) {
-      a1 = row_part(p.w_row0 + r + p.pair, lane);
-    }
+    let a = rows_part(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane);
+    a0 = a.x;
+    a1 = a.y;
   }
   if (p.pre == 1u) {
     var ss = 0.0;
