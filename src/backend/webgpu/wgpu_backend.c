@@ -83,6 +83,7 @@ typedef struct {
   int sg; /* subgroup variants */
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
+  int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
   uint64_t max_binding;
   /* recording */
   wisp_wgpu_batch batch;
@@ -493,6 +494,16 @@ static uint32_t matvec_lanes(const wgpu_backend *g, uint32_t wg) {
   return lg < wg ? lg : wg;
 }
 
+/* matvec.wgsl / matvec_conv.wgsl's XN: the input's vec4s when they fit the
+ * workgroup memory beside the kernel's own (about 4 KiB) so that each
+ * workgroup stages x' once (matvec_common.wgsli), else 1 (read from global
+ * memory). WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
+static uint32_t staged_vec4s(const wgpu_backend *g, int cols) {
+  const uint64_t bytes = (uint64_t)cols * 4 + 4096;
+  if (g->no_xstage || cols % 4 || cols < 8 || bytes > g->d->info.max_compute_workgroup_storage_size) return 1;
+  return (uint32_t)cols / 4;
+}
+
 /* The plan's kernel choice for a matrix: a wgsl_* matmul variant of
  * kernels/registry.json, and for one-token products the geometry (WG
  * threads, ROWS rows per workgroup) the plan resolved. */
@@ -783,7 +794,8 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
   uint32_t rows_wg = g->sg ? (wg / lg) * rows : rows;
   /* argmax (n = 1): per-workgroup (max, index) pairs to g->amax, in row
    * order across the parts; g->amax_count is their number. */
-  wisp_wgpu_const c[5] = {{"WG", wg}, {"ROWS", rows}, {"QT", qt_of(w->type)}, {"ARGMAX", argmax ? 1 : 0}, {"LG", lg}};
+  wisp_wgpu_const c[6] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
+                          {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols)}};
   uint32_t part_off = 0;
   if (argmax) {
     uint64_t total = 0;
@@ -791,7 +803,7 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
     if (!scratch(g, &g->amax, total * 8, total * 8, "wisp argmax partials")) return;
     g->amax_count = (uint32_t)total;
   }
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 5 : 4);
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 6 : 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
@@ -903,9 +915,9 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
     const wmat *w = g->pend.m;
     const int pre = g->pend.pre;
     g->pend.kind = 0;
-    wisp_wgpu_const c[4] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
-                            {"LG", matvec_lanes(g, g->mv_wg)}};
-    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 4 : 3);
+    wisp_wgpu_const c[5] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
+                            {"LG", matvec_lanes(g, g->mv_wg)}, {"XN", staged_vec4s(g, w->cols)}};
+    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 5 : 3);
     struct {
       uint32_t rows, cols, y_off, x_off, acc;
       float eps;
@@ -1303,6 +1315,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   }
   g->mv_rows_big = 16;
   g->env_geometry = getenv("WISP_WEBGPU_MATVEC") != NULL;
+  const char *xst = getenv("WISP_WEBGPU_XSTAGE");
+  g->no_xstage = xst && !strcmp(xst, "0");
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows);
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);

@@ -37,6 +37,7 @@ override ROWS: u32 = 4;  // rows per lane group, <= 16
 override LG: u32 = 32;   // lanes per group: a multiple of the subgroup size
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
+override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
 
 struct Params {
@@ -67,6 +68,7 @@ struct Params {
 // WG / 4 slots hold the norm's per-subgroup sums (PRE 1).
 var<workgroup> partial: array<f32, (WG / LG) * ROWS * (LG / 4u) + WG / 4u>;
 var<workgroup> inv_s: f32;
+var<workgroup> xsh: array<vec4<f32>, XN>;
 var<workgroup> am_v: array<f32, (WG / LG) * ROWS>;
 var<workgroup> am_i: array<u32, (WG / LG) * ROWS>;
 
@@ -91,14 +93,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   for (var r = 0u; r < ROWS; r++) {
     acc[r] = 0.0;
   }
+  var staged_ss = 0.0;
+  if (XN > 1u) {
+    staged_ss = stage_input(li);
+  }
   var xs: array<vec4<f32>, 8>;
   for (var u = lane; u < units; u += LG) {
     var xsum = 0.0;
     if (QT == 0u) {
-      xs[0] = xin(u);
+      xs[0] = xget(u);
     } else {
       for (var i = 0u; i < 8u; i++) {
-        xs[i] = xin(u * 8u + i);
+        xs[i] = xget(u * 8u + i);
         xsum += dot(xs[i], vec4<f32>(1.0));
       }
     }
@@ -111,7 +117,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   }
   // The fused norm's scale only multiplies the row sums, so its reduction
   // comes after the product: the weight loads need not wait for it.
-  let scale = input_scale(li, sli, sgs, norm_base, wg_id);
+  let scale = input_scale(li, sli, sgs, norm_base, wg_id, staged_ss);
   // Row sums: subgroupAdd within each subgroup, then the LG / sgs subgroup
   // sums of a group through workgroup memory.
   for (var r = 0u; r < ROWS; r++) {

@@ -19,6 +19,7 @@ override ROWS: u32 = 12; // rows per workgroup, a multiple of 3, <= WG, <= 16 * 
 override LG: u32 = 32;   // lanes per group: a multiple of the subgroup size
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
+override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 
 struct Params {
   rows: u32,
@@ -88,6 +89,7 @@ fn conv(wg_id: u32, li: u32) {
 // workgroup row r; the last WG / 4 slots: the norm's subgroup sums.
 var<workgroup> partial: array<f32, ROWS * (LG / 4u) + WG / 4u>;
 var<workgroup> inv_s: f32;
+var<workgroup> xsh: array<vec4<f32>, XN>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -111,14 +113,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   for (var k = 0u; k < RG; k++) {
     acc[k] = 0.0;
   }
+  var staged_ss = 0.0;
+  if (XN > 1u) {
+    staged_ss = stage_input(li);
+  }
   var xs: array<vec4<f32>, 8>;
   for (var u = lane; u < units; u += LG) {
     var xsum = 0.0;
     if (QT == 0u) {
-      xs[0] = xin(u);
+      xs[0] = xget(u);
     } else {
       for (var i = 0u; i < 8u; i++) {
-        xs[i] = xin(u * 8u + i);
+        xs[i] = xget(u * 8u + i);
         xsum += dot(xs[i], vec4<f32>(1.0));
       }
     }
@@ -134,7 +140,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   }
   // The fused norm's scale only multiplies the row sums, so its reduction
   // comes after the product: the weight loads need not wait for it.
-  let scale = input_scale(li, sli, sgs, norm_base, wg_id);
+  let scale = input_scale(li, sli, sgs, norm_base, wg_id, staged_ss);
   for (var k = 0u; k < RG; k++) {
     let s = subgroupAdd(acc[k]);
     let r = grp + k * ng;
