@@ -292,6 +292,17 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
 
 /* ---- Q4_K products ---- */
 
+/* q4k_matvec.wgsl / q4k_fused.wgsl's XN: the input's vec4s when they fit
+ * the workgroup memory beside the kernels' own (at most about 4 KiB), so
+ * that each workgroup stages x once; else 1 (read from global memory).
+ * WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
+static uint32_t q4k_staged_vec4s(wisp_backend *be, int cols) {
+  const char *e = getenv("WISP_WEBGPU_XSTAGE");
+  const uint64_t bytes = (uint64_t)cols * 4 + 4096;
+  if ((e && !strcmp(e, "0")) || bytes > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size) return 1;
+  return (uint32_t)cols / 4;
+}
+
 #define SIMD16 "fused_matmul_q4_metal_simd16"
 
 /* The seed profile's Q4_K kernel: as registry variant matmul/wgsl_q4k_metal_simd16 or as a
@@ -381,7 +392,8 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     if (sg) { /* q4k_matvec.wgsl: WG / LG lane groups of ROWS rows */
       uint32_t lg = wisp_wgpu_int_subgroup_max(be) > 32 ? wisp_wgpu_int_subgroup_max(be) : 32;
       c[2] = (wisp_wgpu_const){"LG", lg};
-      nc = 3;
+      c[3] = (wisp_wgpu_const){"XN", q4k_staged_vec4s(be, W->cols)};
+      nc = 4;
       rows_wg = (wg / lg) * rows;
     }
   }
@@ -442,10 +454,13 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                        "%u (a power of two), at most 256", g.wg, g.cols, g.tpc);
     return part_off;
   }
-  wisp_wgpu_const c[5] = {{"WORKGROUP_SIZE", g.wg}, {"COLS_PER_WG", g.cols}, {"THREADS_PER_COL", g.tpc},
-                          {"USE_FULL_BLOCK_FAST_PATH", g.full ? 1 : 0}, {"ARGMAX", amax ? 1 : 0}};
-  /* the kernel cache keys at most 4 constants: ARGMAX only when set */
-  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, amax ? 5 : 4);
+  wisp_wgpu_const c[6] = {{"WORKGROUP_SIZE", g.wg},
+                          {"COLS_PER_WG", g.cols},
+                          {"THREADS_PER_COL", g.tpc},
+                          {"USE_FULL_BLOCK_FAST_PATH", g.full ? 1 : 0},
+                          {"ARGMAX", amax ? 1 : 0},
+                          {"XN", q4k_staged_vec4s(be, W->cols)}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, 6);
   const int pre = pd->nx != NULL;
   int row0, prow;
   WGPUBuffer wb;

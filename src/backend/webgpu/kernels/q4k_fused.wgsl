@@ -20,6 +20,7 @@ override COLS_PER_WG: u32 = 16;
 override THREADS_PER_COL: u32 = 16; // a power of two
 override USE_FULL_BLOCK_FAST_PATH: bool = true;
 override ARGMAX: u32 = 0u;
+override XN: u32 = 1u; // > 1: x' staged in workgroup memory, XN = cols / 4 (as q4k_matvec.wgsl)
 
 // Q4_K layout (src/format/tensor.h): a row is cols/256 super-blocks of 144
 // bytes = 9 vec4<u32>: word 0 = f16 d | f16 dmin << 16, words 1-3 the packed
@@ -69,6 +70,16 @@ fn xv(i: u32) -> vec4<f32> {
 
 // #include "q4k_common.wgsli"
 
+var<workgroup> xsh: array<vec4<f32>, XN>;
+
+// x' vector i as the product reads it: staged, or from global memory.
+fn xget(i: u32) -> vec4<f32> {
+  if (XN > 1u) {
+    return xsh[q4k_xsw(i)];
+  }
+  return xv(i);
+}
+
 // Unit u of bound rows r0 and (two) r1 times x': the input vectors are
 // loaded once for both rows, and both rows' quant loads are issued before
 // either is used (the unit layout: q4k_common.wgsli).
@@ -77,8 +88,8 @@ fn unit_dot2(r0: u32, r1: u32, two: bool, u: u32) -> vec2<f32> {
   var xs: array<vec4<f32>, 8>;
   var sx = vec2<f32>(0.0);
   for (var k = 0u; k < 4u; k++) {
-    xs[k] = xv(xo4 + k);
-    xs[k + 4u] = xv(xo4 + 8u + k);
+    xs[k] = xget(xo4 + k);
+    xs[k + 4u] = xget(xo4 + 8u + k);
     sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
   }
   let rw = (p.cols / 256u) * 9u;
@@ -113,6 +124,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) li: u32) {
   let wg_id = wid.x + wid.y * nwg.x;
   let n4 = p.cols / 4u;
+  var ss = 0.0; // sum(x^2) share for pre 1
+  if (XN > 1u) {
+    for (var i = li; i < n4; i += WORKGROUP_SIZE) {
+      let v = x[p.x_off + i];
+      ss += dot(v, v);
+      if (p.pre == 1u) {
+        xsh[q4k_xsw(i)] = v * nw[i];
+      } else {
+        xsh[q4k_xsw(i)] = v;
+      }
+    }
+    workgroupBarrier();
+  }
   let lane = li % THREADS_PER_COL;
   let col = li / THREADS_PER_COL;
   let r = wg_id * COLS_PER_WG + col;
@@ -125,10 +149,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     a1 = a.y;
   }
   if (p.pre == 1u) {
-    var ss = 0.0;
-    for (var i = li; i < n4; i += WORKGROUP_SIZE) {
-      let v = x[p.x_off + i];
-      ss += dot(v, v);
+    if (XN <= 1u) {
+      for (var i = li; i < n4; i += WORKGROUP_SIZE) {
+        let v = x[p.x_off + i];
+        ss += dot(v, v);
+      }
     }
     red[li] = ss;
     workgroupBarrier();

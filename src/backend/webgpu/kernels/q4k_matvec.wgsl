@@ -18,12 +18,17 @@
 // (16-byte loads); the unit's 32 inputs and their two half sums stay in
 // registers for all ROWS rows. (A 1024-column row is 32 units: every lane
 // of a 32-lane group has work.) A workgroup takes (WG / LG) * ROWS rows.
+// XN > 1 (= cols / 4): the workgroup first copies its token's x into
+// workgroup memory with coalesced loads, and lanes read their units' inputs
+// from there (from global memory a lane's inputs are 16-element runs, which
+// cost many more load transactions than the weights).
 enable subgroups;
 
 override WG: u32 = 128; // threads, a multiple of LG
 override ROWS: u32 = 4; // rows per lane group, <= 16
 override LG: u32 = 32;  // lanes per group
 const MAXR: u32 = 16u;
+override XN: u32 = 1u;  // > 1: x staged in workgroup memory, XN = cols / 4
 
 struct Params {
   rows: u32,     // rows of the bound part
@@ -42,6 +47,8 @@ struct Params {
 @group(0) @binding(3) var<uniform> p: Params;
 
 // #include "q4k_common.wgsli"
+
+var<workgroup> xsh: array<vec4<f32>, XN>;
 
 fn store(r: u32, t: u32, v: f32) {
   let o = p.y_off + t * p.y_stride + r;
@@ -72,13 +79,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     acc[r] = 0.0;
   }
   // xs[0..3]: the unit's low-nibble elements, xs[4..7]: its high-nibble ones.
+  if (XN > 1u) {
+    for (var i = li; i < p.cols / 4u; i += WG) {
+      xsh[q4k_xsw(i)] = x[xb + i];
+    }
+    workgroupBarrier();
+  }
   var xs: array<vec4<f32>, 8>;
   for (var u = lane; u < units; u += LG) {
-    let xo = xb + q4k_unit_x(u) / 4u;
+    let xo = q4k_unit_x(u) / 4u;
     var sx = vec2<f32>(0.0);
     for (var k = 0u; k < 4u; k++) {
-      xs[k] = x[xo + k];
-      xs[k + 4u] = x[xo + 8u + k];
+      if (XN > 1u) {
+        xs[k] = xsh[q4k_xsw(xo + k)];
+        xs[k + 4u] = xsh[q4k_xsw(xo + 8u + k)];
+      } else {
+        xs[k] = x[xb + xo + k];
+        xs[k + 4u] = x[xb + xo + 8u + k];
+      }
       sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
     }
     for (var r = 0u; r < ROWS; r++) {
