@@ -29,6 +29,7 @@
 #define BG_BUCKETS 16384 /* a 64-token decode batch of Qwen 3.5 0.8B keeps ~15k bind groups */
 #define EMBED_TOKENS 64
 #define ATTN_WG 64
+#define ATTN_DEC_KT 32 /* keys per tile of attn_decode.wgsl */
 
 struct wisp_buf {
   wisp_wgpu_buf g;
@@ -972,7 +973,8 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   if (!scratch(g, &g->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp queries")) return;
   /* Flash-decoding: one token over more than one 64-key tile is split over
    * up to max_splits workgroups per head, merged by attn_combine. */
-  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / ATTN_WG + 1;
+  const int dec = a->n == 1 && g->attn_fuse; /* attn_decode.wgsl: KT-key tiles */
+  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / (dec ? ATTN_DEC_KT : ATTN_WG) + 1;
   uint32_t splits = 1, tps = 0xFFFFFFFFu;
   if (a->n == 1 && ntile > 1 && g->max_splits > 1) {
     splits = ntile < g->max_splits ? ntile : g->max_splits;
@@ -986,9 +988,13 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   /* KV16: the caches hold f16 pairs packed in u32 words (kv_buf_new
    * allocates half-size buffers; an f32-sized one uses its first half). */
   wisp_wgpu_const c[2] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}};
-  if (a->n == 1 && g->attn_fuse) {
-    /* Decode: norm + rope + cache append + attention in one dispatch. */
-    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", c, 2);
+  if (dec) {
+    /* Decode: norm + rope + cache append + attention in one dispatch; a
+     * thread per head dimension (WG >= D, a power of two). */
+    uint32_t wg = ATTN_WG;
+    while (wg < (uint32_t)D) wg <<= 1;
+    wisp_wgpu_const cd[2] = {{"WG", wg}, {"KV16", g->kv16 ? 1 : 0}};
+    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", cd, 2);
     struct {
       uint32_t pos, H, KVH, D;
       float eps, scale;
@@ -1296,7 +1302,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->conv_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
                  g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
   g->conv_fuse_capable = g->conv_fuse;
-  g->attn_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 9;
+  g->attn_fuse = g->fuse && g->sg && g->d->info.max_storage_buffers_per_shader_stage >= 9;
   const char *kvenv = getenv("WISP_WEBGPU_KV");
   g->kv16 = o.kv_f16 || (kvenv && !strcmp(kvenv, "f16"));
   const char *fa = getenv("WISP_WEBGPU_FUSE_ARGMAX");

@@ -3,17 +3,31 @@
 //   q = rope(rmsnorm(q_h) * qn), k = rope(rmsnorm(k) * kn), v from the qkv row,
 //   out[h] = sum_{j <= pos} softmax_j(scale * q . k_j) v_j,
 // where keys/values j < pos come from the caches and j = pos from the ones
-// just computed (kept in workgroup memory). One workgroup per (head, split):
-// grid x = H, z = splits (see attn_flash.wgsl for the split scheme and
-// attn_combine.wgsl for the merge). The last split of the first q head of
-// each KV group also appends k and v to the caches; no workgroup of this
-// dispatch reads the caches at pos, so there is no race. WG is a power of two,
-// D % 4 == 0, D <= 4*WG and <= 256. Needs 9 storage bindings.
+// just computed (kept in workgroup memory). The last split of the first q
+// head of each KV group also appends k and v to the caches; no workgroup of
+// this dispatch reads the caches at pos, so there is no race.
+//
+// Work split (flash decoding, merged by attn_combine.wgsl): one workgroup
+// per (head, split), grid x = H, z = splits; split z takes the key tiles
+// [z*tps, (z+1)*tps) of KT keys. In a tile the subgroups share out the keys:
+// a subgroup's lanes stride over one key's cache words (coalesced) and one
+// subgroupAdd gives its score; then thread d (< D) sums the tile's KT
+// probability-weighted values of dimension d (loads contiguous across
+// threads, independent). Thread i < D owns element i of q, k and v in the
+// prologue; the norms are subgroup sums. Needs D <= WG, D % 4 == 0 (KV16:
+// D % 8 == 0), D <= 256, subgroups of >= 4 lanes as contiguous ranges of
+// local_invocation_index (tests/test_webgpu_abi.c), 9 storage bindings.
+enable subgroups;
+// A subgroup takes whole keys (its loop bounds are uniform within the
+// subgroup, not across the workgroup).
+diagnostic(off, subgroup_uniformity);
+
 override WG: u32 = 64;
 // KV16 = 1: caches of f16 pairs packed in u32 words (unpack2x16float; element
-// e is half e & 1 of word e >> 1), D % 8 == 0; 0: f32 (words are f32 bits).
+// e is half e & 1 of word e >> 1); 0: f32 (words are f32 bits).
 override KV16: u32 = 0u;
 
+const KT: u32 = 32u; // keys per tile
 const MAXD: u32 = 256u;
 const NEG: f32 = -3.0e38;
 
@@ -33,27 +47,50 @@ struct Params {
 @group(0) @binding(2) var<storage, read> kn: array<f32>;
 @group(0) @binding(3) var<storage, read> cosv: array<f32>;
 @group(0) @binding(4) var<storage, read> sinv: array<f32>;
-@group(0) @binding(5) var<storage, read_write> kc: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read_write> kc: array<u32>;
 @group(0) @binding(6) var<storage, read_write> vc: array<u32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 @group(0) @binding(8) var<storage, read_write> part: array<f32>;
 @group(0) @binding(9) var<uniform> p: Params;
 
-var<workgroup> qs: array<vec4<f32>, MAXD / 4u>;
-var<workgroup> qf: array<f32, MAXD>;
-var<workgroup> ks: array<f32, MAXD>;
-var<workgroup> vs: array<f32, MAXD>;
-var<workgroup> sc: array<f32, WG>;
-var<workgroup> red: array<f32, WG>;
+var<workgroup> qf: array<f32, MAXD>;  // q as used: normed, rotated, scaled
+var<workgroup> ks: array<f32, MAXD>;  // the new key
+var<workgroup> vs: array<f32, MAXD>;  // the new value
+var<workgroup> sc: array<f32, KT>;    // the tile's scores
+var<workgroup> red: array<vec2<f32>, 64>; // per-subgroup sums
 
-// #include "attn_kv.wgsli"
+// Sum of v over the workgroup: subgroupAdd, then the subgroup sums.
+fn wg_sum2(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
+  let s = subgroupAdd(v);
+  if (sli == 0u) {
+    red[li / sgs] = s;
+  }
+  workgroupBarrier();
+  var t = vec2<f32>(0.0, 0.0);
+  for (var i = 0u; i < WG / sgs; i++) {
+    t += red[i];
+  }
+  return t;
+}
 
-// #include "wg_reduce.wgsli"
+// Cache word i of a key row starting at element e (e even): two elements.
+fn key_pair(e: u32, i: u32) -> vec2<f32> {
+  if (KV16 == 1u) {
+    return unpack2x16float(kc[e / 2u + i]);
+  }
+  return vec2<f32>(bitcast<f32>(kc[e + 2u * i]), bitcast<f32>(kc[e + 2u * i + 1u]));
+}
 
-// #include "attn_rms.wgsli"
+fn value(e: u32) -> f32 {
+  if (KV16 == 1u) {
+    return unpack2x16float(vc[e >> 1u])[e & 1u];
+  }
+  return bitcast<f32>(vc[e]);
+}
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_invocation_id) sli: u32, @builtin(subgroup_size) sgs: u32) {
   let h = wid.x;
   let z = wid.z;
   let D = p.D;
@@ -63,100 +100,119 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let qsrc = h * D;
   let ksrc = (p.H + kvh) * D;
   let vsrc = (p.H + p.KVH + kvh) * D;
-  let qinv = inv_rms(li, qsrc);
-  let kinv = inv_rms(li, ksrc);
-  for (var i = li; i < half; i += WG) {
-    let c = cosv[pos * half + i];
-    let s = sinv[pos * half + i];
-    let qa = qkv[qsrc + i] * qinv * qn[i];
-    let qb = qkv[qsrc + i + half] * qinv * qn[i + half];
-    qf[i] = (qa * c - qb * s) * p.scale;
-    qf[i + half] = (qb * c + qa * s) * p.scale;
-    let ka = qkv[ksrc + i] * kinv * kn[i];
-    let kb = qkv[ksrc + i + half] * kinv * kn[i + half];
-    ks[i] = ka * c - kb * s;
-    ks[i + half] = kb * c + ka * s;
+  let dl = li < D;
+  // Prologue: thread i < D owns element i (its rotation partner is i +- D/2).
+  var qa = 0.0;
+  var ka = 0.0;
+  var ss = vec2<f32>(0.0, 0.0);
+  if (dl) {
+    qa = qkv[qsrc + li];
+    ka = qkv[ksrc + li];
+    vs[li] = qkv[vsrc + li];
+    ss = vec2<f32>(qa * qa, ka * ka);
   }
-  for (var d = li; d < D; d += WG) {
-    vs[d] = qkv[vsrc + d];
+  let tot = wg_sum2(li, sli, sgs, ss);
+  let qinv = inverseSqrt(tot.x / f32(D) + p.eps);
+  let kinv = inverseSqrt(tot.y / f32(D) + p.eps);
+  if (dl) {
+    var j = li + half;
+    if (li >= half) {
+      j = li - half;
+    }
+    let ci = li % half;
+    let c = cosv[pos * half + ci];
+    let s = sinv[pos * half + ci];
+    let qn_i = qa * qinv * qn[li];
+    let qn_j = qkv[qsrc + j] * qinv * qn[j];
+    let kn_i = ka * kinv * kn[li];
+    let kn_j = qkv[ksrc + j] * kinv * kn[j];
+    if (li < half) {
+      qf[li] = (qn_i * c - qn_j * s) * p.scale;
+      ks[li] = kn_i * c - kn_j * s;
+    } else {
+      qf[li] = (qn_i * c + qn_j * s) * p.scale;
+      ks[li] = kn_i * c + kn_j * s;
+    }
   }
   workgroupBarrier();
-  for (var i = li; i < D / 4u; i += WG) {
-    qs[i] = vec4<f32>(qf[4u * i], qf[4u * i + 1u], qf[4u * i + 2u], qf[4u * i + 3u]);
-  }
   if (z == p.splits - 1u && h % (p.H / p.KVH) == 0u) {
     let dst = (pos * p.KVH + kvh) * D;
     if (KV16 == 1u) {
-      for (var i = li; i < D / 8u; i += WG) {
-        let o = 8u * i;
-        kc[dst / 8u + i] = vec4<u32>(pack2x16float(vec2<f32>(ks[o], ks[o + 1u])),
-                                     pack2x16float(vec2<f32>(ks[o + 2u], ks[o + 3u])),
-                                     pack2x16float(vec2<f32>(ks[o + 4u], ks[o + 5u])),
-                                     pack2x16float(vec2<f32>(ks[o + 6u], ks[o + 7u])));
+      if (li < D / 2u) {
+        kc[dst / 2u + li] = pack2x16float(vec2<f32>(ks[2u * li], ks[2u * li + 1u]));
+        vc[dst / 2u + li] = pack2x16float(vec2<f32>(vs[2u * li], vs[2u * li + 1u]));
       }
-      for (var w = li; w < D / 2u; w += WG) {
-        vc[dst / 2u + w] = pack2x16float(vec2<f32>(vs[2u * w], vs[2u * w + 1u]));
-      }
-    } else {
-      for (var i = li; i < D / 4u; i += WG) {
-        kc[dst / 4u + i] = bitcast<vec4<u32>>(vec4<f32>(ks[4u * i], ks[4u * i + 1u], ks[4u * i + 2u], ks[4u * i + 3u]));
-      }
-      for (var d = li; d < D; d += WG) {
-        vc[dst + d] = bitcast<u32>(vs[d]);
-      }
+    } else if (dl) {
+      kc[dst + li] = bitcast<u32>(ks[li]);
+      vc[dst + li] = bitcast<u32>(vs[li]);
     }
   }
-  workgroupBarrier();
+
+  let nsg = WG / sgs;
+  let sg = li / sgs;
   var m = NEG;
   var l = 0.0;
-  var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
-  let ntile = pos / WG + 1u;
+  var acc = 0.0;
+  let ntile = pos / KT + 1u;
   let tile0 = z * p.tps;
   let tile1 = min(ntile, tile0 + p.tps);
   for (var tile = tile0; tile < tile1; tile++) {
-    let j0 = tile * WG;
-    let j = j0 + li;
-    var s = NEG;
-    if (j < pos) {
-      s = qk((j * p.KVH + kvh) * D);
-    } else if (j == pos) {
-      var dotv = 0.0;
-      for (var i = 0u; i < D / 4u; i++) {
-        dotv += dot(qs[i], vec4<f32>(ks[4u * i], ks[4u * i + 1u], ks[4u * i + 2u], ks[4u * i + 3u]));
-      }
-      s = dotv;
-    }
-    let mn = max(m, reduce_max(li, s));
-    let alpha = exp(m - mn);
-    var e = 0.0;
-    if (j <= pos) {
-      e = exp(s - mn);
-    }
-    sc[li] = e;
-    l = l * alpha + reduce_sum(li, e);
-    let cnt = min(WG, pos + 1u - j0);
-    for (var k = 0u; k < 4u; k++) {
-      let d = li + k * WG;
-      if (d < D) {
-        // The tile that holds pos ends with it: cached values before it,
-        // the new value (vs) last.
-        if (j0 + cnt - 1u == pos) {
-          acc[k] = acc[k] * alpha + pv(j0, cnt - 1u, kvh, d) + sc[cnt - 1u] * vs[d];
-        } else {
-          acc[k] = acc[k] * alpha + pv(j0, cnt, kvh, d);
+    let j0 = tile * KT;
+    let cnt = min(KT, pos + 1u - j0);
+    // Scores: subgroup sg takes keys sg, sg + nsg, ... of the tile; its
+    // lanes stride over the key's element pairs.
+    for (var kk = sg; kk < cnt; kk += nsg) {
+      let j = j0 + kk;
+      var s = 0.0;
+      if (j == pos) {
+        for (var i = sli; i < half; i += sgs) {
+          s += qf[2u * i] * ks[2u * i] + qf[2u * i + 1u] * ks[2u * i + 1u];
+        }
+      } else {
+        let e = (j * p.KVH + kvh) * D;
+        for (var i = sli; i < half; i += sgs) {
+          let kp = key_pair(e, i);
+          s += qf[2u * i] * kp.x + qf[2u * i + 1u] * kp.y;
         }
       }
-    }
-    m = mn;
-    workgroupBarrier();
-  }
-  if (p.splits == 1u) {
-    for (var k = 0u; k < 4u; k++) {
-      let d = li + k * WG;
-      if (d < D) {
-        out[h * D + d] = acc[k] / l;
+      s = subgroupAdd(s);
+      if (sli == 0u) {
+        sc[kk] = s;
       }
     }
+    workgroupBarrier();
+    // Online softmax over the tile (every thread, from workgroup memory).
+    var mt = m;
+    for (var jj = 0u; jj < cnt; jj++) {
+      mt = max(mt, sc[jj]);
+    }
+    let alpha = exp(m - mt);
+    var lt = 0.0;
+    var a = 0.0;
+    for (var jj = 0u; jj < cnt; jj++) {
+      let e = exp(sc[jj] - mt);
+      lt += e;
+      if (dl) {
+        let jk = j0 + jj;
+        var v: f32;
+        if (jk == pos) {
+          v = vs[li];
+        } else {
+          v = value((jk * p.KVH + kvh) * D + li);
+        }
+        a += e * v;
+      }
+    }
+    l = l * alpha + lt;
+    acc = acc * alpha + a;
+    m = mt;
+    workgroupBarrier(); // sc is rewritten by the next tile
+  }
+  if (!dl) {
+    return;
+  }
+  if (p.splits == 1u) {
+    out[h * D + li] = acc / l;
     return;
   }
   let pb = (h * p.splits + z) * (D + 2u);
@@ -164,10 +220,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     part[pb] = m;
     part[pb + 1u] = l;
   }
-  for (var k = 0u; k < 4u; k++) {
-    let d = li + k * WG;
-    if (d < D) {
-      part[pb + 2u + d] = acc[k];
-    }
-  }
+  part[pb + 2u + li] = acc;
 }
