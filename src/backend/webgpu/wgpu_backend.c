@@ -989,10 +989,9 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
    * allocates half-size buffers; an f32-sized one uses its first half). */
   wisp_wgpu_const c[2] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}};
   if (dec) {
-    /* Decode: norm + rope + cache append + attention in one dispatch; a
-     * thread per head dimension (WG >= D, a power of two). */
-    uint32_t wg = ATTN_WG;
-    while (wg < (uint32_t)D) wg <<= 1;
+    /* Decode: norm + rope + cache append + attention in one dispatch; 256
+     * threads: WG / D key groups of a thread per head dimension. */
+    uint32_t wg = 256; /* >= D (checked above), a multiple of the subgroup size */
     wisp_wgpu_const cd[2] = {{"WG", wg}, {"KV16", g->kv16 ? 1 : 0}};
     wisp_wgpu_kernel *kd = kernel(g, "attn_decode", cd, 2);
     struct {

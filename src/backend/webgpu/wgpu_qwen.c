@@ -246,7 +246,7 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   if (!nw) return;
   const int G = a->v_heads / a->k_heads;
   if (a->n == 1 && wisp_wgpu_int_settings(be)->lin_core && wisp_wgpu_int_fuse(be) && G * a->v_dim <= 1024 &&
-      wisp_wgpu_int_subgroups(be)) {
+      a->conv_len <= 8 && wisp_wgpu_int_subgroups(be)) { /* dn_decode.wgsl: MAXL 8 */
     /* useLinearAttentionFusedDecodeCore: conv + recurrence + gated norm, one workgroup per k-head */
     uint32_t cw, ig;
     if (!dn_geometry(be, a, &cw, &ig)) return;

@@ -11,10 +11,13 @@
 // per (head, split), grid x = H, z = splits; split z takes the key tiles
 // [z*tps, (z+1)*tps) of KT keys. In a tile the subgroups share out the keys:
 // a subgroup's lanes stride over one key's cache words (coalesced) and one
-// subgroupAdd gives its score; then thread d (< D) sums the tile's KT
-// probability-weighted values of dimension d (loads contiguous across
-// threads, independent). Thread i < D owns element i of q, k and v in the
-// prologue; the norms are subgroup sums. Needs D <= WG, D % 4 == 0 (KV16:
+// subgroupAdd gives its score; then the threads, KG = WG / D key groups of
+// D, sum the probability-weighted values: thread (g, d) takes dimension d of
+// the tile's keys g, g + KG, ... (loads contiguous across threads,
+// independent), and the KG partial sums meet in workgroup memory at the
+// end. With many threads per head dimension, neither the scores nor the
+// value sums are long serial chains. Thread i < D owns element i of q, k
+// and v in the prologue; the norms are subgroup sums. Needs D <= WG, D % 4 == 0 (KV16:
 // D % 8 == 0), D <= 256, subgroups of >= 4 lanes as contiguous ranges of
 // local_invocation_index (tests/test_webgpu_abi.c), 9 storage bindings.
 enable subgroups;
@@ -22,7 +25,7 @@ enable subgroups;
 // subgroup, not across the workgroup).
 diagnostic(off, subgroup_uniformity);
 
-override WG: u32 = 64;
+override WG: u32 = 256;
 // KV16 = 1: caches of f16 pairs packed in u32 words (unpack2x16float; element
 // e is half e & 1 of word e >> 1); 0: f32 (words are f32 bits).
 override KV16: u32 = 0u;
@@ -58,6 +61,7 @@ var<workgroup> ks: array<f32, MAXD>;  // the new key
 var<workgroup> vs: array<f32, MAXD>;  // the new value
 var<workgroup> sc: array<f32, KT>;    // the tile's scores
 var<workgroup> red: array<vec2<f32>, 64>; // per-subgroup sums
+var<workgroup> accs: array<f32, WG>;       // the key groups' value sums
 
 // Sum of v over the workgroup: subgroupAdd, then the subgroup sums.
 fn wg_sum2(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
@@ -150,6 +154,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
   let nsg = WG / sgs;
   let sg = li / sgs;
+  let KG = WG / D;   // key groups of the value sums
+  let kg = li / D;
+  let dv = li % D;
+  let vl = kg < KG; // this thread sums values
   var m = NEG;
   var l = 0.0;
   var acc = 0.0;
@@ -190,15 +198,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var lt = 0.0;
     var a = 0.0;
     for (var jj = 0u; jj < cnt; jj++) {
-      let e = exp(sc[jj] - mt);
-      lt += e;
-      if (dl) {
+      lt += exp(sc[jj] - mt);
+    }
+    if (vl) {
+      for (var jj = kg; jj < cnt; jj += KG) {
+        let e = exp(sc[jj] - mt);
         let jk = j0 + jj;
         var v: f32;
         if (jk == pos) {
-          v = vs[li];
+          v = vs[dv];
         } else {
-          v = value((jk * p.KVH + kvh) * D + li);
+          v = value((jk * p.KVH + kvh) * D + dv);
         }
         a += e * v;
       }
@@ -208,8 +218,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     m = mt;
     workgroupBarrier(); // sc is rewritten by the next tile
   }
+  accs[li] = acc;
+  workgroupBarrier();
   if (!dl) {
     return;
+  }
+  acc = 0.0;
+  for (var g = 0u; g < KG; g++) {
+    acc += accs[g * D + li];
   }
   if (p.splits == 1u) {
     out[h * D + li] = acc / l;

@@ -31,6 +31,7 @@ override NJ: u32 = 16u; // state rows per thread: ceil(k_dim / (WG / CW))
 const MAXK: u32 = 256u;
 const MAXV: u32 = 1024u;
 const MAXI: u32 = 32u;
+const MAXL: u32 = 8u; // most conv taps (the host checks)
 
 struct Params {
   kh: u32,    // k heads
@@ -77,20 +78,42 @@ fn wg_sum2_sg(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
   return t;
 }
 
-// One conv channel for this token: updates its state, returns silu(conv).
-fn conv(ch: u32) -> f32 {
-  let L = p.L;
-  let S = L - 1u;
-  let x = proj[ch];
-  var acc = taps[ch * L + S] * x;
-  for (var k = 0u; k < S; k++) {
-    acc += taps[ch * L + k] * cstate[ch * S + k];
+// A conv channel's inputs for this token: its L - 1 state values, the new
+// input x and its L taps (L <= MAXL). Loaded by one call with constant-bound
+// loops, so that all of a thread's channel loads are in flight together
+// instead of one dependent load after another.
+struct ConvIn {
+  v: array<f32, MAXL>, // v[k] = state k (k < S), v[S] = x
+  t: array<f32, MAXL>,
+}
+
+fn conv_load(ch: u32) -> ConvIn {
+  var c: ConvIn;
+  let S = p.L - 1u;
+  for (var k = 0u; k < MAXL; k++) {
+    c.v[k] = 0.0;
+    c.t[k] = 0.0;
+    if (k < S) {
+      c.v[k] = cstate[ch * S + k];
+    } else if (k == S) {
+      c.v[k] = proj[ch];
+    }
+    if (k <= S) {
+      c.t[k] = taps[ch * p.L + k];
+    }
   }
-  for (var k = 0u; k + 1u < S; k++) {
-    cstate[ch * S + k] = cstate[ch * S + k + 1u];
-  }
-  if (S > 0u) {
-    cstate[ch * S + S - 1u] = x;
+  return c;
+}
+
+// silu(conv) of a loaded channel; its state shifts left and takes x.
+fn conv_apply(ch: u32, c: ConvIn) -> f32 {
+  let S = p.L - 1u;
+  var acc = 0.0;
+  for (var k = 0u; k < MAXL; k++) {
+    acc += c.t[k] * c.v[k];
+    if (k < S) {
+      cstate[ch * S + k] = c.v[k + 1u];
+    }
   }
   return acc / (1.0 + exp(-acc));
 }
@@ -118,16 +141,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       sr[j] = st[kh * G * dk * dv + i * dv + e];
     }
   }
+  // Thread i convolves q and k channel i (i < dk) and the group's v channel
+  // i (i < G * dv): all three channels' loads first, then the arithmetic.
   var ss = vec2<f32>(0.0, 0.0);
-  for (var i = li; i < dk; i += WG) {
-    let qv = conv(kh * dk + i);
-    let kv = conv(K + kh * dk + i);
-    qs[i] = qv;
-    ks[i] = kv;
-    ss += vec2<f32>(qv * qv, kv * kv);
-  }
-  for (var i = li; i < G * dv; i += WG) {
-    vs[i] = conv(2u * K + kh * G * dv + i);
+  for (var i = li; i < max(dk, G * dv); i += WG) {
+    let hq = i < dk;
+    let hv = i < G * dv;
+    var cq: ConvIn;
+    var ck: ConvIn;
+    var cv: ConvIn;
+    if (hq) {
+      cq = conv_load(kh * dk + i);
+      ck = conv_load(K + kh * dk + i);
+    }
+    if (hv) {
+      cv = conv_load(2u * K + kh * G * dv + i);
+    }
+    if (hq) {
+      let qv = conv_apply(kh * dk + i, cq);
+      let kv = conv_apply(K + kh * dk + i, ck);
+      qs[i] = qv;
+      ks[i] = kv;
+      ss += vec2<f32>(qv * qv, kv * kv);
+    }
+    if (hv) {
+      vs[i] = conv_apply(2u * K + kh * G * dv + i, cv);
+    }
   }
   let tot = wg_sum2_sg(li, sli, sgs, ss); // its barrier also publishes qs, ks, vs
   let iq = inverseSqrt(tot.x + 1e-6) * (1.0 / sqrt(f32(dk)));
