@@ -5,7 +5,9 @@
 #   sequential), 64 per submit, 1,024 tokens; prefill 1,024
 #   Qwen 3.5 0.8B- and 2B-shaped Q4_K (random weights from the real configs):
 #   greedy 64 CPU vs WebGPU; decode 128 + 256 at batch 1 and 8/64 per submit
+#   SECTIONS="seed qwen lfm350" picks the parts and their order.
 set -uo pipefail
+SECTIONS=${SECTIONS:-seed lfm350 qwen}
 OUT=${1:-bench/results}
 mkdir -p "$OUT" models
 W=.dev/wisp
@@ -21,6 +23,7 @@ bench() { # receipt-name, args...
   local name=$1; shift
   printf '%-44s ' "$name"; $W bench "$@" -o "$OUT/$name.json" 2>/dev/null | head -1
 }
+seed_part() {
 say seed
 same seed models/seed 128
 bench h200-seed-webgpu-decode-batch1 -m models/seed --backend webgpu --prompt 128 --decode 256 --batch 1
@@ -28,10 +31,12 @@ bench h200-seed-webgpu-decode-batch1-sequential -m models/seed --backend webgpu 
 bench h200-seed-webgpu-decode-throughput -m models/seed --backend webgpu --prompt 128 --decode 256 --profile throughput
 bench h200-seed-webgpu-decode-throughput-1024 -m models/seed --backend webgpu --prompt 128 --decode 1024 --profile throughput
 bench h200-seed-webgpu-prefill1024 -m models/seed --backend webgpu --prompt 1024 --decode 16
+bench h200-seed-webgpu-prefill1024-int8 -m models/seed --backend webgpu --prompt 1024 --decode 16 --profile throughput
 [ -n "${NOROBUST:-}" ] && WISP_WEBGPU_ROBUST=0 bench h200-seed-webgpu-decode-throughput-norobust -m models/seed --backend webgpu --prompt 128 --decode 256 --profile throughput
+}
 # LFM2-350M shape (random weights from the real config), the shape of
 # ../shared/notes/anchors.md's llama.cpp CUDA numbers on this GPU.
-if [ -n "${LFM350:-1}" ]; then
+lfm350_part() {
   A=/tmp/wq/lfm2-350m/art_q4
   if [ ! -d "$A" ]; then
     python3 tests/parity/hf_reference.py build --config lfm2-350m --seed 1234 --out /tmp/wq/lfm2-350m/hf >/dev/null 2>&1 &&
@@ -43,8 +48,10 @@ if [ -n "${LFM350:-1}" ]; then
     bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$A" --backend webgpu --prompt 128 --decode 256 --batch 1
     bench h200-lfm2-350m-q4-webgpu-decode-throughput -m "$A" --backend webgpu --prompt 128 --decode 256 --profile throughput
     bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$A" --backend webgpu --prompt 1024 --decode 16
+    bench h200-lfm2-350m-q4-webgpu-prefill1024-int8 -m "$A" --backend webgpu --prompt 1024 --decode 16 --profile throughput
   fi
-fi
+}
+qwen_part() {
 for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   A=/tmp/wq/$cfg/art_q4k
   if [ ! -d "$A" ]; then
@@ -58,3 +65,5 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   bench h200-$cfg-q4k-webgpu-decode-throughput -m "$A" --backend webgpu --prompt 128 --decode 256 --profile throughput
   [ -n "${PROFILE_QWEN:-}" ] && WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG | head -24
 done
+}
+for part in $SECTIONS; do "${part}_part"; done
