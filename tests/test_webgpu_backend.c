@@ -403,14 +403,18 @@ TEST(webgpu_backend_matmul_plain_and_split) {
  * fused op's own output must match. */
 TEST(webgpu_backend_fused_matvec) {
   WEBGPU_OR_SKIP(d);
-  static const int sgs[] = {-1, 0};
+  /* pass 2: subgroups with the input read from global memory instead of
+   * staged in workgroup memory (WISP_WEBGPU_XSTAGE=0, matvec_common.wgsli) */
+  static const int sgs[] = {-1, 0, -1};
   static const wisp_wtype types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z};
   static const int rows_[] = {7, 1000, 16400}; /* 16400: the tall-matrix geometry, like a head */
   static const int cols_[] = {64, 96, 2560};
   g_worst = 0;
   char err[600] = "";
-  for (int v = 0; v < 2; v++) {
+  for (int v = 0; v < 3; v++) {
+    if (v == 2) setenv("WISP_WEBGPU_XSTAGE", "0", 1);
     PAIR_OR_FAIL(p, d, sgs[v], 0);
+    unsetenv("WISP_WEBGPU_XSTAGE");
     uint64_t seed = 81;
     int ok = 1;
     for (int ti = 0; ok && ti < 3; ti++)
@@ -420,7 +424,7 @@ TEST(webgpu_backend_fused_matvec) {
           if ((long)rows * cols > 4000000) continue;
           /* Fewer kernel variants (lavapipe compile time): the plain variant
            * with Q4 only, the tall geometry with Q4Z only. */
-          if (sgs[v] == 0 && types[ti] != WISP_W_Q4) continue;
+          if (v > 0 && types[ti] != WISP_W_Q4) continue;
           if (rows > 16384 && types[ti] != WISP_W_Q4Z) continue;
           wmat_host h;
           wmat_make(&h, types[ti], rows, cols, &seed);
@@ -433,8 +437,8 @@ TEST(webgpu_backend_fused_matvec) {
           act = zeros(&p, (size_t)cols);
           if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
           char what[64];
-          snprintf(what, sizeof what, "%s %s %dx%d", sgs[v] ? "subgroups" : "plain", wisp_wtype_name(types[ti]), rows,
-                   cols);
+          snprintf(what, sizeof what, "%s %s %dx%d", v == 2 ? "unstaged" : sgs[v] ? "subgroups" : "plain",
+                   wisp_wtype_name(types[ti]), rows, cols);
           if (ok) {
             wisp_backend *bs[2] = {p.cpu, p.gpu};
             for (int k = 0; k < 2; k++) {
