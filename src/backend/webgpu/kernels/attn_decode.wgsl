@@ -60,22 +60,10 @@ var<workgroup> qf: array<f32, MAXD>;  // q as used: normed, rotated, scaled
 var<workgroup> ks: array<f32, MAXD>;  // the new key
 var<workgroup> vs: array<f32, MAXD>;  // the new value
 var<workgroup> sc: array<f32, KT>;    // the tile's scores
-var<workgroup> red: array<vec2<f32>, 64>; // per-subgroup sums
+var<workgroup> sgred: array<vec2<f32>, 64>; // per-subgroup sums (sg_reduce.wgsli)
 var<workgroup> accs: array<f32, WG>;       // the key groups' value sums
 
-// Sum of v over the workgroup: subgroupAdd, then the subgroup sums.
-fn wg_sum2(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
-  let s = subgroupAdd(v);
-  if (sli == 0u) {
-    red[li / sgs] = s;
-  }
-  workgroupBarrier();
-  var t = vec2<f32>(0.0, 0.0);
-  for (var i = 0u; i < WG / sgs; i++) {
-    t += red[i];
-  }
-  return t;
-}
+// #include "sg_reduce.wgsli"
 
 // Cache word i of a key row starting at element e (e even): two elements.
 fn key_pair(e: u32, i: u32) -> vec2<f32> {
@@ -115,7 +103,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     vs[li] = qkv[vsrc + li];
     ss = vec2<f32>(qa * qa, ka * ka);
   }
-  let tot = wg_sum2(li, sli, sgs, ss);
+  let tot = wg_sum2_sg(li, sli, sgs, ss);
   let qinv = inverseSqrt(tot.x / f32(D) + p.eps);
   let kinv = inverseSqrt(tot.y / f32(D) + p.eps);
   if (dl) {

@@ -68,22 +68,9 @@ var<workgroup> qf: array<vec4<f32>, MAXD / 4u>; // q as used: normed, rotated
 var<workgroup> ks: array<vec4<f32>, MAXD / 4u>; // the new key (FUSE_ROPE)
 var<workgroup> vs: array<f32, MAXD>;            // the new value (FUSE_ROPE)
 var<workgroup> sc: array<f32, KT>;              // the tile's scores
-var<workgroup> red: array<vec2<f32>, 64>;       // per-subgroup sums
+var<workgroup> sgred: array<vec2<f32>, 64>;     // per-subgroup sums (sg_reduce.wgsli)
 
-// Sum of v over the workgroup: subgroupAdd, then the subgroup sums.
-fn wg_sum2(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
-  workgroupBarrier(); // the previous use of red has been read
-  let s = subgroupAdd(v);
-  if (sli == 0u) {
-    red[li / sgs] = s;
-  }
-  workgroupBarrier();
-  var t = vec2<f32>(0.0, 0.0);
-  for (var i = 0u; i < WG / sgs; i++) {
-    t += red[i];
-  }
-  return t;
-}
+// #include "sg_reduce.wgsli"
 
 // Element i of a head at qkv[src..] scaled by inv * w (w: 0 q, 1 k norm),
 // with the NEOX rotation of its first R dims at position pos.
@@ -139,7 +126,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let b = qkv[ksrc + li];
       ss = vec2<f32>(a * a, b * b);
     }
-    let tot = wg_sum2(li, sli, sgs, ss);
+    let tot = wg_sum2_sg(li, sli, sgs, ss);
     let qinv = inverseSqrt(tot.x / f32(D) + p.eps);
     let kinv = inverseSqrt(tot.y / f32(D) + p.eps);
     if (dl) {

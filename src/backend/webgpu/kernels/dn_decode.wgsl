@@ -62,21 +62,7 @@ var<workgroup> sgred: array<vec2<f32>, 256>; // per-subgroup sums (subgroups of 
 
 // #include "dn_common.wgsli"
 
-// Sum of v over the workgroup: subgroupAdd, then the subgroup sums (not
-// dn_common's tree of barriers).
-fn wg_sum2_sg(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
-  workgroupBarrier(); // the previous use of sgred has been read
-  let s = subgroupAdd(v);
-  if (sli == 0u) {
-    sgred[li / sgs] = s;
-  }
-  workgroupBarrier();
-  var t = vec2<f32>(0.0, 0.0);
-  for (var i = 0u; i < WG / sgs; i++) {
-    t += sgred[i];
-  }
-  return t;
-}
+// #include "sg_reduce.wgsli"
 
 // A conv channel's inputs for this token: its L - 1 state values, the new
 // input x and its L taps (L <= MAXL). Loaded by one call with constant-bound
