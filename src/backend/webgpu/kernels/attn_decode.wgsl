@@ -65,6 +65,8 @@ var<workgroup> accs: array<f32, WG>;       // the key groups' value sums
 
 // #include "sg_reduce.wgsli"
 
+// #include "attn_tile.wgsli"
+
 // Cache word i of a key row starting at element e (e even): two elements.
 fn key_pair(e: u32, i: u32) -> vec2<f32> {
   if (KV16 == 1u) {
@@ -178,16 +180,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     // Online softmax over the tile (every thread, from workgroup memory).
-    var mt = m;
-    for (var jj = 0u; jj < cnt; jj++) {
-      mt = max(mt, sc[jj]);
-    }
+    let mt = tile_max(m, cnt);
     let alpha = exp(m - mt);
-    var lt = 0.0;
+    let lt = tile_expsum(mt, cnt);
     var a = 0.0;
-    for (var jj = 0u; jj < cnt; jj++) {
-      lt += exp(sc[jj] - mt);
-    }
     if (vl) {
       for (var jj = kg; jj < cnt; jj += KG) {
         let e = exp(sc[jj] - mt);

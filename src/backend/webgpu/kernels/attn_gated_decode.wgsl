@@ -72,6 +72,8 @@ var<workgroup> sgred: array<vec2<f32>, 64>;     // per-subgroup sums (sg_reduce.
 
 // #include "sg_reduce.wgsli"
 
+// #include "attn_tile.wgsli"
+
 // Element i of a head at qkv[src..] scaled by inv * w (w: 0 q, 1 k norm),
 // with the NEOX rotation of its first R dims at position pos.
 fn rot(src: u32, inv: f32, wsel: u32, i: u32, pos: u32) -> f32 {
@@ -189,16 +191,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     // Online softmax over the tile (every thread, from workgroup memory).
-    var mt = m;
-    for (var jj = 0u; jj < cnt; jj++) {
-      mt = max(mt, sc[jj]);
-    }
+    let mt = tile_max(m, cnt);
     let alpha = exp(m - mt);
-    var lt = 0.0;
+    let lt = tile_expsum(mt, cnt);
     var a = 0.0;
     for (var jj = 0u; jj < cnt; jj++) {
       let e = exp(sc[jj] - mt);
-      lt += e;
       if (dl) {
         let jk = j0 + jj;
         var v: f32;
