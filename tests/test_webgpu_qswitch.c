@@ -247,8 +247,10 @@ TEST(webgpu_qswitch_each_switch_off_same_tokens) {
       {"useLinearAttentionQKVZProjectionFusion", "{\"useLinearAttentionQKVZProjectionFusion\": false}", 6},
       {"useLinearAttentionABProjectionFusion", "{\"useLinearAttentionABProjectionFusion\": false}", 6},
       {"useLinearAttentionFusedDecodeCore", "{\"useLinearAttentionFusedDecodeCore\": false}", 3},
+      {"useDirectContiguousKVLayout", "{\"attentionDecodeOnline\": {\"useDirectContiguousKVLayout\": false}}", 0},
       {"all", "{\"usePostFfnNextInputRMSNormPairFusion\": false, \"fusedFfnQ4K\": false, "
-              "\"useGreedyLmHeadArgmaxFusion\": false, \"attentionDecodeOnline\": {\"useOutputGateFusion\": false}, "
+              "\"useGreedyLmHeadArgmaxFusion\": false, \"attentionDecodeOnline\": {\"useOutputGateFusion\": false, "
+              "\"useDirectContiguousKVLayout\": false}, "
               "\"useFusedQKVSplitQKNormRoPE\": false, \"useLinearAttentionQKVZProjectionFusion\": false, "
               "\"useLinearAttentionABProjectionFusion\": false, \"useLinearAttentionFusedDecodeCore\": false}",
        28},
@@ -341,11 +343,11 @@ TEST(webgpu_qswitch_plan_shows_switches) {
     int rc = test_run(cmd, out, sizeof out);
     CHECKF(rc != 0 && strstr(out, bad[i][1]), "%s: rc %d: %s", bad[i][0], rc, out);
   }
-  /* useDirectContiguousKVLayout false: wisp has no other layout, said so */
+  /* useDirectContiguousKVLayout false: implemented (strided cache addressing), shown off */
   const char *pk = profile("kv", "profiles/default", "{\"attentionDecodeOnline\": {\"useDirectContiguousKVLayout\": false}}");
   snprintf(cmd, sizeof cmd, "%s plan -m %s --profile %s --backend cpu", test_wisp_bin(), dir, pk);
-  CHECKF(test_run(cmd, out, sizeof out) == 0 &&
-             strstr(out, "not implemented: session.attentionDecodeOnline.useDirectContiguousKVLayout=false"),
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strstr(out, "not implemented") &&
+             strstr(out, "attentionDecodeOnline.useDirectContiguousKVLayout  off"),
          "%s", out);
 }
 

@@ -174,11 +174,12 @@ static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, 
  * attentionDecodeOnline.useOutputGateFusion (gate): [rope in the attention kernel, gate in it]. */
 static const int k_attn_arr[4][2] = {{1, 1}, {0, 1}, {1, 0}, {0, 0}};
 
-static void set_attn(wisp_backend *gpu, int arr) {
+static void set_attn(wisp_backend *gpu, int arr, int direct_kv) {
   wisp_backend_settings s;
   wisp_backend_settings_default(&s);
   s.attn_fused_rope = k_attn_arr[arr][0];
   s.attn_output_gate = k_attn_arr[arr][1];
+  s.attn_direct_kv = direct_kv; /* 0: the cache through row strides (useDirectContiguousKVLayout off) */
   gpu->configure(gpu, &s);
 }
 
@@ -192,15 +193,15 @@ TEST(webgpu_qwen_attention_gated) {
   for (int si = 0; si < 8; si++) {
     qpair p;
     CHECKF(qopen(&p, d, -1, splits[si % 2], 0), "%s", wisp_last_error());
-    set_attn(p.gpu, si / 2);
+    set_attn(p.gpu, si / 2, si % 3 != 1); /* strided cache addressing in 3 of the 8 */
     uint64_t seed = 91;
     int ok = gated_case(&p, 4, 2, 32, 8, short_calls, 4, &seed, err, sizeof err) &&
              gated_case(&p, 6, 2, 20, 6, short_calls, 4, &seed, err, sizeof err) &&
              gated_case(&p, 4, 1, 256, 64, long_calls, 5, &seed, err, sizeof err) &&
              gated_case(&p, 2, 2, 16, 16, long_calls, 3, &seed, err, sizeof err);
     qclose(&p);
-    CHECKF(ok, "splits %u, rope fused %d, gate fused %d: %s", splits[si % 2], k_attn_arr[si / 2][0],
-           k_attn_arr[si / 2][1], err);
+    CHECKF(ok, "splits %u, rope fused %d, gate fused %d, direct kv %d: %s", splits[si % 2], k_attn_arr[si / 2][0],
+           k_attn_arr[si / 2][1], si % 3 != 1, err);
   }
   printf("     attention_gated: max error %.3g of max|ref|\n", g_qworst);
 }
@@ -216,10 +217,11 @@ TEST(webgpu_qwen_attention_head256_profile_kernel) {
   snprintf(ch[1].variant, sizeof ch[1].variant, "profile:attention_decode_online_head256_f16kv_output_gate");
   /* with the q/k split + norm + RoPE fused into attn_gated_rope (as the seed profile runs it) and
    * unfused (two stages); with the output gate unfused the kernel is not used */
-  for (int arr = 0; arr < 4; arr++) {
+  for (int run = 0; run < 6; run++) { /* runs 4, 5: arrangements 0, 1 with strided cache addressing */
+    const int arr = run % 4;
     qpair p;
     CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
-    set_attn(p.gpu, arr);
+    set_attn(p.gpu, arr, run < 4);
     uint64_t seed = 97;
     static const int calls[] = {5, 1, 1, 66, 1, 1};
     g_attn_choice = ch;
@@ -228,7 +230,7 @@ TEST(webgpu_qwen_attention_head256_profile_kernel) {
              gated_case(&p, 4, 2, 64, 16, calls, 3, &seed, err, sizeof err);
     g_attn_choice = NULL;
     qclose(&p);
-    CHECKF(ok, "rope fused %d, gate fused %d: %s", k_attn_arr[arr][0], k_attn_arr[arr][1], err);
+    CHECKF(ok, "rope fused %d, gate fused %d, direct kv %d: %s", k_attn_arr[arr][0], k_attn_arr[arr][1], run < 4, err);
   }
   printf("     head256 decode kernel: max error %.3g of max|ref|\n", g_qworst);
 }

@@ -97,11 +97,13 @@ typedef struct {
   int attn_fused_rope;   /* q/k split + norm + RoPE + KV append inside the decode attention */
   int lin_qkvz, lin_ab;  /* in_proj [qkv|z|b|a] as one product (0: qkv, z / b, a as separate row ranges) */
   int lin_core;          /* Gated DeltaNet decode: conv + recurrence + gated norm in one dispatch */
+  int attn_direct_kv;    /* decode attention addresses the KV cache with the contiguous layout's
+                          * own formula (1) or through row strides passed as parameters (0) */
 } wisp_backend_settings;
 
 /* Every switch on, default geometry. */
 static inline void wisp_backend_settings_default(wisp_backend_settings *s) {
-  *s = (wisp_backend_settings){1, 32, 1, 0, 0, 0, -1, 1, 0, 0, -1, 1, 1, 1, 1, 1};
+  *s = (wisp_backend_settings){1, 32, 1, 0, 0, 0, -1, 1, 0, 0, -1, 1, 1, 1, 1, 1, 1};
 }
 
 struct wisp_backend {

@@ -513,10 +513,6 @@ static wisp_status parse_session(const cJSON *o, wisp_profile *prof, const char 
       sw = WISP_SW_HEAD_ARGMAX_Q4K;
     } else if (!strcmp(c->string, "attentionDecodeOnline")) {
       if ((st = parse_attn_online(c, file, sp, f, from, prof, id))) return st;
-      if (collect && !f->attn_direct_kv &&
-          (st = not_impl(prof, "session.attentionDecodeOnline.useDirectContiguousKVLayout=false (wisp's KV cache is "
-                               "always the contiguous [position][kv_head][head_dim] layout)")))
-        return st;
     } else if (!strcmp(c->string, "decodeLoop")) {
       wisp_batching tmp;
       char dp[300];

@@ -139,25 +139,29 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   }
   if (h256) {
     /* the seed profile's decode kernel: online softmax + output gate in one dispatch */
-    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, HEAD256, NULL, 0);
+    wisp_wgpu_const c256[1] = {{"USE_DIRECT_KV_LAYOUT", set->attn_direct_kv ? 1 : 0}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, HEAD256, c256, 1);
     struct {
       uint32_t pos, H, KVH, row;
       float scale;
-      uint32_t pad[3];
-    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)((2 * H + 2 * KVH) * D), 1.0f / 16.0f, {0, 0, 0}};
+      uint32_t kv_pos, kv_head, pad;
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)((2 * H + 2 * KVH) * D), 1.0f / 16.0f,
+            (uint32_t)(KVH * D), (uint32_t)D, 0};
     wisp_wgpu_binding bd[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(qkv), whole(out)};
     wisp_wgpu_int_record(be, kd, bd, 5, &pd, sizeof pd, (uint32_t)H, 1, 1);
     return;
   }
   if (dec) {
-    wisp_wgpu_const cd[3] = {{"WG", QDEC_WG}, {"FUSE_ROPE", rope_in}, {"GATE", gate_in}};
-    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "attn_gated_decode", cd, 3);
+    /* the cache's row strides: DIRECT_KV 0 addresses it through them */
+    wisp_wgpu_const cd[4] = {
+        {"WG", QDEC_WG}, {"FUSE_ROPE", rope_in}, {"GATE", gate_in}, {"DIRECT_KV", set->attn_direct_kv ? 1 : 0}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "attn_gated_decode", cd, 4);
     struct {
       uint32_t pos, H, KVH, D, R;
       float eps, scale;
-      uint32_t splits, tps, pad[3];
+      uint32_t splits, tps, kv_pos, kv_head, pad;
     } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 1.0f / sqrtf((float)D),
-            splits, tps, {0, 0, 0}};
+            splits, tps, (uint32_t)(KVH * D), (uint32_t)D, 0};
     wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
                                 whole(vc), whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
     wisp_wgpu_int_record(be, kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);

@@ -17,14 +17,20 @@ const WG: u32 = 64u;
 const D: u32 = 256u;
 const NEG: f32 = -3.0e38;
 
+// USE_DIRECT_KV_LAYOUT = 1 (attentionDecodeOnline.useDirectContiguousKVLayout):
+// cache rows addressed with the contiguous layout's formula
+// (pos * KVH + kvh) * D; 0: through the row strides kv_pos / kv_head of the
+// parameters (elements), the form any other layout would need.
+override USE_DIRECT_KV_LAYOUT: u32 = 1u;
+
 struct Params {
   pos: u32,
   H: u32,
   KVH: u32,
   row: u32,   // floats per qkv row
   scale: f32,
-  pad0: u32,
-  pad1: u32,
+  kv_pos: u32,  // USE_DIRECT_KV_LAYOUT 0: elements between positions' rows
+  kv_head: u32, // USE_DIRECT_KV_LAYOUT 0: elements between KV heads' rows
   pad2: u32,
 }
 
@@ -65,6 +71,14 @@ fn reduce_sum(li: u32, v: f32) -> f32 {
   return workgroupUniformLoad(&red[0]);
 }
 
+// First element of the cache row of position j, KV head kvh.
+fn kv_row(j: u32, kvh: u32) -> u32 {
+  if (USE_DIRECT_KV_LAYOUT == 1u) {
+    return (j * p.KVH + kvh) * D;
+  }
+  return j * p.kv_pos + kvh * p.kv_head;
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
@@ -81,7 +95,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let j = t0 + li;
     var sc = NEG;
     if (j < nkeys) {
-      let kb = (j * p.KVH + kvh) * D;
+      let kb = kv_row(j, kvh);
       var dotv = 0.0;
       for (var d = 0u; d < D; d++) {
         dotv += qs[d] * kc[kb + d];
@@ -101,7 +115,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     acc *= corr;
     let cnt = min(WG, nkeys - t0);
     for (var k = 0u; k < cnt; k++) {
-      let vb = ((t0 + k) * p.KVH + kvh) * D;
+      let vb = kv_row(t0 + k, kvh);
       let w = ps[k];
       acc += w * vec4<f32>(vc[vb + li], vc[vb + li + 64u], vc[vb + li + 128u], vc[vb + li + 192u]);
     }

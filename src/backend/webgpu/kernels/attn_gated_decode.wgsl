@@ -32,6 +32,11 @@ diagnostic(off, subgroup_uniformity);
 override WG: u32 = 256;
 override FUSE_ROPE: u32 = 1u;
 override GATE: u32 = 1u;
+// DIRECT_KV = 1 (attentionDecodeOnline.useDirectContiguousKVLayout): cache
+// rows addressed with the contiguous layout's formula (pos * KVH + kvh) * D;
+// 0: through the row strides kv_pos / kv_head of the parameters (elements,
+// multiples of 4), the form any other layout would need.
+override DIRECT_KV: u32 = 1u;
 
 const KT: u32 = 32u;    // keys per tile
 const MAXD: u32 = 256u;
@@ -47,8 +52,8 @@ struct Params {
   scale: f32,
   splits: u32,
   tps: u32,
-  pad0: u32,
-  pad1: u32,
+  kv_pos: u32,  // DIRECT_KV 0: elements from one position's rows to the next
+  kv_head: u32, // DIRECT_KV 0: elements from one KV head's row to the next
   pad2: u32,
 }
 
@@ -73,6 +78,14 @@ var<workgroup> sgred: array<vec2<f32>, 64>;     // per-subgroup sums (sg_reduce.
 // #include "sg_reduce.wgsli"
 
 // #include "attn_tile.wgsli"
+
+// First element of the cache row of position j, KV head kvh.
+fn kv_row(j: u32, kvh: u32) -> u32 {
+  if (DIRECT_KV == 1u) {
+    return (j * p.KVH + kvh) * p.D;
+  }
+  return j * p.kv_pos + kvh * p.kv_head;
+}
 
 // Element i of a head at qkv[src..] scaled by inv * w (w: 0 q, 1 k norm),
 // with the NEOX rotation of its first R dims at position pos.
@@ -152,7 +165,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
   if (FUSE_ROPE == 1u && z == p.splits - 1u && h % (p.H / p.KVH) == 0u && dl) {
-    let dst = (pos * p.KVH + kvh) * D;
+    let dst = kv_row(pos, kvh);
     vc[dst + li] = vs[li];
     if ((li & 3u) == 0u) {
       kc[dst / 4u + li / 4u] = k4;
@@ -179,7 +192,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           s += dot(qf[d4], ks[d4]);
         }
       } else {
-        let kb4 = (j * p.KVH + kvh) * D4;
+        let kb4 = kv_row(j, kvh) / 4u;
         for (var d4 = sli; d4 < D4; d4 += sgs) {
           s += dot(qf[d4], kc[kb4 + d4]);
         }
@@ -203,7 +216,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (jk == pos && FUSE_ROPE == 1u) {
           v = vs[li];
         } else {
-          v = vc[(jk * p.KVH + kvh) * D + li];
+          v = vc[kv_row(jk, kvh) + li];
         }
         a += e * v;
       }
