@@ -496,11 +496,11 @@ static uint32_t matvec_lanes(const wgpu_backend *g, uint32_t wg) {
 }
 
 /* matvec.wgsl / matvec_conv.wgsl's XN: the input's vec4s when they fit the
- * workgroup memory beside the kernel's own (about 4 KiB) so that each
+ * workgroup memory beside the kernel's own arrays (own_bytes) so that each
  * workgroup stages x' once (matvec_common.wgsli), else 1 (read from global
  * memory). WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
-static uint32_t staged_vec4s(const wgpu_backend *g, int cols) {
-  const uint64_t bytes = (uint64_t)cols * 4 + 4096;
+static uint32_t staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_bytes) {
+  const uint64_t bytes = (uint64_t)cols * 4 + own_bytes + 64;
   if (g->no_xstage || cols % 4 || cols < 8 || bytes > g->d->info.max_compute_workgroup_storage_size) return 1;
   return (uint32_t)cols / 4;
 }
@@ -795,8 +795,10 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
   uint32_t rows_wg = g->sg ? (wg / lg) * rows : rows;
   /* argmax (n = 1): per-workgroup (max, index) pairs to g->amax, in row
    * order across the parts; g->amax_count is their number. */
+  /* matvec.wgsl's own workgroup arrays: partial, inv_s, am_v / am_i */
+  const uint64_t mv_own = ((uint64_t)(wg / lg) * rows * (lg / 4) + wg / 4 + 1) * 4 + (uint64_t)(wg / lg) * rows * 8;
   wisp_wgpu_const c[6] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
-                          {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols)}};
+                          {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols, mv_own)}};
   uint32_t part_off = 0;
   if (argmax) {
     uint64_t total = 0;
@@ -916,8 +918,11 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
     const wmat *w = g->pend.m;
     const int pre = g->pend.pre;
     g->pend.kind = 0;
+    /* matvec_conv.wgsl's own workgroup arrays: res, partial, inv_s */
+    const uint32_t cl = matvec_lanes(g, g->mv_wg);
+    const uint64_t conv_own = ((uint64_t)g->conv_rows * (1 + cl / 4) + g->mv_wg / 4 + 1) * 4;
     wisp_wgpu_const c[5] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
-                            {"LG", matvec_lanes(g, g->mv_wg)}, {"XN", staged_vec4s(g, w->cols)}};
+                            {"LG", cl},       {"XN", staged_vec4s(g, w->cols, conv_own)}};
     wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 5 : 3);
     struct {
       uint32_t rows, cols, y_off, x_off, acc;

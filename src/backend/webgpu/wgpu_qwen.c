@@ -297,12 +297,13 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
 /* ---- Q4_K products ---- */
 
 /* q4k_matvec.wgsl / q4k_fused.wgsl's XN: the input's vec4s when they fit
- * the workgroup memory beside the kernels' own (at most about 4 KiB), so
- * that each workgroup stages x once; else 1 (read from global memory).
- * WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
+ * the workgroup memory beside the kernels' own arrays (q4k_fused: 4 KiB at
+ * its largest workgroup; q4k_matvec: far less at its default geometry; 8 KiB
+ * is kept for them), so that each workgroup stages x once; else 1 (read
+ * from global memory). WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
 static uint32_t q4k_staged_vec4s(wisp_backend *be, int cols) {
   const char *e = getenv("WISP_WEBGPU_XSTAGE");
-  const uint64_t bytes = (uint64_t)cols * 4 + 4096;
+  const uint64_t bytes = (uint64_t)cols * 4 + 8192;
   if ((e && !strcmp(e, "0")) || bytes > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size) return 1;
   return (uint32_t)cols / 4;
 }
