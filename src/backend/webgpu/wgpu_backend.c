@@ -1452,6 +1452,7 @@ int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *r
 const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be) { return &as_g(be)->set; }
 int wisp_wgpu_int_fuse(wisp_backend *be) { return as_g(be)->fuse; }
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be) { return as_g(be)->fuse_argmax; }
+int wisp_wgpu_int_kv16(wisp_backend *be) { return as_g(be)->kv16; }
 WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count) {
   wgpu_backend *g = as_g(be);
   if (!scratch(g, &g->amax, (uint64_t)count * 8, (uint64_t)count * 8, "wisp argmax partials")) return NULL;
