@@ -521,6 +521,8 @@ static int argmax_f(const float *v, int n) {
   return b;
 }
 
+static int g_parity_kv16; /* whether the last qwen_model_parity's webgpu session had packed-f16 KV */
+
 /* 32 greedy steps through eval on both backends (tokens equal, logits within
  * TOL_QWEN_LOGITS), then the decode loop (wisp_session_generate) on both:
  * the same 32 tokens. `profile` (NULL = default) applies to the webgpu
@@ -541,6 +543,7 @@ static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_
    * in test_webgpu_matmul_i8.c. */
   wisp_wgpu_mm8_opts f32_prefill = {.mode = 3};
   if (!st) st = wisp_wgpu_mm8_configure(sg->backend, &f32_prefill);
+  if (!st) g_parity_kv16 = wisp_wgpu_int_kv16(sg->backend);
   if (st) {
     snprintf(err, cap, "sessions: %s", wisp_last_error());
     wisp_session_free(sc);
@@ -628,6 +631,7 @@ TEST(webgpu_qwen_small_model_kv16) {
   int ok = qwen_model_parity(dir, NULL, NULL, err, sizeof err, &worst);
   unsetenv("WISP_WEBGPU_KV");
   CHECKF(ok, "kv16: %s", err);
+  CHECK(g_parity_kv16);
   printf("     qwen35-small q4k kv16: 32 greedy tokens equal, max logit error %.3g of max|logit|\n", worst);
 }
 
@@ -694,11 +698,21 @@ TEST(webgpu_qwen_seed_profile) {
              strstr(out, "wg=256 cols/wg=128 threads/col=2 fullBlock=true") &&
              strstr(out, "[profiles/qwen-3-5-2b-metal-throughput: runtime.inference.session.decodeLoop]"),
          "%s", out);
+  /* the head256 kernel's precision.kvDtype "f16" makes the session's KV caches packed f16 */
+  CHECKF(strstr(out, "settings kvDtype=f16 (profiles/qwen-3-5-2b-metal-throughput: "
+                     "runtime.inference.executionPatch.addKernels[0].kernel.precision.kvDtype "
+                     "(decode attention_gated attn.core))"),
+         "%s", out);
+  /* the default plan keeps f32 */
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings kvDtype=f32 (default)\n"), "%s", out);
   WEBGPU_OR_SKIP(d);
   (void)d;
   int32_t a[32], b[32];
   CHECKF(qwen_model_parity(dir, NULL, a, err, sizeof err, NULL), "default plan: %s", err);
+  CHECK(!g_parity_kv16);
   CHECKF(qwen_model_parity(dir, prof, b, err, sizeof err, NULL), "seed profile: %s", err);
+  CHECK(g_parity_kv16); /* the plan's kvDtype f16 reached the backend before the caches were made */
   CHECK(!memcmp(a, b, sizeof a));
 }
 

@@ -1235,6 +1235,9 @@ static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
   if (!g->env_splits && s->flash_blocks >= 1) g->max_splits = (uint32_t)s->flash_blocks;
   g->set = *s;
   g->fuse_argmax = g->fuse && !g->env_no_argmax && s->head_argmax;
+  /* The plan's kvDtype f16 turns packed-f16 KV on (kv_f16 / WISP_WEBGPU_KV=f16
+   * may have already); the session makes its caches after configure. */
+  if (s->kv_f16) g->kv16 = 1;
 }
 
 static void g_caps(wisp_backend *be, wisp_device_caps *out) {
