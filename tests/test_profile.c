@@ -151,6 +151,9 @@ static const bad_case k_bad[] = {
     {"bad-type.json", WISP_EFORMAT, "runtime.inference.batching.batchSize: expected a non-negative integer, got string"},
     {"bad-intent.json", WISP_EFORMAT, "intent: 'latency' is not compatible with parent 'profiles/base'"},
     {"bad-missing-parent.json", WISP_EIO, "extends: profile 'profiles/nowhere' not found"},
+    {"bad-kvdtype.json", WISP_EFORMAT,
+     "runtime.inference.executionPatch.addKernels[0].kernel.precision.kvDtype: \"bf16\" is not a KV dtype wisp knows "
+     "(\"f16\" or \"f32\")"},
     {"cycle-a.json", WISP_EFORMAT, "extends[1]: cycle: profiles/cycle-a -> profiles/cycle-b -> profiles/cycle-c -> profiles/cycle-a"},
 };
 

@@ -7,6 +7,7 @@
 #define TOL_GATED_ATTN 2e-5 /* as attention: norm + rope + online softmax */
 #define TOL_DELTANET 2e-4   /* f32 state sums in another order, over many tokens */
 #define TOL_Q4K 2e-5        /* f32 dot products in another order */
+#define TOL_KV16 4e-3       /* packed-f16 KV cache: f16 rounding (2^-11 relative) of keys and values */
 
 #include <math.h>
 #include <stdlib.h>
@@ -32,10 +33,12 @@ static void qkeep(qpair *p, void *x) {
   else abort();
 }
 
+static int g_qkv16; /* kv_f16 of the next qopen: packed-f16 KV caches on the GPU side */
+
 static int qopen(qpair *p, wisp_wgpu_device *d, int subgroups, uint32_t splits, uint64_t max_binding) {
   memset(p, 0, sizeof *p);
   wisp_wgpu_backend_opts o = {.device = d, .subgroups = subgroups, .attn_max_splits = splits,
-                              .max_binding = max_binding};
+                              .max_binding = max_binding, .kv_f16 = g_qkv16};
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
   if (wisp_wgpu_backend_new(&o, &p->gpu)) {
     p->cpu->destroy(p->cpu);
@@ -108,6 +111,54 @@ static int qcompare(qpair *p, const qbuf *b, size_t n, double tol, const char *w
   return ok;
 }
 
+/* IEEE half bits to float. */
+static float half_to_float(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/* Like qcompare, for a packed-f16 cache on the GPU side (n halves in the
+ * first n/2 words; element e is half e & 1 of word e >> 1) against the
+ * CPU's f32 cache. */
+static int qcompare_kv16(qpair *p, const qbuf *b, size_t n, double tol, const char *what, char *err, size_t cap) {
+  float *x = malloc(sizeof(float) * n), *w = malloc(sizeof(float) * (n / 2 + 1));
+  int ok = x && w;
+  if (ok) {
+    p->cpu->buf_read(p->cpu, b->c, 0, n, x);
+    p->gpu->buf_read(p->gpu, b->g, 0, n / 2, w);
+    if (p->gpu->sync(p->gpu)) {
+      snprintf(err, cap, "%s: %s", what, wisp_last_error());
+      ok = 0;
+    }
+  }
+  double mx = 0, worst = 0;
+  size_t wi = 0;
+  float wy = 0;
+  for (size_t i = 0; ok && i < n; i++) mx = fmax(mx, fabs(x[i]));
+  for (size_t i = 0; ok && i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &w[i / 2], 4);
+    float y = half_to_float((uint16_t)(i & 1 ? u >> 16 : u & 0xFFFF));
+    double e = fabs((double)y - x[i]);
+    if (!(e <= worst)) {
+      worst = isnan(e) ? INFINITY : e;
+      wi = i;
+      wy = y;
+    }
+  }
+  double rel = mx > 0 ? worst / mx : worst;
+  if (ok && rel > g_qworst) g_qworst = rel;
+  if (ok && !(rel <= tol)) {
+    snprintf(err, cap, "%s (f16): [%zu] gpu %.9g cpu %.9g, error %.3g of max|ref| %.4g (tol %g)", what, wi, wy, x[wi],
+             rel, mx, tol);
+    ok = 0;
+  }
+  free(x);
+  free(w);
+  return ok;
+}
+
 static wisp_vector qvec(qpair *p, int n, uint64_t *seed, float base, float spread) {
   float *v = malloc(sizeof(float) * (size_t)n);
   for (int i = 0; v && i < n; i++) v[i] = base + spread * test_rand_float(seed);
@@ -142,7 +193,15 @@ static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, 
   wisp_vector qn = qvec(p, D, seed, 1.0f, 0.3f), kn = qvec(p, D, seed, 1.0f, 0.3f);
   size_t kvn = (size_t)max_pos * KVH * D;
   qbuf kc = qfill(p, kvn, seed, 0), vcache = qfill(p, kvn, seed, 0);
-  int pos0 = 0, ok = 1;
+  int ok = 1;
+  if (g_qkv16) { /* packed f16: the backend's own, half-size KV buffers (as qwen3_5.c allocates them) */
+    p->gpu->buf_free(p->gpu, kc.g);
+    p->gpu->buf_free(p->gpu, vcache.g);
+    kc.g = p->gpu->kv_buf_new(p->gpu, kvn);
+    vcache.g = p->gpu->kv_buf_new(p->gpu, kvn);
+    ok = kc.g && vcache.g;
+  }
+  int pos0 = 0;
   for (int c = 0; ok && c < ncalls; c++) {
     int n = calls[c];
     qbuf qkv = qfill(p, (size_t)n * (2 * H + 2 * KVH) * D, seed, 2.0f);
@@ -158,9 +217,14 @@ static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, 
     snprintf(what, sizeof what, "attention_gated H %d KVH %d D %d R %d call %d (pos0 %d, n %d)", H, KVH, D, R, c, pos0,
              n);
     size_t used = (size_t)(pos0 + n) * KVH * D;
-    ok = qcompare(p, &o, o.n, TOL_GATED_ATTN, what, err, cap) &&
-         qcompare(p, &kc, used, TOL_GATED_ATTN, "k cache", err, cap) &&
-         qcompare(p, &vcache, used, TOL_GATED_ATTN, "v cache", err, cap);
+    if (g_qkv16)
+      ok = qcompare(p, &o, o.n, TOL_KV16, what, err, cap) &&
+           qcompare_kv16(p, &kc, used, TOL_KV16, "k cache", err, cap) &&
+           qcompare_kv16(p, &vcache, used, TOL_KV16, "v cache", err, cap);
+    else
+      ok = qcompare(p, &o, o.n, TOL_GATED_ATTN, what, err, cap) &&
+           qcompare(p, &kc, used, TOL_GATED_ATTN, "k cache", err, cap) &&
+           qcompare(p, &vcache, used, TOL_GATED_ATTN, "v cache", err, cap);
     qfree(p, &qkv);
     qfree(p, &o);
     pos0 += n;
@@ -206,13 +270,51 @@ TEST(webgpu_qwen_attention_gated) {
   printf("     attention_gated: max error %.3g of max|ref|\n", g_qworst);
 }
 
-/* The seed profile's decode kernel (attention_decode_online_head256_f16kv_output_gate.wgsl), as the
- * plan hands it over: decode steps go through it (head_dim 256), prefill through the default path;
- * with head_dim 64 the choice is ignored. */
-TEST(webgpu_qwen_attention_head256_profile_kernel) {
+/* Packed-f16 KV caches (kv_f16): every decode arrangement, split and not,
+ * direct and strided cache addressing; output and caches within TOL_KV16
+ * (the caches read back as halves). Head dims that are not a multiple of 8
+ * are refused with a clear message. */
+TEST(webgpu_qwen_attention_gated_kv16) {
   WEBGPU_OR_SKIP(d);
   g_qworst = 0;
   char err[600] = "";
+  static const int short_calls[] = {17, 1, 3, 1};
+  static const int long_calls[] = {70, 1, 1, 66, 1};
+  static const uint32_t splits[] = {0, 2};
+  for (int si = 0; si < 8; si++) {
+    qpair p;
+    g_qkv16 = 1; /* qopen opens with kv_f16; gated_case compares halves while set */
+    if (!qopen(&p, d, -1, splits[si % 2], 0)) g_qkv16 = 0;
+    CHECKF(g_qkv16, "%s", wisp_last_error());
+    set_attn(p.gpu, si / 2, si % 3 != 1);
+    uint64_t seed = 91;
+    int ok = gated_case(&p, 4, 2, 32, 8, short_calls, 4, &seed, err, sizeof err) &&
+             gated_case(&p, 4, 1, 256, 64, long_calls, 5, &seed, err, sizeof err) &&
+             gated_case(&p, 2, 2, 16, 16, long_calls, 3, &seed, err, sizeof err);
+    g_qkv16 = 0;
+    qclose(&p);
+    CHECKF(ok, "kv16, splits %u, rope fused %d, gate fused %d, direct kv %d: %s", splits[si % 2],
+           k_attn_arr[si / 2][0], k_attn_arr[si / 2][1], si % 3 != 1, err);
+  }
+  printf("     attention_gated kv16: max error %.3g of max|ref|\n", g_qworst);
+  /* head dim 20: two halves per word, but not whole vec4<u32> rows */
+  qpair p;
+  g_qkv16 = 1;
+  if (!qopen(&p, d, -1, 0, 0)) g_qkv16 = 0;
+  CHECKF(g_qkv16, "%s", wisp_last_error());
+  uint64_t seed = 5;
+  static const int one[] = {3};
+  int ok = gated_case(&p, 6, 2, 20, 6, one, 1, &seed, err, sizeof err);
+  g_qkv16 = 0;
+  qclose(&p);
+  CHECKF(!ok && strstr(err, "head dim 20 and f16 KV (needs a multiple of 8)"), "%s", err);
+}
+
+/* The seed profile's decode kernel (attention_decode_online_head256_f16kv_output_gate.wgsl), as the
+ * plan hands it over: decode steps go through it (head_dim 256), prefill through the default path;
+ * with head_dim 64 the choice is ignored. kv16: with packed-f16 KV caches (TOL_KV16). 0 and a
+ * message in err on the first failure. */
+static int head256_runs(wisp_wgpu_device *d, int kv16, char *err, size_t cap) {
   static wisp_kernel_choice ch[2];
   snprintf(ch[1].variant, sizeof ch[1].variant, "profile:attention_decode_online_head256_f16kv_output_gate");
   /* with the q/k split + norm + RoPE fused into attn_gated_rope (as the seed profile runs it) and
@@ -220,19 +322,48 @@ TEST(webgpu_qwen_attention_head256_profile_kernel) {
   for (int run = 0; run < 6; run++) { /* runs 4, 5: arrangements 0, 1 with strided cache addressing */
     const int arr = run % 4;
     qpair p;
-    CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+    g_qkv16 = kv16;
+    if (!qopen(&p, d, -1, 0, 0)) {
+      g_qkv16 = 0;
+      snprintf(err, cap, "open: %s", wisp_last_error());
+      return 0;
+    }
     set_attn(p.gpu, arr, run < 4);
     uint64_t seed = 97;
     static const int calls[] = {5, 1, 1, 66, 1, 1};
     g_attn_choice = ch;
-    int ok = gated_case(&p, 4, 2, 256, 64, calls, 6, &seed, err, sizeof err) &&
-             gated_case(&p, 3, 1, 256, 256, calls, 3, &seed, err, sizeof err) &&
-             gated_case(&p, 4, 2, 64, 16, calls, 3, &seed, err, sizeof err);
+    int ok = gated_case(&p, 4, 2, 256, 64, calls, 6, &seed, err, cap) &&
+             gated_case(&p, 3, 1, 256, 256, calls, 3, &seed, err, cap) &&
+             gated_case(&p, 4, 2, 64, 16, calls, 3, &seed, err, cap);
     g_attn_choice = NULL;
+    g_qkv16 = 0;
     qclose(&p);
-    CHECKF(ok, "rope fused %d, gate fused %d, direct kv %d: %s", k_attn_arr[arr][0], k_attn_arr[arr][1], run < 4, err);
+    if (!ok) {
+      /* the arrangement goes after the case's own message */
+      size_t len = strlen(err);
+      snprintf(err + len, cap - len, " (kv16 %d, rope fused %d, gate fused %d, direct kv %d)", kv16,
+               k_attn_arr[arr][0], k_attn_arr[arr][1], run < 4);
+      return 0;
+    }
   }
+  return 1;
+}
+
+TEST(webgpu_qwen_attention_head256_profile_kernel) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  CHECKF(head256_runs(d, 0, err, sizeof err), "%s", err);
   printf("     head256 decode kernel: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* The same with packed-f16 KV caches (the seed profile's precision.kvDtype "f16"). */
+TEST(webgpu_qwen_attention_head256_kv16) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  CHECKF(head256_runs(d, 1, err, sizeof err), "%s", err);
+  printf("     head256 decode kernel kv16: max error %.3g of max|ref|\n", g_qworst);
 }
 
 /* ---- Gated DeltaNet ---- */
@@ -392,6 +523,8 @@ static int argmax_f(const float *v, int n) {
   return b;
 }
 
+static int g_parity_kv16; /* whether the last qwen_model_parity's webgpu session had packed-f16 KV */
+
 /* 32 greedy steps through eval on both backends (tokens equal, logits within
  * TOL_QWEN_LOGITS), then the decode loop (wisp_session_generate) on both:
  * the same 32 tokens. `profile` (NULL = default) applies to the webgpu
@@ -412,6 +545,7 @@ static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_
    * in test_webgpu_matmul_i8.c. */
   wisp_wgpu_mm8_opts f32_prefill = {.mode = 3};
   if (!st) st = wisp_wgpu_mm8_configure(sg->backend, &f32_prefill);
+  if (!st) g_parity_kv16 = wisp_wgpu_int_kv16(sg->backend);
   if (st) {
     snprintf(err, cap, "sessions: %s", wisp_last_error());
     wisp_session_free(sc);
@@ -485,6 +619,24 @@ TEST(webgpu_qwen_small_model_parity) {
   }
 }
 
+/* Packed-f16 KV caches (WISP_WEBGPU_KV=f16, read at backend creation) on the whole small model:
+ * the CPU's greedy tokens (its caches are f32), logits within TOL_QWEN_LOGITS, through eval and
+ * the decode loop. */
+TEST(webgpu_qwen_small_model_kv16) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "", err[600] = "";
+  const char *dir = qwen_small("q4k", log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  double worst = 0;
+  setenv("WISP_WEBGPU_KV", "f16", 1);
+  int ok = qwen_model_parity(dir, NULL, NULL, err, sizeof err, &worst);
+  unsetenv("WISP_WEBGPU_KV");
+  CHECKF(ok, "kv16: %s", err);
+  CHECK(g_parity_kv16);
+  printf("     qwen35-small q4k kv16: 32 greedy tokens equal, max logit error %.3g of max|logit|\n", worst);
+}
+
 /* ---- the seed profile ---- */
 
 #define SEED fixture_seed_profile()
@@ -548,11 +700,21 @@ TEST(webgpu_qwen_seed_profile) {
              strstr(out, "wg=256 cols/wg=128 threads/col=2 fullBlock=true") &&
              strstr(out, "[profiles/qwen-3-5-2b-metal-throughput: runtime.inference.session.decodeLoop]"),
          "%s", out);
+  /* the head256 kernel's precision.kvDtype "f16" makes the session's KV caches packed f16 */
+  CHECKF(strstr(out, "settings kvDtype=f16 (profiles/qwen-3-5-2b-metal-throughput: "
+                     "runtime.inference.executionPatch.addKernels[0].kernel.precision.kvDtype "
+                     "(decode attention_gated attn.core))"),
+         "%s", out);
+  /* the default plan keeps f32 */
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings kvDtype=f32 (default)\n"), "%s", out);
   WEBGPU_OR_SKIP(d);
   (void)d;
   int32_t a[32], b[32];
   CHECKF(qwen_model_parity(dir, NULL, a, err, sizeof err, NULL), "default plan: %s", err);
+  CHECK(!g_parity_kv16);
   CHECKF(qwen_model_parity(dir, prof, b, err, sizeof err, NULL), "seed profile: %s", err);
+  CHECK(g_parity_kv16); /* the plan's kvDtype f16 reached the backend before the caches were made */
   CHECK(!memcmp(a, b, sizeof a));
 }
 

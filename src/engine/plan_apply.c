@@ -164,6 +164,7 @@ const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wi
   s->attn_output_gate = f->attn_output_gate;
   s->attn_fused_rope = f->fused_qkv_split_norm_rope;
   s->attn_direct_kv = f->attn_direct_kv;
+  s->kv_f16 = !strcmp(p->kv_dtype, "f16");
   s->lin_qkvz = f->lin_qkvz;
   s->lin_ab = f->lin_ab;
   s->lin_core = f->lin_core;

@@ -436,8 +436,10 @@ static wisp_status q35_state_new(const void *p, wisp_backend *be, int chunk, int
       if (!s->conv_state[i] || !s->rec_state[i]) goto oom;
     } else {
       size_t kv = (size_t)max_pos * sh->kv_heads * D;
-      s->k_cache[i] = be->buf_new(be, kv);
-      s->v_cache[i] = be->buf_new(be, kv);
+      /* kv_buf_new: the backend's KV storage (WebGPU with f16 KV: packed
+       * halves, half the bytes); the caches are only read by its attention. */
+      s->k_cache[i] = be->kv_buf_new ? be->kv_buf_new(be, kv) : be->buf_new(be, kv);
+      s->v_cache[i] = be->kv_buf_new ? be->kv_buf_new(be, kv) : be->buf_new(be, kv);
       if (!s->k_cache[i] || !s->v_cache[i]) goto oom;
     }
   }

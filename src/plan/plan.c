@@ -793,6 +793,8 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddStringToObject(ex, "convFuseFrom", p->conv_fuse_from);
   cJSON_AddNumberToObject(ex, "flashBlocks", p->flash_blocks);
   cJSON_AddStringToObject(ex, "flashBlocksFrom", p->flash_blocks_from);
+  cJSON_AddStringToObject(ex, "kvDtype", p->kv_dtype);
+  cJSON_AddStringToObject(ex, "kvDtypeFrom", p->kv_dtype_from);
   cJSON *ni = cJSON_AddArrayToObject(root, "notImplemented");
   for (int i = 0; i < p->n_not_implemented; i++) cJSON_AddItemToArray(ni, cJSON_CreateString(p->not_implemented[i]));
   return root;
@@ -871,6 +873,31 @@ static wisp_status group_phase(wisp_plan *p, const resolver *R, int ph) {
 
 /* ---- entry ---- */
 
+/* The KV caches' dtype: what precision.kvDtype says on the profile kernels
+ * the decode attention ops are bound to (one session has one KV layout, so
+ * two different answers are an error), else f32. */
+static wisp_status resolve_kv_dtype(wisp_plan *p, const wisp_profile *prof) {
+  wisp_path(p->kv_dtype, sizeof p->kv_dtype, "f32");
+  p->kv_dtype_from = "default";
+  const wisp_plan_phase *P = &p->phases[WISP_PHASE_DECODE];
+  for (int g = 0; prof && g < P->n_groups; g++)
+    for (int i = 0; i < P->groups[g].n_ops; i++) {
+      const wisp_plan_op *op = &P->groups[g].ops[i];
+      if (strncmp(op->op, "attention", 9) || strchr(op->kernel, '/')) continue;
+      const wisp_profile_kernel *k = wisp_profile_kernel_find(prof, op->kernel);
+      if (!k || !k->kv_dtype) continue;
+      char from[400];
+      wisp_path(from, sizeof from, "%s.kernel.precision.kvDtype (decode %s %s)", k->source, op->op, op->section);
+      if (strcmp(p->kv_dtype_from, "default") && strcmp(p->kv_dtype, k->kv_dtype))
+        return FAIL(WISP_EINVAL, "plan: KV dtype %s from %s conflicts with %s from %s", k->kv_dtype, from, p->kv_dtype,
+                    p->kv_dtype_from);
+      wisp_path(p->kv_dtype, sizeof p->kv_dtype, "%s", k->kv_dtype);
+      p->kv_dtype_from = wisp_arena_strdup(&p->arena, from);
+      if (!p->kv_dtype_from) return FAIL(WISP_ENOMEM, "out of memory");
+    }
+  return WISP_OK;
+}
+
 wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
   *out = NULL;
   if (!in || !in->shape || !in->registry || !in->device || !in->backend)
@@ -939,6 +966,7 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
       p->decode_loop.readback_mode = wisp_arena_strdup(&p->arena, p->decode_loop.readback_mode);
     }
     for (int ph = 0; ph < 2 && !st; ph++) st = group_phase(p, &R, ph);
+    if (!st) st = resolve_kv_dtype(p, in->profile);
   }
   if (!st) {
     cJSON *j = plan_json(p, in);
@@ -1023,8 +1051,9 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
   if (p->decode_loop.present)
     fprintf(f, " decodeLoop.batchSize=%d decodeLoop.maxBatchDecodeTokens=%d", p->decode_loop.batch_size,
             p->decode_loop.max_batch_decode_tokens);
-  fprintf(f, "\n");
   int cpu = !strcmp(p->backend, "cpu");
+  fprintf(f, "\nsettings kvDtype=%s (%s)%s\n", p->kv_dtype, p->kv_dtype_from,
+          cpu ? " (the cpu backend keeps f32 KV caches)" : "");
   fprintf(f, "session switches%s\n",
           cpu ? " (do not apply on the cpu backend: it runs the unfused reference ops, same numbers)" : "");
   for (int i = 0; i < WISP_SW_COUNT; i++) {

@@ -109,6 +109,12 @@ typedef struct {
    * where each value came from ("default" or "manifest candidate"). */
   int conv_fuse, flash_blocks;
   const char *conv_fuse_from, *flash_blocks_from;
+  /* The KV caches' element type, "f32" or "f16" (packed halves): f16 when a
+   * decode attention op is bound to a profile kernel whose
+   * precision.kvDtype is "f16" (kv_dtype_from names it), else "f32"
+   * ("default"). The cpu backend keeps f32 caches whatever it says. */
+  char kv_dtype[4];
+  const char *kv_dtype_from;
   int n_not_implemented;
   char **not_implemented;
   char *profile_id;             /* NULL without a profile */

@@ -173,6 +173,15 @@ static wisp_status parse_kernel(ploader *L, const cJSON *e, const char *file, co
   if ((x = cJSON_GetObjectItemCaseSensitive(kj, "precision"))) {
     if (!cJSON_IsObject(x)) return FAIL("%s: %s.precision: expected an object, got %s", file, kp, wisp_json_type(x));
     k.precision = x;
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(x, "kvDtype");
+    if (kv && !(cJSON_IsString(kv) && (!strcmp(kv->valuestring, "f16") || !strcmp(kv->valuestring, "f32")))) {
+      char *txt = cJSON_PrintUnformatted(kv);
+      wisp_status bad = FAIL("%s: %s.precision.kvDtype: %s is not a KV dtype wisp knows (\"f16\" or \"f32\")", file, kp,
+                             txt ? txt : "?");
+      cJSON_free(txt);
+      return bad;
+    }
+    if (kv) k.kv_dtype = kv->valuestring;
   }
   if ((x = cJSON_GetObjectItemCaseSensitive(kj, "requires"))) {
     if (!cJSON_IsArray(x)) return FAIL("%s: %s.requires: expected an array, got %s", file, kp, wisp_json_type(x));

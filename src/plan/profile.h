@@ -23,6 +23,7 @@ typedef struct {
   const char **requires; /* kernel.requires (wisp extension), may be empty */
   const cJSON *constants; /* kernel.constants, may be NULL */
   const cJSON *precision; /* kernel.precision, may be NULL */
+  const char *kv_dtype;   /* kernel.precision.kvDtype: "f16", "f32" or NULL (unset) */
   const char *source;   /* "PROFILE-ID: runtime.inference.executionPatch.addKernels[i]" */
   const char *profile_file, *json_path; /* for messages */
 } wisp_profile_kernel;

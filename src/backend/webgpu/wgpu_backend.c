@@ -1240,6 +1240,9 @@ static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
   if (!g->env_splits && s->flash_blocks >= 1) g->max_splits = (uint32_t)s->flash_blocks;
   g->set = *s;
   g->fuse_argmax = g->fuse && !g->env_no_argmax && s->head_argmax;
+  /* The plan's kvDtype f16 turns packed-f16 KV on (kv_f16 / WISP_WEBGPU_KV=f16
+   * may have already); the session makes its caches after configure. */
+  if (s->kv_f16) g->kv16 = 1;
 }
 
 static void g_caps(wisp_backend *be, wisp_device_caps *out) {
@@ -1457,6 +1460,7 @@ int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *r
 const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be) { return &as_g(be)->set; }
 int wisp_wgpu_int_fuse(wisp_backend *be) { return as_g(be)->fuse; }
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be) { return as_g(be)->fuse_argmax; }
+int wisp_wgpu_int_kv16(wisp_backend *be) { return as_g(be)->kv16; }
 WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count) {
   wgpu_backend *g = as_g(be);
   if (!scratch(g, &g->amax, (uint64_t)count * 8, (uint64_t)count * 8, "wisp argmax partials")) return NULL;

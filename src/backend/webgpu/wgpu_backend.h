@@ -39,7 +39,8 @@ typedef struct wisp_wgpu_backend_opts {
    * needed): half the KV bytes, f16 rounding of keys and values (~1e-3
    * relative). Caches from kv_buf_new are half-size; an f32-sized one from
    * buf_new works too (its first half is used). Needs head_dim % 8 == 0.
-   * Also WISP_WEBGPU_KV=f16.
+   * Also WISP_WEBGPU_KV=f16, or a plan whose kvDtype is f16 (configure's
+   * wisp_backend_settings.kv_f16, before the session makes its caches).
    * 0 = f32 (exact parity with the CPU backend). */
   int kv_f16;
 } wisp_wgpu_backend_opts;

@@ -48,6 +48,8 @@ int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *r
 const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be);
 int wisp_wgpu_int_fuse(wisp_backend *be);        /* 0: WISP_WEBGPU_FUSE=0 / no_fuse */
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion allowed */
+/* 1: KV caches hold packed f16 pairs (kv_buf_new; WISP_WEBGPU_KV=f16, kv_f16, the plan's kv f16). */
+int wisp_wgpu_int_kv16(wisp_backend *be);
 /* The argmax partials buffer, grown to `count` pairs (the next sample reads that many); NULL on failure. */
 WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count);
 /* The per-backend state of wgpu_qwen.c (NULL until first use). */

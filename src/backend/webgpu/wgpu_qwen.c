@@ -92,6 +92,13 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
                        H, KVH, D, R);
     return;
   }
+  /* KV16: a cache word holds two halves; rows are packed by whole words
+   * (the fused decode kernel by vec4<u32>, 8 halves). */
+  const int kv16 = wisp_wgpu_int_kv16(be);
+  if (kv16 && D % 8) {
+    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "attention_gated with head dim %d and f16 KV (needs a multiple of 8)", D);
+    return;
+  }
   WGPUBuffer qn = wisp_wgpu_int_vec(be, a->q_norm), kn = qn ? wisp_wgpu_int_vec(be, a->k_norm) : NULL;
   WGPUBuffer cs = kn ? wisp_wgpu_int_vec(be, a->rope_cos) : NULL, sn = cs ? wisp_wgpu_int_vec(be, a->rope_sin) : NULL;
   if (!sn) return;
@@ -116,8 +123,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     return;
   WGPUBuffer qkv = wisp_wgpu_int_buf(a->qkv), kc = wisp_wgpu_int_buf(a->k_cache), vc = wisp_wgpu_int_buf(a->v_cache);
   WGPUBuffer out = wisp_wgpu_int_buf(a->out);
-  wisp_wgpu_const c[1] = {{"WG", QATTN_WG}};
-  wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 1);
+  wisp_wgpu_const c[2] = {{"WG", QATTN_WG}, {"KV16", kv16}};
+  wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 2);
   const int gate_in = dec && set->attn_output_gate;  /* gate inside the attention kernel */
   const int rope_in = dec && set->attn_fused_rope;   /* split + norm + rope (+ KV append) fused */
   const int h256 = a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant) &&
@@ -139,8 +146,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   }
   if (h256) {
     /* the seed profile's decode kernel: online softmax + output gate in one dispatch */
-    wisp_wgpu_const c256[1] = {{"USE_DIRECT_KV_LAYOUT", set->attn_direct_kv ? 1 : 0}};
-    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, HEAD256, c256, 1);
+    wisp_wgpu_const c256[2] = {{"USE_DIRECT_KV_LAYOUT", set->attn_direct_kv ? 1 : 0}, {"KV16", kv16}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, HEAD256, c256, 2);
     struct {
       uint32_t pos, H, KVH, row;
       float scale;
@@ -153,9 +160,12 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   }
   if (dec) {
     /* the cache's row strides: DIRECT_KV 0 addresses it through them */
-    wisp_wgpu_const cd[4] = {
-        {"WG", QDEC_WG}, {"FUSE_ROPE", rope_in}, {"GATE", gate_in}, {"DIRECT_KV", set->attn_direct_kv ? 1 : 0}};
-    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "attn_gated_decode", cd, 4);
+    wisp_wgpu_const cd[5] = {{"WG", QDEC_WG},
+                             {"FUSE_ROPE", rope_in},
+                             {"GATE", gate_in},
+                             {"DIRECT_KV", set->attn_direct_kv ? 1 : 0},
+                             {"KV16", kv16}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "attn_gated_decode", cd, 5);
     struct {
       uint32_t pos, H, KVH, D, R;
       float eps, scale;
@@ -176,7 +186,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
       return;
     }
   } else {
-    wisp_wgpu_kernel *kf = wisp_wgpu_int_kernel(be, "attn_flash", c, 1);
+    wisp_wgpu_kernel *kf = wisp_wgpu_int_kernel(be, "attn_flash", c, 2);
     struct {
       uint32_t n, pos0, H, KVH, D;
       float scale;

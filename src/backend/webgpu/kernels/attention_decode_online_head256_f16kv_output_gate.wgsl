@@ -3,10 +3,11 @@
 // (one token at position pos) for head_dim D = 256, online softmax over the
 // KV cache, with the output gate fused:
 //   out[h] = sigmoid(gate[h]) * sum_{j <= pos} softmax_j(scale * q_h . k_j) v_j
-// KV LAYOUT: despite the file name (kept as the profile names it), the
-// caches are f32 [position][KVH][D], the layout the webgpu backend writes
-// (attn_gated_rope.wgsl appends k and v as f32); there is no packed-f16 KV
-// path in wisp yet, so the profile's precision.kvDtype "f16" is not honoured.
+// KV LAYOUT: the caches are [position][KVH][D] as attn_gated_rope.wgsl
+// writes them. KV16 = 1 (the profile's precision.kvDtype "f16", or
+// WISP_WEBGPU_KV=f16): f16 pairs packed in u32 words, element e is half
+// e & 1 of word e >> 1 (unpack2x16float); KV16 = 0: f32, the same u32
+// bindings read through bitcast.
 // q comes normed and rotated from attn_gated_rope.wgsl ([H][D]); the gate is
 // the second half of head h's (q|gate) slice of the qkv row.
 // One workgroup of 64 threads per head (grid x = H): keys are taken 64 at a
@@ -20,8 +21,9 @@ const NEG: f32 = -3.0e38;
 // USE_DIRECT_KV_LAYOUT = 1 (attentionDecodeOnline.useDirectContiguousKVLayout):
 // cache rows addressed with the contiguous layout's formula
 // (pos * KVH + kvh) * D; 0: through the row strides kv_pos / kv_head of the
-// parameters (elements), the form any other layout would need.
+// parameters (elements, even), the form any other layout would need.
 override USE_DIRECT_KV_LAYOUT: u32 = 1u;
+override KV16: u32 = 0u;
 
 struct Params {
   pos: u32,
@@ -35,8 +37,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> kc: array<f32>;
-@group(0) @binding(2) var<storage, read> vc: array<f32>;
+@group(0) @binding(1) var<storage, read> kc: array<u32>; // f32 bits, or KV16 half pairs
+@group(0) @binding(2) var<storage, read> vc: array<u32>;
 @group(0) @binding(3) var<storage, read> qkv: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
@@ -79,6 +81,22 @@ fn kv_row(j: u32, kvh: u32) -> u32 {
   return j * p.kv_pos + kvh * p.kv_head;
 }
 
+// Key elements 2i, 2i + 1 of the row starting at element e (e even).
+fn key_pair(e: u32, i: u32) -> vec2<f32> {
+  if (KV16 == 1u) {
+    return unpack2x16float(kc[e / 2u + i]);
+  }
+  return vec2<f32>(bitcast<f32>(kc[e + 2u * i]), bitcast<f32>(kc[e + 2u * i + 1u]));
+}
+
+// Value element e of the cache.
+fn value(e: u32) -> f32 {
+  if (KV16 == 1u) {
+    return unpack2x16float(vc[e >> 1u])[e & 1u];
+  }
+  return bitcast<f32>(vc[e]);
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
@@ -97,8 +115,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (j < nkeys) {
       let kb = kv_row(j, kvh);
       var dotv = 0.0;
-      for (var d = 0u; d < D; d++) {
-        dotv += qs[d] * kc[kb + d];
+      for (var i = 0u; i < D / 2u; i++) {
+        let k2 = key_pair(kb, i);
+        dotv += qs[2u * i] * k2.x + qs[2u * i + 1u] * k2.y;
       }
       sc = dotv * p.scale;
     }
@@ -117,7 +136,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var k = 0u; k < cnt; k++) {
       let vb = kv_row(t0 + k, kvh);
       let w = ps[k];
-      acc += w * vec4<f32>(vc[vb + li], vc[vb + li + 64u], vc[vb + li + 128u], vc[vb + li + 192u]);
+      acc += w * vec4<f32>(value(vb + li), value(vb + li + 64u), value(vb + li + 128u), value(vb + li + 192u));
     }
     m = mnew;
   }

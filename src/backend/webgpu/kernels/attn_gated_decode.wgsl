@@ -3,7 +3,7 @@
 //   FUSE_ROPE = 1 (useFusedQKVSplitQKNormRoPE): this kernel splits the qkv
 //     row ([(q|gate) per head: 2D each][k: KVH*D][v: KVH*D]), RMSNorms q and k
 //     per head (weights qn / kn, the artifact's 1 + w), rotates their first R
-//     dims with NEOX RoPE (pairs i, i + R/2) and appends k and v to the f32
+//     dims with NEOX RoPE (pairs i, i + R/2) and appends k and v to the
 //     caches [position][KVH][D] (the last split of the first q head of each
 //     KV group writes them; no workgroup reads the caches at pos, the new key
 //     and value are used from workgroup memory);
@@ -22,6 +22,10 @@
 // the score, so a score costs a few loads in flight rather than a D-long
 // loop; then thread d (< D) sums the tile's KT probability-weighted values of
 // dimension d, loads that are contiguous across threads and independent.
+// KV16 = 1: the caches hold f16 pairs packed in u32 words (element e is half
+// e & 1 of word e >> 1; pack2x16float / unpack2x16float, no `enable f16`):
+// a vec4<u32> of kc is 8 key elements; needs D % 8 == 0. KV16 = 0: f32, the
+// same bindings read through bitcast (a vec4<u32> of kc is 4 elements).
 // Needs D <= WG, D % 4 == 0, subgroups of at least 4 lanes laid out as
 // contiguous ranges of local_invocation_index (tests/test_webgpu_abi.c).
 enable subgroups;
@@ -35,8 +39,9 @@ override GATE: u32 = 1u;
 // DIRECT_KV = 1 (attentionDecodeOnline.useDirectContiguousKVLayout): cache
 // rows addressed with the contiguous layout's formula (pos * KVH + kvh) * D;
 // 0: through the row strides kv_pos / kv_head of the parameters (elements,
-// multiples of 4), the form any other layout would need.
+// multiples of 4, of 8 with KV16), the form any other layout would need.
 override DIRECT_KV: u32 = 1u;
+override KV16: u32 = 0u;
 
 const KT: u32 = 32u;    // keys per tile
 const MAXD: u32 = 256u;
@@ -63,8 +68,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> cosv: array<f32>;
 @group(0) @binding(4) var<storage, read> sinv: array<f32>;
 @group(0) @binding(5) var<storage, read> qin: array<f32>;
-@group(0) @binding(6) var<storage, read_write> kc: array<vec4<f32>>; // D % 4 == 0
-@group(0) @binding(7) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(6) var<storage, read_write> kc: array<vec4<u32>>; // f32: 4 elements, KV16: 8
+@group(0) @binding(7) var<storage, read_write> vc: array<u32>;      // f32: 1 element, KV16: 2
 @group(0) @binding(8) var<storage, read_write> out: array<f32>;
 @group(0) @binding(9) var<storage, read_write> part: array<f32>;
 @group(0) @binding(10) var<uniform> p: Params;
@@ -118,6 +123,56 @@ fn rot(src: u32, inv: f32, wsel: u32, i: u32, pos: u32) -> f32 {
   return r;
 }
 
+// q . k over the key row at element e, the lanes of a subgroup striding over
+// it (qf holds q as vec4s).
+fn key_dot(e: u32, sli: u32, sgs: u32) -> f32 {
+  var s = 0.0;
+  if (KV16 == 1u) {
+    let kb8 = e / 8u;
+    for (var d8 = sli; d8 < p.D / 8u; d8 += sgs) {
+      let w = kc[kb8 + d8];
+      s += dot(qf[2u * d8], vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)));
+      s += dot(qf[2u * d8 + 1u], vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+    }
+  } else {
+    let kb4 = e / 4u;
+    for (var d4 = sli; d4 < p.D / 4u; d4 += sgs) {
+      s += dot(qf[d4], bitcast<vec4<f32>>(kc[kb4 + d4]));
+    }
+  }
+  return s;
+}
+
+// Value element e of the cache.
+fn value(e: u32) -> f32 {
+  if (KV16 == 1u) {
+    return unpack2x16float(vc[e >> 1u])[e & 1u];
+  }
+  return bitcast<f32>(vc[e]);
+}
+
+// Appends the new key (ks) and value (vs) at the row starting at element
+// dst; thread li < D owns element li (KV16: thread li < D/2 owns word li of
+// the values, li % 8 == 0 one vec4<u32> of the key).
+fn append_kv(li: u32, dst: u32) {
+  if (KV16 == 1u) {
+    if (li < p.D / 2u) {
+      vc[dst / 2u + li] = pack2x16float(vec2<f32>(vs[2u * li], vs[2u * li + 1u]));
+    }
+    if ((li & 7u) == 0u) {
+      let a = ks[li / 4u];
+      let b = ks[li / 4u + 1u];
+      kc[dst / 8u + li / 8u] = vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy),
+                                         pack2x16float(b.zw));
+    }
+  } else {
+    vc[dst + li] = bitcast<u32>(vs[li]);
+    if ((li & 3u) == 0u) {
+      kc[dst / 4u + li / 4u] = bitcast<vec4<u32>>(ks[li / 4u]);
+    }
+  }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_invocation_id) sli: u32, @builtin(subgroup_size) sgs: u32) {
@@ -165,11 +220,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
   if (FUSE_ROPE == 1u && z == p.splits - 1u && h % (p.H / p.KVH) == 0u && dl) {
-    let dst = kv_row(pos, kvh);
-    vc[dst + li] = vs[li];
-    if ((li & 3u) == 0u) {
-      kc[dst / 4u + li / 4u] = k4;
-    }
+    append_kv(li, kv_row(pos, kvh));
   }
 
   let nsg = WG / sgs;
@@ -192,10 +243,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           s += dot(qf[d4], ks[d4]);
         }
       } else {
-        let kb4 = kv_row(j, kvh) / 4u;
-        for (var d4 = sli; d4 < D4; d4 += sgs) {
-          s += dot(qf[d4], kc[kb4 + d4]);
-        }
+        s = key_dot(kv_row(j, kvh), sli, sgs);
       }
       s = subgroupAdd(s);
       if (sli == 0u) {
@@ -216,7 +264,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (jk == pos && FUSE_ROPE == 1u) {
           v = vs[li];
         } else {
-          v = vc[kv_row(jk, kvh) + li];
+          v = value(kv_row(jk, kvh) + li);
         }
         a += e * v;
       }

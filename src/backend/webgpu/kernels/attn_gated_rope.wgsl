@@ -5,12 +5,19 @@
 // the artifact stores as Qwen's 1 + w), the first R dims rotated with NEOX
 // RoPE (pairs i, i + R/2; cos/sin tables [position][R/2]), dims R..D only
 // normalised. q goes to qo [n][H][D]; k and v are appended to the caches
-// [position][KVH][D] (f32). One workgroup per (head slot, token): grid x =
+// [position][KVH][D]. One workgroup per (head slot, token): grid x =
 // H + 2*KVH (q heads, k heads, v heads), y = n. WG is a power of two.
+// KV16 = 1: the caches hold f16 pairs packed in u32 words (element e of the
+// f32 layout is half e & 1 of word e >> 1; pack2x16float, no `enable f16`),
+// D % 8 == 0; a k row is built in workgroup memory and packed by word, so no
+// two threads write halves of one word. KV16 = 0: f32 (the words are f32 bits).
 // stage (useFusedQKVSplitQKNormRoPE off runs the steps as two dispatches):
 // 0 all of it; 1 split + norm only (no rotation); 2 only the rotation, in
 // place on qo and on the cached k at each token's position (v heads idle).
 override WG: u32 = 64;
+override KV16: u32 = 0u;
+
+const MAXD: u32 = 256u;
 
 struct Params {
   n: u32,
@@ -29,11 +36,27 @@ struct Params {
 @group(0) @binding(3) var<storage, read> cosv: array<f32>;
 @group(0) @binding(4) var<storage, read> sinv: array<f32>;
 @group(0) @binding(5) var<storage, read_write> qo: array<f32>;
-@group(0) @binding(6) var<storage, read_write> kc: array<f32>;
-@group(0) @binding(7) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(6) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(7) var<storage, read_write> vc: array<u32>;
 @group(0) @binding(8) var<uniform> p: Params;
 
 var<workgroup> red: array<f32, WG>;
+var<workgroup> kr: array<f32, MAXD>; // KV16: a k row before packing
+
+// Element e of a cache (KV16: one half of a packed word).
+fn kc_get(e: u32) -> f32 {
+  if (KV16 == 1u) {
+    return unpack2x16float(kc[e >> 1u])[e & 1u];
+  }
+  return bitcast<f32>(kc[e]);
+}
+
+// KV16: packs kr[0..D) into the k row at element dst (even), a word per thread.
+fn kc_put_row(li: u32, dst: u32) {
+  for (var w = li; w < p.D / 2u; w += WG) {
+    kc[dst / 2u + w] = pack2x16float(vec2<f32>(kr[2u * w], kr[2u * w + 1u]));
+  }
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -60,6 +83,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     } else {
       b0 = (pos * p.KVH + (hh - p.H)) * D;
     }
+    if (KV16 == 1u && !isq) {
+      // The pair partners i, i + R/2 sit in different words: rotate the
+      // whole row in workgroup memory, then pack it back.
+      for (var d = li; d < D; d += WG) {
+        kr[d] = kc_get(b0 + d);
+      }
+      workgroupBarrier();
+      for (var i = li; i < half; i += WG) {
+        let c = cosv[pos * half + i];
+        let s = sinv[pos * half + i];
+        let a = kr[i];
+        let b = kr[i + half];
+        kr[i] = a * c - b * s;
+        kr[i + half] = b * c + a * s;
+      }
+      workgroupBarrier();
+      kc_put_row(li, b0);
+      return;
+    }
     for (var i = li; i < half; i += WG) {
       let c = cosv[pos * half + i];
       let s = sinv[pos * half + i];
@@ -69,18 +111,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         qo[b0 + i] = a * c - b * s;
         qo[b0 + i + half] = b * c + a * s;
       } else {
-        let a = kc[b0 + i];
-        let b = kc[b0 + i + half];
-        kc[b0 + i] = a * c - b * s;
-        kc[b0 + i + half] = b * c + a * s;
+        let a = bitcast<f32>(kc[b0 + i]);
+        let b = bitcast<f32>(kc[b0 + i + half]);
+        kc[b0 + i] = bitcast<u32>(a * c - b * s);
+        kc[b0 + i + half] = bitcast<u32>(b * c + a * s);
       }
     }
     return;
   }
   if (hh >= p.H + p.KVH) {
     let dst = (pos * p.KVH + (hh - p.H - p.KVH)) * D;
-    for (var d = li; d < D; d += WG) {
-      vc[dst + d] = qkv[src + d];
+    if (KV16 == 1u) {
+      for (var w = li; w < D / 2u; w += WG) {
+        vc[dst / 2u + w] = pack2x16float(vec2<f32>(qkv[src + 2u * w], qkv[src + 2u * w + 1u]));
+      }
+    } else {
+      for (var d = li; d < D; d += WG) {
+        vc[dst + d] = bitcast<u32>(qkv[src + d]);
+      }
     }
     return;
   }
@@ -138,8 +186,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     if (isq) {
       qo[dst + i] = r;
+    } else if (KV16 == 1u) {
+      kr[i] = r;
     } else {
-      kc[dst + i] = r;
+      kc[dst + i] = bitcast<u32>(r);
     }
+  }
+  if (KV16 == 1u && !isq) {
+    workgroupBarrier();
+    kc_put_row(li, dst);
   }
 }
