@@ -111,52 +111,9 @@ static int qcompare(qpair *p, const qbuf *b, size_t n, double tol, const char *w
   return ok;
 }
 
-/* IEEE half bits to float. */
-static float half_to_float(uint16_t h) {
-  int e = (h >> 10) & 31, m = h & 1023;
-  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-/* Like qcompare, for a packed-f16 cache on the GPU side (n halves in the
- * first n/2 words; element e is half e & 1 of word e >> 1) against the
- * CPU's f32 cache. */
+/* Like qcompare, for a packed-f16 cache on the GPU side (tests/webgpu_fixture.h). */
 static int qcompare_kv16(qpair *p, const qbuf *b, size_t n, double tol, const char *what, char *err, size_t cap) {
-  float *x = malloc(sizeof(float) * n), *w = malloc(sizeof(float) * (n / 2 + 1));
-  int ok = x && w;
-  if (ok) {
-    p->cpu->buf_read(p->cpu, b->c, 0, n, x);
-    p->gpu->buf_read(p->gpu, b->g, 0, n / 2, w);
-    if (p->gpu->sync(p->gpu)) {
-      snprintf(err, cap, "%s: %s", what, wisp_last_error());
-      ok = 0;
-    }
-  }
-  double mx = 0, worst = 0;
-  size_t wi = 0;
-  float wy = 0;
-  for (size_t i = 0; ok && i < n; i++) mx = fmax(mx, fabs(x[i]));
-  for (size_t i = 0; ok && i < n; i++) {
-    uint32_t u;
-    memcpy(&u, &w[i / 2], 4);
-    float y = half_to_float((uint16_t)(i & 1 ? u >> 16 : u & 0xFFFF));
-    double e = fabs((double)y - x[i]);
-    if (!(e <= worst)) {
-      worst = isnan(e) ? INFINITY : e;
-      wi = i;
-      wy = y;
-    }
-  }
-  double rel = mx > 0 ? worst / mx : worst;
-  if (ok && rel > g_qworst) g_qworst = rel;
-  if (ok && !(rel <= tol)) {
-    snprintf(err, cap, "%s (f16): [%zu] gpu %.9g cpu %.9g, error %.3g of max|ref| %.4g (tol %g)", what, wi, wy, x[wi],
-             rel, mx, tol);
-    ok = 0;
-  }
-  free(x);
-  free(w);
-  return ok;
+  return test_compare_kv16(p->cpu, b->c, p->gpu, b->g, n, tol, what, &g_qworst, err, cap);
 }
 
 static wisp_vector qvec(qpair *p, int n, uint64_t *seed, float base, float spread) {

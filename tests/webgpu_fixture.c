@@ -1,6 +1,8 @@
 /* See webgpu_fixture.h. */
 #include "webgpu_fixture.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,3 +47,50 @@ uint32_t test_rand_u32(uint64_t *s) {
 }
 
 float test_rand_float(uint64_t *s) { return (float)((double)test_rand_u32(s) / 2147483648.0 - 1.0); }
+
+/* IEEE half bits to float. */
+static float half_to_float(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+int test_compare_kv16(wisp_backend *cpu, const wisp_buf *c, wisp_backend *gpu, const wisp_buf *g, size_t n, double tol,
+                      const char *what, double *worst_rel, char *err, size_t cap) {
+  float *x = malloc(sizeof(float) * n), *w = malloc(sizeof(float) * (n / 2 + 1));
+  int ok = x && w;
+  if (!ok) snprintf(err, cap, "%s: out of memory", what);
+  if (ok) {
+    cpu->buf_read(cpu, c, 0, n, x);
+    gpu->buf_read(gpu, g, 0, n / 2, w);
+    if (gpu->sync(gpu)) {
+      snprintf(err, cap, "%s: read: %s", what, wisp_last_error());
+      ok = 0;
+    }
+  }
+  double mx = 0, worst = 0;
+  size_t wi = 0;
+  float wy = 0;
+  for (size_t i = 0; ok && i < n; i++) mx = fmax(mx, fabs(x[i]));
+  for (size_t i = 0; ok && i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &w[i / 2], 4);
+    float y = half_to_float((uint16_t)(i & 1 ? u >> 16 : u & 0xFFFF));
+    double e = fabs((double)y - x[i]);
+    if (!(e <= worst)) {
+      worst = isnan(e) ? INFINITY : e;
+      wi = i;
+      wy = y;
+    }
+  }
+  double rel = mx > 0 ? worst / mx : worst;
+  if (ok && rel > *worst_rel) *worst_rel = rel;
+  if (ok && !(rel <= tol)) {
+    snprintf(err, cap, "%s (f16): [%zu] gpu %.9g cpu %.9g, error %.3g of max|ref| %.4g (tol %g)", what, wi, wy, x[wi],
+             rel, mx, tol);
+    ok = 0;
+  }
+  free(x);
+  free(w);
+  return ok;
+}

@@ -8,6 +8,7 @@
 #ifndef WISP_TEST_WEBGPU_FIXTURE_H
 #define WISP_TEST_WEBGPU_FIXTURE_H
 
+#include "backend/backend.h"
 #include "backend/webgpu/wgpu_device.h"
 #include "test.h"
 
@@ -18,6 +19,13 @@ int test_webgpu_required(void);
 /* Deterministic random numbers for the tests. */
 uint32_t test_rand_u32(uint64_t *state);
 float test_rand_float(uint64_t *state); /* uniform in [-1, 1) */
+
+/* Compares a packed-f16 KV cache on the GPU (n halves in the first n/2
+ * words; element e is half e & 1 of word e >> 1) with the CPU's f32 cache:
+ * 1 when the worst error is within tol of max|cpu|; *worst_rel keeps the
+ * largest relative error seen; otherwise err names the worst element. */
+int test_compare_kv16(wisp_backend *cpu, const wisp_buf *c, wisp_backend *gpu, const wisp_buf *g, size_t n, double tol,
+                      const char *what, double *worst_rel, char *err, size_t cap);
 
 #define WEBGPU_OR_SKIP(d)                                                          \
   wisp_wgpu_device *d = test_webgpu();                                             \
