@@ -58,6 +58,8 @@ fn kc_put_row(li: u32, dst: u32) {
   }
 }
 
+// #include "kv_store.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let hh = wid.x;
@@ -121,15 +123,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   if (hh >= p.H + p.KVH) {
     let dst = (pos * p.KVH + (hh - p.H - p.KVH)) * D;
-    if (KV16 == 1u) {
-      for (var w = li; w < D / 2u; w += WG) {
-        vc[dst / 2u + w] = pack2x16float(vec2<f32>(qkv[src + 2u * w], qkv[src + 2u * w + 1u]));
-      }
-    } else {
-      for (var d = li; d < D; d += WG) {
-        vc[dst + d] = bitcast<u32>(qkv[src + d]);
-      }
-    }
+    store_value_row(li, dst, src);
     return;
   }
   var ss = 0.0;
