@@ -12,6 +12,7 @@
  * returned by the next `sync`, and later ops are skipped until then. */
 #include "backend/webgpu/wgpu_backend.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -85,6 +86,7 @@ typedef struct {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
+  wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
   uint64_t max_binding;
   /* recording */
   wisp_wgpu_batch batch;
@@ -495,10 +497,11 @@ static uint32_t matvec_lanes(const wgpu_backend *g, uint32_t wg) {
   return lg < wg ? lg : wg;
 }
 
-/* matvec.wgsl / matvec_conv.wgsl's XN: the input's vec4s when they fit the
- * workgroup memory beside the kernel's own arrays (own_bytes) so that each
- * workgroup stages x' once (matvec_common.wgsli), else 1 (read from global
- * memory). WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
+/* XN of the one-token products (matvec, matvec_conv, q4k_matvec,
+ * q4k_fused): the input's vec4s when they fit the workgroup memory beside
+ * the kernel's own arrays (own_bytes) so that each workgroup stages x' once
+ * (matvec_common.wgsli), else 1 (read from global memory).
+ * WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
 static uint32_t staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_bytes) {
   const uint64_t bytes = (uint64_t)cols * 4 + own_bytes + 64;
   if (g->no_xstage || cols % 4 || cols < 8 || bytes > g->d->info.max_compute_workgroup_storage_size) return 1;
@@ -1263,10 +1266,12 @@ static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   out->max_shared_bytes = (int)i->max_compute_workgroup_storage_size;
 }
 
-static void env_pair(const char *name, uint32_t *a, uint32_t *b) {
+/* A tuning override "AxB" from the environment, taken when both are
+ * positive and at most max. */
+static void env_pair(const char *name, uint32_t *a, uint32_t *b, unsigned max) {
   const char *v = getenv(name);
   unsigned x, y;
-  if (v && sscanf(v, "%ux%u", &x, &y) == 2 && x && y) {
+  if (v && sscanf(v, "%ux%u", &x, &y) == 2 && x && y && x <= max && y <= max) {
     *a = x;
     *b = y;
   }
@@ -1330,10 +1335,13 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->env_geometry = getenv("WISP_WEBGPU_MATVEC") != NULL;
   const char *xst = getenv("WISP_WEBGPU_XSTAGE");
   g->no_xstage = xst && !strcmp(xst, "0");
-  env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows);
+  env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows, UINT_MAX);
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
-  env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn);
+  env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0};
+  env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
+  env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
   if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
       g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) || g->mm_tm % 4 || g->mm_tn % 4 ||
       (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup) {
@@ -1461,6 +1469,10 @@ const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be) { return &
 int wisp_wgpu_int_fuse(wisp_backend *be) { return as_g(be)->fuse; }
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be) { return as_g(be)->fuse_argmax; }
 int wisp_wgpu_int_kv16(wisp_backend *be) { return as_g(be)->kv16; }
+const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be) { return &as_g(be)->q4k_tune; }
+uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_bytes) {
+  return staged_vec4s(as_g(be), cols, own_bytes);
+}
 WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count) {
   wgpu_backend *g = as_g(be);
   if (!scratch(g, &g->amax, (uint64_t)count * 8, (uint64_t)count * 8, "wisp argmax partials")) return NULL;

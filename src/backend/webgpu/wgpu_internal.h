@@ -48,6 +48,17 @@ int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *r
 const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be);
 int wisp_wgpu_int_fuse(wisp_backend *be);        /* 0: WISP_WEBGPU_FUSE=0 / no_fuse */
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion allowed */
+/* Tuning overrides of the Q4_K decode geometries, read once from the
+ * environment at backend creation: WISP_WEBGPU_Q4K_MATVEC=WGxROWS (default
+ * 128x2), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset). */
+typedef struct {
+  uint32_t mv_wg, mv_rows, fused_cols, fused_tpc;
+} wisp_wgpu_q4k_tuning;
+const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be);
+/* XN of a one-token product kernel that stages its input (cols columns,
+ * own_bytes of its own workgroup arrays): cols / 4, or 1 when it does not fit
+ * or staging is off. */
+uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_bytes);
 /* 1: KV caches hold packed f16 pairs (kv_buf_new; WISP_WEBGPU_KV=f16, kv_f16, the plan's kv f16). */
 int wisp_wgpu_int_kv16(wisp_backend *be);
 /* The argmax partials buffer, grown to `count` pairs (the next sample reads that many); NULL on failure. */

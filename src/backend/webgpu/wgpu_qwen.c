@@ -61,17 +61,6 @@ void wisp_wgpu_qwen_free(wisp_backend *be) {
 
 static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 
-/* A tuning override "AxB" from the environment (only when both are
- * positive); c, when given, becomes A * B. */
-static void env_geometry(const char *name, uint32_t *a, uint32_t *b, uint32_t *c) {
-  const char *v = getenv(name);
-  unsigned x, y;
-  if (v && sscanf(v, "%ux%u", &x, &y) == 2 && x && y && x <= 1024 && y <= 1024) {
-    *a = x;
-    *b = y;
-    if (c) *c = x * y;
-  }
-}
 static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 0}; }
 
 /* ---- gated attention ---- */
@@ -306,17 +295,10 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
 
 /* ---- Q4_K products ---- */
 
-/* q4k_matvec.wgsl / q4k_fused.wgsl's XN: the input's vec4s when they fit
- * the workgroup memory beside the kernels' own arrays (q4k_fused: 4 KiB at
- * its largest workgroup; q4k_matvec: far less at its default geometry; 8 KiB
- * is kept for them), so that each workgroup stages x once; else 1 (read
- * from global memory). WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
-static uint32_t q4k_staged_vec4s(wisp_backend *be, int cols) {
-  const char *e = getenv("WISP_WEBGPU_XSTAGE");
-  const uint64_t bytes = (uint64_t)cols * 4 + 8192;
-  if ((e && !strcmp(e, "0")) || bytes > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size) return 1;
-  return (uint32_t)cols / 4;
-}
+/* q4k_matvec.wgsl / q4k_fused.wgsl's XN (wisp_wgpu_int_staged_vec4s): room
+ * kept for the kernels' own arrays (q4k_fused: 4 KiB at its largest
+ * workgroup; q4k_matvec: far less at its default geometry). */
+#define Q4K_OWN_BYTES 8192
 
 #define SIMD16 "fused_matmul_q4_metal_simd16"
 
@@ -398,8 +380,8 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
   } else {
     const int sg = wisp_wgpu_int_subgroups(be);
     file = sg ? "q4k_matvec" : "q4k_matvec_nosg";
-    uint32_t wg = sg ? 128 : 64, rows = sg ? 2 : 4;
-    if (sg) env_geometry("WISP_WEBGPU_Q4K_MATVEC", &wg, &rows, NULL); /* tuning: WGxROWS */
+    const wisp_wgpu_q4k_tuning *tune = wisp_wgpu_int_q4k_tuning(be);
+    const uint32_t wg = sg ? tune->mv_wg : 64, rows = sg ? tune->mv_rows : 4;
     c[0] = (wisp_wgpu_const){"WG", wg};
     c[1] = (wisp_wgpu_const){"ROWS", rows};
     nc = 2;
@@ -407,7 +389,7 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     if (sg) { /* q4k_matvec.wgsl: WG / LG lane groups of ROWS rows */
       uint32_t lg = wisp_wgpu_int_subgroup_max(be) > 32 ? wisp_wgpu_int_subgroup_max(be) : 32;
       c[2] = (wisp_wgpu_const){"LG", lg};
-      c[3] = (wisp_wgpu_const){"XN", q4k_staged_vec4s(be, W->cols)};
+      c[3] = (wisp_wgpu_const){"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)};
       nc = 4;
       rows_wg = (wg / lg) * rows;
     }
@@ -435,9 +417,14 @@ typedef struct {
 
 /* Geometry for a q4k_fused dispatch: explicit (wg/cols/tpc, 0 = unset), else the matrix's
  * simd16 choice (profile constants), else 256 / 16 / 16 / full blocks. */
-static qgeo geo_of(const wisp_matrix *W, int wg, int cols, int tpc, int full) {
+static qgeo geo_of(wisp_backend *be, const wisp_matrix *W, int wg, int cols, int tpc, int full) {
   qgeo g = {256, 16, 16, 1};
-  env_geometry("WISP_WEBGPU_Q4K_FUSED", &g.cols, &g.tpc, &g.wg); /* tuning: COLSxTPC */
+  const wisp_wgpu_q4k_tuning *tune = wisp_wgpu_int_q4k_tuning(be);
+  if (tune->fused_cols) { /* WISP_WEBGPU_Q4K_FUSED=COLSxTPC */
+    g.cols = tune->fused_cols;
+    g.tpc = tune->fused_tpc;
+    g.wg = g.cols * g.tpc;
+  }
   const wisp_kernel_choice *ch = &W->choice[WISP_PHASE_DECODE];
   if (is_simd16(ch->variant)) {
     if (ch->subgroups_per_row) g.tpc = (uint32_t)ch->subgroups_per_row;
@@ -474,7 +461,7 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                           {"THREADS_PER_COL", g.tpc},
                           {"USE_FULL_BLOCK_FAST_PATH", g.full ? 1 : 0},
                           {"ARGMAX", amax ? 1 : 0},
-                          {"XN", q4k_staged_vec4s(be, W->cols)}};
+                          {"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, 6);
   const int pre = pd->nx != NULL;
   int row0, prow;
@@ -513,7 +500,7 @@ void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_
     return;
   }
   if (nx) {
-    rec_q4k_fused(be, q, W, 0, W->rows, &pd, accumulate, 0, NULL, NULL, 0, geo_of(W, 0, 0, 0, -1));
+    rec_q4k_fused(be, q, W, 0, W->rows, &pd, accumulate, 0, NULL, NULL, 0, geo_of(be, W, 0, 0, 0, -1));
     return;
   }
   wisp_wgpu_q4k_matmul(be, W, x, x_row0, n, y, accumulate);
@@ -524,7 +511,7 @@ void wisp_wgpu_qwen_emit(wisp_backend *be) {
   if (!q || !q->pend.active) return;
   q4k_pend pd = q->pend;
   q->pend.active = 0;
-  if (pd.nx) rec_q4k_fused(be, q, pd.W, 0, pd.W->rows, &pd, 0, 0, NULL, NULL, 0, geo_of(pd.W, 0, 0, 0, -1));
+  if (pd.nx) rec_q4k_fused(be, q, pd.W, 0, pd.W->rows, &pd, 0, 0, NULL, NULL, 0, geo_of(be, pd.W, 0, 0, 0, -1));
   else wisp_wgpu_q4k_matmul(be, pd.W, pd.x, 0, 1, pd.y, 0);
 }
 
@@ -541,7 +528,7 @@ int wisp_wgpu_qwen_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, 
   q4k_pend pd = q->pend;
   q->pend.active = 0;
   rec_q4k_fused(be, q, pd.W, 0, ffn, &pd, 0, ffn, out, NULL, 0,
-                geo_of(pd.W, s->ffn_wg, s->ffn_cols, s->ffn_tpc, s->ffn_full_block));
+                geo_of(be, pd.W, s->ffn_wg, s->ffn_cols, s->ffn_tpc, s->ffn_full_block));
   return 1;
 }
 
@@ -554,7 +541,7 @@ int wisp_wgpu_qwen_head_argmax(wisp_backend *be, const wisp_buf *logits, int voc
     return 0;
   q4k_pend pd = q->pend;
   q->pend.active = 0;
-  qgeo g = geo_of(pd.W, 0, s->head_cols ? s->head_cols : 128, s->head_tpc ? s->head_tpc : 2, s->head_full_block);
+  qgeo g = geo_of(be, pd.W, 0, s->head_cols ? s->head_cols : 128, s->head_tpc ? s->head_tpc : 2, s->head_full_block);
   uint64_t total = 0;
   int row0, prow;
   WGPUBuffer wb;
@@ -578,7 +565,7 @@ static void deltanet_in_proj(wisp_backend *be, qwen_state *q, const wisp_deltane
   if (!s->lin_qkvz || !s->lin_ab) cut[nc++] = 2 * K + 2 * V;
   if (!s->lin_ab) cut[nc++] = 2 * K + 2 * V + a->v_heads;
   cut[nc++] = pd.W->rows;
-  qgeo g = geo_of(pd.W, 0, 0, 0, -1);
+  qgeo g = geo_of(be, pd.W, 0, 0, 0, -1);
   if (nc == 2 && !pd.nx) { /* one product, nothing fused: the matrix's own kernel choice */
     wisp_wgpu_q4k_matmul(be, pd.W, pd.x, 0, 1, pd.y, 0);
     return;
