@@ -86,6 +86,7 @@ typedef struct {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
+  int prefetch;     /* weight loads issued ahead in the one-token products (PF; WISP_WEBGPU_PREFETCH=0: off) */
   wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
   uint64_t max_binding;
   /* recording */
@@ -800,8 +801,9 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
    * order across the parts; g->amax_count is their number. */
   /* matvec.wgsl's own workgroup arrays: partial, inv_s, am_v / am_i */
   const uint64_t mv_own = ((uint64_t)(wg / lg) * rows * (lg / 4) + wg / 4 + 1) * 4 + (uint64_t)(wg / lg) * rows * 8;
-  wisp_wgpu_const c[6] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
-                          {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols, mv_own)}};
+  wisp_wgpu_const c[7] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
+                          {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols, mv_own)},
+                          {"PF", (double)g->prefetch}};
   uint32_t part_off = 0;
   if (argmax) {
     uint64_t total = 0;
@@ -809,7 +811,7 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
     if (!scratch(g, &g->amax, total * 8, total * 8, "wisp argmax partials")) return;
     g->amax_count = (uint32_t)total;
   }
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 6 : 4);
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 7 : 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
@@ -924,9 +926,10 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
     /* matvec_conv.wgsl's own workgroup arrays: res, partial, inv_s */
     const uint32_t cl = matvec_lanes(g, g->mv_wg);
     const uint64_t conv_own = ((uint64_t)g->conv_rows * (1 + cl / 4) + g->mv_wg / 4 + 1) * 4;
-    wisp_wgpu_const c[5] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
-                            {"LG", cl},       {"XN", staged_vec4s(g, w->cols, conv_own)}};
-    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 5 : 3);
+    wisp_wgpu_const c[6] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
+                            {"LG", cl},       {"XN", staged_vec4s(g, w->cols, conv_own)},
+                            {"PF", (double)g->prefetch}};
+    wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 6 : 3);
     struct {
       uint32_t rows, cols, y_off, x_off, acc;
       float eps;
@@ -1335,11 +1338,13 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->env_geometry = getenv("WISP_WEBGPU_MATVEC") != NULL;
   const char *xst = getenv("WISP_WEBGPU_XSTAGE");
   g->no_xstage = xst && !strcmp(xst, "0");
+  const char *pf = getenv("WISP_WEBGPU_PREFETCH");
+  g->prefetch = !(pf && !strcmp(pf, "0"));
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows, UINT_MAX);
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
-  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0};
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0, g->prefetch};
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
   env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
   if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||

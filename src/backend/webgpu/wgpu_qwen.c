@@ -356,7 +356,7 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     return;
   }
   const char *file;
-  wisp_wgpu_const c[4];
+  wisp_wgpu_const c[5];
   int nc;
   uint32_t rows_wg;
   if (is_simd16(ch->variant)) {
@@ -390,7 +390,8 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
       uint32_t lg = wisp_wgpu_int_subgroup_max(be) > 32 ? wisp_wgpu_int_subgroup_max(be) : 32;
       c[2] = (wisp_wgpu_const){"LG", lg};
       c[3] = (wisp_wgpu_const){"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)};
-      nc = 4;
+      c[4] = (wisp_wgpu_const){"PF", tune->prefetch};
+      nc = 5;
       rows_wg = (wg / lg) * rows;
     }
   }
@@ -456,13 +457,14 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                        "%u (a power of two), at most 256", g.wg, g.cols, g.tpc);
     return part_off;
   }
-  wisp_wgpu_const c[6] = {{"WORKGROUP_SIZE", g.wg},
+  wisp_wgpu_const c[7] = {{"WORKGROUP_SIZE", g.wg},
                           {"COLS_PER_WG", g.cols},
                           {"THREADS_PER_COL", g.tpc},
                           {"USE_FULL_BLOCK_FAST_PATH", g.full ? 1 : 0},
                           {"ARGMAX", amax ? 1 : 0},
-                          {"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)}};
-  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, 6);
+                          {"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)},
+                          {"PF", wisp_wgpu_int_q4k_tuning(be)->prefetch}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, 7);
   const int pre = pd->nx != NULL;
   int row0, prow;
   WGPUBuffer wb;

@@ -39,6 +39,7 @@ override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
 override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
+override PF: u32 = 1u;     // 1: weight loads issued ahead (see main), 0: in place
 
 struct Params {
   rows: u32,
@@ -93,25 +94,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   for (var r = 0u; r < ROWS; r++) {
     acc[r] = 0.0;
   }
+  // Software pipelining of the weight loads (they never depend on the
+  // input): the lane's first unit is loaded before the input is staged, so
+  // the two memory round trips overlap instead of queueing, and each
+  // iteration issues the next unit's loads before it computes. A one-token
+  // product is a few microseconds of latency, not of bandwidth.
+  var wu: array<WUnit, MAXR>;
+  if (PF == 1u && lane < units) {
+    for (var r = 0u; r < ROWS; r++) {
+      if (row0 + r < p.rows) {
+        wu[r] = load_unit(row0 + r, lane);
+      }
+    }
+  }
   var staged_ss = 0.0;
   if (XN > 1u) {
     staged_ss = stage_input(li);
   }
   var xs: array<vec4<f32>, 8>;
   for (var u = lane; u < units; u += LG) {
-    var xsum = 0.0;
-    if (QT == 0u) {
-      xs[0] = xget(u);
-    } else {
-      for (var i = 0u; i < 8u; i++) {
-        xs[i] = xget(u * 8u + i);
-        xsum += dot(xs[i], vec4<f32>(1.0));
-      }
-    }
+    let xsum = unit_input(u, &xs);
     for (var r = 0u; r < ROWS; r++) {
       let row = row0 + r;
       if (row < p.rows) {
-        acc[r] += unit_dot(row, u, &xs, xsum);
+        if (PF == 1u) {
+          let cur = wu[r];
+          if (u + LG < units) {
+            wu[r] = load_unit(row, u + LG);
+          }
+          acc[r] += unit_dot(cur, &xs, xsum);
+        } else {
+          acc[r] += unit_dot(load_unit(row, u), &xs, xsum);
+        }
       }
     }
   }

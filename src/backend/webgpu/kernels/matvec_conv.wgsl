@@ -19,6 +19,7 @@ override ROWS: u32 = 12; // rows per workgroup, a multiple of 3, <= WG, <= 16 * 
 override LG: u32 = 32;   // lanes per group: a multiple of the subgroup size
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
+override PF: u32 = 1u;   // 1: weight loads issued ahead (matvec.wgsl), 0: in place
 override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 
 struct Params {
@@ -113,27 +114,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   for (var k = 0u; k < RG; k++) {
     acc[k] = 0.0;
   }
+  // Weight loads issued ahead, as in matvec.wgsl: the first unit's before
+  // the input is staged, then each iteration the next unit's before the
+  // arithmetic.
+  var wu: array<WUnit, MAXR>;
+  if (PF == 1u && lane < units) {
+    for (var k = 0u; k < RG; k++) {
+      let r = grp + k * ng;
+      if (r < ROWS) {
+        let row = row_of(wg_id, r);
+        if (row != 0xFFFFFFFFu) {
+          wu[k] = load_unit(row, lane);
+        }
+      }
+    }
+  }
   var staged_ss = 0.0;
   if (XN > 1u) {
     staged_ss = stage_input(li);
   }
   var xs: array<vec4<f32>, 8>;
   for (var u = lane; u < units; u += LG) {
-    var xsum = 0.0;
-    if (QT == 0u) {
-      xs[0] = xget(u);
-    } else {
-      for (var i = 0u; i < 8u; i++) {
-        xs[i] = xget(u * 8u + i);
-        xsum += dot(xs[i], vec4<f32>(1.0));
-      }
-    }
+    let xsum = unit_input(u, &xs);
     for (var k = 0u; k < RG; k++) {
       let r = grp + k * ng;
       if (r < ROWS) {
         let row = row_of(wg_id, r);
         if (row != 0xFFFFFFFFu) {
-          acc[k] += unit_dot(row, u, &xs, xsum);
+          if (PF == 1u) {
+            let cur = wu[k];
+            if (u + LG < units) {
+              wu[k] = load_unit(row, u + LG);
+            }
+            acc[k] += unit_dot(cur, &xs, xsum);
+          } else {
+            acc[k] += unit_dot(load_unit(row, u), &xs, xsum);
+          }
         }
       }
     }

@@ -20,6 +20,7 @@ override COLS_PER_WG: u32 = 16;
 override THREADS_PER_COL: u32 = 16; // a power of two
 override USE_FULL_BLOCK_FAST_PATH: bool = true;
 override ARGMAX: u32 = 0u;
+override PF: u32 = 1u; // 1: weight loads issued ahead (rows_part), 0: in place
 override XN: u32 = 1u; // > 1: x' staged in workgroup memory, XN = cols / 4 (as q4k_matvec.wgsl)
 
 // Q4_K layout (src/format/tensor.h): a row is cols/256 super-blocks of 144
@@ -80,10 +81,34 @@ fn xget(i: u32) -> vec4<f32> {
   return xv(i);
 }
 
-// Unit u of bound rows r0 and (two) r1 times x': the input vectors are
-// loaded once for both rows, and both rows' quant loads are issued before
-// either is used (the unit layout: q4k_common.wgsli).
-fn unit_dot2(r0: u32, r1: u32, two: bool, u: u32) -> vec2<f32> {
+// Units per lane step: with the full-block path a lane takes whole
+// super-blocks (8 units) at a time, else one unit.
+fn units_per_step() -> u32 {
+  if (USE_FULL_BLOCK_FAST_PATH && p.cols / 256u >= THREADS_PER_COL) {
+    return 8u;
+  }
+  return 1u;
+}
+
+// The weights of unit u of bound rows r0 and (two) r1.
+struct Pair {
+  a: QUnit,
+  b: QUnit,
+}
+
+fn load_pair(r0: u32, r1: u32, two: bool, u: u32) -> Pair {
+  let rw = (p.cols / 256u) * 9u;
+  var pr: Pair;
+  pr.a = q4k_load(r0 * rw, u);
+  if (two) {
+    pr.b = q4k_load(r1 * rw, u);
+  }
+  return pr;
+}
+
+// Unit u's weights pr times x': the input vectors are loaded once for both
+// rows (the unit layout: q4k_common.wgsli).
+fn pair_dot(pr: Pair, two: bool, u: u32) -> vec2<f32> {
   let xo4 = q4k_unit_x(u) / 4u;
   var xs: array<vec4<f32>, 8>;
   var sx = vec2<f32>(0.0);
@@ -92,29 +117,45 @@ fn unit_dot2(r0: u32, r1: u32, two: bool, u: u32) -> vec2<f32> {
     xs[k + 4u] = xget(xo4 + 8u + k);
     sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
   }
-  let rw = (p.cols / 256u) * 9u;
-  var r = vec2<f32>(q4k_unit(r0 * rw, u, &xs, sx), 0.0);
+  var r = vec2<f32>(q4k_dot(pr.a, u, &xs, sx), 0.0);
   if (two) {
-    r.y = q4k_unit(r1 * rw, u, &xs, sx);
+    r.y = q4k_dot(pr.b, u, &xs, sx);
   }
   return r;
 }
 
-// One lane's share of bound rows r0 and (two) r1: 32-element units, lanes
-// strided; with the full-block path a lane takes whole super-blocks (8
-// units) at a time.
-fn rows_part(r0: u32, r1: u32, two: bool, lane: u32) -> vec2<f32> {
-  let nsb = p.cols / 256u;
-  var upc = 1u;
-  if (USE_FULL_BLOCK_FAST_PATH && nsb >= THREADS_PER_COL) {
-    upc = 8u;
-  }
-  let nch = 8u * nsb / upc;
+// One lane's share of bound rows r0 and (two) r1: the lane's units in
+// order (steps of units_per_step() units, lanes strided by step), first
+// holding the weights of its first unit (loaded by the caller before the
+// input was staged). Each unit's successor is loaded before the unit's
+// arithmetic, so a load is always in flight (PF 1).
+fn rows_part(r0: u32, r1: u32, two: bool, lane: u32, first: Pair) -> vec2<f32> {
+  let upc = units_per_step();
+  let nch = 8u * (p.cols / 256u) / upc;
   var acc = vec2<f32>(0.0);
-  for (var ch = lane; ch < nch; ch += THREADS_PER_COL) {
-    for (var k = 0u; k < upc; k++) {
-      acc += unit_dot2(r0, r1, two, ch * upc + k);
+  var cur = first;
+  var ch = lane;
+  var k = 0u;
+  while (ch < nch) {
+    let u = ch * upc + k;
+    var ch2 = ch;
+    var k2 = k + 1u;
+    if (k2 == upc) {
+      k2 = 0u;
+      ch2 = ch + THREADS_PER_COL;
     }
+    if (PF == 1u) {
+      var nxt = cur;
+      if (ch2 < nch) {
+        nxt = load_pair(r0, r1, two, ch2 * upc + k2);
+      }
+      acc += pair_dot(cur, two, u);
+      cur = nxt;
+    } else {
+      acc += pair_dot(load_pair(r0, r1, two, u), two, u);
+    }
+    ch = ch2;
+    k = k2;
   }
   return acc;
 }
@@ -124,6 +165,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) li: u32) {
   let wg_id = wid.x + wid.y * nwg.x;
   let n4 = p.cols / 4u;
+  let lane = li % THREADS_PER_COL;
+  let col = li / THREADS_PER_COL;
+  let r = wg_id * COLS_PER_WG + col;
+  let valid = r < p.rows && col < COLS_PER_WG;
+  // The lane's first weights, loaded before the input is staged (they do
+  // not depend on it): the two memory round trips overlap.
+  var first: Pair;
+  if (PF == 1u && valid && lane * units_per_step() < 8u * (p.cols / 256u)) {
+    first = load_pair(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane * units_per_step());
+  }
   var ss = 0.0; // sum(x^2) share for pre 1
   if (XN > 1u) {
     for (var i = li; i < n4; i += WORKGROUP_SIZE) {
@@ -137,14 +188,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
   }
-  let lane = li % THREADS_PER_COL;
-  let col = li / THREADS_PER_COL;
-  let r = wg_id * COLS_PER_WG + col;
-  let valid = r < p.rows && col < COLS_PER_WG;
   var a0 = 0.0;
   var a1 = 0.0;
   if (valid) {
-    let a = rows_part(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane);
+    let a = rows_part(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane, first);
     a0 = a.x;
     a1 = a.y;
   }

@@ -28,6 +28,7 @@ override WG: u32 = 128; // threads, a multiple of LG
 override ROWS: u32 = 4; // rows per lane group, <= 16
 override LG: u32 = 32;  // lanes per group
 const MAXR: u32 = 16u;
+override PF: u32 = 1u;  // 1: weight loads issued ahead (see main), 0: in place
 override XN: u32 = 1u;  // > 1: x staged in workgroup memory, XN = cols / 4
 
 struct Params {
@@ -78,6 +79,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   for (var r = 0u; r < ROWS; r++) {
     acc[r] = 0.0;
   }
+  // Weight loads issued ahead (PF 1; they never depend on the input): the
+  // lane's first unit before the input is staged, so that the two memory
+  // round trips overlap, then each iteration the next unit's before its
+  // arithmetic.
+  var wu: array<QUnit, MAXR>;
+  if (PF == 1u && lane < units) {
+    for (var r = 0u; r < ROWS; r++) {
+      if (row0 + r < p.rows) {
+        wu[r] = q4k_load((row0 + r) * nsb * 9u, lane);
+      }
+    }
+  }
   // xs[0..3]: the unit's low-nibble elements, xs[4..7]: its high-nibble ones.
   if (XN > 1u) {
     for (var i = li; i < p.cols / 4u; i += WG) {
@@ -102,7 +115,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var r = 0u; r < ROWS; r++) {
       let row = row0 + r;
       if (row < p.rows) {
-        acc[r] += q4k_unit(row * nsb * 9u, u, &xs, sx);
+        if (PF == 1u) {
+          let cur = wu[r];
+          if (u + LG < units) {
+            wu[r] = q4k_load(row * nsb * 9u, u + LG);
+          }
+          acc[r] += q4k_dot(cur, u, &xs, sx);
+        } else {
+          acc[r] += q4k_unit(row * nsb * 9u, u, &xs, sx);
+        }
       }
     }
   }
