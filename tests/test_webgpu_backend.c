@@ -620,10 +620,28 @@ static int compare_kv16(pair *p, const bpair *b, size_t n, double tol, const cha
   return test_compare_kv16(p->cpu, b->c, p->gpu, b->g, n, tol, what, &g_worst, err, cap);
 }
 
+/* With g_attn_proj set, attention_case follows every call with the output
+ * projection (a Q4 matrix of 37 rows, accumulated into a residual) reading
+ * the attention output, as a model does: a decode step's split merge may
+ * then fuse into that product (matvec.wgsl PRE 3); the residual is compared
+ * too, and g_attn_merges counts the decode steps that had splits. */
+static int g_attn_proj;
+static int g_attn_merges;
+
 /* Attention over a sequence of calls (prefill, then decode steps), so that
  * later calls attend to cached keys written by earlier ones. */
 static int attention_case(pair *p, int H, int KVH, int D, const int *calls, int ncalls, uint64_t *seed, char *err,
                           size_t cap) {
+  wmat_host proj;
+  bpair resid = {0};
+  if (g_attn_proj) {
+    wmat_make(&proj, WISP_W_Q4, 37, H * D, seed);
+    if (p->cpu->prepare_matrix(p->cpu, &proj.m) || p->gpu->prepare_matrix(p->gpu, &proj.m) ||
+        !fill(p, &resid, 1, 37, seed, 1.0f)) {
+      snprintf(err, cap, "projection setup: %s", wisp_last_error());
+      return 0;
+    }
+  }
   const int max_pos = 160, half = D / 2;
   float *cs = malloc(sizeof(float) * (size_t)max_pos * half), *sn = malloc(sizeof(float) * (size_t)max_pos * half);
   for (int pos = 0; cs && sn && pos < max_pos; pos++)
@@ -660,13 +678,21 @@ static int attention_case(pair *p, int H, int KVH, int D, const int *calls, int 
       p->gpu->attention(p->gpu, &a);
       char what[128];
       snprintf(what, sizeof what, "attention H %d KVH %d D %d call %d (pos0 %d, n %d)", H, KVH, D, c, pos0, n);
+      if (g_attn_proj) { /* the last token's output projected into the residual */
+        p->cpu->matmul(p->cpu, &proj.m, o.c, n - 1, 1, resid.c, 1);
+        p->gpu->matmul(p->gpu, &proj.m, o.g, n - 1, 1, resid.g, 1);
+        if (n == 1 && pos0 >= 32) g_attn_merges++;
+        char w2[160];
+        snprintf(w2, sizeof w2, "%s: projected", what);
+        ok = compare(p, &resid, resid.n, g_kv16 ? TOL_KV16 : TOL_MATMUL, w2, err, cap);
+      }
       size_t used = (size_t)(pos0 + n) * KVH * D;
       if (g_kv16)
-        ok = compare(p, &o, o.n, TOL_KV16, what, err, cap) &&
+        ok = ok && compare(p, &o, o.n, TOL_KV16, what, err, cap) &&
              compare_kv16(p, &kc, used, TOL_KV16, "k cache", err, cap) &&
              compare_kv16(p, &vcache, used, TOL_KV16, "v cache", err, cap);
       else
-        ok = compare(p, &o, o.n, TOL_ATTENTION, what, err, cap) &&
+        ok = ok && compare(p, &o, o.n, TOL_ATTENTION, what, err, cap) &&
              compare(p, &kc, used, TOL_ATTENTION, "k cache", err, cap) &&
              compare(p, &vcache, used, TOL_ATTENTION, "v cache", err, cap);
     }
@@ -676,6 +702,10 @@ static int attention_case(pair *p, int H, int KVH, int D, const int *calls, int 
   }
   bfree(p, &kc);
   bfree(p, &vcache);
+  if (g_attn_proj) {
+    bfree(p, &resid);
+    wmat_keep(p, &proj);
+  }
   keep(p, cs);
   keep(p, sn);
   keep(p, qn.data);
@@ -717,6 +747,43 @@ TEST(webgpu_backend_attention) {
     CHECKF(ok, "max splits %u: %s", split_caps[i], err);
   }
   report("attention");
+}
+
+/* Decode attention's split merge fused into the output projection
+ * (matvec.wgsl PRE 3): projection and attention output (written by the
+ * fused product's workgroup 0) against the CPU, for decode steps with
+ * splits (positions past one 32-key tile), f32 and packed-f16 caches, and
+ * one dispatch fewer per such step than with the merge on its own. */
+TEST(webgpu_backend_attention_merge_fused) {
+  WEBGPU_OR_SKIP(d);
+  g_worst = 0;
+  uint64_t seed = 57;
+  char err[600] = "";
+  static const int calls[] = {64, 1, 1, 70, 1};
+  uint64_t per_run[2] = {0, 0};
+  for (int i = 0; i < 3; i++) {
+    g_kv16 = i == 2;
+    if (i == 1) setenv("WISP_WEBGPU_XSTAGE", "0", 1); /* unstaged: the merge is recorded on its own */
+    PAIR_OR_FAIL(q, d, -1, 0);
+    unsetenv("WISP_WEBGPU_XSTAGE");
+    wisp_wgpu_backend_stats s0, s1;
+    wisp_wgpu_backend_stats_get(q.gpu, &s0);
+    g_attn_proj = 1;
+    g_attn_merges = 0;
+    /* head dim 20: not a packed-f16 shape, f32 caches only */
+    int ok = attention_case(&q, 16, 8, 64, calls, 5, &seed, err, sizeof err) &&
+             (g_kv16 || attention_case(&q, 8, 2, 20, calls, 5, &seed, err, sizeof err));
+    g_attn_proj = 0;
+    g_kv16 = 0;
+    wisp_wgpu_backend_stats_get(q.gpu, &s1);
+    pair_close(&q);
+    CHECKF(ok, "case %d: %s", i, err);
+    CHECKF(g_attn_merges == (i == 2 ? 3 : 6), "%d decode steps with splits", g_attn_merges);
+    if (i < 2) per_run[i] = s1.dispatches - s0.dispatches;
+  }
+  CHECKF(per_run[0] + 6 == per_run[1], "%llu dispatches fused, %llu with the merge on its own (6 fewer expected)",
+         (unsigned long long)per_run[0], (unsigned long long)per_run[1]);
+  report("attention merge fused");
 }
 
 /* Packed-f16 KV cache (kv_f16): prefill through attn_rope + attn_flash,

@@ -125,7 +125,8 @@ typedef struct {
   /* A one-token rmsnorm or swiglu held back so that a matmul reading its
    * output can fuse it (matvec PRE); any other call records it first. */
   struct {
-    int kind; /* 0 none, 1 rmsnorm, 2 swiglu, 3 matvec (kinds 1/2 possibly fused into it) */
+    int kind; /* 0 none, 1 rmsnorm, 2 swiglu, 3 matvec (kinds 1/2 possibly fused into it),
+               * 4 attention split merge (attn_combine into out; fused as matvec PRE 3) */
     const wisp_buf *x;
     wvec *w;
     float eps;
@@ -137,6 +138,8 @@ typedef struct {
     int pre;
     const wisp_buf *mx; /* the product's input buffer (the fused op's output when pre) */
     wisp_buf *my;
+    /* kind 4: heads x head_dim outputs (out) merged from `splits` partials in g->part */
+    int heads, head_dim, splits;
   } pend;
   int conv_fuse;       /* matvec_conv used: capable (10 storage bindings) and the plan asks */
   int conv_fuse_capable;
@@ -509,6 +512,14 @@ static uint32_t staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_bytes
   return (uint32_t)cols / 4;
 }
 
+/* matvec.wgsl's own workgroup arrays (partial, inv_s, am_v / am_i, cmb). */
+static uint64_t matvec_own_bytes(uint32_t wg, uint32_t lg, uint32_t rows, uint32_t cmb) {
+  return ((uint64_t)(wg / lg) * rows * (lg / 4) + wg / 4 + 1) * 4 + (uint64_t)(wg / lg) * rows * 8 + (uint64_t)cmb * 4;
+}
+
+/* The most heads x splits a merge fused into a product (matvec PRE 3) takes. */
+#define MERGE_MAX 1024
+
 /* The plan's kernel choice for a matrix: a wgsl_* matmul variant of
  * kernels/registry.json, and for one-token products the geometry (WG
  * threads, ROWS rows per workgroup) the plan resolved. */
@@ -733,7 +744,9 @@ static void rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp
 }
 
 static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
-                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax);
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
+                       int splits);
+static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out);
 
 /* Records the held-back op, if any. Every entry point calls this first. */
 static void emit_pending(wgpu_backend *g) {
@@ -742,7 +755,9 @@ static void emit_pending(wgpu_backend *g) {
   if (kind == 1) rec_rmsnorm(g, g->pend.x, g->pend.w, g->pend.eps, 1, g->pend.dim, g->pend.out);
   else if (kind == 2) rec_swiglu(g, g->pend.x, 1, g->pend.dim, g->pend.out);
   else if (kind == 3)
-    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0);
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0, 0, 0);
+  else if (kind == 4)
+    rec_attn_merge(g, g->pend.heads, g->pend.head_dim, g->pend.splits, g->pend.out);
   if (g->qwen) wisp_wgpu_qwen_emit(&g->base); /* a held-back Q4_K product (wgpu_qwen.c) */
 }
 
@@ -779,31 +794,48 @@ static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_
   rec_swiglu(g, gu, n, ffn, out);
 }
 
+/* matvec.wgsl: lane groups of LG threads, ROWS rows each, WG/LG groups a
+ * workgroup; matvec_nosg.wgsl: ROWS rows a workgroup. Tall matrices (the
+ * head) take more rows per lane group: fewer workgroups re-reading x (and
+ * re-reducing its norm with PRE 1). Subgroup variant only: the plain one
+ * with many rows was found very slow on lavapipe (tree reductions of
+ * ROWS*WG values). */
+static void matvec_geometry(const wgpu_backend *g, const wmat *w, uint32_t *wg, uint32_t *rows, uint32_t *lg) {
+  *rows = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows;
+  *wg = g->mv_wg;
+  if (w->mv_wg) { /* the plan's geometry */
+    *wg = w->mv_wg;
+    *rows = w->mv_rows;
+  }
+  *lg = matvec_lanes(g, *wg);
+}
+
+/* Whether a split merge over heads of w->cols / heads dimensions can fuse
+ * into the product by w (matvec.wgsl PRE 3): subgroup variant, the input
+ * staged beside MERGE_MAX merge weights. */
+static int merge_fits(const wgpu_backend *g, const wmat *w, int heads, int splits) {
+  uint32_t wg, rows, lg;
+  matvec_geometry(g, w, &wg, &rows, &lg);
+  return g->sg && w->cols % 4 == 0 && (uint64_t)heads * (uint64_t)splits <= MERGE_MAX &&
+         staged_vec4s(g, w->cols, matvec_own_bytes(wg, lg, rows, MERGE_MAX)) > 1;
+}
+
 /* One-token product(s) y[t] (+)= W x'[t] for t < n (x' = x, or with pre the
  * held-back op fused in: xin is that op's input, nw its weights, xo its
  * output buffer, which is also the product's nominal input). */
 static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
-                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax) {
-  /* Tall matrices (the head) take more rows per lane group: fewer
-   * workgroups re-reading x (and re-reducing its norm with PRE 1). Subgroup
-   * variant only: the plain one with many rows was found very slow on
-   * lavapipe (tree reductions of ROWS*WG values). */
-  uint32_t rows = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows, wg = g->mv_wg;
-  if (w->mv_wg) { /* the plan's geometry */
-    wg = w->mv_wg;
-    rows = w->mv_rows;
-  }
-  /* matvec.wgsl: lane groups of LG threads, ROWS rows each, WG/LG groups a
-   * workgroup; matvec_nosg.wgsl: ROWS rows a workgroup. */
-  uint32_t lg = matvec_lanes(g, wg);
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
+                       int splits) {
+  uint32_t wg, rows, lg;
+  matvec_geometry(g, w, &wg, &rows, &lg);
   uint32_t rows_wg = g->sg ? (wg / lg) * rows : rows;
   /* argmax (n = 1): per-workgroup (max, index) pairs to g->amax, in row
    * order across the parts; g->amax_count is their number. */
-  /* matvec.wgsl's own workgroup arrays: partial, inv_s, am_v / am_i */
-  const uint64_t mv_own = ((uint64_t)(wg / lg) * rows * (lg / 4) + wg / 4 + 1) * 4 + (uint64_t)(wg / lg) * rows * 8;
-  wisp_wgpu_const c[7] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
+  const uint32_t cmb = pre == 3 ? MERGE_MAX : 1; /* PRE 3's merge weights */
+  const uint64_t mv_own = matvec_own_bytes(wg, lg, rows, cmb);
+  wisp_wgpu_const c[8] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
                           {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols, mv_own)},
-                          {"PF", (double)g->prefetch}};
+                          {"PF", (double)g->prefetch}, {"CMB", cmb}};
   uint32_t part_off = 0;
   if (argmax) {
     uint64_t total = 0;
@@ -811,23 +843,24 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
     if (!scratch(g, &g->amax, total * 8, total * 8, "wisp argmax partials")) return;
     g->amax_count = (uint32_t)total;
   }
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 7 : 4);
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 8 : 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
       struct {
         uint32_t rows, cols, y_off, x_off, acc;
         float eps;
-        uint32_t pre, part_off;
+        uint32_t pre, part_off, hd, splits, pad0, pad1;
       } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
-             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, (uint32_t)pre, part_off};
+             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, (uint32_t)pre, part_off,
+             (uint32_t)hd, (uint32_t)splits, 0, 0};
       wisp_wgpu_binding b[8];
       part_bindings(g, P, b);
-      b[3] = whole(xin->g.b);
+      b[3] = whole(pre == 3 ? g->dummy.b : xin->g.b);
       b[4] = whole(y->g.b);
       b[5] = whole(pre == 1 ? nw->g.b : g->dummy.b);
       b[6] = whole(pre ? xo->g.b : g->dummy_rw.b);
-      b[7] = whole(argmax ? g->amax.b : g->dummy_rw2.b);
+      b[7] = whole(argmax ? g->amax.b : pre == 3 ? g->part.b : g->dummy_rw2.b);
       uint32_t gx, gy;
       wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
       record(g, k, b, 8, &p, sizeof p, gx, gy);
@@ -869,9 +902,24 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     pre_eps = g->pend.eps;
     g->pend.kind = 0;
   }
+  /* ... or a held-back attention split merge (PRE 3, matvec.wgsl) */
+  int merge_hd = 0, merge_splits = 0;
+  const wisp_buf *merge_out = NULL;
+  if (g->pend.kind == 4 && g->pend.out == x && n == 1 && x_row0 == 0 && g->pend.out != y &&
+      W->cols == g->pend.heads * g->pend.head_dim && W->type != WISP_W_Q4K) {
+    pre = 3;
+    merge_hd = g->pend.head_dim;
+    merge_splits = g->pend.splits;
+    merge_out = g->pend.out;
+    g->pend.kind = 0;
+  }
   emit_pending(g);
   wmat *w = need_mat(g, W);
   if (!w || n <= 0) return;
+  if (pre == 3 && !merge_fits(g, w, W->cols / merge_hd, merge_splits)) { /* not staged: merge first, then a plain product */
+    rec_attn_merge(g, W->cols / merge_hd, merge_hd, merge_splits, merge_out);
+    pre = 0;
+  }
   if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4 x int8 (wgpu_matmul_i8.c) */
   if (w->cols % 4) { /* x is read as vec4 rows */
     op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
@@ -897,7 +945,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
   }
   /* A one-token product that a shortconv (in_proj) or a greedy sample_id
    * (the head) may consume: hold it back. */
-  if (n == 1 && x_row0 == 0 && !accumulate && x != y && !g->error &&
+  if (n == 1 && x_row0 == 0 && !accumulate && x != y && !g->error && pre != 3 &&
       ((g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0) || g->fuse_argmax)) {
     g->pend.kind = 3;
     g->pend.m = w;
@@ -909,7 +957,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     g->pend.my = y;
     return;
   }
-  rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate, 0);
+  rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate, 0, merge_hd, merge_splits);
 }
 
 static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
@@ -1036,13 +1084,27 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     record_xyz(g, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
   }
   if (splits > 1) {
-    wisp_wgpu_kernel *kc = kernel(g, "attn_combine", c, 1);
-    struct {
-      uint32_t n, H, D, splits;
-    } pc = {1, (uint32_t)H, (uint32_t)D, splits};
-    wisp_wgpu_binding bc[2] = {whole(g->part.b), whole(a->out->g.b)};
-    record(g, kc, bc, 2, &pc, sizeof pc, (uint32_t)H, 1);
+    if (g->fuse && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
+      g->pend.kind = 4;
+      g->pend.heads = H;
+      g->pend.head_dim = D;
+      g->pend.splits = (int)splits;
+      g->pend.out = a->out;
+      return;
+    }
+    rec_attn_merge(g, H, D, (int)splits, a->out);
   }
+}
+
+/* attn_combine.wgsl: one token's heads merged from their splits in g->part into out. */
+static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out) {
+  wisp_wgpu_const c[1] = {{"WG", ATTN_WG}};
+  wisp_wgpu_kernel *kc = kernel(g, "attn_combine", c, 1);
+  struct {
+    uint32_t n, H, D, splits;
+  } pc = {1, (uint32_t)heads, (uint32_t)head_dim, (uint32_t)splits};
+  wisp_wgpu_binding bc[2] = {whole(g->part.b), whole(out->g.b)};
+  record(g, kc, bc, 2, &pc, sizeof pc, (uint32_t)heads, 1);
 }
 
 /* ---- the decode loop: token ids on the device ---- */
@@ -1097,7 +1159,7 @@ static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, con
   if (!parts && g->fuse_argmax && g->pend.kind == 3 && g->pend.my == logits && sp->temperature <= 0 && g->pend.m->rows == vocab &&
       logits != ids && g->pend.mx != ids && g->pend.x != ids) {
     g->pend.kind = 0;
-    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 1);
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 1, 0, 0);
     parts = !g->error;
     g->stats.argmax_fused += (uint64_t)parts;
   }

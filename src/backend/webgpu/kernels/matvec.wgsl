@@ -15,7 +15,14 @@
 // produced x (decode only): 0 = x' = x; 1 = RMSNorm,
 // x' = x * nw / sqrt(mean(x^2) + eps), computed as inv * (W (x * nw)) with
 // the sum of squares reduced by every workgroup; 2 = SwiGLU, x is [gate | up]
-// (2*cols values) and x' = silu(gate) * up. Workgroup 0 also writes x' to xo,
+// (2*cols values) and x' = silu(gate) * up; 3 = the merge of decode
+// attention's flash-decoding splits (attn_combine.wgsl): x' is the heads'
+// outputs, cols = heads * p.hd, read from the splits' partials in aux
+// (per head h and split z at (h * p.splits + z) * (hd + 2): max m, sum l,
+// unnormalised output[hd]); x' = sum_z acc_z e^(m_z - M) / sum_z l_z e^(m_z - M)
+// per head, staged (needs XN > 1 and CMB >= heads * splits), so the merge
+// costs no dispatch of its own: every workgroup redoes it from L2 (a few
+// KB) while its weight loads are in flight. Workgroup 0 also writes x' to xo,
 // so the fused op's output buffer holds what the unfused op would have
 // written. For PRE 0, nw and xo are bound to placeholders.
 //
@@ -40,6 +47,7 @@ const MAXR: u32 = 16u;   // most ROWS
 override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
 override PF: u32 = 1u;     // 1: weight loads issued ahead (see main), 0: in place
+override CMB: u32 = 1u;    // PRE 3: room for heads * splits merge weights (1: PRE 3 unused)
 
 struct Params {
   rows: u32,
@@ -50,6 +58,10 @@ struct Params {
   eps: f32,    // PRE 1
   pre: u32,    // PRE: what x is: 0 as bound, 1 rmsnorm(x) * nw, 2 swiglu(x)
   part_off: u32, // ARGMAX: index of this dispatch's first workgroup in amax
+  hd: u32,       // PRE 3: head dimension (a multiple of 4)
+  splits: u32,   // PRE 3: splits per head
+  pad0: u32,
+  pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
@@ -59,7 +71,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> nw: array<vec4<f32>>;       // PRE 1: norm weights
 @group(0) @binding(6) var<storage, read_write> xo: array<vec4<f32>>; // PRE 1/2: x as used
-@group(0) @binding(7) var<storage, read_write> amax: array<f32>;    // ARGMAX: partials
+@group(0) @binding(7) var<storage, read_write> amax: array<f32>;    // ARGMAX: partials out; PRE 3: the splits in
 @group(0) @binding(8) var<uniform> p: Params;
 
 // #include "matvec_common.wgsli"
@@ -72,6 +84,43 @@ var<workgroup> inv_s: f32;
 var<workgroup> xsh: array<vec4<f32>, XN>;
 var<workgroup> am_v: array<f32, (WG / LG) * ROWS>;
 var<workgroup> am_i: array<u32, (WG / LG) * ROWS>;
+var<workgroup> cmb: array<f32, CMB>;
+
+// PRE 3: stages the merged attention output (see the top) in xsh and
+// returns nothing to reduce. Two passes: the merge weights
+// e^(m_z - M) / L of every (head, split) into cmb, then the weighted sums of
+// the splits' vec4s. Call from uniform control flow; ends with a barrier.
+fn stage_attention_merge(li: u32) {
+  let S = p.splits;
+  let row = p.hd + 2u;
+  let heads = p.cols / p.hd;
+  for (var h = li; h < heads; h += WG) {
+    var M = -3.0e38;
+    for (var z = 0u; z < S; z++) {
+      M = max(M, amax[(h * S + z) * row]);
+    }
+    var L = 0.0;
+    for (var z = 0u; z < S; z++) {
+      let zb = (h * S + z) * row;
+      L += amax[zb + 1u] * exp(amax[zb] - M);
+    }
+    for (var z = 0u; z < S; z++) {
+      cmb[h * S + z] = exp(amax[(h * S + z) * row] - M) / L;
+    }
+  }
+  workgroupBarrier();
+  for (var i = li; i < p.cols / 4u; i += WG) {
+    let h = (4u * i) / p.hd;
+    let d = (4u * i) % p.hd;
+    var a = vec4<f32>(0.0);
+    for (var z = 0u; z < S; z++) {
+      let e = (h * S + z) * row + 2u + d;
+      a += vec4<f32>(amax[e], amax[e + 1u], amax[e + 2u], amax[e + 3u]) * cmb[h * S + z];
+    }
+    xsh[xsw(i)] = a;
+  }
+  workgroupBarrier();
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
@@ -108,7 +157,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
   }
   var staged_ss = 0.0;
-  if (XN > 1u) {
+  if (p.pre == 3u) {
+    stage_attention_merge(li);
+  } else if (XN > 1u) {
     staged_ss = stage_input(li);
   }
   var xs: array<vec4<f32>, 8>;
@@ -131,7 +182,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   }
   // The fused norm's scale only multiplies the row sums, so its reduction
   // comes after the product: the weight loads need not wait for it.
-  let scale = input_scale(li, sli, sgs, norm_base, wg_id, staged_ss);
+  var scale = 1.0;
+  if (p.pre == 3u) {
+    if (wg_id == 0u) { // the merged output, as attn_combine would have left it
+      for (var i = li; i < p.cols / 4u; i += WG) {
+        xo[i] = xsh[xsw(i)];
+      }
+    }
+  } else {
+    scale = input_scale(li, sli, sgs, norm_base, wg_id, staged_ss);
+  }
   // Row sums: subgroupAdd within each subgroup, then the LG / sgs subgroup
   // sums of a group through workgroup memory.
   for (var r = 0u; r < ROWS; r++) {
