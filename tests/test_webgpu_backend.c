@@ -405,7 +405,7 @@ TEST(webgpu_backend_fused_matvec) {
   WEBGPU_OR_SKIP(d);
   /* pass 2: subgroups with the input read from global memory instead of
    * staged in workgroup memory (WISP_WEBGPU_XSTAGE=0, matvec_common.wgsli)
-   * and the weights loaded in place instead of ahead (WISP_WEBGPU_PREFETCH=0) */
+   * with every product's weight loads issued ahead (WISP_WEBGPU_PREFETCH=1) */
   static const int sgs[] = {-1, 0, -1};
   static const wisp_wtype types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z};
   static const int rows_[] = {7, 1000, 16400}; /* 16400: the tall-matrix geometry, like a head */
@@ -413,7 +413,7 @@ TEST(webgpu_backend_fused_matvec) {
   g_worst = 0;
   char err[600] = "";
   for (int v = 0; v < 3; v++) {
-    if (v == 2) setenv("WISP_WEBGPU_XSTAGE", "0", 1), setenv("WISP_WEBGPU_PREFETCH", "0", 1);
+    if (v == 2) setenv("WISP_WEBGPU_XSTAGE", "0", 1), setenv("WISP_WEBGPU_PREFETCH", "1", 1);
     PAIR_OR_FAIL(p, d, sgs[v], 0);
     unsetenv("WISP_WEBGPU_XSTAGE");
     unsetenv("WISP_WEBGPU_PREFETCH");

@@ -713,12 +713,12 @@ TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
   char err[600] = "";
   /* cols, tpc, wg, full; the last pass is the first with the input read
    * from global memory instead of staged (WISP_WEBGPU_XSTAGE=0) and the
-   * weights loaded in place instead of ahead (WISP_WEBGPU_PREFETCH=0) */
+   * weight loads issued ahead (WISP_WEBGPU_PREFETCH=1; by default only q4k_matvec) */
   static const int geos[4][4] = {{0, 0, 0, -1}, {4, 16, 64, 0}, {32, 2, 64, 1}, {0, 0, 0, -1}};
   static const int rows_[] = {7, 37, 300};
   static const int cols_[] = {256, 768, 4352};
   for (int gi = 0; gi < 4; gi++) {
-    if (gi == 3) setenv("WISP_WEBGPU_XSTAGE", "0", 1), setenv("WISP_WEBGPU_PREFETCH", "0", 1);
+    if (gi == 3) setenv("WISP_WEBGPU_XSTAGE", "0", 1), setenv("WISP_WEBGPU_PREFETCH", "1", 1);
     qpair p;
     CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
     wisp_backend_settings s;

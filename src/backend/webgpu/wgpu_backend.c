@@ -86,7 +86,7 @@ typedef struct {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
-  int prefetch;     /* weight loads issued ahead in the one-token products (PF; WISP_WEBGPU_PREFETCH=0: off) */
+  int prefetch;     /* WISP_WEBGPU_PREFETCH: -1 unset (each kernel's default), 0 or 1 for all (PF) */
   wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
   uint64_t max_binding;
   /* recording */
@@ -835,7 +835,7 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
   const uint64_t mv_own = matvec_own_bytes(wg, lg, rows, cmb);
   wisp_wgpu_const c[8] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
                           {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols, mv_own)},
-                          {"PF", (double)g->prefetch}, {"CMB", cmb}};
+                          {"PF", g->prefetch == 1}, {"CMB", cmb}};
   uint32_t part_off = 0;
   if (argmax) {
     uint64_t total = 0;
@@ -976,7 +976,7 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
     const uint64_t conv_own = ((uint64_t)g->conv_rows * (1 + cl / 4) + g->mv_wg / 4 + 1) * 4;
     wisp_wgpu_const c[6] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
                             {"LG", cl},       {"XN", staged_vec4s(g, w->cols, conv_own)},
-                            {"PF", (double)g->prefetch}};
+                            {"PF", g->prefetch == 1}};
     wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 6 : 3);
     struct {
       uint32_t rows, cols, y_off, x_off, acc;
@@ -1401,12 +1401,17 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *xst = getenv("WISP_WEBGPU_XSTAGE");
   g->no_xstage = xst && !strcmp(xst, "0");
   const char *pf = getenv("WISP_WEBGPU_PREFETCH");
-  g->prefetch = !(pf && !strcmp(pf, "0"));
+  /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
+   * faster for q4k_matvec (8.2 vs 9.4 us for Qwen's down product), slower
+   * where a lane holds many rows or the staging is long (the 16-row head
+   * 49 vs 43 us, q4k_fused 10.5 vs 9.8, the merge-fused projection): on for
+   * q4k_matvec only unless WISP_WEBGPU_PREFETCH says 0 or 1 for all. */
+  g->prefetch = pf && (!strcmp(pf, "0") || !strcmp(pf, "1")) ? atoi(pf) : -1;
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows, UINT_MAX);
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
-  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0, g->prefetch};
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0, g->prefetch != 0, g->prefetch == 1};
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
   env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
   if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||

@@ -53,7 +53,7 @@ int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion al
  * 128x2), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset). */
 typedef struct {
   uint32_t mv_wg, mv_rows, fused_cols, fused_tpc;
-  int prefetch; /* PF of q4k_matvec / q4k_fused: weight loads issued ahead */
+  int mv_prefetch, fused_prefetch; /* PF of q4k_matvec / q4k_fused: weight loads issued ahead */
 } wisp_wgpu_q4k_tuning;
 const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be);
 /* XN of a one-token product kernel that stages its input (cols columns,

@@ -390,7 +390,7 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
       uint32_t lg = wisp_wgpu_int_subgroup_max(be) > 32 ? wisp_wgpu_int_subgroup_max(be) : 32;
       c[2] = (wisp_wgpu_const){"LG", lg};
       c[3] = (wisp_wgpu_const){"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)};
-      c[4] = (wisp_wgpu_const){"PF", tune->prefetch};
+      c[4] = (wisp_wgpu_const){"PF", tune->mv_prefetch};
       nc = 5;
       rows_wg = (wg / lg) * rows;
     }
@@ -463,7 +463,7 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                           {"USE_FULL_BLOCK_FAST_PATH", g.full ? 1 : 0},
                           {"ARGMAX", amax ? 1 : 0},
                           {"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)},
-                          {"PF", wisp_wgpu_int_q4k_tuning(be)->prefetch}};
+                          {"PF", wisp_wgpu_int_q4k_tuning(be)->fused_prefetch}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, 7);
   const int pre = pd->nx != NULL;
   int row0, prow;

@@ -46,7 +46,7 @@ override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
 override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
-override PF: u32 = 1u;     // 1: weight loads issued ahead (see main), 0: in place
+override PF: u32 = 0u;     // 1: weight loads issued ahead (see main), 0: in place
 override CMB: u32 = 1u;    // PRE 3: room for heads * splits merge weights (1: PRE 3 unused)
 
 struct Params {

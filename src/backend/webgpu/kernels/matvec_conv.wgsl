@@ -19,7 +19,7 @@ override ROWS: u32 = 12; // rows per workgroup, a multiple of 3, <= WG, <= 16 * 
 override LG: u32 = 32;   // lanes per group: a multiple of the subgroup size
 override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
 const MAXR: u32 = 16u;   // most ROWS
-override PF: u32 = 1u;   // 1: weight loads issued ahead (matvec.wgsl), 0: in place
+override PF: u32 = 0u;   // 1: weight loads issued ahead (matvec.wgsl), 0: in place
 override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 
 struct Params {

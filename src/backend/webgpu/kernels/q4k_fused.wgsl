@@ -20,7 +20,7 @@ override COLS_PER_WG: u32 = 16;
 override THREADS_PER_COL: u32 = 16; // a power of two
 override USE_FULL_BLOCK_FAST_PATH: bool = true;
 override ARGMAX: u32 = 0u;
-override PF: u32 = 1u; // 1: weight loads issued ahead (rows_part), 0: in place
+override PF: u32 = 0u; // 1: weight loads issued ahead (rows_part), 0: in place
 override XN: u32 = 1u; // > 1: x' staged in workgroup memory, XN = cols / 4 (as q4k_matvec.wgsl)
 
 // Q4_K layout (src/format/tensor.h): a row is cols/256 super-blocks of 144
@@ -202,17 +202,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         ss += dot(v, v);
       }
     }
+    // Two-level sum (16 partial sums of 16, then their total) rather than
+    // a tree: three barriers instead of eight, which a kernel of a few
+    // microseconds notices.
     red[li] = ss;
     workgroupBarrier();
-    var s0 = 1u; // the largest power of two below WORKGROUP_SIZE (any size works)
-    while (2u * s0 < WORKGROUP_SIZE) {
-      s0 *= 2u;
-    }
-    for (var s = s0; s > 0u; s >>= 1u) {
-      if (li < s && li + s < WORKGROUP_SIZE) {
-        red[li] += red[li + s];
+    if (li < 16u) {
+      var t = 0.0;
+      for (var i = li; i < WORKGROUP_SIZE; i += 16u) {
+        t += red[i];
       }
-      workgroupBarrier();
+      red2[li] = t;
+    }
+    workgroupBarrier();
+    if (li == 0u) {
+      var t = 0.0;
+      for (var i = 0u; i < min(16u, WORKGROUP_SIZE); i++) {
+        t += red2[i];
+      }
+      red[0] = t;
     }
     inv = 1.0 / sqrt(workgroupUniformLoad(&red[0]) / f32(p.cols) + p.eps);
     if (wg_id == 0u) {
@@ -227,19 +235,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   red[li] = a0;
   red2[li] = a1;
   workgroupBarrier();
-  for (var s = THREADS_PER_COL / 2u; s > 0u; s >>= 1u) {
-    if (lane < s) {
-      red[li] += red[li + s];
-      red2[li] += red2[li + s];
-    }
-    workgroupBarrier();
-  }
+  // Lane 0 of each column adds its THREADS_PER_COL partial sums: one
+  // barrier rather than a tree's log2(THREADS_PER_COL).
   if (lane == 0u && col < COLS_PER_WG) {
+    var v = 0.0;
+    var u = 0.0;
+    for (var k = 0u; k < THREADS_PER_COL; k++) {
+      v += red[li + k];
+      u += red2[li + k];
+    }
     if (valid) {
-      var v = red[li];
       let o = p.y_off + r;
       if (p.pair != 0u) {
-        let u = red2[li];
         y[o] = v;
         y[o + p.pair] = u;
         z[r] = v / (1.0 + exp(-v)) * u;
