@@ -9,8 +9,8 @@
 //   kv[e] = decay * sum_i S[i][e] k[i]; delta[e] = (v[e] - kv[e]) * beta;
 //   S[:, e] = decay * S[:, e] + k delta[e]; o[e] = sum_i S[i][e] q[i]
 // so workgroup (h, s) takes the CW value columns s*CW .. s*CW + CW - 1 of
-// v-head h (grid x = v_heads * NS, NS = ceil(v_dim / CW) slices per head;
-// the last slice may be partial). Each workgroup recomputes its head's q and
+// v-head h (v_heads * NS workgroups, as x*y, NS = ceil(v_dim / CW) slices
+// per head; the last slice may be partial). Each workgroup recomputes its head's q and
 // k (conv + SiLU + L2 norm of 2 * k_dim channels: cheap) and convolves only
 // its slice's v channels. Only the gated RMSNorm couples the columns of a
 // head; with NS > 1 this kernel writes the raw o and dn_norm.wgsl applies
