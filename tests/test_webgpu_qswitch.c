@@ -159,6 +159,7 @@ typedef struct {
   int32_t tokens[1 + NMEASURE + NMORE];
   double dispatches_per_token;
   uint64_t argmax_fused, submits_more;
+  uint64_t dn_split; /* one-token DeltaNet steps through the split decode core (dn_decode + dn_norm) */
   char plan_text[160];
 } gen_result;
 
@@ -196,6 +197,7 @@ static int generate(const char *dir, const char *backend, const char *prof, gen_
     if (gpu) wisp_wgpu_backend_stats_get(s->backend, &s2);
     r->dispatches_per_token = (double)(s1.dispatches - s0.dispatches) / NMEASURE;
     r->argmax_fused = s1.argmax_fused - s0.argmax_fused;
+    r->dn_split = s1.deltanet_split - s0.deltanet_split;
     r->submits_more = s2.submits - s1.submits;
     if (!ok) snprintf(err, cap, "generate (%s): %s", backend, wisp_last_error());
   } else if (s) {
@@ -214,8 +216,10 @@ typedef struct {
   double extra;               /* dispatches per token more than with every switch on */
 } switch_case;
 
-/* Every switch on (the default profile) gives the CPU's tokens at 23 dispatches a token; each
- * switch off gives the same tokens at the dispatches it unfuses. */
+/* Every switch on (the default profile) gives the CPU's tokens at 26 dispatches a token; each
+ * switch off gives the same tokens at the dispatches it unfuses. The fused DeltaNet decode core
+ * splits this model's 64-column v-heads over 16-column workgroups and applies the gated norm in a
+ * second dispatch, as many as dn_conv + dn_recur: the stats' deltanet_split tells them apart. */
 TEST(webgpu_qswitch_each_switch_off_same_tokens) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -234,9 +238,10 @@ TEST(webgpu_qswitch_each_switch_off_same_tokens) {
   }
   CHECKF(distinct >= 8, "only %d distinct tokens in the greedy stream", distinct);
   printf("     all on: %d greedy tokens (%d distinct) equal to the cpu backend's\n", 1 + NMEASURE + NMORE, distinct);
-  /* embed 1; per layer: norm+in_proj (or norm+qkv) 1, fused core (attention) 1, out_proj 1,
-   * norm+gate/up+SwiGLU 1, down 1; norm+head+argmax 1; token choice 1 */
-  CHECKF(on.dispatches_per_token == 23, "all on: %.2f dispatches a token", on.dispatches_per_token);
+  /* embed 1; per layer: norm+in_proj (or norm+qkv) 1, fused core 2 (dn_decode + dn_norm; attention 1),
+   * out_proj 1, norm+gate/up+SwiGLU 1, down 1; norm+head+argmax 1; token choice 1 */
+  CHECKF(on.dispatches_per_token == 26, "all on: %.2f dispatches a token", on.dispatches_per_token);
+  CHECKF(on.dn_split == 3 * NMEASURE, "all on: %llu split DeltaNet steps", (unsigned long long)on.dn_split);
   CHECKF(on.argmax_fused == NMEASURE, "all on: %llu fused token choices", (unsigned long long)on.argmax_fused);
   static const switch_case cases[] = {
       {"usePostFfnNextInputRMSNormPairFusion", "{\"usePostFfnNextInputRMSNormPairFusion\": false}", 5},
@@ -246,14 +251,14 @@ TEST(webgpu_qswitch_each_switch_off_same_tokens) {
       {"useFusedQKVSplitQKNormRoPE", "{\"useFusedQKVSplitQKNormRoPE\": false}", 2},
       {"useLinearAttentionQKVZProjectionFusion", "{\"useLinearAttentionQKVZProjectionFusion\": false}", 6},
       {"useLinearAttentionABProjectionFusion", "{\"useLinearAttentionABProjectionFusion\": false}", 6},
-      {"useLinearAttentionFusedDecodeCore", "{\"useLinearAttentionFusedDecodeCore\": false}", 3},
+      {"useLinearAttentionFusedDecodeCore", "{\"useLinearAttentionFusedDecodeCore\": false}", 0},
       {"useDirectContiguousKVLayout", "{\"attentionDecodeOnline\": {\"useDirectContiguousKVLayout\": false}}", 0},
       {"all", "{\"usePostFfnNextInputRMSNormPairFusion\": false, \"fusedFfnQ4K\": false, "
               "\"useGreedyLmHeadArgmaxFusion\": false, \"attentionDecodeOnline\": {\"useOutputGateFusion\": false, "
               "\"useDirectContiguousKVLayout\": false}, "
               "\"useFusedQKVSplitQKNormRoPE\": false, \"useLinearAttentionQKVZProjectionFusion\": false, "
               "\"useLinearAttentionABProjectionFusion\": false, \"useLinearAttentionFusedDecodeCore\": false}",
-       28},
+       25},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *pf = profile(cases[i].name, "profiles/default", cases[i].session);
@@ -268,6 +273,9 @@ TEST(webgpu_qswitch_each_switch_off_same_tokens) {
     int argmax_off = !strcmp(cases[i].name, "useGreedyLmHeadArgmaxFusion") || !strcmp(cases[i].name, "all");
     CHECKF(off.argmax_fused == (argmax_off ? 0u : (uint64_t)NMEASURE), "%s off: %llu fused token choices",
            cases[i].name, (unsigned long long)off.argmax_fused);
+    int core_off = !strcmp(cases[i].name, "useLinearAttentionFusedDecodeCore") || !strcmp(cases[i].name, "all");
+    CHECKF(off.dn_split == (core_off ? 0u : 3u * NMEASURE), "%s off: %llu split DeltaNet steps", cases[i].name,
+           (unsigned long long)off.dn_split);
     printf("     %-40s off: same %d tokens, %.0f dispatches a token (on: %.0f)\n", cases[i].name,
            1 + NMEASURE + NMORE, off.dispatches_per_token, on.dispatches_per_token);
   }

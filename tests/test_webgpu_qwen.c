@@ -34,11 +34,13 @@ static void qkeep(qpair *p, void *x) {
 }
 
 static int g_qkv16; /* kv_f16 of the next qopen: packed-f16 KV caches on the GPU side */
+static uint32_t g_qdn_cols, g_qdn_groups; /* dn_cols / dn_groups of the next qopen (0 = default) */
 
 static int qopen(qpair *p, wisp_wgpu_device *d, int subgroups, uint32_t splits, uint64_t max_binding) {
   memset(p, 0, sizeof *p);
   wisp_wgpu_backend_opts o = {.device = d, .subgroups = subgroups, .attn_max_splits = splits,
-                              .max_binding = max_binding, .kv_f16 = g_qkv16};
+                              .max_binding = max_binding, .kv_f16 = g_qkv16, .dn_cols = g_qdn_cols,
+                              .dn_groups = g_qdn_groups};
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
   if (wisp_wgpu_backend_new(&o, &p->gpu)) {
     p->cpu->destroy(p->cpu);
@@ -325,29 +327,76 @@ TEST(webgpu_qwen_attention_head256_kv16) {
 
 /* ---- Gated DeltaNet ---- */
 
+/* The conv states after a call whose next token is at position `pos`: the
+ * CPU's [cdim][L-1] (oldest first) against the WebGPU ring [cdim][L]
+ * (position p's input in slot p % L), entry by entry, within tol of
+ * max|ref|. */
+static int qcompare_conv_ring(qpair *p, const qbuf *b, int cdim, int L, int pos, double tol, char *err, size_t cap) {
+  const int S = L - 1;
+  float *x = malloc(sizeof(float) * b->n), *y = malloc(sizeof(float) * b->n);
+  int ok = x && y;
+  if (ok) {
+    p->cpu->buf_read(p->cpu, b->c, 0, b->n, x);
+    p->gpu->buf_read(p->gpu, b->g, 0, b->n, y);
+    if (p->gpu->sync(p->gpu)) {
+      snprintf(err, cap, "conv state: %s", wisp_last_error());
+      ok = 0;
+    }
+  }
+  double mx = 0, worst = 0;
+  int wch = 0, wk = 0;
+  for (int ch = 0; ok && ch < cdim; ch++)
+    for (int k = 0; k < S; k++) mx = fmax(mx, fabs(x[(size_t)ch * S + k]));
+  for (int ch = 0; ok && ch < cdim; ch++)
+    for (int k = 0; k < S; k++) { /* input of position pos - S + k */
+      double e = fabs((double)y[(size_t)ch * L + (size_t)(pos + 1 + k) % L] - x[(size_t)ch * S + k]);
+      if (isnan(e)) e = INFINITY;
+      if (e > worst) worst = e, wch = ch, wk = k;
+    }
+  double rel = mx > 0 ? worst / mx : worst;
+  if (ok && rel > g_qworst) g_qworst = rel;
+  if (ok && !(rel <= tol)) {
+    snprintf(err, cap, "conv state (next position %d): channel %d input %d: gpu %.9g cpu %.9g, error %.3g of max|ref| "
+             "%.4g", pos, wch, wk, y[(size_t)wch * L + (size_t)(pos + 1 + wk) % L], x[(size_t)wch * S + wk], rel, mx);
+    ok = 0;
+  }
+  free(x);
+  free(y);
+  return ok;
+}
+
+/* Calls of n tokens (calls[]) in order at consecutive positions, the same
+ * random projections on both backends: output, recurrent state and conv
+ * state compared after each call. */
 static int deltanet_case(qpair *p, int KH, int VH, int DK, int DV, int L, const int *calls, int ncalls, uint64_t *seed,
                          char *err, size_t cap) {
   const int K = KH * DK, V = VH * DV, cdim = 2 * K + V, row = 2 * K + 2 * V + 2 * VH;
   wisp_vector taps = qvec(p, cdim * L, seed, 0.0f, 0.5f), alog = qvec(p, VH, seed, 0.0f, 1.0f);
   wisp_vector dt = qvec(p, VH, seed, 0.0f, 1.0f), nw = qvec(p, DV, seed, 1.0f, 0.3f);
-  qbuf cst = qfill(p, (size_t)cdim * (L > 1 ? L - 1 : 1), seed, 0);
+  qbuf cst = qfill(p, (size_t)cdim * L, seed, 0); /* as qwen3_5.c allocates it: L floats a channel */
   qbuf st = qfill(p, (size_t)VH * DK * DV, seed, 0);
-  int ok = 1;
+  int ok = 1, pos = 0;
   for (int c = 0; ok && c < ncalls; c++) {
     int n = calls[c];
     qbuf pr = qfill(p, (size_t)n * row, seed, 1.5f);
     qbuf o = qfill(p, (size_t)n * V, seed, 0);
-    wisp_deltanet_args a = {.n = n, .k_heads = KH, .v_heads = VH, .k_dim = DK, .v_dim = DV, .conv_len = L,
-                            .conv_taps = &taps, .a_log = &alog, .dt_bias = &dt, .norm = &nw, .eps = 1e-6f};
+    wisp_deltanet_args a = {.n = n, .pos0 = pos, .k_heads = KH, .v_heads = VH, .k_dim = DK, .v_dim = DV,
+                            .conv_len = L, .conv_taps = &taps, .a_log = &alog, .dt_bias = &dt, .norm = &nw,
+                            .eps = 1e-6f};
     a.proj = pr.c, a.conv_state = cst.c, a.state = st.c, a.out = o.c;
     p->cpu->gated_deltanet(p->cpu, &a);
     a.proj = pr.g, a.conv_state = cst.g, a.state = st.g, a.out = o.g;
     p->gpu->gated_deltanet(p->gpu, &a);
+    pos += n;
     char what[160];
     snprintf(what, sizeof what, "gated_deltanet KH %d VH %d DK %d DV %d L %d call %d (n %d)", KH, VH, DK, DV, L, c, n);
-    ok = qcompare(p, &o, o.n, TOL_DELTANET, what, err, cap) &&
+    ok = qcompare(p, &o, o.n, TOL_DELTANET, "output", err, cap) &&
          qcompare(p, &st, st.n, TOL_DELTANET, "recurrent state", err, cap) &&
-         qcompare(p, &cst, cst.n, 1e-6, "conv state", err, cap);
+         qcompare_conv_ring(p, &cst, cdim, L, pos, 1e-6, err, cap);
+    if (!ok) { /* which call */
+      size_t len = strlen(err);
+      if (len < cap) snprintf(err + len, cap - len, " (%s)", what);
+    }
     qfree(p, &pr);
     qfree(p, &o);
   }
@@ -360,10 +409,16 @@ TEST(webgpu_qwen_gated_deltanet) {
   WEBGPU_OR_SKIP(d);
   g_qworst = 0;
   char err[600] = "";
-  /* decode steps through dn_decode (useLinearAttentionFusedDecodeCore) and through dn_conv + dn_recur */
-  for (int core = 1; core >= 0; core--) {
+  /* decode steps through dn_decode (useLinearAttentionFusedDecodeCore) with a whole v-head a workgroup
+   * (dn_cols 1024), with the default split (16 columns a workgroup + dn_norm), and through dn_conv +
+   * dn_recur */
+  for (int run = 0; run < 3; run++) {
+    const int core = run < 2;
     qpair p;
-    CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+    g_qdn_cols = run == 0 ? 1024 : 0;
+    int opened = qopen(&p, d, -1, 0, 0);
+    g_qdn_cols = 0;
+    CHECKF(opened, "%s", wisp_last_error());
     wisp_backend_settings s;
     wisp_backend_settings_default(&s);
     s.lin_core = core;
@@ -378,12 +433,57 @@ TEST(webgpu_qwen_gated_deltanet) {
              deltanet_case(&p, 1, 1, 8, 8, 1, calls, 3, &seed, err, sizeof err);
     wisp_wgpu_backend_stats_get(p.gpu, &s1);
     qclose(&p);
-    CHECKF(ok, "fused decode core %d: %s", core, err);
-    /* 16 calls, 10 of one token: 2 dispatches each (conv, recurrence), 1 for a fused decode step */
-    CHECKF(s1.dispatches - s0.dispatches == (uint64_t)(core ? 10 + 2 * 6 : 32), "fused core %d: %llu dispatches", core,
+    CHECKF(ok, "run %d (fused decode core %d): %s", run, core, err);
+    /* 16 calls, 10 of one token (3, 3, 2, 2 of the cases): 2 dispatches each (conv, recurrence),
+     * 1 for a fused decode step, 2 for a split one (all but v_dim 8, which fits 16 columns) */
+    static const uint64_t want[3] = {10 + 2 * 6, 2 * 8 + 2 + 2 * 6, 32};
+    CHECKF(s1.dispatches - s0.dispatches == want[run], "run %d: %llu dispatches", run,
            (unsigned long long)(s1.dispatches - s0.dispatches));
+    CHECKF(s1.deltanet_split - s0.deltanet_split == (run == 1 ? 8u : 0u), "run %d: %llu split steps", run,
+           (unsigned long long)(s1.deltanet_split - s0.deltanet_split));
   }
   printf("     gated_deltanet: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* The one-token kernel split over value-column slices (several workgroups a
+ * v-head, dn_norm for the gated norm): prefill (dn_conv) and decode
+ * (dn_decode) interleaved, so that a conv-state layout that the two did not
+ * share, or a slot written before another workgroup read it, would show in
+ * the output and the states. Slices of 1 to 16 columns, v_dim not a
+ * multiple of the slice, several v-heads a k-head (q/k conv channels read by
+ * G * slices workgroups), conv lengths 1 to 8, row groups given and not. */
+TEST(webgpu_qwen_gated_deltanet_split) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  static const struct {
+    uint32_t cols, groups;
+  } geo[] = {{8, 0}, {4, 8}, {16, 0}, {1, 32}, {2, 4}};
+  static const int calls[] = {7, 1, 1, 1, 4, 1, 1, 9, 1, 1, 1};
+  const int ncalls = (int)(sizeof calls / sizeof calls[0]);
+  for (size_t gi = 0; gi < sizeof geo / sizeof geo[0]; gi++) {
+    qpair p;
+    g_qdn_cols = geo[gi].cols, g_qdn_groups = geo[gi].groups;
+    int opened = qopen(&p, d, -1, 0, 0);
+    g_qdn_cols = g_qdn_groups = 0;
+    CHECKF(opened, "%s", wisp_last_error());
+    uint64_t seed = 211 + gi;
+    wisp_wgpu_backend_stats s0, s1;
+    wisp_wgpu_backend_stats_get(p.gpu, &s0);
+    /* (KH, VH, DK, DV, L): every case's v_dim is split for these slices */
+    int ok = deltanet_case(&p, 2, 4, 24, 20, 4, calls, ncalls, &seed, err, sizeof err) &&
+             deltanet_case(&p, 1, 3, 17, 33, 3, calls, ncalls, &seed, err, sizeof err) &&
+             deltanet_case(&p, 2, 2, 40, 36, 8, calls, ncalls, &seed, err, sizeof err) &&
+             deltanet_case(&p, 1, 2, 9, 19, 2, calls, ncalls, &seed, err, sizeof err) &&
+             deltanet_case(&p, 2, 2, 16, 24, 1, calls, ncalls, &seed, err, sizeof err);
+    wisp_wgpu_backend_stats_get(p.gpu, &s1);
+    qclose(&p);
+    CHECKF(ok, "%u columns x %u row groups: %s", geo[gi].cols, geo[gi].groups, err);
+    /* 8 one-token calls of each of the 5 cases, all split */
+    CHECKF(s1.deltanet_split - s0.deltanet_split == 40, "%u columns: %llu split steps", geo[gi].cols,
+           (unsigned long long)(s1.deltanet_split - s0.deltanet_split));
+  }
+  printf("     gated_deltanet split: max error %.3g of max|ref|\n", g_qworst);
 }
 
 /* ---- Q4_K products ---- */
@@ -869,14 +969,14 @@ TEST(webgpu_qwen_q4k_fused_in_proj_ranges) {
     wisp_vector nw = qvec(&p, C, &seed, 1.0f, 0.3f), taps = qvec(&p, cdim * L, &seed, 0.0f, 0.5f);
     wisp_vector alog = qvec(&p, VH, &seed, 0.0f, 1.0f), dt = qvec(&p, VH, &seed, 0.0f, 1.0f);
     wisp_vector gn = qvec(&p, DV, &seed, 1.0f, 0.3f);
-    qbuf cst = qfill(&p, (size_t)cdim * (L - 1), &seed, 0), st = qfill(&p, (size_t)VH * DK * DV, &seed, 0);
+    qbuf cst = qfill(&p, (size_t)cdim * L, &seed, 0), st = qfill(&p, (size_t)VH * DK * DV, &seed, 0);
     char err[600] = "";
     int ok = 1;
     uint64_t nd = 0;
     for (int t = 0; ok && t < 3; t++) {
       qbuf x = qfill(&p, C, &seed, 1.0f), xn = qfill(&p, C, &seed, 0), pr = qfill(&p, (size_t)rows, &seed, 0);
       qbuf o = qfill(&p, (size_t)V, &seed, 0);
-      wisp_deltanet_args a = {.n = 1, .k_heads = KH, .v_heads = VH, .k_dim = DK, .v_dim = DV, .conv_len = L,
+      wisp_deltanet_args a = {.n = 1, .pos0 = t, .k_heads = KH, .v_heads = VH, .k_dim = DK, .v_dim = DV, .conv_len = L,
                               .conv_taps = &taps, .a_log = &alog, .dt_bias = &dt, .norm = &gn, .eps = 1e-6f};
       p.cpu->rmsnorm(p.cpu, x.c, &nw, 1e-6f, 1, C, xn.c);
       p.cpu->matmul(p.cpu, &m, xn.c, 0, 1, pr.c, 0);
@@ -897,8 +997,9 @@ TEST(webgpu_qwen_q4k_fused_in_proj_ranges) {
     qfree(&p, &cst), qfree(&p, &st);
     qclose(&p);
     CHECKF(ok, "qkvz %d ab %d: %s", combos[ci][0], combos[ci][1], err);
-    /* the ranges (1, 3, 3; the last case 4 ranges over 3 parts of 100 rows: 6) + the fused decode core */
-    static const uint64_t want[4] = {2, 4, 4, 7};
+    /* the ranges (1, 3, 3; the last case 4 ranges over 3 parts of 100 rows: 6) + the fused decode core
+     * (dn_decode + dn_norm: v_dim 20 is split over the default 16-column slices) */
+    static const uint64_t want[4] = {3, 5, 5, 8};
     CHECKF(nd == want[ci], "qkvz %d ab %d: %llu dispatches", combos[ci][0], combos[ci][1], (unsigned long long)nd);
   }
   printf("     in_proj ranges: max error %.3g of max|ref|\n", g_qworst);

@@ -18,7 +18,7 @@ TEST(wgsl_embed_inlines_includes) {
   const struct { const char *kernel, *fn; } uses[] = {
       {"matvec", "fn input_scale("}, {"matvec_conv", "fn unit_dot("}, {"q4k_matvec", "fn scale_min("},
       {"q4k_fused", "fn scale_min("}, {"dn_recur", "fn col_sum("},     {"dn_decode", "fn wg_sum2_sg("},
-      {"attn_decode", "fn wg_sum2_sg("}, {"attn_gated_decode", "fn wg_sum2_sg("},
+      {"attn_decode", "fn wg_sum2_sg("}, {"attn_gated_decode", "fn wg_sum2_sg("}, {"dn_norm", "fn wg_sum2_sg("},
       {"q4k_matvec_nosg", "fn q4k_wscale_min("}, {"matmul", "fn q4k_wbyte("},
       {"quant_x8", "fn quant_block("}, {"matmul_i8", "fn quant_block("},
   };

@@ -61,7 +61,7 @@ typedef struct {
  *   proj[t] = [qkv (2K + V) | z (V) | b (v_heads) | a (v_heads)]
  *   c = silu(causal depthwise conv over the qkv part, kernel L = conv_len,
  *       taps [2K+V][L], tap L-1 on the newest input; the last L-1 inputs of
- *       each channel persist in conv_state [2K+V][L-1])
+ *       each channel persist in conv_state)
  *   q, k, v = split(c); q, k L2-normalised per head (x * rsqrt(sum x^2 +
  *       1e-6)), q *= k_dim^-0.5; k-head of v-head h is h / (v_heads/k_heads)
  *   beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias)  (per v-head)
@@ -72,12 +72,17 @@ typedef struct {
 typedef struct {
   const wisp_buf *proj; /* [n][2K + 2V + 2*v_heads] */
   int n;
+  int pos0; /* position of token 0 in the sequence (consecutive calls continue it; conv_state may be indexed by it) */
   int k_heads, v_heads, k_dim, v_dim, conv_len;
   const wisp_vector *conv_taps;      /* [(2K+V)][conv_len] */
   const wisp_vector *a_log, *dt_bias; /* [v_heads] */
   const wisp_vector *norm;           /* [v_dim], gated RMSNorm weight (plain w) */
   float eps;
-  wisp_buf *conv_state; /* [(2K+V)][conv_len-1] */
+  /* (2K+V) * conv_len floats, zero at a sequence's start; the layout is
+   * the backend's own (CPU: [2K+V][conv_len-1] shifted in place; WebGPU: a
+   * ring [2K+V][conv_len], position p's input in slot p % conv_len, so that
+   * several workgroups can read a channel while one writes it). */
+  wisp_buf *conv_state;
   wisp_buf *state;      /* [v_heads][k_dim][v_dim] */
   wisp_buf *out;        /* [n][V] */
 } wisp_deltanet_args;

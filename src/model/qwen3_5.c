@@ -429,7 +429,8 @@ static wisp_status q35_state_new(const void *p, wisp_backend *be, int chunk, int
   if (!s->x || !s->xn || !s->big || !s->mid || !s->logits) goto oom;
   for (int i = 0; i < sh->n_layers; i++) {
     if (w->layers[i].type == WISP_LAYER_LINEAR) {
-      s->conv_len = (size_t)(2 * K + V) * (size_t)imax(sh->conv_cache - 1, 1);
+      /* conv_len slots a channel: the WebGPU backend keeps the conv state as a ring (backend.h) */
+      s->conv_len = (size_t)(2 * K + V) * (size_t)imax(sh->conv_cache, 1);
       s->rec_len = (size_t)sh->lin_v_heads * sh->lin_k_dim * sh->lin_v_dim;
       s->conv_state[i] = be->buf_new(be, s->conv_len);
       s->rec_state[i] = be->buf_new(be, s->rec_len);
@@ -471,7 +472,7 @@ static void q35_layers(const q35_weights *w, q35_state *s, wisp_backend *be, int
     if (L->type == WISP_LAYER_LINEAR) {
       be->matmul(be, &L->in_proj, s->xn, 0, n, s->big, 0);
       wisp_deltanet_args d = {
-          .proj = s->big, .n = n, .k_heads = sh->lin_k_heads, .v_heads = sh->lin_v_heads, .k_dim = sh->lin_k_dim,
+          .proj = s->big, .n = n, .pos0 = pos0, .k_heads = sh->lin_k_heads, .v_heads = sh->lin_v_heads, .k_dim = sh->lin_k_dim,
           .v_dim = sh->lin_v_dim, .conv_len = sh->conv_cache, .conv_taps = &L->taps, .a_log = &L->a_log,
           .dt_bias = &L->dt_bias, .norm = &L->gnorm, .eps = w->eps, .conv_state = s->conv_state[i],
           .state = s->rec_state[i], .out = s->mid};

@@ -88,6 +88,7 @@ typedef struct {
   int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
   int prefetch;     /* WISP_WEBGPU_PREFETCH: -1 unset (each kernel's default), 0 or 1 for all (PF) */
   wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
+  wisp_wgpu_dn_tuning dn_tune;   /* WISP_WEBGPU_DN_SLICE or the options, read once (wgpu_qwen.c) */
   uint64_t max_binding;
   /* recording */
   wisp_wgpu_batch batch;
@@ -1342,6 +1343,20 @@ static void env_pair(const char *name, uint32_t *a, uint32_t *b, unsigned max) {
   }
 }
 
+static int pow2(unsigned x) { return x && !(x & (x - 1)); }
+
+/* WISP_WEBGPU_DN_SLICE=COLS or COLSxGROUPS (powers of two up to 1024;
+ * anything else is ignored, as env_pair does). */
+static void env_dn_slice(wisp_wgpu_dn_tuning *t) {
+  const char *v = getenv("WISP_WEBGPU_DN_SLICE");
+  unsigned c, gr = 0;
+  int n = v ? sscanf(v, "%ux%u", &c, &gr) : 0;
+  if (n >= 1 && pow2(c) && c <= 1024 && (n == 1 || (pow2(gr) && gr <= 1024))) {
+    t->cols = c;
+    t->groups = n == 2 ? gr : 0;
+  }
+}
+
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out) {
   *out = NULL;
   wisp_wgpu_backend_opts o;
@@ -1414,11 +1429,16 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0, g->prefetch != 0, g->prefetch == 1};
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
   env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
+  g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols ? o.dn_cols : 16, o.dn_groups};
+  env_dn_slice(&g->dn_tune);
   if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
       g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) || g->mm_tm % 4 || g->mm_tn % 4 ||
-      (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup) {
-    st = wisp_fail(WISP_EINVAL, "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u", g->mv_wg,
-                   g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn);
+      (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup ||
+      !pow2(g->dn_tune.cols) || g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) ||
+      g->dn_tune.groups > 1024) {
+    st = wisp_fail(WISP_EINVAL, "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, deltanet %ux%u",
+                   g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->dn_tune.cols,
+                   g->dn_tune.groups);
     goto fail;
   }
   g->max_binding = g->d->info.max_storage_buffer_binding_size;
@@ -1542,6 +1562,8 @@ int wisp_wgpu_int_fuse(wisp_backend *be) { return as_g(be)->fuse; }
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be) { return as_g(be)->fuse_argmax; }
 int wisp_wgpu_int_kv16(wisp_backend *be) { return as_g(be)->kv16; }
 const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be) { return &as_g(be)->q4k_tune; }
+const wisp_wgpu_dn_tuning *wisp_wgpu_int_dn_tuning(wisp_backend *be) { return &as_g(be)->dn_tune; }
+wisp_wgpu_backend_stats *wisp_wgpu_int_stats(wisp_backend *be) { return &as_g(be)->stats; }
 uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_bytes) {
   return staged_vec4s(as_g(be), cols, own_bytes);
 }

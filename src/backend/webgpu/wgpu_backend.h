@@ -43,6 +43,12 @@ typedef struct wisp_wgpu_backend_opts {
    * wisp_backend_settings.kv_f16, before the session makes its caches).
    * 0 = f32 (exact parity with the CPU backend). */
   int kv_f16;
+  /* One-token Gated DeltaNet (dn_decode.wgsl): value columns of a v-head
+   * per workgroup (a power of two; 0 = 16; >= v_dim: one workgroup per
+   * v-head with the gated norm inside, else a second dispatch, dn_norm,
+   * applies it) and row groups per workgroup (a power of two; 0 = about 8
+   * state rows per thread). Also WISP_WEBGPU_DN_SLICE=COLS or COLSxGROUPS. */
+  uint32_t dn_cols, dn_groups;
 } wisp_wgpu_backend_opts;
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out);
@@ -55,6 +61,7 @@ typedef struct wisp_wgpu_backend_stats {
   uint64_t weight_parts;    /* weight bindings sets uploaded (a split matrix counts its parts) */
   uint64_t spec_reads;      /* readbacks served by the copy recorded at the end of the last sync */
   uint64_t argmax_fused;    /* greedy sample_id calls served by head-product argmax partials */
+  uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
 } wisp_wgpu_backend_stats;
 
 /* Returns 1 and fills *out when `be` is a WebGPU backend, else 0. */

@@ -56,6 +56,18 @@ typedef struct {
   int mv_prefetch, fused_prefetch; /* PF of q4k_matvec / q4k_fused: weight loads issued ahead */
 } wisp_wgpu_q4k_tuning;
 const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be);
+/* Geometry of the one-token Gated DeltaNet kernel (dn_decode.wgsl), from
+ * the backend options (dn_cols, dn_groups), overridden by
+ * WISP_WEBGPU_DN_SLICE=COLS or COLSxGROUPS read once at backend creation:
+ * value columns per workgroup (a power of two, default 16; >= v_dim: a
+ * whole v-head per workgroup, gated norm inside) and row groups (a power of
+ * two; 0: the host's rule). */
+typedef struct {
+  uint32_t cols, groups;
+} wisp_wgpu_dn_tuning;
+const wisp_wgpu_dn_tuning *wisp_wgpu_int_dn_tuning(wisp_backend *be);
+/* The backend's counters (wgpu_backend.h), for the ops' own (deltanet_split). */
+struct wisp_wgpu_backend_stats *wisp_wgpu_int_stats(wisp_backend *be);
 /* XN of a one-token product kernel that stages its input (cols columns,
  * own_bytes of its own workgroup arrays): cols / 4, or 1 when it does not fit
  * or staging is off. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_internal.h"
 #include "util/err.h"
 
@@ -207,7 +208,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
 }
 
-/* dn_recur.wgsl / dn_decode.wgsl geometry: CW columns (a power of two >=
+/* dn_recur.wgsl geometry: CW columns (a power of two >=
  * v_dim) times IG row groups, each thread holding ceil(k_dim / IG) <= 32
  * state rows of its column. 0 (error kept) when the head does not fit. */
 static int dn_geometry(wisp_backend *be, const wisp_deltanet_args *a, uint32_t *cw_out, uint32_t *ig_out) {
@@ -227,7 +228,74 @@ static int dn_geometry(wisp_backend *be, const wisp_deltanet_args *a, uint32_t *
 
 /* ---- Gated DeltaNet ---- */
 
+/* dn_decode.wgsl's geometry (one token, split over value columns): CW
+ * columns per workgroup (the tuning's; when that is >= v_dim, a whole head:
+ * CW the power of two >= v_dim), NS = ceil(v_dim / CW) workgroups per
+ * v-head, IG row groups (the tuning's, else the fewest that leave each
+ * thread at most 8 state rows within the workgroup limit), NJ =
+ * ceil(k_dim / IG) <= 32 rows a thread. 0 when it does not fit: the caller
+ * takes dn_conv + dn_recur. */
+typedef struct {
+  uint32_t cw, ig, nj, ns;
+} dn_split;
+
+static int dn_split_geometry(wisp_backend *be, const wisp_deltanet_args *a, dn_split *g) {
+  const wisp_wgpu_dn_tuning *t = wisp_wgpu_int_dn_tuning(be);
+  uint32_t lim = wisp_wgpu_int_max_invocations(be);
+  if (lim > 1024) lim = 1024;
+  const uint32_t dk = (uint32_t)a->k_dim, dv = (uint32_t)a->v_dim;
+  uint32_t cw = t->cols;
+  if (cw >= dv)
+    for (cw = 1; cw < dv;) cw <<= 1;
+  uint32_t ig = t->groups;
+  if (!ig)
+    for (ig = 1; cdiv(dk, ig) > 8 && cw * ig * 2 <= lim;) ig <<= 1;
+  if ((uint64_t)cw * ig > lim || cdiv(dk, ig) > 32) return 0;
+  *g = (dn_split){cw, ig, cdiv(dk, ig), cdiv(dv, cw)};
+  return 1;
+}
+
 static void deltanet_in_proj(wisp_backend *be, qwen_state *q, const wisp_deltanet_args *a);
+
+/* One token through dn_decode.wgsl (and dn_norm.wgsl when a head is split
+ * over several workgroups); 0 (nothing recorded) when the kernel cannot
+ * take it. */
+static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBuffer taps, WGPUBuffer al,
+                           WGPUBuffer dt, WGPUBuffer nw) {
+  dn_split g;
+  /* MAXL 8 conv taps; subgroup sums */
+  if (a->n != 1 || !wisp_wgpu_int_settings(be)->lin_core || !wisp_wgpu_int_fuse(be) || a->conv_len > 8 ||
+      !wisp_wgpu_int_subgroups(be) || !dn_split_geometry(be, a, &g))
+    return 0;
+  const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
+  wisp_wgpu_const cd[3] = {{"WG", g.cw * g.ig}, {"CW", g.cw}, {"NJ", g.nj}};
+  wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "dn_decode", cd, 3);
+  struct {
+    uint32_t kh, vh, dk, dv, L, pos, ns;
+    float eps;
+  } pd = {(uint32_t)a->k_heads, (uint32_t)a->v_heads, (uint32_t)a->k_dim, (uint32_t)a->v_dim, (uint32_t)a->conv_len,
+          (uint32_t)a->pos0, g.ns, a->eps};
+  WGPUBuffer proj = wisp_wgpu_int_buf(a->proj), out = wisp_wgpu_int_buf(a->out);
+  wisp_wgpu_binding bd[8] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(al), whole(dt),
+                             whole(nw), whole(wisp_wgpu_int_buf(a->state)), whole(out)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(wisp_wgpu_int_device(be), (uint32_t)a->v_heads * g.ns, &gx, &gy);
+  wisp_wgpu_int_record(be, kd, bd, 8, &pd, sizeof pd, gx, gy, 1);
+  if (g.ns > 1) { /* the gated norm over each whole head */
+    uint32_t wg = 32;
+    while (wg < (uint32_t)a->v_dim && wg < 256) wg <<= 1;
+    wisp_wgpu_const cn[1] = {{"WG", wg}};
+    wisp_wgpu_kernel *kn = wisp_wgpu_int_kernel(be, "dn_norm", cn, 1);
+    struct {
+      uint32_t vh, dv, zoff;
+      float eps;
+    } pn = {(uint32_t)a->v_heads, (uint32_t)a->v_dim, (uint32_t)(2 * K + V), a->eps};
+    wisp_wgpu_binding bn[3] = {whole(proj), whole(nw), whole(out)};
+    wisp_wgpu_int_record(be, kn, bn, 3, &pn, sizeof pn, (uint32_t)a->v_heads, 1, 1);
+    wisp_wgpu_int_stats(be)->deltanet_split++;
+  }
+  return 1;
+}
 
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   qwen_state *q = qs_of(be);
@@ -239,34 +307,16 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   const int cdim = 2 * K + V, row = 2 * K + 2 * V + 2 * a->v_heads;
   if (a->k_heads <= 0 || a->v_heads % a->k_heads || a->k_dim <= 0 || a->k_dim > 256 || a->v_dim <= 0 ||
-      a->conv_len < 1 || a->n <= 0) {
-    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "gated_deltanet with %d k heads x %d, %d v heads x %d, conv %d",
-                       a->k_heads, a->k_dim, a->v_heads, a->v_dim, a->conv_len);
+      a->conv_len < 1 || a->n <= 0 || a->pos0 < 0) {
+    wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "gated_deltanet with %d k heads x %d, %d v heads x %d, conv %d, pos %d",
+                       a->k_heads, a->k_dim, a->v_heads, a->v_dim, a->conv_len, a->pos0);
     return;
   }
   WGPUBuffer taps = wisp_wgpu_int_vec(be, a->conv_taps), al = taps ? wisp_wgpu_int_vec(be, a->a_log) : NULL;
   WGPUBuffer dt = al ? wisp_wgpu_int_vec(be, a->dt_bias) : NULL, nw = dt ? wisp_wgpu_int_vec(be, a->norm) : NULL;
   if (!nw) return;
-  const int G = a->v_heads / a->k_heads;
-  if (a->n == 1 && wisp_wgpu_int_settings(be)->lin_core && wisp_wgpu_int_fuse(be) && G * a->v_dim <= 1024 &&
-      a->conv_len <= 8 && wisp_wgpu_int_subgroups(be)) { /* dn_decode.wgsl: MAXL 8 */
-    /* useLinearAttentionFusedDecodeCore: conv + recurrence + gated norm, one workgroup per k-head */
-    uint32_t cw, ig;
-    if (!dn_geometry(be, a, &cw, &ig)) return;
-    wisp_wgpu_const cd[3] = {{"WG", cw * ig}, {"CW", cw}, {"NJ", cdiv((uint64_t)a->k_dim, ig)}};
-    wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "dn_decode", cd, 3);
-    struct {
-      uint32_t kh, vh, dk, dv, L;
-      float eps;
-      uint32_t pad0, pad1;
-    } pd = {(uint32_t)a->k_heads, (uint32_t)a->v_heads, (uint32_t)a->k_dim, (uint32_t)a->v_dim, (uint32_t)a->conv_len,
-            a->eps, 0, 0};
-    wisp_wgpu_binding bd[8] = {whole(wisp_wgpu_int_buf(a->proj)), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)),
-                               whole(al), whole(dt), whole(nw), whole(wisp_wgpu_int_buf(a->state)),
-                               whole(wisp_wgpu_int_buf(a->out))};
-    wisp_wgpu_int_record(be, kd, bd, 8, &pd, sizeof pd, (uint32_t)a->k_heads, 1, 1);
-    return;
-  }
+  /* useLinearAttentionFusedDecodeCore: conv + recurrence + gated norm */
+  if (deltanet_decode(be, a, taps, al, dt, nw)) return;
   if (!wisp_wgpu_int_scratch(be, &q->cbuf, (uint64_t)a->n * cdim * 4, (uint64_t)(a->n > 64 ? a->n : 64) * cdim * 4,
                              "wisp deltanet conv"))
     return;
@@ -274,8 +324,8 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   wisp_wgpu_const c[1] = {{"WG", 64}};
   wisp_wgpu_kernel *kc = wisp_wgpu_int_kernel(be, "dn_conv", c, 1);
   struct {
-    uint32_t n, cdim, L, row;
-  } pc = {(uint32_t)a->n, (uint32_t)cdim, (uint32_t)a->conv_len, (uint32_t)row};
+    uint32_t n, cdim, L, row, pos0, pad0, pad1, pad2;
+  } pc = {(uint32_t)a->n, (uint32_t)cdim, (uint32_t)a->conv_len, (uint32_t)row, (uint32_t)a->pos0, 0, 0, 0};
   wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(q->cbuf.b)};
   wisp_wgpu_int_record(be, kc, bc, 4, &pc, sizeof pc, cdiv((uint64_t)cdim, 64), 1, 1);
   uint32_t cw, ig;
