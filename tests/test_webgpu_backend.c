@@ -583,15 +583,17 @@ TEST(webgpu_backend_shortconv_state_carries) {
   char err[600] = "";
   int ok = 1;
   static const int dims[] = {64, 96, 1000};
-  static const int Ls[] = {3, 4};
-  static const int calls[] = {3, 1, 17, 1, 2};
+  static const int Ls[] = {3, 4, 2};
+  /* token blocks of 16 (shortconv.wgsl TT): calls within one, across two
+   * and three, and shorter than the state */
+  static const int calls[] = {3, 1, 17, 1, 2, 40};
   for (int di = 0; ok && di < 3; di++)
-    for (int li = 0; ok && li < 2; li++) {
+    for (int li = 0; ok && li < 3; li++) {
       int dim = dims[di], L = Ls[li];
       wisp_vector taps = vec_make(dim * L, &seed, 0.0f, 1.0f);
       ok = prep_vec(&p, &taps);
       bpair state = zeros(&p, (size_t)dim * (L - 1));
-      for (int c = 0; ok && c < 5; c++) {
+      for (int c = 0; ok && c < 6; c++) {
         int n = calls[c];
         bpair bcx, o;
         ok = fill(&p, &bcx, n, 3 * dim, &seed, 1.0f);

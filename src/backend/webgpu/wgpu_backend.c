@@ -518,6 +518,9 @@ static uint64_t matvec_own_bytes(uint32_t wg, uint32_t lg, uint32_t rows, uint32
   return ((uint64_t)(wg / lg) * rows * (lg / 4) + wg / 4 + 1) * 4 + (uint64_t)(wg / lg) * rows * 8 + (uint64_t)cmb * 4;
 }
 
+/* shortconv.wgsl: tokens per thread (its grid's y is ceil(n / this)). */
+#define SHORTCONV_TT 16
+
 /* The most heads x splits a merge fused into a product (matvec PRE 3) takes. */
 #define MERGE_MAX 1024
 
@@ -1006,13 +1009,17 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
     op_fail(g, WISP_EINVAL, "shortconv with %d taps", L);
     return;
   }
-  wisp_wgpu_const c[1] = {{"WG", 64}};
-  wisp_wgpu_kernel *k = kernel(g, "shortconv", c, 1);
+  if (L < 1 || L > 9) { /* shortconv.wgsl: MAXS 8 state taps */
+    op_fail(g, WISP_EUNSUPPORTED, "shortconv with %d taps (1 to 9 are supported)", L);
+    return;
+  }
+  wisp_wgpu_const c[2] = {{"WG", 64}, {"TT", SHORTCONV_TT}};
+  wisp_wgpu_kernel *k = kernel(g, "shortconv", c, 2);
   struct {
     uint32_t n, dim, L, pad;
   } p = {(uint32_t)n, (uint32_t)dim, (uint32_t)L, 0};
   wisp_wgpu_binding b[4] = {whole(bcx->g.b), whole(tv->g.b), whole(state->g.b), whole(out->g.b)};
-  record(g, k, b, 4, &p, sizeof p, cdiv((uint64_t)dim, 64), 1);
+  record(g, k, b, 4, &p, sizeof p, cdiv((uint64_t)dim, 64), cdiv((uint64_t)n, SHORTCONV_TT));
 }
 
 static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
@@ -1411,7 +1418,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     g->max_splits = (uint32_t)atoi(sp);
     g->env_splits = 1;
   }
-  g->mv_rows_big = 16;
+  g->mv_rows_big = 8; /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
   g->env_geometry = getenv("WISP_WEBGPU_MATVEC") != NULL;
   const char *xst = getenv("WISP_WEBGPU_XSTAGE");
   g->no_xstage = xst && !strcmp(xst, "0");
