@@ -1143,19 +1143,19 @@ TEST(webgpu_backend_small_model_kv16) {
 
 /* Greedy sample_id fused into the head product (matvec ARGMAX = 1, sample
  * PARTS = 1), with ties: identical rows give bit-identical values, and the
- * lowest index must win, within one workgroup (rows 4321, 4322) and across
- * workgroups (row 17 vs 4321, 4322). Subgroup variant whole and split into
+ * lowest index must win, within one workgroup (rows 4321, 4322, and 4353
+ * in a later row chunk) and across workgroups (row 17 vs 4321, 4322). Subgroup variant whole and split into
  * 256-row parts (part offsets), plain variant; the logits are still
  * written; WISP_WEBGPU_FUSE_ARGMAX=0 gives the same ids unfused. */
 TEST(webgpu_backend_fused_argmax_ties) {
   WEBGPU_OR_SKIP(d);
-  enum { V = 5000, C = 64 };
+  enum { V = 20000, C = 64 }; /* >= 16384 rows: the tall (head) geometry */
   uint64_t seed = 83;
   wisp_matrix W = f32_matrix(V, C, &seed, 0.5f);
   CHECK(W.f32);
   float *w = (float *)W.f32;
   for (int c = 0; c < C; c++) {
-    w[4321 * C + c] = w[4322 * C + c] = 1.0f;
+    w[4321 * C + c] = w[4322 * C + c] = w[4353 * C + c] = 1.0f;
     w[17 * C + c] = c < C / 2 ? 1.0f : 0.0f;
   }
   float x[2][C];
@@ -1164,17 +1164,24 @@ TEST(webgpu_backend_fused_argmax_ties) {
     x[1][c] = c < C / 2 ? 1.0f : 0.0f;
   }
   static const int want[2] = {4321, 17};
-  static const int sg[4] = {-1, -1, 0, -1};
-  static const uint64_t mb[4] = {0, 65536, 0, 0};
+  /* configs 4 and 5: three row chunks per workgroup (WISP_WEBGPU_HEAD_CHUNKS,
+   * 32-row chunks: 4353 ties 4321 in the same slot of the next chunk), the
+   * second with the weight loads issued ahead */
+  static const int sg[6] = {-1, -1, 0, -1, -1, -1};
+  static const uint64_t mb[6] = {0, 65536, 0, 0, 0, 0};
   float *y = malloc(sizeof(float) * V);
   char err[300] = "";
   int ok = y != NULL;
-  for (int cfg = 0; ok && cfg < 4; cfg++) {
+  for (int cfg = 0; ok && cfg < 6; cfg++) {
     if (cfg == 3) setenv("WISP_WEBGPU_FUSE_ARGMAX", "0", 1);
+    if (cfg >= 4) setenv("WISP_WEBGPU_HEAD_CHUNKS", "3", 1);
+    if (cfg == 5) setenv("WISP_WEBGPU_PREFETCH", "1", 1);
     wisp_wgpu_backend_opts o = {.device = d, .subgroups = sg[cfg], .max_binding = mb[cfg]};
     wisp_backend *be = NULL;
     wisp_status st = wisp_wgpu_backend_new(&o, &be);
     unsetenv("WISP_WEBGPU_FUSE_ARGMAX");
+    unsetenv("WISP_WEBGPU_HEAD_CHUNKS");
+    unsetenv("WISP_WEBGPU_PREFETCH");
     if (st) {
       snprintf(err, sizeof err, "backend: %s", wisp_last_error());
       ok = 0;

@@ -69,7 +69,7 @@ typedef struct bg_entry {
   struct bg_entry *next;
 } bg_entry;
 
-#define KCONSTS 8 /* most override constants of one kernel variant */
+#define KCONSTS 12 /* most override constants of one kernel variant */
 
 typedef struct {
   const char *file;
@@ -86,6 +86,7 @@ typedef struct {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
+  uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; WISP_WEBGPU_HEAD_CHUNKS) */
   int prefetch;     /* WISP_WEBGPU_PREFETCH: -1 unset (each kernel's default), 0 or 1 for all (PF) */
   wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
   wisp_wgpu_dn_tuning dn_tune;   /* WISP_WEBGPU_DN_SLICE or the options, read once (wgpu_qwen.c) */
@@ -832,14 +833,16 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
                        int splits) {
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
-  uint32_t rows_wg = g->sg ? (wg / lg) * rows : rows;
+  /* tall matrices: RCH chunks of rows per workgroup (matvec.wgsl) */
+  const uint32_t rch = g->sg && w->rows >= 16384 ? g->head_chunks : 1;
+  uint32_t rows_wg = g->sg ? (wg / lg) * rows * rch : rows;
   /* argmax (n = 1): per-workgroup (max, index) pairs to g->amax, in row
    * order across the parts; g->amax_count is their number. */
   const uint32_t cmb = pre == 3 ? MERGE_MAX : 1; /* PRE 3's merge weights */
   const uint64_t mv_own = matvec_own_bytes(wg, lg, rows, cmb);
-  wisp_wgpu_const c[8] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
+  wisp_wgpu_const c[9] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
                           {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols, mv_own)},
-                          {"PF", g->prefetch == 1}, {"CMB", cmb}};
+                          {"PF", g->prefetch == 1}, {"CMB", cmb}, {"RCH", rch}};
   uint32_t part_off = 0;
   if (argmax) {
     uint64_t total = 0;
@@ -847,7 +850,7 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
     if (!scratch(g, &g->amax, total * 8, total * 8, "wisp argmax partials")) return;
     g->amax_count = (uint32_t)total;
   }
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 8 : 4);
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 9 : 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
@@ -1430,6 +1433,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * q4k_matvec only unless WISP_WEBGPU_PREFETCH says 0 or 1 for all. */
   g->prefetch = pf && (!strcmp(pf, "0") || !strcmp(pf, "1")) ? atoi(pf) : -1;
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows, UINT_MAX);
+  g->head_chunks = 1;
+  const char *hc = getenv("WISP_WEBGPU_HEAD_CHUNKS");
+  if (hc && atoi(hc) > 0 && atoi(hc) <= 256) g->head_chunks = (uint32_t)atoi(hc);
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);

@@ -48,6 +48,7 @@ override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (m
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
 override PF: u32 = 0u;     // 1: weight loads issued ahead (see main), 0: in place
 override CMB: u32 = 1u;    // PRE 3: room for heads * splits merge weights (1: PRE 3 unused)
+override RCH: u32 = 1u;    // row chunks per workgroup (see main)
 
 struct Params {
   rows: u32,
@@ -122,6 +123,12 @@ fn stage_attention_merge(li: u32) {
   workgroupBarrier();
 }
 
+// Whether candidate (v, i) beats (bv, bi) for the argmax: a larger value,
+// or an equal one at a lower row (the CPU's first maximum); i = NONE never.
+fn beats(v: f32, i: u32, bv: f32, bi: u32) -> bool {
+  return i != 0xFFFFFFFFu && (bi == 0xFFFFFFFFu || v > bv || (v == bv && i < bi));
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
@@ -132,27 +139,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let ng = WG / LG;
   let grp = li / LG;
   let lane = li % LG;
-  let row0 = (wg_id * ng + grp) * ROWS;
   let pslots = LG / 4u;
   let norm_base = ng * ROWS * pslots;
   var units = p.cols / 32u;
   if (QT == 0u) {
     units = p.cols / 4u;
   }
-  var acc: array<f32, MAXR>;
-  for (var r = 0u; r < ROWS; r++) {
-    acc[r] = 0.0;
-  }
   // Software pipelining of the weight loads (they never depend on the
   // input): the lane's first unit is loaded before the input is staged, so
   // the two memory round trips overlap instead of queueing, and each
-  // iteration issues the next unit's loads before it computes. A one-token
-  // product is a few microseconds of latency, not of bandwidth.
+  // iteration issues the next unit's loads before it computes.
   var wu: array<WUnit, MAXR>;
+  let first_row0 = (wg_id * RCH * ng + grp) * ROWS;
   if (PF == 1u && lane < units) {
     for (var r = 0u; r < ROWS; r++) {
-      if (row0 + r < p.rows) {
-        wu[r] = load_unit(row0 + r, lane);
+      if (first_row0 + r < p.rows) {
+        wu[r] = load_unit(first_row0 + r, lane);
       }
     }
   }
@@ -162,73 +164,94 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   } else if (XN > 1u) {
     staged_ss = stage_input(li);
   }
-  var xs: array<vec4<f32>, 8>;
-  for (var u = lane; u < units; u += LG) {
-    let xsum = unit_input(u, &xs);
+  // RCH chunks of (WG / LG) * ROWS rows, one after another over the same
+  // staged input: a tall matrix (the head) with fewer workgroups, each
+  // staging x' (and reducing its norm) once for RCH times the rows.
+  var scale = 1.0;
+  for (var ck = 0u; ck < RCH; ck++) {
+    let row0 = ((wg_id * RCH + ck) * ng + grp) * ROWS;
+    var acc: array<f32, MAXR>;
     for (var r = 0u; r < ROWS; r++) {
-      let row = row0 + r;
-      if (row < p.rows) {
-        if (PF == 1u) {
-          let cur = wu[r];
-          if (u + LG < units) {
-            wu[r] = load_unit(row, u + LG);
-          }
-          acc[r] += unit_dot(cur, &xs, xsum);
-        } else {
-          acc[r] += unit_dot(load_unit(row, u), &xs, xsum);
+      acc[r] = 0.0;
+    }
+    if (PF == 1u && ck > 0u && lane < units) {
+      for (var r = 0u; r < ROWS; r++) {
+        if (row0 + r < p.rows) {
+          wu[r] = load_unit(row0 + r, lane);
         }
       }
     }
-  }
-  // The fused norm's scale only multiplies the row sums, so its reduction
-  // comes after the product: the weight loads need not wait for it.
-  var scale = 1.0;
-  if (p.pre == 3u) {
-    if (wg_id == 0u) { // the merged output, as attn_combine would have left it
-      for (var i = li; i < p.cols / 4u; i += WG) {
-        xo[i] = xsh[xsw(i)];
+    var xs: array<vec4<f32>, 8>;
+    for (var u = lane; u < units; u += LG) {
+      let xsum = unit_input(u, &xs);
+      for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if (row < p.rows) {
+          if (PF == 1u) {
+            let cur = wu[r];
+            if (u + LG < units) {
+              wu[r] = load_unit(row, u + LG);
+            }
+            acc[r] += unit_dot(cur, &xs, xsum);
+          } else {
+            acc[r] += unit_dot(load_unit(row, u), &xs, xsum);
+          }
+        }
       }
     }
-  } else {
-    scale = input_scale(li, sli, sgs, norm_base, wg_id, staged_ss);
-  }
-  // Row sums: subgroupAdd within each subgroup, then the LG / sgs subgroup
-  // sums of a group through workgroup memory.
-  for (var r = 0u; r < ROWS; r++) {
-    let s = subgroupAdd(acc[r]);
-    if (sli == 0u) {
-      partial[(grp * ROWS + r) * pslots + lane / sgs] = s;
-    }
-  }
-  workgroupBarrier();
-  if (lane < ROWS) {
-    let slot = grp * ROWS + lane;
-    let row = row0 + lane;
-    if (row < p.rows) {
-      var t = 0.0;
-      for (var i = 0u; i < LG / sgs; i++) {
-        t += partial[slot * pslots + i];
+    if (ck == 0u) {
+      // The fused norm's scale only multiplies the row sums, so its
+      // reduction comes after the product: the weight loads need not wait.
+      if (p.pre == 3u) {
+        if (wg_id == 0u) { // the merged output, as attn_combine would have left it
+          for (var i = li; i < p.cols / 4u; i += WG) {
+            xo[i] = xsh[xsw(i)];
+          }
+        }
+      } else {
+        scale = input_scale(li, sli, sgs, norm_base, wg_id, staged_ss);
       }
-      t *= scale;
-      let dst = p.y_off + row;
-      if (p.acc != 0u) {
-        t += y[dst];
-      }
-      y[dst] = t;
-      am_v[slot] = t;
-      am_i[slot] = dst;
-    } else {
-      am_v[slot] = -3.0e38;
-      am_i[slot] = 0xFFFFFFFFu;
     }
+    // Row sums: subgroupAdd within each subgroup, then the LG / sgs
+    // subgroup sums of a group through workgroup memory.
+    for (var r = 0u; r < ROWS; r++) {
+      let s = subgroupAdd(acc[r]);
+      if (sli == 0u) {
+        partial[(grp * ROWS + r) * pslots + lane / sgs] = s;
+      }
+    }
+    workgroupBarrier();
+    if (lane < ROWS) {
+      let slot = grp * ROWS + lane;
+      let row = row0 + lane;
+      if (row < p.rows) {
+        var t = 0.0;
+        for (var i = 0u; i < LG / sgs; i++) {
+          t += partial[slot * pslots + i];
+        }
+        t *= scale;
+        let dst = p.y_off + row;
+        if (p.acc != 0u) {
+          t += y[dst];
+        }
+        y[dst] = t;
+        if (ck == 0u || beats(t, dst, am_v[slot], am_i[slot])) {
+          am_v[slot] = t;
+          am_i[slot] = dst;
+        }
+      } else if (ck == 0u) {
+        am_v[slot] = -3.0e38;
+        am_i[slot] = 0xFFFFFFFFu;
+      }
+    }
+    workgroupBarrier(); // partial is rewritten by the next chunk
   }
   if (ARGMAX == 1u) {
-    workgroupBarrier();
     if (li == 0u) {
       var bv = am_v[0];
       var bi = am_i[0];
       for (var r = 1u; r < ng * ROWS; r++) {
-        if (am_i[r] != 0xFFFFFFFFu && (am_v[r] > bv || bi == 0xFFFFFFFFu)) {
+        if (beats(am_v[r], am_i[r], bv, bi)) {
           bv = am_v[r];
           bi = am_i[r];
         }
