@@ -134,6 +134,56 @@ static wisp_vector qvec(qpair *p, int n, uint64_t *seed, float base, float sprea
 
 static const wisp_kernel_choice *g_attn_choice; /* the next gated_case's plan choice (NULL = default) */
 
+/* With g_qproj set, gated_case and deltanet_case follow every call with
+ * the output projection a model does next (a 37-row Q4_K matrix over the
+ * op's output, last token, accumulated into a residual) where the output
+ * width is whole super-blocks: a one-token decode step's gated merge or
+ * split-head gated norm may then be computed by that product while it
+ * stages its input (q4k_matvec.wgsl PRE); the residual is compared too. */
+static int g_qproj;
+
+typedef struct {
+  wisp_matrix mc, mg; /* the cpu's and the gpu's copies */
+  qbuf resid;
+  int on;
+} qproj;
+
+static int qproj_open(qpair *p, qproj *pj, int cols, uint64_t *seed) {
+  memset(pj, 0, sizeof *pj);
+  if (!g_qproj || cols % 256) return 1;
+  float *f = malloc(sizeof(float) * (size_t)37 * cols);
+  uint8_t *q = malloc(wisp_q4k_bytes(37, cols));
+  if (!f || !q) {
+    free(f);
+    free(q);
+    return 0;
+  }
+  for (size_t i = 0; i < (size_t)37 * cols; i++) f[i] = 0.1f * test_rand_float(seed);
+  wisp_quantize_q4k(f, 37, cols, q);
+  free(f);
+  qkeep(p, q);
+  pj->mc = (wisp_matrix){.type = WISP_W_Q4K, .rows = 37, .cols = cols, .q = q};
+  pj->mg = pj->mc;
+  pj->resid = qfill(p, 37, seed, 1.0f);
+  pj->on = 1;
+  return !p->cpu->prepare_matrix(p->cpu, &pj->mc) && !p->gpu->prepare_matrix(p->gpu, &pj->mg);
+}
+
+/* The projection of the last of n tokens of o into the residual, compared. */
+static int qproj_step(qpair *p, qproj *pj, const qbuf *o, int n, double tol, const char *what, char *err,
+                      size_t cap) {
+  if (!pj->on) return 1;
+  p->cpu->matmul(p->cpu, &pj->mc, o->c, n - 1, 1, pj->resid.c, 1);
+  p->gpu->matmul(p->gpu, &pj->mg, o->g, n - 1, 1, pj->resid.g, 1);
+  char w2[200];
+  snprintf(w2, sizeof w2, "%s: projected", what);
+  return qcompare(p, &pj->resid, pj->resid.n, tol, w2, err, cap);
+}
+
+static void qproj_close(qpair *p, qproj *pj) {
+  if (pj->on) qfree(p, &pj->resid);
+}
+
 static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, int ncalls, uint64_t *seed, char *err,
                       size_t cap) {
   const int max_pos = 200, half = R / 2;
@@ -160,6 +210,8 @@ static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, 
     vcache.g = p->gpu->kv_buf_new(p->gpu, kvn);
     ok = kc.g && vcache.g;
   }
+  qproj pj;
+  ok = ok && qproj_open(p, &pj, H * D, seed);
   int pos0 = 0;
   for (int c = 0; ok && c < ncalls; c++) {
     int n = calls[c];
@@ -176,18 +228,20 @@ static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, 
     snprintf(what, sizeof what, "attention_gated H %d KVH %d D %d R %d call %d (pos0 %d, n %d)", H, KVH, D, R, c, pos0,
              n);
     size_t used = (size_t)(pos0 + n) * KVH * D;
+    ok = qproj_step(p, &pj, &o, n, g_qkv16 ? TOL_KV16 : TOL_GATED_ATTN, what, err, cap);
     if (g_qkv16)
-      ok = qcompare(p, &o, o.n, TOL_KV16, what, err, cap) &&
+      ok = ok && qcompare(p, &o, o.n, TOL_KV16, what, err, cap) &&
            qcompare_kv16(p, &kc, used, TOL_KV16, "k cache", err, cap) &&
            qcompare_kv16(p, &vcache, used, TOL_KV16, "v cache", err, cap);
     else
-      ok = qcompare(p, &o, o.n, TOL_GATED_ATTN, what, err, cap) &&
+      ok = ok && qcompare(p, &o, o.n, TOL_GATED_ATTN, what, err, cap) &&
            qcompare(p, &kc, used, TOL_GATED_ATTN, "k cache", err, cap) &&
            qcompare(p, &vcache, used, TOL_GATED_ATTN, "v cache", err, cap);
     qfree(p, &qkv);
     qfree(p, &o);
     pos0 += n;
   }
+  qproj_close(p, &pj);
   qfree(p, &kc);
   qfree(p, &vcache);
   return ok;
@@ -375,7 +429,8 @@ static int deltanet_case(qpair *p, int KH, int VH, int DK, int DV, int L, const 
   wisp_vector dt = qvec(p, VH, seed, 0.0f, 1.0f), nw = qvec(p, DV, seed, 1.0f, 0.3f);
   qbuf cst = qfill(p, (size_t)cdim * L, seed, 0); /* as qwen3_5.c allocates it: L floats a channel */
   qbuf st = qfill(p, (size_t)VH * DK * DV, seed, 0);
-  int ok = 1, pos = 0;
+  qproj pj;
+  int ok = qproj_open(p, &pj, V, seed), pos = 0;
   for (int c = 0; ok && c < ncalls; c++) {
     int n = calls[c];
     qbuf pr = qfill(p, (size_t)n * row, seed, 1.5f);
@@ -390,7 +445,8 @@ static int deltanet_case(qpair *p, int KH, int VH, int DK, int DV, int L, const 
     pos += n;
     char what[160];
     snprintf(what, sizeof what, "gated_deltanet KH %d VH %d DK %d DV %d L %d call %d (n %d)", KH, VH, DK, DV, L, c, n);
-    ok = qcompare(p, &o, o.n, TOL_DELTANET, "output", err, cap) &&
+    ok = qproj_step(p, &pj, &o, n, TOL_DELTANET, "output", err, cap) &&
+         qcompare(p, &o, o.n, TOL_DELTANET, "output", err, cap) &&
          qcompare(p, &st, st.n, TOL_DELTANET, "recurrent state", err, cap) &&
          qcompare_conv_ring(p, &cst, cdim, L, pos, 1e-6, err, cap);
     if (!ok) { /* which call */
@@ -400,6 +456,7 @@ static int deltanet_case(qpair *p, int KH, int VH, int DK, int DV, int L, const 
     qfree(p, &pr);
     qfree(p, &o);
   }
+  qproj_close(p, &pj);
   qfree(p, &cst);
   qfree(p, &st);
   return ok;
@@ -484,6 +541,47 @@ TEST(webgpu_qwen_gated_deltanet_split) {
            (unsigned long long)(s1.deltanet_split - s0.deltanet_split));
   }
   printf("     gated_deltanet split: max error %.3g of max|ref|\n", g_qworst);
+}
+
+/* The one-token ops a Q4_K projection computes while staging its input
+ * (q4k_matvec.wgsl PRE): DeltaNet's split-head gated norm (PRE 1) and
+ * decode attention's gated merge of its splits (PRE 2), each followed by a
+ * 37-row Q4_K projection of its output into a residual as in a model; the
+ * projection and the op's own output (written by the product's workgroup
+ * 0) against the CPU, and the fusions counted. */
+TEST(webgpu_qwen_input_ops_fused) {
+  WEBGPU_OR_SKIP(d);
+  g_qworst = 0;
+  char err[600] = "";
+  static const int calls[] = {7, 1, 1, 40, 1, 1};
+  qpair p;
+  CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
+  uint64_t seed = 301;
+  wisp_wgpu_backend_stats s0, s1;
+  wisp_wgpu_backend_stats_get(p.gpu, &s0);
+  g_qproj = 1;
+  /* (KH, VH, DK, DV, L): 256 and 512 value columns, split over 16-column workgroups */
+  int ok = deltanet_case(&p, 2, 4, 24, 64, 4, calls, 6, &seed, err, sizeof err) &&
+           deltanet_case(&p, 1, 2, 32, 256, 4, calls, 6, &seed, err, sizeof err);
+  uint64_t dn = 0;
+  if (ok) {
+    wisp_wgpu_backend_stats_get(p.gpu, &s1);
+    dn = s1.input_fused - s0.input_fused;
+    s0 = s1;
+  }
+  /* (H, KVH, D, R): 4 x 64 and 2 x 256 outputs; decode past one 32-key tile has splits */
+  ok = ok && gated_case(&p, 4, 2, 64, 16, calls, 6, &seed, err, sizeof err) &&
+       gated_case(&p, 2, 1, 256, 64, calls, 6, &seed, err, sizeof err);
+  g_qproj = 0;
+  wisp_wgpu_backend_stats_get(p.gpu, &s1);
+  qclose(&p);
+  CHECKF(ok, "%s", err);
+  /* every one-token DeltaNet step is split (4 a case); the attention steps at positions 7, 8 fit one
+   * tile, those at 48 and 49 have two splits (2 a case) */
+  CHECKF(dn == 8, "%llu DeltaNet norms fused (8 expected)", (unsigned long long)dn);
+  CHECKF(s1.input_fused - s0.input_fused == 4, "%llu attention merges fused (4 expected)",
+         (unsigned long long)(s1.input_fused - s0.input_fused));
+  printf("     input ops fused into q4k_matvec: max error %.3g of max|ref|\n", g_qworst);
 }
 
 /* ---- Q4_K products ---- */
@@ -581,6 +679,9 @@ static int argmax_f(const float *v, int n) {
 }
 
 static int g_parity_kv16; /* whether the last qwen_model_parity's webgpu session had packed-f16 KV */
+/* input ops (DeltaNet gated norms, gated attention merges) the last
+ * qwen_model_parity's webgpu session fused into Q4_K products */
+static uint64_t g_parity_input_fused;
 
 /* 32 greedy steps through eval on both backends (tokens equal, logits within
  * TOL_QWEN_LOGITS), then the decode loop (wisp_session_generate) on both:
@@ -612,6 +713,8 @@ static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_
   float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
   int32_t prompt[11];
   for (int i = 0; i < 11; i++) prompt[i] = (int32_t)((i * 37 + 5) % V);
+  wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+  wisp_wgpu_backend_stats_get(sg->backend, &s0);
   int ok = lc && lg && !wisp_session_eval(sc, prompt, 11, lc) && !wisp_session_eval(sg, prompt, 11, lg);
   if (!ok) snprintf(err, cap, "prefill: %s", wisp_last_error());
   double worst = 0;
@@ -652,6 +755,8 @@ static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_
     }
     if (ok && gen_out) memcpy(gen_out, b, sizeof b);
   }
+  wisp_wgpu_backend_stats_get(sg->backend, &s1);
+  g_parity_input_fused = s1.input_fused - s0.input_fused;
   free(lc);
   free(lg);
   wisp_session_free(sc);
@@ -672,7 +777,10 @@ TEST(webgpu_qwen_small_model_parity) {
     double worst = 0;
     int ok = qwen_model_parity(dir, NULL, NULL, err, sizeof err, &worst);
     CHECKF(ok, "%s: %s", quants[i], err);
-    printf("     qwen35-small %s: 32 greedy tokens equal, max logit error %.3g of max|logit|\n", quants[i], worst);
+    /* (this model's 128-column projections are Q4, not Q4_K: the input-op fusions of
+     * q4k_matvec are tested in webgpu_qwen_input_ops_fused and webgpu_qswitch) */
+    printf("     qwen35-small %s: 32 greedy tokens equal, max logit error %.3g of max|logit|, %llu input ops fused\n",
+           quants[i], worst, (unsigned long long)g_parity_input_fused);
   }
 }
 

@@ -881,6 +881,11 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
   wgpu_backend *g = as_g(be);
   const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
   if (W->type == WISP_W_Q4K) { /* wgpu_qwen.c; a held-back rmsnorm of x may fuse into it */
+    if (g->qwen && g->fuse && wisp_wgpu_qwen_take_input(be, W, x, x_row0, n, y)) {
+      emit_pending(g); /* everything else held back comes first */
+      wisp_wgpu_q4k_matmul_ex(be, W, NULL, NULL, 0, NULL, x, x_row0, n, y, accumulate);
+      return;
+    }
     const wisp_buf *nx = NULL, *nxo = NULL;
     WGPUBuffer nwb = NULL;
     float neps = 0;

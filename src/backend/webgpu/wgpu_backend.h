@@ -62,6 +62,7 @@ typedef struct wisp_wgpu_backend_stats {
   uint64_t spec_reads;      /* readbacks served by the copy recorded at the end of the last sync */
   uint64_t argmax_fused;    /* greedy sample_id calls served by head-product argmax partials */
   uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
+  uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */
 } wisp_wgpu_backend_stats;
 
 /* Returns 1 and fills *out when `be` is a WebGPU backend, else 0. */

@@ -96,6 +96,12 @@ void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_
 void wisp_wgpu_qwen_emit(wisp_backend *be);
 /* Consumers of a held-back Q4_K product: 1 when they recorded the fused form. */
 int wisp_wgpu_qwen_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out);
+/* 1 when a held-back Qwen op whose output is x (DeltaNet's split-head gated
+ * norm, the gated attention merge) will be computed by the next Q4_K
+ * product (by W of x into y) while it stages its input; that product must
+ * follow (wisp_wgpu_q4k_matmul_ex). Call before emitting other pending ops. */
+int wisp_wgpu_qwen_take_input(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
+                              const wisp_buf *y);
 int wisp_wgpu_qwen_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids);
 void wisp_wgpu_qwen_free(wisp_backend *be);
 /* Checks the plan's kernel choices for a Q4_K matrix (prepare_matrix). */

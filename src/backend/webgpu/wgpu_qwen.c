@@ -16,6 +16,8 @@
 #define QATTN_WG 64
 /* attn_gated_decode.wgsl: threads (one per head dimension) and keys per tile */
 #define QDEC_WG 256
+/* q4k_matvec.wgsl's GN for a fused input op (floats of per-head values) */
+#define QIN_ROOM 1024
 #define QDEC_KT 32
 
 /* A one-token Q4_K product held back for a consumer that fuses it (the
@@ -31,12 +33,28 @@ typedef struct {
   wisp_buf *y;
 } q4k_pend;
 
+/* An op whose one-token output a following Q4_K product may compute while
+ * staging its input (q4k_matvec.wgsl PRE) instead of a dispatch of its
+ * own: 1 = dn_norm (DeltaNet's gated RMSNorm over split heads), 2 =
+ * attn_gated_combine. Held back by the op; recorded on its own by
+ * wisp_wgpu_qwen_emit when no product takes it. */
+typedef struct {
+  int kind;
+  WGPUBuffer aux, src, nw; /* 1: raw o, proj (z), norm weights; 2: the splits, qkv (gates) */
+  const wisp_buf *out;     /* what the op writes (the product's nominal input) */
+  int heads, hd, zoff, splits;
+  float eps;
+} qin_pend;
+
 typedef struct {
   wisp_wgpu_buf cbuf; /* conv outputs of the current gated_deltanet call */
   wisp_wgpu_buf qbuf; /* normed + rotated queries of the current attention */
   wisp_wgpu_buf part; /* flash-decoding partials */
   wisp_wgpu_buf dum[3]; /* placeholders for q4k_fused's unused writable bindings (must not alias) */
   q4k_pend pend;
+  wisp_wgpu_buf dnraw; /* a split DeltaNet decode step's output before its gated norm */
+  qin_pend fin;        /* held back (kind != 0) */
+  qin_pend taken;      /* taken by the next Q4_K product (wisp_wgpu_qwen_take_input) */
 } qwen_state;
 
 static qwen_state *qs_of(wisp_backend *be) {
@@ -55,6 +73,7 @@ void wisp_wgpu_qwen_free(wisp_backend *be) {
   wisp_wgpu_int_scratch_free(be, &q->cbuf);
   wisp_wgpu_int_scratch_free(be, &q->qbuf);
   wisp_wgpu_int_scratch_free(be, &q->part);
+  wisp_wgpu_int_scratch_free(be, &q->dnraw);
   for (int i = 0; i < 3; i++) wisp_wgpu_int_scratch_free(be, &q->dum[i]);
   free(q);
   *slot = NULL;
@@ -165,14 +184,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
                                 whole(vc), whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
     wisp_wgpu_int_record(be, kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
-    if (splits > 1 && gate_in) {
-      wisp_wgpu_const cc[1] = {{"WG", QDEC_WG}}; /* a thread per dimension */
-      wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_gated_combine", cc, 1);
-      struct {
-        uint32_t H, D, splits, pad;
-      } pc = {(uint32_t)H, (uint32_t)D, splits, 0};
-      wisp_wgpu_binding bc[3] = {whole(q->part.b), whole(qkv), whole(out)};
-      wisp_wgpu_int_record(be, kc2, bc, 3, &pc, sizeof pc, (uint32_t)H, 1, 1);
+    if (splits > 1 && gate_in) { /* the gated merge: held back for the o_proj product */
+      q->fin = (qin_pend){2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)splits, 0};
       return;
     }
   } else {
@@ -276,25 +289,44 @@ static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBu
   } pd = {(uint32_t)a->k_heads, (uint32_t)a->v_heads, (uint32_t)a->k_dim, (uint32_t)a->v_dim, (uint32_t)a->conv_len,
           (uint32_t)a->pos0, g.ns, a->eps};
   WGPUBuffer proj = wisp_wgpu_int_buf(a->proj), out = wisp_wgpu_int_buf(a->out);
+  /* split heads: the raw output goes to dnraw, the gated norm follows */
+  qwen_state *q = qs_of(be);
+  if (g.ns > 1 && (!q || !wisp_wgpu_int_scratch(be, &q->dnraw, (uint64_t)V * 4, (uint64_t)V * 4, "wisp deltanet raw")))
+    return 1; /* failure kept */
   wisp_wgpu_binding bd[8] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(al), whole(dt),
-                             whole(nw), whole(wisp_wgpu_int_buf(a->state)), whole(out)};
+                             whole(nw), whole(wisp_wgpu_int_buf(a->state)), whole(g.ns > 1 ? q->dnraw.b : out)};
   uint32_t gx, gy;
   wisp_wgpu_grid(wisp_wgpu_int_device(be), (uint32_t)a->v_heads * g.ns, &gx, &gy);
   wisp_wgpu_int_record(be, kd, bd, 8, &pd, sizeof pd, gx, gy, 1);
-  if (g.ns > 1) { /* the gated norm over each whole head */
+  if (g.ns > 1) { /* the gated norm over each whole head: held back for the out_proj product */
+    q->fin = (qin_pend){1, q->dnraw.b, proj, nw, a->out, a->v_heads, a->v_dim, 2 * K + V, 0, a->eps};
+    wisp_wgpu_int_stats(be)->deltanet_split++;
+  }
+  return 1;
+}
+
+/* A held-back input op (qin_pend) as a dispatch of its own. */
+static void rec_input_op(wisp_backend *be, const qin_pend *f) {
+  if (f->kind == 1) { /* dn_norm.wgsl */
     uint32_t wg = 32;
-    while (wg < (uint32_t)a->v_dim && wg < 256) wg <<= 1;
+    while (wg < (uint32_t)f->hd && wg < 256) wg <<= 1;
     wisp_wgpu_const cn[1] = {{"WG", wg}};
     wisp_wgpu_kernel *kn = wisp_wgpu_int_kernel(be, "dn_norm", cn, 1);
     struct {
       uint32_t vh, dv, zoff;
       float eps;
-    } pn = {(uint32_t)a->v_heads, (uint32_t)a->v_dim, (uint32_t)(2 * K + V), a->eps};
-    wisp_wgpu_binding bn[3] = {whole(proj), whole(nw), whole(out)};
-    wisp_wgpu_int_record(be, kn, bn, 3, &pn, sizeof pn, (uint32_t)a->v_heads, 1, 1);
-    wisp_wgpu_int_stats(be)->deltanet_split++;
+    } pn = {(uint32_t)f->heads, (uint32_t)f->hd, (uint32_t)f->zoff, f->eps};
+    wisp_wgpu_binding bn[4] = {whole(f->src), whole(f->nw), whole(f->aux), whole(wisp_wgpu_int_buf(f->out))};
+    wisp_wgpu_int_record(be, kn, bn, 4, &pn, sizeof pn, (uint32_t)f->heads, 1, 1);
+  } else if (f->kind == 2) { /* attn_gated_combine.wgsl: a thread per dimension */
+    wisp_wgpu_const cc[1] = {{"WG", QDEC_WG}};
+    wisp_wgpu_kernel *kc2 = wisp_wgpu_int_kernel(be, "attn_gated_combine", cc, 1);
+    struct {
+      uint32_t H, D, splits, pad;
+    } pc = {(uint32_t)f->heads, (uint32_t)f->hd, (uint32_t)f->splits, 0};
+    wisp_wgpu_binding bc[3] = {whole(f->aux), whole(f->src), whole(wisp_wgpu_int_buf(f->out))};
+    wisp_wgpu_int_record(be, kc2, bc, 3, &pc, sizeof pc, (uint32_t)f->heads, 1, 1);
   }
-  return 1;
 }
 
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
@@ -397,8 +429,45 @@ static void q4k_matmul_tiled(wisp_backend *be, const wisp_matrix *W, const wisp_
   }
 }
 
+/* GN of q4k_matvec.wgsl for a held-back input op over `cols` inputs (0:
+ * the op cannot fuse: too many heads or splits for the kernel's arrays). */
+static uint32_t input_op_room(const qin_pend *f, int cols) {
+  if (!f || f->heads <= 0 || f->heads > 256) return 0;
+  uint64_t need = f->kind == 1 ? (uint64_t)cols / 4 + (uint64_t)f->heads : (uint64_t)f->heads * (uint64_t)f->splits;
+  return need <= QIN_ROOM && (uint64_t)cols / 4 + 256 <= QIN_ROOM ? QIN_ROOM : 0;
+}
+
+static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                           int accumulate, const qin_pend *pre);
+
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                           int accumulate) {
+  rec_q4k_matvec(be, W, x, x_row0, n, y, accumulate, NULL);
+}
+
+/* Whether the held-back input op can fuse into a one-token q4k_matvec by W
+ * reading x: the subgroup kernel (not the seed profile's simd16 one), x'
+ * staged beside the op's per-head values. */
+static int input_op_fits(wisp_backend *be, const qin_pend *f, const wisp_matrix *W, const wisp_buf *x, int x_row0,
+                         int n, const wisp_buf *y) {
+  if (!f->kind || f->out != x || n != 1 || x_row0 || y == x || W->cols != f->heads * f->hd || f->hd % 4 ||
+      !wisp_wgpu_int_subgroups(be) || is_simd16(W->choice[WISP_PHASE_DECODE].variant))
+    return 0;
+  const uint32_t gn = input_op_room(f, W->cols);
+  return gn && wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES + (uint64_t)gn * 4) > 1;
+}
+
+int wisp_wgpu_qwen_take_input(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
+                              const wisp_buf *y) {
+  qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+  if (!q || !input_op_fits(be, &q->fin, W, x, x_row0, n, y)) return 0;
+  q->taken = q->fin;
+  q->fin.kind = 0;
+  return 1;
+}
+
+static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                           int accumulate, const qin_pend *pre) {
   if (n <= 0) return;
   const wisp_kernel_choice *ch = &W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL];
   if (n > 1 && !is_simd16(ch->variant)) {
@@ -406,7 +475,7 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     return;
   }
   const char *file;
-  wisp_wgpu_const c[5];
+  wisp_wgpu_const c[6];
   int nc;
   uint32_t rows_wg;
   if (is_simd16(ch->variant)) {
@@ -438,10 +507,12 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     rows_wg = 4;
     if (sg) { /* q4k_matvec.wgsl: WG / LG lane groups of ROWS rows */
       uint32_t lg = wisp_wgpu_int_subgroup_max(be) > 32 ? wisp_wgpu_int_subgroup_max(be) : 32;
+      const uint32_t gn = pre ? input_op_room(pre, W->cols) : 1;
       c[2] = (wisp_wgpu_const){"LG", lg};
-      c[3] = (wisp_wgpu_const){"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)};
+      c[3] = (wisp_wgpu_const){"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES + (uint64_t)gn * 4)};
       c[4] = (wisp_wgpu_const){"PF", tune->mv_prefetch};
-      nc = 5;
+      c[5] = (wisp_wgpu_const){"GN", gn};
+      nc = 6;
       rows_wg = (wg / lg) * rows;
     }
   }
@@ -449,14 +520,26 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
   int row0, prow;
   WGPUBuffer wb;
   for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
-    struct {
-      uint32_t rows, cols, y_off, x_off, acc, y_stride, pad0, pad1;
+    struct { /* the simd16 and plain kernels read the first 8 words */
+      uint32_t rows, cols, y_off, x_off, acc, y_stride, pre, hd, zoff, splits;
+      float eps;
+      uint32_t pad0;
     } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
-           accumulate ? 1u : 0u, (uint32_t)W->rows, 0, 0};
-    wisp_wgpu_binding b[3] = {whole(wb), whole(wisp_wgpu_int_buf(x)), whole(wisp_wgpu_int_buf(y))};
+           accumulate ? 1u : 0u, (uint32_t)W->rows, pre ? (uint32_t)pre->kind : 0u, pre ? (uint32_t)pre->hd : 0u,
+           pre ? (uint32_t)pre->zoff : 0u, pre ? (uint32_t)pre->splits : 0u, pre ? pre->eps : 0.0f, 0};
+    /* q4k_matvec.wgsl's PRE inputs: placeholders without one (xo must not alias) */
+    WGPUBuffer r0 = wisp_wgpu_int_dummy(be, 0);
+    wisp_wgpu_binding b[7] = {whole(wb),
+                              whole(pre ? r0 : wisp_wgpu_int_buf(x)),
+                              whole(wisp_wgpu_int_buf(y)),
+                              whole(pre ? pre->aux : r0),
+                              whole(pre ? pre->src : r0),
+                              whole(pre && pre->nw ? pre->nw : r0),
+                              whole(pre ? wisp_wgpu_int_buf(pre->out) : wisp_wgpu_int_dummy(be, 1))};
+    const int nb = nc == 6 ? 7 : 3;
     uint32_t gx, gy;
     wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
-    wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, gx, gy, (uint32_t)n);
+    wisp_wgpu_int_record(be, k, b, nb, &p, sizeof p, gx, gy, (uint32_t)n);
   }
 }
 
@@ -546,6 +629,13 @@ void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_
                              const wisp_buf *nxo, const wisp_buf *x, int x_row0, int n, wisp_buf *y, int accumulate) {
   qwen_state *q = qs_of(be);
   if (!q) return;
+  if (q->taken.kind) { /* an input op taken by wisp_wgpu_qwen_take_input: fused into this product */
+    qin_pend f = q->taken;
+    q->taken.kind = 0;
+    rec_q4k_matvec(be, W, x, x_row0, n, y, accumulate, &f);
+    wisp_wgpu_int_stats(be)->input_fused++;
+    return;
+  }
   q4k_pend pd = {1, W, nx, nxo, x, nw, eps, y};
   if (n == 1 && x_row0 == 0 && !accumulate && wisp_wgpu_int_fuse(be) && !wisp_wgpu_int_has_error(be)) {
     q->pend = pd; /* held back: a consumer may fuse it */
@@ -560,6 +650,11 @@ void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_
 
 void wisp_wgpu_qwen_emit(wisp_backend *be) {
   qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+  if (q && q->fin.kind) {
+    qin_pend f = q->fin;
+    q->fin.kind = 0;
+    rec_input_op(be, &f);
+  }
   if (!q || !q->pend.active) return;
   q4k_pend pd = q->pend;
   q->pend.active = 0;

@@ -1,9 +1,11 @@
 // Gated RMSNorm of a one-token Gated DeltaNet step that dn_decode.wgsl split
 // over several workgroups per v-head (see there): each of those workgroups
 // saw only its slice of the head's outputs, so the norm, which needs the
-// whole head's sum of squares, is applied here, in place:
+// whole head's sum of squares, is applied here:
 //   out[h][e] = norm[e] * o[e] / sqrt(mean_e(o[e]^2) + eps) * silu(z[h][e])
-// with o = out[h] as dn_decode left it and z from the projection row.
+// with o = raw[h] as dn_decode left it and z from the projection row.
+// (Usually not a dispatch of its own: q4k_matvec.wgsl PRE 1 applies it
+// while the out_proj product stages its input.)
 // One workgroup per v-head (grid x = v_heads).
 enable subgroups;
 
@@ -18,8 +20,9 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> proj: array<f32>;
 @group(0) @binding(1) var<storage, read> nw: array<f32>;
-@group(0) @binding(2) var<storage, read_write> outv: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> raw: array<f32>;
+@group(0) @binding(3) var<storage, read_write> outv: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
 
 var<workgroup> sgred: array<vec2<f32>, 256>; // per-subgroup sums (subgroups of >= 4 lanes)
 
@@ -37,13 +40,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var z0 = 0.0;
   var w0 = 0.0;
   if (li < p.dv) {
-    o0 = outv[base + li];
+    o0 = raw[base + li];
     z0 = proj[p.zoff + base + li];
     w0 = nw[li];
   }
   var ss = o0 * o0;
   for (var e = li + WG; e < p.dv; e += WG) {
-    let o = outv[base + e];
+    let o = raw[base + e];
     ss += o * o;
   }
   let tot = wg_sum2_sg(li, sli, sgs, vec2<f32>(ss, 0.0));
@@ -53,6 +56,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   for (var e = li + WG; e < p.dv; e += WG) {
     let z = proj[p.zoff + base + e];
-    outv[base + e] = nw[e] * (outv[base + e] * inv) * (z / (1.0 + exp(-z)));
+    outv[base + e] = nw[e] * (raw[base + e] * inv) * (z / (1.0 + exp(-z)));
   }
 }

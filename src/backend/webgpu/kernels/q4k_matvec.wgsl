@@ -30,6 +30,7 @@ override LG: u32 = 32;  // lanes per group
 const MAXR: u32 = 16u;
 override PF: u32 = 1u;  // 1: weight loads issued ahead (see main), 0: in place
 override XN: u32 = 1u;  // > 1: x staged in workgroup memory, XN = cols / 4
+override GN: u32 = 1u;  // PRE 1: XN + heads, PRE 2: heads * splits (1: no PRE)
 
 struct Params {
   rows: u32,     // rows of the bound part
@@ -38,18 +39,108 @@ struct Params {
   x_off: u32,    // vec4 offset of token 0's x
   acc: u32,      // 1: add into y
   y_stride: u32, // floats between tokens in y (the whole matrix's rows)
+  pre: u32,      // 0 x as bound; 1, 2: see the top
+  hd: u32,       // PRE 1/2: head dimension (a multiple of 4)
+  zoff: u32,     // PRE 1: float offset of z in src
+  splits: u32,   // PRE 2: splits per head
+  eps: f32,      // PRE 1
   pad0: u32,
-  pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> aux: array<f32>;          // PRE 1: raw o; 2: the splits
+@group(0) @binding(4) var<storage, read> src: array<f32>;          // PRE 1: z; 2: the gates
+@group(0) @binding(5) var<storage, read> nw: array<f32>;           // PRE 1: norm weights
+@group(0) @binding(6) var<storage, read_write> xo: array<vec4<f32>>; // PRE 1/2: x' (workgroup 0)
+@group(0) @binding(7) var<uniform> p: Params;
 
 // #include "q4k_common.wgsli"
 
 var<workgroup> xsh: array<vec4<f32>, XN>;
+var<workgroup> gsh: array<f32, GN>;
+
+fn vec4_at(a: u32) -> vec4<f32> {
+  return vec4<f32>(aux[a], aux[a + 1u], aux[a + 2u], aux[a + 3u]);
+}
+
+fn silu4(v: vec4<f32>) -> vec4<f32> {
+  return v / (1.0 + exp(-v));
+}
+
+// Stages x' for PRE 1 or 2 (one token) in xsh; workgroup 0 also stores it
+// to xo. Call from uniform control flow; ends with a barrier.
+fn stage_pre(li: u32, wg0: bool) {
+  let n4 = p.cols / 4u;
+  let heads = p.cols / p.hd;
+  let h4 = p.hd / 4u;
+  if (p.pre == 1u) {
+    // raw o staged, each vec4's sum of squares in gsh[i], then one thread
+    // per head adds its hd / 4 of them: 1 / rms per head in gsh[XN + h]
+    for (var i = li; i < n4; i += WG) {
+      let v = vec4_at(4u * i);
+      xsh[q4k_xsw(i)] = v;
+      gsh[i] = dot(v, v);
+    }
+    workgroupBarrier();
+    for (var h = li; h < heads; h += WG) {
+      var t = 0.0;
+      for (var k = 0u; k < h4; k++) {
+        t += gsh[h * h4 + k];
+      }
+      gsh[XN + h] = inverseSqrt(t / f32(p.hd) + p.eps);
+    }
+    workgroupBarrier();
+    for (var i = li; i < n4; i += WG) {
+      let e = 4u * i;
+      let d = e % p.hd;
+      let z = vec4<f32>(src[p.zoff + e], src[p.zoff + e + 1u], src[p.zoff + e + 2u], src[p.zoff + e + 3u]);
+      let w4 = vec4<f32>(nw[d], nw[d + 1u], nw[d + 2u], nw[d + 3u]);
+      let v = w4 * (xsh[q4k_xsw(i)] * gsh[XN + e / p.hd]) * silu4(z);
+      xsh[q4k_xsw(i)] = v;
+      if (wg0) {
+        xo[i] = v;
+      }
+    }
+  } else {
+    // merge weights e^(m_z - M) / L per (head, split), then the weighted
+    // sums of the splits' vec4s times the gate's sigmoid
+    let S = p.splits;
+    let row = p.hd + 2u;
+    for (var h = li; h < heads; h += WG) {
+      var M = -3.0e38;
+      for (var z = 0u; z < S; z++) {
+        M = max(M, aux[(h * S + z) * row]);
+      }
+      var L = 0.0;
+      for (var z = 0u; z < S; z++) {
+        let zb = (h * S + z) * row;
+        L += aux[zb + 1u] * exp(aux[zb] - M);
+      }
+      for (var z = 0u; z < S; z++) {
+        gsh[h * S + z] = exp(aux[(h * S + z) * row] - M) / L;
+      }
+    }
+    workgroupBarrier();
+    for (var i = li; i < n4; i += WG) {
+      let h = (4u * i) / p.hd;
+      let d = (4u * i) % p.hd;
+      var a = vec4<f32>(0.0);
+      for (var z = 0u; z < S; z++) {
+        a += vec4_at((h * S + z) * row + 2u + d) * gsh[h * S + z];
+      }
+      let gb = h * 2u * p.hd + p.hd + d;
+      let g = vec4<f32>(src[gb], src[gb + 1u], src[gb + 2u], src[gb + 3u]);
+      let v = a / (1.0 + exp(-g));
+      xsh[q4k_xsw(i)] = v;
+      if (wg0) {
+        xo[i] = v;
+      }
+    }
+  }
+  workgroupBarrier();
+}
 
 fn store(r: u32, t: u32, v: f32) {
   let o = p.y_off + t * p.y_stride + r;
@@ -92,7 +183,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
   }
   // xs[0..3]: the unit's low-nibble elements, xs[4..7]: its high-nibble ones.
-  if (XN > 1u) {
+  if (p.pre != 0u) {
+    stage_pre(li, wid.x + wid.y * nwg.x == 0u);
+  } else if (XN > 1u) {
     for (var i = li; i < p.cols / 4u; i += WG) {
       xsh[q4k_xsw(i)] = x[xb + i];
     }
