@@ -398,6 +398,85 @@ TEST(webgpu_backend_matmul_plain_and_split) {
   report("matmul plain/split");
 }
 
+/* A one-token MLP as the models run it: rmsnorm, [gate; up] product, SwiGLU,
+ * down product accumulated into the residual. On the GPU the gate/up
+ * product and the SwiGLU are one dispatch (matvec PAIR: rows in gate/up
+ * pairs, h written by the product) and the norm fuses into it: two
+ * dispatches for the four ops. Every output against the CPU (gate/up, h,
+ * the norm's, the residual), Q4 and Q4Z, odd F, staged and not. */
+TEST(webgpu_backend_mlp_pair_fused) {
+  WEBGPU_OR_SKIP(d);
+  static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4Z};
+  static const int dims[][2] = {{64, 36}, {1024, 2560}, {96, 1001}}; /* (hidden, F) */
+  g_worst = 0;
+  char err[600] = "";
+  for (int v = 0; v < 2; v++) {
+    if (v == 1) setenv("WISP_WEBGPU_XSTAGE", "0", 1);
+    PAIR_OR_FAIL(p, d, -1, 0);
+    unsetenv("WISP_WEBGPU_XSTAGE");
+    uint64_t seed = 87;
+    int ok = 1;
+    for (int ti = 0; ok && ti < 2; ti++)
+      for (int di = 0; ok && di < 3; di++) {
+        const int H = dims[di][0], F = dims[di][1];
+        if (v == 1 && di != 1) continue;
+        wmat_host gu_w, dn_w;
+        wmat_make(&gu_w, types[ti], 2 * F, H, &seed);
+        wmat_make(&dn_w, types[ti], H, (F + 31) / 32 * 32, &seed);
+        wisp_vector nw = vec_make(H, &seed, 1.0f, 0.5f);
+        bpair x = {0}, xn, gu, h, hp = {0};
+        ok = !p.cpu->prepare_matrix(p.cpu, &gu_w.m) && !p.gpu->prepare_matrix(p.gpu, &gu_w.m) &&
+             prep_vec(&p, &nw) && fill(&p, &x, 1, H, &seed, 2.0f);
+        xn = zeros(&p, (size_t)H);
+        gu = zeros(&p, (size_t)2 * F);
+        h = zeros(&p, (size_t)F);
+        if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+        wisp_wgpu_backend_stats s0, s1;
+        wisp_wgpu_backend_stats_get(p.gpu, &s0);
+        wisp_backend *bs[2] = {p.cpu, p.gpu};
+        for (int k = 0; ok && k < 2; k++) {
+          wisp_backend *b = bs[k];
+          b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, H, k ? xn.g : xn.c);
+          b->matmul(b, &gu_w.m, k ? xn.g : xn.c, 0, 1, k ? gu.g : gu.c, 0);
+          b->swiglu(b, k ? gu.g : gu.c, 1, F, k ? h.g : h.c);
+        }
+        if (ok) { /* the down product over h (padded to whole blocks), into the residual */
+          ok = !p.cpu->prepare_matrix(p.cpu, &dn_w.m) && !p.gpu->prepare_matrix(p.gpu, &dn_w.m);
+          hp = zeros(&p, (size_t)dn_w.m.cols);
+          p.cpu->buf_copy_to(p.cpu, hp.c, h.c, (size_t)F);
+          p.gpu->buf_copy_to(p.gpu, hp.g, h.g, (size_t)F);
+          p.cpu->matmul(p.cpu, &dn_w.m, hp.c, 0, 1, x.c, 1);
+          p.gpu->matmul(p.gpu, &dn_w.m, hp.g, 0, 1, x.g, 1);
+        }
+        wisp_wgpu_backend_stats_get(p.gpu, &s1);
+        char what[96];
+        snprintf(what, sizeof what, "%s %s H %d F %d", v ? "unstaged" : "staged", wisp_wtype_name(types[ti]), H, F);
+        char w2[160];
+        snprintf(w2, sizeof w2, "mlp %s: gate/up", what);
+        ok = ok && compare(&p, &gu, gu.n, TOL_MATMUL, w2, err, sizeof err);
+        snprintf(w2, sizeof w2, "mlp %s: h", what);
+        ok = ok && compare(&p, &h, h.n, TOL_MATMUL, w2, err, sizeof err);
+        snprintf(w2, sizeof w2, "mlp %s: norm output", what);
+        ok = ok && compare(&p, &xn, xn.n, TOL_RMSNORM, w2, err, sizeof err);
+        snprintf(w2, sizeof w2, "mlp %s: residual", what);
+        ok = ok && compare(&p, &x, x.n, TOL_MATMUL, w2, err, sizeof err);
+        /* norm + gate/up + SwiGLU: one dispatch; the copy and the down product: one each */
+        if (ok && s1.dispatches - s0.dispatches != 3) {
+          snprintf(err, sizeof err, "mlp %s: %llu dispatches (3 expected)", what,
+                   (unsigned long long)(s1.dispatches - s0.dispatches));
+          ok = 0;
+        }
+        bfree(&p, &x), bfree(&p, &xn), bfree(&p, &gu), bfree(&p, &h), bfree(&p, &hp);
+        wmat_keep(&p, &gu_w);
+        wmat_keep(&p, &dn_w);
+        keep(&p, nw.data);
+      }
+    pair_close(&p);
+    CHECKF(ok, "%s", err);
+  }
+  report("mlp pair fused");
+}
+
 /* Decode-time fusion: a one-token rmsnorm or swiglu followed by a matmul
  * reading its output runs as one matvec (PRE); both the product and the
  * fused op's own output must match. */

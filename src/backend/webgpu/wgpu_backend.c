@@ -750,7 +750,7 @@ static void rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp
 
 static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
                        const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
-                       int splits);
+                       int splits, const wisp_buf *pair_out);
 static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out);
 
 /* Records the held-back op, if any. Every entry point calls this first. */
@@ -760,7 +760,7 @@ static void emit_pending(wgpu_backend *g) {
   if (kind == 1) rec_rmsnorm(g, g->pend.x, g->pend.w, g->pend.eps, 1, g->pend.dim, g->pend.out);
   else if (kind == 2) rec_swiglu(g, g->pend.x, 1, g->pend.dim, g->pend.out);
   else if (kind == 3)
-    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0, 0, 0);
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0, 0, 0, NULL);
   else if (kind == 4)
     rec_attn_merge(g, g->pend.heads, g->pend.head_dim, g->pend.splits, g->pend.out);
   if (g->qwen) wisp_wgpu_qwen_emit(&g->base); /* a held-back Q4_K product (wgpu_qwen.c) */
@@ -787,6 +787,14 @@ static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv
 static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
   if (g->qwen && wisp_wgpu_qwen_swiglu(be, gu, n, ffn, out)) return; /* fused FFN (Q4_K gate/up) */
+  if (g->pend.kind == 3 && g->pend.my == gu && n == 1 && g->sg && g->pend.m->rows == 2 * ffn &&
+      g->pend.m->nparts == 1 && out != gu && out != g->pend.mx && out != g->pend.x) {
+    /* The held-back [gate; up] product and this SwiGLU in one dispatch (matvec PAIR). */
+    g->pend.kind = 0;
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0, 0, 0,
+               out);
+    return;
+  }
   emit_pending(g);
   if (n == 1 && g->fuse && ffn % 4 == 0 && gu != out) {
     g->pend.kind = 2;
@@ -830,9 +838,11 @@ static int merge_fits(const wgpu_backend *g, const wmat *w, int heads, int split
  * output buffer, which is also the product's nominal input). */
 static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
                        const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
-                       int splits) {
+                       int splits, const wisp_buf *pair_out) {
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
+  const int pair = pair_out != NULL; /* PAIR: gate/up rows in pairs, SwiGLU into pair_out */
+  if (pair && rows % 2) rows = rows == 1 ? 2 : rows + 1;
   /* tall matrices: RCH chunks of rows per workgroup (matvec.wgsl) */
   const uint32_t rch = g->sg && w->rows >= 16384 ? g->head_chunks : 1;
   uint32_t rows_wg = g->sg ? (wg / lg) * rows * rch : rows;
@@ -840,9 +850,9 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
    * order across the parts; g->amax_count is their number. */
   const uint32_t cmb = pre == 3 ? MERGE_MAX : 1; /* PRE 3's merge weights */
   const uint64_t mv_own = matvec_own_bytes(wg, lg, rows, cmb);
-  wisp_wgpu_const c[9] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
+  wisp_wgpu_const c[10] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
                           {"ARGMAX", argmax}, {"LG", lg},     {"XN", staged_vec4s(g, w->cols, mv_own)},
-                          {"PF", g->prefetch == 1}, {"CMB", cmb}, {"RCH", rch}};
+                          {"PF", g->prefetch == 1}, {"CMB", cmb}, {"RCH", rch}, {"PAIR", pair}};
   uint32_t part_off = 0;
   if (argmax) {
     uint64_t total = 0;
@@ -850,24 +860,24 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
     if (!scratch(g, &g->amax, total * 8, total * 8, "wisp argmax partials")) return;
     g->amax_count = (uint32_t)total;
   }
-  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 9 : 4);
+  wisp_wgpu_kernel *k = kernel(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 10 : 4);
   for (int t = 0; t < n; t++) {
     for (int q = 0; q < w->nparts; q++) {
       const wmat_part *P = &w->parts[q];
       struct {
         uint32_t rows, cols, y_off, x_off, acc;
         float eps;
-        uint32_t pre, part_off, hd, splits, pad0, pad1;
+        uint32_t pre, part_off, hd, splits, pair, pad1;
       } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
              (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, (uint32_t)pre, part_off,
-             (uint32_t)hd, (uint32_t)splits, 0, 0};
+             (uint32_t)hd, (uint32_t)splits, pair ? (uint32_t)w->rows / 2 : 0u, 0};
       wisp_wgpu_binding b[8];
       part_bindings(g, P, b);
       b[3] = whole(pre == 3 ? g->dummy.b : xin->g.b);
       b[4] = whole(y->g.b);
       b[5] = whole(pre == 1 ? nw->g.b : g->dummy.b);
       b[6] = whole(pre ? xo->g.b : g->dummy_rw.b);
-      b[7] = whole(argmax ? g->amax.b : pre == 3 ? g->part.b : g->dummy_rw2.b);
+      b[7] = whole(argmax ? g->amax.b : pre == 3 ? g->part.b : pair ? pair_out->g.b : g->dummy_rw2.b);
       uint32_t gx, gy;
       wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
       record(g, k, b, 8, &p, sizeof p, gx, gy);
@@ -969,7 +979,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     g->pend.my = y;
     return;
   }
-  rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate, 0, merge_hd, merge_splits);
+  rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate, 0, merge_hd, merge_splits, NULL);
 }
 
 static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
@@ -1175,7 +1185,7 @@ static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, con
   if (!parts && g->fuse_argmax && g->pend.kind == 3 && g->pend.my == logits && sp->temperature <= 0 && g->pend.m->rows == vocab &&
       logits != ids && g->pend.mx != ids && g->pend.x != ids) {
     g->pend.kind = 0;
-    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 1, 0, 0);
+    rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 1, 0, 0, NULL);
     parts = !g->error;
     g->stats.argmax_fused += (uint64_t)parts;
   }

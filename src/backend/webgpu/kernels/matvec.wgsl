@@ -26,6 +26,14 @@
 // so the fused op's output buffer holds what the unfused op would have
 // written. For PRE 0, nw and xo are bound to placeholders.
 //
+// PAIR 1 (an override constant: its own pipeline): the product is a
+// stacked [gate; up] matrix of 2F rows (p.pair = F, rows = 2F, one part)
+// followed by SwiGLU; lane groups take rows in pairs (logical row L is
+// physical row L / 2 + (L % 2) * F, ROWS even), both outputs go to y as
+// usual and the group also writes h[j] = silu(gate[j]) * up[j] to the
+// binding amax (unused without ARGMAX), so that the down product reads h
+// instead of applying SwiGLU in every one of its workgroups.
+//
 // Work split: lane groups of LG threads (LG >= the subgroup size and a
 // multiple of it; the host sets it). Each group owns ROWS consecutive rows;
 // its lanes stride over the row's units -- one 32-element block (one
@@ -49,6 +57,7 @@ override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
 override PF: u32 = 0u;     // 1: weight loads issued ahead (see main), 0: in place
 override CMB: u32 = 1u;    // PRE 3: room for heads * splits merge weights (1: PRE 3 unused)
 override RCH: u32 = 1u;    // row chunks per workgroup (see main)
+override PAIR: u32 = 0u;   // 1: gate/up rows in pairs with SwiGLU into amax (see above)
 
 struct Params {
   rows: u32,
@@ -61,7 +70,7 @@ struct Params {
   part_off: u32, // ARGMAX: index of this dispatch's first workgroup in amax
   hd: u32,       // PRE 3: head dimension (a multiple of 4)
   splits: u32,   // PRE 3: splits per head
-  pad0: u32,
+  pair: u32,     // PAIR: F, the up rows' offset
   pad1: u32,
 }
 
@@ -72,7 +81,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> nw: array<vec4<f32>>;       // PRE 1: norm weights
 @group(0) @binding(6) var<storage, read_write> xo: array<vec4<f32>>; // PRE 1/2: x as used
-@group(0) @binding(7) var<storage, read_write> amax: array<f32>;    // ARGMAX: partials out; PRE 3: the splits in
+@group(0) @binding(7) var<storage, read_write> amax: array<f32>;    // ARGMAX: partials out; PRE 3: the splits in; PAIR: h out
 @group(0) @binding(8) var<uniform> p: Params;
 
 // #include "matvec_common.wgsli"
@@ -86,6 +95,15 @@ var<workgroup> xsh: array<vec4<f32>, XN>;
 var<workgroup> am_v: array<f32, (WG / LG) * ROWS>;
 var<workgroup> am_i: array<u32, (WG / LG) * ROWS>;
 var<workgroup> cmb: array<f32, CMB>;
+var<workgroup> pair_t: array<f32, (WG / LG) * ROWS>;
+
+// The physical row of logical row L (PAIR: gate and up rows alternate).
+fn row_at(L: u32) -> u32 {
+  if (PAIR == 1u) {
+    return (L >> 1u) + (L & 1u) * p.pair;
+  }
+  return L;
+}
 
 // PRE 3: stages the merged attention output (see the top) in xsh and
 // returns nothing to reduce. Two passes: the merge weights
@@ -154,7 +172,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   if (PF == 1u && lane < units) {
     for (var r = 0u; r < ROWS; r++) {
       if (first_row0 + r < p.rows) {
-        wu[r] = load_unit(first_row0 + r, lane);
+        wu[r] = load_unit(row_at(first_row0 + r), lane);
       }
     }
   }
@@ -177,7 +195,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     if (PF == 1u && ck > 0u && lane < units) {
       for (var r = 0u; r < ROWS; r++) {
         if (row0 + r < p.rows) {
-          wu[r] = load_unit(row0 + r, lane);
+          wu[r] = load_unit(row_at(row0 + r), lane);
         }
       }
     }
@@ -185,8 +203,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     for (var u = lane; u < units; u += LG) {
       let xsum = unit_input(u, &xs);
       for (var r = 0u; r < ROWS; r++) {
-        let row = row0 + r;
-        if (row < p.rows) {
+        let row = row_at(row0 + r);
+        if (row0 + r < p.rows) {
           if (PF == 1u) {
             let cur = wu[r];
             if (u + LG < units) {
@@ -223,8 +241,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     workgroupBarrier();
     if (lane < ROWS) {
       let slot = grp * ROWS + lane;
-      let row = row0 + lane;
-      if (row < p.rows) {
+      let row = row_at(row0 + lane);
+      if (row0 + lane < p.rows) {
         var t = 0.0;
         for (var i = 0u; i < LG / sgs; i++) {
           t += partial[slot * pslots + i];
@@ -235,6 +253,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
           t += y[dst];
         }
         y[dst] = t;
+        pair_t[slot] = t;
         if (ck == 0u || beats(t, dst, am_v[slot], am_i[slot])) {
           am_v[slot] = t;
           am_i[slot] = dst;
@@ -245,6 +264,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
       }
     }
     workgroupBarrier(); // partial is rewritten by the next chunk
+    if (PAIR == 1u && lane < ROWS && lane % 2u == 0u && row0 + lane + 1u < p.rows) {
+      let gt = pair_t[grp * ROWS + lane];
+      amax[(row0 + lane) >> 1u] = gt / (1.0 + exp(-gt)) * pair_t[grp * ROWS + lane + 1u];
+    }
   }
   if (ARGMAX == 1u) {
     if (li == 0u) {
