@@ -87,6 +87,7 @@ typedef struct {
   int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; WISP_WEBGPU_HEAD_CHUNKS) */
+  int attn_prefill;     /* attn_prefill.wgsl for several tokens (WISP_WEBGPU_ATTN_PREFILL=0: attn_flash) */
   int prefetch;     /* WISP_WEBGPU_PREFETCH: -1 unset (each kernel's default), 0 or 1 for all (PF) */
   wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
   wisp_wgpu_dn_tuning dn_tune;   /* WISP_WEBGPU_DN_SLICE or the options, read once (wgpu_qwen.c) */
@@ -518,6 +519,11 @@ static uint32_t staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_bytes
 static uint64_t matvec_own_bytes(uint32_t wg, uint32_t lg, uint32_t rows, uint32_t cmb) {
   return ((uint64_t)(wg / lg) * rows * (lg / 4) + wg / 4 + 1) * 4 + (uint64_t)(wg / lg) * rows * 8 + (uint64_t)cmb * 4;
 }
+
+/* attn_prefill.wgsl: query tokens per workgroup, keys per shared tile, most head dimensions */
+#define ATTN_PREFILL_QB 64
+#define ATTN_PREFILL_KT 32
+#define ATTN_PREFILL_MAXD 64
 
 /* shortconv.wgsl: tokens per thread (its grid's y is ceil(n / this)). */
 #define SHORTCONV_TT 16
@@ -1107,7 +1113,15 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
             splits, tps};
     wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), whole(a->k_cache->g.b), whole(a->v_cache->g.b), whole(a->out->g.b),
                                whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
-    record_xyz(g, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+    if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill &&
+        (uint64_t)ATTN_PREFILL_KT * ATTN_PREFILL_MAXD * 8 <= g->d->info.max_compute_workgroup_storage_size) {
+      /* attn_prefill.wgsl: a workgroup per 64 query tokens of a head sharing key/value tiles */
+      wisp_wgpu_const cp[3] = {{"QB", ATTN_PREFILL_QB}, {"KT", ATTN_PREFILL_KT}, {"KV16", g->kv16 ? 1 : 0}};
+      wisp_wgpu_kernel *kp = kernel(g, "attn_prefill", cp, 3);
+      record_xyz(g, kp, bf, 4, &pf, sizeof pf, (uint32_t)H, cdiv((uint64_t)a->n, ATTN_PREFILL_QB), 1);
+    } else {
+      record_xyz(g, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+    }
   }
   if (splits > 1) {
     if (g->fuse && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
@@ -1448,6 +1462,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * q4k_matvec only unless WISP_WEBGPU_PREFETCH says 0 or 1 for all. */
   g->prefetch = pf && (!strcmp(pf, "0") || !strcmp(pf, "1")) ? atoi(pf) : -1;
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows, UINT_MAX);
+  const char *ap = getenv("WISP_WEBGPU_ATTN_PREFILL");
+  g->attn_prefill = !(ap && !strcmp(ap, "0"));
   g->head_chunks = 1;
   const char *hc = getenv("WISP_WEBGPU_HEAD_CHUNKS");
   if (hc && atoi(hc) > 0 && atoi(hc) <= 256) g->head_chunks = (uint32_t)atoi(hc);
