@@ -470,6 +470,74 @@ TEST(webgpu_backend_fused_matvec) {
   report("fused matvec");
 }
 
+/* One-token f32 products whose rows are not a whole number of 32-column
+ * blocks: the input staged in workgroup memory (matvec_common.wgsli's
+ * xsw rotates vec4 slots within runs of 8) must not spill out of its array
+ * at a partial last run (cols / 4 % 8 != 0), with and without the fused
+ * rmsnorm (PRE 1) and swiglu (PRE 2), and the fused conv block
+ * (matvec_conv) likewise. */
+TEST(webgpu_backend_matvec_partial_vec4_runs) {
+  WEBGPU_OR_SKIP(d);
+  static const int cols_[] = {36, 44, 100, 104, 116, 1052};
+  g_worst = 0;
+  char err[600] = "";
+  uint64_t seed = 123;
+  PAIR_OR_FAIL(p, d, -1, 0);
+  int ok = 1;
+  for (int ci = 0; ok && ci < (int)(sizeof cols_ / sizeof cols_[0]); ci++) {
+    const int cols = cols_[ci], rows = 3 * 40;
+    wmat_host h;
+    wmat_make(&h, WISP_W_F32, rows, cols, &seed);
+    wisp_vector nw = vec_make(cols, &seed, 1.0f, 0.5f);
+    wisp_vector taps = vec_make(40 * 3, &seed, 0.0f, 0.5f);
+    bpair x, gu, y, y2, xn, act, st, co;
+    ok = !p.cpu->prepare_matrix(p.cpu, &h.m) && !p.gpu->prepare_matrix(p.gpu, &h.m) && prep_vec(&p, &nw) &&
+         prep_vec(&p, &taps) && fill(&p, &x, 1, cols, &seed, 2.0f) && fill(&p, &gu, 1, 2 * cols, &seed, 3.0f) &&
+         fill(&p, &y, 1, rows, &seed, 1.0f);
+    y2 = zeros(&p, (size_t)rows);
+    xn = zeros(&p, (size_t)cols);
+    act = zeros(&p, (size_t)cols);
+    st = zeros(&p, (size_t)40 * 2);
+    co = zeros(&p, 40);
+    if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+    if (ok) {
+      wisp_backend *bs[2] = {p.cpu, p.gpu};
+      for (int k = 0; k < 2; k++) {
+        wisp_backend *b = bs[k];
+        b->matmul(b, &h.m, k ? x.g : x.c, 0, 1, k ? y.g : y.c, 1);
+        b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, cols, k ? xn.g : xn.c);
+        b->matmul(b, &h.m, k ? xn.g : xn.c, 0, 1, k ? y.g : y.c, 1);
+        b->swiglu(b, k ? gu.g : gu.c, 1, cols, k ? act.g : act.c);
+        b->matmul(b, &h.m, k ? act.g : act.c, 0, 1, k ? y.g : y.c, 1);
+        b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, cols, k ? xn.g : xn.c);
+        b->matmul(b, &h.m, k ? xn.g : xn.c, 0, 1, k ? y2.g : y2.c, 0);
+        b->shortconv(b, k ? y2.g : y2.c, &taps, 3, 1, 40, k ? st.g : st.c, k ? co.g : co.c);
+      }
+      char w2[160];
+      snprintf(w2, sizeof w2, "f32 %dx%d one-token products", rows, cols);
+      ok = compare(&p, &y, y.n, TOL_MATMUL, w2, err, sizeof err);
+      snprintf(w2, sizeof w2, "f32 %dx%d conv block: product", rows, cols);
+      ok = ok && compare(&p, &y2, y2.n, TOL_MATMUL, w2, err, sizeof err);
+      snprintf(w2, sizeof w2, "f32 %dx%d conv block: conv output", rows, cols);
+      ok = ok && compare(&p, &co, co.n, TOL_MATMUL, w2, err, sizeof err);
+    }
+    bfree(&p, &x);
+    bfree(&p, &gu);
+    bfree(&p, &y);
+    bfree(&p, &y2);
+    bfree(&p, &xn);
+    bfree(&p, &act);
+    bfree(&p, &st);
+    bfree(&p, &co);
+    wmat_keep(&p, &h);
+    keep(&p, nw.data);
+    keep(&p, taps.data);
+  }
+  pair_close(&p);
+  CHECKF(ok, "%s", err);
+  report("matvec partial vec4 runs");
+}
+
 /* Decode-time fusion of a conv block's input: rmsnorm -> in_proj matmul ->
  * shortconv runs as one matvec_conv dispatch (and matmul -> shortconv
  * without the norm); the product, the norm output, the conv output and the

@@ -143,6 +143,11 @@ typedef struct {
   int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
+  /* Debug guard (wgpu_compute.h): with WISP_WEBGPU_GUARD_EACH=1 every
+   * dispatch is submitted and checked alone, so a guard failure names the
+   * kernel that wrote past a buffer; last_kernel is the last one recorded. */
+  int guard_each;
+  const char *last_kernel;
   void *qwen; /* wgpu_qwen.c's state */
   void *mm8;  /* wgpu_matmul_i8.c's state */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
@@ -311,6 +316,9 @@ static wisp_status flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_off,
   }
   if (src) st = wisp_wgpu_batch_submit_copy(&g->batch, src, src_off, dst->b, 0, bytes);
   else st = wisp_wgpu_batch_submit(&g->batch);
+  if (!st && g->d->guard_bytes && (st = wisp_wgpu_guard_check(g->d)))
+    wisp_error_prefix("a batch of %llu dispatches, the last %s", (unsigned long long)g->batch_dispatches,
+                      g->last_kernel ? g->last_kernel : "?");
   g->stats.submits++;
   g->stats.last_dispatches = g->batch_dispatches;
   g->batch_dispatches = 0;
@@ -369,6 +377,8 @@ static void record_xyz(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wg
   wisp_wgpu_batch_dispatch(&g->batch, k, bg, gx, gy, gz);
   g->stats.dispatches++;
   g->batch_dispatches++;
+  g->last_kernel = k->label;
+  if (g->guard_each) keep_error(g, flush(g)); /* the guard check names this kernel */
 }
 
 static void record(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
@@ -503,7 +513,8 @@ static uint32_t matvec_lanes(const wgpu_backend *g, uint32_t wg) {
  * (matvec_common.wgsli), else 1 (read from global memory).
  * WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
 static uint32_t staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_bytes) {
-  const uint64_t bytes = (uint64_t)cols * 4 + own_bytes + 64;
+  /* the staged array holds whole runs of 8 vec4s (matvec_common.wgsli's xsw) */
+  const uint64_t bytes = ((uint64_t)cols / 4 + 7) / 8 * 8 * 16 + own_bytes + 64;
   if (g->no_xstage || cols % 4 || cols < 8 || bytes > g->d->info.max_compute_workgroup_storage_size) return 1;
   return (uint32_t)cols / 4;
 }
@@ -1308,6 +1319,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     goto fail;
   }
   g->sg = o.subgroups < 0 ? g->d->has_subgroups : o.subgroups;
+  const char *ge = getenv("WISP_WEBGPU_GUARD_EACH");
+  g->guard_each = g->d->guard_bytes && ge && !strcmp(ge, "1");
   const char *fuse = getenv("WISP_WEBGPU_FUSE");
   g->fuse = !o.no_fuse && !(fuse && !strcmp(fuse, "0"));
   g->conv_rows = 12;

@@ -14,6 +14,7 @@
 #include "util/err.h"
 
 static int profiling_requested(void);
+static uint32_t guard_bytes(uint32_t opt);
 
 #define DEFAULT_TIMEOUT_MS 10000u
 #define LVP_ICD "/usr/share/vulkan/icd.d/lvp_icd.json"
@@ -397,6 +398,7 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
   if (!d) return wisp_fail(WISP_ENOMEM, "WebGPU: out of memory");
   d->api = w;
   d->timeout_ns = (uint64_t)(o.timeout_ms ? o.timeout_ms : DEFAULT_TIMEOUT_MS) * 1000000ull;
+  d->guard_bytes = guard_bytes(o.guard_bytes);
   pthread_mutex_init(&d->lock, NULL);
 
   d->instance = w->CreateInstance(NULL);
@@ -509,6 +511,17 @@ fail:
   return st;
 }
 
+/* The debug guard's size: the option, else WISP_WEBGPU_GUARD (1: 4 KiB, a
+ * larger number: that many bytes), rounded up to whole 16-byte vectors. */
+static uint32_t guard_bytes(uint32_t opt) {
+  unsigned long v = opt;
+  const char *e = getenv("WISP_WEBGPU_GUARD");
+  if (!v && e && *e) v = strtoul(e, NULL, 10);
+  if (v == 1) v = 4096;
+  if (v > (1ul << 24)) v = 1ul << 24;
+  return (uint32_t)((v + 15) & ~15ul);
+}
+
 static int profiling_requested(void) {
   const char *e = getenv("WISP_WEBGPU_PROFILE");
   return e && *e && strcmp(e, "0");
@@ -534,5 +547,6 @@ void wisp_wgpu_device_close(wisp_wgpu_device *d) {
     w->InstanceRelease(d->instance);
   }
   pthread_mutex_destroy(&d->lock);
+  free(d->guarded);
   free(d);
 }

@@ -68,7 +68,10 @@ struct Params {
 // WG / 4 slots hold the norm's per-subgroup sums (PRE 1).
 var<workgroup> partial: array<f32, (WG / LG) * ROWS * (LG / 4u) + WG / 4u>;
 var<workgroup> inv_s: f32;
-var<workgroup> xsh: array<vec4<f32>, XN>;
+// Whole runs of 8 slots: xsw permutes the slots within each run of 8, so
+// with cols / 4 not a multiple of 8 the last, partial run's vec4s land
+// anywhere in that run, up to 7 slots past XN.
+var<workgroup> xsh: array<vec4<f32>, (XN + 7u) / 8u * 8u>;
 var<workgroup> am_v: array<f32, (WG / LG) * ROWS>;
 var<workgroup> am_i: array<u32, (WG / LG) * ROWS>;
 
