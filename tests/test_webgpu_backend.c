@@ -845,6 +845,37 @@ TEST(webgpu_backend_swiglu) {
   report("swiglu");
 }
 
+/* A read after a sync with nothing recorded since a plain submit (here
+ * buf_write submitting the recorded swiglu first): the speculative readback
+ * copy of the previous sync is stale then, and the read must not be served
+ * from it. */
+TEST(webgpu_backend_read_after_plain_submit) {
+  WEBGPU_OR_SKIP(d);
+  PAIR_OR_FAIL(p, d, -1, 0);
+  g_worst = 0;
+  uint64_t seed = 67;
+  char err[600] = "";
+  bpair a, b, o, z;
+  int ok = fill(&p, &a, 1, 2 * 96, &seed, 6.0f) && fill(&p, &b, 1, 2 * 96, &seed, 6.0f);
+  o = zeros(&p, 96);
+  z = zeros(&p, 4);
+  if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+  const float ones[4] = {1, 1, 1, 1};
+  for (int k = 0; ok && k < 2; k++) {
+    const bpair *in = k ? &b : &a;
+    p.cpu->swiglu(p.cpu, in->c, 1, 96, o.c);
+    p.gpu->swiglu(p.gpu, in->g, 1, 96, o.g);
+    if (k) p.gpu->buf_write(p.gpu, z.g, 0, 4, ones); /* submits the swiglu without the readback copy */
+    ok = compare(&p, &o, o.n, TOL_SWIGLU, k ? "swiglu read after a plain submit" : "swiglu", err, sizeof err);
+  }
+  bfree(&p, &a);
+  bfree(&p, &b);
+  bfree(&p, &o);
+  bfree(&p, &z);
+  pair_close(&p);
+  CHECKF(ok, "%s", err);
+}
+
 /* More dispatches than the uniform arena has slots: the recording is
  * submitted early and the arena reused, without disturbing parameters of
  * work already recorded. 300 accumulating products into one y, with a 4 KiB

@@ -116,6 +116,10 @@ typedef struct {
   WGPUBuffer spec_src;
   uint64_t spec_off, spec_bytes;
   int spec_ready; /* staging holds spec_src's range as of the last submit, unchanged since */
+  /* staging holds spec_src's range as it was after submit number spec_at
+   * (stats.submits); any later submit or queue write makes that stale */
+  int spec_have;
+  uint64_t spec_at;
   wisp_wgpu_buf rstage[2]; /* read_start / read_finish slots (pipelined decode loop) */
   wisp_wgpu_buf part;    /* flash-decoding partial results */
   uint32_t max_splits;
@@ -160,6 +164,7 @@ typedef struct {
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
 static void emit_pending(wgpu_backend *g);
+static int open_batch(wgpu_backend *g);
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -329,12 +334,29 @@ static wisp_status flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_off,
  * the end of the command buffer. */
 static wisp_status flush_ex(wgpu_backend *g, int spec) {
   int with = spec && g->spec_src;
+  if (with && !g->open) {
+    /* Nothing recorded since the last submit. staging is current only if
+     * it was filled after that submit; otherwise (work went out through a
+     * plain flush: a full arena, a growing scratch buffer, a buffer write)
+     * the copy goes out on its own rather than a stale range being served
+     * as fresh. */
+    if (g->spec_have && g->spec_at == g->stats.submits) {
+      g->spec_ready = 1;
+      return WISP_OK;
+    }
+    if (g->error || !open_batch(g)) return WISP_OK; /* the error is kept for sync */
+  }
   wisp_status st = flush_copy(g, with ? g->spec_src : NULL, g->spec_off, &g->staging, g->spec_bytes);
-  if (with && !st) g->spec_ready = 1;
+  if (with && !st) {
+    g->spec_ready = 1;
+    g->spec_have = 1;
+    g->spec_at = g->stats.submits;
+  }
   return st;
 }
 
 static wisp_status flush(wgpu_backend *g) { return flush_ex(g, 0); }
+
 
 /* Reserves an arena slot for `size` bytes of parameters (flushing when the
  * arena is full) and copies them in; returns the offset or UINT64_MAX. */
@@ -391,7 +413,14 @@ static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 
 /* Makes *buf at least `need` bytes (creating `want` >= need when it grows);
  * 0 on failure (kept for sync). */
 static int scratch(wgpu_backend *g, wisp_wgpu_buf *buf, uint64_t need, uint64_t want, const char *label) {
-  if (need <= buf->size) return 1;
+  /* With the debug guard the buffer is exactly `need` bytes, so that its
+   * padding starts where this use's data ends. */
+  if (g->d->guard_bytes) {
+    if (buf->b && buf->size == ((need ? need : 4) + 3) / 4 * 4) return 1;
+    want = need;
+  } else if (need <= buf->size) {
+    return 1;
+  }
   keep_error(g, flush(g)); /* recorded work may use the old one */
   if (buf->b) {
     forget_buffer(g, buf->b);
@@ -433,6 +462,7 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   if (g->spec_src == b->g.b) {
     g->spec_src = NULL;
     g->spec_ready = 0;
+    g->spec_have = 0;
   }
   wisp_wgpu_buf_free(g->d, &b->g);
   free(b);
@@ -452,6 +482,8 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
     g->spec_src = n ? b->g.b : NULL;
     g->spec_off = (uint64_t)off * 4;
     g->spec_bytes = (uint64_t)n * 4;
+    g->spec_have = !st; /* staging now holds exactly that range */
+    g->spec_at = g->stats.submits;
   }
   g->spec_ready = 0; /* the staging buffer has been read (and may be reused) */
   if (st) {
@@ -466,6 +498,7 @@ static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   /* Queue writes land before the next submit: submit what is recorded first. */
   keep_error(g, flush(g));
   g->spec_ready = 0;
+  g->spec_have = 0;
   static const float zeros[4096];
   uint64_t bytes = b->g.size;
   for (uint64_t o = 0; o < bytes; o += sizeof zeros) {
@@ -1063,6 +1096,7 @@ static void g_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, con
   if (g->open) keep_error(g, flush(g));
   keep_error(g, wisp_wgpu_buf_write(g->d, b->g, (uint64_t)off * 4, src, n * 4));
   g->spec_ready = 0;
+  g->spec_have = 0;
 }
 
 static void g_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
