@@ -1169,6 +1169,68 @@ TEST(webgpu_backend_small_model_kv16) {
   printf("     model kv16: max logit error %.3g of max|logit|\n", worst);
 }
 
+/* The fused greedy head with more workgroups than one grid dimension takes
+ * (65535 on lavapipe): wisp_wgpu_grid rounds the x*y grid up, and the
+ * surplus workgroups (no rows) must not write argmax partials past the
+ * dispatch's own (with Dawn's robustness on such a write was clamped onto
+ * the last real partial, losing the rows it covered). One row per
+ * workgroup, 70001 rows, the largest logit in the last row. */
+TEST(webgpu_backend_fused_argmax_rounded_grid) {
+  WEBGPU_OR_SKIP(d);
+  enum { V = 70001, C = 32 };
+  uint64_t seed = 89;
+  wisp_matrix W = f32_matrix(V, C, &seed, 0.5f);
+  CHECK(W.f32);
+  float *w = (float *)W.f32;
+  for (int c = 0; c < C; c++) w[(size_t)(V - 1) * C + c] = 1.0f;
+  float x[C];
+  for (int c = 0; c < C; c++) x[c] = 1.0f;
+  char err[300] = "";
+  int ok = 1;
+  for (int cfg = 0; ok && cfg < 2; cfg++) {
+    if (cfg == 1 && !d->has_subgroups) break;
+    /* plain: ROWS 1 a workgroup; subgroups: one 32-lane group of 1 row */
+    wisp_wgpu_backend_opts o = {.device = d, .subgroups = cfg, .matvec_wg = cfg ? 32 : 128, .matvec_rows = 1};
+    setenv("WISP_WEBGPU_MATVEC_BIG_ROWS", "1", 1);
+    wisp_backend *be = NULL;
+    wisp_status st = wisp_wgpu_backend_new(&o, &be);
+    unsetenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
+    if (st) {
+      snprintf(err, sizeof err, "backend: %s", wisp_last_error());
+      ok = 0;
+      break;
+    }
+    wisp_buf *xb = be->buf_new(be, C), *yb = be->buf_new(be, V), *ids = be->buf_new(be, 4);
+    ok = xb && yb && ids && !be->prepare_matrix(be, &W);
+    if (ok) {
+      be->buf_write(be, xb, 0, C, x);
+      be->matmul(be, &W, xb, 0, 1, yb, 0);
+      wisp_sampling greedy = {0, 0, 1, 0, 1};
+      be->sample_id(be, yb, V, &greedy, 0, ids, 1);
+      float got_f;
+      ok = !be->sync(be);
+      be->buf_read(be, ids, 1, 1, &got_f);
+      ok = ok && !be->sync(be);
+      uint32_t got;
+      memcpy(&got, &got_f, 4);
+      wisp_wgpu_backend_stats s;
+      wisp_wgpu_backend_stats_get(be, &s);
+      if (!ok) snprintf(err, sizeof err, "%s: %s", cfg ? "subgroups" : "plain", wisp_last_error());
+      else if (got != V - 1 || s.argmax_fused != 1) {
+        snprintf(err, sizeof err, "%s: id %u (want %d), %llu fused argmax", cfg ? "subgroups" : "plain", got, V - 1,
+                 (unsigned long long)s.argmax_fused);
+        ok = 0;
+      }
+    }
+    if (xb) be->buf_free(be, xb);
+    if (yb) be->buf_free(be, yb);
+    if (ids) be->buf_free(be, ids);
+    be->destroy(be);
+  }
+  free(w);
+  CHECKF(ok, "%s", err);
+}
+
 /* Greedy sample_id fused into the head product (matvec ARGMAX = 1, sample
  * PARTS = 1), with ties: identical rows give bit-identical values, and the
  * lowest index must win, within one workgroup (rows 4321, 4322) and across

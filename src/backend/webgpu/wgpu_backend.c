@@ -1389,11 +1389,17 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0};
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
   env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
+  /* The kernels size their per-thread and workgroup arrays for these
+   * bounds (ROWS <= 16 rows of accumulators; whole lane groups of LG). */
+  const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;
   if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
-      g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) || g->mm_tm % 4 || g->mm_tn % 4 ||
-      (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup) {
-    st = wisp_fail(WISP_EINVAL, "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u", g->mv_wg,
-                   g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn);
+      g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) ||
+      (g->sg && g->mv_wg % matvec_lanes(g, g->mv_wg)) || g->mm_tm % 4 || g->mm_tn % 4 ||
+      (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup ||
+      g->q4k_tune.mv_rows > 16 || (g->sg && g->q4k_tune.mv_wg % q4k_lg)) {
+    st = wisp_fail(WISP_EINVAL, "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, Q4_K matvec %ux%u",
+                   g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->q4k_tune.mv_wg,
+                   g->q4k_tune.mv_rows);
     goto fail;
   }
   g->max_binding = g->d->info.max_storage_buffer_binding_size;
