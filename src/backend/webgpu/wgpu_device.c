@@ -440,17 +440,22 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
     toggles.disabledToggleCount = 1;
     toggles.disabledToggles = unquantized;
   }
-  /* Dawn's robustness transform clamps every storage-buffer index in every
-   * kernel; measured on the H200 it costs 10-15 % of decode and prefill.
-   * It stays on: without it the suite fails intermittently on lavapipe
-   * (some kernel reads out of bounds, not yet found). WISP_WEBGPU_ROBUST=0
-   * turns it off for measurements; WISP_WEBGPU_TOGGLES=a,b,... enables
-   * further Dawn toggles (e.g. disable_workgroup_init, skip_validation);
-   * unknown names are Dawn's to reject. */
+  /* Dawn's robustness transform clamps every array index in every kernel
+   * (and asks Vulkan for robustBufferAccess); measured on the H200 it costs
+   * 10-15 % of decode and prefill. It is off by default: wisp's kernels keep
+   * their accesses in bounds themselves (the out-of-bounds ones found are
+   * fixed: the staged matvec input's last partial run of slots, argmax
+   * partials of surplus workgroups), and the debug guard (WISP_WEBGPU_GUARD,
+   * wgpu_compute.h) with the re-runs of test_webgpu_guard.c keeps it so.
+   * WISP_WEBGPU_ROBUST=1 turns it back on (e.g. for kernels under
+   * development; with the guard it also turns reads far past a buffer into
+   * reads of the sentinel). WISP_WEBGPU_TOGGLES=a,b,... enables further Dawn
+   * toggles (e.g. disable_workgroup_init, skip_validation); unknown names
+   * are Dawn's to reject. */
   char toggle_text[256] = "";
   const char *enabled[8];
   const char *robust = getenv("WISP_WEBGPU_ROBUST");
-  if (robust && !strcmp(robust, "0")) enabled[toggles.enabledToggleCount++] = "disable_robustness";
+  if (!(robust && *robust && strcmp(robust, "0"))) enabled[toggles.enabledToggleCount++] = "disable_robustness";
   const char *te = getenv("WISP_WEBGPU_TOGGLES");
   if (te && *te) {
     snprintf(toggle_text, sizeof toggle_text, "%s", te);
