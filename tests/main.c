@@ -40,6 +40,21 @@ void test_skip(const char *fmt, ...) {
   g_current_skipped = 1;
 }
 
+int test_run_named(const char *name) {
+  for (int i = 0; i < g_count; i++) {
+    if (strcmp(g_tests[i].name, name)) continue;
+    const int failed_before = g_current_failed, skipped_before = g_current_skipped;
+    g_current_failed = 0;
+    g_current_skipped = 0;
+    g_tests[i].fn();
+    const int failed = g_current_failed, skipped = g_current_skipped;
+    g_current_failed = failed_before || failed;
+    g_current_skipped = skipped_before;
+    return failed ? 0 : skipped ? 2 : 1;
+  }
+  return -1;
+}
+
 const char *test_wisp_bin(void) {
   const char *b = getenv("WISP_BIN");
   return b && *b ? b : "build/wisp";

@@ -15,6 +15,10 @@ int test_failed_now(void);
 /* Marks the current test as not run (printed as "skip NAME: why", counted as
  * skipped, neither passed nor failed). Use through SKIP(...). */
 void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Runs the registered test `name` inside the current one (its failures are
+ * the current test's too): 1 passed, 2 skipped, 0 failed, -1 no such test.
+ * For re-runs of other tests under a different setting (test_webgpu_guard.c). */
+int test_run_named(const char *name);
 /* Directory of the wisp CLI under test (WISP_BIN, default build/wisp). */
 const char *test_wisp_bin(void);
 /* Runs a shell command, captures stdout+stderr (truncated to cap) and returns

@@ -551,6 +551,74 @@ TEST(webgpu_backend_fused_matvec) {
   report("fused matvec");
 }
 
+/* One-token f32 products whose rows are not a whole number of 32-column
+ * blocks: the input staged in workgroup memory (matvec_common.wgsli's
+ * xsw rotates vec4 slots within runs of 8) must not spill out of its array
+ * at a partial last run (cols / 4 % 8 != 0), with and without the fused
+ * rmsnorm (PRE 1) and swiglu (PRE 2), and the fused conv block
+ * (matvec_conv) likewise. */
+TEST(webgpu_backend_matvec_partial_vec4_runs) {
+  WEBGPU_OR_SKIP(d);
+  static const int cols_[] = {36, 44, 100, 104, 116, 1052};
+  g_worst = 0;
+  char err[600] = "";
+  uint64_t seed = 123;
+  PAIR_OR_FAIL(p, d, -1, 0);
+  int ok = 1;
+  for (int ci = 0; ok && ci < (int)(sizeof cols_ / sizeof cols_[0]); ci++) {
+    const int cols = cols_[ci], rows = 3 * 40;
+    wmat_host h;
+    wmat_make(&h, WISP_W_F32, rows, cols, &seed);
+    wisp_vector nw = vec_make(cols, &seed, 1.0f, 0.5f);
+    wisp_vector taps = vec_make(40 * 3, &seed, 0.0f, 0.5f);
+    bpair x, gu, y, y2, xn, act, st, co;
+    ok = !p.cpu->prepare_matrix(p.cpu, &h.m) && !p.gpu->prepare_matrix(p.gpu, &h.m) && prep_vec(&p, &nw) &&
+         prep_vec(&p, &taps) && fill(&p, &x, 1, cols, &seed, 2.0f) && fill(&p, &gu, 1, 2 * cols, &seed, 3.0f) &&
+         fill(&p, &y, 1, rows, &seed, 1.0f);
+    y2 = zeros(&p, (size_t)rows);
+    xn = zeros(&p, (size_t)cols);
+    act = zeros(&p, (size_t)cols);
+    st = zeros(&p, (size_t)40 * 2);
+    co = zeros(&p, 40);
+    if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+    if (ok) {
+      wisp_backend *bs[2] = {p.cpu, p.gpu};
+      for (int k = 0; k < 2; k++) {
+        wisp_backend *b = bs[k];
+        b->matmul(b, &h.m, k ? x.g : x.c, 0, 1, k ? y.g : y.c, 1);
+        b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, cols, k ? xn.g : xn.c);
+        b->matmul(b, &h.m, k ? xn.g : xn.c, 0, 1, k ? y.g : y.c, 1);
+        b->swiglu(b, k ? gu.g : gu.c, 1, cols, k ? act.g : act.c);
+        b->matmul(b, &h.m, k ? act.g : act.c, 0, 1, k ? y.g : y.c, 1);
+        b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, cols, k ? xn.g : xn.c);
+        b->matmul(b, &h.m, k ? xn.g : xn.c, 0, 1, k ? y2.g : y2.c, 0);
+        b->shortconv(b, k ? y2.g : y2.c, &taps, 3, 1, 40, k ? st.g : st.c, k ? co.g : co.c);
+      }
+      char w2[160];
+      snprintf(w2, sizeof w2, "f32 %dx%d one-token products", rows, cols);
+      ok = compare(&p, &y, y.n, TOL_MATMUL, w2, err, sizeof err);
+      snprintf(w2, sizeof w2, "f32 %dx%d conv block: product", rows, cols);
+      ok = ok && compare(&p, &y2, y2.n, TOL_MATMUL, w2, err, sizeof err);
+      snprintf(w2, sizeof w2, "f32 %dx%d conv block: conv output", rows, cols);
+      ok = ok && compare(&p, &co, co.n, TOL_MATMUL, w2, err, sizeof err);
+    }
+    bfree(&p, &x);
+    bfree(&p, &gu);
+    bfree(&p, &y);
+    bfree(&p, &y2);
+    bfree(&p, &xn);
+    bfree(&p, &act);
+    bfree(&p, &st);
+    bfree(&p, &co);
+    wmat_keep(&p, &h);
+    keep(&p, nw.data);
+    keep(&p, taps.data);
+  }
+  pair_close(&p);
+  CHECKF(ok, "%s", err);
+  report("matvec partial vec4 runs");
+}
+
 /* Decode-time fusion of a conv block's input: rmsnorm -> in_proj matmul ->
  * shortconv runs as one matvec_conv dispatch (and matmul -> shortconv
  * without the norm); the product, the norm output, the conv output and the
@@ -927,6 +995,37 @@ TEST(webgpu_backend_swiglu) {
   report("swiglu");
 }
 
+/* A read after a sync with nothing recorded since a plain submit (here
+ * buf_write submitting the recorded swiglu first): the speculative readback
+ * copy of the previous sync is stale then, and the read must not be served
+ * from it. */
+TEST(webgpu_backend_read_after_plain_submit) {
+  WEBGPU_OR_SKIP(d);
+  PAIR_OR_FAIL(p, d, -1, 0);
+  g_worst = 0;
+  uint64_t seed = 67;
+  char err[600] = "";
+  bpair a, b, o, z;
+  int ok = fill(&p, &a, 1, 2 * 96, &seed, 6.0f) && fill(&p, &b, 1, 2 * 96, &seed, 6.0f);
+  o = zeros(&p, 96);
+  z = zeros(&p, 4);
+  if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+  const float ones[4] = {1, 1, 1, 1};
+  for (int k = 0; ok && k < 2; k++) {
+    const bpair *in = k ? &b : &a;
+    p.cpu->swiglu(p.cpu, in->c, 1, 96, o.c);
+    p.gpu->swiglu(p.gpu, in->g, 1, 96, o.g);
+    if (k) p.gpu->buf_write(p.gpu, z.g, 0, 4, ones); /* submits the swiglu without the readback copy */
+    ok = compare(&p, &o, o.n, TOL_SWIGLU, k ? "swiglu read after a plain submit" : "swiglu", err, sizeof err);
+  }
+  bfree(&p, &a);
+  bfree(&p, &b);
+  bfree(&p, &o);
+  bfree(&p, &z);
+  pair_close(&p);
+  CHECKF(ok, "%s", err);
+}
+
 /* More dispatches than the uniform arena has slots: the recording is
  * submitted early and the arena reused, without disturbing parameters of
  * work already recorded. 300 accumulating products into one y, with a 4 KiB
@@ -1218,6 +1317,68 @@ TEST(webgpu_backend_small_model_kv16) {
   wisp_model_close(m);
   CHECKF(ok, "%s", err);
   printf("     model kv16: max logit error %.3g of max|logit|\n", worst);
+}
+
+/* The fused greedy head with more workgroups than one grid dimension takes
+ * (65535 on lavapipe): wisp_wgpu_grid rounds the x*y grid up, and the
+ * surplus workgroups (no rows) must not write argmax partials past the
+ * dispatch's own (with Dawn's robustness on such a write was clamped onto
+ * the last real partial, losing the rows it covered). One row per
+ * workgroup, 70001 rows, the largest logit in the last row. */
+TEST(webgpu_backend_fused_argmax_rounded_grid) {
+  WEBGPU_OR_SKIP(d);
+  enum { V = 70001, C = 32 };
+  uint64_t seed = 89;
+  wisp_matrix W = f32_matrix(V, C, &seed, 0.5f);
+  CHECK(W.f32);
+  float *w = (float *)W.f32;
+  for (int c = 0; c < C; c++) w[(size_t)(V - 1) * C + c] = 1.0f;
+  float x[C];
+  for (int c = 0; c < C; c++) x[c] = 1.0f;
+  char err[300] = "";
+  int ok = 1;
+  for (int cfg = 0; ok && cfg < 2; cfg++) {
+    if (cfg == 1 && !d->has_subgroups) break;
+    /* plain: ROWS 1 a workgroup; subgroups: one 32-lane group of 1 row */
+    wisp_wgpu_backend_opts o = {.device = d, .subgroups = cfg, .matvec_wg = cfg ? 32 : 128, .matvec_rows = 1};
+    setenv("WISP_WEBGPU_MATVEC_BIG_ROWS", "1", 1);
+    wisp_backend *be = NULL;
+    wisp_status st = wisp_wgpu_backend_new(&o, &be);
+    unsetenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
+    if (st) {
+      snprintf(err, sizeof err, "backend: %s", wisp_last_error());
+      ok = 0;
+      break;
+    }
+    wisp_buf *xb = be->buf_new(be, C), *yb = be->buf_new(be, V), *ids = be->buf_new(be, 4);
+    ok = xb && yb && ids && !be->prepare_matrix(be, &W);
+    if (ok) {
+      be->buf_write(be, xb, 0, C, x);
+      be->matmul(be, &W, xb, 0, 1, yb, 0);
+      wisp_sampling greedy = {0, 0, 1, 0, 1};
+      be->sample_id(be, yb, V, &greedy, 0, ids, 1);
+      float got_f;
+      ok = !be->sync(be);
+      be->buf_read(be, ids, 1, 1, &got_f);
+      ok = ok && !be->sync(be);
+      uint32_t got;
+      memcpy(&got, &got_f, 4);
+      wisp_wgpu_backend_stats s;
+      wisp_wgpu_backend_stats_get(be, &s);
+      if (!ok) snprintf(err, sizeof err, "%s: %s", cfg ? "subgroups" : "plain", wisp_last_error());
+      else if (got != V - 1 || s.argmax_fused != 1) {
+        snprintf(err, sizeof err, "%s: id %u (want %d), %llu fused argmax", cfg ? "subgroups" : "plain", got, V - 1,
+                 (unsigned long long)s.argmax_fused);
+        ok = 0;
+      }
+    }
+    if (xb) be->buf_free(be, xb);
+    if (yb) be->buf_free(be, yb);
+    if (ids) be->buf_free(be, ids);
+    be->destroy(be);
+  }
+  free(w);
+  CHECKF(ok, "%s", err);
 }
 
 /* Greedy sample_id fused into the head product (matvec ARGMAX = 1, sample

@@ -8,27 +8,34 @@
 
 #include "wisp.h"
 
-static wisp_wgpu_device *g_dev;
-static int g_tried;
+/* [0]: the shared device; [1]: the one handed out while WISP_WEBGPU_GUARD is
+ * set (re-runs under the debug guard, test_webgpu_guard.c), opened with it. */
+static wisp_wgpu_device *g_dev[2];
+static int g_tried[2];
 static char g_why[1024];
 
-static void close_device(void) {
-  wisp_wgpu_device_close(g_dev);
-  g_dev = NULL;
+static void close_devices(void) {
+  for (int i = 0; i < 2; i++) {
+    wisp_wgpu_device_close(g_dev[i]);
+    g_dev[i] = NULL;
+  }
 }
 
 wisp_wgpu_device *test_webgpu(void) {
-  if (!g_tried) {
-    g_tried = 1;
+  const char *ge = getenv("WISP_WEBGPU_GUARD");
+  const int i = ge && *ge && strcmp(ge, "0") && g_dev[0] && !g_dev[0]->guard_bytes;
+  if (!g_tried[i]) {
+    g_tried[i] = 1;
     wisp_wgpu_default_vk_driver();
-    if (wisp_wgpu_device_open(NULL, &g_dev) != WISP_OK) {
+    if (wisp_wgpu_device_open(NULL, &g_dev[i]) != WISP_OK) {
       snprintf(g_why, sizeof g_why, "%s", wisp_last_error());
-      g_dev = NULL;
+      g_dev[i] = NULL;
     } else {
-      atexit(close_device);
+      static int at_exit;
+      if (!at_exit++) atexit(close_devices);
     }
   }
-  return g_dev;
+  return g_dev[i];
 }
 
 const char *test_webgpu_why(void) { return g_why[0] ? g_why : "not tried"; }

@@ -2,8 +2,8 @@
 # On the GPU machine (see tools/device-bundle.sh): per-kernel marginal costs
 # (WISP_WEBGPU_PROFILE_REPEAT) of the seed-shaped LFM2 decode under several
 # settings, one table line per kernel, so one device call compares them.
-#   PROBES="label:ENV=V,ENV=V label2:..." (default: plan geometry, robustness
-#   off, matvec geometries); Q=1 adds the Qwen 3.5 0.8B decode under QPROBES
+#   PROBES="label:ENV=V,ENV=V label2:..." (default: plan geometry, Dawn's
+#   robustness back on, matvec geometries); Q=1 adds the Qwen 3.5 0.8B decode under QPROBES
 #   (same form, default the plan).
 set -uo pipefail
 OUT=${1:-/tmp/probe}
@@ -17,7 +17,7 @@ probe() { # label, model, env assignments (comma separated)
   env ${envs//,/ } WISP_WEBGPU_PROFILE=1 WISP_WEBGPU_PROFILE_REPEAT=$R $W bench -m "$model" --backend webgpu \
     --prompt 128 --decode 64 -o /tmp/probe.json 2>&1 | grep -v "XDG\|^bench\|^receipt\|^prefill" | head -${LINES_PER:-14}
 }
-for p in ${PROBES:-plan:X=1 norobust:WISP_WEBGPU_ROBUST=0 mv64x1:WISP_WEBGPU_MATVEC=64x1 mv128x2:WISP_WEBGPU_MATVEC=128x2 mv256x1:WISP_WEBGPU_MATVEC=256x1 mv256x4:WISP_WEBGPU_MATVEC=256x4}; do
+for p in ${PROBES:-plan:X=1 robust:WISP_WEBGPU_ROBUST=1 mv64x1:WISP_WEBGPU_MATVEC=64x1 mv128x2:WISP_WEBGPU_MATVEC=128x2 mv256x1:WISP_WEBGPU_MATVEC=256x1 mv256x4:WISP_WEBGPU_MATVEC=256x4}; do
   probe "${p%%:*}" models/seed "${p#*:}"
 done
 QM=/tmp/wq/qwen35-0.8b/art_q4k

@@ -32,7 +32,8 @@ bench h200-seed-webgpu-decode-throughput -m models/seed --backend webgpu --promp
 bench h200-seed-webgpu-decode-throughput-1024 -m models/seed --backend webgpu --prompt 128 --decode 1024 --profile throughput
 bench h200-seed-webgpu-prefill1024 -m models/seed --backend webgpu --prompt 1024 --decode 16
 bench h200-seed-webgpu-prefill1024-int8 -m models/seed --backend webgpu --prompt 1024 --decode 16 --profile throughput
-[ -n "${NOROBUST:-}" ] && WISP_WEBGPU_ROBUST=0 bench h200-seed-webgpu-decode-throughput-norobust -m models/seed --backend webgpu --prompt 128 --decode 256 --profile throughput
+# Dawn's robustness transform is off by default; ROBUST=1 times it on for comparison.
+[ -n "${ROBUST:-}" ] && WISP_WEBGPU_ROBUST=1 bench h200-seed-webgpu-decode-throughput-robust -m models/seed --backend webgpu --prompt 128 --decode 256 --profile throughput
 }
 # LFM2-350M shape (random weights from the real config), the shape of
 # ../shared/notes/anchors.md's llama.cpp CUDA numbers on this GPU.

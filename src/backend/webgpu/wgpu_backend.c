@@ -120,6 +120,10 @@ typedef struct {
   WGPUBuffer spec_src;
   uint64_t spec_off, spec_bytes;
   int spec_ready; /* staging holds spec_src's range as of the last submit, unchanged since */
+  /* staging holds spec_src's range as it was after submit number spec_at
+   * (stats.submits); any later submit or queue write makes that stale */
+  int spec_have;
+  uint64_t spec_at;
   wisp_wgpu_buf rstage[2]; /* read_start / read_finish slots (pipelined decode loop) */
   wisp_wgpu_buf part;    /* flash-decoding partial results */
   uint32_t max_splits;
@@ -150,6 +154,11 @@ typedef struct {
   int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
+  /* Debug guard (wgpu_compute.h): with WISP_WEBGPU_GUARD_EACH=1 every
+   * dispatch is submitted and checked alone, so a guard failure names the
+   * kernel that wrote past a buffer; last_kernel is the last one recorded. */
+  int guard_each;
+  const char *last_kernel;
   void *qwen; /* wgpu_qwen.c's state */
   void *mm8;  /* wgpu_matmul_i8.c's state */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
@@ -162,6 +171,7 @@ typedef struct {
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
 static void emit_pending(wgpu_backend *g);
+static int open_batch(wgpu_backend *g);
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -318,6 +328,9 @@ static wisp_status flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_off,
   }
   if (src) st = wisp_wgpu_batch_submit_copy(&g->batch, src, src_off, dst->b, 0, bytes);
   else st = wisp_wgpu_batch_submit(&g->batch);
+  if (!st && g->d->guard_bytes && (st = wisp_wgpu_guard_check(g->d)))
+    wisp_error_prefix("a batch of %llu dispatches, the last %s", (unsigned long long)g->batch_dispatches,
+                      g->last_kernel ? g->last_kernel : "?");
   g->stats.submits++;
   g->stats.last_dispatches = g->batch_dispatches;
   g->batch_dispatches = 0;
@@ -328,12 +341,29 @@ static wisp_status flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_off,
  * the end of the command buffer. */
 static wisp_status flush_ex(wgpu_backend *g, int spec) {
   int with = spec && g->spec_src;
+  if (with && !g->open) {
+    /* Nothing recorded since the last submit. staging is current only if
+     * it was filled after that submit; otherwise (work went out through a
+     * plain flush: a full arena, a growing scratch buffer, a buffer write)
+     * the copy goes out on its own rather than a stale range being served
+     * as fresh. */
+    if (g->spec_have && g->spec_at == g->stats.submits) {
+      g->spec_ready = 1;
+      return WISP_OK;
+    }
+    if (g->error || !open_batch(g)) return WISP_OK; /* the error is kept for sync */
+  }
   wisp_status st = flush_copy(g, with ? g->spec_src : NULL, g->spec_off, &g->staging, g->spec_bytes);
-  if (with && !st) g->spec_ready = 1;
+  if (with && !st) {
+    g->spec_ready = 1;
+    g->spec_have = 1;
+    g->spec_at = g->stats.submits;
+  }
   return st;
 }
 
 static wisp_status flush(wgpu_backend *g) { return flush_ex(g, 0); }
+
 
 /* Reserves an arena slot for `size` bytes of parameters (flushing when the
  * arena is full) and copies them in; returns the offset or UINT64_MAX. */
@@ -376,6 +406,8 @@ static void record_xyz(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wg
   wisp_wgpu_batch_dispatch(&g->batch, k, bg, gx, gy, gz);
   g->stats.dispatches++;
   g->batch_dispatches++;
+  g->last_kernel = k->label;
+  if (g->guard_each) keep_error(g, flush(g)); /* the guard check names this kernel */
 }
 
 static void record(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
@@ -388,7 +420,14 @@ static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 
 /* Makes *buf at least `need` bytes (creating `want` >= need when it grows);
  * 0 on failure (kept for sync). */
 static int scratch(wgpu_backend *g, wisp_wgpu_buf *buf, uint64_t need, uint64_t want, const char *label) {
-  if (need <= buf->size) return 1;
+  /* With the debug guard the buffer is exactly `need` bytes, so that its
+   * padding starts where this use's data ends. */
+  if (g->d->guard_bytes) {
+    if (buf->b && buf->size == ((need ? need : 4) + 3) / 4 * 4) return 1;
+    want = need;
+  } else if (need <= buf->size) {
+    return 1;
+  }
   keep_error(g, flush(g)); /* recorded work may use the old one */
   if (buf->b) {
     forget_buffer(g, buf->b);
@@ -430,6 +469,7 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   if (g->spec_src == b->g.b) {
     g->spec_src = NULL;
     g->spec_ready = 0;
+    g->spec_have = 0;
   }
   wisp_wgpu_buf_free(g->d, &b->g);
   free(b);
@@ -449,6 +489,8 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
     g->spec_src = n ? b->g.b : NULL;
     g->spec_off = (uint64_t)off * 4;
     g->spec_bytes = (uint64_t)n * 4;
+    g->spec_have = !st; /* staging now holds exactly that range */
+    g->spec_at = g->stats.submits;
   }
   g->spec_ready = 0; /* the staging buffer has been read (and may be reused) */
   if (st) {
@@ -463,6 +505,7 @@ static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   /* Queue writes land before the next submit: submit what is recorded first. */
   keep_error(g, flush(g));
   g->spec_ready = 0;
+  g->spec_have = 0;
   static const float zeros[4096];
   uint64_t bytes = b->g.size;
   for (uint64_t o = 0; o < bytes; o += sizeof zeros) {
@@ -510,7 +553,8 @@ static uint32_t matvec_lanes(const wgpu_backend *g, uint32_t wg) {
  * (matvec_common.wgsli), else 1 (read from global memory).
  * WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
 static uint32_t staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_bytes) {
-  const uint64_t bytes = (uint64_t)cols * 4 + own_bytes + 64;
+  /* the staged array holds whole runs of 8 vec4s (matvec_common.wgsli's xsw) */
+  const uint64_t bytes = ((uint64_t)cols / 4 + 7) / 8 * 8 * 16 + own_bytes + 64;
   if (g->no_xstage || cols % 4 || cols < 8 || bytes > g->d->info.max_compute_workgroup_storage_size) return 1;
   return (uint32_t)cols / 4;
 }
@@ -1157,6 +1201,7 @@ static void g_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, con
   if (g->open) keep_error(g, flush(g));
   keep_error(g, wisp_wgpu_buf_write(g->d, b->g, (uint64_t)off * 4, src, n * 4));
   g->spec_ready = 0;
+  g->spec_have = 0;
 }
 
 static void g_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
@@ -1427,6 +1472,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     goto fail;
   }
   g->sg = o.subgroups < 0 ? g->d->has_subgroups : o.subgroups;
+  const char *ge = getenv("WISP_WEBGPU_GUARD_EACH");
+  g->guard_each = g->d->guard_bytes && ge && !strcmp(ge, "1");
   const char *fuse = getenv("WISP_WEBGPU_FUSE");
   g->fuse = !o.no_fuse && !(fuse && !strcmp(fuse, "0"));
   g->conv_rows = 12;
@@ -1475,14 +1522,19 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
   g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols ? o.dn_cols : 16, o.dn_groups};
   env_dn_slice(&g->dn_tune);
+  /* The kernels size their per-thread and workgroup arrays for these
+   * bounds (ROWS <= 16 rows of accumulators; whole lane groups of LG). */
+  const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;
   if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
-      g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) || g->mm_tm % 4 || g->mm_tn % 4 ||
+      g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) ||
+      (g->sg && g->mv_wg % matvec_lanes(g, g->mv_wg)) || g->mm_tm % 4 || g->mm_tn % 4 ||
       (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup ||
-      !pow2(g->dn_tune.cols) || g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) ||
-      g->dn_tune.groups > 1024) {
-    st = wisp_fail(WISP_EINVAL, "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, deltanet %ux%u",
-                   g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->dn_tune.cols,
-                   g->dn_tune.groups);
+      g->q4k_tune.mv_rows > 16 || (g->sg && g->q4k_tune.mv_wg % q4k_lg) || !pow2(g->dn_tune.cols) ||
+      g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) || g->dn_tune.groups > 1024) {
+    st = wisp_fail(WISP_EINVAL,
+                   "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, Q4_K matvec %ux%u, deltanet %ux%u",
+                   g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->q4k_tune.mv_wg,
+                   g->q4k_tune.mv_rows, g->dn_tune.cols, g->dn_tune.groups);
     goto fail;
   }
   g->max_binding = g->d->info.max_storage_buffer_binding_size;

@@ -9,6 +9,7 @@
 #include "util/err.h"
 
 static uint64_t round4(uint64_t n) { return (n + 3u) & ~(uint64_t)3u; }
+static wisp_status map_wait(wisp_wgpu_device *d, WGPUBuffer staging, uint64_t size);
 
 /* ---- buffers ------------------------------------------------------------ */
 
@@ -33,19 +34,112 @@ static wisp_status raw_buffer(wisp_wgpu_device *d, uint64_t size, WGPUBufferUsag
   return WISP_OK;
 }
 
+/* ---- debug guard (wgpu_compute.h) ---------------------------------------- */
+
+struct wisp_wgpu_guarded {
+  WGPUBuffer b;
+  uint64_t size; /* where the padding starts */
+  char label[40];
+};
+
+/* Writes the sentinel over the padding of b after `size` bytes. */
+static void guard_fill(wisp_wgpu_device *d, WGPUBuffer b, uint64_t size) {
+  uint32_t words[1024];
+  for (size_t i = 0; i < sizeof words / 4; i++) words[i] = WISP_WGPU_GUARD_WORD;
+  for (uint64_t o = 0; o < d->guard_bytes; o += sizeof words) {
+    uint64_t n = d->guard_bytes - o < sizeof words ? d->guard_bytes - o : sizeof words;
+    d->api->QueueWriteBuffer(d->queue, b, size + o, words, (size_t)n);
+  }
+}
+
+static wisp_status guard_add(wisp_wgpu_device *d, WGPUBuffer b, uint64_t size, const char *label) {
+  if (d->n_guarded == d->cap_guarded) {
+    int cap = d->cap_guarded ? 2 * d->cap_guarded : 256;
+    struct wisp_wgpu_guarded *g = realloc(d->guarded, (size_t)cap * sizeof *g);
+    if (!g) return wisp_fail(WISP_ENOMEM, "WebGPU: out of memory");
+    d->guarded = g;
+    d->cap_guarded = cap;
+  }
+  struct wisp_wgpu_guarded *e = &d->guarded[d->n_guarded++];
+  e->b = b;
+  e->size = size;
+  snprintf(e->label, sizeof e->label, "%s", label ? label : "buffer");
+  guard_fill(d, b, size);
+  return WISP_OK;
+}
+
+static void guard_remove(wisp_wgpu_device *d, WGPUBuffer b) {
+  for (int i = 0; i < d->n_guarded; i++)
+    if (d->guarded[i].b == b) {
+      d->guarded[i] = d->guarded[--d->n_guarded];
+      return;
+    }
+}
+
+uint64_t wisp_wgpu_buffer_data_size(const wisp_wgpu_device *d, WGPUBuffer b) {
+  for (int i = 0; i < d->n_guarded; i++)
+    if (d->guarded[i].b == b) return d->guarded[i].size;
+  return d->api->BufferGetSize(b);
+}
+
+wisp_status wisp_wgpu_guard_check(wisp_wgpu_device *d) {
+  if (!d->guard_bytes || !d->n_guarded) return WISP_OK;
+  const wisp_wgpu_api *w = d->api;
+  const uint64_t gb = d->guard_bytes, total = gb * (uint64_t)d->n_guarded;
+  WGPUBuffer staging;
+  wisp_status st = raw_buffer(d, total, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, "wisp guard readback",
+                              &staging);
+  if (st) return st;
+  WGPUCommandEncoderDescriptor ed = {NULL, wisp_wgpu_str("wisp guard check")};
+  WGPUCommandEncoder enc = w->DeviceCreateCommandEncoder(d->device, &ed);
+  for (int i = 0; i < d->n_guarded; i++)
+    w->CommandEncoderCopyBufferToBuffer(enc, d->guarded[i].b, d->guarded[i].size, staging, gb * (uint64_t)i, gb);
+  WGPUCommandBufferDescriptor cd = {NULL, wisp_wgpu_str(NULL)};
+  WGPUCommandBuffer cmd = w->CommandEncoderFinish(enc, &cd);
+  w->QueueSubmit(d->queue, 1, &cmd);
+  w->CommandBufferRelease(cmd);
+  w->CommandEncoderRelease(enc);
+  st = wisp_wgpu_device_check(d);
+  if (!st) st = map_wait(d, staging, total);
+  if (!st) {
+    const uint32_t *p = d->api->BufferGetConstMappedRange(staging, 0, (size_t)total);
+    for (int i = 0; p && !st && i < d->n_guarded; i++)
+      for (uint64_t k = 0; k < gb / 4; k++) {
+        uint32_t v = p[(uint64_t)i * (gb / 4) + k];
+        if (v == WISP_WGPU_GUARD_WORD) continue;
+        const struct wisp_wgpu_guarded *e = &d->guarded[i];
+        st = wisp_fail(WISP_EDEVICE,
+                       "WebGPU guard: %s (%llu bytes) was written past its end: word 0x%08x at byte %llu after it",
+                       e->label, (unsigned long long)e->size, v, (unsigned long long)(k * 4));
+        guard_fill(d, e->b, e->size); /* report each overwrite once */
+        break;
+      }
+    d->api->BufferUnmap(staging);
+  }
+  w->BufferRelease(staging);
+  return st;
+}
+
 wisp_status wisp_wgpu_buf_create(wisp_wgpu_device *d, uint64_t size, wisp_wgpu_buf_kind kind,
                                  const char *label, wisp_wgpu_buf *out) {
   memset(out, 0, sizeof *out);
   uint64_t sz = round4(size ? size : 4);
-  if (sz > d->info.max_buffer_size)
+  /* Storage buffers get the debug guard's padding (not counted in size). */
+  const uint64_t pad = kind == WISP_WGPU_STORAGE ? d->guard_bytes : 0;
+  if (sz + pad > d->info.max_buffer_size)
     return wisp_fail(WISP_EINVAL, "WebGPU: buffer %s of %llu bytes exceeds maxBufferSize %llu",
-                     label ? label : "", (unsigned long long)sz,
+                     label ? label : "", (unsigned long long)(sz + pad),
                      (unsigned long long)d->info.max_buffer_size);
   WGPUBufferUsage usage = kind == WISP_WGPU_UNIFORM
                               ? (WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst)
                               : (WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst);
-  wisp_status st = raw_buffer(d, sz, usage, label, &out->b);
+  wisp_status st = raw_buffer(d, sz + pad, usage, label, &out->b);
   if (st) return st;
+  if (pad && (st = guard_add(d, out->b, sz, label))) {
+    d->api->BufferRelease(out->b);
+    out->b = NULL;
+    return st;
+  }
   out->size = sz;
   return WISP_OK;
 }
@@ -206,6 +300,7 @@ wisp_status wisp_wgpu_buf_read_via(wisp_wgpu_device *d, wisp_wgpu_buf buf, uint6
 
 void wisp_wgpu_buf_free(wisp_wgpu_device *d, wisp_wgpu_buf *buf) {
   if (!buf || !buf->b) return;
+  if (d->guard_bytes) guard_remove(d, buf->b);
   d->api->BufferDestroy(buf->b);
   d->api->BufferRelease(buf->b);
   buf->b = NULL;

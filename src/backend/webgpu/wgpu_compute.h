@@ -65,6 +65,22 @@ wisp_status wisp_wgpu_staging_reserve(wisp_wgpu_device *d, wisp_wgpu_buf *stagin
 wisp_status wisp_wgpu_staging_read(wisp_wgpu_device *d, wisp_wgpu_buf staging, void *dst, size_t size);
 void wisp_wgpu_buf_free(wisp_wgpu_device *d, wisp_wgpu_buf *buf);
 
+/* Debug guard against out-of-bounds accesses. With d->guard_bytes > 0
+ * (wisp_wgpu_device_opts.guard_bytes, or WISP_WEBGPU_GUARD=1 for 4 KiB or
+ * =BYTES), every storage buffer is created that many bytes longer than its
+ * `size`, the extra bytes filled with WISP_WGPU_GUARD_WORD: a NaN as f32
+ * and as both f16 halves, and no valid index as u32. Whole-buffer bindings
+ * include the padding, so a kernel that reads past a buffer's data gets NaN
+ * (deterministically, with Dawn's robustness transform on or off, instead
+ * of a clamped in-bounds element or whatever lies beyond), and one that
+ * writes past it changes the padding, which wisp_wgpu_guard_check finds:
+ * it waits for submitted work and fails with WISP_EDEVICE naming the first
+ * buffer whose padding changed (and refills it). WISP_OK when off. */
+#define WISP_WGPU_GUARD_WORD 0xFFC07E00u
+wisp_status wisp_wgpu_guard_check(wisp_wgpu_device *d);
+/* Bytes of a buffer before the guard's padding (its whole size when off). */
+uint64_t wisp_wgpu_buffer_data_size(const wisp_wgpu_device *d, WGPUBuffer b);
+
 /* ---- kernels ------------------------------------------------------------- */
 typedef struct wisp_wgpu_const {
   const char *name; /* a WGSL `override` identifier (or @id number as text) */

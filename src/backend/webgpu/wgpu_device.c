@@ -14,6 +14,7 @@
 #include "util/err.h"
 
 static int profiling_requested(void);
+static uint32_t guard_bytes(uint32_t opt);
 
 #define DEFAULT_TIMEOUT_MS 10000u
 #define LVP_ICD "/usr/share/vulkan/icd.d/lvp_icd.json"
@@ -397,6 +398,7 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
   if (!d) return wisp_fail(WISP_ENOMEM, "WebGPU: out of memory");
   d->api = w;
   d->timeout_ns = (uint64_t)(o.timeout_ms ? o.timeout_ms : DEFAULT_TIMEOUT_MS) * 1000000ull;
+  d->guard_bytes = guard_bytes(o.guard_bytes);
   pthread_mutex_init(&d->lock, NULL);
 
   d->instance = w->CreateInstance(NULL);
@@ -438,17 +440,22 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
     toggles.disabledToggleCount = 1;
     toggles.disabledToggles = unquantized;
   }
-  /* Dawn's robustness transform clamps every storage-buffer index in every
-   * kernel; measured on the H200 it costs 10-15 % of decode and prefill.
-   * It stays on: without it the suite fails intermittently on lavapipe
-   * (some kernel reads out of bounds, not yet found). WISP_WEBGPU_ROBUST=0
-   * turns it off for measurements; WISP_WEBGPU_TOGGLES=a,b,... enables
-   * further Dawn toggles (e.g. disable_workgroup_init, skip_validation);
-   * unknown names are Dawn's to reject. */
+  /* Dawn's robustness transform clamps every array index in every kernel
+   * (and asks Vulkan for robustBufferAccess); measured on the H200 it costs
+   * 10-15 % of decode and prefill. It is off by default: wisp's kernels keep
+   * their accesses in bounds themselves (the out-of-bounds ones found are
+   * fixed: the staged matvec input's last partial run of slots, argmax
+   * partials of surplus workgroups), and the debug guard (WISP_WEBGPU_GUARD,
+   * wgpu_compute.h) with the re-runs of test_webgpu_guard.c keeps it so.
+   * WISP_WEBGPU_ROBUST=1 turns it back on (e.g. for kernels under
+   * development; with the guard it also turns reads far past a buffer into
+   * reads of the sentinel). WISP_WEBGPU_TOGGLES=a,b,... enables further Dawn
+   * toggles (e.g. disable_workgroup_init, skip_validation); unknown names
+   * are Dawn's to reject. */
   char toggle_text[256] = "";
   const char *enabled[8];
   const char *robust = getenv("WISP_WEBGPU_ROBUST");
-  if (robust && !strcmp(robust, "0")) enabled[toggles.enabledToggleCount++] = "disable_robustness";
+  if (!(robust && *robust && strcmp(robust, "0"))) enabled[toggles.enabledToggleCount++] = "disable_robustness";
   const char *te = getenv("WISP_WEBGPU_TOGGLES");
   if (te && *te) {
     snprintf(toggle_text, sizeof toggle_text, "%s", te);
@@ -509,6 +516,17 @@ fail:
   return st;
 }
 
+/* The debug guard's size: the option, else WISP_WEBGPU_GUARD (1: 4 KiB, a
+ * larger number: that many bytes), rounded up to whole 16-byte vectors. */
+static uint32_t guard_bytes(uint32_t opt) {
+  unsigned long v = opt;
+  const char *e = getenv("WISP_WEBGPU_GUARD");
+  if (!v && e && *e) v = strtoul(e, NULL, 10);
+  if (v == 1) v = 4096;
+  if (v > (1ul << 24)) v = 1ul << 24;
+  return (uint32_t)((v + 15) & ~15ul);
+}
+
 static int profiling_requested(void) {
   const char *e = getenv("WISP_WEBGPU_PROFILE");
   return e && *e && strcmp(e, "0");
@@ -534,5 +552,6 @@ void wisp_wgpu_device_close(wisp_wgpu_device *d) {
     w->InstanceRelease(d->instance);
   }
   pthread_mutex_destroy(&d->lock);
+  free(d->guarded);
   free(d);
 }

@@ -55,6 +55,9 @@ typedef struct wisp_wgpu_device_opts {
   int no_subgroups;            /* do not request `subgroups` even when offered */
   int no_optional_features;    /* request neither shader-f16 nor timestamp-query */
   uint32_t timeout_ms;         /* limit of every synchronous wait; 0 = 10000 */
+  /* Debug: bytes of sentinel padding after every storage buffer (0: the
+   * WISP_WEBGPU_GUARD environment variable decides; see wgpu_compute.h). */
+  uint32_t guard_bytes;
 } wisp_wgpu_device_opts;
 
 typedef struct wisp_wgpu_device {
@@ -77,6 +80,11 @@ typedef struct wisp_wgpu_device {
   struct wisp_wgpu_profile *profile;
   /* Internal: tiny buffers used by wisp_wgpu_finish. */
   WGPUBuffer fence_src, fence_dst;
+  /* Debug guard (wgpu_compute.h, wisp_wgpu_guard_check): sentinel bytes
+   * after each storage buffer, 0 when off, and the guarded buffers. */
+  uint32_t guard_bytes;
+  struct wisp_wgpu_guarded *guarded;
+  int n_guarded, cap_guarded;
 } wisp_wgpu_device;
 
 /* Loads the library, picks an adapter, creates a device asking for

@@ -50,7 +50,7 @@ wisp_status wisp_wgpu_rmsnorm_kernel(wisp_wgpu_device *d, uint32_t wg, int subgr
 }
 
 static uint64_t bound_size(wisp_wgpu_device *d, wisp_wgpu_binding b) {
-  return b.size ? b.size : d->api->BufferGetSize(b.buffer) - b.offset;
+  return b.size ? b.size : wisp_wgpu_buffer_data_size(d, b.buffer) - b.offset;
 }
 
 static wisp_status need(wisp_wgpu_device *d, const char *op, const char *what, wisp_wgpu_binding b,

@@ -91,7 +91,10 @@ struct Params {
 // WG / 4 slots hold the norm's per-subgroup sums (PRE 1).
 var<workgroup> partial: array<f32, (WG / LG) * ROWS * (LG / 4u) + WG / 4u>;
 var<workgroup> inv_s: f32;
-var<workgroup> xsh: array<vec4<f32>, XN>;
+// Whole runs of 8 slots: xsw permutes the slots within each run of 8, so
+// with cols / 4 not a multiple of 8 the last, partial run's vec4s land
+// anywhere in that run, up to 7 slots past XN.
+var<workgroup> xsh: array<vec4<f32>, (XN + 7u) / 8u * 8u>;
 var<workgroup> am_v: array<f32, (WG / LG) * ROWS>;
 var<workgroup> am_i: array<u32, (WG / LG) * ROWS>;
 var<workgroup> cmb: array<f32, CMB>;
@@ -270,7 +273,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
   }
   if (ARGMAX == 1u) {
-    if (li == 0u) {
+    // Only the workgroups that own rows have a slot: a grid split as x*y
+    // (wisp_wgpu_grid) may have surplus workgroups past the last row, and
+    // their slot would lie past the dispatch's, at the end past amax's.
+    // (The chunk loop ended with a barrier: am_v / am_i are complete.)
+    if (li == 0u && wg_id * RCH * ng * ROWS < p.rows) {
       var bv = am_v[0];
       var bi = am_i[0];
       for (var r = 1u; r < ng * ROWS; r++) {

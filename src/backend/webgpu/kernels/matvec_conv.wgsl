@@ -90,7 +90,10 @@ fn conv(wg_id: u32, li: u32) {
 // workgroup row r; the last WG / 4 slots: the norm's subgroup sums.
 var<workgroup> partial: array<f32, ROWS * (LG / 4u) + WG / 4u>;
 var<workgroup> inv_s: f32;
-var<workgroup> xsh: array<vec4<f32>, XN>;
+// Whole runs of 8 slots: xsw permutes the slots within each run of 8, so
+// with cols / 4 not a multiple of 8 the last, partial run's vec4s land
+// anywhere in that run, up to 7 slots past XN.
+var<workgroup> xsh: array<vec4<f32>, (XN + 7u) / 8u * 8u>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,

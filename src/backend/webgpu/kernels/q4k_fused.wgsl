@@ -265,7 +265,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   if (ARGMAX == 1u) {
     workgroupBarrier();
-    if (li == 0u) {
+    // Only the workgroups that own rows have a slot: a grid split as x*y
+    // (wisp_wgpu_grid) may have surplus workgroups past the last row, and
+    // their slot would lie past the dispatch's, at the end past amax's.
+    if (li == 0u && wg_id * COLS_PER_WG < p.rows) {
       var bv = am_v[0];
       var bi = am_i[0];
       for (var c = 1u; c < COLS_PER_WG; c++) {
