@@ -112,25 +112,20 @@ fn row_at(L: u32) -> u32 {
 // returns nothing to reduce. Two passes: the merge weights
 // e^(m_z - M) / L of every (head, split) into cmb, then the weighted sums of
 // the splits' vec4s. Call from uniform control flow; ends with a barrier.
+fn merge_part(i: u32) -> f32 {
+  return amax[i];
+}
+
+fn merge_store(i: u32, w: f32) {
+  cmb[i] = w;
+}
+
+// #include "split_merge.wgsli"
+
 fn stage_attention_merge(li: u32) {
   let S = p.splits;
   let row = p.hd + 2u;
-  let heads = p.cols / p.hd;
-  for (var h = li; h < heads; h += WG) {
-    var M = -3.0e38;
-    for (var z = 0u; z < S; z++) {
-      M = max(M, amax[(h * S + z) * row]);
-    }
-    var L = 0.0;
-    for (var z = 0u; z < S; z++) {
-      let zb = (h * S + z) * row;
-      L += amax[zb + 1u] * exp(amax[zb] - M);
-    }
-    for (var z = 0u; z < S; z++) {
-      cmb[h * S + z] = exp(amax[(h * S + z) * row] - M) / L;
-    }
-  }
-  workgroupBarrier();
+  merge_weights(li, p.cols / p.hd, S, row);
   for (var i = li; i < p.cols / 4u; i += WG) {
     let h = (4u * i) / p.hd;
     let d = (4u * i) % p.hd;

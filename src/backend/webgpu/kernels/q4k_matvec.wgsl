@@ -61,6 +61,16 @@ struct Params {
 var<workgroup> xsh: array<vec4<f32>, XN>;
 var<workgroup> gsh: array<f32, GN>;
 
+fn merge_part(i: u32) -> f32 {
+  return aux[i];
+}
+
+fn merge_store(i: u32, w: f32) {
+  gsh[i] = w;
+}
+
+// #include "split_merge.wgsli"
+
 fn vec4_at(a: u32) -> vec4<f32> {
   return vec4<f32>(aux[a], aux[a + 1u], aux[a + 2u], aux[a + 3u]);
 }
@@ -108,21 +118,7 @@ fn stage_pre(li: u32, wg0: bool) {
     // sums of the splits' vec4s times the gate's sigmoid
     let S = p.splits;
     let row = p.hd + 2u;
-    for (var h = li; h < heads; h += WG) {
-      var M = -3.0e38;
-      for (var z = 0u; z < S; z++) {
-        M = max(M, aux[(h * S + z) * row]);
-      }
-      var L = 0.0;
-      for (var z = 0u; z < S; z++) {
-        let zb = (h * S + z) * row;
-        L += aux[zb + 1u] * exp(aux[zb] - M);
-      }
-      for (var z = 0u; z < S; z++) {
-        gsh[h * S + z] = exp(aux[(h * S + z) * row] - M) / L;
-      }
-    }
-    workgroupBarrier();
+    merge_weights(li, heads, S, row);
     for (var i = li; i < n4; i += WG) {
       let h = (4u * i) / p.hd;
       let d = (4u * i) % p.hd;
