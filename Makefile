@@ -103,3 +103,8 @@ clean:
 	rm -rf build build-san build-fuzz
 
 -include $(DEPS)
+
+# Device probe (tools/grid_probe.c): grid barriers inside one dispatch.
+$(BUILD)/grid_probe: $(BUILD)/obj/tools/grid_probe.o $(BUILD)/libwisp.a
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)

@@ -87,6 +87,39 @@ typedef struct {
   wisp_buf *out;        /* [n][V] */
 } wisp_deltanet_args;
 
+/* A decode step described as data, for backends that run several steps
+ * in one device call (the WebGPU persistent decode, wgpu_persist.c) instead
+ * of op by op. The architecture fills it (wisp_arch.decode_graph); what it
+ * describes is exactly what its decode_step records: per layer
+ *   h = rmsnorm(x, op_norm)
+ *   short conv: B, C, u = split(in h); x += out (C * conv(B * u))   (taps [hidden][conv_len])
+ *   attention:  q, k, v = split(in h); q, k = rope(rmsnorm_head(q|k));  (q_norm/k_norm may be NULL)
+ *               x += out attend(q, k, v)
+ *   x += down(silu(gate h') * up h'),  h' = rmsnorm(x, ffn_norm)   (gate_up: gate rows, then up rows)
+ * then the greedy token of head(rmsnorm(x, final_norm)); the next step
+ * embeds it. */
+#define WISP_GRAPH_MAX_LAYERS 128
+typedef struct {
+  int attention; /* 0 short conv, 1 attention */
+  const wisp_vector *op_norm, *ffn_norm;
+  const wisp_matrix *in, *out;        /* in_proj / out_proj, or qkv / o_proj */
+  const wisp_vector *taps;            /* short conv */
+  const wisp_vector *q_norm, *k_norm; /* attention */
+  const wisp_matrix *gate_up, *down;
+  wisp_buf *state;   /* short conv: its state [hidden][conv_len - 1]; attention: the K cache */
+  wisp_buf *v_cache; /* attention */
+} wisp_graph_layer;
+
+typedef struct {
+  int n_layers, hidden, ffn, vocab, heads, kv_heads, head_dim, conv_len;
+  int max_pos;   /* rows of the KV caches */
+  int rope_rows; /* rows of the rope tables ([rows][head_dim / 2]) */
+  float eps;
+  const wisp_matrix *embed, *head;
+  const wisp_vector *final_norm, *rope_cos, *rope_sin;
+  wisp_graph_layer layers[WISP_GRAPH_MAX_LAYERS];
+} wisp_decode_graph;
+
 /* Execution settings the plan resolved for the whole session. */
 typedef struct {
   int conv_fuse;    /* fuse the decode short conv into its in_proj product */
@@ -179,6 +212,14 @@ struct wisp_backend {
    * backend with its packed-f16 cache allocates half the bytes. Such a
    * buffer is only for attention's k_cache / v_cache (not buf_read as f32). */
   wisp_buf *(*kv_buf_new)(wisp_backend *be, size_t n_values);
+  /* Optional: records k greedy decode steps of graph g in one go: the token
+   * in ids[0] at position pos, the chosen ids into ids[1..k] (as decode_step
+   * slots 0..k-1 would), the graph's state buffers updated. Returns
+   * WISP_EUNSUPPORTED, with nothing recorded and no error kept, when this
+   * graph, sampling or device cannot take that path; the caller then
+   * records decode_step k times. */
+  wisp_status (*decode_graph)(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
+                              const wisp_sampling *sp);
 };
 
 /* Backends this build has. `threads` 0 = one per online core. */

@@ -118,6 +118,28 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
   return st;
 }
 
+/* Records k decode steps from ids[0] at s->pos: in one go where the
+ * backend can run the model's decode graph (the WebGPU persistent decode),
+ * else decode_step k times. */
+static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp) {
+  wisp_backend *be = s->backend;
+  const wisp_arch *arch = s->model->arch;
+  if (be->decode_graph && arch->decode_graph && sp->temperature <= 0) {
+    wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */
+    if (gp && arch->decode_graph(s->model->weights, s->state, gp) == WISP_OK) {
+      wisp_status st = be->decode_graph(be, gp, s->ids, s->pos, k, sp);
+      free(gp);
+      if (st != WISP_EUNSUPPORTED) return st;
+    } else {
+      free(gp);
+    }
+  }
+  wisp_status st = WISP_OK;
+  for (int i = 0; i < k && !st; i++)
+    st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, s->steps + (uint32_t)i);
+  return st;
+}
+
 /* Submits the recorded batch of k steps and starts reading its ids into
  * readback slot `slot`; backends without read_start just submit. */
 static wisp_status batch_submit(wisp_backend *be, wisp_buf *ids, int k, int slot) {
@@ -142,7 +164,6 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
                                     int32_t *out, int *n_out, int batch, int depth, const wisp_sampling *sp,
                                     float *slots) {
   wisp_backend *be = s->backend;
-  const wisp_arch *arch = s->model->arch;
   batch_mark mark[2];
   int head = 0, in_flight = 0, submitted = 0, prev_k = 0, full = 0, stop = 0;
   int rew = batch > 1 && rewind_ready(s, o), rew_set = -1, rew_keep = 0;
@@ -168,8 +189,7 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
       int slot = (head + in_flight) % 2;
       mark[slot] = (batch_mark){k, s->pos, s->steps, -1};
       if (rew) snapshot(s, slot);
-      for (int i = 0; i < k && !st; i++)
-        st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, s->steps + (uint32_t)i);
+      st = record_steps(s, k, sp);
       wisp_status rs = batch_submit(be, s->ids, k, slot);
       if (!st) st = rs;
       s->loop_record_s += wisp_now_s() - t;

@@ -437,6 +437,43 @@ static wisp_status lfm2_decode_step(const void *p, void *sp, wisp_backend *be, w
   return WISP_OK;
 }
 
+/* The decode step of lfm2_decode_step as data (backend.h). */
+static wisp_status lfm2_decode_graph(const void *p, void *sp, wisp_decode_graph *g) {
+  const lfm2_weights *w = p;
+  lfm2_state *s = sp;
+  const wisp_shape *sh = &w->shape;
+  if (sh->n_layers > WISP_GRAPH_MAX_LAYERS) return WISP_EUNSUPPORTED;
+  memset(g, 0, sizeof *g);
+  *g = (wisp_decode_graph){.n_layers = sh->n_layers, .hidden = sh->hidden, .ffn = sh->ffn, .vocab = sh->vocab,
+                           .heads = sh->heads, .kv_heads = sh->kv_heads, .head_dim = sh->head_dim,
+                           .conv_len = sh->conv_cache, .max_pos = s->max_pos, .rope_rows = w->positions,
+                           .eps = w->eps, .embed = &w->embed, .head = &w->head, .final_norm = &w->final_norm,
+                           .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin};
+  for (int i = 0; i < sh->n_layers; i++) {
+    const lfm2_layer *L = &w->layers[i];
+    wisp_graph_layer *G = &g->layers[i];
+    G->attention = L->type == WISP_LAYER_ATTENTION;
+    G->op_norm = &L->op_norm;
+    G->ffn_norm = &L->ffn_norm;
+    G->gate_up = &L->gate_up;
+    G->down = &L->down;
+    if (G->attention) {
+      G->in = &L->qkv;
+      G->out = &L->o_proj;
+      G->q_norm = w->qk_norm ? &L->q_norm : NULL;
+      G->k_norm = w->qk_norm ? &L->k_norm : NULL;
+      G->state = s->k_cache[i];
+      G->v_cache = s->v_cache[i];
+    } else {
+      G->in = &L->in_proj;
+      G->out = &L->out_proj;
+      G->taps = &L->taps;
+      G->state = s->conv_state[i];
+    }
+  }
+  return WISP_OK;
+}
+
 static int lfm2_state_bufs(void *state, wisp_buf **bufs, size_t *lens, int cap) {
   lfm2_state *s = state;
   int n = 0;
@@ -462,4 +499,5 @@ const wisp_arch wisp_arch_lfm2 = {
     .state_bufs = lfm2_state_bufs,
     .forward = lfm2_forward,
     .decode_step = lfm2_decode_step,
+    .decode_graph = lfm2_decode_graph,
 };

@@ -46,6 +46,10 @@ typedef struct wisp_arch {
    * position pos. Records only; the caller syncs after a batch of steps. */
   wisp_status (*decode_step)(const void *weights, void *state, wisp_backend *be, wisp_buf *ids, int slot, int pos,
                              const wisp_sampling *sampling, uint32_t step);
+  /* Optional: the decode step as data (backend.h, wisp_decode_graph) for
+   * backends that run many steps in one device call; fills *out and
+   * returns WISP_OK, or WISP_EUNSUPPORTED when this model has no such form. */
+  wisp_status (*decode_graph)(const void *weights, void *state, wisp_decode_graph *out);
 } wisp_arch;
 
 const wisp_arch *wisp_arch_find(const char *name);

@@ -161,6 +161,9 @@ typedef struct {
   const char *last_kernel;
   void *qwen; /* wgpu_qwen.c's state */
   void *mm8;  /* wgpu_matmul_i8.c's state */
+  void *persist;     /* wgpu_persist.c's state */
+  int persist_on;    /* persistent decode allowed (opts.persist, WISP_WEBGPU_PERSIST) */
+  uint64_t state_epoch; /* bumped by every op that may write a state buffer (wgpu_persist.c) */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
   int fuse_argmax;     /* greedy sample_id fused into the head product (WISP_WEBGPU_FUSE_ARGMAX=0: off) */
   wisp_wgpu_buf amax;  /* its per-workgroup (max, index) pairs */
@@ -477,6 +480,7 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
 
 static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
   wgpu_backend *g = as_g(be);
+  wisp_wgpu_persist_flush(be); /* a state buffer read back must hold the persistent decode's latest */
   emit_pending(g);
   wisp_status st;
   if (g->spec_ready && !g->open && g->spec_src == b->g.b && g->spec_off == (uint64_t)off * 4 &&
@@ -501,6 +505,8 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
 
 static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
+  wisp_wgpu_persist_flush(be);
+  g->state_epoch++;
   emit_pending(g);
   /* Queue writes land before the next submit: submit what is recorded first. */
   keep_error(g, flush(g));
@@ -1035,6 +1041,8 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
 static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                         wisp_buf *state, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
+  wisp_wgpu_persist_flush(be);
+  g->state_epoch++;
   wvec *tv = find_vec(g, taps);
   if (g->pend.kind == 3 && g->conv_fuse && g->pend.m->nparts == 1 && tv && L >= 1 && n == 1 && g->pend.my == bcx &&
       g->pend.m->rows == 3 * dim &&
@@ -1092,6 +1100,8 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
 
 static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   wgpu_backend *g = as_g(be);
+  wisp_wgpu_persist_flush(be);
+  g->state_epoch++;
   emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
   if (D <= 0 || D % (g->kv16 ? 8 : 4) || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
@@ -1305,6 +1315,8 @@ static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src
 
 static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
   wgpu_backend *g = as_g(be);
+  wisp_wgpu_persist_flush(be);
+  g->state_epoch++;
   emit_pending(g);
   wisp_wgpu_const c[1] = {{"WG", 256}};
   wisp_wgpu_kernel *k = kernel(g, "copy_buf", c, 1);
@@ -1346,6 +1358,7 @@ static void g_destroy(wisp_backend *be) {
               (unsigned long long)g->stats.dispatches, (unsigned long long)g->stats.submits,
               (unsigned long long)g->stats.last_dispatches, (unsigned long long)g->stats.bind_groups);
     wisp_wgpu_qwen_free(be); /* before the bind groups go */
+    wisp_wgpu_persist_free(be);
     wisp_wgpu_mm8_free(be);
     for (int h = 0; h < BG_BUCKETS; h++) {
       bg_entry *e = g->buckets[h];
@@ -1486,6 +1499,11 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *fa = getenv("WISP_WEBGPU_FUSE_ARGMAX");
   g->env_no_argmax = fa && !strcmp(fa, "0");
   g->fuse_argmax = g->fuse && !g->env_no_argmax;
+  /* Persistent decode (wgpu_persist.c): on for GPUs unless asked not to;
+   * on CPU adapters (lavapipe: workgroups share a few threads) only when asked. */
+  const char *pe = getenv("WISP_WEBGPU_PERSIST");
+  g->persist_on = o.persist > 0 || (o.persist == 0 && g->d->info.adapter_type != WGPUAdapterType_CPU);
+  if (pe && (!strcmp(pe, "0") || !strcmp(pe, "1"))) g->persist_on = pe[0] == '1';
   wisp_backend_settings_default(&g->set);
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
@@ -1581,6 +1599,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .embed_id = g_embed_id,
       .sample_id = g_sample_id,
       .kv_buf_new = g_kv_buf_new,
+      .decode_graph = wisp_wgpu_decode_graph,
       .sync = g_sync,
       .destroy = g_destroy,
   };
@@ -1645,6 +1664,9 @@ int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *r
 }
 void **wisp_wgpu_int_qwen_slot(wisp_backend *be) { return &as_g(be)->qwen; }
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be) { return &as_g(be)->mm8; }
+void **wisp_wgpu_int_persist_slot(wisp_backend *be) { return &as_g(be)->persist; }
+int wisp_wgpu_int_persist_enabled(wisp_backend *be) { return as_g(be)->persist_on; }
+uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be) { return as_g(be)->state_epoch; }
 int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]) {
   wmat *M = need_mat(as_g(be), m);
   if (!M || i < 0 || i >= M->nparts) return 0;

@@ -49,6 +49,11 @@ typedef struct wisp_wgpu_backend_opts {
    * applies it) and row groups per workgroup (a power of two; 0 = about 8
    * state rows per thread). Also WISP_WEBGPU_DN_SLICE=COLS or COLSxGROUPS. */
   uint32_t dn_cols, dn_groups;
+  /* Persistent decode (wgpu_persist.c: greedy decode steps of an LFM2-style
+   * model in one dispatch): 0 auto (on for GPU adapters, off for CPU ones
+   * such as lavapipe), -1 off, 1 on. WISP_WEBGPU_PERSIST=0|1 overrides;
+   * WISP_WEBGPU_PERSIST_WG=N sets the grid (else probed). */
+  int persist;
 } wisp_wgpu_backend_opts;
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out);
@@ -62,6 +67,7 @@ typedef struct wisp_wgpu_backend_stats {
   uint64_t spec_reads;      /* readbacks served by the copy recorded at the end of the last sync */
   uint64_t argmax_fused;    /* greedy sample_id calls served by head-product argmax partials */
   uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
+  uint64_t persistent_steps; /* decode steps run by the persistent kernel */
   uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */
 } wisp_wgpu_backend_stats;
 

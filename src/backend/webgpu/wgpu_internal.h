@@ -80,6 +80,21 @@ WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count);
 void **wisp_wgpu_int_qwen_slot(wisp_backend *be);
 /* The per-backend state of wgpu_matmul_i8.c (NULL until first use). */
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be);
+/* The per-backend state of wgpu_persist.c (NULL until first use). */
+void **wisp_wgpu_int_persist_slot(wisp_backend *be);
+/* 1: persistent decode allowed (wisp_wgpu_backend_opts.persist, WISP_WEBGPU_PERSIST). */
+int wisp_wgpu_int_persist_enabled(wisp_backend *be);
+/* A counter bumped by every op that may write a state buffer (short conv,
+ * attention, buf_zero, buf_copy_to): unchanged means untouched. */
+uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be);
+
+/* wgpu_persist.c: backend.h's decode_graph, and its release at destroy. */
+wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
+                                   const wisp_sampling *sp);
+void wisp_wgpu_persist_free(wisp_backend *be);
+/* Records the copy-back of state the persistent decode has not yet written
+ * to the session's buffers (every op touching state calls it first). */
+void wisp_wgpu_persist_flush(wisp_backend *be);
 
 /* wgpu_qwen.c */
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a);

@@ -1,0 +1,501 @@
+// Persistent decode: `steps` greedy decode steps of an LFM2-style hybrid
+// (short-conv and attention layers, SwiGLU MLP, Q4/Q4Z weights, tied head)
+// in ONE dispatch. The one-token products of a decode step are too small to
+// fill the GPU, so the per-op path spends most of a token in ~66 dispatch
+// launches and ramp-ups; here a fixed grid of NWG workgroups (all resident
+// at once: the host probes how many fit) walks the whole step, and phases
+// that depend on each other are separated by a grid barrier (an atomic
+// counter every workgroup adds to and spins on, ~1 us on an H200). Host side
+// and the phase list: wgpu_persist.c; docs/webgpu.md, "Persistent decode".
+//
+// WGSL guarantees neither that the workgroups of a dispatch run at the same
+// time nor any ordering between them; this kernel relies on what the host
+// checked on the device (tools/grid_probe.c: plain stores of one workgroup
+// seen by plain loads of others after the barrier). A barrier that waits
+// longer than spin_max polls sets a flag and gives up instead of hanging;
+// the ids of such a run are all 0xffffffff, which the decode loop rejects.
+//
+// Data: Wv/Wu: one read-only blob (the same buffer twice, as vec4 and as
+// words) holding a layer table (LAYER_WORDS words per layer at word 0),
+// the Q4 nibbles (16-byte aligned), f32 scales, packed zero points, norm
+// weights, conv taps and rope tables. S: the run's state as words: the
+// residual x, scratch vectors, per-layer conv state and KV cache (f32, or f16
+// pairs when kv16). ctr: [0] barrier arrivals (wrapping; the host passes the
+// count before this run), [1] timeout flag. ids: the decode loop's id slots.
+enable subgroups;
+diagnostic(off, subgroup_uniformity);
+
+override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
+override NWG: u32 = 1;      // workgroups in the grid (co-resident)
+override XS4: u32 = 640;    // vec4s of the staged input (largest of hidden, ffn, heads * headDim) / 4
+override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
+
+const NONE: u32 = 0xffffffffu;
+const LAYER_WORDS: u32 = 20u;
+
+struct Params {
+  n_layers: u32, H: u32, F: u32, heads: u32,
+  kvh: u32, D: u32, L: u32, vocab: u32,
+  eps: f32, pos0: u32, steps: u32, bar_base: u32,
+  slot: u32, kv16: u32, spin_max: u32, probe: u32,
+  embed_q: u32, embed_s: u32, embed_z: u32, head_q: u32,
+  head_s: u32, head_z: u32, fnorm: u32, rope_cos: u32,
+  rope_sin: u32, s_x: u32, s_mid: u32, s_h: u32,
+  s_q: u32, s_part: u32, barriers_per_step: u32, pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> Wv: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> Wu: array<u32>;
+@group(0) @binding(2) var<storage, read_write> S: array<u32>;
+@group(0) @binding(3) var<storage, read_write> ctr: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read_write> ids: array<u32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+var<workgroup> xs: array<vec4<f32>, XS4>;  // the staged input of the current product
+var<workgroup> red: array<f32, MAXSG>;     // per-subgroup partials of a workgroup reduction
+var<workgroup> redi: array<u32, MAXSG>;
+var<workgroup> hv: array<f32, 256>;        // one head's values (qkv phase), a chunk's key weights (attention)
+var<workgroup> qv: array<f32, 256>;        // the query of the head being attended
+var<workgroup> acc4: array<f32, 256>;      // attention: per-group output partials
+var<workgroup> wuni: u32;                  // a value made workgroup-uniform
+var<workgroup> wtok: u32;                  // the token this step embeds
+var<workgroup> bars: u32;                  // barriers passed in this run (uniform through workgroupUniformLoad)
+
+// ---- grid barrier ------------------------------------------------------
+var<private> nbar: u32 = 0u;
+
+fn grid_sync(li: u32) {
+  nbar += 1u;
+  let goal = p.bar_base + nbar * NWG;
+  storageBarrier();
+  workgroupBarrier();
+  if (li == 0u) {
+    atomicAdd(&ctr[0], 1u);
+    for (var it = 0u; it < p.spin_max; it++) {
+      if (bitcast<i32>(atomicLoad(&ctr[0]) - goal) >= 0) { break; }
+      if (atomicLoad(&ctr[1]) != 0u) { break; }
+      if (it + 1u == p.spin_max) { atomicStore(&ctr[1], 1u); }
+    }
+  }
+  workgroupBarrier();
+  storageBarrier();
+}
+
+// ---- small helpers -----------------------------------------------------
+fn sf(i: u32) -> f32 { return bitcast<f32>(S[i]); }
+fn wf(i: u32) -> f32 { return bitcast<f32>(Wu[i]); }
+fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
+
+// A value the analysis can see is the same for the whole workgroup (storage
+// loads are not, and barriers may only sit under uniform branches).
+fn uniform_u32(li: u32, v: u32) -> u32 {
+  if (li == 0u) { wuni = v; }
+  return workgroupUniformLoad(&wuni);
+}
+
+// Sum over the workgroup (every thread gets it); uniform control flow only.
+fn wg_sum(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
+  workgroupBarrier();
+  let s = subgroupAdd(v);
+  if (sli == 0u) { red[li / sgs] = s; }
+  workgroupBarrier();
+  var t = 0.0;
+  for (var i = 0u; i < WG / sgs; i++) { t += red[i]; }
+  return t;
+}
+
+fn wg_max(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
+  workgroupBarrier();
+  let s = subgroupMax(v);
+  if (sli == 0u) { red[li / sgs] = s; }
+  workgroupBarrier();
+  var t = red[0];
+  for (var i = 1u; i < WG / sgs; i++) { t = max(t, red[i]); }
+  return t;
+}
+
+// Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
+// weight offset w != NONE, as rmsnorm(x) * w.
+fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
+  var ss = 0.0;
+  for (var i = li; i < n / 4u; i += WG) {
+    let b = src + 4u * i;
+    let v = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
+    xs[i] = v;
+    ss += dot(v, v);
+  }
+  let tot = wg_sum(li, sli, sgs, ss); // always (a barrier: uniform control flow)
+  if (w != NONE) {
+    let inv = inverseSqrt(tot / f32(n) + p.eps);
+    for (var i = li; i < n / 4u; i += WG) {
+      let b = w + 4u * i;
+      xs[i] = xs[i] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
+    }
+  }
+  workgroupBarrier();
+}
+
+// A Q4/Q4Z matrix: quant words at q (16-byte aligned), scales at s, zero
+// points at z (NONE: zero point 8), nb 32-blocks per row.
+struct Mat { q: u32, s: u32, z: u32, nb: u32, }
+
+fn mat(q: u32, s: u32, z: u32, cols: u32) -> Mat { return Mat(q, s, z, cols / 32u); }
+
+// This lane's share of block b of row r times the staged input.
+fn blk(m: Mat, r: u32, b: u32) -> f32 {
+  let g = r * m.nb + b;
+  let w = Wv[m.q / 4u + g];
+  let sc = wf(m.s + g);
+  var zp = 8.0;
+  if (m.z != NONE) { zp = f32((Wu[m.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u); }
+  var a = 0.0;
+  var xsum = 0.0;
+  for (var j = 0u; j < 4u; j++) {
+    let wj = w[j];
+    let x0 = xs[b * 8u + 2u * j];
+    let x1 = xs[b * 8u + 2u * j + 1u];
+    let lo = vec4<f32>(f32(wj & 15u), f32((wj >> 4u) & 15u), f32((wj >> 8u) & 15u), f32((wj >> 12u) & 15u));
+    let hi = vec4<f32>(f32((wj >> 16u) & 15u), f32((wj >> 20u) & 15u), f32((wj >> 24u) & 15u), f32(wj >> 28u));
+    a += dot(lo, x0) + dot(hi, x1);
+    xsum += dot(x0, vec4<f32>(1.0)) + dot(x1, vec4<f32>(1.0));
+  }
+  return sc * (a - zp * xsum);
+}
+
+// Four rows at once (loads of all four in flight), summed over the subgroup.
+fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
+  var a = vec4<f32>(0.0);
+  for (var b = sl; b < m.nb; b += sgs) {
+    a += vec4<f32>(blk(m, r.x, b), blk(m, r.y, b), blk(m, r.z, b), blk(m, r.w, b));
+  }
+  return subgroupAdd(a);
+}
+
+// Rows [0, n) of m times xs, four at a time per subgroup; row j's result
+// added to S[dst + j] (acc) or stored there.
+fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+  for (var r0 = gsg; r0 < n; r0 += 4u * nsg) {
+    let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
+    let rc = min(r, vec4<u32>(n - 1u));
+    let v = dot4(m, rc, sl, sgs);
+    if (sl == 0u) {
+      for (var k = 0u; k < 4u; k++) {
+        if (r[k] < n) {
+          var o = v[k];
+          if (acc) { o += sf(dst + r[k]); }
+          S[dst + r[k]] = bitcast<u32>(o);
+        }
+      }
+    }
+  }
+}
+
+// ---- the phases of one layer --------------------------------------------
+
+// Short conv: in_proj rows (B, C, X of a channel) together, then the
+// channel's causal conv over its state (L - 1 inputs kept) into mid.
+fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+  let H = p.H;
+  let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), H);
+  let taps = lt(l, 8u);
+  let st = lt(l, 17u);
+  let keep = p.L - 1u;
+  for (var c0 = gsg; c0 < H; c0 += 2u * nsg) {
+    let c1 = min(c0 + nsg, H - 1u);
+    let v0 = dot4(m, vec4<u32>(c0, H + c0, 2u * H + c0, c1), sl, sgs);
+    let v1 = dot4(m, vec4<u32>(H + c1, 2u * H + c1, c1, c1), sl, sgs);
+    if (sl == 0u) {
+      for (var k = 0u; k < 2u; k++) {
+        var c = c0;
+        var b = v0.x;
+        var cc = v0.y;
+        var x = v0.z;
+        if (k == 1u) { c = c0 + nsg; b = v0.w; cc = v1.x; x = v1.y; }
+        if (c < H) {
+          let bx = b * x;
+          var a = wf(taps + c * p.L + keep) * bx;
+          for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
+          for (var j = 0u; j + 1u < keep; j++) { S[st + c * keep + j] = S[st + c * keep + j + 1u]; }
+          if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
+          S[p.s_mid + c] = bitcast<u32>(cc * a);
+        }
+      }
+    }
+  }
+}
+
+// Stores value i (of D) of a K or V row at position pos of head kh.
+fn kv_store(base: u32, pos: u32, kh: u32, i: u32, v0: f32, v1: f32) {
+  let D = p.D;
+  if (p.kv16 != 0u) {
+    S[base + ((pos * p.kvh + kh) * D + i) / 2u] = pack2x16float(vec2<f32>(v0, v1));
+  } else {
+    S[base + (pos * p.kvh + kh) * D + i] = bitcast<u32>(v0);
+    S[base + (pos * p.kvh + kh) * D + i + 1u] = bitcast<u32>(v1);
+  }
+}
+
+fn kv_load(base: u32, pos: u32, kh: u32, i: u32) -> f32 {
+  let D = p.D;
+  if (p.kv16 != 0u) {
+    let w = unpack2x16float(S[base + ((pos * p.kvh + kh) * D + i) / 2u]);
+    return select(w.x, w.y, (i & 1u) == 1u);
+  }
+  return sf(base + (pos * p.kvh + kh) * D + i);
+}
+
+// q/k/v rows of one head per workgroup; q and k get their RMSNorm and
+// rope, k and v go to the cache at pos, q to s_q.
+fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) {
+  let D = p.D;
+  let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), p.H);
+  let ntask = p.heads + 2u * p.kvh;
+  let half = D / 2u;
+  for (var t = wid; t < ntask; t += NWG) {
+    for (var r0 = sg; r0 < D; r0 += 4u * nsgw) {
+      let r = vec4<u32>(r0, r0 + nsgw, r0 + 2u * nsgw, r0 + 3u * nsgw);
+      let v = dot4(m, t * D + min(r, vec4<u32>(D - 1u)), sl, sgs);
+      if (sl == 0u) {
+        for (var k = 0u; k < 4u; k++) {
+          if (r[k] < D) { hv[r[k]] = v[k]; }
+        }
+      }
+    }
+    workgroupBarrier();
+    let is_v = t >= p.heads + p.kvh;
+    var nw = NONE;
+    if (t < p.heads) { nw = lt(l, 8u); } else if (!is_v) { nw = lt(l, 9u); }
+    var ss = 0.0;
+    for (var i = li; i < D; i += WG) { ss += hv[i] * hv[i]; }
+    let inv = inverseSqrt(wg_sum(li, sl, sgs, ss) / f32(D) + p.eps);
+    workgroupBarrier();
+    var a = 0.0;
+    var b = 0.0;
+    if (li < half) {
+      a = hv[li];
+      b = hv[li + half];
+      if (nw != NONE) {
+        a = a * inv * wf(nw + li);
+        b = b * inv * wf(nw + li + half);
+      }
+      if (!is_v) {
+        let cs = wf(p.rope_cos + pos * half + li);
+        let sn = wf(p.rope_sin + pos * half + li);
+        let ra = a * cs - b * sn;
+        let rb = b * cs + a * sn;
+        a = ra;
+        b = rb;
+      }
+    }
+    workgroupBarrier();
+    if (li < half) {
+      hv[li] = a;
+      hv[li + half] = b;
+    }
+    workgroupBarrier();
+    if (t < p.heads) {
+      for (var i = li; i < D; i += WG) { S[p.s_q + t * D + i] = bitcast<u32>(hv[i]); }
+    } else if (li < half) {
+      var kh = t - p.heads;
+      var base = lt(l, 17u);
+      if (is_v) {
+        kh = t - p.heads - p.kvh;
+        base = lt(l, 18u);
+      }
+      kv_store(base, pos, kh, 2u * li, hv[2u * li], hv[2u * li + 1u]);
+    }
+    workgroupBarrier();
+  }
+}
+
+// One query head per workgroup over keys 0..pos: chunks of WG keys, a
+// thread per key for the scores, an online softmax across chunks, and the
+// output accumulated by WG / D groups of D threads.
+fn attn_core(l: u32, pos: u32, wid: u32, li: u32, sl: u32, sgs: u32) {
+  let D = p.D;
+  let G = WG / D;
+  let grp = li / D;
+  let di = li % D;
+  let scale = inverseSqrt(f32(D));
+  let kb = lt(l, 17u);
+  let vb = lt(l, 18u);
+  for (var h = wid; h < p.heads; h += NWG) {
+    let kh = h / (p.heads / p.kvh);
+    var m = -3.0e38;
+    var den = 0.0;
+    var o = 0.0;
+    workgroupBarrier();
+    for (var i = li; i < D; i += WG) { qv[i] = sf(p.s_q + h * D + i); }
+    workgroupBarrier();
+    for (var c0 = 0u; c0 <= pos; c0 += WG) {
+      let key = c0 + li;
+      var s = -3.0e38;
+      if (key <= pos) {
+        var d = 0.0;
+        for (var i = 0u; i < D; i += 2u) {
+          d += qv[i] * kv_load(kb, key, kh, i) + qv[i + 1u] * kv_load(kb, key, kh, i + 1u);
+        }
+        s = d * scale;
+      }
+      let cm = wg_max(li, sl, sgs, s);
+      let mn = max(m, cm);
+      let e = select(0.0, exp(s - mn), key <= pos);
+      let corr = exp(m - mn);
+      den = den * corr + wg_sum(li, sl, sgs, e);
+      o = o * corr;
+      m = mn;
+      workgroupBarrier();
+      hv[li] = e;
+      workgroupBarrier();
+      let nk = min(WG, pos + 1u - c0);
+      for (var j = grp; j < nk; j += G) { o += hv[j] * kv_load(vb, c0 + j, kh, di); }
+    }
+    workgroupBarrier();
+    acc4[grp * D + di] = o;
+    workgroupBarrier();
+    if (li < D) {
+      var t = 0.0;
+      for (var g = 0u; g < G; g++) { t += acc4[g * D + li]; }
+      S[p.s_mid + h * D + li] = bitcast<u32>(t / den);
+    }
+    workgroupBarrier();
+  }
+}
+
+// Gate and up rows of two hidden units at once; h = silu(gate) * up.
+fn ffn_up(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+  let F = p.F;
+  let m = mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), p.H);
+  for (var j0 = gsg; j0 < F; j0 += 2u * nsg) {
+    let j1 = min(j0 + nsg, F - 1u);
+    let v = dot4(m, vec4<u32>(j0, F + j0, j1, F + j1), sl, sgs);
+    if (sl == 0u) {
+      S[p.s_h + j0] = bitcast<u32>(v.x / (1.0 + exp(-v.x)) * v.y);
+      if (j0 + nsg < F) { S[p.s_h + j1] = bitcast<u32>(v.z / (1.0 + exp(-v.z)) * v.w); }
+    }
+  }
+}
+
+// ---- the whole run ---------------------------------------------------------
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_invocation_id) sl: u32, @builtin(subgroup_size) sgs: u32) {
+  let wid = wid3.x;
+  let sg = li / sgs;
+  let nsgw = WG / sgs;
+  let gsg = wid * nsgw + sg;
+  let nsg = NWG * nsgw;
+  if (p.probe != 0u) {
+    grid_sync(li);
+    return;
+  }
+  let H = p.H;
+  var tok = ids[p.slot];
+  for (var step = 0u; step < p.steps; step++) {
+    let pos = p.pos0 + step;
+    // x = embed[tok], written by workgroup 0
+    let em = mat(p.embed_q, p.embed_s, p.embed_z, H);
+    if (li == 0u) { wtok = tok; }
+    let t = workgroupUniformLoad(&wtok);
+    for (var b = li; b < em.nb && wid == 0u; b += WG) {
+      let g = t * em.nb + b;
+      let w = Wv[em.q / 4u + g];
+      let sc = wf(em.s + g);
+      var zp = 8.0;
+      if (em.z != NONE) { zp = f32((Wu[em.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u); }
+      for (var j = 0u; j < 4u; j++) {
+        let wj = w[j];
+        let lo = vec4<f32>(f32(wj & 15u), f32((wj >> 4u) & 15u), f32((wj >> 8u) & 15u), f32((wj >> 12u) & 15u));
+        let hi = vec4<f32>(f32((wj >> 16u) & 15u), f32((wj >> 20u) & 15u), f32((wj >> 24u) & 15u), f32(wj >> 28u));
+        let v0 = (lo - zp) * sc;
+        let v1 = (hi - zp) * sc;
+        for (var k = 0u; k < 4u; k++) {
+          S[p.s_x + b * 32u + 8u * j + k] = bitcast<u32>(v0[k]);
+          S[p.s_x + b * 32u + 8u * j + 4u + k] = bitcast<u32>(v1[k]);
+        }
+      }
+    }
+    // Every workgroup needs x for the first norm (one barrier).
+    grid_sync(li);
+    for (var l = 0u; l < p.n_layers; l++) {
+      stage(p.s_x, H, lt(l, 1u), li, sl, sgs);
+      if (uniform_u32(li, lt(l, 0u)) == 0u) {
+        conv_in(l, gsg, nsg, sl, sgs);
+        grid_sync(li);
+        stage(p.s_mid, H, NONE, li, sl, sgs);
+        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
+      } else {
+        attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs);
+        grid_sync(li);
+        attn_core(l, pos, wid, li, sl, sgs);
+        grid_sync(li);
+        stage(p.s_mid, p.heads * p.D, NONE, li, sl, sgs);
+        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
+      }
+      grid_sync(li);
+      stage(p.s_x, H, lt(l, 10u), li, sl, sgs);
+      ffn_up(l, gsg, nsg, sl, sgs);
+      grid_sync(li);
+      stage(p.s_h, p.F, NONE, li, sl, sgs);
+      product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs);
+      grid_sync(li);
+    }
+    // Head + argmax: each subgroup keeps its best row, the workgroup its best
+    // of those in s_part; after the barrier every workgroup reduces them all.
+    stage(p.s_x, H, p.fnorm, li, sl, sgs);
+    let hm = mat(p.head_q, p.head_s, p.head_z, H);
+    var best = -3.0e38;
+    var bi = 0xffffffffu;
+    for (var r0 = gsg; r0 < p.vocab; r0 += 4u * nsg) {
+      let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
+      let v = dot4(hm, min(r, vec4<u32>(p.vocab - 1u)), sl, sgs);
+      for (var k = 0u; k < 4u; k++) {
+        if (r[k] < p.vocab && (v[k] > best || (v[k] == best && r[k] < bi))) {
+          best = v[k];
+          bi = r[k];
+        }
+      }
+    }
+    workgroupBarrier();
+    if (sl == 0u) {
+      red[sg] = best;
+      redi[sg] = bi;
+    }
+    workgroupBarrier();
+    if (li == 0u) {
+      var wb = red[0];
+      var wi = redi[0];
+      for (var i = 1u; i < nsgw; i++) {
+        if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
+          wb = red[i];
+          wi = redi[i];
+        }
+      }
+      S[p.s_part + 2u * wid] = bitcast<u32>(wb);
+      S[p.s_part + 2u * wid + 1u] = wi;
+    }
+    grid_sync(li);
+    if (li == 0u) {
+      var wb = sf(p.s_part);
+      var wi = S[p.s_part + 1u];
+      for (var i = 1u; i < NWG; i++) {
+        let v = sf(p.s_part + 2u * i);
+        let j = S[p.s_part + 2u * i + 1u];
+        if (v > wb || (v == wb && j < wi)) {
+          wb = v;
+          wi = j;
+        }
+      }
+      if (wi >= p.vocab) { wi = 0u; }
+      wtok = wi;
+      if (wid == 0u) { ids[p.slot + 1u + step] = wi; }
+    }
+    tok = workgroupUniformLoad(&wtok);
+  }
+  // A run whose barrier timed out is void: its ids are marked invalid.
+  grid_sync(li);
+  if (wid == 0u && li == 0u && atomicLoad(&ctr[1]) != 0u) {
+    for (var i = 0u; i < p.steps; i++) { ids[p.slot + 1u + i] = 0xffffffffu; }
+  }
+}

@@ -1,0 +1,461 @@
+/* Persistent decode (backend.h, decode_graph): k greedy decode steps of an
+ * LFM2-style graph in one dispatch of kernels/persist_lfm2.wgsl.
+ *
+ * Why: a decode step of the seed model is ~66 small dispatches; each one
+ * costs a launch and a ramp-up that dwarf its arithmetic (docs/webgpu.md,
+ * "What bounds decode"). One dispatch of a fixed grid of co-resident
+ * workgroups that walks every phase of every step, phases separated by grid
+ * barriers, pays that once per k tokens instead.
+ *
+ * What it needs, checked here (anything else: WISP_EUNSUPPORTED, and the
+ * decode loop records decode_step as before):
+ *   - greedy sampling; Q4 / Q4Z matrices; the subgroups feature;
+ *   - all weights in one binding (the blob below, built once per graph);
+ *   - a grid whose workgroups really run at the same time: probed at build
+ *     (a probe-mode dispatch whose one barrier must complete before a short
+ *     spin limit), halving from WISP_WEBGPU_PERSIST_WG (default 256).
+ *
+ * State: the kernel works on its own arena (residual, scratch, conv states,
+ * KV caches in the session's layout). Before a run the session's state is
+ * copied in (skipped when nothing has written state since this module's
+ * last run and the position continues it); after the run the new state
+ * (conv states, the k new KV rows) is copied back, so that the rest of the
+ * backend (prefill, snapshots and rewinds, the op-by-op decode) sees the
+ * session's buffers as if decode_step had run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_internal.h"
+#include "util/err.h"
+
+#define PERSIST_WG 256
+#define LAYER_WORDS 20
+#define NONE 0xffffffffu
+#define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
+#define SPIN_PROBE (1u << 15) /* polls before a probe's barrier gives up (milliseconds) */
+
+/* The kernel's uniform parameters (persist_lfm2.wgsl, struct Params). */
+typedef struct {
+  uint32_t n_layers, H, F, heads;
+  uint32_t kvh, D, L, vocab;
+  float eps;
+  uint32_t pos0, steps, bar_base;
+  uint32_t slot, kv16, spin_max, probe;
+  uint32_t embed_q, embed_s, embed_z, head_q;
+  uint32_t head_s, head_z, fnorm, rope_cos;
+  uint32_t rope_sin, s_x, s_mid, s_h;
+  uint32_t s_q, s_part, barriers_per_step, pad;
+} persist_params;
+
+typedef struct {
+  const wisp_matrix *embed; /* the graph this was built for (its identity) */
+  int n_layers, max_pos;
+  int unsupported;          /* built and found unusable: every call answers WISP_EUNSUPPORTED */
+  wisp_wgpu_buf blob, arena, ctr;
+  wisp_wgpu_kernel *k;
+  uint32_t nwg, bar_base, barriers_per_step;
+  persist_params base;      /* the parameters fixed at build */
+  uint32_t state_off[WISP_GRAPH_MAX_LAYERS], v_off[WISP_GRAPH_MAX_LAYERS]; /* arena words */
+  /* Where the arena's state stands: valid for positions [0, end) as of
+   * backend state epoch `epoch` (-1: not valid). Rows [out0, end) and the
+   * conv states are newer than the session's buffers until flushed
+   * (out0 < 0: nothing to copy back). */
+  int end, out0;
+  uint64_t epoch;
+    wisp_decode_graph *gcopy;
+  uint64_t runs, steps;     /* counters (stats) */
+} persist;
+
+/* ---- the weight blob ---------------------------------------------------- */
+
+typedef struct {
+  uint8_t *p;
+  size_t n, cap;
+  int oom;
+} blob_builder;
+
+/* Appends bytes at a 16-byte boundary; returns the word offset. */
+static uint32_t put(blob_builder *b, const void *src, size_t n) {
+  size_t at = (b->n + 15) & ~(size_t)15;
+  if (at + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 1 << 20;
+    while (cap < at + n) cap *= 2;
+    uint8_t *q = realloc(b->p, cap);
+    if (!q) {
+      b->oom = 1;
+      return 0;
+    }
+    b->p = q;
+    b->cap = cap;
+  }
+  memset(b->p + b->n, 0, at - b->n);
+  if (n) memcpy(b->p + at, src, n);
+  b->n = at + n;
+  return (uint32_t)(at / 4);
+}
+
+static uint32_t put_vec(blob_builder *b, const wisp_vector *v) {
+  return v && v->n ? put(b, v->data, (size_t)v->n * 4) : NONE;
+}
+
+/* A matrix's nibbles, scales and zero points (3 offsets); tied matrices
+ * (same host nibbles as an earlier one) share theirs. */
+typedef struct {
+  const void *host;
+  uint32_t off[3];
+} seen_mat;
+
+static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *n_seen, uint32_t out[3]) {
+  for (int i = 0; i < *n_seen; i++)
+    if (seen[i].host == m->q) {
+      memcpy(out, seen[i].off, sizeof seen[i].off);
+      return;
+    }
+  size_t nb = (size_t)m->rows * (size_t)(m->cols / 32);
+  out[0] = put(b, m->q, (size_t)m->rows * (size_t)m->cols / 2);
+  out[1] = put(b, m->scales, nb * 4);
+  out[2] = m->type == WISP_W_Q4Z ? put(b, m->zp, (nb + 1) / 2) : NONE;
+  seen[*n_seen].host = m->q;
+  memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);
+  (*n_seen)++;
+}
+
+/* ---- applicability ------------------------------------------------------- */
+
+static int q4(const wisp_matrix *m, int rows, int cols) {
+  return m && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
+         m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
+}
+
+/* 1 when the kernel can run graph g (reasons are for WISP_WEBGPU_PERSIST_DEBUG). */
+static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
+  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
+  *why = NULL;
+  if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
+  else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
+  else if (D <= 0 || D % 2 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32) *why = "head dim";
+  else if (KVH <= 0 || NH % KVH) *why = "heads not a multiple of kv heads";
+  else if (g->conv_len < 1 || g->conv_len > 16) *why = "conv length";
+  else if (!q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)) *why = "embed/head not Q4";
+  else if (!g->final_norm || g->final_norm->n != H) *why = "final norm";
+  for (int i = 0; !*why && i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    int in_rows = L->attention ? (NH + 2 * KVH) * D : 3 * H;
+    int out_cols = L->attention ? NH * D : H;
+    if (!q4(L->in, in_rows, H) || !q4(L->out, H, out_cols) || !q4(L->gate_up, 2 * F, H) || !q4(L->down, H, F))
+      *why = "a layer matrix is not Q4 of the expected shape";
+    else if (!L->op_norm || !L->ffn_norm || !L->state || (L->attention && !L->v_cache) ||
+             (!L->attention && (!L->taps || L->taps->n != H * g->conv_len)))
+      *why = "a layer lacks a vector or state buffer";
+    else if (L->attention && ((L->q_norm && L->q_norm->n != D) || (L->k_norm && L->k_norm->n != D)))
+      *why = "q/k norm size";
+  }
+  return *why == NULL;
+}
+
+/* ---- build --------------------------------------------------------------- */
+
+static void persist_release(wisp_backend *be, persist *P) {
+  wisp_wgpu_int_scratch_free(be, &P->blob);
+  wisp_wgpu_int_scratch_free(be, &P->arena);
+  wisp_wgpu_int_scratch_free(be, &P->ctr);
+}
+
+/* Runs the kernel in probe mode with `nwg` workgroups: one barrier, a short
+ * spin limit. 1 when every workgroup arrived in time (they are co-resident). */
+static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
+  wisp_wgpu_device *d = wisp_wgpu_int_device(be);
+  uint32_t zero[2] = {0, 0};
+  persist_params pp = P->base;
+  pp.probe = 1;
+  pp.bar_base = 0;
+  pp.spin_max = SPIN_PROBE;
+  wisp_wgpu_buf params = {0};
+  WGPUBindGroup bg = NULL;
+  int ok = wisp_wgpu_buf_write(d, P->ctr, 0, zero, sizeof zero) == WISP_OK &&
+           wisp_wgpu_buf_create(d, sizeof pp, WISP_WGPU_UNIFORM, "persist probe", &params) == WISP_OK &&
+           wisp_wgpu_buf_write(d, params, 0, &pp, sizeof pp) == WISP_OK;
+  wisp_wgpu_binding b[6] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
+                            {P->ctr.b, 0, 0}, {params.b, 0, 0}};
+  /* The probe's ids binding is never touched: give it a buffer of its own. */
+  wisp_wgpu_buf ids = {0};
+  ok = ok && wisp_wgpu_buf_create(d, 16, WISP_WGPU_STORAGE, "persist probe ids", &ids) == WISP_OK;
+  b[4].buffer = ids.b;
+  ok = ok && wisp_wgpu_bind(d, P->k, b, 6, &bg) == WISP_OK;
+  if (ok) {
+    wisp_wgpu_batch bt;
+    ok = wisp_wgpu_batch_begin(d, &bt) == WISP_OK;
+    if (ok) {
+      /* NWG is a parameter of the pipeline's grid walk: the probe uses the
+       * kernel built for nwg (see build: the pipeline is made per grid). */
+      wisp_wgpu_batch_dispatch(&bt, P->k, bg, nwg, 1, 1);
+      ok = wisp_wgpu_batch_submit(&bt) == WISP_OK && wisp_wgpu_finish(d) == WISP_OK;
+    }
+  }
+  uint32_t got[2] = {1, 1};
+  ok = ok && wisp_wgpu_buf_read(d, P->ctr, 0, got, sizeof got) == WISP_OK;
+  if (bg) wisp_wgpu_bind_free(d, bg);
+  wisp_wgpu_buf_free(d, &params);
+  wisp_wgpu_buf_free(d, &ids);
+  if (getenv("WISP_WEBGPU_PERSIST_DEBUG"))
+    fprintf(stderr, "webgpu: persistent grid probe: %u workgroups: %s (arrived %u, timed out %u)\n", nwg,
+            ok && got[1] == 0 && got[0] == nwg ? "co-resident" : "no", got[0], got[1]);
+  return ok && got[1] == 0 && got[0] == nwg;
+}
+
+static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t nwg, uint32_t xs4) {
+  uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
+  wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"NWG", nwg}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}};
+  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
+}
+
+/* Barriers per step: one after the embedding, 4 per short-conv layer, 5 per
+ * attention layer, one after the head (persist_lfm2.wgsl, main). */
+static uint32_t barriers_per_step(const wisp_decode_graph *g) {
+  uint32_t n = 2;
+  for (int i = 0; i < g->n_layers; i++) n += g->layers[i].attention ? 5 : 4;
+  return n;
+}
+
+static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {
+  wisp_wgpu_device *d = wisp_wgpu_int_device(be);
+  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
+  const int kv16 = wisp_wgpu_int_kv16(be);
+  blob_builder b = {0};
+  seen_mat *seen = calloc((size_t)g->n_layers * 4 + 2, sizeof *seen);
+  if (!seen) return wisp_fail(WISP_ENOMEM, "out of memory");
+  int n_seen = 0;
+  uint32_t *table = calloc((size_t)g->n_layers * LAYER_WORDS, 4);
+  if (!table) {
+    free(seen);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  put(&b, table, (size_t)g->n_layers * LAYER_WORDS * 4); /* filled in below */
+  /* Arena layout (words): x, mid, h, q, argmax partials, then states. */
+  uint64_t a = 0;
+  const uint32_t mid_n = (uint32_t)(NH * D > H ? NH * D : H);
+  P->base.s_x = (uint32_t)a, a += (uint64_t)H;
+  P->base.s_mid = (uint32_t)a, a += mid_n;
+  P->base.s_h = (uint32_t)a, a += (uint64_t)F;
+  P->base.s_q = (uint32_t)a, a += (uint64_t)NH * D;
+  P->base.s_part = (uint32_t)a, a += 2 * 1024;
+  const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
+  for (int i = 0; i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    uint32_t *t = table + (size_t)i * LAYER_WORDS, m[3];
+    t[0] = (uint32_t)L->attention;
+    t[1] = put_vec(&b, L->op_norm);
+    put_mat(&b, L->in, seen, &n_seen, m);
+    memcpy(t + 2, m, sizeof m);
+    put_mat(&b, L->out, seen, &n_seen, m);
+    memcpy(t + 5, m, sizeof m);
+    t[8] = L->attention ? put_vec(&b, L->q_norm) : put_vec(&b, L->taps);
+    t[9] = L->attention ? put_vec(&b, L->k_norm) : NONE;
+    t[10] = put_vec(&b, L->ffn_norm);
+    put_mat(&b, L->gate_up, seen, &n_seen, m);
+    memcpy(t + 11, m, sizeof m);
+    put_mat(&b, L->down, seen, &n_seen, m);
+    memcpy(t + 14, m, sizeof m);
+    P->state_off[i] = (uint32_t)a;
+    t[17] = (uint32_t)a;
+    if (L->attention) {
+      a += kv_words;
+      P->v_off[i] = (uint32_t)a;
+      t[18] = (uint32_t)a;
+      a += kv_words;
+    } else {
+      a += (uint64_t)H * (uint64_t)(g->conv_len - 1);
+      t[18] = NONE;
+    }
+  }
+  uint32_t m[3];
+  put_mat(&b, g->embed, seen, &n_seen, m);
+  P->base.embed_q = m[0], P->base.embed_s = m[1], P->base.embed_z = m[2];
+  put_mat(&b, g->head, seen, &n_seen, m);
+  P->base.head_q = m[0], P->base.head_s = m[1], P->base.head_z = m[2];
+  P->base.fnorm = put_vec(&b, g->final_norm);
+  P->base.rope_cos = put_vec(&b, g->rope_cos);
+  P->base.rope_sin = put_vec(&b, g->rope_sin);
+  free(seen);
+  wisp_status st = WISP_OK;
+  const uint64_t limit = d->info.max_storage_buffer_binding_size;
+  if (b.oom) st = wisp_fail(WISP_ENOMEM, "out of memory building the persistent decode's weights");
+  else if (b.n > limit || a * 4 > limit || a > UINT32_MAX / 2 || b.n / 4 > UINT32_MAX / 2) st = WISP_EUNSUPPORTED;
+  if (!st) {
+    memcpy(b.p, table, (size_t)g->n_layers * LAYER_WORDS * 4);
+    st = wisp_wgpu_buf_from(d, b.p, b.n, "wisp persist weights", &P->blob);
+  }
+  free(table);
+  free(b.p);
+  if (!st) st = wisp_wgpu_buf_create(d, a * 4, WISP_WGPU_STORAGE, "wisp persist arena", &P->arena);
+  if (!st) st = wisp_wgpu_buf_create(d, 16, WISP_WGPU_STORAGE, "wisp persist barrier", &P->ctr);
+  if (st) return st;
+  P->base.n_layers = (uint32_t)g->n_layers;
+  P->base.H = (uint32_t)H, P->base.F = (uint32_t)F, P->base.heads = (uint32_t)NH;
+  P->base.kvh = (uint32_t)KVH, P->base.D = (uint32_t)D, P->base.L = (uint32_t)g->conv_len;
+  P->base.vocab = (uint32_t)g->vocab;
+  P->base.eps = g->eps;
+  P->base.kv16 = (uint32_t)kv16;
+  P->base.spin_max = SPIN_RUN;
+  P->barriers_per_step = barriers_per_step(g);
+  P->base.barriers_per_step = P->barriers_per_step;
+  /* The grid: WISP_WEBGPU_PERSIST_WG, else the largest of 256, 128, ...
+   * whose workgroups the probe finds co-resident (1 on CPU adapters, whose
+   * workgroups share a few threads). */
+  uint32_t xs4 = (uint32_t)((F > (int)mid_n ? F : (int)mid_n) / 4);
+  const char *env = getenv("WISP_WEBGPU_PERSIST_WG");
+  uint32_t want = env && atoi(env) > 0 ? (uint32_t)atoi(env) : 256;
+  if (want > 1024) want = 1024;
+  if (d->info.adapter_type == WGPUAdapterType_CPU && !(env && atoi(env) > 0)) want = 1;
+  P->nwg = 0;
+  for (uint32_t n = want; n >= 1; n /= 2) {
+    P->k = make_kernel(be, n, xs4);
+    if (!P->k || wisp_wgpu_int_has_error(be)) return wisp_fail(WISP_EDEVICE, "webgpu: building persist_lfm2.wgsl failed");
+    if (probe_grid(be, P, n)) {
+      P->nwg = n;
+      break;
+    }
+  }
+  if (!P->nwg) return WISP_EUNSUPPORTED;
+  /* Barrier arrivals so far: the probe's (the counter is zeroed for runs). */
+  uint32_t zero[2] = {0, 0};
+  if ((st = wisp_wgpu_buf_write(d, P->ctr, 0, zero, sizeof zero))) return st;
+  P->bar_base = 0;
+  P->end = -1;
+  P->out0 = -1;
+  if (getenv("WISP_WEBGPU_PERSIST_DEBUG"))
+    fprintf(stderr, "webgpu: persistent decode: %u workgroups, %u barriers a step, weights %.1f MB, arena %.1f MB\n",
+            P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6, (double)P->arena.size / 1e6);
+  return WISP_OK;
+}
+
+/* ---- a run ---------------------------------------------------------------- */
+
+/* Records dst[dst_off..+n) = src[src_off..+n) in words (copy_range.wgsl). */
+static void copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
+                       uint64_t n) {
+  if (!n) return;
+  wisp_wgpu_const c[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "copy_range", c, 1);
+  struct {
+    uint32_t src, dst, n, pad;
+  } p = {(uint32_t)src_off, (uint32_t)dst_off, (uint32_t)n, 0};
+  wisp_wgpu_binding b[2] = {{src, 0, 0}, {dst, 0, 0}};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(wisp_wgpu_int_device(be), (uint32_t)((n + 255) / 256), &gx, &gy);
+  wisp_wgpu_int_record(be, k, b, 2, &p, sizeof p, gx, gy, 1);
+}
+
+/* Copies state rows [p0, p1) between the session's buffers and the arena
+ * (to_arena: in; else out); conv states whole. */
+static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g, int p0, int p1, int to_arena) {
+  const uint64_t row = (uint64_t)g->kv_heads * g->head_dim / (wisp_wgpu_int_kv16(be) ? 2 : 1);
+  WGPUBuffer arena = P->arena.b;
+  for (int i = 0; i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    if (!L->attention) {
+      uint64_t n = (uint64_t)g->hidden * (uint64_t)(g->conv_len - 1);
+      WGPUBuffer s = wisp_wgpu_int_buf(L->state);
+      if (to_arena) copy_words(be, s, 0, arena, P->state_off[i], n);
+      else copy_words(be, arena, P->state_off[i], s, 0, n);
+      continue;
+    }
+    WGPUBuffer kb = wisp_wgpu_int_buf(L->state), vb = wisp_wgpu_int_buf(L->v_cache);
+    uint64_t o = (uint64_t)p0 * row, n = (uint64_t)(p1 - p0) * row;
+    if (to_arena) {
+      copy_words(be, kb, o, arena, P->state_off[i] + o, n);
+      copy_words(be, vb, o, arena, P->v_off[i] + o, n);
+    } else {
+      copy_words(be, arena, P->state_off[i] + o, kb, o, n);
+      copy_words(be, arena, P->v_off[i] + o, vb, o, n);
+    }
+  }
+}
+
+static persist **slot(wisp_backend *be) { return (persist **)wisp_wgpu_int_persist_slot(be); }
+
+wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
+                                   const wisp_sampling *sp) {
+  if (!wisp_wgpu_int_persist_enabled(be) || !sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
+      pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
+    return WISP_EUNSUPPORTED;
+  persist *P = *slot(be);
+  if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos)) {
+    wisp_wgpu_persist_flush(be);
+    persist_release(be, P);
+    free(P->gcopy);
+    free(P);
+    P = *slot(be) = NULL;
+  }
+  if (!P) {
+    const char *why;
+    P = calloc(1, sizeof *P);
+    if (!P) return WISP_EUNSUPPORTED;
+    *slot(be) = P;
+    P->embed = g->embed;
+    P->n_layers = g->n_layers;
+    P->max_pos = g->max_pos;
+    if (!graph_fits(be, g, &why)) {
+      if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
+      P->unsupported = 1;
+    } else {
+      wisp_status st = build(be, P, g);
+      if (st) {
+        if (getenv("WISP_WEBGPU_PERSIST_DEBUG"))
+          fprintf(stderr, "webgpu: no persistent decode: %s\n", st == WISP_EUNSUPPORTED ? "unsupported" : wisp_last_error());
+        persist_release(be, P);
+        P->unsupported = 1;
+      }
+    }
+  }
+  if (P->unsupported) return WISP_EUNSUPPORTED;
+  if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
+  wisp_wgpu_int_emit_pending(be);
+  uint64_t epoch = wisp_wgpu_int_state_epoch(be);
+  if (P->end != pos || P->epoch != epoch) {
+    wisp_wgpu_persist_flush(be);
+    copy_state(be, P, g, 0, pos, 1);
+    P->out0 = pos;
+  } else if (P->out0 < 0) {
+    P->out0 = pos;
+  }
+  memcpy(P->gcopy, g, sizeof *g);
+  persist_params pp = P->base;
+  pp.pos0 = (uint32_t)pos;
+  pp.steps = (uint32_t)k;
+  pp.bar_base = P->bar_base;
+  pp.slot = 0;
+  pp.probe = 0;
+  wisp_wgpu_binding b[5] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
+                            {wisp_wgpu_int_buf(ids), 0, 0}};
+  wisp_wgpu_int_record(be, P->k, b, 5, &pp, sizeof pp, P->nwg, 1, 1);
+  P->bar_base += P->nwg * ((uint32_t)k * P->barriers_per_step + 1);
+  P->end = pos + k; /* copied back lazily: wisp_wgpu_persist_flush */
+  P->epoch = wisp_wgpu_int_state_epoch(be);
+  P->runs++;
+  P->steps += (uint64_t)k;
+  wisp_wgpu_int_stats(be)->persistent_steps += (uint64_t)k;
+  return wisp_wgpu_int_has_error(be) ? WISP_EDEVICE : WISP_OK;
+}
+
+/* Records the copy of the arena's newer state into the session's buffers;
+ * called by every op that reads or writes state (short conv, attention,
+ * buf_zero, buf_copy_to, buf_read) before it records anything. */
+void wisp_wgpu_persist_flush(wisp_backend *be) {
+  persist *P = *slot(be);
+  if (!P || P->unsupported || !P->gcopy || P->out0 < 0 || P->end < 0) return;
+  int p0 = P->out0;
+  P->out0 = -1; /* before recording: copy_words must not come back here */
+  copy_state(be, P, P->gcopy, p0, P->end, 0);
+}
+
+void wisp_wgpu_persist_free(wisp_backend *be) {
+  persist *P = *slot(be);
+  if (!P) return;
+  persist_release(be, P);
+  free(P->gcopy);
+  free(P);
+  *slot(be) = NULL;
+}
