@@ -365,3 +365,131 @@ TEST(decode_loop_webgpu_stop_token_rewinds_the_state) {
   stop_rewinds("webgpu", 4, 0); /* pipelined: the next batch is in flight too */
   stop_rewinds("webgpu", 6, 0); /* pipelined, the stop token at a batch's end */
 }
+
+/* ---- the persistent decode (wgpu_persist.c) ---- */
+
+/* A WebGPU session with the persistent decode forced on (lavapipe leaves it
+ * off by default) with `grid` workgroups, and optionally the f16 KV cache. */
+static wisp_session *persist_session(wisp_model *m, const char *grid, int kv16) {
+  wisp_session_options gpu = {.backend = "webgpu"};
+  wisp_session *s = NULL;
+  setenv("WISP_WEBGPU_PERSIST", "1", 1);
+  setenv("WISP_WEBGPU_PERSIST_WG", grid, 1);
+  if (kv16) setenv("WISP_WEBGPU_KV", "f16", 1);
+  wisp_status st = wisp_session_new(m, &gpu, &s);
+  unsetenv("WISP_WEBGPU_PERSIST");
+  unsetenv("WISP_WEBGPU_PERSIST_WG");
+  unsetenv("WISP_WEBGPU_KV");
+  if (st) fprintf(stderr, "     session: %s\n", wisp_last_error());
+  return st ? NULL : s;
+}
+
+static uint64_t persistent_steps(wisp_session *s) {
+  wisp_wgpu_backend_stats st = {0};
+  return wisp_wgpu_backend_stats_get(s->backend, &st) ? st.persistent_steps : 0;
+}
+
+/* Greedy tokens of the persistent decode equal the CPU backend's, for one
+ * and for two workgroups (grid barriers really crossed), batches of 1, 7
+ * and 16 steps a dispatch, f32 and f16 KV caches; and every step after the
+ * first really ran in the persistent kernel. */
+TEST(decode_loop_webgpu_persistent_matches_cpu) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session_options cpu = {.backend = "cpu"};
+  wisp_session *s = NULL;
+  int32_t ref[33], got[33];
+  CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
+  wisp_generate_options greedy = {.temperature = 0, .batch = 16};
+  CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, ref));
+  wisp_session_free(s);
+  const char *grids[] = {"1", "2", "1"};
+  const int batches[] = {16, 7, 1}, kv16[] = {0, 1, 1};
+  for (int c = 0; c < 3; c++) {
+    s = persist_session(m, grids[c], kv16[c]);
+    CHECK(s != NULL);
+    if (!s) break;
+    wisp_generate_options o = {.temperature = 0, .batch = batches[c]};
+    CHECK(loop_tokens(s, k_prompt, 5, 33, &o, got));
+    uint64_t steps = persistent_steps(s);
+    wisp_session_free(s);
+    CHECKF(memcmp(ref, got, sizeof ref) == 0, "grid %s batch %d kv16 %d: tokens differ from the CPU's", grids[c],
+           batches[c], kv16[c]);
+    CHECKF(steps == 32, "grid %s batch %d: %llu persistent steps, want 32", grids[c], batches[c],
+           (unsigned long long)steps);
+  }
+  wisp_model_close(m);
+}
+
+/* The state the persistent decode leaves is the session's: after a
+ * generate, a prompt evaluated op by op (prefill reads the conv states and
+ * KV rows the kernel wrote) and a second generate continue exactly as on
+ * the CPU; a stop token inside a batch rewinds as on the op-by-op path. */
+TEST(decode_loop_webgpu_persistent_state_continues) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t out[2][3][12];
+  const int32_t more[3] = {44, 32, 119};
+  for (int b = 0; b < 2; b++) {
+    wisp_session_options cpu = {.backend = "cpu"};
+    wisp_session *s = NULL;
+    if (b == 0) CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
+    else s = persist_session(m, "2", 0);
+    CHECK(s != NULL);
+    if (!s) break;
+    wisp_generate_options o = {.temperature = 0, .batch = 5};
+    float logits[4096];
+    int made = 0;
+    CHECK(wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
+    int32_t first = (int32_t)wisp_argmax(logits, wisp_model_vocab(m));
+    CHECK(wisp_session_generate(s, first, 12, &o, out[b][0], &made) == WISP_OK && made == 12);
+    CHECK(wisp_session_eval(s, more, 3, logits) == WISP_OK);
+    first = (int32_t)wisp_argmax(logits, wisp_model_vocab(m));
+    CHECK(wisp_session_generate(s, first, 12, &o, out[b][1], &made) == WISP_OK && made == 12);
+    CHECK(wisp_session_generate(s, out[b][1][11], 12, &o, out[b][2], &made) == WISP_OK && made == 12);
+    if (b == 1) CHECKF(persistent_steps(s) == 36, "%llu persistent steps", (unsigned long long)persistent_steps(s));
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+  for (int i = 0; i < 3; i++) CHECKF(memcmp(out[0][i], out[1][i], sizeof out[0][i]) == 0, "part %d differs", i);
+  setenv("WISP_WEBGPU_PERSIST", "1", 1);
+  setenv("WISP_WEBGPU_PERSIST_WG", "2", 1);
+  stop_rewinds("webgpu", 8, 1);
+  stop_rewinds("webgpu", 4, 0);
+  unsetenv("WISP_WEBGPU_PERSIST");
+  unsetenv("WISP_WEBGPU_PERSIST_WG");
+}
+
+/* Asked for more workgroups than can run at once (lavapipe runs a couple),
+ * the grid probe settles on fewer instead of deadlocking the barrier, and
+ * sampling that is not greedy takes the op-by-op path. */
+TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session_options cpu = {.backend = "cpu"};
+  wisp_session *s = NULL;
+  int32_t ref[17], got[17];
+  CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
+  wisp_generate_options greedy = {.temperature = 0, .batch = 8};
+  CHECK(loop_tokens(s, k_prompt, 5, 17, &greedy, ref));
+  wisp_session_free(s);
+  s = persist_session(m, "64", 0);
+  CHECK(s != NULL);
+  if (s) {
+    CHECK(loop_tokens(s, k_prompt, 5, 17, &greedy, got));
+    CHECK(memcmp(ref, got, sizeof ref) == 0);
+    CHECK(persistent_steps(s) == 16);
+    wisp_session_reset(s);
+    wisp_generate_options sampled = {.temperature = 0.8f, .top_k = 20, .seed = 3, .batch = 8};
+    CHECK(loop_tokens(s, k_prompt, 5, 17, &sampled, got));
+    CHECK(persistent_steps(s) == 16); /* unchanged: sampling ran op by op */
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+}

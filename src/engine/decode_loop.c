@@ -19,13 +19,20 @@ static int is_stop(const wisp_generate_options *o, int32_t t) {
 
 /* Takes the ids of a finished batch (slots[1..k]) into out; *made gets how
  * many (through a stop token); returns 1 when the loop must end (a stop
- * token, or on_tokens asked to stop). */
-static int take_batch(const wisp_generate_options *o, const float *slots, int k, int32_t *out, int *n_out,
+ * token, or on_tokens asked to stop), -1 (error set) for an id outside the
+ * vocabulary. */
+static int take_batch(const wisp_generate_options *o, int vocab, const float *slots, int k, int32_t *out, int *n_out,
                       int *made_out) {
   int made = 0, stop = 0;
   for (int i = 0; i < k; i++) {
     uint32_t id;
     memcpy(&id, &slots[1 + i], sizeof id);
+    if (id >= (uint32_t)vocab) { /* a batch the device failed (a persistent decode's barrier gave up) */
+      wisp_fail(WISP_EDEVICE, "the device returned token id %u, outside the vocabulary (%d): its decode batch failed", id,
+                vocab);
+      *made_out = 0;
+      return -1;
+    }
     out[*n_out + made++] = (int32_t)id;
     if (is_stop(o, (int32_t)id)) {
       stop = 1;
@@ -215,7 +222,12 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
     if (stop) continue; /* a batch past the stop: drained, its ids dropped */
     int made = 0, k = mark[slot].k;
     mark[slot].in0 = last;
-    stop = take_batch(o, slots, k, out, n_out, &made);
+    stop = take_batch(o, wisp_model_vocab(s->model), slots, k, out, n_out, &made);
+    if (stop < 0) {
+      st = WISP_EDEVICE;
+      s->ran_past_stop = 1; /* the state is not known: the session must be reset */
+      continue;
+    }
     if (made) last = out[*n_out - 1];
     if (!stop) continue;
     /* The state has run past what was taken: this batch's steps after the

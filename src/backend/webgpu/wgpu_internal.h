@@ -84,6 +84,8 @@ void **wisp_wgpu_int_mm8_slot(wisp_backend *be);
 void **wisp_wgpu_int_persist_slot(wisp_backend *be);
 /* 1: persistent decode allowed (wisp_wgpu_backend_opts.persist, WISP_WEBGPU_PERSIST). */
 int wisp_wgpu_int_persist_enabled(wisp_backend *be);
+/* Its grid as asked for (WISP_WEBGPU_PERSIST_WG, read at creation); 0: the default probe. */
+uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be);
 /* A counter bumped by every op that may write a state buffer (short conv,
  * attention, buf_zero, buf_copy_to): unchanged means untouched. */
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be);

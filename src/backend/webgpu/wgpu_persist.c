@@ -28,13 +28,14 @@
 
 #include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_internal.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 #define PERSIST_WG 256
 #define LAYER_WORDS 20
 #define NONE 0xffffffffu
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
-#define SPIN_PROBE (1u << 15) /* polls before a probe's barrier gives up (milliseconds) */
+#define SPIN_PROBE (1u << 20) /* polls before a probe's barrier gives up (~0.1-1 s; only a failing probe waits) */
 
 /* The kernel's uniform parameters (persist_lfm2.wgsl, struct Params). */
 typedef struct {
@@ -186,6 +187,7 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
   ok = ok && wisp_wgpu_bind(d, P->k, b, 6, &bg) == WISP_OK;
   if (ok) {
     wisp_wgpu_batch bt;
+    double t0 = wisp_now_s();
     ok = wisp_wgpu_batch_begin(d, &bt) == WISP_OK;
     if (ok) {
       /* NWG is a parameter of the pipeline's grid walk: the probe uses the
@@ -193,9 +195,11 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
       wisp_wgpu_batch_dispatch(&bt, P->k, bg, nwg, 1, 1);
       ok = wisp_wgpu_batch_submit(&bt) == WISP_OK && wisp_wgpu_finish(d) == WISP_OK;
     }
+    if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: grid probe %u: %.3f s\n", nwg, wisp_now_s() - t0);
   }
   uint32_t got[2] = {1, 1};
   ok = ok && wisp_wgpu_buf_read(d, P->ctr, 0, got, sizeof got) == WISP_OK;
+  if (!ok && getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: grid probe failed: %s\n", wisp_last_error());
   if (bg) wisp_wgpu_bind_free(d, bg);
   wisp_wgpu_buf_free(d, &params);
   wisp_wgpu_buf_free(d, &ids);
@@ -305,10 +309,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
    * whose workgroups the probe finds co-resident (1 on CPU adapters, whose
    * workgroups share a few threads). */
   uint32_t xs4 = (uint32_t)((F > (int)mid_n ? F : (int)mid_n) / 4);
-  const char *env = getenv("WISP_WEBGPU_PERSIST_WG");
-  uint32_t want = env && atoi(env) > 0 ? (uint32_t)atoi(env) : 256;
+  const uint32_t asked = wisp_wgpu_int_persist_grid(be);
+  uint32_t want = asked ? asked : d->info.adapter_type == WGPUAdapterType_CPU ? 1 : 256;
   if (want > 1024) want = 1024;
-  if (d->info.adapter_type == WGPUAdapterType_CPU && !(env && atoi(env) > 0)) want = 1;
   P->nwg = 0;
   for (uint32_t n = want; n >= 1; n /= 2) {
     P->k = make_kernel(be, n, xs4);
