@@ -3,6 +3,7 @@
 # against the op-by-op one: greedy tokens (CPU, WebGPU op by op, WebGPU
 # persistent) and `wisp bench` decode speed under several grids/batches.
 #   PERSIST_MODELS="seed"   PERSIST_GRIDS="auto 132 264"   PERSIST_BATCHES="1 64"
+#   PERSIST_SKIPS="1 2 4 8 16" (timing: 1 attention, 2 head, 4 MLP, 8 conv in_proj, 16 qkv left out)
 set -uo pipefail
 for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
 ldconfig 2>/dev/null
@@ -29,5 +30,10 @@ for m in ${PERSIST_MODELS:-seed}; do
       if [ "$gwg" = auto ]; then e=""; else e="WISP_WEBGPU_PERSIST_WG=$gwg"; fi
       env WISP_WEBGPU_PERSIST=1 $e $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch $b -o "$OUT/$m-persist$gwg-b$b.json" 2>/dev/null | grep -o "decode: .*" | head -1
     done
+  done
+  # Timing probes (wrong tokens on purpose): a phase family left out.
+  for sk in ${PERSIST_SKIPS:-}; do
+    printf '%-6s batch 64  %-14s ' "$m" "skip-$sk"
+    WISP_WEBGPU_PERSIST=1 WISP_WEBGPU_PERSIST_SKIP=$sk $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch 64 -o /tmp/skip.json 2>/dev/null | grep -o "decode: .*" | head -1
   done
 done

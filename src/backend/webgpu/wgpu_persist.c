@@ -47,7 +47,8 @@ typedef struct {
   uint32_t embed_q, embed_s, embed_z, head_q;
   uint32_t head_s, head_z, fnorm, rope_cos;
   uint32_t rope_sin, s_x, s_mid, s_h;
-  uint32_t s_q, s_part, barriers_per_step, pad;
+  uint32_t s_q, s_part, barriers_per_step, nsmax;
+  uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (WISP_WEBGPU_PERSIST_SKIP, timing only) */
 } persist_params;
 
 typedef struct {
@@ -136,7 +137,8 @@ static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char *
   *why = NULL;
   if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
   else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
-  else if (D <= 0 || D % 2 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32) *why = "head dim";
+  else if (D <= 0 || D % 16 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32) *why = "head dim";
+  else if (NH > 1024) *why = "more than 1024 heads";
   else if (KVH <= 0 || NH % KVH) *why = "heads not a multiple of kv heads";
   else if (g->conv_len < 1 || g->conv_len > 16) *why = "conv length";
   else if (!q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)) *why = "embed/head not Q4";
@@ -171,6 +173,7 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
   uint32_t zero[2] = {0, 0};
   persist_params pp = P->base;
   pp.probe = 1;
+  pp.nwg = nwg;
   pp.bar_base = 0;
   pp.spin_max = SPIN_PROBE;
   wisp_wgpu_buf params = {0};
@@ -190,10 +193,13 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
     double t0 = wisp_now_s();
     ok = wisp_wgpu_batch_begin(d, &bt) == WISP_OK;
     if (ok) {
-      /* NWG is a parameter of the pipeline's grid walk: the probe uses the
-       * kernel built for nwg (see build: the pipeline is made per grid). */
       wisp_wgpu_batch_dispatch(&bt, P->k, bg, nwg, 1, 1);
+      /* The first dispatch of this large kernel may include its compilation
+       * (lavapipe: LLVM, seconds on a cold cache): wait longer than usual. */
+      uint64_t keep = d->timeout_ns;
+      d->timeout_ns = keep > 300000000000ull ? keep : 300000000000ull;
       ok = wisp_wgpu_batch_submit(&bt) == WISP_OK && wisp_wgpu_finish(d) == WISP_OK;
+      d->timeout_ns = keep;
     }
     if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: grid probe %u: %.3f s\n", nwg, wisp_now_s() - t0);
   }
@@ -209,10 +215,10 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
   return ok && got[1] == 0 && got[0] == nwg;
 }
 
-static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t nwg, uint32_t xs4) {
+static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"NWG", nwg}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}};
-  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
+  wisp_wgpu_const c[3] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}};
+  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 3);
 }
 
 /* Barriers per step: one after the embedding, 4 per short-conv layer, 5 per
@@ -245,6 +251,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.s_h = (uint32_t)a, a += (uint64_t)F;
   P->base.s_q = (uint32_t)a, a += (uint64_t)NH * D;
   P->base.s_part = (uint32_t)a, a += 2 * 1024;
+  /* attention splits: at most 1024 (head, split) tasks (n_splits in the kernel) */
+  P->base.s_ao = (uint32_t)a, a += (uint64_t)1024 * D;
+  P->base.s_am = (uint32_t)a, a += 2 * 1024;
   const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
@@ -313,15 +322,21 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   uint32_t want = asked ? asked : d->info.adapter_type == WGPUAdapterType_CPU ? 1 : 256;
   if (want > 1024) want = 1024;
   P->nwg = 0;
+  P->k = make_kernel(be, xs4);
+  if (!P->k || wisp_wgpu_int_has_error(be)) return wisp_fail(WISP_EDEVICE, "webgpu: building persist_lfm2.wgsl failed");
   for (uint32_t n = want; n >= 1; n /= 2) {
-    P->k = make_kernel(be, n, xs4);
-    if (!P->k || wisp_wgpu_int_has_error(be)) return wisp_fail(WISP_EDEVICE, "webgpu: building persist_lfm2.wgsl failed");
     if (probe_grid(be, P, n)) {
       P->nwg = n;
       break;
     }
   }
   if (!P->nwg) return WISP_EUNSUPPORTED;
+  /* splits per head: the grid's workgroups shared among the heads */
+  P->base.nwg = P->nwg;
+  const char *skip = getenv("WISP_WEBGPU_PERSIST_SKIP"); /* timing probes: wrong tokens on purpose */
+  P->base.skip = skip ? (uint32_t)atoi(skip) : 0;
+  P->base.nsmax = P->nwg / (uint32_t)NH > 1 ? P->nwg / (uint32_t)NH : 1;
+  if (P->base.nsmax * (uint32_t)NH > 1024) P->base.nsmax = 1024 / (uint32_t)NH;
   /* Barrier arrivals so far: the probe's (the counter is zeroed for runs). */
   uint32_t zero[2] = {0, 0};
   if ((st = wisp_wgpu_buf_write(d, P->ctr, 0, zero, sizeof zero))) return st;

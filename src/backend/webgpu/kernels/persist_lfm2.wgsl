@@ -2,7 +2,7 @@
 // (short-conv and attention layers, SwiGLU MLP, Q4/Q4Z weights, tied head)
 // in ONE dispatch. The one-token products of a decode step are too small to
 // fill the GPU, so the per-op path spends most of a token in ~66 dispatch
-// launches and ramp-ups; here a fixed grid of NWG workgroups (all resident
+// launches and ramp-ups; here a fixed grid of p.nwg workgroups (all resident
 // at once: the host probes how many fit) walks the whole step, and phases
 // that depend on each other are separated by a grid barrier (an atomic
 // counter every workgroup adds to and spins on, ~1 us on an H200). Host side
@@ -26,7 +26,6 @@ enable subgroups;
 diagnostic(off, subgroup_uniformity);
 
 override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
-override NWG: u32 = 1;      // workgroups in the grid (co-resident)
 override XS4: u32 = 640;    // vec4s of the staged input (largest of hidden, ffn, heads * headDim) / 4
 override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
 
@@ -41,7 +40,8 @@ struct Params {
   embed_q: u32, embed_s: u32, embed_z: u32, head_q: u32,
   head_s: u32, head_z: u32, fnorm: u32, rope_cos: u32,
   rope_sin: u32, s_x: u32, s_mid: u32, s_h: u32,
-  s_q: u32, s_part: u32, barriers_per_step: u32, pad: u32,
+  s_q: u32, s_part: u32, barriers_per_step: u32, nsmax: u32,
+  s_ao: u32, s_am: u32, nwg: u32, skip: u32, // skip: phases left out (timing probes only)
 }
 
 @group(0) @binding(0) var<storage, read> Wv: array<vec4<u32>>;
@@ -56,7 +56,7 @@ var<workgroup> red: array<f32, MAXSG>;     // per-subgroup partials of a workgro
 var<workgroup> redi: array<u32, MAXSG>;
 var<workgroup> hv: array<f32, 256>;        // one head's values (qkv phase), a chunk's key weights (attention)
 var<workgroup> qv: array<f32, 256>;        // the query of the head being attended
-var<workgroup> acc4: array<f32, 256>;      // attention: per-group output partials
+var<workgroup> acc4: array<f32, 256>;      // attention: score partials, per-group output partials
 var<workgroup> wuni: u32;                  // a value made workgroup-uniform
 var<workgroup> wtok: u32;                  // the token this step embeds
 var<workgroup> bars: u32;                  // barriers passed in this run (uniform through workgroupUniformLoad)
@@ -66,7 +66,7 @@ var<private> nbar: u32 = 0u;
 
 fn grid_sync(li: u32) {
   nbar += 1u;
-  let goal = p.bar_base + nbar * NWG;
+  let goal = p.bar_base + nbar * p.nwg;
   storageBarrier();
   workgroupBarrier();
   if (li == 0u) {
@@ -251,7 +251,7 @@ fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sg
   let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), p.H);
   let ntask = p.heads + 2u * p.kvh;
   let half = D / 2u;
-  for (var t = wid; t < ntask; t += NWG) {
+  for (var t = wid; t < ntask; t += p.nwg) {
     for (var r0 = sg; r0 < D; r0 += 4u * nsgw) {
       let r = vec4<u32>(r0, r0 + nsgw, r0 + 2u * nsgw, r0 + 3u * nsgw);
       let v = dot4(m, t * D + min(r, vec4<u32>(D - 1u)), sl, sgs);
@@ -308,58 +308,117 @@ fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sg
   }
 }
 
-// One query head per workgroup over keys 0..pos: chunks of WG keys, a
-// thread per key for the scores, an online softmax across chunks, and the
-// output accumulated by WG / D groups of D threads.
-fn attn_core(l: u32, pos: u32, wid: u32, li: u32, sl: u32, sgs: u32) {
+// Attention over keys 0..pos, split like flash-decoding: task (head,
+// split) per workgroup, a split's keys in chunks of KC = WG / 8 keys (8
+// lanes per key, each over D / 8 dims, for the scores; WG / D groups of D
+// threads for the weighted values), an online softmax across chunks. Each
+// task leaves its unnormalised output and (max, sum) in s_ao / s_am; the
+// o_proj phase merges the splits while it stages its input (stage_attn).
+const LK: u32 = 8u;
+
+fn n_splits(pos: u32) -> u32 {
+  let kc = WG / LK;
+  return max(1u, min((pos + kc) / kc, p.nsmax));
+}
+
+fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
   let D = p.D;
   let G = WG / D;
   let grp = li / D;
   let di = li % D;
+  let kc = WG / LK;
+  let dpl = D / LK; // dims per lane (even)
+  let kl = li / LK;
+  let lane = li % LK;
   let scale = inverseSqrt(f32(D));
   let kb = lt(l, 17u);
   let vb = lt(l, 18u);
-  for (var h = wid; h < p.heads; h += NWG) {
+  let ns = n_splits(pos);
+  let kps = (pos + ns) / ns; // keys per split, ceil((pos + 1) / ns)
+  for (var task = wid; task < p.heads * ns; task += p.nwg) {
+    let h = task / ns;
+    let sp = task % ns;
     let kh = h / (p.heads / p.kvh);
-    var m = -3.0e38;
-    var den = 0.0;
-    var o = 0.0;
+    let k0 = sp * kps;
+    let k1 = min(k0 + kps, pos + 1u);
     workgroupBarrier();
     for (var i = li; i < D; i += WG) { qv[i] = sf(p.s_q + h * D + i); }
     workgroupBarrier();
-    for (var c0 = 0u; c0 <= pos; c0 += WG) {
-      let key = c0 + li;
-      var s = -3.0e38;
-      if (key <= pos) {
-        var d = 0.0;
-        for (var i = 0u; i < D; i += 2u) {
-          d += qv[i] * kv_load(kb, key, kh, i) + qv[i + 1u] * kv_load(kb, key, kh, i + 1u);
+    var m = -3.0e38;
+    var den = 0.0;
+    var o = 0.0;
+    for (var c0 = k0; c0 < k1; c0 += kc) {
+      let key = c0 + kl;
+      var part = 0.0;
+      if (key < k1) {
+        for (var j = 0u; j < dpl; j += 2u) {
+          let d = lane * dpl + j;
+          part += qv[d] * kv_load(kb, key, kh, d) + qv[d + 1u] * kv_load(kb, key, kh, d + 1u);
         }
-        s = d * scale;
       }
-      let cm = wg_max(li, sl, sgs, s);
+      acc4[li] = part;
+      workgroupBarrier();
+      if (li < kc) {
+        var sc = -3.0e38;
+        if (c0 + li < k1) {
+          var t = 0.0;
+          for (var j = 0u; j < LK; j++) { t += acc4[li * LK + j]; }
+          sc = t * scale;
+        }
+        hv[li] = sc;
+      }
+      workgroupBarrier();
+      let nk = min(kc, k1 - c0);
+      var cm = hv[0];
+      for (var t = 1u; t < nk; t++) { cm = max(cm, hv[t]); }
       let mn = max(m, cm);
-      let e = select(0.0, exp(s - mn), key <= pos);
       let corr = exp(m - mn);
-      den = den * corr + wg_sum(li, sl, sgs, e);
+      workgroupBarrier();
+      if (li < nk) { hv[li] = exp(hv[li] - mn); }
+      workgroupBarrier();
+      var es = 0.0;
+      for (var t = 0u; t < nk; t++) { es += hv[t]; }
+      den = den * corr + es;
       o = o * corr;
+      for (var t = grp; t < nk; t += G) { o += hv[t] * kv_load(vb, c0 + t, kh, di); }
       m = mn;
       workgroupBarrier();
-      hv[li] = e;
-      workgroupBarrier();
-      let nk = min(WG, pos + 1u - c0);
-      for (var j = grp; j < nk; j += G) { o += hv[j] * kv_load(vb, c0 + j, kh, di); }
     }
-    workgroupBarrier();
-    acc4[grp * D + di] = o;
+    acc4[li] = o;
     workgroupBarrier();
     if (li < D) {
       var t = 0.0;
       for (var g = 0u; g < G; g++) { t += acc4[g * D + li]; }
-      S[p.s_mid + h * D + li] = bitcast<u32>(t / den);
+      S[p.s_ao + task * D + li] = bitcast<u32>(t);
+    }
+    if (li == 0u) {
+      S[p.s_am + 2u * task] = bitcast<u32>(m);
+      S[p.s_am + 2u * task + 1u] = bitcast<u32>(den);
     }
     workgroupBarrier();
   }
+}
+
+// xs = the attention output of every head, its splits merged.
+fn stage_attn(pos: u32, li: u32) {
+  let D = p.D;
+  let ns = n_splits(pos);
+  for (var e = li; e < p.heads * D; e += WG) {
+    let h = e / D;
+    let i = e % D;
+    var mx = -3.0e38;
+    for (var sp = 0u; sp < ns; sp++) { mx = max(mx, sf(p.s_am + 2u * (h * ns + sp))); }
+    var num = 0.0;
+    var den = 0.0;
+    for (var sp = 0u; sp < ns; sp++) {
+      let t = h * ns + sp;
+      let w = exp(sf(p.s_am + 2u * t) - mx);
+      num += w * sf(p.s_ao + t * D + i);
+      den += w * sf(p.s_am + 2u * t + 1u);
+    }
+    xs[e >> 2u][e & 3u] = num / den;
+  }
+  workgroupBarrier();
 }
 
 // Gate and up rows of two hidden units at once; h = silu(gate) * up.
@@ -385,7 +444,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   let sg = li / sgs;
   let nsgw = WG / sgs;
   let gsg = wid * nsgw + sg;
-  let nsg = NWG * nsgw;
+  let nsg = p.nwg * nsgw;
   if (p.probe != 0u) {
     grid_sync(li);
     return;
@@ -421,24 +480,24 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     for (var l = 0u; l < p.n_layers; l++) {
       stage(p.s_x, H, lt(l, 1u), li, sl, sgs);
       if (uniform_u32(li, lt(l, 0u)) == 0u) {
-        conv_in(l, gsg, nsg, sl, sgs);
+        if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
         grid_sync(li);
         stage(p.s_mid, H, NONE, li, sl, sgs);
         product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
       } else {
-        attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs);
+        if ((p.skip & 16u) == 0u) { attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs); }
         grid_sync(li);
-        attn_core(l, pos, wid, li, sl, sgs);
+        if ((p.skip & 1u) == 0u) { attn_split(l, pos, wid, li); }
         grid_sync(li);
-        stage(p.s_mid, p.heads * p.D, NONE, li, sl, sgs);
+        stage_attn(pos, li);
         product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
       }
       grid_sync(li);
       stage(p.s_x, H, lt(l, 10u), li, sl, sgs);
-      ffn_up(l, gsg, nsg, sl, sgs);
+      if ((p.skip & 4u) == 0u) { ffn_up(l, gsg, nsg, sl, sgs); }
       grid_sync(li);
       stage(p.s_h, p.F, NONE, li, sl, sgs);
-      product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs);
+      if ((p.skip & 4u) == 0u) { product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
       grid_sync(li);
     }
     // Head + argmax: each subgroup keeps its best row, the workgroup its best
@@ -447,7 +506,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     let hm = mat(p.head_q, p.head_s, p.head_z, H);
     var best = -3.0e38;
     var bi = 0xffffffffu;
-    for (var r0 = gsg; r0 < p.vocab; r0 += 4u * nsg) {
+    for (var r0 = gsg; r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 4u * nsg) {
       let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
       let v = dot4(hm, min(r, vec4<u32>(p.vocab - 1u)), sl, sgs);
       for (var k = 0u; k < 4u; k++) {
@@ -479,7 +538,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     if (li == 0u) {
       var wb = sf(p.s_part);
       var wi = S[p.s_part + 1u];
-      for (var i = 1u; i < NWG; i++) {
+      for (var i = 1u; i < p.nwg; i++) {
         let v = sf(p.s_part + 2u * i);
         let j = S[p.s_part + 2u * i + 1u];
         if (v > wb || (v == wb && j < wi)) {
