@@ -31,6 +31,11 @@ for m in ${PERSIST_MODELS:-seed}; do
       env WISP_WEBGPU_PERSIST=1 $e $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch $b -o "$OUT/$m-persist$gwg-b$b.json" 2>/dev/null | grep -o "decode: .*" | head -1
     done
   done
+  # Other settings, "label:ENV=V,ENV=V" (persistent on), batch PERSIST_VBATCH (64).
+  for v in ${PERSIST_VARIANTS:-}; do
+    printf '%-6s batch %-3s %-14s ' "$m" "${PERSIST_VBATCH:-64}" "${v%%:*}"
+    env WISP_WEBGPU_PERSIST=1 $(echo "${v#*:}" | tr ',' ' ') $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch ${PERSIST_VBATCH:-64} -o /tmp/v.json 2>/dev/null | grep -o "decode: .*" | head -1
+  done
   # Timing probes (wrong tokens on purpose): a phase family left out.
   for sk in ${PERSIST_SKIPS:-}; do
     printf '%-6s batch 64  %-14s ' "$m" "skip-$sk"

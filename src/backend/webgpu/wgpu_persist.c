@@ -49,6 +49,7 @@ typedef struct {
   uint32_t rope_sin, s_x, s_mid, s_h;
   uint32_t s_q, s_part, barriers_per_step, nsmax;
   uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (WISP_WEBGPU_PERSIST_SKIP, timing only) */
+  uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant (WISP_WEBGPU_PERSIST_BAR=MODE,BACKOFF) */
 } persist_params;
 
 typedef struct {
@@ -170,7 +171,7 @@ static void persist_release(wisp_backend *be, persist *P) {
  * spin limit. 1 when every workgroup arrived in time (they are co-resident). */
 static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
   wisp_wgpu_device *d = wisp_wgpu_int_device(be);
-  uint32_t zero[2] = {0, 0};
+  uint32_t zero[64] = {0};
   persist_params pp = P->base;
   pp.probe = 1;
   pp.nwg = nwg;
@@ -221,10 +222,10 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
   return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 3);
 }
 
-/* Barriers per step: one after the embedding, 4 per short-conv layer, 5 per
- * attention layer, one after the head (persist_lfm2.wgsl, main). */
+/* Barriers per step: 4 per short-conv layer, 5 per attention layer, one
+ * after the head (persist_lfm2.wgsl, main). */
 static uint32_t barriers_per_step(const wisp_decode_graph *g) {
-  uint32_t n = 2;
+  uint32_t n = 1;
   for (int i = 0; i < g->n_layers; i++) n += g->layers[i].attention ? 5 : 4;
   return n;
 }
@@ -303,7 +304,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   free(table);
   free(b.p);
   if (!st) st = wisp_wgpu_buf_create(d, a * 4, WISP_WGPU_STORAGE, "wisp persist arena", &P->arena);
-  if (!st) st = wisp_wgpu_buf_create(d, 16, WISP_WGPU_STORAGE, "wisp persist barrier", &P->ctr);
+  if (!st) st = wisp_wgpu_buf_create(d, 256, WISP_WGPU_STORAGE, "wisp persist barrier", &P->ctr);
   if (st) return st;
   P->base.n_layers = (uint32_t)g->n_layers;
   P->base.H = (uint32_t)H, P->base.F = (uint32_t)F, P->base.heads = (uint32_t)NH;
@@ -312,6 +313,12 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.eps = g->eps;
   P->base.kv16 = (uint32_t)kv16;
   P->base.spin_max = SPIN_RUN;
+  const char *bar = getenv("WISP_WEBGPU_PERSIST_BAR");
+  unsigned bm = 0, bo = 0;
+  if (bar && sscanf(bar, "%u,%u", &bm, &bo) >= 1) {
+    P->base.bmode = bm;
+    P->base.backoff = bo;
+  }
   P->barriers_per_step = barriers_per_step(g);
   P->base.barriers_per_step = P->barriers_per_step;
   /* The grid: WISP_WEBGPU_PERSIST_WG, else the largest of 256, 128, ...
@@ -338,7 +345,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.nsmax = P->nwg / (uint32_t)NH > 1 ? P->nwg / (uint32_t)NH : 1;
   if (P->base.nsmax * (uint32_t)NH > 1024) P->base.nsmax = 1024 / (uint32_t)NH;
   /* Barrier arrivals so far: the probe's (the counter is zeroed for runs). */
-  uint32_t zero[2] = {0, 0};
+  uint32_t zero[64] = {0};
   if ((st = wisp_wgpu_buf_write(d, P->ctr, 0, zero, sizeof zero))) return st;
   P->bar_base = 0;
   P->end = -1;

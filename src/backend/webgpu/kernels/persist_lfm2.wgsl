@@ -42,6 +42,7 @@ struct Params {
   rope_sin: u32, s_x: u32, s_mid: u32, s_h: u32,
   s_q: u32, s_part: u32, barriers_per_step: u32, nsmax: u32,
   s_ao: u32, s_am: u32, nwg: u32, skip: u32, // skip: phases left out (timing probes only)
+  bmode: u32, backoff: u32, pad2: u32, pad3: u32,
 }
 
 @group(0) @binding(0) var<storage, read> Wv: array<vec4<u32>>;
@@ -70,12 +71,22 @@ fn grid_sync(li: u32) {
   storageBarrier();
   workgroupBarrier();
   if (li == 0u) {
-    atomicAdd(&ctr[0], 1u);
-    for (var it = 0u; it < p.spin_max; it++) {
-      if (bitcast<i32>(atomicLoad(&ctr[0]) - goal) >= 0) { break; }
-      if (atomicLoad(&ctr[1]) != 0u) { break; }
-      if (it + 1u == p.spin_max) { atomicStore(&ctr[1], 1u); }
+    let old = atomicAdd(&ctr[0], 1u);
+    // bmode 1: the last to arrive releases the others through a word on
+    // another cache line, so the polls do not contend with the adds.
+    var w = 0u;
+    if (p.bmode == 1u) {
+      w = 32u;
+      if (old + 1u == goal) { atomicStore(&ctr[32], goal); }
     }
+    var spin = 1u;
+    for (var it = 0u; it < p.spin_max; it++) {
+      if (bitcast<i32>(atomicLoad(&ctr[w]) - goal) >= 0) { break; }
+      if ((it & 255u) == 255u && atomicLoad(&ctr[1]) != 0u) { break; }
+      if (it + 1u == p.spin_max) { atomicStore(&ctr[1], 1u); }
+      for (var j = 0u; j < p.backoff; j++) { spin = spin * 1664525u + 1013904223u; } // a pause between polls
+    }
+    if (spin == 0u) { atomicStore(&ctr[2], spin); } // keeps the pause loop
   }
   workgroupBarrier();
   storageBarrier();
@@ -453,11 +464,14 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   var tok = ids[p.slot];
   for (var step = 0u; step < p.steps; step++) {
     let pos = p.pos0 + step;
-    // x = embed[tok], written by workgroup 0
+    // x = embed[tok]: every workgroup dequantizes it into xs for the first
+    // norm (no barrier needed); workgroup 0 also keeps it in S as the
+    // residual, read by the first residual add one barrier later.
     let em = mat(p.embed_q, p.embed_s, p.embed_z, H);
     if (li == 0u) { wtok = tok; }
     let t = workgroupUniformLoad(&wtok);
-    for (var b = li; b < em.nb && wid == 0u; b += WG) {
+    var ss = 0.0;
+    for (var b = li; b < em.nb; b += WG) {
       let g = t * em.nb + b;
       let w = Wv[em.q / 4u + g];
       let sc = wf(em.s + g);
@@ -469,16 +483,27 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         let hi = vec4<f32>(f32((wj >> 16u) & 15u), f32((wj >> 20u) & 15u), f32((wj >> 24u) & 15u), f32(wj >> 28u));
         let v0 = (lo - zp) * sc;
         let v1 = (hi - zp) * sc;
-        for (var k = 0u; k < 4u; k++) {
-          S[p.s_x + b * 32u + 8u * j + k] = bitcast<u32>(v0[k]);
-          S[p.s_x + b * 32u + 8u * j + 4u + k] = bitcast<u32>(v1[k]);
+        xs[b * 8u + 2u * j] = v0;
+        xs[b * 8u + 2u * j + 1u] = v1;
+        ss += dot(v0, v0) + dot(v1, v1);
+        if (wid == 0u) {
+          for (var k = 0u; k < 4u; k++) {
+            S[p.s_x + b * 32u + 8u * j + k] = bitcast<u32>(v0[k]);
+            S[p.s_x + b * 32u + 8u * j + 4u + k] = bitcast<u32>(v1[k]);
+          }
         }
       }
     }
-    // Every workgroup needs x for the first norm (one barrier).
-    grid_sync(li);
+    let tot = wg_sum(li, sl, sgs, ss);
+    let inv0 = inverseSqrt(tot / f32(H) + p.eps);
+    let nw0 = lt(0u, 1u);
+    for (var i = li; i < H / 4u; i += WG) {
+      let b = nw0 + 4u * i;
+      xs[i] = xs[i] * inv0 * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
+    }
+    workgroupBarrier();
     for (var l = 0u; l < p.n_layers; l++) {
-      stage(p.s_x, H, lt(l, 1u), li, sl, sgs);
+      if (l > 0u) { stage(p.s_x, H, lt(l, 1u), li, sl, sgs); }
       if (uniform_u32(li, lt(l, 0u)) == 0u) {
         if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
         grid_sync(li);
