@@ -49,7 +49,7 @@ typedef struct {
   uint32_t rope_sin, s_x, s_mid, s_h;
   uint32_t s_q, s_part, barriers_per_step, nsmax;
   uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (WISP_WEBGPU_PERSIST_SKIP, timing only) */
-  uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant (WISP_WEBGPU_PERSIST_BAR=MODE,BACKOFF) */
+  uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant (WISP_WEBGPU_PERSIST_BAR=MODE, _PAUSE=N) */
 } persist_params;
 
 typedef struct {
@@ -313,12 +313,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.eps = g->eps;
   P->base.kv16 = (uint32_t)kv16;
   P->base.spin_max = SPIN_RUN;
-  const char *bar = getenv("WISP_WEBGPU_PERSIST_BAR");
-  unsigned bm = 0, bo = 0;
-  if (bar && sscanf(bar, "%u,%u", &bm, &bo) >= 1) {
-    P->base.bmode = bm;
-    P->base.backoff = bo;
-  }
+  const char *bar = getenv("WISP_WEBGPU_PERSIST_BAR"), *pause = getenv("WISP_WEBGPU_PERSIST_PAUSE");
+  if (bar) P->base.bmode = (uint32_t)atoi(bar);
+  if (pause) P->base.backoff = (uint32_t)atoi(pause);
   P->barriers_per_step = barriers_per_step(g);
   P->base.barriers_per_step = P->barriers_per_step;
   /* The grid: WISP_WEBGPU_PERSIST_WG, else the largest of 256, 128, ...
