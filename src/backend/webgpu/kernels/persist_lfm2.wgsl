@@ -64,21 +64,29 @@ var<workgroup> bars: u32;                  // barriers passed in this run (unifo
 
 // ---- grid barrier ------------------------------------------------------
 var<private> nbar: u32 = 0u;
+override WARM: bool = true; // the next phase's weights loaded between arrive and wait
 
-fn grid_sync(li: u32) {
+// Split-phase: grid_arrive (release this workgroup's writes, count it in),
+// then anything that does not depend on the others (warm: the next phase's
+// weight loads), then grid_wait. A storage barrier waits for the thread's
+// outstanding loads too, so loads issued before the release would delay it.
+fn grid_arrive(li: u32) {
   nbar += 1u;
-  let goal = p.bar_base + nbar * p.nwg;
   storageBarrier();
   workgroupBarrier();
   if (li == 0u) {
     let old = atomicAdd(&ctr[0], 1u);
     // bmode 1: the last to arrive releases the others through a word on
     // another cache line, so the polls do not contend with the adds.
+    if (p.bmode == 1u && old + 1u == p.bar_base + nbar * p.nwg) { atomicStore(&ctr[32], p.bar_base + nbar * p.nwg); }
+  }
+}
+
+fn grid_wait(li: u32) {
+  let goal = p.bar_base + nbar * p.nwg;
+  if (li == 0u) {
     var w = 0u;
-    if (p.bmode == 1u) {
-      w = 32u;
-      if (old + 1u == goal) { atomicStore(&ctr[32], goal); }
-    }
+    if (p.bmode == 1u) { w = 32u; }
     var spin = 1u;
     for (var it = 0u; it < p.spin_max; it++) {
       if (bitcast<i32>(atomicLoad(&ctr[w]) - goal) >= 0) { break; }
@@ -90,6 +98,11 @@ fn grid_sync(li: u32) {
   }
   workgroupBarrier();
   storageBarrier();
+}
+
+fn grid_sync(li: u32) {
+  grid_arrive(li);
+  grid_wait(li);
 }
 
 // ---- small helpers -----------------------------------------------------
@@ -204,6 +217,7 @@ fn dot8(m: Mat, r: vec4<u32>, q: vec4<u32>, sl: u32, sgs: u32) -> array<vec4<f32
 // waits, since weights never depend on the barrier.
 var<private> warmth: u32 = 0u;
 fn warm(m: Mat, n: u32, r0: u32, stride: u32, sl: u32, sgs: u32) {
+  if (!WARM) { return; }
   var t = 0u;
   for (var b = sl; b < m.nb; b += sgs) {
     for (var k = 0u; k < 4u; k++) {
@@ -537,27 +551,32 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       if (l > 0u) { stage(p.s_x, H, lt(l, 1u), li, sl, sgs); }
       if (uniform_u32(li, lt(l, 0u)) == 0u) {
         if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
+        grid_arrive(li);
         warm(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, gsg, nsg, sl, sgs);
-        grid_sync(li);
+        grid_wait(li);
         stage(p.s_mid, H, NONE, li, sl, sgs);
         product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
       } else {
         if ((p.skip & 16u) == 0u) { attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs); }
+        grid_arrive(li);
         warm(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, gsg, nsg, sl, sgs);
-        grid_sync(li);
+        grid_wait(li);
         if ((p.skip & 1u) == 0u) { attn_split(l, pos, wid, li); }
         grid_sync(li);
         stage_attn(pos, li);
         product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
       }
+      grid_arrive(li);
       warm(mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), H), 2u * p.F, gsg, p.F, sl, sgs);
-      grid_sync(li);
+      grid_wait(li);
       stage(p.s_x, H, lt(l, 10u), li, sl, sgs);
       if ((p.skip & 4u) == 0u) { ffn_up(l, gsg, nsg, sl, sgs); }
+      grid_arrive(li);
       warm(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, gsg, nsg, sl, sgs);
-      grid_sync(li);
+      grid_wait(li);
       stage(p.s_h, p.F, NONE, li, sl, sgs);
       if ((p.skip & 4u) == 0u) { product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
+      grid_arrive(li);
       if (l + 1u < p.n_layers) {
         let nl = l + 1u;
         if (uniform_u32(li, lt(nl, 0u)) == 0u) {
@@ -568,7 +587,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       } else {
         warm(mat(p.head_q, p.head_s, p.head_z, H), p.vocab, gsg, nsg, sl, sgs);
       }
-      grid_sync(li);
+      grid_wait(li);
     }
     // Head + argmax: each subgroup keeps its best row, the workgroup its best
     // of those in s_part; after the barrier every workgroup reduces them all.
@@ -611,12 +630,13 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       S[p.s_part + 2u * wid] = bitcast<u32>(wb);
       S[p.s_part + 2u * wid + 1u] = wi;
     }
+    grid_arrive(li);
     if (uniform_u32(li, lt(0u, 0u)) == 0u) { // the next step's first product
       warm(mat(lt(0u, 2u), lt(0u, 3u), lt(0u, 4u), H), 3u * H, gsg, H, sl, sgs);
     } else {
       warm(mat(lt(0u, 2u), lt(0u, 3u), lt(0u, 4u), H), (p.heads + 2u * p.kvh) * p.D, wid * p.D + sg, nsgw, sl, sgs);
     }
-    grid_sync(li);
+    grid_wait(li);
     if (li == 0u) {
       var wb = sf(p.s_part);
       var wi = S[p.s_part + 1u];
