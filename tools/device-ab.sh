@@ -28,7 +28,7 @@ for m in ${MODELS:-seed qwen08}; do
   [ -d "$dir" ] || { echo "$m: no artifact"; continue; }
   for s in ${AB:-plan:X=1}; do
     printf '%-8s %-28s ' "$m" "${s%%:*}"
-    env ${s#*:} $W bench -m "$dir" --backend webgpu --prompt 128 --decode 256 --batch 1 ${BENCH_ARGS:-} -o /tmp/ab.json 2>/dev/null |
+    env $(echo "${s#*:}" | tr "," " ") $W bench -m "$dir" --backend webgpu --prompt 128 --decode 256 --batch 1 ${BENCH_ARGS:-} -o /tmp/ab.json 2>/dev/null |
       grep -o "decode: .*" | head -1
   done
 done

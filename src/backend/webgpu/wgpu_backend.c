@@ -1500,10 +1500,11 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *fa = getenv("WISP_WEBGPU_FUSE_ARGMAX");
   g->env_no_argmax = fa && !strcmp(fa, "0");
   g->fuse_argmax = g->fuse && !g->env_no_argmax;
-  /* Persistent decode (wgpu_persist.c): on for GPUs unless asked not to;
-   * on CPU adapters (lavapipe: workgroups share a few threads) only when asked. */
+  /* Persistent decode (wgpu_persist.c): only when asked. It is correct on
+   * lavapipe and the H200 but not yet faster than the op-by-op path on the
+   * H200 (docs/webgpu.md, "Persistent decode"), so auto means off. */
   const char *pe = getenv("WISP_WEBGPU_PERSIST");
-  g->persist_on = o.persist > 0 || (o.persist == 0 && g->d->info.adapter_type != WGPUAdapterType_CPU);
+  g->persist_on = o.persist > 0;
   if (pe && (!strcmp(pe, "0") || !strcmp(pe, "1"))) g->persist_on = pe[0] == '1';
   const char *pw = getenv("WISP_WEBGPU_PERSIST_WG");
   g->persist_wg = pw && atoi(pw) > 0 ? (uint32_t)atoi(pw) : 0;

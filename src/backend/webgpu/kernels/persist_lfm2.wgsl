@@ -64,29 +64,21 @@ var<workgroup> bars: u32;                  // barriers passed in this run (unifo
 
 // ---- grid barrier ------------------------------------------------------
 var<private> nbar: u32 = 0u;
-override WARM: bool = true; // the next phase's weights loaded between arrive and wait
 
-// Split-phase: grid_arrive (release this workgroup's writes, count it in),
-// then anything that does not depend on the others (warm: the next phase's
-// weight loads), then grid_wait. A storage barrier waits for the thread's
-// outstanding loads too, so loads issued before the release would delay it.
-fn grid_arrive(li: u32) {
+fn grid_sync(li: u32) {
   nbar += 1u;
+  let goal = p.bar_base + nbar * p.nwg;
   storageBarrier();
   workgroupBarrier();
   if (li == 0u) {
     let old = atomicAdd(&ctr[0], 1u);
     // bmode 1: the last to arrive releases the others through a word on
     // another cache line, so the polls do not contend with the adds.
-    if (p.bmode == 1u && old + 1u == p.bar_base + nbar * p.nwg) { atomicStore(&ctr[32], p.bar_base + nbar * p.nwg); }
-  }
-}
-
-fn grid_wait(li: u32) {
-  let goal = p.bar_base + nbar * p.nwg;
-  if (li == 0u) {
     var w = 0u;
-    if (p.bmode == 1u) { w = 32u; }
+    if (p.bmode == 1u) {
+      w = 32u;
+      if (old + 1u == goal) { atomicStore(&ctr[32], goal); }
+    }
     var spin = 1u;
     for (var it = 0u; it < p.spin_max; it++) {
       if (bitcast<i32>(atomicLoad(&ctr[w]) - goal) >= 0) { break; }
@@ -98,11 +90,6 @@ fn grid_wait(li: u32) {
   }
   workgroupBarrier();
   storageBarrier();
-}
-
-fn grid_sync(li: u32) {
-  grid_arrive(li);
-  grid_wait(li);
 }
 
 // ---- small helpers -----------------------------------------------------
@@ -141,9 +128,6 @@ fn wg_max(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
 // Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
 // weight offset w != NONE, as rmsnorm(x) * w.
 fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
-  // the first norm weights are loaded with x, not after the reduction
-  var w0 = vec4<f32>(1.0);
-  if (w != NONE && li < n / 4u) { w0 = vec4<f32>(wf(w + 4u * li), wf(w + 4u * li + 1u), wf(w + 4u * li + 2u), wf(w + 4u * li + 3u)); }
   var ss = 0.0;
   for (var i = li; i < n / 4u; i += WG) {
     let b = src + 4u * i;
@@ -156,9 +140,7 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
     let inv = inverseSqrt(tot / f32(n) + p.eps);
     for (var i = li; i < n / 4u; i += WG) {
       let b = w + 4u * i;
-      var wv = w0;
-      if (i != li) { wv = vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u)); }
-      xs[i] = xs[i] * inv * wv;
+      xs[i] = xs[i] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
     }
   }
   workgroupBarrier();
@@ -200,47 +182,20 @@ fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
   return subgroupAdd(a);
 }
 
-// Eight rows at once (the head: more loads in flight per lane).
-fn dot8(m: Mat, r: vec4<u32>, q: vec4<u32>, sl: u32, sgs: u32) -> array<vec4<f32>, 2> {
-  var a = vec4<f32>(0.0);
-  var c = vec4<f32>(0.0);
-  for (var b = sl; b < m.nb; b += sgs) {
-    a += vec4<f32>(blk(m, r.x, b), blk(m, r.y, b), blk(m, r.z, b), blk(m, r.w, b));
-    c += vec4<f32>(blk(m, q.x, b), blk(m, q.y, b), blk(m, q.z, b), blk(m, q.w, b));
-  }
-  return array<vec4<f32>, 2>(subgroupAdd(a), subgroupAdd(c));
-}
-
-// Loads (and folds into a word nobody needs) this lane's blocks of rows
-// r0 + k * stride, k < 4, of m: issued before a grid barrier, they bring
-// the next phase's weights from memory into the L2 cache while the grid
-// waits, since weights never depend on the barrier.
-var<private> warmth: u32 = 0u;
-fn warm(m: Mat, n: u32, r0: u32, stride: u32, sl: u32, sgs: u32) {
-  if (!WARM) { return; }
-  var t = 0u;
-  for (var b = sl; b < m.nb; b += sgs) {
-    for (var k = 0u; k < 4u; k++) {
-      let g = min(r0 + k * stride, n - 1u) * m.nb + b;
-      let w = Wv[m.q / 4u + g];
-      t ^= w.x ^ w.w ^ Wu[m.s + g];
-    }
-  }
-  warmth ^= t;
-}
-
 // Rows [0, n) of m times xs, four at a time per subgroup; row j's result
 // added to S[dst + j] (acc) or stored there.
 fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   for (var r0 = gsg; r0 < n; r0 += 4u * nsg) {
     let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
     let rc = min(r, vec4<u32>(n - 1u));
-    var old = vec4<f32>(0.0); // the residual, loaded while the weights are
-    if (acc && sl == 0u) { old = vec4<f32>(sf(dst + rc.x), sf(dst + rc.y), sf(dst + rc.z), sf(dst + rc.w)); }
-    let v = dot4(m, rc, sl, sgs) + old;
+    let v = dot4(m, rc, sl, sgs);
     if (sl == 0u) {
       for (var k = 0u; k < 4u; k++) {
-        if (r[k] < n) { S[dst + r[k]] = bitcast<u32>(v[k]); }
+        if (r[k] < n) {
+          var o = v[k];
+          if (acc) { o += sf(dst + r[k]); }
+          S[dst + r[k]] = bitcast<u32>(o);
+        }
       }
     }
   }
@@ -551,43 +506,24 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       if (l > 0u) { stage(p.s_x, H, lt(l, 1u), li, sl, sgs); }
       if (uniform_u32(li, lt(l, 0u)) == 0u) {
         if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
-        grid_arrive(li);
-        warm(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, gsg, nsg, sl, sgs);
-        grid_wait(li);
+        grid_sync(li);
         stage(p.s_mid, H, NONE, li, sl, sgs);
         product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
       } else {
         if ((p.skip & 16u) == 0u) { attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs); }
-        grid_arrive(li);
-        warm(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, gsg, nsg, sl, sgs);
-        grid_wait(li);
+        grid_sync(li);
         if ((p.skip & 1u) == 0u) { attn_split(l, pos, wid, li); }
         grid_sync(li);
         stage_attn(pos, li);
         product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
       }
-      grid_arrive(li);
-      warm(mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), H), 2u * p.F, gsg, p.F, sl, sgs);
-      grid_wait(li);
+      grid_sync(li);
       stage(p.s_x, H, lt(l, 10u), li, sl, sgs);
       if ((p.skip & 4u) == 0u) { ffn_up(l, gsg, nsg, sl, sgs); }
-      grid_arrive(li);
-      warm(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, gsg, nsg, sl, sgs);
-      grid_wait(li);
+      grid_sync(li);
       stage(p.s_h, p.F, NONE, li, sl, sgs);
       if ((p.skip & 4u) == 0u) { product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
-      grid_arrive(li);
-      if (l + 1u < p.n_layers) {
-        let nl = l + 1u;
-        if (uniform_u32(li, lt(nl, 0u)) == 0u) {
-          warm(mat(lt(nl, 2u), lt(nl, 3u), lt(nl, 4u), H), 3u * H, gsg, H, sl, sgs);
-        } else {
-          warm(mat(lt(nl, 2u), lt(nl, 3u), lt(nl, 4u), H), (p.heads + 2u * p.kvh) * p.D, wid * p.D + sg, nsgw, sl, sgs);
-        }
-      } else {
-        warm(mat(p.head_q, p.head_s, p.head_z, H), p.vocab, gsg, nsg, sl, sgs);
-      }
-      grid_wait(li);
+      grid_sync(li);
     }
     // Head + argmax: each subgroup keeps its best row, the workgroup its best
     // of those in s_part; after the barrier every workgroup reduces them all.
@@ -595,20 +531,13 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     let hm = mat(p.head_q, p.head_s, p.head_z, H);
     var best = -3.0e38;
     var bi = 0xffffffffu;
-    for (var r0 = gsg; r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 8u * nsg) {
+    for (var r0 = gsg; r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 4u * nsg) {
       let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
-      let q = r + 4u * nsg;
-      let vv = dot8(hm, min(r, vec4<u32>(p.vocab - 1u)), min(q, vec4<u32>(p.vocab - 1u)), sl, sgs);
-      for (var k = 0u; k < 8u; k++) {
-        var rk = r[k & 3u];
-        var vk = vv[0][k & 3u];
-        if (k >= 4u) {
-          rk = q[k & 3u];
-          vk = vv[1][k & 3u];
-        }
-        if (rk < p.vocab && (vk > best || (vk == best && rk < bi))) {
-          best = vk;
-          bi = rk;
+      let v = dot4(hm, min(r, vec4<u32>(p.vocab - 1u)), sl, sgs);
+      for (var k = 0u; k < 4u; k++) {
+        if (r[k] < p.vocab && (v[k] > best || (v[k] == best && r[k] < bi))) {
+          best = v[k];
+          bi = r[k];
         }
       }
     }
@@ -630,13 +559,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       S[p.s_part + 2u * wid] = bitcast<u32>(wb);
       S[p.s_part + 2u * wid + 1u] = wi;
     }
-    grid_arrive(li);
-    if (uniform_u32(li, lt(0u, 0u)) == 0u) { // the next step's first product
-      warm(mat(lt(0u, 2u), lt(0u, 3u), lt(0u, 4u), H), 3u * H, gsg, H, sl, sgs);
-    } else {
-      warm(mat(lt(0u, 2u), lt(0u, 3u), lt(0u, 4u), H), (p.heads + 2u * p.kvh) * p.D, wid * p.D + sg, nsgw, sl, sgs);
-    }
-    grid_wait(li);
+    grid_sync(li);
     if (li == 0u) {
       var wb = sf(p.s_part);
       var wi = S[p.s_part + 1u];
@@ -656,7 +579,6 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   }
   // A run whose barrier timed out is void: its ids are marked invalid.
   grid_sync(li);
-  if (warmth == p.pad2 + 0x9e3779b9u && li == 0u) { atomicStore(&ctr[3], warmth); } // keeps the warming loads
   if (wid == 0u && li == 0u && atomicLoad(&ctr[1]) != 0u) {
     for (var i = 0u; i < p.steps; i++) { ids[p.slot + 1u + i] = 0xffffffffu; }
   }
