@@ -384,6 +384,16 @@ static wisp_session *persist_session(wisp_model *m, const char *grid, int kv16) 
   return st ? NULL : s;
 }
 
+/* n greedy tokens of the CPU backend's decode loop after k_prompt. */
+static int cpu_loop_tokens(wisp_model *m, int n, int32_t *out) {
+  wisp_session_options cpu = {.backend = "cpu"};
+  wisp_session *s = NULL;
+  wisp_generate_options greedy = {.temperature = 0, .batch = 16};
+  int ok = wisp_session_new(m, &cpu, &s) == WISP_OK && loop_tokens(s, k_prompt, 5, n, &greedy, out);
+  wisp_session_free(s);
+  return ok;
+}
+
 static uint64_t persistent_steps(wisp_session *s) {
   wisp_wgpu_backend_stats st = {0};
   return wisp_wgpu_backend_stats_get(s->backend, &st) ? st.persistent_steps : 0;
@@ -398,13 +408,9 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   (void)d;
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
-  wisp_session_options cpu = {.backend = "cpu"};
   wisp_session *s = NULL;
   int32_t ref[33], got[33];
-  CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
-  wisp_generate_options greedy = {.temperature = 0, .batch = 16};
-  CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, ref));
-  wisp_session_free(s);
+  CHECK(cpu_loop_tokens(m, 33, ref));
   const char *grids[] = {"1", "2", "1"};
   const int batches[] = {16, 7, 1}, kv16[] = {0, 1, 1};
   for (int c = 0; c < 3; c++) {
@@ -472,13 +478,10 @@ TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
   (void)d;
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
-  wisp_session_options cpu = {.backend = "cpu"};
   wisp_session *s = NULL;
   int32_t ref[17], got[17];
-  CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
+  CHECK(cpu_loop_tokens(m, 17, ref));
   wisp_generate_options greedy = {.temperature = 0, .batch = 8};
-  CHECK(loop_tokens(s, k_prompt, 5, 17, &greedy, ref));
-  wisp_session_free(s);
   s = persist_session(m, "64", 0);
   CHECK(s != NULL);
   if (s) {

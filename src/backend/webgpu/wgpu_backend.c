@@ -1320,10 +1320,10 @@ static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, 
   g->state_epoch++;
   emit_pending(g);
   wisp_wgpu_const c[1] = {{"WG", 256}};
-  wisp_wgpu_kernel *k = kernel(g, "copy_buf", c, 1);
+  wisp_wgpu_kernel *k = kernel(g, "copy_range", c, 1);
   struct {
-    uint32_t n, pad[3];
-  } p = {(uint32_t)n, {0, 0, 0}};
+    uint32_t src_off, dst_off, n, pad;
+  } p = {0, 0, (uint32_t)n, 0};
   wisp_wgpu_binding bb[2] = {whole(src->g.b), whole(dst->g.b)};
   uint32_t gx, gy;
   wisp_wgpu_grid(g->d, (uint32_t)cdiv((uint64_t)n, 256), &gx, &gy);

@@ -1,6 +1,8 @@
 // dst[dst_off + i] = src[src_off + i] for i < n, in 32-bit words between two
-// buffers: the persistent decode's state copies between the session's
-// buffers and its arena (wgpu_persist.c). Grid: ceil(n / WG) workgroups as x*y.
+// buffers: the decode loop's snapshot of the recurrent state before a batch
+// and its restore (buf_copy_to, offsets 0), and the persistent decode's
+// state copies between the session's buffers and its arena (wgpu_persist.c).
+// Grid: ceil(n / WG) workgroups as x*y.
 override WG: u32 = 256;
 
 struct Params {
