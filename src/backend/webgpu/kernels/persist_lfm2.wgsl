@@ -183,6 +183,12 @@ fn blkc(w: vec4<u32>, sc: f32, zp: f32, b: u32) -> f32 {
 // these before staging its input, so that the weights' DRAM latency
 // overlaps the stage's loads and reduction (EARLY; else after the stage).
 override EARLY: bool = true;
+// The residual x: rows gsg + k * nsg (k < 4) belong to the same subgroup in
+// every product that adds into x (out_proj, o_proj, down: H rows), so lane
+// 0 keeps them in registers (xres) and only writes S (for the stages),
+// never reads it back. Needs H <= 4 * (subgroups in the grid).
+override RESREG: bool = true;
+var<private> xres: vec4<f32> = vec4<f32>(0.0);
 struct Pre { w0: vec4<u32>, w1: vec4<u32>, w2: vec4<u32>, w3: vec4<u32>, sc: vec4<f32>, zp: vec4<f32>, }
 
 fn pre4(m: Mat, r: vec4<u32>, sl: u32) -> Pre {
@@ -231,7 +237,12 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, pr: Pre, gsg: u32, nsg: u32, sl:
       for (var k = 0u; k < 4u; k++) {
         if (r[k] < n) {
           var o = v[k];
-          if (acc) { o += sf(dst + r[k]); }
+          if (acc && RESREG && dst == p.s_x && n == p.H && 4u * nsg >= n) {
+            xres[k] += o; // the residual row this subgroup owns in every residual product
+            o = xres[k];
+          } else if (acc) {
+            o += sf(dst + r[k]);
+          }
           S[dst + r[k]] = bitcast<u32>(o);
         }
       }
@@ -530,7 +541,12 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         }
       }
     }
-    let tot = wg_sum(li, sl, sgs, ss);
+    let tot = wg_sum(li, sl, sgs, ss); // (its barriers also complete xs)
+    if (RESREG && sl == 0u) { // this subgroup's residual rows, raw embedding values
+      let rr = rows1(H, gsg, nsg);
+      xres = vec4<f32>(xs[rr.x >> 2u][rr.x & 3u], xs[rr.y >> 2u][rr.y & 3u], xs[rr.z >> 2u][rr.z & 3u], xs[rr.w >> 2u][rr.w & 3u]);
+    }
+    workgroupBarrier(); // every xres read before the norm scales xs
     let inv0 = inverseSqrt(tot / f32(H) + p.eps);
     let nw0 = lt(0u, 1u);
     for (var i = li; i < H / 4u; i += WG) {
