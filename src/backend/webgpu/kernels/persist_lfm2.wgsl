@@ -128,6 +128,10 @@ fn wg_max(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
 // Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
 // weight offset w != NONE, as rmsnorm(x) * w.
 fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
+  // EARLY: the first norm weights are loaded with x, not after the reduction
+  var w0 = vec4<f32>(1.0);
+  let early = EARLY && w != NONE && li < n / 4u;
+  if (early) { w0 = vec4<f32>(wf(w + 4u * li), wf(w + 4u * li + 1u), wf(w + 4u * li + 2u), wf(w + 4u * li + 3u)); }
   var ss = 0.0;
   for (var i = li; i < n / 4u; i += WG) {
     let b = src + 4u * i;
@@ -140,7 +144,9 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
     let inv = inverseSqrt(tot / f32(n) + p.eps);
     for (var i = li; i < n / 4u; i += WG) {
       let b = w + 4u * i;
-      xs[i] = xs[i] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
+      var wv = w0;
+      if (!early || i != li) { wv = vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u)); }
+      xs[i] = xs[i] * inv * wv;
     }
   }
   workgroupBarrier();
