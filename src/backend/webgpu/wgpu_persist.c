@@ -218,11 +218,8 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
 
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  const char *early = getenv("WISP_WEBGPU_PERSIST_EARLY"); /* 0: weights loaded after the stage */
-  const char *resreg = getenv("WISP_WEBGPU_PERSIST_RESREG"); /* 0: the residual read back from memory */
-  wisp_wgpu_const c[5] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin},
-                          {"EARLY", !(early && !strcmp(early, "0"))}, {"RESREG", !(resreg && !strcmp(resreg, "0"))}};
-  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 5);
+  wisp_wgpu_const c[3] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}};
+  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 3);
 }
 
 /* Barriers per step: 4 per short-conv layer, 5 per attention layer, one

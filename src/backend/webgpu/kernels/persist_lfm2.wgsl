@@ -128,10 +128,6 @@ fn wg_max(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
 // Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
 // weight offset w != NONE, as rmsnorm(x) * w.
 fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
-  // EARLY: the first norm weights are loaded with x, not after the reduction
-  var w0 = vec4<f32>(1.0);
-  let early = EARLY && w != NONE && li < n / 4u;
-  if (early) { w0 = vec4<f32>(wf(w + 4u * li), wf(w + 4u * li + 1u), wf(w + 4u * li + 2u), wf(w + 4u * li + 3u)); }
   var ss = 0.0;
   for (var i = li; i < n / 4u; i += WG) {
     let b = src + 4u * i;
@@ -144,9 +140,7 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
     let inv = inverseSqrt(tot / f32(n) + p.eps);
     for (var i = li; i < n / 4u; i += WG) {
       let b = w + 4u * i;
-      var wv = w0;
-      if (!early || i != li) { wv = vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u)); }
-      xs[i] = xs[i] * inv * wv;
+      xs[i] = xs[i] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
     }
   }
   workgroupBarrier();
@@ -158,19 +152,13 @@ struct Mat { q: u32, s: u32, z: u32, nb: u32, }
 
 fn mat(q: u32, s: u32, z: u32, cols: u32) -> Mat { return Mat(q, s, z, cols / 32u); }
 
-fn zpt(m: Mat, g: u32) -> f32 {
-  if (m.z == NONE) { return 8.0; }
-  return f32((Wu[m.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u);
-}
-
 // This lane's share of block b of row r times the staged input.
 fn blk(m: Mat, r: u32, b: u32) -> f32 {
   let g = r * m.nb + b;
-  return blkc(Wv[m.q / 4u + g], wf(m.s + g), zpt(m, g), b);
-}
-
-// The same from loaded nibbles w, scale sc and zero point zp.
-fn blkc(w: vec4<u32>, sc: f32, zp: f32, b: u32) -> f32 {
+  let w = Wv[m.q / 4u + g];
+  let sc = wf(m.s + g);
+  var zp = 8.0;
+  if (m.z != NONE) { zp = f32((Wu[m.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u); }
   var a = 0.0;
   var xsum = 0.0;
   for (var j = 0u; j < 4u; j++) {
@@ -185,43 +173,6 @@ fn blkc(w: vec4<u32>, sc: f32, zp: f32, b: u32) -> f32 {
   return sc * (a - zp * xsum);
 }
 
-// The first block (b = lane) of four rows, loaded ahead: a phase issues
-// these before staging its input, so that the weights' DRAM latency
-// overlaps the stage's loads and reduction (EARLY; else after the stage).
-override EARLY: bool = true;
-// The residual x: rows gsg + k * nsg (k < 4) belong to the same subgroup in
-// every product that adds into x (out_proj, o_proj, down: H rows), so lane
-// 0 keeps them in registers (xres) and only writes S (for the stages),
-// never reads it back. Needs H <= 4 * (subgroups in the grid).
-override RESREG: bool = true;
-var<private> xres: vec4<f32> = vec4<f32>(0.0);
-struct Pre { w0: vec4<u32>, w1: vec4<u32>, w2: vec4<u32>, w3: vec4<u32>, sc: vec4<f32>, zp: vec4<f32>, }
-
-fn pre4(m: Mat, r: vec4<u32>, sl: u32) -> Pre {
-  let g = r * m.nb + vec4<u32>(min(sl, m.nb - 1u));
-  return Pre(Wv[m.q / 4u + g.x], Wv[m.q / 4u + g.y], Wv[m.q / 4u + g.z], Wv[m.q / 4u + g.w],
-             vec4<f32>(wf(m.s + g.x), wf(m.s + g.y), wf(m.s + g.z), wf(m.s + g.w)),
-             vec4<f32>(zpt(m, g.x), zpt(m, g.y), zpt(m, g.z), zpt(m, g.w)));
-}
-
-// dot4 whose first block comes from pr (loaded by pre4 for the same rows).
-fn dot4p(m: Mat, r: vec4<u32>, pr: Pre, sl: u32, sgs: u32) -> vec4<f32> {
-  var a = vec4<f32>(0.0);
-  if (sl < m.nb) {
-    a = vec4<f32>(blkc(pr.w0, pr.sc.x, pr.zp.x, sl), blkc(pr.w1, pr.sc.y, pr.zp.y, sl),
-                  blkc(pr.w2, pr.sc.z, pr.zp.z, sl), blkc(pr.w3, pr.sc.w, pr.zp.w, sl));
-  }
-  for (var b = sl + sgs; b < m.nb; b += sgs) {
-    a += vec4<f32>(blk(m, r.x, b), blk(m, r.y, b), blk(m, r.z, b), blk(m, r.w, b));
-  }
-  return subgroupAdd(a);
-}
-
-// The rows a product's first pass takes (see product).
-fn rows1(n: u32, gsg: u32, nsg: u32) -> vec4<u32> {
-  return min(vec4<u32>(gsg, gsg + nsg, gsg + 2u * nsg, gsg + 3u * nsg), vec4<u32>(n - 1u));
-}
-
 // Four rows at once (loads of all four in flight), summed over the subgroup.
 fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
   var a = vec4<f32>(0.0);
@@ -233,22 +184,16 @@ fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
 
 // Rows [0, n) of m times xs, four at a time per subgroup; row j's result
 // added to S[dst + j] (acc) or stored there.
-fn product(m: Mat, n: u32, dst: u32, acc: bool, pr: Pre, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   for (var r0 = gsg; r0 < n; r0 += 4u * nsg) {
     let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
     let rc = min(r, vec4<u32>(n - 1u));
-    var v: vec4<f32>;
-    if (r0 == gsg) { v = dot4p(m, rc, pr, sl, sgs); } else { v = dot4(m, rc, sl, sgs); }
+    let v = dot4(m, rc, sl, sgs);
     if (sl == 0u) {
       for (var k = 0u; k < 4u; k++) {
         if (r[k] < n) {
           var o = v[k];
-          if (acc && RESREG && dst == p.s_x && n == p.H && 4u * nsg >= n) {
-            xres[k] += o; // the residual row this subgroup owns in every residual product
-            o = xres[k];
-          } else if (acc) {
-            o += sf(dst + r[k]);
-          }
+          if (acc) { o += sf(dst + r[k]); }
           S[dst + r[k]] = bitcast<u32>(o);
         }
       }
@@ -260,24 +205,32 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, pr: Pre, gsg: u32, nsg: u32, sl:
 
 // Short conv: in_proj rows (B, C, X of a channel) together, then the
 // channel's causal conv over its state (L - 1 inputs kept) into mid.
-fn conv_rows(c: u32) -> vec4<u32> { return vec4<u32>(c, p.H + c, 2u * p.H + c, c); }
-
-fn conv_in(l: u32, pr: Pre, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let H = p.H;
   let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), H);
   let taps = lt(l, 8u);
   let st = lt(l, 17u);
   let keep = p.L - 1u;
-  for (var c = gsg; c < H; c += nsg) {
-    var v: vec4<f32>;
-    if (c == gsg) { v = dot4p(m, conv_rows(c), pr, sl, sgs); } else { v = dot4(m, conv_rows(c), sl, sgs); }
+  for (var c0 = gsg; c0 < H; c0 += 2u * nsg) {
+    let c1 = min(c0 + nsg, H - 1u);
+    let v0 = dot4(m, vec4<u32>(c0, H + c0, 2u * H + c0, c1), sl, sgs);
+    let v1 = dot4(m, vec4<u32>(H + c1, 2u * H + c1, c1, c1), sl, sgs);
     if (sl == 0u) {
-      let bx = v.x * v.z;
-      var a = wf(taps + c * p.L + keep) * bx;
-      for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
-      for (var j = 0u; j + 1u < keep; j++) { S[st + c * keep + j] = S[st + c * keep + j + 1u]; }
-      if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
-      S[p.s_mid + c] = bitcast<u32>(v.y * a);
+      for (var k = 0u; k < 2u; k++) {
+        var c = c0;
+        var b = v0.x;
+        var cc = v0.y;
+        var x = v0.z;
+        if (k == 1u) { c = c0 + nsg; b = v0.w; cc = v1.x; x = v1.y; }
+        if (c < H) {
+          let bx = b * x;
+          var a = wf(taps + c * p.L + keep) * bx;
+          for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
+          for (var j = 0u; j + 1u < keep; j++) { S[st + c * keep + j] = S[st + c * keep + j + 1u]; }
+          if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
+          S[p.s_mid + c] = bitcast<u32>(cc * a);
+        }
+      }
     }
   }
 }
@@ -480,18 +433,12 @@ fn stage_attn(pos: u32, li: u32) {
 }
 
 // Gate and up rows of two hidden units at once; h = silu(gate) * up.
-fn ffn_rows(j0: u32, nsg: u32) -> vec4<u32> {
-  let j1 = min(j0 + nsg, p.F - 1u);
-  return vec4<u32>(j0, p.F + j0, j1, p.F + j1);
-}
-
-fn ffn_up(l: u32, pr: Pre, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn ffn_up(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let F = p.F;
   let m = mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), p.H);
   for (var j0 = gsg; j0 < F; j0 += 2u * nsg) {
     let j1 = min(j0 + nsg, F - 1u);
-    var v: vec4<f32>;
-    if (j0 == gsg) { v = dot4p(m, ffn_rows(j0, nsg), pr, sl, sgs); } else { v = dot4(m, ffn_rows(j0, nsg), sl, sgs); }
+    let v = dot4(m, vec4<u32>(j0, F + j0, j1, F + j1), sl, sgs);
     if (sl == 0u) {
       S[p.s_h + j0] = bitcast<u32>(v.x / (1.0 + exp(-v.x)) * v.y);
       if (j0 + nsg < F) { S[p.s_h + j1] = bitcast<u32>(v.z / (1.0 + exp(-v.z)) * v.w); }
@@ -547,12 +494,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         }
       }
     }
-    let tot = wg_sum(li, sl, sgs, ss); // (its barriers also complete xs)
-    if (RESREG && sl == 0u) { // this subgroup's residual rows, raw embedding values
-      let rr = rows1(H, gsg, nsg);
-      xres = vec4<f32>(xs[rr.x >> 2u][rr.x & 3u], xs[rr.y >> 2u][rr.y & 3u], xs[rr.z >> 2u][rr.z & 3u], xs[rr.w >> 2u][rr.w & 3u]);
-    }
-    workgroupBarrier(); // every xres read before the norm scales xs
+    let tot = wg_sum(li, sl, sgs, ss);
     let inv0 = inverseSqrt(tot / f32(H) + p.eps);
     let nw0 = lt(0u, 1u);
     for (var i = li; i < H / 4u; i += WG) {
@@ -561,65 +503,37 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     }
     workgroupBarrier();
     for (var l = 0u; l < p.n_layers; l++) {
-      // Each phase: its first weights loaded (pre4), its input staged, then
-      // the products (EARLY: the loads before the stage, overlapping it).
-      let conv = uniform_u32(li, lt(l, 0u)) == 0u;
-      let mi = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), H);
-      var pr: Pre;
-      if (conv && EARLY) { pr = pre4(mi, conv_rows(min(gsg, H - 1u)), sl); }
       if (l > 0u) { stage(p.s_x, H, lt(l, 1u), li, sl, sgs); }
-      if (conv && !EARLY) { pr = pre4(mi, conv_rows(min(gsg, H - 1u)), sl); }
-      if (conv) {
-        if ((p.skip & 8u) == 0u) { conv_in(l, pr, gsg, nsg, sl, sgs); }
+      if (uniform_u32(li, lt(l, 0u)) == 0u) {
+        if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
         grid_sync(li);
-        let mo = mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H);
-        var po: Pre;
-        if (EARLY) { po = pre4(mo, rows1(H, gsg, nsg), sl); }
         stage(p.s_mid, H, NONE, li, sl, sgs);
-        if (!EARLY) { po = pre4(mo, rows1(H, gsg, nsg), sl); }
-        product(mo, H, p.s_x, true, po, gsg, nsg, sl, sgs);
+        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
       } else {
         if ((p.skip & 16u) == 0u) { attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs); }
         grid_sync(li);
         if ((p.skip & 1u) == 0u) { attn_split(l, pos, wid, li); }
         grid_sync(li);
-        let mo = mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D);
-        var po: Pre;
-        if (EARLY) { po = pre4(mo, rows1(H, gsg, nsg), sl); }
         stage_attn(pos, li);
-        if (!EARLY) { po = pre4(mo, rows1(H, gsg, nsg), sl); }
-        product(mo, H, p.s_x, true, po, gsg, nsg, sl, sgs);
+        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
       }
       grid_sync(li);
-      let mg = mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), H);
-      var pg: Pre;
-      if (EARLY) { pg = pre4(mg, ffn_rows(min(gsg, p.F - 1u), nsg), sl); }
       stage(p.s_x, H, lt(l, 10u), li, sl, sgs);
-      if (!EARLY) { pg = pre4(mg, ffn_rows(min(gsg, p.F - 1u), nsg), sl); }
-      if ((p.skip & 4u) == 0u) { ffn_up(l, pg, gsg, nsg, sl, sgs); }
+      if ((p.skip & 4u) == 0u) { ffn_up(l, gsg, nsg, sl, sgs); }
       grid_sync(li);
-      let md = mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F);
-      var pd: Pre;
-      if (EARLY) { pd = pre4(md, rows1(H, gsg, nsg), sl); }
       stage(p.s_h, p.F, NONE, li, sl, sgs);
-      if (!EARLY) { pd = pre4(md, rows1(H, gsg, nsg), sl); }
-      if ((p.skip & 4u) == 0u) { product(md, H, p.s_x, true, pd, gsg, nsg, sl, sgs); }
+      if ((p.skip & 4u) == 0u) { product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
       grid_sync(li);
     }
     // Head + argmax: each subgroup keeps its best row, the workgroup its best
     // of those in s_part; after the barrier every workgroup reduces them all.
-    let hm = mat(p.head_q, p.head_s, p.head_z, H);
-    var ph: Pre;
-    if (EARLY) { ph = pre4(hm, rows1(p.vocab, gsg, nsg), sl); }
     stage(p.s_x, H, p.fnorm, li, sl, sgs);
-    if (!EARLY) { ph = pre4(hm, rows1(p.vocab, gsg, nsg), sl); }
+    let hm = mat(p.head_q, p.head_s, p.head_z, H);
     var best = -3.0e38;
     var bi = 0xffffffffu;
     for (var r0 = gsg; r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 4u * nsg) {
       let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
-      var v: vec4<f32>;
-      if (r0 == gsg) { v = dot4p(hm, min(r, vec4<u32>(p.vocab - 1u)), ph, sl, sgs); }
-      else { v = dot4(hm, min(r, vec4<u32>(p.vocab - 1u)), sl, sgs); }
+      let v = dot4(hm, min(r, vec4<u32>(p.vocab - 1u)), sl, sgs);
       for (var k = 0u; k < 4u; k++) {
         if (r[k] < p.vocab && (v[k] > best || (v[k] == best && r[k] < bi))) {
           best = v[k];
