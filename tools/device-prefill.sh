@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# On the GPU machine (tools/device-bundle.sh first): the seed shape's
+# 1,024-token int8 prefill (--profile throughput): the per-kernel profile,
+# then whole-run prefill tok/s under several settings, two runs each.
+#   GEOMS="plan:X=1 g6464:WISP_WEBGPU_MATMUL_I8=64x64x4x4x2"
+set -uo pipefail
+for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
+ldconfig 2>/dev/null
+export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+W=.dev/wisp
+mkdir -p models
+[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+WISP_WEBGPU_PROFILE=1 $W bench -m models/seed --backend webgpu --prompt 1024 --decode 1 --profile throughput -o /tmp/p.json 2>&1 |
+  grep -v XDG | head -${PROFILE_LINES:-24}
+for s in ${GEOMS:-plan:X=1}; do
+  for rep in 1 2; do
+    printf '%-10s ' "${s%%:*}"
+    env $(echo "${s#*:}" | tr "," " ") $W bench -m models/seed --backend webgpu --prompt 1024 --decode 4 --profile throughput \
+      -o /tmp/g.json 2>/dev/null | grep -o "prefill: [^|]*" | head -1
+  done
+done
