@@ -898,6 +898,32 @@ TEST(webgpu_backend_attention) {
   report("attention");
 }
 
+/* The tiled prefill attention (attn_prefill.wgsl; off by default, slower
+ * on the H200 than attn_flash) when asked for: the same cases as above
+ * against the CPU, f32 and packed-f16 caches, prompts that cross its
+ * 64-query and 32-key tiles. */
+TEST(webgpu_backend_attention_tiled_prefill) {
+  WEBGPU_OR_SKIP(d);
+  static const int short_calls[] = {17, 1, 3};
+  static const int long_calls[] = {64, 1, 70, 1};
+  uint64_t seed = 53;
+  char err[600] = "";
+  g_worst = 0;
+  for (int kv16 = 0; kv16 < 2; kv16++) {
+    setenv("WISP_WEBGPU_ATTN_PREFILL", "1", 1);
+    g_kv16 = kv16;
+    PAIR_OR_FAIL(p, d, -1, 0);
+    unsetenv("WISP_WEBGPU_ATTN_PREFILL");
+    int ok = attention_case(&p, 4, 2, 16, short_calls, 3, &seed, err, sizeof err) &&
+             attention_case(&p, 16, 8, 64, long_calls, 4, &seed, err, sizeof err) &&
+             attention_case(&p, 4, 4, 64, long_calls, 4, &seed, err, sizeof err);
+    g_kv16 = 0; /* attention_case compares against TOL_KV16 while set */
+    pair_close(&p);
+    CHECKF(ok, "kv16 %d: %s", kv16, err);
+  }
+  report("attention (tiled prefill)");
+}
+
 /* Decode attention's split merge fused into the output projection
  * (matvec.wgsl PRE 3): projection and attention output (written by the
  * fused product's workgroup 0) against the CPU, for decode steps with

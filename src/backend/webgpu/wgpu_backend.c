@@ -87,7 +87,7 @@ typedef struct {
   int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; WISP_WEBGPU_HEAD_CHUNKS) */
-  int attn_prefill;     /* attn_prefill.wgsl for several tokens (WISP_WEBGPU_ATTN_PREFILL=0: attn_flash) */
+  int attn_prefill;     /* attn_prefill.wgsl for several tokens (WISP_WEBGPU_ATTN_PREFILL=1; else attn_flash) */
   int prefetch;     /* WISP_WEBGPU_PREFETCH: -1 unset (each kernel's default), 0 or 1 for all (PF) */
   wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
   wisp_wgpu_dn_tuning dn_tune;   /* WISP_WEBGPU_DN_SLICE or the options, read once (wgpu_qwen.c) */
@@ -1532,7 +1532,11 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->prefetch = pf && (!strcmp(pf, "0") || !strcmp(pf, "1")) ? atoi(pf) : -1;
   env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows, UINT_MAX);
   const char *ap = getenv("WISP_WEBGPU_ATTN_PREFILL");
-  g->attn_prefill = !(ap && !strcmp(ap, "0"));
+  /* Off unless asked for: on the H200 it took 893 us a dispatch for a
+   * 1,024-token seed prefill (a thread per query walking every key: too
+   * little parallelism), half the prefill's GPU time; attn_flash gives
+   * 72,800 tok/s against 51,800 with it (tools/device-prefill.sh). */
+  g->attn_prefill = ap && !strcmp(ap, "1");
   g->head_chunks = 1;
   const char *hc = getenv("WISP_WEBGPU_HEAD_CHUNKS");
   if (hc && atoi(hc) > 0 && atoi(hc) <= 256) g->head_chunks = (uint32_t)atoi(hc);
