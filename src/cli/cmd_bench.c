@@ -211,6 +211,9 @@ int cmd_bench(int argc, char **argv) {
   if (is_gpu && n_decode) {
     cJSON_AddNumberToObject(jdec, "dispatches_per_token", (double)(g2.dispatches - g1.dispatches) / n_decode);
     cJSON_AddNumberToObject(jdec, "submits_per_token", (double)(g2.submits - g1.submits) / n_decode);
+    /* Decode steps the persistent kernel ran (WISP_WEBGPU_PERSIST=1): says
+     * which decode path these numbers are of. */
+    cJSON_AddNumberToObject(jdec, "persistent_steps", (double)(g2.persistent_steps - g1.persistent_steps));
     cJSON_AddNumberToObject(jp, "dispatches", (double)(g1.dispatches - g0.dispatches));
     cJSON_AddNumberToObject(jp, "submits", (double)(g1.submits - g0.submits));
   }
