@@ -15,13 +15,16 @@
  *     (a probe-mode dispatch whose one barrier must complete before a short
  *     spin limit), halving from WISP_WEBGPU_PERSIST_WG (default 256).
  *
+ *     (1 on CPU adapters, whose workgroups share a few threads).
+ *
  * State: the kernel works on its own arena (residual, scratch, conv states,
  * KV caches in the session's layout). Before a run the session's state is
  * copied in (skipped when nothing has written state since this module's
- * last run and the position continues it); after the run the new state
- * (conv states, the k new KV rows) is copied back, so that the rest of the
- * backend (prefill, snapshots and rewinds, the op-by-op decode) sees the
- * session's buffers as if decode_step had run. */
+ * last run and the position continues it). The new state (conv states, the
+ * new KV rows) is copied back lazily: every op of the backend that reads or
+ * writes state first calls wisp_wgpu_persist_flush, so prefill, snapshots
+ * and rewinds, and the op-by-op decode see the session's buffers as if
+ * decode_step had run, while runs that follow each other copy nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,12 +185,11 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
   int ok = wisp_wgpu_buf_write(d, P->ctr, 0, zero, sizeof zero) == WISP_OK &&
            wisp_wgpu_buf_create(d, sizeof pp, WISP_WGPU_UNIFORM, "persist probe", &params) == WISP_OK &&
            wisp_wgpu_buf_write(d, params, 0, &pp, sizeof pp) == WISP_OK;
-  wisp_wgpu_binding b[6] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
-                            {P->ctr.b, 0, 0}, {params.b, 0, 0}};
-  /* The probe's ids binding is never touched: give it a buffer of its own. */
+  /* The probe never touches its ids binding: a small buffer of its own. */
   wisp_wgpu_buf ids = {0};
   ok = ok && wisp_wgpu_buf_create(d, 16, WISP_WGPU_STORAGE, "persist probe ids", &ids) == WISP_OK;
-  b[4].buffer = ids.b;
+  wisp_wgpu_binding b[6] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
+                            {ids.b, 0, 0},     {params.b, 0, 0}};
   ok = ok && wisp_wgpu_bind(d, P->k, b, 6, &bg) == WISP_OK;
   if (ok) {
     wisp_wgpu_batch bt;
