@@ -467,6 +467,7 @@ static wisp_buf *g_kv_buf_new(wisp_backend *be, size_t n) {
 static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
   if (!b) return;
+  wisp_wgpu_persist_forget(be, b); /* no copy-back into a freed state buffer */
   emit_pending(g);
   keep_error(g, flush(g)); /* recorded work may still use it */
   forget_buffer(g, b->g.b);

@@ -97,6 +97,9 @@ void wisp_wgpu_persist_free(wisp_backend *be);
 /* Records the copy-back of state the persistent decode has not yet written
  * to the session's buffers (every op touching state calls it first). */
 void wisp_wgpu_persist_flush(wisp_backend *be);
+/* Drops the pending copy-back and the arena's claim to be current when b is
+ * one of the state buffers of the last persistent run (b is being freed). */
+void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b);
 
 /* wgpu_qwen.c */
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a);

@@ -475,6 +475,17 @@ void wisp_wgpu_persist_flush(wisp_backend *be) {
   copy_state(be, P, P->gcopy, p0, P->end, 0);
 }
 
+void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b) {
+  persist *P = *slot(be);
+  if (!P || !P->gcopy || P->end < 0) return;
+  for (int i = 0; i < P->gcopy->n_layers; i++)
+    if (P->gcopy->layers[i].state == b || P->gcopy->layers[i].v_cache == b) {
+      P->out0 = -1;
+      P->end = -1;
+      return;
+    }
+}
+
 void wisp_wgpu_persist_free(wisp_backend *be) {
   persist *P = *slot(be);
   if (!P) return;
