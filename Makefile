@@ -29,7 +29,7 @@ DEFAULT_MODEL ?= models/synthetic-seed
 
 .PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build
 
-all: $(BUILD)/wisp $(BUILD)/wisp_tests
+all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe
 
 deps:
 	@scripts/deps.sh
