@@ -174,6 +174,15 @@ typedef struct {
 } wgpu_backend;
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
+
+/* Called first by every op that may write a state buffer (short conv,
+ * attention, buf_zero, buf_copy_to): the persistent decode's newer state
+ * goes back to the session's buffers before the op reads or overwrites
+ * them, and the epoch tells the persistent decode its arena is stale. */
+static void state_op(wisp_backend *be) {
+  wisp_wgpu_persist_flush(be);
+  as_g(be)->state_epoch++;
+}
 static void emit_pending(wgpu_backend *g);
 static int open_batch(wgpu_backend *g);
 
@@ -507,8 +516,7 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
 
 static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_persist_flush(be);
-  g->state_epoch++;
+  state_op(be);
   emit_pending(g);
   /* Queue writes land before the next submit: submit what is recorded first. */
   keep_error(g, flush(g));
@@ -1043,8 +1051,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
 static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                         wisp_buf *state, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_persist_flush(be);
-  g->state_epoch++;
+  state_op(be);
   wvec *tv = find_vec(g, taps);
   if (g->pend.kind == 3 && g->conv_fuse && g->pend.m->nparts == 1 && tv && L >= 1 && n == 1 && g->pend.my == bcx &&
       g->pend.m->rows == 3 * dim &&
@@ -1102,8 +1109,7 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
 
 static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_persist_flush(be);
-  g->state_epoch++;
+  state_op(be);
   emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
   if (D <= 0 || D % (g->kv16 ? 8 : 4) || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
@@ -1315,20 +1321,26 @@ static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src
   record(g, k, bb, 1, &p, sizeof p, cdiv((uint64_t)n, 64), 1);
 }
 
-static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
-  wgpu_backend *g = as_g(be);
-  wisp_wgpu_persist_flush(be);
-  g->state_epoch++;
-  emit_pending(g);
+/* copy_range.wgsl: dst[dst_off..+n) = src[src_off..+n) in 32-bit words
+ * (buf_copy_to, and the persistent decode's state copies). */
+static void rec_copy_words(wgpu_backend *g, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
+                           uint64_t n) {
   wisp_wgpu_const c[1] = {{"WG", 256}};
   wisp_wgpu_kernel *k = kernel(g, "copy_range", c, 1);
   struct {
     uint32_t src_off, dst_off, n, pad;
-  } p = {0, 0, (uint32_t)n, 0};
-  wisp_wgpu_binding bb[2] = {whole(src->g.b), whole(dst->g.b)};
+  } p = {(uint32_t)src_off, (uint32_t)dst_off, (uint32_t)n, 0};
+  wisp_wgpu_binding bb[2] = {whole(src), whole(dst)};
   uint32_t gx, gy;
-  wisp_wgpu_grid(g->d, (uint32_t)cdiv((uint64_t)n, 256), &gx, &gy);
+  wisp_wgpu_grid(g->d, (uint32_t)cdiv(n, 256), &gx, &gy);
   record(g, k, bb, 2, &p, sizeof p, gx, gy);
+}
+
+static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
+  wgpu_backend *g = as_g(be);
+  state_op(be);
+  emit_pending(g);
+  rec_copy_words(g, src->g.b, 0, dst->g.b, 0, n);
 }
 
 static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, int slot) {
@@ -1608,7 +1620,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .embed_id = g_embed_id,
       .sample_id = g_sample_id,
       .kv_buf_new = g_kv_buf_new,
-      .decode_graph = wisp_wgpu_decode_graph,
+      .decode_graph = g->persist_on ? wisp_wgpu_decode_graph : NULL, /* the persistent decode, when asked for */
       .sync = g_sync,
       .destroy = g_destroy,
   };
@@ -1629,6 +1641,10 @@ void wisp_wgpu_int_record(wisp_backend *be, const wisp_wgpu_kernel *k, const wis
   record_xyz(as_g(be), k, b, nb, params, psize, gx, gy, gz);
 }
 void wisp_wgpu_int_emit_pending(wisp_backend *be) { emit_pending(as_g(be)); }
+void wisp_wgpu_int_copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
+                              uint64_t n) {
+  rec_copy_words(as_g(be), src, src_off, dst, dst_off, n);
+}
 WGPUBuffer wisp_wgpu_int_buf(const wisp_buf *b) { return b->g.b; }
 WGPUBuffer wisp_wgpu_int_vec(wisp_backend *be, const wisp_vector *v) {
   wvec *w = need_vec(as_g(be), v);
@@ -1674,7 +1690,6 @@ int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *r
 void **wisp_wgpu_int_qwen_slot(wisp_backend *be) { return &as_g(be)->qwen; }
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be) { return &as_g(be)->mm8; }
 void **wisp_wgpu_int_persist_slot(wisp_backend *be) { return &as_g(be)->persist; }
-int wisp_wgpu_int_persist_enabled(wisp_backend *be) { return as_g(be)->persist_on; }
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be) { return as_g(be)->persist_wg; }
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be) { return as_g(be)->state_epoch; }
 int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]) {

@@ -17,6 +17,9 @@ wisp_wgpu_kernel *wisp_wgpu_int_kernel(wisp_backend *be, const char *file, const
 /* Records one dispatch: storage bindings b[0..nb), parameters at binding nb. */
 void wisp_wgpu_int_record(wisp_backend *be, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
                           const void *params, size_t psize, uint32_t gx, uint32_t gy, uint32_t gz);
+/* Records dst[dst_off..+n) = src[src_off..+n), offsets and n in 32-bit words (copy_range.wgsl). */
+void wisp_wgpu_int_copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
+                              uint64_t n);
 /* Records a held-back (fusable) op, if any; every op entry point calls it first. */
 void wisp_wgpu_int_emit_pending(wisp_backend *be);
 /* The device buffer of an activation buffer. */
@@ -82,8 +85,6 @@ void **wisp_wgpu_int_qwen_slot(wisp_backend *be);
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be);
 /* The per-backend state of wgpu_persist.c (NULL until first use). */
 void **wisp_wgpu_int_persist_slot(wisp_backend *be);
-/* 1: persistent decode allowed (wisp_wgpu_backend_opts.persist, WISP_WEBGPU_PERSIST). */
-int wisp_wgpu_int_persist_enabled(wisp_backend *be);
 /* Its grid as asked for (WISP_WEBGPU_PERSIST_WG, read at creation); 0: the default probe. */
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be);
 /* A counter bumped by every op that may write a state buffer (short conv,

@@ -71,7 +71,6 @@ typedef struct {
   int end, out0;
   uint64_t epoch;
     wisp_decode_graph *gcopy;
-  uint64_t runs, steps;     /* counters (stats) */
 } persist;
 
 /* ---- the weight blob ---------------------------------------------------- */
@@ -357,19 +356,10 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
 
 /* ---- a run ---------------------------------------------------------------- */
 
-/* Records dst[dst_off..+n) = src[src_off..+n) in words (copy_range.wgsl). */
+/* A state copy of n words (none for an empty range). */
 static void copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
                        uint64_t n) {
-  if (!n) return;
-  wisp_wgpu_const c[1] = {{"WG", 256}};
-  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "copy_range", c, 1);
-  struct {
-    uint32_t src, dst, n, pad;
-  } p = {(uint32_t)src_off, (uint32_t)dst_off, (uint32_t)n, 0};
-  wisp_wgpu_binding b[2] = {{src, 0, 0}, {dst, 0, 0}};
-  uint32_t gx, gy;
-  wisp_wgpu_grid(wisp_wgpu_int_device(be), (uint32_t)((n + 255) / 256), &gx, &gy);
-  wisp_wgpu_int_record(be, k, b, 2, &p, sizeof p, gx, gy, 1);
+  if (n) wisp_wgpu_int_copy_words(be, src, src_off, dst, dst_off, n);
 }
 
 /* Copies state rows [p0, p1) between the session's buffers and the arena
@@ -402,7 +392,7 @@ static persist **slot(wisp_backend *be) { return (persist **)wisp_wgpu_int_persi
 
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
                                    const wisp_sampling *sp) {
-  if (!wisp_wgpu_int_persist_enabled(be) || !sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
+  if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
       pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
     return WISP_EUNSUPPORTED;
   persist *P = *slot(be);
@@ -458,8 +448,6 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   P->bar_base += P->nwg * ((uint32_t)k * P->barriers_per_step + 1);
   P->end = pos + k; /* copied back lazily: wisp_wgpu_persist_flush */
   P->epoch = wisp_wgpu_int_state_epoch(be);
-  P->runs++;
-  P->steps += (uint64_t)k;
   wisp_wgpu_int_stats(be)->persistent_steps += (uint64_t)k;
   return wisp_wgpu_int_has_error(be) ? WISP_EDEVICE : WISP_OK;
 }

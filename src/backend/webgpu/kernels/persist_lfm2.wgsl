@@ -60,7 +60,6 @@ var<workgroup> qv: array<f32, 256>;        // the query of the head being attend
 var<workgroup> acc4: array<f32, 256>;      // attention: score partials, per-group output partials
 var<workgroup> wuni: u32;                  // a value made workgroup-uniform
 var<workgroup> wtok: u32;                  // the token this step embeds
-var<workgroup> bars: u32;                  // barriers passed in this run (uniform through workgroupUniformLoad)
 
 // ---- grid barrier ------------------------------------------------------
 var<private> nbar: u32 = 0u;
@@ -115,16 +114,6 @@ fn wg_sum(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
   return t;
 }
 
-fn wg_max(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
-  workgroupBarrier();
-  let s = subgroupMax(v);
-  if (sli == 0u) { red[li / sgs] = s; }
-  workgroupBarrier();
-  var t = red[0];
-  for (var i = 1u; i < WG / sgs; i++) { t = max(t, red[i]); }
-  return t;
-}
-
 // Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
 // weight offset w != NONE, as rmsnorm(x) * w.
 fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
@@ -152,21 +141,30 @@ struct Mat { q: u32, s: u32, z: u32, nb: u32, }
 
 fn mat(q: u32, s: u32, z: u32, cols: u32) -> Mat { return Mat(q, s, z, cols / 32u); }
 
+// The nibbles of one word of a block: elements 0-3 (low nibbles first) and 4-7.
+fn nib_lo(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u)); }
+fn nib_hi(w: u32) -> vec4<f32> { return vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u)); }
+
+// The zero point of block g (global block index) of m: 8 for Q4.
+fn zpt(m: Mat, g: u32) -> f32 {
+  if (m.z == NONE) { return 8.0; }
+  return f32((Wu[m.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u);
+}
+
 // This lane's share of block b of row r times the staged input.
 fn blk(m: Mat, r: u32, b: u32) -> f32 {
   let g = r * m.nb + b;
   let w = Wv[m.q / 4u + g];
   let sc = wf(m.s + g);
-  var zp = 8.0;
-  if (m.z != NONE) { zp = f32((Wu[m.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u); }
+  let zp = zpt(m, g);
   var a = 0.0;
   var xsum = 0.0;
   for (var j = 0u; j < 4u; j++) {
     let wj = w[j];
     let x0 = xs[b * 8u + 2u * j];
     let x1 = xs[b * 8u + 2u * j + 1u];
-    let lo = vec4<f32>(f32(wj & 15u), f32((wj >> 4u) & 15u), f32((wj >> 8u) & 15u), f32((wj >> 12u) & 15u));
-    let hi = vec4<f32>(f32((wj >> 16u) & 15u), f32((wj >> 20u) & 15u), f32((wj >> 24u) & 15u), f32(wj >> 28u));
+    let lo = nib_lo(wj);
+    let hi = nib_hi(wj);
     a += dot(lo, x0) + dot(hi, x1);
     xsum += dot(x0, vec4<f32>(1.0)) + dot(x1, vec4<f32>(1.0));
   }
@@ -475,12 +473,11 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       let g = t * em.nb + b;
       let w = Wv[em.q / 4u + g];
       let sc = wf(em.s + g);
-      var zp = 8.0;
-      if (em.z != NONE) { zp = f32((Wu[em.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u); }
+      let zp = zpt(em, g);
       for (var j = 0u; j < 4u; j++) {
         let wj = w[j];
-        let lo = vec4<f32>(f32(wj & 15u), f32((wj >> 4u) & 15u), f32((wj >> 8u) & 15u), f32((wj >> 12u) & 15u));
-        let hi = vec4<f32>(f32((wj >> 16u) & 15u), f32((wj >> 20u) & 15u), f32((wj >> 24u) & 15u), f32(wj >> 28u));
+        let lo = nib_lo(wj);
+        let hi = nib_hi(wj);
         let v0 = (lo - zp) * sc;
         let v1 = (hi - zp) * sc;
         xs[b * 8u + 2u * j] = v0;
