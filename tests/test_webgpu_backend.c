@@ -862,16 +862,26 @@ static int attention_case(pair *p, int H, int KVH, int D, const int *calls, int 
   return ok;
 }
 
+/* Prefill 17 at 0, decode at 17, 3 more at 18; a long prefill that crosses
+ * the 64-key tile of the kernels, decode steps past it. */
+static const int k_short_calls[] = {17, 1, 3};
+static const int k_long_calls[] = {64, 1, 70, 1};
+
+/* The cases the packed-f16 and tiled-prefill variants run: short calls with
+ * small heads, long calls with GQA and with one KV head a query head. */
+static int attention_mixed(pair *p, uint64_t *seed, char *err, size_t cap) {
+  return attention_case(p, 4, 2, 16, k_short_calls, 3, seed, err, cap) &&
+         attention_case(p, 16, 8, 64, k_long_calls, 4, seed, err, cap) &&
+         attention_case(p, 4, 4, 64, k_long_calls, 4, seed, err, cap);
+}
+
 TEST(webgpu_backend_attention) {
   WEBGPU_OR_SKIP(d);
   PAIR_OR_FAIL(p, d, -1, 0);
   g_worst = 0;
   uint64_t seed = 51;
   char err[600] = "";
-  /* Prefill 17 at 0, decode at 17, 3 more at 18; then a long prefill that
-   * crosses the 64-key tile of the kernel and decode steps past it. */
-  static const int short_calls[] = {17, 1, 3};
-  static const int long_calls[] = {64, 1, 70, 1};
+  const int *short_calls = k_short_calls, *long_calls = k_long_calls;
   int ok = attention_case(&p, 4, 2, 16, short_calls, 3, &seed, err, sizeof err) &&
            attention_case(&p, 16, 8, 64, short_calls, 3, &seed, err, sizeof err) &&
            attention_case(&p, 4, 2, 16, long_calls, 4, &seed, err, sizeof err) &&
@@ -904,8 +914,6 @@ TEST(webgpu_backend_attention) {
  * 64-query and 32-key tiles. */
 TEST(webgpu_backend_attention_tiled_prefill) {
   WEBGPU_OR_SKIP(d);
-  static const int short_calls[] = {17, 1, 3};
-  static const int long_calls[] = {64, 1, 70, 1};
   uint64_t seed = 53;
   char err[600] = "";
   g_worst = 0;
@@ -914,9 +922,7 @@ TEST(webgpu_backend_attention_tiled_prefill) {
     g_kv16 = kv16;
     PAIR_OR_FAIL(p, d, -1, 0);
     unsetenv("WISP_WEBGPU_ATTN_PREFILL");
-    int ok = attention_case(&p, 4, 2, 16, short_calls, 3, &seed, err, sizeof err) &&
-             attention_case(&p, 16, 8, 64, long_calls, 4, &seed, err, sizeof err) &&
-             attention_case(&p, 4, 4, 64, long_calls, 4, &seed, err, sizeof err);
+    int ok = attention_mixed(&p, &seed, err, sizeof err);
     g_kv16 = 0; /* attention_case compares against TOL_KV16 while set */
     pair_close(&p);
     CHECKF(ok, "kv16 %d: %s", kv16, err);
@@ -969,8 +975,6 @@ TEST(webgpu_backend_attention_kv16) {
   g_worst = 0;
   uint64_t seed = 53;
   char err[600] = "";
-  static const int short_calls[] = {17, 1, 3};
-  static const int long_calls[] = {64, 1, 70, 1};
   static const uint32_t split_caps[] = {0, 2, 0};
   for (int i = 0; i < 3; i++) {
     g_kv16 = 1;
@@ -979,9 +983,8 @@ TEST(webgpu_backend_attention_kv16) {
     PAIR_OR_FAIL(q, d, -1, 0);
     g_attn_splits = 0;
     g_no_fuse = 0;
-    int ok = attention_case(&q, 16, 8, 64, long_calls, 4, &seed, err, sizeof err) &&
-             (i || (attention_case(&q, 4, 2, 16, short_calls, 3, &seed, err, sizeof err) &&
-                    attention_case(&q, 4, 4, 64, long_calls, 4, &seed, err, sizeof err)));
+    int ok = i ? attention_case(&q, 16, 8, 64, k_long_calls, 4, &seed, err, sizeof err)
+               : attention_mixed(&q, &seed, err, sizeof err);
     g_kv16 = 0; /* attention_case compares against TOL_KV16 while set */
     pair_close(&q);
     CHECKF(ok, "kv16 case %d: %s", i, err);
