@@ -31,11 +31,18 @@ static const probe_case cases[] = {
     {"product A 1024x1024 only", 8, 1024, 1024, 128, 1, 1},
     {"stage+norm + A 1024x1024", 11, 1024, 1024, 128, 1, 1},
     {"stage+norm + B 1024x1024 rb1", 19, 1024, 1024, 128, 1, 1},
+    {"stage+norm + C 1024x1024 rb1", 35, 1024, 1024, 128, 1, 1},
+    {"stage+norm + C 1024x1024 rb1 pre", 99, 1024, 1024, 128, 1, 1},
+    {"stage+norm(with x) + C 1024 pre", 101, 1024, 1024, 128, 1, 1},
     {"stage+norm + A 5120x1024", 11, 5120, 1024, 24, 1, 1},
+    {"stage+norm + C 5120x1024 rb5", 35, 5120, 1024, 24, 5, 1},
+    {"stage+norm + C 5120x1024 rb5 pre", 99, 5120, 1024, 24, 5, 1},
     {"stage+norm + B 5120x1024 rb4", 19, 5120, 1024, 24, 4, 1},
     {"stage+norm + B 5120x1024 rb8", 19, 5120, 1024, 24, 8, 1},
     {"stage + A 1024x2560", 9, 1024, 2560, 48, 1, 1},
     {"stage + B 1024x2560 rb1 bl3", 17, 1024, 2560, 48, 1, 3},
+    {"stage + C 1024x2560 rb1 bl3", 33, 1024, 2560, 48, 1, 3},
+    {"stage + C 1024x2560 rb1 bl3 pre", 97, 1024, 2560, 48, 1, 3},
     {"stage+norm + A 65536x1024", 11, 65536, 1024, 2, 1, 1},
     {"stage+norm + B 65536x1024 rb8", 19, 65536, 1024, 2, 8, 1},
     {"stage+norm + B 65536x1024 rb4", 19, 65536, 1024, 2, 4, 1},
@@ -153,12 +160,12 @@ int main(int argc, char **argv) {
     }
     double us = (tn - t1) * 1e6 / (rounds - 1);
     double mb = (double)c->rows * (c->cols / 32) * 20 / 1e6;
-    printf("%-34s %7.2f us a phase%s", c->name, us, c->mode & 24 ? "" : "\n");
-    if (c->mode & 24) printf("  (%.2f MB of weights, %.0f GB/s)", mb, mb * 1e3 / us);
+    printf("%-34s %7.2f us a phase%s", c->name, us, c->mode & 56 ? "" : "\n");
+    if (c->mode & 56) printf("  (%.2f MB of weights, %.0f GB/s)", mb, mb * 1e3 / us);
     if (c->mode & 8) {
       memcpy(ref, got, (size_t)c->rows * 4);
       ref_rows = c->rows, ref_cols = c->cols, ref_norm = c->mode & 7;
-    } else if ((c->mode & 16) && ref_rows == c->rows && ref_cols == c->cols && ref_norm == (c->mode & 7)) {
+    } else if ((c->mode & 48) && ref_rows == c->rows && ref_cols == c->cols && ref_norm == (c->mode & 7)) {
       double worst = 0, big = 1e-30;
       for (uint32_t r = 0; r < c->rows; r++) {
         double e = ref[r] - got[r];
@@ -169,7 +176,7 @@ int main(int argc, char **argv) {
       }
       printf("  [vs A: max diff %.2g of %.3g]", worst, big);
     }
-    if (c->mode & 24) printf("\n");
+    if (c->mode & 56) printf("\n");
     fflush(stdout);
   }
   free(ref);

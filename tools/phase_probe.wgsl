@@ -11,6 +11,10 @@
 //      persistent kernel's way (4 rows per subgroup pass, lanes over blocks)
 //   16 product B: RB consecutive rows per subgroup, all of a pass's loads
 //      issued before any is used (BL blocks per lane)
+//   32 product C: product B's one pass (ROWS <= subgroups * RB) with the
+//      weights loaded right after the grid barrier, before the stage
+//   64 ... loaded before the grid barrier instead (do the barrier's fences
+//      wait for loads in flight?)
 // Weights cycle through NMAT matrices so that they stream from memory, not
 // from the L2, as a real decode step's do.
 enable subgroups;
@@ -163,6 +167,38 @@ fn product_b(m0: u32, dst: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   }
 }
 
+struct Pass { w: array<vec4<u32>, 32>, sc: array<f32, 32>, }
+
+fn load_pass(m0: u32, p0: u32, sl: u32, sgs: u32) -> Pass {
+  let nb = COLS / 32u;
+  var q: Pass;
+  for (var k = 0u; k < RB; k++) {
+    for (var j = 0u; j < BL; j++) {
+      let r = min(p0 + k, ROWS - 1u);
+      let b = min(sl + j * sgs, nb - 1u);
+      q.w[k * BLMAX + j] = Wv[m0 / 4u + r * nb + b];
+      q.sc[k * BLMAX + j] = wf(m0 + ROWS * nb * 4u + r * nb + b);
+    }
+  }
+  return q;
+}
+
+fn use_pass(q: Pass, p0: u32, dst: u32, sl: u32, sgs: u32) {
+  let nb = COLS / 32u;
+  var a: array<f32, 8>;
+  for (var k = 0u; k < RB; k++) {
+    var t = 0.0;
+    for (var j = 0u; j < BL; j++) {
+      let b = sl + j * sgs;
+      if (b < nb) { t += blk_dot(q.w[k * BLMAX + j], q.sc[k * BLMAX + j], b); }
+    }
+    a[k] = subgroupAdd(t);
+  }
+  if (sl == 0u) {
+    for (var k = 0u; k < RB; k++) { if (p0 + k < ROWS) { S[dst + p0 + k] = bitcast<u32>(a[k]); } }
+  }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_invocation_id) sl: u32, @builtin(subgroup_size) sgs: u32) {
@@ -171,13 +207,18 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   let gsg = wid * nsgw + li / sgs;
   let nsg = NWG * nsgw;
   let wn = NMAT * mat_words(); // norm weights after the matrices
+  var pre: Pass;
+  if ((MODE & 64u) != 0u) { pre = load_pass(0u, gsg * RB, sl, sgs); }
   for (var r = 0u; r < ROUNDS; r++) {
     let src = (r & 1u) * VEC;
     let dst = VEC - src;
-    if ((MODE & 7u) != 0u) { stage(src, wn, li, sl, sgs); }
     let m0 = (r % NMAT) * mat_words();
+    if ((MODE & 96u) == 32u) { pre = load_pass(m0, gsg * RB, sl, sgs); }
+    if ((MODE & 7u) != 0u) { stage(src, wn, li, sl, sgs); }
     if ((MODE & 8u) != 0u) { product_a(m0, dst, gsg, nsg, sl, sgs); }
     if ((MODE & 16u) != 0u) { product_b(m0, dst, gsg, nsg, sl, sgs); }
+    if ((MODE & 32u) != 0u) { use_pass(pre, gsg * RB, dst, sl, sgs); }
+    if ((MODE & 64u) != 0u) { pre = load_pass(((r + 1u) % NMAT) * mat_words(), gsg * RB, sl, sgs); }
     grid_sync((r + 1u) * NWG, li);
   }
 }
