@@ -219,8 +219,10 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
 
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  wisp_wgpu_const c[3] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}};
-  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 3);
+  /* WISP_WEBGPU_PERSIST_PV=0: the products' older layout (4 rows a pass), for A/B runs */
+  const char *pv = getenv("WISP_WEBGPU_PERSIST_PV");
+  wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}, {"PV", pv ? (uint32_t)atoi(pv) : 1}};
+  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
 }
 
 /* Barriers per step: 4 per short-conv layer, 5 per attention layer, one

@@ -28,6 +28,7 @@ diagnostic(off, subgroup_uniformity);
 override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
 override XS4: u32 = 640;    // vec4s of the staged input (largest of hidden, ffn, heads * headDim) / 4
 override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
+override PV: u32 = 1;       // products: 1 up to 8 (row, block) loads in flight a lane (rows_dot), 0 four rows a pass (dot4)
 
 const NONE: u32 = 0xffffffffu;
 const LAYER_WORDS: u32 = 20u;
@@ -180,9 +181,101 @@ fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
   return subgroupAdd(a);
 }
 
+// ---- products with up to 8 loads in flight a lane ------------------------
+// A decode product is a few MB spread over ~1,000 subgroups: each lane owns
+// a handful of blocks, and what decides the time is how many memory round
+// trips it waits for in a row. rows_dot issues a lane's loads for up to 8
+// (row, block) slots before using any: J blocks of each of 8 / J rows, J =
+// the blocks a lane has in a row (nb / subgroup size, rounded up).
+const SLOTS: u32 = 8u;
+
+struct RowSet { r: array<u32, 8>, n: u32, }
+
+// The rows rs.r[0..rs.n) of m times xs: lane 0 of the subgroup gets the
+// sums (other lanes: partial values).
+fn rows_dot(m: Mat, rs: RowSet, sl: u32, sgs: u32) -> array<f32, 8> {
+  let J = min(SLOTS, (m.nb + sgs - 1u) / sgs);
+  let RP = SLOTS / J;
+  var out: array<f32, 8>;
+  for (var r0 = 0u; r0 < rs.n; r0 += RP) {
+    var tot: array<f32, 8>;
+    for (var c0 = 0u; c0 < m.nb; c0 += J * sgs) {
+      var w: array<vec4<u32>, 8>;
+      var sc: array<f32, 8>;
+      var zp: array<f32, 8>;
+      var ok: array<bool, 8>;
+      for (var s = 0u; s < SLOTS; s++) {
+        let q = r0 + s / J;
+        let b = c0 + (s % J) * sgs + sl;
+        ok[s] = s / J < RP && q < rs.n && b < m.nb;
+        let g = rs.r[min(q, 7u)] * m.nb + min(b, m.nb - 1u);
+        if (ok[s]) {
+          w[s] = Wv[m.q / 4u + g];
+          sc[s] = wf(m.s + g);
+          zp[s] = zpt(m, g);
+        }
+      }
+      for (var s = 0u; s < SLOTS; s++) {
+        if (ok[s]) {
+          let b = c0 + (s % J) * sgs + sl;
+          var a = 0.0;
+          var xsum = 0.0;
+          for (var j = 0u; j < 4u; j++) {
+            let x0 = xs[b * 8u + 2u * j];
+            let x1 = xs[b * 8u + 2u * j + 1u];
+            a += dot(nib_lo(w[s][j]), x0) + dot(nib_hi(w[s][j]), x1);
+            xsum += dot(x0, vec4<f32>(1.0)) + dot(x1, vec4<f32>(1.0));
+          }
+          tot[s] += sc[s] * (a - zp[s] * xsum);
+        }
+      }
+    }
+    let lo = subgroupAdd(vec4<f32>(tot[0], tot[1], tot[2], tot[3]));
+    let hi = subgroupAdd(vec4<f32>(tot[4], tot[5], tot[6], tot[7]));
+    for (var s = 0u; s < SLOTS; s++) {
+      let q = r0 + s / J;
+      if (s / J < RP && q < rs.n) {
+        out[min(q, 7u)] += select(hi[s & 3u], lo[s & 3u], s < 4u);
+      }
+    }
+  }
+  return out;
+}
+
+// The units [u0, u1) a subgroup owns when n units are shared among nsg
+// subgroups in contiguous runs.
+fn units_of(n: u32, gsg: u32, nsg: u32) -> vec2<u32> {
+  let per = (n + nsg - 1u) / nsg;
+  let u0 = min(n, gsg * per);
+  return vec2<u32>(u0, min(n, u0 + per));
+}
+
+// Rows [0, n) of m times xs; row j's result added to S[dst + j] (acc) or
+// stored there.
+fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+  if (PV == 0u) {
+    product4(m, n, dst, acc, gsg, nsg, sl, sgs);
+    return;
+  }
+  let u = units_of(n, gsg, nsg);
+  for (var r0 = u.x; r0 < u.y; r0 += SLOTS) {
+    var rs: RowSet;
+    rs.n = min(SLOTS, u.y - r0);
+    for (var k = 0u; k < SLOTS; k++) { rs.r[k] = min(r0 + k, n - 1u); }
+    let v = rows_dot(m, rs, sl, sgs);
+    if (sl == 0u) {
+      for (var k = 0u; k < rs.n; k++) {
+        var o = v[k];
+        if (acc) { o += sf(dst + r0 + k); }
+        S[dst + r0 + k] = bitcast<u32>(o);
+      }
+    }
+  }
+}
+
 // Rows [0, n) of m times xs, four at a time per subgroup; row j's result
 // added to S[dst + j] (acc) or stored there.
-fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn product4(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   for (var r0 = gsg; r0 < n; r0 += 4u * nsg) {
     let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
     let rc = min(r, vec4<u32>(n - 1u));
@@ -201,14 +294,38 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs
 
 // ---- the phases of one layer --------------------------------------------
 
+// Channel c's causal conv over its state (L - 1 inputs kept) of b * x,
+// times cc, into mid.
+fn conv_channel(l: u32, c: u32, b: f32, cc: f32, x: f32) {
+  let taps = lt(l, 8u);
+  let st = lt(l, 17u);
+  let keep = p.L - 1u;
+  let bx = b * x;
+  var a = wf(taps + c * p.L + keep) * bx;
+  for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
+  for (var j = 0u; j + 1u < keep; j++) { S[st + c * keep + j] = S[st + c * keep + j + 1u]; }
+  if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
+  S[p.s_mid + c] = bitcast<u32>(cc * a);
+}
+
 // Short conv: in_proj rows (B, C, X of a channel) together, then the
 // channel's causal conv over its state (L - 1 inputs kept) into mid.
 fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let H = p.H;
   let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), H);
-  let taps = lt(l, 8u);
-  let st = lt(l, 17u);
-  let keep = p.L - 1u;
+  if (PV != 0u) {
+    let u = units_of(H, gsg, nsg);
+    for (var c0 = u.x; c0 < u.y; c0 += 2u) {
+      var rs: RowSet;
+      rs.n = 3u * min(2u, u.y - c0);
+      for (var k = 0u; k < 6u; k++) { rs.r[k] = min(c0 + k / 3u, H - 1u) + (k % 3u) * H; }
+      let v = rows_dot(m, rs, sl, sgs);
+      if (sl == 0u) {
+        for (var k = 0u; k < rs.n / 3u; k++) { conv_channel(l, c0 + k, v[3u * k], v[3u * k + 1u], v[3u * k + 2u]); }
+      }
+    }
+    return;
+  }
   for (var c0 = gsg; c0 < H; c0 += 2u * nsg) {
     let c1 = min(c0 + nsg, H - 1u);
     let v0 = dot4(m, vec4<u32>(c0, H + c0, 2u * H + c0, c1), sl, sgs);
@@ -220,14 +337,7 @@ fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
         var cc = v0.y;
         var x = v0.z;
         if (k == 1u) { c = c0 + nsg; b = v0.w; cc = v1.x; x = v1.y; }
-        if (c < H) {
-          let bx = b * x;
-          var a = wf(taps + c * p.L + keep) * bx;
-          for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
-          for (var j = 0u; j + 1u < keep; j++) { S[st + c * keep + j] = S[st + c * keep + j + 1u]; }
-          if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
-          S[p.s_mid + c] = bitcast<u32>(cc * a);
-        }
+        if (c < H) { conv_channel(l, c, b, cc, x); }
       }
     }
   }
@@ -434,6 +544,22 @@ fn stage_attn(pos: u32, li: u32) {
 fn ffn_up(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let F = p.F;
   let m = mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), p.H);
+  if (PV != 0u) {
+    let u = units_of(F, gsg, nsg);
+    for (var j0 = u.x; j0 < u.y; j0 += 4u) {
+      var rs: RowSet;
+      rs.n = 2u * min(4u, u.y - j0);
+      for (var k = 0u; k < 8u; k++) { rs.r[k] = min(j0 + k / 2u, F - 1u) + (k % 2u) * F; }
+      let v = rows_dot(m, rs, sl, sgs);
+      if (sl == 0u) {
+        for (var k = 0u; k < rs.n / 2u; k++) {
+          let g = v[2u * k];
+          S[p.s_h + j0 + k] = bitcast<u32>(g / (1.0 + exp(-g)) * v[2u * k + 1u]);
+        }
+      }
+    }
+    return;
+  }
   for (var j0 = gsg; j0 < F; j0 += 2u * nsg) {
     let j1 = min(j0 + nsg, F - 1u);
     let v = dot4(m, vec4<u32>(j0, F + j0, j1, F + j1), sl, sgs);
@@ -528,7 +654,20 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     let hm = mat(p.head_q, p.head_s, p.head_z, H);
     var best = -3.0e38;
     var bi = 0xffffffffu;
-    for (var r0 = gsg; r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 4u * nsg) {
+    let hu = units_of(p.vocab, gsg, nsg);
+    for (var r0 = hu.x; PV != 0u && r0 < hu.y && (p.skip & 2u) == 0u; r0 += SLOTS) {
+      var rs: RowSet;
+      rs.n = min(SLOTS, hu.y - r0);
+      for (var k = 0u; k < SLOTS; k++) { rs.r[k] = min(r0 + k, p.vocab - 1u); }
+      let v = rows_dot(hm, rs, sl, sgs);
+      for (var k = 0u; k < rs.n; k++) {
+        if (v[k] > best) { // rows ascend: the first of equal values stays
+          best = v[k];
+          bi = r0 + k;
+        }
+      }
+    }
+    for (var r0 = gsg; PV == 0u && r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 4u * nsg) {
       let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
       let v = dot4(hm, min(r, vec4<u32>(p.vocab - 1u)), sl, sgs);
       for (var k = 0u; k < 4u; k++) {
