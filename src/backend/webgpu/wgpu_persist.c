@@ -343,6 +343,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   const char *skip = getenv("WISP_WEBGPU_PERSIST_SKIP"); /* timing probes: wrong tokens on purpose */
   P->base.skip = skip ? (uint32_t)atoi(skip) : 0;
   P->base.nsmax = P->nwg / (uint32_t)NH > 1 ? P->nwg / (uint32_t)NH : 1;
+  const char *splits = getenv("WISP_WEBGPU_PERSIST_SPLITS"); /* tests: splits with few workgroups */
+  if (splits && atoi(splits) > 0) P->base.nsmax = (uint32_t)atoi(splits);
+  if (P->base.nsmax > 16) P->base.nsmax = 16; /* NSMAX in the kernel's stage_attn */
   if (P->base.nsmax * (uint32_t)NH > 1024) P->base.nsmax = 1024 / (uint32_t)NH;
   /* Barrier arrivals so far: the probe's (the counter is zeroed for runs). */
   uint32_t zero[64] = {0};

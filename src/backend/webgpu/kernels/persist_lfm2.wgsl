@@ -95,7 +95,16 @@ fn grid_sync(li: u32) {
 // ---- small helpers -----------------------------------------------------
 fn sf(i: u32) -> f32 { return bitcast<f32>(S[i]); }
 fn wf(i: u32) -> f32 { return bitcast<f32>(Wu[i]); }
-fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
+// The current layer's table words, in registers: loaded one layer ahead
+// (next_table), so that no phase waits for a table read before its loads.
+var<private> T: array<u32, 20>;
+var<private> T_next: array<u32, 20>;
+fn lt(k: u32) -> u32 { return T[k]; }
+fn load_table(l: u32) -> array<u32, 20> {
+  var t: array<u32, 20>;
+  for (var k = 0u; k < LAYER_WORDS; k++) { t[k] = Wu[l * LAYER_WORDS + k]; }
+  return t;
+}
 
 // A value the analysis can see is the same for the whole workgroup (storage
 // loads are not, and barriers may only sit under uniform branches).
@@ -116,22 +125,34 @@ fn wg_sum(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
 }
 
 // Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
-// weight offset w != NONE, as rmsnorm(x) * w.
+// weight offset w != NONE, as rmsnorm(x) * w. A thread's values and norm
+// weights (up to 4 vec4s of each) are loaded together: one round trip.
 fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
   var ss = 0.0;
-  for (var i = li; i < n / 4u; i += WG) {
-    let b = src + 4u * i;
-    let v = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
-    xs[i] = v;
-    ss += dot(v, v);
+  let n4 = n / 4u;
+  for (var i0 = 0u; i0 < n4; i0 += 4u * WG) {
+    var v: array<vec4<f32>, 4>;
+    var g: array<vec4<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+      let i = i0 + k * WG + li;
+      if (i < n4) {
+        let b = src + 4u * i;
+        v[k] = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
+        if (w != NONE) { g[k] = vec4<f32>(wf(w + 4u * i), wf(w + 4u * i + 1u), wf(w + 4u * i + 2u), wf(w + 4u * i + 3u)); }
+      }
+    }
+    for (var k = 0u; k < 4u; k++) {
+      let i = i0 + k * WG + li;
+      if (i < n4) {
+        ss += dot(v[k], v[k]);
+        xs[i] = select(v[k], v[k] * g[k], w != NONE);
+      }
+    }
   }
   let tot = wg_sum(li, sli, sgs, ss); // always (a barrier: uniform control flow)
   if (w != NONE) {
     let inv = inverseSqrt(tot / f32(n) + p.eps);
-    for (var i = li; i < n / 4u; i += WG) {
-      let b = w + 4u * i;
-      xs[i] = xs[i] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
-    }
+    for (var i = li; i < n4; i += WG) { xs[i] = xs[i] * inv; }
   }
   workgroupBarrier();
 }
@@ -297,8 +318,8 @@ fn product4(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sg
 // Channel c's causal conv over its state (L - 1 inputs kept) of b * x,
 // times cc, into mid.
 fn conv_channel(l: u32, c: u32, b: f32, cc: f32, x: f32) {
-  let taps = lt(l, 8u);
-  let st = lt(l, 17u);
+  let taps = lt(8u);
+  let st = lt(17u);
   let keep = p.L - 1u;
   let bx = b * x;
   var a = wf(taps + c * p.L + keep) * bx;
@@ -312,7 +333,7 @@ fn conv_channel(l: u32, c: u32, b: f32, cc: f32, x: f32) {
 // channel's causal conv over its state (L - 1 inputs kept) into mid.
 fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let H = p.H;
-  let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), H);
+  let m = mat(lt(2u), lt(3u), lt(4u), H);
   if (PV != 0u) {
     let u = units_of(H, gsg, nsg);
     for (var c0 = u.x; c0 < u.y; c0 += 2u) {
@@ -367,7 +388,7 @@ fn kv_load(base: u32, pos: u32, kh: u32, i: u32) -> f32 {
 // rope, k and v go to the cache at pos, q to s_q.
 fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) {
   let D = p.D;
-  let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), p.H);
+  let m = mat(lt(2u), lt(3u), lt(4u), p.H);
   let ntask = p.heads + 2u * p.kvh;
   let half = D / 2u;
   for (var t = wid; t < ntask; t += p.nwg) {
@@ -383,7 +404,7 @@ fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sg
     workgroupBarrier();
     let is_v = t >= p.heads + p.kvh;
     var nw = NONE;
-    if (t < p.heads) { nw = lt(l, 8u); } else if (!is_v) { nw = lt(l, 9u); }
+    if (t < p.heads) { nw = lt(8u); } else if (!is_v) { nw = lt(9u); }
     var ss = 0.0;
     for (var i = li; i < D; i += WG) { ss += hv[i] * hv[i]; }
     let inv = inverseSqrt(wg_sum(li, sl, sgs, ss) / f32(D) + p.eps);
@@ -416,10 +437,10 @@ fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sg
       for (var i = li; i < D; i += WG) { S[p.s_q + t * D + i] = bitcast<u32>(hv[i]); }
     } else if (li < half) {
       var kh = t - p.heads;
-      var base = lt(l, 17u);
+      var base = lt(17u);
       if (is_v) {
         kh = t - p.heads - p.kvh;
-        base = lt(l, 18u);
+        base = lt(18u);
       }
       kv_store(base, pos, kh, 2u * li, hv[2u * li], hv[2u * li + 1u]);
     }
@@ -450,8 +471,8 @@ fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
   let kl = li / LK;
   let lane = li % LK;
   let scale = inverseSqrt(f32(D));
-  let kb = lt(l, 17u);
-  let vb = lt(l, 18u);
+  let kb = lt(17u);
+  let vb = lt(18u);
   let ns = n_splits(pos);
   let kps = (pos + ns) / ns; // keys per split, ceil((pos + 1) / ns)
   for (var task = wid; task < p.heads * ns; task += p.nwg) {
@@ -518,24 +539,39 @@ fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
   }
 }
 
-// xs = the attention output of every head, its splits merged.
+// xs = the attention output of every head, its splits merged. A thread
+// merges 4 values of one head; it loads every split's (max, sum) and values
+// before using any (at most NSMAX splits: the host caps nsmax).
+const NSMAX: u32 = 16u;
+
 fn stage_attn(pos: u32, li: u32) {
   let D = p.D;
   let ns = n_splits(pos);
-  for (var e = li; e < p.heads * D; e += WG) {
+  for (var e = 4u * li; e < p.heads * D; e += 4u * WG) {
     let h = e / D;
     let i = e % D;
-    var mx = -3.0e38;
-    for (var sp = 0u; sp < ns; sp++) { mx = max(mx, sf(p.s_am + 2u * (h * ns + sp))); }
-    var num = 0.0;
-    var den = 0.0;
-    for (var sp = 0u; sp < ns; sp++) {
-      let t = h * ns + sp;
-      let w = exp(sf(p.s_am + 2u * t) - mx);
-      num += w * sf(p.s_ao + t * D + i);
-      den += w * sf(p.s_am + 2u * t + 1u);
+    var am: array<vec2<f32>, 16>;
+    var ao: array<vec4<f32>, 16>;
+    for (var sp = 0u; sp < NSMAX; sp++) {
+      if (sp < ns) {
+        let t = h * ns + sp;
+        am[sp] = vec2<f32>(sf(p.s_am + 2u * t), sf(p.s_am + 2u * t + 1u));
+        let o = p.s_ao + t * D + i;
+        ao[sp] = vec4<f32>(sf(o), sf(o + 1u), sf(o + 2u), sf(o + 3u));
+      }
     }
-    xs[e >> 2u][e & 3u] = num / den;
+    var mx = -3.0e38;
+    for (var sp = 0u; sp < NSMAX; sp++) { if (sp < ns) { mx = max(mx, am[sp].x); } }
+    var num = vec4<f32>(0.0);
+    var den = 0.0;
+    for (var sp = 0u; sp < NSMAX; sp++) {
+      if (sp < ns) {
+        let wt = exp(am[sp].x - mx);
+        num += wt * ao[sp];
+        den += wt * am[sp].y;
+      }
+    }
+    xs[e >> 2u] = num / den;
   }
   workgroupBarrier();
 }
@@ -543,7 +579,7 @@ fn stage_attn(pos: u32, li: u32) {
 // Gate and up rows of two hidden units at once; h = silu(gate) * up.
 fn ffn_up(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let F = p.F;
-  let m = mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), p.H);
+  let m = mat(lt(11u), lt(12u), lt(13u), p.H);
   if (PV != 0u) {
     let u = units_of(F, gsg, nsg);
     for (var j0 = u.x; j0 < u.y; j0 += 4u) {
@@ -586,7 +622,9 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   }
   let H = p.H;
   var tok = ids[p.slot];
+  T_next = load_table(0u);
   for (var step = 0u; step < p.steps; step++) {
+    T = T_next;
     let pos = p.pos0 + step;
     // x = embed[tok]: every workgroup dequantizes it into xs for the first
     // norm (no barrier needed); workgroup 0 also keeps it in S as the
@@ -619,33 +657,35 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     }
     let tot = wg_sum(li, sl, sgs, ss);
     let inv0 = inverseSqrt(tot / f32(H) + p.eps);
-    let nw0 = lt(0u, 1u);
+    let nw0 = lt(1u);
     for (var i = li; i < H / 4u; i += WG) {
       let b = nw0 + 4u * i;
       xs[i] = xs[i] * inv0 * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
     }
     workgroupBarrier();
     for (var l = 0u; l < p.n_layers; l++) {
-      if (l > 0u) { stage(p.s_x, H, lt(l, 1u), li, sl, sgs); }
-      if (uniform_u32(li, lt(l, 0u)) == 0u) {
+      if (l > 0u) { T = T_next; }
+      T_next = load_table((l + 1u) % p.n_layers);
+      if (l > 0u) { stage(p.s_x, H, lt(1u), li, sl, sgs); }
+      if (uniform_u32(li, lt(0u)) == 0u) {
         if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
         grid_sync(li);
         stage(p.s_mid, H, NONE, li, sl, sgs);
-        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
+        product(mat(lt(5u), lt(6u), lt(7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
       } else {
         if ((p.skip & 16u) == 0u) { attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs); }
         grid_sync(li);
         if ((p.skip & 1u) == 0u) { attn_split(l, pos, wid, li); }
         grid_sync(li);
         stage_attn(pos, li);
-        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
+        product(mat(lt(5u), lt(6u), lt(7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
       }
       grid_sync(li);
-      stage(p.s_x, H, lt(l, 10u), li, sl, sgs);
+      stage(p.s_x, H, lt(10u), li, sl, sgs);
       if ((p.skip & 4u) == 0u) { ffn_up(l, gsg, nsg, sl, sgs); }
       grid_sync(li);
       stage(p.s_h, p.F, NONE, li, sl, sgs);
-      if ((p.skip & 4u) == 0u) { product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
+      if ((p.skip & 4u) == 0u) { product(mat(lt(14u), lt(15u), lt(16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
       grid_sync(li);
     }
     // Head + argmax: each subgroup keeps its best row, the workgroup its best
