@@ -392,7 +392,17 @@ fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sg
   let ntask = p.heads + 2u * p.kvh;
   let half = D / 2u;
   for (var t = wid; t < ntask; t += p.nwg) {
-    for (var r0 = sg; r0 < D; r0 += 4u * nsgw) {
+    let u = units_of(D, sg, nsgw);
+    for (var r0 = u.x; PV != 0u && r0 < u.y; r0 += SLOTS) {
+      var rs: RowSet;
+      rs.n = min(SLOTS, u.y - r0);
+      for (var k = 0u; k < SLOTS; k++) { rs.r[k] = t * D + min(r0 + k, D - 1u); }
+      let v = rows_dot(m, rs, sl, sgs);
+      if (sl == 0u) {
+        for (var k = 0u; k < rs.n; k++) { hv[r0 + k] = v[k]; }
+      }
+    }
+    for (var r0 = sg; PV == 0u && r0 < D; r0 += 4u * nsgw) {
       let r = vec4<u32>(r0, r0 + nsgw, r0 + 2u * nsgw, r0 + 3u * nsgw);
       let v = dot4(m, t * D + min(r, vec4<u32>(D - 1u)), sl, sgs);
       if (sl == 0u) {
@@ -461,7 +471,111 @@ fn n_splits(pos: u32) -> u32 {
   return max(1u, min((pos + kc) / kc, p.nsmax));
 }
 
+// A lane's share of a chunk for head dims D <= 64: its key's D / 8 dims
+// (8 lanes a key) and, for values, D / 8 keys of its dim. Loaded a chunk
+// ahead, so that the memory round trips overlap the softmax of the chunk
+// before.
+struct Chunk { k: array<f32, 8>, v: array<f32, 8>, }
+
+fn load_chunk(kb: u32, vb: u32, kh: u32, c0: u32, k1: u32, li: u32) -> Chunk {
+  let D = p.D;
+  let G = WG / D;
+  let dpl = D / LK;
+  let key = c0 + li / LK;
+  let lane = li % LK;
+  var c: Chunk;
+  for (var j = 0u; j < 8u; j++) {
+    if (j < dpl && key < k1) { c.k[j] = kv_load(kb, key, kh, lane * dpl + j); }
+    let t = c0 + li / D + j * G;
+    if (j < dpl && t < k1) { c.v[j] = kv_load(vb, t, kh, li % D); }
+  }
+  return c;
+}
+
+fn attn_split_d64(pos: u32, wid: u32, li: u32) {
+  let D = p.D;
+  let G = WG / D;
+  let kc = WG / LK;
+  let dpl = D / LK;
+  let lane = li % LK;
+  let scale = inverseSqrt(f32(D));
+  let kb = lt(17u);
+  let vb = lt(18u);
+  let ns = n_splits(pos);
+  let kps = (pos + ns) / ns;
+  for (var task = wid; task < p.heads * ns; task += p.nwg) {
+    let h = task / ns;
+    let sp = task % ns;
+    let kh = h / (p.heads / p.kvh);
+    let k0 = sp * kps;
+    let k1 = min(k0 + kps, pos + 1u);
+    var q = 0.0;
+    if (li < D) { q = sf(p.s_q + h * D + li); }
+    var ch = load_chunk(kb, vb, kh, k0, k1, li);
+    workgroupBarrier();
+    if (li < D) { qv[li] = q; }
+    workgroupBarrier();
+    var m = -3.0e38;
+    var den = 0.0;
+    var o = 0.0;
+    for (var c0 = k0; c0 < k1; c0 += kc) {
+      var part = 0.0;
+      for (var j = 0u; j < 8u; j++) {
+        if (j < dpl) { part += qv[lane * dpl + j] * ch.k[j]; }
+      }
+      let vcur = ch.v;
+      if (c0 + kc < k1) { ch = load_chunk(kb, vb, kh, c0 + kc, k1, li); }
+      acc4[li] = part;
+      workgroupBarrier();
+      if (li < kc) {
+        var sc = -3.0e38;
+        if (c0 + li < k1) {
+          var t = 0.0;
+          for (var j = 0u; j < LK; j++) { t += acc4[li * LK + j]; }
+          sc = t * scale;
+        }
+        hv[li] = sc;
+      }
+      workgroupBarrier();
+      let nk = min(kc, k1 - c0);
+      var cm = hv[0];
+      for (var t = 1u; t < nk; t++) { cm = max(cm, hv[t]); }
+      let mn = max(m, cm);
+      let corr = exp(m - mn);
+      workgroupBarrier();
+      if (li < nk) { hv[li] = exp(hv[li] - mn); }
+      workgroupBarrier();
+      var es = 0.0;
+      for (var t = 0u; t < nk; t++) { es += hv[t]; }
+      den = den * corr + es;
+      o = o * corr;
+      for (var j = 0u; j < 8u; j++) {
+        let t = li / D + j * G;
+        if (j < dpl && t < nk) { o += hv[t] * vcur[j]; }
+      }
+      m = mn;
+      workgroupBarrier();
+    }
+    acc4[li] = o;
+    workgroupBarrier();
+    if (li < D) {
+      var t = 0.0;
+      for (var g = 0u; g < G; g++) { t += acc4[g * D + li]; }
+      S[p.s_ao + task * D + li] = bitcast<u32>(t);
+    }
+    if (li == 0u) {
+      S[p.s_am + 2u * task] = bitcast<u32>(m);
+      S[p.s_am + 2u * task + 1u] = bitcast<u32>(den);
+    }
+    workgroupBarrier();
+  }
+}
+
 fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
+  if (p.D <= 64u) {
+    attn_split_d64(pos, wid, li);
+    return;
+  }
   let D = p.D;
   let G = WG / D;
   let grp = li / D;
