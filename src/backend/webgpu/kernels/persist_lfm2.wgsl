@@ -850,15 +850,33 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       S[p.s_part + 2u * wid + 1u] = wi;
     }
     grid_sync(li);
+    // Every workgroup reduces the nwg partials, a thread a partial (one
+    // round trip, not nwg of them), then across its subgroups.
+    var wb = -3.0e38;
+    var wi = 0xffffffffu;
+    for (var i = li; i < p.nwg; i += WG) {
+      let v = sf(p.s_part + 2u * i);
+      let j = S[p.s_part + 2u * i + 1u];
+      if (v > wb || (v == wb && j < wi)) {
+        wb = v;
+        wi = j;
+      }
+    }
+    let smax = subgroupMax(wb);
+    let smin = subgroupMin(select(0xffffffffu, wi, wb == smax));
+    workgroupBarrier();
+    if (sl == 0u) {
+      red[sg] = smax;
+      redi[sg] = smin;
+    }
+    workgroupBarrier();
     if (li == 0u) {
-      var wb = sf(p.s_part);
-      var wi = S[p.s_part + 1u];
-      for (var i = 1u; i < p.nwg; i++) {
-        let v = sf(p.s_part + 2u * i);
-        let j = S[p.s_part + 2u * i + 1u];
-        if (v > wb || (v == wb && j < wi)) {
-          wb = v;
-          wi = j;
+      wb = red[0];
+      wi = redi[0];
+      for (var i = 1u; i < nsgw; i++) {
+        if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
+          wb = red[i];
+          wi = redi[i];
         }
       }
       if (wi >= p.vocab) { wi = 0u; }
