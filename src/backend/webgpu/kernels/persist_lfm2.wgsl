@@ -212,8 +212,8 @@ const SLOTS: u32 = 8u;
 
 struct RowSet { r: array<u32, 8>, n: u32, }
 
-// The rows rs.r[0..rs.n) of m times xs: lane 0 of the subgroup gets the
-// sums (other lanes: partial values).
+// The rows rs.r[0..rs.n) of m times xs (every lane of the subgroup gets
+// the sums).
 fn rows_dot(m: Mat, rs: RowSet, sl: u32, sgs: u32) -> array<f32, 8> {
   let J = min(SLOTS, (m.nb + sgs - 1u) / sgs);
   let RP = SLOTS / J;
@@ -283,12 +283,21 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs
     var rs: RowSet;
     rs.n = min(SLOTS, u.y - r0);
     for (var k = 0u; k < SLOTS; k++) { rs.r[k] = min(r0 + k, n - 1u); }
+    // Lane k owns row r0 + k: its residual is loaded with the weights
+    // (subgroups of fewer than 8 lanes: lane 0 does all the rows after).
+    let own = sgs >= SLOTS && sl < rs.n;
+    var o = 0.0;
+    if (acc && own) { o = sf(dst + r0 + sl); }
     let v = rows_dot(m, rs, sl, sgs);
-    if (sl == 0u) {
+    for (var k = 0u; k < SLOTS; k++) {
+      if (k == sl) { o += v[k]; }
+    }
+    if (own) { S[dst + r0 + sl] = bitcast<u32>(o); }
+    if (sgs < SLOTS && sl == 0u) {
       for (var k = 0u; k < rs.n; k++) {
-        var o = v[k];
-        if (acc) { o += sf(dst + r0 + k); }
-        S[dst + r0 + k] = bitcast<u32>(o);
+        var r = v[k];
+        if (acc) { r += sf(dst + r0 + k); }
+        S[dst + r0 + k] = bitcast<u32>(r);
       }
     }
   }
@@ -315,23 +324,34 @@ fn product4(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sg
 
 // ---- the phases of one layer --------------------------------------------
 
-// Channel c's causal conv over its state (L - 1 inputs kept) of b * x,
-// times cc, into mid.
-fn conv_channel(l: u32, c: u32, b: f32, cc: f32, x: f32) {
+// Channel c's causal conv over its state (L - 1 inputs kept, L <= 16) of
+// b * x, times cc, into mid. Taps and state are loaded together first.
+fn conv_channel(c: u32, b: f32, cc: f32, x: f32) {
   let taps = lt(8u);
   let st = lt(17u);
   let keep = p.L - 1u;
+  var tp: array<f32, 16>;
+  var sv: array<f32, 16>;
+  for (var j = 0u; j < 16u; j++) {
+    if (j <= keep) { tp[j] = wf(taps + c * p.L + j); }
+    if (j < keep) { sv[j] = sf(st + c * keep + j); }
+  }
   let bx = b * x;
-  var a = wf(taps + c * p.L + keep) * bx;
-  for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
-  for (var j = 0u; j + 1u < keep; j++) { S[st + c * keep + j] = S[st + c * keep + j + 1u]; }
+  var a = 0.0;
+  for (var j = 0u; j < 16u; j++) {
+    if (j < keep) {
+      a += tp[j] * sv[j];
+      if (j > 0u) { S[st + c * keep + j - 1u] = bitcast<u32>(sv[j]); }
+    }
+    if (j == keep) { a += tp[j] * bx; }
+  }
   if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
   S[p.s_mid + c] = bitcast<u32>(cc * a);
 }
 
 // Short conv: in_proj rows (B, C, X of a channel) together, then the
 // channel's causal conv over its state (L - 1 inputs kept) into mid.
-fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn conv_in(gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let H = p.H;
   let m = mat(lt(2u), lt(3u), lt(4u), H);
   if (PV != 0u) {
@@ -342,7 +362,7 @@ fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
       for (var k = 0u; k < 6u; k++) { rs.r[k] = min(c0 + k / 3u, H - 1u) + (k % 3u) * H; }
       let v = rows_dot(m, rs, sl, sgs);
       if (sl == 0u) {
-        for (var k = 0u; k < rs.n / 3u; k++) { conv_channel(l, c0 + k, v[3u * k], v[3u * k + 1u], v[3u * k + 2u]); }
+        for (var k = 0u; k < rs.n / 3u; k++) { conv_channel(c0 + k, v[3u * k], v[3u * k + 1u], v[3u * k + 2u]); }
       }
     }
     return;
@@ -358,7 +378,7 @@ fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
         var cc = v0.y;
         var x = v0.z;
         if (k == 1u) { c = c0 + nsg; b = v0.w; cc = v1.x; x = v1.y; }
-        if (c < H) { conv_channel(l, c, b, cc, x); }
+        if (c < H) { conv_channel(c, b, cc, x); }
       }
     }
   }
@@ -386,12 +406,31 @@ fn kv_load(base: u32, pos: u32, kh: u32, i: u32) -> f32 {
 
 // q/k/v rows of one head per workgroup; q and k get their RMSNorm and
 // rope, k and v go to the cache at pos, q to s_q.
-fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) {
+fn attn_qkv(pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) {
   let D = p.D;
   let m = mat(lt(2u), lt(3u), lt(4u), p.H);
   let ntask = p.heads + 2u * p.kvh;
   let half = D / 2u;
   for (var t = wid; t < ntask; t += p.nwg) {
+    // The norm weights and rope factors this thread applies, loaded with
+    // the weights rather than after them.
+    let is_v = t >= p.heads + p.kvh;
+    var nw = NONE;
+    if (t < p.heads) { nw = lt(8u); } else if (!is_v) { nw = lt(9u); }
+    var na = 1.0;
+    var nb = 1.0;
+    var cs = 1.0;
+    var sn = 0.0;
+    if (li < half) {
+      if (nw != NONE) {
+        na = wf(nw + li);
+        nb = wf(nw + li + half);
+      }
+      if (!is_v) {
+        cs = wf(p.rope_cos + pos * half + li);
+        sn = wf(p.rope_sin + pos * half + li);
+      }
+    }
     let u = units_of(D, sg, nsgw);
     for (var r0 = u.x; PV != 0u && r0 < u.y; r0 += SLOTS) {
       var rs: RowSet;
@@ -412,9 +451,6 @@ fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sg
       }
     }
     workgroupBarrier();
-    let is_v = t >= p.heads + p.kvh;
-    var nw = NONE;
-    if (t < p.heads) { nw = lt(8u); } else if (!is_v) { nw = lt(9u); }
     var ss = 0.0;
     for (var i = li; i < D; i += WG) { ss += hv[i] * hv[i]; }
     let inv = inverseSqrt(wg_sum(li, sl, sgs, ss) / f32(D) + p.eps);
@@ -425,12 +461,10 @@ fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sg
       a = hv[li];
       b = hv[li + half];
       if (nw != NONE) {
-        a = a * inv * wf(nw + li);
-        b = b * inv * wf(nw + li + half);
+        a = a * inv * na;
+        b = b * inv * nb;
       }
       if (!is_v) {
-        let cs = wf(p.rope_cos + pos * half + li);
-        let sn = wf(p.rope_sin + pos * half + li);
         let ra = a * cs - b * sn;
         let rb = b * cs + a * sn;
         a = ra;
@@ -571,7 +605,7 @@ fn attn_split_d64(pos: u32, wid: u32, li: u32) {
   }
 }
 
-fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
+fn attn_split(pos: u32, wid: u32, li: u32) {
   if (p.D <= 64u) {
     attn_split_d64(pos, wid, li);
     return;
@@ -691,7 +725,7 @@ fn stage_attn(pos: u32, li: u32) {
 }
 
 // Gate and up rows of two hidden units at once; h = silu(gate) * up.
-fn ffn_up(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn ffn_up(gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let F = p.F;
   let m = mat(lt(11u), lt(12u), lt(13u), p.H);
   if (PV != 0u) {
@@ -782,21 +816,21 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       T_next = load_table((l + 1u) % p.n_layers);
       if (l > 0u) { stage(p.s_x, H, lt(1u), li, sl, sgs); }
       if (uniform_u32(li, lt(0u)) == 0u) {
-        if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
+        if ((p.skip & 8u) == 0u) { conv_in(gsg, nsg, sl, sgs); }
         grid_sync(li);
         stage(p.s_mid, H, NONE, li, sl, sgs);
         product(mat(lt(5u), lt(6u), lt(7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
       } else {
-        if ((p.skip & 16u) == 0u) { attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs); }
+        if ((p.skip & 16u) == 0u) { attn_qkv(pos, wid, li, sg, nsgw, sl, sgs); }
         grid_sync(li);
-        if ((p.skip & 1u) == 0u) { attn_split(l, pos, wid, li); }
+        if ((p.skip & 1u) == 0u) { attn_split(pos, wid, li); }
         grid_sync(li);
         stage_attn(pos, li);
         product(mat(lt(5u), lt(6u), lt(7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
       }
       grid_sync(li);
       stage(p.s_x, H, lt(10u), li, sl, sgs);
-      if ((p.skip & 4u) == 0u) { ffn_up(l, gsg, nsg, sl, sgs); }
+      if ((p.skip & 4u) == 0u) { ffn_up(gsg, nsg, sl, sgs); }
       grid_sync(li);
       stage(p.s_h, p.F, NONE, li, sl, sgs);
       if ((p.skip & 4u) == 0u) { product(mat(lt(14u), lt(15u), lt(16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
