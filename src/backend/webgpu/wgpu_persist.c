@@ -219,9 +219,9 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
 
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  /* WISP_WEBGPU_PERSIST_PV=0: the products' older layout (4 rows a pass), for A/B runs */
+  /* WISP_WEBGPU_PERSIST_PV=0|1: the products' older layouts (4 rows a pass; rows_dot), for A/B runs */
   const char *pv = getenv("WISP_WEBGPU_PERSIST_PV");
-  wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}, {"PV", pv ? (uint32_t)atoi(pv) : 1}};
+  wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}, {"PV", pv ? (uint32_t)atoi(pv) : 2}};
   return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
 }
 

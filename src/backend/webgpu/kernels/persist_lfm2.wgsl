@@ -28,7 +28,7 @@ diagnostic(off, subgroup_uniformity);
 override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
 override XS4: u32 = 640;    // vec4s of the staged input (largest of hidden, ffn, heads * headDim) / 4
 override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
-override PV: u32 = 1;       // products: 1 up to 8 (row, block) loads in flight a lane (rows_dot), 0 four rows a pass (dot4)
+override PV: u32 = 2;       // products: up to 8 (row, block) loads in flight a lane, 2 rows_dot2, 1 rows_dot; 0 four rows a pass (dot4)
 
 const NONE: u32 = 0xffffffffu;
 const LAYER_WORDS: u32 = 20u;
@@ -263,6 +263,61 @@ fn rows_dot(m: Mat, rs: RowSet, sl: u32, sgs: u32) -> array<f32, 8> {
   return out;
 }
 
+// PV 2: the same loads without dynamically indexed private arrays (which
+// a driver may keep in local memory, a round trip of its own). Row q of a
+// pass is base + q / per + (q % per) * stride (per rows a unit: 3 for a
+// conv channel's B, C, X; 2 for gate and up); slot s of the 8 holds block
+// chunk s % J of row q0 + s / J, J = blocks_per_lane(m, 8 / per), so that
+// 8 / J >= per rows, whole units, fit a pass. Returns each slot's sum over
+// the subgroup (every lane); row_val adds a row's slots.
+fn blocks_per_lane(m: Mat, jmax: u32, sgs: u32) -> u32 { return min(jmax, (m.nb + sgs - 1u) / sgs); }
+
+fn row_val(v: array<f32, 8>, k: u32, J: u32) -> f32 {
+  var t = 0.0;
+  for (var s = 0u; s < SLOTS; s++) {
+    if (s / J == k) { t += v[s]; }
+  }
+  return t;
+}
+
+fn rows_dot2(m: Mat, base: u32, per: u32, stride: u32, q0: u32, nq: u32, sl: u32, sgs: u32) -> array<f32, 8> {
+  let J = blocks_per_lane(m, SLOTS / per, sgs);
+  var tot: array<f32, 8>;
+  for (var c0 = 0u; c0 < m.nb; c0 += J * sgs) {
+    var w: array<vec4<u32>, 8>;
+    var sc: array<f32, 8>;
+    var zp: array<f32, 8>;
+    for (var s = 0u; s < SLOTS; s++) {
+      let q = s / J;
+      let b = c0 + (s % J) * sgs + sl;
+      if (q < nq && b < m.nb) {
+        let qq = q0 + q;
+        let g = (base + qq / per + (qq % per) * stride) * m.nb + b;
+        w[s] = Wv[m.q / 4u + g];
+        sc[s] = wf(m.s + g);
+        zp[s] = zpt(m, g);
+      }
+    }
+    for (var s = 0u; s < SLOTS; s++) {
+      let b = c0 + (s % J) * sgs + sl;
+      if (s / J < nq && b < m.nb) {
+        var a = 0.0;
+        var xsum = 0.0;
+        for (var j = 0u; j < 4u; j++) {
+          let x0 = xs[b * 8u + 2u * j];
+          let x1 = xs[b * 8u + 2u * j + 1u];
+          a += dot(nib_lo(w[s][j]), x0) + dot(nib_hi(w[s][j]), x1);
+          xsum += dot(x0, vec4<f32>(1.0)) + dot(x1, vec4<f32>(1.0));
+        }
+        tot[s] += sc[s] * (a - zp[s] * xsum);
+      }
+    }
+  }
+  let lo = subgroupAdd(vec4<f32>(tot[0], tot[1], tot[2], tot[3]));
+  let hi = subgroupAdd(vec4<f32>(tot[4], tot[5], tot[6], tot[7]));
+  return array<f32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
+}
+
 // The units [u0, u1) a subgroup owns when n units are shared among nsg
 // subgroups in contiguous runs.
 fn units_of(n: u32, gsg: u32, nsg: u32) -> vec2<u32> {
@@ -279,6 +334,28 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs
     return;
   }
   let u = units_of(n, gsg, nsg);
+  if (PV == 2u) {
+    let J = blocks_per_lane(m, SLOTS, sgs);
+    let RP = SLOTS / J;
+    for (var r0 = u.x; r0 < u.y; r0 += RP) {
+      let nq = min(RP, u.y - r0);
+      // Lane k owns row r0 + k (k < nq <= 8; a subgroup has >= 4 lanes).
+      var o = 0.0;
+      let own = sl < nq;
+      if (acc && own) { o = sf(dst + r0 + sl); }
+      let v = rows_dot2(m, r0, 1u, 0u, 0u, nq, sl, sgs);
+      o += row_val(v, sl, J);
+      if (own) { S[dst + r0 + sl] = bitcast<u32>(o); }
+      if (sgs < nq && sl == 0u) {
+        for (var k = sgs; k < nq; k++) {
+          var r = row_val(v, k, J);
+          if (acc) { r += sf(dst + r0 + k); }
+          S[dst + r0 + k] = bitcast<u32>(r);
+        }
+      }
+    }
+    return;
+  }
   for (var r0 = u.x; r0 < u.y; r0 += SLOTS) {
     var rs: RowSet;
     rs.n = min(SLOTS, u.y - r0);
@@ -354,6 +431,19 @@ fn conv_channel(c: u32, b: f32, cc: f32, x: f32) {
 fn conv_in(gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let H = p.H;
   let m = mat(lt(2u), lt(3u), lt(4u), H);
+  if (PV == 2u) {
+    let u = units_of(H, gsg, nsg);
+    let J = blocks_per_lane(m, SLOTS / 3u, sgs);
+    let UP = (SLOTS / J) / 3u; // channels a pass
+    for (var c0 = u.x; c0 < u.y; c0 += UP) {
+      let nc = min(UP, u.y - c0);
+      let v = rows_dot2(m, c0, 3u, H, 0u, 3u * nc, sl, sgs);
+      for (var k = 0u; k < nc; k++) {
+        if (sl == k) { conv_channel(c0 + k, row_val(v, 3u * k, J), row_val(v, 3u * k + 1u, J), row_val(v, 3u * k + 2u, J)); }
+      }
+    }
+    return;
+  }
   if (PV != 0u) {
     let u = units_of(H, gsg, nsg);
     for (var c0 = u.x; c0 < u.y; c0 += 2u) {
@@ -432,7 +522,16 @@ fn attn_qkv(pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) 
       }
     }
     let u = units_of(D, sg, nsgw);
-    for (var r0 = u.x; PV != 0u && r0 < u.y; r0 += SLOTS) {
+    let J = blocks_per_lane(m, SLOTS, sgs);
+    for (var r0 = u.x; PV == 2u && r0 < u.y; r0 += SLOTS / J) {
+      let nq = min(SLOTS / J, u.y - r0);
+      let v = rows_dot2(m, t * D + r0, 1u, 0u, 0u, nq, sl, sgs);
+      if (sl < nq) { hv[r0 + sl] = row_val(v, sl, J); }
+      if (sgs < nq && sl == 0u) {
+        for (var k = sgs; k < nq; k++) { hv[r0 + k] = row_val(v, k, J); }
+      }
+    }
+    for (var r0 = u.x; PV == 1u && r0 < u.y; r0 += SLOTS) {
       var rs: RowSet;
       rs.n = min(SLOTS, u.y - r0);
       for (var k = 0u; k < SLOTS; k++) { rs.r[k] = t * D + min(r0 + k, D - 1u); }
@@ -728,6 +827,20 @@ fn stage_attn(pos: u32, li: u32) {
 fn ffn_up(gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let F = p.F;
   let m = mat(lt(11u), lt(12u), lt(13u), p.H);
+  if (PV == 2u) {
+    let u = units_of(F, gsg, nsg);
+    let J = blocks_per_lane(m, SLOTS / 2u, sgs);
+    let UP = (SLOTS / J) / 2u;
+    for (var j0 = u.x; j0 < u.y; j0 += UP) {
+      let nj = min(UP, u.y - j0);
+      let v = rows_dot2(m, j0, 2u, F, 0u, 2u * nj, sl, sgs);
+      if (sl < nj) {
+        let g = row_val(v, 2u * sl, J);
+        S[p.s_h + j0 + sl] = bitcast<u32>(g / (1.0 + exp(-g)) * row_val(v, 2u * sl + 1u, J));
+      }
+    }
+    return;
+  }
   if (PV != 0u) {
     let u = units_of(F, gsg, nsg);
     for (var j0 = u.x; j0 < u.y; j0 += 4u) {
@@ -843,7 +956,19 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     var best = -3.0e38;
     var bi = 0xffffffffu;
     let hu = units_of(p.vocab, gsg, nsg);
-    for (var r0 = hu.x; PV != 0u && r0 < hu.y && (p.skip & 2u) == 0u; r0 += SLOTS) {
+    let hJ = blocks_per_lane(hm, SLOTS, sgs);
+    for (var r0 = hu.x; PV == 2u && r0 < hu.y && (p.skip & 2u) == 0u; r0 += SLOTS / hJ) {
+      let nq = min(SLOTS / hJ, hu.y - r0);
+      let v = rows_dot2(hm, r0, 1u, 0u, 0u, nq, sl, sgs);
+      for (var k = 0u; k < SLOTS; k++) {
+        let x = row_val(v, k, hJ);
+        if (k < nq && x > best) { // rows ascend: the first of equal values stays
+          best = x;
+          bi = r0 + k;
+        }
+      }
+    }
+    for (var r0 = hu.x; PV == 1u && r0 < hu.y && (p.skip & 2u) == 0u; r0 += SLOTS) {
       var rs: RowSet;
       rs.n = min(SLOTS, hu.y - r0);
       for (var k = 0u; k < SLOTS; k++) { rs.r[k] = min(r0 + k, p.vocab - 1u); }
