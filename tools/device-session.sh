@@ -7,7 +7,8 @@
 #   op/        tools/device-speed.sh receipts, default settings
 #   persist-receipts/  the same decode receipts with the persistent decode
 #              on (WISP_WEBGPU_PERSIST=1, WISP_WEBGPU_PERSIST_WG=132)
-# SECTIONS (default "seed lfm350") as tools/device-speed.sh.
+# SECTIONS (default "seed lfm350") as tools/device-speed.sh; PHASE=0 / OP=0 leave
+# the probe / the default receipts out.
 set -uo pipefail
 OUT=${1:-/tmp/session}
 mkdir -p "$OUT"
@@ -19,11 +20,15 @@ say() { echo "== $* ($(date +%T))"; }
 say persist
 OUT_DIR=$OUT/persist PERSIST_GRIDS="${PERSIST_GRIDS:-132 256}" PERSIST_BATCHES="1 64" \
   PERSIST_VARIANTS="${PERSIST_VARIANTS:-}" timeout 150 bash tools/device-persist.sh 2>&1 | tee "$OUT/persist.txt"
-say phase
-mkdir -p "$OUT/phase"
-timeout 90 .dev/phase_probe 132 2000 2>&1 | tee "$OUT/phase/phase-probe.txt"
-say receipts, default settings
-SECTIONS=${SECTIONS:-seed lfm350} timeout 200 bash tools/device-speed.sh "$OUT/op" 2>&1 | tee "$OUT/op.log"
+if [ "${PHASE:-1}" = 1 ]; then
+  say phase
+  mkdir -p "$OUT/phase"
+  timeout 90 .dev/phase_probe 132 2000 2>&1 | tee "$OUT/phase/phase-probe.txt"
+fi
+if [ "${OP:-1}" = 1 ]; then
+  say receipts, default settings
+  SECTIONS=${SECTIONS:-seed lfm350} timeout 200 bash tools/device-speed.sh "$OUT/op" 2>&1 | tee "$OUT/op.log"
+fi
 say receipts, persistent decode
 WISP_WEBGPU_PERSIST=1 WISP_WEBGPU_PERSIST_WG=132 SECTIONS=${SECTIONS:-seed lfm350} timeout 150 \
   bash tools/device-speed.sh "$OUT/persist-receipts" 2>&1 | tee "$OUT/persist-receipts.log"

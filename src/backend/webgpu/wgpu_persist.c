@@ -219,10 +219,8 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
 
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  /* WISP_WEBGPU_PERSIST_PV=0|1: the products' older layouts (4 rows a pass; rows_dot), for A/B runs */
-  const char *pv = getenv("WISP_WEBGPU_PERSIST_PV");
-  wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}, {"PV", pv ? (uint32_t)atoi(pv) : 2}};
-  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
+  wisp_wgpu_const c[3] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}};
+  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 3);
 }
 
 /* Barriers per step: 4 per short-conv layer, 5 per attention layer, one
@@ -325,6 +323,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
    * whose workgroups the probe finds co-resident (1 on CPU adapters, whose
    * workgroups share a few threads). */
   uint32_t xs4 = (uint32_t)((F > (int)mid_n ? F : (int)mid_n) / 4);
+  xs4 = (xs4 + 7) / 8 * 8; /* whole runs of 8 for the kernel's xsw swizzle */
   const uint32_t asked = wisp_wgpu_int_persist_grid(be);
   uint32_t want = asked ? asked : d->info.adapter_type == WGPUAdapterType_CPU ? 1 : 256;
   if (want > 1024) want = 1024;

@@ -28,7 +28,6 @@ diagnostic(off, subgroup_uniformity);
 override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
 override XS4: u32 = 640;    // vec4s of the staged input (largest of hidden, ffn, heads * headDim) / 4
 override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
-override PV: u32 = 2;       // products: up to 8 (row, block) loads in flight a lane, 2 rows_dot2, 1 rows_dot; 0 four rows a pass (dot4)
 
 const NONE: u32 = 0xffffffffu;
 const LAYER_WORDS: u32 = 20u;
@@ -53,7 +52,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> ids: array<u32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
-var<workgroup> xs: array<vec4<f32>, XS4>;  // the staged input of the current product
+var<workgroup> xs: array<vec4<f32>, XS4>;  // the staged input of the current product, vec4 i at xsw(i)
 var<workgroup> red: array<f32, MAXSG>;     // per-subgroup partials of a workgroup reduction
 var<workgroup> redi: array<u32, MAXSG>;
 var<workgroup> hv: array<f32, 256>;        // one head's values (qkv phase), a chunk's key weights (attention)
@@ -95,16 +94,7 @@ fn grid_sync(li: u32) {
 // ---- small helpers -----------------------------------------------------
 fn sf(i: u32) -> f32 { return bitcast<f32>(S[i]); }
 fn wf(i: u32) -> f32 { return bitcast<f32>(Wu[i]); }
-// The current layer's table words, in registers: loaded one layer ahead
-// (next_table), so that no phase waits for a table read before its loads.
-var<private> T: array<u32, 20>;
-var<private> T_next: array<u32, 20>;
-fn lt(k: u32) -> u32 { return T[k]; }
-fn load_table(l: u32) -> array<u32, 20> {
-  var t: array<u32, 20>;
-  for (var k = 0u; k < LAYER_WORDS; k++) { t[k] = Wu[l * LAYER_WORDS + k]; }
-  return t;
-}
+fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
 
 // A value the analysis can see is the same for the whole workgroup (storage
 // loads are not, and barriers may only sit under uniform branches).
@@ -124,35 +114,31 @@ fn wg_sum(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
   return t;
 }
 
+// Where vec4 i of the staged input sits in xs. A product's lane reads the
+// 8 vec4s of its own block (lanes 128 bytes apart), which all fall in the
+// same shared-memory banks unless each block's run of 8 is rotated by its
+// block number: tools/phase_probe measured the unrotated reads as the cost
+// of a product (a 1,024 x 2,560 product 13 us, the head 87 us on the H200).
+// XS4 is a multiple of 8 (the host rounds it), so every run is whole.
+fn xsw(i: u32) -> u32 { return i ^ ((i >> 3u) & 7u); }
+
 // Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
-// weight offset w != NONE, as rmsnorm(x) * w. A thread's values and norm
-// weights (up to 4 vec4s of each) are loaded together: one round trip.
+// weight offset w != NONE, as rmsnorm(x) * w.
 fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
   var ss = 0.0;
-  let n4 = n / 4u;
-  for (var i0 = 0u; i0 < n4; i0 += 4u * WG) {
-    var v: array<vec4<f32>, 4>;
-    var g: array<vec4<f32>, 4>;
-    for (var k = 0u; k < 4u; k++) {
-      let i = i0 + k * WG + li;
-      if (i < n4) {
-        let b = src + 4u * i;
-        v[k] = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
-        if (w != NONE) { g[k] = vec4<f32>(wf(w + 4u * i), wf(w + 4u * i + 1u), wf(w + 4u * i + 2u), wf(w + 4u * i + 3u)); }
-      }
-    }
-    for (var k = 0u; k < 4u; k++) {
-      let i = i0 + k * WG + li;
-      if (i < n4) {
-        ss += dot(v[k], v[k]);
-        xs[i] = select(v[k], v[k] * g[k], w != NONE);
-      }
-    }
+  for (var i = li; i < n / 4u; i += WG) {
+    let b = src + 4u * i;
+    let v = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
+    xs[xsw(i)] = v;
+    ss += dot(v, v);
   }
   let tot = wg_sum(li, sli, sgs, ss); // always (a barrier: uniform control flow)
   if (w != NONE) {
     let inv = inverseSqrt(tot / f32(n) + p.eps);
-    for (var i = li; i < n4; i += WG) { xs[i] = xs[i] * inv; }
+    for (var i = li; i < n / 4u; i += WG) {
+      let b = w + 4u * i;
+      xs[xsw(i)] = xs[xsw(i)] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
+    }
   }
   workgroupBarrier();
 }
@@ -183,8 +169,8 @@ fn blk(m: Mat, r: u32, b: u32) -> f32 {
   var xsum = 0.0;
   for (var j = 0u; j < 4u; j++) {
     let wj = w[j];
-    let x0 = xs[b * 8u + 2u * j];
-    let x1 = xs[b * 8u + 2u * j + 1u];
+    let x0 = xs[xsw(b * 8u + 2u * j)];
+    let x1 = xs[xsw(b * 8u + 2u * j + 1u)];
     let lo = nib_lo(wj);
     let hi = nib_hi(wj);
     a += dot(lo, x0) + dot(hi, x1);
@@ -202,187 +188,9 @@ fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
   return subgroupAdd(a);
 }
 
-// ---- products with up to 8 loads in flight a lane ------------------------
-// A decode product is a few MB spread over ~1,000 subgroups: each lane owns
-// a handful of blocks, and what decides the time is how many memory round
-// trips it waits for in a row. rows_dot issues a lane's loads for up to 8
-// (row, block) slots before using any: J blocks of each of 8 / J rows, J =
-// the blocks a lane has in a row (nb / subgroup size, rounded up).
-const SLOTS: u32 = 8u;
-
-struct RowSet { r: array<u32, 8>, n: u32, }
-
-// The rows rs.r[0..rs.n) of m times xs (every lane of the subgroup gets
-// the sums).
-fn rows_dot(m: Mat, rs: RowSet, sl: u32, sgs: u32) -> array<f32, 8> {
-  let J = min(SLOTS, (m.nb + sgs - 1u) / sgs);
-  let RP = SLOTS / J;
-  var out: array<f32, 8>;
-  for (var r0 = 0u; r0 < rs.n; r0 += RP) {
-    var tot: array<f32, 8>;
-    for (var c0 = 0u; c0 < m.nb; c0 += J * sgs) {
-      var w: array<vec4<u32>, 8>;
-      var sc: array<f32, 8>;
-      var zp: array<f32, 8>;
-      var ok: array<bool, 8>;
-      for (var s = 0u; s < SLOTS; s++) {
-        let q = r0 + s / J;
-        let b = c0 + (s % J) * sgs + sl;
-        ok[s] = s / J < RP && q < rs.n && b < m.nb;
-        let g = rs.r[min(q, 7u)] * m.nb + min(b, m.nb - 1u);
-        if (ok[s]) {
-          w[s] = Wv[m.q / 4u + g];
-          sc[s] = wf(m.s + g);
-          zp[s] = zpt(m, g);
-        }
-      }
-      for (var s = 0u; s < SLOTS; s++) {
-        if (ok[s]) {
-          let b = c0 + (s % J) * sgs + sl;
-          var a = 0.0;
-          var xsum = 0.0;
-          for (var j = 0u; j < 4u; j++) {
-            let x0 = xs[b * 8u + 2u * j];
-            let x1 = xs[b * 8u + 2u * j + 1u];
-            a += dot(nib_lo(w[s][j]), x0) + dot(nib_hi(w[s][j]), x1);
-            xsum += dot(x0, vec4<f32>(1.0)) + dot(x1, vec4<f32>(1.0));
-          }
-          tot[s] += sc[s] * (a - zp[s] * xsum);
-        }
-      }
-    }
-    let lo = subgroupAdd(vec4<f32>(tot[0], tot[1], tot[2], tot[3]));
-    let hi = subgroupAdd(vec4<f32>(tot[4], tot[5], tot[6], tot[7]));
-    for (var s = 0u; s < SLOTS; s++) {
-      let q = r0 + s / J;
-      if (s / J < RP && q < rs.n) {
-        out[min(q, 7u)] += select(hi[s & 3u], lo[s & 3u], s < 4u);
-      }
-    }
-  }
-  return out;
-}
-
-// PV 2: the same loads without dynamically indexed private arrays (which
-// a driver may keep in local memory, a round trip of its own). Row q of a
-// pass is base + q / per + (q % per) * stride (per rows a unit: 3 for a
-// conv channel's B, C, X; 2 for gate and up); slot s of the 8 holds block
-// chunk s % J of row q0 + s / J, J = blocks_per_lane(m, 8 / per), so that
-// 8 / J >= per rows, whole units, fit a pass. Returns each slot's sum over
-// the subgroup (every lane); row_val adds a row's slots.
-fn blocks_per_lane(m: Mat, jmax: u32, sgs: u32) -> u32 { return min(jmax, (m.nb + sgs - 1u) / sgs); }
-
-fn row_val(v: array<f32, 8>, k: u32, J: u32) -> f32 {
-  var t = 0.0;
-  for (var s = 0u; s < SLOTS; s++) {
-    if (s / J == k) { t += v[s]; }
-  }
-  return t;
-}
-
-fn rows_dot2(m: Mat, base: u32, per: u32, stride: u32, q0: u32, nq: u32, sl: u32, sgs: u32) -> array<f32, 8> {
-  let J = blocks_per_lane(m, SLOTS / per, sgs);
-  var tot: array<f32, 8>;
-  for (var c0 = 0u; c0 < m.nb; c0 += J * sgs) {
-    var w: array<vec4<u32>, 8>;
-    var sc: array<f32, 8>;
-    var zp: array<f32, 8>;
-    for (var s = 0u; s < SLOTS; s++) {
-      let q = s / J;
-      let b = c0 + (s % J) * sgs + sl;
-      if (q < nq && b < m.nb) {
-        let qq = q0 + q;
-        let g = (base + qq / per + (qq % per) * stride) * m.nb + b;
-        w[s] = Wv[m.q / 4u + g];
-        sc[s] = wf(m.s + g);
-        zp[s] = zpt(m, g);
-      }
-    }
-    for (var s = 0u; s < SLOTS; s++) {
-      let b = c0 + (s % J) * sgs + sl;
-      if (s / J < nq && b < m.nb) {
-        var a = 0.0;
-        var xsum = 0.0;
-        for (var j = 0u; j < 4u; j++) {
-          let x0 = xs[b * 8u + 2u * j];
-          let x1 = xs[b * 8u + 2u * j + 1u];
-          a += dot(nib_lo(w[s][j]), x0) + dot(nib_hi(w[s][j]), x1);
-          xsum += dot(x0, vec4<f32>(1.0)) + dot(x1, vec4<f32>(1.0));
-        }
-        tot[s] += sc[s] * (a - zp[s] * xsum);
-      }
-    }
-  }
-  let lo = subgroupAdd(vec4<f32>(tot[0], tot[1], tot[2], tot[3]));
-  let hi = subgroupAdd(vec4<f32>(tot[4], tot[5], tot[6], tot[7]));
-  return array<f32, 8>(lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
-}
-
-// The units [u0, u1) a subgroup owns when n units are shared among nsg
-// subgroups in contiguous runs.
-fn units_of(n: u32, gsg: u32, nsg: u32) -> vec2<u32> {
-  let per = (n + nsg - 1u) / nsg;
-  let u0 = min(n, gsg * per);
-  return vec2<u32>(u0, min(n, u0 + per));
-}
-
-// Rows [0, n) of m times xs; row j's result added to S[dst + j] (acc) or
-// stored there.
-fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
-  if (PV == 0u) {
-    product4(m, n, dst, acc, gsg, nsg, sl, sgs);
-    return;
-  }
-  let u = units_of(n, gsg, nsg);
-  if (PV == 2u) {
-    let J = blocks_per_lane(m, SLOTS, sgs);
-    let RP = SLOTS / J;
-    for (var r0 = u.x; r0 < u.y; r0 += RP) {
-      let nq = min(RP, u.y - r0);
-      // Lane k owns row r0 + k (k < nq <= 8; a subgroup has >= 4 lanes).
-      var o = 0.0;
-      let own = sl < nq;
-      if (acc && own) { o = sf(dst + r0 + sl); }
-      let v = rows_dot2(m, r0, 1u, 0u, 0u, nq, sl, sgs);
-      o += row_val(v, sl, J);
-      if (own) { S[dst + r0 + sl] = bitcast<u32>(o); }
-      if (sgs < nq && sl == 0u) {
-        for (var k = sgs; k < nq; k++) {
-          var r = row_val(v, k, J);
-          if (acc) { r += sf(dst + r0 + k); }
-          S[dst + r0 + k] = bitcast<u32>(r);
-        }
-      }
-    }
-    return;
-  }
-  for (var r0 = u.x; r0 < u.y; r0 += SLOTS) {
-    var rs: RowSet;
-    rs.n = min(SLOTS, u.y - r0);
-    for (var k = 0u; k < SLOTS; k++) { rs.r[k] = min(r0 + k, n - 1u); }
-    // Lane k owns row r0 + k: its residual is loaded with the weights
-    // (subgroups of fewer than 8 lanes: lane 0 does all the rows after).
-    let own = sgs >= SLOTS && sl < rs.n;
-    var o = 0.0;
-    if (acc && own) { o = sf(dst + r0 + sl); }
-    let v = rows_dot(m, rs, sl, sgs);
-    for (var k = 0u; k < SLOTS; k++) {
-      if (k == sl) { o += v[k]; }
-    }
-    if (own) { S[dst + r0 + sl] = bitcast<u32>(o); }
-    if (sgs < SLOTS && sl == 0u) {
-      for (var k = 0u; k < rs.n; k++) {
-        var r = v[k];
-        if (acc) { r += sf(dst + r0 + k); }
-        S[dst + r0 + k] = bitcast<u32>(r);
-      }
-    }
-  }
-}
-
 // Rows [0, n) of m times xs, four at a time per subgroup; row j's result
 // added to S[dst + j] (acc) or stored there.
-fn product4(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   for (var r0 = gsg; r0 < n; r0 += 4u * nsg) {
     let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
     let rc = min(r, vec4<u32>(n - 1u));
@@ -401,62 +209,14 @@ fn product4(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sg
 
 // ---- the phases of one layer --------------------------------------------
 
-// Channel c's causal conv over its state (L - 1 inputs kept, L <= 16) of
-// b * x, times cc, into mid. Taps and state are loaded together first.
-fn conv_channel(c: u32, b: f32, cc: f32, x: f32) {
-  let taps = lt(8u);
-  let st = lt(17u);
-  let keep = p.L - 1u;
-  var tp: array<f32, 16>;
-  var sv: array<f32, 16>;
-  for (var j = 0u; j < 16u; j++) {
-    if (j <= keep) { tp[j] = wf(taps + c * p.L + j); }
-    if (j < keep) { sv[j] = sf(st + c * keep + j); }
-  }
-  let bx = b * x;
-  var a = 0.0;
-  for (var j = 0u; j < 16u; j++) {
-    if (j < keep) {
-      a += tp[j] * sv[j];
-      if (j > 0u) { S[st + c * keep + j - 1u] = bitcast<u32>(sv[j]); }
-    }
-    if (j == keep) { a += tp[j] * bx; }
-  }
-  if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
-  S[p.s_mid + c] = bitcast<u32>(cc * a);
-}
-
 // Short conv: in_proj rows (B, C, X of a channel) together, then the
 // channel's causal conv over its state (L - 1 inputs kept) into mid.
-fn conv_in(gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let H = p.H;
-  let m = mat(lt(2u), lt(3u), lt(4u), H);
-  if (PV == 2u) {
-    let u = units_of(H, gsg, nsg);
-    let J = blocks_per_lane(m, SLOTS / 3u, sgs);
-    let UP = (SLOTS / J) / 3u; // channels a pass
-    for (var c0 = u.x; c0 < u.y; c0 += UP) {
-      let nc = min(UP, u.y - c0);
-      let v = rows_dot2(m, c0, 3u, H, 0u, 3u * nc, sl, sgs);
-      for (var k = 0u; k < nc; k++) {
-        if (sl == k) { conv_channel(c0 + k, row_val(v, 3u * k, J), row_val(v, 3u * k + 1u, J), row_val(v, 3u * k + 2u, J)); }
-      }
-    }
-    return;
-  }
-  if (PV != 0u) {
-    let u = units_of(H, gsg, nsg);
-    for (var c0 = u.x; c0 < u.y; c0 += 2u) {
-      var rs: RowSet;
-      rs.n = 3u * min(2u, u.y - c0);
-      for (var k = 0u; k < 6u; k++) { rs.r[k] = min(c0 + k / 3u, H - 1u) + (k % 3u) * H; }
-      let v = rows_dot(m, rs, sl, sgs);
-      if (sl == 0u) {
-        for (var k = 0u; k < rs.n / 3u; k++) { conv_channel(c0 + k, v[3u * k], v[3u * k + 1u], v[3u * k + 2u]); }
-      }
-    }
-    return;
-  }
+  let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), H);
+  let taps = lt(l, 8u);
+  let st = lt(l, 17u);
+  let keep = p.L - 1u;
   for (var c0 = gsg; c0 < H; c0 += 2u * nsg) {
     let c1 = min(c0 + nsg, H - 1u);
     let v0 = dot4(m, vec4<u32>(c0, H + c0, 2u * H + c0, c1), sl, sgs);
@@ -468,7 +228,14 @@ fn conv_in(gsg: u32, nsg: u32, sl: u32, sgs: u32) {
         var cc = v0.y;
         var x = v0.z;
         if (k == 1u) { c = c0 + nsg; b = v0.w; cc = v1.x; x = v1.y; }
-        if (c < H) { conv_channel(c, b, cc, x); }
+        if (c < H) {
+          let bx = b * x;
+          var a = wf(taps + c * p.L + keep) * bx;
+          for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
+          for (var j = 0u; j + 1u < keep; j++) { S[st + c * keep + j] = S[st + c * keep + j + 1u]; }
+          if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
+          S[p.s_mid + c] = bitcast<u32>(cc * a);
+        }
       }
     }
   }
@@ -496,51 +263,13 @@ fn kv_load(base: u32, pos: u32, kh: u32, i: u32) -> f32 {
 
 // q/k/v rows of one head per workgroup; q and k get their RMSNorm and
 // rope, k and v go to the cache at pos, q to s_q.
-fn attn_qkv(pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) {
+fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) {
   let D = p.D;
-  let m = mat(lt(2u), lt(3u), lt(4u), p.H);
+  let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), p.H);
   let ntask = p.heads + 2u * p.kvh;
   let half = D / 2u;
   for (var t = wid; t < ntask; t += p.nwg) {
-    // The norm weights and rope factors this thread applies, loaded with
-    // the weights rather than after them.
-    let is_v = t >= p.heads + p.kvh;
-    var nw = NONE;
-    if (t < p.heads) { nw = lt(8u); } else if (!is_v) { nw = lt(9u); }
-    var na = 1.0;
-    var nb = 1.0;
-    var cs = 1.0;
-    var sn = 0.0;
-    if (li < half) {
-      if (nw != NONE) {
-        na = wf(nw + li);
-        nb = wf(nw + li + half);
-      }
-      if (!is_v) {
-        cs = wf(p.rope_cos + pos * half + li);
-        sn = wf(p.rope_sin + pos * half + li);
-      }
-    }
-    let u = units_of(D, sg, nsgw);
-    let J = blocks_per_lane(m, SLOTS, sgs);
-    for (var r0 = u.x; PV == 2u && r0 < u.y; r0 += SLOTS / J) {
-      let nq = min(SLOTS / J, u.y - r0);
-      let v = rows_dot2(m, t * D + r0, 1u, 0u, 0u, nq, sl, sgs);
-      if (sl < nq) { hv[r0 + sl] = row_val(v, sl, J); }
-      if (sgs < nq && sl == 0u) {
-        for (var k = sgs; k < nq; k++) { hv[r0 + k] = row_val(v, k, J); }
-      }
-    }
-    for (var r0 = u.x; PV == 1u && r0 < u.y; r0 += SLOTS) {
-      var rs: RowSet;
-      rs.n = min(SLOTS, u.y - r0);
-      for (var k = 0u; k < SLOTS; k++) { rs.r[k] = t * D + min(r0 + k, D - 1u); }
-      let v = rows_dot(m, rs, sl, sgs);
-      if (sl == 0u) {
-        for (var k = 0u; k < rs.n; k++) { hv[r0 + k] = v[k]; }
-      }
-    }
-    for (var r0 = sg; PV == 0u && r0 < D; r0 += 4u * nsgw) {
+    for (var r0 = sg; r0 < D; r0 += 4u * nsgw) {
       let r = vec4<u32>(r0, r0 + nsgw, r0 + 2u * nsgw, r0 + 3u * nsgw);
       let v = dot4(m, t * D + min(r, vec4<u32>(D - 1u)), sl, sgs);
       if (sl == 0u) {
@@ -550,6 +279,9 @@ fn attn_qkv(pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) 
       }
     }
     workgroupBarrier();
+    let is_v = t >= p.heads + p.kvh;
+    var nw = NONE;
+    if (t < p.heads) { nw = lt(l, 8u); } else if (!is_v) { nw = lt(l, 9u); }
     var ss = 0.0;
     for (var i = li; i < D; i += WG) { ss += hv[i] * hv[i]; }
     let inv = inverseSqrt(wg_sum(li, sl, sgs, ss) / f32(D) + p.eps);
@@ -560,10 +292,12 @@ fn attn_qkv(pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) 
       a = hv[li];
       b = hv[li + half];
       if (nw != NONE) {
-        a = a * inv * na;
-        b = b * inv * nb;
+        a = a * inv * wf(nw + li);
+        b = b * inv * wf(nw + li + half);
       }
       if (!is_v) {
+        let cs = wf(p.rope_cos + pos * half + li);
+        let sn = wf(p.rope_sin + pos * half + li);
         let ra = a * cs - b * sn;
         let rb = b * cs + a * sn;
         a = ra;
@@ -580,10 +314,10 @@ fn attn_qkv(pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) 
       for (var i = li; i < D; i += WG) { S[p.s_q + t * D + i] = bitcast<u32>(hv[i]); }
     } else if (li < half) {
       var kh = t - p.heads;
-      var base = lt(17u);
+      var base = lt(l, 17u);
       if (is_v) {
         kh = t - p.heads - p.kvh;
-        base = lt(18u);
+        base = lt(l, 18u);
       }
       kv_store(base, pos, kh, 2u * li, hv[2u * li], hv[2u * li + 1u]);
     }
@@ -604,111 +338,7 @@ fn n_splits(pos: u32) -> u32 {
   return max(1u, min((pos + kc) / kc, p.nsmax));
 }
 
-// A lane's share of a chunk for head dims D <= 64: its key's D / 8 dims
-// (8 lanes a key) and, for values, D / 8 keys of its dim. Loaded a chunk
-// ahead, so that the memory round trips overlap the softmax of the chunk
-// before.
-struct Chunk { k: array<f32, 8>, v: array<f32, 8>, }
-
-fn load_chunk(kb: u32, vb: u32, kh: u32, c0: u32, k1: u32, li: u32) -> Chunk {
-  let D = p.D;
-  let G = WG / D;
-  let dpl = D / LK;
-  let key = c0 + li / LK;
-  let lane = li % LK;
-  var c: Chunk;
-  for (var j = 0u; j < 8u; j++) {
-    if (j < dpl && key < k1) { c.k[j] = kv_load(kb, key, kh, lane * dpl + j); }
-    let t = c0 + li / D + j * G;
-    if (j < dpl && t < k1) { c.v[j] = kv_load(vb, t, kh, li % D); }
-  }
-  return c;
-}
-
-fn attn_split_d64(pos: u32, wid: u32, li: u32) {
-  let D = p.D;
-  let G = WG / D;
-  let kc = WG / LK;
-  let dpl = D / LK;
-  let lane = li % LK;
-  let scale = inverseSqrt(f32(D));
-  let kb = lt(17u);
-  let vb = lt(18u);
-  let ns = n_splits(pos);
-  let kps = (pos + ns) / ns;
-  for (var task = wid; task < p.heads * ns; task += p.nwg) {
-    let h = task / ns;
-    let sp = task % ns;
-    let kh = h / (p.heads / p.kvh);
-    let k0 = sp * kps;
-    let k1 = min(k0 + kps, pos + 1u);
-    var q = 0.0;
-    if (li < D) { q = sf(p.s_q + h * D + li); }
-    var ch = load_chunk(kb, vb, kh, k0, k1, li);
-    workgroupBarrier();
-    if (li < D) { qv[li] = q; }
-    workgroupBarrier();
-    var m = -3.0e38;
-    var den = 0.0;
-    var o = 0.0;
-    for (var c0 = k0; c0 < k1; c0 += kc) {
-      var part = 0.0;
-      for (var j = 0u; j < 8u; j++) {
-        if (j < dpl) { part += qv[lane * dpl + j] * ch.k[j]; }
-      }
-      let vcur = ch.v;
-      if (c0 + kc < k1) { ch = load_chunk(kb, vb, kh, c0 + kc, k1, li); }
-      acc4[li] = part;
-      workgroupBarrier();
-      if (li < kc) {
-        var sc = -3.0e38;
-        if (c0 + li < k1) {
-          var t = 0.0;
-          for (var j = 0u; j < LK; j++) { t += acc4[li * LK + j]; }
-          sc = t * scale;
-        }
-        hv[li] = sc;
-      }
-      workgroupBarrier();
-      let nk = min(kc, k1 - c0);
-      var cm = hv[0];
-      for (var t = 1u; t < nk; t++) { cm = max(cm, hv[t]); }
-      let mn = max(m, cm);
-      let corr = exp(m - mn);
-      workgroupBarrier();
-      if (li < nk) { hv[li] = exp(hv[li] - mn); }
-      workgroupBarrier();
-      var es = 0.0;
-      for (var t = 0u; t < nk; t++) { es += hv[t]; }
-      den = den * corr + es;
-      o = o * corr;
-      for (var j = 0u; j < 8u; j++) {
-        let t = li / D + j * G;
-        if (j < dpl && t < nk) { o += hv[t] * vcur[j]; }
-      }
-      m = mn;
-      workgroupBarrier();
-    }
-    acc4[li] = o;
-    workgroupBarrier();
-    if (li < D) {
-      var t = 0.0;
-      for (var g = 0u; g < G; g++) { t += acc4[g * D + li]; }
-      S[p.s_ao + task * D + li] = bitcast<u32>(t);
-    }
-    if (li == 0u) {
-      S[p.s_am + 2u * task] = bitcast<u32>(m);
-      S[p.s_am + 2u * task + 1u] = bitcast<u32>(den);
-    }
-    workgroupBarrier();
-  }
-}
-
-fn attn_split(pos: u32, wid: u32, li: u32) {
-  if (p.D <= 64u) {
-    attn_split_d64(pos, wid, li);
-    return;
-  }
+fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
   let D = p.D;
   let G = WG / D;
   let grp = li / D;
@@ -718,8 +348,8 @@ fn attn_split(pos: u32, wid: u32, li: u32) {
   let kl = li / LK;
   let lane = li % LK;
   let scale = inverseSqrt(f32(D));
-  let kb = lt(17u);
-  let vb = lt(18u);
+  let kb = lt(l, 17u);
+  let vb = lt(l, 18u);
   let ns = n_splits(pos);
   let kps = (pos + ns) / ns; // keys per split, ceil((pos + 1) / ns)
   for (var task = wid; task < p.heads * ns; task += p.nwg) {
@@ -786,77 +416,32 @@ fn attn_split(pos: u32, wid: u32, li: u32) {
   }
 }
 
-// xs = the attention output of every head, its splits merged. A thread
-// merges 4 values of one head; it loads every split's (max, sum) and values
-// before using any (at most NSMAX splits: the host caps nsmax).
-const NSMAX: u32 = 16u;
-
+// xs = the attention output of every head, its splits merged.
 fn stage_attn(pos: u32, li: u32) {
   let D = p.D;
   let ns = n_splits(pos);
-  for (var e = 4u * li; e < p.heads * D; e += 4u * WG) {
+  for (var e = li; e < p.heads * D; e += WG) {
     let h = e / D;
     let i = e % D;
-    var am: array<vec2<f32>, 16>;
-    var ao: array<vec4<f32>, 16>;
-    for (var sp = 0u; sp < NSMAX; sp++) {
-      if (sp < ns) {
-        let t = h * ns + sp;
-        am[sp] = vec2<f32>(sf(p.s_am + 2u * t), sf(p.s_am + 2u * t + 1u));
-        let o = p.s_ao + t * D + i;
-        ao[sp] = vec4<f32>(sf(o), sf(o + 1u), sf(o + 2u), sf(o + 3u));
-      }
-    }
     var mx = -3.0e38;
-    for (var sp = 0u; sp < NSMAX; sp++) { if (sp < ns) { mx = max(mx, am[sp].x); } }
-    var num = vec4<f32>(0.0);
+    for (var sp = 0u; sp < ns; sp++) { mx = max(mx, sf(p.s_am + 2u * (h * ns + sp))); }
+    var num = 0.0;
     var den = 0.0;
-    for (var sp = 0u; sp < NSMAX; sp++) {
-      if (sp < ns) {
-        let wt = exp(am[sp].x - mx);
-        num += wt * ao[sp];
-        den += wt * am[sp].y;
-      }
+    for (var sp = 0u; sp < ns; sp++) {
+      let t = h * ns + sp;
+      let w = exp(sf(p.s_am + 2u * t) - mx);
+      num += w * sf(p.s_ao + t * D + i);
+      den += w * sf(p.s_am + 2u * t + 1u);
     }
-    xs[e >> 2u] = num / den;
+    xs[xsw(e >> 2u)][e & 3u] = num / den;
   }
   workgroupBarrier();
 }
 
 // Gate and up rows of two hidden units at once; h = silu(gate) * up.
-fn ffn_up(gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+fn ffn_up(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let F = p.F;
-  let m = mat(lt(11u), lt(12u), lt(13u), p.H);
-  if (PV == 2u) {
-    let u = units_of(F, gsg, nsg);
-    let J = blocks_per_lane(m, SLOTS / 2u, sgs);
-    let UP = (SLOTS / J) / 2u;
-    for (var j0 = u.x; j0 < u.y; j0 += UP) {
-      let nj = min(UP, u.y - j0);
-      let v = rows_dot2(m, j0, 2u, F, 0u, 2u * nj, sl, sgs);
-      if (sl < nj) {
-        let g = row_val(v, 2u * sl, J);
-        S[p.s_h + j0 + sl] = bitcast<u32>(g / (1.0 + exp(-g)) * row_val(v, 2u * sl + 1u, J));
-      }
-    }
-    return;
-  }
-  if (PV != 0u) {
-    let u = units_of(F, gsg, nsg);
-    for (var j0 = u.x; j0 < u.y; j0 += 4u) {
-      var rs: RowSet;
-      rs.n = 2u * min(4u, u.y - j0);
-      for (var k = 0u; k < 8u; k++) { rs.r[k] = min(j0 + k / 2u, F - 1u) + (k % 2u) * F; }
-      let v = rows_dot(m, rs, sl, sgs);
-      if (sl == 0u) {
-        for (var k = 0u; k < rs.n / 2u; k++) {
-          let g = v[2u * k];
-          S[p.s_h + j0 + k] = bitcast<u32>(g / (1.0 + exp(-g)) * v[2u * k + 1u]);
-        }
-      }
-    }
-    return;
-  }
+  let m = mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), p.H);
   for (var j0 = gsg; j0 < F; j0 += 2u * nsg) {
     let j1 = min(j0 + nsg, F - 1u);
     let v = dot4(m, vec4<u32>(j0, F + j0, j1, F + j1), sl, sgs);
@@ -883,9 +468,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   }
   let H = p.H;
   var tok = ids[p.slot];
-  T_next = load_table(0u);
   for (var step = 0u; step < p.steps; step++) {
-    T = T_next;
     let pos = p.pos0 + step;
     // x = embed[tok]: every workgroup dequantizes it into xs for the first
     // norm (no barrier needed); workgroup 0 also keeps it in S as the
@@ -905,8 +488,8 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         let hi = nib_hi(wj);
         let v0 = (lo - zp) * sc;
         let v1 = (hi - zp) * sc;
-        xs[b * 8u + 2u * j] = v0;
-        xs[b * 8u + 2u * j + 1u] = v1;
+        xs[xsw(b * 8u + 2u * j)] = v0;
+        xs[xsw(b * 8u + 2u * j + 1u)] = v1;
         ss += dot(v0, v0) + dot(v1, v1);
         if (wid == 0u) {
           for (var k = 0u; k < 4u; k++) {
@@ -918,35 +501,33 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     }
     let tot = wg_sum(li, sl, sgs, ss);
     let inv0 = inverseSqrt(tot / f32(H) + p.eps);
-    let nw0 = lt(1u);
+    let nw0 = lt(0u, 1u);
     for (var i = li; i < H / 4u; i += WG) {
       let b = nw0 + 4u * i;
-      xs[i] = xs[i] * inv0 * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
+      xs[xsw(i)] = xs[xsw(i)] * inv0 * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
     }
     workgroupBarrier();
     for (var l = 0u; l < p.n_layers; l++) {
-      if (l > 0u) { T = T_next; }
-      T_next = load_table((l + 1u) % p.n_layers);
-      if (l > 0u) { stage(p.s_x, H, lt(1u), li, sl, sgs); }
-      if (uniform_u32(li, lt(0u)) == 0u) {
-        if ((p.skip & 8u) == 0u) { conv_in(gsg, nsg, sl, sgs); }
+      if (l > 0u) { stage(p.s_x, H, lt(l, 1u), li, sl, sgs); }
+      if (uniform_u32(li, lt(l, 0u)) == 0u) {
+        if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
         grid_sync(li);
         stage(p.s_mid, H, NONE, li, sl, sgs);
-        product(mat(lt(5u), lt(6u), lt(7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
+        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
       } else {
-        if ((p.skip & 16u) == 0u) { attn_qkv(pos, wid, li, sg, nsgw, sl, sgs); }
+        if ((p.skip & 16u) == 0u) { attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs); }
         grid_sync(li);
-        if ((p.skip & 1u) == 0u) { attn_split(pos, wid, li); }
+        if ((p.skip & 1u) == 0u) { attn_split(l, pos, wid, li); }
         grid_sync(li);
         stage_attn(pos, li);
-        product(mat(lt(5u), lt(6u), lt(7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
+        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
       }
       grid_sync(li);
-      stage(p.s_x, H, lt(10u), li, sl, sgs);
-      if ((p.skip & 4u) == 0u) { ffn_up(gsg, nsg, sl, sgs); }
+      stage(p.s_x, H, lt(l, 10u), li, sl, sgs);
+      if ((p.skip & 4u) == 0u) { ffn_up(l, gsg, nsg, sl, sgs); }
       grid_sync(li);
       stage(p.s_h, p.F, NONE, li, sl, sgs);
-      if ((p.skip & 4u) == 0u) { product(mat(lt(14u), lt(15u), lt(16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
+      if ((p.skip & 4u) == 0u) { product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
       grid_sync(li);
     }
     // Head + argmax: each subgroup keeps its best row, the workgroup its best
@@ -955,32 +536,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     let hm = mat(p.head_q, p.head_s, p.head_z, H);
     var best = -3.0e38;
     var bi = 0xffffffffu;
-    let hu = units_of(p.vocab, gsg, nsg);
-    let hJ = blocks_per_lane(hm, SLOTS, sgs);
-    for (var r0 = hu.x; PV == 2u && r0 < hu.y && (p.skip & 2u) == 0u; r0 += SLOTS / hJ) {
-      let nq = min(SLOTS / hJ, hu.y - r0);
-      let v = rows_dot2(hm, r0, 1u, 0u, 0u, nq, sl, sgs);
-      for (var k = 0u; k < SLOTS; k++) {
-        let x = row_val(v, k, hJ);
-        if (k < nq && x > best) { // rows ascend: the first of equal values stays
-          best = x;
-          bi = r0 + k;
-        }
-      }
-    }
-    for (var r0 = hu.x; PV == 1u && r0 < hu.y && (p.skip & 2u) == 0u; r0 += SLOTS) {
-      var rs: RowSet;
-      rs.n = min(SLOTS, hu.y - r0);
-      for (var k = 0u; k < SLOTS; k++) { rs.r[k] = min(r0 + k, p.vocab - 1u); }
-      let v = rows_dot(hm, rs, sl, sgs);
-      for (var k = 0u; k < rs.n; k++) {
-        if (v[k] > best) { // rows ascend: the first of equal values stays
-          best = v[k];
-          bi = r0 + k;
-        }
-      }
-    }
-    for (var r0 = gsg; PV == 0u && r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 4u * nsg) {
+    for (var r0 = gsg; r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 4u * nsg) {
       let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
       let v = dot4(hm, min(r, vec4<u32>(p.vocab - 1u)), sl, sgs);
       for (var k = 0u; k < 4u; k++) {
