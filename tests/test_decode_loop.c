@@ -229,10 +229,12 @@ TEST(decode_loop_webgpu_kv16) {
 
 /* Greedy decode with the head product and the token choice fused (argmax
  * partials in the head matvec) gives the same tokens as without
- * (WISP_WEBGPU_FUSE_ARGMAX=0), and the fusion is really used. */
+ * (WISP_WEBGPU_FUSE_ARGMAX=0), and the fusion is really used (op by op:
+ * the persistent decode, on by default for batches, is turned off). */
 TEST(decode_loop_webgpu_fused_argmax) {
   WEBGPU_OR_SKIP(d);
   (void)d;
+  setenv("WISP_WEBGPU_PERSIST", "0", 1);
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
   int32_t a[40], b[40];
@@ -255,6 +257,7 @@ TEST(decode_loop_webgpu_fused_argmax) {
   wisp_model_close(m);
   CHECK(st.argmax_fused == 0);
   CHECK(memcmp(a, b, sizeof a) == 0);
+  unsetenv("WISP_WEBGPU_PERSIST");
 }
 
 static void edit_candidate_unfused(cJSON *m) {
@@ -264,10 +267,12 @@ static void edit_candidate_unfused(cJSON *m) {
 }
 
 /* The manifest's tuned candidate reaches the backend through the plan:
- * convFuse false unfuses the decode conv (more dispatches, same tokens). */
+ * convFuse false unfuses the decode conv (more dispatches, same tokens;
+ * op by op, the persistent decode off). */
 TEST(decode_loop_manifest_candidate_drives_the_webgpu_backend) {
   WEBGPU_OR_SKIP(d);
   (void)d;
+  setenv("WISP_WEBGPU_PERSIST", "0", 1);
   const char *dir = fixture_variant("candidate-unfused", edit_candidate_unfused, 0);
   CHECK(dir);
   wisp_model *fused_m = NULL, *unfused_m = NULL;
@@ -297,6 +302,7 @@ TEST(decode_loop_manifest_candidate_drives_the_webgpu_backend) {
   CHECK(memcmp(ta, tb, sizeof ta) == 0);
   CHECKF(s3.dispatches - s2.dispatches > s1.dispatches - s0.dispatches, "unfused %llu vs fused %llu dispatches",
          (unsigned long long)(s3.dispatches - s2.dispatches), (unsigned long long)(s1.dispatches - s0.dispatches));
+  unsetenv("WISP_WEBGPU_PERSIST");
 }
 
 /* The pipelined loop (next batch recorded while the device runs the
@@ -428,6 +434,39 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
            batches[c], kv16[c]);
     CHECKF(steps == 32, "grid %s batch %d: %llu persistent steps, want 32", grids[c], batches[c],
            (unsigned long long)steps);
+  }
+  wisp_model_close(m);
+}
+
+/* By default (no setting) the persistent decode runs decode batches of two
+ * or more steps and leaves batches of one step to the op-by-op path; the
+ * tokens are the CPU backend's either way, and WISP_WEBGPU_PERSIST=0 turns
+ * it off. */
+TEST(decode_loop_webgpu_persistent_by_default_for_batches) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t ref[17], got[17];
+  CHECK(cpu_loop_tokens(m, 17, ref));
+  const int batches[] = {8, 1, 8};
+  const char *env[] = {NULL, NULL, "0"};
+  for (int c = 0; c < 3; c++) {
+    wisp_session_options gpu = {.backend = "webgpu"};
+    wisp_session *s = NULL;
+    if (env[c]) setenv("WISP_WEBGPU_PERSIST", env[c], 1);
+    wisp_status rc = wisp_session_new(m, &gpu, &s);
+    unsetenv("WISP_WEBGPU_PERSIST");
+    CHECKF(rc == WISP_OK, "%s", wisp_last_error());
+    if (rc) break;
+    wisp_generate_options o = {.temperature = 0, .batch = batches[c]};
+    CHECK(loop_tokens(s, k_prompt, 5, 17, &o, got));
+    uint64_t steps = persistent_steps(s);
+    wisp_session_free(s);
+    CHECKF(memcmp(ref, got, sizeof ref) == 0, "case %d: tokens differ from the CPU's", c);
+    uint64_t want = c == 0 ? 16 : 0;
+    CHECKF(steps == want, "case %d (batch %d): %llu persistent steps, want %llu", c, batches[c],
+           (unsigned long long)steps, (unsigned long long)want);
   }
   wisp_model_close(m);
 }
