@@ -35,6 +35,7 @@
 #include "util/err.h"
 
 #define PERSIST_WG 256
+#define PERSIST_OPT 0 /* persist_lfm2.wgsl's OPT bits on by default */
 #define LAYER_WORDS 20
 #define NONE 0xffffffffu
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
@@ -219,8 +220,11 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
 
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  wisp_wgpu_const c[3] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin}};
-  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 3);
+  /* WISP_WEBGPU_PERSIST_OPT: the kernel's round-trip savers (OPT bits), for A/B runs */
+  const char *opt = getenv("WISP_WEBGPU_PERSIST_OPT");
+  wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin},
+                          {"OPT", opt ? (uint32_t)strtoul(opt, NULL, 0) : PERSIST_OPT}};
+  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
 }
 
 /* Barriers per step: 4 per short-conv layer, 5 per attention layer, one

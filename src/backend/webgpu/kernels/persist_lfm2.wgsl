@@ -28,6 +28,12 @@ diagnostic(off, subgroup_uniformity);
 override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
 override XS4: u32 = 640;    // vec4s of the staged input (largest of hidden, ffn, heads * headDim) / 4
 override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
+// Round-trip savers, each measured on its own (docs/webgpu.md, "Persistent
+// decode"): 1 the attention merge loads every split first, 2 attention
+// (head dims <= 64) loads a chunk's keys and values a chunk ahead, 4 the
+// stage loads values and norm weights together, 8 a product's residuals
+// are loaded with its weights, 16 the conv loads taps and state together.
+override OPT: u32 = 0;
 
 const NONE: u32 = 0xffffffffu;
 const LAYER_WORDS: u32 = 20u;
@@ -125,6 +131,10 @@ fn xsw(i: u32) -> u32 { return i ^ ((i >> 3u) & 7u); }
 // Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
 // weight offset w != NONE, as rmsnorm(x) * w.
 fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
+  if ((OPT & 4u) != 0u) {
+    stage_together(src, n, w, li, sli, sgs);
+    return;
+  }
   var ss = 0.0;
   for (var i = li; i < n / 4u; i += WG) {
     let b = src + 4u * i;
@@ -139,6 +149,38 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
       let b = w + 4u * i;
       xs[xsw(i)] = xs[xsw(i)] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
     }
+  }
+  workgroupBarrier();
+}
+
+// The same with a thread's values and norm weights (up to 4 vec4s of each)
+// loaded together: one round trip (OPT 4).
+fn stage_together(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
+  var ss = 0.0;
+  let n4 = n / 4u;
+  for (var i0 = 0u; i0 < n4; i0 += 4u * WG) {
+    var v: array<vec4<f32>, 4>;
+    var g: array<vec4<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+      let i = i0 + k * WG + li;
+      if (i < n4) {
+        let b = src + 4u * i;
+        v[k] = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
+        if (w != NONE) { g[k] = vec4<f32>(wf(w + 4u * i), wf(w + 4u * i + 1u), wf(w + 4u * i + 2u), wf(w + 4u * i + 3u)); }
+      }
+    }
+    for (var k = 0u; k < 4u; k++) {
+      let i = i0 + k * WG + li;
+      if (i < n4) {
+        ss += dot(v[k], v[k]);
+        xs[xsw(i)] = select(v[k], v[k] * g[k], w != NONE);
+      }
+    }
+  }
+  let tot = wg_sum(li, sli, sgs, ss);
+  if (w != NONE) {
+    let inv = inverseSqrt(tot / f32(n) + p.eps);
+    for (var i = li; i < n4; i += WG) { xs[xsw(i)] = xs[xsw(i)] * inv; }
   }
   workgroupBarrier();
 }
@@ -194,6 +236,17 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs
   for (var r0 = gsg; r0 < n; r0 += 4u * nsg) {
     let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
     let rc = min(r, vec4<u32>(n - 1u));
+    if ((OPT & 8u) != 0u && sgs >= 4u) {
+      // Lane k < 4 owns row r[k]: its residual is loaded with the weights.
+      var o = 0.0;
+      var mine = n;
+      for (var k = 0u; k < 4u; k++) { if (k == sl) { mine = r[k]; } }
+      if (acc && mine < n) { o = sf(dst + mine); }
+      let v = dot4(m, rc, sl, sgs);
+      for (var k = 0u; k < 4u; k++) { if (k == sl) { o += v[k]; } }
+      if (mine < n) { S[dst + mine] = bitcast<u32>(o); }
+      continue;
+    }
     let v = dot4(m, rc, sl, sgs);
     if (sl == 0u) {
       for (var k = 0u; k < 4u; k++) {
@@ -208,6 +261,29 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs
 }
 
 // ---- the phases of one layer --------------------------------------------
+
+// Channel c's causal conv over its state (L - 1 inputs kept, L <= 16) of
+// b * x, times cc, into mid; taps and state loaded together first (OPT 16).
+fn conv_channel(taps: u32, st: u32, c: u32, b: f32, cc: f32, x: f32) {
+  let keep = p.L - 1u;
+  var tp: array<f32, 16>;
+  var sv: array<f32, 16>;
+  for (var j = 0u; j < 16u; j++) {
+    if (j <= keep) { tp[j] = wf(taps + c * p.L + j); }
+    if (j < keep) { sv[j] = sf(st + c * keep + j); }
+  }
+  let bx = b * x;
+  var a = 0.0;
+  for (var j = 0u; j < 16u; j++) {
+    if (j < keep) {
+      a += tp[j] * sv[j];
+      if (j > 0u) { S[st + c * keep + j - 1u] = bitcast<u32>(sv[j]); }
+    }
+    if (j == keep) { a += tp[j] * bx; }
+  }
+  if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
+  S[p.s_mid + c] = bitcast<u32>(cc * a);
+}
 
 // Short conv: in_proj rows (B, C, X of a channel) together, then the
 // channel's causal conv over its state (L - 1 inputs kept) into mid.
@@ -228,7 +304,9 @@ fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
         var cc = v0.y;
         var x = v0.z;
         if (k == 1u) { c = c0 + nsg; b = v0.w; cc = v1.x; x = v1.y; }
-        if (c < H) {
+        if (c < H && (OPT & 16u) != 0u) {
+          conv_channel(taps, st, c, b, cc, x);
+        } else if (c < H) {
           let bx = b * x;
           var a = wf(taps + c * p.L + keep) * bx;
           for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
@@ -338,7 +416,111 @@ fn n_splits(pos: u32) -> u32 {
   return max(1u, min((pos + kc) / kc, p.nsmax));
 }
 
+// A lane's share of a chunk for head dims D <= 64: its key's D / 8 dims
+// (8 lanes a key) and, for values, D / 8 keys of its dim. Loaded a chunk
+// ahead (OPT 2), so that the memory round trips overlap the softmax of the chunk
+// before.
+struct Chunk { k: array<f32, 8>, v: array<f32, 8>, }
+
+fn load_chunk(kb: u32, vb: u32, kh: u32, c0: u32, k1: u32, li: u32) -> Chunk {
+  let D = p.D;
+  let G = WG / D;
+  let dpl = D / LK;
+  let key = c0 + li / LK;
+  let lane = li % LK;
+  var c: Chunk;
+  for (var j = 0u; j < 8u; j++) {
+    if (j < dpl && key < k1) { c.k[j] = kv_load(kb, key, kh, lane * dpl + j); }
+    let t = c0 + li / D + j * G;
+    if (j < dpl && t < k1) { c.v[j] = kv_load(vb, t, kh, li % D); }
+  }
+  return c;
+}
+
+fn attn_split_d64(l: u32, pos: u32, wid: u32, li: u32) {
+  let D = p.D;
+  let G = WG / D;
+  let kc = WG / LK;
+  let dpl = D / LK;
+  let lane = li % LK;
+  let scale = inverseSqrt(f32(D));
+  let kb = lt(l, 17u);
+  let vb = lt(l, 18u);
+  let ns = n_splits(pos);
+  let kps = (pos + ns) / ns;
+  for (var task = wid; task < p.heads * ns; task += p.nwg) {
+    let h = task / ns;
+    let sp = task % ns;
+    let kh = h / (p.heads / p.kvh);
+    let k0 = sp * kps;
+    let k1 = min(k0 + kps, pos + 1u);
+    var q = 0.0;
+    if (li < D) { q = sf(p.s_q + h * D + li); }
+    var ch = load_chunk(kb, vb, kh, k0, k1, li);
+    workgroupBarrier();
+    if (li < D) { qv[li] = q; }
+    workgroupBarrier();
+    var m = -3.0e38;
+    var den = 0.0;
+    var o = 0.0;
+    for (var c0 = k0; c0 < k1; c0 += kc) {
+      var part = 0.0;
+      for (var j = 0u; j < 8u; j++) {
+        if (j < dpl) { part += qv[lane * dpl + j] * ch.k[j]; }
+      }
+      let vcur = ch.v;
+      if (c0 + kc < k1) { ch = load_chunk(kb, vb, kh, c0 + kc, k1, li); }
+      acc4[li] = part;
+      workgroupBarrier();
+      if (li < kc) {
+        var sc = -3.0e38;
+        if (c0 + li < k1) {
+          var t = 0.0;
+          for (var j = 0u; j < LK; j++) { t += acc4[li * LK + j]; }
+          sc = t * scale;
+        }
+        hv[li] = sc;
+      }
+      workgroupBarrier();
+      let nk = min(kc, k1 - c0);
+      var cm = hv[0];
+      for (var t = 1u; t < nk; t++) { cm = max(cm, hv[t]); }
+      let mn = max(m, cm);
+      let corr = exp(m - mn);
+      workgroupBarrier();
+      if (li < nk) { hv[li] = exp(hv[li] - mn); }
+      workgroupBarrier();
+      var es = 0.0;
+      for (var t = 0u; t < nk; t++) { es += hv[t]; }
+      den = den * corr + es;
+      o = o * corr;
+      for (var j = 0u; j < 8u; j++) {
+        let t = li / D + j * G;
+        if (j < dpl && t < nk) { o += hv[t] * vcur[j]; }
+      }
+      m = mn;
+      workgroupBarrier();
+    }
+    acc4[li] = o;
+    workgroupBarrier();
+    if (li < D) {
+      var t = 0.0;
+      for (var g = 0u; g < G; g++) { t += acc4[g * D + li]; }
+      S[p.s_ao + task * D + li] = bitcast<u32>(t);
+    }
+    if (li == 0u) {
+      S[p.s_am + 2u * task] = bitcast<u32>(m);
+      S[p.s_am + 2u * task + 1u] = bitcast<u32>(den);
+    }
+    workgroupBarrier();
+  }
+}
+
 fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
+  if ((OPT & 2u) != 0u && p.D <= 64u) {
+    attn_split_d64(l, pos, wid, li);
+    return;
+  }
   let D = p.D;
   let G = WG / D;
   let grp = li / D;
@@ -416,8 +598,49 @@ fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
   }
 }
 
+// stage_attn with OPT 1: a thread
+// merges 4 values of one head; it loads every split's (max, sum) and values
+// before using any (at most NSMAX splits: the host caps nsmax).
+const NSMAX: u32 = 16u;
+
+fn stage_attn_together(pos: u32, li: u32) {
+  let D = p.D;
+  let ns = n_splits(pos);
+  for (var e = 4u * li; e < p.heads * D; e += 4u * WG) {
+    let h = e / D;
+    let i = e % D;
+    var am: array<vec2<f32>, 16>;
+    var ao: array<vec4<f32>, 16>;
+    for (var sp = 0u; sp < NSMAX; sp++) {
+      if (sp < ns) {
+        let t = h * ns + sp;
+        am[sp] = vec2<f32>(sf(p.s_am + 2u * t), sf(p.s_am + 2u * t + 1u));
+        let o = p.s_ao + t * D + i;
+        ao[sp] = vec4<f32>(sf(o), sf(o + 1u), sf(o + 2u), sf(o + 3u));
+      }
+    }
+    var mx = -3.0e38;
+    for (var sp = 0u; sp < NSMAX; sp++) { if (sp < ns) { mx = max(mx, am[sp].x); } }
+    var num = vec4<f32>(0.0);
+    var den = 0.0;
+    for (var sp = 0u; sp < NSMAX; sp++) {
+      if (sp < ns) {
+        let wt = exp(am[sp].x - mx);
+        num += wt * ao[sp];
+        den += wt * am[sp].y;
+      }
+    }
+    xs[xsw(e >> 2u)] = num / den;
+  }
+  workgroupBarrier();
+}
+
 // xs = the attention output of every head, its splits merged.
 fn stage_attn(pos: u32, li: u32) {
+  if ((OPT & 1u) != 0u) {
+    stage_attn_together(pos, li);
+    return;
+  }
   let D = p.D;
   let ns = n_splits(pos);
   for (var e = li; e < p.heads * D; e += WG) {
