@@ -162,7 +162,7 @@ typedef struct {
   void *qwen; /* wgpu_qwen.c's state */
   void *mm8;  /* wgpu_matmul_i8.c's state */
   void *persist;     /* wgpu_persist.c's state */
-  int persist_on;    /* persistent decode: 0 off, 1 for batches of 2+ steps (auto), 2 always (opts.persist, WISP_WEBGPU_PERSIST) */
+  int persist_on;    /* persistent decode allowed (opts.persist, WISP_WEBGPU_PERSIST) */
   uint32_t persist_wg; /* its grid asked for (WISP_WEBGPU_PERSIST_WG; 0: probe from the default) */
   uint64_t state_epoch; /* bumped by every op that may write a state buffer (wgpu_persist.c) */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
@@ -1513,14 +1513,15 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *fa = getenv("WISP_WEBGPU_FUSE_ARGMAX");
   g->env_no_argmax = fa && !strcmp(fa, "0");
   g->fuse_argmax = g->fuse && !g->env_no_argmax;
-  /* Persistent decode (wgpu_persist.c). Auto: for decode batches of two or
-   * more steps, where it measured faster than the op-by-op path on the
-   * H200 (seed shape 1,841 vs 1,522 tok/s at 64 a batch; LFM2-350M 1,552
-   * vs 953) and on lavapipe; a batch of one step stays op by op (seed
-   * shape 1,677 vs 1,819 pipelined). docs/webgpu.md, "Persistent decode". */
+  /* Persistent decode (wgpu_persist.c): on unless turned off. Measured
+   * faster than the op-by-op path on the H200 at every batch size (seed
+   * shape, sixth session: 1,999 vs 1,752 tok/s at one step a batch, 2,248
+   * vs 1,197-1,522 at 64; LFM2-350M 1,565 vs 1,154) and on lavapipe; the
+   * op-by-op path stays for sampling, other models and WISP_WEBGPU_PERSIST=0.
+   * docs/webgpu.md, "Persistent decode". */
   const char *pe = getenv("WISP_WEBGPU_PERSIST");
-  g->persist_on = o.persist > 0 ? 2 : o.persist < 0 ? 0 : 1;
-  if (pe && (!strcmp(pe, "0") || !strcmp(pe, "1"))) g->persist_on = pe[0] == '1' ? 2 : 0;
+  g->persist_on = o.persist >= 0;
+  if (pe && (!strcmp(pe, "0") || !strcmp(pe, "1"))) g->persist_on = pe[0] == '1';
   const char *pw = getenv("WISP_WEBGPU_PERSIST_WG");
   g->persist_wg = pw && atoi(pw) > 0 ? (uint32_t)atoi(pw) : 0;
   wisp_backend_settings_default(&g->set);
@@ -1693,7 +1694,6 @@ void **wisp_wgpu_int_qwen_slot(wisp_backend *be) { return &as_g(be)->qwen; }
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be) { return &as_g(be)->mm8; }
 void **wisp_wgpu_int_persist_slot(wisp_backend *be) { return &as_g(be)->persist; }
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be) { return as_g(be)->persist_wg; }
-int wisp_wgpu_int_persist_always(wisp_backend *be) { return as_g(be)->persist_on == 2; }
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be) { return as_g(be)->state_epoch; }
 int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]) {
   wmat *M = need_mat(as_g(be), m);

@@ -87,8 +87,6 @@ void **wisp_wgpu_int_mm8_slot(wisp_backend *be);
 void **wisp_wgpu_int_persist_slot(wisp_backend *be);
 /* Its grid as asked for (WISP_WEBGPU_PERSIST_WG, read at creation); 0: the default probe. */
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be);
-/* 1: the persistent decode runs batches of one step too (asked for), 0: only batches of 2+ (auto). */
-int wisp_wgpu_int_persist_always(wisp_backend *be);
 /* A counter bumped by every op that may write a state buffer (short conv,
  * attention, buf_zero, buf_copy_to): unchanged means untouched. */
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be);

@@ -402,7 +402,7 @@ static persist **slot(wisp_backend *be) { return (persist **)wisp_wgpu_int_persi
 
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
                                    const wisp_sampling *sp) {
-  if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 || (k < 2 && !wisp_wgpu_int_persist_always(be)) ||
+  if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
       pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
     return WISP_EUNSUPPORTED;
   persist *P = *slot(be);
