@@ -408,8 +408,9 @@ static uint64_t persistent_steps(wisp_session *s) {
 /* Greedy tokens of the persistent decode equal the CPU backend's, for one
  * and for two workgroups (grid barriers really crossed), batches of 1, 7
  * and 16 steps a dispatch, f32 and f16 KV caches, attention in one and in
- * three key ranges a head (merged by stage_attn); and every step after the
- * first really ran in the persistent kernel. */
+ * three key ranges a head (merged by stage_attn), the default and the
+ * other OPT code paths; and every step after the first really ran in the
+ * persistent kernel. */
 TEST(decode_loop_webgpu_persistent_matches_cpu) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -418,16 +419,21 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   wisp_session *s = NULL;
   int32_t ref[33], got[33];
   CHECK(cpu_loop_tokens(m, 33, ref));
-  const char *grids[] = {"1", "2", "1", "2"}, *splits[] = {NULL, NULL, NULL, "3"};
-  const int batches[] = {16, 7, 1, 16}, kv16[] = {0, 1, 1, 0};
-  for (int c = 0; c < 4; c++) {
+  /* The last case runs the kernel's other code paths (OPT 2: the chunked
+   * attention, the serial merge, lane-0 residuals; the default is 1 + 8). */
+  const char *grids[] = {"1", "2", "1", "2", "2"}, *splits[] = {NULL, NULL, NULL, "3", "3"};
+  const char *opts[] = {NULL, NULL, NULL, NULL, "2"};
+  const int batches[] = {16, 7, 1, 16, 16}, kv16[] = {0, 1, 1, 0, 1};
+  for (int c = 0; c < 5; c++) {
     s = persist_session(m, grids[c], kv16[c]);
     CHECK(s != NULL);
     if (!s) break;
     wisp_generate_options o = {.temperature = 0, .batch = batches[c]};
     if (splits[c]) setenv("WISP_WEBGPU_PERSIST_SPLITS", splits[c], 1);
+    if (opts[c]) setenv("WISP_WEBGPU_PERSIST_OPT", opts[c], 1);
     CHECK(loop_tokens(s, k_prompt, 5, 33, &o, got));
     unsetenv("WISP_WEBGPU_PERSIST_SPLITS");
+    unsetenv("WISP_WEBGPU_PERSIST_OPT");
     uint64_t steps = persistent_steps(s);
     wisp_session_free(s);
     CHECKF(memcmp(ref, got, sizeof ref) == 0, "grid %s batch %d kv16 %d: tokens differ from the CPU's", grids[c],

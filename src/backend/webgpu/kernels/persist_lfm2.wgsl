@@ -28,11 +28,13 @@ diagnostic(off, subgroup_uniformity);
 override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
 override XS4: u32 = 640;    // vec4s of the staged input (largest of hidden, ffn, heads * headDim) / 4
 override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
-// Round-trip savers, each measured on its own (docs/webgpu.md, "Persistent
-// decode"): 1 the attention merge loads every split first, 2 attention
-// (head dims <= 64) loads a chunk's keys and values a chunk ahead, 4 the
-// stage loads values and norm weights together, 8 a product's residuals
-// are loaded with its weights, 16 the conv loads taps and state together.
+// Round-trip savers, measured one by one on the H200 (docs/webgpu.md,
+// "Persistent decode"; the host turns on 1 + 8): 1 the attention merge
+// loads every split first (+31 %), 2 attention (head dims <= 64) loads a
+// chunk's keys and values a chunk ahead (+12 % alone, slower with 1), 8 a
+// product's residuals are loaded with its weights (+16 %). Two more were
+// measured and removed: the stage loading norm weights with the values
+// (+1 %) and the conv loading taps and state together (-7 %).
 override OPT: u32 = 0;
 
 const NONE: u32 = 0xffffffffu;
@@ -131,10 +133,6 @@ fn xsw(i: u32) -> u32 { return i ^ ((i >> 3u) & 7u); }
 // Stages n values (n % 4 == 0) of S from word `src` into xs; with a norm
 // weight offset w != NONE, as rmsnorm(x) * w.
 fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
-  if ((OPT & 4u) != 0u) {
-    stage_together(src, n, w, li, sli, sgs);
-    return;
-  }
   var ss = 0.0;
   for (var i = li; i < n / 4u; i += WG) {
     let b = src + 4u * i;
@@ -149,38 +147,6 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
       let b = w + 4u * i;
       xs[xsw(i)] = xs[xsw(i)] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
     }
-  }
-  workgroupBarrier();
-}
-
-// The same with a thread's values and norm weights (up to 4 vec4s of each)
-// loaded together: one round trip (OPT 4).
-fn stage_together(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
-  var ss = 0.0;
-  let n4 = n / 4u;
-  for (var i0 = 0u; i0 < n4; i0 += 4u * WG) {
-    var v: array<vec4<f32>, 4>;
-    var g: array<vec4<f32>, 4>;
-    for (var k = 0u; k < 4u; k++) {
-      let i = i0 + k * WG + li;
-      if (i < n4) {
-        let b = src + 4u * i;
-        v[k] = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
-        if (w != NONE) { g[k] = vec4<f32>(wf(w + 4u * i), wf(w + 4u * i + 1u), wf(w + 4u * i + 2u), wf(w + 4u * i + 3u)); }
-      }
-    }
-    for (var k = 0u; k < 4u; k++) {
-      let i = i0 + k * WG + li;
-      if (i < n4) {
-        ss += dot(v[k], v[k]);
-        xs[xsw(i)] = select(v[k], v[k] * g[k], w != NONE);
-      }
-    }
-  }
-  let tot = wg_sum(li, sli, sgs, ss);
-  if (w != NONE) {
-    let inv = inverseSqrt(tot / f32(n) + p.eps);
-    for (var i = li; i < n4; i += WG) { xs[xsw(i)] = xs[xsw(i)] * inv; }
   }
   workgroupBarrier();
 }
@@ -262,29 +228,6 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs
 
 // ---- the phases of one layer --------------------------------------------
 
-// Channel c's causal conv over its state (L - 1 inputs kept, L <= 16) of
-// b * x, times cc, into mid; taps and state loaded together first (OPT 16).
-fn conv_channel(taps: u32, st: u32, c: u32, b: f32, cc: f32, x: f32) {
-  let keep = p.L - 1u;
-  var tp: array<f32, 16>;
-  var sv: array<f32, 16>;
-  for (var j = 0u; j < 16u; j++) {
-    if (j <= keep) { tp[j] = wf(taps + c * p.L + j); }
-    if (j < keep) { sv[j] = sf(st + c * keep + j); }
-  }
-  let bx = b * x;
-  var a = 0.0;
-  for (var j = 0u; j < 16u; j++) {
-    if (j < keep) {
-      a += tp[j] * sv[j];
-      if (j > 0u) { S[st + c * keep + j - 1u] = bitcast<u32>(sv[j]); }
-    }
-    if (j == keep) { a += tp[j] * bx; }
-  }
-  if (keep > 0u) { S[st + c * keep + keep - 1u] = bitcast<u32>(bx); }
-  S[p.s_mid + c] = bitcast<u32>(cc * a);
-}
-
 // Short conv: in_proj rows (B, C, X of a channel) together, then the
 // channel's causal conv over its state (L - 1 inputs kept) into mid.
 fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
@@ -304,9 +247,7 @@ fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
         var cc = v0.y;
         var x = v0.z;
         if (k == 1u) { c = c0 + nsg; b = v0.w; cc = v1.x; x = v1.y; }
-        if (c < H && (OPT & 16u) != 0u) {
-          conv_channel(taps, st, c, b, cc, x);
-        } else if (c < H) {
+        if (c < H) {
           let bx = b * x;
           var a = wf(taps + c * p.L + keep) * bx;
           for (var j = 0u; j < keep; j++) { a += wf(taps + c * p.L + j) * sf(st + c * keep + j); }
