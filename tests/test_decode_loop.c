@@ -419,10 +419,10 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   wisp_session *s = NULL;
   int32_t ref[33], got[33];
   CHECK(cpu_loop_tokens(m, 33, ref));
-  /* The last case runs the kernel's other code paths (OPT 2: the chunked
-   * attention, the serial merge, lane-0 residuals; the default is 1 + 8). */
+  /* The last case runs the kernel's other code paths (OPT 0: the serial
+   * merge, lane-0 residuals; the default is 1 + 8). */
   const char *grids[] = {"1", "2", "1", "2", "2"}, *splits[] = {NULL, NULL, NULL, "3", "3"};
-  const char *opts[] = {NULL, NULL, NULL, NULL, "2"};
+  const char *opts[] = {NULL, NULL, NULL, NULL, "0"};
   const int batches[] = {16, 7, 1, 16, 16}, kv16[] = {0, 1, 1, 0, 1};
   for (int c = 0; c < 5; c++) {
     s = persist_session(m, grids[c], kv16[c]);

@@ -29,12 +29,12 @@ override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup
 override XS4: u32 = 640;    // vec4s of the staged input (largest of hidden, ffn, heads * headDim) / 4
 override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
 // Round-trip savers, measured one by one on the H200 (docs/webgpu.md,
-// "Persistent decode"; the host turns on 1 + 8): 1 the attention merge
-// loads every split first (+31 %), 2 attention (head dims <= 64) loads a
-// chunk's keys and values a chunk ahead (+12 % alone, slower with 1), 8 a
-// product's residuals are loaded with its weights (+16 %). Two more were
-// measured and removed: the stage loading norm weights with the values
-// (+1 %) and the conv loading taps and state together (-7 %).
+// "Persistent decode"; the host turns on both): 1 the attention merge
+// loads every split first (+31 %), 8 a product's residuals are loaded with
+// its weights (+16 %). Three more were measured and removed: attention
+// loading a chunk's keys and values a chunk ahead (+12 % alone, -33 % with
+// 1), the stage loading norm weights with the values (+1 %), and the conv
+// loading taps and state together (-7 %).
 override OPT: u32 = 0;
 
 const NONE: u32 = 0xffffffffu;
@@ -357,111 +357,7 @@ fn n_splits(pos: u32) -> u32 {
   return max(1u, min((pos + kc) / kc, p.nsmax));
 }
 
-// A lane's share of a chunk for head dims D <= 64: its key's D / 8 dims
-// (8 lanes a key) and, for values, D / 8 keys of its dim. Loaded a chunk
-// ahead (OPT 2), so that the memory round trips overlap the softmax of the chunk
-// before.
-struct Chunk { k: array<f32, 8>, v: array<f32, 8>, }
-
-fn load_chunk(kb: u32, vb: u32, kh: u32, c0: u32, k1: u32, li: u32) -> Chunk {
-  let D = p.D;
-  let G = WG / D;
-  let dpl = D / LK;
-  let key = c0 + li / LK;
-  let lane = li % LK;
-  var c: Chunk;
-  for (var j = 0u; j < 8u; j++) {
-    if (j < dpl && key < k1) { c.k[j] = kv_load(kb, key, kh, lane * dpl + j); }
-    let t = c0 + li / D + j * G;
-    if (j < dpl && t < k1) { c.v[j] = kv_load(vb, t, kh, li % D); }
-  }
-  return c;
-}
-
-fn attn_split_d64(l: u32, pos: u32, wid: u32, li: u32) {
-  let D = p.D;
-  let G = WG / D;
-  let kc = WG / LK;
-  let dpl = D / LK;
-  let lane = li % LK;
-  let scale = inverseSqrt(f32(D));
-  let kb = lt(l, 17u);
-  let vb = lt(l, 18u);
-  let ns = n_splits(pos);
-  let kps = (pos + ns) / ns;
-  for (var task = wid; task < p.heads * ns; task += p.nwg) {
-    let h = task / ns;
-    let sp = task % ns;
-    let kh = h / (p.heads / p.kvh);
-    let k0 = sp * kps;
-    let k1 = min(k0 + kps, pos + 1u);
-    var q = 0.0;
-    if (li < D) { q = sf(p.s_q + h * D + li); }
-    var ch = load_chunk(kb, vb, kh, k0, k1, li);
-    workgroupBarrier();
-    if (li < D) { qv[li] = q; }
-    workgroupBarrier();
-    var m = -3.0e38;
-    var den = 0.0;
-    var o = 0.0;
-    for (var c0 = k0; c0 < k1; c0 += kc) {
-      var part = 0.0;
-      for (var j = 0u; j < 8u; j++) {
-        if (j < dpl) { part += qv[lane * dpl + j] * ch.k[j]; }
-      }
-      let vcur = ch.v;
-      if (c0 + kc < k1) { ch = load_chunk(kb, vb, kh, c0 + kc, k1, li); }
-      acc4[li] = part;
-      workgroupBarrier();
-      if (li < kc) {
-        var sc = -3.0e38;
-        if (c0 + li < k1) {
-          var t = 0.0;
-          for (var j = 0u; j < LK; j++) { t += acc4[li * LK + j]; }
-          sc = t * scale;
-        }
-        hv[li] = sc;
-      }
-      workgroupBarrier();
-      let nk = min(kc, k1 - c0);
-      var cm = hv[0];
-      for (var t = 1u; t < nk; t++) { cm = max(cm, hv[t]); }
-      let mn = max(m, cm);
-      let corr = exp(m - mn);
-      workgroupBarrier();
-      if (li < nk) { hv[li] = exp(hv[li] - mn); }
-      workgroupBarrier();
-      var es = 0.0;
-      for (var t = 0u; t < nk; t++) { es += hv[t]; }
-      den = den * corr + es;
-      o = o * corr;
-      for (var j = 0u; j < 8u; j++) {
-        let t = li / D + j * G;
-        if (j < dpl && t < nk) { o += hv[t] * vcur[j]; }
-      }
-      m = mn;
-      workgroupBarrier();
-    }
-    acc4[li] = o;
-    workgroupBarrier();
-    if (li < D) {
-      var t = 0.0;
-      for (var g = 0u; g < G; g++) { t += acc4[g * D + li]; }
-      S[p.s_ao + task * D + li] = bitcast<u32>(t);
-    }
-    if (li == 0u) {
-      S[p.s_am + 2u * task] = bitcast<u32>(m);
-      S[p.s_am + 2u * task + 1u] = bitcast<u32>(den);
-    }
-    workgroupBarrier();
-  }
-}
-
 fn attn_split(l: u32, pos: u32, wid: u32, li: u32) {
-  if ((OPT & 2u) != 0u && p.D <= 64u) {
-    attn_split_d64(l, pos, wid, li);
-    return;
-  }
   let D = p.D;
   let G = WG / D;
   let grp = li / D;
