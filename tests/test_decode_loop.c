@@ -520,6 +520,38 @@ TEST(decode_loop_webgpu_persistent_state_continues) {
 /* Asked for more workgroups than can run at once (lavapipe runs a couple),
  * the grid probe settles on fewer instead of deadlocking the barrier, and
  * sampling that is not greedy takes the op-by-op path. */
+/* A persistent run whose grid barrier gives up (simulated: the timeout flag
+ * set before the run, WISP_WEBGPU_PERSIST_FAIL=1) ends the generate with a
+ * clear error instead of hanging or returning garbage tokens; the flag does
+ * not outlive the run: after a reset the same session decodes the CPU's
+ * tokens persistently again. */
+TEST(decode_loop_webgpu_persistent_timeout_is_an_error) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t ref[17], got[17];
+  CHECK(cpu_loop_tokens(m, 17, ref));
+  wisp_session *s = persist_session(m, "2", 0);
+  CHECK(s != NULL);
+  if (s) {
+    wisp_generate_options greedy = {.temperature = 0, .batch = 8};
+    setenv("WISP_WEBGPU_PERSIST_FAIL", "1", 1);
+    int ok = loop_tokens(s, k_prompt, 5, 17, &greedy, got);
+    unsetenv("WISP_WEBGPU_PERSIST_FAIL");
+    CHECK(!ok);
+    CHECKF(strstr(wisp_last_error(), "decode batch failed") != NULL, "error: %s", wisp_last_error());
+    wisp_session_reset(s);
+    uint64_t before = persistent_steps(s);
+    CHECK(loop_tokens(s, k_prompt, 5, 17, &greedy, got));
+    CHECK(memcmp(ref, got, sizeof ref) == 0);
+    CHECKF(persistent_steps(s) - before == 16, "%llu persistent steps after the reset, want 16",
+           (unsigned long long)(persistent_steps(s) - before));
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+}
+
 TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
   WEBGPU_OR_SKIP(d);
   (void)d;

@@ -454,6 +454,14 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   pp.probe = 0;
   wisp_wgpu_binding b[5] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
                             {wisp_wgpu_int_buf(ids), 0, 0}};
+  /* WISP_WEBGPU_PERSIST_FAIL=1 (tests): the run starts with its timeout flag
+   * set, as if a barrier had given up. (The kernel clears the flag at the
+   * end of each run, so one failed run does not void the later ones.) */
+  const char *fail = getenv("WISP_WEBGPU_PERSIST_FAIL");
+  if (fail && fail[0] == '1') {
+    uint32_t flag = 1;
+    if (wisp_wgpu_buf_write(wisp_wgpu_int_device(be), P->ctr, 4, &flag, sizeof flag) != WISP_OK) return WISP_EDEVICE;
+  }
   wisp_wgpu_int_record(be, P->k, b, 5, &pp, sizeof pp, P->nwg, 1, 1);
   P->bar_base += P->nwg * ((uint32_t)k * P->barriers_per_step + 1);
   P->end = pos + k; /* copied back lazily: wisp_wgpu_persist_flush */

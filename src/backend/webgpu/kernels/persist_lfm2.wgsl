@@ -660,9 +660,12 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     }
     tok = workgroupUniformLoad(&wtok);
   }
-  // A run whose barrier timed out is void: its ids are marked invalid.
+  // A run whose barrier timed out is void: its ids are marked invalid, and
+  // the flag is cleared for the next run (every workgroup is past its last
+  // look at it: this is after the final barrier).
   grid_sync(li);
   if (wid == 0u && li == 0u && atomicLoad(&ctr[1]) != 0u) {
     for (var i = 0u; i < p.steps; i++) { ids[p.slot + 1u + i] = 0xffffffffu; }
+    atomicStore(&ctr[1], 0u);
   }
 }
