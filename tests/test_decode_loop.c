@@ -517,9 +517,6 @@ TEST(decode_loop_webgpu_persistent_state_continues) {
   unsetenv("WISP_WEBGPU_PERSIST_WG");
 }
 
-/* Asked for more workgroups than can run at once (lavapipe runs a couple),
- * the grid probe settles on fewer instead of deadlocking the barrier, and
- * sampling that is not greedy takes the op-by-op path. */
 /* A persistent run whose grid barrier gives up (simulated: the timeout flag
  * set before the run, WISP_WEBGPU_PERSIST_FAIL=1) ends the generate with a
  * clear error instead of hanging or returning garbage tokens; the flag does
@@ -552,6 +549,9 @@ TEST(decode_loop_webgpu_persistent_timeout_is_an_error) {
   wisp_model_close(m);
 }
 
+/* Asked for more workgroups than can run at once (lavapipe runs a couple),
+ * the grid probe settles on fewer instead of deadlocking the barrier, and
+ * sampling that is not greedy takes the op-by-op path. */
 TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
   WEBGPU_OR_SKIP(d);
   (void)d;
