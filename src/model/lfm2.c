@@ -443,7 +443,6 @@ static wisp_status lfm2_decode_graph(const void *p, void *sp, wisp_decode_graph 
   lfm2_state *s = sp;
   const wisp_shape *sh = &w->shape;
   if (sh->n_layers > WISP_GRAPH_MAX_LAYERS) return WISP_EUNSUPPORTED;
-  memset(g, 0, sizeof *g);
   *g = (wisp_decode_graph){.n_layers = sh->n_layers, .hidden = sh->hidden, .ffn = sh->ffn, .vocab = sh->vocab,
                            .heads = sh->heads, .kv_heads = sh->kv_heads, .head_dim = sh->head_dim,
                            .conv_len = sh->conv_cache, .max_pos = s->max_pos, .rope_rows = w->positions,

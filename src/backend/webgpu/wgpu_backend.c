@@ -1322,9 +1322,10 @@ static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src
 }
 
 /* copy_range.wgsl: dst[dst_off..+n) = src[src_off..+n) in 32-bit words
- * (buf_copy_to, and the persistent decode's state copies). */
+ * (buf_copy_to, and the persistent decode's state copies); nothing for n 0. */
 static void rec_copy_words(wgpu_backend *g, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
                            uint64_t n) {
+  if (!n) return;
   wisp_wgpu_const c[1] = {{"WG", 256}};
   wisp_wgpu_kernel *k = kernel(g, "copy_range", c, 1);
   struct {

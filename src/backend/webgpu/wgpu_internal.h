@@ -17,7 +17,7 @@ wisp_wgpu_kernel *wisp_wgpu_int_kernel(wisp_backend *be, const char *file, const
 /* Records one dispatch: storage bindings b[0..nb), parameters at binding nb. */
 void wisp_wgpu_int_record(wisp_backend *be, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
                           const void *params, size_t psize, uint32_t gx, uint32_t gy, uint32_t gz);
-/* Records dst[dst_off..+n) = src[src_off..+n), offsets and n in 32-bit words (copy_range.wgsl). */
+/* Records dst[dst_off..+n) = src[src_off..+n), offsets and n in 32-bit words (copy_range.wgsl); nothing for n 0. */
 void wisp_wgpu_int_copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
                               uint64_t n);
 /* Records a held-back (fusable) op, if any; every op entry point calls it first. */

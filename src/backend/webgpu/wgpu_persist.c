@@ -60,6 +60,7 @@ typedef struct {
   const wisp_matrix *embed; /* the graph this was built for (its identity) */
   int n_layers, max_pos;
   int unsupported;          /* built and found unusable: every call answers WISP_EUNSUPPORTED */
+  int fail_next;            /* WISP_WEBGPU_PERSIST_FAIL=1 at build (tests): the next run starts as if timed out */
   wisp_wgpu_buf blob, arena, ctr;
   wisp_wgpu_kernel *k;
   uint32_t nwg, bar_base, barriers_per_step;
@@ -345,6 +346,8 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   if (!P->nwg) return WISP_EUNSUPPORTED;
   /* splits per head: the grid's workgroups shared among the heads */
   P->base.nwg = P->nwg;
+  const char *fail = getenv("WISP_WEBGPU_PERSIST_FAIL");
+  P->fail_next = fail && fail[0] == '1';
   const char *skip = getenv("WISP_WEBGPU_PERSIST_SKIP"); /* timing probes: wrong tokens on purpose */
   P->base.skip = skip ? (uint32_t)atoi(skip) : 0;
   P->base.nsmax = P->nwg / (uint32_t)NH > 1 ? P->nwg / (uint32_t)NH : 1;
@@ -366,12 +369,6 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
 
 /* ---- a run ---------------------------------------------------------------- */
 
-/* A state copy of n words (none for an empty range). */
-static void copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
-                       uint64_t n) {
-  if (n) wisp_wgpu_int_copy_words(be, src, src_off, dst, dst_off, n);
-}
-
 /* Copies state rows [p0, p1) between the session's buffers and the arena
  * (to_arena: in; else out); conv states whole. */
 static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g, int p0, int p1, int to_arena) {
@@ -382,18 +379,18 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
     if (!L->attention) {
       uint64_t n = (uint64_t)g->hidden * (uint64_t)(g->conv_len - 1);
       WGPUBuffer s = wisp_wgpu_int_buf(L->state);
-      if (to_arena) copy_words(be, s, 0, arena, P->state_off[i], n);
-      else copy_words(be, arena, P->state_off[i], s, 0, n);
+      if (to_arena) wisp_wgpu_int_copy_words(be, s, 0, arena, P->state_off[i], n);
+      else wisp_wgpu_int_copy_words(be, arena, P->state_off[i], s, 0, n);
       continue;
     }
     WGPUBuffer kb = wisp_wgpu_int_buf(L->state), vb = wisp_wgpu_int_buf(L->v_cache);
     uint64_t o = (uint64_t)p0 * row, n = (uint64_t)(p1 - p0) * row;
     if (to_arena) {
-      copy_words(be, kb, o, arena, P->state_off[i] + o, n);
-      copy_words(be, vb, o, arena, P->v_off[i] + o, n);
+      wisp_wgpu_int_copy_words(be, kb, o, arena, P->state_off[i] + o, n);
+      wisp_wgpu_int_copy_words(be, vb, o, arena, P->v_off[i] + o, n);
     } else {
-      copy_words(be, arena, P->state_off[i] + o, kb, o, n);
-      copy_words(be, arena, P->v_off[i] + o, vb, o, n);
+      wisp_wgpu_int_copy_words(be, arena, P->state_off[i] + o, kb, o, n);
+      wisp_wgpu_int_copy_words(be, arena, P->v_off[i] + o, vb, o, n);
     }
   }
 }
@@ -454,11 +451,12 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   pp.probe = 0;
   wisp_wgpu_binding b[5] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
                             {wisp_wgpu_int_buf(ids), 0, 0}};
-  /* WISP_WEBGPU_PERSIST_FAIL=1 (tests): the run starts with its timeout flag
-   * set, as if a barrier had given up. (The kernel clears the flag at the
-   * end of each run, so one failed run does not void the later ones.) */
-  const char *fail = getenv("WISP_WEBGPU_PERSIST_FAIL");
-  if (fail && fail[0] == '1') {
+  /* The first run after a build with WISP_WEBGPU_PERSIST_FAIL=1 (tests)
+   * starts with its timeout flag set, as if a barrier had given up. (The
+   * kernel clears the flag at the end of each run, so one failed run does
+   * not void the later ones.) */
+  if (P->fail_next) {
+    P->fail_next = 0;
     uint32_t flag = 1;
     if (wisp_wgpu_buf_write(wisp_wgpu_int_device(be), P->ctr, 4, &flag, sizeof flag) != WISP_OK) return WISP_EDEVICE;
   }
@@ -477,7 +475,7 @@ void wisp_wgpu_persist_flush(wisp_backend *be) {
   persist *P = *slot(be);
   if (!P || P->unsupported || !P->gcopy || P->out0 < 0 || P->end < 0) return;
   int p0 = P->out0;
-  P->out0 = -1; /* before recording: copy_words must not come back here */
+  P->out0 = -1; /* before recording: the copies must not come back here */
   copy_state(be, P, P->gcopy, p0, P->end, 0);
 }
 

@@ -202,8 +202,9 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs
   for (var r0 = gsg; r0 < n; r0 += 4u * nsg) {
     let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
     let rc = min(r, vec4<u32>(n - 1u));
-    if ((OPT & 8u) != 0u && sgs >= 4u) {
-      // Lane k < 4 owns row r[k]: its residual is loaded with the weights.
+    if ((OPT & 8u) != 0u) {
+      // Lane k < 4 owns row r[k] (a subgroup has at least 4 lanes): its
+      // residual is loaded with the weights.
       var o = 0.0;
       var mine = n;
       for (var k = 0u; k < 4u; k++) { if (k == sl) { mine = r[k]; } }
