@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# On the GPU machine (tools/device-bundle.sh first): where a Qwen 3.5 decode
+# token's GPU time goes, and A/B runs of tuning switches. For each
+# QWEN_CONFIGS shape (random weights from the real configuration, Q4_K):
+# the batch-1 bench of each VARIANTS entry ("base" = defaults, else
+# comma-separated VAR=value settings), base again at the end (drift), and
+# WISP_WEBGPU_PROFILE=1 decode profiles (one pass per dispatch, then
+# REPEAT=8 for marginal per-dispatch times; PROFILE=0 skips them).
+# RECEIPTS=1 then takes tools/device-speed.sh's Qwen receipts under
+# $1/receipts. Output under $1, packed into $1.tgz.
+set -uo pipefail
+OUT=${1:-/tmp/qprof}
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
+ldconfig 2>/dev/null
+export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+W=.dev/wisp
+say() { echo "== $* ($(date +%T))"; }
+for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
+  A=/tmp/wq/$cfg/art_q4k
+  if [ ! -d "$A" ]; then
+    say "build $cfg"
+    python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out /tmp/wq/$cfg/hf >/dev/null 2>&1 &&
+      $W convert /tmp/wq/$cfg/hf -o "$A" --quant q4k --quiet
+  fi
+  [ -d "$A" ] || { echo "$cfg: no artifact"; continue; }
+  say "$cfg"
+  for v in ${VARIANTS:-base} base; do
+    envs=""; [ "$v" = base ] || envs=$(echo "$v" | tr ',' ' ')
+    printf '%-10s %-56s ' "$cfg" "$v"
+    env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch 1 -o /tmp/x.json 2>/dev/null | head -1
+  done
+  if [ "${PROFILE:-1}" = 1 ]; then
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG > "$OUT/$cfg-profile.txt"
+    WISP_WEBGPU_PROFILE=1 WISP_WEBGPU_PROFILE_REPEAT=8 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG > "$OUT/$cfg-profile-r8.txt"
+    head -16 "$OUT/$cfg-profile-r8.txt" | tail -12
+  fi
+done
+if [ "${RECEIPTS:-0}" = 1 ]; then
+  say receipts
+  SECTIONS=qwen timeout 300 bash tools/device-speed.sh "$OUT/receipts" 2>&1 | tee "$OUT/receipts.log"
+fi
+tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
+say done
