@@ -220,6 +220,14 @@ struct wisp_backend {
    * records decode_step k times. */
   wisp_status (*decode_graph)(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
                               const wisp_sampling *sp);
+  /* Optional, with decode_graph: the decode_graph batch that began at pos
+   * came back failed (ids outside the vocabulary: the persistent decode's
+   * grid barrier gave up). Puts the graph's state buffers back as they were
+   * at pos and turns decode_graph off for good (it answers
+   * WISP_EUNSUPPORTED from then on), so that the caller can record that
+   * batch again op by op. Call with nothing in flight. WISP_EUNSUPPORTED:
+   * no such batch is known (the state cannot be put back). */
+  wisp_status (*decode_graph_reset)(wisp_backend *be, int pos);
 };
 
 /* Backends this build has. `threads` 0 = one per online core. */

@@ -63,6 +63,7 @@ typedef struct {
   int k, pos0;
   uint32_t steps0;
   int32_t in0; /* its first input token (-1: not known to the host yet) */
+  int graph;   /* recorded through the backend's decode_graph */
 } batch_mark;
 
 /* Whether this loop can rewind: stop tokens, and an architecture and
@@ -126,16 +127,18 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
 }
 
 /* Records k decode steps from ids[0] at s->pos: in one go where the
- * backend can run the model's decode graph (the WebGPU persistent decode),
- * else decode_step k times. */
-static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp) {
+ * backend can run the model's decode graph (the WebGPU persistent decode;
+ * *graph = 1), else decode_step k times. */
+static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp, int *graph) {
   wisp_backend *be = s->backend;
   const wisp_arch *arch = s->model->arch;
+  *graph = 0;
   if (be->decode_graph && arch->decode_graph && sp->temperature <= 0) {
     wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */
     if (gp && arch->decode_graph(s->model->weights, s->state, gp) == WISP_OK) {
       wisp_status st = be->decode_graph(be, gp, s->ids, s->pos, k, sp);
       free(gp);
+      *graph = st != WISP_EUNSUPPORTED;
       if (st != WISP_EUNSUPPORTED) return st;
     } else {
       free(gp);
@@ -166,7 +169,10 @@ static wisp_status batch_collect(wisp_backend *be, wisp_buf *ids, int k, int slo
  * device does not wait while the host records; with 1, the host writes each
  * batch's first id. Readback slot and snapshot set j % 2 belong to batch j.
  * With stop tokens each batch is preceded by a snapshot of the recurrent
- * state, and a stop rewinds to it (rewind_to). */
+ * state, and a stop rewinds to it (rewind_to). A decode_graph batch that
+ * comes back failed is recorded again op by op once (redo): what is in
+ * flight is drained and dropped, the backend puts the state back
+ * (decode_graph_reset), and the loop goes on from that batch. */
 static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const wisp_generate_options *o,
                                     int32_t *out, int *n_out, int batch, int depth, const wisp_sampling *sp,
                                     float *slots) {
@@ -174,11 +180,27 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
   batch_mark mark[2];
   int head = 0, in_flight = 0, submitted = 0, prev_k = 0, full = 0, stop = 0;
   int rew = batch > 1 && rewind_ready(s, o), rew_set = -1, rew_keep = 0;
-  batch_mark rew_mark = {0, 0, 0, -1};
+  batch_mark rew_mark = {0, 0, 0, -1, 0};
   int32_t last = first; /* the last token the host has taken */
+  int redo = 0;         /* 1: a failed graph batch is being drained; 2: redone (no second time) */
+  batch_mark redo_mark = {0, 0, 0, -1, 0};
   wisp_status st = WISP_OK;
   for (;;) {
-    while (!st && !stop && in_flight < depth && submitted < n) {
+    if (redo == 1 && !in_flight) { /* drained: put the state back and go on op by op from there */
+      redo = 2;
+      st = be->decode_graph_reset(be, redo_mark.pos0);
+      if (st) {
+        s->ran_past_stop = 1; /* the state is not known: the session must be reset */
+        st = wisp_fail(WISP_EDEVICE, "the device failed a decode batch at position %d and its state could not be "
+                       "put back", redo_mark.pos0);
+        break;
+      }
+      s->pos = redo_mark.pos0;
+      s->steps = redo_mark.steps0;
+      submitted = *n_out; /* every batch from the failed one on is recorded again */
+      prev_k = 0;         /* its first input comes from the host (last) */
+    }
+    while (!st && !stop && redo != 1 && in_flight < depth && submitted < n) {
       int k = n - submitted < batch ? n - submitted : batch;
       if (s->pos + k > s->max_pos) k = s->max_pos - s->pos;
       if (k <= 0) {
@@ -194,9 +216,9 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
       }
       double t = wisp_now_s();
       int slot = (head + in_flight) % 2;
-      mark[slot] = (batch_mark){k, s->pos, s->steps, -1};
+      mark[slot] = (batch_mark){k, s->pos, s->steps, -1, 0};
       if (rew) snapshot(s, slot);
-      st = record_steps(s, k, sp);
+      st = record_steps(s, k, sp, &mark[slot].graph);
       wisp_status rs = batch_submit(be, s->ids, k, slot);
       if (!st) st = rs;
       s->loop_record_s += wisp_now_s() - t;
@@ -219,10 +241,16 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
       if (in_flight) s->ran_past_stop = 1;
       continue; /* drain what is in flight */
     }
-    if (stop) continue; /* a batch past the stop: drained, its ids dropped */
+    if (stop || redo == 1) continue; /* a batch past the stop or after a failed one: drained, its ids dropped */
     int made = 0, k = mark[slot].k;
     mark[slot].in0 = last;
     stop = take_batch(o, wisp_model_vocab(s->model), slots, k, out, n_out, &made);
+    if (stop < 0 && mark[slot].graph && !redo && be->decode_graph_reset) {
+      redo = 1;
+      redo_mark = mark[slot];
+      stop = 0;
+      continue;
+    }
     if (stop < 0) {
       st = WISP_EDEVICE;
       s->ran_past_stop = 1; /* the state is not known: the session must be reset */

@@ -1636,6 +1636,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .sample_id = g_sample_id,
       .kv_buf_new = g_kv_buf_new,
       .decode_graph = g->persist_on ? wisp_wgpu_decode_graph : NULL, /* the persistent decode, unless turned off */
+      .decode_graph_reset = g->persist_on ? wisp_wgpu_decode_graph_reset : NULL,
       .sync = g_sync,
       .destroy = g_destroy,
   };

@@ -97,6 +97,7 @@ uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be);
 /* wgpu_persist.c: backend.h's decode_graph, and its release at destroy. */
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
                                    const wisp_sampling *sp);
+wisp_status wisp_wgpu_decode_graph_reset(wisp_backend *be, int pos);
 void wisp_wgpu_persist_free(wisp_backend *be);
 /* Records the copy-back of state the persistent decode has not yet written
  * to the session's buffers (every op touching state calls it first). */

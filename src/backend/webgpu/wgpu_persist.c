@@ -60,7 +60,14 @@ typedef struct {
   const wisp_matrix *embed; /* the graph this was built for (its identity) */
   int n_layers, max_pos;
   int unsupported;          /* built and found unusable: every call answers WISP_EUNSUPPORTED */
-  int fail_next;            /* WISP_WEBGPU_PERSIST_FAIL=1 at build (tests): the next run starts as if timed out */
+  int failed;               /* a run failed (decode_graph_reset): no more runs */
+  /* WISP_WEBGPU_PERSIST_FAIL=N at build (tests): run N (from 1) starts as
+   * if a barrier had timed out, and leaves its conv states scribbled on */
+  uint32_t fail_run;
+  uint32_t runs;            /* runs recorded; run r found the conv states kept in half r % 2 of bak */
+  int run_pos[2];           /* where the last two runs began (-1: none) */
+  uint32_t s_conv, n_conv;  /* the conv states in the arena (side by side), words */
+  wisp_wgpu_buf bak;        /* two copies of them (WebGPU copies need two buffers) */
   wisp_wgpu_buf blob, arena, ctr;
   wisp_wgpu_kernel *k;
   uint32_t nwg, bar_base, barriers_per_step;
@@ -169,6 +176,7 @@ static void persist_release(wisp_backend *be, persist *P) {
   wisp_wgpu_int_scratch_free(be, &P->blob);
   wisp_wgpu_int_scratch_free(be, &P->arena);
   wisp_wgpu_int_scratch_free(be, &P->ctr);
+  wisp_wgpu_int_scratch_free(be, &P->bak);
 }
 
 /* Runs the kernel in probe mode with `nwg` workgroups: one barrier, a short
@@ -262,6 +270,13 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.s_ao = (uint32_t)a, a += (uint64_t)1024 * D;
   P->base.s_am = (uint32_t)a, a += 2 * 1024;
   const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
+  /* The conv states side by side (one copy backs them all up before a
+   * run), then the KV caches. */
+  const uint64_t conv_words = (uint64_t)H * (uint64_t)(g->conv_len - 1);
+  P->s_conv = (uint32_t)a;
+  for (int i = 0; i < g->n_layers; i++)
+    if (!g->layers[i].attention) P->state_off[i] = (uint32_t)a, a += conv_words;
+  P->n_conv = (uint32_t)(a - P->s_conv);
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
     uint32_t *t = table + (size_t)i * LAYER_WORDS, m[3];
@@ -278,17 +293,16 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
     memcpy(t + 11, m, sizeof m);
     put_mat(&b, L->down, seen, &n_seen, m);
     memcpy(t + 14, m, sizeof m);
-    P->state_off[i] = (uint32_t)a;
-    t[17] = (uint32_t)a;
     if (L->attention) {
+      P->state_off[i] = (uint32_t)a;
       a += kv_words;
       P->v_off[i] = (uint32_t)a;
       t[18] = (uint32_t)a;
       a += kv_words;
     } else {
-      a += (uint64_t)H * (uint64_t)(g->conv_len - 1);
       t[18] = NONE;
     }
+    t[17] = P->state_off[i];
   }
   uint32_t m[3];
   put_mat(&b, g->embed, seen, &n_seen, m);
@@ -311,6 +325,8 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   free(b.p);
   if (!st) st = wisp_wgpu_buf_create(d, a * 4, WISP_WGPU_STORAGE, "wisp persist arena", &P->arena);
   if (!st) st = wisp_wgpu_buf_create(d, 256, WISP_WGPU_STORAGE, "wisp persist barrier", &P->ctr);
+  if (!st) st = wisp_wgpu_buf_create(d, 8 * (uint64_t)P->n_conv + 16, WISP_WGPU_STORAGE, "wisp persist conv backup",
+                                     &P->bak);
   if (st) return st;
   P->base.n_layers = (uint32_t)g->n_layers;
   P->base.H = (uint32_t)H, P->base.F = (uint32_t)F, P->base.heads = (uint32_t)NH;
@@ -347,7 +363,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   /* splits per head: the grid's workgroups shared among the heads */
   P->base.nwg = P->nwg;
   const char *fail = getenv("WISP_WEBGPU_PERSIST_FAIL");
-  P->fail_next = fail && fail[0] == '1';
+  P->fail_run = fail && atoi(fail) > 0 ? (uint32_t)atoi(fail) : 0;
+  P->runs = 0;
+  P->run_pos[0] = P->run_pos[1] = -1;
   const char *skip = getenv("WISP_WEBGPU_PERSIST_SKIP"); /* timing probes: wrong tokens on purpose */
   P->base.skip = skip ? (uint32_t)atoi(skip) : 0;
   P->base.nsmax = P->nwg / (uint32_t)NH > 1 ? P->nwg / (uint32_t)NH : 1;
@@ -370,8 +388,10 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
 /* ---- a run ---------------------------------------------------------------- */
 
 /* Copies state rows [p0, p1) between the session's buffers and the arena
- * (to_arena: in; else out); conv states whole. */
-static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g, int p0, int p1, int to_arena) {
+ * (to_arena: in; else out); conv states whole (out: from the backup at word
+ * `bak` of P->bak when it is not NONE). */
+static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g, int p0, int p1, int to_arena,
+                       uint32_t bak) {
   const uint64_t row = (uint64_t)g->kv_heads * g->head_dim / (wisp_wgpu_int_kv16(be) ? 2 : 1);
   WGPUBuffer arena = P->arena.b;
   for (int i = 0; i < g->n_layers; i++) {
@@ -380,7 +400,8 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
       uint64_t n = (uint64_t)g->hidden * (uint64_t)(g->conv_len - 1);
       WGPUBuffer s = wisp_wgpu_int_buf(L->state);
       if (to_arena) wisp_wgpu_int_copy_words(be, s, 0, arena, P->state_off[i], n);
-      else wisp_wgpu_int_copy_words(be, arena, P->state_off[i], s, 0, n);
+      else if (bak == NONE) wisp_wgpu_int_copy_words(be, arena, P->state_off[i], s, 0, n);
+      else wisp_wgpu_int_copy_words(be, P->bak.b, bak + (P->state_off[i] - P->s_conv), s, 0, n);
       continue;
     }
     WGPUBuffer kb = wisp_wgpu_int_buf(L->state), vb = wisp_wgpu_int_buf(L->v_cache);
@@ -431,13 +452,13 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
       }
     }
   }
-  if (P->unsupported) return WISP_EUNSUPPORTED;
+  if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
   wisp_wgpu_int_emit_pending(be);
   uint64_t epoch = wisp_wgpu_int_state_epoch(be);
   if (P->end != pos || P->epoch != epoch) {
     wisp_wgpu_persist_flush(be);
-    copy_state(be, P, g, 0, pos, 1);
+    copy_state(be, P, g, 0, pos, 1, NONE);
     P->out0 = pos;
   } else if (P->out0 < 0) {
     P->out0 = pos;
@@ -449,22 +470,51 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   pp.bar_base = P->bar_base;
   pp.slot = 0;
   pp.probe = 0;
+  /* The conv states as this run finds them, for decode_graph_reset should
+   * it fail: a copy ahead of the run (the kernel's own workgroups cannot
+   * be trusted to make it before the others change them when a barrier
+   * gives up). */
+  const uint32_t r = P->runs % 2;
+  if (P->n_conv) wisp_wgpu_int_copy_words(be, P->arena.b, P->s_conv, P->bak.b, r * P->n_conv, P->n_conv);
+  P->run_pos[r] = pos;
+  P->runs++;
   wisp_wgpu_binding b[5] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
                             {wisp_wgpu_int_buf(ids), 0, 0}};
-  /* The first run after a build with WISP_WEBGPU_PERSIST_FAIL=1 (tests)
-   * starts with its timeout flag set, as if a barrier had given up. (The
+  /* Run WISP_WEBGPU_PERSIST_FAIL=N (tests) starts with its timeout flag
+   * set, as if a barrier had given up, and afterwards its conv states are
+   * overwritten with weight bytes, as a real failure may leave them. (The
    * kernel clears the flag at the end of each run, so one failed run does
-   * not void the later ones.) */
-  if (P->fail_next) {
-    P->fail_next = 0;
+   * not void the later ones.) The flag is written on the queue, ahead of
+   * this run but after the runs already submitted: with two batches in
+   * flight, the decode loop has submitted the previous one. */
+  const int fail = P->fail_run && P->runs == P->fail_run;
+  if (fail) {
     uint32_t flag = 1;
     if (wisp_wgpu_buf_write(wisp_wgpu_int_device(be), P->ctr, 4, &flag, sizeof flag) != WISP_OK) return WISP_EDEVICE;
   }
   wisp_wgpu_int_record(be, P->k, b, 5, &pp, sizeof pp, P->nwg, 1, 1);
+  if (fail && P->n_conv) wisp_wgpu_int_copy_words(be, P->blob.b, 0, P->arena.b, P->s_conv, P->n_conv);
   P->bar_base += P->nwg * ((uint32_t)k * P->barriers_per_step + 1);
   P->end = pos + k; /* copied back lazily: wisp_wgpu_persist_flush */
   P->epoch = wisp_wgpu_int_state_epoch(be);
   wisp_wgpu_int_stats(be)->persistent_steps += (uint64_t)k;
+  return wisp_wgpu_int_has_error(be) ? WISP_EDEVICE : WISP_OK;
+}
+
+wisp_status wisp_wgpu_decode_graph_reset(wisp_backend *be, int pos) {
+  persist *P = *slot(be);
+  if (!P || P->unsupported || P->failed || !P->gcopy || P->end < 0 || P->out0 < 0 || pos < P->out0 || pos > P->end)
+    return WISP_EUNSUPPORTED;
+  int r = P->run_pos[0] == pos ? 0 : P->run_pos[1] == pos ? 1 : -1;
+  if (r < 0) return WISP_EUNSUPPORTED;
+  /* The session's buffers get the KV rows the arena holds before pos and
+   * the conv states the failed run found (its backup); the arena is void. */
+  int p0 = P->out0;
+  P->out0 = P->end = -1;
+  P->failed = 1;
+  copy_state(be, P, P->gcopy, p0, pos, 0, (uint32_t)r * P->n_conv);
+  fprintf(stderr, "wisp: webgpu: the persistent decode's grid barrier gave up on the batch at position %d; decoding "
+          "it and the rest of this session op by op\n", pos);
   return wisp_wgpu_int_has_error(be) ? WISP_EDEVICE : WISP_OK;
 }
 
@@ -476,7 +526,7 @@ void wisp_wgpu_persist_flush(wisp_backend *be) {
   if (!P || P->unsupported || !P->gcopy || P->out0 < 0 || P->end < 0) return;
   int p0 = P->out0;
   P->out0 = -1; /* before recording: the copies must not come back here */
-  copy_state(be, P, P->gcopy, p0, P->end, 0);
+  copy_state(be, P, P->gcopy, p0, P->end, 0, NONE);
 }
 
 void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b) {

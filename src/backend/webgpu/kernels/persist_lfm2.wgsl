@@ -529,6 +529,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   }
   let H = p.H;
   var tok = ids[p.slot];
+  if (tok >= p.vocab) { tok = 0u; } // a failed batch's marker (the decode loop drops this run's ids)
   for (var step = 0u; step < p.steps; step++) {
     let pos = p.pos0 + step;
     // x = embed[tok]: every workgroup dequantizes it into xs for the first
