@@ -17,6 +17,21 @@ export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vul
 export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
 W=.dev/wisp
 say() { echo "== $* ($(date +%T))"; }
+# SEED_AB="A B": seed-shaped LFM2 decode (batch 1 and 64 a dispatch) with
+# binaries .dev/A and .dev/B, alternated twice (e.g. a build of the previous
+# commit carried as .dev/wisp_prev).
+if [ -n "${SEED_AB:-}" ]; then
+  [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+  say "seed A/B: $SEED_AB"
+  for rep in 1 2; do
+    for b in $SEED_AB; do
+      for bt in 1 64; do
+        printf '%-12s batch %-3s ' "$b" "$bt"
+        .dev/$b bench -m models/seed --backend webgpu --prompt 128 --decode 256 --batch $bt -o /tmp/s.json 2>/dev/null | head -1
+      done
+    done
+  done
+fi
 for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   A=/tmp/wq/$cfg/art_q4k
   if [ ! -d "$A" ]; then
