@@ -630,21 +630,19 @@ TEST(webgpu_qwen_q4k_matmul) {
   g_qworst = 0;
   char err[600] = "";
   /* default (subgroups when the device has them), plain, split into
-   * 8640-byte parts (20 rows of 768 columns, 60 of 256), and the subgroup
-   * kernel loading one unit at a time (GRP 1) and 3 at a time (a lane's
-   * last group partly empty) */
-  static const int sg[] = {-1, 0, -1, -1, -1};
-  static const uint64_t mb[] = {0, 0, 8640, 0, 0};
-  static const char *group[] = {NULL, NULL, NULL, "1x1", "3x2"};
-  static const char *label[] = {"subgroups", "plain", "split", "one unit at a time", "3 units at a time"};
-  for (int i = 0; i < 5; i++) {
+   * 8640-byte parts (20 rows of 768 columns, 60 of 256), and row groups of
+   * 64 lanes (WISP_WEBGPU_Q4K_LG=64: several subgroups a row) */
+  static const int sg[] = {-1, 0, -1, -1};
+  static const uint64_t mb[] = {0, 0, 8640, 0};
+  static const char *label[] = {"subgroups", "plain", "split", "64 lanes a row"};
+  for (int i = 0; i < 4; i++) {
     if (sg[i] == -1 && i != 2 && !d->has_subgroups) continue;
-    if (group[i]) setenv("WISP_WEBGPU_Q4K_GROUP", group[i], 1);
+    if (i == 3) setenv("WISP_WEBGPU_Q4K_LG", "64", 1);
     qpair p;
     CHECKF(qopen(&p, d, sg[i], 0, mb[i]), "%s", wisp_last_error());
     int ok = q4k_suite(&p, label[i], err, sizeof err);
     qclose(&p);
-    unsetenv("WISP_WEBGPU_Q4K_GROUP");
+    unsetenv("WISP_WEBGPU_Q4K_LG");
     CHECKF(ok, "%s", err);
   }
   /* the seed profile's kernel (fused_matmul_q4_metal_simd16.wgsl) for the one-token products */
@@ -925,20 +923,14 @@ TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
   WEBGPU_OR_SKIP(d);
   g_qworst = 0;
   char err[600] = "";
-  /* cols, tpc, wg, full; the second pass loads 3 units of a lane at once
-   * (GRP 3: a lane's last group partly empty), the last pass is the first
-   * with the input read from global memory instead of staged
-   * (WISP_WEBGPU_XSTAGE=0) and the weight loads one unit at a time, each
-   * issued ahead of the previous one's arithmetic (GRP 1,
-   * WISP_WEBGPU_PREFETCH=1) */
+  /* cols, tpc, wg, full; the last pass is the first with the input read
+   * from global memory instead of staged (WISP_WEBGPU_XSTAGE=0) and the
+   * weight loads issued ahead (WISP_WEBGPU_PREFETCH=1; by default only q4k_matvec) */
   static const int geos[4][4] = {{0, 0, 0, -1}, {4, 16, 64, 0}, {32, 2, 64, 1}, {0, 0, 0, -1}};
   static const int rows_[] = {7, 37, 300};
   static const int cols_[] = {256, 768, 4352};
   for (int gi = 0; gi < 4; gi++) {
-    if (gi == 1) setenv("WISP_WEBGPU_Q4K_GROUP", "2x3", 1);
-    if (gi == 3)
-      setenv("WISP_WEBGPU_XSTAGE", "0", 1), setenv("WISP_WEBGPU_PREFETCH", "1", 1),
-          setenv("WISP_WEBGPU_Q4K_GROUP", "1x1", 1);
+    if (gi == 3) setenv("WISP_WEBGPU_XSTAGE", "0", 1), setenv("WISP_WEBGPU_PREFETCH", "1", 1);
     qpair p;
     CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
     wisp_backend_settings s;
@@ -998,7 +990,6 @@ TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
     qclose(&p);
     unsetenv("WISP_WEBGPU_XSTAGE");
     unsetenv("WISP_WEBGPU_PREFETCH");
-    unsetenv("WISP_WEBGPU_Q4K_GROUP");
     CHECKF(ok, "%s", err);
   }
   printf("     q4k_fused norm / SwiGLU pair: max error %.3g of max|ref|\n", g_qworst);

@@ -70,10 +70,6 @@ typedef struct bg_entry {
 } bg_entry;
 
 #define KCONSTS 12 /* most override constants of one kernel variant */
-/* Units a lane of q4k_matvec / q4k_fused loads at once (GRP; 1: one at a
- * time, each behind the previous one's arithmetic). */
-#define Q4K_MV_GROUP 4
-#define Q4K_FUSED_GROUP 4
 
 typedef struct {
   const char *file;
@@ -1564,12 +1560,11 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
-  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0, Q4K_MV_GROUP, Q4K_FUSED_GROUP, 0, g->prefetch != 0, g->prefetch == 1};
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 2, 0, 0, 0, g->prefetch != 0, g->prefetch == 1};
   const char *lge = getenv("WISP_WEBGPU_Q4K_LG");
   if (lge && atoi(lge) > 0 && atoi(lge) <= 256) g->q4k_tune.mv_lg = (uint32_t)atoi(lge);
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
   env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
-  env_pair("WISP_WEBGPU_Q4K_GROUP", &g->q4k_tune.mv_group, &g->q4k_tune.fused_group, 16);
   g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols ? o.dn_cols : 16, o.dn_groups};
   env_dn_slice(&g->dn_tune);
   /* The kernels size their per-thread and workgroup arrays for these
@@ -1580,15 +1575,13 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       (g->sg && g->mv_wg % matvec_lanes(g, g->mv_wg)) || g->mm_tm % 4 || g->mm_tn % 4 ||
       (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup ||
       g->q4k_tune.mv_rows > 16 || (g->sg && g->q4k_tune.mv_wg % q4k_lg) ||
-      g->q4k_tune.mv_rows * g->q4k_tune.mv_group > 16 || g->q4k_tune.fused_group > 4 ||
       (g->q4k_tune.mv_lg && (g->q4k_tune.mv_lg % q4k_lg || g->q4k_tune.mv_wg % g->q4k_tune.mv_lg)) || !pow2(g->dn_tune.cols) ||
       g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) || g->dn_tune.groups > 1024) {
     st = wisp_fail(WISP_EINVAL,
-                   "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, Q4_K matvec %ux%u (lanes %u, "
-                   "groups %ux%u), deltanet %ux%u",
+                   "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, Q4_K matvec %ux%u (lanes %u), "
+                   "deltanet %ux%u",
                    g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->q4k_tune.mv_wg,
-                   g->q4k_tune.mv_rows, g->q4k_tune.mv_lg, g->q4k_tune.mv_group, g->q4k_tune.fused_group,
-                   g->dn_tune.cols, g->dn_tune.groups);
+                   g->q4k_tune.mv_rows, g->q4k_tune.mv_lg, g->dn_tune.cols, g->dn_tune.groups);
     goto fail;
   }
   g->max_binding = g->d->info.max_storage_buffer_binding_size;

@@ -54,11 +54,10 @@ int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion al
 /* Tuning overrides of the Q4_K decode geometries, read once from the
  * environment at backend creation: WISP_WEBGPU_Q4K_MATVEC=WGxROWS (default
  * 128x2), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset),
- * WISP_WEBGPU_Q4K_GROUP=MVxFUSED (units a lane loads at once, GRP of
- * q4k_matvec / q4k_fused; 1 = one at a time), WISP_WEBGPU_Q4K_LG=N (lanes
- * of a q4k_matvec row group; 0 = the largest subgroup size, at least 32). */
+ * WISP_WEBGPU_Q4K_LG=N (lanes of a q4k_matvec row group; 0 = the largest
+ * subgroup size, at least 32). */
 typedef struct {
-  uint32_t mv_wg, mv_rows, fused_cols, fused_tpc, mv_group, fused_group, mv_lg;
+  uint32_t mv_wg, mv_rows, fused_cols, fused_tpc, mv_lg;
   int mv_prefetch, fused_prefetch; /* PF of q4k_matvec / q4k_fused: weight loads issued ahead */
 } wisp_wgpu_q4k_tuning;
 const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be);

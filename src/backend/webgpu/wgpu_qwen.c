@@ -475,7 +475,7 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     return;
   }
   const char *file;
-  wisp_wgpu_const c[7];
+  wisp_wgpu_const c[6];
   int nc;
   uint32_t rows_wg;
   if (is_simd16(ch->variant)) {
@@ -512,8 +512,7 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
       c[3] = (wisp_wgpu_const){"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES + (uint64_t)gn * 4)};
       c[4] = (wisp_wgpu_const){"PF", tune->mv_prefetch};
       c[5] = (wisp_wgpu_const){"GN", gn};
-      c[6] = (wisp_wgpu_const){"GRP", tune->mv_group};
-      nc = 7;
+      nc = 6;
       rows_wg = (wg / lg) * rows;
     }
   }
@@ -537,7 +536,7 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
                               whole(pre ? pre->src : r0),
                               whole(pre && pre->nw ? pre->nw : r0),
                               whole(pre ? wisp_wgpu_int_buf(pre->out) : wisp_wgpu_int_dummy(be, 1))};
-    const int nb = nc == 7 ? 7 : 3;
+    const int nb = nc == 6 ? 7 : 3;
     uint32_t gx, gy;
     wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
     wisp_wgpu_int_record(be, k, b, nb, &p, sizeof p, gx, gy, (uint32_t)n);
@@ -591,15 +590,14 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                        "%u (a power of two), at most 256", g.wg, g.cols, g.tpc);
     return part_off;
   }
-  wisp_wgpu_const c[8] = {{"WORKGROUP_SIZE", g.wg},
+  wisp_wgpu_const c[7] = {{"WORKGROUP_SIZE", g.wg},
                           {"COLS_PER_WG", g.cols},
                           {"THREADS_PER_COL", g.tpc},
                           {"USE_FULL_BLOCK_FAST_PATH", g.full ? 1 : 0},
                           {"ARGMAX", amax ? 1 : 0},
                           {"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)},
-                          {"PF", wisp_wgpu_int_q4k_tuning(be)->fused_prefetch},
-                          {"GRP", wisp_wgpu_int_q4k_tuning(be)->fused_group}};
-  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, 8);
+                          {"PF", wisp_wgpu_int_q4k_tuning(be)->fused_prefetch}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, 7);
   const int pre = pd->nx != NULL;
   int row0, prow;
   WGPUBuffer wb;

@@ -22,12 +22,6 @@ override USE_FULL_BLOCK_FAST_PATH: bool = true;
 override ARGMAX: u32 = 0u;
 override PF: u32 = 0u; // 1: weight loads issued ahead (rows_part), 0: in place
 override XN: u32 = 1u; // > 1: x' staged in workgroup memory, XN = cols / 4 (as q4k_matvec.wgsl)
-// GRP > 1: a lane loads GRP units (of both rows) at once, all before any of
-// their arithmetic, the first GRP before the input is staged (PF is then
-// unused): one memory round trip for a lane's whole share when it has at
-// most GRP units, instead of one per unit.
-override GRP: u32 = 1u;
-const MAXG: u32 = 4u;
 
 // Q4_K layout (src/format/tensor.h): a row is cols/256 super-blocks of 144
 // bytes = 9 vec4<u32>: word 0 = f16 d | f16 dmin << 16, words 1-3 the packed
@@ -166,52 +160,6 @@ fn rows_part(r0: u32, r1: u32, two: bool, lane: u32, first: Pair) -> vec2<f32> {
   return acc;
 }
 
-// The lane's units in order: step i / upc of the lane (lanes strided by
-// THREADS_PER_COL steps), unit i % upc of the step; n_units of them.
-fn unit_of(lane: u32, i: u32) -> u32 {
-  let upc = units_per_step();
-  return (lane + (i / upc) * THREADS_PER_COL) * upc + i % upc;
-}
-
-fn n_units(lane: u32) -> u32 {
-  let upc = units_per_step();
-  let nch = 8u * (p.cols / 256u) / upc;
-  if (lane >= nch) {
-    return 0u;
-  }
-  return ((nch - lane + THREADS_PER_COL - 1u) / THREADS_PER_COL) * upc;
-}
-
-// Units b .. b + GRP - 1 of the lane (those it has), loads only.
-fn load_group(r0: u32, r1: u32, two: bool, lane: u32, b: u32) -> array<Pair, MAXG> {
-  var g: array<Pair, MAXG>;
-  let n = n_units(lane);
-  for (var j = 0u; j < GRP; j++) {
-    if (b + j < n) {
-      g[j] = load_pair(r0, r1, two, unit_of(lane, b + j));
-    }
-  }
-  return g;
-}
-
-// rows_part with GRP units loaded at a time (the first group given).
-fn rows_part_grouped(r0: u32, r1: u32, two: bool, lane: u32, first: array<Pair, MAXG>) -> vec2<f32> {
-  let n = n_units(lane);
-  var acc = vec2<f32>(0.0);
-  var g = first;
-  for (var b = 0u; b < n; b += GRP) {
-    if (b > 0u) {
-      g = load_group(r0, r1, two, lane, b);
-    }
-    for (var j = 0u; j < GRP; j++) {
-      if (b + j < n) {
-        acc += pair_dot(g[j], two, unit_of(lane, b + j));
-      }
-    }
-  }
-  return acc;
-}
-
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
@@ -224,12 +172,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // The lane's first weights, loaded before the input is staged (they do
   // not depend on it): the two memory round trips overlap.
   var first: Pair;
-  var grp0: array<Pair, MAXG>;
-  if (GRP > 1u) {
-    if (valid) {
-      grp0 = load_group(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane, 0u);
-    }
-  } else if (PF == 1u && valid && lane * units_per_step() < 8u * (p.cols / 256u)) {
+  if (PF == 1u && valid && lane * units_per_step() < 8u * (p.cols / 256u)) {
     first = load_pair(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane * units_per_step());
   }
   var ss = 0.0; // sum(x^2) share for pre 1
@@ -248,12 +191,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var a0 = 0.0;
   var a1 = 0.0;
   if (valid) {
-    var a: vec2<f32>;
-    if (GRP > 1u) {
-      a = rows_part_grouped(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane, grp0);
-    } else {
-      a = rows_part(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane, first);
-    }
+    let a = rows_part(p.w_row0 + r, p.w_row0 + r + p.pair, p.pair != 0u, lane, first);
     a0 = a.x;
     a1 = a.y;
   }

@@ -31,12 +31,6 @@ const MAXR: u32 = 16u;
 override PF: u32 = 1u;  // 1: weight loads issued ahead (see main), 0: in place
 override XN: u32 = 1u;  // > 1: x staged in workgroup memory, XN = cols / 4
 override GN: u32 = 1u;  // PRE 1: XN + heads, PRE 2: heads * splits (1: no PRE)
-// GRP > 1: a lane loads GRP of its units of every row at once (ROWS * GRP
-// <= 16), all before their arithmetic, the first GRP before the input is
-// staged (PF is then unused): one memory round trip for a lane's whole
-// share when it has at most GRP units, instead of one per unit.
-override GRP: u32 = 1u;
-const MAXW: u32 = 16u;
 
 struct Params {
   rows: u32,     // rows of the bound part
@@ -144,39 +138,6 @@ fn stage_pre(li: u32, wg0: bool) {
   workgroupBarrier();
 }
 
-// The weights of units lane + LG * (b .. b + GRP - 1) (those below nu) of
-// rows row0 .. row0 + ROWS - 1 (those that exist): loads only.
-fn load_rows_group(row0: u32, lane: u32, b: u32, nu: u32) -> array<QUnit, MAXW> {
-  var g: array<QUnit, MAXW>;
-  let nsb = p.cols / 256u;
-  for (var r = 0u; r < ROWS; r++) {
-    for (var j = 0u; j < GRP; j++) {
-      if (row0 + r < p.rows && b + j < nu) {
-        g[r * GRP + j] = q4k_load((row0 + r) * nsb * 9u, lane + (b + j) * LG);
-      }
-    }
-  }
-  return g;
-}
-
-// The 32 inputs of unit u (xs[0..3] its low-nibble elements, xs[4..7] its
-// high-nibble ones) and their two half sums.
-fn unit_inputs(u: u32, xb: u32, xs: ptr<function, array<vec4<f32>, 8>>) -> vec2<f32> {
-  let xo = q4k_unit_x(u) / 4u;
-  var sx = vec2<f32>(0.0);
-  for (var k = 0u; k < 4u; k++) {
-    if (XN > 1u) {
-      (*xs)[k] = xsh[q4k_xsw(xo + k)];
-      (*xs)[k + 4u] = xsh[q4k_xsw(xo + 8u + k)];
-    } else {
-      (*xs)[k] = x[xb + xo + k];
-      (*xs)[k + 4u] = x[xb + xo + 8u + k];
-    }
-    sx += vec2<f32>(dot((*xs)[k], vec4<f32>(1.0)), dot((*xs)[k + 4u], vec4<f32>(1.0)));
-  }
-  return sx;
-}
-
 fn store(r: u32, t: u32, v: f32) {
   let o = p.y_off + t * p.y_stride + r;
   if (p.acc == 1u) {
@@ -210,12 +171,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // round trips overlap, then each iteration the next unit's before its
   // arithmetic.
   var wu: array<QUnit, MAXR>;
-  // GRP > 1: the lane's units lane + LG * i, i < nu; group weights in wq[r * GRP + j]
-  let nu = select(0u, (units - lane + LG - 1u) / LG, lane < units);
-  var wq: array<QUnit, MAXW>;
-  if (GRP > 1u) {
-    wq = load_rows_group(row0, lane, 0u, nu);
-  } else if (PF == 1u && lane < units) {
+  if (PF == 1u && lane < units) {
     for (var r = 0u; r < ROWS; r++) {
       if (row0 + r < p.rows) {
         wu[r] = q4k_load((row0 + r) * nsb * 9u, lane);
@@ -232,24 +188,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     workgroupBarrier();
   }
   var xs: array<vec4<f32>, 8>;
-  for (var b = 0u; GRP > 1u && b < nu; b += GRP) {
-    if (b > 0u) {
-      wq = load_rows_group(row0, lane, b, nu);
-    }
-    for (var j = 0u; j < GRP; j++) {
-      if (b + j < nu) {
-        let u = lane + (b + j) * LG;
-        let sx = unit_inputs(u, xb, &xs);
-        for (var r = 0u; r < ROWS; r++) {
-          if (row0 + r < p.rows) {
-            acc[r] += q4k_dot(wq[r * GRP + j], u, &xs, sx);
-          }
-        }
+  for (var u = lane; u < units; u += LG) {
+    let xo = q4k_unit_x(u) / 4u;
+    var sx = vec2<f32>(0.0);
+    for (var k = 0u; k < 4u; k++) {
+      if (XN > 1u) {
+        xs[k] = xsh[q4k_xsw(xo + k)];
+        xs[k + 4u] = xsh[q4k_xsw(xo + 8u + k)];
+      } else {
+        xs[k] = x[xb + xo + k];
+        xs[k + 4u] = x[xb + xo + 8u + k];
       }
+      sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
     }
-  }
-  for (var u = lane; GRP <= 1u && u < units; u += LG) {
-    let sx = unit_inputs(u, xb, &xs);
     for (var r = 0u; r < ROWS; r++) {
       let row = row0 + r;
       if (row < p.rows) {
