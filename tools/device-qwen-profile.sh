@@ -5,7 +5,8 @@
 # the batch-1 bench of each VARIANTS entry ("base" = defaults, else
 # comma-separated VAR=value settings), base again at the end (drift), and
 # WISP_WEBGPU_PROFILE=1 decode profiles (one pass per dispatch, then
-# REPEAT=8 for marginal per-dispatch times; PROFILE=0 skips them).
+# REPEAT=8 for marginal per-dispatch times; PROFILE=0 skips them); BATCHES
+# lists decode batch sizes (tokens a submit) to bench with the defaults.
 # RECEIPTS=1 then takes tools/device-speed.sh's Qwen receipts under
 # $1/receipts. Output under $1, packed into $1.tgz.
 set -uo pipefail
@@ -45,6 +46,10 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
     envs=""; [ "$v" = base ] || envs=$(echo "$v" | tr ',' ' ')
     printf '%-10s %-56s ' "$cfg" "$v"
     env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch 1 -o /tmp/x.json 2>/dev/null | head -1
+  done
+  for bt in ${BATCHES:-}; do # decode tokens a submit (default settings)
+    printf '%-10s %-56s ' "$cfg" "--batch $bt"
+    $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json 2>/dev/null | head -1
   done
   if [ "${PROFILE:-1}" = 1 ]; then
     WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG > "$OUT/$cfg-profile.txt"
