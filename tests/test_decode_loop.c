@@ -525,7 +525,8 @@ TEST(decode_loop_webgpu_persistent_state_continues) {
  * the CPU's tokens. The persistent decode stays off for the session after
  * that. The failing run is the first, the second (the KV rows and conv
  * states of the first still only in the persistent decode's arena) or the
- * last of the call (nothing in flight behind it). */
+ * last of the call (nothing in flight behind it), and the second again
+ * with stop-token snapshots. */
 TEST(decode_loop_webgpu_persistent_failure_is_redone) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -533,12 +534,18 @@ TEST(decode_loop_webgpu_persistent_failure_is_redone) {
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
   int32_t ref[17], got[17];
   CHECK(cpu_loop_tokens(m, 17, ref));
-  static const char *fail[] = {"1", "2", "4"};
-  for (int f = 0; f < 3; f++) {
+  /* the last case has a stop token (one the model does not choose): the
+   * loop then snapshots the state before each batch, which copies the
+   * persistent decode's state out after every run, the failed one's too */
+  static const char *fail[] = {"1", "2", "4", "2"};
+  const int32_t never = wisp_model_vocab(m) - 1;
+  for (int f = 0; f < 4; f++) {
+    for (int i = 0; i < 17; i++) CHECK(ref[i] != never);
     wisp_session *s = persist_session(m, "2", 0);
     CHECK(s != NULL);
     if (!s) break;
     wisp_generate_options greedy = {.temperature = 0, .batch = 4};
+    if (f == 3) greedy.stop = &never, greedy.n_stop = 1;
     setenv("WISP_WEBGPU_PERSIST_FAIL", fail[f], 1);
     memset(got, 0, sizeof got);
     int ok = loop_tokens(s, k_prompt, 5, 17, &greedy, got);

@@ -503,16 +503,16 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
 
 wisp_status wisp_wgpu_decode_graph_reset(wisp_backend *be, int pos) {
   persist *P = *slot(be);
-  if (!P || P->unsupported || P->failed || !P->gcopy || P->end < 0 || P->out0 < 0 || pos < P->out0 || pos > P->end)
-    return WISP_EUNSUPPORTED;
+  if (!P || P->unsupported || P->failed || !P->gcopy || P->end < pos) return WISP_EUNSUPPORTED;
   int r = P->run_pos[0] == pos ? 0 : P->run_pos[1] == pos ? 1 : -1;
   if (r < 0) return WISP_EUNSUPPORTED;
-  /* The session's buffers get the KV rows the arena holds before pos and
-   * the conv states the failed run found (its backup); the arena is void. */
-  int p0 = P->out0;
+  /* The session's buffers get every KV row the arena holds before pos (a
+   * flush since the failed run began, e.g. for a stop-token snapshot, may
+   * have copied that run's rows out, so out0 is no guide) and the conv
+   * states the failed run found (its backup); the arena is void from now. */
   P->out0 = P->end = -1;
   P->failed = 1;
-  copy_state(be, P, P->gcopy, p0, pos, 0, (uint32_t)r * P->n_conv);
+  copy_state(be, P, P->gcopy, 0, pos, 0, (uint32_t)r * P->n_conv);
   fprintf(stderr, "wisp: webgpu: the persistent decode's grid barrier gave up on the batch at position %d; decoding "
           "it and the rest of this session op by op\n", pos);
   return wisp_wgpu_int_has_error(be) ? WISP_EDEVICE : WISP_OK;
