@@ -631,18 +631,20 @@ TEST(webgpu_qwen_q4k_matmul) {
   char err[600] = "";
   /* default (subgroups when the device has them), plain, split into
    * 8640-byte parts (20 rows of 768 columns, 60 of 256), and row groups of
-   * 64 lanes (WISP_WEBGPU_Q4K_LG=64: several subgroups a row) */
+   * 64 lanes with 2 rows each (WISP_WEBGPU_Q4K_LG=64: several subgroups a
+   * row; WISP_WEBGPU_Q4K_MATVEC=128x2: the default is 1 row) */
   static const int sg[] = {-1, 0, -1, -1};
   static const uint64_t mb[] = {0, 0, 8640, 0};
-  static const char *label[] = {"subgroups", "plain", "split", "64 lanes a row"};
+  static const char *label[] = {"subgroups", "plain", "split", "64 lanes, 2 rows"};
   for (int i = 0; i < 4; i++) {
     if (sg[i] == -1 && i != 2 && !d->has_subgroups) continue;
-    if (i == 3) setenv("WISP_WEBGPU_Q4K_LG", "64", 1);
+    if (i == 3) setenv("WISP_WEBGPU_Q4K_LG", "64", 1), setenv("WISP_WEBGPU_Q4K_MATVEC", "128x2", 1);
     qpair p;
     CHECKF(qopen(&p, d, sg[i], 0, mb[i]), "%s", wisp_last_error());
     int ok = q4k_suite(&p, label[i], err, sizeof err);
     qclose(&p);
     unsetenv("WISP_WEBGPU_Q4K_LG");
+    unsetenv("WISP_WEBGPU_Q4K_MATVEC");
     CHECKF(ok, "%s", err);
   }
   /* the seed profile's kernel (fused_matmul_q4_metal_simd16.wgsl) for the one-token products */

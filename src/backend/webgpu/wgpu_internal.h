@@ -53,7 +53,7 @@ int wisp_wgpu_int_fuse(wisp_backend *be);        /* 0: WISP_WEBGPU_FUSE=0 / no_f
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion allowed */
 /* Tuning overrides of the Q4_K decode geometries, read once from the
  * environment at backend creation: WISP_WEBGPU_Q4K_MATVEC=WGxROWS (default
- * 128x2), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset),
+ * 128x1), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset),
  * WISP_WEBGPU_Q4K_LG=N (lanes of a q4k_matvec row group; 0 = the largest
  * subgroup size, at least 32). */
 typedef struct {
