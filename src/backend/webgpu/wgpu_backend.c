@@ -1577,8 +1577,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       (g->sg && g->mv_wg % matvec_lanes(g, g->mv_wg)) || g->mm_tm % 4 || g->mm_tn % 4 ||
       (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup ||
       g->q4k_tune.mv_rows > 16 || (g->sg && g->q4k_tune.mv_wg % q4k_lg) ||
-      (g->q4k_tune.mv_lg && (g->q4k_tune.mv_lg % q4k_lg || g->q4k_tune.mv_wg % g->q4k_tune.mv_lg)) || !pow2(g->dn_tune.cols) ||
-      g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) || g->dn_tune.groups > 1024) {
+      (g->q4k_tune.mv_lg && (g->q4k_tune.mv_lg % q4k_lg || g->q4k_tune.mv_wg % g->q4k_tune.mv_lg)) ||
+      !pow2(g->dn_tune.cols) || g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) ||
+      g->dn_tune.groups > 1024) {
     st = wisp_fail(WISP_EINVAL,
                    "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, Q4_K matvec %ux%u (lanes %u), "
                    "deltanet %ux%u",

@@ -506,7 +506,8 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     nc = 2;
     rows_wg = 4;
     if (sg) { /* q4k_matvec.wgsl: WG / LG lane groups of ROWS rows */
-      uint32_t lg = tune->mv_lg ? tune->mv_lg : wisp_wgpu_int_subgroup_max(be) > 32 ? wisp_wgpu_int_subgroup_max(be) : 32;
+      const uint32_t sgmax = wisp_wgpu_int_subgroup_max(be);
+      const uint32_t lg = tune->mv_lg ? tune->mv_lg : sgmax > 32 ? sgmax : 32;
       const uint32_t gn = pre ? input_op_room(pre, W->cols) : 1;
       c[2] = (wisp_wgpu_const){"LG", lg};
       c[3] = (wisp_wgpu_const){"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES + (uint64_t)gn * 4)};
