@@ -297,6 +297,20 @@ TEST(cli_bench_writes_receipt) {
   ok &= dec && cJSON_GetObjectItem(dec, "tok_per_s")->valuedouble > 0;
   ok &= cJSON_GetObjectItem(dec, "ms_per_token_p95")->valuedouble >= cJSON_GetObjectItem(dec, "ms_per_token_p50")->valuedouble;
   ok &= cJSON_GetObjectItem(r, "decode_tokens")->valueint == 8;
+  /* the batches as they arrived: their tokens add up to the decode's, their
+   * times to about its seconds */
+  cJSON *b = dec ? cJSON_GetObjectItem(dec, "batches") : NULL;
+  int tokens = 0;
+  double ms = 0;
+  cJSON *e;
+  cJSON_ArrayForEach(e, b) {
+    tokens += cJSON_GetArrayItem(e, 0)->valueint;
+    ms += cJSON_GetArrayItem(e, 1)->valuedouble;
+  }
+  double secs = dec ? cJSON_GetObjectItem(dec, "seconds")->valuedouble : 0;
+  CHECKF(cJSON_IsArray(b) && cJSON_GetArraySize(b) >= 1 && tokens == 8, "batches: %d, %d tokens",
+         cJSON_GetArraySize(b), tokens);
+  CHECKF(ms > 0 && ms <= 1e3 * secs * 1.001 + 1e-3 && ms >= 1e3 * secs * 0.5, "batches %.3f ms of %.3f s", ms, secs);
   cJSON_Delete(r);
   CHECK(ok);
 }

@@ -24,11 +24,15 @@
 #include "util/err.h"
 #include "util/file.h"
 
-/* Per-token times from the decode loop's per-batch callback. */
+/* Per-token times from the decode loop's per-batch callback, and each
+ * batch's own time and size (a stall shows as one slow batch, which the
+ * per-token percentiles spread thin). */
 typedef struct {
   double *step;
   int done, total;
   double last;
+  double *batch_s; /* room for `total` batches (each has a token at least) */
+  int *batch_n, n_batches;
 } bench_clock;
 
 static int bench_on_tokens(void *user, const int32_t *tokens, int n) {
@@ -36,6 +40,10 @@ static int bench_on_tokens(void *user, const int32_t *tokens, int n) {
   bench_clock *c = user;
   double t = wisp_now_s();
   for (int i = 0; i < n && c->done < c->total; i++) c->step[c->done++] = (t - c->last) / n;
+  if (c->n_batches < c->total) {
+    c->batch_s[c->n_batches] = t - c->last;
+    c->batch_n[c->n_batches++] = n;
+  }
   c->last = t;
   if (c->done % 64 < n || c->done == c->total) fprintf(stderr, "\rbench: decode %d/%d", c->done, c->total);
   return 0;
@@ -103,6 +111,8 @@ int cmd_bench(int argc, char **argv) {
   float *logits = NULL;
   double *step = NULL;
   int32_t *prompt = NULL, *generated = NULL;
+  double *batch_s = NULL;
+  int *batch_n = NULL, n_batches = 0;
   cJSON *r = NULL;
   int rc = 1;
   if (wisp_model_open(model_dir, &m)) goto fail;
@@ -118,7 +128,12 @@ int cmd_bench(int argc, char **argv) {
   step = malloc(sizeof(double) * (size_t)(n_decode + 1));
   prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
   generated = malloc(sizeof(int32_t) * (size_t)(n_decode + 1));
-  if (!logits || !step || !prompt || !generated) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+  batch_s = malloc(sizeof(double) * (size_t)(n_decode + 1));
+  batch_n = malloc(sizeof(int) * (size_t)(n_decode + 1));
+  if (!logits || !step || !prompt || !generated || !batch_s || !batch_n) {
+    wisp_fail(WISP_ENOMEM, "out of memory");
+    goto fail;
+  }
   uint64_t x = 0x9E3779B97F4A7C15ull; /* fixed prompt: same ids every run */
   for (int i = 0; i < n_prompt; i++) {
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -151,13 +166,14 @@ int cmd_bench(int argc, char **argv) {
     /* One generate call for all tokens (so a pipelined loop keeps batches in
      * flight); each batch's tokens are charged the time since the previous
      * batch arrived, divided by their number. */
-    bench_clock bc = {step, 0, n_decode, wisp_now_s()};
+    bench_clock bc = {step, 0, n_decode, wisp_now_s(), batch_s, batch_n, 0};
     wisp_generate_options go = {.temperature = 0, .batch = batch, .on_tokens = bench_on_tokens, .user = &bc,
                                 .sequential = sequential};
     int made = 0;
     double a = bc.last;
     if (wisp_session_generate(s, cur, n_decode, &go, generated, &made)) goto fail;
     decode_total = wisp_now_s() - a;
+    n_batches = bc.n_batches;
     if (made != n_decode) { wisp_fail(WISP_EINVAL, "decode loop made %d of %d tokens", made, n_decode); goto fail; }
   }
   if (n_decode) fprintf(stderr, "\n");
@@ -208,6 +224,14 @@ int cmd_bench(int argc, char **argv) {
    * a large host share means the device idles while wisp records. */
   cJSON_AddNumberToObject(jdec, "host_record_seconds", s->loop_record_s - rec0);
   cJSON_AddNumberToObject(jdec, "wait_seconds", s->loop_wait_s - wait0);
+  /* Each batch as it arrived: tokens and milliseconds since the previous. */
+  cJSON *jb = cJSON_AddArrayToObject(jdec, "batches");
+  for (int i = 0; jb && i < n_batches; i++) {
+    cJSON *e = cJSON_CreateArray();
+    cJSON_AddItemToArray(e, cJSON_CreateNumber(batch_n[i]));
+    cJSON_AddItemToArray(e, cJSON_CreateNumber(1e3 * batch_s[i]));
+    cJSON_AddItemToArray(jb, e);
+  }
   if (is_gpu && n_decode) {
     cJSON_AddNumberToObject(jdec, "dispatches_per_token", (double)(g2.dispatches - g1.dispatches) / n_decode);
     cJSON_AddNumberToObject(jdec, "submits_per_token", (double)(g2.submits - g1.submits) / n_decode);
@@ -253,6 +277,8 @@ fail:
   free(step);
   free(prompt);
   free(generated);
+  free(batch_s);
+  free(batch_n);
   wisp_session_free(s);
   wisp_model_close(m);
   return rc;
