@@ -199,6 +199,7 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
       s->steps = redo_mark.steps0;
       submitted = *n_out; /* every batch from the failed one on is recorded again */
       prev_k = 0;         /* its first input comes from the host (last) */
+      full = 0;           /* whatever a dropped batch found is found again */
     }
     while (!st && !stop && redo != 1 && in_flight < depth && submitted < n) {
       int k = n - submitted < batch ? n - submitted : batch;
