@@ -11,10 +11,7 @@ set -uo pipefail
 PART=$1
 OUT=${2:-bench/results}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 case $PART in
   parity)
     CONFIGS="qwen35-2b" QUANTS="f32 q4k" BACKENDS="cpu webgpu" REF_DEVICE=cuda THREADS=16 \

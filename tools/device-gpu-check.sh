@@ -4,9 +4,7 @@
 set -uo pipefail
 OUT=${1:-bench/results}
 mkdir -p "$OUT" models
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 W=.dev/wisp
 $W devices 2>&1 | head -12
 $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 2>/dev/null

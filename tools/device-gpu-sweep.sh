@@ -4,8 +4,7 @@
 # so the defaults can be chosen from measurements. Assumes
 # tools/device-gpu-check.sh ran (models/seed exists, environment set up).
 set -uo pipefail
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 W=.dev/wisp
 M=${1:-models/seed}
 dec() { # label, env...

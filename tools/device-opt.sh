@@ -15,9 +15,7 @@ best=$(awk '/ opt[0-9]+ +decode:/ { o = substr($4, 4); for (i = 1; i <= NF; i++)
          if (o == 0) { if (v > base) base = v } else if (v > bv) { bv = v; bo = o } }
        END { if (bv > base * 1.03) print bo; else print 0 }' "$OUT/opt.txt")
 echo "== chosen WISP_WEBGPU_PERSIST_OPT=$best"
-for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 WISP_WEBGPU_PERSIST_OPT=$best SECTIONS=${SECTIONS:-seed lfm350} timeout 240 bash tools/device-speed.sh "$OUT/receipts" 2>&1 |
   tee "$OUT/receipts.log"
 tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"

@@ -5,9 +5,7 @@
 #   PERSIST_MODELS="seed"   PERSIST_GRIDS="auto 132 264"   PERSIST_BATCHES="1 64"
 #   PERSIST_SKIPS="1 2 4 8 16" (timing: 1 attention, 2 head, 4 MLP, 8 conv in_proj, 16 qkv left out)
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
-ldconfig 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+. tools/device-env.sh
 W=.dev/wisp
 OUT=${OUT_DIR:-/tmp/persist}
 mkdir -p "$OUT" models

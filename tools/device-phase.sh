@@ -5,10 +5,7 @@
 set -uo pipefail
 OUT=${1:-/tmp/phase}
 mkdir -p "$OUT" models
-for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
-ldconfig 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 W=.dev/wisp
 timeout "${PHASE_SECONDS:-150}" .dev/phase_probe "${PHASE_WG:-132}" "${PHASE_ROUNDS:-2000}" 2>&1 | tee "$OUT/phase-probe.txt"
 [ -n "${PREFILL:-}" ] || exit 0

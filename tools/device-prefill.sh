@@ -4,9 +4,7 @@
 # then whole-run prefill tok/s under several settings, two runs each.
 #   GEOMS="plan:X=1 g6464:WISP_WEBGPU_MATMUL_I8=64x64x4x4x2"
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
-ldconfig 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+. tools/device-env.sh
 W=.dev/wisp
 mkdir -p models
 [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1

@@ -5,9 +5,7 @@
 set -uo pipefail
 OUT=${1:-bench/results}
 mkdir -p "$OUT" models
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 W=.dev/wisp
 echo "== qwen35 parity on webgpu"
 CONFIGS="qwen35-small qwen35-0.8b" QUANTS="f32 q4k" BACKEND=webgpu REF_DEVICE=cuda THREADS=16 WORK=/tmp/wq \

@@ -12,10 +12,7 @@
 set -uo pipefail
 OUT=${1:-/tmp/qprof}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
-ldconfig 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 W=.dev/wisp
 say() { echo "== $* ($(date +%T))"; }
 # SEED_AB="A B": seed-shaped LFM2 decode (batch 1 and 64 a dispatch) with

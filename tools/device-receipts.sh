@@ -8,10 +8,7 @@
 set -uo pipefail
 OUT=${1:-/tmp/receipts}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 if [ -n "${AB:-}" ]; then
   timeout "${AB_SECONDS:-90}" bash tools/device-ab.sh > "$OUT/ab.txt" 2>&1
   cat "$OUT/ab.txt"

@@ -12,10 +12,7 @@
 set -uo pipefail
 OUT=${1:-/tmp/session}
 mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
-ldconfig 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+. tools/device-env.sh
 say() { echo "== $* ($(date +%T))"; }
 say persist
 OUT_DIR=$OUT/persist PERSIST_GRIDS="${PERSIST_GRIDS:-132 256}" PERSIST_BATCHES="1 64" \
