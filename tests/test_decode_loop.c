@@ -521,9 +521,9 @@ TEST(decode_loop_webgpu_persistent_state_continues) {
  * WISP_WEBGPU_PERSIST_FAIL=N: run N starts with the timeout flag set and
  * leaves its conv states scribbled on) is decoded again op by op: the
  * batch after it, already in flight, is dropped, the state is put back as
- * the failed run found it (its in-kernel backup), and the generate returns
- * the CPU's tokens. The persistent decode stays off for the session after
- * that. The failing run is the first, the second (the KV rows and conv
+ * the failed run found it (from a copy recorded before each run), and the
+ * generate returns the CPU's tokens. The persistent decode stays off for
+ * the session after that. The failing run is the first, the second (the KV rows and conv
  * states of the first still only in the persistent decode's arena) or the
  * last of the call (nothing in flight behind it), and the second again
  * with stop-token snapshots. */
@@ -539,8 +539,8 @@ TEST(decode_loop_webgpu_persistent_failure_is_redone) {
    * persistent decode's state out after every run, the failed one's too */
   static const char *fail[] = {"1", "2", "4", "2"};
   const int32_t never = wisp_model_vocab(m) - 1;
+  for (int i = 0; i < 17; i++) CHECK(ref[i] != never);
   for (int f = 0; f < 4; f++) {
-    for (int i = 0; i < 17; i++) CHECK(ref[i] != never);
     wisp_session *s = persist_session(m, "2", 0);
     CHECK(s != NULL);
     if (!s) break;

@@ -475,7 +475,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * be trusted to make it before the others change them when a barrier
    * gives up). */
   const uint32_t r = P->runs % 2;
-  if (P->n_conv) wisp_wgpu_int_copy_words(be, P->arena.b, P->s_conv, P->bak.b, r * P->n_conv, P->n_conv);
+  wisp_wgpu_int_copy_words(be, P->arena.b, P->s_conv, P->bak.b, r * P->n_conv, P->n_conv);
   P->run_pos[r] = pos;
   P->runs++;
   wisp_wgpu_binding b[5] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
@@ -493,7 +493,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     if (wisp_wgpu_buf_write(wisp_wgpu_int_device(be), P->ctr, 4, &flag, sizeof flag) != WISP_OK) return WISP_EDEVICE;
   }
   wisp_wgpu_int_record(be, P->k, b, 5, &pp, sizeof pp, P->nwg, 1, 1);
-  if (fail && P->n_conv) wisp_wgpu_int_copy_words(be, P->blob.b, 0, P->arena.b, P->s_conv, P->n_conv);
+  if (fail) wisp_wgpu_int_copy_words(be, P->blob.b, 0, P->arena.b, P->s_conv, P->n_conv);
   P->bar_base += P->nwg * ((uint32_t)k * P->barriers_per_step + 1);
   P->end = pos + k; /* copied back lazily: wisp_wgpu_persist_flush */
   P->epoch = wisp_wgpu_int_state_epoch(be);
