@@ -1056,8 +1056,8 @@ TEST(webgpu_backend_read_after_plain_submit) {
 }
 
 /* More dispatches than the uniform arena has slots: the recording is
- * submitted early and the arena reused, without disturbing parameters of
- * work already recorded. 300 accumulating products into one y, with a 4 KiB
+ * submitted early, the cached bind groups (which own the slots) dropped and
+ * the arena reused, without disturbing parameters of work already recorded. 300 accumulating products into one y, with a 4 KiB
  * arena (16 slots at a 256-byte alignment, 128 at 32). */
 TEST(webgpu_backend_arena_overflow) {
   WEBGPU_OR_SKIP(d);

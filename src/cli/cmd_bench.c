@@ -238,6 +238,9 @@ int cmd_bench(int argc, char **argv) {
     /* Decode steps the persistent kernel ran (WISP_WEBGPU_PERSIST=1): says
      * which decode path these numbers are of. */
     cJSON_AddNumberToObject(jdec, "persistent_steps", (double)(g2.persistent_steps - g1.persistent_steps));
+    /* Bind groups made while decoding (cache misses): recording cost that a
+     * steady state should not have. */
+    cJSON_AddNumberToObject(jdec, "bind_groups_created", (double)(g2.bind_groups - g1.bind_groups));
     cJSON_AddNumberToObject(jp, "dispatches", (double)(g1.dispatches - g0.dispatches));
     cJSON_AddNumberToObject(jp, "submits", (double)(g1.submits - g0.submits));
   }

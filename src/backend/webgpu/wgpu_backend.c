@@ -2,11 +2,11 @@
  *
  * Recording model: every op appends one or more dispatches to a compute pass
  * that stays open until `sync` (or until something must be read back); then
- * the uniform arena is written with one queue write and the command buffer
- * is submitted once. Per-dispatch parameters live at distinct offsets of the
- * arena, so nothing recorded is overwritten before it runs. The sequence of
- * arena offsets of a forward pass is the same every time, so bind groups
- * (kernel + buffers + arena offset) are cached and reused across calls.
+ * the uniform arena's changed range is written with one queue write and the
+ * command buffer is submitted once. Every dispatch of a submit reads its
+ * parameters from a slot of the arena of its own, so nothing recorded is
+ * overwritten before it runs. Slots belong to cached bind groups (see
+ * bind_group): recording a decode step again costs no bind group creation.
  *
  * Ops cannot return errors (backend.h); the first failure is kept and
  * returned by the next `sync`, and later ops are skipped until then. */
@@ -25,9 +25,9 @@
 #include "backend/webgpu/wgsl_kernels.h"
 #include "util/err.h"
 
-#define ARENA_BYTES (1u << 20)
+#define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of Qwen 3.5 0.8B uses ~8k */
 #define MAX_BINDINGS 10
-#define BG_BUCKETS 16384 /* a 64-token decode batch of Qwen 3.5 0.8B keeps ~15k bind groups */
+#define BG_BUCKETS 4096
 #define EMBED_TOKENS 64
 #define ATTN_WG 64
 #define ATTN_DEC_KT 32 /* keys per tile of attn_decode.wgsl */
@@ -56,18 +56,26 @@ typedef struct {
   wisp_wgpu_buf g;
 } wvec;
 
+/* A dispatch site: a kernel with its storage buffers and the size of its
+ * parameter block. */
 typedef struct {
   const wisp_wgpu_kernel *k;
   int nb;
   wisp_wgpu_binding b[MAX_BINDINGS]; /* storage bindings; the arena slot is separate */
-  uint64_t uoff, usize;
+  uint64_t usize;
 } bg_key;
 
-typedef struct bg_entry {
+/* The bind groups of one site: the n-th dispatch of the site within a
+ * submit uses bind group g[n], whose parameters live in arena slot uoff[n]. */
+typedef struct bg_site {
   bg_key key;
-  WGPUBindGroup g;
-  struct bg_entry *next;
-} bg_entry;
+  uint64_t epoch;   /* the batch (batch_epoch) that `used` counts in */
+  int used;         /* dispatches of this site recorded in that submit */
+  int n, cap;       /* bind groups made, room in g / uoff */
+  WGPUBindGroup *g;
+  uint64_t *uoff;
+  struct bg_site *next;
+} bg_site;
 
 #define KCONSTS 12 /* most override constants of one kernel variant */
 
@@ -95,15 +103,18 @@ typedef struct {
   /* recording */
   wisp_wgpu_batch batch;
   int open;
+  uint64_t batch_epoch; /* counts batches opened: which one is recording */
   wisp_status error;
   char error_msg[1024];
   /* uniform arena */
   wisp_wgpu_buf arena;
   uint8_t *arena_host;
-  size_t arena_used, arena_bytes;
+  size_t arena_next;             /* first byte no slot owns */
+  size_t dirty_lo, dirty_hi;     /* slots written since the last submit (lo >= hi: none) */
+  size_t arena_bytes;
   uint32_t ualign;
   /* caches */
-  bg_entry *buckets[BG_BUCKETS];
+  bg_site *buckets[BG_BUCKETS];
   kcache kernels[96];
   int n_kernels;
   wmat **mats;
@@ -258,9 +269,21 @@ static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wg
 
 /* ---- bind groups --------------------------------------------------------- */
 
+/* Why sites and slots: a bind group names its uniform range, so a cache
+ * keyed by arena offset (as the first version was) misses whenever an
+ * earlier dispatch of the submit comes or goes -- one more attention split
+ * as the context grows shifts every later offset -- and a decode batch of
+ * 64 tokens then made thousands of bind groups while recording (~10 us
+ * each on the H200), more than the GPU took to run them. Here the n-th
+ * dispatch of a site in a submit always gets the site's n-th bind group and
+ * its slot, so a step recorded again finds everything made; only the
+ * parameters are copied. (WebGPU's dynamic uniform offsets would do the same
+ * with one bind group a site, but need explicit bind group layouts in the
+ * declared webgpu.h subset; this needs none.) */
+
 static uint64_t hash_key(const bg_key *k) {
   /* Word-wise over the used bindings (the key is zeroed before filling). */
-  uint64_t h = (uint64_t)(uintptr_t)k->k * 0x9E3779B97F4A7C15ull ^ k->uoff ^ (k->usize << 40);
+  uint64_t h = (uint64_t)(uintptr_t)k->k * 0x9E3779B97F4A7C15ull ^ (k->usize << 40);
   for (int i = 0; i < k->nb; i++) {
     h = (h ^ (uint64_t)(uintptr_t)k->b[i].buffer) * 0xBF58476D1CE4E5B9ull;
     h = (h ^ k->b[i].offset ^ (k->b[i].size << 20)) * 0x94D049BB133111EBull;
@@ -268,58 +291,133 @@ static uint64_t hash_key(const bg_key *k) {
   return h ^ (h >> 31);
 }
 
-static WGPUBindGroup bind_group(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
-                                uint64_t uoff, uint64_t usize) {
-  bg_key key;
-  memset(&key, 0, sizeof key);
-  key.k = k;
-  key.nb = nb;
-  for (int i = 0; i < nb; i++) key.b[i] = b[i];
-  key.uoff = uoff;
-  key.usize = usize;
-  uint64_t h = hash_key(&key) % BG_BUCKETS;
-  for (bg_entry *e = g->buckets[h]; e; e = e->next)
-    if (!memcmp(&e->key, &key, sizeof key)) return e->g;
-  wisp_wgpu_binding all[MAX_BINDINGS + 1];
-  for (int i = 0; i < nb; i++) all[i] = b[i];
-  all[nb] = (wisp_wgpu_binding){g->arena.b, uoff, usize};
-  WGPUBindGroup bg;
-  wisp_status st = wisp_wgpu_bind(g->d, k, all, nb + 1, &bg);
-  if (st) {
-    keep_error(g, st);
-    return NULL;
-  }
-  bg_entry *e = calloc(1, sizeof *e);
-  if (!e) {
-    wisp_wgpu_bind_free(g->d, bg);
-    op_fail(g, WISP_ENOMEM, "out of memory");
-    return NULL;
-  }
-  e->key = key;
-  e->g = bg;
-  e->next = g->buckets[h];
-  g->buckets[h] = e;
-  g->stats.bind_groups++;
-  return bg;
+static void site_free(wgpu_backend *g, bg_site *e) {
+  for (int i = 0; i < e->n; i++) wisp_wgpu_bind_free(g->d, e->g[i]);
+  free(e->g);
+  free(e->uoff);
+  free(e);
 }
 
-/* Drops cached bind groups that use buffer b (about to be released). */
+/* Drops every cached bind group and frees every arena slot. Call with
+ * nothing recorded that uses them. */
+static void drop_bind_groups(wgpu_backend *g) {
+  for (int h = 0; h < BG_BUCKETS; h++) {
+    while (g->buckets[h]) {
+      bg_site *nx = g->buckets[h]->next;
+      site_free(g, g->buckets[h]);
+      g->buckets[h] = nx;
+    }
+  }
+  g->arena_next = 0;
+}
+
+/* Drops cached bind groups that use buffer b (about to be released). Their
+ * slots stay taken until the arena is next emptied. */
 static void forget_buffer(wgpu_backend *g, WGPUBuffer b) {
   for (int h = 0; h < BG_BUCKETS; h++) {
-    bg_entry **pp = &g->buckets[h];
+    bg_site **pp = &g->buckets[h];
     while (*pp) {
-      bg_entry *e = *pp;
+      bg_site *e = *pp;
       int uses = 0;
       for (int i = 0; i < e->key.nb; i++) uses |= e->key.b[i].buffer == b;
       if (uses) {
         *pp = e->next;
-        wisp_wgpu_bind_free(g->d, e->g);
-        free(e);
+        site_free(g, e);
       } else {
         pp = &e->next;
       }
     }
   }
+}
+
+/* The site of key, made if new; NULL (error kept) without memory. */
+static bg_site *site_of(wgpu_backend *g, const bg_key *key) {
+  uint64_t h = hash_key(key) % BG_BUCKETS;
+  for (bg_site *e = g->buckets[h]; e; e = e->next)
+    if (!memcmp(&e->key, key, sizeof *key)) return e;
+  bg_site *e = calloc(1, sizeof *e);
+  if (!e) {
+    op_fail(g, WISP_ENOMEM, "out of memory");
+    return NULL;
+  }
+  e->key = *key;
+  e->epoch = UINT64_MAX;
+  e->next = g->buckets[h];
+  g->buckets[h] = e;
+  return e;
+}
+
+/* A new slot of `size` bytes, or UINT64_MAX when the arena is full. */
+static uint64_t slot_alloc(wgpu_backend *g, uint64_t size) {
+  uint64_t off = (g->arena_next + g->ualign - 1) / g->ualign * g->ualign;
+  if (off + size > g->arena_bytes) return UINT64_MAX;
+  g->arena_next = (size_t)(off + size);
+  return off;
+}
+
+static wisp_status flush(wgpu_backend *g);
+
+/* The bind group of the next dispatch of k with storage bindings b[0..nb)
+ * and a parameter block of usize bytes in this submit; *uoff gets its slot.
+ * A full arena is flushed and emptied first (which may submit). NULL (error
+ * kept) on failure. */
+static WGPUBindGroup bind_group(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *b, int nb,
+                                uint64_t usize, uint64_t *uoff) {
+  bg_key key;
+  memset(&key, 0, sizeof key);
+  key.k = k;
+  key.nb = nb;
+  for (int i = 0; i < nb; i++) key.b[i] = b[i];
+  key.usize = usize;
+  bg_site *e = site_of(g, &key);
+  if (!e) return NULL;
+  if (e->epoch != g->batch_epoch) {
+    e->epoch = g->batch_epoch;
+    e->used = 0;
+  }
+  if (e->used == e->n) { /* one more than any submit needed so far */
+    uint64_t off = slot_alloc(g, usize);
+    if (off == UINT64_MAX) {
+      keep_error(g, flush(g));
+      if (g->error) return NULL;
+      drop_bind_groups(g);
+      if (!open_batch(g) || !(e = site_of(g, &key))) return NULL;
+      e->epoch = g->batch_epoch;
+      off = slot_alloc(g, usize);
+      if (off == UINT64_MAX) {
+        op_fail(g, WISP_EINVAL, "webgpu: a %llu-byte parameter block does not fit the uniform arena",
+                (unsigned long long)usize);
+        return NULL;
+      }
+    }
+    if (e->n == e->cap) {
+      int cap = e->cap ? 2 * e->cap : 4;
+      WGPUBindGroup *ng = realloc(e->g, (size_t)cap * sizeof *ng);
+      if (ng) e->g = ng;
+      uint64_t *nu = ng ? realloc(e->uoff, (size_t)cap * sizeof *nu) : NULL;
+      if (nu) e->uoff = nu;
+      if (!ng || !nu) {
+        op_fail(g, WISP_ENOMEM, "out of memory");
+        return NULL;
+      }
+      e->cap = cap;
+    }
+    wisp_wgpu_binding all[MAX_BINDINGS + 1];
+    for (int i = 0; i < nb; i++) all[i] = b[i];
+    all[nb] = (wisp_wgpu_binding){g->arena.b, off, usize};
+    WGPUBindGroup bg;
+    wisp_status st = wisp_wgpu_bind(g->d, k, all, nb + 1, &bg);
+    if (st) {
+      keep_error(g, st);
+      return NULL;
+    }
+    e->g[e->n] = bg;
+    e->uoff[e->n] = off;
+    e->n++;
+    g->stats.bind_groups++;
+  }
+  *uoff = e->uoff[e->used];
+  return e->g[e->used++];
 }
 
 /* ---- recording ------------------------------------------------------------ */
@@ -332,8 +430,10 @@ static wisp_status flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_off,
   g->open = 0;
   g->spec_ready = 0;
   wisp_status st = WISP_OK;
-  if (g->arena_used) st = wisp_wgpu_buf_write(g->d, g->arena, 0, g->arena_host, g->arena_used);
-  g->arena_used = 0;
+  if (g->dirty_lo < g->dirty_hi)
+    st = wisp_wgpu_buf_write(g->d, g->arena, g->dirty_lo, g->arena_host + g->dirty_lo, g->dirty_hi - g->dirty_lo);
+  g->dirty_lo = SIZE_MAX;
+  g->dirty_hi = 0;
   if (!st && src) st = wisp_wgpu_staging_reserve(g->d, dst, bytes);
   if (st) {
     wisp_wgpu_batch_abort(&g->batch);
@@ -378,20 +478,6 @@ static wisp_status flush_ex(wgpu_backend *g, int spec) {
 static wisp_status flush(wgpu_backend *g) { return flush_ex(g, 0); }
 
 
-/* Reserves an arena slot for `size` bytes of parameters (flushing when the
- * arena is full) and copies them in; returns the offset or UINT64_MAX. */
-static uint64_t arena_put(wgpu_backend *g, const void *params, size_t size) {
-  size_t off = (g->arena_used + g->ualign - 1) / g->ualign * g->ualign;
-  if (off + size > g->arena_bytes) {
-    keep_error(g, flush(g));
-    if (g->error) return UINT64_MAX;
-    off = 0;
-  }
-  memcpy(g->arena_host + off, params, size);
-  g->arena_used = off + size;
-  return off;
-}
-
 /* Records one dispatch of k with storage bindings b[0..nb) and the
  * parameter block as binding nb. */
 /* Opens a command batch unless one is open; 0 (error kept) on failure. */
@@ -403,6 +489,7 @@ static int open_batch(wgpu_backend *g) {
     return 0;
   }
   g->open = 1;
+  g->batch_epoch++;
   return 1;
 }
 
@@ -410,11 +497,13 @@ static void record_xyz(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wg
                        const void *params, size_t psize, uint32_t gx, uint32_t gy, uint32_t gz) {
   if (g->error || !k) return;
   if (!open_batch(g)) return;
-  uint64_t off = arena_put(g, params, psize);
-  if (off == UINT64_MAX) return;
-  if (!open_batch(g)) return; /* the arena filled up and was flushed: start a new batch */
-  WGPUBindGroup bg = bind_group(g, k, b, nb, off, psize);
+  uint64_t off;
+  WGPUBindGroup bg = bind_group(g, k, b, nb, psize, &off);
   if (!bg) return;
+  if (!open_batch(g)) return; /* the arena filled up and was flushed: start a new batch */
+  memcpy(g->arena_host + off, params, psize);
+  if (off < g->dirty_lo) g->dirty_lo = (size_t)off;
+  if (off + psize > g->dirty_hi) g->dirty_hi = (size_t)(off + psize);
   g->spec_ready = 0;
   wisp_wgpu_batch_dispatch(&g->batch, k, bg, gx, gy, gz);
   g->stats.dispatches++;
@@ -1283,7 +1372,8 @@ static void drop_failed_batch(wgpu_backend *g) {
   if (!g->error || !g->open) return;
   wisp_wgpu_batch_abort(&g->batch);
   g->open = 0;
-  g->arena_used = 0;
+  g->dirty_lo = SIZE_MAX;
+  g->dirty_hi = 0;
 }
 
 /* Returns the kept error (with its message as wisp_last_error) and clears
@@ -1375,15 +1465,7 @@ static void g_destroy(wisp_backend *be) {
     wisp_wgpu_qwen_free(be); /* before the bind groups go */
     wisp_wgpu_persist_free(be);
     wisp_wgpu_mm8_free(be);
-    for (int h = 0; h < BG_BUCKETS; h++) {
-      bg_entry *e = g->buckets[h];
-      while (e) {
-        bg_entry *nx = e->next;
-        wisp_wgpu_bind_free(g->d, e->g);
-        free(e);
-        e = nx;
-      }
-    }
+    drop_bind_groups(g);
     for (int i = 0; i < g->n_kernels; i++) wisp_wgpu_kernel_free(g->d, g->kernels[i].k);
     for (int i = 0; i < g->n_mats; i++) wmat_free(g, g->mats[i]);
     for (int i = 0; i < g->n_vecs; i++) {
@@ -1593,6 +1675,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->ualign = g->d->info.min_uniform_buffer_offset_alignment ? g->d->info.min_uniform_buffer_offset_alignment : 256;
   g->arena_bytes = o.arena_bytes >= 1024 ? o.arena_bytes : ARENA_BYTES;
   g->arena_host = calloc(1, g->arena_bytes);
+  g->dirty_lo = SIZE_MAX;
   if (!g->arena_host) {
     st = wisp_fail(WISP_ENOMEM, "out of memory");
     goto fail;
