@@ -190,3 +190,26 @@ TEST(quant_webgpu_refuses_f16_q8_0) {
   CHECKF(!strcmp(wisp_last_error(), want), "%s", wisp_last_error());
   g->destroy(g);
 }
+
+/* A large Q4_K matrix is quantized over several threads (tensor.c): the
+ * same bytes as quantizing each row on its own, and every super-block
+ * written (the odd row count leaves uneven thread shares). */
+TEST(quant_q4k_threaded_matches_row_by_row) {
+  const int rows = 1031, cols = 1024;
+  const size_t row_bytes = wisp_q4k_bytes(1, cols);
+  float *w = malloc(sizeof(float) * (size_t)rows * cols);
+  uint8_t *all = malloc(row_bytes * rows), *one = malloc(row_bytes);
+  CHECK(w && all && one);
+  fill(w, (size_t)rows * cols, 17);
+  memset(all, 0xA5, row_bytes * rows);
+  wisp_quantize_q4k(w, rows, cols, all);
+  int bad = -1;
+  for (int r = 0; r < rows && bad < 0; r++) {
+    wisp_quantize_q4k(w + (size_t)r * cols, 1, cols, one);
+    if (memcmp(one, all + (size_t)r * row_bytes, row_bytes)) bad = r;
+  }
+  free(w);
+  free(all);
+  free(one);
+  CHECKF(bad < 0, "row %d differs from quantizing it alone", bad);
+}

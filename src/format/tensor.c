@@ -3,7 +3,10 @@
 #include "format/tensor.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *wisp_wtype_name(wisp_wtype t) {
   switch (t) {
@@ -258,12 +261,41 @@ static void quantize_q4k_block(const float *x, uint8_t *blk) {
   }
 }
 
-void wisp_quantize_q4k(const float *w, int rows, int cols, uint8_t *out) {
-  const int nsb = cols / WISP_Q4K_BLOCK;
-  for (int r = 0; r < rows; r++)
+typedef struct {
+  const float *w;
+  uint8_t *out;
+  int r0, r1, cols;
+} q4k_rows;
+
+static void *quantize_q4k_rows(void *arg) {
+  const q4k_rows *j = arg;
+  const int nsb = j->cols / WISP_Q4K_BLOCK;
+  for (int r = j->r0; r < j->r1; r++)
     for (int b = 0; b < nsb; b++)
-      quantize_q4k_block(w + (size_t)r * cols + (size_t)b * WISP_Q4K_BLOCK,
-                         out + ((size_t)r * nsb + b) * WISP_Q4K_BYTES);
+      quantize_q4k_block(j->w + (size_t)r * j->cols + (size_t)b * WISP_Q4K_BLOCK,
+                         j->out + ((size_t)r * nsb + b) * WISP_Q4K_BYTES);
+  return NULL;
+}
+
+/* Rows are independent, so large matrices are split over the machine's
+ * cores (the fit above costs ~40 operations an element: a 2B-parameter
+ * model took minutes on one). The bytes do not depend on the split. */
+void wisp_quantize_q4k(const float *w, int rows, int cols, uint8_t *out) {
+  enum { MAX_THREADS = 32 };
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = 1;
+  if ((uint64_t)rows * (uint64_t)cols >= (1u << 20) && cores > 1) nt = cores < MAX_THREADS ? (int)cores : MAX_THREADS;
+  if (nt > rows) nt = rows > 0 ? rows : 1;
+  q4k_rows job[MAX_THREADS];
+  pthread_t tid[MAX_THREADS];
+  int running[MAX_THREADS] = {0};
+  for (int t = 0; t < nt; t++)
+    job[t] = (q4k_rows){w, out, (int)((int64_t)rows * t / nt), (int)((int64_t)rows * (t + 1) / nt), cols};
+  for (int t = 1; t < nt; t++) running[t] = pthread_create(&tid[t], NULL, quantize_q4k_rows, &job[t]) == 0;
+  for (int t = 0; t < nt; t++)
+    if (!running[t]) quantize_q4k_rows(&job[t]); /* job 0, and any whose thread did not start */
+  for (int t = 1; t < nt; t++)
+    if (running[t]) pthread_join(tid[t], NULL);
 }
 
 void wisp_quantize_f16(const float *w, int rows, int cols, uint8_t *out) {
