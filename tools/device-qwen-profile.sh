@@ -8,7 +8,9 @@
 # REPEAT=8 for marginal per-dispatch times; PROFILE=0 skips them); BATCHES
 # lists decode batch sizes (tokens a submit) to bench with the defaults.
 # RECEIPTS=1 then takes tools/device-speed.sh's Qwen receipts under
-# $1/receipts. Output under $1, packed into $1.tgz.
+# $1/receipts (RECEIPT_SECTIONS, default qwen). QWEN_AB="binA binB"
+# alternates two binaries' decode at AB_BATCHES tokens a submit. Output
+# under $1, packed into $1.tgz.
 set -uo pipefail
 OUT=${1:-/tmp/qprof}
 mkdir -p "$OUT"
@@ -30,15 +32,33 @@ if [ -n "${SEED_AB:-}" ]; then
     done
   done
 fi
+# The artifacts, built side by side.
 for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   A=/tmp/wq/$cfg/art_q4k
-  if [ ! -d "$A" ]; then
-    say "build $cfg"
-    python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out /tmp/wq/$cfg/hf >/dev/null 2>&1 &&
-      $W convert /tmp/wq/$cfg/hf -o "$A" --quant q4k --quiet
-  fi
+  [ -d "$A" ] && continue
+  say "build $cfg"
+  (python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out /tmp/wq/$cfg/hf >/dev/null 2>&1 &&
+    say "converting $cfg" && $W convert /tmp/wq/$cfg/hf -o "$A" --quant q4k --quiet) &
+done
+wait
+say "built"
+for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
+  A=/tmp/wq/$cfg/art_q4k
   [ -d "$A" ] || { echo "$cfg: no artifact"; continue; }
   say "$cfg"
+  # QWEN_AB="binA binB": the decode of binaries .dev/binA and .dev/binB at
+  # AB_BATCHES tokens a submit, alternated AB_REPS times (2).
+  if [ -n "${QWEN_AB:-}" ]; then
+    for rep in $(seq "${AB_REPS:-2}"); do
+      for b in $QWEN_AB; do
+        for bt in ${AB_BATCHES:-1 64}; do
+          printf '%-10s %-12s batch %-3s ' "$cfg" "$b" "$bt"
+          .dev/$b bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/ab.json 2>/dev/null | head -1
+          python3 -c "import json; e=json.load(open('/tmp/ab.json'))['decode']; print('   record %.3f s, wait %.3f s, bind groups made %s' % (e.get('host_record_seconds', 0), e.get('wait_seconds', 0), e.get('bind_groups_created', '-')))"
+        done
+      done
+    done
+  fi
   for v in ${VARIANTS:-base} base; do
     envs=""; [ "$v" = base ] || envs=$(echo "$v" | tr ',' ' ')
     printf '%-10s %-56s ' "$cfg" "$v"
@@ -56,7 +76,7 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
 done
 if [ "${RECEIPTS:-0}" = 1 ]; then
   say receipts
-  SECTIONS=qwen timeout 300 bash tools/device-speed.sh "$OUT/receipts" 2>&1 | tee "$OUT/receipts.log"
+  SECTIONS=${RECEIPT_SECTIONS:-qwen} timeout ${RECEIPT_TIMEOUT:-300} bash tools/device-speed.sh "$OUT/receipts" 2>&1 | tee "$OUT/receipts.log"
 fi
 tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
 say done
