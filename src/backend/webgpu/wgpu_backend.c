@@ -998,8 +998,11 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
   matvec_geometry(g, w, &wg, &rows, &lg);
   const int pair = pair_out != NULL; /* PAIR: gate/up rows in pairs, SwiGLU into pair_out */
   if (pair && rows % 2) rows = rows == 1 ? 2 : rows + 1;
-  /* tall matrices: RCH chunks of rows per workgroup (matvec.wgsl) */
-  const uint32_t rch = g->sg && w->rows >= 16384 ? g->head_chunks : 1;
+  /* tall matrices: RCH chunks of rows per workgroup (matvec.wgsl); by
+   * default 4 for heads of 131072 rows or more (Qwen 3.5's 248k vocabulary:
+   * 1-2 % faster in three H200 runs, sixth to eighth sessions), else 1 */
+  uint32_t rch = 1;
+  if (g->sg && w->rows >= 16384) rch = g->head_chunks ? g->head_chunks : w->rows >= 131072 ? 4 : 1;
   uint32_t rows_wg = g->sg ? (wg / lg) * rows * rch : rows;
   /* argmax (n = 1): per-workgroup (max, index) pairs to g->amax, in row
    * order across the parts; g->amax_count is their number. */
@@ -1636,15 +1639,19 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * little parallelism), half the prefill's GPU time; attn_flash gives
    * 72,800 tok/s against 51,800 with it (tools/device-prefill.sh). */
   g->attn_prefill = ap && !strcmp(ap, "1");
-  g->head_chunks = 1;
+  g->head_chunks = 0; /* 0: by the matrix (rec_matvec) */
   const char *hc = getenv("WISP_WEBGPU_HEAD_CHUNKS");
   if (hc && atoi(hc) > 0 && atoi(hc) <= 256) g->head_chunks = (uint32_t)atoi(hc);
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
-  /* One row a lane group: 794 against 751 tok/s with 2 (Qwen 3.5 0.8B on
-   * the H200, seventh session; 4 and 8 measured slower still, third). */
-  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 1, 0, 0, 0, g->prefetch != 0, g->prefetch == 1};
+  /* Rows a lane group by the matrix (ROWS 0): one row made Qwen 3.5 0.8B
+   * (at most 3,584 columns) 794 against 751 tok/s with 2, but the 2B (whose
+   * down product has 6,144) 478 against 511 (H200, seventh and eighth
+   * sessions; 4 and 8 rows measured slower still, third). */
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 4096, g->prefetch != 0, g->prefetch == 1};
+  const char *r2 = getenv("WISP_WEBGPU_Q4K_ROWS2_COLS");
+  if (r2 && atoi(r2) > 0) g->q4k_tune.rows2_cols = (uint32_t)atoi(r2);
   const char *lge = getenv("WISP_WEBGPU_Q4K_LG");
   if (lge && atoi(lge) > 0 && atoi(lge) <= 256) g->q4k_tune.mv_lg = (uint32_t)atoi(lge);
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
