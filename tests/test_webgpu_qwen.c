@@ -633,23 +633,23 @@ TEST(webgpu_qwen_q4k_matmul) {
    * 8640-byte parts (20 rows of 768 columns, 60 of 256), and row groups of
    * 64 lanes with 2 rows each (WISP_WEBGPU_Q4K_LG=64: several subgroups a
    * row; WISP_WEBGPU_Q4K_MATVEC=128x2 everywhere: the default takes 1 row
-   * below 4096 columns, 2 from there, i.e. for the 4352-column matrices),
-   * and the default's rule moved to 512 columns (WISP_WEBGPU_Q4K_ROWS2_COLS:
-   * 1 row for 256 columns, 2 for 768 and 4352) */
+   * for matrices of fewer than 2048 rows, which these are), and the
+   * default's rule moved to 37 rows (WISP_WEBGPU_Q4K_ROWS2_ROWS: 1 row
+   * a lane group for the 1- and 7-row matrices, 2 for 37 and 300) */
   static const int sg[] = {-1, 0, -1, -1, -1};
   static const uint64_t mb[] = {0, 0, 8640, 0, 0};
-  static const char *label[] = {"subgroups", "plain", "split", "64 lanes, 2 rows", "2 rows from 512 columns"};
+  static const char *label[] = {"subgroups", "plain", "split", "64 lanes, 2 rows", "2 rows from 37 rows"};
   for (int i = 0; i < 5; i++) {
     if (sg[i] == -1 && i != 2 && !d->has_subgroups) continue;
     if (i == 3) setenv("WISP_WEBGPU_Q4K_LG", "64", 1), setenv("WISP_WEBGPU_Q4K_MATVEC", "128x2", 1);
-    if (i == 4) setenv("WISP_WEBGPU_Q4K_ROWS2_COLS", "512", 1);
+    if (i == 4) setenv("WISP_WEBGPU_Q4K_ROWS2_ROWS", "37", 1);
     qpair p;
     CHECKF(qopen(&p, d, sg[i], 0, mb[i]), "%s", wisp_last_error());
     int ok = q4k_suite(&p, label[i], err, sizeof err);
     qclose(&p);
     unsetenv("WISP_WEBGPU_Q4K_LG");
     unsetenv("WISP_WEBGPU_Q4K_MATVEC");
-    unsetenv("WISP_WEBGPU_Q4K_ROWS2_COLS");
+    unsetenv("WISP_WEBGPU_Q4K_ROWS2_ROWS");
     CHECKF(ok, "%s", err);
   }
   /* the seed profile's kernel (fused_matmul_q4_metal_simd16.wgsl) for the one-token products */

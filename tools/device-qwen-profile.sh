@@ -3,7 +3,8 @@
 # token's GPU time goes, and A/B runs of tuning switches. For each
 # QWEN_CONFIGS shape (random weights from the real configuration, Q4_K):
 # the batch-1 bench of each VARIANTS entry ("base" = defaults, else
-# comma-separated VAR=value settings), base again at the end (drift), and
+# comma-separated VAR=value settings; BATCH=N among them: N tokens a
+# submit instead of 1), base again at the end (drift), and
 # WISP_WEBGPU_PROFILE=1 decode profiles (one pass per dispatch, then
 # REPEAT=8 for marginal per-dispatch times; PROFILE=0 skips them); BATCHES
 # lists decode batch sizes (tokens a submit) to bench with the defaults.
@@ -61,8 +62,11 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   fi
   for v in ${VARIANTS:-base} base; do
     envs=""; [ "$v" = base ] || envs=$(echo "$v" | tr ',' ' ')
+    bt=1 # a BATCH=N entry sets the tokens a submit
+    for e in $envs; do case $e in BATCH=*) bt=${e#BATCH=};; esac; done
+    envs=$(echo "$envs" | tr ' ' '\n' | grep -v '^BATCH=' | tr '\n' ' ')
     printf '%-10s %-56s ' "$cfg" "$v"
-    env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch 1 -o /tmp/x.json 2>/dev/null | head -1
+    env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json 2>/dev/null | head -1
   done
   for bt in ${BATCHES:-}; do # decode tokens a submit (default settings)
     printf '%-10s %-56s ' "$cfg" "--batch $bt"

@@ -1645,13 +1645,14 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
   if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
-  /* Rows a lane group by the matrix (ROWS 0): one row made Qwen 3.5 0.8B
-   * (at most 3,584 columns) 794 against 751 tok/s with 2, but the 2B (whose
-   * down product has 6,144) 478 against 511 (H200, seventh and eighth
-   * sessions; 4 and 8 rows measured slower still, third). */
-  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 4096, g->prefetch != 0, g->prefetch == 1};
-  const char *r2 = getenv("WISP_WEBGPU_Q4K_ROWS2_COLS");
-  if (r2 && atoi(r2) > 0) g->q4k_tune.rows2_cols = (uint32_t)atoi(r2);
+  /* Rows a lane group by the matrix (ROWS 0): Qwen 3.5 0.8B (products of
+   * 1024 rows) ran 791-814 tok/s with one row against 772 with two, the 2B
+   * (2048 rows) 517 with two against 484 with one (H200, eighth session;
+   * the same shape of result in the seventh; 4 and 8 rows slower still,
+   * third): about 256 workgroups either way. */
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 2048, g->prefetch != 0, g->prefetch == 1};
+  const char *r2 = getenv("WISP_WEBGPU_Q4K_ROWS2_ROWS");
+  if (r2 && atoi(r2) > 0) g->q4k_tune.rows2_rows = (uint32_t)atoi(r2);
   const char *lge = getenv("WISP_WEBGPU_Q4K_LG");
   if (lge && atoi(lge) > 0 && atoi(lge) <= 256) g->q4k_tune.mv_lg = (uint32_t)atoi(lge);
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);

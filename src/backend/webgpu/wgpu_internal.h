@@ -53,13 +53,13 @@ int wisp_wgpu_int_fuse(wisp_backend *be);        /* 0: WISP_WEBGPU_FUSE=0 / no_f
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion allowed */
 /* Tuning overrides of the Q4_K decode geometries, read once from the
  * environment at backend creation: WISP_WEBGPU_Q4K_MATVEC=WGxROWS (default
- * 128 threads, ROWS 0 = by the matrix: 2 rows a lane group from rows2_cols
- * columns on, else 1), WISP_WEBGPU_Q4K_ROWS2_COLS=C (rows2_cols, default
- * 4096), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset), WISP_WEBGPU_Q4K_LG=N
+ * 128 threads, ROWS 0 = by the matrix: 2 rows a lane group for matrices of
+ * rows2_rows rows or more, else 1), WISP_WEBGPU_Q4K_ROWS2_ROWS=R
+ * (rows2_rows, default 2048), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset), WISP_WEBGPU_Q4K_LG=N
  * (lanes of a q4k_matvec row group; 0 = the largest subgroup size, at least
  * 32). */
 typedef struct {
-  uint32_t mv_wg, mv_rows, fused_cols, fused_tpc, mv_lg, rows2_cols;
+  uint32_t mv_wg, mv_rows, fused_cols, fused_tpc, mv_lg, rows2_rows;
   int mv_prefetch, fused_prefetch; /* PF of q4k_matvec / q4k_fused: weight loads issued ahead */
 } wisp_wgpu_q4k_tuning;
 const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be);

@@ -502,7 +502,7 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     const wisp_wgpu_q4k_tuning *tune = wisp_wgpu_int_q4k_tuning(be);
     const uint32_t wg = sg ? tune->mv_wg : 64;
     uint32_t rows = 4;
-    if (sg) rows = tune->mv_rows ? tune->mv_rows : (uint32_t)W->cols >= tune->rows2_cols ? 2 : 1;
+    if (sg) rows = tune->mv_rows ? tune->mv_rows : (uint32_t)W->rows >= tune->rows2_rows ? 2 : 1;
     c[0] = (wisp_wgpu_const){"WG", wg};
     c[1] = (wisp_wgpu_const){"ROWS", rows};
     nc = 2;
