@@ -260,6 +260,50 @@ TEST(decode_loop_webgpu_fused_argmax) {
   unsetenv("WISP_WEBGPU_PERSIST");
 }
 
+/* The first batch of a pipelined generate goes to the device in growing
+ * chunks (decode_loop.c, first_batch_kick): a 32-token first batch is sent
+ * after steps 4, 12 and 28 and then read back whole, so three submits more
+ * than with WISP_DECODE_KICK=0, the same tokens (the CPU's), and the second
+ * batch in one submit as before. Op by op (the persistent decode off). */
+TEST(decode_loop_webgpu_first_batch_goes_out_in_chunks) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  setenv("WISP_WEBGPU_PERSIST", "0", 1);
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t want[41], got[2][41];
+  uint64_t submits[2] = {0, 0};
+  wisp_session *s = NULL;
+  wisp_session_options cpu = {.backend = "cpu"}, gpu = {.backend = "webgpu"};
+  wisp_generate_options greedy = {.temperature = 0, .batch = 32};
+  CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
+  CHECK(loop_tokens(s, k_prompt, 5, 41, &greedy, want));
+  wisp_session_free(s);
+  for (int i = 0; i < 2; i++) {
+    if (i == 1) setenv("WISP_DECODE_KICK", "0", 1);
+    wisp_status st = wisp_session_new(m, &gpu, &s);
+    CHECKF(st == WISP_OK, "%s", wisp_last_error());
+    wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+    float *logits = malloc(sizeof(float) * (size_t)wisp_model_vocab(m));
+    int made = 0;
+    CHECK(logits && wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
+    got[i][0] = (int32_t)wisp_argmax(logits, wisp_model_vocab(m));
+    free(logits);
+    wisp_wgpu_backend_stats_get(s->backend, &s0);
+    st = wisp_session_generate(s, got[i][0], 40, &greedy, got[i] + 1, &made);
+    wisp_wgpu_backend_stats_get(s->backend, &s1);
+    unsetenv("WISP_DECODE_KICK");
+    wisp_session_free(s);
+    CHECKF(st == WISP_OK && made == 40, "generate: %s", wisp_last_error());
+    submits[i] = s1.submits - s0.submits;
+  }
+  unsetenv("WISP_WEBGPU_PERSIST");
+  wisp_model_close(m);
+  CHECK(memcmp(want, got[0], sizeof want) == 0 && memcmp(want, got[1], sizeof want) == 0);
+  CHECKF(submits[0] == submits[1] + 3, "%llu submits in chunks, %llu without", (unsigned long long)submits[0],
+         (unsigned long long)submits[1]);
+}
+
 static void edit_candidate_unfused(cJSON *m) {
   cJSON *c = cJSON_AddObjectToObject(m, "candidate");
   cJSON_AddBoolToObject(c, "convFuse", 0);

@@ -204,6 +204,11 @@ struct wisp_backend {
   void (*buf_copy_to)(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n);
   wisp_status (*read_start)(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, int slot);
   wisp_status (*read_finish)(wisp_backend *be, int slot, float *dst, size_t n);
+  /* Optional: sends what is recorded to the device now, without waiting
+   * (errors surface from the next read_finish or sync). The decode loop
+   * uses it to let the device start on the first steps of a batch while
+   * the host records the rest. */
+  void (*submit)(wisp_backend *be);
   /* Finishes recorded work; returns the first device error, if any. */
   wisp_status (*sync)(wisp_backend *be);
   void (*destroy)(wisp_backend *be);

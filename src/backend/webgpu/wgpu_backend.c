@@ -1447,6 +1447,13 @@ static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off,
   return take_error(g);
 }
 
+static void g_submit(wisp_backend *be) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  drop_failed_batch(g);
+  if (!g->error) keep_error(g, flush(g));
+}
+
 static wisp_status g_read_finish(wisp_backend *be, int slot, float *dst, size_t n) {
   wgpu_backend *g = as_g(be);
   if (slot < 0 || slot > 1 || !g->rstage[slot].b || g->rstage[slot].size < n * 4)
@@ -1719,6 +1726,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .buf_copy_to = g_buf_copy_to,
       .read_start = g_read_start,
       .read_finish = g_read_finish,
+      .submit = g_submit,
       .embed_id = g_embed_id,
       .sample_id = g_sample_id,
       .kv_buf_new = g_kv_buf_new,
