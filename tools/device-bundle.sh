@@ -11,4 +11,6 @@ cp build/wisp build/wisp_tests build/grid_probe build/phase_probe .dev/
 for lib in libcjson.so.1 libcrypto.so.3 libutf8proc.so.2 libpcre2-8.so.0; do
   cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" .dev/lib/
 done
+# Which tree the binaries are of: device logs print it (tools/device-env.sh).
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include tests || echo +dirty) $(date -u +%FT%TZ)" > .dev/COMMIT
 ls -la .dev .dev/lib

@@ -8,6 +8,7 @@ if [ -z "${WISP_DEVICE_ENV:-}" ]; then
   for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
   ldconfig 2>/dev/null
   export WISP_DEVICE_ENV=1
+  echo "== .dev bundle: $(cat .dev/COMMIT 2>/dev/null || echo 'unknown (no .dev/COMMIT)')"
 fi
 export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
