@@ -128,12 +128,10 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
 
 /* Records k decode steps from ids[0] at s->pos: in one go where the
  * backend can run the model's decode graph (the WebGPU persistent decode;
- * *graph = 1), else decode_step k times. */
-/* Records k decode steps (one decode_graph call where the backend and the
- * architecture have it, else step by step). kick > 0: after steps kick,
- * 3 kick, 7 kick, ... (chunks of kick, 2 kick, 4 kick, ...) what is
- * recorded is sent to the device (backend.submit), so that it works on the
- * first steps while the host records the rest. */
+ * *graph = 1), else decode_step k times. kick > 0 (step by step only):
+ * after steps kick, 3 kick, 7 kick, ... (chunks of kick, 2 kick, 4 kick,
+ * ...) what is recorded is sent to the device (backend.submit), so that it
+ * works on the first steps while the host records the rest. */
 static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp, int *graph, int kick) {
   wisp_backend *be = s->backend;
   const wisp_arch *arch = s->model->arch;
