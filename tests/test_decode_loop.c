@@ -260,11 +260,12 @@ TEST(decode_loop_webgpu_fused_argmax) {
   unsetenv("WISP_WEBGPU_PERSIST");
 }
 
-/* The first batch of a pipelined generate goes to the device in growing
- * chunks (decode_loop.c, first_batch_kick): a 32-token first batch is sent
- * after steps 4, 12 and 28 and then read back whole, so three submits more
- * than with WISP_DECODE_KICK=0, the same tokens (the CPU's), and the second
- * batch in one submit as before. Op by op (the persistent decode off). */
+/* With WISP_DECODE_KICK=4 the first batch of a pipelined generate goes to
+ * the device in growing chunks (decode_loop.c, first_batch_kick): a
+ * 32-token first batch is sent after steps 4, 12 and 28 and then read back
+ * whole, so three submits more than without (the default), the same tokens
+ * (the CPU's), and the second batch in one submit as before. Op by op (the
+ * persistent decode off). */
 TEST(decode_loop_webgpu_first_batch_goes_out_in_chunks) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -280,7 +281,7 @@ TEST(decode_loop_webgpu_first_batch_goes_out_in_chunks) {
   CHECK(loop_tokens(s, k_prompt, 5, 41, &greedy, want));
   wisp_session_free(s);
   for (int i = 0; i < 2; i++) {
-    if (i == 1) setenv("WISP_DECODE_KICK", "0", 1);
+    if (i == 0) setenv("WISP_DECODE_KICK", "4", 1);
     wisp_status st = wisp_session_new(m, &gpu, &s);
     CHECKF(st == WISP_OK, "%s", wisp_last_error());
     wisp_wgpu_backend_stats s0 = {0}, s1 = {0};

@@ -162,13 +162,14 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
 
 /* The first batch of a generate is recorded while the device has nothing
  * to do (later ones while it runs the previous batch): with two batches in
- * flight its steps go out in growing chunks from this many on (0: in one
- * submit; WISP_DECODE_KICK=N sets it, for measurements). The ids are still
- * read back once a batch. H200, Qwen 3.5 0.8B at 64 a submit: the first
- * batch took 95 ms against 75 for the next ones without it. */
+ * flight, WISP_DECODE_KICK=N sends its steps out in growing chunks from N
+ * on (the ids are still read back once a batch). H200, Qwen 3.5 0.8B at 64
+ * a submit: the first batch took 95 ms against 75 for the next ones. Off
+ * (0) by default until the H200 has measured it: the eighth session ran
+ * out of device time before it could (docs/webgpu.md). */
 static int first_batch_kick(void) {
   const char *e = getenv("WISP_DECODE_KICK");
-  return e ? atoi(e) : 4;
+  return e ? atoi(e) : 0;
 }
 
 /* Submits the recorded batch of k steps and starts reading its ids into
