@@ -27,16 +27,9 @@ static int host_greedy(wisp_session *s, const int32_t *prompt, int np, int n, in
 /* First token from the prompt's logits, then the decode loop. */
 static int loop_tokens(wisp_session *s, const int32_t *prompt, int np, int n, const wisp_generate_options *o,
                        int32_t *out) {
-  int vocab = wisp_model_vocab(s->model);
-  float *logits = malloc(sizeof(float) * (size_t)vocab);
-  int ok = wisp_session_eval(s, prompt, np, logits) == WISP_OK, made = 0;
-  if (!ok) fprintf(stderr, "     eval: %s\n", wisp_last_error());
-  if (ok) {
-    out[0] = (int32_t)wisp_argmax(logits, vocab);
-    ok = wisp_session_generate(s, out[0], n - 1, o, out + 1, &made) == WISP_OK && made == n - 1;
-    if (!ok) fprintf(stderr, "     generate: %s (made %d)\n", wisp_last_error(), made);
-  }
-  free(logits);
+  char err[600] = "";
+  int ok = test_decode(s, prompt, np, n, o, out, NULL, NULL, err, sizeof err);
+  if (!ok) fprintf(stderr, "     %s\n", err);
   return ok;
 }
 
@@ -280,23 +273,15 @@ TEST(decode_loop_webgpu_first_batch_goes_out_in_chunks) {
   CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
   CHECK(loop_tokens(s, k_prompt, 5, 41, &greedy, want));
   wisp_session_free(s);
+  char err[600] = "";
   for (int i = 0; i < 2; i++) {
     if (i == 0) setenv("WISP_DECODE_KICK", "4", 1);
     wisp_status st = wisp_session_new(m, &gpu, &s);
     CHECKF(st == WISP_OK, "%s", wisp_last_error());
-    wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
-    float *logits = malloc(sizeof(float) * (size_t)wisp_model_vocab(m));
-    int made = 0;
-    CHECK(logits && wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
-    got[i][0] = (int32_t)wisp_argmax(logits, wisp_model_vocab(m));
-    free(logits);
-    wisp_wgpu_backend_stats_get(s->backend, &s0);
-    st = wisp_session_generate(s, got[i][0], 40, &greedy, got[i] + 1, &made);
-    wisp_wgpu_backend_stats_get(s->backend, &s1);
+    int ok = test_decode(s, k_prompt, 5, 41, &greedy, got[i], NULL, &submits[i], err, sizeof err);
     unsetenv("WISP_DECODE_KICK");
     wisp_session_free(s);
-    CHECKF(st == WISP_OK && made == 40, "generate: %s", wisp_last_error());
-    submits[i] = s1.submits - s0.submits;
+    CHECKF(ok, "%s", err);
   }
   unsetenv("WISP_WEBGPU_PERSIST");
   wisp_model_close(m);

@@ -813,28 +813,6 @@ TEST(webgpu_qwen_small_model_kv16) {
   printf("     qwen35-small q4k kv16: 32 greedy tokens equal, max logit error %.3g of max|logit|\n", worst);
 }
 
-/* Prompt eval, then `n` greedy tokens through the decode loop in batches
- * of `batch`; *made_bg gets the bind groups the backend made while the
- * decode loop ran (webgpu only). 0 on failure (err filled). */
-static int qwen_decode(wisp_session *s, const int32_t *prompt, int np, int n, int batch, int32_t *out,
-                       uint64_t *made_bg, char *err, size_t cap) {
-  int vocab = wisp_model_vocab(s->model), made = 0;
-  float *logits = malloc(sizeof(float) * (size_t)vocab);
-  int ok = logits && wisp_session_eval(s, prompt, np, logits) == WISP_OK;
-  wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
-  wisp_generate_options greedy = {.temperature = 0, .batch = batch};
-  if (ok) {
-    out[0] = (int32_t)argmax_f(logits, vocab);
-    wisp_wgpu_backend_stats_get(s->backend, &s0);
-    ok = wisp_session_generate(s, out[0], n - 1, &greedy, out + 1, &made) == WISP_OK && made == n - 1;
-    wisp_wgpu_backend_stats_get(s->backend, &s1);
-  }
-  if (!ok) snprintf(err, cap, "eval/generate: %s", wisp_last_error());
-  if (made_bg) *made_bg = s1.bind_groups - s0.bind_groups;
-  free(logits);
-  return ok;
-}
-
 /* Recording decode batches again makes no bind group. The gated attention
  * adds a dispatch (the merge of its key splits) once the context passes a
  * tile, so decoding after a prompt of another length moves that dispatch
@@ -852,15 +830,16 @@ TEST(webgpu_qwen_decode_reuses_bind_groups) {
   wisp_model *m = NULL;
   wisp_session *s = NULL;
   wisp_session_options cpu = {.backend = "cpu"}, gpu = {.backend = "webgpu"};
+  wisp_generate_options greedy = {.temperature = 0, .batch = 8};
   uint64_t first = 0, again = 0;
   CHECK(wisp_model_open(dir, &m) == WISP_OK);
   CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
-  CHECKF(qwen_decode(s, prompt, 5, 100, 8, want, NULL, err, sizeof err), "cpu: %s", err);
+  CHECKF(test_decode(s, prompt, 5, 100, &greedy, want, NULL, NULL, err, sizeof err), "cpu: %s", err);
   wisp_session_free(s);
   CHECKF(wisp_session_new(m, &gpu, &s) == WISP_OK, "%s", wisp_last_error());
-  CHECKF(qwen_decode(s, prompt, 9, 100, 8, got, &first, err, sizeof err), "webgpu: %s", err);
+  CHECKF(test_decode(s, prompt, 9, 100, &greedy, got, &first, NULL, err, sizeof err), "webgpu: %s", err);
   wisp_session_reset(s);
-  CHECKF(qwen_decode(s, prompt, 5, 100, 8, got, &again, err, sizeof err), "webgpu: %s", err);
+  CHECKF(test_decode(s, prompt, 5, 100, &greedy, got, &again, NULL, err, sizeof err), "webgpu: %s", err);
   wisp_session_free(s);
   wisp_model_close(m);
   CHECK(memcmp(want, got, sizeof want) == 0);

@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_backend.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "util/err.h"
 #include "wisp.h"
 
 /* [0]: the shared device; [1]: the one handed out while WISP_WEBGPU_GUARD is
@@ -99,5 +103,25 @@ int test_compare_kv16(wisp_backend *cpu, const wisp_buf *c, wisp_backend *gpu, c
   }
   free(x);
   free(w);
+  return ok;
+}
+
+int test_decode(wisp_session *s, const int32_t *prompt, int np, int n, const wisp_generate_options *o, int32_t *out,
+                uint64_t *made_bg, uint64_t *submits, char *err, size_t cap) {
+  wisp_backend *be = s->backend;
+  int vocab = wisp_model_vocab(s->model), made = 0;
+  float *logits = malloc(sizeof(float) * (size_t)vocab);
+  int ok = logits && wisp_session_eval(s, prompt, np, logits) == WISP_OK;
+  wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+  if (ok) {
+    out[0] = (int32_t)wisp_argmax(logits, vocab);
+    wisp_wgpu_backend_stats_get(be, &s0);
+    ok = wisp_session_generate(s, out[0], n - 1, o, out + 1, &made) == WISP_OK && made == n - 1;
+    wisp_wgpu_backend_stats_get(be, &s1);
+  }
+  if (!ok) snprintf(err, cap, "eval/generate (made %d of %d): %s", made, n - 1, wisp_last_error());
+  if (made_bg) *made_bg = s1.bind_groups - s0.bind_groups;
+  if (submits) *submits = s1.submits - s0.submits;
+  free(logits);
   return ok;
 }

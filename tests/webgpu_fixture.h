@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_device.h"
 #include "test.h"
+#include "wisp.h"
 
 /* The shared device, or NULL (then test_webgpu_why() says why). */
 wisp_wgpu_device *test_webgpu(void);
@@ -26,6 +27,13 @@ float test_rand_float(uint64_t *state); /* uniform in [-1, 1) */
  * largest relative error seen; otherwise err names the worst element. */
 int test_compare_kv16(wisp_backend *cpu, const wisp_buf *c, wisp_backend *gpu, const wisp_buf *g, size_t n, double tol,
                       const char *what, double *worst_rel, char *err, size_t cap);
+
+/* Evaluates the prompt, takes its argmax as out[0], then n - 1 greedy
+ * tokens through the decode loop (options o). *made_bg and *submits (may be
+ * NULL) get the bind groups made and the submits during the decode loop on
+ * a webgpu session (0 on others). 0 on failure, err filled. */
+int test_decode(wisp_session *s, const int32_t *prompt, int np, int n, const wisp_generate_options *o, int32_t *out,
+                uint64_t *made_bg, uint64_t *submits, char *err, size_t cap);
 
 #define WEBGPU_OR_SKIP(d)                                                          \
   wisp_wgpu_device *d = test_webgpu();                                             \
