@@ -1057,16 +1057,18 @@ TEST(webgpu_backend_read_after_plain_submit) {
 
 /* More dispatches than the uniform arena has slots: the recording is
  * submitted early, the cached bind groups (which own the slots) dropped and
- * the arena reused, without disturbing parameters of work already recorded. 300 accumulating products into one y, with a 4 KiB
- * arena (16 slots at a 256-byte alignment, 128 at 32). */
-TEST(webgpu_backend_arena_overflow) {
-  WEBGPU_OR_SKIP(d);
+ * the arena reused, without disturbing parameters of work already recorded.
+ * 300 accumulating products into one y, with a 4 KiB arena (16 slots at a
+ * 256-byte alignment, 128 at 32): fixed, it fills up again and again; let
+ * double up to 256 KiB (arena_max_bytes), it grows until the 300 fit and
+ * then stops submitting early. The same sums either way. */
+static int arena_run(wisp_wgpu_device *d, size_t max_bytes, uint64_t *submits, char *err, size_t cap) {
   wisp_backend *cpu = NULL, *gpu = NULL;
-  wisp_wgpu_backend_opts o = {.device = d, .subgroups = -1, .arena_bytes = 4096};
-  CHECK(wisp_cpu_backend_new(1, &cpu) == WISP_OK);
-  if (wisp_wgpu_backend_new(&o, &gpu)) {
-    cpu->destroy(cpu);
-    CHECKF(0, "%s", wisp_last_error());
+  wisp_wgpu_backend_opts o = {.device = d, .subgroups = -1, .arena_bytes = 4096, .arena_max_bytes = max_bytes};
+  if (wisp_cpu_backend_new(1, &cpu) || wisp_wgpu_backend_new(&o, &gpu)) {
+    snprintf(err, cap, "backends: %s", wisp_last_error());
+    if (cpu) cpu->destroy(cpu);
+    return 0;
   }
   pair p = {cpu, gpu, NULL, 0, 0};
   uint64_t seed = 91;
@@ -1075,24 +1077,35 @@ TEST(webgpu_backend_arena_overflow) {
   bpair x, y;
   int ok = !cpu->prepare_matrix(cpu, &h.m) && !gpu->prepare_matrix(gpu, &h.m) && fill(&p, &x, 4, 64, &seed, 1.0f) &&
            fill(&p, &y, 1, 33, &seed, 1.0f);
-  char err[600] = "setup failed";
+  snprintf(err, cap, "setup failed");
   wisp_wgpu_backend_stats s0, s1;
   wisp_wgpu_backend_stats_get(gpu, &s0);
-  if (ok) {
+  for (int round = 0; ok && round < 2; round++) { /* the second round finds the arena grown */
+    if (round) wisp_wgpu_backend_stats_get(gpu, &s0);
     for (int i = 0; i < 300; i++) {
       cpu->matmul(cpu, &h.m, x.c, i % 4, 1, y.c, 1);
       gpu->matmul(gpu, &h.m, x.g, i % 4, 1, y.g, 1);
     }
-    ok = compare(&p, &y, y.n, 1e-5, "300 accumulated products", err, sizeof err);
+    ok = compare(&p, &y, y.n, 1e-5, "300 accumulated products", err, cap);
   }
   wisp_wgpu_backend_stats_get(gpu, &s1);
+  *submits = s1.submits - s0.submits;
   bfree(&p, &x);
   bfree(&p, &y);
   wmat_keep(&p, &h);
   pair_close(&p);
-  CHECKF(ok, "%s", err);
-  CHECKF(s1.submits - s0.submits > 2, "only %llu submits: the arena never filled up",
-         (unsigned long long)(s1.submits - s0.submits));
+  return ok;
+}
+
+TEST(webgpu_backend_arena_overflow) {
+  WEBGPU_OR_SKIP(d);
+  char err[600] = "";
+  uint64_t fixed = 0, grown = 0;
+  CHECKF(arena_run(d, 0, &fixed, err, sizeof err), "fixed arena: %s", err);
+  CHECKF(arena_run(d, 256 << 10, &grown, err, sizeof err), "growing arena: %s", err);
+  CHECKF(fixed > 2, "only %llu submits: the arena never filled up", (unsigned long long)fixed);
+  CHECKF(grown == 1, "%llu submits for the second 300 products once the arena had grown (fixed: %llu)",
+         (unsigned long long)grown, (unsigned long long)fixed);
 }
 
 /* ---- errors -------------------------------------------------------------------- */

@@ -26,6 +26,7 @@
 #include "util/err.h"
 
 #define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of Qwen 3.5 0.8B uses ~8k */
+#define ARENA_MAX (64u << 20)
 #define MAX_BINDINGS 10
 #define BG_BUCKETS 4096
 #define EMBED_TOKENS 64
@@ -111,7 +112,7 @@ typedef struct {
   uint8_t *arena_host;
   size_t arena_next;             /* first byte no slot owns */
   size_t dirty_lo, dirty_hi;     /* slots written since the last submit (lo >= hi: none) */
-  size_t arena_bytes;
+  size_t arena_bytes, arena_max; /* size, and what it may double up to */
   uint32_t ualign;
   /* caches */
   bg_site *buckets[BG_BUCKETS];
@@ -357,6 +358,23 @@ static uint64_t slot_alloc(wgpu_backend *g, uint64_t size) {
 
 static wisp_status flush(wgpu_backend *g);
 
+/* Doubles the arena (up to arena_max) once it has been flushed and its
+ * bind groups dropped: a submit that needs more slots than the arena has
+ * would otherwise drop and remake its bind groups every time it fills up.
+ * On failure the old arena stays. */
+static void arena_grow(wgpu_backend *g) {
+  if (g->arena_bytes * 2 > g->arena_max) return;
+  size_t nb = g->arena_bytes * 2;
+  uint8_t *h = realloc(g->arena_host, nb);
+  if (!h) return;
+  g->arena_host = h;
+  wisp_wgpu_buf nbuf;
+  if (wisp_wgpu_buf_create(g->d, nb, WISP_WGPU_UNIFORM, "wisp uniform arena", &nbuf)) return;
+  wisp_wgpu_buf_free(g->d, &g->arena); /* the flushed work keeps it until it is done */
+  g->arena = nbuf;
+  g->arena_bytes = nb;
+}
+
 /* The bind group of the next dispatch of k with storage bindings b[0..nb)
  * and a parameter block of usize bytes in this submit; *uoff gets its slot.
  * A full arena is flushed and emptied first (which may submit). NULL (error
@@ -381,6 +399,7 @@ static WGPUBindGroup bind_group(wgpu_backend *g, const wisp_wgpu_kernel *k, cons
       keep_error(g, flush(g));
       if (g->error) return NULL;
       drop_bind_groups(g);
+      arena_grow(g);
       if (!open_batch(g) || !(e = site_of(g, &key))) return NULL;
       e->epoch = g->batch_epoch;
       off = slot_alloc(g, usize);
@@ -1689,6 +1708,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   if (o.max_binding && o.max_binding < g->max_binding) g->max_binding = o.max_binding;
   g->ualign = g->d->info.min_uniform_buffer_offset_alignment ? g->d->info.min_uniform_buffer_offset_alignment : 256;
   g->arena_bytes = o.arena_bytes >= 1024 ? o.arena_bytes : ARENA_BYTES;
+  g->arena_max = o.arena_max_bytes ? o.arena_max_bytes : o.arena_bytes ? g->arena_bytes : ARENA_MAX;
   g->arena_host = calloc(1, g->arena_bytes);
   g->dirty_lo = SIZE_MAX;
   if (!g->arena_host) {

@@ -32,9 +32,11 @@ typedef struct wisp_wgpu_backend_opts {
   /* Test hook: largest storage binding the backend may use for a weight part
    * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
   uint64_t max_binding;
-  /* Test hook: bytes of the uniform arena (0 = 1 MiB); a small one makes a
-   * long recording submit early and start the arena again. */
-  size_t arena_bytes;
+  /* Test hook: bytes of the uniform arena (0 = 8 MiB); a small one makes a
+   * long recording submit early and start the arena again. When the arena
+   * fills up it doubles, up to arena_max_bytes (0: 64 MiB for the default
+   * arena, no growth for a given arena_bytes). */
+  size_t arena_bytes, arena_max_bytes;
   /* KV cache as f16 pairs packed in u32 words (pack2x16float, no shader-f16
    * needed): half the KV bytes, f16 rounding of keys and values (~1e-3
    * relative). Caches from kv_buf_new are half-size; an f32-sized one from
