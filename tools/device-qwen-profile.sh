@@ -60,17 +60,14 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
       done
     done
   fi
-  for v in ${VARIANTS:-base} base; do
+  # BATCHES entries run as BATCH=N variants with the default settings
+  for v in ${VARIANTS:-base} $(for bt in ${BATCHES:-}; do echo "BATCH=$bt"; done) base; do
     envs=""; [ "$v" = base ] || envs=$(echo "$v" | tr ',' ' ')
     bt=1 # a BATCH=N entry sets the tokens a submit
     for e in $envs; do case $e in BATCH=*) bt=${e#BATCH=};; esac; done
     envs=$(echo "$envs" | tr ' ' '\n' | grep -v '^BATCH=' | tr '\n' ' ')
     printf '%-10s %-56s ' "$cfg" "$v"
     env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json 2>/dev/null | head -1
-  done
-  for bt in ${BATCHES:-}; do # decode tokens a submit (default settings)
-    printf '%-10s %-56s ' "$cfg" "--batch $bt"
-    $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json 2>/dev/null | head -1
   done
   if [ "${PROFILE:-1}" = 1 ]; then
     WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG > "$OUT/$cfg-profile.txt"

@@ -66,15 +66,20 @@ typedef struct {
   uint64_t usize;
 } bg_key;
 
+/* A bind group and the arena slot its parameters live in. */
+typedef struct {
+  WGPUBindGroup g;
+  uint64_t uoff;
+} bg_slot;
+
 /* The bind groups of one site: the n-th dispatch of the site within a
- * submit uses bind group g[n], whose parameters live in arena slot uoff[n]. */
+ * submit uses slot[n]. */
 typedef struct bg_site {
   bg_key key;
   uint64_t epoch;   /* the batch (batch_epoch) that `used` counts in */
   int used;         /* dispatches of this site recorded in that submit */
-  int n, cap;       /* bind groups made, room in g / uoff */
-  WGPUBindGroup *g;
-  uint64_t *uoff;
+  int n, cap;       /* bind groups made, room in slot */
+  bg_slot *slot;
   struct bg_site *next;
 } bg_site;
 
@@ -293,9 +298,8 @@ static uint64_t hash_key(const bg_key *k) {
 }
 
 static void site_free(wgpu_backend *g, bg_site *e) {
-  for (int i = 0; i < e->n; i++) wisp_wgpu_bind_free(g->d, e->g[i]);
-  free(e->g);
-  free(e->uoff);
+  for (int i = 0; i < e->n; i++) wisp_wgpu_bind_free(g->d, e->slot[i].g);
+  free(e->slot);
   free(e);
 }
 
@@ -411,14 +415,12 @@ static WGPUBindGroup bind_group(wgpu_backend *g, const wisp_wgpu_kernel *k, cons
     }
     if (e->n == e->cap) {
       int cap = e->cap ? 2 * e->cap : 4;
-      WGPUBindGroup *ng = realloc(e->g, (size_t)cap * sizeof *ng);
-      if (ng) e->g = ng;
-      uint64_t *nu = ng ? realloc(e->uoff, (size_t)cap * sizeof *nu) : NULL;
-      if (nu) e->uoff = nu;
-      if (!ng || !nu) {
+      bg_slot *ns = realloc(e->slot, (size_t)cap * sizeof *ns);
+      if (!ns) {
         op_fail(g, WISP_ENOMEM, "out of memory");
         return NULL;
       }
+      e->slot = ns;
       e->cap = cap;
     }
     wisp_wgpu_binding all[MAX_BINDINGS + 1];
@@ -430,13 +432,11 @@ static WGPUBindGroup bind_group(wgpu_backend *g, const wisp_wgpu_kernel *k, cons
       keep_error(g, st);
       return NULL;
     }
-    e->g[e->n] = bg;
-    e->uoff[e->n] = off;
-    e->n++;
+    e->slot[e->n++] = (bg_slot){bg, off};
     g->stats.bind_groups++;
   }
-  *uoff = e->uoff[e->used];
-  return e->g[e->used++];
+  *uoff = e->slot[e->used].uoff;
+  return e->slot[e->used++].g;
 }
 
 /* ---- recording ------------------------------------------------------------ */
@@ -517,9 +517,8 @@ static void record_xyz(wgpu_backend *g, const wisp_wgpu_kernel *k, const wisp_wg
   if (g->error || !k) return;
   if (!open_batch(g)) return;
   uint64_t off;
-  WGPUBindGroup bg = bind_group(g, k, b, nb, psize, &off);
+  WGPUBindGroup bg = bind_group(g, k, b, nb, psize, &off); /* (reopens the batch if it flushed a full arena) */
   if (!bg) return;
-  if (!open_batch(g)) return; /* the arena filled up and was flushed: start a new batch */
   memcpy(g->arena_host + off, params, psize);
   if (off < g->dirty_lo) g->dirty_lo = (size_t)off;
   if (off + psize > g->dirty_hi) g->dirty_hi = (size_t)(off + psize);
@@ -1566,6 +1565,12 @@ static void env_pair(const char *name, uint32_t *a, uint32_t *b, unsigned max) {
   }
 }
 
+/* NAME=N with 0 < N <= max sets *dst; anything else is ignored. */
+static void env_u32(const char *name, uint32_t *dst, unsigned max) {
+  const char *v = getenv(name);
+  if (v && atoi(v) > 0 && (unsigned)atoi(v) <= max) *dst = (uint32_t)atoi(v);
+}
+
 static int pow2(unsigned x) { return x && !(x & (x - 1)); }
 
 /* WISP_WEBGPU_DN_SLICE=COLS or COLSxGROUPS (powers of two up to 1024;
@@ -1634,8 +1639,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const char *pe = getenv("WISP_WEBGPU_PERSIST");
   g->persist_on = o.persist >= 0;
   if (pe && (!strcmp(pe, "0") || !strcmp(pe, "1"))) g->persist_on = pe[0] == '1';
-  const char *pw = getenv("WISP_WEBGPU_PERSIST_WG");
-  g->persist_wg = pw && atoi(pw) > 0 ? (uint32_t)atoi(pw) : 0;
+  g->persist_wg = 0;
+  env_u32("WISP_WEBGPU_PERSIST_WG", &g->persist_wg, UINT_MAX);
   wisp_backend_settings_default(&g->set);
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
@@ -1666,10 +1671,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * 72,800 tok/s against 51,800 with it (tools/device-prefill.sh). */
   g->attn_prefill = ap && !strcmp(ap, "1");
   g->head_chunks = 0; /* 0: by the matrix (rec_matvec) */
-  const char *hc = getenv("WISP_WEBGPU_HEAD_CHUNKS");
-  if (hc && atoi(hc) > 0 && atoi(hc) <= 256) g->head_chunks = (uint32_t)atoi(hc);
-  const char *big = getenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
-  if (big && atoi(big) > 0) g->mv_rows_big = (uint32_t)atoi(big);
+  env_u32("WISP_WEBGPU_HEAD_CHUNKS", &g->head_chunks, 256);
+  env_u32("WISP_WEBGPU_MATVEC_BIG_ROWS", &g->mv_rows_big, UINT_MAX);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
   /* Rows a lane group by the matrix (ROWS 0): Qwen 3.5 0.8B (products of
    * 1024 rows) ran 791-814 tok/s with one row against 772 with two, the 2B
@@ -1677,10 +1680,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * the same shape of result in the seventh; 4 and 8 rows slower still,
    * third): about 256 workgroups either way. */
   g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 2048, g->prefetch != 0, g->prefetch == 1};
-  const char *r2 = getenv("WISP_WEBGPU_Q4K_ROWS2_ROWS");
-  if (r2 && atoi(r2) > 0) g->q4k_tune.rows2_rows = (uint32_t)atoi(r2);
-  const char *lge = getenv("WISP_WEBGPU_Q4K_LG");
-  if (lge && atoi(lge) > 0 && atoi(lge) <= 256) g->q4k_tune.mv_lg = (uint32_t)atoi(lge);
+  env_u32("WISP_WEBGPU_Q4K_ROWS2_ROWS", &g->q4k_tune.rows2_rows, UINT_MAX);
+  env_u32("WISP_WEBGPU_Q4K_LG", &g->q4k_tune.mv_lg, 256);
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
   env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
   g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols ? o.dn_cols : 16, o.dn_groups};
