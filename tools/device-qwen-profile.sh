@@ -6,7 +6,8 @@
 # comma-separated VAR=value settings; BATCH=N among them: N tokens a
 # submit instead of 1), base again at the end (drift), and
 # WISP_WEBGPU_PROFILE=1 decode profiles (one pass per dispatch, then
-# REPEAT=8 for marginal per-dispatch times; PROFILE=0 skips them); BATCHES
+# REPEAT=8 for marginal per-dispatch times; PROFILE=0 skips them;
+# PROFILE_VARIANTS: REPEAT=8 profiles of settings, see below); BATCHES
 # lists decode batch sizes (tokens a submit) to bench with the defaults.
 # RECEIPTS=1 then takes tools/device-speed.sh's Qwen receipts under
 # $1/receipts (RECEIPT_SECTIONS, default qwen). QWEN_AB="binA binB"
@@ -68,6 +69,15 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
     envs=$(echo "$envs" | tr ' ' '\n' | grep -v '^BATCH=' | tr '\n' ' ')
     printf '%-10s %-56s ' "$cfg" "$v"
     env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json 2>/dev/null | head -1
+  done
+  # PROFILE_VARIANTS: REPEAT=8 decode profiles with each entry's settings
+  # (comma-separated VAR=value, "base" = none); prints the lines of the
+  # kernels matching PROFILE_GREP (default: every product) and the totals.
+  for v in ${PROFILE_VARIANTS:-}; do
+    envs=""; [ "$v" = base ] || envs=$(echo "$v" | tr ',' ' ')
+    echo "-- $cfg profile $v"
+    env $envs WISP_WEBGPU_PROFILE=1 WISP_WEBGPU_PROFILE_REPEAT=8 $W bench -m "$A" --backend webgpu --prompt 16 \
+      --decode ${PROFILE_DECODE:-32} -o /tmp/p.json 2>&1 | grep -E "${PROFILE_GREP:-matvec|fused|GPU time}" | head -12
   done
   if [ "${PROFILE:-1}" = 1 ]; then
     WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG > "$OUT/$cfg-profile.txt"
