@@ -38,7 +38,6 @@ struct Params {
 var<workgroup> ws: array<vec4<f32>, TM * P4>;
 var<workgroup> xs: array<vec4<f32>, TN * P4>;
 
-// #include "small_uint.wgsli"
 // #include "q4k_words.wgsli"
 
 // Q4_K (QT 3): d * scale and dmin * min of sub-block j of the super-block
@@ -91,7 +90,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           let sm = q4k_sub_scale(base, j);
           let word = w[base + 4u + 8u * (j / 2u) + k] >> (4u * (j % 2u));
           let q = vec4<u32>(word, word >> 8u, word >> 16u, word >> 24u) & vec4<u32>(15u);
-          v = sm.x * u2f4(q) - sm.y;
+          v = sm.x * vec4<f32>(q) - sm.y;
         }
         ws[r * P4 + k] = v;
       }
@@ -107,13 +106,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           let blk = row * nb + b;
           var z = 8.0;
           if (QT == 2u) {
-            z = u2f((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
+            z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
           }
           let s = scales[blk];
           let qlo = vec4<u32>(word, word >> 4u, word >> 8u, word >> 12u) & vec4<u32>(15u);
           let qhi = vec4<u32>(word >> 16u, word >> 20u, word >> 24u, word >> 28u) & vec4<u32>(15u);
-          lo = s * (u2f4(qlo) - z);
-          hi = s * (u2f4(qhi) - z);
+          lo = s * (vec4<f32>(qlo) - z);
+          hi = s * (vec4<f32>(qhi) - z);
         }
         ws[r * P4 + wd * 2u] = lo;
         ws[r * P4 + wd * 2u + 1u] = hi;

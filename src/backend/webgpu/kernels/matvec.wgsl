@@ -84,7 +84,6 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> amax: array<f32>;    // ARGMAX: partials out; PRE 3: the splits in; PAIR: h out
 @group(0) @binding(8) var<uniform> p: Params;
 
-// #include "small_uint.wgsli"
 // #include "matvec_common.wgsli"
 
 // partial[(group * ROWS + r) * (LG / 4) + subgroup within the group]: the

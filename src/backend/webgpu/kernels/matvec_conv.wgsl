@@ -84,7 +84,6 @@ fn conv(wg_id: u32, li: u32) {
   cout[ch] = res[CH + li] * acc;
 }
 
-// #include "small_uint.wgsli"
 // #include "matvec_common.wgsli"
 
 // partial[r * (LG / 4) + subgroup within the group]: subgroup sums of

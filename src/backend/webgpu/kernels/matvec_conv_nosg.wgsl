@@ -100,10 +100,10 @@ fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
   let blk = row * (p.cols / 32u) + u / 4u;
   var z = 8.0;
   if (QT == 2u) {
-    z = u2f((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
+    z = f32((zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u);
   }
-  let lo = u2f4((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - z;
-  let hi = u2f4((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - z;
+  let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - z;
+  let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - z;
   return scales[blk] * (dot(lo, xa) + dot(hi, xb));
 }
 
@@ -120,8 +120,6 @@ fn store_input(li: u32, scale: f32) {
 
 var<workgroup> red: array<f32, ROWS * WG>;
 var<workgroup> inv_s: f32;
-
-// #include "small_uint.wgsli"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,

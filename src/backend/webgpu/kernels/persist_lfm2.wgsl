@@ -69,8 +69,6 @@ var<workgroup> acc4: array<f32, 256>;      // attention: score partials, per-gro
 var<workgroup> wuni: u32;                  // a value made workgroup-uniform
 var<workgroup> wtok: u32;                  // the token this step embeds
 
-// #include "small_uint.wgsli"
-
 // ---- grid barrier ------------------------------------------------------
 var<private> nbar: u32 = 0u;
 
@@ -160,13 +158,13 @@ struct Mat { q: u32, s: u32, z: u32, nb: u32, }
 fn mat(q: u32, s: u32, z: u32, cols: u32) -> Mat { return Mat(q, s, z, cols / 32u); }
 
 // The nibbles of one word of a block: elements 0-3 (low nibbles first) and 4-7.
-fn nib_lo(w: u32) -> vec4<f32> { return u2f4(vec4<u32>(w, w >> 4u, w >> 8u, w >> 12u) & vec4<u32>(15u)); }
-fn nib_hi(w: u32) -> vec4<f32> { return u2f4(vec4<u32>(w >> 16u, w >> 20u, w >> 24u, w >> 28u) & vec4<u32>(15u)); }
+fn nib_lo(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u)); }
+fn nib_hi(w: u32) -> vec4<f32> { return vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u)); }
 
 // The zero point of block g (global block index) of m: 8 for Q4.
 fn zpt(m: Mat, g: u32) -> f32 {
   if (m.z == NONE) { return 8.0; }
-  return u2f((Wu[m.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u);
+  return f32((Wu[m.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u);
 }
 
 // This lane's share of block b of row r times the staged input.

@@ -24,14 +24,12 @@ fn block_dot(q: vec4<u32>, xb: u32) -> f32 {
   var s = 0.0;
   for (var w = 0u; w < 4u; w++) {
     let word = q[w];
-    let lo = u2f4((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - 8.0;
-    let hi = u2f4((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - 8.0;
+    let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - 8.0;
+    let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - 8.0;
     s += dot(lo, x[xb + 2u * w]) + dot(hi, x[xb + 2u * w + 1u]);
   }
   return s;
 }
-
-// #include "small_uint.wgsli"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,

@@ -69,7 +69,6 @@ fn xv(i: u32) -> vec4<f32> {
   return v;
 }
 
-// #include "small_uint.wgsli"
 // #include "q4k_common.wgsli"
 
 var<workgroup> xsh: array<vec4<f32>, XN>;

@@ -30,7 +30,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// #include "small_uint.wgsli"
 // #include "q4k_words.wgsli"
 
 // sum over unit (b, c) of row r of W[r][i] * x[i]; xb = vec4 offset of x.
@@ -50,8 +49,8 @@ fn unit_dot(r: u32, b: u32, c: u32, xb: u32) -> f32 {
     let q = w[base + 4u + 8u * c + k];
     let a = x[xo + k];
     let e = x[xo + 8u + k];
-    let lo = u2f4(vec4<u32>(q, q >> 8u, q >> 16u, q >> 24u) & vec4<u32>(15u));
-    let hi = u2f4(vec4<u32>(q >> 4u, q >> 12u, q >> 20u, q >> 28u) & vec4<u32>(15u));
+    let lo = vec4<f32>(f32(q & 15u), f32((q >> 8u) & 15u), f32((q >> 16u) & 15u), f32((q >> 24u) & 15u));
+    let hi = vec4<f32>(f32((q >> 4u) & 15u), f32((q >> 12u) & 15u), f32((q >> 20u) & 15u), f32(q >> 28u));
     qx0 += dot(lo, a);
     qx1 += dot(hi, e);
     sx0 += dot(a, one);
