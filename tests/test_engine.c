@@ -311,6 +311,15 @@ TEST(cli_bench_writes_receipt) {
   CHECKF(cJSON_IsArray(b) && cJSON_GetArraySize(b) >= 1 && tokens == 8, "batches: %d, %d tokens",
          cJSON_GetArraySize(b), tokens);
   CHECKF(ms > 0 && ms <= 1e3 * secs * 1.001 + 1e-3 && ms >= 1e3 * secs * 0.5, "batches %.3f ms of %.3f s", ms, secs);
+  /* prefill's bytes: the weights once per chunk of the prompt (16 tokens, one
+   * chunk), over the prefill's seconds */
+  cJSON *pf = cJSON_GetObjectItem(r, "prefill");
+  const double wdec = dec ? cJSON_GetNumberValue(cJSON_GetObjectItem(dec, "weight_bytes_per_token")) : 0;
+  const double wpf = pf ? cJSON_GetNumberValue(cJSON_GetObjectItem(pf, "weight_bytes_per_token")) : 0;
+  const double pfs = pf ? cJSON_GetNumberValue(cJSON_GetObjectItem(pf, "seconds")) : 0;
+  const double gbs = pf ? cJSON_GetNumberValue(cJSON_GetObjectItem(pf, "achieved_GB_per_s")) : 0;
+  CHECKF(wdec > 0 && fabs(wpf - wdec / 16) < 1e-6 * wdec && pfs > 0 && fabs(gbs - wdec / pfs / 1e9) < 1e-6 * gbs,
+         "prefill %.1f bytes a token (decode %.1f), %.3g GB/s in %.3g s", wpf, wdec, gbs, pfs);
   cJSON_Delete(r);
   CHECK(ok);
 }

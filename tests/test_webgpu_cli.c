@@ -39,3 +39,24 @@ TEST(webgpu_cli_devices_missing_symbol) {
   CHECKF(rc == 1, "exit %d: %s", rc, out);
   CHECKF(strstr(out, "lacks symbol wgpuCreateInstance") != NULL && strstr(out, lib) != NULL, "%s", out);
 }
+
+/* `wisp run` without the WebGPU library: `--backend webgpu` is a one-line
+ * error naming the path; `--backend auto` says it falls back and generates
+ * on the CPU. */
+TEST(webgpu_cli_run_missing_library) {
+  char cmd[1024], out[8192];
+  snprintf(cmd, sizeof cmd, "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run -m models/default -p hello -n 4 --backend webgpu",
+           test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 1, "exit %d: %s", rc, out);
+  CHECKF(strstr(out, "WebGPU library not found") && strstr(out, "/nonexistent/libwebgpu.so"), "%s", out);
+  size_t len = strlen(out);
+  CHECKF(len > 0 && strchr(out, '\n') == out + len - 1, "not one line: %s", out);
+
+  snprintf(cmd, sizeof cmd, "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run -m models/default -p hello -n 4 --backend auto",
+           test_wisp_bin());
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "exit %d: %s", rc, out);
+  CHECKF(strstr(out, "wisp: using the cpu backend (WebGPU: ") && strstr(out, "/nonexistent/libwebgpu.so"), "%s", out);
+  CHECKF(strstr(out, "| backend cpu |") && strstr(out, "decode: "), "%s", out);
+}

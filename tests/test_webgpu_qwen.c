@@ -895,6 +895,10 @@ TEST(webgpu_qwen_seed_profile) {
   snprintf(cmd, sizeof cmd, "%s plan -m %s --profile %s --backend webgpu", test_wisp_bin(), dir, prof);
   rc = test_run(cmd, out, sizeof out);
   if (strstr(out, "no WebGPU") || strstr(out, "WebGPU library")) {
+    if (test_webgpu_required()) { /* WISP_REQUIRE_WEBGPU=1: a missing adapter fails, never skips */
+      test_fail_at(__FILE__, __LINE__, "WISP_REQUIRE_WEBGPU=1 but `wisp plan --backend webgpu` has no WebGPU: %s", out);
+      return;
+    }
     SKIP("no WebGPU: %s", out);
     return;
   }

@@ -244,6 +244,18 @@ int cmd_bench(int argc, char **argv) {
     cJSON_AddNumberToObject(jp, "dispatches", (double)(g1.dispatches - g0.dispatches));
     cJSON_AddNumberToObject(jp, "submits", (double)(g1.submits - g0.submits));
   }
+  if (is_gpu && n_prompt) {
+    cJSON_AddNumberToObject(jp, "dispatches_per_token", (double)(g1.dispatches - g0.dispatches) / n_prompt);
+    cJSON_AddNumberToObject(jp, "submits_per_token", (double)(g1.submits - g0.submits) / n_prompt);
+  }
+  if (n_prompt) {
+    /* The prompt is evaluated in chunks of s->chunk tokens, each reading
+     * every weight once: bytes per token are the weights over the chunk. */
+    const int chunks = (n_prompt + s->chunk - 1) / s->chunk;
+    cJSON_AddNumberToObject(jp, "chunk_tokens", s->chunk);
+    cJSON_AddNumberToObject(jp, "weight_bytes_per_token", (double)wbytes * chunks / n_prompt);
+    cJSON_AddNumberToObject(jp, "achieved_GB_per_s", (double)wbytes * chunks / prefill_s / 1e9);
+  }
   cJSON_AddStringToObject(r, "output_fingerprint", fp);
   time_t now = time(NULL);
   char stamp[32];
