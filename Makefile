@@ -29,7 +29,7 @@ DEFAULT_MODEL ?= models/synthetic-seed
 
 .PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build
 
-all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe
+all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe
 
 deps:
 	@scripts/deps.sh
@@ -57,6 +57,11 @@ $(BUILD)/wisp: $(CLI_OBJ) $(BUILD)/libwisp.a
 
 # Device probe (tools/phase_probe.c): what one persistent-decode phase costs.
 $(BUILD)/phase_probe: $(BUILD)/obj/tools/phase_probe.o $(BUILD)/libwisp.a
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+
+# Device probe (tools/stream_probe.c): how fast one dispatch reads a product's bytes.
+$(BUILD)/stream_probe: $(BUILD)/obj/tools/stream_probe.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 

@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s -j"$(nproc)" build/wisp
 rm -rf .dev && mkdir -p .dev/lib
-make -s -j"$(nproc)" build/wisp_tests build/grid_probe build/phase_probe
-cp build/wisp build/wisp_tests build/grid_probe build/phase_probe .dev/
+make -s -j"$(nproc)" build/wisp_tests build/grid_probe build/phase_probe build/stream_probe
+cp build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe .dev/
 for lib in libcjson.so.1 libcrypto.so.3 libutf8proc.so.2 libpcre2-8.so.0; do
   cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" .dev/lib/
 done
