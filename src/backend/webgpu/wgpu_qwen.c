@@ -466,6 +466,34 @@ int wisp_wgpu_qwen_take_input(wisp_backend *be, const wisp_matrix *W, const wisp
   return 1;
 }
 
+/* q4k_sb.wgsl (WISP_WEBGPU_Q4K_SB=1): a plain one-token product with a thread per
+ * super-block, when a row's super-blocks fit a workgroup and the staged x its
+ * memory. 0: not taken (the caller records q4k_matvec). */
+static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, wisp_buf *y,
+                          int accumulate) {
+  const uint32_t wg = 256, S = (uint32_t)W->cols / 256;
+  const uint64_t xn = (uint64_t)S * 65;
+  if (!wisp_wgpu_int_q4k_tuning(be)->superblock || W->cols % 256 || S == 0 || S > wg || is_simd16(W->choice[WISP_PHASE_DECODE].variant) ||
+      xn * 16 + wg * 4 > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size)
+    return 0;
+  wisp_wgpu_const c[2] = {{"WG", wg}, {"XN", (uint32_t)xn}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_sb", c, 2);
+  const uint32_t rows_wg = wg / S;
+  int row0, prow;
+  WGPUBuffer wb;
+  for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc, pad0, pad1, pad2;
+    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
+           accumulate ? 1u : 0u, 0, 0, 0};
+    wisp_wgpu_binding b[3] = {whole(wb), whole(wisp_wgpu_int_buf(x)), whole(wisp_wgpu_int_buf(y))};
+    uint32_t gx, gy;
+    wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
+    wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, gx, gy, 1);
+  }
+  return 1;
+}
+
 static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                            int accumulate, const qin_pend *pre) {
   if (n <= 0) return;
@@ -474,6 +502,7 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     q4k_matmul_tiled(be, W, x, x_row0, n, y, accumulate);
     return;
   }
+  if (n == 1 && !pre && q4k_superblock(be, W, x, x_row0, y, accumulate)) return;
   const char *file;
   wisp_wgpu_const c[6];
   int nc;
