@@ -2,12 +2,18 @@
  * step without a readback, a batch per submit, on both backends. */
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "backend/sampling.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_internal.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "fixtures.h"
+#include "format/artifact.h"
+#include "format/layout.h"
+#include "format/synthetic.h"
+#include "util/file.h"
 #include "test.h"
 #include "webgpu_fixture.h"
 
@@ -34,6 +40,8 @@ static int loop_tokens(wisp_session *s, const int32_t *prompt, int np, int n, co
 }
 
 static const int32_t k_prompt[5] = {72, 101, 108, 108, 111};
+
+#define TOL_LOGITS 1e-3 /* whole model, relative to max|logit| (as in test_webgpu_backend.c) */
 
 TEST(decode_loop_greedy_matches_host_path_for_any_batch) {
   wisp_model *m = NULL;
@@ -620,4 +628,313 @@ TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
     wisp_session_free(s);
   }
   wisp_model_close(m);
+}
+
+/* ---- 128 greedy tokens, WebGPU against the CPU ---- */
+
+/* n greedy tokens after k_prompt through the decode loop with the plan's
+ * batch (as `wisp run`: no batch given), then the logits of one step more
+ * (the last token fed back, op by op). *steps: decode steps the persistent
+ * kernel ran; *mm8: int8 products recorded (the exact path runs none). */
+static int greedy_run(wisp_model *m, const char *backend, int n, int32_t *out, float *logits, uint64_t *steps,
+                      uint64_t *mm8) {
+  wisp_session_options so = {.backend = backend};
+  wisp_session *s = NULL;
+  if (wisp_session_new(m, &so, &s)) {
+    fprintf(stderr, "     %s session: %s\n", backend, wisp_last_error());
+    return 0;
+  }
+  wisp_generate_options greedy = {.temperature = 0};
+  int ok = loop_tokens(s, k_prompt, 5, n, &greedy, out);
+  *steps = persistent_steps(s);
+  *mm8 = 0;
+  uint64_t quants = 0;
+  if (!strcmp(backend, "webgpu")) wisp_wgpu_mm8_counts(s->backend, mm8, &quants);
+  if (ok && wisp_session_eval(s, &out[n - 1], 1, logits) != WISP_OK) {
+    fprintf(stderr, "     %s eval after the decode loop: %s\n", backend, wisp_last_error());
+    ok = 0;
+  }
+  wisp_session_free(s);
+  return ok;
+}
+
+/* The WebGPU backend's n greedy tokens (the persistent decode, as `wisp
+ * run` decodes; grid: WISP_WEBGPU_PERSIST_WG, NULL = the default probe)
+ * equal the CPU backend's, every decode step really persistent (persist 1;
+ * -1: when the device's largest storage binding holds weights.bin; when it
+ * does not, the kernel may be unable to bind the weights it needs, and then
+ * every step runs op by op, which is what lavapipe does with the seed
+ * shape), no int8 product; and the logits of one step more agree within TOL_LOGITS (same
+ * argmax), so the state the n - 1 decode steps left is compared too, not
+ * only the argmaxes: the synthetic models fall into long runs of one token
+ * (the seed-shaped one repeats a single token from the first step on),
+ * which a token comparison alone would hardly notice. */
+static void greedy_parity(const char *dir, int n, const char *grid, int persist, const char *label) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/weights.bin", dir);
+  struct stat sb;
+  CHECKF(stat(path, &sb) == 0, "%s: %s", label, path);
+  const int fits = (uint64_t)sb.st_size <= test_webgpu()->info.max_storage_buffer_binding_size;
+  const int must_persist = persist == 1 || fits;
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s: %s", label, wisp_last_error());
+  const int V = wisp_model_vocab(m);
+  int32_t *ref = calloc((size_t)n, sizeof(int32_t)), *got = calloc((size_t)n, sizeof(int32_t));
+  float *lc = malloc(sizeof(float) * (size_t)V), *lg = malloc(sizeof(float) * (size_t)V);
+  uint64_t steps = 0, cpu_steps = 0, mm8 = 0, cpu_mm8 = 0;
+  int ok = ref && got && lc && lg && greedy_run(m, "cpu", n, ref, lc, &cpu_steps, &cpu_mm8);
+  if (ok) {
+    if (grid) setenv("WISP_WEBGPU_PERSIST_WG", grid, 1);
+    ok = greedy_run(m, "webgpu", n, got, lg, &steps, &mm8);
+    unsetenv("WISP_WEBGPU_PERSIST_WG");
+  }
+  wisp_model_close(m);
+  int at = 0;
+  while (ok && at < n && ref[at] == got[at]) at++;
+  double mx = 0, e = 0;
+  for (int i = 0; ok && i < V; i++) {
+    mx = fmax(mx, fabs(lc[i]));
+    e = fmax(e, fabs((double)lg[i] - lc[i]));
+  }
+  if (ok && (isnan(e) || isnan(mx))) e = INFINITY;
+  const int tc = ok ? wisp_argmax(lc, V) : 0, tg = ok ? wisp_argmax(lg, V) : 0;
+  const int32_t want = ok && at < n ? ref[at] : 0, have = ok && at < n ? got[at] : 0;
+  int distinct = 0;
+  for (int i = 0; ok && i < n; i++) {
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = ref[j] == ref[i];
+    distinct += !seen;
+  }
+  free(ref);
+  free(got);
+  free(lc);
+  free(lg);
+  CHECKF(ok, "%s: a run failed", label);
+  CHECKF(at == n, "%s: WebGPU token %d of %d is %d, the CPU's %d", label, at, n, have, want);
+  CHECKF(steps == (uint64_t)(n - 1) || (!must_persist && steps == 0),
+         "%s: %llu persistent steps of %d (weights.bin %lld bytes, bindings up to %llu)", label,
+         (unsigned long long)steps, n - 1, (long long)sb.st_size,
+         (unsigned long long)test_webgpu()->info.max_storage_buffer_binding_size);
+  CHECKF(mm8 == 0, "%s: %llu int8 products (the exact path runs none)", label, (unsigned long long)mm8);
+  CHECKF(tc == tg && e <= TOL_LOGITS * mx, "%s: after %d tokens, next token cpu %d gpu %d, logit error %.3g of max %.3g",
+         label, n, tc, tg, e, mx);
+  printf("     %s: %d greedy tokens (%d distinct) as the CPU's (%s), next-step logit error %.3g of max|logit|\n", label,
+         n, distinct, steps ? "persistent decode" : "op by op: the weights exceed one binding", mx > 0 ? e / mx : e);
+}
+
+/* 128 greedy tokens on the small synthetic model: the persistent decode
+ * with the grid it probes (as `wisp run`), and with two workgroups (grid
+ * barriers really crossed; lavapipe's default probe settles on one). */
+TEST(decode_loop_webgpu_128_tokens_small_model) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  const char *dir = fixture_small_model();
+  CHECK(dir);
+  greedy_parity(dir, 128, NULL, 1, "small model");
+  greedy_parity(dir, 128, "2", 1, "small model, 2 workgroups");
+}
+
+/* 128 greedy tokens on the seed-shaped synthetic model (gen-synthetic
+ * --like the seed manifest: 14 layers, hidden 1024, vocabulary 65,536,
+ * 161 MB of random Q4 weights), through the path `wisp run` takes. The
+ * persistent decode needs all weights in one storage binding: on lavapipe
+ * (128 MiB) this model's do not fit, and its decode runs op by op (the
+ * other test below runs the same layers in the persistent kernel). */
+TEST(decode_loop_webgpu_128_tokens_seed_shaped_model) {
+  WEBGPU_OR_SKIP(d);
+  char cmd[1400], out[4096], dir[600];
+  snprintf(dir, sizeof dir, "%s/seed-128", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s gen-synthetic --like %s -o %s --seed 5", test_wisp_bin(), fixture_seed_manifest(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+  greedy_parity(dir, 128, NULL, -1, "seed-shaped model");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* The seed manifest with another vocabulary: its runtime.sections laid out
+ * again by wisp_layout_lfm2 (checked first to give the seed's own sections
+ * back for the seed's vocabulary), written with seeded weights to dir. */
+static int seed_layers_model(int vocab, const char *dir, char *err, size_t cap) {
+  char *text = NULL, *out = NULL;
+  wisp_artifact *a = NULL;
+  cJSON *secs[2] = {NULL, NULL};
+  uint64_t total[2] = {0, 0};
+  int ok = wisp_read_file(fixture_seed_manifest(), &text, NULL) == WISP_OK &&
+           wisp_manifest_parse(text, fixture_seed_manifest(), &a) == WISP_OK;
+  if (!ok) snprintf(err, cap, "seed manifest: %s", wisp_last_error());
+  const wisp_section *cos = ok ? wisp_artifact_section(a, "rope.cos") : NULL;
+  const wisp_section *ext = ok ? wisp_artifact_section(a, "rope.cos_ext") : NULL;
+  const wisp_section *emb = ok ? wisp_artifact_section(a, "embed.quant") : NULL;
+  const wisp_section *head = ok ? wisp_artifact_section(a, "head.quant") : NULL;
+  const int half = ok ? a->shape.head_dim / 2 : 1;
+  wisp_layout_options lo = {.tied = emb && head && emb->offset == head->offset,
+                            .down_transposed = ok && wisp_artifact_section(a, "L0.mlp.down.kquant") != NULL,
+                            .rope_rows = cos ? (int)(cos->bytes / 4 / (uint64_t)half) : 0,
+                            .rope_ext_rows = ext ? (int)(ext->bytes / 4 / (uint64_t)half) : 0};
+  wisp_shape sh = ok ? a->shape : (wisp_shape){0};
+  ok = ok && wisp_layout_lfm2(&sh, &lo, &secs[0], &total[0]) == WISP_OK;
+  /* the seed's own layout again, section by section */
+  int same = ok && total[0] == a->weight_bytes && cJSON_GetArraySize(secs[0]) == a->n_sections;
+  for (int i = 0; same && i < a->n_sections; i++) {
+    const cJSON *e = cJSON_GetArrayItem(secs[0], i);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *of = cJSON_GetObjectItemCaseSensitive(e, "offset"),
+                *by = cJSON_GetObjectItemCaseSensitive(e, "bytes");
+    same = cJSON_IsString(nm) && !strcmp(nm->valuestring, a->sections[i].name) && cJSON_IsNumber(of) &&
+           (uint64_t)of->valuedouble == a->sections[i].offset && cJSON_IsNumber(by) &&
+           (uint64_t)by->valuedouble == a->sections[i].bytes;
+  }
+  if (ok && !same) snprintf(err, cap, "wisp_layout_lfm2 does not give the seed manifest's sections back");
+  ok = ok && same;
+  sh.vocab = vocab;
+  ok = ok && wisp_layout_lfm2(&sh, &lo, &secs[1], &total[1]) == WISP_OK;
+  if (ok) {
+    cJSON *rt = cJSON_GetObjectItemCaseSensitive(a->manifest, "runtime");
+    cJSON_ReplaceItemInObjectCaseSensitive(rt, "sections", secs[1]);
+    secs[1] = NULL;
+    cJSON_ReplaceItemInObjectCaseSensitive(rt, "weightBytes", cJSON_CreateNumber((double)total[1]));
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(rt, "shape"), "vocab",
+                                           cJSON_CreateNumber(vocab));
+    out = cJSON_Print(a->manifest);
+    ok = out && wisp_synthetic_write(out, "seed layers", dir, 5) == WISP_OK;
+    if (!ok) snprintf(err, cap, "writing the model: %s", wisp_last_error());
+  }
+  cJSON_Delete(secs[0]);
+  cJSON_Delete(secs[1]);
+  wisp_artifact_free(a);
+  free(text);
+  free(out);
+  return ok;
+}
+
+/* The seed-shaped model's 14 layers (the seed's sections, but for embed /
+ * head) with a vocabulary of 16,384: the persistent kernel's weights come
+ * to ~108 MiB, under lavapipe's 128 MiB binding (the seed's own 138 MiB
+ * are over it), so the kernel runs the seed's layer shapes here: 128
+ * greedy tokens, every step persistent, as the CPU's. Two workgroups:
+ * grid barriers really crossed, and 18 s on lavapipe where the one
+ * workgroup the probe settles on for a CPU adapter takes 77 s. */
+TEST(decode_loop_webgpu_128_tokens_seed_layers_persistent) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char dir[600], err[600] = "", cmd[700];
+  snprintf(dir, sizeof dir, "%s/seed-layers", test_tmpdir());
+  CHECKF(seed_layers_model(16384, dir, err, sizeof err), "%s", err);
+  greedy_parity(dir, 128, "2", 1, "seed layers, vocabulary 16,384");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* ---- flashBlocks ---- */
+
+static void edit_flash_blocks_1(cJSON *m) { cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "candidate"), "flashBlocks", 1); }
+static void edit_flash_blocks_2(cJSON *m) { cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "candidate"), "flashBlocks", 2); }
+
+/* One WebGPU session of the model in dir: the prompt, n - 1 greedy steps
+ * of the decode loop (positions 5 to n + 3), then the logits of one step
+ * more. *plan_blocks / *from: the plan's flashBlocks and where it came
+ * from; *blocks: the key blocks the decode loop's attentions were split
+ * over (stats.attn_splits); *persistent: decode steps the persistent kernel
+ * ran. */
+static int flash_run(const char *dir, int n, int32_t *out, float *logits, int *plan_blocks, char *from, size_t cap,
+                     uint64_t *blocks, uint64_t *persistent) {
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  wisp_session_options gpu = {.backend = "webgpu"};
+  int ok = wisp_model_open(dir, &m) == WISP_OK && wisp_session_new(m, &gpu, &s) == WISP_OK;
+  if (ok) {
+    const wisp_plan *pl = wisp_session_plan(s);
+    *plan_blocks = pl->flash_blocks;
+    snprintf(from, cap, "%s", pl->flash_blocks_from);
+  }
+  const int V = m ? wisp_model_vocab(m) : 1;
+  ok = ok && wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK;
+  out[0] = ok ? (int32_t)wisp_argmax(logits, V) : -1;
+  wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+  if (ok) wisp_wgpu_backend_stats_get(s->backend, &s0);
+  wisp_generate_options greedy = {.temperature = 0};
+  int made = 0;
+  ok = ok && wisp_session_generate(s, out[0], n - 1, &greedy, out + 1, &made) == WISP_OK && made == n - 1;
+  if (ok) wisp_wgpu_backend_stats_get(s->backend, &s1);
+  ok = ok && wisp_session_eval(s, &out[n - 1], 1, logits) == WISP_OK;
+  if (!ok) fprintf(stderr, "     %s: %s\n", dir, wisp_last_error());
+  *blocks = s1.attn_splits - s0.attn_splits;
+  *persistent = s1.persistent_steps;
+  wisp_session_free(s);
+  wisp_model_close(m);
+  return ok;
+}
+
+/* The manifest candidate's flashBlocks reaches the backend's decode
+ * attention through the plan (wisp_backend_settings.flash_blocks): a
+ * token's attention at position p covers p / 32 + 1 key tiles of
+ * attn_decode.wgsl and is split over at most flashBlocks of them, so the
+ * key blocks recorded (stats.attn_splits) over a 100-token greedy decode
+ * (positions 5 to 103, up to 4 tiles) are sum min(tiles, flashBlocks) per
+ * attention layer and step: fewer with 2 than with the default 32, none
+ * split with 1. The tokens are the CPU backend's in every case, and so are
+ * the logits of one step more (within TOL_LOGITS). Op by op: the
+ * persistent decode splits attention by its own rule (its grid over the
+ * heads, WISP_WEBGPU_PERSIST_SPLITS) and does not read flashBlocks. */
+TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  enum { N = 100 };
+  const char *dirs[3] = {fixture_small_model(), fixture_variant("flash-blocks-2", edit_flash_blocks_2, 0),
+                         fixture_variant("flash-blocks-1", edit_flash_blocks_1, 0)};
+  static const int want_blocks[3] = {32, 2, 1};
+  static const char *want_from[3] = {"default", "manifest candidate", "manifest candidate"};
+  CHECK(dirs[0] && dirs[1] && dirs[2]);
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(dirs[0], &m) == WISP_OK);
+  const int V = wisp_model_vocab(m);
+  int attn_layers = 0;
+  for (int l = 0; l < m->artifact->shape.n_layers; l++)
+    attn_layers += m->artifact->shape.layer_types[l] == WISP_LAYER_ATTENTION;
+  /* the CPU's tokens and next-step logits */
+  int32_t ref[N], got[3][N];
+  float *lc = malloc(sizeof(float) * (size_t)V), *lg = malloc(sizeof(float) * (size_t)V * 3);
+  wisp_session_options cpu = {.backend = "cpu"};
+  wisp_session *s = NULL;
+  int ok = lc && lg && cpu_loop_tokens(m, N, ref) && wisp_session_new(m, &cpu, &s) == WISP_OK &&
+           wisp_session_eval(s, k_prompt, 5, NULL) == WISP_OK && wisp_session_eval(s, ref, N, lc) == WISP_OK;
+  wisp_session_free(s);
+  wisp_model_close(m);
+  int plan_blocks[3] = {0, 0, 0}, run_ok[3] = {0, 0, 0};
+  char from[3][64] = {"", "", ""};
+  uint64_t blocks[3] = {0, 0, 0}, persistent[3] = {0, 0, 0};
+  setenv("WISP_WEBGPU_PERSIST", "0", 1);
+  for (int c = 0; ok && c < 3; c++)
+    run_ok[c] = flash_run(dirs[c], N, got[c], lg + (size_t)c * V, &plan_blocks[c], from[c], sizeof from[c],
+                          &blocks[c], &persistent[c]);
+  unsetenv("WISP_WEBGPU_PERSIST");
+  CHECKF(ok && attn_layers > 0, "the CPU's run: %s", wisp_last_error());
+  for (int c = 0; c < 3; c++) {
+    CHECKF(run_ok[c], "flashBlocks %d: the WebGPU run failed", want_blocks[c]);
+    CHECKF(plan_blocks[c] == want_blocks[c] && !strcmp(from[c], want_from[c]), "plan: flashBlocks %d from %s, want %d",
+           plan_blocks[c], from[c], want_blocks[c]);
+    CHECK(persistent[c] == 0);
+    uint64_t want = 0;
+    for (int pos = 5; pos < 5 + N - 1; pos++) {
+      const int tiles = pos / 32 + 1;
+      want += (uint64_t)attn_layers * (uint64_t)(tiles < want_blocks[c] ? tiles : want_blocks[c]);
+    }
+    CHECKF(blocks[c] == want, "flashBlocks %d: %llu key blocks recorded over %d decode steps, want %llu",
+           want_blocks[c], (unsigned long long)blocks[c], N - 1, (unsigned long long)want);
+    int at = 0;
+    while (at < N && ref[at] == got[c][at]) at++;
+    CHECKF(at == N, "flashBlocks %d: token %d is %d, the CPU's %d", want_blocks[c], at, at < N ? got[c][at] : 0,
+           at < N ? ref[at] : 0);
+    double mx = 0, e = 0;
+    for (int i = 0; i < V; i++) {
+      mx = fmax(mx, fabs(lc[i]));
+      e = fmax(e, fabs((double)lg[(size_t)c * V + i] - lc[i]));
+    }
+    CHECKF(e <= TOL_LOGITS * mx, "flashBlocks %d: next-step logit error %.3g of max %.3g", want_blocks[c], e, mx);
+  }
+  free(lc);
+  free(lg);
+  CHECKF(blocks[1] < blocks[0] && blocks[2] < blocks[1], "key blocks: %llu (32), %llu (2), %llu (1)",
+         (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2]);
+  printf("     key blocks over %d decode steps: %llu with flashBlocks 32, %llu with 2, %llu with 1\n", N - 1,
+         (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2]);
 }

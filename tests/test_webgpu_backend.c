@@ -26,6 +26,10 @@
 #include "backend/webgpu/wgpu_internal.h"
 #include "engine/engine.h"
 #include "fixtures.h"
+#include "plan/pjson.h"
+#include "plan/plan.h"
+#include "plan/profile.h"
+#include "plan/registry.h"
 #include "test.h"
 #include "util/err.h"
 #include "webgpu_fixture.h"
@@ -720,6 +724,170 @@ TEST(webgpu_backend_matmul_geometries) {
     CHECKF(ok, "%s", err);
   }
   report("matmul geometries");
+}
+
+/* A one-token product geometry the seed manifest's plan selects, as the
+ * engine hands it to the backend (plan_apply.c fill_choice). */
+typedef struct {
+  wisp_kernel_choice c;
+  char from[200];
+} seed_geometry;
+
+/* The plan the engine resolves for the seed manifest (the default profile,
+ * wisp's registry) on the device the manifest was tuned for
+ * (runtime.extraFeatures, expectedSubgroupSize: subgroups of 32; on
+ * lavapipe, subgroups of 8, the plan keeps the registry geometry, so no
+ * session here ever runs these): its decode matmuls whose geometry came
+ * from candidate.matvec.SHAPE.geometry or, for the shapes the candidate
+ * leaves out, runtime.knee. Distinct (workgroupSize, rowsPerSubgroup)
+ * pairs into g[0..*n); *from_candidate counts those of the candidate. */
+static int seed_geometries(seed_geometry *g, int cap, int *n, int *from_candidate, char *err, size_t ecap) {
+  *n = *from_candidate = 0;
+  cJSON *manifest = NULL;
+  wisp_model_shape *shape = calloc(1, sizeof *shape);
+  wisp_registry *reg = NULL;
+  wisp_profile *prof = NULL;
+  wisp_plan *plan = NULL;
+  const cJSON *cand = NULL, *knee = NULL;
+  wisp_device_caps dev;
+  wisp_device_caps_default(&dev, "webgpu");
+  wisp_registry_options ro = {.kernels_dir = WISP_DEFAULT_KERNELS_DIR};
+  wisp_profile_options po = {.profiles_dir = WISP_DEFAULT_PROFILES_DIR, .kernels_dir = WISP_DEFAULT_KERNELS_DIR};
+  int ok = shape && !wisp_json_load(fixture_seed_manifest(), &manifest) &&
+           !wisp_plan_manifest_parts(manifest, fixture_seed_manifest(), shape, &cand, &knee);
+  if (ok) wisp_device_caps_from_manifest(&dev, manifest);
+  ok = ok && !wisp_registry_load(WISP_DEFAULT_REGISTRY, &ro, &reg) && !wisp_profile_load("default", &po, &prof);
+  if (ok) {
+    wisp_plan_inputs in = {.shape = shape, .candidate = cand, .knee = knee, .profile = prof, .registry = reg,
+                           .device = &dev, .backend = "webgpu"};
+    ok = !wisp_plan_resolve(&in, &plan);
+  }
+  if (!ok) snprintf(err, ecap, "the seed manifest's plan: %s", wisp_last_error());
+  const wisp_plan_phase *ph = ok ? &plan->phases[WISP_PHASE_DECODE] : NULL;
+  for (int part = 0; ok && part < 3; part++) {
+    const int ngroups = part == 2 ? ph->n_groups : 1;
+    for (int gi = 0; ok && gi < ngroups; gi++) {
+      const wisp_plan_op *ops = part == 0 ? ph->prologue : part == 1 ? ph->epilogue : ph->groups[gi].ops;
+      const int nops = part == 0 ? ph->n_prologue : part == 1 ? ph->n_epilogue : ph->groups[gi].n_ops;
+      for (int i = 0; ok && i < nops; i++) {
+        const wisp_plan_op *op = &ops[i];
+        const wisp_prov_kind k = op->geometry_from.kind;
+        if (strcmp(op->op, "matmul") || (k != WISP_PROV_CANDIDATE && k != WISP_PROV_KNEE)) continue;
+        int have = 0;
+        for (int j = 0; j < *n && !have; j++)
+          have = g[j].c.workgroup_size == op->geometry.workgroup_size &&
+                 g[j].c.rows_per_subgroup == op->geometry.rows_per_subgroup;
+        if (have) continue;
+        if (*n == cap) {
+          snprintf(err, ecap, "more than %d geometries", cap);
+          ok = 0;
+          break;
+        }
+        seed_geometry *e = &g[(*n)++];
+        memset(e, 0, sizeof *e);
+        const char *slash = strchr(op->kernel, '/');
+        snprintf(e->c.variant, sizeof e->c.variant, "%s", slash ? slash + 1 : op->kernel);
+        e->c.workgroup_size = op->geometry.workgroup_size;
+        e->c.rows_per_subgroup = op->geometry.rows_per_subgroup;
+        e->c.subgroups_per_row = op->geometry.subgroups_per_row;
+        snprintf(e->from, sizeof e->from, "%s (%s)", op->geometry_from.detail, e->c.variant);
+        *from_candidate += k == WISP_PROV_CANDIDATE;
+      }
+    }
+  }
+  wisp_plan_free(plan);
+  wisp_profile_free(prof);
+  wisp_registry_free(reg);
+  cJSON_Delete(manifest);
+  free(shape);
+  return ok;
+}
+
+/* Every one-token product geometry the seed manifest's plan can select
+ * (seed_geometries: today 512x6 conv.in_proj, 256x1 conv.out_proj, 512x4
+ * attn.qkv, 512x1 attn.o_proj, 256x8 head from the candidate, 128x1 of the
+ * knee for the MLP products), given to Q4 and Q4Z matrices as the engine
+ * gives a plan's choice (wisp_matrix.choice, read at prepare_matrix), on
+ * shapes whose rows are no multiple of the rows a workgroup takes (1001 x
+ * 1024; 37 x 96: fewer rows than one workgroup): the product, and a
+ * second one accumulating with the rmsnorm before it fused in (PRE 1, as
+ * the decode runs qkv, in_proj and the head), against the CPU backend.
+ * A geometry outside what matvec.wgsl supports (17 rows) is refused at
+ * prepare: the choice is read, not ignored. */
+TEST(webgpu_backend_seed_matvec_geometries) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the plan's matvec geometries are for the subgroup kernel");
+  seed_geometry geo[16];
+  int ngeo = 0, from_candidate = 0;
+  char err[600] = "";
+  CHECKF(seed_geometries(geo, 16, &ngeo, &from_candidate, err, sizeof err), "%s", err);
+  CHECKF(ngeo > 0 && from_candidate > 0, "%d geometries, %d from the candidate", ngeo, from_candidate);
+  static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4Z};
+  static const int shapes[][2] = {{1001, 1024}, {37, 96}};
+  g_worst = 0;
+  PAIR_OR_FAIL(p, d, -1, 0);
+  uint64_t seed = 97;
+  int ok = 1;
+  for (int gi = 0; ok && gi < ngeo; gi++)
+    for (int ti = 0; ok && ti < 2; ti++)
+      for (int si = 0; ok && si < 2; si++) {
+        const int rows = shapes[si][0], cols = shapes[si][1];
+        wmat_host h;
+        wmat_make(&h, types[ti], rows, cols, &seed);
+        wisp_matrix mc = h.m; /* the CPU's: its own kernels, no choice (it refuses wgsl_ variants) */
+        h.m.choice[WISP_PHASE_DECODE] = geo[gi].c;
+        char what[300];
+        snprintf(what, sizeof what, "WG %d ROWS %d [%s] %s %dx%d", geo[gi].c.workgroup_size,
+                 geo[gi].c.rows_per_subgroup, geo[gi].from, wisp_wtype_name(types[ti]), rows, cols);
+        wisp_vector nw = vec_make(cols, &seed, 1.0f, 0.5f);
+        bpair x = {0}, y = {0}, xn = {0};
+        ok = !p.cpu->prepare_matrix(p.cpu, &mc) && !p.gpu->prepare_matrix(p.gpu, &h.m) && prep_vec(&p, &nw) &&
+             fill(&p, &x, 1, cols, &seed, 2.0f) && fill(&p, &y, 1, rows, &seed, 1.0f);
+        xn = zeros(&p, (size_t)cols);
+        if (!ok) snprintf(err, sizeof err, "%s: setup: %s", what, wisp_last_error());
+        wisp_matrix *ms[2] = {&mc, &h.m};
+        if (ok) {
+          wisp_backend *bs[2] = {p.cpu, p.gpu};
+          for (int k = 0; k < 2; k++) {
+            wisp_backend *b = bs[k];
+            b->matmul(b, ms[k], k ? x.g : x.c, 0, 1, k ? y.g : y.c, 0);
+          }
+          char w2[400];
+          snprintf(w2, sizeof w2, "%s: product", what);
+          ok = compare(&p, &y, y.n, TOL_MATMUL, w2, err, sizeof err);
+          for (int k = 0; ok && k < 2; k++) {
+            wisp_backend *b = bs[k];
+            b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, cols, k ? xn.g : xn.c);
+            b->matmul(b, ms[k], k ? xn.g : xn.c, 0, 1, k ? y.g : y.c, 1);
+          }
+          snprintf(w2, sizeof w2, "%s: rmsnorm + product accumulated", what);
+          ok = ok && compare(&p, &y, y.n, TOL_MATMUL, w2, err, sizeof err);
+          snprintf(w2, sizeof w2, "%s: rmsnorm output", what);
+          ok = ok && compare(&p, &xn, xn.n, TOL_RMSNORM, w2, err, sizeof err);
+        }
+        bfree(&p, &x);
+        bfree(&p, &y);
+        bfree(&p, &xn);
+        wmat_keep(&p, &h);
+        keep(&p, nw.data);
+      }
+  if (ok) { /* a geometry matvec.wgsl cannot run: refused when the matrix is prepared */
+    wmat_host h;
+    wmat_make(&h, WISP_W_Q4, 37, 96, &seed);
+    h.m.choice[WISP_PHASE_DECODE] = geo[0].c;
+    h.m.choice[WISP_PHASE_DECODE].rows_per_subgroup = 17;
+    wisp_status st = p.gpu->prepare_matrix(p.gpu, &h.m);
+    wmat_keep(&p, &h);
+    if (st != WISP_EUNSUPPORTED) {
+      snprintf(err, sizeof err, "a 17-row geometry: prepare gave %d, want WISP_EUNSUPPORTED", (int)st);
+      ok = 0;
+    }
+  }
+  pair_close(&p);
+  CHECKF(ok, "%s", err);
+  for (int gi = 0; gi < ngeo; gi++)
+    printf("     WG %d ROWS %d: %s\n", geo[gi].c.workgroup_size, geo[gi].c.rows_per_subgroup, geo[gi].from);
+  report("seed matvec geometries");
 }
 
 TEST(webgpu_backend_shortconv_state_carries) {

@@ -636,8 +636,8 @@ TEST(webgpu_qwen_q4k_matmul) {
    * for matrices of fewer than 2048 rows, which these are), and the
    * default's rule moved to 37 rows (WISP_WEBGPU_Q4K_ROWS2_ROWS: 1 row
    * a lane group for the 1- and 7-row matrices, 2 for 37 and 300), and the
-   * plain one-token products by q4k_sb.wgsl (WISP_WEBGPU_Q4K_SB=1: a thread
-   * per super-block), whole and split */
+   * plain one-token products by q4k_sb.wgsl (WISP_WEBGPU_Q4K_SB_COLS=256: a
+   * thread per super-block), whole and split */
   static const int sg[] = {-1, 0, -1, -1, -1, -1, -1};
   static const uint64_t mb[] = {0, 0, 8640, 0, 0, 0, 8640};
   static const char *label[] = {"subgroups", "plain", "split", "64 lanes, 2 rows", "2 rows from 37 rows",
@@ -646,7 +646,7 @@ TEST(webgpu_qwen_q4k_matmul) {
     if (sg[i] == -1 && i != 2 && i != 6 && !d->has_subgroups) continue;
     if (i == 3) setenv("WISP_WEBGPU_Q4K_LG", "64", 1), setenv("WISP_WEBGPU_Q4K_MATVEC", "128x2", 1);
     if (i == 4) setenv("WISP_WEBGPU_Q4K_ROWS2_ROWS", "37", 1);
-    if (i >= 5) setenv("WISP_WEBGPU_Q4K_SB", "1", 1);
+    if (i >= 5) setenv("WISP_WEBGPU_Q4K_SB_COLS", "256", 1);
     qpair p;
     CHECKF(qopen(&p, d, sg[i], 0, mb[i]), "%s", wisp_last_error());
     int ok = q4k_suite(&p, label[i], err, sizeof err);
@@ -654,7 +654,7 @@ TEST(webgpu_qwen_q4k_matmul) {
     unsetenv("WISP_WEBGPU_Q4K_LG");
     unsetenv("WISP_WEBGPU_Q4K_MATVEC");
     unsetenv("WISP_WEBGPU_Q4K_ROWS2_ROWS");
-    unsetenv("WISP_WEBGPU_Q4K_SB");
+    unsetenv("WISP_WEBGPU_Q4K_SB_COLS");
     CHECKF(ok, "%s", err);
   }
   /* the seed profile's kernel (fused_matmul_q4_metal_simd16.wgsl) for the one-token products */

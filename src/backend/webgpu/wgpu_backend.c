@@ -1244,6 +1244,7 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     tps = cdiv(ntile, splits);
     splits = cdiv(ntile, tps);
   }
+  if (a->n == 1) g->stats.attn_splits += splits;
   if (splits > 1 &&
       !scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
                "wisp attention splits"))
@@ -1680,7 +1681,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * the same shape of result in the seventh; 4 and 8 rows slower still,
    * third): about 256 workgroups either way. */
   g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 2048, g->prefetch != 0, g->prefetch == 1, 0};
-  env_u32("WISP_WEBGPU_Q4K_SB", &g->q4k_tune.superblock, 1);
+  env_u32("WISP_WEBGPU_Q4K_SB_COLS", &g->q4k_tune.superblock_cols, UINT_MAX);
   env_u32("WISP_WEBGPU_Q4K_ROWS2_ROWS", &g->q4k_tune.rows2_rows, UINT_MAX);
   env_u32("WISP_WEBGPU_Q4K_LG", &g->q4k_tune.mv_lg, 256);
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);

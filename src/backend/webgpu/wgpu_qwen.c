@@ -466,15 +466,17 @@ int wisp_wgpu_qwen_take_input(wisp_backend *be, const wisp_matrix *W, const wisp
   return 1;
 }
 
-/* q4k_sb.wgsl (WISP_WEBGPU_Q4K_SB=1): a plain one-token product with a thread per
- * super-block, when a row's super-blocks fit a workgroup and the staged x its
- * memory. 0: not taken (the caller records q4k_matvec). */
+/* q4k_sb.wgsl: a plain one-token product with a thread per super-block, for
+ * matrices of superblock_cols columns or more (WISP_WEBGPU_Q4K_SB_COLS), when a
+ * row's super-blocks fit a workgroup and the staged x its memory. 0: not taken
+ * (the caller records q4k_matvec). */
 static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, wisp_buf *y,
                           int accumulate) {
   const uint32_t wg = 256, S = (uint32_t)W->cols / 256;
   const uint64_t xn = (uint64_t)S * 65;
-  if (!wisp_wgpu_int_q4k_tuning(be)->superblock || W->cols % 256 || S == 0 || S > wg || is_simd16(W->choice[WISP_PHASE_DECODE].variant) ||
-      xn * 16 + wg * 4 > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size)
+  const uint32_t min_cols = wisp_wgpu_int_q4k_tuning(be)->superblock_cols;
+  if (!min_cols || (uint32_t)W->cols < min_cols || W->cols % 256 || S == 0 || S > wg || is_simd16(W->choice[WISP_PHASE_DECODE].variant) ||
+      xn * 16 + (uint64_t)S * 64 + wg * 4 > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size)
     return 0;
   wisp_wgpu_const c[2] = {{"WG", wg}, {"XN", (uint32_t)xn}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_sb", c, 2);

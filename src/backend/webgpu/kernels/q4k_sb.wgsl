@@ -7,8 +7,19 @@
 // workgroup holds WG / S whole rows and sums each row's S partials through
 // workgroup memory. Grid: ceil(rows / (WG / S)) workgroups as x*y.
 //
-// Q4_K layout and the unit arithmetic: q4k_common.wgsli (unit u of a
-// super-block is its quant vec4 1 + u).
+// The one-token products are bound by instructions, not bytes (a dispatch
+// streams these matrices in 4-5 us on the H200, tools/stream_probe.c, the
+// products took 9-15), so the thread keeps per-element work small: the
+// super-block's 8 scales and mins are decoded once, not per 32-element
+// unit, and the sums of each 16 inputs (for the mins) come from the
+// staging, not from the thread.
+//
+// Q4_K layout (src/format/tensor.h): vec4 0 of a super-block = word 0
+// (f16 d | f16 dmin << 16) and words 1-3 (12 bytes of packed 6-bit scales
+// and mins); vec4s 1-8 the quants, byte group c (32 bytes, vec4s 1 + 2c and
+// 2 + 2c): element 64c + l (l < 32) is the low nibble of byte 32c + l,
+// element 64c + 32 + l its high nibble; value = d*sc[j]*nibble - dmin*m[j],
+// j = element / 32.
 override WG: u32 = 256;
 override XN: u32 = 65u; // staged x: (cols / 256) * 65 vec4s (64 a super-block + 1 of padding)
 
@@ -28,9 +39,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// #include "q4k_common.wgsli"
-
 var<workgroup> xsh: array<vec4<f32>, XN>;
+var<workgroup> xs16: array<f32, XN / 65u * 16u>; // sums of x's 16-element runs
 var<workgroup> part: array<f32, WG>;
 
 // Slot of x vec4 i: one vec4 of padding after each super-block's 64, so
@@ -38,6 +48,33 @@ var<workgroup> part: array<f32, WG>;
 // offset within theirs) fall on different banks.
 fn xslot(i: u32) -> u32 {
   return i + (i >> 6u);
+}
+
+// Low (element 4k + 0..3 of a run) and high nibbles of the bytes of word q
+// dotted with the staged inputs at vec4s lo and hi.
+fn word_dot(q: u32, lo: u32, hi: u32) -> vec2<f32> {
+  let sh = vec4<u32>(0u, 8u, 16u, 24u);
+  let m = vec4<u32>(15u);
+  return vec2<f32>(dot(vec4<f32>((vec4<u32>(q) >> sh) & m), xsh[xslot(lo)]),
+                   dot(vec4<f32>((vec4<u32>(q) >> (sh + vec4<u32>(4u))) & m), xsh[xslot(hi)]));
+}
+
+// Byte group c of a super-block whose inputs start at vec4 xo (unpadded):
+// qa, qb its two quant vec4s; returns (sc_lo * lo + sc_hi * hi,
+// mn_lo * sum_lo + mn_hi * sum_hi) for the d and dmin terms.
+fn group_dot(qa: vec4<u32>, qb: vec4<u32>, xo: u32, sc: vec2<f32>, mn: vec2<f32>) -> vec2<f32> {
+  let b = xo;
+  var s = word_dot(qa.x, b, b + 8u);
+  s += word_dot(qa.y, b + 1u, b + 9u);
+  s += word_dot(qa.z, b + 2u, b + 10u);
+  s += word_dot(qa.w, b + 3u, b + 11u);
+  s += word_dot(qb.x, b + 4u, b + 12u);
+  s += word_dot(qb.y, b + 5u, b + 13u);
+  s += word_dot(qb.z, b + 6u, b + 14u);
+  s += word_dot(qb.w, b + 7u, b + 15u);
+  let r = xo / 4u; // the group's first 16-element run
+  let sums = vec2<f32>(xs16[r] + xs16[r + 1u], xs16[r + 2u] + xs16[r + 3u]);
+  return vec2<f32>(dot(sc, s), dot(mn, sums));
 }
 
 @compute @workgroup_size(WG)
@@ -58,23 +95,35 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       q[k] = w[base + 1u + k];
     }
   }
-  for (var i = li; i < p.cols / 4u; i += WG) {
-    xsh[xslot(i)] = x[p.x_off + i];
+  // x staged by runs of 16 elements, each run's sum beside it
+  for (var r = li; r < p.cols / 16u; r += WG) {
+    var t = 0.0;
+    for (var k = 0u; k < 4u; k++) {
+      let v = x[p.x_off + 4u * r + k];
+      xsh[xslot(4u * r + k)] = v;
+      t += dot(v, vec4<f32>(1.0));
+    }
+    xs16[r] = t;
   }
   workgroupBarrier();
   var acc = 0.0;
   if (live) {
-    var xs: array<vec4<f32>, 8>;
-    for (var u = 0u; u < 8u; u++) {
-      let xo = sb * 64u + q4k_unit_x(u) / 4u;
-      var sx = vec2<f32>(0.0);
-      for (var k = 0u; k < 4u; k++) {
-        xs[k] = xsh[xslot(xo + k)];
-        xs[k + 4u] = xsh[xslot(xo + 8u + k)];
-        sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
-      }
-      acc += q4k_dot(QUnit(hd, q[u]), u, &xs, sx);
-    }
+    // bytes 0-3 (hd.y), 4-7 (hd.z), 8-11 (hd.w) of the packed scales/mins
+    let sh = vec4<u32>(0u, 8u, 16u, 24u);
+    let b0 = (vec4<u32>(hd.y) >> sh) & vec4<u32>(255u);
+    let b4 = (vec4<u32>(hd.z) >> sh) & vec4<u32>(255u);
+    let b8 = (vec4<u32>(hd.w) >> sh) & vec4<u32>(255u);
+    let sc03 = vec4<f32>(b0 & vec4<u32>(63u));
+    let mn03 = vec4<f32>(b4 & vec4<u32>(63u));
+    let sc47 = vec4<f32>((b8 & vec4<u32>(15u)) | ((b0 >> vec4<u32>(6u)) << vec4<u32>(4u)));
+    let mn47 = vec4<f32>((b8 >> vec4<u32>(4u)) | ((b4 >> vec4<u32>(6u)) << vec4<u32>(4u)));
+    let xo = sb * 64u;
+    var t = group_dot(q[0], q[1], xo, sc03.xy, mn03.xy);
+    t += group_dot(q[2], q[3], xo + 16u, sc03.zw, mn03.zw);
+    t += group_dot(q[4], q[5], xo + 32u, sc47.xy, mn47.xy);
+    t += group_dot(q[6], q[7], xo + 48u, sc47.zw, mn47.zw);
+    let dm = unpack2x16float(hd.x);
+    acc = dm.x * t.x - dm.y * t.y;
   }
   part[li] = acc;
   workgroupBarrier();
