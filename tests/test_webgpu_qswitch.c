@@ -386,3 +386,22 @@ TEST(webgpu_qswitch_08b_layer_pattern_counts) {
   printf("     0.8B layer pattern: %.0f dispatches a token with every switch on, %.0f with every switch off\n",
          on.dispatches_per_token, off.dispatches_per_token);
 }
+
+/* Every Q4_K product of this model (256 and 512 columns) by q4k_sb.wgsl, a thread per
+ * super-block (WISP_WEBGPU_Q4K_SB_COLS=256): norm + in_proj, norm + gate/up + SwiGLU and the
+ * plain products; the CPU's tokens, at the same dispatches a token as the default kernels. */
+TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "", err[600] = "";
+  const char *dir = model_dir("qswitch4", k_layers4, 4, log, sizeof log);
+  CHECKF(dir, "model: %s", log);
+  static gen_result cpu, sb;
+  CHECKF(generate(dir, "cpu", NULL, &cpu, err, sizeof err), "%s", err);
+  setenv("WISP_WEBGPU_Q4K_SB_COLS", "256", 1);
+  int ok = generate(dir, "webgpu", NULL, &sb, err, sizeof err);
+  unsetenv("WISP_WEBGPU_Q4K_SB_COLS");
+  CHECKF(ok, "%s", err);
+  CHECKF(!memcmp(cpu.tokens, sb.tokens, sizeof sb.tokens), "super-block kernel: tokens differ from the cpu backend's");
+  CHECKF(sb.dispatches_per_token == 23, "super-block kernel: %.2f dispatches a token", sb.dispatches_per_token);
+}

@@ -466,32 +466,54 @@ int wisp_wgpu_qwen_take_input(wisp_backend *be, const wisp_matrix *W, const wisp
   return 1;
 }
 
-/* q4k_sb.wgsl: a plain one-token product with a thread per super-block, for
+/* Placeholders for the q4k kernels' unused read-write bindings. */
+static int dummies(wisp_backend *be, qwen_state *q) {
+  for (int i = 0; i < 3; i++)
+    if (!wisp_wgpu_int_scratch(be, &q->dum[i], 16, 16, "wisp q4k placeholder")) return 0;
+  return 1;
+}
+
+/* q4k_sb.wgsl: a one-token product with a thread per super-block, for
  * matrices of superblock_cols columns or more (WISP_WEBGPU_Q4K_SB_COLS), when a
- * row's super-blocks fit a workgroup and the staged x its memory. 0: not taken
- * (the caller records q4k_matvec). */
-static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, wisp_buf *y,
-                          int accumulate) {
+ * row's super-blocks (pair: two rows') fit a workgroup and the staged x its
+ * memory. Rows [lo, hi) of W: y[r] (+)= W[r] . x' (nx: x' = rmsnorm(nx) * nw,
+ * also written to nxo; else x' = x from row x_row0); pair F: rows r and r + F
+ * with SwiGLU into z. 0: not taken (the caller records another kernel). */
+static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi, const wisp_buf *x, int x_row0,
+                          const wisp_buf *nx, WGPUBuffer nw, float eps, const wisp_buf *nxo, wisp_buf *y, int acc,
+                          int pair, wisp_buf *z) {
   const uint32_t wg = 256, S = (uint32_t)W->cols / 256;
   const uint64_t xn = (uint64_t)S * 65;
   const uint32_t min_cols = wisp_wgpu_int_q4k_tuning(be)->superblock_cols;
-  if (!min_cols || (uint32_t)W->cols < min_cols || W->cols % 256 || S == 0 || S > wg || is_simd16(W->choice[WISP_PHASE_DECODE].variant) ||
-      xn * 16 + (uint64_t)S * 64 + wg * 4 > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size)
+  if (!min_cols || (uint32_t)W->cols < min_cols || W->cols % 256 || S == 0 || S > (pair ? wg / 2 : wg) ||
+      is_simd16(W->choice[WISP_PHASE_DECODE].variant) ||
+      xn * 16 + (uint64_t)S * 64 + wg * 8 > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size)
     return 0;
+  qwen_state *q = qs_of(be);
+  if (!q || !dummies(be, q)) return 0;
   wisp_wgpu_const c[2] = {{"WG", wg}, {"XN", (uint32_t)xn}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_sb", c, 2);
-  const uint32_t rows_wg = wg / S;
+  const uint32_t rows_wg = pair ? (wg / S) / 2 : wg / S; /* outputs a workgroup */
   int row0, prow;
   WGPUBuffer wb;
   for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
+    int a = lo > row0 ? lo : row0, b = hi < row0 + prow ? hi : row0 + prow;
+    if (a >= b) continue;
     struct {
-      uint32_t rows, cols, y_off, x_off, acc, pad0, pad1, pad2;
-    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
-           accumulate ? 1u : 0u, 0, 0, 0};
-    wisp_wgpu_binding b[3] = {whole(wb), whole(wisp_wgpu_int_buf(x)), whole(wisp_wgpu_int_buf(y))};
+      uint32_t rows, cols, y_off, x_off, acc, w_row0, pre;
+      float eps;
+      uint32_t pair, pad0, pad1, pad2;
+    } p = {(uint32_t)(b - a), (uint32_t)W->cols, (uint32_t)a, (uint32_t)((size_t)x_row0 * W->cols / 4),
+           acc ? 1u : 0u, (uint32_t)(a - row0), nx ? 1u : 0u, eps, (uint32_t)pair, 0, 0, 0};
+    wisp_wgpu_binding bd[6] = {whole(wb),
+                               whole(wisp_wgpu_int_buf(nx ? nx : x)),
+                               whole(wisp_wgpu_int_buf(y)),
+                               whole(nx ? nw : wisp_wgpu_int_dummy(be, 0)),
+                               whole(nx ? wisp_wgpu_int_buf(nxo) : q->dum[0].b),
+                               whole(z ? wisp_wgpu_int_buf(z) : q->dum[1].b)};
     uint32_t gx, gy;
-    wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
-    wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, gx, gy, 1);
+    wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)(b - a), rows_wg), &gx, &gy);
+    wisp_wgpu_int_record(be, k, bd, 6, &p, sizeof p, gx, gy, 1);
   }
   return 1;
 }
@@ -504,7 +526,8 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     q4k_matmul_tiled(be, W, x, x_row0, n, y, accumulate);
     return;
   }
-  if (n == 1 && !pre && q4k_superblock(be, W, x, x_row0, y, accumulate)) return;
+  if (n == 1 && !pre && q4k_superblock(be, W, 0, W->rows, x, x_row0, NULL, NULL, 0, NULL, y, accumulate, 0, NULL))
+    return;
   const char *file;
   wisp_wgpu_const c[6];
   int nc;
@@ -606,12 +629,6 @@ static qgeo geo_of(wisp_backend *be, const wisp_matrix *W, int wg, int cols, int
   return g;
 }
 
-static int dummies(wisp_backend *be, qwen_state *q) {
-  for (int i = 0; i < 3; i++)
-    if (!wisp_wgpu_int_scratch(be, &q->dum[i], 16, 16, "wisp q4k placeholder")) return 0;
-  return 1;
-}
-
 /* Rows [lo, hi) of W (one token): y[r] (+)= W[r] . x' (pre: x' = rmsnorm(nx) * nw, also
  * written to nxo); pair F: rows r and r + F with SwiGLU into z; argmax: partials from
  * part_off on (returns the next part_off). */
@@ -619,6 +636,8 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                               const q4k_pend *pd, int acc, int pair, wisp_buf *z, WGPUBuffer amax, uint32_t part_off,
                               qgeo g) {
   if (!dummies(be, q)) return part_off;
+  if (!amax && q4k_superblock(be, W, lo, hi, pd->x, 0, pd->nx, pd->nw, pd->eps, pd->nxo, pd->y, acc, pair, z))
+    return part_off;
   if (g.wg != g.cols * g.tpc || !g.tpc || (g.tpc & (g.tpc - 1)) || g.wg > 256 || g.cols > 256) {
     wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "q4k_fused: WORKGROUP_SIZE %u must be COLS_PER_WG %u x THREADS_PER_COL "
                        "%u (a power of two), at most 256", g.wg, g.cols, g.tpc);

@@ -5,7 +5,14 @@
 // units one after another (q4k_matvec.wgsl walks a row's units in a loop,
 // one unit ahead). A row's S = cols / 256 threads are consecutive; the
 // workgroup holds WG / S whole rows and sums each row's S partials through
-// workgroup memory. Grid: ceil(rows / (WG / S)) workgroups as x*y.
+// workgroup memory. Grid: ceil(rows / (WG / S)) workgroups as x*y (pair:
+// ceil(rows / (WG / S / 2))).
+//
+// The fusions of q4k_fused.wgsl without its argmax: pre 1, x' = rmsnorm(x)
+// * nw (the staging reduces sum(x^2), the row sums take the 1 / rms;
+// workgroup 0 writes x' to xo); pair F, output r is rows r (gate) and
+// r + F (up) of the bound weights, both to y and silu(gate) * up to z[r]
+// (the workgroup's rows alternate gate, up).
 //
 // The one-token products are bound by instructions, not bytes (a dispatch
 // streams these matrices in 4-5 us on the H200, tools/stream_probe.c, the
@@ -24,11 +31,15 @@ override WG: u32 = 256;
 override XN: u32 = 65u; // staged x: (cols / 256) * 65 vec4s (64 a super-block + 1 of padding)
 
 struct Params {
-  rows: u32,  // rows of the bound part
-  cols: u32,  // a multiple of 256, at most WG * 256
-  y_off: u32, // float offset in y of the part's first row
-  x_off: u32, // vec4 offset of x
-  acc: u32,   // 1: add into y
+  rows: u32,   // outputs (pair: gate rows)
+  cols: u32,   // a multiple of 256, at most WG * 256 (pair: WG * 128)
+  y_off: u32,  // float offset in y of output 0
+  x_off: u32,  // vec4 offset of x
+  acc: u32,    // 1: add into y (not with pair)
+  w_row0: u32, // row of the bound weights that output 0 reads
+  pre: u32,    // 1: x' = rmsnorm(x) * nw
+  eps: f32,
+  pair: u32,   // 0, or F
   pad0: u32,
   pad1: u32,
   pad2: u32,
@@ -37,11 +48,15 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> nw: array<vec4<f32>>;       // pre 1
+@group(0) @binding(4) var<storage, read_write> xo: array<vec4<f32>>; // pre 1: x' (workgroup 0)
+@group(0) @binding(5) var<storage, read_write> z: array<f32>;        // pair: silu(gate) * up
+@group(0) @binding(6) var<uniform> p: Params;
 
 var<workgroup> xsh: array<vec4<f32>, XN>;
 var<workgroup> xs16: array<f32, XN / 65u * 16u>; // sums of x's 16-element runs
 var<workgroup> part: array<f32, WG>;
+var<workgroup> tot: array<f32, WG>; // row totals (pair: gate and up side by side)
 
 // Slot of x vec4 i: one vec4 of padding after each super-block's 64, so
 // that the threads of a row (consecutive super-blocks, reading the same
@@ -81,11 +96,20 @@ fn group_dot(qa: vec4<u32>, qb: vec4<u32>, xo: u32, sc: vec2<f32>, mn: vec2<f32>
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
   let S = p.cols / 256u;
-  let rpw = WG / S;
+  var rpw = WG / S;
+  if (p.pair != 0u) {
+    rpw = rpw & ~1u; // whole (gate, up) pairs
+  }
   let lr = li / S;
   let sb = li % S;
-  let row = (wid.x + wid.y * nwg.x) * rpw + lr;
-  let live = lr < rpw && row < p.rows;
+  let wg_id = wid.x + wid.y * nwg.x;
+  var out = wg_id * rpw + lr; // output index
+  var row = p.w_row0 + out;   // row of the bound weights
+  if (p.pair != 0u) {
+    out = wg_id * (rpw / 2u) + lr / 2u;
+    row = p.w_row0 + out + (lr % 2u) * p.pair;
+  }
+  let live = lr < rpw && out < p.rows;
   var hd = vec4<u32>(0u);
   var q: array<vec4<u32>, 8>;
   if (live) {
@@ -95,15 +119,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       q[k] = w[base + 1u + k];
     }
   }
-  // x staged by runs of 16 elements, each run's sum beside it
+  // x' staged by runs of 16 elements, each run's sum beside it (pre 1:
+  // x * nw, the 1 / rms applied to the row sums)
+  var ss = 0.0;
   for (var r = li; r < p.cols / 16u; r += WG) {
     var t = 0.0;
     for (var k = 0u; k < 4u; k++) {
-      let v = x[p.x_off + 4u * r + k];
+      var v = x[p.x_off + 4u * r + k];
+      if (p.pre == 1u) {
+        ss += dot(v, v);
+        v *= nw[4u * r + k];
+      }
       xsh[xslot(4u * r + k)] = v;
       t += dot(v, vec4<f32>(1.0));
     }
     xs16[r] = t;
+  }
+  var inv = 1.0;
+  if (p.pre == 1u) {
+    // two-level sum: 16 partial sums of 16, then their total
+    part[li] = ss;
+    workgroupBarrier();
+    if (li < 16u) {
+      var t = 0.0;
+      for (var i = li; i < WG; i += 16u) {
+        t += part[i];
+      }
+      tot[li] = t;
+    }
+    workgroupBarrier();
+    var t = 0.0;
+    for (var i = 0u; i < min(16u, WG); i++) {
+      t += tot[i];
+    }
+    inv = 1.0 / sqrt(t / f32(p.cols) + p.eps);
+    if (wg_id == 0u) {
+      for (var i = li; i < p.cols / 4u; i += WG) {
+        xo[i] = xsh[xslot(i)] * inv;
+      }
+    }
   }
   workgroupBarrier();
   var acc = 0.0;
@@ -132,10 +186,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var k = 0u; k < S; k++) {
       t += part[li + k];
     }
-    let o = p.y_off + row;
-    if (p.acc == 1u) {
-      t += y[o];
+    t *= inv;
+    if (p.pair == 0u) {
+      let o = p.y_off + out;
+      if (p.acc == 1u) {
+        t += y[o];
+      }
+      y[o] = t;
     }
-    y[o] = t;
+    tot[lr] = t;
+  }
+  if (p.pair != 0u) {
+    workgroupBarrier();
+    if (live && sb == 0u && lr % 2u == 0u) {
+      let g = tot[lr];
+      let u = tot[lr + 1u];
+      y[p.y_off + out] = g;
+      y[p.y_off + out + p.pair] = u;
+      z[out] = g / (1.0 + exp(-g)) * u;
+    }
   }
 }
