@@ -57,8 +57,9 @@ int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion al
  * rows2_rows rows or more, else 1), WISP_WEBGPU_Q4K_ROWS2_ROWS=R
  * (rows2_rows, default 2048), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset), WISP_WEBGPU_Q4K_LG=N
  * (lanes of a q4k_matvec row group; 0 = the largest subgroup size, at least
- * 32), WISP_WEBGPU_Q4K_SB_COLS=N (plain one-token products of N columns or
- * more by q4k_sb.wgsl, a thread per super-block; 0 = none). */
+ * 32), WISP_WEBGPU_Q4K_SB_COLS=N (one-token products of N columns or more,
+ * plain or with q4k_fused's norm / SwiGLU fusions, by q4k_sb.wgsl, a thread
+ * per super-block; default 256, 0 = none). */
 typedef struct {
   uint32_t mv_wg, mv_rows, fused_cols, fused_tpc, mv_lg, rows2_rows;
   int mv_prefetch, fused_prefetch; /* PF of q4k_matvec / q4k_fused: weight loads issued ahead */
