@@ -13,8 +13,8 @@
 #include "format/artifact.h"
 #include "format/layout.h"
 #include "format/synthetic.h"
-#include "util/file.h"
 #include "test.h"
+#include "util/file.h"
 #include "webgpu_fixture.h"
 
 /* Greedy tokens by the host path: eval one token, argmax, repeat. */
@@ -41,7 +41,14 @@ static int loop_tokens(wisp_session *s, const int32_t *prompt, int np, int n, co
 
 static const int32_t k_prompt[5] = {72, 101, 108, 108, 111};
 
-#define TOL_LOGITS 1e-3 /* whole model, relative to max|logit| (as in test_webgpu_backend.c) */
+/* Logits of the whole model after a long decode, relative to max|logit|.
+ * Measured on lavapipe: 3e-7 to 1.5e-6 of max|logit| after 100 to 128
+ * tokens (the float sums' order is all that differs). 1e-3, the per-step
+ * tolerance of test_webgpu_backend.c, is too loose for a random model:
+ * with the persistent kernel leaving some of the seed's SwiGLU outputs
+ * (rows past 2,048 of 2,560) unwritten, the logits moved by only 7.8e-4
+ * of max|logit|, and not one token changed. */
+#define TOL_LOGITS 1e-4
 
 TEST(decode_loop_greedy_matches_host_path_for_any_batch) {
   wisp_model *m = NULL;
@@ -664,11 +671,11 @@ static int greedy_run(wisp_model *m, const char *backend, int n, int32_t *out, f
  * -1: when the device's largest storage binding holds weights.bin; when it
  * does not, the kernel may be unable to bind the weights it needs, and then
  * every step runs op by op, which is what lavapipe does with the seed
- * shape), no int8 product; and the logits of one step more agree within TOL_LOGITS (same
- * argmax), so the state the n - 1 decode steps left is compared too, not
- * only the argmaxes: the synthetic models fall into long runs of one token
- * (the seed-shaped one repeats a single token from the first step on),
- * which a token comparison alone would hardly notice. */
+ * shape), no int8 product; and the logits of one step more agree within
+ * TOL_LOGITS (same argmax), so the state the n - 1 decode steps left is
+ * compared too, not only the argmaxes: the synthetic models fall into long
+ * runs of one token (the seed-shaped one repeats a single token from the
+ * first step on), which a token comparison alone would hardly notice. */
 static void greedy_parity(const char *dir, int n, const char *grid, int persist, const char *label) {
   char path[700];
   snprintf(path, sizeof path, "%s/weights.bin", dir);
@@ -716,8 +723,8 @@ static void greedy_parity(const char *dir, int n, const char *grid, int persist,
          (unsigned long long)steps, n - 1, (long long)sb.st_size,
          (unsigned long long)test_webgpu()->info.max_storage_buffer_binding_size);
   CHECKF(mm8 == 0, "%s: %llu int8 products (the exact path runs none)", label, (unsigned long long)mm8);
-  CHECKF(tc == tg && e <= TOL_LOGITS * mx, "%s: after %d tokens, next token cpu %d gpu %d, logit error %.3g of max %.3g",
-         label, n, tc, tg, e, mx);
+  CHECKF(tc == tg && e <= TOL_LOGITS * mx,
+         "%s: after %d tokens, next token cpu %d gpu %d, logit error %.3g of max %.3g", label, n, tc, tg, e, mx);
   printf("     %s: %d greedy tokens (%d distinct) as the CPU's (%s), next-step logit error %.3g of max|logit|\n", label,
          n, distinct, steps ? "persistent decode" : "op by op: the weights exceed one binding", mx > 0 ? e / mx : e);
 }
@@ -826,8 +833,13 @@ TEST(decode_loop_webgpu_128_tokens_seed_layers_persistent) {
 
 /* ---- flashBlocks ---- */
 
-static void edit_flash_blocks_1(cJSON *m) { cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "candidate"), "flashBlocks", 1); }
-static void edit_flash_blocks_2(cJSON *m) { cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "candidate"), "flashBlocks", 2); }
+static void edit_flash_blocks_1(cJSON *m) {
+  cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "candidate"), "flashBlocks", 1);
+}
+
+static void edit_flash_blocks_2(cJSON *m) {
+  cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "candidate"), "flashBlocks", 2);
+}
 
 /* One WebGPU session of the model in dir: the prompt, n - 1 greedy steps
  * of the decode loop (positions 5 to n + 3), then the logits of one step
@@ -877,8 +889,10 @@ static int flash_run(const char *dir, int n, int32_t *out, float *logits, int *p
  * heads, WISP_WEBGPU_PERSIST_SPLITS) and does not read flashBlocks. */
 TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
   WEBGPU_OR_SKIP(d);
-  (void)d;
   enum { N = 100 };
+  /* keys a tile: attn_decode's 32 where it runs (subgroups, 9 storage
+   * bindings), else attn_flash's 64 */
+  const int kt = d->has_subgroups && d->info.max_storage_buffers_per_shader_stage >= 9 ? 32 : 64;
   const char *dirs[3] = {fixture_small_model(), fixture_variant("flash-blocks-2", edit_flash_blocks_2, 0),
                          fixture_variant("flash-blocks-1", edit_flash_blocks_1, 0)};
   static const int want_blocks[3] = {32, 2, 1};
@@ -902,6 +916,7 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
   int plan_blocks[3] = {0, 0, 0}, run_ok[3] = {0, 0, 0};
   char from[3][64] = {"", "", ""};
   uint64_t blocks[3] = {0, 0, 0}, persistent[3] = {0, 0, 0};
+  double worst = 0;
   setenv("WISP_WEBGPU_PERSIST", "0", 1);
   for (int c = 0; ok && c < 3; c++)
     run_ok[c] = flash_run(dirs[c], N, got[c], lg + (size_t)c * V, &plan_blocks[c], from[c], sizeof from[c],
@@ -915,7 +930,7 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
     CHECK(persistent[c] == 0);
     uint64_t want = 0;
     for (int pos = 5; pos < 5 + N - 1; pos++) {
-      const int tiles = pos / 32 + 1;
+      const int tiles = pos / kt + 1;
       want += (uint64_t)attn_layers * (uint64_t)(tiles < want_blocks[c] ? tiles : want_blocks[c]);
     }
     CHECKF(blocks[c] == want, "flashBlocks %d: %llu key blocks recorded over %d decode steps, want %llu",
@@ -930,11 +945,13 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
       e = fmax(e, fabs((double)lg[(size_t)c * V + i] - lc[i]));
     }
     CHECKF(e <= TOL_LOGITS * mx, "flashBlocks %d: next-step logit error %.3g of max %.3g", want_blocks[c], e, mx);
+    worst = fmax(worst, e / mx);
   }
   free(lc);
   free(lg);
   CHECKF(blocks[1] < blocks[0] && blocks[2] < blocks[1], "key blocks: %llu (32), %llu (2), %llu (1)",
          (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2]);
-  printf("     key blocks over %d decode steps: %llu with flashBlocks 32, %llu with 2, %llu with 1\n", N - 1,
-         (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2]);
+  printf("     key blocks over %d decode steps: %llu with flashBlocks 32, %llu with 2, %llu with 1; the CPU's "
+         "tokens, next-step logit error up to %.3g of max|logit|\n",
+         N - 1, (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2], worst);
 }

@@ -730,7 +730,7 @@ TEST(webgpu_backend_matmul_geometries) {
  * engine hands it to the backend (plan_apply.c fill_choice). */
 typedef struct {
   wisp_kernel_choice c;
-  char from[200];
+  char from[224];
 } seed_geometry;
 
 /* The plan the engine resolves for the seed manifest (the default profile,
@@ -786,11 +786,12 @@ static int seed_geometries(seed_geometry *g, int cap, int *n, int *from_candidat
         seed_geometry *e = &g[(*n)++];
         memset(e, 0, sizeof *e);
         const char *slash = strchr(op->kernel, '/');
-        snprintf(e->c.variant, sizeof e->c.variant, "%s", slash ? slash + 1 : op->kernel);
+        const char *variant = slash ? slash + 1 : op->kernel;
+        snprintf(e->c.variant, sizeof e->c.variant, "%.*s", (int)sizeof e->c.variant - 1, variant);
         e->c.workgroup_size = op->geometry.workgroup_size;
         e->c.rows_per_subgroup = op->geometry.rows_per_subgroup;
         e->c.subgroups_per_row = op->geometry.subgroups_per_row;
-        snprintf(e->from, sizeof e->from, "%s (%s)", op->geometry_from.detail, e->c.variant);
+        snprintf(e->from, sizeof e->from, "%.150s (%.60s)", op->geometry_from.detail, e->c.variant);
         *from_candidate += k == WISP_PROV_CANDIDATE;
       }
     }
@@ -804,15 +805,20 @@ static int seed_geometries(seed_geometry *g, int cap, int *n, int *from_candidat
 }
 
 /* Every one-token product geometry the seed manifest's plan can select
- * (seed_geometries: today 512x6 conv.in_proj, 256x1 conv.out_proj, 512x4
- * attn.qkv, 512x1 attn.o_proj, 256x8 head from the candidate, 128x1 of the
- * knee for the MLP products), given to Q4 and Q4Z matrices as the engine
- * gives a plan's choice (wisp_matrix.choice, read at prepare_matrix), on
- * shapes whose rows are no multiple of the rows a workgroup takes (1001 x
- * 1024; 37 x 96: fewer rows than one workgroup): the product, and a
+ * (seed_geometries: today 256x8 head, 512x6 conv.in_proj, 256x1
+ * conv.out_proj, 512x4 attn.qkv, 512x1 attn.o_proj from the candidate,
+ * 128x1 of the knee for the MLP products), given to Q4 and Q4Z matrices as
+ * the engine gives a plan's choice (wisp_matrix.choice, read at
+ * prepare_matrix), on rows that are no multiple of the rows a workgroup
+ * takes (1001; 37, fewer than one workgroup takes): the product, and a
  * second one accumulating with the rmsnorm before it fused in (PRE 1, as
  * the decode runs qkv, in_proj and the head), against the CPU backend.
- * A geometry outside what matvec.wgsl supports (17 rows) is refused at
+ * The columns are the seed's hidden size (1,024: a staged input shorter
+ * than, as long as and longer than the workgroup) for both shapes, so that
+ * each geometry and weight type is one pipeline: lavapipe compiles each in
+ * ~1.4 s with an empty shader cache (16 s in all; 35 s with a second
+ * column count); few-column inputs are webgpu_backend_fused_matvec's. A
+ * geometry outside what matvec.wgsl supports (17 rows) is refused at
  * prepare: the choice is read, not ignored. */
 TEST(webgpu_backend_seed_matvec_geometries) {
   WEBGPU_OR_SKIP(d);
@@ -823,7 +829,7 @@ TEST(webgpu_backend_seed_matvec_geometries) {
   CHECKF(seed_geometries(geo, 16, &ngeo, &from_candidate, err, sizeof err), "%s", err);
   CHECKF(ngeo > 0 && from_candidate > 0, "%d geometries, %d from the candidate", ngeo, from_candidate);
   static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4Z};
-  static const int shapes[][2] = {{1001, 1024}, {37, 96}};
+  static const int shapes[][2] = {{1001, 1024}, {37, 1024}};
   g_worst = 0;
   PAIR_OR_FAIL(p, d, -1, 0);
   uint64_t seed = 97;
@@ -836,7 +842,7 @@ TEST(webgpu_backend_seed_matvec_geometries) {
         wmat_make(&h, types[ti], rows, cols, &seed);
         wisp_matrix mc = h.m; /* the CPU's: its own kernels, no choice (it refuses wgsl_ variants) */
         h.m.choice[WISP_PHASE_DECODE] = geo[gi].c;
-        char what[300];
+        char what[320];
         snprintf(what, sizeof what, "WG %d ROWS %d [%s] %s %dx%d", geo[gi].c.workgroup_size,
                  geo[gi].c.rows_per_subgroup, geo[gi].from, wisp_wtype_name(types[ti]), rows, cols);
         wisp_vector nw = vec_make(cols, &seed, 1.0f, 0.5f);
@@ -852,7 +858,7 @@ TEST(webgpu_backend_seed_matvec_geometries) {
             wisp_backend *b = bs[k];
             b->matmul(b, ms[k], k ? x.g : x.c, 0, 1, k ? y.g : y.c, 0);
           }
-          char w2[400];
+          char w2[384];
           snprintf(w2, sizeof w2, "%s: product", what);
           ok = compare(&p, &y, y.n, TOL_MATMUL, w2, err, sizeof err);
           for (int k = 0; ok && k < 2; k++) {

@@ -160,6 +160,7 @@ typedef struct {
   double dispatches_per_token;
   uint64_t argmax_fused, submits_more;
   uint64_t dn_split; /* one-token DeltaNet steps through the split decode core (dn_decode + dn_norm) */
+  uint64_t sb;       /* products by q4k_sb.wgsl while measuring */
   char plan_text[160];
 } gen_result;
 
@@ -198,6 +199,7 @@ static int generate(const char *dir, const char *backend, const char *prof, gen_
     r->dispatches_per_token = (double)(s1.dispatches - s0.dispatches) / NMEASURE;
     r->argmax_fused = s1.argmax_fused - s0.argmax_fused;
     r->dn_split = s1.deltanet_split - s0.deltanet_split;
+    r->sb = s1.q4k_superblock - s0.q4k_superblock;
     r->submits_more = s2.submits - s1.submits;
     if (!ok) snprintf(err, cap, "generate (%s): %s", backend, wisp_last_error());
   } else if (s) {
@@ -245,6 +247,11 @@ TEST(webgpu_qswitch_each_switch_off_same_tokens) {
   CHECKF(on.dispatches_per_token == 23, "all on: %.2f dispatches a token", on.dispatches_per_token);
   CHECKF(on.dn_split == 3 * NMEASURE, "all on: %llu split DeltaNet steps", (unsigned long long)on.dn_split);
   CHECKF(on.argmax_fused == NMEASURE, "all on: %llu fused token choices", (unsigned long long)on.argmax_fused);
+  /* the plan's decode kernel for Q4_K (wgsl_matvec_q4k_superblock): norm + in_proj / qkv,
+   * norm + gate/up + SwiGLU and down of each layer, and the attention layer's o_proj (its
+   * attention unsplit at these positions); the DeltaNet out_proj takes its gated norm
+   * (q4k_matvec PRE 1) instead: 13 a token */
+  CHECKF(on.sb == 13 * NMEASURE, "all on: %llu q4k_sb products", (unsigned long long)on.sb);
   static const switch_case cases[] = {
       {"usePostFfnNextInputRMSNormPairFusion", "{\"usePostFfnNextInputRMSNormPairFusion\": false}", 5},
       {"fusedFfnQ4K", "{\"fusedFfnQ4K\": false}", 8},
@@ -353,6 +360,11 @@ TEST(webgpu_qswitch_plan_shows_switches) {
     int rc = test_run(cmd, out, sizeof out);
     CHECKF(rc != 0 && strstr(out, bad[i][1]), "%s: rc %d: %s", bad[i][0], rc, out);
   }
+  /* the webgpu plan's decode kernel for the Q4_K products: q4k_sb (the registry's decode rule) */
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), dir);
+  int rc = test_run(cmd, out, sizeof out);
+  if (rc == 0 || !strstr(out, "WebGPU")) /* the plan of a webgpu session needs a device */
+    CHECKF(rc == 0 && strstr(out, "wgsl_matvec_q4k_superblock") && strstr(out, "wgsl_tiled_q4k"), "%s", out);
   /* useDirectContiguousKVLayout false: implemented (strided cache addressing), shown off */
   const char *pk = profile("kv", "profiles/default", "{\"attentionDecodeOnline\": {\"useDirectContiguousKVLayout\": false}}");
   snprintf(cmd, sizeof cmd, "%s plan -m %s --profile %s --backend cpu", test_wisp_bin(), dir, pk);
@@ -396,12 +408,18 @@ TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
   char log[4096] = "", err[600] = "";
   const char *dir = model_dir("qswitch4", k_layers4, 4, log, sizeof log);
   CHECKF(dir, "model: %s", log);
-  static gen_result cpu, sb;
+  static gen_result cpu, sb, none;
   CHECKF(generate(dir, "cpu", NULL, &cpu, err, sizeof err), "%s", err);
   setenv("WISP_WEBGPU_Q4K_SB_COLS", "256", 1);
   int ok = generate(dir, "webgpu", NULL, &sb, err, sizeof err);
+  setenv("WISP_WEBGPU_Q4K_SB_COLS", "0", 1); /* the lane-group kernels (q4k_fused, q4k_matvec) */
+  ok = ok && generate(dir, "webgpu", NULL, &none, err, sizeof err);
   unsetenv("WISP_WEBGPU_Q4K_SB_COLS");
   CHECKF(ok, "%s", err);
   CHECKF(!memcmp(cpu.tokens, sb.tokens, sizeof sb.tokens), "super-block kernel: tokens differ from the cpu backend's");
-  CHECKF(sb.dispatches_per_token == 23, "super-block kernel: %.2f dispatches a token", sb.dispatches_per_token);
+  CHECKF(!memcmp(cpu.tokens, none.tokens, sizeof none.tokens), "lane-group kernels: tokens differ from the cpu backend's");
+  CHECKF(sb.dispatches_per_token == 23 && none.dispatches_per_token == 23, "%.2f / %.2f dispatches a token",
+         sb.dispatches_per_token, none.dispatches_per_token);
+  CHECKF(sb.sb == 13 * NMEASURE && none.sb == 0, "q4k_sb products: %llu with it, %llu without",
+         (unsigned long long)sb.sb, (unsigned long long)none.sb);
 }

@@ -1680,11 +1680,12 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * (2048 rows) 517 with two against 484 with one (H200, eighth session;
    * the same shape of result in the seventh; 4 and 8 rows slower still,
    * third): about 256 workgroups either way. */
-  /* q4k_sb (a thread per super-block) for every one-token Q4_K product it can
-   * take (256 columns and more): the 2B decode 551 vs 512 tok/s, the 0.8B
-   * 800-817 vs 810 (H200, ninth session, alternated twice in one call). */
-  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 2048, g->prefetch != 0, g->prefetch == 1, 256};
-  env_u32("WISP_WEBGPU_Q4K_SB_COLS", &g->q4k_tune.superblock_cols, UINT_MAX);
+  /* q4k_sb (a thread per super-block) where the plan chose it for a matrix
+   * (the registry's decode rule for Q4_K); WISP_WEBGPU_Q4K_SB_COLS=N instead
+   * takes it for every matrix of N columns or more, 0 for none. */
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 2048, g->prefetch != 0, g->prefetch == 1, -1};
+  const char *sbc = getenv("WISP_WEBGPU_Q4K_SB_COLS");
+  if (sbc && *sbc) g->q4k_tune.superblock_cols = atoi(sbc) > 0 ? atoi(sbc) : 0;
   env_u32("WISP_WEBGPU_Q4K_ROWS2_ROWS", &g->q4k_tune.rows2_rows, UINT_MAX);
   env_u32("WISP_WEBGPU_Q4K_LG", &g->q4k_tune.mv_lg, 256);
   env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);

@@ -72,6 +72,7 @@ typedef struct wisp_wgpu_backend_stats {
   uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
   uint64_t persistent_steps; /* decode steps run by the persistent kernel */
   uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */
+  uint64_t q4k_superblock;  /* one-token Q4_K products by q4k_sb.wgsl (a thread per super-block) */
   uint64_t attn_splits;     /* key blocks one-token attentions (g_attention) were split over, summed (1 when unsplit) */
 } wisp_wgpu_backend_stats;
 

@@ -59,11 +59,12 @@ int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion al
  * (lanes of a q4k_matvec row group; 0 = the largest subgroup size, at least
  * 32), WISP_WEBGPU_Q4K_SB_COLS=N (one-token products of N columns or more,
  * plain or with q4k_fused's norm / SwiGLU fusions, by q4k_sb.wgsl, a thread
- * per super-block; default 256, 0 = none). */
+ * per super-block, whatever the plan chose; 0 = none; unset: where the plan
+ * chose wgsl_matvec_q4k_superblock). */
 typedef struct {
   uint32_t mv_wg, mv_rows, fused_cols, fused_tpc, mv_lg, rows2_rows;
   int mv_prefetch, fused_prefetch; /* PF of q4k_matvec / q4k_fused: weight loads issued ahead */
-  uint32_t superblock_cols;        /* plain one-token products of this many columns or more by q4k_sb.wgsl (0: none) */
+  int superblock_cols;             /* -1: q4k_sb where the plan chose it; else for this many columns or more (0: never) */
 } wisp_wgpu_q4k_tuning;
 const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be);
 /* Geometry of the one-token Gated DeltaNet kernel (dn_decode.wgsl), from

@@ -383,6 +383,8 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
 #define Q4K_OWN_BYTES 8192
 
 #define SIMD16 "fused_matmul_q4_metal_simd16"
+/* The registry variant of q4k_sb.wgsl (a thread per super-block). */
+#define SUPERBLOCK "wgsl_matvec_q4k_superblock"
 
 /* The seed profile's Q4_K kernel: as registry variant matmul/wgsl_q4k_metal_simd16 or as a
  * profile addKernels key (plan_apply hands it over as "profile:" + file stem). */
@@ -473,8 +475,8 @@ static int dummies(wisp_backend *be, qwen_state *q) {
   return 1;
 }
 
-/* q4k_sb.wgsl: a one-token product with a thread per super-block, for
- * matrices of superblock_cols columns or more (WISP_WEBGPU_Q4K_SB_COLS), when a
+/* q4k_sb.wgsl: a one-token product with a thread per super-block, where the
+ * plan chose it (wgsl_matvec_q4k_superblock) or WISP_WEBGPU_Q4K_SB_COLS asks, when a
  * row's super-blocks (pair: two rows') fit a workgroup and the staged x its
  * memory. Rows [lo, hi) of W: y[r] (+)= W[r] . x' (nx: x' = rmsnorm(nx) * nw,
  * also written to nxo; else x' = x from row x_row0); pair F: rows r and r + F
@@ -484,9 +486,9 @@ static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi
                           int pair, wisp_buf *z) {
   const uint32_t wg = 256, S = (uint32_t)W->cols / 256;
   const uint64_t xn = (uint64_t)S * 65;
-  const uint32_t min_cols = wisp_wgpu_int_q4k_tuning(be)->superblock_cols;
-  if (!min_cols || (uint32_t)W->cols < min_cols || W->cols % 256 || S == 0 || S > (pair ? wg / 2 : wg) ||
-      is_simd16(W->choice[WISP_PHASE_DECODE].variant) ||
+  const int min_cols = wisp_wgpu_int_q4k_tuning(be)->superblock_cols;
+  const int chosen = min_cols < 0 ? !strcmp(W->choice[WISP_PHASE_DECODE].variant, SUPERBLOCK) : min_cols && W->cols >= min_cols;
+  if (!chosen || W->cols % 256 || S == 0 || S > (pair ? wg / 2 : wg) || is_simd16(W->choice[WISP_PHASE_DECODE].variant) ||
       xn * 16 + (uint64_t)S * 64 + wg * 8 > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size)
     return 0;
   qwen_state *q = qs_of(be);
@@ -514,6 +516,7 @@ static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi
     uint32_t gx, gy;
     wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)(b - a), rows_wg), &gx, &gy);
     wisp_wgpu_int_record(be, k, bd, 6, &p, sizeof p, gx, gy, 1);
+    wisp_wgpu_int_stats(be)->q4k_superblock++;
   }
   return 1;
 }
@@ -604,20 +607,23 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
 
 typedef struct {
   uint32_t wg, cols, tpc, full;
+  int asked; /* a profile, the matrix's choice or WISP_WEBGPU_Q4K_FUSED set it: q4k_fused, not q4k_sb */
 } qgeo;
 
 /* Geometry for a q4k_fused dispatch: explicit (wg/cols/tpc, 0 = unset), else the matrix's
  * simd16 choice (profile constants), else 256 / 16 / 16 / full blocks. */
 static qgeo geo_of(wisp_backend *be, const wisp_matrix *W, int wg, int cols, int tpc, int full) {
-  qgeo g = {256, 16, 16, 1};
+  qgeo g = {256, 16, 16, 1, 0};
   const wisp_wgpu_q4k_tuning *tune = wisp_wgpu_int_q4k_tuning(be);
   if (tune->fused_cols) { /* WISP_WEBGPU_Q4K_FUSED=COLSxTPC */
     g.cols = tune->fused_cols;
     g.tpc = tune->fused_tpc;
     g.wg = g.cols * g.tpc;
+    g.asked = 1;
   }
   const wisp_kernel_choice *ch = &W->choice[WISP_PHASE_DECODE];
   if (is_simd16(ch->variant)) {
+    g.asked = 1;
     if (ch->subgroups_per_row) g.tpc = (uint32_t)ch->subgroups_per_row;
     if (ch->rows_per_subgroup) g.cols = (uint32_t)ch->rows_per_subgroup;
     g.wg = g.tpc * g.cols;
@@ -626,6 +632,7 @@ static qgeo geo_of(wisp_backend *be, const wisp_matrix *W, int wg, int cols, int
   if (tpc) g.tpc = (uint32_t)tpc;
   if (cols || tpc || wg) g.wg = wg ? (uint32_t)wg : g.cols * g.tpc;
   if (full >= 0) g.full = (uint32_t)full;
+  g.asked |= cols || tpc || wg || full >= 0;
   return g;
 }
 
@@ -636,7 +643,8 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                               const q4k_pend *pd, int acc, int pair, wisp_buf *z, WGPUBuffer amax, uint32_t part_off,
                               qgeo g) {
   if (!dummies(be, q)) return part_off;
-  if (!amax && q4k_superblock(be, W, lo, hi, pd->x, 0, pd->nx, pd->nw, pd->eps, pd->nxo, pd->y, acc, pair, z))
+  if (!amax && !g.asked &&
+      q4k_superblock(be, W, lo, hi, pd->x, 0, pd->nx, pd->nw, pd->eps, pd->nxo, pd->y, acc, pair, z))
     return part_off;
   if (g.wg != g.cols * g.tpc || !g.tpc || (g.tpc & (g.tpc - 1)) || g.wg > 256 || g.cols > 256) {
     wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "q4k_fused: WORKGROUP_SIZE %u must be COLS_PER_WG %u x THREADS_PER_COL "
