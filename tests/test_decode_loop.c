@@ -884,9 +884,8 @@ static int flash_run(const char *dir, int n, int32_t *out, float *logits, int *p
  * (positions 5 to 103, up to 4 tiles) are sum min(tiles, flashBlocks) per
  * attention layer and step: fewer with 2 than with the default 32, none
  * split with 1. The tokens are the CPU backend's in every case, and so are
- * the logits of one step more (within TOL_LOGITS). Op by op: the
- * persistent decode splits attention by its own rule (its grid over the
- * heads, WISP_WEBGPU_PERSIST_SPLITS) and does not read flashBlocks. */
+ * the logits of one step more (within TOL_LOGITS). Op by op first, then
+ * through the persistent decode (see there). */
 TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
   WEBGPU_OR_SKIP(d);
   enum { N = 100 };
@@ -947,11 +946,33 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
     CHECKF(e <= TOL_LOGITS * mx, "flashBlocks %d: next-step logit error %.3g of max %.3g", want_blocks[c], e, mx);
     worst = fmax(worst, e / mx);
   }
-  free(lc);
-  free(lg);
   CHECKF(blocks[1] < blocks[0] && blocks[2] < blocks[1], "key blocks: %llu (32), %llu (2), %llu (1)",
          (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2]);
   printf("     key blocks over %d decode steps: %llu with flashBlocks 32, %llu with 2, %llu with 1; the CPU's "
          "tokens, next-step logit error up to %.3g of max|logit|\n",
          N - 1, (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2], worst);
+  /* The persistent decode (the default for greedy LFM2) takes the same cap: its splits are
+   * n_splits(pos) = min(pos / 32 + 1, nsmax) (persist_lfm2.wgsl, 32 keys a block), nsmax
+   * its grid's share of the heads (16 here, WISP_WEBGPU_PERSIST_SPLITS: lavapipe's grid
+   * is 1-2 workgroups) capped by flashBlocks. */
+  setenv("WISP_WEBGPU_PERSIST_SPLITS", "16", 1);
+  for (int c = 0; c < 3; c++)
+    run_ok[c] = flash_run(dirs[c], N, got[c], lg + (size_t)c * V, &plan_blocks[c], from[c], sizeof from[c],
+                          &blocks[c], &persistent[c]);
+  unsetenv("WISP_WEBGPU_PERSIST_SPLITS");
+  for (int c = 0; c < 3; c++) {
+    CHECKF(run_ok[c] && persistent[c] == N - 1, "flashBlocks %d, persistent: %llu persistent steps",
+           want_blocks[c], (unsigned long long)persistent[c]);
+    uint64_t want = 0;
+    const int cap = want_blocks[c] < 16 ? want_blocks[c] : 16;
+    for (int pos = 5; pos < 5 + N - 1; pos++) {
+      const int blk = pos / 32 + 1;
+      want += (uint64_t)attn_layers * (uint64_t)(blk < cap ? blk : cap);
+    }
+    CHECKF(blocks[c] == want, "flashBlocks %d, persistent: %llu key blocks over %d decode steps, want %llu",
+           want_blocks[c], (unsigned long long)blocks[c], N - 1, (unsigned long long)want);
+    CHECKF(!memcmp(got[c], ref, sizeof ref), "flashBlocks %d, persistent: tokens differ from the CPU's", want_blocks[c]);
+  }
+  free(lc);
+  free(lg);
 }

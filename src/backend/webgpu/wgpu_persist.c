@@ -470,6 +470,20 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   pp.bar_base = P->bar_base;
   pp.slot = 0;
   pp.probe = 0;
+  /* The plan's flashBlocks (the backend's split cap) bounds the attention
+   * splits here as in the op-by-op decode; the stats count the key blocks
+   * as g_attention does, per attention layer and step (persist_lfm2.wgsl's
+   * n_splits: one block per LK-th of the grid's threads in keys). */
+  const uint32_t cap = wisp_wgpu_int_max_splits(be);
+  if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;
+  const uint32_t kc = PERSIST_WG / 8;
+  int attn_layers = 0;
+  for (int l = 0; l < g->n_layers; l++) attn_layers += g->layers[l].attention != 0;
+  for (int s = 0; s < k; s++) {
+    uint32_t ns = ((uint32_t)(pos + s) + kc) / kc;
+    if (ns > pp.nsmax) ns = pp.nsmax;
+    wisp_wgpu_int_stats(be)->attn_splits += (uint64_t)attn_layers * (ns ? ns : 1);
+  }
   /* The conv states as this run finds them, for decode_graph_reset should
    * it fail: a copy ahead of the run (the kernel's own workgroups cannot
    * be trusted to make it before the others change them when a barrier
