@@ -16,6 +16,7 @@
 
 #include "backend/webgpu/wgpu_compute.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/err.h"
 
 typedef struct {
@@ -89,28 +90,11 @@ static int run_case(wisp_wgpu_device *d, const char *wgsl, const probe_bufs *pb,
   return ok;
 }
 
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (s && fread(s, 1, (size_t)n, f) == (size_t)n) {
-    s[n] = 0;
-  } else {
-    free(s);
-    s = NULL;
-  }
-  fclose(f);
-  return s;
-}
-
 int main(int argc, char **argv) {
   uint32_t nwg = argc > 1 ? (uint32_t)atoi(argv[1]) : 132;
   uint32_t rounds = argc > 2 ? (uint32_t)atoi(argv[2]) : 2000;
-  char *wgsl = read_text("tools/phase_probe.wgsl");
-  if (!wgsl) {
+  char *wgsl = NULL;
+  if (wisp_read_file("tools/phase_probe.wgsl", &wgsl, NULL) != WISP_OK) {
     fprintf(stderr, "phase_probe: cannot read tools/phase_probe.wgsl (run from the repository root)\n");
     return 1;
   }

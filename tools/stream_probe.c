@@ -14,6 +14,7 @@
 
 #include "backend/webgpu/wgpu_compute.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/err.h"
 
 typedef struct {
@@ -35,23 +36,6 @@ static const probe_geo geos[] = {
     {256, 1, 0}, {256, 4, 0}, {128, 2, 0}, {256, 1, 8}, {256, 4, 8}, {256, 8, 8}, {256, 4, 4}, {512, 4, 4},
 };
 
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (s && fread(s, 1, (size_t)n, f) == (size_t)n) {
-    s[n] = 0;
-  } else {
-    free(s);
-    s = NULL;
-  }
-  fclose(f);
-  return s;
-}
-
 /* Wall time of `reps` dispatches of k over nwg workgroups in one submit. */
 static int timed(wisp_wgpu_device *d, wisp_wgpu_kernel *k, WGPUBindGroup g, uint32_t nwg, int reps, double *secs) {
   uint32_t gx, gy;
@@ -68,8 +52,8 @@ static int timed(wisp_wgpu_device *d, wisp_wgpu_kernel *k, WGPUBindGroup g, uint
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 50;
   if (reps < 2) reps = 2;
-  char *wgsl = read_text("tools/stream_probe.wgsl");
-  if (!wgsl) {
+  char *wgsl = NULL;
+  if (wisp_read_file("tools/stream_probe.wgsl", &wgsl, NULL) != WISP_OK) {
     fprintf(stderr, "stream_probe: cannot read tools/stream_probe.wgsl (run from the repository root)\n");
     return 1;
   }
