@@ -971,7 +971,8 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
     }
     CHECKF(blocks[c] == want, "flashBlocks %d, persistent: %llu key blocks over %d decode steps, want %llu",
            want_blocks[c], (unsigned long long)blocks[c], N - 1, (unsigned long long)want);
-    CHECKF(!memcmp(got[c], ref, sizeof ref), "flashBlocks %d, persistent: tokens differ from the CPU's", want_blocks[c]);
+    CHECKF(!memcmp(got[c], ref, sizeof ref), "flashBlocks %d, persistent: tokens differ from the CPU's",
+           want_blocks[c]);
   }
   free(lc);
   free(lg);

@@ -45,7 +45,8 @@ TEST(webgpu_cli_devices_missing_symbol) {
  * on the CPU. */
 TEST(webgpu_cli_run_missing_library) {
   char cmd[1024], out[8192];
-  snprintf(cmd, sizeof cmd, "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run -m models/default -p hello -n 4 --backend webgpu",
+  snprintf(cmd, sizeof cmd,
+           "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run -m models/default -p hello -n 4 --backend webgpu",
            test_wisp_bin());
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1, "exit %d: %s", rc, out);
@@ -53,7 +54,8 @@ TEST(webgpu_cli_run_missing_library) {
   size_t len = strlen(out);
   CHECKF(len > 0 && strchr(out, '\n') == out + len - 1, "not one line: %s", out);
 
-  snprintf(cmd, sizeof cmd, "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run -m models/default -p hello -n 4 --backend auto",
+  snprintf(cmd, sizeof cmd,
+           "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run -m models/default -p hello -n 4 --backend auto",
            test_wisp_bin());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "exit %d: %s", rc, out);

@@ -417,7 +417,8 @@ TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
   unsetenv("WISP_WEBGPU_Q4K_SB_COLS");
   CHECKF(ok, "%s", err);
   CHECKF(!memcmp(cpu.tokens, sb.tokens, sizeof sb.tokens), "super-block kernel: tokens differ from the cpu backend's");
-  CHECKF(!memcmp(cpu.tokens, none.tokens, sizeof none.tokens), "lane-group kernels: tokens differ from the cpu backend's");
+  CHECKF(!memcmp(cpu.tokens, none.tokens, sizeof none.tokens),
+         "lane-group kernels: tokens differ from the cpu backend's");
   CHECKF(sb.dispatches_per_token == 23 && none.dispatches_per_token == 23, "%.2f / %.2f dispatches a token",
          sb.dispatches_per_token, none.dispatches_per_token);
   CHECKF(sb.sb == 13 * NMEASURE && none.sb == 0, "q4k_sb products: %llu with it, %llu without",

@@ -64,7 +64,7 @@ int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion al
 typedef struct {
   uint32_t mv_wg, mv_rows, fused_cols, fused_tpc, mv_lg, rows2_rows;
   int mv_prefetch, fused_prefetch; /* PF of q4k_matvec / q4k_fused: weight loads issued ahead */
-  int superblock_cols;             /* -1: q4k_sb where the plan chose it; else for this many columns or more (0: never) */
+  int superblock_cols; /* -1: q4k_sb where the plan chose it; else from this many columns (0: never) */
 } wisp_wgpu_q4k_tuning;
 const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be);
 /* Geometry of the one-token Gated DeltaNet kernel (dn_decode.wgsl), from

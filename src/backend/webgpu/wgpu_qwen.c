@@ -487,8 +487,9 @@ static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi
   const uint32_t wg = 256, S = (uint32_t)W->cols / 256;
   const uint64_t xn = (uint64_t)S * 65;
   const int min_cols = wisp_wgpu_int_q4k_tuning(be)->superblock_cols;
-  const int chosen = min_cols < 0 ? !strcmp(W->choice[WISP_PHASE_DECODE].variant, SUPERBLOCK) : min_cols && W->cols >= min_cols;
-  if (!chosen || W->cols % 256 || S == 0 || S > (pair ? wg / 2 : wg) || is_simd16(W->choice[WISP_PHASE_DECODE].variant) ||
+  const char *v = W->choice[WISP_PHASE_DECODE].variant;
+  const int chosen = min_cols < 0 ? !strcmp(v, SUPERBLOCK) : min_cols && W->cols >= min_cols;
+  if (!chosen || W->cols % 256 || S == 0 || S > (pair ? wg / 2 : wg) || is_simd16(v) ||
       xn * 16 + (uint64_t)S * 64 + wg * 8 > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size)
     return 0;
   qwen_state *q = qs_of(be);
