@@ -475,15 +475,51 @@ static int dummies(wisp_backend *be, qwen_state *q) {
   return 1;
 }
 
+/* Records k, q4k_fused.wgsl or q4k_sb.wgsl (the same parameters and first six
+ * bindings), over rows [lo, hi) of W a binding part at a time, rows_wg outputs a
+ * workgroup: y[r] (+)= W[r] . x' (pd->nx: x' = rmsnorm(nx) * nw, also written to
+ * nxo; else x' = pd->x from row x_row0); pair F: rows r and r + F with SwiGLU into
+ * z; with amax (q4k_fused's ARGMAX), bound seventh, partials from part_off on.
+ * nb: the bindings k has (6 or 7). Returns the next part_off; *records (may be
+ * NULL) counts the dispatches. */
+static uint32_t rec_q4k_parts(wisp_backend *be, qwen_state *q, wisp_wgpu_kernel *k, int nb, uint32_t rows_wg,
+                              const wisp_matrix *W, int lo, int hi, const q4k_pend *pd, int x_row0, int acc, int pair,
+                              wisp_buf *z, WGPUBuffer amax, uint32_t part_off, uint64_t *records) {
+  const int pre = pd->nx != NULL;
+  int row0, prow;
+  WGPUBuffer wb;
+  for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
+    int a = lo > row0 ? lo : row0, b = hi < row0 + prow ? hi : row0 + prow;
+    if (a >= b) continue;
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc, w_row0, pre;
+      float eps;
+      uint32_t pair, part_off, pad0, pad1;
+    } p = {(uint32_t)(b - a), (uint32_t)W->cols, (uint32_t)a, (uint32_t)((size_t)x_row0 * W->cols / 4),
+           acc ? 1u : 0u, (uint32_t)(a - row0), (uint32_t)pre, pd->eps, (uint32_t)pair, part_off, 0, 0};
+    wisp_wgpu_binding bd[7] = {whole(wb),
+                               whole(wisp_wgpu_int_buf(pre ? pd->nx : pd->x)),
+                               whole(wisp_wgpu_int_buf(pd->y)),
+                               whole(pre ? pd->nw : wisp_wgpu_int_dummy(be, 0)),
+                               whole(pre ? wisp_wgpu_int_buf(pd->nxo) : q->dum[0].b),
+                               whole(z ? wisp_wgpu_int_buf(z) : q->dum[1].b),
+                               whole(amax ? amax : q->dum[2].b)};
+    uint32_t nwg = cdiv((uint64_t)(b - a), rows_wg), gx, gy;
+    wisp_wgpu_grid(wisp_wgpu_int_device(be), nwg, &gx, &gy);
+    wisp_wgpu_int_record(be, k, bd, nb, &p, sizeof p, gx, gy, 1);
+    part_off += nwg;
+    if (records) ++*records;
+  }
+  return part_off;
+}
+
 /* q4k_sb.wgsl: a one-token product with a thread per super-block, where the
  * plan chose it (wgsl_matvec_q4k_superblock) or WISP_WEBGPU_Q4K_SB_COLS asks, when a
  * row's super-blocks (pair: two rows') fit a workgroup and the staged x its
- * memory. Rows [lo, hi) of W: y[r] (+)= W[r] . x' (nx: x' = rmsnorm(nx) * nw,
- * also written to nxo; else x' = x from row x_row0); pair F: rows r and r + F
- * with SwiGLU into z. 0: not taken (the caller records another kernel). */
-static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi, const wisp_buf *x, int x_row0,
-                          const wisp_buf *nx, WGPUBuffer nw, float eps, const wisp_buf *nxo, wisp_buf *y, int acc,
-                          int pair, wisp_buf *z) {
+ * memory; rows [lo, hi) as rec_q4k_parts. 0: not taken (the caller records
+ * another kernel). */
+static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi, const q4k_pend *pd, int x_row0,
+                          int acc, int pair, wisp_buf *z) {
   const uint32_t wg = 256, S = (uint32_t)W->cols / 256;
   const uint64_t xn = (uint64_t)S * 65;
   const int min_cols = wisp_wgpu_int_q4k_tuning(be)->superblock_cols;
@@ -497,28 +533,8 @@ static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi
   wisp_wgpu_const c[2] = {{"WG", wg}, {"XN", (uint32_t)xn}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_sb", c, 2);
   const uint32_t rows_wg = pair ? (wg / S) / 2 : wg / S; /* outputs a workgroup */
-  int row0, prow;
-  WGPUBuffer wb;
-  for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
-    int a = lo > row0 ? lo : row0, b = hi < row0 + prow ? hi : row0 + prow;
-    if (a >= b) continue;
-    struct {
-      uint32_t rows, cols, y_off, x_off, acc, w_row0, pre;
-      float eps;
-      uint32_t pair, pad0, pad1, pad2;
-    } p = {(uint32_t)(b - a), (uint32_t)W->cols, (uint32_t)a, (uint32_t)((size_t)x_row0 * W->cols / 4),
-           acc ? 1u : 0u, (uint32_t)(a - row0), nx ? 1u : 0u, eps, (uint32_t)pair, 0, 0, 0};
-    wisp_wgpu_binding bd[6] = {whole(wb),
-                               whole(wisp_wgpu_int_buf(nx ? nx : x)),
-                               whole(wisp_wgpu_int_buf(y)),
-                               whole(nx ? nw : wisp_wgpu_int_dummy(be, 0)),
-                               whole(nx ? wisp_wgpu_int_buf(nxo) : q->dum[0].b),
-                               whole(z ? wisp_wgpu_int_buf(z) : q->dum[1].b)};
-    uint32_t gx, gy;
-    wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)(b - a), rows_wg), &gx, &gy);
-    wisp_wgpu_int_record(be, k, bd, 6, &p, sizeof p, gx, gy, 1);
-    wisp_wgpu_int_stats(be)->q4k_superblock++;
-  }
+  rec_q4k_parts(be, q, k, 6, rows_wg, W, lo, hi, pd, x_row0, acc, pair, z, NULL, 0,
+                &wisp_wgpu_int_stats(be)->q4k_superblock);
   return 1;
 }
 
@@ -530,8 +546,10 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     q4k_matmul_tiled(be, W, x, x_row0, n, y, accumulate);
     return;
   }
-  if (n == 1 && !pre && q4k_superblock(be, W, 0, W->rows, x, x_row0, NULL, NULL, 0, NULL, y, accumulate, 0, NULL))
-    return;
+  if (n == 1 && !pre) {
+    const q4k_pend plain = {0, W, NULL, NULL, x, NULL, 0, y};
+    if (q4k_superblock(be, W, 0, W->rows, &plain, x_row0, accumulate, 0, NULL)) return;
+  }
   const char *file;
   wisp_wgpu_const c[6];
   int nc;
@@ -644,9 +662,7 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                               const q4k_pend *pd, int acc, int pair, wisp_buf *z, WGPUBuffer amax, uint32_t part_off,
                               qgeo g) {
   if (!dummies(be, q)) return part_off;
-  if (!amax && !g.asked &&
-      q4k_superblock(be, W, lo, hi, pd->x, 0, pd->nx, pd->nw, pd->eps, pd->nxo, pd->y, acc, pair, z))
-    return part_off;
+  if (!amax && !g.asked && q4k_superblock(be, W, lo, hi, pd, 0, acc, pair, z)) return part_off;
   if (g.wg != g.cols * g.tpc || !g.tpc || (g.tpc & (g.tpc - 1)) || g.wg > 256 || g.cols > 256) {
     wisp_wgpu_int_fail(be, WISP_EUNSUPPORTED, "q4k_fused: WORKGROUP_SIZE %u must be COLS_PER_WG %u x THREADS_PER_COL "
                        "%u (a power of two), at most 256", g.wg, g.cols, g.tpc);
@@ -660,31 +676,7 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
                           {"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES)},
                           {"PF", wisp_wgpu_int_q4k_tuning(be)->fused_prefetch}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_fused", c, 7);
-  const int pre = pd->nx != NULL;
-  int row0, prow;
-  WGPUBuffer wb;
-  for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
-    int a = lo > row0 ? lo : row0, b = hi < row0 + prow ? hi : row0 + prow;
-    if (a >= b) continue;
-    struct {
-      uint32_t rows, cols, y_off, x_off, acc, w_row0, pre;
-      float eps;
-      uint32_t pair, part_off, pad0, pad1;
-    } p = {(uint32_t)(b - a), (uint32_t)W->cols, (uint32_t)a, 0, acc ? 1u : 0u, (uint32_t)(a - row0), (uint32_t)pre,
-           pd->eps, (uint32_t)pair, part_off, 0, 0};
-    wisp_wgpu_binding bd[7] = {whole(wb),
-                               whole(wisp_wgpu_int_buf(pre ? pd->nx : pd->x)),
-                               whole(wisp_wgpu_int_buf(pd->y)),
-                               whole(pre ? pd->nw : wisp_wgpu_int_dummy(be, 0)),
-                               whole(pre ? wisp_wgpu_int_buf(pd->nxo) : q->dum[0].b),
-                               whole(z ? wisp_wgpu_int_buf(z) : q->dum[1].b),
-                               whole(amax ? amax : q->dum[2].b)};
-    uint32_t nwg = cdiv((uint64_t)(b - a), g.cols), gx, gy;
-    wisp_wgpu_grid(wisp_wgpu_int_device(be), nwg, &gx, &gy);
-    wisp_wgpu_int_record(be, k, bd, 7, &p, sizeof p, gx, gy, 1);
-    part_off += nwg;
-  }
-  return part_off;
+  return rec_q4k_parts(be, q, k, 7, g.cols, W, lo, hi, pd, 0, acc, pair, z, amax, part_off, NULL);
 }
 
 void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *nx, WGPUBuffer nw, float eps,

@@ -40,7 +40,7 @@ struct Params {
   pre: u32,    // 1: x' = rmsnorm(x) * nw
   eps: f32,
   pair: u32,   // 0, or F
-  pad0: u32,
+  pad0: u32,   // q4k_fused's part_off (the host fills both kernels' parameters alike)
   pad1: u32,
   pad2: u32,
 }
