@@ -56,12 +56,12 @@ $(BUILD)/wisp: $(CLI_OBJ) $(BUILD)/libwisp.a
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 
 # Device probe (tools/phase_probe.c): what one persistent-decode phase costs.
-$(BUILD)/phase_probe: $(BUILD)/obj/tools/phase_probe.o $(BUILD)/libwisp.a
+$(BUILD)/phase_probe: $(BUILD)/obj/tools/phase_probe.o $(BUILD)/obj/tools/probe_open.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 
 # Device probe (tools/stream_probe.c): how fast one dispatch reads a product's bytes.
-$(BUILD)/stream_probe: $(BUILD)/obj/tools/stream_probe.o $(BUILD)/libwisp.a
+$(BUILD)/stream_probe: $(BUILD)/obj/tools/stream_probe.o $(BUILD)/obj/tools/probe_open.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 
@@ -115,6 +115,6 @@ clean:
 -include $(DEPS)
 
 # Device probe (tools/grid_probe.c): grid barriers inside one dispatch.
-$(BUILD)/grid_probe: $(BUILD)/obj/tools/grid_probe.o $(BUILD)/libwisp.a
+$(BUILD)/grid_probe: $(BUILD)/obj/tools/grid_probe.o $(BUILD)/obj/tools/probe_open.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_compute.h"
+#include "probe_open.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -97,14 +98,8 @@ int main(int argc, char **argv) {
   uint32_t nwg = argc > 1 ? (uint32_t)atoi(argv[1]) : 0;
   uint32_t rounds = argc > 2 ? (uint32_t)atoi(argv[2]) : 20000;
   uint32_t wg = argc > 3 ? (uint32_t)atoi(argv[3]) : 256;
-  wisp_wgpu_default_vk_driver();
   wisp_wgpu_device *d = NULL;
-  wisp_wgpu_device_opts o = {0};
-  o.timeout_ms = 20000;
-  if (wisp_wgpu_device_open(&o, &d) != WISP_OK) {
-    fprintf(stderr, "grid_probe: %s\n", wisp_last_error());
-    return 1;
-  }
+  if (!probe_open("grid_probe", NULL, 20000, NULL, &d)) return 1;
   printf("device: %s\n", d->info.name);
   uint32_t counts[] = {1, 2, 8, 32, 66, 132, 264};
   int n = nwg ? 1 : (int)(sizeof counts / sizeof counts[0]);

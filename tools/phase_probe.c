@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_compute.h"
+#include "probe_open.h"
 #include "util/clock.h"
-#include "util/file.h"
 #include "util/err.h"
 
 typedef struct {
@@ -94,19 +94,8 @@ int main(int argc, char **argv) {
   uint32_t nwg = argc > 1 ? (uint32_t)atoi(argv[1]) : 132;
   uint32_t rounds = argc > 2 ? (uint32_t)atoi(argv[2]) : 2000;
   char *wgsl = NULL;
-  if (wisp_read_file("tools/phase_probe.wgsl", &wgsl, NULL) != WISP_OK) {
-    fprintf(stderr, "phase_probe: cannot read tools/phase_probe.wgsl (run from the repository root)\n");
-    return 1;
-  }
-  wisp_wgpu_default_vk_driver();
   wisp_wgpu_device *d = NULL;
-  wisp_wgpu_device_opts o = {0};
-  o.timeout_ms = 60000;
-  if (wisp_wgpu_device_open(&o, &d) != WISP_OK) {
-    fprintf(stderr, "phase_probe: %s\n", wisp_last_error());
-    free(wgsl);
-    return 1;
-  }
+  if (!probe_open("phase_probe", "tools/phase_probe.wgsl", 60000, &wgsl, &d)) return 1;
   printf("device: %s, %u workgroups x 256, %u rounds\n", d->info.name, nwg, rounds);
   /* Weights: the largest case's matrices plus norm weights; random nibbles,
    * small scales (the values only have to stay finite). */

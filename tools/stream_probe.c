@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_compute.h"
+#include "probe_open.h"
 #include "util/clock.h"
-#include "util/file.h"
 #include "util/err.h"
 
 typedef struct {
@@ -53,19 +53,8 @@ int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 50;
   if (reps < 2) reps = 2;
   char *wgsl = NULL;
-  if (wisp_read_file("tools/stream_probe.wgsl", &wgsl, NULL) != WISP_OK) {
-    fprintf(stderr, "stream_probe: cannot read tools/stream_probe.wgsl (run from the repository root)\n");
-    return 1;
-  }
-  wisp_wgpu_default_vk_driver();
   wisp_wgpu_device *d = NULL;
-  wisp_wgpu_device_opts o = {0};
-  o.timeout_ms = 60000;
-  if (wisp_wgpu_device_open(&o, &d) != WISP_OK) {
-    fprintf(stderr, "stream_probe: %s\n", wisp_last_error());
-    free(wgsl);
-    return 1;
-  }
+  if (!probe_open("stream_probe", "tools/stream_probe.wgsl", 60000, &wgsl, &d)) return 1;
   const uint32_t sms = 132; /* the H200's; only sizes the strided grids */
   uint64_t max_bytes = (uint64_t)(sizes[sizeof sizes / sizeof sizes[0] - 1].mbytes * 1e6) / 16 * 16;
   if (max_bytes > d->info.max_storage_buffer_binding_size) /* lavapipe: 128 MiB (the big sizes are skipped) */
