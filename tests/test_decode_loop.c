@@ -639,6 +639,19 @@ TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
 
 /* ---- 128 greedy tokens, WebGPU against the CPU ---- */
 
+/* The largest |got - ref| over n logits (INFINITY when either has a NaN:
+ * fmax alone would skip it); *mx gets max|ref|. */
+static double logit_error(const float *ref, const float *got, int n, double *mx) {
+  double e = 0, m = 0;
+  for (int i = 0; i < n; i++) {
+    if (isnan(ref[i]) || isnan(got[i])) e = INFINITY;
+    m = fmax(m, fabs(ref[i]));
+    e = fmax(e, fabs((double)got[i] - ref[i]));
+  }
+  *mx = m;
+  return e;
+}
+
 /* n greedy tokens after k_prompt through the decode loop with the plan's
  * batch (as `wisp run`: no batch given), then the logits of one step more
  * (the last token fed back, op by op). *steps: decode steps the persistent
@@ -698,12 +711,7 @@ static void greedy_parity(const char *dir, int n, const char *grid, int persist,
   wisp_model_close(m);
   int at = 0;
   while (ok && at < n && ref[at] == got[at]) at++;
-  double mx = 0, e = 0;
-  for (int i = 0; ok && i < V; i++) {
-    mx = fmax(mx, fabs(lc[i]));
-    e = fmax(e, fabs((double)lg[i] - lc[i]));
-  }
-  if (ok && (isnan(e) || isnan(mx))) e = INFINITY;
+  double mx = 0, e = ok ? logit_error(lc, lg, V, &mx) : 0;
   const int tc = ok ? wisp_argmax(lc, V) : 0, tg = ok ? wisp_argmax(lg, V) : 0;
   const int32_t want = ok && at < n ? ref[at] : 0, have = ok && at < n ? got[at] : 0;
   int distinct = 0;
@@ -938,11 +946,7 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
     while (at < N && ref[at] == got[c][at]) at++;
     CHECKF(at == N, "flashBlocks %d: token %d is %d, the CPU's %d", want_blocks[c], at, at < N ? got[c][at] : 0,
            at < N ? ref[at] : 0);
-    double mx = 0, e = 0;
-    for (int i = 0; i < V; i++) {
-      mx = fmax(mx, fabs(lc[i]));
-      e = fmax(e, fabs((double)lg[(size_t)c * V + i] - lc[i]));
-    }
+    double mx = 0, e = logit_error(lc, lg + (size_t)c * V, V, &mx);
     CHECKF(e <= TOL_LOGITS * mx, "flashBlocks %d: next-step logit error %.3g of max %.3g", want_blocks[c], e, mx);
     worst = fmax(worst, e / mx);
   }
