@@ -727,7 +727,7 @@ TEST(webgpu_backend_matmul_geometries) {
 }
 
 /* A one-token product geometry the seed manifest's plan selects, as the
- * engine hands it to the backend (plan_apply.c fill_choice). */
+ * engine hands it to the backend (wisp_engine_kernel_choice). */
 typedef struct {
   wisp_kernel_choice c;
   char from[224];
@@ -785,12 +785,11 @@ static int seed_geometries(seed_geometry *g, int cap, int *n, int *from_candidat
         }
         seed_geometry *e = &g[(*n)++];
         memset(e, 0, sizeof *e);
-        const char *slash = strchr(op->kernel, '/');
-        const char *variant = slash ? slash + 1 : op->kernel;
-        snprintf(e->c.variant, sizeof e->c.variant, "%.*s", (int)sizeof e->c.variant - 1, variant);
-        e->c.workgroup_size = op->geometry.workgroup_size;
-        e->c.rows_per_subgroup = op->geometry.rows_per_subgroup;
-        e->c.subgroups_per_row = op->geometry.subgroups_per_row;
+        if (wisp_engine_kernel_choice(&e->c, op)) {
+          snprintf(err, ecap, "the choice of %s: %s", op->section, wisp_last_error());
+          ok = 0;
+          break;
+        }
         snprintf(e->from, sizeof e->from, "%.150s (%.60s)", op->geometry_from.detail, e->c.variant);
         *from_candidate += k == WISP_PROV_CANDIDATE;
       }

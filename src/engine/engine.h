@@ -56,6 +56,10 @@ wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps
 uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p);
 /* Hands the plan's kernel choices to the model's matrices. */
 wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p);
+/* The kernel choice a plan op hands to the backend (what wisp_engine_apply_plan
+ * puts in a matrix's choice[phase]): the variant (or "profile:" + the WGSL
+ * file's stem) and its geometry. */
+wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op *op);
 /* The plan's settings for wisp_backend.configure (fills and returns *s). */
 const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wisp_backend_settings *s);
 const char *wisp_session_backend_name(const wisp_session *s);

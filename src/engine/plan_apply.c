@@ -56,7 +56,7 @@ static const char *variant_of(const char *kernel) {
  * so the backend knows which file it is; the profile's COLS_PER_WG and
  * THREADS_PER_COL_GEMV constants travel as rows_per_subgroup and
  * subgroups_per_row (fused_matmul_q4_metal_simd16.wgsl reads them so). */
-static wisp_status fill_choice(wisp_kernel_choice *c, const wisp_plan_op *op) {
+wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op *op) {
   char v[160];
   if (!strchr(op->kernel, '/') && op->wgsl[0]) {
     snprintf(v, sizeof v, "profile:%s", op->wgsl);
@@ -80,11 +80,11 @@ static wisp_status fill_choice(wisp_kernel_choice *c, const wisp_plan_op *op) {
 static wisp_status apply_op(wisp_model *m, const wisp_plan *plan, int phase, const wisp_plan_op *op, int layer) {
   if (strcmp(op->op, "matmul") != 0) {
     wisp_kernel_choice *cc = m->arch->op_choice ? m->arch->op_choice(m->weights, layer, op->op) : NULL;
-    return cc ? fill_choice(&cc[phase], op) : WISP_OK;
+    return cc ? wisp_engine_kernel_choice(&cc[phase], op) : WISP_OK;
   }
   wisp_matrix *w = m->arch->matrix(m->weights, layer, op->section);
   if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
-  wisp_status st = fill_choice(&w->choice[phase], op);
+  wisp_status st = wisp_engine_kernel_choice(&w->choice[phase], op);
   /* Which held-back rmsnorm may fuse into this product: the norm after the
    * FFN residual (next layer's input norm, the final norm) follows
    * usePostFfnNextInputRMSNormPairFusion, the FFN's own norm fusedFfnQ4K. */
