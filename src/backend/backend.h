@@ -100,7 +100,7 @@ typedef struct {
  * embeds it. */
 #define WISP_GRAPH_MAX_LAYERS 128
 typedef struct {
-  int attention; /* 0 short conv, 1 attention */
+  int attention; /* 0 short conv (Qwen 3.5: Gated DeltaNet), 1 attention */
   const wisp_vector *op_norm, *ffn_norm;
   const wisp_matrix *in, *out;        /* in_proj / out_proj, or qkv / o_proj */
   const wisp_vector *taps;            /* short conv */
@@ -108,11 +108,18 @@ typedef struct {
   const wisp_matrix *gate_up, *down;
   wisp_buf *state;   /* short conv: its state [hidden][conv_len - 1]; attention: the K cache */
   wisp_buf *v_cache; /* attention */
+  /* Qwen 3.5 (wisp_decode_graph.qwen3_5) Gated DeltaNet layers: in = in_proj [qkv | z | b | a],
+   * taps [2K+V][conv_len], state = its conv ring (wisp_deltanet_args), rec_state [v_heads][k_dim][v_dim];
+   * attention layers: in = (q|gate per head, k, v) rows, the output times sigmoid(gate). */
+  const wisp_vector *a_log, *dt_bias, *gnorm;
+  wisp_buf *rec_state;
 } wisp_graph_layer;
 
 typedef struct {
   int n_layers, hidden, ffn, vocab, heads, kv_heads, head_dim, conv_len;
   int max_pos;   /* rows of the KV caches */
+  int qwen3_5;   /* 1: the layers are Qwen 3.5's (above), with these shapes */
+  int rotary_dim, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   int rope_rows; /* rows of the rope tables ([rows][head_dim / 2]) */
   float eps;
   const wisp_matrix *embed, *head;

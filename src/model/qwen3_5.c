@@ -524,6 +524,48 @@ static wisp_status q35_decode_step(const void *p, void *sp, wisp_backend *be, wi
   return WISP_OK;
 }
 
+/* The decode step of q35_decode_step as data (backend.h). */
+static wisp_status q35_decode_graph(const void *p, void *sp, wisp_decode_graph *g) {
+  const q35_weights *w = p;
+  q35_state *s = sp;
+  const wisp_shape *sh = &w->shape;
+  if (sh->n_layers > WISP_GRAPH_MAX_LAYERS) return WISP_EUNSUPPORTED;
+  *g = (wisp_decode_graph){.n_layers = sh->n_layers, .hidden = sh->hidden, .ffn = sh->ffn, .vocab = sh->vocab,
+                           .heads = sh->heads, .kv_heads = sh->kv_heads, .head_dim = sh->head_dim,
+                           .conv_len = sh->conv_cache, .max_pos = s->max_pos, .rope_rows = w->positions,
+                           .qwen3_5 = 1, .rotary_dim = sh->rotary_dim, .lin_k_heads = sh->lin_k_heads,
+                           .lin_v_heads = sh->lin_v_heads, .lin_k_dim = sh->lin_k_dim, .lin_v_dim = sh->lin_v_dim,
+                           .eps = w->eps, .embed = &w->embed, .head = &w->head, .final_norm = &w->final_norm,
+                           .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin};
+  for (int i = 0; i < sh->n_layers; i++) {
+    const q35_layer *L = &w->layers[i];
+    wisp_graph_layer *G = &g->layers[i];
+    G->attention = L->type == WISP_LAYER_ATTENTION;
+    G->op_norm = &L->op_norm;
+    G->ffn_norm = &L->ffn_norm;
+    G->gate_up = &L->gate_up;
+    G->down = &L->down;
+    if (G->attention) {
+      G->in = &L->qkv;
+      G->out = &L->o_proj;
+      G->q_norm = &L->q_norm;
+      G->k_norm = &L->k_norm;
+      G->state = s->k_cache[i];
+      G->v_cache = s->v_cache[i];
+    } else {
+      G->in = &L->in_proj;
+      G->out = &L->out_proj;
+      G->taps = &L->taps;
+      G->a_log = &L->a_log;
+      G->dt_bias = &L->dt_bias;
+      G->gnorm = &L->gnorm;
+      G->state = s->conv_state[i];
+      G->rec_state = s->rec_state[i];
+    }
+  }
+  return WISP_OK;
+}
+
 static int q35_state_bufs(void *state, wisp_buf **bufs, size_t *lens, int cap) {
   q35_state *s = state;
   int n = 0;
@@ -552,4 +594,5 @@ const wisp_arch wisp_arch_qwen3_5 = {
     .state_bufs = q35_state_bufs,
     .forward = q35_forward,
     .decode_step = q35_decode_step,
+    .decode_graph = q35_decode_graph,
 };

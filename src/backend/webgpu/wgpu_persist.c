@@ -1,5 +1,7 @@
 /* Persistent decode (backend.h, decode_graph): k greedy decode steps of an
- * LFM2-style graph in one dispatch of kernels/persist_lfm2.wgsl.
+ * LFM2-style graph in one dispatch of kernels/persist_lfm2.wgsl, or of a
+ * Qwen 3.5 graph (Gated DeltaNet + gated attention) in one dispatch of
+ * kernels/persist_qwen.wgsl.
  *
  * Why: a decode step of the seed model is ~66 small dispatches; each one
  * costs a launch and a ramp-up that dwarf its arithmetic (docs/webgpu.md,
@@ -9,7 +11,8 @@
  *
  * What it needs, checked here (anything else: WISP_EUNSUPPORTED, and the
  * decode loop records decode_step as before):
- *   - greedy sampling; Q4 / Q4Z matrices; the subgroups feature;
+ *   - greedy sampling; Q4 / Q4Z matrices (Qwen 3.5: also Q4_K; its
+ *     embedding and head Q4 / Q4Z); the subgroups feature;
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
  *     (a probe-mode dispatch whose one barrier must complete before a short
@@ -18,7 +21,7 @@
  *     (1 on CPU adapters, whose workgroups share a few threads).
  *
  * State: the kernel works on its own arena (residual, scratch, conv states,
- * KV caches in the session's layout). Before a run the session's state is
+ * Qwen's recurrent states, KV caches in the session's layout). Before a run the session's state is
  * copied in (skipped when nothing has written state since this module's
  * last run and the position continues it). The new state (conv states, the
  * new KV rows) is copied back lazily: every op of the backend that reads or
@@ -36,7 +39,9 @@
 
 #define PERSIST_WG 256
 #define PERSIST_OPT 9 /* persist_lfm2.wgsl OPT bits on by default: 1 + 8 (measured best, sixth session) */
-#define LAYER_WORDS 20
+#define LAYER_WORDS 20      /* persist_lfm2.wgsl's layer table */
+#define QWEN_LAYER_WORDS 28 /* persist_qwen.wgsl's */
+#define QWEN_CW 16          /* persist_qwen.wgsl's CW: value columns of a DeltaNet task */
 #define NONE 0xffffffffu
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
 #define SPIN_PROBE (1u << 20) /* polls before a probe's barrier gives up (~0.1-1 s; only a failing probe waits) */
@@ -54,6 +59,9 @@ typedef struct {
   uint32_t s_q, s_part, barriers_per_step, nsmax;
   uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (WISP_WEBGPU_PERSIST_SKIP, timing only) */
   uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant (WISP_WEBGPU_PERSIST_BAR=MODE, _PAUSE=N) */
+  /* persist_qwen.wgsl only (persist_lfm2.wgsl's Params ends above) */
+  uint32_t rot_half, lkh, lvh, dk;
+  uint32_t dv, s_big, ns, pad4;
 } persist_params;
 
 typedef struct {
@@ -66,13 +74,15 @@ typedef struct {
   uint32_t fail_run;
   uint32_t runs;            /* runs recorded; run r found the conv states kept in half r % 2 of bak */
   int run_pos[2];           /* where the last two runs began (-1: none) */
-  uint32_t s_conv, n_conv;  /* the conv states in the arena (side by side), words */
+  int qwen;                 /* built for a Qwen 3.5 graph (persist_qwen.wgsl) */
+  uint32_t s_conv, n_conv;  /* the states changed in place (conv, recurrent) in the arena, side by side, words */
   wisp_wgpu_buf bak;        /* two copies of them (WebGPU copies need two buffers) */
   wisp_wgpu_buf blob, arena, ctr;
   wisp_wgpu_kernel *k;
   uint32_t nwg, bar_base, barriers_per_step;
   persist_params base;      /* the parameters fixed at build */
   uint32_t state_off[WISP_GRAPH_MAX_LAYERS], v_off[WISP_GRAPH_MAX_LAYERS]; /* arena words */
+  uint32_t rec_off[WISP_GRAPH_MAX_LAYERS];  /* Qwen's DeltaNet layers: the recurrent state (arena words) */
   /* Where the arena's state stands: valid for positions [0, end) as of
    * backend state epoch `epoch` (-1: not valid). Rows [out0, end) and the
    * conv states are newer than the session's buffers until flushed
@@ -114,23 +124,32 @@ static uint32_t put_vec(blob_builder *b, const wisp_vector *v) {
   return v && v->n ? put(b, v->data, (size_t)v->n * 4) : NONE;
 }
 
-/* A matrix's nibbles, scales and zero points (3 offsets); tied matrices
- * (same host nibbles as an earlier one) share theirs. */
+/* A matrix's nibbles, scales, zero points and kind (0 Q4, 1 Q4Z, 2 Q4_K:
+ * persist_qwen.wgsl's T_*); a Q4_K matrix is its super-blocks as stored
+ * (no scales or zero points apart). Tied matrices (same host bytes as an
+ * earlier one) share theirs. */
 typedef struct {
   const void *host;
-  uint32_t off[3];
+  uint32_t off[4];
 } seen_mat;
 
-static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *n_seen, uint32_t out[3]) {
+static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *n_seen, uint32_t out[4]) {
   for (int i = 0; i < *n_seen; i++)
     if (seen[i].host == m->q) {
       memcpy(out, seen[i].off, sizeof seen[i].off);
       return;
     }
   size_t nb = (size_t)m->rows * (size_t)(m->cols / 32);
-  out[0] = put(b, m->q, (size_t)m->rows * (size_t)m->cols / 2);
-  out[1] = put(b, m->scales, nb * 4);
-  out[2] = m->type == WISP_W_Q4Z ? put(b, m->zp, (nb + 1) / 2) : NONE;
+  if (m->type == WISP_W_Q4K) {
+    out[0] = put(b, m->q, wisp_q4k_bytes(m->rows, m->cols));
+    out[1] = out[2] = NONE;
+    out[3] = 2;
+  } else {
+    out[0] = put(b, m->q, (size_t)m->rows * (size_t)m->cols / 2);
+    out[1] = put(b, m->scales, nb * 4);
+    out[2] = m->type == WISP_W_Q4Z ? put(b, m->zp, (nb + 1) / 2) : NONE;
+    out[3] = m->type == WISP_W_Q4Z ? 1 : 0;
+  }
   seen[*n_seen].host = m->q;
   memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);
   (*n_seen)++;
@@ -143,8 +162,8 @@ static int q4(const wisp_matrix *m, int rows, int cols) {
          m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
 }
 
-/* 1 when the kernel can run graph g (reasons are for WISP_WEBGPU_PERSIST_DEBUG). */
-static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
+/* 1 when persist_lfm2.wgsl can run graph g (reasons are for WISP_WEBGPU_PERSIST_DEBUG). */
+static int lfm2_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   *why = NULL;
   if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
@@ -168,6 +187,65 @@ static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char *
       *why = "q/k norm size";
   }
   return *why == NULL;
+}
+
+/* Q4, Q4Z or Q4_K of this shape (persist_qwen.wgsl's products). */
+static int qmat(const wisp_matrix *m, int rows, int cols) {
+  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
+  return q4(m, rows, cols);
+}
+
+static int vec_n(const wisp_vector *v, int n) { return v && v->data && v->n == n; }
+
+/* The largest input a product stages (floats). */
+static int qwen_stage_max(const wisp_decode_graph *g) {
+  int m = g->hidden;
+  if (g->ffn > m) m = g->ffn;
+  if (g->heads * g->head_dim > m) m = g->heads * g->head_dim;
+  if (g->lin_v_heads * g->lin_v_dim > m) m = g->lin_v_heads * g->lin_v_dim;
+  return m;
+}
+
+static uint32_t qwen_xs4(const wisp_decode_graph *g) { return ((uint32_t)qwen_stage_max(g) / 4 + 7) / 8 * 8; }
+
+/* 1 when persist_qwen.wgsl can run graph g. */
+static int qwen_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
+  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
+  const int KH = g->lin_k_heads, VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
+  const int K = KH * DK, V = VH * DV, C = 2 * K + V;
+  const uint64_t shared = (uint64_t)qwen_xs4(g) * 17 + 2 * 4 * (PERSIST_WG / 4) + 3 * 256 * 4 + 64 * 4 + 8;
+  *why = NULL;
+  if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
+  else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
+  else if (D <= 0 || D % 16 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32) *why = "head dim";
+  else if (NH > 1024 || KVH <= 0 || NH % KVH) *why = "heads not a multiple of kv heads";
+  else if (g->rotary_dim <= 0 || g->rotary_dim % 2 || g->rotary_dim > D) *why = "rotary dims";
+  else if (KH <= 0 || VH <= 0 || VH % KH || VH > 256 || DK <= 0 || DK > 256 || DV <= 0 || DV % 16 || V % 32)
+    *why = "DeltaNet heads or dims";
+  else if ((DK + PERSIST_WG / QWEN_CW - 1) / (PERSIST_WG / QWEN_CW) > 32) *why = "DeltaNet k dim";
+  else if (g->conv_len < 1 || g->conv_len > 8) *why = "conv length";
+  else if (!q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)) *why = "embed/head not Q4";
+  else if (!vec_n(g->final_norm, H)) *why = "final norm";
+  else if (shared > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size) *why = "workgroup memory";
+  for (int i = 0; !*why && i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    int in_rows = L->attention ? (2 * NH + 2 * KVH) * D : C + V + 2 * VH;
+    int out_cols = L->attention ? NH * D : V;
+    if (!qmat(L->in, in_rows, H) || !qmat(L->out, H, out_cols) || !qmat(L->gate_up, 2 * F, H) || !qmat(L->down, H, F))
+      *why = "a layer matrix is not Q4 / Q4_K of the expected shape";
+    else if (!vec_n(L->op_norm, H) || !vec_n(L->ffn_norm, H) || !L->state)
+      *why = "a layer lacks a norm or state buffer";
+    else if (L->attention && (!L->v_cache || !vec_n(L->q_norm, D) || !vec_n(L->k_norm, D)))
+      *why = "an attention layer lacks its q/k norm or V cache";
+    else if (!L->attention && (!L->rec_state || !vec_n(L->taps, C * g->conv_len) || !vec_n(L->a_log, VH) ||
+                               !vec_n(L->dt_bias, VH) || !vec_n(L->gnorm, DV)))
+      *why = "a DeltaNet layer lacks a vector or its recurrent state";
+  }
+  return *why == NULL;
+}
+
+static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
+  return g->qwen3_5 ? qwen_fits(be, g, why) : lfm2_fits(be, g, why);
 }
 
 /* ---- build --------------------------------------------------------------- */
@@ -227,8 +305,17 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
   return ok && got[1] == 0 && got[0] == nwg;
 }
 
-static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
+static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
+  if (g->qwen3_5) {
+    const uint32_t ig = PERSIST_WG / QWEN_CW;
+    wisp_wgpu_const c[5] = {{"WG", PERSIST_WG},
+                            {"XS4", xs4},
+                            {"MAXSG", PERSIST_WG / sgmin},
+                            {"CW", QWEN_CW},
+                            {"NJ", ((uint32_t)g->lin_k_dim + ig - 1) / ig}};
+    return wisp_wgpu_int_kernel(be, "persist_qwen", c, 5);
+  }
   /* WISP_WEBGPU_PERSIST_OPT: the kernel's round-trip savers (OPT bits), for A/B runs */
   const char *opt = getenv("WISP_WEBGPU_PERSIST_OPT");
   wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin},
@@ -236,89 +323,181 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, uint32_t xs4) {
   return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
 }
 
-/* Barriers per step: 4 per short-conv layer, 5 per attention layer, one
- * after the head (persist_lfm2.wgsl, main). */
+/* Barriers per step. persist_lfm2.wgsl: 4 per short-conv layer, 5 per
+ * attention layer; persist_qwen.wgsl: 5 per layer; both one after the head. */
 static uint32_t barriers_per_step(const wisp_decode_graph *g) {
   uint32_t n = 1;
-  for (int i = 0; i < g->n_layers; i++) n += g->layers[i].attention ? 5 : 4;
+  for (int i = 0; i < g->n_layers; i++) n += g->layers[i].attention || g->qwen3_5 ? 5 : 4;
   return n;
 }
 
-static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {
-  wisp_wgpu_device *d = wisp_wgpu_int_device(be);
-  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
-  const int kv16 = wisp_wgpu_int_kv16(be);
-  blob_builder b = {0};
-  seen_mat *seen = calloc((size_t)g->n_layers * 4 + 2, sizeof *seen);
-  if (!seen) return wisp_fail(WISP_ENOMEM, "out of memory");
-  int n_seen = 0;
-  uint32_t *table = calloc((size_t)g->n_layers * LAYER_WORDS, 4);
-  if (!table) {
-    free(seen);
-    return wisp_fail(WISP_ENOMEM, "out of memory");
+/* The arena's scratch common to both kernels (words): x, then the
+ * attention partials after the kernel's own vectors. */
+static void arena_attention(persist *P, uint64_t *a, int D) {
+  P->base.s_part = (uint32_t)*a, *a += 2 * 1024;
+  /* attention splits: at most 1024 (head, split) tasks (n_splits in the kernels) */
+  P->base.s_ao = (uint32_t)*a, *a += (uint64_t)1024 * D;
+  P->base.s_am = (uint32_t)*a, *a += 2 * 1024;
+}
+
+/* The tied embedding/head, final norm and rope tables (rows [0, rows)). */
+static void put_tail(persist *P, const wisp_decode_graph *g, blob_builder *b, seen_mat *seen, int *n_seen, int rows,
+                     int half) {
+  uint32_t m[4];
+  put_mat(b, g->embed, seen, n_seen, m);
+  P->base.embed_q = m[0], P->base.embed_s = m[1], P->base.embed_z = m[2];
+  put_mat(b, g->head, seen, n_seen, m);
+  P->base.head_q = m[0], P->base.head_s = m[1], P->base.head_z = m[2];
+  P->base.fnorm = put_vec(b, g->final_norm);
+  if (rows < 0) {
+    P->base.rope_cos = put_vec(b, g->rope_cos);
+    P->base.rope_sin = put_vec(b, g->rope_sin);
+  } else {
+    P->base.rope_cos = put(b, g->rope_cos->data, (size_t)rows * half * 4);
+    P->base.rope_sin = put(b, g->rope_sin->data, (size_t)rows * half * 4);
   }
-  put(&b, table, (size_t)g->n_layers * LAYER_WORDS * 4); /* filled in below */
+}
+
+/* persist_lfm2.wgsl's blob (layer table first) and arena; *a: arena words,
+ * *xs4: its staging size. */
+static void layout_lfm2(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
+                        seen_mat *seen, uint64_t *a, uint32_t *xs4) {
+  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
+  int n_seen = 0;
+  put(b, table, (size_t)g->n_layers * LAYER_WORDS * 4); /* filled in by the caller */
   /* Arena layout (words): x, mid, h, q, argmax partials, then states. */
-  uint64_t a = 0;
   const uint32_t mid_n = (uint32_t)(NH * D > H ? NH * D : H);
-  P->base.s_x = (uint32_t)a, a += (uint64_t)H;
-  P->base.s_mid = (uint32_t)a, a += mid_n;
-  P->base.s_h = (uint32_t)a, a += (uint64_t)F;
-  P->base.s_q = (uint32_t)a, a += (uint64_t)NH * D;
-  P->base.s_part = (uint32_t)a, a += 2 * 1024;
-  /* attention splits: at most 1024 (head, split) tasks (n_splits in the kernel) */
-  P->base.s_ao = (uint32_t)a, a += (uint64_t)1024 * D;
-  P->base.s_am = (uint32_t)a, a += 2 * 1024;
+  P->base.s_x = (uint32_t)*a, *a += (uint64_t)H;
+  P->base.s_mid = (uint32_t)*a, *a += mid_n;
+  P->base.s_h = (uint32_t)*a, *a += (uint64_t)F;
+  P->base.s_q = (uint32_t)*a, *a += (uint64_t)NH * D;
+  arena_attention(P, a, D);
   const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
   /* The conv states side by side (one copy backs them all up before a
    * run), then the KV caches. */
   const uint64_t conv_words = (uint64_t)H * (uint64_t)(g->conv_len - 1);
-  P->s_conv = (uint32_t)a;
+  P->s_conv = (uint32_t)*a;
   for (int i = 0; i < g->n_layers; i++)
-    if (!g->layers[i].attention) P->state_off[i] = (uint32_t)a, a += conv_words;
-  P->n_conv = (uint32_t)(a - P->s_conv);
+    if (!g->layers[i].attention) P->state_off[i] = (uint32_t)*a, *a += conv_words;
+  P->n_conv = (uint32_t)(*a - P->s_conv);
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
-    uint32_t *t = table + (size_t)i * LAYER_WORDS, m[3];
+    uint32_t *t = table + (size_t)i * LAYER_WORDS, m[4];
     t[0] = (uint32_t)L->attention;
-    t[1] = put_vec(&b, L->op_norm);
-    put_mat(&b, L->in, seen, &n_seen, m);
-    memcpy(t + 2, m, sizeof m);
-    put_mat(&b, L->out, seen, &n_seen, m);
-    memcpy(t + 5, m, sizeof m);
-    t[8] = L->attention ? put_vec(&b, L->q_norm) : put_vec(&b, L->taps);
-    t[9] = L->attention ? put_vec(&b, L->k_norm) : NONE;
-    t[10] = put_vec(&b, L->ffn_norm);
-    put_mat(&b, L->gate_up, seen, &n_seen, m);
-    memcpy(t + 11, m, sizeof m);
-    put_mat(&b, L->down, seen, &n_seen, m);
-    memcpy(t + 14, m, sizeof m);
+    t[1] = put_vec(b, L->op_norm);
+    put_mat(b, L->in, seen, &n_seen, m);
+    memcpy(t + 2, m, 3 * sizeof *m); /* q, s, z */
+    put_mat(b, L->out, seen, &n_seen, m);
+    memcpy(t + 5, m, 3 * sizeof *m);
+    t[8] = L->attention ? put_vec(b, L->q_norm) : put_vec(b, L->taps);
+    t[9] = L->attention ? put_vec(b, L->k_norm) : NONE;
+    t[10] = put_vec(b, L->ffn_norm);
+    put_mat(b, L->gate_up, seen, &n_seen, m);
+    memcpy(t + 11, m, 3 * sizeof *m);
+    put_mat(b, L->down, seen, &n_seen, m);
+    memcpy(t + 14, m, 3 * sizeof *m);
     if (L->attention) {
-      P->state_off[i] = (uint32_t)a;
-      a += kv_words;
-      P->v_off[i] = (uint32_t)a;
-      t[18] = (uint32_t)a;
-      a += kv_words;
+      P->state_off[i] = (uint32_t)*a;
+      *a += kv_words;
+      P->v_off[i] = (uint32_t)*a;
+      t[18] = (uint32_t)*a;
+      *a += kv_words;
     } else {
       t[18] = NONE;
     }
     t[17] = P->state_off[i];
   }
-  uint32_t m[3];
-  put_mat(&b, g->embed, seen, &n_seen, m);
-  P->base.embed_q = m[0], P->base.embed_s = m[1], P->base.embed_z = m[2];
-  put_mat(&b, g->head, seen, &n_seen, m);
-  P->base.head_q = m[0], P->base.head_s = m[1], P->base.head_z = m[2];
-  P->base.fnorm = put_vec(&b, g->final_norm);
-  P->base.rope_cos = put_vec(&b, g->rope_cos);
-  P->base.rope_sin = put_vec(&b, g->rope_sin);
+  put_tail(P, g, b, seen, &n_seen, -1, 0);
+  *xs4 = (uint32_t)((F > (int)mid_n ? F : (int)mid_n) / 4);
+  *xs4 = (*xs4 + 7) / 8 * 8; /* whole runs of 8 for the kernel's xsw swizzle */
+}
+
+/* persist_qwen.wgsl's blob and arena (its Main comment has the table). */
+static void layout_qwen(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
+                        seen_mat *seen, uint64_t *a, uint32_t *xs4) {
+  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
+  const int VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
+  const int V = VH * DV, C = 2 * g->lin_k_heads * DK + V;
+  int n_seen = 0;
+  put(b, table, (size_t)g->n_layers * QWEN_LAYER_WORDS * 4); /* filled in by the caller */
+  int big = C + V + 2 * VH;
+  if ((2 * NH + 2 * KVH) * D > big) big = (2 * NH + 2 * KVH) * D;
+  P->base.s_x = (uint32_t)*a, *a += (uint64_t)H;
+  P->base.s_big = (uint32_t)*a, *a += (uint64_t)big;
+  P->base.s_mid = (uint32_t)*a, *a += (uint64_t)V;
+  P->base.s_h = (uint32_t)*a, *a += (uint64_t)F;
+  arena_attention(P, a, D);
+  /* The states changed in place (conv rings, recurrent states) side by
+   * side, for the backup before each run; then the KV caches. */
+  const uint64_t ring = (uint64_t)C * g->conv_len, rec = (uint64_t)VH * DK * DV;
+  const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
+  P->s_conv = (uint32_t)*a;
+  for (int i = 0; i < g->n_layers; i++)
+    if (!g->layers[i].attention) {
+      P->state_off[i] = (uint32_t)*a, *a += ring;
+      P->rec_off[i] = (uint32_t)*a, *a += rec;
+    }
+  P->n_conv = (uint32_t)(*a - P->s_conv);
+  for (int i = 0; i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    uint32_t *t = table + (size_t)i * QWEN_LAYER_WORDS;
+    t[0] = (uint32_t)L->attention;
+    t[1] = put_vec(b, L->op_norm);
+    put_mat(b, L->in, seen, &n_seen, t + 2);
+    put_mat(b, L->out, seen, &n_seen, t + 6);
+    put_mat(b, L->gate_up, seen, &n_seen, t + 10);
+    put_mat(b, L->down, seen, &n_seen, t + 14);
+    t[18] = put_vec(b, L->ffn_norm);
+    if (L->attention) {
+      t[19] = put_vec(b, L->q_norm);
+      t[20] = put_vec(b, L->k_norm);
+      t[21] = t[22] = NONE;
+      P->state_off[i] = (uint32_t)*a, *a += kv_words;
+      P->v_off[i] = (uint32_t)*a, *a += kv_words;
+      t[24] = P->v_off[i];
+    } else {
+      t[19] = put_vec(b, L->taps);
+      t[20] = put_vec(b, L->a_log);
+      t[21] = put_vec(b, L->dt_bias);
+      t[22] = put_vec(b, L->gnorm);
+      t[24] = P->rec_off[i];
+    }
+    t[23] = P->state_off[i];
+  }
+  /* rope rows up to the context only (the full table can be 100+ MB) */
+  int rows = g->rope_rows < g->max_pos ? g->rope_rows : g->max_pos;
+  put_tail(P, g, b, seen, &n_seen, rows, g->rotary_dim / 2);
+  *xs4 = qwen_xs4(g);
+  P->base.rot_half = (uint32_t)g->rotary_dim / 2;
+  P->base.lkh = (uint32_t)g->lin_k_heads, P->base.lvh = (uint32_t)VH;
+  P->base.dk = (uint32_t)DK, P->base.dv = (uint32_t)DV;
+  P->base.ns = (uint32_t)(DV + QWEN_CW - 1) / QWEN_CW;
+}
+
+static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {
+  wisp_wgpu_device *d = wisp_wgpu_int_device(be);
+  const int kv16 = wisp_wgpu_int_kv16(be);
+  const size_t table_words = (size_t)g->n_layers * (g->qwen3_5 ? QWEN_LAYER_WORDS : LAYER_WORDS);
+  blob_builder b = {0};
+  seen_mat *seen = calloc((size_t)g->n_layers * 4 + 2, sizeof *seen);
+  uint32_t *table = calloc(table_words, 4);
+  if (!seen || !table) {
+    free(seen);
+    free(table);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  uint64_t a = 0;
+  uint32_t xs4 = 0;
+  P->qwen = g->qwen3_5;
+  if (g->qwen3_5) layout_qwen(P, g, kv16, &b, table, seen, &a, &xs4);
+  else layout_lfm2(P, g, kv16, &b, table, seen, &a, &xs4);
   free(seen);
   wisp_status st = WISP_OK;
   const uint64_t limit = d->info.max_storage_buffer_binding_size;
   if (b.oom) st = wisp_fail(WISP_ENOMEM, "out of memory building the persistent decode's weights");
   else if (b.n > limit || a * 4 > limit || a > UINT32_MAX / 2 || b.n / 4 > UINT32_MAX / 2) st = WISP_EUNSUPPORTED;
   if (!st) {
-    memcpy(b.p, table, (size_t)g->n_layers * LAYER_WORDS * 4);
+    memcpy(b.p, table, table_words * 4);
     st = wisp_wgpu_buf_from(d, b.p, b.n, "wisp persist weights", &P->blob);
   }
   free(table);
@@ -328,9 +507,10 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   if (!st) st = wisp_wgpu_buf_create(d, 8 * (uint64_t)P->n_conv + 16, WISP_WGPU_STORAGE, "wisp persist conv backup",
                                      &P->bak);
   if (st) return st;
+  const int NH = g->heads;
   P->base.n_layers = (uint32_t)g->n_layers;
-  P->base.H = (uint32_t)H, P->base.F = (uint32_t)F, P->base.heads = (uint32_t)NH;
-  P->base.kvh = (uint32_t)KVH, P->base.D = (uint32_t)D, P->base.L = (uint32_t)g->conv_len;
+  P->base.H = (uint32_t)g->hidden, P->base.F = (uint32_t)g->ffn, P->base.heads = (uint32_t)NH;
+  P->base.kvh = (uint32_t)g->kv_heads, P->base.D = (uint32_t)g->head_dim, P->base.L = (uint32_t)g->conv_len;
   P->base.vocab = (uint32_t)g->vocab;
   P->base.eps = g->eps;
   P->base.kv16 = (uint32_t)kv16;
@@ -343,16 +523,15 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   /* The grid: WISP_WEBGPU_PERSIST_WG, else the largest of 128, 64, ...
    * whose workgroups the probe finds co-resident (1 on CPU adapters, whose
    * workgroups share a few threads). */
-  uint32_t xs4 = (uint32_t)((F > (int)mid_n ? F : (int)mid_n) / 4);
-  xs4 = (xs4 + 7) / 8 * 8; /* whole runs of 8 for the kernel's xsw swizzle */
   const uint32_t asked = wisp_wgpu_int_persist_grid(be);
   /* From 128 (not 256): on the H200 (132 SMs) 256 fit (two a SM) but ran
    * 15 % slower than 132 (1,552 vs 1,843 tok/s); one a SM is the aim. */
   uint32_t want = asked ? asked : d->info.adapter_type == WGPUAdapterType_CPU ? 1 : 128;
   if (want > 1024) want = 1024;
   P->nwg = 0;
-  P->k = make_kernel(be, xs4);
-  if (!P->k || wisp_wgpu_int_has_error(be)) return wisp_fail(WISP_EDEVICE, "webgpu: building persist_lfm2.wgsl failed");
+  P->k = make_kernel(be, g, xs4);
+  if (!P->k || wisp_wgpu_int_has_error(be))
+    return wisp_fail(WISP_EDEVICE, "webgpu: building %s failed", g->qwen3_5 ? "persist_qwen.wgsl" : "persist_lfm2.wgsl");
   for (uint32_t n = want; n >= 1; n /= 2) {
     if (probe_grid(be, P, n)) {
       P->nwg = n;
@@ -380,8 +559,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->end = -1;
   P->out0 = -1;
   if (getenv("WISP_WEBGPU_PERSIST_DEBUG"))
-    fprintf(stderr, "webgpu: persistent decode: %u workgroups, %u barriers a step, weights %.1f MB, arena %.1f MB\n",
-            P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6, (double)P->arena.size / 1e6);
+    fprintf(stderr, "webgpu: persistent decode (%s): %u workgroups, %u barriers a step, weights %.1f MB, arena %.1f MB\n",
+            g->qwen3_5 ? "qwen3_5" : "lfm2", P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6,
+            (double)P->arena.size / 1e6);
   return WISP_OK;
 }
 
@@ -397,11 +577,18 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
     if (!L->attention) {
-      uint64_t n = (uint64_t)g->hidden * (uint64_t)(g->conv_len - 1);
-      WGPUBuffer s = wisp_wgpu_int_buf(L->state);
-      if (to_arena) wisp_wgpu_int_copy_words(be, s, 0, arena, P->state_off[i], n);
-      else if (bak == NONE) wisp_wgpu_int_copy_words(be, arena, P->state_off[i], s, 0, n);
-      else wisp_wgpu_int_copy_words(be, P->bak.b, bak + (P->state_off[i] - P->s_conv), s, 0, n);
+      /* the conv state (Qwen: its ring [2K+V][conv_len]) and Qwen's recurrent state, whole */
+      const int V = g->lin_v_heads * g->lin_v_dim;
+      uint64_t n = g->qwen3_5 ? (uint64_t)(2 * g->lin_k_heads * g->lin_k_dim + V) * (uint64_t)g->conv_len
+                              : (uint64_t)g->hidden * (uint64_t)(g->conv_len - 1);
+      for (int part = 0; part < (g->qwen3_5 ? 2 : 1); part++) {
+        WGPUBuffer s = wisp_wgpu_int_buf(part ? L->rec_state : L->state);
+        uint32_t off = part ? P->rec_off[i] : P->state_off[i];
+        if (part) n = (uint64_t)g->lin_v_heads * g->lin_k_dim * g->lin_v_dim;
+        if (to_arena) wisp_wgpu_int_copy_words(be, s, 0, arena, off, n);
+        else if (bak == NONE) wisp_wgpu_int_copy_words(be, arena, off, s, 0, n);
+        else wisp_wgpu_int_copy_words(be, P->bak.b, bak + (off - P->s_conv), s, 0, n);
+      }
       continue;
     }
     WGPUBuffer kb = wisp_wgpu_int_buf(L->state), vb = wisp_wgpu_int_buf(L->v_cache);
@@ -424,7 +611,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
       pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
     return WISP_EUNSUPPORTED;
   persist *P = *slot(be);
-  if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos)) {
+  if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos || P->qwen != g->qwen3_5)) {
     wisp_wgpu_persist_flush(be);
     persist_release(be, P);
     free(P->gcopy);
@@ -437,6 +624,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     if (!P) return WISP_EUNSUPPORTED;
     *slot(be) = P;
     P->embed = g->embed;
+    P->qwen = g->qwen3_5;
     P->n_layers = g->n_layers;
     P->max_pos = g->max_pos;
     if (!graph_fits(be, g, &why)) {
@@ -547,7 +735,7 @@ void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b) {
   persist *P = *slot(be);
   if (!P || !P->gcopy || P->end < 0) return;
   for (int i = 0; i < P->gcopy->n_layers; i++)
-    if (P->gcopy->layers[i].state == b || P->gcopy->layers[i].v_cache == b) {
+    if (P->gcopy->layers[i].state == b || P->gcopy->layers[i].v_cache == b || P->gcopy->layers[i].rec_state == b) {
       P->out0 = -1;
       P->end = -1;
       return;

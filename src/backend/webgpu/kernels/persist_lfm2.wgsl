@@ -69,58 +69,9 @@ var<workgroup> acc4: array<f32, 256>;      // attention: score partials, per-gro
 var<workgroup> wuni: u32;                  // a value made workgroup-uniform
 var<workgroup> wtok: u32;                  // the token this step embeds
 
-// ---- grid barrier ------------------------------------------------------
-var<private> nbar: u32 = 0u;
+// #include "persist_grid.wgsli"
 
-fn grid_sync(li: u32) {
-  nbar += 1u;
-  let goal = p.bar_base + nbar * p.nwg;
-  storageBarrier();
-  workgroupBarrier();
-  if (li == 0u) {
-    let old = atomicAdd(&ctr[0], 1u);
-    // bmode 1: the last to arrive releases the others through a word on
-    // another cache line, so the polls do not contend with the adds.
-    var w = 0u;
-    if (p.bmode == 1u) {
-      w = 32u;
-      if (old + 1u == goal) { atomicStore(&ctr[32], goal); }
-    }
-    var spin = 1u;
-    for (var it = 0u; it < p.spin_max; it++) {
-      if (bitcast<i32>(atomicLoad(&ctr[w]) - goal) >= 0) { break; }
-      if ((it & 255u) == 255u && atomicLoad(&ctr[1]) != 0u) { break; }
-      if (it + 1u == p.spin_max) { atomicStore(&ctr[1], 1u); }
-      for (var j = 0u; j < p.backoff; j++) { spin = spin * 1664525u + 1013904223u; } // a pause between polls
-    }
-    if (spin == 0u) { atomicStore(&ctr[2], spin); } // keeps the pause loop
-  }
-  workgroupBarrier();
-  storageBarrier();
-}
-
-// ---- small helpers -----------------------------------------------------
-fn sf(i: u32) -> f32 { return bitcast<f32>(S[i]); }
-fn wf(i: u32) -> f32 { return bitcast<f32>(Wu[i]); }
 fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
-
-// A value the analysis can see is the same for the whole workgroup (storage
-// loads are not, and barriers may only sit under uniform branches).
-fn uniform_u32(li: u32, v: u32) -> u32 {
-  if (li == 0u) { wuni = v; }
-  return workgroupUniformLoad(&wuni);
-}
-
-// Sum over the workgroup (every thread gets it); uniform control flow only.
-fn wg_sum(li: u32, sli: u32, sgs: u32, v: f32) -> f32 {
-  workgroupBarrier();
-  let s = subgroupAdd(v);
-  if (sli == 0u) { red[li / sgs] = s; }
-  workgroupBarrier();
-  var t = 0.0;
-  for (var i = 0u; i < WG / sgs; i++) { t += red[i]; }
-  return t;
-}
 
 // Where vec4 i of the staged input sits in xs. A product's lane reads the
 // 8 vec4s of its own block (lanes 128 bytes apart), which all fall in the

@@ -69,6 +69,8 @@ fn xv(i: u32) -> vec4<f32> {
   return v;
 }
 
+// #include "q4k_scales.wgsli"
+
 // #include "q4k_common.wgsli"
 
 var<workgroup> xsh: array<vec4<f32>, XN>;

@@ -56,6 +56,8 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> xo: array<vec4<f32>>; // PRE 1/2: x' (workgroup 0)
 @group(0) @binding(7) var<uniform> p: Params;
 
+// #include "q4k_scales.wgsli"
+
 // #include "q4k_common.wgsli"
 
 var<workgroup> xsh: array<vec4<f32>, XN>;

@@ -1,0 +1,816 @@
+// Persistent decode of Qwen 3.5: `steps` greedy decode steps of the hybrid
+// (Gated DeltaNet and gated attention layers, SwiGLU MLP, Q4_K / Q4 / Q4Z
+// weights) in ONE dispatch, as persist_lfm2.wgsl does for LFM2: a fixed
+// grid of p.nwg co-resident workgroups walks every phase of every step, and
+// phases that depend on each other are separated by grid barriers
+// (persist_grid.wgsli). Why: the op-by-op decode of the 0.8B is 124
+// dispatches a token, each a launch and a ramp-up (~2.7 us on the H200
+// before any work). Host side: wgpu_persist.c; docs/webgpu.md, "Persistent
+// decode".
+//
+// A step, per layer (5 barriers), exactly what qwen3_5.c's decode_step
+// records (src/model/qwen3_5.c has the maths):
+//   A  every workgroup stages rmsnorm(x) * op_norm; the layer's input
+//      product (DeltaNet in_proj [qkv | z | b | a], attention q|gate, k, v)
+//      goes raw to big.
+//   B  DeltaNet: task (v-head, CW value columns): conv + SiLU of the head's
+//      q/k channels and its columns' v channels (the conv state is a ring:
+//      several tasks read a channel, one writes it), L2 norms, the delta
+//      rule on its columns of the f32 state, raw o to mid.
+//      Attention: task (head, key split): q and (in the split holding the
+//      new key) k rmsnorm'd and partially roped, the new K/V row stored,
+//      online softmax over the split's keys into ao / am.
+//   C  stage the mixer's output (DeltaNet: rmsnorm(o) * norm * silu(z) per
+//      v-head; attention: the splits merged, times sigmoid(gate)); out_proj
+//      / o_proj added to x.
+//   D  stage rmsnorm(x) * ffn_norm; gate/up rows of a unit together, h =
+//      silu(gate) * up.
+//   E  stage h; down added to x.
+// then the tied head's argmax (one more barrier) picks the next token.
+//
+// Products: a subgroup takes four rows at a time, its lanes the rows'
+// 32-element units (a Q4 block, or a quarter of a Q4_K super-block's byte
+// group: q4k_scales.wgsli); the staged input and the sums of each 16 of it
+// (for the Q4_K mins and Q4 zero points) sit in workgroup memory.
+//
+// Data: Wv/Wu the read-only blob (the same buffer twice): a layer table
+// (LAYER_WORDS words a layer), the matrices as the artifact stores them
+// (16-byte aligned), norms, conv taps, A_log, dt_bias, rope tables. S: the
+// run's arena as words (x, big, mid, h, attention partials, then the conv
+// rings, recurrent states and KV caches in the session's layouts). ctr:
+// [0] barrier arrivals, [1] the timeout flag. ids: the decode loop's ids.
+enable subgroups;
+diagnostic(off, subgroup_uniformity);
+
+override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
+override XS4: u32 = 640;    // vec4s of the staged input (largest product input / 4, a multiple of 8)
+override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
+override CW: u32 = 16;      // value columns of a DeltaNet task
+override NJ: u32 = 8;       // state rows per thread in a DeltaNet task: ceil(dk / (WG / CW))
+
+const NONE: u32 = 0xffffffffu;
+const LAYER_WORDS: u32 = 28u;
+const MAXI: u32 = 32u;      // most state rows per thread (the host checks NJ)
+const MAXL: u32 = 8u;       // most conv taps (the host checks)
+const T_Q4: u32 = 0u;
+const T_Q4Z: u32 = 1u;
+const T_Q4K: u32 = 2u;
+
+// The first 40 words are persist_lfm2.wgsl's (the host fills one struct).
+struct Params {
+  n_layers: u32, H: u32, F: u32, heads: u32,
+  kvh: u32, D: u32, L: u32, vocab: u32,
+  eps: f32, pos0: u32, steps: u32, bar_base: u32,
+  slot: u32, kv16: u32, spin_max: u32, probe: u32,
+  embed_q: u32, embed_s: u32, embed_z: u32, head_q: u32,
+  head_s: u32, head_z: u32, fnorm: u32, rope_cos: u32,
+  rope_sin: u32, s_x: u32, s_mid: u32, s_h: u32,
+  s_q: u32, s_part: u32, barriers_per_step: u32, nsmax: u32,
+  s_ao: u32, s_am: u32, nwg: u32, skip: u32,
+  bmode: u32, backoff: u32, pad2: u32, pad3: u32,
+  rot_half: u32, lkh: u32, lvh: u32, dk: u32, // rotary dims / 2; DeltaNet heads and dims
+  dv: u32, s_big: u32, ns: u32, pad4: u32,    // ns: value-column slices a v-head (ceil(dv / CW))
+}
+
+@group(0) @binding(0) var<storage, read> Wv: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> Wu: array<u32>;
+@group(0) @binding(2) var<storage, read_write> S: array<u32>;
+@group(0) @binding(3) var<storage, read_write> ctr: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read_write> ids: array<u32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+var<workgroup> xs: array<vec4<f32>, XS4>;  // the staged input, vec4 i at q4k_xsw(i)
+var<workgroup> xsum: array<f32, XS4 / 4u>; // sum of each 16 staged inputs (per-head sums of squares while staging o)
+var<workgroup> red: array<f32, MAXSG>;     // per-subgroup partials of a workgroup reduction
+var<workgroup> redi: array<u32, MAXSG>;
+var<workgroup> hv: array<f32, 256>;        // DeltaNet: the head's q; attention: a chunk's key weights, the new k
+var<workgroup> qv: array<f32, 256>;        // DeltaNet: the head's k; attention: the query
+var<workgroup> acc4: array<f32, 256>;      // column sums, score partials, output partials
+var<workgroup> vsl: array<f32, 64>;        // DeltaNet: the task's v values (CW <= 64)
+var<workgroup> wuni: u32;
+var<workgroup> wtok: u32;
+
+// #include "persist_grid.wgsli"
+
+// #include "q4k_scales.wgsli"
+
+fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
+
+// ---- staging ---------------------------------------------------------------
+
+fn xsw(i: u32) -> u32 { return q4k_xsw(i); }
+
+// The sums of each 16 staged inputs (n % 16 == 0), then a barrier: every
+// stage ends here.
+fn stage_sums(n: u32, li: u32) {
+  workgroupBarrier();
+  for (var g = li; g < n / 16u; g += WG) {
+    let o = vec4<f32>(1.0);
+    xsum[g] = dot(xs[xsw(4u * g)], o) + dot(xs[xsw(4u * g + 1u)], o) + dot(xs[xsw(4u * g + 2u)], o) +
+              dot(xs[xsw(4u * g + 3u)], o);
+  }
+  workgroupBarrier();
+}
+
+// Stages n values of S from word `src`; with a norm weight offset w !=
+// NONE, as rmsnorm(x) * w.
+fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
+  var ss = 0.0;
+  for (var i = li; i < n / 4u; i += WG) {
+    let b = src + 4u * i;
+    let v = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
+    xs[xsw(i)] = v;
+    ss += dot(v, v);
+  }
+  let tot = wg_sum(li, sli, sgs, ss); // always (a barrier: uniform control flow)
+  if (w != NONE) {
+    let inv = inverseSqrt(tot / f32(n) + p.eps);
+    for (var i = li; i < n / 4u; i += WG) {
+      let b = w + 4u * i;
+      xs[xsw(i)] = xs[xsw(i)] * inv * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
+    }
+  }
+  stage_sums(n, li);
+}
+
+// DeltaNet: stages rmsnorm(o_h) * norm * silu(z_h) for every v-head h
+// (Qwen3_5RMSNormGated), o raw in mid, z in big after the conv channels.
+fn stage_gated(l: u32, li: u32) {
+  let dv = p.dv;
+  let V = p.lvh * dv;
+  let zb = p.s_big + 2u * p.lkh * p.dk + V;
+  for (var i = li; i < V / 4u; i += WG) {
+    let b = p.s_mid + 4u * i;
+    xs[xsw(i)] = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
+  }
+  workgroupBarrier();
+  for (var g = li; g < V / 16u; g += WG) {
+    var s = 0.0;
+    for (var k = 0u; k < 4u; k++) { let v = xs[xsw(4u * g + k)]; s += dot(v, v); }
+    xsum[g] = s;
+  }
+  workgroupBarrier();
+  let gph = dv / 16u; // 16-groups a head (dv % 16 == 0: the host checks)
+  if (li < p.lvh) {
+    var s = 0.0;
+    for (var k = 0u; k < gph; k++) { s += xsum[li * gph + k]; }
+    acc4[li] = inverseSqrt(s / f32(dv) + p.eps);
+  }
+  workgroupBarrier();
+  let nw = lt(l, 22u);
+  for (var i = li; i < V / 4u; i += WG) {
+    let e = 4u * i;
+    let inv = acc4[e / dv];
+    let j = e % dv;
+    let z = vec4<f32>(sf(zb + e), sf(zb + e + 1u), sf(zb + e + 2u), sf(zb + e + 3u));
+    let nv = vec4<f32>(wf(nw + j), wf(nw + j + 1u), wf(nw + j + 2u), wf(nw + j + 3u));
+    xs[xsw(i)] = xs[xsw(i)] * inv * nv * (z / (1.0 + exp(-z)));
+  }
+  stage_sums(V, li);
+}
+
+// ---- products ----------------------------------------------------------------
+
+// A matrix: t (T_Q4, T_Q4Z, T_Q4K), its data at word q (16-byte aligned;
+// Q4/Q4Z: nibbles, with f32 scales at s and packed zero points at z), nb
+// 32-element units a row.
+struct Mat { q: u32, s: u32, z: u32, t: u32, nb: u32, }
+
+// The matrix whose 4-word descriptor is at blob word d, with `cols` columns.
+fn mat(d: u32, cols: u32) -> Mat { return Mat(Wu[d], Wu[d + 1u], Wu[d + 2u], Wu[d + 3u], cols / 32u); }
+
+fn nib_lo(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u)); }
+fn nib_hi(w: u32) -> vec4<f32> { return vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u)); }
+
+// Block b of row r of a Q4/Q4Z matrix times the staged input.
+fn blk_q4(m: Mat, r: u32, b: u32) -> f32 {
+  let g = r * m.nb + b;
+  let w = Wv[m.q / 4u + g];
+  let sc = wf(m.s + g);
+  var zp = 8.0;
+  if (m.t == T_Q4Z) { zp = f32((Wu[m.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u); }
+  var a = 0.0;
+  for (var j = 0u; j < 4u; j++) {
+    let wj = w[j];
+    a += dot(nib_lo(wj), xs[xsw(b * 8u + 2u * j)]) + dot(nib_hi(wj), xs[xsw(b * 8u + 2u * j + 1u)]);
+  }
+  return sc * (a - zp * (xsum[2u * b] + xsum[2u * b + 1u]));
+}
+
+// Unit u of rows r of a Q4_K matrix times the staged input: the four rows'
+// weights are loaded first, the inputs once for all four.
+fn unit_q4k(m: Mat, r: vec4<u32>, u: u32) -> vec4<f32> {
+  let spr = m.nb / 8u; // super-blocks a row
+  let sb = u / 8u;
+  let c = (u % 8u) / 2u;
+  var hd: array<vec4<u32>, 4>;
+  var qq: array<vec4<u32>, 4>;
+  for (var k = 0u; k < 4u; k++) {
+    let base = m.q / 4u + (r[k] * spr + sb) * 9u;
+    hd[k] = Wv[base];
+    qq[k] = Wv[base + 1u + u % 8u];
+  }
+  let e0 = q4k_unit_x(u);
+  var x: array<vec4<f32>, 8>;
+  for (var j = 0u; j < 4u; j++) {
+    x[j] = xs[xsw(e0 / 4u + j)];
+    x[4u + j] = xs[xsw(e0 / 4u + 8u + j)];
+  }
+  let sx = vec2<f32>(xsum[e0 / 16u], xsum[e0 / 16u + 2u]);
+  var o = vec4<f32>(0.0);
+  for (var k = 0u; k < 4u; k++) {
+    let dm = unpack2x16float(hd[k].x);
+    let s0 = scale_min(hd[k], 2u * c);
+    let s1 = scale_min(hd[k], 2u * c + 1u);
+    let qx = nib_dot(qq[k], &x);
+    o[k] = dm.x * (s0.x * qx.x + s1.x * qx.y) - dm.y * (s0.y * sx.x + s1.y * sx.y);
+  }
+  return o;
+}
+
+// Four rows times the staged input, summed over the subgroup.
+fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
+  var a = vec4<f32>(0.0);
+  if (m.t == T_Q4K) {
+    for (var u = sl; u < m.nb; u += sgs) { a += unit_q4k(m, r, u); }
+  } else {
+    for (var b = sl; b < m.nb; b += sgs) {
+      a += vec4<f32>(blk_q4(m, r.x, b), blk_q4(m, r.y, b), blk_q4(m, r.z, b), blk_q4(m, r.w, b));
+    }
+  }
+  return subgroupAdd(a);
+}
+
+// What a product does with its rows (one call site in main, so that the
+// compiler inlines the product code once: lavapipe's LLVM took minutes on
+// a kernel with a copy per phase).
+const STORE: u32 = 0u;  // S[dst + j] = row j
+const ACC: u32 = 1u;    // S[dst + j] += row j (the residual)
+const SWIGLU: u32 = 2u; // S[dst + j] = silu(row j) * row n + j (gate rows, then up rows)
+const ARGMAX: u32 = 3u; // the best row so far in best / best_i
+
+var<private> best: f32;
+var<private> best_i: u32;
+
+// Rows [0, n) of m times xs. STORE/ACC/ARGMAX: four rows a subgroup at a
+// time, lane k < 4 owning row r[k]; SWIGLU: the gate and up rows of two units.
+fn product(m: Mat, n: u32, dst: u32, mode: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
+  var per = 4u;
+  if (mode == SWIGLU) { per = 2u; }
+  for (var r0 = gsg; r0 < n; r0 += per * nsg) {
+    let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
+    var rr = min(r, vec4<u32>(n - 1u));
+    if (mode == SWIGLU) {
+      let j1 = min(r0 + nsg, n - 1u);
+      rr = vec4<u32>(r0, n + r0, j1, n + j1);
+    }
+    var mine = n;
+    for (var k = 0u; k < 4u; k++) { if (k == sl) { mine = r[k]; } }
+    var o = 0.0;
+    if (mode == ACC && mine < n) { o = sf(dst + mine); }
+    let v = dot4(m, rr, sl, sgs);
+    if (mode == SWIGLU) {
+      if (sl == 0u) {
+        S[dst + r0] = bitcast<u32>(v.x / (1.0 + exp(-v.x)) * v.y);
+        if (r0 + nsg < n) { S[dst + r0 + nsg] = bitcast<u32>(v.z / (1.0 + exp(-v.z)) * v.w); }
+      }
+    } else if (mode == ARGMAX) {
+      for (var k = 0u; k < 4u; k++) {
+        if (r[k] < n && (v[k] > best || (v[k] == best && r[k] < best_i))) {
+          best = v[k];
+          best_i = r[k];
+        }
+      }
+    } else {
+      for (var k = 0u; k < 4u; k++) { if (k == sl) { o += v[k]; } }
+      if (mine < n) { S[dst + mine] = bitcast<u32>(o); }
+    }
+  }
+}
+
+// ---- Gated DeltaNet (phase B) ----------------------------------------------------
+
+// A conv channel's inputs for this token: its L - 1 previous inputs from
+// the ring (slot t % L holds position t's input), the new input, its taps.
+struct ConvIn {
+  v: array<f32, MAXL>,
+  t: array<f32, MAXL>,
+}
+
+fn conv_load(l: u32, pos: u32, ch: u32) -> ConvIn {
+  var c: ConvIn;
+  let L = p.L;
+  let ring = lt(l, 23u);
+  let taps = lt(l, 19u);
+  for (var k = 0u; k < MAXL; k++) {
+    c.v[k] = 0.0;
+    c.t[k] = 0.0;
+    if (k < L - 1u) {
+      c.v[k] = sf(ring + ch * L + (pos + 1u + k) % L);
+    } else if (k == L - 1u) {
+      c.v[k] = sf(p.s_big + ch);
+    }
+    if (k < L) { c.t[k] = wf(taps + ch * L + k); }
+  }
+  return c;
+}
+
+// silu(conv) of a loaded channel; with `own`, its input goes to the ring.
+fn conv_apply(l: u32, pos: u32, ch: u32, c: ConvIn, own: bool) -> f32 {
+  var a = 0.0;
+  for (var k = 0u; k < MAXL; k++) { a += c.t[k] * c.v[k]; }
+  if (own) { S[lt(l, 23u) + ch * p.L + pos % p.L] = bitcast<u32>(c.v[p.L - 1u]); }
+  return a / (1.0 + exp(-a));
+}
+
+// Column sums over the WG / CW row groups (every thread gets its column's).
+fn col_sum(li: u32, e: u32, v: f32) -> f32 {
+  workgroupBarrier();
+  acc4[li] = v;
+  workgroupBarrier();
+  var t = 0.0;
+  for (var g = 0u; g < WG / CW; g++) { t += acc4[g * CW + e]; }
+  return t;
+}
+
+fn softplus(x: f32) -> f32 {
+  if (x > 20.0) { return x; }
+  return log(1.0 + exp(x));
+}
+
+// Task (v-head h, columns c0 .. c0 + CW - 1), as dn_decode.wgsl: the conv
+// ring has one writer a slot (q/k channels: slice 0 of the k-head's first
+// v-head; v channels: their slice). Raw o goes to mid (stage_gated norms it).
+fn deltanet(l: u32, pos: u32, wid: u32, li: u32, sli: u32, sgs: u32) {
+  let dk = p.dk;
+  let dv = p.dv;
+  let K = p.lkh * dk;
+  let V = p.lvh * dv;
+  let cdim = 2u * K + V;
+  let G = p.lvh / p.lkh;
+  let IG = WG / CW;
+  let e = li % CW;
+  let grp = li / CW;
+  let rec = lt(l, 24u);
+  for (var task = wid; task < p.lvh * p.ns; task += p.nwg) {
+    let h = task / p.ns;
+    let c0 = (task % p.ns) * CW;
+    let kh = h / G;
+    let col = c0 + e < dv;
+    let sbase = rec + h * dk * dv + c0 + e;
+    var sr: array<f32, MAXI>;
+    for (var j = 0u; j < NJ; j++) {
+      let i = grp + j * IG;
+      sr[j] = 0.0;
+      if (col && i < dk) { sr[j] = sf(sbase + i * dv); }
+    }
+    let al = wf(lt(l, 20u) + h);
+    let bv = sf(p.s_big + cdim + V + h);
+    let av = sf(p.s_big + cdim + V + p.lvh + h) + wf(lt(l, 21u) + h);
+    let own_qk = h % G == 0u && c0 == 0u;
+    var sq = 0.0;
+    var sk = 0.0;
+    for (var i = li; i < max(dk, CW); i += WG) {
+      let hq = i < dk;
+      let hvv = i < CW && c0 + i < dv;
+      var cq: ConvIn;
+      var ck: ConvIn;
+      var cv: ConvIn;
+      if (hq) {
+        cq = conv_load(l, pos, kh * dk + i);
+        ck = conv_load(l, pos, K + kh * dk + i);
+      }
+      if (hvv) { cv = conv_load(l, pos, 2u * K + h * dv + c0 + i); }
+      if (hq) {
+        let qx = conv_apply(l, pos, kh * dk + i, cq, own_qk);
+        let kx = conv_apply(l, pos, K + kh * dk + i, ck, own_qk);
+        hv[i] = qx;
+        qv[i] = kx;
+        sq += qx * qx;
+        sk += kx * kx;
+      }
+      if (hvv) { vsl[i] = conv_apply(l, pos, 2u * K + h * dv + c0 + i, cv, true); }
+    }
+    let tq = wg_sum(li, sli, sgs, sq); // its barriers also publish hv, qv, vsl
+    let tk = wg_sum(li, sli, sgs, sk);
+    let iq = inverseSqrt(tq + 1e-6) * (1.0 / sqrt(f32(dk)));
+    let ik = inverseSqrt(tk + 1e-6);
+    let beta = 1.0 / (1.0 + exp(-bv));
+    let decay = exp(-exp(al) * softplus(av));
+    var part = 0.0;
+    for (var j = 0u; j < NJ; j++) {
+      let i = grp + j * IG;
+      if (i < dk) { part += sr[j] * qv[i]; }
+    }
+    let kvs = col_sum(li, e, part) * ik * decay;
+    var v = 0.0;
+    if (col) { v = vsl[e]; }
+    let delta = (v - kvs) * beta;
+    part = 0.0;
+    for (var j = 0u; j < NJ; j++) {
+      let i = grp + j * IG;
+      if (col && i < dk) {
+        let s = sr[j] * decay + qv[i] * ik * delta;
+        S[sbase + i * dv] = bitcast<u32>(s);
+        part += s * hv[i];
+      }
+    }
+    let o = col_sum(li, e, part) * iq;
+    if (col && grp == 0u) { S[p.s_mid + h * dv + c0 + e] = bitcast<u32>(o); }
+    workgroupBarrier();
+  }
+}
+
+// ---- gated attention (phase B) -----------------------------------------------------
+
+fn kv_store(base: u32, pos: u32, kh: u32, i: u32, v0: f32, v1: f32) {
+  let D = p.D;
+  if (p.kv16 != 0u) {
+    S[base + ((pos * p.kvh + kh) * D + i) / 2u] = pack2x16float(vec2<f32>(v0, v1));
+  } else {
+    S[base + (pos * p.kvh + kh) * D + i] = bitcast<u32>(v0);
+    S[base + (pos * p.kvh + kh) * D + i + 1u] = bitcast<u32>(v1);
+  }
+}
+
+fn kv_load(base: u32, pos: u32, kh: u32, i: u32) -> f32 {
+  let D = p.D;
+  if (p.kv16 != 0u) {
+    let w = unpack2x16float(S[base + ((pos * p.kvh + kh) * D + i) / 2u]);
+    return select(w.x, w.y, (i & 1u) == 1u);
+  }
+  return sf(base + (pos * p.kvh + kh) * D + i);
+}
+
+// arr (qv or hv) = rmsnorm(arr) * weights at blob word nw, its first
+// 2 * rot_half dims rotated (NEOX pairs i, i + rot_half) for position pos.
+fn norm_rope_q(pos: u32, nw: u32, li: u32, sli: u32, sgs: u32) {
+  let D = p.D;
+  var ss = 0.0;
+  for (var i = li; i < D; i += WG) { ss += qv[i] * qv[i]; }
+  let inv = inverseSqrt(wg_sum(li, sli, sgs, ss) / f32(D) + p.eps);
+  var a = 0.0;
+  var b = 0.0;
+  let rh = p.rot_half;
+  if (li < rh) {
+    let x0 = qv[li] * inv * wf(nw + li);
+    let x1 = qv[li + rh] * inv * wf(nw + li + rh);
+    let cs = wf(p.rope_cos + pos * rh + li);
+    let sn = wf(p.rope_sin + pos * rh + li);
+    a = x0 * cs - x1 * sn;
+    b = x1 * cs + x0 * sn;
+  }
+  var c = 0.0;
+  if (li >= 2u * rh && li < D) { c = qv[li] * inv * wf(nw + li); }
+  workgroupBarrier();
+  if (li < rh) {
+    qv[li] = a;
+    qv[li + rh] = b;
+  } else if (li >= 2u * rh && li < D) {
+    qv[li] = c;
+  }
+  workgroupBarrier();
+}
+
+fn norm_rope_k(pos: u32, nw: u32, li: u32, sli: u32, sgs: u32) {
+  let D = p.D;
+  var ss = 0.0;
+  for (var i = li; i < D; i += WG) { ss += hv[i] * hv[i]; }
+  let inv = inverseSqrt(wg_sum(li, sli, sgs, ss) / f32(D) + p.eps);
+  var a = 0.0;
+  var b = 0.0;
+  let rh = p.rot_half;
+  if (li < rh) {
+    let x0 = hv[li] * inv * wf(nw + li);
+    let x1 = hv[li + rh] * inv * wf(nw + li + rh);
+    let cs = wf(p.rope_cos + pos * rh + li);
+    let sn = wf(p.rope_sin + pos * rh + li);
+    a = x0 * cs - x1 * sn;
+    b = x1 * cs + x0 * sn;
+  }
+  var c = 0.0;
+  if (li >= 2u * rh && li < D) { c = hv[li] * inv * wf(nw + li); }
+  workgroupBarrier();
+  if (li < rh) {
+    hv[li] = a;
+    hv[li + rh] = b;
+  } else if (li >= 2u * rh && li < D) {
+    hv[li] = c;
+  }
+  workgroupBarrier();
+}
+
+const LK: u32 = 8u;
+
+fn n_splits(pos: u32) -> u32 {
+  let kc = WG / LK;
+  return max(1u, min((pos + kc) / kc, p.nsmax));
+}
+
+// Attention over keys 0..pos split as persist_lfm2.wgsl's attn_split; the
+// split holding pos first stores the new K/V row (every such task of a
+// KV head stores the same values).
+fn attn_split(l: u32, pos: u32, wid: u32, li: u32, sli: u32, sgs: u32) {
+  let D = p.D;
+  let G = WG / D;
+  let grp = li / D;
+  let di = li % D;
+  let kc = WG / LK;
+  let dpl = D / LK;
+  let kl = li / LK;
+  let lane = li % LK;
+  let scale = inverseSqrt(f32(D));
+  let kb = lt(l, 23u);
+  let vb = lt(l, 24u);
+  let ns = n_splits(pos);
+  let kps = (pos + ns) / ns;
+  let kraw = p.s_big + 2u * p.heads * D;
+  let vraw = kraw + p.kvh * D;
+  for (var task = wid; task < p.heads * ns; task += p.nwg) {
+    let h = task / ns;
+    let sp = task % ns;
+    let kh = h / (p.heads / p.kvh);
+    let k0 = sp * kps;
+    let k1 = min(k0 + kps, pos + 1u);
+    workgroupBarrier();
+    for (var i = li; i < D; i += WG) {
+      qv[i] = sf(p.s_big + h * 2u * D + i);
+      hv[i] = sf(kraw + kh * D + i);
+    }
+    workgroupBarrier();
+    norm_rope_q(pos, lt(l, 19u), li, sli, sgs);
+    if (k1 == pos + 1u) {
+      norm_rope_k(pos, lt(l, 20u), li, sli, sgs);
+      for (var i = 2u * li; i < D; i += 2u * WG) {
+        kv_store(kb, pos, kh, i, hv[i], hv[i + 1u]);
+        kv_store(vb, pos, kh, i, sf(vraw + kh * D + i), sf(vraw + kh * D + i + 1u));
+      }
+      storageBarrier();
+      workgroupBarrier();
+    }
+    var m = -3.0e38;
+    var den = 0.0;
+    var o = 0.0;
+    for (var c0 = k0; c0 < k1; c0 += kc) {
+      let key = c0 + kl;
+      var part = 0.0;
+      if (key < k1) {
+        for (var j = 0u; j < dpl; j += 2u) {
+          let d = lane * dpl + j;
+          part += qv[d] * kv_load(kb, key, kh, d) + qv[d + 1u] * kv_load(kb, key, kh, d + 1u);
+        }
+      }
+      acc4[li] = part;
+      workgroupBarrier();
+      if (li < kc) {
+        var sc = -3.0e38;
+        if (c0 + li < k1) {
+          var t = 0.0;
+          for (var j = 0u; j < LK; j++) { t += acc4[li * LK + j]; }
+          sc = t * scale;
+        }
+        hv[li] = sc;
+      }
+      workgroupBarrier();
+      let nk = min(kc, k1 - c0);
+      var cm = hv[0];
+      for (var t = 1u; t < nk; t++) { cm = max(cm, hv[t]); }
+      let mn = max(m, cm);
+      let corr = exp(m - mn);
+      workgroupBarrier();
+      if (li < nk) { hv[li] = exp(hv[li] - mn); }
+      workgroupBarrier();
+      var es = 0.0;
+      for (var t = 0u; t < nk; t++) { es += hv[t]; }
+      den = den * corr + es;
+      o = o * corr;
+      for (var t = grp; t < nk; t += G) { o += hv[t] * kv_load(vb, c0 + t, kh, di); }
+      m = mn;
+      workgroupBarrier();
+    }
+    acc4[li] = o;
+    workgroupBarrier();
+    if (li < D) {
+      var t = 0.0;
+      for (var g = 0u; g < G; g++) { t += acc4[g * D + li]; }
+      S[p.s_ao + task * D + li] = bitcast<u32>(t);
+    }
+    if (li == 0u) {
+      S[p.s_am + 2u * task] = bitcast<u32>(m);
+      S[p.s_am + 2u * task + 1u] = bitcast<u32>(den);
+    }
+    workgroupBarrier();
+  }
+}
+
+// xs = every head's attention output (its splits merged) times
+// sigmoid(gate); a thread merges 4 values of a head.
+const NSMAX: u32 = 16u;
+
+fn stage_attn(pos: u32, li: u32) {
+  let D = p.D;
+  let ns = n_splits(pos);
+  for (var e = 4u * li; e < p.heads * D; e += 4u * WG) {
+    let h = e / D;
+    let i = e % D;
+    var am: array<vec2<f32>, 16>;
+    var ao: array<vec4<f32>, 16>;
+    for (var sp = 0u; sp < NSMAX; sp++) {
+      if (sp < ns) {
+        let t = h * ns + sp;
+        am[sp] = vec2<f32>(sf(p.s_am + 2u * t), sf(p.s_am + 2u * t + 1u));
+        let o = p.s_ao + t * D + i;
+        ao[sp] = vec4<f32>(sf(o), sf(o + 1u), sf(o + 2u), sf(o + 3u));
+      }
+    }
+    let gb = p.s_big + h * 2u * D + D + i;
+    let gate = vec4<f32>(sf(gb), sf(gb + 1u), sf(gb + 2u), sf(gb + 3u));
+    var mx = -3.0e38;
+    for (var sp = 0u; sp < NSMAX; sp++) { if (sp < ns) { mx = max(mx, am[sp].x); } }
+    var num = vec4<f32>(0.0);
+    var den = 0.0;
+    for (var sp = 0u; sp < NSMAX; sp++) {
+      if (sp < ns) {
+        let wt = exp(am[sp].x - mx);
+        num += wt * ao[sp];
+        den += wt * am[sp].y;
+      }
+    }
+    xs[xsw(e >> 2u)] = num / den / (1.0 + exp(-gate));
+  }
+  stage_sums(p.heads * D, li);
+}
+
+// ---- the whole run ---------------------------------------------------------
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_invocation_id) sl: u32, @builtin(subgroup_size) sgs: u32) {
+  let wid = wid3.x;
+  let sg = li / sgs;
+  let nsgw = WG / sgs;
+  let gsg = wid * nsgw + sg;
+  let nsg = p.nwg * nsgw;
+  if (p.probe != 0u) {
+    grid_sync(li);
+    return;
+  }
+  let H = p.H;
+  var tok = ids[p.slot];
+  if (tok >= p.vocab) { tok = 0u; } // a failed batch's marker (the decode loop drops this run's ids)
+  let em = Mat(p.embed_q, p.embed_s, p.embed_z, select(T_Q4, T_Q4Z, p.embed_z != NONE), H / 32u);
+  let hm = Mat(p.head_q, p.head_s, p.head_z, select(T_Q4, T_Q4Z, p.head_z != NONE), H / 32u);
+  for (var step = 0u; step < p.steps; step++) {
+    let pos = p.pos0 + step;
+    // x = embed[tok] (Q4/Q4Z): every workgroup dequantizes it into xs for
+    // the first norm; workgroup 0 also keeps it in S as the residual.
+    if (li == 0u) { wtok = tok; }
+    let t = workgroupUniformLoad(&wtok);
+    var ss = 0.0;
+    for (var b = li; b < em.nb; b += WG) {
+      let g = t * em.nb + b;
+      let w = Wv[em.q / 4u + g];
+      let sc = wf(em.s + g);
+      var zp = 8.0;
+      if (em.t == T_Q4Z) { zp = f32((Wu[em.z + (g >> 3u)] >> ((g & 7u) * 4u)) & 15u); }
+      for (var j = 0u; j < 4u; j++) {
+        let v0 = (nib_lo(w[j]) - zp) * sc;
+        let v1 = (nib_hi(w[j]) - zp) * sc;
+        xs[xsw(b * 8u + 2u * j)] = v0;
+        xs[xsw(b * 8u + 2u * j + 1u)] = v1;
+        ss += dot(v0, v0) + dot(v1, v1);
+        if (wid == 0u) {
+          for (var k = 0u; k < 4u; k++) {
+            S[p.s_x + b * 32u + 8u * j + k] = bitcast<u32>(v0[k]);
+            S[p.s_x + b * 32u + 8u * j + 4u + k] = bitcast<u32>(v1[k]);
+          }
+        }
+      }
+    }
+    let inv0 = inverseSqrt(wg_sum(li, sl, sgs, ss) / f32(H) + p.eps);
+    let nw0 = lt(0u, 1u);
+    for (var i = li; i < H / 4u; i += WG) {
+      let b = nw0 + 4u * i;
+      xs[xsw(i)] = xs[xsw(i)] * inv0 * vec4<f32>(wf(b), wf(b + 1u), wf(b + 2u), wf(b + 3u));
+    }
+    stage_sums(H, li);
+    // The step's phases: 5 a layer (the module comment's A-E), then the
+    // head; each layer phase ends at a grid barrier.
+    best = -3.0e38;
+    best_i = 0xffffffffu;
+    let nph = p.n_layers * 5u + 1u;
+    for (var ph = 0u; ph < nph; ph++) {
+      let head = ph + 1u == nph;
+      let l = min(ph / 5u, p.n_layers - 1u);
+      let lw = l * LAYER_WORDS;
+      var k = ph % 5u;
+      if (head) { k = 5u; }
+      let attn = uniform_u32(li, lt(l, 0u)) != 0u;
+      // what the phase stages (B: the mixer itself), then its product
+      var m = mat(lw + 2u, H);
+      var n = 2u * p.lkh * p.dk + 2u * p.lvh * p.dv + 2u * p.lvh;
+      var dst = p.s_big;
+      var mode = STORE;
+      if (k == 0u) {
+        if (l > 0u) { stage(p.s_x, H, lt(l, 1u), li, sl, sgs); }
+        if (attn) { n = (2u * p.heads + 2u * p.kvh) * p.D; }
+      } else if (k == 1u) {
+        if (attn) {
+          attn_split(l, pos, wid, li, sl, sgs);
+        } else {
+          deltanet(l, pos, wid, li, sl, sgs);
+        }
+        n = 0u;
+      } else if (k == 2u) {
+        if (attn) {
+          stage_attn(pos, li);
+          m = mat(lw + 6u, p.heads * p.D);
+        } else {
+          stage_gated(l, li);
+          m = mat(lw + 6u, p.lvh * p.dv);
+        }
+        n = H;
+        dst = p.s_x;
+        mode = ACC;
+      } else if (k == 3u) {
+        stage(p.s_x, H, lt(l, 18u), li, sl, sgs);
+        m = mat(lw + 10u, H);
+        n = p.F;
+        dst = p.s_h;
+        mode = SWIGLU;
+      } else if (k == 4u) {
+        stage(p.s_h, p.F, NONE, li, sl, sgs);
+        m = mat(lw + 14u, p.F);
+        n = H;
+        dst = p.s_x;
+        mode = ACC;
+      } else {
+        stage(p.s_x, H, p.fnorm, li, sl, sgs);
+        m = hm;
+        n = p.vocab;
+        mode = ARGMAX;
+      }
+      product(m, n, dst, mode, gsg, nsg, sl, sgs);
+      if (!head) { grid_sync(li); }
+    }
+    // Argmax: each subgroup keeps its best row, the workgroup its best of
+    // those in s_part; after the barrier every workgroup reduces them all.
+    workgroupBarrier();
+    if (sl == 0u) {
+      red[sg] = best;
+      redi[sg] = best_i;
+    }
+    workgroupBarrier();
+    if (li == 0u) {
+      var wb = red[0];
+      var wi = redi[0];
+      for (var i = 1u; i < nsgw; i++) {
+        if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
+          wb = red[i];
+          wi = redi[i];
+        }
+      }
+      S[p.s_part + 2u * wid] = bitcast<u32>(wb);
+      S[p.s_part + 2u * wid + 1u] = wi;
+    }
+    grid_sync(li);
+    var wb = -3.0e38;
+    var wi = 0xffffffffu;
+    for (var i = li; i < p.nwg; i += WG) {
+      let v = sf(p.s_part + 2u * i);
+      let j = S[p.s_part + 2u * i + 1u];
+      if (v > wb || (v == wb && j < wi)) {
+        wb = v;
+        wi = j;
+      }
+    }
+    let smax = subgroupMax(wb);
+    let smin = subgroupMin(select(0xffffffffu, wi, wb == smax));
+    workgroupBarrier();
+    if (sl == 0u) {
+      red[sg] = smax;
+      redi[sg] = smin;
+    }
+    workgroupBarrier();
+    if (li == 0u) {
+      wb = red[0];
+      wi = redi[0];
+      for (var i = 1u; i < nsgw; i++) {
+        if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
+          wb = red[i];
+          wi = redi[i];
+        }
+      }
+      if (wi >= p.vocab) { wi = 0u; }
+      wtok = wi;
+      if (wid == 0u) { ids[p.slot + 1u + step] = wi; }
+    }
+    tok = workgroupUniformLoad(&wtok);
+  }
+  // A run whose barrier timed out is void (as persist_lfm2.wgsl).
+  grid_sync(li);
+  if (wid == 0u && li == 0u && atomicLoad(&ctr[1]) != 0u) {
+    for (var i = 0u; i < p.steps; i++) { ids[p.slot + 1u + i] = 0xffffffffu; }
+    atomicStore(&ctr[1], 0u);
+  }
+}
