@@ -161,6 +161,7 @@ typedef struct {
   uint64_t argmax_fused, submits_more;
   uint64_t dn_split; /* one-token DeltaNet steps through the split decode core (dn_decode + dn_norm) */
   uint64_t sb;       /* products by q4k_sb.wgsl while measuring */
+  uint64_t persistent; /* decode steps by the persistent decode (persist_qwen.wgsl), all of them */
   char plan_text[160];
 } gen_result;
 
@@ -201,6 +202,7 @@ static int generate(const char *dir, const char *backend, const char *prof, gen_
     r->dn_split = s1.deltanet_split - s0.deltanet_split;
     r->sb = s1.q4k_superblock - s0.q4k_superblock;
     r->submits_more = s2.submits - s1.submits;
+    r->persistent = s2.persistent_steps - s0.persistent_steps;
     if (!ok) snprintf(err, cap, "generate (%s): %s", backend, wisp_last_error());
   } else if (s) {
     snprintf(err, cap, "prompt: %s", wisp_last_error());
@@ -423,4 +425,45 @@ TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
          sb.dispatches_per_token, none.dispatches_per_token);
   CHECKF(sb.sb == 13 * NMEASURE && none.sb == 0, "q4k_sb products: %llu with it, %llu without",
          (unsigned long long)sb.sb, (unsigned long long)none.sb);
+}
+
+/* The persistent decode (persist_qwen.wgsl: every decode step of a batch in one dispatch; on by
+ * default on GPUs, asked for here because lavapipe is a CPU adapter) gives the CPU's tokens: one
+ * workgroup doing every phase; three, whose phases meet at grid barriers and whose attention keys
+ * are split three ways past position 64; f16 KV; and a batch whose barrier "gives up"
+ * (WISP_WEBGPU_PERSIST_FAIL=2: its ids void, its conv rings and recurrent states scribbled on),
+ * which the decode loop must redo op by op from the states backed up before it. */
+TEST(webgpu_qwen_persistent_decode_same_tokens) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "", err[600] = "";
+  const char *dir = model_dir("qswitch4", k_layers4, 4, log, sizeof log);
+  CHECKF(dir, "model: %s", log);
+  static gen_result cpu, run;
+  CHECKF(generate(dir, "cpu", NULL, &cpu, err, sizeof err), "%s", err);
+  static const struct {
+    const char *grid, *splits, *kv, *fail;
+    int steps; /* decode steps the persistent kernel runs (the failed run's counted) */
+  } cases[] = {{"1", NULL, NULL, NULL, NMEASURE + NMORE},
+               {"3", "3", NULL, NULL, NMEASURE + NMORE},
+               {"3", "3", "f16", NULL, NMEASURE + NMORE},
+               {"2", NULL, NULL, "2", 2}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    setenv("WISP_WEBGPU_PERSIST", "1", 1);
+    setenv("WISP_WEBGPU_PERSIST_WG", cases[c].grid, 1);
+    if (cases[c].splits) setenv("WISP_WEBGPU_PERSIST_SPLITS", cases[c].splits, 1);
+    if (cases[c].kv) setenv("WISP_WEBGPU_KV", cases[c].kv, 1);
+    if (cases[c].fail) setenv("WISP_WEBGPU_PERSIST_FAIL", cases[c].fail, 1);
+    int ok = generate(dir, "webgpu", NULL, &run, err, sizeof err);
+    unsetenv("WISP_WEBGPU_PERSIST");
+    unsetenv("WISP_WEBGPU_PERSIST_WG");
+    unsetenv("WISP_WEBGPU_PERSIST_SPLITS");
+    unsetenv("WISP_WEBGPU_KV");
+    unsetenv("WISP_WEBGPU_PERSIST_FAIL");
+    CHECKF(ok, "grid %s: %s", cases[c].grid, err);
+    CHECKF(!memcmp(cpu.tokens, run.tokens, sizeof run.tokens), "case %zu (grid %s): tokens differ from the cpu backend's",
+           c, cases[c].grid);
+    CHECKF(run.persistent == (uint64_t)cases[c].steps, "case %zu: %llu persistent steps, expected %d", c,
+           (unsigned long long)run.persistent, cases[c].steps);
+  }
 }

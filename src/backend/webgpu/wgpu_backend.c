@@ -180,6 +180,7 @@ typedef struct {
   void *mm8;  /* wgpu_matmul_i8.c's state */
   void *persist;     /* wgpu_persist.c's state */
   int persist_on;    /* persistent decode allowed (opts.persist, WISP_WEBGPU_PERSIST) */
+  int persist_asked; /* ... and asked for explicitly (opts.persist 1, WISP_WEBGPU_PERSIST=1) */
   uint32_t persist_wg; /* its grid asked for (WISP_WEBGPU_PERSIST_WG; 0: probe from the default) */
   uint64_t state_epoch; /* bumped by every op that may write a state buffer (wgpu_persist.c) */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
@@ -1639,7 +1640,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * docs/webgpu.md, "Persistent decode". */
   const char *pe = getenv("WISP_WEBGPU_PERSIST");
   g->persist_on = o.persist >= 0;
-  if (pe && (!strcmp(pe, "0") || !strcmp(pe, "1"))) g->persist_on = pe[0] == '1';
+  g->persist_asked = o.persist > 0;
+  if (pe && (!strcmp(pe, "0") || !strcmp(pe, "1"))) g->persist_on = g->persist_asked = pe[0] == '1';
   g->persist_wg = 0;
   env_u32("WISP_WEBGPU_PERSIST_WG", &g->persist_wg, UINT_MAX);
   wisp_backend_settings_default(&g->set);
@@ -1829,6 +1831,7 @@ void **wisp_wgpu_int_qwen_slot(wisp_backend *be) { return &as_g(be)->qwen; }
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be) { return &as_g(be)->mm8; }
 void **wisp_wgpu_int_persist_slot(wisp_backend *be) { return &as_g(be)->persist; }
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be) { return as_g(be)->persist_wg; }
+int wisp_wgpu_int_persist_asked(wisp_backend *be) { return as_g(be)->persist_asked; }
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be) { return as_g(be)->state_epoch; }
 int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]) {
   wmat *M = need_mat(as_g(be), m);

@@ -95,6 +95,8 @@ void **wisp_wgpu_int_mm8_slot(wisp_backend *be);
 void **wisp_wgpu_int_persist_slot(wisp_backend *be);
 /* Its grid as asked for (WISP_WEBGPU_PERSIST_WG, read at creation); 0: the default probe. */
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be);
+/* 1 when the persistent decode was asked for explicitly (opts.persist 1, WISP_WEBGPU_PERSIST=1). */
+int wisp_wgpu_int_persist_asked(wisp_backend *be);
 /* A counter bumped by every op that may write a state buffer (short conv,
  * attention, buf_zero, buf_copy_to): unchanged means untouched. */
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be);

@@ -627,7 +627,14 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     P->qwen = g->qwen3_5;
     P->n_layers = g->n_layers;
     P->max_pos = g->max_pos;
-    if (!graph_fits(be, g, &why)) {
+    if (g->qwen3_5 && !wisp_wgpu_int_persist_asked(be) &&
+        wisp_wgpu_int_device(be)->info.adapter_type == WGPUAdapterType_CPU) {
+      /* lavapipe compiles persist_qwen.wgsl for ~35 s and runs it on one
+       * workgroup: no gain there, so only when asked (tests) */
+      why = "a CPU adapter (Qwen 3.5: only with WISP_WEBGPU_PERSIST=1)";
+      if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
+      P->unsupported = 1;
+    } else if (!graph_fits(be, g, &why)) {
       if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
       P->unsupported = 1;
     } else {
