@@ -442,24 +442,26 @@ TEST(webgpu_qwen_persistent_decode_same_tokens) {
   static gen_result cpu, run;
   CHECKF(generate(dir, "cpu", NULL, &cpu, err, sizeof err), "%s", err);
   static const struct {
-    const char *grid, *splits, *kv, *fail;
+    const char *grid, *splits, *kv, *fail, *rp;
     int steps; /* decode steps the persistent kernel runs (the failed run's counted) */
-  } cases[] = {{"1", NULL, NULL, NULL, NMEASURE + NMORE},
-               {"3", "3", NULL, NULL, NMEASURE + NMORE},
-               {"3", "3", "f16", NULL, NMEASURE + NMORE},
-               {"2", NULL, NULL, "2", 2}};
+  } cases[] = {{"1", NULL, NULL, NULL, NULL, NMEASURE + NMORE},
+               {"3", "3", NULL, NULL, NULL, NMEASURE + NMORE},
+               {"3", "3", "f16", NULL, "1", NMEASURE + NMORE}, /* each row in quarters */
+               {"2", NULL, NULL, "2", "2", 2}};                 /* each row in halves */
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     setenv("WISP_WEBGPU_PERSIST", "1", 1);
     setenv("WISP_WEBGPU_PERSIST_WG", cases[c].grid, 1);
     if (cases[c].splits) setenv("WISP_WEBGPU_PERSIST_SPLITS", cases[c].splits, 1);
     if (cases[c].kv) setenv("WISP_WEBGPU_KV", cases[c].kv, 1);
     if (cases[c].fail) setenv("WISP_WEBGPU_PERSIST_FAIL", cases[c].fail, 1);
+    if (cases[c].rp) setenv("WISP_WEBGPU_PERSIST_RP", cases[c].rp, 1);
     int ok = generate(dir, "webgpu", NULL, &run, err, sizeof err);
     unsetenv("WISP_WEBGPU_PERSIST");
     unsetenv("WISP_WEBGPU_PERSIST_WG");
     unsetenv("WISP_WEBGPU_PERSIST_SPLITS");
     unsetenv("WISP_WEBGPU_KV");
     unsetenv("WISP_WEBGPU_PERSIST_FAIL");
+    unsetenv("WISP_WEBGPU_PERSIST_RP");
     CHECKF(ok, "grid %s: %s", cases[c].grid, err);
     CHECKF(!memcmp(cpu.tokens, run.tokens, sizeof run.tokens), "case %zu (grid %s): tokens differ from the cpu backend's",
            c, cases[c].grid);

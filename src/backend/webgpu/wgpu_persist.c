@@ -61,7 +61,7 @@ typedef struct {
   uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant (WISP_WEBGPU_PERSIST_BAR=MODE, _PAUSE=N) */
   /* persist_qwen.wgsl only (persist_lfm2.wgsl's Params ends above) */
   uint32_t rot_half, lkh, lvh, dk;
-  uint32_t dv, s_big, ns, pad4;
+  uint32_t dv, s_big, ns, rp_force; /* rp_force: WISP_WEBGPU_PERSIST_RP=1|2|4 (tests: the product's row split) */
 } persist_params;
 
 typedef struct {
@@ -217,7 +217,7 @@ static int qwen_fits(wisp_backend *be, const wisp_decode_graph *g, const char **
   *why = NULL;
   if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
   else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
-  else if (D <= 0 || D % 16 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32) *why = "head dim";
+  else if (D <= 0 || D % 32 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32) *why = "head dim";
   else if (NH > 1024 || KVH <= 0 || NH % KVH) *why = "heads not a multiple of kv heads";
   else if (g->rotary_dim <= 0 || g->rotary_dim % 2 || g->rotary_dim > D) *why = "rotary dims";
   else if (KH <= 0 || VH <= 0 || VH % KH || VH > 256 || DK <= 0 || DK > 256 || DV <= 0 || DV % 16 || V % 32)
@@ -472,6 +472,8 @@ static void layout_qwen(persist *P, const wisp_decode_graph *g, int kv16, blob_b
   P->base.lkh = (uint32_t)g->lin_k_heads, P->base.lvh = (uint32_t)VH;
   P->base.dk = (uint32_t)DK, P->base.dv = (uint32_t)DV;
   P->base.ns = (uint32_t)(DV + QWEN_CW - 1) / QWEN_CW;
+  const char *rp = getenv("WISP_WEBGPU_PERSIST_RP");
+  if (rp && (!strcmp(rp, "1") || !strcmp(rp, "2") || !strcmp(rp, "4"))) P->base.rp_force = (uint32_t)atoi(rp);
 }
 
 static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {

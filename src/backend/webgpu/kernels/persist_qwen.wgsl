@@ -69,7 +69,7 @@ struct Params {
   s_ao: u32, s_am: u32, nwg: u32, skip: u32,
   bmode: u32, backoff: u32, pad2: u32, pad3: u32,
   rot_half: u32, lkh: u32, lvh: u32, dk: u32, // rotary dims / 2; DeltaNet heads and dims
-  dv: u32, s_big: u32, ns: u32, pad4: u32,    // ns: value-column slices a v-head (ceil(dv / CW))
+  dv: u32, s_big: u32, ns: u32, rp_force: u32, // ns: value-column slices a v-head (ceil(dv / CW)); rp_force: product's rp (tests)
 }
 
 @group(0) @binding(0) var<storage, read> Wv: array<vec4<u32>>;
@@ -197,45 +197,77 @@ fn blk_q4(m: Mat, r: u32, b: u32) -> f32 {
   return sc * (a - zp * (xsum[2u * b] + xsum[2u * b + 1u]));
 }
 
-// Unit u of rows r of a Q4_K matrix times the staged input: the four rows'
-// weights are loaded first, the inputs once for all four.
-fn unit_q4k(m: Mat, r: vec4<u32>, u: u32) -> vec4<f32> {
+// The weights of units u[k] of rows r[k] of a Q4_K matrix (loaded apart
+// from the arithmetic, so that a lane can have two units' loads in flight).
+struct K4 {
+  hd: array<vec4<u32>, 4>, // the super-block headers
+  qq: array<vec4<u32>, 4>, // the units' quant vec4s
+}
+
+fn load_k4(m: Mat, r: vec4<u32>, u: vec4<u32>) -> K4 {
+  var w: K4;
   let spr = m.nb / 8u; // super-blocks a row
-  let sb = u / 8u;
-  let c = (u % 8u) / 2u;
-  var hd: array<vec4<u32>, 4>;
-  var qq: array<vec4<u32>, 4>;
   for (var k = 0u; k < 4u; k++) {
-    let base = m.q / 4u + (r[k] * spr + sb) * 9u;
-    hd[k] = Wv[base];
-    qq[k] = Wv[base + 1u + u % 8u];
+    let base = m.q / 4u + (r[k] * spr + u[k] / 8u) * 9u;
+    w.hd[k] = Wv[base];
+    w.qq[k] = Wv[base + 1u + u[k] % 8u];
   }
-  let e0 = q4k_unit_x(u);
+  return w;
+}
+
+// The staged inputs of unit u (xs[0..3] its low-nibble, [4..7] its high-nibble elements).
+fn unit_x(u: u32) -> array<vec4<f32>, 8> {
   var x: array<vec4<f32>, 8>;
+  let e0 = q4k_unit_x(u);
   for (var j = 0u; j < 4u; j++) {
     x[j] = xs[xsw(e0 / 4u + j)];
     x[4u + j] = xs[xsw(e0 / 4u + 8u + j)];
   }
-  let sx = vec2<f32>(xsum[e0 / 16u], xsum[e0 / 16u + 2u]);
+  return x;
+}
+
+// Component k: unit u[k] of w's row k times the staged input (same: every
+// u[k] is u.x, whose inputs are then read once).
+fn dot_k4(w: K4, u: vec4<u32>, same: bool) -> vec4<f32> {
+  var x = unit_x(u.x);
   var o = vec4<f32>(0.0);
   for (var k = 0u; k < 4u; k++) {
-    let dm = unpack2x16float(hd[k].x);
-    let s0 = scale_min(hd[k], 2u * c);
-    let s1 = scale_min(hd[k], 2u * c + 1u);
-    let qx = nib_dot(qq[k], &x);
+    if (!same && k > 0u) { x = unit_x(u[k]); }
+    let e0 = q4k_unit_x(u[k]);
+    let sx = vec2<f32>(xsum[e0 / 16u], xsum[e0 / 16u + 2u]);
+    let c = (u[k] % 8u) / 2u;
+    let dm = unpack2x16float(w.hd[k].x);
+    let s0 = scale_min(w.hd[k], 2u * c);
+    let s1 = scale_min(w.hd[k], 2u * c + 1u);
+    let qx = nib_dot(w.qq[k], &x);
     o[k] = dm.x * (s0.x * qx.x + s1.x * qx.y) - dm.y * (s0.y * sx.x + s1.y * sx.y);
   }
   return o;
 }
 
-// Four rows times the staged input, summed over the subgroup.
-fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
+// Component k: units uo[k] .. uo[k] + nu - 1 of row r[k] times the staged
+// input, summed over the subgroup. Q4_K: a lane's units two at a time, both
+// loaded before either is used.
+fn dot4(m: Mat, r: vec4<u32>, uo: vec4<u32>, nu: u32, sl: u32, sgs: u32) -> vec4<f32> {
   var a = vec4<f32>(0.0);
+  let same = all(uo == vec4<u32>(uo.x));
   if (m.t == T_Q4K) {
-    for (var u = sl; u < m.nb; u += sgs) { a += unit_q4k(m, r, u); }
+    var u = sl;
+    for (; u + sgs < nu; u += 2u * sgs) {
+      let u0 = uo + vec4<u32>(u);
+      let u1 = u0 + vec4<u32>(sgs);
+      let w0 = load_k4(m, r, u0);
+      let w1 = load_k4(m, r, u1);
+      a += dot_k4(w0, u0, same) + dot_k4(w1, u1, same);
+    }
+    if (u < nu) {
+      let u0 = uo + vec4<u32>(u);
+      a += dot_k4(load_k4(m, r, u0), u0, same);
+    }
   } else {
-    for (var b = sl; b < m.nb; b += sgs) {
-      a += vec4<f32>(blk_q4(m, r.x, b), blk_q4(m, r.y, b), blk_q4(m, r.z, b), blk_q4(m, r.w, b));
+    for (var b = sl; b < nu; b += sgs) {
+      a += vec4<f32>(blk_q4(m, r.x, b + uo.x), blk_q4(m, r.y, b + uo.y), blk_q4(m, r.z, b + uo.z),
+                     blk_q4(m, r.w, b + uo.w));
     }
   }
   return subgroupAdd(a);
@@ -252,33 +284,72 @@ const ARGMAX: u32 = 3u; // the best row so far in best / best_i
 var<private> best: f32;
 var<private> best_i: u32;
 
-// Rows [0, n) of m times xs. STORE/ACC/ARGMAX: four rows a subgroup at a
-// time, lane k < 4 owning row r[k]; SWIGLU: the gate and up rows of two units.
+// Rows [0, n) of m times xs. A subgroup computes RP rows at a time from
+// dot4's four components: RP = 4 rows; with fewer rows than that keeps
+// the grid's subgroups busy, RP = 2 (each row's units in two halves) or
+// RP = 1 (in four quarters), so that small products (a down or out_proj
+// of hidden rows) spread over the whole grid. SWIGLU: the gate and up
+// rows of UP = 2 units, or of one in two halves. Lane k < 4 owns output k.
 fn product(m: Mat, n: u32, dst: u32, mode: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
-  var per = 4u;
-  if (mode == SWIGLU) { per = 2u; }
-  for (var r0 = gsg; r0 < n; r0 += per * nsg) {
-    let r = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
-    var rr = min(r, vec4<u32>(n - 1u));
+  let split_ok = m.nb % 4u == 0u;
+  var rp = 4u;
+  if (mode == SWIGLU) {
+    rp = 2u;
+    if (n < 2u * nsg && split_ok) { rp = 1u; }
+  } else if (split_ok && n < 2u * nsg) {
+    rp = 1u;
+  } else if (split_ok && n < 4u * nsg) {
+    rp = 2u;
+  }
+  if (p.rp_force != 0u && split_ok) {
+    rp = p.rp_force;
+    if (mode == SWIGLU) { rp = min(rp, 2u); }
+  }
+  for (var r0 = gsg; r0 < n; r0 += rp * nsg) {
+    let rb = min(r0 + nsg, n - 1u); // the second row (unit) of an iteration, clipped
+    var r = min(vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg), vec4<u32>(n - 1u));
+    var uo = vec4<u32>(0u);
+    var nu = m.nb;
+    var rows = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
+    let h = m.nb / 2u;
+    let q = m.nb / 4u;
     if (mode == SWIGLU) {
-      let j1 = min(r0 + nsg, n - 1u);
-      rr = vec4<u32>(r0, n + r0, j1, n + j1);
+      if (rp == 2u) {
+        r = vec4<u32>(r0, n + r0, rb, n + rb);
+      } else {
+        r = vec4<u32>(r0, n + r0, r0, n + r0);
+        uo = vec4<u32>(0u, 0u, h, h);
+        nu = h;
+      }
+    } else if (rp == 2u) {
+      r = vec4<u32>(r0, r0, rb, rb);
+      uo = vec4<u32>(0u, h, 0u, h);
+      nu = h;
+      rows = vec4<u32>(r0, r0 + nsg, n, n);
+    } else if (rp == 1u) {
+      r = vec4<u32>(r0);
+      uo = vec4<u32>(0u, q, 2u * q, 3u * q);
+      nu = q;
+      rows = vec4<u32>(r0, n, n, n);
     }
     var mine = n;
-    for (var k = 0u; k < 4u; k++) { if (k == sl) { mine = r[k]; } }
+    for (var k = 0u; k < 4u; k++) { if (k == sl) { mine = rows[k]; } }
     var o = 0.0;
     if (mode == ACC && mine < n) { o = sf(dst + mine); }
-    let v = dot4(m, rr, sl, sgs);
+    var v = dot4(m, r, uo, nu, sl, sgs);
+    if (mode != SWIGLU && rp == 2u) { v = vec4<f32>(v.x + v.y, v.z + v.w, 0.0, 0.0); }
+    if (mode != SWIGLU && rp == 1u) { v = vec4<f32>(v.x + v.y + v.z + v.w, 0.0, 0.0, 0.0); }
     if (mode == SWIGLU) {
+      if (rp == 1u) { v = vec4<f32>(v.x + v.z, v.y + v.w, 0.0, 0.0); }
       if (sl == 0u) {
         S[dst + r0] = bitcast<u32>(v.x / (1.0 + exp(-v.x)) * v.y);
-        if (r0 + nsg < n) { S[dst + r0 + nsg] = bitcast<u32>(v.z / (1.0 + exp(-v.z)) * v.w); }
+        if (rp == 2u && r0 + nsg < n) { S[dst + r0 + nsg] = bitcast<u32>(v.z / (1.0 + exp(-v.z)) * v.w); }
       }
     } else if (mode == ARGMAX) {
       for (var k = 0u; k < 4u; k++) {
-        if (r[k] < n && (v[k] > best || (v[k] == best && r[k] < best_i))) {
+        if (rows[k] < n && (v[k] > best || (v[k] == best && rows[k] < best_i))) {
           best = v[k];
-          best_i = r[k];
+          best_i = rows[k];
         }
       }
     } else {
@@ -321,6 +392,20 @@ fn conv_apply(l: u32, pos: u32, ch: u32, c: ConvIn, own: bool) -> f32 {
   for (var k = 0u; k < MAXL; k++) { a += c.t[k] * c.v[k]; }
   if (own) { S[lt(l, 23u) + ch * p.L + pos % p.L] = bitcast<u32>(c.v[p.L - 1u]); }
   return a / (1.0 + exp(-a));
+}
+
+// wg_sum of two values at once (the second's partials in acc4).
+fn wg_sum2(li: u32, sli: u32, sgs: u32, v: vec2<f32>) -> vec2<f32> {
+  workgroupBarrier();
+  let s = subgroupAdd(v);
+  if (sli == 0u) {
+    red[li / sgs] = s.x;
+    acc4[li / sgs] = s.y;
+  }
+  workgroupBarrier();
+  var t = vec2<f32>(0.0);
+  for (var i = 0u; i < WG / sgs; i++) { t += vec2<f32>(red[i], acc4[i]); }
+  return t;
 }
 
 // Column sums over the WG / CW row groups (every thread gets its column's).
@@ -391,10 +476,9 @@ fn deltanet(l: u32, pos: u32, wid: u32, li: u32, sli: u32, sgs: u32) {
       }
       if (hvv) { vsl[i] = conv_apply(l, pos, 2u * K + h * dv + c0 + i, cv, true); }
     }
-    let tq = wg_sum(li, sli, sgs, sq); // its barriers also publish hv, qv, vsl
-    let tk = wg_sum(li, sli, sgs, sk);
-    let iq = inverseSqrt(tq + 1e-6) * (1.0 / sqrt(f32(dk)));
-    let ik = inverseSqrt(tk + 1e-6);
+    let tot = wg_sum2(li, sli, sgs, vec2<f32>(sq, sk)); // its barriers also publish hv, qv, vsl
+    let iq = inverseSqrt(tot.x + 1e-6) * (1.0 / sqrt(f32(dk)));
+    let ik = inverseSqrt(tot.y + 1e-6);
     let beta = 1.0 / (1.0 + exp(-bv));
     let decay = exp(-exp(al) * softplus(av));
     var part = 0.0;
@@ -431,6 +515,14 @@ fn kv_store(base: u32, pos: u32, kh: u32, i: u32, v0: f32, v1: f32) {
     S[base + (pos * p.kvh + kh) * D + i] = bitcast<u32>(v0);
     S[base + (pos * p.kvh + kh) * D + i + 1u] = bitcast<u32>(v1);
   }
+}
+
+// Values i, i + 1 (i even) of a K or V row: one word when kv16.
+fn kv_load2(base: u32, pos: u32, kh: u32, i: u32) -> vec2<f32> {
+  let D = p.D;
+  if (p.kv16 != 0u) { return unpack2x16float(S[base + ((pos * p.kvh + kh) * D + i) / 2u]); }
+  let o = base + (pos * p.kvh + kh) * D + i;
+  return vec2<f32>(sf(o), sf(o + 1u));
 }
 
 fn kv_load(base: u32, pos: u32, kh: u32, i: u32) -> f32 {
@@ -555,9 +647,11 @@ fn attn_split(l: u32, pos: u32, wid: u32, li: u32, sli: u32, sgs: u32) {
       let key = c0 + kl;
       var part = 0.0;
       if (key < k1) {
-        for (var j = 0u; j < dpl; j += 2u) {
+        for (var j = 0u; j < dpl; j += 4u) { // dpl % 4 == 0 (the host checks D % 32)
           let d = lane * dpl + j;
-          part += qv[d] * kv_load(kb, key, kh, d) + qv[d + 1u] * kv_load(kb, key, kh, d + 1u);
+          let k0 = kv_load2(kb, key, kh, d);
+          let k1 = kv_load2(kb, key, kh, d + 2u);
+          part += dot(vec4<f32>(qv[d], qv[d + 1u], qv[d + 2u], qv[d + 3u]), vec4<f32>(k0, k1));
         }
       }
       acc4[li] = part;
@@ -584,7 +678,16 @@ fn attn_split(l: u32, pos: u32, wid: u32, li: u32, sli: u32, sgs: u32) {
       for (var t = 0u; t < nk; t++) { es += hv[t]; }
       den = den * corr + es;
       o = o * corr;
-      for (var t = grp; t < nk; t += G) { o += hv[t] * kv_load(vb, c0 + t, kh, di); }
+      // four keys' values in flight at a time
+      var t = grp;
+      for (; t + 3u * G < nk; t += 4u * G) {
+        let v0 = kv_load(vb, c0 + t, kh, di);
+        let v1 = kv_load(vb, c0 + t + G, kh, di);
+        let v2 = kv_load(vb, c0 + t + 2u * G, kh, di);
+        let v3 = kv_load(vb, c0 + t + 3u * G, kh, di);
+        o += hv[t] * v0 + hv[t + G] * v1 + hv[t + 2u * G] * v2 + hv[t + 3u * G] * v3;
+      }
+      for (; t < nk; t += G) { o += hv[t] * kv_load(vb, c0 + t, kh, di); }
       m = mn;
       workgroupBarrier();
     }
@@ -715,7 +818,8 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         if (l > 0u) { stage(p.s_x, H, lt(l, 1u), li, sl, sgs); }
         if (attn) { n = (2u * p.heads + 2u * p.kvh) * p.D; }
       } else if (k == 1u) {
-        if (attn) {
+        if ((p.skip & 8u) != 0u) {
+        } else if (attn) {
           attn_split(l, pos, wid, li, sl, sgs);
         } else {
           deltanet(l, pos, wid, li, sl, sgs);
@@ -750,6 +854,12 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         n = p.vocab;
         mode = ARGMAX;
       }
+      // p.skip (WISP_WEBGPU_PERSIST_SKIP, timing probes only: wrong tokens):
+      // 1 the input products, 2 the head, 4 the MLP products, 8 the
+      // mixers, 16 the output products
+      var sk = 0u;
+      if (k == 0u) { sk = 1u; } else if (k == 5u) { sk = 2u; } else if (k >= 3u) { sk = 4u; } else if (k == 2u) { sk = 16u; }
+      if ((p.skip & sk) != 0u) { n = 0u; }
       product(m, n, dst, mode, gsg, nsg, sl, sgs);
       if (!head) { grid_sync(li); }
     }
