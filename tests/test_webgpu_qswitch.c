@@ -442,29 +442,34 @@ TEST(webgpu_qwen_persistent_decode_same_tokens) {
   static gen_result cpu, run;
   CHECKF(generate(dir, "cpu", NULL, &cpu, err, sizeof err), "%s", err);
   static const struct {
-    const char *grid, *splits, *kv, *fail, *rp;
+    const char *persist, *grid, *splits, *kv, *fail, *rp, *min_steps;
     int steps; /* decode steps the persistent kernel runs (the failed run's counted) */
-  } cases[] = {{"1", NULL, NULL, NULL, NULL, NMEASURE + NMORE},
-               {"3", "3", NULL, NULL, NULL, NMEASURE + NMORE},
-               {"3", "3", "f16", NULL, "1", NMEASURE + NMORE}, /* each row in quarters */
-               {"2", NULL, NULL, "2", "2", 2}};                 /* each row in halves */
+  } cases[] = {{NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0}, /* default: not on a CPU adapter */
+               {"1", "1", NULL, NULL, NULL, NULL, "2", NMORE}, /* batches of 1 op by op, the plan's (40) persistent */
+               {"1", "1", NULL, NULL, NULL, NULL, NULL, NMEASURE + NMORE},
+               {"1", "3", "3", NULL, NULL, NULL, NULL, NMEASURE + NMORE},
+               {"1", "3", "3", "f16", NULL, "1", NULL, NMEASURE + NMORE}, /* each row in quarters */
+               {"1", "2", NULL, NULL, "2", "2", NULL, 2}};                 /* each row in halves */
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    setenv("WISP_WEBGPU_PERSIST", "1", 1);
-    setenv("WISP_WEBGPU_PERSIST_WG", cases[c].grid, 1);
+    if (cases[c].persist) setenv("WISP_WEBGPU_PERSIST", cases[c].persist, 1);
+    if (cases[c].grid) setenv("WISP_WEBGPU_PERSIST_WG", cases[c].grid, 1);
+    if (cases[c].min_steps) setenv("WISP_WEBGPU_PERSIST_MIN_STEPS", cases[c].min_steps, 1);
     if (cases[c].splits) setenv("WISP_WEBGPU_PERSIST_SPLITS", cases[c].splits, 1);
     if (cases[c].kv) setenv("WISP_WEBGPU_KV", cases[c].kv, 1);
     if (cases[c].fail) setenv("WISP_WEBGPU_PERSIST_FAIL", cases[c].fail, 1);
     if (cases[c].rp) setenv("WISP_WEBGPU_PERSIST_RP", cases[c].rp, 1);
-    int ok = generate(dir, "webgpu", NULL, &run, err, sizeof err);
+    /* case 1 decodes the plan's part in the throughput profile's batches (up to 64 steps) */
+    const char *prof = c == 1 ? profile("persist-throughput", "profiles/throughput", "{}") : NULL;
+    int ok = generate(dir, "webgpu", prof, &run, err, sizeof err);
     unsetenv("WISP_WEBGPU_PERSIST");
     unsetenv("WISP_WEBGPU_PERSIST_WG");
     unsetenv("WISP_WEBGPU_PERSIST_SPLITS");
     unsetenv("WISP_WEBGPU_KV");
     unsetenv("WISP_WEBGPU_PERSIST_FAIL");
     unsetenv("WISP_WEBGPU_PERSIST_RP");
-    CHECKF(ok, "grid %s: %s", cases[c].grid, err);
-    CHECKF(!memcmp(cpu.tokens, run.tokens, sizeof run.tokens), "case %zu (grid %s): tokens differ from the cpu backend's",
-           c, cases[c].grid);
+    unsetenv("WISP_WEBGPU_PERSIST_MIN_STEPS");
+    CHECKF(ok, "case %zu: %s", c, err);
+    CHECKF(!memcmp(cpu.tokens, run.tokens, sizeof run.tokens), "case %zu: tokens differ from the cpu backend's", c);
     CHECKF(run.persistent == (uint64_t)cases[c].steps, "case %zu: %llu persistent steps, expected %d", c,
            (unsigned long long)run.persistent, cases[c].steps);
   }

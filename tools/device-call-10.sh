@@ -4,8 +4,8 @@
 # For each QWEN_CONFIGS shape (random weights from the real configuration,
 # Q4_K, as tools/device-qwen-profile.sh builds them): 64 greedy tokens on
 # the CPU and on WebGPU (persistent, the default) compared; then `wisp bench`
-# (prompt 128, decode 256) at batch 1 and 64 a submit with the persistent
-# decode and with WISP_WEBGPU_PERSIST=0, alternated REPS times; VARIANTS
+# (prompt 128, decode 256) at AB_BATCHES tokens a submit (1 64) for each of
+# AB_VARIANTS ("default" WISP_WEBGPU_PERSIST=0), alternated REPS times; VARIANTS
 # (comma-separated VAR=value) once each at VBATCH tokens a submit (1).
 # Receipts of the default under $OUT/receipts (RECEIPTS=0: none); CHECK=0
 # skips the token comparison.
@@ -15,6 +15,14 @@ mkdir -p "$OUT/receipts"
 . tools/device-env.sh
 W=.dev/wisp
 say() { echo "== $* ($(date +%T))"; }
+# SEED=1: the seed-shaped LFM2 persistent decode first (batch 1 and 64), its path's check.
+if [ "${SEED:-0}" = 1 ]; then
+  [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+  for bt in 1 64 1 64; do
+    printf 'seed       batch %-3s ' "$bt"
+    $W bench -m models/seed --backend webgpu --prompt 128 --decode 256 --batch $bt -o /tmp/s.json 2>/dev/null | head -1
+  done
+fi
 for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   A=/tmp/wq/$cfg/art_q4k
   [ -d "$A" ] && continue
@@ -37,9 +45,9 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
     echo "$cfg: DIFFER"; echo "$a" | cut -c1-300; echo "$b" | cut -c1-300; fi
   fi
   for rep in $(seq "${REPS:-2}"); do
-    for v in persist WISP_WEBGPU_PERSIST=0; do
-      for bt in 1 64; do
-        envs=""; [ "$v" = persist ] || envs=$v
+    for v in ${AB_VARIANTS:-default WISP_WEBGPU_PERSIST=0}; do
+      for bt in ${AB_BATCHES:-1 64}; do
+        envs=""; [ "$v" = default ] || envs=$(echo "$v" | tr ',' ' ')
         printf '%-10s %-22s batch %-3s ' "$cfg" "$v" "$bt"
         env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json 2>/dev/null | head -1
       done

@@ -42,6 +42,7 @@
 #define LAYER_WORDS 20      /* persist_lfm2.wgsl's layer table */
 #define QWEN_LAYER_WORDS 28 /* persist_qwen.wgsl's */
 #define QWEN_CW 16          /* persist_qwen.wgsl's CW: value columns of a DeltaNet task */
+#define QWEN_MIN_STEPS 8    /* fewest steps a run of persist_qwen.wgsl takes by default */
 #define NONE 0xffffffffu
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
 #define SPIN_PROBE (1u << 20) /* polls before a probe's barrier gives up (~0.1-1 s; only a failing probe waits) */
@@ -605,6 +606,14 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
   }
 }
 
+/* The fewest steps a persist_qwen.wgsl run takes: WISP_WEBGPU_PERSIST_MIN_STEPS,
+ * else 1 when the persistent decode was asked for, else QWEN_MIN_STEPS. */
+static uint32_t qwen_min_steps(wisp_backend *be) {
+  const char *e = getenv("WISP_WEBGPU_PERSIST_MIN_STEPS");
+  if (e && atoi(e) > 0) return (uint32_t)atoi(e);
+  return wisp_wgpu_int_persist_asked(be) ? 1 : QWEN_MIN_STEPS;
+}
+
 static persist **slot(wisp_backend *be) { return (persist **)wisp_wgpu_int_persist_slot(be); }
 
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
@@ -612,6 +621,13 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
       pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
     return WISP_EUNSUPPORTED;
+  /* Qwen 3.5: only batches of at least qwen_min_steps steps: on
+   * the H200 a run of one step lost to the op-by-op decode (0.8B 805 vs 818
+   * tok/s, 2B 506 vs 555) while 64 a run won (865 vs 746, 529 vs 517);
+   * docs/webgpu.md, "Persistent decode". The smaller batches go op by op
+   * (the arena's state is flushed to the session's buffers first); checked
+   * first, so that a session of small batches never builds the kernel. */
+  if (g->qwen3_5 && (uint32_t)k < qwen_min_steps(be)) return WISP_EUNSUPPORTED;
   persist *P = *slot(be);
   if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos || P->qwen != g->qwen3_5)) {
     wisp_wgpu_persist_flush(be);
@@ -650,6 +666,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     }
   }
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
+
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
   wisp_wgpu_int_emit_pending(be);
   uint64_t epoch = wisp_wgpu_int_state_epoch(be);

@@ -284,35 +284,43 @@ const ARGMAX: u32 = 3u; // the best row so far in best / best_i
 var<private> best: f32;
 var<private> best_i: u32;
 
-// Rows [0, n) of m times xs. A subgroup computes RP rows at a time from
-// dot4's four components: RP = 4 rows; with fewer rows than that keeps
-// the grid's subgroups busy, RP = 2 (each row's units in two halves) or
-// RP = 1 (in four quarters), so that small products (a down or out_proj
-// of hidden rows) spread over the whole grid. SWIGLU: the gate and up
-// rows of UP = 2 units, or of one in two halves. Lane k < 4 owns output k.
+// Rows [0, n) of m times xs, in rounds: a subgroup computes rp rows a
+// round from dot4's four components. While 4 rows a subgroup remain, rp =
+// 4; a smaller remainder (all of a small product, like a down or out_proj
+// of hidden rows, or the tail of a large one) is spread over the whole
+// grid instead: rp = 2 (each row's units in two halves) or rp = 1 (in four
+// quarters). SWIGLU: the gate and up rows of 2 units a round, or of one
+// in two halves. Lane k < 4 owns output k. The rounds are the same for
+// every subgroup (base is uniform).
 fn product(m: Mat, n: u32, dst: u32, mode: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let split_ok = m.nb % 4u == 0u;
-  var rp = 4u;
-  if (mode == SWIGLU) {
-    rp = 2u;
-    if (n < 2u * nsg && split_ok) { rp = 1u; }
-  } else if (split_ok && n < 2u * nsg) {
-    rp = 1u;
-  } else if (split_ok && n < 4u * nsg) {
-    rp = 2u;
-  }
-  if (p.rp_force != 0u && split_ok) {
-    rp = p.rp_force;
-    if (mode == SWIGLU) { rp = min(rp, 2u); }
-  }
-  for (var r0 = gsg; r0 < n; r0 += rp * nsg) {
-    let rb = min(r0 + nsg, n - 1u); // the second row (unit) of an iteration, clipped
+  let h = m.nb / 2u;
+  let q = m.nb / 4u;
+  var base = 0u;
+  loop {
+    if (base >= n) { break; }
+    let rem = n - base;
+    var rp = 4u;
+    if (mode == SWIGLU) {
+      rp = 2u;
+      if (split_ok && rem <= nsg) { rp = 1u; }
+    } else if (split_ok && rem <= nsg) {
+      rp = 1u;
+    } else if (split_ok && rem <= 2u * nsg) {
+      rp = 2u;
+    }
+    if (p.rp_force != 0u && split_ok) {
+      rp = p.rp_force;
+      if (mode == SWIGLU) { rp = min(rp, 2u); }
+    }
+    let r0 = base + gsg;
+    base += rp * nsg;
+    if (r0 >= n) { continue; }
+    let rb = min(r0 + nsg, n - 1u); // the second row (unit) of a round, clipped
     var r = min(vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg), vec4<u32>(n - 1u));
     var uo = vec4<u32>(0u);
     var nu = m.nb;
     var rows = vec4<u32>(r0, r0 + nsg, r0 + 2u * nsg, r0 + 3u * nsg);
-    let h = m.nb / 2u;
-    let q = m.nb / 4u;
     if (mode == SWIGLU) {
       if (rp == 2u) {
         r = vec4<u32>(r0, n + r0, rb, n + rb);
