@@ -40,7 +40,10 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   WISP_WEBGPU_PERSIST_DEBUG=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 8 -o /tmp/dbg.json 2>&1 |
     grep -E "persistent|probe" | head -4
   a=$($W run -m "$A" -p Hello -n 64 --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null | grep "generated ids")
-  b=$($W run -m "$A" -p Hello -n 64 --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null | grep "generated ids")
+  # WISP_WEBGPU_PERSIST=1: the persistent decode at wisp run's batches of 1 too
+  b=$(WISP_WEBGPU_PERSIST=1 $W run -m "$A" -p Hello -n 64 --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null | grep "generated ids")
+  c=$($W run -m "$A" -p Hello -n 64 --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null | grep "generated ids")
+  if [ -n "$a" ] && [ "$a" = "$c" ]; then echo "$cfg: 64 greedy tokens identical (cpu vs webgpu default)"; else echo "$cfg: default DIFFERS"; fi
   if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "$cfg: 64 greedy tokens identical (cpu vs webgpu persistent)"; else
     echo "$cfg: DIFFER"; echo "$a" | cut -c1-300; echo "$b" | cut -c1-300; fi
   fi

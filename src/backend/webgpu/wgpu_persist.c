@@ -42,7 +42,7 @@
 #define LAYER_WORDS 20      /* persist_lfm2.wgsl's layer table */
 #define QWEN_LAYER_WORDS 28 /* persist_qwen.wgsl's */
 #define QWEN_CW 16          /* persist_qwen.wgsl's CW: value columns of a DeltaNet task */
-#define QWEN_MIN_STEPS 8    /* fewest steps a run of persist_qwen.wgsl takes by default */
+#define QWEN_MIN_STEPS 32   /* fewest steps a run of persist_qwen.wgsl takes by default */
 #define NONE 0xffffffffu
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
 #define SPIN_PROBE (1u << 20) /* polls before a probe's barrier gives up (~0.1-1 s; only a failing probe waits) */
@@ -621,10 +621,12 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
       pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
     return WISP_EUNSUPPORTED;
-  /* Qwen 3.5: only batches of at least qwen_min_steps steps: on
-   * the H200 a run of one step lost to the op-by-op decode (0.8B 805 vs 818
-   * tok/s, 2B 506 vs 555) while 64 a run won (865 vs 746, 529 vs 517);
-   * docs/webgpu.md, "Persistent decode". The smaller batches go op by op
+  /* Qwen 3.5: only batches of at least qwen_min_steps steps. H200,
+   * prompt 128 + 256, tok/s persistent vs op by op at 1 / 4 / 16 / 64 steps
+   * a batch: 0.8B 752 / 852 / 860 / 862 vs 823 / 845 / 831 / 765; 2B 515 /
+   * 532 / 538 / 540 vs 556 / 564 / 559 / 538 (docs/webgpu.md, "Persistent
+   * decode"): large batches (the throughput profile's 64) gain or break
+   * even, small ones lose. The smaller batches go op by op
    * (the arena's state is flushed to the session's buffers first); checked
    * first, so that a session of small batches never builds the kernel. */
   if (g->qwen3_5 && (uint32_t)k < qwen_min_steps(be)) return WISP_EUNSUPPORTED;
