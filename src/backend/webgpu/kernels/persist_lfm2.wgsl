@@ -69,7 +69,7 @@ var<workgroup> acc4: array<f32, 256>;      // attention: score partials, per-gro
 var<workgroup> wuni: u32;                  // a value made workgroup-uniform
 var<workgroup> wtok: u32;                  // the token this step embeds
 
-// #include "persist_grid.wgsli"
+// #include "persist_common.wgsli"
 
 fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
 
@@ -108,9 +108,6 @@ struct Mat { q: u32, s: u32, z: u32, nb: u32, }
 
 fn mat(q: u32, s: u32, z: u32, cols: u32) -> Mat { return Mat(q, s, z, cols / 32u); }
 
-// The nibbles of one word of a block: elements 0-3 (low nibbles first) and 4-7.
-fn nib_lo(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u)); }
-fn nib_hi(w: u32) -> vec4<f32> { return vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u)); }
 
 // The zero point of block g (global block index) of m: 8 for Q4.
 fn zpt(m: Mat, g: u32) -> f32 {
@@ -212,25 +209,6 @@ fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   }
 }
 
-// Stores value i (of D) of a K or V row at position pos of head kh.
-fn kv_store(base: u32, pos: u32, kh: u32, i: u32, v0: f32, v1: f32) {
-  let D = p.D;
-  if (p.kv16 != 0u) {
-    S[base + ((pos * p.kvh + kh) * D + i) / 2u] = pack2x16float(vec2<f32>(v0, v1));
-  } else {
-    S[base + (pos * p.kvh + kh) * D + i] = bitcast<u32>(v0);
-    S[base + (pos * p.kvh + kh) * D + i + 1u] = bitcast<u32>(v1);
-  }
-}
-
-fn kv_load(base: u32, pos: u32, kh: u32, i: u32) -> f32 {
-  let D = p.D;
-  if (p.kv16 != 0u) {
-    let w = unpack2x16float(S[base + ((pos * p.kvh + kh) * D + i) / 2u]);
-    return select(w.x, w.y, (i & 1u) == 1u);
-  }
-  return sf(base + (pos * p.kvh + kh) * D + i);
-}
 
 // q/k/v rows of one head per workgroup; q and k get their RMSNorm and
 // rope, k and v go to the cache at pos, q to s_q.
@@ -559,66 +537,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         }
       }
     }
-    workgroupBarrier();
-    if (sl == 0u) {
-      red[sg] = best;
-      redi[sg] = bi;
-    }
-    workgroupBarrier();
-    if (li == 0u) {
-      var wb = red[0];
-      var wi = redi[0];
-      for (var i = 1u; i < nsgw; i++) {
-        if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
-          wb = red[i];
-          wi = redi[i];
-        }
-      }
-      S[p.s_part + 2u * wid] = bitcast<u32>(wb);
-      S[p.s_part + 2u * wid + 1u] = wi;
-    }
-    grid_sync(li);
-    // Every workgroup reduces the nwg partials, a thread a partial (one
-    // round trip, not nwg of them), then across its subgroups.
-    var wb = -3.0e38;
-    var wi = 0xffffffffu;
-    for (var i = li; i < p.nwg; i += WG) {
-      let v = sf(p.s_part + 2u * i);
-      let j = S[p.s_part + 2u * i + 1u];
-      if (v > wb || (v == wb && j < wi)) {
-        wb = v;
-        wi = j;
-      }
-    }
-    let smax = subgroupMax(wb);
-    let smin = subgroupMin(select(0xffffffffu, wi, wb == smax));
-    workgroupBarrier();
-    if (sl == 0u) {
-      red[sg] = smax;
-      redi[sg] = smin;
-    }
-    workgroupBarrier();
-    if (li == 0u) {
-      wb = red[0];
-      wi = redi[0];
-      for (var i = 1u; i < nsgw; i++) {
-        if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
-          wb = red[i];
-          wi = redi[i];
-        }
-      }
-      if (wi >= p.vocab) { wi = 0u; }
-      wtok = wi;
-      if (wid == 0u) { ids[p.slot + 1u + step] = wi; }
-    }
-    tok = workgroupUniformLoad(&wtok);
+    tok = argmax_step(best, bi, step, wid, li, sl, sg, nsgw);
   }
-  // A run whose barrier timed out is void: its ids are marked invalid, and
-  // the flag is cleared for the next run (every workgroup is past its last
-  // look at it: this is after the final barrier).
-  grid_sync(li);
-  if (wid == 0u && li == 0u && atomicLoad(&ctr[1]) != 0u) {
-    for (var i = 0u; i < p.steps; i++) { ids[p.slot + 1u + i] = 0xffffffffu; }
-    atomicStore(&ctr[1], 0u);
-  }
+  run_end(wid, li);
 }

@@ -90,7 +90,7 @@ var<workgroup> vsl: array<f32, 64>;        // DeltaNet: the task's v values (CW 
 var<workgroup> wuni: u32;
 var<workgroup> wtok: u32;
 
-// #include "persist_grid.wgsli"
+// #include "persist_common.wgsli"
 
 // #include "q4k_scales.wgsli"
 
@@ -179,8 +179,6 @@ struct Mat { q: u32, s: u32, z: u32, t: u32, nb: u32, }
 // The matrix whose 4-word descriptor is at blob word d, with `cols` columns.
 fn mat(d: u32, cols: u32) -> Mat { return Mat(Wu[d], Wu[d + 1u], Wu[d + 2u], Wu[d + 3u], cols / 32u); }
 
-fn nib_lo(w: u32) -> vec4<f32> { return vec4<f32>(f32(w & 15u), f32((w >> 4u) & 15u), f32((w >> 8u) & 15u), f32((w >> 12u) & 15u)); }
-fn nib_hi(w: u32) -> vec4<f32> { return vec4<f32>(f32((w >> 16u) & 15u), f32((w >> 20u) & 15u), f32((w >> 24u) & 15u), f32(w >> 28u)); }
 
 // Block b of row r of a Q4/Q4Z matrix times the staged input.
 fn blk_q4(m: Mat, r: u32, b: u32) -> f32 {
@@ -515,16 +513,6 @@ fn deltanet(l: u32, pos: u32, wid: u32, li: u32, sli: u32, sgs: u32) {
 
 // ---- gated attention (phase B) -----------------------------------------------------
 
-fn kv_store(base: u32, pos: u32, kh: u32, i: u32, v0: f32, v1: f32) {
-  let D = p.D;
-  if (p.kv16 != 0u) {
-    S[base + ((pos * p.kvh + kh) * D + i) / 2u] = pack2x16float(vec2<f32>(v0, v1));
-  } else {
-    S[base + (pos * p.kvh + kh) * D + i] = bitcast<u32>(v0);
-    S[base + (pos * p.kvh + kh) * D + i + 1u] = bitcast<u32>(v1);
-  }
-}
-
 // Values i, i + 1 (i even) of a K or V row: one word when kv16.
 fn kv_load2(base: u32, pos: u32, kh: u32, i: u32) -> vec2<f32> {
   let D = p.D;
@@ -533,69 +521,32 @@ fn kv_load2(base: u32, pos: u32, kh: u32, i: u32) -> vec2<f32> {
   return vec2<f32>(sf(o), sf(o + 1u));
 }
 
-fn kv_load(base: u32, pos: u32, kh: u32, i: u32) -> f32 {
-  let D = p.D;
-  if (p.kv16 != 0u) {
-    let w = unpack2x16float(S[base + ((pos * p.kvh + kh) * D + i) / 2u]);
-    return select(w.x, w.y, (i & 1u) == 1u);
-  }
-  return sf(base + (pos * p.kvh + kh) * D + i);
-}
-
-// arr (qv or hv) = rmsnorm(arr) * weights at blob word nw, its first
+// *a (qv or hv) = rmsnorm(*a) * the weights at blob word nw, its first
 // 2 * rot_half dims rotated (NEOX pairs i, i + rot_half) for position pos.
-fn norm_rope_q(pos: u32, nw: u32, li: u32, sli: u32, sgs: u32) {
+fn norm_rope(a: ptr<workgroup, array<f32, 256>>, pos: u32, nw: u32, li: u32, sli: u32, sgs: u32) {
   let D = p.D;
   var ss = 0.0;
-  for (var i = li; i < D; i += WG) { ss += qv[i] * qv[i]; }
+  for (var i = li; i < D; i += WG) { ss += (*a)[i] * (*a)[i]; }
   let inv = inverseSqrt(wg_sum(li, sli, sgs, ss) / f32(D) + p.eps);
-  var a = 0.0;
-  var b = 0.0;
+  var r0 = 0.0;
+  var r1 = 0.0;
   let rh = p.rot_half;
   if (li < rh) {
-    let x0 = qv[li] * inv * wf(nw + li);
-    let x1 = qv[li + rh] * inv * wf(nw + li + rh);
+    let x0 = (*a)[li] * inv * wf(nw + li);
+    let x1 = (*a)[li + rh] * inv * wf(nw + li + rh);
     let cs = wf(p.rope_cos + pos * rh + li);
     let sn = wf(p.rope_sin + pos * rh + li);
-    a = x0 * cs - x1 * sn;
-    b = x1 * cs + x0 * sn;
+    r0 = x0 * cs - x1 * sn;
+    r1 = x1 * cs + x0 * sn;
   }
   var c = 0.0;
-  if (li >= 2u * rh && li < D) { c = qv[li] * inv * wf(nw + li); }
+  if (li >= 2u * rh && li < D) { c = (*a)[li] * inv * wf(nw + li); }
   workgroupBarrier();
   if (li < rh) {
-    qv[li] = a;
-    qv[li + rh] = b;
+    (*a)[li] = r0;
+    (*a)[li + rh] = r1;
   } else if (li >= 2u * rh && li < D) {
-    qv[li] = c;
-  }
-  workgroupBarrier();
-}
-
-fn norm_rope_k(pos: u32, nw: u32, li: u32, sli: u32, sgs: u32) {
-  let D = p.D;
-  var ss = 0.0;
-  for (var i = li; i < D; i += WG) { ss += hv[i] * hv[i]; }
-  let inv = inverseSqrt(wg_sum(li, sli, sgs, ss) / f32(D) + p.eps);
-  var a = 0.0;
-  var b = 0.0;
-  let rh = p.rot_half;
-  if (li < rh) {
-    let x0 = hv[li] * inv * wf(nw + li);
-    let x1 = hv[li + rh] * inv * wf(nw + li + rh);
-    let cs = wf(p.rope_cos + pos * rh + li);
-    let sn = wf(p.rope_sin + pos * rh + li);
-    a = x0 * cs - x1 * sn;
-    b = x1 * cs + x0 * sn;
-  }
-  var c = 0.0;
-  if (li >= 2u * rh && li < D) { c = hv[li] * inv * wf(nw + li); }
-  workgroupBarrier();
-  if (li < rh) {
-    hv[li] = a;
-    hv[li + rh] = b;
-  } else if (li >= 2u * rh && li < D) {
-    hv[li] = c;
+    (*a)[li] = c;
   }
   workgroupBarrier();
 }
@@ -638,9 +589,9 @@ fn attn_split(l: u32, pos: u32, wid: u32, li: u32, sli: u32, sgs: u32) {
       hv[i] = sf(kraw + kh * D + i);
     }
     workgroupBarrier();
-    norm_rope_q(pos, lt(l, 19u), li, sli, sgs);
+    norm_rope(&qv, pos, lt(l, 19u), li, sli, sgs);
     if (k1 == pos + 1u) {
-      norm_rope_k(pos, lt(l, 20u), li, sli, sgs);
+      norm_rope(&hv, pos, lt(l, 20u), li, sli, sgs);
       for (var i = 2u * li; i < D; i += 2u * WG) {
         kv_store(kb, pos, kh, i, hv[i], hv[i + 1u]);
         kv_store(vb, pos, kh, i, sf(vraw + kh * D + i), sf(vraw + kh * D + i + 1u));
@@ -873,62 +824,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     }
     // Argmax: each subgroup keeps its best row, the workgroup its best of
     // those in s_part; after the barrier every workgroup reduces them all.
-    workgroupBarrier();
-    if (sl == 0u) {
-      red[sg] = best;
-      redi[sg] = best_i;
-    }
-    workgroupBarrier();
-    if (li == 0u) {
-      var wb = red[0];
-      var wi = redi[0];
-      for (var i = 1u; i < nsgw; i++) {
-        if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
-          wb = red[i];
-          wi = redi[i];
-        }
-      }
-      S[p.s_part + 2u * wid] = bitcast<u32>(wb);
-      S[p.s_part + 2u * wid + 1u] = wi;
-    }
-    grid_sync(li);
-    var wb = -3.0e38;
-    var wi = 0xffffffffu;
-    for (var i = li; i < p.nwg; i += WG) {
-      let v = sf(p.s_part + 2u * i);
-      let j = S[p.s_part + 2u * i + 1u];
-      if (v > wb || (v == wb && j < wi)) {
-        wb = v;
-        wi = j;
-      }
-    }
-    let smax = subgroupMax(wb);
-    let smin = subgroupMin(select(0xffffffffu, wi, wb == smax));
-    workgroupBarrier();
-    if (sl == 0u) {
-      red[sg] = smax;
-      redi[sg] = smin;
-    }
-    workgroupBarrier();
-    if (li == 0u) {
-      wb = red[0];
-      wi = redi[0];
-      for (var i = 1u; i < nsgw; i++) {
-        if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
-          wb = red[i];
-          wi = redi[i];
-        }
-      }
-      if (wi >= p.vocab) { wi = 0u; }
-      wtok = wi;
-      if (wid == 0u) { ids[p.slot + 1u + step] = wi; }
-    }
-    tok = workgroupUniformLoad(&wtok);
+    tok = argmax_step(best, best_i, step, wid, li, sl, sg, nsgw);
   }
-  // A run whose barrier timed out is void (as persist_lfm2.wgsl).
-  grid_sync(li);
-  if (wid == 0u && li == 0u && atomicLoad(&ctr[1]) != 0u) {
-    for (var i = 0u; i < p.steps; i++) { ids[p.slot + 1u + i] = 0xffffffffu; }
-    atomicStore(&ctr[1], 0u);
-  }
+  run_end(wid, li);
 }
