@@ -366,7 +366,18 @@ TEST(webgpu_qswitch_plan_shows_switches) {
   snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), dir);
   int rc = test_run(cmd, out, sizeof out);
   if (rc == 0 || !strstr(out, "WebGPU")) /* the plan of a webgpu session needs a device */
-    CHECKF(rc == 0 && strstr(out, "wgsl_matvec_q4k_superblock") && strstr(out, "wgsl_tiled_q4k"), "%s", out);
+    CHECKF(rc == 0 && strstr(out, "wgsl_matvec_q4k_superblock") && strstr(out, "wgsl_tiled_q4k") &&
+               /* the persistent decode the registry has for the architecture, from 32 steps a batch */
+               strstr(out, "persistentDecode=persistent_decode/wgsl_qwen3_5 minSteps=32"),
+           "%s", out);
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu --json", test_wisp_bin(), dir);
+  rc = test_run(cmd, out, sizeof out);
+  if (rc == 0 || !strstr(out, "WebGPU"))
+    CHECKF(rc == 0 && strstr(out, "\"persistentDecode\":\"persistent_decode/wgsl_qwen3_5\"") &&
+               strstr(out, "\"persistentDecodeMinSteps\":32"),
+           "%s", out);
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend cpu", test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "persistentDecode=none (the cpu backend)"), "%s", out);
   /* useDirectContiguousKVLayout false: implemented (strided cache addressing), shown off */
   const char *pk = profile("kv", "profiles/default", "{\"attentionDecodeOnline\": {\"useDirectContiguousKVLayout\": false}}");
   snprintf(cmd, sizeof cmd, "%s plan -m %s --profile %s --backend cpu", test_wisp_bin(), dir, pk);

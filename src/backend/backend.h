@@ -146,11 +146,12 @@ typedef struct {
                           * own formula (1) or through row strides passed as parameters (0) */
   int kv_f16;            /* KV caches of packed f16 (the plan's kvDtype); configure runs before
                           * the caches are made (kv_buf_new). Backends without it keep f32. */
+  int persist_min_steps; /* the plan's persistentDecodeMinSteps; 0 = not given (the backend's default) */
 } wisp_backend_settings;
 
 /* Every switch on, default geometry, f32 KV. */
 static inline void wisp_backend_settings_default(wisp_backend_settings *s) {
-  *s = (wisp_backend_settings){1, 32, 1, 0, 0, 0, -1, 1, 0, 0, -1, 1, 1, 1, 1, 1, 1, 0};
+  *s = (wisp_backend_settings){1, 32, 1, 0, 0, 0, -1, 1, 0, 0, -1, 1, 1, 1, 1, 1, 1, 0, 0};
 }
 
 struct wisp_backend {

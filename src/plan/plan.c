@@ -795,6 +795,12 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddStringToObject(ex, "flashBlocksFrom", p->flash_blocks_from);
   cJSON_AddStringToObject(ex, "kvDtype", p->kv_dtype);
   cJSON_AddStringToObject(ex, "kvDtypeFrom", p->kv_dtype_from);
+  if (p->persist_kernel[0]) {
+    cJSON_AddStringToObject(ex, "persistentDecode", p->persist_kernel);
+    cJSON_AddNumberToObject(ex, "persistentDecodeMinSteps", p->persist_min_steps);
+  } else {
+    cJSON_AddNullToObject(ex, "persistentDecode");
+  }
   cJSON *ni = cJSON_AddArrayToObject(root, "notImplemented");
   for (int i = 0; i < p->n_not_implemented; i++) cJSON_AddItemToArray(ni, cJSON_CreateString(p->not_implemented[i]));
   return root;
@@ -898,6 +904,23 @@ static wisp_status resolve_kv_dtype(wisp_plan *p, const wisp_profile *prof) {
   return WISP_OK;
 }
 
+/* wisp_plan.persist_kernel / persist_min_steps (plan.h). */
+static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
+  p->persist_kernel[0] = '\0';
+  p->persist_min_steps = 0;
+  if (strcmp(in->backend, "webgpu") || !in->device->has_subgroups) return;
+  const char *key = in->shape->qwen3_5 ? "wgsl_qwen3_5" : "wgsl";
+  const wisp_operation *op = wisp_registry_op(in->registry, "persistent_decode");
+  const wisp_variant *v = op ? wisp_registry_variant(op, key) : NULL;
+  if (!v || !v->available) return;
+  wisp_path(p->persist_kernel, sizeof p->persist_kernel, "persistent_decode/%s", key);
+  p->persist_min_steps = 1;
+  for (int i = 0; i < v->n_meta; i++)
+    if (!strcmp(v->meta[i].key, "minSteps") && v->meta[i].type == WISP_META_NUM && v->meta[i].num >= 1 &&
+        v->meta[i].num <= 1e6)
+      p->persist_min_steps = (int)v->meta[i].num;
+}
+
 wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
   *out = NULL;
   if (!in || !in->shape || !in->registry || !in->device || !in->backend)
@@ -967,6 +990,7 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     }
     for (int ph = 0; ph < 2 && !st; ph++) st = group_phase(p, &R, ph);
     if (!st) st = resolve_kv_dtype(p, in->profile);
+    resolve_persist(p, in);
   }
   if (!st) {
     cJSON *j = plan_json(p, in);
@@ -1054,6 +1078,13 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
   int cpu = !strcmp(p->backend, "cpu");
   fprintf(f, "\nsettings kvDtype=%s (%s)%s\n", p->kv_dtype, p->kv_dtype_from,
           cpu ? " (the cpu backend keeps f32 KV caches)" : "");
+  if (p->persist_kernel[0])
+    fprintf(f, "settings persistentDecode=%s minSteps=%d (greedy decode batches of that many steps or more run as one "
+               "dispatch when the weights and the device's grid allow; registry)\n",
+            p->persist_kernel, p->persist_min_steps);
+  else
+    fprintf(f, "settings persistentDecode=none (%s)\n",
+            cpu ? "the cpu backend" : "no subgroups, or no persistent_decode variant for this architecture");
   fprintf(f, "session switches%s\n",
           cpu ? " (do not apply on the cpu backend: it runs the unfused reference ops, same numbers)" : "");
   for (int i = 0; i < WISP_SW_COUNT; i++) {

@@ -42,7 +42,7 @@
 #define LAYER_WORDS 20      /* persist_lfm2.wgsl's layer table */
 #define QWEN_LAYER_WORDS 28 /* persist_qwen.wgsl's */
 #define QWEN_CW 16          /* persist_qwen.wgsl's CW: value columns of a DeltaNet task */
-#define QWEN_MIN_STEPS 32   /* fewest steps a run of persist_qwen.wgsl takes by default */
+#define QWEN_MIN_STEPS 32   /* fewest steps a run of persist_qwen.wgsl takes without a plan (the registry's minSteps) */
 #define NONE 0xffffffffu
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
 #define SPIN_PROBE (1u << 20) /* polls before a probe's barrier gives up (~0.1-1 s; only a failing probe waits) */
@@ -606,12 +606,17 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
   }
 }
 
-/* The fewest steps a persist_qwen.wgsl run takes: WISP_WEBGPU_PERSIST_MIN_STEPS,
- * else 1 when the persistent decode was asked for, else QWEN_MIN_STEPS. */
-static uint32_t qwen_min_steps(wisp_backend *be) {
+/* The fewest steps a persistent run takes: WISP_WEBGPU_PERSIST_MIN_STEPS,
+ * else 1 when the persistent decode was asked for, else the plan's
+ * persistentDecodeMinSteps (the registry variant's minSteps), else 1 for
+ * LFM2 and QWEN_MIN_STEPS for Qwen 3.5 (a backend without a plan). */
+static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const char *e = getenv("WISP_WEBGPU_PERSIST_MIN_STEPS");
   if (e && atoi(e) > 0) return (uint32_t)atoi(e);
-  return wisp_wgpu_int_persist_asked(be) ? 1 : QWEN_MIN_STEPS;
+  if (wisp_wgpu_int_persist_asked(be)) return 1;
+  const int plan = wisp_wgpu_int_settings(be)->persist_min_steps;
+  if (plan > 0) return (uint32_t)plan;
+  return g->qwen3_5 ? QWEN_MIN_STEPS : 1;
 }
 
 static persist **slot(wisp_backend *be) { return (persist **)wisp_wgpu_int_persist_slot(be); }
@@ -621,7 +626,8 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
       pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
     return WISP_EUNSUPPORTED;
-  /* Qwen 3.5: only batches of at least qwen_min_steps steps. H200,
+  /* Only batches of at least min_steps steps (Qwen 3.5: 32 from its
+   * registry variant's minSteps through the plan). H200,
    * prompt 128 + 256, tok/s persistent vs op by op at 1 / 4 / 16 / 64 steps
    * a batch: 0.8B 752 / 852 / 860 / 862 vs 823 / 845 / 831 / 765; 2B 515 /
    * 532 / 538 / 540 vs 556 / 564 / 559 / 538 (docs/webgpu.md, "Persistent
@@ -629,7 +635,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * even, small ones lose. The smaller batches go op by op
    * (the arena's state is flushed to the session's buffers first); checked
    * first, so that a session of small batches never builds the kernel. */
-  if (g->qwen3_5 && (uint32_t)k < qwen_min_steps(be)) return WISP_EUNSUPPORTED;
+  if ((uint32_t)k < min_steps(be, g)) return WISP_EUNSUPPORTED;
   persist *P = *slot(be);
   if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos || P->qwen != g->qwen3_5)) {
     wisp_wgpu_persist_flush(be);
