@@ -924,9 +924,14 @@ TEST(webgpu_qwen_seed_profile) {
                      "runtime.inference.executionPatch.addKernels[0].kernel.precision.kvDtype "
                      "(decode attention_gated attn.core))"),
          "%s", out);
-  /* the default plan keeps f32 */
+  /* a profile that binds its own decode kernels gets them run: no persistent decode (it would
+   * replace them) */
+  CHECKF(strstr(out, "settings persistentDecode=none (the profile binds decode kernel "), "%s", out);
+  /* the default plan keeps f32, and has the persistent decode for batches of 32+ */
   snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), dir);
-  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings kvDtype=f32 (default)\n"), "%s", out);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings kvDtype=f32 (default)\n") &&
+             strstr(out, "settings persistentDecode=persistent_decode/wgsl_qwen3_5 minSteps=32"),
+         "%s", out);
   WEBGPU_OR_SKIP(d);
   (void)d;
   int32_t a[32], b[32];

@@ -146,7 +146,8 @@ typedef struct {
                           * own formula (1) or through row strides passed as parameters (0) */
   int kv_f16;            /* KV caches of packed f16 (the plan's kvDtype); configure runs before
                           * the caches are made (kv_buf_new). Backends without it keep f32. */
-  int persist_min_steps; /* the plan's persistentDecodeMinSteps; 0 = not given (the backend's default) */
+  int persist_min_steps; /* the plan's persistentDecodeMinSteps; -1 the plan has none (persistentDecode
+                          * null), 0 not given (no plan: the backend's default) */
 } wisp_backend_settings;
 
 /* Every switch on, default geometry, f32 KV. */

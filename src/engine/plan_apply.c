@@ -168,6 +168,6 @@ const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wi
   s->lin_qkvz = f->lin_qkvz;
   s->lin_ab = f->lin_ab;
   s->lin_core = f->lin_core;
-  s->persist_min_steps = p->persist_min_steps;
+  s->persist_min_steps = p->persist_kernel[0] ? p->persist_min_steps : -1;
   return s;
 }

@@ -800,6 +800,7 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
     cJSON_AddNumberToObject(ex, "persistentDecodeMinSteps", p->persist_min_steps);
   } else {
     cJSON_AddNullToObject(ex, "persistentDecode");
+    cJSON_AddStringToObject(ex, "persistentDecodeOff", p->persist_off);
   }
   cJSON *ni = cJSON_AddArrayToObject(root, "notImplemented");
   for (int i = 0; i < p->n_not_implemented; i++) cJSON_AddItemToArray(ni, cJSON_CreateString(p->not_implemented[i]));
@@ -905,14 +906,40 @@ static wisp_status resolve_kv_dtype(wisp_plan *p, const wisp_profile *prof) {
 }
 
 /* wisp_plan.persist_kernel / persist_min_steps (plan.h). */
+/* The decode op whose kernel a profile patch chose, or NULL. */
+static const wisp_plan_op *decode_profile_kernel(const wisp_plan *p) {
+  const wisp_plan_phase *P = &p->phases[WISP_PHASE_DECODE];
+  for (int i = 0; i < P->n_prologue; i++)
+    if (P->prologue[i].kernel_from.kind == WISP_PROV_PROFILE) return &P->prologue[i];
+  for (int g = 0; g < P->n_groups; g++)
+    for (int i = 0; i < P->groups[g].n_ops; i++)
+      if (P->groups[g].ops[i].kernel_from.kind == WISP_PROV_PROFILE) return &P->groups[g].ops[i];
+  for (int i = 0; i < P->n_epilogue; i++)
+    if (P->epilogue[i].kernel_from.kind == WISP_PROV_PROFILE) return &P->epilogue[i];
+  return NULL;
+}
+
 static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
   p->persist_kernel[0] = '\0';
   p->persist_min_steps = 0;
-  if (strcmp(in->backend, "webgpu") || !in->device->has_subgroups) return;
+  wisp_path(p->persist_off, sizeof p->persist_off, "%s", "the cpu backend");
+  if (strcmp(in->backend, "webgpu")) return;
+  wisp_path(p->persist_off, sizeof p->persist_off, "%s", "no subgroups");
+  if (!in->device->has_subgroups) return;
   const char *key = in->shape->qwen3_5 ? "wgsl_qwen3_5" : "wgsl";
   const wisp_operation *op = wisp_registry_op(in->registry, "persistent_decode");
   const wisp_variant *v = op ? wisp_registry_variant(op, key) : NULL;
+  wisp_path(p->persist_off, sizeof p->persist_off, "no available persistent_decode/%s in the registry", key);
   if (!v || !v->available) return;
+  /* A profile that chose a decode kernel gets it run: the persistent
+   * decode would replace every decode op with its own code. */
+  const wisp_plan_op *po = decode_profile_kernel(p);
+  if (po) {
+    wisp_path(p->persist_off, sizeof p->persist_off, "the profile binds decode kernel %s [%s]", po->kernel,
+              po->kernel_from.detail);
+    return;
+  }
+  p->persist_off[0] = '\0';
   wisp_path(p->persist_kernel, sizeof p->persist_kernel, "persistent_decode/%s", key);
   p->persist_min_steps = 1;
   for (int i = 0; i < v->n_meta; i++)
@@ -1083,8 +1110,7 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
                "dispatch when the weights and the device's grid allow; registry)\n",
             p->persist_kernel, p->persist_min_steps);
   else
-    fprintf(f, "settings persistentDecode=none (%s)\n",
-            cpu ? "the cpu backend" : "no subgroups, or no persistent_decode variant for this architecture");
+    fprintf(f, "settings persistentDecode=none (%s)\n", p->persist_off);
   fprintf(f, "session switches%s\n",
           cpu ? " (do not apply on the cpu backend: it runs the unfused reference ops, same numbers)" : "");
   for (int i = 0; i < WISP_SW_COUNT; i++) {

@@ -119,12 +119,14 @@ typedef struct {
    * persistent_decode variant for the architecture ("persistent_decode/wgsl"
    * for LFM2-style graphs, ".../wgsl_qwen3_5" for Qwen 3.5) when the
    * backend is webgpu, the device has subgroups and the registry has the
-   * variant, else "" (persist_min_steps 0); persist_min_steps: the fewest
+   * variant and no profile patch binds a kernel to a decode op (the persistent
+   * decode would not run it), else "" (persist_min_steps 0); persist_min_steps: the fewest
    * decode steps a batch needs to take it (the variant's metadata
    * "minSteps", else 1). The backend still checks the weights, the sampling
    * and its grid when it runs. */
   char persist_kernel[48];
   int persist_min_steps;
+  char persist_off[256]; /* why persist_kernel is "" (for wisp plan) */
   int n_not_implemented;
   char **not_implemented;
   char *profile_id;             /* NULL without a profile */

@@ -608,14 +608,17 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
 
 /* The fewest steps a persistent run takes: WISP_WEBGPU_PERSIST_MIN_STEPS,
  * else 1 when the persistent decode was asked for, else the plan's
- * persistentDecodeMinSteps (the registry variant's minSteps), else 1 for
- * LFM2 and QWEN_MIN_STEPS for Qwen 3.5 (a backend without a plan). */
+ * persistentDecodeMinSteps (the registry variant's minSteps; none when the
+ * plan has no persistent decode, e.g. a profile binding its own decode
+ * kernels), else 1 for LFM2 and QWEN_MIN_STEPS for Qwen 3.5 (a backend
+ * configured without a plan). UINT32_MAX: never. */
 static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const char *e = getenv("WISP_WEBGPU_PERSIST_MIN_STEPS");
   if (e && atoi(e) > 0) return (uint32_t)atoi(e);
   if (wisp_wgpu_int_persist_asked(be)) return 1;
   const int plan = wisp_wgpu_int_settings(be)->persist_min_steps;
   if (plan > 0) return (uint32_t)plan;
+  if (plan < 0) return UINT32_MAX;
   return g->qwen3_5 ? QWEN_MIN_STEPS : 1;
 }
 
