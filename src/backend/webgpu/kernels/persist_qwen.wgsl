@@ -3,10 +3,13 @@
 // weights) in ONE dispatch, as persist_lfm2.wgsl does for LFM2: a fixed
 // grid of p.nwg co-resident workgroups walks every phase of every step, and
 // phases that depend on each other are separated by grid barriers
-// (persist_grid.wgsli). Why: the op-by-op decode of the 0.8B is 124
+// (persist_common.wgsli). Why: the op-by-op decode of the 0.8B is 124
 // dispatches a token, each a launch and a ramp-up (~2.7 us on the H200
-// before any work). Host side: wgpu_persist.c; docs/webgpu.md, "Persistent
-// decode".
+// before any work) and host recording. Measured (docs/webgpu.md,
+// "Persistent decode of Qwen 3.5"): a phase here costs ~2.5 us before any
+// work too, so this wins only where the host's recording and submits
+// mattered (many steps a batch: +13 % on the 0.8B at 64); the host runs it
+// from the plan's minSteps (32). Host side: wgpu_persist.c.
 //
 // A step, per layer (5 barriers), exactly what qwen3_5.c's decode_step
 // records (src/model/qwen3_5.c has the maths):
@@ -28,10 +31,12 @@
 //   E  stage h; down added to x.
 // then the tied head's argmax (one more barrier) picks the next token.
 //
-// Products: a subgroup takes four rows at a time, its lanes the rows'
-// 32-element units (a Q4 block, or a quarter of a Q4_K super-block's byte
-// group: q4k_scales.wgsli); the staged input and the sums of each 16 of it
-// (for the Q4_K mins and Q4 zero points) sit in workgroup memory.
+// Products: a subgroup takes four (row, unit range) components at a time
+// (four rows, or two or one row split in halves or quarters when few rows
+// are left: product()), its lanes the 32-element units (a Q4 block, or a
+// quarter of a Q4_K super-block's byte group: q4k_scales.wgsli); the staged
+// input and the sums of each 16 of it (for the Q4_K mins and Q4 zero
+// points) sit in workgroup memory.
 //
 // Data: Wv/Wu the read-only blob (the same buffer twice): a layer table
 // (LAYER_WORDS words a layer), the matrices as the artifact stores them
