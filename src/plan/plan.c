@@ -905,7 +905,6 @@ static wisp_status resolve_kv_dtype(wisp_plan *p, const wisp_profile *prof) {
   return WISP_OK;
 }
 
-/* wisp_plan.persist_kernel / persist_min_steps (plan.h). */
 /* The decode op whose kernel a profile patch chose, or NULL. */
 static const wisp_plan_op *decode_profile_kernel(const wisp_plan *p) {
   const wisp_plan_phase *P = &p->phases[WISP_PHASE_DECODE];
@@ -919,6 +918,7 @@ static const wisp_plan_op *decode_profile_kernel(const wisp_plan *p) {
   return NULL;
 }
 
+/* wisp_plan.persist_kernel / persist_min_steps / persist_off (plan.h). */
 static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
   p->persist_kernel[0] = '\0';
   p->persist_min_steps = 0;

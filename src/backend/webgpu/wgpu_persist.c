@@ -84,6 +84,7 @@ typedef struct {
   persist_params base;      /* the parameters fixed at build */
   uint32_t state_off[WISP_GRAPH_MAX_LAYERS], v_off[WISP_GRAPH_MAX_LAYERS]; /* arena words */
   uint32_t rec_off[WISP_GRAPH_MAX_LAYERS];  /* Qwen's DeltaNet layers: the recurrent state (arena words) */
+  uint64_t conv_words, rec_words; /* one layer's conv state (Qwen: ring) and recurrent state (Qwen; else 0) */
   /* Where the arena's state stands: valid for positions [0, end) as of
    * backend state epoch `epoch` (-1: not valid). Rows [out0, end) and the
    * conv states are newer than the session's buffers until flushed
@@ -214,6 +215,8 @@ static int qwen_fits(wisp_backend *be, const wisp_decode_graph *g, const char **
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   const int KH = g->lin_k_heads, VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
   const int K = KH * DK, V = VH * DV, C = 2 * K + V;
+  /* the kernel's workgroup arrays: xs (16 bytes a vec4) + xsum (XS4 / 4 floats), red + redi (MAXSG
+   * each), hv + qv + acc4 (256 floats each), vsl (64), wuni + wtok */
   const uint64_t shared = (uint64_t)qwen_xs4(g) * 17 + 2 * 4 * (PERSIST_WG / 4) + 3 * 256 * 4 + 64 * 4 + 8;
   *why = NULL;
   if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
@@ -376,10 +379,11 @@ static void layout_lfm2(persist *P, const wisp_decode_graph *g, int kv16, blob_b
   const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
   /* The conv states side by side (one copy backs them all up before a
    * run), then the KV caches. */
-  const uint64_t conv_words = (uint64_t)H * (uint64_t)(g->conv_len - 1);
+  P->conv_words = (uint64_t)H * (uint64_t)(g->conv_len - 1);
+  P->rec_words = 0;
   P->s_conv = (uint32_t)*a;
   for (int i = 0; i < g->n_layers; i++)
-    if (!g->layers[i].attention) P->state_off[i] = (uint32_t)*a, *a += conv_words;
+    if (!g->layers[i].attention) P->state_off[i] = (uint32_t)*a, *a += P->conv_words;
   P->n_conv = (uint32_t)(*a - P->s_conv);
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
@@ -413,7 +417,8 @@ static void layout_lfm2(persist *P, const wisp_decode_graph *g, int kv16, blob_b
   *xs4 = (*xs4 + 7) / 8 * 8; /* whole runs of 8 for the kernel's xsw swizzle */
 }
 
-/* persist_qwen.wgsl's blob and arena (its Main comment has the table). */
+/* persist_qwen.wgsl's blob (its layer table is described at LAYER_WORDS
+ * in the kernel) and arena. */
 static void layout_qwen(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
                         seen_mat *seen, uint64_t *a, uint32_t *xs4) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
@@ -430,13 +435,14 @@ static void layout_qwen(persist *P, const wisp_decode_graph *g, int kv16, blob_b
   arena_attention(P, a, D);
   /* The states changed in place (conv rings, recurrent states) side by
    * side, for the backup before each run; then the KV caches. */
-  const uint64_t ring = (uint64_t)C * g->conv_len, rec = (uint64_t)VH * DK * DV;
+  P->conv_words = (uint64_t)C * g->conv_len;
+  P->rec_words = (uint64_t)VH * DK * DV;
   const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
   P->s_conv = (uint32_t)*a;
   for (int i = 0; i < g->n_layers; i++)
     if (!g->layers[i].attention) {
-      P->state_off[i] = (uint32_t)*a, *a += ring;
-      P->rec_off[i] = (uint32_t)*a, *a += rec;
+      P->state_off[i] = (uint32_t)*a, *a += P->conv_words;
+      P->rec_off[i] = (uint32_t)*a, *a += P->rec_words;
     }
   P->n_conv = (uint32_t)(*a - P->s_conv);
   for (int i = 0; i < g->n_layers; i++) {
@@ -491,7 +497,6 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   }
   uint64_t a = 0;
   uint32_t xs4 = 0;
-  P->qwen = g->qwen3_5;
   if (g->qwen3_5) layout_qwen(P, g, kv16, &b, table, seen, &a, &xs4);
   else layout_lfm2(P, g, kv16, &b, table, seen, &a, &xs4);
   free(seen);
@@ -573,25 +578,24 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
 /* Copies state rows [p0, p1) between the session's buffers and the arena
  * (to_arena: in; else out); conv states whole (out: from the backup at word
  * `bak` of P->bak when it is not NONE). */
+/* n words of a state changed in place, between the session's buffer s and
+ * arena word off: in (to_arena), out, or out from the backup at word bak
+ * of P->bak (not NONE). */
+static void copy_whole(wisp_backend *be, persist *P, WGPUBuffer s, uint32_t off, uint64_t n, int to_arena, uint32_t bak) {
+  if (to_arena) wisp_wgpu_int_copy_words(be, s, 0, P->arena.b, off, n);
+  else if (bak == NONE) wisp_wgpu_int_copy_words(be, P->arena.b, off, s, 0, n);
+  else wisp_wgpu_int_copy_words(be, P->bak.b, bak + (off - P->s_conv), s, 0, n);
+}
+
 static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g, int p0, int p1, int to_arena,
                        uint32_t bak) {
   const uint64_t row = (uint64_t)g->kv_heads * g->head_dim / (wisp_wgpu_int_kv16(be) ? 2 : 1);
   WGPUBuffer arena = P->arena.b;
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
-    if (!L->attention) {
-      /* the conv state (Qwen: its ring [2K+V][conv_len]) and Qwen's recurrent state, whole */
-      const int V = g->lin_v_heads * g->lin_v_dim;
-      uint64_t n = g->qwen3_5 ? (uint64_t)(2 * g->lin_k_heads * g->lin_k_dim + V) * (uint64_t)g->conv_len
-                              : (uint64_t)g->hidden * (uint64_t)(g->conv_len - 1);
-      for (int part = 0; part < (g->qwen3_5 ? 2 : 1); part++) {
-        WGPUBuffer s = wisp_wgpu_int_buf(part ? L->rec_state : L->state);
-        uint32_t off = part ? P->rec_off[i] : P->state_off[i];
-        if (part) n = (uint64_t)g->lin_v_heads * g->lin_k_dim * g->lin_v_dim;
-        if (to_arena) wisp_wgpu_int_copy_words(be, s, 0, arena, off, n);
-        else if (bak == NONE) wisp_wgpu_int_copy_words(be, arena, off, s, 0, n);
-        else wisp_wgpu_int_copy_words(be, P->bak.b, bak + (off - P->s_conv), s, 0, n);
-      }
+    if (!L->attention) { /* the conv state (Qwen: its ring) and Qwen's recurrent state, whole */
+      copy_whole(be, P, wisp_wgpu_int_buf(L->state), P->state_off[i], P->conv_words, to_arena, bak);
+      if (P->rec_words) copy_whole(be, P, wisp_wgpu_int_buf(L->rec_state), P->rec_off[i], P->rec_words, to_arena, bak);
       continue;
     }
     WGPUBuffer kb = wisp_wgpu_int_buf(L->state), vb = wisp_wgpu_int_buf(L->v_cache);

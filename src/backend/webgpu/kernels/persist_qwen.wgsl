@@ -54,6 +54,13 @@ override CW: u32 = 16;      // value columns of a DeltaNet task
 override NJ: u32 = 8;       // state rows per thread in a DeltaNet task: ceil(dk / (WG / CW))
 
 const NONE: u32 = 0xffffffffu;
+// The layer table (wgpu_persist.c, layout_qwen): layer l's LAYER_WORDS
+// words at blob word l * LAYER_WORDS. 0 kind (1 attention); 1 op_norm;
+// 2-5 in, 6-9 out, 10-13 gate_up, 14-17 down (each q, s, z, kind: mat());
+// 18 ffn_norm; DeltaNet: 19 conv taps, 20 A_log, 21 dt_bias, 22 the gated
+// norm's weight, 23 its conv ring and 24 its recurrent state (arena words);
+// attention: 19 q_norm, 20 k_norm, 23 the K and 24 the V cache (arena
+// words). NONE where a layer has no such vector.
 const LAYER_WORDS: u32 = 28u;
 const MAXI: u32 = 32u;      // most state rows per thread (the host checks NJ)
 const MAXL: u32 = 8u;       // most conv taps (the host checks)
