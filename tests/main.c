@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_TESTS 1024
@@ -78,6 +79,12 @@ int test_run(const char *cmd, char *out, size_t cap) {
 
 const char *test_tmpdir(void) { return g_tmpdir; }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp(((const struct test_entry *)a)->name, ((const struct test_entry *)b)->name);
 }
@@ -94,10 +101,14 @@ int main(int argc, char **argv) {
     if (filter && !strstr(g_tests[i].name, filter)) continue;
     g_current_failed = 0;
     g_current_skipped = 0;
+    /* Each line ends with the test's wall time, to find the slow ones
+     * (`sort -t'(' -k2 -n`); no test's verdict depends on it. */
+    const double t0 = now_s();
     g_tests[i].fn();
-    if (g_current_failed) { failed++; printf("FAIL %s\n", g_tests[i].name); }
-    else if (g_current_skipped) { skipped++; printf("skip %s: %s\n", g_tests[i].name, g_skip_reason); }
-    else { passed++; printf("ok   %s\n", g_tests[i].name); }
+    const double el = now_s() - t0;
+    if (g_current_failed) { failed++; printf("FAIL %s (%.1f s)\n", g_tests[i].name, el); }
+    else if (g_current_skipped) { skipped++; printf("skip %s: %s (%.1f s)\n", g_tests[i].name, g_skip_reason, el); }
+    else { passed++; printf("ok   %s (%.1f s)\n", g_tests[i].name, el); }
     fflush(stdout);
   }
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmpdir);

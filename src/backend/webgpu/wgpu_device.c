@@ -16,7 +16,12 @@
 static int profiling_requested(void);
 static uint32_t guard_bytes(uint32_t opt);
 
-#define DEFAULT_TIMEOUT_MS 10000u
+/* The limit of every synchronous wait: only against a device that never
+ * answers. Work on a loaded CPU adapter (lavapipe compiling a large kernel
+ * while other processes share two cores) can take minutes, so a wait this
+ * long is still finished by work that is merely slow; device loss ends a
+ * wait at once (wisp_wgpu_wait_flag). */
+#define DEFAULT_TIMEOUT_MS 600000u
 #define LVP_ICD "/usr/share/vulkan/icd.d/lvp_icd.json"
 
 /* ---- names --------------------------------------------------------------- */
@@ -90,15 +95,25 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Polls ProcessEvents: spins (yielding) for 3 ms (completions on a GPU
- * come within microseconds), then sleeps with a growing interval up to 1 ms. */
-static int poll_until(const wisp_wgpu_api *w, WGPUInstance inst, volatile int *flag,
+static int device_lost(wisp_wgpu_device *d) {
+  pthread_mutex_lock(&d->lock);
+  const int lost = d->lost && d->lost != WGPUDeviceLostReason_Destroyed;
+  pthread_mutex_unlock(&d->lock);
+  return lost;
+}
+
+/* Polls ProcessEvents until *flag is set (1), timeout_ns passes (0) or, with
+ * a device, the device is lost (-1): spins (yielding) for 3 ms (completions
+ * on a GPU come within microseconds), then sleeps with a growing interval up
+ * to 1 ms. */
+static int poll_until(const wisp_wgpu_api *w, WGPUInstance inst, wisp_wgpu_device *d, volatile int *flag,
                       uint64_t timeout_ns) {
   uint64_t start = now_ns();
   long sleep_ns = 2000;
   for (unsigned iter = 0;; iter++) {
     w->InstanceProcessEvents(inst);
     if (*flag) return 1;
+    if (d && device_lost(d)) return -1;
     uint64_t el = now_ns() - start;
     if (el > timeout_ns) return 0;
     /* Spin (yielding) for the first 3 ms: a decode step takes a fraction of
@@ -115,9 +130,14 @@ static int poll_until(const wisp_wgpu_api *w, WGPUInstance inst, volatile int *f
 }
 
 wisp_status wisp_wgpu_wait_flag(wisp_wgpu_device *d, volatile int *flag, const char *what) {
-  if (poll_until(d->api, d->instance, flag, d->timeout_ns)) return WISP_OK;
-  return wisp_fail(WISP_EDEVICE, "WebGPU: timed out after %llu ms waiting for %s",
-                   (unsigned long long)(d->timeout_ns / 1000000ull), what);
+  const int r = poll_until(d->api, d->instance, d, flag, d->timeout_ns);
+  if (r > 0) return WISP_OK;
+  if (r < 0) {
+    wisp_status st = wisp_wgpu_device_check(d);
+    return st ? st : wisp_fail(WISP_EDEVICE, "WebGPU: device lost waiting for %s", what);
+  }
+  return wisp_fail(WISP_EDEVICE, "WebGPU: timed out after %.1f s waiting for %s: the device does not answer",
+                   (double)d->timeout_ns * 1e-9, what);
 }
 
 static void copy_sv(char *dst, size_t cap, WGPUStringView v) {
@@ -169,7 +189,7 @@ static wisp_status request_adapter(const wisp_wgpu_api *w, WGPUInstance inst, WG
   memset(&req, 0, sizeof req);
   WGPURequestAdapterCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_adapter, &req, NULL};
   w->InstanceRequestAdapter(inst, &opt, cb);
-  if (!poll_until(w, inst, &req.done, timeout_ns))
+  if (poll_until(w, inst, NULL, &req.done, timeout_ns) <= 0)
     return wisp_fail(WISP_EDEVICE, "WebGPU: timed out waiting for an adapter");
   if (req.status != WGPURequestAdapterStatus_Success || !req.adapter) {
     if (req.adapter) w->AdapterRelease(req.adapter);
@@ -480,7 +500,7 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
   memset(&dr, 0, sizeof dr);
   WGPURequestDeviceCallbackInfo dcb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_device, &dr, NULL};
   w->AdapterRequestDevice(d->adapter, &dd, dcb);
-  if (!poll_until(w, d->instance, &dr.done, d->timeout_ns)) {
+  if (poll_until(w, d->instance, NULL, &dr.done, d->timeout_ns) <= 0) {
     st = wisp_fail(WISP_EDEVICE, "WebGPU: timed out waiting for a device from %s", ainfo.name);
     goto fail;
   }

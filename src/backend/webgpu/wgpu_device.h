@@ -1,6 +1,7 @@
 /* A WebGPU device for wisp: instance + adapter + device + queue from the
- * dynamically loaded Dawn library, with synchronous (polled, time-limited)
- * waits and errors turned into wisp_status + one-line messages.
+ * dynamically loaded Dawn library, with synchronous (polled) waits that
+ * last until the work is done (or the device is lost; a limit of minutes
+ * only against a hung device) and errors turned into wisp_status + one-line messages.
  *
  *   wisp_wgpu_device *d;
  *   if (wisp_wgpu_device_open(NULL, &d)) { puts(wisp_last_error()); ... }
@@ -54,7 +55,7 @@ typedef struct wisp_wgpu_device_opts {
   int force_fallback;          /* ask for Dawn's fallback (CPU) adapter, e.g. lavapipe */
   int no_subgroups;            /* do not request `subgroups` even when offered */
   int no_optional_features;    /* request neither shader-f16 nor timestamp-query */
-  uint32_t timeout_ms;         /* limit of every synchronous wait; 0 = 10000 */
+  uint32_t timeout_ms;         /* limit of every synchronous wait; 0 = 600000 (10 minutes) */
   /* Debug: bytes of sentinel padding after every storage buffer (0: the
    * WISP_WEBGPU_GUARD environment variable decides; see wgpu_compute.h). */
   uint32_t guard_bytes;
@@ -102,8 +103,10 @@ wisp_status wisp_wgpu_list_adapters(wisp_wgpu_info *out, int cap, int *n);
  * the previous call, or of device loss; WISP_OK otherwise. */
 wisp_status wisp_wgpu_device_check(wisp_wgpu_device *d);
 
-/* Polls the instance until *flag becomes non-zero or the device timeout runs
- * out (WISP_EDEVICE naming `what`). Used with AllowProcessEvents callbacks. */
+/* Polls the instance until *flag becomes non-zero. Fails (WISP_EDEVICE)
+ * with the loss message as soon as the device is lost, or, naming `what`,
+ * when d->timeout_ns passes without an answer (minutes by default: slow
+ * work on a loaded machine finishes). Used with AllowProcessEvents callbacks. */
 wisp_status wisp_wgpu_wait_flag(wisp_wgpu_device *d, volatile int *flag, const char *what);
 
 /* Error scopes around object creation: begin pushes validation + OOM scopes;
