@@ -36,6 +36,9 @@ typedef struct {
   int threads;         /* 0 = one per core */
   int max_context;     /* 0 = the artifact's maxPositions */
   const char *profile; /* runtime profile name or file; NULL = "default" */
+  /* "key=value,..." settings beside the plan, for measurements and tests
+   * (docs/tuning.md); NULL = none. An unknown key fails wisp_session_new. */
+  const char *tuning;
 } wisp_session_options;
 
 wisp_status wisp_model_open(const char *artifact_dir, wisp_model **out);

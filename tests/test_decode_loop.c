@@ -72,10 +72,10 @@ TEST(decode_loop_greedy_matches_host_path_for_any_batch) {
 /* A stop token inside a batch: the loop returns the tokens through the stop
  * and rewinds the state (snapshot before the batch, the kept steps run
  * again), so the session continues exactly as the per-token path would. */
-static void stop_rewinds(const char *backend, int batch, int sequential) {
+static void stop_rewinds(const char *backend, const char *tuning, int batch, int sequential) {
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
-  wisp_session_options so = {.backend = backend};
+  wisp_session_options so = {.backend = backend, .tuning = tuning};
   wisp_session *s = NULL;
   CHECKF(wisp_session_new(m, &so, &s) == WISP_OK, "%s", wisp_last_error());
   int32_t ref[24];
@@ -108,8 +108,8 @@ static void stop_rewinds(const char *backend, int batch, int sequential) {
 }
 
 TEST(decode_loop_stop_token_rewinds_the_state) {
-  stop_rewinds("cpu", 8, 1);
-  stop_rewinds("cpu", 4, 1);
+  stop_rewinds("cpu", NULL, 8, 1);
+  stop_rewinds("cpu", NULL, 4, 1);
 }
 
 TEST(sampling_reference_properties) {
@@ -208,7 +208,7 @@ TEST(decode_loop_webgpu_matches_cpu) {
   CHECKF(same >= 31, "sampled tokens: %d of 33 agree", same);
 }
 
-/* The decode loop with the packed-f16 KV cache (WISP_WEBGPU_KV=f16): greedy
+/* The decode loop with the packed-f16 KV cache (tuning kv=f16): greedy
  * tokens equal to the host path on the same backend. */
 TEST(decode_loop_webgpu_kv16) {
   WEBGPU_OR_SKIP(d);
@@ -217,14 +217,12 @@ TEST(decode_loop_webgpu_kv16) {
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
   int32_t a[33], b[33], c[33];
   wisp_session *s = NULL;
-  wisp_session_options cpu = {.backend = "cpu"}, gpu = {.backend = "webgpu"};
+  wisp_session_options cpu = {.backend = "cpu"}, gpu = {.backend = "webgpu", .tuning = "kv=f16"};
   wisp_generate_options greedy = {.temperature = 0, .batch = 16};
   CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
   CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, a));
   wisp_session_free(s);
-  setenv("WISP_WEBGPU_KV", "f16", 1);
   wisp_status st = wisp_session_new(m, &gpu, &s);
-  unsetenv("WISP_WEBGPU_KV");
   CHECKF(st == WISP_OK, "%s", wisp_last_error());
   CHECK(loop_tokens(s, k_prompt, 5, 33, &greedy, b));
   wisp_session_reset(s);
@@ -237,17 +235,16 @@ TEST(decode_loop_webgpu_kv16) {
 
 /* Greedy decode with the head product and the token choice fused (argmax
  * partials in the head matvec) gives the same tokens as without
- * (WISP_WEBGPU_FUSE_ARGMAX=0), and the fusion is really used (op by op:
+ * (tuning fuseArgmax=0), and the fusion is really used (op by op:
  * the persistent decode, on by default for batches, is turned off). */
 TEST(decode_loop_webgpu_fused_argmax) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  setenv("WISP_WEBGPU_PERSIST", "0", 1);
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
   int32_t a[40], b[40];
   wisp_session *s = NULL;
-  wisp_session_options gpu = {.backend = "webgpu"};
+  wisp_session_options gpu = {.backend = "webgpu", .tuning = "persist=0"};
   wisp_generate_options greedy = {.temperature = 0, .batch = 13};
   CHECKF(wisp_session_new(m, &gpu, &s) == WISP_OK, "%s", wisp_last_error());
   CHECK(loop_tokens(s, k_prompt, 5, 40, &greedy, a));
@@ -255,9 +252,8 @@ TEST(decode_loop_webgpu_fused_argmax) {
   CHECK(wisp_wgpu_backend_stats_get(s->backend, &st));
   wisp_session_free(s);
   CHECKF(st.argmax_fused == 39, "%llu fused argmax", (unsigned long long)st.argmax_fused);
-  setenv("WISP_WEBGPU_FUSE_ARGMAX", "0", 1);
+  gpu.tuning = "persist=0,fuseArgmax=0";
   wisp_status rc = wisp_session_new(m, &gpu, &s);
-  unsetenv("WISP_WEBGPU_FUSE_ARGMAX");
   CHECKF(rc == WISP_OK, "%s", wisp_last_error());
   CHECK(loop_tokens(s, k_prompt, 5, 40, &greedy, b));
   CHECK(wisp_wgpu_backend_stats_get(s->backend, &st));
@@ -265,10 +261,9 @@ TEST(decode_loop_webgpu_fused_argmax) {
   wisp_model_close(m);
   CHECK(st.argmax_fused == 0);
   CHECK(memcmp(a, b, sizeof a) == 0);
-  unsetenv("WISP_WEBGPU_PERSIST");
 }
 
-/* With WISP_DECODE_KICK=4 the first batch of a pipelined generate goes to
+/* With tuning decodeKick=4 the first batch of a pipelined generate goes to
  * the device in growing chunks (decode_loop.c, first_batch_kick): a
  * 32-token first batch is sent after steps 4, 12 and 28 and then read back
  * whole, so three submits more than without (the default), the same tokens
@@ -277,7 +272,6 @@ TEST(decode_loop_webgpu_fused_argmax) {
 TEST(decode_loop_webgpu_first_batch_goes_out_in_chunks) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  setenv("WISP_WEBGPU_PERSIST", "0", 1);
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
   int32_t want[41], got[2][41];
@@ -290,15 +284,13 @@ TEST(decode_loop_webgpu_first_batch_goes_out_in_chunks) {
   wisp_session_free(s);
   char err[600] = "";
   for (int i = 0; i < 2; i++) {
-    if (i == 0) setenv("WISP_DECODE_KICK", "4", 1);
+    gpu.tuning = i == 0 ? "persist=0,decodeKick=4" : "persist=0";
     wisp_status st = wisp_session_new(m, &gpu, &s);
     CHECKF(st == WISP_OK, "%s", wisp_last_error());
     int ok = test_decode(s, k_prompt, 5, 41, &greedy, got[i], NULL, &submits[i], err, sizeof err);
-    unsetenv("WISP_DECODE_KICK");
     wisp_session_free(s);
     CHECKF(ok, "%s", err);
   }
-  unsetenv("WISP_WEBGPU_PERSIST");
   wisp_model_close(m);
   CHECK(memcmp(want, got[0], sizeof want) == 0 && memcmp(want, got[1], sizeof want) == 0);
   CHECKF(submits[0] == submits[1] + 3, "%llu submits in chunks, %llu without", (unsigned long long)submits[0],
@@ -317,13 +309,12 @@ static void edit_candidate_unfused(cJSON *m) {
 TEST(decode_loop_manifest_candidate_drives_the_webgpu_backend) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  setenv("WISP_WEBGPU_PERSIST", "0", 1);
   const char *dir = fixture_variant("candidate-unfused", edit_candidate_unfused, 0);
   CHECK(dir);
   wisp_model *fused_m = NULL, *unfused_m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &fused_m) == WISP_OK);
   CHECK(wisp_model_open(dir, &unfused_m) == WISP_OK);
-  wisp_session_options gpu = {.backend = "webgpu"};
+  wisp_session_options gpu = {.backend = "webgpu", .tuning = "persist=0"};
   wisp_session *a = NULL, *b = NULL;
   CHECKF(wisp_session_new(fused_m, &gpu, &a) == WISP_OK, "%s", wisp_last_error());
   CHECK(wisp_session_new(unfused_m, &gpu, &b) == WISP_OK);
@@ -347,7 +338,6 @@ TEST(decode_loop_manifest_candidate_drives_the_webgpu_backend) {
   CHECK(memcmp(ta, tb, sizeof ta) == 0);
   CHECKF(s3.dispatches - s2.dispatches > s1.dispatches - s0.dispatches, "unfused %llu vs fused %llu dispatches",
          (unsigned long long)(s3.dispatches - s2.dispatches), (unsigned long long)(s1.dispatches - s0.dispatches));
-  unsetenv("WISP_WEBGPU_PERSIST");
 }
 
 /* The pipelined loop (next batch recorded while the device runs the
@@ -412,25 +402,22 @@ TEST(decode_loop_webgpu_pipelined_matches_sequential) {
 TEST(decode_loop_webgpu_stop_token_rewinds_the_state) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  stop_rewinds("webgpu", 8, 1); /* sequential, the stop inside a batch */
-  stop_rewinds("webgpu", 4, 0); /* pipelined: the next batch is in flight too */
-  stop_rewinds("webgpu", 6, 0); /* pipelined, the stop token at a batch's end */
+  stop_rewinds("webgpu", NULL, 8, 1); /* sequential, the stop inside a batch */
+  stop_rewinds("webgpu", NULL, 4, 0); /* pipelined: the next batch is in flight too */
+  stop_rewinds("webgpu", NULL, 6, 0); /* pipelined, the stop token at a batch's end */
 }
 
 /* ---- the persistent decode (wgpu_persist.c) ---- */
 
 /* A WebGPU session with the persistent decode forced on (lavapipe leaves it
- * off by default) with `grid` workgroups, and optionally the f16 KV cache. */
-static wisp_session *persist_session(wisp_model *m, const char *grid, int kv16) {
-  wisp_session_options gpu = {.backend = "webgpu"};
+ * off by default) with `grid` workgroups and further tuning keys `more`
+ * (NULL: none; e.g. "kv=f16"). */
+static wisp_session *persist_session(wisp_model *m, const char *grid, const char *more) {
+  char tuning[256];
+  snprintf(tuning, sizeof tuning, "persist=1,persistGrid=%s%s%s", grid, more ? "," : "", more ? more : "");
+  wisp_session_options gpu = {.backend = "webgpu", .tuning = tuning};
   wisp_session *s = NULL;
-  setenv("WISP_WEBGPU_PERSIST", "1", 1);
-  setenv("WISP_WEBGPU_PERSIST_WG", grid, 1);
-  if (kv16) setenv("WISP_WEBGPU_KV", "f16", 1);
   wisp_status st = wisp_session_new(m, &gpu, &s);
-  unsetenv("WISP_WEBGPU_PERSIST");
-  unsetenv("WISP_WEBGPU_PERSIST_WG");
-  unsetenv("WISP_WEBGPU_KV");
   if (st) fprintf(stderr, "     session: %s\n", wisp_last_error());
   return st ? NULL : s;
 }
@@ -470,15 +457,15 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   const char *opts[] = {NULL, NULL, NULL, NULL, "0"};
   const int batches[] = {16, 7, 1, 16, 16}, kv16[] = {0, 1, 1, 0, 1};
   for (int c = 0; c < 5; c++) {
-    s = persist_session(m, grids[c], kv16[c]);
+    char more[128] = "";
+    snprintf(more, sizeof more, "kv=%s", kv16[c] ? "f16" : "f32");
+    if (splits[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistSplits=%s", splits[c]);
+    if (opts[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistOpt=%s", opts[c]);
+    s = persist_session(m, grids[c], more);
     CHECK(s != NULL);
     if (!s) break;
     wisp_generate_options o = {.temperature = 0, .batch = batches[c]};
-    if (splits[c]) setenv("WISP_WEBGPU_PERSIST_SPLITS", splits[c], 1);
-    if (opts[c]) setenv("WISP_WEBGPU_PERSIST_OPT", opts[c], 1);
     CHECK(loop_tokens(s, k_prompt, 5, 33, &o, got));
-    unsetenv("WISP_WEBGPU_PERSIST_SPLITS");
-    unsetenv("WISP_WEBGPU_PERSIST_OPT");
     uint64_t steps = persistent_steps(s);
     wisp_session_free(s);
     CHECKF(memcmp(ref, got, sizeof ref) == 0, "grid %s batch %d kv16 %d: tokens differ from the CPU's", grids[c],
@@ -490,7 +477,7 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
 }
 
 /* By default (no setting) the persistent decode runs greedy decode batches
- * of any size; WISP_WEBGPU_PERSIST=0 turns it off; the tokens are the CPU
+ * of any size; tuning persist=0 turns it off; the tokens are the CPU
  * backend's either way. */
 TEST(decode_loop_webgpu_persistent_by_default) {
   WEBGPU_OR_SKIP(d);
@@ -500,13 +487,11 @@ TEST(decode_loop_webgpu_persistent_by_default) {
   int32_t ref[17], got[17];
   CHECK(cpu_loop_tokens(m, 17, ref));
   const int batches[] = {8, 1, 8};
-  const char *env[] = {NULL, NULL, "0"};
+  const char *tuning[] = {NULL, NULL, "persist=0"};
   for (int c = 0; c < 3; c++) {
-    wisp_session_options gpu = {.backend = "webgpu"};
+    wisp_session_options gpu = {.backend = "webgpu", .tuning = tuning[c]};
     wisp_session *s = NULL;
-    if (env[c]) setenv("WISP_WEBGPU_PERSIST", env[c], 1);
     wisp_status rc = wisp_session_new(m, &gpu, &s);
-    unsetenv("WISP_WEBGPU_PERSIST");
     CHECKF(rc == WISP_OK, "%s", wisp_last_error());
     if (rc) break;
     wisp_generate_options o = {.temperature = 0, .batch = batches[c]};
@@ -536,7 +521,7 @@ TEST(decode_loop_webgpu_persistent_state_continues) {
     wisp_session_options cpu = {.backend = "cpu"};
     wisp_session *s = NULL;
     if (b == 0) CHECK(wisp_session_new(m, &cpu, &s) == WISP_OK);
-    else s = persist_session(m, "2", 0);
+    else s = persist_session(m, "2", NULL);
     CHECK(s != NULL);
     if (!s) break;
     wisp_generate_options o = {.temperature = 0, .batch = 5};
@@ -554,16 +539,12 @@ TEST(decode_loop_webgpu_persistent_state_continues) {
   }
   wisp_model_close(m);
   for (int i = 0; i < 3; i++) CHECKF(memcmp(out[0][i], out[1][i], sizeof out[0][i]) == 0, "part %d differs", i);
-  setenv("WISP_WEBGPU_PERSIST", "1", 1);
-  setenv("WISP_WEBGPU_PERSIST_WG", "2", 1);
-  stop_rewinds("webgpu", 8, 1);
-  stop_rewinds("webgpu", 4, 0);
-  unsetenv("WISP_WEBGPU_PERSIST");
-  unsetenv("WISP_WEBGPU_PERSIST_WG");
+  stop_rewinds("webgpu", "persist=1,persistGrid=2", 8, 1);
+  stop_rewinds("webgpu", "persist=1,persistGrid=2", 4, 0);
 }
 
 /* A persistent run whose grid barrier gives up (simulated by
- * WISP_WEBGPU_PERSIST_FAIL=N: run N starts with the timeout flag set and
+ * tuning persistFail=N: run N starts with the timeout flag set and
  * leaves its conv states scribbled on) is decoded again op by op: the
  * batch after it, already in flight, is dropped, the state is put back as
  * the failed run found it (from a copy recorded before each run), and the
@@ -586,15 +567,15 @@ TEST(decode_loop_webgpu_persistent_failure_is_redone) {
   const int32_t never = wisp_model_vocab(m) - 1;
   for (int i = 0; i < 17; i++) CHECK(ref[i] != never);
   for (int f = 0; f < 4; f++) {
-    wisp_session *s = persist_session(m, "2", 0);
+    char more[32];
+    snprintf(more, sizeof more, "persistFail=%s", fail[f]);
+    wisp_session *s = persist_session(m, "2", more);
     CHECK(s != NULL);
     if (!s) break;
     wisp_generate_options greedy = {.temperature = 0, .batch = 4};
     if (f == 3) greedy.stop = &never, greedy.n_stop = 1;
-    setenv("WISP_WEBGPU_PERSIST_FAIL", fail[f], 1);
     memset(got, 0, sizeof got);
     int ok = loop_tokens(s, k_prompt, 5, 17, &greedy, got);
-    unsetenv("WISP_WEBGPU_PERSIST_FAIL");
     CHECKF(ok, "run %s failing: %s", fail[f], wisp_last_error());
     if (memcmp(ref, got, sizeof ref)) for (int i = 0; i < 17; i++) fprintf(stderr, "%d:%d/%d ", i, ref[i], got[i]);
     CHECKF(memcmp(ref, got, sizeof ref) == 0, "run %s failing: tokens differ from the CPU's", fail[f]);
@@ -622,7 +603,7 @@ TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
   int32_t ref[17], got[17];
   CHECK(cpu_loop_tokens(m, 17, ref));
   wisp_generate_options greedy = {.temperature = 0, .batch = 8};
-  s = persist_session(m, "64", 0);
+  s = persist_session(m, "64", NULL);
   CHECK(s != NULL);
   if (s) {
     CHECK(loop_tokens(s, k_prompt, 5, 17, &greedy, got));
@@ -656,9 +637,9 @@ static double logit_error(const float *ref, const float *got, int n, double *mx)
  * batch (as `wisp run`: no batch given), then the logits of one step more
  * (the last token fed back, op by op). *steps: decode steps the persistent
  * kernel ran; *mm8: int8 products recorded (the exact path runs none). */
-static int greedy_run(wisp_model *m, const char *backend, int n, int32_t *out, float *logits, uint64_t *steps,
-                      uint64_t *mm8) {
-  wisp_session_options so = {.backend = backend};
+static int greedy_run(wisp_model *m, const char *backend, const char *tuning, int n, int32_t *out, float *logits,
+                      uint64_t *steps, uint64_t *mm8) {
+  wisp_session_options so = {.backend = backend, .tuning = tuning};
   wisp_session *s = NULL;
   if (wisp_session_new(m, &so, &s)) {
     fprintf(stderr, "     %s session: %s\n", backend, wisp_last_error());
@@ -679,7 +660,7 @@ static int greedy_run(wisp_model *m, const char *backend, int n, int32_t *out, f
 }
 
 /* The WebGPU backend's n greedy tokens (the persistent decode, as `wisp
- * run` decodes; grid: WISP_WEBGPU_PERSIST_WG, NULL = the default probe)
+ * run` decodes; grid: tuning persistGrid, NULL = the default probe)
  * equal the CPU backend's, every decode step really persistent (persist 1;
  * -1: when the device's largest storage binding holds weights.bin; when it
  * does not, the kernel may be unable to bind the weights it needs, and then
@@ -702,11 +683,11 @@ static void greedy_parity(const char *dir, int n, const char *grid, int persist,
   int32_t *ref = calloc((size_t)n, sizeof(int32_t)), *got = calloc((size_t)n, sizeof(int32_t));
   float *lc = malloc(sizeof(float) * (size_t)V), *lg = malloc(sizeof(float) * (size_t)V);
   uint64_t steps = 0, cpu_steps = 0, mm8 = 0, cpu_mm8 = 0;
-  int ok = ref && got && lc && lg && greedy_run(m, "cpu", n, ref, lc, &cpu_steps, &cpu_mm8);
+  int ok = ref && got && lc && lg && greedy_run(m, "cpu", NULL, n, ref, lc, &cpu_steps, &cpu_mm8);
   if (ok) {
-    if (grid) setenv("WISP_WEBGPU_PERSIST_WG", grid, 1);
-    ok = greedy_run(m, "webgpu", n, got, lg, &steps, &mm8);
-    unsetenv("WISP_WEBGPU_PERSIST_WG");
+    char tuning[64] = "";
+    if (grid) snprintf(tuning, sizeof tuning, "persistGrid=%s", grid);
+    ok = greedy_run(m, "webgpu", tuning, n, got, lg, &steps, &mm8);
   }
   wisp_model_close(m);
   int at = 0;
@@ -855,11 +836,11 @@ static void edit_flash_blocks_2(cJSON *m) {
  * from; *blocks: the key blocks the decode loop's attentions were split
  * over (stats.attn_splits); *persistent: decode steps the persistent kernel
  * ran. */
-static int flash_run(const char *dir, int n, int32_t *out, float *logits, int *plan_blocks, char *from, size_t cap,
-                     uint64_t *blocks, uint64_t *persistent) {
+static int flash_run(const char *dir, const char *tuning, int n, int32_t *out, float *logits, int *plan_blocks,
+                     char *from, size_t cap, uint64_t *blocks, uint64_t *persistent) {
   wisp_model *m = NULL;
   wisp_session *s = NULL;
-  wisp_session_options gpu = {.backend = "webgpu"};
+  wisp_session_options gpu = {.backend = "webgpu", .tuning = tuning};
   int ok = wisp_model_open(dir, &m) == WISP_OK && wisp_session_new(m, &gpu, &s) == WISP_OK;
   if (ok) {
     const wisp_plan *pl = wisp_session_plan(s);
@@ -924,11 +905,9 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
   char from[3][64] = {"", "", ""};
   uint64_t blocks[3] = {0, 0, 0}, persistent[3] = {0, 0, 0};
   double worst = 0;
-  setenv("WISP_WEBGPU_PERSIST", "0", 1);
   for (int c = 0; ok && c < 3; c++)
-    run_ok[c] = flash_run(dirs[c], N, got[c], lg + (size_t)c * V, &plan_blocks[c], from[c], sizeof from[c],
-                          &blocks[c], &persistent[c]);
-  unsetenv("WISP_WEBGPU_PERSIST");
+    run_ok[c] = flash_run(dirs[c], "persist=0", N, got[c], lg + (size_t)c * V, &plan_blocks[c], from[c],
+                          sizeof from[c], &blocks[c], &persistent[c]);
   CHECKF(ok && attn_layers > 0, "the CPU's run: %s", wisp_last_error());
   for (int c = 0; c < 3; c++) {
     CHECKF(run_ok[c], "flashBlocks %d: the WebGPU run failed", want_blocks[c]);
@@ -957,13 +936,11 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
          N - 1, (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2], worst);
   /* The persistent decode (the default for greedy LFM2) takes the same cap: its splits are
    * n_splits(pos) = min(pos / 32 + 1, nsmax) (persist_lfm2.wgsl, 32 keys a block), nsmax
-   * its grid's share of the heads (16 here, WISP_WEBGPU_PERSIST_SPLITS: lavapipe's grid
+   * its grid's share of the heads (16 here, tuning persistSplits: lavapipe's grid
    * is 1-2 workgroups) capped by flashBlocks. */
-  setenv("WISP_WEBGPU_PERSIST_SPLITS", "16", 1);
   for (int c = 0; c < 3; c++)
-    run_ok[c] = flash_run(dirs[c], N, got[c], lg + (size_t)c * V, &plan_blocks[c], from[c], sizeof from[c],
-                          &blocks[c], &persistent[c]);
-  unsetenv("WISP_WEBGPU_PERSIST_SPLITS");
+    run_ok[c] = flash_run(dirs[c], "persistSplits=16", N, got[c], lg + (size_t)c * V, &plan_blocks[c], from[c],
+                          sizeof from[c], &blocks[c], &persistent[c]);
   for (int c = 0; c < 3; c++) {
     CHECKF(run_ok[c] && persistent[c] == N - 1, "flashBlocks %d, persistent: %llu persistent steps",
            want_blocks[c], (unsigned long long)persistent[c]);

@@ -360,9 +360,10 @@ static void qwen_forward_ref(const int *tok, int T, double *logits) {
 #undef P
 
 /* wisp logits for tok[0..n) via the CLI; returns malloc'd QV floats. */
-static double *cli_logits(const char *art, const int *tok, int n, const char *env) {
+static double *cli_logits(const char *art, const int *tok, int n, const char *tuning) {
   static char cmd[8192], log[1 << 16];
-  size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s %s logits -m %s --tokens ", env ? env : "", test_wisp_bin(), art);
+  size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s logits -m %s%s%s --tokens ", test_wisp_bin(), art,
+                                tuning ? " --tuning " : "", tuning ? tuning : "");
   for (int t = 0; t < n; t++) len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%d", t ? "," : "", tok[t]);
   if (test_run(cmd, log, sizeof log) != 0) { fprintf(stderr, "  %s\n", log); return NULL; }
   cJSON *j = cJSON_Parse(log);
@@ -503,7 +504,7 @@ TEST(qwen3_5_q4k_artifact_runs_and_tracks_f32) {
   enum { T = 17 };
   int tok[T];
   for (int t = 0; t < T; t++) tok[t] = (t * 29 + 3) % QV;
-  double *k = cli_logits(art, tok, T, NULL), *ks = cli_logits(art, tok, T, "WISP_CPU_SCALAR=1");
+  double *k = cli_logits(art, tok, T, NULL), *ks = cli_logits(art, tok, T, "cpuScalar=1");
   double *f = cli_logits(art32, tok, T, NULL);
   CHECK(k && ks && f);
   double mr, r_simd = rel_diff(k, ks, QV, &mr), r_f32 = rel_diff(k, f, QV, NULL);
@@ -543,7 +544,7 @@ TEST(qwen3_5_f16_q8_0_artifacts_track_f32) {
     CHECK(man && strstr(man, want[0]) && strstr(man, want[1]) && strstr(man, want[2]) &&
           !strstr(man, "zero_points"));
     free(man);
-    double *a = cli_logits(art, tok, T, NULL), *as = cli_logits(art, tok, T, "WISP_CPU_SCALAR=1");
+    double *a = cli_logits(art, tok, T, NULL), *as = cli_logits(art, tok, T, "cpuScalar=1");
     CHECK(a && as);
     if (a && as) {
       double r_simd = rel_diff(a, as, QV, NULL), r_f32 = rel_diff(a, f, QV, NULL);

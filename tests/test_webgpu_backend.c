@@ -64,12 +64,17 @@ static uint32_t g_attn_splits; /* attn_max_splits of the next pair (0 = default)
 static int g_no_fuse;          /* no_fuse of the next pair */
 static int g_kv16;             /* kv_f16 of the next pair */
 static uint32_t g_mm_tm, g_mm_tn, g_mv_wg, g_mv_rows; /* geometry of the next pair (0 = default) */
+/* Tuning fields of the next pair only (pair_open clears them, so that a
+ * failed check cannot leave them to later tests). */
+static wisp_wgpu_backend_opts g_tune;
 
 static int pair_open(pair *p, wisp_wgpu_device *d, int subgroups, uint64_t max_binding) {
   memset(p, 0, sizeof *p);
-  wisp_wgpu_backend_opts o = {
-      .device = d, .subgroups = subgroups, .max_binding = max_binding, .attn_max_splits = g_attn_splits, .no_fuse = g_no_fuse,
-      .kv_f16 = g_kv16, .matmul_tm = g_mm_tm, .matmul_tn = g_mm_tn, .matvec_wg = g_mv_wg, .matvec_rows = g_mv_rows};
+  wisp_wgpu_backend_opts o = g_tune;
+  memset(&g_tune, 0, sizeof g_tune);
+  o.device = d, o.subgroups = subgroups, o.max_binding = max_binding, o.attn_max_splits = g_attn_splits;
+  o.no_fuse = g_no_fuse, o.kv_f16 = g_kv16, o.matmul_tm = g_mm_tm, o.matmul_tn = g_mm_tn;
+  o.matvec_wg = g_mv_wg, o.matvec_rows = g_mv_rows;
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
   if (wisp_wgpu_backend_new(&o, &p->gpu)) {
     p->cpu->destroy(p->cpu);
@@ -415,9 +420,8 @@ TEST(webgpu_backend_mlp_pair_fused) {
   g_worst = 0;
   char err[600] = "";
   for (int v = 0; v < 2; v++) {
-    if (v == 1) setenv("WISP_WEBGPU_XSTAGE", "0", 1);
+    g_tune.no_xstage = v == 1;
     PAIR_OR_FAIL(p, d, -1, 0);
-    unsetenv("WISP_WEBGPU_XSTAGE");
     uint64_t seed = 87;
     int ok = 1;
     for (int ti = 0; ok && ti < 2; ti++)
@@ -487,8 +491,8 @@ TEST(webgpu_backend_mlp_pair_fused) {
 TEST(webgpu_backend_fused_matvec) {
   WEBGPU_OR_SKIP(d);
   /* pass 2: subgroups with the input read from global memory instead of
-   * staged in workgroup memory (WISP_WEBGPU_XSTAGE=0, matvec_common.wgsli)
-   * with every product's weight loads issued ahead (WISP_WEBGPU_PREFETCH=1) */
+   * staged in workgroup memory (no_xstage, matvec_common.wgsli)
+   * with every product's weight loads issued ahead (prefetch 1) */
   static const int sgs[] = {-1, 0, -1};
   static const wisp_wtype types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z};
   static const int rows_[] = {7, 1000, 16400}; /* 16400: the tall-matrix geometry, like a head */
@@ -496,10 +500,8 @@ TEST(webgpu_backend_fused_matvec) {
   g_worst = 0;
   char err[600] = "";
   for (int v = 0; v < 3; v++) {
-    if (v == 2) setenv("WISP_WEBGPU_XSTAGE", "0", 1), setenv("WISP_WEBGPU_PREFETCH", "1", 1);
+    if (v == 2) g_tune.no_xstage = 1, g_tune.prefetch = 1;
     PAIR_OR_FAIL(p, d, sgs[v], 0);
-    unsetenv("WISP_WEBGPU_XSTAGE");
-    unsetenv("WISP_WEBGPU_PREFETCH");
     uint64_t seed = 81;
     int ok = 1;
     for (int ti = 0; ok && ti < 3; ti++)
@@ -1091,10 +1093,9 @@ TEST(webgpu_backend_attention_tiled_prefill) {
   char err[600] = "";
   g_worst = 0;
   for (int kv16 = 0; kv16 < 2; kv16++) {
-    setenv("WISP_WEBGPU_ATTN_PREFILL", "1", 1);
+    g_tune.attn_prefill = 1;
     g_kv16 = kv16;
     PAIR_OR_FAIL(p, d, -1, 0);
-    unsetenv("WISP_WEBGPU_ATTN_PREFILL");
     int ok = attention_mixed(&p, &seed, err, sizeof err);
     g_kv16 = 0; /* attention_case compares against TOL_KV16 while set */
     pair_close(&p);
@@ -1117,9 +1118,8 @@ TEST(webgpu_backend_attention_merge_fused) {
   uint64_t per_run[2] = {0, 0};
   for (int i = 0; i < 3; i++) {
     g_kv16 = i == 2;
-    if (i == 1) setenv("WISP_WEBGPU_XSTAGE", "0", 1); /* unstaged: the merge is recorded on its own */
+    g_tune.no_xstage = i == 1; /* unstaged: the merge is recorded on its own */
     PAIR_OR_FAIL(q, d, -1, 0);
-    unsetenv("WISP_WEBGPU_XSTAGE");
     wisp_wgpu_backend_stats s0, s1;
     wisp_wgpu_backend_stats_get(q.gpu, &s0);
     g_attn_proj = 1;
@@ -1336,7 +1336,7 @@ static wisp_status f32_prefill(wisp_session *s) {
   return wisp_wgpu_mm8_configure(s->backend, &o);
 }
 
-/* The whole model without fusion (WISP_WEBGPU_FUSE=0: every op on its own,
+/* The whole model without fusion (tuning fuse=0: every op on its own,
  * 53 dispatches a token): 17-token prompt + 8 greedy tokens against the CPU. */
 TEST(webgpu_backend_small_model_unfused) {
   WEBGPU_OR_SKIP(d);
@@ -1346,12 +1346,10 @@ TEST(webgpu_backend_small_model_unfused) {
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
   const int V = wisp_model_vocab(m);
   wisp_session *sc = NULL, *sg = NULL;
-  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu"};
-  setenv("WISP_WEBGPU_FUSE", "0", 1);
+  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu", .tuning = "fuse=0"};
   wisp_status st = wisp_session_new(m, &oc, &sc);
   if (!st) st = wisp_session_new(m, &og, &sg);
   if (!st) st = f32_prefill(sg); /* the int8 prefill product: test_webgpu_matmul_i8.c */
-  unsetenv("WISP_WEBGPU_FUSE");
   float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
   char err[600] = "";
   int ok = !st && lc && lg;
@@ -1472,7 +1470,7 @@ TEST(webgpu_backend_small_model_parity) {
   CHECK(s1.spec_reads - s0.spec_reads == 1);
 }
 
-/* Packed-f16 KV cache (WISP_WEBGPU_KV=f16) on the whole small model: prompts
+/* Packed-f16 KV cache (tuning kv=f16) on the whole small model: prompts
  * of 17 and 150 tokens + 32 greedy tokens, the same tokens as the CPU
  * backend (f32 cache) and logits within TOL_LOGITS of max|logit|. */
 TEST(webgpu_backend_small_model_kv16) {
@@ -1484,12 +1482,10 @@ TEST(webgpu_backend_small_model_kv16) {
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
   const int V = wisp_model_vocab(m);
   wisp_session *sc = NULL, *sg = NULL;
-  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu"};
-  setenv("WISP_WEBGPU_KV", "f16", 1);
+  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu", .tuning = "kv=f16"};
   wisp_status st = wisp_session_new(m, &oc, &sc);
   if (!st) st = wisp_session_new(m, &og, &sg);
   if (!st) st = f32_prefill(sg); /* the int8 prefill product: test_webgpu_matmul_i8.c */
-  unsetenv("WISP_WEBGPU_KV");
   float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
   static const int prompts[] = {17, 150};
   uint64_t seed = 79;
@@ -1555,11 +1551,10 @@ TEST(webgpu_backend_fused_argmax_rounded_grid) {
   for (int cfg = 0; ok && cfg < 2; cfg++) {
     if (cfg == 1 && !d->has_subgroups) break;
     /* plain: ROWS 1 a workgroup; subgroups: one 32-lane group of 1 row */
-    wisp_wgpu_backend_opts o = {.device = d, .subgroups = cfg, .matvec_wg = cfg ? 32 : 128, .matvec_rows = 1};
-    setenv("WISP_WEBGPU_MATVEC_BIG_ROWS", "1", 1);
+    wisp_wgpu_backend_opts o = {.device = d, .subgroups = cfg, .matvec_wg = cfg ? 32 : 128, .matvec_rows = 1,
+                                .matvec_big_rows = 1};
     wisp_backend *be = NULL;
     wisp_status st = wisp_wgpu_backend_new(&o, &be);
-    unsetenv("WISP_WEBGPU_MATVEC_BIG_ROWS");
     if (st) {
       snprintf(err, sizeof err, "backend: %s", wisp_last_error());
       ok = 0;
@@ -1601,7 +1596,7 @@ TEST(webgpu_backend_fused_argmax_rounded_grid) {
  * lowest index must win, within one workgroup (rows 4321, 4322, and 4353
  * in a later row chunk) and across workgroups (row 17 vs 4321, 4322). Subgroup variant whole and split into
  * 256-row parts (part offsets), plain variant; the logits are still
- * written; WISP_WEBGPU_FUSE_ARGMAX=0 gives the same ids unfused. */
+ * written; no_fuse_argmax gives the same ids unfused. */
 TEST(webgpu_backend_fused_argmax_ties) {
   WEBGPU_OR_SKIP(d);
   enum { V = 20000, C = 64 }; /* >= 16384 rows: the tall (head) geometry */
@@ -1619,7 +1614,7 @@ TEST(webgpu_backend_fused_argmax_ties) {
     x[1][c] = c < C / 2 ? 1.0f : 0.0f;
   }
   static const int want[2] = {4321, 17};
-  /* configs 4 and 5: three row chunks per workgroup (WISP_WEBGPU_HEAD_CHUNKS,
+  /* configs 4 and 5: three row chunks per workgroup (head_chunks,
    * 32-row chunks: 4353 ties 4321 in the same slot of the next chunk), the
    * second with the weight loads issued ahead */
   static const int sg[6] = {-1, -1, 0, -1, -1, -1};
@@ -1628,15 +1623,12 @@ TEST(webgpu_backend_fused_argmax_ties) {
   char err[300] = "";
   int ok = y != NULL;
   for (int cfg = 0; ok && cfg < 6; cfg++) {
-    if (cfg == 3) setenv("WISP_WEBGPU_FUSE_ARGMAX", "0", 1);
-    if (cfg >= 4) setenv("WISP_WEBGPU_HEAD_CHUNKS", "3", 1);
-    if (cfg == 5) setenv("WISP_WEBGPU_PREFETCH", "1", 1);
     wisp_wgpu_backend_opts o = {.device = d, .subgroups = sg[cfg], .max_binding = mb[cfg]};
+    o.no_fuse_argmax = cfg == 3;
+    o.head_chunks = cfg >= 4 ? 3 : 0;
+    o.prefetch = cfg == 5;
     wisp_backend *be = NULL;
     wisp_status st = wisp_wgpu_backend_new(&o, &be);
-    unsetenv("WISP_WEBGPU_FUSE_ARGMAX");
-    unsetenv("WISP_WEBGPU_HEAD_CHUNKS");
-    unsetenv("WISP_WEBGPU_PREFETCH");
     if (st) {
       snprintf(err, sizeof err, "backend: %s", wisp_last_error());
       ok = 0;

@@ -56,7 +56,7 @@ static wisp_status probe(wisp_wgpu_device *d, const wisp_wgpu_kernel *k, wisp_wg
 
 /* The guard itself: a read past x's end sees the sentinel, a write past y's
  * end fails the check (once: the padding is refilled), and in-bounds work
- * passes. Also with Dawn's robustness on (WISP_WEBGPU_ROBUST=1), where the
+ * passes. Also with Dawn's robustness on (opts.robust), where the
  * padding is inside the binding and nothing is clamped before it. */
 TEST(webgpu_guard_catches_out_of_bounds) {
   WEBGPU_OR_SKIP(shared);
@@ -64,15 +64,9 @@ TEST(webgpu_guard_catches_out_of_bounds) {
   char err[1100] = "";
   int ok = 1;
   for (int robust = 0; ok && robust < 2; robust++) {
-    const char *old = getenv("WISP_WEBGPU_ROBUST");
-    char saved[16] = "";
-    if (old) snprintf(saved, sizeof saved, "%s", old);
-    setenv("WISP_WEBGPU_ROBUST", robust ? "1" : "0", 1);
-    wisp_wgpu_device_opts o = {.guard_bytes = 256};
+    wisp_wgpu_device_opts o = {.guard_bytes = 256, .robust = robust};
     wisp_wgpu_device *d = NULL;
     wisp_status st = wisp_wgpu_device_open(&o, &d);
-    if (old) setenv("WISP_WEBGPU_ROBUST", saved, 1);
-    else unsetenv("WISP_WEBGPU_ROBUST");
     CHECKF(!st, "guarded device: %s", wisp_last_error());
     uint32_t xs[N], y0[N], y1[N], y2[N];
     for (uint32_t i = 0; i < N; i++) xs[i] = 1000 + i;

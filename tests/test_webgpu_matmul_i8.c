@@ -516,10 +516,10 @@ TEST(webgpu_matmul_i8_fused_quantize) {
   printf("     int8 matmul FUSEQ: %.3g of max|y| from the two-dispatch path\n", worst);
 }
 
-/* WISP_PREFILL_CHUNK (tokens per prefill forward, read by wisp_session_new):
+/* Tuning prefillChunk (tokens per prefill forward, read by wisp_session_new):
  * a 150-token prompt in chunks of 100 gives the logits of the default
  * 64-token chunks (every op is per token; the int8 quantization too). */
-TEST(webgpu_matmul_i8_prefill_chunk_env) {
+TEST(webgpu_matmul_i8_prefill_chunk_tuning) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   const char *dir = fixture_small_model();
@@ -533,11 +533,9 @@ TEST(webgpu_matmul_i8_prefill_chunk_env) {
   for (int i = 0; i < 150; i++) ids[i] = (int32_t)(test_rand_u32(&seed) % (uint32_t)V);
   int ok = l[0] && l[1], chunk[2] = {0, 0};
   for (int k = 0; ok && k < 2; k++) {
-    if (k) setenv("WISP_PREFILL_CHUNK", "100", 1);
-    wisp_session_options o = {.backend = "webgpu", .profile = "throughput"};
+    wisp_session_options o = {.backend = "webgpu", .profile = "throughput", .tuning = k ? "prefillChunk=100" : NULL};
     wisp_session *s = NULL;
     ok = !wisp_session_new(m, &o, &s);
-    unsetenv("WISP_PREFILL_CHUNK");
     if (ok) {
       chunk[k] = s->chunk;
       ok = !wisp_session_eval(s, ids, 150, l[k]);

@@ -19,10 +19,9 @@ static const char *k_add_one =
 TEST(webgpu_profile_times_each_dispatch_by_kernel) {
   WEBGPU_OR_SKIP(shared);
   if (!shared->has_timestamp_query) SKIP("adapter has no timestamp-query (profiler unavailable, checked: none)");
-  setenv("WISP_WEBGPU_PROFILE", "1", 1);
+  wisp_wgpu_device_opts o = {.profile = 1};
   wisp_wgpu_device *d = NULL;
-  wisp_status st = wisp_wgpu_device_open(NULL, &d);
-  unsetenv("WISP_WEBGPU_PROFILE");
+  wisp_status st = wisp_wgpu_device_open(&o, &d);
   CHECKF(st == WISP_OK, "%s", wisp_last_error());
   if (st) return;
   CHECK(d->profile != NULL);

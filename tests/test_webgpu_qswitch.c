@@ -166,7 +166,8 @@ typedef struct {
 } gen_result;
 
 /* Prompt, first token from its logits, NMEASURE tokens one per submit, NMORE in the plan's batches. */
-static int generate(const char *dir, const char *backend, const char *prof, gen_result *r, char *err, size_t cap) {
+static int generate(const char *dir, const char *backend, const char *prof, const char *tuning, gen_result *r, char *err,
+                    size_t cap) {
   memset(r, 0, sizeof *r);
   wisp_model *m = NULL;
   wisp_session *s = NULL;
@@ -174,7 +175,7 @@ static int generate(const char *dir, const char *backend, const char *prof, gen_
     snprintf(err, cap, "open %s: %s", dir, wisp_last_error());
     return 0;
   }
-  wisp_session_options o = {.backend = backend, .threads = 1, .profile = prof};
+  wisp_session_options o = {.backend = backend, .threads = 1, .profile = prof, .tuning = tuning};
   int ok = !wisp_session_new(m, &o, &s);
   if (!ok) snprintf(err, cap, "session (%s, profile %s): %s", backend, prof ? prof : "default", wisp_last_error());
   const int V = wisp_model_vocab(m);
@@ -232,8 +233,8 @@ TEST(webgpu_qswitch_each_switch_off_same_tokens) {
   const char *dir = model_dir("qswitch4", k_layers4, 4, log, sizeof log);
   CHECKF(dir, "model: %s", log);
   static gen_result cpu, on, off;
-  CHECKF(generate(dir, "cpu", NULL, &cpu, err, sizeof err), "%s", err);
-  CHECKF(generate(dir, "webgpu", NULL, &on, err, sizeof err), "%s", err);
+  CHECKF(generate(dir, "cpu", NULL, NULL, &cpu, err, sizeof err), "%s", err);
+  CHECKF(generate(dir, "webgpu", NULL, NULL, &on, err, sizeof err), "%s", err);
   CHECKF(!memcmp(cpu.tokens, on.tokens, sizeof on.tokens), "all switches on: tokens differ from the cpu backend's");
   int distinct = 0; /* the comparison means something only if the stream is not one token repeated */
   for (int i = 0; i < 1 + NMEASURE + NMORE; i++) {
@@ -274,7 +275,7 @@ TEST(webgpu_qswitch_each_switch_off_same_tokens) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *pf = profile(cases[i].name, "profiles/default", cases[i].session);
     CHECK(pf);
-    CHECKF(generate(dir, "webgpu", pf, &off, err, sizeof err), "%s off: %s", cases[i].name, err);
+    CHECKF(generate(dir, "webgpu", pf, NULL, &off, err, sizeof err), "%s off: %s", cases[i].name, err);
     int k = 0;
     while (k < 1 + NMEASURE + NMORE && off.tokens[k] == on.tokens[k]) k++;
     CHECKF(k == 1 + NMEASURE + NMORE, "%s off: tokens differ from on at %d", cases[i].name, k);
@@ -301,18 +302,18 @@ TEST(webgpu_qswitch_geometry_and_decode_loop) {
   const char *dir = model_dir("qswitch4", k_layers4, 4, log, sizeof log);
   CHECKF(dir, "model: %s", log);
   static gen_result on, geo, loop_on, loop_off;
-  CHECKF(generate(dir, "webgpu", NULL, &on, err, sizeof err), "%s", err);
+  CHECKF(generate(dir, "webgpu", NULL, NULL, &on, err, sizeof err), "%s", err);
   const char *pg = profile("geometry", "profiles/default",
                            "{\"fusedFfnQ4K\": {\"decode\": {\"variant\": \"q4k_metal_simd16\", \"pipelineConstants\": "
                            "{\"WORKGROUP_SIZE\": 64, \"COLS_PER_WG\": 4, \"THREADS_PER_COL\": 16, "
                            "\"USE_FULL_BLOCK_FAST_PATH\": false}}}, \"lmHeadArgmaxQ4K\": {\"colsPerWorkgroup\": 32, "
                            "\"threadsPerCol\": 4, \"useFullBlockFastPath\": false}}");
-  CHECKF(generate(dir, "webgpu", pg, &geo, err, sizeof err), "geometry: %s", err);
+  CHECKF(generate(dir, "webgpu", pg, NULL, &geo, err, sizeof err), "geometry: %s", err);
   CHECK(!memcmp(on.tokens, geo.tokens, sizeof on.tokens) && geo.dispatches_per_token == on.dispatches_per_token);
   const char *pon = profile("loop-on", "profiles/throughput", "{}");
   const char *poff = profile("loop-off", "profiles/throughput", "{\"decodeLoop\": {\"disableCommandBatching\": true}}");
-  CHECKF(generate(dir, "webgpu", pon, &loop_on, err, sizeof err), "decodeLoop on: %s", err);
-  CHECKF(generate(dir, "webgpu", poff, &loop_off, err, sizeof err), "decodeLoop off: %s", err);
+  CHECKF(generate(dir, "webgpu", pon, NULL, &loop_on, err, sizeof err), "decodeLoop on: %s", err);
+  CHECKF(generate(dir, "webgpu", poff, NULL, &loop_off, err, sizeof err), "decodeLoop off: %s", err);
   CHECK(!memcmp(on.tokens, loop_on.tokens, sizeof on.tokens) && !memcmp(on.tokens, loop_off.tokens, sizeof on.tokens));
   /* 40 tokens: one batch of up to 64 (a submit for the steps, one for reading the ids), or 40 of one */
   CHECKF(loop_on.submits_more <= 3 && loop_off.submits_more >= 40, "decodeLoop on: %llu submits, off: %llu",
@@ -399,21 +400,21 @@ TEST(webgpu_qswitch_08b_layer_pattern_counts) {
   const char *dir = model_dir("qswitch24", full, 24, log, sizeof log);
   CHECKF(dir, "model: %s", log);
   static gen_result on, off;
-  CHECKF(generate(dir, "webgpu", NULL, &on, err, sizeof err), "%s", err);
+  CHECKF(generate(dir, "webgpu", NULL, NULL, &on, err, sizeof err), "%s", err);
   const char *pf = profile("all-off", "profiles/default",
                            "{\"usePostFfnNextInputRMSNormPairFusion\": false, \"fusedFfnQ4K\": false, "
                            "\"useGreedyLmHeadArgmaxFusion\": false, \"attentionDecodeOnline\": {\"useOutputGateFusion\": "
                            "false}, \"useFusedQKVSplitQKNormRoPE\": false, \"useLinearAttentionQKVZProjectionFusion\": "
                            "false, \"useLinearAttentionABProjectionFusion\": false, "
                            "\"useLinearAttentionFusedDecodeCore\": false}");
-  CHECKF(generate(dir, "webgpu", pf, &off, err, sizeof err), "%s", err);
+  CHECKF(generate(dir, "webgpu", pf, NULL, &off, err, sizeof err), "%s", err);
   CHECK(!memcmp(on.tokens, off.tokens, sizeof on.tokens));
   printf("     0.8B layer pattern: %.0f dispatches a token with every switch on, %.0f with every switch off\n",
          on.dispatches_per_token, off.dispatches_per_token);
 }
 
 /* Every Q4_K product of this model (256 and 512 columns) by q4k_sb.wgsl, a thread per
- * super-block (WISP_WEBGPU_Q4K_SB_COLS=256): norm + in_proj, norm + gate/up + SwiGLU and the
+ * super-block (tuning q4kSbCols=256): norm + in_proj, norm + gate/up + SwiGLU and the
  * plain products; the CPU's tokens, at the same dispatches a token as the default kernels. */
 TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
   WEBGPU_OR_SKIP(d);
@@ -422,12 +423,10 @@ TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
   const char *dir = model_dir("qswitch4", k_layers4, 4, log, sizeof log);
   CHECKF(dir, "model: %s", log);
   static gen_result cpu, sb, none;
-  CHECKF(generate(dir, "cpu", NULL, &cpu, err, sizeof err), "%s", err);
-  setenv("WISP_WEBGPU_Q4K_SB_COLS", "256", 1);
-  int ok = generate(dir, "webgpu", NULL, &sb, err, sizeof err);
-  setenv("WISP_WEBGPU_Q4K_SB_COLS", "0", 1); /* the lane-group kernels (q4k_fused, q4k_matvec) */
-  ok = ok && generate(dir, "webgpu", NULL, &none, err, sizeof err);
-  unsetenv("WISP_WEBGPU_Q4K_SB_COLS");
+  CHECKF(generate(dir, "cpu", NULL, NULL, &cpu, err, sizeof err), "%s", err);
+  int ok = generate(dir, "webgpu", NULL, "q4kSbCols=256", &sb, err, sizeof err);
+  /* the lane-group kernels (q4k_fused, q4k_matvec) */
+  ok = ok && generate(dir, "webgpu", NULL, "q4kSbCols=0", &none, err, sizeof err);
   CHECKF(ok, "%s", err);
   CHECKF(!memcmp(cpu.tokens, sb.tokens, sizeof sb.tokens), "super-block kernel: tokens differ from the cpu backend's");
   CHECKF(!memcmp(cpu.tokens, none.tokens, sizeof none.tokens),
@@ -442,7 +441,7 @@ TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
  * default on GPUs, asked for here because lavapipe is a CPU adapter) gives the CPU's tokens: one
  * workgroup doing every phase; three, whose phases meet at grid barriers and whose attention keys
  * are split three ways past position 64; f16 KV; and a batch whose barrier "gives up"
- * (WISP_WEBGPU_PERSIST_FAIL=2: its ids void, its conv rings and recurrent states scribbled on),
+ * (tuning persistFail=2: its ids void, its conv rings and recurrent states scribbled on),
  * which the decode loop must redo op by op from the states backed up before it. */
 TEST(webgpu_qwen_persistent_decode_same_tokens) {
   WEBGPU_OR_SKIP(d);
@@ -451,34 +450,20 @@ TEST(webgpu_qwen_persistent_decode_same_tokens) {
   const char *dir = model_dir("qswitch4", k_layers4, 4, log, sizeof log);
   CHECKF(dir, "model: %s", log);
   static gen_result cpu, run;
-  CHECKF(generate(dir, "cpu", NULL, &cpu, err, sizeof err), "%s", err);
+  CHECKF(generate(dir, "cpu", NULL, NULL, &cpu, err, sizeof err), "%s", err);
   static const struct {
-    const char *persist, *grid, *splits, *kv, *fail, *rp, *min_steps;
+    const char *tuning;
     int steps; /* decode steps the persistent kernel runs (the failed run's counted) */
-  } cases[] = {{NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0}, /* default: not on a CPU adapter */
-               {"1", "1", NULL, NULL, NULL, NULL, "2", NMORE}, /* batches of 1 op by op, the plan's (40) persistent */
-               {"1", "1", NULL, NULL, NULL, NULL, NULL, NMEASURE + NMORE},
-               {"1", "3", "3", NULL, NULL, NULL, NULL, NMEASURE + NMORE},
-               {"1", "3", "3", "f16", NULL, "1", NULL, NMEASURE + NMORE}, /* each row in quarters */
-               {"1", "2", NULL, NULL, "2", "2", NULL, 2}};                 /* each row in halves */
+  } cases[] = {{NULL, 0}, /* default: not on a CPU adapter */
+               {"persist=1,persistGrid=1,persistMinSteps=2", NMORE}, /* batches of 1 op by op, the plan's (40) persistent */
+               {"persist=1,persistGrid=1", NMEASURE + NMORE},
+               {"persist=1,persistGrid=3,persistSplits=3", NMEASURE + NMORE},
+               {"persist=1,persistGrid=3,persistSplits=3,kv=f16,persistRp=1", NMEASURE + NMORE}, /* each row in quarters */
+               {"persist=1,persistGrid=2,persistFail=2,persistRp=2", 2}};                       /* each row in halves */
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    if (cases[c].persist) setenv("WISP_WEBGPU_PERSIST", cases[c].persist, 1);
-    if (cases[c].grid) setenv("WISP_WEBGPU_PERSIST_WG", cases[c].grid, 1);
-    if (cases[c].min_steps) setenv("WISP_WEBGPU_PERSIST_MIN_STEPS", cases[c].min_steps, 1);
-    if (cases[c].splits) setenv("WISP_WEBGPU_PERSIST_SPLITS", cases[c].splits, 1);
-    if (cases[c].kv) setenv("WISP_WEBGPU_KV", cases[c].kv, 1);
-    if (cases[c].fail) setenv("WISP_WEBGPU_PERSIST_FAIL", cases[c].fail, 1);
-    if (cases[c].rp) setenv("WISP_WEBGPU_PERSIST_RP", cases[c].rp, 1);
     /* case 1 decodes the plan's part in the throughput profile's batches (up to 64 steps) */
     const char *prof = c == 1 ? profile("persist-throughput", "profiles/throughput", "{}") : NULL;
-    int ok = generate(dir, "webgpu", prof, &run, err, sizeof err);
-    unsetenv("WISP_WEBGPU_PERSIST");
-    unsetenv("WISP_WEBGPU_PERSIST_WG");
-    unsetenv("WISP_WEBGPU_PERSIST_SPLITS");
-    unsetenv("WISP_WEBGPU_KV");
-    unsetenv("WISP_WEBGPU_PERSIST_FAIL");
-    unsetenv("WISP_WEBGPU_PERSIST_RP");
-    unsetenv("WISP_WEBGPU_PERSIST_MIN_STEPS");
+    int ok = generate(dir, "webgpu", prof, cases[c].tuning, &run, err, sizeof err);
     CHECKF(ok, "case %zu: %s", c, err);
     CHECKF(!memcmp(cpu.tokens, run.tokens, sizeof run.tokens), "case %zu: tokens differ from the cpu backend's", c);
     CHECKF(run.persistent == (uint64_t)cases[c].steps, "case %zu: %llu persistent steps, expected %d", c,

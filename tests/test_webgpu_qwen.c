@@ -35,12 +35,16 @@ static void qkeep(qpair *p, void *x) {
 
 static int g_qkv16; /* kv_f16 of the next qopen: packed-f16 KV caches on the GPU side */
 static uint32_t g_qdn_cols, g_qdn_groups; /* dn_cols / dn_groups of the next qopen (0 = default) */
+/* Tuning fields of the next qopen only (it clears them, so that a failed
+ * check cannot leave them to later tests). */
+static wisp_wgpu_backend_opts g_qtune;
 
 static int qopen(qpair *p, wisp_wgpu_device *d, int subgroups, uint32_t splits, uint64_t max_binding) {
   memset(p, 0, sizeof *p);
-  wisp_wgpu_backend_opts o = {.device = d, .subgroups = subgroups, .attn_max_splits = splits,
-                              .max_binding = max_binding, .kv_f16 = g_qkv16, .dn_cols = g_qdn_cols,
-                              .dn_groups = g_qdn_groups};
+  wisp_wgpu_backend_opts o = g_qtune;
+  memset(&g_qtune, 0, sizeof g_qtune);
+  o.device = d, o.subgroups = subgroups, o.attn_max_splits = splits, o.max_binding = max_binding;
+  o.kv_f16 = g_qkv16, o.dn_cols = g_qdn_cols, o.dn_groups = g_qdn_groups;
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
   if (wisp_wgpu_backend_new(&o, &p->gpu)) {
     p->cpu->destroy(p->cpu);
@@ -631,12 +635,12 @@ TEST(webgpu_qwen_q4k_matmul) {
   char err[600] = "";
   /* default (subgroups when the device has them), plain, split into
    * 8640-byte parts (20 rows of 768 columns, 60 of 256), and row groups of
-   * 64 lanes with 2 rows each (WISP_WEBGPU_Q4K_LG=64: several subgroups a
-   * row; WISP_WEBGPU_Q4K_MATVEC=128x2 everywhere: the default takes 1 row
+   * 64 lanes with 2 rows each (q4k_lg 64: several subgroups a
+   * row; q4k_mv 128x2 everywhere: the default takes 1 row
    * for matrices of fewer than 2048 rows, which these are), and the
-   * default's rule moved to 37 rows (WISP_WEBGPU_Q4K_ROWS2_ROWS: 1 row
+   * default's rule moved to 37 rows (q4k_rows2_rows: 1 row
    * a lane group for the 1- and 7-row matrices, 2 for 37 and 300), and the
-   * plain one-token products by q4k_sb.wgsl (WISP_WEBGPU_Q4K_SB_COLS=256: a
+   * plain one-token products by q4k_sb.wgsl (q4k_sb_cols 256: a
    * thread per super-block), whole and split */
   static const int sg[] = {-1, 0, -1, -1, -1, -1, -1};
   static const uint64_t mb[] = {0, 0, 8640, 0, 0, 0, 8640};
@@ -644,17 +648,13 @@ TEST(webgpu_qwen_q4k_matmul) {
                                 "super-block threads", "super-block threads, split"};
   for (int i = 0; i < 7; i++) {
     if (sg[i] == -1 && i != 2 && i != 6 && !d->has_subgroups) continue;
-    if (i == 3) setenv("WISP_WEBGPU_Q4K_LG", "64", 1), setenv("WISP_WEBGPU_Q4K_MATVEC", "128x2", 1);
-    if (i == 4) setenv("WISP_WEBGPU_Q4K_ROWS2_ROWS", "37", 1);
-    if (i >= 5) setenv("WISP_WEBGPU_Q4K_SB_COLS", "256", 1);
+    if (i == 3) g_qtune.q4k_lg = 64, g_qtune.q4k_mv_wg = 128, g_qtune.q4k_mv_rows = 2;
+    if (i == 4) g_qtune.q4k_rows2_rows = 37;
+    if (i >= 5) g_qtune.q4k_sb_cols = 256;
     qpair p;
     CHECKF(qopen(&p, d, sg[i], 0, mb[i]), "%s", wisp_last_error());
     int ok = q4k_suite(&p, label[i], err, sizeof err);
     qclose(&p);
-    unsetenv("WISP_WEBGPU_Q4K_LG");
-    unsetenv("WISP_WEBGPU_Q4K_MATVEC");
-    unsetenv("WISP_WEBGPU_Q4K_ROWS2_ROWS");
-    unsetenv("WISP_WEBGPU_Q4K_SB_COLS");
     CHECKF(ok, "%s", err);
   }
   /* the seed profile's kernel (fused_matmul_q4_metal_simd16.wgsl) for the one-token products */
@@ -703,8 +703,8 @@ static uint64_t g_parity_input_fused;
  * TOL_QWEN_LOGITS), then the decode loop (wisp_session_generate) on both:
  * the same 32 tokens. `profile` (NULL = default) applies to the webgpu
  * session; *gen_out receives the webgpu decode-loop tokens. */
-static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_out, char *err, size_t cap,
-                             double *worst_out) {
+static int qwen_model_parity(const char *dir, const char *profile, const char *tuning, int32_t *gen_out, char *err,
+                             size_t cap, double *worst_out) {
   wisp_model *m = NULL;
   if (wisp_model_open(dir, &m)) {
     snprintf(err, cap, "open %s: %s", dir, wisp_last_error());
@@ -712,7 +712,8 @@ static int qwen_model_parity(const char *dir, const char *profile, int32_t *gen_
   }
   const int V = wisp_model_vocab(m);
   wisp_session *sc = NULL, *sg = NULL;
-  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu", .profile = profile};
+  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu", .profile = profile,
+                                                                     .tuning = tuning};
   wisp_status st = wisp_session_new(m, &oc, &sc);
   if (!st) st = wisp_session_new(m, &og, &sg);
   /* The f32 prefill product (TOL_QWEN_LOGITS); the Q4 x int8 one is tested
@@ -791,7 +792,7 @@ TEST(webgpu_qwen_small_model_parity) {
     const char *dir = qwen_small(quants[i], log, sizeof log);
     CHECKF(dir, "convert --quant %s: %s", quants[i], log);
     double worst = 0;
-    int ok = qwen_model_parity(dir, NULL, NULL, err, sizeof err, &worst);
+    int ok = qwen_model_parity(dir, NULL, NULL, NULL, err, sizeof err, &worst);
     CHECKF(ok, "%s: %s", quants[i], err);
     /* (this model's 128-column projections are Q4, not Q4_K: the input-op fusions of
      * q4k_matvec are tested in webgpu_qwen_input_ops_fused and webgpu_qswitch) */
@@ -800,7 +801,7 @@ TEST(webgpu_qwen_small_model_parity) {
   }
 }
 
-/* Packed-f16 KV caches (WISP_WEBGPU_KV=f16, read at backend creation) on the whole small model:
+/* Packed-f16 KV caches (tuning kv=f16, read at backend creation) on the whole small model:
  * the CPU's greedy tokens (its caches are f32), logits within TOL_QWEN_LOGITS, through eval and
  * the decode loop. */
 TEST(webgpu_qwen_small_model_kv16) {
@@ -810,9 +811,7 @@ TEST(webgpu_qwen_small_model_kv16) {
   const char *dir = qwen_small("q4k", log, sizeof log);
   CHECKF(dir, "convert: %s", log);
   double worst = 0;
-  setenv("WISP_WEBGPU_KV", "f16", 1);
-  int ok = qwen_model_parity(dir, NULL, NULL, err, sizeof err, &worst);
-  unsetenv("WISP_WEBGPU_KV");
+  int ok = qwen_model_parity(dir, NULL, "kv=f16", NULL, err, sizeof err, &worst);
   CHECKF(ok, "kv16: %s", err);
   CHECK(g_parity_kv16);
   printf("     qwen35-small q4k kv16: 32 greedy tokens equal, max logit error %.3g of max|logit|\n", worst);
@@ -935,9 +934,9 @@ TEST(webgpu_qwen_seed_profile) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   int32_t a[32], b[32];
-  CHECKF(qwen_model_parity(dir, NULL, a, err, sizeof err, NULL), "default plan: %s", err);
+  CHECKF(qwen_model_parity(dir, NULL, NULL, a, err, sizeof err, NULL), "default plan: %s", err);
   CHECK(!g_parity_kv16);
-  CHECKF(qwen_model_parity(dir, prof, b, err, sizeof err, NULL), "seed profile: %s", err);
+  CHECKF(qwen_model_parity(dir, prof, NULL, b, err, sizeof err, NULL), "seed profile: %s", err);
   CHECK(g_parity_kv16); /* the plan's kvDtype f16 reached the backend before the caches were made */
   CHECK(!memcmp(a, b, sizeof a));
 }
@@ -979,13 +978,13 @@ TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
   g_qworst = 0;
   char err[600] = "";
   /* cols, tpc, wg, full; the last pass is the first with the input read
-   * from global memory instead of staged (WISP_WEBGPU_XSTAGE=0) and the
-   * weight loads issued ahead (WISP_WEBGPU_PREFETCH=1; by default only q4k_matvec) */
+   * from global memory instead of staged (no_xstage) and the
+   * weight loads issued ahead (prefetch 1; by default only q4k_matvec) */
   static const int geos[4][4] = {{0, 0, 0, -1}, {4, 16, 64, 0}, {32, 2, 64, 1}, {0, 0, 0, -1}};
   static const int rows_[] = {7, 37, 300};
   static const int cols_[] = {256, 768, 4352};
   for (int gi = 0; gi < 4; gi++) {
-    if (gi == 3) setenv("WISP_WEBGPU_XSTAGE", "0", 1), setenv("WISP_WEBGPU_PREFETCH", "1", 1);
+    if (gi == 3) g_qtune.no_xstage = 1, g_qtune.prefetch = 1;
     qpair p;
     CHECKF(qopen(&p, d, -1, 0, 0), "%s", wisp_last_error());
     wisp_backend_settings s;
@@ -1043,8 +1042,6 @@ TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
         qfree(&p, &x), qfree(&p, &xn), qfree(&p, &y), qfree(&p, &gu), qfree(&p, &mid);
       }
     qclose(&p);
-    unsetenv("WISP_WEBGPU_XSTAGE");
-    unsetenv("WISP_WEBGPU_PREFETCH");
     CHECKF(ok, "%s", err);
   }
   printf("     q4k_fused norm / SwiGLU pair: max error %.3g of max|ref|\n", g_qworst);

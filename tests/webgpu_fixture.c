@@ -9,6 +9,7 @@
 #include "backend/webgpu/wgpu_backend.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "util/env.h"
 #include "util/err.h"
 #include "wisp.h"
 
@@ -26,8 +27,7 @@ static void close_devices(void) {
 }
 
 wisp_wgpu_device *test_webgpu(void) {
-  const char *ge = getenv("WISP_WEBGPU_GUARD");
-  const int i = ge && *ge && strcmp(ge, "0") && g_dev[0] && !g_dev[0]->guard_bytes;
+  const int i = wisp_env_webgpu_guard(NULL) && g_dev[0] && !g_dev[0]->guard_bytes;
   if (!g_tried[i]) {
     g_tried[i] = 1;
     wisp_wgpu_default_vk_driver();

@@ -159,6 +159,11 @@ struct wisp_backend {
   const char *name;
   /* Optional (NULL: nothing to configure): applies the plan's settings. */
   void (*configure)(wisp_backend *be, const wisp_backend_settings *s);
+  /* Optional: WISP_OK when the backend runs kernel op/variant of the plan
+   * (a registry variant, or "profile:" + a profile kernel's WGSL stem) and
+   * loads `wgsl` for it (the file the plan names; "" for none); else a
+   * one-line error. wisp_session_new checks every op of the plan with it. */
+  wisp_status (*check_kernel)(wisp_backend *be, const char *op, const char *variant, const char *wgsl);
   /* What the device can do, for plan resolution (rules and `requires`). */
   void (*caps)(wisp_backend *be, wisp_device_caps *out);
   wisp_buf *(*buf_new)(wisp_backend *be, size_t n_floats); /* zero-filled; NULL on failure */
@@ -246,5 +251,8 @@ struct wisp_backend {
 
 /* Backends this build has. `threads` 0 = one per online core. */
 wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out);
+/* The scalar reference kernels for every op of a cpu backend (tuning
+ * cpuScalar=1; before caps, so that the plan chooses scalar variants). */
+void wisp_cpu_backend_use_scalar(wisp_backend *be);
 
 #endif

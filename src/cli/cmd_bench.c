@@ -83,7 +83,7 @@ static void cpu_name(char *out, size_t cap) {
 }
 
 int cmd_bench(int argc, char **argv) {
-  const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL;
+  const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL, *tuning = NULL;
   int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0, sequential = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -97,6 +97,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(a, "-m")) model_dir = v;
     else if (!strcmp(a, "--backend")) backend = v;
     else if (!strcmp(a, "--profile")) profile = v;
+    else if (!strcmp(a, "--tuning")) tuning = v;
     else if (!strcmp(a, "-o")) out_path = v;
     else if (!strcmp(a, "--prompt") && is_num && num > 0) n_prompt = (int)num;
     else if (!strcmp(a, "--decode") && is_num) n_decode = (int)num;
@@ -116,7 +117,7 @@ int cmd_bench(int argc, char **argv) {
   cJSON *r = NULL;
   int rc = 1;
   if (wisp_model_open(model_dir, &m)) goto fail;
-  wisp_session_options so = {.backend = backend, .threads = threads, .profile = profile};
+  wisp_session_options so = {.backend = backend, .threads = threads, .profile = profile, .tuning = tuning};
   if (wisp_session_new(m, &so, &s)) goto fail;
   const int vocab = wisp_model_vocab(m);
   if (n_prompt + n_decode > wisp_session_context(s)) {
@@ -195,6 +196,7 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddStringToObject(jm, "weightsSha256", cJSON_IsString(wsha) ? wsha->valuestring : "unknown");
   cJSON_AddStringToObject(r, "plan_id", plan->id);
   cJSON_AddStringToObject(r, "profile", plan->profile_id ? plan->profile_id : "none");
+  cJSON_AddStringToObject(r, "tuning", tuning ? tuning : ""); /* settings beside the plan (docs/tuning.md) */
   cJSON_AddNumberToObject(r, "threads", threads);
   cJSON *jd = cJSON_AddObjectToObject(r, "device");
   cJSON_AddStringToObject(jd, "backend", wisp_session_backend_name(s));

@@ -46,7 +46,7 @@ static double nll_of(const float *row, int vocab, int target) {
 }
 
 int cmd_perplexity(int argc, char **argv) {
-  const char *model_dir = NULL, *file = NULL, *backend = "cpu";
+  const char *model_dir = NULL, *file = NULL, *backend = "cpu", *tuning = NULL;
   long max_tokens = 0, window = 256, bos_opt = -1, threads = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -55,6 +55,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_dir = v;
     else if (!strcmp(a, "-f") || !strcmp(a, "--file")) file = v;
     else if (!strcmp(a, "--backend")) backend = v;
+    else if (!strcmp(a, "--tuning")) tuning = v;
     else if (!strcmp(a, "--max-tokens")) { if (!parse_int(a, v, 1, 2000000000L, &max_tokens)) return 2; }
     else if (!strcmp(a, "--window")) { if (!parse_int(a, v, 2, 1000000L, &window)) return 2; }
     else if (!strcmp(a, "--bos")) { if (!parse_int(a, v, 0, 2000000000L, &bos_opt)) return 2; }
@@ -79,7 +80,7 @@ int cmd_perplexity(int argc, char **argv) {
   const int vocab = wisp_model_vocab(m);
   if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, vocab, &tok))
     goto done;
-  wisp_session_options so = {.backend = backend, .threads = (int)threads};
+  wisp_session_options so = {.backend = backend, .threads = (int)threads, .tuning = tuning};
   if (wisp_session_new(m, &so, &s)) goto done;
   if (window > wisp_session_context(s)) {
     wisp_fail(WISP_EINVAL, "a window of %ld tokens exceeds the context of %d", window, wisp_session_context(s));

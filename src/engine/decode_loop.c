@@ -162,15 +162,12 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
 
 /* The first batch of a generate is recorded while the device has nothing
  * to do (later ones while it runs the previous batch): with two batches in
- * flight, WISP_DECODE_KICK=N sends its steps out in growing chunks from N
+ * flight, tuning decodeKick=N sends its steps out in growing chunks from N
  * on (the ids are still read back once a batch). H200, Qwen 3.5 0.8B at 64
  * a submit: the first batch took 95 ms against 75 for the next ones. Off
  * (0) by default until the H200 has measured it: the eighth session ran
  * out of device time before it could (docs/webgpu.md). */
-static int first_batch_kick(void) {
-  const char *e = getenv("WISP_DECODE_KICK");
-  return e ? atoi(e) : 0;
-}
+static int first_batch_kick(const wisp_session *s) { return s->decode_kick; }
 
 /* Submits the recorded batch of k steps and starts reading its ids into
  * readback slot `slot`; backends without read_start just submit. */
@@ -207,7 +204,7 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
   int redo = 0;         /* 1: a failed graph batch is being drained; 2: redone (no second time) */
   batch_mark redo_mark = {0, 0, 0, -1, 0};
   wisp_status st = WISP_OK;
-  const int kick = first_batch_kick();
+  const int kick = first_batch_kick(s);
   for (;;) {
     if (redo == 1 && !in_flight) { /* drained: put the state back and go on op by op from there */
       redo = 2;

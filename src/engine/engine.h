@@ -3,6 +3,7 @@
 #define WISP_ENGINE_H
 
 #include "backend/backend.h"
+#include "engine/tuning.h"
 #include "format/artifact.h"
 #include "model/model.h"
 #include "plan/plan.h"
@@ -26,6 +27,7 @@ struct wisp_session {
   int ids_slots;
   uint32_t steps;    /* sampling noise counter across generate calls */
   int ran_past_stop; /* a batch ran past where the caller stopped and could not be rewound: reset before reuse */
+  int decode_kick;   /* tuning decodeKick (decode_loop.c, first_batch_kick) */
   /* Decode-loop wall time, split: recording and submitting the batches
    * (host work) and waiting for their token ids (device work not hidden by
    * it). Seconds since the session began; `wisp bench` reports both. */
@@ -42,6 +44,8 @@ struct wisp_session {
 
 /* "cpu", "webgpu" or "auto" (NULL = cpu). */
 wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out);
+/* The same with a session's tuning keys (NULL = none). */
+wisp_status wisp_backend_create_tuned(const char *name, int threads, const wisp_tuning *t, wisp_backend **out);
 int wisp_session_context(const wisp_session *s);
 /* Frees the decode loop's state snapshots (decode_loop.c). */
 void wisp_decode_loop_free(wisp_session *s);
@@ -54,6 +58,10 @@ wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps
 /* Weight bytes one decode token reads: every matrix the decode plan multiplies
  * (the embedding contributes one row and is left out). */
 uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p);
+/* Every op of the plan that runs on `be` names a kernel the backend runs,
+ * with the WGSL file the backend loads for it (backend.h, check_kernel);
+ * else a one-line error naming the op. */
+wisp_status wisp_engine_check_kernels(const wisp_plan *p, wisp_backend *be);
 /* Hands the plan's kernel choices to the model's matrices. */
 wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p);
 /* The kernel choice a plan op hands to the backend (what wisp_engine_apply_plan

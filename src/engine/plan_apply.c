@@ -99,6 +99,35 @@ static wisp_status apply_op(wisp_model *m, const wisp_plan *plan, int phase, con
   return st;
 }
 
+/* One op of the plan against the backend's check_kernel. A host variant
+ * (the sampler on the host: a registry variant without a WGSL file in a
+ * webgpu plan, or any op of another backend's plan) is not the backend's. */
+static wisp_status check_op(wisp_backend *be, const wisp_plan_phase *phase, const wisp_plan_op *op) {
+  if (strcmp(op->backend, be->name) || (strchr(op->kernel, '/') && !op->wgsl[0])) return WISP_OK;
+  wisp_kernel_choice c;
+  memset(&c, 0, sizeof c);
+  wisp_status st = wisp_engine_kernel_choice(&c, op);
+  if (!st) st = be->check_kernel(be, op->op, c.variant, op->wgsl);
+  if (st) wisp_error_prefix("plan: %s %s%s%s", phase->name, op->op, op->section[0] ? " " : "", op->section);
+  return st;
+}
+
+wisp_status wisp_engine_check_kernels(const wisp_plan *p, wisp_backend *be) {
+  if (!be->check_kernel) return WISP_OK;
+  wisp_status st;
+  for (int ph = 0; ph < 2; ph++) {
+    const wisp_plan_phase *phase = &p->phases[ph];
+    for (int i = 0; i < phase->n_prologue; i++)
+      if ((st = check_op(be, phase, &phase->prologue[i]))) return st;
+    for (int i = 0; i < phase->n_epilogue; i++)
+      if ((st = check_op(be, phase, &phase->epilogue[i]))) return st;
+    for (int g = 0; g < phase->n_groups; g++)
+      for (int i = 0; i < phase->groups[g].n_ops; i++)
+        if ((st = check_op(be, phase, &phase->groups[g].ops[i]))) return st;
+  }
+  return WISP_OK;
+}
+
 wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p) {
   wisp_status st;
   for (int ph = 0; ph < 2; ph++) {

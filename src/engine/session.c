@@ -10,6 +10,7 @@
 
 #include "backend/webgpu/wgpu_backend.h"
 #include "engine/engine.h"
+#include "engine/tuning.h"
 #include "util/err.h"
 
 #define PREFILL_CHUNK 64
@@ -46,17 +47,35 @@ int wisp_model_vocab(const wisp_model *m) { return m->artifact->shape.vocab; }
 
 /* "auto" tries WebGPU on a real GPU (an adapter that runs on the CPU, such
  * as lavapipe, is slower than the CPU backend) and falls back to the CPU
- * backend with one line on stderr saying why. */
-wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out) {
-  if (!name || !strcmp(name, "cpu")) return wisp_cpu_backend_new(threads, out);
-  if (!strcmp(name, "webgpu")) return wisp_wgpu_backend_new(NULL, out);
-  if (!strcmp(name, "auto")) {
-    wisp_wgpu_backend_opts o = {.subgroups = -1, .refuse_cpu_adapter = 1};
+ * backend with one line on stderr saying why. t (may be NULL) carries the
+ * session's tuning keys for the backend. */
+wisp_status wisp_backend_create_tuned(const char *name, int threads, const wisp_tuning *t, wisp_backend **out) {
+  wisp_tuning none;
+  if (!t) {
+    memset(&none, 0, sizeof none);
+    t = &none;
+  }
+  wisp_wgpu_backend_opts o = t->webgpu;
+  o.subgroups = -1;
+  wisp_status st;
+  if (!name || !strcmp(name, "cpu")) {
+    st = wisp_cpu_backend_new(threads, out);
+  } else if (!strcmp(name, "webgpu")) {
+    return wisp_wgpu_backend_new(&o, out);
+  } else if (!strcmp(name, "auto")) {
+    o.refuse_cpu_adapter = 1;
     if (wisp_wgpu_backend_new(&o, out) == WISP_OK) return WISP_OK;
     fprintf(stderr, "wisp: using the cpu backend (WebGPU: %s)\n", wisp_last_error());
-    return wisp_cpu_backend_new(threads, out);
+    st = wisp_cpu_backend_new(threads, out);
+  } else {
+    return wisp_fail(WISP_EINVAL, "unknown backend '%s' (expected cpu, webgpu or auto)", name);
   }
-  return wisp_fail(WISP_EINVAL, "unknown backend '%s' (expected cpu, webgpu or auto)", name);
+  if (!st && t->cpu_scalar) wisp_cpu_backend_use_scalar(*out);
+  return st;
+}
+
+wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out) {
+  return wisp_backend_create_tuned(name, threads, NULL, out);
 }
 
 wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wisp_session **out) {
@@ -66,18 +85,21 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   wisp_session *s = calloc(1, sizeof *s);
   if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
   s->model = m;
-  wisp_status st = wisp_backend_create(o.backend, o.threads, &s->backend);
+  wisp_tuning t;
+  wisp_status st = wisp_tuning_parse(o.tuning, &t);
   if (st) goto fail;
+  s->decode_kick = t.decode_kick;
+  if ((st = wisp_backend_create_tuned(o.backend, o.threads, &t, &s->backend))) goto fail;
   /* Tokens per prefill forward call (activations scale with it). A GPU
    * wants big products: at 64 tokens a 1024-row product is a few dozen
-   * workgroups on a GPU of 132 SMs. WISP_PREFILL_CHUNK overrides. */
+   * workgroups on a GPU of 132 SMs. Tuning prefillChunk overrides. */
   s->chunk = strcmp(s->backend->name, "cpu") ? PREFILL_CHUNK_GPU : PREFILL_CHUNK;
-  const char *ch = getenv("WISP_PREFILL_CHUNK");
-  if (ch && atoi(ch) > 0 && atoi(ch) <= 4096) s->chunk = atoi(ch);
+  if (t.prefill_chunk) s->chunk = t.prefill_chunk;
   /* artifact + profile + registry + device -> plan -> backend */
   wisp_device_caps caps;
   s->backend->caps(s->backend, &caps);
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, &s->plan))) goto fail;
+  if ((st = wisp_engine_check_kernels(s->plan, s->backend))) goto fail;
   if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
   if (s->backend->configure) {
     wisp_backend_settings bs;

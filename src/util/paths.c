@@ -7,13 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/env.h"
 #include "util/file.h"
 
 const char *wisp_repo_root(void) {
   static char root[PATH_MAX];
   if (root[0]) return root;
-  const char *home = getenv("WISP_HOME");
-  if (home && *home) {
+  const char *home = wisp_env_home();
+  if (home) {
     snprintf(root, sizeof root, "%s", home);
     return root;
   }

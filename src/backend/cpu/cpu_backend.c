@@ -550,6 +550,10 @@ static void cpu_destroy(wisp_backend *be) {
   free(c);
 }
 
+void wisp_cpu_backend_use_scalar(wisp_backend *be) {
+  if (be && be->name && !strcmp(be->name, "cpu")) as_cpu(be)->k = wisp_cpu_kernels_scalar();
+}
+
 wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
   *out = NULL;
   if (threads <= 0) {

@@ -317,8 +317,6 @@ static int has_f16c(void) {
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_get(void) {
-  const char *force = getenv("WISP_CPU_SCALAR");
-  if (force && *force && strcmp(force, "0") != 0) return &k_scalar;
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) return &k_avx2;

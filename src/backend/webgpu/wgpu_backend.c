@@ -23,6 +23,7 @@
 #include "backend/webgpu/wgpu_compute.h"
 #include "backend/webgpu/wgpu_internal.h"
 #include "backend/webgpu/wgsl_kernels.h"
+#include "util/env.h"
 #include "util/err.h"
 
 #define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of Qwen 3.5 0.8B uses ~8k */
@@ -98,13 +99,13 @@ typedef struct {
   int own_device;
   int sg; /* subgroup variants */
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
-  int env_geometry; /* WISP_WEBGPU_MATVEC set: it overrides the plan's geometry (tuning) */
-  int no_xstage;    /* WISP_WEBGPU_XSTAGE=0: matvec inputs from global memory (tuning) */
-  uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; WISP_WEBGPU_HEAD_CHUNKS) */
-  int attn_prefill;     /* attn_prefill.wgsl for several tokens (WISP_WEBGPU_ATTN_PREFILL=1; else attn_flash) */
-  int prefetch;     /* WISP_WEBGPU_PREFETCH: -1 unset (each kernel's default), 0 or 1 for all (PF) */
-  wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
-  wisp_wgpu_dn_tuning dn_tune;   /* WISP_WEBGPU_DN_SLICE or the options, read once (wgpu_qwen.c) */
+  int env_geometry; /* tuning matvec: it overrides the plan's geometry (tuning) */
+  int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
+  uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
+  int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
+  int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
+  wisp_wgpu_q4k_tuning q4k_tune; /* tuning q4kMatvec / q4kFused ..., set once (wgpu_qwen.c) */
+  wisp_wgpu_dn_tuning dn_tune;   /* the options (dn_cols, dn_groups), set once (wgpu_qwen.c) */
   uint64_t max_binding;
   /* recording */
   wisp_wgpu_batch batch;
@@ -167,11 +168,11 @@ typedef struct {
   } pend;
   int conv_fuse;       /* matvec_conv used: capable (10 storage bindings) and the plan asks */
   int conv_fuse_capable;
-  int env_splits;      /* WISP_WEBGPU_ATTN_SPLITS set: it overrides the plan (tuning) */
+  int env_splits;      /* tuning attnSplits: it overrides the plan */
   int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
-  int fuse; /* 0 disables the fusion (tests, WISP_WEBGPU_FUSE=0) */
-  /* Debug guard (wgpu_compute.h): with WISP_WEBGPU_GUARD_EACH=1 every
+  int fuse; /* 0 disables the fusion (tests, tuning fuse=0) */
+  /* Debug guard (wgpu_compute.h): with WISP_WEBGPU_GUARD=each every
    * dispatch is submitted and checked alone, so a guard failure names the
    * kernel that wrote past a buffer; last_kernel is the last one recorded. */
   int guard_each;
@@ -179,16 +180,17 @@ typedef struct {
   void *qwen; /* wgpu_qwen.c's state */
   void *mm8;  /* wgpu_matmul_i8.c's state */
   void *persist;     /* wgpu_persist.c's state */
-  int persist_on;    /* persistent decode allowed (opts.persist, WISP_WEBGPU_PERSIST) */
-  int persist_asked; /* ... and asked for explicitly (opts.persist 1, WISP_WEBGPU_PERSIST=1) */
-  uint32_t persist_wg; /* its grid asked for (WISP_WEBGPU_PERSIST_WG; 0: probe from the default) */
+  int persist_on;    /* persistent decode allowed (opts.persist) */
+  int persist_asked; /* ... and asked for explicitly (opts.persist 1) */
+  uint32_t persist_wg; /* its grid asked for (opts.persist_grid; 0: probe from the default) */
   uint64_t state_epoch; /* bumped by every op that may write a state buffer (wgpu_persist.c) */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
-  int fuse_argmax;     /* greedy sample_id fused into the head product (WISP_WEBGPU_FUSE_ARGMAX=0: off) */
+  int fuse_argmax;     /* greedy sample_id fused into the head product (tuning fuseArgmax=0: off) */
   wisp_wgpu_buf amax;  /* its per-workgroup (max, index) pairs */
   uint32_t amax_count;
-  int env_no_argmax;   /* WISP_WEBGPU_FUSE_ARGMAX=0 */
+  int env_no_argmax;   /* tuning fuseArgmax=0 */
   wisp_backend_settings set; /* the plan's settings (configure), all switches on until then */
+  wisp_wgpu_backend_opts opts; /* as given (tuning read by wgpu_persist.c, wgpu_matmul_i8.c) */
 } wgpu_backend;
 
 static wgpu_backend *as_g(wisp_backend *be) { return (wgpu_backend *)be; }
@@ -259,7 +261,7 @@ static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wg
   clock_gettime(CLOCK_MONOTONIC, &t0);
   wisp_status st = wisp_wgpu_kernel_create(g->d, src, "main", c, nc, key, &k);
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (getenv("WISP_WEBGPU_TIME_PIPELINES"))
+  if (wisp_env_verbose())
     fprintf(stderr, "pipeline %s: %.0f ms\n", key,
             (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
   if (st) {
@@ -675,7 +677,7 @@ static uint32_t matvec_lanes(const wgpu_backend *g, uint32_t wg) {
  * q4k_fused): the input's vec4s when they fit the workgroup memory beside
  * the kernel's own arrays (own_bytes) so that each workgroup stages x' once
  * (matvec_common.wgsli), else 1 (read from global memory).
- * WISP_WEBGPU_XSTAGE=0 turns staging off (tuning). */
+ * Tuning xstage=0 turns staging off. */
 static uint32_t staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_bytes) {
   /* the staged array holds whole runs of 8 vec4s (matvec_common.wgsli's xsw) */
   const uint64_t bytes = ((uint64_t)cols / 4 + 7) / 8 * 8 * 16 + own_bytes + 64;
@@ -1488,7 +1490,7 @@ static void g_destroy(wisp_backend *be) {
   if (!g) return;
   if (g->d) {
     if (g->open) wisp_wgpu_batch_abort(&g->batch);
-    if (getenv("WISP_WEBGPU_STATS"))
+    if (wisp_env_verbose())
       fprintf(stderr, "webgpu: %llu dispatches, %llu submits, %llu in the last submit, %llu bind groups\n",
               (unsigned long long)g->stats.dispatches, (unsigned long long)g->stats.submits,
               (unsigned long long)g->stats.last_dispatches, (unsigned long long)g->stats.bind_groups);
@@ -1533,7 +1535,7 @@ static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
   if (!g->env_splits && s->flash_blocks >= 1) g->max_splits = (uint32_t)s->flash_blocks;
   g->set = *s;
   g->fuse_argmax = g->fuse && !g->env_no_argmax && s->head_argmax;
-  /* The plan's kvDtype f16 turns packed-f16 KV on (kv_f16 / WISP_WEBGPU_KV=f16
+  /* The plan's kvDtype f16 turns packed-f16 KV on (kv_f16 / tuning kv=f16
    * may have already); the session makes its caches after configure. */
   if (s->kv_f16) g->kv16 = 1;
 }
@@ -1556,36 +1558,7 @@ static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   out->max_shared_bytes = (int)i->max_compute_workgroup_storage_size;
 }
 
-/* A tuning override "AxB" from the environment, taken when both are
- * positive and at most max. */
-static void env_pair(const char *name, uint32_t *a, uint32_t *b, unsigned max) {
-  const char *v = getenv(name);
-  unsigned x, y;
-  if (v && sscanf(v, "%ux%u", &x, &y) == 2 && x && y && x <= max && y <= max) {
-    *a = x;
-    *b = y;
-  }
-}
-
-/* NAME=N with 0 < N <= max sets *dst; anything else is ignored. */
-static void env_u32(const char *name, uint32_t *dst, unsigned max) {
-  const char *v = getenv(name);
-  if (v && atoi(v) > 0 && (unsigned)atoi(v) <= max) *dst = (uint32_t)atoi(v);
-}
-
 static int pow2(unsigned x) { return x && !(x & (x - 1)); }
-
-/* WISP_WEBGPU_DN_SLICE=COLS or COLSxGROUPS (powers of two up to 1024;
- * anything else is ignored, as env_pair does). */
-static void env_dn_slice(wisp_wgpu_dn_tuning *t) {
-  const char *v = getenv("WISP_WEBGPU_DN_SLICE");
-  unsigned c, gr = 0;
-  int n = v ? sscanf(v, "%ux%u", &c, &gr) : 0;
-  if (n >= 1 && pow2(c) && c <= 1024 && (n == 1 || (pow2(gr) && gr <= 1024))) {
-    t->cols = c;
-    t->groups = n == 2 ? gr : 0;
-  }
-}
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out) {
   *out = NULL;
@@ -1602,6 +1575,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     wisp_wgpu_device_opts dopts;
     memset(&dopts, 0, sizeof dopts);
     dopts.no_subgroups = o.subgroups == 0;
+    dopts.toggles = o.toggles;
     if ((st = wisp_wgpu_device_open(&dopts, &g->d))) {
       wisp_error_prefix("backend 'webgpu'");
       free(g);
@@ -1618,82 +1592,67 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
     goto fail;
   }
   g->sg = o.subgroups < 0 ? g->d->has_subgroups : o.subgroups;
-  const char *ge = getenv("WISP_WEBGPU_GUARD_EACH");
-  g->guard_each = g->d->guard_bytes && ge && !strcmp(ge, "1");
-  const char *fuse = getenv("WISP_WEBGPU_FUSE");
-  g->fuse = !o.no_fuse && !(fuse && !strcmp(fuse, "0"));
+  int guard_each = 0;
+  wisp_env_webgpu_guard(&guard_each);
+  g->guard_each = g->d->guard_bytes && guard_each;
+  g->fuse = !o.no_fuse;
   g->conv_rows = 12;
   g->conv_fuse = g->fuse && g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
                  g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
   g->conv_fuse_capable = g->conv_fuse;
   g->attn_fuse = g->fuse && g->sg && g->d->info.max_storage_buffers_per_shader_stage >= 9;
-  const char *kvenv = getenv("WISP_WEBGPU_KV");
-  g->kv16 = o.kv_f16 || (kvenv && !strcmp(kvenv, "f16"));
-  const char *fa = getenv("WISP_WEBGPU_FUSE_ARGMAX");
-  g->env_no_argmax = fa && !strcmp(fa, "0");
+  g->kv16 = o.kv_f16;
+  g->env_no_argmax = o.no_fuse_argmax;
   g->fuse_argmax = g->fuse && !g->env_no_argmax;
   /* Persistent decode (wgpu_persist.c): on unless turned off. Measured
    * faster than the op-by-op path on the H200 at every batch size (seed
    * shape, sixth session: 1,999 vs 1,752 tok/s at one step a batch, 2,248
    * vs 1,197-1,522 at 64; LFM2-350M 1,565 vs 1,154) and on lavapipe; the
-   * op-by-op path stays for sampling, other models and WISP_WEBGPU_PERSIST=0.
+   * op-by-op path stays for sampling, other models and tuning persist=0.
    * docs/webgpu.md, "Persistent decode". */
-  const char *pe = getenv("WISP_WEBGPU_PERSIST");
   g->persist_on = o.persist >= 0;
   g->persist_asked = o.persist > 0;
-  if (pe && (!strcmp(pe, "0") || !strcmp(pe, "1"))) g->persist_on = g->persist_asked = pe[0] == '1';
-  g->persist_wg = 0;
-  env_u32("WISP_WEBGPU_PERSIST_WG", &g->persist_wg, UINT_MAX);
+  g->persist_wg = o.persist_grid;
+  g->opts = o;
+  g->opts.toggles = NULL; /* used at creation only; the text is the caller's */
   wisp_backend_settings_default(&g->set);
   g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
   g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
   g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
   g->mm_tn = o.matmul_tn ? o.matmul_tn : 32;
   g->max_splits = o.attn_max_splits ? o.attn_max_splits : 32;
-  const char *sp = getenv("WISP_WEBGPU_ATTN_SPLITS");
-  if (sp && atoi(sp) > 0) {
-    g->max_splits = (uint32_t)atoi(sp);
-    g->env_splits = 1;
-  }
-  g->mv_rows_big = 8; /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
-  g->env_geometry = getenv("WISP_WEBGPU_MATVEC") != NULL;
-  const char *xst = getenv("WISP_WEBGPU_XSTAGE");
-  g->no_xstage = xst && !strcmp(xst, "0");
-  const char *pf = getenv("WISP_WEBGPU_PREFETCH");
+  g->env_splits = o.splits_over_plan && o.attn_max_splits;
+  g->mv_rows_big = o.matvec_big_rows ? o.matvec_big_rows : 8; /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
+  g->env_geometry = o.geometry_over_plan;
+  g->no_xstage = o.no_xstage;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
    * faster for q4k_matvec (8.2 vs 9.4 us for Qwen's down product), slower
    * where a lane holds many rows or the staging is long (the 16-row head
    * 49 vs 43 us, q4k_fused 10.5 vs 9.8, the merge-fused projection): on for
-   * q4k_matvec only unless WISP_WEBGPU_PREFETCH says 0 or 1 for all. */
-  g->prefetch = pf && (!strcmp(pf, "0") || !strcmp(pf, "1")) ? atoi(pf) : -1;
-  env_pair("WISP_WEBGPU_MATVEC", &g->mv_wg, &g->mv_rows, UINT_MAX);
-  const char *ap = getenv("WISP_WEBGPU_ATTN_PREFILL");
+   * q4k_matvec only unless tuning prefetch says 0 or 1 for all. */
+  g->prefetch = o.prefetch > 0 ? 1 : o.prefetch < 0 ? 0 : -1;
   /* Off unless asked for: on the H200 it took 893 us a dispatch for a
    * 1,024-token seed prefill (a thread per query walking every key: too
    * little parallelism), half the prefill's GPU time; attn_flash gives
    * 72,800 tok/s against 51,800 with it (tools/device-prefill.sh). */
-  g->attn_prefill = ap && !strcmp(ap, "1");
-  g->head_chunks = 0; /* 0: by the matrix (rec_matvec) */
-  env_u32("WISP_WEBGPU_HEAD_CHUNKS", &g->head_chunks, 256);
-  env_u32("WISP_WEBGPU_MATVEC_BIG_ROWS", &g->mv_rows_big, UINT_MAX);
-  env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
+  g->attn_prefill = o.attn_prefill;
+  g->head_chunks = o.head_chunks; /* 0: by the matrix (rec_matvec) */
   /* Rows a lane group by the matrix (ROWS 0): Qwen 3.5 0.8B (products of
    * 1024 rows) ran 791-814 tok/s with one row against 772 with two, the 2B
    * (2048 rows) 517 with two against 484 with one (H200, eighth session;
    * the same shape of result in the seventh; 4 and 8 rows slower still,
    * third): about 256 workgroups either way. */
   /* q4k_sb (a thread per super-block) where the plan chose it for a matrix
-   * (the registry's decode rule for Q4_K); WISP_WEBGPU_Q4K_SB_COLS=N instead
+   * (the registry's decode rule for Q4_K); tuning q4kSbCols=N instead
    * takes it for every matrix of N columns or more, 0 for none. */
   g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 2048, g->prefetch != 0, g->prefetch == 1, -1};
-  const char *sbc = getenv("WISP_WEBGPU_Q4K_SB_COLS");
-  if (sbc && *sbc) g->q4k_tune.superblock_cols = atoi(sbc) > 0 ? atoi(sbc) : 0;
-  env_u32("WISP_WEBGPU_Q4K_ROWS2_ROWS", &g->q4k_tune.rows2_rows, UINT_MAX);
-  env_u32("WISP_WEBGPU_Q4K_LG", &g->q4k_tune.mv_lg, 256);
-  env_pair("WISP_WEBGPU_Q4K_MATVEC", &g->q4k_tune.mv_wg, &g->q4k_tune.mv_rows, 1024);
-  env_pair("WISP_WEBGPU_Q4K_FUSED", &g->q4k_tune.fused_cols, &g->q4k_tune.fused_tpc, 1024);
+  if (o.q4k_sb_cols) g->q4k_tune.superblock_cols = o.q4k_sb_cols > 0 ? o.q4k_sb_cols : 0;
+  if (o.q4k_rows2_rows) g->q4k_tune.rows2_rows = o.q4k_rows2_rows;
+  if (o.q4k_lg) g->q4k_tune.mv_lg = o.q4k_lg;
+  if (o.q4k_mv_wg && o.q4k_mv_rows) g->q4k_tune.mv_wg = o.q4k_mv_wg, g->q4k_tune.mv_rows = o.q4k_mv_rows;
+  if (o.q4k_fused_cols && o.q4k_fused_tpc)
+    g->q4k_tune.fused_cols = o.q4k_fused_cols, g->q4k_tune.fused_tpc = o.q4k_fused_tpc;
   g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols ? o.dn_cols : 16, o.dn_groups};
-  env_dn_slice(&g->dn_tune);
   /* The kernels size their per-thread and workgroup arrays for these
    * bounds (ROWS <= 16 rows of accumulators; whole lane groups of LG). */
   const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;
@@ -1735,6 +1694,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->base = (wisp_backend){
       .name = "webgpu",
       .configure = g_configure,
+      .check_kernel = wisp_wgpu_check_kernel,
       .caps = g_caps,
       .buf_new = g_buf_new,
       .buf_free = g_buf_free,
@@ -1842,6 +1802,7 @@ int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *r
   return 1;
 }
 const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be) { return &as_g(be)->set; }
+const wisp_wgpu_backend_opts *wisp_wgpu_int_opts(wisp_backend *be) { return &as_g(be)->opts; }
 int wisp_wgpu_int_fuse(wisp_backend *be) { return as_g(be)->fuse; }
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be) { return as_g(be)->fuse_argmax; }
 int wisp_wgpu_int_kv16(wisp_backend *be) { return as_g(be)->kv16; }

@@ -11,9 +11,10 @@
 
 #include "backend/webgpu/wgpu_loader.h"
 #include "backend/webgpu/wgpu_profile.h"
+#include "util/env.h"
 #include "util/err.h"
 
-static int profiling_requested(void);
+static int profiling_requested(const wisp_wgpu_device_opts *o);
 static uint32_t guard_bytes(uint32_t opt);
 
 /* The limit of every synchronous wait: only against a device that never
@@ -347,7 +348,7 @@ static void on_error(const WGPUDevice *device, WGPUErrorType type, WGPUStringVie
   if (d->error_count == d->errors_seen)
     snprintf(d->last_error, sizeof d->last_error, "%s error: %s", kind, m);
   d->error_count++;
-  if (getenv("WISP_WEBGPU_VERBOSE")) fprintf(stderr, "wisp webgpu: %s error: %s\n", kind, m);
+  if (wisp_env_verbose()) fprintf(stderr, "wisp webgpu: %s error: %s\n", kind, m);
   pthread_mutex_unlock(&d->lock);
 }
 
@@ -456,7 +457,7 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
   WGPUDawnTogglesDescriptor toggles;
   memset(&toggles, 0, sizeof toggles);
   toggles.chain.sType = WGPUSType_DawnTogglesDescriptor;
-  if (profiling_requested()) {
+  if (profiling_requested(&o)) {
     toggles.disabledToggleCount = 1;
     toggles.disabledToggles = unquantized;
   }
@@ -469,18 +470,16 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
    * wgpu_compute.h) with the re-runs of test_webgpu_guard.c keeps it so.
    * WISP_WEBGPU_ROBUST=1 turns it back on (e.g. for kernels under
    * development; with the guard it also turns reads far past a buffer into
-   * reads of the sentinel). WISP_WEBGPU_TOGGLES=a,b,... enables further Dawn
-   * toggles (e.g. disable_workgroup_init, skip_validation); unknown names
-   * are Dawn's to reject. */
+   * reads of the sentinel). opts.toggles ("a:b:...", the tuning key
+   * dawnToggles) enables further Dawn toggles (e.g. disable_workgroup_init,
+   * skip_validation); unknown names are Dawn's to reject. */
   char toggle_text[256] = "";
   const char *enabled[8];
-  const char *robust = getenv("WISP_WEBGPU_ROBUST");
-  if (!(robust && *robust && strcmp(robust, "0"))) enabled[toggles.enabledToggleCount++] = "disable_robustness";
-  const char *te = getenv("WISP_WEBGPU_TOGGLES");
-  if (te && *te) {
-    snprintf(toggle_text, sizeof toggle_text, "%s", te);
-    for (char *save = NULL, *t = strtok_r(toggle_text, ",", &save); t && toggles.enabledToggleCount < 8;
-         t = strtok_r(NULL, ",", &save))
+  if (!o.robust && !wisp_env_webgpu_robust()) enabled[toggles.enabledToggleCount++] = "disable_robustness";
+  if (o.toggles && *o.toggles) {
+    snprintf(toggle_text, sizeof toggle_text, "%s", o.toggles);
+    for (char *save = NULL, *t = strtok_r(toggle_text, ":", &save); t && toggles.enabledToggleCount < 8;
+         t = strtok_r(NULL, ":", &save))
       enabled[toggles.enabledToggleCount++] = t;
   }
   toggles.enabledToggles = enabled;
@@ -523,8 +522,8 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
   d->has_subgroups = w->DeviceHasFeature(d->device, WGPUFeatureName_Subgroups) != 0;
   d->has_shader_f16 = w->DeviceHasFeature(d->device, WGPUFeatureName_ShaderF16) != 0;
   d->has_timestamp_query = w->DeviceHasFeature(d->device, WGPUFeatureName_TimestampQuery) != 0;
-  if (profiling_requested()) {
-    d->profile = wisp_wgpu_profile_new(d);
+  if (profiling_requested(&o)) {
+    d->profile = wisp_wgpu_profile_new(d, o.profile > 0 ? o.profile : wisp_env_webgpu_profile());
     if (!d->profile)
       fprintf(stderr, "wisp: WISP_WEBGPU_PROFILE ignored: %s has no timestamp-query\n", d->info.name);
   }
@@ -536,20 +535,18 @@ fail:
   return st;
 }
 
-/* The debug guard's size: the option, else WISP_WEBGPU_GUARD (1: 4 KiB, a
- * larger number: that many bytes), rounded up to whole 16-byte vectors. */
+/* The debug guard's size: the option, else WISP_WEBGPU_GUARD (util/env.h),
+ * rounded up to whole 16-byte vectors. */
 static uint32_t guard_bytes(uint32_t opt) {
   unsigned long v = opt;
-  const char *e = getenv("WISP_WEBGPU_GUARD");
-  if (!v && e && *e) v = strtoul(e, NULL, 10);
+  if (!v) v = wisp_env_webgpu_guard(NULL);
   if (v == 1) v = 4096;
   if (v > (1ul << 24)) v = 1ul << 24;
   return (uint32_t)((v + 15) & ~15ul);
 }
 
-static int profiling_requested(void) {
-  const char *e = getenv("WISP_WEBGPU_PROFILE");
-  return e && *e && strcmp(e, "0");
+static int profiling_requested(const wisp_wgpu_device_opts *o) {
+  return o->profile > 0 || wisp_env_webgpu_profile() > 0;
 }
 
 void wisp_wgpu_device_close(wisp_wgpu_device *d) {

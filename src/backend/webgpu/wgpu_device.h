@@ -57,8 +57,11 @@ typedef struct wisp_wgpu_device_opts {
   int no_optional_features;    /* request neither shader-f16 nor timestamp-query */
   uint32_t timeout_ms;         /* limit of every synchronous wait; 0 = 600000 (10 minutes) */
   /* Debug: bytes of sentinel padding after every storage buffer (0: the
-   * WISP_WEBGPU_GUARD environment variable decides; see wgpu_compute.h). */
+   * WISP_WEBGPU_GUARD environment variable decides (util/env.h); see wgpu_compute.h). */
   uint32_t guard_bytes;
+  const char *toggles;         /* further Dawn toggles to enable, "a:b:..." (NULL: none) */
+  int robust;                  /* 1: Dawn's robustness transform on (also WISP_WEBGPU_ROBUST=1) */
+  int profile;                 /* N > 0: the per-kernel profiler, each dispatch N times (also WISP_WEBGPU_PROFILE=N) */
 } wisp_wgpu_device_opts;
 
 typedef struct wisp_wgpu_device {

@@ -47,17 +47,23 @@ int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *r
 /* Part i of a prepared Q4/Q4Z/f32 matrix: its row range and the bindings
  * weights, scales, zero points (a dummy where the type has none). */
 int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]);
+/* wgpu_variants.c: WISP_OK when the backend runs registry (or profile)
+ * kernel op/variant and loads `wgsl` (may be NULL) for it; else a one-line
+ * error naming it. The backend's check_kernel. */
+wisp_status wisp_wgpu_check_kernel(wisp_backend *be, const char *op, const char *variant, const char *wgsl);
+/* The backend's options as created (tuning keys among them). */
+const struct wisp_wgpu_backend_opts *wisp_wgpu_int_opts(wisp_backend *be);
 /* The plan's settings (session switches) as configure gave them. */
 const wisp_backend_settings *wisp_wgpu_int_settings(wisp_backend *be);
-int wisp_wgpu_int_fuse(wisp_backend *be);        /* 0: WISP_WEBGPU_FUSE=0 / no_fuse */
+int wisp_wgpu_int_fuse(wisp_backend *be);        /* 0: no_fuse (tuning fuse=0) */
 int wisp_wgpu_int_fuse_argmax(wisp_backend *be); /* greedy head argmax fusion allowed */
-/* Tuning overrides of the Q4_K decode geometries, read once from the
- * environment at backend creation: WISP_WEBGPU_Q4K_MATVEC=WGxROWS (default
+/* Tuning overrides of the Q4_K decode geometries, from the backend options
+ * (tuning keys) at backend creation: q4kMatvec=WGxROWS (default
  * 128 threads, ROWS 0 = by the matrix: 2 rows a lane group for matrices of
- * rows2_rows rows or more, else 1), WISP_WEBGPU_Q4K_ROWS2_ROWS=R
- * (rows2_rows, default 2048), WISP_WEBGPU_Q4K_FUSED=COLSxTPC (0 = unset), WISP_WEBGPU_Q4K_LG=N
+ * rows2_rows rows or more, else 1), q4kRows2Rows=R
+ * (rows2_rows, default 2048), q4kFused=COLSxTPC (0 = unset), q4kLg=N
  * (lanes of a q4k_matvec row group; 0 = the largest subgroup size, at least
- * 32), WISP_WEBGPU_Q4K_SB_COLS=N (one-token products of N columns or more,
+ * 32), q4kSbCols=N (one-token products of N columns or more,
  * plain or with q4k_fused's norm / SwiGLU fusions, by q4k_sb.wgsl, a thread
  * per super-block, whatever the plan chose; 0 = none; unset: where the plan
  * chose wgsl_matvec_q4k_superblock). */
@@ -68,8 +74,8 @@ typedef struct {
 } wisp_wgpu_q4k_tuning;
 const wisp_wgpu_q4k_tuning *wisp_wgpu_int_q4k_tuning(wisp_backend *be);
 /* Geometry of the one-token Gated DeltaNet kernel (dn_decode.wgsl), from
- * the backend options (dn_cols, dn_groups), overridden by
- * WISP_WEBGPU_DN_SLICE=COLS or COLSxGROUPS read once at backend creation:
+ * the backend options (dn_cols, dn_groups; tuning dnSlice=COLS or
+ * COLSxGROUPS), set once at backend creation:
  * value columns per workgroup (a power of two, default 16; >= v_dim: a
  * whole v-head per workgroup, gated norm inside) and row groups (a power of
  * two; 0: the host's rule). */
@@ -83,7 +89,7 @@ struct wisp_wgpu_backend_stats *wisp_wgpu_int_stats(wisp_backend *be);
  * own_bytes of its own workgroup arrays): cols / 4, or 1 when it does not fit
  * or staging is off. */
 uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_bytes);
-/* 1: KV caches hold packed f16 pairs (kv_buf_new; WISP_WEBGPU_KV=f16, kv_f16, the plan's kv f16). */
+/* 1: KV caches hold packed f16 pairs (kv_buf_new; kv_f16 (tuning kv=f16), the plan's kv f16). */
 int wisp_wgpu_int_kv16(wisp_backend *be);
 /* The argmax partials buffer, grown to `count` pairs (the next sample reads that many); NULL on failure. */
 WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count);
@@ -93,9 +99,9 @@ void **wisp_wgpu_int_qwen_slot(wisp_backend *be);
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be);
 /* The per-backend state of wgpu_persist.c (NULL until first use). */
 void **wisp_wgpu_int_persist_slot(wisp_backend *be);
-/* Its grid as asked for (WISP_WEBGPU_PERSIST_WG, read at creation); 0: the default probe. */
+/* Its grid as asked for (opts.persist_grid); 0: the default probe. */
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be);
-/* 1 when the persistent decode was asked for explicitly (opts.persist 1, WISP_WEBGPU_PERSIST=1). */
+/* 1 when the persistent decode was asked for explicitly (opts.persist 1). */
 int wisp_wgpu_int_persist_asked(wisp_backend *be);
 /* A counter bumped by every op that may write a state buffer (short conv,
  * attention, buf_zero, buf_copy_to): unchanged means untouched. */
@@ -147,9 +153,8 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
                          int accumulate);
 void wisp_wgpu_mm8_free(wisp_backend *be);
 /* Settings of the product (tests, tuning); fields of 0 keep the current
- * value. Defaults, then WISP_WEBGPU_MATMUL_I8=TMxTNxRMxRNxKB,
- * WISP_WEBGPU_I8=0|1 (mode), WISP_WEBGPU_I8_MIN_N=N, WISP_WEBGPU_I8_FUSEQ=1,
- * read at first use. */
+ * value. Defaults, then the backend options (tuning matmulI8=TMxTNxRMxRNxKB,
+ * i8=0|1 (mode), i8MinN=N, i8Fuseq=1), taken at first use. */
 typedef struct {
   int mode;                       /* 0 keep, 1 the plan decides, 2 always (Q4/Q4Z), 3 never */
   uint32_t tm, tn, rm, rn, kb;    /* geometry */

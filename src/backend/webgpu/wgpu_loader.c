@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/env.h"
 #include "util/err.h"
 
 #define LIB_REL ".cache/webgpu/libwebgpu_wrapper.so"
@@ -23,8 +24,8 @@ static int file_exists(const char *p) { return access(p, R_OK) == 0; }
 
 /* Picks the library path; returns 0 and fills `path`, or a wisp_fail. */
 static wisp_status find_library(char *path, size_t cap) {
-  const char *env = getenv("WISP_WEBGPU_LIB");
-  if (env && *env) {
+  const char *env = wisp_env_webgpu_lib();
+  if (env) {
     if (!file_exists(env))
       return wisp_fail(WISP_EDEVICE, "WebGPU library not found at WISP_WEBGPU_LIB=%s", env);
     int k = snprintf(path, cap, "%s", env);

@@ -66,26 +66,22 @@ static mm8_state *state_of(wisp_backend *be) {
   s->rn = 4;
   s->kb = 2;
   s->min_n = 2;
-  const char *g = getenv("WISP_WEBGPU_MATMUL_I8");
-  unsigned a, b, c, e, f;
-  if (g && sscanf(g, "%ux%ux%ux%ux%u", &a, &b, &c, &e, &f) == 5) {
+  const wisp_wgpu_backend_opts *o = wisp_wgpu_int_opts(be);
+  const uint32_t *gm = o->i8_geometry;
+  if (gm[0] && gm[1] && gm[2] && gm[3] && gm[4]) {
     mm8_state t = *s;
-    t.tm = a, t.tn = b, t.rm = c, t.rn = e, t.kb = f;
+    t.tm = gm[0], t.tn = gm[1], t.rm = gm[2], t.rn = gm[3], t.kb = gm[4];
     if (check_geometry(be, &t) == WISP_OK) *s = t;
-    else fprintf(stderr, "wisp: WISP_WEBGPU_MATMUL_I8 ignored: %s\n", wisp_last_error());
+    else fprintf(stderr, "wisp: tuning matmulI8 ignored: %s\n", wisp_last_error());
   }
-  const char *m = getenv("WISP_WEBGPU_I8");
-  if (m && !strcmp(m, "0")) s->mode = 3;
-  if (m && !strcmp(m, "1")) s->mode = 2;
-  const char *fq = getenv("WISP_WEBGPU_I8_FUSEQ");
-  if (fq && !strcmp(fq, "1")) {
+  if (o->i8_mode == 2 || o->i8_mode == 3) s->mode = o->i8_mode;
+  if (o->i8_fuseq) {
     mm8_state t = *s;
     t.fuseq = 1;
     if (check_geometry(be, &t) == WISP_OK) *s = t;
-    else fprintf(stderr, "wisp: WISP_WEBGPU_I8_FUSEQ ignored: %s\n", wisp_last_error());
+    else fprintf(stderr, "wisp: tuning i8Fuseq ignored: %s\n", wisp_last_error());
   }
-  const char *mn = getenv("WISP_WEBGPU_I8_MIN_N");
-  if (mn && atoi(mn) > 0) s->min_n = atoi(mn);
+  if (o->i8_min_n) s->min_n = (int)o->i8_min_n;
   *slot = s;
   return s;
 }

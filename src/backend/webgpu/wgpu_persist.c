@@ -16,7 +16,7 @@
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
  *     (a probe-mode dispatch whose one barrier must complete before a short
- *     spin limit), halving from WISP_WEBGPU_PERSIST_WG (default 128).
+ *     spin limit), halving from tuning persistGrid (default 128).
  *
  *     (1 on CPU adapters, whose workgroups share a few threads).
  *
@@ -35,6 +35,7 @@
 #include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_internal.h"
 #include "util/clock.h"
+#include "util/env.h"
 #include "util/err.h"
 
 #define PERSIST_WG 256
@@ -58,11 +59,11 @@ typedef struct {
   uint32_t head_s, head_z, fnorm, rope_cos;
   uint32_t rope_sin, s_x, s_mid, s_h;
   uint32_t s_q, s_part, barriers_per_step, nsmax;
-  uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (WISP_WEBGPU_PERSIST_SKIP, timing only) */
-  uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant (WISP_WEBGPU_PERSIST_BAR=MODE, _PAUSE=N) */
+  uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (timing probes of the kernel; 0 here) */
+  uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant and back-off (kernel experiments; 0 here) */
   /* persist_qwen.wgsl only (persist_lfm2.wgsl's Params ends above) */
   uint32_t rot_half, lkh, lvh, dk;
-  uint32_t dv, s_big, ns, rp_force; /* rp_force: WISP_WEBGPU_PERSIST_RP=1|2|4 (tests: the product's row split) */
+  uint32_t dv, s_big, ns, rp_force; /* rp_force: tuning persistRp=1|2|4 (tests: the product's row split) */
 } persist_params;
 
 typedef struct {
@@ -70,7 +71,7 @@ typedef struct {
   int n_layers, max_pos;
   int unsupported;          /* built and found unusable: every call answers WISP_EUNSUPPORTED */
   int failed;               /* a run failed (decode_graph_reset): no more runs */
-  /* WISP_WEBGPU_PERSIST_FAIL=N at build (tests): run N (from 1) starts as
+  /* Tuning persistFail=N at build (tests): run N (from 1) starts as
    * if a barrier had timed out, and leaves its conv states scribbled on */
   uint32_t fail_run;
   uint32_t runs;            /* runs recorded; run r found the conv states kept in half r % 2 of bak */
@@ -164,7 +165,7 @@ static int q4(const wisp_matrix *m, int rows, int cols) {
          m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
 }
 
-/* 1 when persist_lfm2.wgsl can run graph g (reasons are for WISP_WEBGPU_PERSIST_DEBUG). */
+/* 1 when persist_lfm2.wgsl can run graph g (reasons are for WISP_VERBOSE). */
 static int lfm2_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   *why = NULL;
@@ -293,15 +294,15 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
        * (minutes) allows for it. */
       ok = wisp_wgpu_batch_submit(&bt) == WISP_OK && wisp_wgpu_finish(d) == WISP_OK;
     }
-    if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: grid probe %u: %.3f s\n", nwg, wisp_now_s() - t0);
+    if (wisp_env_verbose()) fprintf(stderr, "webgpu: grid probe %u: %.3f s\n", nwg, wisp_now_s() - t0);
   }
   uint32_t got[2] = {1, 1};
   ok = ok && wisp_wgpu_buf_read(d, P->ctr, 0, got, sizeof got) == WISP_OK;
-  if (!ok && getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: grid probe failed: %s\n", wisp_last_error());
+  if (!ok && wisp_env_verbose()) fprintf(stderr, "webgpu: grid probe failed: %s\n", wisp_last_error());
   if (bg) wisp_wgpu_bind_free(d, bg);
   wisp_wgpu_buf_free(d, &params);
   wisp_wgpu_buf_free(d, &ids);
-  if (getenv("WISP_WEBGPU_PERSIST_DEBUG"))
+  if (wisp_env_verbose())
     fprintf(stderr, "webgpu: persistent grid probe: %u workgroups: %s (arrived %u, timed out %u)\n", nwg,
             ok && got[1] == 0 && got[0] == nwg ? "co-resident" : "no", got[0], got[1]);
   return ok && got[1] == 0 && got[0] == nwg;
@@ -318,10 +319,10 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
                             {"NJ", ((uint32_t)g->lin_k_dim + ig - 1) / ig}};
     return wisp_wgpu_int_kernel(be, "persist_qwen", c, 5);
   }
-  /* WISP_WEBGPU_PERSIST_OPT: the kernel's round-trip savers (OPT bits), for A/B runs */
-  const char *opt = getenv("WISP_WEBGPU_PERSIST_OPT");
+  /* tuning persistOpt: the kernel's round-trip savers (OPT bits), for A/B runs */
+  const wisp_wgpu_backend_opts *o = wisp_wgpu_int_opts(be);
   wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin},
-                          {"OPT", opt ? (uint32_t)strtoul(opt, NULL, 0) : PERSIST_OPT}};
+                          {"OPT", o->persist_opt_given ? o->persist_opt : PERSIST_OPT}};
   return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
 }
 
@@ -477,8 +478,6 @@ static void layout_qwen(persist *P, const wisp_decode_graph *g, int kv16, blob_b
   P->base.lkh = (uint32_t)g->lin_k_heads, P->base.lvh = (uint32_t)VH;
   P->base.dk = (uint32_t)DK, P->base.dv = (uint32_t)DV;
   P->base.ns = (uint32_t)(DV + QWEN_CW - 1) / QWEN_CW;
-  const char *rp = getenv("WISP_WEBGPU_PERSIST_RP");
-  if (rp && (!strcmp(rp, "1") || !strcmp(rp, "2") || !strcmp(rp, "4"))) P->base.rp_force = (uint32_t)atoi(rp);
 }
 
 static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {
@@ -521,12 +520,11 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.eps = g->eps;
   P->base.kv16 = (uint32_t)kv16;
   P->base.spin_max = SPIN_RUN;
-  const char *bar = getenv("WISP_WEBGPU_PERSIST_BAR"), *pause = getenv("WISP_WEBGPU_PERSIST_PAUSE");
-  if (bar) P->base.bmode = (uint32_t)atoi(bar);
-  if (pause) P->base.backoff = (uint32_t)atoi(pause);
+  const uint32_t rp = wisp_wgpu_int_opts(be)->persist_rp; /* Qwen 3.5: the products' row split */
+  if (rp == 1 || rp == 2 || rp == 4) P->base.rp_force = rp;
   P->barriers_per_step = barriers_per_step(g);
   P->base.barriers_per_step = P->barriers_per_step;
-  /* The grid: WISP_WEBGPU_PERSIST_WG, else the largest of 128, 64, ...
+  /* The grid: tuning persistGrid, else the largest of 128, 64, ...
    * whose workgroups the probe finds co-resident (1 on CPU adapters, whose
    * workgroups share a few threads). */
   const uint32_t asked = wisp_wgpu_int_persist_grid(be);
@@ -547,15 +545,12 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   if (!P->nwg) return WISP_EUNSUPPORTED;
   /* splits per head: the grid's workgroups shared among the heads */
   P->base.nwg = P->nwg;
-  const char *fail = getenv("WISP_WEBGPU_PERSIST_FAIL");
-  P->fail_run = fail && atoi(fail) > 0 ? (uint32_t)atoi(fail) : 0;
+  P->fail_run = wisp_wgpu_int_opts(be)->persist_fail;
   P->runs = 0;
   P->run_pos[0] = P->run_pos[1] = -1;
-  const char *skip = getenv("WISP_WEBGPU_PERSIST_SKIP"); /* timing probes: wrong tokens on purpose */
-  P->base.skip = skip ? (uint32_t)atoi(skip) : 0;
   P->base.nsmax = P->nwg / (uint32_t)NH > 1 ? P->nwg / (uint32_t)NH : 1;
-  const char *splits = getenv("WISP_WEBGPU_PERSIST_SPLITS"); /* tests: splits with few workgroups */
-  if (splits && atoi(splits) > 0) P->base.nsmax = (uint32_t)atoi(splits);
+  const uint32_t splits = wisp_wgpu_int_opts(be)->persist_splits; /* tests: splits with few workgroups */
+  if (splits) P->base.nsmax = splits;
   if (P->base.nsmax > 16) P->base.nsmax = 16; /* NSMAX in the kernel's stage_attn */
   if (P->base.nsmax * (uint32_t)NH > 1024) P->base.nsmax = 1024 / (uint32_t)NH;
   /* Barrier arrivals so far: the probe's (the counter is zeroed for runs). */
@@ -564,7 +559,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->bar_base = 0;
   P->end = -1;
   P->out0 = -1;
-  if (getenv("WISP_WEBGPU_PERSIST_DEBUG"))
+  if (wisp_env_verbose())
     fprintf(stderr, "webgpu: persistent decode (%s): %u workgroups, %u barriers a step, weights %.1f MB, arena %.1f MB\n",
             g->qwen3_5 ? "qwen3_5" : "lfm2", P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6,
             (double)P->arena.size / 1e6);
@@ -608,15 +603,15 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
   }
 }
 
-/* The fewest steps a persistent run takes: WISP_WEBGPU_PERSIST_MIN_STEPS,
+/* The fewest steps a persistent run takes: tuning persistMinSteps,
  * else 1 when the persistent decode was asked for, else the plan's
  * persistentDecodeMinSteps (the registry variant's minSteps; none when the
  * plan has no persistent decode, e.g. a profile binding its own decode
  * kernels), else 1 for LFM2 and QWEN_MIN_STEPS for Qwen 3.5 (a backend
  * configured without a plan). UINT32_MAX: never. */
 static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
-  const char *e = getenv("WISP_WEBGPU_PERSIST_MIN_STEPS");
-  if (e && atoi(e) > 0) return (uint32_t)atoi(e);
+  const uint32_t asked = wisp_wgpu_int_opts(be)->persist_min_steps;
+  if (asked) return asked;
   if (wisp_wgpu_int_persist_asked(be)) return 1;
   const int plan = wisp_wgpu_int_settings(be)->persist_min_steps;
   if (plan > 0) return (uint32_t)plan;
@@ -662,16 +657,16 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
         wisp_wgpu_int_device(be)->info.adapter_type == WGPUAdapterType_CPU) {
       /* lavapipe compiles persist_qwen.wgsl for ~35 s and runs it on one
        * workgroup: no gain there, so only when asked (tests) */
-      why = "a CPU adapter (Qwen 3.5: only with WISP_WEBGPU_PERSIST=1)";
-      if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
+      why = "a CPU adapter (Qwen 3.5: only with tuning persist=1)";
+      if (wisp_env_verbose()) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
       P->unsupported = 1;
     } else if (!graph_fits(be, g, &why)) {
-      if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
+      if (wisp_env_verbose()) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
       P->unsupported = 1;
     } else {
       wisp_status st = build(be, P, g);
       if (st) {
-        if (getenv("WISP_WEBGPU_PERSIST_DEBUG"))
+        if (wisp_env_verbose())
           fprintf(stderr, "webgpu: no persistent decode: %s\n", st == WISP_EUNSUPPORTED ? "unsupported" : wisp_last_error());
         persist_release(be, P);
         P->unsupported = 1;
@@ -721,7 +716,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   P->runs++;
   wisp_wgpu_binding b[5] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
                             {wisp_wgpu_int_buf(ids), 0, 0}};
-  /* Run WISP_WEBGPU_PERSIST_FAIL=N (tests) starts with its timeout flag
+  /* Run persistFail=N (tests) starts with its timeout flag
    * set, as if a barrier had given up, and afterwards its conv states are
    * overwritten with weight bytes, as a real failure may leave them. (The
    * kernel clears the flag at the end of each run, so one failed run does

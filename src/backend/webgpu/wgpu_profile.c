@@ -29,17 +29,15 @@ struct wisp_wgpu_profile {
   kernel_total k[PROFILE_KERNELS];
   int nk;
   uint64_t untimed;            /* dispatches past a full query set */
-  int repeat;                  /* WISP_WEBGPU_PROFILE_REPEAT */
+  int repeat;                  /* WISP_WEBGPU_PROFILE=N */
 };
 
-wisp_wgpu_profile *wisp_wgpu_profile_new(wisp_wgpu_device *d) {
+wisp_wgpu_profile *wisp_wgpu_profile_new(wisp_wgpu_device *d, int repeat) {
   if (!d->has_timestamp_query) return NULL;
   wisp_wgpu_profile *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   p->d = d;
-  const char *rep = getenv("WISP_WEBGPU_PROFILE_REPEAT");
-  p->repeat = rep ? atoi(rep) : 1;
-  if (p->repeat < 1 || p->repeat > 64) p->repeat = 1;
+  p->repeat = repeat >= 1 && repeat <= 64 ? repeat : 1;
   WGPUQuerySetDescriptor qd;
   memset(&qd, 0, sizeof qd);
   qd.label = wisp_wgpu_str("wisp profile");

@@ -2,7 +2,7 @@
  * kernels a token's time goes to (wisp_wgpu_batch cannot: it only knows
  * when a whole submit finished).
  *
- * Enabled by WISP_WEBGPU_PROFILE=1 on a device with `timestamp-query`. Each
+ * Enabled by WISP_WEBGPU_PROFILE=1 (or wisp_wgpu_device_opts.profile) on a device with `timestamp-query`. Each
  * dispatch then runs in a compute pass of its own whose beginning and end
  * write timestamps; after every submit the timestamps are read back (the
  * submit becomes synchronous) and added up per kernel label. The report
@@ -10,7 +10,7 @@
  * mean GPU time, sorted by total. Separate passes and the readbacks make the
  * run slower than a normal one: use it to rank kernels, not to time tokens.
  *
- * WISP_WEBGPU_PROFILE_REPEAT=R (2..64) records each dispatch R times inside
+ * WISP_WEBGPU_PROFILE=R (2..64) records each dispatch R times inside
  * its timed pass and reports the pass time divided by R: the marginal cost
  * of one dispatch in a stream of dispatches (barriers included), without
  * most of the pass's own overhead (about 4 us a pass on the H200). The
@@ -26,8 +26,9 @@
 
 typedef struct wisp_wgpu_profile wisp_wgpu_profile;
 
-/* NULL (and no error) when the device lacks timestamp-query. */
-wisp_wgpu_profile *wisp_wgpu_profile_new(wisp_wgpu_device *d);
+/* NULL (and no error) when the device lacks timestamp-query. repeat: R
+ * above (1 = each dispatch once). */
+wisp_wgpu_profile *wisp_wgpu_profile_new(wisp_wgpu_device *d, int repeat);
 /* The timestamp writes for the next dispatch of kernel `label`, or NULL when
  * this submit's query set is full (that dispatch then goes untimed). */
 const WGPUPassTimestampWrites *wisp_wgpu_profile_next(wisp_wgpu_profile *p, const char *label);
@@ -39,7 +40,7 @@ wisp_status wisp_wgpu_profile_collect(wisp_wgpu_profile *p);
 void wisp_wgpu_profile_discard(wisp_wgpu_profile *p);
 /* Timed dispatches of kernel `label` so far, and their GPU time (ns). */
 uint64_t wisp_wgpu_profile_dispatches(const wisp_wgpu_profile *p, const char *label, uint64_t *ns);
-/* Dispatches recorded per timed dispatch (WISP_WEBGPU_PROFILE_REPEAT, else 1). */
+/* Dispatches recorded per timed dispatch (WISP_WEBGPU_PROFILE=R, else 1). */
 int wisp_wgpu_profile_repeat(const wisp_wgpu_profile *p);
 void wisp_wgpu_profile_report(const wisp_wgpu_profile *p, FILE *f);
 void wisp_wgpu_profile_free(wisp_wgpu_profile *p);

@@ -514,7 +514,7 @@ static uint32_t rec_q4k_parts(wisp_backend *be, qwen_state *q, wisp_wgpu_kernel 
 }
 
 /* q4k_sb.wgsl: a one-token product with a thread per super-block, where the
- * plan chose it (wgsl_matvec_q4k_superblock) or WISP_WEBGPU_Q4K_SB_COLS asks, when a
+ * plan chose it (wgsl_matvec_q4k_superblock) or tuning q4kSbCols asks, when a
  * row's super-blocks (pair: two rows') fit a workgroup and the staged x its
  * memory; rows [lo, hi) as rec_q4k_parts. 0: not taken (the caller records
  * another kernel). */
@@ -626,7 +626,7 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
 
 typedef struct {
   uint32_t wg, cols, tpc, full;
-  int asked; /* a profile, the matrix's choice or WISP_WEBGPU_Q4K_FUSED set it: q4k_fused, not q4k_sb */
+  int asked; /* a profile, the matrix's choice or tuning q4kFused set it: q4k_fused, not q4k_sb */
 } qgeo;
 
 /* Geometry for a q4k_fused dispatch: explicit (wg/cols/tpc, 0 = unset), else the matrix's
@@ -634,7 +634,7 @@ typedef struct {
 static qgeo geo_of(wisp_backend *be, const wisp_matrix *W, int wg, int cols, int tpc, int full) {
   qgeo g = {256, 16, 16, 1, 0};
   const wisp_wgpu_q4k_tuning *tune = wisp_wgpu_int_q4k_tuning(be);
-  if (tune->fused_cols) { /* WISP_WEBGPU_Q4K_FUSED=COLSxTPC */
+  if (tune->fused_cols) { /* tuning q4kFused=COLSxTPC */
     g.cols = tune->fused_cols;
     g.tpc = tune->fused_tpc;
     g.wg = g.cols * g.tpc;
