@@ -1,0 +1,149 @@
+/* One configuration channel: settings beside the plan come from a
+ * session's tuning string (src/engine/tuning.c), not the environment; the
+ * few environment variables left are read in src/util/env.c only; and the
+ * plan's kernel choices are checked against what the backend runs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_internal.h"
+#include "engine/engine.h"
+#include "engine/tuning.h"
+#include "fixtures.h"
+#include "test.h"
+#include "util/err.h"
+#include "webgpu_fixture.h"
+
+/* Keys set the fields they name; an empty string sets nothing. */
+TEST(tuning_keys_set_their_fields) {
+  wisp_tuning t;
+  CHECK(wisp_tuning_parse(NULL, &t) == WISP_OK && t.prefill_chunk == 0 && t.webgpu.persist == 0);
+  CHECK(wisp_tuning_parse("", &t) == WISP_OK);
+  CHECKF(wisp_tuning_parse("prefillChunk=100,decodeKick=4,cpuScalar=1,persist=0,kv=f16,matvec=64x2,"
+                           "dnSlice=32x4,q4kSbCols=0,persistOpt=0,matmulI8=32x32x4x4x2,dawnToggles=a:b",
+                           &t) == WISP_OK,
+         "%s", wisp_last_error());
+  CHECK(t.prefill_chunk == 100 && t.decode_kick == 4 && t.cpu_scalar == 1);
+  const wisp_wgpu_backend_opts *o = &t.webgpu;
+  CHECK(o->persist == -1 && o->kv_f16 == 1 && o->matvec_wg == 64 && o->matvec_rows == 2 && o->geometry_over_plan);
+  CHECK(o->dn_cols == 32 && o->dn_groups == 4 && o->q4k_sb_cols == -1);
+  CHECK(o->persist_opt_given && o->persist_opt == 0);
+  CHECK(o->i8_geometry[0] == 32 && o->i8_geometry[2] == 4 && o->i8_geometry[4] == 2);
+  CHECK(o->toggles && !strcmp(o->toggles, "a:b"));
+  CHECK(wisp_tuning_parse("persist=1,fuse=0,fuseArgmax=0,persistGrid=2,persistFail=3", &t) == WISP_OK);
+  CHECK(t.webgpu.persist == 1 && t.webgpu.no_fuse && t.webgpu.no_fuse_argmax && t.webgpu.persist_grid == 2 &&
+        t.webgpu.persist_fail == 3);
+}
+
+/* Unknown keys and bad values are one-line errors naming them. */
+TEST(tuning_bad_input_is_a_one_line_error) {
+  static const char *const bad[][2] = {
+      {"bogus=1", "unknown key 'bogus'"},   {"persist=2", "persist=2"},     {"persist", "not key=value"},
+      {"=1", "not key=value"},              {"matvec=64", "matvec=64"},     {"dnSlice=3", "dnSlice=3"},
+      {"prefillChunk=0", "prefillChunk=0"}, {"kv=f8", "kv=f8"},             {"persistRp=3", "persistRp=3"},
+      {"headChunks=-1", "headChunks=-1"},   {"matvec=64x2x1", "matvec=64x2x1"}, {"persistGrid=1x", "persistGrid=1x"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    wisp_tuning t;
+    CHECKF(wisp_tuning_parse(bad[i][0], &t) == WISP_EINVAL, "'%s' accepted", bad[i][0]);
+    const char *e = wisp_last_error();
+    CHECKF(strstr(e, bad[i][1]) && !strchr(e, '\n'), "'%s': %s", bad[i][0], e);
+  }
+}
+
+/* The tuning string reaches the session: an unknown key fails
+ * wisp_session_new, prefillChunk sets the prefill chunk, cpuScalar makes the
+ * plan choose the scalar kernels (the device reports no AVX2). */
+TEST(tuning_reaches_the_session) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session *s = NULL;
+  wisp_session_options o = {.backend = "cpu", .threads = 1, .tuning = "prefilChunk=7"};
+  wisp_status st = wisp_session_new(m, &o, &s);
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", wisp_last_error());
+  o.tuning = "prefillChunk=7,cpuScalar=1";
+  wisp_status st2 = wisp_session_new(m, &o, &s);
+  int chunk = s ? s->chunk : 0;
+  const wisp_matrix *w = m->arch->matrix(m->weights, 3, "mlp.down");
+  const int scalar = s && w && !strcmp(w->choice[WISP_PHASE_DECODE].variant, "q4_scalar") &&
+                     !wisp_session_plan(s)->device.has_avx2;
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECK(st == WISP_EINVAL);
+  CHECKF(strstr(msg, "unknown key 'prefilChunk'") && !strchr(msg, '\n'), "%s", msg);
+  CHECKF(st2 == WISP_OK, "%s", wisp_last_error());
+  CHECK(chunk == 7);
+  CHECK(scalar);
+}
+
+/* The library reads its environment variables in src/util/env.c and
+ * nowhere else (besides Vulkan's own VK_DRIVER_FILES, which wgpu_device.c
+ * sets for lavapipe). */
+TEST(tuning_environment_is_read_in_one_file) {
+  char out[4096];
+  int rc = test_run("grep -rn 'getenv(' src include | grep -v '^src/util/env.c:' | grep -v VK_DRIVER_FILES", out,
+                    sizeof out);
+  CHECKF(rc == 1 && !out[0], "getenv outside src/util/env.c:\n%s", out);
+  rc = test_run("grep -c 'getenv(' src/util/env.c", out, sizeof out);
+  CHECK(rc == 0 && atoi(out) >= 1);
+}
+
+/* The webgpu backend knows the registry's variants with the WGSL files it
+ * loads for them; an unknown variant or another file is an error. */
+TEST(webgpu_backend_checks_the_plan_kernels) {
+  WEBGPU_OR_SKIP(d);
+  wisp_wgpu_backend_opts o = {.device = d, .subgroups = -1};
+  wisp_backend *be = NULL;
+  CHECKF(wisp_wgpu_backend_new(&o, &be) == WISP_OK, "%s", wisp_last_error());
+  int ok_known = be->check_kernel && be->check_kernel(be, "matmul", "wgsl_matvec_subgroup_q4", "matvec.wgsl") == WISP_OK;
+  wisp_status unknown = be->check_kernel ? be->check_kernel(be, "matmul", "wgsl_bogus", "matvec.wgsl") : WISP_OK;
+  char m1[512];
+  snprintf(m1, sizeof m1, "%s", wisp_last_error());
+  wisp_status other = be->check_kernel ? be->check_kernel(be, "rmsnorm", "wgsl_subgroup", "rmsnorm_nosg.wgsl") : WISP_OK;
+  char m2[512];
+  snprintf(m2, sizeof m2, "%s", wisp_last_error());
+  be->destroy(be);
+  CHECK(ok_known);
+  CHECK(unknown == WISP_EUNSUPPORTED);
+  CHECKF(strstr(m1, "matmul/wgsl_bogus") && !strchr(m1, '\n'), "%s", m1);
+  CHECK(other == WISP_EUNSUPPORTED);
+  CHECKF(strstr(m2, "rmsnorm_nosg.wgsl") && strstr(m2, "rmsnorm.wgsl"), "%s", m2);
+}
+
+/* At session creation: the small model's webgpu plan passes the check; the
+ * same plan with one decode product's variant renamed (a registry variant
+ * the backend lacks) fails with one line naming the op and the variant. */
+TEST(webgpu_session_refuses_an_unknown_variant) {
+  WEBGPU_OR_SKIP(d);
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_wgpu_backend_opts o = {.device = d, .subgroups = -1};
+  wisp_backend *be = NULL;
+  wisp_plan *plan = NULL;
+  wisp_device_caps caps;
+  int ok = wisp_wgpu_backend_new(&o, &be) == WISP_OK;
+  if (ok) be->caps(be, &caps);
+  ok = ok && wisp_engine_resolve_plan(m, &caps, NULL, &plan) == WISP_OK;
+  wisp_status good = ok ? wisp_engine_check_kernels(plan, be) : WISP_EINVAL;
+  char why[512];
+  snprintf(why, sizeof why, "%s", wisp_last_error());
+  wisp_status bad = WISP_OK;
+  char msg[512] = "";
+  wisp_plan_phase *dec = ok ? &plan->phases[WISP_PHASE_DECODE] : NULL;
+  for (int g = 0; dec && g < dec->n_groups && bad == WISP_OK; g++)
+    for (int i = 0; i < dec->groups[g].n_ops; i++) {
+      wisp_plan_op *op = &dec->groups[g].ops[i];
+      if (strcmp(op->op, "matmul")) continue;
+      snprintf(op->kernel, sizeof op->kernel, "matmul/wgsl_renamed");
+      bad = wisp_engine_check_kernels(plan, be);
+      snprintf(msg, sizeof msg, "%s", wisp_last_error());
+      break;
+    }
+  wisp_plan_free(plan);
+  if (be) be->destroy(be);
+  wisp_model_close(m);
+  CHECKF(ok && good == WISP_OK, "%s", why);
+  CHECK(bad == WISP_EUNSUPPORTED);
+  CHECKF(strstr(msg, "decode matmul") && strstr(msg, "matmul/wgsl_renamed") && !strchr(msg, '\n'), "%s", msg);
+}
