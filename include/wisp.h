@@ -37,7 +37,7 @@ typedef struct {
   int max_context;     /* 0 = the artifact's maxPositions */
   const char *profile; /* runtime profile name or file; NULL = "default" */
   /* "key=value,..." settings beside the plan, for measurements and tests
-   * (docs/tuning.md); NULL = none. An unknown key fails wisp_session_new. */
+   * (docs/configuration.md); NULL = none. An unknown key fails wisp_session_new. */
   const char *tuning;
 } wisp_session_options;
 

@@ -196,7 +196,7 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddStringToObject(jm, "weightsSha256", cJSON_IsString(wsha) ? wsha->valuestring : "unknown");
   cJSON_AddStringToObject(r, "plan_id", plan->id);
   cJSON_AddStringToObject(r, "profile", plan->profile_id ? plan->profile_id : "none");
-  cJSON_AddStringToObject(r, "tuning", tuning ? tuning : ""); /* settings beside the plan (docs/tuning.md) */
+  cJSON_AddStringToObject(r, "tuning", tuning ? tuning : ""); /* settings beside the plan (docs/configuration.md) */
   cJSON_AddNumberToObject(r, "threads", threads);
   cJSON *jd = cJSON_AddObjectToObject(r, "device");
   cJSON_AddStringToObject(jd, "backend", wisp_session_backend_name(s));

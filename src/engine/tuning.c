@@ -168,7 +168,7 @@ static wisp_status set(wisp_tuning *t, const char *key, const char *v) {
     if (!strcmp(key, "attnSplits")) t->webgpu.splits_over_plan = 1;
     return WISP_OK;
   }
-  return wisp_fail(WISP_EINVAL, "tuning: unknown key '%s' (docs/tuning.md lists them)", key);
+  return wisp_fail(WISP_EINVAL, "tuning: unknown key '%s' (docs/configuration.md lists them)", key);
 }
 
 wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out) {

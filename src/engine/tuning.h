@@ -1,7 +1,7 @@
 /* A session's tuning string: "key=value,key=value" of settings that are not
  * the plan's, for measurements (tuning sweeps on a GPU) and tests (paths
  * forced on or off, faults injected). Normal runs give none. The keys and
- * their meaning: the table in tuning.c and docs/tuning.md. An unknown key or
+ * their meaning: the table in tuning.c and docs/configuration.md. An unknown key or
  * a bad value is a one-line error at session creation.
  *
  *   wisp_tuning t;

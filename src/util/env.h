@@ -1,5 +1,5 @@
 /* The environment variables wisp reads, all of them here (the list and what
- * each does: docs/environment.md). They are the few things a plan cannot
+ * each does: docs/configuration.md). They are the few things a plan cannot
  * say: where the Dawn library and the data files are, and debugging aids
  * that must reach every device a process opens (the guarded re-runs of the
  * test suite). Whatever else changes behaviour is the plan's (registry,
