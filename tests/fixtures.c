@@ -25,6 +25,27 @@ const char *fixture_small_model(void) {
   return path;
 }
 
+const char *fixture_seed_shaped_model(char *log, size_t cap) {
+  static char path[600];
+  static int failed;
+  if (log && cap) log[0] = 0;
+  if (path[0]) return path;
+  if (failed) {
+    if (log && cap) snprintf(log, cap, "generating the seed-shaped model failed earlier in this run");
+    return NULL;
+  }
+  char dir[600], cmd[1400], out[4096];
+  snprintf(dir, sizeof dir, "%s/seed-shaped", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s gen-synthetic --like %s -o %s --seed 5", test_wisp_bin(), fixture_seed_manifest(), dir);
+  if (test_run(cmd, out, sizeof out) != 0) {
+    failed = 1;
+    if (log && cap) snprintf(log, cap, "%s", out);
+    return NULL;
+  }
+  snprintf(path, sizeof path, "%s", dir);
+  return path;
+}
+
 const char *fixture_write(const char *name, const char *text) {
   static char path[8][600];
   static int slot;

@@ -12,6 +12,11 @@ const char *fixture_small_model(void);
  * through `edit` (may be NULL); `weights_delta` bytes are appended (>0) or
  * cut (<0) from weights.bin. Returns the new directory. */
 const char *fixture_variant(const char *name, void (*edit)(cJSON *manifest), long weights_delta);
+/* Path of the seed-shaped synthetic artifact (`wisp gen-synthetic --like`
+ * the seed manifest, seed 5: 161 MB of Q4 weights), generated once per run
+ * by the CLI under test and shared by the tests that need it; NULL with the
+ * CLI's output in log when that fails. Tests must not change it. */
+const char *fixture_seed_shaped_model(char *log, size_t cap);
 /* Writes text to test_tmpdir()/name and returns the path. */
 const char *fixture_write(const char *name, const char *text);
 /* Path of the seed manifest: ../shared/seeds copy when present, else the
