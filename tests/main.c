@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -85,6 +86,18 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* CPU seconds of this process (lavapipe's threads included) and of the
+ * commands it ran and waited for (the CLI under test). */
+static double cpu_s(void) {
+  struct rusage self, kids;
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &kids);
+  const struct timeval t[4] = {self.ru_utime, self.ru_stime, kids.ru_utime, kids.ru_stime};
+  double s = 0;
+  for (int i = 0; i < 4; i++) s += (double)t[i].tv_sec + (double)t[i].tv_usec * 1e-6;
+  return s;
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp(((const struct test_entry *)a)->name, ((const struct test_entry *)b)->name);
 }
@@ -101,14 +114,15 @@ int main(int argc, char **argv) {
     if (filter && !strstr(g_tests[i].name, filter)) continue;
     g_current_failed = 0;
     g_current_skipped = 0;
-    /* Each line ends with the test's wall time, to find the slow ones
-     * (`sort -t'(' -k2 -n`); no test's verdict depends on it. */
-    const double t0 = now_s();
+    /* Each line ends with the test's wall time and CPU time, to find the
+     * slow ones (on a shared machine the CPU time is the steadier figure:
+     * `sed 's/.*, cpu //' | sort -n`); no test's verdict depends on them. */
+    const double t0 = now_s(), c0 = cpu_s();
     g_tests[i].fn();
-    const double el = now_s() - t0;
-    if (g_current_failed) { failed++; printf("FAIL %s (%.1f s)\n", g_tests[i].name, el); }
-    else if (g_current_skipped) { skipped++; printf("skip %s: %s (%.1f s)\n", g_tests[i].name, g_skip_reason, el); }
-    else { passed++; printf("ok   %s (%.1f s)\n", g_tests[i].name, el); }
+    const double el = now_s() - t0, cpu = cpu_s() - c0;
+    if (g_current_failed) { failed++; printf("FAIL %s (%.1f s, cpu %.1f s)\n", g_tests[i].name, el, cpu); }
+    else if (g_current_skipped) { skipped++; printf("skip %s: %s (%.1f s, cpu %.1f s)\n", g_tests[i].name, g_skip_reason, el, cpu); }
+    else { passed++; printf("ok   %s (%.1f s, cpu %.1f s)\n", g_tests[i].name, el, cpu); }
     fflush(stdout);
   }
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmpdir);
