@@ -259,7 +259,9 @@ static wisp_wgpu_kernel *kernel(wgpu_backend *g, const char *file, const wisp_wg
   wisp_wgpu_kernel *k;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  wisp_status st = wisp_wgpu_kernel_create(g->d, src, "main", c, nc, key, &k);
+  /* made once per device (shared with other backends on it, which the
+   * test suite opens by the dozen); the device frees it */
+  wisp_status st = wisp_wgpu_kernel_shared(g->d, src, "main", c, nc, key, &k);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (wisp_env_verbose())
     fprintf(stderr, "pipeline %s: %.0f ms\n", key,
@@ -1498,7 +1500,7 @@ static void g_destroy(wisp_backend *be) {
     wisp_wgpu_persist_free(be);
     wisp_wgpu_mm8_free(be);
     drop_bind_groups(g);
-    for (int i = 0; i < g->n_kernels; i++) wisp_wgpu_kernel_free(g->d, g->kernels[i].k);
+    /* the kernels are the device's (wisp_wgpu_kernel_shared) */
     for (int i = 0; i < g->n_mats; i++) wmat_free(g, g->mats[i]);
     for (int i = 0; i < g->n_vecs; i++) {
       wisp_wgpu_buf_free(g->d, &g->vecs[i]->g);

@@ -411,6 +411,70 @@ void wisp_wgpu_kernel_free(wisp_wgpu_device *d, wisp_wgpu_kernel *k) {
   free(k);
 }
 
+#define SHARED_CONSTS 16
+
+typedef struct wisp_wgpu_shared_kernel {
+  const char *wgsl; /* compared by address: the embedded kernels' text */
+  char entry[32];
+  int nc;
+  char names[SHARED_CONSTS][32];
+  double values[SHARED_CONSTS];
+  wisp_wgpu_kernel *k;
+} wisp_wgpu_shared_kernel;
+
+static int same_kernel(const wisp_wgpu_shared_kernel *e, const char *wgsl, const char *entry,
+                       const wisp_wgpu_const *c, int nc) {
+  if (e->wgsl != wgsl || e->nc != nc || strcmp(e->entry, entry)) return 0;
+  for (int i = 0; i < nc; i++)
+    if (e->values[i] != c[i].value || strcmp(e->names[i], c[i].name)) return 0;
+  return 1;
+}
+
+wisp_status wisp_wgpu_kernel_shared(wisp_wgpu_device *d, const char *wgsl, const char *entry,
+                                    const wisp_wgpu_const *consts, int n_consts, const char *label,
+                                    wisp_wgpu_kernel **out) {
+  *out = NULL;
+  int fits = n_consts <= SHARED_CONSTS && strlen(entry) < sizeof d->shared[0].entry;
+  for (int i = 0; fits && i < n_consts; i++) fits = strlen(consts[i].name) < sizeof d->shared[0].names[0];
+  if (!fits) return wisp_fail(WISP_EINVAL, "WebGPU: kernel %s: too many or too long constants to share", label);
+  for (int i = 0; i < d->n_shared; i++)
+    if (same_kernel(&d->shared[i], wgsl, entry, consts, n_consts)) {
+      *out = d->shared[i].k;
+      return WISP_OK;
+    }
+  wisp_status st = wisp_wgpu_kernel_create(d, wgsl, entry, consts, n_consts, label, out);
+  if (st) return st;
+  if (d->n_shared == d->cap_shared) {
+    int cap = d->cap_shared ? 2 * d->cap_shared : 64;
+    wisp_wgpu_shared_kernel *grown = realloc(d->shared, sizeof *grown * (size_t)cap);
+    if (!grown) {
+      wisp_wgpu_kernel_free(d, *out);
+      *out = NULL;
+      return wisp_fail(WISP_ENOMEM, "out of memory");
+    }
+    d->shared = grown;
+    d->cap_shared = cap;
+  }
+  wisp_wgpu_shared_kernel *e = &d->shared[d->n_shared++];
+  memset(e, 0, sizeof *e);
+  e->wgsl = wgsl;
+  snprintf(e->entry, sizeof e->entry, "%s", entry);
+  e->nc = n_consts;
+  for (int i = 0; i < n_consts; i++) {
+    snprintf(e->names[i], sizeof e->names[i], "%s", consts[i].name);
+    e->values[i] = consts[i].value;
+  }
+  e->k = *out;
+  return WISP_OK;
+}
+
+void wisp_wgpu_shared_kernels_free(wisp_wgpu_device *d) {
+  for (int i = 0; i < d->n_shared; i++) wisp_wgpu_kernel_free(d, d->shared[i].k);
+  free(d->shared);
+  d->shared = NULL;
+  d->n_shared = d->cap_shared = 0;
+}
+
 /* ---- bind groups --------------------------------------------------------- */
 
 wisp_status wisp_wgpu_bind(wisp_wgpu_device *d, const wisp_wgpu_kernel *k, const wisp_wgpu_binding *bindings,

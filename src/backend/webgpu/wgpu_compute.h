@@ -110,6 +110,17 @@ wisp_status wisp_wgpu_kernel_create(wisp_wgpu_device *d, const char *wgsl, const
                                     const wisp_wgpu_const *consts, int n_consts, const char *label,
                                     wisp_wgpu_kernel **out);
 void wisp_wgpu_kernel_free(wisp_wgpu_device *d, wisp_wgpu_kernel *k);
+/* The same pipeline, made once per device: a later call with the same
+ * source text (the same pointer: the embedded kernels), entry and override
+ * constants gets the kernel made first, so that backends opened one after
+ * another on one device (the test suite's shared device) compile each
+ * kernel once. The device owns it (wisp_wgpu_device_close frees it): never
+ * pass it to wisp_wgpu_kernel_free. */
+wisp_status wisp_wgpu_kernel_shared(wisp_wgpu_device *d, const char *wgsl, const char *entry,
+                                    const wisp_wgpu_const *consts, int n_consts, const char *label,
+                                    wisp_wgpu_kernel **out);
+/* Frees the device's shared kernels (wisp_wgpu_device_close). */
+void wisp_wgpu_shared_kernels_free(wisp_wgpu_device *d);
 
 /* ---- bind groups --------------------------------------------------------- */
 typedef struct wisp_wgpu_binding {

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/webgpu/wgpu_compute.h"
 #include "backend/webgpu/wgpu_loader.h"
 #include "backend/webgpu/wgpu_profile.h"
 #include "util/env.h"
@@ -556,6 +557,7 @@ void wisp_wgpu_device_close(wisp_wgpu_device *d) {
     wisp_wgpu_profile_report(d->profile, stderr);
     wisp_wgpu_profile_free(d->profile);
   }
+  wisp_wgpu_shared_kernels_free(d);
   if (d->fence_src) w->BufferRelease(d->fence_src);
   if (d->fence_dst) w->BufferRelease(d->fence_dst);
   if (d->queue) w->QueueRelease(d->queue);

@@ -89,6 +89,10 @@ typedef struct wisp_wgpu_device {
   uint32_t guard_bytes;
   struct wisp_wgpu_guarded *guarded;
   int n_guarded, cap_guarded;
+  /* Pipelines made once per device and shared by every backend on it
+   * (wisp_wgpu_kernel_shared, wgpu_compute.h); freed when it closes. */
+  struct wisp_wgpu_shared_kernel *shared;
+  int n_shared, cap_shared;
 } wisp_wgpu_device;
 
 /* Loads the library, picks an adapter, creates a device asking for
