@@ -209,8 +209,9 @@ TEST(webgpu_wait_limit_is_minutes) {
   CHECKF(d->timeout_ns >= 300ull * 1000000000ull, "wait limit %.1f s", (double)d->timeout_ns * 1e-9);
 }
 
-/* A lost device ends a wait at once with the loss message (not after the
- * limit with "timed out"). The loss is recorded as on_lost would. */
+/* A lost device ends a wait with the loss message (after a grace of 2 s
+ * for the callbacks Dawn completes on loss; not after the limit with "timed
+ * out"). The loss is recorded as on_lost would. */
 TEST(webgpu_wait_ends_on_device_loss) {
   WEBGPU_OR_SKIP(d);
   pthread_mutex_lock(&d->lock);

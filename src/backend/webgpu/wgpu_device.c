@@ -135,6 +135,11 @@ wisp_status wisp_wgpu_wait_flag(wisp_wgpu_device *d, volatile int *flag, const c
   const int r = poll_until(d->api, d->instance, d, flag, d->timeout_ns);
   if (r > 0) return WISP_OK;
   if (r < 0) {
+    /* Dawn completes what was pending on a lost device (a map with an
+     * error status) at the next ProcessEvents: give that callback a moment
+     * to run, so that it does not come later into the caller's request
+     * after the caller has returned. */
+    poll_until(d->api, d->instance, NULL, flag, 2000000000ull);
     wisp_status st = wisp_wgpu_device_check(d);
     return st ? st : wisp_fail(WISP_EDEVICE, "WebGPU: device lost waiting for %s", what);
   }
