@@ -726,6 +726,26 @@ static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) 
   return WISP_OK;
 }
 
+/* Uploads rows [P->row0, +P->rows) of a Q8_0 matrix: ggml's 34-byte blocks
+ * (f16 scale, 32 int8) become the int8 values, four to a word (P->w), and
+ * one f32 scale a block (P->s), the layout of QT 5 (unpack_weights.wgsli). */
+static wisp_status q8_0_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P) {
+  const size_t nb = (size_t)m->cols / WISP_Q8_0_BLOCK, nblk = (size_t)P->rows * nb;
+  int8_t *q = malloc(nblk * WISP_Q8_0_BLOCK);
+  float *sc = malloc(nblk * sizeof(float));
+  wisp_status st = q && sc ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
+  const uint8_t *blk = m->q + (size_t)P->row0 * nb * WISP_Q8_0_BYTES;
+  for (size_t b = 0; !st && b < nblk; b++, blk += WISP_Q8_0_BYTES) {
+    sc[b] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    memcpy(q + b * WISP_Q8_0_BLOCK, blk + 2, WISP_Q8_0_BLOCK);
+  }
+  if (!st) st = wisp_wgpu_buf_from(g->d, q, nblk * WISP_Q8_0_BLOCK, "wisp q8_0 values", &P->w);
+  if (!st) st = wisp_wgpu_buf_from(g->d, sc, nblk * sizeof(float), "wisp q8_0 scales", &P->s);
+  free(q);
+  free(sc);
+  return st;
+}
+
 static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   wgpu_backend *g = as_g(be);
   wmat *have = find_mat(g, m);
@@ -735,18 +755,21 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   }
   const int rows = m->rows, cols = m->cols;
   if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
-  if (m->type == WISP_W_F16 || m->type == WISP_W_Q8_0)
-    return wisp_fail(WISP_EUNSUPPORTED,
-                     "webgpu: f16/q8_0 matrices are not supported yet; convert with --quant q4, q4k or f32");
   if (m->type == WISP_W_Q4K && cols % WISP_Q4K_BLOCK)
     return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", cols);
-  if (m->type != WISP_W_F32 && cols % WISP_Q4_BLOCK)
+  if (m->type == WISP_W_F16 && cols % 8) /* a product's unit is 8 halves (one vec4 of words) */
+    return wisp_fail(WISP_EUNSUPPORTED, "webgpu: an f16 matrix of %d columns (a multiple of 8 is needed)", cols);
+  if (m->type != WISP_W_F32 && m->type != WISP_W_F16 && cols % WISP_Q4_BLOCK)
     return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", cols);
   const int nb = cols / WISP_Q4_BLOCK;
-  uint64_t wrow = m->type == WISP_W_F32   ? (uint64_t)cols * 4
-                  : m->type == WISP_W_Q4K ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
-                                          : (uint64_t)cols / 2;
-  uint64_t srow = m->type == WISP_W_Q4K ? 0 : (uint64_t)nb * 4;
+  /* Bytes a row on the device: Q8_0 is repacked (q8_0_part) into its int8
+   * values and an f32 scale a block, so that rows and values are word-aligned. */
+  uint64_t wrow = m->type == WISP_W_F32    ? (uint64_t)cols * 4
+                  : m->type == WISP_W_Q4K  ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
+                  : m->type == WISP_W_F16  ? (uint64_t)cols * 2
+                  : m->type == WISP_W_Q8_0 ? (uint64_t)cols
+                                           : (uint64_t)cols / 2;
+  uint64_t srow = m->type == WISP_W_Q4K || m->type == WISP_W_F16 ? 0 : (uint64_t)nb * 4;
   uint64_t per_row = wrow > srow ? wrow : srow;
   uint64_t limit = g->max_binding;
   /* A Q4Z part must start at an even block (zero points are two a byte). */
@@ -773,9 +796,13 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
       st = wisp_wgpu_buf_from(g->d, m->f32 + (size_t)P->row0 * cols, (uint64_t)P->rows * wrow, "wisp weights", &P->w);
       continue;
     }
+    if (m->type == WISP_W_Q8_0) {
+      st = q8_0_part(g, m, P);
+      continue;
+    }
     st = wisp_wgpu_buf_from(g->d, m->q + (size_t)P->row0 * (size_t)wrow, (uint64_t)P->rows * wrow, "wisp quant",
                             &P->w);
-    if (!st && m->type != WISP_W_Q4K)
+    if (!st && m->type != WISP_W_Q4K && m->type != WISP_W_F16)
       st = wisp_wgpu_buf_from(g->d, m->scales + (size_t)P->row0 * nb, (uint64_t)P->rows * srow, "wisp scales", &P->s);
     if (!st && m->type == WISP_W_Q4Z) {
       size_t b0 = (size_t)P->row0 * nb; /* even, see gran */
@@ -852,7 +879,22 @@ static wvec *need_vec(wgpu_backend *g, const wisp_vector *v) {
   return w;
 }
 
-static uint32_t qt_of(wisp_wtype t) { return t == WISP_W_F32 ? 0u : t == WISP_W_Q4 ? 1u : 2u; }
+/* The QT override constant of the weight kernels (embed, matvec, matmul):
+ * 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (matmul only), 4 F16, 5 Q8_0. */
+static uint32_t qt_of(wisp_wtype t) {
+  switch (t) {
+    case WISP_W_F32: return 0;
+    case WISP_W_Q4: return 1;
+    case WISP_W_Q4Z: return 2;
+    case WISP_W_Q4K: return 3;
+    case WISP_W_F16: return 4;
+    case WISP_W_Q8_0: return 5;
+  }
+  return 0;
+}
+
+/* Types the fused in_proj + short conv (matvec_conv*.wgsl) reads. */
+static int conv_fusable(const wmat *w) { return w->type == WISP_W_F32 || w->type == WISP_W_Q4 || w->type == WISP_W_Q4Z; }
 
 /* Weight bindings of a part: w, scales, zero points (dummy where unused). */
 static void part_bindings(wgpu_backend *g, const wmat_part *P, wisp_wgpu_binding *b) {
@@ -1145,7 +1187,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
   /* A one-token product that a shortconv (in_proj) or a greedy sample_id
    * (the head) may consume: hold it back. */
   if (n == 1 && x_row0 == 0 && !accumulate && x != y && !g->error && pre != 3 &&
-      ((g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0) || g->fuse_argmax)) {
+      ((g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0 && conv_fusable(w)) || g->fuse_argmax)) {
     g->pend.kind = 3;
     g->pend.m = w;
     g->pend.pre = pre;
@@ -1164,7 +1206,8 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
   wgpu_backend *g = as_g(be);
   state_op(be);
   wvec *tv = find_vec(g, taps);
-  if (g->pend.kind == 3 && g->conv_fuse && g->pend.m->nparts == 1 && tv && L >= 1 && n == 1 && g->pend.my == bcx &&
+  if (g->pend.kind == 3 && g->conv_fuse && g->pend.m->nparts == 1 && conv_fusable(g->pend.m) && tv && L >= 1 &&
+      n == 1 && g->pend.my == bcx &&
       g->pend.m->rows == 3 * dim &&
       out != bcx && state != bcx && out != state && out != g->pend.mx && state != g->pend.mx) {
     /* The held-back in_proj product and this convolution in one dispatch. */
@@ -1227,13 +1270,14 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
     return;
   }
-  if (!a->q_norm || !a->k_norm) { /* Llama imports (wisp.qkNorm false): CPU only for now */
-    op_fail(g, WISP_EUNSUPPORTED, "attention without q/k norm (llama) is not supported by the webgpu backend yet");
-    return;
-  }
-  wvec *qn = need_vec(g, a->q_norm), *kn = qn ? need_vec(g, a->k_norm) : NULL;
-  wvec *cs = kn ? need_vec(g, a->rope_cos) : NULL, *sn = cs ? need_vec(g, a->rope_sin) : NULL;
+  /* q/k norms are optional (NULL: that norm is left out, QNORM / KNORM 0,
+   * a placeholder bound in its place) */
+  wvec *qn = a->q_norm ? need_vec(g, a->q_norm) : NULL, *kn = a->k_norm ? need_vec(g, a->k_norm) : NULL;
+  if ((a->q_norm && !qn) || (a->k_norm && !kn)) return;
+  wvec *cs = need_vec(g, a->rope_cos), *sn = cs ? need_vec(g, a->rope_sin) : NULL;
   if (!sn) return;
+  const WGPUBuffer qnb = qn ? qn->g.b : g->dummy.b, knb = kn ? kn->g.b : g->dummy.b;
+  const double qnorm = qn ? 1 : 0, knorm = kn ? 1 : 0;
   if (!scratch(g, &g->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp queries")) return;
   /* Flash-decoding: one token over more than one 64-key tile is split over
    * up to max_splits workgroups per head, merged by attn_combine. */
@@ -1252,31 +1296,31 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     return;
   /* KV16: the caches hold f16 pairs packed in u32 words (kv_buf_new
    * allocates half-size buffers; an f32-sized one uses its first half). */
-  wisp_wgpu_const c[2] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}};
+  wisp_wgpu_const c[4] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm}};
   if (dec) {
     /* Decode: norm + rope + cache append + attention in one dispatch; 256
      * threads: WG / D key groups of a thread per head dimension. */
     uint32_t wg = 256; /* >= D (checked above), a multiple of the subgroup size */
-    wisp_wgpu_const cd[2] = {{"WG", wg}, {"KV16", g->kv16 ? 1 : 0}};
-    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", cd, 2);
+    wisp_wgpu_const cd[4] = {{"WG", wg}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm}};
+    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", cd, 4);
     struct {
       uint32_t pos, H, KVH, D;
       float eps, scale;
       uint32_t splits, tps;
     } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, 1.0f / sqrtf((float)D), splits, tps};
-    wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qn->g.b),         whole(kn->g.b),
+    wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qnb),             whole(knb),
                                whole(cs->g.b),         whole(sn->g.b),         whole(a->k_cache->g.b),
                                whole(a->v_cache->g.b), whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
     record_xyz(g, kd, bd, 9, &pd, sizeof pd, (uint32_t)H, 1, splits);
   } else {
-    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 2);
+    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 4);
     wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 2);
     struct {
       uint32_t n, pos0, H, KVH, D;
       float f;
       uint32_t pad[2];
     } p = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, {0, 0}};
-    wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qn->g.b),       whole(kn->g.b),         whole(cs->g.b),
+    wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qnb),           whole(knb),             whole(cs->g.b),
                                whole(sn->g.b),     whole(g->qbuf.b),      whole(a->k_cache->g.b), whole(a->v_cache->g.b)};
     record(g, kr, br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), (uint32_t)a->n);
     struct {
