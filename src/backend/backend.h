@@ -25,13 +25,13 @@ typedef struct wisp_backend wisp_backend;
 
 /* Arguments of the fused attention op (one attention layer, n new tokens at
  * positions pos0..pos0+n-1): split the fused qkv rows, RMSNorm q and k per
- * head, rotate both with NEOX RoPE, append k and v to the cache, and attend
+ * head (each optional), rotate both with NEOX RoPE from the rope tables, append k and v to the cache, and attend
  * causally with grouped-query heads. */
 typedef struct {
   const wisp_buf *qkv;   /* [n][(heads + 2*kv_heads) * head_dim]: q, then k, then v */
   int n, pos0;
   int heads, kv_heads, head_dim;
-  const wisp_vector *q_norm, *k_norm; /* [head_dim]; NULL: no q/k norm (Llama; CPU only) */
+  const wisp_vector *q_norm, *k_norm; /* [head_dim]; NULL: that norm is left out */
   float eps;
   const wisp_vector *rope_cos, *rope_sin; /* [positions][head_dim/2] */
   wisp_buf *k_cache, *v_cache;          /* [max_pos][kv_heads][head_dim] */
