@@ -118,7 +118,7 @@ typedef struct {
 typedef struct {
   int n_layers, hidden, ffn, vocab, heads, kv_heads, head_dim, conv_len;
   int max_pos;   /* rows of the KV caches */
-  int qwen3_5;   /* 1: the layers are Qwen 3.5's (above), with these shapes */
+  int gated_layers;   /* 1: the layers are Qwen 3.5's (above), with these shapes */
   int rotary_dim, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   int rope_rows; /* rows of the rope tables ([rows][head_dim / 2]) */
   float eps;

@@ -103,8 +103,8 @@ typedef struct {
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; WISP_WEBGPU_HEAD_CHUNKS) */
   int attn_prefill;     /* attn_prefill.wgsl for several tokens (WISP_WEBGPU_ATTN_PREFILL=1; else attn_flash) */
   int prefetch;     /* WISP_WEBGPU_PREFETCH: -1 unset (each kernel's default), 0 or 1 for all (PF) */
-  wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_qwen.c) */
-  wisp_wgpu_dn_tuning dn_tune;   /* WISP_WEBGPU_DN_SLICE or the options, read once (wgpu_qwen.c) */
+  wisp_wgpu_q4k_tuning q4k_tune; /* WISP_WEBGPU_Q4K_MATVEC / _FUSED, read once (wgpu_gated.c) */
+  wisp_wgpu_dn_tuning dn_tune;   /* WISP_WEBGPU_DN_SLICE or the options, read once (wgpu_gated.c) */
   uint64_t max_binding;
   /* recording */
   wisp_wgpu_batch batch;
@@ -176,7 +176,7 @@ typedef struct {
    * kernel that wrote past a buffer; last_kernel is the last one recorded. */
   int guard_each;
   const char *last_kernel;
-  void *qwen; /* wgpu_qwen.c's state */
+  void *gated; /* wgpu_gated.c's state */
   void *mm8;  /* wgpu_matmul_i8.c's state */
   void *persist;     /* wgpu_persist.c's state */
   int persist_on;    /* persistent decode allowed (opts.persist, WISP_WEBGPU_PERSIST) */
@@ -703,7 +703,7 @@ static uint64_t matvec_own_bytes(uint32_t wg, uint32_t lg, uint32_t rows, uint32
  * kernels/registry.json, and for one-token products the geometry (WG
  * threads, ROWS rows per workgroup) the plan resolved. */
 static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) {
-  if (m->type == WISP_W_Q4K) return wisp_wgpu_q4k_check_choice(m); /* wgpu_qwen.c */
+  if (m->type == WISP_W_Q4K) return wisp_wgpu_q4k_check_choice(m); /* wgpu_gated.c */
   for (int ph = 0; ph < 2; ph++) {
     const char *v = m->choice[ph].variant;
     /* The seed profile's Q4_K kernel set on a section that this artifact
@@ -979,7 +979,7 @@ static void emit_pending(wgpu_backend *g) {
     rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0, 0, 0, NULL);
   else if (kind == 4)
     rec_attn_merge(g, g->pend.heads, g->pend.head_dim, g->pend.splits, g->pend.out);
-  if (g->qwen) wisp_wgpu_qwen_emit(&g->base); /* a held-back Q4_K product (wgpu_qwen.c) */
+  if (g->gated) wisp_wgpu_gated_emit(&g->base); /* a held-back Q4_K product (wgpu_gated.c) */
 }
 
 static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
@@ -1002,7 +1002,7 @@ static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv
 
 static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
-  if (g->qwen && wisp_wgpu_qwen_swiglu(be, gu, n, ffn, out)) return; /* fused FFN (Q4_K gate/up) */
+  if (g->gated && wisp_wgpu_gated_swiglu(be, gu, n, ffn, out)) return; /* fused FFN (Q4_K gate/up) */
   if (g->pend.kind == 3 && g->pend.my == gu && n == 1 && g->sg && g->pend.m->rows == 2 * ffn &&
       g->pend.m->nparts == 1 && out != gu && out != g->pend.mx && out != g->pend.x) {
     /* The held-back [gate; up] product and this SwiGLU in one dispatch (matvec PAIR). */
@@ -1109,8 +1109,8 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
                      int accumulate) {
   wgpu_backend *g = as_g(be);
   const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
-  if (W->type == WISP_W_Q4K) { /* wgpu_qwen.c; a held-back rmsnorm of x may fuse into it */
-    if (g->qwen && g->fuse && wisp_wgpu_qwen_take_input(be, W, x, x_row0, n, y)) {
+  if (W->type == WISP_W_Q4K) { /* wgpu_gated.c; a held-back rmsnorm of x may fuse into it */
+    if (g->gated && g->fuse && wisp_wgpu_gated_take_input(be, W, x, x_row0, n, y)) {
       emit_pending(g); /* everything else held back comes first */
       wisp_wgpu_q4k_matmul_ex(be, W, NULL, NULL, 0, NULL, x, x_row0, n, y, accumulate);
       return;
@@ -1411,7 +1411,7 @@ static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, con
   /* Greedy right after the head product (held back): the product writes
    * per-workgroup argmax pairs and this pass reduces only those. */
   int parts = 0;
-  if (g->qwen && wisp_wgpu_qwen_head_argmax(be, logits, vocab, sp->temperature <= 0, ids)) {
+  if (g->gated && wisp_wgpu_gated_head_argmax(be, logits, vocab, sp->temperature <= 0, ids)) {
     parts = !g->error;
     g->stats.argmax_fused += (uint64_t)parts;
   }
@@ -1536,7 +1536,7 @@ static void g_destroy(wisp_backend *be) {
       fprintf(stderr, "webgpu: %llu dispatches, %llu submits, %llu in the last submit, %llu bind groups\n",
               (unsigned long long)g->stats.dispatches, (unsigned long long)g->stats.submits,
               (unsigned long long)g->stats.last_dispatches, (unsigned long long)g->stats.bind_groups);
-    wisp_wgpu_qwen_free(be); /* before the bind groups go */
+    wisp_wgpu_gated_free(be); /* before the bind groups go */
     wisp_wgpu_persist_free(be);
     wisp_wgpu_mm8_free(be);
     drop_bind_groups(g);
@@ -1871,7 +1871,7 @@ int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *r
   *w = M->parts[i].w.b;
   return 1;
 }
-void **wisp_wgpu_int_qwen_slot(wisp_backend *be) { return &as_g(be)->qwen; }
+void **wisp_wgpu_int_gated_slot(wisp_backend *be) { return &as_g(be)->gated; }
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be) { return &as_g(be)->mm8; }
 void **wisp_wgpu_int_persist_slot(wisp_backend *be) { return &as_g(be)->persist; }
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be) { return as_g(be)->persist_wg; }
