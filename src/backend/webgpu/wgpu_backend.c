@@ -25,7 +25,7 @@
 #include "backend/webgpu/wgsl_kernels.h"
 #include "util/err.h"
 
-#define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of Qwen 3.5 0.8B uses ~8k */
+#define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of a 0.8B gated hybrid uses ~8k */
 #define ARENA_MAX (64u << 20)
 #define MAX_BINDINGS 10
 #define BG_BUCKETS 4096
@@ -1060,7 +1060,7 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
   const int pair = pair_out != NULL; /* PAIR: gate/up rows in pairs, SwiGLU into pair_out */
   if (pair && rows % 2) rows = rows == 1 ? 2 : rows + 1;
   /* tall matrices: RCH chunks of rows per workgroup (matvec.wgsl); by
-   * default 4 for heads of 131072 rows or more (Qwen 3.5's 248k vocabulary:
+   * default 4 for heads of 131072 rows or more (a 248k vocabulary:
    * 1-2 % faster in three H200 runs, sixth to eighth sessions), else 1 */
   uint32_t rch = 1;
   if (g->sg && w->rows >= 16384) rch = g->head_chunks ? g->head_chunks : w->rows >= 131072 ? 4 : 1;
@@ -1679,7 +1679,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   /* Persistent decode (wgpu_persist.c): on unless turned off. Measured
    * faster than the op-by-op path on the H200 at every batch size (seed
    * shape, sixth session: 1,999 vs 1,752 tok/s at one step a batch, 2,248
-   * vs 1,197-1,522 at 64; LFM2-350M 1,565 vs 1,154) and on lavapipe; the
+   * vs 1,197-1,522 at 64; the 350M shape 1,565 vs 1,154) and on lavapipe; the
    * op-by-op path stays for sampling, other models and WISP_WEBGPU_PERSIST=0.
    * docs/webgpu.md, "Persistent decode". */
   const char *pe = getenv("WISP_WEBGPU_PERSIST");
@@ -1705,7 +1705,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->no_xstage = xst && !strcmp(xst, "0");
   const char *pf = getenv("WISP_WEBGPU_PREFETCH");
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
-   * faster for q4k_matvec (8.2 vs 9.4 us for Qwen's down product), slower
+   * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
    * where a lane holds many rows or the staging is long (the 16-row head
    * 49 vs 43 us, q4k_fused 10.5 vs 9.8, the merge-fused projection): on for
    * q4k_matvec only unless WISP_WEBGPU_PREFETCH says 0 or 1 for all. */
@@ -1721,7 +1721,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   env_u32("WISP_WEBGPU_HEAD_CHUNKS", &g->head_chunks, 256);
   env_u32("WISP_WEBGPU_MATVEC_BIG_ROWS", &g->mv_rows_big, UINT_MAX);
   env_pair("WISP_WEBGPU_MATMUL", &g->mm_tm, &g->mm_tn, UINT_MAX);
-  /* Rows a lane group by the matrix (ROWS 0): Qwen 3.5 0.8B (products of
+  /* Rows a lane group by the matrix (ROWS 0): the 0.8B hybrid (products of
    * 1024 rows) ran 791-814 tok/s with one row against 772 with two, the 2B
    * (2048 rows) 517 with two against 484 with one (H200, eighth session;
    * the same shape of result in the seventh; 4 and 8 rows slower still,

@@ -51,10 +51,10 @@ typedef struct wisp_wgpu_backend_opts {
    * applies it) and row groups per workgroup (a power of two; 0 = about 8
    * state rows per thread). Also WISP_WEBGPU_DN_SLICE=COLS or COLSxGROUPS. */
   uint32_t dn_cols, dn_groups;
-  /* Persistent decode (wgpu_persist.c: greedy decode steps of an LFM2-style
-   * or Qwen 3.5 model in one dispatch): 0 auto (on: measured faster than
+  /* Persistent decode (wgpu_persist.c: greedy decode steps of a short-conv
+   * / attention or gated model in one dispatch): 0 auto (on: measured faster than
    * the op-by-op path at every batch size on the H200 and on lavapipe; for
-   * Qwen 3.5 not on CPU adapters, where lavapipe compiles its kernel for
+   * gated models not on CPU adapters, where lavapipe compiles its kernel for
    * ~35 s), -1 off, 1 on.
    * WISP_WEBGPU_PERSIST=0|1 overrides; WISP_WEBGPU_PERSIST_WG=N sets the
    * grid (else probed from 128). */

@@ -1,4 +1,4 @@
-/* Qwen 3.5 ops of the WebGPU backend (kept apart from wgpu_backend.c):
+/* Gated-layer ops of the WebGPU backend (kept apart from wgpu_backend.c):
  * gated attention (attn_gated_rope + attn_flash [+ attn_combine] +
  * attn_gate), Gated DeltaNet (dn_conv + dn_recur) and Q4_K products
  * (q4k_matvec / q4k_matvec_nosg, or the profile kernel

@@ -1,5 +1,5 @@
 /* Internal hooks of the WebGPU backend (wgpu_backend.c) for the ops that
- * live in their own files (wgpu_gated.c: Qwen 3.5 gated attention, Gated
+ * live in their own files (wgpu_gated.c: gated attention, Gated
  * DeltaNet, Q4_K products). Not a public interface: these reach into the
  * recording state of one backend (see the recording model in
  * wgpu_backend.c). Errors are kept for the next sync, as for any op. */
@@ -128,7 +128,7 @@ void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_
 void wisp_wgpu_gated_emit(wisp_backend *be);
 /* Consumers of a held-back Q4_K product: 1 when they recorded the fused form. */
 int wisp_wgpu_gated_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out);
-/* 1 when a held-back Qwen op whose output is x (DeltaNet's split-head gated
+/* 1 when a held-back gated op whose output is x (DeltaNet's split-head gated
  * norm, the gated attention merge) will be computed by the next Q4_K
  * product (by W of x into y) while it stages its input; that product must
  * follow (wisp_wgpu_q4k_matmul_ex). Call before emitting other pending ops. */

@@ -1,6 +1,6 @@
 /* Persistent decode (backend.h, decode_graph): k greedy decode steps of an
- * LFM2-style graph in one dispatch of kernels/persist_conv_attn.wgsl, or of a
- * Qwen 3.5 graph (Gated DeltaNet + gated attention) in one dispatch of
+ * short-conv + attention graph in one dispatch of kernels/persist_conv_attn.wgsl, or of a
+ * gated graph (Gated DeltaNet + gated attention) in one dispatch of
  * kernels/persist_deltanet_attn.wgsl.
  *
  * Why: a decode step of the seed model is ~66 small dispatches; each one
@@ -11,7 +11,7 @@
  *
  * What it needs, checked here (anything else: WISP_EUNSUPPORTED, and the
  * decode loop records decode_step as before):
- *   - greedy sampling; Q4 / Q4Z matrices (Qwen 3.5: also Q4_K; its
+ *   - greedy sampling; Q4 / Q4Z matrices (gated graphs: also Q4_K; its
  *     embedding and head Q4 / Q4Z); the subgroups feature;
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
@@ -21,7 +21,7 @@
  *     (1 on CPU adapters, whose workgroups share a few threads).
  *
  * State: the kernel works on its own arena (residual, scratch, conv states,
- * Qwen's recurrent states, KV caches in the session's layout). Before a run the session's state is
+ * the DeltaNet recurrent states, KV caches in the session's layout). Before a run the session's state is
  * copied in (skipped when nothing has written state since this module's
  * last run and the position continues it). The new state (conv states, the
  * new KV rows) is copied back lazily: every op of the backend that reads or
@@ -75,7 +75,7 @@ typedef struct {
   uint32_t fail_run;
   uint32_t runs;            /* runs recorded; run r found the conv states kept in half r % 2 of bak */
   int run_pos[2];           /* where the last two runs began (-1: none) */
-  int gated;                 /* built for a Qwen 3.5 graph (persist_deltanet_attn.wgsl) */
+  int gated;                 /* built for a gated graph (persist_deltanet_attn.wgsl) */
   uint32_t s_conv, n_conv;  /* the states changed in place (conv, recurrent) in the arena, side by side, words */
   wisp_wgpu_buf bak;        /* two copies of them (WebGPU copies need two buffers) */
   wisp_wgpu_buf blob, arena, ctr;
@@ -83,8 +83,8 @@ typedef struct {
   uint32_t nwg, bar_base, barriers_per_step;
   persist_params base;      /* the parameters fixed at build */
   uint32_t state_off[WISP_GRAPH_MAX_LAYERS], v_off[WISP_GRAPH_MAX_LAYERS]; /* arena words */
-  uint32_t rec_off[WISP_GRAPH_MAX_LAYERS];  /* Qwen's DeltaNet layers: the recurrent state (arena words) */
-  uint64_t conv_words, rec_words; /* one layer's conv state (Qwen: ring) and recurrent state (Qwen; else 0) */
+  uint32_t rec_off[WISP_GRAPH_MAX_LAYERS];  /* DeltaNet layers: the recurrent state (arena words) */
+  uint64_t conv_words, rec_words; /* one layer's conv state (DeltaNet: ring) and recurrent state (DeltaNet; else 0) */
   /* Where the arena's state stands: valid for positions [0, end) as of
    * backend state epoch `epoch` (-1: not valid). Rows [out0, end) and the
    * conv states are newer than the session's buffers until flushed
@@ -568,7 +568,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->out0 = -1;
   if (getenv("WISP_WEBGPU_PERSIST_DEBUG"))
     fprintf(stderr, "webgpu: persistent decode (%s): %u workgroups, %u barriers a step, weights %.1f MB, arena %.1f MB\n",
-            g->gated_layers ? "qwen3_5" : "lfm2", P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6,
+            g->gated_layers ? "deltanet+attention" : "conv+attention", P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6,
             (double)P->arena.size / 1e6);
   return WISP_OK;
 }
@@ -593,7 +593,7 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
   WGPUBuffer arena = P->arena.b;
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
-    if (!L->attention) { /* the conv state (Qwen: its ring) and Qwen's recurrent state, whole */
+    if (!L->attention) { /* the conv state (DeltaNet: its ring) and the recurrent state, whole */
       copy_whole(be, P, wisp_wgpu_int_buf(L->state), P->state_off[i], P->conv_words, to_arena, bak);
       if (P->rec_words) copy_whole(be, P, wisp_wgpu_int_buf(L->rec_state), P->rec_off[i], P->rec_words, to_arena, bak);
       continue;
@@ -614,7 +614,7 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
  * else 1 when the persistent decode was asked for, else the plan's
  * persistentDecodeMinSteps (the registry variant's minSteps; none when the
  * plan has no persistent decode, e.g. a profile binding its own decode
- * kernels), else 1 for LFM2 and DN_MIN_STEPS for Qwen 3.5 (a backend
+ * kernels), else 1 for short-conv graphs and DN_MIN_STEPS for gated ones (a backend
  * configured without a plan). UINT32_MAX: never. */
 static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const char *e = getenv("WISP_WEBGPU_PERSIST_MIN_STEPS");
@@ -633,7 +633,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
       pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
     return WISP_EUNSUPPORTED;
-  /* Only batches of at least min_steps steps (Qwen 3.5: 32 from its
+  /* Only batches of at least min_steps steps (gated graphs: 32 from its
    * registry variant's minSteps through the plan). H200,
    * prompt 128 + 256, tok/s persistent vs op by op at 1 / 4 / 16 / 64 steps
    * a batch: 0.8B 752 / 852 / 860 / 862 vs 823 / 845 / 831 / 765; 2B 515 /
@@ -664,7 +664,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
         wisp_wgpu_int_device(be)->info.adapter_type == WGPUAdapterType_CPU) {
       /* lavapipe compiles persist_deltanet_attn.wgsl for ~35 s and runs it on one
        * workgroup: no gain there, so only when asked (tests) */
-      why = "a CPU adapter (Qwen 3.5: only with WISP_WEBGPU_PERSIST=1)";
+      why = "a CPU adapter (gated layers: only with WISP_WEBGPU_PERSIST=1)";
       if (getenv("WISP_WEBGPU_PERSIST_DEBUG")) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
       P->unsupported = 1;
     } else if (!graph_fits(be, g, &why)) {

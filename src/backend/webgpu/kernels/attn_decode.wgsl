@@ -30,7 +30,7 @@ override WG: u32 = 256;
 // KV16 = 1: caches of f16 pairs packed in u32 words (unpack2x16float; element
 // e is half e & 1 of word e >> 1); 0: f32 (words are f32 bits).
 override KV16: u32 = 0u;
-override QNORM: u32 = 1u; // 0: q is not normed (Llama-style attention)
+override QNORM: u32 = 1u; // 0: q is not normed (attention without q/k norm)
 override KNORM: u32 = 1u; // 0: k is not normed
 
 const KT: u32 = 32u; // keys per tile

@@ -10,7 +10,7 @@
 // D % 8 == 0. KV16 = 0: f32 (the words are f32 bits).
 override WG: u32 = 64;
 override KV16: u32 = 0u;
-override QNORM: u32 = 1u; // 0: q is not normed (Llama-style attention)
+override QNORM: u32 = 1u; // 0: q is not normed (attention without q/k norm)
 override KNORM: u32 = 1u; // 0: k is not normed
 
 const MAXD: u32 = 256u;

@@ -1,18 +1,18 @@
-// Persistent decode of Qwen 3.5: `steps` greedy decode steps of the hybrid
+// Persistent decode of Gated DeltaNet hybrids: `steps` greedy decode steps of the hybrid
 // (Gated DeltaNet and gated attention layers, SwiGLU MLP, Q4_K / Q4 / Q4Z
-// weights) in ONE dispatch, as persist_conv_attn.wgsl does for LFM2: a fixed
+// weights) in ONE dispatch, as persist_conv_attn.wgsl does for short-conv hybrids: a fixed
 // grid of p.nwg co-resident workgroups walks every phase of every step, and
 // phases that depend on each other are separated by grid barriers
 // (persist_common.wgsli). Why: the op-by-op decode of the 0.8B is 124
 // dispatches a token, each a launch and a ramp-up (~2.7 us on the H200
 // before any work) and host recording. Measured (docs/webgpu.md,
-// "Persistent decode of Qwen 3.5"): a phase here costs ~2.5 us before any
+// "Persistent decode of Gated DeltaNet hybrids"): a phase here costs ~2.5 us before any
 // work too, so this wins only where the host's recording and submits
 // mattered (many steps a batch: +13 % on the 0.8B at 64); the host runs it
 // from the plan's minSteps (32). Host side: wgpu_persist.c.
 //
-// A step, per layer (5 barriers), exactly what qwen3_5.c's decode_step
-// records (src/model/qwen3_5.c has the maths):
+// A step, per layer (5 barriers), exactly what the model file's decode_step
+// records (src/model/ has the maths):
 //   A  every workgroup stages rmsnorm(x) * op_norm; the layer's input
 //      product (DeltaNet in_proj [qkv | z | b | a], attention q|gate, k, v)
 //      goes raw to big.
@@ -146,7 +146,7 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
 }
 
 // DeltaNet: stages rmsnorm(o_h) * norm * silu(z_h) for every v-head h
-// (Qwen3_5RMSNormGated), o raw in mid, z in big after the conv channels.
+// (the gated RMSNorm), o raw in mid, z in big after the conv channels.
 fn stage_gated(l: u32, li: u32) {
   let dv = p.dv;
   let V = p.lvh * dv;
