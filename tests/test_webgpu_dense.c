@@ -231,3 +231,25 @@ TEST(webgpu_dense_qwen3_matches_cpu) {
   (void)d;
   dense_suite(0);
 }
+
+/* `wisp logits --greedy N --decode-loop` (what tests/parity/run_device.sh
+ * runs as backend "webgpu+loop"): on WebGPU its greedy tokens after the
+ * first come from the decode loop, the persistent decode for the q4 Llama,
+ * and equal the CPU's one eval a token. */
+TEST(webgpu_dense_logits_decode_loop_cli) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "", cmd[2048];
+  const char *dir = dense_artifact(1, "q4", log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  static char cpu[1 << 16], gpu[1 << 16];
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 40 --backend cpu 2>&1", test_wisp_bin(),
+           dir);
+  CHECKF(test_run(cmd, cpu, sizeof cpu) == 0, "%s", cpu);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 40 --backend webgpu --decode-loop 2>&1",
+           test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, gpu, sizeof gpu) == 0, "%s", gpu);
+  const char *gc = strstr(cpu, "\"greedy\""), *gg = strstr(gpu, "\"greedy\"");
+  CHECKF(gc && gg, "no greedy list:\n%.300s\n%.300s", cpu, gpu);
+  CHECKF(strlen(gc) > 100 && !strcmp(gc, gg), "greedy tokens differ:\n%.400s\n%.400s", gc, gg);
+}
