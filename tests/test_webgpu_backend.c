@@ -184,7 +184,7 @@ static int compare(pair *p, const bpair *b, size_t n, double tol, const char *wh
   return ok;
 }
 
-/* Random Q4/Q4Z/F32 weights. */
+/* Random Q4/Q4Z/F32/F16/Q8_0 weights. */
 typedef struct {
   wisp_matrix m;
   void *a, *b, *c;
@@ -200,6 +200,18 @@ static void wmat_make(wmat_host *h, wisp_wtype type, int rows, int cols, uint64_
     for (size_t i = 0; f && i < (size_t)rows * cols; i++) f[i] = 0.1f * test_rand_float(seed);
     h->m.f32 = f;
     h->a = f;
+    return;
+  }
+  if (type == WISP_W_F16 || type == WISP_W_Q8_0) { /* random values, rounded / quantized as the converter does */
+    float *f = malloc(sizeof(float) * (size_t)rows * cols);
+    size_t nb = type == WISP_W_F16 ? wisp_f16_bytes(rows, cols) : wisp_q8_0_bytes(rows, cols);
+    uint8_t *q = malloc(nb);
+    for (size_t i = 0; f && i < (size_t)rows * cols; i++) f[i] = 0.1f * test_rand_float(seed);
+    if (f && q && type == WISP_W_F16) wisp_quantize_f16(f, rows, cols, q);
+    if (f && q && type == WISP_W_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
+    free(f);
+    h->m.q = q;
+    h->a = q;
     return;
   }
   size_t nq = wisp_q4_quant_bytes(rows, cols), ns = (size_t)rows * (cols / 32), nz = wisp_q4_zp_bytes(rows, cols);
@@ -243,18 +255,22 @@ static void report(const char *op) { printf("     %s: max error %.3g of max|ref|
 /* Also with 16 KiB weight bindings (columns 32 and 96 only): f32 1000x96
  * becomes 24 parts, Q4Z 1000x96 (3 blocks a row, so rows share zero-point
  * bytes) 340-row parts. */
-static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, int ncols, char *err, size_t cap);
+static const wisp_wtype k_base_types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z};
+static const wisp_wtype k_f16_q8_types[] = {WISP_W_F16, WISP_W_Q8_0};
+static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, const wisp_wtype *types, int ntypes, int ncols,
+                       char *err, size_t cap);
 
 TEST(webgpu_backend_embed) {
   WEBGPU_OR_SKIP(d);
   g_worst = 0;
   char err[600] = "";
-  CHECKF(embed_suite(d, 0, 3, err, sizeof err), "%s", err);
-  CHECKF(embed_suite(d, 16384, 2, err, sizeof err), "split: %s", err);
+  CHECKF(embed_suite(d, 0, k_base_types, 3, 3, err, sizeof err), "%s", err);
+  CHECKF(embed_suite(d, 16384, k_base_types, 3, 2, err, sizeof err), "split: %s", err);
   report("embed");
 }
 
-static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, int ncols, char *err, size_t cap) {
+static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, const wisp_wtype *types, int ntypes, int ncols,
+                       char *err, size_t cap) {
   pair p;
   if (!pair_open(&p, d, -1, max_binding)) {
     snprintf(err, cap, "cannot create the backends: %s", wisp_last_error());
@@ -262,10 +278,9 @@ static int embed_suite(wisp_wgpu_device *d, uint64_t max_binding, int ncols, cha
   }
   uint64_t seed = 11;
   int ok = 1;
-  static const wisp_wtype types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z};
   static const int cols_[] = {32, 96, 2560};
   static const int ntok[] = {1, 3, 17, 70};
-  for (int ti = 0; ok && ti < 3; ti++)
+  for (int ti = 0; ok && ti < ntypes; ti++)
     for (int ci = 0; ok && ci < ncols; ci++) {
       wmat_host h;
       wmat_make(&h, types[ti], 1000, cols_[ci], &seed);
@@ -328,17 +343,17 @@ TEST(webgpu_backend_rmsnorm) {
   report("rmsnorm");
 }
 
-/* Types [t0, 3) of F32, Q4, Q4Z x rows x cols x tokens, with and without
- * accumulation and with an input row offset; `label` names the backend
- * variant. (Every kernel variant costs lavapipe seconds of LLVM time the
- * first time it runs, so the secondary suites use fewer types.) */
-static int matmul_suite(pair *p, const char *label, int t0, const int *rows_, int nr, const int *cols_, int nc,
+/* Types [t0, t1) of F32, Q4, Q4Z, F16, Q8_0 x rows x cols x tokens, with
+ * and without accumulation and with an input row offset; `label` names the
+ * backend variant. (Every kernel variant costs lavapipe seconds of LLVM time
+ * the first time it runs, so the secondary suites use fewer types.) */
+static int matmul_suite(pair *p, const char *label, int t0, int t1, const int *rows_, int nr, const int *cols_, int nc,
                         char *err, size_t cap) {
-  static const wisp_wtype types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z};
+  static const wisp_wtype types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z, WISP_W_F16, WISP_W_Q8_0};
   static const int ns[] = {1, 3, 17};
   uint64_t seed = 31;
   int ok = 1;
-  for (int ti = t0; ok && ti < 3; ti++)
+  for (int ti = t0; ok && ti < t1; ti++)
     for (int ri = 0; ok && ri < nr; ri++)
       for (int ci = 0; ok && ci < nc; ci++) {
         int rows = rows_[ri], cols = cols_[ci];
@@ -375,7 +390,7 @@ TEST(webgpu_backend_matmul) {
   static const int rows_[] = {1, 7, 33, 1000};
   static const int cols_[] = {32, 96, 2560};
   char err[600] = "";
-  int ok = matmul_suite(&p, d->has_subgroups ? "subgroups" : "plain", 0, rows_, 4, cols_, 3, err, sizeof err);
+  int ok = matmul_suite(&p, d->has_subgroups ? "subgroups" : "plain", 0, 3, rows_, 4, cols_, 3, err, sizeof err);
   pair_close(&p);
   CHECKF(ok, "%s", err);
   report("matmul");
@@ -389,7 +404,7 @@ TEST(webgpu_backend_matmul_plain_and_split) {
   char err[600] = "";
   {
     PAIR_OR_FAIL(p, d, 0, 0); /* (2560 columns in plain: webgpu_backend_fused_matvec) */
-    int ok = matmul_suite(&p, "plain", 2, rows_, 2, cols_, 1, err, sizeof err);
+    int ok = matmul_suite(&p, "plain", 2, 3, rows_, 2, cols_, 1, err, sizeof err);
     pair_close(&p);
     CHECKF(ok, "%s", err);
   }
@@ -397,7 +412,7 @@ TEST(webgpu_backend_matmul_plain_and_split) {
     /* 64 KiB bindings: a 1000x2560 f32 matrix becomes 6-row parts, Q4 ones
      * 51-row parts; embed and matmul must stitch them together. */
     PAIR_OR_FAIL(p, d, -1, 65536);
-    int ok = matmul_suite(&p, "split", 0, rows_ + 1, 1, cols_, 2, err, sizeof err);
+    int ok = matmul_suite(&p, "split", 0, 3, rows_ + 1, 1, cols_, 2, err, sizeof err);
     wisp_wgpu_backend_stats st;
     CHECK(wisp_wgpu_backend_stats_get(p.gpu, &st));
     pair_close(&p);
@@ -405,6 +420,44 @@ TEST(webgpu_backend_matmul_plain_and_split) {
     CHECKF(st.weight_parts > 100, "only %llu weight parts: nothing was split", (unsigned long long)st.weight_parts);
   }
   report("matmul plain/split");
+}
+
+/* F16 and Q8_0 weights (QT 4 and 5: IEEE halves two to a word; int8 four to
+ * a word with an f32 scale a block, repacked from ggml's Q8_0 blocks at
+ * upload): embed, one-token products (subgroup and plain kernels) and
+ * several-token tiles, whole and split into row ranges, against the CPU
+ * backend's f16 / q8_0 kernels. */
+TEST(webgpu_backend_f16_q8_0_weights) {
+  WEBGPU_OR_SKIP(d);
+  g_worst = 0;
+  char err[600] = "";
+  CHECKF(embed_suite(d, 0, k_f16_q8_types, 2, 3, err, sizeof err), "%s", err);
+  CHECKF(embed_suite(d, 16384, k_f16_q8_types, 2, 2, err, sizeof err), "split: %s", err);
+  static const int rows_[] = {1, 7, 33, 1000};
+  static const int cols_[] = {32, 96, 2560};
+  {
+    PAIR_OR_FAIL(p, d, -1, 0);
+    int ok = matmul_suite(&p, d->has_subgroups ? "subgroups" : "plain", 3, 5, rows_, 4, cols_, 3, err, sizeof err);
+    pair_close(&p);
+    CHECKF(ok, "%s", err);
+  }
+  {
+    PAIR_OR_FAIL(p, d, 0, 0);
+    int ok = matmul_suite(&p, "plain", 3, 5, rows_ + 1, 3, cols_ + 1, 1, err, sizeof err);
+    pair_close(&p);
+    CHECKF(ok, "%s", err);
+  }
+  {
+    /* 64 KiB bindings: 1000x2560 F16 in 12-row parts, Q8_0 in 25-row parts */
+    PAIR_OR_FAIL(p, d, -1, 65536);
+    int ok = matmul_suite(&p, "split", 3, 5, rows_ + 3, 1, cols_ + 1, 2, err, sizeof err);
+    wisp_wgpu_backend_stats st;
+    CHECK(wisp_wgpu_backend_stats_get(p.gpu, &st));
+    pair_close(&p);
+    CHECKF(ok, "%s", err);
+    CHECKF(st.weight_parts > 100, "only %llu weight parts: nothing was split", (unsigned long long)st.weight_parts);
+  }
+  report("f16/q8_0 embed + matmul");
 }
 
 /* A one-token MLP as the models run it: rmsnorm, [gate; up] product, SwiGLU,
@@ -721,7 +774,7 @@ TEST(webgpu_backend_matmul_geometries) {
     CHECKF(opened, "geometry %d: %s", i, wisp_last_error());
     char label[64];
     snprintf(label, sizeof label, "TM %u TN %u WG %u ROWS %u", geo[i][0], geo[i][1], geo[i][2], geo[i][3]);
-    int ok = matmul_suite(&p, label, 2, rows_, 2, cols_, 2, err, sizeof err);
+    int ok = matmul_suite(&p, label, 2, 3, rows_, 2, cols_, 2, err, sizeof err);
     pair_close(&p);
     CHECKF(ok, "%s", err);
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tenth session's device call (tools/device-bundle.sh first): the persistent
-# Qwen 3.5 decode (persist_qwen.wgsl) on the H200 against the op-by-op path.
+# Qwen 3.5 decode (persist_deltanet_attn.wgsl) on the H200 against the op-by-op path.
 # For each QWEN_CONFIGS shape (random weights from the real configuration,
 # Q4_K, as tools/device-qwen-profile.sh builds them): 64 greedy tokens on
 # the CPU and on WebGPU (persistent, the default) compared; then `wisp bench`

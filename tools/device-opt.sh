@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine (tools/device-bundle.sh first): the persistent decode's
-# OPT bits (persist_lfm2.wgsl) measured one by one at 64 steps a dispatch
+# OPT bits (persist_conv_attn.wgsl) measured one by one at 64 steps a dispatch
 # (tools/device-persist.sh), then the receipts (tools/device-speed.sh,
 # SECTIONS default "seed lfm350") with the best setting, which must beat
 # OPT 0 (best of two runs) by 3 % to be chosen. Output under $1 (+ $1.tgz).

@@ -25,23 +25,23 @@ typedef struct wisp_backend wisp_backend;
 
 /* Arguments of the fused attention op (one attention layer, n new tokens at
  * positions pos0..pos0+n-1): split the fused qkv rows, RMSNorm q and k per
- * head, rotate both with NEOX RoPE, append k and v to the cache, and attend
+ * head (each optional), rotate both with NEOX RoPE from the rope tables, append k and v to the cache, and attend
  * causally with grouped-query heads. */
 typedef struct {
   const wisp_buf *qkv;   /* [n][(heads + 2*kv_heads) * head_dim]: q, then k, then v */
   int n, pos0;
   int heads, kv_heads, head_dim;
-  const wisp_vector *q_norm, *k_norm; /* [head_dim]; NULL: no q/k norm (Llama; CPU only) */
+  const wisp_vector *q_norm, *k_norm; /* [head_dim]; NULL: that norm is left out */
   float eps;
   const wisp_vector *rope_cos, *rope_sin; /* [positions][head_dim/2] */
   wisp_buf *k_cache, *v_cache;          /* [max_pos][kv_heads][head_dim] */
   wisp_buf *out;                         /* [n][heads * head_dim] */
 } wisp_attention_args;
 
-/* Arguments of the gated-attention op (Qwen 3.5 "full_attention" layers):
+/* Arguments of the gated-attention op ("full_attention" layers of Gated DeltaNet hybrids):
  * like wisp_attention_args, but q_proj yields per head [q | gate] (2*head_dim
  * values, q first), q_norm/k_norm multiply by the given weights (the
- * artifact stores Qwen's (1 + w)), RoPE rotates only the first rotary_dim
+ * artifact stores (1 + w) norms that way), RoPE rotates only the first rotary_dim
  * dims of each head (NEOX pairs (i, i + rotary_dim/2)), and the attention
  * output of each head is multiplied by sigmoid(gate) elementwise. */
 typedef struct {
@@ -56,7 +56,7 @@ typedef struct {
   const wisp_kernel_choice *choice;       /* [prefill, decode] from the plan (profile kernels); NULL = default */
 } wisp_gated_attention_args;
 
-/* Arguments of the Gated DeltaNet op (Qwen 3.5 "linear_attention" layers),
+/* Arguments of the Gated DeltaNet op ("linear_attention" layers),
  * n tokens in order. Per token t, with K = k_heads*k_dim, V = v_heads*v_dim:
  *   proj[t] = [qkv (2K + V) | z (V) | b (v_heads) | a (v_heads)]
  *   c = silu(causal depthwise conv over the qkv part, kernel L = conv_len,
@@ -100,7 +100,7 @@ typedef struct {
  * embeds it. */
 #define WISP_GRAPH_MAX_LAYERS 128
 typedef struct {
-  int attention; /* 0 short conv (Qwen 3.5: Gated DeltaNet), 1 attention */
+  int attention; /* 0 short conv (gated_layers: Gated DeltaNet), 1 attention */
   const wisp_vector *op_norm, *ffn_norm;
   const wisp_matrix *in, *out;        /* in_proj / out_proj, or qkv / o_proj */
   const wisp_vector *taps;            /* short conv */
@@ -108,7 +108,7 @@ typedef struct {
   const wisp_matrix *gate_up, *down;
   wisp_buf *state;   /* short conv: its state [hidden][conv_len - 1]; attention: the K cache */
   wisp_buf *v_cache; /* attention */
-  /* Qwen 3.5 (wisp_decode_graph.qwen3_5) Gated DeltaNet layers: in = in_proj [qkv | z | b | a],
+  /* With wisp_decode_graph.gated_layers: Gated DeltaNet layers: in = in_proj [qkv | z | b | a],
    * taps [2K+V][conv_len], state = its conv ring (wisp_deltanet_args), rec_state [v_heads][k_dim][v_dim];
    * attention layers: in = (q|gate per head, k, v) rows, the output times sigmoid(gate). */
   const wisp_vector *a_log, *dt_bias, *gnorm;
@@ -118,7 +118,7 @@ typedef struct {
 typedef struct {
   int n_layers, hidden, ffn, vocab, heads, kv_heads, head_dim, conv_len;
   int max_pos;   /* rows of the KV caches */
-  int qwen3_5;   /* 1: the layers are Qwen 3.5's (above), with these shapes */
+  int gated_layers;   /* 1: Gated DeltaNet and gated attention layers (above), with these shapes */
   int rotary_dim, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   int rope_rows; /* rows of the rope tables ([rows][head_dim / 2]) */
   float eps;
@@ -183,7 +183,7 @@ struct wisp_backend {
   /* y[t] (+)= W x[x_row0 + t] for t < n; accumulate adds into y (residual). */
   void (*matmul)(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                  int accumulate);
-  /* LFM2 short conv: bcx[t] = (B, C, x) of `dim` each; out[t] = C * conv(B*x)
+  /* Short conv: bcx[t] = (B, C, x) of `dim` each; out[t] = C * conv(B*x)
    * with a causal depthwise kernel of length L (taps [dim][L]) whose last L-1
    * inputs persist in `state` [dim][L-1] across calls. */
   void (*shortconv)(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
@@ -191,9 +191,9 @@ struct wisp_backend {
   void (*attention)(wisp_backend *be, const wisp_attention_args *a);
   /* Optional ops (NULL when the backend lacks them; an architecture that
    * needs one fails at session creation with the op's name). */
-  /* Qwen 3.5 full attention with output gate and partial RoPE. */
+  /* Full attention with output gate and partial RoPE. */
   void (*attention_gated)(wisp_backend *be, const wisp_gated_attention_args *a);
-  /* Qwen 3.5 Gated DeltaNet: conv + recurrence + gated RMSNorm, see above. */
+  /* Gated DeltaNet: conv + recurrence + gated RMSNorm, see above. */
   void (*gated_deltanet)(wisp_backend *be, const wisp_deltanet_args *a);
   /* out[t][i] = silu(gu[t][i]) * gu[t][ffn + i]. */
   void (*swiglu)(wisp_backend *be, const wisp_buf *gate_up, int n, int ffn, wisp_buf *out);

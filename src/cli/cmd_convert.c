@@ -1124,7 +1124,7 @@ static void usage(FILE *f) {
              "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
              "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32;\n"
              "  f16: every matrix and embed/head as IEEE half; q8_0: every matrix and embed/head as\n"
-             "  ggml Q8_0 (needs input widths that are multiples of 32); f16/q8_0 run on the cpu backend only\n");
+             "  ggml Q8_0 (needs input widths that are multiples of 32)\n");
 }
 
 int cmd_convert(int argc, char **argv) {

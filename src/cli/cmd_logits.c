@@ -1,12 +1,14 @@
 /* `wisp logits`: final-position logits for parity checks against a reference.
  *
- *   wisp logits -m DIR --prompts FILE -o OUT [--greedy N] [--backend cpu] [--threads T]
+ *   wisp logits -m DIR --prompts FILE -o OUT [--greedy N [--decode-loop]] [--backend cpu] [--threads T]
  *   wisp logits -m DIR --tokens 1,2,3 [-o OUT] [--greedy N]
  *
  * FILE is {"prompts": [[ids...], ...], "greedy_prompt": k}. Each prompt is
  * evaluated from a reset session and the logits of its last position are
  * recorded; then prompt k (default 0) is continued greedily for N tokens
- * (argmax, ties to the lowest id). OUT (stdout when absent) gets
+ * (argmax, ties to the lowest id; with --decode-loop the tokens after the
+ * first come from the decode loop, wisp_session_generate, one eval a token
+ * otherwise). OUT (stdout when absent) gets
  * {"logits": [[...], ...], "greedy": [...]} with 9 significant digits, the
  * same format tests/parity/hf_reference.py writes. */
 #include <math.h>
@@ -144,14 +146,17 @@ static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: wisp logits -m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]\n"
-             "                   [--backend cpu] [--threads T] [--tuning KEY=VALUE,...]\n");
+  fprintf(f, "usage: wisp logits -m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N [--decode-loop]]\n"
+             "                   [--backend cpu] [--threads T] [--tuning KEY=VALUE,...]\n"
+             "  --decode-loop: the greedy tokens after the first come from the session's decode loop\n"
+             "  (wisp_session_generate, as `wisp run` decodes: on WebGPU the persistent decode where it\n"
+             "  applies) instead of one eval per token\n");
 }
 
 int cmd_logits(int argc, char **argv) {
   const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = "cpu";
   const char *tuning = NULL;
-  int greedy = 0, threads = 0;
+  int greedy = 0, threads = 0, decode_loop = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -163,6 +168,7 @@ int cmd_logits(int argc, char **argv) {
     else if (!strcmp(a, "--backend") && has) backend = argv[++i];
     else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
     else if (!strcmp(a, "--tuning") && has) tuning = argv[++i];
+    else if (!strcmp(a, "--decode-loop")) decode_loop = 1;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
     else {
       fprintf(stderr, "wisp logits: unexpected argument '%s'\n", a);
@@ -209,7 +215,17 @@ int cmd_logits(int argc, char **argv) {
     const prompt *p = &ps[greedy_prompt];
     wisp_session_reset(s);
     if ((st = wisp_session_eval(s, p->ids, p->n, logits))) goto fail;
-    for (int t = 0; t < greedy; t++) {
+    if (decode_loop) {
+      gen[0] = argmax(logits, vocab);
+      wisp_generate_options go = {.temperature = 0};
+      int made = 0;
+      if (greedy > 1 && (st = wisp_session_generate(s, gen[0], greedy - 1, &go, gen + 1, &made))) goto fail;
+      if (greedy > 1 && made != greedy - 1) {
+        st = wisp_fail(WISP_EINVAL, "the decode loop made %d of %d greedy tokens", made, greedy - 1);
+        goto fail;
+      }
+    }
+    for (int t = 0; t < greedy && !decode_loop; t++) {
       gen[t] = argmax(logits, vocab);
       if (t + 1 < greedy && (st = wisp_session_eval(s, &gen[t], 1, logits))) {
         wisp_error_prefix("greedy step %d", t + 1);

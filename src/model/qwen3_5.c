@@ -533,7 +533,7 @@ static wisp_status q35_decode_graph(const void *p, void *sp, wisp_decode_graph *
   *g = (wisp_decode_graph){.n_layers = sh->n_layers, .hidden = sh->hidden, .ffn = sh->ffn, .vocab = sh->vocab,
                            .heads = sh->heads, .kv_heads = sh->kv_heads, .head_dim = sh->head_dim,
                            .conv_len = sh->conv_cache, .max_pos = s->max_pos, .rope_rows = w->positions,
-                           .qwen3_5 = 1, .rotary_dim = sh->rotary_dim, .lin_k_heads = sh->lin_k_heads,
+                           .gated_layers = 1, .rotary_dim = sh->rotary_dim, .lin_k_heads = sh->lin_k_heads,
                            .lin_v_heads = sh->lin_v_heads, .lin_k_dim = sh->lin_k_dim, .lin_v_dim = sh->lin_v_dim,
                            .eps = w->eps, .embed = &w->embed, .head = &w->head, .final_norm = &w->final_norm,
                            .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin};

@@ -338,12 +338,24 @@ class Artifact:
         return self.raw(name, "<f4", n).astype(self.np.float32)
 
     def matrix(self, base, rows, cols):
-        """f32 (.weight), Q4 (.quant/.scales) or Q4Z (+ .zero_points), as tensor.h lays them out."""
+        """f32 (.weight), Q4 (.quant/.scales) or Q4Z (+ .zero_points), Q4_K (.q4k), F16 (.f16) or
+        Q8_0 (.q8_0), as tensor.h lays them out."""
         np = self.np
         if base + ".weight" in self.sections:
             return self.raw(base + ".weight", "<f4", rows * cols).reshape(rows, cols).astype(np.float32)
         if base + ".q4k" in self.sections:
             return self.q4k(base, rows, cols)
+        if base + ".f16" in self.sections:
+            return self.raw(base + ".f16", "<f2", rows * cols).reshape(rows, cols).astype(np.float32)
+        if base + ".q8_0" in self.sections:
+            # ggml Q8_0: per 32 elements 34 bytes = f16 scale d, then 32 int8; value = d * q (f32)
+            if cols % 32:
+                die("%s.q8_0: %d columns is not a multiple of 32" % (base, cols))
+            nblk = rows * cols // 32
+            b = self.raw(base + ".q8_0", np.uint8, nblk * 34).reshape(nblk, 34)
+            d = b[:, 0:2].copy().view("<f2").astype(np.float32)
+            q = b[:, 2:].copy().view(np.int8).astype(np.float32)
+            return (d * q).reshape(rows, cols).astype(np.float32)
         if cols % 32:
             die("%s: %d columns is not a multiple of 32" % (base, cols))
         nb = cols // 32
@@ -397,6 +409,46 @@ class Artifact:
 
     def shares(self, a, b):
         return a in self.sections and b in self.sections and self.sections[a] == self.sections[b]
+
+    def head_tied(self):
+        """True when the artifact has no head matrix of its own (or one sharing embed's bytes)."""
+        kinds = ("quant", "weight", "q4k", "f16", "q8_0")
+        if not any("head." + k in self.sections for k in kinds):
+            return True
+        return any(self.shares("head." + k, "embed." + k) for k in kinds)
+
+    def hf_tensors_dense(self, qk_norm):
+        """All-attention lfm2 sections of a Qwen3 / Llama import (docs/convert.md) ->
+        Qwen3ForCausalLM / LlamaForCausalLM tensors (plain RMSNorm weights; Llama:
+        no q/k norm)."""
+        s = self.shape
+        H, F, V, D = s["hidden"], s["ffn"], s["vocab"], s["headDim"]
+        NH, KV = s["heads"], s["kvHeads"]
+        out = {}
+        for i, kind in enumerate(s["layerTypes"]):
+            if kind != "attention":
+                die("layer %d is %s: a dense artifact has attention layers only" % (i, kind))
+            p = "model.layers.%d." % i
+            qkv = self.matrix("L%d.attn.qkv" % i, (NH + 2 * KV) * D, H)
+            out[p + "self_attn.q_proj.weight"] = qkv[: NH * D]
+            out[p + "self_attn.k_proj.weight"] = qkv[NH * D: (NH + KV) * D]
+            out[p + "self_attn.v_proj.weight"] = qkv[(NH + KV) * D:]
+            out[p + "self_attn.o_proj.weight"] = self.matrix("L%d.attn.o_proj" % i, H, NH * D)
+            out[p + "input_layernorm.weight"] = self.vector("L%d.attn.qkv.norm" % i, H)
+            if qk_norm:
+                out[p + "self_attn.q_norm.weight"] = self.vector("L%d.attn.qkv.q_norm" % i, D)
+                out[p + "self_attn.k_norm.weight"] = self.vector("L%d.attn.qkv.k_norm" % i, D)
+            gu = self.matrix("L%d.mlp.gate_up" % i, 2 * F, H)
+            out[p + "mlp.gate_proj.weight"] = gu[:F]
+            out[p + "mlp.up_proj.weight"] = gu[F:]
+            out[p + "mlp.down_proj.weight"] = self.matrix("L%d.mlp.down" % i, H, F)
+            out[p + "post_attention_layernorm.weight"] = self.vector("L%d.mlp.gate_up.norm" % i, H)
+        out["model.embed_tokens.weight"] = self.matrix("embed", V, H)
+        tied = self.head_tied()
+        if not tied:
+            out["lm_head.weight"] = self.matrix("head", V, H)
+        out["model.norm.weight"] = self.vector("head.norm", H)
+        return out, tied
 
     def hf_tensors(self):
         """Section -> HF tensor mapping (docs/convert.md), inverted."""
@@ -483,13 +535,17 @@ class Artifact:
         return out, tied
 
 
-def load_dequantized(model, artifact_dir):
+def load_dequantized(model, artifact_dir, dense=None):
+    """dense: 'Qwen3' / 'Llama' for a dense checkpoint (dense_class_of_dir), else None."""
     import numpy as np
     import torch
 
     art = Artifact(artifact_dir)
     arch = art.manifest.get("wisp", {}).get("architecture", "lfm2")
-    tensors, tied = art.hf_tensors_qwen() if arch == "qwen3_5" else art.hf_tensors()
+    if dense:
+        tensors, tied = art.hf_tensors_dense(dense == "Qwen3")
+    else:
+        tensors, tied = art.hf_tensors_qwen() if arch == "qwen3_5" else art.hf_tensors()
     sd = model.state_dict()
     for name, arr in tensors.items():
         if name not in sd:
@@ -555,9 +611,7 @@ def cmd_reference(args):
     k = int(spec.get("greedy_prompt", 0))
     model = load_model(args.hf, args.device)
     if args.dequant_from:
-        if dense_class_of_dir(args.hf):
-            die("--dequant-from is not supported for dense (Qwen3/Llama) checkpoints yet; compare f32 artifacts")
-        load_dequantized(model, args.dequant_from)
+        load_dequantized(model, args.dequant_from, dense_class_of_dir(args.hf))
     dev = args.device
 
     def last_logits(ids, **kw):

@@ -4,8 +4,9 @@
 #   tests/parity/run_device.sh WISP_BIN SMALL_OUT_DIR [WORK_DIR]
 #
 # For each config (default: small lfm2-350m qwen35-small qwen35-0.8b
-# qwen35-2b; override with CONFIGS="small qwen35-small"), for each quant
-# (LFM2: f32 q4; Qwen 3.5: f32 q4 q4k; override with QUANTS="f32 q4k"):
+# qwen35-2b; also qwen3-small llama-small; override with CONFIGS="small
+# qwen35-small"), for each quant (LFM2: f32 q4; Qwen 3.5, Qwen3, Llama: f32 q4
+# q4k; override with QUANTS="f32 q4k"):
 #   1. hf_reference.py build      -> WORK/<cfg>/hf (config.json, model.safetensors, prompts.json)
 #   2. wisp convert --quant Q     -> WORK/<cfg>/art_Q
 #   3. hf_reference.py reference  -> WORK/<cfg>/ref_f32.json (HF weights)
@@ -19,13 +20,14 @@
 # for test_parity_qwen.c).
 #
 # Environment: PYTHON (python3), SEED (1234), GREEDY (128), BACKENDS (cpu; wisp's
-# backends for `wisp logits`, e.g. "cpu webgpu"; BACKEND still works), REF_DEVICE (cpu; "cuda" runs the reference on the
+# backends for `wisp logits`, e.g. "cpu webgpu webgpu+loop", +loop: greedy tokens
+# through the decode loop; BACKEND still works), REF_DEVICE (cpu; "cuda" runs the reference on the
 # GPU with TF32 off), THREADS (nproc), QUANTS, QWEN_SMALL_OUT (see above).
 # Exit status: 0 only if every comparison passed.
 set -uo pipefail
 
 if [ $# -lt 2 ]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 WISP=$(readlink -f "$1")
@@ -42,7 +44,13 @@ CONFIGS=${CONFIGS:-"small lfm2-350m qwen35-small qwen35-0.8b qwen35-2b"}
 QWEN_SMALL_OUT=${QWEN_SMALL_OUT:-$SMALL_OUT/../qwen35-small}
 quants_for() { # config -> the quants it runs
   if [ -n "${QUANTS:-}" ]; then echo "$QUANTS"; return; fi
-  case $1 in qwen35-*) echo "f32 q4 q4k" ;; *) echo "f32 q4" ;; esac
+  case $1 in qwen35-*|qwen3-small|llama-small) echo "f32 q4 q4k" ;; *) echo "f32 q4" ;; esac
+}
+# A backend name with "+loop" (e.g. webgpu+loop) runs `wisp logits --decode-loop`:
+# its greedy tokens after the first come from the decode loop, as `wisp run`
+# decodes (on WebGPU the persistent decode where it applies).
+logits_args() { # backend name -> wisp logits arguments
+  case $1 in *+loop) echo "--backend ${1%+loop} --decode-loop" ;; *) echo "--backend $1" ;; esac
 }
 mkdir -p "$WORK" || exit 2
 [ -x "$WISP" ] || { echo "run_device.sh: $WISP is not executable" >&2; exit 2; }
@@ -88,7 +96,7 @@ for cfg in $CONFIGS; do
     RESULT[$key]="not run"
     [ $ok = 1 ] && [ -f "$d/ref_$q.json" ] || continue
     if ! step "$cfg: wisp logits $q ($be)" "$WISP" logits -m "$d/art_$q" --prompts "$d/hf/prompts.json" \
-        -o "$d/wisp_${q}_$be.json" --greedy "$GREEDY" --backend "$be" --threads "$THREADS"; then
+        -o "$d/wisp_${q}_$be.json" --greedy "$GREEDY" $(logits_args "$be") --threads "$THREADS"; then
       RESULT[$key]="wisp logits failed"; fail=1; continue
     fi
     "$PY" "$HERE/compare.py" "$d/ref_$q.json" "$d/wisp_${q}_$be.json" > "$d/compare_${q}_$be.txt" 2>&1

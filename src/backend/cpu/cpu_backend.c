@@ -334,7 +334,7 @@ static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
   wisp_pool_run(c->pool, H, attn_task, &j);
 }
 
-/* ---- Qwen 3.5 gated attention ---- */
+/* ---- gated attention ---- */
 
 static void cpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *g) {
   cpu_backend *c = as_cpu(be);
@@ -383,7 +383,7 @@ static void cpu_attention_gated(wisp_backend *be, const wisp_gated_attention_arg
   }
 }
 
-/* ---- Qwen 3.5 Gated DeltaNet ---- */
+/* ---- Gated DeltaNet ---- */
 
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); } /* torch's threshold 20 */
 static float silu(float x) { return x / (1.0f + expf(-x)); }

@@ -26,7 +26,7 @@
 #include "util/env.h"
 #include "util/err.h"
 
-#define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of Qwen 3.5 0.8B uses ~8k */
+#define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of a 0.8B gated hybrid uses ~8k */
 #define ARENA_MAX (64u << 20)
 #define MAX_BINDINGS 10
 #define BG_BUCKETS 4096
@@ -104,8 +104,8 @@ typedef struct {
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
   int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
-  wisp_wgpu_q4k_tuning q4k_tune; /* tuning q4kMatvec / q4kFused ..., set once (wgpu_qwen.c) */
-  wisp_wgpu_dn_tuning dn_tune;   /* the options (dn_cols, dn_groups), set once (wgpu_qwen.c) */
+  wisp_wgpu_q4k_tuning q4k_tune; /* tuning q4kMatvec / q4kFused ..., set once (wgpu_gated.c) */
+  wisp_wgpu_dn_tuning dn_tune;   /* the options (dn_cols, dn_groups), set once (wgpu_gated.c) */
   uint64_t max_binding;
   /* recording */
   wisp_wgpu_batch batch;
@@ -177,7 +177,7 @@ typedef struct {
    * kernel that wrote past a buffer; last_kernel is the last one recorded. */
   int guard_each;
   const char *last_kernel;
-  void *qwen; /* wgpu_qwen.c's state */
+  void *gated; /* wgpu_gated.c's state */
   void *mm8;  /* wgpu_matmul_i8.c's state */
   void *persist;     /* wgpu_persist.c's state */
   int persist_on;    /* persistent decode allowed (opts.persist) */
@@ -707,7 +707,7 @@ static uint64_t matvec_own_bytes(uint32_t wg, uint32_t lg, uint32_t rows, uint32
  * kernels/registry.json, and for one-token products the geometry (WG
  * threads, ROWS rows per workgroup) the plan resolved. */
 static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) {
-  if (m->type == WISP_W_Q4K) return wisp_wgpu_q4k_check_choice(m); /* wgpu_qwen.c */
+  if (m->type == WISP_W_Q4K) return wisp_wgpu_q4k_check_choice(m); /* wgpu_gated.c */
   for (int ph = 0; ph < 2; ph++) {
     const char *v = m->choice[ph].variant;
     /* The seed profile's Q4_K kernel set on a section that this artifact
@@ -730,6 +730,26 @@ static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) 
   return WISP_OK;
 }
 
+/* Uploads rows [P->row0, +P->rows) of a Q8_0 matrix: ggml's 34-byte blocks
+ * (f16 scale, 32 int8) become the int8 values, four to a word (P->w), and
+ * one f32 scale a block (P->s), the layout of QT 5 (unpack_weights.wgsli). */
+static wisp_status q8_0_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P) {
+  const size_t nb = (size_t)m->cols / WISP_Q8_0_BLOCK, nblk = (size_t)P->rows * nb;
+  int8_t *q = malloc(nblk * WISP_Q8_0_BLOCK);
+  float *sc = malloc(nblk * sizeof(float));
+  wisp_status st = q && sc ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
+  const uint8_t *blk = m->q + (size_t)P->row0 * nb * WISP_Q8_0_BYTES;
+  for (size_t b = 0; !st && b < nblk; b++, blk += WISP_Q8_0_BYTES) {
+    sc[b] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    memcpy(q + b * WISP_Q8_0_BLOCK, blk + 2, WISP_Q8_0_BLOCK);
+  }
+  if (!st) st = wisp_wgpu_buf_from(g->d, q, nblk * WISP_Q8_0_BLOCK, "wisp q8_0 values", &P->w);
+  if (!st) st = wisp_wgpu_buf_from(g->d, sc, nblk * sizeof(float), "wisp q8_0 scales", &P->s);
+  free(q);
+  free(sc);
+  return st;
+}
+
 static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   wgpu_backend *g = as_g(be);
   wmat *have = find_mat(g, m);
@@ -739,18 +759,21 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   }
   const int rows = m->rows, cols = m->cols;
   if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
-  if (m->type == WISP_W_F16 || m->type == WISP_W_Q8_0)
-    return wisp_fail(WISP_EUNSUPPORTED,
-                     "webgpu: f16/q8_0 matrices are not supported yet; convert with --quant q4, q4k or f32");
   if (m->type == WISP_W_Q4K && cols % WISP_Q4K_BLOCK)
     return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", cols);
-  if (m->type != WISP_W_F32 && cols % WISP_Q4_BLOCK)
+  if (m->type == WISP_W_F16 && cols % 8) /* a product's unit is 8 halves (one vec4 of words) */
+    return wisp_fail(WISP_EUNSUPPORTED, "webgpu: an f16 matrix of %d columns (a multiple of 8 is needed)", cols);
+  if (m->type != WISP_W_F32 && m->type != WISP_W_F16 && cols % WISP_Q4_BLOCK)
     return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", cols);
   const int nb = cols / WISP_Q4_BLOCK;
-  uint64_t wrow = m->type == WISP_W_F32   ? (uint64_t)cols * 4
-                  : m->type == WISP_W_Q4K ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
-                                          : (uint64_t)cols / 2;
-  uint64_t srow = m->type == WISP_W_Q4K ? 0 : (uint64_t)nb * 4;
+  /* Bytes a row on the device: Q8_0 is repacked (q8_0_part) into its int8
+   * values and an f32 scale a block, so that rows and values are word-aligned. */
+  uint64_t wrow = m->type == WISP_W_F32    ? (uint64_t)cols * 4
+                  : m->type == WISP_W_Q4K  ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
+                  : m->type == WISP_W_F16  ? (uint64_t)cols * 2
+                  : m->type == WISP_W_Q8_0 ? (uint64_t)cols
+                                           : (uint64_t)cols / 2;
+  uint64_t srow = m->type == WISP_W_Q4K || m->type == WISP_W_F16 ? 0 : (uint64_t)nb * 4;
   uint64_t per_row = wrow > srow ? wrow : srow;
   uint64_t limit = g->max_binding;
   /* A Q4Z part must start at an even block (zero points are two a byte). */
@@ -777,9 +800,13 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
       st = wisp_wgpu_buf_from(g->d, m->f32 + (size_t)P->row0 * cols, (uint64_t)P->rows * wrow, "wisp weights", &P->w);
       continue;
     }
+    if (m->type == WISP_W_Q8_0) {
+      st = q8_0_part(g, m, P);
+      continue;
+    }
     st = wisp_wgpu_buf_from(g->d, m->q + (size_t)P->row0 * (size_t)wrow, (uint64_t)P->rows * wrow, "wisp quant",
                             &P->w);
-    if (!st && m->type != WISP_W_Q4K)
+    if (!st && m->type != WISP_W_Q4K && m->type != WISP_W_F16)
       st = wisp_wgpu_buf_from(g->d, m->scales + (size_t)P->row0 * nb, (uint64_t)P->rows * srow, "wisp scales", &P->s);
     if (!st && m->type == WISP_W_Q4Z) {
       size_t b0 = (size_t)P->row0 * nb; /* even, see gran */
@@ -856,7 +883,22 @@ static wvec *need_vec(wgpu_backend *g, const wisp_vector *v) {
   return w;
 }
 
-static uint32_t qt_of(wisp_wtype t) { return t == WISP_W_F32 ? 0u : t == WISP_W_Q4 ? 1u : 2u; }
+/* The QT override constant of the weight kernels (embed, matvec, matmul):
+ * 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (matmul only), 4 F16, 5 Q8_0. */
+static uint32_t qt_of(wisp_wtype t) {
+  switch (t) {
+    case WISP_W_F32: return 0;
+    case WISP_W_Q4: return 1;
+    case WISP_W_Q4Z: return 2;
+    case WISP_W_Q4K: return 3;
+    case WISP_W_F16: return 4;
+    case WISP_W_Q8_0: return 5;
+  }
+  return 0;
+}
+
+/* Types the fused in_proj + short conv (matvec_conv*.wgsl) reads. */
+static int conv_fusable(const wmat *w) { return w->type == WISP_W_F32 || w->type == WISP_W_Q4 || w->type == WISP_W_Q4Z; }
 
 /* Weight bindings of a part: w, scales, zero points (dummy where unused). */
 static void part_bindings(wgpu_backend *g, const wmat_part *P, wisp_wgpu_binding *b) {
@@ -941,7 +983,7 @@ static void emit_pending(wgpu_backend *g) {
     rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0, 0, 0, NULL);
   else if (kind == 4)
     rec_attn_merge(g, g->pend.heads, g->pend.head_dim, g->pend.splits, g->pend.out);
-  if (g->qwen) wisp_wgpu_qwen_emit(&g->base); /* a held-back Q4_K product (wgpu_qwen.c) */
+  if (g->gated) wisp_wgpu_gated_emit(&g->base); /* a held-back Q4_K product (wgpu_gated.c) */
 }
 
 static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
@@ -964,7 +1006,7 @@ static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv
 
 static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
-  if (g->qwen && wisp_wgpu_qwen_swiglu(be, gu, n, ffn, out)) return; /* fused FFN (Q4_K gate/up) */
+  if (g->gated && wisp_wgpu_gated_swiglu(be, gu, n, ffn, out)) return; /* fused FFN (Q4_K gate/up) */
   if (g->pend.kind == 3 && g->pend.my == gu && n == 1 && g->sg && g->pend.m->rows == 2 * ffn &&
       g->pend.m->nparts == 1 && out != gu && out != g->pend.mx && out != g->pend.x) {
     /* The held-back [gate; up] product and this SwiGLU in one dispatch (matvec PAIR). */
@@ -1022,7 +1064,7 @@ static void rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *
   const int pair = pair_out != NULL; /* PAIR: gate/up rows in pairs, SwiGLU into pair_out */
   if (pair && rows % 2) rows = rows == 1 ? 2 : rows + 1;
   /* tall matrices: RCH chunks of rows per workgroup (matvec.wgsl); by
-   * default 4 for heads of 131072 rows or more (Qwen 3.5's 248k vocabulary:
+   * default 4 for heads of 131072 rows or more (a 248k vocabulary:
    * 1-2 % faster in three H200 runs, sixth to eighth sessions), else 1 */
   uint32_t rch = 1;
   if (g->sg && w->rows >= 16384) rch = g->head_chunks ? g->head_chunks : w->rows >= 131072 ? 4 : 1;
@@ -1071,8 +1113,8 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
                      int accumulate) {
   wgpu_backend *g = as_g(be);
   const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
-  if (W->type == WISP_W_Q4K) { /* wgpu_qwen.c; a held-back rmsnorm of x may fuse into it */
-    if (g->qwen && g->fuse && wisp_wgpu_qwen_take_input(be, W, x, x_row0, n, y)) {
+  if (W->type == WISP_W_Q4K) { /* wgpu_gated.c; a held-back rmsnorm of x may fuse into it */
+    if (g->gated && g->fuse && wisp_wgpu_gated_take_input(be, W, x, x_row0, n, y)) {
       emit_pending(g); /* everything else held back comes first */
       wisp_wgpu_q4k_matmul_ex(be, W, NULL, NULL, 0, NULL, x, x_row0, n, y, accumulate);
       return;
@@ -1149,7 +1191,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
   /* A one-token product that a shortconv (in_proj) or a greedy sample_id
    * (the head) may consume: hold it back. */
   if (n == 1 && x_row0 == 0 && !accumulate && x != y && !g->error && pre != 3 &&
-      ((g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0) || g->fuse_argmax)) {
+      ((g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0 && conv_fusable(w)) || g->fuse_argmax)) {
     g->pend.kind = 3;
     g->pend.m = w;
     g->pend.pre = pre;
@@ -1168,7 +1210,8 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
   wgpu_backend *g = as_g(be);
   state_op(be);
   wvec *tv = find_vec(g, taps);
-  if (g->pend.kind == 3 && g->conv_fuse && g->pend.m->nparts == 1 && tv && L >= 1 && n == 1 && g->pend.my == bcx &&
+  if (g->pend.kind == 3 && g->conv_fuse && g->pend.m->nparts == 1 && conv_fusable(g->pend.m) && tv && L >= 1 &&
+      n == 1 && g->pend.my == bcx &&
       g->pend.m->rows == 3 * dim &&
       out != bcx && state != bcx && out != state && out != g->pend.mx && state != g->pend.mx) {
     /* The held-back in_proj product and this convolution in one dispatch. */
@@ -1231,13 +1274,14 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
     return;
   }
-  if (!a->q_norm || !a->k_norm) { /* Llama imports (wisp.qkNorm false): CPU only for now */
-    op_fail(g, WISP_EUNSUPPORTED, "attention without q/k norm (llama) is not supported by the webgpu backend yet");
-    return;
-  }
-  wvec *qn = need_vec(g, a->q_norm), *kn = qn ? need_vec(g, a->k_norm) : NULL;
-  wvec *cs = kn ? need_vec(g, a->rope_cos) : NULL, *sn = cs ? need_vec(g, a->rope_sin) : NULL;
+  /* q/k norms are optional (NULL: that norm is left out, QNORM / KNORM 0,
+   * a placeholder bound in its place) */
+  wvec *qn = a->q_norm ? need_vec(g, a->q_norm) : NULL, *kn = a->k_norm ? need_vec(g, a->k_norm) : NULL;
+  if ((a->q_norm && !qn) || (a->k_norm && !kn)) return;
+  wvec *cs = need_vec(g, a->rope_cos), *sn = cs ? need_vec(g, a->rope_sin) : NULL;
   if (!sn) return;
+  const WGPUBuffer qnb = qn ? qn->g.b : g->dummy.b, knb = kn ? kn->g.b : g->dummy.b;
+  const double qnorm = qn ? 1 : 0, knorm = kn ? 1 : 0;
   if (!scratch(g, &g->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp queries")) return;
   /* Flash-decoding: one token over more than one 64-key tile is split over
    * up to max_splits workgroups per head, merged by attn_combine. */
@@ -1256,31 +1300,31 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     return;
   /* KV16: the caches hold f16 pairs packed in u32 words (kv_buf_new
    * allocates half-size buffers; an f32-sized one uses its first half). */
-  wisp_wgpu_const c[2] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}};
+  wisp_wgpu_const c[4] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm}};
   if (dec) {
     /* Decode: norm + rope + cache append + attention in one dispatch; 256
      * threads: WG / D key groups of a thread per head dimension. */
     uint32_t wg = 256; /* >= D (checked above), a multiple of the subgroup size */
-    wisp_wgpu_const cd[2] = {{"WG", wg}, {"KV16", g->kv16 ? 1 : 0}};
-    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", cd, 2);
+    wisp_wgpu_const cd[4] = {{"WG", wg}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm}};
+    wisp_wgpu_kernel *kd = kernel(g, "attn_decode", cd, 4);
     struct {
       uint32_t pos, H, KVH, D;
       float eps, scale;
       uint32_t splits, tps;
     } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, 1.0f / sqrtf((float)D), splits, tps};
-    wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qn->g.b),         whole(kn->g.b),
+    wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qnb),             whole(knb),
                                whole(cs->g.b),         whole(sn->g.b),         whole(a->k_cache->g.b),
                                whole(a->v_cache->g.b), whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
     record_xyz(g, kd, bd, 9, &pd, sizeof pd, (uint32_t)H, 1, splits);
   } else {
-    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 2);
+    wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 4);
     wisp_wgpu_kernel *kf = kernel(g, "attn_flash", c, 2);
     struct {
       uint32_t n, pos0, H, KVH, D;
       float f;
       uint32_t pad[2];
     } p = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, {0, 0}};
-    wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qn->g.b),       whole(kn->g.b),         whole(cs->g.b),
+    wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qnb),           whole(knb),             whole(cs->g.b),
                                whole(sn->g.b),     whole(g->qbuf.b),      whole(a->k_cache->g.b), whole(a->v_cache->g.b)};
     record(g, kr, br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), (uint32_t)a->n);
     struct {
@@ -1371,7 +1415,7 @@ static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, con
   /* Greedy right after the head product (held back): the product writes
    * per-workgroup argmax pairs and this pass reduces only those. */
   int parts = 0;
-  if (g->qwen && wisp_wgpu_qwen_head_argmax(be, logits, vocab, sp->temperature <= 0, ids)) {
+  if (g->gated && wisp_wgpu_gated_head_argmax(be, logits, vocab, sp->temperature <= 0, ids)) {
     parts = !g->error;
     g->stats.argmax_fused += (uint64_t)parts;
   }
@@ -1496,7 +1540,7 @@ static void g_destroy(wisp_backend *be) {
       fprintf(stderr, "webgpu: %llu dispatches, %llu submits, %llu in the last submit, %llu bind groups\n",
               (unsigned long long)g->stats.dispatches, (unsigned long long)g->stats.submits,
               (unsigned long long)g->stats.last_dispatches, (unsigned long long)g->stats.bind_groups);
-    wisp_wgpu_qwen_free(be); /* before the bind groups go */
+    wisp_wgpu_gated_free(be); /* before the bind groups go */
     wisp_wgpu_persist_free(be);
     wisp_wgpu_mm8_free(be);
     drop_bind_groups(g);
@@ -1609,7 +1653,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   /* Persistent decode (wgpu_persist.c): on unless turned off. Measured
    * faster than the op-by-op path on the H200 at every batch size (seed
    * shape, sixth session: 1,999 vs 1,752 tok/s at one step a batch, 2,248
-   * vs 1,197-1,522 at 64; LFM2-350M 1,565 vs 1,154) and on lavapipe; the
+   * vs 1,197-1,522 at 64; the 350M shape 1,565 vs 1,154) and on lavapipe; the
    * op-by-op path stays for sampling, other models and tuning persist=0.
    * docs/webgpu.md, "Persistent decode". */
   g->persist_on = o.persist >= 0;
@@ -1628,7 +1672,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->env_geometry = o.geometry_over_plan;
   g->no_xstage = o.no_xstage;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
-   * faster for q4k_matvec (8.2 vs 9.4 us for Qwen's down product), slower
+   * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
    * where a lane holds many rows or the staging is long (the 16-row head
    * 49 vs 43 us, q4k_fused 10.5 vs 9.8, the merge-fused projection): on for
    * q4k_matvec only unless tuning prefetch says 0 or 1 for all. */
@@ -1639,7 +1683,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
    * 72,800 tok/s against 51,800 with it (tools/device-prefill.sh). */
   g->attn_prefill = o.attn_prefill;
   g->head_chunks = o.head_chunks; /* 0: by the matrix (rec_matvec) */
-  /* Rows a lane group by the matrix (ROWS 0): Qwen 3.5 0.8B (products of
+  /* Rows a lane group by the matrix (ROWS 0): the 0.8B hybrid (products of
    * 1024 rows) ran 791-814 tok/s with one row against 772 with two, the 2B
    * (2048 rows) 517 with two against 484 with one (H200, eighth session;
    * the same shape of result in the seventh; 4 and 8 rows slower still,
@@ -1789,7 +1833,7 @@ int wisp_wgpu_int_mat_part(wisp_backend *be, const wisp_matrix *m, int i, int *r
   *w = M->parts[i].w.b;
   return 1;
 }
-void **wisp_wgpu_int_qwen_slot(wisp_backend *be) { return &as_g(be)->qwen; }
+void **wisp_wgpu_int_gated_slot(wisp_backend *be) { return &as_g(be)->gated; }
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be) { return &as_g(be)->mm8; }
 void **wisp_wgpu_int_persist_slot(wisp_backend *be) { return &as_g(be)->persist; }
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be) { return as_g(be)->persist_wg; }

@@ -54,10 +54,10 @@ typedef struct wisp_wgpu_backend_opts {
    * applies it) and row groups per workgroup (a power of two; 0 = about 8
    * state rows per thread). Also tuning dnSlice=COLS or COLSxGROUPS. */
   uint32_t dn_cols, dn_groups;
-  /* Persistent decode (wgpu_persist.c: greedy decode steps of an LFM2-style
-   * or Qwen 3.5 model in one dispatch): 0 auto (on: measured faster than
+  /* Persistent decode (wgpu_persist.c: greedy decode steps of a short-conv
+   * / attention or gated model in one dispatch): 0 auto (on: measured faster than
    * the op-by-op path at every batch size on the H200 and on lavapipe; for
-   * Qwen 3.5 not on CPU adapters, where lavapipe compiles its kernel for
+   * gated models not on CPU adapters, where lavapipe compiles its kernel for
    * ~35 s), -1 off, 1 on (tuning persist=0|1). */
   int persist;
   /* The rest: tuning and test switches, set through the session's tuning
@@ -66,8 +66,8 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t persist_grid;      /* persistGrid: workgroups of the persistent decode (0: probed from 128) */
   uint32_t persist_splits;    /* persistSplits: its attention splits per head (0: grid / heads) */
   uint32_t persist_min_steps; /* persistMinSteps: fewest steps a batch needs to take it (0: the plan's) */
-  uint32_t persist_rp;        /* persistRp=1|2|4: Qwen 3.5 products' row split (0: by the shape) */
-  int persist_opt_given;      /* persistOpt=BITS: persist_lfm2.wgsl's OPT bits (A/B runs) */
+  uint32_t persist_rp;        /* persistRp=1|2|4: gated layers' products' row split (0: by the shape) */
+  int persist_opt_given;      /* persistOpt=BITS: persist_conv_attn.wgsl's OPT bits (A/B runs) */
   uint32_t persist_opt;
   uint32_t persist_fail;      /* persistFail=N (tests): run N starts as if its grid barrier had given up */
   int no_fuse_argmax;         /* fuseArgmax=0: greedy token choice not fused into the head product */

@@ -1,5 +1,5 @@
 /* Internal hooks of the WebGPU backend (wgpu_backend.c) for the ops that
- * live in their own files (wgpu_qwen.c: Qwen 3.5 gated attention, Gated
+ * live in their own files (wgpu_gated.c: gated attention, Gated
  * DeltaNet, Q4_K products). Not a public interface: these reach into the
  * recording state of one backend (see the recording model in
  * wgpu_backend.c). Errors are kept for the next sync, as for any op. */
@@ -93,8 +93,8 @@ uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_byt
 int wisp_wgpu_int_kv16(wisp_backend *be);
 /* The argmax partials buffer, grown to `count` pairs (the next sample reads that many); NULL on failure. */
 WGPUBuffer wisp_wgpu_int_amax(wisp_backend *be, uint32_t count);
-/* The per-backend state of wgpu_qwen.c (NULL until first use). */
-void **wisp_wgpu_int_qwen_slot(wisp_backend *be);
+/* The per-backend state of wgpu_gated.c (NULL until first use). */
+void **wisp_wgpu_int_gated_slot(wisp_backend *be);
 /* The per-backend state of wgpu_matmul_i8.c (NULL until first use). */
 void **wisp_wgpu_int_mm8_slot(wisp_backend *be);
 /* The per-backend state of wgpu_persist.c (NULL until first use). */
@@ -119,7 +119,7 @@ void wisp_wgpu_persist_flush(wisp_backend *be);
  * one of the state buffers of the last persistent run (b is being freed). */
 void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b);
 
-/* wgpu_qwen.c */
+/* wgpu_gated.c */
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a);
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a);
 /* y[t] (+)= W x[x_row0 + t] for a Q4_K matrix W. */
@@ -131,17 +131,17 @@ void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf
 void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *nx, WGPUBuffer nw, float eps,
                              const wisp_buf *nxo, const wisp_buf *x, int x_row0, int n, wisp_buf *y, int accumulate);
 /* Records the held-back Q4_K product, if any (called by every op first). */
-void wisp_wgpu_qwen_emit(wisp_backend *be);
+void wisp_wgpu_gated_emit(wisp_backend *be);
 /* Consumers of a held-back Q4_K product: 1 when they recorded the fused form. */
-int wisp_wgpu_qwen_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out);
-/* 1 when a held-back Qwen op whose output is x (DeltaNet's split-head gated
+int wisp_wgpu_gated_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out);
+/* 1 when a held-back gated op whose output is x (DeltaNet's split-head gated
  * norm, the gated attention merge) will be computed by the next Q4_K
  * product (by W of x into y) while it stages its input; that product must
  * follow (wisp_wgpu_q4k_matmul_ex). Call before emitting other pending ops. */
-int wisp_wgpu_qwen_take_input(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
+int wisp_wgpu_gated_take_input(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
                               const wisp_buf *y);
-int wisp_wgpu_qwen_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids);
-void wisp_wgpu_qwen_free(wisp_backend *be);
+int wisp_wgpu_gated_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids);
+void wisp_wgpu_gated_free(wisp_backend *be);
 /* Checks the plan's kernel choices for a Q4_K matrix (prepare_matrix). */
 wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m);
 

@@ -1,7 +1,7 @@
 /* Persistent decode (backend.h, decode_graph): k greedy decode steps of an
- * LFM2-style graph in one dispatch of kernels/persist_lfm2.wgsl, or of a
- * Qwen 3.5 graph (Gated DeltaNet + gated attention) in one dispatch of
- * kernels/persist_qwen.wgsl.
+ * short-conv + attention graph in one dispatch of kernels/persist_conv_attn.wgsl, or of a
+ * gated graph (Gated DeltaNet + gated attention) in one dispatch of
+ * kernels/persist_deltanet_attn.wgsl.
  *
  * Why: a decode step of the seed model is ~66 small dispatches; each one
  * costs a launch and a ramp-up that dwarf its arithmetic (docs/webgpu.md,
@@ -11,7 +11,7 @@
  *
  * What it needs, checked here (anything else: WISP_EUNSUPPORTED, and the
  * decode loop records decode_step as before):
- *   - greedy sampling; Q4 / Q4Z matrices (Qwen 3.5: also Q4_K; its
+ *   - greedy sampling; Q4 / Q4Z matrices (gated graphs: also Q4_K; its
  *     embedding and head Q4 / Q4Z); the subgroups feature;
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
@@ -21,7 +21,7 @@
  *     (1 on CPU adapters, whose workgroups share a few threads).
  *
  * State: the kernel works on its own arena (residual, scratch, conv states,
- * Qwen's recurrent states, KV caches in the session's layout). Before a run the session's state is
+ * the DeltaNet recurrent states, KV caches in the session's layout). Before a run the session's state is
  * copied in (skipped when nothing has written state since this module's
  * last run and the position continues it). The new state (conv states, the
  * new KV rows) is copied back lazily: every op of the backend that reads or
@@ -39,16 +39,16 @@
 #include "util/err.h"
 
 #define PERSIST_WG 256
-#define PERSIST_OPT 9 /* persist_lfm2.wgsl OPT bits on by default: 1 + 8 (measured best, sixth session) */
-#define LAYER_WORDS 20      /* persist_lfm2.wgsl's layer table */
-#define QWEN_LAYER_WORDS 28 /* persist_qwen.wgsl's */
-#define QWEN_CW 16          /* persist_qwen.wgsl's CW: value columns of a DeltaNet task */
-#define QWEN_MIN_STEPS 32   /* fewest steps a run of persist_qwen.wgsl takes without a plan (the registry's minSteps) */
+#define PERSIST_OPT 9 /* persist_conv_attn.wgsl OPT bits on by default: 1 + 8 (measured best, sixth session) */
+#define LAYER_WORDS 20      /* persist_conv_attn.wgsl's layer table */
+#define DN_LAYER_WORDS 28 /* persist_deltanet_attn.wgsl's */
+#define DN_CW 16          /* persist_deltanet_attn.wgsl's CW: value columns of a DeltaNet task */
+#define DN_MIN_STEPS 32   /* fewest steps a run of persist_deltanet_attn.wgsl takes without a plan (the registry's minSteps) */
 #define NONE 0xffffffffu
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
 #define SPIN_PROBE (1u << 20) /* polls before a probe's barrier gives up (~0.1-1 s; only a failing probe waits) */
 
-/* The kernel's uniform parameters (persist_lfm2.wgsl, struct Params). */
+/* The kernel's uniform parameters (persist_conv_attn.wgsl, struct Params). */
 typedef struct {
   uint32_t n_layers, H, F, heads;
   uint32_t kvh, D, L, vocab;
@@ -61,7 +61,7 @@ typedef struct {
   uint32_t s_q, s_part, barriers_per_step, nsmax;
   uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (timing probes of the kernel; 0 here) */
   uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant and back-off (kernel experiments; 0 here) */
-  /* persist_qwen.wgsl only (persist_lfm2.wgsl's Params ends above) */
+  /* persist_deltanet_attn.wgsl only (persist_conv_attn.wgsl's Params ends above) */
   uint32_t rot_half, lkh, lvh, dk;
   uint32_t dv, s_big, ns, rp_force; /* rp_force: tuning persistRp=1|2|4 (tests: the product's row split) */
 } persist_params;
@@ -76,7 +76,7 @@ typedef struct {
   uint32_t fail_run;
   uint32_t runs;            /* runs recorded; run r found the conv states kept in half r % 2 of bak */
   int run_pos[2];           /* where the last two runs began (-1: none) */
-  int qwen;                 /* built for a Qwen 3.5 graph (persist_qwen.wgsl) */
+  int gated;                 /* built for a gated graph (persist_deltanet_attn.wgsl) */
   uint32_t s_conv, n_conv;  /* the states changed in place (conv, recurrent) in the arena, side by side, words */
   wisp_wgpu_buf bak;        /* two copies of them (WebGPU copies need two buffers) */
   wisp_wgpu_buf blob, arena, ctr;
@@ -84,8 +84,8 @@ typedef struct {
   uint32_t nwg, bar_base, barriers_per_step;
   persist_params base;      /* the parameters fixed at build */
   uint32_t state_off[WISP_GRAPH_MAX_LAYERS], v_off[WISP_GRAPH_MAX_LAYERS]; /* arena words */
-  uint32_t rec_off[WISP_GRAPH_MAX_LAYERS];  /* Qwen's DeltaNet layers: the recurrent state (arena words) */
-  uint64_t conv_words, rec_words; /* one layer's conv state (Qwen: ring) and recurrent state (Qwen; else 0) */
+  uint32_t rec_off[WISP_GRAPH_MAX_LAYERS];  /* DeltaNet layers: the recurrent state (arena words) */
+  uint64_t conv_words, rec_words; /* one layer's conv state (DeltaNet: ring) and recurrent state (DeltaNet; else 0) */
   /* Where the arena's state stands: valid for positions [0, end) as of
    * backend state epoch `epoch` (-1: not valid). Rows [out0, end) and the
    * conv states are newer than the session's buffers until flushed
@@ -128,7 +128,7 @@ static uint32_t put_vec(blob_builder *b, const wisp_vector *v) {
 }
 
 /* A matrix's nibbles, scales, zero points and kind (0 Q4, 1 Q4Z, 2 Q4_K:
- * persist_qwen.wgsl's T_*); a Q4_K matrix is its super-blocks as stored
+ * persist_deltanet_attn.wgsl's T_*); a Q4_K matrix is its super-blocks as stored
  * (no scales or zero points apart). Tied matrices (same host bytes as an
  * earlier one) share theirs. */
 typedef struct {
@@ -165,8 +165,8 @@ static int q4(const wisp_matrix *m, int rows, int cols) {
          m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
 }
 
-/* 1 when persist_lfm2.wgsl can run graph g (reasons are for WISP_VERBOSE). */
-static int lfm2_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
+/* 1 when persist_conv_attn.wgsl can run graph g (reasons are for WISP_VERBOSE). */
+static int conv_attn_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   *why = NULL;
   if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
@@ -192,7 +192,7 @@ static int lfm2_fits(wisp_backend *be, const wisp_decode_graph *g, const char **
   return *why == NULL;
 }
 
-/* Q4, Q4Z or Q4_K of this shape (persist_qwen.wgsl's products). */
+/* Q4, Q4Z or Q4_K of this shape (persist_deltanet_attn.wgsl's products). */
 static int qmat(const wisp_matrix *m, int rows, int cols) {
   if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
   return q4(m, rows, cols);
@@ -201,7 +201,7 @@ static int qmat(const wisp_matrix *m, int rows, int cols) {
 static int vec_n(const wisp_vector *v, int n) { return v && v->data && v->n == n; }
 
 /* The largest input a product stages (floats). */
-static int qwen_stage_max(const wisp_decode_graph *g) {
+static int deltanet_stage_max(const wisp_decode_graph *g) {
   int m = g->hidden;
   if (g->ffn > m) m = g->ffn;
   if (g->heads * g->head_dim > m) m = g->heads * g->head_dim;
@@ -209,16 +209,16 @@ static int qwen_stage_max(const wisp_decode_graph *g) {
   return m;
 }
 
-static uint32_t qwen_xs4(const wisp_decode_graph *g) { return ((uint32_t)qwen_stage_max(g) / 4 + 7) / 8 * 8; }
+static uint32_t deltanet_xs4(const wisp_decode_graph *g) { return ((uint32_t)deltanet_stage_max(g) / 4 + 7) / 8 * 8; }
 
-/* 1 when persist_qwen.wgsl can run graph g. */
-static int qwen_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
+/* 1 when persist_deltanet_attn.wgsl can run graph g. */
+static int deltanet_attn_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   const int KH = g->lin_k_heads, VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
   const int K = KH * DK, V = VH * DV, C = 2 * K + V;
   /* the kernel's workgroup arrays: xs (16 bytes a vec4) + xsum (XS4 / 4 floats), red + redi (MAXSG
    * each), hv + qv + acc4 (256 floats each), vsl (64), wuni + wtok */
-  const uint64_t shared = (uint64_t)qwen_xs4(g) * 17 + 2 * 4 * (PERSIST_WG / 4) + 3 * 256 * 4 + 64 * 4 + 8;
+  const uint64_t shared = (uint64_t)deltanet_xs4(g) * 17 + 2 * 4 * (PERSIST_WG / 4) + 3 * 256 * 4 + 64 * 4 + 8;
   *why = NULL;
   if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
   else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
@@ -227,7 +227,7 @@ static int qwen_fits(wisp_backend *be, const wisp_decode_graph *g, const char **
   else if (g->rotary_dim <= 0 || g->rotary_dim % 2 || g->rotary_dim > D) *why = "rotary dims";
   else if (KH <= 0 || VH <= 0 || VH % KH || VH > 256 || DK <= 0 || DK > 256 || DV <= 0 || DV % 16 || V % 32)
     *why = "DeltaNet heads or dims";
-  else if ((DK + PERSIST_WG / QWEN_CW - 1) / (PERSIST_WG / QWEN_CW) > 32) *why = "DeltaNet k dim";
+  else if ((DK + PERSIST_WG / DN_CW - 1) / (PERSIST_WG / DN_CW) > 32) *why = "DeltaNet k dim";
   else if (g->conv_len < 1 || g->conv_len > 8) *why = "conv length";
   else if (!q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)) *why = "embed/head not Q4";
   else if (!vec_n(g->final_norm, H)) *why = "final norm";
@@ -250,7 +250,7 @@ static int qwen_fits(wisp_backend *be, const wisp_decode_graph *g, const char **
 }
 
 static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
-  return g->qwen3_5 ? qwen_fits(be, g, why) : lfm2_fits(be, g, why);
+  return g->gated_layers ? deltanet_attn_fits(be, g, why) : conv_attn_fits(be, g, why);
 }
 
 /* ---- build --------------------------------------------------------------- */
@@ -310,27 +310,27 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
 
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  if (g->qwen3_5) {
-    const uint32_t ig = PERSIST_WG / QWEN_CW;
+  if (g->gated_layers) {
+    const uint32_t ig = PERSIST_WG / DN_CW;
     wisp_wgpu_const c[5] = {{"WG", PERSIST_WG},
                             {"XS4", xs4},
                             {"MAXSG", PERSIST_WG / sgmin},
-                            {"CW", QWEN_CW},
+                            {"CW", DN_CW},
                             {"NJ", ((uint32_t)g->lin_k_dim + ig - 1) / ig}};
-    return wisp_wgpu_int_kernel(be, "persist_qwen", c, 5);
+    return wisp_wgpu_int_kernel(be, "persist_deltanet_attn", c, 5);
   }
   /* tuning persistOpt: the kernel's round-trip savers (OPT bits), for A/B runs */
   const wisp_wgpu_backend_opts *o = wisp_wgpu_int_opts(be);
   wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin},
                           {"OPT", o->persist_opt_given ? o->persist_opt : PERSIST_OPT}};
-  return wisp_wgpu_int_kernel(be, "persist_lfm2", c, 4);
+  return wisp_wgpu_int_kernel(be, "persist_conv_attn", c, 4);
 }
 
-/* Barriers per step. persist_lfm2.wgsl: 4 per short-conv layer, 5 per
- * attention layer; persist_qwen.wgsl: 5 per layer; both one after the head. */
+/* Barriers per step. persist_conv_attn.wgsl: 4 per short-conv layer, 5 per
+ * attention layer; persist_deltanet_attn.wgsl: 5 per layer; both one after the head. */
 static uint32_t barriers_per_step(const wisp_decode_graph *g) {
   uint32_t n = 1;
-  for (int i = 0; i < g->n_layers; i++) n += g->layers[i].attention || g->qwen3_5 ? 5 : 4;
+  for (int i = 0; i < g->n_layers; i++) n += g->layers[i].attention || g->gated_layers ? 5 : 4;
   return n;
 }
 
@@ -361,9 +361,9 @@ static void put_tail(persist *P, const wisp_decode_graph *g, blob_builder *b, se
   }
 }
 
-/* persist_lfm2.wgsl's blob (layer table first) and arena; *a: arena words,
+/* persist_conv_attn.wgsl's blob (layer table first) and arena; *a: arena words,
  * *xs4: its staging size. */
-static void layout_lfm2(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
+static void layout_conv_attn(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
                         seen_mat *seen, uint64_t *a, uint32_t *xs4) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   int n_seen = 0;
@@ -416,15 +416,15 @@ static void layout_lfm2(persist *P, const wisp_decode_graph *g, int kv16, blob_b
   *xs4 = (*xs4 + 7) / 8 * 8; /* whole runs of 8 for the kernel's xsw swizzle */
 }
 
-/* persist_qwen.wgsl's blob (its layer table is described at LAYER_WORDS
+/* persist_deltanet_attn.wgsl's blob (its layer table is described at LAYER_WORDS
  * in the kernel) and arena. */
-static void layout_qwen(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
+static void layout_deltanet_attn(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
                         seen_mat *seen, uint64_t *a, uint32_t *xs4) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   const int VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
   const int V = VH * DV, C = 2 * g->lin_k_heads * DK + V;
   int n_seen = 0;
-  put(b, table, (size_t)g->n_layers * QWEN_LAYER_WORDS * 4); /* filled in by the caller */
+  put(b, table, (size_t)g->n_layers * DN_LAYER_WORDS * 4); /* filled in by the caller */
   int big = C + V + 2 * VH;
   if ((2 * NH + 2 * KVH) * D > big) big = (2 * NH + 2 * KVH) * D;
   P->base.s_x = (uint32_t)*a, *a += (uint64_t)H;
@@ -446,7 +446,7 @@ static void layout_qwen(persist *P, const wisp_decode_graph *g, int kv16, blob_b
   P->n_conv = (uint32_t)(*a - P->s_conv);
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
-    uint32_t *t = table + (size_t)i * QWEN_LAYER_WORDS;
+    uint32_t *t = table + (size_t)i * DN_LAYER_WORDS;
     t[0] = (uint32_t)L->attention;
     t[1] = put_vec(b, L->op_norm);
     put_mat(b, L->in, seen, &n_seen, t + 2);
@@ -473,17 +473,17 @@ static void layout_qwen(persist *P, const wisp_decode_graph *g, int kv16, blob_b
   /* rope rows up to the context only (the full table can be 100+ MB) */
   int rows = g->rope_rows < g->max_pos ? g->rope_rows : g->max_pos;
   put_tail(P, g, b, seen, &n_seen, rows, g->rotary_dim / 2);
-  *xs4 = qwen_xs4(g);
+  *xs4 = deltanet_xs4(g);
   P->base.rot_half = (uint32_t)g->rotary_dim / 2;
   P->base.lkh = (uint32_t)g->lin_k_heads, P->base.lvh = (uint32_t)VH;
   P->base.dk = (uint32_t)DK, P->base.dv = (uint32_t)DV;
-  P->base.ns = (uint32_t)(DV + QWEN_CW - 1) / QWEN_CW;
+  P->base.ns = (uint32_t)(DV + DN_CW - 1) / DN_CW;
 }
 
 static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {
   wisp_wgpu_device *d = wisp_wgpu_int_device(be);
   const int kv16 = wisp_wgpu_int_kv16(be);
-  const size_t table_words = (size_t)g->n_layers * (g->qwen3_5 ? QWEN_LAYER_WORDS : LAYER_WORDS);
+  const size_t table_words = (size_t)g->n_layers * (g->gated_layers ? DN_LAYER_WORDS : LAYER_WORDS);
   blob_builder b = {0};
   seen_mat *seen = calloc((size_t)g->n_layers * 4 + 2, sizeof *seen);
   uint32_t *table = calloc(table_words, 4);
@@ -494,8 +494,8 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   }
   uint64_t a = 0;
   uint32_t xs4 = 0;
-  if (g->qwen3_5) layout_qwen(P, g, kv16, &b, table, seen, &a, &xs4);
-  else layout_lfm2(P, g, kv16, &b, table, seen, &a, &xs4);
+  if (g->gated_layers) layout_deltanet_attn(P, g, kv16, &b, table, seen, &a, &xs4);
+  else layout_conv_attn(P, g, kv16, &b, table, seen, &a, &xs4);
   free(seen);
   wisp_status st = WISP_OK;
   const uint64_t limit = d->info.max_storage_buffer_binding_size;
@@ -520,7 +520,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.eps = g->eps;
   P->base.kv16 = (uint32_t)kv16;
   P->base.spin_max = SPIN_RUN;
-  const uint32_t rp = wisp_wgpu_int_opts(be)->persist_rp; /* Qwen 3.5: the products' row split */
+  const uint32_t rp = wisp_wgpu_int_opts(be)->persist_rp; /* gated layers: the products' row split */
   if (rp == 1 || rp == 2 || rp == 4) P->base.rp_force = rp;
   P->barriers_per_step = barriers_per_step(g);
   P->base.barriers_per_step = P->barriers_per_step;
@@ -535,7 +535,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->nwg = 0;
   P->k = make_kernel(be, g, xs4);
   if (!P->k || wisp_wgpu_int_has_error(be))
-    return wisp_fail(WISP_EDEVICE, "webgpu: building %s failed", g->qwen3_5 ? "persist_qwen.wgsl" : "persist_lfm2.wgsl");
+    return wisp_fail(WISP_EDEVICE, "webgpu: building %s failed", g->gated_layers ? "persist_deltanet_attn.wgsl" : "persist_conv_attn.wgsl");
   for (uint32_t n = want; n >= 1; n /= 2) {
     if (probe_grid(be, P, n)) {
       P->nwg = n;
@@ -561,7 +561,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->out0 = -1;
   if (wisp_env_verbose())
     fprintf(stderr, "webgpu: persistent decode (%s): %u workgroups, %u barriers a step, weights %.1f MB, arena %.1f MB\n",
-            g->qwen3_5 ? "qwen3_5" : "lfm2", P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6,
+            g->gated_layers ? "deltanet+attention" : "conv+attention", P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6,
             (double)P->arena.size / 1e6);
   return WISP_OK;
 }
@@ -586,7 +586,7 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
   WGPUBuffer arena = P->arena.b;
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
-    if (!L->attention) { /* the conv state (Qwen: its ring) and Qwen's recurrent state, whole */
+    if (!L->attention) { /* the conv state (DeltaNet: its ring) and the recurrent state, whole */
       copy_whole(be, P, wisp_wgpu_int_buf(L->state), P->state_off[i], P->conv_words, to_arena, bak);
       if (P->rec_words) copy_whole(be, P, wisp_wgpu_int_buf(L->rec_state), P->rec_off[i], P->rec_words, to_arena, bak);
       continue;
@@ -607,7 +607,7 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
  * else 1 when the persistent decode was asked for, else the plan's
  * persistentDecodeMinSteps (the registry variant's minSteps; none when the
  * plan has no persistent decode, e.g. a profile binding its own decode
- * kernels), else 1 for LFM2 and QWEN_MIN_STEPS for Qwen 3.5 (a backend
+ * kernels), else 1 for short-conv graphs and DN_MIN_STEPS for gated ones (a backend
  * configured without a plan). UINT32_MAX: never. */
 static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const uint32_t asked = wisp_wgpu_int_opts(be)->persist_min_steps;
@@ -616,7 +616,7 @@ static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const int plan = wisp_wgpu_int_settings(be)->persist_min_steps;
   if (plan > 0) return (uint32_t)plan;
   if (plan < 0) return UINT32_MAX;
-  return g->qwen3_5 ? QWEN_MIN_STEPS : 1;
+  return g->gated_layers ? DN_MIN_STEPS : 1;
 }
 
 static persist **slot(wisp_backend *be) { return (persist **)wisp_wgpu_int_persist_slot(be); }
@@ -626,7 +626,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
       pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
     return WISP_EUNSUPPORTED;
-  /* Only batches of at least min_steps steps (Qwen 3.5: 32 from its
+  /* Only batches of at least min_steps steps (gated graphs: 32 from its
    * registry variant's minSteps through the plan). H200,
    * prompt 128 + 256, tok/s persistent vs op by op at 1 / 4 / 16 / 64 steps
    * a batch: 0.8B 752 / 852 / 860 / 862 vs 823 / 845 / 831 / 765; 2B 515 /
@@ -637,7 +637,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * first, so that a session of small batches never builds the kernel. */
   if ((uint32_t)k < min_steps(be, g)) return WISP_EUNSUPPORTED;
   persist *P = *slot(be);
-  if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos || P->qwen != g->qwen3_5)) {
+  if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos || P->gated != g->gated_layers)) {
     wisp_wgpu_persist_flush(be);
     persist_release(be, P);
     free(P->gcopy);
@@ -650,14 +650,14 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     if (!P) return WISP_EUNSUPPORTED;
     *slot(be) = P;
     P->embed = g->embed;
-    P->qwen = g->qwen3_5;
+    P->gated = g->gated_layers;
     P->n_layers = g->n_layers;
     P->max_pos = g->max_pos;
-    if (g->qwen3_5 && !wisp_wgpu_int_persist_asked(be) &&
+    if (g->gated_layers && !wisp_wgpu_int_persist_asked(be) &&
         wisp_wgpu_int_device(be)->info.adapter_type == WGPUAdapterType_CPU) {
-      /* lavapipe compiles persist_qwen.wgsl for ~35 s and runs it on one
+      /* lavapipe compiles persist_deltanet_attn.wgsl for ~35 s and runs it on one
        * workgroup: no gain there, so only when asked (tests) */
-      why = "a CPU adapter (Qwen 3.5: only with tuning persist=1)";
+      why = "a CPU adapter (gated layers: only with tuning persist=1)";
       if (wisp_env_verbose()) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
       P->unsupported = 1;
     } else if (!graph_fits(be, g, &why)) {
@@ -694,7 +694,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   pp.probe = 0;
   /* The plan's flashBlocks (the backend's split cap) bounds the attention
    * splits here as in the op-by-op decode; the stats count the key blocks
-   * as g_attention does, per attention layer and step (persist_lfm2.wgsl's
+   * as g_attention does, per attention layer and step (persist_conv_attn.wgsl's
    * n_splits: one block per LK-th of the grid's threads in keys). */
   const uint32_t cap = wisp_wgpu_int_max_splits(be);
   if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;

@@ -1,5 +1,5 @@
 // wisp's own kernel for the seed profile key "attn_decode_head256"
-// (profile-qwen-3-5-2b-metal-throughput): Qwen 3.5 gated-attention decode
+// (the seed profile): gated-attention decode
 // (one token at position pos) for head_dim D = 256, online softmax over the
 // KV cache, with the output gate fused:
 //   out[h] = sigmoid(gate[h]) * sum_{j <= pos} softmax_j(scale * q_h . k_j) v_j

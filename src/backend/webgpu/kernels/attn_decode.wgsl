@@ -1,6 +1,7 @@
 // Attention for one new token (decode), fused: attn_rope + attn_flash in one
 // dispatch. For head h (KV head h / (H / KVH)) at position pos:
-//   q = rope(rmsnorm(q_h) * qn), k = rope(rmsnorm(k) * kn), v from the qkv row,
+//   q = rope(rmsnorm(q_h) * qn), k = rope(rmsnorm(k) * kn), v from the qkv row
+//   (QNORM = 0 / KNORM = 0: q / k not normed, qn / kn bound to placeholders),
 //   out[h] = sum_{j <= pos} softmax_j(scale * q . k_j) v_j,
 // where keys/values j < pos come from the caches and j = pos from the ones
 // just computed (kept in workgroup memory). The last split of the first q
@@ -29,6 +30,8 @@ override WG: u32 = 256;
 // KV16 = 1: caches of f16 pairs packed in u32 words (unpack2x16float; element
 // e is half e & 1 of word e >> 1); 0: f32 (words are f32 bits).
 override KV16: u32 = 0u;
+override QNORM: u32 = 1u; // 0: q is not normed (attention without q/k norm)
+override KNORM: u32 = 1u; // 0: k is not normed
 
 const KT: u32 = 32u; // keys per tile
 const MAXD: u32 = 256u;
@@ -106,8 +109,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     ss = vec2<f32>(qa * qa, ka * ka);
   }
   let tot = wg_sum2_sg(li, sli, sgs, ss);
-  let qinv = inverseSqrt(tot.x / f32(D) + p.eps);
-  let kinv = inverseSqrt(tot.y / f32(D) + p.eps);
+  var qinv = 1.0;
+  var kinv = 1.0;
+  if (QNORM == 1u) {
+    qinv = inverseSqrt(tot.x / f32(D) + p.eps);
+  }
+  if (KNORM == 1u) {
+    kinv = inverseSqrt(tot.y / f32(D) + p.eps);
+  }
   if (dl) {
     var j = li + half;
     if (li >= half) {
@@ -116,10 +125,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let ci = li % half;
     let c = cosv[pos * half + ci];
     let s = sinv[pos * half + ci];
-    let qn_i = qa * qinv * qn[li];
-    let qn_j = qkv[qsrc + j] * qinv * qn[j];
-    let kn_i = ka * kinv * kn[li];
-    let kn_j = qkv[ksrc + j] * kinv * kn[j];
+    var qw = vec2<f32>(1.0, 1.0); // the norm weights of elements i and j
+    var kw = vec2<f32>(1.0, 1.0);
+    if (QNORM == 1u) {
+      qw = vec2<f32>(qn[li], qn[j]);
+    }
+    if (KNORM == 1u) {
+      kw = vec2<f32>(kn[li], kn[j]);
+    }
+    let qn_i = qa * qinv * qw.x;
+    let qn_j = qkv[qsrc + j] * qinv * qw.y;
+    let kn_i = ka * kinv * kw.x;
+    let kn_j = qkv[ksrc + j] * kinv * kw.y;
     if (li < half) {
       qf[li] = (qn_i * c - qn_j * s) * p.scale;
       ks[li] = kn_i * c - kn_j * s;

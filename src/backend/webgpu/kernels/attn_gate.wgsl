@@ -1,4 +1,4 @@
-// Output gate of Qwen 3.5 gated attention: out[t][h*D + d] *= sigmoid(gate),
+// Output gate of gated attention: out[t][h*D + d] *= sigmoid(gate),
 // gate = the second half of head h's (q|gate) slice of the qkv row
 // (row = (2H + 2KVH) * D floats). One thread per output value (grid x*y of
 // WG-thread workgroups, linear id wid.x + wid.y * nwg.x).

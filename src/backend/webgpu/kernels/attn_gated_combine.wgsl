@@ -1,5 +1,5 @@
 // Merges the splits of attn_gated_decode.wgsl (one decode token) and applies
-// the Qwen 3.5 output gate (attentionDecodeOnline.useOutputGateFusion):
+// the output gate (attentionDecodeOnline.useOutputGateFusion):
 //   out[h][d] = sigmoid(gate_h[d]) * sum_z acc_z[d] e^(m_z - M) / sum_z l_z e^(m_z - M),
 // M = max_z m_z, gate_h = the second half of head h's (q|gate) slice of the
 // qkv row. One workgroup per head: grid x = H; WG >= D threads (one per

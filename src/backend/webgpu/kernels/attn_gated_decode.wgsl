@@ -1,4 +1,4 @@
-// Qwen 3.5 gated attention for one new token (decode) at position pos, the
+// Gated attention for one new token (decode) at position pos, the
 // arrangement the seed profile's session switches ask for:
 //   FUSE_ROPE = 1 (useFusedQKVSplitQKNormRoPE): this kernel splits the qkv
 //     row ([(q|gate) per head: 2D each][k: KVH*D][v: KVH*D]), RMSNorms q and k

@@ -1,8 +1,8 @@
-// Gated-attention pre-pass (Qwen 3.5 full_attention, backend.h
+// Gated-attention pre-pass (full_attention layers, backend.h
 // wisp_gated_attention_args) for n new tokens at positions pos0..: the qkv
 // row of a token is [(q|gate) per head: 2*D each][k: KVH*D][v: KVH*D].
 // q and k are RMSNormed per head over all D dims (weights qn / kn, which
-// the artifact stores as Qwen's 1 + w), the first R dims rotated with NEOX
+// the artifact stores as 1 + w), the first R dims rotated with NEOX
 // RoPE (pairs i, i + R/2; cos/sin tables [position][R/2]), dims R..D only
 // normalised. q goes to qo [n][H][D]; k and v are appended to the caches
 // [position][KVH][D]. One workgroup per (head slot, token): grid x =

@@ -1,5 +1,6 @@
 // Attention pre-pass for n new tokens at positions pos0..pos0+n-1: split the
-// fused qkv rows, RMSNorm q and k per head (weights qn / kn, eps), rotate
+// fused qkv rows, RMSNorm q and k per head (weights qn / kn, eps; QNORM = 0
+// or KNORM = 0: that norm is left out, its binding a placeholder), rotate
 // both with NEOX RoPE (pairs i, i + D/2; cos/sin tables [position][D/2]),
 // write q to qo [n][H][D] and append k and v to the caches
 // [position][KVH][D]. One workgroup per (head, token): grid x = H + 2*KVH
@@ -9,6 +10,8 @@
 // D % 8 == 0. KV16 = 0: f32 (the words are f32 bits).
 override WG: u32 = 64;
 override KV16: u32 = 0u;
+override QNORM: u32 = 1u; // 0: q is not normed (attention without q/k norm)
+override KNORM: u32 = 1u; // 0: k is not normed
 
 const MAXD: u32 = 256u;
 
@@ -64,15 +67,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
   }
-  let inv = 1.0 / sqrt(workgroupUniformLoad(&red[0]) / f32(D) + p.eps);
   let isq = hh < p.H;
+  let normed = (isq && QNORM == 1u) || (!isq && KNORM == 1u);
+  let ss_all = workgroupUniformLoad(&red[0]);
+  var inv = 1.0;
+  if (normed) {
+    inv = 1.0 / sqrt(ss_all / f32(D) + p.eps);
+  }
   for (var i = li; i < half; i += WG) {
-    var wa: f32;
-    var wb: f32;
-    if (isq) {
+    var wa = 1.0;
+    var wb = 1.0;
+    if (isq && QNORM == 1u) {
       wa = qn[i];
       wb = qn[i + half];
-    } else {
+    } else if (!isq && KNORM == 1u) {
       wa = kn[i];
       wb = kn[i + half];
     }

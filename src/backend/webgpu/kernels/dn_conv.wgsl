@@ -1,4 +1,4 @@
-// Gated DeltaNet, step 1 (Qwen 3.5 linear_attention; backend.h
+// Gated DeltaNet, step 1 (linear_attention layers; backend.h
 // wisp_deltanet_args): causal depthwise conv + SiLU over the qkv part of the
 // projection rows, token by token, with the rolling conv state.
 //   c[t][ch] = silu(sum_{k<S} taps[ch][k] * x[p - S + k][ch] + taps[ch][S] * x[p][ch])

@@ -1,7 +1,7 @@
 // Gated DeltaNet decode core for one token (useLinearAttentionFusedDecodeCore):
 // dn_conv.wgsl + dn_recur.wgsl in one dispatch, split over many workgroups.
 //
-// Why the split: one token's work is small (Qwen3.5-0.8B: 16 v-heads of a
+// Why the split: one token's work is small (the 0.8B hybrid: 16 v-heads of a
 // 128 x 128 f32 state), so a workgroup per head leaves most of a large GPU
 // idle and the kernel is bound by each workgroup's chain of loads and
 // barriers. The delta rule is independent per value column e of a head's

@@ -5,10 +5,11 @@
 //
 // QT selects the weight type: 0 = f32 (w holds the floats' bits), 1 = Q4
 // (symmetric, zero point 8), 2 = Q4Z (a 4-bit zero point per block, packed
-// two per byte, blocks numbered row-major). Q4 layout as in matvec.wgsl.
+// two per byte, blocks numbered row-major), 4 = F16, 5 = Q8_0 (layouts in
+// unpack_weights.wgsli). Q4 layout as in matvec.wgsl.
 // Grid: x = ceil(cols / WG), y = number of tokens.
 override WG: u32 = 64;  // threads per workgroup
-override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z
+override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0
 override FROM_IDS: u32 = 0u; // 1: one token, read from ids[p.pad0] (the decode loop)
 
 struct Params {
@@ -30,6 +31,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read> ids: array<u32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
+// #include "unpack_weights.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let t = wid.y;
@@ -48,6 +51,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var v: f32;
   if (QT == 0u) {
     v = bitcast<f32>(w[r * p.cols + c]);
+  } else if (QT == 4u) {
+    let e = r * p.cols + c;
+    v = unpack2x16float(w[e / 2u])[e % 2u];
+  } else if (QT == 5u) {
+    let e = r * p.cols + c;
+    v = scales[r * (p.cols / 32u) + c / 32u] * i8x4(w[e / 4u])[e % 4u];
   } else {
     let word = w[(r * p.cols + c) / 8u];
     let q = f32((word >> ((c % 8u) * 4u)) & 15u);

@@ -1,5 +1,5 @@
 // wisp's own kernel for the seed profile's "q4_decode_metal_simd16" key
-// (profile-qwen-3-5-2b-metal-throughput): y (+)= W x for a Q4_K matrix,
+// (the seed profile): y (+)= W x for a Q4_K matrix,
 // THREADS_PER_COL_GEMV lanes per output column (row of W), COLS_PER_WG
 // columns per workgroup of WORKGROUP_SIZE = COLS_PER_WG * THREADS_PER_COL_GEMV
 // threads; lanes of a column reduce in workgroup memory (segmented tree, no

@@ -1,7 +1,8 @@
 // Tiled matrix-matrix product for several tokens (prefill):
 //   y[t * y_stride + y_off + r] (+)= sum_c W[r][c] x[x_off*4 + t*cols + c]
 // for r < rows (a row range of W, see matvec.wgsl for the weight layouts and
-// QT; QT 3 is Q4_K, layout in q4k_matvec.wgsl, with cols % 256 == 0) and
+// QT; QT 3 is Q4_K, layout in q4k_matvec.wgsl, with cols % 256 == 0; 4 F16
+// and 5 Q8_0, layouts in unpack_weights.wgsli) and
 // t < n. cols % 32 == 0 for every type.
 //
 // One workgroup computes a TM x TN tile (TM rows of W, TN tokens) with
@@ -13,7 +14,7 @@
 // Grid: x = ceil(rows / TM), y = ceil(n / TN).
 override TM: u32 = 64;  // rows per tile, a multiple of 4
 override TN: u32 = 32;  // tokens per tile, a multiple of 4
-override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (scales and zp unused)
+override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (scales and zp unused), 4 F16, 5 Q8_0
 
 const P4: u32 = 9u;   // row pitch of the tiles in vec4 (36 floats: conflict-free vec4 reads)
 
@@ -39,6 +40,8 @@ var<workgroup> ws: array<vec4<f32>, TM * P4>;
 var<workgroup> xs: array<vec4<f32>, TN * P4>;
 
 // #include "q4k_words.wgsli"
+
+// #include "unpack_weights.wgsli"
 
 // Q4_K (QT 3): d * scale and dmin * min of sub-block j of the super-block
 // at u32 word `base`.
@@ -72,6 +75,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (row < p.rows) {
           let i = row * p.cols + b * 32u + c4 * 4u;
           v = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
+        }
+        ws[r * P4 + c4] = v;
+      }
+    } else if (QT == 4u || QT == 5u) {
+      // F16: 16 words a block row (vec4 c4 from words 2*c4, 2*c4 + 1); Q8_0:
+      // 8 words a block row, one scale a block.
+      for (var e = li; e < TM * 8u; e += nthreads) {
+        let r = e / 8u;
+        let c4 = e % 8u;
+        let row = r0 + r;
+        var v = vec4<f32>(0.0);
+        if (row < p.rows) {
+          if (QT == 4u) {
+            let i = row * (p.cols / 2u) + b * 16u + c4 * 2u;
+            v = f16x4(w[i], w[i + 1u]);
+          } else {
+            v = scales[row * nb + b] * i8x4(w[row * (p.cols / 4u) + b * 8u + c4]);
+          }
         }
         ws[r * P4 + c4] = v;
       }

@@ -2,7 +2,9 @@
 // token (decode), subgroup reduction (assumes subgroups are contiguous ranges of
 // local_invocation_index, checked by tests/test_webgpu_abi.c).
 //
-// QT: 0 = f32 (w holds the floats' bits, cols % 4 == 0), 1 = Q4, 2 = Q4Z.
+// QT: 0 = f32 (w holds the floats' bits, cols % 4 == 0), 1 = Q4, 2 = Q4Z,
+// 4 = F16 (halves two to a word, cols % 8 == 0), 5 = Q8_0 (int8 four to a
+// word, an f32 scale per 32-block in scales; unpack_weights.wgsli).
 // Q4 layout (wisp_matrix): row-major, cols/2 bytes a row, byte j holds
 // element 2j in its low nibble and 2j+1 in its high nibble, so nibble k of a
 // little-endian u32 word is element k of that word's 8; one f32 scale per
@@ -50,7 +52,7 @@ enable subgroups;
 override WG: u32 = 128;  // threads per workgroup, a multiple of LG
 override ROWS: u32 = 4;  // rows per lane group, <= 16
 override LG: u32 = 32;   // lanes per group: a multiple of the subgroup size
-override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
+override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0
 const MAXR: u32 = 16u;   // most ROWS
 override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
@@ -83,6 +85,8 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> xo: array<vec4<f32>>; // PRE 1/2: x as used
 @group(0) @binding(7) var<storage, read_write> amax: array<f32>;    // ARGMAX: partials out; PRE 3: the splits in; PAIR: h out
 @group(0) @binding(8) var<uniform> p: Params;
+
+// #include "unpack_weights.wgsli"
 
 // #include "matvec_common.wgsli"
 
@@ -157,10 +161,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let lane = li % LG;
   let pslots = LG / 4u;
   let norm_base = ng * ROWS * pslots;
-  var units = p.cols / 32u;
-  if (QT == 0u) {
-    units = p.cols / 4u;
-  }
+  let units = row_units();
   // Software pipelining of the weight loads (they never depend on the
   // input): the lane's first unit is loaded before the input is staged, so
   // the two memory round trips overlap instead of queueing, and each

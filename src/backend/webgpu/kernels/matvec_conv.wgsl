@@ -1,4 +1,4 @@
-// LFM2 conv block input for one token (decode), fused: the in_proj
+// Short-conv block input for one token (decode), fused: the in_proj
 // product y = W x' (W is [B; C; X] = 3*dim rows; x' as in matvec.wgsl with
 // PRE, usually the RMSNorm of x) followed by the gated short convolution of
 // shortconv.wgsl, out[ch] = C * conv(B * X) with the state [dim][L-1]
@@ -84,6 +84,8 @@ fn conv(wg_id: u32, li: u32) {
   cout[ch] = res[CH + li] * acc;
 }
 
+// #include "unpack_weights.wgsli"
+
 // #include "matvec_common.wgsli"
 
 // partial[r * (LG / 4) + subgroup within the group]: subgroup sums of
@@ -107,10 +109,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let lane = li % LG;
   let pslots = LG / 4u;
   let norm_base = ROWS * pslots;
-  var units = p.cols / 32u;
-  if (QT == 0u) {
-    units = p.cols / 4u;
-  }
+  let units = row_units();
   // This group's rows: workgroup rows grp + k * ng for k < RG.
   let RG = (ROWS + ng - 1u) / ng;
   var acc: array<f32, MAXR>;

@@ -1,4 +1,4 @@
-// LFM2 conv block input for one token (decode), fused: the in_proj
+// Short-conv block input for one token (decode), fused: the in_proj
 // product y = W x' (W is [B; C; X] = 3*dim rows; x' as in matvec.wgsl with
 // PRE, usually the RMSNorm of x) followed by the gated short convolution of
 // shortconv.wgsl, out[ch] = C * conv(B * X) with the state [dim][L-1]

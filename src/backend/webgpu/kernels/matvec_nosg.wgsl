@@ -3,7 +3,8 @@
 // (ROWS * WG * 4 bytes), summed by one thread per row. Same layout,
 // parameters, bindings and grid as matvec.wgsl.
 //
-// QT: 0 = f32 (w holds the floats' bits, cols % 4 == 0), 1 = Q4, 2 = Q4Z.
+// QT: 0 = f32 (w holds the floats' bits, cols % 4 == 0), 1 = Q4, 2 = Q4Z,
+// 4 = F16, 5 = Q8_0 (layouts: unpack_weights.wgsli).
 // Q4 layout (wisp_matrix): row-major, cols/2 bytes a row, byte j holds
 // element 2j in its low nibble and 2j+1 in its high nibble, so nibble k of a
 // little-endian u32 word is element k of that word's 8; one f32 scale per
@@ -20,8 +21,8 @@
 // so the fused op's output buffer holds what the unfused op would have
 // written. For PRE 0, nw and xo are bound to placeholders.
 //
-// Work unit: one u32 word (8 elements) for Q4/Q4Z, one vec4 (4 elements) for
-// f32. One workgroup computes ROWS consecutive rows; its WG threads stride
+// Work unit: 8 elements (one u32 word of Q4/Q4Z nibbles, four words of F16
+// halves, two of Q8_0 int8 values), one vec4 (4 elements) for f32. One workgroup computes ROWS consecutive rows; its WG threads stride
 // over a row's units. Grid: ceil(rows / ROWS) workgroups as x*y (linear id
 // wid.x + wid.y*nwg.x). The bound w/scales/zp may be a row range of a larger
 // matrix (rows = the range's rows; y_off places it in y).
@@ -34,7 +35,7 @@
 
 override WG: u32 = 128;  // threads per workgroup
 override ROWS: u32 = 4;  // rows per workgroup, <= WG and <= 16
-override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z
+override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0
 const MAXR: u32 = 16u;   // most ROWS
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
 
@@ -71,12 +72,22 @@ fn xin(i: u32) -> vec4<f32> {
   return x[p.x_off + i];
 }
 
-// Dot product of unit u of a row with the input vectors xa (and xb, Q4).
+// #include "unpack_weights.wgsli"
+
+// Dot product of unit u of a row with the input vectors xa (and xb, all but f32).
 fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
   if (QT == 0u) {
     let i = (row * (p.cols / 4u) + u) * 4u;
     let wv = bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
     return dot(wv, xa);
+  }
+  if (QT == 4u) {
+    let i = row * (p.cols / 2u) + u * 4u;
+    return dot(f16x4(w[i], w[i + 1u]), xa) + dot(f16x4(w[i + 2u], w[i + 3u]), xb);
+  }
+  if (QT == 5u) {
+    let i = row * (p.cols / 4u) + u * 2u;
+    return scales[row * (p.cols / 32u) + u / 4u] * (dot(i8x4(w[i]), xa) + dot(i8x4(w[i + 1u]), xb));
   }
   let word = w[row * (p.cols / 8u) + u];
   let blk = row * (p.cols / 32u) + u / 4u;

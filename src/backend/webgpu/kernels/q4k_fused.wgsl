@@ -1,4 +1,4 @@
-// One-token Q4_K product with the Qwen 3.5 decode fusions of the seed
+// One-token Q4_K product with the gated-layer decode fusions of the seed
 // profile's session switches (docs/webgpu.md, "The seed profile's session
 // switches"): y (+)= W x' for rows [w_row0, w_row0 + rows) of the bound
 // weights, where

@@ -1,4 +1,4 @@
-// LFM2 gated short convolution over n tokens:
+// Gated short convolution over n tokens:
 //   bx[t] = B[t][ch] * X[t][ch]
 //   out[t][ch] = C[t][ch] * sum_{k<L} taps[ch][k] * s(t - S + k),  S = L - 1,
 // where s(j) = bx[j] for j >= 0 and the carried state state[ch][S + j] for

@@ -1,4 +1,4 @@
-/* Qwen 3.5 ops of the WebGPU backend (kept apart from wgpu_backend.c):
+/* Gated-layer ops of the WebGPU backend (kept apart from wgpu_backend.c):
  * gated attention (attn_gated_rope + attn_flash [+ attn_combine] +
  * attn_gate), Gated DeltaNet (dn_conv + dn_recur) and Q4_K products
  * (q4k_matvec / q4k_matvec_nosg, or the profile kernel
@@ -37,7 +37,7 @@ typedef struct {
  * staging its input (q4k_matvec.wgsl PRE) instead of a dispatch of its
  * own: 1 = dn_norm (DeltaNet's gated RMSNorm over split heads), 2 =
  * attn_gated_combine. Held back by the op; recorded on its own by
- * wisp_wgpu_qwen_emit when no product takes it. */
+ * wisp_wgpu_gated_emit when no product takes it. */
 typedef struct {
   int kind;
   WGPUBuffer aux, src, nw; /* 1: raw o, proj (z), norm weights; 2: the splits, qkv (gates) */
@@ -54,21 +54,21 @@ typedef struct {
   q4k_pend pend;
   wisp_wgpu_buf dnraw; /* a split DeltaNet decode step's output before its gated norm */
   qin_pend fin;        /* held back (kind != 0) */
-  qin_pend taken;      /* taken by the next Q4_K product (wisp_wgpu_qwen_take_input) */
-} qwen_state;
+  qin_pend taken;      /* taken by the next Q4_K product (wisp_wgpu_gated_take_input) */
+} gated_state;
 
-static qwen_state *qs_of(wisp_backend *be) {
-  void **slot = wisp_wgpu_int_qwen_slot(be);
+static gated_state *qs_of(wisp_backend *be) {
+  void **slot = wisp_wgpu_int_gated_slot(be);
   if (!*slot) {
-    *slot = calloc(1, sizeof(qwen_state));
+    *slot = calloc(1, sizeof(gated_state));
     if (!*slot) wisp_wgpu_int_fail(be, WISP_ENOMEM, "out of memory");
   }
   return *slot;
 }
 
-void wisp_wgpu_qwen_free(wisp_backend *be) {
-  void **slot = wisp_wgpu_int_qwen_slot(be);
-  qwen_state *q = *slot;
+void wisp_wgpu_gated_free(wisp_backend *be) {
+  void **slot = wisp_wgpu_int_gated_slot(be);
+  gated_state *q = *slot;
   if (!q) return;
   wisp_wgpu_int_scratch_free(be, &q->cbuf);
   wisp_wgpu_int_scratch_free(be, &q->qbuf);
@@ -93,7 +93,7 @@ static int is_head256(const char *v) { return !strcmp(v, "wgsl_decode_head256_ga
 
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a) {
   wisp_wgpu_int_emit_pending(be);
-  qwen_state *q = qs_of(be);
+  gated_state *q = qs_of(be);
   if (!q) return;
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads, R = a->rotary_dim;
   if (D <= 0 || D > 4 * QATTN_WG || R < 2 || R % 2 || R > D || KVH <= 0 || H % KVH || a->n <= 0) {
@@ -268,7 +268,7 @@ static int dn_split_geometry(wisp_backend *be, const wisp_deltanet_args *a, dn_s
   return 1;
 }
 
-static void deltanet_in_proj(wisp_backend *be, qwen_state *q, const wisp_deltanet_args *a);
+static void deltanet_in_proj(wisp_backend *be, gated_state *q, const wisp_deltanet_args *a);
 
 /* One token through dn_decode.wgsl (and dn_norm.wgsl when a head is split
  * over several workgroups); 0 (nothing recorded) when the kernel cannot
@@ -290,7 +290,7 @@ static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBu
           (uint32_t)a->pos0, g.ns, a->eps};
   WGPUBuffer proj = wisp_wgpu_int_buf(a->proj), out = wisp_wgpu_int_buf(a->out);
   /* split heads: the raw output goes to dnraw, the gated norm follows */
-  qwen_state *q = qs_of(be);
+  gated_state *q = qs_of(be);
   if (g.ns > 1 && (!q || !wisp_wgpu_int_scratch(be, &q->dnraw, (uint64_t)V * 4, (uint64_t)V * 4, "wisp deltanet raw")))
     return 1; /* failure kept */
   wisp_wgpu_binding bd[8] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(al), whole(dt),
@@ -330,7 +330,7 @@ static void rec_input_op(wisp_backend *be, const qin_pend *f) {
 }
 
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
-  qwen_state *q = qs_of(be);
+  gated_state *q = qs_of(be);
   if (!q) return;
   const int K0 = a->k_heads * a->k_dim, V0 = a->v_heads * a->v_dim;
   if (q->pend.active && q->pend.y == a->proj && a->n == 1 && q->pend.W->rows == 2 * K0 + 2 * V0 + 2 * a->v_heads)
@@ -459,9 +459,9 @@ static int input_op_fits(wisp_backend *be, const qin_pend *f, const wisp_matrix 
   return gn && wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES + (uint64_t)gn * 4) > 1;
 }
 
-int wisp_wgpu_qwen_take_input(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
+int wisp_wgpu_gated_take_input(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
                               const wisp_buf *y) {
-  qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+  gated_state *q = *wisp_wgpu_int_gated_slot(be);
   if (!q || !input_op_fits(be, &q->fin, W, x, x_row0, n, y)) return 0;
   q->taken = q->fin;
   q->fin.kind = 0;
@@ -469,7 +469,7 @@ int wisp_wgpu_qwen_take_input(wisp_backend *be, const wisp_matrix *W, const wisp
 }
 
 /* Placeholders for the q4k kernels' unused read-write bindings. */
-static int dummies(wisp_backend *be, qwen_state *q) {
+static int dummies(wisp_backend *be, gated_state *q) {
   for (int i = 0; i < 3; i++)
     if (!wisp_wgpu_int_scratch(be, &q->dum[i], 16, 16, "wisp q4k placeholder")) return 0;
   return 1;
@@ -482,7 +482,7 @@ static int dummies(wisp_backend *be, qwen_state *q) {
  * z; with amax (q4k_fused's ARGMAX), bound seventh, partials from part_off on.
  * nb: the bindings k has (6 or 7). Returns the next part_off; *records (may be
  * NULL) counts the dispatches. */
-static uint32_t rec_q4k_parts(wisp_backend *be, qwen_state *q, wisp_wgpu_kernel *k, int nb, uint32_t rows_wg,
+static uint32_t rec_q4k_parts(wisp_backend *be, gated_state *q, wisp_wgpu_kernel *k, int nb, uint32_t rows_wg,
                               const wisp_matrix *W, int lo, int hi, const q4k_pend *pd, int x_row0, int acc, int pair,
                               wisp_buf *z, WGPUBuffer amax, uint32_t part_off, uint64_t *records) {
   const int pre = pd->nx != NULL;
@@ -528,7 +528,7 @@ static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi
   if (!chosen || W->cols % 256 || S == 0 || S > (pair ? wg / 2 : wg) || is_simd16(v) ||
       xn * 16 + (uint64_t)S * 64 + wg * 8 > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size)
     return 0;
-  qwen_state *q = qs_of(be);
+  gated_state *q = qs_of(be);
   if (!q || !dummies(be, q)) return 0;
   wisp_wgpu_const c[2] = {{"WG", wg}, {"XN", (uint32_t)xn}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_sb", c, 2);
@@ -658,7 +658,7 @@ static qgeo geo_of(wisp_backend *be, const wisp_matrix *W, int wg, int cols, int
 /* Rows [lo, hi) of W (one token): y[r] (+)= W[r] . x' (pre: x' = rmsnorm(nx) * nw, also
  * written to nxo); pair F: rows r and r + F with SwiGLU into z; argmax: partials from
  * part_off on (returns the next part_off). */
-static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix *W, int lo, int hi,
+static uint32_t rec_q4k_fused(wisp_backend *be, gated_state *q, const wisp_matrix *W, int lo, int hi,
                               const q4k_pend *pd, int acc, int pair, wisp_buf *z, WGPUBuffer amax, uint32_t part_off,
                               qgeo g) {
   if (!dummies(be, q)) return part_off;
@@ -681,9 +681,9 @@ static uint32_t rec_q4k_fused(wisp_backend *be, qwen_state *q, const wisp_matrix
 
 void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *nx, WGPUBuffer nw, float eps,
                              const wisp_buf *nxo, const wisp_buf *x, int x_row0, int n, wisp_buf *y, int accumulate) {
-  qwen_state *q = qs_of(be);
+  gated_state *q = qs_of(be);
   if (!q) return;
-  if (q->taken.kind) { /* an input op taken by wisp_wgpu_qwen_take_input: fused into this product */
+  if (q->taken.kind) { /* an input op taken by wisp_wgpu_gated_take_input: fused into this product */
     qin_pend f = q->taken;
     q->taken.kind = 0;
     rec_q4k_matvec(be, W, x, x_row0, n, y, accumulate, &f);
@@ -702,8 +702,8 @@ void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_
   wisp_wgpu_q4k_matmul(be, W, x, x_row0, n, y, accumulate);
 }
 
-void wisp_wgpu_qwen_emit(wisp_backend *be) {
-  qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+void wisp_wgpu_gated_emit(wisp_backend *be) {
+  gated_state *q = *wisp_wgpu_int_gated_slot(be);
   if (q && q->fin.kind) {
     qin_pend f = q->fin;
     q->fin.kind = 0;
@@ -717,8 +717,8 @@ void wisp_wgpu_qwen_emit(wisp_backend *be) {
 }
 
 /* fusedFfnQ4K: the held-back gate/up product and this SwiGLU in one dispatch. */
-int wisp_wgpu_qwen_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+int wisp_wgpu_gated_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  gated_state *q = *wisp_wgpu_int_gated_slot(be);
   const wisp_backend_settings *s = wisp_wgpu_int_settings(be);
   if (!q || !q->pend.active || !s->ffn_q4k || q->pend.y != gu || n != 1 || q->pend.W->rows != 2 * ffn)
     return 0;
@@ -734,8 +734,8 @@ int wisp_wgpu_qwen_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, 
 }
 
 /* useGreedyLmHeadArgmaxFusion for a Q4_K head (lmHeadArgmaxQ4K geometry). */
-int wisp_wgpu_qwen_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids) {
-  qwen_state *q = *wisp_wgpu_int_qwen_slot(be);
+int wisp_wgpu_gated_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids) {
+  gated_state *q = *wisp_wgpu_int_gated_slot(be);
   const wisp_backend_settings *s = wisp_wgpu_int_settings(be);
   if (!q || !q->pend.active || !greedy || !wisp_wgpu_int_fuse_argmax(be) || q->pend.y != logits ||
       q->pend.W->rows != vocab || logits == ids || q->pend.x == ids || q->pend.nx == ids)
@@ -755,7 +755,7 @@ int wisp_wgpu_qwen_head_argmax(wisp_backend *be, const wisp_buf *logits, int voc
 
 /* The held-back in_proj product of a one-token gated_deltanet: one product, or the
  * [qkv | z | b | a] row ranges as separate products (QKVZ / AB projection fusion off). */
-static void deltanet_in_proj(wisp_backend *be, qwen_state *q, const wisp_deltanet_args *a) {
+static void deltanet_in_proj(wisp_backend *be, gated_state *q, const wisp_deltanet_args *a) {
   const wisp_backend_settings *s = wisp_wgpu_int_settings(be);
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   q4k_pend pd = q->pend;

@@ -1,18 +1,18 @@
-// Persistent decode of Qwen 3.5: `steps` greedy decode steps of the hybrid
+// Persistent decode of Gated DeltaNet hybrids: `steps` greedy decode steps of the hybrid
 // (Gated DeltaNet and gated attention layers, SwiGLU MLP, Q4_K / Q4 / Q4Z
-// weights) in ONE dispatch, as persist_lfm2.wgsl does for LFM2: a fixed
+// weights) in ONE dispatch, as persist_conv_attn.wgsl does for short-conv hybrids: a fixed
 // grid of p.nwg co-resident workgroups walks every phase of every step, and
 // phases that depend on each other are separated by grid barriers
 // (persist_common.wgsli). Why: the op-by-op decode of the 0.8B is 124
 // dispatches a token, each a launch and a ramp-up (~2.7 us on the H200
 // before any work) and host recording. Measured (docs/webgpu.md,
-// "Persistent decode of Qwen 3.5"): a phase here costs ~2.5 us before any
+// "Persistent decode of Gated DeltaNet hybrids"): a phase here costs ~2.5 us before any
 // work too, so this wins only where the host's recording and submits
 // mattered (many steps a batch: +13 % on the 0.8B at 64); the host runs it
 // from the plan's minSteps (32). Host side: wgpu_persist.c.
 //
-// A step, per layer (5 barriers), exactly what qwen3_5.c's decode_step
-// records (src/model/qwen3_5.c has the maths):
+// A step, per layer (5 barriers), exactly what the model file's decode_step
+// records (src/model/ has the maths):
 //   A  every workgroup stages rmsnorm(x) * op_norm; the layer's input
 //      product (DeltaNet in_proj [qkv | z | b | a], attention q|gate, k, v)
 //      goes raw to big.
@@ -54,7 +54,7 @@ override CW: u32 = 16;      // value columns of a DeltaNet task
 override NJ: u32 = 8;       // state rows per thread in a DeltaNet task: ceil(dk / (WG / CW))
 
 const NONE: u32 = 0xffffffffu;
-// The layer table (wgpu_persist.c, layout_qwen): layer l's LAYER_WORDS
+// The layer table (wgpu_persist.c, layout_deltanet_attn): layer l's LAYER_WORDS
 // words at blob word l * LAYER_WORDS. 0 kind (1 attention); 1 op_norm;
 // 2-5 in, 6-9 out, 10-13 gate_up, 14-17 down (each q, s, z, kind: mat());
 // 18 ffn_norm; DeltaNet: 19 conv taps, 20 A_log, 21 dt_bias, 22 the gated
@@ -68,7 +68,7 @@ const T_Q4: u32 = 0u;
 const T_Q4Z: u32 = 1u;
 const T_Q4K: u32 = 2u;
 
-// The first 40 words are persist_lfm2.wgsl's (the host fills one struct).
+// The first 40 words are persist_conv_attn.wgsl's (the host fills one struct).
 struct Params {
   n_layers: u32, H: u32, F: u32, heads: u32,
   kvh: u32, D: u32, L: u32, vocab: u32,
@@ -146,7 +146,7 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
 }
 
 // DeltaNet: stages rmsnorm(o_h) * norm * silu(z_h) for every v-head h
-// (Qwen3_5RMSNormGated), o raw in mid, z in big after the conv channels.
+// (the gated RMSNorm), o raw in mid, z in big after the conv channels.
 fn stage_gated(l: u32, li: u32) {
   let dv = p.dv;
   let V = p.lvh * dv;
@@ -570,7 +570,7 @@ fn n_splits(pos: u32) -> u32 {
   return max(1u, min((pos + kc) / kc, p.nsmax));
 }
 
-// Attention over keys 0..pos split as persist_lfm2.wgsl's attn_split; the
+// Attention over keys 0..pos split as persist_conv_attn.wgsl's attn_split; the
 // split holding pos first stores the new K/V row (every such task of a
 // KV head stores the same values).
 fn attn_split(l: u32, pos: u32, wid: u32, li: u32, sli: u32, sgs: u32) {

@@ -1,4 +1,4 @@
-// Persistent decode: `steps` greedy decode steps of an LFM2-style hybrid
+// Persistent decode: `steps` greedy decode steps of a hybrid
 // (short-conv and attention layers, SwiGLU MLP, Q4/Q4Z weights, tied head)
 // in ONE dispatch. The one-token products of a decode step are too small to
 // fill the GPU, so the per-op path spends most of a token in ~66 dispatch

@@ -1,0 +1,255 @@
+/* Dense Llama and Qwen3 models (all-attention layers, no short conv) on the
+ * WebGPU backend against the CPU backend, for every weight type `wisp
+ * convert` writes (f32, q4, q4k, f16, q8_0).
+ *
+ * The checkpoints are written here from C: a tiny LlamaForCausalLM (no q/k
+ * norm, llama3 rope scaling whose original context, 64, puts the rope
+ * frequencies in all three bands; head dim 32, untied head) and a tiny
+ * Qwen3ForCausalLM (q/k norm, head dim 64, tied head), converted with the
+ * CLI. A 40-token prompt, then 48 greedy steps through eval (op by op:
+ * prefill attention, one-token attention split over key blocks past 64
+ * positions) and 48 through the decode loop (which takes the persistent
+ * decode where it applies: Q4 weights). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/webgpu/wgpu_backend.h"
+#include "engine/engine.h"
+#include "st_fixture.h"
+#include "test.h"
+#include "webgpu_fixture.h"
+
+#define TOL_DENSE_LOGITS 1e-3 /* per step, relative to max|logit| (as TOL_LOGITS, test_webgpu_backend.c) */
+
+enum { DH = 128, DF = 256, DV = 256, DNH = 4, DKV = 2, DL = 2, PROMPT = 40, STEPS = 48 };
+
+static int head_dim(int llama) { return llama ? 32 : 64; }
+
+/* config.json + model.safetensors of the tiny model into dir (which exists). */
+static int write_dense(const char *dir, int llama) {
+  const int D = head_dim(llama);
+  char path[800], cfg[1200];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  snprintf(cfg, sizeof cfg,
+           "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, \"intermediate_size\": %d, "
+           "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+           "\"vocab_size\": %d, \"rms_norm_eps\": 1e-05, \"rope_theta\": %s, \"max_position_embeddings\": 256, "
+           "\"tie_word_embeddings\": %s, \"attention_bias\": false, \"hidden_act\": \"silu\"%s}",
+           llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM", llama ? "llama" : "qwen3", DH, DF, DL, DNH, DKV, D, DV,
+           llama ? "500000.0" : "1000000.0", llama ? "false" : "true",
+           llama ? ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                   "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}"
+                 : ", \"use_sliding_window\": false");
+  if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
+  static const struct {
+    const char *fmt;
+    int rows, cols; /* 0: DH, -1: D, -2: DNH * D, -3: DKV * D, -4: DF */
+    int qwen_only;
+  } per[] = {{"model.layers.%d.input_layernorm.weight", 1, 0, 0},
+             {"model.layers.%d.post_attention_layernorm.weight", 1, 0, 0},
+             {"model.layers.%d.self_attn.q_proj.weight", -2, 0, 0},
+             {"model.layers.%d.self_attn.k_proj.weight", -3, 0, 0},
+             {"model.layers.%d.self_attn.v_proj.weight", -3, 0, 0},
+             {"model.layers.%d.self_attn.o_proj.weight", 0, -2, 0},
+             {"model.layers.%d.self_attn.q_norm.weight", 1, -1, 1},
+             {"model.layers.%d.self_attn.k_norm.weight", 1, -1, 1},
+             {"model.layers.%d.mlp.gate_proj.weight", -4, 0, 0},
+             {"model.layers.%d.mlp.up_proj.weight", -4, 0, 0},
+             {"model.layers.%d.mlp.down_proj.weight", 0, -4, 0}};
+  const int sizes[5] = {DH, D, DNH * D, DKV * D, DF};
+  enum { MAXT = DL * 11 + 3 };
+  static char names[MAXT][96];
+  fx_tensor t[MAXT];
+  float *data[MAXT] = {0};
+  int n = 0, rc = 0;
+  for (int l = 0; l < DL; l++)
+    for (size_t k = 0; k < sizeof per / sizeof per[0]; k++) {
+      if (llama && per[k].qwen_only) continue;
+      snprintf(names[n], sizeof names[n], per[k].fmt, l);
+      int r = per[k].rows == 1 ? 1 : sizes[-per[k].rows], c = sizes[-per[k].cols];
+      t[n] = (fx_tensor){names[n], "F32", r == 1 ? 1 : 2, {r == 1 ? c : r, c}, NULL};
+      n++;
+    }
+  t[n++] = (fx_tensor){"model.embed_tokens.weight", "F32", 2, {DV, DH}, NULL};
+  if (llama) t[n++] = (fx_tensor){"lm_head.weight", "F32", 2, {DV, DH}, NULL};
+  t[n++] = (fx_tensor){"model.norm.weight", "F32", 1, {DH}, NULL};
+  for (int i = 0; i < n && !rc; i++) {
+    int64_t ne = t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1);
+    if (!(data[i] = malloc(sizeof(float) * (size_t)ne))) rc = -1;
+    for (int64_t j = 0; !rc && j < ne; j++) data[i][j] = fx_tiny_value(t[i].name, 11, j);
+    t[i].data = data[i];
+  }
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  if (!rc) rc = fx_write_safetensors(path, t, n);
+  for (int i = 0; i < n; i++) free(data[i]);
+  return rc;
+}
+
+/* The model converted with --quant quant (made once per process). */
+static const char *dense_artifact(int llama, const char *quant, char *log, size_t cap) {
+  static char made[2][5][600];
+  static const char *quants[5] = {"f32", "q4", "q4k", "f16", "q8_0"};
+  int qi = 0;
+  while (qi < 5 && strcmp(quants[qi], quant)) qi++;
+  if (qi == 5) return NULL;
+  if (made[llama][qi][0]) return made[llama][qi];
+  char hf[600], dir[600], cmd[2048];
+  snprintf(hf, sizeof hf, "%s/dense_%s_hf", test_tmpdir(), llama ? "llama" : "qwen3");
+  struct stat sb;
+  if (stat(hf, &sb) != 0 && (mkdir(hf, 0755) != 0 || write_dense(hf, llama) != 0)) {
+    snprintf(log, cap, "cannot write %s", hf);
+    return NULL;
+  }
+  snprintf(dir, sizeof dir, "%s/dense_%s_%s", test_tmpdir(), llama ? "llama" : "qwen3", quant);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet", test_wisp_bin(), hf, dir, quant);
+  if (test_run(cmd, log, cap)) return NULL;
+  snprintf(made[llama][qi], sizeof made[llama][qi], "%s", dir);
+  return made[llama][qi];
+}
+
+/* eval on the WebGPU session, then a sync: a readback that failed (and left
+ * NaN logits) reports its error here. */
+static wisp_status gpu_eval(wisp_session *s, const int32_t *ids, int n, float *logits) {
+  wisp_status st = wisp_session_eval(s, ids, n, logits);
+  return st ? st : s->backend->sync(s->backend);
+}
+
+static int argmax_of(const float *v, int n) {
+  int b = 0;
+  for (int i = 1; i < n; i++)
+    if (v[i] > v[b]) b = i;
+  return b;
+}
+
+/* The prompt, then STEPS greedy steps through eval on both backends (equal
+ * tokens, logits within TOL_DENSE_LOGITS), then STEPS through the decode
+ * loop from the prompt's state (equal tokens). *persistent gets the decode
+ * steps the WebGPU persistent kernel ran, *worst the largest logit error. */
+static int dense_parity(const char *dir, char *err, size_t cap, uint64_t *persistent, double *worst) {
+  wisp_model *m = NULL;
+  if (wisp_model_open(dir, &m)) {
+    snprintf(err, cap, "open %s: %s", dir, wisp_last_error());
+    return 0;
+  }
+  const int V = wisp_model_vocab(m);
+  wisp_session *sc = NULL, *sg = NULL;
+  wisp_session_options oc = {.backend = "cpu", .threads = 1}, og = {.backend = "webgpu"};
+  wisp_status st = wisp_session_new(m, &oc, &sc);
+  if (!st) st = wisp_session_new(m, &og, &sg);
+  float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+  int ok = !st && lc && lg;
+  if (!ok) snprintf(err, cap, "sessions: %s", st ? wisp_last_error() : "out of memory");
+  int32_t prompt[PROMPT];
+  for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 37 + 11) % V);
+  if (ok && (wisp_session_eval(sc, prompt, PROMPT, lc) || gpu_eval(sg, prompt, PROMPT, lg))) {
+    snprintf(err, cap, "prompt: %s", wisp_last_error());
+    ok = 0;
+  }
+  int32_t first = 0;
+  *worst = 0;
+  for (int step = 0; ok && step < STEPS; step++) {
+    double mx = 0, e = 0;
+    for (int i = 0; i < V; i++) {
+      mx = fmax(mx, fabs(lc[i]));
+      e = fmax(e, fabs((double)lg[i] - lc[i]));
+    }
+    if (isnan(e)) e = INFINITY;
+    *worst = fmax(*worst, e / mx);
+    int tc = argmax_of(lc, V), tg = argmax_of(lg, V);
+    if (tc != tg || !(e <= TOL_DENSE_LOGITS * mx)) {
+      snprintf(err, cap, "eval step %d: token cpu %d webgpu %d, logit error %.3g of max %.3g", step, tc, tg, e, mx);
+      ok = 0;
+      break;
+    }
+    if (step == 0) first = tc;
+    int32_t t = tc;
+    if (wisp_session_eval(sc, &t, 1, lc) || gpu_eval(sg, &t, 1, lg)) {
+      snprintf(err, cap, "eval step %d: %s", step, wisp_last_error());
+      ok = 0;
+    }
+  }
+  wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+  if (ok) {
+    wisp_session_reset(sc);
+    wisp_session_reset(sg);
+    ok = !wisp_session_eval(sc, prompt, PROMPT, NULL) && !wisp_session_eval(sg, prompt, PROMPT, NULL);
+    int32_t a[STEPS], b[STEPS];
+    int na = 0, nb = 0;
+    wisp_generate_options go = {.temperature = 0};
+    wisp_wgpu_backend_stats_get(sg->backend, &s0);
+    if (ok)
+      ok = !wisp_session_generate(sc, first, STEPS, &go, a, &na) && !wisp_session_generate(sg, first, STEPS, &go, b, &nb);
+    wisp_wgpu_backend_stats_get(sg->backend, &s1);
+    if (!ok) snprintf(err, cap, "generate: %s", wisp_last_error());
+    if (ok && (na != STEPS || nb != STEPS || memcmp(a, b, sizeof a))) {
+      int k = 0;
+      while (k < STEPS && a[k] == b[k]) k++;
+      snprintf(err, cap, "generate: %d and %d tokens, first difference at %d", na, nb, k);
+      ok = 0;
+    }
+  }
+  *persistent = s1.persistent_steps - s0.persistent_steps;
+  free(lc);
+  free(lg);
+  wisp_session_free(sc);
+  wisp_session_free(sg);
+  wisp_model_close(m);
+  return ok;
+}
+
+static void dense_suite(int llama) {
+  static const char *quants[] = {"f32", "q4", "q4k", "f16", "q8_0"};
+  for (size_t i = 0; i < sizeof quants / sizeof quants[0]; i++) {
+    char log[4096] = "", err[600] = "";
+    const char *dir = dense_artifact(llama, quants[i], log, sizeof log);
+    CHECKF(dir, "convert --quant %s: %s", quants[i], log);
+    uint64_t persistent = 0;
+    double worst = 0;
+    int ok = dense_parity(dir, err, sizeof err, &persistent, &worst);
+    CHECKF(ok, "%s %s: %s", llama ? "llama" : "qwen3", quants[i], err);
+    /* The persistent decode runs Q4 graphs (with or without q/k norm) and
+     * declines the other weight types, which then decode op by op. */
+    const int q4 = !strcmp(quants[i], "q4");
+    CHECKF(q4 ? persistent > 0 : persistent == 0, "%s %s: %llu decode steps in the persistent kernel",
+           llama ? "llama" : "qwen3", quants[i], (unsigned long long)persistent);
+    printf("     %s %s: %d + %d greedy tokens equal, max logit error %.3g of max|logit|, %llu persistent steps\n",
+           llama ? "llama" : "qwen3", quants[i], STEPS, STEPS, worst, (unsigned long long)persistent);
+  }
+}
+
+TEST(webgpu_dense_llama_matches_cpu) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  dense_suite(1);
+}
+
+TEST(webgpu_dense_qwen3_matches_cpu) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  dense_suite(0);
+}
+
+/* `wisp logits --greedy N --decode-loop` (what tests/parity/run_device.sh
+ * runs as backend "webgpu+loop"): on WebGPU its greedy tokens after the
+ * first come from the decode loop, the persistent decode for the q4 Llama,
+ * and equal the CPU's one eval a token. */
+TEST(webgpu_dense_logits_decode_loop_cli) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "", cmd[2048];
+  const char *dir = dense_artifact(1, "q4", log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  static char cpu[1 << 16], gpu[1 << 16];
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 40 --backend cpu 2>&1", test_wisp_bin(),
+           dir);
+  CHECKF(test_run(cmd, cpu, sizeof cpu) == 0, "%s", cpu);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 40 --backend webgpu --decode-loop 2>&1",
+           test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, gpu, sizeof gpu) == 0, "%s", gpu);
+  const char *gc = strstr(cpu, "\"greedy\""), *gg = strstr(gpu, "\"greedy\"");
+  CHECKF(gc && gg, "no greedy list:\n%.300s\n%.300s", cpu, gpu);
+  CHECKF(strlen(gc) > 100 && !strcmp(gc, gg), "greedy tokens differ:\n%.400s\n%.400s", gc, gg);
+}
