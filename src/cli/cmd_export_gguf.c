@@ -19,6 +19,8 @@
 #include "format/gguf.h"
 #include "format/gguf_arch.h"
 #include "format/tensor.h"
+#include "tokenizer/tok_settings.h"
+#include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
 
@@ -260,6 +262,34 @@ done:
   return st;
 }
 
+/* What the tokenizer does beyond its vocabulary: the BOS/EOS flags (from the
+ * post-processor), the special ids and the chat template, under llama.cpp's
+ * keys, so that llama.cpp encodes prompts as wisp does and an import gets
+ * them back (docs/gguf.md, "Tokenizer"). */
+static wisp_status put_tokenizer_settings(exporter *e, const char *dir) {
+  const wisp_artifact *a = e->a;
+  wisp_tokenizer *t = NULL;
+  wisp_tok_settings ts;
+  wisp_status st = wisp_tokenizer_for_artifact(dir, a->tokenizer, a->manifest, a->shape.vocab, &t);
+  if (st) return st;
+  st = wisp_tok_settings_for_artifact(dir, a->manifest, t, &ts);
+  wisp_tokenizer_free(t);
+  if (st) return st;
+  if (ts.bos >= 0) wisp_gguf_put_u32(e->w, "tokenizer.ggml.bos_token_id", (uint32_t)ts.bos);
+  if (ts.eos >= 0) wisp_gguf_put_u32(e->w, "tokenizer.ggml.eos_token_id", (uint32_t)ts.eos);
+  static const char *const extra_keys[WISP_TOK_MAX_EXTRA_STOP] = {"tokenizer.ggml.eot_token_id",
+                                                                   "tokenizer.ggml.eom_token_id"};
+  for (int i = 0; i < ts.n_extra_stop; i++) wisp_gguf_put_u32(e->w, extra_keys[i], (uint32_t)ts.extra_stop[i]);
+  if (ts.pad >= 0) wisp_gguf_put_u32(e->w, "tokenizer.ggml.padding_token_id", (uint32_t)ts.pad);
+  /* Always written: llama.cpp's default when absent depends on the
+   * pre-tokenizer's name (true for llama-bpe) and would differ from wisp. */
+  wisp_gguf_put_bool(e->w, "tokenizer.ggml.add_bos_token", ts.add_bos);
+  wisp_gguf_put_bool(e->w, "tokenizer.ggml.add_eos_token", ts.add_eos);
+  if (ts.chat_template) wisp_gguf_put_str(e->w, "tokenizer.chat_template", ts.chat_template);
+  wisp_tok_settings_free(&ts);
+  return WISP_OK;
+}
+
 static const cJSON *wisp_field(const wisp_artifact *a, const char *key) {
   return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp"), key);
 }
@@ -442,7 +472,8 @@ static wisp_status export_model(exporter *e, const char *dir) {
   for (int i = 0; i < e->a->shape.n_layers; i++)
     if (e->a->shape.layer_types[i] == WISP_LAYER_CONV && strcmp(ga->name, "lfm2"))
       return wisp_fail(WISP_EUNSUPPORTED, "%s: a conv layer cannot be written as %s", dir, ga->name);
-  if (!strcmp(e->a->tokenizer, "bpe") && (st = put_tokenizer(e, dir))) return st;
+  if (!strcmp(e->a->tokenizer, "bpe") && ((st = put_tokenizer(e, dir)) || (st = put_tokenizer_settings(e, dir))))
+    return st;
   if (!strcmp(ga->name, "llama") && (st = put_rope_freqs(e))) return st;
   if ((st = put_tensors(e, ga))) return st;
   /* llama_ftype: 0 all F32, 7 mostly Q8_0, 15 mostly Q4_K_M */

@@ -17,14 +17,13 @@ const char *wisp_chat_template_name(wisp_chat_template kind) {
   }
 }
 
-/* A token field of tokenizer_config.json: a string or {"content": ...}. */
-static const char *token_field(const cJSON *cfg, const char *key) {
+const char *wisp_chat_token_field(const cJSON *cfg, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
   if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static const char *template_text(const cJSON *cfg) {
+const char *wisp_chat_template_text(const cJSON *cfg) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
   if (cJSON_IsString(t)) return t->valuestring;
   if (cJSON_IsArray(t)) { /* [{"name": ..., "template": ...}]: the default one */
@@ -42,7 +41,7 @@ static const char *template_text(const cJSON *cfg) {
 
 wisp_chat_template wisp_chat_detect(const cJSON *cfg) {
   if (!cfg) return WISP_CHAT_NONE;
-  const char *t = template_text(cfg), *bos = token_field(cfg, "bos_token");
+  const char *t = wisp_chat_template_text(cfg), *bos = wisp_chat_token_field(cfg, "bos_token");
   if (!t) return WISP_CHAT_NONE;
   /* LFM2 first: its BOS is the signature (its templates may mention <think> too). */
   if (strstr(t, "<|startoftext|>") || (bos && !strcmp(bos, "<|startoftext|>") && strstr(t, "bos_token")))
@@ -69,12 +68,9 @@ static wisp_status read_json(const char *path, cJSON **out) {
   return WISP_OK;
 }
 
-wisp_status wisp_chat_load(const char *config_path, const char *generation_path, const wisp_tokenizer *t,
-                           wisp_chat_info *out) {
+wisp_status wisp_chat_info_from_json(const cJSON *cfg, const cJSON *gen, const char *gen_label,
+                                    const wisp_tokenizer *t, wisp_chat_info *out) {
   memset(out, 0, sizeof *out);
-  cJSON *cfg = NULL, *gen = NULL;
-  wisp_status st;
-  if ((st = read_json(config_path, &cfg)) || (st = read_json(generation_path, &gen))) goto done;
   out->kind = wisp_chat_detect(cfg);
   const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
   if (cJSON_IsNumber(eos)) {
@@ -84,13 +80,21 @@ wisp_status wisp_chat_load(const char *config_path, const char *generation_path,
       if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble <= 2147483647.0) add_stop(out, (int32_t)e->valuedouble);
     }
   } else if (eos && !cJSON_IsNull(eos)) {
-    st = wisp_fail(WISP_EFORMAT, "%s: eos_token_id must be an integer or a list of integers", generation_path);
-    goto done;
+    return wisp_fail(WISP_EFORMAT, "%s: eos_token_id must be an integer or a list of integers", gen_label);
   }
-  const char *eos_tok = token_field(cfg, "eos_token");
+  const char *eos_tok = wisp_chat_token_field(cfg, "eos_token");
   if (eos_tok) add_stop(out, wisp_tokenizer_token_id(t, eos_tok));
   add_stop(out, wisp_tokenizer_token_id(t, "<|im_end|>"));
-done:
+  return WISP_OK;
+}
+
+wisp_status wisp_chat_load(const char *config_path, const char *generation_path, const wisp_tokenizer *t,
+                           wisp_chat_info *out) {
+  memset(out, 0, sizeof *out);
+  cJSON *cfg = NULL, *gen = NULL;
+  wisp_status st;
+  if (!(st = read_json(config_path, &cfg)) && !(st = read_json(generation_path, &gen)))
+    st = wisp_chat_info_from_json(cfg, gen, generation_path, t, out);
   cJSON_Delete(cfg);
   cJSON_Delete(gen);
   return st;
