@@ -18,6 +18,7 @@
 #include "format/artifact.h"
 #include "format/gguf.h"
 #include "format/gguf_arch.h"
+#include "format/quant.h"
 #include "format/tensor.h"
 #include "tokenizer/tok_settings.h"
 #include "tokenizer/tokenizer.h"
@@ -32,61 +33,9 @@ typedef struct {
   int wrote_q4k; /* for general.file_type */
 } exporter;
 
-/* Builds a wisp_matrix view of section base NAME (rows x cols). */
+/* A wisp_matrix view of section base NAME (rows x cols), any weight type. */
 static wisp_status view(const exporter *e, const char *name, int rows, int cols, wisp_matrix *m) {
-  char s[128];
-  const uint8_t *d;
-  memset(m, 0, sizeof *m);
-  m->rows = rows;
-  m->cols = cols;
-  snprintf(s, sizeof s, "%s.weight", name);
-  if (wisp_artifact_section(e->a, s)) {
-    m->type = WISP_W_F32;
-    wisp_status st = wisp_artifact_bytes(e->a, s, (uint64_t)rows * cols * 4, &d);
-    m->f32 = (const float *)d;
-    return st;
-  }
-  snprintf(s, sizeof s, "%s.f16", name);
-  if (wisp_artifact_section(e->a, s)) {
-    m->type = WISP_W_F16;
-    wisp_status st = wisp_artifact_bytes(e->a, s, wisp_f16_bytes(rows, cols), &d);
-    m->q = d;
-    return st;
-  }
-  snprintf(s, sizeof s, "%s.q8_0", name);
-  if (wisp_artifact_section(e->a, s)) {
-    m->type = WISP_W_Q8_0;
-    if (cols % WISP_Q8_0_BLOCK) return wisp_fail(WISP_EFORMAT, "section '%s': cols %d not a multiple of 32", s, cols);
-    wisp_status st = wisp_artifact_bytes(e->a, s, wisp_q8_0_bytes(rows, cols), &d);
-    m->q = d;
-    return st;
-  }
-  snprintf(s, sizeof s, "%s.q4k", name);
-  if (wisp_artifact_section(e->a, s)) {
-    m->type = WISP_W_Q4K;
-    if (cols % WISP_Q4K_BLOCK) return wisp_fail(WISP_EFORMAT, "section '%s': cols %d not a multiple of 256", s, cols);
-    wisp_status st = wisp_artifact_bytes(e->a, s, wisp_q4k_bytes(rows, cols), &d);
-    m->q = d;
-    return st;
-  }
-  wisp_status st;
-  snprintf(s, sizeof s, "%s.quant", name);
-  if ((st = wisp_artifact_bytes(e->a, s, wisp_q4_quant_bytes(rows, cols), &d))) return st;
-  m->q = d;
-  snprintf(s, sizeof s, "%s.scales", name);
-  if ((st = wisp_artifact_bytes(e->a, s, wisp_q4_scale_bytes(rows, cols), &d))) return st;
-  m->scales = (const float *)d;
-  m->type = WISP_W_Q4;
-  snprintf(s, sizeof s, "%s.zero_points", name);
-  const wisp_section *z = wisp_artifact_section(e->a, s);
-  if (z) {
-    if (z->bytes != wisp_q4_zp_bytes(rows, cols))
-      return wisp_fail(WISP_EFORMAT, "section '%s' has %llu bytes, expected %zu", s, (unsigned long long)z->bytes,
-                       wisp_q4_zp_bytes(rows, cols));
-    m->zp = e->a->weights + z->offset;
-    m->type = WISP_W_Q4Z;
-  }
-  return WISP_OK;
+  return wisp_matrix_bind(e->a, name, rows, cols, m);
 }
 
 /* Rows r0 + map[r] of a matrix as f32, then its columns reordered by cmap. */

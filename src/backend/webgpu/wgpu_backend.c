@@ -23,6 +23,7 @@
 #include "backend/webgpu/wgpu_compute.h"
 #include "backend/webgpu/wgpu_internal.h"
 #include "backend/webgpu/wgsl_kernels.h"
+#include "format/quant.h"
 #include "util/err.h"
 
 #define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of Qwen 3.5 0.8B uses ~8k */
@@ -738,15 +739,14 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   if (m->type == WISP_W_F16 || m->type == WISP_W_Q8_0)
     return wisp_fail(WISP_EUNSUPPORTED,
                      "webgpu: f16/q8_0 matrices are not supported yet; convert with --quant q4, q4k or f32");
-  if (m->type == WISP_W_Q4K && cols % WISP_Q4K_BLOCK)
-    return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", cols);
-  if (m->type != WISP_W_F32 && cols % WISP_Q4_BLOCK)
-    return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", cols);
+  /* block size and bytes per row of each section: the quant table */
+  const wisp_quant_traits *qt = wisp_quant_traits_of(m->type);
+  if (cols % qt->block)
+    return wisp_fail(WISP_EFORMAT, "%s matrix with %d columns is not a whole number of %d-blocks", qt->name, cols,
+                     qt->block);
   const int nb = cols / WISP_Q4_BLOCK;
-  uint64_t wrow = m->type == WISP_W_F32   ? (uint64_t)cols * 4
-                  : m->type == WISP_W_Q4K ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
-                                          : (uint64_t)cols / 2;
-  uint64_t srow = m->type == WISP_W_Q4K ? 0 : (uint64_t)nb * 4;
+  uint64_t wrow = qt->planes[0].bytes(1, cols);
+  uint64_t srow = qt->n_planes > 1 ? qt->planes[1].bytes(1, cols) : 0;
   uint64_t per_row = wrow > srow ? wrow : srow;
   uint64_t limit = g->max_binding;
   /* A Q4Z part must start at an even block (zero points are two a byte). */
