@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "format/artifact.h"
+#include "format/gguf.h"
 #include "format/quant.h"
 #include "format/tensor.h"
 #include "st_fixture.h"
@@ -108,4 +109,43 @@ TEST(quant_decode_weight_bytes_are_the_stored_bytes_q4k) {
   CHECKF(n_q4k > 0 && n_mm > n_q4k, "%d Q4_K of %d matmuls: the test needs both kinds", n_q4k, n_mm);
   CHECKF(counted == stored, "decode weight bytes %llu, the matrices occupy %llu", (unsigned long long)counted,
          (unsigned long long)stored);
+}
+
+/* export-gguf keeps the bytes of every type with a GGUF twin (quant.h's
+ * ggml_type): an F16 and a Q8_0 artifact go out as F16 / Q8_0 tensors whose
+ * data are the sections' bytes, with llama.cpp's file type. */
+TEST(quant_export_keeps_f16_and_q8_0_bytes) {
+  char hf[600], art[700], gg[760], cmd[4096], log[8192];
+  snprintf(hf, sizeof hf, "%s/qtab_lfm2_hf", test_tmpdir());
+  CHECK(mkdir(hf, 0755) == 0);
+  fx_lfm2_opts o = {.untied = 1, .seed = 5};
+  CHECK(fx_write_tiny_lfm2(hf, &o) == 0);
+  static const struct { const char *quant; uint32_t ggml; int64_t file_type; } cases[] = {
+      {"f16", WISP_GGML_F16, 1}, {"q8_0", WISP_GGML_Q8_0, 7}};
+  for (int k = 0; k < 2; k++) {
+    snprintf(art, sizeof art, "%s/qtab_%s", test_tmpdir(), cases[k].quant);
+    snprintf(gg, sizeof gg, "%s.gguf", art);
+    snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet && %s export-gguf %s -o %s", test_wisp_bin(), hf,
+             art, cases[k].quant, test_wisp_bin(), art, gg);
+    CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+    wisp_artifact *a = NULL;
+    wisp_gguf *f = NULL;
+    CHECKF(wisp_artifact_open(art, &a) == WISP_OK, "%s", wisp_last_error());
+    if (wisp_gguf_open(gg, &f)) {
+      wisp_artifact_free(a);
+      CHECKF(0, "%s", wisp_last_error());
+    }
+    char sec[64];
+    snprintf(sec, sizeof sec, "L0.mlp.down.%s", cases[k].quant);
+    const wisp_section *s = wisp_artifact_section(a, sec);
+    const wisp_gguf_tensor *t = wisp_gguf_tensor_find(f, "blk.0.ffn_down.weight");
+    int64_t ft = -1;
+    wisp_gguf_get_int(f, "general.file_type", &ft);
+    int same = s && t && t->type == cases[k].ggml && t->bytes == s->bytes &&
+               !memcmp(t->data, a->weights + s->offset, (size_t)s->bytes);
+    wisp_gguf_close(f);
+    wisp_artifact_free(a);
+    CHECKF(same, "%s: blk.0.ffn_down.weight is not the section's bytes", cases[k].quant);
+    CHECKF(ft == cases[k].file_type, "%s: general.file_type %lld", cases[k].quant, (long long)ft);
+  }
 }

@@ -30,12 +30,24 @@ typedef struct {
   wisp_gguf_writer *w;
   int q8;
   wisp_gguf_geom geo;
-  int wrote_q4k; /* for general.file_type */
+  int file_type, file_type_rank; /* general.file_type (note_type) */
 } exporter;
 
 /* A wisp_matrix view of section base NAME (rows x cols), any weight type. */
 static wisp_status view(const exporter *e, const char *name, int rows, int cols, wisp_matrix *m) {
   return wisp_matrix_bind(e->a, name, rows, cols, m);
+}
+
+/* general.file_type: llama.cpp's "mostly" type, the most compact matrix
+ * type written (0 when all are F32). */
+static void note_type(exporter *e, uint32_t ggml_type) {
+  static const struct { uint32_t ggml; int file_type; } order[] = {
+      {WISP_GGML_F16, 1}, {WISP_GGML_Q8_0, 7}, {WISP_GGML_Q4_K, 15}};
+  for (int i = 0; i < 3; i++)
+    if (order[i].ggml == ggml_type && i + 1 > e->file_type_rank) {
+      e->file_type_rank = i + 1;
+      e->file_type = order[i].file_type;
+    }
 }
 
 /* Rows r0 + map[r] of a matrix as f32, then its columns reordered by cmap. */
@@ -51,8 +63,9 @@ static wisp_status gather_f32(const wisp_matrix *m, int r0, const int *map, int 
   return WISP_OK;
 }
 
-/* A matrix part (rule->part of section SEC) as GGUF tensor GNAME: Q4_K
- * bytes are copied row by row (a row permutation keeps them valid); others
+/* A matrix part (rule->part of section SEC) as GGUF tensor GNAME: a
+ * quantized type with a GGUF twin (Q4_K, Q8_0, F16: format/quant.h) keeps
+ * its bytes, copied row by row (a row permutation keeps them valid); others
  * go out as F32, or Q8_0 with --q8_0, after the rule's transforms. */
 static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const char *sec, const char *gname) {
   int total, r0, rows, cols;
@@ -69,12 +82,13 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
   if ((st = wisp_gguf_row_map(&e->geo, rule->xform, rows, gname, map)) ||
       (st = wisp_gguf_col_map(&e->geo, rule->xform, cols, gname, cmap)))
     goto done;
-  if (m.type == WISP_W_Q4K && !(rule->xform & GA_X_VH_COLS)) {
-    size_t rb = (size_t)(cols / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
+  const wisp_quant_traits *qt = wisp_quant_traits_of(m.type);
+  if (m.type != WISP_W_F32 && qt->ggml_type != WISP_QUANT_NO_GGML && !(rule->xform & GA_X_VH_COLS)) {
+    size_t rb = (size_t)wisp_quant_bytes(m.type, 1, cols);
     if (!(q = malloc(rb * (size_t)rows))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
     for (int r = 0; r < rows; r++) memcpy(q + (size_t)r * rb, m.q + (size_t)(r0 + map[r]) * rb, rb);
-    st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_Q4_K, q, rb * (size_t)rows);
-    e->wrote_q4k = 1;
+    st = wisp_gguf_add_tensor(e->w, gname, 2, ne, qt->ggml_type, q, rb * (size_t)rows);
+    note_type(e, qt->ggml_type);
     goto done;
   }
   if (!(buf = malloc(n * sizeof(float)))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
@@ -83,6 +97,7 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
     if (!(q = malloc(n / 32 * 34 + 1))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
     wisp_quantize_q8_0(buf, n, q);
     st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_Q8_0, q, n / 32 * 34);
+    note_type(e, WISP_GGML_Q8_0);
   } else {
     st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_F32, buf, n * sizeof(float));
   }
@@ -425,8 +440,8 @@ static wisp_status export_model(exporter *e, const char *dir) {
     return st;
   if (!strcmp(ga->name, "llama") && (st = put_rope_freqs(e))) return st;
   if ((st = put_tensors(e, ga))) return st;
-  /* llama_ftype: 0 all F32, 7 mostly Q8_0, 15 mostly Q4_K_M */
-  wisp_gguf_put_u32(e->w, "general.file_type", e->wrote_q4k ? 15 : e->q8 ? 7 : 0);
+  /* llama_ftype: 0 all F32, 1 mostly F16, 7 mostly Q8_0, 15 mostly Q4_K_M (note_type) */
+  wisp_gguf_put_u32(e->w, "general.file_type", (uint32_t)e->file_type);
   return WISP_OK;
 }
 
