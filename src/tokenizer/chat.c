@@ -1,6 +1,7 @@
 /* Chat templates; see chat.h. */
 #include "tokenizer/chat.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +52,25 @@ wisp_chat_template wisp_chat_detect(const cJSON *cfg) {
   return WISP_CHAT_NONE;
 }
 
-static void add_stop(wisp_chat_info *c, int32_t id) {
-  if (id < 0 || wisp_chat_is_stop(c, id) || c->n_stop >= WISP_CHAT_MAX_STOP) return;
+/* Adds a stop id once; 0 when the list is full. */
+static int add_stop(wisp_chat_info *c, int32_t id) {
+  if (id < 0 || wisp_chat_is_stop(c, id)) return 1;
+  if (c->n_stop >= WISP_CHAT_MAX_STOP) return 0;
   c->stop[c->n_stop++] = id;
+  return 1;
+}
+
+/* One eos_token_id value as a stop: an integer id (a negative one means
+ * none, as some configs write -1); anything else, or one id too many, is an
+ * error naming the file. */
+static wisp_status take_eos(wisp_chat_info *c, const cJSON *v, const char *label) {
+  double d = cJSON_IsNumber(v) ? v->valuedouble : 0.5;
+  if (d != floor(d) || d > 2147483647.0)
+    return wisp_fail(WISP_EFORMAT, "%s: eos_token_id must be an integer or a list of integers", label);
+  if (d >= 0 && !add_stop(c, (int32_t)d))
+    return wisp_fail(WISP_EFORMAT, "%s: eos_token_id lists more stop tokens than wisp keeps (%d)", label,
+                     WISP_CHAT_MAX_STOP);
+  return WISP_OK;
 }
 
 static wisp_status read_json(const char *path, cJSON **out) {
@@ -72,19 +89,18 @@ wisp_status wisp_chat_info_from_json(const cJSON *cfg, const cJSON *gen, const c
                                     const wisp_tokenizer *t, wisp_chat_info *out) {
   memset(out, 0, sizeof *out);
   out->kind = wisp_chat_detect(cfg);
-  const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
-  if (cJSON_IsNumber(eos)) {
-    if (eos->valuedouble >= 0 && eos->valuedouble <= 2147483647.0) add_stop(out, (int32_t)eos->valuedouble);
-  } else if (cJSON_IsArray(eos)) {
-    cJSON_ArrayForEach(e, eos) {
-      if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble <= 2147483647.0) add_stop(out, (int32_t)e->valuedouble);
-    }
-  } else if (eos && !cJSON_IsNull(eos)) {
-    return wisp_fail(WISP_EFORMAT, "%s: eos_token_id must be an integer or a list of integers", gen_label);
-  }
+  /* The template's own end tokens first, so that a long generation_config
+   * list can never crowd them out. */
   const char *eos_tok = wisp_chat_token_field(cfg, "eos_token");
   if (eos_tok) add_stop(out, wisp_tokenizer_token_id(t, eos_tok));
   add_stop(out, wisp_tokenizer_token_id(t, "<|im_end|>"));
+  const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
+  if (!eos || cJSON_IsNull(eos)) return WISP_OK;
+  if (!cJSON_IsArray(eos)) return take_eos(out, eos, gen_label);
+  cJSON_ArrayForEach(e, eos) {
+    wisp_status st = take_eos(out, e, gen_label);
+    if (st) return st;
+  }
   return WISP_OK;
 }
 

@@ -194,6 +194,10 @@ write("tokenizer_config", "objects.json", json.dumps(
 write("generation_config", "list.json", json.dumps({"bos_token_id": 257, "eos_token_id": [260, 258], "pad_token_id": 256}))
 write("generation_config", "int.json", json.dumps({"eos_token_id": 260, "do_sample": True, "temperature": 0.7}))
 write("generation_config", "odd.json", json.dumps({"eos_token_id": [1e300, -1, 3.5, "x", None], "bos_token_id": 99999}))
+# regressions: more eos ids than the stop list holds (the template's <|im_end|>
+# was dropped), a fractional id (was truncated into a stop token)
+write("generation_config", "regress-stop-overflow.json", json.dumps({"eos_token_id": list(range(2, 20))}))
+write("generation_config", "regress-fractional-id.json", json.dumps({"eos_token_id": [43.6, 2]}))
 
 # chat templates: template NUL bos_token NUL system NUL user NUL assistant NUL user
 def chat(flags, template, bos, *msgs):
