@@ -5,7 +5,8 @@
 #   tests/parity/llama_cpp_greedy.sh LLAMA_BIN_DIR WISP_BIN [ARTIFACT] [N]
 #
 # LLAMA_BIN_DIR holds llama-completion and libllama (a llama.cpp build's
-# bin/); ARTIFACT defaults to models/default, N (tokens per prompt) to 32.
+# bin/); ARTIFACT defaults to models/default, N (tokens per prompt) to 32;
+# WISP_BACKEND=cpu|webgpu picks wisp's backend (default: wisp's auto).
 # For each prompt it compares:
 #   - the prompt ids: `wisp run --ids` against llama-completion --verbose-prompt
 #     (so BOS and special tokens are added alike);
@@ -19,7 +20,7 @@
 # with the very values wisp's Q4 kernels expand. Exit 0 when all match.
 set -uo pipefail
 if [ $# -lt 2 ]; then
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
   exit 2
 fi
 LLAMA_BIN=$(cd "$1" && pwd) || exit 2
@@ -65,7 +66,7 @@ for p in "${prompts[@]}"; do
   # wisp: stdout is the prompt, the generated text and a newline
   for side in art re; do
     dir=$ART; [ "$side" = re ] && dir="$tmp/reimport"
-    "$WISP" run -m "$dir" -p "$p" -n "$N" --temp 0 --ignore-eos --ids >"$tmp/w_$side.out" 2>"$tmp/w_$side.err" ||
+    "$WISP" run -m "$dir" -p "$p" -n "$N" --temp 0 --ignore-eos --ids ${WISP_BACKEND:+--backend "$WISP_BACKEND"} >"$tmp/w_$side.out" 2>"$tmp/w_$side.err" ||
       { echo "FAIL [$label]: wisp run on $dir failed: $(tail -n 1 "$tmp/w_$side.err")"; fail=1; continue 2; }
   done
   python3 - "$tmp/w_art.out" "$p" >"$tmp/w.txt" <<'EOF'
