@@ -27,7 +27,7 @@ DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 
 DEFAULT_MODEL ?= models/synthetic-seed
 
-.PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build
+.PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build fuzz-smoke
 
 all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe
 
@@ -88,7 +88,7 @@ bench: deps all
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_NAMES   := gguf safetensors manifest tokenizer_json
+FUZZ_NAMES   := gguf safetensors manifest tokenizer_json tokenizer_config generation_config chat_template
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 
 fuzz-build:
@@ -107,6 +107,21 @@ fuzz: fuzz-build
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 	  $(FUZZ_BUILD)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -max_len=131072 -rss_limit_mb=4096 \
 	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$n- $(FUZZ_BUILD)/corpus/$$n 2>&1 | tail -n 3 || exit 1; \
+	done
+
+# `make test`'s smoke run: each harness replays its committed seeds and then
+# makes FUZZ_RUNS more inputs (fixed seed, a count rather than a time, so a
+# loaded machine runs the same inputs); new inputs go to a scratch directory.
+FUZZ_RUNS ?= 2000
+fuzz-smoke: fuzz-build
+	@for n in $(FUZZ_NAMES); do \
+	  rm -rf $(FUZZ_BUILD)/smoke/$$n && mkdir -p $(FUZZ_BUILD)/smoke/$$n; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+	  $(FUZZ_BUILD)/fuzz_$$n -runs=$(FUZZ_RUNS) -seed=1 -max_len=131072 -rss_limit_mb=4096 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$n- $(FUZZ_BUILD)/smoke/$$n tests/fuzz/corpus/$$n \
+	    >$(FUZZ_BUILD)/smoke/$$n.log 2>&1 \
+	    || { tail -n 30 $(FUZZ_BUILD)/smoke/$$n.log; echo "fuzz_$$n: FAILED"; exit 1; }; \
+	  echo "fuzz_$$n: $$(grep -o 'Done [0-9]* runs' $(FUZZ_BUILD)/smoke/$$n.log) clean"; \
 	done
 
 clean:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: build and run the whole suite twice, optimised and then under
-# ASan+UBSan, and print one combined closing line that CI can read.
+# ASan+UBSan, smoke-run every fuzz harness, and print one combined closing
+# line that CI can read.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -28,6 +29,10 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktra
 # wisp's: suppressed for that library only, see scripts/lsan-webgpu.supp.
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-webgpu.supp:print_suppressions=0"
 run_suite sanitized build-san OPT=-O1 "SAN=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+# Every fuzz harness briefly (docs/fuzzing.md): its seeds plus a fixed number
+# of generated inputs, under ASan+UBSan; a crash or leak fails the run.
+echo "== fuzz smoke =="
+if make -s fuzz-smoke; then total_pass=$((total_pass + 1)); else total_fail=$((total_fail + 1)); fi
 if [ "$total_skip" -gt 0 ]; then
   echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"
 else

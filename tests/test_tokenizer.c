@@ -437,7 +437,7 @@ TEST(chat_detect_and_stop_tokens) {
   CHECK(info.n_stop == 4 && wisp_chat_is_stop(&info, 265) && wisp_chat_is_stop(&info, 7) &&
         wisp_chat_is_stop(&info, 270) && wisp_chat_is_stop(&info, 266) && !wisp_chat_is_stop(&info, 259));
   gen = fixture_write("gc2.json", "{\"eos_token_id\": 3}");
-  CHECK(!wisp_chat_load(NULL, gen, t, &info) && info.n_stop == 2 && info.stop[0] == 3 && info.kind == WISP_CHAT_NONE);
+  CHECK(!wisp_chat_load(NULL, gen, t, &info) && info.n_stop == 2 && wisp_chat_is_stop(&info, 3) && info.kind == WISP_CHAT_NONE);
   gen = fixture_write("gc3.json", "{\"eos_token_id\": \"x\"}");
   CHECK(wisp_chat_load(NULL, gen, t, &info) == WISP_EFORMAT);
   wisp_tokenizer_free(t);

@@ -18,7 +18,10 @@
 #include "format/artifact.h"
 #include "format/gguf.h"
 #include "format/gguf_arch.h"
+#include "format/quant.h"
 #include "format/tensor.h"
+#include "tokenizer/tok_settings.h"
+#include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
 
@@ -27,64 +30,24 @@ typedef struct {
   wisp_gguf_writer *w;
   int q8;
   wisp_gguf_geom geo;
-  int wrote_q4k; /* for general.file_type */
+  int file_type, file_type_rank; /* general.file_type (note_type) */
 } exporter;
 
-/* Builds a wisp_matrix view of section base NAME (rows x cols). */
+/* A wisp_matrix view of section base NAME (rows x cols), any weight type. */
 static wisp_status view(const exporter *e, const char *name, int rows, int cols, wisp_matrix *m) {
-  char s[128];
-  const uint8_t *d;
-  memset(m, 0, sizeof *m);
-  m->rows = rows;
-  m->cols = cols;
-  snprintf(s, sizeof s, "%s.weight", name);
-  if (wisp_artifact_section(e->a, s)) {
-    m->type = WISP_W_F32;
-    wisp_status st = wisp_artifact_bytes(e->a, s, (uint64_t)rows * cols * 4, &d);
-    m->f32 = (const float *)d;
-    return st;
-  }
-  snprintf(s, sizeof s, "%s.f16", name);
-  if (wisp_artifact_section(e->a, s)) {
-    m->type = WISP_W_F16;
-    wisp_status st = wisp_artifact_bytes(e->a, s, wisp_f16_bytes(rows, cols), &d);
-    m->q = d;
-    return st;
-  }
-  snprintf(s, sizeof s, "%s.q8_0", name);
-  if (wisp_artifact_section(e->a, s)) {
-    m->type = WISP_W_Q8_0;
-    if (cols % WISP_Q8_0_BLOCK) return wisp_fail(WISP_EFORMAT, "section '%s': cols %d not a multiple of 32", s, cols);
-    wisp_status st = wisp_artifact_bytes(e->a, s, wisp_q8_0_bytes(rows, cols), &d);
-    m->q = d;
-    return st;
-  }
-  snprintf(s, sizeof s, "%s.q4k", name);
-  if (wisp_artifact_section(e->a, s)) {
-    m->type = WISP_W_Q4K;
-    if (cols % WISP_Q4K_BLOCK) return wisp_fail(WISP_EFORMAT, "section '%s': cols %d not a multiple of 256", s, cols);
-    wisp_status st = wisp_artifact_bytes(e->a, s, wisp_q4k_bytes(rows, cols), &d);
-    m->q = d;
-    return st;
-  }
-  wisp_status st;
-  snprintf(s, sizeof s, "%s.quant", name);
-  if ((st = wisp_artifact_bytes(e->a, s, wisp_q4_quant_bytes(rows, cols), &d))) return st;
-  m->q = d;
-  snprintf(s, sizeof s, "%s.scales", name);
-  if ((st = wisp_artifact_bytes(e->a, s, wisp_q4_scale_bytes(rows, cols), &d))) return st;
-  m->scales = (const float *)d;
-  m->type = WISP_W_Q4;
-  snprintf(s, sizeof s, "%s.zero_points", name);
-  const wisp_section *z = wisp_artifact_section(e->a, s);
-  if (z) {
-    if (z->bytes != wisp_q4_zp_bytes(rows, cols))
-      return wisp_fail(WISP_EFORMAT, "section '%s' has %llu bytes, expected %zu", s, (unsigned long long)z->bytes,
-                       wisp_q4_zp_bytes(rows, cols));
-    m->zp = e->a->weights + z->offset;
-    m->type = WISP_W_Q4Z;
-  }
-  return WISP_OK;
+  return wisp_matrix_bind(e->a, name, rows, cols, m);
+}
+
+/* general.file_type: llama.cpp's "mostly" type, the most compact matrix
+ * type written (0 when all are F32). */
+static void note_type(exporter *e, uint32_t ggml_type) {
+  static const struct { uint32_t ggml; int file_type; } order[] = {
+      {WISP_GGML_F16, 1}, {WISP_GGML_Q8_0, 7}, {WISP_GGML_Q4_K, 15}};
+  for (int i = 0; i < 3; i++)
+    if (order[i].ggml == ggml_type && i + 1 > e->file_type_rank) {
+      e->file_type_rank = i + 1;
+      e->file_type = order[i].file_type;
+    }
 }
 
 /* Rows r0 + map[r] of a matrix as f32, then its columns reordered by cmap. */
@@ -100,8 +63,9 @@ static wisp_status gather_f32(const wisp_matrix *m, int r0, const int *map, int 
   return WISP_OK;
 }
 
-/* A matrix part (rule->part of section SEC) as GGUF tensor GNAME: Q4_K
- * bytes are copied row by row (a row permutation keeps them valid); others
+/* A matrix part (rule->part of section SEC) as GGUF tensor GNAME: a
+ * quantized type with a GGUF twin (Q4_K, Q8_0, F16: format/quant.h) keeps
+ * its bytes, copied row by row (a row permutation keeps them valid); others
  * go out as F32, or Q8_0 with --q8_0, after the rule's transforms. */
 static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const char *sec, const char *gname) {
   int total, r0, rows, cols;
@@ -118,12 +82,13 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
   if ((st = wisp_gguf_row_map(&e->geo, rule->xform, rows, gname, map)) ||
       (st = wisp_gguf_col_map(&e->geo, rule->xform, cols, gname, cmap)))
     goto done;
-  if (m.type == WISP_W_Q4K && !(rule->xform & GA_X_VH_COLS)) {
-    size_t rb = (size_t)(cols / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
+  const wisp_quant_traits *qt = wisp_quant_traits_of(m.type);
+  if (m.type != WISP_W_F32 && qt->ggml_type != WISP_QUANT_NO_GGML && !(rule->xform & GA_X_VH_COLS)) {
+    size_t rb = (size_t)wisp_quant_bytes(m.type, 1, cols);
     if (!(q = malloc(rb * (size_t)rows))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
     for (int r = 0; r < rows; r++) memcpy(q + (size_t)r * rb, m.q + (size_t)(r0 + map[r]) * rb, rb);
-    st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_Q4_K, q, rb * (size_t)rows);
-    e->wrote_q4k = 1;
+    st = wisp_gguf_add_tensor(e->w, gname, 2, ne, qt->ggml_type, q, rb * (size_t)rows);
+    note_type(e, qt->ggml_type);
     goto done;
   }
   if (!(buf = malloc(n * sizeof(float)))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
@@ -132,6 +97,7 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
     if (!(q = malloc(n / 32 * 34 + 1))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
     wisp_quantize_q8_0(buf, n, q);
     st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_Q8_0, q, n / 32 * 34);
+    note_type(e, WISP_GGML_Q8_0);
   } else {
     st = wisp_gguf_add_tensor(e->w, gname, 2, ne, WISP_GGML_F32, buf, n * sizeof(float));
   }
@@ -258,6 +224,34 @@ done:
   free(pad);
   cJSON_Delete(root);
   return st;
+}
+
+/* What the tokenizer does beyond its vocabulary: the BOS/EOS flags (from the
+ * post-processor), the special ids and the chat template, under llama.cpp's
+ * keys, so that llama.cpp encodes prompts as wisp does and an import gets
+ * them back (docs/gguf.md, "Tokenizer"). */
+static wisp_status put_tokenizer_settings(exporter *e, const char *dir) {
+  const wisp_artifact *a = e->a;
+  wisp_tokenizer *t = NULL;
+  wisp_tok_settings ts;
+  wisp_status st = wisp_tokenizer_for_artifact(dir, a->tokenizer, a->manifest, a->shape.vocab, &t);
+  if (st) return st;
+  st = wisp_tok_settings_for_artifact(dir, a->manifest, t, &ts);
+  wisp_tokenizer_free(t);
+  if (st) return st;
+  if (ts.bos >= 0) wisp_gguf_put_u32(e->w, "tokenizer.ggml.bos_token_id", (uint32_t)ts.bos);
+  if (ts.eos >= 0) wisp_gguf_put_u32(e->w, "tokenizer.ggml.eos_token_id", (uint32_t)ts.eos);
+  static const char *const extra_keys[WISP_TOK_MAX_EXTRA_STOP] = {"tokenizer.ggml.eot_token_id",
+                                                                   "tokenizer.ggml.eom_token_id"};
+  for (int i = 0; i < ts.n_extra_stop; i++) wisp_gguf_put_u32(e->w, extra_keys[i], (uint32_t)ts.extra_stop[i]);
+  if (ts.pad >= 0) wisp_gguf_put_u32(e->w, "tokenizer.ggml.padding_token_id", (uint32_t)ts.pad);
+  /* Always written: llama.cpp's default when absent depends on the
+   * pre-tokenizer's name (true for llama-bpe) and would differ from wisp. */
+  wisp_gguf_put_bool(e->w, "tokenizer.ggml.add_bos_token", ts.add_bos);
+  wisp_gguf_put_bool(e->w, "tokenizer.ggml.add_eos_token", ts.add_eos);
+  if (ts.chat_template) wisp_gguf_put_str(e->w, "tokenizer.chat_template", ts.chat_template);
+  wisp_tok_settings_free(&ts);
+  return WISP_OK;
 }
 
 static const cJSON *wisp_field(const wisp_artifact *a, const char *key) {
@@ -442,11 +436,12 @@ static wisp_status export_model(exporter *e, const char *dir) {
   for (int i = 0; i < e->a->shape.n_layers; i++)
     if (e->a->shape.layer_types[i] == WISP_LAYER_CONV && strcmp(ga->name, "lfm2"))
       return wisp_fail(WISP_EUNSUPPORTED, "%s: a conv layer cannot be written as %s", dir, ga->name);
-  if (!strcmp(e->a->tokenizer, "bpe") && (st = put_tokenizer(e, dir))) return st;
+  if (!strcmp(e->a->tokenizer, "bpe") && ((st = put_tokenizer(e, dir)) || (st = put_tokenizer_settings(e, dir))))
+    return st;
   if (!strcmp(ga->name, "llama") && (st = put_rope_freqs(e))) return st;
   if ((st = put_tensors(e, ga))) return st;
-  /* llama_ftype: 0 all F32, 7 mostly Q8_0, 15 mostly Q4_K_M */
-  wisp_gguf_put_u32(e->w, "general.file_type", e->wrote_q4k ? 15 : e->q8 ? 7 : 0);
+  /* llama_ftype: 0 all F32, 1 mostly F16, 7 mostly Q8_0, 15 mostly Q4_K_M (note_type) */
+  wisp_gguf_put_u32(e->w, "general.file_type", (uint32_t)e->file_type);
   return WISP_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "format/quant.h"
 #include "plan/registry.h"
 #include "util/err.h"
 #include "util/paths.h"
@@ -146,22 +147,13 @@ wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p) {
   return WISP_OK;
 }
 
-static uint64_t matrix_bytes(const wisp_matrix *w) {
-  if (w->type == WISP_W_F32) return (uint64_t)w->rows * (uint64_t)w->cols * 4;
-  if (w->type == WISP_W_F16) return wisp_f16_bytes(w->rows, w->cols);
-  if (w->type == WISP_W_Q8_0) return wisp_q8_0_bytes(w->rows, w->cols);
-  uint64_t b = wisp_q4_quant_bytes(w->rows, w->cols) + wisp_q4_scale_bytes(w->rows, w->cols);
-  if (w->type == WISP_W_Q4Z) b += wisp_q4_zp_bytes(w->rows, w->cols);
-  return b;
-}
-
 uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p) {
   const wisp_plan_phase *phase = &p->phases[WISP_PHASE_DECODE];
   uint64_t total = 0;
   for (int i = 0; i < phase->n_epilogue; i++)
     if (!strcmp(phase->epilogue[i].op, "matmul")) {
       const wisp_matrix *w = m->arch->matrix(m->weights, -1, phase->epilogue[i].section);
-      if (w) total += matrix_bytes(w);
+      if (w) total += wisp_matrix_bytes(w);
     }
   for (int g = 0; g < phase->n_groups; g++) {
     const wisp_plan_group *grp = &phase->groups[g];
@@ -169,7 +161,7 @@ uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p
       for (int i = 0; i < grp->n_ops; i++) {
         if (strcmp(grp->ops[i].op, "matmul")) continue;
         const wisp_matrix *w = m->arch->matrix(m->weights, grp->layers[l], grp->ops[i].section);
-        if (w) total += matrix_bytes(w);
+        if (w) total += wisp_matrix_bytes(w);
       }
   }
   return total;

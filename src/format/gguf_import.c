@@ -357,20 +357,42 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
   return WISP_OK;
 }
 
-/* Split regexes of the pre-tokenizers wisp knows by llama.cpp's names. */
-static const char *pre_regex(const char *pre) {
-  static const char *llama3 =
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-  static const char *qwen2 =
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-  if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "lfm2") || !strcmp(pre, "smollm"))
-    return llama3;
-  /* Qwen 3.5's tokenizer.json: Qwen2's with combining marks (\p{M}) in words */
-  static const char *qwen35 =
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-  if (!strcmp(pre, "qwen2") || !strcmp(pre, "qwen3")) return qwen2;
-  if (!strcmp(pre, "qwen35")) return qwen35;
-  return NULL;
+/* What llama.cpp does for each pre-tokenizer name wisp knows: the split
+ * regex, whether a pre-token found whole in the vocabulary skips the merges
+ * (ignore_merges), and whether a BOS is added when the file has no
+ * tokenizer.ggml.add_bos_token (src/llama-vocab.cpp's defaults). */
+typedef struct {
+  const char *regex; /* NULL: ByteLevel's GPT-2 regex */
+  int ignore_merges, add_bos;
+} pre_info;
+
+#define RX_LLAMA3                                                                                        \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+  "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RX_QWEN2                                                                                      \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+  "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen 3.5's tokenizer.json: Qwen2's with combining marks (\p{M}) in words */
+#define RX_QWEN35                                                                                            \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+" \
+  "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+static int pre_lookup(const char *pre, pre_info *out) {
+  static const struct {
+    const char *name;
+    pre_info info;
+  } known[] = {
+      {"llama-bpe", {RX_LLAMA3, 1, 1}}, {"llama3", {RX_LLAMA3, 1, 1}}, {"lfm2", {RX_LLAMA3, 1, 1}},
+      {"smollm", {RX_LLAMA3, 0, 0}},    {"qwen2", {RX_QWEN2, 0, 0}},   {"qwen3", {RX_QWEN2, 0, 0}},
+      {"qwen35", {RX_QWEN35, 0, 0}},    {"default", {NULL, 0, 0}},     {"gpt2", {NULL, 0, 0}},
+      {"gpt-2", {NULL, 0, 0}},
+  };
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (!strcmp(pre, known[i].name)) {
+      *out = known[i].info;
+      return 1;
+    }
+  return 0;
 }
 
 static cJSON *str_json(wisp_gguf_str s) {
@@ -390,6 +412,123 @@ static wisp_status write_json(const char *dir, const char *name, cJSON *j) {
   if (!text) return wisp_fail(WISP_ENOMEM, "out of memory");
   wisp_status st = wisp_write_file_atomic(path, text, strlen(text));
   free(text);
+  return st;
+}
+
+/* The special ids of tokenizer.ggml.* (-1: absent or not a token) and
+ * whether encoding adds BOS / EOS. */
+typedef struct {
+  int64_t bos, eos, eot, eom, pad;
+  int add_bos, add_eos;
+} special_ids;
+
+static int64_t token_key(const wisp_gguf *g, const char *key, const wisp_gguf_kv *tok) {
+  int64_t v = -1;
+  if (!wisp_gguf_get_int(g, key, &v) || v < 0 || (uint64_t)v >= tok->n) return -1;
+  return v;
+}
+
+/* add_bos_token / add_eos_token as llama.cpp reads them: the keys when
+ * present, else its default for the pre-tokenizer (BOS only for the
+ * llama-bpe family). A flag whose token is missing is an error. */
+static wisp_status read_special_ids(const wisp_gguf *g, const wisp_gguf_kv *tok, const pre_info *pi,
+                                    special_ids *sp) {
+  sp->bos = token_key(g, "tokenizer.ggml.bos_token_id", tok);
+  sp->eos = token_key(g, "tokenizer.ggml.eos_token_id", tok);
+  sp->eot = token_key(g, "tokenizer.ggml.eot_token_id", tok);
+  sp->eom = token_key(g, "tokenizer.ggml.eom_token_id", tok);
+  sp->pad = token_key(g, "tokenizer.ggml.padding_token_id", tok);
+  int64_t v;
+  sp->add_bos = pi->add_bos && sp->bos >= 0;
+  sp->add_eos = 0;
+  if (wisp_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v)) {
+    sp->add_bos = v != 0;
+    if (sp->add_bos && sp->bos < 0)
+      return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.add_bos_token is set but bos_token_id is missing or not a token",
+                       g->label);
+  }
+  if (wisp_gguf_get_int(g, "tokenizer.ggml.add_eos_token", &v)) {
+    sp->add_eos = v != 0;
+    if (sp->add_eos && sp->eos < 0)
+      return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.add_eos_token is set but eos_token_id is missing or not a token",
+                       g->label);
+  }
+  return WISP_OK;
+}
+
+/* One special token of a TemplateProcessing template: its place in
+ * `single` and its definition in `special_tokens`. */
+static wisp_status add_template_token(cJSON *single, cJSON *specials, const wisp_gguf_kv *tok, int64_t id) {
+  cJSON *content = str_json(tok->strs[id]);
+  if (!content) return wisp_fail(WISP_ENOMEM, "out of memory");
+  const char *c = content->valuestring;
+  cJSON *item = cJSON_CreateObject();
+  cJSON_AddItemToArray(single, item);
+  cJSON *inner = cJSON_AddObjectToObject(item, "SpecialToken");
+  cJSON_AddStringToObject(inner, "id", c);
+  cJSON_AddNumberToObject(inner, "type_id", 0);
+  if (!cJSON_GetObjectItemCaseSensitive(specials, c)) {
+    cJSON *def = cJSON_AddObjectToObject(specials, c);
+    cJSON_AddStringToObject(def, "id", c);
+    cJSON_AddItemToObject(def, "ids", cJSON_CreateIntArray((const int[]){(int)id}, 1));
+    cJSON_AddItemToObject(def, "tokens", cJSON_CreateStringArray((const char *const[]){c}, 1));
+  }
+  cJSON_Delete(content);
+  return WISP_OK;
+}
+
+/* tokenizer.json's post-processor: [BOS] $A [EOS], the TemplateProcessing
+ * Hugging Face writes for a tokenizer that adds them. */
+static wisp_status add_post_processor(cJSON *root, const wisp_gguf_kv *tok, const special_ids *ids) {
+  cJSON *pp = cJSON_AddObjectToObject(root, "post_processor");
+  cJSON_AddStringToObject(pp, "type", "TemplateProcessing");
+  cJSON *single = cJSON_AddArrayToObject(pp, "single"), *specials = cJSON_AddObjectToObject(pp, "special_tokens");
+  wisp_status st = WISP_OK;
+  if (ids->add_bos) st = add_template_token(single, specials, tok, ids->bos);
+  cJSON *seq = cJSON_CreateObject();
+  cJSON_AddItemToArray(single, seq);
+  cJSON *inner = cJSON_AddObjectToObject(seq, "Sequence");
+  cJSON_AddStringToObject(inner, "id", "A");
+  cJSON_AddNumberToObject(inner, "type_id", 0);
+  if (!st && ids->add_eos) st = add_template_token(single, specials, tok, ids->eos);
+  return st;
+}
+
+/* tokenizer_config.json names the special tokens and carries the chat
+ * template; generation_config.json has the ids (eos: every stop id). */
+static wisp_status write_configs(const wisp_gguf *g, const char *dir, const wisp_gguf_kv *tok, const special_ids *sp) {
+  cJSON *tc = cJSON_CreateObject(), *gc = cJSON_CreateObject();
+  if (!tc || !gc) {
+    cJSON_Delete(tc);
+    cJSON_Delete(gc);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  const struct { const char *name; int64_t id; } named[] = {{"bos", sp->bos}, {"eos", sp->eos}, {"pad", sp->pad}};
+  char key[32];
+  for (int i = 0; i < 3; i++) {
+    if (named[i].id < 0) continue;
+    snprintf(key, sizeof key, "%s_token", named[i].name);
+    cJSON_AddItemToObject(tc, key, str_json(tok->strs[named[i].id]));
+  }
+  cJSON_AddBoolToObject(tc, "add_bos_token", sp->add_bos);
+  cJSON_AddBoolToObject(tc, "add_eos_token", sp->add_eos);
+  const wisp_gguf_kv *tmpl = wisp_gguf_kv_find(g, "tokenizer.chat_template");
+  if (tmpl && tmpl->type == WISP_GGUF_STRING) cJSON_AddItemToObject(tc, "chat_template", str_json(tmpl->str));
+  if (sp->bos >= 0) cJSON_AddNumberToObject(gc, "bos_token_id", (double)sp->bos);
+  int stops[3], n = 0;
+  const int64_t cand[3] = {sp->eos, sp->eot, sp->eom};
+  for (int i = 0; i < 3; i++) {
+    int dup = cand[i] < 0;
+    for (int j = 0; j < n && !dup; j++) dup = stops[j] == cand[i];
+    if (!dup) stops[n++] = (int)cand[i];
+  }
+  if (n == 1) cJSON_AddNumberToObject(gc, "eos_token_id", stops[0]);
+  else if (n > 1) cJSON_AddItemToObject(gc, "eos_token_id", cJSON_CreateIntArray(stops, n));
+  if (sp->pad >= 0) cJSON_AddNumberToObject(gc, "pad_token_id", (double)sp->pad);
+  wisp_status st = write_json(dir, "tokenizer_config.json", tc);
+  if (!st) st = write_json(dir, "generation_config.json", gc);
+  cJSON_Delete(tc);
+  cJSON_Delete(gc);
   return st;
 }
 
@@ -413,12 +552,13 @@ wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *
   char pre[64] = "default";
   const wisp_gguf_kv *p = wisp_gguf_kv_find(g, "tokenizer.ggml.pre");
   if (p && p->type == WISP_GGUF_STRING) snprintf(pre, sizeof pre, "%.*s", (int)(p->str.len < 63 ? p->str.len : 63), p->str.s);
-  const char *rx = pre_regex(pre);
-  if (!rx && strcmp(pre, "default") && strcmp(pre, "gpt2") && strcmp(pre, "gpt-2"))
+  pre_info pi;
+  if (!pre_lookup(pre, &pi))
     return wisp_fail(WISP_EUNSUPPORTED, "%s: tokenizer.ggml.pre '%s' is not supported (llama-bpe, lfm2, qwen2, default)",
                      g->label, pre);
   cJSON *root = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(root, "model");
   cJSON_AddStringToObject(m, "type", "BPE");
+  if (pi.ignore_merges) cJSON_AddBoolToObject(m, "ignore_merges", 1);
   cJSON *vocab = cJSON_AddObjectToObject(m, "vocab"), *merges = cJSON_AddArrayToObject(m, "merges");
   cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
   for (uint64_t i = 0; i < tok->n; i++) {
@@ -438,12 +578,12 @@ wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *
   }
   for (uint64_t i = 0; i < mer->n; i++) cJSON_AddItemToArray(merges, str_json(mer->strs[i]));
   cJSON *pt = cJSON_AddObjectToObject(root, "pre_tokenizer");
-  if (rx) {
+  if (pi.regex) {
     cJSON_AddStringToObject(pt, "type", "Sequence");
     cJSON *list = cJSON_AddArrayToObject(pt, "pretokenizers");
     cJSON *sp = cJSON_CreateObject();
     cJSON_AddStringToObject(sp, "type", "Split");
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(sp, "pattern"), "Regex", rx);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(sp, "pattern"), "Regex", pi.regex);
     cJSON_AddStringToObject(sp, "behavior", "Isolated");
     cJSON_AddBoolToObject(sp, "invert", 0);
     cJSON_AddItemToArray(list, sp);
@@ -460,23 +600,12 @@ wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *
   }
   cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
   cJSON_AddStringToObject(dec, "type", "ByteLevel");
-  wisp_status st = write_json(dir, "tokenizer.json", root);
+  special_ids ids;
+  wisp_status st = read_special_ids(g, tok, &pi, &ids);
+  if (!st && (ids.add_bos || ids.add_eos)) st = add_post_processor(root, tok, &ids);
+  if (!st) st = write_json(dir, "tokenizer.json", root);
   cJSON_Delete(root);
-  if (st) return st;
-  /* bos/eos: tokenizer_config.json names them, generation_config.json stops on eos. */
-  int64_t bos = -1, eos = -1;
-  wisp_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &bos);
-  wisp_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &eos);
-  cJSON *tc = cJSON_CreateObject(), *gc = cJSON_CreateObject();
-  if (bos >= 0 && (uint64_t)bos < tok->n) cJSON_AddItemToObject(tc, "bos_token", str_json(tok->strs[bos]));
-  if (eos >= 0 && (uint64_t)eos < tok->n) {
-    cJSON_AddItemToObject(tc, "eos_token", str_json(tok->strs[eos]));
-    cJSON_AddNumberToObject(gc, "eos_token_id", (double)eos);
-  }
-  st = write_json(dir, "tokenizer_config.json", tc);
-  if (!st) st = write_json(dir, "generation_config.json", gc);
-  cJSON_Delete(tc);
-  cJSON_Delete(gc);
+  if (!st) st = write_configs(g, dir, tok, &ids);
   if (!st) *written = 1;
   return st;
 }

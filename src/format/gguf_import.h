@@ -26,7 +26,11 @@ typedef struct {
 wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safetensors **st);
 void wisp_gguf_model_free(wisp_gguf_model *m);
 /* Writes DIR/tokenizer.json (+ tokenizer_config.json, generation_config.json)
- * from tokenizer.ggml.*; *written = 0 when the file has no tokenizer. */
+ * from tokenizer.ggml.* and tokenizer.chat_template: the vocabulary and
+ * merges, BOS/EOS added as add_bos_token / add_eos_token say (else as
+ * llama.cpp defaults for the pre-tokenizer), the special ids, the stop ids
+ * and the chat template (docs/gguf.md, "Tokenizer"); *written = 0 when the
+ * file has no tokenizer. */
 wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *written);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "format/quant.h"
 #include "format/tensor.h"
 #include "util/err.h"
 
@@ -29,43 +30,38 @@ static void add(builder *b, const char *name, uint64_t bytes) {
   b->off += bytes;
 }
 
+/* The weight type convert stores a matrix in: the one --quant names; Q4_K
+ * only where cols is a whole number of super-blocks (else Q4); embed and
+ * head asymmetric Q4Z under q4/q4k. */
+static wisp_wtype matrix_type(const wisp_layout_options *o, int cols, int embed_or_head) {
+  if (o->f32) return WISP_W_F32;
+  if (o->f16) return WISP_W_F16;
+  if (o->q8_0) return WISP_W_Q8_0;
+  if (embed_or_head) return WISP_W_Q4Z;
+  return o->q4k && cols % WISP_Q4K_BLOCK == 0 ? WISP_W_Q4K : WISP_W_Q4;
+}
+
+/* BASE.<section> for each section of the matrix's type (format/quant.h). */
 static void add_matrix(builder *b, const wisp_layout_options *o, const char *base, int rows, int cols) {
+  const wisp_quant_traits *q = wisp_quant_traits_of(matrix_type(o, cols, 0));
   char name[128];
-  if (o->f32) {
-    snprintf(name, sizeof name, "%s.weight", base);
-    add(b, name, (uint64_t)rows * cols * 4);
-    return;
+  for (int p = 0; p < q->n_planes; p++) {
+    snprintf(name, sizeof name, "%s.%s", base, q->planes[p].suffix);
+    add(b, name, q->planes[p].bytes(rows, cols));
   }
-  if (o->f16) {
-    snprintf(name, sizeof name, "%s.f16", base);
-    add(b, name, wisp_f16_bytes(rows, cols));
-    return;
-  }
-  if (o->q8_0) {
-    snprintf(name, sizeof name, "%s.q8_0", base);
-    add(b, name, wisp_q8_0_bytes(rows, cols));
-    return;
-  }
-  if (o->q4k && cols % WISP_Q4K_BLOCK == 0) {
-    snprintf(name, sizeof name, "%s.q4k", base);
-    add(b, name, wisp_q4k_bytes(rows, cols));
-    return;
-  }
-  snprintf(name, sizeof name, "%s.quant", base);
-  add(b, name, wisp_q4_quant_bytes(rows, cols));
-  snprintf(name, sizeof name, "%s.scales", base);
-  add(b, name, wisp_q4_scale_bytes(rows, cols));
 }
 
 /* head.* then embed.* (tied: the same offsets), as the seed orders them. */
 static void add_embed_head(builder *b, const wisp_layout_options *o, int V, int H) {
   char name[128];
-  const char *parts[3] = {"quant", "scales", "zero_points"};
-  uint64_t sizes[3] = {wisp_q4_quant_bytes(V, H), wisp_q4_scale_bytes(V, H), wisp_q4_zp_bytes(V, H)};
-  int nparts = 3;
-  if (o->f32) { parts[0] = "weight"; sizes[0] = (uint64_t)V * H * 4; nparts = 1; }
-  else if (o->f16) { parts[0] = "f16"; sizes[0] = wisp_f16_bytes(V, H); nparts = 1; }
-  else if (o->q8_0) { parts[0] = "q8_0"; sizes[0] = wisp_q8_0_bytes(V, H); nparts = 1; }
+  const wisp_quant_traits *q = wisp_quant_traits_of(matrix_type(o, H, 1));
+  const char *parts[WISP_QUANT_MAX_PLANES];
+  uint64_t sizes[WISP_QUANT_MAX_PLANES];
+  int nparts = q->n_planes;
+  for (int k = 0; k < nparts; k++) {
+    parts[k] = q->planes[k].suffix;
+    sizes[k] = q->planes[k].bytes(V, H);
+  }
   uint64_t at = b->off;
   for (int k = 0; k < nparts; k++) {
     snprintf(name, sizeof name, "head.%s", parts[k]);
@@ -174,12 +170,14 @@ wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, 
     add_matrix(&b, o, name, H, F);
   }
   /* Embedding and head: Q4 with zero points, or f32. Tied = same offsets. */
-  const char *parts[3] = {"quant", "scales", "zero_points"};
-  uint64_t sizes[3] = {wisp_q4_quant_bytes(V, H), wisp_q4_scale_bytes(V, H), wisp_q4_zp_bytes(V, H)};
-  int nparts = 3;
-  if (o->f32) { parts[0] = "weight"; sizes[0] = (uint64_t)V * H * 4; nparts = 1; }
-  else if (o->f16) { parts[0] = "f16"; sizes[0] = wisp_f16_bytes(V, H); nparts = 1; }
-  else if (o->q8_0) { parts[0] = "q8_0"; sizes[0] = wisp_q8_0_bytes(V, H); nparts = 1; }
+  const wisp_quant_traits *q = wisp_quant_traits_of(matrix_type(o, H, 1));
+  const char *parts[WISP_QUANT_MAX_PLANES];
+  uint64_t sizes[WISP_QUANT_MAX_PLANES];
+  int nparts = q->n_planes;
+  for (int k = 0; k < nparts; k++) {
+    parts[k] = q->planes[k].suffix;
+    sizes[k] = q->planes[k].bytes(V, H);
+  }
   /* The seed lists head.* before embed.*; tied heads point at embed's bytes. */
   uint64_t at = b.off;
   for (int k = 0; k < nparts; k++) {

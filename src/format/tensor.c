@@ -8,18 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *wisp_wtype_name(wisp_wtype t) {
-  switch (t) {
-    case WISP_W_F32: return "f32";
-    case WISP_W_Q4: return "q4";
-    case WISP_W_Q4Z: return "q4z";
-    case WISP_W_Q4K: return "q4k";
-    case WISP_W_F16: return "f16";
-    case WISP_W_Q8_0: return "q8_0";
-  }
-  return "?";
-}
-
 size_t wisp_q4_quant_bytes(int rows, int cols) { return (size_t)rows * (size_t)cols / 2; }
 size_t wisp_q4_scale_bytes(int rows, int cols) { return (size_t)rows * (size_t)(cols / WISP_Q4_BLOCK) * 4; }
 size_t wisp_q4_zp_bytes(int rows, int cols) {
@@ -81,50 +69,6 @@ void wisp_q4k_block_f32(const uint8_t *blk, float *out) {
     for (int l = 0; l < 32; l++) {
       out[64 * c + l] = d0 * (float)(qs[32 * c + l] & 15) - n0;
       out[64 * c + 32 + l] = d1 * (float)(qs[32 * c + l] >> 4) - n1;
-    }
-  }
-}
-
-static int zp_at(const uint8_t *zp, size_t block) {
-  uint8_t b = zp[block >> 1];
-  return (block & 1) ? (b >> 4) : (b & 15);
-}
-
-void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) {
-  if (m->type == WISP_W_F32) {
-    memcpy(out, m->f32 + (size_t)row * m->cols, (size_t)m->cols * sizeof(float));
-    return;
-  }
-  if (m->type == WISP_W_F16) {
-    const uint8_t *h = m->q + (size_t)row * m->cols * 2;
-    for (int i = 0; i < m->cols; i++) out[i] = wisp_f16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8));
-    return;
-  }
-  if (m->type == WISP_W_Q8_0) {
-    const int nb = m->cols / WISP_Q8_0_BLOCK;
-    const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q8_0_BYTES;
-    for (int b = 0; b < nb; b++, blk += WISP_Q8_0_BYTES) {
-      float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
-      for (int i = 0; i < WISP_Q8_0_BLOCK; i++) out[b * WISP_Q8_0_BLOCK + i] = d * (float)(int8_t)blk[2 + i];
-    }
-    return;
-  }
-  if (m->type == WISP_W_Q4K) {
-    const int nsb = m->cols / WISP_Q4K_BLOCK;
-    const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q4K_BYTES;
-    for (int b = 0; b < nsb; b++) wisp_q4k_block_f32(blk + (size_t)b * WISP_Q4K_BYTES, out + b * WISP_Q4K_BLOCK);
-    return;
-  }
-  const int nb = m->cols / WISP_Q4_BLOCK;
-  const uint8_t *q = m->q + (size_t)row * (m->cols / 2);
-  const float *s = m->scales + (size_t)row * nb;
-  for (int b = 0; b < nb; b++) {
-    int zero = 8;
-    if (m->type == WISP_W_Q4Z) zero = zp_at(m->zp, (size_t)row * nb + b);
-    for (int j = 0; j < WISP_Q4_BLOCK / 2; j++) {
-      uint8_t byte = q[b * 16 + j];
-      out[b * 32 + 2 * j] = s[b] * (float)((byte & 15) - zero);
-      out[b * 32 + 2 * j + 1] = s[b] * (float)((byte >> 4) - zero);
     }
   }
 }

@@ -34,7 +34,10 @@
  *   WISP_W_Q8_0 ggml's Q8_0 layout: blocks of 32 consecutive elements of a
  *               row, 34 bytes each (`q`): f16 scale d, then 32 int8 q;
  *               value = d * q. cols must be a multiple of 32.
- * `device` is free for a backend to cache its own copy (e.g. a GPU buffer). */
+ * `device` is free for a backend to cache its own copy (e.g. a GPU buffer).
+ * What the rest of wisp needs to know about each type (block, bytes, the
+ * sections that hold it, dequantization, the kernels that read it) is one
+ * table in format/quant.h. */
 #ifndef WISP_TENSOR_H
 #define WISP_TENSOR_H
 

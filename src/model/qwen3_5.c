@@ -40,6 +40,7 @@
 
 #include "model/common.h"
 #include "model/model.h"
+#include "format/quant.h"
 #include "util/err.h"
 
 typedef struct {
@@ -82,68 +83,6 @@ static wisp_status bind_vector(const wisp_artifact *a, const char *name, int n, 
   return WISP_OK;
 }
 
-static int has(const wisp_artifact *a, const char *base, const char *suffix) {
-  char name[256];
-  snprintf(name, sizeof name, "%s.%s", base, suffix);
-  return wisp_artifact_section(a, name) != NULL;
-}
-
-/* NAME.q4k (Q4_K), NAME.quant + NAME.scales [+ NAME.zero_points] (Q4/Q4Z),
- * or NAME.weight (f32). */
-static wisp_status bind_matrix(const wisp_artifact *a, const char *base, int rows, int cols, wisp_matrix *m) {
-  char name[256];
-  const uint8_t *p;
-  wisp_status st;
-  memset(m, 0, sizeof *m);
-  m->rows = rows;
-  m->cols = cols;
-  if (has(a, base, "f16")) { /* IEEE half, row-major (tensor.h) */
-    m->type = WISP_W_F16;
-    snprintf(name, sizeof name, "%s.f16", base);
-    return wisp_artifact_bytes(a, name, wisp_f16_bytes(rows, cols), &m->q);
-  }
-  if (has(a, base, "q8_0")) { /* ggml Q8_0 blocks (tensor.h) */
-    if (cols % WISP_Q8_0_BLOCK)
-      return wisp_fail(WISP_EFORMAT, "%s: section '%s.q8_0': %d columns are not a multiple of %d", dir_of(a), base,
-                       cols, WISP_Q8_0_BLOCK);
-    m->type = WISP_W_Q8_0;
-    snprintf(name, sizeof name, "%s.q8_0", base);
-    return wisp_artifact_bytes(a, name, wisp_q8_0_bytes(rows, cols), &m->q);
-  }
-  if (has(a, base, "q4k")) {
-    if (cols % WISP_Q4K_BLOCK)
-      return wisp_fail(WISP_EFORMAT, "%s: section '%s.q4k': %d columns are not a multiple of %d", dir_of(a), base,
-                       cols, WISP_Q4K_BLOCK);
-    m->type = WISP_W_Q4K;
-    snprintf(name, sizeof name, "%s.q4k", base);
-    return wisp_artifact_bytes(a, name, wisp_q4k_bytes(rows, cols), &m->q);
-  }
-  if (has(a, base, "quant")) {
-    if (cols % WISP_Q4_BLOCK)
-      return wisp_fail(WISP_EFORMAT, "%s: section '%s.quant': %d columns are not a multiple of %d", dir_of(a), base,
-                       cols, WISP_Q4_BLOCK);
-    m->type = has(a, base, "zero_points") ? WISP_W_Q4Z : WISP_W_Q4;
-    snprintf(name, sizeof name, "%s.quant", base);
-    if ((st = wisp_artifact_bytes(a, name, wisp_q4_quant_bytes(rows, cols), &m->q))) return st;
-    snprintf(name, sizeof name, "%s.scales", base);
-    if ((st = wisp_artifact_bytes(a, name, wisp_q4_scale_bytes(rows, cols), &p))) return st;
-    m->scales = (const float *)p;
-    if (m->type == WISP_W_Q4Z) {
-      snprintf(name, sizeof name, "%s.zero_points", base);
-      if ((st = wisp_artifact_bytes(a, name, wisp_q4_zp_bytes(rows, cols), &m->zp))) return st;
-    }
-    return WISP_OK;
-  }
-  if (has(a, base, "weight")) {
-    m->type = WISP_W_F32;
-    snprintf(name, sizeof name, "%s.weight", base);
-    if ((st = wisp_artifact_bytes(a, name, (uint64_t)rows * cols * 4, &p))) return st;
-    m->f32 = (const float *)p;
-    return WISP_OK;
-  }
-  return wisp_fail(WISP_EFORMAT, "%s: missing section '%s.quant' (or '%s.q4k', or '%s.weight' for f32)", dir_of(a),
-                   base, base, base);
-}
 
 /* rope.cos_ext/sin_ext or rope.cos/sin: [rows][rotaryDim/2]; computed from
  * ropeTheta over the rotated dims when absent (inv_freq = theta^(-2i/rd)). */
@@ -240,7 +179,7 @@ static wisp_status q35_bind(const wisp_artifact *a, void **out) {
     L->type = s->layer_types[i];
     if (L->type == WISP_LAYER_LINEAR) {
       snprintf(base, sizeof base, "L%d.lin.in_proj", i);
-      if ((st = bind_matrix(a, base, in_proj_rows(s), H, &L->in_proj))) goto fail;
+      if ((st = wisp_matrix_bind(a, base, in_proj_rows(s), H, &L->in_proj))) goto fail;
       snprintf(name, sizeof name, "%s.norm", base);
       if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
       snprintf(name, sizeof name, "L%d.lin.conv.taps", i);
@@ -252,10 +191,10 @@ static wisp_status q35_bind(const wisp_artifact *a, void **out) {
       snprintf(name, sizeof name, "L%d.lin.norm", i);
       if ((st = bind_vector(a, name, s->lin_v_dim, &L->gnorm))) goto fail;
       snprintf(base, sizeof base, "L%d.lin.out_proj", i);
-      if ((st = bind_matrix(a, base, H, V, &L->out_proj))) goto fail;
+      if ((st = wisp_matrix_bind(a, base, H, V, &L->out_proj))) goto fail;
     } else {
       snprintf(base, sizeof base, "L%d.attn.qkv", i);
-      if ((st = bind_matrix(a, base, (2 * s->heads + 2 * s->kv_heads) * D, H, &L->qkv))) goto fail;
+      if ((st = wisp_matrix_bind(a, base, (2 * s->heads + 2 * s->kv_heads) * D, H, &L->qkv))) goto fail;
       snprintf(name, sizeof name, "%s.norm", base);
       if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
       snprintf(name, sizeof name, "%s.q_norm", base);
@@ -263,19 +202,18 @@ static wisp_status q35_bind(const wisp_artifact *a, void **out) {
       snprintf(name, sizeof name, "%s.k_norm", base);
       if ((st = bind_vector(a, name, D, &L->k_norm))) goto fail;
       snprintf(base, sizeof base, "L%d.attn.o_proj", i);
-      if ((st = bind_matrix(a, base, H, s->heads * D, &L->o_proj))) goto fail;
+      if ((st = wisp_matrix_bind(a, base, H, s->heads * D, &L->o_proj))) goto fail;
     }
     snprintf(base, sizeof base, "L%d.mlp.gate_up", i);
-    if ((st = bind_matrix(a, base, 2 * F, H, &L->gate_up))) goto fail;
+    if ((st = wisp_matrix_bind(a, base, 2 * F, H, &L->gate_up))) goto fail;
     snprintf(name, sizeof name, "%s.norm", base);
     if ((st = bind_vector(a, name, H, &L->ffn_norm))) goto fail;
     snprintf(base, sizeof base, "L%d.mlp.down", i);
-    if ((st = bind_matrix(a, base, H, F, &L->down))) goto fail;
+    if ((st = wisp_matrix_bind(a, base, H, F, &L->down))) goto fail;
   }
-  if ((st = bind_matrix(a, "embed", s->vocab, H, &w->embed))) goto fail;
-  if (has(a, "head", "quant") || has(a, "head", "weight") || has(a, "head", "q4k") ||
-      has(a, "head", "f16") || has(a, "head", "q8_0")) {
-    if ((st = bind_matrix(a, "head", s->vocab, H, &w->head))) goto fail;
+  if ((st = wisp_matrix_bind(a, "embed", s->vocab, H, &w->embed))) goto fail;
+  if (wisp_matrix_present(a, "head")) {
+    if ((st = wisp_matrix_bind(a, "head", s->vocab, H, &w->head))) goto fail;
   } else {
     w->head = w->embed; /* tied */
   }
@@ -331,10 +269,7 @@ static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
   out->lin_v_heads = s->lin_v_heads;
   out->lin_k_dim = s->lin_k_dim;
   out->lin_v_dim = s->lin_v_dim;
-  out->quant_bits = w->layers[0].gate_up.type == WISP_W_F32    ? 32
-                   : w->layers[0].gate_up.type == WISP_W_F16  ? 16
-                   : w->layers[0].gate_up.type == WISP_W_Q8_0 ? 8
-                                                              : 4;
+  out->quant_bits = wisp_quant_traits_of(w->layers[0].gate_up.type)->quant_bits;
   for (int i = 0; i < s->n_layers; i++)
     if (w->layers[i].down.type == WISP_W_Q4K || w->layers[i].gate_up.type == WISP_W_Q4K) out->q4k = 1;
   return WISP_OK;

@@ -1051,3 +1051,11 @@ int wisp_bpe_is_special(const wisp_bpe *b, int32_t id) {
 int wisp_bpe_n_ids(const wisp_bpe *b) { return b->n_ids; }
 
 int32_t wisp_bpe_bos(const wisp_bpe *b) { return b->n_prefix ? b->prefix[0] : -1; }
+
+void wisp_bpe_template_ids(const wisp_bpe *b, const int32_t **prefix, int *n_prefix, const int32_t **suffix,
+                           int *n_suffix) {
+  *prefix = b->prefix;
+  *n_prefix = b->n_prefix;
+  *suffix = b->suffix;
+  *n_suffix = b->n_suffix;
+}

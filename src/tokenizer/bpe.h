@@ -18,5 +18,8 @@ int32_t wisp_bpe_token_id(const wisp_bpe *b, const char *content);
 int wisp_bpe_is_special(const wisp_bpe *b, int32_t id);
 int wisp_bpe_n_ids(const wisp_bpe *b);
 int32_t wisp_bpe_bos(const wisp_bpe *b);
+/* The ids the post-processor puts before and after the text. */
+void wisp_bpe_template_ids(const wisp_bpe *b, const int32_t **prefix, int *n_prefix, const int32_t **suffix,
+                           int *n_suffix);
 
 #endif

@@ -1,6 +1,7 @@
 /* Chat templates; see chat.h. */
 #include "tokenizer/chat.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +18,13 @@ const char *wisp_chat_template_name(wisp_chat_template kind) {
   }
 }
 
-/* A token field of tokenizer_config.json: a string or {"content": ...}. */
-static const char *token_field(const cJSON *cfg, const char *key) {
+const char *wisp_chat_token_field(const cJSON *cfg, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
   if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static const char *template_text(const cJSON *cfg) {
+const char *wisp_chat_template_text(const cJSON *cfg) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
   if (cJSON_IsString(t)) return t->valuestring;
   if (cJSON_IsArray(t)) { /* [{"name": ..., "template": ...}]: the default one */
@@ -42,7 +42,7 @@ static const char *template_text(const cJSON *cfg) {
 
 wisp_chat_template wisp_chat_detect(const cJSON *cfg) {
   if (!cfg) return WISP_CHAT_NONE;
-  const char *t = template_text(cfg), *bos = token_field(cfg, "bos_token");
+  const char *t = wisp_chat_template_text(cfg), *bos = wisp_chat_token_field(cfg, "bos_token");
   if (!t) return WISP_CHAT_NONE;
   /* LFM2 first: its BOS is the signature (its templates may mention <think> too). */
   if (strstr(t, "<|startoftext|>") || (bos && !strcmp(bos, "<|startoftext|>") && strstr(t, "bos_token")))
@@ -52,9 +52,25 @@ wisp_chat_template wisp_chat_detect(const cJSON *cfg) {
   return WISP_CHAT_NONE;
 }
 
-static void add_stop(wisp_chat_info *c, int32_t id) {
-  if (id < 0 || wisp_chat_is_stop(c, id) || c->n_stop >= WISP_CHAT_MAX_STOP) return;
+/* Adds a stop id once; 0 when the list is full. */
+static int add_stop(wisp_chat_info *c, int32_t id) {
+  if (id < 0 || wisp_chat_is_stop(c, id)) return 1;
+  if (c->n_stop >= WISP_CHAT_MAX_STOP) return 0;
   c->stop[c->n_stop++] = id;
+  return 1;
+}
+
+/* One eos_token_id value as a stop: an integer id (a negative one means
+ * none, as some configs write -1); anything else, or one id too many, is an
+ * error naming the file. */
+static wisp_status take_eos(wisp_chat_info *c, const cJSON *v, const char *label) {
+  double d = cJSON_IsNumber(v) ? v->valuedouble : 0.5;
+  if (d != floor(d) || d > 2147483647.0)
+    return wisp_fail(WISP_EFORMAT, "%s: eos_token_id must be an integer or a list of integers", label);
+  if (d >= 0 && !add_stop(c, (int32_t)d))
+    return wisp_fail(WISP_EFORMAT, "%s: eos_token_id lists more stop tokens than wisp keeps (%d)", label,
+                     WISP_CHAT_MAX_STOP);
+  return WISP_OK;
 }
 
 static wisp_status read_json(const char *path, cJSON **out) {
@@ -69,28 +85,32 @@ static wisp_status read_json(const char *path, cJSON **out) {
   return WISP_OK;
 }
 
+wisp_status wisp_chat_info_from_json(const cJSON *cfg, const cJSON *gen, const char *gen_label,
+                                    const wisp_tokenizer *t, wisp_chat_info *out) {
+  memset(out, 0, sizeof *out);
+  out->kind = wisp_chat_detect(cfg);
+  /* The template's own end tokens first, so that a long generation_config
+   * list can never crowd them out. */
+  const char *eos_tok = wisp_chat_token_field(cfg, "eos_token");
+  if (eos_tok) add_stop(out, wisp_tokenizer_token_id(t, eos_tok));
+  add_stop(out, wisp_tokenizer_token_id(t, "<|im_end|>"));
+  const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
+  if (!eos || cJSON_IsNull(eos)) return WISP_OK;
+  if (!cJSON_IsArray(eos)) return take_eos(out, eos, gen_label);
+  cJSON_ArrayForEach(e, eos) {
+    wisp_status st = take_eos(out, e, gen_label);
+    if (st) return st;
+  }
+  return WISP_OK;
+}
+
 wisp_status wisp_chat_load(const char *config_path, const char *generation_path, const wisp_tokenizer *t,
                            wisp_chat_info *out) {
   memset(out, 0, sizeof *out);
   cJSON *cfg = NULL, *gen = NULL;
   wisp_status st;
-  if ((st = read_json(config_path, &cfg)) || (st = read_json(generation_path, &gen))) goto done;
-  out->kind = wisp_chat_detect(cfg);
-  const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
-  if (cJSON_IsNumber(eos)) {
-    if (eos->valuedouble >= 0 && eos->valuedouble <= 2147483647.0) add_stop(out, (int32_t)eos->valuedouble);
-  } else if (cJSON_IsArray(eos)) {
-    cJSON_ArrayForEach(e, eos) {
-      if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble <= 2147483647.0) add_stop(out, (int32_t)e->valuedouble);
-    }
-  } else if (eos && !cJSON_IsNull(eos)) {
-    st = wisp_fail(WISP_EFORMAT, "%s: eos_token_id must be an integer or a list of integers", generation_path);
-    goto done;
-  }
-  const char *eos_tok = token_field(cfg, "eos_token");
-  if (eos_tok) add_stop(out, wisp_tokenizer_token_id(t, eos_tok));
-  add_stop(out, wisp_tokenizer_token_id(t, "<|im_end|>"));
-done:
+  if (!(st = read_json(config_path, &cfg)) && !(st = read_json(generation_path, &gen)))
+    st = wisp_chat_info_from_json(cfg, gen, generation_path, t, out);
   cJSON_Delete(cfg);
   cJSON_Delete(gen);
   return st;

@@ -39,6 +39,16 @@ wisp_chat_template wisp_chat_detect(const cJSON *tokenizer_config);
  * NULL) and resolves stop ids with the tokenizer. */
 wisp_status wisp_chat_load(const char *config_path, const char *generation_path, const wisp_tokenizer *t,
                            wisp_chat_info *out);
+/* The same from parsed JSON (either may be NULL); gen_label names the
+ * generation config in errors. */
+wisp_status wisp_chat_info_from_json(const cJSON *cfg, const cJSON *gen, const char *gen_label,
+                                    const wisp_tokenizer *t, wisp_chat_info *out);
+/* tokenizer_config.json's chat_template: the string, or of a list of named
+ * templates the one named "default" (else the first); NULL when none. */
+const char *wisp_chat_template_text(const cJSON *tokenizer_config);
+/* A token field of tokenizer_config.json (bos_token, eos_token, pad_token):
+ * a string or {"content": ...}; NULL when absent. */
+const char *wisp_chat_token_field(const cJSON *tokenizer_config, const char *key);
 int wisp_chat_is_stop(const wisp_chat_info *c, int32_t id);
 
 /* The whole conversation as the model sees it, optionally followed by the

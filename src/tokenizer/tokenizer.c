@@ -159,6 +159,13 @@ int wisp_tokenizer_vocab_size(const wisp_tokenizer *t) { return t->vocab; }
 
 int32_t wisp_tokenizer_bos(const wisp_tokenizer *t) { return t->kind == KIND_BPE ? wisp_bpe_bos(t->bpe) : -1; }
 
+void wisp_tokenizer_template_ids(const wisp_tokenizer *t, const int32_t **prefix, int *n_prefix,
+                                 const int32_t **suffix, int *n_suffix) {
+  *prefix = *suffix = NULL;
+  *n_prefix = *n_suffix = 0;
+  if (t->kind == KIND_BPE) wisp_bpe_template_ids(t->bpe, prefix, n_prefix, suffix, n_suffix);
+}
+
 const char *wisp_tokenizer_kind(const wisp_tokenizer *t) { return t->kind == KIND_BPE ? "bpe" : "byte"; }
 
 /* ---- UTF-8 ---- */

@@ -56,6 +56,10 @@ int wisp_tokenizer_is_special(const wisp_tokenizer *t, int32_t id);
 int wisp_tokenizer_vocab_size(const wisp_tokenizer *t);
 /* The BOS id the post-processor adds, or -1. */
 int32_t wisp_tokenizer_bos(const wisp_tokenizer *t);
+/* The ids encoding with add_special puts before (*prefix) and after
+ * (*suffix) the text; none for the byte kind. Valid while t lives. */
+void wisp_tokenizer_template_ids(const wisp_tokenizer *t, const int32_t **prefix, int *n_prefix,
+                                 const int32_t **suffix, int *n_suffix);
 const char *wisp_tokenizer_kind(const wisp_tokenizer *t);
 
 /* Streaming decoder: feed ids one at a time and get the bytes that are safe

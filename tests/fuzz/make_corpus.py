@@ -3,8 +3,10 @@
 
 Every file is built here from the formats' definitions (no downloads):
 tiny GGUF files (metadata of every value type, one tensor of each ggml type
-wisp reads, an LFM2-shaped header), a safetensors file, a manifest and a
-byte-level BPE tokenizer.json."""
+wisp reads, an LFM2-shaped header), a safetensors file, a manifest, a
+byte-level BPE tokenizer.json, and the chat side: tokenizer_config.json and
+generation_config.json in the forms Hugging Face models ship, and chat
+templates (template, bos_token and messages separated by NUL bytes)."""
 import json, os, struct, sys
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
@@ -168,3 +170,38 @@ tok = {"version": "1.0", "added_tokens": [{"id": 259, "content": "<|end|>", "spe
        "decoder": {"type": "ByteLevel"},
        "model": {"type": "BPE", "vocab": vocab, "merges": ["h e", "he l", "\u0120 w"]}}
 write("tokenizer_json", "bpe.json", json.dumps(tok))
+
+# tokenizer_config.json: LFM2 (bos_token used by the template), Qwen 3.5
+# (thinking), plain ChatML, token fields as {"content": ...}, a list of named templates
+lfm2_t = ("{{- bos_token -}}{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\\n' + "
+          "message['content'] + '<|im_end|>\\n' -}}{%- endfor -%}{%- if add_generation_prompt -%}"
+          "{{- '<|im_start|>assistant\\n' -}}{%- endif -%}")
+qwen_t = ("{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>\\n' -}}{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}"
+          "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}"
+          "{%- endif -%}{%- endif -%}")
+chatml_t = "{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}"
+write("tokenizer_config", "lfm2.json", json.dumps(
+    {"bos_token": "<|startoftext|>", "eos_token": "<|im_end|>", "pad_token": "<|pad|>", "chat_template": lfm2_t}))
+write("tokenizer_config", "qwen35.json", json.dumps(
+    {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "chat_template": qwen_t}))
+write("tokenizer_config", "objects.json", json.dumps(
+    {"bos_token": {"content": "<|startoftext|>", "lstrip": False}, "eos_token": {"content": "<|endoftext|>"},
+     "add_bos_token": True, "chat_template": [{"name": "tool_use", "template": "x"},
+                                              {"name": "default", "template": chatml_t}]}))
+
+# generation_config.json: eos as an integer, a list, with bos/pad ids; bad values
+write("generation_config", "list.json", json.dumps({"bos_token_id": 257, "eos_token_id": [260, 258], "pad_token_id": 256}))
+write("generation_config", "int.json", json.dumps({"eos_token_id": 260, "do_sample": True, "temperature": 0.7}))
+write("generation_config", "odd.json", json.dumps({"eos_token_id": [1e300, -1, 3.5, "x", None], "bos_token_id": 99999}))
+# regressions: more eos ids than the stop list holds (the template's <|im_end|>
+# was dropped), a fractional id (was truncated into a stop token)
+write("generation_config", "regress-stop-overflow.json", json.dumps({"eos_token_id": list(range(2, 20))}))
+write("generation_config", "regress-fractional-id.json", json.dumps({"eos_token_id": [43.6, 2]}))
+
+# chat templates: template NUL bos_token NUL system NUL user NUL assistant NUL user
+def chat(flags, template, bos, *msgs):
+    return bytes([flags]) + b"\0".join(x.encode() for x in (template, bos) + msgs)
+write("chat_template", "lfm2", chat(2, lfm2_t, "<|startoftext|>", "Be brief.", "Hi", "Hello!", "Who are you?"))
+write("chat_template", "qwen", chat(1, qwen_t, "", "caf\u00e9 \U0001F600", "<|im_end|>x"))
+write("chat_template", "chatml", chat(0, chatml_t, "<s>", "", "a\nb"))

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/threadpool.h"
+#include "format/quant.h"
 #include "util/err.h"
 
 struct wisp_buf {
@@ -89,10 +90,10 @@ static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *var
 
 static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   cpu_backend *c = as_cpu(be);
-  if (m->cols % WISP_Q4_BLOCK && m->type != WISP_W_F32 && m->type != WISP_W_F16)
-    return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", m->cols);
-  if (m->type == WISP_W_Q4K && m->cols % WISP_Q4K_BLOCK)
-    return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", m->cols);
+  const int block = wisp_quant_traits_of(m->type)->block;
+  if (m->cols % block)
+    return wisp_fail(WISP_EFORMAT, "%s matrix with %d columns is not a whole number of %d-blocks",
+                     wisp_wtype_name(m->type), m->cols, block);
   for (int ph = 0; ph < 2; ph++) {
     const char *v = m->choice[ph].variant;
     if (!kernels_for(c, v))
@@ -101,16 +102,13 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel 'q4_avx2' but this CPU lacks AVX2+FMA");
     if (!strcmp(v, "q4k_avx2") && strcmp(c->k->name, "avx2"))
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel 'q4k_avx2' but this CPU lacks AVX2+FMA");
-    if ((!strcmp(v, "q4_avx2") || !strcmp(v, "q4_scalar")) && m->type != WISP_W_Q4 && m->type != WISP_W_Q4Z)
-      return wisp_fail(WISP_EINVAL, "the plan chose Q4 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
-    if ((!strcmp(v, "q4k_avx2") || !strcmp(v, "q4k_scalar")) && m->type != WISP_W_Q4K)
-      return wisp_fail(WISP_EINVAL, "the plan chose Q4_K kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
+    /* a kernel reads the weight types of its registry weightDtype (format/quant.h) */
+    const wisp_quant_traits *reads = wisp_quant_of_cpu_kernel(v);
+    if (reads && strcmp(reads->weight_dtype, wisp_quant_traits_of(m->type)->weight_dtype))
+      return wisp_fail(WISP_EINVAL, "the plan chose %s kernel '%s' for a %s matrix", reads->weight_dtype, v,
+                       wisp_wtype_name(m->type));
     if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && strcmp(c->k->name, "avx2"))
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel '%s' but this CPU lacks AVX2+FMA+F16C", v);
-    if ((!strcmp(v, "f16_avx2") || !strcmp(v, "f16_scalar")) && m->type != WISP_W_F16)
-      return wisp_fail(WISP_EINVAL, "the plan chose F16 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
-    if ((!strcmp(v, "q8_0_avx2") || !strcmp(v, "q8_0_scalar")) && m->type != WISP_W_Q8_0)
-      return wisp_fail(WISP_EINVAL, "the plan chose Q8_0 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
   }
   return WISP_OK;
 }

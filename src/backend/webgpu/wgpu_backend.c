@@ -24,6 +24,7 @@
 #include "backend/webgpu/wgpu_internal.h"
 #include "backend/webgpu/wgsl_kernels.h"
 #include "util/env.h"
+#include "format/quant.h"
 #include "util/err.h"
 
 #define ARENA_BYTES (8u << 20) /* 32k slots of 256 bytes: a 64-token decode batch of a 0.8B gated hybrid uses ~8k */

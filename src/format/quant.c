@@ -1,0 +1,155 @@
+/* The table of weight types and what reads it; see quant.h. The byte
+ * layouts themselves are specified in tensor.h and docs/artifact.md. */
+#include "format/quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "format/gguf.h"
+#include "util/err.h"
+
+/* ---- dequantization of one row, per type ---- */
+
+static void row_f32(const wisp_matrix *m, int row, float *out) {
+  memcpy(out, m->f32 + (size_t)row * m->cols, (size_t)m->cols * sizeof(float));
+}
+
+static void row_f16(const wisp_matrix *m, int row, float *out) {
+  const uint8_t *h = m->q + (size_t)row * m->cols * 2;
+  for (int i = 0; i < m->cols; i++) out[i] = wisp_f16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8));
+}
+
+static void row_q8_0(const wisp_matrix *m, int row, float *out) {
+  const int nb = m->cols / WISP_Q8_0_BLOCK;
+  const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q8_0_BYTES;
+  for (int b = 0; b < nb; b++, blk += WISP_Q8_0_BYTES) {
+    float d = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    for (int i = 0; i < WISP_Q8_0_BLOCK; i++) out[b * WISP_Q8_0_BLOCK + i] = d * (float)(int8_t)blk[2 + i];
+  }
+}
+
+static void row_q4k(const wisp_matrix *m, int row, float *out) {
+  const int nsb = m->cols / WISP_Q4K_BLOCK;
+  const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q4K_BYTES;
+  for (int b = 0; b < nsb; b++) wisp_q4k_block_f32(blk + (size_t)b * WISP_Q4K_BYTES, out + b * WISP_Q4K_BLOCK);
+}
+
+/* Q4 and Q4Z: value = scale * (nibble - zero), zero 8 or the block's zero point. */
+static void row_q4(const wisp_matrix *m, int row, float *out) {
+  const int nb = m->cols / WISP_Q4_BLOCK;
+  const uint8_t *q = m->q + (size_t)row * (m->cols / 2);
+  const float *s = m->scales + (size_t)row * nb;
+  for (int b = 0; b < nb; b++) {
+    int zero = 8;
+    if (m->type == WISP_W_Q4Z) {
+      size_t block = (size_t)row * nb + b;
+      uint8_t z = m->zp[block >> 1];
+      zero = (block & 1) ? (z >> 4) : (z & 15);
+    }
+    for (int j = 0; j < WISP_Q4_BLOCK / 2; j++) {
+      uint8_t byte = q[b * 16 + j];
+      out[b * 32 + 2 * j] = s[b] * (float)((byte & 15) - zero);
+      out[b * 32 + 2 * j + 1] = s[b] * (float)((byte >> 4) - zero);
+    }
+  }
+}
+
+void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) { wisp_quant_traits_of(m->type)->dequant_row(m, row, out); }
+
+static size_t f32_bytes(int rows, int cols) { return (size_t)rows * (size_t)cols * 4; }
+
+/* ---- the table, in binding order: a type is recognised by its last
+ * section, so Q4Z (quant + scales + zero_points) comes before Q4 ---- */
+static const wisp_quant_traits k_table[] = {
+    {WISP_W_F16, "f16", 1, 2, "f16", 16,
+     {{"f16", WISP_QP_Q, wisp_f16_bytes}}, 1, row_f16, {"f16_avx2", "f16_scalar"}, WISP_GGML_F16},
+    {WISP_W_Q8_0, "q8_0", WISP_Q8_0_BLOCK, WISP_Q8_0_BYTES, "q8_0", 8,
+     {{"q8_0", WISP_QP_Q, wisp_q8_0_bytes}}, 1, row_q8_0, {"q8_0_avx2", "q8_0_scalar"}, WISP_GGML_Q8_0},
+    {WISP_W_Q4K, "q4k", WISP_Q4K_BLOCK, WISP_Q4K_BYTES, "q4k", 4,
+     {{"q4k", WISP_QP_Q, wisp_q4k_bytes}}, 1, row_q4k, {"q4k_avx2", "q4k_scalar"}, WISP_GGML_Q4_K},
+    {WISP_W_Q4Z, "q4z", WISP_Q4_BLOCK, WISP_Q4_BLOCK / 2, "q4", 4,
+     {{"quant", WISP_QP_Q, wisp_q4_quant_bytes}, {"scales", WISP_QP_SCALES, wisp_q4_scale_bytes},
+      {"zero_points", WISP_QP_ZP, wisp_q4_zp_bytes}},
+     3, row_q4, {"q4_avx2", "q4_scalar"}, WISP_QUANT_NO_GGML},
+    {WISP_W_Q4, "q4", WISP_Q4_BLOCK, WISP_Q4_BLOCK / 2, "q4", 4,
+     {{"quant", WISP_QP_Q, wisp_q4_quant_bytes}, {"scales", WISP_QP_SCALES, wisp_q4_scale_bytes}}, 2, row_q4,
+     {"q4_avx2", "q4_scalar"}, WISP_QUANT_NO_GGML},
+    {WISP_W_F32, "f32", 1, 4, "f32", 32,
+     {{"weight", WISP_QP_F32, f32_bytes}}, 1, row_f32, {"f32"}, WISP_GGML_F32},
+};
+enum { N_TYPES = sizeof k_table / sizeof k_table[0] };
+
+const wisp_quant_traits *wisp_quant_table(int *n) {
+  *n = N_TYPES;
+  return k_table;
+}
+
+const wisp_quant_traits *wisp_quant_traits_of(wisp_wtype t) {
+  for (int i = 0; i < N_TYPES; i++)
+    if (k_table[i].type == t) return &k_table[i];
+  return NULL;
+}
+
+const char *wisp_wtype_name(wisp_wtype t) {
+  const wisp_quant_traits *q = wisp_quant_traits_of(t);
+  return q ? q->name : "?";
+}
+
+uint64_t wisp_quant_bytes(wisp_wtype t, int rows, int cols) {
+  const wisp_quant_traits *q = wisp_quant_traits_of(t);
+  uint64_t total = 0;
+  for (int i = 0; q && i < q->n_planes; i++) total += q->planes[i].bytes(rows, cols);
+  return total;
+}
+
+uint64_t wisp_matrix_bytes(const wisp_matrix *m) { return wisp_quant_bytes(m->type, m->rows, m->cols); }
+
+const wisp_quant_traits *wisp_quant_of_cpu_kernel(const char *variant) {
+  for (int i = 0; i < N_TYPES; i++)
+    for (int k = 0; k < 3 && k_table[i].cpu_kernels[k]; k++)
+      if (!strcmp(k_table[i].cpu_kernels[k], variant)) return &k_table[i];
+  return NULL;
+}
+
+static int has_section(const wisp_artifact *a, const char *base, const char *suffix) {
+  char name[300];
+  snprintf(name, sizeof name, "%s.%s", base, suffix);
+  return wisp_artifact_section(a, name) != NULL;
+}
+
+int wisp_matrix_present(const wisp_artifact *a, const char *base) {
+  for (int i = 0; i < N_TYPES; i++)
+    if (has_section(a, base, k_table[i].planes[k_table[i].n_planes - 1].suffix)) return 1;
+  return 0;
+}
+
+wisp_status wisp_matrix_bind(const wisp_artifact *a, const char *base, int rows, int cols, wisp_matrix *m) {
+  const char *dir = a->dir ? a->dir : "artifact";
+  memset(m, 0, sizeof *m);
+  m->rows = rows;
+  m->cols = cols;
+  for (int i = 0; i < N_TYPES; i++) {
+    const wisp_quant_traits *q = &k_table[i];
+    if (!has_section(a, base, q->planes[q->n_planes - 1].suffix)) continue;
+    if (cols % q->block)
+      return wisp_fail(WISP_EFORMAT, "%s: section '%s.%s': %d columns are not a multiple of %d", dir, base,
+                       q->planes[0].suffix, cols, q->block);
+    m->type = q->type;
+    for (int p = 0; p < q->n_planes; p++) {
+      char name[300];
+      const uint8_t *d;
+      snprintf(name, sizeof name, "%s.%s", base, q->planes[p].suffix);
+      wisp_status st = wisp_artifact_bytes(a, name, q->planes[p].bytes(rows, cols), &d);
+      if (st) return st;
+      switch (q->planes[p].field) {
+        case WISP_QP_F32: m->f32 = (const float *)d; break;
+        case WISP_QP_Q: m->q = d; break;
+        case WISP_QP_SCALES: m->scales = (const float *)d; break;
+        case WISP_QP_ZP: m->zp = d; break;
+      }
+    }
+    return WISP_OK;
+  }
+  return wisp_fail(WISP_EFORMAT, "%s: missing section '%s.quant' (or '%s.q4k', '%s.q8_0', '%s.f16', or '%s.weight' for f32)",
+                   dir, base, base, base, base, base);
+}
