@@ -83,21 +83,29 @@ int cli_print_version(void) {
 
 /* ---- the overwrite rule of every writer ------------------------------------ */
 
+int cli_is_empty(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) return 0;
+  if (S_ISREG(sb.st_mode)) return sb.st_size == 0;
+  if (!S_ISDIR(sb.st_mode)) return 0;
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  int empty = 1;
+  struct dirent *e;
+  while (empty && (e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+  closedir(d);
+  return empty;
+}
+
 int cli_check_target(const char *cmd, const char *path, int force) {
   struct stat sb;
-  if (stat(path, &sb) != 0) return errno == ENOENT ? 0 : (fprintf(stderr, "wisp %s: %s: %s\n", cmd, path, strerror(errno)), 2);
-  if (S_ISDIR(sb.st_mode)) {
-    DIR *d = opendir(path);
-    int empty = 1;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
-    if (d) closedir(d);
-    if (empty) return 0;
-  } else if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
-    return 0;
+  if (stat(path, &sb) != 0) {
+    if (errno == ENOENT) return 0;
+    fprintf(stderr, "wisp %s: %s: %s\n", cmd, path, strerror(errno));
+    return 2;
   }
-  if (force) return 0;
+  if (force || cli_is_empty(path)) return 0;
   fprintf(stderr, "wisp %s: %s already exists and is not empty; not overwriting (--force replaces it)\n", cmd, path);
   return 2;
 }

@@ -41,6 +41,8 @@ int cli_print_version(void);
  * file or an empty directory may be written; anything else only with
  * --force. Returns 0, or prints one line and returns 2 (the exit status). */
 int cli_check_target(const char *cmd, const char *path, int force);
+/* 1 for an empty directory or an empty regular file. */
+int cli_is_empty(const char *path);
 /* Until cli_interrupt_forget(), SIGINT/SIGTERM/SIGHUP remove a temporary
  * file (names NULL) or a temporary directory holding files with these
  * names (and their wisp_write_file_atomic twins), then end the process as
