@@ -88,7 +88,7 @@ bench: deps all
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_NAMES   := gguf safetensors manifest tokenizer_json
+FUZZ_NAMES   := gguf safetensors manifest tokenizer_json cli_options
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 
 fuzz-build:
