@@ -263,7 +263,7 @@ static wisp_status feed_turn(chat_state *c, const char *line, int *n_prompt) {
 
 /* Interactive chat; returns 0 or 1 (error message set). */
 static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, wisp_sampler *smp, float *logits,
-                     const char *system, int think, int n_predict, int context_shift) {
+                     const char *system, int think, int n_predict, int context_shift, int ignore_eos) {
   const wisp_artifact *a = m->artifact;
   char cfg[4096], gen[4096];
   int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
@@ -319,7 +319,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
       if (g_interrupted) { interrupted = 1; break; }
       if (wisp_session_position(s) >= c.ctx) { full = 1; break; }
       int next = wisp_sampler_sample(smp, logits);
-      if (wisp_chat_is_stop(&c.info, next)) break;
+      if (!ignore_eos && wisp_chat_is_stop(&c.info, next)) break;
       wisp_sampler_accept(smp, next);
       const char *out;
       size_t len;
@@ -389,8 +389,8 @@ int cmd_run(int argc, char **argv) {
       {"--min-p", CLI_NUM, &min_p, 0, 1, "P", "drop tokens below P times the likeliest (0: off)"},
       {"--repeat-penalty", CLI_NUM, &repeat_penalty, 0.01, 100, "R", "penalty for recent tokens (1: off)"},
       {"--repeat-last-n", CLI_INT, &repeat_last_n, 0, 1e6, "N", "how many recent tokens the penalty looks at"},
-      {"-s|--seed", CLI_I64, &seed, -1, 9.2e18, "S", "sampling seed (default -1: random, printed on stderr)"},
-      {"--ignore-eos", CLI_FLAG, &ignore_eos, 0, 0, NULL, "do not stop at the model's end-of-text tokens"},
+      {"-s|--seed", CLI_I64, &seed, -1, 9.2e18, "S", "sampling seed (default -1: random, printed on stderr when --temp > 0)"},
+      {"--ignore-eos", CLI_FLAG, &ignore_eos, 0, 0, NULL, "do not stop at the model's end-of-text tokens (chat too)"},
       {"--ids", CLI_FLAG, &show_ids, 0, 0, NULL, "print the prompt and generated ids on stderr"},
       {"--chat|--conversation|-cnv|-i|--interactive", CLI_FLAG, &chat, 0, 0, NULL,
        "interactive chat: one message per line of standard input"},
@@ -419,11 +419,12 @@ int cmd_run(int argc, char **argv) {
   if (min_p >= 0) sp.min_p = (float)min_p;
   if (repeat_penalty >= 0) sp.repeat_penalty = (float)repeat_penalty;
   if (repeat_last_n >= 0) sp.repeat_last_n = repeat_last_n;
-  if (seed < 0) {
-    seed = random_seed();
-    fprintf(stderr, "wisp: seed %lld\n", (long long)seed);
-  }
+  /* -1: a random seed, printed in the banner when sampling uses it */
+  const int random = seed < 0;
+  if (random) seed = random_seed();
   sp.seed = (uint64_t)seed;
+  char seed_note[48] = "";
+  if (random && sp.temperature > 0) snprintf(seed_note, sizeof seed_note, " | seed %lld", (long long)seed);
   char *prompt_text = NULL;
   if (prompt_file || (prompt && !strcmp(prompt, "-"))) {
     if (cli_read_text(prompt_file ? prompt_file : "-", &prompt_text, NULL)) return cli_error("run");
@@ -457,10 +458,10 @@ int cmd_run(int argc, char **argv) {
     logits = malloc(sizeof(float) * (size_t)vocab);
     smp = wisp_sampler_new(&sp, vocab);
     if (!logits || !smp) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
-    fprintf(stderr, "wisp: %s | backend %s | plan %.12s\n", model_dir, wisp_session_backend_name(s),
-            wisp_session_plan_id(s));
+    fprintf(stderr, "wisp: %s | backend %s | plan %.12s%s\n", model_dir, wisp_session_backend_name(s),
+            wisp_session_plan_id(s), seed_note);
     compile_begin(s, &cw);
-    if (chat_loop(m, s, tok, smp, logits, system, think, n_predict, shift)) goto fail;
+    if (chat_loop(m, s, tok, smp, logits, system, think, n_predict, shift, ignore_eos)) goto fail;
     rc = 0;
     goto fail;
   }
@@ -485,8 +486,8 @@ int cmd_run(int argc, char **argv) {
   smp = wisp_sampler_new(&sp, vocab);
   gen_ids = malloc(sizeof(int32_t) * (size_t)(n_predict > 0 ? n_predict : 1));
   if (!logits || !smp || !gen_ids) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
-  fprintf(stderr, "wisp: %s | backend %s | plan %.12s | %d prompt tokens\n", model_dir, wisp_session_backend_name(s),
-          wisp_session_plan_id(s), n_ids);
+  fprintf(stderr, "wisp: %s | backend %s | plan %.12s | %d prompt tokens%s\n", model_dir,
+          wisp_session_backend_name(s), wisp_session_plan_id(s), n_ids, seed_note);
   fwrite(prompt, 1, strlen(prompt), stdout);
   fflush(stdout);
   for (int i = 0; i < n_ids; i++) wisp_sampler_accept(smp, ids[i]);
