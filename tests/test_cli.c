@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fixtures.h"
+#include "st_fixture.h"
 #include "format/artifact.h"
 #include "test.h"
 #include "util/file.h"
@@ -432,34 +433,81 @@ TEST(cli_chat_ctrl_c) {
   CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, err);
 }
 
-/* A FIFO as the source's tokenizer.json: convert reads it twice, the
- * second time while its DIR.partial-PID/ exists; opening the FIFO's write
- * end returns exactly then, and SIGINT must leave nothing behind. */
+/* Whether test_tmpdir() holds an entry whose name starts with prefix. */
+static int tmp_has(const char *prefix) {
+  char out[4096];
+  run_cmd(out, sizeof out, "ls -a %s", test_tmpdir());
+  for (const char *p = out; (p = strstr(p, prefix)); p++)
+    if (p == out || p[-1] == '\n') return 1;
+  return 0;
+}
+
+/* SIGINT while convert writes: its tokenizer.json is a FIFO, which convert
+ * reads twice, first to check it (fed here) and then to copy it into
+ * DIR.partial-PID/, where it waits for a writer that never comes. Once that
+ * directory exists the child cannot finish; SIGINT must leave nothing. */
 TEST(cli_convert_ctrl_c_removes_temporaries) {
-  char hf[700], out_dir[700], fifo[800], tok[800];
+  char hf[700], out_dir[700], fifo[800];
   snprintf(hf, sizeof hf, "%s/hf_sigint", test_tmpdir());
   snprintf(out_dir, sizeof out_dir, "%s/sigint_art", test_tmpdir());
-  /* the source: the small model exported and imported as an HF-like dir is
-   * more than this needs; a GGUF export of the default model has a tokenizer */
-  char gguf[800], out[8192];
-  snprintf(gguf, sizeof gguf, "%s/sigint.gguf", test_tmpdir());
-  CHECKF(run_cmd(out, sizeof out, "%s export-gguf %s -o %s", test_wisp_bin(), DEFAULT_MODEL, gguf) == 0, "%s", out);
-  (void)hf;
-  (void)fifo;
-  (void)tok;
+  snprintf(fifo, sizeof fifo, "%s/tokenizer.json", hf);
+  CHECK(mkdir(hf, 0755) == 0 && fx_write_tiny_lfm2(hf, NULL) == 0);
+  CHECK(mkfifo(fifo, 0644) == 0);
   char bin[700];
   snprintf(bin, sizeof bin, "%s", test_wisp_bin());
-  char *argv[] = {bin, "convert", gguf, "-o", out_dir, NULL};
+  char *argv[] = {bin, "convert", hf, "-o", out_dir, "--quant", "f32", NULL};
   child c;
   CHECK(spawn(&c, argv) == 0);
-  char err[32768] = "";
-  size_t elen = 0;
-  /* the first progress line: DIR.partial-PID/ and DIR.gguf-tokenizer-PID/ exist */
-  int seen = pump(&c, err, sizeof err, &elen, "[  1/", 1);
+  static const char json[] = "{\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+                             "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"c\":2},\"merges\":[]}}";
+  int fd = open(fifo, O_WRONLY); /* returns when convert opens it the first time */
+  CHECK(fd >= 0);
+  CHECK(write(fd, json, sizeof json - 1) == (ssize_t)(sizeof json - 1));
+  close(fd);
+  char partial[800];
+  snprintf(partial, sizeof partial, "%s.partial-%d", out_dir, (int)c.pid);
+  while (!wisp_path_exists(partial)) {
+    int st;
+    CHECKF(waitpid(c.pid, &st, WNOHANG) == 0, "convert ended before writing (status %d)", st);
+    usleep(1000); /* polling for a condition; no time limit is assumed */
+  }
   kill(c.pid, SIGINT);
   int st = finish(&c);
-  (void)seen;
-  (void)st;
-  CHECKF(run_cmd(out, sizeof out, "ls -a %s | grep -c 'sigint_art\\.' ", test_tmpdir()) == 1 && out[0] == '0',
-         "left behind: %s", out);
+  CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "status %d", st);
+  CHECKF(!tmp_has("sigint_art"), "left behind in %s", test_tmpdir());
+}
+
+/* The same for export-gguf: its OUT.tmp-PID is made a FIFO here, so the
+ * writer blocks in it until SIGINT. */
+TEST(cli_export_gguf_ctrl_c_removes_temporary) {
+  char out[800], tmp[900];
+  snprintf(out, sizeof out, "%s/sigint.gguf", test_tmpdir());
+  char bin[700];
+  snprintf(bin, sizeof bin, "%s", test_wisp_bin());
+  char *argv[] = {bin, "export-gguf", (char *)fixture_small_model(), "-o", out, NULL};
+  /* the child waits for a byte on its stdin before exec: the FIFO first */
+  int gate[2];
+  CHECK(pipe(gate) == 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    char b;
+    close(gate[1]);
+    if (read(gate[0], &b, 1) != 1) _exit(126);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(gate[0]);
+  snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)pid);
+  CHECK(mkfifo(tmp, 0644) == 0);
+  CHECK(write(gate[1], "x", 1) == 1);
+  close(gate[1]);
+  int fd = open(tmp, O_RDONLY); /* returns when the writer opens its temporary */
+  CHECK(fd >= 0);
+  kill(pid, SIGINT);
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  close(fd);
+  CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "status %d", st);
+  CHECKF(!wisp_path_exists(tmp) && !wisp_path_exists(out), "%s or %s left behind", tmp, out);
 }
