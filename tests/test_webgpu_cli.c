@@ -79,4 +79,18 @@ TEST(webgpu_cli_run_announces_kernel_compilation) {
   /* the announcement comes before the prompt is evaluated */
   const char *p = strstr(out, "prompt: ");
   CHECKF(p && a < p, "%s", out);
+  /* bench's receipt reports compilation apart from its phases */
+  char receipt[700];
+  snprintf(receipt, sizeof receipt, "%s/compile_receipt.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s bench -m models/default -p 4 -n 2 --backend webgpu -o %s", test_wisp_bin(), receipt);
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0 && strstr(out, "compiling kernels (first run"), "exit %d: %s", rc, out);
+  FILE *f = fopen(receipt, "rb");
+  CHECK(f);
+  char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  const char *c = strstr(text, "\"compile\"");
+  CHECKF(c && strstr(c, "\"pipelines\"") && strstr(c, "\"seconds\"") && !strstr(c, "\"pipelines\":\t0,"), "%s", text);
 }

@@ -76,7 +76,7 @@ int cmd_perplexity(int argc, char **argv) {
   wisp_session_options so = {.backend = backend, .threads = (int)threads};
   if (wisp_session_new(m, &so, &s)) goto done;
   if (window > wisp_session_context(s)) {
-    wisp_fail(WISP_EINVAL, "--window %lld exceeds the model's context of %d tokens", (long long)window,
+    wisp_fail(WISP_EINVAL, "--window %lld exceeds the context of %d tokens", (long long)window,
               wisp_session_context(s));
     goto done;
   }
