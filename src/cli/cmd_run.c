@@ -15,7 +15,9 @@
  *            The template and stop tokens come from the artifact's
  *            tokenizer_config.json / generation_config.json (tokenizer/chat.h).
  *            -sys without --chat is an error: a system message is part of a chat. */
+#include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +166,67 @@ static void on_sigint(int sig) {
   g_interrupted = 1;
 }
 
+/* Lines of standard input, read with read(2) rather than stdio so that
+ * waiting for one can be interrupted without a race: SIGINT stays blocked
+ * except inside ppoll, which unblocks it and waits in one step, so a Ctrl-C
+ * at the prompt always ends the wait. */
+typedef struct {
+  char *buf, *line; /* what was read; the line handed out */
+  size_t start, len, cap;
+  int eof;
+} line_reader;
+
+/* 1: *line (NUL-terminated, newline kept) of *n bytes; 0: end of input;
+ * -1: Ctrl-C while waiting (or just before). */
+static int read_line(line_reader *r, char **line, size_t *n) {
+  sigset_t block, orig;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigprocmask(SIG_BLOCK, &block, &orig);
+  int rc = 0;
+  for (;;) {
+    const char *nl = r->len > r->start ? memchr(r->buf + r->start, '\n', r->len - r->start) : NULL;
+    if (nl || (r->eof && r->len > r->start)) {
+      size_t k = (nl ? (size_t)(nl - r->buf) + 1 : r->len) - r->start;
+      char *l = realloc(r->line, k + 1);
+      if (!l) break;
+      memcpy(l, r->buf + r->start, k);
+      l[k] = 0;
+      r->line = l;
+      r->start += k;
+      *line = l;
+      *n = k;
+      rc = 1;
+      break;
+    }
+    if (r->eof) break;
+    if (g_interrupted) { rc = -1; break; }
+    struct pollfd p = {.fd = 0, .events = POLLIN};
+    if (ppoll(&p, 1, NULL, &orig) < 0) {
+      if (errno == EINTR) continue; /* the loop looks at g_interrupted */
+      break;
+    }
+    if (r->start > 0) { /* drop what was handed out */
+      memmove(r->buf, r->buf + r->start, r->len - r->start);
+      r->len -= r->start;
+      r->start = 0;
+    }
+    if (r->cap - r->len < 4096) {
+      size_t cap = r->cap ? r->cap * 2 : 8192;
+      char *more = realloc(r->buf, cap);
+      if (!more) break;
+      r->buf = more;
+      r->cap = cap;
+    }
+    ssize_t got = read(0, r->buf + r->len, r->cap - r->len);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) r->eof = 1;
+    else r->len += (size_t)got;
+  }
+  sigprocmask(SIG_SETMASK, &orig, NULL);
+  return rc;
+}
+
 /* One user/assistant exchange kept for --context-shift. */
 typedef struct {
   char *user, *reply;
@@ -284,19 +347,18 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_sa);
-  char *line = NULL;
-  size_t line_cap = 0;
+  line_reader lr = {0};
+  char *line = NULL; /* lr.line */
   int rc = 0;
   wisp_stream_decoder dec;
   wisp_stream_init(&dec, tok);
   for (int turn = 0;;) {
-    if (g_interrupted) break; /* Ctrl-C at the prompt */
     if (isatty(0)) { fprintf(stderr, "> "); fflush(stderr); }
-    ssize_t got = getline(&line, &line_cap, stdin);
-    if (got < 0) break; /* end of input, or Ctrl-C while waiting for it */
+    size_t got = 0;
+    if (read_line(&lr, &line, &got) <= 0) break; /* end of input, or Ctrl-C at the prompt */
     while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
     if (!strcmp(line, "/exit")) break;
-    if ((size_t)got != strlen(line) || utf8proc_decompose((const utf8proc_uint8_t *)line, got, NULL, 0, 0) < 0) {
+    if (got != strlen(line) || utf8proc_decompose((const utf8proc_uint8_t *)line, got, NULL, 0, 0) < 0) {
       fprintf(stderr, "[turn refused: the line is not valid UTF-8 text; the conversation goes on]\n");
       continue;
     }
@@ -352,7 +414,8 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   }
   sigaction(SIGINT, &old_sa, NULL);
   wisp_stream_free(&dec);
-  free(line);
+  free(lr.buf);
+  free(lr.line);
   for (int i = 0; i < c.n_turns; i++) { free(c.turns[i].user); free(c.turns[i].reply); }
   free(c.turns);
   return rc;
