@@ -88,7 +88,7 @@ bench: deps all
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_NAMES   := gguf safetensors manifest tokenizer_json tokenizer_config generation_config chat_template
+FUZZ_NAMES   := gguf safetensors manifest tokenizer_json tokenizer_config generation_config chat_template cli_options
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 
 fuzz-build:
@@ -106,6 +106,7 @@ fuzz: fuzz-build
 	  echo "== fuzz_$$n ($(FUZZ_SECONDS) s) =="; \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 	  $(FUZZ_BUILD)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -max_len=131072 -rss_limit_mb=4096 \
+	    $$([ $$n = cli_options ] && echo -close_fd_mask=2) \
 	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$n- $(FUZZ_BUILD)/corpus/$$n 2>&1 | tail -n 3 || exit 1; \
 	done
 

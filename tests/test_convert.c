@@ -180,11 +180,20 @@ TEST(convert_overwrites_an_existing_artifact_only) {
   char out[600], log[8192], cmd[2048];
   snprintf(out, sizeof out, "%s/over_art", test_tmpdir());
   CHECKF(run_convert(hf, out, "f32", log, sizeof log) == 0, "%s", log);
-  CHECKF(run_convert(hf, out, "q4", log, sizeof log) == 0, "%s", log);
+  /* an existing artifact is replaced only with --force (the one overwrite rule, docs/cli.md) */
+  CHECK(run_convert(hf, out, "q4", log, sizeof log) == 2);
+  CHECKF(strstr(log, "already exists and is not empty") && strstr(log, "--force"), "%s", log);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant q4 --force", test_wisp_bin(), hf, out);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  /* an empty directory is fine */
+  snprintf(out, sizeof out, "%s/over_empty", test_tmpdir());
+  CHECK(mkdir(out, 0755) == 0);
+  CHECKF(run_convert(hf, out, "f32", log, sizeof log) == 0, "%s", log);
   snprintf(cmd, sizeof cmd, "mkdir -p %s/over_plain && touch %s/over_plain/keep", test_tmpdir(), test_tmpdir());
   CHECK(test_run(cmd, NULL, 0) == 0);
   snprintf(out, sizeof out, "%s/over_plain", test_tmpdir());
-  CHECK(run_convert(hf, out, "q4", log, sizeof log) != 0);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant q4 --force", test_wisp_bin(), hf, out);
+  CHECK(test_run(cmd, log, sizeof log) != 0); /* not even with --force */
   CHECKF(one_line_error(log, "is not an artifact directory"), "%s", log);
   snprintf(cmd, sizeof cmd, "%s/over_plain/keep", test_tmpdir());
   CHECK(wisp_path_exists(cmd));

@@ -255,7 +255,7 @@ TEST(cli_run_streams_and_reports_speed) {
 
 TEST(cli_bad_options_are_one_line_errors) {
   const char *cases[][2] = {
-      {"run -m MODEL -n -4", "-n needs a number"},
+      {"run -m MODEL -n -4", "-n/--n-predict needs an integer"},
       {"run -m MODEL --temp hot", "--temp needs a number"},
       {"run -m MODEL --backend tpu", "unknown backend 'tpu'"},
       {"run -m MODEL -n 100000", "exceed the context"},

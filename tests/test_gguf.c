@@ -204,7 +204,7 @@ TEST(gguf_roundtrip_f32_lfm2_identical_logits) {
   CHECK(logits_of(b, lb, sizeof lb) == 0);
   CHECKF(strlen(la) > 100 && !strcmp(la, lb), "logits differ:\n%.300s\n%.300s", la, lb);
   /* and again through Q8_0 */
-  snprintf(cmd, sizeof cmd, "%s export-gguf %s -o %s --q8_0 && %s convert %s -o %s_q8 --quant f32 --quiet",
+  snprintf(cmd, sizeof cmd, "%s export-gguf %s -o %s --q8_0 --force && %s convert %s -o %s_q8 --quant f32 --quiet",
            test_wisp_bin(), a, gg, test_wisp_bin(), gg, b);
   CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
 }

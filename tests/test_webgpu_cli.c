@@ -62,3 +62,35 @@ TEST(webgpu_cli_run_missing_library) {
   CHECKF(strstr(out, "wisp: using the cpu backend (WebGPU: ") && strstr(out, "/nonexistent/libwebgpu.so"), "%s", out);
   CHECKF(strstr(out, "| backend cpu |") && strstr(out, "decode: "), "%s", out);
 }
+
+/* A run on the GPU says that it compiles kernels before it does (a cold
+ * first run on a CPU Vulkan driver takes tens of seconds), how many it
+ * compiled and how long that took, and keeps that time out of tok/s. */
+TEST(webgpu_cli_run_announces_kernel_compilation) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char cmd[1024], out[16384];
+  snprintf(cmd, sizeof cmd, "%s run -m models/default -p hello -n 3 --temp 0 --backend webgpu", test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "exit %d: %s", rc, out);
+  const char *a = strstr(out, "wisp: compiling "), *b = strstr(out, "compiled ");
+  CHECKF(a && strstr(a, " kernels (first run)...\n") && b && b > a && strstr(b, " kernels in ") &&
+             strstr(b, "(not counted in tok/s)"), "%s", out);
+  /* the announcement comes before the prompt is evaluated */
+  const char *p = strstr(out, "prompt: ");
+  CHECKF(p && a < p, "%s", out);
+  /* bench's receipt reports compilation apart from its phases */
+  char receipt[700];
+  snprintf(receipt, sizeof receipt, "%s/compile_receipt.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s bench -m models/default -p 4 -n 2 --backend webgpu -o %s", test_wisp_bin(), receipt);
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0 && strstr(out, "compiling kernels (first run"), "exit %d: %s", rc, out);
+  FILE *f = fopen(receipt, "rb");
+  CHECK(f);
+  char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  const char *c = strstr(text, "\"compile\"");
+  CHECKF(c && strstr(c, "\"pipelines\"") && strstr(c, "\"seconds\"") && !strstr(c, "\"pipelines\":\t0,"), "%s", text);
+}

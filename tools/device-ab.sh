@@ -10,7 +10,7 @@ W=.dev/wisp
 mkdir -p models
 model_dir() { # name -> artifact directory (built on first use)
   case $1 in
-    seed) [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+    seed) [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --force --seed 1 >/dev/null 2>&1
           echo models/seed ;;
     qwen08|qwen2b|lfm350)
       local cfg quant
@@ -18,7 +18,7 @@ model_dir() { # name -> artifact directory (built on first use)
       local a=/tmp/wq/$cfg/art_$quant
       if [ ! -d "$a" ]; then
         python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out /tmp/wq/$cfg/hf >/dev/null 2>&1 &&
-          $W convert /tmp/wq/$cfg/hf -o "$a" --quant $quant --quiet >/dev/null 2>&1
+          $W convert /tmp/wq/$cfg/hf -o "$a" --force --quant $quant --quiet >/dev/null 2>&1
       fi
       echo "$a" ;;
   esac
@@ -28,7 +28,7 @@ for m in ${MODELS:-seed qwen08}; do
   [ -d "$dir" ] || { echo "$m: no artifact"; continue; }
   for s in ${AB:-plan:X=1}; do
     printf '%-8s %-28s ' "$m" "${s%%:*}"
-    env $(echo "${s#*:}" | tr "," " ") $W bench -m "$dir" --backend webgpu --prompt 128 --decode 256 --batch 1 ${BENCH_ARGS:-} -o /tmp/ab.json 2>/dev/null |
+    env $(echo "${s#*:}" | tr "," " ") $W bench -m "$dir" --backend webgpu --prompt 128 --decode 256 --batch 1 ${BENCH_ARGS:-} -o /tmp/ab.json --force 2>/dev/null |
       grep -o "decode: .*" | head -1
   done
 done

@@ -17,10 +17,10 @@ W=.dev/wisp
 say() { echo "== $* ($(date +%T))"; }
 # SEED=1: the seed-shaped LFM2 persistent decode first (batch 1 and 64), its path's check.
 if [ "${SEED:-0}" = 1 ]; then
-  [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+  [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --force --seed 1 >/dev/null 2>&1
   for bt in 1 64 1 64; do
     printf 'seed       batch %-3s ' "$bt"
-    $W bench -m models/seed --backend webgpu --prompt 128 --decode 256 --batch $bt -o /tmp/s.json 2>/dev/null | head -1
+    $W bench -m models/seed --backend webgpu --prompt 128 --decode 256 --batch $bt -o /tmp/s.json --force 2>/dev/null | head -1
   done
 fi
 for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
@@ -28,7 +28,7 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   [ -d "$A" ] && continue
   say "build $cfg"
   (python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out /tmp/wq/$cfg/hf >/dev/null 2>&1 &&
-    $W convert /tmp/wq/$cfg/hf -o "$A" --quant q4k --quiet) &
+    $W convert /tmp/wq/$cfg/hf -o "$A" --force --quant q4k --quiet) &
 done
 wait
 say "built"
@@ -37,7 +37,7 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   [ -d "$A" ] || { echo "$cfg: no artifact"; continue; }
   say "$cfg"
   if [ "${CHECK:-1}" = 1 ]; then
-  WISP_WEBGPU_PERSIST_DEBUG=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 8 -o /tmp/dbg.json 2>&1 |
+  WISP_WEBGPU_PERSIST_DEBUG=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 8 -o /tmp/dbg.json --force 2>&1 |
     grep -E "persistent|probe" | head -4
   a=$($W run -m "$A" -p Hello -n 64 --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null | grep "generated ids")
   # WISP_WEBGPU_PERSIST=1: the persistent decode at wisp run's batches of 1 too
@@ -52,16 +52,16 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
       for bt in ${AB_BATCHES:-1 64}; do
         envs=""; [ "$v" = default ] || envs=$(echo "$v" | tr ',' ' ')
         printf '%-10s %-22s batch %-3s ' "$cfg" "$v" "$bt"
-        env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json 2>/dev/null | head -1
+        env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json --force 2>/dev/null | head -1
       done
     done
   done
   for v in ${VARIANTS:-}; do
     printf '%-10s %-40s batch %-3s ' "$cfg" "$v" "${VBATCH:-1}"
-    env $(echo "$v" | tr ',' ' ') $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "${VBATCH:-1}" -o /tmp/x.json 2>/dev/null | head -1
+    env $(echo "$v" | tr ',' ' ') $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "${VBATCH:-1}" -o /tmp/x.json --force 2>/dev/null | head -1
   done
   [ "${RECEIPTS:-1}" = 1 ] || continue
-  $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch 1 -o "$OUT/receipts/h200-$cfg-q4k-webgpu-decode-batch1-persistent.json" 2>&1 | tail -1
-  $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --profile throughput -o "$OUT/receipts/h200-$cfg-q4k-webgpu-decode-throughput-persistent.json" 2>&1 | tail -1
+  $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch 1 -o "$OUT/receipts/h200-$cfg-q4k-webgpu-decode-batch1-persistent.json" --force 2>&1 | tail -1
+  $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --profile throughput -o "$OUT/receipts/h200-$cfg-q4k-webgpu-decode-throughput-persistent.json" --force 2>&1 | tail -1
 done
 say "done"

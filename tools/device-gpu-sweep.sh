@@ -9,12 +9,12 @@ W=.dev/wisp
 M=${1:-models/seed}
 dec() { # label, env...
   local label=$1; shift
-  local line; line=$(env "$@" $W bench -m "$M" --backend webgpu --prompt 128 --decode 256 --batch 64 -o /tmp/sweep.json 2>/dev/null | head -1)
+  local line; line=$(env "$@" $W bench -m "$M" --backend webgpu --prompt 128 --decode 256 --batch 64 -o /tmp/sweep.json --force 2>/dev/null | head -1)
   printf '%-34s %s\n' "$label" "$line"
 }
 pre() {
   local label=$1; shift
-  local line; line=$(env "$@" $W bench -m "$M" --backend webgpu --prompt 1024 --decode 1 --batch 1 -o /tmp/sweep.json 2>/dev/null | head -1)
+  local line; line=$(env "$@" $W bench -m "$M" --backend webgpu --prompt 1024 --decode 1 --batch 1 -o /tmp/sweep.json --force 2>/dev/null | head -1)
   printf '%-34s %s\n' "$label" "$line"
 }
 dec "plan geometry"

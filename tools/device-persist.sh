@@ -9,7 +9,7 @@ set -uo pipefail
 W=.dev/wisp
 OUT=${OUT_DIR:-/tmp/persist}
 mkdir -p "$OUT" models
-[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --force --seed 1 >/dev/null 2>&1
 for m in ${PERSIST_MODELS:-seed}; do
   dir=models/$m
   P="Once upon a time there was a small town by the sea where"
@@ -22,21 +22,21 @@ for m in ${PERSIST_MODELS:-seed}; do
   grep -h "persistent" "$OUT/$m-persist.err" | head -3
   for b in ${PERSIST_BATCHES:-1 64}; do
     printf '%-6s batch %-3s %-14s ' "$m" "$b" "op-by-op"
-    WISP_WEBGPU_PERSIST=0 $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch $b -o "$OUT/$m-op-b$b.json" 2>/dev/null | grep -o "decode: .*" | head -1
+    WISP_WEBGPU_PERSIST=0 $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch $b -o "$OUT/$m-op-b$b.json" --force 2>/dev/null | grep -o "decode: .*" | head -1
     for gwg in ${PERSIST_GRIDS:-auto 132 264}; do
       printf '%-6s batch %-3s %-14s ' "$m" "$b" "persist-$gwg"
       if [ "$gwg" = auto ]; then e=""; else e="WISP_WEBGPU_PERSIST_WG=$gwg"; fi
-      env WISP_WEBGPU_PERSIST=1 $e $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch $b -o "$OUT/$m-persist$gwg-b$b.json" 2>/dev/null | grep -o "decode: .*" | head -1
+      env WISP_WEBGPU_PERSIST=1 $e $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch $b -o "$OUT/$m-persist$gwg-b$b.json" --force 2>/dev/null | grep -o "decode: .*" | head -1
     done
   done
   # Other settings, "label:ENV=V,ENV=V" (persistent on), batch PERSIST_VBATCH (64).
   for v in ${PERSIST_VARIANTS:-}; do
     printf '%-6s batch %-3s %-14s ' "$m" "${PERSIST_VBATCH:-64}" "${v%%:*}"
-    env WISP_WEBGPU_PERSIST=1 $(echo "${v#*:}" | tr ',' ' ') $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch ${PERSIST_VBATCH:-64} -o /tmp/v.json 2>/dev/null | grep -o "decode: .*" | head -1
+    env WISP_WEBGPU_PERSIST=1 $(echo "${v#*:}" | tr ',' ' ') $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch ${PERSIST_VBATCH:-64} -o /tmp/v.json --force 2>/dev/null | grep -o "decode: .*" | head -1
   done
   # Timing probes (wrong tokens on purpose): a phase family left out.
   for sk in ${PERSIST_SKIPS:-}; do
     printf '%-6s batch 64  %-14s ' "$m" "skip-$sk"
-    WISP_WEBGPU_PERSIST=1 WISP_WEBGPU_PERSIST_SKIP=$sk $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch 64 -o /tmp/skip.json 2>/dev/null | grep -o "decode: .*" | head -1
+    WISP_WEBGPU_PERSIST=1 WISP_WEBGPU_PERSIST_SKIP=$sk $W bench -m $dir --backend webgpu --prompt 128 --decode 256 --batch 64 -o /tmp/skip.json --force 2>/dev/null | grep -o "decode: .*" | head -1
   done
 done

@@ -7,13 +7,13 @@ set -uo pipefail
 . tools/device-env.sh
 W=.dev/wisp
 mkdir -p models
-[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
-WISP_WEBGPU_PROFILE=1 $W bench -m models/seed --backend webgpu --prompt 1024 --decode 1 --profile throughput -o /tmp/p.json 2>&1 |
+[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --force --seed 1 >/dev/null 2>&1
+WISP_WEBGPU_PROFILE=1 $W bench -m models/seed --backend webgpu --prompt 1024 --decode 1 --profile throughput -o /tmp/p.json --force 2>&1 |
   grep -v XDG | head -${PROFILE_LINES:-24}
 for s in ${GEOMS:-plan:X=1}; do
   for rep in 1 2; do
     printf '%-10s ' "${s%%:*}"
     env $(echo "${s#*:}" | tr "," " ") $W bench -m models/seed --backend webgpu --prompt 1024 --decode 4 --profile throughput \
-      -o /tmp/g.json 2>/dev/null | grep -o "prefill: [^|]*" | head -1
+      -o /tmp/g.json --force 2>/dev/null | grep -o "prefill: [^|]*" | head -1
   done
 done

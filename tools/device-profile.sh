@@ -12,10 +12,10 @@ set -uo pipefail
 OUT=${1:-bench/results}
 mkdir -p "$OUT" models
 W=.dev/wisp
-[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 2>/dev/null
+[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --force --seed 1 2>/dev/null
 prof() { # name, bench args...
   local name=$1; shift
-  WISP_WEBGPU_PROFILE=1 $W bench "$@" -o /tmp/prof-$name.json 2>&1 | grep -v XDG > "$OUT/profile-$name.txt"
+  WISP_WEBGPU_PROFILE=1 $W bench "$@" -o /tmp/prof-$name.json --force 2>&1 | grep -v XDG > "$OUT/profile-$name.txt"
   echo "== $name"; head -30 "$OUT/profile-$name.txt"
 }
 profs() { # name, bench args...: plain, and with REPEAT
@@ -30,11 +30,11 @@ profs seed-decode -m models/seed --backend webgpu --prompt 128 --decode 128
 Q=${QWEN08:-/tmp/wq/qwen35-0.8b/art_q4k}
 if [ ! -d "$Q" ] && python3 -c "import transformers" 2>/dev/null; then
   python3 tests/parity/hf_reference.py build --config qwen35-0.8b --seed 1234 --out /tmp/wq/qwen35-0.8b/hf >/dev/null 2>&1 &&
-    $W convert /tmp/wq/qwen35-0.8b/hf -o "$Q" --quant q4k --quiet
+    $W convert /tmp/wq/qwen35-0.8b/hf -o "$Q" --force --quant q4k --quiet
 fi
 if [ -d "$Q" ]; then
   profs qwen08-decode -m "$Q" --backend webgpu --prompt 128 --decode 128
-  $W bench -m "$Q" --backend webgpu --prompt 128 --decode 256 -o "$OUT/h200-qwen35-0.8b-q4k-webgpu-decode.json" 2>/dev/null | tail -1
+  $W bench -m "$Q" --backend webgpu --prompt 128 --decode 256 -o "$OUT/h200-qwen35-0.8b-q4k-webgpu-decode.json" --force 2>/dev/null | tail -1
 fi
-$W bench -m models/seed --backend webgpu --prompt 128 --decode 256 -o "$OUT/h200-seed-webgpu-decode-batch1.json" 2>/dev/null | tail -1
-[ -n "${NOPREFILL:-}" ] || $W bench -m models/seed --backend webgpu --prompt 1024 --decode 16 -o "$OUT/h200-seed-webgpu-prefill1024.json" 2>/dev/null | tail -1
+$W bench -m models/seed --backend webgpu --prompt 128 --decode 256 -o "$OUT/h200-seed-webgpu-decode-batch1.json" --force 2>/dev/null | tail -1
+[ -n "${NOPREFILL:-}" ] || $W bench -m models/seed --backend webgpu --prompt 1024 --decode 16 -o "$OUT/h200-seed-webgpu-prefill1024.json" --force 2>/dev/null | tail -1

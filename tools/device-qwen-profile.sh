@@ -23,13 +23,13 @@ say() { echo "== $* ($(date +%T))"; }
 # binaries .dev/A and .dev/B, alternated twice (e.g. a build of the previous
 # commit carried as .dev/wisp_prev).
 if [ -n "${SEED_AB:-}" ]; then
-  [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+  [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --force --seed 1 >/dev/null 2>&1
   say "seed A/B: $SEED_AB"
   for rep in 1 2; do
     for b in $SEED_AB; do
       for bt in 1 64; do
         printf '%-12s batch %-3s ' "$b" "$bt"
-        .dev/$b bench -m models/seed --backend webgpu --prompt 128 --decode 256 --batch $bt -o /tmp/s.json 2>/dev/null | head -1
+        .dev/$b bench -m models/seed --backend webgpu --prompt 128 --decode 256 --batch $bt -o /tmp/s.json --force 2>/dev/null | head -1
       done
     done
   done
@@ -40,7 +40,7 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   [ -d "$A" ] && continue
   say "build $cfg"
   (python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out /tmp/wq/$cfg/hf >/dev/null 2>&1 &&
-    say "converting $cfg" && $W convert /tmp/wq/$cfg/hf -o "$A" --quant q4k --quiet) &
+    say "converting $cfg" && $W convert /tmp/wq/$cfg/hf -o "$A" --force --quant q4k --quiet) &
 done
 wait
 say "built"
@@ -55,7 +55,7 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
       for b in $QWEN_AB; do
         for bt in ${AB_BATCHES:-1 64}; do
           printf '%-10s %-12s batch %-3s ' "$cfg" "$b" "$bt"
-          .dev/$b bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/ab.json 2>/dev/null | head -1
+          .dev/$b bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/ab.json --force 2>/dev/null | head -1
           python3 -c "import json; e=json.load(open('/tmp/ab.json'))['decode']; print('   record %.3f s, wait %.3f s, bind groups made %s' % (e.get('host_record_seconds', 0), e.get('wait_seconds', 0), e.get('bind_groups_created', '-')))"
         done
       done
@@ -68,7 +68,7 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
     for e in $envs; do case $e in BATCH=*) bt=${e#BATCH=};; esac; done
     envs=$(echo "$envs" | tr ' ' '\n' | grep -v '^BATCH=' | tr '\n' ' ')
     printf '%-10s %-56s ' "$cfg" "$v"
-    env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json 2>/dev/null | head -1
+    env $envs $W bench -m "$A" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o /tmp/x.json --force 2>/dev/null | head -1
   done
   # PROFILE_VARIANTS: REPEAT=8 decode profiles with each entry's settings
   # (comma-separated VAR=value, "base" = none); prints the lines of the
@@ -77,11 +77,11 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
     envs=""; [ "$v" = base ] || envs=$(echo "$v" | tr ',' ' ')
     echo "-- $cfg profile $v"
     env $envs WISP_WEBGPU_PROFILE=1 WISP_WEBGPU_PROFILE_REPEAT=8 $W bench -m "$A" --backend webgpu --prompt 16 \
-      --decode ${PROFILE_DECODE:-32} -o /tmp/p.json 2>&1 | grep -E "${PROFILE_GREP:-matvec|fused|GPU time}" | head -12
+      --decode ${PROFILE_DECODE:-32} -o /tmp/p.json --force 2>&1 | grep -E "${PROFILE_GREP:-matvec|fused|GPU time}" | head -12
   done
   if [ "${PROFILE:-1}" = 1 ]; then
-    WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG > "$OUT/$cfg-profile.txt"
-    WISP_WEBGPU_PROFILE=1 WISP_WEBGPU_PROFILE_REPEAT=8 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG > "$OUT/$cfg-profile-r8.txt"
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json --force 2>&1 | grep -v XDG > "$OUT/$cfg-profile.txt"
+    WISP_WEBGPU_PROFILE=1 WISP_WEBGPU_PROFILE_REPEAT=8 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json --force 2>&1 | grep -v XDG > "$OUT/$cfg-profile-r8.txt"
     head -16 "$OUT/$cfg-profile-r8.txt" | tail -12
   fi
 done

@@ -12,7 +12,7 @@ OUT=${1:-bench/results}
 mkdir -p "$OUT" models
 W=.dev/wisp
 say() { echo "== $*"; }
-[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+[ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --force --seed 1 >/dev/null 2>&1
 same() { # name model n
   local a b
   a=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null | grep "generated ids")
@@ -21,7 +21,7 @@ same() { # name model n
 }
 bench() { # receipt-name, args...
   local name=$1; shift
-  printf '%-44s ' "$name"; $W bench "$@" -o "$OUT/$name.json" 2>/dev/null | head -1
+  printf '%-44s ' "$name"; $W bench "$@" -o "$OUT/$name.json" --force 2>/dev/null | head -1
 }
 seed_part() {
 say seed
@@ -41,7 +41,7 @@ lfm350_part() {
   A=/tmp/wq/lfm2-350m/art_q4
   if [ ! -d "$A" ]; then
     python3 tests/parity/hf_reference.py build --config lfm2-350m --seed 1234 --out /tmp/wq/lfm2-350m/hf >/dev/null 2>&1 &&
-      $W convert /tmp/wq/lfm2-350m/hf -o "$A" --quant q4 --quiet
+      $W convert /tmp/wq/lfm2-350m/hf -o "$A" --force --quant q4 --quiet
   fi
   if [ -d "$A" ]; then
     say lfm2-350m
@@ -57,14 +57,14 @@ for cfg in ${QWEN_CONFIGS:-qwen35-0.8b qwen35-2b}; do
   A=/tmp/wq/$cfg/art_q4k
   if [ ! -d "$A" ]; then
     python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out /tmp/wq/$cfg/hf >/dev/null 2>&1 &&
-      $W convert /tmp/wq/$cfg/hf -o "$A" --quant q4k --quiet
+      $W convert /tmp/wq/$cfg/hf -o "$A" --force --quant q4k --quiet
   fi
   [ -d "$A" ] || { echo "$cfg: no artifact"; continue; }
   say "$cfg"
   same "$cfg q4k" "$A" 64
   bench h200-$cfg-q4k-webgpu-decode-batch1 -m "$A" --backend webgpu --prompt 128 --decode 256 --batch 1
   bench h200-$cfg-q4k-webgpu-decode-throughput -m "$A" --backend webgpu --prompt 128 --decode 256 --profile throughput
-  [ -n "${PROFILE_QWEN:-}" ] && WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json 2>&1 | grep -v XDG | head -24
+  [ -n "${PROFILE_QWEN:-}" ] && WISP_WEBGPU_PROFILE=1 $W bench -m "$A" --backend webgpu --prompt 16 --decode 64 -o /tmp/p.json --force 2>&1 | grep -v XDG | head -24
 done
 }
 for part in $SECTIONS; do "${part}_part"; done

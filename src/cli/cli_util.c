@@ -1,6 +1,8 @@
 /* Helpers shared by the cmd_*.c files. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,4 +50,125 @@ const char *cli_default_model(void) {
   wisp_status st = wisp_synthetic_write(text, seed_manifest, path, 1);
   free(text);
   return st ? NULL : path;
+}
+
+/* ---- wisp --version ------------------------------------------------------ */
+
+/* The Dawn build comes from the VERSION file that scripts/webgpu-deps.sh
+ * writes beside the library (the pinned package name@version), found where
+ * the WebGPU loader looks: $WISP_WEBGPU_LIB's directory, else .cache/webgpu/
+ * here or in the repository. Nothing is loaded, so no GPU is needed. */
+int cli_print_version(void) {
+  printf("wisp %s\n", WISP_VERSION);
+  char path[PATH_MAX + 32], rel[PATH_MAX];
+  const char *lib = getenv("WISP_WEBGPU_LIB");
+  if (lib && *lib) {
+    snprintf(path, sizeof path, "%s", lib);
+    char *slash = strrchr(path, '/');
+    if (slash) snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "VERSION");
+    else snprintf(path, sizeof path, "VERSION");
+  } else {
+    snprintf(path, sizeof path, "%s", wisp_data_path(".cache/webgpu/VERSION", rel, sizeof rel));
+  }
+  char *text = NULL;
+  if (wisp_read_file(path, &text, NULL) == WISP_OK) {
+    text[strcspn(text, "\r\n")] = 0;
+    printf("dawn: %s (%s)\n", text[0] ? text : "unknown build", path);
+  } else {
+    printf("dawn: not installed (%s; scripts/webgpu-deps.sh fetches it)\n", wisp_last_error());
+  }
+  free(text);
+  return 0;
+}
+
+/* ---- the overwrite rule of every writer ------------------------------------ */
+
+int cli_is_empty(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) return 0;
+  if (S_ISREG(sb.st_mode)) return sb.st_size == 0;
+  if (!S_ISDIR(sb.st_mode)) return 0;
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  int empty = 1;
+  struct dirent *e;
+  while (empty && (e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+  closedir(d);
+  return empty;
+}
+
+int cli_check_target(const char *cmd, const char *path, int force) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    if (errno == ENOENT) return 0;
+    fprintf(stderr, "wisp %s: %s: %s\n", cmd, path, strerror(errno));
+    return 2;
+  }
+  if (force || cli_is_empty(path)) return 0;
+  fprintf(stderr, "wisp %s: %s already exists and is not empty; not overwriting (--force replaces it)\n", cmd, path);
+  return 2;
+}
+
+/* ---- temporary files removed on Ctrl-C ------------------------------------- */
+
+/* The paths are formatted when registered, so that the handler only calls
+ * unlink and rmdir (both async-signal-safe). */
+#define MAX_DOOMED 48
+static char g_doomed[MAX_DOOMED][PATH_MAX + 320];
+static int g_doomed_is_dir[MAX_DOOMED];
+static volatile sig_atomic_t g_n_doomed;
+
+static void remove_doomed(int sig) {
+  for (int i = 0; i < g_n_doomed; i++)
+    if (!g_doomed_is_dir[i]) unlink(g_doomed[i]);
+  for (int i = 0; i < g_n_doomed; i++)
+    if (g_doomed_is_dir[i]) rmdir(g_doomed[i]);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void doom(const char *path, int is_dir) {
+  if (g_n_doomed >= MAX_DOOMED) return;
+  snprintf(g_doomed[g_n_doomed], sizeof g_doomed[0], "%s", path);
+  g_doomed_is_dir[g_n_doomed] = is_dir;
+  g_n_doomed = g_n_doomed + 1;
+}
+
+void cli_remove_on_interrupt(const char *path, const char *const *names, int n_names) {
+  char p[PATH_MAX + 300];
+  if (strlen(path) >= PATH_MAX) return;
+  const int pid = (int)getpid();
+  if (!names) {
+    doom(path, 0);
+  } else {
+    for (int i = 0; i < n_names; i++) {
+      snprintf(p, sizeof p, "%s/%s", path, names[i]);
+      doom(p, 0);
+      snprintf(p, sizeof p, "%s/%s.tmp-%d", path, names[i], pid); /* wisp_write_file_atomic's name */
+      doom(p, 0);
+    }
+    doom(path, 1);
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = remove_doomed;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+}
+
+void cli_interrupt_forget(void) {
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  g_n_doomed = 0;
+}
+
+/* ---- prompts from files and standard input --------------------------------- */
+
+wisp_status cli_read_text(const char *path, char **text, size_t *len) {
+  if (!strcmp(path, "-")) return wisp_read_fd(0, "standard input", text, len);
+  return wisp_read_file(path, text, len);
 }

@@ -1,8 +1,12 @@
 /* wisp bench: a fixed workload (a seeded prompt of P token ids, then D greedy
- * decode steps) timed per phase, written as a JSON receipt under
- * bench/results/ (or -o FILE).
- *   wisp bench [-m DIR] [--prompt P] [--decode D] [--backend B] [--profile P]
- *              [--batch N] [-t T] [-o FILE] [--no-warmup] [--sequential]
+ * decode steps) timed per phase, written as a JSON receipt in the results
+ * directory, bench/results/ of the wisp repository (beside build/; the
+ * same place wherever bench runs), or to -o FILE.
+ *   wisp bench [-m DIR] [-p P] [-n D] [--backend B] [--profile P]
+ *              [--batch N] [-t T] [-o FILE [--force]] [--no-warmup] [--sequential]
+ * -p/-n are llama-bench's names; --prompt/--decode stay as aliases.
+ * Kernel compilation (WebGPU, first use) is timed apart: the receipt's
+ * "compile" object, never part of a phase's seconds or tok/s.
  * Decode runs through the decode loop (greedy on the device), N tokens per
  * submit (default: the plan's decodeLoop batch), the next batch recorded
  * while the device runs the current one unless --sequential. */
@@ -23,6 +27,8 @@
 #include "engine/sampler.h"
 #include "util/err.h"
 #include "util/file.h"
+#include "util/paths.h"
+#include "cli/opts.h"
 
 /* Per-token times from the decode loop's per-batch callback, and each
  * batch's own time and size (a stall shows as one slow batch, which the
@@ -84,27 +90,28 @@ static void cpu_name(char *out, size_t cap) {
 
 int cmd_bench(int argc, char **argv) {
   const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL, *tuning = NULL;
-  int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0, sequential = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--no-warmup")) { no_warmup = 1; continue; }
-    if (!strcmp(a, "--sequential")) { sequential = 1; continue; }
-    if (!v) { fprintf(stderr, "wisp bench: unknown option or missing value: '%s'\n", a); return 2; }
-    i++;
-    char *end = NULL;
-    long num = strtol(v, &end, 10);
-    int is_num = *v && !*end && num >= 0 && num < INT_MAX;
-    if (!strcmp(a, "-m")) model_dir = v;
-    else if (!strcmp(a, "--backend")) backend = v;
-    else if (!strcmp(a, "--profile")) profile = v;
-    else if (!strcmp(a, "--tuning")) tuning = v;
-    else if (!strcmp(a, "-o")) out_path = v;
-    else if (!strcmp(a, "--prompt") && is_num && num > 0) n_prompt = (int)num;
-    else if (!strcmp(a, "--decode") && is_num) n_decode = (int)num;
-    else if (!strcmp(a, "-t") && is_num) threads = (int)num;
-    else if (!strcmp(a, "--batch") && is_num && num > 0) batch_opt = (int)num;
-    else { fprintf(stderr, "wisp bench: bad option or value: %s %s\n", a, v); return 2; }
-  }
+  int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0, sequential = 0, force = 0;
+  const cli_opt opts[] = {
+      {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
+      {"-p|--n-prompt|--prompt", CLI_INT, &n_prompt, 1, 1e7, "N", "prompt tokens (default 128)"},
+      {"-n|--n-gen|--decode", CLI_INT, &n_decode, 0, 1e7, "N", "decode tokens (default 256)"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile"},
+      {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys, recorded in the receipt (docs/configuration.md)"},
+      {"--batch", CLI_INT, &batch_opt, 1, 1e6, "N", "decode tokens per submit (default: the plan's)"},
+      {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
+      {"-o|--output", CLI_STR, &out_path, 0, 0, "FILE", "the receipt's path (default: bench/results/ of the repository)"},
+      {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing -o FILE"},
+      {"--no-warmup", CLI_FLAG, &no_warmup, 0, 0, NULL, "time the first prefill and batch too"},
+      {"--sequential", CLI_FLAG, &sequential, 0, 0, NULL, "one decode batch in flight at a time"},
+  };
+  const cli_spec spec = {"bench", "[-m DIR] [-p N] [-n N] [options]",
+                         "A seeded prompt of -p token ids, then -n greedy decode steps, timed per phase; the JSON\n"
+                         "receipt goes to bench/results/ of the wisp repository (or -o FILE).",
+                         opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  if (out_path && cli_check_target("bench", out_path, force)) return 2;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("bench");
 
   wisp_model *m = NULL;
@@ -121,7 +128,7 @@ int cmd_bench(int argc, char **argv) {
   if (wisp_session_new(m, &so, &s)) goto fail;
   const int vocab = wisp_model_vocab(m);
   if (n_prompt + n_decode > wisp_session_context(s)) {
-    wisp_fail(WISP_EINVAL, "--prompt %d + --decode %d exceed the context of %d", n_prompt, n_decode,
+    wisp_fail(WISP_EINVAL, "-p %d + -n %d exceed the context of %d", n_prompt, n_decode,
               wisp_session_context(s));
     goto fail;
   }
@@ -144,6 +151,9 @@ int cmd_bench(int argc, char **argv) {
    * one-time work (GPU pipeline compilation, first-touch page faults) is not
    * charged to the measured tokens; then the session starts again. */
   int batch = batch_opt > 0 ? batch_opt : wisp_session_plan_batch(s);
+  wisp_wgpu_backend_stats c0 = {0};
+  if (wisp_wgpu_backend_stats_get(s->backend, &c0) && c0.pipelines == 0)
+    fprintf(stderr, "wisp: compiling kernels (first run; the receipt times it apart)...\n");
   if (!no_warmup) {
     fprintf(stderr, "bench: warm-up...\n");
     int made = 0, k = batch < n_decode ? batch : n_decode;
@@ -158,7 +168,10 @@ int cmd_bench(int argc, char **argv) {
   double t0 = wisp_now_s();
   if (wisp_session_eval(s, prompt, n_prompt, logits)) goto fail;
   double prefill_s = wisp_now_s() - t0;
-  if (is_gpu) wisp_wgpu_backend_stats_get(s->backend, &g1);
+  if (is_gpu) {
+    wisp_wgpu_backend_stats_get(s->backend, &g1);
+    prefill_s -= g1.compile_seconds - g0.compile_seconds; /* compiling is reported apart */
+  }
   /* Decode: greedy through the decode loop, `batch` tokens per submit; every
    * token of a batch is charged the batch's time divided by its size. */
   double decode_total = 0, rec0 = s->loop_record_s, wait0 = s->loop_wait_s;
@@ -178,7 +191,10 @@ int cmd_bench(int argc, char **argv) {
     if (made != n_decode) { wisp_fail(WISP_EINVAL, "decode loop made %d of %d tokens", made, n_decode); goto fail; }
   }
   if (n_decode) fprintf(stderr, "\n");
-  if (is_gpu) wisp_wgpu_backend_stats_get(s->backend, &g2);
+  if (is_gpu) {
+    wisp_wgpu_backend_stats_get(s->backend, &g2);
+    decode_total -= g2.compile_seconds - g1.compile_seconds;
+  }
   qsort(step, (size_t)n_decode, sizeof(double), cmp_double);
 
   char fp[65], cpu[256];
@@ -258,22 +274,31 @@ int cmd_bench(int argc, char **argv) {
     cJSON_AddNumberToObject(jp, "weight_bytes_per_token", (double)wbytes * chunks / n_prompt);
     cJSON_AddNumberToObject(jp, "achieved_GB_per_s", (double)wbytes * chunks / prefill_s / 1e9);
   }
+  if (is_gpu) { /* every pipeline compiled in this run, warm-up included */
+    cJSON *jc = cJSON_AddObjectToObject(r, "compile");
+    cJSON_AddNumberToObject(jc, "pipelines", (double)g2.pipelines);
+    cJSON_AddNumberToObject(jc, "seconds", g2.compile_seconds);
+    cJSON_AddNumberToObject(jc, "seconds_in_timed_phases", g2.compile_seconds - g0.compile_seconds);
+  }
   cJSON_AddStringToObject(r, "output_fingerprint", fp);
   time_t now = time(NULL);
   char stamp[32];
   strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
   cJSON_AddStringToObject(r, "timestamp", stamp);
 
-  char path[PATH_MAX];
+  char path[PATH_MAX + 200];
   if (out_path) snprintf(path, sizeof path, "%s", out_path);
   else {
-    if (mkdir("bench", 0755) != 0 && errno != EEXIST) { wisp_fail(WISP_EIO, "cannot create bench/"); goto fail; }
-    if (mkdir("bench/results", 0755) != 0 && errno != EEXIST) { wisp_fail(WISP_EIO, "cannot create bench/results/"); goto fail; }
+    char dir[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/bench", wisp_repo_root());
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) { wisp_fail(WISP_EIO, "cannot create %s: %s", dir, strerror(errno)); goto fail; }
+    snprintf(dir, sizeof dir, "%s/bench/results", wisp_repo_root());
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) { wisp_fail(WISP_EIO, "cannot create %s: %s", dir, strerror(errno)); goto fail; }
     char fstamp[32];
     strftime(fstamp, sizeof fstamp, "%Y%m%d-%H%M%S", gmtime(&now));
     const char *base = strrchr(model_dir, '/');
     base = base ? base + 1 : model_dir;
-    snprintf(path, sizeof path, "bench/results/%s-%s-%s.json", fstamp, base, wisp_session_backend_name(s));
+    snprintf(path, sizeof path, "%s/%s-%s-%s.json", dir, fstamp, base, wisp_session_backend_name(s));
   }
   char *text = cJSON_Print(r);
   if (!text) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }

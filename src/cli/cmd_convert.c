@@ -18,6 +18,7 @@
 #include <cJSON.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "format/artifact.h"
 #include "format/gguf.h"
 #include "format/gguf_import.h"
@@ -1051,7 +1052,7 @@ static wisp_status check_output(const char *dir) {
   struct stat sb;
   if (stat(parent, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return wisp_fail(WISP_EIO, "%s: the output's parent directory '%s' does not exist", dir, parent);
-  if (stat(dir, &sb) == 0) {
+  if (stat(dir, &sb) == 0 && !(S_ISDIR(sb.st_mode) && cli_is_empty(dir))) { /* an empty directory is fine */
     char m[4200];
     snprintf(m, sizeof m, "%s/manifest.json", dir);
     if (!S_ISDIR(sb.st_mode) || !wisp_path_exists(m))
@@ -1116,33 +1117,36 @@ static void remove_tok_dir(const char *dir) {
   rmdir(dir);
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: wisp convert (HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k|f16|q8_0] [--quiet]\n"
-             "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
-             "  of an Lfm2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM or Qwen3_5ForCausalLM;\n"
-             "  FILE.gguf: a GGUF v3 file of architecture lfm2, qwen3, llama or qwen35 (docs/gguf.md)\n"
-             "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
-             "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32;\n"
-             "  f16: every matrix and embed/head as IEEE half; q8_0: every matrix and embed/head as\n"
-             "  ggml Q8_0 (needs input widths that are multiples of 32)\n");
-}
+static const char *const k_about =
+    "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
+    "  of an Lfm2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM or Qwen3_5ForCausalLM;\n"
+    "  FILE.gguf: a GGUF v3 file of architecture lfm2, qwen3, llama or qwen35 (docs/gguf.md)\n"
+    "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
+    "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32;\n"
+    "  f16: every matrix and embed/head as IEEE half; q8_0: every matrix and embed/head as\n"
+    "  ggml Q8_0 (needs input widths that are multiples of 32).\n"
+    "  The artifact is written as DIR.partial-PID/ and renamed when complete (Ctrl-C removes it);\n"
+    "  an existing non-empty DIR is replaced only with --force, and only if it is an artifact.";
 
 int cmd_convert(int argc, char **argv) {
-  const char *hf_dir = NULL, *out_dir = NULL, *quant = "q4";
-  int quiet = 0;
-  for (int i = 1; i < argc; i++) {
-    if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out_dir = argv[++i];
-    else if (!strcmp(argv[i], "--quant") && i + 1 < argc) quant = argv[++i];
-    else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) quiet = 1;
-    else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
-    else if (argv[i][0] != '-' && !hf_dir) hf_dir = argv[i];
-    else {
-      fprintf(stderr, "wisp convert: unexpected argument '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
+  const char *hf_dir = NULL, *out_dir = NULL, *quant = "q4", *pos[1];
+  int quiet = 0, force = 0, n_pos = 0;
+  const cli_opt opts[] = {
+      {"-o|--out|--output", CLI_STR, &out_dir, 0, 0, "DIR", "the artifact directory to write"},
+      {"--quant", CLI_STR, &quant, 0, 0, "Q", "f32, q4 (default), q4k, f16 or q8_0"},
+      {"-q|--quiet", CLI_FLAG, &quiet, 0, 0, NULL, "no progress lines"},
+      {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing artifact at DIR"},
+  };
+  const cli_spec spec = {"convert", "(HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k|f16|q8_0] [--quiet] [--force]",
+                         k_about, opts, (int)(sizeof opts / sizeof opts[0]), pos, 1, &n_pos};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  if (n_pos) hf_dir = pos[0];
+  if (!hf_dir || !out_dir) {
+    fprintf(stderr, "wisp convert: give the source (HF_DIR or FILE.gguf) and -o DIR (see wisp convert --help)\n");
+    return 2;
   }
-  if (!hf_dir || !out_dir) { usage(stderr); return 2; }
+  if (cli_check_target("convert", out_dir, force)) return 2;
   if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k") && strcmp(quant, "f16") &&
       strcmp(quant, "q8_0")) {
     fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16 or q8_0, not '%s'\n", quant);
@@ -1165,9 +1169,17 @@ int cmd_convert(int argc, char **argv) {
   const int from_gguf = stat(hf_dir, &src_sb) == 0 && S_ISREG(src_sb.st_mode);
   char tok_dir[3000] = "";
   const char *src_dir = hf_dir; /* where the tokenizer files come from */
+  /* Ctrl-C removes the temporary directories (the writer's and the GGUF
+   * tokenizer's) with whatever they hold so far. */
+  static const char *const tmp_files[] = {"weights.bin", "manifest.json", "tokenizer.json", "tokenizer_config.json",
+                                          "generation_config.json"};
+  char partial[4200];
+  snprintf(partial, sizeof partial, "%s.partial-%d", out_dir, (int)getpid()); /* format/writer.h's name */
+  cli_remove_on_interrupt(partial, tmp_files, 5);
   if (from_gguf) {
     int has_tok = 0;
     snprintf(tok_dir, sizeof tok_dir, "%s.gguf-tokenizer-%d", out_dir, (int)getpid());
+    cli_remove_on_interrupt(tok_dir, tmp_files + 2, 3);
     if ((rc = check_output(out_dir)) || (rc = gguf_source(hf_dir, tok_dir, &cfg, &st, &has_tok))) goto fail;
     src_dir = tok_dir;
   } else if ((rc = check_output(out_dir)) || (rc = parse_config(hf_dir, &cfg)) ||
@@ -1241,6 +1253,7 @@ fail:
   status = cli_error("convert");
 done:
   if (tok_dir[0]) remove_tok_dir(tok_dir);
+  cli_interrupt_forget();
   cJSON_Delete(sections);
   cJSON_Delete(manifest);
   free(pl.used);

@@ -7,6 +7,7 @@
 #include "backend/webgpu/wgpu_device.h"
 #include "backend/webgpu/wgpu_loader.h"
 #include "cli/commands.h"
+#include "cli/opts.h"
 
 static void print_size(const char *name, uint64_t v) {
   if (v >= (1ull << 30) && v % (1ull << 20) == 0)
@@ -18,15 +19,12 @@ static void print_size(const char *name, uint64_t v) {
 }
 
 int cmd_devices(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: wisp devices\n\nLists WebGPU adapters (Dawn, loaded from $WISP_WEBGPU_LIB or "
-             ".cache/webgpu/libwebgpu_wrapper.so) with their features and limits.\n");
-      return 0;
-    }
-    fprintf(stderr, "wisp devices: unknown option '%s'\n", argv[i]);
-    return 2;
-  }
+  const cli_spec spec = {"devices", "",
+                         "Lists WebGPU adapters (Dawn, loaded from $WISP_WEBGPU_LIB or\n"
+                         ".cache/webgpu/libwebgpu_wrapper.so) with their features and limits.",
+                         NULL, 0, NULL, 0, NULL};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
   wisp_wgpu_info infos[8];
   int n = 0;
   if (wisp_wgpu_list_adapters(infos, 8, &n) != WISP_OK) return cli_error("devices");

@@ -7,12 +7,14 @@
  * or as Q8_0 with --q8_0. Vectors are F32. The rope tables are not written
  * (llama.cpp computes them from rope.freq_base). A byte-level BPE tokenizer
  * in the artifact becomes tokenizer.ggml.* metadata. The file appears
- * atomically (temporary name + rename). */
+ * atomically (temporary name + rename; Ctrl-C removes the temporary); an
+ * existing non-empty FILE is replaced only with --force. */
 #include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "format/artifact.h"
@@ -24,6 +26,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
+#include "cli/opts.h"
 
 typedef struct {
   const wisp_artifact *a;
@@ -446,24 +449,39 @@ static wisp_status export_model(exporter *e, const char *dir) {
 }
 
 int cmd_export_gguf(int argc, char **argv) {
-  const char *dir = NULL, *out = NULL;
-  int q8 = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-    else if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--q8_0")) q8 = 1;
-    else if (argv[i][0] != '-' && !dir) dir = argv[i];
-    else { fprintf(stderr, "wisp export-gguf: unexpected argument '%s'\n", argv[i]); return 2; }
-  }
-  if (!dir || !out) { fprintf(stderr, "usage: wisp export-gguf DIR -o FILE.gguf [--q8_0]\n"); return 2; }
+  const char *dir = NULL, *out = NULL, *pos[1];
+  int q8 = 0, force = 0, n_pos = 0;
+  const cli_opt opts[] = {
+      {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the artifact to export (default: models/default; DIR alone works too)"},
+      {"-o|--output", CLI_STR, &out, 0, 0, "FILE", "the GGUF file to write"},
+      {"--q8_0", CLI_FLAG, &q8, 0, 0, NULL, "non-Q4_K matrices as Q8_0 instead of F32"},
+      {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing FILE"},
+  };
+  const cli_spec spec = {"export-gguf", "[-m DIR | DIR] -o FILE.gguf [--q8_0] [--force]",
+                         "Writes an artifact as a GGUF v3 file with llama.cpp's names (docs/gguf.md).",
+                         opts, (int)(sizeof opts / sizeof opts[0]), pos, 1, &n_pos};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  if (n_pos && dir) { fprintf(stderr, "wisp export-gguf: give the model once (-m DIR or DIR)\n"); return 2; }
+  if (n_pos) dir = pos[0];
+  if (!out) { fprintf(stderr, "wisp export-gguf: -o FILE.gguf is required (see wisp export-gguf --help)\n"); return 2; }
+  if (cli_check_target("export-gguf", out, force)) return 2;
+  if (!dir && !(dir = cli_default_model())) return cli_error("export-gguf");
   wisp_artifact *a = NULL;
   if (wisp_artifact_open(dir, &a)) return cli_error("export-gguf");
   int rc = 1;
   exporter e = {.a = a, .w = wisp_gguf_writer_new(), .q8 = q8};
   wisp_status st;
   if (!e.w) st = wisp_fail(WISP_ENOMEM, "out of memory");
-  else if (!(st = export_model(&e, dir)))
+  else if (!(st = export_model(&e, dir))) {
+    /* wisp_gguf_writer_write writes OUT.tmp-PID and renames it: Ctrl-C
+     * while it writes removes that file. */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid());
+    cli_remove_on_interrupt(tmp, NULL, 0);
     st = wisp_gguf_writer_write(e.w, out);
+    cli_interrupt_forget();
+  }
   if (st) rc = cli_error("export-gguf");
   else {
     fprintf(stderr, "wisp export-gguf: wrote %s\n", out);

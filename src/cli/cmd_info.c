@@ -1,4 +1,4 @@
-/* wisp info [-m DIR] [--verify]: open an artifact, bind it to its
+/* wisp info [-m DIR | DIR] [--verify]: open an artifact, bind it to its
  * architecture (which checks every section's size) and print a summary;
  * --verify also recomputes sha256 of weights.bin against the manifest. */
 #include <cJSON.h>
@@ -9,15 +9,21 @@
 #include "engine/engine.h"
 #include "util/err.h"
 #include "util/file.h"
+#include "cli/opts.h"
 
 int cmd_info(int argc, char **argv) {
-  const char *dir = NULL;
-  int verify = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
-    else if (!strcmp(argv[i], "--verify")) verify = 1;
-    else { fprintf(stderr, "wisp info: unknown option '%s'\n", argv[i]); return 2; }
-  }
+  const char *dir = NULL, *pos[1];
+  int verify = 0, n_pos = 0;
+  const cli_opt opts[] = {
+      {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the model artifact (default: models/default; DIR alone works too)"},
+      {"--verify", CLI_FLAG, &verify, 0, 0, NULL, "also check weights.bin's sha256 (wisp verify checks every section)"},
+  };
+  const cli_spec spec = {"info", "[-m DIR | DIR] [--verify]", "Validates an artifact and prints its shape and sections.",
+                         opts, (int)(sizeof opts / sizeof opts[0]), pos, 1, &n_pos};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  if (n_pos && dir) { fprintf(stderr, "wisp info: give the model once (-m DIR or DIR)\n"); return 2; }
+  if (n_pos) dir = pos[0];
   if (!dir && !(dir = cli_default_model())) return cli_error("info");
   wisp_model *m = NULL;
   if (wisp_model_open(dir, &m)) return cli_error("info");

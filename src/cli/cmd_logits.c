@@ -1,7 +1,7 @@
 /* `wisp logits`: final-position logits for parity checks against a reference.
  *
- *   wisp logits -m DIR --prompts FILE -o OUT [--greedy N [--decode-loop]] [--backend cpu] [--threads T]
- *   wisp logits -m DIR --tokens 1,2,3 [-o OUT] [--greedy N]
+ *   wisp logits [-m DIR] --prompts FILE -o OUT [--greedy N [--decode-loop]] [--backend cpu] [--threads T]
+ *   wisp logits [-m DIR] --tokens 1,2,3 [-o OUT] [--greedy N]
  *
  * FILE is {"prompts": [[ids...], ...], "greedy_prompt": k}. Each prompt is
  * evaluated from a reset session and the logits of its last position are
@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "util/err.h"
 #include "util/file.h"
+#include "cli/opts.h"
 #include "wisp.h"
 
 typedef struct {
@@ -145,38 +146,35 @@ static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
   return WISP_OK;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: wisp logits -m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N [--decode-loop]]\n"
-             "                   [--backend cpu] [--threads T] [--tuning KEY=VALUE,...]\n"
-             "  --decode-loop: the greedy tokens after the first come from the session's decode loop\n"
-             "  (wisp_session_generate, as `wisp run` decodes: on WebGPU the persistent decode where it\n"
-             "  applies) instead of one eval per token\n");
-}
-
 int cmd_logits(int argc, char **argv) {
   const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = "cpu";
   const char *tuning = NULL;
-  int greedy = 0, threads = 0, decode_loop = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int has = i + 1 < argc;
-    if (!strcmp(a, "-m") && has) model_dir = argv[++i];
-    else if (!strcmp(a, "--prompts") && has) prompts_path = argv[++i];
-    else if (!strcmp(a, "--tokens") && has) tokens = argv[++i];
-    else if (!strcmp(a, "-o") && has) out_path = argv[++i];
-    else if (!strcmp(a, "--greedy") && has) greedy = atoi(argv[++i]);
-    else if (!strcmp(a, "--backend") && has) backend = argv[++i];
-    else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
-    else if (!strcmp(a, "--tuning") && has) tuning = argv[++i];
-    else if (!strcmp(a, "--decode-loop")) decode_loop = 1;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-    else {
-      fprintf(stderr, "wisp logits: unexpected argument '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
+  int greedy = 0, threads = 0, force = 0, decode_loop = 0;
+  const cli_opt opts[] = {
+      {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
+      {"--prompts", CLI_STR, &prompts_path, 0, 0, "FILE", "{\"prompts\": [[ids...], ...], \"greedy_prompt\": k}"},
+      {"--tokens", CLI_STR, &tokens, 0, 0, "IDS", "one prompt of comma-separated ids"},
+      {"-o|--output", CLI_STR, &out_path, 0, 0, "FILE", "write the JSON here (default: stdout)"},
+      {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing -o FILE"},
+      {"--greedy", CLI_INT, &greedy, 0, 1e6, "N", "continue prompt k greedily for N tokens"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
+      {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
+      {"--decode-loop", CLI_FLAG, &decode_loop, 0, 0, NULL,
+       "greedy tokens after the first come from the session's decode loop (as `wisp run` decodes: on WebGPU the "
+       "persistent decode where it applies) instead of one eval per token"},
+  };
+  const cli_spec spec = {"logits", "[-m DIR] (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]",
+                         "Final-position logits of each prompt, for parity checks against a reference.",
+                         opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  if (!prompts_path == !tokens) {
+    fprintf(stderr, "wisp logits: give --prompts FILE or --tokens IDS (see wisp logits --help)\n");
+    return 2;
   }
-  if (!model_dir || (!prompts_path == !tokens) || greedy < 0 || threads < 0) { usage(stderr); return 2; }
+  if (out_path && cli_check_target("logits", out_path, force)) return 2;
+  if (!model_dir && !(model_dir = cli_default_model())) return cli_error("logits");
 
   prompt *ps = NULL;
   int n_prompts = 0, greedy_prompt = 0, status = 1;

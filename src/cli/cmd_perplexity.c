@@ -12,7 +12,10 @@
  * the tokenizer's post-processor adds (--bos overrides); a tokenizer without
  * one (byte) uses windows of W plain ids, whose first id is not scored.
  * The mean NLL is in nats, accumulated in double; stdout gets one JSON line
- * {"tokens": scored ids, "windows": W, "nll": mean, "ppl": exp(mean)}. */
+ * {"tokens": scored ids, "windows": W, "nll": mean, "ppl": exp(mean)}; a
+ * mean that is not finite (non-finite logits: broken weights) is an error,
+ * not a JSON line, so what stdout gets is always valid JSON. -f - reads
+ * standard input. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,17 +26,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
-
-static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
-  char *end;
-  long d = strtol(v, &end, 10);
-  if (!*v || *end || d < lo || d > hi) {
-    fprintf(stderr, "wisp perplexity: %s needs an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, v);
-    return 0;
-  }
-  *out = d;
-  return 1;
-}
+#include "cli/opts.h"
 
 /* -log softmax(row)[target], in double. */
 static double nll_of(const float *row, int vocab, int target) {
@@ -47,23 +40,24 @@ static double nll_of(const float *row, int vocab, int target) {
 
 int cmd_perplexity(int argc, char **argv) {
   const char *model_dir = NULL, *file = NULL, *backend = "cpu", *tuning = NULL;
-  long max_tokens = 0, window = 256, bos_opt = -1, threads = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!v) { fprintf(stderr, "wisp perplexity: unknown option or missing value: '%s'\n", a); return 2; }
-    i++;
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_dir = v;
-    else if (!strcmp(a, "-f") || !strcmp(a, "--file")) file = v;
-    else if (!strcmp(a, "--backend")) backend = v;
-    else if (!strcmp(a, "--tuning")) tuning = v;
-    else if (!strcmp(a, "--max-tokens")) { if (!parse_int(a, v, 1, 2000000000L, &max_tokens)) return 2; }
-    else if (!strcmp(a, "--window")) { if (!parse_int(a, v, 2, 1000000L, &window)) return 2; }
-    else if (!strcmp(a, "--bos")) { if (!parse_int(a, v, 0, 2000000000L, &bos_opt)) return 2; }
-    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!parse_int(a, v, 0, 1024, &threads)) return 2; }
-    else { fprintf(stderr, "wisp perplexity: unknown option '%s'\n", a); return 2; }
-  }
+  int64_t max_tokens = 0, window = 256, bos_opt = -1, threads = 0;
+  const cli_opt opts[] = {
+      {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
+      {"-f|--file", CLI_STR, &file, 0, 0, "FILE", "the text to score (\"-\": standard input)"},
+      {"--max-tokens", CLI_I64, &max_tokens, 1, 2e9, "N", "score only the first N tokens"},
+      {"--window", CLI_I64, &window, 2, 1e6, "W", "tokens per window, BOS included (default 256)"},
+      {"--bos", CLI_I64, &bos_opt, 0, 2e9, "ID", "the id that starts every window (default: the tokenizer's BOS)"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"-t|--threads", CLI_I64, &threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
+      {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
+  };
+  const cli_spec spec = {"perplexity", "[-m DIR] -f FILE [options]",
+                         "Mean next-token negative log-likelihood (nats) and perplexity of a text, as one JSON line.",
+                         opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
   if (!file) {
-    fprintf(stderr, "usage: wisp perplexity -m DIR -f FILE [--max-tokens N] [--window W] [--bos ID] [--backend B]\n");
+    fprintf(stderr, "wisp perplexity: -f FILE is required (see wisp perplexity --help)\n");
     return 2;
   }
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("perplexity");
@@ -83,10 +77,11 @@ int cmd_perplexity(int argc, char **argv) {
   wisp_session_options so = {.backend = backend, .threads = (int)threads, .tuning = tuning};
   if (wisp_session_new(m, &so, &s)) goto done;
   if (window > wisp_session_context(s)) {
-    wisp_fail(WISP_EINVAL, "a window of %ld tokens exceeds the context of %d", window, wisp_session_context(s));
+    wisp_fail(WISP_EINVAL, "--window %lld exceeds the context of %d tokens", (long long)window,
+              wisp_session_context(s));
     goto done;
   }
-  if (wisp_read_file(file, &text, &len)) goto done;
+  if (cli_read_text(file, &text, &len)) goto done;
   if (wisp_tokenizer_encode_n(tok, text, len, 0, &ids, &n_ids)) goto done;
   if (max_tokens > 0 && n_ids > max_tokens) n_ids = (int)max_tokens;
   for (int i = 0; i < n_ids; i++)
@@ -116,8 +111,16 @@ int cmd_perplexity(int argc, char **argv) {
   }
   if (scored == 0) { wisp_fail(WISP_EINVAL, "%s: no tokens to score", file); goto done; }
   double mean = total / (double)scored;
-  printf("{\"tokens\": %ld, \"windows\": %ld, \"window\": %ld, \"bos\": %d, \"nll\": %.9g, \"ppl\": %.9g}\n", scored,
-         windows, window, (int)bos, mean, exp(mean));
+  if (!isfinite(mean)) {
+    wisp_fail(WISP_EFORMAT, "%s: the log-likelihood is not finite (the model gives non-finite logits: are its "
+              "weights finite?)", file);
+    goto done;
+  }
+  /* exp overflows past a mean NLL of ~709: JSON has no inf, so null */
+  char ppl_text[64] = "null";
+  if (isfinite(exp(mean))) snprintf(ppl_text, sizeof ppl_text, "%.9g", exp(mean));
+  printf("{\"tokens\": %ld, \"windows\": %ld, \"window\": %lld, \"bos\": %d, \"nll\": %.9g, \"ppl\": %s}\n", scored,
+         windows, (long long)window, (int)bos, mean, ppl_text);
   fprintf(stderr, "wisp perplexity: %s: %ld tokens in %ld windows: nll %.6f, perplexity %.4f\n", file, scored,
           windows, mean, exp(mean));
   rc = 0;

@@ -8,22 +8,22 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "util/err.h"
+#include "cli/opts.h"
 
 int cmd_plan(int argc, char **argv) {
   const char *dir = NULL, *profile = NULL, *backend = "cpu";
   int as_json = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int more = i + 1 < argc;
-    if (!strcmp(a, "-m") && more) dir = argv[++i];
-    else if (!strcmp(a, "--profile") && more) profile = argv[++i];
-    else if (!strcmp(a, "--backend") && more) backend = argv[++i];
-    else if (!strcmp(a, "--json")) as_json = 1;
-    else {
-      fprintf(stderr, "wisp plan: unknown or incomplete option '%s'\n", a);
-      return 2;
-    }
-  }
+  const cli_opt opts[] = {
+      {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"--json", CLI_FLAG, &as_json, 0, 0, NULL, "print the plan's canonical JSON"},
+  };
+  const cli_spec spec = {"plan", "[-m DIR] [--profile P] [--backend B] [--json]",
+                         "Prints the execution plan that run and bench execute for this model on this device.",
+                         opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
   if (!dir && !(dir = cli_default_model())) return cli_error("plan");
   wisp_model *m = NULL;
   wisp_backend *be = NULL;

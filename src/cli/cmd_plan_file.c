@@ -7,41 +7,39 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "plan/pjson.h"
 #include "plan/plan.h"
 #include "util/err.h"
 
-static void usage(void) {
-  fprintf(stderr,
-          "usage: wisp plan-file --shape MANIFEST.json [--profile P] [--backend cpu|webgpu] [--json]\n"
-          "         [--registry FILE] [--kernels-dir DIR] [--profiles-dir DIR] [--no-digests] [--intent I]\n"
-          "         [--cap KEY=VALUE]... [--prefill-tokens N]\n");
-}
-
 int cmd_plan_file(int argc, char **argv) {
   const char *shape_file = NULL, *profile_ref = NULL, *backend = "cpu", *registry_file = WISP_DEFAULT_REGISTRY;
-  const char *caps[32];
-  int n_caps = 0, as_json = 0, prefill = 0;
+  const char *kernels_dir = NULL;
+  cli_list caps = {0};
+  int as_json = 0, prefill = 0, no_digests = 0;
   wisp_profile_options popt = {0};
   wisp_registry_options ropt = {0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int more = i + 1 < argc;
-    if (!strcmp(a, "--shape") && more) shape_file = argv[++i];
-    else if (!strcmp(a, "--profile") && more) profile_ref = argv[++i];
-    else if (!strcmp(a, "--backend") && more) backend = argv[++i];
-    else if (!strcmp(a, "--registry") && more) registry_file = argv[++i];
-    else if (!strcmp(a, "--kernels-dir") && more) popt.kernels_dir = ropt.kernels_dir = argv[++i];
-    else if (!strcmp(a, "--profiles-dir") && more) popt.profiles_dir = argv[++i];
-    else if (!strcmp(a, "--intent") && more) popt.intent = argv[++i];
-    else if (!strcmp(a, "--prefill-tokens") && more) prefill = atoi(argv[++i]);
-    else if (!strcmp(a, "--cap") && more && n_caps < 32) caps[n_caps++] = argv[++i];
-    else if (!strcmp(a, "--no-digests")) popt.skip_digests = 1;
-    else if (!strcmp(a, "--json")) as_json = 1;
-    else { fprintf(stderr, "wisp plan-file: unknown or incomplete option '%s'\n", a); usage(); return 2; }
-  }
-  if (!shape_file) { usage(); return 2; }
-  if (prefill < 0) { fprintf(stderr, "wisp plan-file: --prefill-tokens: expected a positive number\n"); return 2; }
+  const cli_opt opts[] = {
+      {"--shape", CLI_STR, &shape_file, 0, 0, "MANIFEST", "the manifest whose runtime.shape to plan for"},
+      {"--profile", CLI_STR, &profile_ref, 0, 0, "P", "runtime profile"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default) or webgpu"},
+      {"--registry", CLI_STR, &registry_file, 0, 0, "FILE", "kernel registry (default " WISP_DEFAULT_REGISTRY ")"},
+      {"--kernels-dir", CLI_STR, &kernels_dir, 0, 0, "DIR", "where the WGSL files are"},
+      {"--profiles-dir", CLI_STR, &popt.profiles_dir, 0, 0, "DIR", "where profiles are"},
+      {"--intent", CLI_STR, &popt.intent, 0, 0, "I", "the profile intent"},
+      {"--no-digests", CLI_FLAG, &no_digests, 0, 0, NULL, "do not check profile kernel digests"},
+      {"--cap", CLI_LIST, &caps, 0, 0, "KEY=VALUE", "a device capability (repeatable)"},
+      {"--prefill-tokens", CLI_INT, &prefill, 0, 1e7, "N", "prefill context tokens (default 0: 512)"},
+      {"--json", CLI_FLAG, &as_json, 0, 0, NULL, "print the plan's canonical JSON"},
+  };
+  const cli_spec spec = {"plan-file", "--shape MANIFEST.json [--profile P] [--backend cpu|webgpu] [--json] [options]",
+                         "Resolves an execution plan from a manifest (wisp plan -m DIR goes through the artifact).",
+                         opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  popt.kernels_dir = ropt.kernels_dir = kernels_dir;
+  popt.skip_digests = no_digests;
+  if (!shape_file) { fprintf(stderr, "wisp plan-file: --shape MANIFEST is required (see --help)\n"); return 2; }
   if (strcmp(backend, "cpu") && strcmp(backend, "webgpu")) {
     fprintf(stderr, "wisp plan-file: --backend: unknown backend '%s' (cpu, webgpu)\n", backend);
     return 2;
@@ -59,8 +57,8 @@ int cmd_plan_file(int argc, char **argv) {
   wisp_device_caps dev;
   wisp_device_caps_default(&dev, backend);
   wisp_device_caps_from_manifest(&dev, manifest);
-  for (int i = 0; i < n_caps; i++)
-    if (wisp_device_caps_set(&dev, caps[i])) goto done;
+  for (int i = 0; i < caps.n; i++)
+    if (wisp_device_caps_set(&dev, caps.v[i])) goto done;
   if (wisp_registry_load(registry_file, &ropt, &reg)) goto done;
   if (profile_ref && wisp_profile_load(profile_ref, &popt, &prof)) goto done;
   wisp_plan_inputs in = {0};

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "plan/plan.h"
 #include "plan/profile.h"
 
@@ -23,18 +24,22 @@ static const char *verb_name(wisp_patch_verb v) {
 }
 
 static int profile_check(int argc, char **argv) {
-  const char *file = NULL;
+  const char *file = NULL, *pos[1];
+  int n_pos = 0, no_digests = 0;
   wisp_profile_options opt = {0};
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--profiles-dir") && i + 1 < argc) opt.profiles_dir = argv[++i];
-    else if (!strcmp(argv[i], "--kernels-dir") && i + 1 < argc) opt.kernels_dir = argv[++i];
-    else if (!strcmp(argv[i], "--intent") && i + 1 < argc) opt.intent = argv[++i];
-    else if (!strcmp(argv[i], "--no-digests")) opt.skip_digests = 1;
-    else if (argv[i][0] == '-') { fprintf(stderr, "wisp profile check: unknown option '%s'\n", argv[i]); return 2; }
-    else if (!file) file = argv[i];
-    else { fprintf(stderr, "wisp profile check: unexpected argument '%s'\n", argv[i]); return 2; }
-  }
-  if (!file) { fprintf(stderr, "usage: wisp profile check FILE [--profiles-dir DIR] [--kernels-dir DIR] [--no-digests] [--intent I]\n"); return 2; }
+  const cli_opt opts[] = {
+      {"--profiles-dir", CLI_STR, &opt.profiles_dir, 0, 0, "DIR", "where profiles are"},
+      {"--kernels-dir", CLI_STR, &opt.kernels_dir, 0, 0, "DIR", "where the WGSL files are"},
+      {"--intent", CLI_STR, &opt.intent, 0, 0, "I", "the intent to check against"},
+      {"--no-digests", CLI_FLAG, &no_digests, 0, 0, NULL, "check the structure only"},
+  };
+  const cli_spec spec = {"profile check", "FILE [--profiles-dir DIR] [--kernels-dir DIR] [--no-digests] [--intent I]",
+                         "Validates a runtime profile.", opts, (int)(sizeof opts / sizeof opts[0]), pos, 1, &n_pos};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  opt.skip_digests = no_digests;
+  if (!n_pos) { fprintf(stderr, "wisp profile check: give the profile FILE (see --help)\n"); return 2; }
+  file = pos[0];
   wisp_profile *p = NULL;
   if (wisp_profile_load(file, &opt, &p)) return cli_error("profile check");
   printf("%s: ok (%s)\n", p->path, p->digests_verified ? "digests verified" : "structure only: digests not checked");
@@ -70,8 +75,10 @@ static int profile_check(int argc, char **argv) {
 }
 
 int cmd_profile(int argc, char **argv) {
-  if (argc >= 2 && !strcmp(argv[1], "check")) return profile_check(argc - 2, argv + 2);
-  fprintf(stderr, "usage: wisp profile check FILE [--profiles-dir DIR] [--kernels-dir DIR] [--no-digests] [--intent I]\n");
-  return 2;
+  if (argc >= 2 && !strcmp(argv[1], "check")) return profile_check(argc - 1, argv + 1);
+  int help = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+  fprintf(help ? stdout : stderr, "usage: wisp profile check FILE [--profiles-dir DIR] [--kernels-dir DIR] "
+                                  "[--no-digests] [--intent I]\n  (wisp profile check --help: every option)\n");
+  return help ? 0 : 2;
 }
 

@@ -5,22 +5,27 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "plan/pjson.h"
 #include "plan/registry.h"
 #include "util/err.h"
 
 static int registry_check(int argc, char **argv) {
-  const char *file = NULL;
+  const char *file = NULL, *pos[1];
+  int n_pos = 0, strict = 0;
   wisp_registry_options opt = {0};
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--kernels-dir") && i + 1 < argc) opt.kernels_dir = argv[++i];
-    else if (!strcmp(argv[i], "--rules-dir") && i + 1 < argc) opt.rules_dir = argv[++i];
-    else if (!strcmp(argv[i], "--strict")) opt.strict = 1;
-    else if (argv[i][0] == '-') { fprintf(stderr, "wisp registry check: unknown option '%s'\n", argv[i]); return 2; }
-    else if (!file) file = argv[i];
-    else { fprintf(stderr, "wisp registry check: unexpected argument '%s'\n", argv[i]); return 2; }
-  }
-  if (!file) file = WISP_DEFAULT_REGISTRY;
+  const cli_opt opts[] = {
+      {"--kernels-dir", CLI_STR, &opt.kernels_dir, 0, 0, "DIR", "where the WGSL files are"},
+      {"--rules-dir", CLI_STR, &opt.rules_dir, 0, 0, "DIR", "where rule chain files are"},
+      {"--strict", CLI_FLAG, &strict, 0, 0, NULL, "every variant's WGSL must exist"},
+  };
+  const cli_spec spec = {"registry check", "[FILE] [--kernels-dir DIR] [--rules-dir DIR] [--strict]",
+                         "Validates a kernel registry (default: " WISP_DEFAULT_REGISTRY ").",
+                         opts, (int)(sizeof opts / sizeof opts[0]), pos, 1, &n_pos};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  opt.strict = strict;
+  file = n_pos ? pos[0] : WISP_DEFAULT_REGISTRY;
   wisp_registry *r = NULL;
   if (wisp_registry_load(file, &opt, &r)) return cli_error("registry check");
   int cpu = 0, gpu = 0;
@@ -45,12 +50,20 @@ static int registry_check(int argc, char **argv) {
 }
 
 int cmd_registry(int argc, char **argv) {
-  if (argc >= 2 && !strcmp(argv[1], "check")) return registry_check(argc - 2, argv + 2);
-  fprintf(stderr, "usage: wisp registry check [FILE] [--kernels-dir DIR] [--rules-dir DIR] [--strict]\n");
-  return 2;
+  if (argc >= 2 && !strcmp(argv[1], "check")) return registry_check(argc - 1, argv + 1);
+  int help = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+  fprintf(help ? stdout : stderr, "usage: wisp registry check [FILE] [--kernels-dir DIR] [--rules-dir DIR] [--strict]\n"
+                                  "  (wisp registry check --help: every option)\n");
+  return help ? 0 : 2;
 }
 
 int cmd_kernels(int argc, char **argv) {
+  if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+                    (argc >= 3 && !strcmp(argv[1], "digest") && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))))) {
+    printf("usage: wisp kernels digest FILE.wgsl ENTRY\n\nPrints a kernel's sha256 digest (for a profile's "
+           "addKernels); ENTRY must be a function in FILE.\n");
+    return 0;
+  }
   if (argc == 4 && !strcmp(argv[1], "digest")) {
     size_t len = 0;
     char *src = wisp_slurp(argv[2], &len);

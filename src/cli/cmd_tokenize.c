@@ -1,11 +1,14 @@
 /* wisp tokenize: the tokenizer on its own, for checking against Hugging Face.
- *   wisp tokenize (-m DIR | --tokenizer FILE) [--no-special] -p TEXT
- *       prints the ids as a JSON array
+ *   wisp tokenize [-m DIR | --tokenizer FILE] [--no-special] (-p TEXT | -f FILE)
+ *       prints the ids as a JSON array (-p - and -f - read standard input;
+ *       without -m or --tokenizer, the default model's tokenizer)
  *   wisp tokenize ... --corpus FILE
  *       one JSON array per line of FILE (tests/tokenizer/corpus.txt escapes:
  *       \\ \n \r), the format of tests/tokenizer/<kind>/expected.jsonl
  *   wisp tokenize ... --decode 1,2,3
- *       prints the exact bytes of the ids */
+ *       prints the exact bytes of the ids; an id outside the vocabulary,
+ *       or anything but comma-separated decimal ids, is an error */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
+#include "cli/opts.h"
 
 static void print_ids(const int32_t *ids, int n) {
   putchar('[');
@@ -36,24 +40,29 @@ static size_t unescape(char *s, size_t n) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
-  const char *model_dir = NULL, *file = NULL, *text = NULL, *corpus = NULL, *decode = NULL;
-  int add_special = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--no-special")) { add_special = 0; continue; }
-    if (!v) { fprintf(stderr, "wisp tokenize: unknown option or missing value: '%s'\n", a); return 2; }
-    i++;
-    if (!strcmp(a, "-m")) model_dir = v;
-    else if (!strcmp(a, "--tokenizer")) file = v;
-    else if (!strcmp(a, "-p")) text = v;
-    else if (!strcmp(a, "--corpus")) corpus = v;
-    else if (!strcmp(a, "--decode")) decode = v;
-    else { fprintf(stderr, "wisp tokenize: unknown option '%s'\n", a); return 2; }
-  }
-  if ((!model_dir) == (!file) || (!!text + !!corpus + !!decode) != 1) {
-    fprintf(stderr, "usage: wisp tokenize (-m DIR | --tokenizer FILE) [--no-special] (-p TEXT | --corpus FILE | --decode IDS)\n");
+  const char *model_dir = NULL, *file = NULL, *text = NULL, *text_file = NULL, *corpus = NULL, *decode = NULL;
+  int no_special = 0;
+  const cli_opt opts[] = {
+      {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model whose tokenizer to use (default: models/default)"},
+      {"--tokenizer", CLI_STR, &file, 0, 0, "FILE", "a tokenizer.json instead of a model"},
+      {"-p|--prompt", CLI_STR, &text, 0, 0, "TEXT", "encode TEXT (\"-\": standard input)"},
+      {"-f|--file", CLI_STR, &text_file, 0, 0, "FILE", "encode the text of FILE"},
+      {"--corpus", CLI_STR, &corpus, 0, 0, "FILE", "encode each line (escapes \\\\ \\n \\r), one JSON array per line"},
+      {"--decode", CLI_STR, &decode, 0, 0, "IDS", "decode comma-separated ids to their bytes"},
+      {"--no-special", CLI_FLAG, &no_special, 0, 0, NULL, "do not add the post-processor's special tokens"},
+  };
+  const cli_spec spec = {"tokenize", "[-m DIR | --tokenizer FILE] (-p TEXT | -f FILE | --corpus FILE | --decode IDS)",
+                         "The tokenizer on its own: ids as JSON arrays, or the bytes of ids.",
+                         opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  const int add_special = !no_special;
+  if ((model_dir && file) || (!!text + !!text_file + !!corpus + !!decode) != 1) {
+    fprintf(stderr, "wisp tokenize: give one of -p, -f, --corpus, --decode, and -m or --tokenizer at most "
+                    "(see wisp tokenize --help)\n");
     return 2;
   }
+  if (!file && !model_dir && !(model_dir = cli_default_model())) return cli_error("tokenize");
   wisp_tokenizer *t = NULL;
   wisp_model *m = NULL;
   char *data = NULL;
@@ -67,8 +76,15 @@ int cmd_tokenize(int argc, char **argv) {
                                     wisp_model_vocab(m), &t))
       goto done;
   }
-  if (text) {
-    if (wisp_tokenizer_encode_n(t, text, strlen(text), add_special, &ids, &n)) goto done;
+  if (text || text_file) {
+    size_t len = 0;
+    if (text_file || !strcmp(text, "-")) {
+      if (cli_read_text(text_file ? text_file : "-", &data, &len)) goto done;
+      text = data;
+    } else {
+      len = strlen(text);
+    }
+    if (wisp_tokenizer_encode_n(t, text, len, add_special, &ids, &n)) goto done;
     print_ids(ids, n);
   } else if (corpus) {
     size_t len;
@@ -90,16 +106,27 @@ int cmd_tokenize(int argc, char **argv) {
       p = nl ? nl + 1 : end;
     }
   } else {
-    int cap = 16;
-    ids = malloc(sizeof(int32_t) * (size_t)cap);
-    for (const char *q = decode; ids && *q;) {
-      char *e;
-      long v = strtol(q, &e, 10);
-      if (e == q) { wisp_fail(WISP_EINVAL, "--decode needs comma-separated ids"); goto done; }
-      if (n == cap) ids = realloc(ids, sizeof(int32_t) * (size_t)(cap *= 2));
-      if (!ids) break;
+    /* Strict: decimal ids separated by commas, each inside the vocabulary. */
+    const int vocab = m ? wisp_model_vocab(m) : wisp_tokenizer_vocab_size(t);
+    ids = malloc(sizeof(int32_t) * (strlen(decode) / 2 + 1));
+    if (!ids) { wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+    for (const char *q = decode;;) {
+      const char *comma = strchr(q, ',');
+      size_t l = comma ? (size_t)(comma - q) : strlen(q);
+      char one[32];
+      int64_t v;
+      snprintf(one, sizeof one, "%.*s", (int)(l < sizeof one - 1 ? l : sizeof one - 1), q);
+      if (l == 0 || l >= sizeof one || !cli_read_i64(one, INT32_MIN, INT32_MAX, &v)) {
+        wisp_fail(WISP_EINVAL, "--decode needs comma-separated decimal ids, got '%.*s'", (int)l, q);
+        goto done;
+      }
+      if (v < 0 || v >= vocab) {
+        wisp_fail(WISP_EINVAL, "--decode: id %lld is outside the vocabulary (0..%d)", (long long)v, vocab - 1);
+        goto done;
+      }
       ids[n++] = (int32_t)v;
-      q = *e == ',' ? e + 1 : e;
+      if (!comma) break;
+      q = comma + 1;
     }
     char *out = NULL;
     size_t len = 0;

@@ -1,4 +1,4 @@
-/* wisp verify DIR: re-hashes every section of weights.bin and the whole file
+/* wisp verify [-m DIR | DIR]: re-hashes every section of weights.bin and the whole file
  * against the digests the writer recorded (runtime.sections[i].sha256,
  * wisp.weightsSha256). Prints one line per problem (mismatch or missing
  * digest) and exits 1 if there was any, 0 with a summary line otherwise. */
@@ -10,15 +10,22 @@
 #include "format/artifact.h"
 #include "util/err.h"
 #include "util/file.h"
+#include "cli/opts.h"
 
 int cmd_verify(int argc, char **argv) {
-  const char *dir = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
-    else if (argv[i][0] != '-' && !dir) dir = argv[i];
-    else { fprintf(stderr, "wisp verify: unknown option '%s'\n", argv[i]); return 2; }
-  }
-  if (!dir) { fprintf(stderr, "usage: wisp verify DIR\n"); return 2; }
+  const char *dir = NULL, *pos[1];
+  int n_pos = 0;
+  const cli_opt opts[] = {
+      {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the model artifact (default: models/default; DIR alone works too)"},
+  };
+  const cli_spec spec = {"verify", "[-m DIR | DIR]",
+                         "Re-hashes every section of weights.bin and the whole file against the manifest's sha256s.",
+                         opts, 1, pos, 1, &n_pos};
+  int pr = cli_parse(&spec, argc, argv);
+  if (pr != CLI_CONTINUE) return pr;
+  if (n_pos && dir) { fprintf(stderr, "wisp verify: give the model once (-m DIR or DIR)\n"); return 2; }
+  if (n_pos) dir = pos[0];
+  if (!dir && !(dir = cli_default_model())) return cli_error("verify");
   wisp_artifact *a = NULL;
   if (wisp_artifact_open(dir, &a)) return cli_error("verify");
   int problems = 0;

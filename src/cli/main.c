@@ -1,8 +1,11 @@
-/* wisp command-line entry: dispatches `wisp <command> [args]` to cmd_*.c. */
+/* wisp command-line entry: dispatches `wisp <command> [args]` to cmd_*.c;
+ * `wisp --help` lists the commands and the common options, `wisp --version`
+ * the version and the Dawn build the WebGPU backend would load. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 
 typedef struct {
   const char *name;
@@ -11,17 +14,17 @@ typedef struct {
 } command;
 
 static const command k_commands[] = {
-    {"run", cmd_run, "generate text: [-m DIR] -p TEXT -n N [--temp T --top-k K --top-p P --seed S --ids --ignore-eos]"},
-    {"bench", cmd_bench, "fixed prompt/decode workload, writes a JSON receipt under bench/results/"},
-    {"gen-synthetic", cmd_gen_synthetic, "--like MANIFEST -o DIR [--seed N] [--small]: seeded synthetic artifact"},
-    {"convert", cmd_convert, "(HF_DIR | FILE.gguf) -o DIR --quant f32|q4|q4k: import a Hugging Face checkpoint or a GGUF file"},
-    {"logits", cmd_logits, "-m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]: final-position logits (parity)"},
-    {"perplexity", cmd_perplexity, "-m DIR -f FILE [--max-tokens N] [--window W]: mean next-token NLL and perplexity"},
+    {"run", cmd_run, "generate text: [-m DIR] (-p TEXT | -p - | -f FILE) [-n N] [sampling], or --chat"},
+    {"bench", cmd_bench, "[-m DIR] [-p N] [-n N]: timed prompt/decode workload, a JSON receipt in bench/results/"},
+    {"gen-synthetic", cmd_gen_synthetic, "(--like MANIFEST | --small) -o DIR [--seed N]: seeded synthetic artifact"},
+    {"convert", cmd_convert, "(HF_DIR | FILE.gguf) -o DIR [--quant Q]: import a Hugging Face checkpoint or a GGUF file"},
+    {"logits", cmd_logits, "[-m DIR] (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]: final-position logits"},
+    {"perplexity", cmd_perplexity, "[-m DIR] -f FILE [--max-tokens N] [--window W]: mean next-token NLL and perplexity"},
     {"plan", cmd_plan, "[-m DIR] [--profile P] [--backend cpu|webgpu] [--json]: the execution plan run/bench execute"},
-    {"tokenize", cmd_tokenize, "(-m DIR | --tokenizer FILE) [--no-special] (-p TEXT | --corpus FILE | --decode IDS)"},
-    {"info", cmd_info, "-m DIR: validate an artifact and print its shape and sections"},
-    {"verify", cmd_verify, "DIR: re-hash every section and weights.bin against the manifest's sha256 digests"},
-    {"export-gguf", cmd_export_gguf, "DIR -o FILE.gguf: write an artifact as a GGUF v3 file (llama.cpp names)"},
+    {"tokenize", cmd_tokenize, "[-m DIR | --tokenizer FILE] (-p TEXT | -f FILE | --corpus FILE | --decode IDS)"},
+    {"info", cmd_info, "[-m DIR | DIR] [--verify]: validate an artifact and print its shape and sections"},
+    {"verify", cmd_verify, "[-m DIR | DIR]: re-hash every section and weights.bin against the manifest's sha256s"},
+    {"export-gguf", cmd_export_gguf, "[-m DIR | DIR] -o FILE.gguf [--q8_0] [--force]: write an artifact as GGUF v3"},
     {"devices", cmd_devices, "list WebGPU adapters with their features and limits"},
     {"registry", cmd_registry, "check [FILE] [--kernels-dir DIR] [--strict]: validate a kernel registry"},
     {"kernels", cmd_kernels, "digest FILE.wgsl ENTRY: print a kernel's sha256 digest (profile addKernels)"},
@@ -30,9 +33,19 @@ static const command k_commands[] = {
 };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: wisp <command> [options]\n\ncommands:\n");
+  fprintf(f, "usage: wisp <command> [options]    (wisp <command> --help: all of its options)\n\ncommands:\n");
   for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
     fprintf(f, "  %-14s %s\n", k_commands[i].name, k_commands[i].help);
+  fprintf(f, "\ncommon options:\n%s", cli_common_help);
+  fprintf(f, "\nrun options (also in wisp run --help):\n"
+             "  -p, --prompt TEXT   the prompt (\"-\": read it from standard input); -f, --file FILE\n"
+             "  -n, --n-predict N   tokens to generate (-1: until EOS or the end of the context)\n"
+             "  -c, --ctx-size N    context length (at most the model's; 0: the model's)\n"
+             "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
+             "  -s, --seed S        sampling seed (-1: random, printed)\n"
+             "  --chat, -cnv, -i    interactive chat; -sys, --system TEXT: its system message\n"
+             "  --context-shift     chat: drop the oldest turns when the context is full\n"
+             "\nwisp --version: the version and the Dawn (WebGPU) build\n");
 }
 
 int main(int argc, char **argv) {
@@ -40,6 +53,7 @@ int main(int argc, char **argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) return cli_print_version();
   for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
     if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
   fprintf(stderr, "wisp: unknown command '%s' (try 'wisp --help')\n", argv[1]);

@@ -141,16 +141,21 @@ wisp_status wisp_writer_commit(wisp_writer *w, cJSON *manifest) {
   st = wisp_write_file_atomic(path, text, strlen(text));
   free(text);
   if (st) goto fail;
-  /* Replace an existing artifact directory only if it looks like one. */
+  /* Replace an empty directory, or an existing artifact directory (whether
+   * to is the caller's decision: the CLI asks for --force), never anything
+   * else. */
   struct stat sb;
   if (stat(w->dir, &sb) == 0) {
     char m[8192];
     snprintf(m, sizeof m, "%s/manifest.json", w->dir);
-    if (!S_ISDIR(sb.st_mode) || !wisp_path_exists(m)) {
+    if (S_ISDIR(sb.st_mode) && rmdir(w->dir) == 0) {
+      /* it was empty */
+    } else if (!S_ISDIR(sb.st_mode) || !wisp_path_exists(m)) {
       st = wisp_fail(WISP_EIO, "%s exists and is not an artifact directory; not overwriting", w->dir);
       goto fail;
+    } else {
+      remove_dir_files(w->dir);
     }
-    remove_dir_files(w->dir);
   }
   if (rename(w->tmp, w->dir) != 0) {
     st = wisp_fail(WISP_EIO, "cannot rename %s to %s: %s", w->tmp, w->dir, strerror(errno));

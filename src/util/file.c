@@ -2,6 +2,7 @@
 #include "util/file.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -13,37 +14,92 @@
 
 #include "util/err.h"
 
-wisp_status wisp_read_file(const char *path, char **data, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return wisp_fail(WISP_EIO, "%s: cannot open: %s", path, strerror(errno));
-  if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return wisp_fail(WISP_EIO, "%s: cannot seek", path); }
-  long n = ftell(f);
-  if (n < 0) { fclose(f); return wisp_fail(WISP_EIO, "%s: cannot size", path); }
-  rewind(f);
-  char *buf = malloc((size_t)n + 1);
-  if (!buf) { fclose(f); return wisp_fail(WISP_ENOMEM, "%s: out of memory (%ld bytes)", path, n); }
-  if (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    fclose(f);
-    return wisp_fail(WISP_EIO, "%s: short read", path);
+/* Reads from fd until end of file; `size` is a regular file's size (the
+ * first allocation), 0 for a stream (pipe, terminal, FIFO). */
+static wisp_status read_all(int fd, const char *name, size_t size, char **data, size_t *len) {
+  size_t cap = size + 1 > 4096 ? size + 1 : 4096, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) return wisp_fail(WISP_ENOMEM, "%s: out of memory (%zu bytes)", name, cap);
+  for (;;) {
+    if (n + 1 >= cap) {
+      char *more = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+      if (!more) { free(buf); return wisp_fail(WISP_ENOMEM, "%s: out of memory (%zu bytes)", name, cap * 2); }
+      buf = more;
+      cap *= 2;
+    }
+    ssize_t got = read(fd, buf + n, cap - 1 - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      wisp_status st = wisp_fail(WISP_EIO, "%s: read failed: %s", name, strerror(errno));
+      free(buf);
+      return st;
+    }
+    if (got == 0) break;
+    n += (size_t)got;
   }
-  fclose(f);
   buf[n] = 0;
   *data = buf;
-  if (len) *len = (size_t)n;
+  if (len) *len = n;
   return WISP_OK;
 }
 
-wisp_status wisp_map_file(const char *path, const uint8_t **data, size_t *len) {
+/* Opens path for reading and says precisely why not: missing, no
+ * permission, a directory, or something that is neither a file nor a stream. */
+static wisp_status open_input(const char *path, int *fd_out, struct stat *st) {
   int fd = open(path, O_RDONLY);
-  if (fd < 0) return wisp_fail(WISP_EIO, "%s: cannot open: %s", path, strerror(errno));
+  if (fd < 0) {
+    if (errno == EISDIR) return wisp_fail(WISP_EIO, "%s: is a directory, not a file", path);
+    return wisp_fail(WISP_EIO, "%s: cannot open: %s", path, strerror(errno));
+  }
+  if (fstat(fd, st) != 0) {
+    wisp_status e = wisp_fail(WISP_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    close(fd);
+    return e;
+  }
+  if (S_ISDIR(st->st_mode)) {
+    close(fd);
+    return wisp_fail(WISP_EIO, "%s: is a directory, not a file", path);
+  }
+  if (!S_ISREG(st->st_mode) && !S_ISFIFO(st->st_mode) && !S_ISCHR(st->st_mode) && !S_ISSOCK(st->st_mode)) {
+    close(fd);
+    return wisp_fail(WISP_EIO, "%s: not a regular file", path);
+  }
+  *fd_out = fd;
+  return WISP_OK;
+}
+
+wisp_status wisp_read_file(const char *path, char **data, size_t *len) {
+  int fd;
   struct stat st;
-  if (fstat(fd, &st) != 0) { close(fd); return wisp_fail(WISP_EIO, "%s: cannot stat", path); }
+  wisp_status e = open_input(path, &fd, &st);
+  if (e) return e;
+  e = read_all(fd, path, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, data, len);
+  close(fd);
+  return e;
+}
+
+wisp_status wisp_read_fd(int fd, const char *name, char **data, size_t *len) {
+  return read_all(fd, name, 0, data, len);
+}
+
+wisp_status wisp_map_file(const char *path, const uint8_t **data, size_t *len) {
+  int fd;
+  struct stat st;
+  wisp_status e = open_input(path, &fd, &st);
+  if (e) return e;
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return wisp_fail(WISP_EIO, "%s: not a regular file (it must be mapped)", path);
+  }
   *len = (size_t)st.st_size;
   *data = NULL;
   if (st.st_size > 0) {
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) { close(fd); return wisp_fail(WISP_EIO, "%s: mmap failed: %s", path, strerror(errno)); }
+    if (p == MAP_FAILED) {
+      wisp_status m = wisp_fail(WISP_EIO, "%s: mmap failed: %s", path, strerror(errno));
+      close(fd);
+      return m;
+    }
     *data = p;
   }
   close(fd);

@@ -7,9 +7,15 @@
 
 #include "wisp.h"
 
-/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+/* Reads a whole file into a NUL-terminated malloc'd buffer: the one way
+ * wisp reads a path, so every reader fails the same precise way ("is a
+ * directory, not a file", "cannot open: No such file or directory", ...).
+ * Pipes and FIFOs are read to their end. */
 wisp_status wisp_read_file(const char *path, char **data, size_t *len);
-/* Maps a file read-only. An empty file maps to (NULL, 0). */
+/* The same for an open descriptor (standard input); `name` is for messages. */
+wisp_status wisp_read_fd(int fd, const char *name, char **data, size_t *len);
+/* Maps a regular file read-only (same errors as wisp_read_file). An empty
+ * file maps to (NULL, 0). */
 wisp_status wisp_map_file(const char *path, const uint8_t **data, size_t *len);
 void wisp_unmap_file(const uint8_t *data, size_t len);
 /* Writes data to path atomically (temporary file + rename). */

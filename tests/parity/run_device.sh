@@ -76,7 +76,7 @@ for cfg in $CONFIGS; do
   step "$cfg: build" "$PY" "$HERE/hf_reference.py" build --config "$cfg" --seed "$SEED" --out "$d/hf" || ok=0
   qs=$(quants_for "$cfg")
   for q in $qs; do
-    [ $ok = 1 ] && { step "$cfg: convert $q" "$WISP" convert "$d/hf" -o "$d/art_$q" --quant "$q" --quiet || ok=0; }
+    [ $ok = 1 ] && { step "$cfg: convert $q" "$WISP" convert "$d/hf" -o "$d/art_$q" --force --quant "$q" --quiet || ok=0; }
   done
   if [ $ok = 1 ]; then
     for q in $qs; do
@@ -96,7 +96,7 @@ for cfg in $CONFIGS; do
     RESULT[$key]="not run"
     [ $ok = 1 ] && [ -f "$d/ref_$q.json" ] || continue
     if ! step "$cfg: wisp logits $q ($be)" "$WISP" logits -m "$d/art_$q" --prompts "$d/hf/prompts.json" \
-        -o "$d/wisp_${q}_$be.json" --greedy "$GREEDY" $(logits_args "$be") --threads "$THREADS"; then
+        -o "$d/wisp_${q}_$be.json" --force --greedy "$GREEDY" $(logits_args "$be") --threads "$THREADS"; then
       RESULT[$key]="wisp logits failed"; fail=1; continue
     fi
     "$PY" "$HERE/compare.py" "$d/ref_$q.json" "$d/wisp_${q}_$be.json" > "$d/compare_${q}_$be.txt" 2>&1

@@ -62,8 +62,8 @@ $PY "$HERE/train.py" train --data "$DATA" --tok "$WORK/tok" --hf "$WORK/hf" --se
   --loss-csv "$OUT/loss.csv" || die "training failed"
 
 step "wisp convert"
-"$WISP" convert "$WORK/hf" -o "$WORK/art_q4" --quant q4 > "$WORK/logs/convert_q4.txt" 2>&1 || { cat "$WORK/logs/convert_q4.txt"; die "wisp convert q4 failed"; }
-"$WISP" convert "$WORK/hf" -o "$WORK/art_f32" --quant f32 > "$WORK/logs/convert_f32.txt" 2>&1 || cat "$WORK/logs/convert_f32.txt"
+"$WISP" convert "$WORK/hf" -o "$WORK/art_q4" --force --quant q4 > "$WORK/logs/convert_q4.txt" 2>&1 || { cat "$WORK/logs/convert_q4.txt"; die "wisp convert q4 failed"; }
+"$WISP" convert "$WORK/hf" -o "$WORK/art_f32" --force --quant f32 > "$WORK/logs/convert_f32.txt" 2>&1 || cat "$WORK/logs/convert_f32.txt"
 du -sh "$WORK"/art_* "$WORK/hf"
 
 step "greedy references"

@@ -105,6 +105,8 @@ typedef struct wisp_wgpu_backend_stats {
   uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */
   uint64_t q4k_superblock;  /* one-token Q4_K products by q4k_sb.wgsl (a thread per super-block) */
   uint64_t attn_splits;     /* key blocks one-token attentions (g_attention) were split over, summed (1 when unsplit) */
+  uint64_t pipelines;       /* compute pipelines compiled (first use of each kernel variant) */
+  double compile_seconds;   /* time spent compiling them: kept out of tok/s by run and bench */
 } wisp_wgpu_backend_stats;
 
 /* Returns 1 and fills *out when `be` is a WebGPU backend, else 0. */
