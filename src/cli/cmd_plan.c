@@ -1,4 +1,4 @@
-/* wisp plan [-m DIR] [--profile P] [--backend cpu|webgpu|auto] [--json]:
+/* wisp plan [-m DIR] [--profile P] [--registry FILE] [--backend cpu|webgpu|auto] [--json]:
  * prints the execution plan that `wisp run` and `wisp bench` execute for this
  * model on this device: per phase and layer type, every op with its kernel,
  * geometry and where the choice came from, and the plan id. */
@@ -10,7 +10,7 @@
 #include "util/err.h"
 
 int cmd_plan(int argc, char **argv) {
-  const char *dir = NULL, *profile = NULL, *backend = "cpu";
+  const char *dir = NULL, *profile = NULL, *backend = "cpu", *registry = NULL;
   int as_json = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -18,6 +18,7 @@ int cmd_plan(int argc, char **argv) {
     if (!strcmp(a, "-m") && more) dir = argv[++i];
     else if (!strcmp(a, "--profile") && more) profile = argv[++i];
     else if (!strcmp(a, "--backend") && more) backend = argv[++i];
+    else if (!strcmp(a, "--registry") && more) registry = argv[++i];
     else if (!strcmp(a, "--json")) as_json = 1;
     else {
       fprintf(stderr, "wisp plan: unknown or incomplete option '%s'\n", a);
@@ -33,7 +34,7 @@ int cmd_plan(int argc, char **argv) {
   if (wisp_backend_create(backend, 1, &be)) goto done;
   wisp_device_caps caps;
   be->caps(be, &caps);
-  if (wisp_engine_resolve_plan(m, &caps, profile, &plan)) goto done;
+  if (wisp_engine_resolve_plan(m, &caps, profile, registry, &plan)) goto done;
   if (as_json) printf("%s\n", plan->json);
   else wisp_plan_print(plan, stdout);
   rc = 0;

@@ -2,6 +2,7 @@
  *   wisp run [-m DIR] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]
  *            [--min-p P] [--repeat-penalty R] [--repeat-last-n N] [--seed S]
  *            [-t THREADS] [--backend cpu|webgpu|auto] [-c CTX] [--ids] [--ignore-eos]
+ *            [--profile NAME|FILE] [--registry FILE] (default: the ones built in)
  *            generation stops early at a stop token (BPE tokenizers: the eos ids
  *            of generation_config.json / tokenizer_config.json and <|im_end|>)
  *            unless --ignore-eos; --ids adds two lines on stderr after the text,
@@ -160,7 +161,8 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
 }
 
 int cmd_run(int argc, char **argv) {
-  const char *model_dir = NULL, *prompt = "Once upon a time", *backend = "cpu", *profile = NULL, *system = NULL;
+  const char *model_dir = NULL, *prompt = "Once upon a time", *backend = "cpu", *profile = NULL, *system = NULL,
+             *registry = NULL;
   int n_predict = 64, threads = 0, ctx = 0, show_ids = 0, chat = 0, think = 0, ignore_eos = 0;
   wisp_sampler_params sp = wisp_sampler_defaults();
   sp.seed = (uint64_t)time(NULL);
@@ -177,6 +179,7 @@ int cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
     else if (!strcmp(a, "--backend")) backend = v;
     else if (!strcmp(a, "--profile")) profile = v;
+    else if (!strcmp(a, "--registry")) registry = v;
     else if (!strcmp(a, "-sys") || !strcmp(a, "--system") || !strcmp(a, "--system-prompt")) system = v;
     else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!parse_num(a, v, 0, 1e9, &d)) return 2; n_predict = (int)d; }
     else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!parse_num(a, v, 0, 1024, &d)) return 2; threads = (int)d; }
@@ -201,7 +204,8 @@ int cmd_run(int argc, char **argv) {
   int rc = 1, n_ids = 0;
   wisp_chat_info stops = {0};
   if (wisp_model_open(model_dir, &m)) goto fail;
-  wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile};
+  wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile,
+                              .registry = registry};
   if (wisp_session_new(m, &so, &s)) goto fail;
   if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
     goto fail;

@@ -11,9 +11,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/builtin.h"
 #include "util/err.h"
 
 wisp_status wisp_read_file(const char *path, char **data, size_t *len) {
+  if (wisp_is_builtin(path)) {
+    const wisp_builtin_file *b = wisp_builtin_find(path);
+    if (!b) return wisp_fail(WISP_EIO, "%s: no such built-in file", path);
+    char *buf = malloc(b->len + 1);
+    if (!buf) return wisp_fail(WISP_ENOMEM, "%s: out of memory", path);
+    memcpy(buf, b->data, b->len);
+    buf[b->len] = 0;
+    *data = buf;
+    if (len) *len = b->len;
+    return WISP_OK;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) return wisp_fail(WISP_EIO, "%s: cannot open: %s", path, strerror(errno));
   if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return wisp_fail(WISP_EIO, "%s: cannot seek", path); }

@@ -7,7 +7,8 @@
 
 #include "wisp.h"
 
-/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+/* Reads a whole file into a NUL-terminated malloc'd buffer; a "builtin:"
+ * path is served from the built-in files (util/builtin.h). */
 wisp_status wisp_read_file(const char *path, char **data, size_t *len);
 /* Maps a file read-only. An empty file maps to (NULL, 0). */
 wisp_status wisp_map_file(const char *path, const uint8_t **data, size_t *len);
