@@ -183,6 +183,7 @@ wisp_status wisp_generate_text(wisp_session *s, const char *prompt, const wisp_t
   wisp_text_result r = {0};
   if (result) *result = r;
   if (!s || !prompt) return wisp_fail(WISP_EINVAL, "wisp_generate_text: no session or prompt");
+  if (!*prompt) return wisp_fail(WISP_EINVAL, "wisp_generate_text: the prompt is empty");
   if (o->max_tokens < 0) return wisp_fail(WISP_EINVAL, "wisp_generate_text: max_tokens %d is negative", o->max_tokens);
   struct wisp_text_state *t = NULL;
   wisp_status st = text_of(s->model, &t);
