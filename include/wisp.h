@@ -130,6 +130,11 @@ typedef struct {
 /* The model's chat template: "lfm2", "qwen" or "chatml"; NULL when it has
  * none (wisp_last_error says why). */
 const char *wisp_chat_template_of(wisp_model *m);
+/* The model's stop tokens (eos ids of its generation_config.json and
+ * tokenizer_config.json, and <|im_end|>): *ids (owned by the model) and
+ * *n_ids, 0 of them for a tokenizer without any. For
+ * wisp_generate_options.stop when decoding token ids directly. */
+wisp_status wisp_stop_tokens(wisp_model *m, const int32_t **ids, int *n_ids);
 /* A whole conversation as the model reads it, followed by the assistant's
  * prefix when add_assistant; think: Qwen's thinking mode (otherwise an
  * empty think block). */

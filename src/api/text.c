@@ -112,6 +112,17 @@ const char *wisp_chat_template_of(wisp_model *m) {
   return chat_kind(m, &kind) ? NULL : wisp_chat_template_name(kind);
 }
 
+wisp_status wisp_stop_tokens(wisp_model *m, const int32_t **ids, int *n_ids) {
+  *ids = NULL;
+  *n_ids = 0;
+  struct wisp_text_state *t = NULL;
+  wisp_status st = text_of(m, &t);
+  if (st) return st;
+  *ids = t->chat.stop;
+  *n_ids = t->chat.n_stop;
+  return WISP_OK;
+}
+
 wisp_status wisp_chat_apply(wisp_model *m, const wisp_chat_message *msgs, int n_msgs, int add_assistant, int think,
                             char **text) {
   *text = NULL;

@@ -94,68 +94,49 @@ static wisp_status check_ids(const int32_t *ids, int n, int vocab) {
   return WISP_OK;
 }
 
-/* Interactive chat; returns 0 or 1 (error message set). */
-static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, wisp_sampler *smp, float *logits,
-                     const char *system, int think, int n_predict) {
-  const wisp_artifact *a = m->artifact;
-  char cfg[4096], gen[4096];
-  int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
-  int has_gen = wisp_tokenizer_artifact_file(a->dir, a->manifest, "generation", gen, sizeof gen);
-  wisp_chat_info info;
-  if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &info)) return 1;
-  if (info.kind == WISP_CHAT_NONE) {
-    wisp_fail(WISP_EUNSUPPORTED, "%s: no chat template wisp knows (needs a BPE tokenizer with a tokenizer_config.json "
-              "whose chat_template is LFM2, Qwen or ChatML)", a->dir);
-    return 1;
-  }
-  const int vocab = wisp_model_vocab(m), ctx = wisp_session_context(s);
-  fprintf(stderr, "wisp: chat (%s template, %d stop tokens); /exit or end of input to quit\n",
-          wisp_chat_template_name(info.kind), info.n_stop);
+static int print_text(void *user, const char *text, size_t len) {
+  (void)user;
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
+  return 0;
+}
+
+/* Interactive chat through the library's text API (wisp_chat_turn +
+ * wisp_generate_text, src/api/text.c); returns 0 or 1 (error message set).
+ * Each turn's sampler starts from seed + turn. */
+static int chat_loop(wisp_model *m, wisp_session *s, const wisp_sampler_params *sp, const char *system, int think,
+                     int n_predict) {
+  const char *tmpl = wisp_chat_template_of(m);
+  const int32_t *stop_ids;
+  int n_stop = 0;
+  if (!tmpl || wisp_stop_tokens(m, &stop_ids, &n_stop)) return 1;
+  fprintf(stderr, "wisp: chat (%s template, %d stop tokens); /exit or end of input to quit\n", tmpl, n_stop);
   char *line = NULL;
   size_t line_cap = 0;
   int rc = 0;
-  wisp_stream_decoder dec;
-  wisp_stream_init(&dec, tok);
   for (int turn = 0;; turn++) {
     if (isatty(0)) { fprintf(stderr, "> "); fflush(stderr); }
     ssize_t got = getline(&line, &line_cap, stdin);
     if (got < 0) break;
     while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
     if (!strcmp(line, "/exit")) break;
-    char *text = wisp_chat_render_turn(info.kind, turn == 0, system, line, think);
-    int32_t *ids = NULL;
-    int n = 0;
-    if (!text) { wisp_fail(WISP_ENOMEM, "out of memory"); rc = 1; break; }
-    wisp_status st = wisp_tokenizer_encode_n(tok, text, strlen(text), 0, &ids, &n);
-    free(text);
-    if (!st) st = check_ids(ids, n, vocab);
-    if (!st && wisp_session_position(s) + n + 1 > ctx)
-      st = wisp_fail(WISP_EINVAL, "the conversation (%d tokens) no longer fits the context of %d",
-                     wisp_session_position(s) + n, ctx);
-    for (int i = 0; !st && i < n; i++) wisp_sampler_accept(smp, ids[i]);
+    char *text = NULL;
+    wisp_text_options o = {.temperature = sp->temperature, .top_k = sp->top_k, .top_p = sp->top_p, .min_p = sp->min_p,
+                           .repeat_penalty = sp->repeat_penalty, .repeat_last_n = sp->repeat_last_n,
+                           .seed = sp->seed + (uint64_t)turn, .max_tokens = n_predict, .on_text = print_text};
+    wisp_text_result r;
     double t0 = wisp_now_s();
-    if (!st) st = wisp_session_eval(s, ids, n, logits);
-    free(ids);
-    if (st) { rc = 1; break; }
-    int produced = 0;
-    for (; produced < n_predict && wisp_session_position(s) < ctx; produced++) {
-      int next = wisp_sampler_sample(smp, logits);
-      if (wisp_chat_is_stop(&info, next)) break;
-      wisp_sampler_accept(smp, next);
-      if ((st = emit(tok, &dec, next))) break;
-      fflush(stdout);
-      int32_t t = next;
-      if ((st = wisp_session_eval(s, &t, 1, logits))) break;
-    }
-    flush_stream(&dec);
+    wisp_status st = wisp_chat_turn(s, system, line, think, &text);
+    if (!st && n_predict == 0) st = wisp_fail(WISP_EINVAL, "-n 0: no reply to generate");
+    if (!st) st = wisp_generate_text(s, text, &o, &r);
+    wisp_free(text);
     printf("\n");
     fflush(stdout);
     if (st) { rc = 1; break; }
     double dt = wisp_now_s() - t0;
-    fprintf(stderr, "[reply %d: %d prompt tokens, %d reply tokens, %.1f tok/s]\n", turn + 1, n, produced,
-            dt > 0 ? (n + produced) / dt : 0.0);
+    fprintf(stderr, "[reply %d: %d prompt tokens, %d reply tokens, %.1f tok/s]\n", turn + 1, r.n_prompt, r.n_generated,
+            dt > 0 ? (r.n_prompt + r.n_generated) / dt : 0.0);
   }
-  wisp_stream_free(&dec);
   free(line);
   return rc;
 }
@@ -207,19 +188,15 @@ int cmd_run(int argc, char **argv) {
   wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile,
                               .registry = registry};
   if (wisp_session_new(m, &so, &s)) goto fail;
-  if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
-    goto fail;
   if (chat) {
-    const int vocab = wisp_model_vocab(m);
-    logits = malloc(sizeof(float) * (size_t)vocab);
-    smp = wisp_sampler_new(&sp, vocab);
-    if (!logits || !smp) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
     fprintf(stderr, "wisp: %s | backend %s | plan %.12s\n", model_dir, wisp_session_backend_name(s),
             wisp_session_plan_id(s));
-    if (chat_loop(m, s, tok, smp, logits, system, think, n_predict)) goto fail;
+    if (chat_loop(m, s, &sp, system, think, n_predict)) goto fail;
     rc = 0;
     goto fail;
   }
+  if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
+    goto fail;
   if (!ignore_eos && !strcmp(wisp_tokenizer_kind(tok), "bpe")) {
     const wisp_artifact *a = m->artifact;
     char cfg[4096], gen[4096];
