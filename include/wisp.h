@@ -98,7 +98,6 @@ const char *wisp_session_plan_id(const wisp_session *s);
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);
 
-
 #define WISP_VERSION "0.1.0" /* the library's version (wisp.pc) */
 
 /* ---- Text: tokenizer, chat template, streaming generation ----------------
