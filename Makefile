@@ -1,6 +1,8 @@
 # wisp build. `make` builds build/wisp; `make test` installs deps, builds, runs the
 # suite normally and then under AddressSanitizer + UndefinedBehaviorSanitizer;
-# `make run` builds and generates text with the built-in default model.
+# `make run` builds and generates text with the built-in default model;
+# `make install PREFIX=DIR` installs the CLI, the library (static and shared),
+# wisp.h, wisp.pc, the default model and the Dawn library (docs/install.md).
 #
 # Every .c under src/ is compiled; adding a file needs no edit here.
 
@@ -18,16 +20,25 @@ TEST_SRC := $(shell find tests -maxdepth 1 -name '*.c' | sort)
 # WGSL kernels are embedded into the library as a generated C file.
 WGSL_SRC := $(sort $(wildcard src/backend/webgpu/kernels/*.wgsl))
 GEN_WGSL := $(BUILD)/gen/wgsl_kernels.c
-GEN_OBJ  := $(BUILD)/obj/gen/wgsl_kernels.o
+# The registry, the profiles and the WGSL sources are built in verbatim
+# (src/util/builtin.h), so the binary reads none of them from disk.
+DATA_SRC := kernels/registry.json $(sort $(wildcard profiles/*.json)) \
+            $(sort $(wildcard src/backend/webgpu/kernels/*.wgsl src/backend/webgpu/kernels/*.wgsli))
+GEN_DATA := $(BUILD)/gen/builtin_data.c
+GEN_OBJ  := $(BUILD)/obj/gen/wgsl_kernels.o $(BUILD)/obj/gen/builtin_data.o
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
-DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+# libwisp.so is built from position-independent copies of the same objects
+# (a separate tree, so `make all` does not compile everything twice).
+PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(GEN_OBJ:$(BUILD)/obj/%=$(BUILD)/pic/%)
+DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(PIC_OBJ:.o=.d)
+PREFIX  ?= /usr/local
 
 DEFAULT_MODEL ?= models/synthetic-seed
 
-.PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build fuzz-smoke
+.PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build fuzz-smoke lib install
 
 all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe
 
@@ -43,9 +54,32 @@ $(BUILD)/obj/%.o: %.c
 $(GEN_WGSL): $(WGSL_SRC) $(wildcard src/backend/webgpu/kernels/*.wgsli) src/backend/webgpu/kernels scripts/embed-wgsl.sh
 	@scripts/embed-wgsl.sh $@ $(WGSL_SRC)
 
-$(GEN_OBJ): $(GEN_WGSL)
+$(GEN_DATA): $(DATA_SRC) kernels profiles src/backend/webgpu/kernels scripts/embed-data.sh
+	@scripts/embed-data.sh $@ $(DATA_SRC)
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+	@echo "CC $<"
+	@$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
+
+$(BUILD)/pic/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	@echo "CC -fPIC $<"
+	@$(CC) $(CFLAGS_BASE) -fPIC -MMD -MP -c $< -o $@
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "CC -fPIC $<"
+	@$(CC) $(CFLAGS_BASE) -fPIC -MMD -MP -c $< -o $@
+
+$(BUILD)/libwisp.so: $(PIC_OBJ)
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so -o $@ $^ $(LDLIBS)
+
+lib: $(BUILD)/libwisp.a $(BUILD)/libwisp.so
+
+install: $(BUILD)/wisp $(BUILD)/libwisp.a $(BUILD)/libwisp.so
+	@scripts/install.sh "$(PREFIX)" "$(BUILD)"
 
 $(BUILD)/libwisp.a: $(LIB_OBJ) $(GEN_OBJ)
 	@rm -f $@

@@ -39,6 +39,7 @@ typedef struct {
   /* "key=value,..." settings beside the plan, for measurements and tests
    * (docs/configuration.md); NULL = none. An unknown key fails wisp_session_new. */
   const char *tuning;
+  const char *registry; /* kernel registry file; NULL = the one built into the library */
 } wisp_session_options;
 
 wisp_status wisp_model_open(const char *artifact_dir, wisp_model **out);
@@ -99,6 +100,85 @@ const char *wisp_session_plan_id(const wisp_session *s);
 /* Tokens consumed so far. */
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);
+
+#define WISP_VERSION "0.1.0" /* the library's version (wisp.pc) */
+
+/* ---- Text: tokenizer, chat template, streaming generation ----------------
+ * (src/api/text.c) The model's own tokenizer (declared by its artifact)
+ * turns text into token ids and back; its chat template (from the
+ * artifact's tokenizer_config.json: LFM2, Qwen or ChatML) turns messages
+ * into the prompt text the model was trained on; wisp_generate_text runs
+ * text through a session and streams the reply back as text. Strings and
+ * arrays these calls return are malloc'd: release them with wisp_free. */
+
+void wisp_free(void *p);
+/* The name of a status code ("WISP_EIO", ...). */
+const char *wisp_status_name(wisp_status st);
+
+/* Tokenizes len bytes of UTF-8 text into *ids (*n_ids entries). add_special:
+ * the tokenizer's own framing around the text (a BOS token for LFM2); chat
+ * text from wisp_chat_apply has it already. Special tokens written in the
+ * text (e.g. "<|im_end|>") become their ids. */
+wisp_status wisp_tokenize(wisp_model *m, const char *text, size_t len, int add_special, int32_t **ids, int *n_ids);
+/* The text of n_ids tokens (special tokens included), NUL-terminated; *len
+ * (may be NULL) its length in bytes. */
+wisp_status wisp_detokenize(wisp_model *m, const int32_t *ids, int n_ids, char **text, size_t *len);
+
+typedef struct {
+  const char *role;    /* "system", "user" or "assistant" */
+  const char *content;
+} wisp_chat_message;
+
+/* The model's chat template: "lfm2", "qwen" or "chatml"; NULL when it has
+ * none (wisp_last_error says why). */
+const char *wisp_chat_template_of(wisp_model *m);
+/* The model's stop tokens (eos ids of its generation_config.json and
+ * tokenizer_config.json, and <|im_end|>): *ids (owned by the model) and
+ * *n_ids, 0 of them for a tokenizer without any. For
+ * wisp_generate_options.stop when decoding token ids directly. */
+wisp_status wisp_stop_tokens(wisp_model *m, const int32_t **ids, int *n_ids);
+/* A whole conversation as the model reads it, followed by the assistant's
+ * prefix when add_assistant; think: Qwen's thinking mode (otherwise an
+ * empty think block). */
+wisp_status wisp_chat_apply(wisp_model *m, const wisp_chat_message *msgs, int n_msgs, int add_assistant, int think,
+                            char **text);
+/* The text that continues a conversation held in session s by one user
+ * message: at position 0 it starts the conversation (system may be NULL);
+ * later it closes the previous reply first. Feed it with wisp_generate_text
+ * (whose replies leave their stop token unfed, as this expects). */
+wisp_status wisp_chat_turn(wisp_session *s, const char *system, const char *user, int think, char **text);
+
+/* Sampling and streaming for wisp_generate_text. Zero is a usable default
+ * for every field: greedy, no penalty, the model's stop tokens. */
+typedef struct {
+  float temperature;    /* <= 0: greedy */
+  int top_k;            /* 0 = off */
+  float top_p;          /* 0 or >= 1 = off */
+  float min_p;          /* 0 = off */
+  float repeat_penalty; /* 0 or 1 = off */
+  int repeat_last_n;    /* tokens the penalty looks back over; 0 = 64 */
+  uint64_t seed;
+  int max_tokens;       /* reply length limit; 0 = until a stop token or the context is full */
+  int add_special;      /* 1: tokenize the prompt with the tokenizer's framing (a plain prompt at position 0) */
+  int ignore_stop;      /* 1: do not stop at the model's end-of-text tokens */
+  /* Called with each piece of the reply as soon as it is whole UTF-8 (may
+   * be NULL); return non-zero to stop after this piece. */
+  int (*on_text)(void *user, const char *text, size_t len);
+  void *user;
+} wisp_text_options;
+
+typedef struct {
+  int n_prompt;    /* prompt tokens fed */
+  int n_generated; /* reply tokens made (fed to the session, a stop token excluded) */
+  int stopped;     /* 1: a stop token ended the reply; 2: on_text asked to stop; 0: a limit */
+} wisp_text_result;
+
+/* Feeds prompt (text) at the session's position, then samples a reply token
+ * by token on the host, feeding each back, until a stop token (not fed, not
+ * shown), max_tokens, the end of the context or on_text stops it. result
+ * may be NULL. The session keeps the state, so a next call continues. */
+wisp_status wisp_generate_text(wisp_session *s, const char *prompt, const wisp_text_options *o,
+                               wisp_text_result *result);
 
 #ifdef __cplusplus
 }

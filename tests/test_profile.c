@@ -71,7 +71,7 @@ TEST(profile_seed_structure_only) {
 TEST(profile_shipped_profiles) {
   wisp_profile *p = NULL;
   CHECKF(wisp_profile_load("throughput", NULL, &p) == WISP_OK, "%s", wisp_last_error());
-  CHECK(!strcmp(p->path, "profiles/throughput.json") && p->n_chain == 2);
+  CHECK(!strcmp(p->path, "builtin:profiles/throughput.json") && p->n_chain == 2); /* built in, not read from disk */
   CHECK(p->batching.batch_size == 8 && p->decode_loop.max_batch_decode_tokens == 64 && p->n_not_implemented == 0);
   CHECK(p->n_compatible == 2);
   wisp_profile_free(p);

@@ -124,7 +124,7 @@ TEST(webgpu_session_refuses_an_unknown_variant) {
   wisp_device_caps caps;
   int ok = wisp_wgpu_backend_new(&o, &be) == WISP_OK;
   if (ok) be->caps(be, &caps);
-  ok = ok && wisp_engine_resolve_plan(m, &caps, NULL, &plan) == WISP_OK;
+  ok = ok && wisp_engine_resolve_plan(m, &caps, NULL, NULL, &plan) == WISP_OK;
   wisp_status good = ok ? wisp_engine_check_kernels(plan, be) : WISP_EINVAL;
   char why[512];
   snprintf(why, sizeof why, "%s", wisp_last_error());

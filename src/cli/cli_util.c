@@ -11,6 +11,8 @@
 
 #include "cli/commands.h"
 #include "format/synthetic.h"
+#include "util/env.h"
+#include "util/err.h"
 #include "util/file.h"
 #include "util/paths.h"
 #include "wisp.h"
@@ -20,26 +22,35 @@ int cli_error(const char *cmd) {
   return 1;
 }
 
-/* models/default (the trained LFM2 of docs/default-model.md) when it is
- * there; otherwise the seed-shaped synthetic model, generated on first use. */
+/* The default model, next to the executable: an installed one
+ * (PREFIX/share/wisp/models/default), the tree's models/default (the trained
+ * LFM2 of docs/default-model.md), or the tree's seed-shaped synthetic model,
+ * generated on first use. */
+static int has_manifest(const char *dir) {
+  char manifest[PATH_MAX + 96];
+  snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+  return wisp_path_exists(manifest);
+}
+
 const char *cli_default_model(void) {
   static char path[PATH_MAX + 64];
-  const char *root = wisp_repo_root();
-  {
-    char manifest[PATH_MAX + 96];
-    snprintf(path, sizeof path, "%s/models/default", root);
-    snprintf(manifest, sizeof manifest, "%s/manifest.json", path);
-    if (wisp_path_exists(manifest)) return path;
-  }
+  const char *root = wisp_exe_root();
+  snprintf(path, sizeof path, "%s/share/wisp/models/default", root);
+  if (has_manifest(path)) return path;
+  snprintf(path, sizeof path, "%s/models/default", root);
+  if (has_manifest(path)) return path;
   snprintf(path, sizeof path, "%s/models/synthetic-seed", root);
-  char manifest[PATH_MAX + 96];
-  snprintf(manifest, sizeof manifest, "%s/manifest.json", path);
-  if (wisp_path_exists(manifest)) return path;
+  if (has_manifest(path)) return path;
   /* First use: generate the built-in default from the seed-shaped manifest. */
   char seed_manifest[PATH_MAX + 96], models[PATH_MAX + 16];
   snprintf(seed_manifest, sizeof seed_manifest, "%s/assets/lfm2-hybrid-q4.manifest.json", root);
   snprintf(models, sizeof models, "%s/models", root);
   char *text = NULL;
+  if (!wisp_path_exists(seed_manifest)) {
+    wisp_fail(WISP_EIO, "no default model next to the executable (none in %s/share/wisp/models/default or "
+              "%s/models/default); pass -m DIR", root, root);
+    return NULL;
+  }
   if (wisp_read_file(seed_manifest, &text, NULL)) return NULL;
   if (mkdir(models, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "wisp: cannot create %s: %s\n", models, strerror(errno));
@@ -56,19 +67,21 @@ const char *cli_default_model(void) {
 
 /* The Dawn build comes from the VERSION file that scripts/webgpu-deps.sh
  * writes beside the library (the pinned package name@version), found where
- * the WebGPU loader looks: $WISP_WEBGPU_LIB's directory, else .cache/webgpu/
- * here or in the repository. Nothing is loaded, so no GPU is needed. */
+ * the WebGPU loader looks: $WISP_WEBGPU_LIB's directory, else PREFIX/lib/wisp/
+ * or the build tree's .cache/webgpu/. Nothing is loaded, so no GPU is needed. */
 int cli_print_version(void) {
   printf("wisp %s\n", WISP_VERSION);
-  char path[PATH_MAX + 32], rel[PATH_MAX];
-  const char *lib = getenv("WISP_WEBGPU_LIB");
-  if (lib && *lib) {
+  char path[PATH_MAX + 32];
+  const char *lib = wisp_env_webgpu_lib();
+  if (lib) {
     snprintf(path, sizeof path, "%s", lib);
     char *slash = strrchr(path, '/');
     if (slash) snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "VERSION");
     else snprintf(path, sizeof path, "VERSION");
   } else {
-    snprintf(path, sizeof path, "%s", wisp_data_path(".cache/webgpu/VERSION", rel, sizeof rel));
+    /* the installed copy (PREFIX/lib/wisp), else the build tree's cache */
+    snprintf(path, sizeof path, "%s/lib/wisp/VERSION", wisp_exe_root());
+    if (!wisp_path_exists(path)) snprintf(path, sizeof path, "%s/.cache/webgpu/VERSION", wisp_exe_root());
   }
   char *text = NULL;
   if (wisp_read_file(path, &text, NULL) == WISP_OK) {

@@ -1,4 +1,4 @@
-/* wisp plan [-m DIR] [--profile P] [--backend cpu|webgpu|auto] [--json]:
+/* wisp plan [-m DIR] [--profile P] [--registry FILE] [--backend cpu|webgpu|auto] [--json]:
  * prints the execution plan that `wisp run` and `wisp bench` execute for this
  * model on this device: per phase and layer type, every op with its kernel,
  * geometry and where the choice came from, and the plan id. */
@@ -11,15 +11,16 @@
 #include "cli/opts.h"
 
 int cmd_plan(int argc, char **argv) {
-  const char *dir = NULL, *profile = NULL, *backend = "cpu";
+  const char *dir = NULL, *profile = NULL, *backend = "cpu", *registry = NULL;
   int as_json = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
-      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile (a built-in name, or a file)"},
+      {"--registry", CLI_STR, &registry, 0, 0, "FILE", "kernel registry file (default: the built-in one)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
       {"--json", CLI_FLAG, &as_json, 0, 0, NULL, "print the plan's canonical JSON"},
   };
-  const cli_spec spec = {"plan", "[-m DIR] [--profile P] [--backend B] [--json]",
+  const cli_spec spec = {"plan", "[-m DIR] [--profile P] [--registry FILE] [--backend B] [--json]",
                          "Prints the execution plan that run and bench execute for this model on this device.",
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
@@ -33,7 +34,7 @@ int cmd_plan(int argc, char **argv) {
   if (wisp_backend_create(backend, 1, &be)) goto done;
   wisp_device_caps caps;
   be->caps(be, &caps);
-  if (wisp_engine_resolve_plan(m, &caps, profile, &plan)) goto done;
+  if (wisp_engine_resolve_plan(m, &caps, profile, registry, &plan)) goto done;
   if (as_json) printf("%s\n", plan->json);
   else wisp_plan_print(plan, stdout);
   rc = 0;

@@ -1,5 +1,6 @@
 /* wisp run: generate text, streaming tokens as they are made.
  *   wisp run [-m DIR] (-p TEXT | -p - | -f FILE) [-n N] [sampling options]
+ *            [--profile NAME|FILE] [--registry FILE] (default: the ones built in)
  *            generation stops early at a stop token (BPE tokenizers: the eos ids
  *            of generation_config.json / tokenizer_config.json and <|im_end|>)
  *            unless --ignore-eos; -n -1 generates until then or until the
@@ -432,7 +433,7 @@ static int64_t random_seed(void) {
 
 int cmd_run(int argc, char **argv) {
   const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *backend = "cpu", *profile = NULL,
-             *system = NULL, *tuning = NULL;
+             *system = NULL, *tuning = NULL, *registry = NULL;
   int n_predict = 64, threads = 0, ctx = 0, show_ids = 0, chat = 0, think = 0, ignore_eos = 0, shift = 0;
   int top_k = -2, repeat_last_n = -2;
   double temp = -1, top_p = -1, min_p = -1, repeat_penalty = -1;
@@ -446,6 +447,7 @@ int cmd_run(int argc, char **argv) {
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
       {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile (profiles/NAME.json or a file)"},
+      {"--registry", CLI_STR, &registry, 0, 0, "FILE", "kernel registry file (default: the built-in one)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
       {"--temp", CLI_NUM, &temp, 0, 100, "T", "temperature (0: greedy)"},
       {"--top-k", CLI_INT, &top_k, 0, 1e9, "K", "keep the K likeliest tokens (0: off)"},
@@ -513,7 +515,7 @@ int cmd_run(int argc, char **argv) {
     goto fail;
   }
   wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile,
-                             .tuning = tuning};
+                             .tuning = tuning, .registry = registry};
   if (wisp_session_new(m, &so, &s)) goto fail;
   if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
     goto fail;
@@ -530,6 +532,8 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
     goto fail;
   }
+  if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
+    goto fail;
   if (!ignore_eos && !strcmp(wisp_tokenizer_kind(tok), "bpe")) {
     const wisp_artifact *a = m->artifact;
     char cfg[4096], gen[4096];

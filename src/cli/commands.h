@@ -8,7 +8,6 @@
 
 #include "wisp.h"
 
-#define WISP_VERSION "0.1.0"
 
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -9,11 +9,16 @@
 #include "plan/plan.h"
 #include "wisp.h"
 
+struct wisp_text_state; /* the model's tokenizer and chat template, loaded on first use (src/api/text.c) */
+
 struct wisp_model {
   wisp_artifact *artifact;
   const wisp_arch *arch;
   void *weights;
+  struct wisp_text_state *text;
 };
+
+void wisp_text_state_free(struct wisp_text_state *t);
 
 #define WISP_MAX_SNAP 256 /* recurrent-state buffers an architecture may list */
 
@@ -52,9 +57,10 @@ void wisp_decode_loop_free(wisp_session *s);
 const wisp_plan *wisp_session_plan(const wisp_session *s);
 
 /* Resolves the plan for a model on a device (plan_apply.c); profile NULL or
- * "" = profiles/default. */
+ * "" = the built-in profiles/default, registry NULL = the built-in
+ * kernels/registry.json (else a file). */
 wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps *caps, const char *profile,
-                                     wisp_plan **out);
+                                     const char *registry, wisp_plan **out);
 /* Weight bytes one decode token reads: every matrix the decode plan multiplies
  * (the embedding contributes one row and is left out). */
 uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p);

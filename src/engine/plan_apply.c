@@ -10,15 +10,14 @@
 #include "format/quant.h"
 #include "plan/registry.h"
 #include "util/err.h"
-#include "util/paths.h"
 
 wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps *caps, const char *profile_ref,
-                                     wisp_plan **out) {
+                                     const char *registry, wisp_plan **out) {
   *out = NULL;
-  char reg_path[PATH_MAX], kernels_dir[PATH_MAX], profiles_dir[PATH_MAX];
-  wisp_data_path(WISP_DEFAULT_REGISTRY, reg_path, sizeof reg_path);
-  wisp_data_path(WISP_DEFAULT_KERNELS_DIR, kernels_dir, sizeof kernels_dir);
-  wisp_data_path(WISP_DEFAULT_PROFILES_DIR, profiles_dir, sizeof profiles_dir);
+  /* The registry, profiles and WGSL built into the library unless the
+   * caller names a registry file: nothing comes from the working directory. */
+  const char *reg_path = registry && *registry ? registry : WISP_DEFAULT_REGISTRY;
+  const char *kernels_dir = WISP_DEFAULT_KERNELS_DIR, *profiles_dir = WISP_DEFAULT_PROFILES_DIR;
   wisp_model_shape shape;
   wisp_status st = m->arch->plan_shape(m->weights, &shape);
   if (st) return st;

@@ -38,6 +38,7 @@ fail:
 
 void wisp_model_close(wisp_model *m) {
   if (!m) return;
+  wisp_text_state_free(m->text);
   if (m->weights) m->arch->free_weights(m->weights);
   wisp_artifact_free(m->artifact);
   free(m);
@@ -98,7 +99,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   /* artifact + profile + registry + device -> plan -> backend */
   wisp_device_caps caps;
   s->backend->caps(s->backend, &caps);
-  if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, &s->plan))) goto fail;
+  if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, o.registry, &s->plan))) goto fail;
   if ((st = wisp_engine_check_kernels(s->plan, s->backend))) goto fail;
   if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
   if (s->backend->configure) {

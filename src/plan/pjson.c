@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/builtin.h"
 #include "util/err.h"
 #include "util/file.h"
 
@@ -20,6 +21,7 @@ char *wisp_slurp(const char *path, size_t *len) {
 }
 
 int wisp_file_exists(const char *path) {
+  if (wisp_is_builtin(path)) return wisp_builtin_find(path) != NULL;
   struct stat st;
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }

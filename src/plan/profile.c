@@ -701,7 +701,12 @@ wisp_status wisp_profile_load(const char *ref, const wisp_profile_options *opt, 
   if (!p->settings || !cJSON_AddObjectToObject(p->settings, "batching") || !cJSON_AddObjectToObject(p->settings, "session"))
     st = wisp_fail(WISP_ENOMEM, "out of memory");
   char file[1024];
-  if (!st && wisp_file_exists(ref)) wisp_path(file, sizeof file, "%s", ref);
+  /* A path (it has a '/' or ends in .json) is a file; a bare name is looked
+   * up in the profiles dir, so a file called "default" in the working
+   * directory never stands in for the built-in profile. */
+  size_t rn = strlen(ref);
+  int is_path = strchr(ref, '/') || (rn > 5 && !strcmp(ref + rn - 5, ".json"));
+  if (!st && is_path && wisp_file_exists(ref)) wisp_path(file, sizeof file, "%s", ref);
   else if (!st && !(st = resolve_ref(L, ref, file, sizeof file)) && !wisp_file_exists(file))
     st = wisp_fail(WISP_EIO, "profile '%s' not found (%s)", ref, file);
   if (!st) st = load_one(L, file, NULL);

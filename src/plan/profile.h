@@ -11,7 +11,7 @@
 #include "plan/pjson.h"
 #include "wisp.h"
 
-#define WISP_DEFAULT_PROFILES_DIR "profiles"
+#define WISP_DEFAULT_PROFILES_DIR "builtin:profiles" /* built in, util/builtin.h */
 
 /* A WGSL kernel a profile brings (executionPatch.addKernels[]). */
 typedef struct {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/builtin.h"
 #include "util/err.h"
 
 typedef struct {
@@ -376,25 +377,29 @@ static wisp_status check_rule_ref(loader *L, const char *ref, const char *p) {
   return wisp_rules_validate(chain, where, 0);
 }
 
+/* Every .wgsl file of the kernels dir must be some variant's. */
+static wisp_status check_wgsl_listed(loader *L, const char *name) {
+  size_t n = strlen(name);
+  if (n < 6 || strcmp(name + n - 5, ".wgsl")) return WISP_OK;
+  for (int i = 0; i < L->r->n_ops; i++)
+    for (int k = 0; k < L->r->ops[i].n_variants; k++) {
+      const char *w = L->r->ops[i].variants[k].wgsl;
+      if (w && !strcmp(w, name)) return WISP_OK;
+    }
+  return FAIL("%s: operations: %s/%s is not listed by any variant", L->file, L->r->kernels_dir, name);
+}
+
 static wisp_status check_wgsl_dir(loader *L) {
+  wisp_status st = WISP_OK;
+  if (wisp_is_builtin(L->r->kernels_dir)) {
+    const char *name;
+    for (int i = 0; !st && (name = wisp_builtin_list(L->r->kernels_dir, i)); i++) st = check_wgsl_listed(L, name);
+    return st;
+  }
   DIR *d = opendir(L->r->kernels_dir);
   if (!d) return WISP_OK; /* no WGSL shipped yet */
   struct dirent *e;
-  wisp_status st = WISP_OK;
-  while ((e = readdir(d))) {
-    size_t n = strlen(e->d_name);
-    if (n < 6 || strcmp(e->d_name + n - 5, ".wgsl")) continue;
-    int listed = 0;
-    for (int i = 0; i < L->r->n_ops && !listed; i++)
-      for (int k = 0; k < L->r->ops[i].n_variants; k++) {
-        const char *w = L->r->ops[i].variants[k].wgsl;
-        if (w && !strcmp(w, e->d_name)) { listed = 1; break; }
-      }
-    if (!listed) {
-      st = FAIL("%s: operations: %s/%s is not listed by any variant", L->file, L->r->kernels_dir, e->d_name);
-      break;
-    }
-  }
+  while (!st && (e = readdir(d))) st = check_wgsl_listed(L, e->d_name);
   closedir(d);
   return st;
 }

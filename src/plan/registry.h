@@ -13,8 +13,11 @@
 
 /* `$schema` value that marks wisp's own registry (turns on strict checks). */
 #define WISP_REGISTRY_SCHEMA "wisp-kernel-registry-v1"
-#define WISP_DEFAULT_KERNELS_DIR "src/backend/webgpu/kernels"
-#define WISP_DEFAULT_REGISTRY "kernels/registry.json"
+/* The defaults are the copies built into the library (util/builtin.h): a
+ * run never reads them from the working directory. Options name files on
+ * disk instead (wisp registry FILE, --kernels-dir DIR). */
+#define WISP_DEFAULT_KERNELS_DIR "builtin:src/backend/webgpu/kernels"
+#define WISP_DEFAULT_REGISTRY "builtin:kernels/registry.json"
 
 typedef struct {
   int index;

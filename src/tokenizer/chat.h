@@ -19,10 +19,7 @@
 
 typedef enum { WISP_CHAT_NONE = 0, WISP_CHAT_LFM2, WISP_CHAT_QWEN, WISP_CHAT_CHATML } wisp_chat_template;
 
-typedef struct {
-  const char *role;    /* "system", "user", "assistant" */
-  const char *content;
-} wisp_chat_message;
+/* wisp_chat_message (role, content) is public: include/wisp.h. */
 
 #define WISP_CHAT_MAX_STOP 16
 

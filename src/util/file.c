@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/builtin.h"
 #include "util/err.h"
 
 /* Reads from fd until end of file; `size` is a regular file's size (the
@@ -69,6 +70,17 @@ static wisp_status open_input(const char *path, int *fd_out, struct stat *st) {
 }
 
 wisp_status wisp_read_file(const char *path, char **data, size_t *len) {
+  if (wisp_is_builtin(path)) {
+    const wisp_builtin_file *b = wisp_builtin_find(path);
+    if (!b) return wisp_fail(WISP_EIO, "%s: no such built-in file", path);
+    char *buf = malloc(b->len + 1);
+    if (!buf) return wisp_fail(WISP_ENOMEM, "%s: out of memory", path);
+    memcpy(buf, b->data, b->len);
+    buf[b->len] = 0;
+    *data = buf;
+    if (len) *len = b->len;
+    return WISP_OK;
+  }
   int fd;
   struct stat st;
   wisp_status e = open_input(path, &fd, &st);

@@ -10,7 +10,8 @@
 /* Reads a whole file into a NUL-terminated malloc'd buffer: the one way
  * wisp reads a path, so every reader fails the same precise way ("is a
  * directory, not a file", "cannot open: No such file or directory", ...).
- * Pipes and FIFOs are read to their end. */
+ * Pipes and FIFOs are read to their end. A "builtin:" path is served from
+ * the files built into the library (util/builtin.h). */
 wisp_status wisp_read_file(const char *path, char **data, size_t *len);
 /* The same for an open descriptor (standard input); `name` is for messages. */
 wisp_status wisp_read_fd(int fd, const char *name, char **data, size_t *len);

@@ -1,15 +1,15 @@
-/* Where wisp finds its data files (kernels/registry.json, profiles/, models/,
- * assets/): relative to the current directory when they are there, else
- * relative to the repository the executable was built in ($exe/..), or to
- * $WISP_HOME when set. */
+/* Where the wisp executable is installed or built, for the files that stay
+ * outside the binary: the default model. The registry, profiles and WGSL
+ * are built in (util/builtin.h); nothing is looked up in the working
+ * directory. */
 #ifndef WISP_PATHS_H
 #define WISP_PATHS_H
 
-#include <stddef.h>
-
-/* The repository root as seen from the executable (no trailing slash). */
+/* The parent of the executable's directory, without a trailing slash: the
+ * build tree for build/wisp, the prefix for PREFIX/bin/wisp. */
+const char *wisp_exe_root(void);
+/* Where bench keeps its receipts (ROOT/bench/results): $WISP_HOME, else
+ * wisp_exe_root(). */
 const char *wisp_repo_root(void);
-/* Resolves a repository-relative path into out; returns out. */
-const char *wisp_data_path(const char *rel, char *out, size_t cap);
 
 #endif

@@ -13,7 +13,7 @@
 #include "util/env.h"
 #include "util/err.h"
 
-#define LIB_REL ".cache/webgpu/libwebgpu_wrapper.so"
+#define LIB_NAME "libwebgpu_wrapper.so"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static wisp_wgpu_api g_api;
@@ -22,42 +22,67 @@ static char g_path[PATH_MAX];
 
 static int file_exists(const char *p) { return access(p, R_OK) == 0; }
 
-/* Picks the library path; returns 0 and fills `path`, or a wisp_fail. */
+/* Where the library may be, relative to a directory holding wisp's code
+ * (the executable's, or libwisp.so's): beside it; an installed prefix
+ * (PREFIX/lib/wisp/ from PREFIX/lib or PREFIX/bin); a build tree's set-up
+ * cache (build/../.cache/webgpu/, filled by scripts/webgpu-deps.sh). */
+static const char *const k_beside[] = {"", "/wisp", "/../lib/wisp", "/../.cache/webgpu"};
+#define N_BESIDE (sizeof k_beside / sizeof k_beside[0])
+
+/* The directory of a path (cut at its last '/'); 0 when it has none. */
+static int dir_of(const char *file, char *dir, size_t cap) {
+  const char *slash = strrchr(file, '/');
+  if (!slash || (size_t)(slash - file) >= cap) return 0;
+  memcpy(dir, file, (size_t)(slash - file));
+  dir[slash - file] = 0;
+  return 1;
+}
+
+/* Tries each k_beside place under dir; on success path holds the real path. */
+static int try_dir(const char *dir, char *path, size_t cap, char *tried, size_t tried_cap) {
+  for (size_t i = 0; i < N_BESIDE; i++) {
+    char cand[PATH_MAX + 64], real[PATH_MAX];
+    int m = snprintf(cand, sizeof cand, "%s%s/%s", dir, k_beside[i], LIB_NAME);
+    if (m < 0 || (size_t)m >= sizeof cand) continue;
+    if (file_exists(cand) && realpath(cand, real)) {
+      int k = snprintf(path, cap, "%s", real);
+      if (k > 0 && (size_t)k < cap) return 1;
+    }
+    size_t used = strlen(tried);
+    if (used + strlen(cand) + 3 < tried_cap) snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", cand);
+  }
+  return 0;
+}
+
+/* Picks the library path; returns 0 and fills `path`, or a wisp_fail. The
+ * working directory is never searched: a library planted in whatever
+ * directory wisp runs from must not be executed. */
 static wisp_status find_library(char *path, size_t cap) {
   const char *env = wisp_env_webgpu_lib();
   if (env) {
-    if (!file_exists(env))
+    char real[PATH_MAX];
+    if (!file_exists(env) || !realpath(env, real))
       return wisp_fail(WISP_EDEVICE, "WebGPU library not found at WISP_WEBGPU_LIB=%s", env);
-    int k = snprintf(path, cap, "%s", env);
+    int k = snprintf(path, cap, "%s", real);
     if (k < 0 || (size_t)k >= cap) return wisp_fail(WISP_EDEVICE, "WISP_WEBGPU_LIB path too long");
     return WISP_OK;
   }
-  if (file_exists(LIB_REL)) {
-    char cwd[PATH_MAX];
-    int n = getcwd(cwd, sizeof cwd) ? snprintf(path, cap, "%s/%s", cwd, LIB_REL)
-                                    : snprintf(path, cap, "%s", LIB_REL);
-    if (n < 0 || (size_t)n >= cap) snprintf(path, cap, "%s", LIB_REL);
-    return WISP_OK;
-  }
+  char tried[2048] = "", dir[PATH_MAX];
+  /* The executable's directory, then the directory of the object this code
+   * is linked into (libwisp.so in an embedding program). */
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  char cand[PATH_MAX + 64] = "";
   if (n > 0) {
     exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = 0;
-    int m = snprintf(cand, sizeof cand, "%s/../%s", exe, LIB_REL);
-    if (m > 0 && (size_t)m < sizeof cand && file_exists(cand)) {
-      char real[PATH_MAX];
-      int k = snprintf(path, cap, "%s", realpath(cand, real) ? real : cand);
-      if (k < 0 || (size_t)k >= cap) return wisp_fail(WISP_EDEVICE, "WebGPU library path too long: %s", cand);
-      return WISP_OK;
-    }
+    if (dir_of(exe, dir, sizeof dir) && try_dir(dir, path, cap, tried, sizeof tried)) return WISP_OK;
   }
-  return wisp_fail(WISP_EDEVICE,
-                   "WebGPU library not found: tried ./%s and %s (run scripts/webgpu-deps.sh "
-                   "or set WISP_WEBGPU_LIB)",
-                   LIB_REL, cand[0] ? cand : "<executable dir>/../" LIB_REL);
+  Dl_info info;
+  char self[PATH_MAX];
+  if (dladdr((void *)&g_lock, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
+      realpath(info.dli_fname, self) && dir_of(self, dir, sizeof dir) && try_dir(dir, path, cap, tried, sizeof tried))
+    return WISP_OK;
+  return wisp_fail(WISP_EDEVICE, "WebGPU library not found: tried %s (run scripts/webgpu-deps.sh or set WISP_WEBGPU_LIB)",
+                   tried[0] ? tried : "nothing (no executable path)");
 }
 
 static wisp_status load_locked(void) {

@@ -1,8 +1,10 @@
 /* Loads the Dawn library at run time (dlopen) and resolves every function
- * wisp declares in wgpu_api.h. The library is found at, in order:
- *   1. $WISP_WEBGPU_LIB (only this path when set),
- *   2. .cache/webgpu/libwebgpu_wrapper.so relative to the current directory,
- *   3. <dir of the executable>/../.cache/webgpu/libwebgpu_wrapper.so.
+ * wisp declares in wgpu_api.h. The library (libwebgpu_wrapper.so) is
+ * looked up only in explicit places, never in the working directory:
+ *   1. $WISP_WEBGPU_LIB (only this path when set);
+ *   2. for D = the executable's directory, then libwisp.so's directory:
+ *      D/, D/wisp/, D/../lib/wisp/ (an installed prefix) and
+ *      D/../.cache/webgpu/ (a build tree set up by scripts/webgpu-deps.sh).
  * A missing library or symbol fails with WISP_EDEVICE and a one-line message
  * naming the path or symbol. Loading happens once per process; the library
  * stays loaded until exit (Dawn keeps threads and atexit state). */

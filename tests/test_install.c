@@ -1,0 +1,117 @@
+/* wisp loads nothing from the working directory, runs as a copy anywhere,
+ * and installs: `make install` into a temporary prefix, then the example
+ * chat program (examples/chat.c) built with pkg-config and run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "util/file.h"
+
+#define DEFAULT_DIR "models/default"
+#define CMD_CAP 16384
+
+/* The absolute path of p into out (cap bytes); 0 on failure. */
+static int abs_path(const char *p, char *out, size_t cap) {
+  char *r = realpath(p, NULL);
+  int ok = r && strlen(r) < cap;
+  if (ok) snprintf(out, cap, "%s", r);
+  free(r);
+  return ok;
+}
+
+/* A copy of the binary under test in DIR/bin, and DIR/work: a working
+ * directory full of look-alike files that must all be ignored. */
+static int make_copy_and_trap(const char *dir, char *bin, size_t cap) {
+  char cmd[CMD_CAP], out[2048];
+  snprintf(bin, cap, "%s/bin/wisp", dir);
+  snprintf(cmd, sizeof cmd,
+           "set -e; mkdir -p %s/bin %s/work/profiles %s/work/kernels %s/work/src/backend/webgpu/kernels; cp %s %s; "
+           "cd %s/work; echo '{broken' > profiles/default.json; echo '{broken' > kernels/registry.json; "
+           "echo '{broken' > default; echo 'broken' > src/backend/webgpu/kernels/matmul_q4.wgsl",
+           dir, dir, dir, dir, test_wisp_bin(), bin, dir);
+  return test_run(cmd, out, sizeof out) == 0;
+}
+
+TEST(install_copied_binary_ignores_the_working_directory) {
+  if (!wisp_path_exists(DEFAULT_DIR "/manifest.json")) SKIP("no %s", DEFAULT_DIR);
+  char dir[1024], bin[1100], model[1024], cmd[CMD_CAP], out[4096], want[4096];
+  CHECK(abs_path(test_tmpdir(), dir, sizeof dir) && abs_path(DEFAULT_DIR, model, sizeof model));
+  CHECK(make_copy_and_trap(dir, bin, sizeof bin));
+  /* generation and the plan: the same as the binary in its tree */
+  snprintf(cmd, sizeof cmd, "(%s run -m %s -p 'In the beginning' -n 8 --temp 0 2>/dev/null)", test_wisp_bin(), model);
+  CHECKF(test_run(cmd, want, sizeof want) == 0, "%s", want);
+  snprintf(cmd, sizeof cmd, "(cd %s/work && %s run -m %s -p 'In the beginning' -n 8 --temp 0 2>/dev/null)", dir, bin, model);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, want), "copy in a trapped directory:\n%s\nexpected:\n%s", out,
+         want);
+  snprintf(cmd, sizeof cmd, "%s plan -m %s | head -n 2", test_wisp_bin(), model);
+  CHECK(test_run(cmd, want, sizeof want) == 0);
+  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan -m %s --profile default | head -n 2", dir, bin, model);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, want), "%s\nexpected:\n%s", out, want);
+  /* an explicit registry file is honoured (and this one is broken) */
+  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan -m %s --registry kernels/registry.json", dir, bin, model);
+  CHECKF(test_run(cmd, out, sizeof out) != 0 && strstr(out, "kernels/registry.json") && !strstr(out, "builtin:"), "%s", out);
+  /* so is an explicit profile path */
+  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan -m %s --profile profiles/default.json", dir, bin, model);
+  CHECKF(test_run(cmd, out, sizeof out) != 0 && strstr(out, "profiles/default.json"), "%s", out);
+}
+
+/* A library planted in the working directory (where the old loader looked
+ * first) must never be loaded: its constructor would write a marker. */
+TEST(install_webgpu_library_never_from_the_working_directory) {
+  char dir[1024], bin[1100], cmd[CMD_CAP], out[4096], marker[1100];
+  CHECK(abs_path(test_tmpdir(), dir, sizeof dir));
+  CHECK(make_copy_and_trap(dir, bin, sizeof bin));
+  snprintf(marker, sizeof marker, "%s/MARKER", dir);
+  snprintf(cmd, sizeof cmd,
+           "set -e; cd %s/work; mkdir -p .cache/webgpu lib/wisp; "
+           "printf '#include <stdio.h>\\n__attribute__((constructor)) static void planted(void) {\\n"
+           "  FILE *f = fopen(\"%s\", \"w\"); if (f) { fputs(\"loaded\", f); fclose(f); }\\n}\\n' > planted.c; "
+           "cc -shared -fPIC -o .cache/webgpu/libwebgpu_wrapper.so planted.c; "
+           "cp .cache/webgpu/libwebgpu_wrapper.so libwebgpu_wrapper.so; cp libwebgpu_wrapper.so lib/wisp/",
+           dir, marker);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "building the planted library: %s", out);
+  snprintf(cmd, sizeof cmd, "cd %s/work && env -u WISP_WEBGPU_LIB %s devices", dir, bin);
+  test_run(cmd, out, sizeof out);
+  CHECKF(!wisp_path_exists(marker), "wisp devices loaded the library planted in its working directory: %s", out);
+  CHECKF(strstr(out, "WebGPU library not found") != NULL, "%s", out);
+  /* control: named explicitly, the same library is loaded (so the check above can fail) */
+  snprintf(cmd, sizeof cmd, "cd %s/work && WISP_WEBGPU_LIB=%s/work/libwebgpu_wrapper.so %s devices", dir, dir, bin);
+  test_run(cmd, out, sizeof out);
+  CHECKF(wisp_path_exists(marker), "the planted library does not write its marker: %s", out);
+}
+
+/* make install into a temporary prefix; the example chat program builds
+ * against it with pkg-config alone and chats on the installed default
+ * model; the installed wisp runs from anywhere. */
+TEST(install_prefix_example_builds_and_chats) {
+  if (!wisp_path_exists(DEFAULT_DIR "/manifest.json")) SKIP("no %s", DEFAULT_DIR);
+  char dir[1024], src[1024], cmd[CMD_CAP], out[16384];
+  CHECK(abs_path(test_tmpdir(), dir, sizeof dir) && abs_path(".", src, sizeof src));
+  /* the plain build tree (the install is of an optimised build, whichever binary is under test) */
+  snprintf(cmd, sizeof cmd, "make -s lib install BUILD=build PREFIX=%s/prefix 2>&1 | grep -v '^CC\\|^LD'", dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "installed wisp in"), "%s", out);
+  const char *files[] = {"bin/wisp", "lib/libwisp.so", "lib/libwisp.a", "include/wisp.h", "lib/pkgconfig/wisp.pc",
+                         "share/wisp/models/default/manifest.json"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/prefix/%s", dir, files[i]);
+    CHECKF(wisp_path_exists(p), "make install did not install %s", files[i]);
+  }
+  snprintf(cmd, sizeof cmd,
+           "cd %s && export PKG_CONFIG_PATH=%s/prefix/lib/pkgconfig && "
+           "cc -std=c11 -Wall -Wextra -Werror %s/examples/chat.c $(pkg-config --cflags --libs wisp) -o chat",
+           dir, dir, src);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "building the example: %s", out);
+  snprintf(cmd, sizeof cmd,
+           "cd %s && printf 'Who made the heaven?\\nAnd the earth?\\n' | LD_LIBRARY_PATH=%s/prefix/lib "
+           "./chat %s/prefix/share/wisp/models/default cpu",
+           dir, dir, dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+  int turns = 0;
+  for (const char *p = out; (p = strstr(p, " reply tokens")); p++) turns++;
+  CHECKF(turns == 2 && strstr(out, "chat template lfm2"), "%s", out);
+  /* the installed CLI finds its default model and runs from another directory */
+  snprintf(cmd, sizeof cmd, "cd / && %s/prefix/bin/wisp run -p 'In the beginning' -n 4 --temp 0", dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "share/wisp/models/default"), "%s", out);
+}

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Runs wisp on a GPU machine that has no build tools, no Debian packages and
+# no network (the H200 machine), and collects what comes back. docs/device.md
+# describes the whole round trip.
+#
+# Here, in the repository:
+#   tools/device.sh bundle            build, then pack into .dev/ the binaries
+#                                     (wisp, wisp_tests, the probes), the shared
+#                                     libraries the machine lacks and .dev/COMMIT
+#                                     (the tree they were built from), and into
+#                                     .gl/ the Vulkan loader .deb (libvulkan1).
+#                                     Carry .dev, .gl and .cache/webgpu.
+#   PREV=REV tools/device.sh bundle   also builds REV (a commit) as .dev/wisp_prev,
+#                                     for `ab` between two binaries.
+# There, from the repository root (each sets the environment up first):
+#   tools/device.sh check OUT         adapters; greedy tokens CPU vs WebGPU (seed
+#                                     shape, small synthetic, the default model
+#                                     against its recorded PyTorch ids); the
+#                                     suite's WebGPU tests
+#   tools/device.sh receipts OUT      speed receipts (wisp bench JSON) of
+#                                     SECTIONS (default "seed qwen lfm350"), each
+#                                     with a CPU-vs-WebGPU greedy check first
+#   tools/device.sh parity OUT        transformers parity (tests/parity/
+#                                     run_device.sh) of CONFIGS (default
+#                                     "qwen35-0.8b lfm2-350m"), QUANTS (default: per
+#                                     architecture), CPU and WebGPU
+#   tools/device.sh ab OUT            decode tok/s of BINS (binaries in .dev/,
+#                                     default "wisp wisp_prev") alternated REPS (2)
+#                                     times on MODELS (default "seed qwen08") at
+#                                     BATCHES tokens a submit ("1 64"): before/after
+#                                     on the same artifacts in one call
+#   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
+#                                     queries) of decode and prefill on MODELS
+#   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
+# OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
+# Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
+# Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
+# real configurations, built with tests/parity/hf_reference.py; Q4_K / Q4).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+cmd=${1:-}
+shift || true
+
+# ---- here ------------------------------------------------------------------
+bundle() {
+  local jobs; jobs=$(nproc)
+  make -s -j"$jobs" build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe
+  rm -rf .dev && mkdir -p .dev/lib .gl
+  cp build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe .dev/
+  for lib in libcjson.so.1 libcrypto.so.3 libutf8proc.so.2 libpcre2-8.so.0; do
+    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" .dev/lib/
+  done
+  ls .gl/libvulkan1_*.deb >/dev/null 2>&1 || (cd .gl && apt-get download libvulkan1)
+  if [ -n "${PREV:-}" ]; then
+    local tmp; tmp=$(mktemp -d)
+    git worktree add -q --detach "$tmp" "$PREV"
+    make -s -C "$tmp" -j"$jobs" build/wisp && cp "$tmp/build/wisp" .dev/wisp_prev
+    git worktree remove --force "$tmp"
+  fi
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include tests || echo +dirty) $(date -u +%FT%TZ)" \
+    > .dev/COMMIT
+  ls -la .dev .dev/lib .gl
+}
+
+# ---- there -------------------------------------------------------------------
+W=.dev/wisp
+say() { echo "== $* ($(date +%T))"; }
+
+# The Vulkan loader from .gl, the carried libraries, the NVIDIA Vulkan
+# driver and the carried Dawn build.
+setup_env() {
+  for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
+  ldconfig 2>/dev/null
+  export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+  echo "== .dev bundle: $(cat .dev/COMMIT 2>/dev/null || echo 'unknown (no .dev/COMMIT)')"
+}
+
+# model name -> artifact directory, built on first use (/tmp/wq survives
+# between calls while the machine stays warm)
+model_dir() {
+  local cfg quant
+  case $1 in
+    seed) [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
+          echo models/seed; return ;;
+    small) [ -d models/small ] || $W gen-synthetic --small -o models/small --seed 1 >/dev/null 2>&1
+           echo models/small; return ;;
+    default) echo models/default; return ;;
+    qwen08) cfg=qwen35-0.8b quant=q4k ;;
+    qwen2b) cfg=qwen35-2b quant=q4k ;;
+    lfm350) cfg=lfm2-350m quant=q4 ;;
+    *) echo "/nonexistent/$1"; return ;;
+  esac
+  local a=/tmp/wq/$cfg/art_$quant
+  if [ ! -d "$a" ]; then
+    python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out "/tmp/wq/$cfg/hf" >/dev/null 2>&1 &&
+      $W convert "/tmp/wq/$cfg/hf" -o "$a" --quant "$quant" --quiet >/dev/null 2>&1
+  fi
+  echo "$a"
+}
+
+# name model n: n greedy tokens on the CPU and on WebGPU must be the same
+same() {
+  local a b
+  a=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null | grep "generated ids")
+  b=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null | grep "generated ids")
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "$1: $3 greedy tokens identical (cpu vs webgpu)"
+  else echo "$1: DIFFER"; echo "$a" | cut -c1-200; echo "$b" | cut -c1-200; fi
+}
+
+# receipt-name args...: one `wisp bench` receipt under $OUT
+bench() {
+  local name=$1; shift
+  printf '%-48s ' "$name"
+  $W bench "$@" -o "$OUT/$name.json" 2>/dev/null | head -1
+}
+
+check() {
+  $W devices 2>&1 | head -12
+  for m in small seed; do same "$m" "$(model_dir $m)" 128; done
+  local prompt want got
+  prompt=$(python3 -c "import json;print(json.load(open('models/default/expected.json')).get('prompt',''))")
+  want=$(python3 -c "import json;d=json.load(open('models/default/expected.json'));print(' '.join(map(str,d.get('greedy_ids') or d.get('ids') or [])))")
+  got=$($W run -m models/default -p "$prompt" -n 128 --temp 0 --ignore-eos --ids --backend webgpu 2>&1 >/dev/null |
+        sed -n 's/^generated ids: //p')
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "default model webgpu: greedy ids identical to PyTorch"
+  else echo "default model webgpu: differ"; echo "want $want" | cut -c1-200; echo "got  $got" | cut -c1-200; fi
+  say "webgpu tests"
+  WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu 2>&1 | grep -E "FAIL|passed" | tee "$OUT/webgpu-tests.txt"
+}
+
+receipts() {
+  local a
+  for part in ${SECTIONS:-seed qwen lfm350}; do
+    case $part in
+      seed)
+        a=$(model_dir seed); say seed; same seed "$a" 128
+        bench h200-seed-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+        bench h200-seed-webgpu-decode-throughput -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
+        bench h200-seed-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 ;;
+      qwen)
+        for m in qwen08 qwen2b; do
+          a=$(model_dir $m); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+          local cfg=${a#/tmp/wq/}; cfg=${cfg%%/*}
+          say "$cfg"; same "$cfg q4k" "$a" 64
+          bench "h200-$cfg-q4k-webgpu-decode-batch1" -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+          bench "h200-$cfg-q4k-webgpu-decode-throughput" -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
+          bench "h200-$cfg-q4k-webgpu-prefill1024" -m "$a" --backend webgpu --prompt 1024 --decode 16
+        done ;;
+      lfm350)
+        a=$(model_dir lfm350); [ -d "$a" ] || { echo "lfm350: no artifact"; continue; }
+        say lfm2-350m; same "lfm2-350m q4" "$a" 64
+        bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+        bench h200-lfm2-350m-q4-webgpu-decode-throughput -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
+        bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 ;;
+      *) echo "receipts: unknown section '$part' (seed, qwen, lfm350)" ;;
+    esac
+  done
+}
+
+parity() {
+  for cfg in ${CONFIGS:-qwen35-0.8b lfm2-350m}; do
+    # QUANTS unset: run_device.sh's per-architecture list (LFM2 f32 q4, Qwen 3.5 f32 q4 q4k)
+    env ${QUANTS:+QUANTS="$QUANTS"} CONFIGS="$cfg" BACKENDS="${BACKENDS:-cpu webgpu}" REF_DEVICE=cuda THREADS=16 \
+      timeout "${PARITY_SECONDS:-400}" bash tests/parity/run_device.sh "$W" /tmp/unused /tmp/wq > "$OUT/parity-$cfg.log" 2>&1
+    grep -A20 "== summary" "$OUT/parity-$cfg.log"
+  done
+}
+
+ab() {
+  for m in ${MODELS:-seed qwen08}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    for rep in $(seq "${REPS:-2}"); do
+      for b in ${BINS:-wisp wisp_prev}; do
+        [ -x ".dev/$b" ] || { echo "no .dev/$b"; continue; }
+        for bt in ${BATCHES:-1 64}; do
+          printf '%-8s %-12s batch %-3s ' "$m" "$b" "$bt"
+          ".dev/$b" bench -m "$a" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o "$OUT/ab-$m-$b-b$bt-$rep.json" \
+            2>/dev/null | grep -o "decode: .*" | head -1
+        done
+      done
+    done
+  done
+}
+
+profile() {
+  for m in ${MODELS:-seed qwen08}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 128 --decode 128 -o /tmp/p.json 2>&1 |
+      grep -v XDG > "$OUT/profile-$m-decode.txt"
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 1 -o /tmp/p.json 2>&1 |
+      grep -v XDG > "$OUT/profile-$m-prefill1024.txt"
+    say "$m decode"; head -30 "$OUT/profile-$m-decode.txt"
+  done
+}
+
+probe() {
+  timeout "${PROBE_SECONDS:-150}" .dev/phase_probe "${PROBE_WG:-132}" "${PROBE_ROUNDS:-2000}" 2>&1 | tee "$OUT/phase-probe.txt"
+}
+
+case $cmd in
+  bundle) bundle ;;
+  check|receipts|parity|ab|profile|probe)
+    OUT=${1:-/tmp/device-$cmd}
+    mkdir -p "$OUT" models
+    setup_env
+    say "$cmd"
+    "$cmd"
+    tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
+    say "done: $OUT.tgz" ;;
+  *)
+    sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2 ;;
+esac
