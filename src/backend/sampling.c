@@ -53,3 +53,17 @@ int wisp_sample_reference(const float *logits, int vocab, const wisp_sampling *p
   }
   return pick;
 }
+
+void wisp_penalize_reference(float *logits, int vocab, const uint32_t *hist, int n, float penalty) {
+  const float inv = 1.0f / penalty;
+  for (int i = 0; i < n; i++) {
+    uint32_t t = hist[i];
+    if (t >= (uint32_t)vocab) continue;
+    int seen = 0; /* each distinct token once: only at its first entry */
+    for (int j = 0; j < i && !seen; j++) seen = hist[j] == t;
+    if (seen) continue;
+    /* a product by the reciprocal, not a division: WGSL's division is not
+     * correctly rounded, its product is, so penalty.wgsl matches this bit for bit */
+    logits[t] = logits[t] > 0 ? logits[t] * inv : logits[t] * penalty;
+  }
+}
