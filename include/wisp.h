@@ -144,10 +144,11 @@ typedef struct {
 /* One decode step for n sequences: tokens[i] is fed to slot slots[i] at
  * that slot's position (each slot at most once per call), and next[i]
  * receives the token chosen after it (o NULL: greedy); each of those slots
- * advances by one. The tokens are not fed back: pass next[i] (or any token)
- * to the following call. */
+ * advances by one. logits (may be NULL) receives n x vocabulary floats, row
+ * i the logits next[i] was chosen from. The tokens are not fed back: pass
+ * next[i] (or any token) to the following call. */
 wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
-                              const wisp_step_options *o, int32_t *next);
+                              const wisp_step_options *o, int32_t *next, float *logits);
 
 #ifdef __cplusplus
 }

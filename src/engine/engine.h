@@ -24,13 +24,13 @@ struct wisp_session {
   int pos, chunk, max_pos;
   /* Slots (wisp_session_options.slots): slot 0 is state/pos above; slot i
    * > 0 is slot_state[i] / slot_pos[i] (index 0 of both unused). The
-   * scratch of a batched step (wisp_arch.rows_new) and its token ids are
-   * made on the first wisp_session_step. */
+   * scratch of a batched step (a state of n_slots rows), its logits and
+   * token ids are made on the first wisp_session_step. */
   int n_slots;
   void **slot_state;
   int *slot_pos;
   void *rows_scratch;
-  wisp_buf *rows_ids;
+  wisp_buf *rows_logits, *rows_ids;
   wisp_buf *ids;     /* decode-loop token ids on the device (batch + 1 slots) */
   int ids_slots;
   int ran_past_stop; /* a batch ran past where the caller stopped and could not be rewound: reset before reuse */

@@ -33,12 +33,14 @@ void wisp_slots_free(wisp_session *s) {
   for (int i = 1; s->slot_state && i < s->n_slots; i++) arch->state_free(s->slot_state[i], s->backend);
   if (s->rows_scratch) arch->state_free(s->rows_scratch, s->backend);
   if (s->rows_ids) s->backend->buf_free(s->backend, s->rows_ids);
+  if (s->rows_logits) s->backend->buf_free(s->backend, s->rows_logits);
   free(s->slot_state);
   free(s->slot_pos);
   s->slot_state = NULL;
   s->slot_pos = NULL;
   s->rows_scratch = NULL;
   s->rows_ids = NULL;
+  s->rows_logits = NULL;
   s->n_slots = 0;
 }
 
@@ -68,24 +70,24 @@ void wisp_slot_reset(wisp_session *s, int slot) {
   s->slot_pos[slot] = 0;
 }
 
-/* The batched step's scratch and its ids buffer, for every slot at once. */
+/* The batched step's scratch (a state of n_slots rows and one KV row: the
+ * slots' caches are their own), its logits and token ids. */
 static wisp_status ensure_rows(wisp_session *s) {
   if (s->rows_scratch) return WISP_OK;
   const wisp_model *m = s->model;
-  const wisp_backend *be = s->backend;
-  if (!m->arch->rows_new || !m->arch->step_rows)
+  wisp_backend *be = s->backend;
+  if (!m->arch->step_rows)
     return wisp_fail(WISP_EUNSUPPORTED, "architecture '%s' cannot step several sequences at once", m->arch->name);
   if (!be->matmul_rows || !be->buf_copy_at || !be->sample_id)
     return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' cannot step several sequences at once", be->name);
-  wisp_status st = m->arch->rows_new(m->weights, s->backend, s->n_slots, &s->rows_scratch);
-  if (st) return st;
-  if (!(s->rows_ids = s->backend->buf_new(s->backend, (size_t)s->n_slots)))
-    return wisp_fail(WISP_ENOMEM, "out of memory for %d slots' token ids", s->n_slots);
-  return WISP_OK;
+  const size_t n = (size_t)s->n_slots;
+  if (!(s->rows_ids = be->buf_new(be, n)) || !(s->rows_logits = be->buf_new(be, n * wisp_model_vocab(m))))
+    return wisp_fail(WISP_ENOMEM, "out of memory for %d slots' logits", s->n_slots);
+  return m->arch->state_new(m->weights, be, s->n_slots, 1, &s->rows_scratch);
 }
 
 wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
-                              const wisp_step_options *o, int32_t *next) {
+                              const wisp_step_options *o, int32_t *next, float *logits) {
   if (n < 1 || n > s->n_slots)
     return wisp_fail(WISP_EINVAL, "step: %d sequences, the session has %d slots", n, s->n_slots);
   void *states[MAX_SLOTS];
@@ -108,9 +110,11 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
                             .seed = (uint32_t)(g.seed ^ (g.seed >> 32))};
   const wisp_model_rows rows = {n, pos, states};
   wisp_backend *be = s->backend;
-  st = s->model->arch->step_rows(s->model->weights, s->rows_scratch, be, tokens, &rows, &sp, s->rows_ids);
+  st = s->model->arch->step_rows(s->model->weights, s->rows_scratch, be, tokens, &rows, &sp, s->rows_logits,
+                                 s->rows_ids);
   if (st) return st;
   if ((st = be->sync(be))) return st;
+  if (logits) be->buf_read(be, s->rows_logits, 0, (size_t)n * wisp_model_vocab(s->model), logits);
   float bits[MAX_SLOTS];
   be->buf_read(be, s->rows_ids, 0, (size_t)n, bits);
   const int vocab = wisp_model_vocab(s->model);

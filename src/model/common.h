@@ -48,7 +48,7 @@ wisp_status wisp_model_check_rows(const int32_t *tokens, const wisp_model_rows *
                                   int vocab);
 /* A batched step's tail: norm and head over the n rows of x into
  * rows_logits ([n][vocab]), then row r's next token into ids[r], drawn at
- * step pos[r] + 1 (sampling.h) through the one-row logits buffer. */
+ * step pos[r] + 1 (sampling.h) from a copy in the one-row logits buffer. */
 void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x,
                                  const wisp_model_rows *rows, wisp_buf *rows_logits, const wisp_sampling *s,
                                  wisp_buf *ids);
