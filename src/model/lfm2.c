@@ -48,7 +48,6 @@ typedef struct {
 typedef struct {
   int chunk, max_pos, n_layers;
   wisp_buf *x, *xn, *big, *mid, *logits;
-  wisp_buf *rows_logits; /* a batched step's scratch (lfm2_rows_new): [chunk][vocab] */
   wisp_buf **conv_state, **k_cache, **v_cache; /* per layer, NULL where unused */
   size_t conv_len; /* floats in each conv_state */
 } lfm2_state;
@@ -311,7 +310,7 @@ static wisp_status lfm2_prepare(void *p, wisp_backend *be) {
 static void lfm2_state_free(void *p, wisp_backend *be) {
   lfm2_state *s = p;
   if (!s) return;
-  wisp_buf *bufs[] = {s->x, s->xn, s->big, s->mid, s->logits, s->rows_logits};
+  wisp_buf *bufs[] = {s->x, s->xn, s->big, s->mid, s->logits};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) be->buf_free(be, bufs[i]);
   for (int i = 0; i < s->n_layers; i++) {
@@ -450,22 +449,9 @@ static wisp_status lfm2_decode_step(const void *p, void *sp, wisp_backend *be, w
   return WISP_OK;
 }
 
-/* A batched step's scratch: the activations of n rows and their logits. */
-static wisp_status lfm2_rows_new(const void *p, wisp_backend *be, int n, void **out) {
-  const lfm2_weights *w = p;
-  wisp_status st = lfm2_state_new(p, be, n, 1, out); /* one KV row: the caches are the sequences' own */
-  if (st) return st;
-  lfm2_state *s = *out;
-  if (!(s->rows_logits = be->buf_new(be, (size_t)n * w->shape.vocab))) {
-    lfm2_state_free(s, be);
-    *out = NULL;
-    return wisp_fail(WISP_ENOMEM, "out of memory for %d sequences' logits", n);
-  }
-  return WISP_OK;
-}
-
 static wisp_status lfm2_step_rows(const void *p, void *scratch, wisp_backend *be, const int32_t *tokens,
-                                  const wisp_model_rows *rows, const wisp_sampling *sampling, wisp_buf *ids) {
+                                  const wisp_model_rows *rows, const wisp_sampling *sampling, wisp_buf *logits,
+                                  wisp_buf *ids) {
   const lfm2_weights *w = p;
   lfm2_state *s = scratch;
   int max_pos[WISP_MAX_ROWS];
@@ -476,7 +462,7 @@ static wisp_status lfm2_step_rows(const void *p, void *scratch, wisp_backend *be
   be->embed(be, &w->embed, tokens, rows->n, s->x);
   lfm2_layers(w, s, be, rows->n, 0, rows);
   wisp_model_head h = lfm2_head(w, s);
-  wisp_model_head_sample_rows(be, &h, s->x, rows, s->rows_logits, sampling, ids);
+  wisp_model_head_sample_rows(be, &h, s->x, rows, logits, sampling, ids);
   return WISP_OK;
 }
 
@@ -542,6 +528,5 @@ const wisp_arch wisp_arch_lfm2 = {
     .forward = lfm2_forward,
     .decode_step = lfm2_decode_step,
     .decode_graph = lfm2_decode_graph,
-    .rows_new = lfm2_rows_new,
     .step_rows = lfm2_step_rows,
 };
