@@ -146,3 +146,55 @@ TEST(one_sampler_penalty_op_matches_reference) {
     be->destroy(be);
   }
 }
+
+/* A stop token inside a batch with the penalty on: the loop rewinds (the
+ * state and the penalty's window ring, which the steps past the stop
+ * overwrote), and a second generate from the stop token continues exactly
+ * as the host's draws do. */
+TEST(one_sampler_penalty_survives_a_stop_rewind) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session *s = NULL;
+  CHECK(wisp_session_new(m, NULL, &s) == WISP_OK);
+  const wisp_sampler_params p = {.temperature = 0.9f, .top_k = 40, .top_p = 1, .min_p = 0.02f,
+                                 .repeat_penalty = 1.5f, .repeat_last_n = 8, .seed = 99};
+  int32_t host[N], got[N], hist[5 + N];
+  CHECK(host_draws(s, &p, host));
+  /* stop at the first token from index 5 on that did not come before it */
+  int k = 5;
+  for (; k < N - 4; k++) {
+    int seen = 0;
+    for (int j = 0; j < k; j++) seen |= host[j] == host[k];
+    if (!seen) break;
+  }
+  CHECKF(k < N - 4, "no fresh token to stop at");
+  const int vocab = wisp_model_vocab(m);
+  float *logits = malloc(sizeof(float) * (size_t)vocab);
+  wisp_session_reset(s);
+  CHECK(wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
+  wisp_sampler *g = wisp_sampler_new(&p, vocab);
+  for (int i = 0; i < 5; i++) wisp_sampler_accept(g, k_prompt[i]);
+  got[0] = wisp_sampler_sample(g, logits);
+  wisp_sampler_free(g);
+  free(logits);
+  wisp_generate_options o = {.temperature = p.temperature, .top_k = p.top_k, .top_p = p.top_p, .min_p = p.min_p,
+                             .seed = p.seed, .batch = k + 2, .stop = &host[k], .n_stop = 1, /* 2 steps past the stop */
+                             .repeat_penalty = p.repeat_penalty, .repeat_last_n = p.repeat_last_n,
+                             .history = k_prompt, .n_history = 5};
+  int made = 0;
+  CHECK(wisp_session_generate(s, got[0], N - 1, &o, got + 1, &made) == WISP_OK);
+  CHECKF(made == k && !s->ran_past_stop, "made %d, stop at %d", made, k);
+  /* continue from the stop token: history = prompt + what came before it */
+  memcpy(hist, k_prompt, sizeof k_prompt);
+  memcpy(hist + 5, got, sizeof(int32_t) * (size_t)k);
+  o.stop = NULL;
+  o.n_stop = 0;
+  o.history = hist;
+  o.n_history = 5 + k;
+  int more = 0;
+  CHECK(wisp_session_generate(s, got[k], N - 1 - k, &o, got + k + 1, &more) == WISP_OK && more == N - 1 - k);
+  int at = first_diff(host, got);
+  CHECKF(at == N, "after the rewind: token %d is %d, host %d", at, at < N ? got[at] : 0, at < N ? host[at] : 0);
+  wisp_session_free(s);
+  wisp_model_close(m);
+}
