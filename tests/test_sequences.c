@@ -160,6 +160,12 @@ TEST(sequences_qwen3_5_webgpu_match_alone) {
   sequences_match_alone(tiny_qwen("f32"), "webgpu", 0);
 }
 
+TEST(sequences_qwen3_5_q4k_webgpu_match_alone) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  sequences_match_alone(tiny_qwen("q4k"), "webgpu", 0);
+}
+
 /* Bad calls get an error and change nothing. */
 TEST(sequences_step_rejects_bad_slots) {
   wisp_model *m = NULL;

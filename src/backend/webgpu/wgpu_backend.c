@@ -1467,19 +1467,20 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
   rec_copy_words(g, src->g.b, src_off, dst->g.b, dst_off, n);
 }
 
-/* Each row through the one-token product (matvec.wgsl, or q4k_matvec.wgsl
- * for Q4_K), as g_matmul records it for n = 1 without a fusion: a row's
- * sums are the decode product's whatever n is. The tiled prefill kernel
- * (matmul.wgsl) sums in another order, so it is not used here. Each row is
- * its own dispatch: the weight is read once per row (from cache where it
- * fits), not once for all; a matvec taking several rows a workgroup would. */
+/* Each row through the one-token product, as g_matmul records it for n = 1
+ * without a fusion: a row's sums do not depend on n. The tiled prefill
+ * kernel (matmul.wgsl) sums in another order, so it is not used here.
+ * matvec.wgsl: each row its own dispatch, the weight read once per row
+ * (from cache where it fits), not once for all (a matvec taking several
+ * rows a workgroup would); Q4_K: q4k_matvec.wgsl with a workgroup z per
+ * row, in one dispatch. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
   if (n <= 0) return;
   if (W->type == WISP_W_Q4K) {
-    wisp_wgpu_q4k_matmul(be, W, x, 0, n, y, accumulate);
+    wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);
     return;
   }
   wmat *w = need_mat(g, W);
