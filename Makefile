@@ -40,7 +40,7 @@ DEFAULT_MODEL ?= models/synthetic-seed
 
 .PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build fuzz-smoke lib install
 
-all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe
+all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe $(BUILD)/seq_probe
 
 deps:
 	@scripts/deps.sh
@@ -96,6 +96,11 @@ $(BUILD)/phase_probe: $(BUILD)/obj/tools/phase_probe.o $(BUILD)/obj/tools/probe_
 
 # Device probe (tools/stream_probe.c): how fast one dispatch reads a product's bytes.
 $(BUILD)/stream_probe: $(BUILD)/obj/tools/stream_probe.o $(BUILD)/obj/tools/probe_open.o $(BUILD)/libwisp.a
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+
+# Probe (tools/seq_probe.c): S sequences a decode step against one at a time.
+$(BUILD)/seq_probe: $(BUILD)/obj/tools/seq_probe.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 

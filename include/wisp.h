@@ -40,6 +40,7 @@ typedef struct {
    * (docs/configuration.md); NULL = none. An unknown key fails wisp_session_new. */
   const char *tuning;
   const char *registry; /* kernel registry file; NULL = the one built into the library */
+  int slots;           /* sequences the session holds (0 = 1); see "Several sequences" below */
 } wisp_session_options;
 
 wisp_status wisp_model_open(const char *artifact_dir, wisp_model **out);
@@ -81,6 +82,18 @@ typedef struct {
    * session needing a reset. Batches of one token with stop tokens (chat)
    * never run ahead. */
   int sequential;
+  /* Repetition penalty, applied on the device before each choice (1 or 0 =
+   * off): each distinct token among the last repeat_last_n of the sequence
+   * has its logit multiplied by 1/repeat_penalty when positive, else by
+   * repeat_penalty. `history` (n_history ids, may be NULL) is the sequence
+   * before `first` (the prompt and what followed): its last repeat_last_n - 1
+   * tokens start the window. A token is drawn at step = the position it
+   * takes, so the same seed gives the tokens the host sampler
+   * (wisp_sampler_sample) gives, at any batch size. */
+  float repeat_penalty;
+  int repeat_last_n;
+  const int32_t *history;
+  int n_history;
 } wisp_generate_options;
 
 /* Generates up to n tokens following `first` (a token already chosen, not
@@ -179,6 +192,45 @@ typedef struct {
  * may be NULL. The session keeps the state, so a next call continues. */
 wisp_status wisp_generate_text(wisp_session *s, const char *prompt, const wisp_text_options *o,
                                wisp_text_result *result);
+/* ---- Several sequences in one session (slots) ----
+ *
+ * A session made with wisp_session_options.slots = N holds N sequences,
+ * slots 0 .. N-1, over one model, plan and device: each has its own KV
+ * cache, conv and recurrent state and position, made when the session is.
+ * Slot 0 is the sequence the calls above act on (wisp_session_eval,
+ * _generate, _reset, _position). wisp_session_step advances several slots by
+ * one token together: every weight matrix is read once for all of them, and
+ * each slot gets exactly the tokens it would get alone (docs/sequences.md). */
+
+/* How many slots the session holds. */
+int wisp_session_slots(const wisp_session *s);
+/* As wisp_session_eval, on slot `slot` (prompt or any tokens, in chunks). */
+wisp_status wisp_slot_eval(wisp_session *s, int slot, const int32_t *tokens, int n, float *logits);
+/* Tokens slot `slot` has consumed; -1 for a slot the session does not have. */
+int wisp_slot_position(const wisp_session *s, int slot);
+/* Empties slot `slot` (position 0, zero state) for a new sequence; the
+ * other slots are untouched. */
+void wisp_slot_reset(wisp_session *s, int slot);
+
+/* How wisp_session_step chooses each next token (src/backend/sampling.h):
+ * the same draw as the decode loop's and the host sampler's, at step = the
+ * position the token takes. */
+typedef struct {
+  float temperature; /* <= 0: greedy */
+  int top_k;         /* 0 = off */
+  float top_p;       /* >= 1 or 0 = off */
+  float min_p;       /* 0 = off */
+  uint64_t seed;
+} wisp_step_options;
+
+/* One decode step for n sequences: tokens[i] is fed to slot slots[i] at
+ * that slot's position (each slot at most once per call), and next[i]
+ * receives the token chosen after it (o NULL: greedy); each of those slots
+ * advances by one. logits (may be NULL) receives n x vocabulary floats, row
+ * i the logits next[i] was chosen from. The tokens are not fed back: pass
+ * next[i] (or any token) to the following call. */
+wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
+                              const wisp_step_options *o, int32_t *next, float *logits);
 
 #ifdef __cplusplus
 }

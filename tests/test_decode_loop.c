@@ -158,7 +158,10 @@ TEST(decode_loop_webgpu_sampler_matches_reference) {
   l[4321] = l[17] = 9; /* a tie: the lower index wins */
   wisp_buf *lb = be->buf_new(be, V), *ids = be->buf_new(be, 4);
   be->buf_write(be, lb, 0, V, l);
-  wisp_sampling cases[] = {{0, 0, 1, 0, 1}, {0.8f, 40, 0.9f, 0, 5}, {1.3f, 0, 0.7f, 0.02f, 6}, {1.0f, 3, 1, 0, 7}};
+  wisp_sampling cases[] = {{.top_p = 1, .seed = 1},
+                           {.temperature = 0.8f, .top_k = 40, .top_p = 0.9f, .seed = 5},
+                           {.temperature = 1.3f, .top_p = 0.7f, .min_p = 0.02f, .seed = 6},
+                           {.temperature = 1.0f, .top_k = 3, .top_p = 1, .seed = 7}};
   int mismatches = 0, total = 0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
     for (uint32_t step = 0; step < 24; step++) {
@@ -360,12 +363,10 @@ TEST(decode_loop_webgpu_pipelined_matches_sequential) {
       wisp_generate_options o = {.temperature = temp ? 0.8f : 0, .top_k = 20, .seed = 7, .batch = batches[b]};
       o.sequential = 1;
       wisp_session_reset(s);
-      s->steps = 0; /* the same sampling noise for both runs (reset keeps the counter) */
       CHECK(loop_tokens(s, k_prompt, 5, 33, &o, seq));
       double wait_seq = s->loop_wait_s;
       o.sequential = 0;
       wisp_session_reset(s);
-      s->steps = 0;
       CHECK(loop_tokens(s, k_prompt, 5, 33, &o, pip));
       int at = 0;
       while (at < 33 && seq[at] == pip[at]) at++;

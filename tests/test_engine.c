@@ -189,6 +189,7 @@ TEST(sampler_greedy_and_reproducible) {
       memcpy(l, base, sizeof l);
       l[37] = 0.5f;
       seq[k][i] = wisp_sampler_sample(g, l);
+      wisp_sampler_accept(g, seq[k][i]); /* the next draw is at the next position (its own noise) */
     }
     wisp_sampler_free(g);
   }
@@ -205,7 +206,9 @@ TEST(sampler_temperature_follows_softmax) {
   for (int i = 0; i < N; i++) {
     l[0] = 0;
     l[1] = logf(3);
-    ones += wisp_sampler_sample(g, l);
+    int t = wisp_sampler_sample(g, l);
+    wisp_sampler_accept(g, t); /* each draw at its own position: independent noise */
+    ones += t;
   }
   wisp_sampler_free(g);
   CHECK_NEAR((double)ones / N, 0.75, 0.02);
@@ -228,7 +231,9 @@ TEST(sampler_top_p_min_p_and_penalty) {
   int seen[4] = {0};
   for (int i = 0; i < 2000; i++) {
     l[0] = 3; l[1] = 2; l[2] = 1; l[3] = 0;
-    seen[wisp_sampler_sample(g, l)]++;
+    int t = wisp_sampler_sample(g, l);
+    wisp_sampler_accept(g, t);
+    seen[t]++;
   }
   wisp_sampler_free(g);
   CHECK(seen[0] > 0 && seen[1] > 0 && seen[2] == 0 && seen[3] == 0);

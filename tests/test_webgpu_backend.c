@@ -1618,7 +1618,7 @@ TEST(webgpu_backend_fused_argmax_rounded_grid) {
     if (ok) {
       be->buf_write(be, xb, 0, C, x);
       be->matmul(be, &W, xb, 0, 1, yb, 0);
-      wisp_sampling greedy = {0, 0, 1, 0, 1};
+      wisp_sampling greedy = {.top_p = 1, .seed = 1};
       be->sample_id(be, yb, V, &greedy, 0, ids, 1);
       float got_f;
       ok = !be->sync(be);
@@ -1692,7 +1692,7 @@ TEST(webgpu_backend_fused_argmax_ties) {
     for (int k = 0; ok && k < 2; k++) {
       be->buf_write(be, xb, 0, C, x[k]);
       be->matmul(be, &W, xb, 0, 1, yb, 0);
-      wisp_sampling greedy = {0, 0, 1, 0, 1};
+      wisp_sampling greedy = {.top_p = 1, .seed = 1};
       be->sample_id(be, yb, V, &greedy, 0, ids, 1 + k);
       float got_f;
       ok = !be->sync(be);

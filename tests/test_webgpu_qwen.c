@@ -1081,7 +1081,7 @@ TEST(webgpu_qwen_q4k_fused_head_argmax) {
     qbuf x = qfill(&p, C, &seed, 0), xn = qfill(&p, C, &seed, 0), lg = qfill(&p, V, &seed, 0), ids = qfill(&p, 2, &seed, 0);
     p.cpu->buf_write(p.cpu, x.c, 0, C, xv), p.gpu->buf_write(p.gpu, x.g, 0, C, xv);
     free(xv);
-    wisp_sampling greedy = {0, 0, 1, 0, 1};
+    wisp_sampling greedy = {.top_p = 1, .seed = 1};
     wisp_wgpu_backend_stats s0, s1;
     wisp_wgpu_backend_stats_get(p.gpu, &s0);
     wisp_backend *be[2] = {p.cpu, p.gpu};

@@ -247,6 +247,24 @@ struct wisp_backend {
    * batch again op by op. Call with nothing in flight. WISP_EUNSUPPORTED:
    * no such batch is known (the state cannot be put back). */
   wisp_status (*decode_graph_reset)(wisp_backend *be, int pos);
+
+  /* ---- several sequences in one step (wisp_arch.step_rows) ---- */
+  /* Optional: y[t] (+)= W x[t] for t < n, every row computed exactly as a
+   * one-row matmul (the decode product) computes it, whatever n is, so
+   * that a sequence decoded beside others gets the tokens it gets alone.
+   * The weight is read once for all rows where the backend can. */
+  void (*matmul_rows)(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y, int accumulate);
+  /* Optional: dst[dst_off + i] = src[src_off + i] for i < n (32-bit
+   * words), in recorded order; dst and src are different buffers. Moves a
+   * row of a batch to and from one sequence's own buffers. */
+  void (*buf_copy_at)(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off, size_t n);
+  /* Optional: the repetition penalty on the device (sampling.h,
+   * wisp_penalize_reference): hist[hist_off .. hist_off + n) holds token
+   * ids as uint32 bit patterns (ids outside [0, vocab) are empty entries);
+   * each distinct id's logit is multiplied by 1/penalty when positive,
+   * else by the penalty, once. */
+  void (*penalize)(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
+                   float penalty);
 };
 
 /* Backends this build has. `threads` 0 = one per online core. */

@@ -568,9 +568,11 @@ int cmd_run(int argc, char **argv) {
   int generated = 0;
   wisp_stream_decoder dec;
   wisp_stream_init(&dec, tok);
-  if (sp.repeat_penalty == 1.0f && n_predict > 0) {
+  if (n_predict > 0) {
     /* The decode loop: the first token comes from the prompt's logits (host
-     * sampler); the rest are chosen on the device, a batch per submit. */
+     * sampler); the rest are chosen on the device, a batch per submit, with
+     * the same sampler (a token is the same whichever side drew it, see
+     * src/backend/sampling.h), the repetition penalty included. */
     int next = wisp_sampler_sample(smp, logits);
     run_stream rs = {tok, &dec, &stops, gen_ids, 0, 0, 0};
     if (!run_stream_tokens(&rs, &(int32_t){next}, 1) && n_predict > 1) {
@@ -578,7 +580,8 @@ int cmd_run(int argc, char **argv) {
       if (!out) { wisp_stream_free(&dec); wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
       wisp_generate_options go = {.temperature = sp.temperature, .top_k = sp.top_k, .top_p = sp.top_p,
                                   .min_p = sp.min_p, .seed = sp.seed, .stop = stops.stop, .n_stop = stops.n_stop,
-                                  .on_tokens = run_stream_tokens, .user = &rs};
+                                  .on_tokens = run_stream_tokens, .user = &rs, .repeat_penalty = sp.repeat_penalty,
+                                  .repeat_last_n = sp.repeat_last_n, .history = ids, .n_history = n_ids};
       int made = 0;
       wisp_status st = wisp_session_generate(s, next, n_predict - 1, &go, out, &made);
       free(out);
@@ -586,20 +589,6 @@ int cmd_run(int argc, char **argv) {
     }
     if (rs.failed) { wisp_stream_free(&dec); goto fail; }
     generated = rs.count;
-  } else {
-    /* Repetition penalties need the history: sample on the host, token by token. */
-    for (; generated < n_predict; generated++) {
-      int next = wisp_sampler_sample(smp, logits);
-      if (stops.n_stop && wisp_chat_is_stop(&stops, next)) break;
-      wisp_sampler_accept(smp, next);
-      gen_ids[generated] = next;
-      if (emit(tok, &dec, next)) { wisp_stream_free(&dec); goto fail; }
-      fflush(stdout);
-      if (generated + 1 < n_predict) {
-        int32_t t = next;
-        if (eval_checked(s, &t, 1, logits, vocab)) { wisp_stream_free(&dec); goto fail; }
-      }
-    }
   }
   flush_stream(&dec);
   wisp_stream_free(&dec);

@@ -61,7 +61,6 @@ void wisp_decode_loop_free(wisp_session *s) {
 /* Where a batch began: what a rewind needs. */
 typedef struct {
   int k, pos0;
-  uint32_t steps0;
   int32_t in0; /* its first input token (-1: not known to the host yet) */
   int graph;   /* recorded through the backend's decode_graph */
 } batch_mark;
@@ -99,29 +98,57 @@ static void snapshot(wisp_session *s, int set) {
     s->backend->buf_copy_to(s->backend, s->snap[set][i], s->snap_src[i], s->snap_len[i]);
 }
 
+/* The repetition penalty's window ring (ids[sp->hist_off + p % hist_n]
+ * holds the token at position p), written from the host for the positions
+ * before pos: the tokens the sequence holds there (history, first, then
+ * what this generate made), empty (an id outside any vocabulary) where the
+ * sequence has none. Each decode step adds its own input token. */
+typedef struct {
+  const wisp_generate_options *o;
+  int32_t first;
+  int first_pos;         /* position of `first` */
+  const int32_t *out;    /* tokens made so far: out[j] at first_pos + 1 + j */
+} seq_tail;
+
+static int32_t token_at(const seq_tail *t, int p) {
+  if (p == t->first_pos) return t->first;
+  if (p > t->first_pos) return t->out[p - t->first_pos - 1];
+  int h = t->o->n_history - (t->first_pos - p);
+  return t->o->history && h >= 0 ? t->o->history[h] : -1;
+}
+
+static void ring_write(wisp_session *s, const wisp_sampling *sp, const seq_tail *t, int pos, float *tmp) {
+  const int n = sp->hist_n;
+  for (int i = 0; i < n; i++) {
+    int p = pos - n + i; /* positions pos - n .. pos - 1 (pos - n is outside the next step's window: empty) */
+    uint32_t bits = p >= 0 && p > pos - n ? (uint32_t)token_at(t, p) : 0xFFFFFFFFu;
+    memcpy(&tmp[((p % n) + n) % n], &bits, sizeof bits);
+  }
+  s->backend->buf_write(s->backend, s->ids, sp->hist_off, (size_t)n, tmp);
+}
+
 /* Puts the session back where batch m began (snapshot set `set`) and runs
  * its first `keep` steps again: decoding is deterministic, so the state
  * ends as if the loop had stopped right after the stop token. */
 static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int keep, const wisp_sampling *sp,
-                             float *slots) {
+                             float *slots, const seq_tail *tail, float *ring_tmp) {
   wisp_backend *be = s->backend;
   const wisp_arch *arch = s->model->arch;
   for (int i = 0; i < snap_count(s); i++) be->buf_copy_to(be, s->snap_src[i], s->snap[set][i], s->snap_len[i]);
   s->pos = m->pos0;
-  s->steps = m->steps0;
+  if (wisp_sampling_penalized(sp)) ring_write(s, sp, tail, s->pos, ring_tmp); /* steps past the stop overwrote it */
   wisp_status st = WISP_OK;
   if (keep > 0) {
     uint32_t bits = (uint32_t)m->in0;
     memcpy(&slots[0], &bits, sizeof bits);
     be->buf_write(be, s->ids, 0, 1, slots);
     for (int i = 0; i < keep && !st; i++)
-      st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, s->steps + (uint32_t)i);
+      st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
   }
   wisp_status sy = be->sync(be);
   if (!st) st = sy;
   if (!st) {
     s->pos += keep;
-    s->steps += (uint32_t)keep;
   }
   return st;
 }
@@ -136,7 +163,7 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
   wisp_backend *be = s->backend;
   const wisp_arch *arch = s->model->arch;
   *graph = 0;
-  if (be->decode_graph && arch->decode_graph && sp->temperature <= 0) {
+  if (be->decode_graph && arch->decode_graph && sp->temperature <= 0 && !wisp_sampling_penalized(sp)) {
     wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */
     if (gp && arch->decode_graph(s->model->weights, s->state, gp) == WISP_OK) {
       wisp_status st = be->decode_graph(be, gp, s->ids, s->pos, k, sp);
@@ -150,7 +177,7 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
   wisp_status st = WISP_OK;
   int next = kick > 0 && be->submit ? kick : 0, chunk = kick;
   for (int i = 0; i < k && !st; i++) {
-    st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, s->steps + (uint32_t)i);
+    st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
     if (next && i + 1 == next && i + 1 < k) {
       be->submit(be);
       chunk *= 2;
@@ -194,15 +221,17 @@ static wisp_status batch_collect(wisp_backend *be, wisp_buf *ids, int k, int slo
  * (decode_graph_reset), and the loop goes on from that batch. */
 static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const wisp_generate_options *o,
                                     int32_t *out, int *n_out, int batch, int depth, const wisp_sampling *sp,
-                                    float *slots) {
+                                    float *slots, float *ring_tmp) {
+  const seq_tail tail = {o, first, s->pos, out};
+  if (wisp_sampling_penalized(sp)) ring_write(s, sp, &tail, s->pos, ring_tmp);
   wisp_backend *be = s->backend;
   batch_mark mark[2];
   int head = 0, in_flight = 0, submitted = 0, prev_k = 0, full = 0, stop = 0;
   int rew = batch > 1 && rewind_ready(s, o), rew_set = -1, rew_keep = 0;
-  batch_mark rew_mark = {0, 0, 0, -1, 0};
+  batch_mark rew_mark = {0, 0, -1, 0};
   int32_t last = first; /* the last token the host has taken */
   int redo = 0;         /* 1: a failed graph batch is being drained; 2: redone (no second time) */
-  batch_mark redo_mark = {0, 0, 0, -1, 0};
+  batch_mark redo_mark = {0, 0, -1, 0};
   wisp_status st = WISP_OK;
   const int kick = first_batch_kick(s);
   for (;;) {
@@ -216,7 +245,6 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
         break;
       }
       s->pos = redo_mark.pos0;
-      s->steps = redo_mark.steps0;
       submitted = *n_out; /* every batch from the failed one on is recorded again */
       prev_k = 0;         /* its first input comes from the host (last) */
       full = 0;           /* whatever a dropped batch found is found again */
@@ -237,7 +265,7 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
       }
       double t = wisp_now_s();
       int slot = (head + in_flight) % 2;
-      mark[slot] = (batch_mark){k, s->pos, s->steps, -1, 0};
+      mark[slot] = (batch_mark){k, s->pos, -1, 0};
       if (rew) snapshot(s, slot);
       st = record_steps(s, k, sp, &mark[slot].graph, depth > 1 && submitted == 0 ? kick : 0);
       wisp_status rs = batch_submit(be, s->ids, k, slot);
@@ -248,7 +276,6 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
       submitted += k;
       prev_k = k;
       s->pos += k;
-      s->steps += (uint32_t)k;
     }
     if (!in_flight) break;
     double t = wisp_now_s();
@@ -292,7 +319,7 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
     }
   }
   if (!st && rew_set >= 0) {
-    if (rew) st = rewind_to(s, rew_set, &rew_mark, rew_keep, sp, slots);
+    if (rew) st = rewind_to(s, rew_set, &rew_mark, rew_keep, sp, slots, &tail, ring_tmp);
     else s->ran_past_stop = 1;
   }
   if (!st && full && *n_out < n && !stop) st = wisp_fail(WISP_EINVAL, "context full: %d positions", s->max_pos);
@@ -312,14 +339,27 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   int vocab = wisp_model_vocab(s->model);
   if (first < 0 || first >= vocab) return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", first, vocab);
   int batch = o->batch > 0 ? o->batch : wisp_session_plan_batch(s);
-  if (!s->ids || s->ids_slots < batch + 1) {
+  wisp_sampling sp = {.temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p, .min_p = o->min_p,
+                      .seed = (uint32_t)(o->seed ^ (o->seed >> 32)), .repeat_penalty = o->repeat_penalty,
+                      .hist_n = o->repeat_last_n, .hist_off = (uint32_t)batch + 1u};
+  if (o->n_history < 0 || (o->n_history > 0 && !o->history))
+    return wisp_fail(WISP_EINVAL, "generate: a history of %d tokens without its ids", o->n_history);
+  if (o->repeat_penalty < 0 || o->repeat_last_n < 0 || o->repeat_last_n > 1 << 20)
+    return wisp_fail(WISP_EINVAL, "generate: repeat penalty %g over %d tokens", (double)o->repeat_penalty,
+                     o->repeat_last_n);
+  const int penalized = wisp_sampling_penalized(&sp);
+  if (!penalized) sp.hist_n = 0;
+  if (penalized && (!s->backend->penalize || !s->backend->buf_copy))
+    return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' has no repetition penalty in its decode loop", s->backend->name);
+  /* ids: the batch's slots, then the penalty's window ring */
+  const int need = batch + 1 + sp.hist_n;
+  if (!s->ids || s->ids_slots < need) {
     if (s->ids) s->backend->buf_free(s->backend, s->ids);
-    s->ids = s->backend->buf_new(s->backend, (size_t)batch + 1);
-    s->ids_slots = s->ids ? batch + 1 : 0;
+    s->ids = s->backend->buf_new(s->backend, (size_t)need);
+    s->ids_slots = s->ids ? need : 0;
     if (!s->ids) return wisp_fail(WISP_ENOMEM, "out of memory for the decode loop");
   }
-  wisp_sampling sp = {o->temperature, o->top_k, o->top_p, o->min_p, (uint32_t)(o->seed ^ (o->seed >> 32))};
-  float *slots = malloc(sizeof(float) * ((size_t)batch + 1));
+  float *slots = malloc(sizeof(float) * ((size_t)batch + 1 + (size_t)sp.hist_n));
   if (!slots) return wisp_fail(WISP_ENOMEM, "out of memory");
   /* Two batches in flight where the backend can read back asynchronously;
    * one-token batches with stop tokens (chat) stay one at a time, since a
@@ -327,7 +367,7 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   const wisp_backend *be = s->backend;
   const int async = be->buf_copy && be->read_start && be->read_finish;
   const int depth = !o->sequential && async && (batch > 1 || o->n_stop == 0) ? 2 : 1;
-  wisp_status st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots);
+  wisp_status st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots, slots + batch + 1);
   free(slots);
   return st;
 }

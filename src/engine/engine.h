@@ -28,9 +28,17 @@ struct wisp_session {
   wisp_plan *plan;
   void *state;
   int pos, chunk, max_pos;
+  /* Slots (wisp_session_options.slots): slot 0 is state/pos above; slot i
+   * > 0 is slot_state[i] / slot_pos[i] (index 0 of both unused). The
+   * scratch of a batched step (a state of n_slots rows), its logits and
+   * token ids are made on the first wisp_session_step. */
+  int n_slots;
+  void **slot_state;
+  int *slot_pos;
+  void *rows_scratch;
+  wisp_buf *rows_logits, *rows_ids;
   wisp_buf *ids;     /* decode-loop token ids on the device (batch + 1 slots) */
   int ids_slots;
-  uint32_t steps;    /* sampling noise counter across generate calls */
   int ran_past_stop; /* a batch ran past where the caller stopped and could not be rewound: reset before reuse */
   int decode_kick;   /* tuning decodeKick (decode_loop.c, first_batch_kick) */
   /* Decode-loop wall time, split: recording and submitting the batches
@@ -77,5 +85,13 @@ wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op 
 /* The plan's settings for wisp_backend.configure (fills and returns *s). */
 const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wisp_backend_settings *s);
 const char *wisp_session_backend_name(const wisp_session *s);
+/* Feeds tokens to one sequence (state, at *pos) chunk by chunk; logits:
+ * the last token's (all = 0) or every token's (all = 1, n x vocab). */
+wisp_status wisp_session_feed(wisp_session *s, void *state, int *pos, const int32_t *tokens, int n, float *logits,
+                              int all);
+/* The session's slots beyond slot 0 (slots.c): made with the session, freed
+ * with it (before its state and backend). */
+wisp_status wisp_slots_new(wisp_session *s, int n);
+void wisp_slots_free(wisp_session *s);
 
 #endif

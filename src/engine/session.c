@@ -110,6 +110,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
   if ((st = m->arch->state_new(m->weights, s->backend, s->chunk, s->max_pos, &s->state))) goto fail;
+  if ((st = wisp_slots_new(s, o.slots > 0 ? o.slots : 1))) goto fail;
   *out = s;
   return WISP_OK;
 fail:
@@ -119,6 +120,7 @@ fail:
 
 void wisp_session_free(wisp_session *s) {
   if (!s) return;
+  if (s->backend) wisp_slots_free(s);
   if (s->state) s->model->arch->state_free(s->state, s->backend);
   if (s->ids) s->backend->buf_free(s->backend, s->ids);
   if (s->backend) wisp_decode_loop_free(s);
@@ -127,36 +129,34 @@ void wisp_session_free(wisp_session *s) {
   free(s);
 }
 
-/* Feeds tokens chunk by chunk; logits: the last token's (all = 0) or every
- * token's (all = 1, n x vocab). */
-static wisp_status session_feed(wisp_session *s, const int32_t *tokens, int n, float *logits, int all) {
+wisp_status wisp_session_feed(wisp_session *s, void *state, int *pos, const int32_t *tokens, int n, float *logits,
+                              int all) {
   if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate");
-  if (s->ran_past_stop)
+  if (state == s->state && s->ran_past_stop)
     return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
-  if (s->pos + n > s->max_pos)
-    return wisp_fail(WISP_EINVAL, "context full: %d tokens so far + %d new exceed the context of %d", s->pos, n,
+  if (*pos + n > s->max_pos)
+    return wisp_fail(WISP_EINVAL, "context full: %d tokens so far + %d new exceed the context of %d", *pos, n,
                      s->max_pos);
   const size_t vocab = (size_t)s->model->artifact->shape.vocab;
   for (int done = 0; done < n;) {
     int k = n - done < s->chunk ? n - done : s->chunk;
     int last = done + k == n;
     float *out = all ? logits + (size_t)done * vocab : last ? logits : NULL;
-    wisp_status st = s->model->arch->forward(s->model->weights, s->state, s->backend, tokens + done, k, s->pos, out,
-                                             all);
+    wisp_status st = s->model->arch->forward(s->model->weights, state, s->backend, tokens + done, k, *pos, out, all);
     if (st) return st;
-    s->pos += k;
+    *pos += k;
     done += k;
   }
   return WISP_OK;
 }
 
 wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits) {
-  return session_feed(s, tokens, n, logits, 0);
+  return wisp_session_feed(s, s->state, &s->pos, tokens, n, logits, 0);
 }
 
 wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n, float *logits) {
   if (!logits) return wisp_fail(WISP_EINVAL, "wisp_session_eval_all needs a logits buffer");
-  return session_feed(s, tokens, n, logits, 1);
+  return wisp_session_feed(s, s->state, &s->pos, tokens, n, logits, 1);
 }
 
 int wisp_session_position(const wisp_session *s) { return s->pos; }

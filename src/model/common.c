@@ -29,8 +29,41 @@ wisp_status wisp_model_head_logits(wisp_backend *be, const wisp_model_head *h, c
 }
 
 void wisp_model_head_sample(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x, const wisp_sampling *s,
-                            uint32_t step, wisp_buf *ids, int slot) {
+                            uint32_t step, wisp_buf *ids, int slot, int pos) {
   be->rmsnorm(be, x, h->norm, h->eps, 1, h->hidden, h->xn);
   be->matmul(be, h->head, h->xn, 0, 1, h->logits, 0);
+  if (wisp_sampling_penalized(s)) {
+    be->buf_copy(be, ids, s->hist_off + (uint32_t)(pos % s->hist_n), (size_t)slot - 1, 1);
+    be->penalize(be, h->logits, h->vocab, ids, s->hist_off, s->hist_n, s->repeat_penalty);
+  }
   be->sample_id(be, h->logits, h->vocab, s, step, ids, slot);
+}
+
+void wisp_model_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y, int accumulate,
+                       const wisp_model_rows *rows) {
+  if (rows) be->matmul_rows(be, W, x, n, y, accumulate);
+  else be->matmul(be, W, x, 0, n, y, accumulate);
+}
+
+wisp_status wisp_model_check_rows(const int32_t *tokens, const wisp_model_rows *rows, int chunk, const int *max_pos,
+                                  int vocab) {
+  if (rows->n < 1 || rows->n > chunk) return wisp_fail(WISP_EINVAL, "step: %d sequences, at most %d", rows->n, chunk);
+  for (int r = 0; r < rows->n; r++) {
+    if (rows->pos[r] < 0 || rows->pos[r] >= max_pos[r])
+      return wisp_fail(WISP_EINVAL, "context full: sequence %d is at %d of %d positions", r, rows->pos[r], max_pos[r]);
+    if (tokens[r] < 0 || tokens[r] >= vocab)
+      return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", tokens[r], vocab);
+  }
+  return WISP_OK;
+}
+
+void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x,
+                                 const wisp_model_rows *rows, wisp_buf *rows_logits, const wisp_sampling *s,
+                                 wisp_buf *ids) {
+  be->rmsnorm(be, x, h->norm, h->eps, rows->n, h->hidden, h->xn);
+  be->matmul_rows(be, h->head, h->xn, rows->n, rows_logits, 0);
+  for (int r = 0; r < rows->n; r++) {
+    be->buf_copy_at(be, h->logits, 0, rows_logits, (size_t)r * h->vocab, (size_t)h->vocab);
+    be->sample_id(be, h->logits, h->vocab, s, (uint32_t)rows->pos[r] + 1u, ids, r);
+  }
 }

@@ -21,9 +21,36 @@ typedef struct {
  * row with all) read back into logits (vocab floats per row). */
 wisp_status wisp_model_head_logits(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x, int n, float *logits,
                                    int all);
-/* A decode-loop step's tail (one row): norm, head, and the next token into
+/* A decode-loop step's tail (one row, its input token in ids[slot - 1] at
+ * position pos): norm, head, the repetition penalty when s asks for it
+ * (the input token joins the window ring first), and the next token into
  * ids[slot]. Records only. */
 void wisp_model_head_sample(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x, const wisp_sampling *s,
-                            uint32_t step, wisp_buf *ids, int slot);
+                            uint32_t step, wisp_buf *ids, int slot, int pos);
+
+/* The rows of a batched decode step (wisp_arch.step_rows): row r is the
+ * token at position pos[r] of the sequence whose state is states[r]. */
+#define WISP_MAX_ROWS 256 /* sequences one batched step may take */
+typedef struct wisp_model_rows {
+  int n;
+  const int *pos;
+  void *const *states;
+} wisp_model_rows;
+
+/* y = W x over n rows: with rows (a batched decode step) through
+ * matmul_rows, every row as a one-row product computes it; without, the
+ * backend's matmul from row 0. */
+void wisp_model_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y, int accumulate,
+                       const wisp_model_rows *rows);
+/* The checks of a batched decode step: 1 <= n <= chunk, each row inside
+ * its sequence's context (max_pos[r]) and its token in the vocabulary. */
+wisp_status wisp_model_check_rows(const int32_t *tokens, const wisp_model_rows *rows, int chunk, const int *max_pos,
+                                  int vocab);
+/* A batched step's tail: norm and head over the n rows of x into
+ * rows_logits ([n][vocab]), then row r's next token into ids[r], drawn at
+ * step pos[r] + 1 (sampling.h) from a copy in the one-row logits buffer. */
+void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x,
+                                 const wisp_model_rows *rows, wisp_buf *rows_logits, const wisp_sampling *s,
+                                 wisp_buf *ids);
 
 #endif

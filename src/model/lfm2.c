@@ -251,7 +251,8 @@ static void lfm2_state_free(void *p, wisp_backend *be) {
   lfm2_state *s = p;
   if (!s) return;
   wisp_buf *bufs[] = {s->x, s->xn, s->big, s->mid, s->logits};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->buf_free(be, bufs[i]);
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) be->buf_free(be, bufs[i]);
   for (int i = 0; i < s->n_layers; i++) {
     if (s->conv_state) be->buf_free(be, s->conv_state[i]);
     if (s->k_cache) be->buf_free(be, s->k_cache[i]);
@@ -319,32 +320,43 @@ static void lfm2_state_reset(void *p, wisp_backend *be) {
 /* ---- forward ---- */
 
 /* The layers of one forward call, recorded on the backend: n tokens at
- * positions pos0.. whose embeddings are in s->x. */
-static void lfm2_layers(const lfm2_weights *w, lfm2_state *s, wisp_backend *be, int n, int pos0) {
+ * positions pos0.. whose embeddings are in s->x. With rows (a batched
+ * decode step), row r is another sequence's token: the products run over
+ * all n rows at once, and the short conv and attention run row by row on
+ * that row's own sequence state (rows->states[r], at rows->pos[r]), the
+ * row moved into that state's buffers and its output back. */
+static void lfm2_layers(const lfm2_weights *w, lfm2_state *s, wisp_backend *be, int n, int pos0,
+                        const wisp_model_rows *rows) {
   const wisp_shape *sh = &w->shape;
   const int H = sh->hidden, F = sh->ffn;
   for (int i = 0; i < sh->n_layers; i++) {
     const lfm2_layer *L = &w->layers[i];
     be->rmsnorm(be, s->x, &L->op_norm, w->eps, n, H, s->xn);
-    if (L->type == WISP_LAYER_CONV) {
-      be->matmul(be, &L->in_proj, s->xn, 0, n, s->big, 0);
-      be->shortconv(be, s->big, &L->taps, sh->conv_cache, n, H, s->conv_state[i], s->mid);
-      be->matmul(be, &L->out_proj, s->mid, 0, n, s->x, 1);
-    } else {
-      be->matmul(be, &L->qkv, s->xn, 0, n, s->big, 0);
-      wisp_attention_args a = {
-          .qkv = s->big, .n = n, .pos0 = pos0, .heads = sh->heads, .kv_heads = sh->kv_heads,
-          .head_dim = sh->head_dim, .q_norm = w->qk_norm ? &L->q_norm : NULL,
-          .k_norm = w->qk_norm ? &L->k_norm : NULL, .eps = w->eps,
-          .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin, .k_cache = s->k_cache[i],
-          .v_cache = s->v_cache[i], .out = s->mid};
-      be->attention(be, &a);
-      be->matmul(be, &L->o_proj, s->mid, 0, n, s->x, 1);
+    const wisp_matrix *in = L->type == WISP_LAYER_CONV ? &L->in_proj : &L->qkv;
+    const wisp_matrix *out = L->type == WISP_LAYER_CONV ? &L->out_proj : &L->o_proj;
+    wisp_model_matmul(be, in, s->xn, n, s->big, 0, rows);
+    for (int r = 0; r < (rows ? n : 1); r++) {
+      lfm2_state *q = rows ? rows->states[r] : s; /* whose state this row's mixer uses */
+      int qn = rows ? 1 : n, qpos = rows ? rows->pos[r] : pos0;
+      if (rows) be->buf_copy_at(be, q->big, 0, s->big, (size_t)r * in->rows, (size_t)in->rows);
+      if (L->type == WISP_LAYER_CONV) {
+        be->shortconv(be, q->big, &L->taps, sh->conv_cache, qn, H, q->conv_state[i], q->mid);
+      } else {
+        wisp_attention_args a = {
+            .qkv = q->big, .n = qn, .pos0 = qpos, .heads = sh->heads, .kv_heads = sh->kv_heads,
+            .head_dim = sh->head_dim, .q_norm = w->qk_norm ? &L->q_norm : NULL,
+            .k_norm = w->qk_norm ? &L->k_norm : NULL, .eps = w->eps,
+            .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin, .k_cache = q->k_cache[i],
+            .v_cache = q->v_cache[i], .out = q->mid};
+        be->attention(be, &a);
+      }
+      if (rows) be->buf_copy_at(be, s->mid, (size_t)r * out->cols, q->mid, 0, (size_t)out->cols);
     }
+    wisp_model_matmul(be, out, s->mid, n, s->x, 1, rows);
     be->rmsnorm(be, s->x, &L->ffn_norm, w->eps, n, H, s->xn);
-    be->matmul(be, &L->gate_up, s->xn, 0, n, s->big, 0);
+    wisp_model_matmul(be, &L->gate_up, s->xn, n, s->big, 0, rows);
     be->swiglu(be, s->big, n, F, s->mid);
-    be->matmul(be, &L->down, s->mid, 0, n, s->x, 1);
+    wisp_model_matmul(be, &L->down, s->mid, n, s->x, 1, rows);
   }
 }
 
@@ -359,7 +371,7 @@ static wisp_status lfm2_forward(const void *p, void *sp, wisp_backend *be, const
   wisp_status st = wisp_model_check_forward(tokens, n, pos0, s->chunk, s->max_pos, w->shape.vocab);
   if (st) return st;
   be->embed(be, &w->embed, tokens, n, s->x);
-  lfm2_layers(w, s, be, n, pos0);
+  lfm2_layers(w, s, be, n, pos0, NULL);
   wisp_model_head h = lfm2_head(w, s);
   return wisp_model_head_logits(be, &h, s->x, n, logits, all_logits);
 }
@@ -371,9 +383,26 @@ static wisp_status lfm2_decode_step(const void *p, void *sp, wisp_backend *be, w
   wisp_status st = wisp_model_check_forward(NULL, 1, pos, s->chunk, s->max_pos, w->shape.vocab);
   if (st) return st;
   be->embed_id(be, &w->embed, ids, slot, s->x);
-  lfm2_layers(w, s, be, 1, pos);
+  lfm2_layers(w, s, be, 1, pos, NULL);
   wisp_model_head h = lfm2_head(w, s);
-  wisp_model_head_sample(be, &h, s->x, sampling, step, ids, slot + 1);
+  wisp_model_head_sample(be, &h, s->x, sampling, step, ids, slot + 1, pos);
+  return WISP_OK;
+}
+
+static wisp_status lfm2_step_rows(const void *p, void *scratch, wisp_backend *be, const int32_t *tokens,
+                                  const wisp_model_rows *rows, const wisp_sampling *sampling, wisp_buf *logits,
+                                  wisp_buf *ids) {
+  const lfm2_weights *w = p;
+  lfm2_state *s = scratch;
+  int max_pos[WISP_MAX_ROWS];
+  if (rows->n > WISP_MAX_ROWS) return wisp_fail(WISP_EINVAL, "step: %d sequences, at most %d", rows->n, WISP_MAX_ROWS);
+  for (int r = 0; r < rows->n; r++) max_pos[r] = ((const lfm2_state *)rows->states[r])->max_pos;
+  wisp_status st = wisp_model_check_rows(tokens, rows, s->chunk, max_pos, w->shape.vocab);
+  if (st) return st;
+  be->embed(be, &w->embed, tokens, rows->n, s->x);
+  lfm2_layers(w, s, be, rows->n, 0, rows);
+  wisp_model_head h = lfm2_head(w, s);
+  wisp_model_head_sample_rows(be, &h, s->x, rows, logits, sampling, ids);
   return WISP_OK;
 }
 
@@ -439,4 +468,5 @@ const wisp_arch wisp_arch_lfm2 = {
     .forward = lfm2_forward,
     .decode_step = lfm2_decode_step,
     .decode_graph = lfm2_decode_graph,
+    .step_rows = lfm2_step_rows,
 };

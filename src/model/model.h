@@ -9,6 +9,8 @@
 #include "format/artifact.h"
 #include "plan/plan.h"
 
+struct wisp_model_rows; /* model/common.h */
+
 typedef struct wisp_arch {
   const char *name;
   /* Validates and binds sections; *weights is architecture-private. */
@@ -50,6 +52,19 @@ typedef struct wisp_arch {
    * backends that run many steps in one device call; fills *out and
    * returns WISP_OK, or WISP_EUNSUPPORTED when this model has no such form. */
   wisp_status (*decode_graph)(const void *weights, void *state, wisp_decode_graph *out);
+  /* Optional: one decode step for several sequences at once. scratch is a
+   * state made by state_new with chunk >= rows->n (its activations serve
+   * the rows; its own caches are not used). Feeds tokens[r] to the sequence
+   * whose state is rows->states[r] at position rows->pos[r], writes that
+   * row's logits into logits ([n][vocab]) and chooses its next token into
+   * ids[r] (sampling.h, drawn at step pos[r] + 1). Every product reads its
+   * weight once for all rows (backend matmul_rows); the mixers (conv,
+   * attention, recurrence) run on each row's own state. A row's arithmetic
+   * does not depend on the other rows: each sequence gets the tokens it
+   * gets alone. Records only. */
+  wisp_status (*step_rows)(const void *weights, void *scratch, wisp_backend *be, const int32_t *tokens,
+                           const struct wisp_model_rows *rows, const wisp_sampling *sampling, wisp_buf *logits,
+                           wisp_buf *ids);
 } wisp_arch;
 
 const wisp_arch *wisp_arch_find(const char *name);

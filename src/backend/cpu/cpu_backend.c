@@ -505,6 +505,79 @@ static void cpu_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src
   memcpy(dst->data, src->data, n * sizeof(float));
 }
 
+/* b[dst_off..+n) = b[src_off..+n) (the decode loop's ids buffer). */
+static void cpu_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n) {
+  (void)be;
+  memmove(b->data + dst_off, b->data + src_off, n * sizeof(float));
+}
+
+static void cpu_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off,
+                            size_t n) {
+  (void)be;
+  memcpy(dst->data + dst_off, src->data + src_off, n * sizeof(float));
+}
+
+/* ---- several sequences in one step ---- */
+
+/* Row r of W times x, as the one-row product (matmul_task, n = 1) does it. */
+static float row_dot(const wisp_cpu_kernels *k, const wisp_matrix *W, int r, const float *x) {
+  return W->type == WISP_W_F32    ? k->dot_f32(W->f32 + (size_t)r * W->cols, x, W->cols)
+         : W->type == WISP_W_Q4K  ? k->dot_q4k_row(W, r, x)
+         : W->type == WISP_W_F16  ? k->dot_f16_row(W, r, x)
+         : W->type == WISP_W_Q8_0 ? k->dot_q8_0_row(W, r, x)
+                                  : k->dot_q4_row(W, r, x);
+}
+
+typedef struct {
+  const wisp_cpu_kernels *k;
+  const wisp_matrix *W;
+  const float *x;
+  float *y;
+  int n, accumulate, rows_per_task;
+} rows_job;
+
+/* Weight rows of one task, each against every sequence's row while it is
+ * in cache: the weight is read once, each sum is the one-row product's. */
+static void rows_task(void *ctx, int task, int thread) {
+  (void)thread;
+  rows_job *j = ctx;
+  const int K = j->W->cols, N = j->W->rows;
+  int r1 = (task + 1) * j->rows_per_task;
+  if (r1 > N) r1 = N;
+  for (int r = task * j->rows_per_task; r < r1; r++)
+    for (int t = 0; t < j->n; t++) {
+      float v = row_dot(j->k, j->W, r, j->x + (size_t)t * K);
+      float *dst = j->y + (size_t)t * N + r;
+      *dst = j->accumulate ? *dst + v : v;
+    }
+}
+
+static void cpu_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
+                            int accumulate) {
+  cpu_backend *c = as_cpu(be);
+  const wisp_cpu_kernels *k = kernels_for(c, W->choice[WISP_PHASE_DECODE].variant);
+  rows_job j = {k ? k : c->k, W, x->data, y->data, n, accumulate, 16};
+  int tasks = (W->rows + j.rows_per_task - 1) / j.rows_per_task;
+  if ((double)W->rows * W->cols * n < 262144.0) {
+    for (int t = 0; t < tasks; t++) rows_task(&j, t, 0);
+    return;
+  }
+  wisp_pool_run(c->pool, tasks, rows_task, &j);
+}
+
+static void cpu_penalize(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
+                         float penalty) {
+  cpu_backend *c = as_cpu(be);
+  uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)(n > 0 ? n : 1)); /* the bit patterns, without type punning */
+  if (!ids) {
+    c->error = wisp_fail(WISP_ENOMEM, "out of memory for the repetition penalty");
+    return;
+  }
+  memcpy(ids, hist->data + hist_off, sizeof(uint32_t) * (size_t)n);
+  wisp_penalize_reference(logits->data, vocab, ids, n, penalty);
+  free(ids);
+}
+
 static uint32_t id_at(const wisp_buf *ids, int slot) {
   uint32_t v;
   memcpy(&v, &ids->data[slot], sizeof v);
@@ -584,6 +657,10 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .swiglu = cpu_swiglu,
       .buf_write = cpu_buf_write,
       .buf_copy_to = cpu_buf_copy_to,
+      .buf_copy = cpu_buf_copy,
+      .buf_copy_at = cpu_buf_copy_at,
+      .matmul_rows = cpu_matmul_rows,
+      .penalize = cpu_penalize,
       .embed_id = cpu_embed_id,
       .sample_id = cpu_sample_id,
       .sync = cpu_sync,

@@ -1510,6 +1510,57 @@ static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, 
   rec_copy_words(g, src->g.b, 0, dst->g.b, 0, n);
 }
 
+/* ---- several sequences in one step (backend.h matmul_rows, buf_copy_at) ---- */
+
+static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off,
+                          size_t n) {
+  wgpu_backend *g = as_g(be);
+  state_op(be);
+  emit_pending(g);
+  rec_copy_words(g, src->g.b, src_off, dst->g.b, dst_off, n);
+}
+
+/* Each row through the one-token product, as g_matmul records it for n = 1
+ * without a fusion: a row's sums do not depend on n. The tiled prefill
+ * kernel (matmul.wgsl) sums in another order, so it is not used here.
+ * matvec.wgsl: each row its own dispatch, the weight read once per row
+ * (from cache where it fits), not once for all (a matvec taking several
+ * rows a workgroup would); Q4_K: q4k_matvec.wgsl with a workgroup z per
+ * row, in one dispatch. */
+static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
+                          int accumulate) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  if (n <= 0) return;
+  if (W->type == WISP_W_Q4K) {
+    wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);
+    return;
+  }
+  wmat *w = need_mat(g, W);
+  if (!w) return;
+  if (w->cols % 4) {
+    op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
+    return;
+  }
+  rec_matvec(g, w, 0, x, NULL, 0, x, 0, n, y, accumulate, 0, 0, 0, NULL);
+}
+
+/* penalty.wgsl; see backend.h. */
+static void g_penalize(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
+                       float penalty) {
+  wgpu_backend *g = as_g(be);
+  emit_pending(g);
+  if (n <= 0) return;
+  wisp_wgpu_const c[1] = {{"WG", 64}};
+  wisp_wgpu_kernel *k = kernel(g, "penalty", c, 1);
+  struct {
+    uint32_t vocab, off, n, pad0;
+    float penalty, inv_penalty, pad1, pad2;
+  } p = {(uint32_t)vocab, (uint32_t)hist_off, (uint32_t)n, 0, penalty, 1.0f / penalty, 0, 0};
+  wisp_wgpu_binding b[2] = {whole(logits->g.b), whole(hist->g.b)};
+  record(g, k, b, 2, &p, sizeof p, cdiv((uint64_t)n, 64), 1);
+}
+
 static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, int slot) {
   wgpu_backend *g = as_g(be);
   emit_pending(g);
@@ -1764,6 +1815,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .buf_write = g_buf_write,
       .buf_copy = g_buf_copy,
       .buf_copy_to = g_buf_copy_to,
+      .buf_copy_at = g_buf_copy_at,
+      .matmul_rows = g_matmul_rows,
+      .penalize = g_penalize,
       .read_start = g_read_start,
       .read_finish = g_read_finish,
       .submit = g_submit,

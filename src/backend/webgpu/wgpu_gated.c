@@ -538,15 +538,19 @@ static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi
   return 1;
 }
 
-static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
-                           int accumulate, const qin_pend *pre) {
+/* per_row (wisp_wgpu_q4k_matmul_rows): every token through the decode
+ * choice's one-token kernel (a workgroup z per token), never the tiled
+ * prefill product or the superblock kernel, so that a token's sums do not
+ * depend on how many tokens share the call. */
+static void rec_q4k_matvec_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
+                              wisp_buf *y, int accumulate, const qin_pend *pre, int per_row) {
   if (n <= 0) return;
-  const wisp_kernel_choice *ch = &W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL];
-  if (n > 1 && !is_simd16(ch->variant)) {
+  const wisp_kernel_choice *ch = &W->choice[n == 1 || per_row ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL];
+  if (n > 1 && !per_row && !is_simd16(ch->variant)) {
     q4k_matmul_tiled(be, W, x, x_row0, n, y, accumulate);
     return;
   }
-  if (n == 1 && !pre) {
+  if (n == 1 && !pre && !per_row) {
     const q4k_pend plain = {0, W, NULL, NULL, x, NULL, 0, y};
     if (q4k_superblock(be, W, 0, W->rows, &plain, x_row0, accumulate, 0, NULL)) return;
   }
@@ -620,6 +624,16 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
     wisp_wgpu_int_record(be, k, b, nb, &p, sizeof p, gx, gy, (uint32_t)n);
   }
+}
+
+static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                           int accumulate, const qin_pend *pre) {
+  rec_q4k_matvec_ex(be, W, x, x_row0, n, y, accumulate, pre, 0);
+}
+
+void wisp_wgpu_q4k_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
+                               int accumulate) {
+  rec_q4k_matvec_ex(be, W, x, 0, n, y, accumulate, NULL, 1);
 }
 
 /* ---- q4k_fused: Q4_K decode products with the session-switch fusions ---- */

@@ -123,6 +123,10 @@ void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b);
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a);
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a);
 /* y[t] (+)= W x[x_row0 + t] for a Q4_K matrix W. */
+/* A batched step's Q4_K product (backend.h matmul_rows): each of the n
+ * rows through the decode kernel's one-token sums, in one dispatch. */
+void wisp_wgpu_q4k_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
+                               int accumulate);
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                           int accumulate);
 /* As wisp_wgpu_q4k_matmul; with nx non-NULL the product reads rmsnorm(nx) * nw (eps) and

@@ -1,0 +1,130 @@
+/* Several sequences in one session (include/wisp.h, "slots"): the slots'
+ * own states, evaluating a prompt into one of them, and wisp_session_step,
+ * which advances several slots by one token in one batched decode step
+ * (wisp_arch.step_rows: each weight read once for all of them, the mixers
+ * on each slot's own state). docs/sequences.md. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "model/common.h"
+#include "util/err.h"
+
+#define MAX_SLOTS WISP_MAX_ROWS
+
+wisp_status wisp_slots_new(wisp_session *s, int n) {
+  if (n < 1 || n > MAX_SLOTS) return wisp_fail(WISP_EINVAL, "slots: %d sequences (1 to %d)", n, MAX_SLOTS);
+  s->n_slots = 1;
+  if (n == 1) return WISP_OK;
+  s->slot_state = calloc((size_t)n, sizeof(void *));
+  s->slot_pos = calloc((size_t)n, sizeof(int));
+  if (!s->slot_state || !s->slot_pos) return wisp_fail(WISP_ENOMEM, "out of memory for %d slots", n);
+  const wisp_model *m = s->model;
+  for (int i = 1; i < n; i++) {
+    wisp_status st = m->arch->state_new(m->weights, s->backend, s->chunk, s->max_pos, &s->slot_state[i]);
+    if (st) return st; /* the session's free releases what was made */
+    s->n_slots = i + 1;
+  }
+  return WISP_OK;
+}
+
+void wisp_slots_free(wisp_session *s) {
+  const wisp_arch *arch = s->model->arch;
+  for (int i = 1; s->slot_state && i < s->n_slots; i++) arch->state_free(s->slot_state[i], s->backend);
+  if (s->rows_scratch) arch->state_free(s->rows_scratch, s->backend);
+  if (s->rows_ids) s->backend->buf_free(s->backend, s->rows_ids);
+  if (s->rows_logits) s->backend->buf_free(s->backend, s->rows_logits);
+  free(s->slot_state);
+  free(s->slot_pos);
+  s->slot_state = NULL;
+  s->slot_pos = NULL;
+  s->rows_scratch = NULL;
+  s->rows_ids = NULL;
+  s->rows_logits = NULL;
+  s->n_slots = 0;
+}
+
+int wisp_session_slots(const wisp_session *s) { return s->n_slots; }
+
+static int valid_slot(const wisp_session *s, int slot) { return slot >= 0 && slot < s->n_slots; }
+static void *state_of(const wisp_session *s, int slot) { return slot ? s->slot_state[slot] : s->state; }
+static int *pos_of(wisp_session *s, int slot) { return slot ? &s->slot_pos[slot] : &s->pos; }
+
+wisp_status wisp_slot_eval(wisp_session *s, int slot, const int32_t *tokens, int n, float *logits) {
+  if (!valid_slot(s, slot)) return wisp_fail(WISP_EINVAL, "slot %d: the session has %d", slot, s->n_slots);
+  return wisp_session_feed(s, state_of(s, slot), pos_of(s, slot), tokens, n, logits, 0);
+}
+
+int wisp_slot_position(const wisp_session *s, int slot) {
+  if (!valid_slot(s, slot)) return -1;
+  return slot ? s->slot_pos[slot] : s->pos;
+}
+
+void wisp_slot_reset(wisp_session *s, int slot) {
+  if (!valid_slot(s, slot)) return;
+  if (slot == 0) {
+    wisp_session_reset(s);
+    return;
+  }
+  s->model->arch->state_reset(s->slot_state[slot], s->backend);
+  s->slot_pos[slot] = 0;
+}
+
+/* The batched step's scratch (a state of n_slots rows and one KV row: the
+ * slots' caches are their own), its logits and token ids. */
+static wisp_status ensure_rows(wisp_session *s) {
+  if (s->rows_scratch) return WISP_OK;
+  const wisp_model *m = s->model;
+  wisp_backend *be = s->backend;
+  if (!m->arch->step_rows)
+    return wisp_fail(WISP_EUNSUPPORTED, "architecture '%s' cannot step several sequences at once", m->arch->name);
+  if (!be->matmul_rows || !be->buf_copy_at || !be->sample_id)
+    return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' cannot step several sequences at once", be->name);
+  const size_t n = (size_t)s->n_slots;
+  if (!(s->rows_ids = be->buf_new(be, n)) || !(s->rows_logits = be->buf_new(be, n * wisp_model_vocab(m))))
+    return wisp_fail(WISP_ENOMEM, "out of memory for %d slots' logits", s->n_slots);
+  return m->arch->state_new(m->weights, be, s->n_slots, 1, &s->rows_scratch);
+}
+
+wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
+                              const wisp_step_options *o, int32_t *next, float *logits) {
+  if (n < 1 || n > s->n_slots)
+    return wisp_fail(WISP_EINVAL, "step: %d sequences, the session has %d slots", n, s->n_slots);
+  void *states[MAX_SLOTS];
+  int pos[MAX_SLOTS];
+  unsigned char seen[MAX_SLOTS] = {0};
+  for (int i = 0; i < n; i++) {
+    if (!valid_slot(s, slots[i])) return wisp_fail(WISP_EINVAL, "step: slot %d: the session has %d", slots[i], s->n_slots);
+    if (seen[slots[i]]) return wisp_fail(WISP_EINVAL, "step: slot %d given twice", slots[i]);
+    if (slots[i] == 0 && s->ran_past_stop)
+      return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
+    seen[slots[i]] = 1;
+    states[i] = state_of(s, slots[i]);
+    pos[i] = *pos_of(s, slots[i]);
+  }
+  wisp_status st = ensure_rows(s);
+  if (st) return st;
+  wisp_step_options g = {0};
+  if (o) g = *o;
+  const wisp_sampling sp = {.temperature = g.temperature, .top_k = g.top_k, .top_p = g.top_p, .min_p = g.min_p,
+                            .seed = (uint32_t)(g.seed ^ (g.seed >> 32))};
+  const wisp_model_rows rows = {n, pos, states};
+  wisp_backend *be = s->backend;
+  st = s->model->arch->step_rows(s->model->weights, s->rows_scratch, be, tokens, &rows, &sp, s->rows_logits,
+                                 s->rows_ids);
+  if (st) return st;
+  if ((st = be->sync(be))) return st;
+  if (logits) be->buf_read(be, s->rows_logits, 0, (size_t)n * wisp_model_vocab(s->model), logits);
+  float bits[MAX_SLOTS];
+  be->buf_read(be, s->rows_ids, 0, (size_t)n, bits);
+  const int vocab = wisp_model_vocab(s->model);
+  for (int i = 0; i < n; i++) {
+    uint32_t id;
+    memcpy(&id, &bits[i], sizeof id);
+    if (id >= (uint32_t)vocab)
+      return wisp_fail(WISP_EDEVICE, "the device returned token id %u, outside the vocabulary (%d)", id, vocab);
+    next[i] = (int32_t)id;
+    (*pos_of(s, slots[i]))++;
+  }
+  return WISP_OK;
+}

@@ -1,0 +1,194 @@
+/* Several sequences in one session (wisp.h slots, docs/sequences.md): S
+ * sequences of different prompt lengths decoded together by
+ * wisp_session_step get exactly the greedy tokens each gets alone, on both
+ * backends, for LFM2 and Qwen 3.5. */
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "fixtures.h"
+#include "st_fixture.h"
+#include "test.h"
+#include "webgpu_fixture.h"
+
+enum { MAX_S = 8, GEN = 12 };
+
+/* Prompt of sequence i: 2 + 3 i tokens (different lengths), ids below 96
+ * (the tiny Qwen's vocabulary). */
+static int prompt_of(int i, int32_t *p) {
+  int n = 2 + 3 * i;
+  for (int k = 0; k < n; k++) p[k] = (int32_t)((7 + 13 * i + 29 * k) % 96);
+  return n;
+}
+
+/* The tiny Qwen 3.5 checkpoint (tests/test_qwen3_5.c) converted at `quant`. */
+static const char *tiny_qwen(const char *quant) {
+  static char art[2][600];
+  static int k;
+  k ^= 1;
+  char hf[512], cmd[2048], log[2048];
+  snprintf(hf, sizeof hf, "%s/seq_qwen_hf", test_tmpdir());
+  snprintf(art[k], sizeof art[k], "%s/seq_qwen_%s", test_tmpdir(), quant);
+  struct stat sb;
+  if (stat(art[k], &sb) == 0) return art[k];
+  mkdir(hf, 0755);
+  if (stat(hf, &sb) != 0 || fx_write_tiny_qwen35(hf)) return NULL;
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet", test_wisp_bin(), hf, art[k], quant);
+  if (test_run(cmd, log, sizeof log) != 0) {
+    fprintf(stderr, "     %s\n", log);
+    return NULL;
+  }
+  return art[k];
+}
+
+/* Greedy tokens of one sequence alone in its own session: the prompt's
+ * argmax, then the decode loop (one token a batch). With lg (GEN - 1 rows
+ * of vocab floats), also the logits each later token was chosen from, by
+ * feeding the same tokens one at a time (wisp_session_eval). */
+static int alone(wisp_model *m, const char *backend, const int32_t *prompt, int np, int32_t *out, float *lg) {
+  const size_t vocab = (size_t)wisp_model_vocab(m);
+  wisp_session_options so = {.backend = backend};
+  wisp_session *s = NULL;
+  if (wisp_session_new(m, &so, &s)) return 0;
+  float *logits = malloc(sizeof(float) * vocab);
+  int made = 0, ok = logits && wisp_session_eval(s, prompt, np, logits) == WISP_OK;
+  if (ok) {
+    out[0] = (int32_t)wisp_argmax(logits, (int)vocab);
+    wisp_generate_options o = {.temperature = 0, .batch = 1};
+    ok = wisp_session_generate(s, out[0], GEN - 1, &o, out + 1, &made) == WISP_OK && made == GEN - 1;
+  }
+  if (ok && lg) {
+    wisp_session_reset(s);
+    ok = wisp_session_eval(s, prompt, np, logits) == WISP_OK;
+    for (int t = 1; ok && t < GEN; t++) ok = wisp_session_eval(s, &out[t - 1], 1, lg + (size_t)(t - 1) * vocab) == WISP_OK;
+  }
+  free(logits);
+  wisp_session_free(s);
+  return ok;
+}
+
+/* S sequences in one session of S slots: each prompt into its slot, then
+ * GEN - 1 steps of all S together. */
+static int together(wisp_model *m, const char *backend, int S, int32_t out[][GEN], float *lg, char *err,
+                    size_t cap) {
+  const size_t vocab = (size_t)wisp_model_vocab(m);
+  wisp_session_options so = {.backend = backend, .slots = S};
+  wisp_session *s = NULL;
+  if (wisp_session_new(m, &so, &s)) {
+    snprintf(err, cap, "session: %s", wisp_last_error());
+    return 0;
+  }
+  int ok = wisp_session_slots(s) == S;
+  float *logits = malloc(sizeof(float) * vocab * S);
+  int slots[MAX_S];
+  int32_t cur[MAX_S], next[MAX_S], prompt[64];
+  for (int i = 0; ok && i < S; i++) {
+    int np = prompt_of(i, prompt);
+    slots[i] = S - 1 - i; /* rows in another order than slots */
+    ok = wisp_slot_eval(s, slots[i], prompt, np, logits) == WISP_OK;
+    cur[i] = out[i][0] = (int32_t)wisp_argmax(logits, wisp_model_vocab(m));
+    ok = ok && wisp_slot_position(s, slots[i]) == np;
+  }
+  for (int t = 1; ok && t < GEN; t++) {
+    ok = wisp_session_step(s, slots, cur, S, NULL, next, logits) == WISP_OK;
+    for (int i = 0; ok && i < S; i++) {
+      out[i][t] = cur[i] = next[i];
+      memcpy(lg + ((size_t)i * (GEN - 1) + (size_t)(t - 1)) * vocab, logits + (size_t)i * vocab, sizeof(float) * vocab);
+    }
+  }
+  for (int i = 0; ok && i < S; i++) ok = wisp_slot_position(s, slots[i]) == prompt_of(i, prompt) + GEN - 1;
+  if (!ok) snprintf(err, cap, "%s", wisp_last_error());
+  free(logits);
+  wisp_session_free(s);
+  return ok;
+}
+
+/* exact: also the logits, bit for bit (the CPU backend: its one-token
+ * forward and a batched step's rows run the same sums). */
+static void sequences_match_alone(const char *dir, const char *backend, int exact) {
+  CHECKF(dir, "no model");
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  const size_t vocab = (size_t)wisp_model_vocab(m), rows = (size_t)MAX_S * (GEN - 1) * vocab;
+  float *ref_lg = malloc(sizeof(float) * rows), *got_lg = malloc(sizeof(float) * rows);
+  CHECK(ref_lg && got_lg);
+  int32_t ref[MAX_S][GEN], got[MAX_S][GEN], prompt[64];
+  for (int i = 0; i < MAX_S; i++) {
+    int np = prompt_of(i, prompt);
+    CHECKF(alone(m, backend, prompt, np, ref[i], exact ? ref_lg + (size_t)i * (GEN - 1) * vocab : NULL),
+           "alone %d: %s", i, wisp_last_error());
+  }
+  const int sizes[] = {1, 3, 8};
+  for (int k = 0; k < 3 && !test_failed_now(); k++) {
+    char err[512] = "";
+    CHECKF(together(m, backend, sizes[k], got, got_lg, err, sizeof err), "%s S=%d: %s", backend, sizes[k], err);
+    for (int i = 0; i < sizes[k]; i++) {
+      int at = 0;
+      while (at < GEN && got[i][at] == ref[i][at]) at++;
+      CHECKF(at == GEN, "%s S=%d: sequence %d differs from alone at token %d (%d vs %d)", backend, sizes[k], i, at,
+             at < GEN ? got[i][at] : 0, at < GEN ? ref[i][at] : 0);
+      const size_t n = (size_t)(GEN - 1) * vocab, o = (size_t)i * n;
+      size_t j = 0;
+      while (exact && j < n && memcmp(&got_lg[o + j], &ref_lg[o + j], sizeof(float)) == 0) j++;
+      CHECKF(!exact || j == n, "%s S=%d: sequence %d: logit %zu of token %zu is %.9g, alone %.9g", backend, sizes[k], i,
+             j % vocab, j / vocab + 1, j < n ? got_lg[o + j] : 0, j < n ? ref_lg[o + j] : 0);
+    }
+  }
+  free(ref_lg);
+  free(got_lg);
+  /* the sequences are not all the same (else a mix-up of rows could pass) */
+  int distinct = 0;
+  for (int i = 1; i < MAX_S; i++) distinct += memcmp(ref[i], ref[0], sizeof ref[0]) != 0;
+  CHECK(distinct > 0);
+  wisp_model_close(m);
+}
+
+TEST(sequences_lfm2_cpu_match_alone) { sequences_match_alone(fixture_small_model(), "cpu", 1); }
+TEST(sequences_qwen3_5_cpu_match_alone) { sequences_match_alone(tiny_qwen("f32"), "cpu", 1); }
+TEST(sequences_qwen3_5_q4k_cpu_match_alone) { sequences_match_alone(tiny_qwen("q4k"), "cpu", 1); }
+
+TEST(sequences_lfm2_webgpu_match_alone) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  sequences_match_alone(fixture_small_model(), "webgpu", 0);
+}
+
+TEST(sequences_qwen3_5_webgpu_match_alone) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  sequences_match_alone(tiny_qwen("f32"), "webgpu", 0);
+}
+
+TEST(sequences_qwen3_5_q4k_webgpu_match_alone) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  sequences_match_alone(tiny_qwen("q4k"), "webgpu", 0);
+}
+
+/* Bad calls get an error and change nothing. */
+TEST(sequences_step_rejects_bad_slots) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session_options so = {.slots = 2};
+  wisp_session *s = NULL;
+  CHECK(wisp_session_new(m, &so, &s) == WISP_OK);
+  int32_t tok[2] = {5, 6}, next[2];
+  int twice[2] = {1, 1}, outside[1] = {2};
+  CHECK(wisp_session_step(s, twice, tok, 2, NULL, next, NULL) == WISP_EINVAL);
+  CHECK(strstr(wisp_last_error(), "given twice"));
+  CHECK(wisp_session_step(s, outside, tok, 1, NULL, next, NULL) == WISP_EINVAL);
+  CHECK(wisp_slot_eval(s, 2, tok, 1, NULL) == WISP_EINVAL);
+  int32_t bad[1] = {-1};
+  int one[1] = {1};
+  CHECK(wisp_session_step(s, one, bad, 1, NULL, next, NULL) == WISP_EINVAL);
+  CHECK(wisp_slot_position(s, 1) == 0 && wisp_slot_position(s, 2) == -1);
+  CHECK(wisp_session_step(s, one, tok, 1, NULL, next, NULL) == WISP_OK && wisp_slot_position(s, 1) == 1);
+  wisp_slot_reset(s, 1);
+  CHECK(wisp_slot_position(s, 1) == 0 && wisp_session_position(s) == 0);
+  wisp_session_options bad_opt = {.slots = 100000};
+  wisp_session *s2 = NULL;
+  CHECK(wisp_session_new(m, &bad_opt, &s2) == WISP_EINVAL && !s2);
+  wisp_session_free(s);
+  wisp_model_close(m);
+}
