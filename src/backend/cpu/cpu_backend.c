@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_i8.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/threadpool.h"
 #include "util/err.h"
@@ -21,6 +22,8 @@ typedef struct {
   wisp_backend base;
   wisp_pool *pool;
   const wisp_cpu_kernels *k;
+  const wisp_i8_kernels *i8; /* integer products (cpu_i8.h), the best set this CPU runs */
+  wisp_i8_act act;           /* the current product's activations, quantized */
   /* per-thread scratch, grown on demand */
   float **scratch;
   size_t scratch_len;
@@ -76,8 +79,12 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
 
 /* The plan names a registry variant per matrix and phase; these are the
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
+static int is_i8_variant(const char *variant) {
+  return !strcmp(variant, "q4_i8") || !strcmp(variant, "q4k_i8") || !strcmp(variant, "q8_0_i8");
+}
+
 static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
-  if (!variant[0]) return c->k;
+  if (!variant[0] || is_i8_variant(variant)) return c->k;
   if (!strcmp(variant, "q4_scalar") || !strcmp(variant, "q4k_scalar") || !strcmp(variant, "f16_scalar") ||
       !strcmp(variant, "q8_0_scalar"))
     return wisp_cpu_kernels_scalar();
@@ -111,6 +118,13 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
       return wisp_fail(WISP_EINVAL, "the plan chose F16 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
     if ((!strcmp(v, "q8_0_avx2") || !strcmp(v, "q8_0_scalar")) && m->type != WISP_W_Q8_0)
       return wisp_fail(WISP_EINVAL, "the plan chose Q8_0 kernel '%s' for a %s matrix", v, wisp_wtype_name(m->type));
+    if (is_i8_variant(v)) {
+      wisp_wtype want = !strcmp(v, "q4k_i8") ? WISP_W_Q4K : !strcmp(v, "q8_0_i8") ? WISP_W_Q8_0 : WISP_W_Q4;
+      int fits = m->type == want || (want == WISP_W_Q4 && m->type == WISP_W_Q4Z);
+      if (!fits || !wisp_i8_supported(m))
+        return wisp_fail(WISP_EINVAL, "the plan chose integer kernel '%s' for a %s matrix of %d columns", v,
+                         wisp_wtype_name(m->type), m->cols);
+    }
   }
   return WISP_OK;
 }
@@ -199,10 +213,70 @@ static void matmul_task(void *ctx, int task, int thread) {
   }
 }
 
+/* The integer product: activations quantized once (spread over the pool
+ * for a prefill), then rows split into tasks; each task runs its rows over
+ * every token, so a weight row is read from memory once per product. */
+typedef struct {
+  cpu_backend *c;
+  const wisp_matrix *W;
+  const float *x;
+  int n, accumulate, rows_per_task, tokens_per_task;
+  float *y;
+} i8_job;
+
+static void i8_quant_task(void *ctx, int task, int thread) {
+  (void)thread;
+  i8_job *j = ctx;
+  int t0 = task * j->tokens_per_task, t1 = t0 + j->tokens_per_task;
+  if (t1 > j->n) t1 = j->n;
+  j->c->i8->quantize(j->x, t0, t1, &j->c->act);
+}
+
+static void i8_gemm_task(void *ctx, int task, int thread) {
+  i8_job *j = ctx;
+  int r0 = task * j->rows_per_task, nr = j->rows_per_task;
+  if (r0 + nr > j->W->rows) nr = j->W->rows - r0;
+  j->c->i8->gemm(j->W, r0, nr, &j->c->act, 0, j->n, j->y + r0, (size_t)j->W->rows, j->accumulate,
+                 j->c->scratch[thread]);
+}
+
+static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int n, float *y, int accumulate) {
+  const int threads = wisp_pool_size(c->pool);
+  if (!wisp_i8_act_reserve(&c->act, n, W->cols) || !ensure_scratch(c, (size_t)8 * (W->cols / 32))) {
+    c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for %d quantized activations", n);
+    return;
+  }
+  c->act.layout = wisp_i8_layout_for(W->type);
+  i8_job j = {c, W, x, n, accumulate, 0, 0, y};
+  /* quantize: whole tokens per task */
+  j.tokens_per_task = n < 8 * threads ? 1 : n / (4 * threads);
+  int qtasks = (n + j.tokens_per_task - 1) / j.tokens_per_task;
+  if ((double)n * W->cols < 65536.0) qtasks = 1, j.tokens_per_task = n;
+  if (qtasks == 1) i8_quant_task(&j, 0, 0);
+  else wisp_pool_run(c->pool, qtasks, i8_quant_task, &j);
+  /* rows: a multiple of 4 (the decode tile); enough tasks that a thread
+   * the machine preempts does not hold up the others */
+  int per = W->rows / (threads * (n == 1 ? 8 : 4));
+  per = per < 4 ? 4 : (per + 3) / 4 * 4;
+  if (n > 1 && per > 64) per = 64;
+  j.rows_per_task = per;
+  int tasks = (W->rows + per - 1) / per;
+  if ((double)W->rows * W->cols * n < 131072.0 || tasks == 1) {
+    for (int t = 0; t < tasks; t++) i8_gemm_task(&j, t, 0);
+    return;
+  }
+  wisp_pool_run(c->pool, tasks, i8_gemm_task, &j);
+}
+
 static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                        int accumulate) {
   cpu_backend *c = as_cpu(be);
-  const wisp_cpu_kernels *k = kernels_for(c, W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant);
+  const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
+  if (is_i8_variant(variant) && wisp_i8_supported(W)) {
+    matmul_i8(c, W, x->data + (size_t)x_row0 * W->cols, n, y->data, accumulate);
+    return;
+  }
+  const wisp_cpu_kernels *k = kernels_for(c, variant);
   if (!k) k = c->k; /* prepare_matrix rejected unknown variants already */
   if (n > 1 && !ensure_scratch(c, (size_t)W->cols)) {
     /* Out of memory for a row buffer: fall back to per-token dot products. */
@@ -546,6 +620,7 @@ static void cpu_destroy(wisp_backend *be) {
   }
   free(c->qbuf);
   free(c->dnbuf);
+  wisp_i8_act_free(&c->act);
   wisp_pool_free(c->pool);
   free(c);
 }
@@ -563,6 +638,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
   c->scratch = calloc((size_t)wisp_pool_size(c->pool), sizeof(float *));
   if (!c->scratch) { cpu_destroy(&c->base); return wisp_fail(WISP_ENOMEM, "out of memory"); }
   c->k = wisp_cpu_kernels_get();
+  c->i8 = !strcmp(c->k->name, "scalar") ? wisp_i8_kernels_scalar() : wisp_i8_kernels_get();
   c->base = (wisp_backend){
       .name = "cpu",
       .caps = cpu_caps,

@@ -1,0 +1,155 @@
+/* The body of one x86 integer kernel set (cpu_i8.h), included by
+ * cpu_i8_x86.c once per instruction set with these macros defined:
+ *   SFX        suffix of the function names (avx2, avxvnni, avx512vnni)
+ *   TGT        the function attribute naming the target features
+ *   IDOT(u, q) 8 int32 lanes, each the sum of 4 products u8(u) * s8(q)
+ *   TILE_R, TILE_T  rows x tokens of one prefill tile (registers permitting)
+ * Every function computes the integers of cpu_i8.h exactly; only the
+ * order of the f32 sums differs from the scalar reference. */
+
+#define CAT2(a, b) a##_##b
+#define CAT(a, b) CAT2(a, b)
+#define FN(x) CAT(x, SFX)
+
+enum { FN(Q4) = 0, FN(Q4K) = 1, FN(Q8) = 2 };
+
+/* The 32 weight integers of block b of a row, in the activation layout:
+ * Q4 (PAIRED) low nibbles then high nibbles of its 16 bytes; Q4_K the low
+ * or high nibbles of the 32 bytes its sub-block shares with its neighbour;
+ * Q8_0 the signed bytes. */
+TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int type, const uint8_t *row, int b) {
+  const __m256i m4 = _mm256_set1_epi8(15);
+  if (type == FN(Q4)) {
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(row + 16 * b));
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(bytes), _mm_srli_epi16(bytes, 4), 1);
+    return _mm256_and_si256(v, m4);
+  }
+  if (type == FN(Q4K)) {
+    const uint8_t *qs = row + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1);
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm256_and_si256(b & 1 ? _mm256_srli_epi16(bytes, 4) : bytes, m4);
+  }
+  return _mm256_loadu_si256((const __m256i *)(row + (size_t)b * WISP_Q8_0_BYTES + 2));
+}
+
+TGT static inline __attribute__((always_inline)) float FN(hsum)(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* sum_b o[b] * ds[b] */
+TGT static inline float FN(dot_f32)(const float *o, const float *ds, int nb) {
+  __m256 acc = _mm256_setzero_ps();
+  int b = 0;
+  for (; b + 8 <= nb; b += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(o + b), _mm256_loadu_ps(ds + b), acc);
+  float s = FN(hsum)(acc);
+  for (; b < nb; b++) s += o[b] * ds[b];
+  return s;
+}
+
+/* R rows (from `row`) x T tokens (from `t`); s/o hold the rows' block
+ * scales and offsets (R x nb each). R <= 4, T <= 4, both constants after
+ * inlining so that the accumulators stay in registers. */
+TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, const int R, const int T,
+                                                              const wisp_matrix *W, int row, const wisp_i8_act *a,
+                                                              int t, float *y, size_t ldy, int accumulate,
+                                                              const float *s, const float *o) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = type == FN(Q4)    ? (size_t)K / 2
+                           : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
+                                             : (size_t)nb * WISP_Q8_0_BYTES;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  __m256 acc[4][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+  const int8_t *aq = a->q + (size_t)t * K;
+  const float *ad = a->d + (size_t)t * nb;
+  for (int b = 0; b < nb; b++) {
+    __m256i u[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) u[i] = FN(unpack)(type, rq[i], b);
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) {
+      __m256i q = _mm256_loadu_si256((const __m256i *)(aq + (size_t)j * K + 32 * b));
+      __m256 dj = _mm256_broadcast_ss(ad + (size_t)j * nb + b);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) {
+        __m256i p = type == FN(Q8) ? IDOT(_mm256_sign_epi8(u[i], u[i]), _mm256_sign_epi8(q, u[i])) : IDOT(u[i], q);
+        __m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(s + (size_t)i * nb + b), dj);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i][j]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < T; j++)
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      float v = FN(hsum)(acc[i][j]);
+      if (type != FN(Q8)) v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)(t + j) * nb, nb);
+      float *dst = y + (size_t)j * ldy + i;
+      *dst = accumulate ? *dst + v : v;
+    }
+}
+
+/* Tokens are taken in chunks that stay in L1 together with the rows of a
+ * call (the backend calls with a few dozen rows): each weight row is read
+ * from memory once per chunk and each token block once per row tile. */
+enum { FN(CHUNK) = 16 };
+
+TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, const wisp_matrix *W, int r0, int nr,
+                                                               const wisp_i8_act *a, int t0, int nt, float *y,
+                                                               size_t ldy, int accumulate, float *scratch) {
+  const int nb = W->cols / 32;
+  float *s = scratch, *o = scratch + 4 * (size_t)nb;
+  if (nt == 1) { /* decode: four rows share each activation block */
+    int r = 0;
+    for (; r + 4 <= nr; r += 4) {
+      for (int i = 0; i < 4; i++) wisp_i8_row_scales(W, r0 + r + i, s + (size_t)i * nb, o + (size_t)i * nb);
+      FN(tile)(type, 4, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, o);
+    }
+    for (; r < nr; r++) {
+      wisp_i8_row_scales(W, r0 + r, s, o);
+      FN(tile)(type, 1, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, o);
+    }
+    return;
+  }
+  for (int c0 = 0; c0 < nt; c0 += FN(CHUNK)) {
+    const int c1 = c0 + FN(CHUNK) < nt ? c0 + FN(CHUNK) : nt;
+    int r = 0;
+    for (; r + TILE_R <= nr; r += TILE_R) {
+      for (int i = 0; i < TILE_R; i++) wisp_i8_row_scales(W, r0 + r + i, s + (size_t)i * nb, o + (size_t)i * nb);
+      int t = c0;
+      for (; t + TILE_T <= c1; t += TILE_T)
+        FN(tile)(type, TILE_R, TILE_T, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, o);
+      for (; t < c1; t++) FN(tile)(type, TILE_R, 1, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, o);
+    }
+    for (; r < nr; r++) {
+      wisp_i8_row_scales(W, r0 + r, s, o);
+      int t = c0;
+      for (; t + TILE_T <= c1; t += TILE_T)
+        FN(tile)(type, 1, TILE_T, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, o);
+      for (; t < c1; t++) FN(tile)(type, 1, 1, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, o);
+    }
+  }
+}
+
+TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y,
+                         size_t ldy, int accumulate, float *scratch) {
+  switch (W->type) {
+    case WISP_W_Q4K: FN(drive)(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q8_0: FN(drive)(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    default: FN(drive)(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+  }
+}
+
+static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
+
+#undef CAT2
+#undef CAT
+#undef FN
