@@ -11,7 +11,7 @@
 #define CAT(a, b) CAT2(a, b)
 #define FN(x) CAT(x, SFX)
 
-enum { FN(Q4) = 0, FN(Q4K) = 1, FN(Q8) = 2 };
+enum { FN(Q4) = 0, FN(Q4Z) = 1, FN(Q4K) = 2, FN(Q8) = 3 };
 
 /* The 32 weight integers of block b of a row, in the activation layout:
  * Q4 (PAIRED) low nibbles then high nibbles of its 16 bytes; Q4_K the low
@@ -19,7 +19,7 @@ enum { FN(Q4) = 0, FN(Q4K) = 1, FN(Q8) = 2 };
  * Q8_0 the signed bytes. */
 TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int type, const uint8_t *row, int b) {
   const __m256i m4 = _mm256_set1_epi8(15);
-  if (type == FN(Q4)) {
+  if (type == FN(Q4) || type == FN(Q4Z)) {
     __m128i bytes = _mm_loadu_si128((const __m128i *)(row + 16 * b));
     __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(bytes), _mm_srli_epi16(bytes, 4), 1);
     return _mm256_and_si256(v, m4);
@@ -49,15 +49,77 @@ TGT static inline float FN(dot_f32)(const float *o, const float *ds, int nb) {
   return s;
 }
 
+/* The block scales s[] and offsets o[] of one row (cpu_i8.h). Q4 needs no
+ * copy: s is the stored scales and o = 8 s, applied in the tile; Q4Z's
+ * o = zp * s, Q4_K's s = d sc and o = dmin m, Q8_0's s = d (o = 0). *s_out
+ * points at the scales to use. */
+TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int type, const wisp_matrix *W, int row,
+                                                                    float *s, float *o, const float **s_out) {
+  const int nb = W->cols / 32;
+  if (type == FN(Q4)) {
+    *s_out = W->scales + (size_t)row * nb;
+    return;
+  }
+  *s_out = s;
+  if (type == FN(Q4Z)) {
+    const float *sc = W->scales + (size_t)row * nb;
+    size_t first = (size_t)row * nb;
+    int b = 0;
+    if (!(first & 1)) /* whole zero-point bytes: 8 blocks from 4 bytes */
+      for (; b + 8 <= nb; b += 8) {
+        uint32_t four;
+        memcpy(&four, W->zp + ((first + b) >> 1), 4);
+        __m128i bytes = _mm_cvtsi32_si128((int)four);
+        __m128i lo = _mm_and_si128(bytes, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(15));
+        __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
+        _mm256_storeu_ps(o + b, _mm256_mul_ps(z, _mm256_loadu_ps(sc + b)));
+      }
+    for (; b < nb; b++) {
+      size_t blk = first + b;
+      uint8_t byte = W->zp[blk >> 1];
+      o[b] = (float)((blk & 1) ? byte >> 4 : byte & 15) * sc[b];
+    }
+    memcpy(s, sc, (size_t)nb * sizeof(float));
+    return;
+  }
+  if (type == FN(Q4K)) {
+    const int nsb = W->cols / WISP_Q4K_BLOCK;
+    const uint8_t *blk = W->q + (size_t)row * nsb * WISP_Q4K_BYTES;
+    for (int k = 0; k < nsb; k++, blk += WISP_Q4K_BYTES) {
+      uint16_t hd, hm;
+      memcpy(&hd, blk, 2);
+      memcpy(&hm, blk + 2, 2);
+      __m256 d = _mm256_set1_ps(_cvtsh_ss(hd)), dmin = _mm256_set1_ps(_cvtsh_ss(hm));
+      const uint8_t *p = blk + 4;
+      int sc[8], mn[8];
+      for (int j = 0; j < 4; j++) {
+        sc[j] = p[j] & 63;
+        mn[j] = p[j + 4] & 63;
+        sc[j + 4] = (p[j + 8] & 15) | (p[j] >> 6) << 4;
+        mn[j + 4] = (p[j + 8] >> 4) | (p[j + 4] >> 6) << 4;
+      }
+      _mm256_storeu_ps(s + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc))));
+      _mm256_storeu_ps(o + 8 * k, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)mn))));
+    }
+    return;
+  }
+  const uint8_t *blk = W->q + (size_t)row * nb * WISP_Q8_0_BYTES;
+  for (int b = 0; b < nb; b++) {
+    uint16_t h;
+    memcpy(&h, blk + (size_t)b * WISP_Q8_0_BYTES, 2);
+    s[b] = _cvtsh_ss(h);
+  }
+}
+
 /* R rows (from `row`) x T tokens (from `t`); s/o hold the rows' block
  * scales and offsets (R x nb each). R <= 4, T <= 4, both constants after
  * inlining so that the accumulators stay in registers. */
 TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, const int R, const int T,
                                                               const wisp_matrix *W, int row, const wisp_i8_act *a,
                                                               int t, float *y, size_t ldy, int accumulate,
-                                                              const float *s, const float *o) {
+                                                              const float *const *s, const float *o) {
   const int K = W->cols, nb = K / 32;
-  const size_t row_bytes = type == FN(Q4)    ? (size_t)K / 2
+  const size_t row_bytes = type <= FN(Q4Z)  ? (size_t)K / 2
                            : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
                                              : (size_t)nb * WISP_Q8_0_BYTES;
   const uint8_t *rq[4];
@@ -81,7 +143,7 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
 #pragma GCC unroll 4
       for (int i = 0; i < R; i++) {
         __m256i p = type == FN(Q8) ? IDOT(_mm256_sign_epi8(u[i], u[i]), _mm256_sign_epi8(q, u[i])) : IDOT(u[i], q);
-        __m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(s + (size_t)i * nb + b), dj);
+        __m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(s[i] + b), dj);
         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i][j]);
       }
     }
@@ -91,7 +153,8 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
       float v = FN(hsum)(acc[i][j]);
-      if (type != FN(Q8)) v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)(t + j) * nb, nb);
+      if (type == FN(Q4)) v -= 8.0f * FN(dot_f32)(s[i], a->ds + (size_t)(t + j) * nb, nb);
+      else if (type != FN(Q8)) v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)(t + j) * nb, nb);
       float *dst = y + (size_t)j * ldy + i;
       *dst = accumulate ? *dst + v : v;
     }
@@ -106,16 +169,20 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
                                                                const wisp_i8_act *a, int t0, int nt, float *y,
                                                                size_t ldy, int accumulate, float *scratch) {
   const int nb = W->cols / 32;
-  float *s = scratch, *o = scratch + 4 * (size_t)nb;
+  float *sb = scratch, *ob = scratch + 4 * (size_t)nb;
+  const float *s[4];
+#define ROWS(R)                                                                                  \
+  for (int i = 0; i < (R); i++)                                                                  \
+    FN(row_scales)(type, W, r0 + r + i, sb + (size_t)i * nb, ob + (size_t)i * nb, &s[i])
   if (nt == 1) { /* decode: four rows share each activation block */
     int r = 0;
     for (; r + 4 <= nr; r += 4) {
-      for (int i = 0; i < 4; i++) wisp_i8_row_scales(W, r0 + r + i, s + (size_t)i * nb, o + (size_t)i * nb);
-      FN(tile)(type, 4, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, o);
+      ROWS(4);
+      FN(tile)(type, 4, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, ob);
     }
     for (; r < nr; r++) {
-      wisp_i8_row_scales(W, r0 + r, s, o);
-      FN(tile)(type, 1, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, o);
+      ROWS(1);
+      FN(tile)(type, 1, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, ob);
     }
     return;
   }
@@ -123,20 +190,21 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
     const int c1 = c0 + FN(CHUNK) < nt ? c0 + FN(CHUNK) : nt;
     int r = 0;
     for (; r + TILE_R <= nr; r += TILE_R) {
-      for (int i = 0; i < TILE_R; i++) wisp_i8_row_scales(W, r0 + r + i, s + (size_t)i * nb, o + (size_t)i * nb);
+      ROWS(TILE_R);
       int t = c0;
       for (; t + TILE_T <= c1; t += TILE_T)
-        FN(tile)(type, TILE_R, TILE_T, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, o);
-      for (; t < c1; t++) FN(tile)(type, TILE_R, 1, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, o);
+        FN(tile)(type, TILE_R, TILE_T, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, ob);
+      for (; t < c1; t++) FN(tile)(type, TILE_R, 1, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, ob);
     }
     for (; r < nr; r++) {
-      wisp_i8_row_scales(W, r0 + r, s, o);
+      ROWS(1);
       int t = c0;
       for (; t + TILE_T <= c1; t += TILE_T)
-        FN(tile)(type, 1, TILE_T, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, o);
-      for (; t < c1; t++) FN(tile)(type, 1, 1, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, o);
+        FN(tile)(type, 1, TILE_T, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, ob);
+      for (; t < c1; t++) FN(tile)(type, 1, 1, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, ob);
     }
   }
+#undef ROWS
 }
 
 TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y,
@@ -144,10 +212,10 @@ TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act
   switch (W->type) {
     case WISP_W_Q4K: FN(drive)(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q8_0: FN(drive)(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q4Z: FN(drive)(FN(Q4Z), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     default: FN(drive)(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
   }
 }
-
 static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
 
 #undef CAT2

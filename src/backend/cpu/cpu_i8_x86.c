@@ -8,6 +8,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <string.h>
 
 #define STR2(x) #x
 #define STR(x) STR2(x)
