@@ -86,12 +86,12 @@ TEST(cpu_i8_scalar_matches_exact_product) {
     CHECK(mat_make(&t, TYPES[ti], ROWS, COLS));
     const int n = 7;
     float *x = acts_make(n, COLS), *y = calloc((size_t)n * ROWS, sizeof(float)), *row = malloc(COLS * sizeof(float));
-    float *scratch = malloc((size_t)8 * (COLS / 32) * sizeof(float));
+    float *scratch = malloc(WISP_I8_SCRATCH(COLS) * sizeof(float));
     wisp_i8_act a = {0};
     int ok = x && y && row && scratch && wisp_i8_act_reserve(&a, n, COLS);
     double worst = 0, qerr = 0;
     if (ok) {
-      a.layout = wisp_i8_layout_for(TYPES[ti]);
+      a.layout = wisp_i8_layout_for(TYPES[ti], n);
       k->quantize(x, 0, n, &a);
       k->gemm(&t.m, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
       for (int r = 0; r < ROWS; r++) {
@@ -143,13 +143,13 @@ static void check_set(const char *name) {
       CHECK(mat_make(&t, TYPES[ti], ROWS, COLS));
       float *x = acts_make(n, COLS);
       float *y0 = malloc((size_t)n * ROWS * sizeof(float)), *y1 = malloc((size_t)n * ROWS * sizeof(float));
-      float *scratch = malloc((size_t)8 * (COLS / 32) * sizeof(float));
+      float *scratch = malloc(WISP_I8_SCRATCH(COLS) * sizeof(float));
       wisp_i8_act a = {0}, b = {0};
       int ok = x && y0 && y1 && scratch && wisp_i8_act_reserve(&a, n, COLS) && wisp_i8_act_reserve(&b, n, COLS);
       int same_bytes = 1;
       double worst = 0;
       if (ok) {
-        a.layout = b.layout = wisp_i8_layout_for(TYPES[ti]);
+        a.layout = b.layout = wisp_i8_layout_for(TYPES[ti], n);
         ref->quantize(x, 0, n, &a);
         set->quantize(x, 0, n, &b);
         same_bytes = !memcmp(a.q, b.q, (size_t)n * COLS) && !memcmp(a.d, b.d, (size_t)n * (COLS / 32) * 4) &&

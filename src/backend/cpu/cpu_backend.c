@@ -242,11 +242,11 @@ static void i8_gemm_task(void *ctx, int task, int thread) {
 
 static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int n, float *y, int accumulate) {
   const int threads = wisp_pool_size(c->pool);
-  if (!wisp_i8_act_reserve(&c->act, n, W->cols) || !ensure_scratch(c, (size_t)8 * (W->cols / 32))) {
+  if (!wisp_i8_act_reserve(&c->act, n, W->cols) || !ensure_scratch(c, WISP_I8_SCRATCH(W->cols))) {
     c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for %d quantized activations", n);
     return;
   }
-  c->act.layout = wisp_i8_layout_for(W->type);
+  c->act.layout = wisp_i8_layout_for(W->type, n);
   i8_job j = {c, W, x, n, accumulate, 0, 0, y};
   /* quantize: whole tokens per task */
   j.tokens_per_task = n < 8 * threads ? 1 : n / (4 * threads);

@@ -35,8 +35,8 @@ void wisp_i8_act_free(wisp_i8_act *a) {
   memset(a, 0, sizeof *a);
 }
 
-int wisp_i8_layout_for(wisp_wtype t) {
-  return t == WISP_W_Q4 || t == WISP_W_Q4Z ? WISP_I8_PAIRED : WISP_I8_NATURAL;
+int wisp_i8_layout_for(wisp_wtype t, int n) {
+  return (t == WISP_W_Q4 || t == WISP_W_Q4Z) && n == 1 ? WISP_I8_PAIRED : WISP_I8_NATURAL;
 }
 
 int wisp_i8_supported(const wisp_matrix *m) {

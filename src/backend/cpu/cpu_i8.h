@@ -39,13 +39,18 @@ typedef struct {
 /* 1 on success, 0 out of memory. */
 int wisp_i8_act_reserve(wisp_i8_act *a, int n, int K);
 void wisp_i8_act_free(wisp_i8_act *a);
-/* The layout a weight type's kernels read. */
-int wisp_i8_layout_for(wisp_wtype t);
+/* The layout the kernels read for a product of n tokens: PAIRED for Q4 /
+ * Q4Z decode (n == 1), else NATURAL. Every kernel set takes both. */
+int wisp_i8_layout_for(wisp_wtype t, int n);
 /* 1 when a matrix can take the integer product (Q4, Q4Z, Q4_K, Q8_0 with
  * whole 32-blocks). */
 int wisp_i8_supported(const wisp_matrix *m);
 /* The per-block s[] and o[] of one row (cols/32 each). */
 void wisp_i8_row_scales(const wisp_matrix *m, int row, float *s, float *o);
+
+/* Per-thread scratch of a product with `cols` columns, in floats: a group
+ * of 8 rows transposed (8 * cols bytes) plus their scales and offsets. */
+#define WISP_I8_SCRATCH(cols) ((size_t)(cols) * 3)
 
 typedef struct {
   const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni" */
@@ -55,7 +60,8 @@ typedef struct {
    * writes the same bytes. */
   void (*quantize)(const float *x, int t0, int t1, wisp_i8_act *a);
   /* y[(t - t0) * ldy + (r - r0)] (+)= row r of W . token t of a, for r in
-   * [r0, r0+nr), t in [t0, t0+nt). scratch holds 8 * cols/32 floats. */
+   * [r0, r0+nr), t in [t0, t0+nt). scratch holds WISP_I8_SCRATCH(cols)
+   * floats. */
   void (*gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y, size_t ldy,
                int accumulate, float *scratch);
 } wisp_i8_kernels;

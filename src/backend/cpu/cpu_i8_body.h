@@ -160,6 +160,136 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
     }
 }
 
+
+/* ---- prefill: eight rows in the eight lanes ----
+ * A group of 8 rows is transposed once into scratch so that one 32-byte
+ * vector holds 4 consecutive weights of each of the 8 rows; a token's 4
+ * matching int8 values are broadcast to all lanes, and one IDOT_ACC then
+ * advances 8 rows by 4 elements. The group's weights stay in L1 while every
+ * token of the call passes over them. Activations are NATURAL; Q8_0's
+ * signed weights are stored as w + 128 (offset o = 128 s), which the
+ * non-saturating VNNI products take (AVX2's maddubs would saturate, so
+ * AVX2 keeps Q8_0 on the row tiles). */
+
+/* 8 rows x 8 dwords -> 8 vectors, vector c holding dword c of each row. */
+TGT static inline __attribute__((always_inline)) void FN(transpose8)(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; h++) { /* rows 0-3, rows 4-7 */
+    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+    r[c + 4] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+  }
+}
+
+/* The 32 weights of block b of a row as unsigned bytes in element order. */
+TGT static inline __attribute__((always_inline)) __m256i FN(unpack_natural)(const int type, const uint8_t *row, int b) {
+  if (type == FN(Q4) || type == FN(Q4Z)) {
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(row + 16 * b));
+    __m128i m4 = _mm_set1_epi8(15);
+    __m128i lo = _mm_and_si128(bytes, m4), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)), _mm_unpackhi_epi8(lo, hi), 1);
+  }
+  if (type == FN(Q8)) return _mm256_xor_si256(FN(unpack)(type, row, b), _mm256_set1_epi8((char)0x80));
+  return FN(unpack)(type, row, b);
+}
+
+/* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors), their
+ * scales and offsets into S, O (nb x 8 floats). */
+TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, const wisp_matrix *W, int row0,
+                                                               int last, uint8_t *ws, float *S, float *O, float *tmp) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = type <= FN(Q4Z)  ? (size_t)K / 2
+                           : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
+                                             : (size_t)nb * WISP_Q8_0_BYTES;
+  const uint8_t *rq[8];
+  for (int k = 0; k < 8; k++) {
+    int r = row0 + k > last ? last : row0 + k;
+    rq[k] = W->q + (size_t)r * row_bytes;
+    const float *sp;
+    FN(row_scales)(type, W, r, tmp, tmp + nb, &sp);
+    for (int b = 0; b < nb; b++) {
+      S[8 * b + k] = sp[b];
+      O[8 * b + k] = type == FN(Q4) ? 8.0f * sp[b] : type == FN(Q8) ? 128.0f * sp[b] : tmp[nb + b];
+    }
+  }
+  for (int b = 0; b < nb; b++) {
+    __m256i v[8];
+    for (int k = 0; k < 8; k++) v[k] = FN(unpack_natural)(type, rq[k], b);
+    FN(transpose8)(v);
+    for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(ws + ((size_t)b * 8 + c) * 32), v[c]);
+  }
+}
+
+/* T tokens (from t) x the packed group; writes lanes < nlanes. */
+TGT static inline __attribute__((always_inline)) void FN(lanes_tile)(const int T, int nb, const uint8_t *ws,
+                                                                    const float *S, const float *O,
+                                                                    const wisp_i8_act *a, int t, float *y, size_t ldy,
+                                                                    int nlanes, int accumulate) {
+  const int K = nb * 32;
+  __m256 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m256i ia[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) ia[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m256i w = _mm256_loadu_si256((const __m256i *)(ws + ((size_t)b * 8 + c) * 32));
+#pragma GCC unroll 8
+      for (int j = 0; j < T; j++) {
+        int32_t four;
+        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
+        ia[j] = IDOT_ACC(ia[j], w, _mm256_set1_epi32(four));
+      }
+    }
+    __m256 sb = _mm256_loadu_ps(S + 8 * b), ob = _mm256_loadu_ps(O + 8 * b);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const size_t at = (size_t)(t + j) * nb + b;
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(sb, _mm256_broadcast_ss(a->d + at)), acc[j]);
+      acc[j] = _mm256_fnmadd_ps(ob, _mm256_broadcast_ss(a->ds + at), acc[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) {
+    float *dst = y + (size_t)j * ldy;
+    if (nlanes == 8) {
+      __m256 v = accumulate ? _mm256_add_ps(acc[j], _mm256_loadu_ps(dst)) : acc[j];
+      _mm256_storeu_ps(dst, v);
+    } else {
+      float v[8];
+      _mm256_storeu_ps(v, acc[j]);
+      for (int k = 0; k < nlanes; k++) dst[k] = accumulate ? dst[k] + v[k] : v[k];
+    }
+  }
+}
+
+TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, const wisp_matrix *W, int r0, int nr,
+                                                               const wisp_i8_act *a, int t0, int nt, float *y,
+                                                               size_t ldy, int accumulate, float *scratch) {
+  const int nb = W->cols / 32;
+  float *S = scratch, *O = S + 8 * (size_t)nb, *tmp = O + 8 * (size_t)nb;
+  uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
+  for (int g = 0; g < nr; g += 8) {
+    const int nl = nr - g < 8 ? nr - g : 8;
+    FN(pack8)(type, W, r0 + g, r0 + nr - 1, ws, S, O, tmp);
+    int t = 0;
+    for (; t + LANES_T <= nt; t += LANES_T)
+      FN(lanes_tile)(LANES_T, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) FN(lanes_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+  }
+}
+
 /* Tokens are taken in chunks that stay in L1 together with the rows of a
  * call (the backend calls with a few dozen rows): each weight row is read
  * from memory once per chunk and each token block once per row tile. */
@@ -207,8 +337,21 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
 #undef ROWS
 }
 
+/* Which path: PAIRED activations (Q4 decode) take the row tiles; NATURAL
+ * Q4 and several tokens of Q4_K / Q8_0 take the lanes. */
 TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y,
                          size_t ldy, int accumulate, float *scratch) {
+  const int q4 = W->type == WISP_W_Q4 || W->type == WISP_W_Q4Z;
+  const int lanes = q4 ? a->layout == WISP_I8_NATURAL : nt > 1 && (W->type != WISP_W_Q8_0 || LANES_Q8);
+  if (lanes) {
+    switch (W->type) {
+      case WISP_W_Q4K: FN(lanes)(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q8_0: FN(lanes)(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q4Z: FN(lanes)(FN(Q4Z), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      default: FN(lanes)(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    }
+    return;
+  }
   switch (W->type) {
     case WISP_W_Q4K: FN(drive)(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q8_0: FN(drive)(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;

@@ -57,38 +57,56 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #define SFX avx2
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define IDOT(u, q) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (q)), _mm256_set1_epi16(1))
+#define IDOT_ACC(acc, u, q) _mm256_add_epi32((acc), IDOT(u, q))
 #define TILE_R 2
 #define TILE_T 4
+#define LANES_T 4
+#define LANES_Q8 0
 #include "backend/cpu/cpu_i8_body.h"
 #undef SFX
 #undef TGT
 #undef IDOT
+#undef IDOT_ACC
 #undef TILE_R
 #undef TILE_T
+#undef LANES_T
+#undef LANES_Q8
 
 #define SFX avxvnni
 #define TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define IDOT(u, q) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u), (q))
+#define IDOT_ACC(acc, u, q) _mm256_dpbusd_avx_epi32((acc), (u), (q))
 #define TILE_R 2
 #define TILE_T 4
+#define LANES_T 4
+#define LANES_Q8 1
 #include "backend/cpu/cpu_i8_body.h"
 #undef SFX
 #undef TGT
 #undef IDOT
+#undef IDOT_ACC
 #undef TILE_R
 #undef TILE_T
+#undef LANES_T
+#undef LANES_Q8
 
 #define SFX avx512vnni
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define IDOT(u, q) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (q))
+#define IDOT_ACC(acc, u, q) _mm256_dpbusd_epi32((acc), (u), (q))
 #define TILE_R 4
 #define TILE_T 4
+#define LANES_T 8
+#define LANES_Q8 1
 #include "backend/cpu/cpu_i8_body.h"
 #undef SFX
 #undef TGT
 #undef IDOT
+#undef IDOT_ACC
 #undef TILE_R
 #undef TILE_T
+#undef LANES_T
+#undef LANES_Q8
 
 const wisp_i8_kernels *wisp_i8_kernels_avx2(void) { return &kernels_avx2; }
 const wisp_i8_kernels *wisp_i8_kernels_avxvnni(void) { return &kernels_avxvnni; }
