@@ -1,6 +1,6 @@
 /* `wisp logits`: final-position logits for parity checks against a reference.
  *
- *   wisp logits -m DIR --prompts FILE -o OUT [--greedy N] [--backend cpu] [--threads T]
+ *   wisp logits -m DIR --prompts FILE -o OUT [--greedy N] [--backend cpu] [--threads T] [--profile P]
  *   wisp logits -m DIR --tokens 1,2,3 [-o OUT] [--greedy N]
  *
  * FILE is {"prompts": [[ids...], ...], "greedy_prompt": k}. Each prompt is
@@ -145,11 +145,12 @@ static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: wisp logits -m DIR (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]\n"
-             "                   [--backend cpu] [--threads T]\n");
+             "                   [--backend cpu] [--threads T] [--profile P]\n");
 }
 
 int cmd_logits(int argc, char **argv) {
   const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = "cpu";
+  const char *profile = NULL;
   int greedy = 0, threads = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -161,6 +162,7 @@ int cmd_logits(int argc, char **argv) {
     else if (!strcmp(a, "--greedy") && has) greedy = atoi(argv[++i]);
     else if (!strcmp(a, "--backend") && has) backend = argv[++i];
     else if (!strcmp(a, "--threads") && has) threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--profile") && has) profile = argv[++i];
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
     else {
       fprintf(stderr, "wisp logits: unexpected argument '%s'\n", a);
@@ -181,7 +183,7 @@ int cmd_logits(int argc, char **argv) {
                                 : parse_token_list(tokens, &ps, &n_prompts);
   if (st) goto fail;
   if ((st = wisp_model_open(model_dir, &m))) goto fail;
-  wisp_session_options opt = {.backend = backend, .threads = threads, .max_context = 0};
+  wisp_session_options opt = {.backend = backend, .threads = threads, .max_context = 0, .profile = profile};
   if ((st = wisp_session_new(m, &opt, &s))) goto fail;
   const int vocab = wisp_model_vocab(m);
   logits = malloc(sizeof(float) * (size_t)vocab);
