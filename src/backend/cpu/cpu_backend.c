@@ -148,17 +148,56 @@ static void cpu_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tok
   for (int t = 0; t < n; t++) c->k->row_f32(E, tokens[t], out->data + (size_t)t * E->cols);
 }
 
+/* Elementwise ops spread over the pool in ranges of `grain` items when
+ * there are enough of them (fn(ctx, i0, i1) handles items [i0, i1)). */
+typedef void (*range_fn)(void *ctx, int i0, int i1);
+typedef struct {
+  range_fn fn;
+  void *ctx;
+  int n, grain;
+} range_job;
+
+static void range_task(void *ctx, int task, int thread) {
+  (void)thread;
+  range_job *j = ctx;
+  int i0 = task * j->grain, i1 = i0 + j->grain < j->n ? i0 + j->grain : j->n;
+  j->fn(j->ctx, i0, i1);
+}
+
+static void run_ranges(cpu_backend *c, int n, int grain, range_fn fn, void *ctx) {
+  if (grain < 1) grain = 1;
+  int tasks = (n + grain - 1) / grain;
+  if (tasks <= 1 || wisp_pool_size(c->pool) == 1) {
+    if (n > 0) fn(ctx, 0, n);
+    return;
+  }
+  range_job j = {fn, ctx, n, grain};
+  wisp_pool_run(c->pool, tasks, range_task, &j);
+}
+
+typedef struct {
+  const float *x, *w;
+  float *out;
+  float eps;
+  int dim;
+} rms_job;
+
+static void rmsnorm_rows(void *ctx, int t0, int t1) {
+  const rms_job *j = ctx;
+  for (int t = t0; t < t1; t++) {
+    const float *xr = j->x + (size_t)t * j->dim;
+    float *o = j->out + (size_t)t * j->dim;
+    double ss = 0;
+    for (int i = 0; i < j->dim; i++) ss += (double)xr[i] * xr[i];
+    float inv = 1.0f / sqrtf((float)(ss / j->dim) + j->eps);
+    for (int i = 0; i < j->dim; i++) o[i] = xr[i] * inv * j->w[i];
+  }
+}
+
 static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
                         wisp_buf *out) {
-  (void)be;
-  for (int t = 0; t < n; t++) {
-    const float *xr = x->data + (size_t)t * dim;
-    float *o = out->data + (size_t)t * dim;
-    double ss = 0;
-    for (int i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
-    float inv = 1.0f / sqrtf((float)(ss / dim) + eps);
-    for (int i = 0; i < dim; i++) o[i] = xr[i] * inv * w->data[i];
-  }
+  rms_job j = {x->data, w->data, out->data, eps, dim};
+  run_ranges(as_cpu(be), n, (16384 + dim - 1) / dim, rmsnorm_rows, &j);
 }
 
 typedef struct {
@@ -562,13 +601,27 @@ static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   wisp_pool_run(c->pool, a->v_heads, dn_task, &j);
 }
 
-static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  (void)be;
-  for (int t = 0; t < n; t++) {
-    const float *g = gu->data + (size_t)t * 2 * ffn, *u = g + ffn;
-    float *o = out->data + (size_t)t * ffn;
-    for (int i = 0; i < ffn; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+typedef struct {
+  const float *gu;
+  float *out;
+  int ffn;
+} swiglu_job;
+
+/* items are the n * ffn outputs, token-major */
+static void swiglu_items(void *ctx, int k0, int k1) {
+  const swiglu_job *j = ctx;
+  for (int k = k0; k < k1;) {
+    const int t = k / j->ffn, i0 = k % j->ffn, i1 = k1 - t * j->ffn < j->ffn ? k1 - t * j->ffn : j->ffn;
+    const float *g = j->gu + (size_t)t * 2 * j->ffn, *u = g + j->ffn;
+    float *o = j->out + (size_t)t * j->ffn;
+    for (int i = i0; i < i1; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    k = t * j->ffn + i1;
   }
+}
+
+static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  swiglu_job j = {gu->data, out->data, ffn};
+  run_ranges(as_cpu(be), n * ffn, 4096, swiglu_items, &j);
 }
 
 static void cpu_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
