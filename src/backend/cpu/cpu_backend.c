@@ -534,27 +534,8 @@ static void dn_task(void *ctx, int h, int thread) {
     const float *v = cv + 2 * K + (size_t)h * dv;
     const float beta = 1.0f / (1.0f + expf(-b));
     const float decay = expf(-A * softplus(av + a->dt_bias->data[h]));
-    /* S *= exp(g); kv = S^T k */
-    for (int e = 0; e < dv; e++) kv[e] = 0;
-    for (int i = 0; i < dk; i++) {
-      float *Si = S + (size_t)i * dv;
-      for (int e = 0; e < dv; e++) {
-        Si[e] *= decay;
-        kv[e] += Si[e] * k[i];
-      }
-    }
-    /* delta = (v - kv) * beta (kept in kv) */
-    for (int e = 0; e < dv; e++) kv[e] = (v[e] - kv[e]) * beta;
-    /* S += k delta^T; o = S^T q */
     float *o = a->out->data + (size_t)t * V + (size_t)h * dv;
-    for (int e = 0; e < dv; e++) o[e] = 0;
-    for (int i = 0; i < dk; i++) {
-      float *Si = S + (size_t)i * dv;
-      for (int e = 0; e < dv; e++) {
-        Si[e] += k[i] * kv[e];
-        o[e] += Si[e] * q[i];
-      }
-    }
+    j->c->k->deltanet_step(S, dk, dv, k, q, v, decay, beta, kv, o);
     /* gated RMSNorm: rmsnorm(o) * w * silu(z) */
     double ss = 0;
     for (int e = 0; e < dv; e++) ss += (double)o[e] * o[e];

@@ -90,9 +90,30 @@ static float dot_q8_0_row_scalar(const wisp_matrix *m, int row, const float *x) 
   return total;
 }
 
+static void deltanet_step_scalar(float *S, int dk, int dv, const float *k, const float *q, const float *v,
+                                 float decay, float beta, float *kv, float *o) {
+  for (int e = 0; e < dv; e++) kv[e] = 0;
+  for (int i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    for (int e = 0; e < dv; e++) {
+      Si[e] *= decay;
+      kv[e] += Si[e] * k[i];
+    }
+  }
+  for (int e = 0; e < dv; e++) kv[e] = (v[e] - kv[e]) * beta;
+  for (int e = 0; e < dv; e++) o[e] = 0;
+  for (int i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    for (int e = 0; e < dv; e++) {
+      Si[e] += k[i] * kv[e];
+      o[e] += Si[e] * q[i];
+    }
+  }
+}
+
 static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,      dot4_f32_scalar,
                                           dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
-                                          dot_q8_0_row_scalar, wisp_matrix_row_f32};
+                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -301,8 +322,45 @@ __attribute__((target("avx2,fma"))) static void row_f32_avx2(const wisp_matrix *
   }
 }
 
+/* The same update, eight columns of S at a time; dv not a multiple of 8
+ * falls back to the scalar loop. */
+__attribute__((target("avx2,fma"))) static void deltanet_step_avx2(float *S, int dk, int dv, const float *k,
+                                                                  const float *q, const float *v, float decay,
+                                                                  float beta, float *kv, float *o) {
+  if (dv % 8) {
+    deltanet_step_scalar(S, dk, dv, k, q, v, decay, beta, kv, o);
+    return;
+  }
+  const __m256 dc = _mm256_set1_ps(decay), bt = _mm256_set1_ps(beta);
+  for (int e = 0; e < dv; e += 8) _mm256_storeu_ps(kv + e, _mm256_setzero_ps());
+  for (int i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    const __m256 ki = _mm256_set1_ps(k[i]);
+    for (int e = 0; e < dv; e += 8) {
+      __m256 s = _mm256_mul_ps(_mm256_loadu_ps(Si + e), dc);
+      _mm256_storeu_ps(Si + e, s);
+      _mm256_storeu_ps(kv + e, _mm256_fmadd_ps(s, ki, _mm256_loadu_ps(kv + e)));
+    }
+  }
+  for (int e = 0; e < dv; e += 8) {
+    __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + e), _mm256_loadu_ps(kv + e)), bt);
+    _mm256_storeu_ps(kv + e, d);
+    _mm256_storeu_ps(o + e, _mm256_setzero_ps());
+  }
+  for (int i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+    for (int e = 0; e < dv; e += 8) {
+      __m256 s = _mm256_fmadd_ps(ki, _mm256_loadu_ps(kv + e), _mm256_loadu_ps(Si + e));
+      _mm256_storeu_ps(Si + e, s);
+      _mm256_storeu_ps(o + e, _mm256_fmadd_ps(s, qi, _mm256_loadu_ps(o + e)));
+    }
+  }
+}
+
 static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot_q4_row_avx2,
-                                        dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2};
+                                        dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2,
+                                        deltanet_step_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }

@@ -20,6 +20,11 @@ typedef struct {
   float (*dot_q8_0_row)(const wisp_matrix *m, int row, const float *x);
   /* dequantize one row of any matrix type into out[cols] */
   void (*row_f32)(const wisp_matrix *m, int row, float *out);
+  /* One Gated DeltaNet state update of one head (backend.h), S [dk][dv]:
+   *   S *= decay; kv = S^T k; delta = (v - kv) * beta; S += k delta^T; o = S^T q
+   * kv is scratch of dv floats. */
+  void (*deltanet_step)(float *S, int dk, int dv, const float *k, const float *q, const float *v, float decay,
+                        float beta, float *kv, float *o);
 } wisp_cpu_kernels;
 
 /* The kernels for this machine (honours WISP_CPU_SCALAR). */
