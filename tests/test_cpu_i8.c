@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_i8.h"
+#include "engine/engine.h"
+#include "fixtures.h"
 #include "test.h"
 
 typedef struct {
@@ -202,4 +204,51 @@ TEST(cpu_i8_picks_a_runnable_set) {
   }
   printf("; picked %s\n", best->name);
   CHECKF(found, "picked a set that is not in the list");
+}
+
+/* ---- through the plan ---- */
+
+/* The throughput profile's plan names the integer products on an AVX2 CPU
+ * and the backend runs them (prefill of several tokens and decode of one):
+ * the logits move by the activation rounding, a little, against the
+ * default plan's exact f32-activation products. */
+TEST(cpu_i8_throughput_plan_runs_integer_products) {
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  const int32_t ids[6] = {87, 105, 115, 112, 32, 105};
+  float out[2][2][512]; /* [profile][prefill, decode] */
+  const char *profiles[2] = {"default", "throughput"};
+  for (int p = 0; p < 2; p++) {
+    wisp_session_options o = {.backend = "cpu", .threads = 2, .profile = profiles[p]};
+    CHECKF(wisp_session_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+    if (!wisp_session_plan(s)->device.has_avx2) {
+      wisp_session_free(s);
+      wisp_model_close(m);
+      SKIP("no AVX2: the registry keeps the exact products everywhere (not run)");
+    }
+    const wisp_matrix *w = m->arch->matrix(m->weights, 3, "mlp.down");
+    const char *want = p ? "q4_i8" : "q4_avx2";
+    CHECKF(!strcmp(w->choice[WISP_PHASE_PREFILL].variant, want) && !strcmp(w->choice[WISP_PHASE_DECODE].variant, want),
+           "%s profile: mlp.down runs %s / %s, want %s", profiles[p], w->choice[0].variant, w->choice[1].variant, want);
+    CHECK(wisp_session_eval(s, ids, 6, out[p][0]) == WISP_OK);
+    wisp_session_free(s);
+    CHECK(wisp_session_new(m, &o, &s) == WISP_OK);
+    for (int i = 0; i < 6; i++) CHECK(wisp_session_eval(s, ids + i, 1, out[p][1]) == WISP_OK);
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+  for (int ph = 0; ph < 2; ph++) {
+    float worst = 0, scale = 0;
+    for (int i = 0; i < 512; i++) {
+      worst = fmaxf(worst, fabsf(out[0][ph][i] - out[1][ph][i]));
+      scale = fmaxf(scale, fabsf(out[0][ph][i]));
+    }
+    printf("  cpu_i8: %s logits, int8 vs exact: max|diff| %.3g of max|logit| %.3g\n", ph ? "decode" : "prefill", worst,
+           scale);
+    CHECKF(worst > 0, "%s: the throughput plan gave the exact logits: the integer products did not run",
+           ph ? "decode" : "prefill");
+    CHECKF(worst <= 0.05f * scale, "%s: int8 logits differ by %g of max|logit| %g", ph ? "decode" : "prefill", worst,
+           scale);
+  }
 }
