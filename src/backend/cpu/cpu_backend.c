@@ -209,6 +209,18 @@ typedef struct {
   float *y;
 } matmul_job;
 
+static void put(const matmul_job *j, int t, int r, float v) {
+  float *dst = j->y + (size_t)t * j->W->rows + r;
+  *dst = j->accumulate ? *dst + v : v;
+}
+
+/* Row r of W as f32: the weights themselves, or dequantized into buf. */
+static const float *row_of(const matmul_job *j, int r, float *buf) {
+  if (j->W->type == WISP_W_F32) return j->W->f32 + (size_t)r * j->W->cols;
+  j->k->row_f32(j->W, r, buf);
+  return buf;
+}
+
 static void matmul_task(void *ctx, int task, int thread) {
   matmul_job *j = ctx;
   const wisp_matrix *W = j->W;
@@ -216,39 +228,35 @@ static void matmul_task(void *ctx, int task, int thread) {
   int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
   if (r1 > N) r1 = N;
   const wisp_cpu_kernels *k = j->k;
-  for (int r = r0; r < r1; r++) {
-    if (j->n == 1) {
-      float v = W->type == WISP_W_F32   ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K)
-                : W->type == WISP_W_Q4K ? k->dot_q4k_row(W, r, j->x)
-                : W->type == WISP_W_F16 ? k->dot_f16_row(W, r, j->x)
+  if (j->n == 1) {
+    for (int r = r0; r < r1; r++) {
+      float v = W->type == WISP_W_F32    ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K)
+                : W->type == WISP_W_Q4K  ? k->dot_q4k_row(W, r, j->x)
+                : W->type == WISP_W_F16  ? k->dot_f16_row(W, r, j->x)
                 : W->type == WISP_W_Q8_0 ? k->dot_q8_0_row(W, r, j->x)
-                                        : k->dot_q4_row(W, r, j->x);
+                                         : k->dot_q4_row(W, r, j->x);
       j->y[r] = j->accumulate ? j->y[r] + v : v;
-      continue;
     }
-    /* Several tokens: dequantize the row once and reuse it for each. */
-    const float *row;
-    if (W->type == WISP_W_F32) row = W->f32 + (size_t)r * K;
-    else {
-      k->row_f32(W, r, j->c->scratch[thread]);
-      row = j->c->scratch[thread];
-    }
+    return;
+  }
+  /* Several tokens: dequantize two rows at a time once and run them against
+   * four tokens at a time (the sums in the same order as one row alone). */
+  float *buf = j->c->scratch[thread];
+  for (int r = r0; r < r1; r += 2) {
+    const int two = r + 1 < r1;
+    const float *rows[2] = {row_of(j, r, buf), two ? row_of(j, r + 1, buf + K) : NULL};
     int t = 0;
     for (; t + 4 <= j->n; t += 4) {
       const float *xs[4] = {j->x + (size_t)t * K, j->x + (size_t)(t + 1) * K, j->x + (size_t)(t + 2) * K,
                             j->x + (size_t)(t + 3) * K};
-      float v[4];
-      k->dot4_f32(row, xs, K, v);
-      for (int u = 0; u < 4; u++) {
-        float *dst = j->y + (size_t)(t + u) * N + r;
-        *dst = j->accumulate ? *dst + v[u] : v[u];
-      }
+      float v[2][4];
+      if (two) k->dot2x4_f32(rows, xs, K, v);
+      else k->dot4_f32(rows[0], xs, K, v[0]);
+      for (int q = 0; q < 1 + two; q++)
+        for (int u = 0; u < 4; u++) put(j, t + u, r + q, v[q][u]);
     }
-    for (; t < j->n; t++) {
-      float v = k->dot_f32(row, j->x + (size_t)t * K, K);
-      float *dst = j->y + (size_t)t * N + r;
-      *dst = j->accumulate ? *dst + v : v;
-    }
+    for (; t < j->n; t++)
+      for (int q = 0; q < 1 + two; q++) put(j, t, r + q, k->dot_f32(rows[q], j->x + (size_t)t * K, K));
   }
 }
 
@@ -317,7 +325,7 @@ static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
   }
   const wisp_cpu_kernels *k = kernels_for(c, variant);
   if (!k) k = c->k; /* prepare_matrix rejected unknown variants already */
-  if (n > 1 && !ensure_scratch(c, (size_t)W->cols)) {
+  if (n > 1 && !ensure_scratch(c, (size_t)2 * W->cols)) {
     /* Out of memory for a row buffer: fall back to per-token dot products. */
     for (int t = 0; t < n; t++) {
       matmul_job j = {c, k, W, x->data + (size_t)(x_row0 + t) * W->cols, 1, accumulate, W->rows,

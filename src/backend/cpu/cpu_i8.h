@@ -49,8 +49,9 @@ int wisp_i8_supported(const wisp_matrix *m);
 void wisp_i8_row_scales(const wisp_matrix *m, int row, float *s, float *o);
 
 /* Per-thread scratch of a product with `cols` columns, in floats: a group
- * of 8 rows transposed (8 * cols bytes) plus their scales and offsets. */
-#define WISP_I8_SCRATCH(cols) ((size_t)(cols) * 3)
+ * of up to 16 rows transposed (16 * cols bytes) plus their scales and
+ * offsets (34 * cols/32 floats). */
+#define WISP_I8_SCRATCH(cols) ((size_t)(cols) * 6)
 
 typedef struct {
   const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni" */

@@ -202,10 +202,12 @@ TGT static inline __attribute__((always_inline)) __m256i FN(unpack_natural)(cons
   return FN(unpack)(type, row, b);
 }
 
-/* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors), their
- * scales and offsets into S, O (nb x 8 floats). */
+/* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors of 32
+ * bytes, `vstride` bytes apart), their scales and offsets into S, O (nb
+ * groups of 8 floats, `lstride` floats apart). */
 TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, const wisp_matrix *W, int row0,
-                                                               int last, uint8_t *ws, float *S, float *O, float *tmp) {
+                                                               int last, uint8_t *ws, float *S, float *O, float *tmp,
+                                                               const int vstride, const int lstride) {
   const int K = W->cols, nb = K / 32;
   const size_t row_bytes = type <= FN(Q4Z)  ? (size_t)K / 2
                            : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
@@ -217,15 +219,15 @@ TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, 
     const float *sp;
     FN(row_scales)(type, W, r, tmp, tmp + nb, &sp);
     for (int b = 0; b < nb; b++) {
-      S[8 * b + k] = sp[b];
-      O[8 * b + k] = type == FN(Q4) ? 8.0f * sp[b] : type == FN(Q8) ? 128.0f * sp[b] : tmp[nb + b];
+      S[(size_t)lstride * b + k] = sp[b];
+      O[(size_t)lstride * b + k] = type == FN(Q4) ? 8.0f * sp[b] : type == FN(Q8) ? 128.0f * sp[b] : tmp[nb + b];
     }
   }
   for (int b = 0; b < nb; b++) {
     __m256i v[8];
     for (int k = 0; k < 8; k++) v[k] = FN(unpack_natural)(type, rq[k], b);
     FN(transpose8)(v);
-    for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(ws + ((size_t)b * 8 + c) * 32), v[c]);
+    for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(ws + ((size_t)b * 8 + c) * vstride), v[c]);
   }
 }
 
@@ -282,13 +284,77 @@ TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, 
   uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
   for (int g = 0; g < nr; g += 8) {
     const int nl = nr - g < 8 ? nr - g : 8;
-    FN(pack8)(type, W, r0 + g, r0 + nr - 1, ws, S, O, tmp);
+    FN(pack8)(type, W, r0 + g, r0 + nr - 1, ws, S, O, tmp, 32, 8);
     int t = 0;
     for (; t + LANES_T <= nt; t += LANES_T)
       FN(lanes_tile)(LANES_T, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
     for (; t < nt; t++) FN(lanes_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
   }
 }
+
+#if LANES16
+/* AVX-512: sixteen rows in the sixteen lanes of a 512-bit vector, packed as
+ * two groups of eight side by side; otherwise as the eight-lane path. */
+TGT static inline __attribute__((always_inline)) void FN(lanes16_tile)(const int T, int nb, const uint8_t *ws,
+                                                                      const float *S, const float *O,
+                                                                      const wisp_i8_act *a, int t, float *y,
+                                                                      size_t ldy, int nlanes, int accumulate) {
+  const int K = nb * 32;
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m512i ia[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) ia[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m512i w = _mm512_loadu_si512((const void *)(ws + ((size_t)b * 8 + c) * 64));
+#pragma GCC unroll 8
+      for (int j = 0; j < T; j++) {
+        int32_t four;
+        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
+        ia[j] = _mm512_dpbusd_epi32(ia[j], w, _mm512_set1_epi32(four));
+      }
+    }
+    __m512 sb = _mm512_loadu_ps(S + 16 * b), ob = _mm512_loadu_ps(O + 16 * b);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const size_t at = (size_t)(t + j) * nb + b;
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(sb, _mm512_set1_ps(a->d[at])), acc[j]);
+      acc[j] = _mm512_fnmadd_ps(ob, _mm512_set1_ps(a->ds[at]), acc[j]);
+    }
+  }
+  const __mmask16 keep = (__mmask16)((1u << nlanes) - 1);
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) {
+    float *dst = y + (size_t)j * ldy;
+    __m512 v = accumulate ? _mm512_add_ps(acc[j], _mm512_maskz_loadu_ps(keep, dst)) : acc[j];
+    _mm512_mask_storeu_ps(dst, keep, v);
+  }
+}
+
+TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type, const wisp_matrix *W, int r0,
+                                                                 int nr, const wisp_i8_act *a, int t0, int nt,
+                                                                 float *y, size_t ldy, int accumulate,
+                                                                 float *scratch) {
+  const int nb = W->cols / 32;
+  float *S = scratch, *O = S + 16 * (size_t)nb, *tmp = O + 16 * (size_t)nb;
+  uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
+  for (int g = 0; g < nr; g += 16) {
+    const int nl = nr - g < 16 ? nr - g : 16;
+    FN(pack8)(type, W, r0 + g, r0 + nr - 1, ws, S, O, tmp, 64, 16);
+    FN(pack8)(type, W, r0 + g + 8, r0 + nr - 1, ws + 32, S + 8, O + 8, tmp, 64, 16);
+    int t = 0;
+    for (; t + 8 <= nt; t += 8)
+      FN(lanes16_tile)(8, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) FN(lanes16_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+  }
+}
+#define LANES_FN FN(lanes16)
+#else
+#define LANES_FN FN(lanes)
+#endif
 
 /* Tokens are taken in chunks that stay in L1 together with the rows of a
  * call (the backend calls with a few dozen rows): each weight row is read
@@ -345,10 +411,10 @@ TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act
   const int lanes = q4 ? a->layout == WISP_I8_NATURAL : nt > 1 && (W->type != WISP_W_Q8_0 || LANES_Q8);
   if (lanes) {
     switch (W->type) {
-      case WISP_W_Q4K: FN(lanes)(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-      case WISP_W_Q8_0: FN(lanes)(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-      case WISP_W_Q4Z: FN(lanes)(FN(Q4Z), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-      default: FN(lanes)(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q4K: LANES_FN(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q8_0: LANES_FN(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q4Z: LANES_FN(FN(Q4Z), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      default: LANES_FN(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     }
     return;
   }
@@ -361,6 +427,7 @@ TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act
 }
 static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
 
+#undef LANES_FN
 #undef CAT2
 #undef CAT
 #undef FN

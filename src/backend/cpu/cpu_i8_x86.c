@@ -1,6 +1,6 @@
 /* The x86 integer kernel sets of cpu_i8.h: AVX2 (maddubs), AVX-VNNI and
- * AVX-512 VNNI (vpdpbusd on 256-bit vectors, with the 32 registers of
- * AVX-512 for a larger tile). Every set is compiled in any x86-64 build
+ * AVX-512 VNNI (vpdpbusd: 512-bit vectors of sixteen rows for prefill,
+ * 256-bit with the 32 registers of AVX-512 for the decode tiles). Every set is compiled in any x86-64 build
  * through function target attributes; cpu_i8.c picks one at run time. The
  * kernel bodies are shared (cpu_i8_body.h), the activation quantizer is the
  * AVX2 one for all three. */
@@ -62,6 +62,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #define TILE_T 4
 #define LANES_T 4
 #define LANES_Q8 0
+#define LANES16 0
 #include "backend/cpu/cpu_i8_body.h"
 #undef SFX
 #undef TGT
@@ -71,6 +72,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef TILE_T
 #undef LANES_T
 #undef LANES_Q8
+#undef LANES16
 
 #define SFX avxvnni
 #define TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
@@ -80,6 +82,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #define TILE_T 4
 #define LANES_T 4
 #define LANES_Q8 1
+#define LANES16 0
 #include "backend/cpu/cpu_i8_body.h"
 #undef SFX
 #undef TGT
@@ -89,6 +92,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef TILE_T
 #undef LANES_T
 #undef LANES_Q8
+#undef LANES16
 
 #define SFX avx512vnni
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -98,6 +102,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #define TILE_T 4
 #define LANES_T 8
 #define LANES_Q8 1
+#define LANES16 1
 #include "backend/cpu/cpu_i8_body.h"
 #undef SFX
 #undef TGT
@@ -107,6 +112,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef TILE_T
 #undef LANES_T
 #undef LANES_Q8
+#undef LANES16
 
 const wisp_i8_kernels *wisp_i8_kernels_avx2(void) { return &kernels_avx2; }
 const wisp_i8_kernels *wisp_i8_kernels_avxvnni(void) { return &kernels_avxvnni; }

@@ -11,6 +11,9 @@ typedef struct {
   float (*dot_f32)(const float *a, const float *b, int n);
   /* out[k] = dot(w, x[k]) for four vectors at once (prefill). */
   void (*dot4_f32)(const float *w, const float *const x[4], int n, float out[4]);
+  /* dot4_f32 for two rows at once (out[r][k] = dot(w[r], x[k])), summed in
+   * the same order as dot4_f32 so that both give the same bits. */
+  void (*dot2x4_f32)(const float *const w[2], const float *const x[4], int n, float out[2][4]);
   /* dot of one Q4/Q4Z row (`cols` elements) with x; zero point 8 for Q4. */
   float (*dot_q4_row)(const wisp_matrix *m, int row, const float *x);
   /* dot of one Q4_K row with x */
