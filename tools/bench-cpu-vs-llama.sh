@@ -15,8 +15,9 @@
 #                  python3 tests/parity/hf_reference.py build --config qwen35-0.8b --seed 1234 --out /tmp/q08/hf
 #                  build/wisp convert /tmp/q08/hf -o models/qwen35-0.8b-q4k --quant q4k
 #                (missing: the model is reported as skipped in the receipt)
-# the artifact goes to GGUF through `wisp export-gguf` (F32) and then
-# `llama-quantize`; then for each thread count (THREADS, default "2") and
+# the artifact goes to GGUF through `wisp export-gguf` (F32; without a
+# tokenizer tools/gguf-none-vocab.py marks it vocabulary-less for llama.cpp)
+# and then `llama-quantize`; then for each thread count (THREADS, default "2") and
 # each of REPS rounds (default 3): `wisp bench --backend cpu --profile
 # throughput -t T --prompt P --decode D` and `llama-bench -p P -n D -t T`.
 # P, D: PROMPT (128), DECODE (64). The receipt keeps every round and the
@@ -26,7 +27,7 @@
 # WISP_PROFILE (throughput: the int8 products; "default" for the exact ones).
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n "2,29p" "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 LB=$(readlink -f "$1")
@@ -77,8 +78,11 @@ for m in $MODELS; do
   f32=$WORK/$m-f32.gguf q=$WORK/$m-$quant.gguf
   if [ ! -s "$q" ]; then
     note "$m: export-gguf + llama-quantize $quant"
-    "$WISP" export-gguf "$art" -o "$f32" >&2 && "$LB/llama-quantize" "$f32" "$q" "$quant" > "$WORK/$m-quantize.log" 2>&1 ||
-      { note "$m: conversion failed (see $WORK/$m-quantize.log)"; rm -f "$q"; continue; }
+    "$WISP" export-gguf "$art" -o "$f32" >&2 || { note "$m: export-gguf failed"; continue; }
+    # an artifact without a tokenizer (the synthetic seed): llama.cpp needs tokenizer.ggml.model
+    if python3 tools/gguf-none-vocab.py "$f32" "$f32.nv" 2> /dev/null; then mv "$f32.nv" "$f32"; fi
+    "$LB/llama-quantize" "$f32" "$q" "$quant" > "$WORK/$m-quantize.log" 2>&1 ||
+      { note "$m: llama-quantize failed (see $WORK/$m-quantize.log)"; rm -f "$q"; continue; }
     rm -f "$f32"
   fi
   for t in $THREADS; do
