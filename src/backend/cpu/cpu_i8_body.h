@@ -134,6 +134,9 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
   const float *ad = a->d + (size_t)t * nb;
   for (int b = 0; b < nb; b++) {
     __m256i u[4];
+    if (T == 1 && (b & 1) == 0) /* decode streams the weights once: ask for the next tile's now */
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) u[i] = FN(unpack)(type, rq[i], b);
 #pragma GCC unroll 4
