@@ -359,6 +359,64 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type
 #define LANES_FN FN(lanes)
 #endif
 
+#if LANES16
+/* AVX-512 decode: two blocks per 512-bit vector (Q4 / Q4Z / Q4_K; nb
+ * even), R rows sharing each activation pair. The pair of scales s_b d_b,
+ * s_b+1 d_b+1 is spread over the two halves with one permute. */
+TGT static inline __attribute__((always_inline)) __m512i FN(unpack2)(const int type, const uint8_t *row, int b) {
+  const __m512i m4 = _mm512_set1_epi8(15);
+  if (type == FN(Q4K)) { /* blocks b, b+1 are the low and high nibbles of one 32-byte run */
+    const uint8_t *qs = row + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1);
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1), m4);
+  }
+  __m256i bytes = _mm256_loadu_si256((const __m256i *)(row + 16 * (size_t)b)); /* [B0 | B1] */
+  __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1);
+  return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), m4); /* [B0 lo, hi, B1 lo, hi] */
+}
+
+TGT static inline __attribute__((always_inline)) void FN(tile512)(const int type, const int R, const wisp_matrix *W,
+                                                                 int row, const wisp_i8_act *a, int t, float *y,
+                                                                 int accumulate, const float *const *s,
+                                                                 const float *o) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = type <= FN(Q4Z) ? (size_t)K / 2 : (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  __m512 acc[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+  const int8_t *aq = a->q + (size_t)t * K;
+  const float *ad = a->d + (size_t)t * nb;
+  const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  for (int b = 0; b < nb; b += 2) {
+    if ((b & 3) == 0)
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+    __m512i q = _mm512_loadu_si512((const void *)(aq + 32 * b));
+    __m128 d2 = _mm_castpd_ps(_mm_load_sd((const double *)(ad + b)));
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), FN(unpack2)(type, rq[i], b), q);
+      __m128 sd = _mm_mul_ps(_mm_castpd_ps(_mm_load_sd((const double *)(s[i] + b))), d2);
+      __m512 sc = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(sd));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) {
+    float v = _mm512_reduce_add_ps(acc[i]);
+    if (type == FN(Q4)) v -= 8.0f * FN(dot_f32)(s[i], a->ds + (size_t)t * nb, nb);
+    else v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)t * nb, nb);
+    y[i] = accumulate ? y[i] + v : v;
+  }
+}
+#define DECODE512(type, nb) ((type) != FN(Q8) && (nb) % 2 == 0)
+#else
+#define DECODE512(type, nb) 0
+#endif
+
 /* Tokens are taken in chunks that stay in L1 together with the rows of a
  * call (the backend calls with a few dozen rows): each weight row is read
  * from memory once per chunk and each token block once per row tile. */
@@ -375,6 +433,19 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
     FN(row_scales)(type, W, r0 + r + i, sb + (size_t)i * nb, ob + (size_t)i * nb, &s[i])
   if (nt == 1) { /* decode: four rows share each activation block */
     int r = 0;
+#if LANES16
+    if (DECODE512(type, nb)) {
+      for (; r + 4 <= nr; r += 4) {
+        ROWS(4);
+        FN(tile512)(type, 4, W, r0 + r, a, t0, y + r, accumulate, s, ob);
+      }
+      for (; r < nr; r++) {
+        ROWS(1);
+        FN(tile512)(type, 1, W, r0 + r, a, t0, y + r, accumulate, s, ob);
+      }
+      return;
+    }
+#endif
     for (; r + 4 <= nr; r += 4) {
       ROWS(4);
       FN(tile)(type, 4, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, ob);
@@ -431,6 +502,7 @@ TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act
 static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
 
 #undef LANES_FN
+#undef DECODE512
 #undef CAT2
 #undef CAT
 #undef FN
