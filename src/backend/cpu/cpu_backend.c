@@ -409,10 +409,10 @@ static void attn_task(void *ctx, int h, int thread) {
       sum += scores[p];
     }
     float inv = (float)(1.0 / sum);
-    float *o = a->out->data + ((size_t)t * a->heads + h) * D;
+    float *restrict o = a->out->data + ((size_t)t * a->heads + h) * D; /* restrict: the loop below vectorizes */
     memset(o, 0, (size_t)D * sizeof(float));
     for (int p = 0; p <= pos; p++) {
-      const float *vr = a->v_cache->data + ((size_t)p * KVH + kvh) * D;
+      const float *restrict vr = a->v_cache->data + ((size_t)p * KVH + kvh) * D;
       float w = scores[p] * inv;
       for (int i = 0; i < D; i++) o[i] += w * vr[i];
     }
