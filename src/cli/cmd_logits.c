@@ -1,6 +1,6 @@
 /* `wisp logits`: final-position logits for parity checks against a reference.
  *
- *   wisp logits [-m DIR] --prompts FILE -o OUT [--greedy N [--decode-loop]] [--backend cpu] [--threads T]
+ *   wisp logits [-m DIR] --prompts FILE -o OUT [--greedy N [--decode-loop]] [--backend cpu] [--threads T] [--profile P]
  *   wisp logits [-m DIR] --tokens 1,2,3 [-o OUT] [--greedy N]
  *
  * FILE is {"prompts": [[ids...], ...], "greedy_prompt": k}. Each prompt is
@@ -148,7 +148,7 @@ static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
 
 int cmd_logits(int argc, char **argv) {
   const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = "cpu";
-  const char *tuning = NULL;
+  const char *tuning = NULL, *profile = NULL;
   int greedy = 0, threads = 0, force = 0, decode_loop = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
@@ -160,6 +160,7 @@ int cmd_logits(int argc, char **argv) {
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile (e.g. throughput: the CPU's int8 products)"},
       {"--decode-loop", CLI_FLAG, &decode_loop, 0, 0, NULL,
        "greedy tokens after the first come from the session's decode loop (as `wisp run` decodes: on WebGPU the "
        "persistent decode where it applies) instead of one eval per token"},
@@ -187,7 +188,8 @@ int cmd_logits(int argc, char **argv) {
                                 : parse_token_list(tokens, &ps, &n_prompts);
   if (st) goto fail;
   if ((st = wisp_model_open(model_dir, &m))) goto fail;
-  wisp_session_options opt = {.backend = backend, .threads = threads, .max_context = 0, .tuning = tuning};
+  wisp_session_options opt = {.backend = backend, .threads = threads, .max_context = 0, .tuning = tuning,
+                              .profile = profile};
   if ((st = wisp_session_new(m, &opt, &s))) goto fail;
   const int vocab = wisp_model_vocab(m);
   logits = malloc(sizeof(float) * (size_t)vocab);

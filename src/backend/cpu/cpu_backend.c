@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_i8.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/threadpool.h"
 #include "format/quant.h"
@@ -22,6 +23,8 @@ typedef struct {
   wisp_backend base;
   wisp_pool *pool;
   const wisp_cpu_kernels *k;
+  const wisp_i8_kernels *i8; /* integer products (cpu_i8.h), the best set this CPU runs */
+  wisp_i8_act act;           /* the current product's activations, quantized */
   /* per-thread scratch, grown on demand */
   float **scratch;
   size_t scratch_len;
@@ -77,8 +80,12 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
 
 /* The plan names a registry variant per matrix and phase; these are the
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
+static int is_i8_variant(const char *variant) {
+  return !strcmp(variant, "q4_i8") || !strcmp(variant, "q4k_i8") || !strcmp(variant, "q8_0_i8");
+}
+
 static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
-  if (!variant[0]) return c->k;
+  if (!variant[0] || is_i8_variant(variant)) return c->k;
   if (!strcmp(variant, "q4_scalar") || !strcmp(variant, "q4k_scalar") || !strcmp(variant, "f16_scalar") ||
       !strcmp(variant, "q8_0_scalar"))
     return wisp_cpu_kernels_scalar();
@@ -109,6 +116,13 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
                        wisp_wtype_name(m->type));
     if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && strcmp(c->k->name, "avx2"))
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel '%s' but this CPU lacks AVX2+FMA+F16C", v);
+    if (is_i8_variant(v)) {
+      wisp_wtype want = !strcmp(v, "q4k_i8") ? WISP_W_Q4K : !strcmp(v, "q8_0_i8") ? WISP_W_Q8_0 : WISP_W_Q4;
+      int fits = m->type == want || (want == WISP_W_Q4 && m->type == WISP_W_Q4Z);
+      if (!fits || !wisp_i8_supported(m))
+        return wisp_fail(WISP_EINVAL, "the plan chose integer kernel '%s' for a %s matrix of %d columns", v,
+                         wisp_wtype_name(m->type), m->cols);
+    }
   }
   return WISP_OK;
 }
@@ -132,17 +146,56 @@ static void cpu_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tok
   for (int t = 0; t < n; t++) c->k->row_f32(E, tokens[t], out->data + (size_t)t * E->cols);
 }
 
+/* Elementwise ops spread over the pool in ranges of `grain` items when
+ * there are enough of them (fn(ctx, i0, i1) handles items [i0, i1)). */
+typedef void (*range_fn)(void *ctx, int i0, int i1);
+typedef struct {
+  range_fn fn;
+  void *ctx;
+  int n, grain;
+} range_job;
+
+static void range_task(void *ctx, int task, int thread) {
+  (void)thread;
+  range_job *j = ctx;
+  int i0 = task * j->grain, i1 = i0 + j->grain < j->n ? i0 + j->grain : j->n;
+  j->fn(j->ctx, i0, i1);
+}
+
+static void run_ranges(cpu_backend *c, int n, int grain, range_fn fn, void *ctx) {
+  if (grain < 1) grain = 1;
+  int tasks = (n + grain - 1) / grain;
+  if (tasks <= 1 || wisp_pool_size(c->pool) == 1) {
+    if (n > 0) fn(ctx, 0, n);
+    return;
+  }
+  range_job j = {fn, ctx, n, grain};
+  wisp_pool_run(c->pool, tasks, range_task, &j);
+}
+
+typedef struct {
+  const float *x, *w;
+  float *out;
+  float eps;
+  int dim;
+} rms_job;
+
+static void rmsnorm_rows(void *ctx, int t0, int t1) {
+  const rms_job *j = ctx;
+  for (int t = t0; t < t1; t++) {
+    const float *xr = j->x + (size_t)t * j->dim;
+    float *o = j->out + (size_t)t * j->dim;
+    double ss = 0;
+    for (int i = 0; i < j->dim; i++) ss += (double)xr[i] * xr[i];
+    float inv = 1.0f / sqrtf((float)(ss / j->dim) + j->eps);
+    for (int i = 0; i < j->dim; i++) o[i] = xr[i] * inv * j->w[i];
+  }
+}
+
 static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
                         wisp_buf *out) {
-  (void)be;
-  for (int t = 0; t < n; t++) {
-    const float *xr = x->data + (size_t)t * dim;
-    float *o = out->data + (size_t)t * dim;
-    double ss = 0;
-    for (int i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
-    float inv = 1.0f / sqrtf((float)(ss / dim) + eps);
-    for (int i = 0; i < dim; i++) o[i] = xr[i] * inv * w->data[i];
-  }
+  rms_job j = {x->data, w->data, out->data, eps, dim};
+  run_ranges(as_cpu(be), n, (16384 + dim - 1) / dim, rmsnorm_rows, &j);
 }
 
 typedef struct {
@@ -154,6 +207,18 @@ typedef struct {
   float *y;
 } matmul_job;
 
+static void put(const matmul_job *j, int t, int r, float v) {
+  float *dst = j->y + (size_t)t * j->W->rows + r;
+  *dst = j->accumulate ? *dst + v : v;
+}
+
+/* Row r of W as f32: the weights themselves, or dequantized into buf. */
+static const float *row_of(const matmul_job *j, int r, float *buf) {
+  if (j->W->type == WISP_W_F32) return j->W->f32 + (size_t)r * j->W->cols;
+  j->k->row_f32(j->W, r, buf);
+  return buf;
+}
+
 static void matmul_task(void *ctx, int task, int thread) {
   matmul_job *j = ctx;
   const wisp_matrix *W = j->W;
@@ -161,48 +226,104 @@ static void matmul_task(void *ctx, int task, int thread) {
   int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
   if (r1 > N) r1 = N;
   const wisp_cpu_kernels *k = j->k;
-  for (int r = r0; r < r1; r++) {
-    if (j->n == 1) {
-      float v = W->type == WISP_W_F32   ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K)
-                : W->type == WISP_W_Q4K ? k->dot_q4k_row(W, r, j->x)
-                : W->type == WISP_W_F16 ? k->dot_f16_row(W, r, j->x)
+  if (j->n == 1) {
+    for (int r = r0; r < r1; r++) {
+      float v = W->type == WISP_W_F32    ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K)
+                : W->type == WISP_W_Q4K  ? k->dot_q4k_row(W, r, j->x)
+                : W->type == WISP_W_F16  ? k->dot_f16_row(W, r, j->x)
                 : W->type == WISP_W_Q8_0 ? k->dot_q8_0_row(W, r, j->x)
-                                        : k->dot_q4_row(W, r, j->x);
+                                         : k->dot_q4_row(W, r, j->x);
       j->y[r] = j->accumulate ? j->y[r] + v : v;
-      continue;
     }
-    /* Several tokens: dequantize the row once and reuse it for each. */
-    const float *row;
-    if (W->type == WISP_W_F32) row = W->f32 + (size_t)r * K;
-    else {
-      k->row_f32(W, r, j->c->scratch[thread]);
-      row = j->c->scratch[thread];
-    }
+    return;
+  }
+  /* Several tokens: dequantize two rows at a time once and run them against
+   * four tokens at a time (the sums in the same order as one row alone). */
+  float *buf = j->c->scratch[thread];
+  for (int r = r0; r < r1; r += 2) {
+    const int two = r + 1 < r1;
+    const float *rows[2] = {row_of(j, r, buf), two ? row_of(j, r + 1, buf + K) : NULL};
     int t = 0;
     for (; t + 4 <= j->n; t += 4) {
       const float *xs[4] = {j->x + (size_t)t * K, j->x + (size_t)(t + 1) * K, j->x + (size_t)(t + 2) * K,
                             j->x + (size_t)(t + 3) * K};
-      float v[4];
-      k->dot4_f32(row, xs, K, v);
-      for (int u = 0; u < 4; u++) {
-        float *dst = j->y + (size_t)(t + u) * N + r;
-        *dst = j->accumulate ? *dst + v[u] : v[u];
-      }
+      float v[2][4];
+      if (two) k->dot2x4_f32(rows, xs, K, v);
+      else k->dot4_f32(rows[0], xs, K, v[0]);
+      for (int q = 0; q < 1 + two; q++)
+        for (int u = 0; u < 4; u++) put(j, t + u, r + q, v[q][u]);
     }
-    for (; t < j->n; t++) {
-      float v = k->dot_f32(row, j->x + (size_t)t * K, K);
-      float *dst = j->y + (size_t)t * N + r;
-      *dst = j->accumulate ? *dst + v : v;
-    }
+    for (; t < j->n; t++)
+      for (int q = 0; q < 1 + two; q++) put(j, t, r + q, k->dot_f32(rows[q], j->x + (size_t)t * K, K));
   }
+}
+
+/* The integer product: activations quantized once (spread over the pool
+ * for a prefill), then rows split into tasks; each task runs its rows over
+ * every token, so a weight row is read from memory once per product. */
+typedef struct {
+  cpu_backend *c;
+  const wisp_matrix *W;
+  const float *x;
+  int n, accumulate, rows_per_task, tokens_per_task;
+  float *y;
+} i8_job;
+
+static void i8_quant_task(void *ctx, int task, int thread) {
+  (void)thread;
+  i8_job *j = ctx;
+  int t0 = task * j->tokens_per_task, t1 = t0 + j->tokens_per_task;
+  if (t1 > j->n) t1 = j->n;
+  j->c->i8->quantize(j->x, t0, t1, &j->c->act);
+}
+
+static void i8_gemm_task(void *ctx, int task, int thread) {
+  i8_job *j = ctx;
+  int r0 = task * j->rows_per_task, nr = j->rows_per_task;
+  if (r0 + nr > j->W->rows) nr = j->W->rows - r0;
+  j->c->i8->gemm(j->W, r0, nr, &j->c->act, 0, j->n, j->y + r0, (size_t)j->W->rows, j->accumulate,
+                 j->c->scratch[thread]);
+}
+
+static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int n, float *y, int accumulate) {
+  const int threads = wisp_pool_size(c->pool);
+  if (!wisp_i8_act_reserve(&c->act, n, W->cols) || !ensure_scratch(c, WISP_I8_SCRATCH(W->cols))) {
+    c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for %d quantized activations", n);
+    return;
+  }
+  c->act.layout = wisp_i8_layout_for(W->type, n);
+  i8_job j = {c, W, x, n, accumulate, 0, 0, y};
+  /* quantize: whole tokens per task */
+  j.tokens_per_task = n < 8 * threads ? 1 : n / (4 * threads);
+  int qtasks = (n + j.tokens_per_task - 1) / j.tokens_per_task;
+  if ((double)n * W->cols < 65536.0) qtasks = 1, j.tokens_per_task = n;
+  if (qtasks == 1) i8_quant_task(&j, 0, 0);
+  else wisp_pool_run(c->pool, qtasks, i8_quant_task, &j);
+  /* rows: a multiple of 4 (the decode tile); enough tasks that a thread
+   * the machine preempts does not hold up the others */
+  int per = W->rows / (threads * (n == 1 ? 8 : 4));
+  per = per < 4 ? 4 : (per + 3) / 4 * 4;
+  if (n > 1 && per > 64) per = 64;
+  j.rows_per_task = per;
+  int tasks = (W->rows + per - 1) / per;
+  if ((double)W->rows * W->cols * n < 131072.0 || tasks == 1) {
+    for (int t = 0; t < tasks; t++) i8_gemm_task(&j, t, 0);
+    return;
+  }
+  wisp_pool_run(c->pool, tasks, i8_gemm_task, &j);
 }
 
 static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                        int accumulate) {
   cpu_backend *c = as_cpu(be);
-  const wisp_cpu_kernels *k = kernels_for(c, W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant);
+  const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
+  if (is_i8_variant(variant) && wisp_i8_supported(W)) {
+    matmul_i8(c, W, x->data + (size_t)x_row0 * W->cols, n, y->data, accumulate);
+    return;
+  }
+  const wisp_cpu_kernels *k = kernels_for(c, variant);
   if (!k) k = c->k; /* prepare_matrix rejected unknown variants already */
-  if (n > 1 && !ensure_scratch(c, (size_t)W->cols)) {
+  if (n > 1 && !ensure_scratch(c, (size_t)2 * W->cols)) {
     /* Out of memory for a row buffer: fall back to per-token dot products. */
     for (int t = 0; t < n; t++) {
       matmul_job j = {c, k, W, x->data + (size_t)(x_row0 + t) * W->cols, 1, accumulate, W->rows,
@@ -286,10 +407,10 @@ static void attn_task(void *ctx, int h, int thread) {
       sum += scores[p];
     }
     float inv = (float)(1.0 / sum);
-    float *o = a->out->data + ((size_t)t * a->heads + h) * D;
+    float *restrict o = a->out->data + ((size_t)t * a->heads + h) * D; /* restrict: the loop below vectorizes */
     memset(o, 0, (size_t)D * sizeof(float));
     for (int p = 0; p <= pos; p++) {
-      const float *vr = a->v_cache->data + ((size_t)p * KVH + kvh) * D;
+      const float *restrict vr = a->v_cache->data + ((size_t)p * KVH + kvh) * D;
       float w = scores[p] * inv;
       for (int i = 0; i < D; i++) o[i] += w * vr[i];
     }
@@ -419,27 +540,8 @@ static void dn_task(void *ctx, int h, int thread) {
     const float *v = cv + 2 * K + (size_t)h * dv;
     const float beta = 1.0f / (1.0f + expf(-b));
     const float decay = expf(-A * softplus(av + a->dt_bias->data[h]));
-    /* S *= exp(g); kv = S^T k */
-    for (int e = 0; e < dv; e++) kv[e] = 0;
-    for (int i = 0; i < dk; i++) {
-      float *Si = S + (size_t)i * dv;
-      for (int e = 0; e < dv; e++) {
-        Si[e] *= decay;
-        kv[e] += Si[e] * k[i];
-      }
-    }
-    /* delta = (v - kv) * beta (kept in kv) */
-    for (int e = 0; e < dv; e++) kv[e] = (v[e] - kv[e]) * beta;
-    /* S += k delta^T; o = S^T q */
     float *o = a->out->data + (size_t)t * V + (size_t)h * dv;
-    for (int e = 0; e < dv; e++) o[e] = 0;
-    for (int i = 0; i < dk; i++) {
-      float *Si = S + (size_t)i * dv;
-      for (int e = 0; e < dv; e++) {
-        Si[e] += k[i] * kv[e];
-        o[e] += Si[e] * q[i];
-      }
-    }
+    j->c->k->deltanet_step(S, dk, dv, k, q, v, decay, beta, kv, o);
     /* gated RMSNorm: rmsnorm(o) * w * silu(z) */
     double ss = 0;
     for (int e = 0; e < dv; e++) ss += (double)o[e] * o[e];
@@ -486,13 +588,27 @@ static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   wisp_pool_run(c->pool, a->v_heads, dn_task, &j);
 }
 
-static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  (void)be;
-  for (int t = 0; t < n; t++) {
-    const float *g = gu->data + (size_t)t * 2 * ffn, *u = g + ffn;
-    float *o = out->data + (size_t)t * ffn;
-    for (int i = 0; i < ffn; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+typedef struct {
+  const float *gu;
+  float *out;
+  int ffn;
+} swiglu_job;
+
+/* items are the n * ffn outputs, token-major */
+static void swiglu_items(void *ctx, int k0, int k1) {
+  const swiglu_job *j = ctx;
+  for (int k = k0; k < k1;) {
+    const int t = k / j->ffn, i0 = k % j->ffn, i1 = k1 - t * j->ffn < j->ffn ? k1 - t * j->ffn : j->ffn;
+    const float *g = j->gu + (size_t)t * 2 * j->ffn, *u = g + j->ffn;
+    float *o = j->out + (size_t)t * j->ffn;
+    for (int i = i0; i < i1; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    k = t * j->ffn + i1;
   }
+}
+
+static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  swiglu_job j = {gu->data, out->data, ffn};
+  run_ranges(as_cpu(be), n * ffn, 4096, swiglu_items, &j);
 }
 
 static void cpu_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
@@ -617,6 +733,7 @@ static void cpu_destroy(wisp_backend *be) {
   }
   free(c->qbuf);
   free(c->dnbuf);
+  wisp_i8_act_free(&c->act);
   wisp_pool_free(c->pool);
   free(c);
 }
@@ -638,6 +755,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
   c->scratch = calloc((size_t)wisp_pool_size(c->pool), sizeof(float *));
   if (!c->scratch) { cpu_destroy(&c->base); return wisp_fail(WISP_ENOMEM, "out of memory"); }
   c->k = wisp_cpu_kernels_get();
+  c->i8 = !strcmp(c->k->name, "scalar") ? wisp_i8_kernels_scalar() : wisp_i8_kernels_get();
   c->base = (wisp_backend){
       .name = "cpu",
       .caps = cpu_caps,

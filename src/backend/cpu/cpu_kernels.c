@@ -41,6 +41,11 @@ static void dot4_f32_scalar(const float *w, const float *const x[4], int n, floa
   for (int k = 0; k < 4; k++) out[k] = dot_f32_scalar(w, x[k], n);
 }
 
+static void dot2x4_f32_scalar(const float *const w[2], const float *const x[4], int n, float out[2][4]) {
+  dot4_f32_scalar(w[0], x, n, out[0]);
+  dot4_f32_scalar(w[1], x, n, out[1]);
+}
+
 /* Q4_K (layout in tensor.h): per sub-block j, sum_i (d*sc*q_i - dmin*m) x_i
  * = d*sc * sum q_i x_i - dmin*m * sum x_i. */
 static float dot_q4k_row_scalar(const wisp_matrix *m, int row, const float *x) {
@@ -90,9 +95,30 @@ static float dot_q8_0_row_scalar(const wisp_matrix *m, int row, const float *x) 
   return total;
 }
 
-static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,      dot4_f32_scalar,
+static void deltanet_step_scalar(float *S, int dk, int dv, const float *k, const float *q, const float *v,
+                                 float decay, float beta, float *kv, float *o) {
+  for (int e = 0; e < dv; e++) kv[e] = 0;
+  for (int i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    for (int e = 0; e < dv; e++) {
+      Si[e] *= decay;
+      kv[e] += Si[e] * k[i];
+    }
+  }
+  for (int e = 0; e < dv; e++) kv[e] = (v[e] - kv[e]) * beta;
+  for (int e = 0; e < dv; e++) o[e] = 0;
+  for (int i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    for (int e = 0; e < dv; e++) {
+      Si[e] += k[i] * kv[e];
+      o[e] += Si[e] * q[i];
+    }
+  }
+}
+
+static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,      dot4_f32_scalar,     dot2x4_f32_scalar,
                                           dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
-                                          dot_q8_0_row_scalar, wisp_matrix_row_f32};
+                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -138,6 +164,35 @@ __attribute__((target("avx2,fma"))) static void dot4_f32_avx2(const float *w, co
   out[3] = hsum256(a3);
   for (; i < n; i++)
     for (int k = 0; k < 4; k++) out[k] += w[i] * x[k][i];
+}
+
+/* Two rows against four tokens: each row load feeds four FMAs and each
+ * token load two; per (row, token) one accumulator in dot4_f32_avx2's order. */
+__attribute__((target("avx2,fma"))) static void dot2x4_f32_avx2(const float *const w[2], const float *const x[4],
+                                                               int n, float out[2][4]) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  const float *w0 = w[0], *w1 = w[1], *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 r0 = _mm256_loadu_ps(w0 + i), r1 = _mm256_loadu_ps(w1 + i), v;
+    v = _mm256_loadu_ps(x0 + i);
+    a0 = _mm256_fmadd_ps(r0, v, a0);
+    b0 = _mm256_fmadd_ps(r1, v, b0);
+    v = _mm256_loadu_ps(x1 + i);
+    a1 = _mm256_fmadd_ps(r0, v, a1);
+    b1 = _mm256_fmadd_ps(r1, v, b1);
+    v = _mm256_loadu_ps(x2 + i);
+    a2 = _mm256_fmadd_ps(r0, v, a2);
+    b2 = _mm256_fmadd_ps(r1, v, b2);
+    v = _mm256_loadu_ps(x3 + i);
+    a3 = _mm256_fmadd_ps(r0, v, a3);
+    b3 = _mm256_fmadd_ps(r1, v, b3);
+  }
+  out[0][0] = hsum256(a0), out[0][1] = hsum256(a1), out[0][2] = hsum256(a2), out[0][3] = hsum256(a3);
+  out[1][0] = hsum256(b0), out[1][1] = hsum256(b1), out[1][2] = hsum256(b2), out[1][3] = hsum256(b3);
+  for (; i < n; i++)
+    for (int r = 0; r < 2; r++)
+      for (int k = 0; k < 4; k++) out[r][k] += w[r][i] * x[k][i];
 }
 
 /* One block of 32 nibbles -> four vectors of 8 floats in element order,
@@ -301,8 +356,45 @@ __attribute__((target("avx2,fma"))) static void row_f32_avx2(const wisp_matrix *
   }
 }
 
-static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot_q4_row_avx2,
-                                        dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2};
+/* The same update, eight columns of S at a time; dv not a multiple of 8
+ * falls back to the scalar loop. */
+__attribute__((target("avx2,fma"))) static void deltanet_step_avx2(float *S, int dk, int dv, const float *k,
+                                                                  const float *q, const float *v, float decay,
+                                                                  float beta, float *kv, float *o) {
+  if (dv % 8) {
+    deltanet_step_scalar(S, dk, dv, k, q, v, decay, beta, kv, o);
+    return;
+  }
+  const __m256 dc = _mm256_set1_ps(decay), bt = _mm256_set1_ps(beta);
+  for (int e = 0; e < dv; e += 8) _mm256_storeu_ps(kv + e, _mm256_setzero_ps());
+  for (int i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    const __m256 ki = _mm256_set1_ps(k[i]);
+    for (int e = 0; e < dv; e += 8) {
+      __m256 s = _mm256_mul_ps(_mm256_loadu_ps(Si + e), dc);
+      _mm256_storeu_ps(Si + e, s);
+      _mm256_storeu_ps(kv + e, _mm256_fmadd_ps(s, ki, _mm256_loadu_ps(kv + e)));
+    }
+  }
+  for (int e = 0; e < dv; e += 8) {
+    __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + e), _mm256_loadu_ps(kv + e)), bt);
+    _mm256_storeu_ps(kv + e, d);
+    _mm256_storeu_ps(o + e, _mm256_setzero_ps());
+  }
+  for (int i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+    for (int e = 0; e < dv; e += 8) {
+      __m256 s = _mm256_fmadd_ps(ki, _mm256_loadu_ps(kv + e), _mm256_loadu_ps(Si + e));
+      _mm256_storeu_ps(Si + e, s);
+      _mm256_storeu_ps(o + e, _mm256_fmadd_ps(s, qi, _mm256_loadu_ps(o + e)));
+    }
+  }
+}
+
+static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,   dot_q4_row_avx2,
+                                        dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2,
+                                        deltanet_step_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }

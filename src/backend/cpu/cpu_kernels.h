@@ -11,6 +11,9 @@ typedef struct {
   float (*dot_f32)(const float *a, const float *b, int n);
   /* out[k] = dot(w, x[k]) for four vectors at once (prefill). */
   void (*dot4_f32)(const float *w, const float *const x[4], int n, float out[4]);
+  /* dot4_f32 for two rows at once (out[r][k] = dot(w[r], x[k])), summed in
+   * the same order as dot4_f32 so that both give the same bits. */
+  void (*dot2x4_f32)(const float *const w[2], const float *const x[4], int n, float out[2][4]);
   /* dot of one Q4/Q4Z row (`cols` elements) with x; zero point 8 for Q4. */
   float (*dot_q4_row)(const wisp_matrix *m, int row, const float *x);
   /* dot of one Q4_K row with x */
@@ -20,6 +23,11 @@ typedef struct {
   float (*dot_q8_0_row)(const wisp_matrix *m, int row, const float *x);
   /* dequantize one row of any matrix type into out[cols] */
   void (*row_f32)(const wisp_matrix *m, int row, float *out);
+  /* One Gated DeltaNet state update of one head (backend.h), S [dk][dv]:
+   *   S *= decay; kv = S^T k; delta = (v - kv) * beta; S += k delta^T; o = S^T q
+   * kv is scratch of dv floats. */
+  void (*deltanet_step)(float *S, int dk, int dv, const float *k, const float *q, const float *v, float decay,
+                        float beta, float *kv, float *o);
 } wisp_cpu_kernels;
 
 /* The kernels for this machine (honours WISP_CPU_SCALAR). */

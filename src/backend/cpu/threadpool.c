@@ -1,24 +1,44 @@
-/* Thread pool: workers sleep on a condition variable between jobs and take
- * task indices from an atomic counter, so uneven tasks balance themselves. */
+/* Thread pool: workers take task indices from an atomic counter, so uneven
+ * tasks balance themselves. Between jobs a worker spins for a while (a
+ * forward pass runs its products back to back, with only short
+ * single-threaded ops between them), yielding the core now and then in case
+ * the machine is oversubscribed, and sleeps on a condition variable once
+ * the pool has been idle longer than that. The caller waits for the last
+ * worker the same way. */
 #include "backend/cpu/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* Spin iterations before sleeping, and after how many the spinner starts
+ * yielding (every YIELD_EVERY iterations). A pause is tens of nanoseconds,
+ * so a worker stays awake for a fraction of a millisecond after a job. */
+enum { SPIN_LIMIT = 1 << 14, SPIN_PURE = 1 << 9, YIELD_EVERY = 32 };
 
 struct wisp_pool {
   int n_threads;
   pthread_t *threads;
   pthread_mutex_t mu;
   pthread_cond_t wake, done;
-  /* current job */
+  /* current job, written before `generation` is bumped */
   wisp_task_fn fn;
   void *ctx;
   int n_tasks;
   atomic_int next_task;
-  int generation;  /* bumped per job so workers know there is new work */
-  int busy;        /* workers still inside the current job */
-  int quit;
+  atomic_int generation; /* bumped per job (under mu) so workers know there is new work */
+  atomic_int pending;    /* workers still inside the current job */
+  atomic_int sleepers;   /* workers waiting on `wake` */
+  atomic_int caller_sleeps;
+  atomic_int quit;
 };
 
 typedef struct { wisp_pool *p; int index; } worker_arg;
@@ -31,23 +51,39 @@ static void drain(wisp_pool *p, int thread) {
   }
 }
 
+/* Spins until *v != old (1) or the spin budget is spent (0). */
+static int spin_while_equal(atomic_int *v, int old) {
+  for (int i = 0; i < SPIN_LIMIT; i++) {
+    if (atomic_load_explicit(v, memory_order_acquire) != old) return 1;
+    CPU_RELAX();
+    if (i >= SPIN_PURE && i % YIELD_EVERY == 0) sched_yield();
+  }
+  return 0;
+}
+
 static void *worker_main(void *arg) {
   worker_arg *wa = arg;
   wisp_pool *p = wa->p;
   int index = wa->index;
   free(wa);
   int seen = 0;
-  pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->quit && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-    if (p->quit) break;
-    seen = p->generation;
-    pthread_mutex_unlock(&p->mu);
+    if (!spin_while_equal(&p->generation, seen)) {
+      pthread_mutex_lock(&p->mu);
+      atomic_fetch_add(&p->sleepers, 1);
+      while (!atomic_load(&p->quit) && atomic_load(&p->generation) == seen) pthread_cond_wait(&p->wake, &p->mu);
+      atomic_fetch_sub(&p->sleepers, 1);
+      pthread_mutex_unlock(&p->mu);
+    }
+    if (atomic_load(&p->quit)) break;
+    seen = atomic_load(&p->generation);
     drain(p, index);
-    pthread_mutex_lock(&p->mu);
-    if (--p->busy == 0) pthread_cond_signal(&p->done);
+    if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeps)) {
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_signal(&p->done);
+      pthread_mutex_unlock(&p->mu);
+    }
   }
-  pthread_mutex_unlock(&p->mu);
   return NULL;
 }
 
@@ -78,7 +114,8 @@ wisp_pool *wisp_pool_new(int n_threads) {
 void wisp_pool_free(wisp_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
-  p->quit = 1;
+  atomic_store(&p->quit, 1);
+  atomic_fetch_add(&p->generation, 1);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
@@ -97,17 +134,28 @@ void wisp_pool_run(wisp_pool *p, int n_tasks, wisp_task_fn fn, void *ctx) {
     for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
     return;
   }
-  pthread_mutex_lock(&p->mu);
   p->fn = fn;
   p->ctx = ctx;
   p->n_tasks = n_tasks;
   atomic_store(&p->next_task, 0);
-  p->busy = p->n_threads - 1;
-  p->generation++;
-  pthread_cond_broadcast(&p->wake);
+  atomic_store(&p->pending, p->n_threads - 1);
+  /* The bump happens under the mutex so that a worker deciding to sleep
+   * (which checks the generation under it) cannot miss it. */
+  pthread_mutex_lock(&p->mu);
+  atomic_fetch_add(&p->generation, 1);
+  if (atomic_load(&p->sleepers) > 0) pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   drain(p, 0);
-  pthread_mutex_lock(&p->mu);
-  while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
-  pthread_mutex_unlock(&p->mu);
+  for (int i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
+    if (i < SPIN_LIMIT) {
+      CPU_RELAX();
+      if (i >= SPIN_PURE && i % YIELD_EVERY == 0) sched_yield();
+      continue;
+    }
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->caller_sleeps, 1);
+    while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
+    atomic_store(&p->caller_sleeps, 0);
+    pthread_mutex_unlock(&p->mu);
+  }
 }

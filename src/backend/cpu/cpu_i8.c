@@ -1,0 +1,212 @@
+/* Integer products (see cpu_i8.h): activation buffers, per-row block scales,
+ * the scalar reference kernels and the run-time choice between kernel sets. */
+#include "backend/cpu/cpu_i8.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int wisp_i8_act_reserve(wisp_i8_act *a, int n, int K) {
+  size_t nq = (size_t)n * (size_t)K, nb = nq / 32;
+  if (nq > a->cap_q) {
+    int8_t *q = realloc(a->q, nq);
+    if (!q) return 0;
+    a->q = q;
+    a->cap_q = nq;
+  }
+  if (nb > a->cap_b) {
+    float *d = realloc(a->d, nb * sizeof(float));
+    if (!d) return 0;
+    a->d = d;
+    float *ds = realloc(a->ds, nb * sizeof(float));
+    if (!ds) return 0;
+    a->ds = ds;
+    a->cap_b = nb;
+  }
+  a->n = n;
+  a->K = K;
+  return 1;
+}
+
+void wisp_i8_act_free(wisp_i8_act *a) {
+  free(a->q);
+  free(a->d);
+  free(a->ds);
+  memset(a, 0, sizeof *a);
+}
+
+int wisp_i8_layout_for(wisp_wtype t, int n) {
+  return (t == WISP_W_Q4 || t == WISP_W_Q4Z) && n == 1 ? WISP_I8_PAIRED : WISP_I8_NATURAL;
+}
+
+int wisp_i8_supported(const wisp_matrix *m) {
+  switch (m->type) {
+    case WISP_W_Q4:
+    case WISP_W_Q4Z:
+    case WISP_W_Q8_0: return m->cols > 0 && m->cols % 32 == 0;
+    case WISP_W_Q4K: return m->cols > 0 && m->cols % WISP_Q4K_BLOCK == 0;
+    default: return 0;
+  }
+}
+
+static float f16_at(const uint8_t *p) { return wisp_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+void wisp_i8_row_scales(const wisp_matrix *m, int row, float *s, float *o) {
+  const int nb = m->cols / 32;
+  if (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) {
+    const float *sc = m->scales + (size_t)row * nb;
+    for (int b = 0; b < nb; b++) {
+      int z = 8;
+      if (m->type == WISP_W_Q4Z) {
+        size_t blk = (size_t)row * nb + b;
+        uint8_t byte = m->zp[blk >> 1];
+        z = (blk & 1) ? byte >> 4 : byte & 15;
+      }
+      s[b] = sc[b];
+      o[b] = (float)z * sc[b];
+    }
+  } else if (m->type == WISP_W_Q4K) {
+    const int nsb = m->cols / WISP_Q4K_BLOCK;
+    const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q4K_BYTES;
+    for (int k = 0; k < nsb; k++, blk += WISP_Q4K_BYTES) {
+      float d = f16_at(blk), dmin = f16_at(blk + 2);
+      for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        wisp_q4k_scale_min(blk + 4, j, &sc, &mn);
+        s[8 * k + j] = d * (float)sc;
+        o[8 * k + j] = dmin * (float)mn;
+      }
+    }
+  } else { /* Q8_0 */
+    const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q8_0_BYTES;
+    for (int b = 0; b < nb; b++) {
+      s[b] = f16_at(blk + (size_t)b * WISP_Q8_0_BYTES);
+      o[b] = 0;
+    }
+  }
+}
+
+/* ---- scalar reference ---- */
+
+/* Position of element e of a block in layout `layout`. */
+static int slot(int layout, int e) { return layout == WISP_I8_PAIRED ? (e & 1) * 16 + (e >> 1) : e; }
+
+static void quantize_scalar(const float *x, int t0, int t1, wisp_i8_act *a) {
+  const int K = a->K, nb = K / 32;
+  for (int t = t0; t < t1; t++)
+    for (int b = 0; b < nb; b++) {
+      const float *xb = x + (size_t)t * K + 32 * b;
+      int8_t *q = a->q + (size_t)t * K + 32 * b;
+      float amax = 0;
+      for (int e = 0; e < 32; e++) amax = fmaxf(amax, fabsf(xb[e]));
+      float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (int e = 0; e < 32; e++) {
+        int v = (int)lrintf(xb[e] * id);
+        q[slot(a->layout, e)] = (int8_t)v;
+        sum += v;
+      }
+      a->d[(size_t)t * nb + b] = d;
+      a->ds[(size_t)t * nb + b] = d * (float)sum;
+    }
+}
+
+/* The weight integer u of element e in block b of a row (Q8_0: signed). */
+static int weight_int(const wisp_matrix *m, int row, int b, int e) {
+  if (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) {
+    uint8_t byte = m->q[(size_t)row * (m->cols / 2) + 16 * b + e / 2];
+    return e & 1 ? byte >> 4 : byte & 15;
+  }
+  if (m->type == WISP_W_Q4K) {
+    const uint8_t *blk = m->q + ((size_t)row * (m->cols / WISP_Q4K_BLOCK) + b / 8) * WISP_Q4K_BYTES;
+    int j = b % 8;
+    uint8_t byte = blk[16 + 32 * (j / 2) + e];
+    return j & 1 ? byte >> 4 : byte & 15;
+  }
+  return (int8_t)m->q[((size_t)row * (m->cols / 32) + b) * WISP_Q8_0_BYTES + 2 + e];
+}
+
+static void gemm_scalar(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y,
+                        size_t ldy, int accumulate, float *scratch) {
+  const int K = W->cols, nb = K / 32;
+  float *s = scratch, *o = scratch + nb;
+  for (int r = r0; r < r0 + nr; r++) {
+    wisp_i8_row_scales(W, r, s, o);
+    for (int t = t0; t < t0 + nt; t++) {
+      const int8_t *q = a->q + (size_t)t * K;
+      const float *d = a->d + (size_t)t * nb, *ds = a->ds + (size_t)t * nb;
+      float acc = 0, off = 0;
+      for (int b = 0; b < nb; b++) {
+        int32_t dot = 0;
+        for (int e = 0; e < 32; e++) dot += weight_int(W, r, b, e) * q[32 * b + slot(a->layout, e)];
+        acc += s[b] * d[b] * (float)dot;
+        off += o[b] * ds[b];
+      }
+      float v = acc - off;
+      float *dst = y + (size_t)(t - t0) * ldy + (r - r0);
+      *dst = accumulate ? *dst + v : v;
+    }
+  }
+}
+
+static const wisp_i8_kernels k_scalar = {"scalar", quantize_scalar, gemm_scalar};
+
+const wisp_i8_kernels *wisp_i8_kernels_scalar(void) { return &k_scalar; }
+
+/* ---- choosing ---- */
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+static uint64_t xgetbv0(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t)hi << 32 | lo;
+}
+
+void wisp_cpu_features_get(wisp_cpu_features *f) {
+  memset(f, 0, sizeof *f);
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+  int fma = c >> 12 & 1, osxsave = c >> 27 & 1, avx = c >> 28 & 1, f16c = c >> 29 & 1;
+  if (!osxsave || !avx) return;
+  uint64_t xcr0 = xgetbv0();
+  int ymm_state = (xcr0 & 6) == 6, zmm_state = (xcr0 & 0xe6) == 0xe6;
+  if (!ymm_state || __get_cpuid_max(0, NULL) < 7) return;
+  __cpuid_count(7, 0, a, b, c, d);
+  int avx2 = b >> 5 & 1, avx512f = b >> 16 & 1, avx512bw = b >> 30 & 1, avx512vl = b >> 31 & 1;
+  int avx512vnni = c >> 11 & 1;
+  unsigned a1, b1, c1, d1;
+  __cpuid_count(7, 1, a1, b1, c1, d1);
+  int avxvnni = a1 >> 4 & 1;
+  f->avx2_fma_f16c = avx2 && fma && f16c;
+  f->avxvnni = f->avx2_fma_f16c && avxvnni;
+  f->avx512vnni = f->avx2_fma_f16c && zmm_state && avx512f && avx512bw && avx512vl && avx512vnni;
+}
+#else
+void wisp_cpu_features_get(wisp_cpu_features *f) { memset(f, 0, sizeof *f); }
+#endif
+
+int wisp_i8_kernels_all(const wisp_i8_kernels **sets, int *runnable, int cap) {
+  wisp_cpu_features f;
+  wisp_cpu_features_get(&f);
+  const wisp_i8_kernels *all[4] = {wisp_i8_kernels_avx512vnni(), wisp_i8_kernels_avxvnni(), wisp_i8_kernels_avx2(),
+                                   &k_scalar};
+  const int can[4] = {f.avx512vnni, f.avxvnni, f.avx2_fma_f16c, 1};
+  int n = 0;
+  for (int i = 0; i < 4 && n < cap; i++)
+    if (all[i]) {
+      sets[n] = all[i];
+      runnable[n++] = can[i];
+    }
+  return n;
+}
+
+const wisp_i8_kernels *wisp_i8_kernels_get(void) {
+  const wisp_i8_kernels *sets[4];
+  int can[4];
+  int n = wisp_i8_kernels_all(sets, can, 4);
+  for (int i = 0; i < n; i++)
+    if (can[i]) return sets[i];
+  return &k_scalar;
+}

@@ -1,0 +1,88 @@
+/* Integer products for the CPU backend: activations quantized to int8 per
+ * block of 32 (one f32 scale per block, like ggml's Q8_0), multiplied with
+ * the 4-bit and 8-bit weight types in integer arithmetic.
+ *
+ * Every weight type with 32-element blocks is read as
+ *     w = s[b] * u - o[b]          (u an unsigned nibble, or int8 for Q8_0)
+ * so that for one row and one token
+ *     y = sum_b s[b] * d[b] * idot(u_b, q_b)  -  sum_b o[b] * d[b] * sum(q_b)
+ * with d[b] the activation block's scale and q_b its int8 values:
+ *     Q4   s = scale, o = 8 * scale        Q4Z  s = scale, o = zp * scale
+ *     Q4_K s = d * sc[j], o = dmin * m[j]  Q8_0 s = d, o = 0 (signed weights)
+ * The kernel sets (scalar reference, AVX2 maddubs, AVX-VNNI, AVX-512 VNNI)
+ * compute exactly these integers; they differ only in the order of the f32
+ * sums. F32 and F16 weights have no integer product (they keep f32
+ * activations). */
+#ifndef WISP_CPU_I8_H
+#define WISP_CPU_I8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/tensor.h"
+
+/* Where the int8 values of one block sit. NATURAL: element e at e.
+ * PAIRED (Q4 / Q4Z, whose bytes hold elements 2j and 2j+1): the 16 even
+ * elements first, then the 16 odd ones, matching the low and high nibbles
+ * of the block's 16 bytes. */
+enum { WISP_I8_NATURAL = 0, WISP_I8_PAIRED = 1 };
+
+/* n tokens of K values quantized: q [n][K], d and ds [n][K/32], where
+ * ds = d * (sum of the block's q). Grown on demand by wisp_i8_act_reserve. */
+typedef struct {
+  int n, K, layout;
+  int8_t *q;
+  float *d, *ds;
+  size_t cap_q, cap_b;
+} wisp_i8_act;
+
+/* 1 on success, 0 out of memory. */
+int wisp_i8_act_reserve(wisp_i8_act *a, int n, int K);
+void wisp_i8_act_free(wisp_i8_act *a);
+/* The layout the kernels read for a product of n tokens: PAIRED for Q4 /
+ * Q4Z decode (n == 1), else NATURAL. Every kernel set takes both. */
+int wisp_i8_layout_for(wisp_wtype t, int n);
+/* 1 when a matrix can take the integer product (Q4, Q4Z, Q4_K, Q8_0 with
+ * whole 32-blocks). */
+int wisp_i8_supported(const wisp_matrix *m);
+/* The per-block s[] and o[] of one row (cols/32 each). */
+void wisp_i8_row_scales(const wisp_matrix *m, int row, float *s, float *o);
+
+/* Per-thread scratch of a product with `cols` columns, in floats: a group
+ * of up to 16 rows transposed (16 * cols bytes) plus their scales and
+ * offsets (34 * cols/32 floats). */
+#define WISP_I8_SCRATCH(cols) ((size_t)(cols) * 6)
+
+typedef struct {
+  const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni" */
+  /* Quantizes rows t0..t1-1 of x ([n][K] f32, K a multiple of 32) into a
+   * (already reserved for K and at least t1 rows, layout set): d =
+   * max|x|/127, q = round-to-nearest-even(x * (127/max|x|)). Every kernel set
+   * writes the same bytes. */
+  void (*quantize)(const float *x, int t0, int t1, wisp_i8_act *a);
+  /* y[(t - t0) * ldy + (r - r0)] (+)= row r of W . token t of a, for r in
+   * [r0, r0+nr), t in [t0, t0+nt). scratch holds WISP_I8_SCRATCH(cols)
+   * floats. */
+  void (*gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y, size_t ldy,
+               int accumulate, float *scratch);
+} wisp_i8_kernels;
+
+/* Kernel sets, best first; wisp_i8_kernels_get picks the best this CPU runs
+ * (cpuid), wisp_i8_kernels_all lists all compiled ones with whether this CPU
+ * can run each (for the tests). */
+const wisp_i8_kernels *wisp_i8_kernels_get(void);
+const wisp_i8_kernels *wisp_i8_kernels_scalar(void);
+int wisp_i8_kernels_all(const wisp_i8_kernels **sets, int *runnable, int cap);
+
+/* Set implementations (cpu_i8_x86.c); NULL off x86-64. */
+const wisp_i8_kernels *wisp_i8_kernels_avx2(void);
+const wisp_i8_kernels *wisp_i8_kernels_avxvnni(void);
+const wisp_i8_kernels *wisp_i8_kernels_avx512vnni(void);
+
+/* What this CPU offers (cpuid + the OS's saved register state). */
+typedef struct {
+  int avx2_fma_f16c, avxvnni, avx512vnni;
+} wisp_cpu_features;
+void wisp_cpu_features_get(wisp_cpu_features *f);
+
+#endif

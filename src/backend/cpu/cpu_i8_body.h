@@ -1,0 +1,508 @@
+/* The body of one x86 integer kernel set (cpu_i8.h), included by
+ * cpu_i8_x86.c once per instruction set with these macros defined:
+ *   SFX        suffix of the function names (avx2, avxvnni, avx512vnni)
+ *   TGT        the function attribute naming the target features
+ *   IDOT(u, q) 8 int32 lanes, each the sum of 4 products u8(u) * s8(q)
+ *   TILE_R, TILE_T  rows x tokens of one prefill tile (registers permitting)
+ * Every function computes the integers of cpu_i8.h exactly; only the
+ * order of the f32 sums differs from the scalar reference. */
+
+#define CAT2(a, b) a##_##b
+#define CAT(a, b) CAT2(a, b)
+#define FN(x) CAT(x, SFX)
+
+enum { FN(Q4) = 0, FN(Q4Z) = 1, FN(Q4K) = 2, FN(Q8) = 3 };
+
+/* The 32 weight integers of block b of a row, in the activation layout:
+ * Q4 (PAIRED) low nibbles then high nibbles of its 16 bytes; Q4_K the low
+ * or high nibbles of the 32 bytes its sub-block shares with its neighbour;
+ * Q8_0 the signed bytes. */
+TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int type, const uint8_t *row, int b) {
+  const __m256i m4 = _mm256_set1_epi8(15);
+  if (type == FN(Q4) || type == FN(Q4Z)) {
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(row + 16 * b));
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(bytes), _mm_srli_epi16(bytes, 4), 1);
+    return _mm256_and_si256(v, m4);
+  }
+  if (type == FN(Q4K)) {
+    const uint8_t *qs = row + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1);
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm256_and_si256(b & 1 ? _mm256_srli_epi16(bytes, 4) : bytes, m4);
+  }
+  return _mm256_loadu_si256((const __m256i *)(row + (size_t)b * WISP_Q8_0_BYTES + 2));
+}
+
+TGT static inline __attribute__((always_inline)) float FN(hsum)(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* sum_b o[b] * ds[b] */
+TGT static inline float FN(dot_f32)(const float *o, const float *ds, int nb) {
+  __m256 acc = _mm256_setzero_ps();
+  int b = 0;
+  for (; b + 8 <= nb; b += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(o + b), _mm256_loadu_ps(ds + b), acc);
+  float s = FN(hsum)(acc);
+  for (; b < nb; b++) s += o[b] * ds[b];
+  return s;
+}
+
+/* The block scales s[] and offsets o[] of one row (cpu_i8.h). Q4 needs no
+ * copy: s is the stored scales and o = 8 s, applied in the tile; Q4Z's
+ * o = zp * s, Q4_K's s = d sc and o = dmin m, Q8_0's s = d (o = 0). *s_out
+ * points at the scales to use. */
+TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int type, const wisp_matrix *W, int row,
+                                                                    float *s, float *o, const float **s_out) {
+  const int nb = W->cols / 32;
+  if (type == FN(Q4)) {
+    *s_out = W->scales + (size_t)row * nb;
+    return;
+  }
+  *s_out = s;
+  if (type == FN(Q4Z)) {
+    const float *sc = W->scales + (size_t)row * nb;
+    size_t first = (size_t)row * nb;
+    int b = 0;
+    if (!(first & 1)) /* whole zero-point bytes: 8 blocks from 4 bytes */
+      for (; b + 8 <= nb; b += 8) {
+        uint32_t four;
+        memcpy(&four, W->zp + ((first + b) >> 1), 4);
+        __m128i bytes = _mm_cvtsi32_si128((int)four);
+        __m128i lo = _mm_and_si128(bytes, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(15));
+        __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
+        _mm256_storeu_ps(o + b, _mm256_mul_ps(z, _mm256_loadu_ps(sc + b)));
+      }
+    for (; b < nb; b++) {
+      size_t blk = first + b;
+      uint8_t byte = W->zp[blk >> 1];
+      o[b] = (float)((blk & 1) ? byte >> 4 : byte & 15) * sc[b];
+    }
+    memcpy(s, sc, (size_t)nb * sizeof(float));
+    return;
+  }
+  if (type == FN(Q4K)) {
+    const int nsb = W->cols / WISP_Q4K_BLOCK;
+    const uint8_t *blk = W->q + (size_t)row * nsb * WISP_Q4K_BYTES;
+    for (int k = 0; k < nsb; k++, blk += WISP_Q4K_BYTES) {
+      uint16_t hd, hm;
+      memcpy(&hd, blk, 2);
+      memcpy(&hm, blk + 2, 2);
+      __m256 d = _mm256_set1_ps(_cvtsh_ss(hd)), dmin = _mm256_set1_ps(_cvtsh_ss(hm));
+      const uint8_t *p = blk + 4;
+      int sc[8], mn[8];
+      for (int j = 0; j < 4; j++) {
+        sc[j] = p[j] & 63;
+        mn[j] = p[j + 4] & 63;
+        sc[j + 4] = (p[j + 8] & 15) | (p[j] >> 6) << 4;
+        mn[j + 4] = (p[j + 8] >> 4) | (p[j + 4] >> 6) << 4;
+      }
+      _mm256_storeu_ps(s + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc))));
+      _mm256_storeu_ps(o + 8 * k, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)mn))));
+    }
+    return;
+  }
+  const uint8_t *blk = W->q + (size_t)row * nb * WISP_Q8_0_BYTES;
+  for (int b = 0; b < nb; b++) {
+    uint16_t h;
+    memcpy(&h, blk + (size_t)b * WISP_Q8_0_BYTES, 2);
+    s[b] = _cvtsh_ss(h);
+  }
+}
+
+/* R rows (from `row`) x T tokens (from `t`); s/o hold the rows' block
+ * scales and offsets (R x nb each). R <= 4, T <= 4, both constants after
+ * inlining so that the accumulators stay in registers. */
+TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, const int R, const int T,
+                                                              const wisp_matrix *W, int row, const wisp_i8_act *a,
+                                                              int t, float *y, size_t ldy, int accumulate,
+                                                              const float *const *s, const float *o) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = type <= FN(Q4Z)  ? (size_t)K / 2
+                           : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
+                                             : (size_t)nb * WISP_Q8_0_BYTES;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  __m256 acc[4][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();
+  const int8_t *aq = a->q + (size_t)t * K;
+  const float *ad = a->d + (size_t)t * nb;
+  for (int b = 0; b < nb; b++) {
+    __m256i u[4];
+    if (T == 1 && (b & 1) == 0) /* decode streams the weights once: ask for the next tile's now */
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) u[i] = FN(unpack)(type, rq[i], b);
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) {
+      __m256i q = _mm256_loadu_si256((const __m256i *)(aq + (size_t)j * K + 32 * b));
+      __m256 dj = _mm256_broadcast_ss(ad + (size_t)j * nb + b);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) {
+        __m256i p = type == FN(Q8) ? IDOT(_mm256_sign_epi8(u[i], u[i]), _mm256_sign_epi8(q, u[i])) : IDOT(u[i], q);
+        __m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(s[i] + b), dj);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i][j]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < T; j++)
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      float v = FN(hsum)(acc[i][j]);
+      if (type == FN(Q4)) v -= 8.0f * FN(dot_f32)(s[i], a->ds + (size_t)(t + j) * nb, nb);
+      else if (type != FN(Q8)) v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)(t + j) * nb, nb);
+      float *dst = y + (size_t)j * ldy + i;
+      *dst = accumulate ? *dst + v : v;
+    }
+}
+
+
+/* ---- prefill: eight rows in the eight lanes ----
+ * A group of 8 rows is transposed once into scratch so that one 32-byte
+ * vector holds 4 consecutive weights of each of the 8 rows; a token's 4
+ * matching int8 values are broadcast to all lanes, and one IDOT_ACC then
+ * advances 8 rows by 4 elements. The group's weights stay in L1 while every
+ * token of the call passes over them. Activations are NATURAL; Q8_0's
+ * signed weights are stored as w + 128 (offset o = 128 s), which the
+ * non-saturating VNNI products take (AVX2's maddubs would saturate, so
+ * AVX2 keeps Q8_0 on the row tiles). */
+
+/* 8 rows x 8 dwords -> 8 vectors, vector c holding dword c of each row. */
+TGT static inline __attribute__((always_inline)) void FN(transpose8)(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; h++) { /* rows 0-3, rows 4-7 */
+    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+    r[c + 4] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+  }
+}
+
+/* The 32 weights of block b of a row as unsigned bytes in element order. */
+TGT static inline __attribute__((always_inline)) __m256i FN(unpack_natural)(const int type, const uint8_t *row, int b) {
+  if (type == FN(Q4) || type == FN(Q4Z)) {
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(row + 16 * b));
+    __m128i m4 = _mm_set1_epi8(15);
+    __m128i lo = _mm_and_si128(bytes, m4), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)), _mm_unpackhi_epi8(lo, hi), 1);
+  }
+  if (type == FN(Q8)) return _mm256_xor_si256(FN(unpack)(type, row, b), _mm256_set1_epi8((char)0x80));
+  return FN(unpack)(type, row, b);
+}
+
+/* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors of 32
+ * bytes, `vstride` bytes apart), their scales and offsets into S, O (nb
+ * groups of 8 floats, `lstride` floats apart). */
+TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, const wisp_matrix *W, int row0,
+                                                               int last, uint8_t *ws, float *S, float *O, float *tmp,
+                                                               const int vstride, const int lstride) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = type <= FN(Q4Z)  ? (size_t)K / 2
+                           : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
+                                             : (size_t)nb * WISP_Q8_0_BYTES;
+  const uint8_t *rq[8];
+  for (int k = 0; k < 8; k++) {
+    int r = row0 + k > last ? last : row0 + k;
+    rq[k] = W->q + (size_t)r * row_bytes;
+    const float *sp;
+    FN(row_scales)(type, W, r, tmp, tmp + nb, &sp);
+    for (int b = 0; b < nb; b++) {
+      S[(size_t)lstride * b + k] = sp[b];
+      O[(size_t)lstride * b + k] = type == FN(Q4) ? 8.0f * sp[b] : type == FN(Q8) ? 128.0f * sp[b] : tmp[nb + b];
+    }
+  }
+  for (int b = 0; b < nb; b++) {
+    __m256i v[8];
+    for (int k = 0; k < 8; k++) v[k] = FN(unpack_natural)(type, rq[k], b);
+    FN(transpose8)(v);
+    for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(ws + ((size_t)b * 8 + c) * vstride), v[c]);
+  }
+}
+
+/* T tokens (from t) x the packed group; writes lanes < nlanes. */
+TGT static inline __attribute__((always_inline)) void FN(lanes_tile)(const int T, int nb, const uint8_t *ws,
+                                                                    const float *S, const float *O,
+                                                                    const wisp_i8_act *a, int t, float *y, size_t ldy,
+                                                                    int nlanes, int accumulate) {
+  const int K = nb * 32;
+  __m256 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m256i ia[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) ia[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m256i w = _mm256_loadu_si256((const __m256i *)(ws + ((size_t)b * 8 + c) * 32));
+#pragma GCC unroll 8
+      for (int j = 0; j < T; j++) {
+        int32_t four;
+        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
+        ia[j] = IDOT_ACC(ia[j], w, _mm256_set1_epi32(four));
+      }
+    }
+    __m256 sb = _mm256_loadu_ps(S + 8 * b), ob = _mm256_loadu_ps(O + 8 * b);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const size_t at = (size_t)(t + j) * nb + b;
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(sb, _mm256_broadcast_ss(a->d + at)), acc[j]);
+      acc[j] = _mm256_fnmadd_ps(ob, _mm256_broadcast_ss(a->ds + at), acc[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) {
+    float *dst = y + (size_t)j * ldy;
+    if (nlanes == 8) {
+      __m256 v = accumulate ? _mm256_add_ps(acc[j], _mm256_loadu_ps(dst)) : acc[j];
+      _mm256_storeu_ps(dst, v);
+    } else {
+      float v[8];
+      _mm256_storeu_ps(v, acc[j]);
+      for (int k = 0; k < nlanes; k++) dst[k] = accumulate ? dst[k] + v[k] : v[k];
+    }
+  }
+}
+
+TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, const wisp_matrix *W, int r0, int nr,
+                                                               const wisp_i8_act *a, int t0, int nt, float *y,
+                                                               size_t ldy, int accumulate, float *scratch) {
+  const int nb = W->cols / 32;
+  float *S = scratch, *O = S + 8 * (size_t)nb, *tmp = O + 8 * (size_t)nb;
+  uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
+  for (int g = 0; g < nr; g += 8) {
+    const int nl = nr - g < 8 ? nr - g : 8;
+    FN(pack8)(type, W, r0 + g, r0 + nr - 1, ws, S, O, tmp, 32, 8);
+    int t = 0;
+    for (; t + LANES_T <= nt; t += LANES_T)
+      FN(lanes_tile)(LANES_T, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) FN(lanes_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+  }
+}
+
+#if LANES16
+/* AVX-512: sixteen rows in the sixteen lanes of a 512-bit vector, packed as
+ * two groups of eight side by side; otherwise as the eight-lane path. */
+TGT static inline __attribute__((always_inline)) void FN(lanes16_tile)(const int T, int nb, const uint8_t *ws,
+                                                                      const float *S, const float *O,
+                                                                      const wisp_i8_act *a, int t, float *y,
+                                                                      size_t ldy, int nlanes, int accumulate) {
+  const int K = nb * 32;
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m512i ia[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) ia[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m512i w = _mm512_loadu_si512((const void *)(ws + ((size_t)b * 8 + c) * 64));
+#pragma GCC unroll 8
+      for (int j = 0; j < T; j++) {
+        int32_t four;
+        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
+        ia[j] = _mm512_dpbusd_epi32(ia[j], w, _mm512_set1_epi32(four));
+      }
+    }
+    __m512 sb = _mm512_loadu_ps(S + 16 * b), ob = _mm512_loadu_ps(O + 16 * b);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const size_t at = (size_t)(t + j) * nb + b;
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(sb, _mm512_set1_ps(a->d[at])), acc[j]);
+      acc[j] = _mm512_fnmadd_ps(ob, _mm512_set1_ps(a->ds[at]), acc[j]);
+    }
+  }
+  const __mmask16 keep = (__mmask16)((1u << nlanes) - 1);
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) {
+    float *dst = y + (size_t)j * ldy;
+    __m512 v = accumulate ? _mm512_add_ps(acc[j], _mm512_maskz_loadu_ps(keep, dst)) : acc[j];
+    _mm512_mask_storeu_ps(dst, keep, v);
+  }
+}
+
+TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type, const wisp_matrix *W, int r0,
+                                                                 int nr, const wisp_i8_act *a, int t0, int nt,
+                                                                 float *y, size_t ldy, int accumulate,
+                                                                 float *scratch) {
+  const int nb = W->cols / 32;
+  float *S = scratch, *O = S + 16 * (size_t)nb, *tmp = O + 16 * (size_t)nb;
+  uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
+  for (int g = 0; g < nr; g += 16) {
+    const int nl = nr - g < 16 ? nr - g : 16;
+    FN(pack8)(type, W, r0 + g, r0 + nr - 1, ws, S, O, tmp, 64, 16);
+    FN(pack8)(type, W, r0 + g + 8, r0 + nr - 1, ws + 32, S + 8, O + 8, tmp, 64, 16);
+    int t = 0;
+    for (; t + 8 <= nt; t += 8)
+      FN(lanes16_tile)(8, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) FN(lanes16_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+  }
+}
+#define LANES_FN FN(lanes16)
+#else
+#define LANES_FN FN(lanes)
+#endif
+
+#if LANES16
+/* AVX-512 decode: two blocks per 512-bit vector (Q4 / Q4Z / Q4_K; nb
+ * even), R rows sharing each activation pair. The pair of scales s_b d_b,
+ * s_b+1 d_b+1 is spread over the two halves with one permute. */
+TGT static inline __attribute__((always_inline)) __m512i FN(unpack2)(const int type, const uint8_t *row, int b) {
+  const __m512i m4 = _mm512_set1_epi8(15);
+  if (type == FN(Q4K)) { /* blocks b, b+1 are the low and high nibbles of one 32-byte run */
+    const uint8_t *qs = row + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1);
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1), m4);
+  }
+  __m256i bytes = _mm256_loadu_si256((const __m256i *)(row + 16 * (size_t)b)); /* [B0 | B1] */
+  __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1);
+  return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), m4); /* [B0 lo, hi, B1 lo, hi] */
+}
+
+TGT static inline __attribute__((always_inline)) void FN(tile512)(const int type, const int R, const wisp_matrix *W,
+                                                                 int row, const wisp_i8_act *a, int t, float *y,
+                                                                 int accumulate, const float *const *s,
+                                                                 const float *o) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = type <= FN(Q4Z) ? (size_t)K / 2 : (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  __m512 acc[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+  const int8_t *aq = a->q + (size_t)t * K;
+  const float *ad = a->d + (size_t)t * nb;
+  const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  for (int b = 0; b < nb; b += 2) {
+    if ((b & 3) == 0)
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+    __m512i q = _mm512_loadu_si512((const void *)(aq + 32 * b));
+    __m128 d2 = _mm_castpd_ps(_mm_load_sd((const double *)(ad + b)));
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), FN(unpack2)(type, rq[i], b), q);
+      __m128 sd = _mm_mul_ps(_mm_castpd_ps(_mm_load_sd((const double *)(s[i] + b))), d2);
+      __m512 sc = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(sd));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) {
+    float v = _mm512_reduce_add_ps(acc[i]);
+    if (type == FN(Q4)) v -= 8.0f * FN(dot_f32)(s[i], a->ds + (size_t)t * nb, nb);
+    else v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)t * nb, nb);
+    y[i] = accumulate ? y[i] + v : v;
+  }
+}
+#define DECODE512(type, nb) ((type) != FN(Q8) && (nb) % 2 == 0)
+#else
+#define DECODE512(type, nb) 0
+#endif
+
+/* Tokens are taken in chunks that stay in L1 together with the rows of a
+ * call (the backend calls with a few dozen rows): each weight row is read
+ * from memory once per chunk and each token block once per row tile. */
+enum { FN(CHUNK) = 16 };
+
+TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, const wisp_matrix *W, int r0, int nr,
+                                                               const wisp_i8_act *a, int t0, int nt, float *y,
+                                                               size_t ldy, int accumulate, float *scratch) {
+  const int nb = W->cols / 32;
+  float *sb = scratch, *ob = scratch + 4 * (size_t)nb;
+  const float *s[4];
+#define ROWS(R)                                                                                  \
+  for (int i = 0; i < (R); i++)                                                                  \
+    FN(row_scales)(type, W, r0 + r + i, sb + (size_t)i * nb, ob + (size_t)i * nb, &s[i])
+  if (nt == 1) { /* decode: four rows share each activation block */
+    int r = 0;
+#if LANES16
+    if (DECODE512(type, nb)) {
+      for (; r + 4 <= nr; r += 4) {
+        ROWS(4);
+        FN(tile512)(type, 4, W, r0 + r, a, t0, y + r, accumulate, s, ob);
+      }
+      for (; r < nr; r++) {
+        ROWS(1);
+        FN(tile512)(type, 1, W, r0 + r, a, t0, y + r, accumulate, s, ob);
+      }
+      return;
+    }
+#endif
+    for (; r + 4 <= nr; r += 4) {
+      ROWS(4);
+      FN(tile)(type, 4, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, ob);
+    }
+    for (; r < nr; r++) {
+      ROWS(1);
+      FN(tile)(type, 1, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, ob);
+    }
+    return;
+  }
+  for (int c0 = 0; c0 < nt; c0 += FN(CHUNK)) {
+    const int c1 = c0 + FN(CHUNK) < nt ? c0 + FN(CHUNK) : nt;
+    int r = 0;
+    for (; r + TILE_R <= nr; r += TILE_R) {
+      ROWS(TILE_R);
+      int t = c0;
+      for (; t + TILE_T <= c1; t += TILE_T)
+        FN(tile)(type, TILE_R, TILE_T, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, ob);
+      for (; t < c1; t++) FN(tile)(type, TILE_R, 1, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, ob);
+    }
+    for (; r < nr; r++) {
+      ROWS(1);
+      int t = c0;
+      for (; t + TILE_T <= c1; t += TILE_T)
+        FN(tile)(type, 1, TILE_T, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, ob);
+      for (; t < c1; t++) FN(tile)(type, 1, 1, W, r0 + r, a, t0 + t, y + (size_t)t * ldy + r, ldy, accumulate, s, ob);
+    }
+  }
+#undef ROWS
+}
+
+/* Which path: PAIRED activations (Q4 decode) take the row tiles; NATURAL
+ * Q4 and several tokens of Q4_K / Q8_0 take the lanes. */
+TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y,
+                         size_t ldy, int accumulate, float *scratch) {
+  const int q4 = W->type == WISP_W_Q4 || W->type == WISP_W_Q4Z;
+  const int lanes = q4 ? a->layout == WISP_I8_NATURAL : nt > 1 && (W->type != WISP_W_Q8_0 || LANES_Q8);
+  if (lanes) {
+    switch (W->type) {
+      case WISP_W_Q4K: LANES_FN(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q8_0: LANES_FN(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q4Z: LANES_FN(FN(Q4Z), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      default: LANES_FN(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    }
+    return;
+  }
+  switch (W->type) {
+    case WISP_W_Q4K: FN(drive)(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q8_0: FN(drive)(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q4Z: FN(drive)(FN(Q4Z), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    default: FN(drive)(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+  }
+}
+static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
+
+#undef LANES_FN
+#undef DECODE512
+#undef CAT2
+#undef CAT
+#undef FN

@@ -1,0 +1,125 @@
+/* The x86 integer kernel sets of cpu_i8.h: AVX2 (maddubs), AVX-VNNI and
+ * AVX-512 VNNI (vpdpbusd: 512-bit vectors of sixteen rows for prefill,
+ * 256-bit with the 32 registers of AVX-512 for the decode tiles). Every set is compiled in any x86-64 build
+ * through function target attributes; cpu_i8.c picks one at run time. The
+ * kernel bodies are shared (cpu_i8_body.h), the activation quantizer is the
+ * AVX2 one for all three. */
+#include "backend/cpu/cpu_i8.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+/* One block of 32 floats -> 32 int8 in `layout`, its scale and its sum;
+ * the same arithmetic as the scalar reference (x * (127/amax), rounded to
+ * nearest even by cvtps), so the bytes are identical. */
+__attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, int t0, int t1, wisp_i8_act *a) {
+  const int K = a->K, nb = K / 32;
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  /* per 128-bit lane: even bytes, then odd bytes */
+  const __m256i evens_odds = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10,
+                                              12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  for (int t = t0; t < t1; t++)
+    for (int b = 0; b < nb; b++) {
+      const float *xb = x + (size_t)t * K + 32 * b;
+      __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8), v2 = _mm256_loadu_ps(xb + 16),
+             v3 = _mm256_loadu_ps(xb + 24);
+      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                               _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+      __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_max_ss(h, _mm_movehdup_ps(h));
+      float amax = _mm_cvtss_f32(h);
+      float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+      __m256 vid = _mm256_set1_ps(id);
+      __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+      __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+      __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+      __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+      p = _mm256_permutevar8x32_epi32(p, order); /* elements 0..31 in order */
+      if (a->layout == WISP_I8_PAIRED)           /* lanes [e0 o0 | e1 o1] -> [e0 e1 | o0 o1] */
+        p = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(p, evens_odds), 0xd8);
+      _mm256_storeu_si256((__m256i *)(a->q + (size_t)t * K + 32 * b), p);
+      a->d[(size_t)t * nb + b] = d;
+      a->ds[(size_t)t * nb + b] = d * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
+/* AVX2: u8 x s8 pairs to int16 (no saturation: |u| <= 128 and |q| <= 127
+ * keep a pair within 32512), then pairs of int16 to int32. */
+#define SFX avx2
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define IDOT(u, q) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (q)), _mm256_set1_epi16(1))
+#define IDOT_ACC(acc, u, q) _mm256_add_epi32((acc), IDOT(u, q))
+#define TILE_R 2
+#define TILE_T 4
+#define LANES_T 4
+#define LANES_Q8 0
+#define LANES16 0
+#include "backend/cpu/cpu_i8_body.h"
+#undef SFX
+#undef TGT
+#undef IDOT
+#undef IDOT_ACC
+#undef TILE_R
+#undef TILE_T
+#undef LANES_T
+#undef LANES_Q8
+#undef LANES16
+
+#define SFX avxvnni
+#define TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define IDOT(u, q) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u), (q))
+#define IDOT_ACC(acc, u, q) _mm256_dpbusd_avx_epi32((acc), (u), (q))
+#define TILE_R 2
+#define TILE_T 4
+#define LANES_T 4
+#define LANES_Q8 1
+#define LANES16 0
+#include "backend/cpu/cpu_i8_body.h"
+#undef SFX
+#undef TGT
+#undef IDOT
+#undef IDOT_ACC
+#undef TILE_R
+#undef TILE_T
+#undef LANES_T
+#undef LANES_Q8
+#undef LANES16
+
+#define SFX avx512vnni
+#define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define IDOT(u, q) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (q))
+#define IDOT_ACC(acc, u, q) _mm256_dpbusd_epi32((acc), (u), (q))
+#define TILE_R 4
+#define TILE_T 4
+#define LANES_T 8
+#define LANES_Q8 1
+#define LANES16 1
+#include "backend/cpu/cpu_i8_body.h"
+#undef SFX
+#undef TGT
+#undef IDOT
+#undef IDOT_ACC
+#undef TILE_R
+#undef TILE_T
+#undef LANES_T
+#undef LANES_Q8
+#undef LANES16
+
+const wisp_i8_kernels *wisp_i8_kernels_avx2(void) { return &kernels_avx2; }
+const wisp_i8_kernels *wisp_i8_kernels_avxvnni(void) { return &kernels_avxvnni; }
+const wisp_i8_kernels *wisp_i8_kernels_avx512vnni(void) { return &kernels_avx512vnni; }
+
+#else
+const wisp_i8_kernels *wisp_i8_kernels_avx2(void) { return NULL; }
+const wisp_i8_kernels *wisp_i8_kernels_avxvnni(void) { return NULL; }
+const wisp_i8_kernels *wisp_i8_kernels_avx512vnni(void) { return NULL; }
+#endif

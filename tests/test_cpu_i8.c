@@ -1,0 +1,254 @@
+/* The CPU backend's integer products (src/backend/cpu/cpu_i8.h): the scalar
+ * reference against an f64 product of the dequantized weights with the
+ * dequantized int8 activations (same numbers, exact arithmetic), and each
+ * SIMD kernel set against the scalar reference: identical quantized bytes,
+ * products equal up to f32 summation order. A set this CPU lacks is
+ * reported as skipped (not run), never as passed. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "backend/cpu/cpu_i8.h"
+#include "engine/engine.h"
+#include "fixtures.h"
+#include "test.h"
+
+typedef struct {
+  wisp_matrix m;
+  uint8_t *q, *zp;
+  float *scales;
+} test_mat;
+
+static uint32_t rng_state = 12345;
+static float rnd(void) { /* uniform in [-1, 1) */
+  rng_state = rng_state * 1664525u + 1013904223u;
+  return (float)((rng_state >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static void mat_free(test_mat *t) {
+  free(t->q);
+  free(t->zp);
+  free(t->scales);
+}
+
+/* rows x cols of `type` quantized from random values (some rows scaled up so
+ * that blocks differ in scale by orders of magnitude). 0 on failure. */
+static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
+  memset(t, 0, sizeof *t);
+  float *w = malloc((size_t)rows * cols * sizeof(float));
+  if (!w) return 0;
+  for (int i = 0; i < rows * cols; i++) w[i] = rnd() * (i % 97 == 0 ? 8.0f : 1.0f) + (type == WISP_W_Q4Z ? 0.3f : 0);
+  t->m = (wisp_matrix){.type = type, .rows = rows, .cols = cols};
+  int ok = 1;
+  if (type == WISP_W_Q4 || type == WISP_W_Q4Z) {
+    t->q = malloc(wisp_q4_quant_bytes(rows, cols));
+    t->scales = malloc(wisp_q4_scale_bytes(rows, cols));
+    t->zp = malloc(wisp_q4_zp_bytes(rows, cols) + 1);
+    ok = t->q && t->scales && t->zp;
+    if (ok && type == WISP_W_Q4) wisp_quantize_q4(w, rows, cols, t->q, t->scales);
+    if (ok && type == WISP_W_Q4Z) wisp_quantize_q4z(w, rows, cols, t->q, t->scales, t->zp);
+  } else if (type == WISP_W_Q4K) {
+    ok = (t->q = malloc(wisp_q4k_bytes(rows, cols))) != NULL;
+    if (ok) wisp_quantize_q4k(w, rows, cols, t->q);
+  } else {
+    ok = (t->q = malloc(wisp_q8_0_bytes(rows, cols))) != NULL;
+    if (ok) wisp_quantize_q8_0_rows(w, rows, cols, t->q);
+  }
+  t->m.q = t->q;
+  t->m.scales = t->scales;
+  t->m.zp = t->zp;
+  free(w);
+  return ok;
+}
+
+static float *acts_make(int n, int K) {
+  float *x = malloc((size_t)n * K * sizeof(float));
+  if (!x) return NULL;
+  for (int i = 0; i < n * K; i++) x[i] = rnd() * (i % 61 == 0 ? 20.0f : 1.0f);
+  if (n > 2)
+    for (int i = 0; i < K; i++) x[(size_t)2 * K + i] = 0; /* an all-zero token: d = 0 */
+  return x;
+}
+
+static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0};
+/* rows not a multiple of any tile; tokens: decode, a tail, more than a chunk */
+static const int ROWS = 13, COLS = 512, NTOK[] = {1, 7, 37};
+
+/* Element e of token t's block b, from the quantized activations. */
+static double act_value(const wisp_i8_act *a, int t, int e) {
+  int b = e / 32, i = e % 32;
+  int at = a->layout == WISP_I8_PAIRED ? (i & 1) * 16 + i / 2 : i;
+  return (double)a->d[(size_t)t * (a->K / 32) + b] * a->q[(size_t)t * a->K + 32 * b + at];
+}
+
+TEST(cpu_i8_scalar_matches_exact_product) {
+  const wisp_i8_kernels *k = wisp_i8_kernels_scalar();
+  printf("  cpu_i8: ran the scalar reference\n");
+  for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
+    test_mat t;
+    CHECK(mat_make(&t, TYPES[ti], ROWS, COLS));
+    const int n = 7;
+    float *x = acts_make(n, COLS), *y = calloc((size_t)n * ROWS, sizeof(float)), *row = malloc(COLS * sizeof(float));
+    float *scratch = malloc(WISP_I8_SCRATCH(COLS) * sizeof(float));
+    wisp_i8_act a = {0};
+    int ok = x && y && row && scratch && wisp_i8_act_reserve(&a, n, COLS);
+    double worst = 0, qerr = 0;
+    if (ok) {
+      a.layout = wisp_i8_layout_for(TYPES[ti], n);
+      k->quantize(x, 0, n, &a);
+      k->gemm(&t.m, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
+      for (int r = 0; r < ROWS; r++) {
+        wisp_matrix_row_f32(&t.m, r, row);
+        for (int tok = 0; tok < n; tok++) {
+          double want = 0, mag = 0;
+          for (int e = 0; e < COLS; e++) {
+            want += (double)row[e] * act_value(&a, tok, e);
+            mag += fabs((double)row[e] * x[(size_t)tok * COLS + e]);
+            /* the int8 value stays within half a step of x */
+            double step = a.d[(size_t)tok * (COLS / 32) + e / 32];
+            double dx = fabs(act_value(&a, tok, e) - x[(size_t)tok * COLS + e]);
+            if (step > 0 && dx / step > qerr) qerr = dx / step;
+          }
+          double err = fabs(y[(size_t)tok * ROWS + r] - want) / (mag + 1e-30);
+          if (err > worst) worst = err;
+        }
+      }
+    }
+    wisp_i8_act_free(&a);
+    free(x);
+    free(y);
+    free(row);
+    free(scratch);
+    mat_free(&t);
+    CHECKF(ok, "out of memory");
+    CHECKF(worst < 1e-5, "%s: int8 product differs from the dequantized product by %g of sum|w x|",
+           wisp_wtype_name(TYPES[ti]), worst);
+    CHECKF(qerr <= 0.5 + 1e-4, "%s: an int8 activation is %g steps from its value", wisp_wtype_name(TYPES[ti]), qerr);
+  }
+}
+
+/* One SIMD set against the scalar reference, over every type and token
+ * count, for plain and accumulating products. */
+static void check_set(const char *name) {
+  const wisp_i8_kernels *sets[4], *set = NULL;
+  int can[4], runnable = 0;
+  int n_sets = wisp_i8_kernels_all(sets, can, 4);
+  for (int i = 0; i < n_sets; i++)
+    if (!strcmp(sets[i]->name, name)) set = sets[i], runnable = can[i];
+  if (!set) SKIP("the %s kernel set is not compiled on this architecture (not run)", name);
+  if (!runnable) SKIP("this CPU lacks %s: that kernel set was not run", name);
+  printf("  cpu_i8: ran the %s kernel set against the scalar reference\n", name);
+  const wisp_i8_kernels *ref = wisp_i8_kernels_scalar();
+  for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++)
+    for (size_t ni = 0; ni < sizeof NTOK / sizeof NTOK[0]; ni++) {
+      const int n = NTOK[ni];
+      test_mat t;
+      CHECK(mat_make(&t, TYPES[ti], ROWS, COLS));
+      float *x = acts_make(n, COLS);
+      float *y0 = malloc((size_t)n * ROWS * sizeof(float)), *y1 = malloc((size_t)n * ROWS * sizeof(float));
+      float *scratch = malloc(WISP_I8_SCRATCH(COLS) * sizeof(float));
+      wisp_i8_act a = {0}, b = {0};
+      int ok = x && y0 && y1 && scratch && wisp_i8_act_reserve(&a, n, COLS) && wisp_i8_act_reserve(&b, n, COLS);
+      int same_bytes = 1;
+      double worst = 0;
+      if (ok) {
+        a.layout = b.layout = wisp_i8_layout_for(TYPES[ti], n);
+        ref->quantize(x, 0, n, &a);
+        set->quantize(x, 0, n, &b);
+        same_bytes = !memcmp(a.q, b.q, (size_t)n * COLS) && !memcmp(a.d, b.d, (size_t)n * (COLS / 32) * 4) &&
+                     !memcmp(a.ds, b.ds, (size_t)n * (COLS / 32) * 4);
+        for (int acc = 0; acc < 2; acc++) {
+          for (int i = 0; i < n * ROWS; i++) y0[i] = y1[i] = acc ? (float)i : -1.0f;
+          ref->gemm(&t.m, 0, ROWS, &a, 0, n, y0, ROWS, acc, scratch);
+          /* rows 1.. and tokens 1.. through offsets, the first row and token on their own */
+          set->gemm(&t.m, 0, 1, &a, 0, n, y1, ROWS, acc, scratch);
+          set->gemm(&t.m, 1, ROWS - 1, &a, 0, 1, y1 + 1, ROWS, acc, scratch);
+          if (n > 1) set->gemm(&t.m, 1, ROWS - 1, &a, 1, n - 1, y1 + ROWS + 1, ROWS, acc, scratch);
+          double mag = 0;
+          for (int i = 0; i < n * ROWS; i++) mag = fmax(mag, fabs(y0[i]));
+          for (int i = 0; i < n * ROWS; i++) worst = fmax(worst, fabs(y0[i] - y1[i]) / (mag + 1e-30));
+        }
+      }
+      wisp_i8_act_free(&a);
+      wisp_i8_act_free(&b);
+      free(x);
+      free(y0);
+      free(y1);
+      free(scratch);
+      mat_free(&t);
+      CHECKF(ok, "out of memory");
+      CHECKF(same_bytes, "%s: %s quantized activations differ from the scalar reference", name,
+             wisp_wtype_name(TYPES[ti]));
+      CHECKF(worst < 1e-5, "%s: %s product, %d tokens, differs from the scalar reference by %g of max|y|", name,
+             wisp_wtype_name(TYPES[ti]), n, worst);
+    }
+}
+
+TEST(cpu_i8_avx2_matches_scalar) { check_set("avx2"); }
+TEST(cpu_i8_avxvnni_matches_scalar) { check_set("avxvnni"); }
+TEST(cpu_i8_avx512vnni_matches_scalar) { check_set("avx512vnni"); }
+
+TEST(cpu_i8_picks_a_runnable_set) {
+  const wisp_i8_kernels *sets[4];
+  int can[4];
+  int n = wisp_i8_kernels_all(sets, can, 4);
+  const wisp_i8_kernels *best = wisp_i8_kernels_get();
+  printf("  cpu_i8: this CPU runs");
+  int found = 0;
+  for (int i = 0; i < n; i++) {
+    printf(" %s=%s", sets[i]->name, can[i] ? "yes" : "no");
+    if (sets[i] == best) {
+      found = 1;
+      CHECKF(can[i], "picked %s, which this CPU cannot run", best->name);
+      for (int j = 0; j < i; j++) CHECKF(!can[j], "picked %s though %s is better and runs", best->name, sets[j]->name);
+    }
+  }
+  printf("; picked %s\n", best->name);
+  CHECKF(found, "picked a set that is not in the list");
+}
+
+/* ---- through the plan ---- */
+
+/* The throughput profile's plan names the integer products on an AVX2 CPU
+ * and the backend runs them (prefill of several tokens and decode of one):
+ * the logits move by the activation rounding, a little, against the
+ * default plan's exact f32-activation products. */
+TEST(cpu_i8_throughput_plan_runs_integer_products) {
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  const int32_t ids[6] = {87, 105, 115, 112, 32, 105};
+  float out[2][2][512]; /* [profile][prefill, decode] */
+  const char *profiles[2] = {"default", "throughput"};
+  for (int p = 0; p < 2; p++) {
+    wisp_session_options o = {.backend = "cpu", .threads = 2, .profile = profiles[p]};
+    CHECKF(wisp_session_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+    if (!wisp_session_plan(s)->device.has_avx2) {
+      wisp_session_free(s);
+      wisp_model_close(m);
+      SKIP("no AVX2: the registry keeps the exact products everywhere (not run)");
+    }
+    const wisp_matrix *w = m->arch->matrix(m->weights, 3, "mlp.down");
+    const char *want = p ? "q4_i8" : "q4_avx2";
+    CHECKF(!strcmp(w->choice[WISP_PHASE_PREFILL].variant, want) && !strcmp(w->choice[WISP_PHASE_DECODE].variant, want),
+           "%s profile: mlp.down runs %s / %s, want %s", profiles[p], w->choice[0].variant, w->choice[1].variant, want);
+    CHECK(wisp_session_eval(s, ids, 6, out[p][0]) == WISP_OK);
+    wisp_session_free(s);
+    CHECK(wisp_session_new(m, &o, &s) == WISP_OK);
+    for (int i = 0; i < 6; i++) CHECK(wisp_session_eval(s, ids + i, 1, out[p][1]) == WISP_OK);
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+  for (int ph = 0; ph < 2; ph++) {
+    float worst = 0, scale = 0;
+    for (int i = 0; i < 512; i++) {
+      worst = fmaxf(worst, fabsf(out[0][ph][i] - out[1][ph][i]));
+      scale = fmaxf(scale, fabsf(out[0][ph][i]));
+    }
+    printf("  cpu_i8: %s logits, int8 vs exact: max|diff| %.3g of max|logit| %.3g\n", ph ? "decode" : "prefill", worst,
+           scale);
+    CHECKF(worst > 0, "%s: the throughput plan gave the exact logits: the integer products did not run",
+           ph ? "decode" : "prefill");
+    CHECKF(worst <= 0.05f * scale, "%s: int8 logits differ by %g of max|logit| %g", ph ? "decode" : "prefill", worst,
+           scale);
+  }
+}
