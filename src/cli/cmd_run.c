@@ -396,6 +396,10 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
       if ((st = eval_checked(s, &id, 1, logits, c.vocab))) break;
     }
     if (g_interrupted) interrupted = 1;
+    /* That Ctrl-C stopped this reply: forget it now, before anything is
+     * printed, so that one coming after this point (the caller saw the
+     * reply end and pressed Ctrl-C again) is kept and quits at the prompt. */
+    if (interrupted) g_interrupted = 0;
     {
       const char *out;
       size_t len;
@@ -411,7 +415,6 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
     fprintf(stderr, "[reply %d: %d prompt tokens, %d reply tokens, %.1f tok/s%s]\n", turn, n_prompt, produced,
             dt > 0 ? (n_prompt + produced) / dt : 0.0,
             interrupted ? "; interrupted" : full ? "; the context is full" : "");
-    g_interrupted = 0; /* that Ctrl-C stopped this reply; the next one at the prompt quits */
   }
   sigaction(SIGINT, &old_sa, NULL);
   wisp_stream_free(&dec);
