@@ -81,9 +81,17 @@ for m in $MODELS; do
     "$WISP" export-gguf "$art" -o "$f32" >&2 || { note "$m: export-gguf failed"; continue; }
     # an artifact without a tokenizer (the synthetic seed): llama.cpp needs tokenizer.ggml.model
     if python3 tools/gguf-none-vocab.py "$f32" "$f32.nv" 2> /dev/null; then mv "$f32.nv" "$f32"; fi
-    "$LB/llama-quantize" "$f32" "$q" "$quant" > "$WORK/$m-quantize.log" 2>&1 ||
-      { note "$m: llama-quantize failed (see $WORK/$m-quantize.log)"; rm -f "$q"; continue; }
-    rm -f "$f32"
+    # export-gguf keeps a Q4_K artifact's matrices as Q4_K (the same bytes),
+    # which llama-quantize refuses to requantize: llama.cpp then runs the
+    # exported file itself (the very weights wisp runs; embeddings as exported).
+    if "$LB/llama-quantize" "$f32" "$q" "$quant" > "$WORK/$m-quantize.log" 2>&1; then
+      rm -f "$f32"
+    elif grep -q "requantizing from type" "$WORK/$m-quantize.log"; then
+      note "$m: the export already holds quantized matrices: llama.cpp runs it as exported"
+      mv "$f32" "$q"
+    else
+      note "$m: llama-quantize failed (see $WORK/$m-quantize.log)"; rm -f "$q"; continue
+    fi
   fi
   for t in $THREADS; do
     for r in $(seq 1 "$REPS"); do

@@ -535,8 +535,6 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
     goto fail;
   }
-  if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
-    goto fail;
   if (!ignore_eos && !strcmp(wisp_tokenizer_kind(tok), "bpe")) {
     const wisp_artifact *a = m->artifact;
     char cfg[4096], gen[4096];
