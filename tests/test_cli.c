@@ -248,6 +248,28 @@ TEST(cli_non_finite_logits_are_errors) {
   CHECKF(ok, "rc %d: %s", rc, out);
 }
 
+/* Non-finite logits met inside the decode loop (no prompt evaluated first,
+ * so no host-side check saw them): generation stops with an error instead
+ * of emitting whatever id an argmax over NaN gives. */
+TEST(cli_decode_loop_stops_at_non_finite_logits) {
+  const char *dir = nan_model();
+  CHECK(dir);
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_session_options so = {.backend = "cpu", .threads = 1};
+  if (wisp_session_new(m, &so, &s) != WISP_OK) { wisp_model_close(m); CHECKF(0, "%s", wisp_last_error()); }
+  int32_t out[8];
+  int n = 0;
+  wisp_generate_options go = {.batch = 4};
+  wisp_status st = wisp_session_generate(s, 1, 8, &go, out, &n);
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", st ? wisp_last_error() : "");
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECKF(st != WISP_OK && strstr(msg, "non-finite logits"), "status %d, %d tokens: %s", (int)st, n, msg);
+}
+
 TEST(cli_one_overwrite_rule) {
   char out[8192], path[700];
   const char *src = fixture_small_model();

@@ -65,6 +65,10 @@ static inline float wisp_sample_uniform(uint32_t seed, uint32_t step, uint32_t i
 
 /* The reference implementation (the CPU backend and the host sampler). */
 int wisp_sample_reference(const float *logits, int vocab, const wisp_sampling *p, uint32_t step);
+/* The id a backend's sample_id writes when the logits it was given are not
+ * all finite (NaN or infinity): no token can be chosen from them, and the
+ * decode loop stops with an error naming it (src/engine/decode_loop.c). */
+#define WISP_ID_NONFINITE 0xFFFFFFFEu
 /* The repetition penalty in place: hist holds n token ids (uint32 bit
  * patterns; ids outside [0, vocab) are empty entries). */
 void wisp_penalize_reference(float *logits, int vocab, const uint32_t *hist, int n, float penalty);

@@ -27,6 +27,12 @@ static int take_batch(const wisp_generate_options *o, int vocab, const float *sl
   for (int i = 0; i < k; i++) {
     uint32_t id;
     memcpy(&id, &slots[1 + i], sizeof id);
+    if (id == WISP_ID_NONFINITE) { /* the sampler met NaN or infinite logits (backend/sampling.h) */
+      wisp_fail(WISP_EFORMAT, "non-finite logits at generated token %d: generation stopped (NaN or infinite "
+                "values in the model's weights or activations)", *n_out + made + 1);
+      *made_out = 0;
+      return -1;
+    }
     if (id >= (uint32_t)vocab) { /* a batch the device failed (a persistent decode's barrier gave up) */
       wisp_fail(WISP_EDEVICE, "the device returned token id %u, outside the vocabulary (%d): its decode batch failed", id,
                 vocab);

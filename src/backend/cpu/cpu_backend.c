@@ -703,6 +703,12 @@ static uint32_t id_at(const wisp_buf *ids, int slot) {
 static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
   cpu_backend *c = as_cpu(be);
   uint32_t id = id_at(ids, slot);
+  if (id == WISP_ID_NONFINITE) { /* the step before met non-finite logits (cpu_sample_id) */
+    if (!c->error)
+      c->error = wisp_fail(WISP_EFORMAT, "non-finite logits: generation stopped (NaN or infinite values in the "
+                           "model's weights or activations)");
+    return;
+  }
   if (id >= (uint32_t)E->rows) {
     c->error = wisp_fail(WISP_EINVAL, "token id %u is outside the vocabulary (%d)", id, E->rows);
     return;
@@ -713,7 +719,11 @@ static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf 
 static void cpu_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p,
                           uint32_t step, wisp_buf *ids, int slot) {
   (void)be;
-  uint32_t id = (uint32_t)wisp_sample_reference(logits->data, vocab, p, step);
+  /* One pass over the row (small beside the head product that made it):
+   * a NaN or an infinity anywhere means there is no token to choose. */
+  int finite = 1;
+  for (int i = 0; i < vocab && finite; i++) finite = isfinite(logits->data[i]);
+  uint32_t id = finite ? (uint32_t)wisp_sample_reference(logits->data, vocab, p, step) : WISP_ID_NONFINITE;
   memcpy(&ids->data[slot], &id, sizeof id);
 }
 
