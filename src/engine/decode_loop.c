@@ -78,12 +78,11 @@ typedef struct {
 #define SNAP_NONE (-2)
 #define SNAP_FAILED (-1)
 static int rewind_ready(wisp_session *s, const wisp_generate_options *o) {
-  const wisp_arch *arch = s->model->arch;
   wisp_backend *be = s->backend;
-  if (o->n_stop <= 0 || !arch->state_bufs || !be->buf_copy_to) return 0;
+  if (o->n_stop <= 0 || !be->buf_copy_to) return 0;
   if (s->snap_n > 0 || s->snap_n == SNAP_NONE) return 1;
   if (s->snap_n == SNAP_FAILED) return 0;
-  int n = arch->state_bufs(s->state, s->snap_src, s->snap_len, WISP_MAX_SNAP);
+  int n = wisp_graph_state_bufs(s->state, s->snap_src, s->snap_len, WISP_MAX_SNAP);
   for (int i = 0; i < n; i++)
     for (int j = 0; j < 2; j++)
       if (!(s->snap[j][i] = be->buf_new(be, s->snap_len[i]))) {
@@ -139,7 +138,6 @@ static void ring_write(wisp_session *s, const wisp_sampling *sp, const seq_tail 
 static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int keep, const wisp_sampling *sp,
                              float *slots, const seq_tail *tail, float *ring_tmp) {
   wisp_backend *be = s->backend;
-  const wisp_arch *arch = s->model->arch;
   for (int i = 0; i < snap_count(s); i++) be->buf_copy_to(be, s->snap_src[i], s->snap[set][i], s->snap_len[i]);
   s->pos = m->pos0;
   if (wisp_sampling_penalized(sp)) ring_write(s, sp, tail, s->pos, ring_tmp); /* steps past the stop overwrote it */
@@ -149,7 +147,7 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
     memcpy(&slots[0], &bits, sizeof bits);
     be->buf_write(be, s->ids, 0, 1, slots);
     for (int i = 0; i < keep && !st; i++)
-      st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
+      st = wisp_graph_decode_step(&s->model->graph, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
   }
   wisp_status sy = be->sync(be);
   if (!st) st = sy;
@@ -167,11 +165,11 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
  * works on the first steps while the host records the rest. */
 static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp, int *graph, int kick) {
   wisp_backend *be = s->backend;
-  const wisp_arch *arch = s->model->arch;
+  const wisp_graph *g = &s->model->graph;
   *graph = 0;
-  if (be->decode_graph && arch->decode_graph && sp->temperature <= 0 && !wisp_sampling_penalized(sp)) {
+  if (be->decode_graph && sp->temperature <= 0 && !wisp_sampling_penalized(sp)) {
     wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */
-    if (gp && arch->decode_graph(s->model->weights, s->state, gp) == WISP_OK) {
+    if (gp && wisp_graph_lower_decode(g, s->state, gp) == WISP_OK) {
       wisp_status st = be->decode_graph(be, gp, s->ids, s->pos, k, sp);
       free(gp);
       *graph = st != WISP_EUNSUPPORTED;
@@ -183,7 +181,7 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
   wisp_status st = WISP_OK;
   int next = kick > 0 && be->submit ? kick : 0, chunk = kick;
   for (int i = 0; i < k && !st; i++) {
-    st = arch->decode_step(s->model->weights, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
+    st = wisp_graph_decode_step(g, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
     if (next && i + 1 == next && i + 1 < k) {
       be->submit(be);
       chunk *= 2;
@@ -338,10 +336,8 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   if (n <= 0) return WISP_OK;
   if (s->ran_past_stop)
     return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
-  const wisp_arch *arch = s->model->arch;
-  if (!arch->decode_step || !s->backend->embed_id || !s->backend->sample_id || !s->backend->buf_write)
-    return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' or architecture '%s' has no decode loop", s->backend->name,
-                     arch->name);
+  if (!s->backend->embed_id || !s->backend->sample_id || !s->backend->buf_write)
+    return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' has no decode loop", s->backend->name);
   int vocab = wisp_model_vocab(s->model);
   if (first < 0 || first >= vocab) return wisp_fail(WISP_EINVAL, "token id %d is outside the vocabulary (%d)", first, vocab);
   int batch = o->batch > 0 ? o->batch : wisp_session_plan_batch(s);

@@ -15,6 +15,7 @@ struct wisp_model {
   wisp_artifact *artifact;
   const wisp_arch *arch;
   void *weights;
+  wisp_graph graph; /* the architecture's step (model/graph.h), with the pass's fusions */
   struct wisp_text_state *text;
 };
 
@@ -26,16 +27,16 @@ struct wisp_session {
   wisp_model *model;
   wisp_backend *backend;
   wisp_plan *plan;
-  void *state;
+  wisp_graph_state *state;
   int pos, chunk, max_pos;
   /* Slots (wisp_session_options.slots): slot 0 is state/pos above; slot i
    * > 0 is slot_state[i] / slot_pos[i] (index 0 of both unused). The
    * scratch of a batched step (a state of n_slots rows), its logits and
    * token ids are made on the first wisp_session_step. */
   int n_slots;
-  void **slot_state;
+  wisp_graph_state **slot_state;
   int *slot_pos;
-  void *rows_scratch;
+  wisp_graph_state *rows_scratch;
   wisp_buf *rows_logits, *rows_ids;
   wisp_buf *ids;     /* decode-loop token ids on the device (batch + 1 slots) */
   int ids_slots;
@@ -87,7 +88,7 @@ const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wi
 const char *wisp_session_backend_name(const wisp_session *s);
 /* Feeds tokens to one sequence (state, at *pos) chunk by chunk; logits:
  * the last token's (all = 0) or every token's (all = 1, n x vocab). */
-wisp_status wisp_session_feed(wisp_session *s, void *state, int *pos, const int32_t *tokens, int n, float *logits,
+wisp_status wisp_session_feed(wisp_session *s, wisp_graph_state *state, int *pos, const int32_t *tokens, int n, float *logits,
                               int all);
 /* The session's slots beyond slot 0 (slots.c): made with the session, freed
  * with it (before its state and backend). */

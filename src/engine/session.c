@@ -29,6 +29,10 @@ wisp_status wisp_model_open(const char *dir, wisp_model **out) {
     goto fail;
   }
   if ((st = m->arch->bind(m->artifact, &m->weights))) goto fail;
+  wisp_model_shape shape;
+  if ((st = m->arch->plan_shape(m->weights, &shape)) || (st = m->arch->describe(&shape, m->weights, &m->graph)))
+    goto fail;
+  wisp_graph_fuse(&m->graph);
   *out = m;
   return WISP_OK;
 fail:
@@ -39,6 +43,7 @@ fail:
 void wisp_model_close(wisp_model *m) {
   if (!m) return;
   wisp_text_state_free(m->text);
+  wisp_graph_free(&m->graph);
   if (m->weights) m->arch->free_weights(m->weights);
   wisp_artifact_free(m->artifact);
   free(m);
@@ -106,10 +111,10 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
     wisp_backend_settings bs;
     s->backend->configure(s->backend, wisp_engine_backend_settings(s->plan, &bs));
   }
-  if ((st = m->arch->prepare(m->weights, s->backend))) goto fail;
+  if ((st = wisp_graph_prepare(&m->graph, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
-  if ((st = m->arch->state_new(m->weights, s->backend, s->chunk, s->max_pos, &s->state))) goto fail;
+  if ((st = wisp_graph_state_new(&m->graph, s->backend, s->chunk, s->max_pos, &s->state))) goto fail;
   if ((st = wisp_slots_new(s, o.slots > 0 ? o.slots : 1))) goto fail;
   *out = s;
   return WISP_OK;
@@ -121,7 +126,7 @@ fail:
 void wisp_session_free(wisp_session *s) {
   if (!s) return;
   if (s->backend) wisp_slots_free(s);
-  if (s->state) s->model->arch->state_free(s->state, s->backend);
+  if (s->state) wisp_graph_state_free(s->state, s->backend);
   if (s->ids) s->backend->buf_free(s->backend, s->ids);
   if (s->backend) wisp_decode_loop_free(s);
   if (s->backend) s->backend->destroy(s->backend);
@@ -129,7 +134,7 @@ void wisp_session_free(wisp_session *s) {
   free(s);
 }
 
-wisp_status wisp_session_feed(wisp_session *s, void *state, int *pos, const int32_t *tokens, int n, float *logits,
+wisp_status wisp_session_feed(wisp_session *s, wisp_graph_state *state, int *pos, const int32_t *tokens, int n, float *logits,
                               int all) {
   if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate");
   if (state == s->state && s->ran_past_stop)
@@ -142,7 +147,7 @@ wisp_status wisp_session_feed(wisp_session *s, void *state, int *pos, const int3
     int k = n - done < s->chunk ? n - done : s->chunk;
     int last = done + k == n;
     float *out = all ? logits + (size_t)done * vocab : last ? logits : NULL;
-    wisp_status st = s->model->arch->forward(s->model->weights, state, s->backend, tokens + done, k, *pos, out, all);
+    wisp_status st = wisp_graph_forward(&s->model->graph, state, s->backend, tokens + done, k, *pos, out, all);
     if (st) return st;
     *pos += k;
     done += k;
@@ -166,7 +171,7 @@ int wisp_session_context(const wisp_session *s) { return s->max_pos; }
 const char *wisp_session_backend_name(const wisp_session *s) { return s->backend->name; }
 
 void wisp_session_reset(wisp_session *s) {
-  s->model->arch->state_reset(s->state, s->backend);
+  wisp_graph_state_reset(s->state, s->backend);
   s->pos = 0;
   s->ran_past_stop = 0;
 }

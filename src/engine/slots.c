@@ -1,7 +1,7 @@
 /* Several sequences in one session (include/wisp.h, "slots"): the slots'
  * own states, evaluating a prompt into one of them, and wisp_session_step,
  * which advances several slots by one token in one batched decode step
- * (wisp_arch.step_rows: each weight read once for all of them, the mixers
+ * (wisp_graph_step_rows: each weight read once for all of them, the mixers
  * on each slot's own state). docs/sequences.md. */
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +16,12 @@ wisp_status wisp_slots_new(wisp_session *s, int n) {
   if (n < 1 || n > MAX_SLOTS) return wisp_fail(WISP_EINVAL, "slots: %d sequences (1 to %d)", n, MAX_SLOTS);
   s->n_slots = 1;
   if (n == 1) return WISP_OK;
-  s->slot_state = calloc((size_t)n, sizeof(void *));
+  s->slot_state = calloc((size_t)n, sizeof(wisp_graph_state *));
   s->slot_pos = calloc((size_t)n, sizeof(int));
   if (!s->slot_state || !s->slot_pos) return wisp_fail(WISP_ENOMEM, "out of memory for %d slots", n);
   const wisp_model *m = s->model;
   for (int i = 1; i < n; i++) {
-    wisp_status st = m->arch->state_new(m->weights, s->backend, s->chunk, s->max_pos, &s->slot_state[i]);
+    wisp_status st = wisp_graph_state_new(&m->graph, s->backend, s->chunk, s->max_pos, &s->slot_state[i]);
     if (st) return st; /* the session's free releases what was made */
     s->n_slots = i + 1;
   }
@@ -29,9 +29,8 @@ wisp_status wisp_slots_new(wisp_session *s, int n) {
 }
 
 void wisp_slots_free(wisp_session *s) {
-  const wisp_arch *arch = s->model->arch;
-  for (int i = 1; s->slot_state && i < s->n_slots; i++) arch->state_free(s->slot_state[i], s->backend);
-  if (s->rows_scratch) arch->state_free(s->rows_scratch, s->backend);
+  for (int i = 1; s->slot_state && i < s->n_slots; i++) wisp_graph_state_free(s->slot_state[i], s->backend);
+  if (s->rows_scratch) wisp_graph_state_free(s->rows_scratch, s->backend);
   if (s->rows_ids) s->backend->buf_free(s->backend, s->rows_ids);
   if (s->rows_logits) s->backend->buf_free(s->backend, s->rows_logits);
   free(s->slot_state);
@@ -47,7 +46,7 @@ void wisp_slots_free(wisp_session *s) {
 int wisp_session_slots(const wisp_session *s) { return s->n_slots; }
 
 static int valid_slot(const wisp_session *s, int slot) { return slot >= 0 && slot < s->n_slots; }
-static void *state_of(const wisp_session *s, int slot) { return slot ? s->slot_state[slot] : s->state; }
+static wisp_graph_state *state_of(const wisp_session *s, int slot) { return slot ? s->slot_state[slot] : s->state; }
 static int *pos_of(wisp_session *s, int slot) { return slot ? &s->slot_pos[slot] : &s->pos; }
 
 wisp_status wisp_slot_eval(wisp_session *s, int slot, const int32_t *tokens, int n, float *logits) {
@@ -66,7 +65,7 @@ void wisp_slot_reset(wisp_session *s, int slot) {
     wisp_session_reset(s);
     return;
   }
-  s->model->arch->state_reset(s->slot_state[slot], s->backend);
+  wisp_graph_state_reset(s->slot_state[slot], s->backend);
   s->slot_pos[slot] = 0;
 }
 
@@ -76,14 +75,12 @@ static wisp_status ensure_rows(wisp_session *s) {
   if (s->rows_scratch) return WISP_OK;
   const wisp_model *m = s->model;
   wisp_backend *be = s->backend;
-  if (!m->arch->step_rows)
-    return wisp_fail(WISP_EUNSUPPORTED, "architecture '%s' cannot step several sequences at once", m->arch->name);
   if (!be->matmul_rows || !be->buf_copy_at || !be->sample_id)
     return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' cannot step several sequences at once", be->name);
   const size_t n = (size_t)s->n_slots;
   if (!(s->rows_ids = be->buf_new(be, n)) || !(s->rows_logits = be->buf_new(be, n * wisp_model_vocab(m))))
     return wisp_fail(WISP_ENOMEM, "out of memory for %d slots' logits", s->n_slots);
-  return m->arch->state_new(m->weights, be, s->n_slots, 1, &s->rows_scratch);
+  return wisp_graph_state_new(&m->graph, be, s->n_slots, 1, &s->rows_scratch);
 }
 
 wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
@@ -110,8 +107,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
                             .seed = (uint32_t)(g.seed ^ (g.seed >> 32))};
   const wisp_model_rows rows = {n, pos, states};
   wisp_backend *be = s->backend;
-  st = s->model->arch->step_rows(s->model->weights, s->rows_scratch, be, tokens, &rows, &sp, s->rows_logits,
-                                 s->rows_ids);
+  st = wisp_graph_step_rows(&s->model->graph, s->rows_scratch, be, tokens, &rows, &sp, s->rows_logits, s->rows_ids);
   if (st) return st;
   if ((st = be->sync(be))) return st;
   if (logits) be->buf_read(be, s->rows_logits, 0, (size_t)n * wisp_model_vocab(s->model), logits);

@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/common.h"
+#include "model/graph.h"
 #include "model/model.h"
 #include "format/quant.h"
 #include "util/err.h"
@@ -64,13 +64,6 @@ typedef struct {
   float *rope_owned;
   int max_positions;
 } q35_weights;
-
-typedef struct {
-  int chunk, max_pos, n_layers;
-  wisp_buf *x, *xn, *big, *mid, *logits;
-  wisp_buf **conv_state, **rec_state, **k_cache, **v_cache;
-  size_t conv_len, rec_len; /* floats in each conv_state / rec_state */
-} q35_state;
 
 static const char *dir_of(const wisp_artifact *a) { return a->dir ? a->dir : "artifact"; }
 
@@ -277,269 +270,66 @@ static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
 
 static int q35_max_positions(const void *p) { return ((const q35_weights *)p)->max_positions; }
 
-static wisp_status q35_prepare(void *p, wisp_backend *be) {
-  q35_weights *w = p;
-  wisp_status st;
-  int need_lin = 0, need_full = 0;
-  for (int i = 0; i < w->shape.n_layers; i++) {
-    need_lin |= w->layers[i].type == WISP_LAYER_LINEAR;
-    need_full |= w->layers[i].type == WISP_LAYER_ATTENTION;
-  }
-  if (need_lin && !be->gated_deltanet)
-    return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' lacks op 'gated_deltanet', which architecture qwen3_5 needs",
-                     be->name);
-  if (need_full && !be->attention_gated)
-    return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' lacks op 'attention_gated', which architecture qwen3_5 needs",
-                     be->name);
-  for (int i = 0; i < w->shape.n_layers; i++) {
-    q35_layer *L = &w->layers[i];
-    wisp_matrix *ms[] = {&L->in_proj, &L->out_proj, &L->qkv, &L->o_proj, &L->gate_up, &L->down};
-    for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
-      if (ms[k]->rows && (st = be->prepare_matrix(be, ms[k]))) return st;
-    wisp_vector *vs[] = {&L->op_norm, &L->ffn_norm, &L->taps, &L->a_log, &L->dt_bias, &L->gnorm, &L->q_norm, &L->k_norm};
-    for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++)
-      if (vs[k]->n && (st = be->prepare_vector(be, vs[k]))) return st;
-  }
-  if ((st = be->prepare_matrix(be, &w->embed))) return st;
-  if (w->head.q != w->embed.q || w->head.f32 != w->embed.f32) {
-    if ((st = be->prepare_matrix(be, &w->head))) return st;
-  } else {
-    w->head.device = w->embed.device;
-  }
-  if ((st = be->prepare_vector(be, &w->final_norm)) || (st = be->prepare_vector(be, &w->rope_cos)) ||
-      (st = be->prepare_vector(be, &w->rope_sin)))
-    return st;
-  return WISP_OK;
-}
+/* ---- the step ---- */
 
-/* ---- state ---- */
-
-static void q35_state_free(void *p, wisp_backend *be) {
-  q35_state *s = p;
-  if (!s) return;
-  wisp_buf *bufs[] = {s->x, s->xn, s->big, s->mid, s->logits};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-    if (bufs[i]) be->buf_free(be, bufs[i]);
-  for (int i = 0; i < s->n_layers; i++) {
-    wisp_buf *per[] = {s->conv_state ? s->conv_state[i] : NULL, s->rec_state ? s->rec_state[i] : NULL,
-                       s->k_cache ? s->k_cache[i] : NULL, s->v_cache ? s->v_cache[i] : NULL};
-    for (int k = 0; k < 4; k++)
-      if (per[k]) be->buf_free(be, per[k]);
-  }
-  free(s->conv_state);
-  free(s->rec_state);
-  free(s->k_cache);
-  free(s->v_cache);
-  free(s);
-}
-
-static int imax(int a, int b) { return a > b ? a : b; }
-
-static wisp_status q35_state_new(const void *p, wisp_backend *be, int chunk, int max_pos, void **out) {
+/* The forward step as a graph (graph.h); w NULL: names and sizes only. */
+static wisp_status q35_describe(const wisp_model_shape *s, const void *p, wisp_graph *g) {
   const q35_weights *w = p;
-  const wisp_shape *sh = &w->shape;
-  *out = NULL;
-  if (max_pos <= 0 || max_pos > w->max_positions) max_pos = w->max_positions;
-  q35_state *s = calloc(1, sizeof *s);
-  if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
-  s->chunk = chunk;
-  s->max_pos = max_pos;
-  const int H = sh->hidden, F = sh->ffn, D = sh->head_dim;
-  const int K = sh->lin_k_heads * sh->lin_k_dim, V = sh->lin_v_heads * sh->lin_v_dim;
-  int big = imax(2 * F, (2 * sh->heads + 2 * sh->kv_heads) * D);
-  big = imax(big, in_proj_rows(sh));
-  int mid = imax(imax(F, H), imax(sh->heads * D, V));
-  size_t nl = (size_t)sh->n_layers;
-  s->conv_state = calloc(nl, sizeof(wisp_buf *));
-  s->rec_state = calloc(nl, sizeof(wisp_buf *));
-  s->k_cache = calloc(nl, sizeof(wisp_buf *));
-  s->v_cache = calloc(nl, sizeof(wisp_buf *));
-  if (!s->conv_state || !s->rec_state || !s->k_cache || !s->v_cache) goto oom;
-  s->n_layers = sh->n_layers;
-  s->x = be->buf_new(be, (size_t)chunk * H);
-  s->xn = be->buf_new(be, (size_t)chunk * H);
-  s->big = be->buf_new(be, (size_t)chunk * big);
-  s->mid = be->buf_new(be, (size_t)chunk * mid);
-  s->logits = be->buf_new(be, (size_t)sh->vocab);
-  if (!s->x || !s->xn || !s->big || !s->mid || !s->logits) goto oom;
-  for (int i = 0; i < sh->n_layers; i++) {
-    if (w->layers[i].type == WISP_LAYER_LINEAR) {
-      /* conv_len slots a channel: the WebGPU backend keeps the conv state as a ring (backend.h) */
-      s->conv_len = (size_t)(2 * K + V) * (size_t)imax(sh->conv_cache, 1);
-      s->rec_len = (size_t)sh->lin_v_heads * sh->lin_k_dim * sh->lin_v_dim;
-      s->conv_state[i] = be->buf_new(be, s->conv_len);
-      s->rec_state[i] = be->buf_new(be, s->rec_len);
-      if (!s->conv_state[i] || !s->rec_state[i]) goto oom;
+  const int H = s->hidden, D = s->head_dim;
+  const int K = s->lin_k_heads * s->lin_k_dim, V = s->lin_v_heads * s->lin_v_dim;
+  const int in_rows = 2 * K + 2 * V + 2 * s->lin_v_heads, qkv = (2 * s->heads + 2 * s->kv_heads) * D;
+  *g = (wisp_graph){.hidden = H, .ffn = s->ffn, .vocab = s->vocab, .heads = s->heads, .kv_heads = s->kv_heads,
+                    .head_dim = D, .conv_len = s->conv_cache, .lin_k_heads = s->lin_k_heads,
+                    .lin_v_heads = s->lin_v_heads, .lin_k_dim = s->lin_k_dim, .lin_v_dim = s->lin_v_dim};
+  if (w) {
+    g->rotary_dim = w->shape.rotary_dim;
+    g->eps = w->eps;
+    g->rope_rows = w->positions;
+    g->max_positions = w->max_positions;
+    g->embed = &w->embed;
+    g->head = &w->head;
+    g->final_norm = &w->final_norm;
+    g->rope_cos = &w->rope_cos;
+    g->rope_sin = &w->rope_sin;
+  }
+  for (int i = 0; i < s->n_layers; i++) {
+    const q35_layer *L = w ? &w->layers[i] : NULL;
+    wisp_gnode *m = NULL;
+    if (s->layer_types[i] == WISP_LAYER_LINEAR) {
+      /* Gated DeltaNet: one product for [qkv | z | b | a]. */
+      if (wisp_graph_rmsnorm(g, i, "lin.in_proj.norm", L ? &L->op_norm : NULL, H, WISP_ACT_X, WISP_ACT_XN) &&
+          wisp_graph_matmul(g, i, "lin.in_proj", L ? &L->in_proj : NULL, in_rows, H, WISP_ACT_XN, WISP_ACT_BIG, 0) &&
+          (m = wisp_graph_mixer(g, WISP_GOP_DELTANET, i, "lin.core", in_rows, V)) && L) {
+        m->w = &L->taps;
+        m->a_log = &L->a_log;
+        m->dt_bias = &L->dt_bias;
+        m->gnorm = &L->gnorm;
+      }
+      if (!m || !wisp_graph_matmul(g, i, "lin.out_proj", L ? &L->out_proj : NULL, H, V, WISP_ACT_MID, WISP_ACT_X, 1))
+        goto oom;
     } else {
-      size_t kv = (size_t)max_pos * sh->kv_heads * D;
-      /* kv_buf_new: the backend's KV storage (WebGPU with f16 KV: packed
-       * halves, half the bytes); the caches are only read by its attention. */
-      s->k_cache[i] = be->kv_buf_new ? be->kv_buf_new(be, kv) : be->buf_new(be, kv);
-      s->v_cache[i] = be->kv_buf_new ? be->kv_buf_new(be, kv) : be->buf_new(be, kv);
-      if (!s->k_cache[i] || !s->v_cache[i]) goto oom;
+      /* Gated attention: q_proj rows carry (q | gate) per head. */
+      if (wisp_graph_rmsnorm(g, i, "attn.qkv.norm", L ? &L->op_norm : NULL, H, WISP_ACT_X, WISP_ACT_XN) &&
+          wisp_graph_matmul(g, i, "attn.qkv", L ? &L->qkv : NULL, qkv, H, WISP_ACT_XN, WISP_ACT_BIG, 0) &&
+          (m = wisp_graph_mixer(g, WISP_GOP_ATTENTION_GATED, i, "attn.core", qkv, s->heads * D)) && L) {
+        m->q_norm = &L->q_norm;
+        m->k_norm = &L->k_norm;
+        m->choice = L->attn_choice;
+      }
+      if (!m || !wisp_graph_matmul(g, i, "attn.o_proj", L ? &L->o_proj : NULL, H, s->heads * D, WISP_ACT_MID,
+                                   WISP_ACT_X, 1))
+        goto oom;
+    }
+    wisp_status st = wisp_graph_add_ffn(g, i, L ? &L->ffn_norm : NULL, L ? &L->gate_up : NULL, L ? &L->down : NULL);
+    if (st) {
+      wisp_graph_free(g);
+      return st;
     }
   }
-  *out = s;
   return WISP_OK;
 oom:
-  q35_state_free(s, be);
-  return wisp_fail(WISP_ENOMEM, "out of memory for the session state (context %d)", max_pos);
-}
-
-static void q35_state_reset(void *p, wisp_backend *be) {
-  q35_state *s = p;
-  for (int i = 0; i < s->n_layers; i++) {
-    if (s->conv_state[i]) be->buf_zero(be, s->conv_state[i]);
-    if (s->rec_state[i]) be->buf_zero(be, s->rec_state[i]);
-  }
-}
-
-/* ---- forward ---- */
-
-/* The layers of one forward call, recorded on the backend: n tokens at
- * positions pos0.. whose embeddings are in s->x. With rows (a batched
- * decode step), row r is another sequence's token: the products run over
- * all n rows at once, and the Gated DeltaNet and attention run row by row
- * on that row's own sequence state (rows->states[r], at rows->pos[r]), the
- * row moved into that state's buffers and its output back. */
-static void q35_layers(const q35_weights *w, q35_state *s, wisp_backend *be, int n, int pos0,
-                       const wisp_model_rows *rows) {
-  const wisp_shape *sh = &w->shape;
-  const int H = sh->hidden, F = sh->ffn;
-  for (int i = 0; i < sh->n_layers; i++) {
-    const q35_layer *L = &w->layers[i];
-    be->rmsnorm(be, s->x, &L->op_norm, w->eps, n, H, s->xn);
-    const int linear = L->type == WISP_LAYER_LINEAR;
-    const wisp_matrix *in = linear ? &L->in_proj : &L->qkv, *out = linear ? &L->out_proj : &L->o_proj;
-    wisp_model_matmul(be, in, s->xn, n, s->big, 0, rows);
-    for (int r = 0; r < (rows ? n : 1); r++) {
-      q35_state *q = rows ? rows->states[r] : s; /* whose state this row's mixer uses */
-      int qn = rows ? 1 : n, qpos = rows ? rows->pos[r] : pos0;
-      if (rows) be->buf_copy_at(be, q->big, 0, s->big, (size_t)r * in->rows, (size_t)in->rows);
-      if (linear) {
-        wisp_deltanet_args d = {
-            .proj = q->big, .n = qn, .pos0 = qpos, .k_heads = sh->lin_k_heads, .v_heads = sh->lin_v_heads,
-            .k_dim = sh->lin_k_dim, .v_dim = sh->lin_v_dim, .conv_len = sh->conv_cache, .conv_taps = &L->taps,
-            .a_log = &L->a_log, .dt_bias = &L->dt_bias, .norm = &L->gnorm, .eps = w->eps,
-            .conv_state = q->conv_state[i], .state = q->rec_state[i], .out = q->mid};
-        be->gated_deltanet(be, &d);
-      } else {
-        wisp_gated_attention_args a = {
-            .qkv = q->big, .n = qn, .pos0 = qpos, .heads = sh->heads, .kv_heads = sh->kv_heads,
-            .head_dim = sh->head_dim, .rotary_dim = sh->rotary_dim, .q_norm = &L->q_norm, .k_norm = &L->k_norm,
-            .eps = w->eps, .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin, .k_cache = q->k_cache[i],
-            .v_cache = q->v_cache[i], .out = q->mid, .choice = L->attn_choice};
-        be->attention_gated(be, &a);
-      }
-      if (rows) be->buf_copy_at(be, s->mid, (size_t)r * out->cols, q->mid, 0, (size_t)out->cols);
-    }
-    wisp_model_matmul(be, out, s->mid, n, s->x, 1, rows);
-    be->rmsnorm(be, s->x, &L->ffn_norm, w->eps, n, H, s->xn);
-    wisp_model_matmul(be, &L->gate_up, s->xn, n, s->big, 0, rows);
-    be->swiglu(be, s->big, n, F, s->mid);
-    wisp_model_matmul(be, &L->down, s->mid, n, s->x, 1, rows);
-  }
-}
-
-static wisp_model_head q35_head(const q35_weights *w, q35_state *s) {
-  return (wisp_model_head){&w->final_norm, w->eps, &w->head, w->shape.hidden, w->shape.vocab, s->xn, s->logits};
-}
-
-static wisp_status q35_forward(const void *p, void *sp, wisp_backend *be, const int32_t *tokens, int n, int pos0,
-                               float *logits, int all_logits) {
-  const q35_weights *w = p;
-  q35_state *s = sp;
-  wisp_status st = wisp_model_check_forward(tokens, n, pos0, s->chunk, s->max_pos, w->shape.vocab);
-  if (st) return st;
-  be->embed(be, &w->embed, tokens, n, s->x);
-  q35_layers(w, s, be, n, pos0, NULL);
-  wisp_model_head h = q35_head(w, s);
-  return wisp_model_head_logits(be, &h, s->x, n, logits, all_logits);
-}
-
-static wisp_status q35_decode_step(const void *p, void *sp, wisp_backend *be, wisp_buf *ids, int slot, int pos,
-                                   const wisp_sampling *sampling, uint32_t step) {
-  const q35_weights *w = p;
-  q35_state *s = sp;
-  wisp_status st = wisp_model_check_forward(NULL, 1, pos, s->chunk, s->max_pos, w->shape.vocab);
-  if (st) return st;
-  be->embed_id(be, &w->embed, ids, slot, s->x);
-  q35_layers(w, s, be, 1, pos, NULL);
-  wisp_model_head h = q35_head(w, s);
-  wisp_model_head_sample(be, &h, s->x, sampling, step, ids, slot + 1, pos);
-  return WISP_OK;
-}
-
-static wisp_status q35_step_rows(const void *p, void *scratch, wisp_backend *be, const int32_t *tokens,
-                                 const wisp_model_rows *rows, const wisp_sampling *sampling, wisp_buf *logits,
-                                 wisp_buf *ids) {
-  const q35_weights *w = p;
-  q35_state *s = scratch;
-  int max_pos[WISP_MAX_ROWS];
-  if (rows->n > WISP_MAX_ROWS) return wisp_fail(WISP_EINVAL, "step: %d sequences, at most %d", rows->n, WISP_MAX_ROWS);
-  for (int r = 0; r < rows->n; r++) max_pos[r] = ((const q35_state *)rows->states[r])->max_pos;
-  wisp_status st = wisp_model_check_rows(tokens, rows, s->chunk, max_pos, w->shape.vocab);
-  if (st) return st;
-  be->embed(be, &w->embed, tokens, rows->n, s->x);
-  q35_layers(w, s, be, rows->n, 0, rows);
-  wisp_model_head h = q35_head(w, s);
-  wisp_model_head_sample_rows(be, &h, s->x, rows, logits, sampling, ids);
-  return WISP_OK;
-}
-
-/* The decode step of q35_decode_step as data (backend.h). */
-static wisp_status q35_decode_graph(const void *p, void *sp, wisp_decode_graph *g) {
-  const q35_weights *w = p;
-  q35_state *s = sp;
-  const wisp_shape *sh = &w->shape;
-  if (sh->n_layers > WISP_GRAPH_MAX_LAYERS) return WISP_EUNSUPPORTED;
-  *g = (wisp_decode_graph){.n_layers = sh->n_layers, .hidden = sh->hidden, .ffn = sh->ffn, .vocab = sh->vocab,
-                           .heads = sh->heads, .kv_heads = sh->kv_heads, .head_dim = sh->head_dim,
-                           .conv_len = sh->conv_cache, .max_pos = s->max_pos, .rope_rows = w->positions,
-                           .gated_layers = 1, .rotary_dim = sh->rotary_dim, .lin_k_heads = sh->lin_k_heads,
-                           .lin_v_heads = sh->lin_v_heads, .lin_k_dim = sh->lin_k_dim, .lin_v_dim = sh->lin_v_dim,
-                           .eps = w->eps, .embed = &w->embed, .head = &w->head, .final_norm = &w->final_norm,
-                           .rope_cos = &w->rope_cos, .rope_sin = &w->rope_sin};
-  for (int i = 0; i < sh->n_layers; i++) {
-    const q35_layer *L = &w->layers[i];
-    wisp_graph_layer *G = &g->layers[i];
-    G->attention = L->type == WISP_LAYER_ATTENTION;
-    G->op_norm = &L->op_norm;
-    G->ffn_norm = &L->ffn_norm;
-    G->gate_up = &L->gate_up;
-    G->down = &L->down;
-    if (G->attention) {
-      G->in = &L->qkv;
-      G->out = &L->o_proj;
-      G->q_norm = &L->q_norm;
-      G->k_norm = &L->k_norm;
-      G->state = s->k_cache[i];
-      G->v_cache = s->v_cache[i];
-    } else {
-      G->in = &L->in_proj;
-      G->out = &L->out_proj;
-      G->taps = &L->taps;
-      G->a_log = &L->a_log;
-      G->dt_bias = &L->dt_bias;
-      G->gnorm = &L->gnorm;
-      G->state = s->conv_state[i];
-      G->rec_state = s->rec_state[i];
-    }
-  }
-  return WISP_OK;
-}
-
-static int q35_state_bufs(void *state, wisp_buf **bufs, size_t *lens, int cap) {
-  q35_state *s = state;
-  int n = 0;
-  for (int i = 0; i < s->n_layers && n + 1 < cap; i++)
-    if (s->conv_state[i]) {
-      bufs[n] = s->conv_state[i];
-      lens[n++] = s->conv_len;
-      bufs[n] = s->rec_state[i];
-      lens[n++] = s->rec_len;
-    }
-  return n;
+  wisp_graph_free(g);
+  return wisp_fail(WISP_ENOMEM, "out of memory for the step graph");
 }
 
 const wisp_arch wisp_arch_qwen3_5 = {
@@ -550,13 +340,5 @@ const wisp_arch wisp_arch_qwen3_5 = {
     .matrix = q35_matrix,
     .plan_shape = q35_plan_shape,
     .op_choice = q35_op_choice,
-    .prepare = q35_prepare,
-    .state_new = q35_state_new,
-    .state_reset = q35_state_reset,
-    .state_free = q35_state_free,
-    .state_bufs = q35_state_bufs,
-    .forward = q35_forward,
-    .decode_step = q35_decode_step,
-    .decode_graph = q35_decode_graph,
-    .step_rows = q35_step_rows,
+    .describe = q35_describe,
 };

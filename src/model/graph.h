@@ -1,0 +1,158 @@
+/* A forward step as data: the one description of an architecture.
+ *
+ * An architecture file (lfm2.c, qwen3_5.c) describes its step once, as a
+ * list of generic ops over a few activation buffers (wisp_graph). Everything
+ * else is derived from that list, in this directory and nowhere else:
+ *   - the plan's op list (src/plan/plan.c walks the nodes),
+ *   - the per-sequence state (KV caches, conv and recurrent states: one set
+ *     per mixer node, sized from the node),
+ *   - prefill, op-by-op decode and the batched step of several sequences
+ *     (graph_run.c walks the nodes and calls the backend),
+ *   - the persistent decode's layer table (graph_lower.c matches each
+ *     layer's nodes against the phases the persistent kernels run),
+ *   - the fusions (graph_fuse.c: a pass over the nodes that finds which
+ *     neighbours may run as one kernel; `wisp plan` lists them).
+ * No backend sees this type: backends get generic op calls (backend.h). */
+#ifndef WISP_MODEL_GRAPH_H
+#define WISP_MODEL_GRAPH_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+typedef enum {
+  WISP_GOP_RMSNORM,         /* out = rmsnorm(in) * w, rows of `dim` */
+  WISP_GOP_MATMUL,          /* out (+)= W in */
+  WISP_GOP_SHORTCONV,       /* out = C * conv(B * u), in = [B | C | u]; state: conv window */
+  WISP_GOP_ATTENTION,       /* GQA, optional q/k norm, NEOX rope, KV append; state: K and V caches */
+  WISP_GOP_ATTENTION_GATED, /* the same with (q | gate) rows, partial rope, sigmoid output gate */
+  WISP_GOP_DELTANET,        /* gated delta rule (backend.h, wisp_deltanet_args); state: conv ring + recurrence */
+  WISP_GOP_SWIGLU,          /* out = silu(gate) * up, in = [gate | up] of `dim` each */
+  WISP_GOP_COUNT
+} wisp_gop;
+
+/* The activation buffers a step's nodes read and write ([tokens][width]). */
+enum { WISP_ACT_X, WISP_ACT_XN, WISP_ACT_BIG, WISP_ACT_MID, WISP_ACT_COUNT };
+
+/* Fusions the pass may find (graph_fuse.c), one bit each. */
+enum {
+  WISP_FUSE_NORM_MATMUL = 1 << 0,     /* rmsnorm computed inside the product that reads it */
+  WISP_FUSE_RESIDUAL_NORM = 1 << 1,   /* a product's residual add feeds the next rmsnorm directly */
+  WISP_FUSE_GATE_UP_SWIGLU = 1 << 2,  /* gate/up product and SwiGLU in one kernel */
+  WISP_FUSE_SWIGLU_MATMUL = 1 << 3,   /* SwiGLU computed inside the down product that reads it */
+  WISP_FUSE_QK_NORM_ROPE_KV = 1 << 4, /* q/k split + norm + RoPE + KV append inside the attention kernel */
+  WISP_FUSE_CONV_MATMUL = 1 << 5,     /* a short conv computed inside its in_proj product */
+  WISP_FUSE_HEAD_ARGMAX = 1 << 6,     /* the greedy choice inside the head product */
+  WISP_FUSE_KINDS = 7
+};
+
+typedef struct {
+  wisp_gop op;
+  int layer;             /* -1: none */
+  char section[24];      /* the plan's name: "mlp.gate_up", "mlp.gate_up.norm", "conv.core", "" */
+  int in, out;           /* WISP_ACT_* */
+  int accumulate;        /* matmul: out += W in (the residual stream) */
+  int rows, cols;        /* matmul: the weight's shape; rmsnorm/swiglu: cols = row width */
+  const wisp_matrix *W;  /* matmul (NULL in a graph described without weights) */
+  const wisp_vector *w;  /* rmsnorm weight; shortconv/deltanet taps */
+  const wisp_vector *q_norm, *k_norm;         /* attention: NULL = left out */
+  const wisp_vector *a_log, *dt_bias, *gnorm; /* deltanet */
+  const wisp_kernel_choice *choice;           /* attention_gated: the plan's [prefill, decode] kernel */
+  unsigned fused;        /* WISP_FUSE_* that start at this node (graph_fuse.c) */
+} wisp_gnode;
+
+typedef struct {
+  /* Sizes the mixers need. */
+  int hidden, ffn, vocab, heads, kv_heads, head_dim, rotary_dim, conv_len;
+  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
+  float eps;
+  int rope_rows;     /* rows of the rope tables */
+  int max_positions; /* longest context the weights support */
+  const wisp_matrix *embed, *head;
+  const wisp_vector *final_norm, *rope_cos, *rope_sin;
+  int n_layers;
+  int n_nodes, cap_nodes;
+  wisp_gnode *nodes;        /* the layers' nodes in order (node.layer ascending) */
+  size_t act[WISP_ACT_COUNT]; /* floats per token of each activation buffer */
+  unsigned fused;           /* graph-wide fusions (WISP_FUSE_HEAD_ARGMAX) */
+} wisp_graph;
+
+/* ---- building (the architecture files) ---- */
+void wisp_graph_init(wisp_graph *g);
+void wisp_graph_free(wisp_graph *g);
+/* Appends a node; the graph grows activation widths to fit it. NULL: out of memory. */
+wisp_gnode *wisp_graph_add(wisp_graph *g, wisp_gop op, int layer, const char *section, int in, int out);
+wisp_gnode *wisp_graph_matmul(wisp_graph *g, int layer, const char *section, const wisp_matrix *W, int rows,
+                              int cols, int in, int out, int accumulate);
+wisp_gnode *wisp_graph_rmsnorm(wisp_graph *g, int layer, const char *section, const wisp_vector *w, int dim, int in,
+                               int out);
+/* A mixer (shortconv, attention, deltanet) reading in_width floats a token
+ * of BIG (the in-product's rows) and writing out_width of MID. */
+wisp_gnode *wisp_graph_mixer(wisp_graph *g, wisp_gop op, int layer, const char *section, int in_width,
+                             int out_width);
+/* The feed-forward block every architecture here shares:
+ * x += down(silu(gate h) * up h), h = rmsnorm(x, norm). */
+wisp_status wisp_graph_add_ffn(wisp_graph *g, int layer, const wisp_vector *norm, const wisp_matrix *gate_up,
+                               const wisp_matrix *down);
+/* The op name the registry and the plan use for a node ("matmul", ...). */
+const char *wisp_gop_name(wisp_gop op);
+
+/* ---- per-sequence state (graph_state.c) ---- */
+typedef struct wisp_graph_state wisp_graph_state;
+/* Buffers for one sequence: activations for `chunk` tokens per call, and
+ * each mixer node's state for `max_pos` positions (0: the weights' maximum). */
+wisp_status wisp_graph_state_new(const wisp_graph *g, wisp_backend *be, int chunk, int max_pos,
+                                 wisp_graph_state **out);
+void wisp_graph_state_free(wisp_graph_state *s, wisp_backend *be);
+/* A fresh sequence: conv and recurrent states zeroed (KV rows beyond the
+ * position are never read). */
+void wisp_graph_state_reset(wisp_graph_state *s, wisp_backend *be);
+int wisp_graph_state_max_pos(const wisp_graph_state *s);
+/* The state a token changes for good beyond its own KV rows (conv and
+ * recurrent states), for snapshots: up to cap buffers; returns how many. */
+int wisp_graph_state_bufs(wisp_graph_state *s, wisp_buf **bufs, size_t *lens, int cap);
+
+/* The state's buffers, for the runner and the lowering: an activation
+ * buffer, the one-row logits, a mixer's state (k 0: conv state or K cache;
+ * 1: V cache or recurrent state; NULL where the layer has none). */
+wisp_buf *wisp_graph_state_act(const wisp_graph_state *s, int act);
+wisp_buf *wisp_graph_state_logits(const wisp_graph_state *s);
+wisp_buf *wisp_graph_state_mix(const wisp_graph_state *s, int layer, int k);
+int wisp_graph_state_chunk(const wisp_graph_state *s);
+
+/* ---- running (graph_run.c) ---- */
+/* Every weight to the backend once; fails with the op's name when the
+ * backend lacks an op the graph uses. */
+wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be);
+/* n (<= chunk) tokens at positions pos0..; logits of the last one (or,
+ * with all, of every one, n x vocab) when logits is non-NULL. */
+wisp_status wisp_graph_forward(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, const int32_t *tokens,
+                               int n, int pos0, float *logits, int all);
+/* One decode step that stays on the device: the token is ids[slot], the
+ * chosen successor goes to ids[slot + 1], at position pos. Records only. */
+wisp_status wisp_graph_decode_step(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, wisp_buf *ids,
+                                   int slot, int pos, const wisp_sampling *sampling, uint32_t step);
+struct wisp_model_rows; /* model/common.h */
+/* One decode step for several sequences (model.h had it as step_rows):
+ * products read each weight once for all rows, each row's mixer runs on its
+ * own sequence's state. scratch: a state with chunk >= rows->n. */
+wisp_status wisp_graph_step_rows(const wisp_graph *g, wisp_graph_state *scratch, wisp_backend *be,
+                                 const int32_t *tokens, const struct wisp_model_rows *rows,
+                                 const wisp_sampling *sampling, wisp_buf *logits, wisp_buf *ids);
+
+/* ---- the persistent decode's table (graph_lower.c) ---- */
+/* Matches every layer's nodes against the phases the persistent decode
+ * runs (norm, in-product, mixer, out-product + residual, norm, gate/up,
+ * SwiGLU, down + residual) and fills *out for state s. WISP_EUNSUPPORTED
+ * (nothing kept) when a layer has another shape: the decode then runs the
+ * nodes op by op. */
+wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state *s, wisp_decode_graph *out);
+
+/* ---- fusions (graph_fuse.c) ---- */
+/* Marks node.fused / g->fused with every fusion the graph's shape allows
+ * (greedy: whether the head's argmax fusion is possible at all). */
+void wisp_graph_fuse(wisp_graph *g);
+/* Name of one WISP_FUSE_* bit ("rmsnorm+matmul", ...). */
+const char *wisp_fuse_name(unsigned bit);
+
+#endif

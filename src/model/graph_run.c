@@ -1,0 +1,153 @@
+/* Running a step graph (graph.h) on a backend: prefill, the op-by-op
+ * decode step and the batched step of several sequences all walk the same
+ * nodes; only where rows come from and whose state a mixer uses differ. */
+#include <stdlib.h>
+
+#include "model/common.h"
+#include "model/graph.h"
+#include "util/err.h"
+
+static wisp_status need_op(const wisp_backend *be, const void *fn, wisp_gop op) {
+  if (fn) return WISP_OK;
+  return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' lacks op '%s', which this model's graph needs", be->name,
+                   wisp_gop_name(op));
+}
+
+static wisp_status prepare_vec(wisp_backend *be, const wisp_vector *v) {
+  /* Vectors are bound once per model and prepared once per session; the
+   * backend keeps its device copy in v->device. */
+  return v && v->n ? be->prepare_vector(be, (wisp_vector *)v) : WISP_OK;
+}
+
+wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be) {
+  wisp_status st;
+  for (int i = 0; i < g->n_nodes; i++) {
+    wisp_gnode *n = &g->nodes[i];
+    const void *fn = n->op == WISP_GOP_ATTENTION_GATED ? (const void *)be->attention_gated
+                     : n->op == WISP_GOP_DELTANET      ? (const void *)be->gated_deltanet
+                                                       : (const void *)be->rmsnorm;
+    if ((st = need_op(be, fn, n->op))) return st;
+    if (n->op == WISP_GOP_MATMUL && (st = be->prepare_matrix(be, (wisp_matrix *)n->W))) return st;
+    const wisp_vector *vs[] = {n->w, n->q_norm, n->k_norm, n->a_log, n->dt_bias, n->gnorm};
+    for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++)
+      if ((st = prepare_vec(be, vs[k]))) return st;
+  }
+  wisp_matrix *embed = (wisp_matrix *)g->embed, *head = (wisp_matrix *)g->head;
+  if ((st = be->prepare_matrix(be, embed))) return st;
+  if (head->q != embed->q || head->f32 != embed->f32) { /* a tied head shares the embedding's device copy */
+    if ((st = be->prepare_matrix(be, head))) return st;
+  } else {
+    head->device = embed->device;
+  }
+  if ((st = prepare_vec(be, g->final_norm)) || (st = prepare_vec(be, g->rope_cos)) ||
+      (st = prepare_vec(be, g->rope_sin)))
+    return st;
+  return WISP_OK;
+}
+
+/* One mixer node for n tokens of one sequence (state q) at pos0: reads the
+ * in-product's rows from `in`, writes its output rows to `out`. */
+static void run_mixer(const wisp_graph *g, const wisp_gnode *n, const wisp_graph_state *q, wisp_backend *be,
+                      const wisp_buf *in, int tokens, int pos0, wisp_buf *out) {
+  wisp_buf *m0 = wisp_graph_state_mix(q, n->layer, 0), *m1 = wisp_graph_state_mix(q, n->layer, 1);
+  if (n->op == WISP_GOP_SHORTCONV) {
+    be->shortconv(be, in, n->w, g->conv_len, tokens, g->hidden, m0, out);
+  } else if (n->op == WISP_GOP_ATTENTION) {
+    wisp_attention_args a = {.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads, .kv_heads = g->kv_heads,
+                             .head_dim = g->head_dim, .q_norm = n->q_norm, .k_norm = n->k_norm, .eps = g->eps,
+                             .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .k_cache = m0, .v_cache = m1,
+                             .out = out};
+    be->attention(be, &a);
+  } else if (n->op == WISP_GOP_ATTENTION_GATED) {
+    wisp_gated_attention_args a = {.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads,
+                                   .kv_heads = g->kv_heads, .head_dim = g->head_dim, .rotary_dim = g->rotary_dim,
+                                   .q_norm = n->q_norm, .k_norm = n->k_norm, .eps = g->eps,
+                                   .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .k_cache = m0, .v_cache = m1,
+                                   .out = out, .choice = n->choice};
+    be->attention_gated(be, &a);
+  } else if (n->op == WISP_GOP_DELTANET) {
+    wisp_deltanet_args d = {.proj = in, .n = tokens, .pos0 = pos0, .k_heads = g->lin_k_heads,
+                            .v_heads = g->lin_v_heads, .k_dim = g->lin_k_dim, .v_dim = g->lin_v_dim,
+                            .conv_len = g->conv_len, .conv_taps = n->w, .a_log = n->a_log, .dt_bias = n->dt_bias,
+                            .norm = n->gnorm, .eps = g->eps, .conv_state = m0, .state = m1, .out = out};
+    be->gated_deltanet(be, &d);
+  }
+}
+
+/* The nodes of one forward call, recorded on the backend: n tokens at
+ * positions pos0.. whose embeddings are in X. With rows (a batched decode
+ * step), row r is another sequence's token: the products run over all n
+ * rows at once (matmul_rows), and each mixer runs row by row on that row's
+ * own sequence state (rows->states[r], at rows->pos[r]), the row moved into
+ * that state's buffers and its output back. */
+static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, int n, int pos0,
+                      const wisp_model_rows *rows) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const wisp_gnode *nd = &g->nodes[i];
+    wisp_buf *in = wisp_graph_state_act(s, nd->in), *out = wisp_graph_state_act(s, nd->out);
+    switch (nd->op) {
+      case WISP_GOP_RMSNORM: be->rmsnorm(be, in, nd->w, g->eps, n, nd->cols, out); break;
+      case WISP_GOP_MATMUL: wisp_model_matmul(be, nd->W, in, n, out, nd->accumulate, rows); break;
+      case WISP_GOP_SWIGLU: be->swiglu(be, in, n, nd->cols, out); break;
+      default:
+        if (!rows) {
+          run_mixer(g, nd, s, be, in, n, pos0, out);
+          break;
+        }
+        for (int r = 0; r < n; r++) {
+          const wisp_graph_state *q = rows->states[r];
+          wisp_buf *qin = wisp_graph_state_act(q, nd->in), *qout = wisp_graph_state_act(q, nd->out);
+          be->buf_copy_at(be, qin, 0, in, (size_t)r * nd->rows, (size_t)nd->rows);
+          run_mixer(g, nd, q, be, qin, 1, rows->pos[r], qout);
+          be->buf_copy_at(be, out, (size_t)r * nd->cols, qout, 0, (size_t)nd->cols);
+        }
+        break;
+    }
+  }
+}
+
+static wisp_model_head head_of(const wisp_graph *g, const wisp_graph_state *s) {
+  return (wisp_model_head){g->final_norm, g->eps, g->head, g->hidden, g->vocab, wisp_graph_state_act(s, WISP_ACT_XN),
+                           wisp_graph_state_logits(s)};
+}
+
+wisp_status wisp_graph_forward(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, const int32_t *tokens,
+                               int n, int pos0, float *logits, int all) {
+  wisp_status st = wisp_model_check_forward(tokens, n, pos0, wisp_graph_state_chunk(s), wisp_graph_state_max_pos(s),
+                                            g->vocab);
+  if (st) return st;
+  wisp_buf *x = wisp_graph_state_act(s, WISP_ACT_X);
+  be->embed(be, g->embed, tokens, n, x);
+  run_nodes(g, s, be, n, pos0, NULL);
+  wisp_model_head h = head_of(g, s);
+  return wisp_model_head_logits(be, &h, x, n, logits, all);
+}
+
+wisp_status wisp_graph_decode_step(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, wisp_buf *ids,
+                                   int slot, int pos, const wisp_sampling *sampling, uint32_t step) {
+  wisp_status st = wisp_model_check_forward(NULL, 1, pos, wisp_graph_state_chunk(s), wisp_graph_state_max_pos(s),
+                                            g->vocab);
+  if (st) return st;
+  wisp_buf *x = wisp_graph_state_act(s, WISP_ACT_X);
+  be->embed_id(be, g->embed, ids, slot, x);
+  run_nodes(g, s, be, 1, pos, NULL);
+  wisp_model_head h = head_of(g, s);
+  wisp_model_head_sample(be, &h, x, sampling, step, ids, slot + 1, pos);
+  return WISP_OK;
+}
+
+wisp_status wisp_graph_step_rows(const wisp_graph *g, wisp_graph_state *scratch, wisp_backend *be,
+                                 const int32_t *tokens, const wisp_model_rows *rows, const wisp_sampling *sampling,
+                                 wisp_buf *logits, wisp_buf *ids) {
+  int max_pos[WISP_MAX_ROWS];
+  if (rows->n > WISP_MAX_ROWS) return wisp_fail(WISP_EINVAL, "step: %d sequences, at most %d", rows->n, WISP_MAX_ROWS);
+  for (int r = 0; r < rows->n; r++) max_pos[r] = wisp_graph_state_max_pos(rows->states[r]);
+  wisp_status st = wisp_model_check_rows(tokens, rows, wisp_graph_state_chunk(scratch), max_pos, g->vocab);
+  if (st) return st;
+  wisp_buf *x = wisp_graph_state_act(scratch, WISP_ACT_X);
+  be->embed(be, g->embed, tokens, rows->n, x);
+  run_nodes(g, scratch, be, rows->n, 0, rows);
+  wisp_model_head h = head_of(g, scratch);
+  wisp_model_head_sample_rows(be, &h, x, rows, logits, sampling, ids);
+  return WISP_OK;
+}
