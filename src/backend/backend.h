@@ -89,8 +89,9 @@ typedef struct {
 
 /* A decode step described as data, for backends that run several steps
  * in one device call (the WebGPU persistent decode, wgpu_persist.c) instead
- * of op by op. The architecture fills it (wisp_arch.decode_graph); what it
- * describes is exactly what its decode_step records: per layer
+ * of op by op. It is lowered from the model's step graph
+ * (src/model/graph_lower.c); what it describes is exactly what the op-by-op
+ * decode step records: per layer
  *   h = rmsnorm(x, op_norm)
  *   short conv: B, C, u = split(in h); x += out (C * conv(B * u))   (taps [hidden][conv_len])
  *   attention:  q, k, v = split(in h); q, k = rope(rmsnorm_head(q|k));  (q_norm/k_norm may be NULL)
@@ -248,7 +249,7 @@ struct wisp_backend {
    * no such batch is known (the state cannot be put back). */
   wisp_status (*decode_graph_reset)(wisp_backend *be, int pos);
 
-  /* ---- several sequences in one step (wisp_arch.step_rows) ---- */
+  /* ---- several sequences in one step (src/model/graph_run.c, wisp_graph_step_rows) ---- */
   /* Optional: y[t] (+)= W x[t] for t < n, every row computed exactly as a
    * one-row matmul (the decode product) computes it, whatever n is, so
    * that a sequence decoded beside others gets the tokens it gets alone.

@@ -31,6 +31,7 @@ wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps
   const cJSON *manifest = m->artifact->manifest;
   wisp_plan_inputs in = {
       .shape = &shape,
+      .graph = &m->graph,
       .candidate = cJSON_GetObjectItemCaseSensitive(manifest, "candidate"),
       .knee = cJSON_GetObjectItemCaseSensitive(m->artifact->runtime, "knee"),
       .profile = prof,
@@ -85,16 +86,21 @@ static wisp_status apply_op(wisp_model *m, const wisp_plan *plan, int phase, con
   wisp_matrix *w = m->arch->matrix(m->weights, layer, op->section);
   if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
   wisp_status st = wisp_engine_kernel_choice(&w->choice[phase], op);
-  /* Which held-back rmsnorm may fuse into this product: the norm after the
-   * FFN residual (next layer's input norm, the final norm) follows
-   * usePostFfnNextInputRMSNormPairFusion, the FFN's own norm fusedFfnQ4K. */
+  /* Whether the rmsnorm before this product may run inside it: where the
+   * fusion pass found the pair in the model's graph (graph_fuse.c) and the
+   * plan applies it (the FFN's own norm: fusedFfnQ4K; the norms after a
+   * residual: usePostFfnNextInputRMSNormPairFusion). The final norm before
+   * the head is not a graph node: the plan's switch alone decides it. */
   const wisp_fusions *f = &plan->fusions;
-  int fuse = 1;
-  if (!strcmp(op->section, "lin.in_proj") || !strcmp(op->section, "attn.qkv") || !strcmp(op->section, "head") ||
-      !strcmp(op->section, "conv.in_proj"))
-    fuse = f->post_ffn_norm_pair;
-  else if (!strcmp(op->section, "mlp.gate_up"))
-    fuse = f->ffn_q4k;
+  int fuse;
+  if (layer < 0) {
+    fuse = strcmp(op->section, "head") || f->post_ffn_norm_pair;
+  } else {
+    int at = 0;
+    fuse = wisp_graph_find(&m->graph, layer, op->section, &at) && at > 0 &&
+           (m->graph.nodes[at - 1].fused & WISP_FUSE_NORM_MATMUL) &&
+           (!strcmp(op->section, "mlp.gate_up") ? f->ffn_q4k : f->post_ffn_norm_pair);
+  }
   w->choice[phase].no_norm_fuse = !fuse;
   return st;
 }

@@ -28,7 +28,7 @@ wisp_status wisp_model_head_logits(wisp_backend *be, const wisp_model_head *h, c
 void wisp_model_head_sample(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x, const wisp_sampling *s,
                             uint32_t step, wisp_buf *ids, int slot, int pos);
 
-/* The rows of a batched decode step (wisp_arch.step_rows): row r is the
+/* The rows of a batched decode step (wisp_graph_step_rows): row r is the
  * token at position pos[r] of the sequence whose state is states[r]. */
 #define WISP_MAX_ROWS 256 /* sequences one batched step may take */
 typedef struct wisp_model_rows {

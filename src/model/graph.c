@@ -94,3 +94,12 @@ wisp_gnode *wisp_graph_mixer(wisp_graph *g, wisp_gop op, int layer, const char *
   widen(g, WISP_ACT_MID, (size_t)out_width);
   return n;
 }
+
+const wisp_gnode *wisp_graph_find(const wisp_graph *g, int layer, const char *section, int *index) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].layer == layer && !strcmp(g->nodes[i].section, section)) {
+      if (index) *index = i;
+      return &g->nodes[i];
+    }
+  return NULL;
+}

@@ -61,7 +61,7 @@ typedef struct {
   unsigned fused;        /* WISP_FUSE_* that start at this node (graph_fuse.c) */
 } wisp_gnode;
 
-typedef struct {
+typedef struct wisp_graph {
   /* Sizes the mixers need. */
   int hidden, ffn, vocab, heads, kv_heads, head_dim, rotary_dim, conv_len;
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
@@ -94,6 +94,8 @@ wisp_gnode *wisp_graph_mixer(wisp_graph *g, wisp_gop op, int layer, const char *
  * x += down(silu(gate h) * up h), h = rmsnorm(x, norm). */
 wisp_status wisp_graph_add_ffn(wisp_graph *g, int layer, const wisp_vector *norm, const wisp_matrix *gate_up,
                                const wisp_matrix *down);
+/* The node of `section` in `layer`, and its index; NULL when none. */
+const wisp_gnode *wisp_graph_find(const wisp_graph *g, int layer, const char *section, int *index);
 /* The op name the registry and the plan use for a node ("matmul", ...). */
 const char *wisp_gop_name(wisp_gop op);
 
@@ -133,7 +135,7 @@ wisp_status wisp_graph_forward(const wisp_graph *g, wisp_graph_state *s, wisp_ba
 wisp_status wisp_graph_decode_step(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, wisp_buf *ids,
                                    int slot, int pos, const wisp_sampling *sampling, uint32_t step);
 struct wisp_model_rows; /* model/common.h */
-/* One decode step for several sequences (model.h had it as step_rows):
+/* One decode step for several sequences (docs/sequences.md):
  * products read each weight once for all rows, each row's mixer runs on its
  * own sequence's state. scratch: a state with chunk >= rows->n. */
 wisp_status wisp_graph_step_rows(const wisp_graph *g, wisp_graph_state *scratch, wisp_backend *be,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model.h"
 #include "plan/pjson.h"
 #include "util/err.h"
 
@@ -136,6 +137,7 @@ typedef struct {
   opvec *blocks[2];
   int tokens[2];
   int conv_fuse; /* candidate.convFuse (default 1): rules see it as "convFuse" */
+  const wisp_graph *graph; /* the model's step: in->graph, or described from the shape */
 } resolver;
 
 static const char *const k_phase_names[2] = {"prefill", "decode"};
@@ -392,50 +394,24 @@ static wisp_status residual_matmul(const resolver *R, opvec *dst, int phase, int
   return st;
 }
 
+/* The default op list of a phase: the embedding, every node of the model's
+ * graph in order (a residual matmul as residual_matmul makes it), the head. */
 static wisp_status build_defaults(resolver *R, int phase) {
   const wisp_model_shape *s = R->in->shape;
+  const wisp_graph *g = R->graph;
   opvec *b = R->blocks[phase];
   wisp_status st;
   if ((st = make_op(R, &b[0], phase, -1, "embed", "embed", s->vocab, s->hidden, 0))) return st;
-  for (int l = 0; l < s->n_layers; l++) {
-    opvec *o = &b[l + 1];
-    if (s->qwen3_5 && s->layer_types[l] == WISP_LAYER_LINEAR) {
-      /* Qwen 3.5 Gated DeltaNet: fused [qkv | z | b | a] projection. */
-      int K = s->lin_k_heads * s->lin_k_dim, V = s->lin_v_heads * s->lin_v_dim;
-      if ((st = make_op(R, o, phase, l, "rmsnorm", "lin.in_proj.norm", 0, 0, 0)) ||
-          (st = make_op(R, o, phase, l, "matmul", "lin.in_proj", 2 * K + 2 * V + 2 * s->lin_v_heads, s->hidden, 0)) ||
-          (st = make_op(R, o, phase, l, "gated_deltanet", "lin.core", 0, 0, 0)) ||
-          (st = residual_matmul(R, o, phase, l, "lin.out_proj", s->hidden, V)))
-        return st;
-    } else if (s->qwen3_5) {
-      /* Qwen 3.5 gated attention: q_proj rows carry (q | gate) per head. */
-      int q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim;
-      if ((st = make_op(R, o, phase, l, "rmsnorm", "attn.qkv.norm", 0, 0, 0)) ||
-          (st = make_op(R, o, phase, l, "matmul", "attn.qkv", 2 * q + 2 * kv, s->hidden, 0)) ||
-          (st = make_op(R, o, phase, l, "attention_gated", "attn.core", 0, 0, 0)) ||
-          (st = residual_matmul(R, o, phase, l, "attn.o_proj", s->hidden, q)))
-        return st;
-    } else if (s->layer_types[l] == WISP_LAYER_LINEAR) {
-      return FAIL(WISP_EUNSUPPORTED, "plan: layer %d is linear_attention, which only architecture qwen3_5 has", l);
-    } else if (s->layer_types[l] == WISP_LAYER_CONV) {
-      if ((st = make_op(R, o, phase, l, "rmsnorm", "conv.in_proj.norm", 0, 0, 0)) ||
-          (st = make_op(R, o, phase, l, "matmul", "conv.in_proj", 3 * s->hidden, s->hidden, 0)) ||
-          (st = make_op(R, o, phase, l, "shortconv", "conv.core", 0, 0, 0)) ||
-          (st = residual_matmul(R, o, phase, l, "conv.out_proj", s->hidden, s->hidden)))
-        return st;
-    } else {
-      int q = s->heads * s->head_dim, kv = s->kv_heads * s->head_dim;
-      if ((st = make_op(R, o, phase, l, "rmsnorm", "attn.qkv.norm", 0, 0, 0)) ||
-          (st = make_op(R, o, phase, l, "matmul", "attn.qkv", q + 2 * kv, s->hidden, 0)) ||
-          (st = make_op(R, o, phase, l, "attention", "attn.core", 0, 0, 0)) ||
-          (st = residual_matmul(R, o, phase, l, "attn.o_proj", s->hidden, q)))
-        return st;
-    }
-    if ((st = make_op(R, o, phase, l, "rmsnorm", "mlp.gate_up.norm", 0, 0, 0)) ||
-        (st = make_op(R, o, phase, l, "matmul", "mlp.gate_up", 2 * s->ffn, s->hidden, 0)) ||
-        (st = make_op(R, o, phase, l, "swiglu", "", 0, 0, 0)) ||
-        (st = residual_matmul(R, o, phase, l, "mlp.down", s->hidden, s->ffn)))
-      return st;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const wisp_gnode *n = &g->nodes[i];
+    if (n->layer < 0 || n->layer >= s->n_layers)
+      return FAIL(WISP_EINVAL, "plan: graph node %d is in layer %d of %d", i, n->layer, s->n_layers);
+    opvec *o = &b[n->layer + 1];
+    const char *op = wisp_gop_name(n->op);
+    if (n->op == WISP_GOP_MATMUL && n->accumulate) st = residual_matmul(R, o, phase, n->layer, n->section, n->rows, n->cols);
+    else if (n->op == WISP_GOP_MATMUL) st = make_op(R, o, phase, n->layer, op, n->section, n->rows, n->cols, 0);
+    else st = make_op(R, o, phase, n->layer, op, n->section, 0, 0, 0);
+    if (st) return st;
   }
   opvec *e = &b[s->n_layers + 1];
   if ((st = make_op(R, e, phase, -1, "rmsnorm", "head.norm", 0, 0, 0)) ||
@@ -443,6 +419,103 @@ static wisp_status build_defaults(resolver *R, int phase) {
       (st = make_op(R, e, phase, -1, "sample", "", 0, 0, 0)))
     return st;
   return WISP_OK;
+}
+
+/* ---- the graph's fusions ---- */
+
+/* Whether this plan applies fusion `bit` found between nodes a and b, and
+ * why (the backend, the switch that allows it). */
+static int fusion_applied(const wisp_plan *p, const wisp_model_shape *s, unsigned bit, const wisp_gnode *b,
+                          char *why, size_t cap) {
+  if (strcmp(p->backend, "webgpu")) {
+    wisp_path(why, cap, "the %s backend runs the unfused reference ops", p->backend);
+    return 0;
+  }
+  const wisp_fusions *f = &p->fusions;
+  int on = 1, sw = -1;
+  switch (bit) {
+    case WISP_FUSE_NORM_MATMUL:
+      sw = b && !strcmp(b->section, "mlp.gate_up") ? WISP_SW_FFN_Q4K : WISP_SW_POST_FFN_NORM_PAIR;
+      break;
+    case WISP_FUSE_RESIDUAL_NORM: sw = WISP_SW_RESIDUAL_ADD; break;
+    case WISP_FUSE_GATE_UP_SWIGLU:
+      sw = WISP_SW_FFN_Q4K;
+      if (!s->q4k) {
+        wisp_path(why, cap, "one kernel for Q4_K weights only (fusedFfnQ4K)");
+        return 0;
+      }
+      break;
+    case WISP_FUSE_QK_NORM_ROPE_KV: sw = WISP_SW_QKV_NORM_ROPE; break;
+    case WISP_FUSE_HEAD_ARGMAX: sw = WISP_SW_HEAD_ARGMAX; break;
+    case WISP_FUSE_CONV_MATMUL:
+      on = p->conv_fuse;
+      wisp_path(why, cap, "decode; convFuse (%s)", p->conv_fuse_from);
+      return on;
+    default:
+      wisp_path(why, cap, "decode");
+      return 1;
+  }
+  on = wisp_switch_on(f, sw);
+  wisp_path(why, cap, "decode; %s %s", wisp_switch_name(sw), on ? "on" : "off");
+  return on;
+}
+
+/* Appends layer l to a "0-3,5" list. */
+static void add_layer(char *list, size_t cap, int l) {
+  size_t n = strlen(list);
+  int last = -1, run = 0;
+  const char *tail = list + n;
+  while (tail > list && tail[-1] >= '0' && tail[-1] <= '9') tail--;
+  if (tail < list + n) last = atoi(tail);
+  run = tail > list && tail[-1] == '-';
+  if (last == l - 1 && n) {
+    if (run) wisp_path(list + (tail - list), cap - (size_t)(tail - list), "%d", l);
+    else wisp_path(list + n, cap - n, "-%d", l);
+  } else {
+    wisp_path(list + n, cap - n, "%s%d", n ? "," : "", l);
+  }
+}
+
+static void graph_fusions(wisp_plan *p, const resolver *R) {
+  const wisp_graph *g = R->graph;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const wisp_gnode *a = &g->nodes[i], *b = i + 1 < g->n_nodes ? &g->nodes[i + 1] : NULL;
+    for (unsigned bit = 1; bit < (1u << WISP_FUSE_KINDS); bit <<= 1) {
+      if (!(a->fused & bit)) continue;
+      char first[48], second[48];
+      wisp_path(first, sizeof first, "%s%s%s", wisp_gop_name(a->op), a->section[0] ? " " : "", a->section);
+      if (bit == WISP_FUSE_QK_NORM_ROPE_KV) wisp_path(second, sizeof second, "%s", "");
+      else if (bit == WISP_FUSE_RESIDUAL_NORM && (!b || b->layer != a->layer) && i + 1 == g->n_nodes)
+        wisp_path(second, sizeof second, "rmsnorm head.norm");
+      else if (b) wisp_path(second, sizeof second, "%s%s%s", wisp_gop_name(b->op), b->section[0] ? " " : "", b->section);
+      else continue;
+      int k = 0;
+      while (k < p->n_graph_fusions && (strcmp(p->graph_fusions[k].name, wisp_fuse_name(bit)) ||
+                                        strcmp(p->graph_fusions[k].first, first) ||
+                                        strcmp(p->graph_fusions[k].second, second)))
+        k++;
+      if (k == WISP_PLAN_MAX_FUSIONS) continue;
+      if (k == p->n_graph_fusions) {
+        p->n_graph_fusions++;
+        memset(&p->graph_fusions[k], 0, sizeof p->graph_fusions[k]);
+        wisp_path(p->graph_fusions[k].name, sizeof p->graph_fusions[k].name, "%s", wisp_fuse_name(bit));
+        memcpy(p->graph_fusions[k].first, first, sizeof first);
+        memcpy(p->graph_fusions[k].second, second, sizeof second);
+        p->graph_fusions[k].applied = fusion_applied(p, R->in->shape, bit, b, p->graph_fusions[k].why,
+                                                     sizeof p->graph_fusions[k].why);
+      }
+      add_layer(p->graph_fusions[k].layers, sizeof p->graph_fusions[k].layers, a->layer);
+    }
+  }
+  if ((g->fused & WISP_FUSE_HEAD_ARGMAX) && p->n_graph_fusions < WISP_PLAN_MAX_FUSIONS) {
+    int k = p->n_graph_fusions++;
+    memset(&p->graph_fusions[k], 0, sizeof p->graph_fusions[k]);
+    wisp_path(p->graph_fusions[k].name, sizeof p->graph_fusions[k].name, "%s", wisp_fuse_name(WISP_FUSE_HEAD_ARGMAX));
+    wisp_path(p->graph_fusions[k].first, sizeof p->graph_fusions[k].first, "matmul head");
+    wisp_path(p->graph_fusions[k].second, sizeof p->graph_fusions[k].second, "sample (greedy)");
+    p->graph_fusions[k].applied = fusion_applied(p, R->in->shape, WISP_FUSE_HEAD_ARGMAX, NULL, p->graph_fusions[k].why,
+                                                 sizeof p->graph_fusions[k].why);
+  }
 }
 
 /* ---- profile patches ---- */
@@ -787,6 +860,17 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddItemToObject(st, "decodeLoop", batching_json(&p->decode_loop));
   cJSON *fu = cJSON_AddObjectToObject(st, "fusions");
   cJSON_AddBoolToObject(fu, "fuseResidualAdd", p->fusions.residual_add);
+  cJSON *gf = cJSON_AddArrayToObject(st, "graphFusions");
+  for (int i = 0; i < p->n_graph_fusions; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "fusion", p->graph_fusions[i].name);
+    cJSON_AddStringToObject(o, "first", p->graph_fusions[i].first);
+    cJSON_AddStringToObject(o, "second", p->graph_fusions[i].second);
+    cJSON_AddStringToObject(o, "layers", p->graph_fusions[i].layers);
+    cJSON_AddBoolToObject(o, "applied", p->graph_fusions[i].applied);
+    cJSON_AddStringToObject(o, "why", p->graph_fusions[i].why);
+    cJSON_AddItemToArray(gf, o);
+  }
   cJSON_AddItemToObject(st, "session", wisp_plan_switches_json(p));
   cJSON *ex = cJSON_AddObjectToObject(st, "execution");
   cJSON_AddBoolToObject(ex, "convFuse", p->conv_fuse);
@@ -979,6 +1063,18 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
   }
   const cJSON *cand_fuse = in->candidate ? cJSON_GetObjectItemCaseSensitive(in->candidate, "convFuse") : NULL;
   R.conv_fuse = cJSON_IsBool(cand_fuse) ? cJSON_IsTrue(cand_fuse) : 1;
+  /* A plan of a manifest alone (no weights): the architecture describes
+   * its step from the shape, names and sizes only. */
+  wisp_graph own;
+  memset(&own, 0, sizeof own);
+  R.graph = in->graph;
+  if (!st && !R.graph) {
+    const wisp_arch *arch = wisp_arch_find(s->qwen3_5 ? "qwen3_5" : "lfm2");
+    if (!(st = arch->describe(s, NULL, &own))) {
+      wisp_graph_fuse(&own);
+      R.graph = &own;
+    }
+  }
   for (int ph = 0; ph < 2 && !st; ph++) st = build_defaults(&R, ph);
   for (int i = 0; in->profile && i < in->profile->n_patches && !st; i++) st = apply_patch(&R, &in->profile->patches[i]);
   if (!st) {
@@ -1018,7 +1114,9 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     for (int ph = 0; ph < 2 && !st; ph++) st = group_phase(p, &R, ph);
     if (!st) st = resolve_kv_dtype(p, in->profile);
     resolve_persist(p, in);
+    if (!st) graph_fusions(p, &R);
   }
+  wisp_graph_free(&own);
   if (!st) {
     cJSON *j = plan_json(p, in);
     char *canon = j ? wisp_json_canonical(j) : NULL;
@@ -1128,6 +1226,15 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     }
     fprintf(f, "  %-50s %-3s%s  [%s]\n", wisp_switch_name(i), i == WISP_SW_HEAD_ARGMAX_Q4K ? "" : wisp_switch_on(&p->fusions, i) ? "on" : "off",
             extra, p->fusions.from[i] ? p->fusions.from[i] : "default");
+  }
+  fprintf(f, "fusions (a pass over the model's graph; + applied by this plan, - found but not applied)\n");
+  for (int i = 0; i < p->n_graph_fusions; i++) {
+    char pair[112];
+    wisp_path(pair, sizeof pair, "%s%s%s", p->graph_fusions[i].first, p->graph_fusions[i].second[0] ? " -> " : "",
+              p->graph_fusions[i].second);
+    fprintf(f, "  %c %-22s %-46s layers %-10s [%s]\n", p->graph_fusions[i].applied ? '+' : '-',
+            p->graph_fusions[i].name, pair, p->graph_fusions[i].layers[0] ? p->graph_fusions[i].layers : "-",
+            p->graph_fusions[i].why);
   }
   for (int i = 0; i < p->n_not_implemented; i++) fprintf(f, "%s\n", p->not_implemented[i]);
 }

@@ -57,6 +57,7 @@ typedef struct {
 } wisp_geometry;
 
 #define WISP_PLAN_MAX_CONSTANTS 16
+#define WISP_PLAN_MAX_FUSIONS 32
 
 typedef struct {
   char op[32];        /* registry operation: "matmul", ... (for `add`, the step's name) */
@@ -127,6 +128,18 @@ typedef struct {
   char persist_kernel[48];
   int persist_min_steps;
   char persist_off[256]; /* why persist_kernel is "" (for wisp plan) */
+  /* The fusions the pass over the model's graph found (model/graph_fuse.c),
+   * one entry per pair of ops, with the layers where the pair occurs and
+   * whether this plan applies it (a backend that fuses, and the switch that
+   * allows it; `why` names them). */
+  int n_graph_fusions;
+  struct {
+    char name[24];          /* "rmsnorm+matmul" */
+    char first[48], second[48]; /* "rmsnorm mlp.gate_up.norm", "matmul mlp.gate_up" */
+    char layers[128];       /* "0-5,7" ("" for the epilogue) */
+    int applied;
+    char why[96];
+  } graph_fusions[WISP_PLAN_MAX_FUSIONS];
   int n_not_implemented;
   char **not_implemented;
   char *profile_id;             /* NULL without a profile */
@@ -134,8 +147,13 @@ typedef struct {
   wisp_arena *arena;            /* owns the arrays above */
 } wisp_plan;
 
+struct wisp_graph; /* model/graph.h */
+
 typedef struct {
   const wisp_model_shape *shape;
+  /* The model's step (model/graph.h) the op lists are read from; NULL: the
+   * architecture the shape names describes it from the shape. */
+  const struct wisp_graph *graph;
   const cJSON *candidate;        /* manifest "candidate" (may be NULL) */
   const cJSON *knee;             /* manifest runtime.knee array (may be NULL) */
   const wisp_profile *profile;   /* may be NULL: registry choices only */
