@@ -172,23 +172,32 @@ uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p
   return total;
 }
 
-/* The plan's execution settings and session switches, for configure. */
+/* Whether the plan applies a fusion the pass over the graph found (any
+ * pair of that name; plan.h graph_fusions). */
+static int fusion_on(const wisp_plan *p, const char *name) {
+  for (int i = 0; i < p->n_graph_fusions; i++)
+    if (!strcmp(p->graph_fusions[i].name, name) && p->graph_fusions[i].applied) return 1;
+  return 0;
+}
+
+/* The plan's execution settings and session switches, for configure. The
+ * fusions of the graph pass are on only where the pass found them. */
 const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wisp_backend_settings *s) {
   const wisp_fusions *f = &p->fusions;
   wisp_backend_settings_default(s);
-  s->conv_fuse = p->conv_fuse;
+  s->conv_fuse = p->conv_fuse && fusion_on(p, "matmul+shortconv");
   s->flash_blocks = p->flash_blocks;
   s->ffn_q4k = f->ffn_q4k;
   s->ffn_wg = f->ffn_geometry.workgroup_size;
   s->ffn_cols = f->ffn_geometry.cols_per_wg;
   s->ffn_tpc = f->ffn_geometry.threads_per_col;
   s->ffn_full_block = f->ffn_geometry.full_block;
-  s->head_argmax = f->greedy_head_argmax;
+  s->head_argmax = f->greedy_head_argmax && fusion_on(p, "head+argmax");
   s->head_cols = f->head_geometry.cols_per_wg;
   s->head_tpc = f->head_geometry.threads_per_col;
   s->head_full_block = f->head_geometry.full_block;
   s->attn_output_gate = f->attn_output_gate;
-  s->attn_fused_rope = f->fused_qkv_split_norm_rope;
+  s->attn_fused_rope = f->fused_qkv_split_norm_rope && fusion_on(p, "qk_norm+rope+kv_write");
   s->attn_direct_kv = f->attn_direct_kv;
   s->kv_f16 = !strcmp(p->kv_dtype, "f16");
   s->lin_qkvz = f->lin_qkvz;
