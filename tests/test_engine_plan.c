@@ -41,7 +41,7 @@ TEST(engine_profile_kernel_choice_reaches_the_backend) {
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
   wisp_session_options oa = {.backend = "cpu"};
   CHECK(wisp_session_new(m, &oa, &a) == WISP_OK);
-  const wisp_matrix *w = m->arch->matrix(m->weights, 3, "mlp.down");
+  const wisp_matrix *w = wisp_graph_matrix(&m->graph, 3, "mlp.down");
   CHECK(w && !strcmp(w->choice[WISP_PHASE_DECODE].variant, "q4_avx2") == !strcmp(wisp_session_plan(a)->device.has_avx2 ? "y" : "n", "y"));
   char id_a[65];
   snprintf(id_a, sizeof id_a, "%s", wisp_session_plan_id(a));
@@ -54,7 +54,7 @@ TEST(engine_profile_kernel_choice_reaches_the_backend) {
   CHECKF(wisp_session_new(m, &ob, &b) == WISP_OK, "%s", wisp_last_error());
   CHECK(strcmp(id_a, wisp_session_plan_id(b)) != 0);
   CHECK(!strcmp(w->choice[WISP_PHASE_DECODE].variant, "q4_scalar"));
-  CHECK(!strcmp(m->arch->matrix(m->weights, -1, "head")->choice[WISP_PHASE_DECODE].variant, "q4_scalar"));
+  CHECK(!strcmp(wisp_graph_matrix(&m->graph, -1, "head")->choice[WISP_PHASE_DECODE].variant, "q4_scalar"));
   /* decode one token at a time: the scalar kernels give the same logits to rounding */
   for (int i = 0; i < 6; i++) CHECK(wisp_session_eval(b, ids + i, 1, lb) == WISP_OK);
   wisp_session_free(b);

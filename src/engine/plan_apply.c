@@ -80,10 +80,12 @@ wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op 
 
 static wisp_status apply_op(wisp_model *m, const wisp_plan *plan, int phase, const wisp_plan_op *op, int layer) {
   if (strcmp(op->op, "matmul") != 0) {
-    wisp_kernel_choice *cc = m->arch->op_choice ? m->arch->op_choice(m->weights, layer, op->op) : NULL;
+    /* A mixer node that takes the plan's kernel (a profile's attention kernel). */
+    const wisp_gnode *n = layer >= 0 ? wisp_graph_find(&m->graph, layer, op->section, NULL) : NULL;
+    wisp_kernel_choice *cc = n && !strcmp(wisp_gop_name(n->op), op->op) ? n->choice : NULL;
     return cc ? wisp_engine_kernel_choice(&cc[phase], op) : WISP_OK;
   }
-  wisp_matrix *w = m->arch->matrix(m->weights, layer, op->section);
+  wisp_matrix *w = wisp_graph_matrix(&m->graph, layer, op->section);
   if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
   wisp_status st = wisp_engine_kernel_choice(&w->choice[phase], op);
   /* Whether the rmsnorm before this product may run inside it: where the
@@ -157,7 +159,7 @@ uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p
   uint64_t total = 0;
   for (int i = 0; i < phase->n_epilogue; i++)
     if (!strcmp(phase->epilogue[i].op, "matmul")) {
-      const wisp_matrix *w = m->arch->matrix(m->weights, -1, phase->epilogue[i].section);
+      const wisp_matrix *w = wisp_graph_matrix(&m->graph, -1, phase->epilogue[i].section);
       if (w) total += wisp_matrix_bytes(w);
     }
   for (int g = 0; g < phase->n_groups; g++) {
@@ -165,7 +167,7 @@ uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p
     for (int l = 0; l < grp->n_layers; l++)
       for (int i = 0; i < grp->n_ops; i++) {
         if (strcmp(grp->ops[i].op, "matmul")) continue;
-        const wisp_matrix *w = m->arch->matrix(m->weights, grp->layers[l], grp->ops[i].section);
+        const wisp_matrix *w = wisp_graph_matrix(&m->graph, grp->layers[l], grp->ops[i].section);
         if (w) total += wisp_matrix_bytes(w);
       }
   }

@@ -1,6 +1,11 @@
 /* Shared forward-pass pieces; see common.h. */
 #include "model/common.h"
 
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/quant.h"
 #include "util/err.h"
 
 wisp_status wisp_model_check_forward(const int32_t *tokens, int n, int pos0, int chunk, int max_pos, int vocab) {
@@ -66,4 +71,90 @@ void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, con
     be->buf_copy_at(be, h->logits, 0, rows_logits, (size_t)r * h->vocab, (size_t)h->vocab);
     be->sample_id(be, h->logits, h->vocab, s, (uint32_t)rows->pos[r] + 1u, ids, r);
   }
+}
+
+/* ---- binding ---- */
+
+wisp_status wisp_model_bind_vector(const wisp_artifact *a, const char *name, int n, wisp_vector *v) {
+  const uint8_t *p;
+  wisp_status st = wisp_artifact_bytes(a, name, (uint64_t)n * 4, &p);
+  if (st) return st;
+  v->n = n;
+  v->data = (const float *)p;
+  return WISP_OK;
+}
+
+static wisp_status bind_rope(const wisp_artifact *a, int rotary_dim, int f32_freq, wisp_model_globals *g) {
+  const int half = rotary_dim / 2;
+  const char *pairs[2][2] = {{"rope.cos_ext", "rope.sin_ext"}, {"rope.cos", "rope.sin"}};
+  for (int i = 0; i < 2; i++) {
+    const wisp_section *c = wisp_artifact_section(a, pairs[i][0]);
+    if (!c) continue;
+    if (c->bytes == 0 || c->bytes % ((uint64_t)half * 4))
+      return wisp_fail(WISP_EFORMAT, "%s: section '%s' (%llu bytes) is not a whole number of %d-float rows",
+                       a->dir ? a->dir : "artifact", pairs[i][0], (unsigned long long)c->bytes, half);
+    int rows = (int)(c->bytes / ((uint64_t)half * 4));
+    wisp_status st;
+    if ((st = wisp_model_bind_vector(a, pairs[i][0], rows * half, &g->rope_cos)) ||
+        (st = wisp_model_bind_vector(a, pairs[i][1], rows * half, &g->rope_sin)))
+      return st;
+    g->positions = rows;
+    return WISP_OK;
+  }
+  const int rows = a->max_positions;
+  g->rope_owned = malloc(sizeof(float) * 2 * (size_t)rows * half);
+  if (!g->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
+  float *cs = g->rope_owned, *sn = g->rope_owned + (size_t)rows * half;
+  if (!f32_freq) {
+    wisp_rope_table(a->rope_theta, rotary_dim, rows, cs, sn);
+  } else {
+    for (int i = 0; i < half; i++) {
+      float inv = 1.0f / powf((float)a->rope_theta, (float)(2 * i) / (float)rotary_dim);
+      for (int p = 0; p < rows; p++) {
+        float ang = (float)p * inv;
+        cs[(size_t)p * half + i] = cosf(ang);
+        sn[(size_t)p * half + i] = sinf(ang);
+      }
+    }
+  }
+  g->rope_cos = (wisp_vector){rows * half, cs, NULL};
+  g->rope_sin = (wisp_vector){rows * half, sn, NULL};
+  g->positions = rows;
+  return WISP_OK;
+}
+
+wisp_status wisp_model_bind_globals(const wisp_artifact *a, int rotary_dim, int f32_freq, wisp_model_globals *g) {
+  const wisp_shape *s = &a->shape;
+  wisp_status st;
+  if ((st = wisp_matrix_bind(a, "embed", s->vocab, s->hidden, &g->embed))) return st;
+  if (wisp_matrix_present(a, "head")) {
+    if ((st = wisp_matrix_bind(a, "head", s->vocab, s->hidden, &g->head))) return st;
+  } else {
+    g->head = g->embed; /* tied */
+  }
+  if ((st = wisp_model_bind_vector(a, "head.norm", s->hidden, &g->final_norm))) return st;
+  if ((st = bind_rope(a, rotary_dim, f32_freq, g))) return st;
+  g->max_positions = a->max_positions < g->positions ? a->max_positions : g->positions;
+  return WISP_OK;
+}
+
+void wisp_model_globals_free(wisp_model_globals *g) {
+  free(g->rope_owned);
+  g->rope_owned = NULL;
+}
+
+wisp_matrix *wisp_model_globals_matrix(wisp_model_globals *g, const char *section) {
+  if (!strcmp(section, "head")) return &g->head;
+  if (!strcmp(section, "embed")) return &g->embed;
+  return NULL;
+}
+
+void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g) {
+  g->rope_rows = m->positions;
+  g->max_positions = m->max_positions;
+  g->embed = &m->embed;
+  g->head = &m->head;
+  g->final_norm = &m->final_norm;
+  g->rope_cos = &m->rope_cos;
+  g->rope_sin = &m->rope_sin;
 }

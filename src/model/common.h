@@ -5,6 +5,8 @@
 #define WISP_MODEL_COMMON_H
 
 #include "backend/backend.h"
+#include "format/artifact.h"
+#include "model/graph.h"
 
 /* n tokens at pos0: 1 <= n <= chunk, inside the context, ids in the vocabulary. */
 wisp_status wisp_model_check_forward(const int32_t *tokens, int n, int pos0, int chunk, int max_pos, int vocab);
@@ -52,5 +54,28 @@ wisp_status wisp_model_check_rows(const int32_t *tokens, const wisp_model_rows *
 void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x,
                                  const wisp_model_rows *rows, wisp_buf *rows_logits, const wisp_sampling *s,
                                  wisp_buf *ids);
+
+/* What every architecture binds beside its layers: the embedding, the head
+ * (the embedding when the artifact has none: tied), the final norm and the
+ * rope tables (the artifact's, the longer rope.*_ext pair first, else
+ * computed from ropeTheta for maxPositions rows). */
+typedef struct {
+  wisp_matrix embed, head;
+  wisp_vector final_norm, rope_cos, rope_sin;
+  float *rope_owned;  /* computed tables */
+  int positions;      /* rows of the rope tables */
+  int max_positions;  /* longest context: the manifest's, at most the tables' rows */
+} wisp_model_globals;
+
+/* A section of n f32 values (its size checked). */
+wisp_status wisp_model_bind_vector(const wisp_artifact *a, const char *name, int n, wisp_vector *v);
+/* rotary_dim: the dims of a head RoPE turns; f32_freq: inverse frequencies
+ * computed in float (as Hugging Face's Qwen 3.5 does), else in double. */
+wisp_status wisp_model_bind_globals(const wisp_artifact *a, int rotary_dim, int f32_freq, wisp_model_globals *g);
+void wisp_model_globals_free(wisp_model_globals *g);
+/* "embed" or "head"; NULL otherwise. */
+wisp_matrix *wisp_model_globals_matrix(wisp_model_globals *g, const char *section);
+/* The graph's embedding, head, final norm, rope tables and context. */
+void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g);
 
 #endif

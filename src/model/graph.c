@@ -46,7 +46,7 @@ wisp_gnode *wisp_graph_add(wisp_graph *g, wisp_gop op, int layer, const char *se
   return n;
 }
 
-wisp_gnode *wisp_graph_matmul(wisp_graph *g, int layer, const char *section, const wisp_matrix *W, int rows,
+wisp_gnode *wisp_graph_matmul(wisp_graph *g, int layer, const char *section, wisp_matrix *W, int rows,
                               int cols, int in, int out, int accumulate) {
   wisp_gnode *n = wisp_graph_add(g, WISP_GOP_MATMUL, layer, section, in, out);
   if (!n) return NULL;
@@ -70,8 +70,8 @@ wisp_gnode *wisp_graph_rmsnorm(wisp_graph *g, int layer, const char *section, co
   return n;
 }
 
-wisp_status wisp_graph_add_ffn(wisp_graph *g, int layer, const wisp_vector *norm, const wisp_matrix *gate_up,
-                               const wisp_matrix *down) {
+wisp_status wisp_graph_add_ffn(wisp_graph *g, int layer, const wisp_vector *norm, wisp_matrix *gate_up,
+                               wisp_matrix *down) {
   const int H = g->hidden, F = g->ffn;
   wisp_gnode *sw;
   if (!wisp_graph_rmsnorm(g, layer, "mlp.gate_up.norm", norm, H, WISP_ACT_X, WISP_ACT_XN) ||
@@ -102,4 +102,10 @@ const wisp_gnode *wisp_graph_find(const wisp_graph *g, int layer, const char *se
       return &g->nodes[i];
     }
   return NULL;
+}
+
+wisp_matrix *wisp_graph_matrix(const wisp_graph *g, int layer, const char *section) {
+  if (layer < 0) return !strcmp(section, "head") ? g->head : !strcmp(section, "embed") ? g->embed : NULL;
+  const wisp_gnode *n = wisp_graph_find(g, layer, section, NULL);
+  return n && n->op == WISP_GOP_MATMUL ? n->W : NULL;
 }

@@ -53,11 +53,11 @@ typedef struct {
   int in, out;           /* WISP_ACT_* */
   int accumulate;        /* matmul: out += W in (the residual stream) */
   int rows, cols;        /* matmul: the weight's shape; rmsnorm/swiglu: cols = row width */
-  const wisp_matrix *W;  /* matmul (NULL in a graph described without weights) */
+  wisp_matrix *W;        /* matmul (NULL in a graph described without weights); the plan writes its kernel choice */
   const wisp_vector *w;  /* rmsnorm weight; shortconv/deltanet taps */
   const wisp_vector *q_norm, *k_norm;         /* attention: NULL = left out */
   const wisp_vector *a_log, *dt_bias, *gnorm; /* deltanet */
-  const wisp_kernel_choice *choice;           /* attention_gated: the plan's [prefill, decode] kernel */
+  wisp_kernel_choice *choice;                 /* attention_gated: the plan's [prefill, decode] kernel (written by the plan) */
   unsigned fused;        /* WISP_FUSE_* that start at this node (graph_fuse.c) */
 } wisp_gnode;
 
@@ -68,7 +68,7 @@ typedef struct wisp_graph {
   float eps;
   int rope_rows;     /* rows of the rope tables */
   int max_positions; /* longest context the weights support */
-  const wisp_matrix *embed, *head;
+  wisp_matrix *embed, *head;
   const wisp_vector *final_norm, *rope_cos, *rope_sin;
   int n_layers;
   int n_nodes, cap_nodes;
@@ -82,7 +82,7 @@ void wisp_graph_init(wisp_graph *g);
 void wisp_graph_free(wisp_graph *g);
 /* Appends a node; the graph grows activation widths to fit it. NULL: out of memory. */
 wisp_gnode *wisp_graph_add(wisp_graph *g, wisp_gop op, int layer, const char *section, int in, int out);
-wisp_gnode *wisp_graph_matmul(wisp_graph *g, int layer, const char *section, const wisp_matrix *W, int rows,
+wisp_gnode *wisp_graph_matmul(wisp_graph *g, int layer, const char *section, wisp_matrix *W, int rows,
                               int cols, int in, int out, int accumulate);
 wisp_gnode *wisp_graph_rmsnorm(wisp_graph *g, int layer, const char *section, const wisp_vector *w, int dim, int in,
                                int out);
@@ -92,10 +92,13 @@ wisp_gnode *wisp_graph_mixer(wisp_graph *g, wisp_gop op, int layer, const char *
                              int out_width);
 /* The feed-forward block every architecture here shares:
  * x += down(silu(gate h) * up h), h = rmsnorm(x, norm). */
-wisp_status wisp_graph_add_ffn(wisp_graph *g, int layer, const wisp_vector *norm, const wisp_matrix *gate_up,
-                               const wisp_matrix *down);
-/* The node of `section` in `layer`, and its index; NULL when none. */
+wisp_status wisp_graph_add_ffn(wisp_graph *g, int layer, const wisp_vector *norm, wisp_matrix *gate_up,
+                               wisp_matrix *down);
+/* The node of `section` in `layer` (-1: the embedding and head are
+ * "embed" / "head", as matrices only), and its index; NULL when none. */
 const wisp_gnode *wisp_graph_find(const wisp_graph *g, int layer, const char *section, int *index);
+/* The matrix a plan op addresses: layer (-1 for embed / head) and section; NULL when none. */
+wisp_matrix *wisp_graph_matrix(const wisp_graph *g, int layer, const char *section);
 /* The op name the registry and the plan use for a node ("matmul", ...). */
 const char *wisp_gop_name(wisp_gop op);
 

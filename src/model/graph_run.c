@@ -27,12 +27,12 @@ wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be) {
                      : n->op == WISP_GOP_DELTANET      ? (const void *)be->gated_deltanet
                                                        : (const void *)be->rmsnorm;
     if ((st = need_op(be, fn, n->op))) return st;
-    if (n->op == WISP_GOP_MATMUL && (st = be->prepare_matrix(be, (wisp_matrix *)n->W))) return st;
+    if (n->op == WISP_GOP_MATMUL && (st = be->prepare_matrix(be, n->W))) return st;
     const wisp_vector *vs[] = {n->w, n->q_norm, n->k_norm, n->a_log, n->dt_bias, n->gnorm};
     for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++)
       if ((st = prepare_vec(be, vs[k]))) return st;
   }
-  wisp_matrix *embed = (wisp_matrix *)g->embed, *head = (wisp_matrix *)g->head;
+  wisp_matrix *embed = g->embed, *head = g->head;
   if ((st = be->prepare_matrix(be, embed))) return st;
   if (head->q != embed->q || head->f32 != embed->f32) { /* a tied head shares the embedding's device copy */
     if ((st = be->prepare_matrix(be, head))) return st;

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/graph.h"
+#include "model/common.h"
 #include "model/model.h"
 #include "format/quant.h"
 #include "util/err.h"
@@ -38,61 +38,19 @@ typedef struct {
   wisp_shape shape;
   float eps;
   int qk_norm; /* 0: attention without q/k norm (wisp.qkNorm false) */
-  int positions; /* rows of the rope tables */
   lfm2_layer *layers;
-  wisp_matrix embed, head;
-  wisp_vector final_norm, rope_cos, rope_sin;
-  float *rope_owned; /* computed tables when the artifact has none */
-  int max_positions;
+  wisp_model_globals glob; /* embed, head, final norm, rope tables */
 } lfm2_weights;
 
 /* ---- binding ---- */
 
-static wisp_status bind_vector(const wisp_artifact *a, const char *name, int n, wisp_vector *v) {
-  const uint8_t *p;
-  wisp_status st = wisp_artifact_bytes(a, name, (uint64_t)n * 4, &p);
-  if (st) return st;
-  v->n = n;
-  v->data = (const float *)p;
-  return WISP_OK;
-}
 
-
-/* Uses the artifact's rope tables (the longer *_ext pair when present), or
- * computes them from ropeTheta for maxPositions rows. */
-static wisp_status bind_rope(const wisp_artifact *a, lfm2_weights *w) {
-  const int half = w->shape.head_dim / 2;
-  const char *pairs[2][2] = {{"rope.cos_ext", "rope.sin_ext"}, {"rope.cos", "rope.sin"}};
-  for (int i = 0; i < 2; i++) {
-    const wisp_section *c = wisp_artifact_section(a, pairs[i][0]);
-    if (!c) continue;
-    if (c->bytes == 0 || c->bytes % ((uint64_t)half * 4))
-      return wisp_fail(WISP_EFORMAT, "%s: section '%s' (%llu bytes) is not a whole number of %d-float rows",
-                       a->dir ? a->dir : "artifact", pairs[i][0], (unsigned long long)c->bytes, half);
-    int rows = (int)(c->bytes / ((uint64_t)half * 4));
-    wisp_status st;
-    if ((st = bind_vector(a, pairs[i][0], rows * half, &w->rope_cos)) ||
-        (st = bind_vector(a, pairs[i][1], rows * half, &w->rope_sin)))
-      return st;
-    w->positions = rows;
-    return WISP_OK;
-  }
-  int rows = a->max_positions;
-  w->rope_owned = malloc(sizeof(float) * 2 * (size_t)rows * half);
-  if (!w->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
-  float *cs = w->rope_owned, *sn = w->rope_owned + (size_t)rows * half;
-  wisp_rope_table(a->rope_theta, w->shape.head_dim, rows, cs, sn);
-  w->rope_cos = (wisp_vector){rows * half, cs, NULL};
-  w->rope_sin = (wisp_vector){rows * half, sn, NULL};
-  w->positions = rows;
-  return WISP_OK;
-}
 
 static void lfm2_free_weights(void *p) {
   lfm2_weights *w = p;
   if (!w) return;
   free(w->layers);
-  free(w->rope_owned);
+  wisp_model_globals_free(&w->glob);
   free(w);
 }
 
@@ -124,21 +82,21 @@ static wisp_status lfm2_bind(const wisp_artifact *a, void **out) {
       snprintf(base, sizeof base, "L%d.conv.in_proj", i);
       if ((st = wisp_matrix_bind(a, base, 3 * H, H, &L->in_proj))) goto fail;
       snprintf(name, sizeof name, "%s.norm", base);
-      if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, H, &L->op_norm))) goto fail;
       snprintf(name, sizeof name, "L%d.conv.core.taps", i);
-      if ((st = bind_vector(a, name, H * s->conv_cache, &L->taps))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, H * s->conv_cache, &L->taps))) goto fail;
       snprintf(base, sizeof base, "L%d.conv.out_proj", i);
       if ((st = wisp_matrix_bind(a, base, H, H, &L->out_proj))) goto fail;
     } else {
       snprintf(base, sizeof base, "L%d.attn.qkv", i);
       if ((st = wisp_matrix_bind(a, base, (s->heads + 2 * s->kv_heads) * D, H, &L->qkv))) goto fail;
       snprintf(name, sizeof name, "%s.norm", base);
-      if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, H, &L->op_norm))) goto fail;
       if (w->qk_norm) {
         snprintf(name, sizeof name, "%s.q_norm", base);
-        if ((st = bind_vector(a, name, D, &L->q_norm))) goto fail;
+        if ((st = wisp_model_bind_vector(a, name, D, &L->q_norm))) goto fail;
         snprintf(name, sizeof name, "%s.k_norm", base);
-        if ((st = bind_vector(a, name, D, &L->k_norm))) goto fail;
+        if ((st = wisp_model_bind_vector(a, name, D, &L->k_norm))) goto fail;
       }
       snprintf(base, sizeof base, "L%d.attn.o_proj", i);
       if ((st = wisp_matrix_bind(a, base, H, s->heads * D, &L->o_proj))) goto fail;
@@ -146,7 +104,7 @@ static wisp_status lfm2_bind(const wisp_artifact *a, void **out) {
     snprintf(base, sizeof base, "L%d.mlp.gate_up", i);
     if ((st = wisp_matrix_bind(a, base, 2 * F, H, &L->gate_up))) goto fail;
     snprintf(name, sizeof name, "%s.norm", base);
-    if ((st = bind_vector(a, name, H, &L->ffn_norm))) goto fail;
+    if ((st = wisp_model_bind_vector(a, name, H, &L->ffn_norm))) goto fail;
     snprintf(base, sizeof base, "L%d.mlp.down", i);
     if ((st = wisp_matrix_bind(a, base, H, F, &L->down))) goto fail;
     /* The seed's transposed copy of down (kquant/kscales) is for kernels
@@ -159,36 +117,12 @@ static wisp_status lfm2_bind(const wisp_artifact *a, void **out) {
       if ((st = wisp_artifact_bytes(a, name, wisp_q4_scale_bytes(F, H), &p))) goto fail;
     }
   }
-  if ((st = wisp_matrix_bind(a, "embed", s->vocab, H, &w->embed))) goto fail;
-  if (wisp_matrix_present(a, "head")) {
-    if ((st = wisp_matrix_bind(a, "head", s->vocab, H, &w->head))) goto fail;
-  } else {
-    w->head = w->embed; /* tied */
-  }
-  if ((st = bind_vector(a, "head.norm", H, &w->final_norm))) goto fail;
-  if ((st = bind_rope(a, w))) goto fail;
-  w->max_positions = a->max_positions < w->positions ? a->max_positions : w->positions;
+  if ((st = wisp_model_bind_globals(a, s->head_dim, 0, &w->glob))) goto fail;
   *out = w;
   return WISP_OK;
 fail:
   lfm2_free_weights(w);
   return st;
-}
-
-static wisp_matrix *lfm2_matrix(void *p, int layer, const char *section) {
-  lfm2_weights *w = p;
-  if (layer < 0) {
-    if (!strcmp(section, "head")) return &w->head;
-    if (!strcmp(section, "embed")) return &w->embed;
-    return NULL;
-  }
-  if (layer >= w->shape.n_layers) return NULL;
-  lfm2_layer *L = &w->layers[layer];
-  const char *names[] = {"conv.in_proj", "conv.out_proj", "attn.qkv", "attn.o_proj", "mlp.gate_up", "mlp.down"};
-  wisp_matrix *ms[] = {&L->in_proj, &L->out_proj, &L->qkv, &L->o_proj, &L->gate_up, &L->down};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (!strcmp(section, names[i])) return ms[i]->rows ? ms[i] : NULL;
-  return NULL;
 }
 
 static wisp_status lfm2_plan_shape(const void *p, wisp_model_shape *out) {
@@ -212,28 +146,22 @@ static wisp_status lfm2_plan_shape(const void *p, wisp_model_shape *out) {
   return WISP_OK;
 }
 
-static int lfm2_max_positions(const void *p) { return ((const lfm2_weights *)p)->max_positions; }
+static int lfm2_max_positions(const void *p) { return ((const lfm2_weights *)p)->glob.max_positions; }
 
 /* ---- the step ---- */
 
 /* The forward step as a graph (graph.h); w NULL: names and sizes only. */
-static wisp_status lfm2_describe(const wisp_model_shape *s, const void *p, wisp_graph *g) {
-  const lfm2_weights *w = p;
+static wisp_status lfm2_describe(const wisp_model_shape *s, void *p, wisp_graph *g) {
+  lfm2_weights *w = p;
   const int H = s->hidden, D = s->head_dim, qkv = (s->heads + 2 * s->kv_heads) * D;
   *g = (wisp_graph){.hidden = H, .ffn = s->ffn, .vocab = s->vocab, .heads = s->heads, .kv_heads = s->kv_heads,
                     .head_dim = D, .rotary_dim = D, .conv_len = s->conv_cache};
   if (w) {
     g->eps = w->eps;
-    g->rope_rows = w->positions;
-    g->max_positions = w->max_positions;
-    g->embed = &w->embed;
-    g->head = &w->head;
-    g->final_norm = &w->final_norm;
-    g->rope_cos = &w->rope_cos;
-    g->rope_sin = &w->rope_sin;
+    wisp_model_globals_describe(&w->glob, g);
   }
   for (int i = 0; i < s->n_layers; i++) {
-    const lfm2_layer *L = w ? &w->layers[i] : NULL;
+    lfm2_layer *L = w ? &w->layers[i] : NULL;
     wisp_gnode *m = NULL;
     if (s->layer_types[i] == WISP_LAYER_CONV) {
       if (wisp_graph_rmsnorm(g, i, "conv.in_proj.norm", L ? &L->op_norm : NULL, H, WISP_ACT_X, WISP_ACT_XN) &&
@@ -273,7 +201,6 @@ const wisp_arch wisp_arch_lfm2 = {
     .bind = lfm2_bind,
     .free_weights = lfm2_free_weights,
     .max_positions = lfm2_max_positions,
-    .matrix = lfm2_matrix,
     .plan_shape = lfm2_plan_shape,
     .describe = lfm2_describe,
 };

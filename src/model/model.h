@@ -18,21 +18,15 @@ typedef struct wisp_arch {
   void (*free_weights)(void *weights);
   /* Longest context the bound weights support (rope tables, manifest). */
   int (*max_positions)(const void *weights);
-  /* The matrix a plan op addresses: layer (-1 for global) and section
-   * ("conv.in_proj", "mlp.down", "head", ...); NULL when there is none. */
-  wisp_matrix *(*matrix)(void *weights, int layer, const char *section);
   /* The model-wide facts a plan needs (layer types, sizes, weight dtype). */
   wisp_status (*plan_shape)(const void *weights, wisp_model_shape *out);
-  /* Optional: where the plan's kernel choice for a non-matmul op of a layer
-   * goes ([prefill, decode]), e.g. a profile's attention kernel; NULL when
-   * the op takes none. */
-  wisp_kernel_choice *(*op_choice)(void *weights, int layer, const char *op);
   /* The forward step as a graph of generic ops (graph.h), the one
    * description everything else derives from: the plan's op list, the
    * per-sequence state, prefill, decode (op by op, batched, persistent) and
    * the fusions. weights NULL: names and sizes only (a plan of a manifest
-   * without weights). *g is the caller's (wisp_graph_free). */
-  wisp_status (*describe)(const wisp_model_shape *shape, const void *weights, wisp_graph *g);
+   * without weights). The graph points into the weights (the plan writes
+   * its kernel choices there). *g is the caller's (wisp_graph_free). */
+  wisp_status (*describe)(const wisp_model_shape *shape, void *weights, wisp_graph *g);
 } wisp_arch;
 
 const wisp_arch *wisp_arch_find(const char *name);

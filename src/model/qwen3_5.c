@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/graph.h"
+#include "model/common.h"
 #include "model/model.h"
 #include "format/quant.h"
 #include "util/err.h"
@@ -57,68 +57,18 @@ typedef struct {
 typedef struct {
   wisp_shape shape;
   float eps;
-  int positions;
   q35_layer *layers;
-  wisp_matrix embed, head;
-  wisp_vector final_norm, rope_cos, rope_sin;
-  float *rope_owned;
-  int max_positions;
+  wisp_model_globals glob; /* embed, head, final norm, rope tables */
 } q35_weights;
 
 static const char *dir_of(const wisp_artifact *a) { return a->dir ? a->dir : "artifact"; }
 
-static wisp_status bind_vector(const wisp_artifact *a, const char *name, int n, wisp_vector *v) {
-  const uint8_t *p;
-  wisp_status st = wisp_artifact_bytes(a, name, (uint64_t)n * 4, &p);
-  if (st) return st;
-  v->n = n;
-  v->data = (const float *)p;
-  return WISP_OK;
-}
-
-
-/* rope.cos_ext/sin_ext or rope.cos/sin: [rows][rotaryDim/2]; computed from
- * ropeTheta over the rotated dims when absent (inv_freq = theta^(-2i/rd)). */
-static wisp_status bind_rope(const wisp_artifact *a, q35_weights *w) {
-  const int rd = w->shape.rotary_dim, half = rd / 2;
-  const char *pairs[2][2] = {{"rope.cos_ext", "rope.sin_ext"}, {"rope.cos", "rope.sin"}};
-  for (int i = 0; i < 2; i++) {
-    const wisp_section *c = wisp_artifact_section(a, pairs[i][0]);
-    if (!c) continue;
-    if (c->bytes == 0 || c->bytes % ((uint64_t)half * 4))
-      return wisp_fail(WISP_EFORMAT, "%s: section '%s' (%llu bytes) is not a whole number of %d-float rows", dir_of(a),
-                       pairs[i][0], (unsigned long long)c->bytes, half);
-    int rows = (int)(c->bytes / ((uint64_t)half * 4));
-    wisp_status st;
-    if ((st = bind_vector(a, pairs[i][0], rows * half, &w->rope_cos)) ||
-        (st = bind_vector(a, pairs[i][1], rows * half, &w->rope_sin)))
-      return st;
-    w->positions = rows;
-    return WISP_OK;
-  }
-  int rows = a->max_positions;
-  w->rope_owned = malloc(sizeof(float) * 2 * (size_t)rows * half);
-  if (!w->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
-  float *cs = w->rope_owned, *sn = w->rope_owned + (size_t)rows * half;
-  for (int i = 0; i < half; i++) {
-    float inv = 1.0f / powf((float)a->rope_theta, (float)(2 * i) / (float)rd);
-    for (int p = 0; p < rows; p++) {
-      float ang = (float)p * inv;
-      cs[(size_t)p * half + i] = cosf(ang);
-      sn[(size_t)p * half + i] = sinf(ang);
-    }
-  }
-  w->rope_cos = (wisp_vector){rows * half, cs, NULL};
-  w->rope_sin = (wisp_vector){rows * half, sn, NULL};
-  w->positions = rows;
-  return WISP_OK;
-}
 
 static void q35_free_weights(void *p) {
   q35_weights *w = p;
   if (!w) return;
   free(w->layers);
-  free(w->rope_owned);
+  wisp_model_globals_free(&w->glob);
   free(w);
 }
 
@@ -174,72 +124,42 @@ static wisp_status q35_bind(const wisp_artifact *a, void **out) {
       snprintf(base, sizeof base, "L%d.lin.in_proj", i);
       if ((st = wisp_matrix_bind(a, base, in_proj_rows(s), H, &L->in_proj))) goto fail;
       snprintf(name, sizeof name, "%s.norm", base);
-      if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, H, &L->op_norm))) goto fail;
       snprintf(name, sizeof name, "L%d.lin.conv.taps", i);
-      if ((st = bind_vector(a, name, (2 * K + V) * s->conv_cache, &L->taps))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, (2 * K + V) * s->conv_cache, &L->taps))) goto fail;
       snprintf(name, sizeof name, "L%d.lin.A_log", i);
-      if ((st = bind_vector(a, name, s->lin_v_heads, &L->a_log))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, s->lin_v_heads, &L->a_log))) goto fail;
       snprintf(name, sizeof name, "L%d.lin.dt_bias", i);
-      if ((st = bind_vector(a, name, s->lin_v_heads, &L->dt_bias))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, s->lin_v_heads, &L->dt_bias))) goto fail;
       snprintf(name, sizeof name, "L%d.lin.norm", i);
-      if ((st = bind_vector(a, name, s->lin_v_dim, &L->gnorm))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, s->lin_v_dim, &L->gnorm))) goto fail;
       snprintf(base, sizeof base, "L%d.lin.out_proj", i);
       if ((st = wisp_matrix_bind(a, base, H, V, &L->out_proj))) goto fail;
     } else {
       snprintf(base, sizeof base, "L%d.attn.qkv", i);
       if ((st = wisp_matrix_bind(a, base, (2 * s->heads + 2 * s->kv_heads) * D, H, &L->qkv))) goto fail;
       snprintf(name, sizeof name, "%s.norm", base);
-      if ((st = bind_vector(a, name, H, &L->op_norm))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, H, &L->op_norm))) goto fail;
       snprintf(name, sizeof name, "%s.q_norm", base);
-      if ((st = bind_vector(a, name, D, &L->q_norm))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, D, &L->q_norm))) goto fail;
       snprintf(name, sizeof name, "%s.k_norm", base);
-      if ((st = bind_vector(a, name, D, &L->k_norm))) goto fail;
+      if ((st = wisp_model_bind_vector(a, name, D, &L->k_norm))) goto fail;
       snprintf(base, sizeof base, "L%d.attn.o_proj", i);
       if ((st = wisp_matrix_bind(a, base, H, s->heads * D, &L->o_proj))) goto fail;
     }
     snprintf(base, sizeof base, "L%d.mlp.gate_up", i);
     if ((st = wisp_matrix_bind(a, base, 2 * F, H, &L->gate_up))) goto fail;
     snprintf(name, sizeof name, "%s.norm", base);
-    if ((st = bind_vector(a, name, H, &L->ffn_norm))) goto fail;
+    if ((st = wisp_model_bind_vector(a, name, H, &L->ffn_norm))) goto fail;
     snprintf(base, sizeof base, "L%d.mlp.down", i);
     if ((st = wisp_matrix_bind(a, base, H, F, &L->down))) goto fail;
   }
-  if ((st = wisp_matrix_bind(a, "embed", s->vocab, H, &w->embed))) goto fail;
-  if (wisp_matrix_present(a, "head")) {
-    if ((st = wisp_matrix_bind(a, "head", s->vocab, H, &w->head))) goto fail;
-  } else {
-    w->head = w->embed; /* tied */
-  }
-  if ((st = bind_vector(a, "head.norm", H, &w->final_norm))) goto fail;
-  if ((st = bind_rope(a, w))) goto fail;
-  w->max_positions = a->max_positions < w->positions ? a->max_positions : w->positions;
+  if ((st = wisp_model_bind_globals(a, s->rotary_dim, 1, &w->glob))) goto fail;
   *out = w;
   return WISP_OK;
 fail:
   q35_free_weights(w);
   return st;
-}
-
-static wisp_matrix *q35_matrix(void *p, int layer, const char *section) {
-  q35_weights *w = p;
-  if (layer < 0) {
-    if (!strcmp(section, "head")) return &w->head;
-    if (!strcmp(section, "embed")) return &w->embed;
-    return NULL;
-  }
-  if (layer >= w->shape.n_layers) return NULL;
-  q35_layer *L = &w->layers[layer];
-  const char *names[] = {"lin.in_proj", "lin.out_proj", "attn.qkv", "attn.o_proj", "mlp.gate_up", "mlp.down"};
-  wisp_matrix *ms[] = {&L->in_proj, &L->out_proj, &L->qkv, &L->o_proj, &L->gate_up, &L->down};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (!strcmp(section, names[i])) return ms[i]->rows ? ms[i] : NULL;
-  return NULL;
-}
-
-static wisp_kernel_choice *q35_op_choice(void *p, int layer, const char *op) {
-  q35_weights *w = p;
-  if (layer < 0 || layer >= w->shape.n_layers || strcmp(op, "attention_gated")) return NULL;
-  return w->layers[layer].attn_choice;
 }
 
 static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
@@ -268,13 +188,13 @@ static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
   return WISP_OK;
 }
 
-static int q35_max_positions(const void *p) { return ((const q35_weights *)p)->max_positions; }
+static int q35_max_positions(const void *p) { return ((const q35_weights *)p)->glob.max_positions; }
 
 /* ---- the step ---- */
 
 /* The forward step as a graph (graph.h); w NULL: names and sizes only. */
-static wisp_status q35_describe(const wisp_model_shape *s, const void *p, wisp_graph *g) {
-  const q35_weights *w = p;
+static wisp_status q35_describe(const wisp_model_shape *s, void *p, wisp_graph *g) {
+  q35_weights *w = p;
   const int H = s->hidden, D = s->head_dim;
   const int K = s->lin_k_heads * s->lin_k_dim, V = s->lin_v_heads * s->lin_v_dim;
   const int in_rows = 2 * K + 2 * V + 2 * s->lin_v_heads, qkv = (2 * s->heads + 2 * s->kv_heads) * D;
@@ -284,16 +204,10 @@ static wisp_status q35_describe(const wisp_model_shape *s, const void *p, wisp_g
   if (w) {
     g->rotary_dim = w->shape.rotary_dim;
     g->eps = w->eps;
-    g->rope_rows = w->positions;
-    g->max_positions = w->max_positions;
-    g->embed = &w->embed;
-    g->head = &w->head;
-    g->final_norm = &w->final_norm;
-    g->rope_cos = &w->rope_cos;
-    g->rope_sin = &w->rope_sin;
+    wisp_model_globals_describe(&w->glob, g);
   }
   for (int i = 0; i < s->n_layers; i++) {
-    const q35_layer *L = w ? &w->layers[i] : NULL;
+    q35_layer *L = w ? &w->layers[i] : NULL;
     wisp_gnode *m = NULL;
     if (s->layer_types[i] == WISP_LAYER_LINEAR) {
       /* Gated DeltaNet: one product for [qkv | z | b | a]. */
@@ -337,8 +251,6 @@ const wisp_arch wisp_arch_qwen3_5 = {
     .bind = q35_bind,
     .free_weights = q35_free_weights,
     .max_positions = q35_max_positions,
-    .matrix = q35_matrix,
     .plan_shape = q35_plan_shape,
-    .op_choice = q35_op_choice,
     .describe = q35_describe,
 };
