@@ -1520,13 +1520,55 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
   rec_copy_words(g, src->g.b, src_off, dst->g.b, dst_off, n);
 }
 
-/* Each row through the one-token product, as g_matmul records it for n = 1
- * without a fusion: a row's sums do not depend on n. The tiled prefill
- * kernel (matmul.wgsl) sums in another order, so it is not used here.
- * matvec.wgsl: each row its own dispatch, the weight read once per row
- * (from cache where it fits), not once for all (a matvec taking several
- * rows a workgroup would); Q4_K: q4k_matvec.wgsl with a workgroup z per
- * row, in one dispatch. */
+#define ROWS_NT WISP_WGPU_ROWS_NT
+
+/* wgpu_internal.h's wisp_wgpu_int_rows_staged_vec4s (each token's inputs in
+ * whole runs of 8 vec4s, as matvec_rows.wgsl stages them). */
+static uint32_t rows_staged_vec4s(const wgpu_backend *g, int cols, uint32_t wg, uint32_t lg, uint32_t rows) {
+  const uint64_t part = (uint64_t)(wg / lg) * rows * ROWS_NT * (lg / 4) * 4;
+  const uint64_t bytes = (uint64_t)ROWS_NT * (((uint64_t)cols / 4 + 7) / 8 * 8) * 16 + part + 64;
+  if (g->no_xstage || cols % 4 || cols < 8 || bytes > g->d->info.max_compute_workgroup_storage_size) return 1;
+  return (uint32_t)cols / 4;
+}
+
+/* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, ROWS_NT tokens a workgroup
+ * (grid z), each weight unit loaded once for them. Its sums are those of
+ * matvec.wgsl (PRE 0) for each token alone, given the same lanes per group:
+ * the geometry is matvec_geometry's (rows per lane group at most 4, which
+ * changes no sum). */
+static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, int n, wisp_buf *y, int accumulate) {
+  uint32_t wg, rows, lg;
+  matvec_geometry(g, w, &wg, &rows, &lg);
+  if (rows > 4) rows = 4;
+  wisp_wgpu_const c[6] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg}, {"QT", qt_of(w->type)}, {"NT", ROWS_NT},
+                          {"XN", rows_staged_vec4s(g, w->cols, wg, lg, rows)}};
+  wisp_wgpu_kernel *k = kernel(g, "matvec_rows", c, 6);
+  const uint32_t rows_wg = (wg / lg) * rows;
+  for (int q = 0; q < w->nparts; q++) {
+    const wmat_part *P = &w->parts[q];
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad0;
+    } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)P->row0, 0, accumulate ? 1u : 0u, (uint32_t)n,
+           (uint32_t)w->rows, 0};
+    wisp_wgpu_binding b[5];
+    part_bindings(g, P, b);
+    b[3] = whole(x->g.b);
+    b[4] = whole(y->g.b);
+    uint32_t gx, gy;
+    wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
+    record_xyz(g, k, b, 5, &p, sizeof p, gx, gy, cdiv((uint64_t)n, ROWS_NT));
+  }
+  g->stats.rows_shared++;
+}
+
+/* Every row computed as the one-row product computes it (g_matmul for
+ * n = 1 without a fusion: matvec.wgsl PRE 0, or q4k_matvec.wgsl), so that a
+ * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
+ * sums in another order and is not used here. One row: that very
+ * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
+ * which reads the weight once per ROWS_NT rows and gives every row the
+ * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
+ * each row is its own matvec dispatch. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
@@ -1542,7 +1584,10 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
   }
-  rec_matvec(g, w, 0, x, NULL, 0, x, 0, n, y, accumulate, 0, 0, 0, NULL);
+  if (n > 1 && g->sg)
+    rec_matvec_rows(g, w, x, n, y, accumulate);
+  else
+    rec_matvec(g, w, 0, x, NULL, 0, x, 0, n, y, accumulate, 0, 0, 0, NULL);
 }
 
 /* penalty.wgsl; see backend.h. */
@@ -1865,6 +1910,9 @@ void wisp_wgpu_int_scratch_free(wisp_backend *be, wisp_wgpu_buf *buf) {
 }
 uint32_t wisp_wgpu_int_max_invocations(wisp_backend *be) {
   return as_g(be)->d->info.max_compute_invocations_per_workgroup;
+}
+uint32_t wisp_wgpu_int_rows_staged_vec4s(wisp_backend *be, int cols, uint32_t wg, uint32_t lg, uint32_t rows) {
+  return rows_staged_vec4s(as_g(be), cols, wg, lg, rows);
 }
 uint32_t wisp_wgpu_int_subgroup_max(wisp_backend *be) { return as_g(be)->d->info.subgroup_max_size; }
 WGPUBuffer wisp_wgpu_int_dummy(wisp_backend *be, int read_write) {
