@@ -83,12 +83,13 @@ static void destroy_gpu(wisp_backend *be) {
   g_keep.n = 0;
 }
 
-static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding) {
+static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_rows_shared) {
   wisp_wgpu_backend_opts o;
   memset(&o, 0, sizeof o);
   o.device = d;
   o.subgroups = -1;
   o.max_binding = max_binding;
+  o.no_rows_shared = no_rows_shared;
   wisp_backend *be = NULL;
   return wisp_wgpu_backend_new(&o, &be) ? NULL : be;
 }
@@ -172,24 +173,25 @@ static int exact_case(wisp_backend *be, wisp_wtype type, int rows, int cols, con
 
 static const wisp_wtype k_types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z, WISP_W_F16, WISP_W_Q8_0, WISP_W_Q4K};
 
-/* n = 1, 3, 8 and 20 (three workgroup token chunks, the last partial); rows
+/* n = 1, 2, 3, 8 (2, 4 and 8 tokens a workgroup) and 20 (three workgroup
+ * token chunks, the last partial); rows
  * not a multiple of a workgroup's; columns whose staged input ends in a
  * partial run (96) and ones too many to stage for 8 tokens (4352: x read
  * from global memory). */
 TEST(webgpu_rows_bit_exact_per_type) {
   WEBGPU_OR_SKIP(d);
   if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
-  wisp_backend *be = open_gpu(d, 0);
+  wisp_backend *be = open_gpu(d, 0, 0);
   CHECKF(be, "webgpu backend: %s", wisp_last_error());
-  static const int ns[] = {1, 3, 8, 20};
+  static const int ns[] = {1, 2, 3, 8, 20};
   uint64_t seed = 21;
   char err[300] = "";
   int ok = 1;
   for (size_t ti = 0; ok && ti < sizeof k_types / sizeof k_types[0]; ti++) {
     const int q4k = k_types[ti] == WISP_W_Q4K;
-    ok = exact_case(be, k_types[ti], 37, q4k ? 256 : 96, ns, 4, &seed, err, sizeof err) &&
-         exact_case(be, k_types[ti], 300, q4k ? 768 : 2560, ns, 4, &seed, err, sizeof err) &&
-         exact_case(be, k_types[ti], 70, 4352, ns + 1, 2, &seed, err, sizeof err);
+    ok = exact_case(be, k_types[ti], 37, q4k ? 256 : 96, ns, 5, &seed, err, sizeof err) &&
+         exact_case(be, k_types[ti], 300, q4k ? 768 : 2560, ns, 5, &seed, err, sizeof err) &&
+         exact_case(be, k_types[ti], 70, 4352, ns + 2, 2, &seed, err, sizeof err);
   }
   destroy_gpu(be);
   CHECKF(ok, "%s", err);
@@ -203,13 +205,13 @@ TEST(webgpu_rows_bit_exact_tall_and_split) {
   static const int ns[] = {3, 8};
   uint64_t seed = 22;
   char err[300] = "";
-  wisp_backend *be = open_gpu(d, 0);
+  wisp_backend *be = open_gpu(d, 0, 0);
   CHECKF(be, "webgpu backend: %s", wisp_last_error());
   int ok = exact_case(be, WISP_W_Q4, 16500, 64, ns, 2, &seed, err, sizeof err) &&
            exact_case(be, WISP_W_Q4K, 16500, 256, ns, 2, &seed, err, sizeof err);
   destroy_gpu(be);
   CHECKF(ok, "tall: %s", err);
-  be = open_gpu(d, 65536); /* Q4 2560 columns: 51-row parts; Q4_K 768: 150-row parts */
+  be = open_gpu(d, 65536, 0); /* Q4 2560 columns: 51-row parts; Q4_K 768: 150-row parts */
   CHECKF(be, "webgpu backend: %s", wisp_last_error());
   ok = exact_case(be, WISP_W_Q4, 300, 2560, ns, 2, &seed, err, sizeof err) &&
        exact_case(be, WISP_W_Q4K, 300, 768, ns, 2, &seed, err, sizeof err);
@@ -226,7 +228,7 @@ TEST(webgpu_rows_bit_exact_tall_and_split) {
 TEST(webgpu_rows_do_not_interfere) {
   WEBGPU_OR_SKIP(d);
   if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
-  wisp_backend *be = open_gpu(d, 0);
+  wisp_backend *be = open_gpu(d, 0, 0);
   CHECKF(be, "webgpu backend: %s", wisp_last_error());
   static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4K};
   enum { N = 8, ROWS = 40, COLS = 512 };
@@ -272,4 +274,44 @@ TEST(webgpu_rows_do_not_interfere) {
   free(x), free(x2), free(y0), free(ya), free(yb), free(yc);
   destroy_gpu(be);
   CHECKF(ok, "%s", err);
+}
+
+/* tuning rowsShared=0: the same bits row by row, and the multi-row kernels
+ * do not run. */
+TEST(webgpu_rows_shared_off_same_bits) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
+  static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4K};
+  enum { N = 8, ROWS = 300, COLS = 768 };
+  wisp_backend *on = open_gpu(d, 0, 0), *off = open_gpu(d, 0, 1);
+  CHECKF(on && off, "webgpu backend: %s", wisp_last_error());
+  uint64_t seed = 24;
+  char err[300] = "";
+  int ok = 1;
+  float *x = malloc(sizeof(float) * N * COLS), *y0 = calloc(N * ROWS, sizeof(float));
+  float *ya = malloc(sizeof(float) * N * ROWS), *yb = malloc(sizeof(float) * N * ROWS);
+  CHECK(x && y0 && ya && yb);
+  for (int i = 0; i < N * COLS; i++) x[i] = test_rand_float(&seed);
+  for (int ti = 0; ok && ti < 2; ti++) {
+    host_mat h;
+    ok = mat_make(&h, types[ti], ROWS, COLS, &seed) && !on->prepare_matrix(on, &h.m) &&
+         !off->prepare_matrix(off, &h.m);
+    if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+    ok = ok && rows_product(on, &h.m, x, y0, N, 0, 1, ya, err, sizeof err) &&
+         rows_product(off, &h.m, x, y0, N, 0, 1, yb, err, sizeof err);
+    long dd = ok ? first_diff(ya, yb, (size_t)N * ROWS) : -1;
+    if (dd >= 0) {
+      snprintf(err, sizeof err, "%s: output %ld: %.9g shared, %.9g row by row", wisp_wtype_name(types[ti]), dd, ya[dd],
+               yb[dd]);
+      ok = 0;
+    }
+    mat_free(&h);
+  }
+  const uint64_t shared_on = rows_shared(on), shared_off = rows_shared(off);
+  free(x), free(y0), free(ya), free(yb);
+  off->destroy(off);
+  destroy_gpu(on);
+  CHECKF(ok, "%s", err);
+  CHECKF(shared_on == 2 && shared_off == 0, "multi-row products: %llu on, %llu off (2, 0 expected)",
+         (unsigned long long)shared_on, (unsigned long long)shared_off);
 }

@@ -102,6 +102,7 @@ typedef struct {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int env_geometry; /* tuning matvec: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
+  int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
   int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
@@ -1520,19 +1521,21 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
   rec_copy_words(g, src->g.b, src_off, dst->g.b, dst_off, n);
 }
 
-#define ROWS_NT WISP_WGPU_ROWS_NT
+/* wgpu_internal.h's wisp_wgpu_int_rows_nt. */
+static uint32_t rows_nt(int n) { return n <= 2 ? 2 : n <= 4 ? 4 : 8; }
 
 /* wgpu_internal.h's wisp_wgpu_int_rows_staged_vec4s (each token's inputs in
  * whole runs of 8 vec4s, as matvec_rows.wgsl stages them). */
-static uint32_t rows_staged_vec4s(const wgpu_backend *g, int cols, uint32_t wg, uint32_t lg, uint32_t rows) {
-  const uint64_t part = (uint64_t)(wg / lg) * rows * ROWS_NT * (lg / 4) * 4;
-  const uint64_t bytes = (uint64_t)ROWS_NT * (((uint64_t)cols / 4 + 7) / 8 * 8) * 16 + part + 64;
+static uint32_t rows_staged_vec4s(const wgpu_backend *g, int cols, uint32_t wg, uint32_t lg, uint32_t rows,
+                                  uint32_t nt) {
+  const uint64_t part = (uint64_t)(wg / lg) * rows * nt * (lg / 4) * 4;
+  const uint64_t bytes = (uint64_t)nt * (((uint64_t)cols / 4 + 7) / 8 * 8) * 16 + part + 64;
   if (g->no_xstage || cols % 4 || cols < 8 || bytes > g->d->info.max_compute_workgroup_storage_size) return 1;
   return (uint32_t)cols / 4;
 }
 
-/* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, ROWS_NT tokens a workgroup
- * (grid z), each weight unit loaded once for them. Its sums are those of
+/* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, rows_nt(n) tokens a
+ * workgroup (grid z), each weight unit loaded once for them. Its sums are those of
  * matvec.wgsl (PRE 0) for each token alone, given the same lanes per group:
  * the geometry is matvec_geometry's (rows per lane group at most 4, which
  * changes no sum). */
@@ -1540,8 +1543,9 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
   if (rows > 4) rows = 4;
-  wisp_wgpu_const c[6] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg}, {"QT", qt_of(w->type)}, {"NT", ROWS_NT},
-                          {"XN", rows_staged_vec4s(g, w->cols, wg, lg, rows)}};
+  const uint32_t nt = rows_nt(n);
+  wisp_wgpu_const c[6] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg}, {"QT", qt_of(w->type)}, {"NT", nt},
+                          {"XN", rows_staged_vec4s(g, w->cols, wg, lg, rows, nt)}};
   wisp_wgpu_kernel *k = kernel(g, "matvec_rows", c, 6);
   const uint32_t rows_wg = (wg / lg) * rows;
   for (int q = 0; q < w->nparts; q++) {
@@ -1556,7 +1560,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
     b[4] = whole(y->g.b);
     uint32_t gx, gy;
     wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
-    record_xyz(g, k, b, 5, &p, sizeof p, gx, gy, cdiv((uint64_t)n, ROWS_NT));
+    record_xyz(g, k, b, 5, &p, sizeof p, gx, gy, cdiv((uint64_t)n, nt));
   }
   g->stats.rows_shared++;
 }
@@ -1566,7 +1570,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
  * sums in another order and is not used here. One row: that very
  * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
- * which reads the weight once per ROWS_NT rows and gives every row the
+ * which reads the weight once per up to 8 rows and gives every row the
  * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
  * each row is its own matvec dispatch. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
@@ -1584,7 +1588,7 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
   }
-  if (n > 1 && g->sg)
+  if (n > 1 && g->sg && !g->no_rows_shared)
     rec_matvec_rows(g, w, x, n, y, accumulate);
   else
     rec_matvec(g, w, 0, x, NULL, 0, x, 0, n, y, accumulate, 0, 0, 0, NULL);
@@ -1772,6 +1776,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->mv_rows_big = o.matvec_big_rows ? o.matvec_big_rows : 8; /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
   g->env_geometry = o.geometry_over_plan;
   g->no_xstage = o.no_xstage;
+  g->no_rows_shared = o.no_rows_shared;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
    * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
    * where a lane holds many rows or the staging is long (the 16-row head
@@ -1911,8 +1916,11 @@ void wisp_wgpu_int_scratch_free(wisp_backend *be, wisp_wgpu_buf *buf) {
 uint32_t wisp_wgpu_int_max_invocations(wisp_backend *be) {
   return as_g(be)->d->info.max_compute_invocations_per_workgroup;
 }
-uint32_t wisp_wgpu_int_rows_staged_vec4s(wisp_backend *be, int cols, uint32_t wg, uint32_t lg, uint32_t rows) {
-  return rows_staged_vec4s(as_g(be), cols, wg, lg, rows);
+int wisp_wgpu_int_rows_shared(wisp_backend *be) { return !as_g(be)->no_rows_shared; }
+uint32_t wisp_wgpu_int_rows_nt(int n) { return rows_nt(n); }
+uint32_t wisp_wgpu_int_rows_staged_vec4s(wisp_backend *be, int cols, uint32_t wg, uint32_t lg, uint32_t rows,
+                                         uint32_t nt) {
+  return rows_staged_vec4s(as_g(be), cols, wg, lg, rows, nt);
 }
 uint32_t wisp_wgpu_int_subgroup_max(wisp_backend *be) { return as_g(be)->d->info.subgroup_max_size; }
 WGPUBuffer wisp_wgpu_int_dummy(wisp_backend *be, int read_write) {

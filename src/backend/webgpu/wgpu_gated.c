@@ -641,20 +641,22 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
 
 /* Several rows of a batched step through q4k_matvec_rows.wgsl: each row's
  * sums are q4k_matvec.wgsl's for that row alone (same LG), the weight is
- * read once per WISP_WGPU_ROWS_NT rows. 0 (nothing recorded) where the
+ * read once per up to 8 rows (wisp_wgpu_int_rows_nt). 0 (nothing recorded) where the
  * one-row product is another kernel: no subgroups (q4k_matvec_nosg), or the
  * profile's simd16 kernel as the decode choice. */
 static int q4k_matvec_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                            int accumulate) {
-  if (!wisp_wgpu_int_subgroups(be) || is_simd16(W->choice[WISP_PHASE_DECODE].variant)) return 0;
+  if (!wisp_wgpu_int_subgroups(be) || !wisp_wgpu_int_rows_shared(be) || is_simd16(W->choice[WISP_PHASE_DECODE].variant))
+    return 0;
   uint32_t wg, rows, lg;
   q4k_matvec_geometry(be, W, &wg, &rows, &lg);
   if (rows > 4) rows = 4; /* rows a lane group: changes no sum */
+  const uint32_t nt = wisp_wgpu_int_rows_nt(n);
   wisp_wgpu_const c[5] = {{"WG", wg},
                           {"ROWS", rows},
                           {"LG", lg},
-                          {"NT", WISP_WGPU_ROWS_NT},
-                          {"XN", wisp_wgpu_int_rows_staged_vec4s(be, W->cols, wg, lg, rows)}};
+                          {"NT", nt},
+                          {"XN", wisp_wgpu_int_rows_staged_vec4s(be, W->cols, wg, lg, rows, nt)}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_matvec_rows", c, 5);
   const uint32_t rows_wg = (wg / lg) * rows;
   int row0, prow;
@@ -667,7 +669,7 @@ static int q4k_matvec_rows(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     wisp_wgpu_binding b[3] = {whole(wb), whole(wisp_wgpu_int_buf(x)), whole(wisp_wgpu_int_buf(y))};
     uint32_t gx, gy;
     wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
-    wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, gx, gy, cdiv((uint64_t)n, WISP_WGPU_ROWS_NT));
+    wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, gx, gy, cdiv((uint64_t)n, nt));
   }
   wisp_wgpu_int_stats(be)->rows_shared++;
   return 1;

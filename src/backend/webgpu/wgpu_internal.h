@@ -89,14 +89,19 @@ struct wisp_wgpu_backend_stats *wisp_wgpu_int_stats(wisp_backend *be);
  * own_bytes of its own workgroup arrays): cols / 4, or 1 when it does not fit
  * or staging is off. */
 uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_bytes);
-/* Tokens a matvec_rows / q4k_matvec_rows workgroup takes (their NT): a
- * batched step's product reads the weight once per this many rows. One
- * value, so that a step of any size uses one pipeline per weight type. */
-#define WISP_WGPU_ROWS_NT 8
+/* Tokens a matvec_rows / q4k_matvec_rows workgroup takes (their NT) for a
+ * batched step of n rows: 2, 4 or 8 (their MAXT), so that a step of any
+ * size uses one of three pipelines per weight type and a small step does
+ * not reserve workgroup memory for 8 staged inputs. The weight is read once
+ * per that many rows. */
+uint32_t wisp_wgpu_int_rows_nt(int n);
 /* XN of matvec_rows.wgsl / q4k_matvec_rows.wgsl (WG threads, lane groups of
- * LG, ROWS rows each): cols / 4 when WISP_WGPU_ROWS_NT tokens' inputs fit the
+ * LG, ROWS rows each, NT tokens): cols / 4 when NT tokens' inputs fit the
  * workgroup memory beside the kernel's `part` array, else 1. */
-uint32_t wisp_wgpu_int_rows_staged_vec4s(wisp_backend *be, int cols, uint32_t wg, uint32_t lg, uint32_t rows);
+uint32_t wisp_wgpu_int_rows_staged_vec4s(wisp_backend *be, int cols, uint32_t wg, uint32_t lg, uint32_t rows,
+                                         uint32_t nt);
+/* 0 with tuning rowsShared=0: a batched step's products row by row. */
+int wisp_wgpu_int_rows_shared(wisp_backend *be);
 /* 1: KV caches hold packed f16 pairs (kv_buf_new; kv_f16 (tuning kv=f16), the plan's kv f16). */
 int wisp_wgpu_int_kv16(wisp_backend *be);
 /* The argmax partials buffer, grown to `count` pairs (the next sample reads that many); NULL on failure. */
@@ -133,8 +138,8 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a);
 /* y[t] (+)= W x[x_row0 + t] for a Q4_K matrix W. */
 /* A batched step's Q4_K product (backend.h matmul_rows): each of the n
  * rows with the sums of the decode kernel's one-token product; several
- * rows through q4k_matvec_rows.wgsl, the weight read once per
- * WISP_WGPU_ROWS_NT rows. */
+ * rows through q4k_matvec_rows.wgsl, the weight read once per up to 8
+ * rows. */
 void wisp_wgpu_q4k_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                                int accumulate);
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
