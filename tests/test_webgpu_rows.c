@@ -83,13 +83,14 @@ static void destroy_gpu(wisp_backend *be) {
   g_keep.n = 0;
 }
 
-static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_rows_shared) {
+static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_rows_shared, int no_xstage) {
   wisp_wgpu_backend_opts o;
   memset(&o, 0, sizeof o);
   o.device = d;
   o.subgroups = -1;
   o.max_binding = max_binding;
   o.no_rows_shared = no_rows_shared;
+  o.no_xstage = no_xstage;
   wisp_backend *be = NULL;
   return wisp_wgpu_backend_new(&o, &be) ? NULL : be;
 }
@@ -174,14 +175,14 @@ static int exact_case(wisp_backend *be, wisp_wtype type, int rows, int cols, con
 static const wisp_wtype k_types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z, WISP_W_F16, WISP_W_Q8_0, WISP_W_Q4K};
 
 /* n = 1, 2, 3, 8 (2, 4 and 8 tokens a workgroup) and 20 (three workgroup
- * token chunks, the last partial); rows
- * not a multiple of a workgroup's; columns whose staged input ends in a
- * partial run (96) and ones too many to stage for 8 tokens (4352: x read
- * from global memory). */
+ * token chunks, the last partial); rows not a multiple of a workgroup's;
+ * columns whose staged input ends in a partial run (96), and rows too long
+ * to stage whole (2560, 4352: staged in tiles, the last one partial, or on
+ * a small workgroup memory not staged). */
 TEST(webgpu_rows_bit_exact_per_type) {
   WEBGPU_OR_SKIP(d);
   if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
-  wisp_backend *be = open_gpu(d, 0, 0);
+  wisp_backend *be = open_gpu(d, 0, 0, 0);
   CHECKF(be, "webgpu backend: %s", wisp_last_error());
   static const int ns[] = {1, 2, 3, 8, 20};
   uint64_t seed = 21;
@@ -198,20 +199,20 @@ TEST(webgpu_rows_bit_exact_per_type) {
 }
 
 /* A tall matrix (the head: the one-row kernel takes more rows a lane group
- * there) and weights split over several bindings. */
+ * there), weights split over several bindings, and inputs not staged. */
 TEST(webgpu_rows_bit_exact_tall_and_split) {
   WEBGPU_OR_SKIP(d);
   if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
   static const int ns[] = {3, 8};
   uint64_t seed = 22;
   char err[300] = "";
-  wisp_backend *be = open_gpu(d, 0, 0);
+  wisp_backend *be = open_gpu(d, 0, 0, 0);
   CHECKF(be, "webgpu backend: %s", wisp_last_error());
   int ok = exact_case(be, WISP_W_Q4, 16500, 64, ns, 2, &seed, err, sizeof err) &&
            exact_case(be, WISP_W_Q4K, 16500, 256, ns, 2, &seed, err, sizeof err);
   destroy_gpu(be);
   CHECKF(ok, "tall: %s", err);
-  be = open_gpu(d, 65536, 0); /* Q4 2560 columns: 51-row parts; Q4_K 768: 150-row parts */
+  be = open_gpu(d, 65536, 0, 0); /* Q4 2560 columns: 51-row parts; Q4_K 768: 150-row parts */
   CHECKF(be, "webgpu backend: %s", wisp_last_error());
   ok = exact_case(be, WISP_W_Q4, 300, 2560, ns, 2, &seed, err, sizeof err) &&
        exact_case(be, WISP_W_Q4K, 300, 768, ns, 2, &seed, err, sizeof err);
@@ -220,6 +221,12 @@ TEST(webgpu_rows_bit_exact_tall_and_split) {
   destroy_gpu(be);
   CHECKF(ok, "split: %s", err);
   CHECKF(st.weight_parts > 4, "only %llu weight parts: nothing was split", (unsigned long long)st.weight_parts);
+  be = open_gpu(d, 0, 0, 1); /* tuning xstage=0: inputs from global memory */
+  CHECKF(be, "webgpu backend: %s", wisp_last_error());
+  ok = exact_case(be, WISP_W_F32, 70, 2560, ns, 2, &seed, err, sizeof err) &&
+       exact_case(be, WISP_W_Q4K, 70, 768, ns, 2, &seed, err, sizeof err);
+  destroy_gpu(be);
+  CHECKF(ok, "unstaged: %s", err);
 }
 
 /* Rows do not interfere: 8 rows together; then one row's input replaced
@@ -228,7 +235,7 @@ TEST(webgpu_rows_bit_exact_tall_and_split) {
 TEST(webgpu_rows_do_not_interfere) {
   WEBGPU_OR_SKIP(d);
   if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
-  wisp_backend *be = open_gpu(d, 0, 0);
+  wisp_backend *be = open_gpu(d, 0, 0, 0);
   CHECKF(be, "webgpu backend: %s", wisp_last_error());
   static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4K};
   enum { N = 8, ROWS = 40, COLS = 512 };
@@ -283,7 +290,7 @@ TEST(webgpu_rows_shared_off_same_bits) {
   if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
   static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4K};
   enum { N = 8, ROWS = 300, COLS = 768 };
-  wisp_backend *on = open_gpu(d, 0, 0), *off = open_gpu(d, 0, 1);
+  wisp_backend *on = open_gpu(d, 0, 0, 0), *off = open_gpu(d, 0, 1, 0);
   CHECKF(on && off, "webgpu backend: %s", wisp_last_error());
   uint64_t seed = 24;
   char err[300] = "";

@@ -1524,14 +1524,18 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
 /* wgpu_internal.h's wisp_wgpu_int_rows_nt. */
 static uint32_t rows_nt(int n) { return n <= 2 ? 2 : n <= 4 ? 4 : 8; }
 
-/* wgpu_internal.h's wisp_wgpu_int_rows_staged_vec4s (each token's inputs in
- * whole runs of 8 vec4s, as matvec_rows.wgsl stages them). */
-static uint32_t rows_staged_vec4s(const wgpu_backend *g, int cols, uint32_t wg, uint32_t lg, uint32_t rows,
-                                  uint32_t nt) {
-  const uint64_t part = (uint64_t)(wg / lg) * rows * nt * (lg / 4) * 4;
-  const uint64_t bytes = (uint64_t)nt * (((uint64_t)cols / 4 + 7) / 8 * 8) * 16 + part + 64;
-  if (g->no_xstage || cols % 4 || cols < 8 || bytes > g->d->info.max_compute_workgroup_storage_size) return 1;
-  return (uint32_t)cols / 4;
+/* wgpu_internal.h's wisp_wgpu_int_rows_tile. */
+static uint32_t rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg, uint32_t rows,
+                          uint32_t nt) {
+  uint32_t step = lg;
+  while (step % 8) step += lg; /* a multiple of LG and of 8 */
+  const uint64_t part = (uint64_t)(wg / lg) * rows * nt * (lg / 4) * 4 + 64;
+  const uint64_t limit = g->d->info.max_compute_workgroup_storage_size;
+  if (g->no_xstage || part >= limit || units == 0) return 0;
+  uint64_t fit = (limit - part) / ((uint64_t)nt * uv * 16) / step * step;
+  uint64_t whole = ((uint64_t)units + step - 1) / step * step;
+  uint64_t tu = fit < whole ? fit : whole;
+  return (uint32_t)tu;
 }
 
 /* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, rows_nt(n) tokens a
@@ -1543,10 +1547,12 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
   if (rows > 4) rows = 4;
-  const uint32_t nt = rows_nt(n);
-  wisp_wgpu_const c[6] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg}, {"QT", qt_of(w->type)}, {"NT", nt},
-                          {"XN", rows_staged_vec4s(g, w->cols, wg, lg, rows, nt)}};
-  wisp_wgpu_kernel *k = kernel(g, "matvec_rows", c, 6);
+  const uint32_t nt = rows_nt(n), qt = qt_of(w->type);
+  const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt == 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
+  const uint32_t tu = rows_tile(g, (uint32_t)w->cols / (4 * uv), uv, wg, lg, rows, nt);
+  wisp_wgpu_const c[7] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg},           {"QT", qt},
+                          {"NT", nt}, {"XS", tu > 0},  {"TU", tu ? tu : 1}};
+  wisp_wgpu_kernel *k = kernel(g, "matvec_rows", c, 7);
   const uint32_t rows_wg = (wg / lg) * rows;
   for (int q = 0; q < w->nparts; q++) {
     const wmat_part *P = &w->parts[q];
@@ -1918,9 +1924,9 @@ uint32_t wisp_wgpu_int_max_invocations(wisp_backend *be) {
 }
 int wisp_wgpu_int_rows_shared(wisp_backend *be) { return !as_g(be)->no_rows_shared; }
 uint32_t wisp_wgpu_int_rows_nt(int n) { return rows_nt(n); }
-uint32_t wisp_wgpu_int_rows_staged_vec4s(wisp_backend *be, int cols, uint32_t wg, uint32_t lg, uint32_t rows,
-                                         uint32_t nt) {
-  return rows_staged_vec4s(as_g(be), cols, wg, lg, rows, nt);
+uint32_t wisp_wgpu_int_rows_tile(wisp_backend *be, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg,
+                                 uint32_t rows, uint32_t nt) {
+  return rows_tile(as_g(be), units, uv, wg, lg, rows, nt);
 }
 uint32_t wisp_wgpu_int_subgroup_max(wisp_backend *be) { return as_g(be)->d->info.subgroup_max_size; }
 WGPUBuffer wisp_wgpu_int_dummy(wisp_backend *be, int read_write) {

@@ -652,12 +652,9 @@ static int q4k_matvec_rows(wisp_backend *be, const wisp_matrix *W, const wisp_bu
   q4k_matvec_geometry(be, W, &wg, &rows, &lg);
   if (rows > 4) rows = 4; /* rows a lane group: changes no sum */
   const uint32_t nt = wisp_wgpu_int_rows_nt(n);
-  wisp_wgpu_const c[5] = {{"WG", wg},
-                          {"ROWS", rows},
-                          {"LG", lg},
-                          {"NT", nt},
-                          {"XN", wisp_wgpu_int_rows_staged_vec4s(be, W->cols, wg, lg, rows, nt)}};
-  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_matvec_rows", c, 5);
+  const uint32_t tu = wisp_wgpu_int_rows_tile(be, (uint32_t)W->cols / 32, 8, wg, lg, rows, nt);
+  wisp_wgpu_const c[6] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg}, {"NT", nt}, {"XS", tu > 0}, {"TU", tu ? tu : 1}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_matvec_rows", c, 6);
   const uint32_t rows_wg = (wg / lg) * rows;
   int row0, prow;
   WGPUBuffer wb;

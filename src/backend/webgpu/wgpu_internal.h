@@ -95,11 +95,14 @@ uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_byt
  * not reserve workgroup memory for 8 staged inputs. The weight is read once
  * per that many rows. */
 uint32_t wisp_wgpu_int_rows_nt(int n);
-/* XN of matvec_rows.wgsl / q4k_matvec_rows.wgsl (WG threads, lane groups of
- * LG, ROWS rows each, NT tokens): cols / 4 when NT tokens' inputs fit the
- * workgroup memory beside the kernel's `part` array, else 1. */
-uint32_t wisp_wgpu_int_rows_staged_vec4s(wisp_backend *be, int cols, uint32_t wg, uint32_t lg, uint32_t rows,
-                                         uint32_t nt);
+/* TU of matvec_rows.wgsl / q4k_matvec_rows.wgsl (rows of `units` units
+ * of uv vec4s; WG threads, lane groups of LG, ROWS rows each, NT tokens):
+ * the units a staged tile holds, a multiple of LG and of 8, the whole row
+ * where it fits the workgroup memory beside the kernel's `part` array, else
+ * as many as fit; 0 when not even one run of LG units fits or staging is
+ * off (tuning xstage=0): the inputs are then read from global memory. */
+uint32_t wisp_wgpu_int_rows_tile(wisp_backend *be, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg,
+                                 uint32_t rows, uint32_t nt);
 /* 0 with tuning rowsShared=0: a batched step's products row by row. */
 int wisp_wgpu_int_rows_shared(wisp_backend *be);
 /* 1: KV caches hold packed f16 pairs (kv_buf_new; kv_f16 (tuning kv=f16), the plan's kv f16). */

@@ -23,10 +23,12 @@
 //
 // Work split: WG / LG lane groups of ROWS consecutive rows each; a lane
 // loads its unit of each of its ROWS rows once, then for each of the
-// workgroup's tokens stages that token's inputs for the unit in registers
-// and adds the ROWS dots. XN > 1 (= cols / 4): the workgroup first copies
-// its tokens' x into workgroup memory (coalesced), NT runs of XN vec4s
-// rounded up to whole runs of 8; otherwise lanes read x from global memory.
+// workgroup's tokens takes that token's inputs for the unit into registers
+// and adds the ROWS dots. XS 1: the inputs come from workgroup memory,
+// staged with coalesced loads a tile of TU units (all tokens) at a time:
+// TU is a multiple of LG, so each lane's units keep their order, a tile
+// being a run of its loop's iterations (TU >= the row's units: the whole
+// row once). XS 0: lanes read x from global memory.
 enable subgroups;
 
 override WG: u32 = 128; // threads, a multiple of LG
@@ -34,7 +36,8 @@ override ROWS: u32 = 4; // rows per lane group, <= MAXR
 override LG: u32 = 32;  // lanes per group: matvec.wgsl's for this matrix
 override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0
 override NT: u32 = 8;   // tokens per workgroup, <= MAXT
-override XN: u32 = 1u;  // > 1: the tokens' x staged, XN = cols / 4 each
+override XS: u32 = 1u;  // 1: inputs staged in tiles of TU units, 0: read from global memory
+override TU: u32 = 32u; // units a staged tile holds: a multiple of LG and of 8 (1 with XS 0)
 const MAXR: u32 = 8u;
 const MAXT: u32 = 8u;
 
@@ -60,10 +63,12 @@ struct Params {
 
 // #include "matvec_unit.wgsli"
 
-// One token's staged input: whole runs of 8 vec4s (xslot permutes slots
-// within a run, as matvec_common.wgsli's xsw).
-override XR: u32 = (XN + 7u) / 8u * 8u;
-var<workgroup> xsh: array<vec4<f32>, NT * XR>;
+// Vec4s a unit's inputs take: 1 (f32), 2 (F16), 4 (Q8_0 half block), 8 (Q4/Q4Z block).
+override UV: u32 = select(select(select(8u, 4u, QT == 5u), 2u, QT == 4u), 1u, QT == 0u);
+// A token's staged tile: TU * UV vec4s, whole runs of 8 (xslot permutes
+// slots within a run, as matvec_common.wgsli's xsw).
+override TV: u32 = TU * UV;
+var<workgroup> xsh: array<vec4<f32>, NT * TV>;
 // part[((group * ROWS + r) * NT + t) * (LG / 4) + subgroup within the group]
 var<workgroup> part: array<f32, (WG / LG) * ROWS * NT * (LG / 4u)>;
 
@@ -73,10 +78,11 @@ fn xslot(i: u32) -> u32 {
   return i ^ ((i >> 3u) & 7u);
 }
 
-// Vector i of token t (of this workgroup) of the input.
-fn xat(t: u32, xb: u32, i: u32) -> vec4<f32> {
-  if (XN > 1u) {
-    return xsh[t * XR + xslot(i)];
+// Vector i of token t (of this workgroup) of the input: xb is the token's
+// first vec4 in x, tb the staged tile's first vec4 within the row.
+fn xat(t: u32, xb: u32, tb: u32, i: u32) -> vec4<f32> {
+  if (XS == 1u) {
+    return xsh[t * TV + xslot(i - tb)];
   }
   return x[xb + i];
 }
@@ -84,21 +90,21 @@ fn xat(t: u32, xb: u32, i: u32) -> vec4<f32> {
 // Token t's inputs for unit u (xs), returning their sum for Q4/Q4Z: the
 // same values and the same order of additions as matvec_common.wgsli's
 // unit_input.
-fn unit_input_t(t: u32, xb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 8>>) -> f32 {
+fn unit_input_t(t: u32, xb: u32, tb: u32, u: u32, xs: ptr<function, array<vec4<f32>, 8>>) -> f32 {
   if (QT == 0u) {
-    (*xs)[0] = xat(t, xb, u);
+    (*xs)[0] = xat(t, xb, tb, u);
     return 0.0;
   }
   if (QT == 4u || QT == 5u) {
     let nv = select(2u, 4u, QT == 5u);
     for (var i = 0u; i < nv; i++) {
-      (*xs)[i] = xat(t, xb, u * nv + i);
+      (*xs)[i] = xat(t, xb, tb, u * nv + i);
     }
     return 0.0;
   }
   var xsum = 0.0;
   for (var i = 0u; i < 8u; i++) {
-    (*xs)[i] = xat(t, xb, u * 8u + i);
+    (*xs)[i] = xat(t, xb, tb, u * 8u + i);
     xsum += dot((*xs)[i], vec4<f32>(1.0));
   }
   return xsum;
@@ -118,38 +124,46 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let nt = min(NT, p.n - t0); // this workgroup's tokens (uniform)
   let c4 = p.cols / 4u;
   let units = row_units();
-  if (XN > 1u) {
-    for (var t = 0u; t < NT; t++) {
-      if (t < nt) {
-        let xb = p.x_off + (t0 + t) * c4;
-        for (var i = li; i < c4; i += WG) {
-          xsh[t * XR + xslot(i)] = x[xb + i];
-        }
-      }
-    }
-    workgroupBarrier();
-  }
   var acc: array<f32, MAXR * MAXT>;
   for (var k = 0u; k < ROWS * NT; k++) {
     acc[k] = 0.0;
   }
   var wu: array<WUnit, MAXR>;
   var xs: array<vec4<f32>, 8>;
-  for (var u = lane; u < units; u += LG) {
-    for (var r = 0u; r < ROWS; r++) {
-      if (row0 + r < p.rows) {
-        wu[r] = load_unit(row0 + r, u);
-      }
-    }
-    for (var t = 0u; t < NT; t++) {
-      if (t < nt) {
-        let xsum = unit_input_t(t, p.x_off + (t0 + t) * c4, u, &xs);
-        for (var r = 0u; r < ROWS; r++) {
-          if (row0 + r < p.rows) {
-            acc[r * NT + t] += unit_dot(wu[r], &xs, xsum);
+  let tu = select(units, TU, XS == 1u);
+  for (var ub = 0u; ub < units; ub += tu) { // tiles (one without staging)
+    let ue = min(ub + tu, units);
+    let tb = ub * UV;
+    if (XS == 1u) {
+      for (var t = 0u; t < NT; t++) {
+        if (t < nt) {
+          let xb = p.x_off + (t0 + t) * c4 + tb;
+          for (var i = li; i < (ue - ub) * UV; i += WG) {
+            xsh[t * TV + xslot(i)] = x[xb + i];
           }
         }
       }
+      workgroupBarrier();
+    }
+    for (var u = ub + lane; u < ue; u += LG) {
+      for (var r = 0u; r < ROWS; r++) {
+        if (row0 + r < p.rows) {
+          wu[r] = load_unit(row0 + r, u);
+        }
+      }
+      for (var t = 0u; t < NT; t++) {
+        if (t < nt) {
+          let xsum = unit_input_t(t, p.x_off + (t0 + t) * c4, tb, u, &xs);
+          for (var r = 0u; r < ROWS; r++) {
+            if (row0 + r < p.rows) {
+              acc[r * NT + t] += unit_dot(wu[r], &xs, xsum);
+            }
+          }
+        }
+      }
+    }
+    if (XS == 1u) {
+      workgroupBarrier(); // the next tile overwrites xsh
     }
   }
   // Sums: subgroupAdd within each subgroup, then a group's LG / sgs
@@ -157,9 +171,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let pslots = LG / 4u;
   for (var r = 0u; r < ROWS; r++) {
     for (var t = 0u; t < NT; t++) {
-      let s = subgroupAdd(acc[r * NT + t]);
-      if (sli == 0u) {
-        part[((grp * ROWS + r) * NT + t) * pslots + lane / sgs] = s;
+      if (t < nt) {
+        let s = subgroupAdd(acc[r * NT + t]);
+        if (sli == 0u) {
+          part[((grp * ROWS + r) * NT + t) * pslots + lane / sgs] = s;
+        }
       }
     }
   }

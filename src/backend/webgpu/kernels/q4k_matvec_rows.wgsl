@@ -17,16 +17,20 @@
 // arithmetic of one sum (tests/test_webgpu_rows.c checks every output bit
 // for bit).
 //
-// XN > 1 (= cols / 4): the workgroup's tokens' x staged in workgroup memory
-// (NT runs of XN vec4s, slots permuted by q4k_xsw within each); otherwise
-// lanes read x from global memory.
+// XS 1: the inputs come from workgroup memory, staged with coalesced loads
+// a tile of TU units (all tokens) at a time (slots permuted by q4k_xsw): TU
+// is a multiple of LG and of 8 (whole super-blocks, contiguous columns), so
+// each lane's units keep their order, a tile being a run of its loop's
+// iterations (TU >= the row's units: the whole row once). XS 0: lanes read
+// x from global memory.
 enable subgroups;
 
 override WG: u32 = 128; // threads, a multiple of LG
 override ROWS: u32 = 2; // rows per lane group, <= MAXR
 override LG: u32 = 32;  // lanes per group: q4k_matvec.wgsl's for this matrix
 override NT: u32 = 8;   // tokens per workgroup, <= MAXT
-override XN: u32 = 1u;  // > 1: the tokens' x staged, XN = cols / 4 each
+override XS: u32 = 1u;  // 1: inputs staged in tiles of TU units, 0: read from global memory
+override TU: u32 = 32u; // units a staged tile holds: a multiple of LG and of 8 (1 with XS 0)
 const MAXR: u32 = 8u;
 const MAXT: u32 = 8u;
 
@@ -50,14 +54,17 @@ struct Params {
 
 // #include "q4k_common.wgsli"
 
-var<workgroup> xsh: array<vec4<f32>, NT * XN>;
+// A token's staged tile: TU units of 8 vec4s.
+override TV: u32 = TU * 8u;
+var<workgroup> xsh: array<vec4<f32>, NT * TV>;
 // part[((group * ROWS + r) * NT + t) * (LG / 4) + subgroup within the group]
 var<workgroup> part: array<f32, (WG / LG) * ROWS * NT * (LG / 4u)>;
 
-// Vector i of token t (of this workgroup) of the input.
-fn xat(t: u32, xb: u32, i: u32) -> vec4<f32> {
-  if (XN > 1u) {
-    return xsh[t * XN + q4k_xsw(i)];
+// Vector i of token t (of this workgroup) of the input: xb is the token's
+// first vec4 in x, tb the staged tile's first vec4 within the row.
+fn xat(t: u32, xb: u32, tb: u32, i: u32) -> vec4<f32> {
+  if (XS == 1u) {
+    return xsh[t * TV + q4k_xsw(i - tb)];
   }
   return x[xb + i];
 }
@@ -75,17 +82,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let c4 = p.cols / 4u;
   let nsb = p.cols / 256u;
   let units = p.cols / 32u;
-  if (XN > 1u) {
-    for (var t = 0u; t < NT; t++) {
-      if (t < nt) {
-        let xb = p.x_off + (t0 + t) * c4;
-        for (var i = li; i < c4; i += WG) {
-          xsh[t * XN + q4k_xsw(i)] = x[xb + i];
-        }
-      }
-    }
-    workgroupBarrier();
-  }
   var acc: array<f32, MAXR * MAXT>;
   for (var k = 0u; k < ROWS * NT; k++) {
     acc[k] = 0.0;
@@ -93,36 +89,57 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var wu: array<QUnit, MAXR>;
   // xs[0..3]: the unit's low-nibble elements, xs[4..7]: its high-nibble ones.
   var xs: array<vec4<f32>, 8>;
-  for (var u = lane; u < units; u += LG) {
-    for (var r = 0u; r < ROWS; r++) {
-      if (row0 + r < p.rows) {
-        wu[r] = q4k_load((row0 + r) * nsb * 9u, u);
-      }
-    }
-    let xo = q4k_unit_x(u) / 4u;
-    for (var t = 0u; t < NT; t++) {
-      if (t < nt) {
-        let xb = p.x_off + (t0 + t) * c4;
-        var sx = vec2<f32>(0.0);
-        for (var k = 0u; k < 4u; k++) {
-          xs[k] = xat(t, xb, xo + k);
-          xs[k + 4u] = xat(t, xb, xo + 8u + k);
-          sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
-        }
-        for (var r = 0u; r < ROWS; r++) {
-          if (row0 + r < p.rows) {
-            acc[r * NT + t] += q4k_dot(wu[r], u, &xs, sx);
+  let tu = select(units, TU, XS == 1u);
+  for (var ub = 0u; ub < units; ub += tu) { // tiles (one without staging)
+    let ue = min(ub + tu, units);
+    let tb = ub * 8u; // a tile's units are whole super-blocks: contiguous vec4s
+    if (XS == 1u) {
+      for (var t = 0u; t < NT; t++) {
+        if (t < nt) {
+          let xb = p.x_off + (t0 + t) * c4 + tb;
+          for (var i = li; i < (ue - ub) * 8u; i += WG) {
+            xsh[t * TV + q4k_xsw(i)] = x[xb + i];
           }
         }
       }
+      workgroupBarrier();
+    }
+    for (var u = ub + lane; u < ue; u += LG) {
+      for (var r = 0u; r < ROWS; r++) {
+        if (row0 + r < p.rows) {
+          wu[r] = q4k_load((row0 + r) * nsb * 9u, u);
+        }
+      }
+      let xo = q4k_unit_x(u) / 4u;
+      for (var t = 0u; t < NT; t++) {
+        if (t < nt) {
+          let xb = p.x_off + (t0 + t) * c4;
+          var sx = vec2<f32>(0.0);
+          for (var k = 0u; k < 4u; k++) {
+            xs[k] = xat(t, xb, tb, xo + k);
+            xs[k + 4u] = xat(t, xb, tb, xo + 8u + k);
+            sx += vec2<f32>(dot(xs[k], vec4<f32>(1.0)), dot(xs[k + 4u], vec4<f32>(1.0)));
+          }
+          for (var r = 0u; r < ROWS; r++) {
+            if (row0 + r < p.rows) {
+              acc[r * NT + t] += q4k_dot(wu[r], u, &xs, sx);
+            }
+          }
+        }
+      }
+    }
+    if (XS == 1u) {
+      workgroupBarrier(); // the next tile overwrites xsh
     }
   }
   let pslots = LG / 4u;
   for (var r = 0u; r < ROWS; r++) {
     for (var t = 0u; t < NT; t++) {
-      let s = subgroupAdd(acc[r * NT + t]);
-      if (sgi == 0u) {
-        part[((grp * ROWS + r) * NT + t) * pslots + lane / sgs] = s;
+      if (t < nt) {
+        let s = subgroupAdd(acc[r * NT + t]);
+        if (sgi == 0u) {
+          part[((grp * ROWS + r) * NT + t) * pslots + lane / sgs] = s;
+        }
       }
     }
   }
