@@ -83,6 +83,8 @@ static void destroy_gpu(wisp_backend *be) {
   g_keep.n = 0;
 }
 
+static uint32_t g_rows_nt; /* the next open_gpu's rows_nt (tuning rowsNt), then 0 again */
+
 static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_rows_shared, int no_xstage) {
   wisp_wgpu_backend_opts o;
   memset(&o, 0, sizeof o);
@@ -91,6 +93,8 @@ static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_
   o.max_binding = max_binding;
   o.no_rows_shared = no_rows_shared;
   o.no_xstage = no_xstage;
+  o.rows_nt = g_rows_nt;
+  g_rows_nt = 0;
   wisp_backend *be = NULL;
   return wisp_wgpu_backend_new(&o, &be) ? NULL : be;
 }
@@ -284,41 +288,53 @@ TEST(webgpu_rows_do_not_interfere) {
 }
 
 /* tuning rowsShared=0: the same bits row by row, and the multi-row kernels
- * do not run. */
+ * do not run; tuning rowsNt=3 (3 rows a workgroup): the same bits. */
 TEST(webgpu_rows_shared_off_same_bits) {
   WEBGPU_OR_SKIP(d);
   if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
   static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4K};
   enum { N = 8, ROWS = 300, COLS = 768 };
   wisp_backend *on = open_gpu(d, 0, 0, 0), *off = open_gpu(d, 0, 1, 0);
-  CHECKF(on && off, "webgpu backend: %s", wisp_last_error());
+  g_rows_nt = 3;
+  wisp_backend *nt3 = open_gpu(d, 0, 0, 0);
+  CHECKF(on && off && nt3, "webgpu backend: %s", wisp_last_error());
   uint64_t seed = 24;
   char err[300] = "";
   int ok = 1;
   float *x = malloc(sizeof(float) * N * COLS), *y0 = calloc(N * ROWS, sizeof(float));
   float *ya = malloc(sizeof(float) * N * ROWS), *yb = malloc(sizeof(float) * N * ROWS);
-  CHECK(x && y0 && ya && yb);
+  float *yc = malloc(sizeof(float) * N * ROWS);
+  CHECK(x && y0 && ya && yb && yc);
   for (int i = 0; i < N * COLS; i++) x[i] = test_rand_float(&seed);
   for (int ti = 0; ok && ti < 2; ti++) {
     host_mat h;
     ok = mat_make(&h, types[ti], ROWS, COLS, &seed) && !on->prepare_matrix(on, &h.m) &&
-         !off->prepare_matrix(off, &h.m);
+         !off->prepare_matrix(off, &h.m) && !nt3->prepare_matrix(nt3, &h.m);
     if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
     ok = ok && rows_product(on, &h.m, x, y0, N, 0, 1, ya, err, sizeof err) &&
-         rows_product(off, &h.m, x, y0, N, 0, 1, yb, err, sizeof err);
+         rows_product(off, &h.m, x, y0, N, 0, 1, yb, err, sizeof err) &&
+         rows_product(nt3, &h.m, x, y0, N, 0, 1, yc, err, sizeof err);
     long dd = ok ? first_diff(ya, yb, (size_t)N * ROWS) : -1;
     if (dd >= 0) {
       snprintf(err, sizeof err, "%s: output %ld: %.9g shared, %.9g row by row", wisp_wtype_name(types[ti]), dd, ya[dd],
                yb[dd]);
       ok = 0;
     }
+    dd = ok ? first_diff(ya, yc, (size_t)N * ROWS) : -1;
+    if (dd >= 0) {
+      snprintf(err, sizeof err, "%s: output %ld: %.9g 8 rows a workgroup, %.9g 3", wisp_wtype_name(types[ti]), dd,
+               ya[dd], yc[dd]);
+      ok = 0;
+    }
     mat_free(&h);
   }
-  const uint64_t shared_on = rows_shared(on), shared_off = rows_shared(off);
-  free(x), free(y0), free(ya), free(yb);
+  const uint64_t shared_on = rows_shared(on), shared_off = rows_shared(off), shared_nt3 = rows_shared(nt3);
+  free(x), free(y0), free(ya), free(yb), free(yc);
   off->destroy(off);
+  nt3->destroy(nt3);
   destroy_gpu(on);
   CHECKF(ok, "%s", err);
-  CHECKF(shared_on == 2 && shared_off == 0, "multi-row products: %llu on, %llu off (2, 0 expected)",
-         (unsigned long long)shared_on, (unsigned long long)shared_off);
+  CHECKF(shared_on == 2 && shared_off == 0 && shared_nt3 == 2,
+         "multi-row products: %llu on, %llu off, %llu rowsNt=3 (2, 0, 2 expected)", (unsigned long long)shared_on,
+         (unsigned long long)shared_off, (unsigned long long)shared_nt3);
 }

@@ -36,7 +36,8 @@
 #                                     on WebGPU: aggregate tok/s of S in SEQS (default
 #                                     "2 4 8 16 32") sequences on MODELS (default "seed
 #                                     qwen08"), the multi-row products (matvec_rows)
-#                                     against row by row (tuning rowsShared=0), and
+#                                     against row by row (tuning rowsShared=0; or the
+#                                     TUNINGS given, e.g. "rowsNt=4 rowsNt=8"), and
 #                                     whether each sequence got its tokens alone;
 #                                     then the suite's webgpu_rows_ and sequences tests
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
@@ -210,7 +211,7 @@ rows() {
   for m in ${MODELS:-seed qwen08}; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
     for S in ${SEQS:-2 4 8 16 32}; do
-      for t in rowsShared=1 rowsShared=0; do
+      for t in ${TUNINGS:-rowsShared=1 rowsShared=0}; do
         printf '%-8s S %-3s %-13s ' "$m" "$S" "$t"
         .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n "${STEPS:-64}" --tuning "$t" 2>&1 | tail -1 |
           tee -a "$OUT/rows-$m.jsonl"

@@ -50,6 +50,7 @@ static const entry k_keys[] = {
     {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN"},
     {"attnSplits", T_UINT, W(attn_max_splits), 0, 1, 1024, 0, "1..1024"},
     {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256"},
+    {"rowsNt", T_UINT, W(rows_nt), 0, 1, 8, 0, "1..8"},
     {"dnSlice", T_SPECIAL, W(dn_cols), W(dn_groups), 1, 1024, 0, "COLS or COLSxGROUPS (powers of two)"},
     {"q4kSbCols", T_SPECIAL, W(q4k_sb_cols), 0, 0, 1 << 20, 1, "a number of columns (0: never)"},
     {"q4kRows2Rows", T_UINT, W(q4k_rows2_rows), 0, 1, 1u << 30, 0, "a positive number"},

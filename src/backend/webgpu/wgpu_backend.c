@@ -103,6 +103,7 @@ typedef struct {
   int env_geometry; /* tuning matvec: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
+  uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
   int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
@@ -1522,7 +1523,10 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
 }
 
 /* wgpu_internal.h's wisp_wgpu_int_rows_nt. */
-static uint32_t rows_nt(int n) { return n <= 2 ? 2 : n <= 4 ? 4 : 8; }
+static uint32_t rows_nt(const wgpu_backend *g, int n) {
+  const uint32_t nt = n <= 2 ? 2 : n <= 4 ? 4 : 8;
+  return nt < g->rows_nt ? nt : g->rows_nt;
+}
 
 /* wgpu_internal.h's wisp_wgpu_int_rows_tile. */
 static uint32_t rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg, uint32_t rows,
@@ -1547,7 +1551,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
   if (rows > 4) rows = 4;
-  const uint32_t nt = rows_nt(n), qt = qt_of(w->type);
+  const uint32_t nt = rows_nt(g, n), qt = qt_of(w->type);
   const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt == 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
   const uint32_t tu = rows_tile(g, (uint32_t)w->cols / (4 * uv), uv, wg, lg, rows, nt);
   wisp_wgpu_const c[7] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg},           {"QT", qt},
@@ -1783,6 +1787,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->env_geometry = o.geometry_over_plan;
   g->no_xstage = o.no_xstage;
   g->no_rows_shared = o.no_rows_shared;
+  g->rows_nt = o.rows_nt >= 1 && o.rows_nt <= 8 ? o.rows_nt : 8;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
    * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
    * where a lane holds many rows or the staging is long (the 16-row head
@@ -1923,7 +1928,7 @@ uint32_t wisp_wgpu_int_max_invocations(wisp_backend *be) {
   return as_g(be)->d->info.max_compute_invocations_per_workgroup;
 }
 int wisp_wgpu_int_rows_shared(wisp_backend *be) { return !as_g(be)->no_rows_shared; }
-uint32_t wisp_wgpu_int_rows_nt(int n) { return rows_nt(n); }
+uint32_t wisp_wgpu_int_rows_nt(wisp_backend *be, int n) { return rows_nt(as_g(be), n); }
 uint32_t wisp_wgpu_int_rows_tile(wisp_backend *be, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg,
                                  uint32_t rows, uint32_t nt) {
   return rows_tile(as_g(be), units, uv, wg, lg, rows, nt);

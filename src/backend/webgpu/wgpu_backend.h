@@ -74,6 +74,7 @@ typedef struct wisp_wgpu_backend_opts {
   int no_xstage;              /* xstage=0: matvec inputs from global memory, not staged */
   int no_rows_shared;         /* rowsShared=0: a batched step's products row by row (one-row kernels), not
                                * matvec_rows / q4k_matvec_rows (A/B runs; the same bits either way) */
+  uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..8; 0: 8) */
   int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
                                * 0 (default) q4k_matvec only */
   int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens (else attn_flash) */

@@ -651,7 +651,7 @@ static int q4k_matvec_rows(wisp_backend *be, const wisp_matrix *W, const wisp_bu
   uint32_t wg, rows, lg;
   q4k_matvec_geometry(be, W, &wg, &rows, &lg);
   if (rows > 4) rows = 4; /* rows a lane group: changes no sum */
-  const uint32_t nt = wisp_wgpu_int_rows_nt(n);
+  const uint32_t nt = wisp_wgpu_int_rows_nt(be, n);
   const uint32_t tu = wisp_wgpu_int_rows_tile(be, (uint32_t)W->cols / 32, 8, wg, lg, rows, nt);
   wisp_wgpu_const c[6] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg}, {"NT", nt}, {"XS", tu > 0}, {"TU", tu ? tu : 1}};
   wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_matvec_rows", c, 6);

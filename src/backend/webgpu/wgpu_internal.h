@@ -92,9 +92,9 @@ uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_byt
 /* Tokens a matvec_rows / q4k_matvec_rows workgroup takes (their NT) for a
  * batched step of n rows: 2, 4 or 8 (their MAXT), so that a step of any
  * size uses one of three pipelines per weight type and a small step does
- * not reserve workgroup memory for 8 staged inputs. The weight is read once
- * per that many rows. */
-uint32_t wisp_wgpu_int_rows_nt(int n);
+ * not reserve workgroup memory for 8 staged inputs; at most tuning rowsNt.
+ * The weight is read once per that many rows. */
+uint32_t wisp_wgpu_int_rows_nt(wisp_backend *be, int n);
 /* TU of matvec_rows.wgsl / q4k_matvec_rows.wgsl (rows of `units` units
  * of uv vec4s; WG threads, lane groups of LG, ROWS rows each, NT tokens):
  * the units a staged tile holds, a multiple of LG and of 8, the whole row
