@@ -38,7 +38,8 @@
 #                                     qwen08"), the multi-row products (matvec_rows)
 #                                     against row by row (tuning rowsShared=0; or the
 #                                     TUNINGS given, e.g. "rowsNt=4 rowsNt=8"), and
-#                                     whether each sequence got its tokens alone;
+#                                     whether the first ALONE (2) sequences got the
+#                                     tokens they get alone;
 #                                     then the suite's webgpu_rows_ and sequences tests
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
@@ -213,7 +214,7 @@ rows() {
     for S in ${SEQS:-2 4 8 16 32}; do
       for t in ${TUNINGS:-rowsShared=1 rowsShared=0}; do
         printf '%-8s S %-3s %-13s ' "$m" "$S" "$t"
-        .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n "${STEPS:-64}" --tuning "$t" 2>&1 | tail -1 |
+        .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n "${STEPS:-64}" -a "${ALONE:-2}" --tuning "$t" 2>&1 | tail -1 |
           tee -a "$OUT/rows-$m.jsonl"
       done
     done
