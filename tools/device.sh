@@ -32,6 +32,15 @@
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
+#   tools/device.sh rows OUT          several sequences a decode step (tools/seq_probe.c)
+#                                     on WebGPU: aggregate tok/s of S in SEQS (default
+#                                     "2 4 8 16 32") sequences on MODELS (default "seed
+#                                     qwen08"), the multi-row products (matvec_rows)
+#                                     against row by row (tuning rowsShared=0; or the
+#                                     TUNINGS given, e.g. "rowsNt=4 rowsNt=8"), and
+#                                     whether the first ALONE (2) sequences got the
+#                                     tokens they get alone;
+#                                     then the suite's webgpu_rows_ and sequences tests
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
@@ -44,9 +53,9 @@ shift || true
 # ---- here ------------------------------------------------------------------
 bundle() {
   local jobs; jobs=$(nproc)
-  make -s -j"$jobs" build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe
+  make -s -j"$jobs" build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe
   rm -rf .dev && mkdir -p .dev/lib .gl
-  cp build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe .dev/
+  cp build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe .dev/
   for lib in libcjson.so.1 libcrypto.so.3 libutf8proc.so.2 libpcre2-8.so.0; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" .dev/lib/
   done
@@ -198,9 +207,25 @@ probe() {
   timeout "${PROBE_SECONDS:-150}" .dev/phase_probe "${PROBE_WG:-132}" "${PROBE_ROUNDS:-2000}" 2>&1 | tee "$OUT/phase-probe.txt"
 }
 
+# S sequences a step, multi-row products against row by row, per model
+rows() {
+  for m in ${MODELS:-seed qwen08}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    for S in ${SEQS:-2 4 8 16 32}; do
+      for t in ${TUNINGS:-rowsShared=1 rowsShared=0}; do
+        printf '%-8s S %-3s %-13s ' "$m" "$S" "$t"
+        .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n "${STEPS:-64}" -a "${ALONE:-2}" --tuning "$t" 2>&1 | tail -1 |
+          tee -a "$OUT/rows-$m.jsonl"
+      done
+    done
+  done
+  WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu_rows_ 2>&1 | tail -4
+  WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sequences 2>&1 | tail -8
+}
+
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|probe)
+  check|receipts|parity|ab|profile|probe|rows)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -102,6 +102,8 @@ typedef struct {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int env_geometry; /* tuning matvec: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
+  int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
+  uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
   int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
@@ -1520,13 +1522,67 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
   rec_copy_words(g, src->g.b, src_off, dst->g.b, dst_off, n);
 }
 
-/* Each row through the one-token product, as g_matmul records it for n = 1
- * without a fusion: a row's sums do not depend on n. The tiled prefill
- * kernel (matmul.wgsl) sums in another order, so it is not used here.
- * matvec.wgsl: each row its own dispatch, the weight read once per row
- * (from cache where it fits), not once for all (a matvec taking several
- * rows a workgroup would); Q4_K: q4k_matvec.wgsl with a workgroup z per
- * row, in one dispatch. */
+/* wgpu_internal.h's wisp_wgpu_int_rows_nt. */
+static uint32_t rows_nt(const wgpu_backend *g, int n) {
+  const uint32_t nt = n <= 2 ? 2 : n <= 4 ? 4 : 8;
+  return nt < g->rows_nt ? nt : g->rows_nt;
+}
+
+/* wgpu_internal.h's wisp_wgpu_int_rows_tile. */
+static uint32_t rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg, uint32_t rows,
+                          uint32_t nt) {
+  uint32_t step = lg;
+  while (step % 8) step += lg; /* a multiple of LG and of 8 */
+  const uint64_t part = (uint64_t)(wg / lg) * rows * nt * (lg / 4) * 4 + 64;
+  const uint64_t limit = g->d->info.max_compute_workgroup_storage_size;
+  if (g->no_xstage || part >= limit || units == 0) return 0;
+  uint64_t fit = (limit - part) / ((uint64_t)nt * uv * 16) / step * step;
+  uint64_t whole = ((uint64_t)units + step - 1) / step * step;
+  uint64_t tu = fit < whole ? fit : whole;
+  return (uint32_t)tu;
+}
+
+/* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, rows_nt(n) tokens a
+ * workgroup (grid z), each weight unit loaded once for them. Its sums are those of
+ * matvec.wgsl (PRE 0) for each token alone, given the same lanes per group:
+ * the geometry is matvec_geometry's (rows per lane group at most 4, which
+ * changes no sum). */
+static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, int n, wisp_buf *y, int accumulate) {
+  uint32_t wg, rows, lg;
+  matvec_geometry(g, w, &wg, &rows, &lg);
+  if (rows > 4) rows = 4;
+  const uint32_t nt = rows_nt(g, n), qt = qt_of(w->type);
+  const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt == 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
+  const uint32_t tu = rows_tile(g, (uint32_t)w->cols / (4 * uv), uv, wg, lg, rows, nt);
+  wisp_wgpu_const c[7] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg},           {"QT", qt},
+                          {"NT", nt}, {"XS", tu > 0},  {"TU", tu ? tu : 1}};
+  wisp_wgpu_kernel *k = kernel(g, "matvec_rows", c, 7);
+  const uint32_t rows_wg = (wg / lg) * rows;
+  for (int q = 0; q < w->nparts; q++) {
+    const wmat_part *P = &w->parts[q];
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad0;
+    } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)P->row0, 0, accumulate ? 1u : 0u, (uint32_t)n,
+           (uint32_t)w->rows, 0};
+    wisp_wgpu_binding b[5];
+    part_bindings(g, P, b);
+    b[3] = whole(x->g.b);
+    b[4] = whole(y->g.b);
+    uint32_t gx, gy;
+    wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
+    record_xyz(g, k, b, 5, &p, sizeof p, gx, gy, cdiv((uint64_t)n, nt));
+  }
+  g->stats.rows_shared++;
+}
+
+/* Every row computed as the one-row product computes it (g_matmul for
+ * n = 1 without a fusion: matvec.wgsl PRE 0, or q4k_matvec.wgsl), so that a
+ * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
+ * sums in another order and is not used here. One row: that very
+ * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
+ * which reads the weight once per up to 8 rows and gives every row the
+ * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
+ * each row is its own matvec dispatch. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
@@ -1542,7 +1598,10 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
     op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
   }
-  rec_matvec(g, w, 0, x, NULL, 0, x, 0, n, y, accumulate, 0, 0, 0, NULL);
+  if (n > 1 && g->sg && !g->no_rows_shared)
+    rec_matvec_rows(g, w, x, n, y, accumulate);
+  else
+    rec_matvec(g, w, 0, x, NULL, 0, x, 0, n, y, accumulate, 0, 0, 0, NULL);
 }
 
 /* penalty.wgsl; see backend.h. */
@@ -1727,6 +1786,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->mv_rows_big = o.matvec_big_rows ? o.matvec_big_rows : 8; /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
   g->env_geometry = o.geometry_over_plan;
   g->no_xstage = o.no_xstage;
+  g->no_rows_shared = o.no_rows_shared;
+  g->rows_nt = o.rows_nt >= 1 && o.rows_nt <= 8 ? o.rows_nt : 8;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
    * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
    * where a lane holds many rows or the staging is long (the 16-row head
@@ -1865,6 +1926,12 @@ void wisp_wgpu_int_scratch_free(wisp_backend *be, wisp_wgpu_buf *buf) {
 }
 uint32_t wisp_wgpu_int_max_invocations(wisp_backend *be) {
   return as_g(be)->d->info.max_compute_invocations_per_workgroup;
+}
+int wisp_wgpu_int_rows_shared(wisp_backend *be) { return !as_g(be)->no_rows_shared; }
+uint32_t wisp_wgpu_int_rows_nt(wisp_backend *be, int n) { return rows_nt(as_g(be), n); }
+uint32_t wisp_wgpu_int_rows_tile(wisp_backend *be, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg,
+                                 uint32_t rows, uint32_t nt) {
+  return rows_tile(as_g(be), units, uv, wg, lg, rows, nt);
 }
 uint32_t wisp_wgpu_int_subgroup_max(wisp_backend *be) { return as_g(be)->d->info.subgroup_max_size; }
 WGPUBuffer wisp_wgpu_int_dummy(wisp_backend *be, int read_write) {

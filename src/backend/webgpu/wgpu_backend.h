@@ -72,6 +72,9 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t persist_fail;      /* persistFail=N (tests): run N starts as if its grid barrier had given up */
   int no_fuse_argmax;         /* fuseArgmax=0: greedy token choice not fused into the head product */
   int no_xstage;              /* xstage=0: matvec inputs from global memory, not staged */
+  int no_rows_shared;         /* rowsShared=0: a batched step's products row by row (one-row kernels), not
+                               * matvec_rows / q4k_matvec_rows (A/B runs; the same bits either way) */
+  uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..8; 0: 8) */
   int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
                                * 0 (default) q4k_matvec only */
   int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens (else attn_flash) */
@@ -104,6 +107,7 @@ typedef struct wisp_wgpu_backend_stats {
   uint64_t persistent_steps; /* decode steps run by the persistent kernel */
   uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */
   uint64_t q4k_superblock;  /* one-token Q4_K products by q4k_sb.wgsl (a thread per super-block) */
+  uint64_t rows_shared;     /* batched-step products (matmul_rows of n > 1) by matvec_rows / q4k_matvec_rows: a weight read once for several rows */
   uint64_t attn_splits;     /* key blocks one-token attentions (g_attention) were split over, summed (1 when unsplit) */
   uint64_t pipelines;       /* compute pipelines compiled (first use of each kernel variant) */
   double compile_seconds;   /* time spent compiling them: kept out of tok/s by run and bench */

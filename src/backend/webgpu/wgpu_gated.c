@@ -538,6 +538,17 @@ static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi
   return 1;
 }
 
+/* q4k_matvec.wgsl's geometry for W: WG threads, ROWS rows a lane group of
+ * LG lanes (tuning q4kMatvec / q4kRows2Rows / q4kLg). q4k_matvec_rows.wgsl
+ * takes the same LG: a row's sums depend on it. */
+static void q4k_matvec_geometry(wisp_backend *be, const wisp_matrix *W, uint32_t *wg, uint32_t *rows, uint32_t *lg) {
+  const wisp_wgpu_q4k_tuning *tune = wisp_wgpu_int_q4k_tuning(be);
+  const uint32_t sgmax = wisp_wgpu_int_subgroup_max(be);
+  *wg = tune->mv_wg;
+  *rows = tune->mv_rows ? tune->mv_rows : (uint32_t)W->rows >= tune->rows2_rows ? 2 : 1;
+  *lg = tune->mv_lg ? tune->mv_lg : sgmax > 32 ? sgmax : 32;
+}
+
 /* per_row (wisp_wgpu_q4k_matmul_rows): every token through the decode
  * choice's one-token kernel (a workgroup z per token), never the tiled
  * prefill product or the superblock kernel, so that a token's sums do not
@@ -580,16 +591,13 @@ static void rec_q4k_matvec_ex(wisp_backend *be, const wisp_matrix *W, const wisp
     const int sg = wisp_wgpu_int_subgroups(be);
     file = sg ? "q4k_matvec" : "q4k_matvec_nosg";
     const wisp_wgpu_q4k_tuning *tune = wisp_wgpu_int_q4k_tuning(be);
-    const uint32_t wg = sg ? tune->mv_wg : 64;
-    uint32_t rows = 4;
-    if (sg) rows = tune->mv_rows ? tune->mv_rows : (uint32_t)W->rows >= tune->rows2_rows ? 2 : 1;
+    uint32_t wg = 64, rows = 4, lg = 0;
+    if (sg) q4k_matvec_geometry(be, W, &wg, &rows, &lg);
     c[0] = (wisp_wgpu_const){"WG", wg};
     c[1] = (wisp_wgpu_const){"ROWS", rows};
     nc = 2;
     rows_wg = 4;
     if (sg) { /* q4k_matvec.wgsl: WG / LG lane groups of ROWS rows */
-      const uint32_t sgmax = wisp_wgpu_int_subgroup_max(be);
-      const uint32_t lg = tune->mv_lg ? tune->mv_lg : sgmax > 32 ? sgmax : 32;
       const uint32_t gn = pre ? input_op_room(pre, W->cols) : 1;
       c[2] = (wisp_wgpu_const){"LG", lg};
       c[3] = (wisp_wgpu_const){"XN", wisp_wgpu_int_staged_vec4s(be, W->cols, Q4K_OWN_BYTES + (uint64_t)gn * 4)};
@@ -631,8 +639,42 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
   rec_q4k_matvec_ex(be, W, x, x_row0, n, y, accumulate, pre, 0);
 }
 
+/* Several rows of a batched step through q4k_matvec_rows.wgsl: each row's
+ * sums are q4k_matvec.wgsl's for that row alone (same LG), the weight is
+ * read once per up to 8 rows (wisp_wgpu_int_rows_nt). 0 (nothing recorded) where the
+ * one-row product is another kernel: no subgroups (q4k_matvec_nosg), or the
+ * profile's simd16 kernel as the decode choice. */
+static int q4k_matvec_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
+                           int accumulate) {
+  if (!wisp_wgpu_int_subgroups(be) || !wisp_wgpu_int_rows_shared(be) || is_simd16(W->choice[WISP_PHASE_DECODE].variant))
+    return 0;
+  uint32_t wg, rows, lg;
+  q4k_matvec_geometry(be, W, &wg, &rows, &lg);
+  if (rows > 4) rows = 4; /* rows a lane group: changes no sum */
+  const uint32_t nt = wisp_wgpu_int_rows_nt(be, n);
+  const uint32_t tu = wisp_wgpu_int_rows_tile(be, (uint32_t)W->cols / 32, 8, wg, lg, rows, nt);
+  wisp_wgpu_const c[6] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg}, {"NT", nt}, {"XS", tu > 0}, {"TU", tu ? tu : 1}};
+  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "q4k_matvec_rows", c, 6);
+  const uint32_t rows_wg = (wg / lg) * rows;
+  int row0, prow;
+  WGPUBuffer wb;
+  for (int i = 0; wisp_wgpu_int_mat_part(be, W, i, &row0, &prow, &wb); i++) {
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad0;
+    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, 0, accumulate ? 1u : 0u, (uint32_t)n,
+           (uint32_t)W->rows, 0};
+    wisp_wgpu_binding b[3] = {whole(wb), whole(wisp_wgpu_int_buf(x)), whole(wisp_wgpu_int_buf(y))};
+    uint32_t gx, gy;
+    wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv((uint64_t)prow, rows_wg), &gx, &gy);
+    wisp_wgpu_int_record(be, k, b, 3, &p, sizeof p, gx, gy, cdiv((uint64_t)n, nt));
+  }
+  wisp_wgpu_int_stats(be)->rows_shared++;
+  return 1;
+}
+
 void wisp_wgpu_q4k_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                                int accumulate) {
+  if (n > 1 && q4k_matvec_rows(be, W, x, n, y, accumulate)) return;
   rec_q4k_matvec_ex(be, W, x, 0, n, y, accumulate, NULL, 1);
 }
 

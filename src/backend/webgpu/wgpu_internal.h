@@ -89,6 +89,22 @@ struct wisp_wgpu_backend_stats *wisp_wgpu_int_stats(wisp_backend *be);
  * own_bytes of its own workgroup arrays): cols / 4, or 1 when it does not fit
  * or staging is off. */
 uint32_t wisp_wgpu_int_staged_vec4s(wisp_backend *be, int cols, uint64_t own_bytes);
+/* Tokens a matvec_rows / q4k_matvec_rows workgroup takes (their NT) for a
+ * batched step of n rows: 2, 4 or 8 (their MAXT), so that a step of any
+ * size uses one of three pipelines per weight type and a small step does
+ * not reserve workgroup memory for 8 staged inputs; at most tuning rowsNt.
+ * The weight is read once per that many rows. */
+uint32_t wisp_wgpu_int_rows_nt(wisp_backend *be, int n);
+/* TU of matvec_rows.wgsl / q4k_matvec_rows.wgsl (rows of `units` units
+ * of uv vec4s; WG threads, lane groups of LG, ROWS rows each, NT tokens):
+ * the units a staged tile holds, a multiple of LG and of 8, the whole row
+ * where it fits the workgroup memory beside the kernel's `part` array, else
+ * as many as fit; 0 when not even one run of LG units fits or staging is
+ * off (tuning xstage=0): the inputs are then read from global memory. */
+uint32_t wisp_wgpu_int_rows_tile(wisp_backend *be, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg,
+                                 uint32_t rows, uint32_t nt);
+/* 0 with tuning rowsShared=0: a batched step's products row by row. */
+int wisp_wgpu_int_rows_shared(wisp_backend *be);
 /* 1: KV caches hold packed f16 pairs (kv_buf_new; kv_f16 (tuning kv=f16), the plan's kv f16). */
 int wisp_wgpu_int_kv16(wisp_backend *be);
 /* The argmax partials buffer, grown to `count` pairs (the next sample reads that many); NULL on failure. */
@@ -124,7 +140,9 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a);
 /* y[t] (+)= W x[x_row0 + t] for a Q4_K matrix W. */
 /* A batched step's Q4_K product (backend.h matmul_rows): each of the n
- * rows through the decode kernel's one-token sums, in one dispatch. */
+ * rows with the sums of the decode kernel's one-token product; several
+ * rows through q4k_matvec_rows.wgsl, the weight read once per up to 8
+ * rows. */
 void wisp_wgpu_q4k_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                                int accumulate);
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,

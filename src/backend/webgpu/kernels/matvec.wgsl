@@ -88,6 +88,8 @@ struct Params {
 
 // #include "unpack_weights.wgsli"
 
+// #include "matvec_unit.wgsli"
+
 // #include "matvec_common.wgsli"
 
 // partial[(group * ROWS + r) * (LG / 4) + subgroup within the group]: the

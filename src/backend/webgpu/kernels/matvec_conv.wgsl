@@ -86,6 +86,8 @@ fn conv(wg_id: u32, li: u32) {
 
 // #include "unpack_weights.wgsli"
 
+// #include "matvec_unit.wgsli"
+
 // #include "matvec_common.wgsli"
 
 // partial[r * (LG / 4) + subgroup within the group]: subgroup sums of

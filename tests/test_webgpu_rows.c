@@ -1,0 +1,340 @@
+/* WebGPU matmul_rows (the products of a batched decode step, several
+ * sequences at once): the multi-row kernels (matvec_rows.wgsl,
+ * q4k_matvec_rows.wgsl) give every row bit for bit what the one-row product
+ * gives that row alone, for every weight type the decode product serves,
+ * and rows do not leak into one another. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/webgpu/wgpu_backend.h"
+#include "format/tensor.h"
+#include "test.h"
+#include "webgpu_fixture.h"
+
+/* Random weights of one type, as the converter stores them. */
+typedef struct {
+  wisp_matrix m;
+  void *a, *b, *c;
+} host_mat;
+
+static int mat_make(host_mat *h, wisp_wtype type, int rows, int cols, uint64_t *seed) {
+  memset(h, 0, sizeof *h);
+  h->m.type = type;
+  h->m.rows = rows;
+  h->m.cols = cols;
+  if (type == WISP_W_Q4 || type == WISP_W_Q4Z) {
+    size_t nq = wisp_q4_quant_bytes(rows, cols), ns = (size_t)rows * (cols / 32), nz = wisp_q4_zp_bytes(rows, cols);
+    uint8_t *q = malloc(nq), *z = malloc(nz ? nz : 1);
+    float *s = malloc(sizeof(float) * ns);
+    h->a = q, h->b = s, h->c = z;
+    if (!q || !z || !s) return 0;
+    for (size_t i = 0; i < nq; i++) q[i] = (uint8_t)test_rand_u32(seed);
+    for (size_t i = 0; i < ns; i++) s[i] = 0.002f + 0.02f * fabsf(test_rand_float(seed));
+    for (size_t i = 0; i < nz; i++) z[i] = (uint8_t)test_rand_u32(seed);
+    h->m.q = q;
+    h->m.scales = s;
+    if (type == WISP_W_Q4Z) h->m.zp = z;
+    return 1;
+  }
+  float *f = malloc(sizeof(float) * (size_t)rows * cols);
+  if (!f) return 0;
+  for (size_t i = 0; i < (size_t)rows * cols; i++) f[i] = 0.1f * test_rand_float(seed);
+  if (type == WISP_W_F32) {
+    h->m.f32 = f;
+    h->a = f;
+    return 1;
+  }
+  size_t nb = type == WISP_W_F16 ? wisp_f16_bytes(rows, cols)
+              : type == WISP_W_Q8_0 ? wisp_q8_0_bytes(rows, cols)
+                                    : wisp_q4k_bytes(rows, cols);
+  uint8_t *q = malloc(nb);
+  if (q && type == WISP_W_F16) wisp_quantize_f16(f, rows, cols, q);
+  if (q && type == WISP_W_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
+  if (q && type == WISP_W_Q4K) wisp_quantize_q4k(f, rows, cols, q);
+  free(f);
+  h->m.q = q;
+  h->a = q;
+  return q != NULL;
+}
+
+/* The backend knows an uploaded weight by its host address, so weights stay
+ * allocated until their backend is gone (a new matrix at a freed one's
+ * address would be taken for it). */
+typedef struct {
+  void *p[256];
+  int n;
+} keep_list;
+static keep_list g_keep;
+
+static void mat_free(host_mat *h) {
+  void *ps[3] = {h->a, h->b, h->c};
+  for (int i = 0; i < 3; i++) {
+    if (g_keep.n < 256) g_keep.p[g_keep.n++] = ps[i];
+    else free(ps[i]);
+  }
+}
+
+static void destroy_gpu(wisp_backend *be) {
+  be->destroy(be);
+  for (int i = 0; i < g_keep.n; i++) free(g_keep.p[i]);
+  g_keep.n = 0;
+}
+
+static uint32_t g_rows_nt; /* the next open_gpu's rows_nt (tuning rowsNt), then 0 again */
+
+static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_rows_shared, int no_xstage) {
+  wisp_wgpu_backend_opts o;
+  memset(&o, 0, sizeof o);
+  o.device = d;
+  o.subgroups = -1;
+  o.max_binding = max_binding;
+  o.no_rows_shared = no_rows_shared;
+  o.no_xstage = no_xstage;
+  o.rows_nt = g_rows_nt;
+  g_rows_nt = 0;
+  wisp_backend *be = NULL;
+  return wisp_wgpu_backend_new(&o, &be) ? NULL : be;
+}
+
+static uint64_t rows_shared(const wisp_backend *be) {
+  wisp_wgpu_backend_stats st;
+  return wisp_wgpu_backend_stats_get(be, &st) ? st.rows_shared : 0;
+}
+
+/* y (n rows of W->rows, starting from y0 when acc) = W x (n rows of
+ * W->cols) through matmul_rows with all n rows in one call (several = 1) or
+ * each row alone in a one-row call on buffers of its own (several = 0). */
+static int rows_product(wisp_backend *be, const wisp_matrix *W, const float *x, const float *y0, int n, int acc,
+                        int several, float *y, char *err, size_t cap) {
+  const size_t R = (size_t)W->rows, C = (size_t)W->cols;
+  int ok = 1;
+  for (int t0 = 0; ok && t0 < n; t0 += several ? n : 1) {
+    const int k = several ? n : 1;
+    wisp_buf *xb = be->buf_new(be, (size_t)k * C), *yb = be->buf_new(be, (size_t)k * R);
+    ok = xb && yb;
+    if (ok) {
+      be->buf_write(be, xb, 0, (size_t)k * C, x + (size_t)t0 * C);
+      be->buf_write(be, yb, 0, (size_t)k * R, y0 + (size_t)t0 * R);
+      be->matmul_rows(be, W, xb, k, yb, acc);
+      ok = !be->sync(be);
+      if (ok) be->buf_read(be, yb, 0, (size_t)k * R, y + (size_t)t0 * R);
+      ok = ok && !be->sync(be);
+    }
+    if (!ok) snprintf(err, cap, "matmul_rows of %d rows: %s", k, wisp_last_error());
+    if (xb) be->buf_free(be, xb);
+    if (yb) be->buf_free(be, yb);
+  }
+  return ok;
+}
+
+/* The first element where a and b differ in their bits, or -1. */
+static long first_diff(const float *a, const float *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (memcmp(&a[i], &b[i], sizeof(float))) return (long)i;
+  return -1;
+}
+
+/* One weight: for each n, all rows in one call against each row alone,
+ * bit for bit, with and without accumulation; the multi-row kernel must
+ * have run (rows_shared) for every n > 1. */
+static int exact_case(wisp_backend *be, wisp_wtype type, int rows, int cols, const int *ns, int nn, uint64_t *seed,
+                      char *err, size_t cap) {
+  host_mat h;
+  int ok = mat_make(&h, type, rows, cols, seed) && !be->prepare_matrix(be, &h.m);
+  if (!ok) snprintf(err, cap, "%s %dx%d: setup: %s", wisp_wtype_name(type), rows, cols, wisp_last_error());
+  for (int ni = 0; ok && ni < nn; ni++) {
+    const int n = ns[ni], acc = ni % 2;
+    const size_t nx = (size_t)n * cols, ny = (size_t)n * rows;
+    float *x = malloc(sizeof(float) * nx), *y0 = malloc(sizeof(float) * ny);
+    float *ya = malloc(sizeof(float) * ny), *yb = malloc(sizeof(float) * ny);
+    ok = x && y0 && ya && yb;
+    for (size_t i = 0; ok && i < nx; i++) x[i] = test_rand_float(seed);
+    for (size_t i = 0; ok && i < ny; i++) y0[i] = test_rand_float(seed);
+    const uint64_t before = rows_shared(be);
+    ok = ok && rows_product(be, &h.m, x, y0, n, acc, 1, ya, err, cap);
+    const uint64_t used = rows_shared(be) - before;
+    ok = ok && rows_product(be, &h.m, x, y0, n, acc, 0, yb, err, cap);
+    if (ok && n > 1 && used == 0) {
+      snprintf(err, cap, "%s %dx%d n %d: the multi-row kernel did not run", wisp_wtype_name(type), rows, cols, n);
+      ok = 0;
+    }
+    long d = ok ? first_diff(ya, yb, ny) : -1;
+    if (d >= 0) {
+      snprintf(err, cap, "%s %dx%d n %d acc %d: row %ld output %ld: %.9g together, %.9g alone", wisp_wtype_name(type),
+               rows, cols, n, acc, d / rows, d % rows, ya[d], yb[d]);
+      ok = 0;
+    }
+    free(x);
+    free(y0);
+    free(ya);
+    free(yb);
+  }
+  mat_free(&h);
+  return ok;
+}
+
+static const wisp_wtype k_types[] = {WISP_W_F32, WISP_W_Q4, WISP_W_Q4Z, WISP_W_F16, WISP_W_Q8_0, WISP_W_Q4K};
+
+/* n = 1, 2, 3, 8 (2, 4 and 8 tokens a workgroup) and 20 (three workgroup
+ * token chunks, the last partial); rows not a multiple of a workgroup's;
+ * columns whose staged input ends in a partial run (96), and rows too long
+ * to stage whole (2560, 4352: staged in tiles, the last one partial, or on
+ * a small workgroup memory not staged). */
+TEST(webgpu_rows_bit_exact_per_type) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
+  wisp_backend *be = open_gpu(d, 0, 0, 0);
+  CHECKF(be, "webgpu backend: %s", wisp_last_error());
+  static const int ns[] = {1, 2, 3, 8, 20};
+  uint64_t seed = 21;
+  char err[300] = "";
+  int ok = 1;
+  for (size_t ti = 0; ok && ti < sizeof k_types / sizeof k_types[0]; ti++) {
+    const int q4k = k_types[ti] == WISP_W_Q4K;
+    ok = exact_case(be, k_types[ti], 37, q4k ? 256 : 96, ns, 5, &seed, err, sizeof err) &&
+         exact_case(be, k_types[ti], 300, q4k ? 768 : 2560, ns, 5, &seed, err, sizeof err) &&
+         exact_case(be, k_types[ti], 70, 4352, ns + 2, 2, &seed, err, sizeof err);
+  }
+  destroy_gpu(be);
+  CHECKF(ok, "%s", err);
+}
+
+/* A tall matrix (the head: the one-row kernel takes more rows a lane group
+ * there), weights split over several bindings, and inputs not staged. */
+TEST(webgpu_rows_bit_exact_tall_and_split) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
+  static const int ns[] = {3, 8};
+  uint64_t seed = 22;
+  char err[300] = "";
+  wisp_backend *be = open_gpu(d, 0, 0, 0);
+  CHECKF(be, "webgpu backend: %s", wisp_last_error());
+  int ok = exact_case(be, WISP_W_Q4, 16500, 64, ns, 2, &seed, err, sizeof err) &&
+           exact_case(be, WISP_W_Q4K, 16500, 256, ns, 2, &seed, err, sizeof err);
+  destroy_gpu(be);
+  CHECKF(ok, "tall: %s", err);
+  be = open_gpu(d, 65536, 0, 0); /* Q4 2560 columns: 51-row parts; Q4_K 768: 150-row parts */
+  CHECKF(be, "webgpu backend: %s", wisp_last_error());
+  ok = exact_case(be, WISP_W_Q4, 300, 2560, ns, 2, &seed, err, sizeof err) &&
+       exact_case(be, WISP_W_Q4K, 300, 768, ns, 2, &seed, err, sizeof err);
+  wisp_wgpu_backend_stats st;
+  CHECK(wisp_wgpu_backend_stats_get(be, &st));
+  destroy_gpu(be);
+  CHECKF(ok, "split: %s", err);
+  CHECKF(st.weight_parts > 4, "only %llu weight parts: nothing was split", (unsigned long long)st.weight_parts);
+  be = open_gpu(d, 0, 0, 1); /* tuning xstage=0: inputs from global memory */
+  CHECKF(be, "webgpu backend: %s", wisp_last_error());
+  ok = exact_case(be, WISP_W_F32, 70, 2560, ns, 2, &seed, err, sizeof err) &&
+       exact_case(be, WISP_W_Q4K, 70, 768, ns, 2, &seed, err, sizeof err);
+  destroy_gpu(be);
+  CHECKF(ok, "unstaged: %s", err);
+}
+
+/* Rows do not interfere: 8 rows together; then one row's input replaced
+ * (by other values, then by NaN) and the rows reversed: every other row's
+ * output keeps its bits, and the changed row gets what it gets alone. */
+TEST(webgpu_rows_do_not_interfere) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
+  wisp_backend *be = open_gpu(d, 0, 0, 0);
+  CHECKF(be, "webgpu backend: %s", wisp_last_error());
+  static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4K};
+  enum { N = 8, ROWS = 40, COLS = 512 };
+  uint64_t seed = 23;
+  char err[300] = "";
+  int ok = 1;
+  float *x = malloc(sizeof(float) * N * COLS), *x2 = malloc(sizeof(float) * N * COLS);
+  float *y0 = calloc(N * ROWS, sizeof(float)), *ya = malloc(sizeof(float) * N * ROWS);
+  float *yb = malloc(sizeof(float) * N * ROWS), *yc = malloc(sizeof(float) * N * ROWS);
+  CHECK(x && x2 && y0 && ya && yb && yc);
+  for (int ti = 0; ok && ti < 2; ti++) {
+    host_mat h;
+    ok = mat_make(&h, types[ti], ROWS, COLS, &seed) && !be->prepare_matrix(be, &h.m);
+    if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+    for (int i = 0; i < N * COLS; i++) x[i] = test_rand_float(&seed);
+    ok = ok && rows_product(be, &h.m, x, y0, N, 0, 1, ya, err, sizeof err);
+    for (int variant = 0; ok && variant < 2; variant++) {
+      /* row 3 changed (other values, or NaN), rows in reverse order */
+      for (int t = 0; t < N; t++) memcpy(x2 + (size_t)(N - 1 - t) * COLS, x + (size_t)t * COLS, sizeof(float) * COLS);
+      for (int c = 0; c < COLS; c++) x2[(size_t)(N - 1 - 3) * COLS + c] = variant ? NAN : 100.0f * test_rand_float(&seed);
+      ok = rows_product(be, &h.m, x2, y0, N, 0, 1, yb, err, sizeof err) &&
+           rows_product(be, &h.m, x2, y0, N, 0, 0, yc, err, sizeof err);
+      for (int t = 0; ok && t < N; t++) {
+        const float *got = yb + (size_t)(N - 1 - t) * ROWS;
+        const float *want = t == 3 ? yc + (size_t)(N - 1 - t) * ROWS : ya + (size_t)t * ROWS;
+        long dd = first_diff(got, want, ROWS);
+        if (dd >= 0) {
+          snprintf(err, sizeof err, "%s %s: row %d output %ld: %.9g, expected %.9g", wisp_wtype_name(types[ti]),
+                   variant ? "NaN row" : "changed row", t, dd, got[dd], want[dd]);
+          ok = 0;
+        }
+        if (ok && t != 3)
+          for (int r = 0; r < ROWS; r++)
+            if (!isfinite(got[r])) {
+              snprintf(err, sizeof err, "%s: row %d output %d is not finite", wisp_wtype_name(types[ti]), t, r);
+              ok = 0;
+              break;
+            }
+      }
+    }
+    mat_free(&h);
+  }
+  free(x), free(x2), free(y0), free(ya), free(yb), free(yc);
+  destroy_gpu(be);
+  CHECKF(ok, "%s", err);
+}
+
+/* tuning rowsShared=0: the same bits row by row, and the multi-row kernels
+ * do not run; tuning rowsNt=3 (3 rows a workgroup): the same bits. */
+TEST(webgpu_rows_shared_off_same_bits) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
+  static const wisp_wtype types[] = {WISP_W_Q4, WISP_W_Q4K};
+  enum { N = 8, ROWS = 300, COLS = 768 };
+  wisp_backend *on = open_gpu(d, 0, 0, 0), *off = open_gpu(d, 0, 1, 0);
+  g_rows_nt = 3;
+  wisp_backend *nt3 = open_gpu(d, 0, 0, 0);
+  CHECKF(on && off && nt3, "webgpu backend: %s", wisp_last_error());
+  uint64_t seed = 24;
+  char err[300] = "";
+  int ok = 1;
+  float *x = malloc(sizeof(float) * N * COLS), *y0 = calloc(N * ROWS, sizeof(float));
+  float *ya = malloc(sizeof(float) * N * ROWS), *yb = malloc(sizeof(float) * N * ROWS);
+  float *yc = malloc(sizeof(float) * N * ROWS);
+  CHECK(x && y0 && ya && yb && yc);
+  for (int i = 0; i < N * COLS; i++) x[i] = test_rand_float(&seed);
+  for (int ti = 0; ok && ti < 2; ti++) {
+    host_mat h;
+    ok = mat_make(&h, types[ti], ROWS, COLS, &seed) && !on->prepare_matrix(on, &h.m) &&
+         !off->prepare_matrix(off, &h.m) && !nt3->prepare_matrix(nt3, &h.m);
+    if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
+    ok = ok && rows_product(on, &h.m, x, y0, N, 0, 1, ya, err, sizeof err) &&
+         rows_product(off, &h.m, x, y0, N, 0, 1, yb, err, sizeof err) &&
+         rows_product(nt3, &h.m, x, y0, N, 0, 1, yc, err, sizeof err);
+    long dd = ok ? first_diff(ya, yb, (size_t)N * ROWS) : -1;
+    if (dd >= 0) {
+      snprintf(err, sizeof err, "%s: output %ld: %.9g shared, %.9g row by row", wisp_wtype_name(types[ti]), dd, ya[dd],
+               yb[dd]);
+      ok = 0;
+    }
+    dd = ok ? first_diff(ya, yc, (size_t)N * ROWS) : -1;
+    if (dd >= 0) {
+      snprintf(err, sizeof err, "%s: output %ld: %.9g 8 rows a workgroup, %.9g 3", wisp_wtype_name(types[ti]), dd,
+               ya[dd], yc[dd]);
+      ok = 0;
+    }
+    mat_free(&h);
+  }
+  const uint64_t shared_on = rows_shared(on), shared_off = rows_shared(off), shared_nt3 = rows_shared(nt3);
+  free(x), free(y0), free(ya), free(yb), free(yc);
+  off->destroy(off);
+  nt3->destroy(nt3);
+  destroy_gpu(on);
+  CHECKF(ok, "%s", err);
+  CHECKF(shared_on == 2 && shared_off == 0 && shared_nt3 == 2,
+         "multi-row products: %llu on, %llu off, %llu rowsNt=3 (2, 0, 2 expected)", (unsigned long long)shared_on,
+         (unsigned long long)shared_off, (unsigned long long)shared_nt3);
+}
