@@ -151,6 +151,10 @@ int cmd_bench(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  if (op_times && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
+    fprintf(stderr, "wisp bench: --op-times times the cpu backend's ops, not %s's\n", backend);
+    return 2;
+  }
   if (out_path && cli_check_target("bench", out_path, force)) return 2;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("bench");
 

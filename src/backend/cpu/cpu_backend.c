@@ -729,7 +729,7 @@ static void swiglu_items(void *ctx, int k0, int k1) {
 
 static void cpu_swiglu_run(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   swiglu_job j = {gu->data, out->data, ffn};
-  run_ranges(as_cpu(be), n * ffn, 1024, swiglu_items, &j);
+  run_ranges(as_cpu(be), n * ffn, 4096, swiglu_items, &j);
 }
 
 static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
