@@ -24,10 +24,11 @@
 # medians and ratios (wisp / llama.cpp) per cell. Default OUT:
 # bench/results/cpu-vs-llama-<host>-<date>.json. Environment: WISP
 # (build/wisp), WORK (a cache for the GGUF files, default /tmp/wisp-vs-llama),
-# WISP_PROFILE (throughput: the int8 products; "default" for the exact ones).
+# WISP_PROFILE (throughput: the int8 products; "default" for the exact ones),
+# WISP_TUNING (wisp's --tuning keys, e.g. prefillChunk=128; default none).
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n "2,27p" "$0" | sed 's/^# \{0,1\}//'
+  sed -n "2,28p" "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 LB=$(readlink -f "$1")
@@ -42,6 +43,9 @@ PROMPT=${PROMPT:-128}
 DECODE=${DECODE:-64}
 QWEN_ART=${QWEN_ART:-models/qwen35-0.8b-q4k}
 WISP_PROFILE=${WISP_PROFILE:-throughput}
+WISP_TUNING=${WISP_TUNING:-}
+TUNING_ARGS=()
+[ -n "$WISP_TUNING" ] && TUNING_ARGS=(--tuning "$WISP_TUNING")
 for b in llama-bench; do
   [ -x "$LB/$b" ] || { echo "bench-cpu-vs-llama: $LB/$b is missing" >&2; exit 2; }
 done
@@ -120,7 +124,7 @@ for m in $MODELS; do
     for r in $(seq 1 "$REPS"); do
       wr=$WORK/wisp-$m-$t-$r.json lr=$WORK/llama-$m-$t-$r.json
       note "$m threads $t round $r: wisp"
-      "$WISP" bench -m "$art" --backend cpu --profile "$WISP_PROFILE" -t "$t" --prompt "$PROMPT" --decode "$DECODE" -o "$wr" \
+      "$WISP" bench -m "$art" --backend cpu --profile "$WISP_PROFILE" ${TUNING_ARGS[@]+"${TUNING_ARGS[@]}"} -t "$t" --prompt "$PROMPT" --decode "$DECODE" -o "$wr" \
         > "$WORK/wisp-$m-$t-$r.log" 2>&1 || { note "wisp bench failed: $(tail -1 "$WORK/wisp-$m-$t-$r.log")"; echo '{}' > "$wr"; }
       note "$m threads $t round $r: llama.cpp"
       "$LB/llama-bench" -m "$q" -p "$PROMPT" -n "$DECODE" -t "$t" -r 1 -o json > "$lr" 2> "$WORK/llama-$m-$t-$r.log" ||
@@ -136,7 +140,8 @@ def load(p, empty):
 w, l = load(wr, {}), load(lr, [])
 row = {"model": m, "artifact": art, "llama_quant": quant, "threads": int(t), "round": int(r),
        "wisp": {"prefill_tok_s": w.get("prefill", {}).get("tok_per_s"), "decode_tok_s": w.get("decode", {}).get("tok_per_s"),
-                "plan_id": w.get("plan_id"), "profile": w.get("profile"), "cpu": w.get("device", {}).get("name")},
+                "plan_id": w.get("plan_id"), "profile": w.get("profile"), "tuning": w.get("tuning"),
+                "cpu": w.get("device", {}).get("name")},
        "llama": {}}
 for e in l if isinstance(l, list) else []:
     if e.get("n_prompt", 0) > 0 and e.get("n_gen", 0) == 0: row["llama"]["prefill_tok_s"] = e.get("avg_ts")

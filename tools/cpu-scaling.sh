@@ -9,13 +9,14 @@
 #
 # Environment: THREADS (default "1 2 4 8 16"), PROMPT (128), DECODE (64),
 # PROFILE (throughput: the int8 products; "default" for the exact ones),
-# REPS (3: the round with the best decode tok/s is kept per count), WISP
-# (build/wisp). OUT_DIR (default /tmp/wisp-cpu-scaling) keeps every
+# REPS (3: per count, the fastest round of each phase is kept), WISP
+# (build/wisp), TUNING (wisp's --tuning keys, e.g. prefillChunk=128;
+# default none). OUT_DIR (default /tmp/wisp-cpu-scaling) keeps every
 # receipt (JSON, with the op times under prefill.op_times and
 # decode.op_times) and the printed tables as scaling.txt.
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n "2,15p" "$0" | sed 's/^# \{0,1\}//'
+  sed -n "2,16p" "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 MODEL=$1
@@ -27,13 +28,16 @@ PROMPT=${PROMPT:-128}
 DECODE=${DECODE:-64}
 PROFILE=${PROFILE:-throughput}
 REPS=${REPS:-3}
+TUNING=${TUNING:-}
+TUNING_ARGS=()
+[ -n "$TUNING" ] && TUNING_ARGS=(--tuning "$TUNING")
 [ -x "$WISP" ] || { echo "cpu-scaling: $WISP is missing (make first)" >&2; exit 2; }
 [ -f "$MODEL/manifest.json" ] || { echo "cpu-scaling: $MODEL/manifest.json is missing" >&2; exit 2; }
 mkdir -p "$OUT" || exit 2
 for t in $THREADS; do
   for r in $(seq 1 "$REPS"); do
     echo "cpu-scaling: threads $t round $r" >&2
-    "$WISP" bench -m "$MODEL" --backend cpu --profile "$PROFILE" -t "$t" -p "$PROMPT" -n "$DECODE" --op-times \
+    "$WISP" bench -m "$MODEL" --backend cpu --profile "$PROFILE" ${TUNING_ARGS[@]+"${TUNING_ARGS[@]}"} -t "$t" -p "$PROMPT" -n "$DECODE" --op-times \
       -o "$OUT/t$t-r$r.json" --force > "$OUT/t$t-r$r.log" 2>&1 ||
       { echo "cpu-scaling: wisp bench failed: $(tail -1 "$OUT/t$t-r$r.log")" >&2; exit 1; }
   done
