@@ -17,11 +17,11 @@
 
 /* What the op timer (wisp_cpu_backend_time_ops) adds each op's time to. */
 enum {
-  OP_EMBED, OP_RMSNORM, OP_I8_QUANTIZE, OP_I8_PREFILL, OP_I8_DECODE, OP_EXACT_PREFILL, OP_EXACT_DECODE, OP_SHORTCONV,
+  OP_EMBED, OP_RMSNORM, OP_NORM_QUANTIZE, OP_I8_QUANTIZE, OP_I8_PREFILL, OP_I8_DECODE, OP_EXACT_PREFILL, OP_EXACT_DECODE, OP_SHORTCONV,
   OP_ATTENTION, OP_DELTANET_CONV, OP_DELTANET_HEADS, OP_SWIGLU, OP_SAMPLE, OP_COPY, OP_OTHER, OP_N
 };
 static const char *const op_names[OP_N] = {
-    "embed", "rmsnorm", "matmul.i8.quantize", "matmul.i8.prefill", "matmul.i8.decode", "matmul.exact.prefill",
+    "embed", "rmsnorm", "rmsnorm+i8.quantize", "matmul.i8.quantize", "matmul.i8.prefill", "matmul.i8.decode", "matmul.exact.prefill",
     "matmul.exact.decode", "shortconv", "attention", "deltanet.conv", "deltanet.heads", "swiglu", "sample",
     "copy", "other"};
 
@@ -44,12 +44,24 @@ typedef struct {
   float *dnbuf; /* conv outputs of the current gated_deltanet call */
   size_t dnbuf_len;
   wisp_status error; /* first failure inside an op, reported by sync */
+  /* A held-back rmsnorm (cpu_rmsnorm): the integer product that reads its
+   * output next normalizes and quantizes each token in one pass; any other
+   * entry point runs it first (flush_norm). */
+  struct {
+    int on;
+    const wisp_buf *x;
+    const wisp_vector *w;
+    float eps;
+    int n, dim;
+    wisp_buf *out;
+  } norm;
   int timing;        /* the op timer is on */
   double op_s[OP_N];
   long op_calls[OP_N];
 } cpu_backend;
 
 static cpu_backend *as_cpu(wisp_backend *be) { return (cpu_backend *)be; }
+static void flush_norm(cpu_backend *c);
 
 /* The op timer: t = op_start(c); ...; op_stop(c, OP_X, t). */
 static double op_start(const cpu_backend *c) { return c->timing ? wisp_now_s() : 0; }
@@ -84,6 +96,7 @@ static wisp_buf *cpu_buf_new(wisp_backend *be, size_t n) {
 }
 
 static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   (void)be;
   if (!b) return;
   free(b->data);
@@ -91,11 +104,13 @@ static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
 }
 
 static void cpu_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   (void)be;
   memcpy(dst, b->data + off, n * sizeof(float));
 }
 
 static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   (void)be;
   memset(b->data, 0, b->n * sizeof(float));
 }
@@ -169,6 +184,7 @@ static void cpu_embed_run(wisp_backend *be, const wisp_matrix *E, const int32_t 
 }
 
 static void cpu_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_embed_run(be, E, tokens, n, out);
   op_stop(as_cpu(be), OP_EMBED, t);
@@ -227,11 +243,22 @@ static void cpu_rmsnorm_run(wisp_backend *be, const wisp_buf *x, const wisp_vect
   run_ranges(as_cpu(be), n, (4096 + dim - 1) / dim, rmsnorm_rows, &j);
 }
 
+/* Runs a held-back rmsnorm, if there is one. */
+static void flush_norm(cpu_backend *c) {
+  if (!c->norm.on) return;
+  c->norm.on = 0;
+  double t = op_start(c);
+  cpu_rmsnorm_run(&c->base, c->norm.x, c->norm.w, c->norm.eps, c->norm.n, c->norm.dim, c->norm.out);
+  op_stop(c, OP_RMSNORM, t);
+}
+
+/* Held back until the next entry point: an integer product reading `out`
+ * takes it into its quantization (matmul_i8), anything else runs it first. */
 static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
                         wisp_buf *out) {
-  double t = op_start(as_cpu(be));
-  cpu_rmsnorm_run(be, x, w, eps, n, dim, out);
-  op_stop(as_cpu(be), OP_RMSNORM, t);
+  cpu_backend *c = as_cpu(be);
+  flush_norm(c);
+  c->norm.on = 1, c->norm.x = x, c->norm.w = w, c->norm.eps = eps, c->norm.n = n, c->norm.dim = dim, c->norm.out = out;
 }
 
 typedef struct {
@@ -303,6 +330,7 @@ typedef struct {
   const float *x;
   int n, accumulate, rows_per_task, tokens_per_task;
   float *y;
+  const rms_job *norm; /* a held-back rmsnorm whose output is x: each token normalized, then quantized */
 } i8_job;
 
 static void i8_quant_task(void *ctx, int task, int thread) {
@@ -310,6 +338,7 @@ static void i8_quant_task(void *ctx, int task, int thread) {
   i8_job *j = ctx;
   int t0 = task * j->tokens_per_task, t1 = t0 + j->tokens_per_task;
   if (t1 > j->n) t1 = j->n;
+  if (j->norm) rmsnorm_rows((void *)j->norm, t0, t1); /* the rows quantize reads next, still in cache */
   j->c->i8->quantize(j->x, t0, t1, &j->c->act);
 }
 
@@ -321,7 +350,8 @@ static void i8_gemm_task(void *ctx, int task, int thread) {
                  j->c->scratch[thread]);
 }
 
-static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int n, float *y, int accumulate) {
+static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int n, float *y, int accumulate,
+                      const rms_job *norm) {
   const int threads = wisp_pool_size(c->pool);
   if (!wisp_i8_act_reserve(&c->act, n, W->cols) || !ensure_scratch(c, WISP_I8_SCRATCH(W->cols))) {
     c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for %d quantized activations", n);
@@ -329,14 +359,14 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   }
   c->act.layout = wisp_i8_layout_for(W->type, n);
   double t = op_start(c);
-  i8_job j = {c, W, x, n, accumulate, 0, 0, y};
+  i8_job j = {c, W, x, n, accumulate, 0, 0, y, norm};
   /* quantize: whole tokens per task */
   j.tokens_per_task = n < 8 * threads ? 1 : n / (4 * threads);
   int qtasks = (n + j.tokens_per_task - 1) / j.tokens_per_task;
   if ((double)n * W->cols < 65536.0) qtasks = 1, j.tokens_per_task = n;
   if (qtasks == 1) i8_quant_task(&j, 0, 0);
   else wisp_pool_run(c->pool, qtasks, i8_quant_task, &j);
-  op_stop(c, OP_I8_QUANTIZE, t);
+  op_stop(c, norm ? OP_NORM_QUANTIZE : OP_I8_QUANTIZE, t);
   t = op_start(c);
   /* rows: a multiple of 4 (the decode tile); about four tasks a thread:
    * enough that a thread the machine preempts does not hold up the others,
@@ -360,7 +390,14 @@ static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_bu
   cpu_backend *c = as_cpu(be);
   const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
   if (is_i8_variant(variant) && wisp_i8_supported(W)) {
-    matmul_i8(c, W, x->data + (size_t)x_row0 * W->cols, n, y->data, accumulate);
+    /* cpu_matmul left a held-back rmsnorm only when it is this product's input */
+    rms_job nj, *norm = NULL;
+    if (c->norm.on) {
+      nj = (rms_job){c->norm.x->data, c->norm.w->data, c->norm.out->data, c->norm.eps, c->norm.dim};
+      norm = &nj;
+      c->norm.on = 0;
+    }
+    matmul_i8(c, W, x->data + (size_t)x_row0 * W->cols, n, y->data, accumulate, norm);
     return;
   }
   const wisp_cpu_kernels *k = kernels_for(c, variant);
@@ -386,12 +423,18 @@ static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_bu
 
 static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                        int accumulate) {
-  double t = op_start(as_cpu(be));
-  cpu_matmul_run(be, W, x, x_row0, n, y, accumulate);
-  /* matmul_i8 times its own two parts */
+  cpu_backend *c = as_cpu(be);
   const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
-  if (!(is_i8_variant(variant) && wisp_i8_supported(W)))
-    op_stop(as_cpu(be), n > 1 ? OP_EXACT_PREFILL : OP_EXACT_DECODE, t);
+  const int i8 = is_i8_variant(variant) && wisp_i8_supported(W);
+  /* The held-back rmsnorm goes into an integer product of exactly its
+   * output (the same tokens and width, y neither its input nor its output);
+   * else it runs on its own first. */
+  if (c->norm.on && !(i8 && c->norm.out == x && x_row0 == 0 && c->norm.n == n && c->norm.dim == W->cols &&
+                      y != c->norm.x && y != c->norm.out))
+    flush_norm(c);
+  double t = op_start(c);
+  cpu_matmul_run(be, W, x, x_row0, n, y, accumulate);
+  if (!i8) op_stop(c, n > 1 ? OP_EXACT_PREFILL : OP_EXACT_DECODE, t); /* matmul_i8 times its own two parts */
 }
 
 /* Channels are independent (each has its own taps and state), so a range of
@@ -436,6 +479,7 @@ static void cpu_shortconv_run(wisp_backend *be, const wisp_buf *bcx, const wisp_
 
 static void cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                           wisp_buf *state, wisp_buf *out) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_shortconv_run(be, bcx, taps, L, n, dim, state, out);
   op_stop(as_cpu(be), OP_SHORTCONV, t);
@@ -582,6 +626,7 @@ static void cpu_attention_run(wisp_backend *be, const wisp_attention_args *a) {
 }
 
 static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_attention_run(be, a);
   op_stop(as_cpu(be), OP_ATTENTION, t);
@@ -602,6 +647,7 @@ static void cpu_attention_gated_run(wisp_backend *be, const wisp_gated_attention
 }
 
 static void cpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *g) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_attention_gated_run(be, g);
   op_stop(as_cpu(be), OP_ATTENTION, t);
@@ -682,6 +728,7 @@ static void dn_conv_channels(void *ctx, int c0, int c1) {
 }
 
 static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   cpu_backend *c = as_cpu(be);
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   const int conv_dim = 2 * K + V, proj_row = 2 * K + 2 * V + 2 * a->v_heads;
@@ -734,23 +781,27 @@ static void cpu_swiglu_run(wisp_backend *be, const wisp_buf *gu, int n, int ffn,
 }
 
 static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_swiglu_run(be, gu, n, ffn, out);
   op_stop(as_cpu(be), OP_SWIGLU, t);
 }
 
 static void cpu_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   (void)be;
   memcpy(b->data + off, src, n * sizeof(float));
 }
 
 static void cpu_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   (void)be;
   memcpy(dst->data, src->data, n * sizeof(float));
 }
 
 /* b[dst_off..+n) = b[src_off..+n) (the decode loop's ids buffer). */
 static void cpu_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   (void)be;
   memmove(b->data + dst_off, b->data + src_off, n * sizeof(float));
 }
@@ -763,6 +814,7 @@ static void cpu_buf_copy_at_run(wisp_backend *be, wisp_buf *dst, size_t dst_off,
 
 static void cpu_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off,
                             size_t n) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_buf_copy_at_run(be, dst, dst_off, src, src_off, n);
   op_stop(as_cpu(be), OP_COPY, t);
@@ -818,6 +870,7 @@ static void cpu_matmul_rows_run(wisp_backend *be, const wisp_matrix *W, const wi
 
 static void cpu_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                             int accumulate) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_matmul_rows_run(be, W, x, n, y, accumulate);
   op_stop(as_cpu(be), OP_OTHER, t);
@@ -838,6 +891,7 @@ static void cpu_penalize_run(wisp_backend *be, wisp_buf *logits, int vocab, cons
 
 static void cpu_penalize(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
                          float penalty) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_penalize_run(be, logits, vocab, hist, hist_off, n, penalty);
   op_stop(as_cpu(be), OP_SAMPLE, t);
@@ -866,6 +920,7 @@ static void cpu_embed_id_run(wisp_backend *be, const wisp_matrix *E, const wisp_
 }
 
 static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_embed_id_run(be, E, ids, slot, out);
   op_stop(as_cpu(be), OP_EMBED, t);
@@ -929,6 +984,7 @@ static void cpu_sample_id_run(wisp_backend *be, const wisp_buf *logits, int voca
 
 static void cpu_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p,
                           uint32_t step, wisp_buf *ids, int slot) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_sample_id_run(be, logits, vocab, p, step, ids, slot);
   op_stop(as_cpu(be), OP_SAMPLE, t);
@@ -936,6 +992,7 @@ static void cpu_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, c
 
 static wisp_status cpu_sync(wisp_backend *be) {
   cpu_backend *c = as_cpu(be);
+  flush_norm(c);
   wisp_status st = c->error;
   c->error = WISP_OK;
   return st;
