@@ -777,7 +777,11 @@ static void swiglu_items(void *ctx, int k0, int k1) {
 
 static void cpu_swiglu_run(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   swiglu_job j = {gu->data, out->data, ffn};
-  run_ranges(as_cpu(be), n * ffn, 4096, swiglu_items, &j);
+  /* 4k outputs a task; a decode token (2-4k outputs) in 1k pieces once there
+   * are 4 threads or more, where it would otherwise be the longest serial
+   * step between two products */
+  const int grain = n == 1 && wisp_pool_size(as_cpu(be)->pool) >= 4 ? 1024 : 4096;
+  run_ranges(as_cpu(be), n * ffn, grain, swiglu_items, &j);
 }
 
 static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
