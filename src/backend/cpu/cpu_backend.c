@@ -368,12 +368,14 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   else wisp_pool_run(c->pool, qtasks, i8_quant_task, &j);
   op_stop(c, norm ? OP_NORM_QUANTIZE : OP_I8_QUANTIZE, t);
   t = op_start(c);
-  /* rows: a multiple of 4 (the decode tile); about four tasks a thread:
-   * enough that a thread the machine preempts does not hold up the others,
-   * few enough that a decode product (a few microseconds at 16 threads)
-   * is not spent handing out tasks, and each thread streams long runs of
-   * consecutive weight rows */
-  int per = W->rows / (threads * 4);
+  /* rows: a multiple of 4 (the decode tile). A small decode product (a few
+   * microseconds at 16 threads) is one task a thread, each thread's own
+   * (threadpool.c: no shared counter touched), as llama.cpp splits a
+   * matrix-vector product; larger ones about four tasks a thread, enough
+   * that a thread the machine preempts does not hold up the others. Either
+   * way each thread streams long runs of consecutive weight rows. */
+  const int small = n == 1 && (double)W->rows * W->cols < 4194304.0; /* under ~2.5 MB of 4-bit weights */
+  int per = small ? (W->rows + threads - 1) / threads : W->rows / (threads * 4);
   per = per < 4 ? 4 : (per + 3) / 4 * 4;
   if (n > 1 && per > 64) per = 64;
   j.rows_per_task = per;

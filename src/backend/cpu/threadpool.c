@@ -1,5 +1,5 @@
-/* Thread pool: workers take task indices from an atomic counter, so uneven
- * tasks balance themselves. Between jobs a worker spins for a while (a
+/* Thread pool: each thread runs the task of its own index, then takes task
+ * indices from an atomic counter, so uneven tasks balance themselves. Between jobs a worker spins for a while (a
  * forward pass runs its products back to back, with only short
  * single-threaded ops between them), yielding the core now and then in case
  * the machine is oversubscribed, and sleeps on a condition variable once
@@ -50,7 +50,13 @@ struct wisp_pool {
 
 typedef struct { wisp_pool *p; int index; } worker_arg;
 
+/* Thread i first runs task i without touching the shared counter, which
+ * starts at the thread count: a job of one task a thread (a small decode
+ * product) then costs no atomic add on the counter at all, and a larger one
+ * one add fewer per thread. */
 static void drain(wisp_pool *p, int thread) {
+  if (thread < p->n_tasks) p->fn(p->ctx, thread, thread);
+  if (p->n_tasks <= p->n_threads) return;
   for (;;) {
     int t = atomic_fetch_add(&p->next_task, 1);
     if (t >= p->n_tasks) break;
@@ -145,7 +151,7 @@ void wisp_pool_run(wisp_pool *p, int n_tasks, wisp_task_fn fn, void *ctx) {
   p->fn = fn;
   p->ctx = ctx;
   p->n_tasks = n_tasks;
-  atomic_store(&p->next_task, 0);
+  atomic_store(&p->next_task, p->n_threads); /* tasks below it are the threads' own (drain) */
   atomic_store(&p->pending, p->n_threads - 1);
   /* The bump happens under the mutex so that a worker deciding to sleep
    * (which checks the generation under it) cannot miss it. */
