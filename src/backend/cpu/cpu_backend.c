@@ -17,13 +17,14 @@
 
 /* What the op timer (wisp_cpu_backend_time_ops) adds each op's time to. */
 enum {
-  OP_EMBED, OP_RMSNORM, OP_NORM_QUANTIZE, OP_I8_QUANTIZE, OP_I8_PREFILL, OP_I8_DECODE, OP_EXACT_PREFILL, OP_EXACT_DECODE, OP_SHORTCONV,
-  OP_ATTENTION, OP_DELTANET_CONV, OP_DELTANET_HEADS, OP_SWIGLU, OP_SAMPLE, OP_COPY, OP_OTHER, OP_N
+  OP_EMBED, OP_RMSNORM, OP_NORM_QUANTIZE, OP_I8_QUANTIZE, OP_I8_PREFILL, OP_I8_DECODE, OP_EXACT_PREFILL,
+  OP_EXACT_DECODE, OP_SHORTCONV, OP_ATTENTION, OP_DELTANET_CONV, OP_DELTANET_HEADS, OP_SWIGLU, OP_SAMPLE, OP_COPY,
+  OP_OTHER, OP_N
 };
 static const char *const op_names[OP_N] = {
-    "embed", "rmsnorm", "rmsnorm+i8.quantize", "matmul.i8.quantize", "matmul.i8.prefill", "matmul.i8.decode", "matmul.exact.prefill",
-    "matmul.exact.decode", "shortconv", "attention", "deltanet.conv", "deltanet.heads", "swiglu", "sample",
-    "copy", "other"};
+    "embed", "rmsnorm", "rmsnorm+i8.quantize", "matmul.i8.quantize", "matmul.i8.prefill", "matmul.i8.decode",
+    "matmul.exact.prefill", "matmul.exact.decode", "shortconv", "attention", "deltanet.conv", "deltanet.heads",
+    "swiglu", "sample", "copy", "other"};
 
 struct wisp_buf {
   float *data;
@@ -97,7 +98,6 @@ static wisp_buf *cpu_buf_new(wisp_backend *be, size_t n) {
 
 static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
   flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
-  (void)be;
   if (!b) return;
   free(b->data);
   free(b);
@@ -105,13 +105,11 @@ static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
 
 static void cpu_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
   flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
-  (void)be;
   memcpy(dst, b->data + off, n * sizeof(float));
 }
 
 static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
   flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
-  (void)be;
   memset(b->data, 0, b->n * sizeof(float));
 }
 
@@ -795,20 +793,17 @@ static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wis
 
 static void cpu_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
   flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
-  (void)be;
   memcpy(b->data + off, src, n * sizeof(float));
 }
 
 static void cpu_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
   flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
-  (void)be;
   memcpy(dst->data, src->data, n * sizeof(float));
 }
 
 /* b[dst_off..+n) = b[src_off..+n) (the decode loop's ids buffer). */
 static void cpu_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n) {
   flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
-  (void)be;
   memmove(b->data + dst_off, b->data + src_off, n * sizeof(float));
 }
 
