@@ -5,8 +5,11 @@
  * products equal up to f32 summation order. A set this CPU lacks is
  * reported as skipped (not run), never as passed. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/cpu_i8.h"
 #include "engine/engine.h"
 #include "fixtures.h"
@@ -251,4 +254,62 @@ TEST(cpu_i8_throughput_plan_runs_integer_products) {
     CHECKF(worst <= 0.05f * scale, "%s: int8 logits differ by %g of max|logit| %g", ph ? "decode" : "prefill", worst,
            scale);
   }
+}
+
+/* rmsnorm then an integer product of its output: the backend holds the norm
+ * back and runs it inside the product's quantization (one pass a token).
+ * The product and the normalized rows must be bit for bit those of the
+ * norm run on its own (forced here by reading its output first), for a
+ * decode row and a prefill, with 3 threads; and the op timer must show the
+ * fused kind, so that the fusion is known to have run. */
+TEST(cpu_i8_rmsnorm_fused_into_the_product_is_bit_identical) {
+  enum { ROWS_F = 300, K = 512 };
+  const int ntok[] = {1, 37};
+  test_mat t;
+  CHECK(mat_make(&t, WISP_W_Q4K, ROWS_F, K));
+  for (int ph = 0; ph < 2; ph++) snprintf(t.m.choice[ph].variant, sizeof t.m.choice[ph].variant, "q4k_i8");
+  wisp_backend *be = NULL;
+  CHECK(wisp_cpu_backend_new(3, &be) == WISP_OK);
+  CHECKF(be->prepare_matrix(be, &t.m) == WISP_OK, "%s", wisp_last_error());
+  float wv[K];
+  for (int i = 0; i < K; i++) wv[i] = 0.5f + (float)(i % 7) / 7.0f;
+  wisp_vector w = {.n = K, .data = wv};
+  for (int c = 0; c < 2; c++) {
+    const int n = ntok[c];
+    float *x = acts_make(n, K), *xa = malloc(sizeof(float) * n * K), *xb = malloc(sizeof(float) * n * K);
+    float *ya = malloc(sizeof(float) * n * ROWS_F), *yb = malloc(sizeof(float) * n * ROWS_F);
+    wisp_buf *bx = be->buf_new(be, (size_t)n * K), *bn = be->buf_new(be, (size_t)n * K);
+    wisp_buf *by = be->buf_new(be, (size_t)n * ROWS_F);
+    CHECK(x && xa && xb && ya && yb && bx && bn && by);
+    be->buf_write(be, bx, 0, (size_t)n * K, x);
+    /* fused */
+    wisp_cpu_backend_time_ops(be, 1);
+    be->rmsnorm(be, bx, &w, 1e-5f, n, K, bn);
+    be->matmul(be, &t.m, bn, 0, n, by, 0);
+    wisp_cpu_op_time ops[32];
+    int nops = wisp_cpu_backend_op_times(be, ops, 32), fused = 0, alone = 0;
+    for (int i = 0; i < nops; i++) {
+      fused += !strcmp(ops[i].op, "rmsnorm+i8.quantize") ? (int)ops[i].calls : 0;
+      alone += !strcmp(ops[i].op, "rmsnorm") ? (int)ops[i].calls : 0;
+    }
+    wisp_cpu_backend_time_ops(be, 0);
+    be->buf_read(be, by, 0, (size_t)n * ROWS_F, ya);
+    be->buf_read(be, bn, 0, (size_t)n * K, xa);
+    /* the norm alone: reading its output runs it before the product */
+    be->buf_zero(be, bn);
+    be->rmsnorm(be, bx, &w, 1e-5f, n, K, bn);
+    be->buf_read(be, bn, 0, (size_t)n * K, xb);
+    be->matmul(be, &t.m, bn, 0, n, by, 0);
+    be->buf_read(be, by, 0, (size_t)n * ROWS_F, yb);
+    CHECK(be->sync(be) == WISP_OK);
+    CHECKF(fused == 1 && alone == 0, "%d tokens: fused %d, alone %d", n, fused, alone);
+    CHECKF(!memcmp(xa, xb, sizeof(float) * n * K), "%d tokens: normalized rows differ", n);
+    CHECKF(!memcmp(ya, yb, sizeof(float) * n * ROWS_F), "%d tokens: products differ", n);
+    be->buf_free(be, bx);
+    be->buf_free(be, bn);
+    be->buf_free(be, by);
+    free(x), free(xa), free(xb), free(ya), free(yb);
+  }
+  be->destroy(be);
+  mat_free(&t);
 }

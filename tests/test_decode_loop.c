@@ -146,6 +146,50 @@ TEST(sampling_reference_properties) {
   CHECK(seen[0] && seen[1] && !seen[2] && !seen[3]);
 }
 
+/* The CPU backend's greedy sample_id splits a large vocabulary into ranges
+ * over its threads: the id must stay the reference's first maximum, ties
+ * across ranges included, and one non-finite logit anywhere must give
+ * WISP_ID_NONFINITE. */
+static uint32_t cpu_greedy_id(wisp_backend *be, wisp_buf *lb, wisp_buf *ids, int V) {
+  wisp_sampling greedy = {.top_p = 1, .seed = 1};
+  be->sample_id(be, lb, V, &greedy, 0, ids, 0);
+  float f;
+  be->buf_read(be, ids, 0, 1, &f);
+  uint32_t id;
+  memcpy(&id, &f, 4);
+  return id;
+}
+
+TEST(decode_loop_cpu_greedy_over_threads_matches_reference) {
+  enum { V = 250000 };
+  static float l[V];
+  wisp_backend *be = NULL;
+  CHECKF(wisp_cpu_backend_new(4, &be) == WISP_OK, "%s", wisp_last_error());
+  wisp_buf *lb = be->buf_new(be, V), *ids = be->buf_new(be, 1);
+  uint64_t st = 5;
+  for (int i = 0; i < V; i++) l[i] = test_rand_float(&st) * 6;
+  wisp_sampling greedy = {.top_p = 1, .seed = 1};
+  const int ties[][2] = {{200000, 90000}, {16384, 16383}, {249999, 3}, {40000, 40001}};
+  for (int c = 0; c < 4; c++) {
+    l[ties[c][0]] = l[ties[c][1]] = 7.0f + (float)c; /* a tie: the lower index wins */
+    be->buf_write(be, lb, 0, V, l);
+    int want = wisp_sample_reference(l, V, &greedy, 0);
+    uint32_t got = cpu_greedy_id(be, lb, ids, V);
+    int lower = ties[c][0] < ties[c][1] ? ties[c][0] : ties[c][1];
+    CHECKF(want == lower && got == (uint32_t)want, "case %d: got %u, reference %d", c, got, want);
+  }
+  l[123456] = NAN;
+  be->buf_write(be, lb, 0, V, l);
+  CHECK(cpu_greedy_id(be, lb, ids, V) == WISP_ID_NONFINITE);
+  l[123456] = 0;
+  l[V - 1] = INFINITY;
+  be->buf_write(be, lb, 0, V, l);
+  CHECK(cpu_greedy_id(be, lb, ids, V) == WISP_ID_NONFINITE);
+  be->buf_free(be, lb);
+  be->buf_free(be, ids);
+  be->destroy(be);
+}
+
 TEST(decode_loop_webgpu_sampler_matches_reference) {
   WEBGPU_OR_SKIP(d);
   wisp_wgpu_backend_opts opts = {.device = d, .subgroups = -1};

@@ -285,6 +285,47 @@ TEST(cli_bad_options_are_one_line_errors) {
   }
 }
 
+/* --op-times: each phase of the receipt lists the op kinds that ran, with
+ * their calls (a product at least for every norm),
+ * and the per-op seconds add up to no more than the phase's. */
+TEST(cli_bench_op_times_in_the_receipt) {
+  char cmd[1024], out[8192], path[700];
+  snprintf(path, sizeof path, "%s/receipt-ops.json", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s bench -m %s --prompt 16 --decode 8 -t 2 --op-times -o %s", test_wisp_bin(),
+           fixture_small_model(), path);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+  CHECKF(strstr(out, "decode op times") && strstr(out, "(outside ops)"), "%s", out);
+  char *text = NULL;
+  CHECK(wisp_read_file(path, &text, NULL) == WISP_OK);
+  cJSON *r = cJSON_Parse(text);
+  free(text);
+  CHECK(r);
+  const char *phases[] = {"prefill", "decode"};
+  for (int ph = 0; ph < 2; ph++) {
+    cJSON *p = cJSON_GetObjectItem(r, phases[ph]);
+    cJSON *ops = p ? cJSON_GetObjectItem(p, "op_times") : NULL, *e;
+    double sum = 0, matmul_calls = 0, rms_calls = 0;
+    cJSON_ArrayForEach(e, ops) {
+      const char *op = cJSON_GetStringValue(cJSON_GetObjectItem(e, "op"));
+      double calls = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "calls"));
+      sum += cJSON_GetNumberValue(cJSON_GetObjectItem(e, "seconds"));
+      if (op && !strncmp(op, "matmul.", 7) && strcmp(op, "matmul.i8.quantize")) matmul_calls += calls;
+      if (op && !strcmp(op, "rmsnorm")) rms_calls += calls;
+    }
+    double secs = p ? cJSON_GetNumberValue(cJSON_GetObjectItem(p, "seconds")) : 0;
+    CHECKF(cJSON_GetArraySize(ops) >= 3 && sum > 0 && sum <= secs * 1.001 + 1e-6, "%s: %d ops, %.3g of %.3g s",
+           phases[ph], cJSON_GetArraySize(ops), sum, secs);
+    CHECKF(rms_calls > 0 && matmul_calls >= rms_calls, "%s: %g products, %g norms", phases[ph],
+           matmul_calls, rms_calls);
+  }
+  cJSON_Delete(r);
+  /* another backend has no op timer: refused, one line */
+  snprintf(cmd, sizeof cmd, "%s bench -m %s --prompt 4 --decode 2 --backend webgpu --op-times -o %s --force 2>&1",
+           test_wisp_bin(), fixture_small_model(), path);
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 2 && strstr(out, "--op-times times the cpu backend's ops"), "rc %d: %s", rc, out);
+}
+
 TEST(cli_bench_writes_receipt) {
   char cmd[1024], out[8192], path[700];
   snprintf(path, sizeof path, "%s/receipt.json", test_tmpdir());

@@ -2,7 +2,8 @@
  * magic/version/truncation/offset/type each one clear line), export-gguf +
  * convert FILE.gguf round trips (identical logits for an f32 LFM2 artifact,
  * identical greedy tokens for the Q4 synthetic one), tokenizer.ggml.* to a
- * working tokenizer.json, and `wisp verify`. */
+ * working tokenizer.json, `wisp export-gguf --keep-quant` (Q4 / Q4Z as
+ * Q4_0 / Q4_1 with the artifact's values), and `wisp verify`. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,12 @@
 
 #include <cJSON.h>
 
+#include <math.h>
+
+#include "format/artifact.h"
 #include "format/gguf.h"
 #include "format/gguf_import.h"
+#include "format/quant.h"
 #include "st_fixture.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
@@ -225,6 +230,70 @@ TEST(gguf_roundtrip_synthetic_small_same_greedy_tokens) {
   snprintf(b, sizeof b, "%s/gs_b", test_tmpdir());
   snprintf(cmd, sizeof cmd, "%s gen-synthetic --small -o %s && %s export-gguf %s -o %s && %s convert %s -o %s --quant f32 --quiet",
            test_wisp_bin(), a, test_wisp_bin(), a, gg, test_wisp_bin(), gg, b);
+  CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
+  static char la[65536], lb[65536];
+  char ga[512], gb2[512];
+  CHECK(logits_of(a, la, sizeof la) == 0);
+  CHECK(logits_of(b, lb, sizeof lb) == 0);
+  greedy_of(la, ga, sizeof ga);
+  greedy_of(lb, gb2, sizeof gb2);
+  CHECKF(strlen(ga) > 2 && !strcmp(ga, gb2), "greedy differs: %s vs %s", ga, gb2);
+}
+
+/* GGUF tensor GNAME against artifact matrix SEC (rows x cols, no row or
+ * column transform): every value within the f16 rounding of its block's
+ * scale (2^-8 of the block's largest magnitude: a misplaced nibble moves a
+ * value by a whole scale, at least 1/8 of that). Returns the worst error
+ * over that bound, or 1e9 when a tensor is missing. */
+static double keep_quant_error(const wisp_gguf *f, const wisp_artifact *a, const char *gname, const char *sec,
+                               int rows, int cols, uint32_t want_type) {
+  const wisp_gguf_tensor *t = wisp_gguf_tensor_find(f, gname);
+  wisp_matrix m;
+  if (!t || t->type != want_type || t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows ||
+      wisp_matrix_bind(a, sec, rows, cols, &m))
+    return 1e9;
+  float *g = malloc(sizeof(float) * (size_t)rows * cols), *w = malloc(sizeof(float) * (size_t)cols);
+  double worst = 0;
+  if (!g || !w || wisp_gguf_read_f32(f, t, g)) worst = 1e9;
+  for (int r = 0; r < rows && worst < 1e9; r++) {
+    wisp_matrix_row_f32(&m, r, w);
+    for (int b = 0; b < cols / 32; b++) {
+      double amax = 0;
+      for (int e = 0; e < 32; e++) amax = fmax(amax, fabs(w[32 * b + e]));
+      for (int e = 0; e < 32; e++) {
+        double err = fabs(g[(size_t)r * cols + 32 * b + e] - w[32 * b + e]) / (amax / 256 + 1e-30);
+        if (err > worst) worst = err;
+      }
+    }
+  }
+  free(g);
+  free(w);
+  return worst;
+}
+
+TEST(gguf_export_keep_quant_writes_q4_0_and_q4_1_with_the_artifacts_values) {
+  char a[600], gg[600], b[600], cmd[4096], log[8192];
+  snprintf(a, sizeof a, "%s/gk_a", test_tmpdir());
+  snprintf(gg, sizeof gg, "%s/gk.gguf", test_tmpdir());
+  snprintf(b, sizeof b, "%s/gk_b", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s gen-synthetic --small -o %s && %s export-gguf %s -o %s --keep-quant", test_wisp_bin(),
+           a, test_wisp_bin(), a, gg);
+  CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
+  wisp_gguf *f = NULL;
+  wisp_artifact *art = NULL;
+  CHECKF(wisp_gguf_open(gg, &f) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(wisp_artifact_open(a, &art) == WISP_OK, "%s", wisp_last_error());
+  const wisp_shape *s = &art->shape;
+  double e_embed = keep_quant_error(f, art, "token_embd.weight", "embed", s->vocab, s->hidden, WISP_GGML_Q4_1);
+  double e_down = keep_quant_error(f, art, "blk.0.ffn_down.weight", "L0.mlp.down", s->hidden, s->ffn, WISP_GGML_Q4_0);
+  CHECKF(e_embed <= 1.0, "token_embd.weight (Q4Z -> Q4_1): error %.3g of the bound", e_embed);
+  CHECKF(e_down <= 1.0, "blk.0.ffn_down.weight (Q4 -> Q4_0): error %.3g of the bound", e_down);
+  int64_t ft;
+  CHECK(wisp_gguf_get_int(f, "general.file_type", &ft) && (ft == 2 || ft == 3));
+  wisp_gguf_close(f);
+  wisp_artifact_free(art);
+  /* and it reads back as a model with the same greedy tokens */
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gg, b);
   CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
   static char la[65536], lb[65536];
   char ga[512], gb2[512];

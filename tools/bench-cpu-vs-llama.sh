@@ -4,30 +4,31 @@
 #
 #   tools/bench-cpu-vs-llama.sh LLAMA_BIN_DIR [OUT.json]
 #
-# LLAMA_BIN_DIR holds llama-bench and llama-quantize (a CPU build of
-# llama.cpp). For each model (MODELS, default "seed qwen35-0.8b"):
+# LLAMA_BIN_DIR holds llama-bench (a CPU build of llama.cpp). For each
+# model (MODELS, default "seed qwen35-0.8b"):
 #   seed         models/synthetic-seed (the seed manifest's shape, generated
-#                with `wisp gen-synthetic` when missing), wisp q4 against
-#                llama.cpp Q4_0
+#                with `wisp gen-synthetic` when missing), wisp q4
 #   qwen35-0.8b  $QWEN_ART (default models/qwen35-0.8b-q4k), a wisp q4k
-#                artifact, against llama.cpp Q4_K_S; make it on a machine with
-#                torch + transformers:
+#                artifact; make it on a machine with torch + transformers:
 #                  python3 tests/parity/hf_reference.py build --config qwen35-0.8b --seed 1234 --out /tmp/q08/hf
 #                  build/wisp convert /tmp/q08/hf -o models/qwen35-0.8b-q4k --quant q4k
 #                (missing: the model is reported as skipped in the receipt)
-# the artifact goes to GGUF through `wisp export-gguf` (F32; without a
-# tokenizer tools/gguf-none-vocab.py marks it vocabulary-less for llama.cpp)
-# and then `llama-quantize`; then for each thread count (THREADS, default "2") and
-# each of REPS rounds (default 3): `wisp bench --backend cpu --profile
+# the artifact goes to GGUF through `wisp export-gguf --keep-quant`: every
+# matrix in the kind and size wisp reads it (Q4 -> Q4_0, Q4Z embed/head ->
+# Q4_1, Q4_K as is; the receipt's llama_quant lists the GGUF's tensor types,
+# count and MiB); without a tokenizer tools/gguf-none-vocab.py marks it
+# vocabulary-less for llama.cpp. Then for each thread count (THREADS,
+# default "2") and each of REPS rounds (default 3): `wisp bench --backend cpu --profile
 # throughput -t T --prompt P --decode D` and `llama-bench -p P -n D -t T`.
 # P, D: PROMPT (128), DECODE (64). The receipt keeps every round and the
 # medians and ratios (wisp / llama.cpp) per cell. Default OUT:
 # bench/results/cpu-vs-llama-<host>-<date>.json. Environment: WISP
 # (build/wisp), WORK (a cache for the GGUF files, default /tmp/wisp-vs-llama),
-# WISP_PROFILE (throughput: the int8 products; "default" for the exact ones).
+# WISP_PROFILE (throughput: the int8 products; "default" for the exact ones),
+# WISP_TUNING (wisp's --tuning keys, e.g. prefillChunk=128; default none).
 set -uo pipefail
 if [ $# -lt 1 ]; then
-  sed -n "2,29p" "$0" | sed 's/^# \{0,1\}//'
+  sed -n "2,28p" "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 LB=$(readlink -f "$1")
@@ -42,7 +43,10 @@ PROMPT=${PROMPT:-128}
 DECODE=${DECODE:-64}
 QWEN_ART=${QWEN_ART:-models/qwen35-0.8b-q4k}
 WISP_PROFILE=${WISP_PROFILE:-throughput}
-for b in llama-bench llama-quantize; do
+WISP_TUNING=${WISP_TUNING:-}
+TUNING_ARGS=()
+[ -n "$WISP_TUNING" ] && TUNING_ARGS=(--tuning "$WISP_TUNING")
+for b in llama-bench; do
   [ -x "$LB/$b" ] || { echo "bench-cpu-vs-llama: $LB/$b is missing" >&2; exit 2; }
 done
 [ -x "$WISP" ] || { echo "bench-cpu-vs-llama: $WISP is missing (make first)" >&2; exit 2; }
@@ -52,7 +56,7 @@ ROWS=$WORK/rows.jsonl
 
 note() { echo "bench-cpu-vs-llama: $*" >&2; }
 
-# model name -> "ARTIFACT_DIR LLAMA_QUANT"
+# model name -> artifact directory
 model_of() {
   case $1 in
     seed)
@@ -60,44 +64,67 @@ model_of() {
         note "generating models/synthetic-seed"
         "$WISP" gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/synthetic-seed --seed 1 >&2 || return 1
       fi
-      echo "models/synthetic-seed Q4_0" ;;
-    qwen35-0.8b) echo "$QWEN_ART Q4_K_S" ;;
+      echo "models/synthetic-seed" ;;
+    qwen35-0.8b) echo "$QWEN_ART" ;;
     *) return 1 ;;
   esac
 }
 
+# "TYPE:count:MiB ..." of a GGUF file's tensors (what llama.cpp reads)
+gguf_types() {
+  python3 - "$1" <<'PYEOF'
+import struct, sys, collections
+f = open(sys.argv[1], "rb")
+rd = lambda fmt: struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+assert f.read(4) == b"GGUF"
+rd("I"); nt, nkv = rd("Q"), rd("Q")
+size = {0: 4, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def skip(t):
+    if t == 8: f.seek(rd("Q"), 1)
+    elif t == 9:
+        et, n = rd("I"), rd("Q")
+        for _ in range(n): skip(et)
+    else: f.seek(size[t], 1)
+for _ in range(nkv):
+    f.seek(rd("Q"), 1); skip(rd("I"))
+names = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 8: "Q8_0", 12: "Q4_K", 14: "Q6_K", 30: "BF16"}
+blk = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 8: (32, 34), 12: (256, 144), 14: (256, 210), 30: (1, 2)}
+agg = collections.OrderedDict()
+for _ in range(nt):
+    f.seek(rd("Q"), 1); nd = rd("I"); n = 1
+    for _ in range(nd): n *= rd("Q")
+    t = rd("I"); rd("Q")
+    c = agg.setdefault(names.get(t, str(t)), [0, 0]); c[0] += 1
+    if t in blk: c[1] += n // blk[t][0] * blk[t][1]
+print(" ".join("%s:%d:%.1f" % (k, v[0], v[1] / 2**20) for k, v in agg.items()))
+PYEOF
+}
+
 for m in $MODELS; do
-  spec=$(model_of "$m") || { note "unknown model $m"; continue; }
-  set -- $spec
-  art=$1 quant=$2
+  art=$(model_of "$m") || { note "unknown model $m"; continue; }
   if [ ! -f "$art/manifest.json" ]; then
     note "$m: $art is missing, skipped"
     printf '{"model":"%s","skipped":"%s has no manifest.json"}\n' "$m" "$art" >> "$ROWS"
     continue
   fi
-  f32=$WORK/$m-f32.gguf q=$WORK/$m-$quant.gguf
-  if [ ! -s "$q" ]; then
-    note "$m: export-gguf + llama-quantize $quant"
-    "$WISP" export-gguf "$art" -o "$f32" >&2 || { note "$m: export-gguf failed"; continue; }
+  # --keep-quant: every wisp matrix in its own kind (Q4 -> Q4_0, Q4Z -> Q4_1,
+  # Q4_K as is; docs/gguf.md), so llama.cpp reads the weights wisp reads,
+  # in the same bytes a token; no llama-quantize (it would requantize)
+  q=$WORK/$m-keep.gguf
+  if [ ! -s "$q" ] || [ "$art/manifest.json" -nt "$q" ]; then
+    note "$m: export-gguf --keep-quant"
+    rm -f "$q"
+    "$WISP" export-gguf "$art" -o "$q" --keep-quant >&2 || { note "$m: export-gguf failed"; continue; }
     # an artifact without a tokenizer (the synthetic seed): llama.cpp needs tokenizer.ggml.model
-    if python3 tools/gguf-none-vocab.py "$f32" "$f32.nv" 2> /dev/null; then mv "$f32.nv" "$f32"; fi
-    # export-gguf keeps a Q4_K artifact's matrices as Q4_K (the same bytes),
-    # which llama-quantize refuses to requantize: llama.cpp then runs the
-    # exported file itself (the very weights wisp runs; embeddings as exported).
-    if "$LB/llama-quantize" "$f32" "$q" "$quant" > "$WORK/$m-quantize.log" 2>&1; then
-      rm -f "$f32"
-    elif grep -q "requantizing from type" "$WORK/$m-quantize.log"; then
-      note "$m: the export already holds quantized matrices: llama.cpp runs it as exported"
-      mv "$f32" "$q"
-    else
-      note "$m: llama-quantize failed (see $WORK/$m-quantize.log)"; rm -f "$q"; continue
-    fi
+    if python3 tools/gguf-none-vocab.py "$q" "$q.nv" 2> /dev/null; then mv "$q.nv" "$q"; fi
   fi
+  quant="as exported (--keep-quant): $(gguf_types "$q")"
+  note "$m: llama.cpp reads $quant"
   for t in $THREADS; do
     for r in $(seq 1 "$REPS"); do
       wr=$WORK/wisp-$m-$t-$r.json lr=$WORK/llama-$m-$t-$r.json
       note "$m threads $t round $r: wisp"
-      "$WISP" bench -m "$art" --backend cpu --profile "$WISP_PROFILE" -t "$t" --prompt "$PROMPT" --decode "$DECODE" -o "$wr" \
+      "$WISP" bench -m "$art" --backend cpu --profile "$WISP_PROFILE" ${TUNING_ARGS[@]+"${TUNING_ARGS[@]}"} -t "$t" --prompt "$PROMPT" --decode "$DECODE" -o "$wr" \
         > "$WORK/wisp-$m-$t-$r.log" 2>&1 || { note "wisp bench failed: $(tail -1 "$WORK/wisp-$m-$t-$r.log")"; echo '{}' > "$wr"; }
       note "$m threads $t round $r: llama.cpp"
       "$LB/llama-bench" -m "$q" -p "$PROMPT" -n "$DECODE" -t "$t" -r 1 -o json > "$lr" 2> "$WORK/llama-$m-$t-$r.log" ||
@@ -113,7 +140,8 @@ def load(p, empty):
 w, l = load(wr, {}), load(lr, [])
 row = {"model": m, "artifact": art, "llama_quant": quant, "threads": int(t), "round": int(r),
        "wisp": {"prefill_tok_s": w.get("prefill", {}).get("tok_per_s"), "decode_tok_s": w.get("decode", {}).get("tok_per_s"),
-                "plan_id": w.get("plan_id"), "profile": w.get("profile"), "cpu": w.get("device", {}).get("name")},
+                "plan_id": w.get("plan_id"), "profile": w.get("profile"), "tuning": w.get("tuning"),
+                "cpu": w.get("device", {}).get("name")},
        "llama": {}}
 for e in l if isinstance(l, list) else []:
     if e.get("n_prompt", 0) > 0 and e.get("n_gen", 0) == 0: row["llama"]["prefill_tok_s"] = e.get("avg_ts")

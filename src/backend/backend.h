@@ -274,4 +274,17 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out);
  * cpuScalar=1; before caps, so that the plan chooses scalar variants). */
 void wisp_cpu_backend_use_scalar(wisp_backend *be);
 
+/* Per-op wall time of a cpu backend (wisp bench --op-times), off unless
+ * turned on: wisp_cpu_backend_time_ops(be, 1) zeroes the counters and
+ * starts timing (two clock reads an op), 0 stops it. wisp_cpu_backend_op_times
+ * copies up to cap rows with calls > 0 and returns their number (0 for a
+ * backend other than cpu). */
+typedef struct {
+  const char *op;
+  double seconds;
+  long calls;
+} wisp_cpu_op_time;
+void wisp_cpu_backend_time_ops(wisp_backend *be, int on);
+int wisp_cpu_backend_op_times(const wisp_backend *be, wisp_cpu_op_time *out, int cap);
+
 #endif

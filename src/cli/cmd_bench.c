@@ -4,6 +4,7 @@
  * same place wherever bench runs), or to -o FILE.
  *   wisp bench [-m DIR] [-p P] [-n D] [--backend B] [--profile P]
  *              [--batch N] [-t T] [-o FILE [--force]] [--no-warmup] [--sequential]
+ *              [--op-times]
  * -p/-n are llama-bench's names; --prompt/--decode stay as aliases.
  * Kernel compilation (WebGPU, first use) is timed apart: the receipt's
  * "compile" object, never part of a phase's seconds or tok/s.
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
@@ -88,9 +90,45 @@ static void cpu_name(char *out, size_t cap) {
   fclose(f);
 }
 
+/* --op-times: each op kind's share of a phase, most expensive first; what
+ * the ops do not cover (the engine, the pool's hand-offs outside ops) is
+ * the rest of the phase's wall time. */
+static int by_seconds(const void *a, const void *b) {
+  double x = ((const wisp_cpu_op_time *)a)->seconds, y = ((const wisp_cpu_op_time *)b)->seconds;
+  return (x < y) - (x > y);
+}
+
+static void print_op_times(const char *phase, wisp_cpu_op_time *ops, int n, double total_s, int tokens) {
+  qsort(ops, (size_t)n, sizeof *ops, by_seconds);
+  double sum = 0;
+  fprintf(stderr, "bench: %s op times (%d tokens, %.2f ms)\n", phase, tokens, 1e3 * total_s);
+  fprintf(stderr, "  %-22s %10s %8s %10s %6s\n", "op", "ms", "calls", "us/call", "share");
+  for (int i = 0; i < n; i++) {
+    sum += ops[i].seconds;
+    fprintf(stderr, "  %-22s %10.2f %8ld %10.1f %5.1f%%\n", ops[i].op, 1e3 * ops[i].seconds, ops[i].calls,
+            1e6 * ops[i].seconds / (double)ops[i].calls, total_s > 0 ? 100 * ops[i].seconds / total_s : 0);
+  }
+  fprintf(stderr, "  %-22s %10.2f %8s %10s %5.1f%%\n", "(outside ops)", 1e3 * (total_s - sum), "", "",
+          total_s > 0 ? 100 * (total_s - sum) / total_s : 0);
+}
+
+static void add_op_times(cJSON *phase, const wisp_cpu_op_time *ops, int n) {
+  cJSON *a = cJSON_AddArrayToObject(phase, "op_times");
+  for (int i = 0; i < n; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", ops[i].op);
+    cJSON_AddNumberToObject(o, "seconds", ops[i].seconds);
+    cJSON_AddNumberToObject(o, "calls", (double)ops[i].calls);
+    cJSON_AddItemToArray(a, o);
+  }
+}
+
 int cmd_bench(int argc, char **argv) {
   const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL, *tuning = NULL;
   int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0, sequential = 0, force = 0;
+  int op_times = 0;
+  wisp_cpu_op_time ops[2][32];
+  int n_ops[2] = {0, 0};
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
       {"-p|--n-prompt|--prompt", CLI_INT, &n_prompt, 1, 1e7, "N", "prompt tokens (default 128)"},
@@ -104,6 +142,8 @@ int cmd_bench(int argc, char **argv) {
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing -o FILE"},
       {"--no-warmup", CLI_FLAG, &no_warmup, 0, 0, NULL, "time the first prefill and batch too"},
       {"--sequential", CLI_FLAG, &sequential, 0, 0, NULL, "one decode batch in flight at a time"},
+      {"--op-times", CLI_FLAG, &op_times, 0, 0, NULL,
+       "cpu backend: time each op kind (prefill and decode apart), printed and in the receipt"},
   };
   const cli_spec spec = {"bench", "[-m DIR] [-p N] [-n N] [options]",
                          "A seeded prompt of -p token ids, then -n greedy decode steps, timed per phase; the JSON\n"
@@ -111,6 +151,10 @@ int cmd_bench(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  if (op_times && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
+    fprintf(stderr, "wisp bench: --op-times times the cpu backend's ops, not %s's\n", backend);
+    return 2;
+  }
   if (out_path && cli_check_target("bench", out_path, force)) return 2;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("bench");
 
@@ -165,9 +209,18 @@ int cmd_bench(int argc, char **argv) {
   fprintf(stderr, "bench: %s, backend %s, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s), n_prompt);
   wisp_wgpu_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
   int is_gpu = wisp_wgpu_backend_stats_get(s->backend, &g0);
+  if (op_times && strcmp(wisp_session_backend_name(s), "cpu")) {
+    wisp_fail(WISP_EINVAL, "--op-times times the cpu backend's ops; this run uses %s", wisp_session_backend_name(s));
+    goto fail;
+  }
+  if (op_times) wisp_cpu_backend_time_ops(s->backend, 1);
   double t0 = wisp_now_s();
   if (wisp_session_eval(s, prompt, n_prompt, logits)) goto fail;
   double prefill_s = wisp_now_s() - t0;
+  if (op_times) {
+    n_ops[0] = wisp_cpu_backend_op_times(s->backend, ops[0], 32);
+    wisp_cpu_backend_time_ops(s->backend, 1);
+  }
   if (is_gpu) {
     wisp_wgpu_backend_stats_get(s->backend, &g1);
     prefill_s -= g1.compile_seconds - g0.compile_seconds; /* compiling is reported apart */
@@ -191,6 +244,12 @@ int cmd_bench(int argc, char **argv) {
     if (made != n_decode) { wisp_fail(WISP_EINVAL, "decode loop made %d of %d tokens", made, n_decode); goto fail; }
   }
   if (n_decode) fprintf(stderr, "\n");
+  if (op_times) {
+    n_ops[1] = wisp_cpu_backend_op_times(s->backend, ops[1], 32);
+    wisp_cpu_backend_time_ops(s->backend, 0);
+    print_op_times("prefill", ops[0], n_ops[0], prefill_s, n_prompt);
+    print_op_times("decode", ops[1], n_ops[1], decode_total, n_decode);
+  }
   if (is_gpu) {
     wisp_wgpu_backend_stats_get(s->backend, &g2);
     decode_total -= g2.compile_seconds - g1.compile_seconds;
@@ -241,6 +300,10 @@ int cmd_bench(int argc, char **argv) {
   /* Host time recording/submitting the batches vs waiting for their ids:
    * a large host share means the device idles while wisp records. */
   cJSON_AddNumberToObject(jdec, "host_record_seconds", s->loop_record_s - rec0);
+  if (op_times) {
+    add_op_times(jp, ops[0], n_ops[0]);
+    add_op_times(jdec, ops[1], n_ops[1]);
+  }
   cJSON_AddNumberToObject(jdec, "wait_seconds", s->loop_wait_s - wait0);
   /* Each batch as it arrived: tokens and milliseconds since the previous. */
   cJSON *jb = cJSON_AddArrayToObject(jdec, "batches");

@@ -2,9 +2,11 @@
  * llama.cpp's architecture lfm2, qwen3, llama or qwen35, with the tensor
  * names, metadata keys and layout transforms of llama.cpp's own converter
  * (the tables of format/gguf_arch.c; docs/gguf.md).
- * Matrices stored as Q4_K keep their bytes (GGUF Q4_K is the same layout);
- * every other matrix (f32, Q4, Q4Z) is written as F32 (Q4/Q4Z dequantized),
- * or as Q8_0 with --q8_0. Vectors are F32. The rope tables are not written
+ * Matrices stored as Q4_K, Q8_0 or F16 keep their bytes (GGUF has the same
+ * layouts); every other matrix (f32, Q4, Q4Z) is written as F32 (Q4/Q4Z
+ * dequantized), or as Q8_0 with --q8_0. --keep-quant writes Q4 / Q4Z as
+ * GGUF Q4_0 / Q4_1 instead (the same nibbles, scales rounded to f16), so
+ * that llama.cpp reads every matrix in the kind and size wisp reads it. Vectors are F32. The rope tables are not written
  * (llama.cpp computes them from rope.freq_base). A byte-level BPE tokenizer
  * in the artifact becomes tokenizer.ggml.* metadata. The file appears
  * atomically (temporary name + rename; Ctrl-C removes the temporary); an
@@ -31,7 +33,7 @@
 typedef struct {
   const wisp_artifact *a;
   wisp_gguf_writer *w;
-  int q8;
+  int q8, keep; /* --q8_0, --keep-quant */
   wisp_gguf_geom geo;
   int file_type, file_type_rank; /* general.file_type (note_type) */
 } exporter;
@@ -45,8 +47,8 @@ static wisp_status view(const exporter *e, const char *name, int rows, int cols,
  * type written (0 when all are F32). */
 static void note_type(exporter *e, uint32_t ggml_type) {
   static const struct { uint32_t ggml; int file_type; } order[] = {
-      {WISP_GGML_F16, 1}, {WISP_GGML_Q8_0, 7}, {WISP_GGML_Q4_K, 15}};
-  for (int i = 0; i < 3; i++)
+      {WISP_GGML_F16, 1}, {WISP_GGML_Q8_0, 7}, {WISP_GGML_Q4_1, 3}, {WISP_GGML_Q4_0, 2}, {WISP_GGML_Q4_K, 15}};
+  for (int i = 0; i < 5; i++)
     if (order[i].ggml == ggml_type && i + 1 > e->file_type_rank) {
       e->file_type_rank = i + 1;
       e->file_type = order[i].file_type;
@@ -66,10 +68,65 @@ static wisp_status gather_f32(const wisp_matrix *m, int r0, const int *map, int 
   return WISP_OK;
 }
 
+/* 1 when the column map moves whole blocks of `block` columns (each block
+ * kept in order and aligned), so that the blocks' bytes can be copied. */
+static int cols_keep_blocks(const int *cmap, int cols, int block) {
+  for (int c = 0; c < cols; c++) {
+    const int first = cmap[c - c % block];
+    if (first % block || cmap[c] != first + c % block) return 0;
+  }
+  return 1;
+}
+
+/* Block b of row r of a Q4/Q4Z matrix as GGUF Q4_0 (Q4) or Q4_1 (Q4Z):
+ * the same nibbles, moved from wisp's pairs (elements 2j, 2j+1 in byte j)
+ * to ggml's halves (elements j, j+16 in byte j); the f32 scale rounded to
+ * f16, and Q4_1's min = -zero_point * scale. */
+static size_t put_q4_block(const wisp_matrix *m, int r, int b, uint8_t *out) {
+  const int nb = m->cols / 32;
+  const size_t blk = (size_t)r * nb + b;
+  const uint8_t *in = m->q + blk * 16;
+  const float s = m->scales[blk];
+  uint8_t u[32];
+  for (int e = 0; e < 32; e++) u[e] = e & 1 ? in[e / 2] >> 4 : in[e / 2] & 15;
+  uint16_t d = wisp_f32_to_f16(s);
+  out[0] = (uint8_t)d, out[1] = (uint8_t)(d >> 8);
+  size_t at = 2;
+  if (m->type == WISP_W_Q4Z) {
+    const int z = blk & 1 ? m->zp[blk >> 1] >> 4 : m->zp[blk >> 1] & 15;
+    uint16_t mn = wisp_f32_to_f16(-(float)z * s);
+    out[2] = (uint8_t)mn, out[3] = (uint8_t)(mn >> 8);
+    at = 4;
+  }
+  for (int j = 0; j < 16; j++) out[at + j] = (uint8_t)(u[j] | u[j + 16] << 4);
+  return at + 16;
+}
+
+/* rows x cols f32 (already reordered) requantized to wisp type t; the
+ * view's planes are allocated into mem[0..2] (freed by the caller). */
+static wisp_status requantize(const float *w, int rows, int cols, wisp_wtype t, wisp_matrix *m, void *mem[3]) {
+  const size_t nb = (size_t)rows * (cols / 32);
+  uint8_t *q = mem[0] = malloc((size_t)wisp_quant_bytes(t, rows, cols));
+  float *sc = mem[1] = malloc(nb * sizeof(float) + 1);
+  uint8_t *zp = mem[2] = malloc(nb / 2 + 1);
+  if (!q || !sc || !zp) return wisp_fail(WISP_ENOMEM, "out of memory");
+  *m = (wisp_matrix){.type = t, .rows = rows, .cols = cols, .q = q, .scales = sc, .zp = zp};
+  if (t == WISP_W_Q4) wisp_quantize_q4(w, rows, cols, q, sc);
+  else if (t == WISP_W_Q4Z) wisp_quantize_q4z(w, rows, cols, q, sc, zp);
+  else if (t == WISP_W_Q4K) wisp_quantize_q4k(w, rows, cols, q);
+  else if (t == WISP_W_Q8_0) wisp_quantize_q8_0_rows(w, rows, cols, q);
+  else wisp_quantize_f16(w, rows, cols, q);
+  return WISP_OK;
+}
+
 /* A matrix part (rule->part of section SEC) as GGUF tensor GNAME: a
  * quantized type with a GGUF twin (Q4_K, Q8_0, F16: format/quant.h) keeps
- * its bytes, copied row by row (a row permutation keeps them valid); others
- * go out as F32, or Q8_0 with --q8_0, after the rule's transforms. */
+ * its bytes, copied block by block (a row permutation, or a column one that
+ * moves whole blocks, keeps them valid); others go out as F32, or Q8_0 with
+ * --q8_0, after the rule's transforms. With --keep-quant every quantized
+ * matrix keeps its kind and size: Q4 / Q4Z become Q4_0 / Q4_1 (the same
+ * nibbles), and a column transform that splits blocks requantizes the
+ * reordered values to the matrix's own type. */
 static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const char *sec, const char *gname) {
   int total, r0, rows, cols;
   wisp_gguf_part_dims(&e->geo, rule->part, &total, &r0, &rows, &cols);
@@ -80,21 +137,44 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
   size_t n = (size_t)rows * cols;
   float *buf = NULL;
   uint8_t *q = NULL;
+  void *mem[3] = {NULL, NULL, NULL};
   uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
   if (!map || !cmap) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
   if ((st = wisp_gguf_row_map(&e->geo, rule->xform, rows, gname, map)) ||
       (st = wisp_gguf_col_map(&e->geo, rule->xform, cols, gname, cmap)))
     goto done;
   const wisp_quant_traits *qt = wisp_quant_traits_of(m.type);
-  if (m.type != WISP_W_F32 && qt->ggml_type != WISP_QUANT_NO_GGML && !(rule->xform & GA_X_VH_COLS)) {
-    size_t rb = (size_t)wisp_quant_bytes(m.type, 1, cols);
+  const int is_q4 = m.type == WISP_W_Q4 || m.type == WISP_W_Q4Z;
+  const int twin = m.type != WISP_W_F32 && qt->ggml_type != WISP_QUANT_NO_GGML;
+  const int keeps_kind = twin || (is_q4 && e->keep); /* goes out in its own kind of blocks */
+  if (keeps_kind && e->keep && !cols_keep_blocks(cmap, cols, qt->block)) {
+    /* the blocks do not survive the column order: same type, new blocks */
+    if (!(buf = malloc(n * sizeof(float)))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+    if ((st = gather_f32(&m, r0, map, rows, cmap, buf)) || (st = requantize(buf, rows, cols, m.type, &m, mem)))
+      goto done;
+    r0 = 0;
+    for (int r = 0; r < rows; r++) map[r] = r;
+    for (int c = 0; c < cols; c++) cmap[c] = c;
+  }
+  if (keeps_kind && cols_keep_blocks(cmap, cols, qt->block)) {
+    const int nb = cols / qt->block;
+    const uint32_t gt = !is_q4 ? qt->ggml_type : m.type == WISP_W_Q4 ? WISP_GGML_Q4_0 : WISP_GGML_Q4_1;
+    size_t bb;
+    wisp_ggml_block(gt, &bb);
+    const size_t rb = bb * (size_t)nb, src_rb = (size_t)wisp_quant_bytes(m.type, 1, cols);
     if (!(q = malloc(rb * (size_t)rows))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
-    for (int r = 0; r < rows; r++) memcpy(q + (size_t)r * rb, m.q + (size_t)(r0 + map[r]) * rb, rb);
-    st = wisp_gguf_add_tensor(e->w, gname, 2, ne, qt->ggml_type, q, rb * (size_t)rows);
-    note_type(e, qt->ggml_type);
+    for (int r = 0; r < rows; r++)
+      for (int b = 0; b < nb; b++) {
+        const int sb = cmap[b * qt->block] / qt->block;
+        uint8_t *dst = q + (size_t)r * rb + (size_t)b * bb;
+        if (is_q4) put_q4_block(&m, r0 + map[r], sb, dst);
+        else memcpy(dst, m.q + (size_t)(r0 + map[r]) * src_rb + (size_t)sb * bb, bb);
+      }
+    st = wisp_gguf_add_tensor(e->w, gname, 2, ne, gt, q, rb * (size_t)rows);
+    note_type(e, gt);
     goto done;
   }
-  if (!(buf = malloc(n * sizeof(float)))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+  if (!buf && !(buf = malloc(n * sizeof(float)))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
   if ((st = gather_f32(&m, r0, map, rows, cmap, buf))) goto done;
   if (e->q8 && cols % 32 == 0) {
     if (!(q = malloc(n / 32 * 34 + 1))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
@@ -109,6 +189,7 @@ done:
   free(cmap);
   free(buf);
   free(q);
+  for (int i = 0; i < 3; i++) free(mem[i]);
   return st;
 }
 
@@ -450,14 +531,16 @@ static wisp_status export_model(exporter *e, const char *dir) {
 
 int cmd_export_gguf(int argc, char **argv) {
   const char *dir = NULL, *out = NULL, *pos[1];
-  int q8 = 0, force = 0, n_pos = 0;
+  int q8 = 0, keep = 0, force = 0, n_pos = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the artifact to export (default: models/default; DIR alone works too)"},
       {"-o|--output", CLI_STR, &out, 0, 0, "FILE", "the GGUF file to write"},
-      {"--q8_0", CLI_FLAG, &q8, 0, 0, NULL, "non-Q4_K matrices as Q8_0 instead of F32"},
+      {"--q8_0", CLI_FLAG, &q8, 0, 0, NULL, "F32/Q4/Q4Z matrices as Q8_0 instead of F32"},
+      {"--keep-quant", CLI_FLAG, &keep, 0, 0, NULL,
+       "every quantized matrix in its own kind: Q4/Q4Z as Q4_0/Q4_1 (same nibbles, f16 scales), Q4_K/Q8_0/F16 as is"},
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing FILE"},
   };
-  const cli_spec spec = {"export-gguf", "[-m DIR | DIR] -o FILE.gguf [--q8_0] [--force]",
+  const cli_spec spec = {"export-gguf", "[-m DIR | DIR] -o FILE.gguf [--q8_0] [--keep-quant] [--force]",
                          "Writes an artifact as a GGUF v3 file with llama.cpp's names (docs/gguf.md).",
                          opts, (int)(sizeof opts / sizeof opts[0]), pos, 1, &n_pos};
   int pr = cli_parse(&spec, argc, argv);
@@ -470,7 +553,7 @@ int cmd_export_gguf(int argc, char **argv) {
   wisp_artifact *a = NULL;
   if (wisp_artifact_open(dir, &a)) return cli_error("export-gguf");
   int rc = 1;
-  exporter e = {.a = a, .w = wisp_gguf_writer_new(), .q8 = q8};
+  exporter e = {.a = a, .w = wisp_gguf_writer_new(), .q8 = q8, .keep = keep};
   wisp_status st;
   if (!e.w) st = wisp_fail(WISP_ENOMEM, "out of memory");
   else if (!(st = export_model(&e, dir))) {

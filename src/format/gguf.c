@@ -164,6 +164,7 @@ int wisp_ggml_block(uint32_t type, size_t *bytes) {
     case WISP_GGML_F32: n = 1; b = 4; break;
     case WISP_GGML_F16: case WISP_GGML_BF16: n = 1; b = 2; break;
     case WISP_GGML_Q4_0: n = 32; b = 18; break;
+    case WISP_GGML_Q4_1: n = 32; b = 20; break;
     case WISP_GGML_Q8_0: n = 32; b = 34; break;
     case WISP_GGML_Q4_K: n = 256; b = 144; break;
     case WISP_GGML_Q6_K: n = 256; b = 210; break;
@@ -179,6 +180,7 @@ const char *wisp_ggml_type_name(uint32_t type) {
     case WISP_GGML_F16: return "F16";
     case WISP_GGML_BF16: return "BF16";
     case WISP_GGML_Q4_0: return "Q4_0";
+    case WISP_GGML_Q4_1: return "Q4_1";
     case WISP_GGML_Q8_0: return "Q8_0";
     case WISP_GGML_Q4_K: return "Q4_K";
     case WISP_GGML_Q6_K: return "Q6_K";
@@ -215,7 +217,7 @@ static wisp_status read_tensor(rd *r, wisp_gguf_tensor *t, uint64_t index) {
   int bn = wisp_ggml_block(t->type, &bb);
   if (!bn)
     return wisp_fail(WISP_EUNSUPPORTED,
-                     "%s: tensor '%s' has unknown or unsupported ggml type %u (wisp reads F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K)",
+                     "%s: tensor '%s' has unknown or unsupported ggml type %u (wisp reads F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)",
                      r->label, t->name, t->type);
   if (t->ne[0] % (uint64_t)bn)
     return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' (%s) has a row of %llu elements, not a multiple of its block %d",
@@ -432,6 +434,15 @@ wisp_status wisp_gguf_read_f32(const wisp_gguf *g, const wisp_gguf_tensor *t, fl
         for (int j = 0; j < 16; j++) {
           out[b * 32 + j] = d * (float)((p[2 + j] & 15) - 8);
           out[b * 32 + j + 16] = d * (float)((p[2 + j] >> 4) - 8);
+        }
+      }
+      return WISP_OK;
+    case WISP_GGML_Q4_1: /* d f16, m f16, then Q4_0's nibbles; q*d + m */
+      for (uint64_t b = 0; b < n / 32; b++, p += 20) {
+        float d = f16_at(p), m = f16_at(p + 2);
+        for (int j = 0; j < 16; j++) {
+          out[b * 32 + j] = d * (float)(p[4 + j] & 15) + m;
+          out[b * 32 + j + 16] = d * (float)(p[4 + j] >> 4) + m;
         }
       }
       return WISP_OK;

@@ -12,7 +12,19 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/threadpool.h"
 #include "format/quant.h"
+#include "util/clock.h"
 #include "util/err.h"
+
+/* What the op timer (wisp_cpu_backend_time_ops) adds each op's time to. */
+enum {
+  OP_EMBED, OP_RMSNORM, OP_NORM_QUANTIZE, OP_I8_QUANTIZE, OP_I8_PREFILL, OP_I8_DECODE, OP_EXACT_PREFILL,
+  OP_EXACT_DECODE, OP_SHORTCONV, OP_ATTENTION, OP_DELTANET_CONV, OP_DELTANET_HEADS, OP_SWIGLU, OP_SAMPLE, OP_COPY,
+  OP_OTHER, OP_N
+};
+static const char *const op_names[OP_N] = {
+    "embed", "rmsnorm", "rmsnorm+i8.quantize", "matmul.i8.quantize", "matmul.i8.prefill", "matmul.i8.decode",
+    "matmul.exact.prefill", "matmul.exact.decode", "shortconv", "attention", "deltanet.conv", "deltanet.heads",
+    "swiglu", "sample", "copy", "other"};
 
 struct wisp_buf {
   float *data;
@@ -33,9 +45,32 @@ typedef struct {
   float *dnbuf; /* conv outputs of the current gated_deltanet call */
   size_t dnbuf_len;
   wisp_status error; /* first failure inside an op, reported by sync */
+  /* A held-back rmsnorm (cpu_rmsnorm): the integer product that reads its
+   * output next normalizes and quantizes each token in one pass; any other
+   * entry point runs it first (flush_norm). */
+  struct {
+    int on;
+    const wisp_buf *x;
+    const wisp_vector *w;
+    float eps;
+    int n, dim;
+    wisp_buf *out;
+  } norm;
+  int timing;        /* the op timer is on */
+  double op_s[OP_N];
+  long op_calls[OP_N];
 } cpu_backend;
 
 static cpu_backend *as_cpu(wisp_backend *be) { return (cpu_backend *)be; }
+static void flush_norm(cpu_backend *c);
+
+/* The op timer: t = op_start(c); ...; op_stop(c, OP_X, t). */
+static double op_start(const cpu_backend *c) { return c->timing ? wisp_now_s() : 0; }
+static void op_stop(cpu_backend *c, int op, double t0) {
+  if (!c->timing) return;
+  c->op_s[op] += wisp_now_s() - t0;
+  c->op_calls[op]++;
+}
 
 static int ensure_scratch(cpu_backend *c, size_t n) {
   if (n <= c->scratch_len) return 1;
@@ -62,19 +97,19 @@ static wisp_buf *cpu_buf_new(wisp_backend *be, size_t n) {
 }
 
 static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
-  (void)be;
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   if (!b) return;
   free(b->data);
   free(b);
 }
 
 static void cpu_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
-  (void)be;
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   memcpy(dst, b->data + off, n * sizeof(float));
 }
 
 static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
-  (void)be;
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   memset(b->data, 0, b->n * sizeof(float));
 }
 
@@ -141,9 +176,16 @@ static wisp_status cpu_prepare_vector(wisp_backend *be, wisp_vector *v) {
 
 /* ---- ops ---- */
 
-static void cpu_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
+static void cpu_embed_run(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
   cpu_backend *c = as_cpu(be);
   for (int t = 0; t < n; t++) c->k->row_f32(E, tokens[t], out->data + (size_t)t * E->cols);
+}
+
+static void cpu_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_embed_run(be, E, tokens, n, out);
+  op_stop(as_cpu(be), OP_EMBED, t);
 }
 
 /* Elementwise ops spread over the pool in ranges of `grain` items when
@@ -192,10 +234,29 @@ static void rmsnorm_rows(void *ctx, int t0, int t1) {
   }
 }
 
-static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
+static void cpu_rmsnorm_run(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
                         wisp_buf *out) {
   rms_job j = {x->data, w->data, out->data, eps, dim};
-  run_ranges(as_cpu(be), n, (16384 + dim - 1) / dim, rmsnorm_rows, &j);
+  /* about 4k elements a task: a 64-token prefill of width 1024 in 16 tasks */
+  run_ranges(as_cpu(be), n, (4096 + dim - 1) / dim, rmsnorm_rows, &j);
+}
+
+/* Runs a held-back rmsnorm, if there is one. */
+static void flush_norm(cpu_backend *c) {
+  if (!c->norm.on) return;
+  c->norm.on = 0;
+  double t = op_start(c);
+  cpu_rmsnorm_run(&c->base, c->norm.x, c->norm.w, c->norm.eps, c->norm.n, c->norm.dim, c->norm.out);
+  op_stop(c, OP_RMSNORM, t);
+}
+
+/* Held back until the next entry point: an integer product reading `out`
+ * takes it into its quantization (matmul_i8), anything else runs it first. */
+static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
+                        wisp_buf *out) {
+  cpu_backend *c = as_cpu(be);
+  flush_norm(c);
+  c->norm.on = 1, c->norm.x = x, c->norm.w = w, c->norm.eps = eps, c->norm.n = n, c->norm.dim = dim, c->norm.out = out;
 }
 
 typedef struct {
@@ -267,6 +328,7 @@ typedef struct {
   const float *x;
   int n, accumulate, rows_per_task, tokens_per_task;
   float *y;
+  const rms_job *norm; /* a held-back rmsnorm whose output is x: each token normalized, then quantized */
 } i8_job;
 
 static void i8_quant_task(void *ctx, int task, int thread) {
@@ -274,6 +336,7 @@ static void i8_quant_task(void *ctx, int task, int thread) {
   i8_job *j = ctx;
   int t0 = task * j->tokens_per_task, t1 = t0 + j->tokens_per_task;
   if (t1 > j->n) t1 = j->n;
+  if (j->norm) rmsnorm_rows((void *)j->norm, t0, t1); /* the rows quantize reads next, still in cache */
   j->c->i8->quantize(j->x, t0, t1, &j->c->act);
 }
 
@@ -285,40 +348,56 @@ static void i8_gemm_task(void *ctx, int task, int thread) {
                  j->c->scratch[thread]);
 }
 
-static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int n, float *y, int accumulate) {
+static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int n, float *y, int accumulate,
+                      const rms_job *norm) {
   const int threads = wisp_pool_size(c->pool);
   if (!wisp_i8_act_reserve(&c->act, n, W->cols) || !ensure_scratch(c, WISP_I8_SCRATCH(W->cols))) {
     c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for %d quantized activations", n);
     return;
   }
   c->act.layout = wisp_i8_layout_for(W->type, n);
-  i8_job j = {c, W, x, n, accumulate, 0, 0, y};
+  double t = op_start(c);
+  i8_job j = {c, W, x, n, accumulate, 0, 0, y, norm};
   /* quantize: whole tokens per task */
   j.tokens_per_task = n < 8 * threads ? 1 : n / (4 * threads);
   int qtasks = (n + j.tokens_per_task - 1) / j.tokens_per_task;
   if ((double)n * W->cols < 65536.0) qtasks = 1, j.tokens_per_task = n;
   if (qtasks == 1) i8_quant_task(&j, 0, 0);
   else wisp_pool_run(c->pool, qtasks, i8_quant_task, &j);
-  /* rows: a multiple of 4 (the decode tile); enough tasks that a thread
-   * the machine preempts does not hold up the others */
-  int per = W->rows / (threads * (n == 1 ? 8 : 4));
+  op_stop(c, norm ? OP_NORM_QUANTIZE : OP_I8_QUANTIZE, t);
+  t = op_start(c);
+  /* rows: a multiple of 4 (the decode tile). A small decode product (a few
+   * microseconds at 16 threads) is one task a thread, each thread's own
+   * (threadpool.c: no shared counter touched), as llama.cpp splits a
+   * matrix-vector product; larger ones about four tasks a thread, enough
+   * that a thread the machine preempts does not hold up the others. Either
+   * way each thread streams long runs of consecutive weight rows. */
+  const int small = n == 1 && (double)W->rows * W->cols < 4194304.0; /* under ~2.5 MB of 4-bit weights */
+  int per = small ? (W->rows + threads - 1) / threads : W->rows / (threads * 4);
   per = per < 4 ? 4 : (per + 3) / 4 * 4;
   if (n > 1 && per > 64) per = 64;
   j.rows_per_task = per;
   int tasks = (W->rows + per - 1) / per;
-  if ((double)W->rows * W->cols * n < 131072.0 || tasks == 1) {
-    for (int t = 0; t < tasks; t++) i8_gemm_task(&j, t, 0);
-    return;
-  }
-  wisp_pool_run(c->pool, tasks, i8_gemm_task, &j);
+  if ((double)W->rows * W->cols * n < 131072.0 || tasks == 1)
+    for (int k = 0; k < tasks; k++) i8_gemm_task(&j, k, 0);
+  else
+    wisp_pool_run(c->pool, tasks, i8_gemm_task, &j);
+  op_stop(c, n > 1 ? OP_I8_PREFILL : OP_I8_DECODE, t);
 }
 
-static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                        int accumulate) {
   cpu_backend *c = as_cpu(be);
   const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
   if (is_i8_variant(variant) && wisp_i8_supported(W)) {
-    matmul_i8(c, W, x->data + (size_t)x_row0 * W->cols, n, y->data, accumulate);
+    /* cpu_matmul left a held-back rmsnorm only when it is this product's input */
+    rms_job nj, *norm = NULL;
+    if (c->norm.on) {
+      nj = (rms_job){c->norm.x->data, c->norm.w->data, c->norm.out->data, c->norm.eps, c->norm.dim};
+      norm = &nj;
+      c->norm.on = 0;
+    }
+    matmul_i8(c, W, x->data + (size_t)x_row0 * W->cols, n, y->data, accumulate, norm);
     return;
   }
   const wisp_cpu_kernels *k = kernels_for(c, variant);
@@ -342,16 +421,39 @@ static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
   wisp_pool_run(c->pool, tasks, matmul_task, &j);
 }
 
-static void cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
-                          wisp_buf *state, wisp_buf *out) {
-  (void)be;
-  const int S = L - 1; /* inputs remembered per channel */
-  for (int t = 0; t < n; t++) {
-    const float *B = bcx->data + (size_t)t * 3 * dim, *C = B + dim, *X = C + dim;
-    float *o = out->data + (size_t)t * dim;
-    for (int ch = 0; ch < dim; ch++) {
-      const float *w = taps->data + (size_t)ch * L;
-      float *st = state->data + (size_t)ch * S;
+static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                       int accumulate) {
+  cpu_backend *c = as_cpu(be);
+  const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
+  const int i8 = is_i8_variant(variant) && wisp_i8_supported(W);
+  /* The held-back rmsnorm goes into an integer product of exactly its
+   * output (the same tokens and width, y neither its input nor its output);
+   * else it runs on its own first. */
+  if (c->norm.on && !(i8 && c->norm.out == x && x_row0 == 0 && c->norm.n == n && c->norm.dim == W->cols &&
+                      y != c->norm.x && y != c->norm.out))
+    flush_norm(c);
+  double t = op_start(c);
+  cpu_matmul_run(be, W, x, x_row0, n, y, accumulate);
+  if (!i8) op_stop(c, n > 1 ? OP_EXACT_PREFILL : OP_EXACT_DECODE, t); /* matmul_i8 times its own two parts */
+}
+
+/* Channels are independent (each has its own taps and state), so a range of
+ * channels runs every token; ranges spread over the pool. */
+typedef struct {
+  const float *bcx, *taps;
+  float *state, *out;
+  int L, n, dim;
+} conv_job;
+
+static void shortconv_channels(void *ctx, int c0, int c1) {
+  const conv_job *j = ctx;
+  const int S = j->L - 1, dim = j->dim; /* S: inputs remembered per channel */
+  for (int t = 0; t < j->n; t++) {
+    const float *B = j->bcx + (size_t)t * 3 * dim, *C = B + dim, *X = C + dim;
+    float *o = j->out + (size_t)t * dim;
+    for (int ch = c0; ch < c1; ch++) {
+      const float *w = j->taps + (size_t)ch * j->L;
+      float *st = j->state + (size_t)ch * S;
       float bx = B[ch] * X[ch];
       float acc = w[S] * bx;
       for (int k = 0; k < S; k++) acc += w[k] * st[k];
@@ -360,6 +462,27 @@ static void cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vect
       o[ch] = C[ch] * acc;
     }
   }
+}
+
+/* Channels per task for a mixer over n tokens: about 2k channel-steps a
+ * task, whole 64-byte lines of each token's output row. */
+static int channel_grain(int n) {
+  int g = (2048 + n - 1) / n;
+  return (g + 15) / 16 * 16;
+}
+
+static void cpu_shortconv_run(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
+                              wisp_buf *state, wisp_buf *out) {
+  conv_job j = {bcx->data, taps->data, state->data, out->data, L, n, dim};
+  run_ranges(as_cpu(be), dim, channel_grain(n), shortconv_channels, &j);
+}
+
+static void cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
+                          wisp_buf *state, wisp_buf *out) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_shortconv_run(be, bcx, taps, L, n, dim, state, out);
+  op_stop(as_cpu(be), OP_SHORTCONV, t);
 }
 
 static void rmsnorm_inplace(float *v, const float *w, int d, float eps) {
@@ -379,20 +502,65 @@ static void rope_inplace(float *v, const float *cs, const float *sn, int d) {
   }
 }
 
+/* The pre-pass of an attention call, token by token (tokens are
+ * independent: each writes its own queries and its own cache position):
+ * q and k heads normed (when the model has the norms) and rotated, k and
+ * v appended to the caches. Plain attention's qkv row is [q | k | v];
+ * gated attention's is [(q | gate) per head | k | v]. */
+typedef struct {
+  const float *qkv, *q_norm, *k_norm, *cos, *sin;
+  float *qbuf, *kc, *vc;
+  float eps;
+  int row, H, KVH, D, rot, q_stride, k_off, pos0;
+} attn_prep_job;
+
+static void attn_prep_tokens(void *ctx, int t0, int t1) {
+  const attn_prep_job *j = ctx;
+  const int D = j->D, half = j->rot / 2;
+  for (int t = t0; t < t1; t++) {
+    const int pos = j->pos0 + t;
+    const float *src = j->qkv + (size_t)t * j->row;
+    const float *cs = j->cos + (size_t)pos * half, *sn = j->sin + (size_t)pos * half;
+    for (int h = 0; h < j->H; h++) {
+      float *q = j->qbuf + ((size_t)t * j->H + h) * D;
+      memcpy(q, src + (size_t)h * j->q_stride, (size_t)D * sizeof(float));
+      if (j->q_norm) rmsnorm_inplace(q, j->q_norm, D, j->eps);
+      rope_inplace(q, cs, sn, j->rot);
+    }
+    const float *ks = src + j->k_off, *vs = ks + (size_t)j->KVH * D;
+    for (int h = 0; h < j->KVH; h++) {
+      float *kd = j->kc + ((size_t)pos * j->KVH + h) * D;
+      float *vd = j->vc + ((size_t)pos * j->KVH + h) * D;
+      memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
+      memcpy(vd, vs + (size_t)h * D, (size_t)D * sizeof(float));
+      if (j->k_norm) rmsnorm_inplace(kd, j->k_norm, D, j->eps);
+      rope_inplace(kd, cs, sn, j->rot);
+    }
+  }
+}
+
+/* Attention proper: a task is one head over a run of tokens, so that a
+ * prefill keeps every thread busy even when there are fewer heads than
+ * threads. Later tokens see more positions: the runs are handed out last
+ * first, so the long ones do not end up alone at the end. */
 typedef struct {
   cpu_backend *c;
   const wisp_attention_args *a;
+  const float *gate; /* gated attention: the qkv rows (head h's gate at h*2D + D); NULL: no gate */
+  int gate_row, tokens_per_task, runs;
 } attn_job;
 
-static void attn_task(void *ctx, int h, int thread) {
+static void attn_task(void *ctx, int task, int thread) {
   attn_job *j = ctx;
   const wisp_attention_args *a = j->a;
   const int D = a->head_dim, KVH = a->kv_heads, group = a->heads / a->kv_heads;
+  const int h = task % a->heads, run = j->runs - 1 - task / a->heads;
   const int kvh = h / group;
+  const int t0 = run * j->tokens_per_task, t1 = t0 + j->tokens_per_task < a->n ? t0 + j->tokens_per_task : a->n;
   const float scale = 1.0f / sqrtf((float)D);
   float *scores = j->c->scratch[thread];
   const wisp_cpu_kernels *k = j->c->k;
-  for (int t = 0; t < a->n; t++) {
+  for (int t = t0; t < t1; t++) {
     int pos = a->pos0 + t;
     const float *q = j->c->qbuf + ((size_t)t * a->heads + h) * D;
     float mx = -INFINITY;
@@ -414,13 +582,17 @@ static void attn_task(void *ctx, int h, int thread) {
       float w = scores[p] * inv;
       for (int i = 0; i < D; i++) o[i] += w * vr[i];
     }
+    if (j->gate) { /* out *= sigmoid(gate) */
+      const float *g = j->gate + (size_t)t * j->gate_row + (size_t)h * 2 * D + D;
+      for (int i = 0; i < D; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));
+    }
   }
 }
 
-static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
-  cpu_backend *c = as_cpu(be);
-  const int D = a->head_dim, H = a->heads, KVH = a->kv_heads, half = D / 2;
-  const int row = (H + 2 * KVH) * D;
+/* The pre-pass over the pool, then the (head, run of tokens) tasks. */
+static void attention_common(cpu_backend *c, const attn_prep_job *prep, const wisp_attention_args *a,
+                             const float *gate, int gate_row) {
+  const int H = a->heads, D = a->head_dim;
   size_t need_q = (size_t)a->n * H * D;
   if (need_q > c->qbuf_len) {
     float *p = realloc(c->qbuf, need_q * sizeof(float));
@@ -429,77 +601,56 @@ static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
     c->qbuf_len = need_q;
   }
   if (!ensure_scratch(c, (size_t)(a->pos0 + a->n))) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory"); return; }
-  /* Pre-pass, sequential: norm + rope q and k, append k and v to the cache. */
-  for (int t = 0; t < a->n; t++) {
-    int pos = a->pos0 + t;
-    const float *src = a->qkv->data + (size_t)t * row;
-    const float *cs = a->rope_cos->data + (size_t)pos * half, *sn = a->rope_sin->data + (size_t)pos * half;
-    for (int h = 0; h < H; h++) {
-      float *q = c->qbuf + ((size_t)t * H + h) * D;
-      memcpy(q, src + (size_t)h * D, (size_t)D * sizeof(float));
-      if (a->q_norm) rmsnorm_inplace(q, a->q_norm->data, D, a->eps);
-      rope_inplace(q, cs, sn, D);
-    }
-    for (int h = 0; h < KVH; h++) {
-      float *kd = a->k_cache->data + ((size_t)pos * KVH + h) * D;
-      float *vd = a->v_cache->data + ((size_t)pos * KVH + h) * D;
-      memcpy(kd, src + (size_t)(H + h) * D, (size_t)D * sizeof(float));
-      memcpy(vd, src + (size_t)(H + KVH + h) * D, (size_t)D * sizeof(float));
-      if (a->k_norm) rmsnorm_inplace(kd, a->k_norm->data, D, a->eps);
-      rope_inplace(kd, cs, sn, D);
-    }
-  }
-  attn_job j = {c, a};
-  wisp_pool_run(c->pool, H, attn_task, &j);
+  attn_prep_job pj = *prep;
+  pj.qbuf = c->qbuf;
+  const int per_token = (H + a->kv_heads) * D;
+  run_ranges(c, a->n, (8192 + per_token - 1) / per_token, attn_prep_tokens, &pj);
+  /* about four tasks a thread, in runs of at least four tokens */
+  const int threads = wisp_pool_size(c->pool);
+  int runs = (4 * threads + H - 1) / H;
+  if (runs > (a->n + 3) / 4) runs = (a->n + 3) / 4;
+  if (runs < 1) runs = 1;
+  attn_job j = {c, a, gate, gate_row, (a->n + runs - 1) / runs, 0};
+  j.runs = (a->n + j.tokens_per_task - 1) / j.tokens_per_task;
+  wisp_pool_run(c->pool, H * j.runs, attn_task, &j);
+}
+
+static void cpu_attention_run(wisp_backend *be, const wisp_attention_args *a) {
+  const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
+  attn_prep_job pj = {.qkv = a->qkv->data, .q_norm = a->q_norm ? a->q_norm->data : NULL,
+                      .k_norm = a->k_norm ? a->k_norm->data : NULL, .cos = a->rope_cos->data,
+                      .sin = a->rope_sin->data, .kc = a->k_cache->data, .vc = a->v_cache->data, .eps = a->eps,
+                      .row = (H + 2 * KVH) * D, .H = H, .KVH = KVH, .D = D, .rot = D, .q_stride = D,
+                      .k_off = H * D, .pos0 = a->pos0};
+  attention_common(as_cpu(be), &pj, a, NULL, 0);
+}
+
+static void cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_attention_run(be, a);
+  op_stop(as_cpu(be), OP_ATTENTION, t);
 }
 
 /* ---- gated attention ---- */
 
-static void cpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *g) {
-  cpu_backend *c = as_cpu(be);
-  const int D = g->head_dim, H = g->heads, KVH = g->kv_heads, half = g->rotary_dim / 2;
+static void cpu_attention_gated_run(wisp_backend *be, const wisp_gated_attention_args *g) {
+  const int D = g->head_dim, H = g->heads, KVH = g->kv_heads;
   const int row = (2 * H + 2 * KVH) * D;
-  size_t need_q = (size_t)g->n * H * D;
-  if (need_q > c->qbuf_len) {
-    float *p = realloc(c->qbuf, need_q * sizeof(float));
-    if (!p) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory for %zu queries", need_q); return; }
-    c->qbuf = p;
-    c->qbuf_len = need_q;
-  }
-  if (!ensure_scratch(c, (size_t)(g->pos0 + g->n))) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory"); return; }
-  for (int t = 0; t < g->n; t++) {
-    int pos = g->pos0 + t;
-    const float *src = g->qkv->data + (size_t)t * row;
-    const float *cs = g->rope_cos->data + (size_t)pos * half, *sn = g->rope_sin->data + (size_t)pos * half;
-    for (int h = 0; h < H; h++) {
-      float *q = c->qbuf + ((size_t)t * H + h) * D;
-      memcpy(q, src + (size_t)h * 2 * D, (size_t)D * sizeof(float)); /* q half of the head's (q|gate) */
-      rmsnorm_inplace(q, g->q_norm->data, D, g->eps);
-      rope_inplace(q, cs, sn, g->rotary_dim);
-    }
-    const float *ks = src + (size_t)2 * H * D, *vs = ks + (size_t)KVH * D;
-    for (int h = 0; h < KVH; h++) {
-      float *kd = g->k_cache->data + ((size_t)pos * KVH + h) * D;
-      float *vd = g->v_cache->data + ((size_t)pos * KVH + h) * D;
-      memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
-      memcpy(vd, vs + (size_t)h * D, (size_t)D * sizeof(float));
-      rmsnorm_inplace(kd, g->k_norm->data, D, g->eps);
-      rope_inplace(kd, cs, sn, g->rotary_dim);
-    }
-  }
+  attn_prep_job pj = {.qkv = g->qkv->data, .q_norm = g->q_norm->data, .k_norm = g->k_norm->data,
+                      .cos = g->rope_cos->data, .sin = g->rope_sin->data, .kc = g->k_cache->data,
+                      .vc = g->v_cache->data, .eps = g->eps, .row = row, .H = H, .KVH = KVH, .D = D,
+                      .rot = g->rotary_dim, .q_stride = 2 * D, .k_off = 2 * H * D, .pos0 = g->pos0};
   wisp_attention_args a = {.n = g->n, .pos0 = g->pos0, .heads = H, .kv_heads = KVH, .head_dim = D,
                            .k_cache = g->k_cache, .v_cache = g->v_cache, .out = g->out};
-  attn_job j = {c, &a};
-  wisp_pool_run(c->pool, H, attn_task, &j);
-  /* out *= sigmoid(gate), gate = second half of each head's q_proj slice */
-  for (int t = 0; t < g->n; t++) {
-    const float *src = g->qkv->data + (size_t)t * row;
-    float *o = g->out->data + (size_t)t * H * D;
-    for (int h = 0; h < H; h++) {
-      const float *gate = src + (size_t)h * 2 * D + D;
-      for (int i = 0; i < D; i++) o[(size_t)h * D + i] *= 1.0f / (1.0f + expf(-gate[i]));
-    }
-  }
+  attention_common(as_cpu(be), &pj, &a, g->qkv->data, row);
+}
+
+static void cpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *g) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_attention_gated_run(be, g);
+  op_stop(as_cpu(be), OP_ATTENTION, t);
 }
 
 /* ---- Gated DeltaNet ---- */
@@ -550,9 +701,36 @@ static void dn_task(void *ctx, int h, int thread) {
   }
 }
 
+typedef struct {
+  const wisp_deltanet_args *a;
+  float *out;
+  int conv_dim, proj_row;
+} dn_conv_job;
+
+static void dn_conv_channels(void *ctx, int c0, int c1) {
+  const dn_conv_job *j = ctx;
+  const wisp_deltanet_args *a = j->a;
+  const int L = a->conv_len, S = L - 1;
+  for (int t = 0; t < a->n; t++) {
+    const float *x = a->proj->data + (size_t)t * j->proj_row;
+    float *o = j->out + (size_t)t * j->conv_dim;
+    for (int ch = c0; ch < c1; ch++) {
+      const float *w = a->conv_taps->data + (size_t)ch * L;
+      float *st = a->conv_state->data + (size_t)ch * S;
+      float acc = 0;
+      for (int k = 0; k < S; k++) acc += w[k] * st[k];
+      acc += w[S] * x[ch];
+      for (int k = 0; k + 1 < S; k++) st[k] = st[k + 1];
+      if (S > 0) st[S - 1] = x[ch];
+      o[ch] = silu(acc);
+    }
+  }
+}
+
 static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   cpu_backend *c = as_cpu(be);
-  const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim, L = a->conv_len, S = L - 1;
+  const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   const int conv_dim = 2 * K + V, proj_row = 2 * K + 2 * V + 2 * a->v_heads;
   size_t need = (size_t)a->n * conv_dim;
   if (need > c->dnbuf_len) {
@@ -566,26 +744,17 @@ static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
     return;
   }
   /* causal depthwise conv + SiLU, state = the last L-1 inputs per channel */
-  for (int t = 0; t < a->n; t++) {
-    const float *x = a->proj->data + (size_t)t * proj_row;
-    float *o = c->dnbuf + (size_t)t * conv_dim;
-    for (int ch = 0; ch < conv_dim; ch++) {
-      const float *w = a->conv_taps->data + (size_t)ch * L;
-      float *st = a->conv_state->data + (size_t)ch * S;
-      float acc = 0;
-      for (int k = 0; k < S; k++) acc += w[k] * st[k];
-      acc += w[S] * x[ch];
-      for (int k = 0; k + 1 < S; k++) st[k] = st[k + 1];
-      if (S > 0) st[S - 1] = x[ch];
-      o[ch] = silu(acc);
-    }
-  }
+  double t0 = op_start(c);
+  dn_conv_job cj = {a, c->dnbuf, conv_dim, proj_row};
+  run_ranges(c, conv_dim, channel_grain(a->n), dn_conv_channels, &cj);
+  op_stop(c, OP_DELTANET_CONV, t0);
+  t0 = op_start(c);
   dn_job j = {c, a};
-  if ((double)a->n * a->v_heads * a->k_dim * a->v_dim < 65536.0) {
+  if ((double)a->n * a->v_heads * a->k_dim * a->v_dim < 65536.0)
     for (int h = 0; h < a->v_heads; h++) dn_task(&j, h, 0);
-    return;
-  }
-  wisp_pool_run(c->pool, a->v_heads, dn_task, &j);
+  else
+    wisp_pool_run(c->pool, a->v_heads, dn_task, &j);
+  op_stop(c, OP_DELTANET_HEADS, t0);
 }
 
 typedef struct {
@@ -606,31 +775,50 @@ static void swiglu_items(void *ctx, int k0, int k1) {
   }
 }
 
-static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+static void cpu_swiglu_run(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   swiglu_job j = {gu->data, out->data, ffn};
-  run_ranges(as_cpu(be), n * ffn, 4096, swiglu_items, &j);
+  /* 4k outputs a task; a decode token (2-4k outputs) in 1k pieces once there
+   * are 4 threads or more, where it would otherwise be the longest serial
+   * step between two products */
+  const int grain = n == 1 && wisp_pool_size(as_cpu(be)->pool) >= 4 ? 1024 : 4096;
+  run_ranges(as_cpu(be), n * ffn, grain, swiglu_items, &j);
+}
+
+static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_swiglu_run(be, gu, n, ffn, out);
+  op_stop(as_cpu(be), OP_SWIGLU, t);
 }
 
 static void cpu_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
-  (void)be;
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   memcpy(b->data + off, src, n * sizeof(float));
 }
 
 static void cpu_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
-  (void)be;
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   memcpy(dst->data, src->data, n * sizeof(float));
 }
 
 /* b[dst_off..+n) = b[src_off..+n) (the decode loop's ids buffer). */
 static void cpu_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n) {
-  (void)be;
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   memmove(b->data + dst_off, b->data + src_off, n * sizeof(float));
+}
+
+static void cpu_buf_copy_at_run(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off,
+                            size_t n) {
+  (void)be;
+  memcpy(dst->data + dst_off, src->data + src_off, n * sizeof(float));
 }
 
 static void cpu_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off,
                             size_t n) {
-  (void)be;
-  memcpy(dst->data + dst_off, src->data + src_off, n * sizeof(float));
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_buf_copy_at_run(be, dst, dst_off, src, src_off, n);
+  op_stop(as_cpu(be), OP_COPY, t);
 }
 
 /* ---- several sequences in one step ---- */
@@ -668,7 +856,7 @@ static void rows_task(void *ctx, int task, int thread) {
     }
 }
 
-static void cpu_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
+static void cpu_matmul_rows_run(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                             int accumulate) {
   cpu_backend *c = as_cpu(be);
   const wisp_cpu_kernels *k = kernels_for(c, W->choice[WISP_PHASE_DECODE].variant);
@@ -681,7 +869,15 @@ static void cpu_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_b
   wisp_pool_run(c->pool, tasks, rows_task, &j);
 }
 
-static void cpu_penalize(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
+static void cpu_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
+                            int accumulate) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_matmul_rows_run(be, W, x, n, y, accumulate);
+  op_stop(as_cpu(be), OP_OTHER, t);
+}
+
+static void cpu_penalize_run(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
                          float penalty) {
   cpu_backend *c = as_cpu(be);
   uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)(n > 0 ? n : 1)); /* the bit patterns, without type punning */
@@ -694,13 +890,21 @@ static void cpu_penalize(wisp_backend *be, wisp_buf *logits, int vocab, const wi
   free(ids);
 }
 
+static void cpu_penalize(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
+                         float penalty) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_penalize_run(be, logits, vocab, hist, hist_off, n, penalty);
+  op_stop(as_cpu(be), OP_SAMPLE, t);
+}
+
 static uint32_t id_at(const wisp_buf *ids, int slot) {
   uint32_t v;
   memcpy(&v, &ids->data[slot], sizeof v);
   return v;
 }
 
-static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
+static void cpu_embed_id_run(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
   cpu_backend *c = as_cpu(be);
   uint32_t id = id_at(ids, slot);
   if (id == WISP_ID_NONFINITE) { /* the step before met non-finite logits (cpu_sample_id) */
@@ -716,19 +920,80 @@ static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf 
   c->k->row_f32(E, (int)id, out->data);
 }
 
+static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_embed_id_run(be, E, ids, slot, out);
+  op_stop(as_cpu(be), OP_EMBED, t);
+}
+
+/* Greedy sampling spread over the pool: each range of the vocabulary finds
+ * whether it is all finite and its first largest logit; the ranges combine
+ * in order with the same strict comparison, so the id is the reference's
+ * (the first index of the maximum). One slot a cache line. */
+typedef struct {
+  int best, finite;
+  char pad[56];
+} argmax_part;
+
+typedef struct {
+  const float *x;
+  argmax_part *part;
+  int grain;
+} argmax_job;
+
+static void argmax_range(void *ctx, int i0, int i1) {
+  const argmax_job *j = ctx;
+  int best = i0, finite = 1;
+  for (int i = i0; i < i1; i++) {
+    finite &= isfinite(j->x[i]) != 0;
+    if (j->x[i] > j->x[best]) best = i;
+  }
+  j->part[i0 / j->grain] = (argmax_part){.best = best, .finite = finite};
+}
+
+enum { ARGMAX_GRAIN = 16384, ARGMAX_PARTS = 64 };
+
+static void cpu_sample_id_run(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p,
+                              uint32_t step, wisp_buf *ids, int slot) {
+  const float *x = logits->data;
+  int finite = 1;
+  uint32_t id;
+  int grain = ARGMAX_GRAIN;
+  if (vocab > (int64_t)grain * ARGMAX_PARTS) grain = (vocab + ARGMAX_PARTS - 1) / ARGMAX_PARTS;
+  if (p->temperature <= 0) {
+    /* every slot starts as "index 0, finite": a run that took the whole
+     * row in one range (one thread) leaves the others as that */
+    argmax_part part[ARGMAX_PARTS];
+    for (int k = 0; k < ARGMAX_PARTS; k++) part[k] = (argmax_part){.best = 0, .finite = 1};
+    argmax_job j = {x, part, grain};
+    run_ranges(as_cpu(be), vocab, grain, argmax_range, &j);
+    int best = part[0].best;
+    for (int k = 0; k * grain < vocab; k++) {
+      finite &= part[k].finite;
+      if (x[part[k].best] > x[best]) best = part[k].best;
+    }
+    id = finite ? (uint32_t)best : WISP_ID_NONFINITE;
+  } else {
+    /* One pass over the row (small beside the head product that made it):
+     * a NaN or an infinity anywhere means there is no token to choose. */
+    for (int i = 0; i < vocab && finite; i++) finite = isfinite(x[i]);
+    id = finite ? (uint32_t)wisp_sample_reference(x, vocab, p, step) : WISP_ID_NONFINITE;
+  }
+  memcpy(&ids->data[slot], &id, sizeof id);
+}
+
 static void cpu_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p,
                           uint32_t step, wisp_buf *ids, int slot) {
-  (void)be;
-  /* One pass over the row (small beside the head product that made it):
-   * a NaN or an infinity anywhere means there is no token to choose. */
-  int finite = 1;
-  for (int i = 0; i < vocab && finite; i++) finite = isfinite(logits->data[i]);
-  uint32_t id = finite ? (uint32_t)wisp_sample_reference(logits->data, vocab, p, step) : WISP_ID_NONFINITE;
-  memcpy(&ids->data[slot], &id, sizeof id);
+  flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  double t = op_start(as_cpu(be));
+  cpu_sample_id_run(be, logits, vocab, p, step, ids, slot);
+  op_stop(as_cpu(be), OP_SAMPLE, t);
 }
 
 static wisp_status cpu_sync(wisp_backend *be) {
   cpu_backend *c = as_cpu(be);
+  flush_norm(c);
   wisp_status st = c->error;
   c->error = WISP_OK;
   return st;
@@ -750,6 +1015,27 @@ static void cpu_destroy(wisp_backend *be) {
 
 void wisp_cpu_backend_use_scalar(wisp_backend *be) {
   if (be && be->name && !strcmp(be->name, "cpu")) as_cpu(be)->k = wisp_cpu_kernels_scalar();
+}
+
+static int is_cpu(const wisp_backend *be) { return be && be->name && !strcmp(be->name, "cpu"); }
+
+void wisp_cpu_backend_time_ops(wisp_backend *be, int on) {
+  if (!is_cpu(be)) return;
+  cpu_backend *c = as_cpu(be);
+  if (on) {
+    memset(c->op_s, 0, sizeof c->op_s);
+    memset(c->op_calls, 0, sizeof c->op_calls);
+  }
+  c->timing = on;
+}
+
+int wisp_cpu_backend_op_times(const wisp_backend *be, wisp_cpu_op_time *out, int cap) {
+  if (!is_cpu(be)) return 0;
+  const cpu_backend *c = (const cpu_backend *)be;
+  int n = 0;
+  for (int i = 0; i < OP_N && n < cap; i++)
+    if (c->op_calls[i]) out[n++] = (wisp_cpu_op_time){op_names[i], c->op_s[i], c->op_calls[i]};
+  return n;
 }
 
 wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {

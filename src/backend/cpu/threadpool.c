@@ -1,5 +1,5 @@
-/* Thread pool: workers take task indices from an atomic counter, so uneven
- * tasks balance themselves. Between jobs a worker spins for a while (a
+/* Thread pool: each thread runs the task of its own index, then takes task
+ * indices from an atomic counter, so uneven tasks balance themselves. Between jobs a worker spins for a while (a
  * forward pass runs its products back to back, with only short
  * single-threaded ops between them), yielding the core now and then in case
  * the machine is oversubscribed, and sleeps on a condition variable once
@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,6 +25,12 @@
  * so a worker stays awake for a fraction of a millisecond after a job. */
 enum { SPIN_LIMIT = 1 << 14, SPIN_PURE = 1 << 9, YIELD_EVERY = 32 };
 
+/* The counters every thread touches sit on cache lines of their own: the
+ * task counter takes an atomic add per task from every thread, and sharing
+ * its line with `generation` (which idle workers poll) or `pending` would
+ * make each add invalidate every spinner's copy. */
+#define POOL_LINE _Alignas(64)
+
 struct wisp_pool {
   int n_threads;
   pthread_t *threads;
@@ -33,17 +40,23 @@ struct wisp_pool {
   wisp_task_fn fn;
   void *ctx;
   int n_tasks;
-  atomic_int next_task;
-  atomic_int generation; /* bumped per job (under mu) so workers know there is new work */
-  atomic_int pending;    /* workers still inside the current job */
-  atomic_int sleepers;   /* workers waiting on `wake` */
-  atomic_int caller_sleeps;
+  POOL_LINE atomic_int next_task;
+  POOL_LINE atomic_int generation; /* bumped per job (under mu) so workers know there is new work */
   atomic_int quit;
+  POOL_LINE atomic_int pending; /* workers still inside the current job */
+  POOL_LINE atomic_int sleepers; /* workers waiting on `wake` */
+  atomic_int caller_sleeps;
 };
 
 typedef struct { wisp_pool *p; int index; } worker_arg;
 
+/* Thread i first runs task i without touching the shared counter, which
+ * starts at the thread count: a job of one task a thread (a small decode
+ * product) then costs no atomic add on the counter at all, and a larger one
+ * one add fewer per thread. */
 static void drain(wisp_pool *p, int thread) {
+  if (thread < p->n_tasks) p->fn(p->ctx, thread, thread);
+  if (p->n_tasks <= p->n_threads) return;
   for (;;) {
     int t = atomic_fetch_add(&p->next_task, 1);
     if (t >= p->n_tasks) break;
@@ -89,8 +102,9 @@ static void *worker_main(void *arg) {
 
 wisp_pool *wisp_pool_new(int n_threads) {
   if (n_threads < 1) n_threads = 1;
-  wisp_pool *p = calloc(1, sizeof *p);
+  wisp_pool *p = aligned_alloc(64, sizeof *p); /* sizeof is a multiple of the 64-byte alignment */
   if (!p) return NULL;
+  memset(p, 0, sizeof *p);
   p->n_threads = n_threads;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
@@ -137,7 +151,7 @@ void wisp_pool_run(wisp_pool *p, int n_tasks, wisp_task_fn fn, void *ctx) {
   p->fn = fn;
   p->ctx = ctx;
   p->n_tasks = n_tasks;
-  atomic_store(&p->next_task, 0);
+  atomic_store(&p->next_task, p->n_threads); /* tasks below it are the threads' own (drain) */
   atomic_store(&p->pending, p->n_threads - 1);
   /* The bump happens under the mutex so that a worker deciding to sleep
    * (which checks the generation under it) cannot miss it. */

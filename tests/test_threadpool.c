@@ -1,0 +1,53 @@
+/* The CPU backend's thread pool (src/backend/cpu/threadpool.c): every task
+ * of a job runs exactly once, on a valid thread index, for jobs of fewer,
+ * as many and more tasks than threads, back to back (the workers spin
+ * between jobs) and after the workers have gone to sleep. */
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cpu/threadpool.h"
+#include "test.h"
+
+enum { MAX_TASKS = 200 };
+
+typedef struct {
+  atomic_int runs[MAX_TASKS];
+  atomic_int bad_thread;
+  int threads;
+} pool_job;
+
+static void count_task(void *ctx, int task, int thread) {
+  pool_job *j = ctx;
+  if (thread < 0 || thread >= j->threads) atomic_fetch_add(&j->bad_thread, 1);
+  atomic_fetch_add(&j->runs[task], 1);
+}
+
+/* Runs a job of n tasks; 1 when each ran once on a valid thread. */
+static int run_once(wisp_pool *p, pool_job *j, int n) {
+  for (int i = 0; i < MAX_TASKS; i++) atomic_store(&j->runs[i], 0);
+  atomic_store(&j->bad_thread, 0);
+  wisp_pool_run(p, n, count_task, j);
+  for (int i = 0; i < MAX_TASKS; i++)
+    if (atomic_load(&j->runs[i]) != (i < n)) return 0;
+  return atomic_load(&j->bad_thread) == 0;
+}
+
+TEST(threadpool_runs_every_task_once) {
+  const int threads[] = {1, 3, 4};
+  static pool_job j;
+  for (int k = 0; k < 3; k++) {
+    wisp_pool *p = wisp_pool_new(threads[k]);
+    CHECK(p && wisp_pool_size(p) == threads[k]);
+    j.threads = threads[k];
+    int bad = 0;
+    for (int round = 0; round < 300; round++) {
+      int n = 1 + (round * 7) % 23; /* 1..23: below, at and above the thread count */
+      bad += !run_once(p, &j, n);
+    }
+    CHECKF(!bad, "%d threads: %d of 300 jobs ran a task twice, never or on a bad thread", threads[k], bad);
+    usleep(20000); /* long enough for the workers to stop spinning and sleep */
+    CHECKF(run_once(p, &j, 5) && run_once(p, &j, MAX_TASKS), "%d threads: a job after the workers slept", threads[k]);
+    wisp_pool_free(p);
+  }
+}
