@@ -94,8 +94,8 @@ static float max_abs(const float *v, int n) {
 }
 
 TEST(lfm2_prefill_equals_incremental_decode) {
-  /* 150 tokens: crosses the 64-token prefill chunk twice, so the KV cache
-   * and the conv state are carried between chunks and between single steps. */
+  /* 150 tokens: crosses the 128-token prefill chunk, so the KV cache and
+   * the conv state are carried between chunks and between single steps. */
   const char *d = fixture_small_model();
   CHECK(d);
   int32_t ids[150];

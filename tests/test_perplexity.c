@@ -87,8 +87,8 @@ static void check_cli(const char *extra, int window, int bos) {
   CHECK_NEAR(json_num(out, "ppl"), exp(ref), 1e-5 * exp(ref));
 }
 
-/* Windows longer than the session's prefill chunk (64): eval_all spans chunks. */
-TEST(perplexity_matches_token_by_token_with_bos) { check_cli("--bos 1", 100, 1); }
+/* Windows longer than the session's prefill chunk (48 here): eval_all spans chunks. */
+TEST(perplexity_matches_token_by_token_with_bos) { check_cli("--bos 1 --tuning prefillChunk=48", 100, 1); }
 TEST(perplexity_matches_token_by_token_without_bos) { check_cli("", 40, -1); }
 
 TEST(perplexity_max_tokens_and_errors) {

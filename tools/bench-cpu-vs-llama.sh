@@ -124,7 +124,7 @@ for m in $MODELS; do
     for r in $(seq 1 "$REPS"); do
       wr=$WORK/wisp-$m-$t-$r.json lr=$WORK/llama-$m-$t-$r.json
       note "$m threads $t round $r: wisp"
-      "$WISP" bench -m "$art" --backend cpu --profile "$WISP_PROFILE" ${TUNING_ARGS[@]+"${TUNING_ARGS[@]}"} -t "$t" --prompt "$PROMPT" --decode "$DECODE" -o "$wr" \
+      "$WISP" bench -m "$art" --backend cpu --profile "$WISP_PROFILE" ${TUNING_ARGS[@]+"${TUNING_ARGS[@]}"} -t "$t" --prompt "$PROMPT" --decode "$DECODE" -o "$wr" --force \
         > "$WORK/wisp-$m-$t-$r.log" 2>&1 || { note "wisp bench failed: $(tail -1 "$WORK/wisp-$m-$t-$r.log")"; echo '{}' > "$wr"; }
       note "$m threads $t round $r: llama.cpp"
       "$LB/llama-bench" -m "$q" -p "$PROMPT" -n "$DECODE" -t "$t" -r 1 -o json > "$lr" 2> "$WORK/llama-$m-$t-$r.log" ||
