@@ -13,8 +13,9 @@
  * decode loop records decode_step as before):
  *   - greedy sampling; matrices of the types the op-by-op decode serves
  *     (Q4, Q4Z, Q4_K, f32, f16, Q8_0: persist_quant.wgsli, a type word per
- *     matrix in the layer table; gated graphs: Q4, Q4Z, Q4_K, embedding and
- *     head included); the subgroups feature;
+ *     matrix in the layer table; gated graphs: Q4, Q4Z and Q4_K matrices,
+ *     the embedding and head Q4 / Q4Z, what convert writes and the op-by-op
+ *     embedding reads); the subgroups feature;
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
  *     (a probe-mode dispatch whose one barrier must complete before a short
@@ -288,7 +289,7 @@ static int deltanet_attn_fits(wisp_backend *be, const wisp_decode_graph *g, cons
     *why = "DeltaNet heads or dims";
   else if ((DK + PERSIST_WG / DN_CW - 1) / (PERSIST_WG / DN_CW) > 32) *why = "DeltaNet k dim";
   else if (g->conv_len < 1 || g->conv_len > 8) *why = "conv length";
-  else if (!qmat(g->embed, g->vocab, H) || !qmat(g->head, g->vocab, H)) *why = "embed/head not Q4 / Q4_K";
+  else if (!q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)) *why = "embed/head not Q4";
   else if (!vec_n(g->final_norm, H)) *why = "final norm";
   else if (shared > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size) *why = "workgroup memory";
   for (int i = 0; !*why && i < g->n_layers; i++) {

@@ -735,23 +735,13 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   let hm = Mat(p.head_q, p.head_s, p.head_z, p.head_t, H / 32u);
   for (var step = 0u; step < p.steps; step++) {
     let pos = p.pos0 + step;
-    // x = embed[tok]: every workgroup dequantizes it into xs for the first
-    // norm; workgroup 0 also keeps it in S as the residual. Q4 / Q4Z here,
-    // Q4_K through persist_quant.wgsli.
+    // x = embed[tok] (Q4/Q4Z: the host checks): every workgroup dequantizes
+    // it into xs for the first norm; workgroup 0 also keeps it in S as the
+    // residual.
     if (li == 0u) { wtok = tok; }
     let t = workgroupUniformLoad(&wtok);
     var ss = 0.0;
-    for (var b = li; b < em.nb && em.t == T_Q4K; b += WG) {
-      for (var j = 0u; j < 8u; j++) {
-        let v = deq4_q4k(em, t, b, j);
-        xs[xsw(b * 8u + j)] = v;
-        ss += dot(v, v);
-        if (wid == 0u) {
-          for (var k = 0u; k < 4u; k++) { S[p.s_x + b * 32u + 4u * j + k] = bitcast<u32>(v[k]); }
-        }
-      }
-    }
-    for (var b = li; b < em.nb && em.t != T_Q4K; b += WG) {
+    for (var b = li; b < em.nb; b += WG) {
       let g = t * em.nb + b;
       let w = Wv[em.q / 4u + g];
       let sc = wf(em.s + g);
