@@ -267,15 +267,33 @@ static double max_err(const float *a, const float *b, int n, double *mx) {
  * the tokens of the op-by-op decode (persist=0) and of the CPU, every step
  * in the persistent kernel, for the dense Llama (no q/k norm, untied head)
  * and Qwen3 (q/k norm, tied head) at f32, f16, q8_0, q4 (Q4 matrices, Q4Z
- * embedding) and q4k (Q4_K where the columns allow, else Q4); the logits of
+ * embedding) and q4k (Q4_K where the columns allow, else Q4), and the tiny
+ * LFM2 (webgpu_lfm2_persistent_every_type); the logits of
  * one step more agree within TOL_DENSE_LOGITS, so the state left by the
  * persistent steps (KV rows) is compared too, not only the argmaxes. */
-static void persist_types(int llama) {
+/* The tiny LFM2 of st_fixture.h (conv, attention, conv layers; hidden 64,
+ * so q4k would be q4) converted with --quant quant. */
+static const char *lfm2_artifact(const char *quant, char *log, size_t cap) {
+  static char dir[600];
+  char hf[600], cmd[2048];
+  struct stat sb;
+  snprintf(hf, sizeof hf, "%s/persist_lfm2_hf", test_tmpdir());
+  if (stat(hf, &sb) != 0 && (mkdir(hf, 0755) != 0 || fx_write_tiny_lfm2(hf, NULL) != 0)) {
+    snprintf(log, cap, "cannot write %s", hf);
+    return NULL;
+  }
+  snprintf(dir, sizeof dir, "%s/persist_lfm2_%s", test_tmpdir(), quant);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet", test_wisp_bin(), hf, dir, quant);
+  return test_run(cmd, log, cap) ? NULL : dir;
+}
+
+/* arch: "llama", "qwen3" or "lfm2". */
+static void persist_types(const char *arch) {
   static const char *quants[] = {"f32", "f16", "q8_0", "q4", "q4k"};
-  const char *arch = llama ? "llama" : "qwen3";
-  for (size_t i = 0; i < sizeof quants / sizeof quants[0]; i++) {
+  const int lfm2 = !strcmp(arch, "lfm2"), llama = !strcmp(arch, "llama");
+  for (size_t i = 0; i < sizeof quants / sizeof quants[0] - (size_t)lfm2; i++) {
     char log[4096] = "", err[600] = "";
-    const char *dir = dense_artifact(llama, quants[i], log, sizeof log);
+    const char *dir = lfm2 ? lfm2_artifact(quants[i], log, sizeof log) : dense_artifact(llama, quants[i], log, sizeof log);
     CHECKF(dir, "convert --quant %s: %s", quants[i], log);
     if (!dir) continue;
     wisp_model *m = NULL;
@@ -320,8 +338,17 @@ static void persist_types(int llama) {
 TEST(webgpu_dense_persistent_every_type) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  persist_types(1);
-  persist_types(0);
+  persist_types("llama");
+  persist_types("qwen3");
+}
+
+/* The same for the tiny LFM2 (short-conv layers: their in_proj rows, B, C
+ * and X of a channel, read together by the kernel's conv phase) at f32,
+ * f16, q8_0 and q4. */
+TEST(webgpu_lfm2_persistent_every_type) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  persist_types("lfm2");
 }
 
 TEST(webgpu_dense_llama_matches_cpu) {

@@ -37,9 +37,9 @@
 
 #include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_internal.h"
+#include "format/quant.h"
 #include "util/clock.h"
 #include "util/env.h"
-#include "format/quant.h"
 #include "util/err.h"
 
 #define PERSIST_WG 256
@@ -190,9 +190,9 @@ static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *
   out[1] = out[2] = NONE;
   out[3] = type_code(m->type);
   switch (m->type) {
-    case WISP_W_Q4K: out[0] = put(b, m->q, wisp_q4k_bytes(m->rows, m->cols)); break;
-    case WISP_W_F32: out[0] = put(b, m->f32, (size_t)m->rows * (size_t)m->cols * 4); break;
-    case WISP_W_F16: out[0] = put(b, m->q, (size_t)m->rows * (size_t)m->cols * 2); break;
+    case WISP_W_Q4K: /* one plane as stored: its size from the quant table */
+    case WISP_W_F32:
+    case WISP_W_F16: out[0] = put(b, host_data(m), (size_t)wisp_quant_bytes(m->type, m->rows, m->cols)); break;
     case WISP_W_Q8_0: put_q8_0(b, m, &out[0], &out[1]); break;
     case WISP_W_Q4:
     case WISP_W_Q4Z:
