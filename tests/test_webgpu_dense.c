@@ -9,7 +9,8 @@
  * CLI. A 40-token prompt, then 48 greedy steps through eval (op by op:
  * prefill attention, one-token attention split over key blocks past 64
  * positions) and 48 through the decode loop (which takes the persistent
- * decode where it applies: Q4 weights). */
+ * decode, for every weight type). webgpu_dense_persistent_every_type runs
+ * the persistent decode forced on against op by op and the CPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "engine/engine.h"
 #include "st_fixture.h"
 #include "test.h"
+#include "util/err.h"
 #include "webgpu_fixture.h"
 
 #define TOL_DENSE_LOGITS 1e-3 /* per step, relative to max|logit| (as TOL_LOGITS, test_webgpu_backend.c) */
@@ -210,14 +212,143 @@ static void dense_suite(int llama) {
     double worst = 0;
     int ok = dense_parity(dir, err, sizeof err, &persistent, &worst);
     CHECKF(ok, "%s %s: %s", llama ? "llama" : "qwen3", quants[i], err);
-    /* The persistent decode runs Q4 graphs (with or without q/k norm) and
-     * declines the other weight types, which then decode op by op. */
-    const int q4 = !strcmp(quants[i], "q4");
-    CHECKF(q4 ? persistent > 0 : persistent == 0, "%s %s: %llu decode steps in the persistent kernel",
-           llama ? "llama" : "qwen3", quants[i], (unsigned long long)persistent);
+    /* The persistent decode runs every weight type (with or without q/k norm). */
+    CHECKF(persistent > 0, "%s %s: %llu decode steps in the persistent kernel", llama ? "llama" : "qwen3", quants[i],
+           (unsigned long long)persistent);
     printf("     %s %s: %d + %d greedy tokens equal, max logit error %.3g of max|logit|, %llu persistent steps\n",
            llama ? "llama" : "qwen3", quants[i], STEPS, STEPS, worst, (unsigned long long)persistent);
   }
+}
+
+/* ---- the persistent decode at every weight type ---- */
+
+enum { PSTEPS = 40 };
+
+/* The prompt, then PSTEPS greedy tokens through the decode loop from `first`
+ * in batches of 16, then one eval of the last token (its logits in
+ * `logits`); *persistent: the decode steps the WebGPU persistent kernel ran. */
+static int loop_run(wisp_model *m, const char *backend, const char *tuning, int32_t first, int32_t *out, float *logits,
+                    uint64_t *persistent, char *err, size_t cap) {
+  wisp_session_options so = {.backend = backend, .tuning = tuning, .threads = 1};
+  wisp_session *s = NULL;
+  const int V = wisp_model_vocab(m);
+  int32_t prompt[PROMPT];
+  for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 37 + 11) % V);
+  wisp_generate_options go = {.temperature = 0, .batch = 16};
+  int n = 0;
+  wisp_status st = wisp_session_new(m, &so, &s);
+  if (!st) st = wisp_session_eval(s, prompt, PROMPT, NULL);
+  if (!st) st = wisp_session_generate(s, first, PSTEPS, &go, out, &n);
+  if (!st && n != PSTEPS) st = wisp_fail(WISP_EINVAL, "%d tokens of %d", n, PSTEPS);
+  if (!st) st = wisp_session_eval(s, &out[PSTEPS - 1], 1, logits);
+  if (!st) st = s->backend->sync(s->backend);
+  wisp_wgpu_backend_stats stats = {0};
+  *persistent = 0;
+  if (!st && !strcmp(backend, "webgpu") && wisp_wgpu_backend_stats_get(s->backend, &stats))
+    *persistent = stats.persistent_steps;
+  if (st) snprintf(err, cap, "%s %s: %s", backend, tuning ? tuning : "", wisp_last_error());
+  wisp_session_free(s);
+  return !st;
+}
+
+/* Largest |a - b| over n values, and max |a| in *mx. */
+static double max_err(const float *a, const float *b, int n, double *mx) {
+  double e = 0;
+  *mx = 0;
+  for (int i = 0; i < n; i++) {
+    *mx = fmax(*mx, fabs(a[i]));
+    e = fmax(e, fabs((double)a[i] - b[i]));
+  }
+  return isnan(e) ? INFINITY : e;
+}
+
+/* The decode loop with the persistent decode forced on (tuning persist=1,
+ * persistMinSteps=1, two workgroups: grid barriers really crossed) gives
+ * the tokens of the op-by-op decode (persist=0) and of the CPU, every step
+ * in the persistent kernel, for the dense Llama (no q/k norm, untied head)
+ * and Qwen3 (q/k norm, tied head) at f32, f16, q8_0, q4 (Q4 matrices, Q4Z
+ * embedding) and q4k (Q4_K where the columns allow, else Q4), and the tiny
+ * LFM2 (webgpu_lfm2_persistent_every_type); the logits of
+ * one step more agree within TOL_DENSE_LOGITS, so the state left by the
+ * persistent steps (KV rows) is compared too, not only the argmaxes. */
+/* The tiny LFM2 of st_fixture.h (conv, attention, conv layers; hidden 64,
+ * so q4k would be q4) converted with --quant quant. */
+static const char *lfm2_artifact(const char *quant, char *log, size_t cap) {
+  static char dir[600];
+  char hf[600], cmd[2048];
+  struct stat sb;
+  snprintf(hf, sizeof hf, "%s/persist_lfm2_hf", test_tmpdir());
+  if (stat(hf, &sb) != 0 && (mkdir(hf, 0755) != 0 || fx_write_tiny_lfm2(hf, NULL) != 0)) {
+    snprintf(log, cap, "cannot write %s", hf);
+    return NULL;
+  }
+  snprintf(dir, sizeof dir, "%s/persist_lfm2_%s", test_tmpdir(), quant);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet", test_wisp_bin(), hf, dir, quant);
+  return test_run(cmd, log, cap) ? NULL : dir;
+}
+
+/* arch: "llama", "qwen3" or "lfm2". */
+static void persist_types(const char *arch) {
+  static const char *quants[] = {"f32", "f16", "q8_0", "q4", "q4k"};
+  const int lfm2 = !strcmp(arch, "lfm2"), llama = !strcmp(arch, "llama");
+  for (size_t i = 0; i < sizeof quants / sizeof quants[0] - (size_t)lfm2; i++) {
+    char log[4096] = "", err[600] = "";
+    const char *dir = lfm2 ? lfm2_artifact(quants[i], log, sizeof log) : dense_artifact(llama, quants[i], log, sizeof log);
+    CHECKF(dir, "convert --quant %s: %s", quants[i], log);
+    if (!dir) continue;
+    wisp_model *m = NULL;
+    CHECKF(wisp_model_open(dir, &m) == WISP_OK, "open %s: %s", dir, wisp_last_error());
+    if (!m) continue;
+    const int V = wisp_model_vocab(m);
+    float *lc = malloc(sizeof(float) * V), *lp = malloc(sizeof(float) * V), *lo = malloc(sizeof(float) * V);
+    int32_t tc[PSTEPS], tp[PSTEPS], to[PSTEPS];
+    uint64_t pc = 0, pp = 0, po = 0;
+    const int32_t first = 5;
+    int ok = lc && lp && lo && loop_run(m, "cpu", NULL, first, tc, lc, &pc, err, sizeof err) &&
+             loop_run(m, "webgpu", "persist=1,persistMinSteps=1,persistGrid=2", first, tp, lp, &pp, err, sizeof err) &&
+             loop_run(m, "webgpu", "persist=0", first, to, lo, &po, err, sizeof err);
+    wisp_model_close(m);
+    /* the comparisons first, then the checks (a failing check returns) */
+    int at = 0, distinct = 0;
+    while (ok && at < PSTEPS && tc[at] == tp[at] && tc[at] == to[at]) at++;
+    for (int k = 0; ok && k < PSTEPS; k++) {
+      int seen = 0;
+      for (int j = 0; j < k && !seen; j++) seen = tc[j] == tc[k];
+      distinct += !seen;
+    }
+    double mx = 0, ep = ok ? max_err(lc, lp, V, &mx) : 0, eo = ok ? max_err(lc, lo, V, &mx) : 0;
+    free(lc);
+    free(lp);
+    free(lo);
+    CHECKF(ok, "%s %s: %s", arch, quants[i], err);
+    CHECKF(at == PSTEPS, "%s %s: token %d: cpu %d, persistent %d, op by op %d", arch, quants[i], at,
+           at < PSTEPS ? tc[at] : 0, at < PSTEPS ? tp[at] : 0, at < PSTEPS ? to[at] : 0);
+    /* every decode step of the loop in the persistent kernel, none with persist=0 */
+    CHECKF(pp == PSTEPS && po == 0, "%s %s: %llu persistent steps (want %d), op by op %llu", arch, quants[i],
+           (unsigned long long)pp, PSTEPS, (unsigned long long)po);
+    CHECKF(ep <= TOL_DENSE_LOGITS * mx && eo <= TOL_DENSE_LOGITS * mx,
+           "%s %s: logits after the loop: persistent error %.3g, op by op %.3g of max %.3g", arch, quants[i], ep, eo,
+           mx);
+    printf("     %s %s: %d greedy tokens (%d distinct) equal on cpu, persistent (%llu steps) and op by op; "
+           "next logits within %.3g / %.3g of max\n",
+           arch, quants[i], PSTEPS, distinct, (unsigned long long)pp, ep / mx, eo / mx);
+  }
+}
+
+TEST(webgpu_dense_persistent_every_type) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  persist_types("llama");
+  persist_types("qwen3");
+}
+
+/* The same for the tiny LFM2 (short-conv layers: their in_proj rows, B, C
+ * and X of a channel, read together by the kernel's conv phase) at f32,
+ * f16, q8_0 and q4. */
+TEST(webgpu_lfm2_persistent_every_type) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  persist_types("lfm2");
 }
 
 TEST(webgpu_dense_llama_matches_cpu) {

@@ -11,8 +11,11 @@
  *
  * What it needs, checked here (anything else: WISP_EUNSUPPORTED, and the
  * decode loop records decode_step as before):
- *   - greedy sampling; Q4 / Q4Z matrices (gated graphs: also Q4_K; its
- *     embedding and head Q4 / Q4Z); the subgroups feature;
+ *   - greedy sampling; matrices of the types the op-by-op decode serves
+ *     (Q4, Q4Z, Q4_K, f32, f16, Q8_0: persist_quant.wgsli, a type word per
+ *     matrix in the layer table; gated graphs: Q4, Q4Z and Q4_K matrices,
+ *     the embedding and head Q4 / Q4Z, what convert writes and the op-by-op
+ *     embedding reads); the subgroups feature;
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
  *     (a probe-mode dispatch whose one barrier must complete before a short
@@ -34,13 +37,14 @@
 
 #include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_internal.h"
+#include "format/quant.h"
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/err.h"
 
 #define PERSIST_WG 256
 #define PERSIST_OPT 9 /* persist_conv_attn.wgsl OPT bits on by default: 1 + 8 (measured best, sixth session) */
-#define LAYER_WORDS 20      /* persist_conv_attn.wgsl's layer table */
+#define LAYER_WORDS 24      /* persist_conv_attn.wgsl's layer table */
 #define DN_LAYER_WORDS 28 /* persist_deltanet_attn.wgsl's */
 #define DN_CW 16          /* persist_deltanet_attn.wgsl's CW: value columns of a DeltaNet task */
 #define DN_MIN_STEPS 32   /* fewest steps a run of persist_deltanet_attn.wgsl takes without a plan (the registry's minSteps) */
@@ -60,7 +64,8 @@ typedef struct {
   uint32_t rope_sin, s_x, s_mid, s_h;
   uint32_t s_q, s_part, barriers_per_step, nsmax;
   uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (timing probes of the kernel; 0 here) */
-  uint32_t bmode, backoff, pad2, pad3; /* grid barrier variant and back-off (kernel experiments; 0 here) */
+  uint32_t bmode, backoff; /* grid barrier variant and back-off (kernel experiments; 0 here) */
+  uint32_t embed_t, head_t; /* their types (persist_quant.wgsli's T_*) */
   /* persist_deltanet_attn.wgsl only (persist_conv_attn.wgsl's Params ends above) */
   uint32_t rot_half, lkh, lvh, dk;
   uint32_t dv, s_big, ns, rp_force; /* rp_force: tuning persistRp=1|2|4 (tests: the product's row split) */
@@ -127,10 +132,49 @@ static uint32_t put_vec(blob_builder *b, const wisp_vector *v) {
   return v && v->n ? put(b, v->data, (size_t)v->n * 4) : NONE;
 }
 
-/* A matrix's nibbles, scales, zero points and kind (0 Q4, 1 Q4Z, 2 Q4_K:
- * persist_deltanet_attn.wgsl's T_*); a Q4_K matrix is its super-blocks as stored
- * (no scales or zero points apart). Tied matrices (same host bytes as an
- * earlier one) share theirs. */
+/* persist_quant.wgsli's type codes (T_*). */
+enum { T_Q4, T_Q4Z, T_Q4K, T_F32, T_F16, T_Q8_0 };
+
+static uint32_t type_code(wisp_wtype t) {
+  switch (t) {
+    case WISP_W_Q4: return T_Q4;
+    case WISP_W_Q4Z: return T_Q4Z;
+    case WISP_W_Q4K: return T_Q4K;
+    case WISP_W_F32: return T_F32;
+    case WISP_W_F16: return T_F16;
+    case WISP_W_Q8_0: return T_Q8_0;
+  }
+  return NONE;
+}
+
+static const void *host_data(const wisp_matrix *m) { return m->type == WISP_W_F32 ? (const void *)m->f32 : m->q; }
+
+/* Q8_0's 34-byte blocks (f16 scale, 32 int8) as the kernel reads them: the
+ * int8s of every block (8 words each) at *q, the scales as f32 at *s. */
+static void put_q8_0(blob_builder *b, const wisp_matrix *m, uint32_t *q, uint32_t *s) {
+  const size_t nb = (size_t)m->rows * (size_t)(m->cols / WISP_Q8_0_BLOCK);
+  int8_t *vals = malloc(nb * WISP_Q8_0_BLOCK);
+  float *sc = malloc(nb * sizeof *sc);
+  if (!vals || !sc) {
+    b->oom = 1;
+  } else {
+    for (size_t g = 0; g < nb; g++) {
+      const uint8_t *blk = m->q + g * WISP_Q8_0_BYTES;
+      sc[g] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+      memcpy(vals + g * WISP_Q8_0_BLOCK, blk + 2, WISP_Q8_0_BLOCK);
+    }
+    *q = put(b, vals, nb * WISP_Q8_0_BLOCK);
+    *s = put(b, sc, nb * sizeof *sc);
+  }
+  free(vals);
+  free(sc);
+}
+
+/* A matrix's planes (data, scales, zero points: word offsets, NONE where the
+ * type has none) and its type code, as persist_quant.wgsli reads them: Q4 /
+ * Q4Z nibbles, f32 scales and packed zero points; Q4_K super-blocks, f32 and
+ * f16 rows as stored; Q8_0 repacked (put_q8_0). Tied matrices (same host
+ * bytes as an earlier one) share theirs. */
 typedef struct {
   const void *host;
   uint32_t off[4];
@@ -138,22 +182,26 @@ typedef struct {
 
 static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *n_seen, uint32_t out[4]) {
   for (int i = 0; i < *n_seen; i++)
-    if (seen[i].host == m->q) {
+    if (seen[i].host == host_data(m)) {
       memcpy(out, seen[i].off, sizeof seen[i].off);
       return;
     }
   size_t nb = (size_t)m->rows * (size_t)(m->cols / 32);
-  if (m->type == WISP_W_Q4K) {
-    out[0] = put(b, m->q, wisp_q4k_bytes(m->rows, m->cols));
-    out[1] = out[2] = NONE;
-    out[3] = 2;
-  } else {
-    out[0] = put(b, m->q, (size_t)m->rows * (size_t)m->cols / 2);
-    out[1] = put(b, m->scales, nb * 4);
-    out[2] = m->type == WISP_W_Q4Z ? put(b, m->zp, (nb + 1) / 2) : NONE;
-    out[3] = m->type == WISP_W_Q4Z ? 1 : 0;
+  out[1] = out[2] = NONE;
+  out[3] = type_code(m->type);
+  switch (m->type) {
+    case WISP_W_Q4K: /* one plane as stored: its size from the quant table */
+    case WISP_W_F32:
+    case WISP_W_F16: out[0] = put(b, host_data(m), (size_t)wisp_quant_bytes(m->type, m->rows, m->cols)); break;
+    case WISP_W_Q8_0: put_q8_0(b, m, &out[0], &out[1]); break;
+    case WISP_W_Q4:
+    case WISP_W_Q4Z:
+      out[0] = put(b, m->q, (size_t)m->rows * (size_t)m->cols / 2);
+      out[1] = put(b, m->scales, nb * 4);
+      if (m->type == WISP_W_Q4Z) out[2] = put(b, m->zp, (nb + 1) / 2);
+      break;
   }
-  seen[*n_seen].host = m->q;
+  seen[*n_seen].host = host_data(m);
   memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);
   (*n_seen)++;
 }
@@ -163,6 +211,23 @@ static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *
 static int q4(const wisp_matrix *m, int rows, int cols) {
   return m && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
          m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
+}
+
+/* Q4, Q4Z or Q4_K of this shape (persist_deltanet_attn.wgsl's products). */
+static int qmat(const wisp_matrix *m, int rows, int cols) {
+  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
+  return q4(m, rows, cols);
+}
+
+/* Any type persist_quant.wgsli reads, of this shape (persist_conv_attn.wgsl). */
+static int any_mat(const wisp_matrix *m, int rows, int cols) {
+  if (!m || m->rows != rows || m->cols != cols || cols % 32) return 0;
+  switch (m->type) {
+    case WISP_W_F32: return m->f32 != NULL;
+    case WISP_W_F16:
+    case WISP_W_Q8_0: return m->q != NULL;
+    default: return qmat(m, rows, cols);
+  }
 }
 
 /* 1 when persist_conv_attn.wgsl can run graph g (reasons are for WISP_VERBOSE). */
@@ -175,14 +240,15 @@ static int conv_attn_fits(wisp_backend *be, const wisp_decode_graph *g, const ch
   else if (NH > 1024) *why = "more than 1024 heads";
   else if (KVH <= 0 || NH % KVH) *why = "heads not a multiple of kv heads";
   else if (g->conv_len < 1 || g->conv_len > 16) *why = "conv length";
-  else if (!q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)) *why = "embed/head not Q4";
+  else if (!any_mat(g->embed, g->vocab, H) || !any_mat(g->head, g->vocab, H)) *why = "embed/head of another type or shape";
   else if (!g->final_norm || g->final_norm->n != H) *why = "final norm";
   for (int i = 0; !*why && i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
     int in_rows = L->attention ? (NH + 2 * KVH) * D : 3 * H;
     int out_cols = L->attention ? NH * D : H;
-    if (!q4(L->in, in_rows, H) || !q4(L->out, H, out_cols) || !q4(L->gate_up, 2 * F, H) || !q4(L->down, H, F))
-      *why = "a layer matrix is not Q4 of the expected shape";
+    if (!any_mat(L->in, in_rows, H) || !any_mat(L->out, H, out_cols) || !any_mat(L->gate_up, 2 * F, H) ||
+        !any_mat(L->down, H, F))
+      *why = "a layer matrix of another type or shape";
     else if (!L->op_norm || !L->ffn_norm || !L->state || (L->attention && !L->v_cache) ||
              (!L->attention && (!L->taps || L->taps->n != H * g->conv_len)))
       *why = "a layer lacks a vector or state buffer";
@@ -190,12 +256,6 @@ static int conv_attn_fits(wisp_backend *be, const wisp_decode_graph *g, const ch
       *why = "q/k norm size";
   }
   return *why == NULL;
-}
-
-/* Q4, Q4Z or Q4_K of this shape (persist_deltanet_attn.wgsl's products). */
-static int qmat(const wisp_matrix *m, int rows, int cols) {
-  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
-  return q4(m, rows, cols);
 }
 
 static int vec_n(const wisp_vector *v, int n) { return v && v->data && v->n == n; }
@@ -308,6 +368,17 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
   return ok && got[1] == 0 && got[0] == nwg;
 }
 
+/* The types of the graph's matrices, bit 1 << T_* each (the kernel's TYPES). */
+static uint32_t graph_types(const wisp_decode_graph *g) {
+  uint32_t t = 1u << type_code(g->embed->type) | 1u << type_code(g->head->type);
+  for (int i = 0; i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    t |= 1u << type_code(L->in->type) | 1u << type_code(L->out->type) | 1u << type_code(L->gate_up->type) |
+         1u << type_code(L->down->type);
+  }
+  return t;
+}
+
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
   uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
   if (g->gated_layers) {
@@ -321,9 +392,9 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
   }
   /* tuning persistOpt: the kernel's round-trip savers (OPT bits), for A/B runs */
   const wisp_wgpu_backend_opts *o = wisp_wgpu_int_opts(be);
-  wisp_wgpu_const c[4] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin},
-                          {"OPT", o->persist_opt_given ? o->persist_opt : PERSIST_OPT}};
-  return wisp_wgpu_int_kernel(be, "persist_conv_attn", c, 4);
+  wisp_wgpu_const c[5] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin},
+                          {"OPT", o->persist_opt_given ? o->persist_opt : PERSIST_OPT}, {"TYPES", graph_types(g)}};
+  return wisp_wgpu_int_kernel(be, "persist_conv_attn", c, 5);
 }
 
 /* Barriers per step. persist_conv_attn.wgsl: 4 per short-conv layer, 5 per
@@ -348,9 +419,9 @@ static void put_tail(persist *P, const wisp_decode_graph *g, blob_builder *b, se
                      int half) {
   uint32_t m[4];
   put_mat(b, g->embed, seen, n_seen, m);
-  P->base.embed_q = m[0], P->base.embed_s = m[1], P->base.embed_z = m[2];
+  P->base.embed_q = m[0], P->base.embed_s = m[1], P->base.embed_z = m[2], P->base.embed_t = m[3];
   put_mat(b, g->head, seen, n_seen, m);
-  P->base.head_q = m[0], P->base.head_s = m[1], P->base.head_z = m[2];
+  P->base.head_q = m[0], P->base.head_s = m[1], P->base.head_z = m[2], P->base.head_t = m[3];
   P->base.fnorm = put_vec(b, g->final_norm);
   if (rows < 0) {
     P->base.rope_cos = put_vec(b, g->rope_cos);
@@ -390,16 +461,20 @@ static void layout_conv_attn(persist *P, const wisp_decode_graph *g, int kv16, b
     t[0] = (uint32_t)L->attention;
     t[1] = put_vec(b, L->op_norm);
     put_mat(b, L->in, seen, &n_seen, m);
-    memcpy(t + 2, m, 3 * sizeof *m); /* q, s, z */
+    memcpy(t + 2, m, 3 * sizeof *m); /* q, s, z; the type at 19 */
+    t[19] = m[3];
     put_mat(b, L->out, seen, &n_seen, m);
     memcpy(t + 5, m, 3 * sizeof *m);
+    t[20] = m[3];
     t[8] = L->attention ? put_vec(b, L->q_norm) : put_vec(b, L->taps);
     t[9] = L->attention ? put_vec(b, L->k_norm) : NONE;
     t[10] = put_vec(b, L->ffn_norm);
     put_mat(b, L->gate_up, seen, &n_seen, m);
     memcpy(t + 11, m, 3 * sizeof *m);
+    t[21] = m[3];
     put_mat(b, L->down, seen, &n_seen, m);
     memcpy(t + 14, m, 3 * sizeof *m);
+    t[22] = m[3];
     if (L->attention) {
       P->state_off[i] = (uint32_t)*a;
       *a += kv_words;

@@ -1,6 +1,6 @@
 // Persistent decode: `steps` greedy decode steps of a hybrid
-// (short-conv and attention layers, SwiGLU MLP, Q4/Q4Z weights, tied head)
-// in ONE dispatch. The one-token products of a decode step are too small to
+// (short-conv and attention layers, SwiGLU MLP; Q4, Q4Z, Q4_K, f32, f16 or
+// Q8_0 matrices, each its own: persist_quant.wgsli) in ONE dispatch. The one-token products of a decode step are too small to
 // fill the GPU, so the per-op path spends most of a token in ~66 dispatch
 // launches and ramp-ups; here a fixed grid of p.nwg workgroups (all resident
 // at once: the host probes how many fit) walks the whole step, and phases
@@ -17,7 +17,7 @@
 //
 // Data: Wv/Wu: one read-only blob (the same buffer twice, as vec4 and as
 // words) holding a layer table (LAYER_WORDS words per layer at word 0),
-// the Q4 nibbles (16-byte aligned), f32 scales, packed zero points, norm
+// the matrices (16-byte aligned planes: persist_quant.wgsli), norm
 // weights, conv taps and rope tables. S: the run's state as words: the
 // residual x, scratch vectors, per-layer conv state and KV cache (f32, or f16
 // pairs when kv16). ctr: [0] barrier arrivals (wrapping; the host passes the
@@ -36,9 +36,18 @@ override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgr
 // 1), the stage loading norm weights with the values (+1 %), and the conv
 // loading taps and state together (-7 %).
 override OPT: u32 = 0;
+// The weight types of this graph's matrices, bit 1 << T_* each (the host
+// sets it). A graph of Q4 / Q4Z only (the seed's) compiles the other types'
+// products away: its product is the Q4 loop alone, as it was.
+override TYPES: u32 = 0xffffffffu;
 
 const NONE: u32 = 0xffffffffu;
-const LAYER_WORDS: u32 = 20u;
+// The layer table (wgpu_persist.c, layout_conv_attn): layer l's words at
+// l * LAYER_WORDS. 0 kind (1 attention); 1 op_norm; in (2 q, 3 s, 4 z);
+// out (5-7); 8 conv taps or q_norm; 9 k_norm; 10 ffn_norm; gate_up
+// (11-13); down (14-16); 17 the conv state or K cache, 18 the V cache
+// (arena words); the types (T_*) of in, out, gate_up, down at 19-22.
+const LAYER_WORDS: u32 = 24u;
 
 struct Params {
   n_layers: u32, H: u32, F: u32, heads: u32,
@@ -50,7 +59,7 @@ struct Params {
   rope_sin: u32, s_x: u32, s_mid: u32, s_h: u32,
   s_q: u32, s_part: u32, barriers_per_step: u32, nsmax: u32,
   s_ao: u32, s_am: u32, nwg: u32, skip: u32, // skip: phases left out (timing probes only)
-  bmode: u32, backoff: u32, pad2: u32, pad3: u32,
+  bmode: u32, backoff: u32, embed_t: u32, head_t: u32,
 }
 
 @group(0) @binding(0) var<storage, read> Wv: array<vec4<u32>>;
@@ -70,6 +79,10 @@ var<workgroup> wuni: u32;                  // a value made workgroup-uniform
 var<workgroup> wtok: u32;                  // the token this step embeds
 
 // #include "persist_common.wgsli"
+
+// #include "persist_quant.wgsli"
+
+// #include "q4k_scales.wgsli"
 
 fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
 
@@ -102,11 +115,22 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
   workgroupBarrier();
 }
 
-// A Q4/Q4Z matrix: quant words at q (16-byte aligned), scales at s, zero
-// points at z (NONE: zero point 8), nb 32-blocks per row.
-struct Mat { q: u32, s: u32, z: u32, nb: u32, }
+// A matrix of `cols` columns (persist_quant.wgsli's Mat).
+fn mat(q: u32, s: u32, z: u32, t: u32, cols: u32) -> Mat { return Mat(q, s, z, t, cols / 32u); }
 
-fn mat(q: u32, s: u32, z: u32, cols: u32) -> Mat { return Mat(q, s, z, cols / 32u); }
+// The matrix of layer l whose q, s, z sit at table words k, k + 1, k + 2
+// (in 2, out 5, gate_up 11, down 14; their types at 19, 20, 21, 22).
+fn lmat(l: u32, k: u32, cols: u32) -> Mat {
+  var t = 19u;
+  if (k == 5u) { t = 20u; } else if (k == 11u) { t = 21u; } else if (k == 14u) { t = 22u; }
+  return mat(lt(l, k), lt(l, k + 1u), lt(l, k + 2u), lt(l, t), cols);
+}
+
+// True when m is Q4 / Q4Z: a constant true for a graph of those types only
+// (the seed's), false for one without them.
+fn is_q4(m: Mat) -> bool {
+  return (TYPES & ~3u) == 0u || ((TYPES & 3u) != 0u && m.t <= T_Q4Z);
+}
 
 
 // The zero point of block g (global block index) of m: 8 for Q4.
@@ -135,11 +159,40 @@ fn blk(m: Mat, r: u32, b: u32) -> f32 {
   return sc * (a - zp * xsum);
 }
 
-// Four rows at once (loads of all four in flight), summed over the subgroup.
-fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
+// Block b of row r of m read as type t (a constant: persist_quant.wgsli's
+// deq4 folds to that type's function) times the staged input.
+fn blk_as(t: u32, m: Mat, r: u32, b: u32) -> f32 {
+  var a = 0.0;
+  for (var j = 0u; j < 8u; j++) { a += dot(deq4(t, m, r, b, j), xs[xsw(b * 8u + j)]); }
+  return a;
+}
+
+// This lane's share of four rows of m read as type t (a constant).
+fn dot4_as(t: u32, m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
   var a = vec4<f32>(0.0);
   for (var b = sl; b < m.nb; b += sgs) {
-    a += vec4<f32>(blk(m, r.x, b), blk(m, r.y, b), blk(m, r.z, b), blk(m, r.w, b));
+    a += vec4<f32>(blk_as(t, m, r.x, b), blk_as(t, m, r.y, b), blk_as(t, m, r.z, b), blk_as(t, m, r.w, b));
+  }
+  return a;
+}
+
+// Four rows at once (loads of all four in flight), summed over the subgroup.
+// Q4 / Q4Z: blk, the fast path; the other types: dot4_as, the type picked
+// once (only those in TYPES are compiled).
+fn dot4(m: Mat, r: vec4<u32>, sl: u32, sgs: u32) -> vec4<f32> {
+  var a = vec4<f32>(0.0);
+  if (is_q4(m)) {
+    for (var b = sl; b < m.nb; b += sgs) {
+      a += vec4<f32>(blk(m, r.x, b), blk(m, r.y, b), blk(m, r.z, b), blk(m, r.w, b));
+    }
+  } else if (has_type(T_Q4K) && m.t == T_Q4K) {
+    a = dot4_as(T_Q4K, m, r, sl, sgs);
+  } else if (has_type(T_F32) && m.t == T_F32) {
+    a = dot4_as(T_F32, m, r, sl, sgs);
+  } else if (has_type(T_F16) && m.t == T_F16) {
+    a = dot4_as(T_F16, m, r, sl, sgs);
+  } else if (has_type(T_Q8_0) && m.t == T_Q8_0) {
+    a = dot4_as(T_Q8_0, m, r, sl, sgs);
   }
   return subgroupAdd(a);
 }
@@ -181,7 +234,7 @@ fn product(m: Mat, n: u32, dst: u32, acc: bool, gsg: u32, nsg: u32, sl: u32, sgs
 // channel's causal conv over its state (L - 1 inputs kept) into mid.
 fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let H = p.H;
-  let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), H);
+  let m = lmat(l, 2u, H);
   let taps = lt(l, 8u);
   let st = lt(l, 17u);
   let keep = p.L - 1u;
@@ -214,7 +267,7 @@ fn conv_in(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
 // rope, k and v go to the cache at pos, q to s_q.
 fn attn_qkv(l: u32, pos: u32, wid: u32, li: u32, sg: u32, nsgw: u32, sl: u32, sgs: u32) {
   let D = p.D;
-  let m = mat(lt(l, 2u), lt(l, 3u), lt(l, 4u), p.H);
+  let m = lmat(l, 2u, p.H);
   let ntask = p.heads + 2u * p.kvh;
   let half = D / 2u;
   for (var t = wid; t < ntask; t += p.nwg) {
@@ -431,7 +484,7 @@ fn stage_attn(pos: u32, li: u32) {
 // Gate and up rows of two hidden units at once; h = silu(gate) * up.
 fn ffn_up(l: u32, gsg: u32, nsg: u32, sl: u32, sgs: u32) {
   let F = p.F;
-  let m = mat(lt(l, 11u), lt(l, 12u), lt(l, 13u), p.H);
+  let m = lmat(l, 11u, p.H);
   for (var j0 = gsg; j0 < F; j0 += 2u * nsg) {
     let j1 = min(j0 + nsg, F - 1u);
     let v = dot4(m, vec4<u32>(j0, F + j0, j1, F + j1), sl, sgs);
@@ -464,11 +517,21 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     // x = embed[tok]: every workgroup dequantizes it into xs for the first
     // norm (no barrier needed); workgroup 0 also keeps it in S as the
     // residual, read by the first residual add one barrier later.
-    let em = mat(p.embed_q, p.embed_s, p.embed_z, H);
+    let em = mat(p.embed_q, p.embed_s, p.embed_z, p.embed_t, H);
     if (li == 0u) { wtok = tok; }
     let t = workgroupUniformLoad(&wtok);
     var ss = 0.0;
-    for (var b = li; b < em.nb; b += WG) {
+    for (var b = li; b < em.nb && !is_q4(em); b += WG) {
+      for (var j = 0u; j < 8u; j++) {
+        let v = deq4(em.t, em, t, b, j);
+        xs[xsw(b * 8u + j)] = v;
+        ss += dot(v, v);
+        if (wid == 0u) {
+          for (var k = 0u; k < 4u; k++) { S[p.s_x + b * 32u + 4u * j + k] = bitcast<u32>(v[k]); }
+        }
+      }
+    }
+    for (var b = li; b < em.nb && is_q4(em); b += WG) {
       let g = t * em.nb + b;
       let w = Wv[em.q / 4u + g];
       let sc = wf(em.s + g);
@@ -504,27 +567,27 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         if ((p.skip & 8u) == 0u) { conv_in(l, gsg, nsg, sl, sgs); }
         grid_sync(li);
         stage(p.s_mid, H, NONE, li, sl, sgs);
-        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), H), H, p.s_x, true, gsg, nsg, sl, sgs);
+        product(lmat(l, 5u, H), H, p.s_x, true, gsg, nsg, sl, sgs);
       } else {
         if ((p.skip & 16u) == 0u) { attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs); }
         grid_sync(li);
         if ((p.skip & 1u) == 0u) { attn_split(l, pos, wid, li); }
         grid_sync(li);
         stage_attn(pos, li);
-        product(mat(lt(l, 5u), lt(l, 6u), lt(l, 7u), p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
+        product(lmat(l, 5u, p.heads * p.D), H, p.s_x, true, gsg, nsg, sl, sgs);
       }
       grid_sync(li);
       stage(p.s_x, H, lt(l, 10u), li, sl, sgs);
       if ((p.skip & 4u) == 0u) { ffn_up(l, gsg, nsg, sl, sgs); }
       grid_sync(li);
       stage(p.s_h, p.F, NONE, li, sl, sgs);
-      if ((p.skip & 4u) == 0u) { product(mat(lt(l, 14u), lt(l, 15u), lt(l, 16u), p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
+      if ((p.skip & 4u) == 0u) { product(lmat(l, 14u, p.F), H, p.s_x, true, gsg, nsg, sl, sgs); }
       grid_sync(li);
     }
     // Head + argmax: each subgroup keeps its best row, the workgroup its best
     // of those in s_part; after the barrier every workgroup reduces them all.
     stage(p.s_x, H, p.fnorm, li, sl, sgs);
-    let hm = mat(p.head_q, p.head_s, p.head_z, H);
+    let hm = mat(p.head_q, p.head_s, p.head_z, p.head_t, H);
     var best = -3.0e38;
     var bi = 0xffffffffu;
     for (var r0 = gsg; r0 < p.vocab && (p.skip & 2u) == 0u; r0 += 4u * nsg) {

@@ -62,11 +62,10 @@ const NONE: u32 = 0xffffffffu;
 // attention: 19 q_norm, 20 k_norm, 23 the K and 24 the V cache (arena
 // words). NONE where a layer has no such vector.
 const LAYER_WORDS: u32 = 28u;
+// The weight types this kernel reads (persist_quant.wgsli): Q4, Q4Z, Q4_K (the host checks).
+const TYPES: u32 = 7u;
 const MAXI: u32 = 32u;      // most state rows per thread (the host checks NJ)
 const MAXL: u32 = 8u;       // most conv taps (the host checks)
-const T_Q4: u32 = 0u;
-const T_Q4Z: u32 = 1u;
-const T_Q4K: u32 = 2u;
 
 // The first 40 words are persist_conv_attn.wgsl's (the host fills one struct).
 struct Params {
@@ -79,7 +78,7 @@ struct Params {
   rope_sin: u32, s_x: u32, s_mid: u32, s_h: u32,
   s_q: u32, s_part: u32, barriers_per_step: u32, nsmax: u32,
   s_ao: u32, s_am: u32, nwg: u32, skip: u32,
-  bmode: u32, backoff: u32, pad2: u32, pad3: u32,
+  bmode: u32, backoff: u32, embed_t: u32, head_t: u32,
   rot_half: u32, lkh: u32, lvh: u32, dk: u32, // rotary dims / 2; DeltaNet heads and dims
   dv: u32, s_big: u32, ns: u32, rp_force: u32, // ns: value-column slices a v-head (ceil(dv / CW)); rp_force: product's rp (tests)
 }
@@ -105,6 +104,8 @@ var<workgroup> wtok: u32;
 // #include "persist_common.wgsli"
 
 // #include "q4k_scales.wgsli"
+
+// #include "persist_quant.wgsli"
 
 fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
 
@@ -183,10 +184,8 @@ fn stage_gated(l: u32, li: u32) {
 
 // ---- products ----------------------------------------------------------------
 
-// A matrix: t (T_Q4, T_Q4Z, T_Q4K), its data at word q (16-byte aligned;
-// Q4/Q4Z: nibbles, with f32 scales at s and packed zero points at z), nb
-// 32-element units a row.
-struct Mat { q: u32, s: u32, z: u32, t: u32, nb: u32, }
+// A matrix (persist_quant.wgsli's Mat): here of type T_Q4, T_Q4Z or T_Q4K
+// (the host checks), nb 32-element units a row.
 
 // The matrix whose 4-word descriptor is at blob word d, with `cols` columns.
 fn mat(d: u32, cols: u32) -> Mat { return Mat(Wu[d], Wu[d + 1u], Wu[d + 2u], Wu[d + 3u], cols / 32u); }
@@ -732,12 +731,13 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   let H = p.H;
   var tok = ids[p.slot];
   if (tok >= p.vocab) { tok = 0u; } // a failed batch's marker (the decode loop drops this run's ids)
-  let em = Mat(p.embed_q, p.embed_s, p.embed_z, select(T_Q4, T_Q4Z, p.embed_z != NONE), H / 32u);
-  let hm = Mat(p.head_q, p.head_s, p.head_z, select(T_Q4, T_Q4Z, p.head_z != NONE), H / 32u);
+  let em = Mat(p.embed_q, p.embed_s, p.embed_z, p.embed_t, H / 32u);
+  let hm = Mat(p.head_q, p.head_s, p.head_z, p.head_t, H / 32u);
   for (var step = 0u; step < p.steps; step++) {
     let pos = p.pos0 + step;
-    // x = embed[tok] (Q4/Q4Z): every workgroup dequantizes it into xs for
-    // the first norm; workgroup 0 also keeps it in S as the residual.
+    // x = embed[tok] (Q4/Q4Z: the host checks): every workgroup dequantizes
+    // it into xs for the first norm; workgroup 0 also keeps it in S as the
+    // residual.
     if (li == 0u) { wtok = tok; }
     let t = workgroupUniformLoad(&wtok);
     var ss = 0.0;
