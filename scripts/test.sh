@@ -30,8 +30,13 @@ run_suite() {
     # The optimised build also makes libwisp.so, which the install test installs.
     local extra=""; [ "$dir" = build ] && extra=lib
     if ! make -s -j"$jobs" BUILD="$dir" "$@" all $extra; then
-      echo "build ($name) failed"; echo "result: 0 1 0"; return
+      echo "build ($name) failed"; echo "result: 0 1 0"; touch "$logs/$name.built"; return
     fi
+    touch "$logs/$name.built"
+    # Both suites' install test runs `make lib install BUILD=build`: the
+    # optimised build must be over before any suite starts, or two makes
+    # would write build/ at once.
+    while [ ! -e "$logs/optimised.built" ]; do sleep 1; done
     echo "== tests ($name, $jobs workers) =="
     WISP_BIN="$dir/wisp" "$dir/wisp_tests" -j "$jobs" 2>&1
     echo "wisp_tests exit status: $?"
