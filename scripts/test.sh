@@ -3,14 +3,14 @@
 # ASan+UBSan, smoke-run every fuzz harness, and print one combined closing
 # line that CI can read.
 #
-# The three halves are independent, so they run at the same time, each
-# from its own build directory and into its own log: (1) the optimised
-# build and its suite, (2) the sanitized build and its suite, (3) the fuzz
-# harnesses' build and smoke run (niced: it fills the gaps). Each suite runs
-# in as many worker processes as there are cores (`wisp_tests -j N`). On a
-# 2-core machine this keeps both cores busy where one after the other left
-# one mostly idle (docs/testing.md). The logs are printed whole, in that
-# order, once all three are done.
+# Three halves start at once, each from its own build directory and into
+# its own log: (1) the optimised build and its suite, (2) the sanitized
+# build, whose suite starts when the optimised suite is over (see below),
+# (3) the fuzz harnesses' build and smoke run (niced: it fills the gaps).
+# Each suite runs in as many worker processes as there are cores
+# (`wisp_tests -j N`). On a 2-core machine this keeps both cores busy where
+# one step after the other left one mostly idle (docs/testing.md). The logs
+# are printed whole, in that order, once all three are done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -30,16 +30,19 @@ run_suite() {
     # The optimised build also makes libwisp.so, which the install test installs.
     local extra=""; [ "$dir" = build ] && extra=lib
     if ! make -s -j"$jobs" BUILD="$dir" "$@" all $extra; then
-      echo "build ($name) failed"; echo "result: 0 1 0"; touch "$logs/$name.built"; return
+      echo "build ($name) failed"; echo "result: 0 1 0"; touch "$logs/$name.tested"; return
     fi
-    touch "$logs/$name.built"
-    # Both suites' install test runs `make lib install BUILD=build`: the
-    # optimised build must be over before any suite starts, or two makes
-    # would write build/ at once.
-    while [ ! -e "$logs/optimised.built" ]; do sleep 1; done
+    # The sanitized suite waits for the optimised one to end: its WebGPU
+    # tests then find every shader already compiled in Mesa's shader cache
+    # (~/.cache/mesa_shader_cache*), where compiling it again inside the
+    # ASan process (LLVM on ASan's allocator) would cost several times the
+    # CPU. This also keeps its install test (`make lib install
+    # BUILD=build`) from running while build/ is being built.
+    [ "$dir" = build ] || while [ ! -e "$logs/optimised.tested" ]; do sleep 1; done
     echo "== tests ($name, $jobs workers) =="
     WISP_BIN="$dir/wisp" "$dir/wisp_tests" -j "$jobs" 2>&1
     echo "wisp_tests exit status: $?"
+    touch "$logs/$name.tested"
   } >"$log" 2>&1
   local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
   if [ -z "$line" ]; then echo "result: 0 1 0" >>"$log"; return; fi
@@ -75,7 +78,7 @@ p1=$!
 p2=$!
 (run_fuzz; done_line "fuzz smoke") &
 p3=$!
-echo "running the optimised suite, the sanitized suite and the fuzz smoke run at once (logs in $logs/)"
+echo "building and running the optimised suite, the sanitized suite (after it) and the fuzz smoke run (logs in $logs/)"
 wait $p1 $p2 $p3
 
 total_pass=0; total_fail=0; total_skip=0
