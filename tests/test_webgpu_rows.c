@@ -92,6 +92,7 @@ static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_
   o.subgroups = -1;
   o.max_binding = max_binding;
   o.no_rows_shared = no_rows_shared;
+  o.rows_q4k = 1; /* the Q4_K multi-row kernel is opt-in (tuning rowsQ4K); these tests check its bits too */
   o.no_xstage = no_xstage;
   o.rows_nt = g_rows_nt;
   g_rows_nt = 0;

@@ -103,6 +103,7 @@ typedef struct {
   int env_geometry; /* tuning matvec: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
+  int rows_q4k;       /* tuning rowsQ4K=1: Q4_K through q4k_matvec_rows too (wgpu_gated.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
@@ -1787,6 +1788,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->env_geometry = o.geometry_over_plan;
   g->no_xstage = o.no_xstage;
   g->no_rows_shared = o.no_rows_shared;
+  g->rows_q4k = o.rows_q4k;
   g->rows_nt = o.rows_nt >= 1 && o.rows_nt <= 8 ? o.rows_nt : 8;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
    * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
@@ -1928,6 +1930,7 @@ uint32_t wisp_wgpu_int_max_invocations(wisp_backend *be) {
   return as_g(be)->d->info.max_compute_invocations_per_workgroup;
 }
 int wisp_wgpu_int_rows_shared(wisp_backend *be) { return !as_g(be)->no_rows_shared; }
+int wisp_wgpu_int_rows_q4k(wisp_backend *be) { return as_g(be)->rows_q4k; }
 uint32_t wisp_wgpu_int_rows_nt(wisp_backend *be, int n) { return rows_nt(as_g(be), n); }
 uint32_t wisp_wgpu_int_rows_tile(wisp_backend *be, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg,
                                  uint32_t rows, uint32_t nt) {

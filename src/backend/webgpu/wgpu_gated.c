@@ -639,14 +639,16 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
   rec_q4k_matvec_ex(be, W, x, x_row0, n, y, accumulate, pre, 0);
 }
 
-/* Several rows of a batched step through q4k_matvec_rows.wgsl: each row's
+/* Several rows of a batched step through q4k_matvec_rows.wgsl (tuning
+ * rowsQ4K=1; slower than row by row on the H200 so far): each row's
  * sums are q4k_matvec.wgsl's for that row alone (same LG), the weight is
  * read once per up to 8 rows (wisp_wgpu_int_rows_nt). 0 (nothing recorded) where the
  * one-row product is another kernel: no subgroups (q4k_matvec_nosg), or the
  * profile's simd16 kernel as the decode choice. */
 static int q4k_matvec_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                            int accumulate) {
-  if (!wisp_wgpu_int_subgroups(be) || !wisp_wgpu_int_rows_shared(be) || is_simd16(W->choice[WISP_PHASE_DECODE].variant))
+  if (!wisp_wgpu_int_subgroups(be) || !wisp_wgpu_int_rows_shared(be) || !wisp_wgpu_int_rows_q4k(be) ||
+      is_simd16(W->choice[WISP_PHASE_DECODE].variant))
     return 0;
   uint32_t wg, rows, lg;
   q4k_matvec_geometry(be, W, &wg, &rows, &lg);

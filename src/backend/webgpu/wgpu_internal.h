@@ -105,6 +105,7 @@ uint32_t wisp_wgpu_int_rows_tile(wisp_backend *be, uint32_t units, uint32_t uv, 
                                  uint32_t rows, uint32_t nt);
 /* 0 with tuning rowsShared=0: a batched step's products row by row. */
 int wisp_wgpu_int_rows_shared(wisp_backend *be);
+int wisp_wgpu_int_rows_q4k(wisp_backend *be);
 /* 1: KV caches hold packed f16 pairs (kv_buf_new; kv_f16 (tuning kv=f16), the plan's kv f16). */
 int wisp_wgpu_int_kv16(wisp_backend *be);
 /* The argmax partials buffer, grown to `count` pairs (the next sample reads that many); NULL on failure. */
