@@ -368,7 +368,7 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   t = op_start(c);
   /* rows: a multiple of 4 (the decode tile). A small decode product (a few
    * microseconds at 16 threads) is one task a thread, each thread's own
-   * (threadpool.c: no shared counter touched), as llama.cpp splits a
+   * (threadpool.c: no shared counter touched), the usual split of a
    * matrix-vector product; larger ones about four tasks a thread, enough
    * that a thread the machine preempts does not hold up the others. Either
    * way each thread streams long runs of consecutive weight rows. */

@@ -75,8 +75,8 @@ typedef struct wisp_wgpu_backend_opts {
   int no_rows_shared;         /* rowsShared=0: a batched step's products row by row (one-row kernels), not
                                * matvec_rows / q4k_matvec_rows (A/B runs; the same bits either way) */
   int rows_q4k;               /* rowsQ4K=1: Q4_K products of a batched step through q4k_matvec_rows too (off by
-                               * default: on the H200 it ran Qwen 3.5 0.8B at 8 and 32 sequences at 490 and 550
-                               * tok/s against 721 and 741 row by row; bench/results/h200-merged) */
+                               * default: on the H200 it was slower than row by row for 8 and 32 sequences;
+                               * docs/sequences.md, bench/results/h200-merged) */
   uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..8; 0: 8) */
   int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
                                * 0 (default) q4k_matvec only */
