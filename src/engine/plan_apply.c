@@ -90,18 +90,16 @@ static wisp_status apply_op(wisp_model *m, const wisp_plan *plan, int phase, con
   wisp_status st = wisp_engine_kernel_choice(&w->choice[phase], op);
   /* Whether the rmsnorm before this product may run inside it: where the
    * fusion pass found the pair in the model's graph (graph_fuse.c) and the
-   * plan applies it (the FFN's own norm: fusedFfnQ4K; the norms after a
-   * residual: usePostFfnNextInputRMSNormPairFusion). The final norm before
-   * the head is not a graph node: the plan's switch alone decides it. */
-  const wisp_fusions *f = &plan->fusions;
+   * plan's switch for that norm allows it (wisp_norm_fuse_switch). The final
+   * norm before the head is not a graph node: the switch alone decides it. */
+  const int allowed = wisp_switch_on(&plan->fusions, wisp_norm_fuse_switch(op->section));
   int fuse;
   if (layer < 0) {
-    fuse = strcmp(op->section, "head") || f->post_ffn_norm_pair;
+    fuse = strcmp(op->section, "head") || allowed;
   } else {
     int at = 0;
     fuse = wisp_graph_find(&m->graph, layer, op->section, &at) && at > 0 &&
-           (m->graph.nodes[at - 1].fused & WISP_FUSE_NORM_MATMUL) &&
-           (!strcmp(op->section, "mlp.gate_up") ? f->ffn_q4k : f->post_ffn_norm_pair);
+           (m->graph.nodes[at - 1].fused & WISP_FUSE_NORM_MATMUL) && allowed;
   }
   w->choice[phase].no_norm_fuse = !fuse;
   return st;

@@ -21,16 +21,11 @@ static int read_later(const wisp_graph *g, int i, int j, int act) {
   return act == WISP_ACT_X; /* the residual stream is read by the head */
 }
 
-static int is_mixer(wisp_gop op) {
-  return op == WISP_GOP_SHORTCONV || op == WISP_GOP_ATTENTION || op == WISP_GOP_ATTENTION_GATED ||
-         op == WISP_GOP_DELTANET;
-}
-
 void wisp_graph_fuse(wisp_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) g->nodes[i].fused = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     wisp_gnode *a = &g->nodes[i], *b = i + 1 < g->n_nodes ? &g->nodes[i + 1] : NULL;
-    if (is_mixer(a->op) && a->op != WISP_GOP_SHORTCONV && a->op != WISP_GOP_DELTANET)
+    if (a->op == WISP_GOP_ATTENTION || a->op == WISP_GOP_ATTENTION_GATED)
       a->fused |= WISP_FUSE_QK_NORM_ROPE_KV; /* the attention op takes the raw qkv rows */
     if (!b) continue;
     if (a->op == WISP_GOP_RMSNORM && b->op == WISP_GOP_MATMUL && b->in == a->out && b->cols == a->cols &&

@@ -7,12 +7,6 @@
 #include "model/graph.h"
 #include "util/err.h"
 
-static wisp_status need_op(const wisp_backend *be, const void *fn, wisp_gop op) {
-  if (fn) return WISP_OK;
-  return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' lacks op '%s', which this model's graph needs", be->name,
-                   wisp_gop_name(op));
-}
-
 static wisp_status prepare_vec(wisp_backend *be, const wisp_vector *v) {
   /* Vectors are bound once per model and prepared once per session; the
    * backend keeps its device copy in v->device. */
@@ -23,10 +17,10 @@ wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be) {
   wisp_status st;
   for (int i = 0; i < g->n_nodes; i++) {
     wisp_gnode *n = &g->nodes[i];
-    const void *fn = n->op == WISP_GOP_ATTENTION_GATED ? (const void *)be->attention_gated
-                     : n->op == WISP_GOP_DELTANET      ? (const void *)be->gated_deltanet
-                                                       : (const void *)be->rmsnorm;
-    if ((st = need_op(be, fn, n->op))) return st;
+    /* attention_gated and gated_deltanet are the backend's optional ops */
+    if ((n->op == WISP_GOP_ATTENTION_GATED && !be->attention_gated) || (n->op == WISP_GOP_DELTANET && !be->gated_deltanet))
+      return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' lacks op '%s', which this model's graph needs", be->name,
+                       wisp_gop_name(n->op));
     if (n->op == WISP_GOP_MATMUL && (st = be->prepare_matrix(be, n->W))) return st;
     const wisp_vector *vs[] = {n->w, n->q_norm, n->k_norm, n->a_log, n->dt_bias, n->gnorm};
     for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++)

@@ -423,6 +423,10 @@ static wisp_status build_defaults(resolver *R, int phase) {
 
 /* ---- the graph's fusions ---- */
 
+int wisp_norm_fuse_switch(const char *section) {
+  return !strcmp(section, "mlp.gate_up") ? WISP_SW_FFN_Q4K : WISP_SW_POST_FFN_NORM_PAIR;
+}
+
 /* Whether this plan applies fusion `bit` found between nodes a and b, and
  * why (the backend, the switch that allows it). */
 static int fusion_applied(const wisp_plan *p, const wisp_model_shape *s, unsigned bit, const wisp_gnode *b,
@@ -434,9 +438,7 @@ static int fusion_applied(const wisp_plan *p, const wisp_model_shape *s, unsigne
   const wisp_fusions *f = &p->fusions;
   int on = 1, sw = -1;
   switch (bit) {
-    case WISP_FUSE_NORM_MATMUL:
-      sw = b && !strcmp(b->section, "mlp.gate_up") ? WISP_SW_FFN_Q4K : WISP_SW_POST_FFN_NORM_PAIR;
-      break;
+    case WISP_FUSE_NORM_MATMUL: sw = wisp_norm_fuse_switch(b ? b->section : ""); break;
     case WISP_FUSE_RESIDUAL_NORM: sw = WISP_SW_RESIDUAL_ADD; break;
     case WISP_FUSE_GATE_UP_SWIGLU:
       sw = WISP_SW_FFN_Q4K;
@@ -476,47 +478,52 @@ static void add_layer(char *list, size_t cap, int l) {
   }
 }
 
+/* The plan's entry for fusion `bit` of the pair first -> second (made on
+ * first sight, with whether the plan applies it; b: the pair's second node,
+ * NULL for the head); NULL when the list is full. */
+static int fusion_entry(wisp_plan *p, const resolver *R, unsigned bit, const wisp_gnode *b, const char *first,
+                        const char *second) {
+  const char *name = wisp_fuse_name(bit);
+  int k = 0;
+  while (k < p->n_graph_fusions && (strcmp(p->graph_fusions[k].name, name) || strcmp(p->graph_fusions[k].first, first) ||
+                                    strcmp(p->graph_fusions[k].second, second)))
+    k++;
+  if (k == p->n_graph_fusions) {
+    if (k == WISP_PLAN_MAX_FUSIONS) return -1;
+    p->n_graph_fusions++;
+    memset(&p->graph_fusions[k], 0, sizeof p->graph_fusions[k]);
+    wisp_path(p->graph_fusions[k].name, sizeof p->graph_fusions[k].name, "%s", name);
+    wisp_path(p->graph_fusions[k].first, sizeof p->graph_fusions[k].first, "%s", first);
+    wisp_path(p->graph_fusions[k].second, sizeof p->graph_fusions[k].second, "%s", second);
+    p->graph_fusions[k].applied =
+        fusion_applied(p, R->in->shape, bit, b, p->graph_fusions[k].why, sizeof p->graph_fusions[k].why);
+  }
+  return k;
+}
+
 static void graph_fusions(wisp_plan *p, const resolver *R) {
   const wisp_graph *g = R->graph;
   for (int i = 0; i < g->n_nodes; i++) {
     const wisp_gnode *a = &g->nodes[i], *b = i + 1 < g->n_nodes ? &g->nodes[i + 1] : NULL;
     for (unsigned bit = 1; bit < (1u << WISP_FUSE_KINDS); bit <<= 1) {
       if (!(a->fused & bit)) continue;
-      char first[48], second[48];
+      char first[48], second[48] = "";
       wisp_path(first, sizeof first, "%s%s%s", wisp_gop_name(a->op), a->section[0] ? " " : "", a->section);
-      if (bit == WISP_FUSE_QK_NORM_ROPE_KV) wisp_path(second, sizeof second, "%s", "");
-      else if (bit == WISP_FUSE_RESIDUAL_NORM && (!b || b->layer != a->layer) && i + 1 == g->n_nodes)
+      if (bit == WISP_FUSE_QK_NORM_ROPE_KV) /* inside one node: no second */
+        ;
+      else if (b)
+        wisp_path(second, sizeof second, "%s%s%s", wisp_gop_name(b->op), b->section[0] ? " " : "", b->section);
+      else if (bit == WISP_FUSE_RESIDUAL_NORM) /* the last residual add feeds the final norm */
         wisp_path(second, sizeof second, "rmsnorm head.norm");
-      else if (b) wisp_path(second, sizeof second, "%s%s%s", wisp_gop_name(b->op), b->section[0] ? " " : "", b->section);
-      else continue;
-      int k = 0;
-      while (k < p->n_graph_fusions && (strcmp(p->graph_fusions[k].name, wisp_fuse_name(bit)) ||
-                                        strcmp(p->graph_fusions[k].first, first) ||
-                                        strcmp(p->graph_fusions[k].second, second)))
-        k++;
-      if (k == WISP_PLAN_MAX_FUSIONS) continue;
-      if (k == p->n_graph_fusions) {
-        p->n_graph_fusions++;
-        memset(&p->graph_fusions[k], 0, sizeof p->graph_fusions[k]);
-        wisp_path(p->graph_fusions[k].name, sizeof p->graph_fusions[k].name, "%s", wisp_fuse_name(bit));
-        memcpy(p->graph_fusions[k].first, first, sizeof first);
-        memcpy(p->graph_fusions[k].second, second, sizeof second);
-        p->graph_fusions[k].applied = fusion_applied(p, R->in->shape, bit, b, p->graph_fusions[k].why,
-                                                     sizeof p->graph_fusions[k].why);
-      }
-      add_layer(p->graph_fusions[k].layers, sizeof p->graph_fusions[k].layers, a->layer);
+      else
+        continue;
+      int k = fusion_entry(p, R, bit, b, first, second);
+      if (k >= 0) add_layer(p->graph_fusions[k].layers, sizeof p->graph_fusions[k].layers, a->layer);
     }
   }
-  if ((g->fused & WISP_FUSE_HEAD_ARGMAX) && p->n_graph_fusions < WISP_PLAN_MAX_FUSIONS) {
-    int k = p->n_graph_fusions++;
-    memset(&p->graph_fusions[k], 0, sizeof p->graph_fusions[k]);
-    wisp_path(p->graph_fusions[k].name, sizeof p->graph_fusions[k].name, "%s", wisp_fuse_name(WISP_FUSE_HEAD_ARGMAX));
-    wisp_path(p->graph_fusions[k].first, sizeof p->graph_fusions[k].first, "matmul head");
-    wisp_path(p->graph_fusions[k].second, sizeof p->graph_fusions[k].second, "sample (greedy)");
-    p->graph_fusions[k].applied = fusion_applied(p, R->in->shape, WISP_FUSE_HEAD_ARGMAX, NULL, p->graph_fusions[k].why,
-                                                 sizeof p->graph_fusions[k].why);
-  }
+  if (g->fused & WISP_FUSE_HEAD_ARGMAX) fusion_entry(p, R, WISP_FUSE_HEAD_ARGMAX, NULL, "matmul head", "sample (greedy)");
 }
+
 
 /* ---- profile patches ---- */
 

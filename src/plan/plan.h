@@ -182,6 +182,11 @@ void wisp_plan_print(const wisp_plan *p, FILE *f);
 const char *wisp_prov_kind_name(wisp_prov_kind k);
 /* 1 when session switch i (WISP_SW_*) is on in f. */
 int wisp_switch_on(const wisp_fusions *f, int i);
+/* The session switch that lets the rmsnorm before product `section` run
+ * inside it: the FFN's own norm (mlp.gate_up) fusedFfnQ4K, the norms after a
+ * residual (a layer's input norm, the final norm before the head)
+ * usePostFfnNextInputRMSNormPairFusion. */
+int wisp_norm_fuse_switch(const char *section);
 /* The plan's settings.session object (switches with on/off and provenance). */
 cJSON *wisp_plan_switches_json(const wisp_plan *p);
 
