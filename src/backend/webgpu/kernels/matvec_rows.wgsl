@@ -62,6 +62,7 @@ struct Params {
 // #include "unpack_weights.wgsli"
 
 // #include "matvec_unit.wgsli"
+// #include "rows_store.wgsli"
 
 // Vec4s a unit's inputs take: 1 (f32), 2 (F16), 4 (Q8_0 half block), 8 (Q4/Q4Z block).
 override UV: u32 = select(select(select(8u, 4u, QT == 5u), 2u, QT == 4u), 1u, QT == 0u);
@@ -166,33 +167,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
       workgroupBarrier(); // the next tile overwrites xsh
     }
   }
-  // Sums: subgroupAdd within each subgroup, then a group's LG / sgs
-  // subgroup sums in order (matvec.wgsl's reduction).
-  let pslots = LG / 4u;
-  for (var r = 0u; r < ROWS; r++) {
-    for (var t = 0u; t < NT; t++) {
-      if (t < nt) {
-        let s = subgroupAdd(acc[r * NT + t]);
-        if (sli == 0u) {
-          part[((grp * ROWS + r) * NT + t) * pslots + lane / sgs] = s;
-        }
-      }
-    }
-  }
-  workgroupBarrier();
-  for (var k = lane; k < ROWS * NT; k += LG) {
-    let r = k / NT;
-    let t = k % NT;
-    if (row0 + r < p.rows && t < nt) {
-      var s = 0.0;
-      for (var i = 0u; i < LG / sgs; i++) {
-        s += part[((grp * ROWS + r) * NT + t) * pslots + i];
-      }
-      let dst = p.y_off + (t0 + t) * p.y_stride + row0 + r;
-      if (p.acc != 0u) {
-        s += y[dst];
-      }
-      y[dst] = s;
-    }
-  }
+  rows_store(&acc, grp, lane, sli, sgs, row0, t0, nt);
 }

@@ -53,6 +53,7 @@ struct Params {
 // #include "q4k_scales.wgsli"
 
 // #include "q4k_common.wgsli"
+// #include "rows_store.wgsli"
 
 // A token's staged tile: TU units of 8 vec4s.
 override TV: u32 = TU * 8u;
@@ -132,32 +133,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       workgroupBarrier(); // the next tile overwrites xsh
     }
   }
-  let pslots = LG / 4u;
-  for (var r = 0u; r < ROWS; r++) {
-    for (var t = 0u; t < NT; t++) {
-      if (t < nt) {
-        let s = subgroupAdd(acc[r * NT + t]);
-        if (sgi == 0u) {
-          part[((grp * ROWS + r) * NT + t) * pslots + lane / sgs] = s;
-        }
-      }
-    }
-  }
-  workgroupBarrier();
-  for (var k = lane; k < ROWS * NT; k += LG) {
-    let r = k / NT;
-    let t = k % NT;
-    if (row0 + r < p.rows && t < nt) {
-      var tot = 0.0;
-      for (var i = 0u; i < LG / sgs; i++) {
-        tot += part[((grp * ROWS + r) * NT + t) * pslots + i];
-      }
-      let o = p.y_off + (t0 + t) * p.y_stride + row0 + r;
-      if (p.acc == 1u) {
-        y[o] = y[o] + tot;
-      } else {
-        y[o] = tot;
-      }
-    }
-  }
+  rows_store(&acc, grp, lane, sgi, sgs, row0, t0, nt);
 }
