@@ -24,11 +24,13 @@
 #                                     run_device.sh) of CONFIGS (default
 #                                     "qwen35-0.8b lfm2-350m"), QUANTS (default: per
 #                                     architecture), CPU and WebGPU
-#   tools/device.sh ab OUT            decode tok/s of BINS (binaries in .dev/,
-#                                     default "wisp wisp_prev") alternated REPS (2)
-#                                     times on MODELS (default "seed qwen08") at
-#                                     BATCHES tokens a submit ("1 64"): before/after
-#                                     on the same artifacts in one call
+#   tools/device.sh ab OUT            the speed A/B of a change: `wisp bench` of BINS
+#                                     (binaries in .dev/, default "wisp_prev wisp")
+#                                     alternated REPS (2) times on MODELS (default
+#                                     "seed qwen08 qwen2b") for WORKLOADS (default
+#                                     "batch1 throughput prefill1024": decode 128+256
+#                                     at one token a submit and under the throughput
+#                                     profile, prefill 1,024; batchN any batch)
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
@@ -176,16 +178,26 @@ parity() {
   done
 }
 
+# The speed A/B of a change: every WORKLOAD of every model, BINS alternated
+# REPS times on the same artifacts; one receipt per run and ab.txt.
 ab() {
-  for m in ${MODELS:-seed qwen08}; do
+  local args
+  for m in ${MODELS:-seed qwen08 qwen2b}; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
-    for rep in $(seq "${REPS:-2}"); do
-      for b in ${BINS:-wisp wisp_prev}; do
-        [ -x ".dev/$b" ] || { echo "no .dev/$b"; continue; }
-        for bt in ${BATCHES:-1 64}; do
-          printf '%-8s %-12s batch %-3s ' "$m" "$b" "$bt"
-          ".dev/$b" bench -m "$a" --backend webgpu --prompt 128 --decode 256 --batch "$bt" -o "$OUT/ab-$m-$b-b$bt-$rep.json" \
-            2>/dev/null | grep -o "decode: .*" | head -1
+    for w in ${WORKLOADS:-batch1 throughput prefill1024}; do
+      case $w in
+        throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
+        prefill1024) args="--prompt 1024 --decode 16" ;;
+        batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch}" ;;
+        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024)"; continue ;;
+      esac
+      for rep in $(seq "${REPS:-2}"); do
+        for b in ${BINS:-wisp_prev wisp}; do
+          [ -x ".dev/$b" ] || { echo "no .dev/$b"; continue; }
+          # shellcheck disable=SC2086
+          printf '%-8s %-12s %-10s %s %s\n' "$m" "$w" "$b" "$rep" \
+            "$(".dev/$b" bench -m "$a" --backend webgpu $args -o "$OUT/ab-$m-$w-$b-$rep.json" 2>/dev/null | head -1)" |
+            tee -a "$OUT/ab.txt"
         done
       done
     done

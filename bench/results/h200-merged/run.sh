@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One device call after the session's merges: the speed A/B against 05266a1 (ab.sh of h200-graph:
+# One device call after the session's merges: the speed A/B against 05266a1 (tools/device.sh ab:
 # .dev/wisp_prev = 05266a1, .dev/wisp = the merged main) and the multi-row products (tools/device.sh rows).
 set -uo pipefail
 OUT=${OUT:-/tmp/merged}
-OUT=$OUT/ab timeout 330 bash bench/results/h200-graph/ab.sh > $OUT/ab-log.txt 2>&1
+timeout 330 tools/device.sh ab $OUT/ab > $OUT/ab-log.txt 2>&1
 mkdir -p models /tmp/wq/qwen35-0.8b
 ln -sfn /tmp/art/seed models/seed
 ln -sfn /tmp/art/qwen35-0.8b /tmp/wq/qwen35-0.8b/art_q4k
