@@ -79,8 +79,11 @@ static const int ROWS = 13, COLS = 512, NTOK[] = {1, 7, 37};
 /* Element e of token t's block b, from the quantized activations. */
 static double act_value(const wisp_i8_act *a, int t, int e) {
   int b = e / 32, i = e % 32;
-  int at = a->layout == WISP_I8_PAIRED ? (i & 1) * 16 + i / 2 : i;
-  return (double)a->d[(size_t)t * (a->K / 32) + b] * a->q[(size_t)t * a->K + 32 * b + at];
+  const int nb = a->K / 32;
+  int at = 32 * b + i; /* NATURAL */
+  if (a->layout == WISP_I8_PAIRED) /* pairs of blocks: evens of b, of b^1, odds of b, of b^1; an odd last block alone */
+    at = (nb & 1) && b == nb - 1 ? 32 * b + (i & 1) * 16 + i / 2 : 64 * (b / 2) + 32 * (i & 1) + 16 * (b & 1) + i / 2;
+  return (double)a->d[(size_t)t * nb + b] * a->q[(size_t)t * a->K + at];
 }
 
 TEST(cpu_i8_scalar_matches_exact_product) {
