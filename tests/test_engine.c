@@ -64,6 +64,13 @@ TEST(cpu_simd_kernels_match_scalar) {
     for (int c = 0; c < C; c++) CHECK(a[c] == b[c]);
   }
   for (int n = 0; n < 40; n++) CHECK_NEAR(fast->dot_f32(w, x, n), ref->dot_f32(w, x, n), 1e-4);
+  for (int n = 0; n < 40; n++) { /* axpy: the same bits, tails included */
+    memcpy(a, x, sizeof a);
+    memcpy(b, x, sizeof b);
+    fast->axpy_f32(a, 0.37f, w + 1, n);
+    ref->axpy_f32(b, 0.37f, w + 1, n);
+    CHECKF(!memcmp(a, b, sizeof a), "axpy_f32 of %d differs from the scalar reference", n);
+  }
 }
 
 static float *logits_for(const char *dir, const int32_t *ids, int n, int one_by_one, int threads) {

@@ -575,13 +575,10 @@ static void attn_task(void *ctx, int task, int thread) {
       sum += scores[p];
     }
     float inv = (float)(1.0 / sum);
-    float *restrict o = a->out->data + ((size_t)t * a->heads + h) * D; /* restrict: the loop below vectorizes */
+    float *o = a->out->data + ((size_t)t * a->heads + h) * D;
     memset(o, 0, (size_t)D * sizeof(float));
-    for (int p = 0; p <= pos; p++) {
-      const float *restrict vr = a->v_cache->data + ((size_t)p * KVH + kvh) * D;
-      float w = scores[p] * inv;
-      for (int i = 0; i < D; i++) o[i] += w * vr[i];
-    }
+    for (int p = 0; p <= pos; p++)
+      k->axpy_f32(o, scores[p] * inv, a->v_cache->data + ((size_t)p * KVH + kvh) * D, D);
     if (j->gate) { /* out *= sigmoid(gate) */
       const float *g = j->gate + (size_t)t * j->gate_row + (size_t)h * 2 * D + D;
       for (int i = 0; i < D; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));

@@ -116,9 +116,13 @@ static void deltanet_step_scalar(float *S, int dk, int dv, const float *k, const
   }
 }
 
+static void axpy_f32_scalar(float *y, float a, const float *x, int n) {
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,      dot4_f32_scalar,     dot2x4_f32_scalar,
                                           dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
-                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar};
+                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar, axpy_f32_scalar};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -392,9 +396,18 @@ __attribute__((target("avx2,fma"))) static void deltanet_step_avx2(float *S, int
   }
 }
 
+/* No FMA here: the product rounded, then the sum, as the scalar loop. */
+__attribute__((target("avx2,fma"))) static void axpy_f32_avx2(float *y, float a, const float *x, int n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+  for (; i < n; i++) y[i] += a * x[i];
+}
+
 static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,   dot_q4_row_avx2,
                                         dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2,
-                                        deltanet_step_avx2};
+                                        deltanet_step_avx2, axpy_f32_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }

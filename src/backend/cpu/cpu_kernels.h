@@ -28,6 +28,8 @@ typedef struct {
    * kv is scratch of dv floats. */
   void (*deltanet_step)(float *S, int dk, int dv, const float *k, const float *q, const float *v, float decay,
                         float beta, float *kv, float *o);
+  /* y[i] += a * x[i] (a multiply, then an add: every path gives the same bits) */
+  void (*axpy_f32)(float *y, float a, const float *x, int n);
 } wisp_cpu_kernels;
 
 /* The kernels for this machine (honours WISP_CPU_SCALAR). */
