@@ -71,6 +71,18 @@ TEST(cpu_simd_kernels_match_scalar) {
     ref->axpy_f32(b, 0.37f, w + 1, n);
     CHECKF(!memcmp(a, b, sizeof a), "axpy_f32 of %d differs from the scalar reference", n);
   }
+  /* argmax: ties (the first wins, -0 against 0 too), a maximum in a tail, non-finite values */
+  for (int n = 1; n < 40; n++) {
+    for (int i = 0; i < n; i++) a[i] = (float)((i * 7) % 5) - (i == 3 ? 0.5f : 0.0f);
+    if (n > 20) a[n - 1] = 9.0f;
+    if (n == 12) a[2] = -0.0f, a[5] = 0.0f, a[1] = -1.0f, a[6] = -1.0f;
+    int f1, f2, i1 = fast->argmax_f32(a, n, &f1), i2 = ref->argmax_f32(a, n, &f2);
+    CHECKF(i1 == i2 && f1 == f2 && f1, "argmax_f32 of %d: %d (finite %d), scalar %d (finite %d)", n, i1, f1, i2, f2);
+    a[n / 2] = n % 3 ? NAN : INFINITY;
+    fast->argmax_f32(a, n, &f1);
+    ref->argmax_f32(a, n, &f2);
+    CHECKF(!f1 && !f2, "argmax_f32 of %d missed a non-finite value", n);
+  }
 }
 
 static float *logits_for(const char *dir, const int32_t *ids, int n, int one_by_one, int threads) {

@@ -937,15 +937,13 @@ typedef struct {
   const float *x;
   argmax_part *part;
   int grain;
+  const wisp_cpu_kernels *k;
 } argmax_job;
 
 static void argmax_range(void *ctx, int i0, int i1) {
   const argmax_job *j = ctx;
-  int best = i0, finite = 1;
-  for (int i = i0; i < i1; i++) {
-    finite &= isfinite(j->x[i]) != 0;
-    if (j->x[i] > j->x[best]) best = i;
-  }
+  int finite;
+  int best = i0 + j->k->argmax_f32(j->x + i0, i1 - i0, &finite);
   j->part[i0 / j->grain] = (argmax_part){.best = best, .finite = finite};
 }
 
@@ -963,7 +961,7 @@ static void cpu_sample_id_run(wisp_backend *be, const wisp_buf *logits, int voca
      * row in one range (one thread) leaves the others as that */
     argmax_part part[ARGMAX_PARTS];
     for (int k = 0; k < ARGMAX_PARTS; k++) part[k] = (argmax_part){.best = 0, .finite = 1};
-    argmax_job j = {x, part, grain};
+    argmax_job j = {x, part, grain, as_cpu(be)->k};
     run_ranges(as_cpu(be), vocab, grain, argmax_range, &j);
     int best = part[0].best;
     for (int k = 0; k * grain < vocab; k++) {

@@ -2,6 +2,7 @@
  * target attribute so the rest of the build stays portable x86-64. */
 #include "backend/cpu/cpu_kernels.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,9 +121,20 @@ static void axpy_f32_scalar(float *y, float a, const float *x, int n) {
   for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+static int argmax_f32_scalar(const float *x, int n, int *finite) {
+  int best = 0, ok = 1;
+  for (int i = 0; i < n; i++) {
+    ok &= isfinite(x[i]) != 0;
+    if (x[i] > x[best]) best = i;
+  }
+  *finite = ok;
+  return best;
+}
+
 static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,      dot4_f32_scalar,     dot2x4_f32_scalar,
                                           dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
-                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar, axpy_f32_scalar};
+                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar, axpy_f32_scalar,
+                                          argmax_f32_scalar};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -405,9 +417,40 @@ __attribute__((target("avx2,fma"))) static void axpy_f32_avx2(float *y, float a,
   for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* Two passes over the (cache-resident) run: the maximum and the finite
+ * check eight lanes at a time (x - x is 0 only for a finite x), then the
+ * first index holding that maximum: the scalar loop's answer. */
+__attribute__((target("avx2,fma"))) static int argmax_f32_avx2(const float *x, int n, int *finite) {
+  __m256 mx = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    mx = _mm256_max_ps(mx, v);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+  }
+  float lanes[8], m = -INFINITY;
+  _mm256_storeu_ps(lanes, mx);
+  for (int k = 0; k < 8; k++) m = lanes[k] > m ? lanes[k] : m;
+  int ok = _mm256_movemask_ps(bad) == 0;
+  for (int k = i; k < n; k++) {
+    ok &= isfinite(x[k]) != 0;
+    if (x[k] > m) m = x[k];
+  }
+  *finite = ok;
+  if (!ok) return 0;
+  const __m256 vm = _mm256_set1_ps(m);
+  for (i = 0; i + 8 <= n; i += 8) {
+    int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vm, _CMP_EQ_OQ));
+    if (hit) return i + __builtin_ctz((unsigned)hit);
+  }
+  for (; i < n; i++)
+    if (x[i] == m) return i;
+  return 0;
+}
+
 static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,   dot_q4_row_avx2,
                                         dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2,
-                                        deltanet_step_avx2, axpy_f32_avx2};
+                                        deltanet_step_avx2, axpy_f32_avx2, argmax_f32_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }

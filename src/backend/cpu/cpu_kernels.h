@@ -30,6 +30,9 @@ typedef struct {
                         float beta, float *kv, float *o);
   /* y[i] += a * x[i] (a multiply, then an add: every path gives the same bits) */
   void (*axpy_f32)(float *y, float a, const float *x, int n);
+  /* The index of the first maximum of x[0..n) (n >= 1); *finite = 0 when
+   * some x[i] is a NaN or an infinity (the index is then meaningless). */
+  int (*argmax_f32)(const float *x, int n, int *finite);
 } wisp_cpu_kernels;
 
 /* The kernels for this machine (honours WISP_CPU_SCALAR). */
