@@ -71,6 +71,17 @@ TEST(cpu_simd_kernels_match_scalar) {
     ref->axpy_f32(b, 0.37f, w + 1, n);
     CHECKF(!memcmp(a, b, sizeof a), "axpy_f32 of %d differs from the scalar reference", n);
   }
+  /* dots: each the bits of dot_f32 times the scale, in both sets, head sizes with and without whole 16s */
+  const wisp_cpu_kernels *sets[2] = {fast, ref};
+  for (int si = 0; si < 2; si++)
+    for (int D = 16; D <= 72; D += 8)
+      for (int n = 1; n < 20; n++) {
+        float got[20];
+        sets[si]->dots_f32(x, w + 3, (size_t)D + 5, n, D, 0.125f, got);
+        for (int p = 0; p < n; p++)
+          CHECKF(got[p] == sets[si]->dot_f32(x, w + 3 + (size_t)p * (D + 5), D) * 0.125f,
+                 "%s dots_f32 D %d n %d position %d differs from dot_f32", sets[si]->name, D, n, p);
+      }
   /* argmax: ties (the first wins, -0 against 0 too), a maximum in a tail, non-finite values */
   for (int n = 1; n < 40; n++) {
     for (int i = 0; i < n; i++) a[i] = (float)((i * 7) % 5) - (i == 3 ? 0.5f : 0.0f);

@@ -564,11 +564,9 @@ static void attn_task(void *ctx, int task, int thread) {
     int pos = a->pos0 + t;
     const float *q = j->c->qbuf + ((size_t)t * a->heads + h) * D;
     float mx = -INFINITY;
-    for (int p = 0; p <= pos; p++) {
-      const float *kr = a->k_cache->data + ((size_t)p * KVH + kvh) * D;
-      scores[p] = k->dot_f32(q, kr, D) * scale;
+    k->dots_f32(q, a->k_cache->data + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, scale, scores);
+    for (int p = 0; p <= pos; p++)
       if (scores[p] > mx) mx = scores[p];
-    }
     double sum = 0;
     for (int p = 0; p <= pos; p++) {
       scores[p] = expf(scores[p] - mx);

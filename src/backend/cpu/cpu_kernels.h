@@ -33,6 +33,9 @@ typedef struct {
   /* The index of the first maximum of x[0..n) (n >= 1); *finite = 0 when
    * some x[i] is a NaN or an infinity (the index is then meaningless). */
   int (*argmax_f32)(const float *x, int n, int *finite);
+  /* s[p] = dot_f32(q, k + p * stride, D) * scale for p in [0, n): the same
+   * bits as dot_f32 one position at a time (attention scores). */
+  void (*dots_f32)(const float *q, const float *k, size_t stride, int n, int D, float scale, float *s);
 } wisp_cpu_kernels;
 
 /* The kernels for this machine (honours WISP_CPU_SCALAR). */
