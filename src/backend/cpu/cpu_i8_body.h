@@ -3,6 +3,8 @@
  *   SFX        suffix of the function names (avx2, avxvnni, avx512vnni)
  *   TGT        the function attribute naming the target features
  *   IDOT(u, q) 8 int32 lanes, each the sum of 4 products u8(u) * s8(q)
+ *   IDOT2(u1, q1, u2, q2)  IDOT(u1, q1) + IDOT(u2, q2)
+ *   PREFETCH_BYTES  how far ahead of the rows being read decode prefetches
  *   TILE_R, TILE_T  rows x tokens of one prefill tile (registers permitting)
  * Every function computes the integers of cpu_i8.h exactly; only the
  * order of the f32 sums differs from the scalar reference. */
@@ -378,9 +380,6 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type
  * vector multiply-add per run of blocks, and R rows end in one reduction
  * together (the products of R rows share each activation load). Rows are
  * consecutive in memory: the next R rows are prefetched while these run. */
-#ifndef PF_BYTES
-#define PF_BYTES 8192
-#endif
 #if LANES16
 /* The 32 weight bytes at p as 64 values: [low nibbles | high nibbles]. */
 TGT static inline __attribute__((always_inline)) __m512i FN(nib64)(const uint8_t *p) {
@@ -441,8 +440,8 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
         if (n > 8) FN(q4k_scales)(rq[i] + (size_t)((g >> 3) + 1) * WISP_Q4K_BYTES, &s1, &o1);
         sv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(s0)), _mm256_castps_pd(s1), 1));
         ov = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(o0)), _mm256_castps_pd(o1), 1));
-      } else { /* the scales are a stream of their own: one line of the next R rows' */
-        _mm_prefetch((const char *)(s[i] + PF_BYTES / 16 + g), _MM_HINT_T0);
+      } else { /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
+        _mm_prefetch((const char *)(s[i] + PREFETCH_BYTES / 16 + g), _MM_HINT_T0);
         sv = _mm512_maskz_loadu_ps(m, s[i] + g);
       }
       sd[i] = _mm512_mul_ps(sv, d);
@@ -458,7 +457,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
       if ((p & 1) == 0) /* 64 bytes of each row: one line of the next R rows */
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
-          _mm_prefetch((const char *)(rq[i] + PF_BYTES + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+          _mm_prefetch((const char *)(rq[i] + PREFETCH_BYTES + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
       const __m512i q = _mm512_loadu_si512((const void *)(aq + 32 * b));
       const __m512i idx = _mm512_add_epi32(idx0, _mm512_set1_epi32(2 * p));
 #pragma GCC unroll 4
@@ -557,8 +556,8 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
     __m256 sd[4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
-      if (!(g & 15)) /* the scales are a stream of their own: one line of the next R rows' */
-        _mm_prefetch((const char *)(s[i] + PF_BYTES / 16 + g), _MM_HINT_T0);
+      if (!(g & 15)) /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
+        _mm_prefetch((const char *)(s[i] + PREFETCH_BYTES / 16 + g), _MM_HINT_T0);
       const __m256 sv = FN(load8)(s[i] + g, n);
       sd[i] = _mm256_mul_ps(sv, d);
       if (type == FN(Q4)) {
@@ -573,7 +572,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
       const int b = g + 2 * p;
       if ((p & 1) == 0)
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + PF_BYTES + 16 * (size_t)b), _MM_HINT_T0);
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + PREFETCH_BYTES + 16 * (size_t)b), _MM_HINT_T0);
       const __m256i qlo = _mm256_loadu_si256((const __m256i *)(aq + 32 * b));
       const __m256i qhi = _mm256_loadu_si256((const __m256i *)(aq + 32 * b + 32));
       const __m256i idx = _mm256_add_epi32(idx0, _mm256_set1_epi32(2 * p));

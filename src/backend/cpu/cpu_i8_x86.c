@@ -60,6 +60,11 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
     }
 }
 
+/* Decode streams each weight once: it asks for the bytes this far ahead of
+ * the rows it reads (8 KB: a few rows of a matrix; one tile of four rows
+ * ahead was too close to hide the memory's latency). */
+#define PREFETCH_BYTES 8192
+
 /* AVX2: u8 x s8 pairs to int16 (no saturation: |u| <= 128 and |q| <= 127
  * keep a pair within 32512), then pairs of int16 to int32. */
 #define SFX avx2
