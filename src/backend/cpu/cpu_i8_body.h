@@ -381,11 +381,15 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type
  * together (the products of R rows share each activation load). Rows are
  * consecutive in memory: the next R rows are prefetched while these run. */
 #if LANES16
-/* The 32 weight bytes at p as 64 values: [low nibbles | high nibbles]. */
+/* The 32 weight bytes at p as 64 values: [low nibbles | 16 x high
+ * nibbles]: the bytes in both halves and one mask, no shift (512-bit
+ * shifts, vpdpbusd and conversions all queue for the same port on Intel
+ * cores). The upper half's sums come out 16 times too large, and its
+ * scales are taken 16 times smaller: (16 X) (r / 16) rounds as X r, since
+ * a division by 16 is exact. */
 TGT static inline __attribute__((always_inline)) __m512i FN(nib64)(const uint8_t *p) {
-  __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
-  z = _mm512_mask_srli_epi16(z, (__mmask32)0xffff0000u, z, 4);
-  return _mm512_and_si512(z, _mm512_set1_epi8(15));
+  const __m512i mask = _mm512_inserti64x4(_mm512_set1_epi8(15), _mm256_set1_epi8((char)0xf0), 1);
+  return _mm512_and_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)), mask);
 }
 
 /* Zero points of blocks first .. first+n-1 (n <= 16) of a Q4Z matrix as
@@ -420,9 +424,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
   const int8_t *aq = a->q + (size_t)t * K;
   const float *ad = a->d + (size_t)t * nb, *ads = a->ds + (size_t)t * nb;
   /* lanes of a pair's product -> its block (0 or 1): Q4 [b b+1 b b+1] by
-   * 128-bit lanes; Q4_K [b b+1] by 256-bit halves */
-  const __m512i idx0 = type == FN(Q4K) ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
-                                       : _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+   * 128-bit lanes; Q4_K [b b+1] by 256-bit halves; the upper half (+16)
+   * takes the scales divided by 16 (nib64) */
+  const __m512i idx0 = type == FN(Q4K) ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17)
+                                       : _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 16, 16, 16, 16, 17, 17, 17, 17);
   __m512 acc[4], off[4];
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++) acc[i] = off[i] = _mm512_setzero_ps();
@@ -430,7 +435,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
     const int n = nb - g < 16 ? nb - g : 16;
     const __mmask16 m = (__mmask16)((1u << n) - 1);
     const __m512 d = _mm512_maskz_loadu_ps(m, ad + g), ds = _mm512_maskz_loadu_ps(m, ads + g);
-    __m512 sd[4];
+    __m512 sd[4], sd16[4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
       __m512 sv, ov = _mm512_setzero_ps();
@@ -445,6 +450,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
         sv = _mm512_maskz_loadu_ps(m, s[i] + g);
       }
       sd[i] = _mm512_mul_ps(sv, d);
+      sd16[i] = _mm512_mul_ps(sd[i], _mm512_set1_ps(1.0f / 16));
       if (type == FN(Q4)) off[i] = _mm512_fmadd_ps(sv, ds, off[i]); /* times 8 at the end */
       else if (type == FN(Q4Z))
         off[i] = _mm512_fmadd_ps(_mm512_mul_ps(FN(zp16)(W->zp, (size_t)(row + i) * nb + g, n), sv), ds, off[i]);
@@ -465,7 +471,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
         const uint8_t *wb = type == FN(Q4K) ? rq[i] + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1)
                                             : rq[i] + 16 * (size_t)b;
         __m512i prod = _mm512_dpbusd_epi32(_mm512_setzero_si512(), FN(nib64)(wb), q);
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), _mm512_permutexvar_ps(idx, sd[i]), acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), _mm512_permutex2var_ps(sd[i], idx, sd16[i]), acc[i]);
       }
     }
     if (n & 1) { /* the last block of an odd count (Q4 / Q4Z), alone: [evens | odds] */
