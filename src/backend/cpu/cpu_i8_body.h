@@ -511,9 +511,11 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
 #define DECODE_ROWS(type) ((type) != FN(Q8))
 #define DECODE_FN FN(dec512)
 #else
-/* 256-bit decode of Q4 / Q4Z: a pair is two integer dot products (low
+/* 256-bit decode. Q4 / Q4Z: a pair is two integer dot products (low
  * nibbles with the pair's even elements, high with the odd), summed in
- * integers: lanes [b x4 | b+1 x4]. */
+ * integers: lanes [b x4 | b+1 x4]. Q4_K: a group of 8 blocks is one
+ * super-block; a pair's two products (low nibbles: block b, high: b+1)
+ * each take their block's scale. */
 TGT static inline __attribute__((always_inline)) __m256 FN(load8)(const float *p, int n) {
   if (n == 8) return _mm256_loadu_ps(p);
   return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
@@ -542,13 +544,13 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
                                                                 int row, const wisp_i8_act *a, int t, float *y,
                                                                 int accumulate) {
   const int K = W->cols, nb = K / 32;
-  const size_t row_bytes = (size_t)K / 2;
+  const size_t row_bytes = type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES : (size_t)K / 2;
   const uint8_t *rq[4];
   const float *s[4];
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++) {
     rq[i] = W->q + (size_t)(row + i) * row_bytes;
-    s[i] = W->scales + (size_t)(row + i) * nb;
+    s[i] = type == FN(Q4K) ? NULL : W->scales + (size_t)(row + i) * nb;
   }
   const int8_t *aq = a->q + (size_t)t * K;
   const float *ad = a->d + (size_t)t * nb, *ads = a->ds + (size_t)t * nb;
@@ -562,6 +564,13 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
     __m256 sd[4];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
+      if (type == FN(Q4K)) { /* a group is one super-block */
+        __m256 sv, ov;
+        FN(q4k_scales)(rq[i] + (size_t)(g >> 3) * WISP_Q4K_BYTES, &sv, &ov);
+        sd[i] = _mm256_mul_ps(sv, d);
+        off[i] = _mm256_fmadd_ps(ov, ds, off[i]);
+        continue;
+      }
       if (!(g & 15)) /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
         _mm_prefetch((const char *)(s[i] + PREFETCH_BYTES / 16 + g), _MM_HINT_T0);
       const __m256 sv = FN(load8)(s[i] + g, n);
@@ -578,10 +587,24 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
       const int b = g + 2 * p;
       if ((p & 1) == 0)
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + PREFETCH_BYTES + 16 * (size_t)b), _MM_HINT_T0);
+        for (int i = 0; i < R; i++)
+          _mm_prefetch((const char *)(rq[i] + PREFETCH_BYTES + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
       const __m256i qlo = _mm256_loadu_si256((const __m256i *)(aq + 32 * b));
       const __m256i qhi = _mm256_loadu_si256((const __m256i *)(aq + 32 * b + 32));
       const __m256i idx = _mm256_add_epi32(idx0, _mm256_set1_epi32(2 * p));
+      if (type == FN(Q4K)) { /* one 32-byte run: block b in the low nibbles, b+1 in the high */
+        const __m256i ib = _mm256_set1_epi32(2 * p), ib1 = _mm256_set1_epi32(2 * p + 1);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+          const __m256i w = _mm256_loadu_si256(
+              (const __m256i *)(rq[i] + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1)));
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(IDOT(_mm256_and_si256(w, m4), qlo)),
+                                   _mm256_permutevar8x32_ps(sd[i], ib), acc[i]);
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(IDOT(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), qhi)),
+                                   _mm256_permutevar8x32_ps(sd[i], ib1), acc[i]);
+        }
+        continue;
+      }
 #pragma GCC unroll 4
       for (int i = 0; i < R; i++) {
         const __m256i w = _mm256_loadu_si256((const __m256i *)(rq[i] + 16 * (size_t)b));
@@ -616,7 +639,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
     }
   }
 }
-#define DECODE_ROWS(type) ((type) == FN(Q4) || (type) == FN(Q4Z))
+#define DECODE_ROWS(type) ((type) != FN(Q8))
 #define DECODE_FN FN(dec256)
 #endif
 
