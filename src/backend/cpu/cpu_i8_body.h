@@ -379,7 +379,8 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type
  * spreads each pair's two over the lanes. The offset sum_b o_b ds_b is a
  * vector multiply-add per run of blocks, and R rows end in one reduction
  * together (the products of R rows share each activation load). Rows are
- * consecutive in memory: the next R rows are prefetched while these run. */
+ * consecutive in memory: the rows PREFETCH_BYTES ahead are prefetched while
+ * these run, within the rows of the call. */
 #if LANES16
 /* The 32 weight bytes at p as 64 values: [low nibbles | 16 x high
  * nibbles]: the bytes in both halves and one mask, no shift (512-bit
@@ -410,8 +411,8 @@ TGT static inline __attribute__((always_inline)) __m512 FN(zp16)(const uint8_t *
 }
 
 TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type, const int R, const wisp_matrix *W,
-                                                                int row, const wisp_i8_act *a, int t, float *y,
-                                                                int accumulate) {
+                                                                int row, int row_end, const wisp_i8_act *a, int t,
+                                                                float *y, int accumulate) {
   const int K = W->cols, nb = K / 32;
   const size_t row_bytes = type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES : (size_t)K / 2;
   const uint8_t *rq[4];
@@ -421,6 +422,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
     rq[i] = W->q + (size_t)(row + i) * row_bytes;
     s[i] = type == FN(Q4K) ? NULL : W->scales + (size_t)(row + i) * nb;
   }
+  /* prefetch only within the rows of this call (a thread's task): past
+   * them are another thread's rows, or the end of the matrix; the last
+   * tiles ask for their own lines instead (no branch in the loop) */
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
   const int8_t *aq = a->q + (size_t)t * K;
   const float *ad = a->d + (size_t)t * nb, *ads = a->ds + (size_t)t * nb;
   /* lanes of a pair's product -> its block (0 or 1): Q4 [b b+1 b b+1] by
@@ -446,7 +451,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
         sv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(s0)), _mm256_castps_pd(s1), 1));
         ov = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(o0)), _mm256_castps_pd(o1), 1));
       } else { /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
-        _mm_prefetch((const char *)(s[i] + PREFETCH_BYTES / 16 + g), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
         sv = _mm512_maskz_loadu_ps(m, s[i] + g);
       }
       sd[i] = _mm512_mul_ps(sv, d);
@@ -460,10 +465,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
 #pragma GCC unroll 8
     for (int p = 0; p < pairs; p++) {
       const int b = g + 2 * p;
-      if ((p & 1) == 0) /* 64 bytes of each row: one line of the next R rows */
+      if ((p & 1) == 0) /* every 64 bytes of each row: one line `ahead` */
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
-          _mm_prefetch((const char *)(rq[i] + PREFETCH_BYTES + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+          _mm_prefetch((const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
       const __m512i q = _mm512_loadu_si512((const void *)(aq + 32 * b));
       const __m512i idx = _mm512_add_epi32(idx0, _mm512_set1_epi32(2 * p));
 #pragma GCC unroll 4
@@ -541,8 +546,8 @@ TGT static inline __attribute__((always_inline)) __m256 FN(zp8)(const uint8_t *z
 }
 
 TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type, const int R, const wisp_matrix *W,
-                                                                int row, const wisp_i8_act *a, int t, float *y,
-                                                                int accumulate) {
+                                                                int row, int row_end, const wisp_i8_act *a, int t,
+                                                                float *y, int accumulate) {
   const int K = W->cols, nb = K / 32;
   const size_t row_bytes = type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES : (size_t)K / 2;
   const uint8_t *rq[4];
@@ -552,6 +557,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
     rq[i] = W->q + (size_t)(row + i) * row_bytes;
     s[i] = type == FN(Q4K) ? NULL : W->scales + (size_t)(row + i) * nb;
   }
+  /* prefetch only within the rows of this call (a thread's task): past
+   * them are another thread's rows, or the end of the matrix; the last
+   * tiles ask for their own lines instead (no branch in the loop) */
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
   const int8_t *aq = a->q + (size_t)t * K;
   const float *ad = a->d + (size_t)t * nb, *ads = a->ds + (size_t)t * nb;
   const __m256i idx0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), m4 = _mm256_set1_epi8(15);
@@ -572,7 +581,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
         continue;
       }
       if (!(g & 15)) /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
-        _mm_prefetch((const char *)(s[i] + PREFETCH_BYTES / 16 + g), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
       const __m256 sv = FN(load8)(s[i] + g, n);
       sd[i] = _mm256_mul_ps(sv, d);
       if (type == FN(Q4)) {
@@ -588,7 +597,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
       if ((p & 1) == 0)
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
-          _mm_prefetch((const char *)(rq[i] + PREFETCH_BYTES + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+          _mm_prefetch((const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
       const __m256i qlo = _mm256_loadu_si256((const __m256i *)(aq + 32 * b));
       const __m256i qhi = _mm256_loadu_si256((const __m256i *)(aq + 32 * b + 32));
       const __m256i idx = _mm256_add_epi32(idx0, _mm256_set1_epi32(2 * p));
@@ -660,8 +669,8 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
   if (nt == 1) { /* decode: four rows share each activation block */
     int r = 0;
     if (DECODE_ROWS(type)) {
-      for (; r + 4 <= nr; r += 4) DECODE_FN(type, 4, W, r0 + r, a, t0, y + r, accumulate);
-      for (; r < nr; r++) DECODE_FN(type, 1, W, r0 + r, a, t0, y + r, accumulate);
+      for (; r + 4 <= nr; r += 4) DECODE_FN(type, 4, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
+      for (; r < nr; r++) DECODE_FN(type, 1, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
       return;
     }
     for (; r + 4 <= nr; r += 4) {
