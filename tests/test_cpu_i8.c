@@ -79,8 +79,10 @@ static const int NTOK[] = {1, 7, 37};
  * blocks a row (whole pairs and runs of 16), then rows in several decode tiles plus a tail, with 39
  * blocks a row (runs of 16 and a run of 7: three pairs and a block alone;
  * Q4Z zero points starting mid-byte on odd rows) or, for Q4_K, 24 (a run
- * of two super-blocks and one of a single one). */
-static const int SHAPES[][3] = {{13, 512, 512}, {37, 1248, 768}};
+ * of two super-blocks and one of a single one); then the smallest rows: one
+ * block (nothing but a block alone), three blocks (a pair and a block), one
+ * super-block. */
+static const int SHAPES[][3] = {{13, 512, 512}, {37, 1248, 768}, {5, 32, 256}, {6, 96, 256}};
 static int shape_cols(int si, wisp_wtype t) { return t == WISP_W_Q4K ? SHAPES[si][2] : SHAPES[si][1]; }
 
 /* Element e of token t's block b, from the quantized activations. */
@@ -96,8 +98,8 @@ static double act_value(const wisp_i8_act *a, int t, int e) {
 TEST(cpu_i8_scalar_matches_exact_product) {
   const wisp_i8_kernels *k = wisp_i8_kernels_scalar();
   printf("  cpu_i8: ran the scalar reference\n");
-  /* decode (PAIRED activations for Q4 / Q4Z) and several tokens (NATURAL), both shapes */
-  for (int c = 0; c < 4; c++)
+  /* decode (PAIRED activations for Q4 / Q4Z) and several tokens (NATURAL), every shape */
+  for (int c = 0; c < 2 * (int)(sizeof SHAPES / sizeof SHAPES[0]); c++)
   for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
     const int n = c & 1 ? 7 : 1, ROWS = SHAPES[c >> 1][0], COLS = shape_cols(c >> 1, TYPES[ti]);
     test_mat t;
