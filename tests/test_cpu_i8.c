@@ -73,23 +73,37 @@ static float *acts_make(int n, int K) {
 }
 
 static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0};
-/* rows not a multiple of any tile; tokens: decode, a tail, more than a chunk */
-static const int ROWS = 13, COLS = 512, NTOK[] = {1, 7, 37};
+/* tokens: decode, a tail, more than a chunk */
+static const int NTOK[] = {1, 7, 37};
+/* rows x cols (Q4_K: x its cols): rows not a multiple of any tile, 16
+ * blocks a row (whole pairs and runs of 16), then rows in several decode tiles plus a tail, with 39
+ * blocks a row (runs of 16 and a run of 7: three pairs and a block alone;
+ * Q4Z zero points starting mid-byte on odd rows) or, for Q4_K, 24 (a run
+ * of two super-blocks and one of a single one); then the smallest rows: one
+ * block (nothing but a block alone), three blocks (a pair and a block), one
+ * super-block. */
+static const int SHAPES[][3] = {{13, 512, 512}, {37, 1248, 768}, {5, 32, 256}, {6, 96, 256}};
+static int shape_cols(int si, wisp_wtype t) { return t == WISP_W_Q4K ? SHAPES[si][2] : SHAPES[si][1]; }
 
 /* Element e of token t's block b, from the quantized activations. */
 static double act_value(const wisp_i8_act *a, int t, int e) {
   int b = e / 32, i = e % 32;
-  int at = a->layout == WISP_I8_PAIRED ? (i & 1) * 16 + i / 2 : i;
-  return (double)a->d[(size_t)t * (a->K / 32) + b] * a->q[(size_t)t * a->K + 32 * b + at];
+  const int nb = a->K / 32;
+  int at = 32 * b + i; /* NATURAL */
+  if (a->layout == WISP_I8_PAIRED) /* pairs of blocks: evens of b, of b^1, odds of b, of b^1; an odd last block alone */
+    at = (nb & 1) && b == nb - 1 ? 32 * b + (i & 1) * 16 + i / 2 : 64 * (b / 2) + 32 * (i & 1) + 16 * (b & 1) + i / 2;
+  return (double)a->d[(size_t)t * nb + b] * a->q[(size_t)t * a->K + at];
 }
 
 TEST(cpu_i8_scalar_matches_exact_product) {
   const wisp_i8_kernels *k = wisp_i8_kernels_scalar();
   printf("  cpu_i8: ran the scalar reference\n");
+  /* decode (PAIRED activations for Q4 / Q4Z) and several tokens (NATURAL), every shape */
+  for (int c = 0; c < 2 * (int)(sizeof SHAPES / sizeof SHAPES[0]); c++)
   for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
+    const int n = c & 1 ? 7 : 1, ROWS = SHAPES[c >> 1][0], COLS = shape_cols(c >> 1, TYPES[ti]);
     test_mat t;
     CHECK(mat_make(&t, TYPES[ti], ROWS, COLS));
-    const int n = 7;
     float *x = acts_make(n, COLS), *y = calloc((size_t)n * ROWS, sizeof(float)), *row = malloc(COLS * sizeof(float));
     float *scratch = malloc(WISP_I8_SCRATCH(COLS) * sizeof(float));
     wisp_i8_act a = {0};
@@ -123,8 +137,8 @@ TEST(cpu_i8_scalar_matches_exact_product) {
     free(scratch);
     mat_free(&t);
     CHECKF(ok, "out of memory");
-    CHECKF(worst < 1e-5, "%s: int8 product differs from the dequantized product by %g of sum|w x|",
-           wisp_wtype_name(TYPES[ti]), worst);
+    CHECKF(worst < 1e-5, "%s: int8 product (%d x %d, %d tokens) differs from the dequantized product by %g of sum|w x|",
+           wisp_wtype_name(TYPES[ti]), ROWS, COLS, n, worst);
     CHECKF(qerr <= 0.5 + 1e-4, "%s: an int8 activation is %g steps from its value", wisp_wtype_name(TYPES[ti]), qerr);
   }
 }
@@ -141,9 +155,10 @@ static void check_set(const char *name) {
   if (!runnable) SKIP("this CPU lacks %s: that kernel set was not run", name);
   printf("  cpu_i8: ran the %s kernel set against the scalar reference\n", name);
   const wisp_i8_kernels *ref = wisp_i8_kernels_scalar();
+  for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++)
   for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++)
     for (size_t ni = 0; ni < sizeof NTOK / sizeof NTOK[0]; ni++) {
-      const int n = NTOK[ni];
+      const int n = NTOK[ni], ROWS = SHAPES[si][0], COLS = shape_cols((int)si, TYPES[ti]);
       test_mat t;
       CHECK(mat_make(&t, TYPES[ti], ROWS, COLS));
       float *x = acts_make(n, COLS);
@@ -181,8 +196,8 @@ static void check_set(const char *name) {
       CHECKF(ok, "out of memory");
       CHECKF(same_bytes, "%s: %s quantized activations differ from the scalar reference", name,
              wisp_wtype_name(TYPES[ti]));
-      CHECKF(worst < 1e-5, "%s: %s product, %d tokens, differs from the scalar reference by %g of max|y|", name,
-             wisp_wtype_name(TYPES[ti]), n, worst);
+      CHECKF(worst < 1e-5, "%s: %s product, %d x %d, %d tokens, differs from the scalar reference by %g of max|y|",
+             name, wisp_wtype_name(TYPES[ti]), ROWS, COLS, n, worst);
     }
 }
 

@@ -64,6 +64,36 @@ TEST(cpu_simd_kernels_match_scalar) {
     for (int c = 0; c < C; c++) CHECK(a[c] == b[c]);
   }
   for (int n = 0; n < 40; n++) CHECK_NEAR(fast->dot_f32(w, x, n), ref->dot_f32(w, x, n), 1e-4);
+  for (int n = 0; n < 40; n++) { /* axpy: the same bits, tails included */
+    memcpy(a, x, sizeof a);
+    memcpy(b, x, sizeof b);
+    fast->axpy_f32(a, 0.37f, w + 1, n);
+    ref->axpy_f32(b, 0.37f, w + 1, n);
+    CHECKF(!memcmp(a, b, sizeof a), "axpy_f32 of %d differs from the scalar reference", n);
+  }
+  /* dots: each the bits of dot_f32 times the scale, in both sets, head sizes with and without whole 16s */
+  const wisp_cpu_kernels *sets[2] = {fast, ref};
+  for (int si = 0; si < 2; si++)
+    for (int D = 16; D <= 72; D += 8)
+      for (int n = 1; n < 20; n++) {
+        float got[20];
+        sets[si]->dots_f32(x, w + 3, (size_t)D + 5, n, D, 0.125f, got);
+        for (int p = 0; p < n; p++)
+          CHECKF(got[p] == sets[si]->dot_f32(x, w + 3 + (size_t)p * (D + 5), D) * 0.125f,
+                 "%s dots_f32 D %d n %d position %d differs from dot_f32", sets[si]->name, D, n, p);
+      }
+  /* argmax: ties (the first wins, -0 against 0 too), a maximum in a tail, non-finite values */
+  for (int n = 1; n < 40; n++) {
+    for (int i = 0; i < n; i++) a[i] = (float)((i * 7) % 5) - (i == 3 ? 0.5f : 0.0f);
+    if (n > 20) a[n - 1] = 9.0f;
+    if (n == 12) a[2] = -0.0f, a[5] = 0.0f, a[1] = -1.0f, a[6] = -1.0f;
+    int f1, f2, i1 = fast->argmax_f32(a, n, &f1), i2 = ref->argmax_f32(a, n, &f2);
+    CHECKF(i1 == i2 && f1 == f2 && f1, "argmax_f32 of %d: %d (finite %d), scalar %d (finite %d)", n, i1, f1, i2, f2);
+    a[n / 2] = n % 3 ? NAN : INFINITY;
+    fast->argmax_f32(a, n, &f1);
+    ref->argmax_f32(a, n, &f2);
+    CHECKF(!f1 && !f2, "argmax_f32 of %d missed a non-finite value", n);
+  }
 }
 
 static float *logits_for(const char *dir, const int32_t *ids, int n, int one_by_one, int threads) {

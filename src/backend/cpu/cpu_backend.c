@@ -564,24 +564,19 @@ static void attn_task(void *ctx, int task, int thread) {
     int pos = a->pos0 + t;
     const float *q = j->c->qbuf + ((size_t)t * a->heads + h) * D;
     float mx = -INFINITY;
-    for (int p = 0; p <= pos; p++) {
-      const float *kr = a->k_cache->data + ((size_t)p * KVH + kvh) * D;
-      scores[p] = k->dot_f32(q, kr, D) * scale;
+    k->dots_f32(q, a->k_cache->data + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, scale, scores);
+    for (int p = 0; p <= pos; p++)
       if (scores[p] > mx) mx = scores[p];
-    }
     double sum = 0;
     for (int p = 0; p <= pos; p++) {
       scores[p] = expf(scores[p] - mx);
       sum += scores[p];
     }
     float inv = (float)(1.0 / sum);
-    float *restrict o = a->out->data + ((size_t)t * a->heads + h) * D; /* restrict: the loop below vectorizes */
+    float *o = a->out->data + ((size_t)t * a->heads + h) * D;
     memset(o, 0, (size_t)D * sizeof(float));
-    for (int p = 0; p <= pos; p++) {
-      const float *restrict vr = a->v_cache->data + ((size_t)p * KVH + kvh) * D;
-      float w = scores[p] * inv;
-      for (int i = 0; i < D; i++) o[i] += w * vr[i];
-    }
+    for (int p = 0; p <= pos; p++)
+      k->axpy_f32(o, scores[p] * inv, a->v_cache->data + ((size_t)p * KVH + kvh) * D, D);
     if (j->gate) { /* out *= sigmoid(gate) */
       const float *g = j->gate + (size_t)t * j->gate_row + (size_t)h * 2 * D + D;
       for (int i = 0; i < D; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));
@@ -940,15 +935,13 @@ typedef struct {
   const float *x;
   argmax_part *part;
   int grain;
+  const wisp_cpu_kernels *k;
 } argmax_job;
 
 static void argmax_range(void *ctx, int i0, int i1) {
   const argmax_job *j = ctx;
-  int best = i0, finite = 1;
-  for (int i = i0; i < i1; i++) {
-    finite &= isfinite(j->x[i]) != 0;
-    if (j->x[i] > j->x[best]) best = i;
-  }
+  int finite;
+  int best = i0 + j->k->argmax_f32(j->x + i0, i1 - i0, &finite);
   j->part[i0 / j->grain] = (argmax_part){.best = best, .finite = finite};
 }
 
@@ -966,7 +959,7 @@ static void cpu_sample_id_run(wisp_backend *be, const wisp_buf *logits, int voca
      * row in one range (one thread) leaves the others as that */
     argmax_part part[ARGMAX_PARTS];
     for (int k = 0; k < ARGMAX_PARTS; k++) part[k] = (argmax_part){.best = 0, .finite = 1};
-    argmax_job j = {x, part, grain};
+    argmax_job j = {x, part, grain, as_cpu(be)->k};
     run_ranges(as_cpu(be), vocab, grain, argmax_range, &j);
     int best = part[0].best;
     for (int k = 0; k * grain < vocab; k++) {

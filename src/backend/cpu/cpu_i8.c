@@ -88,22 +88,19 @@ void wisp_i8_row_scales(const wisp_matrix *m, int row, float *s, float *o) {
 
 /* ---- scalar reference ---- */
 
-/* Position of element e of a block in layout `layout`. */
-static int slot(int layout, int e) { return layout == WISP_I8_PAIRED ? (e & 1) * 16 + (e >> 1) : e; }
-
 static void quantize_scalar(const float *x, int t0, int t1, wisp_i8_act *a) {
   const int K = a->K, nb = K / 32;
   for (int t = t0; t < t1; t++)
     for (int b = 0; b < nb; b++) {
       const float *xb = x + (size_t)t * K + 32 * b;
-      int8_t *q = a->q + (size_t)t * K + 32 * b;
+      int8_t *q = a->q + (size_t)t * K;
       float amax = 0;
       for (int e = 0; e < 32; e++) amax = fmaxf(amax, fabsf(xb[e]));
       float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
       int sum = 0;
       for (int e = 0; e < 32; e++) {
         int v = (int)lrintf(xb[e] * id);
-        q[slot(a->layout, e)] = (int8_t)v;
+        q[wisp_i8_pos(a->layout, nb, b, e)] = (int8_t)v;
         sum += v;
       }
       a->d[(size_t)t * nb + b] = d;
@@ -138,7 +135,7 @@ static void gemm_scalar(const wisp_matrix *W, int r0, int nr, const wisp_i8_act 
       float acc = 0, off = 0;
       for (int b = 0; b < nb; b++) {
         int32_t dot = 0;
-        for (int e = 0; e < 32; e++) dot += weight_int(W, r, b, e) * q[32 * b + slot(a->layout, e)];
+        for (int e = 0; e < 32; e++) dot += weight_int(W, r, b, e) * q[wisp_i8_pos(a->layout, nb, b, e)];
         acc += s[b] * d[b] * (float)dot;
         off += o[b] * ds[b];
       }

@@ -21,11 +21,22 @@
 
 #include "format/tensor.h"
 
-/* Where the int8 values of one block sit. NATURAL: element e at e.
- * PAIRED (Q4 / Q4Z, whose bytes hold elements 2j and 2j+1): the 16 even
- * elements first, then the 16 odd ones, matching the low and high nibbles
- * of the block's 16 bytes. */
+/* Where the int8 values of a token sit. NATURAL: element e of block b at
+ * 32 b + e. PAIRED (Q4 / Q4Z decode; a weight byte holds elements 2j and
+ * 2j+1 of its block): blocks go by pairs b = 2k, 2k+1, whose 64 bytes are
+ * the 16 even elements of 2k, the 16 even of 2k+1, the 16 odd of 2k, the
+ * 16 odd of 2k+1: the low nibbles of the pair's 32 weight bytes, then the
+ * high nibbles, so that one 32-byte load of weights and one shift and mask
+ * line up with the activations. The last block of an odd count stands
+ * alone: its 16 even elements, then its 16 odd ones. */
 enum { WISP_I8_NATURAL = 0, WISP_I8_PAIRED = 1 };
+
+/* Offset of element e of block b (of nb a token) from the token's start. */
+static inline int wisp_i8_pos(int layout, int nb, int b, int e) {
+  if (layout != WISP_I8_PAIRED) return 32 * b + e;
+  if ((nb & 1) && b == nb - 1) return 32 * b + (e & 1) * 16 + (e >> 1);
+  return 64 * (b >> 1) + 32 * (e & 1) + 16 * (b & 1) + (e >> 1);
+}
 
 /* n tokens of K values quantized: q [n][K], d and ds [n][K/32], where
  * ds = d * (sum of the block's q). Grown on demand by wisp_i8_act_reserve. */

@@ -3,6 +3,8 @@
  *   SFX        suffix of the function names (avx2, avxvnni, avx512vnni)
  *   TGT        the function attribute naming the target features
  *   IDOT(u, q) 8 int32 lanes, each the sum of 4 products u8(u) * s8(q)
+ *   IDOT2(u1, q1, u2, q2)  IDOT(u1, q1) + IDOT(u2, q2)
+ *   PREFETCH_BYTES  how far ahead of the rows being read decode prefetches
  *   TILE_R, TILE_T  rows x tokens of one prefill tile (registers permitting)
  * Every function computes the integers of cpu_i8.h exactly; only the
  * order of the f32 sums differs from the scalar reference. */
@@ -49,6 +51,24 @@ TGT static inline float FN(dot_f32)(const float *o, const float *ds, int nb) {
   return s;
 }
 
+/* The 8 scales d sc_j and offsets dmin m_j of one Q4_K super-block: the
+ * twelve bytes of 6-bit values unpacked four at a time in 32-bit words
+ * (bytes 0-3 hold sc 0-3 and the top bits of sc 4-7, bytes 4-7 the same
+ * for m, bytes 8-11 the low four bits of sc 4-7 and of m 4-7). */
+TGT static inline __attribute__((always_inline)) void FN(q4k_scales)(const uint8_t *blk, __m256 *s, __m256 *o) {
+  uint16_t hd, hm;
+  uint32_t u0, u1, u2;
+  memcpy(&hd, blk, 2);
+  memcpy(&hm, blk + 2, 2);
+  memcpy(&u0, blk + 4, 4);
+  memcpy(&u1, blk + 8, 4);
+  memcpy(&u2, blk + 12, 4);
+  uint64_t sc = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | (u0 >> 2 & 0x30303030u)) << 32;
+  uint64_t mn = (u1 & 0x3f3f3f3fu) | (uint64_t)((u2 >> 4 & 0x0f0f0f0fu) | (u1 >> 2 & 0x30303030u)) << 32;
+  *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc))));
+  *o = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hm)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn))));
+}
+
 /* The block scales s[] and offsets o[] of one row (cpu_i8.h). Q4 needs no
  * copy: s is the stored scales and o = 8 s, applied in the tile; Q4Z's
  * o = zp * s, Q4_K's s = d sc and o = dmin m, Q8_0's s = d (o = 0). *s_out
@@ -86,20 +106,10 @@ TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int t
     const int nsb = W->cols / WISP_Q4K_BLOCK;
     const uint8_t *blk = W->q + (size_t)row * nsb * WISP_Q4K_BYTES;
     for (int k = 0; k < nsb; k++, blk += WISP_Q4K_BYTES) {
-      uint16_t hd, hm;
-      memcpy(&hd, blk, 2);
-      memcpy(&hm, blk + 2, 2);
-      __m256 d = _mm256_set1_ps(_cvtsh_ss(hd)), dmin = _mm256_set1_ps(_cvtsh_ss(hm));
-      const uint8_t *p = blk + 4;
-      int sc[8], mn[8];
-      for (int j = 0; j < 4; j++) {
-        sc[j] = p[j] & 63;
-        mn[j] = p[j + 4] & 63;
-        sc[j + 4] = (p[j + 8] & 15) | (p[j] >> 6) << 4;
-        mn[j + 4] = (p[j + 8] >> 4) | (p[j + 4] >> 6) << 4;
-      }
-      _mm256_storeu_ps(s + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc))));
-      _mm256_storeu_ps(o + 8 * k, _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)mn))));
+      __m256 sk, ok;
+      FN(q4k_scales)(blk, &sk, &ok);
+      _mm256_storeu_ps(s + 8 * k, sk);
+      _mm256_storeu_ps(o + 8 * k, ok);
     }
     return;
   }
@@ -359,62 +369,315 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type
 #define LANES_FN FN(lanes)
 #endif
 
+/* ---- decode (one token): rows against the PAIRED / NATURAL activations ----
+ * Work goes by pairs of blocks: one 32-byte load of weights holds both
+ * (Q4 / Q4Z: the pair's 2 x 16 nibble bytes; Q4_K: one 32-byte run whose
+ * low and high nibbles are two sub-blocks), and one shift and one mask
+ * give its 64 unsigned values in the activations' order, so one pair is
+ * one (AVX-512) or two (AVX2) integer dot products. The block scales
+ * s_b d_b of a run of blocks are one vector multiply per row; a permute
+ * spreads each pair's two over the lanes. The offset sum_b o_b ds_b is a
+ * vector multiply-add per run of blocks, and R rows end in one reduction
+ * together (the products of R rows share each activation load). Rows are
+ * consecutive in memory: the rows PREFETCH_BYTES ahead are prefetched while
+ * these run, within the rows of the call. */
 #if LANES16
-/* AVX-512 decode: two blocks per 512-bit vector (Q4 / Q4Z / Q4_K; nb
- * even), R rows sharing each activation pair. The pair of scales s_b d_b,
- * s_b+1 d_b+1 is spread over the two halves with one permute. */
-TGT static inline __attribute__((always_inline)) __m512i FN(unpack2)(const int type, const uint8_t *row, int b) {
-  const __m512i m4 = _mm512_set1_epi8(15);
-  if (type == FN(Q4K)) { /* blocks b, b+1 are the low and high nibbles of one 32-byte run */
-    const uint8_t *qs = row + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1);
-    __m256i bytes = _mm256_loadu_si256((const __m256i *)qs);
-    return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1), m4);
-  }
-  __m256i bytes = _mm256_loadu_si256((const __m256i *)(row + 16 * (size_t)b)); /* [B0 | B1] */
-  __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1);
-  return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), m4); /* [B0 lo, hi, B1 lo, hi] */
+/* The 32 weight bytes at p as 64 values: [low nibbles | 16 x high
+ * nibbles]: the bytes in both halves and one mask, no shift (512-bit
+ * shifts, vpdpbusd and conversions all queue for the same port on Intel
+ * cores). The upper half's sums come out 16 times too large, and its
+ * scales are taken 16 times smaller: (16 X) (r / 16) rounds as X r, since
+ * a division by 16 is exact. */
+TGT static inline __attribute__((always_inline)) __m512i FN(nib64)(const uint8_t *p) {
+  const __m512i mask = _mm512_inserti64x4(_mm512_set1_epi8(15), _mm256_set1_epi8((char)0xf0), 1);
+  return _mm512_and_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)), mask);
 }
 
-TGT static inline __attribute__((always_inline)) void FN(tile512)(const int type, const int R, const wisp_matrix *W,
-                                                                 int row, const wisp_i8_act *a, int t, float *y,
-                                                                 int accumulate, const float *const *s,
-                                                                 const float *o) {
-  const int K = W->cols, nb = K / 32;
-  const size_t row_bytes = type <= FN(Q4Z) ? (size_t)K / 2 : (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES;
-  const uint8_t *rq[4];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
-  __m512 acc[4];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
-  const int8_t *aq = a->q + (size_t)t * K;
-  const float *ad = a->d + (size_t)t * nb;
-  const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  for (int b = 0; b < nb; b += 2) {
-    if ((b & 3) == 0)
-#pragma GCC unroll 4
-      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
-    __m512i q = _mm512_loadu_si512((const void *)(aq + 32 * b));
-    __m128 d2 = _mm_castpd_ps(_mm_load_sd((const double *)(ad + b)));
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) {
-      __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), FN(unpack2)(type, rq[i], b), q);
-      __m128 sd = _mm_mul_ps(_mm_castpd_ps(_mm_load_sd((const double *)(s[i] + b))), d2);
-      __m512 sc = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(sd));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[i]);
-    }
+/* Zero points of blocks first .. first+n-1 (n <= 16) of a Q4Z matrix as
+ * floats; lanes past n are 0. */
+TGT static inline __attribute__((always_inline)) __m512 FN(zp16)(const uint8_t *zp, size_t first, int n) {
+  if (!(first & 1)) {
+    __m128i bytes = _mm_maskz_loadu_epi8((__mmask16)((1u << ((n + 1) / 2)) - 1), zp + (first >> 1));
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m128i z = _mm_unpacklo_epi8(_mm_and_si128(bytes, m4), _mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
+    return _mm512_maskz_mov_ps((__mmask16)((1u << n) - 1), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(z)));
   }
+  float z[16] = {0};
+  for (int k = 0; k < n; k++) {
+    size_t blk = first + (size_t)k;
+    z[k] = (float)(blk & 1 ? zp[blk >> 1] >> 4 : zp[blk >> 1] & 15);
+  }
+  return _mm512_loadu_ps(z);
+}
+
+TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type, const int R, const wisp_matrix *W,
+                                                                int row, int row_end, const wisp_i8_act *a, int t,
+                                                                float *y, int accumulate) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = type == FN(Q4K)  ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
+                           : type == FN(Q8) ? (size_t)nb * WISP_Q8_0_BYTES
+                                            : (size_t)K / 2;
+  const uint8_t *rq[4];
+  const float *s[4];
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++) {
-    float v = _mm512_reduce_add_ps(acc[i]);
-    if (type == FN(Q4)) v -= 8.0f * FN(dot_f32)(s[i], a->ds + (size_t)t * nb, nb);
-    else v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)t * nb, nb);
-    y[i] = accumulate ? y[i] + v : v;
+    rq[i] = W->q + (size_t)(row + i) * row_bytes;
+    s[i] = type == FN(Q4K) || type == FN(Q8) ? NULL : W->scales + (size_t)(row + i) * nb;
+  }
+  /* prefetch only within the rows of this call (a thread's task): past
+   * them are another thread's rows, or the end of the matrix; the last
+   * tiles ask for their own lines instead (no branch in the loop) */
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
+  const int8_t *aq = a->q + (size_t)t * K;
+  const float *ad = a->d + (size_t)t * nb, *ads = a->ds + (size_t)t * nb;
+  /* lanes of a pair's product -> its block (0 or 1): Q4 [b b+1 b b+1] by
+   * 128-bit lanes; Q4_K, Q8_0 [b b+1] by 256-bit halves; the upper half
+   * (+16) takes the scales divided by 16 (nib64; Q8_0: not divided) */
+  const __m512i idx0 = type >= FN(Q4K) ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17)
+                                       : _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 16, 16, 16, 16, 17, 17, 17, 17);
+  __m512 acc[4], off[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = off[i] = _mm512_setzero_ps();
+  for (int g = 0; g < nb; g += 16) {
+    const int n = nb - g < 16 ? nb - g : 16;
+    const __mmask16 m = (__mmask16)((1u << n) - 1);
+    const __m512 d = _mm512_maskz_loadu_ps(m, ad + g), ds = _mm512_maskz_loadu_ps(m, ads + g);
+    __m512 sd[4], sd16[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      __m512 sv, ov = _mm512_setzero_ps();
+      if (type == FN(Q4K)) { /* the group's one or two super-blocks (nb is a multiple of 8) */
+        __m256 s0, o0, s1 = _mm256_setzero_ps(), o1 = _mm256_setzero_ps();
+        FN(q4k_scales)(rq[i] + (size_t)(g >> 3) * WISP_Q4K_BYTES, &s0, &o0);
+        if (n > 8) FN(q4k_scales)(rq[i] + (size_t)((g >> 3) + 1) * WISP_Q4K_BYTES, &s1, &o1);
+        sv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(s0)), _mm256_castps_pd(s1), 1));
+        ov = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(o0)), _mm256_castps_pd(o1), 1));
+      } else if (type == FN(Q8)) { /* the f16 scales at the head of each 34-byte block, gathered */
+        const __m512i at = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(g), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
+                                              _mm512_set1_epi32(WISP_Q8_0_BYTES));
+        __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, at, (const void *)rq[i], 1);
+        sv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(h, _mm512_set1_epi32(0xffff))));
+      } else { /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
+        _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
+        sv = _mm512_maskz_loadu_ps(m, s[i] + g);
+      }
+      sd[i] = _mm512_mul_ps(sv, d);
+      sd16[i] = type == FN(Q8) ? sd[i] : _mm512_mul_ps(sd[i], _mm512_set1_ps(1.0f / 16));
+      if (type == FN(Q4) || type == FN(Q8)) off[i] = _mm512_fmadd_ps(sv, ds, off[i]); /* times 8 (128) at the end */
+      else if (type == FN(Q4Z))
+        off[i] = _mm512_fmadd_ps(_mm512_mul_ps(FN(zp16)(W->zp, (size_t)(row + i) * nb + g, n), sv), ds, off[i]);
+      else off[i] = _mm512_fmadd_ps(ov, ds, off[i]);
+    }
+    const int pairs = n / 2;
+#pragma GCC unroll 8
+    for (int p = 0; p < pairs; p++) {
+      const int b = g + 2 * p;
+      /* one line `ahead` for every 64 bytes of each row: Q4 every other
+       * pair (32 bytes a pair), Q4_K every pair (36), Q8_0 two a pair (68) */
+      if (type != FN(Q4) && type != FN(Q4Z)) {
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+          const char *at = (const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb));
+          _mm_prefetch(at, _MM_HINT_T0);
+          if (type == FN(Q8)) _mm_prefetch(at + 64, _MM_HINT_T0);
+        }
+      } else if ((p & 1) == 0) {
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + ahead + 16 * (size_t)b), _MM_HINT_T0);
+      }
+      const __m512i q = _mm512_loadu_si512((const void *)(aq + 32 * b));
+      const __m512i idx = _mm512_add_epi32(idx0, _mm512_set1_epi32(2 * p));
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) {
+        __m512i w;
+        if (type == FN(Q8)) { /* two signed blocks, + 128 (a flipped top bit) to be unsigned */
+          const uint8_t *wb = rq[i] + (size_t)b * WISP_Q8_0_BYTES + 2;
+          w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)wb)),
+                                 _mm256_loadu_si256((const __m256i *)(wb + WISP_Q8_0_BYTES)), 1);
+          w = _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
+        } else {
+          w = FN(nib64)(type == FN(Q4K) ? rq[i] + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1)
+                                        : rq[i] + 16 * (size_t)b);
+        }
+        __m512i prod = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, q);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), _mm512_permutex2var_ps(sd[i], idx, sd16[i]), acc[i]);
+      }
+    }
+    if (n & 1) { /* the last block of an odd count (Q4 / Q4Z, alone: [evens | odds]; Q8_0) */
+      const int b = g + n - 1;
+      const __m256i q = _mm256_loadu_si256((const __m256i *)(aq + 32 * b));
+      const __m512i idx = _mm512_set1_epi32(n - 1);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) {
+        __m256i u = FN(unpack)(type, rq[i], b);
+        if (type == FN(Q8)) u = _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80));
+        __m256i prod = IDOT(u, q);
+        __m512 v = _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_setzero_si512(), prod, 0));
+        acc[i] = _mm512_fmadd_ps(v, _mm512_permutexvar_ps(idx, sd[i]), acc[i]);
+      }
+    }
+  }
+  __m512 v[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++)
+    v[i] = type == FN(Q4)  ? _mm512_fnmadd_ps(_mm512_set1_ps(8.0f), off[i], acc[i])
+           : type == FN(Q8) ? _mm512_fnmadd_ps(_mm512_set1_ps(128.0f), off[i], acc[i])
+                            : _mm512_sub_ps(acc[i], off[i]);
+  if (R == 4) { /* four sums at once: halves added, then a tree of horizontal adds */
+    __m256 h[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+      h[i] = _mm256_add_ps(_mm512_castps512_ps256(v[i]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[i]), 1)));
+    __m256 x = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    if (accumulate) r = _mm_add_ps(r, _mm_loadu_ps(y));
+    _mm_storeu_ps(y, r);
+  } else {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      float r = _mm512_reduce_add_ps(v[i]);
+      y[i] = accumulate ? y[i] + r : r;
+    }
   }
 }
-#define DECODE512(type, nb) ((type) != FN(Q8) && (nb) % 2 == 0)
+#define DECODE_ROWS(type) 1
+#define DECODE_FN FN(dec512)
 #else
-#define DECODE512(type, nb) 0
+/* 256-bit decode. Q4 / Q4Z: a pair is two integer dot products (low
+ * nibbles with the pair's even elements, high with the odd), summed in
+ * integers: lanes [b x4 | b+1 x4]. Q4_K: a group of 8 blocks is one
+ * super-block; a pair's two products (low nibbles: block b, high: b+1)
+ * each take their block's scale. */
+TGT static inline __attribute__((always_inline)) __m256 FN(load8)(const float *p, int n) {
+  if (n == 8) return _mm256_loadu_ps(p);
+  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+/* Zero points of blocks first .. first+n-1 (n <= 8) of a Q4Z matrix as
+ * floats (lanes past n: whatever, their scales are 0). */
+TGT static inline __attribute__((always_inline)) __m256 FN(zp8)(const uint8_t *zp, size_t first, int n) {
+  if (!(first & 1)) {
+    uint32_t four = 0;
+    if (n == 8) memcpy(&four, zp + (first >> 1), 4);
+    else memcpy(&four, zp + (first >> 1), (size_t)(n + 1) / 2);
+    const __m128i bytes = _mm_cvtsi32_si128((int)four), m4 = _mm_set1_epi8(15);
+    __m128i z = _mm_unpacklo_epi8(_mm_and_si128(bytes, m4), _mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(z));
+  }
+  float z[8] = {0};
+  for (int k = 0; k < n; k++) {
+    size_t blk = first + (size_t)k;
+    z[k] = (float)(blk & 1 ? zp[blk >> 1] >> 4 : zp[blk >> 1] & 15);
+  }
+  return _mm256_loadu_ps(z);
+}
+
+TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type, const int R, const wisp_matrix *W,
+                                                                int row, int row_end, const wisp_i8_act *a, int t,
+                                                                float *y, int accumulate) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES : (size_t)K / 2;
+  const uint8_t *rq[4];
+  const float *s[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) {
+    rq[i] = W->q + (size_t)(row + i) * row_bytes;
+    s[i] = type == FN(Q4K) ? NULL : W->scales + (size_t)(row + i) * nb;
+  }
+  /* prefetch only within the rows of this call (a thread's task): past
+   * them are another thread's rows, or the end of the matrix; the last
+   * tiles ask for their own lines instead (no branch in the loop) */
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
+  const int8_t *aq = a->q + (size_t)t * K;
+  const float *ad = a->d + (size_t)t * nb, *ads = a->ds + (size_t)t * nb;
+  const __m256i idx0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), m4 = _mm256_set1_epi8(15);
+  __m256 acc[4], off[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = off[i] = _mm256_setzero_ps();
+  for (int g = 0; g < nb; g += 8) {
+    const int n = nb - g < 8 ? nb - g : 8;
+    const __m256 d = FN(load8)(ad + g, n), ds = FN(load8)(ads + g, n);
+    __m256 sd[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      if (type == FN(Q4K)) { /* a group is one super-block */
+        __m256 sv, ov;
+        FN(q4k_scales)(rq[i] + (size_t)(g >> 3) * WISP_Q4K_BYTES, &sv, &ov);
+        sd[i] = _mm256_mul_ps(sv, d);
+        off[i] = _mm256_fmadd_ps(ov, ds, off[i]);
+        continue;
+      }
+      if (!(g & 15)) /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
+        _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
+      const __m256 sv = FN(load8)(s[i] + g, n);
+      sd[i] = _mm256_mul_ps(sv, d);
+      if (type == FN(Q4)) {
+        off[i] = _mm256_fmadd_ps(sv, ds, off[i]); /* times 8 at the end */
+      } else {
+        off[i] = _mm256_fmadd_ps(_mm256_mul_ps(FN(zp8)(W->zp, (size_t)(row + i) * nb + g, n), sv), ds, off[i]);
+      }
+    }
+    const int pairs = n / 2;
+#pragma GCC unroll 4
+    for (int p = 0; p < pairs; p++) {
+      const int b = g + 2 * p;
+      if ((p & 1) == 0)
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+          _mm_prefetch((const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+      const __m256i qlo = _mm256_loadu_si256((const __m256i *)(aq + 32 * b));
+      const __m256i qhi = _mm256_loadu_si256((const __m256i *)(aq + 32 * b + 32));
+      const __m256i idx = _mm256_add_epi32(idx0, _mm256_set1_epi32(2 * p));
+      if (type == FN(Q4K)) { /* one 32-byte run: block b in the low nibbles, b+1 in the high */
+        const __m256i ib = _mm256_set1_epi32(2 * p), ib1 = _mm256_set1_epi32(2 * p + 1);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+          const __m256i w = _mm256_loadu_si256(
+              (const __m256i *)(rq[i] + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1)));
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(IDOT(_mm256_and_si256(w, m4), qlo)),
+                                   _mm256_permutevar8x32_ps(sd[i], ib), acc[i]);
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(IDOT(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), qhi)),
+                                   _mm256_permutevar8x32_ps(sd[i], ib1), acc[i]);
+        }
+        continue;
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(rq[i] + 16 * (size_t)b));
+        const __m256i prod = IDOT2(_mm256_and_si256(w, m4), qlo, _mm256_and_si256(_mm256_srli_epi16(w, 4), m4), qhi);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_permutevar8x32_ps(sd[i], idx), acc[i]);
+      }
+    }
+    if (n & 1) { /* the last block of an odd count, alone: [evens | odds] */
+      const int b = g + n - 1;
+      const __m256i q = _mm256_loadu_si256((const __m256i *)(aq + 32 * b));
+      const __m256i idx = _mm256_set1_epi32(n - 1);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++)
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(IDOT(FN(unpack)(type, rq[i], b), q)),
+                                 _mm256_permutevar8x32_ps(sd[i], idx), acc[i]);
+    }
+  }
+  __m256 v[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++)
+    v[i] = type == FN(Q4) ? _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), off[i], acc[i]) : _mm256_sub_ps(acc[i], off[i]);
+  if (R == 4) { /* four sums at once: a tree of horizontal adds, then the halves */
+    __m256 x = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    if (accumulate) r = _mm_add_ps(r, _mm_loadu_ps(y));
+    _mm_storeu_ps(y, r);
+  } else {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      float r = FN(hsum)(v[i]);
+      y[i] = accumulate ? y[i] + r : r;
+    }
+  }
+}
+#define DECODE_ROWS(type) ((type) != FN(Q8))
+#define DECODE_FN FN(dec256)
 #endif
 
 /* Tokens are taken in chunks that stay in L1 together with the rows of a
@@ -433,19 +696,11 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
     FN(row_scales)(type, W, r0 + r + i, sb + (size_t)i * nb, ob + (size_t)i * nb, &s[i])
   if (nt == 1) { /* decode: four rows share each activation block */
     int r = 0;
-#if LANES16
-    if (DECODE512(type, nb)) {
-      for (; r + 4 <= nr; r += 4) {
-        ROWS(4);
-        FN(tile512)(type, 4, W, r0 + r, a, t0, y + r, accumulate, s, ob);
-      }
-      for (; r < nr; r++) {
-        ROWS(1);
-        FN(tile512)(type, 1, W, r0 + r, a, t0, y + r, accumulate, s, ob);
-      }
+    if (DECODE_ROWS(type)) {
+      for (; r + 4 <= nr; r += 4) DECODE_FN(type, 4, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
+      for (; r < nr; r++) DECODE_FN(type, 1, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
       return;
     }
-#endif
     for (; r + 4 <= nr; r += 4) {
       ROWS(4);
       FN(tile)(type, 4, 1, W, r0 + r, a, t0, y + r, ldy, accumulate, s, ob);
@@ -502,7 +757,8 @@ TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act
 static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
 
 #undef LANES_FN
-#undef DECODE512
+#undef DECODE_ROWS
+#undef DECODE_FN
 #undef CAT2
 #undef CAT
 #undef FN

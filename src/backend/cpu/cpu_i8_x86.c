@@ -44,13 +44,26 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
       s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
       __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
       p = _mm256_permutevar8x32_epi32(p, order); /* elements 0..31 in order */
-      if (a->layout == WISP_I8_PAIRED)           /* lanes [e0 o0 | e1 o1] -> [e0 e1 | o0 o1] */
-        p = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(p, evens_odds), 0xd8);
-      _mm256_storeu_si256((__m256i *)(a->q + (size_t)t * K + 32 * b), p);
+      int8_t *q = a->q + (size_t)t * K;
+      if (a->layout == WISP_I8_PAIRED && !((nb & 1) && b == nb - 1)) { /* one block of a pair (cpu_i8.h) */
+        p = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(p, evens_odds), 0xd8); /* [evens | odds] */
+        int8_t *at = q + 64 * (b >> 1) + 16 * (b & 1);
+        _mm_storeu_si128((__m128i *)at, _mm256_castsi256_si128(p));
+        _mm_storeu_si128((__m128i *)(at + 32), _mm256_extracti128_si256(p, 1));
+      } else {
+        if (a->layout == WISP_I8_PAIRED) /* lanes [e0 o0 | e1 o1] -> [e0 e1 | o0 o1] */
+          p = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(p, evens_odds), 0xd8);
+        _mm256_storeu_si256((__m256i *)(q + 32 * b), p);
+      }
       a->d[(size_t)t * nb + b] = d;
       a->ds[(size_t)t * nb + b] = d * (float)_mm_cvtsi128_si32(s4);
     }
 }
+
+/* Decode streams each weight once: it asks for the bytes this far ahead of
+ * the rows it reads (8 KB: a few rows of a matrix; one tile of four rows
+ * ahead was too close to hide the memory's latency). */
+#define PREFETCH_BYTES 8192
 
 /* AVX2: u8 x s8 pairs to int16 (no saturation: |u| <= 128 and |q| <= 127
  * keep a pair within 32512), then pairs of int16 to int32. */
@@ -58,6 +71,9 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define IDOT(u, q) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (q)), _mm256_set1_epi16(1))
 #define IDOT_ACC(acc, u, q) _mm256_add_epi32((acc), IDOT(u, q))
+/* two products summed: the int16 pair sums of both stay within 7620 */
+#define IDOT2(u1, q1, u2, q2) \
+  _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16((u1), (q1)), _mm256_maddubs_epi16((u2), (q2))), _mm256_set1_epi16(1))
 #define TILE_R 2
 #define TILE_T 4
 #define LANES_T 4
@@ -68,6 +84,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef TGT
 #undef IDOT
 #undef IDOT_ACC
+#undef IDOT2
 #undef TILE_R
 #undef TILE_T
 #undef LANES_T
@@ -78,6 +95,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #define TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define IDOT(u, q) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u), (q))
 #define IDOT_ACC(acc, u, q) _mm256_dpbusd_avx_epi32((acc), (u), (q))
+#define IDOT2(u1, q1, u2, q2) _mm256_dpbusd_avx_epi32(IDOT(u1, q1), (u2), (q2))
 #define TILE_R 2
 #define TILE_T 4
 #define LANES_T 4
@@ -88,6 +106,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef TGT
 #undef IDOT
 #undef IDOT_ACC
+#undef IDOT2
 #undef TILE_R
 #undef TILE_T
 #undef LANES_T
@@ -98,6 +117,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define IDOT(u, q) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (q))
 #define IDOT_ACC(acc, u, q) _mm256_dpbusd_epi32((acc), (u), (q))
+#define IDOT2(u1, q1, u2, q2) _mm256_dpbusd_epi32(IDOT(u1, q1), (u2), (q2))
 #define TILE_R 4
 #define TILE_T 4
 #define LANES_T 8
@@ -108,6 +128,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef TGT
 #undef IDOT
 #undef IDOT_ACC
+#undef IDOT2
 #undef TILE_R
 #undef TILE_T
 #undef LANES_T

@@ -2,6 +2,7 @@
  * target attribute so the rest of the build stays portable x86-64. */
 #include "backend/cpu/cpu_kernels.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,9 +117,28 @@ static void deltanet_step_scalar(float *S, int dk, int dv, const float *k, const
   }
 }
 
+static void axpy_f32_scalar(float *y, float a, const float *x, int n) {
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static int argmax_f32_scalar(const float *x, int n, int *finite) {
+  int best = 0, ok = 1;
+  for (int i = 0; i < n; i++) {
+    ok &= isfinite(x[i]) != 0;
+    if (x[i] > x[best]) best = i;
+  }
+  *finite = ok;
+  return best;
+}
+
+static void dots_f32_scalar(const float *q, const float *k, size_t stride, int n, int D, float scale, float *s) {
+  for (int p = 0; p < n; p++) s[p] = dot_f32_scalar(q, k + (size_t)p * stride, D) * scale;
+}
+
 static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,      dot4_f32_scalar,     dot2x4_f32_scalar,
                                           dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
-                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar};
+                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar, axpy_f32_scalar,
+                                          argmax_f32_scalar, dots_f32_scalar};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -392,9 +412,83 @@ __attribute__((target("avx2,fma"))) static void deltanet_step_avx2(float *S, int
   }
 }
 
+/* No FMA here: the product rounded, then the sum, as the scalar loop. */
+__attribute__((target("avx2,fma"))) static void axpy_f32_avx2(float *y, float a, const float *x, int n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+  for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* Two passes over the (cache-resident) run: the maximum and the finite
+ * check eight lanes at a time (x - x is 0 only for a finite x), then the
+ * first index holding that maximum: the scalar loop's answer. */
+__attribute__((target("avx2,fma"))) static int argmax_f32_avx2(const float *x, int n, int *finite) {
+  __m256 mx = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    mx = _mm256_max_ps(mx, v);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+  }
+  float lanes[8], m = -INFINITY;
+  _mm256_storeu_ps(lanes, mx);
+  for (int k = 0; k < 8; k++) m = lanes[k] > m ? lanes[k] : m;
+  int ok = _mm256_movemask_ps(bad) == 0;
+  for (int k = i; k < n; k++) {
+    ok &= isfinite(x[k]) != 0;
+    if (x[k] > m) m = x[k];
+  }
+  *finite = ok;
+  if (!ok) return 0;
+  const __m256 vm = _mm256_set1_ps(m);
+  for (i = 0; i + 8 <= n; i += 8) {
+    int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vm, _CMP_EQ_OQ));
+    if (hit) return i + __builtin_ctz((unsigned)hit);
+  }
+  for (; i < n; i++)
+    if (x[i] == m) return i;
+  return 0;
+}
+
+/* Eight positions at a time, each summed as dot_f32_avx2 sums (two
+ * accumulators, added, then the halves, lanes two apart, lanes one apart),
+ * the eight reductions done side by side in three steps of shuffles. */
+__attribute__((target("avx2,fma"))) static void dots_f32_avx2(const float *q, const float *k, size_t stride, int n,
+                                                            int D, float scale, float *s) {
+  int p = 0;
+  if (D % 16 == 0)
+    for (; p + 8 <= n; p += 8) {
+      __m256 v[8];
+      for (int j = 0; j < 8; j++) {
+        const float *kr = k + (size_t)(p + j) * stride;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        for (int i = 0; i < D; i += 16) {
+          acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), acc0);
+          acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kr + i + 8), acc1);
+        }
+        v[j] = _mm256_add_ps(acc0, acc1);
+      }
+      __m256 u[4], w[2];
+      for (int j = 0; j < 4; j++) /* [lo + hi of v2j | of v2j+1] */
+        u[j] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * j], v[2 * j + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * j], v[2 * j + 1], 0x31));
+      for (int j = 0; j < 2; j++) /* lanes 0+2, 1+3 */
+        w[j] = _mm256_add_ps(_mm256_shuffle_ps(u[2 * j], u[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(u[2 * j], u[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+      __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1))); /* positions 0 2 4 6 | 1 3 5 7 */
+      r = _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_ps(s + p, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
+    }
+  for (; p < n; p++) s[p] = dot_f32_avx2(q, k + (size_t)p * stride, D) * scale;
+}
+
 static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,   dot_q4_row_avx2,
                                         dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2,
-                                        deltanet_step_avx2};
+                                        deltanet_step_avx2, axpy_f32_avx2, argmax_f32_avx2,
+                                        dots_f32_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }

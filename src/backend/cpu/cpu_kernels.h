@@ -28,6 +28,14 @@ typedef struct {
    * kv is scratch of dv floats. */
   void (*deltanet_step)(float *S, int dk, int dv, const float *k, const float *q, const float *v, float decay,
                         float beta, float *kv, float *o);
+  /* y[i] += a * x[i] (a multiply, then an add: every path gives the same bits) */
+  void (*axpy_f32)(float *y, float a, const float *x, int n);
+  /* The index of the first maximum of x[0..n) (n >= 1); *finite = 0 when
+   * some x[i] is a NaN or an infinity (the index is then meaningless). */
+  int (*argmax_f32)(const float *x, int n, int *finite);
+  /* s[p] = dot_f32(q, k + p * stride, D) * scale for p in [0, n): the same
+   * bits as dot_f32 one position at a time (attention scores). */
+  void (*dots_f32)(const float *q, const float *k, size_t stride, int n, int D, float scale, float *s);
 } wisp_cpu_kernels;
 
 /* The kernels for this machine (honours WISP_CPU_SCALAR). */
