@@ -978,7 +978,7 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
          "tokens, next-step logit error up to %.3g of max|logit|\n",
          N - 1, (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2], worst);
   /* The persistent decode (the default for greedy LFM2) takes the same cap: its splits are
-   * n_splits(pos) = min(pos / 32 + 1, nsmax) (persist_conv_attn.wgsl, 32 keys a block), nsmax
+   * n_splits(pos) = min(pos / 32 + 1, nsmax) (persist_mixers.wgsli, 32 keys a block), nsmax
    * its grid's share of the heads (16 here, tuning persistSplits: lavapipe's grid
    * is 1-2 workgroups) capped by flashBlocks. */
   for (int c = 0; c < 3; c++)
