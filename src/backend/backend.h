@@ -129,7 +129,7 @@ typedef enum {
   WISP_STAGE_NORM_OP,    /* rmsnorm(x) * op_norm */
   WISP_STAGE_NORM_FFN,   /* rmsnorm(x) * ffn_norm */
   WISP_STAGE_NORM_FINAL, /* rmsnorm(x) * final_norm */
-  WISP_STAGE_MID,        /* the mixer's output as it is (short conv) */
+  WISP_STAGE_MID,        /* the short conv's output (hidden values) as it is */
   WISP_STAGE_H,          /* the SwiGLU output */
   WISP_STAGE_NONE,       /* nothing (the work reads the arena itself) */
   WISP_STAGE_ATTN_MERGE, /* the attention's splits merged */

@@ -254,8 +254,10 @@ static uint32_t graph_stages(const wisp_decode_graph *g) {
  * graphs with gated attention or DeltaNet (measured the faster on Qwen 3.5,
  * and what their gated-norm stage needs), rows in quads otherwise (the
  * seed's, and every weight type). */
-static int graph_split(const wisp_decode_graph *g) {
-  return (graph_works(g) & (1u << WISP_WORK_ATTN_GATED | 1u << WISP_WORK_DELTANET)) != 0;
+static int graph_split(wisp_backend *be, const wisp_decode_graph *g) {
+  /* tuning persistSplit=1 (tests): any graph, as its layers run beside DeltaNet ones */
+  return wisp_wgpu_int_opts(be)->persist_split ||
+         (graph_works(g) & (1u << WISP_WORK_ATTN_GATED | 1u << WISP_WORK_DELTANET)) != 0;
 }
 
 /* Shapes of a layer's mixer: input product rows, output product columns. */
@@ -341,7 +343,7 @@ static int phases_ok(const wisp_decode_graph *g) {
 static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   const int KH = g->lin_k_heads, VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
-  const int split = graph_split(g);
+  const int split = graph_split(be, g);
   const uint32_t works = graph_works(g);
   const int attention = (works & (1u << WISP_WORK_QKV | 1u << WISP_WORK_ATTN_GATED)) != 0;
   /* the kernel's workgroup arrays: xs (16 bytes a vec4) + xsum (XS4 / 4 floats with SPLIT), red + redi (MAXSG
@@ -439,7 +441,7 @@ static uint32_t graph_types(const wisp_decode_graph *g) {
  * engine compiled in (override constants). */
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
   const uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  const uint32_t split = (uint32_t)graph_split(g), works = graph_works(g);
+  const uint32_t split = (uint32_t)graph_split(be, g), works = graph_works(g);
   const uint32_t ig = PERSIST_WG / DN_CW;
   const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
   /* tuning persistOpt: engine 0's round-trip savers (OPT bits), for A/B runs */
@@ -644,7 +646,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
     fprintf(stderr,
             "webgpu: persistent decode: %d phases (works 0x%x, stages 0x%x, %s products), %u workgroups, %u barriers a "
             "step, weights %.1f MB, arena %.1f MB\n",
-            g->n_phases, graph_works(g), graph_stages(g), graph_split(g) ? "units-split" : "quad-row", P->nwg,
+            g->n_phases, graph_works(g), graph_stages(g), graph_split(be, g) ? "units-split" : "quad-row", P->nwg,
             P->barriers_per_step, (double)P->blob.size / 1e6, (double)P->arena.size / 1e6);
   return WISP_OK;
 }
@@ -701,7 +703,7 @@ static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const int plan = wisp_wgpu_int_settings(be)->persist_min_steps;
   if (plan > 0) return (uint32_t)plan;
   if (plan < 0) return UINT32_MAX;
-  return graph_split(g) ? DN_MIN_STEPS : 1;
+  return graph_split(be, g) ? DN_MIN_STEPS : 1;
 }
 
 /* A digest of g's phase list (FNV-1a): a graph with other phases needs
@@ -751,7 +753,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     P->phase_sig = phase_sig(g);
     P->n_layers = g->n_layers;
     P->max_pos = g->max_pos;
-    if (graph_split(g) && !wisp_wgpu_int_persist_asked(be) &&
+    if (graph_split(be, g) && !wisp_wgpu_int_persist_asked(be) &&
         wisp_wgpu_int_device(be)->info.adapter_type == WGPUAdapterType_CPU) {
       /* lavapipe compiles the units-split kernel for ~35 s and runs it on one
        * workgroup: no gain there, so only when asked (tests) */

@@ -295,7 +295,9 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       } else if (st == ST_H) {
         stage(p.s_h, p.F, NONE, li, sl, sgs);
       } else if (has_stage(ST_MID) && st == ST_MID) {
-        stage(p.s_mid, lt(l, 26u), NONE, li, sl, sgs);
+        // the short conv's output: hidden values (a constant bound, not a
+        // table load ahead of the staging)
+        stage(p.s_mid, H, NONE, li, sl, sgs);
       } else if (has_stage(ST_ATTN_MERGE) && st == ST_ATTN_MERGE) {
         stage_attn(pos, li);
       } else if (has_stage(ST_ATTN_MERGE_GATE) && st == ST_ATTN_MERGE_GATE) {
