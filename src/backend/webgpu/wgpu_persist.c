@@ -251,7 +251,7 @@ static uint32_t graph_stages(const wisp_decode_graph *g) {
 }
 
 /* The product engine (persist_products.wgsli, SPLIT): units split for
- * graphs with gated attention or DeltaNet (measured the faster on Qwen 3.5,
+ * graphs with gated attention or DeltaNet (measured the faster on the gated hybrids,
  * and what their gated-norm stage needs), rows in quads otherwise (the
  * seed's, and every weight type). */
 static int graph_split(wisp_backend *be, const wisp_decode_graph *g) {
