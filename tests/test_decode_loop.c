@@ -486,8 +486,8 @@ static uint64_t persistent_steps(wisp_session *s) {
  * and for two workgroups (grid barriers really crossed), batches of 1, 7
  * and 16 steps a dispatch, f32 and f16 KV caches, attention in one and in
  * three key ranges a head (merged by stage_attn), the default and the
- * other OPT code paths; and every step after the first really ran in the
- * persistent kernel. */
+ * other OPT code paths, both product engines; and every step after the
+ * first really ran in the persistent kernel. */
 TEST(decode_loop_webgpu_persistent_matches_cpu) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -496,16 +496,19 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   wisp_session *s = NULL;
   int32_t ref[33], got[33];
   CHECK(cpu_loop_tokens(m, 33, ref));
-  /* The last case runs the kernel's other code paths (OPT 0: the serial
-   * merge, lane-0 residuals; the default is 1 + 8). */
-  const char *grids[] = {"1", "2", "1", "2", "2"}, *splits[] = {NULL, NULL, NULL, "3", "3"};
-  const char *opts[] = {NULL, NULL, NULL, NULL, "0"};
-  const int batches[] = {16, 7, 1, 16, 16}, kv16[] = {0, 1, 1, 0, 1};
-  for (int c = 0; c < 5; c++) {
+  /* The fifth case runs the kernel's other code paths (OPT 0: the serial
+   * merge, lane-0 residuals; the default is 1 + 8); the last the short-conv
+   * and attention phases on the units-split product engine (persistSplit=1:
+   * the engine they run on beside Gated DeltaNet layers in a mixed graph). */
+  const char *grids[] = {"1", "2", "1", "2", "2", "2"}, *splits[] = {NULL, NULL, NULL, "3", "3", "3"};
+  const char *opts[] = {NULL, NULL, NULL, NULL, "0", NULL};
+  const int batches[] = {16, 7, 1, 16, 16, 7}, kv16[] = {0, 1, 1, 0, 1, 1}, split[] = {0, 0, 0, 0, 0, 1};
+  for (int c = 0; c < 6; c++) {
     char more[128] = "";
     snprintf(more, sizeof more, "kv=%s", kv16[c] ? "f16" : "f32");
     if (splits[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistSplits=%s", splits[c]);
     if (opts[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistOpt=%s", opts[c]);
+    if (split[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistSplit=1");
     s = persist_session(m, grids[c], more);
     CHECK(s != NULL);
     if (!s) break;
@@ -513,8 +516,8 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
     CHECK(loop_tokens(s, k_prompt, 5, 33, &o, got));
     uint64_t steps = persistent_steps(s);
     wisp_session_free(s);
-    CHECKF(memcmp(ref, got, sizeof ref) == 0, "grid %s batch %d kv16 %d: tokens differ from the CPU's", grids[c],
-           batches[c], kv16[c]);
+    CHECKF(memcmp(ref, got, sizeof ref) == 0, "grid %s batch %d kv16 %d split %d: tokens differ from the CPU's", grids[c],
+           batches[c], kv16[c], split[c]);
     CHECKF(steps == 32, "grid %s batch %d: %llu persistent steps, want 32", grids[c], batches[c],
            (unsigned long long)steps);
   }
@@ -978,7 +981,7 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
          "tokens, next-step logit error up to %.3g of max|logit|\n",
          N - 1, (unsigned long long)blocks[0], (unsigned long long)blocks[1], (unsigned long long)blocks[2], worst);
   /* The persistent decode (the default for greedy LFM2) takes the same cap: its splits are
-   * n_splits(pos) = min(pos / 32 + 1, nsmax) (persist_conv_attn.wgsl, 32 keys a block), nsmax
+   * n_splits(pos) = min(pos / 32 + 1, nsmax) (persist_mixers.wgsli, 32 keys a block), nsmax
    * its grid's share of the heads (16 here, tuning persistSplits: lavapipe's grid
    * is 1-2 workgroups) capped by flashBlocks. */
   for (int c = 0; c < 3; c++)

@@ -53,6 +53,46 @@ TEST(graph_fusion_pass_keeps_an_output_that_is_read_again) {
   wisp_graph_free(&g);
 }
 
+/* The phases graph_lower.c writes for layer l's mixer (backend.h). */
+static int mixer_phases_are(const wisp_decode_graph *d, int *at, int l, int stage, int work) {
+  const wisp_decode_phase *f = &d->phases[*at];
+  (*at)++;
+  return f->layer == l && f->stage == stage && f->work == work;
+}
+
+static int phases_are_the_layers(const wisp_decode_graph *d) {
+  int at = 0;
+  for (int l = 0; l < d->n_layers; l++) {
+    const int first = l == 0 ? WISP_STAGE_EMBED : WISP_STAGE_NORM_OP;
+    int ok;
+    switch (d->layers[l].mixer) {
+      case WISP_MIX_SHORTCONV:
+        ok = mixer_phases_are(d, &at, l, first, WISP_WORK_CONV_IN) &&
+             mixer_phases_are(d, &at, l, WISP_STAGE_MID, WISP_WORK_OUT);
+        break;
+      case WISP_MIX_ATTENTION:
+        ok = mixer_phases_are(d, &at, l, first, WISP_WORK_QKV) &&
+             mixer_phases_are(d, &at, l, WISP_STAGE_NONE, WISP_WORK_ATTN) &&
+             mixer_phases_are(d, &at, l, WISP_STAGE_ATTN_MERGE, WISP_WORK_OUT);
+        break;
+      case WISP_MIX_DELTANET:
+        ok = mixer_phases_are(d, &at, l, first, WISP_WORK_IN) &&
+             mixer_phases_are(d, &at, l, WISP_STAGE_NONE, WISP_WORK_DELTANET) &&
+             mixer_phases_are(d, &at, l, WISP_STAGE_GATED_NORM, WISP_WORK_OUT);
+        break;
+      default:
+        ok = mixer_phases_are(d, &at, l, first, WISP_WORK_IN) &&
+             mixer_phases_are(d, &at, l, WISP_STAGE_NONE, WISP_WORK_ATTN_GATED) &&
+             mixer_phases_are(d, &at, l, WISP_STAGE_ATTN_MERGE_GATE, WISP_WORK_OUT);
+        break;
+    }
+    if (!ok || !mixer_phases_are(d, &at, l, WISP_STAGE_NORM_FFN, WISP_WORK_FFN) ||
+        !mixer_phases_are(d, &at, l, WISP_STAGE_H, WISP_WORK_DOWN))
+      return 0;
+  }
+  return mixer_phases_are(d, &at, d->n_layers - 1, WISP_STAGE_NORM_FINAL, WISP_WORK_HEAD) && at == d->n_phases;
+}
+
 TEST(graph_lowering_accepts_the_persistent_shape_and_refuses_others) {
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
@@ -63,19 +103,39 @@ TEST(graph_lowering_accepts_the_persistent_shape_and_refuses_others) {
   wisp_decode_graph *d = malloc(sizeof *d);
   CHECK(d);
   CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_OK);
-  CHECK(d->n_layers == m->graph.n_layers && !d->gated_layers && d->max_pos == 16);
+  CHECK(d->n_layers == m->graph.n_layers && d->max_pos == 16);
+  int conv = 0, attn = 0;
   for (int l = 0; l < d->n_layers; l++) {
     const wisp_gnode *n = &m->graph.nodes[8 * l];
     CHECK(d->layers[l].in == n[1].W && d->layers[l].down == n[7].W);
     CHECK(d->layers[l].attention == (n[2].op == WISP_GOP_ATTENTION));
+    CHECK(d->layers[l].mixer == (n[2].op == WISP_GOP_ATTENTION ? WISP_MIX_ATTENTION : WISP_MIX_SHORTCONV));
     CHECK(d->layers[l].state == wisp_graph_state_mix(st, l, 0));
+    conv += n[2].op == WISP_GOP_SHORTCONV;
+    attn += n[2].op == WISP_GOP_ATTENTION;
   }
+  CHECK(conv > 0 && attn > 0); /* the fixture has both */
+  /* The phase list: 4 phases a short-conv layer, 5 an attention layer, the head. */
+  CHECK(d->n_phases == 4 * conv + 5 * attn + 1);
+  CHECK(phases_are_the_layers(d));
   /* A layer whose FFN product does not add into the residual is not the
-   * persistent kernels' shape: it runs op by op. */
+   * persistent kernel's layer shape: it runs op by op. */
   m->graph.nodes[7].accumulate = 0;
   CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_EUNSUPPORTED);
   m->graph.nodes[7].accumulate = 1;
   CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_OK);
+  /* Mixers of different families in one graph (short conv and attention
+   * beside a Gated DeltaNet layer and a gated attention layer) are lowered:
+   * each layer gets its own mixer's phases. (The nodes only need to be the
+   * layer shape here; the backend checks the weights and vectors.) */
+  const wisp_gop keep0 = m->graph.nodes[2].op, keep1 = m->graph.nodes[8 + 2].op;
+  m->graph.nodes[2].op = WISP_GOP_DELTANET;
+  m->graph.nodes[8 + 2].op = WISP_GOP_ATTENTION_GATED;
+  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_OK);
+  CHECK(d->layers[0].mixer == WISP_MIX_DELTANET && d->layers[1].mixer == WISP_MIX_ATTENTION_GATED);
+  CHECK(phases_are_the_layers(d));
+  m->graph.nodes[2].op = keep0;
+  m->graph.nodes[8 + 2].op = keep1;
   free(d);
   wisp_graph_state_free(st, be);
   be->destroy(be);

@@ -161,7 +161,7 @@ typedef struct {
   uint64_t argmax_fused, submits_more;
   uint64_t dn_split; /* one-token DeltaNet steps through the split decode core (dn_decode + dn_norm) */
   uint64_t sb;       /* products by q4k_sb.wgsl while measuring */
-  uint64_t persistent; /* decode steps by the persistent decode (persist_deltanet_attn.wgsl), all of them */
+  uint64_t persistent; /* decode steps by the persistent decode (persist.wgsl), all of them */
   char plan_text[160];
 } gen_result;
 
@@ -437,7 +437,7 @@ TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
          (unsigned long long)sb.sb, (unsigned long long)none.sb);
 }
 
-/* The persistent decode (persist_deltanet_attn.wgsl: every decode step of a batch in one dispatch; on by
+/* The persistent decode (persist.wgsl: every decode step of a batch in one dispatch; on by
  * default on GPUs, asked for here because lavapipe is a CPU adapter) gives the CPU's tokens: one
  * workgroup doing every phase; three, whose phases meet at grid barriers and whose attention keys
  * are split three ways past position 64; f16 KV; and a batch whose barrier "gives up"

@@ -5,7 +5,7 @@
 //   1  stage: every workgroup loads a COLS-float vector written by others in
 //      the previous round and reduces its sum of squares (the RMSNorm input)
 //   2  ... and scales it by norm weights loaded after the reduction (as
-//      persist_conv_attn.wgsl's stage does)
+//      persist.wgsl's stage does)
 //   4  ... norm weights loaded together with the vector instead
 //   8  product A: rows of a Q4 matrix times the staged vector, the
 //      persistent kernel's way (4 rows per subgroup pass, lanes over blocks)

@@ -93,39 +93,80 @@ typedef struct {
  * (src/model/graph_lower.c); what it describes is exactly what the op-by-op
  * decode step records: per layer
  *   h = rmsnorm(x, op_norm)
- *   short conv: B, C, u = split(in h); x += out (C * conv(B * u))   (taps [hidden][conv_len])
- *   attention:  q, k, v = split(in h); q, k = rope(rmsnorm_head(q|k));  (q_norm/k_norm may be NULL)
- *               x += out attend(q, k, v)
+ *   a mixer (wisp_mix_kind) reading in h and adding out(...) to x
  *   x += down(silu(gate h') * up h'),  h' = rmsnorm(x, ffn_norm)   (gate_up: gate rows, then up rows)
  * then the greedy token of head(rmsnorm(x, final_norm)); the next step
- * embeds it. */
+ * embeds it. The mixers:
+ *   short conv:  B, C, u = split(in h); out (C * conv(B * u))   (taps [hidden][conv_len], state [hidden][conv_len - 1])
+ *   attention:   q, k, v = split(in h); q, k = rope(rmsnorm_head(q|k)) (q_norm/k_norm may be NULL); out attend(q, k, v)
+ *                (state = the K cache, v_cache)
+ *   gated attention: in = (q|gate per head, k, v) rows, q/k norm, rope over rotary_dim, out (attend * sigmoid(gate))
+ *   Gated DeltaNet: in = in_proj [qkv | z | b | a], taps [2K+V][conv_len], state = its conv ring
+ *                (wisp_deltanet_args), rec_state [v_heads][k_dim][v_dim], a_log, dt_bias, gnorm
+ * A layer's mixer is its own: a graph may mix them. */
 #define WISP_GRAPH_MAX_LAYERS 128
+typedef enum { WISP_MIX_SHORTCONV, WISP_MIX_ATTENTION, WISP_MIX_ATTENTION_GATED, WISP_MIX_DELTANET } wisp_mix_kind;
 typedef struct {
-  int attention; /* 0 short conv (gated_layers: Gated DeltaNet), 1 attention */
+  int mixer;     /* wisp_mix_kind */
+  int attention; /* 1 for both attention mixers (state and v_cache are KV caches) */
   const wisp_vector *op_norm, *ffn_norm;
   const wisp_matrix *in, *out;        /* in_proj / out_proj, or qkv / o_proj */
-  const wisp_vector *taps;            /* short conv */
+  const wisp_vector *taps;            /* short conv, DeltaNet */
   const wisp_vector *q_norm, *k_norm; /* attention */
   const wisp_matrix *gate_up, *down;
-  wisp_buf *state;   /* short conv: its state [hidden][conv_len - 1]; attention: the K cache */
+  wisp_buf *state;   /* short conv: its state; DeltaNet: its conv ring; attention: the K cache */
   wisp_buf *v_cache; /* attention */
-  /* With wisp_decode_graph.gated_layers: Gated DeltaNet layers: in = in_proj [qkv | z | b | a],
-   * taps [2K+V][conv_len], state = its conv ring (wisp_deltanet_args), rec_state [v_heads][k_dim][v_dim];
-   * attention layers: in = (q|gate per head, k, v) rows, the output times sigmoid(gate). */
-  const wisp_vector *a_log, *dt_bias, *gnorm;
-  wisp_buf *rec_state;
+  const wisp_vector *a_log, *dt_bias, *gnorm; /* DeltaNet */
+  wisp_buf *rec_state;                        /* DeltaNet */
 } wisp_graph_layer;
+
+/* The persistent decode's phases, in order (graph_lower.c writes them, the
+ * kernel walks them): each phase stages an input into the workgroups'
+ * memory, does one piece of work over the whole grid, and ends at a grid
+ * barrier (the last, the head, at the token choice). */
+typedef enum {
+  WISP_STAGE_EMBED,      /* the token's embedding row, rmsnorm'd with the layer's op_norm (the first phase) */
+  WISP_STAGE_NORM_OP,    /* rmsnorm(x) * op_norm */
+  WISP_STAGE_NORM_FFN,   /* rmsnorm(x) * ffn_norm */
+  WISP_STAGE_NORM_FINAL, /* rmsnorm(x) * final_norm */
+  WISP_STAGE_MID,        /* the short conv's output (hidden values) as it is */
+  WISP_STAGE_H,          /* the SwiGLU output */
+  WISP_STAGE_NONE,       /* nothing (the work reads the arena itself) */
+  WISP_STAGE_ATTN_MERGE, /* the attention's splits merged */
+  WISP_STAGE_ATTN_MERGE_GATE, /* the same times sigmoid(gate) */
+  WISP_STAGE_GATED_NORM, /* DeltaNet: rmsnorm(o) * gnorm * silu(z) per v-head */
+  WISP_STAGE_COUNT
+} wisp_stage_kind;
+typedef enum {
+  WISP_WORK_IN,          /* the layer's input product, stored raw */
+  WISP_WORK_CONV_IN,     /* input product (B, C, u rows of a channel together) + the short conv and its state */
+  WISP_WORK_QKV,         /* q/k/v rows of a head + q/k norm + rope + KV append */
+  WISP_WORK_ATTN,        /* attention over the cache, split over (head, key range) tasks (q from WORK_QKV) */
+  WISP_WORK_ATTN_GATED,  /* the same from raw q|gate, k, v: q/k norm, partial rope and KV append inside */
+  WISP_WORK_DELTANET,    /* the Gated DeltaNet conv + delta rule */
+  WISP_WORK_OUT,         /* the output product added to x */
+  WISP_WORK_FFN,         /* gate/up product + SwiGLU */
+  WISP_WORK_DOWN,        /* down product added to x */
+  WISP_WORK_HEAD,        /* head product + the greedy choice */
+  WISP_WORK_COUNT
+} wisp_work_kind;
+typedef struct {
+  uint8_t stage, work; /* wisp_stage_kind, wisp_work_kind */
+  uint16_t layer;
+} wisp_decode_phase;
+#define WISP_GRAPH_MAX_PHASES (5 * WISP_GRAPH_MAX_LAYERS + 1)
 
 typedef struct {
   int n_layers, hidden, ffn, vocab, heads, kv_heads, head_dim, conv_len;
   int max_pos;   /* rows of the KV caches */
-  int gated_layers;   /* 1: Gated DeltaNet and gated attention layers (above), with these shapes */
   int rotary_dim, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   int rope_rows; /* rows of the rope tables ([rows][head_dim / 2]) */
   float eps;
   const wisp_matrix *embed, *head;
   const wisp_vector *final_norm, *rope_cos, *rope_sin;
   wisp_graph_layer layers[WISP_GRAPH_MAX_LAYERS];
+  int n_phases;
+  wisp_decode_phase phases[WISP_GRAPH_MAX_PHASES];
 } wisp_decode_graph;
 
 /* Execution settings the plan resolved for the whole session. */

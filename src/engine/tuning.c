@@ -65,6 +65,7 @@ static const entry k_keys[] = {
     {"persistSplits", T_UINT, W(persist_splits), 0, 1, 16, 0, "1..16"},
     {"persistMinSteps", T_UINT, W(persist_min_steps), 0, 1, 1 << 20, 0, "a positive number"},
     {"persistRp", T_SPECIAL, W(persist_rp), 0, 0, 0, 0, "1, 2 or 4"},
+    {"persistSplit", T_UINT, W(persist_split), 0, 1, 1, 0, "1"},
     {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 255, 0, "0..255"},
     {"persistFail", T_UINT, W(persist_fail), 0, 1, 1 << 20, 0, "a positive number (a run, from 1)"},
     /* webgpu: the device */

@@ -1,12 +1,17 @@
-/* The persistent decode's layer table, derived from the step graph.
+/* The persistent decode's layer table and phase list, derived from the
+ * step graph.
  *
- * The persistent kernels (src/backend/webgpu/kernels/persist_*.wgsl) run
- * every step of a decode batch in one dispatch as a fixed sequence of
- * phases per layer: norm, in-product, mixer, out-product + residual, norm,
- * gate/up product, SwiGLU, down product + residual; then the final norm,
- * the head and the greedy choice. This file checks that each layer's nodes
- * are exactly that sequence (any other graph runs op by op) and writes the
- * table (backend.h, wisp_decode_graph) those phases read. */
+ * The persistent kernel (src/backend/webgpu/kernels/persist.wgsl) runs
+ * every step of a decode batch in one dispatch by walking a list of
+ * generic phases (backend.h, wisp_decode_phase: a staged input, then one
+ * piece of work over the whole grid, then a grid barrier). This file checks
+ * that each layer's nodes are a pre-norm layer (norm, in-product, a mixer,
+ * out-product + residual, norm, gate/up product, SwiGLU, down product +
+ * residual; any other graph runs op by op), writes the table of what each
+ * layer reads (its weights, vectors and state buffers) and the phases of a
+ * step: per layer those of its own mixer, so a graph may mix short conv,
+ * attention, gated attention and Gated DeltaNet layers. Which phases and
+ * shapes a backend runs is the backend's to check. */
 #include <string.h>
 
 #include "model/graph.h"
@@ -31,27 +36,64 @@ static const wisp_gnode *match_layer(const wisp_graph *g, int i, int l) {
   return ok ? &n[2] : NULL;
 }
 
+static void add_phase(wisp_decode_graph *d, int stage, int work, int layer) {
+  d->phases[d->n_phases++] = (wisp_decode_phase){(uint8_t)stage, (uint8_t)work, (uint16_t)layer};
+}
+
+/* The phases of layer l's mixer: stage + work pairs, the last one adding
+ * the mixer's output product into x. */
+static void mixer_phases(wisp_decode_graph *d, int mixer, int l) {
+  switch (mixer) {
+    case WISP_MIX_SHORTCONV:
+      add_phase(d, WISP_STAGE_NORM_OP, WISP_WORK_CONV_IN, l);
+      add_phase(d, WISP_STAGE_MID, WISP_WORK_OUT, l);
+      break;
+    case WISP_MIX_ATTENTION:
+      add_phase(d, WISP_STAGE_NORM_OP, WISP_WORK_QKV, l);
+      add_phase(d, WISP_STAGE_NONE, WISP_WORK_ATTN, l);
+      add_phase(d, WISP_STAGE_ATTN_MERGE, WISP_WORK_OUT, l);
+      break;
+    case WISP_MIX_ATTENTION_GATED:
+      add_phase(d, WISP_STAGE_NORM_OP, WISP_WORK_IN, l);
+      add_phase(d, WISP_STAGE_NONE, WISP_WORK_ATTN_GATED, l);
+      add_phase(d, WISP_STAGE_ATTN_MERGE_GATE, WISP_WORK_OUT, l);
+      break;
+    default: /* WISP_MIX_DELTANET */
+      add_phase(d, WISP_STAGE_NORM_OP, WISP_WORK_IN, l);
+      add_phase(d, WISP_STAGE_NONE, WISP_WORK_DELTANET, l);
+      add_phase(d, WISP_STAGE_GATED_NORM, WISP_WORK_OUT, l);
+      break;
+  }
+}
+
+static int mix_kind(wisp_gop op) {
+  switch (op) {
+    case WISP_GOP_SHORTCONV: return WISP_MIX_SHORTCONV;
+    case WISP_GOP_ATTENTION: return WISP_MIX_ATTENTION;
+    case WISP_GOP_ATTENTION_GATED: return WISP_MIX_ATTENTION_GATED;
+    default: return WISP_MIX_DELTANET;
+  }
+}
+
 wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state *s, wisp_decode_graph *out) {
-  if (g->n_layers > WISP_GRAPH_MAX_LAYERS || g->n_nodes != 8 * g->n_layers) return WISP_EUNSUPPORTED;
-  wisp_decode_graph d = {.n_layers = g->n_layers, .hidden = g->hidden, .ffn = g->ffn, .vocab = g->vocab,
-                         .heads = g->heads, .kv_heads = g->kv_heads, .head_dim = g->head_dim,
-                         .conv_len = g->conv_len, .max_pos = wisp_graph_state_max_pos(s), .rope_rows = g->rope_rows,
-                         .rotary_dim = g->rotary_dim, .lin_k_heads = g->lin_k_heads, .lin_v_heads = g->lin_v_heads,
-                         .lin_k_dim = g->lin_k_dim, .lin_v_dim = g->lin_v_dim, .eps = g->eps, .embed = g->embed,
-                         .head = g->head, .final_norm = g->final_norm, .rope_cos = g->rope_cos,
-                         .rope_sin = g->rope_sin};
-  /* The two kernels: short conv + attention (ungated), or Gated DeltaNet +
-   * gated attention. A graph mixing the families has no kernel. */
-  int plain = 0, gated = 0;
+  if (g->n_layers <= 0 || g->n_layers > WISP_GRAPH_MAX_LAYERS || g->n_nodes != 8 * g->n_layers)
+    return WISP_EUNSUPPORTED;
+  wisp_decode_graph *d = out;
+  memset(d, 0, sizeof *d);
+  d->n_layers = g->n_layers, d->hidden = g->hidden, d->ffn = g->ffn, d->vocab = g->vocab;
+  d->heads = g->heads, d->kv_heads = g->kv_heads, d->head_dim = g->head_dim, d->conv_len = g->conv_len;
+  d->max_pos = wisp_graph_state_max_pos(s), d->rope_rows = g->rope_rows, d->rotary_dim = g->rotary_dim;
+  d->lin_k_heads = g->lin_k_heads, d->lin_v_heads = g->lin_v_heads;
+  d->lin_k_dim = g->lin_k_dim, d->lin_v_dim = g->lin_v_dim, d->eps = g->eps;
+  d->embed = g->embed, d->head = g->head, d->final_norm = g->final_norm;
+  d->rope_cos = g->rope_cos, d->rope_sin = g->rope_sin;
   for (int l = 0; l < g->n_layers; l++) {
     const wisp_gnode *m = match_layer(g, 8 * l, l);
     if (!m) return WISP_EUNSUPPORTED;
     const wisp_gnode *n = m - 2;
-    wisp_graph_layer *G = &d.layers[l];
-    memset(G, 0, sizeof *G);
-    G->attention = m->op == WISP_GOP_ATTENTION || m->op == WISP_GOP_ATTENTION_GATED;
-    plain |= m->op == WISP_GOP_SHORTCONV || m->op == WISP_GOP_ATTENTION;
-    gated |= m->op == WISP_GOP_DELTANET || m->op == WISP_GOP_ATTENTION_GATED;
+    wisp_graph_layer *G = &d->layers[l];
+    G->mixer = mix_kind(m->op);
+    G->attention = G->mixer == WISP_MIX_ATTENTION || G->mixer == WISP_MIX_ATTENTION_GATED;
     G->op_norm = n[0].w;
     G->in = n[1].W;
     G->out = n[3].W;
@@ -70,9 +112,11 @@ wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state 
       G->gnorm = m->gnorm;
       G->rec_state = wisp_graph_state_mix(s, l, 1);
     }
+    mixer_phases(d, G->mixer, l);
+    add_phase(d, WISP_STAGE_NORM_FFN, WISP_WORK_FFN, l);
+    add_phase(d, WISP_STAGE_H, WISP_WORK_DOWN, l);
   }
-  if (plain && gated) return WISP_EUNSUPPORTED;
-  d.gated_layers = gated;
-  *out = d;
+  add_phase(d, WISP_STAGE_NORM_FINAL, WISP_WORK_HEAD, g->n_layers - 1);
+  d->phases[0].stage = WISP_STAGE_EMBED; /* the first layer's norm reads the embedding row */
   return WISP_OK;
 }

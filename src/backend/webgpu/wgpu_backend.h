@@ -66,8 +66,9 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t persist_grid;      /* persistGrid: workgroups of the persistent decode (0: probed from 128) */
   uint32_t persist_splits;    /* persistSplits: its attention splits per head (0: grid / heads) */
   uint32_t persist_min_steps; /* persistMinSteps: fewest steps a batch needs to take it (0: the plan's) */
-  uint32_t persist_rp;        /* persistRp=1|2|4: gated layers' products' row split (0: by the shape) */
-  int persist_opt_given;      /* persistOpt=BITS: persist_conv_attn.wgsl's OPT bits (A/B runs) */
+  uint32_t persist_rp;        /* persistRp=1|2|4: the units-split engine's row split (0: by the shape) */
+  uint32_t persist_split;     /* persistSplit=1 (tests): the units-split product engine for any graph */
+  int persist_opt_given;      /* persistOpt=BITS: persist.wgsl's engine-0 OPT bits (A/B runs) */
   uint32_t persist_opt;
   uint32_t persist_fail;      /* persistFail=N (tests): run N starts as if its grid barrier had given up */
   int no_fuse_argmax;         /* fuseArgmax=0: greedy token choice not fused into the head product */

@@ -1,7 +1,10 @@
-/* Persistent decode (backend.h, decode_graph): k greedy decode steps of an
- * short-conv + attention graph in one dispatch of kernels/persist_conv_attn.wgsl, or of a
- * gated graph (Gated DeltaNet + gated attention) in one dispatch of
- * kernels/persist_deltanet_attn.wgsl.
+/* Persistent decode (backend.h, decode_graph): k greedy decode steps of a
+ * graph in one dispatch of kernels/persist.wgsl, which walks the graph's
+ * list of generic phases (backend.h wisp_decode_phase, lowered from the
+ * step graph by src/model/graph_lower.c). This file builds the pipeline
+ * for the phases, weight types and product engine the graph has (override
+ * constants: the code of the others is compiled away), the weight blob with
+ * its layer table, and the arena.
  *
  * Why: a decode step of the seed model is ~66 small dispatches; each one
  * costs a launch and a ramp-up that dwarf its arithmetic (docs/webgpu.md,
@@ -13,15 +16,16 @@
  * decode loop records decode_step as before):
  *   - greedy sampling; matrices of the types the op-by-op decode serves
  *     (Q4, Q4Z, Q4_K, f32, f16, Q8_0: persist_quant.wgsli, a type word per
- *     matrix in the layer table; gated graphs: Q4, Q4Z and Q4_K matrices,
- *     the embedding and head Q4 / Q4Z, what convert writes and the op-by-op
- *     embedding reads); the subgroups feature;
+ *     matrix in the layer table; graphs with gated attention or DeltaNet
+ *     layers, which use the units-split product engine: Q4, Q4Z and Q4_K
+ *     matrices, the embedding and head Q4 / Q4Z, what convert writes and the
+ *     op-by-op embedding reads); each layer's mixer of a shape its phases
+ *     take (layer_fits); the subgroups feature;
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
  *     (a probe-mode dispatch whose one barrier must complete before a short
- *     spin limit), halving from tuning persistGrid (default 128).
- *
- *     (1 on CPU adapters, whose workgroups share a few threads).
+ *     spin limit), halving from tuning persistGrid (default 128; 1 on CPU
+ *     adapters, whose workgroups share a few threads).
  *
  * State: the kernel works on its own arena (residual, scratch, conv states,
  * the DeltaNet recurrent states, KV caches in the session's layout). Before a run the session's state is
@@ -43,16 +47,16 @@
 #include "util/err.h"
 
 #define PERSIST_WG 256
-#define PERSIST_OPT 9 /* persist_conv_attn.wgsl OPT bits on by default: 1 + 8 (measured best, sixth session) */
-#define LAYER_WORDS 24      /* persist_conv_attn.wgsl's layer table */
-#define DN_LAYER_WORDS 28 /* persist_deltanet_attn.wgsl's */
-#define DN_CW 16          /* persist_deltanet_attn.wgsl's CW: value columns of a DeltaNet task */
-#define DN_MIN_STEPS 32   /* fewest steps a run of persist_deltanet_attn.wgsl takes without a plan (the registry's minSteps) */
+#define PERSIST_OPT 9  /* persist.wgsl's OPT bits on by default: 1 + 8 (measured best on the seed shape) */
+#define LAYER_WORDS 28 /* persist.wgsl's layer table */
+#define MAX_PHASES 644 /* persist.wgsl's MAXPH4 vec4s of phase words */
+#define DN_CW 16       /* persist.wgsl's CW: value columns of a DeltaNet task */
+#define DN_MIN_STEPS 32 /* fewest steps a run of a units-split graph takes without a plan (the registry's minSteps) */
 #define NONE 0xffffffffu
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
 #define SPIN_PROBE (1u << 20) /* polls before a probe's barrier gives up (~0.1-1 s; only a failing probe waits) */
 
-/* The kernel's uniform parameters (persist_conv_attn.wgsl, struct Params). */
+/* The kernel's uniform parameters (persist.wgsl, struct Params). */
 typedef struct {
   uint32_t n_layers, H, F, heads;
   uint32_t kvh, D, L, vocab;
@@ -63,17 +67,19 @@ typedef struct {
   uint32_t head_s, head_z, fnorm, rope_cos;
   uint32_t rope_sin, s_x, s_mid, s_h;
   uint32_t s_q, s_part, barriers_per_step, nsmax;
-  uint32_t s_ao, s_am, nwg, skip; /* skip: phases left out (timing probes of the kernel; 0 here) */
+  uint32_t s_ao, s_am, nwg, skip; /* skip: works left out, bit 1 << wisp_work_kind (timing probes; 0 here) */
   uint32_t bmode, backoff; /* grid barrier variant and back-off (kernel experiments; 0 here) */
   uint32_t embed_t, head_t; /* their types (persist_quant.wgsli's T_*) */
-  /* persist_deltanet_attn.wgsl only (persist_conv_attn.wgsl's Params ends above) */
   uint32_t rot_half, lkh, lvh, dk;
   uint32_t dv, s_big, ns, rp_force; /* rp_force: tuning persistRp=1|2|4 (tests: the product's row split) */
+  uint32_t n_phases, pad[3];
+  uint32_t ph[MAX_PHASES]; /* the phase words: stage | work << 4 | layer << 8 */
 } persist_params;
 
 typedef struct {
   const wisp_matrix *embed; /* the graph this was built for (its identity) */
   int n_layers, max_pos;
+  uint32_t phase_sig;       /* and its phase list's (phase_sig) */
   int unsupported;          /* built and found unusable: every call answers WISP_EUNSUPPORTED */
   int failed;               /* a run failed (decode_graph_reset): no more runs */
   /* Tuning persistFail=N at build (tests): run N (from 1) starts as
@@ -81,7 +87,6 @@ typedef struct {
   uint32_t fail_run;
   uint32_t runs;            /* runs recorded; run r found the conv states kept in half r % 2 of bak */
   int run_pos[2];           /* where the last two runs began (-1: none) */
-  int gated;                 /* built for a gated graph (persist_deltanet_attn.wgsl) */
   uint32_t s_conv, n_conv;  /* the states changed in place (conv, recurrent) in the arena, side by side, words */
   wisp_wgpu_buf bak;        /* two copies of them (WebGPU copies need two buffers) */
   wisp_wgpu_buf blob, arena, ctr;
@@ -90,14 +95,15 @@ typedef struct {
   persist_params base;      /* the parameters fixed at build */
   uint32_t state_off[WISP_GRAPH_MAX_LAYERS], v_off[WISP_GRAPH_MAX_LAYERS]; /* arena words */
   uint32_t rec_off[WISP_GRAPH_MAX_LAYERS];  /* DeltaNet layers: the recurrent state (arena words) */
-  uint64_t conv_words, rec_words; /* one layer's conv state (DeltaNet: ring) and recurrent state (DeltaNet; else 0) */
+  /* per layer: its conv state (DeltaNet: ring) and recurrent state (DeltaNet; else 0), words */
+  uint64_t conv_words[WISP_GRAPH_MAX_LAYERS], rec_words[WISP_GRAPH_MAX_LAYERS];
   /* Where the arena's state stands: valid for positions [0, end) as of
    * backend state epoch `epoch` (-1: not valid). Rows [out0, end) and the
    * conv states are newer than the session's buffers until flushed
    * (out0 < 0: nothing to copy back). */
   int end, out0;
   uint64_t epoch;
-    wisp_decode_graph *gcopy;
+  wisp_decode_graph *gcopy;
 } persist;
 
 /* ---- the weight blob ---------------------------------------------------- */
@@ -213,13 +219,13 @@ static int q4(const wisp_matrix *m, int rows, int cols) {
          m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
 }
 
-/* Q4, Q4Z or Q4_K of this shape (persist_deltanet_attn.wgsl's products). */
+/* Q4, Q4Z or Q4_K of this shape (the units-split engine's products). */
 static int qmat(const wisp_matrix *m, int rows, int cols) {
   if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
   return q4(m, rows, cols);
 }
 
-/* Any type persist_quant.wgsli reads, of this shape (persist_conv_attn.wgsl). */
+/* Any type persist_quant.wgsli reads, of this shape (the rows-in-quads engine). */
 static int any_mat(const wisp_matrix *m, int rows, int cols) {
   if (!m || m->rows != rows || m->cols != cols || cols % 32) return 0;
   switch (m->type) {
@@ -230,87 +236,139 @@ static int any_mat(const wisp_matrix *m, int rows, int cols) {
   }
 }
 
-/* 1 when persist_conv_attn.wgsl can run graph g (reasons are for WISP_VERBOSE). */
-static int conv_attn_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
-  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
-  *why = NULL;
-  if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
-  else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
-  else if (D <= 0 || D % 16 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32) *why = "head dim";
-  else if (NH > 1024) *why = "more than 1024 heads";
-  else if (KVH <= 0 || NH % KVH) *why = "heads not a multiple of kv heads";
-  else if (g->conv_len < 1 || g->conv_len > 16) *why = "conv length";
-  else if (!any_mat(g->embed, g->vocab, H) || !any_mat(g->head, g->vocab, H)) *why = "embed/head of another type or shape";
-  else if (!g->final_norm || g->final_norm->n != H) *why = "final norm";
-  for (int i = 0; !*why && i < g->n_layers; i++) {
-    const wisp_graph_layer *L = &g->layers[i];
-    int in_rows = L->attention ? (NH + 2 * KVH) * D : 3 * H;
-    int out_cols = L->attention ? NH * D : H;
-    if (!any_mat(L->in, in_rows, H) || !any_mat(L->out, H, out_cols) || !any_mat(L->gate_up, 2 * F, H) ||
-        !any_mat(L->down, H, F))
-      *why = "a layer matrix of another type or shape";
-    else if (!L->op_norm || !L->ffn_norm || !L->state || (L->attention && !L->v_cache) ||
-             (!L->attention && (!L->taps || L->taps->n != H * g->conv_len)))
-      *why = "a layer lacks a vector or state buffer";
-    else if (L->attention && ((L->q_norm && L->q_norm->n != D) || (L->k_norm && L->k_norm->n != D)))
-      *why = "q/k norm size";
-  }
-  return *why == NULL;
-}
-
 static int vec_n(const wisp_vector *v, int n) { return v && v->data && v->n == n; }
 
-/* The largest input a product stages (floats). */
-static int deltanet_stage_max(const wisp_decode_graph *g) {
-  int m = g->hidden;
-  if (g->ffn > m) m = g->ffn;
-  if (g->heads * g->head_dim > m) m = g->heads * g->head_dim;
-  if (g->lin_v_heads * g->lin_v_dim > m) m = g->lin_v_heads * g->lin_v_dim;
+/* The phases' works and stages, bit 1 << kind each (the kernel's WORKS, STAGES). */
+static uint32_t graph_works(const wisp_decode_graph *g) {
+  uint32_t w = 0;
+  for (int i = 0; i < g->n_phases; i++) w |= 1u << g->phases[i].work;
+  return w;
+}
+static uint32_t graph_stages(const wisp_decode_graph *g) {
+  uint32_t s = 0;
+  for (int i = 0; i < g->n_phases; i++) s |= 1u << g->phases[i].stage;
+  return s;
+}
+
+/* The product engine (persist_products.wgsli, SPLIT): units split for
+ * graphs with gated attention or DeltaNet (measured the faster on the gated hybrids,
+ * and what their gated-norm stage needs), rows in quads otherwise (the
+ * seed's, and every weight type). */
+static int graph_split(wisp_backend *be, const wisp_decode_graph *g) {
+  /* tuning persistSplit=1 (tests): any graph, as its layers run beside DeltaNet ones */
+  return wisp_wgpu_int_opts(be)->persist_split ||
+         (graph_works(g) & (1u << WISP_WORK_ATTN_GATED | 1u << WISP_WORK_DELTANET)) != 0;
+}
+
+/* Shapes of a layer's mixer: input product rows, output product columns. */
+static int in_rows(const wisp_decode_graph *g, const wisp_graph_layer *L) {
+  const int H = g->hidden, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
+  const int V = g->lin_v_heads * g->lin_v_dim, C = 2 * g->lin_k_heads * g->lin_k_dim + V;
+  switch (L->mixer) {
+    case WISP_MIX_SHORTCONV: return 3 * H;
+    case WISP_MIX_ATTENTION: return (NH + 2 * KVH) * D;
+    case WISP_MIX_ATTENTION_GATED: return (2 * NH + 2 * KVH) * D;
+    default: return C + V + 2 * g->lin_v_heads;
+  }
+}
+static int out_cols(const wisp_decode_graph *g, const wisp_graph_layer *L) {
+  switch (L->mixer) {
+    case WISP_MIX_SHORTCONV: return g->hidden;
+    case WISP_MIX_DELTANET: return g->lin_v_heads * g->lin_v_dim;
+    default: return g->heads * g->head_dim;
+  }
+}
+
+/* The largest vector a phase stages (floats). */
+static int stage_max(const wisp_decode_graph *g) {
+  int m = g->hidden > g->ffn ? g->hidden : g->ffn;
+  for (int i = 0; i < g->n_layers; i++)
+    if (out_cols(g, &g->layers[i]) > m) m = out_cols(g, &g->layers[i]);
   return m;
 }
 
-static uint32_t deltanet_xs4(const wisp_decode_graph *g) { return ((uint32_t)deltanet_stage_max(g) / 4 + 7) / 8 * 8; }
+/* xs's vec4s: whole runs of 8 for the kernel's xsw swizzle. */
+static uint32_t stage_xs4(const wisp_decode_graph *g) { return ((uint32_t)stage_max(g) / 4 + 7) / 8 * 8; }
 
-/* 1 when persist_deltanet_attn.wgsl can run graph g. */
-static int deltanet_attn_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
-  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
-  const int KH = g->lin_k_heads, VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
-  const int K = KH * DK, V = VH * DV, C = 2 * K + V;
-  /* the kernel's workgroup arrays: xs (16 bytes a vec4) + xsum (XS4 / 4 floats), red + redi (MAXSG
-   * each), hv + qv + acc4 (256 floats each), vsl (64), wuni + wtok */
-  const uint64_t shared = (uint64_t)deltanet_xs4(g) * 17 + 2 * 4 * (PERSIST_WG / 4) + 3 * 256 * 4 + 64 * 4 + 8;
-  *why = NULL;
-  if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
-  else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
-  else if (D <= 0 || D % 32 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32) *why = "head dim";
-  else if (NH > 1024 || KVH <= 0 || NH % KVH) *why = "heads not a multiple of kv heads";
-  else if (g->rotary_dim <= 0 || g->rotary_dim % 2 || g->rotary_dim > D) *why = "rotary dims";
-  else if (KH <= 0 || VH <= 0 || VH % KH || VH > 256 || DK <= 0 || DK > 256 || DV <= 0 || DV % 16 || V % 32)
-    *why = "DeltaNet heads or dims";
-  else if ((DK + PERSIST_WG / DN_CW - 1) / (PERSIST_WG / DN_CW) > 32) *why = "DeltaNet k dim";
-  else if (g->conv_len < 1 || g->conv_len > 8) *why = "conv length";
-  else if (!q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)) *why = "embed/head not Q4";
-  else if (!vec_n(g->final_norm, H)) *why = "final norm";
-  else if (shared > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size) *why = "workgroup memory";
-  for (int i = 0; !*why && i < g->n_layers; i++) {
-    const wisp_graph_layer *L = &g->layers[i];
-    int in_rows = L->attention ? (2 * NH + 2 * KVH) * D : C + V + 2 * VH;
-    int out_cols = L->attention ? NH * D : V;
-    if (!qmat(L->in, in_rows, H) || !qmat(L->out, H, out_cols) || !qmat(L->gate_up, 2 * F, H) || !qmat(L->down, H, F))
-      *why = "a layer matrix is not Q4 / Q4_K of the expected shape";
-    else if (!vec_n(L->op_norm, H) || !vec_n(L->ffn_norm, H) || !L->state)
-      *why = "a layer lacks a norm or state buffer";
-    else if (L->attention && (!L->v_cache || !vec_n(L->q_norm, D) || !vec_n(L->k_norm, D)))
-      *why = "an attention layer lacks its q/k norm or V cache";
-    else if (!L->attention && (!L->rec_state || !vec_n(L->taps, C * g->conv_len) || !vec_n(L->a_log, VH) ||
-                               !vec_n(L->dt_bias, VH) || !vec_n(L->gnorm, DV)))
-      *why = "a DeltaNet layer lacks a vector or its recurrent state";
+/* What a layer's mixer needs beyond the graph-wide checks, or NULL. */
+static const char *layer_fits(const wisp_decode_graph *g, const wisp_graph_layer *L, int split) {
+  const int H = g->hidden, D = g->head_dim, VH = g->lin_v_heads, DV = g->lin_v_dim;
+  const int C = 2 * g->lin_k_heads * g->lin_k_dim + VH * DV;
+  int (*fits)(const wisp_matrix *, int, int) = split ? qmat : any_mat;
+  if (!fits(L->in, in_rows(g, L), H) || !fits(L->out, H, out_cols(g, L)) || !fits(L->gate_up, 2 * g->ffn, H) ||
+      !fits(L->down, H, g->ffn))
+    return split ? "a layer matrix is not Q4 / Q4_K of the expected shape" : "a layer matrix of another type or shape";
+  if (!vec_n(L->op_norm, H) || !vec_n(L->ffn_norm, H) || !L->state) return "a layer lacks a norm or state buffer";
+  switch (L->mixer) {
+    case WISP_MIX_SHORTCONV:
+      if (g->conv_len < 1 || g->conv_len > 16) return "conv length";
+      if (!vec_n(L->taps, H * g->conv_len)) return "short conv taps";
+      return NULL;
+    case WISP_MIX_ATTENTION:
+      if (!L->v_cache) return "an attention layer lacks its V cache";
+      if ((L->q_norm && !vec_n(L->q_norm, D)) || (L->k_norm && !vec_n(L->k_norm, D))) return "q/k norm size";
+      if (g->rotary_dim != D) return "partial rotary without an output gate";
+      return NULL;
+    case WISP_MIX_ATTENTION_GATED:
+      if (D % 32) return "head dim";
+      if (!L->v_cache || !vec_n(L->q_norm, D) || !vec_n(L->k_norm, D))
+        return "an attention layer lacks its q/k norm or V cache";
+      return NULL;
+    default:
+      if (g->conv_len < 1 || g->conv_len > 8) return "conv length";
+      if (!L->rec_state || !vec_n(L->taps, C * g->conv_len) || !vec_n(L->a_log, VH) || !vec_n(L->dt_bias, VH) ||
+          !vec_n(L->gnorm, DV))
+        return "a DeltaNet layer lacks a vector or its recurrent state";
+      return NULL;
   }
-  return *why == NULL;
 }
 
+/* The phase list is one the kernel can walk: known kinds and layers, the
+ * embedding first and the head last, within the kernel's phase words. */
+static int phases_ok(const wisp_decode_graph *g) {
+  const int n = g->n_phases;
+  if (n < 2 || n > WISP_GRAPH_MAX_PHASES || n > MAX_PHASES || g->phases[0].stage != WISP_STAGE_EMBED ||
+      g->phases[n - 1].work != WISP_WORK_HEAD)
+    return 0;
+  for (int i = 0; i < n; i++) {
+    const wisp_decode_phase *f = &g->phases[i];
+    if (f->stage >= WISP_STAGE_COUNT || f->work >= WISP_WORK_COUNT || f->layer >= g->n_layers ||
+        (i > 0 && f->stage == WISP_STAGE_EMBED) || (i < n - 1 && f->work == WISP_WORK_HEAD))
+      return 0;
+  }
+  return 1;
+}
+
+/* 1 when persist.wgsl can run graph g (reasons are for WISP_VERBOSE). */
 static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
-  return g->gated_layers ? deltanet_attn_fits(be, g, why) : conv_attn_fits(be, g, why);
+  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
+  const int KH = g->lin_k_heads, VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
+  const int split = graph_split(be, g);
+  const uint32_t works = graph_works(g);
+  const int attention = (works & (1u << WISP_WORK_QKV | 1u << WISP_WORK_ATTN_GATED)) != 0;
+  /* the kernel's workgroup arrays: xs (16 bytes a vec4) + xsum (XS4 / 4 floats with SPLIT), red + redi (MAXSG
+   * each), hv + qv + acc4 (256 floats each), vsl (64), wuni + wtok */
+  const uint64_t shared = (uint64_t)stage_xs4(g) * (split ? 17 : 16) + 2 * 4 * (PERSIST_WG / 4) + 3 * 256 * 4 +
+                          64 * 4 + 8;
+  *why = NULL;
+  if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
+  else if (!phases_ok(g)) *why = "phase list";
+  else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
+  else if (attention && (D <= 0 || D % 16 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32)) *why = "head dim";
+  else if (attention && (NH > 1024 || KVH <= 0 || NH % KVH)) *why = "heads not a multiple of kv heads";
+  else if (attention && (g->rotary_dim <= 0 || g->rotary_dim % 2 || g->rotary_dim > D)) *why = "rotary dims";
+  else if ((works & 1u << WISP_WORK_DELTANET) &&
+           (KH <= 0 || VH <= 0 || VH % KH || VH > 256 || DK <= 0 || DK > 256 || DV <= 0 || DV % 16 || (VH * DV) % 32))
+    *why = "DeltaNet heads or dims";
+  else if ((works & 1u << WISP_WORK_DELTANET) && (DK + PERSIST_WG / DN_CW - 1) / (PERSIST_WG / DN_CW) > 32)
+    *why = "DeltaNet k dim";
+  else if (split ? !q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)
+                 : !any_mat(g->embed, g->vocab, H) || !any_mat(g->head, g->vocab, H))
+    *why = split ? "embed/head not Q4" : "embed/head of another type or shape";
+  else if (!vec_n(g->final_norm, H)) *why = "final norm";
+  else if (shared > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size) *why = "workgroup memory";
+  for (int i = 0; !*why && i < g->n_layers; i++) *why = layer_fits(g, &g->layers[i], split);
+  return *why == NULL;
 }
 
 /* ---- build --------------------------------------------------------------- */
@@ -379,160 +437,107 @@ static uint32_t graph_types(const wisp_decode_graph *g) {
   return t;
 }
 
+/* persist.wgsl for graph g: only its phases, weight types and product
+ * engine compiled in (override constants). */
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
-  uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  if (g->gated_layers) {
-    const uint32_t ig = PERSIST_WG / DN_CW;
-    wisp_wgpu_const c[5] = {{"WG", PERSIST_WG},
-                            {"XS4", xs4},
-                            {"MAXSG", PERSIST_WG / sgmin},
-                            {"CW", DN_CW},
-                            {"NJ", ((uint32_t)g->lin_k_dim + ig - 1) / ig}};
-    return wisp_wgpu_int_kernel(be, "persist_deltanet_attn", c, 5);
-  }
-  /* tuning persistOpt: the kernel's round-trip savers (OPT bits), for A/B runs */
+  const uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
+  const uint32_t split = (uint32_t)graph_split(be, g), works = graph_works(g);
+  const uint32_t ig = PERSIST_WG / DN_CW;
+  const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
+  /* tuning persistOpt: engine 0's round-trip savers (OPT bits), for A/B runs */
   const wisp_wgpu_backend_opts *o = wisp_wgpu_int_opts(be);
-  wisp_wgpu_const c[5] = {{"WG", PERSIST_WG}, {"XS4", xs4}, {"MAXSG", PERSIST_WG / sgmin},
-                          {"OPT", o->persist_opt_given ? o->persist_opt : PERSIST_OPT}, {"TYPES", graph_types(g)}};
-  return wisp_wgpu_int_kernel(be, "persist_conv_attn", c, 5);
-}
-
-/* Barriers per step. persist_conv_attn.wgsl: 4 per short-conv layer, 5 per
- * attention layer; persist_deltanet_attn.wgsl: 5 per layer; both one after the head. */
-static uint32_t barriers_per_step(const wisp_decode_graph *g) {
-  uint32_t n = 1;
-  for (int i = 0; i < g->n_layers; i++) n += g->layers[i].attention || g->gated_layers ? 5 : 4;
-  return n;
-}
-
-/* The arena's scratch common to both kernels (words): x, then the
- * attention partials after the kernel's own vectors. */
-static void arena_attention(persist *P, uint64_t *a, int D) {
-  P->base.s_part = (uint32_t)*a, *a += 2 * 1024;
-  /* attention splits: at most 1024 (head, split) tasks (n_splits in the kernels) */
-  P->base.s_ao = (uint32_t)*a, *a += (uint64_t)1024 * D;
-  P->base.s_am = (uint32_t)*a, *a += 2 * 1024;
+  wisp_wgpu_const c[12] = {{"WG", PERSIST_WG},
+                           {"XS4", xs4},
+                           {"MAXSG", PERSIST_WG / sgmin},
+                           {"SPLIT", split},
+                           {"XSUMN", split ? xs4 / 4 : 1},
+                           {"VSLN", dn ? 64 : 1},
+                           {"OPT", o->persist_opt_given ? o->persist_opt : PERSIST_OPT},
+                           {"TYPES", graph_types(g)},
+                           {"WORKS", works},
+                           {"STAGES", graph_stages(g)},
+                           {"CW", DN_CW},
+                           {"NJ", dn ? ((uint32_t)g->lin_k_dim + ig - 1) / ig : 1}};
+  return wisp_wgpu_int_kernel(be, "persist", c, 12);
 }
 
 /* The tied embedding/head, final norm and rope tables (rows [0, rows)). */
-static void put_tail(persist *P, const wisp_decode_graph *g, blob_builder *b, seen_mat *seen, int *n_seen, int rows,
-                     int half) {
+static void put_tail(persist *P, const wisp_decode_graph *g, blob_builder *b, seen_mat *seen, int *n_seen) {
   uint32_t m[4];
   put_mat(b, g->embed, seen, n_seen, m);
   P->base.embed_q = m[0], P->base.embed_s = m[1], P->base.embed_z = m[2], P->base.embed_t = m[3];
   put_mat(b, g->head, seen, n_seen, m);
   P->base.head_q = m[0], P->base.head_s = m[1], P->base.head_z = m[2], P->base.head_t = m[3];
   P->base.fnorm = put_vec(b, g->final_norm);
-  if (rows < 0) {
-    P->base.rope_cos = put_vec(b, g->rope_cos);
-    P->base.rope_sin = put_vec(b, g->rope_sin);
-  } else {
+  /* rope rows up to the context only (the full table can be 100+ MB) */
+  const int rows = g->rope_rows < g->max_pos ? g->rope_rows : g->max_pos, half = g->rotary_dim / 2;
+  if (g->rope_cos && g->rope_sin && half > 0 && rows > 0) {
     P->base.rope_cos = put(b, g->rope_cos->data, (size_t)rows * half * 4);
     P->base.rope_sin = put(b, g->rope_sin->data, (size_t)rows * half * 4);
+  } else {
+    P->base.rope_cos = P->base.rope_sin = NONE;
   }
 }
 
-/* persist_conv_attn.wgsl's blob (layer table first) and arena; *a: arena words,
- * *xs4: its staging size. */
-static void layout_conv_attn(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
-                        seen_mat *seen, uint64_t *a, uint32_t *xs4) {
-  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
-  int n_seen = 0;
-  put(b, table, (size_t)g->n_layers * LAYER_WORDS * 4); /* filled in by the caller */
-  /* Arena layout (words): x, mid, h, q, argmax partials, then states. */
-  const uint32_t mid_n = (uint32_t)(NH * D > H ? NH * D : H);
-  P->base.s_x = (uint32_t)*a, *a += (uint64_t)H;
-  P->base.s_mid = (uint32_t)*a, *a += mid_n;
-  P->base.s_h = (uint32_t)*a, *a += (uint64_t)F;
-  P->base.s_q = (uint32_t)*a, *a += (uint64_t)NH * D;
-  arena_attention(P, a, D);
-  const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
-  /* The conv states side by side (one copy backs them all up before a
-   * run), then the KV caches. */
-  P->conv_words = (uint64_t)H * (uint64_t)(g->conv_len - 1);
-  P->rec_words = 0;
-  P->s_conv = (uint32_t)*a;
-  for (int i = 0; i < g->n_layers; i++)
-    if (!g->layers[i].attention) P->state_off[i] = (uint32_t)*a, *a += P->conv_words;
-  P->n_conv = (uint32_t)(*a - P->s_conv);
-  for (int i = 0; i < g->n_layers; i++) {
-    const wisp_graph_layer *L = &g->layers[i];
-    uint32_t *t = table + (size_t)i * LAYER_WORDS, m[4];
-    t[0] = (uint32_t)L->attention;
-    t[1] = put_vec(b, L->op_norm);
-    put_mat(b, L->in, seen, &n_seen, m);
-    memcpy(t + 2, m, 3 * sizeof *m); /* q, s, z; the type at 19 */
-    t[19] = m[3];
-    put_mat(b, L->out, seen, &n_seen, m);
-    memcpy(t + 5, m, 3 * sizeof *m);
-    t[20] = m[3];
-    t[8] = L->attention ? put_vec(b, L->q_norm) : put_vec(b, L->taps);
-    t[9] = L->attention ? put_vec(b, L->k_norm) : NONE;
-    t[10] = put_vec(b, L->ffn_norm);
-    put_mat(b, L->gate_up, seen, &n_seen, m);
-    memcpy(t + 11, m, 3 * sizeof *m);
-    t[21] = m[3];
-    put_mat(b, L->down, seen, &n_seen, m);
-    memcpy(t + 14, m, 3 * sizeof *m);
-    t[22] = m[3];
-    if (L->attention) {
-      P->state_off[i] = (uint32_t)*a;
-      *a += kv_words;
-      P->v_off[i] = (uint32_t)*a;
-      t[18] = (uint32_t)*a;
-      *a += kv_words;
-    } else {
-      t[18] = NONE;
-    }
-    t[17] = P->state_off[i];
-  }
-  put_tail(P, g, b, seen, &n_seen, -1, 0);
-  *xs4 = (uint32_t)((F > (int)mid_n ? F : (int)mid_n) / 4);
-  *xs4 = (*xs4 + 7) / 8 * 8; /* whole runs of 8 for the kernel's xsw swizzle */
-}
-
-/* persist_deltanet_attn.wgsl's blob (its layer table is described at LAYER_WORDS
- * in the kernel) and arena. */
-static void layout_deltanet_attn(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table,
-                        seen_mat *seen, uint64_t *a, uint32_t *xs4) {
+/* The blob (layer table first, described at LAYER_WORDS in persist.wgsl,
+ * then the weights) and the arena: x, big, mid, h, q, the attention and
+ * argmax partials, then the states changed in place (conv states and rings,
+ * recurrent states) side by side, for the backup before each run, then the
+ * KV caches. *a: arena words, *xs4: the staging size. */
+static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table, seen_mat *seen,
+                   uint64_t *a, uint32_t *xs4) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
   const int VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
   const int V = VH * DV, C = 2 * g->lin_k_heads * DK + V;
   int n_seen = 0;
-  put(b, table, (size_t)g->n_layers * DN_LAYER_WORDS * 4); /* filled in by the caller */
-  int big = C + V + 2 * VH;
-  if ((2 * NH + 2 * KVH) * D > big) big = (2 * NH + 2 * KVH) * D;
+  put(b, table, (size_t)g->n_layers * LAYER_WORDS * 4); /* filled in by the caller */
+  int big = 0, mid = H;
+  for (int i = 0; i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    if (L->mixer == WISP_MIX_ATTENTION_GATED || L->mixer == WISP_MIX_DELTANET)
+      big = in_rows(g, L) > big ? in_rows(g, L) : big;
+    if (out_cols(g, L) > mid) mid = out_cols(g, L);
+  }
   P->base.s_x = (uint32_t)*a, *a += (uint64_t)H;
   P->base.s_big = (uint32_t)*a, *a += (uint64_t)big;
-  P->base.s_mid = (uint32_t)*a, *a += (uint64_t)V;
+  P->base.s_mid = (uint32_t)*a, *a += (uint64_t)mid;
   P->base.s_h = (uint32_t)*a, *a += (uint64_t)F;
-  arena_attention(P, a, D);
-  /* The states changed in place (conv rings, recurrent states) side by
-   * side, for the backup before each run; then the KV caches. */
-  P->conv_words = (uint64_t)C * g->conv_len;
-  P->rec_words = (uint64_t)VH * DK * DV;
+  P->base.s_q = (uint32_t)*a, *a += (uint64_t)NH * D;
+  P->base.s_part = (uint32_t)*a, *a += 2 * 1024;
+  /* attention splits: at most 1024 (head, split) tasks (n_splits in the kernel) */
+  P->base.s_ao = (uint32_t)*a, *a += (uint64_t)1024 * D;
+  P->base.s_am = (uint32_t)*a, *a += 2 * 1024;
   const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
   P->s_conv = (uint32_t)*a;
-  for (int i = 0; i < g->n_layers; i++)
-    if (!g->layers[i].attention) {
-      P->state_off[i] = (uint32_t)*a, *a += P->conv_words;
-      P->rec_off[i] = (uint32_t)*a, *a += P->rec_words;
+  for (int i = 0; i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    P->conv_words[i] = P->rec_words[i] = 0;
+    if (L->mixer == WISP_MIX_SHORTCONV) {
+      P->conv_words[i] = (uint64_t)H * (uint64_t)(g->conv_len - 1);
+    } else if (L->mixer == WISP_MIX_DELTANET) {
+      P->conv_words[i] = (uint64_t)C * g->conv_len;
+      P->rec_words[i] = (uint64_t)VH * DK * DV;
+    } else {
+      continue;
     }
+    P->state_off[i] = (uint32_t)*a, *a += P->conv_words[i];
+    P->rec_off[i] = (uint32_t)*a, *a += P->rec_words[i];
+  }
   P->n_conv = (uint32_t)(*a - P->s_conv);
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
-    uint32_t *t = table + (size_t)i * DN_LAYER_WORDS;
-    t[0] = (uint32_t)L->attention;
+    uint32_t *t = table + (size_t)i * LAYER_WORDS;
+    t[0] = (uint32_t)L->mixer;
     t[1] = put_vec(b, L->op_norm);
     put_mat(b, L->in, seen, &n_seen, t + 2);
     put_mat(b, L->out, seen, &n_seen, t + 6);
     put_mat(b, L->gate_up, seen, &n_seen, t + 10);
     put_mat(b, L->down, seen, &n_seen, t + 14);
     t[18] = put_vec(b, L->ffn_norm);
+    t[21] = t[22] = NONE;
     if (L->attention) {
       t[19] = put_vec(b, L->q_norm);
       t[20] = put_vec(b, L->k_norm);
-      t[21] = t[22] = NONE;
       P->state_off[i] = (uint32_t)*a, *a += kv_words;
       P->v_off[i] = (uint32_t)*a, *a += kv_words;
       t[24] = P->v_off[i];
@@ -541,24 +546,28 @@ static void layout_deltanet_attn(persist *P, const wisp_decode_graph *g, int kv1
       t[20] = put_vec(b, L->a_log);
       t[21] = put_vec(b, L->dt_bias);
       t[22] = put_vec(b, L->gnorm);
-      t[24] = P->rec_off[i];
+      t[24] = P->rec_words[i] ? P->rec_off[i] : NONE;
     }
     t[23] = P->state_off[i];
+    t[25] = (uint32_t)in_rows(g, L);
+    t[26] = (uint32_t)out_cols(g, L);
+    t[27] = NONE;
   }
-  /* rope rows up to the context only (the full table can be 100+ MB) */
-  int rows = g->rope_rows < g->max_pos ? g->rope_rows : g->max_pos;
-  put_tail(P, g, b, seen, &n_seen, rows, g->rotary_dim / 2);
-  *xs4 = deltanet_xs4(g);
+  put_tail(P, g, b, seen, &n_seen);
+  *xs4 = stage_xs4(g);
   P->base.rot_half = (uint32_t)g->rotary_dim / 2;
   P->base.lkh = (uint32_t)g->lin_k_heads, P->base.lvh = (uint32_t)VH;
   P->base.dk = (uint32_t)DK, P->base.dv = (uint32_t)DV;
-  P->base.ns = (uint32_t)(DV + DN_CW - 1) / DN_CW;
+  P->base.ns = DV > 0 ? (uint32_t)(DV + DN_CW - 1) / DN_CW : 0;
+  P->base.n_phases = (uint32_t)g->n_phases;
+  for (int i = 0; i < g->n_phases; i++)
+    P->base.ph[i] = g->phases[i].stage | (uint32_t)g->phases[i].work << 4 | (uint32_t)g->phases[i].layer << 8;
 }
 
 static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {
   wisp_wgpu_device *d = wisp_wgpu_int_device(be);
   const int kv16 = wisp_wgpu_int_kv16(be);
-  const size_t table_words = (size_t)g->n_layers * (g->gated_layers ? DN_LAYER_WORDS : LAYER_WORDS);
+  const size_t table_words = (size_t)g->n_layers * LAYER_WORDS;
   blob_builder b = {0};
   seen_mat *seen = calloc((size_t)g->n_layers * 4 + 2, sizeof *seen);
   uint32_t *table = calloc(table_words, 4);
@@ -569,8 +578,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   }
   uint64_t a = 0;
   uint32_t xs4 = 0;
-  if (g->gated_layers) layout_deltanet_attn(P, g, kv16, &b, table, seen, &a, &xs4);
-  else layout_conv_attn(P, g, kv16, &b, table, seen, &a, &xs4);
+  layout(P, g, kv16, &b, table, seen, &a, &xs4);
   free(seen);
   wisp_status st = WISP_OK;
   const uint64_t limit = d->info.max_storage_buffer_binding_size;
@@ -587,7 +595,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   if (!st) st = wisp_wgpu_buf_create(d, 8 * (uint64_t)P->n_conv + 16, WISP_WGPU_STORAGE, "wisp persist conv backup",
                                      &P->bak);
   if (st) return st;
-  const int NH = g->heads;
+  const int NH = g->heads > 0 ? g->heads : 1;
   P->base.n_layers = (uint32_t)g->n_layers;
   P->base.H = (uint32_t)g->hidden, P->base.F = (uint32_t)g->ffn, P->base.heads = (uint32_t)NH;
   P->base.kvh = (uint32_t)g->kv_heads, P->base.D = (uint32_t)g->head_dim, P->base.L = (uint32_t)g->conv_len;
@@ -595,9 +603,10 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.eps = g->eps;
   P->base.kv16 = (uint32_t)kv16;
   P->base.spin_max = SPIN_RUN;
-  const uint32_t rp = wisp_wgpu_int_opts(be)->persist_rp; /* gated layers: the products' row split */
+  const uint32_t rp = wisp_wgpu_int_opts(be)->persist_rp; /* the units-split engine: the products' row split */
   if (rp == 1 || rp == 2 || rp == 4) P->base.rp_force = rp;
-  P->barriers_per_step = barriers_per_step(g);
+  /* Barriers a step: one after every phase but the head, one in the token choice. */
+  P->barriers_per_step = (uint32_t)g->n_phases;
   P->base.barriers_per_step = P->barriers_per_step;
   /* The grid: tuning persistGrid, else the largest of 128, 64, ...
    * whose workgroups the probe finds co-resident (1 on CPU adapters, whose
@@ -609,8 +618,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   if (want > 1024) want = 1024;
   P->nwg = 0;
   P->k = make_kernel(be, g, xs4);
-  if (!P->k || wisp_wgpu_int_has_error(be))
-    return wisp_fail(WISP_EDEVICE, "webgpu: building %s failed", g->gated_layers ? "persist_deltanet_attn.wgsl" : "persist_conv_attn.wgsl");
+  if (!P->k || wisp_wgpu_int_has_error(be)) return wisp_fail(WISP_EDEVICE, "webgpu: building persist.wgsl failed");
   for (uint32_t n = want; n >= 1; n /= 2) {
     if (probe_grid(be, P, n)) {
       P->nwg = n;
@@ -635,9 +643,11 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->end = -1;
   P->out0 = -1;
   if (wisp_env_verbose())
-    fprintf(stderr, "webgpu: persistent decode (%s): %u workgroups, %u barriers a step, weights %.1f MB, arena %.1f MB\n",
-            g->gated_layers ? "deltanet+attention" : "conv+attention", P->nwg, P->barriers_per_step, (double)P->blob.size / 1e6,
-            (double)P->arena.size / 1e6);
+    fprintf(stderr,
+            "webgpu: persistent decode: %d phases (works 0x%x, stages 0x%x, %s products), %u workgroups, %u barriers a "
+            "step, weights %.1f MB, arena %.1f MB\n",
+            g->n_phases, graph_works(g), graph_stages(g), graph_split(be, g) ? "units-split" : "quad-row", P->nwg,
+            P->barriers_per_step, (double)P->blob.size / 1e6, (double)P->arena.size / 1e6);
   return WISP_OK;
 }
 
@@ -662,8 +672,10 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
     if (!L->attention) { /* the conv state (DeltaNet: its ring) and the recurrent state, whole */
-      copy_whole(be, P, wisp_wgpu_int_buf(L->state), P->state_off[i], P->conv_words, to_arena, bak);
-      if (P->rec_words) copy_whole(be, P, wisp_wgpu_int_buf(L->rec_state), P->rec_off[i], P->rec_words, to_arena, bak);
+      if (P->conv_words[i])
+        copy_whole(be, P, wisp_wgpu_int_buf(L->state), P->state_off[i], P->conv_words[i], to_arena, bak);
+      if (P->rec_words[i])
+        copy_whole(be, P, wisp_wgpu_int_buf(L->rec_state), P->rec_off[i], P->rec_words[i], to_arena, bak);
       continue;
     }
     WGPUBuffer kb = wisp_wgpu_int_buf(L->state), vb = wisp_wgpu_int_buf(L->v_cache);
@@ -682,8 +694,8 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
  * else 1 when the persistent decode was asked for, else the plan's
  * persistentDecodeMinSteps (the registry variant's minSteps; none when the
  * plan has no persistent decode, e.g. a profile binding its own decode
- * kernels), else 1 for short-conv graphs and DN_MIN_STEPS for gated ones (a backend
- * configured without a plan). UINT32_MAX: never. */
+ * kernels), else 1 for quad-row graphs and DN_MIN_STEPS for units-split
+ * ones (a backend configured without a plan). UINT32_MAX: never. */
 static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const uint32_t asked = wisp_wgpu_int_opts(be)->persist_min_steps;
   if (asked) return asked;
@@ -691,7 +703,19 @@ static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const int plan = wisp_wgpu_int_settings(be)->persist_min_steps;
   if (plan > 0) return (uint32_t)plan;
   if (plan < 0) return UINT32_MAX;
-  return g->gated_layers ? DN_MIN_STEPS : 1;
+  return graph_split(be, g) ? DN_MIN_STEPS : 1;
+}
+
+/* A digest of g's phase list (FNV-1a): a graph with other phases needs
+ * another kernel and table. */
+static uint32_t phase_sig(const wisp_decode_graph *g) {
+  uint32_t h = 2166136261u;
+  for (int i = 0; i < g->n_phases; i++) {
+    const wisp_decode_phase *f = &g->phases[i];
+    const uint32_t w = f->stage | (uint32_t)f->work << 4 | (uint32_t)f->layer << 8;
+    for (int k = 0; k < 4; k++) h = (h ^ ((w >> (8 * k)) & 255u)) * 16777619u;
+  }
+  return h;
 }
 
 static persist **slot(wisp_backend *be) { return (persist **)wisp_wgpu_int_persist_slot(be); }
@@ -712,7 +736,8 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * first, so that a session of small batches never builds the kernel. */
   if ((uint32_t)k < min_steps(be, g)) return WISP_EUNSUPPORTED;
   persist *P = *slot(be);
-  if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos || P->gated != g->gated_layers)) {
+  if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos ||
+            P->phase_sig != phase_sig(g))) {
     wisp_wgpu_persist_flush(be);
     persist_release(be, P);
     free(P->gcopy);
@@ -725,14 +750,14 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     if (!P) return WISP_EUNSUPPORTED;
     *slot(be) = P;
     P->embed = g->embed;
-    P->gated = g->gated_layers;
+    P->phase_sig = phase_sig(g);
     P->n_layers = g->n_layers;
     P->max_pos = g->max_pos;
-    if (g->gated_layers && !wisp_wgpu_int_persist_asked(be) &&
+    if (graph_split(be, g) && !wisp_wgpu_int_persist_asked(be) &&
         wisp_wgpu_int_device(be)->info.adapter_type == WGPUAdapterType_CPU) {
-      /* lavapipe compiles persist_deltanet_attn.wgsl for ~35 s and runs it on one
+      /* lavapipe compiles the units-split kernel for ~35 s and runs it on one
        * workgroup: no gain there, so only when asked (tests) */
-      why = "a CPU adapter (gated layers: only with tuning persist=1)";
+      why = "a CPU adapter (gated attention or DeltaNet: only with tuning persist=1)";
       if (wisp_env_verbose()) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
       P->unsupported = 1;
     } else if (!graph_fits(be, g, &why)) {
@@ -769,7 +794,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   pp.probe = 0;
   /* The plan's flashBlocks (the backend's split cap) bounds the attention
    * splits here as in the op-by-op decode; the stats count the key blocks
-   * as g_attention does, per attention layer and step (persist_conv_attn.wgsl's
+   * as g_attention does, per attention layer and step (persist.wgsl's
    * n_splits: one block per LK-th of the grid's threads in keys). */
   const uint32_t cap = wisp_wgpu_int_max_splits(be);
   if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;
