@@ -10,6 +10,7 @@
 #include "fixtures.h"
 #include "st_fixture.h"
 #include "test.h"
+#include "backend/webgpu/wgpu_backend.h"
 #include "webgpu_fixture.h"
 
 enum { MAX_S = 8, GEN = 12 };
@@ -105,14 +106,19 @@ static int together(wisp_model *m, const char *backend, int S, int32_t out[][GEN
 }
 
 /* exact: also the logits, bit for bit (the CPU backend: its one-token
- * forward and a batched step's rows run the same sums). */
+ * forward and a batched step's rows run the same sums). On every backend a
+ * sequence's logits in a step of S rows are bit for bit its logits in a
+ * step of another S: a row's arithmetic (products and mixers) does not
+ * depend on the rows beside it. */
 static void sequences_match_alone(const char *dir, const char *backend, int exact) {
   CHECKF(dir, "no model");
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
   const size_t vocab = (size_t)wisp_model_vocab(m), rows = (size_t)MAX_S * (GEN - 1) * vocab;
   float *ref_lg = malloc(sizeof(float) * rows), *got_lg = malloc(sizeof(float) * rows);
-  CHECK(ref_lg && got_lg);
+  float *prev_lg = malloc(sizeof(float) * rows);
+  int prev_s = 0;
+  CHECK(ref_lg && got_lg && prev_lg);
   int32_t ref[MAX_S][GEN], got[MAX_S][GEN], prompt[64];
   for (int i = 0; i < MAX_S; i++) {
     int np = prompt_of(i, prompt);
@@ -133,10 +139,17 @@ static void sequences_match_alone(const char *dir, const char *backend, int exac
       while (exact && j < n && memcmp(&got_lg[o + j], &ref_lg[o + j], sizeof(float)) == 0) j++;
       CHECKF(!exact || j == n, "%s S=%d: sequence %d: logit %zu of token %zu is %.9g, alone %.9g", backend, sizes[k], i,
              j % vocab, j / vocab + 1, j < n ? got_lg[o + j] : 0, j < n ? ref_lg[o + j] : 0);
+      j = 0;
+      while (i < prev_s && j < n && memcmp(&got_lg[o + j], &prev_lg[o + j], sizeof(float)) == 0) j++;
+      CHECKF(i >= prev_s || j == n, "%s: sequence %d: logit %zu of token %zu is %.9g at S=%d, %.9g at S=%d", backend, i,
+             j % vocab, j / vocab + 1, j < n ? got_lg[o + j] : 0, sizes[k], j < n ? prev_lg[o + j] : 0, prev_s);
     }
+    memcpy(prev_lg, got_lg, sizeof(float) * (size_t)sizes[k] * (GEN - 1) * vocab);
+    prev_s = sizes[k];
   }
   free(ref_lg);
   free(got_lg);
+  free(prev_lg);
   /* the sequences are not all the same (else a mix-up of rows could pass) */
   int distinct = 0;
   for (int i = 1; i < MAX_S; i++) distinct += memcmp(ref[i], ref[0], sizeof ref[0]) != 0;
@@ -164,6 +177,57 @@ TEST(sequences_qwen3_5_q4k_webgpu_match_alone) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   sequences_match_alone(tiny_qwen("q4k"), "webgpu", 0);
+}
+
+/* The dispatches one batched step records (the backend's counter). */
+static uint64_t step_dispatches(wisp_session *s, const int *slots, int32_t *cur, int n) {
+  wisp_wgpu_backend_stats a, b;
+  int32_t next[MAX_S];
+  if (!wisp_wgpu_backend_stats_get(s->backend, &a) || wisp_session_step(s, slots, cur, n, NULL, next, NULL) ||
+      !wisp_wgpu_backend_stats_get(s->backend, &b))
+    return 0;
+  memcpy(cur, next, sizeof(int32_t) * (size_t)n);
+  return b.dispatches - a.dispatches;
+}
+
+/* A batched step's mixers run over all its rows at once (backend.h
+ * shortconv_rows, attention_rows): one more sequence in a step adds no
+ * dispatch to any mixer layer, only the head's two for its row (its
+ * logits copied out, its token drawn). Run row by row, each mixer layer
+ * would add three or more a row (the row copied in, the op, copied out). */
+static void step_dispatches_flat(const char *dir, int mixers_min) {
+  CHECKF(dir, "no model");
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_session_options so = {.backend = "webgpu", .slots = MAX_S};
+  wisp_session *s = NULL;
+  CHECKF(wisp_session_new(m, &so, &s) == WISP_OK, "%s", wisp_last_error());
+  int mixers = 0;
+  for (int i = 0; i < m->graph.n_nodes; i++) {
+    const wisp_gop op = m->graph.nodes[i].op;
+    mixers += op != WISP_GOP_RMSNORM && op != WISP_GOP_MATMUL && op != WISP_GOP_SWIGLU;
+  }
+  CHECKF(mixers >= mixers_min, "%d mixer layers", mixers); /* else three a row would not show */
+  int slots[MAX_S];
+  int32_t cur[MAX_S], prompt[64];
+  for (int i = 0; i < MAX_S; i++) {
+    slots[i] = i;
+    int np = prompt_of(i, prompt);
+    CHECKF(wisp_slot_eval(s, i, prompt, np, NULL) == WISP_OK, "%s", wisp_last_error());
+    cur[i] = prompt[np - 1];
+  }
+  const uint64_t d2 = step_dispatches(s, slots, cur, 2), d8 = step_dispatches(s, slots, cur, 8);
+  CHECKF(d2 > 0 && d8 > 0, "%s", wisp_last_error());
+  CHECKF(d8 <= d2 + 2 * 6, "a step of 8 rows recorded %llu dispatches, of 2 rows %llu: %.1f more a row (%d mixer layers)",
+         (unsigned long long)d8, (unsigned long long)d2, (double)(d8 - d2) / 6, mixers);
+  wisp_session_free(s);
+  wisp_model_close(m);
+}
+
+TEST(sequences_webgpu_step_dispatches_flat_lfm2) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  step_dispatches_flat(fixture_small_model(), 2);
 }
 
 /* Bad calls get an error and change nothing. */

@@ -130,7 +130,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   if (splits > 1 && !wisp_wgpu_int_scratch(be, &q->part, (uint64_t)H * splits * (D + 2) * 4,
                                            (uint64_t)H * max_splits * (D + 2) * 4, "wisp gated attention splits"))
     return;
-  WGPUBuffer qkv = wisp_wgpu_int_buf(a->qkv), kc = wisp_wgpu_int_buf(a->k_cache), vc = wisp_wgpu_int_buf(a->v_cache);
+  WGPUBuffer qkv = wisp_wgpu_int_buf(a->qkv);
+  const wisp_wgpu_binding kc = wisp_wgpu_int_bind(a->k_cache), vc = wisp_wgpu_int_bind(a->v_cache);
   WGPUBuffer out = wisp_wgpu_int_buf(a->out);
   wisp_wgpu_const c[2] = {{"WG", QATTN_WG}, {"KV16", kv16}};
   wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 2);
@@ -143,8 +144,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     float eps;
     uint32_t stage;
   } pr = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 0};
-  wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
-                             whole(vc)};
+  wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), kc,
+                             vc};
   if (!(rope_in && !h256)) {
     if (dec && !set->attn_fused_rope) { /* unfused: split + norm, then the rotation */
       pr.stage = 1;
@@ -163,7 +164,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
       uint32_t kv_pos, kv_head, pad;
     } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)((2 * H + 2 * KVH) * D), 1.0f / 16.0f,
             (uint32_t)(KVH * D), (uint32_t)D, 0};
-    wisp_wgpu_binding bd[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(qkv), whole(out)};
+    wisp_wgpu_binding bd[5] = {whole(q->qbuf.b), kc, vc, whole(qkv), whole(out)};
     wisp_wgpu_int_record(be, kd, bd, 5, &pd, sizeof pd, (uint32_t)H, 1, 1);
     return;
   }
@@ -181,8 +182,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
       uint32_t splits, tps, kv_pos, kv_head, pad;
     } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 1.0f / sqrtf((float)D),
             splits, tps, (uint32_t)(KVH * D), (uint32_t)D, 0};
-    wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
-                                whole(vc), whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
+    wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), kc,
+                                vc, whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
     wisp_wgpu_int_record(be, kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
     if (splits > 1 && gate_in) { /* the gated merge: held back for the o_proj product */
       q->fin = (qin_pend){2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)splits, 0};
@@ -196,7 +197,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
       uint32_t splits, tps;
     } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D), splits,
             tps};
-    wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(out),
+    wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), kc, vc, whole(out),
                                whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
     wisp_wgpu_int_record(be, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
   }
@@ -293,8 +294,8 @@ static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBu
   gated_state *q = qs_of(be);
   if (g.ns > 1 && (!q || !wisp_wgpu_int_scratch(be, &q->dnraw, (uint64_t)V * 4, (uint64_t)V * 4, "wisp deltanet raw")))
     return 1; /* failure kept */
-  wisp_wgpu_binding bd[8] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(al), whole(dt),
-                             whole(nw), whole(wisp_wgpu_int_buf(a->state)), whole(g.ns > 1 ? q->dnraw.b : out)};
+  wisp_wgpu_binding bd[8] = {whole(proj), whole(taps), wisp_wgpu_int_bind(a->conv_state), whole(al), whole(dt),
+                             whole(nw), wisp_wgpu_int_bind(a->state), whole(g.ns > 1 ? q->dnraw.b : out)};
   uint32_t gx, gy;
   wisp_wgpu_grid(wisp_wgpu_int_device(be), (uint32_t)a->v_heads * g.ns, &gx, &gy);
   wisp_wgpu_int_record(be, kd, bd, 8, &pd, sizeof pd, gx, gy, 1);
@@ -358,7 +359,7 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   struct {
     uint32_t n, cdim, L, row, pos0, pad0, pad1, pad2;
   } pc = {(uint32_t)a->n, (uint32_t)cdim, (uint32_t)a->conv_len, (uint32_t)row, (uint32_t)a->pos0, 0, 0, 0};
-  wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(q->cbuf.b)};
+  wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), wisp_wgpu_int_bind(a->conv_state), whole(q->cbuf.b)};
   wisp_wgpu_int_record(be, kc, bc, 4, &pc, sizeof pc, cdiv((uint64_t)cdim, 64), 1, 1);
   uint32_t cw, ig;
   if (!dn_geometry(be, a, &cw, &ig)) return;
@@ -371,7 +372,7 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   } pr = {(uint32_t)a->n, (uint32_t)a->k_heads, (uint32_t)a->v_heads, (uint32_t)a->k_dim, (uint32_t)a->v_dim,
           (uint32_t)row, a->eps, 0};
   wisp_wgpu_binding br[7] = {whole(proj), whole(q->cbuf.b), whole(al), whole(dt), whole(nw),
-                             whole(wisp_wgpu_int_buf(a->state)), whole(wisp_wgpu_int_buf(a->out))};
+                             wisp_wgpu_int_bind(a->state), whole(wisp_wgpu_int_buf(a->out))};
   wisp_wgpu_int_record(be, kr, br, 7, &pr, sizeof pr, (uint32_t)a->v_heads, 1, 1);
 }
 

@@ -22,8 +22,14 @@ void wisp_wgpu_int_copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off
                               uint64_t n);
 /* Records a held-back (fusable) op, if any; every op entry point calls it first. */
 void wisp_wgpu_int_emit_pending(wisp_backend *be);
-/* The device buffer of an activation buffer. */
+/* The device buffer of a buffer (for a slot's part of a shared buffer,
+ * buf_new_slots, the shared one: bind it with wisp_wgpu_int_bind, address
+ * it from wisp_wgpu_int_word0). */
 WGPUBuffer wisp_wgpu_int_buf(const wisp_buf *b);
+/* The binding of a buffer: the whole device buffer, or a slot's part. */
+wisp_wgpu_binding wisp_wgpu_int_bind(const wisp_buf *b);
+/* The first 32-bit word of a buffer in its device buffer (0 unless a slot's part). */
+uint64_t wisp_wgpu_int_word0(const wisp_buf *b);
 /* The device buffer of a prepared vector (NULL, error kept, if not prepared). */
 WGPUBuffer wisp_wgpu_int_vec(wisp_backend *be, const wisp_vector *v);
 /* Grows a backend-owned scratch buffer (see scratch() in wgpu_backend.c); 0 on failure. */
