@@ -191,7 +191,8 @@ static uint64_t step_dispatches(wisp_session *s, const int *slots, int32_t *cur,
 }
 
 /* A batched step's mixers run over all its rows at once (backend.h
- * shortconv_rows, attention_rows): one more sequence in a step adds no
+ * shortconv_rows, attention_rows, attention_gated_rows,
+ * gated_deltanet_rows): one more sequence in a step adds no
  * dispatch to any mixer layer, only the head's two for its row (its
  * logits copied out, its token drawn). Run row by row, each mixer layer
  * would add three or more a row (the row copied in, the op, copied out). */
@@ -228,6 +229,14 @@ TEST(sequences_webgpu_step_dispatches_flat_lfm2) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   step_dispatches_flat(fixture_small_model(), 2);
+}
+
+/* Gated DeltaNet and gated attention (f32: its products read each weight
+ * once for all rows as well; Q4_K products run row by row by default). */
+TEST(sequences_webgpu_step_dispatches_flat_qwen3_5) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  step_dispatches_flat(tiny_qwen("f32"), 2);
 }
 
 /* Bad calls get an error and change nothing. */

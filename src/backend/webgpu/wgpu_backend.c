@@ -2100,6 +2100,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .matmul_rows = g_matmul_rows,
       .shortconv_rows = g_shortconv_rows,
       .attention_rows = g_attention_rows,
+      .attention_gated_rows = wisp_wgpu_attention_gated_rows,
+      .gated_deltanet_rows = wisp_wgpu_gated_deltanet_rows,
       .penalize = g_penalize,
       .read_start = g_read_start,
       .read_finish = g_read_finish,
@@ -2191,6 +2193,7 @@ void **wisp_wgpu_int_persist_slot(wisp_backend *be) { return &as_g(be)->persist;
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be) { return as_g(be)->persist_wg; }
 int wisp_wgpu_int_persist_asked(wisp_backend *be) { return as_g(be)->persist_asked; }
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be) { return as_g(be)->state_epoch; }
+void wisp_wgpu_int_state_op(wisp_backend *be) { state_op(be); }
 int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]) {
   wmat *M = need_mat(as_g(be), m);
   if (!M || i < 0 || i >= M->nparts) return 0;

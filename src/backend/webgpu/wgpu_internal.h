@@ -129,6 +129,10 @@ int wisp_wgpu_int_persist_asked(wisp_backend *be);
 /* A counter bumped by every op that may write a state buffer (short conv,
  * attention, buf_zero, buf_copy_to): unchanged means untouched. */
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be);
+/* What an op that may write a state buffer calls first: the persistent
+ * decode's newer state back into the session's buffers, and the epoch
+ * bumped. */
+void wisp_wgpu_int_state_op(wisp_backend *be);
 
 /* wgpu_persist.c: backend.h's decode_graph, and its release at destroy. */
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
@@ -145,6 +149,9 @@ void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b);
 /* wgpu_gated.c */
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a);
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a);
+/* backend.h attention_gated_rows, gated_deltanet_rows. */
+int wisp_wgpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_args *a, const wisp_mixer_rows *rows);
+int wisp_wgpu_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a, const wisp_mixer_rows *rows);
 /* y[t] (+)= W x[x_row0 + t] for a Q4_K matrix W. */
 /* A batched step's Q4_K product (backend.h matmul_rows): each of the n
  * rows with the sums of the decode kernel's one-token product; several
