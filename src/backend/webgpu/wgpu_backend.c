@@ -1595,14 +1595,9 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
 
 /* ---- the mixers over the rows of a batched step (backend.h shortconv_rows, attention_rows) ---- */
 
-#define MIX_ROWS 256 /* entries of a rows kernel's table (MAXR; WISP_MAX_ROWS) */
-
-/* Rows whose state lies in the same device buffers (s0, and s1 when
- * given) make one dispatch: the next such group from the rows not yet
- * `done`, as table entries (row, s0 word, s1 word, pos); returns their
- * number (0: none left). */
-static uint32_t mix_group(const wisp_mixer_rows *rows, unsigned char *done, uint32_t (*tab)[4], WGPUBuffer *b0,
-                          WGPUBuffer *b1) {
+/* wgpu_internal.h's wisp_wgpu_int_rows_group. */
+uint32_t wisp_wgpu_int_rows_group(const wisp_mixer_rows *rows, unsigned char *done, uint32_t (*tab)[4], WGPUBuffer *b0,
+                                  WGPUBuffer *b1) {
   int r0 = 0;
   while (r0 < rows->n && done[r0]) r0++;
   if (r0 == rows->n) return 0;
@@ -1627,7 +1622,7 @@ static uint32_t mix_group(const wisp_mixer_rows *rows, unsigned char *done, uint
 static int g_shortconv_rows(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int dim,
                             const wisp_mixer_rows *rows, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
-  if (L < 1 || L > 9 || rows->n < 1 || rows->n > MIX_ROWS) return 0; /* the one-token op says why */
+  if (L < 1 || L > 9 || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS) return 0; /* the one-token op says why */
   state_op(be);
   emit_pending(g);
   wvec *tv = need_vec(g, taps);
@@ -1636,12 +1631,12 @@ static int g_shortconv_rows(wisp_backend *be, const wisp_buf *bcx, const wisp_ve
   wisp_wgpu_kernel *k = kernel(g, "shortconv_rows", c, 1);
   struct {
     uint32_t dim, L, count, pad;
-    uint32_t rows[MIX_ROWS][4];
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
   } p;
-  unsigned char done[MIX_ROWS] = {0};
+  unsigned char done[WISP_WGPU_MIX_ROWS] = {0};
   WGPUBuffer sb, none;
   memset(&p, 0, sizeof p);
-  while ((p.count = mix_group(rows, done, p.rows, &sb, &none)) > 0) {
+  while ((p.count = wisp_wgpu_int_rows_group(rows, done, p.rows, &sb, &none)) > 0) {
     p.dim = (uint32_t)dim;
     p.L = (uint32_t)L;
     wisp_wgpu_binding b[4] = {whole(bcx->g.b), whole(tv->g.b), whole(sb), whole(out->g.b)};
@@ -1670,7 +1665,7 @@ static uint32_t attn_splits_at(const wgpu_backend *g, int pos, uint32_t *tps) {
 static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, const wisp_mixer_rows *rows) {
   wgpu_backend *g = as_g(be);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
-  if (!g->attn_fuse || rows->n < 1 || rows->n > MIX_ROWS || D <= 0 || D % (g->kv16 ? 8 : 4) || D > 256 ||
+  if (!g->attn_fuse || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || D <= 0 || D % (g->kv16 ? 8 : 4) || D > 256 ||
       KVH <= 0 || H % KVH)
     return 0;
   state_op(be);
@@ -1696,17 +1691,17 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
     uint32_t H, KVH, D, count;
     float eps, scale;
     uint32_t max_splits, pad;
-    uint32_t rows[MIX_ROWS][4];
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
   } p;
   struct {
     uint32_t H, D, count, max_splits;
-    uint32_t rows[MIX_ROWS][4];
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
   } pc;
   memset(&p, 0, sizeof p);
   memset(&pc, 0, sizeof pc);
-  unsigned char done[MIX_ROWS] = {0};
+  unsigned char done[WISP_WGPU_MIX_ROWS] = {0};
   WGPUBuffer kb, vb;
-  while ((p.count = mix_group(rows, done, p.rows, &kb, &vb)) > 0) {
+  while ((p.count = wisp_wgpu_int_rows_group(rows, done, p.rows, &kb, &vb)) > 0) {
     p.H = (uint32_t)H;
     p.KVH = (uint32_t)KVH;
     p.D = (uint32_t)D;

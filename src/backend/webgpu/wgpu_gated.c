@@ -222,8 +222,6 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
 }
 
-#define MIX_ROWS 256 /* entries of a rows kernel's table (MAXR; WISP_MAX_ROWS) */
-
 /* The split of a one-token gated decode attention at position pos
  * (wisp_wgpu_attention_gated's, QDEC_KT-key tiles). */
 static uint32_t gated_splits_at(uint32_t max_splits, int pos, uint32_t *tps) {
@@ -236,30 +234,6 @@ static uint32_t gated_splits_at(uint32_t max_splits, int pos, uint32_t *tps) {
     splits = cdiv(ntile, *tps);
   }
   return splits;
-}
-
-/* Rows whose two states (K and V caches; conv ring and recurrent state)
- * lie in the same device buffers: the next such group from the rows not
- * yet `done`, as table entries (row, s0 word, s1 word, pos); returns
- * their number (0: none left). */
-static uint32_t slot_group(const wisp_mixer_rows *rows, unsigned char *done, uint32_t (*tab)[4], WGPUBuffer *kb,
-                           WGPUBuffer *vb) {
-  int r0 = 0;
-  while (r0 < rows->n && done[r0]) r0++;
-  if (r0 == rows->n) return 0;
-  *kb = wisp_wgpu_int_buf(rows->s0[r0]);
-  *vb = wisp_wgpu_int_buf(rows->s1[r0]);
-  uint32_t k = 0;
-  for (int r = r0; r < rows->n; r++) {
-    if (done[r] || wisp_wgpu_int_buf(rows->s0[r]) != *kb || wisp_wgpu_int_buf(rows->s1[r]) != *vb) continue;
-    done[r] = 1;
-    tab[k][0] = (uint32_t)r;
-    tab[k][1] = (uint32_t)wisp_wgpu_int_word0(rows->s0[r]);
-    tab[k][2] = (uint32_t)wisp_wgpu_int_word0(rows->s1[r]);
-    tab[k][3] = (uint32_t)rows->pos[r];
-    k++;
-  }
-  return k;
 }
 
 /* backend.h attention_gated_rows: every row's gated attention as the
@@ -277,7 +251,7 @@ int wisp_wgpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_
   const int dec = wisp_wgpu_int_fuse(be) && D % 4 == 0 && D <= QDEC_WG && wisp_wgpu_int_subgroups(be) &&
                   wisp_wgpu_int_device(be)->info.max_storage_buffers_per_shader_stage >= 10;
   const int h256 = D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant) && set->attn_output_gate;
-  if (!dec || !set->attn_fused_rope || h256 || rows->n < 1 || rows->n > MIX_ROWS || D <= 0 || R < 2 || R % 2 ||
+  if (!dec || !set->attn_fused_rope || h256 || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || D <= 0 || R < 2 || R % 2 ||
       R > D || KVH <= 0 || H % KVH || (kv16 && D % 8))
     return 0;
   wisp_wgpu_int_state_op(be);
@@ -310,12 +284,12 @@ int wisp_wgpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_
     uint32_t H, KVH, D, R;
     float eps, scale;
     uint32_t kv_pos, kv_head, count, max_splits, pad0, pad1;
-    uint32_t rows[MIX_ROWS][4];
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
   } p;
   memset(&p, 0, sizeof p);
-  unsigned char done[MIX_ROWS] = {0};
+  unsigned char done[WISP_WGPU_MIX_ROWS] = {0};
   WGPUBuffer kb, vb;
-  while ((p.count = slot_group(rows, done, p.rows, &kb, &vb)) > 0) {
+  while ((p.count = wisp_wgpu_int_rows_group(rows, done, p.rows, &kb, &vb)) > 0) {
     p.H = (uint32_t)H;
     p.KVH = (uint32_t)KVH;
     p.D = (uint32_t)D;
@@ -345,7 +319,7 @@ int wisp_wgpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_
     if (gate_in) { /* attn_gated_combine_rows: Params as attn_gated_decode_rows' head, then the table */
       struct {
         uint32_t H, KVH, D, count, max_splits, pad[3];
-        uint32_t rows[MIX_ROWS][4];
+        uint32_t rows[WISP_WGPU_MIX_ROWS][4];
       } pc;
       memset(&pc, 0, sizeof pc);
       pc.H = (uint32_t)H;
@@ -359,7 +333,7 @@ int wisp_wgpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_
     } else { /* attn_combine_rows */
       struct {
         uint32_t H, D, count, max_splits;
-        uint32_t rows[MIX_ROWS][4];
+        uint32_t rows[WISP_WGPU_MIX_ROWS][4];
       } pc;
       memset(&pc, 0, sizeof pc);
       pc.H = (uint32_t)H;
@@ -479,7 +453,7 @@ static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBu
  * that does not fit). */
 int wisp_wgpu_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a, const wisp_mixer_rows *rows) {
   dn_split g;
-  if (rows->n < 1 || rows->n > MIX_ROWS || a->k_heads <= 0 || a->v_heads % a->k_heads || a->k_dim <= 0 ||
+  if (rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || a->k_heads <= 0 || a->v_heads % a->k_heads || a->k_dim <= 0 ||
       a->k_dim > 256 || a->v_dim <= 0 || a->conv_len < 1 || a->conv_len > 8 || !wisp_wgpu_int_settings(be)->lin_core ||
       !wisp_wgpu_int_fuse(be) || !wisp_wgpu_int_subgroups(be) || !dn_split_geometry(be, a, &g))
     return 0;
@@ -501,12 +475,12 @@ int wisp_wgpu_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a,
     uint32_t kh, vh, dk, dv, L, ns;
     float eps;
     uint32_t count, prow, pad[3];
-    uint32_t rows[MIX_ROWS][4];
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
   } p;
   memset(&p, 0, sizeof p);
-  unsigned char done[MIX_ROWS] = {0};
+  unsigned char done[WISP_WGPU_MIX_ROWS] = {0};
   WGPUBuffer cb, sb;
-  while ((p.count = slot_group(rows, done, p.rows, &cb, &sb)) > 0) {
+  while ((p.count = wisp_wgpu_int_rows_group(rows, done, p.rows, &cb, &sb)) > 0) {
     p.kh = (uint32_t)a->k_heads;
     p.vh = (uint32_t)a->v_heads;
     p.dk = (uint32_t)a->k_dim;

@@ -134,6 +134,16 @@ uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be);
  * bumped. */
 void wisp_wgpu_int_state_op(wisp_backend *be);
 
+/* The mixers over the rows of a batched step (backend.h shortconv_rows
+ * ...): most entries of a rows kernel's table (its MAXR; WISP_MAX_ROWS). */
+#define WISP_WGPU_MIX_ROWS 256
+/* Rows whose states lie in the same device buffers (s0, and s1 when
+ * given) make one dispatch: the next such group from the rows not yet
+ * `done`, as table entries (row, first word of s0, of s1, pos) with the
+ * device buffers in *b0, *b1; returns their number (0: none left). */
+uint32_t wisp_wgpu_int_rows_group(const wisp_mixer_rows *rows, unsigned char *done, uint32_t (*tab)[4], WGPUBuffer *b0,
+                                  WGPUBuffer *b1);
+
 /* wgpu_persist.c: backend.h's decode_graph, and its release at destroy. */
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
                                    const wisp_sampling *sp);
