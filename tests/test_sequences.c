@@ -15,10 +15,11 @@
 
 enum { MAX_S = 8, GEN = 12 };
 
-/* Prompt of sequence i: 2 + 3 i tokens (different lengths), ids below 96
- * (the tiny Qwen's vocabulary). */
+/* Prompt of sequence i: 22 + 3 i tokens (different lengths; every
+ * sequence's decode passes position 32, where a decode attention starts to
+ * split over key tiles), ids below 96 (the tiny Qwen's vocabulary). */
 static int prompt_of(int i, int32_t *p) {
-  int n = 2 + 3 * i;
+  int n = 22 + 3 * i;
   for (int k = 0; k < n; k++) p[k] = (int32_t)((7 + 13 * i + 29 * k) % 96);
   return n;
 }
@@ -47,9 +48,10 @@ static const char *tiny_qwen(const char *quant) {
  * argmax, then the decode loop (one token a batch). With lg (GEN - 1 rows
  * of vocab floats), also the logits each later token was chosen from, by
  * feeding the same tokens one at a time (wisp_session_eval). */
-static int alone(wisp_model *m, const char *backend, const int32_t *prompt, int np, int32_t *out, float *lg) {
+static int alone(wisp_model *m, const char *backend, const char *tuning, const int32_t *prompt, int np, int32_t *out,
+                 float *lg) {
   const size_t vocab = (size_t)wisp_model_vocab(m);
-  wisp_session_options so = {.backend = backend};
+  wisp_session_options so = {.backend = backend, .tuning = tuning};
   wisp_session *s = NULL;
   if (wisp_session_new(m, &so, &s)) return 0;
   float *logits = malloc(sizeof(float) * vocab);
@@ -71,10 +73,10 @@ static int alone(wisp_model *m, const char *backend, const int32_t *prompt, int 
 
 /* S sequences in one session of S slots: each prompt into its slot, then
  * GEN - 1 steps of all S together. */
-static int together(wisp_model *m, const char *backend, int S, int32_t out[][GEN], float *lg, char *err,
-                    size_t cap) {
+static int together(wisp_model *m, const char *backend, const char *tuning, int S, int32_t out[][GEN], float *lg,
+                    char *err, size_t cap) {
   const size_t vocab = (size_t)wisp_model_vocab(m);
-  wisp_session_options so = {.backend = backend, .slots = S};
+  wisp_session_options so = {.backend = backend, .slots = S, .tuning = tuning};
   wisp_session *s = NULL;
   if (wisp_session_new(m, &so, &s)) {
     snprintf(err, cap, "session: %s", wisp_last_error());
@@ -110,7 +112,7 @@ static int together(wisp_model *m, const char *backend, int S, int32_t out[][GEN
  * sequence's logits in a step of S rows are bit for bit its logits in a
  * step of another S: a row's arithmetic (products and mixers) does not
  * depend on the rows beside it. */
-static void sequences_match_alone(const char *dir, const char *backend, int exact) {
+static void sequences_match_alone_tuned(const char *dir, const char *backend, int exact, const char *tuning, int max_s) {
   CHECKF(dir, "no model");
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
@@ -120,15 +122,16 @@ static void sequences_match_alone(const char *dir, const char *backend, int exac
   int prev_s = 0;
   CHECK(ref_lg && got_lg && prev_lg);
   int32_t ref[MAX_S][GEN], got[MAX_S][GEN], prompt[64];
-  for (int i = 0; i < MAX_S; i++) {
+  for (int i = 0; i < max_s; i++) {
     int np = prompt_of(i, prompt);
-    CHECKF(alone(m, backend, prompt, np, ref[i], exact ? ref_lg + (size_t)i * (GEN - 1) * vocab : NULL),
+    CHECKF(alone(m, backend, tuning, prompt, np, ref[i], exact ? ref_lg + (size_t)i * (GEN - 1) * vocab : NULL),
            "alone %d: %s", i, wisp_last_error());
   }
   const int sizes[] = {1, 3, 8};
-  for (int k = 0; k < 3 && !test_failed_now(); k++) {
+  for (int k = 0; k < 3 && sizes[k] <= max_s && !test_failed_now(); k++) {
     char err[512] = "";
-    CHECKF(together(m, backend, sizes[k], got, got_lg, err, sizeof err), "%s S=%d: %s", backend, sizes[k], err);
+    CHECKF(together(m, backend, tuning, sizes[k], got, got_lg, err, sizeof err), "%s S=%d: %s", backend, sizes[k],
+           err);
     for (int i = 0; i < sizes[k]; i++) {
       int at = 0;
       while (at < GEN && got[i][at] == ref[i][at]) at++;
@@ -152,9 +155,13 @@ static void sequences_match_alone(const char *dir, const char *backend, int exac
   free(prev_lg);
   /* the sequences are not all the same (else a mix-up of rows could pass) */
   int distinct = 0;
-  for (int i = 1; i < MAX_S; i++) distinct += memcmp(ref[i], ref[0], sizeof ref[0]) != 0;
+  for (int i = 1; i < max_s; i++) distinct += memcmp(ref[i], ref[0], sizeof ref[0]) != 0;
   CHECK(distinct > 0);
   wisp_model_close(m);
+}
+
+static void sequences_match_alone(const char *dir, const char *backend, int exact) {
+  sequences_match_alone_tuned(dir, backend, exact, NULL, MAX_S);
 }
 
 TEST(sequences_lfm2_cpu_match_alone) { sequences_match_alone(fixture_small_model(), "cpu", 1); }
@@ -171,6 +178,14 @@ TEST(sequences_qwen3_5_webgpu_match_alone) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   sequences_match_alone(tiny_qwen("f32"), "webgpu", 0);
+}
+
+/* Gated DeltaNet heads split over workgroups (dnSlice=4: 4 value columns
+ * a workgroup, the gated norm a dispatch of its own), S = 1 and 3. */
+TEST(sequences_qwen3_5_webgpu_split_heads_match_alone) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  sequences_match_alone_tuned(tiny_qwen("f32"), "webgpu", 0, "dnSlice=4", 3);
 }
 
 TEST(sequences_qwen3_5_q4k_webgpu_match_alone) {
@@ -211,9 +226,10 @@ static void step_dispatches_flat(const char *dir, int mixers_min) {
   CHECKF(mixers >= mixers_min, "%d mixer layers", mixers); /* else three a row would not show */
   int slots[MAX_S];
   int32_t cur[MAX_S], prompt[64];
-  for (int i = 0; i < MAX_S; i++) {
+  for (int i = 0; i < MAX_S; i++) { /* short prompts: no attention row is split over key tiles in either step */
     slots[i] = i;
-    int np = prompt_of(i, prompt);
+    int np = 1 + i;
+    for (int k = 0; k < np; k++) prompt[k] = (int32_t)((3 + 7 * i + 11 * k) % 96);
     CHECKF(wisp_slot_eval(s, i, prompt, np, NULL) == WISP_OK, "%s", wisp_last_error());
     cur[i] = prompt[np - 1];
   }
