@@ -181,11 +181,12 @@ TEST(sequences_qwen3_5_webgpu_match_alone) {
 }
 
 /* Gated DeltaNet heads split over workgroups (dnSlice=4: 4 value columns
- * a workgroup, the gated norm a dispatch of its own), S = 1 and 3. */
+ * a workgroup, the gated norm a dispatch of its own) and KV caches of
+ * packed f16 (kv=f16), S = 1 and 3. */
 TEST(sequences_qwen3_5_webgpu_split_heads_match_alone) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  sequences_match_alone_tuned(tiny_qwen("f32"), "webgpu", 0, "dnSlice=4", 3);
+  sequences_match_alone_tuned(tiny_qwen("f32"), "webgpu", 0, "dnSlice=4,kv=f16", 3);
 }
 
 TEST(sequences_qwen3_5_q4k_webgpu_match_alone) {
