@@ -10,14 +10,16 @@
 #include "fixtures.h"
 #include "st_fixture.h"
 #include "test.h"
+#include "backend/webgpu/wgpu_backend.h"
 #include "webgpu_fixture.h"
 
 enum { MAX_S = 8, GEN = 12 };
 
-/* Prompt of sequence i: 2 + 3 i tokens (different lengths), ids below 96
- * (the tiny Qwen's vocabulary). */
+/* Prompt of sequence i: 22 + 3 i tokens (different lengths; every
+ * sequence's decode passes position 32, where a decode attention starts to
+ * split over key tiles), ids below 96 (the tiny Qwen's vocabulary). */
 static int prompt_of(int i, int32_t *p) {
-  int n = 2 + 3 * i;
+  int n = 22 + 3 * i;
   for (int k = 0; k < n; k++) p[k] = (int32_t)((7 + 13 * i + 29 * k) % 96);
   return n;
 }
@@ -46,9 +48,10 @@ static const char *tiny_qwen(const char *quant) {
  * argmax, then the decode loop (one token a batch). With lg (GEN - 1 rows
  * of vocab floats), also the logits each later token was chosen from, by
  * feeding the same tokens one at a time (wisp_session_eval). */
-static int alone(wisp_model *m, const char *backend, const int32_t *prompt, int np, int32_t *out, float *lg) {
+static int alone(wisp_model *m, const char *backend, const char *tuning, const int32_t *prompt, int np, int32_t *out,
+                 float *lg) {
   const size_t vocab = (size_t)wisp_model_vocab(m);
-  wisp_session_options so = {.backend = backend};
+  wisp_session_options so = {.backend = backend, .tuning = tuning};
   wisp_session *s = NULL;
   if (wisp_session_new(m, &so, &s)) return 0;
   float *logits = malloc(sizeof(float) * vocab);
@@ -70,10 +73,10 @@ static int alone(wisp_model *m, const char *backend, const int32_t *prompt, int 
 
 /* S sequences in one session of S slots: each prompt into its slot, then
  * GEN - 1 steps of all S together. */
-static int together(wisp_model *m, const char *backend, int S, int32_t out[][GEN], float *lg, char *err,
-                    size_t cap) {
+static int together(wisp_model *m, const char *backend, const char *tuning, int S, int32_t out[][GEN], float *lg,
+                    char *err, size_t cap) {
   const size_t vocab = (size_t)wisp_model_vocab(m);
-  wisp_session_options so = {.backend = backend, .slots = S};
+  wisp_session_options so = {.backend = backend, .slots = S, .tuning = tuning};
   wisp_session *s = NULL;
   if (wisp_session_new(m, &so, &s)) {
     snprintf(err, cap, "session: %s", wisp_last_error());
@@ -105,24 +108,30 @@ static int together(wisp_model *m, const char *backend, int S, int32_t out[][GEN
 }
 
 /* exact: also the logits, bit for bit (the CPU backend: its one-token
- * forward and a batched step's rows run the same sums). */
-static void sequences_match_alone(const char *dir, const char *backend, int exact) {
+ * forward and a batched step's rows run the same sums). On every backend a
+ * sequence's logits in a step of S rows are bit for bit its logits in a
+ * step of another S: a row's arithmetic (products and mixers) does not
+ * depend on the rows beside it. */
+static void sequences_match_alone_tuned(const char *dir, const char *backend, int exact, const char *tuning, int max_s) {
   CHECKF(dir, "no model");
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
   const size_t vocab = (size_t)wisp_model_vocab(m), rows = (size_t)MAX_S * (GEN - 1) * vocab;
   float *ref_lg = malloc(sizeof(float) * rows), *got_lg = malloc(sizeof(float) * rows);
-  CHECK(ref_lg && got_lg);
+  float *prev_lg = malloc(sizeof(float) * rows);
+  int prev_s = 0;
+  CHECK(ref_lg && got_lg && prev_lg);
   int32_t ref[MAX_S][GEN], got[MAX_S][GEN], prompt[64];
-  for (int i = 0; i < MAX_S; i++) {
+  for (int i = 0; i < max_s; i++) {
     int np = prompt_of(i, prompt);
-    CHECKF(alone(m, backend, prompt, np, ref[i], exact ? ref_lg + (size_t)i * (GEN - 1) * vocab : NULL),
+    CHECKF(alone(m, backend, tuning, prompt, np, ref[i], exact ? ref_lg + (size_t)i * (GEN - 1) * vocab : NULL),
            "alone %d: %s", i, wisp_last_error());
   }
   const int sizes[] = {1, 3, 8};
-  for (int k = 0; k < 3 && !test_failed_now(); k++) {
+  for (int k = 0; k < 3 && sizes[k] <= max_s && !test_failed_now(); k++) {
     char err[512] = "";
-    CHECKF(together(m, backend, sizes[k], got, got_lg, err, sizeof err), "%s S=%d: %s", backend, sizes[k], err);
+    CHECKF(together(m, backend, tuning, sizes[k], got, got_lg, err, sizeof err), "%s S=%d: %s", backend, sizes[k],
+           err);
     for (int i = 0; i < sizes[k]; i++) {
       int at = 0;
       while (at < GEN && got[i][at] == ref[i][at]) at++;
@@ -133,15 +142,26 @@ static void sequences_match_alone(const char *dir, const char *backend, int exac
       while (exact && j < n && memcmp(&got_lg[o + j], &ref_lg[o + j], sizeof(float)) == 0) j++;
       CHECKF(!exact || j == n, "%s S=%d: sequence %d: logit %zu of token %zu is %.9g, alone %.9g", backend, sizes[k], i,
              j % vocab, j / vocab + 1, j < n ? got_lg[o + j] : 0, j < n ? ref_lg[o + j] : 0);
+      j = 0;
+      while (i < prev_s && j < n && memcmp(&got_lg[o + j], &prev_lg[o + j], sizeof(float)) == 0) j++;
+      CHECKF(i >= prev_s || j == n, "%s: sequence %d: logit %zu of token %zu is %.9g at S=%d, %.9g at S=%d", backend, i,
+             j % vocab, j / vocab + 1, j < n ? got_lg[o + j] : 0, sizes[k], j < n ? prev_lg[o + j] : 0, prev_s);
     }
+    memcpy(prev_lg, got_lg, sizeof(float) * (size_t)sizes[k] * (GEN - 1) * vocab);
+    prev_s = sizes[k];
   }
   free(ref_lg);
   free(got_lg);
+  free(prev_lg);
   /* the sequences are not all the same (else a mix-up of rows could pass) */
   int distinct = 0;
-  for (int i = 1; i < MAX_S; i++) distinct += memcmp(ref[i], ref[0], sizeof ref[0]) != 0;
+  for (int i = 1; i < max_s; i++) distinct += memcmp(ref[i], ref[0], sizeof ref[0]) != 0;
   CHECK(distinct > 0);
   wisp_model_close(m);
+}
+
+static void sequences_match_alone(const char *dir, const char *backend, int exact) {
+  sequences_match_alone_tuned(dir, backend, exact, NULL, MAX_S);
 }
 
 TEST(sequences_lfm2_cpu_match_alone) { sequences_match_alone(fixture_small_model(), "cpu", 1); }
@@ -160,10 +180,80 @@ TEST(sequences_qwen3_5_webgpu_match_alone) {
   sequences_match_alone(tiny_qwen("f32"), "webgpu", 0);
 }
 
+/* Gated DeltaNet heads split over workgroups (dnSlice=4: 4 value columns
+ * a workgroup, the gated norm a dispatch of its own) and KV caches of
+ * packed f16 (kv=f16), S = 1 and 3. */
+TEST(sequences_qwen3_5_webgpu_split_heads_match_alone) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  sequences_match_alone_tuned(tiny_qwen("f32"), "webgpu", 0, "dnSlice=4,kv=f16", 3);
+}
+
 TEST(sequences_qwen3_5_q4k_webgpu_match_alone) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   sequences_match_alone(tiny_qwen("q4k"), "webgpu", 0);
+}
+
+/* The dispatches one batched step records (the backend's counter). */
+static uint64_t step_dispatches(wisp_session *s, const int *slots, int32_t *cur, int n) {
+  wisp_wgpu_backend_stats a, b;
+  int32_t next[MAX_S];
+  if (!wisp_wgpu_backend_stats_get(s->backend, &a) || wisp_session_step(s, slots, cur, n, NULL, next, NULL) ||
+      !wisp_wgpu_backend_stats_get(s->backend, &b))
+    return 0;
+  memcpy(cur, next, sizeof(int32_t) * (size_t)n);
+  return b.dispatches - a.dispatches;
+}
+
+/* A batched step's mixers run over all its rows at once (backend.h
+ * shortconv_rows, attention_rows, attention_gated_rows,
+ * gated_deltanet_rows): one more sequence in a step adds no
+ * dispatch to any mixer layer, only the head's two for its row (its
+ * logits copied out, its token drawn). Run row by row, each mixer layer
+ * would add three or more a row (the row copied in, the op, copied out). */
+static void step_dispatches_flat(const char *dir, int mixers_min) {
+  CHECKF(dir, "no model");
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_session_options so = {.backend = "webgpu", .slots = MAX_S};
+  wisp_session *s = NULL;
+  CHECKF(wisp_session_new(m, &so, &s) == WISP_OK, "%s", wisp_last_error());
+  int mixers = 0;
+  for (int i = 0; i < m->graph.n_nodes; i++) {
+    const wisp_gop op = m->graph.nodes[i].op;
+    mixers += op != WISP_GOP_RMSNORM && op != WISP_GOP_MATMUL && op != WISP_GOP_SWIGLU;
+  }
+  CHECKF(mixers >= mixers_min, "%d mixer layers", mixers); /* else three a row would not show */
+  int slots[MAX_S];
+  int32_t cur[MAX_S], prompt[64];
+  for (int i = 0; i < MAX_S; i++) { /* short prompts: no attention row is split over key tiles in either step */
+    slots[i] = i;
+    int np = 1 + i;
+    for (int k = 0; k < np; k++) prompt[k] = (int32_t)((3 + 7 * i + 11 * k) % 96);
+    CHECKF(wisp_slot_eval(s, i, prompt, np, NULL) == WISP_OK, "%s", wisp_last_error());
+    cur[i] = prompt[np - 1];
+  }
+  const uint64_t d2 = step_dispatches(s, slots, cur, 2), d8 = step_dispatches(s, slots, cur, 8);
+  CHECKF(d2 > 0 && d8 > 0, "%s", wisp_last_error());
+  CHECKF(d8 <= d2 + 2 * 6, "a step of 8 rows recorded %llu dispatches, of 2 rows %llu: %.1f more a row (%d mixer layers)",
+         (unsigned long long)d8, (unsigned long long)d2, (double)(d8 - d2) / 6, mixers);
+  wisp_session_free(s);
+  wisp_model_close(m);
+}
+
+TEST(sequences_webgpu_step_dispatches_flat_lfm2) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  step_dispatches_flat(fixture_small_model(), 2);
+}
+
+/* Gated DeltaNet and gated attention (f32: its products read each weight
+ * once for all rows as well; Q4_K products run row by row by default). */
+TEST(sequences_webgpu_step_dispatches_flat_qwen3_5) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  step_dispatches_flat(tiny_qwen("f32"), 2);
 }
 
 /* Bad calls get an error and change nothing. */

@@ -87,6 +87,16 @@ typedef struct {
   wisp_buf *out;        /* [n][V] */
 } wisp_deltanet_args;
 
+/* The rows of a mixer op in a batched decode step: row r is one token at
+ * position pos[r] of a sequence whose state is s0[r] (conv state, K cache,
+ * or Gated DeltaNet's conv ring) and s1[r] (V cache or recurrent state;
+ * NULL for the short conv). */
+typedef struct {
+  int n;
+  const int *pos;
+  wisp_buf *const *s0, *const *s1;
+} wisp_mixer_rows;
+
 /* A decode step described as data, for backends that run several steps
  * in one device call (the WebGPU persistent decode, wgpu_persist.c) instead
  * of op by op. It is lowered from the model's step graph
@@ -300,6 +310,28 @@ struct wisp_backend {
    * words), in recorded order; dst and src are different buffers. Moves a
    * row of a batch to and from one sequence's own buffers. */
   void (*buf_copy_at)(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off, size_t n);
+  /* Optional: out[i] (i < slots) = a zero-filled buffer of n_values
+   * floats (kv: a KV cache in kv_buf_new's layout) for slot i of a session.
+   * Each is a buffer like any other (bound, read, zeroed, freed on its
+   * own); the backend places them together in as few device buffers as its
+   * limits allow, so that one dispatch of a rows op (below) reaches every
+   * slot's state. NULL: the caller makes them one by one. WISP_ENOMEM
+   * (nothing kept) on failure. */
+  wisp_status (*buf_new_slots)(wisp_backend *be, size_t n_values, int kv, int slots, wisp_buf **out);
+  /* Optional: the mixers over the rows of a batched decode step, one
+   * token of each of n sequences (wisp_mixer_rows). Each takes the
+   * one-token op's arguments with the shared input and output buffers of
+   * n rows (a->n = n; pos0 and the state buffers in them are unused):
+   * row r's input is row r of the input, its output row r of the output,
+   * and it runs on its own state at its own position, with the arithmetic
+   * of the one-token op (a row's result does not depend on the others).
+   * Returns 0, with nothing recorded, when it cannot take these rows; the
+   * caller then runs the one-token op row by row. */
+  int (*shortconv_rows)(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int dim,
+                        const wisp_mixer_rows *rows, wisp_buf *out);
+  int (*attention_rows)(wisp_backend *be, const wisp_attention_args *a, const wisp_mixer_rows *rows);
+  int (*attention_gated_rows)(wisp_backend *be, const wisp_gated_attention_args *a, const wisp_mixer_rows *rows);
+  int (*gated_deltanet_rows)(wisp_backend *be, const wisp_deltanet_args *a, const wisp_mixer_rows *rows);
   /* Optional: the repetition penalty on the device (sampling.h,
    * wisp_penalize_reference): hist[hist_off .. hist_off + n) holds token
    * ids as uint32 bit patterns (ids outside [0, vocab) are empty entries);

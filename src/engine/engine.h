@@ -30,7 +30,8 @@ struct wisp_session {
   wisp_graph_state *state;
   int pos, chunk, max_pos;
   /* Slots (wisp_session_options.slots): slot 0 is state/pos above; slot i
-   * > 0 is slot_state[i] / slot_pos[i] (index 0 of both unused). The
+   * > 0 is slot_state[i] / slot_pos[i] (slot_state[0] is state, slot_pos[0]
+   * unused). The states are made together (wisp_graph_states_new). The
    * scratch of a batched step (a state of n_slots rows), its logits and
    * token ids are made on the first wisp_session_step. */
   int n_slots;

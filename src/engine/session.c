@@ -117,8 +117,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if ((st = wisp_graph_prepare(&m->graph, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
-  if ((st = wisp_graph_state_new(&m->graph, s->backend, s->chunk, s->max_pos, &s->state))) goto fail;
-  if ((st = wisp_slots_new(s, o.slots > 0 ? o.slots : 1))) goto fail;
+  if ((st = wisp_slots_new(s, o.slots > 0 ? o.slots : 1))) goto fail; /* s->state is slot 0's */
   *out = s;
   return WISP_OK;
 fail:

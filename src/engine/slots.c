@@ -14,22 +14,28 @@
 
 wisp_status wisp_slots_new(wisp_session *s, int n) {
   if (n < 1 || n > MAX_SLOTS) return wisp_fail(WISP_EINVAL, "slots: %d sequences (1 to %d)", n, MAX_SLOTS);
-  s->n_slots = 1;
-  if (n == 1) return WISP_OK;
-  s->slot_state = calloc((size_t)n, sizeof(wisp_graph_state *));
+  wisp_graph_state **st = calloc((size_t)n, sizeof *st);
   s->slot_pos = calloc((size_t)n, sizeof(int));
-  if (!s->slot_state || !s->slot_pos) return wisp_fail(WISP_ENOMEM, "out of memory for %d slots", n);
-  const wisp_model *m = s->model;
-  for (int i = 1; i < n; i++) {
-    wisp_status st = wisp_graph_state_new(&m->graph, s->backend, s->chunk, s->max_pos, &s->slot_state[i]);
-    if (st) return st; /* the session's free releases what was made */
-    s->n_slots = i + 1;
+  if (!st || !s->slot_pos) {
+    free(st);
+    return wisp_fail(WISP_ENOMEM, "out of memory for %d slots", n);
   }
+  /* every slot's state together: the backend may keep a layer's states of
+   * all slots in one buffer, which the batched step's mixers then address */
+  wisp_status e = wisp_graph_states_new(&s->model->graph, s->backend, s->chunk, s->max_pos, n, st);
+  if (e) {
+    free(st);
+    return e;
+  }
+  s->state = st[0];
+  s->slot_state = st;
+  s->n_slots = n;
   return WISP_OK;
 }
 
 void wisp_slots_free(wisp_session *s) {
   for (int i = 1; s->slot_state && i < s->n_slots; i++) wisp_graph_state_free(s->slot_state[i], s->backend);
+  /* slot 0's state is s->state, which the session frees */
   if (s->rows_scratch) wisp_graph_state_free(s->rows_scratch, s->backend);
   if (s->rows_ids) s->backend->buf_free(s->backend, s->rows_ids);
   if (s->rows_logits) s->backend->buf_free(s->backend, s->rows_logits);

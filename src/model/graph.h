@@ -108,6 +108,11 @@ typedef struct wisp_graph_state wisp_graph_state;
  * each mixer node's state for `max_pos` positions (0: the weights' maximum). */
 wisp_status wisp_graph_state_new(const wisp_graph *g, wisp_backend *be, int chunk, int max_pos,
                                  wisp_graph_state **out);
+/* The states of n sequences (a session's slots) in out[0..n), each as
+ * wisp_graph_state_new makes it, their mixer states placed together by
+ * the backend (backend.h buf_new_slots). Each is freed on its own. */
+wisp_status wisp_graph_states_new(const wisp_graph *g, wisp_backend *be, int chunk, int max_pos, int n,
+                                  wisp_graph_state **out);
 void wisp_graph_state_free(wisp_graph_state *s, wisp_backend *be);
 /* A fresh sequence: conv and recurrent states zeroed (KV rows beyond the
  * position are never read). */

@@ -68,12 +68,51 @@ static void run_mixer(const wisp_graph *g, const wisp_gnode *n, const wisp_graph
   }
 }
 
+/* One mixer node over the rows of a batched step (the backend's rows op:
+ * each row on its own sequence's state at its own position, all rows at
+ * once); 0 when the backend has no rows op for it or cannot take these
+ * rows (nothing recorded). */
+static int run_mixer_rows(const wisp_graph *g, const wisp_gnode *n, wisp_backend *be, const wisp_buf *in,
+                          wisp_buf *out, const wisp_model_rows *rows) {
+  wisp_buf *s0[WISP_MAX_ROWS], *s1[WISP_MAX_ROWS];
+  for (int r = 0; r < rows->n; r++) {
+    s0[r] = wisp_graph_state_mix(rows->states[r], n->layer, 0);
+    s1[r] = wisp_graph_state_mix(rows->states[r], n->layer, 1);
+  }
+  const wisp_mixer_rows mr = {rows->n, rows->pos, s0, s1};
+  if (n->op == WISP_GOP_SHORTCONV)
+    return be->shortconv_rows && be->shortconv_rows(be, in, n->w, g->conv_len, g->hidden, &mr, out);
+  if (n->op == WISP_GOP_ATTENTION) {
+    wisp_attention_args a = {.qkv = in, .n = rows->n, .heads = g->heads, .kv_heads = g->kv_heads,
+                             .head_dim = g->head_dim, .q_norm = n->q_norm, .k_norm = n->k_norm, .eps = g->eps,
+                             .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .out = out};
+    return be->attention_rows && be->attention_rows(be, &a, &mr);
+  }
+  if (n->op == WISP_GOP_ATTENTION_GATED) {
+    wisp_gated_attention_args a = {.qkv = in, .n = rows->n, .heads = g->heads, .kv_heads = g->kv_heads,
+                                   .head_dim = g->head_dim, .rotary_dim = g->rotary_dim, .q_norm = n->q_norm,
+                                   .k_norm = n->k_norm, .eps = g->eps, .rope_cos = g->rope_cos,
+                                   .rope_sin = g->rope_sin, .out = out, .choice = n->choice};
+    return be->attention_gated_rows && be->attention_gated_rows(be, &a, &mr);
+  }
+  if (n->op == WISP_GOP_DELTANET) {
+    wisp_deltanet_args d = {.proj = in, .n = rows->n, .k_heads = g->lin_k_heads, .v_heads = g->lin_v_heads,
+                            .k_dim = g->lin_k_dim, .v_dim = g->lin_v_dim, .conv_len = g->conv_len,
+                            .conv_taps = n->w, .a_log = n->a_log, .dt_bias = n->dt_bias, .norm = n->gnorm,
+                            .eps = g->eps, .out = out};
+    return be->gated_deltanet_rows && be->gated_deltanet_rows(be, &d, &mr);
+  }
+  return 0;
+}
+
 /* The nodes of one forward call, recorded on the backend: n tokens at
  * positions pos0.. whose embeddings are in X. With rows (a batched decode
  * step), row r is another sequence's token: the products run over all n
- * rows at once (matmul_rows), and each mixer runs row by row on that row's
- * own sequence state (rows->states[r], at rows->pos[r]), the row moved into
- * that state's buffers and its output back. */
+ * rows at once (matmul_rows), and each mixer over all rows through the
+ * backend's rows op, every row on its own sequence state (rows->states[r],
+ * at rows->pos[r]). Where the backend has no rows op for a mixer, it runs
+ * row by row: the row moved into that state's own activation buffers, the
+ * one-token op there, its output moved back. */
 static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, int n, int pos0,
                       const wisp_model_rows *rows) {
   for (int i = 0; i < g->n_nodes; i++) {
@@ -88,6 +127,7 @@ static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be
           run_mixer(g, nd, s, be, in, n, pos0, out);
           break;
         }
+        if (run_mixer_rows(g, nd, be, in, out, rows)) break;
         for (int r = 0; r < n; r++) {
           const wisp_graph_state *q = rows->states[r];
           wisp_buf *qin = wisp_graph_state_act(q, nd->in), *qout = wisp_graph_state_act(q, nd->out);

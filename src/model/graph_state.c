@@ -5,7 +5,11 @@
  *   attention(s)    K and V caches [max_pos][kv_heads][head_dim] (kv_buf_new:
  *                   the backend's own KV storage, e.g. packed f16);
  *   gated_deltanet  the conv inputs as a ring [2K+V][L] (backend.h) and the
- *                   recurrent state [v_heads][k_dim][v_dim]. */
+ *                   recurrent state [v_heads][k_dim][v_dim].
+ * The states of a session's slots are made together (wisp_graph_states_new):
+ * each mixer state of all slots through one buf_new_slots call, so that a
+ * backend can keep them in one device buffer a layer and kind, and a
+ * batched step's mixer reaches every slot's state in one dispatch. */
 #include <stdlib.h>
 
 #include "model/graph.h"
@@ -33,46 +37,86 @@ void wisp_graph_state_free(wisp_graph_state *s, wisp_backend *be) {
   free(s);
 }
 
-static wisp_buf *kv_new(wisp_backend *be, size_t n) { return be->kv_buf_new ? be->kv_buf_new(be, n) : be->buf_new(be, n); }
+/* Slot i's buffer of a mixer state in out[i], for n slots: together
+ * (buf_new_slots) where the backend can, else one by one. */
+static wisp_status slots_new(wisp_backend *be, size_t len, int kv, int n, wisp_buf **out) {
+  if (be->buf_new_slots) return be->buf_new_slots(be, len, kv, n, out);
+  for (int i = 0; i < n; i++) {
+    out[i] = kv && be->kv_buf_new ? be->kv_buf_new(be, len) : be->buf_new(be, len);
+    if (!out[i]) {
+      while (i-- > 0) be->buf_free(be, out[i]);
+      return WISP_ENOMEM;
+    }
+  }
+  return WISP_OK;
+}
 
-wisp_status wisp_graph_state_new(const wisp_graph *g, wisp_backend *be, int chunk, int max_pos,
-                                 wisp_graph_state **out) {
-  *out = NULL;
-  if (max_pos <= 0 || max_pos > g->max_positions) max_pos = g->max_positions;
+/* Activations and the arrays of one state, its mixer buffers not yet made. */
+static wisp_graph_state *shell_new(const wisp_graph *g, wisp_backend *be, int chunk, int max_pos) {
   wisp_graph_state *s = calloc(1, sizeof *s);
-  if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
+  if (!s) return NULL;
   s->chunk = chunk;
   s->max_pos = max_pos;
   s->n_layers = g->n_layers;
   s->mix = calloc((size_t)(g->n_layers > 0 ? g->n_layers : 1), sizeof *s->mix);
   s->mix_len = calloc((size_t)(g->n_layers > 0 ? g->n_layers : 1), sizeof *s->mix_len);
-  if (!s->mix || !s->mix_len) goto oom;
-  for (int a = 0; a < WISP_ACT_COUNT; a++)
-    if (!(s->act[a] = be->buf_new(be, (size_t)chunk * (g->act[a] ? g->act[a] : 1)))) goto oom;
-  if (!(s->logits = be->buf_new(be, (size_t)g->vocab))) goto oom;
+  int ok = s->mix && s->mix_len;
+  for (int a = 0; ok && a < WISP_ACT_COUNT; a++) ok = (s->act[a] = be->buf_new(be, (size_t)chunk * (g->act[a] ? g->act[a] : 1))) != NULL;
+  if (ok) ok = (s->logits = be->buf_new(be, (size_t)g->vocab)) != NULL;
+  if (!ok) {
+    wisp_graph_state_free(s, be);
+    return NULL;
+  }
+  return s;
+}
+
+wisp_status wisp_graph_states_new(const wisp_graph *g, wisp_backend *be, int chunk, int max_pos, int n,
+                                  wisp_graph_state **out) {
+  for (int j = 0; j < n; j++) out[j] = NULL;
+  if (n < 1) return wisp_fail(WISP_EINVAL, "%d sequence states", n);
+  if (max_pos <= 0 || max_pos > g->max_positions) max_pos = g->max_positions;
+  wisp_buf **made = calloc((size_t)n, sizeof *made);
+  if (!made) goto oom;
+  for (int j = 0; j < n; j++)
+    if (!(out[j] = shell_new(g, be, chunk, max_pos))) goto oom;
   const int L = g->conv_len;
   for (int i = 0; i < g->n_nodes; i++) {
-    const wisp_gnode *n = &g->nodes[i];
-    wisp_buf **m = s->mix[n->layer];
-    size_t *len = s->mix_len[n->layer];
-    if (n->op == WISP_GOP_SHORTCONV) {
+    const wisp_gnode *nd = &g->nodes[i];
+    size_t len[2] = {0, 0}; /* values a slot of [0] and [1] */
+    int kv = 0;
+    if (nd->op == WISP_GOP_SHORTCONV) {
       len[0] = (size_t)g->hidden * (size_t)(L - 1 > 0 ? L - 1 : 1);
-      if (!(m[0] = be->buf_new(be, len[0]))) goto oom;
-    } else if (n->op == WISP_GOP_ATTENTION || n->op == WISP_GOP_ATTENTION_GATED) {
-      size_t kv = (size_t)max_pos * g->kv_heads * g->head_dim;
-      if (!(m[0] = kv_new(be, kv)) || !(m[1] = kv_new(be, kv))) goto oom;
-    } else if (n->op == WISP_GOP_DELTANET) {
+    } else if (nd->op == WISP_GOP_ATTENTION || nd->op == WISP_GOP_ATTENTION_GATED) {
+      len[0] = len[1] = (size_t)max_pos * g->kv_heads * g->head_dim;
+      kv = 1;
+    } else if (nd->op == WISP_GOP_DELTANET) {
       const int K = g->lin_k_heads * g->lin_k_dim, V = g->lin_v_heads * g->lin_v_dim;
       len[0] = (size_t)(2 * K + V) * (size_t)(L > 1 ? L : 1);
       len[1] = (size_t)g->lin_v_heads * g->lin_k_dim * g->lin_v_dim;
-      if (!(m[0] = be->buf_new(be, len[0])) || !(m[1] = be->buf_new(be, len[1]))) goto oom;
+    }
+    for (int k = 0; k < 2; k++) {
+      if (!len[k]) continue;
+      if (slots_new(be, len[k], kv, n, made)) goto oom;
+      for (int j = 0; j < n; j++) {
+        out[j]->mix[nd->layer][k] = made[j];
+        out[j]->mix_len[nd->layer][k] = kv ? 0 : len[k]; /* KV caches are not snapshot */
+      }
     }
   }
-  *out = s;
+  free(made);
   return WISP_OK;
 oom:
-  wisp_graph_state_free(s, be);
-  return wisp_fail(WISP_ENOMEM, "out of memory for the session state (context %d)", max_pos);
+  free(made);
+  for (int j = 0; j < n; j++) {
+    wisp_graph_state_free(out[j], be);
+    out[j] = NULL;
+  }
+  return wisp_fail(WISP_ENOMEM, "out of memory for %d sequence state%s (context %d)", n, n == 1 ? "" : "s", max_pos);
+}
+
+wisp_status wisp_graph_state_new(const wisp_graph *g, wisp_backend *be, int chunk, int max_pos,
+                                 wisp_graph_state **out) {
+  return wisp_graph_states_new(g, be, chunk, max_pos, 1, out);
 }
 
 void wisp_graph_state_reset(wisp_graph_state *s, wisp_backend *be) {

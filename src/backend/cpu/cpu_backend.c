@@ -818,6 +818,72 @@ static void cpu_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, con
 
 /* ---- several sequences in one step ---- */
 
+/* The mixers over the rows of a batched step (backend.h shortconv_rows
+ * ...): each row is the one-token op on that row of the shared buffers
+ * (a view: the row's floats inside them) and its own state. */
+static wisp_buf row_view(const wisp_buf *b, int r, int width) {
+  return (wisp_buf){b->data + (size_t)r * width, (size_t)width};
+}
+
+static int cpu_shortconv_rows(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int dim,
+                              const wisp_mixer_rows *rows, wisp_buf *out) {
+  for (int r = 0; r < rows->n; r++) {
+    wisp_buf in = row_view(bcx, r, 3 * dim), o = row_view(out, r, dim);
+    cpu_shortconv(be, &in, taps, L, 1, dim, rows->s0[r], &o);
+  }
+  return 1;
+}
+
+static int cpu_attention_rows(wisp_backend *be, const wisp_attention_args *a, const wisp_mixer_rows *rows) {
+  const int D = a->head_dim;
+  for (int r = 0; r < rows->n; r++) {
+    wisp_buf in = row_view(a->qkv, r, (a->heads + 2 * a->kv_heads) * D), o = row_view(a->out, r, a->heads * D);
+    wisp_attention_args one = *a;
+    one.qkv = &in;
+    one.out = &o;
+    one.n = 1;
+    one.pos0 = rows->pos[r];
+    one.k_cache = rows->s0[r];
+    one.v_cache = rows->s1[r];
+    cpu_attention(be, &one);
+  }
+  return 1;
+}
+
+static int cpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_args *a,
+                                    const wisp_mixer_rows *rows) {
+  const int D = a->head_dim;
+  for (int r = 0; r < rows->n; r++) {
+    wisp_buf in = row_view(a->qkv, r, (2 * a->heads + 2 * a->kv_heads) * D), o = row_view(a->out, r, a->heads * D);
+    wisp_gated_attention_args one = *a;
+    one.qkv = &in;
+    one.out = &o;
+    one.n = 1;
+    one.pos0 = rows->pos[r];
+    one.k_cache = rows->s0[r];
+    one.v_cache = rows->s1[r];
+    cpu_attention_gated(be, &one);
+  }
+  return 1;
+}
+
+static int cpu_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a, const wisp_mixer_rows *rows) {
+  const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
+  for (int r = 0; r < rows->n; r++) {
+    wisp_buf in = row_view(a->proj, r, 2 * K + 2 * V + 2 * a->v_heads), o = row_view(a->out, r, V);
+    wisp_deltanet_args one = *a;
+    one.proj = &in;
+    one.out = &o;
+    one.n = 1;
+    one.pos0 = rows->pos[r];
+    one.conv_state = rows->s0[r];
+    one.state = rows->s1[r];
+    cpu_gated_deltanet(be, &one);
+  }
+  return 1;
+}
+
+
 /* Row r of W times x, as the one-row product (matmul_task, n = 1) does it. */
 static float row_dot(const wisp_cpu_kernels *k, const wisp_matrix *W, int r, const float *x) {
   return W->type == WISP_W_F32    ? k->dot_f32(W->f32 + (size_t)r * W->cols, x, W->cols)
@@ -1067,6 +1133,10 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .buf_copy = cpu_buf_copy,
       .buf_copy_at = cpu_buf_copy_at,
       .matmul_rows = cpu_matmul_rows,
+      .shortconv_rows = cpu_shortconv_rows,
+      .attention_rows = cpu_attention_rows,
+      .attention_gated_rows = cpu_attention_gated_rows,
+      .gated_deltanet_rows = cpu_gated_deltanet_rows,
       .penalize = cpu_penalize,
       .embed_id = cpu_embed_id,
       .sample_id = cpu_sample_id,

@@ -35,9 +35,17 @@
 #define ATTN_WG 64
 #define ATTN_DEC_KT 32 /* keys per tile of attn_decode.wgsl */
 
+/* A buffer, or a slot's part of a buffer shared by a session's slots
+ * (buf_new_slots): then g is the shared device buffer, off the part's
+ * first byte (a multiple of the storage offset alignment, so that the part
+ * binds on its own) and parent the hidden owner of g, freed with its last
+ * part. n counts the part's own 32-bit words. */
 struct wisp_buf {
   wisp_wgpu_buf g;
   size_t n;
+  uint64_t off;
+  wisp_buf *parent;
+  int refs; /* a parent: its parts not yet freed */
 };
 
 typedef struct {
@@ -593,12 +601,73 @@ static wisp_buf *g_kv_buf_new(wisp_backend *be, size_t n) {
   return g_buf_new(be, as_g(be)->kv16 ? (n + 1) / 2 : n);
 }
 
+/* The binding of a buffer: the whole device buffer, or a slot's part. */
+static wisp_wgpu_binding bind_of(const wisp_buf *b) {
+  return b->parent ? (wisp_wgpu_binding){b->g.b, b->off, (uint64_t)b->n * 4} : whole(b->g.b);
+}
+
+/* The first 32-bit word of a buffer (a slot's part) in its device buffer. */
+static uint64_t word0(const wisp_buf *b) { return b->off / 4; }
+
+/* backend.h buf_new_slots: slot i's part at i * stride of a shared buffer,
+ * the stride rounded up to the storage offset alignment (256 bytes at
+ * most); as many slots a device buffer as one binding may span, so that a
+ * rows kernel binds it whole. */
+static wisp_status g_buf_new_slots(wisp_backend *be, size_t n, int kv, int slots, wisp_buf **out) {
+  wgpu_backend *g = as_g(be);
+  const uint64_t words = kv && g->kv16 ? (n + 1) / 2 : (n ? n : 1);
+  const uint64_t align = g->d->info.min_storage_buffer_offset_alignment > 256
+                             ? g->d->info.min_storage_buffer_offset_alignment
+                             : 256;
+  const uint64_t stride = (words * 4 + align - 1) / align * align;
+  uint64_t per = g->max_binding / stride;
+  if (per < 1) per = 1;
+  for (int i = 0; i < slots; i++) out[i] = NULL;
+  for (int i0 = 0; i0 < slots; i0 += (int)per) {
+    const int cnt = slots - i0 < (int)per ? slots - i0 : (int)per;
+    wisp_buf *P = calloc(1, sizeof *P);
+    if (!P || wisp_wgpu_buf_create(g->d, stride * (uint64_t)(cnt - 1) + words * 4, WISP_WGPU_STORAGE,
+                                   "wisp slot states", &P->g)) {
+      free(P);
+      goto fail;
+    }
+    P->n = (size_t)(P->g.size / 4);
+    for (int i = 0; i < cnt; i++) {
+      wisp_buf *v = calloc(1, sizeof *v);
+      if (!v) {
+        if (!P->refs) {
+          wisp_wgpu_buf_free(g->d, &P->g);
+          free(P);
+        }
+        goto fail;
+      }
+      *v = (wisp_buf){P->g, (size_t)words, stride * (uint64_t)i, P, 0};
+      P->refs++;
+      out[i0 + i] = v;
+    }
+  }
+  return WISP_OK;
+fail:
+  for (int i = 0; i < slots; i++)
+    if (out[i]) {
+      be->buf_free(be, out[i]);
+      out[i] = NULL;
+    }
+  return wisp_fail(WISP_ENOMEM, "webgpu: out of memory for %d slots of %zu values", slots, n);
+}
+
 static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
   if (!b) return;
   wisp_wgpu_persist_forget(be, b); /* no copy-back into a freed state buffer */
   emit_pending(g);
   keep_error(g, flush(g)); /* recorded work may still use it */
+  if (b->parent) { /* a slot's part: the device buffer goes with the last part */
+    wisp_buf *P = b->parent;
+    free(b);
+    if (--P->refs > 0) return;
+    b = P;
+  }
   forget_buffer(g, b->g.b);
   if (g->spec_src == b->g.b) {
     g->spec_src = NULL;
@@ -614,6 +683,7 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
   wisp_wgpu_persist_flush(be); /* a state buffer read back must hold the persistent decode's latest */
   emit_pending(g);
   wisp_status st;
+  off += (size_t)word0(b); /* a slot's part: words of its device buffer */
   if (g->spec_ready && !g->open && g->spec_src == b->g.b && g->spec_off == (uint64_t)off * 4 &&
       g->spec_bytes == (uint64_t)n * 4) {
     g->stats.spec_reads++;
@@ -643,10 +713,10 @@ static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   g->spec_ready = 0;
   g->spec_have = 0;
   static const float zeros[4096];
-  uint64_t bytes = b->g.size;
+  uint64_t bytes = b->parent ? (uint64_t)b->n * 4 : b->g.size;
   for (uint64_t o = 0; o < bytes; o += sizeof zeros) {
     size_t k = bytes - o < sizeof zeros ? (size_t)(bytes - o) : sizeof zeros;
-    wisp_status st = wisp_wgpu_buf_write(g->d, b->g, o, zeros, k);
+    wisp_status st = wisp_wgpu_buf_write(g->d, b->g, b->off + o, zeros, k);
     if (st) {
       keep_error(g, st);
       return;
@@ -1246,7 +1316,7 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
     b[5] = whole(pre == 1 ? g->pend.w->g.b : g->dummy.b);
     b[6] = whole(pre ? g->pend.mx->g.b : g->dummy_rw.b);
     b[7] = whole(tv->g.b);
-    b[8] = whole(state->g.b);
+    b[8] = bind_of(state);
     b[9] = whole(out->g.b);
     uint32_t gx, gy;
     wisp_wgpu_grid(g->d, cdiv((uint64_t)dim, g->conv_rows / 3), &gx, &gy);
@@ -1269,7 +1339,7 @@ static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector
   struct {
     uint32_t n, dim, L, pad;
   } p = {(uint32_t)n, (uint32_t)dim, (uint32_t)L, 0};
-  wisp_wgpu_binding b[4] = {whole(bcx->g.b), whole(tv->g.b), whole(state->g.b), whole(out->g.b)};
+  wisp_wgpu_binding b[4] = {whole(bcx->g.b), whole(tv->g.b), bind_of(state), whole(out->g.b)};
   record(g, k, b, 4, &p, sizeof p, cdiv((uint64_t)dim, 64), cdiv((uint64_t)n, SHORTCONV_TT));
 }
 
@@ -1321,8 +1391,8 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
       uint32_t splits, tps;
     } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, 1.0f / sqrtf((float)D), splits, tps};
     wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qnb),             whole(knb),
-                               whole(cs->g.b),         whole(sn->g.b),         whole(a->k_cache->g.b),
-                               whole(a->v_cache->g.b), whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
+                               whole(cs->g.b),         whole(sn->g.b),         bind_of(a->k_cache),
+                               bind_of(a->v_cache),    whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
     record_xyz(g, kd, bd, 9, &pd, sizeof pd, (uint32_t)H, 1, splits);
   } else {
     wisp_wgpu_kernel *kr = kernel(g, "attn_rope", c, 4);
@@ -1333,7 +1403,7 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
       uint32_t pad[2];
     } p = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, {0, 0}};
     wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qnb),           whole(knb),             whole(cs->g.b),
-                               whole(sn->g.b),     whole(g->qbuf.b),      whole(a->k_cache->g.b), whole(a->v_cache->g.b)};
+                               whole(sn->g.b),     whole(g->qbuf.b),      bind_of(a->k_cache),    bind_of(a->v_cache)};
     record(g, kr, br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), (uint32_t)a->n);
     struct {
       uint32_t n, pos0, H, KVH, D;
@@ -1341,7 +1411,7 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
       uint32_t splits, tps;
     } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D),
             splits, tps};
-    wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), whole(a->k_cache->g.b), whole(a->v_cache->g.b), whole(a->out->g.b),
+    wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), bind_of(a->k_cache), bind_of(a->v_cache), whole(a->out->g.b),
                                whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
     if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill &&
         (uint64_t)ATTN_PREFILL_KT * ATTN_PREFILL_MAXD * 8 <= g->d->info.max_compute_workgroup_storage_size) {
@@ -1385,7 +1455,7 @@ static void g_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, con
   /* A queue write lands before the next submit as a whole: submit what was
    * recorded before it first, so ordering is what the caller wrote. */
   if (g->open) keep_error(g, flush(g));
-  keep_error(g, wisp_wgpu_buf_write(g->d, b->g, (uint64_t)off * 4, src, n * 4));
+  keep_error(g, wisp_wgpu_buf_write(g->d, b->g, b->off + (uint64_t)off * 4, src, n * 4));
   g->spec_ready = 0;
   g->spec_have = 0;
 }
@@ -1486,7 +1556,7 @@ static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src
   struct {
     uint32_t dst, src, n, pad;
   } p = {(uint32_t)dst_off, (uint32_t)src_off, (uint32_t)n, 0};
-  wisp_wgpu_binding bb[1] = {whole(b->g.b)};
+  wisp_wgpu_binding bb[1] = {bind_of(b)};
   record(g, k, bb, 1, &p, sizeof p, cdiv((uint64_t)n, 64), 1);
 }
 
@@ -1510,7 +1580,7 @@ static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, 
   wgpu_backend *g = as_g(be);
   state_op(be);
   emit_pending(g);
-  rec_copy_words(g, src->g.b, 0, dst->g.b, 0, n);
+  rec_copy_words(g, src->g.b, word0(src), dst->g.b, word0(dst), n);
 }
 
 /* ---- several sequences in one step (backend.h matmul_rows, buf_copy_at) ---- */
@@ -1520,7 +1590,150 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
   wgpu_backend *g = as_g(be);
   state_op(be);
   emit_pending(g);
-  rec_copy_words(g, src->g.b, src_off, dst->g.b, dst_off, n);
+  rec_copy_words(g, src->g.b, word0(src) + src_off, dst->g.b, word0(dst) + dst_off, n);
+}
+
+/* ---- the mixers over the rows of a batched step (backend.h shortconv_rows, attention_rows) ---- */
+
+/* wgpu_internal.h's wisp_wgpu_int_rows_group. */
+uint32_t wisp_wgpu_int_rows_group(const wisp_mixer_rows *rows, unsigned char *done, uint32_t (*tab)[4], WGPUBuffer *b0,
+                                  WGPUBuffer *b1) {
+  int r0 = 0;
+  while (r0 < rows->n && done[r0]) r0++;
+  if (r0 == rows->n) return 0;
+  *b0 = rows->s0[r0]->g.b;
+  *b1 = rows->s1 && rows->s1[r0] ? rows->s1[r0]->g.b : NULL;
+  uint32_t k = 0;
+  for (int r = r0; r < rows->n; r++) {
+    if (done[r] || rows->s0[r]->g.b != *b0 || (*b1 && rows->s1[r]->g.b != *b1)) continue;
+    done[r] = 1;
+    tab[k][0] = (uint32_t)r;
+    tab[k][1] = (uint32_t)word0(rows->s0[r]);
+    tab[k][2] = *b1 ? (uint32_t)word0(rows->s1[r]) : 0u;
+    tab[k][3] = (uint32_t)rows->pos[r];
+    k++;
+  }
+  return k;
+}
+
+/* shortconv_rows.wgsl: every row's conv (shortconv.wgsl's arithmetic for
+ * one token) on its own slot's state, a dispatch per device buffer the
+ * slots' states lie in (one for a session's slots). */
+static int g_shortconv_rows(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int dim,
+                            const wisp_mixer_rows *rows, wisp_buf *out) {
+  wgpu_backend *g = as_g(be);
+  if (L < 1 || L > 9 || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS) return 0; /* the one-token op says why */
+  state_op(be);
+  emit_pending(g);
+  wvec *tv = need_vec(g, taps);
+  if (!tv) return 1; /* error kept */
+  wisp_wgpu_const c[1] = {{"WG", 64}};
+  wisp_wgpu_kernel *k = kernel(g, "shortconv_rows", c, 1);
+  struct {
+    uint32_t dim, L, count, pad;
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
+  } p;
+  unsigned char done[WISP_WGPU_MIX_ROWS] = {0};
+  WGPUBuffer sb, none;
+  memset(&p, 0, sizeof p);
+  while ((p.count = wisp_wgpu_int_rows_group(rows, done, p.rows, &sb, &none)) > 0) {
+    p.dim = (uint32_t)dim;
+    p.L = (uint32_t)L;
+    wisp_wgpu_binding b[4] = {whole(bcx->g.b), whole(tv->g.b), whole(sb), whole(out->g.b)};
+    record(g, k, b, 4, &p, sizeof p, cdiv((uint64_t)dim, 64), p.count);
+  }
+  return 1;
+}
+
+/* The split of a one-token decode attention at position pos (g_attention). */
+static uint32_t attn_splits_at(const wgpu_backend *g, int pos, uint32_t *tps) {
+  const uint32_t ntile = (uint32_t)pos / ATTN_DEC_KT + 1;
+  uint32_t splits = 1;
+  *tps = 0xFFFFFFFFu;
+  if (ntile > 1 && g->max_splits > 1) {
+    splits = ntile < g->max_splits ? ntile : g->max_splits;
+    *tps = cdiv(ntile, splits);
+    splits = cdiv(ntile, *tps);
+  }
+  return splits;
+}
+
+/* attn_decode_rows.wgsl (+ attn_combine_rows.wgsl where a row's position
+ * is split): every row's attention as the one-token decode attention
+ * (attn_decode.wgsl) computes it, on its own slot's caches. Needs what
+ * attn_decode needs (subgroups, 9 storage bindings); else 0. */
+static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, const wisp_mixer_rows *rows) {
+  wgpu_backend *g = as_g(be);
+  const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
+  if (!g->attn_fuse || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || D <= 0 || D % (g->kv16 ? 8 : 4) || D > 256 ||
+      KVH <= 0 || H % KVH)
+    return 0;
+  state_op(be);
+  emit_pending(g);
+  wvec *qn = a->q_norm ? need_vec(g, a->q_norm) : NULL, *kn = a->k_norm ? need_vec(g, a->k_norm) : NULL;
+  wvec *cs = need_vec(g, a->rope_cos), *sn = cs ? need_vec(g, a->rope_sin) : NULL;
+  if ((a->q_norm && !qn) || (a->k_norm && !kn) || !sn) return 1; /* error kept */
+  uint32_t most = 1, tps;
+  for (int r = 0; r < rows->n; r++) {
+    const uint32_t sp = attn_splits_at(g, rows->pos[r], &tps);
+    g->stats.attn_splits += sp;
+    if (sp > most) most = sp;
+  }
+  const uint64_t block = (uint64_t)H * g->max_splits * (D + 2) * 4; /* a row's partials */
+  if (most > 1 && !scratch(g, &g->part, block * (uint64_t)rows->n, block * (uint64_t)rows->n, "wisp attention splits"))
+    return 1;
+  const double qnorm = qn ? 1 : 0, knorm = kn ? 1 : 0;
+  wisp_wgpu_const cd[4] = {{"WG", 256}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm}};
+  wisp_wgpu_kernel *kd = kernel(g, "attn_decode_rows", cd, 4);
+  wisp_wgpu_const cc[1] = {{"WG", ATTN_WG}};
+  wisp_wgpu_kernel *kc = most > 1 ? kernel(g, "attn_combine_rows", cc, 1) : NULL;
+  struct {
+    uint32_t H, KVH, D, count;
+    float eps, scale;
+    uint32_t max_splits, pad;
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
+  } p;
+  struct {
+    uint32_t H, D, count, max_splits;
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
+  } pc;
+  memset(&p, 0, sizeof p);
+  memset(&pc, 0, sizeof pc);
+  unsigned char done[WISP_WGPU_MIX_ROWS] = {0};
+  WGPUBuffer kb, vb;
+  while ((p.count = wisp_wgpu_int_rows_group(rows, done, p.rows, &kb, &vb)) > 0) {
+    p.H = (uint32_t)H;
+    p.KVH = (uint32_t)KVH;
+    p.D = (uint32_t)D;
+    p.eps = a->eps;
+    p.scale = 1.0f / sqrtf((float)D);
+    p.max_splits = g->max_splits;
+    uint32_t z = 1;
+    for (uint32_t i = 0; i < p.count; i++) {
+      const uint32_t sp = attn_splits_at(g, (int)p.rows[i][3], &tps);
+      if (sp > z) z = sp;
+    }
+    wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),
+                               whole(qn ? qn->g.b : g->dummy.b),
+                               whole(kn ? kn->g.b : g->dummy.b),
+                               whole(cs->g.b),
+                               whole(sn->g.b),
+                               whole(kb),
+                               whole(vb),
+                               whole(a->out->g.b),
+                               whole(most > 1 ? g->part.b : g->dummy_rw.b)};
+    record_xyz(g, kd, bd, 9, &p, sizeof p, (uint32_t)H, p.count, z);
+    if (z > 1) {
+      pc.H = (uint32_t)H;
+      pc.D = (uint32_t)D;
+      pc.count = p.count;
+      pc.max_splits = g->max_splits;
+      memcpy(pc.rows, p.rows, sizeof pc.rows);
+      wisp_wgpu_binding bc[2] = {whole(g->part.b), whole(a->out->g.b)};
+      record(g, kc, bc, 2, &pc, sizeof pc, (uint32_t)H, p.count);
+    }
+  }
+  return 1;
 }
 
 /* wgpu_internal.h's wisp_wgpu_int_rows_nt. */
@@ -1627,7 +1840,7 @@ static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off,
   if (slot < 0 || slot > 1) op_fail(g, WISP_EINVAL, "read_start: slot %d", slot);
   drop_failed_batch(g);
   if (!g->error && open_batch(g))
-    keep_error(g, flush_copy(g, b->g.b, (uint64_t)off * 4, &g->rstage[slot], (uint64_t)n * 4));
+    keep_error(g, flush_copy(g, b->g.b, b->off + (uint64_t)off * 4, &g->rstage[slot], (uint64_t)n * 4));
   return take_error(g);
 }
 
@@ -1880,6 +2093,10 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .buf_copy_to = g_buf_copy_to,
       .buf_copy_at = g_buf_copy_at,
       .matmul_rows = g_matmul_rows,
+      .shortconv_rows = g_shortconv_rows,
+      .attention_rows = g_attention_rows,
+      .attention_gated_rows = wisp_wgpu_attention_gated_rows,
+      .gated_deltanet_rows = wisp_wgpu_gated_deltanet_rows,
       .penalize = g_penalize,
       .read_start = g_read_start,
       .read_finish = g_read_finish,
@@ -1887,6 +2104,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .embed_id = g_embed_id,
       .sample_id = g_sample_id,
       .kv_buf_new = g_kv_buf_new,
+      .buf_new_slots = g_buf_new_slots,
       .decode_graph = g->persist_on ? wisp_wgpu_decode_graph : NULL, /* the persistent decode, unless turned off */
       .decode_graph_reset = g->persist_on ? wisp_wgpu_decode_graph_reset : NULL,
       .sync = g_sync,
@@ -1914,6 +2132,8 @@ void wisp_wgpu_int_copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off
   rec_copy_words(as_g(be), src, src_off, dst, dst_off, n);
 }
 WGPUBuffer wisp_wgpu_int_buf(const wisp_buf *b) { return b->g.b; }
+wisp_wgpu_binding wisp_wgpu_int_bind(const wisp_buf *b) { return bind_of(b); }
+uint64_t wisp_wgpu_int_word0(const wisp_buf *b) { return word0(b); }
 WGPUBuffer wisp_wgpu_int_vec(wisp_backend *be, const wisp_vector *v) {
   wvec *w = need_vec(as_g(be), v);
   return w ? w->g.b : NULL;
@@ -1968,6 +2188,7 @@ void **wisp_wgpu_int_persist_slot(wisp_backend *be) { return &as_g(be)->persist;
 uint32_t wisp_wgpu_int_persist_grid(wisp_backend *be) { return as_g(be)->persist_wg; }
 int wisp_wgpu_int_persist_asked(wisp_backend *be) { return as_g(be)->persist_asked; }
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be) { return as_g(be)->state_epoch; }
+void wisp_wgpu_int_state_op(wisp_backend *be) { state_op(be); }
 int wisp_wgpu_int_mat_bufs(wisp_backend *be, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]) {
   wmat *M = need_mat(as_g(be), m);
   if (!M || i < 0 || i >= M->nparts) return 0;

@@ -130,7 +130,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   if (splits > 1 && !wisp_wgpu_int_scratch(be, &q->part, (uint64_t)H * splits * (D + 2) * 4,
                                            (uint64_t)H * max_splits * (D + 2) * 4, "wisp gated attention splits"))
     return;
-  WGPUBuffer qkv = wisp_wgpu_int_buf(a->qkv), kc = wisp_wgpu_int_buf(a->k_cache), vc = wisp_wgpu_int_buf(a->v_cache);
+  WGPUBuffer qkv = wisp_wgpu_int_buf(a->qkv);
+  const wisp_wgpu_binding kc = wisp_wgpu_int_bind(a->k_cache), vc = wisp_wgpu_int_bind(a->v_cache);
   WGPUBuffer out = wisp_wgpu_int_buf(a->out);
   wisp_wgpu_const c[2] = {{"WG", QATTN_WG}, {"KV16", kv16}};
   wisp_wgpu_kernel *kr = wisp_wgpu_int_kernel(be, "attn_gated_rope", c, 2);
@@ -143,8 +144,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     float eps;
     uint32_t stage;
   } pr = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 0};
-  wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
-                             whole(vc)};
+  wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), kc,
+                             vc};
   if (!(rope_in && !h256)) {
     if (dec && !set->attn_fused_rope) { /* unfused: split + norm, then the rotation */
       pr.stage = 1;
@@ -163,7 +164,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
       uint32_t kv_pos, kv_head, pad;
     } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)((2 * H + 2 * KVH) * D), 1.0f / 16.0f,
             (uint32_t)(KVH * D), (uint32_t)D, 0};
-    wisp_wgpu_binding bd[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(qkv), whole(out)};
+    wisp_wgpu_binding bd[5] = {whole(q->qbuf.b), kc, vc, whole(qkv), whole(out)};
     wisp_wgpu_int_record(be, kd, bd, 5, &pd, sizeof pd, (uint32_t)H, 1, 1);
     return;
   }
@@ -181,8 +182,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
       uint32_t splits, tps, kv_pos, kv_head, pad;
     } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 1.0f / sqrtf((float)D),
             splits, tps, (uint32_t)(KVH * D), (uint32_t)D, 0};
-    wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), whole(kc),
-                                whole(vc), whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
+    wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), kc,
+                                vc, whole(out), whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
     wisp_wgpu_int_record(be, kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
     if (splits > 1 && gate_in) { /* the gated merge: held back for the o_proj product */
       q->fin = (qin_pend){2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)splits, 0};
@@ -196,7 +197,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
       uint32_t splits, tps;
     } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D), splits,
             tps};
-    wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), whole(kc), whole(vc), whole(out),
+    wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), kc, vc, whole(out),
                                whole(splits > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
     wisp_wgpu_int_record(be, kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
   }
@@ -219,6 +220,144 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
   uint32_t gx, gy;
   wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(count, 256), &gx, &gy);
   wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
+}
+
+/* The split of a one-token gated decode attention at position pos
+ * (wisp_wgpu_attention_gated's, QDEC_KT-key tiles). */
+static uint32_t gated_splits_at(uint32_t max_splits, int pos, uint32_t *tps) {
+  const uint32_t ntile = (uint32_t)pos / QDEC_KT + 1;
+  uint32_t splits = 1;
+  *tps = 0xFFFFFFFFu;
+  if (ntile > 1 && max_splits > 1) {
+    splits = ntile < max_splits ? ntile : max_splits;
+    *tps = cdiv(ntile, splits);
+    splits = cdiv(ntile, *tps);
+  }
+  return splits;
+}
+
+/* backend.h attention_gated_rows: every row's gated attention as the
+ * one-token decode arrangement with its fused split + norm + rope + KV
+ * append computes it (attn_gated_decode.wgsl through
+ * attn_gated_decode_rows.wgsl; splits merged by attn_gated_combine_rows /
+ * attn_combine_rows, the gate by attn_gate over all rows when it is not
+ * inside the attention). 0 where the one-token op would take another
+ * arrangement (no subgroups or fusion, the unfused rope switch, the seed
+ * profile's head-256 kernel). */
+int wisp_wgpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_args *a, const wisp_mixer_rows *rows) {
+  const int D = a->head_dim, H = a->heads, KVH = a->kv_heads, R = a->rotary_dim;
+  const wisp_backend_settings *set = wisp_wgpu_int_settings(be);
+  const int kv16 = wisp_wgpu_int_kv16(be);
+  const int dec = wisp_wgpu_int_fuse(be) && D % 4 == 0 && D <= QDEC_WG && wisp_wgpu_int_subgroups(be) &&
+                  wisp_wgpu_int_device(be)->info.max_storage_buffers_per_shader_stage >= 10;
+  const int h256 = D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant) && set->attn_output_gate;
+  if (!dec || !set->attn_fused_rope || h256 || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || D <= 0 || R < 2 || R % 2 ||
+      R > D || KVH <= 0 || H % KVH || (kv16 && D % 8))
+    return 0;
+  wisp_wgpu_int_state_op(be);
+  wisp_wgpu_int_emit_pending(be);
+  gated_state *q = qs_of(be);
+  if (!q) return 1;
+  WGPUBuffer qn = wisp_wgpu_int_vec(be, a->q_norm), kn = qn ? wisp_wgpu_int_vec(be, a->k_norm) : NULL;
+  WGPUBuffer cs = kn ? wisp_wgpu_int_vec(be, a->rope_cos) : NULL, sn = cs ? wisp_wgpu_int_vec(be, a->rope_sin) : NULL;
+  if (!sn) return 1; /* error kept */
+  const uint32_t max_splits = wisp_wgpu_int_max_splits(be);
+  uint32_t most = 1, tps;
+  for (int r = 0; r < rows->n; r++) {
+    const uint32_t sp = gated_splits_at(max_splits, rows->pos[r], &tps);
+    if (sp > most) most = sp;
+  }
+  const uint64_t block = (uint64_t)H * max_splits * (D + 2) * 4; /* a row's partials */
+  if (most > 1 && !wisp_wgpu_int_scratch(be, &q->part, block * (uint64_t)rows->n, block * (uint64_t)rows->n,
+                                         "wisp gated attention splits"))
+    return 1;
+  const int gate_in = set->attn_output_gate;
+  WGPUBuffer qkv = wisp_wgpu_int_buf(a->qkv), out = wisp_wgpu_int_buf(a->out);
+  wisp_wgpu_const cd[5] = {{"WG", QDEC_WG}, {"FUSE_ROPE", 1}, {"GATE", gate_in},
+                           {"DIRECT_KV", set->attn_direct_kv ? 1 : 0}, {"KV16", kv16}};
+  wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "attn_gated_decode_rows", cd, 5);
+  wisp_wgpu_const cc[1] = {{"WG", gate_in ? QDEC_WG : QATTN_WG}};
+  wisp_wgpu_kernel *kc = most > 1 ? wisp_wgpu_int_kernel(be, gate_in ? "attn_gated_combine_rows" : "attn_combine_rows",
+                                                         cc, 1)
+                                  : NULL;
+  struct {
+    uint32_t H, KVH, D, R;
+    float eps, scale;
+    uint32_t kv_pos, kv_head, count, max_splits, pad0, pad1;
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
+  } p;
+  memset(&p, 0, sizeof p);
+  unsigned char done[WISP_WGPU_MIX_ROWS] = {0};
+  WGPUBuffer kb, vb;
+  while ((p.count = wisp_wgpu_int_rows_group(rows, done, p.rows, &kb, &vb)) > 0) {
+    p.H = (uint32_t)H;
+    p.KVH = (uint32_t)KVH;
+    p.D = (uint32_t)D;
+    p.R = (uint32_t)R;
+    p.eps = a->eps;
+    p.scale = 1.0f / sqrtf((float)D);
+    p.kv_pos = (uint32_t)(KVH * D);
+    p.kv_head = (uint32_t)D;
+    p.max_splits = max_splits;
+    uint32_t z = 1;
+    for (uint32_t i = 0; i < p.count; i++) {
+      const uint32_t sp = gated_splits_at(max_splits, (int)p.rows[i][3], &tps);
+      if (sp > z) z = sp;
+    }
+    wisp_wgpu_binding bd[10] = {whole(qkv),
+                                whole(qn),
+                                whole(kn),
+                                whole(cs),
+                                whole(sn),
+                                whole(wisp_wgpu_int_dummy(be, 0)),
+                                whole(kb),
+                                whole(vb),
+                                whole(out),
+                                whole(most > 1 ? q->part.b : wisp_wgpu_int_dummy(be, 1))};
+    wisp_wgpu_int_record(be, kd, bd, 10, &p, sizeof p, (uint32_t)H, p.count, z);
+    if (z == 1) continue;
+    if (gate_in) { /* attn_gated_combine_rows: Params as attn_gated_decode_rows' head, then the table */
+      struct {
+        uint32_t H, KVH, D, count, max_splits, pad[3];
+        uint32_t rows[WISP_WGPU_MIX_ROWS][4];
+      } pc;
+      memset(&pc, 0, sizeof pc);
+      pc.H = (uint32_t)H;
+      pc.KVH = (uint32_t)KVH;
+      pc.D = (uint32_t)D;
+      pc.count = p.count;
+      pc.max_splits = max_splits;
+      memcpy(pc.rows, p.rows, sizeof pc.rows);
+      wisp_wgpu_binding bc[3] = {whole(q->part.b), whole(qkv), whole(out)};
+      wisp_wgpu_int_record(be, kc, bc, 3, &pc, sizeof pc, (uint32_t)H, p.count, 1);
+    } else { /* attn_combine_rows */
+      struct {
+        uint32_t H, D, count, max_splits;
+        uint32_t rows[WISP_WGPU_MIX_ROWS][4];
+      } pc;
+      memset(&pc, 0, sizeof pc);
+      pc.H = (uint32_t)H;
+      pc.D = (uint32_t)D;
+      pc.count = p.count;
+      pc.max_splits = max_splits;
+      memcpy(pc.rows, p.rows, sizeof pc.rows);
+      wisp_wgpu_binding bc[2] = {whole(q->part.b), whole(out)};
+      wisp_wgpu_int_record(be, kc, bc, 2, &pc, sizeof pc, (uint32_t)H, p.count, 1);
+    }
+  }
+  if (gate_in) return 1;
+  /* the gate over every row at once: attn_gate is elementwise */
+  wisp_wgpu_const cg[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *kg = wisp_wgpu_int_kernel(be, "attn_gate", cg, 1);
+  const uint64_t count = (uint64_t)rows->n * H * D;
+  struct {
+    uint32_t count, H, D, row;
+  } pg = {(uint32_t)count, (uint32_t)H, (uint32_t)D, (uint32_t)((2 * H + 2 * KVH) * D)};
+  wisp_wgpu_binding bg[2] = {whole(qkv), whole(out)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(count, 256), &gx, &gy);
+  wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
+  return 1;
 }
 
 /* dn_recur.wgsl geometry: CW columns (a power of two >=
@@ -293,14 +432,81 @@ static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBu
   gated_state *q = qs_of(be);
   if (g.ns > 1 && (!q || !wisp_wgpu_int_scratch(be, &q->dnraw, (uint64_t)V * 4, (uint64_t)V * 4, "wisp deltanet raw")))
     return 1; /* failure kept */
-  wisp_wgpu_binding bd[8] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(al), whole(dt),
-                             whole(nw), whole(wisp_wgpu_int_buf(a->state)), whole(g.ns > 1 ? q->dnraw.b : out)};
+  wisp_wgpu_binding bd[8] = {whole(proj), whole(taps), wisp_wgpu_int_bind(a->conv_state), whole(al), whole(dt),
+                             whole(nw), wisp_wgpu_int_bind(a->state), whole(g.ns > 1 ? q->dnraw.b : out)};
   uint32_t gx, gy;
   wisp_wgpu_grid(wisp_wgpu_int_device(be), (uint32_t)a->v_heads * g.ns, &gx, &gy);
   wisp_wgpu_int_record(be, kd, bd, 8, &pd, sizeof pd, gx, gy, 1);
   if (g.ns > 1) { /* the gated norm over each whole head: held back for the out_proj product */
     q->fin = (qin_pend){1, q->dnraw.b, proj, nw, a->out, a->v_heads, a->v_dim, 2 * K + V, 0, a->eps};
     wisp_wgpu_int_stats(be)->deltanet_split++;
+  }
+  return 1;
+}
+
+/* backend.h gated_deltanet_rows: every row's step as the one-token decode
+ * core computes it (dn_decode.wgsl through dn_decode_rows.wgsl, a
+ * dispatch per device buffer the rows' states lie in; with heads split
+ * over several workgroups, the gated norm of all rows by dn_norm_rows.wgsl
+ * as dn_norm.wgsl applies it). 0 where the one-token op would not take
+ * dn_decode (the fused core off, no subgroups, more than 8 taps, a head
+ * that does not fit). */
+int wisp_wgpu_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a, const wisp_mixer_rows *rows) {
+  dn_split g;
+  if (rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || a->k_heads <= 0 || a->v_heads % a->k_heads || a->k_dim <= 0 ||
+      a->k_dim > 256 || a->v_dim <= 0 || a->conv_len < 1 || a->conv_len > 8 || !wisp_wgpu_int_settings(be)->lin_core ||
+      !wisp_wgpu_int_fuse(be) || !wisp_wgpu_int_subgroups(be) || !dn_split_geometry(be, a, &g))
+    return 0;
+  wisp_wgpu_int_state_op(be);
+  wisp_wgpu_int_emit_pending(be);
+  gated_state *q = qs_of(be);
+  if (!q) return 1;
+  WGPUBuffer taps = wisp_wgpu_int_vec(be, a->conv_taps), al = taps ? wisp_wgpu_int_vec(be, a->a_log) : NULL;
+  WGPUBuffer dt = al ? wisp_wgpu_int_vec(be, a->dt_bias) : NULL, nw = dt ? wisp_wgpu_int_vec(be, a->norm) : NULL;
+  if (!nw) return 1; /* error kept */
+  const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim, prow = 2 * K + 2 * V + 2 * a->v_heads;
+  if (g.ns > 1 && !wisp_wgpu_int_scratch(be, &q->dnraw, (uint64_t)rows->n * V * 4, (uint64_t)rows->n * V * 4,
+                                         "wisp deltanet raw"))
+    return 1;
+  WGPUBuffer proj = wisp_wgpu_int_buf(a->proj), out = wisp_wgpu_int_buf(a->out);
+  wisp_wgpu_const cd[3] = {{"WG", g.cw * g.ig}, {"CW", g.cw}, {"NJ", g.nj}};
+  wisp_wgpu_kernel *kd = wisp_wgpu_int_kernel(be, "dn_decode_rows", cd, 3);
+  struct {
+    uint32_t kh, vh, dk, dv, L, ns;
+    float eps;
+    uint32_t count, prow, pad[3];
+    uint32_t rows[WISP_WGPU_MIX_ROWS][4];
+  } p;
+  memset(&p, 0, sizeof p);
+  unsigned char done[WISP_WGPU_MIX_ROWS] = {0};
+  WGPUBuffer cb, sb;
+  while ((p.count = wisp_wgpu_int_rows_group(rows, done, p.rows, &cb, &sb)) > 0) {
+    p.kh = (uint32_t)a->k_heads;
+    p.vh = (uint32_t)a->v_heads;
+    p.dk = (uint32_t)a->k_dim;
+    p.dv = (uint32_t)a->v_dim;
+    p.L = (uint32_t)a->conv_len;
+    p.ns = g.ns;
+    p.eps = a->eps;
+    p.prow = (uint32_t)prow;
+    wisp_wgpu_binding bd[8] = {whole(proj), whole(taps), whole(cb), whole(al), whole(dt),
+                               whole(nw),   whole(sb),   whole(g.ns > 1 ? q->dnraw.b : out)};
+    wisp_wgpu_int_record(be, kd, bd, 8, &p, sizeof p, (uint32_t)a->v_heads * g.ns, p.count, 1);
+  }
+  if (g.ns > 1) {
+    wisp_wgpu_int_stats(be)->deltanet_split++;
+    uint32_t wg = 32;
+    while (wg < (uint32_t)a->v_dim && wg < 256) wg <<= 1;
+    wisp_wgpu_const cn[1] = {{"WG", wg}};
+    wisp_wgpu_kernel *kn = wisp_wgpu_int_kernel(be, "dn_norm_rows", cn, 1);
+    struct {
+      uint32_t vh, dv, zoff;
+      float eps;
+      uint32_t count, prow, pad0, pad1;
+    } pn = {(uint32_t)a->v_heads, (uint32_t)a->v_dim, (uint32_t)(2 * K + V), a->eps, (uint32_t)rows->n,
+            (uint32_t)prow, 0, 0};
+    wisp_wgpu_binding bn[4] = {whole(proj), whole(nw), whole(q->dnraw.b), whole(out)};
+    wisp_wgpu_int_record(be, kn, bn, 4, &pn, sizeof pn, (uint32_t)a->v_heads, (uint32_t)rows->n, 1);
   }
   return 1;
 }
@@ -358,7 +564,7 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   struct {
     uint32_t n, cdim, L, row, pos0, pad0, pad1, pad2;
   } pc = {(uint32_t)a->n, (uint32_t)cdim, (uint32_t)a->conv_len, (uint32_t)row, (uint32_t)a->pos0, 0, 0, 0};
-  wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), whole(wisp_wgpu_int_buf(a->conv_state)), whole(q->cbuf.b)};
+  wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), wisp_wgpu_int_bind(a->conv_state), whole(q->cbuf.b)};
   wisp_wgpu_int_record(be, kc, bc, 4, &pc, sizeof pc, cdiv((uint64_t)cdim, 64), 1, 1);
   uint32_t cw, ig;
   if (!dn_geometry(be, a, &cw, &ig)) return;
@@ -371,7 +577,7 @@ void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   } pr = {(uint32_t)a->n, (uint32_t)a->k_heads, (uint32_t)a->v_heads, (uint32_t)a->k_dim, (uint32_t)a->v_dim,
           (uint32_t)row, a->eps, 0};
   wisp_wgpu_binding br[7] = {whole(proj), whole(q->cbuf.b), whole(al), whole(dt), whole(nw),
-                             whole(wisp_wgpu_int_buf(a->state)), whole(wisp_wgpu_int_buf(a->out))};
+                             wisp_wgpu_int_bind(a->state), whole(wisp_wgpu_int_buf(a->out))};
   wisp_wgpu_int_record(be, kr, br, 7, &pr, sizeof pr, (uint32_t)a->v_heads, 1, 1);
 }
 

@@ -22,8 +22,14 @@ void wisp_wgpu_int_copy_words(wisp_backend *be, WGPUBuffer src, uint64_t src_off
                               uint64_t n);
 /* Records a held-back (fusable) op, if any; every op entry point calls it first. */
 void wisp_wgpu_int_emit_pending(wisp_backend *be);
-/* The device buffer of an activation buffer. */
+/* The device buffer of a buffer (for a slot's part of a shared buffer,
+ * buf_new_slots, the shared one: bind it with wisp_wgpu_int_bind, address
+ * it from wisp_wgpu_int_word0). */
 WGPUBuffer wisp_wgpu_int_buf(const wisp_buf *b);
+/* The binding of a buffer: the whole device buffer, or a slot's part. */
+wisp_wgpu_binding wisp_wgpu_int_bind(const wisp_buf *b);
+/* The first 32-bit word of a buffer in its device buffer (0 unless a slot's part). */
+uint64_t wisp_wgpu_int_word0(const wisp_buf *b);
 /* The device buffer of a prepared vector (NULL, error kept, if not prepared). */
 WGPUBuffer wisp_wgpu_int_vec(wisp_backend *be, const wisp_vector *v);
 /* Grows a backend-owned scratch buffer (see scratch() in wgpu_backend.c); 0 on failure. */
@@ -123,6 +129,20 @@ int wisp_wgpu_int_persist_asked(wisp_backend *be);
 /* A counter bumped by every op that may write a state buffer (short conv,
  * attention, buf_zero, buf_copy_to): unchanged means untouched. */
 uint64_t wisp_wgpu_int_state_epoch(wisp_backend *be);
+/* What an op that may write a state buffer calls first: the persistent
+ * decode's newer state back into the session's buffers, and the epoch
+ * bumped. */
+void wisp_wgpu_int_state_op(wisp_backend *be);
+
+/* The mixers over the rows of a batched step (backend.h shortconv_rows
+ * ...): most entries of a rows kernel's table (its MAXR; WISP_MAX_ROWS). */
+#define WISP_WGPU_MIX_ROWS 256
+/* Rows whose states lie in the same device buffers (s0, and s1 when
+ * given) make one dispatch: the next such group from the rows not yet
+ * `done`, as table entries (row, first word of s0, of s1, pos) with the
+ * device buffers in *b0, *b1; returns their number (0: none left). */
+uint32_t wisp_wgpu_int_rows_group(const wisp_mixer_rows *rows, unsigned char *done, uint32_t (*tab)[4], WGPUBuffer *b0,
+                                  WGPUBuffer *b1);
 
 /* wgpu_persist.c: backend.h's decode_graph, and its release at destroy. */
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
@@ -139,6 +159,9 @@ void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b);
 /* wgpu_gated.c */
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a);
 void wisp_wgpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a);
+/* backend.h attention_gated_rows, gated_deltanet_rows. */
+int wisp_wgpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_args *a, const wisp_mixer_rows *rows);
+int wisp_wgpu_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a, const wisp_mixer_rows *rows);
 /* y[t] (+)= W x[x_row0 + t] for a Q4_K matrix W. */
 /* A batched step's Q4_K product (backend.h matmul_rows): each of the n
  * rows with the sums of the decode kernel's one-token product; several

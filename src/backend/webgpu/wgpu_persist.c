@@ -659,10 +659,13 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
 /* n words of a state changed in place, between the session's buffer s and
  * arena word off: in (to_arena), out, or out from the backup at word bak
  * of P->bak (not NONE). */
-static void copy_whole(wisp_backend *be, persist *P, WGPUBuffer s, uint32_t off, uint64_t n, int to_arena, uint32_t bak) {
-  if (to_arena) wisp_wgpu_int_copy_words(be, s, 0, P->arena.b, off, n);
-  else if (bak == NONE) wisp_wgpu_int_copy_words(be, P->arena.b, off, s, 0, n);
-  else wisp_wgpu_int_copy_words(be, P->bak.b, bak + (off - P->s_conv), s, 0, n);
+static void copy_whole(wisp_backend *be, persist *P, const wisp_buf *sb, uint32_t off, uint64_t n, int to_arena,
+                       uint32_t bak) {
+  WGPUBuffer s = wisp_wgpu_int_buf(sb);
+  const uint64_t s0 = wisp_wgpu_int_word0(sb); /* a slot's part of a shared buffer */
+  if (to_arena) wisp_wgpu_int_copy_words(be, s, s0, P->arena.b, off, n);
+  else if (bak == NONE) wisp_wgpu_int_copy_words(be, P->arena.b, off, s, s0, n);
+  else wisp_wgpu_int_copy_words(be, P->bak.b, bak + (off - P->s_conv), s, s0, n);
 }
 
 static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g, int p0, int p1, int to_arena,
@@ -672,20 +675,19 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
     if (!L->attention) { /* the conv state (DeltaNet: its ring) and the recurrent state, whole */
-      if (P->conv_words[i])
-        copy_whole(be, P, wisp_wgpu_int_buf(L->state), P->state_off[i], P->conv_words[i], to_arena, bak);
-      if (P->rec_words[i])
-        copy_whole(be, P, wisp_wgpu_int_buf(L->rec_state), P->rec_off[i], P->rec_words[i], to_arena, bak);
+      if (P->conv_words[i]) copy_whole(be, P, L->state, P->state_off[i], P->conv_words[i], to_arena, bak);
+      if (P->rec_words[i]) copy_whole(be, P, L->rec_state, P->rec_off[i], P->rec_words[i], to_arena, bak);
       continue;
     }
     WGPUBuffer kb = wisp_wgpu_int_buf(L->state), vb = wisp_wgpu_int_buf(L->v_cache);
+    const uint64_t k0 = wisp_wgpu_int_word0(L->state), v0 = wisp_wgpu_int_word0(L->v_cache); /* slot parts */
     uint64_t o = (uint64_t)p0 * row, n = (uint64_t)(p1 - p0) * row;
     if (to_arena) {
-      wisp_wgpu_int_copy_words(be, kb, o, arena, P->state_off[i] + o, n);
-      wisp_wgpu_int_copy_words(be, vb, o, arena, P->v_off[i] + o, n);
+      wisp_wgpu_int_copy_words(be, kb, k0 + o, arena, P->state_off[i] + o, n);
+      wisp_wgpu_int_copy_words(be, vb, v0 + o, arena, P->v_off[i] + o, n);
     } else {
-      wisp_wgpu_int_copy_words(be, arena, P->state_off[i] + o, kb, o, n);
-      wisp_wgpu_int_copy_words(be, arena, P->v_off[i] + o, vb, o, n);
+      wisp_wgpu_int_copy_words(be, arena, P->state_off[i] + o, kb, k0 + o, n);
+      wisp_wgpu_int_copy_words(be, arena, P->v_off[i] + o, vb, v0 + o, n);
     }
   }
 }

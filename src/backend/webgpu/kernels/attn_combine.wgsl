@@ -2,7 +2,8 @@
 // head h, with (m_z, l_z, acc_z) the running max, sum and unnormalized output
 // of split z,
 //   out[t][h][d] = sum_z acc_z[d] e^(m_z - M) / sum_z l_z e^(m_z - M),
-// M = max_z m_z. One workgroup per (head, token): grid x = H, y = n.
+// M = max_z m_z (attn_merge.wgsli). One workgroup per (head, token):
+// grid x = H, y = n.
 override WG: u32 = 64;
 
 struct Params {
@@ -16,26 +17,11 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
+// #include "attn_merge.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
   let t = wid.y;
-  let D = p.D;
-  let base = (t * p.H + h) * p.splits * (D + 2u);
-  var M = -3.0e38;
-  for (var z = 0u; z < p.splits; z++) {
-    M = max(M, part[base + z * (D + 2u)]);
-  }
-  var L = 0.0;
-  for (var z = 0u; z < p.splits; z++) {
-    L += part[base + z * (D + 2u) + 1u] * exp(part[base + z * (D + 2u)] - M);
-  }
-  for (var d = li; d < D; d += WG) {
-    var a = 0.0;
-    for (var z = 0u; z < p.splits; z++) {
-      let zb = base + z * (D + 2u);
-      a += part[zb + 2u + d] * exp(part[zb] - M);
-    }
-    out[(t * p.H + h) * D + d] = a / L;
-  }
+  merge_head((t * p.H + h) * p.splits * (p.D + 2u), (t * p.H + h) * p.D, p.D, p.splits, li);
 }

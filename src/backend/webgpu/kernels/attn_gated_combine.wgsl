@@ -2,8 +2,9 @@
 // the output gate (attentionDecodeOnline.useOutputGateFusion):
 //   out[h][d] = sigmoid(gate_h[d]) * sum_z acc_z[d] e^(m_z - M) / sum_z l_z e^(m_z - M),
 // M = max_z m_z, gate_h = the second half of head h's (q|gate) slice of the
-// qkv row. One workgroup per head: grid x = H; WG >= D threads (one per
-// dimension, so no thread walks the splits more than once).
+// qkv row (attn_gated_merge.wgsli). One workgroup per head: grid x = H; WG
+// >= D threads (one per dimension, so no thread walks the splits more than
+// once).
 override WG: u32 = 256;
 
 struct Params {
@@ -18,26 +19,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
+// #include "attn_gated_merge.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
-  let D = p.D;
-  let base = h * p.splits * (D + 2u);
-  var M = -3.0e38;
-  for (var z = 0u; z < p.splits; z++) {
-    M = max(M, part[base + z * (D + 2u)]);
-  }
-  var L = 0.0;
-  for (var z = 0u; z < p.splits; z++) {
-    L += part[base + z * (D + 2u) + 1u] * exp(part[base + z * (D + 2u)] - M);
-  }
-  for (var d = li; d < D; d += WG) {
-    var a = 0.0;
-    for (var z = 0u; z < p.splits; z++) {
-      let zb = base + z * (D + 2u);
-      a += part[zb + 2u + d] * exp(part[zb] - M);
-    }
-    let g = qkv[h * 2u * D + D + d];
-    out[h * D + d] = a / L / (1.0 + exp(-g));
-  }
+  merge_gated_head(h * p.splits * (p.D + 2u), h * 2u * p.D + p.D, h * p.D, p.D, p.splits, li);
 }

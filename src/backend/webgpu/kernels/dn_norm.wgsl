@@ -28,34 +28,11 @@ var<workgroup> sgred: array<vec2<f32>, 256>; // per-subgroup sums (subgroups of 
 
 // #include "sg_reduce.wgsli"
 
+// #include "dn_norm_head.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_invocation_id) sli: u32, @builtin(subgroup_size) sgs: u32) {
   let h = wid.x;
-  let base = h * p.dv;
-  // Element li (the host makes WG >= v_dim where it can): its o, z and norm
-  // weight loaded together, before the sum; further elements, if any, by
-  // the loops.
-  var o0 = 0.0;
-  var z0 = 0.0;
-  var w0 = 0.0;
-  if (li < p.dv) {
-    o0 = raw[base + li];
-    z0 = proj[p.zoff + base + li];
-    w0 = nw[li];
-  }
-  var ss = o0 * o0;
-  for (var e = li + WG; e < p.dv; e += WG) {
-    let o = raw[base + e];
-    ss += o * o;
-  }
-  let tot = wg_sum2_sg(li, sli, sgs, vec2<f32>(ss, 0.0));
-  let inv = inverseSqrt(tot.x / f32(p.dv) + p.eps);
-  if (li < p.dv) {
-    outv[base + li] = w0 * (o0 * inv) * (z0 / (1.0 + exp(-z0)));
-  }
-  for (var e = li + WG; e < p.dv; e += WG) {
-    let z = proj[p.zoff + base + e];
-    outv[base + e] = nw[e] * (raw[base + e] * inv) * (z / (1.0 + exp(-z)));
-  }
+  norm_head(h * p.dv, p.zoff + h * p.dv, li, sli, sgs);
 }
