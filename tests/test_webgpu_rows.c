@@ -94,6 +94,7 @@ static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_
   o.no_rows_shared = no_rows_shared;
   o.rows_q4k = 1; /* the Q4_K multi-row kernel is opt-in (tuning rowsQ4K); these tests check its bits too */
   o.no_xstage = no_xstage;
+  o.rows_stage_always = 1; /* the staged inputs wherever they fit (tuning rowsStage=1): the tiles are tested too */
   o.rows_nt = g_rows_nt;
   g_rows_nt = 0;
   wisp_backend *be = NULL;

@@ -40,6 +40,7 @@ static const entry k_keys[] = {
     {"xstage", T_OFF, W(no_xstage), 0, 0, 0, 1, "0 or 1"},
     {"rowsShared", T_OFF, W(no_rows_shared), 0, 0, 0, 1, "0 or 1"},
     {"rowsQ4K", T_ON, W(rows_q4k), 0, 0, 0, 1, "0 or 1"},
+    {"rowsStage", T_ON, W(rows_stage_always), 0, 0, 0, 1, "0 or 1"},
     {"attnPrefill", T_ON, W(attn_prefill), 0, 0, 0, 1, "0 or 1"},
     {"kv", T_SPECIAL, W(kv_f16), 0, 0, 0, 1, "f32 or f16"},
     {"prefetch", T_SPECIAL, W(prefetch), 0, 0, 0, 1, "0 or 1"},

@@ -113,6 +113,7 @@ typedef struct {
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   int rows_q4k;       /* tuning rowsQ4K=1: Q4_K through q4k_matvec_rows too (wgpu_gated.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
+  int rows_stage_always; /* tuning rowsStage=1: stage the multi-row inputs whenever they fit (rows_tile) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
   int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
@@ -1750,6 +1751,14 @@ static uint32_t rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv, ui
   const uint64_t part = (uint64_t)(wg / lg) * rows * nt * (lg / 4) * 4 + 64;
   const uint64_t limit = g->d->info.max_compute_workgroup_storage_size;
   if (g->no_xstage || part >= limit || units == 0) return 0;
+  /* Staging pays only where a workgroup reads at least as many weight bytes
+   * as it stages input bytes: a unit of weights is 16-20 bytes and its
+   * inputs uv vec4s (16 bytes each) for each of nt tokens. Staged regardless,
+   * a 16-row Q4 workgroup moved 32 KB of inputs per 10 KB of weights: on the
+   * H200 a 248,320 x 1,024 Q4Z product of 8 rows took 1.48 ms, against
+   * 0.09 ms for one row (bench/results/h200-one-kernel-rows). The inputs
+   * then come from global memory, which changes no sum. */
+  if (!g->rows_stage_always && (uint64_t)(wg / lg) * rows < (uint64_t)nt * uv) return 0;
   uint64_t fit = (limit - part) / ((uint64_t)nt * uv * 16) / step * step;
   uint64_t whole = ((uint64_t)units + step - 1) / step * step;
   uint64_t tu = fit < whole ? fit : whole;
@@ -2003,6 +2012,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->no_rows_shared = o.no_rows_shared;
   g->rows_q4k = o.rows_q4k;
   g->rows_nt = o.rows_nt >= 1 && o.rows_nt <= 8 ? o.rows_nt : 8;
+  g->rows_stage_always = o.rows_stage_always;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
    * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
    * where a lane holds many rows or the staging is long (the 16-row head
