@@ -27,6 +27,8 @@ struct Params {
 
 // #include "attn_gated_merge.wgsli"
 
+// #include "attn_split.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let h = wid.x;
@@ -35,14 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     return;
   }
   let e = p.rows[i];
-  // the split of attn_gated_decode_rows.wgsl (one token at position e.w)
-  let ntile = e.w / KT + 1u;
-  var splits = 1u;
-  if (ntile > 1u && p.max_splits > 1u) {
-    splits = min(ntile, p.max_splits);
-    let tps = (ntile + splits - 1u) / splits;
-    splits = (ntile + tps - 1u) / tps;
-  }
+  let splits = decode_split(e.w, p.max_splits).x; // as the attention split this row
   if (splits == 1u) {
     return; // written (and gated) by the attention itself
   }

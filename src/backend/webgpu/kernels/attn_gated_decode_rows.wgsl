@@ -49,21 +49,17 @@ struct Params {
 
 // #include "attn_tile.wgsli"
 
+// #include "attn_split.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_invocation_id) sli: u32, @builtin(subgroup_size) sgs: u32) {
   let i = wid.y;
   let e = p.rows[i];
   let pos = e.w;
-  // the one-token split of position pos (the host's)
-  let ntile = pos / KT + 1u;
-  var splits = 1u;
-  var tps = 0xFFFFFFFFu;
-  if (ntile > 1u && p.max_splits > 1u) {
-    splits = min(ntile, p.max_splits);
-    tps = (ntile + splits - 1u) / splits;
-    splits = (ntile + tps - 1u) / tps;
-  }
+  let sp = decode_split(pos, p.max_splits); // the one-token decode's split of position pos
+  let splits = sp.x;
+  let tps = sp.y;
   if (i >= p.count || wid.z >= splits) {
     return;
   }
