@@ -12,7 +12,9 @@
 #                artifact; make it on a machine with torch + transformers:
 #                  python3 tests/parity/hf_reference.py build --config qwen35-0.8b --seed 1234 --out /tmp/q08/hf
 #                  build/wisp convert /tmp/q08/hf -o models/qwen35-0.8b-q4k --quant q4k
-#                (missing: the model is reported as skipped in the receipt)
+#                (missing: the model is reported as skipped in the receipt;
+#                without torch, tools/make-qwen35-shape.py writes a checkpoint
+#                of the same shape for speed runs)
 # the artifact goes to GGUF through `wisp export-gguf --keep-quant`: every
 # matrix in the kind and size wisp reads it (Q4 -> Q4_0, Q4Z embed/head ->
 # Q4_1, Q4_K as is; the receipt's llama_quant lists the GGUF's tensor types,
