@@ -2,9 +2,7 @@
  * Agreement with Hugging Face transformers is tests/test_parity.c's job. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "backend/cpu/cpu_conv.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -96,36 +94,6 @@ TEST(cpu_simd_kernels_match_scalar) {
     ref->argmax_f32(a, n, &f2);
     CHECKF(!f1 && !f2, "argmax_f32 of %d missed a non-finite value", n);
   }
-}
-
-/* The blocked DeltaNet conv against the one-channel-at-a-time reference, bit
- * for bit, outputs and the state it leaves: tap counts 1 (no state), 2, 4,
- * 5, the most it blocks (16) and one more (the reference's own path);
- * 1, 3 and 40 tokens; channel ranges that are not whole blocks; x and out
- * with strides wider than the channels. */
-TEST(cpu_dn_conv_blocked_matches_reference) {
-  enum { C = 75, XS = 83, OS = 79, N = 40, MAXT = 17 };
-  static float x[N * XS], taps[C * MAXT], st0[C * MAXT], st_a[C * MAXT], st_b[C * MAXT], oa[N * OS], ob[N * OS];
-  unsigned seed = 7;
-  for (int i = 0; i < N * XS; i++) x[i] = 3.0f * frand(&seed);
-  for (int i = 0; i < C * MAXT; i++) taps[i] = frand(&seed), st0[i] = 2.0f * frand(&seed);
-  static const int Ls[] = {1, 2, 4, 5, 16, 17}, ns[] = {1, 3, 40};
-  static const int ranges[][2] = {{0, C}, {5, 37}, {33, 34}, {40, 75}};
-  for (size_t li = 0; li < sizeof Ls / sizeof Ls[0]; li++)
-    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-      for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
-        const int L = Ls[li], n = ns[ni], c0 = ranges[ri][0], c1 = ranges[ri][1];
-        memcpy(st_a, st0, sizeof st0);
-        memcpy(st_b, st0, sizeof st0);
-        memset(oa, 0, sizeof oa);
-        memset(ob, 0, sizeof ob);
-        wisp_cpu_dn_conv(x, XS, taps, st_a, L, n, c0, c1, oa, OS);
-        wisp_cpu_dn_conv_reference(x, XS, taps, st_b, L, n, c0, c1, ob, OS);
-        CHECKF(!memcmp(oa, ob, sizeof oa), "L %d n %d channels %d..%d: outputs differ", L, n, c0, c1);
-        CHECKF(!memcmp(st_a, st_b, sizeof st_a), "L %d n %d channels %d..%d: states differ", L, n, c0, c1);
-        CHECKF(L == 1 || memcmp(st_a, st0, sizeof st0), "L %d n %d: the state did not move", L, n);
-        CHECKF(oa[(size_t)(n - 1) * OS + c0] != 0.0f, "L %d n %d: no output", L, n);
-      }
 }
 
 static float *logits_for(const char *dir, const int32_t *ids, int n, int one_by_one, int threads) {

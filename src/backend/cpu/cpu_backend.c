@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_conv.h"
 #include "backend/cpu/cpu_i8.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/threadpool.h"
@@ -706,8 +705,21 @@ typedef struct {
 static void dn_conv_channels(void *ctx, int c0, int c1) {
   const dn_conv_job *j = ctx;
   const wisp_deltanet_args *a = j->a;
-  wisp_cpu_dn_conv(a->proj->data, (size_t)j->proj_row, a->conv_taps->data, a->conv_state->data, a->conv_len, a->n,
-                   c0, c1, j->out, (size_t)j->conv_dim);
+  const int L = a->conv_len, S = L - 1;
+  for (int t = 0; t < a->n; t++) {
+    const float *x = a->proj->data + (size_t)t * j->proj_row;
+    float *o = j->out + (size_t)t * j->conv_dim;
+    for (int ch = c0; ch < c1; ch++) {
+      const float *w = a->conv_taps->data + (size_t)ch * L;
+      float *st = a->conv_state->data + (size_t)ch * S;
+      float acc = 0;
+      for (int k = 0; k < S; k++) acc += w[k] * st[k];
+      acc += w[S] * x[ch];
+      for (int k = 0; k + 1 < S; k++) st[k] = st[k + 1];
+      if (S > 0) st[S - 1] = x[ch];
+      o[ch] = silu(acc);
+    }
+  }
 }
 
 static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
