@@ -93,7 +93,7 @@ static size_t put_q4_block(const wisp_matrix *m, int r, int b, uint8_t *out) {
   out[0] = (uint8_t)d, out[1] = (uint8_t)(d >> 8);
   size_t at = 2;
   if (m->type == WISP_W_Q4Z) {
-    const int z = blk & 1 ? m->zp[blk >> 1] >> 4 : m->zp[blk >> 1] & 15;
+    const int z = wisp_q4z_zero_point(m->zp, blk);
     uint16_t mn = wisp_f32_to_f16(-(float)z * s);
     out[2] = (uint8_t)mn, out[3] = (uint8_t)(mn >> 8);
     at = 4;

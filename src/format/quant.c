@@ -42,9 +42,7 @@ static void row_q4(const wisp_matrix *m, int row, float *out) {
   for (int b = 0; b < nb; b++) {
     int zero = 8;
     if (m->type == WISP_W_Q4Z) {
-      size_t block = (size_t)row * nb + b;
-      uint8_t z = m->zp[block >> 1];
-      zero = (block & 1) ? (z >> 4) : (z & 15);
+      zero = wisp_q4z_zero_point(m->zp, (size_t)row * nb + b);
     }
     for (int j = 0; j < WISP_Q4_BLOCK / 2; j++) {
       uint8_t byte = q[b * 16 + j];

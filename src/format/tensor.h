@@ -82,6 +82,12 @@ typedef struct {
 } wisp_vector;
 
 const char *wisp_wtype_name(wisp_wtype t);
+/* The 4-bit zero point of Q4Z block `block` (counted over the whole
+ * matrix): two a byte, the even block in the low nibble, as
+ * wisp_quantize_q4z writes them. */
+static inline int wisp_q4z_zero_point(const uint8_t *zp, size_t block) {
+  return block & 1 ? zp[block >> 1] >> 4 : zp[block >> 1] & 15;
+}
 /* Bytes of each part for a rows x cols matrix of the given type. */
 size_t wisp_q4_quant_bytes(int rows, int cols);
 size_t wisp_q4_scale_bytes(int rows, int cols);

@@ -57,11 +57,7 @@ void wisp_i8_row_scales(const wisp_matrix *m, int row, float *s, float *o) {
     const float *sc = m->scales + (size_t)row * nb;
     for (int b = 0; b < nb; b++) {
       int z = 8;
-      if (m->type == WISP_W_Q4Z) {
-        size_t blk = (size_t)row * nb + b;
-        uint8_t byte = m->zp[blk >> 1];
-        z = (blk & 1) ? byte >> 4 : byte & 15;
-      }
+      if (m->type == WISP_W_Q4Z) z = wisp_q4z_zero_point(m->zp, (size_t)row * nb + b);
       s[b] = sc[b];
       o[b] = (float)z * sc[b];
     }

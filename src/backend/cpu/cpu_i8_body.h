@@ -94,11 +94,7 @@ TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int t
         __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
         _mm256_storeu_ps(o + b, _mm256_mul_ps(z, _mm256_loadu_ps(sc + b)));
       }
-    for (; b < nb; b++) {
-      size_t blk = first + b;
-      uint8_t byte = W->zp[blk >> 1];
-      o[b] = (float)((blk & 1) ? byte >> 4 : byte & 15) * sc[b];
-    }
+    for (; b < nb; b++) o[b] = (float)wisp_q4z_zero_point(W->zp, first + b) * sc[b];
     memcpy(s, sc, (size_t)nb * sizeof(float));
     return;
   }
@@ -403,10 +399,7 @@ TGT static inline __attribute__((always_inline)) __m512 FN(zp16)(const uint8_t *
     return _mm512_maskz_mov_ps((__mmask16)((1u << n) - 1), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(z)));
   }
   float z[16] = {0};
-  for (int k = 0; k < n; k++) {
-    size_t blk = first + (size_t)k;
-    z[k] = (float)(blk & 1 ? zp[blk >> 1] >> 4 : zp[blk >> 1] & 15);
-  }
+  for (int k = 0; k < n; k++) z[k] = (float)wisp_q4z_zero_point(zp, first + (size_t)k);
   return _mm512_loadu_ps(z);
 }
 
@@ -566,10 +559,7 @@ TGT static inline __attribute__((always_inline)) __m256 FN(zp8)(const uint8_t *z
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(z));
   }
   float z[8] = {0};
-  for (int k = 0; k < n; k++) {
-    size_t blk = first + (size_t)k;
-    z[k] = (float)(blk & 1 ? zp[blk >> 1] >> 4 : zp[blk >> 1] & 15);
-  }
+  for (int k = 0; k < n; k++) z[k] = (float)wisp_q4z_zero_point(zp, first + (size_t)k);
   return _mm256_loadu_ps(z);
 }
 

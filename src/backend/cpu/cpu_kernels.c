@@ -15,9 +15,7 @@ static float dot_f32_scalar(const float *a, const float *b, int n) {
 }
 
 static int zero_point(const wisp_matrix *m, size_t block) {
-  if (m->type != WISP_W_Q4Z) return 8;
-  uint8_t b = m->zp[block >> 1];
-  return (block & 1) ? (b >> 4) : (b & 15);
+  return m->type == WISP_W_Q4Z ? wisp_q4z_zero_point(m->zp, block) : 8;
 }
 
 static float dot_q4_row_scalar(const wisp_matrix *m, int row, const float *x) {
