@@ -91,6 +91,22 @@ static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 
  * or the profile key's file); used for one token when head_dim is 256, else the default path. */
 static int is_head256(const char *v) { return !strcmp(v, "wgsl_decode_head256_gate") || !strcmp(v, "profile:" HEAD256); }
 
+/* out (n rows of H * D) *= sigmoid(gate), the gate being the second half
+ * of head h's (q | gate) slice of each qkv row (attn_gate.wgsl);
+ * elementwise, so one dispatch for any number of rows. */
+static void record_attn_gate(wisp_backend *be, WGPUBuffer qkv, WGPUBuffer out, int n, int H, int KVH, int D) {
+  wisp_wgpu_const cg[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *kg = wisp_wgpu_int_kernel(be, "attn_gate", cg, 1);
+  const uint64_t count = (uint64_t)n * H * D;
+  struct {
+    uint32_t count, H, D, row;
+  } pg = {(uint32_t)count, (uint32_t)H, (uint32_t)D, (uint32_t)((2 * H + 2 * KVH) * D)};
+  wisp_wgpu_binding bg[2] = {whole(qkv), whole(out)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(count, 256), &gx, &gy);
+  wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
+}
+
 void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a) {
   wisp_wgpu_int_emit_pending(be);
   gated_state *q = qs_of(be);
@@ -210,16 +226,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
     wisp_wgpu_int_record(be, kc2, bc, 2, &pc, sizeof pc, (uint32_t)H, 1, 1);
   }
   if (gate_in && splits == 1) return;
-  wisp_wgpu_const cg[1] = {{"WG", 256}};
-  wisp_wgpu_kernel *kg = wisp_wgpu_int_kernel(be, "attn_gate", cg, 1);
-  const uint64_t count = (uint64_t)a->n * H * D;
-  struct {
-    uint32_t count, H, D, row;
-  } pg = {(uint32_t)count, (uint32_t)H, (uint32_t)D, (uint32_t)((2 * H + 2 * KVH) * D)};
-  wisp_wgpu_binding bg[2] = {whole(qkv), whole(out)};
-  uint32_t gx, gy;
-  wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(count, 256), &gx, &gy);
-  wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
+  record_attn_gate(be, qkv, out, a->n, H, KVH, D);
 }
 
 /* The split of a one-token gated decode attention at position pos
@@ -346,17 +353,7 @@ int wisp_wgpu_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_
     }
   }
   if (gate_in) return 1;
-  /* the gate over every row at once: attn_gate is elementwise */
-  wisp_wgpu_const cg[1] = {{"WG", 256}};
-  wisp_wgpu_kernel *kg = wisp_wgpu_int_kernel(be, "attn_gate", cg, 1);
-  const uint64_t count = (uint64_t)rows->n * H * D;
-  struct {
-    uint32_t count, H, D, row;
-  } pg = {(uint32_t)count, (uint32_t)H, (uint32_t)D, (uint32_t)((2 * H + 2 * KVH) * D)};
-  wisp_wgpu_binding bg[2] = {whole(qkv), whole(out)};
-  uint32_t gx, gy;
-  wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(count, 256), &gx, &gy);
-  wisp_wgpu_int_record(be, kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
+  record_attn_gate(be, qkv, out, rows->n, H, KVH, D); /* elementwise: every row at once */
   return 1;
 }
 
