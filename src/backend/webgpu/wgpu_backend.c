@@ -1366,12 +1366,8 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
    * up to max_splits workgroups per head, merged by attn_combine. */
   const int dec = a->n == 1 && g->attn_fuse; /* attn_decode.wgsl: KT-key tiles */
   const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / (dec ? ATTN_DEC_KT : ATTN_WG) + 1;
-  uint32_t splits = 1, tps = 0xFFFFFFFFu;
-  if (a->n == 1 && ntile > 1 && g->max_splits > 1) {
-    splits = ntile < g->max_splits ? ntile : g->max_splits;
-    tps = cdiv(ntile, splits);
-    splits = cdiv(ntile, tps);
-  }
+  uint32_t tps = 0xFFFFFFFFu;
+  const uint32_t splits = a->n == 1 ? wisp_wgpu_int_key_splits(ntile, g->max_splits, &tps) : 1;
   if (a->n == 1) g->stats.attn_splits += splits;
   if (splits > 1 &&
       !scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
@@ -1648,15 +1644,7 @@ static int g_shortconv_rows(wisp_backend *be, const wisp_buf *bcx, const wisp_ve
 
 /* The split of a one-token decode attention at position pos (g_attention). */
 static uint32_t attn_splits_at(const wgpu_backend *g, int pos, uint32_t *tps) {
-  const uint32_t ntile = (uint32_t)pos / ATTN_DEC_KT + 1;
-  uint32_t splits = 1;
-  *tps = 0xFFFFFFFFu;
-  if (ntile > 1 && g->max_splits > 1) {
-    splits = ntile < g->max_splits ? ntile : g->max_splits;
-    *tps = cdiv(ntile, splits);
-    splits = cdiv(ntile, *tps);
-  }
-  return splits;
+  return wisp_wgpu_int_key_splits((uint32_t)pos / ATTN_DEC_KT + 1, g->max_splits, tps);
 }
 
 /* attn_decode_rows.wgsl (+ attn_combine_rows.wgsl where a row's position
@@ -1735,6 +1723,14 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
     }
   }
   return 1;
+}
+
+/* wgpu_internal.h's wisp_wgpu_int_key_splits. */
+uint32_t wisp_wgpu_int_key_splits(uint32_t ntile, uint32_t max_splits, uint32_t *tps) {
+  *tps = 0xFFFFFFFFu;
+  if (ntile <= 1 || max_splits <= 1) return 1;
+  *tps = cdiv(ntile, ntile < max_splits ? ntile : max_splits);
+  return cdiv(ntile, *tps);
 }
 
 /* wgpu_internal.h's wisp_wgpu_int_rows_nt. */

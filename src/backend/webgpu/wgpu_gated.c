@@ -137,12 +137,8 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
                   wisp_wgpu_int_device(be)->info.max_storage_buffers_per_shader_stage >= 10;
   const uint32_t tile = dec ? QDEC_KT : QATTN_WG; /* keys per tile of the kernel that runs */
   const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / tile + 1;
-  uint32_t splits = 1, tps = 0xFFFFFFFFu;
-  if (a->n == 1 && ntile > 1 && max_splits > 1) {
-    splits = ntile < max_splits ? ntile : max_splits;
-    tps = cdiv(ntile, splits);
-    splits = cdiv(ntile, tps);
-  }
+  uint32_t tps = 0xFFFFFFFFu;
+  const uint32_t splits = a->n == 1 ? wisp_wgpu_int_key_splits(ntile, max_splits, &tps) : 1;
   if (splits > 1 && !wisp_wgpu_int_scratch(be, &q->part, (uint64_t)H * splits * (D + 2) * 4,
                                            (uint64_t)H * max_splits * (D + 2) * 4, "wisp gated attention splits"))
     return;
@@ -232,15 +228,7 @@ void wisp_wgpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args
 /* The split of a one-token gated decode attention at position pos
  * (wisp_wgpu_attention_gated's, QDEC_KT-key tiles). */
 static uint32_t gated_splits_at(uint32_t max_splits, int pos, uint32_t *tps) {
-  const uint32_t ntile = (uint32_t)pos / QDEC_KT + 1;
-  uint32_t splits = 1;
-  *tps = 0xFFFFFFFFu;
-  if (ntile > 1 && max_splits > 1) {
-    splits = ntile < max_splits ? ntile : max_splits;
-    *tps = cdiv(ntile, splits);
-    splits = cdiv(ntile, *tps);
-  }
-  return splits;
+  return wisp_wgpu_int_key_splits((uint32_t)pos / QDEC_KT + 1, max_splits, tps);
 }
 
 /* backend.h attention_gated_rows: every row's gated attention as the

@@ -12,6 +12,11 @@
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_compute.h"
 
+/* How a one-token decode attention over ntile key tiles splits them over
+ * workgroups, at most max_splits: the split count, and *tps the tiles a
+ * split (0xFFFFFFFF: one split). attn_split.wgsli is the same rule for the
+ * rows kernels, which see each row's position only on the device. */
+uint32_t wisp_wgpu_int_key_splits(uint32_t ntile, uint32_t max_splits, uint32_t *tps);
 /* The pipeline of embedded kernel `file` (entry main) with override constants (cached). */
 wisp_wgpu_kernel *wisp_wgpu_int_kernel(wisp_backend *be, const char *file, const wisp_wgpu_const *c, int nc);
 /* Records one dispatch: storage bindings b[0..nb), parameters at binding nb. */
