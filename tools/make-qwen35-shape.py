@@ -13,7 +13,7 @@ place per tensor), because drawing 0.8 billion values one by one in Python
 takes many minutes. Its speed is that of the shape; use hf_reference.py
 for anything numerical."""
 import json, struct, array, random, os, sys
-if len(sys.argv) != 2:
+if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
     sys.exit(__doc__)
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
