@@ -539,49 +539,71 @@ static void attn_prep_tokens(void *ctx, int t0, int t1) {
   }
 }
 
-/* Attention proper: a task is one head over a run of tokens, so that a
- * prefill keeps every thread busy even when there are fewer heads than
- * threads. Later tokens see more positions: the runs are handed out last
- * first, so the long ones do not end up alone at the end. */
+/* Attention proper: a task is a few query heads of one KV head (a group
+ * reads the same cached keys and values, so they are read from memory once
+ * a group instead of once a head) over a run of tokens, so that a prefill
+ * keeps every thread busy even when there are fewer heads than threads.
+ * Later tokens see more positions: the runs are handed out last first, so
+ * the long ones do not end up alone at the end. */
 typedef struct {
   cpu_backend *c;
   const wisp_attention_args *a;
   const float *gate; /* gated attention: the qkv rows (head h's gate at h*2D + D); NULL: no gate */
-  int gate_row, tokens_per_task, runs;
+  int gate_row, tokens_per_task, runs, heads_per_task;
 } attn_job;
+
+/* One query head h at token t: scores of every cached position, softmax,
+ * the weighted sum of the value rows, the gate. */
+static void attn_head_token(const attn_job *j, int h, int t, float *scores) {
+  const wisp_attention_args *a = j->a;
+  const int D = a->head_dim, KVH = a->kv_heads, kvh = h / (a->heads / a->kv_heads);
+  const int pos = a->pos0 + t;
+  const wisp_cpu_kernels *k = j->c->k;
+  const float *q = j->c->qbuf + ((size_t)t * a->heads + h) * D;
+  k->dots_f32(q, a->k_cache->data + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, 1.0f / sqrtf((float)D), scores);
+  float mx = -INFINITY;
+  for (int p = 0; p <= pos; p++)
+    if (scores[p] > mx) mx = scores[p];
+  double sum = 0;
+  for (int p = 0; p <= pos; p++) {
+    scores[p] = expf(scores[p] - mx);
+    sum += scores[p];
+  }
+  float inv = (float)(1.0 / sum);
+  float *o = a->out->data + ((size_t)t * a->heads + h) * D;
+  memset(o, 0, (size_t)D * sizeof(float));
+  const float *vrow = a->v_cache->data + (size_t)kvh * D;
+  const size_t vstride = (size_t)KVH * D;
+  for (int p = 0; p <= pos; p++) {
+    /* value rows are stride apart as the keys (dots_f32): fetch ahead */
+    if (p + 16 <= pos)
+      for (int i = 0; i < D; i += 16) __builtin_prefetch(vrow + (size_t)(p + 16) * vstride + i);
+    k->axpy_f32(o, scores[p] * inv, vrow + (size_t)p * vstride, D);
+  }
+  if (j->gate) { /* out *= sigmoid(gate) */
+    const float *g = j->gate + (size_t)t * j->gate_row + (size_t)h * 2 * D + D;
+    for (int i = 0; i < D; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));
+  }
+}
 
 static void attn_task(void *ctx, int task, int thread) {
   attn_job *j = ctx;
-  const wisp_attention_args *a = j->a;
-  const int D = a->head_dim, KVH = a->kv_heads, group = a->heads / a->kv_heads;
-  const int h = task % a->heads, run = j->runs - 1 - task / a->heads;
-  const int kvh = h / group;
-  const int t0 = run * j->tokens_per_task, t1 = t0 + j->tokens_per_task < a->n ? t0 + j->tokens_per_task : a->n;
-  const float scale = 1.0f / sqrtf((float)D);
-  float *scores = j->c->scratch[thread];
-  const wisp_cpu_kernels *k = j->c->k;
-  for (int t = t0; t < t1; t++) {
-    int pos = a->pos0 + t;
-    const float *q = j->c->qbuf + ((size_t)t * a->heads + h) * D;
-    float mx = -INFINITY;
-    k->dots_f32(q, a->k_cache->data + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, scale, scores);
-    for (int p = 0; p <= pos; p++)
-      if (scores[p] > mx) mx = scores[p];
-    double sum = 0;
-    for (int p = 0; p <= pos; p++) {
-      scores[p] = expf(scores[p] - mx);
-      sum += scores[p];
-    }
-    float inv = (float)(1.0 / sum);
-    float *o = a->out->data + ((size_t)t * a->heads + h) * D;
-    memset(o, 0, (size_t)D * sizeof(float));
-    for (int p = 0; p <= pos; p++)
-      k->axpy_f32(o, scores[p] * inv, a->v_cache->data + ((size_t)p * KVH + kvh) * D, D);
-    if (j->gate) { /* out *= sigmoid(gate) */
-      const float *g = j->gate + (size_t)t * j->gate_row + (size_t)h * 2 * D + D;
-      for (int i = 0; i < D; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));
-    }
+  const int groups = j->a->heads / j->heads_per_task;
+  const int h0 = task % groups * j->heads_per_task, run = j->runs - 1 - task / groups;
+  const int t0 = run * j->tokens_per_task, t1 = t0 + j->tokens_per_task < j->a->n ? t0 + j->tokens_per_task : j->a->n;
+  for (int t = t0; t < t1; t++)
+    for (int h = h0; h < h0 + j->heads_per_task; h++) attn_head_token(j, h, t, j->c->scratch[thread]);
+}
+
+/* Query heads a task: all the heads of a KV head while that still leaves a
+ * task for every thread, else fewer (a divisor of the group). */
+static int attn_heads_per_task(int heads, int kv_heads, int runs, int threads) {
+  int hpt = heads / kv_heads;
+  while (hpt > 1 && (heads / hpt) * runs < threads) {
+    do hpt--;
+    while (heads / kv_heads % hpt);
   }
+  return hpt;
 }
 
 /* The pre-pass over the pool, then the (head, run of tokens) tasks. */
@@ -605,9 +627,10 @@ static void attention_common(cpu_backend *c, const attn_prep_job *prep, const wi
   int runs = (4 * threads + H - 1) / H;
   if (runs > (a->n + 3) / 4) runs = (a->n + 3) / 4;
   if (runs < 1) runs = 1;
-  attn_job j = {c, a, gate, gate_row, (a->n + runs - 1) / runs, 0};
+  attn_job j = {c, a, gate, gate_row, (a->n + runs - 1) / runs, 0, 1};
   j.runs = (a->n + j.tokens_per_task - 1) / j.tokens_per_task;
-  wisp_pool_run(c->pool, H * j.runs, attn_task, &j);
+  j.heads_per_task = attn_heads_per_task(H, a->kv_heads, j.runs, threads);
+  wisp_pool_run(c->pool, H / j.heads_per_task * j.runs, attn_task, &j);
 }
 
 static void cpu_attention_run(wisp_backend *be, const wisp_attention_args *a) {
