@@ -2,7 +2,9 @@
  * reference against an f64 product of the dequantized weights with the
  * dequantized int8 activations (same numbers, exact arithmetic), and each
  * SIMD kernel set against the scalar reference: identical quantized bytes,
- * products equal up to f32 summation order. A set this CPU lacks is
+ * products equal up to f32 summation order. Q4 / Q4Z products read the
+ * block scales rounded to f16 (cpu_i8.h), the exact products the f32 ones:
+ * both are checked on scales that f16 cannot hold. A set this CPU lacks is
  * reported as skipped (not run), never as passed. */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,10 +17,13 @@
 #include "fixtures.h"
 #include "test.h"
 
+/* m, and m16: the same matrix with its Q4 / Q4Z scales rounded to f16
+ * (s16 as floats: what the integer products read); m16 = m for the others. */
 typedef struct {
-  wisp_matrix m;
+  wisp_matrix m, m16;
   uint8_t *q, *zp;
-  float *scales;
+  float *scales, *scales16;
+  uint16_t *s16;
 } test_mat;
 
 static uint32_t rng_state = 12345;
@@ -31,6 +36,22 @@ static void mat_free(test_mat *t) {
   free(t->q);
   free(t->zp);
   free(t->scales);
+  free(t->scales16);
+  free(t->s16);
+}
+
+/* (Re)makes s16 and m16 from t->m's scales. 0 out of memory. */
+static int mat_round_scales(test_mat *t) {
+  t->m16 = t->m;
+  if (!wisp_i8_needs_f16_scales(&t->m)) return 1;
+  const size_t n = (size_t)t->m.rows * (t->m.cols / 32);
+  if (!t->s16) t->s16 = malloc(n * sizeof(uint16_t));
+  if (!t->scales16) t->scales16 = malloc(n * sizeof(float));
+  if (!t->s16 || !t->scales16) return 0;
+  wisp_i8_scales_f16(&t->m, t->s16);
+  for (size_t i = 0; i < n; i++) t->scales16[i] = wisp_f16_to_f32(t->s16[i]);
+  t->m16.scales = t->scales16;
+  return 1;
 }
 
 /* rows x cols of `type` quantized from random values (some rows scaled up so
@@ -60,7 +81,7 @@ static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
   t->m.scales = t->scales;
   t->m.zp = t->zp;
   free(w);
-  return ok;
+  return ok && mat_round_scales(t);
 }
 
 static float *acts_make(int n, int K) {
@@ -112,9 +133,9 @@ TEST(cpu_i8_scalar_matches_exact_product) {
     if (ok) {
       a.layout = wisp_i8_layout_for(TYPES[ti], n);
       k->quantize(x, 0, n, &a);
-      k->gemm(&t.m, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
+      k->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
       for (int r = 0; r < ROWS; r++) {
-        wisp_matrix_row_f32(&t.m, r, row);
+        wisp_matrix_row_f32(&t.m16, r, row); /* Q4 / Q4Z: the scales as the integer products read them */
         for (int tok = 0; tok < n; tok++) {
           double want = 0, mag = 0;
           for (int e = 0; e < COLS; e++) {
@@ -176,11 +197,11 @@ static void check_set(const char *name) {
                      !memcmp(a.ds, b.ds, (size_t)n * (COLS / 32) * 4);
         for (int acc = 0; acc < 2; acc++) {
           for (int i = 0; i < n * ROWS; i++) y0[i] = y1[i] = acc ? (float)i : -1.0f;
-          ref->gemm(&t.m, 0, ROWS, &a, 0, n, y0, ROWS, acc, scratch);
+          ref->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y0, ROWS, acc, scratch);
           /* rows 1.. and tokens 1.. through offsets, the first row and token on their own */
-          set->gemm(&t.m, 0, 1, &a, 0, n, y1, ROWS, acc, scratch);
-          set->gemm(&t.m, 1, ROWS - 1, &a, 0, 1, y1 + 1, ROWS, acc, scratch);
-          if (n > 1) set->gemm(&t.m, 1, ROWS - 1, &a, 1, n - 1, y1 + ROWS + 1, ROWS, acc, scratch);
+          set->gemm(&t.m, t.s16, 0, 1, &a, 0, n, y1, ROWS, acc, scratch);
+          set->gemm(&t.m, t.s16, 1, ROWS - 1, &a, 0, 1, y1 + 1, ROWS, acc, scratch);
+          if (n > 1) set->gemm(&t.m, t.s16, 1, ROWS - 1, &a, 1, n - 1, y1 + ROWS + 1, ROWS, acc, scratch);
           double mag = 0;
           for (int i = 0; i < n * ROWS; i++) mag = fmax(mag, fabs(y0[i]));
           for (int i = 0; i < n * ROWS; i++) worst = fmax(worst, fabs(y0[i] - y1[i]) / (mag + 1e-30));
