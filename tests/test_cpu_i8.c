@@ -2,7 +2,9 @@
  * reference against an f64 product of the dequantized weights with the
  * dequantized int8 activations (same numbers, exact arithmetic), and each
  * SIMD kernel set against the scalar reference: identical quantized bytes,
- * products equal up to f32 summation order. A set this CPU lacks is
+ * products equal up to f32 summation order. Q4 / Q4Z products read the
+ * block scales rounded to f16 (cpu_i8.h), the exact products the f32 ones:
+ * both are checked on scales that f16 cannot hold. A set this CPU lacks is
  * reported as skipped (not run), never as passed. */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,10 +17,13 @@
 #include "fixtures.h"
 #include "test.h"
 
+/* m, and m16: the same matrix with its Q4 / Q4Z scales rounded to f16
+ * (s16 as floats: what the integer products read); m16 = m for the others. */
 typedef struct {
-  wisp_matrix m;
+  wisp_matrix m, m16;
   uint8_t *q, *zp;
-  float *scales;
+  float *scales, *scales16;
+  uint16_t *s16;
 } test_mat;
 
 static uint32_t rng_state = 12345;
@@ -31,6 +36,22 @@ static void mat_free(test_mat *t) {
   free(t->q);
   free(t->zp);
   free(t->scales);
+  free(t->scales16);
+  free(t->s16);
+}
+
+/* (Re)makes s16 and m16 from t->m's scales. 0 out of memory. */
+static int mat_round_scales(test_mat *t) {
+  t->m16 = t->m;
+  if (!wisp_i8_needs_f16_scales(&t->m)) return 1;
+  const size_t n = (size_t)t->m.rows * (t->m.cols / 32);
+  if (!t->s16) t->s16 = malloc(n * sizeof(uint16_t));
+  if (!t->scales16) t->scales16 = malloc(n * sizeof(float));
+  if (!t->s16 || !t->scales16) return 0;
+  wisp_i8_scales_f16(&t->m, t->s16);
+  for (size_t i = 0; i < n; i++) t->scales16[i] = wisp_f16_to_f32(t->s16[i]);
+  t->m16.scales = t->scales16;
+  return 1;
 }
 
 /* rows x cols of `type` quantized from random values (some rows scaled up so
@@ -60,7 +81,7 @@ static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
   t->m.scales = t->scales;
   t->m.zp = t->zp;
   free(w);
-  return ok;
+  return ok && mat_round_scales(t);
 }
 
 static float *acts_make(int n, int K) {
@@ -112,9 +133,9 @@ TEST(cpu_i8_scalar_matches_exact_product) {
     if (ok) {
       a.layout = wisp_i8_layout_for(TYPES[ti], n);
       k->quantize(x, 0, n, &a);
-      k->gemm(&t.m, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
+      k->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
       for (int r = 0; r < ROWS; r++) {
-        wisp_matrix_row_f32(&t.m, r, row);
+        wisp_matrix_row_f32(&t.m16, r, row); /* Q4 / Q4Z: the scales as the integer products read them */
         for (int tok = 0; tok < n; tok++) {
           double want = 0, mag = 0;
           for (int e = 0; e < COLS; e++) {
@@ -176,11 +197,11 @@ static void check_set(const char *name) {
                      !memcmp(a.ds, b.ds, (size_t)n * (COLS / 32) * 4);
         for (int acc = 0; acc < 2; acc++) {
           for (int i = 0; i < n * ROWS; i++) y0[i] = y1[i] = acc ? (float)i : -1.0f;
-          ref->gemm(&t.m, 0, ROWS, &a, 0, n, y0, ROWS, acc, scratch);
+          ref->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y0, ROWS, acc, scratch);
           /* rows 1.. and tokens 1.. through offsets, the first row and token on their own */
-          set->gemm(&t.m, 0, 1, &a, 0, n, y1, ROWS, acc, scratch);
-          set->gemm(&t.m, 1, ROWS - 1, &a, 0, 1, y1 + 1, ROWS, acc, scratch);
-          if (n > 1) set->gemm(&t.m, 1, ROWS - 1, &a, 1, n - 1, y1 + ROWS + 1, ROWS, acc, scratch);
+          set->gemm(&t.m, t.s16, 0, 1, &a, 0, n, y1, ROWS, acc, scratch);
+          set->gemm(&t.m, t.s16, 1, ROWS - 1, &a, 0, 1, y1 + 1, ROWS, acc, scratch);
+          if (n > 1) set->gemm(&t.m, t.s16, 1, ROWS - 1, &a, 1, n - 1, y1 + ROWS + 1, ROWS, acc, scratch);
           double mag = 0;
           for (int i = 0; i < n * ROWS; i++) mag = fmax(mag, fabs(y0[i]));
           for (int i = 0; i < n * ROWS; i++) worst = fmax(worst, fabs(y0[i] - y1[i]) / (mag + 1e-30));
@@ -204,6 +225,151 @@ static void check_set(const char *name) {
 TEST(cpu_i8_avx2_matches_scalar) { check_set("avx2"); }
 TEST(cpu_i8_avxvnni_matches_scalar) { check_set("avxvnni"); }
 TEST(cpu_i8_avx512vnni_matches_scalar) { check_set("avx512vnni"); }
+
+/* ---- f16 block scales ---- */
+
+/* A Q4 / Q4Z matrix of positive weights whose every f32 scale lies 0.45 of
+ * an f16 step above an f16 value, so that it rounds to that value: with
+ * positive activations every term of a product is positive, and the
+ * product with the f32 scales comes out 2.2e-4 to 4.4e-4 larger than the
+ * one with the f16 scales, over 20 times the tolerance of the checks. */
+static int mat_make_off_f16(test_mat *t, wisp_wtype type, int rows, int cols) {
+  memset(t, 0, sizeof *t);
+  const size_t nw = (size_t)rows * cols, n = nw / 32;
+  float *w = malloc(nw * sizeof(float));
+  t->q = malloc(wisp_q4_quant_bytes(rows, cols));
+  t->scales = malloc(wisp_q4_scale_bytes(rows, cols));
+  t->zp = malloc(wisp_q4_zp_bytes(rows, cols) + 1);
+  int ok = w && t->q && t->scales && t->zp;
+  if (ok) {
+    for (size_t i = 0; i < nw; i++) w[i] = 0.1f + fabsf(rnd());
+    if (type == WISP_W_Q4) wisp_quantize_q4(w, rows, cols, t->q, t->scales);
+    else wisp_quantize_q4z(w, rows, cols, t->q, t->scales, t->zp);
+    for (size_t i = 0; i < n; i++) {
+      uint16_t h = wisp_f32_to_f16(t->scales[i]);
+      float lo = wisp_f16_to_f32(h), hi = wisp_f16_to_f32((uint16_t)(h + 1));
+      t->scales[i] = lo + 0.45f * (hi - lo);
+    }
+  }
+  free(w);
+  t->m = (wisp_matrix){.type = type, .rows = rows, .cols = cols, .q = t->q, .scales = t->scales, .zp = t->zp};
+  return ok && mat_round_scales(t);
+}
+
+static float *acts_positive(int n, int K) {
+  float *x = malloc((size_t)n * K * sizeof(float));
+  if (x)
+    for (int i = 0; i < n * K; i++) x[i] = 0.1f + fabsf(rnd());
+  return x;
+}
+
+/* Row r of m (dequantized into row) times token t: of a's int8 values
+ * when a is given, else of the f32 x. */
+static double f64_product(const wisp_matrix *m, int r, const wisp_i8_act *a, const float *x, int t, float *row) {
+  wisp_matrix_row_f32(m, r, row);
+  double v = 0;
+  for (int e = 0; e < m->cols; e++) v += (double)row[e] * (a ? act_value(a, t, e) : x[(size_t)t * m->cols + e]);
+  return v;
+}
+
+/* Every kernel set this CPU runs, the scalar reference too, reads the f16
+ * scales in decode (PAIRED) and prefill (NATURAL): each product equals the
+ * f64 product with the f16-rounded scales, and not the one with the f32
+ * scales it was given in W->scales. */
+TEST(cpu_i8_q4_products_read_the_f16_scales) {
+  const wisp_i8_kernels *sets[4];
+  int can[4];
+  const int n_sets = wisp_i8_kernels_all(sets, can, 4);
+  const wisp_wtype types[2] = {WISP_W_Q4, WISP_W_Q4Z};
+  for (int si = 0; si < n_sets; si++) {
+    if (!can[si]) continue;
+    printf("  cpu_i8: f16 scales in the %s kernel set\n", sets[si]->name);
+    for (int c = 0; c < 8; c++) {
+      const wisp_wtype type = types[c & 1];
+      const int n = c & 2 ? 7 : 1, ROWS = SHAPES[c >> 2][0], COLS = SHAPES[c >> 2][1];
+      test_mat t;
+      int ok = mat_make_off_f16(&t, type, ROWS, COLS);
+      float *x = acts_positive(n, COLS), *y = malloc((size_t)n * ROWS * sizeof(float)), *row = malloc(COLS * sizeof(float));
+      float *scratch = malloc(WISP_I8_SCRATCH(COLS) * sizeof(float));
+      wisp_i8_act a = {0};
+      ok = ok && x && y && row && scratch && wisp_i8_act_reserve(&a, n, COLS);
+      double worst16 = 0, least32 = 1;
+      if (ok) {
+        a.layout = wisp_i8_layout_for(type, n);
+        sets[si]->quantize(x, 0, n, &a);
+        sets[si]->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
+        for (int r = 0; r < ROWS; r++)
+          for (int tok = 0; tok < n; tok++) {
+            double v16 = f64_product(&t.m16, r, &a, NULL, tok, row), v32 = f64_product(&t.m, r, &a, NULL, tok, row);
+            worst16 = fmax(worst16, fabs(y[(size_t)tok * ROWS + r] - v16) / v16);
+            least32 = fmin(least32, (v32 - v16) / v16);
+          }
+      }
+      wisp_i8_act_free(&a);
+      free(x), free(y), free(row), free(scratch);
+      mat_free(&t);
+      CHECKF(ok, "out of memory");
+      CHECKF(least32 > 1e-4, "the test's f32 scales are too close to f16 (%g)", least32);
+      CHECKF(worst16 < 1e-5, "%s: %s product, %d tokens, is %g from the one with f16 scales", sets[si]->name,
+             wisp_wtype_name(type), n, worst16);
+    }
+  }
+}
+
+/* Through the backend: an exact product (the default profile's kernels)
+ * reads the f32 scales, as before the f16 copy existed; an integer one
+ * (q4_i8) the f16 copy that prepare_matrix made, and a matrix prepared
+ * again after its scales changed (the same address, another model) reads
+ * the new ones. Decode and a 7-token prefill. */
+TEST(cpu_backend_q4_exact_reads_f32_scales_integer_f16) {
+  enum { ROWS_B = 37, K = 1248 };
+  const wisp_wtype types[2] = {WISP_W_Q4, WISP_W_Q4Z};
+  const char *variants[2] = {"", "q4_i8"};
+  for (int c = 0; c < 4; c++) {
+    const wisp_wtype type = types[c & 1];
+    const int i8 = c >> 1;
+    test_mat t;
+    CHECK(mat_make_off_f16(&t, type, ROWS_B, K));
+    for (int ph = 0; ph < 2; ph++) snprintf(t.m.choice[ph].variant, sizeof t.m.choice[ph].variant, "%s", variants[i8]);
+    wisp_backend *be = NULL;
+    CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
+    for (int round = 0; round < 2; round++) {
+      if (round) { /* new scales at the same address: twice the old ones (exact in f16 too) */
+        for (size_t i = 0; i < (size_t)ROWS_B * (K / 32); i++) t.scales[i] *= 2;
+        CHECK(mat_round_scales(&t));
+      }
+      CHECKF(be->prepare_matrix(be, &t.m) == WISP_OK, "%s", wisp_last_error());
+      for (int k = 0; k < 2; k++) {
+        const int n = k ? 7 : 1;
+        float *x = acts_positive(n, K), *y = malloc(sizeof(float) * n * ROWS_B), *row = malloc(sizeof(float) * K);
+        wisp_buf *bx = be->buf_new(be, (size_t)n * K), *by = be->buf_new(be, (size_t)n * ROWS_B);
+        wisp_i8_act a = {0};
+        CHECK(x && y && row && bx && by && wisp_i8_act_reserve(&a, n, K));
+        be->buf_write(be, bx, 0, (size_t)n * K, x);
+        be->matmul(be, &t.m, bx, 0, n, by, 0);
+        be->buf_read(be, by, 0, (size_t)n * ROWS_B, y);
+        CHECKF(be->sync(be) == WISP_OK, "%s", wisp_last_error());
+        /* the backend's int8 activations are the scalar quantizer's bytes (check_set) */
+        a.layout = wisp_i8_layout_for(type, n);
+        wisp_i8_kernels_scalar()->quantize(x, 0, n, &a);
+        double worst = 0;
+        for (int r = 0; r < ROWS_B; r++)
+          for (int tok = 0; tok < n; tok++) {
+            double want = i8 ? f64_product(&t.m16, r, &a, NULL, tok, row) : f64_product(&t.m, r, NULL, x, tok, row);
+            worst = fmax(worst, fabs(y[(size_t)tok * ROWS_B + r] - want) / want);
+          }
+        CHECKF(worst < 1e-5, "%s %s, %d tokens, prepared %d times: %g from the product with %s scales",
+               i8 ? "integer" : "exact", wisp_wtype_name(type), n, round + 1, worst, i8 ? "f16" : "f32");
+        wisp_i8_act_free(&a);
+        be->buf_free(be, bx);
+        be->buf_free(be, by);
+        free(x), free(y), free(row);
+      }
+    }
+    be->destroy(be);
+    mat_free(&t);
+  }
+}
 
 TEST(cpu_i8_picks_a_runnable_set) {
   const wisp_i8_kernels *sets[4];

@@ -31,12 +31,27 @@ struct wisp_buf {
   size_t n;
 };
 
+/* The f16 copy of one Q4 / Q4Z matrix's block scales, which the integer
+ * products read instead of its f32 scales (cpu_i8.h): `host` is the
+ * matrix's f32 scales, n their count. */
+typedef struct {
+  const float *host;
+  size_t n;
+  uint16_t *s16;
+} scales_f16;
+
 typedef struct {
   wisp_backend base;
   wisp_pool *pool;
   const wisp_cpu_kernels *k;
   const wisp_i8_kernels *i8; /* integer products (cpu_i8.h), the best set this CPU runs */
   wisp_i8_act act;           /* the current product's activations, quantized */
+  /* f16 block scales of the Q4 / Q4Z matrices of integer products, owned
+   * here (a matrix is a view of the model's weights, and the model outlives
+   * the backend); looked up from s16_next on, the slot after the last hit,
+   * since the products of a step run in the order they were prepared */
+  scales_f16 *s16;
+  size_t n_s16, cap_s16, s16_next;
   /* per-thread scratch, grown on demand */
   float **scratch;
   size_t scratch_len;
@@ -130,6 +145,47 @@ static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *var
   return NULL;
 }
 
+/* The entry of this backend's f16 scales for m, or NULL. Keyed by the f32
+ * scales' address and count, not by m->device: a model's matrices are
+ * prepared by every session's backend in turn, and m->device holds the
+ * last one's. */
+static scales_f16 *find_scales_f16(cpu_backend *c, const wisp_matrix *m) {
+  const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
+  for (size_t k = 0; k < c->n_s16; k++) {
+    size_t i = (c->s16_next + k) % c->n_s16;
+    if (c->s16[i].host == m->scales && c->s16[i].n == n) {
+      c->s16_next = i + 1;
+      return &c->s16[i];
+    }
+  }
+  return NULL;
+}
+
+/* The f16 block scales the integer products read for Q4 / Q4Z matrix m,
+ * made on first use. `convert` rounds them again into an existing entry:
+ * prepare_matrix does, since the same address may hold another model's
+ * scales by now. NULL when out of memory. */
+static const uint16_t *scales_f16_for(cpu_backend *c, const wisp_matrix *m, int convert) {
+  scales_f16 *e = find_scales_f16(c, m);
+  if (!e) {
+    if (c->n_s16 == c->cap_s16) {
+      size_t cap = c->cap_s16 ? 2 * c->cap_s16 : 64;
+      scales_f16 *p = realloc(c->s16, cap * sizeof *p);
+      if (!p) return NULL;
+      c->s16 = p;
+      c->cap_s16 = cap;
+    }
+    const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
+    uint16_t *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) return NULL;
+    e = &c->s16[c->n_s16++];
+    *e = (scales_f16){m->scales, n, h};
+    convert = 1;
+  }
+  if (convert) wisp_i8_scales_f16(m, e->s16);
+  return e->s16;
+}
+
 static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   cpu_backend *c = as_cpu(be);
   const int block = wisp_quant_traits_of(m->type)->block;
@@ -159,6 +215,13 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
                          wisp_wtype_name(m->type), m->cols);
     }
   }
+  /* the integer products of Q4 / Q4Z read f16 scales, made now so that a
+   * lack of memory stops the session before it starts; the exact kernels
+   * read m->scales as they are */
+  const int i8 = is_i8_variant(m->choice[WISP_PHASE_PREFILL].variant) || is_i8_variant(m->choice[WISP_PHASE_DECODE].variant);
+  if (i8 && wisp_i8_needs_f16_scales(m) && !scales_f16_for(c, m, 1))
+    return wisp_fail(WISP_ENOMEM, "out of memory for the f16 block scales of a %dx%d %s matrix", m->rows, m->cols,
+                     wisp_wtype_name(m->type));
   return WISP_OK;
 }
 
@@ -325,6 +388,7 @@ static void matmul_task(void *ctx, int task, int thread) {
 typedef struct {
   cpu_backend *c;
   const wisp_matrix *W;
+  const uint16_t *s16; /* W's f16 block scales (Q4 / Q4Z), else NULL */
   const float *x;
   int n, accumulate, rows_per_task, tokens_per_task;
   float *y;
@@ -344,7 +408,7 @@ static void i8_gemm_task(void *ctx, int task, int thread) {
   i8_job *j = ctx;
   int r0 = task * j->rows_per_task, nr = j->rows_per_task;
   if (r0 + nr > j->W->rows) nr = j->W->rows - r0;
-  j->c->i8->gemm(j->W, r0, nr, &j->c->act, 0, j->n, j->y + r0, (size_t)j->W->rows, j->accumulate,
+  j->c->i8->gemm(j->W, j->s16, r0, nr, &j->c->act, 0, j->n, j->y + r0, (size_t)j->W->rows, j->accumulate,
                  j->c->scratch[thread]);
 }
 
@@ -355,9 +419,16 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
     c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for %d quantized activations", n);
     return;
   }
+  /* a tied head shares the embedding's scales: found (or made) by address */
+  const uint16_t *s16 = wisp_i8_needs_f16_scales(W) ? scales_f16_for(c, W, 0) : NULL;
+  if (wisp_i8_needs_f16_scales(W) && !s16) {
+    c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for the f16 block scales of a %dx%d matrix", W->rows,
+                         W->cols);
+    return;
+  }
   c->act.layout = wisp_i8_layout_for(W->type, n);
   double t = op_start(c);
-  i8_job j = {c, W, x, n, accumulate, 0, 0, y, norm};
+  i8_job j = {c, W, s16, x, n, accumulate, 0, 0, y, norm};
   /* quantize: whole tokens per task */
   j.tokens_per_task = n < 8 * threads ? 1 : n / (4 * threads);
   int qtasks = (n + j.tokens_per_task - 1) / j.tokens_per_task;
@@ -1091,6 +1162,8 @@ static void cpu_destroy(wisp_backend *be) {
   free(c->qbuf);
   free(c->dnbuf);
   wisp_i8_act_free(&c->act);
+  for (size_t i = 0; i < c->n_s16; i++) free(c->s16[i].s16);
+  free(c->s16);
   wisp_pool_free(c->pool);
   free(c);
 }

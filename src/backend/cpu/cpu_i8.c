@@ -49,17 +49,24 @@ int wisp_i8_supported(const wisp_matrix *m) {
   }
 }
 
+int wisp_i8_needs_f16_scales(const wisp_matrix *m) { return m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z; }
+
+void wisp_i8_scales_f16(const wisp_matrix *m, uint16_t *s16) {
+  const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
+  for (size_t i = 0; i < n; i++) s16[i] = wisp_f32_to_f16(m->scales[i]);
+}
+
 static float f16_at(const uint8_t *p) { return wisp_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
-void wisp_i8_row_scales(const wisp_matrix *m, int row, float *s, float *o) {
+void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, float *s, float *o) {
   const int nb = m->cols / 32;
   if (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) {
-    const float *sc = m->scales + (size_t)row * nb;
+    const uint16_t *sc = s16 + (size_t)row * nb;
     for (int b = 0; b < nb; b++) {
       int z = 8;
       if (m->type == WISP_W_Q4Z) z = wisp_q4z_zero_point(m->zp, (size_t)row * nb + b);
-      s[b] = sc[b];
-      o[b] = (float)z * sc[b];
+      s[b] = wisp_f16_to_f32(sc[b]);
+      o[b] = (float)z * s[b];
     }
   } else if (m->type == WISP_W_Q4K) {
     const int nsb = m->cols / WISP_Q4K_BLOCK;
@@ -119,12 +126,12 @@ static int weight_int(const wisp_matrix *m, int row, int b, int e) {
   return (int8_t)m->q[((size_t)row * (m->cols / 32) + b) * WISP_Q8_0_BYTES + 2 + e];
 }
 
-static void gemm_scalar(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y,
-                        size_t ldy, int accumulate, float *scratch) {
+static void gemm_scalar(const wisp_matrix *W, const uint16_t *s16, int r0, int nr, const wisp_i8_act *a, int t0,
+                        int nt, float *y, size_t ldy, int accumulate, float *scratch) {
   const int K = W->cols, nb = K / 32;
   float *s = scratch, *o = scratch + nb;
   for (int r = r0; r < r0 + nr; r++) {
-    wisp_i8_row_scales(W, r, s, o);
+    wisp_i8_row_scales(W, s16, r, s, o);
     for (int t = t0; t < t0 + nt; t++) {
       const int8_t *q = a->q + (size_t)t * K;
       const float *d = a->d + (size_t)t * nb, *ds = a->ds + (size_t)t * nb;

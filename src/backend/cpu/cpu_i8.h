@@ -9,6 +9,12 @@
  * with d[b] the activation block's scale and q_b its int8 values:
  *     Q4   s = scale, o = 8 * scale        Q4Z  s = scale, o = zp * scale
  *     Q4_K s = d * sc[j], o = dmin * m[j]  Q8_0 s = d, o = 0 (signed weights)
+ * where Q4 / Q4Z's scale is the f32 block scale rounded to f16: the kernels
+ * read a copy of the scales as f16 (wisp_i8_scales_f16), 2 bytes a block
+ * instead of 4, so that a block is 18 bytes (Q4Z: 18.5 with its zero
+ * point), the bytes of ggml's Q4_0. One-token products stream every weight
+ * once and are bound by memory bandwidth; prefill reads the same copy, so
+ * that a token gets the same numbers prefilled or decoded.
  * The kernel sets (scalar reference, AVX2 maddubs, AVX-VNNI, AVX-512 VNNI)
  * compute exactly these integers; they differ only in the order of the f32
  * sums. F32 and F16 weights have no integer product (they keep f32
@@ -56,8 +62,17 @@ int wisp_i8_layout_for(wisp_wtype t, int n);
 /* 1 when a matrix can take the integer product (Q4, Q4Z, Q4_K, Q8_0 with
  * whole 32-blocks). */
 int wisp_i8_supported(const wisp_matrix *m);
-/* The per-block s[] and o[] of one row (cols/32 each). */
-void wisp_i8_row_scales(const wisp_matrix *m, int row, float *s, float *o);
+/* 1 when the kernels read a matrix's block scales from an f16 copy (Q4,
+ * Q4Z), which the caller makes once with wisp_i8_scales_f16. */
+int wisp_i8_needs_f16_scales(const wisp_matrix *m);
+/* The block scales of a Q4 / Q4Z matrix (rows * cols/32) rounded to f16,
+ * to nearest even by wisp_f32_to_f16, the rounding of export-gguf's Q4_0
+ * (so wisp and llama.cpp read the very same scales). Into s16 (that many
+ * halves). */
+void wisp_i8_scales_f16(const wisp_matrix *m, uint16_t *s16);
+/* The per-block s[] and o[] of one row (cols/32 each); s16 is the f16 copy
+ * of the scales for Q4 / Q4Z (ignored for the others). */
+void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, float *s, float *o);
 
 /* Per-thread scratch of a product with `cols` columns, in floats: a group
  * of up to 16 rows transposed (16 * cols bytes) plus their scales and
@@ -72,10 +87,11 @@ typedef struct {
    * writes the same bytes. */
   void (*quantize)(const float *x, int t0, int t1, wisp_i8_act *a);
   /* y[(t - t0) * ldy + (r - r0)] (+)= row r of W . token t of a, for r in
-   * [r0, r0+nr), t in [t0, t0+nt). scratch holds WISP_I8_SCRATCH(cols)
-   * floats. */
-  void (*gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y, size_t ldy,
-               int accumulate, float *scratch);
+   * [r0, r0+nr), t in [t0, t0+nt). s16: W's block scales as f16
+   * (wisp_i8_scales_f16) when wisp_i8_needs_f16_scales(W), read instead of
+   * W->scales; else NULL. scratch holds WISP_I8_SCRATCH(cols) floats. */
+  void (*gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int nr, const wisp_i8_act *a, int t0, int nt,
+               float *y, size_t ldy, int accumulate, float *scratch);
 } wisp_i8_kernels;
 
 /* Kernel sets, best first; wisp_i8_kernels_get picks the best this CPU runs

@@ -69,20 +69,29 @@ TGT static inline __attribute__((always_inline)) void FN(q4k_scales)(const uint8
   *o = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hm)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn))));
 }
 
-/* The block scales s[] and offsets o[] of one row (cpu_i8.h). Q4 needs no
- * copy: s is the stored scales and o = 8 s, applied in the tile; Q4Z's
- * o = zp * s, Q4_K's s = d sc and o = dmin m, Q8_0's s = d (o = 0). *s_out
- * points at the scales to use. */
-TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int type, const wisp_matrix *W, int row,
-                                                                    float *s, float *o, const float **s_out) {
+/* n f16 values at h as f32 into out (exact: every f16 is an f32). */
+TGT static inline void FN(halves)(const uint16_t *h, int n, float *out) {
+  int b = 0;
+  for (; b + 8 <= n; b += 8) _mm256_storeu_ps(out + b, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + b))));
+  for (; b < n; b++) out[b] = _cvtsh_ss(h[b]);
+}
+
+/* The block scales s[] and offsets o[] of one row (cpu_i8.h). Q4 / Q4Z's
+ * s are the f16 copy s16 widened (Q4's o = 8 s is applied in the tile);
+ * Q4Z's o = zp * s, Q4_K's s = d sc and o = dmin m, Q8_0's s = d (o = 0).
+ * *s_out points at the scales to use. */
+TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int type, const wisp_matrix *W,
+                                                                    const uint16_t *s16, int row, float *s, float *o,
+                                                                    const float **s_out) {
   const int nb = W->cols / 32;
+  *s_out = s;
   if (type == FN(Q4)) {
-    *s_out = W->scales + (size_t)row * nb;
+    FN(halves)(s16 + (size_t)row * nb, nb, s);
     return;
   }
-  *s_out = s;
   if (type == FN(Q4Z)) {
-    const float *sc = W->scales + (size_t)row * nb;
+    FN(halves)(s16 + (size_t)row * nb, nb, s);
+    const float *sc = s;
     size_t first = (size_t)row * nb;
     int b = 0;
     if (!(first & 1)) /* whole zero-point bytes: 8 blocks from 4 bytes */
@@ -95,7 +104,6 @@ TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int t
         _mm256_storeu_ps(o + b, _mm256_mul_ps(z, _mm256_loadu_ps(sc + b)));
       }
     for (; b < nb; b++) o[b] = (float)wisp_q4z_zero_point(W->zp, first + b) * sc[b];
-    memcpy(s, sc, (size_t)nb * sizeof(float));
     return;
   }
   if (type == FN(Q4K)) {
@@ -214,9 +222,10 @@ TGT static inline __attribute__((always_inline)) __m256i FN(unpack_natural)(cons
 /* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors of 32
  * bytes, `vstride` bytes apart), their scales and offsets into S, O (nb
  * groups of 8 floats, `lstride` floats apart). */
-TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, const wisp_matrix *W, int row0,
-                                                               int last, uint8_t *ws, float *S, float *O, float *tmp,
-                                                               const int vstride, const int lstride) {
+TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, const wisp_matrix *W,
+                                                               const uint16_t *s16, int row0, int last, uint8_t *ws,
+                                                               float *S, float *O, float *tmp, const int vstride,
+                                                               const int lstride) {
   const int K = W->cols, nb = K / 32;
   const size_t row_bytes = type <= FN(Q4Z)  ? (size_t)K / 2
                            : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
@@ -226,7 +235,7 @@ TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, 
     int r = row0 + k > last ? last : row0 + k;
     rq[k] = W->q + (size_t)r * row_bytes;
     const float *sp;
-    FN(row_scales)(type, W, r, tmp, tmp + nb, &sp);
+    FN(row_scales)(type, W, s16, r, tmp, tmp + nb, &sp);
     for (int b = 0; b < nb; b++) {
       S[(size_t)lstride * b + k] = sp[b];
       O[(size_t)lstride * b + k] = type == FN(Q4) ? 8.0f * sp[b] : type == FN(Q8) ? 128.0f * sp[b] : tmp[nb + b];
@@ -285,7 +294,8 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_tile)(const int T
   }
 }
 
-TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, const wisp_matrix *W, int r0, int nr,
+TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, const wisp_matrix *W,
+                                                               const uint16_t *s16, int r0, int nr,
                                                                const wisp_i8_act *a, int t0, int nt, float *y,
                                                                size_t ldy, int accumulate, float *scratch) {
   const int nb = W->cols / 32;
@@ -293,7 +303,7 @@ TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, 
   uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
   for (int g = 0; g < nr; g += 8) {
     const int nl = nr - g < 8 ? nr - g : 8;
-    FN(pack8)(type, W, r0 + g, r0 + nr - 1, ws, S, O, tmp, 32, 8);
+    FN(pack8)(type, W, s16, r0 + g, r0 + nr - 1, ws, S, O, tmp, 32, 8);
     int t = 0;
     for (; t + LANES_T <= nt; t += LANES_T)
       FN(lanes_tile)(LANES_T, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
@@ -343,17 +353,17 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16_tile)(const int
   }
 }
 
-TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type, const wisp_matrix *W, int r0,
-                                                                 int nr, const wisp_i8_act *a, int t0, int nt,
-                                                                 float *y, size_t ldy, int accumulate,
-                                                                 float *scratch) {
+TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type, const wisp_matrix *W,
+                                                                 const uint16_t *s16, int r0, int nr,
+                                                                 const wisp_i8_act *a, int t0, int nt, float *y,
+                                                                 size_t ldy, int accumulate, float *scratch) {
   const int nb = W->cols / 32;
   float *S = scratch, *O = S + 16 * (size_t)nb, *tmp = O + 16 * (size_t)nb;
   uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
   for (int g = 0; g < nr; g += 16) {
     const int nl = nr - g < 16 ? nr - g : 16;
-    FN(pack8)(type, W, r0 + g, r0 + nr - 1, ws, S, O, tmp, 64, 16);
-    FN(pack8)(type, W, r0 + g + 8, r0 + nr - 1, ws + 32, S + 8, O + 8, tmp, 64, 16);
+    FN(pack8)(type, W, s16, r0 + g, r0 + nr - 1, ws, S, O, tmp, 64, 16);
+    FN(pack8)(type, W, s16, r0 + g + 8, r0 + nr - 1, ws + 32, S + 8, O + 8, tmp, 64, 16);
     int t = 0;
     for (; t + 8 <= nt; t += 8)
       FN(lanes16_tile)(8, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
@@ -404,18 +414,18 @@ TGT static inline __attribute__((always_inline)) __m512 FN(zp16)(const uint8_t *
 }
 
 TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type, const int R, const wisp_matrix *W,
-                                                                int row, int row_end, const wisp_i8_act *a, int t,
-                                                                float *y, int accumulate) {
+                                                                const uint16_t *s16, int row, int row_end,
+                                                                const wisp_i8_act *a, int t, float *y, int accumulate) {
   const int K = W->cols, nb = K / 32;
   const size_t row_bytes = type == FN(Q4K)  ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
                            : type == FN(Q8) ? (size_t)nb * WISP_Q8_0_BYTES
                                             : (size_t)K / 2;
   const uint8_t *rq[4];
-  const float *s[4];
+  const uint16_t *s[4]; /* Q4 / Q4Z: the rows' f16 block scales */
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++) {
     rq[i] = W->q + (size_t)(row + i) * row_bytes;
-    s[i] = type == FN(Q4K) || type == FN(Q8) ? NULL : W->scales + (size_t)(row + i) * nb;
+    s[i] = type == FN(Q4K) || type == FN(Q8) ? NULL : s16 + (size_t)(row + i) * nb;
   }
   /* prefetch only within the rows of this call (a thread's task): past
    * them are another thread's rows, or the end of the matrix; the last
@@ -450,9 +460,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
                                               _mm512_set1_epi32(WISP_Q8_0_BYTES));
         __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, at, (const void *)rq[i], 1);
         sv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(h, _mm512_set1_epi32(0xffff))));
-      } else { /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
-        _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
-        sv = _mm512_maskz_loadu_ps(m, s[i] + g);
+      } else { /* the f16 scales are a stream of their own (an eighth of the nibble bytes: the same rows
+                * ahead), a line every 32 blocks */
+        if (!(g & 31)) _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
+        sv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s[i] + g));
       }
       sd[i] = _mm512_mul_ps(sv, d);
       sd16[i] = type == FN(Q8) ? sd[i] : _mm512_mul_ps(sd[i], _mm512_set1_ps(1.0f / 16));
@@ -547,6 +558,14 @@ TGT static inline __attribute__((always_inline)) __m256 FN(load8)(const float *p
   return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
+/* n <= 8 f16 scales as floats; lanes past n are 0. */
+TGT static inline __attribute__((always_inline)) __m256 FN(load8h)(const uint16_t *p, int n) {
+  if (n == 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+  uint16_t h[8] = {0};
+  memcpy(h, p, (size_t)n * sizeof(uint16_t));
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
 /* Zero points of blocks first .. first+n-1 (n <= 8) of a Q4Z matrix as
  * floats (lanes past n: whatever, their scales are 0). */
 TGT static inline __attribute__((always_inline)) __m256 FN(zp8)(const uint8_t *zp, size_t first, int n) {
@@ -564,16 +583,16 @@ TGT static inline __attribute__((always_inline)) __m256 FN(zp8)(const uint8_t *z
 }
 
 TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type, const int R, const wisp_matrix *W,
-                                                                int row, int row_end, const wisp_i8_act *a, int t,
-                                                                float *y, int accumulate) {
+                                                                const uint16_t *s16, int row, int row_end,
+                                                                const wisp_i8_act *a, int t, float *y, int accumulate) {
   const int K = W->cols, nb = K / 32;
   const size_t row_bytes = type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES : (size_t)K / 2;
   const uint8_t *rq[4];
-  const float *s[4];
+  const uint16_t *s[4]; /* Q4 / Q4Z: the rows' f16 block scales */
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++) {
     rq[i] = W->q + (size_t)(row + i) * row_bytes;
-    s[i] = type == FN(Q4K) ? NULL : W->scales + (size_t)(row + i) * nb;
+    s[i] = type == FN(Q4K) ? NULL : s16 + (size_t)(row + i) * nb;
   }
   /* prefetch only within the rows of this call (a thread's task): past
    * them are another thread's rows, or the end of the matrix; the last
@@ -598,9 +617,9 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
         off[i] = _mm256_fmadd_ps(ov, ds, off[i]);
         continue;
       }
-      if (!(g & 15)) /* the scales are a stream of their own (a quarter of the nibble bytes: the same rows ahead) */
+      if (!(g & 31)) /* the f16 scales are a stream of their own (an eighth of the nibble bytes: the same rows ahead) */
         _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
-      const __m256 sv = FN(load8)(s[i] + g, n);
+      const __m256 sv = FN(load8h)(s[i] + g, n);
       sd[i] = _mm256_mul_ps(sv, d);
       if (type == FN(Q4)) {
         off[i] = _mm256_fmadd_ps(sv, ds, off[i]); /* times 8 at the end */
@@ -675,7 +694,8 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
  * from memory once per chunk and each token block once per row tile. */
 enum { FN(CHUNK) = 16 };
 
-TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, const wisp_matrix *W, int r0, int nr,
+TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, const wisp_matrix *W,
+                                                               const uint16_t *s16, int r0, int nr,
                                                                const wisp_i8_act *a, int t0, int nt, float *y,
                                                                size_t ldy, int accumulate, float *scratch) {
   const int nb = W->cols / 32;
@@ -683,12 +703,12 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
   const float *s[4];
 #define ROWS(R)                                                                                  \
   for (int i = 0; i < (R); i++)                                                                  \
-    FN(row_scales)(type, W, r0 + r + i, sb + (size_t)i * nb, ob + (size_t)i * nb, &s[i])
+    FN(row_scales)(type, W, s16, r0 + r + i, sb + (size_t)i * nb, ob + (size_t)i * nb, &s[i])
   if (nt == 1) { /* decode: four rows share each activation block */
     int r = 0;
     if (DECODE_ROWS(type)) {
-      for (; r + 4 <= nr; r += 4) DECODE_FN(type, 4, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
-      for (; r < nr; r++) DECODE_FN(type, 1, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
+      for (; r + 4 <= nr; r += 4) DECODE_FN(type, 4, W, s16, r0 + r, r0 + nr, a, t0, y + r, accumulate);
+      for (; r < nr; r++) DECODE_FN(type, 1, W, s16, r0 + r, r0 + nr, a, t0, y + r, accumulate);
       return;
     }
     for (; r + 4 <= nr; r += 4) {
@@ -724,24 +744,24 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
 
 /* Which path: PAIRED activations (Q4 decode) take the row tiles; NATURAL
  * Q4 and several tokens of Q4_K / Q8_0 take the lanes. */
-TGT static void FN(gemm)(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y,
-                         size_t ldy, int accumulate, float *scratch) {
+TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int nr, const wisp_i8_act *a, int t0,
+                         int nt, float *y, size_t ldy, int accumulate, float *scratch) {
   const int q4 = W->type == WISP_W_Q4 || W->type == WISP_W_Q4Z;
   const int lanes = q4 ? a->layout == WISP_I8_NATURAL : nt > 1 && (W->type != WISP_W_Q8_0 || LANES_Q8);
   if (lanes) {
     switch (W->type) {
-      case WISP_W_Q4K: LANES_FN(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-      case WISP_W_Q8_0: LANES_FN(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-      case WISP_W_Q4Z: LANES_FN(FN(Q4Z), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-      default: LANES_FN(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q4K: LANES_FN(FN(Q4K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q8_0: LANES_FN(FN(Q8), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q4Z: LANES_FN(FN(Q4Z), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      default: LANES_FN(FN(Q4), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     }
     return;
   }
   switch (W->type) {
-    case WISP_W_Q4K: FN(drive)(FN(Q4K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-    case WISP_W_Q8_0: FN(drive)(FN(Q8), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-    case WISP_W_Q4Z: FN(drive)(FN(Q4Z), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-    default: FN(drive)(FN(Q4), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q4K: FN(drive)(FN(Q4K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q8_0: FN(drive)(FN(Q8), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q4Z: FN(drive)(FN(Q4Z), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    default: FN(drive)(FN(Q4), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
   }
 }
 static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
