@@ -576,10 +576,11 @@ __attribute__((target("avx2,fma"))) static void conv_silu_f32_avx2(float *y, con
   }
 }
 
-/* Register blocks of four rows by sixteen columns (eight accumulators): per
- * step of p, two loads of b and four broadcasts of a feed eight FMAs. Rows
- * past the last four go one at a time (32 columns at once, then 8, then one
- * by one), as do the columns past the last sixteen of the four-row blocks. */
+/* The products: register blocks of four rows by sixteen columns (eight
+ * accumulators; per step of p, two loads of b and four broadcasts of a feed
+ * eight FMAs). Rows past the last four go one at a time (32 columns at
+ * once, then 8, then one by one), as do the columns past the last sixteen
+ * of the four-row blocks. */
 __attribute__((target("avx2,fma"))) static void gemm_row_tail(float *ci, const float *ai, const float *b, int ldb,
                                                              int j0, int n, int k, int accumulate) {
   int j = j0;
@@ -613,49 +614,51 @@ __attribute__((target("avx2,fma"))) static void gemm_row_tail(float *ci, const f
   }
 }
 
+/* c[0..4)[0..16) (+)= a[0..4)[0..k) b[0..k)[0..16), all in registers. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void gemm_4x16(float *c, int ldc, const float *a,
+                                                                               int lda, const float *b, int ldb,
+                                                                               int k, int accumulate) {
+  const float *a0 = a, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+  float *c0 = c, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
+  __m256 r00, r01, r10, r11, r20, r21, r30, r31;
+  if (accumulate) {
+    r00 = _mm256_loadu_ps(c0), r01 = _mm256_loadu_ps(c0 + 8);
+    r10 = _mm256_loadu_ps(c1), r11 = _mm256_loadu_ps(c1 + 8);
+    r20 = _mm256_loadu_ps(c2), r21 = _mm256_loadu_ps(c2 + 8);
+    r30 = _mm256_loadu_ps(c3), r31 = _mm256_loadu_ps(c3 + 8);
+  } else {
+    r00 = r01 = r10 = r11 = r20 = r21 = r30 = r31 = _mm256_setzero_ps();
+  }
+  for (int p = 0; p < k; p++, b += ldb) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 s = _mm256_set1_ps(a0[p]);
+    r00 = _mm256_fmadd_ps(s, b0, r00), r01 = _mm256_fmadd_ps(s, b1, r01);
+    s = _mm256_set1_ps(a1[p]);
+    r10 = _mm256_fmadd_ps(s, b0, r10), r11 = _mm256_fmadd_ps(s, b1, r11);
+    s = _mm256_set1_ps(a2[p]);
+    r20 = _mm256_fmadd_ps(s, b0, r20), r21 = _mm256_fmadd_ps(s, b1, r21);
+    s = _mm256_set1_ps(a3[p]);
+    r30 = _mm256_fmadd_ps(s, b0, r30), r31 = _mm256_fmadd_ps(s, b1, r31);
+  }
+  _mm256_storeu_ps(c0, r00), _mm256_storeu_ps(c0 + 8, r01);
+  _mm256_storeu_ps(c1, r10), _mm256_storeu_ps(c1 + 8, r11);
+  _mm256_storeu_ps(c2, r20), _mm256_storeu_ps(c2 + 8, r21);
+  _mm256_storeu_ps(c3, r30), _mm256_storeu_ps(c3 + 8, r31);
+}
+
+/* A panel of sixteen columns of b at a time, run down all the row blocks:
+ * the panel (k x 64 bytes) stays in L1 while the rows of a stream by (a
+ * 128 x 128 b does not fit L1; the rows of a are read once a panel). */
 __attribute__((target("avx2,fma"))) static void gemm_f32_avx2(float *c, int ldc, const float *a, int lda,
                                                              const float *b, int ldb, int m, int n, int k,
                                                              int accumulate) {
-  const int n16 = n / 16 * 16;
-  int i = 0;
-  for (; i + 4 <= m; i += 4) {
-    const float *a0 = a + (size_t)i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
-    float *c0 = c + (size_t)i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-    for (int j = 0; j < n16; j += 16) {
-      __m256 r00, r01, r10, r11, r20, r21, r30, r31;
-      if (accumulate) {
-        r00 = _mm256_loadu_ps(c0 + j), r01 = _mm256_loadu_ps(c0 + j + 8);
-        r10 = _mm256_loadu_ps(c1 + j), r11 = _mm256_loadu_ps(c1 + j + 8);
-        r20 = _mm256_loadu_ps(c2 + j), r21 = _mm256_loadu_ps(c2 + j + 8);
-        r30 = _mm256_loadu_ps(c3 + j), r31 = _mm256_loadu_ps(c3 + j + 8);
-      } else {
-        r00 = r01 = r10 = r11 = r20 = r21 = r30 = r31 = _mm256_setzero_ps();
-      }
-      const float *bp = b + j;
-      for (int p = 0; p < k; p++, bp += ldb) {
-        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-        __m256 s = _mm256_set1_ps(a0[p]);
-        r00 = _mm256_fmadd_ps(s, b0, r00), r01 = _mm256_fmadd_ps(s, b1, r01);
-        s = _mm256_set1_ps(a1[p]);
-        r10 = _mm256_fmadd_ps(s, b0, r10), r11 = _mm256_fmadd_ps(s, b1, r11);
-        s = _mm256_set1_ps(a2[p]);
-        r20 = _mm256_fmadd_ps(s, b0, r20), r21 = _mm256_fmadd_ps(s, b1, r21);
-        s = _mm256_set1_ps(a3[p]);
-        r30 = _mm256_fmadd_ps(s, b0, r30), r31 = _mm256_fmadd_ps(s, b1, r31);
-      }
-      _mm256_storeu_ps(c0 + j, r00), _mm256_storeu_ps(c0 + j + 8, r01);
-      _mm256_storeu_ps(c1 + j, r10), _mm256_storeu_ps(c1 + j + 8, r11);
-      _mm256_storeu_ps(c2 + j, r20), _mm256_storeu_ps(c2 + j + 8, r21);
-      _mm256_storeu_ps(c3 + j, r30), _mm256_storeu_ps(c3 + j + 8, r31);
-    }
-    if (n16 < n) {
-      gemm_row_tail(c0, a0, b, ldb, n16, n, k, accumulate);
-      gemm_row_tail(c1, a1, b, ldb, n16, n, k, accumulate);
-      gemm_row_tail(c2, a2, b, ldb, n16, n, k, accumulate);
-      gemm_row_tail(c3, a3, b, ldb, n16, n, k, accumulate);
-    }
-  }
-  for (; i < m; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, 0, n, k, accumulate);
+  const int n16 = n / 16 * 16, m4 = m / 4 * 4;
+  for (int j = 0; j < n16; j += 16)
+    for (int i = 0; i < m4; i += 4)
+      gemm_4x16(c + (size_t)i * ldc + j, ldc, a + (size_t)i * lda, lda, b + j, ldb, k, accumulate);
+  if (n16 < n)
+    for (int i = 0; i < m4; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, n16, n, k, accumulate);
+  for (int i = m4; i < m; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, 0, n, k, accumulate);
 }
 
 static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,   dot_q4_row_avx2,
