@@ -18,6 +18,10 @@
 
 #include <math.h>
 
+/* Rows a block of the masked products: the triangle's blocks stop at their
+ * last row's column. */
+#define DN_ROWS 16
+
 size_t wisp_dn_chunk_scratch(int dk, int dv) {
   const size_t C = WISP_DN_CHUNK;
   return (size_t)dk * C + 2 * C * (size_t)dv + 3 * C * C + 2 * C;
@@ -72,13 +76,22 @@ static void chunk_outputs(const wisp_cpu_kernels *kern, int c, int dv, const flo
     float *ot = o + (size_t)t * dv, *m = qk + (size_t)t * c;
     const float *dt = d + (size_t)t * c;
     for (int e = 0; e < dv; e++) ot[e] = gam[t] * w[e];
-    for (int s = 0; s < c; s++) m[s] *= dt[s];
+    for (int s = 0; s < c; s++) m[s] = s <= t ? m[s] * dt[s] : 0; /* above the diagonal: not computed */
   }
-  enum { ROWS = 16 };
-  for (int r0 = 0; r0 < c; r0 += ROWS) {
-    const int rows = c - r0 < ROWS ? c - r0 : ROWS;
+  for (int r0 = 0; r0 < c; r0 += DN_ROWS) {
+    const int rows = c - r0 < DN_ROWS ? c - r0 : DN_ROWS;
     kern->gemm_f32(o + (size_t)r0 * dv, dv, qk + (size_t)r0 * c, c, u, dv, rows, dv, r0 + rows, 1);
   }
+}
+
+/* gram = [K;Q] K^T over the columns each block of DN_ROWS rows uses (up to
+ * its last row's token), the products above that left out. */
+static void chunk_gram(const wisp_cpu_kernels *kern, int c, int dk, const float *kq, const float *kt, float *gram) {
+  for (int half = 0; half < 2; half++)
+    for (int r0 = 0; r0 < c; r0 += DN_ROWS) {
+      const int rows = c - r0 < DN_ROWS ? c - r0 : DN_ROWS, row = half * c + r0;
+      kern->gemm_f32(gram + (size_t)row * c, c, kq + (size_t)row * dk, dk, kt, c, rows, r0 + rows, dk, 0);
+    }
 }
 
 /* S = gamma_last S + sum_s (gamma_last / gamma_s) k_s u_s^T, the ratios
@@ -104,7 +117,7 @@ void wisp_dn_chunk(const wisp_cpu_kernels *kern, float *S, int dk, int dv, int c
   decay_ratios(kern, G, c, d);
   transpose(kq, c, dk, kt);
   kern->gemm_f32(w, dv, kq, dk, S, dv, 2 * c, dv, dk, 0);
-  kern->gemm_f32(gram, c, kq, dk, kt, c, 2 * c, c, dk, 0);
+  chunk_gram(kern, c, dk, kq, kt, gram);
   solve_u(kern, c, dv, w, gam, beta, d, gram, v);
   chunk_outputs(kern, c, dv, w + (size_t)c * dv, gam, d, gram + (size_t)c * c, v, o);
   next_state(kern, S, dk, dv, c, gam, d, kt, v);
