@@ -521,7 +521,9 @@ __attribute__((target("avx2,fma"))) static void dots_f32_avx2(const float *q, co
 /* Eight expf at once: glibc's AVX2 vector expf (libmvec) where the build
  * links it, else libm's expf lane by lane. */
 #if defined(WISP_HAVE_LIBMVEC)
-__m256 _ZGVdN8v_expf(__m256 x);
+/* (declared with the target so that the call passes x in a ymm register, as
+ * the vector ABI wants, under every compiler) */
+__attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_expf(__m256 x);
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x) { return _ZGVdN8v_expf(x); }
 #else
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x) {
