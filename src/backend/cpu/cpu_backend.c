@@ -538,17 +538,22 @@ static void shortconv_channels(void *ctx, int c0, int c1) {
   }
 }
 
-/* Channels per task for a mixer over n tokens: about 2k channel-steps a
- * task, whole 64-byte lines of each token's output row. */
-static int channel_grain(int n) {
-  int g = (2048 + n - 1) / n;
+/* Channels per task for a mixer over n tokens of dim channels: about 2k
+ * channel-steps a task, whole 64-byte lines of each token's output row. A
+ * decode token from 4 threads up is spread over every thread instead: its
+ * inputs were just written by the product before it, spread over every
+ * core's cache, and one thread pulling them all over took longer (about
+ * 10 us a call at 8 threads on the H200 host) than the hand-out. */
+static int channel_grain(const cpu_backend *c, int n, int dim) {
+  const int threads = wisp_pool_size(c->pool);
+  int g = n == 1 && threads >= 4 ? (dim + threads - 1) / threads : (2048 + n - 1) / n;
   return (g + 15) / 16 * 16;
 }
 
 static void cpu_shortconv_run(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                               wisp_buf *state, wisp_buf *out) {
   conv_job j = {bcx->data, taps->data, state->data, out->data, L, n, dim};
-  run_ranges(as_cpu(be), dim, channel_grain(n), shortconv_channels, &j);
+  run_ranges(as_cpu(be), dim, channel_grain(as_cpu(be), n, dim), shortconv_channels, &j);
 }
 
 static void cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
@@ -588,30 +593,37 @@ typedef struct {
   int row, H, KVH, D, rot, q_stride, k_off, pos0;
 } attn_prep_job;
 
-static void attn_prep_tokens(void *ctx, int t0, int t1) {
-  const attn_prep_job *j = ctx;
+/* Heads [h0, h1) of token t: query heads first (0..H-1), then KV heads. */
+static void attn_prep_heads_of(const attn_prep_job *j, int t, int h0, int h1) {
   const int D = j->D, half = j->rot / 2;
-  for (int t = t0; t < t1; t++) {
-    const int pos = j->pos0 + t;
-    const float *src = j->qkv + (size_t)t * j->row;
-    const float *cs = j->cos + (size_t)pos * half, *sn = j->sin + (size_t)pos * half;
-    for (int h = 0; h < j->H; h++) {
-      float *q = j->qbuf + ((size_t)t * j->H + h) * D;
-      memcpy(q, src + (size_t)h * j->q_stride, (size_t)D * sizeof(float));
-      if (j->q_norm) rmsnorm_inplace(q, j->q_norm, D, j->eps);
-      rope_inplace(q, cs, sn, j->rot);
-    }
-    const float *ks = src + j->k_off, *vs = ks + (size_t)j->KVH * D;
-    for (int h = 0; h < j->KVH; h++) {
-      float *kd = j->kc + ((size_t)pos * j->KVH + h) * D;
-      float *vd = j->vc + ((size_t)pos * j->KVH + h) * D;
-      memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
-      memcpy(vd, vs + (size_t)h * D, (size_t)D * sizeof(float));
-      if (j->k_norm) rmsnorm_inplace(kd, j->k_norm, D, j->eps);
-      rope_inplace(kd, cs, sn, j->rot);
-    }
+  const int pos = j->pos0 + t;
+  const float *src = j->qkv + (size_t)t * j->row;
+  const float *cs = j->cos + (size_t)pos * half, *sn = j->sin + (size_t)pos * half;
+  for (int h = h0; h < h1 && h < j->H; h++) {
+    float *q = j->qbuf + ((size_t)t * j->H + h) * D;
+    memcpy(q, src + (size_t)h * j->q_stride, (size_t)D * sizeof(float));
+    if (j->q_norm) rmsnorm_inplace(q, j->q_norm, D, j->eps);
+    rope_inplace(q, cs, sn, j->rot);
+  }
+  const float *ks = src + j->k_off, *vs = ks + (size_t)j->KVH * D;
+  for (int h = h0 > j->H ? h0 - j->H : 0; h < h1 - j->H; h++) {
+    float *kd = j->kc + ((size_t)pos * j->KVH + h) * D;
+    float *vd = j->vc + ((size_t)pos * j->KVH + h) * D;
+    memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
+    memcpy(vd, vs + (size_t)h * D, (size_t)D * sizeof(float));
+    if (j->k_norm) rmsnorm_inplace(kd, j->k_norm, D, j->eps);
+    rope_inplace(kd, cs, sn, j->rot);
   }
 }
+
+static void attn_prep_tokens(void *ctx, int t0, int t1) {
+  const attn_prep_job *j = ctx;
+  for (int t = t0; t < t1; t++) attn_prep_heads_of(j, t, 0, j->H + j->KVH);
+}
+
+/* A decode token's pre-pass by heads (its qkv row was just written by the
+ * product before it, spread over every core's cache: see channel_grain). */
+static void attn_prep_heads(void *ctx, int h0, int h1) { attn_prep_heads_of(ctx, 0, h0, h1); }
 
 /* Attention proper: a task is a few query heads of one KV head (a group
  * reads the same cached keys and values, so they are read from memory once
@@ -694,10 +706,12 @@ static void attention_common(cpu_backend *c, const attn_prep_job *prep, const wi
   if (!ensure_scratch(c, (size_t)(a->pos0 + a->n))) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory"); return; }
   attn_prep_job pj = *prep;
   pj.qbuf = c->qbuf;
-  const int per_token = (H + a->kv_heads) * D;
-  run_ranges(c, a->n, (8192 + per_token - 1) / per_token, attn_prep_tokens, &pj);
+  const int per_token = (H + a->kv_heads) * D, threads = wisp_pool_size(c->pool);
+  if (a->n == 1 && threads >= 4)
+    run_ranges(c, H + a->kv_heads, (H + a->kv_heads + threads - 1) / threads, attn_prep_heads, &pj);
+  else
+    run_ranges(c, a->n, (8192 + per_token - 1) / per_token, attn_prep_tokens, &pj);
   /* about four tasks a thread, in runs of at least four tokens */
-  const int threads = wisp_pool_size(c->pool);
   int runs = (4 * threads + H - 1) / H;
   if (runs > (a->n + 3) / 4) runs = (a->n + 3) / 4;
   if (runs < 1) runs = 1;
@@ -926,7 +940,7 @@ static void dn_conv(cpu_backend *c, const wisp_deltanet_args *a, int conv_dim, i
   const int L = a->conv_len, S = L - 1;
   dn_conv_job j = {.a = a, .k = c->k, .out = c->dnbuf, .conv_dim = conv_dim, .proj_row = proj_row};
   if (a->n < DN_CHUNKED_MIN || L > DN_CONV_MAX_TAPS) {
-    run_ranges(c, conv_dim, channel_grain(a->n), dn_conv_channels, &j);
+    run_ranges(c, conv_dim, channel_grain(c, a->n, conv_dim), dn_conv_channels, &j);
     return;
   }
   float *taps_t = c->dnconv, *hist = taps_t + (size_t)L * conv_dim;
