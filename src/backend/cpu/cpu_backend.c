@@ -62,6 +62,8 @@ typedef struct {
   size_t dnbuf_len;
   float *dnconv; /* that call's conv taps and state, transposed (dn_conv) */
   size_t dnconv_len;
+  float *dnprep; /* that call's chunk preparations, a wave's worth (dn_chunked) */
+  size_t dnprep_len;
   wisp_status error; /* first failure inside an op, reported by sync */
   /* A held-back rmsnorm (cpu_rmsnorm): the integer product that reads its
    * output next normalizes and quantizes each token in one pass; any other
@@ -199,16 +201,16 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     const char *v = m->choice[ph].variant;
     if (!kernels_for(c, v))
       return wisp_fail(WISP_EUNSUPPORTED, "the plan chose matmul kernel '%s', which the cpu backend does not have", v);
-    if (!strcmp(v, "q4_avx2") && strcmp(c->k->name, "avx2"))
+    if (!strcmp(v, "q4_avx2") && !c->k->avx2)
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel 'q4_avx2' but this CPU lacks AVX2+FMA");
-    if (!strcmp(v, "q4k_avx2") && strcmp(c->k->name, "avx2"))
+    if (!strcmp(v, "q4k_avx2") && !c->k->avx2)
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel 'q4k_avx2' but this CPU lacks AVX2+FMA");
     /* a kernel reads the weight types of its registry weightDtype (format/quant.h) */
     const wisp_quant_traits *reads = wisp_quant_of_cpu_kernel(v);
     if (reads && strcmp(reads->weight_dtype, wisp_quant_traits_of(m->type)->weight_dtype))
       return wisp_fail(WISP_EINVAL, "the plan chose %s kernel '%s' for a %s matrix", reads->weight_dtype, v,
                        wisp_wtype_name(m->type));
-    if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && strcmp(c->k->name, "avx2"))
+    if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && !c->k->avx2)
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel '%s' but this CPU lacks AVX2+FMA+F16C", v);
     if (is_i8_variant(v)) {
       wisp_wtype want = !strcmp(v, "q4k_i8") ? WISP_W_Q4K : !strcmp(v, "q8_0_i8") ? WISP_W_Q8_0 : WISP_W_Q4;
@@ -231,7 +233,7 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
 static void cpu_caps(wisp_backend *be, wisp_device_caps *out) {
   cpu_backend *c = as_cpu(be);
   wisp_device_caps_default(out, "cpu");
-  out->has_avx2 = !strcmp(c->k->name, "avx2");
+  out->has_avx2 = c->k->avx2;
 }
 
 static wisp_status cpu_prepare_vector(wisp_backend *be, wisp_vector *v) {
@@ -767,9 +769,24 @@ static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); } /* to
  * (cpu_deltanet.c); shorter calls, decode among them, token by token. */
 #define DN_CHUNKED_MIN 4
 
+/* Prefill runs in waves of chunks (cpu_gated_deltanet): a wave's
+ * preparations (wisp_dn_prep, about 128 KB each for keys of 128) sit in
+ * the backend's heap, at most this many of them. */
+#define DN_WAVE_PREPS 32
+/* Value columns a task of the chunked recurrence takes (a head's dv when
+ * it is not a multiple of this): the columns of a head's state are
+ * independent, so a head splits into blocks that keep every thread busy
+ * with fewer heads than threads; fixed by the shape, not the thread count. */
+#define DN_COLUMN_BLOCK 32
+
 typedef struct {
   cpu_backend *c;
   const wisp_deltanet_args *a;
+  /* the chunked form's current wave: its first token and chunks, their
+   * preparations ([v_heads][chunks]), the blocks of value columns */
+  int t0, chunks;
+  float *prep;
+  int col_block, col_blocks;
 } dn_job;
 
 /* Token t's inputs to v-head h: the normalised key and the normalised,
@@ -818,12 +835,17 @@ static void dn_gated_norm(const dn_job *j, int t, int h, const float *o, float *
   for (int e = 0; e < dv; e++) out[e] = a->norm->data[e] * (o[e] * inv) * zs[e];
 }
 
-/* Per-thread scratch floats of either form of dn_task. */
+static int dn_column_block(const wisp_deltanet_args *a) {
+  return a->v_dim % DN_COLUMN_BLOCK == 0 ? DN_COLUMN_BLOCK : a->v_dim;
+}
+
+/* Per-thread scratch floats of dn_task or of the chunked form's tasks. */
 static size_t dn_scratch_floats(const wisp_deltanet_args *a) {
   const size_t dk = (size_t)a->k_dim, dv = (size_t)a->v_dim, C = WISP_DN_CHUNK;
   const size_t by_token = 2 * dk + 3 * dv;
-  const size_t chunked = 2 * C * dk + 2 * C * dv + 2 * C + dv + wisp_dn_chunk_scratch(a->k_dim, a->v_dim);
-  return a->n >= DN_CHUNKED_MIN ? chunked : by_token;
+  const size_t prepare = C + wisp_dn_prepare_scratch(a->k_dim), columns = wisp_dn_columns_scratch(dn_column_block(a));
+  const size_t chunked = prepare > columns ? prepare : columns;
+  return a->n >= DN_CHUNKED_MIN ? (chunked > dv ? chunked : dv) : by_token;
 }
 
 /* One v-head token by token (decode, short calls). */
@@ -841,29 +863,91 @@ static void dn_head_by_token(const dn_job *j, int h, float *scratch) {
   }
 }
 
-/* One v-head in chunks of WISP_DN_CHUNK tokens (prefill). */
-static void dn_head_chunked(const dn_job *j, int h, float *scratch) {
-  const wisp_deltanet_args *a = j->a;
-  const int dk = a->k_dim, dv = a->v_dim, C = WISP_DN_CHUNK;
-  float *kq = scratch, *v = kq + (size_t)2 * C * dk, *o = v + (size_t)C * dv, *g = o + (size_t)C * dv;
-  float *beta = g + C, *zs = beta + C, *work = zs + dv;
-  float *S = a->state->data + (size_t)h * dk * dv;
-  for (int t0 = 0; t0 < a->n; t0 += C) {
-    const int c = a->n - t0 < C ? a->n - t0 : C;
-    for (int i = 0; i < c; i++) {
-      dn_token_inputs(j, t0 + i, h, kq + (size_t)(c + i) * dk, kq + (size_t)i * dk, &g[i], &beta[i]);
-      memcpy(v + (size_t)i * dv, dn_value(j, t0 + i, h), (size_t)dv * sizeof(float));
-    }
-    wisp_dn_chunk(j->c->k, S, dk, dv, c, kq, v, g, beta, o, work);
-    for (int i = 0; i < c; i++) dn_gated_norm(j, t0 + i, h, o + (size_t)i * dv, zs);
-  }
-}
-
 /* One v-head over all n tokens: the recurrence is sequential in t. */
 static void dn_task(void *ctx, int h, int thread) {
   const dn_job *j = ctx;
-  if (j->a->n >= DN_CHUNKED_MIN) dn_head_chunked(j, h, j->c->scratch[thread]);
-  else dn_head_by_token(j, h, j->c->scratch[thread]);
+  dn_head_by_token(j, h, j->c->scratch[thread]);
+}
+
+/* Chunk ci of the current wave for v-head h: its first token, and its
+ * preparation pointed into the wave's memory. */
+static int dn_chunk_at(const dn_job *j, int h, int ci, wisp_dn_prep *p) {
+  const int t0 = j->t0 + ci * WISP_DN_CHUNK, c = j->a->n - t0 < WISP_DN_CHUNK ? j->a->n - t0 : WISP_DN_CHUNK;
+  const size_t slot = (size_t)h * j->chunks + ci;
+  wisp_dn_prep_init(p, j->prep + slot * wisp_dn_prep_floats(j->a->k_dim), j->a->k_dim, c);
+  return t0;
+}
+
+/* Task h * chunks + ci: what every value column of head h shares in chunk
+ * ci (its keys, queries, betas and decays through wisp_dn_chunk_prepare). */
+static void dn_prepare_task(void *ctx, int task, int thread) {
+  const dn_job *j = ctx;
+  const int h = task / j->chunks, dk = j->a->k_dim;
+  wisp_dn_prep p;
+  const int t0 = dn_chunk_at(j, h, task % j->chunks, &p);
+  float *g = j->c->scratch[thread], *work = g + WISP_DN_CHUNK;
+  for (int i = 0; i < p.c; i++)
+    dn_token_inputs(j, t0 + i, h, p.kq + (size_t)(p.c + i) * dk, p.kq + (size_t)i * dk, &g[i], &p.beta[i]);
+  wisp_dn_chunk_prepare(j->c->k, &p, g, work);
+}
+
+/* Task h * col_blocks + b: block b of head h's value columns through the
+ * wave's chunks in order (its slice of the state carried from one to the
+ * next), the raw outputs written to the op's output (normed afterwards). */
+static void dn_columns_task(void *ctx, int task, int thread) {
+  const dn_job *j = ctx;
+  const wisp_deltanet_args *a = j->a;
+  const int h = task / j->col_blocks, e0 = task % j->col_blocks * j->col_block;
+  const int dk = a->k_dim, dv = a->v_dim, V = a->v_heads * dv, K = a->k_heads * dk, conv_dim = 2 * K + V;
+  const int n = dv - e0 < j->col_block ? dv - e0 : j->col_block;
+  float *S = a->state->data + (size_t)h * dk * dv + e0;
+  for (int ci = 0; ci < j->chunks; ci++) {
+    wisp_dn_prep p;
+    const int t0 = dn_chunk_at(j, h, ci, &p);
+    float *o = a->out->data + (size_t)t0 * V + (size_t)h * dv + e0;
+    wisp_dn_chunk_columns(j->c->k, &p, S, dv, n, dn_value(j, t0, h) + e0, conv_dim, o, V, j->c->scratch[thread]);
+  }
+}
+
+/* Task i: the gated norm of a run of tokens, every head, in place. */
+#define DN_NORM_TOKENS 8
+static void dn_norm_task(void *ctx, int task, int thread) {
+  const dn_job *j = ctx;
+  const wisp_deltanet_args *a = j->a;
+  const int dv = a->v_dim, V = a->v_heads * dv, t0 = task * DN_NORM_TOKENS;
+  const int t1 = t0 + DN_NORM_TOKENS < a->n ? t0 + DN_NORM_TOKENS : a->n;
+  for (int t = t0; t < t1; t++)
+    for (int h = 0; h < a->v_heads; h++)
+      dn_gated_norm(j, t, h, a->out->data + (size_t)t * V + (size_t)h * dv, j->c->scratch[thread]);
+}
+
+/* fn over tasks [0, n): on the caller alone when the call is small. */
+static void dn_run(dn_job *j, int serial, int tasks, wisp_task_fn fn) {
+  if (serial || tasks == 1 || wisp_pool_size(j->c->pool) == 1)
+    for (int t = 0; t < tasks; t++) fn(j, t, 0);
+  else
+    wisp_pool_run(j->c->pool, tasks, fn, j);
+}
+
+static int dn_wave_chunks(const wisp_deltanet_args *a) {
+  const int chunks = (a->n + WISP_DN_CHUNK - 1) / WISP_DN_CHUNK, fit = DN_WAVE_PREPS / a->v_heads;
+  return fit < 1 ? 1 : fit < chunks ? fit : chunks;
+}
+
+/* The chunked recurrence over the call, wave by wave, then the gated norm. */
+static void dn_chunked(dn_job *j, int serial) {
+  const wisp_deltanet_args *a = j->a;
+  const int wave = dn_wave_chunks(a);
+  j->prep = j->c->dnprep;
+  j->col_block = dn_column_block(a);
+  j->col_blocks = a->v_dim / j->col_block;
+  for (j->t0 = 0; j->t0 < a->n; j->t0 += wave * WISP_DN_CHUNK) {
+    const int left = (a->n - j->t0 + WISP_DN_CHUNK - 1) / WISP_DN_CHUNK;
+    j->chunks = left < wave ? left : wave;
+    dn_run(j, serial, a->v_heads * j->chunks, dn_prepare_task);
+    dn_run(j, serial, a->v_heads * j->col_blocks, dn_columns_task);
+  }
+  dn_run(j, serial, (a->n + DN_NORM_TOKENS - 1) / DN_NORM_TOKENS, dn_norm_task);
 }
 
 /* The causal depthwise conv + SiLU, out[t][ch] = silu(sum_k w[ch][k] x[t-S+k][ch])
@@ -978,8 +1062,10 @@ static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   cpu_backend *c = as_cpu(be);
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   const int conv_dim = 2 * K + V, proj_row = 2 * K + 2 * V + 2 * a->v_heads;
+  const size_t preps = a->n >= DN_CHUNKED_MIN ? (size_t)a->v_heads * dn_wave_chunks(a) : 0;
   if (!ensure_buf(&c->dnbuf, &c->dnbuf_len, (size_t)a->n * conv_dim) ||
       !ensure_buf(&c->dnconv, &c->dnconv_len, (size_t)(2 * a->conv_len - 1) * conv_dim) ||
+      !ensure_buf(&c->dnprep, &c->dnprep_len, preps * wisp_dn_prep_floats(a->k_dim)) ||
       !ensure_scratch(c, dn_scratch_floats(a))) {
     c->error = wisp_fail(WISP_ENOMEM, "gated_deltanet: out of memory");
     return;
@@ -988,11 +1074,12 @@ static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   dn_conv(c, a, conv_dim, proj_row);
   op_stop(c, OP_DELTANET_CONV, t0);
   t0 = op_start(c);
-  dn_job j = {c, a};
-  if ((double)a->n * a->v_heads * a->k_dim * a->v_dim < 65536.0)
-    for (int h = 0; h < a->v_heads; h++) dn_task(&j, h, 0);
+  dn_job j = {.c = c, .a = a};
+  const int serial = (double)a->n * a->v_heads * a->k_dim * a->v_dim < 65536.0;
+  if (a->n >= DN_CHUNKED_MIN)
+    dn_chunked(&j, serial);
   else
-    wisp_pool_run(c->pool, a->v_heads, dn_task, &j);
+    dn_run(&j, serial, a->v_heads, dn_task);
   op_stop(c, OP_DELTANET_HEADS, t0);
 }
 
@@ -1313,6 +1400,7 @@ static void cpu_destroy(wisp_backend *be) {
   free(c->qbuf);
   free(c->dnbuf);
   free(c->dnconv);
+  free(c->dnprep);
   wisp_i8_act_free(&c->act);
   for (size_t i = 0; i < c->n_s16; i++) free(c->s16[i].s16);
   free(c->s16);

@@ -182,6 +182,7 @@ void wisp_cpu_features_get(wisp_cpu_features *f) {
   f->avx2_fma_f16c = avx2 && fma && f16c;
   f->avxvnni = f->avx2_fma_f16c && avxvnni;
   f->avx512vnni = f->avx2_fma_f16c && zmm_state && avx512f && avx512bw && avx512vl && avx512vnni;
+  f->avx512f = f->avx2_fma_f16c && zmm_state && avx512f;
 }
 #else
 void wisp_cpu_features_get(wisp_cpu_features *f) { memset(f, 0, sizeof *f); }

@@ -109,6 +109,7 @@ const wisp_i8_kernels *wisp_i8_kernels_avx512vnni(void);
 /* What this CPU offers (cpuid + the OS's saved register state). */
 typedef struct {
   int avx2_fma_f16c, avxvnni, avx512vnni;
+  int avx512f; /* AVX-512F with the zmm state saved by the OS (and AVX2+FMA+F16C) */
 } wisp_cpu_features;
 void wisp_cpu_features_get(wisp_cpu_features *f);
 

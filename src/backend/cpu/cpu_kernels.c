@@ -1,6 +1,9 @@
-/* Scalar and AVX2 inner loops; see cpu_kernels.h. The AVX2 functions carry a
- * target attribute so the rest of the build stays portable x86-64. */
+/* Scalar, AVX2 and AVX-512 inner loops; see cpu_kernels.h. The vector
+ * functions carry target attributes so the rest of the build stays portable
+ * x86-64. */
 #include "backend/cpu/cpu_kernels.h"
+
+#include "backend/cpu/cpu_i8.h" /* wisp_cpu_features_get */
 
 #include <math.h>
 #include <stdlib.h>
@@ -155,11 +158,10 @@ static void conv_silu_f32_scalar(float *y, const float *const *x, const float *t
 }
 
 static void gemm_f32_scalar(float *c, int ldc, const float *a, int lda, const float *b, int ldb, int m, int n, int k,
-                            int accumulate) {
+                            float beta) {
   for (int i = 0; i < m; i++) {
     float *ci = c + (size_t)i * ldc;
-    if (!accumulate)
-      for (int j = 0; j < n; j++) ci[j] = 0;
+    for (int j = 0; j < n; j++) ci[j] = beta == 0 ? 0 : beta * ci[j];
     for (int p = 0; p < k; p++) {
       const float aip = a[(size_t)i * lda + p], *bp = b + (size_t)p * ldb;
       for (int j = 0; j < n; j++) ci[j] += aip * bp[j];
@@ -171,7 +173,7 @@ static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,   
                                           dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
                                           dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar, axpy_f32_scalar,
                                           argmax_f32_scalar, dots_f32_scalar, exp_f32_scalar, silu_f32_scalar,
-                                          swiglu_f32_scalar, conv_silu_f32_scalar, gemm_f32_scalar};
+                                          swiglu_f32_scalar, conv_silu_f32_scalar, gemm_f32_scalar, 0};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -589,18 +591,19 @@ __attribute__((target("avx2,fma"))) static void conv_silu_f32_avx2(float *y, con
  * accumulators; per step of p, two loads of b and four broadcasts of a feed
  * eight FMAs). Rows past the last four go one at a time (32 columns at
  * once, then 8, then one by one), as do the columns past the last sixteen
- * of the four-row blocks. */
+ * of the four-row blocks. Every element is beta * c, then one FMA a p. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 gemm_init8(const float *c, float beta) {
+  if (beta == 0) return _mm256_setzero_ps();
+  const __m256 v = _mm256_loadu_ps(c);
+  return beta == 1 ? v : _mm256_mul_ps(v, _mm256_set1_ps(beta));
+}
+
 __attribute__((target("avx2,fma"))) static void gemm_row_tail(float *ci, const float *ai, const float *b, int ldb,
-                                                             int j0, int n, int k, int accumulate) {
+                                                             int j0, int n, int k, float beta) {
   int j = j0;
   for (; j + 32 <= n; j += 32) { /* four independent sums: one FMA's latency does not hold up the next */
-    __m256 r0, r1, r2, r3;
-    if (accumulate) {
-      r0 = _mm256_loadu_ps(ci + j), r1 = _mm256_loadu_ps(ci + j + 8);
-      r2 = _mm256_loadu_ps(ci + j + 16), r3 = _mm256_loadu_ps(ci + j + 24);
-    } else {
-      r0 = r1 = r2 = r3 = _mm256_setzero_ps();
-    }
+    __m256 r0 = gemm_init8(ci + j, beta), r1 = gemm_init8(ci + j + 8, beta);
+    __m256 r2 = gemm_init8(ci + j + 16, beta), r3 = gemm_init8(ci + j + 24, beta);
     const float *bp = b + j;
     for (int p = 0; p < k; p++, bp += ldb) {
       const __m256 s = _mm256_set1_ps(ai[p]);
@@ -611,33 +614,28 @@ __attribute__((target("avx2,fma"))) static void gemm_row_tail(float *ci, const f
     _mm256_storeu_ps(ci + j + 16, r2), _mm256_storeu_ps(ci + j + 24, r3);
   }
   for (; j + 8 <= n; j += 8) {
-    __m256 acc = accumulate ? _mm256_loadu_ps(ci + j) : _mm256_setzero_ps();
+    __m256 acc = gemm_init8(ci + j, beta);
     for (int p = 0; p < k; p++)
       acc = _mm256_fmadd_ps(_mm256_set1_ps(ai[p]), _mm256_loadu_ps(b + (size_t)p * ldb + j), acc);
     _mm256_storeu_ps(ci + j, acc);
   }
-  for (; j < n; j++) {
-    float acc = accumulate ? ci[j] : 0;
-    for (int p = 0; p < k; p++) acc += ai[p] * b[(size_t)p * ldb + j];
+  for (; j < n; j++) { /* fused as the vectors, so a column's bits do not depend on where it sits */
+    float acc = beta == 0 ? 0 : beta == 1 ? ci[j] : beta * ci[j];
+    for (int p = 0; p < k; p++) acc = fmaf(ai[p], b[(size_t)p * ldb + j], acc);
     ci[j] = acc;
   }
 }
 
-/* c[0..4)[0..16) (+)= a[0..4)[0..k) b[0..k)[0..16), all in registers. */
+/* c[0..4)[0..16) = beta c + a[0..4)[0..k) b[0..k)[0..16), all in registers. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void gemm_4x16(float *c, int ldc, const float *a,
                                                                                int lda, const float *b, int ldb,
-                                                                               int k, int accumulate) {
+                                                                               int k, float beta) {
   const float *a0 = a, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
   float *c0 = c, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-  __m256 r00, r01, r10, r11, r20, r21, r30, r31;
-  if (accumulate) {
-    r00 = _mm256_loadu_ps(c0), r01 = _mm256_loadu_ps(c0 + 8);
-    r10 = _mm256_loadu_ps(c1), r11 = _mm256_loadu_ps(c1 + 8);
-    r20 = _mm256_loadu_ps(c2), r21 = _mm256_loadu_ps(c2 + 8);
-    r30 = _mm256_loadu_ps(c3), r31 = _mm256_loadu_ps(c3 + 8);
-  } else {
-    r00 = r01 = r10 = r11 = r20 = r21 = r30 = r31 = _mm256_setzero_ps();
-  }
+  __m256 r00 = gemm_init8(c0, beta), r01 = gemm_init8(c0 + 8, beta);
+  __m256 r10 = gemm_init8(c1, beta), r11 = gemm_init8(c1 + 8, beta);
+  __m256 r20 = gemm_init8(c2, beta), r21 = gemm_init8(c2 + 8, beta);
+  __m256 r30 = gemm_init8(c3, beta), r31 = gemm_init8(c3 + 8, beta);
   for (int p = 0; p < k; p++, b += ldb) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     __m256 s = _mm256_set1_ps(a0[p]);
@@ -660,38 +658,106 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void gemm_4x16(
  * 128 x 128 b does not fit L1; the rows of a are read once a panel). */
 __attribute__((target("avx2,fma"))) static void gemm_f32_avx2(float *c, int ldc, const float *a, int lda,
                                                              const float *b, int ldb, int m, int n, int k,
-                                                             int accumulate) {
+                                                             float beta) {
   const int n16 = n / 16 * 16, m4 = m / 4 * 4;
   for (int j = 0; j < n16; j += 16)
     for (int i = 0; i < m4; i += 4)
-      gemm_4x16(c + (size_t)i * ldc + j, ldc, a + (size_t)i * lda, lda, b + j, ldb, k, accumulate);
+      gemm_4x16(c + (size_t)i * ldc + j, ldc, a + (size_t)i * lda, lda, b + j, ldb, k, beta);
   if (n16 < n)
-    for (int i = 0; i < m4; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, n16, n, k, accumulate);
-  for (int i = m4; i < m; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, 0, n, k, accumulate);
+    for (int i = 0; i < m4; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, n16, n, k, beta);
+  for (int i = m4; i < m; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, 0, n, k, beta);
 }
 
 static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,   dot_q4_row_avx2,
                                         dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2,
                                         deltanet_step_avx2, axpy_f32_avx2, argmax_f32_avx2,
                                         dots_f32_avx2, exp_f32_avx2, silu_f32_avx2, swiglu_f32_avx2,
-                                        conv_silu_f32_avx2, gemm_f32_avx2};
+                                        conv_silu_f32_avx2, gemm_f32_avx2,     1};
+
+/* ---- AVX-512F: the chunked Gated DeltaNet's products; everything else is
+ * the AVX2 set's. Compiled through the target attribute like the rest, and
+ * chosen only where cpuid has AVX-512F and the OS saves the zmm state. ---- */
+#define TGT512 __attribute__((target("avx2,fma,f16c,avx512f")))
+
+TGT512 __attribute__((always_inline)) static inline __m512 gemm_init16(const float *c, __mmask16 m, float beta) {
+  if (beta == 0) return _mm512_setzero_ps();
+  const __m512 v = _mm512_maskz_loadu_ps(m, c);
+  return beta == 1 ? v : _mm512_mul_ps(v, _mm512_set1_ps(beta));
+}
+
+/* c[0..R)[0..32) = beta c + a[0..R)[0..k) b[0..k)[0..32), columns past the
+ * masks m0 (the first 16) and m1 (the next 16) neither read nor written.
+ * R is a constant where it is called, so the accumulators stay in zmm
+ * registers: eight rows take sixteen of the 32, and each step of p feeds
+ * sixteen FMAs from two loads of b and eight broadcasts of a. Every element
+ * is the AVX2 set's chain: beta c, then one FMA a p in the order of p. */
+TGT512 __attribute__((always_inline)) static inline void gemm_rx32(float *c, int ldc, const float *a, int lda,
+                                                                   const float *b, int ldb, int k, float beta,
+                                                                   __mmask16 m0, __mmask16 m1, const int R) {
+  __m512 r0[8], r1[8];
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+    r0[r] = gemm_init16(c + (size_t)r * ldc, m0, beta);
+    r1[r] = gemm_init16(c + (size_t)r * ldc + 16, m1, beta);
+  }
+  for (int p = 0; p < k; p++, b += ldb) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+      const __m512 s = _mm512_set1_ps(a[(size_t)r * lda + p]);
+      r0[r] = _mm512_fmadd_ps(s, b0, r0[r]), r1[r] = _mm512_fmadd_ps(s, b1, r1[r]);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+    _mm512_mask_storeu_ps(c + (size_t)r * ldc, m0, r0[r]);
+    _mm512_mask_storeu_ps(c + (size_t)r * ldc + 16, m1, r1[r]);
+  }
+}
+
+/* A panel of 32 columns of b (the last one narrower, through the masks) at
+ * a time, run down all the rows of a in blocks of eight, then four, then
+ * one, as the AVX2 set's panels of sixteen. */
+TGT512 static void gemm_f32_avx512(float *c, int ldc, const float *a, int lda, const float *b, int ldb, int m, int n,
+                                   int k, float beta) {
+  for (int j = 0; j < n; j += 32) {
+    const int w = n - j < 32 ? n - j : 32;
+    const __mmask16 m0 = (__mmask16)(w >= 16 ? 0xffff : (1u << w) - 1);
+    const __mmask16 m1 = (__mmask16)(w >= 32 ? 0xffff : w > 16 ? (1u << (w - 16)) - 1 : 0);
+    float *cj = c + j;
+    const float *bj = b + j;
+    int i = 0;
+    for (; i + 8 <= m; i += 8)
+      gemm_rx32(cj + (size_t)i * ldc, ldc, a + (size_t)i * lda, lda, bj, ldb, k, beta, m0, m1, 8);
+    for (; i + 4 <= m; i += 4)
+      gemm_rx32(cj + (size_t)i * ldc, ldc, a + (size_t)i * lda, lda, bj, ldb, k, beta, m0, m1, 4);
+    for (; i < m; i++) gemm_rx32(cj + (size_t)i * ldc, ldc, a + (size_t)i * lda, lda, bj, ldb, k, beta, m0, m1, 1);
+  }
+}
+
+static const wisp_cpu_kernels k_avx512 = {"avx512",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,
+                                          dot_q4_row_avx2,   dot_q4k_row_avx2, dot_f16_row_avx2,  dot_q8_0_row_avx2,
+                                          row_f32_avx2,      deltanet_step_avx2, axpy_f32_avx2,   argmax_f32_avx2,
+                                          dots_f32_avx2,     exp_f32_avx2,     silu_f32_avx2,     swiglu_f32_avx2,
+                                          conv_silu_f32_avx2, gemm_f32_avx512, 1};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }
 
-#if defined(__x86_64__)
-/* F16C from CPUID leaf 1 (ECX bit 29): clang 14 has no "f16c" for
- * __builtin_cpu_supports, and the fuzz build (docs/fuzzing.md) uses clang. */
-static int has_f16c(void) {
-  unsigned a, b, c, d;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
-}
-#endif
-
 const wisp_cpu_kernels *wisp_cpu_kernels_get(void) {
+  const wisp_cpu_kernels *sets[3];
+  int can[3], best = 0;
+  const int n = wisp_cpu_kernels_all(sets, can, 3);
+  for (int i = 1; i < n; i++)
+    if (can[i]) best = i;
+  return sets[best];
+}
+
+int wisp_cpu_kernels_all(const wisp_cpu_kernels **sets, int *runnable, int cap) {
+  int n = 0;
+  if (n < cap) sets[n] = &k_scalar, runnable[n++] = 1;
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) return &k_avx2;
+  wisp_cpu_features f;
+  wisp_cpu_features_get(&f);
+  if (n < cap) sets[n] = &k_avx2, runnable[n++] = f.avx2_fma_f16c;
+  if (n < cap) sets[n] = &k_avx512, runnable[n++] = f.avx512f;
 #endif
-  return &k_scalar;
+  return n;
 }

@@ -1,13 +1,14 @@
-/* Inner loops of the CPU backend, in two versions: a scalar reference and an
- * AVX2+FMA path chosen at run time when the processor has it. Setting
- * WISP_CPU_SCALAR=1 forces the scalar path (tests compare the two). */
+/* Inner loops of the CPU backend: a scalar reference, an AVX2+FMA(+F16C)
+ * set, and an AVX-512F set (the AVX2 set with AVX-512 products, gemm_f32),
+ * the best this processor (and its OS's saved register state) runs chosen
+ * at run time. Tests compare each runnable set with the scalar one. */
 #ifndef WISP_CPU_KERNELS_H
 #define WISP_CPU_KERNELS_H
 
 #include "format/tensor.h"
 
 typedef struct {
-  const char *name; /* "scalar" or "avx2" */
+  const char *name; /* "scalar", "avx2" or "avx512" */
   float (*dot_f32)(const float *a, const float *b, int n);
   /* out[k] = dot(w, x[k]) for four vectors at once (prefill). */
   void (*dot4_f32)(const float *w, const float *const x[4], int n, float out[4]);
@@ -50,15 +51,26 @@ typedef struct {
    * summed in the order of k, taps transposed ([L][channels]) so that a
    * vector of channels loads each tap contiguously. */
   void (*conv_silu_f32)(float *y, const float *const *x, const float *taps, size_t tap_stride, int L, int n);
-  /* c[i][j] (+)= sum_p a[i][p] * b[p][j] for i < m, j < n, p < k, all
-   * row-major with leading dimensions lda, ldb, ldc; accumulate = 0
-   * overwrites c (the chunked Gated DeltaNet's products). */
+  /* c[i][j] = beta * c[i][j] + sum_p a[i][p] * b[p][j] for i < m, j < n,
+   * p < k, all row-major with leading dimensions lda, ldb, ldc; beta = 0
+   * overwrites c without reading it (the chunked Gated DeltaNet's
+   * products). Every set sums each element as beta * c (c itself for
+   * beta = 1), then one multiply-add per p in the order of p, whatever
+   * its row or column, so a product split into blocks of rows or columns
+   * gives the same bits as the whole (the vector sets fuse the
+   * multiply-add, the scalar set rounds the product first). */
   void (*gemm_f32)(float *c, int ldc, const float *a, int lda, const float *b, int ldb, int m, int n, int k,
-                   int accumulate);
+                   float beta);
+  /* 1 where the set's other paths are the AVX2+FMA+F16C ones (the avx2 and
+   * avx512 sets): the kernels the plans name *_avx2 run */
+  int avx2;
 } wisp_cpu_kernels;
 
-/* The kernels for this machine (honours WISP_CPU_SCALAR). */
+/* The best kernels this machine runs. */
 const wisp_cpu_kernels *wisp_cpu_kernels_get(void);
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void);
+/* Every set compiled here (scalar first, then in order of preference),
+ * runnable[i] = 1 where this CPU runs sets[i]; returns how many (<= cap). */
+int wisp_cpu_kernels_all(const wisp_cpu_kernels **sets, int *runnable, int cap);
 
 #endif
