@@ -36,6 +36,16 @@ typedef struct {
   /* s[p] = dot_f32(q, k + p * stride, D) * scale for p in [0, n): the same
    * bits as dot_f32 one position at a time (attention scores). */
   void (*dots_f32)(const float *q, const float *k, size_t stride, int n, int D, float scale, float *s);
+  /* The same over an f16 KV cache (IEEE binary16 keys, k + p * stride
+   * halves for position p). Every set sums in one order, written out in
+   * cpu_kernels.c (dot_f16kv_scalar), so that all give the same bits. */
+  void (*dots_f16)(const float *q, const uint16_t *k, size_t stride, int n, int D, float scale, float *s);
+  /* y[i] += a * x[i] of a row of f16 values (a multiply, then an add: every
+   * path gives the same bits). */
+  void (*axpy_f16)(float *y, float a, const uint16_t *x, int n);
+  /* dst[i] = x[i] as binary16, rounded to nearest even (wisp_f32_to_f16's
+   * bits for every finite or infinite x; a NaN stays a NaN). */
+  void (*f32_to_f16)(uint16_t *dst, const float *x, int n);
 } wisp_cpu_kernels;
 
 /* The kernels for this machine (honours WISP_CPU_SCALAR). */
