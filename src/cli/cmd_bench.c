@@ -272,6 +272,8 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddStringToObject(r, "plan_id", plan->id);
   cJSON_AddStringToObject(r, "profile", plan->profile_id ? plan->profile_id : "none");
   cJSON_AddStringToObject(r, "tuning", tuning ? tuning : ""); /* settings beside the plan (docs/configuration.md) */
+  /* the KV caches as the backend keeps them: the plan's kvDtype, or f16 by tuning kv=f16 */
+  cJSON_AddStringToObject(r, "kv_dtype", wisp_session_kv_dtype(s));
   cJSON_AddNumberToObject(r, "threads", threads);
   cJSON *jd = cJSON_AddObjectToObject(r, "device");
   cJSON_AddStringToObject(jd, "backend", wisp_session_backend_name(s));
