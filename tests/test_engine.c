@@ -71,6 +71,20 @@ TEST(cpu_simd_kernels_match_scalar) {
     ref->axpy_f32(b, 0.37f, w + 1, n);
     CHECKF(!memcmp(a, b, sizeof a), "axpy_f32 of %d differs from the scalar reference", n);
   }
+  /* wsum_f32: in both sets the bits of axpy_f32 row after row on a zeroed o, column tails included */
+  const wisp_cpu_kernels *both[2] = {fast, ref};
+  for (int si = 0; si < 2; si++)
+    for (int D = 1; D <= 72; D += D < 40 ? 1 : 32)
+      for (int n = 0; n < 20; n += 3) {
+        float ws[20];
+        for (int p = 0; p < n; p++) ws[p] = x[p] + 1.5f;
+        memset(a, 0, sizeof a);
+        for (int p = 0; p < n; p++) ref->axpy_f32(a, ws[p] * 0.3f, w + 2 + (size_t)p * (D + 5), D);
+        memcpy(b, x, sizeof b);
+        both[si]->wsum_f32(b, ws, 0.3f, n, w + 2, (size_t)D + 5, D);
+        CHECKF(!memcmp(a, b, (size_t)D * sizeof(float)), "%s wsum_f32 D %d n %d differs from axpy_f32 row by row",
+               both[si]->name, D, n);
+      }
   /* dots: each the bits of dot_f32 times the scale, in both sets, head sizes with and without whole 16s */
   const wisp_cpu_kernels *sets[2] = {fast, ref};
   for (int si = 0; si < 2; si++)
@@ -111,7 +125,7 @@ static double dot_f16_exact(const float *q, const uint16_t *k, int D, double *ma
 
 static int is_f16_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 1023); }
 
-/* The f16 KV cache's kernels (dots_f16, axpy_f16, f32_to_f16): the AVX2 set
+/* The f16 KV cache's kernels (dots_f16, wsum_f16, f32_to_f16): the AVX2 set
  * gives the scalar reference's bits, head sizes with and without whole 8s
  * and 16s, tails included; the reference's sums are dot products (against
  * double). On a CPU without AVX2+FMA+F16C only the reference is checked
@@ -162,13 +176,14 @@ TEST(cpu_f16kv_kernels_match_scalar) {
         CHECKF(!memcmp(&a[p], &b[p], sizeof(float)), "%s dots_f16 D %d n %d position %d: %.9g, scalar %.9g",
                fast->name, D, n, p, a[p], b[p]);
     }
-  for (int n = 0; n <= DMAX; n += n < 40 ? 1 : 56) { /* axpy: the same bits, tails included */
-    memcpy(y1, q, sizeof y1);
-    memcpy(y2, q, sizeof y2);
-    fast->axpy_f16(y1, 0.37f, k + 1, n);
-    ref->axpy_f16(y2, 0.37f, k + 1, n);
-    CHECKF(!memcmp(y1, y2, sizeof y1), "%s axpy_f16 of %d differs from the scalar reference", fast->name, n);
-  }
+  for (int D = 1; D <= DMAX; D += D < 40 ? 1 : 56) /* wsum: the same bits, column tails included */
+    for (int n = 0; n <= N; n += 1 + (D > 40) * 5) {
+      memcpy(y1, q, sizeof y1);
+      memcpy(y2, q, sizeof y2);
+      fast->wsum_f16(y1, q + 3, 0.37f, n, k + 1, (size_t)D + 3, D);
+      ref->wsum_f16(y2, q + 3, 0.37f, n, k + 1, (size_t)D + 3, D);
+      CHECKF(!memcmp(y1, y2, sizeof y1), "%s wsum_f16 of D %d n %d differs from the scalar reference", fast->name, D, n);
+    }
 }
 
 static float *logits_for(const char *dir, const int32_t *ids, int n, int one_by_one, int threads) {

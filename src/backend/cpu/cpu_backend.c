@@ -650,25 +650,13 @@ static void attn_prep_tokens(void *ctx, int t0, int t1) {
 }
 
 /* o = sum over positions p < n of w[p] * inv * (value row p of KV head
- * kvh), added in position order from zero, from an f32 or f16 cache. The
- * value rows are a cache stride apart as the keys (dots_*): fetched ahead. */
+ * kvh), added in position order from zero (wsum), from an f32 or f16
+ * cache; wsum fetches the rows, a cache stride apart, ahead. */
 static void weighted_values(const wisp_cpu_kernels *k, const wisp_buf *v, int kvh, int KVH, int D, const float *w, int n,
                             float inv, float *o) {
-  memset(o, 0, (size_t)D * sizeof(float));
   const size_t row = (size_t)KVH * D;
-  for (int p = 0; p < n; p++) {
-    if (v->f16) {
-      const uint16_t *x = halves(v) + (size_t)kvh * D;
-      if (p + 16 < n)
-        for (int i = 0; i < D; i += 32) __builtin_prefetch(x + (size_t)(p + 16) * row + i);
-      k->axpy_f16(o, w[p] * inv, x + p * row, D);
-    } else {
-      const float *x = v->data + (size_t)kvh * D;
-      if (p + 16 < n)
-        for (int i = 0; i < D; i += 16) __builtin_prefetch(x + (size_t)(p + 16) * row + i);
-      k->axpy_f32(o, w[p] * inv, x + p * row, D);
-    }
-  }
+  if (v->f16) k->wsum_f16(o, w, inv, n, halves(v) + (size_t)kvh * D, row, D);
+  else k->wsum_f32(o, w, inv, n, v->data + (size_t)kvh * D, row, D);
 }
 
 /* Attention proper: a task is a few query heads of one KV head (a group

@@ -163,10 +163,20 @@ static void dots_f16_scalar(const float *q, const uint16_t *k, size_t stride, in
   for (int p = 0; p < n; p++) s[p] = dot_f16kv_scalar(q, k + (size_t)p * stride, D) * scale;
 }
 
-static void axpy_f16_scalar(float *y, float a, const uint16_t *x, int n) {
-  for (int i = 0; i < n; i++) {
-    float p = a * wisp_f16_to_f32(x[i]); /* its own statement: never contracted into an fma */
-    y[i] += p;
+static void wsum_f32_scalar(float *o, const float *w, float scale, int n, const float *v, size_t stride, int D) {
+  memset(o, 0, (size_t)D * sizeof(float));
+  for (int p = 0; p < n; p++) axpy_f32_scalar(o, w[p] * scale, v + (size_t)p * stride, D);
+}
+
+static void wsum_f16_scalar(float *o, const float *w, float scale, int n, const uint16_t *v, size_t stride, int D) {
+  memset(o, 0, (size_t)D * sizeof(float));
+  for (int p = 0; p < n; p++) {
+    const float a = w[p] * scale;
+    const uint16_t *x = v + (size_t)p * stride;
+    for (int i = 0; i < D; i++) {
+      float t = a * wisp_f16_to_f32(x[i]); /* its own statement: never contracted into an fma */
+      o[i] += t;
+    }
   }
 }
 
@@ -178,7 +188,7 @@ static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,   
                                           dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
                                           dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar, axpy_f32_scalar,
                                           argmax_f32_scalar, dots_f32_scalar, dots_f16_scalar,
-                                          axpy_f16_scalar, f32_to_f16_scalar};
+                                          f32_to_f16_scalar, wsum_f32_scalar, wsum_f16_scalar};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -569,23 +579,81 @@ __attribute__((target("avx2,fma,f16c"))) static void dots_f16_avx2(const float *
   if (D % 8 == 0)
     for (; p + 8 <= n; p += 8) {
       __m256 v[8];
+      if (p + 24 <= n) /* the rows of two groups ahead, as dots_f32_avx2 fetches them */
+        for (int j = 16; j < 24; j++)
+          for (int i = 0; i < D; i += 32) _mm_prefetch((const char *)(k + (size_t)(p + j) * stride + i), _MM_HINT_T0);
       for (int j = 0; j < 8; j++) v[j] = dot_f16kv_lanes(q, k + (size_t)(p + j) * stride, D);
       _mm256_storeu_ps(s + p, _mm256_mul_ps(hsum256_x8(v), _mm256_set1_ps(scale)));
     }
   for (; p < n; p++) s[p] = dot_f16kv_avx2(q, k + (size_t)p * stride, D) * scale;
 }
 
-/* No FMA here: the product rounded, then the sum, as the scalar loop. */
-__attribute__((target("avx2,fma,f16c"))) static void axpy_f16_avx2(float *y, float a, const uint16_t *x, int n) {
-  const __m256 va = _mm256_set1_ps(a);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
-    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, xv)));
+/* wsum: columns [c, c + 8 * B) of o over all n rows, B (1 or 4)
+ * accumulators of eight columns kept in registers (B independent add
+ * chains). Each lane's sum is the scalar loop's: zero, then
+ * + (w[p] * scale) * x in position order, the product rounded. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void wsum_block_f32(float *o, const float *w,
+                                                                                   float scale, int n, const float *v,
+                                                                                   size_t stride, int c, int B) {
+  __m256 acc[4];
+  for (int b = 0; b < B; b++) acc[b] = _mm256_setzero_ps();
+  for (int p = 0; p < n; p++) {
+    const __m256 a = _mm256_set1_ps(w[p] * scale);
+    const float *x = v + (size_t)p * stride + c;
+    if (p + 16 < n) /* the rows are a cache stride apart: fetch the ones 16 positions on */
+      for (int i = 0; i < 8 * B; i += 16) _mm_prefetch((const char *)(x + 16 * stride + i), _MM_HINT_T0);
+    for (int b = 0; b < B; b++) acc[b] = _mm256_add_ps(acc[b], _mm256_mul_ps(a, _mm256_loadu_ps(x + 8 * b)));
   }
-  for (; i < n; i++) {
-    float p = a * wisp_f16_to_f32(x[i]);
-    y[i] += p;
+  for (int b = 0; b < B; b++) _mm256_storeu_ps(o + c + 8 * b, acc[b]);
+}
+
+/* The same over binary16 rows, converted by F16C (exactly). */
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void wsum_block_f16(float *o, const float *w,
+                                                                                        float scale, int n,
+                                                                                        const uint16_t *v,
+                                                                                        size_t stride, int c, int B) {
+  __m256 acc[4];
+  for (int b = 0; b < B; b++) acc[b] = _mm256_setzero_ps();
+  for (int p = 0; p < n; p++) {
+    const __m256 a = _mm256_set1_ps(w[p] * scale);
+    const uint16_t *x = v + (size_t)p * stride + c;
+    if (p + 16 < n)
+      for (int i = 0; i < 8 * B; i += 32) _mm_prefetch((const char *)(x + 16 * stride + i), _MM_HINT_T0);
+    for (int b = 0; b < B; b++)
+      acc[b] = _mm256_add_ps(acc[b], _mm256_mul_ps(a, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 8 * b)))));
+  }
+  for (int b = 0; b < B; b++) _mm256_storeu_ps(o + c + 8 * b, acc[b]);
+}
+
+/* Four blocks of eight columns a pass over the rows, then single blocks,
+ * then the last D % 8 columns one by one. */
+__attribute__((target("avx2,fma"))) static void wsum_f32_avx2(float *o, const float *w, float scale, int n,
+                                                            const float *v, size_t stride, int D) {
+  int c = 0;
+  for (; c + 32 <= D; c += 32) wsum_block_f32(o, w, scale, n, v, stride, c, 4);
+  for (; c + 8 <= D; c += 8) wsum_block_f32(o, w, scale, n, v, stride, c, 1);
+  for (; c < D; c++) {
+    float s = 0;
+    for (int p = 0; p < n; p++) {
+      float t = (w[p] * scale) * v[(size_t)p * stride + c];
+      s += t;
+    }
+    o[c] = s;
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) static void wsum_f16_avx2(float *o, const float *w, float scale, int n,
+                                                                 const uint16_t *v, size_t stride, int D) {
+  int c = 0;
+  for (; c + 32 <= D; c += 32) wsum_block_f16(o, w, scale, n, v, stride, c, 4);
+  for (; c + 8 <= D; c += 8) wsum_block_f16(o, w, scale, n, v, stride, c, 1);
+  for (; c < D; c++) {
+    float s = 0;
+    for (int p = 0; p < n; p++) {
+      float t = (w[p] * scale) * wisp_f16_to_f32(v[(size_t)p * stride + c]);
+      s += t;
+    }
+    o[c] = s;
   }
 }
 
@@ -600,7 +668,7 @@ __attribute__((target("avx2,fma,f16c"))) static void f32_to_f16_avx2(uint16_t *d
 static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,   dot_q4_row_avx2,
                                         dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2,
                                         deltanet_step_avx2, axpy_f32_avx2, argmax_f32_avx2,
-                                        dots_f32_avx2, dots_f16_avx2, axpy_f16_avx2, f32_to_f16_avx2};
+                                        dots_f32_avx2, dots_f16_avx2, f32_to_f16_avx2, wsum_f32_avx2, wsum_f16_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }
