@@ -14,6 +14,7 @@
 #include "format/tensor.h"
 #include "st_fixture.h"
 #include "test.h"
+#include "util/file.h"
 
 static float frand16(unsigned *s) {
   *s = *s * 1103515245u + 12345u;
@@ -220,3 +221,31 @@ static void kv16_near_f32(const char *dir) {
 
 TEST(cpu_kv16_lfm2_logits_near_f32) { kv16_near_f32(fixture_small_model()); }
 TEST(cpu_kv16_qwen3_5_logits_near_f32) { kv16_near_f32(tiny_qwen_f32()); }
+
+/* What runs is what is reported: `wisp bench`'s receipt names the KV dtype
+ * the backend keeps (kv_dtype, and the line bench starts with), f16 with
+ * tuning kv=f16 and f32 without; `wisp plan` on the cpu says the plan's
+ * f32 without a note that the cpu ignores the setting. */
+TEST(cpu_kv16_bench_and_plan_name_the_kv_dtype) {
+  const char *dir = fixture_small_model();
+  CHECK(dir);
+  static char cmd[2048], out[16384];
+  const char *kv[2] = {"f16", "f32"};
+  for (int i = 0; i < 2; i++) {
+    char receipt[700], want[64];
+    snprintf(receipt, sizeof receipt, "%s/kv16_bench_%s.json", test_tmpdir(), kv[i]);
+    snprintf(cmd, sizeof cmd, "%s bench -m %s --backend cpu -p 4 -n 3 --no-warmup --tuning kv=%s -o %s", test_wisp_bin(),
+             dir, kv[i], receipt);
+    CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(want, sizeof want, "backend cpu, %s KV caches", kv[i]);
+    CHECKF(strstr(out, want), "no '%s' in: %s", want, out);
+    char *r = NULL;
+    CHECK(wisp_read_file(receipt, &r, NULL) == WISP_OK);
+    snprintf(want, sizeof want, "\"kv_dtype\":\t\"%s\"", kv[i]);
+    int named = strstr(r, want) != NULL;
+    free(r);
+    CHECKF(named, "the receipt has no %s", want);
+  }
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend cpu", test_wisp_bin(), dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings kvDtype=f32 (default)\n"), "%s", out);
+}
