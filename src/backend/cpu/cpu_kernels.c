@@ -588,14 +588,14 @@ __attribute__((target("avx2,fma,f16c"))) static void dots_f16_avx2(const float *
   for (; p < n; p++) s[p] = dot_f16kv_avx2(q, k + (size_t)p * stride, D) * scale;
 }
 
-/* wsum: columns [c, c + 8 * B) of o over all n rows, B (1 or 4)
+/* wsum: columns [c, c + 8 * B) of o over all n rows, B (1, 4 or 8)
  * accumulators of eight columns kept in registers (B independent add
  * chains). Each lane's sum is the scalar loop's: zero, then
  * + (w[p] * scale) * x in position order, the product rounded. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void wsum_block_f32(float *o, const float *w,
                                                                                    float scale, int n, const float *v,
                                                                                    size_t stride, int c, int B) {
-  __m256 acc[4];
+  __m256 acc[8];
   for (int b = 0; b < B; b++) acc[b] = _mm256_setzero_ps();
   for (int p = 0; p < n; p++) {
     const __m256 a = _mm256_set1_ps(w[p] * scale);
@@ -612,7 +612,7 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void wsum_
                                                                                         float scale, int n,
                                                                                         const uint16_t *v,
                                                                                         size_t stride, int c, int B) {
-  __m256 acc[4];
+  __m256 acc[8];
   for (int b = 0; b < B; b++) acc[b] = _mm256_setzero_ps();
   for (int p = 0; p < n; p++) {
     const __m256 a = _mm256_set1_ps(w[p] * scale);
@@ -625,11 +625,15 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void wsum_
   for (int b = 0; b < B; b++) _mm256_storeu_ps(o + c + 8 * b, acc[b]);
 }
 
-/* Four blocks of eight columns a pass over the rows, then single blocks,
- * then the last D % 8 columns one by one. */
+/* Eight blocks of eight columns a pass over the rows (a 64-wide head in
+ * one pass: each row's lines read once), then four, then single blocks,
+ * then the last D % 8 columns one by one. Eight against four blocks made
+ * the seed shape's value sum (D 64, 2048 positions) about a third faster
+ * on the 2-core EPYC dev machine (a best-of-25 micro-benchmark). */
 __attribute__((target("avx2,fma"))) static void wsum_f32_avx2(float *o, const float *w, float scale, int n,
                                                             const float *v, size_t stride, int D) {
   int c = 0;
+  for (; c + 64 <= D; c += 64) wsum_block_f32(o, w, scale, n, v, stride, c, 8);
   for (; c + 32 <= D; c += 32) wsum_block_f32(o, w, scale, n, v, stride, c, 4);
   for (; c + 8 <= D; c += 8) wsum_block_f32(o, w, scale, n, v, stride, c, 1);
   for (; c < D; c++) {
@@ -645,6 +649,7 @@ __attribute__((target("avx2,fma"))) static void wsum_f32_avx2(float *o, const fl
 __attribute__((target("avx2,fma,f16c"))) static void wsum_f16_avx2(float *o, const float *w, float scale, int n,
                                                                  const uint16_t *v, size_t stride, int D) {
   int c = 0;
+  for (; c + 64 <= D; c += 64) wsum_block_f16(o, w, scale, n, v, stride, c, 8);
   for (; c + 32 <= D; c += 32) wsum_block_f16(o, w, scale, n, v, stride, c, 4);
   for (; c + 8 <= D; c += 8) wsum_block_f16(o, w, scale, n, v, stride, c, 1);
   for (; c < D; c++) {
