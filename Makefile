@@ -13,6 +13,14 @@ SAN     ?=
 CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -g $(OPT) $(SAN) -D_GNU_SOURCE \
               -Iinclude -Isrc -I/usr/include/cjson -pthread -fno-strict-aliasing
 LDLIBS  = -lcjson -lpcre2-8 -lutf8proc -lcrypto -lm -ldl -pthread
+# glibc's vector math library (libmvec, part of libc6 on x86-64) gives the
+# CPU kernels a vector expf (cpu_kernels.c); used only where the toolchain
+# links it, so a build elsewhere keeps the scalar expf.
+HAVE_LIBMVEC := $(shell printf 'int main(void){return 0;}\n' | $(CC) -x c - -lmvec -o /dev/null 2>/dev/null && echo 1)
+ifeq ($(HAVE_LIBMVEC),1)
+CFLAGS_BASE += -DWISP_HAVE_LIBMVEC
+LDLIBS  += -lmvec
+endif
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/main.c' | sort)
 CLI_SRC  := src/cli/main.c
@@ -79,7 +87,7 @@ $(BUILD)/libwisp.so: $(PIC_OBJ)
 lib: $(BUILD)/libwisp.a $(BUILD)/libwisp.so
 
 install: $(BUILD)/wisp $(BUILD)/libwisp.a $(BUILD)/libwisp.so
-	@scripts/install.sh "$(PREFIX)" "$(BUILD)"
+	@WISP_LIBS_PRIVATE="$(LDLIBS)" scripts/install.sh "$(PREFIX)" "$(BUILD)"
 
 $(BUILD)/libwisp.a: $(LIB_OBJ) $(GEN_OBJ)
 	@rm -f $@

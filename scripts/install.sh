@@ -34,7 +34,7 @@ Description: C11 runtime for local LLM inference (CPU and WebGPU)
 Version: $version
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -lwisp
-Libs.private: -lcjson -lpcre2-8 -lutf8proc -lcrypto -lm -ldl -pthread
+Libs.private: ${WISP_LIBS_PRIVATE:--lcjson -lpcre2-8 -lutf8proc -lcrypto -lm -ldl -pthread}
 PC
 mv "$prefix/lib/pkgconfig/wisp.pc.tmp" "$prefix/lib/pkgconfig/wisp.pc"
 if [ -f models/default/manifest.json ]; then

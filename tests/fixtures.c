@@ -9,6 +9,7 @@
 #include "format/synthetic.h"
 #include "test.h"
 #include "util/file.h"
+#include "wisp.h"
 
 const char *fixture_small_model(void) {
   static char path[600];
@@ -105,4 +106,59 @@ const char *fixture_seed_profile(void) {
   static const char *shared = "../shared/seeds/profile-qwen-3-5-2b-metal-throughput.json";
   if (wisp_path_exists(shared)) return shared;
   return "tests/data/plan/seeds/profile-qwen-3-5-2b-metal-throughput.json";
+}
+
+float *fixture_cpu_logits(const char *dir, const int32_t *ids, int n_prefill, int n_decode, int threads,
+                          const char *profile, int *vocab) {
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  float *out = NULL;
+  if (wisp_model_open(dir, &m) != WISP_OK) return NULL;
+  wisp_session_options o = {.backend = "cpu", .threads = threads, .profile = profile};
+  if (wisp_session_new(m, &o, &s) == WISP_OK) {
+    const int V = wisp_model_vocab(m);
+    out = malloc(sizeof(float) * (size_t)V * (size_t)(1 + n_decode));
+    int ok = out && wisp_session_eval(s, ids, n_prefill, out) == WISP_OK;
+    for (int k = 0; ok && k < n_decode; k++)
+      ok = wisp_session_eval(s, ids + n_prefill + k, 1, out + (size_t)V * (size_t)(1 + k)) == WISP_OK;
+    if (!ok) {
+      free(out);
+      out = NULL;
+    }
+    *vocab = V;
+  }
+  wisp_session_free(s);
+  wisp_model_close(m);
+  return out;
+}
+
+/* Compares the logits of threads 2, 4 and 5 with those of 1 thread. */
+int fixture_cpu_thread_invariant(const char *dir, const int32_t *ids, int n_prefill, int n_decode,
+                                      const char *profile, char *why, size_t cap) {
+  int V = 0;
+  float *one = fixture_cpu_logits(dir, ids, n_prefill, n_decode, 1, profile, &V);
+  if (!one) return snprintf(why, cap, "1 thread: %s", wisp_last_error()), 0;
+  const size_t n = (size_t)V * (size_t)(1 + n_decode);
+  /* the steps must see different contexts, or equal logits mean little */
+  int moved = n_decode > 0 && memcmp(one, one + V, sizeof(float) * (size_t)V) != 0;
+  int ok = moved;
+  if (!moved) snprintf(why, cap, "the decode step's logits equal the prefill's");
+  const int counts[3] = {2, 4, 5};
+  for (int c = 0; ok && c < 3; c++) {
+    int V2 = 0;
+    float *got = fixture_cpu_logits(dir, ids, n_prefill, n_decode, counts[c], profile, &V2);
+    if (!got) {
+      snprintf(why, cap, "%d threads: %s", counts[c], wisp_last_error());
+      ok = 0;
+    } else if (V2 != V || memcmp(got, one, n * sizeof(float))) {
+      size_t i = 0;
+      while (i < n && got[i] == one[i]) i++;
+      snprintf(why, cap, "%d threads: logit %zu (step %zu) is %.9g, 1 thread %.9g", counts[c], i % (size_t)V,
+               i / (size_t)V, i < n ? got[i] : 0.0, i < n ? one[i] : 0.0);
+      ok = 0;
+    }
+    free(got);
+  }
+  free(one);
+  return ok;
 }

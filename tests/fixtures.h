@@ -5,6 +5,7 @@
 
 #include <cJSON.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Path of a small synthetic LFM2 artifact (generated once per run, seed 7). */
 const char *fixture_small_model(void);
@@ -24,5 +25,18 @@ const char *fixture_write(const char *name, const char *text);
 const char *fixture_seed_manifest(void);
 /* The seed runtime profile, likewise (tests/data/plan/seeds/ holds a copy). */
 const char *fixture_seed_profile(void);
+
+/* The CPU logits of an artifact at a thread count: a prefill of
+ * ids[0..n_prefill) then n_decode single-token steps on ids[n_prefill..),
+ * under `profile` (NULL: default). Returns (1 + n_decode) x vocab floats
+ * (the prefill's last row, then each step's), or NULL with the error in
+ * wisp_last_error(). The caller frees it; *vocab receives the width. */
+float *fixture_cpu_logits(const char *dir, const int32_t *ids, int n_prefill, int n_decode, int threads,
+                          const char *profile, int *vocab);
+/* 1 when the CPU logits of fixture_cpu_logits at 2, 4 and 5 threads are
+ * those of 1 thread bit for bit (and the decode steps' logits differ from
+ * the prefill's); else 0 with the first difference in why. */
+int fixture_cpu_thread_invariant(const char *dir, const int32_t *ids, int n_prefill, int n_decode,
+                                 const char *profile, char *why, size_t cap);
 
 #endif

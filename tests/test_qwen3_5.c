@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "fixtures.h"
 #include "format/artifact.h"
 #include "format/tensor.h"
 #include "model/model.h"
@@ -481,6 +482,21 @@ TEST(qwen3_5_prefill_matches_decode) {
   free(a);
   free(b);
   CHECKF(mr > 0.1 && md <= 1e-4 * mr, "prefill vs decode: max|diff| %.3g, max|ref| %.3g", md, mr);
+}
+
+/* A chunked prefill of 70 tokens (64 + 6), then decode steps: the CPU's
+ * logits at 2, 4 and 5 threads are those of 1 thread, bit for bit
+ * (tests/test_cpu_threads.c says why that holds). */
+TEST(qwen3_5_cpu_logits_do_not_depend_on_the_thread_count) {
+  const char *hf = make_qwen("q35_thr", NULL);
+  CHECK(hf);
+  char art[600], log[8192], why[300] = "";
+  snprintf(art, sizeof art, "%s/q35_thr_art", test_tmpdir());
+  CHECKF(convert(hf, art, "q4", log, sizeof log) == 0, "%s", log);
+  int32_t ids[74];
+  for (int t = 0; t < 74; t++) ids[t] = (t * 29 + 7) % QV;
+  CHECKF(fixture_cpu_thread_invariant(art, ids, 70, 4, NULL, why, sizeof why), "default profile: %s", why);
+  CHECKF(fixture_cpu_thread_invariant(art, ids, 70, 4, "throughput", why, sizeof why), "throughput profile: %s", why);
 }
 
 TEST(qwen3_5_q4k_artifact_runs_and_tracks_f32) {

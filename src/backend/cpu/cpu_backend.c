@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_deltanet.h"
 #include "backend/cpu/cpu_i8.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/threadpool.h"
@@ -67,6 +68,8 @@ typedef struct {
   int kv16;    /* KV caches made from now on are f16 (configure: the plan's kvDtype, tuning kv=f16) */
   float *dnbuf; /* conv outputs of the current gated_deltanet call */
   size_t dnbuf_len;
+  float *dnconv; /* that call's conv taps and state, transposed (dn_conv) */
+  size_t dnconv_len;
   wisp_status error; /* first failure inside an op, reported by sync */
   /* A held-back rmsnorm (cpu_rmsnorm): the integer product that reads its
    * output next normalizes and quantizes each token in one pass; any other
@@ -556,17 +559,22 @@ static void shortconv_channels(void *ctx, int c0, int c1) {
   }
 }
 
-/* Channels per task for a mixer over n tokens: about 2k channel-steps a
- * task, whole 64-byte lines of each token's output row. */
-static int channel_grain(int n) {
-  int g = (2048 + n - 1) / n;
+/* Channels per task for a mixer over n tokens of dim channels: about 2k
+ * channel-steps a task, whole 64-byte lines of each token's output row. A
+ * decode token from 4 threads up is spread over every thread instead: its
+ * inputs were just written by the product before it, spread over every
+ * core's cache, and one thread pulling them all over took longer (about
+ * 10 us a call at 8 threads on the H200 host) than the hand-out. */
+static int channel_grain(const cpu_backend *c, int n, int dim) {
+  const int threads = wisp_pool_size(c->pool);
+  int g = n == 1 && threads >= 4 ? (dim + threads - 1) / threads : (2048 + n - 1) / n;
   return (g + 15) / 16 * 16;
 }
 
 static void cpu_shortconv_run(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                               wisp_buf *state, wisp_buf *out) {
   conv_job j = {bcx->data, taps->data, state->data, out->data, L, n, dim};
-  run_ranges(as_cpu(be), dim, channel_grain(n), shortconv_channels, &j);
+  run_ranges(as_cpu(be), dim, channel_grain(as_cpu(be), n, dim), shortconv_channels, &j);
 }
 
 static void cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
@@ -624,30 +632,37 @@ static void cache_put(const attn_prep_job *j, wisp_buf *c, int pos, int h, const
   else if (c->data + at != x) memcpy(c->data + at, x, (size_t)j->D * sizeof(float));
 }
 
-static void attn_prep_tokens(void *ctx, int t0, int t1) {
-  const attn_prep_job *j = ctx;
+/* Heads [h0, h1) of token t: query heads first (0..H-1), then KV heads. */
+static void attn_prep_heads_of(const attn_prep_job *j, int t, int h0, int h1) {
   const int D = j->D, half = j->rot / 2;
-  for (int t = t0; t < t1; t++) {
-    const int pos = j->pos0 + t;
-    const float *src = j->qkv + (size_t)t * j->row;
-    const float *cs = j->cos + (size_t)pos * half, *sn = j->sin + (size_t)pos * half;
-    for (int h = 0; h < j->H; h++) {
-      float *q = j->qbuf + ((size_t)t * j->H + h) * D;
-      memcpy(q, src + (size_t)h * j->q_stride, (size_t)D * sizeof(float));
-      if (j->q_norm) rmsnorm_inplace(q, j->q_norm, D, j->eps);
-      rope_inplace(q, cs, sn, j->rot);
-    }
-    const float *ks = src + j->k_off, *vs = ks + (size_t)j->KVH * D;
-    for (int h = 0; h < j->KVH; h++) {
-      float *kd = key_work_row(j, t, h);
-      memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
-      if (j->k_norm) rmsnorm_inplace(kd, j->k_norm, D, j->eps);
-      rope_inplace(kd, cs, sn, j->rot);
-      cache_put(j, j->kc, pos, h, kd);
-      cache_put(j, j->vc, pos, h, vs + (size_t)h * D);
-    }
+  const int pos = j->pos0 + t;
+  const float *src = j->qkv + (size_t)t * j->row;
+  const float *cs = j->cos + (size_t)pos * half, *sn = j->sin + (size_t)pos * half;
+  for (int h = h0; h < h1 && h < j->H; h++) {
+    float *q = j->qbuf + ((size_t)t * j->H + h) * D;
+    memcpy(q, src + (size_t)h * j->q_stride, (size_t)D * sizeof(float));
+    if (j->q_norm) rmsnorm_inplace(q, j->q_norm, D, j->eps);
+    rope_inplace(q, cs, sn, j->rot);
+  }
+  const float *ks = src + j->k_off, *vs = ks + (size_t)j->KVH * D;
+  for (int h = h0 > j->H ? h0 - j->H : 0; h < h1 - j->H; h++) {
+    float *kd = key_work_row(j, t, h);
+    memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
+    if (j->k_norm) rmsnorm_inplace(kd, j->k_norm, D, j->eps);
+    rope_inplace(kd, cs, sn, j->rot);
+    cache_put(j, j->kc, pos, h, kd);
+    cache_put(j, j->vc, pos, h, vs + (size_t)h * D);
   }
 }
+
+static void attn_prep_tokens(void *ctx, int t0, int t1) {
+  const attn_prep_job *j = ctx;
+  for (int t = t0; t < t1; t++) attn_prep_heads_of(j, t, 0, j->H + j->KVH);
+}
+
+/* A decode token's pre-pass by heads (its qkv row was just written by the
+ * product before it, spread over every core's cache: see channel_grain). */
+static void attn_prep_heads(void *ctx, int h0, int h1) { attn_prep_heads_of(ctx, 0, h0, h1); }
 
 /* o = sum over positions p < n of w[p] * inv * (value row p of KV head
  * kvh), added in position order from zero (wsum), from an f32 or f16
@@ -743,10 +758,12 @@ static void attention_common(cpu_backend *c, const attn_prep_job *prep, const wi
   pj.k = c->k;
   pj.qbuf = c->qbuf;
   pj.kbuf = c->kbuf;
-  const int per_token = (H + a->kv_heads) * D;
-  run_ranges(c, a->n, (8192 + per_token - 1) / per_token, attn_prep_tokens, &pj);
+  const int per_token = (H + a->kv_heads) * D, threads = wisp_pool_size(c->pool);
+  if (a->n == 1 && threads >= 4)
+    run_ranges(c, H + a->kv_heads, (H + a->kv_heads + threads - 1) / threads, attn_prep_heads, &pj);
+  else
+    run_ranges(c, a->n, (8192 + per_token - 1) / per_token, attn_prep_tokens, &pj);
   /* about four tasks a thread, in runs of at least four tokens */
-  const int threads = wisp_pool_size(c->pool);
   int runs = (4 * threads + H - 1) / H;
   if (runs > (a->n + 3) / 4) runs = (a->n + 3) / 4;
   if (runs < 1) runs = 1;
@@ -797,57 +814,124 @@ static void cpu_attention_gated(wisp_backend *be, const wisp_gated_attention_arg
 /* ---- Gated DeltaNet ---- */
 
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); } /* torch's threshold 20 */
-static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* Prefills of this many tokens or more run the recurrence in chunks
+ * (cpu_deltanet.c); shorter calls, decode among them, token by token. */
+#define DN_CHUNKED_MIN 4
 
 typedef struct {
   cpu_backend *c;
   const wisp_deltanet_args *a;
 } dn_job;
 
-/* One v-head over all n tokens: the recurrence is sequential in t. */
-static void dn_task(void *ctx, int h, int thread) {
-  dn_job *j = ctx;
+/* Token t's inputs to v-head h: the normalised key and the normalised,
+ * scaled query of its k-head, its log decay g and its beta. */
+static void dn_token_inputs(const dn_job *j, int t, int h, float *q, float *k, float *g, float *beta) {
   const wisp_deltanet_args *a = j->a;
-  const int dk = a->k_dim, dv = a->v_dim, K = a->k_heads * dk, V = a->v_heads * dv;
+  const int dk = a->k_dim, K = a->k_heads * dk, V = a->v_heads * a->v_dim;
   const int conv_dim = 2 * K + V, proj_row = 2 * K + 2 * V + 2 * a->v_heads;
   const int kh = h / (a->v_heads / a->k_heads);
-  float *q = j->c->scratch[thread], *k = q + dk, *kv = k + dk;
-  float *S = a->state->data + (size_t)h * dk * dv;
-  const float A = expf(a->a_log->data[h]);
+  const float *cv = j->c->dnbuf + (size_t)t * conv_dim;
+  const float *pr = a->proj->data + (size_t)t * proj_row;
+  double sq = 0, sk = 0;
+  for (int i = 0; i < dk; i++) {
+    q[i] = cv[kh * dk + i];
+    k[i] = cv[K + kh * dk + i];
+    sq += (double)q[i] * q[i];
+    sk += (double)k[i] * k[i];
+  }
+  const float iq = 1.0f / sqrtf((float)sq + 1e-6f), ik = 1.0f / sqrtf((float)sk + 1e-6f);
   const float qscale = 1.0f / sqrtf((float)dk);
+  for (int i = 0; i < dk; i++) { q[i] = q[i] * iq * qscale; k[i] *= ik; }
+  const float b = pr[conv_dim + V + h], av = pr[conv_dim + V + a->v_heads + h];
+  *beta = 1.0f / (1.0f + expf(-b));
+  *g = -expf(a->a_log->data[h]) * softplus(av + a->dt_bias->data[h]);
+}
+
+/* Token t's value row of v-head h (in the conv output). */
+static const float *dn_value(const dn_job *j, int t, int h) {
+  const wisp_deltanet_args *a = j->a;
+  const int K = a->k_heads * a->k_dim, conv_dim = 2 * K + a->v_heads * a->v_dim;
+  return j->c->dnbuf + (size_t)t * conv_dim + 2 * K + (size_t)h * a->v_dim;
+}
+
+/* out[t] of v-head h = rmsnorm(o) * w * silu(z); o may be that output row;
+ * zs: v_dim floats of scratch. */
+static void dn_gated_norm(const dn_job *j, int t, int h, const float *o, float *zs) {
+  const wisp_deltanet_args *a = j->a;
+  const int dv = a->v_dim, K = a->k_heads * a->k_dim, V = a->v_heads * dv;
+  const int proj_row = 2 * K + 2 * V + 2 * a->v_heads;
+  const float *z = a->proj->data + (size_t)t * proj_row + 2 * K + V + (size_t)h * dv;
+  float *out = a->out->data + (size_t)t * V + (size_t)h * dv;
+  j->c->k->silu_f32(zs, z, dv);
+  double ss = 0;
+  for (int e = 0; e < dv; e++) ss += (double)o[e] * o[e];
+  const float inv = 1.0f / sqrtf((float)(ss / dv) + a->eps);
+  for (int e = 0; e < dv; e++) out[e] = a->norm->data[e] * (o[e] * inv) * zs[e];
+}
+
+/* Per-thread scratch floats of either form of dn_task. */
+static size_t dn_scratch_floats(const wisp_deltanet_args *a) {
+  const size_t dk = (size_t)a->k_dim, dv = (size_t)a->v_dim, C = WISP_DN_CHUNK;
+  const size_t by_token = 2 * dk + 3 * dv;
+  const size_t chunked = 2 * C * dk + 2 * C * dv + 2 * C + dv + wisp_dn_chunk_scratch(a->k_dim, a->v_dim);
+  return a->n >= DN_CHUNKED_MIN ? chunked : by_token;
+}
+
+/* One v-head token by token (decode, short calls). */
+static void dn_head_by_token(const dn_job *j, int h, float *scratch) {
+  const wisp_deltanet_args *a = j->a;
+  const int dk = a->k_dim, dv = a->v_dim, V = a->v_heads * dv;
+  float *q = scratch, *k = q + dk, *kv = k + dk, *zs = kv + dv;
+  float *S = a->state->data + (size_t)h * dk * dv;
   for (int t = 0; t < a->n; t++) {
-    const float *cv = j->c->dnbuf + (size_t)t * conv_dim;
-    const float *pr = a->proj->data + (size_t)t * proj_row;
-    const float *z = pr + conv_dim + (size_t)h * dv;
-    const float b = pr[conv_dim + V + h], av = pr[conv_dim + V + a->v_heads + h];
-    double sq = 0, sk = 0;
-    for (int i = 0; i < dk; i++) {
-      q[i] = cv[kh * dk + i];
-      k[i] = cv[K + kh * dk + i];
-      sq += (double)q[i] * q[i];
-      sk += (double)k[i] * k[i];
-    }
-    float iq = 1.0f / sqrtf((float)sq + 1e-6f), ik = 1.0f / sqrtf((float)sk + 1e-6f);
-    for (int i = 0; i < dk; i++) { q[i] = q[i] * iq * qscale; k[i] *= ik; }
-    const float *v = cv + 2 * K + (size_t)h * dv;
-    const float beta = 1.0f / (1.0f + expf(-b));
-    const float decay = expf(-A * softplus(av + a->dt_bias->data[h]));
+    float g, beta;
+    dn_token_inputs(j, t, h, q, k, &g, &beta);
     float *o = a->out->data + (size_t)t * V + (size_t)h * dv;
-    j->c->k->deltanet_step(S, dk, dv, k, q, v, decay, beta, kv, o);
-    /* gated RMSNorm: rmsnorm(o) * w * silu(z) */
-    double ss = 0;
-    for (int e = 0; e < dv; e++) ss += (double)o[e] * o[e];
-    float inv = 1.0f / sqrtf((float)(ss / dv) + a->eps);
-    for (int e = 0; e < dv; e++) o[e] = a->norm->data[e] * (o[e] * inv) * silu(z[e]);
+    j->c->k->deltanet_step(S, dk, dv, k, q, dn_value(j, t, h), expf(g), beta, kv, o);
+    dn_gated_norm(j, t, h, o, zs);
   }
 }
 
+/* One v-head in chunks of WISP_DN_CHUNK tokens (prefill). */
+static void dn_head_chunked(const dn_job *j, int h, float *scratch) {
+  const wisp_deltanet_args *a = j->a;
+  const int dk = a->k_dim, dv = a->v_dim, C = WISP_DN_CHUNK;
+  float *kq = scratch, *v = kq + (size_t)2 * C * dk, *o = v + (size_t)C * dv, *g = o + (size_t)C * dv;
+  float *beta = g + C, *zs = beta + C, *work = zs + dv;
+  float *S = a->state->data + (size_t)h * dk * dv;
+  for (int t0 = 0; t0 < a->n; t0 += C) {
+    const int c = a->n - t0 < C ? a->n - t0 : C;
+    for (int i = 0; i < c; i++) {
+      dn_token_inputs(j, t0 + i, h, kq + (size_t)(c + i) * dk, kq + (size_t)i * dk, &g[i], &beta[i]);
+      memcpy(v + (size_t)i * dv, dn_value(j, t0 + i, h), (size_t)dv * sizeof(float));
+    }
+    wisp_dn_chunk(j->c->k, S, dk, dv, c, kq, v, g, beta, o, work);
+    for (int i = 0; i < c; i++) dn_gated_norm(j, t0 + i, h, o + (size_t)i * dv, zs);
+  }
+}
+
+/* One v-head over all n tokens: the recurrence is sequential in t. */
+static void dn_task(void *ctx, int h, int thread) {
+  const dn_job *j = ctx;
+  if (j->a->n >= DN_CHUNKED_MIN) dn_head_chunked(j, h, j->c->scratch[thread]);
+  else dn_head_by_token(j, h, j->c->scratch[thread]);
+}
+
+/* The causal depthwise conv + SiLU, out[t][ch] = silu(sum_k w[ch][k] x[t-S+k][ch])
+ * with S = L-1 and x[-S..-1] the conv state ([ch][S], oldest first). */
 typedef struct {
   const wisp_deltanet_args *a;
+  const wisp_cpu_kernels *k;
   float *out;
+  const float *taps_t, *hist; /* [L][conv_dim] taps and [S][conv_dim] state, transposed (blocked form) */
   int conv_dim, proj_row;
+  int tokens_per_task, channels_per_task, channel_tasks;
 } dn_conv_job;
 
+/* Few tokens (decode): a range of channels, each with its own taps and
+ * state, shifted in place token by token; SiLU over the range at the end of
+ * each token. */
 static void dn_conv_channels(void *ctx, int c0, int c1) {
   const dn_conv_job *j = ctx;
   const wisp_deltanet_args *a = j->a;
@@ -863,9 +947,82 @@ static void dn_conv_channels(void *ctx, int c0, int c1) {
       acc += w[S] * x[ch];
       for (int k = 0; k + 1 < S; k++) st[k] = st[k + 1];
       if (S > 0) st[S - 1] = x[ch];
-      o[ch] = silu(acc);
+      o[ch] = acc;
     }
+    j->k->silu_f32(o + c0, o + c0, c1 - c0);
   }
+}
+
+/* Input row i of the conv (i < 0: the state's row i + S), from channel 0. */
+static const float *dn_conv_input(const dn_conv_job *j, int i) {
+  const int S = j->a->conv_len - 1;
+  return i >= 0 ? j->a->proj->data + (size_t)i * j->proj_row : j->hist + (size_t)(i + S) * j->conv_dim;
+}
+
+/* Many tokens: a task is a run of tokens by a block of channels; each
+ * output is independent of the others, and the state is read from its
+ * transposed copy and written after all tasks (dn_conv_update_state). */
+#define DN_CONV_MAX_TAPS 16
+static void dn_conv_block(void *ctx, int task, int thread) {
+  (void)thread;
+  const dn_conv_job *j = ctx;
+  const int L = j->a->conv_len, S = L - 1;
+  const int t0 = task / j->channel_tasks * j->tokens_per_task, c0 = task % j->channel_tasks * j->channels_per_task;
+  const int t1 = t0 + j->tokens_per_task < j->a->n ? t0 + j->tokens_per_task : j->a->n;
+  const int nc = c0 + j->channels_per_task < j->conv_dim ? j->channels_per_task : j->conv_dim - c0;
+  const float *x[DN_CONV_MAX_TAPS];
+  for (int t = t0; t < t1; t++) {
+    for (int k = 0; k < L; k++) x[k] = dn_conv_input(j, t - S + k) + c0;
+    j->k->conv_silu_f32(j->out + (size_t)t * j->conv_dim + c0, x, j->taps_t + c0, (size_t)j->conv_dim, L, nc);
+  }
+}
+
+/* The state after the call: each channel's last S inputs, from the old
+ * state where the call had fewer than S tokens. */
+static void dn_conv_update_state(const dn_conv_job *j) {
+  const int S = j->a->conv_len - 1, n = j->a->n;
+  float *st = j->a->conv_state->data;
+  for (int s = 0; s < S; s++) {
+    const float *x = dn_conv_input(j, n - S + s);
+    for (int ch = 0; ch < j->conv_dim; ch++) st[(size_t)ch * S + s] = x[ch];
+  }
+}
+
+static void dn_conv(cpu_backend *c, const wisp_deltanet_args *a, int conv_dim, int proj_row) {
+  const int L = a->conv_len, S = L - 1;
+  dn_conv_job j = {.a = a, .k = c->k, .out = c->dnbuf, .conv_dim = conv_dim, .proj_row = proj_row};
+  if (a->n < DN_CHUNKED_MIN || L > DN_CONV_MAX_TAPS) {
+    run_ranges(c, conv_dim, channel_grain(c, a->n, conv_dim), dn_conv_channels, &j);
+    return;
+  }
+  float *taps_t = c->dnconv, *hist = taps_t + (size_t)L * conv_dim;
+  for (int ch = 0; ch < conv_dim; ch++) {
+    for (int k = 0; k < L; k++) taps_t[(size_t)k * conv_dim + ch] = a->conv_taps->data[(size_t)ch * L + k];
+    for (int s = 0; s < S; s++) hist[(size_t)s * conv_dim + ch] = a->conv_state->data[(size_t)ch * S + s];
+  }
+  j.taps_t = taps_t;
+  j.hist = hist;
+  /* about 16k outputs a task: 1k channels (4 KB of each input row, the rows
+   * of a run reused from L1) by runs of 16 tokens */
+  j.channels_per_task = conv_dim < 1024 ? conv_dim : 1024;
+  j.channel_tasks = (conv_dim + j.channels_per_task - 1) / j.channels_per_task;
+  j.tokens_per_task = 16;
+  const int tasks = (a->n + j.tokens_per_task - 1) / j.tokens_per_task * j.channel_tasks;
+  if (tasks == 1 || wisp_pool_size(c->pool) == 1)
+    for (int t = 0; t < tasks; t++) dn_conv_block(&j, t, 0);
+  else
+    wisp_pool_run(c->pool, tasks, dn_conv_block, &j);
+  dn_conv_update_state(&j);
+}
+
+/* Grows a buffer of the backend to n floats (kept for later calls). */
+static int ensure_buf(float **buf, size_t *len, size_t n) {
+  if (n <= *len) return 1;
+  float *p = realloc(*buf, n * sizeof(float));
+  if (!p) return 0;
+  *buf = p;
+  *len = n;
+  return 1;
 }
 
 static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
@@ -873,21 +1030,14 @@ static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   cpu_backend *c = as_cpu(be);
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   const int conv_dim = 2 * K + V, proj_row = 2 * K + 2 * V + 2 * a->v_heads;
-  size_t need = (size_t)a->n * conv_dim;
-  if (need > c->dnbuf_len) {
-    float *p = realloc(c->dnbuf, need * sizeof(float));
-    if (!p) { c->error = wisp_fail(WISP_ENOMEM, "gated_deltanet: out of memory"); return; }
-    c->dnbuf = p;
-    c->dnbuf_len = need;
-  }
-  if (!ensure_scratch(c, (size_t)(2 * a->k_dim + a->v_dim))) {
+  if (!ensure_buf(&c->dnbuf, &c->dnbuf_len, (size_t)a->n * conv_dim) ||
+      !ensure_buf(&c->dnconv, &c->dnconv_len, (size_t)(2 * a->conv_len - 1) * conv_dim) ||
+      !ensure_scratch(c, dn_scratch_floats(a))) {
     c->error = wisp_fail(WISP_ENOMEM, "gated_deltanet: out of memory");
     return;
   }
-  /* causal depthwise conv + SiLU, state = the last L-1 inputs per channel */
   double t0 = op_start(c);
-  dn_conv_job cj = {a, c->dnbuf, conv_dim, proj_row};
-  run_ranges(c, conv_dim, channel_grain(a->n), dn_conv_channels, &cj);
+  dn_conv(c, a, conv_dim, proj_row);
   op_stop(c, OP_DELTANET_CONV, t0);
   t0 = op_start(c);
   dn_job j = {c, a};
@@ -899,6 +1049,7 @@ static void cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
 }
 
 typedef struct {
+  const wisp_cpu_kernels *k;
   const float *gu;
   float *out;
   int ffn;
@@ -911,13 +1062,13 @@ static void swiglu_items(void *ctx, int k0, int k1) {
     const int t = k / j->ffn, i0 = k % j->ffn, i1 = k1 - t * j->ffn < j->ffn ? k1 - t * j->ffn : j->ffn;
     const float *g = j->gu + (size_t)t * 2 * j->ffn, *u = g + j->ffn;
     float *o = j->out + (size_t)t * j->ffn;
-    for (int i = i0; i < i1; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    j->k->swiglu_f32(o + i0, g + i0, u + i0, i1 - i0);
     k = t * j->ffn + i1;
   }
 }
 
 static void cpu_swiglu_run(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  swiglu_job j = {gu->data, out->data, ffn};
+  swiglu_job j = {as_cpu(be)->k, gu->data, out->data, ffn};
   /* 4k outputs a task; a decode token (2-4k outputs) in 1k pieces once there
    * are 4 threads or more, where it would otherwise be the longest serial
    * step between two products */
@@ -1214,6 +1365,7 @@ static void cpu_destroy(wisp_backend *be) {
   free(c->qbuf);
   free(c->kbuf);
   free(c->dnbuf);
+  free(c->dnconv);
   wisp_i8_act_free(&c->act);
   for (size_t i = 0; i < c->n_s16; i++) free(c->s16[i].s16);
   free(c->s16);

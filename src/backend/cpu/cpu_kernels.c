@@ -133,6 +133,40 @@ static void dots_f32_scalar(const float *q, const float *k, size_t stride, int n
   for (int p = 0; p < n; p++) s[p] = dot_f32_scalar(q, k + (size_t)p * stride, D) * scale;
 }
 
+static void exp_f32_scalar(float *y, const float *x, int n) {
+  for (int i = 0; i < n; i++) y[i] = expf(x[i]);
+}
+
+static void silu_f32_scalar(float *y, const float *x, int n) {
+  for (int i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void swiglu_f32_scalar(float *y, const float *g, const float *u, int n) {
+  for (int i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void conv_silu_f32_scalar(float *y, const float *const *x, const float *taps, size_t tap_stride, int L,
+                                 int n) {
+  for (int c = 0; c < n; c++) {
+    float acc = 0;
+    for (int k = 0; k < L; k++) acc += taps[(size_t)k * tap_stride + c] * x[k][c];
+    y[c] = acc / (1.0f + expf(-acc));
+  }
+}
+
+static void gemm_f32_scalar(float *c, int ldc, const float *a, int lda, const float *b, int ldb, int m, int n, int k,
+                            int accumulate) {
+  for (int i = 0; i < m; i++) {
+    float *ci = c + (size_t)i * ldc;
+    if (!accumulate)
+      for (int j = 0; j < n; j++) ci[j] = 0;
+    for (int p = 0; p < k; p++) {
+      const float aip = a[(size_t)i * lda + p], *bp = b + (size_t)p * ldb;
+      for (int j = 0; j < n; j++) ci[j] += aip * bp[j];
+    }
+  }
+}
+
 /* ---- f16 KV caches ---- */
 
 /* dot(q, k) of D f32 queries and D f16 keys in the one order every set
@@ -184,11 +218,14 @@ static void f32_to_f16_scalar(uint16_t *dst, const float *x, int n) {
   for (int i = 0; i < n; i++) dst[i] = wisp_f32_to_f16(x[i]);
 }
 
-static const wisp_cpu_kernels k_scalar = {"scalar",           dot_f32_scalar,      dot4_f32_scalar,     dot2x4_f32_scalar,
-                                          dot_q4_row_scalar,  dot_q4k_row_scalar,  dot_f16_row_scalar,
-                                          dot_q8_0_row_scalar, wisp_matrix_row_f32, deltanet_step_scalar, axpy_f32_scalar,
-                                          argmax_f32_scalar, dots_f32_scalar, dots_f16_scalar,
-                                          f32_to_f16_scalar, wsum_f32_scalar, wsum_f16_scalar};
+static const wisp_cpu_kernels k_scalar = {
+    .name = "scalar", .dot_f32 = dot_f32_scalar, .dot4_f32 = dot4_f32_scalar, .dot2x4_f32 = dot2x4_f32_scalar,
+    .dot_q4_row = dot_q4_row_scalar, .dot_q4k_row = dot_q4k_row_scalar, .dot_f16_row = dot_f16_row_scalar,
+    .dot_q8_0_row = dot_q8_0_row_scalar, .row_f32 = wisp_matrix_row_f32, .deltanet_step = deltanet_step_scalar,
+    .axpy_f32 = axpy_f32_scalar, .argmax_f32 = argmax_f32_scalar, .dots_f32 = dots_f32_scalar,
+    .exp_f32 = exp_f32_scalar, .silu_f32 = silu_f32_scalar, .swiglu_f32 = swiglu_f32_scalar,
+    .conv_silu_f32 = conv_silu_f32_scalar, .gemm_f32 = gemm_f32_scalar, .dots_f16 = dots_f16_scalar,
+    .f32_to_f16 = f32_to_f16_scalar, .wsum_f32 = wsum_f32_scalar, .wsum_f16 = wsum_f16_scalar};
 
 /* ---- AVX2 + FMA ---- */
 #if defined(__x86_64__)
@@ -547,6 +584,151 @@ __attribute__((target("avx2,fma"))) static void dots_f32_avx2(const float *q, co
   for (; p < n; p++) s[p] = dot_f32_avx2(q, k + (size_t)p * stride, D) * scale;
 }
 
+/* Eight expf at once: glibc's AVX2 vector expf (libmvec) where the build
+ * links it, else libm's expf lane by lane. */
+#if defined(WISP_HAVE_LIBMVEC)
+/* (declared with the target so that the call passes x in a ymm register, as
+ * the vector ABI wants, under every compiler) */
+__attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_expf(__m256 x);
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x) { return _ZGVdN8v_expf(x); }
+#else
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x) {
+  float v[8];
+  _mm256_storeu_ps(v, x);
+  for (int i = 0; i < 8; i++) v[i] = expf(v[i]);
+  return _mm256_loadu_ps(v);
+}
+#endif
+
+/* x / (1 + exp(-x)), the division exact as in the scalar loop */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 silu8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+__attribute__((target("avx2,fma"))) static void exp_f32_avx2(float *y, const float *x, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+  exp_f32_scalar(y + i, x + i, n - i);
+}
+
+__attribute__((target("avx2,fma"))) static void silu_f32_avx2(float *y, const float *x, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, silu8(_mm256_loadu_ps(x + i)));
+  silu_f32_scalar(y + i, x + i, n - i);
+}
+
+__attribute__((target("avx2,fma"))) static void swiglu_f32_avx2(float *y, const float *g, const float *u, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+  swiglu_f32_scalar(y + i, g + i, u + i, n - i);
+}
+
+/* Eight channels at a time, each tap a multiply then an add in the order of
+ * k (the scalar loop's sum, so only the exponential differs). */
+__attribute__((target("avx2,fma"))) static void conv_silu_f32_avx2(float *y, const float *const *x, const float *taps,
+                                                                  size_t tap_stride, int L, int n) {
+  int c = 0;
+  for (; c + 8 <= n; c += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int k = 0; k < L; k++)
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(taps + (size_t)k * tap_stride + c),
+                                             _mm256_loadu_ps(x[k] + c)));
+    _mm256_storeu_ps(y + c, silu8(acc));
+  }
+  for (; c < n; c++) { /* the last channels one at a time */
+    float acc = 0;
+    for (int k = 0; k < L; k++) acc += taps[(size_t)k * tap_stride + c] * x[k][c];
+    y[c] = acc / (1.0f + expf(-acc));
+  }
+}
+
+/* The products: register blocks of four rows by sixteen columns (eight
+ * accumulators; per step of p, two loads of b and four broadcasts of a feed
+ * eight FMAs). Rows past the last four go one at a time (32 columns at
+ * once, then 8, then one by one), as do the columns past the last sixteen
+ * of the four-row blocks. */
+__attribute__((target("avx2,fma"))) static void gemm_row_tail(float *ci, const float *ai, const float *b, int ldb,
+                                                             int j0, int n, int k, int accumulate) {
+  int j = j0;
+  for (; j + 32 <= n; j += 32) { /* four independent sums: one FMA's latency does not hold up the next */
+    __m256 r0, r1, r2, r3;
+    if (accumulate) {
+      r0 = _mm256_loadu_ps(ci + j), r1 = _mm256_loadu_ps(ci + j + 8);
+      r2 = _mm256_loadu_ps(ci + j + 16), r3 = _mm256_loadu_ps(ci + j + 24);
+    } else {
+      r0 = r1 = r2 = r3 = _mm256_setzero_ps();
+    }
+    const float *bp = b + j;
+    for (int p = 0; p < k; p++, bp += ldb) {
+      const __m256 s = _mm256_set1_ps(ai[p]);
+      r0 = _mm256_fmadd_ps(s, _mm256_loadu_ps(bp), r0), r1 = _mm256_fmadd_ps(s, _mm256_loadu_ps(bp + 8), r1);
+      r2 = _mm256_fmadd_ps(s, _mm256_loadu_ps(bp + 16), r2), r3 = _mm256_fmadd_ps(s, _mm256_loadu_ps(bp + 24), r3);
+    }
+    _mm256_storeu_ps(ci + j, r0), _mm256_storeu_ps(ci + j + 8, r1);
+    _mm256_storeu_ps(ci + j + 16, r2), _mm256_storeu_ps(ci + j + 24, r3);
+  }
+  for (; j + 8 <= n; j += 8) {
+    __m256 acc = accumulate ? _mm256_loadu_ps(ci + j) : _mm256_setzero_ps();
+    for (int p = 0; p < k; p++)
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(ai[p]), _mm256_loadu_ps(b + (size_t)p * ldb + j), acc);
+    _mm256_storeu_ps(ci + j, acc);
+  }
+  for (; j < n; j++) {
+    float acc = accumulate ? ci[j] : 0;
+    for (int p = 0; p < k; p++) acc += ai[p] * b[(size_t)p * ldb + j];
+    ci[j] = acc;
+  }
+}
+
+/* c[0..4)[0..16) (+)= a[0..4)[0..k) b[0..k)[0..16), all in registers. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void gemm_4x16(float *c, int ldc, const float *a,
+                                                                               int lda, const float *b, int ldb,
+                                                                               int k, int accumulate) {
+  const float *a0 = a, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+  float *c0 = c, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
+  __m256 r00, r01, r10, r11, r20, r21, r30, r31;
+  if (accumulate) {
+    r00 = _mm256_loadu_ps(c0), r01 = _mm256_loadu_ps(c0 + 8);
+    r10 = _mm256_loadu_ps(c1), r11 = _mm256_loadu_ps(c1 + 8);
+    r20 = _mm256_loadu_ps(c2), r21 = _mm256_loadu_ps(c2 + 8);
+    r30 = _mm256_loadu_ps(c3), r31 = _mm256_loadu_ps(c3 + 8);
+  } else {
+    r00 = r01 = r10 = r11 = r20 = r21 = r30 = r31 = _mm256_setzero_ps();
+  }
+  for (int p = 0; p < k; p++, b += ldb) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 s = _mm256_set1_ps(a0[p]);
+    r00 = _mm256_fmadd_ps(s, b0, r00), r01 = _mm256_fmadd_ps(s, b1, r01);
+    s = _mm256_set1_ps(a1[p]);
+    r10 = _mm256_fmadd_ps(s, b0, r10), r11 = _mm256_fmadd_ps(s, b1, r11);
+    s = _mm256_set1_ps(a2[p]);
+    r20 = _mm256_fmadd_ps(s, b0, r20), r21 = _mm256_fmadd_ps(s, b1, r21);
+    s = _mm256_set1_ps(a3[p]);
+    r30 = _mm256_fmadd_ps(s, b0, r30), r31 = _mm256_fmadd_ps(s, b1, r31);
+  }
+  _mm256_storeu_ps(c0, r00), _mm256_storeu_ps(c0 + 8, r01);
+  _mm256_storeu_ps(c1, r10), _mm256_storeu_ps(c1 + 8, r11);
+  _mm256_storeu_ps(c2, r20), _mm256_storeu_ps(c2 + 8, r21);
+  _mm256_storeu_ps(c3, r30), _mm256_storeu_ps(c3 + 8, r31);
+}
+
+/* A panel of sixteen columns of b at a time, run down all the row blocks:
+ * the panel (k x 64 bytes) stays in L1 while the rows of a stream by (a
+ * 128 x 128 b does not fit L1; the rows of a are read once a panel). */
+__attribute__((target("avx2,fma"))) static void gemm_f32_avx2(float *c, int ldc, const float *a, int lda,
+                                                             const float *b, int ldb, int m, int n, int k,
+                                                             int accumulate) {
+  const int n16 = n / 16 * 16, m4 = m / 4 * 4;
+  for (int j = 0; j < n16; j += 16)
+    for (int i = 0; i < m4; i += 4)
+      gemm_4x16(c + (size_t)i * ldc + j, ldc, a + (size_t)i * lda, lda, b + j, ldb, k, accumulate);
+  if (n16 < n)
+    for (int i = 0; i < m4; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, n16, n, k, accumulate);
+  for (int i = m4; i < m; i++) gemm_row_tail(c + (size_t)i * ldc, a + (size_t)i * lda, b, ldb, 0, n, k, accumulate);
+}
+
 /* dot_f16kv_scalar's order with eight lanes a vector: accumulators for
  * lanes 0..7 and 8..15, the halves converted by F16C (exactly). */
 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline __m256 dot_f16kv_lanes(const float *q,
@@ -670,10 +852,14 @@ __attribute__((target("avx2,fma,f16c"))) static void f32_to_f16_avx2(uint16_t *d
   for (; i < n; i++) dst[i] = wisp_f32_to_f16(x[i]);
 }
 
-static const wisp_cpu_kernels k_avx2 = {"avx2",          dot_f32_avx2,     dot4_f32_avx2,     dot2x4_f32_avx2,   dot_q4_row_avx2,
-                                        dot_q4k_row_avx2, dot_f16_row_avx2, dot_q8_0_row_avx2, row_f32_avx2,
-                                        deltanet_step_avx2, axpy_f32_avx2, argmax_f32_avx2,
-                                        dots_f32_avx2, dots_f16_avx2, f32_to_f16_avx2, wsum_f32_avx2, wsum_f16_avx2};
+static const wisp_cpu_kernels k_avx2 = {
+    .name = "avx2", .dot_f32 = dot_f32_avx2, .dot4_f32 = dot4_f32_avx2, .dot2x4_f32 = dot2x4_f32_avx2,
+    .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
+    .dot_q8_0_row = dot_q8_0_row_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
+    .axpy_f32 = axpy_f32_avx2, .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
+    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2,
+    .gemm_f32 = gemm_f32_avx2, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,
+    .wsum_f16 = wsum_f16_avx2};
 #endif
 
 const wisp_cpu_kernels *wisp_cpu_kernels_scalar(void) { return &k_scalar; }

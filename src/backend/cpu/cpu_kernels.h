@@ -36,6 +36,25 @@ typedef struct {
   /* s[p] = dot_f32(q, k + p * stride, D) * scale for p in [0, n): the same
    * bits as dot_f32 one position at a time (attention scores). */
   void (*dots_f32)(const float *q, const float *k, size_t stride, int n, int D, float scale, float *s);
+  /* Elementwise exponentials (in place allowed). The scalar set is libm's
+   * expf; the AVX2 set takes glibc's vector expf (libmvec, within a few
+   * ulp of it, the same results for 0, infinities and NaN) where the build
+   * links it (WISP_HAVE_LIBMVEC), else the scalar loop. */
+  void (*exp_f32)(float *y, const float *x, int n);
+  /* y[i] = x[i] / (1 + exp(-x[i])) (SiLU; in place allowed) */
+  void (*silu_f32)(float *y, const float *x, int n);
+  /* y[i] = silu(g[i]) * u[i] (SwiGLU; y may be g) */
+  void (*swiglu_f32)(float *y, const float *g, const float *u, int n);
+  /* The causal depthwise conv of one token over n consecutive channels:
+   * y[c] = silu(sum_k taps[k * tap_stride + c] * x[k][c]) for k in [0, L),
+   * summed in the order of k, taps transposed ([L][channels]) so that a
+   * vector of channels loads each tap contiguously. */
+  void (*conv_silu_f32)(float *y, const float *const *x, const float *taps, size_t tap_stride, int L, int n);
+  /* c[i][j] (+)= sum_p a[i][p] * b[p][j] for i < m, j < n, p < k, all
+   * row-major with leading dimensions lda, ldb, ldc; accumulate = 0
+   * overwrites c (the chunked Gated DeltaNet's products). */
+  void (*gemm_f32)(float *c, int ldc, const float *a, int lda, const float *b, int ldb, int m, int n, int k,
+                   int accumulate);
   /* The same over an f16 KV cache (IEEE binary16 keys, k + p * stride
    * halves for position p). Every set sums in one order, written out in
    * cpu_kernels.c (dot_f16kv_scalar), so that all give the same bits. */
