@@ -141,13 +141,13 @@ enum { PROMPT = 150, STEPS = 24, MAXV = 1024 };
  * a time (decode), each the f32 caches' greedy choice (`forced`, when
  * given; else this run's own): rows [0] prompt, [1..STEPS] decode. The
  * session's KV dtype goes to *kv. */
-static int run_logits(const char *dir, const char *tuning, const int32_t *forced, int32_t *chosen, float *lg,
-                      char *kv) {
+static int run_logits(const char *dir, const char *tuning, int threads, const int32_t *forced, int32_t *chosen,
+                      float *lg, char *kv) {
   wisp_model *m = NULL;
   wisp_session *s = NULL;
   if (wisp_model_open(dir, &m)) return 0;
   const int V = wisp_model_vocab(m);
-  wisp_session_options o = {.backend = "cpu", .threads = 2, .tuning = tuning};
+  wisp_session_options o = {.backend = "cpu", .threads = threads, .tuning = tuning};
   int ok = V <= MAXV && wisp_session_new(m, &o, &s) == WISP_OK;
   int32_t ids[PROMPT];
   for (int i = 0; i < PROMPT; i++) ids[i] = (int32_t)((i * 37 + 11) % V);
@@ -186,8 +186,8 @@ static void kv16_near_f32(const char *dir) {
   static float a[(STEPS + 1) * MAXV], b[(STEPS + 1) * MAXV];
   int32_t ref[STEPS], got[STEPS];
   char kva[4] = "", kvb[4] = "";
-  CHECKF(run_logits(dir, NULL, NULL, ref, a, kva), "f32 caches: %s", wisp_last_error());
-  CHECKF(run_logits(dir, "kv=f16", ref, got, b, kvb), "f16 caches: %s", wisp_last_error());
+  CHECKF(run_logits(dir, NULL, 2, NULL, ref, a, kva), "f32 caches: %s", wisp_last_error());
+  CHECKF(run_logits(dir, "kv=f16", 2, ref, got, b, kvb), "f16 caches: %s", wisp_last_error());
   CHECKF(!strcmp(kva, "f32") && !strcmp(kvb, "f16"), "session KV dtypes %s and %s", kva, kvb);
   wisp_model *m = NULL;
   CHECK(wisp_model_open(dir, &m) == WISP_OK);
@@ -221,6 +221,28 @@ static void kv16_near_f32(const char *dir) {
 
 TEST(cpu_kv16_lfm2_logits_near_f32) { kv16_near_f32(fixture_small_model()); }
 TEST(cpu_kv16_qwen3_5_logits_near_f32) { kv16_near_f32(tiny_qwen_f32()); }
+
+/* With f16 caches too the logits do not depend on the thread count
+ * (tests/test_cpu_threads.c): 4 and 5 threads, where a decode token's
+ * pre-pass (and its f16 append) is split by heads, give 1 thread's bits. */
+static void kv16_thread_invariant(const char *dir) {
+  CHECKF(dir, "no model");
+  static float one[(STEPS + 1) * MAXV], got[(STEPS + 1) * MAXV];
+  int32_t c1[STEPS], c2[STEPS];
+  char kv[4] = "";
+  CHECKF(run_logits(dir, "kv=f16", 1, NULL, c1, one, kv), "1 thread: %s", wisp_last_error());
+  const int counts[2] = {4, 5};
+  for (int i = 0; i < 2; i++) {
+    CHECKF(run_logits(dir, "kv=f16", counts[i], c1, c2, got, kv), "%d threads: %s", counts[i], wisp_last_error());
+    size_t j = 0;
+    while (j < sizeof one / sizeof one[0] && !memcmp(&one[j], &got[j], sizeof(float))) j++;
+    CHECKF(j == sizeof one / sizeof one[0], "kv=f16 at %d threads: logit %zu is %.9g, at 1 thread %.9g", counts[i], j,
+           got[j], one[j]);
+  }
+}
+
+TEST(cpu_kv16_lfm2_threads_do_not_change_results) { kv16_thread_invariant(fixture_small_model()); }
+TEST(cpu_kv16_qwen3_5_threads_do_not_change_results) { kv16_thread_invariant(tiny_qwen_f32()); }
 
 /* What runs is what is reported: `wisp bench`'s receipt names the KV dtype
  * the backend keeps (kv_dtype, and the line bench starts with), f16 with
