@@ -71,6 +71,20 @@ TEST(cpu_simd_kernels_match_scalar) {
     ref->axpy_f32(b, 0.37f, w + 1, n);
     CHECKF(!memcmp(a, b, sizeof a), "axpy_f32 of %d differs from the scalar reference", n);
   }
+  /* wsum_f32: in both sets the bits of axpy_f32 row after row on a zeroed o, column tails included */
+  const wisp_cpu_kernels *both[2] = {fast, ref};
+  for (int si = 0; si < 2; si++)
+    for (int D = 1; D <= 72; D += D < 40 ? 1 : 32)
+      for (int n = 0; n < 20; n += 3) {
+        float ws[20];
+        for (int p = 0; p < n; p++) ws[p] = x[p] + 1.5f;
+        memset(a, 0, sizeof a);
+        for (int p = 0; p < n; p++) ref->axpy_f32(a, ws[p] * 0.3f, w + 2 + (size_t)p * (D + 5), D);
+        memcpy(b, x, sizeof b);
+        both[si]->wsum_f32(b, ws, 0.3f, n, w + 2, (size_t)D + 5, D);
+        CHECKF(!memcmp(a, b, (size_t)D * sizeof(float)), "%s wsum_f32 D %d n %d differs from axpy_f32 row by row",
+               both[si]->name, D, n);
+      }
   /* dots: each the bits of dot_f32 times the scale, in both sets, head sizes with and without whole 16s */
   const wisp_cpu_kernels *sets[2] = {fast, ref};
   for (int si = 0; si < 2; si++)
@@ -94,6 +108,82 @@ TEST(cpu_simd_kernels_match_scalar) {
     ref->argmax_f32(a, n, &f2);
     CHECKF(!f1 && !f2, "argmax_f32 of %d missed a non-finite value", n);
   }
+}
+
+/* dot(q, k) of f16 keys in double, and the sum of |q k| (the bound of any
+ * f32 summation order's error, times a few units of rounding). */
+static double dot_f16_exact(const float *q, const uint16_t *k, int D, double *mag) {
+  double s = 0;
+  *mag = 0;
+  for (int i = 0; i < D; i++) {
+    double p = (double)q[i] * wisp_f16_to_f32(k[i]);
+    s += p;
+    *mag += fabs(p);
+  }
+  return s;
+}
+
+static int is_f16_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 1023); }
+
+/* The f16 KV cache's kernels (dots_f16, wsum_f16, f32_to_f16): the AVX2 set
+ * gives the scalar reference's bits, head sizes with and without whole 8s
+ * and 16s, tails included; the reference's sums are dot products (against
+ * double). On a CPU without AVX2+FMA+F16C only the reference is checked
+ * and the test says the AVX2 set was not run. */
+TEST(cpu_f16kv_kernels_match_scalar) {
+  const wisp_cpu_kernels *fast = wisp_cpu_kernels_get(), *ref = wisp_cpu_kernels_scalar();
+  enum { N = 24, DMAX = 264 };
+  static float q[DMAX], y1[DMAX], y2[DMAX], src[4096];
+  static uint16_t k[N * (DMAX + 3)], h1[4096], h2[4096];
+  unsigned s = 7;
+  for (int i = 0; i < DMAX; i++) q[i] = frand(&s) * 2;
+  for (int i = 0; i < N * (DMAX + 3); i++) k[i] = wisp_f32_to_f16(frand(&s) * (1 + i % 3));
+  /* conversion: random values over many binades, exact ties, subnormals, the overflow edge, zeros, inf, NaN */
+  for (int i = 0; i < 4096; i++) src[i] = frand(&s) * ldexpf(1.0f, (int)(i % 40) - 26);
+  for (int i = 0; i < 64; i++) src[i] = (1024 + i + 0.5f) * ldexpf(1.0f, i % 7 - 10); /* halfway: ties to even */
+  const float edge[] = {65504.0f, 65519.0f, 65520.0f, -65536.0f, 6.0e-8f, 2.98e-8f, 2.9802322e-8f, -3.0e-5f,
+                        6.1035156e-5f, 6.1e-5f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-30f};
+  memcpy(src + 100, edge, sizeof edge);
+  ref->f32_to_f16(h1, src, 4096);
+  for (int i = 0; i < 4096; i++) {
+    uint16_t want = wisp_f32_to_f16(src[i]);
+    CHECKF(h1[i] == want || (is_f16_nan(h1[i]) && is_f16_nan(want)), "scalar f32_to_f16(%.9g) %04x, want %04x", src[i],
+           h1[i], want);
+  }
+  for (int D = 1; D <= DMAX; D += D < 40 ? 1 : 56) /* 1..40, 96, 152, 208, 264 */
+    for (int n = 1; n <= N; n += 1 + (D > 40) * 7) {
+      float got[N];
+      const size_t stride = (size_t)D + 3;
+      ref->dots_f16(q, k, stride, n, D, 0.125f, got);
+      for (int p = 0; p < n; p++) {
+        double mag, want = dot_f16_exact(q, k + p * stride, D, &mag) * 0.125;
+        CHECKF(fabs(got[p] - want) <= 1e-6 * mag + 1e-30, "scalar dots_f16 D %d position %d: %.9g vs %.9g", D, p,
+               got[p], want);
+      }
+    }
+  if (!strcmp(fast->name, "scalar"))
+    SKIP("this CPU lacks AVX2+FMA+F16C: the avx2 set was not run");
+  fast->f32_to_f16(h2, src, 4096);
+  for (int i = 0; i < 4096; i++)
+    CHECKF(h2[i] == h1[i] || (is_f16_nan(h1[i]) && is_f16_nan(h2[i])), "%s f32_to_f16(%.9g) %04x, scalar %04x",
+           fast->name, src[i], h2[i], h1[i]);
+  for (int D = 1; D <= DMAX; D += D < 40 ? 1 : 56)
+    for (int n = 1; n <= N; n++) {
+      float a[N], b[N];
+      fast->dots_f16(q, k + 1, (size_t)D + 3, n, D, 0.125f, a);
+      ref->dots_f16(q, k + 1, (size_t)D + 3, n, D, 0.125f, b);
+      for (int p = 0; p < n; p++)
+        CHECKF(!memcmp(&a[p], &b[p], sizeof(float)), "%s dots_f16 D %d n %d position %d: %.9g, scalar %.9g",
+               fast->name, D, n, p, a[p], b[p]);
+    }
+  for (int D = 1; D <= DMAX; D += D < 40 ? 1 : 56) /* wsum: the same bits, column tails included */
+    for (int n = 0; n <= N; n += 1 + (D > 40) * 5) {
+      memcpy(y1, q, sizeof y1);
+      memcpy(y2, q, sizeof y2);
+      fast->wsum_f16(y1, q + 3, 0.37f, n, k + 1, (size_t)D + 3, D);
+      ref->wsum_f16(y2, q + 3, 0.37f, n, k + 1, (size_t)D + 3, D);
+      CHECKF(!memcmp(y1, y2, sizeof y1), "%s wsum_f16 of D %d n %d differs from the scalar reference", fast->name, D, n);
+    }
 }
 
 static float *logits_for(const char *dir, const int32_t *ids, int n, int one_by_one, int threads) {

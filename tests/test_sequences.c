@@ -168,6 +168,15 @@ TEST(sequences_lfm2_cpu_match_alone) { sequences_match_alone(fixture_small_model
 TEST(sequences_qwen3_5_cpu_match_alone) { sequences_match_alone(tiny_qwen("f32"), "cpu", 1); }
 TEST(sequences_qwen3_5_q4k_cpu_match_alone) { sequences_match_alone(tiny_qwen("q4k"), "cpu", 1); }
 
+/* The same with f16 KV caches (kv=f16): a batched step's attention rows
+ * read their f16 caches with the one-token op's arithmetic, bit for bit. */
+TEST(sequences_lfm2_cpu_kv16_match_alone) {
+  sequences_match_alone_tuned(fixture_small_model(), "cpu", 1, "kv=f16", MAX_S);
+}
+TEST(sequences_qwen3_5_cpu_kv16_match_alone) {
+  sequences_match_alone_tuned(tiny_qwen("f32"), "cpu", 1, "kv=f16", MAX_S);
+}
+
 TEST(sequences_lfm2_webgpu_match_alone) {
   WEBGPU_OR_SKIP(d);
   (void)d;

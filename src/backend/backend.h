@@ -196,8 +196,9 @@ typedef struct {
   int lin_core;          /* Gated DeltaNet decode: conv + recurrence + gated norm in one dispatch */
   int attn_direct_kv;    /* decode attention addresses the KV cache with the contiguous layout's
                           * own formula (1) or through row strides passed as parameters (0) */
-  int kv_f16;            /* KV caches of packed f16 (the plan's kvDtype); configure runs before
-                          * the caches are made (kv_buf_new). Backends without it keep f32. */
+  int kv_f16;            /* KV caches of packed f16 (the plan's kvDtype, or the session's tuning
+                          * kv=f16); configure runs before the caches are made (kv_buf_new).
+                          * Backends without it keep f32. */
   int persist_min_steps; /* the plan's persistentDecodeMinSteps; -1 the plan has none (persistentDecode
                           * null), 0 not given (no plan: the backend's default) */
 } wisp_backend_settings;
@@ -279,8 +280,8 @@ struct wisp_backend {
   wisp_status (*sync)(wisp_backend *be);
   void (*destroy)(wisp_backend *be);
   /* Optional: a KV cache for n_values keys (or values) in the layout
-   * attention expects, zero-filled; NULL = buf_new(n_values). The WebGPU
-   * backend with its packed-f16 cache allocates half the bytes. Such a
+   * attention expects, zero-filled; NULL = buf_new(n_values). With kv_f16
+   * both backends keep binary16 pairs in 32-bit words: half the bytes. Such a
    * buffer is only for attention's k_cache / v_cache (not buf_read as f32). */
   wisp_buf *(*kv_buf_new)(wisp_backend *be, size_t n_values);
   /* Optional: records k greedy decode steps of graph g in one go: the token

@@ -206,7 +206,8 @@ int cmd_bench(int argc, char **argv) {
     if (k > 0 && wisp_session_generate(s, (int32_t)wisp_argmax(logits, vocab), k, &wo, generated, &made)) goto fail;
     wisp_session_reset(s);
   }
-  fprintf(stderr, "bench: %s, backend %s, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s), n_prompt);
+  fprintf(stderr, "bench: %s, backend %s, %s KV caches, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s),
+          wisp_session_kv_dtype(s), n_prompt);
   wisp_wgpu_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
   int is_gpu = wisp_wgpu_backend_stats_get(s->backend, &g0);
   if (op_times && strcmp(wisp_session_backend_name(s), "cpu")) {
@@ -272,6 +273,8 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddStringToObject(r, "plan_id", plan->id);
   cJSON_AddStringToObject(r, "profile", plan->profile_id ? plan->profile_id : "none");
   cJSON_AddStringToObject(r, "tuning", tuning ? tuning : ""); /* settings beside the plan (docs/configuration.md) */
+  /* the KV caches as the backend keeps them: the plan's kvDtype, or f16 by tuning kv=f16 */
+  cJSON_AddStringToObject(r, "kv_dtype", wisp_session_kv_dtype(s));
   cJSON_AddNumberToObject(r, "threads", threads);
   cJSON *jd = cJSON_AddObjectToObject(r, "device");
   cJSON_AddStringToObject(jd, "backend", wisp_session_backend_name(s));

@@ -43,6 +43,7 @@ struct wisp_session {
   int ids_slots;
   int ran_past_stop; /* a batch ran past where the caller stopped and could not be rewound: reset before reuse */
   int decode_kick;   /* tuning decodeKick (decode_loop.c, first_batch_kick) */
+  int kv_f16;        /* the KV caches are binary16 (the plan's kvDtype f16 or tuning kv=f16) */
   /* Decode-loop wall time, split: recording and submitting the batches
    * (host work) and waiting for their token ids (device work not hidden by
    * it). Seconds since the session began; `wisp bench` reports both. */
@@ -65,6 +66,9 @@ int wisp_session_context(const wisp_session *s);
 /* Frees the decode loop's state snapshots (decode_loop.c). */
 void wisp_decode_loop_free(wisp_session *s);
 const wisp_plan *wisp_session_plan(const wisp_session *s);
+/* The KV caches' element type as the backend keeps them: "f16" (the plan's
+ * kvDtype f16, or tuning kv=f16) or "f32". */
+const char *wisp_session_kv_dtype(const wisp_session *s);
 
 /* Resolves the plan for a model on a device (plan_apply.c); profile NULL or
  * "" = the built-in profiles/default, registry NULL = the built-in

@@ -110,10 +110,11 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, o.registry, &s->plan))) goto fail;
   if ((st = wisp_engine_check_kernels(s->plan, s->backend))) goto fail;
   if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
-  if (s->backend->configure) {
-    wisp_backend_settings bs;
-    s->backend->configure(s->backend, wisp_engine_backend_settings(s->plan, &bs));
-  }
+  wisp_backend_settings bs;
+  wisp_engine_backend_settings(s->plan, &bs);
+  if (t.webgpu.kv_f16) bs.kv_f16 = 1; /* tuning kv=f16: f16 caches whatever the plan says */
+  s->kv_f16 = bs.kv_f16 && s->backend->configure && s->backend->kv_buf_new;
+  if (s->backend->configure) s->backend->configure(s->backend, &bs);
   if ((st = wisp_graph_prepare(&m->graph, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
@@ -168,6 +169,7 @@ wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n,
 
 int wisp_session_position(const wisp_session *s) { return s->pos; }
 const wisp_plan *wisp_session_plan(const wisp_session *s) { return s->plan; }
+const char *wisp_session_kv_dtype(const wisp_session *s) { return s->kv_f16 ? "f16" : "f32"; }
 const char *wisp_session_plan_id(const wisp_session *s) { return s->plan->id; }
 int wisp_session_context(const wisp_session *s) { return s->max_pos; }
 const char *wisp_session_backend_name(const wisp_session *s) { return s->backend->name; }

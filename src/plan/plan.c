@@ -1208,8 +1208,7 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     fprintf(f, " decodeLoop.batchSize=%d decodeLoop.maxBatchDecodeTokens=%d", p->decode_loop.batch_size,
             p->decode_loop.max_batch_decode_tokens);
   int cpu = !strcmp(p->backend, "cpu");
-  fprintf(f, "\nsettings kvDtype=%s (%s)%s\n", p->kv_dtype, p->kv_dtype_from,
-          cpu ? " (the cpu backend keeps f32 KV caches)" : "");
+  fprintf(f, "\nsettings kvDtype=%s (%s)\n", p->kv_dtype, p->kv_dtype_from);
   if (p->persist_kernel[0])
     fprintf(f, "settings persistentDecode=%s minSteps=%d (greedy decode batches of that many steps or more run as one "
                "dispatch when the weights and the device's grid allow; registry)\n",

@@ -27,9 +27,14 @@ static const char *const op_names[OP_N] = {
     "matmul.exact.prefill", "matmul.exact.decode", "shortconv", "attention", "deltanet.conv", "deltanet.heads",
     "swiglu", "sample", "copy", "other"};
 
+/* n 32-bit words at data. A KV cache made while the caches are f16
+ * (cpu_kv_buf_new) holds IEEE binary16 values, two a word (f16 = 1): only
+ * attention reads and writes those as values; zeroing and copying words
+ * work on either kind. */
 struct wisp_buf {
   float *data;
   size_t n;
+  int f16;
 };
 
 /* The f16 copy of one Q4 / Q4Z matrix's block scales, which the integer
@@ -58,6 +63,9 @@ typedef struct {
   size_t scratch_len;
   float *qbuf; /* rotated queries of the current attention call */
   size_t qbuf_len;
+  float *kbuf; /* its normed and rotated keys, before they are rounded into an f16 cache */
+  size_t kbuf_len;
+  int kv16;    /* KV caches made from now on are f16 (configure: the plan's kvDtype, tuning kv=f16) */
   float *dnbuf; /* conv outputs of the current gated_deltanet call */
   size_t dnbuf_len;
   float *dnconv; /* that call's conv taps and state, transposed (dn_conv) */
@@ -115,6 +123,19 @@ static wisp_buf *cpu_buf_new(wisp_backend *be, size_t n) {
   b->n = n;
   return b;
 }
+
+/* A KV cache of n values: binary16 when the session's caches are f16
+ * (half the bytes of f32), else an f32 buffer. */
+static wisp_buf *cpu_kv_buf_new(wisp_backend *be, size_t n) {
+  if (!as_cpu(be)->kv16) return cpu_buf_new(be, n);
+  wisp_buf *b = cpu_buf_new(be, (n + 1) / 2);
+  if (b) b->f16 = 1;
+  return b;
+}
+
+static uint16_t *halves(const wisp_buf *b) { return (uint16_t *)b->data; }
+
+static void cpu_configure(wisp_backend *be, const wisp_backend_settings *s) { as_cpu(be)->kv16 = s->kv_f16; }
 
 static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
   flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
@@ -587,13 +608,31 @@ static void rope_inplace(float *v, const float *cs, const float *sn, int d) {
  * independent: each writes its own queries and its own cache position):
  * q and k heads normed (when the model has the norms) and rotated, k and
  * v appended to the caches. Plain attention's qkv row is [q | k | v];
- * gated attention's is [(q | gate) per head | k | v]. */
+ * gated attention's is [(q | gate) per head | k | v]. An f16 cache gets
+ * each value rounded to nearest even once, at this append; its keys are
+ * normed and rotated in f32 first (in kbuf), as the f32 cache's are. */
 typedef struct {
+  const wisp_cpu_kernels *k;
   const float *qkv, *q_norm, *k_norm, *cos, *sin;
-  float *qbuf, *kc, *vc;
+  float *qbuf, *kbuf;
+  wisp_buf *kc, *vc;
   float eps;
   int row, H, KVH, D, rot, q_stride, k_off, pos0;
 } attn_prep_job;
+
+/* Where token t's key head h is normed and rotated: its cache row (f32
+ * cache), else its row of kbuf. */
+static float *key_work_row(const attn_prep_job *j, int t, int h) {
+  if (j->kc->f16) return j->kbuf + ((size_t)t * j->KVH + h) * j->D;
+  return j->kc->data + ((size_t)(j->pos0 + t) * j->KVH + h) * j->D;
+}
+
+/* Cache row (pos, h) of c := x (D values), rounded when the cache is f16. */
+static void cache_put(const attn_prep_job *j, wisp_buf *c, int pos, int h, const float *x) {
+  const size_t at = ((size_t)pos * j->KVH + h) * j->D;
+  if (c->f16) j->k->f32_to_f16(halves(c) + at, x, j->D);
+  else if (c->data + at != x) memcpy(c->data + at, x, (size_t)j->D * sizeof(float));
+}
 
 /* Heads [h0, h1) of token t: query heads first (0..H-1), then KV heads. */
 static void attn_prep_heads_of(const attn_prep_job *j, int t, int h0, int h1) {
@@ -609,12 +648,12 @@ static void attn_prep_heads_of(const attn_prep_job *j, int t, int h0, int h1) {
   }
   const float *ks = src + j->k_off, *vs = ks + (size_t)j->KVH * D;
   for (int h = h0 > j->H ? h0 - j->H : 0; h < h1 - j->H; h++) {
-    float *kd = j->kc + ((size_t)pos * j->KVH + h) * D;
-    float *vd = j->vc + ((size_t)pos * j->KVH + h) * D;
+    float *kd = key_work_row(j, t, h);
     memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
-    memcpy(vd, vs + (size_t)h * D, (size_t)D * sizeof(float));
     if (j->k_norm) rmsnorm_inplace(kd, j->k_norm, D, j->eps);
     rope_inplace(kd, cs, sn, j->rot);
+    cache_put(j, j->kc, pos, h, kd);
+    cache_put(j, j->vc, pos, h, vs + (size_t)h * D);
   }
 }
 
@@ -626,6 +665,16 @@ static void attn_prep_tokens(void *ctx, int t0, int t1) {
 /* A decode token's pre-pass by heads (its qkv row was just written by the
  * product before it, spread over every core's cache: see channel_grain). */
 static void attn_prep_heads(void *ctx, int h0, int h1) { attn_prep_heads_of(ctx, 0, h0, h1); }
+
+/* o = sum over positions p < n of w[p] * inv * (value row p of KV head
+ * kvh), added in position order from zero (wsum), from an f32 or f16
+ * cache; wsum fetches the rows, a cache stride apart, ahead. */
+static void weighted_values(const wisp_cpu_kernels *k, const wisp_buf *v, int kvh, int KVH, int D, const float *w, int n,
+                            float inv, float *o) {
+  const size_t row = (size_t)KVH * D;
+  if (v->f16) k->wsum_f16(o, w, inv, n, halves(v) + (size_t)kvh * D, row, D);
+  else k->wsum_f32(o, w, inv, n, v->data + (size_t)kvh * D, row, D);
+}
 
 /* Attention proper: a task is a few query heads of one KV head (a group
  * reads the same cached keys and values, so they are read from memory once
@@ -648,7 +697,9 @@ static void attn_head_token(const attn_job *j, int h, int t, float *scores) {
   const int pos = a->pos0 + t;
   const wisp_cpu_kernels *k = j->c->k;
   const float *q = j->c->qbuf + ((size_t)t * a->heads + h) * D;
-  k->dots_f32(q, a->k_cache->data + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, 1.0f / sqrtf((float)D), scores);
+  const float scale = 1.0f / sqrtf((float)D);
+  if (a->k_cache->f16) k->dots_f16(q, halves(a->k_cache) + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, scale, scores);
+  else k->dots_f32(q, a->k_cache->data + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, scale, scores);
   float mx = -INFINITY;
   for (int p = 0; p <= pos; p++)
     if (scores[p] > mx) mx = scores[p];
@@ -659,15 +710,7 @@ static void attn_head_token(const attn_job *j, int h, int t, float *scores) {
   }
   float inv = (float)(1.0 / sum);
   float *o = a->out->data + ((size_t)t * a->heads + h) * D;
-  memset(o, 0, (size_t)D * sizeof(float));
-  const float *vrow = a->v_cache->data + (size_t)kvh * D;
-  const size_t vstride = (size_t)KVH * D;
-  for (int p = 0; p <= pos; p++) {
-    /* value rows are stride apart as the keys (dots_f32): fetch ahead */
-    if (p + 16 <= pos)
-      for (int i = 0; i < D; i += 16) __builtin_prefetch(vrow + (size_t)(p + 16) * vstride + i);
-    k->axpy_f32(o, scores[p] * inv, vrow + (size_t)p * vstride, D);
-  }
+  weighted_values(k, a->v_cache, kvh, KVH, D, scores, pos + 1, inv, o);
   if (j->gate) { /* out *= sigmoid(gate) */
     const float *g = j->gate + (size_t)t * j->gate_row + (size_t)h * 2 * D + D;
     for (int i = 0; i < D; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));
@@ -706,8 +749,17 @@ static void attention_common(cpu_backend *c, const attn_prep_job *prep, const wi
     c->qbuf_len = need_q;
   }
   if (!ensure_scratch(c, (size_t)(a->pos0 + a->n))) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory"); return; }
+  size_t need_k = a->k_cache->f16 ? (size_t)a->n * a->kv_heads * D : 0;
+  if (need_k > c->kbuf_len) {
+    float *p = realloc(c->kbuf, need_k * sizeof(float));
+    if (!p) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory for %zu keys", need_k); return; }
+    c->kbuf = p;
+    c->kbuf_len = need_k;
+  }
   attn_prep_job pj = *prep;
+  pj.k = c->k;
   pj.qbuf = c->qbuf;
+  pj.kbuf = c->kbuf;
   const int per_token = (H + a->kv_heads) * D, threads = wisp_pool_size(c->pool);
   if (a->n == 1 && threads >= 4)
     run_ranges(c, H + a->kv_heads, (H + a->kv_heads + threads - 1) / threads, attn_prep_heads, &pj);
@@ -727,7 +779,7 @@ static void cpu_attention_run(wisp_backend *be, const wisp_attention_args *a) {
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
   attn_prep_job pj = {.qkv = a->qkv->data, .q_norm = a->q_norm ? a->q_norm->data : NULL,
                       .k_norm = a->k_norm ? a->k_norm->data : NULL, .cos = a->rope_cos->data,
-                      .sin = a->rope_sin->data, .kc = a->k_cache->data, .vc = a->v_cache->data, .eps = a->eps,
+                      .sin = a->rope_sin->data, .kc = a->k_cache, .vc = a->v_cache, .eps = a->eps,
                       .row = (H + 2 * KVH) * D, .H = H, .KVH = KVH, .D = D, .rot = D, .q_stride = D,
                       .k_off = H * D, .pos0 = a->pos0};
   attention_common(as_cpu(be), &pj, a, NULL, 0);
@@ -746,8 +798,8 @@ static void cpu_attention_gated_run(wisp_backend *be, const wisp_gated_attention
   const int D = g->head_dim, H = g->heads, KVH = g->kv_heads;
   const int row = (2 * H + 2 * KVH) * D;
   attn_prep_job pj = {.qkv = g->qkv->data, .q_norm = g->q_norm->data, .k_norm = g->k_norm->data,
-                      .cos = g->rope_cos->data, .sin = g->rope_sin->data, .kc = g->k_cache->data,
-                      .vc = g->v_cache->data, .eps = g->eps, .row = row, .H = H, .KVH = KVH, .D = D,
+                      .cos = g->rope_cos->data, .sin = g->rope_sin->data, .kc = g->k_cache,
+                      .vc = g->v_cache, .eps = g->eps, .row = row, .H = H, .KVH = KVH, .D = D,
                       .rot = g->rotary_dim, .q_stride = 2 * D, .k_off = 2 * H * D, .pos0 = g->pos0};
   wisp_attention_args a = {.n = g->n, .pos0 = g->pos0, .heads = H, .kv_heads = KVH, .head_dim = D,
                            .k_cache = g->k_cache, .v_cache = g->v_cache, .out = g->out};
@@ -1154,7 +1206,7 @@ static void cpu_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, con
  * ...): each row is the one-token op on that row of the shared buffers
  * (a view: the row's floats inside them) and its own state. */
 static wisp_buf row_view(const wisp_buf *b, int r, int width) {
-  return (wisp_buf){b->data + (size_t)r * width, (size_t)width};
+  return (wisp_buf){.data = b->data + (size_t)r * width, .n = (size_t)width}; /* activations: f32 */
 }
 
 static int cpu_shortconv_rows(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int dim,
@@ -1398,6 +1450,7 @@ static void cpu_destroy(wisp_backend *be) {
     free(c->scratch);
   }
   free(c->qbuf);
+  free(c->kbuf);
   free(c->dnbuf);
   free(c->dnconv);
   free(c->dnprep);
@@ -1449,6 +1502,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
   c->i8 = !strcmp(c->k->name, "scalar") ? wisp_i8_kernels_scalar() : wisp_i8_kernels_get();
   c->base = (wisp_backend){
       .name = "cpu",
+      .configure = cpu_configure,
       .caps = cpu_caps,
       .buf_new = cpu_buf_new,
       .buf_free = cpu_buf_free,
@@ -1468,6 +1522,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .buf_copy_to = cpu_buf_copy_to,
       .buf_copy = cpu_buf_copy,
       .buf_copy_at = cpu_buf_copy_at,
+      .kv_buf_new = cpu_kv_buf_new,
       .matmul_rows = cpu_matmul_rows,
       .shortconv_rows = cpu_shortconv_rows,
       .attention_rows = cpu_attention_rows,

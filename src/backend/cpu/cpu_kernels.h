@@ -64,6 +64,22 @@ typedef struct {
   /* 1 where the set's other paths are the AVX2+FMA+F16C ones (the avx2 and
    * avx512 sets): the kernels the plans name *_avx2 run */
   int avx2;
+  /* The same over an f16 KV cache (IEEE binary16 keys, k + p * stride
+   * halves for position p). Every set sums in one order, written out in
+   * cpu_kernels.c (dot_f16kv_scalar), so that all give the same bits. */
+  void (*dots_f16)(const float *q, const uint16_t *k, size_t stride, int n, int D, float scale, float *s);
+  /* dst[i] = x[i] as binary16, rounded to nearest even (wisp_f32_to_f16's
+   * bits for every finite or infinite x; a NaN stays a NaN). */
+  void (*f32_to_f16)(uint16_t *dst, const float *x, int n);
+  /* The weighted sum of n value rows (attention's output of one head):
+   * o[i] = sum over p < n of (w[p] * scale) * v[p * stride + i], i < D,
+   * added in position order from zero, each term a multiply then an add:
+   * the bits of n axpy_f32 calls on a zeroed o, on every path. The sums
+   * stay in registers a block of columns at a time instead of o being
+   * loaded and stored for every position. f32 rows, and binary16 rows (an
+   * f16 V cache). */
+  void (*wsum_f32)(float *o, const float *w, float scale, int n, const float *v, size_t stride, int D);
+  void (*wsum_f16)(float *o, const float *w, float scale, int n, const uint16_t *v, size_t stride, int D);
 } wisp_cpu_kernels;
 
 /* The best kernels this machine runs. */
