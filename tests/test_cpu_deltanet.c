@@ -69,7 +69,7 @@ TEST(cpu_exp_silu_swiglu_match_libm) {
   }
 }
 
-TEST(cpu_conv_silu_and_gemm_match_scalar) {
+TEST(cpu_conv_silu_conv_and_gemm_match_scalar) {
   const wisp_cpu_kernels *fast = wisp_cpu_kernels_get(), *ref = wisp_cpu_kernels_scalar();
   enum { CH = 77, L = 4, M = 11, N = 45, K = 37 };
   static float taps[L * CH], rows[L][CH], y1[CH], y2[CH];
@@ -83,6 +83,18 @@ TEST(cpu_conv_silu_and_gemm_match_scalar) {
     fast->conv_silu_f32(y1, x, taps, CH, L, n);
     ref->conv_silu_f32(y2, x, taps, CH, L, n);
     for (int i = 0; i < n; i++) CHECKF(close_ulps(y1[i], y2[i]), "conv of %d channels, channel %d: %g vs %g", n, i, y1[i], y2[i]);
+    /* the short conv's sum: no activation, so the same bits */
+    fast->conv_f32(y1, x, taps, CH, L, n);
+    ref->conv_f32(y2, x, taps, CH, L, n);
+    CHECKF(!memcmp(y1, y2, sizeof(float) * (size_t)n), "short conv of %d channels differs from the scalar set", n);
+  }
+  /* and the scalar set is the sum it promises: the first product, then the
+   * next ones in order of k (a reordered sum differs in the last bits) */
+  ref->conv_f32(y2, x, taps, CH, L, CH);
+  for (int i = 0; i < CH; i++) {
+    float want = taps[i] * x[0][i];
+    for (int k = 1; k < L; k++) want += taps[k * CH + i] * x[k][i];
+    CHECKF(y2[i] == want, "scalar short conv, channel %d: %g vs %g", i, y2[i], want);
   }
   for (int i = 0; i < M * K; i++) a[i] = urand(&s);
   for (int i = 0; i < K * N; i++) b[i] = urand(&s);
@@ -340,5 +352,53 @@ TEST(cpu_deltanet_op_prefill_matches_token_by_token) {
     free(proj), free(taps), free(o1), free(o2), free(state_a), free(state_b);
     CHECKF(eo <= to && es <= ts, "conv length %d: outputs off by %g (tolerance %g), state by %g (tolerance %g)", L, eo,
            to, es, ts);
+  }
+}
+
+/* The short conv op over calls of several tokens (the vectorized prefill
+ * path from 4 tokens up) against one call a token: the same bits, outputs
+ * and state, for conv lengths whose state is shorter and longer than a
+ * call (4 taps: a state of 3; 9 taps: a state of 8 against calls of 5). */
+static void run_shortconv(wisp_backend *be, const wisp_vector *taps, int L, int dim, wisp_buf *state,
+                          const float *bcx, int n_total, const int *calls, float *out_all) {
+  int t = 0;
+  for (int c = 0; t < n_total; c++) {
+    const int n = calls ? calls[c] : 1;
+    wisp_buf *in = be->buf_new(be, (size_t)n * 3 * dim), *o = be->buf_new(be, (size_t)n * dim);
+    be->buf_write(be, in, 0, (size_t)n * 3 * dim, bcx + (size_t)t * 3 * dim);
+    be->shortconv(be, in, taps, L, n, dim, state, o);
+    be->buf_read(be, o, 0, (size_t)n * dim, out_all + (size_t)t * dim);
+    be->buf_free(be, in), be->buf_free(be, o);
+    t += n;
+  }
+}
+
+TEST(cpu_shortconv_prefill_matches_token_by_token) {
+  enum { DIM = 1100, N = 40 }; /* 1100 channels: two channel blocks, the second with a vector tail */
+  const int lens[] = {4, 9}, calls[] = {5, 23, 5, 7}; /* sums to N */
+  for (size_t li = 0; li < 2; li++) {
+    const int L = lens[li];
+    unsigned s = 21 + L;
+    float *bcx = malloc(sizeof(float) * N * 3 * DIM), *taps = malloc(sizeof(float) * DIM * L);
+    float *o1 = malloc(sizeof(float) * N * DIM), *o2 = malloc(sizeof(float) * N * DIM);
+    float *st1 = malloc(sizeof(float) * DIM * (L - 1)), *st2 = malloc(sizeof(float) * DIM * (L - 1));
+    for (int i = 0; i < N * 3 * DIM; i++) bcx[i] = urand(&s);
+    for (int i = 0; i < DIM * L; i++) taps[i] = 0.5f * urand(&s);
+    wisp_vector vt = {DIM * L, taps, NULL};
+    for (int pass = 0; pass < 2; pass++) {
+      wisp_backend *be;
+      CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
+      wisp_buf *st = be->buf_new(be, (size_t)DIM * (L - 1));
+      run_shortconv(be, &vt, L, DIM, st, bcx, N, pass ? calls : NULL, pass ? o2 : o1);
+      be->buf_read(be, st, 0, (size_t)DIM * (L - 1), pass ? st2 : st1);
+      be->buf_free(be, st);
+      CHECK(be->sync(be) == WISP_OK);
+      be->destroy(be);
+    }
+    const int same_out = !memcmp(o1, o2, sizeof(float) * N * DIM), same_state = !memcmp(st1, st2, sizeof(float) * DIM * (L - 1));
+    const int moved = max_abs(o1, (size_t)N * DIM) > 0.1;
+    free(bcx), free(taps), free(o1), free(o2), free(st1), free(st2);
+    CHECKF(same_out && same_state && moved, "conv length %d: outputs %s, state %s", L, same_out ? "same" : "differ",
+           same_state ? "same" : "differs");
   }
 }

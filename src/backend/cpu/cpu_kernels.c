@@ -157,6 +157,14 @@ static void conv_silu_f32_scalar(float *y, const float *const *x, const float *t
   }
 }
 
+static void conv_f32_scalar(float *y, const float *const *x, const float *taps, size_t tap_stride, int L, int n) {
+  for (int c = 0; c < n; c++) {
+    float acc = taps[c] * x[0][c];
+    for (int k = 1; k < L; k++) acc += taps[(size_t)k * tap_stride + c] * x[k][c];
+    y[c] = acc;
+  }
+}
+
 static void gemm_f32_scalar(float *c, int ldc, const float *a, int lda, const float *b, int ldb, int m, int n, int k,
                             float beta) {
   for (int i = 0; i < m; i++) {
@@ -226,7 +234,7 @@ static const wisp_cpu_kernels k_scalar = {
     .dot_q8_0_row = dot_q8_0_row_scalar, .row_f32 = wisp_matrix_row_f32, .deltanet_step = deltanet_step_scalar,
     .axpy_f32 = axpy_f32_scalar, .argmax_f32 = argmax_f32_scalar, .dots_f32 = dots_f32_scalar,
     .exp_f32 = exp_f32_scalar, .silu_f32 = silu_f32_scalar, .swiglu_f32 = swiglu_f32_scalar,
-    .conv_silu_f32 = conv_silu_f32_scalar, .gemm_f32 = gemm_f32_scalar, .dots_f16 = dots_f16_scalar,
+    .conv_silu_f32 = conv_silu_f32_scalar, .conv_f32 = conv_f32_scalar, .gemm_f32 = gemm_f32_scalar, .dots_f16 = dots_f16_scalar,
     .f32_to_f16 = f32_to_f16_scalar, .wsum_f32 = wsum_f32_scalar, .wsum_f16 = wsum_f16_scalar, .avx2 = 0};
 
 /* ---- AVX2 + FMA ---- */
@@ -646,6 +654,25 @@ __attribute__((target("avx2,fma"))) static void conv_silu_f32_avx2(float *y, con
   }
 }
 
+/* conv_f32_scalar eight channels at a time (a multiply, then an add: its
+ * bits). */
+__attribute__((target("avx2,fma"))) static void conv_f32_avx2(float *y, const float *const *x, const float *taps,
+                                                             size_t tap_stride, int L, int n) {
+  int c = 0;
+  for (; c + 8 <= n; c += 8) {
+    __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(taps + c), _mm256_loadu_ps(x[0] + c));
+    for (int k = 1; k < L; k++)
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(taps + (size_t)k * tap_stride + c),
+                                             _mm256_loadu_ps(x[k] + c)));
+    _mm256_storeu_ps(y + c, acc);
+  }
+  for (; c < n; c++) { /* the last channels one at a time */
+    float acc = taps[c] * x[0][c];
+    for (int k = 1; k < L; k++) acc += taps[(size_t)k * tap_stride + c] * x[k][c];
+    y[c] = acc;
+  }
+}
+
 /* The products: register blocks of four rows by sixteen columns (eight
  * accumulators; per step of p, two loads of b and four broadcasts of a feed
  * eight FMAs). Rows past the last four go one at a time (32 columns at
@@ -855,7 +882,7 @@ static const wisp_cpu_kernels k_avx2 = {
     .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
     .dot_q8_0_row = dot_q8_0_row_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
     .axpy_f32 = axpy_f32_avx2, .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
-    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2,
+    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
     .gemm_f32 = gemm_f32_avx2, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,
     .wsum_f16 = wsum_f16_avx2, .avx2 = 1};
 
@@ -922,7 +949,7 @@ static const wisp_cpu_kernels k_avx512 = {
     .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
     .dot_q8_0_row = dot_q8_0_row_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
     .axpy_f32 = axpy_f32_avx2, .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
-    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2,
+    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
     .gemm_f32 = gemm_f32_avx512, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,
     .wsum_f16 = wsum_f16_avx2, .avx2 = 1};
 #endif

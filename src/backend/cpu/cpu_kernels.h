@@ -51,6 +51,11 @@ typedef struct {
    * summed in the order of k, taps transposed ([L][channels]) so that a
    * vector of channels loads each tap contiguously. */
   void (*conv_silu_f32)(float *y, const float *const *x, const float *taps, size_t tap_stride, int L, int n);
+  /* y[c] = taps[0][c] * x[0][c] + taps[1][c] * x[1][c] + ... for c < n:
+   * the first product, then each next one added in the order of k, each
+   * a multiply then an add (the short conv's sum, whose first term is its
+   * newest input), with no activation. */
+  void (*conv_f32)(float *y, const float *const *x, const float *taps, size_t tap_stride, int L, int n);
   /* c[i][j] = beta * c[i][j] + sum_p a[i][p] * b[p][j] for i < m, j < n,
    * p < k, all row-major with leading dimensions lda, ldb, ldc; beta = 0
    * overwrites c without reading it (the chunked Gated DeltaNet's
