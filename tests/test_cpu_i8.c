@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_i8.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "engine/engine.h"
 #include "fixtures.h"
 #include "test.h"
@@ -638,4 +639,38 @@ TEST(cpu_backend_f16_i8_runs_on_the_q8_0_copy) {
   be->destroy(be);
   free(scratch);
   mat_free(&t);
+}
+
+/* The widening the backend makes F16 rows with (the exact path's prefill,
+ * the Q8_0 copies): the best kernel set's row_f32 gives the scalar
+ * reference's floats bit for bit, on every half (normal, subnormal, zero,
+ * infinite; a NaN gives a NaN, F16C setting the quiet bit the scalar code
+ * keeps as it is) and a row length with a tail after the last group of
+ * eight; and the copy made with it has the bytes of wisp_i8_q8_0_of_f16's. */
+TEST(cpu_f16_rows_widened_by_the_kernel_set_match_scalar) {
+  enum { R = 8, C = 8200 }; /* 8 * 8200 = 65600 halves: each of the 65536 at least once */
+  uint16_t *h = malloc(sizeof(uint16_t) * R * C);
+  float *a = malloc(sizeof(float) * C), *b = malloc(sizeof(float) * C);
+  CHECK(h && a && b);
+  for (int i = 0; i < R * C; i++) h[i] = (uint16_t)(i * 40503u); /* odd multiplier: a permutation of the halves */
+  const wisp_matrix m = {.type = WISP_W_F16, .rows = R, .cols = C, .q = (const uint8_t *)h};
+  const wisp_cpu_kernels *k = wisp_cpu_kernels_get();
+  printf("  cpu_i8: f16 rows widened by the %s kernel set\n", k->name);
+  int same = 1;
+  for (int r = 0; r < R; r++) {
+    wisp_matrix_row_f32(&m, r, a);
+    k->row_f32(&m, r, b);
+    for (int i = 0; i < C; i++) same &= isnan(a[i]) ? isnan(b[i]) : !memcmp(&a[i], &b[i], sizeof(float));
+  }
+  CHECKF(same, "%s row_f32 of an f16 row differs from the scalar widening", k->name);
+  /* finite weights for the copy: the halves' exponents kept below infinity */
+  for (int i = 0; i < R * C; i++) h[i] = (uint16_t)(h[i] & 0xbbff);
+  const size_t bytes = wisp_q8_0_bytes(R, 8192);
+  uint8_t *q0 = malloc(bytes), *q1 = malloc(bytes);
+  CHECK(q0 && q1);
+  const wisp_matrix m32 = {.type = WISP_W_F16, .rows = R, .cols = 8192, .q = (const uint8_t *)h};
+  CHECK(wisp_i8_q8_0_of_f16(&m32, q0));
+  wisp_i8_q8_0_of_f16_rows(&m32, 0, R, q1, b, k->row_f32);
+  CHECKF(!memcmp(q0, q1, bytes), "the Q8_0 copy made with %s row_f32 differs", k->name);
+  free(h), free(a), free(b), free(q0), free(q1);
 }

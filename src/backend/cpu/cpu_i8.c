@@ -56,14 +56,19 @@ void wisp_i8_scales_f16(const wisp_matrix *m, uint16_t *s16) {
   for (size_t i = 0; i < n; i++) s16[i] = wisp_f32_to_f16(m->scales[i]);
 }
 
+void wisp_i8_q8_0_of_f16_rows(const wisp_matrix *m, int r0, int r1, uint8_t *out, float *row,
+                              void (*row_f32)(const wisp_matrix *m, int row, float *out)) {
+  const size_t row_bytes = wisp_q8_0_bytes(1, m->cols);
+  for (int r = r0; r < r1; r++) {
+    row_f32(m, r, row);
+    wisp_quantize_q8_0_rows(row, 1, m->cols, out + (size_t)r * row_bytes);
+  }
+}
+
 int wisp_i8_q8_0_of_f16(const wisp_matrix *m, uint8_t *out) {
   float *row = malloc((size_t)(m->cols > 0 ? m->cols : 1) * sizeof *row);
   if (!row) return 0;
-  const size_t row_bytes = wisp_q8_0_bytes(1, m->cols);
-  for (int r = 0; r < m->rows; r++) {
-    wisp_matrix_row_f32(m, r, row);
-    wisp_quantize_q8_0_rows(row, 1, m->cols, out + (size_t)r * row_bytes);
-  }
+  wisp_i8_q8_0_of_f16_rows(m, 0, m->rows, out, row, wisp_matrix_row_f32);
   free(row);
   return 1;
 }

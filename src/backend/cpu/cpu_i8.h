@@ -80,6 +80,12 @@ void wisp_i8_scales_f16(const wisp_matrix *m, uint16_t *s16);
  * holds the very bytes `wisp convert --quant q8_0` would write from these
  * weights. 1 on success, 0 out of memory (for a row buffer). */
 int wisp_i8_q8_0_of_f16(const wisp_matrix *m, uint8_t *out);
+/* Rows r0..r1-1 of that copy (out is the whole copy), row a buffer of cols
+ * floats, widened by row_f32 (wisp_matrix_row_f32 or a kernel set's SIMD
+ * one: every f16 is an f32, so any gives the same floats): for callers that
+ * split the rows over threads. */
+void wisp_i8_q8_0_of_f16_rows(const wisp_matrix *m, int r0, int r1, uint8_t *out, float *row,
+                              void (*row_f32)(const wisp_matrix *m, int row, float *out));
 /* m read through such a copy: its shape and choices, type Q8_0, q = blocks. */
 wisp_matrix wisp_i8_q8_0_view(const wisp_matrix *m, const uint8_t *blocks);
 /* The per-block s[] and o[] of one row (cols/32 each); s16 is the f16 copy
