@@ -527,6 +527,10 @@ TEST(cpu_i8_f16_q8_0_copy_matches_an_independent_rounding) {
   w[2 * C + 5] = 3.7f;
   w[2 * C + 32 + 17] = -100.25f;
   for (int i = 0; i < C; i++) w[3 * C + i] *= 1e-3f;
+  /* row 3's last block: d = 127/8 / 127 = 1/8 exactly and values at half
+   * steps (k + 0.5) / 8, ties that go to the even integer */
+  for (int i = 0; i < 32; i++) w[3 * C + 64 + i] = (float)((i % 9) - 4 + 0.5) / 8.0f * (i & 1 ? -1.0f : 1.0f);
+  w[3 * C + 64 + 31] = 127.0f / 8.0f;
   uint8_t halves[R * C * 2], copy[R * (C / 32) * WISP_Q8_0_BYTES];
   wisp_quantize_f16(w, R, C, halves);
   const wisp_matrix m = {.type = WISP_W_F16, .rows = R, .cols = C, .q = halves};
@@ -563,6 +567,9 @@ TEST(cpu_i8_f16_q8_0_copy_matches_an_independent_rounding) {
   /* the single large values take the full range */
   CHECK((int8_t)copy[2 * (C / 32) * WISP_Q8_0_BYTES + 2 + 5] == 127);
   CHECK((int8_t)copy[(2 * (C / 32) + 1) * WISP_Q8_0_BYTES + 2 + 17] == -127);
+  const uint8_t *ties = copy + (3 * (C / 32) + 2) * WISP_Q8_0_BYTES;
+  CHECK(wisp_f16_to_f32((uint16_t)(ties[0] | ties[1] << 8)) == 0.125f);
+  CHECK((int8_t)ties[2 + 0] == -4 && (int8_t)ties[2 + 1] == 2 && (int8_t)ties[2 + 4] == 0 && (int8_t)ties[2 + 5] == -2);
 }
 
 /* Through the backend: an f16 matrix the plan gave f16_i8 runs the integer

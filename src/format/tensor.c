@@ -2,6 +2,7 @@
  * See tensor.h and docs/artifact.md for the byte layouts. */
 #include "format/tensor.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -256,8 +257,15 @@ void wisp_quantize_f16(const float *w, int rows, int cols, uint8_t *out) {
  * Q8_0 quantizer's inner loop, which also makes the f16_i8 copies at
  * session start). Adding 1.5 * 2^23 leaves no fraction bits, so the sum is
  * rounded to an integer by the FPU's own rounding; C11 without fast-math
- * keeps the add and the subtract. */
-static float round_even_small(float v) { return (v + 12582912.0f) - 12582912.0f; }
+ * keeps the add and the subtract. Where floats are evaluated wider (x87,
+ * FLT_EVAL_METHOD != 0) the sum would keep the fraction: lrintf there. */
+static float round_even_small(float v) {
+#if FLT_EVAL_METHOD == 0
+  return (v + 12582912.0f) - 12582912.0f;
+#else
+  return (float)lrintf(v);
+#endif
+}
 
 void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out) {
   const int nb = cols / WISP_Q8_0_BLOCK;
