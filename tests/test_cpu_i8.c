@@ -13,15 +13,18 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_i8.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "engine/engine.h"
 #include "fixtures.h"
 #include "test.h"
 
 /* m, and m16: the same matrix with its Q4 / Q4Z scales rounded to f16
- * (s16 as floats: what the integer products read); m16 = m for the others. */
+ * (s16 as floats: what the integer products read); m16 = m for the others.
+ * For F16, f16 is the matrix of halves in q and m its Q8_0 copy in q8
+ * (wisp_i8_q8_0_of_f16), which the integer products read in its place. */
 typedef struct {
-  wisp_matrix m, m16;
-  uint8_t *q, *zp;
+  wisp_matrix m, m16, f16;
+  uint8_t *q, *zp, *q8;
   float *scales, *scales16;
   uint16_t *s16;
 } test_mat;
@@ -34,6 +37,7 @@ static float rnd(void) { /* uniform in [-1, 1) */
 
 static void mat_free(test_mat *t) {
   free(t->q);
+  free(t->q8);
   free(t->zp);
   free(t->scales);
   free(t->scales16);
@@ -73,6 +77,13 @@ static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
   } else if (type == WISP_W_Q4K) {
     ok = (t->q = malloc(wisp_q4k_bytes(rows, cols))) != NULL;
     if (ok) wisp_quantize_q4k(w, rows, cols, t->q);
+  } else if (type == WISP_W_F16) {
+    t->q = malloc(wisp_f16_bytes(rows, cols));
+    t->q8 = malloc(wisp_q8_0_bytes(rows, cols));
+    ok = t->q && t->q8;
+    if (ok) wisp_quantize_f16(w, rows, cols, t->q);
+    t->f16 = (wisp_matrix){.type = type, .rows = rows, .cols = cols, .q = t->q};
+    ok = ok && wisp_i8_q8_0_of_f16(&t->f16, t->q8);
   } else {
     ok = (t->q = malloc(wisp_q8_0_bytes(rows, cols))) != NULL;
     if (ok) wisp_quantize_q8_0_rows(w, rows, cols, t->q);
@@ -80,6 +91,7 @@ static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
   t->m.q = t->q;
   t->m.scales = t->scales;
   t->m.zp = t->zp;
+  if (type == WISP_W_F16 && ok) t->m = wisp_i8_q8_0_view(&t->f16, t->q8);
   free(w);
   return ok && mat_round_scales(t);
 }
@@ -93,7 +105,8 @@ static float *acts_make(int n, int K) {
   return x;
 }
 
-static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0};
+/* F16 through its Q8_0 copy, as the backend runs f16_i8 */
+static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0, WISP_W_F16};
 /* tokens: decode, a tail, more than a chunk */
 static const int NTOK[] = {1, 7, 37};
 /* rows x cols (Q4_K: x its cols): rows not a multiple of any tile, 16
@@ -131,7 +144,7 @@ TEST(cpu_i8_scalar_matches_exact_product) {
     int ok = x && y && row && scratch && wisp_i8_act_reserve(&a, n, COLS);
     double worst = 0, qerr = 0;
     if (ok) {
-      a.layout = wisp_i8_layout_for(TYPES[ti], n);
+      a.layout = wisp_i8_layout_for(t.m.type, n);
       k->quantize(x, 0, n, &a);
       k->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
       for (int r = 0; r < ROWS; r++) {
@@ -190,7 +203,7 @@ static void check_set(const char *name) {
       int same_bytes = 1;
       double worst = 0;
       if (ok) {
-        a.layout = b.layout = wisp_i8_layout_for(TYPES[ti], n);
+        a.layout = b.layout = wisp_i8_layout_for(t.m.type, n);
         ref->quantize(x, 0, n, &a);
         set->quantize(x, 0, n, &b);
         same_bytes = !memcmp(a.q, b.q, (size_t)n * COLS) && !memcmp(a.d, b.d, (size_t)n * (COLS / 32) * 4) &&
@@ -493,4 +506,178 @@ TEST(cpu_i8_rmsnorm_fused_into_the_product_is_bit_identical) {
   }
   be->destroy(be);
   mat_free(&t);
+}
+
+/* ---- f16 weights: the Q8_0 copy (f16_i8) ---- */
+
+/* The copy wisp_i8_q8_0_of_f16 makes of an f16 matrix against a rounding
+ * done here from the f16 values: per 32-block the f16 of max|w|/127 as
+ * scale, round-to-nearest-even(w/d) as values; the same bytes. Rows: random
+ * values; all zeros (d = 0, every value 0); a block with a single large
+ * value and a block with one large value among small ones (it takes +-127,
+ * the small ones round to a few steps); small values (scales near the
+ * bottom of f16's normal range). Each value also lies within half a step of
+ * its weight, or within a step where d rounded down made it saturate. */
+TEST(cpu_i8_f16_q8_0_copy_matches_an_independent_rounding) {
+  enum { R = 4, C = 96 };
+  float w[R * C];
+  for (int i = 0; i < R * C; i++) w[i] = rnd();
+  for (int i = 0; i < C; i++) w[C + i] = 0;
+  for (int i = 0; i < 64; i++) w[2 * C + i] = i < 32 ? 0 : 0.01f * rnd();
+  w[2 * C + 5] = 3.7f;
+  w[2 * C + 32 + 17] = -100.25f;
+  for (int i = 0; i < C; i++) w[3 * C + i] *= 1e-3f;
+  /* row 3's last block: d = 127/8 / 127 = 1/8 exactly and values at half
+   * steps (k + 0.5) / 8, ties that go to the even integer */
+  for (int i = 0; i < 32; i++) w[3 * C + 64 + i] = (float)((i % 9) - 4 + 0.5) / 8.0f * (i & 1 ? -1.0f : 1.0f);
+  w[3 * C + 64 + 31] = 127.0f / 8.0f;
+  uint8_t halves[R * C * 2], copy[R * (C / 32) * WISP_Q8_0_BYTES];
+  wisp_quantize_f16(w, R, C, halves);
+  const wisp_matrix m = {.type = WISP_W_F16, .rows = R, .cols = C, .q = halves};
+  CHECK(wisp_i8_q8_0_of_f16(&m, copy));
+  int same = 1;
+  double worst_steps = 0;
+  for (int r = 0; r < R; r++)
+    for (int b = 0; b < C / 32; b++) {
+      const uint8_t *blk = copy + ((size_t)r * (C / 32) + b) * WISP_Q8_0_BYTES;
+      float v[32], amax = 0;
+      for (int e = 0; e < 32; e++) {
+        const uint8_t *h = halves + 2 * ((size_t)r * C + 32 * b + e);
+        v[e] = wisp_f16_to_f32((uint16_t)(h[0] | h[1] << 8));
+        amax = fmaxf(amax, fabsf(v[e]));
+      }
+      const uint16_t hd = wisp_f32_to_f16(amax / 127.0f);
+      const float d = wisp_f16_to_f32(hd);
+      same &= blk[0] == (hd & 0xff) && blk[1] == hd >> 8;
+      for (int e = 0; e < 32; e++) {
+        float q = d > 0 ? nearbyintf(v[e] / d) : 0;
+        q = fminf(127, fmaxf(-127, q));
+        const int8_t got = (int8_t)blk[2 + e];
+        same &= got == (int8_t)q;
+        if (d > 0) {
+          const double steps = fabs((double)v[e] - (double)d * got) / d;
+          if (abs(got) < 127) worst_steps = fmax(worst_steps, steps);
+          else CHECKF(steps <= 1.0, "row %d block %d: a saturated value is %g steps off", r, b, steps);
+        }
+      }
+    }
+  CHECKF(same, "the Q8_0 copy differs from the rounding of the f16 weights");
+  CHECKF(worst_steps <= 0.5 + 1e-4, "a Q8_0 value is %g steps from its weight", worst_steps);
+  for (int i = 0; i < (C / 32) * WISP_Q8_0_BYTES; i++) CHECKF(copy[(C / 32) * WISP_Q8_0_BYTES + i] == 0, "zero row byte %d", i);
+  /* the single large values take the full range */
+  CHECK((int8_t)copy[2 * (C / 32) * WISP_Q8_0_BYTES + 2 + 5] == 127);
+  CHECK((int8_t)copy[(2 * (C / 32) + 1) * WISP_Q8_0_BYTES + 2 + 17] == -127);
+  const uint8_t *ties = copy + (3 * (C / 32) + 2) * WISP_Q8_0_BYTES;
+  CHECK(wisp_f16_to_f32((uint16_t)(ties[0] | ties[1] << 8)) == 0.125f);
+  CHECK((int8_t)ties[2 + 0] == -4 && (int8_t)ties[2 + 1] == 2 && (int8_t)ties[2 + 4] == 0 && (int8_t)ties[2 + 5] == -2);
+}
+
+/* Through the backend: an f16 matrix the plan gave f16_i8 runs the integer
+ * product on the Q8_0 copy that prepare_matrix made (the scalar reference
+ * on the test's own copy, up to f32 summation order; apart from the exact
+ * f16 product, so the integer path is known to run), and a matrix prepared
+ * again after its weights changed (the same address, another model) reads
+ * the new ones. The default variant keeps the exact product. f16_i8 on a
+ * Q8_0 matrix, or on a row that is not whole 32-blocks, stops prepare. */
+TEST(cpu_backend_f16_i8_runs_on_the_q8_0_copy) {
+  enum { ROWS_B = 37, K = 1248 };
+  test_mat t;
+  CHECK(mat_make(&t, WISP_W_F16, ROWS_B, K));
+  wisp_backend *be = NULL;
+  CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
+  const wisp_i8_kernels *ref = wisp_i8_kernels_scalar();
+  float *scratch = malloc(WISP_I8_SCRATCH(K) * sizeof(float));
+  CHECK(scratch);
+  for (int round = 0; round < 3; round++) {
+    const int i8 = round > 0;
+    if (round == 2) { /* new weights at the same address: the halves negated (exact), the copy made again */
+      for (size_t i = 0; i < (size_t)ROWS_B * K; i++) t.q[2 * i + 1] ^= 0x80;
+      CHECK(wisp_i8_q8_0_of_f16(&t.f16, t.q8));
+    }
+    for (int ph = 0; ph < 2; ph++)
+      snprintf(t.f16.choice[ph].variant, sizeof t.f16.choice[ph].variant, "%s", i8 ? "f16_i8" : "");
+    CHECKF(be->prepare_matrix(be, &t.f16) == WISP_OK, "%s", wisp_last_error());
+    for (int k = 0; k < 2; k++) {
+      const int n = k ? 7 : 1;
+      float *x = acts_make(n, K), *y = malloc(sizeof(float) * n * ROWS_B), *want = malloc(sizeof(float) * n * ROWS_B);
+      float *row = malloc(sizeof(float) * K);
+      wisp_buf *bx = be->buf_new(be, (size_t)n * K), *by = be->buf_new(be, (size_t)n * ROWS_B);
+      wisp_i8_act a = {0};
+      CHECK(x && y && want && row && bx && by && wisp_i8_act_reserve(&a, n, K));
+      be->buf_write(be, bx, 0, (size_t)n * K, x);
+      be->matmul(be, &t.f16, bx, 0, n, by, 0);
+      be->buf_read(be, by, 0, (size_t)n * ROWS_B, y);
+      CHECKF(be->sync(be) == WISP_OK, "%s", wisp_last_error());
+      a.layout = wisp_i8_layout_for(WISP_W_Q8_0, n);
+      ref->quantize(x, 0, n, &a);
+      ref->gemm(&t.m, NULL, 0, ROWS_B, &a, 0, n, want, ROWS_B, 0, scratch);
+      double mag = 0, to_i8 = 0, to_exact = 0;
+      for (int r = 0; r < ROWS_B; r++)
+        for (int tok = 0; tok < n; tok++) {
+          const double exact = f64_product(&t.f16, r, NULL, x, tok, row), got = y[(size_t)tok * ROWS_B + r];
+          mag = fmax(mag, fabs(exact));
+          to_i8 = fmax(to_i8, fabs(got - want[(size_t)tok * ROWS_B + r]));
+          to_exact = fmax(to_exact, fabs(got - exact));
+        }
+      if (i8) {
+        CHECKF(to_i8 <= 1e-5 * mag, "f16_i8, %d tokens, prepared %d times: %g from the scalar integer product (max|y| %g)",
+               n, round, to_i8, mag);
+        CHECKF(to_exact > 1e-5 * mag, "f16_i8, %d tokens: the exact product (%g off): the integer path did not run", n,
+               to_exact);
+      } else {
+        CHECKF(to_exact <= 1e-5 * mag, "exact f16, %d tokens: %g from the f64 product (max|y| %g)", n, to_exact, mag);
+      }
+      wisp_i8_act_free(&a);
+      be->buf_free(be, bx);
+      be->buf_free(be, by);
+      free(x), free(y), free(want), free(row);
+    }
+  }
+  /* f16_i8 only on F16 matrices of whole 32-blocks */
+  test_mat q;
+  CHECK(mat_make(&q, WISP_W_Q8_0, 4, 64));
+  snprintf(q.m.choice[0].variant, sizeof q.m.choice[0].variant, "f16_i8");
+  CHECK(be->prepare_matrix(be, &q.m) != WISP_OK && strstr(wisp_last_error(), "f16_i8"));
+  mat_free(&q);
+  uint8_t halves[4 * 48 * 2] = {0};
+  wisp_matrix odd = {.type = WISP_W_F16, .rows = 4, .cols = 48, .q = halves};
+  snprintf(odd.choice[1].variant, sizeof odd.choice[1].variant, "f16_i8");
+  CHECK(be->prepare_matrix(be, &odd) != WISP_OK && strstr(wisp_last_error(), "48 columns"));
+  be->destroy(be);
+  free(scratch);
+  mat_free(&t);
+}
+
+/* The widening the backend makes F16 rows with (the exact path's prefill,
+ * the Q8_0 copies): the best kernel set's row_f32 gives the scalar
+ * reference's floats bit for bit, on every half (normal, subnormal, zero,
+ * infinite; a NaN gives a NaN, F16C setting the quiet bit the scalar code
+ * keeps as it is) and a row length with a tail after the last group of
+ * eight; and the copy made with it has the bytes of wisp_i8_q8_0_of_f16's. */
+TEST(cpu_f16_rows_widened_by_the_kernel_set_match_scalar) {
+  enum { R = 8, C = 8200 }; /* 8 * 8200 = 65600 halves: each of the 65536 at least once */
+  uint16_t *h = malloc(sizeof(uint16_t) * R * C);
+  float *a = malloc(sizeof(float) * C), *b = malloc(sizeof(float) * C);
+  CHECK(h && a && b);
+  for (int i = 0; i < R * C; i++) h[i] = (uint16_t)(i * 40503u); /* odd multiplier: a permutation of the halves */
+  const wisp_matrix m = {.type = WISP_W_F16, .rows = R, .cols = C, .q = (const uint8_t *)h};
+  const wisp_cpu_kernels *k = wisp_cpu_kernels_get();
+  printf("  cpu_i8: f16 rows widened by the %s kernel set\n", k->name);
+  int same = 1;
+  for (int r = 0; r < R; r++) {
+    wisp_matrix_row_f32(&m, r, a);
+    k->row_f32(&m, r, b);
+    for (int i = 0; i < C; i++) same &= isnan(a[i]) ? isnan(b[i]) : !memcmp(&a[i], &b[i], sizeof(float));
+  }
+  CHECKF(same, "%s row_f32 of an f16 row differs from the scalar widening", k->name);
+  /* finite weights for the copy: the halves' exponents kept below infinity */
+  for (int i = 0; i < R * C; i++) h[i] = (uint16_t)(h[i] & 0xbbff);
+  const size_t bytes = wisp_q8_0_bytes(R, 8192);
+  uint8_t *q0 = malloc(bytes), *q1 = malloc(bytes);
+  CHECK(q0 && q1);
+  const wisp_matrix m32 = {.type = WISP_W_F16, .rows = R, .cols = 8192, .q = (const uint8_t *)h};
+  CHECK(wisp_i8_q8_0_of_f16(&m32, q0));
+  wisp_i8_q8_0_of_f16_rows(&m32, 0, R, q1, b, k->row_f32);
+  CHECKF(!memcmp(q0, q1, bytes), "the Q8_0 copy made with %s row_f32 differs", k->name);
+  free(h), free(a), free(b), free(q0), free(q1);
 }

@@ -108,10 +108,10 @@ TEST(plan_cpu_default_ops) {
       }
     }
   }
-  /* rules #0-#2 are the integer products of throughput profiles (docs/cpu.md) */
+  /* rules #0-#3 are the integer products of throughput profiles (docs/cpu.md) */
   const wisp_plan_op *mm = find_op(p, WISP_PHASE_DECODE, 2, "attn.qkv");
   CHECK(mm && !strcmp(mm->kernel, "matmul/q4_avx2") && mm->kernel_from.kind == WISP_PROV_RULE);
-  CHECK(!strcmp(mm->kernel_from.detail, "matmul.variant#3") && mm->rows == (16 + 2 * 8) * 64 && mm->cols == 1024);
+  CHECK(!strcmp(mm->kernel_from.detail, "matmul.variant#4") && mm->rows == (16 + 2 * 8) * 64 && mm->cols == 1024);
   const wisp_plan_op *emb = find_op(p, WISP_PHASE_DECODE, -1, "embed");
   CHECK(emb->kernel_from.kind == WISP_PROV_DEFAULT);
   CHECK(p->phases[WISP_PHASE_DECODE].tokens == 1 && p->phases[WISP_PHASE_PREFILL].tokens == 512);
@@ -120,7 +120,7 @@ TEST(plan_cpu_default_ops) {
   f.dev.has_avx2 = 0;
   CHECKF(wisp_plan_resolve(&f.in, &p) == WISP_OK, "%s", wisp_last_error());
   mm = find_op(p, WISP_PHASE_DECODE, 0, "conv.in_proj");
-  CHECK(!strcmp(mm->kernel, "matmul/q4_scalar") && !strcmp(mm->kernel_from.detail, "matmul.variant#4"));
+  CHECK(!strcmp(mm->kernel, "matmul/q4_scalar") && !strcmp(mm->kernel_from.detail, "matmul.variant#5"));
   wisp_plan_free(p);
   fx_free(&f);
 }
@@ -408,7 +408,7 @@ TEST(plan_file_cli) {
   rc = run_wisp(out, sizeof out, "plan-file --shape " SEED_MANIFEST " --cap hasAvx2=true --json");
   CHECK(rc == 0 && strstr(out, id)); /* same inputs, same id, across processes */
   rc = run_wisp(out, sizeof out, "plan-file --shape " SEED_MANIFEST " --cap hasAvx2=true");
-  CHECK(rc == 0 && strstr(out, id) && strstr(out, "matmul conv.in_proj") && strstr(out, "rule matmul.variant#3"));
+  CHECK(rc == 0 && strstr(out, id) && strstr(out, "matmul conv.in_proj") && strstr(out, "rule matmul.variant#4"));
   rc = run_wisp(out, sizeof out,
                 "plan-file --shape " SEED_MANIFEST " --backend webgpu --registry " FIX_REGISTRY_GPU " --kernels-dir " FIX_KERNELS
                 " --profiles-dir " FIX_PROFILES " --profile set");

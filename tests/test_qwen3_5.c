@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "engine/engine.h"
 #include "fixtures.h"
 #include "format/artifact.h"
 #include "format/tensor.h"
@@ -571,6 +572,79 @@ TEST(qwen3_5_f16_q8_0_artifacts_track_f32) {
     free(as);
   }
   free(f);
+}
+
+/* Each matmul op of both phases of session s's plan (the head in the
+ * epilogue too) names kernel `want`: 1 when all do, and there are some. */
+static int plan_matmuls_are(const wisp_session *s, const char *want) {
+  const wisp_plan *p = wisp_session_plan(s);
+  int n = 0, all = 1;
+  for (int ph = 0; ph < 2; ph++) {
+    const wisp_plan_phase *phase = &p->phases[ph];
+    for (int g = 0; g < phase->n_groups; g++)
+      for (int i = 0; i < phase->groups[g].n_ops; i++)
+        if (!strcmp(phase->groups[g].ops[i].op, "matmul")) n++, all &= !strcmp(phase->groups[g].ops[i].kernel, want);
+    for (int i = 0; i < phase->n_epilogue; i++)
+      if (!strcmp(phase->epilogue[i].op, "matmul")) n++, all &= !strcmp(phase->epilogue[i].kernel, want);
+  }
+  return n > 0 && all;
+}
+
+/* An f16 artifact (its head tied to the embedding) under the throughput
+ * profile: the plan names f16_i8 for every matrix, the head too, and the
+ * logits of a 9-token prefill and of 9 one-token decodes move from the
+ * default plan's exact f16 products by the rounding of weights (to Q8_0)
+ * and activations (to int8): by more than nothing (the integer path ran)
+ * and by at most 5% of max|logit|, the bound of the other integer paths
+ * (cpu_i8_throughput_plan_runs_integer_products); this fixture measures
+ * about 0.3%. */
+TEST(qwen3_5_f16_throughput_runs_f16_i8) {
+  const char *hf = make_qwen("q35_f16i8", NULL);
+  CHECK(hf);
+  char art[600], log[8192];
+  snprintf(art, sizeof art, "%s/q35_f16i8_f16", test_tmpdir());
+  CHECKF(convert(hf, art, "f16", log, sizeof log) == 0, "%s", log);
+  enum { T = 9 };
+  int32_t tok[T];
+  for (int t = 0; t < T; t++) tok[t] = (t * 31 + 5) % QV;
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  static float out[2][2][QV]; /* [default, throughput][prefill, decode] */
+  const char *profiles[2] = {"default", "throughput"};
+  for (int p = 0; p < 2; p++) {
+    wisp_session_options o = {.backend = "cpu", .threads = 2, .profile = profiles[p]};
+    wisp_session *s = NULL;
+    CHECKF(wisp_session_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+    if (!wisp_session_plan(s)->device.has_avx2) {
+      wisp_session_free(s);
+      wisp_model_close(m);
+      SKIP("no AVX2: the registry keeps the exact products everywhere (not run)");
+    }
+    const char *want = p ? "matmul/f16_i8" : "matmul/f16_avx2";
+    CHECKF(plan_matmuls_are(s, want), "%s profile: not every matmul of the plan is %s", profiles[p], want);
+    const wisp_matrix *head = wisp_graph_matrix(&m->graph, -1, "head");
+    CHECKF(!strcmp(head->choice[WISP_PHASE_DECODE].variant, want + 7), "%s profile: the head runs %s", profiles[p],
+           head->choice[WISP_PHASE_DECODE].variant);
+    CHECK(wisp_session_eval(s, tok, T, out[p][0]) == WISP_OK);
+    wisp_session_free(s);
+    CHECK(wisp_session_new(m, &o, &s) == WISP_OK);
+    for (int i = 0; i < T; i++) CHECK(wisp_session_eval(s, tok + i, 1, out[p][1]) == WISP_OK);
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+  for (int ph = 0; ph < 2; ph++) {
+    float worst = 0, scale = 0;
+    for (int i = 0; i < QV; i++) {
+      worst = fmaxf(worst, fabsf(out[0][ph][i] - out[1][ph][i]));
+      scale = fmaxf(scale, fabsf(out[0][ph][i]));
+    }
+    if (getenv("WISP_TEST_VERBOSE"))
+      fprintf(stderr, "  f16_i8 %s logits vs exact: max|diff| %.3g of max|logit| %.3g\n", ph ? "decode" : "prefill",
+              worst, scale);
+    CHECKF(worst > 0, "%s: the throughput plan gave the exact logits: f16_i8 did not run", ph ? "decode" : "prefill");
+    CHECKF(worst <= 0.05f * scale, "%s: f16_i8 logits differ by %g of max|logit| %g", ph ? "decode" : "prefill",
+           worst, scale);
+  }
 }
 
 /* ---- bad inputs ---- */

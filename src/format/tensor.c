@@ -2,6 +2,7 @@
  * See tensor.h and docs/artifact.md for the byte layouts. */
 #include "format/tensor.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -251,22 +252,36 @@ void wisp_quantize_f16(const float *w, int rows, int cols, uint8_t *out) {
   }
 }
 
+/* v rounded to the nearest integer, ties to even, for |v| < 2^22: what
+ * lrintf gives in the default rounding mode, without its libm call (the
+ * Q8_0 quantizer's inner loop, which also makes the f16_i8 copies at
+ * session start). Adding 1.5 * 2^23 leaves no fraction bits, so the sum is
+ * rounded to an integer by the FPU's own rounding; C11 without fast-math
+ * keeps the add and the subtract. Where floats are evaluated wider (x87,
+ * FLT_EVAL_METHOD != 0) the sum would keep the fraction: lrintf there. */
+static float round_even_small(float v) {
+#if FLT_EVAL_METHOD == 0
+  return (v + 12582912.0f) - 12582912.0f;
+#else
+  return (float)lrintf(v);
+#endif
+}
+
 void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out) {
   const int nb = cols / WISP_Q8_0_BLOCK;
   for (int r = 0; r < rows; r++)
     for (int b = 0; b < nb; b++) {
       const float *x = w + (size_t)r * cols + (size_t)b * WISP_Q8_0_BLOCK;
       uint8_t *blk = out + ((size_t)r * nb + b) * WISP_Q8_0_BYTES;
-      float amax = 0;
-      for (int i = 0; i < WISP_Q8_0_BLOCK; i++) amax = fmaxf(amax, fabsf(x[i]));
+      float amax = 0; /* a compare, not fmaxf (a libm call here); a NaN is skipped by both */
+      for (int i = 0; i < WISP_Q8_0_BLOCK; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
       uint16_t hd = wisp_f32_to_f16(amax / 127.0f);
       float d = wisp_f16_to_f32(hd);
       blk[0] = (uint8_t)(hd & 0xff);
       blk[1] = (uint8_t)(hd >> 8);
       for (int i = 0; i < WISP_Q8_0_BLOCK; i++) {
-        long q = d > 0 ? lrintf(x[i] / d) : 0;
-        if (q > 127) q = 127;
-        if (q < -127) q = -127;
+        float q = d > 0 ? round_even_small(x[i] / d) : 0;
+        q = q > 127 ? 127 : q < -127 ? -127 : q;
         blk[2 + i] = (uint8_t)(int8_t)q;
       }
     }

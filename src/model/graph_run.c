@@ -28,10 +28,15 @@ wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be) {
   }
   wisp_matrix *embed = g->embed, *head = g->head;
   if ((st = be->prepare_matrix(be, embed))) return st;
-  if (head->q != embed->q || head->f32 != embed->f32) { /* a tied head shares the embedding's device copy */
+  if (head->q != embed->q || head->f32 != embed->f32) {
     if ((st = be->prepare_matrix(be, head))) return st;
-  } else {
+  } else if (embed->device) { /* a tied head shares the embedding's device copy */
     head->device = embed->device;
+  } else if ((st = be->prepare_matrix(be, head))) {
+    /* a backend that keeps no device copy (the CPU) still checks the head's
+     * own kernel choice and makes what it reads (an integer product's copy,
+     * cpu_backend.c) now, so that a lack of memory stops the session start */
+    return st;
   }
   if ((st = prepare_vec(be, g->final_norm)) || (st = prepare_vec(be, g->rope_cos)) ||
       (st = prepare_vec(be, g->rope_sin)))

@@ -37,14 +37,17 @@ struct wisp_buf {
   int f16;
 };
 
-/* The f16 copy of one Q4 / Q4Z matrix's block scales, which the integer
- * products read instead of its f32 scales (cpu_i8.h): `host` is the
- * matrix's f32 scales, n their count. */
+/* What the integer products of one matrix read in place of its own bytes
+ * (cpu_i8.h): the f16 copy of a Q4 / Q4Z matrix's block scales (read
+ * instead of its f32 scales), or the Q8_0 copy of an F16 matrix (f16_i8).
+ * `host` is what it was made from (the f32 scales, the f16 weights), n the
+ * matrix's count of 32-blocks, q8 which of the two it is. */
 typedef struct {
-  const float *host;
+  const void *host;
   size_t n;
-  uint16_t *s16;
-} scales_f16;
+  int q8;
+  void *data; /* uint16_t[n] scales, or n Q8_0 blocks of WISP_Q8_0_BYTES */
+} i8_copy;
 
 typedef struct {
   wisp_backend base;
@@ -52,12 +55,13 @@ typedef struct {
   const wisp_cpu_kernels *k;
   const wisp_i8_kernels *i8; /* integer products (cpu_i8.h), the best set this CPU runs */
   wisp_i8_act act;           /* the current product's activations, quantized */
-  /* f16 block scales of the Q4 / Q4Z matrices of integer products, owned
-   * here (a matrix is a view of the model's weights, and the model outlives
-   * the backend); looked up from s16_next on, the slot after the last hit,
-   * since the products of a step run in the order they were prepared */
-  scales_f16 *s16;
-  size_t n_s16, cap_s16, s16_next;
+  /* the copies the integer products read (f16 block scales of Q4 / Q4Z,
+   * Q8_0 weights of F16), owned here (a matrix is a view of the model's
+   * weights, and the model outlives the backend); looked up from
+   * copy_next on, the slot after the last hit, since the products of a step
+   * run in the order they were prepared */
+  i8_copy *copies;
+  size_t n_copies, cap_copies, copy_next;
   /* per-thread scratch, grown on demand */
   float **scratch;
   size_t scratch_len;
@@ -159,7 +163,24 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
 /* The plan names a registry variant per matrix and phase; these are the
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
 static int is_i8_variant(const char *variant) {
-  return !strcmp(variant, "q4_i8") || !strcmp(variant, "q4k_i8") || !strcmp(variant, "q8_0_i8");
+  return !strcmp(variant, "q4_i8") || !strcmp(variant, "q4k_i8") || !strcmp(variant, "q8_0_i8") ||
+         !strcmp(variant, "f16_i8");
+}
+
+/* The weight type an integer variant reads (f16_i8: an F16 matrix, through
+ * its Q8_0 copy; q4_i8 also takes Q4Z). */
+static wisp_wtype i8_variant_type(const char *variant) {
+  return !strcmp(variant, "q4k_i8")   ? WISP_W_Q4K
+         : !strcmp(variant, "q8_0_i8") ? WISP_W_Q8_0
+         : !strcmp(variant, "f16_i8")  ? WISP_W_F16
+                                       : WISP_W_Q4;
+}
+
+/* 1 when W of this variant runs as an integer product. */
+static int runs_i8(const char *variant, const wisp_matrix *W) {
+  if (!is_i8_variant(variant)) return 0;
+  if (W->type == WISP_W_F16) return !strcmp(variant, "f16_i8") && W->cols > 0 && W->cols % 32 == 0;
+  return wisp_i8_supported(W);
 }
 
 static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
@@ -173,45 +194,85 @@ static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *var
   return NULL;
 }
 
-/* The entry of this backend's f16 scales for m, or NULL. Keyed by the f32
- * scales' address and count, not by m->device: a model's matrices are
+/* The integer products read a copy of F16 matrices (Q8_0 weights) and of
+ * Q4 / Q4Z ones (f16 block scales); none of the others. */
+static int needs_i8_copy(const wisp_matrix *m) { return m->type == WISP_W_F16 || wisp_i8_needs_f16_scales(m); }
+
+/* What m's copy is made from: the f16 weights, or the f32 scales. */
+static const void *copy_source(const wisp_matrix *m) {
+  return m->type == WISP_W_F16 ? (const void *)m->q : (const void *)m->scales;
+}
+
+/* The entry of this backend's copy for m, or NULL. Keyed by the source's
+ * address and block count, not by m->device: a model's matrices are
  * prepared by every session's backend in turn, and m->device holds the
- * last one's. */
-static scales_f16 *find_scales_f16(cpu_backend *c, const wisp_matrix *m) {
+ * last one's. A tied head finds the embedding's entry this way. */
+static i8_copy *find_copy(cpu_backend *c, const wisp_matrix *m) {
   const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
-  for (size_t k = 0; k < c->n_s16; k++) {
-    size_t i = (c->s16_next + k) % c->n_s16;
-    if (c->s16[i].host == m->scales && c->s16[i].n == n) {
-      c->s16_next = i + 1;
-      return &c->s16[i];
+  const void *host = copy_source(m);
+  const int q8 = m->type == WISP_W_F16;
+  for (size_t k = 0; k < c->n_copies; k++) {
+    size_t i = (c->copy_next + k) % c->n_copies;
+    if (c->copies[i].host == host && c->copies[i].n == n && c->copies[i].q8 == q8) {
+      c->copy_next = i + 1;
+      return &c->copies[i];
     }
   }
   return NULL;
 }
 
-/* The f16 block scales the integer products read for Q4 / Q4Z matrix m,
- * made on first use. `convert` rounds them again into an existing entry:
- * prepare_matrix does, since the same address may hold another model's
- * scales by now. NULL when out of memory. */
-static const uint16_t *scales_f16_for(cpu_backend *c, const wisp_matrix *m, int convert) {
-  scales_f16 *e = find_scales_f16(c, m);
+/* The Q8_0 copy of an F16 matrix, made by the pool in runs of rows: a
+ * seed-sized model's 750 million weights take seconds on one core. */
+typedef struct {
+  cpu_backend *c;
+  const wisp_matrix *m;
+  uint8_t *out;
+  int rows_per_task;
+} q8_copy_job;
+
+static void q8_copy_task(void *ctx, int task, int thread) {
+  const q8_copy_job *j = ctx;
+  const int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->m->rows ? r0 + j->rows_per_task : j->m->rows;
+  wisp_i8_q8_0_of_f16_rows(j->m, r0, r1, j->out, j->c->scratch[thread], j->c->k->row_f32);
+}
+
+/* Fills a copy from m: the Q8_0 rounding of F16 weights, or the f16
+ * rounding of Q4 / Q4Z scales. 0 out of memory. */
+static int fill_copy(cpu_backend *c, const wisp_matrix *m, void *data) {
+  if (m->type != WISP_W_F16) {
+    wisp_i8_scales_f16(m, data);
+    return 1;
+  }
+  if (!ensure_scratch(c, (size_t)m->cols)) return 0;
+  q8_copy_job j = {c, m, data, 64};
+  if (m->rows > 0) wisp_pool_run(c->pool, (m->rows + j.rows_per_task - 1) / j.rows_per_task, q8_copy_task, &j);
+  return 1;
+}
+
+/* The copy the integer products read for m (needs_i8_copy), made on first
+ * use. `convert` rounds it again into an existing entry: prepare_matrix
+ * does, since the same address may hold another model's weights by now.
+ * NULL when out of memory. */
+static const void *i8_copy_for(cpu_backend *c, const wisp_matrix *m, int convert) {
+  i8_copy *e = find_copy(c, m);
   if (!e) {
-    if (c->n_s16 == c->cap_s16) {
-      size_t cap = c->cap_s16 ? 2 * c->cap_s16 : 64;
-      scales_f16 *p = realloc(c->s16, cap * sizeof *p);
+    if (c->n_copies == c->cap_copies) {
+      size_t cap = c->cap_copies ? 2 * c->cap_copies : 64;
+      i8_copy *p = realloc(c->copies, cap * sizeof *p);
       if (!p) return NULL;
-      c->s16 = p;
-      c->cap_s16 = cap;
+      c->copies = p;
+      c->cap_copies = cap;
     }
     const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
-    uint16_t *h = malloc((n ? n : 1) * sizeof *h);
-    if (!h) return NULL;
-    e = &c->s16[c->n_s16++];
-    *e = (scales_f16){m->scales, n, h};
+    const int q8 = m->type == WISP_W_F16;
+    void *data = malloc((n ? n : 1) * (q8 ? WISP_Q8_0_BYTES : sizeof(uint16_t)));
+    if (!data) return NULL;
+    e = &c->copies[c->n_copies++];
+    *e = (i8_copy){copy_source(m), n, q8, data};
     convert = 1;
   }
-  if (convert) wisp_i8_scales_f16(m, e->s16);
-  return e->s16;
+  if (convert && !fill_copy(c, m, e->data)) return NULL;
+  return e->data;
 }
 
 static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
@@ -236,19 +297,20 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && !c->k->avx2)
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel '%s' but this CPU lacks AVX2+FMA+F16C", v);
     if (is_i8_variant(v)) {
-      wisp_wtype want = !strcmp(v, "q4k_i8") ? WISP_W_Q4K : !strcmp(v, "q8_0_i8") ? WISP_W_Q8_0 : WISP_W_Q4;
+      wisp_wtype want = i8_variant_type(v);
       int fits = m->type == want || (want == WISP_W_Q4 && m->type == WISP_W_Q4Z);
-      if (!fits || !wisp_i8_supported(m))
+      if (!fits || !runs_i8(v, m))
         return wisp_fail(WISP_EINVAL, "the plan chose integer kernel '%s' for a %s matrix of %d columns", v,
                          wisp_wtype_name(m->type), m->cols);
     }
   }
-  /* the integer products of Q4 / Q4Z read f16 scales, made now so that a
-   * lack of memory stops the session before it starts; the exact kernels
-   * read m->scales as they are */
+  /* the integer products of Q4 / Q4Z read f16 scales, of F16 a Q8_0 copy of
+   * the weights, made now so that a lack of memory stops the session before
+   * it starts; the exact kernels read m as it is */
   const int i8 = is_i8_variant(m->choice[WISP_PHASE_PREFILL].variant) || is_i8_variant(m->choice[WISP_PHASE_DECODE].variant);
-  if (i8 && wisp_i8_needs_f16_scales(m) && !scales_f16_for(c, m, 1))
-    return wisp_fail(WISP_ENOMEM, "out of memory for the f16 block scales of a %dx%d %s matrix", m->rows, m->cols,
+  if (i8 && needs_i8_copy(m) && !i8_copy_for(c, m, 1))
+    return wisp_fail(WISP_ENOMEM, "out of memory for the %s of a %dx%d %s matrix",
+                     m->type == WISP_W_F16 ? "Q8_0 copy (f16_i8)" : "f16 block scales", m->rows, m->cols,
                      wisp_wtype_name(m->type));
   return WISP_OK;
 }
@@ -447,13 +509,18 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
     c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for %d quantized activations", n);
     return;
   }
-  /* a tied head shares the embedding's scales: found (or made) by address */
-  const uint16_t *s16 = wisp_i8_needs_f16_scales(W) ? scales_f16_for(c, W, 0) : NULL;
-  if (wisp_i8_needs_f16_scales(W) && !s16) {
-    c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for the f16 block scales of a %dx%d matrix", W->rows,
-                         W->cols);
+  /* found by address (made by prepare_matrix; made now only for a matrix
+   * that was not prepared) */
+  const void *copy = needs_i8_copy(W) ? i8_copy_for(c, W, 0) : NULL;
+  if (needs_i8_copy(W) && !copy) {
+    c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for the integer product's copy of a %dx%d %s matrix",
+                         W->rows, W->cols, wisp_wtype_name(W->type));
     return;
   }
+  /* an F16 matrix runs as its Q8_0 copy */
+  wisp_matrix q8;
+  if (W->type == WISP_W_F16) q8 = wisp_i8_q8_0_view(W, copy), W = &q8;
+  const uint16_t *s16 = wisp_i8_needs_f16_scales(W) ? copy : NULL;
   c->act.layout = wisp_i8_layout_for(W->type, n);
   double t = op_start(c);
   i8_job j = {c, W, s16, x, n, accumulate, 0, 0, y, norm};
@@ -488,7 +555,7 @@ static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_bu
                        int accumulate) {
   cpu_backend *c = as_cpu(be);
   const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
-  if (is_i8_variant(variant) && wisp_i8_supported(W)) {
+  if (runs_i8(variant, W)) {
     /* cpu_matmul left a held-back rmsnorm only when it is this product's input */
     rms_job nj, *norm = NULL;
     if (c->norm.on) {
@@ -524,7 +591,7 @@ static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
                        int accumulate) {
   cpu_backend *c = as_cpu(be);
   const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
-  const int i8 = is_i8_variant(variant) && wisp_i8_supported(W);
+  const int i8 = runs_i8(variant, W);
   /* The held-back rmsnorm goes into an integer product of exactly its
    * output (the same tokens and width, y neither its input nor its output);
    * else it runs on its own first. */
@@ -1541,8 +1608,8 @@ static void cpu_destroy(wisp_backend *be) {
   free(c->scbuf);
   free(c->dnprep);
   wisp_i8_act_free(&c->act);
-  for (size_t i = 0; i < c->n_s16; i++) free(c->s16[i].s16);
-  free(c->s16);
+  for (size_t i = 0; i < c->n_copies; i++) free(c->copies[i].data);
+  free(c->copies);
   wisp_pool_free(c->pool);
   free(c);
 }

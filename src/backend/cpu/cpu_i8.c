@@ -56,6 +56,33 @@ void wisp_i8_scales_f16(const wisp_matrix *m, uint16_t *s16) {
   for (size_t i = 0; i < n; i++) s16[i] = wisp_f32_to_f16(m->scales[i]);
 }
 
+void wisp_i8_q8_0_of_f16_rows(const wisp_matrix *m, int r0, int r1, uint8_t *out, float *row,
+                              void (*row_f32)(const wisp_matrix *m, int row, float *out)) {
+  const size_t row_bytes = wisp_q8_0_bytes(1, m->cols);
+  for (int r = r0; r < r1; r++) {
+    row_f32(m, r, row);
+    wisp_quantize_q8_0_rows(row, 1, m->cols, out + (size_t)r * row_bytes);
+  }
+}
+
+int wisp_i8_q8_0_of_f16(const wisp_matrix *m, uint8_t *out) {
+  float *row = malloc((size_t)(m->cols > 0 ? m->cols : 1) * sizeof *row);
+  if (!row) return 0;
+  wisp_i8_q8_0_of_f16_rows(m, 0, m->rows, out, row, wisp_matrix_row_f32);
+  free(row);
+  return 1;
+}
+
+wisp_matrix wisp_i8_q8_0_view(const wisp_matrix *m, const uint8_t *blocks) {
+  wisp_matrix v = *m;
+  v.type = WISP_W_Q8_0;
+  v.q = blocks;
+  v.f32 = NULL;
+  v.scales = NULL;
+  v.zp = NULL;
+  return v;
+}
+
 static float f16_at(const uint8_t *p) { return wisp_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
 void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, float *s, float *o) {

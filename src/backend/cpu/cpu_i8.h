@@ -17,8 +17,10 @@
  * that a token gets the same numbers prefilled or decoded.
  * The kernel sets (scalar reference, AVX2 maddubs, AVX-VNNI, AVX-512 VNNI)
  * compute exactly these integers; they differ only in the order of the f32
- * sums. F32 and F16 weights have no integer product (they keep f32
- * activations). */
+ * sums. F16 weights take the integer product through a Q8_0 copy made
+ * once, at session start (wisp_i8_q8_0_of_f16): the Q8_0 kernels read it,
+ * so the weights are rounded too, to 8 bits a value and one f16 scale a
+ * block. F32 weights have no integer product (they keep f32 activations). */
 #ifndef WISP_CPU_I8_H
 #define WISP_CPU_I8_H
 
@@ -70,6 +72,22 @@ int wisp_i8_needs_f16_scales(const wisp_matrix *m);
  * (so wisp and llama.cpp read the very same scales). Into s16 (that many
  * halves). */
 void wisp_i8_scales_f16(const wisp_matrix *m, uint16_t *s16);
+/* The Q8_0 copy of F16 matrix m that the integer products read in its
+ * place (variant f16_i8): wisp_q8_0_bytes(rows, cols) bytes into out, each
+ * row widened to f32 (exact) and rounded by wisp_quantize_q8_0_rows,
+ * convert's Q8_0 quantizer (per 32-block d = max|w|/127 rounded to
+ * nearest-even f16, q = round(w/d) clamped to [-127, 127]), so that the copy
+ * holds the very bytes `wisp convert --quant q8_0` would write from these
+ * weights. 1 on success, 0 out of memory (for a row buffer). */
+int wisp_i8_q8_0_of_f16(const wisp_matrix *m, uint8_t *out);
+/* Rows r0..r1-1 of that copy (out is the whole copy), row a buffer of cols
+ * floats, widened by row_f32 (wisp_matrix_row_f32 or a kernel set's SIMD
+ * one: every f16 is an f32, so any gives the same floats): for callers that
+ * split the rows over threads. */
+void wisp_i8_q8_0_of_f16_rows(const wisp_matrix *m, int r0, int r1, uint8_t *out, float *row,
+                              void (*row_f32)(const wisp_matrix *m, int row, float *out));
+/* m read through such a copy: its shape and choices, type Q8_0, q = blocks. */
+wisp_matrix wisp_i8_q8_0_view(const wisp_matrix *m, const uint8_t *blocks);
 /* The per-block s[] and o[] of one row (cols/32 each); s16 is the f16 copy
  * of the scales for Q4 / Q4Z (ignored for the others). */
 void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, float *s, float *o);
