@@ -69,8 +69,8 @@ int wisp_i8_supported(const wisp_matrix *m);
 int wisp_i8_needs_f16_scales(const wisp_matrix *m);
 /* The block scales of a Q4 / Q4Z matrix (rows * cols/32) rounded to f16,
  * to nearest even by wisp_f32_to_f16, the rounding of export-gguf's Q4_0
- * (so wisp and llama.cpp read the very same scales). Into s16 (that many
- * halves). */
+ * (so a GGUF reader of the export sees the very same scales). Into s16
+ * (that many halves). */
 void wisp_i8_scales_f16(const wisp_matrix *m, uint16_t *s16);
 /* The Q8_0 copy of F16 matrix m that the integer products read in its
  * place (variant f16_i8): wisp_q8_0_bytes(rows, cols) bytes into out, each

@@ -1,5 +1,6 @@
-/* LFM2's short conv on the CPU: a decode token channel by channel, a
- * prefill vectorized over channels (docs/cpu.md "Short conv"). */
+/* The gated short conv op (backend.h shortconv) on the CPU: a decode
+ * token channel by channel, a prefill vectorized over channels (docs/cpu.md
+ * "Short conv"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
