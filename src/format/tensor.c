@@ -281,7 +281,7 @@ void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out) {
       blk[1] = (uint8_t)(hd >> 8);
       for (int i = 0; i < WISP_Q8_0_BLOCK; i++) {
         float q = d > 0 ? round_even_small(x[i] / d) : 0;
-        q = q > 127 ? 127 : q < -127 ? -127 : q;
+        q = q > 127 ? 127 : q >= -127 ? q : -127; /* a NaN (a NaN or infinite weight) clamps to -127, as lrintf's did */
         blk[2 + i] = (uint8_t)(int8_t)q;
       }
     }
