@@ -162,20 +162,16 @@ static int attn_heads_per_task(int heads, int kv_heads, int runs, int threads) {
 static void attention_common(cpu_backend *c, const attn_prep_job *prep, const wisp_attention_args *a,
                              const float *gate, int gate_row) {
   const int H = a->heads, D = a->head_dim;
-  size_t need_q = (size_t)a->n * H * D;
-  if (need_q > c->qbuf_len) {
-    float *p = realloc(c->qbuf, need_q * sizeof(float));
-    if (!p) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory for %zu queries", need_q); return; }
-    c->qbuf = p;
-    c->qbuf_len = need_q;
+  const size_t need_q = (size_t)a->n * H * D;
+  if (!wisp_cpu_ensure_buf(&c->qbuf, &c->qbuf_len, need_q)) {
+    c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory for %zu queries", need_q);
+    return;
   }
   if (!wisp_cpu_ensure_scratch(c, (size_t)(a->pos0 + a->n))) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory"); return; }
-  size_t need_k = a->k_cache->f16 ? (size_t)a->n * a->kv_heads * D : 0;
-  if (need_k > c->kbuf_len) {
-    float *p = realloc(c->kbuf, need_k * sizeof(float));
-    if (!p) { c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory for %zu keys", need_k); return; }
-    c->kbuf = p;
-    c->kbuf_len = need_k;
+  const size_t need_k = a->k_cache->f16 ? (size_t)a->n * a->kv_heads * D : 0;
+  if (!wisp_cpu_ensure_buf(&c->kbuf, &c->kbuf_len, need_k)) {
+    c->error = wisp_fail(WISP_ENOMEM, "attention: out of memory for %zu keys", need_k);
+    return;
   }
   attn_prep_job pj = *prep;
   pj.k = c->k;

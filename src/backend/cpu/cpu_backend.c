@@ -73,19 +73,21 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
 
 /* The plan names a registry variant per matrix and phase; these are the
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
-static int is_i8_variant(const char *variant) {
-  return !strcmp(variant, "q4_i8") || !strcmp(variant, "q4k_i8") || !strcmp(variant, "q8_0_i8") ||
-         !strcmp(variant, "f16_i8");
+/* The integer variants and the weight type each reads (f16_i8: an F16
+ * matrix, through its Q8_0 copy; q4_i8 also takes Q4Z). */
+static const struct {
+  const char *name;
+  wisp_wtype type;
+} i8_variants[] = {{"q4_i8", WISP_W_Q4}, {"q4k_i8", WISP_W_Q4K}, {"q8_0_i8", WISP_W_Q8_0}, {"f16_i8", WISP_W_F16}};
+
+/* The index of an integer variant in i8_variants, or -1 for the exact ones. */
+static int i8_variant_index(const char *variant) {
+  for (size_t i = 0; i < sizeof i8_variants / sizeof i8_variants[0]; i++)
+    if (!strcmp(variant, i8_variants[i].name)) return (int)i;
+  return -1;
 }
 
-/* The weight type an integer variant reads (f16_i8: an F16 matrix, through
- * its Q8_0 copy; q4_i8 also takes Q4Z). */
-static wisp_wtype i8_variant_type(const char *variant) {
-  return !strcmp(variant, "q4k_i8")   ? WISP_W_Q4K
-         : !strcmp(variant, "q8_0_i8") ? WISP_W_Q8_0
-         : !strcmp(variant, "f16_i8")  ? WISP_W_F16
-                                       : WISP_W_Q4;
-}
+static int is_i8_variant(const char *variant) { return i8_variant_index(variant) >= 0; }
 
 /* 1 when W of this variant runs as an integer product. */
 static int runs_i8(const char *variant, const wisp_matrix *W) {
@@ -208,7 +210,7 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && !c->k->avx2)
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel '%s' but this CPU lacks AVX2+FMA+F16C", v);
     if (is_i8_variant(v)) {
-      wisp_wtype want = i8_variant_type(v);
+      wisp_wtype want = i8_variants[i8_variant_index(v)].type;
       int fits = m->type == want || (want == WISP_W_Q4 && m->type == WISP_W_Q4Z);
       if (!fits || !runs_i8(v, m))
         return wisp_fail(WISP_EINVAL, "the plan chose integer kernel '%s' for a %s matrix of %d columns", v,

@@ -169,9 +169,10 @@ static void dn_norm_task(void *ctx, int task, int thread) {
       dn_gated_norm(j, t, h, a->out->data + (size_t)t * V + (size_t)h * dv, j->c->scratch[thread]);
 }
 
-/* fn over tasks [0, n): on the caller alone when the call is small. */
+/* fn over tasks [0, n): on the caller alone when the call is small (the
+ * pool itself runs one task, or a pool of one thread, on the caller). */
 static void dn_run(dn_job *j, int serial, int tasks, wisp_task_fn fn) {
-  if (serial || tasks == 1 || wisp_pool_size(j->c->pool) == 1)
+  if (serial)
     for (int t = 0; t < tasks; t++) fn(j, t, 0);
   else
     wisp_pool_run(j->c->pool, tasks, fn, j);
@@ -288,10 +289,7 @@ static void dn_conv(cpu_backend *c, const wisp_deltanet_args *a, int conv_dim, i
   j.channel_tasks = (conv_dim + j.channels_per_task - 1) / j.channels_per_task;
   j.tokens_per_task = 16;
   const int tasks = (a->n + j.tokens_per_task - 1) / j.tokens_per_task * j.channel_tasks;
-  if (tasks == 1 || wisp_pool_size(c->pool) == 1)
-    for (int t = 0; t < tasks; t++) dn_conv_block(&j, t, 0);
-  else
-    wisp_pool_run(c->pool, tasks, dn_conv_block, &j);
+  wisp_pool_run(c->pool, tasks, dn_conv_block, &j); /* on the caller alone for one task or one thread */
   dn_conv_update_state(&j);
 }
 

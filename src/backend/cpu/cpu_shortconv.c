@@ -112,10 +112,7 @@ static void shortconv_prefill(cpu_backend *c, const conv_job *cj) {
   j.channel_tasks = (dim + j.channels_per_task - 1) / j.channels_per_task;
   j.tokens_per_task = 16;
   const int tasks = (n + j.tokens_per_task - 1) / j.tokens_per_task * j.channel_tasks;
-  if (tasks == 1 || wisp_pool_size(c->pool) == 1)
-    for (int t = 0; t < tasks; t++) sconv_block(&j, t, 0);
-  else
-    wisp_pool_run(c->pool, tasks, sconv_block, &j);
+  wisp_pool_run(c->pool, tasks, sconv_block, &j); /* on the caller alone for one task or one thread */
   for (int s = 0; s < S; s++) { /* the state after the call: each channel's last S inputs */
     const float *x = sconv_input(&j, n - S + s);
     for (int ch = 0; ch < dim; ch++) cj->state[(size_t)ch * S + s] = x[ch];
