@@ -118,6 +118,7 @@ static void deltanet_step_scalar(float *S, int dk, int dv, const float *k, const
   }
 }
 
+/* y[i] += a * x[i]: a multiply, then an add (wsum_f32's definition). */
 static void axpy_f32_scalar(float *y, float a, const float *x, int n) {
   for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
@@ -232,7 +233,7 @@ static const wisp_cpu_kernels k_scalar = {
     .name = "scalar", .dot_f32 = dot_f32_scalar, .dot4_f32 = dot4_f32_scalar, .dot2x4_f32 = dot2x4_f32_scalar,
     .dot_q4_row = dot_q4_row_scalar, .dot_q4k_row = dot_q4k_row_scalar, .dot_f16_row = dot_f16_row_scalar,
     .dot_q8_0_row = dot_q8_0_row_scalar, .row_f32 = wisp_matrix_row_f32, .deltanet_step = deltanet_step_scalar,
-    .axpy_f32 = axpy_f32_scalar, .argmax_f32 = argmax_f32_scalar, .dots_f32 = dots_f32_scalar,
+    .argmax_f32 = argmax_f32_scalar, .dots_f32 = dots_f32_scalar,
     .exp_f32 = exp_f32_scalar, .silu_f32 = silu_f32_scalar, .swiglu_f32 = swiglu_f32_scalar,
     .conv_silu_f32 = conv_silu_f32_scalar, .conv_f32 = conv_f32_scalar, .gemm_f32 = gemm_f32_scalar, .dots_f16 = dots_f16_scalar,
     .f32_to_f16 = f32_to_f16_scalar, .wsum_f32 = wsum_f32_scalar, .wsum_f16 = wsum_f16_scalar, .avx2 = 0};
@@ -521,15 +522,6 @@ __attribute__((target("avx2,fma"))) static void deltanet_step_avx2(float *S, int
       _mm256_storeu_ps(o + e, _mm256_fmadd_ps(s, qi, _mm256_loadu_ps(o + e)));
     }
   }
-}
-
-/* No FMA here: the product rounded, then the sum, as the scalar loop. */
-__attribute__((target("avx2,fma"))) static void axpy_f32_avx2(float *y, float a, const float *x, int n) {
-  const __m256 va = _mm256_set1_ps(a);
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
-  for (; i < n; i++) y[i] += a * x[i];
 }
 
 /* Two passes over the (cache-resident) run: the maximum and the finite
@@ -895,7 +887,7 @@ static const wisp_cpu_kernels k_avx2 = {
     .name = "avx2", .dot_f32 = dot_f32_avx2, .dot4_f32 = dot4_f32_avx2, .dot2x4_f32 = dot2x4_f32_avx2,
     .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
     .dot_q8_0_row = dot_q8_0_row_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
-    .axpy_f32 = axpy_f32_avx2, .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
+    .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
     .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
     .gemm_f32 = gemm_f32_avx2, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,
     .wsum_f16 = wsum_f16_avx2, .avx2 = 1};
@@ -962,7 +954,7 @@ static const wisp_cpu_kernels k_avx512 = {
     .name = "avx512", .dot_f32 = dot_f32_avx2, .dot4_f32 = dot4_f32_avx2, .dot2x4_f32 = dot2x4_f32_avx2,
     .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
     .dot_q8_0_row = dot_q8_0_row_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
-    .axpy_f32 = axpy_f32_avx2, .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
+    .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
     .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
     .gemm_f32 = gemm_f32_avx512, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,
     .wsum_f16 = wsum_f16_avx2, .avx2 = 1};

@@ -29,8 +29,6 @@ typedef struct {
    * kv is scratch of dv floats. */
   void (*deltanet_step)(float *S, int dk, int dv, const float *k, const float *q, const float *v, float decay,
                         float beta, float *kv, float *o);
-  /* y[i] += a * x[i] (a multiply, then an add: every path gives the same bits) */
-  void (*axpy_f32)(float *y, float a, const float *x, int n);
   /* The index of the first maximum of x[0..n) (n >= 1); *finite = 0 when
    * some x[i] is a NaN or an infinity (the index is then meaningless). */
   int (*argmax_f32)(const float *x, int n, int *finite);
@@ -79,7 +77,8 @@ typedef struct {
   /* The weighted sum of n value rows (attention's output of one head):
    * o[i] = sum over p < n of (w[p] * scale) * v[p * stride + i], i < D,
    * added in position order from zero, each term a multiply then an add:
-   * the bits of n axpy_f32 calls on a zeroed o, on every path. The sums
+   * the bits of o[i] += (w[p] * scale) * v[...] (a multiply, then an add)
+   * position by position on a zeroed o, on every path. The sums
    * stay in registers a block of columns at a time instead of o being
    * loaded and stored for every position. f32 rows, and binary16 rows (an
    * f16 V cache). */
