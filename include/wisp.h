@@ -21,7 +21,8 @@ typedef enum {
   WISP_ENOMEM,       /* an allocation failed */
   WISP_EUNSUPPORTED, /* valid input that this build does not handle */
   WISP_EHASH,        /* a digest did not match */
-  WISP_EDEVICE       /* the compute device failed or lacks a feature */
+  WISP_EDEVICE,      /* the compute device failed or lacks a feature */
+  WISP_EBUSY         /* a queue is full: try again later */
 } wisp_status;
 
 /* The message of the last failed call on this thread. */
@@ -231,6 +232,95 @@ typedef struct {
  * next[i] (or any token) to the following call. */
 wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
                               const wisp_step_options *o, int32_t *next, float *logits);
+
+
+/* ---- Serving: many requests over one model (src/engine/scheduler.c) ----
+ *
+ * A scheduler owns one session of `parallel` slots and a thread that runs
+ * it: requests are queued, given a slot, prefilled in chunks interleaved
+ * with the running decodes (so streams do not stall), and decoded together,
+ * one pass over the weights per step for every running request. A request
+ * whose prompt extends what a slot already holds (multi-turn chat resends
+ * the whole history) reuses that slot's KV cache and recurrent state: only
+ * the new tokens are prefilled. `wisp serve` (src/server/) is HTTP over
+ * exactly this API. Events are delivered on the scheduler's thread: a
+ * callback must be quick and must not call back into the scheduler other
+ * than wisp_sched_cancel. */
+
+typedef struct wisp_sched wisp_sched;
+
+typedef struct {
+  int parallel;      /* sequences decoded together (slots); 0 = 4 */
+  int max_queue;     /* requests waiting for a slot before submit refuses (WISP_EBUSY); 0 = 4 x parallel */
+  int context;       /* tokens per slot (prompt + reply); 0 = the model's maximum */
+  int prefill_chunk; /* prompt tokens fed per scheduler step beside the decodes; 0 = 512 */
+  const char *backend; /* as wisp_session_options */
+  const char *profile;
+  const char *tuning;
+  int threads;
+} wisp_sched_options;
+
+typedef enum {
+  WISP_FINISH_NONE = 0,  /* not finished (a token event) */
+  WISP_FINISH_STOP,      /* a stop token (not reported as a token) */
+  WISP_FINISH_LENGTH,    /* max_tokens or the slot's context */
+  WISP_FINISH_CANCELLED, /* wisp_sched_cancel, or the scheduler shut down */
+  WISP_FINISH_ERROR      /* the device or an argument failed; message in the event */
+} wisp_finish;
+
+typedef struct {
+  uint64_t id;       /* the request's id (from wisp_sched_submit) */
+  int32_t token;     /* the new token (finish == WISP_FINISH_NONE) */
+  float logprob;     /* its log-probability (when the request asked for logprobs) */
+  int n_top;         /* top alternatives below (request's top_logprobs) */
+  const int32_t *top_ids;
+  const float *top_logprobs;
+  wisp_finish finish;  /* != NONE: the last event of this request */
+  const char *message; /* WISP_FINISH_ERROR: why */
+  int n_prompt;        /* prompt tokens of the request */
+  int n_cached;        /* of which reused from a slot's state, not prefilled */
+  int n_generated;     /* tokens reported so far */
+} wisp_sched_event;
+
+typedef struct {
+  const int32_t *prompt; /* copied by submit */
+  int n_prompt;
+  int max_tokens;        /* 0 = until a stop token or the context ends */
+  float temperature;     /* <= 0: greedy */
+  int top_k;             /* 0 = off */
+  float top_p;           /* 0 or >= 1 = off */
+  float min_p;           /* 0 = off */
+  uint64_t seed;
+  float presence_penalty;  /* OpenAI's, over the generated tokens; 0 = off */
+  float frequency_penalty; /* 0 = off */
+  const int32_t *stop;   /* stop tokens (copied); the model's own are added unless ignore_eos */
+  int n_stop;
+  int ignore_eos;
+  int logprobs;          /* 1: report each token's logprob */
+  int top_logprobs;      /* 0 to 20 alternatives a token */
+  void (*on_event)(void *user, const wisp_sched_event *ev);
+  void *user;
+} wisp_sched_request;
+
+/* Counters for /metrics (monotonic unless noted). */
+typedef struct {
+  uint64_t requests_submitted, requests_finished, requests_rejected;
+  uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
+  int running, queued;   /* now */
+  int slots, slots_used; /* now: slots holding a request or a reusable history */
+  uint64_t steps;        /* scheduler steps run */
+} wisp_sched_stats;
+
+wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sched **out);
+/* Queues a request; *id names it in events. WISP_EBUSY when the queue is full. */
+wisp_status wisp_sched_submit(wisp_sched *s, const wisp_sched_request *r, uint64_t *id);
+/* Ends a request as soon as possible (its last event says CANCELLED) and frees its slot. */
+void wisp_sched_cancel(wisp_sched *s, uint64_t id);
+void wisp_sched_get_stats(wisp_sched *s, wisp_sched_stats *out);
+/* The per-slot context in tokens. */
+int wisp_sched_context(const wisp_sched *s);
+/* Cancels what is queued or running (each gets its last event), stops the thread, frees all. */
+void wisp_sched_free(wisp_sched *s);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,7 @@ const char *wisp_status_name(wisp_status st) {
   case WISP_EUNSUPPORTED: return "WISP_EUNSUPPORTED";
   case WISP_EHASH: return "WISP_EHASH";
   case WISP_EDEVICE: return "WISP_EDEVICE";
+  case WISP_EBUSY: return "WISP_EBUSY";
   }
   return "WISP_E?";
 }
