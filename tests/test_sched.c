@@ -158,8 +158,11 @@ static double logprob_gap(const collector *a, const collector *b) {
 
 enum { N_REQ = 8 };
 
+/* Request i's options: greedy (sampled 0), each its own sampling (1), or
+ * greedy and sampled ones by turns (2). */
 static wisp_sched_request variant(int i, const int32_t *p, int n, int sampled) {
   wisp_sched_request r = request(p, n, 10 + i % 3, NULL);
+  if (sampled == 2 && i % 2 == 0) return r; /* mixed: greedy rows beside sampled ones */
   if (sampled) {
     r.temperature = 0.7f + 0.1f * (float)(i % 3);
     r.top_k = i % 2 ? 20 : 0;
@@ -174,7 +177,9 @@ static wisp_sched_request variant(int i, const int32_t *p, int n, int sampled) {
   return r;
 }
 
-static void together_match_alone_n(const char *dir, const char *backend, int sampled, int n_req) {
+/* varied: the model is unsure enough that sampled replies differ from greedy
+ * ones (the tiny Qwen is not: its logprobs round to 0). */
+static void together_match_alone_n(const char *dir, const char *backend, int sampled, int n_req, int varied) {
   CHECK(dir);
   wisp_model *m = NULL;
   CHECK(wisp_model_open(dir, &m) == WISP_OK);
@@ -202,12 +207,26 @@ static void together_match_alone_n(const char *dir, const char *backend, int sam
   wisp_sched_free(s);
   wisp_model_close(m);
   CHECKF(ok && s, "a scheduler or request failed: %s", wisp_last_error());
+  if (sampled == 1 && varied) { /* the draws are not all the greedy tokens (else per-row sampling went untested) */
+    wisp_model *m2 = NULL;
+    CHECK(wisp_model_open(dir, &m2) == WISP_OK);
+    int differ = 0;
+    for (int i = 0; i < n_req; i++) {
+      collector g;
+      collector_init(&g);
+      CHECK(run_alone(m2, backend, variant(i, prompts[i], len[i], 0), &g));
+      differ += !same_tokens(&g, &alone[i]);
+      collector_destroy(&g);
+    }
+    wisp_model_close(m2);
+    CHECKF(differ >= n_req / 2, "only %d of %d sampled replies differ from greedy", differ, n_req);
+  }
   for (int i = 0; i < n_req; i++) {
     CHECKF(alone[i].finish == WISP_FINISH_LENGTH && alone[i].n == 10 + i % 3, "request %d alone: finish %d, %d tokens",
            i, alone[i].finish, alone[i].n);
     CHECKF(same_tokens(&alone[i], &both[i]), "request %d: %d tokens together, %d alone, or different ones", i,
            both[i].n, alone[i].n);
-    if (sampled && i >= 4)
+    if (sampled == 1 && i >= 4)
       for (int t = 0; t < alone[i].n; t++) {
         CHECKF(alone[i].lp[t] == both[i].lp[t], "request %d token %d: logprob %g alone, %g together", i, t,
                alone[i].lp[t], both[i].lp[t]);
@@ -225,16 +244,16 @@ static void together_match_alone_n(const char *dir, const char *backend, int sam
 }
 
 static void together_match_alone(const char *dir, const char *backend, int sampled) {
-  together_match_alone_n(dir, backend, sampled, N_REQ);
+  together_match_alone_n(dir, backend, sampled, N_REQ, 1);
 }
 
 TEST(sched_lfm2_together_greedy_match_alone) { together_match_alone(fixture_small_model(), "cpu", 0); }
 TEST(sched_lfm2_together_sampled_match_alone) { together_match_alone(fixture_small_model(), "cpu", 1); }
-TEST(sched_qwen3_5_together_sampled_match_alone) { together_match_alone(tiny_qwen(), "cpu", 1); }
-TEST(sched_lfm2_webgpu_together_greedy_match_alone) {
+TEST(sched_qwen3_5_together_sampled_match_alone) { together_match_alone_n(tiny_qwen(), "cpu", 1, N_REQ, 0); }
+TEST(sched_lfm2_webgpu_together_mixed_match_alone) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  together_match_alone_n(fixture_small_model(), "webgpu", 0, 3); /* each alone run makes a device: keep it short */
+  together_match_alone_n(fixture_small_model(), "webgpu", 2, 4, 1); /* each alone run makes a device: keep it short */
 }
 
 /* ---- prompt reuse ---- */
