@@ -147,7 +147,7 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
     memcpy(&slots[0], &bits, sizeof bits);
     be->buf_write(be, s->ids, 0, 1, slots);
     for (int i = 0; i < keep && !st; i++)
-      st = wisp_graph_decode_step(&s->model->graph, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
+      st = wisp_graph_decode_step(&s->graph, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
   }
   wisp_status sy = be->sync(be);
   if (!st) st = sy;
@@ -165,7 +165,7 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
  * works on the first steps while the host records the rest. */
 static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp, int *graph, int kick) {
   wisp_backend *be = s->backend;
-  const wisp_graph *g = &s->model->graph;
+  const wisp_graph *g = &s->graph;
   *graph = 0;
   if (be->decode_graph && sp->temperature <= 0 && !wisp_sampling_penalized(sp)) {
     wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */

@@ -15,7 +15,8 @@ struct wisp_model {
   wisp_artifact *artifact;
   const wisp_arch *arch;
   void *weights;
-  wisp_graph graph; /* the architecture's step (model/graph.h), with the pass's fusions */
+  wisp_graph graph; /* the architecture's step (model/graph.h), with the pass's fusions; read-only:
+                     * each session runs its own bound copy (wisp_session.graph) */
   struct wisp_text_state *text;
 };
 
@@ -25,6 +26,10 @@ void wisp_text_state_free(struct wisp_text_state *t);
 
 struct wisp_session {
   wisp_model *model;
+  /* The session's copy of the model's graph (wisp_graph_bind): the plan's
+   * kernel choices and the backend's device copies of the weights are
+   * written here, never into the model, which other sessions share. */
+  wisp_graph graph;
   wisp_backend *backend;
   wisp_plan *plan;
   wisp_graph_state *state;
@@ -82,10 +87,11 @@ uint64_t wisp_engine_decode_weight_bytes(const wisp_model *m, const wisp_plan *p
  * with the WGSL file the backend loads for it (backend.h, check_kernel);
  * else a one-line error naming the op. */
 wisp_status wisp_engine_check_kernels(const wisp_plan *p, wisp_backend *be);
-/* Hands the plan's kernel choices to the model's matrices. */
-wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p);
+/* Hands the plan's kernel choices to a session's bound graph (its own
+ * copies of the model's matrices and mixer choices). */
+wisp_status wisp_engine_apply_plan(wisp_graph *g, const wisp_plan *p);
 /* The kernel choice a plan op hands to the backend (what wisp_engine_apply_plan
- * puts in a matrix's choice[phase]): the variant (or "profile:" + the WGSL
+ * puts in a bound matrix's choice[phase]): the variant (or "profile:" + the WGSL
  * file's stem) and its geometry. */
 wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op *op);
 /* The plan's settings for wisp_backend.configure (fills and returns *s). */

@@ -109,13 +109,13 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   s->backend->caps(s->backend, &caps);
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, o.registry, &s->plan))) goto fail;
   if ((st = wisp_engine_check_kernels(s->plan, s->backend))) goto fail;
-  if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
+  if ((st = wisp_graph_bind(&m->graph, &s->graph)) || (st = wisp_engine_apply_plan(&s->graph, s->plan))) goto fail;
   wisp_backend_settings bs;
   wisp_engine_backend_settings(s->plan, &bs);
   if (t.webgpu.kv_f16) bs.kv_f16 = 1; /* tuning kv=f16: f16 caches whatever the plan says */
   s->kv_f16 = bs.kv_f16 && s->backend->configure && s->backend->kv_buf_new;
   if (s->backend->configure) s->backend->configure(s->backend, &bs);
-  if ((st = wisp_graph_prepare(&m->graph, s->backend))) goto fail;
+  if ((st = wisp_graph_prepare(&s->graph, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
   if ((st = wisp_slots_new(s, o.slots > 0 ? o.slots : 1))) goto fail; /* s->state is slot 0's */
@@ -134,6 +134,7 @@ void wisp_session_free(wisp_session *s) {
   if (s->backend) wisp_decode_loop_free(s);
   if (s->backend) s->backend->destroy(s->backend);
   wisp_plan_free(s->plan);
+  wisp_graph_free(&s->graph);
   free(s);
 }
 
@@ -150,7 +151,7 @@ wisp_status wisp_session_feed(wisp_session *s, wisp_graph_state *state, int *pos
     int k = n - done < s->chunk ? n - done : s->chunk;
     int last = done + k == n;
     float *out = all ? logits + (size_t)done * vocab : last ? logits : NULL;
-    wisp_status st = wisp_graph_forward(&s->model->graph, state, s->backend, tokens + done, k, *pos, out, all);
+    wisp_status st = wisp_graph_forward(&s->graph, state, s->backend, tokens + done, k, *pos, out, all);
     if (st) return st;
     *pos += k;
     done += k;
