@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/decode_loop.h"
+#include "engine/internal.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -372,4 +373,12 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   wisp_status st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots, slots + batch + 1);
   free(slots);
   return st;
+}
+
+int wisp_session_plan_batch(const wisp_session *s) {
+  const wisp_batching *b = s->plan->decode_loop.present ? &s->plan->decode_loop : &s->plan->batching;
+  if (!b->present || !s->plan->fusions.decode_loop) return 1; /* decodeLoop off: one token per submit */
+  int n = (b->batch_size > 0 ? b->batch_size : 1) * (b->readback_interval > 0 ? b->readback_interval : 1);
+  if (b->max_batch_decode_tokens > 0 && n > b->max_batch_decode_tokens) n = b->max_batch_decode_tokens;
+  return n > 0 ? n : 1;
 }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/plan_apply.h"
 #include "format/quant.h"
 #include "plan/registry.h"
 #include "util/err.h"

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/internal.h"
+#include "engine/sequence.h"
+#include "engine/slots.h"
 #include "model/common.h"
 #include "util/err.h"
 
