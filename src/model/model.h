@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "format/artifact.h"
 #include "model/graph.h"
-#include "plan/plan.h"
+#include "model/shape.h"
 
 
 typedef struct wisp_arch {
