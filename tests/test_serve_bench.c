@@ -1,4 +1,5 @@
-/* bench/serve-bench.mjs, the serving benchmark, against a mock OpenAI server
+/* bench/serve-bench.mjs, the serving benchmark, and its Python twin
+ * bench/serve_bench.py against a mock OpenAI server
  * (tests/server/mock-openai.mjs) with 4 concurrent streaming clients:
  * tests/server/serve-bench-check.mjs checks the receipts' request and token
  * counts, the measured prompt length, the concurrency the server saw, error

@@ -1,5 +1,6 @@
-// Runs bench/serve-bench.mjs against tests/server/mock-openai.mjs and checks
-// its receipts: request and token counts, the measured prompt length, the
+// Runs bench/serve-bench.mjs and its Python twin bench/serve_bench.py (for
+// machines without node) against tests/server/mock-openai.mjs and checks
+// their receipts: request and token counts, the measured prompt length, the
 // client's concurrency as the server saw it, the request fields, error
 // counting, the multi-turn history, and that every percentile row is ordered.
 // No timing value is checked. Prints "serve-bench-check: ok" and exits 0 when
@@ -12,15 +13,20 @@ import { fileURLToPath } from "node:url";
 import { startMock } from "./mock-openai.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const bench = path.join(here, "..", "..", "bench", "serve-bench.mjs");
+const benchDir = path.join(here, "..", "..", "bench");
+const CLIENTS = [
+  { name: "node", argv: [process.execPath, path.join(benchDir, "serve-bench.mjs")] },
+  { name: "python", argv: ["python3", path.join(benchDir, "serve_bench.py")] },
+];
+let client = CLIENTS[0];
 const scratch = process.argv[2] || fs.mkdtempSync("/tmp/serve-bench-check-");
 fs.mkdirSync(scratch, { recursive: true });
 let failures = 0;
-const check = (cond, what) => { if (!cond) { failures++; console.log(`FAIL ${what}`); } };
+const check = (cond, what) => { if (!cond) { failures++; console.log(`FAIL ${client.name}: ${what}`); } };
 
 function runBench(args) {
   return new Promise((resolve) => {
-    execFile(process.execPath, [bench, ...args], { timeout: 120000 }, (err, stdout, stderr) =>
+    execFile(client.argv[0], [...client.argv.slice(1), ...args], { timeout: 120000 }, (err, stdout, stderr) =>
       resolve({ code: err ? (err.code ?? -1) : 0, stdout, stderr }));
   });
 }
@@ -34,7 +40,7 @@ function ordered(s, what) {
 async function load(endpoint) {
   const C = 4, N = 12, P = 16, D = 8;
   const { server, rec, port } = await startMock({ gateAt: C });
-  const out = path.join(scratch, `${endpoint}.json`);
+  const out = path.join(scratch, `${client.name}-${endpoint}.json`);
   const r = await runBench(["--url", `http://127.0.0.1:${port}`, "--endpoint", endpoint, "-c", C, "-n", N, "-P", P, "-D", D, "-o", out].map(String));
   server.close();
   check(r.code === 0, `${endpoint}: exit 0 (${r.code}: ${r.stderr.slice(-300)})`);
@@ -58,7 +64,7 @@ async function load(endpoint) {
 
 async function errors() {
   const { server, rec, port } = await startMock({ failEvery: 4 });
-  const out = path.join(scratch, "errors.json");
+  const out = path.join(scratch, `${client.name}-errors.json`);
   const r = await runBench(["--url", `http://127.0.0.1:${port}`, "-c", "2", "-n", "12", "-P", "8", "-D", "4", "-o", out]);
   server.close();
   check(r.code === 0, `errors: exit 0 (${r.stderr.slice(-300)})`);
@@ -72,7 +78,7 @@ async function errors() {
 async function multiTurn() {
   const K = 2, T = 3, D = 6;
   const { server, rec, port } = await startMock({});
-  const out = path.join(scratch, "multi-turn.json");
+  const out = path.join(scratch, `${client.name}-multi-turn.json`);
   const r = await runBench(["--url", `http://127.0.0.1:${port}`, "--multi-turn", `${K}x${T}`, "--turn-tokens", "10", "-D", String(D), "-o", out]);
   server.close();
   check(r.code === 0, `multi-turn: exit 0 (${r.stderr.slice(-300)})`);
@@ -89,9 +95,11 @@ async function multiTurn() {
   }
 }
 
-await load("completions");
-await load("chat");
-await errors();
-await multiTurn();
+for (client of CLIENTS) {
+  await load("completions");
+  await load("chat");
+  await errors();
+  await multiTurn();
+}
 console.log(failures ? `serve-bench-check: ${failures} failed` : "serve-bench-check: ok");
 process.exit(failures ? 1 : 0);
