@@ -25,9 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/internal.h"
 #include "engine/sched_sample.h"
 #include "engine/sched_slot.h"
+#include "engine/session.h"
+#include "engine/slots.h"
 #include "model/common.h"
 #include "util/err.h"
 
