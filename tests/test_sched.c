@@ -271,23 +271,27 @@ static int run_on(wisp_sched *s, wisp_sched_request r, collector *c) {
   return 1;
 }
 
-/* Turn 1: prompt p, a 10-token reply. Then on the same slot: (a) p + the
- * reply + 6 new tokens (the next turn of a chat: the live state resumes),
- * (b) p + 4 of the reply + other tokens (diverging inside the reply: back
- * to the snapshot at the end of p's prefill), (c) (b) again, whole (back
- * to the snapshot at the end of (b)'s prefill). Each equals a fresh slot's
- * reply and reports what it reused. */
+/* Turn 1: prompt p, a 10-token reply. Then on the same slot, each equal to
+ * a fresh slot's reply and reporting what it reused:
+ *   (a) p + the reply + 6 new tokens (the next turn of a chat): resumes the
+ *       live state (and snapshots it there, at p + 9 of the reply);
+ *   (e) (a) with the 6 new tokens changed (an edited last message): back to
+ *       that snapshot;
+ *   (b) p + 4 of the reply + other tokens (diverging inside the reply):
+ *       back to the snapshot at the end of p's prefill;
+ *   (c) (b) again, whole (a regenerated reply): back to the snapshot at the
+ *       end of (b)'s prefill. */
 static void reuse_matches_scratch(const char *dir) {
   CHECK(dir);
   wisp_model *m = NULL;
   CHECK(wisp_model_open(dir, &m) == WISP_OK);
   wisp_sched *s = sched_new(m, "cpu", 1, 0, 0);
   CHECK(s);
-  int32_t p[64], a[96], b[96];
+  int32_t p[64], a[96], b[96], e[96];
   const int np = prompt_of(4, p); /* 29 tokens */
-  collector t1, ra, rb, rc, fa, fb;
-  collector *all[] = {&t1, &ra, &rb, &rc, &fa, &fb};
-  for (int i = 0; i < 6; i++) collector_init(all[i]);
+  collector t1, ra, rb, rc, re, fa, fb, fe;
+  collector *all[] = {&t1, &ra, &rb, &rc, &re, &fa, &fb, &fe};
+  for (int i = 0; i < 8; i++) collector_init(all[i]);
   int ok = run_on(s, request(p, np, 10, NULL), &t1) && t1.n == 10;
   int na = 0, nb = 0;
   if (ok) {
@@ -295,32 +299,38 @@ static void reuse_matches_scratch(const char *dir) {
     memcpy(a + np, t1.tok, sizeof(int32_t) * 10);
     na = np + 10;
     for (int k = 0; k < 6; k++) a[na++] = (int32_t)((17 + 7 * k) % 96);
+    memcpy(e, a, sizeof(int32_t) * (size_t)na);
+    for (int k = 0; k < 6; k++) e[np + 10 + k] = (int32_t)((61 + 5 * k) % 96);
     memcpy(b, a, sizeof(int32_t) * (size_t)(np + 4));
     nb = np + 4;
     for (int k = 0; k < 8; k++) b[nb++] = (int32_t)((3 + 13 * k) % 96);
-    ok = run_on(s, request_lp(a, na, 8), &ra) && run_on(s, request_lp(b, nb, 8), &rb) &&
-         run_on(s, request_lp(b, nb, 8), &rc);
+    ok = run_on(s, request_lp(a, na, 8), &ra) && run_on(s, request_lp(e, na, 8), &re) &&
+         run_on(s, request_lp(b, nb, 8), &rb) && run_on(s, request_lp(b, nb, 8), &rc);
   }
-  ok = ok && run_alone(m, "cpu", request_lp(a, na, 8), &fa) && run_alone(m, "cpu", request_lp(b, nb, 8), &fb);
+  ok = ok && run_alone(m, "cpu", request_lp(a, na, 8), &fa) && run_alone(m, "cpu", request_lp(b, nb, 8), &fb) &&
+       run_alone(m, "cpu", request_lp(e, na, 8), &fe);
   wisp_sched_stats st;
   wisp_sched_get_stats(s, &st);
   wisp_sched_free(s);
   wisp_model_close(m);
   CHECKF(ok, "a request failed: %s", wisp_last_error());
   CHECKF(ra.n_cached == np + 9, "turn 2 reused %d tokens, expected the %d its slot holds", ra.n_cached, np + 9);
+  CHECKF(re.n_cached == np + 9, "edited turn 2 reused %d tokens, expected the snapshot at %d", re.n_cached, np + 9);
   CHECKF(rb.n_cached == np - 1, "diverging prompt reused %d tokens, expected the snapshot at %d", rb.n_cached, np - 1);
   CHECKF(rc.n_cached == nb - 1, "repeated prompt reused %d tokens, expected %d", rc.n_cached, nb - 1);
-  CHECK(fa.n_cached == 0 && fb.n_cached == 0);
+  CHECK(fa.n_cached == 0 && fb.n_cached == 0 && fe.n_cached == 0);
   CHECKF(same_tokens(&ra, &fa), "turn 2 with reuse differs from a fresh slot");
+  CHECKF(same_tokens(&re, &fe), "edited turn 2 from a snapshot differs from a fresh slot");
   CHECKF(same_tokens(&rb, &fb), "diverging prompt from a snapshot differs from a fresh slot");
   CHECKF(same_tokens(&rc, &fb), "repeated prompt from a snapshot differs from a fresh slot");
   /* the prefill's chunks start elsewhere, so not bit for bit, but close */
   CHECKF(logprob_gap(&ra, &fa) < 1e-3, "turn 2: logprobs differ by %g from a fresh slot's", logprob_gap(&ra, &fa));
+  CHECKF(logprob_gap(&re, &fe) < 1e-3, "edited: logprobs differ by %g", logprob_gap(&re, &fe));
   CHECKF(logprob_gap(&rb, &fb) < 1e-3, "diverging: logprobs differ by %g", logprob_gap(&rb, &fb));
   CHECKF(logprob_gap(&rc, &fb) < 1e-3, "repeated: logprobs differ by %g", logprob_gap(&rc, &fb));
-  CHECK(st.prompt_tokens_cached == (uint64_t)(ra.n_cached + rb.n_cached + rc.n_cached));
+  CHECK(st.prompt_tokens_cached == (uint64_t)(ra.n_cached + re.n_cached + rb.n_cached + rc.n_cached));
   CHECK(st.slots_used == 1);
-  for (int i = 0; i < 6; i++) collector_destroy(all[i]);
+  for (int i = 0; i < 8; i++) collector_destroy(all[i]);
 }
 
 TEST(sched_lfm2_reuse_matches_scratch) { reuse_matches_scratch(fixture_small_model()); }

@@ -7,7 +7,8 @@
  *      prompt first, else the least recently used), cancelled ones end;
  *   2. prefills up to prefill_chunk prompt tokens of the requests that are
  *      still reading their prompts (oldest first), all but each prompt's
- *      last token, then snapshots the conv/recurrent state there;
+ *      last token, then snapshots the conv/recurrent state there (and where
+ *      a request continued a slot's live state, that state first);
  *   3. runs one batched decode step (wisp_session_step_each) for every
  *      request past its prompt: a request's first step feeds its prompt's
  *      last token, later ones the token chosen before; each row is drawn
@@ -35,7 +36,7 @@
 
 #define DEFAULT_PARALLEL 4
 #define DEFAULT_PREFILL_CHUNK 512
-#define DEFAULT_SNAPSHOTS 2
+#define DEFAULT_SNAPSHOTS 3
 #define MAX_TOP_LOGPROBS 20
 
 typedef struct sched_req {
@@ -174,8 +175,13 @@ static int any_running(const wisp_sched *S) {
  * prefix. */
 static wisp_status start(wisp_sched *S, sched_req *q) {
   sched_slot *sl = &S->slots[q->slot];
+  const int live = q->n_cached > 0 && q->n_cached == sl->n_hist;
   wisp_status st = sched_slot_resume(sl, S->session, q->slot, q->n_cached);
   if (st) return st;
+  /* Continuing the live state (the next turn of a conversation): keep it
+   * as it is at this turn boundary too, for a later prompt that diverges
+   * after it (an edited last message) */
+  if (live) sched_slot_snapshot(sl, S->session->backend, ++S->clock);
   q->started = 1;
   if (q->n_cached == q->r.n_prompt - 1) {
     q->decoding = 1;
