@@ -62,7 +62,7 @@ struct wisp_sched {
   int n_model_stop;
   sched_slot *slots;
   sched_req **running; /* per slot, NULL when free */
-  float *logits;       /* parallel x vocab: rows read back for host work */
+  float *logits;       /* parallel x vocab: rows read back for host work (made when first needed) */
   uint64_t clock;      /* counts slot uses and snapshots (LRU order) */
 
   pthread_t thread;
@@ -288,7 +288,10 @@ static void decode_step(wisp_sched *S, sched_req **rows, int n) {
     want[i] = (unsigned char)needs_host(rows[i]);
     any_host |= want[i];
   }
-  wisp_status st = wisp_session_step_each(S->session, slots, tokens, n, sp, next, any_host ? S->logits : NULL, want);
+  wisp_status st = WISP_OK;
+  if (any_host && !S->logits && !(S->logits = malloc((size_t)S->parallel * (size_t)S->vocab * sizeof(float))))
+    st = wisp_fail(WISP_ENOMEM, "out of memory for %d rows of logits", S->parallel);
+  if (!st) st = wisp_session_step_each(S->session, slots, tokens, n, sp, next, any_host ? S->logits : NULL, want);
   if (st) {
     char msg[256];
     snprintf(msg, sizeof msg, "%s", wisp_last_error());
@@ -305,7 +308,7 @@ static void decode_step(wisp_sched *S, sched_req **rows, int n) {
       finish(S, q, WISP_FINISH_ERROR, "out of memory");
       continue;
     }
-    after_step(S, q, next[i], S->logits + (size_t)i * S->vocab);
+    after_step(S, q, next[i], want[i] ? S->logits + (size_t)i * S->vocab : NULL);
   }
 }
 
@@ -431,8 +434,7 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   }
   S->slots = calloc((size_t)S->parallel, sizeof *S->slots);
   S->running = calloc((size_t)S->parallel, sizeof *S->running);
-  S->logits = malloc((size_t)S->parallel * (size_t)S->vocab * sizeof(float));
-  if (!S->slots || !S->running || !S->logits) {
+  if (!S->slots || !S->running) {
     st = wisp_fail(WISP_ENOMEM, "out of memory for %d slots", S->parallel);
     goto fail;
   }
