@@ -363,6 +363,40 @@ TEST(sched_reuse_picks_the_matching_slot) {
   for (int i = 0; i < 4; i++) collector_destroy(&c[i]);
 }
 
+/* A prompt that shares only a short start with a slot's long history (two
+ * conversations with one system prompt) goes to an empty slot instead of
+ * cutting that history; the first conversation then still continues whole. */
+TEST(sched_reuse_spares_a_longer_history) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_sched *s = sched_new(m, "cpu", 2, 0, 0);
+  CHECK(s);
+  int32_t p[64], q[64], next[64];
+  const int np = prompt_of(0, p); /* 9 tokens: a snapshot at 8 */
+  memcpy(q, p, sizeof(int32_t) * (size_t)np);
+  for (int k = 0; k < 6; k++) q[np + k] = (int32_t)((40 + 3 * k) % 96); /* shares p, then its own */
+  collector x, y, x2;
+  collector_init(&x);
+  collector_init(&y);
+  collector_init(&x2);
+  int ok = run_on(s, request(p, np, 13, NULL), &x) && x.n == 13; /* history 9 + 12 */
+  ok = ok && run_on(s, request(q, np + 6, 3, NULL), &y);
+  if (ok) {
+    memcpy(next, p, sizeof(int32_t) * (size_t)np);
+    memcpy(next + np, x.tok, sizeof(int32_t) * 13);
+    next[np + 13] = 5;
+    ok = run_on(s, request(next, np + 14, 3, NULL), &x2);
+  }
+  wisp_sched_free(s);
+  wisp_model_close(m);
+  CHECK(ok);
+  CHECKF(y.n_cached == 0, "the other conversation reused %d tokens of the first one's slot", y.n_cached);
+  CHECKF(x2.n_cached == np + 12, "the first conversation's next turn reused %d tokens, expected %d", x2.n_cached, np + 12);
+  collector_destroy(&x);
+  collector_destroy(&y);
+  collector_destroy(&x2);
+}
+
 /* ---- limits ---- */
 
 TEST(sched_max_tokens_stop_tokens_and_context) {

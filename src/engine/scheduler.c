@@ -113,24 +113,29 @@ static void finish(wisp_sched *S, sched_req *q, wisp_finish why, const char *mes
 
 /* ---- 1. taking work ---- */
 
-/* The free slot for prompt p: the most of it reusable, then least recently used. */
+/* The free slot for prompt p: the one it can reuse most of, then the least
+ * recently used (empty slots first). A slot that would lose more of its
+ * history than the prompt reuses (another conversation that shares only a
+ * system prompt) ranks as no reuse: its owner may come back for it. */
 static int pick_slot(wisp_sched *S, const int32_t *p, int n, int *reuse) {
-  int best = -1, best_reuse = -1;
+  int best = -1, best_rank = -1;
+  *reuse = 0;
   for (int j = 0; j < S->parallel; j++) {
     if (S->running[j]) continue;
-    int r = sched_slot_reusable(&S->slots[j], p, n);
-    if (r > best_reuse || (r == best_reuse && S->slots[j].last_used < S->slots[best].last_used)) {
+    const sched_slot *sl = &S->slots[j];
+    const int r = sched_slot_reusable(sl, p, n), rank = sl->n_hist - r > r ? 0 : r;
+    if (rank > best_rank || (rank == best_rank && sl->last_used < S->slots[best].last_used)) {
       best = j;
-      best_reuse = r;
+      best_rank = rank;
+      *reuse = r;
     }
   }
-  *reuse = best_reuse;
   return best;
 }
 
-/* Under mu: queued requests into free slots; collects the cancelled ones
- * (queued or running) into *gone. Returns how many requests are running. */
-static int take_work(wisp_sched *S, sched_req **gone) {
+/* Under mu: the requests cancelled while queued leave the queue for *gone;
+ * queued requests go to free slots, first come first served. */
+static void take_work(wisp_sched *S, sched_req **gone) {
   *gone = NULL;
   for (sched_req **pq = &S->queue_head; *pq;) { /* cancelled while queued */
     sched_req *q = *pq;
@@ -160,9 +165,6 @@ static int take_work(wisp_sched *S, sched_req **gone) {
     S->stats.prompt_tokens += (uint64_t)q->r.n_prompt;
     S->stats.prompt_tokens_cached += (uint64_t)reuse;
   }
-  int n = 0;
-  for (int j = 0; j < S->parallel; j++) n += S->running[j] != NULL;
-  return n;
 }
 
 static int any_running(const wisp_sched *S) {
