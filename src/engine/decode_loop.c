@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/options.h"
 #include "engine/engine.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -332,8 +333,21 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
 
 wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const wisp_generate_options *o, int32_t *out,
                                   int *n_out) {
+  if (!n_out) return wisp_fail(WISP_EINVAL, "wisp_session_generate: no place for the count (n_out is NULL)");
   *n_out = 0;
-  if (n <= 0) return WISP_OK;
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_generate: no session");
+  if (n < 0) return wisp_fail(WISP_EINVAL, "wisp_session_generate: %d tokens is negative", n);
+  if (n == 0) return WISP_OK;
+  if (!out) return wisp_fail(WISP_EINVAL, "wisp_session_generate: no place for the tokens (out is NULL)");
+  wisp_generate_options taken;
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_generate_options, WISP_GENERATE_OPTIONS_FIRST_SIZE, o, &taken);
+  if (st) return st;
+  o = &taken;
+  if (o->batch < 0 || o->top_k < 0 || o->top_p < 0 || o->min_p < 0)
+    return wisp_fail(WISP_EINVAL, "generate: batch %d, top_k %d, top_p %g, min_p %g: none may be negative", o->batch,
+                     o->top_k, (double)o->top_p, (double)o->min_p);
+  if (o->n_stop < 0 || (o->n_stop > 0 && !o->stop))
+    return wisp_fail(WISP_EINVAL, "generate: %d stop tokens without their ids", o->n_stop);
   if (s->ran_past_stop)
     return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
   if (!s->backend->embed_id || !s->backend->sample_id || !s->backend->buf_write)
@@ -369,7 +383,7 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   const wisp_backend *be = s->backend;
   const int async = be->buf_copy && be->read_start && be->read_finish;
   const int depth = !o->sequential && async && (batch > 1 || o->n_stop == 0) ? 2 : 1;
-  wisp_status st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots, slots + batch + 1);
+  st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots, slots + batch + 1);
   free(slots);
   return st;
 }
