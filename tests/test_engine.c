@@ -16,6 +16,21 @@ static float frand(unsigned *s) {
   return ((*s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
 }
 
+/* The largest and smallest value of block b (32 values) of row r. */
+static void block_range(const float *w, int C, int r, int b, float *lo, float *hi) {
+  *lo = *hi = w[r * C + b * 32];
+  for (int j = 0; j < 32; j++) {
+    *lo = fminf(*lo, w[r * C + b * 32 + j]);
+    *hi = fmaxf(*hi, w[r * C + b * 32 + j]);
+  }
+}
+
+/* The round-trip error is bounded by what 4-bit quantization of the block
+ * allows, computed from the weights here rather than from the quantizer's
+ * own scale: Q4 (symmetric, 15 levels -7..7 over max|w|) is off by at most
+ * half a step, max|w| / 14; Q4Z (16 levels over max - min) by half of
+ * (max - min) / 15. A quantizer that used fewer levels (a larger step)
+ * fails, though its error would still be half its own step. */
 TEST(q4_roundtrip_error_is_bounded) {
   enum { R = 7, C = 96 };
   float w[R * C], back[C];
@@ -28,8 +43,11 @@ TEST(q4_roundtrip_error_is_bounded) {
   for (int r = 0; r < R; r++) {
     wisp_matrix_row_f32(&m, r, back);
     for (int c = 0; c < C; c++) {
-      float d = sc[r * 3 + c / 32];
-      CHECKF(fabsf(back[c] - w[r * C + c]) <= 0.5f * d + 1e-6f, "q4 r%d c%d: %g vs %g", r, c, back[c], w[r * C + c]);
+      float lo, hi;
+      block_range(w, C, r, c / 32, &lo, &hi);
+      float bound = fmaxf(fabsf(lo), fabsf(hi)) / 14.0f * 1.0001f;
+      CHECKF(fabsf(back[c] - w[r * C + c]) <= bound, "q4 r%d c%d: %g vs %g (bound %g)", r, c, back[c], w[r * C + c],
+             bound);
     }
   }
   wisp_quantize_q4z(w, R, C, q, sc, zp);
@@ -38,8 +56,11 @@ TEST(q4_roundtrip_error_is_bounded) {
   for (int r = 0; r < R; r++) {
     wisp_matrix_row_f32(&m, r, back);
     for (int c = 0; c < C; c++) {
-      float d = sc[r * 3 + c / 32];
-      CHECKF(fabsf(back[c] - w[r * C + c]) <= 0.5f * d + 1e-6f, "q4z r%d c%d", r, c);
+      float lo, hi;
+      block_range(w, C, r, c / 32, &lo, &hi);
+      float bound = (hi - lo) / 30.0f * 1.0001f;
+      CHECKF(fabsf(back[c] - w[r * C + c]) <= bound, "q4z r%d c%d: %g vs %g (bound %g)", r, c, back[c], w[r * C + c],
+             bound);
     }
   }
 }
