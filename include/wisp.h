@@ -2,7 +2,11 @@
  * WebGPU backend). This header is the public C API.
  *
  * Every call that can fail returns a wisp_status; on failure a one-line
- * message describing the problem is available from wisp_last_error(). */
+ * message describing the problem is available from wisp_last_error().
+ * Arguments are checked: a NULL handle or out-pointer, a negative count or
+ * an id out of range is WISP_EINVAL; a call that returns a count or a
+ * position returns -1 for them (one that returns a string, NULL), with the
+ * message set; the _free, _close and _reset calls ignore NULL. */
 #ifndef WISP_H
 #define WISP_H
 
