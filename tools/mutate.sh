@@ -8,14 +8,15 @@
 # time, the mutation is applied to a scratch copy of the committed tree (a
 # git worktree under /tmp, never this working tree), the test binary is
 # rebuilt and the filters run: the mutation is "caught" when a test fails
-# (or the build of the tests does), "SURVIVED" when every test passes.
+# "SURVIVED" when every test passes ("INVALID" when the mutated tree does
+# not build, which is no evidence either).
 # Every mutation on the list must be caught.
 #
 #   tools/mutate.sh [-j JOBS] [-o REPORT] [NAME...]
 #     -j JOBS    make -j for the rebuilds (default 2)
 #     -o REPORT  also write the results to REPORT (tools/mutate-report.txt)
 #     NAME...    only these mutations (default: all)
-#   exit status: 0 when every mutation was caught, 1 when one survived
+#   exit status: 0 when every mutation was caught, 1 when one was not
 #
 # The scratch tree starts from this tree's build/ (sources unchanged since
 # that build keep their time stamps, so only what differs is rebuilt), and
@@ -23,6 +24,9 @@
 # would be no evidence. It is not part of `make test` (each mutation is a
 # rebuild and a few tests, minutes for the list).
 set -euo pipefail
+# The whole script is one function, read before it runs: bash reads a
+# script as it goes, so editing this file during a run must not change it.
+main() {
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=2 report=
@@ -56,7 +60,7 @@ top_k_off_by_one	src/backend/sampling.c	if (cnt >= p->top_k) lo = mid;	if (cnt >
 min_p_inverted	src/backend/sampling.c	t = fmaxf(t, logf(p->min_p));	t = fmaxf(t, logf(1 - p->min_p));	sampler_truncation_matches_distribution
 temperature_ignored	src/backend/sampling.c	inv_t = 1.0f / p->temperature;	inv_t = 1.0f;	sampler_truncation_matches_distribution sampler_temperature
 repeat_penalty_negative	src/backend/sampling.c	logits[t] > 0 ? logits[t] * inv : logits[t] * penalty;	logits[t] > 0 ? logits[t] * inv : logits[t] * inv;	sampler_top_p_min_p_and_penalty
-repeat_penalty_positive	src/backend/sampling.c	logits[t] > 0 ? logits[t] * inv : logits[t] * penalty;	logits[t] > 0 ? logits[t] * penalty : logits[t] * penalty;	sampler_top_p_min_p_and_penalty
+repeat_penalty_positive	src/backend/sampling.c	const float inv = 1.0f / penalty;	const float inv = penalty;	sampler_top_p_min_p_and_penalty
 conv_state_shift	src/backend/cpu/cpu_shortconv.c	for (int k = 0; k + 1 < S; k++) st[k] = st[k + 1];	for (int k = 1; k + 1 < S; k++) st[k] = st[k + 1];	cpu_shortconv lfm2_prefill_equals
 conv_state_after_prefill	src/backend/cpu/cpu_shortconv.c	const float *x = sconv_input(&j, n - S + s);	const float *x = sconv_input(&j, n - S + s - 1);	cpu_shortconv lfm2_prefill_equals
 deltanet_decay	src/backend/cpu/cpu_gated_deltanet.c	*g = -expf(a->a_log->data[h]) * softplus(av + a->dt_bias->data[h]);	*g = -expf(a->a_log->data[h]) * softplus(av - a->dt_bias->data[h]);	qwen3_5_tiny_model_matches_independent_reference
@@ -141,15 +145,17 @@ if old not in s:
 open(path, "w").write(s.replace(old, new))
 PY
   caught=
-  if ! build; then
-    caught="the build (does the mutation compile?)"
-  else
-    for f in $tests; do
-      rc=0
-      why=$(run_filter "$f") || rc=$?
-      if [ $rc -eq 1 ]; then caught="$f: $why"; break; fi
-    done
+  if ! build; then # a mutation that does not compile says nothing about the tests
+    git checkout -q -- "$file"
+    say "INVALID  $name ($file): the mutated tree does not build ($(grep -m1 'error' build/mutate-build.log || true))"
+    survived=$((survived + 1))
+    continue
   fi
+  for f in $tests; do
+    rc=0
+    why=$(run_filter "$f") || rc=$?
+    if [ $rc -eq 1 ]; then caught="$why"; break; fi
+  done
   git checkout -q -- "$file"
   if [ -n "$caught" ]; then
     say "caught   $name ($file) by $caught"
@@ -169,3 +175,6 @@ if [ -n "$report" ]; then
   } >"$root/$report"
 fi
 [ "$survived" -eq 0 ]
+}
+main "$@"
+exit $?
