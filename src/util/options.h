@@ -1,8 +1,9 @@
 /* Reading a caller's option struct (include/wisp.h, "Option structs grow"):
  * each public options struct starts with a size_t `size`, 0 for the
- * struct's first layout or sizeof(the struct) as the caller's header has it. */
-#ifndef WISP_API_OPTIONS_H
-#define WISP_API_OPTIONS_H
+ * struct's first layout or sizeof(the struct) as the caller's header has it.
+ * (The init functions that set it are src/api/options.c.) */
+#ifndef WISP_UTIL_OPTIONS_H
+#define WISP_UTIL_OPTIONS_H
 
 #include <stddef.h>
 
