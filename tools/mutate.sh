@@ -68,6 +68,7 @@ gguf_q8_0_read	src/format/gguf.c	for (int j = 0; j < 32; j++) out[b * 32 + j] = 
 gguf_q8_0_export_levels	src/format/gguf.c	float d = amax / 127.0f;	float d = amax / 63.0f;	gguf_roundtrip_f32
 wgsl_rmsnorm_eps_sign	src/backend/webgpu/kernels/rmsnorm.wgsl	sqrt(t / f32(p.n) + p.eps)	sqrt(t / f32(p.n) - p.eps)	webgpu_rmsnorm webgpu_backend_rmsnorm
 wgsl_rmsnorm_nosg_eps_sign	src/backend/webgpu/kernels/rmsnorm_nosg.wgsl	/ f32(p.n) + p.eps);	/ f32(p.n) - p.eps);	webgpu_rmsnorm webgpu_backend_rmsnorm
+wgsl_top_p_inverted	src/backend/webgpu/kernels/sample.wgsl	if (reduce_sum(li, mass) >= p.top_p * total) {	if (reduce_sum(li, mass) >= (1.0 - p.top_p) * total) {	decode_loop_webgpu_sampler_matches_reference
 deltanet_decay_step	src/backend/cpu/cpu_gated_deltanet.c	dn_value(j, t, h), expf(g), beta, kv, o);	dn_value(j, t, h), expf(0.5f * g), beta, kv, o);	qwen3_5_tiny_model_matches_independent_reference cpu_deltanet_op_prefill
 LIST
 }
