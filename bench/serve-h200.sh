@@ -19,9 +19,9 @@
 #     reads: seed shape (Q4 -> Q4_0) and Qwen 3.5 0.8B (Q4_K), random weights and
 #     no vocabulary (tools/gguf-none-vocab.py), so their load sends token-id
 #     prompts; and models/default (real tokenizer and chat template) for the
-#     multi-turn chat load. wisp serves the GGUF when its `serve --help` names
-#     GGUF files, else the artifact the GGUF was exported from (same quantized
-#     blocks);
+#     multi-turn chat load. wisp serves the artifact the GGUF was exported
+#     from (the same quantized blocks; WISP_WEIGHTS=gguf hands it the GGUF,
+#     which `wisp serve` imports first);
 #  3. runs wisp's side while the build runs, pinned to the first WISP_CORES
 #     cores (the build has the others), then llama-server's once it is built;
 #     each server: a warm-up, then C in CS (1 8 32 64) streaming /v1/completions
@@ -32,9 +32,9 @@
 #     and `wisp bench` decode of each model (the C = 1 target compares with it);
 #  4. each server runs in its own process group and is stopped (TERM, then
 #     KILL) after its runs, on a failed start, and on exit.
-# Environment: OUT, BUDGET, CS, MT, WISP_CORES, SERVE_CLIENT (node, the default
+# Environment: OUT, BUDGET, CS, MT, WISP_CORES, WISP_WEIGHTS (artifact or gguf), SERVE_CLIENT (node, the default
 # where node is installed, or python: bench/serve_bench.py), WISP_SERVE_ARGS (default
-# "--backend webgpu --parallel 64 -c 32768"), LLAMA_ARGS (default "--parallel 64
+# "--backend webgpu --parallel 64 -c 512": wisp's -c is per sequence), LLAMA_ARGS (default "--parallel 64
 # -c 32768 -fa on -ngl 99"), MODELS (default "seed qwen08"), LC (the llama.cpp
 # build folder, default /tmp/lcc: kept while the machine stays warm).
 set -uo pipefail
@@ -44,12 +44,13 @@ BUDGET=${BUDGET:-540}
 CS=${CS:-1 8 32 64}
 MT=${MT:-8x5}
 WISP_CORES=${WISP_CORES:-4}
-WISP_SERVE_ARGS=${WISP_SERVE_ARGS:---backend webgpu --parallel 64 -c 32768}
+# wisp's -c is tokens per sequence; llama-server's is shared by its slots (32768 / 64 = 512)
+WISP_SERVE_ARGS=${WISP_SERVE_ARGS:---backend webgpu --parallel 64 -c 512}
 LLAMA_ARGS=${LLAMA_ARGS:---parallel 64 -c 32768 -fa on -ngl 99}
 MODELS=${MODELS:-seed qwen08}
 LC=${LC:-/tmp/lcc}
 # the multi-turn load's model (the default model: 512 tokens of context) gets its own
-WISP_SERVE_ARGS_CHAT=${WISP_SERVE_ARGS_CHAT:---backend webgpu --parallel 8}
+WISP_SERVE_ARGS_CHAT=${WISP_SERVE_ARGS_CHAT:---backend webgpu --parallel 8 -c 512}
 LLAMA_ARGS_CHAT=${LLAMA_ARGS_CHAT:---parallel 8 -c 4096 -fa on -ngl 99}
 WORK=/tmp/serve-h200
 PIN=()
@@ -106,7 +107,7 @@ done
 pack
 rm -f "$WORK"/*.gguf.tmp
 WISP_TAKES_GGUF=0
-timeout 10 "$W" serve --help 2>&1 | grep -qi gguf && WISP_TAKES_GGUF=1
+[ "${WISP_WEIGHTS:-artifact}" = gguf ] && WISP_TAKES_GGUF=1
 
 # 3. servers and loads
 SERVER_PID=""
