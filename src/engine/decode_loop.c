@@ -3,7 +3,7 @@
  * with backends that can, two batches in flight (the next one recorded
  * while the device runs the current one); and with stop tokens, snapshots
  * of the recurrent state so that a batch that ran past a stop is rewound.
- * docs/webgpu.md ("Pipelined decode loop", "Stop tokens and rewinding"). */
+ * docs/webgpu.md ("Sampling and the decode loop"). */
 #include <stdlib.h>
 #include <string.h>
 

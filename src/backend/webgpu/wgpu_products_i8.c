@@ -1,5 +1,5 @@
 /* The Q4 x int8 prefill product of the WebGPU backend (docs/webgpu.md,
- * "Q4 x int8 prefill product"): quant_x8.wgsl quantizes the product's input
+ * "Products"): quant_x8.wgsl quantizes the product's input
  * rows to int8 with one f32 scale per (token, 32-block) into two scratch
  * buffers, matmul_i8.wgsl multiplies the weights' nibbles (expanded to signed
  * int8) with them through dot4I8Packed. Consecutive products reading the same
