@@ -95,7 +95,7 @@ typedef struct {
 } wisp_wgpu_dn_tuning;
 const wisp_wgpu_dn_tuning *wisp_wgpu_int_dn_tuning(wisp_backend *be);
 /* The backend's counters (wgpu_backend.h), for the ops' own (deltanet_split). */
-struct wisp_wgpu_backend_stats *wisp_wgpu_int_stats(wisp_backend *be);
+struct wisp_backend_stats *wisp_wgpu_int_stats(wisp_backend *be);
 /* XN of a one-token product kernel that stages its input (cols columns,
  * own_bytes of its own workgroup arrays): cols / 4, or 1 when it does not fit
  * or staging is off. */
