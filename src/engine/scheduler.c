@@ -33,6 +33,7 @@
 #include "engine/slots.h"
 #include "model/common.h"
 #include "util/err.h"
+#include "util/options.h"
 
 #define DEFAULT_PARALLEL 4
 #define DEFAULT_PREFILL_CHUNK 512
@@ -404,9 +405,12 @@ static void *run(void *arg) {
 /* ---- the API ---- */
 
 wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sched **out) {
+  if (!out) return wisp_fail(WISP_EINVAL, "wisp_sched_new: no out-pointer");
   *out = NULL;
-  wisp_sched_options opt = {0};
-  if (o) opt = *o;
+  if (!m) return wisp_fail(WISP_EINVAL, "wisp_sched_new: no model");
+  wisp_sched_options opt;
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_sched_options, WISP_SCHED_OPTIONS_FIRST_SIZE, o, &opt);
+  if (st) return st;
   if (opt.parallel < 0 || opt.parallel > WISP_MAX_ROWS)
     return wisp_fail(WISP_EINVAL, "parallel %d: 1 to %d sequences (0 = %d)", opt.parallel, WISP_MAX_ROWS, DEFAULT_PARALLEL);
   if (opt.max_queue < 0) return wisp_fail(WISP_EINVAL, "max_queue %d: must be >= 0", opt.max_queue);
@@ -424,7 +428,7 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   S->vocab = wisp_model_vocab(m);
   wisp_session_options so = {.backend = opt.backend, .threads = opt.threads, .max_context = opt.context,
                              .profile = opt.profile, .tuning = opt.tuning, .slots = S->parallel};
-  wisp_status st = wisp_session_new(m, &so, &S->session);
+  st = wisp_session_new(m, &so, &S->session);
   if (st) {
     free(S);
     return st;
@@ -483,9 +487,12 @@ static wisp_status check_request(const wisp_sched *S, const wisp_sched_request *
 
 wisp_status wisp_sched_submit(wisp_sched *S, const wisp_sched_request *r, uint64_t *id) {
   if (id) *id = 0;
-  if (!S || !r) return wisp_fail(WISP_EINVAL, "no scheduler or request");
-  wisp_status st = check_request(S, r);
+  if (!S || !r) return wisp_fail(WISP_EINVAL, "wisp_sched_submit: no scheduler or request");
+  wisp_sched_request req;
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_sched_request, WISP_SCHED_REQUEST_FIRST_SIZE, r, &req);
   if (st) return st;
+  r = &req;
+  if ((st = check_request(S, r))) return st;
   sched_req *q = calloc(1, sizeof *q);
   if (!q) return wisp_fail(WISP_ENOMEM, "out of memory");
   q->r = *r;
@@ -542,6 +549,7 @@ void wisp_sched_cancel(wisp_sched *S, uint64_t id) {
 }
 
 void wisp_sched_get_stats(wisp_sched *S, wisp_sched_stats *out) {
+  if (!out) return;
   memset(out, 0, sizeof *out);
   if (!S) return;
   pthread_mutex_lock(&S->mu);
@@ -552,7 +560,13 @@ void wisp_sched_get_stats(wisp_sched *S, wisp_sched_stats *out) {
   pthread_mutex_unlock(&S->mu);
 }
 
-int wisp_sched_context(const wisp_sched *S) { return S ? S->context : 0; }
+int wisp_sched_context(const wisp_sched *S) {
+  if (!S) {
+    wisp_fail(WISP_EINVAL, "wisp_sched_context: no scheduler");
+    return -1;
+  }
+  return S->context;
+}
 
 void wisp_sched_free(wisp_sched *S) {
   if (!S) return;
