@@ -281,11 +281,11 @@ static int run_on(wisp_sched *s, wisp_sched_request r, collector *c) {
  *       back to the snapshot at the end of p's prefill;
  *   (c) (b) again, whole (a regenerated reply): back to the snapshot at the
  *       end of (b)'s prefill. */
-static void reuse_matches_scratch(const char *dir) {
+static void reuse_matches_scratch(const char *dir, const char *backend) {
   CHECK(dir);
   wisp_model *m = NULL;
   CHECK(wisp_model_open(dir, &m) == WISP_OK);
-  wisp_sched *s = sched_new(m, "cpu", 1, 0, 0);
+  wisp_sched *s = sched_new(m, backend, 1, 0, 0);
   CHECK(s);
   int32_t p[64], a[96], b[96], e[96];
   const int np = prompt_of(4, p); /* 29 tokens */
@@ -307,8 +307,8 @@ static void reuse_matches_scratch(const char *dir) {
     ok = run_on(s, request_lp(a, na, 8), &ra) && run_on(s, request_lp(e, na, 8), &re) &&
          run_on(s, request_lp(b, nb, 8), &rb) && run_on(s, request_lp(b, nb, 8), &rc);
   }
-  ok = ok && run_alone(m, "cpu", request_lp(a, na, 8), &fa) && run_alone(m, "cpu", request_lp(b, nb, 8), &fb) &&
-       run_alone(m, "cpu", request_lp(e, na, 8), &fe);
+  ok = ok && run_alone(m, backend, request_lp(a, na, 8), &fa) && run_alone(m, backend, request_lp(b, nb, 8), &fb) &&
+       run_alone(m, backend, request_lp(e, na, 8), &fe);
   wisp_sched_stats st;
   wisp_sched_get_stats(s, &st);
   wisp_sched_free(s);
@@ -333,8 +333,14 @@ static void reuse_matches_scratch(const char *dir) {
   for (int i = 0; i < 8; i++) collector_destroy(all[i]);
 }
 
-TEST(sched_lfm2_reuse_matches_scratch) { reuse_matches_scratch(fixture_small_model()); }
-TEST(sched_qwen3_5_reuse_matches_scratch) { reuse_matches_scratch(tiny_qwen()); }
+TEST(sched_lfm2_reuse_matches_scratch) { reuse_matches_scratch(fixture_small_model(), "cpu"); }
+TEST(sched_qwen3_5_reuse_matches_scratch) { reuse_matches_scratch(tiny_qwen(), "cpu"); }
+/* the snapshots as device copies of the slots' parts of the shared state buffers */
+TEST(sched_qwen3_5_webgpu_reuse_matches_scratch) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  reuse_matches_scratch(tiny_qwen(), "webgpu");
+}
 
 /* Free slots go to the prompt they hold most of: two conversations on two
  * slots each continue on their own slot. */
