@@ -743,6 +743,20 @@ TEST(convert_copies_tokenizer_files) {
   snprintf(cmd, sizeof cmd, "printf 'hi there\\nand again\\n' | %s run -m %s --chat -n 5 --temp 0", test_wisp_bin(), out);
   CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "lfm2 template, 2 stop tokens") && strstr(log, "[reply 2: "),
          "%s", log);
+  /* --chat-template FILE replaces the model's template: "hi there" + ">" is 9 byte tokens */
+  char tp[800];
+  snprintf(tp, sizeof tp, "%s/my.jinja", test_tmpdir());
+  write_to(test_tmpdir(), "my.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}>{% endif %}\n");
+  snprintf(cmd, sizeof cmd, "printf 'hi there\\nmore\\n' | %s run -m %s --chat --chat-template %s -n 2 --temp 0",
+           test_wisp_bin(), out, tp);
+  CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "my.jinja template") && strstr(log, "[reply 1: 9 prompt tokens") &&
+             strstr(log, "[reply 2: 5 prompt tokens"),
+         "%s", log);
+  write_to(test_tmpdir(), "bad.jinja", "ok\n{% include 'x' %}");
+  snprintf(tp, sizeof tp, "%s/bad.jinja", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "printf 'hi\\n' | %s run -m %s --chat --chat-template %s -n 2", test_wisp_bin(), out, tp);
+  CHECKF(test_run(cmd, log, sizeof log) == 1 && strstr(log, "bad.jinja") && strstr(log, "2:4: unsupported construct 'include'"),
+         "%s", log);
   /* removing the tokenizer file makes the artifact fail to open, clearly */
   snprintf(mp, sizeof mp, "%s/tokenizer.json", out);
   CHECK(unlink(mp) == 0);
