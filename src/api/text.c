@@ -27,7 +27,7 @@ struct wisp_text_state {
  * opening the model, and a model may be shared by threads. */
 static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void wisp_text_state_free(struct wisp_text_state *t) {
+static void text_state_free(struct wisp_text_state *t) {
   if (!t) return;
   wisp_tokenizer_free(t->tok);
   wisp_chat_tmpl_free(t->tmpl);
@@ -69,7 +69,7 @@ static wisp_status load_text(wisp_model *m, struct wisp_text_state **out) {
   } else if (!st) {
     t->tmpl_error = strdup("the tokenizer is not a BPE tokenizer with a tokenizer_config.json");
   }
-  if (st) { wisp_text_state_free(t); return st; }
+  if (st) { text_state_free(t); return st; }
   *out = t;
   return WISP_OK;
 }
@@ -78,7 +78,8 @@ static wisp_status text_of(wisp_model *m, struct wisp_text_state **out) {
   *out = NULL;
   if (!m) return wisp_fail(WISP_EINVAL, "no model");
   pthread_mutex_lock(&g_load_lock);
-  wisp_status st = m->text ? WISP_OK : load_text(m, &m->text);
+  wisp_status st = WISP_OK;
+  if (!m->text && !(st = load_text(m, &m->text))) m->text_free = text_state_free; /* wisp_model_close calls it */
   pthread_mutex_unlock(&g_load_lock);
   *out = m->text;
   return st;
