@@ -13,10 +13,9 @@ strftime_now reads a fixed instant (NOW), in both modes. It writes
 expected.json (an "output" or an "error" per template and case), which
 tests/test_chat_template.c compares byte for byte.
 
---transformers renders the same with transformers' own
-render_jinja_template (on a machine that has transformers) and reports every
-difference from expected.json: the check that this file renders as
-transformers does.
+--transformers renders the same with transformers' own apply_chat_template
+(on a machine that has transformers) and reports every difference from
+expected.json: the check that this file renders as transformers does.
 
   tools/chat-template-oracle.py                 # rewrite expected.json
   tools/chat-template-oracle.py --transformers  # compare with transformers
@@ -70,23 +69,30 @@ def continue_final(rendered, messages):
 
 
 def render_case(tmpl, case, use_transformers=False):
-    variables = {"bos_token": tmpl["bos_token"], "eos_token": tmpl["eos_token"], **case.get("kwargs", {})}
+    # transformers passes the special tokens the tokenizer has (Qwen has no bos_token)
+    variables = {k: tmpl[k] for k in ("bos_token", "eos_token") if tmpl.get(k) is not None}
+    variables.update(case.get("kwargs", {}))
     messages, tools = case["messages"], case.get("tools")
     gen = case.get("add_generation_prompt", False)
     if use_transformers:
+        # transformers' public path: apply_chat_template of a tokenizer with
+        # this template and these special tokens (its vocabulary is unused)
         import transformers.utils.chat_template_utils as ctu
-        from transformers.utils.chat_template_utils import render_jinja_template
+        from tokenizers import Tokenizer, models
+        from transformers import PreTrainedTokenizerFast
 
         class FixedClock(datetime.datetime):
             @classmethod
             def now(cls, tz=None):
                 return NOW
         ctu.datetime = FixedClock  # its strftime_now reads datetime.now()
-        out, _ = render_jinja_template(conversations=[messages], tools=tools, documents=None,
-                                       chat_template=tmpl["chat_template"], return_assistant_tokens_mask=False,
-                                       continue_final_message=case.get("continue_final_message", False),
-                                       add_generation_prompt=gen, **variables)
-        return out[0]
+        special = {k: tmpl[k] for k in ("bos_token", "eos_token") if tmpl.get(k)}
+        tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>")),
+                                      **special)
+        kwargs = dict(case.get("kwargs", {}))
+        return tok.apply_chat_template(messages, tools=tools, chat_template=tmpl["chat_template"], tokenize=False,
+                                       add_generation_prompt=gen,
+                                       continue_final_message=case.get("continue_final_message", False), **kwargs)
     out = jinja_render(tmpl["chat_template"], messages, tools, gen, variables)
     if case.get("continue_final_message"):
         out = continue_final(out, messages)
