@@ -343,7 +343,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
                   .ctx = wisp_session_context(s)};
   if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &c.info)) return 1;
   if (wisp_chat_tmpl_load(has_cfg ? cfg : NULL, template_file, &c.tmpl)) {
-    wisp_error_prefix("%s", a->dir);
+    if (!has_cfg && !template_file) wisp_error_prefix("%s", a->dir);
     return 1;
   }
   fprintf(stderr, "wisp: chat (%s template, %d stop tokens); Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the "

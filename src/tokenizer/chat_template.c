@@ -40,7 +40,9 @@ wisp_status wisp_chat_tmpl_new(const char *source, const char *bos, const char *
 wisp_status wisp_chat_tmpl_from_config(const cJSON *cfg, const char *label, wisp_chat_tmpl **out) {
   *out = NULL;
   const char *src = cfg ? wisp_chat_template_text(cfg) : NULL;
-  if (!src) return wisp_fail(WISP_EUNSUPPORTED, "%s: no chat_template", label ? label : "tokenizer_config.json");
+  if (!src)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: no chat_template (give one with --chat-template FILE)",
+                     label ? label : "tokenizer_config.json");
   return wisp_chat_tmpl_new(src, wisp_chat_token_field(cfg, "bos_token"), wisp_chat_token_field(cfg, "eos_token"),
                             label, out);
 }
