@@ -130,6 +130,8 @@ TEST(chat_template_jinja_semantics) {
                 "{\"d\": {\"x\": 1}}", "False z True True True"));
   CHECK(renders("{{ '  a b  '.strip() }}|{{ 'xxaxx'.lstrip('x') }}|{{ 'a-b'.replace('-', '+') }}|{{ 'Ab'.startswith(('a', 'A')) }}|{{ '  t ' | trim }}|{{ 'ab' | capitalize }}",
                 NULL, "a b|axx|a+b|True|t|Ab"));
+  CHECK(renders("[{{ s | trim }}] {{ s.split() }} [{{ s.rstrip() }}] [{{ 'ééxé'.strip('é') }}]", "{\"s\": \"\\u00a0a\\u3000b\\u2003\"}",
+                "[a\u3000b] ['a', 'b'] [\u00a0a\u3000b] [x]"));
   CHECK(renders("{{ strftime_now('%Y') }}", NULL, "2024"));
   CHECK(renders("{% set x %}in{{ 1 }}{% endset %}{{ x }}{{ x | default('d') }}{{ y | default('d') }}", NULL, "in1in1d"));
   CHECK(renders("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", "{\"d\": {\"a\": 1, \"b\": [2]}}", "a=1;b=[2];"));

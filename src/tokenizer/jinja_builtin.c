@@ -38,17 +38,59 @@ static int need_str(const call *k, jv v, const char *what) {
 static jv list_val(jv_list *l) { jv v = {JV_LIST, {0}}; v.u.l = l; return v; }
 static jv dict_val(jv_dict *d, jv_type t) { jv v = {t, {0}}; v.u.d = d; return v; }
 
-static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+/* The code point at p (p < e) and its length in bytes; a stray byte is
+ * itself, one byte long. */
+static unsigned cp_at(const char *p, const char *e, size_t *len) {
+  unsigned char c = (unsigned char)*p;
+  int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+  if (p + n > e) n = 1;
+  unsigned cp = n == 1 ? c : c & (0x7F >> n);
+  for (int i = 1; i < n; i++) {
+    if (((unsigned char)p[i] & 0xC0) != 0x80) { *len = 1; return c; }
+    cp = cp << 6 | ((unsigned char)p[i] & 63);
+  }
+  *len = (size_t)n;
+  return cp;
+}
 
-/* str.strip/lstrip/rstrip: chars undefined or none -> whitespace. */
+/* The code point that ends at e (b < e). */
+static unsigned cp_before(const char *b, const char *e, size_t *len) {
+  const char *p = e - 1;
+  while (p > b && e - p < 4 && ((unsigned char)*p & 0xC0) == 0x80) p--;
+  size_t n;
+  unsigned cp = cp_at(p, e, &n);
+  if (p + n != e) return cp_at(e - 1, e, len); /* not one whole sequence: the last byte */
+  *len = n;
+  return cp;
+}
+
+/* Python's str.isspace. */
+static int is_space_cp(unsigned cp) {
+  return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+}
+static int is_space(unsigned char c) { return is_space_cp(c); }
+
+static int in_chars(unsigned cp, jv chars) {
+  if (chars.t != JV_STR) return is_space_cp(cp);
+  for (const char *p = chars.u.s.p, *e = p + chars.u.s.n; p < e;) {
+    size_t n;
+    if (cp_at(p, e, &n) == cp) return 1;
+    p += n;
+  }
+  return 0;
+}
+
+/* str.strip/lstrip/rstrip: chars undefined or none -> whitespace (by code
+ * point, as Python). */
 static int strip(const call *k, jv s, jv chars, int left, int right, jv *out) {
   if (chars.t != JV_UNDEF && chars.t != JV_NONE && need_str(k, chars, "strip")) return -1;
   const char *p = s.u.s.p, *e = s.u.s.p + s.u.s.n;
-  int ws = chars.t != JV_STR;
-#define STRIPS(ch) (ws ? is_space((unsigned char)(ch)) : memchr(chars.u.s.p, (ch), chars.u.s.n) != NULL)
-  if (left) while (p < e && STRIPS(*p)) p++;
-  if (right) while (e > p && STRIPS(e[-1])) e--;
-#undef STRIPS
+  size_t n;
+  if (left)
+    while (p < e && in_chars(cp_at(p, e, &n), chars)) p += n;
+  if (right)
+    while (e > p && in_chars(cp_before(p, e, &n), chars)) e -= n;
   *out = jv_str(p, (size_t)(e - p));
   return 0;
 }
@@ -107,17 +149,19 @@ static int split(const call *k, jv s, jv sep, jv maxsplit, jv *out) {
   long long max = maxsplit.t == JV_INT ? maxsplit.u.i : -1;
   const char *p = s.u.s.p, *e = s.u.s.p + s.u.s.n;
   if (sep.t == JV_UNDEF || sep.t == JV_NONE) {
+    jv ws = jv_undef(NULL);
+    size_t n;
     for (;;) {
-      while (p < e && is_space((unsigned char)*p)) p++;
+      while (p < e && in_chars(cp_at(p, e, &n), ws)) p += n;
       if (p == e) break;
       if (max >= 0 && l->n >= max) {
         const char *t = e;
-        while (t > p && is_space((unsigned char)t[-1])) t--;
+        while (t > p && in_chars(cp_before(p, t, &n), ws)) t -= n;
         if (jv_list_push(a, l, jv_str(p, (size_t)(t - p)))) return oom(k);
         break;
       }
       const char *q = p;
-      while (q < e && !is_space((unsigned char)*q)) q++;
+      while (q < e && !in_chars(cp_at(q, e, &n), ws)) q += n;
       if (jv_list_push(a, l, jv_str(p, (size_t)(q - p)))) return oom(k);
       p = q;
     }
