@@ -80,20 +80,49 @@ $(BUILD)/pic/%.o: %.c
 	@echo "CC -fPIC $<"
 	@$(CC) $(CFLAGS_BASE) -fPIC -MMD -MP -c $< -o $@
 
+# The one place wisp takes Dawn and the default model from (src/util/paths.h)
+# is compiled into paths.o: this tree's absolute path for $(BUILD)/wisp, and
+# PREFIX for the copies `make install` links in $(INST). The stamp's name
+# carries the tree's path, so a moved tree recompiles paths.o.
+ROOT_ABS    := $(abspath .)
+PREFIX_ABS   = $(abspath $(PREFIX))
+INST        := $(BUILD)/install
+ROOT_STAMP  := $(BUILD)/gen/root-$(shell printf '%s' '$(ROOT_ABS)' | sha256sum | cut -c1-16)
+PATHS_SRC   := src/util/paths.c
+$(ROOT_STAMP):
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/gen/root-* && touch $@
+$(BUILD)/obj/src/util/paths.o $(BUILD)/pic/src/util/paths.o: $(ROOT_STAMP)
+$(BUILD)/obj/src/util/paths.o $(BUILD)/pic/src/util/paths.o: CFLAGS_BASE += -DWISP_ROOT='"$(ROOT_ABS)"'
+# Rebuilt on every install (PREFIX may differ from the last one).
+.PHONY: FORCE
+$(INST)/paths.o: $(PATHS_SRC) FORCE
+	@mkdir -p $(dir $@)
+	@$(CC) $(CFLAGS_BASE) -DWISP_ROOT='"$(PREFIX_ABS)"' -c $< -o $@
+$(INST)/paths.pic.o: $(PATHS_SRC) FORCE
+	@mkdir -p $(dir $@)
+	@$(CC) $(CFLAGS_BASE) -fPIC -DWISP_ROOT='"$(PREFIX_ABS)"' -c $< -o $@
+
 $(BUILD)/libwisp.so: $(PIC_OBJ)
+$(INST)/libwisp.so: $(filter-out $(BUILD)/pic/src/util/paths.o,$(PIC_OBJ)) $(INST)/paths.pic.o
+$(BUILD)/libwisp.so $(INST)/libwisp.so:
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so -o $@ $^ $(LDLIBS)
 
 lib: $(BUILD)/libwisp.a $(BUILD)/libwisp.so
 
-install: $(BUILD)/wisp $(BUILD)/libwisp.a $(BUILD)/libwisp.so
-	@WISP_LIBS_PRIVATE="$(LDLIBS)" scripts/install.sh "$(PREFIX)" "$(BUILD)"
+install: $(INST)/wisp $(INST)/libwisp.a $(INST)/libwisp.so
+	@WISP_LIBS_PRIVATE="$(LDLIBS)" scripts/install.sh "$(PREFIX)" "$(INST)"
 
 $(BUILD)/libwisp.a: $(LIB_OBJ) $(GEN_OBJ)
+$(INST)/libwisp.a: $(filter-out $(BUILD)/obj/src/util/paths.o,$(LIB_OBJ)) $(GEN_OBJ) $(INST)/paths.o
+$(BUILD)/libwisp.a $(INST)/libwisp.a:
+	@mkdir -p $(dir $@)
 	@rm -f $@
 	@ar rcs $@ $^
 
 $(BUILD)/wisp: $(CLI_OBJ) $(BUILD)/libwisp.a
+$(INST)/wisp: $(CLI_OBJ) $(INST)/libwisp.a
+$(BUILD)/wisp $(INST)/wisp:
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 

@@ -22,35 +22,48 @@ int cli_error(const char *cmd) {
   return 1;
 }
 
-/* The default model, next to the executable: an installed one
- * (PREFIX/share/wisp/models/default), the tree's models/default (the trained
- * LFM2 of docs/default-model.md), or the tree's seed-shaped synthetic model,
- * generated on first use. */
+/* The default model, under the trusted root (util/paths.h) only: an
+ * installed one (PREFIX/share/wisp/models/default), the tree's
+ * models/default (the trained LFM2 of docs/default-model.md), or the tree's
+ * seed-shaped synthetic model, generated on first use. Never beside a
+ * copied executable: whoever can write there could plant a model. The one
+ * found must pass wisp_check_trusted, as must its manifest and weights. */
 static int has_manifest(const char *dir) {
   char manifest[PATH_MAX + 96];
   snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
   return wisp_path_exists(manifest);
 }
 
+static const char *trusted_model(const char *dir) {
+  static const char *const files[] = {"", "/manifest.json", "/weights.bin"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char p[PATH_MAX + 96];
+    snprintf(p, sizeof p, "%s%s", dir, files[i]);
+    if ((i == 0 || wisp_path_exists(p)) && wisp_check_trusted(p, "default model")) return NULL;
+  }
+  return dir;
+}
+
 const char *cli_default_model(void) {
   static char path[PATH_MAX + 64];
-  const char *root = wisp_exe_root();
+  const char *root = wisp_trusted_root();
   snprintf(path, sizeof path, "%s/share/wisp/models/default", root);
-  if (has_manifest(path)) return path;
+  if (has_manifest(path)) return trusted_model(path);
   snprintf(path, sizeof path, "%s/models/default", root);
-  if (has_manifest(path)) return path;
+  if (has_manifest(path)) return trusted_model(path);
   snprintf(path, sizeof path, "%s/models/synthetic-seed", root);
-  if (has_manifest(path)) return path;
+  if (has_manifest(path)) return trusted_model(path);
   /* First use: generate the built-in default from the seed-shaped manifest. */
   char seed_manifest[PATH_MAX + 96], models[PATH_MAX + 16];
   snprintf(seed_manifest, sizeof seed_manifest, "%s/assets/lfm2-hybrid-q4.manifest.json", root);
   snprintf(models, sizeof models, "%s/models", root);
   char *text = NULL;
   if (!wisp_path_exists(seed_manifest)) {
-    wisp_fail(WISP_EIO, "no default model next to the executable (none in %s/share/wisp/models/default or "
+    wisp_fail(WISP_EIO, "no default model where wisp was built or installed (none in %s/share/wisp/models/default or "
               "%s/models/default); pass -m DIR", root, root);
     return NULL;
   }
+  if (wisp_check_trusted(root, "default model")) return NULL;
   if (wisp_read_file(seed_manifest, &text, NULL)) return NULL;
   if (mkdir(models, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "wisp: cannot create %s: %s\n", models, strerror(errno));
@@ -80,8 +93,8 @@ int cli_print_version(void) {
     else snprintf(path, sizeof path, "VERSION");
   } else {
     /* the installed copy (PREFIX/lib/wisp), else the build tree's cache */
-    snprintf(path, sizeof path, "%s/lib/wisp/VERSION", wisp_exe_root());
-    if (!wisp_path_exists(path)) snprintf(path, sizeof path, "%s/.cache/webgpu/VERSION", wisp_exe_root());
+    snprintf(path, sizeof path, "%s/lib/wisp/VERSION", wisp_trusted_root());
+    if (!wisp_path_exists(path)) snprintf(path, sizeof path, "%s/.cache/webgpu/VERSION", wisp_trusted_root());
   }
   char *text = NULL;
   if (wisp_read_file(path, &text, NULL) == WISP_OK) {
