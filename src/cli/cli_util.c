@@ -192,9 +192,13 @@ void cli_interrupt_forget(void) {
   g_n_doomed = 0;
 }
 
+size_t cli_prompt_limit(int context) {
+  return (size_t)(context > 0 ? context : 1) * CLI_PROMPT_BYTES_PER_POSITION + 4096;
+}
+
 /* ---- prompts from files and standard input --------------------------------- */
 
-wisp_status cli_read_text(const char *path, char **text, size_t *len) {
-  if (!strcmp(path, "-")) return wisp_read_fd(0, "standard input", text, len);
-  return wisp_read_file(path, text, len);
+wisp_status cli_read_text(const char *path, size_t max, char **text, size_t *len) {
+  if (!strcmp(path, "-")) return wisp_read_fd(0, "standard input", max, text, len);
+  return wisp_read_file_max(path, max, text, len);
 }

@@ -174,11 +174,14 @@ static void on_sigint(int sig) {
 typedef struct {
   char *buf, *line; /* what was read; the line handed out */
   size_t start, len, cap;
+  size_t max;   /* the longest line kept (cli_prompt_limit of the context) */
   int eof;
+  int skipping; /* inside a line past max: dropped up to its newline */
 } line_reader;
 
 /* 1: *line (NUL-terminated, newline kept) of *n bytes; 0: end of input;
- * -1: Ctrl-C while waiting (or just before). */
+ * -1: Ctrl-C while waiting (or just before); 2: a line longer than r->max
+ * was read and dropped (in at most max + 8 KiB of memory). */
 static int read_line(line_reader *r, char **line, size_t *n) {
   sigset_t block, orig;
   sigemptyset(&block);
@@ -187,6 +190,16 @@ static int read_line(line_reader *r, char **line, size_t *n) {
   int rc = 0;
   for (;;) {
     const char *nl = r->len > r->start ? memchr(r->buf + r->start, '\n', r->len - r->start) : NULL;
+    if (r->skipping || (!nl && r->len - r->start > r->max)) { /* too long: drop it up to its newline */
+      r->skipping = 1;
+      if (nl || r->eof) {
+        r->start = nl ? (size_t)(nl - r->buf) + 1 : r->len;
+        r->skipping = 0;
+        rc = 2;
+        break;
+      }
+      r->start = r->len = 0;
+    }
     if (nl || (r->eof && r->len > r->start)) {
       size_t k = (nl ? (size_t)(nl - r->buf) + 1 : r->len) - r->start;
       char *l = realloc(r->line, k + 1);
@@ -348,7 +361,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_sa);
-  line_reader lr = {0};
+  line_reader lr = {.max = cli_prompt_limit(wisp_session_context(s))};
   char *line = NULL; /* lr.line */
   int rc = 0;
   wisp_stream_decoder dec;
@@ -356,7 +369,13 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   for (int turn = 0;;) {
     if (isatty(0)) { fprintf(stderr, "> "); fflush(stderr); }
     size_t got = 0;
-    if (read_line(&lr, &line, &got) <= 0) break; /* end of input, or Ctrl-C at the prompt */
+    const int got_line = read_line(&lr, &line, &got);
+    if (got_line <= 0) break; /* end of input, or Ctrl-C at the prompt */
+    if (got_line == 2) {
+      fprintf(stderr, "[turn refused: the line is longer than %zu bytes, the limit for a context of %d tokens; "
+              "the conversation goes on]\n", lr.max, wisp_session_context(s));
+      continue;
+    }
     while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
     if (!strcmp(line, "/exit")) break;
     if (got != strlen(line) || utf8proc_decompose((const utf8proc_uint8_t *)line, got, NULL, 0, 0) < 0) {
@@ -469,7 +488,9 @@ int cmd_run(int argc, char **argv) {
        "chat: when a turn does not fit, drop the oldest turns (default: refuse the turn)"},
   };
   const cli_spec spec = {"run", "[-m DIR] (-p TEXT | -p - | -f FILE) [-n N] [options] | --chat [-sys TEXT] [options]",
-                         "Generates text from a prompt, streaming it to stdout, or chats (--chat).",
+                         "Generates text from a prompt, streaming it to stdout, or chats (--chat).\n"
+                         "  A prompt from -f FILE or -p - and a chat line are at most 32 bytes per position of the\n"
+                         "  context plus 4 KiB (1 MiB for a context of 32768); longer input is refused with one line.",
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
@@ -495,13 +516,9 @@ int cmd_run(int argc, char **argv) {
   char seed_note[48] = "";
   if (random && sp.temperature > 0) snprintf(seed_note, sizeof seed_note, " | seed %lld", (long long)seed);
   char *prompt_text = NULL;
-  if (prompt_file || (prompt && !strcmp(prompt, "-"))) {
-    if (cli_read_text(prompt_file ? prompt_file : "-", &prompt_text, NULL)) return cli_error("run");
-    prompt = prompt_text;
-  } else if (!prompt) {
-    prompt = "Once upon a time";
-  }
-  if (!model_dir && !(model_dir = cli_default_model())) { free(prompt_text); return cli_error("run"); }
+  const int prompt_from_file = prompt_file || (prompt && !strcmp(prompt, "-"));
+  if (!prompt) prompt = "Once upon a time";
+  if (!model_dir && !(model_dir = cli_default_model())) return cli_error("run");
 
   wisp_model *m = NULL;
   wisp_session *s = NULL;
@@ -541,6 +558,13 @@ int cmd_run(int argc, char **argv) {
     int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
     int has_gen = wisp_tokenizer_artifact_file(a->dir, a->manifest, "generation", gen, sizeof gen);
     if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &stops)) goto fail;
+  }
+  /* A prompt from a file or standard input is read once the context is
+   * known: at most its cli_prompt_limit bytes. */
+  if (prompt_from_file) {
+    if (cli_read_text(prompt_file ? prompt_file : "-", cli_prompt_limit(wisp_session_context(s)), &prompt_text, NULL))
+      goto fail;
+    prompt = prompt_text;
   }
   if (wisp_tokenizer_encode(tok, prompt, &ids, &n_ids)) goto fail;
   if (check_ids(ids, n_ids, vocab)) goto fail;

@@ -79,7 +79,7 @@ int cmd_tokenize(int argc, char **argv) {
   if (text || text_file) {
     size_t len = 0;
     if (text_file || !strcmp(text, "-")) {
-      if (cli_read_text(text_file ? text_file : "-", &data, &len)) goto done;
+      if (cli_read_text(text_file ? text_file : "-", WISP_FILE_MAX, &data, &len)) goto done;
       text = data;
     } else {
       len = strlen(text);

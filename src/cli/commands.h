@@ -49,7 +49,15 @@ int cli_is_empty(const char *path);
  * called several times; at most 48 paths in all. */
 void cli_remove_on_interrupt(const char *path, const char *const *names, int n_names);
 void cli_interrupt_forget(void);
-/* A prompt or text file: a path, or "-" for standard input. */
-wisp_status cli_read_text(const char *path, char **text, size_t *len);
+/* A prompt or text file: a path, or "-" for standard input; at most `max`
+ * bytes (util/file.h's WISP_FILE_MAX, or cli_prompt_limit), past which it is
+ * a one-line error and the read stops. */
+wisp_status cli_read_text(const char *path, size_t max, char **text, size_t *len);
+/* The longest prompt or chat line, in bytes, for a context of `context`
+ * tokens: 32 bytes a position (a token of these vocabularies is a few bytes,
+ * rarely more than 16; the margin is for runs of spaces or symbols that one
+ * long token covers) plus 4 KiB. Longer text could not fit the context. */
+#define CLI_PROMPT_BYTES_PER_POSITION 32
+size_t cli_prompt_limit(int context);
 
 #endif
