@@ -11,10 +11,12 @@
 
 #include "cli/commands.h"
 #include "format/synthetic.h"
+#include "format/writer.h"
 #include "util/env.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "util/paths.h"
+#include "util/target.h"
 #include "wisp.h"
 
 int cli_error(const char *cmd) {
@@ -109,31 +111,40 @@ int cli_print_version(void) {
 
 /* ---- the overwrite rule of every writer ------------------------------------ */
 
-int cli_is_empty(const char *path) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) return 0;
-  if (S_ISREG(sb.st_mode)) return sb.st_size == 0;
-  if (!S_ISDIR(sb.st_mode)) return 0;
-  DIR *d = opendir(path);
-  if (!d) return 0;
-  int empty = 1;
-  struct dirent *e;
-  while (empty && (e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
-  closedir(d);
-  return empty;
+/* The targets this process holds the lock of, released at exit. */
+#define MAX_CLAIMS 4
+static char g_claims[MAX_CLAIMS][PATH_MAX];
+static int g_n_claims;
+
+static void release_claims(void) {
+  for (int i = 0; i < g_n_claims; i++) wisp_target_unlock(g_claims[i]);
+  g_n_claims = 0;
 }
 
-int cli_check_target(const char *cmd, const char *path, int force) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) {
-    if (errno == ENOENT) return 0;
-    fprintf(stderr, "wisp %s: %s: %s\n", cmd, path, strerror(errno));
+int cli_claim_target(const char *cmd, const char *path, int is_dir, int force) {
+  if (g_n_claims >= MAX_CLAIMS || strlen(path) >= PATH_MAX - 16) {
+    fprintf(stderr, "wisp %s: %s: cannot claim the target\n", cmd, path);
     return 2;
   }
-  if (force || cli_is_empty(path)) return 0;
-  fprintf(stderr, "wisp %s: %s already exists and is not empty; not overwriting (--force replaces it)\n", cmd, path);
-  return 2;
+  /* The target is checked before the lock is taken, so that a refused one
+   * (a device such as /dev/full, a FIFO) is left without a lock file beside
+   * it, and again under the lock, where another writer may have been. */
+  if ((is_dir ? wisp_writer_check_target(path, force) : wisp_target_check_file(path, force)) ||
+      wisp_target_lock(path)) {
+    fprintf(stderr, "wisp %s: %s\n", cmd, wisp_last_error());
+    return 2;
+  }
+  if (g_n_claims == 0) atexit(release_claims);
+  snprintf(g_claims[g_n_claims++], sizeof g_claims[0], "%s", path);
+  char lock[PATH_MAX + 32];
+  wisp_target_lock_path(path, lock, sizeof lock);
+  cli_remove_on_interrupt(lock, NULL, 0);
+  wisp_status st = is_dir ? wisp_writer_check_target(path, force) : wisp_target_check_file(path, force);
+  if (st) {
+    fprintf(stderr, "wisp %s: %s\n", cmd, wisp_last_error());
+    return 2;
+  }
+  return 0;
 }
 
 /* ---- temporary files removed on Ctrl-C ------------------------------------- */

@@ -170,7 +170,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(stderr, "wisp bench: --op-times times the cpu backend's ops, not %s's\n", backend);
     return 2;
   }
-  if (out_path && cli_check_target("bench", out_path, force)) return 2;
+  if (out_path && cli_claim_target("bench", out_path, 0, force)) return 2;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("bench");
 
   wisp_model *m = NULL;

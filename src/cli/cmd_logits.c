@@ -174,7 +174,7 @@ int cmd_logits(int argc, char **argv) {
     fprintf(stderr, "wisp logits: give --prompts FILE or --tokens IDS (see wisp logits --help)\n");
     return 2;
   }
-  if (out_path && cli_check_target("logits", out_path, force)) return 2;
+  if (out_path && cli_claim_target("logits", out_path, 0, force)) return 2;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("logits");
 
   prompt *ps = NULL;

@@ -36,12 +36,16 @@ const char *cli_default_model(void);
 /* `wisp --version`: the version and the Dawn build (no GPU needed). */
 int cli_print_version(void);
 /* The one overwrite rule of every writer (convert, gen-synthetic,
- * export-gguf, bench -o, logits -o): a path that does not exist, an empty
- * file or an empty directory may be written; anything else only with
- * --force. Returns 0, or prints one line and returns 2 (the exit status). */
-int cli_check_target(const char *cmd, const char *path, int force);
-/* 1 for an empty directory or an empty regular file. */
-int cli_is_empty(const char *path);
+ * export-gguf, bench -o, logits -o): takes the target's lock (a second
+ * writer to the same target is refused, util/target.h; the lock goes at
+ * exit or on Ctrl-C), then checks the target: a file writer (is_dir 0) may
+ * write where nothing is, over an empty regular file, or over any regular
+ * file with --force, never over a directory, device, FIFO, socket or
+ * symbolic link; an artifact writer (is_dir 1) where nothing is, into an
+ * empty directory, or with --force over an artifact wisp wrote
+ * (format/writer.h). Returns 0, or prints one line and returns 2 (the exit
+ * status). */
+int cli_claim_target(const char *cmd, const char *path, int is_dir, int force);
 /* Until cli_interrupt_forget(), SIGINT/SIGTERM/SIGHUP remove a temporary
  * file (names NULL) or a temporary directory holding files with these
  * names (and their wisp_write_file_atomic twins), then end the process as

@@ -14,6 +14,7 @@
 
 #include "util/builtin.h"
 #include "util/err.h"
+#include "util/target.h"
 
 /* Reads from fd until end of file, at most `max` bytes: past them the read
  * stops with one line, so /dev/zero or an endless pipe costs max + 1 bytes
@@ -140,17 +141,26 @@ void wisp_unmap_file(const uint8_t *data, size_t len) {
 }
 
 wisp_status wisp_write_file_atomic(const char *path, const void *data, size_t len) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return wisp_fail(WISP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-  int ok = fwrite(data, 1, len, f) == len;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return wisp_fail(WISP_EIO, "%s: write failed", path);
+  char tmp[4200];
+  int fd;
+  wisp_status st = wisp_target_create_temp(path, tmp, sizeof tmp, &fd);
+  if (st) return st;
+  const char *p = data;
+  size_t left = len;
+  int err = 0;
+  while (left > 0 && !err) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) err = n < 0 ? errno : EIO;
+    else { p += n; left -= (size_t)n; }
   }
-  return WISP_OK;
+  if (!err && fsync(fd) != 0) err = errno;
+  if (close(fd) != 0 && !err) err = errno;
+  if (err) {
+    unlink(tmp);
+    return wisp_fail(WISP_EIO, "%s: write failed: %s", path, strerror(err));
+  }
+  return wisp_target_replace(tmp, path);
 }
 
 void wisp_sha256_hex(const void *data, size_t len, char out[65]) {

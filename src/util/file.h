@@ -30,7 +30,9 @@ wisp_status wisp_read_fd(int fd, const char *name, size_t max, char **data, size
  * file maps to (NULL, 0). */
 wisp_status wisp_map_file(const char *path, const uint8_t **data, size_t *len);
 void wisp_unmap_file(const uint8_t *data, size_t len);
-/* Writes data to path atomically (temporary file + rename). */
+/* Writes data to path atomically: PATH.tmp-PID, synced, renamed over path
+ * only when path is absent or a regular file (util/target.h); a write error
+ * (a full disk) fails and leaves path as it was. */
 wisp_status wisp_write_file_atomic(const char *path, const void *data, size_t len);
 /* sha256 of a buffer as 64 lowercase hex digits + NUL. */
 void wisp_sha256_hex(const void *data, size_t len, char out[65]);
