@@ -207,6 +207,13 @@ size_t cli_prompt_limit(int context) {
   return (size_t)(context > 0 ? context : 1) * CLI_PROMPT_BYTES_PER_POSITION + 4096;
 }
 
+void cli_warn_threads(const char *cmd, long threads) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 0 && threads > cores)
+    fprintf(stderr, "wisp %s: warning: -t %ld is more threads than the %ld cores online; the extra threads wait for a "
+            "core and slow every step (-t 0, the default, takes one per core)\n", cmd, threads, cores);
+}
+
 /* ---- prompts from files and standard input --------------------------------- */
 
 wisp_status cli_read_text(const char *path, size_t max, char **text, size_t *len) {

@@ -166,6 +166,7 @@ int cmd_bench(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("bench", (long)threads);
   if (op_times && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
     fprintf(stderr, "wisp bench: --op-times times the cpu backend's ops, not %s's\n", backend);
     return 2;

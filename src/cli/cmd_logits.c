@@ -170,6 +170,7 @@ int cmd_logits(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("logits", (long)threads);
   if (!prompts_path == !tokens) {
     fprintf(stderr, "wisp logits: give --prompts FILE or --tokens IDS (see wisp logits --help)\n");
     return 2;

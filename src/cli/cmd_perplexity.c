@@ -56,6 +56,7 @@ int cmd_perplexity(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("perplexity", (long)threads);
   if (!file) {
     fprintf(stderr, "wisp perplexity: -f FILE is required (see wisp perplexity --help)\n");
     return 2;

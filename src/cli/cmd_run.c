@@ -476,7 +476,8 @@ int cmd_run(int argc, char **argv) {
       {"--top-p", CLI_NUM, &top_p, 0, 1, "P", "nucleus sampling (1: off)"},
       {"--min-p", CLI_NUM, &min_p, 0, 1, "P", "drop tokens below P times the likeliest (0: off)"},
       {"--repeat-penalty", CLI_NUM, &repeat_penalty, 0.01, 100, "R", "penalty for recent tokens (1: off)"},
-      {"--repeat-last-n", CLI_INT, &repeat_last_n, 0, 1e6, "N", "how many recent tokens the penalty looks at"},
+      {"--repeat-last-n", CLI_INT, &repeat_last_n, -1, 1e6, "N",
+       "how many recent tokens the penalty looks at (default 64; 0: none; -1: the whole context)"},
       {"-s|--seed", CLI_I64, &seed, -1, 9.2e18, "S", "sampling seed (default -1: random, printed on stderr when --temp > 0)"},
       {"--ignore-eos", CLI_FLAG, &ignore_eos, 0, 0, NULL, "do not stop at the model's end-of-text tokens (chat too)"},
       {"--ids", CLI_FLAG, &show_ids, 0, 0, NULL, "print the prompt and generated ids on stderr"},
@@ -494,6 +495,7 @@ int cmd_run(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("run", (long)threads);
   if (system && !chat) {
     fprintf(stderr, "wisp run: -sys/--system needs --chat (a system message belongs to a chat)\n");
     return 2;
@@ -537,6 +539,7 @@ int cmd_run(int argc, char **argv) {
   wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile,
                              .tuning = tuning, .registry = registry};
   if (wisp_session_new(m, &so, &s)) goto fail;
+  if (repeat_last_n == -1) sp.repeat_last_n = wisp_session_context(s); /* llama.cpp's -1: the whole context */
   if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
     goto fail;
   const int vocab = wisp_model_vocab(m);

@@ -57,6 +57,10 @@ void cli_interrupt_forget(void);
  * bytes (util/file.h's WISP_FILE_MAX, or cli_prompt_limit), past which it is
  * a one-line error and the read stops. */
 wisp_status cli_read_text(const char *path, size_t max, char **text, size_t *len);
+/* -t N beyond the cores online: one warning line on stderr (the run goes
+ * on; oversubscription is legitimate in a measurement, and costly by
+ * accident). */
+void cli_warn_threads(const char *cmd, long threads);
 /* The longest prompt or chat line, in bytes, for a context of `context`
  * tokens: 32 bytes a position (a token of these vocabularies is a few bytes,
  * rarely more than 16; the margin is for runs of spaces or symbols that one
