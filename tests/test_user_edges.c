@@ -199,3 +199,16 @@ TEST(edges_bench_receipts_not_beside_a_copy_nor_through_a_link) {
   snprintf(cmd, sizeof cmd, "ls -A %s/elsewhere | wc -l", dir);
   CHECK(test_run(cmd, out, sizeof out) == 0 && atoi(out) == 0);
 }
+
+/* top_p 0 and top_p 1 both mean off (include/wisp.h says so for every
+ * struct): the same seeded tokens, and not those of a tight nucleus. */
+TEST(edges_top_p_zero_and_one_are_both_off) {
+  char zero[CAP], one[CAP], tight[CAP];
+  const char *m = fixture_small_model();
+  const char *opts = "-p 'Once upon' -n 24 --temp 1.5 --seed 7 --top-k 0 --min-p 0 --ids";
+  CHECK(sh(zero, "%s run -m %s %s --top-p 0 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0);
+  CHECK(sh(one, "%s run -m %s %s --top-p 1 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0);
+  CHECKF(!strcmp(zero, one), "top-p 0:\n%s\ntop-p 1:\n%s", zero, one);
+  CHECK(sh(tight, "%s run -m %s %s --top-p 0.05 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0);
+  CHECKF(strcmp(zero, tight), "a tight nucleus changes nothing here, so the test cannot tell: %s", tight);
+}

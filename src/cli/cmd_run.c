@@ -473,7 +473,7 @@ int cmd_run(int argc, char **argv) {
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
       {"--temp", CLI_NUM, &temp, 0, 100, "T", "temperature (0: greedy)"},
       {"--top-k", CLI_INT, &top_k, 0, 1e9, "K", "keep the K likeliest tokens (0: off)"},
-      {"--top-p", CLI_NUM, &top_p, 0, 1, "P", "nucleus sampling (1: off)"},
+      {"--top-p", CLI_NUM, &top_p, 0, 1, "P", "nucleus sampling (0 or 1: off)"},
       {"--min-p", CLI_NUM, &min_p, 0, 1, "P", "drop tokens below P times the likeliest (0: off)"},
       {"--repeat-penalty", CLI_NUM, &repeat_penalty, 0.01, 100, "R", "penalty for recent tokens (1: off)"},
       {"--repeat-last-n", CLI_INT, &repeat_last_n, -1, 1e6, "N",
