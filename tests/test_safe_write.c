@@ -196,3 +196,23 @@ TEST(safe_write_errors_are_errors) {
   CHECKF(rc == 1 && strstr(out, "write failed") && one_line(out), "exit %d: %s", rc, out);
   CHECK(!wisp_path_exists(gg) && no_leftovers(gg));
 }
+
+/* A symbolic link planted under the writer's temporary name (DIR.partial-PID:
+ * `exec` keeps the shell's pid) is neither followed nor emptied: the files
+ * it points at stay, and the writer fails with one line. */
+TEST(safe_write_planted_temporary_link_is_not_followed) {
+  char dir[1100], cmd[8192], out[CAP];
+  char *tmp = realpath(test_tmpdir(), NULL); /* the link must resolve from where it lies */
+  CHECK(tmp);
+  snprintf(dir, sizeof dir, "%s/sw-plant", tmp);
+  free(tmp);
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p %s/victim && echo mine > %s/victim/precious && "
+           "sh -c 'ln -s %s/victim %s/out.partial-$$ && exec %s gen-synthetic --small -o %s/out'",
+           dir, dir, dir, dir, test_wisp_bin(), dir);
+  int rc = test_run(cmd, out, sizeof out);
+  char precious[1200];
+  snprintf(precious, sizeof precious, "%s/victim/precious", dir);
+  CHECKF(rc == 1 && strstr(out, "cannot create directory"), "exit %d: %s", rc, out);
+  CHECKF(wisp_path_exists(precious), "the writer emptied the directory a planted link points at: %s", out);
+}

@@ -19,16 +19,17 @@ struct wisp_writer {
   uint64_t total;
 };
 
+/* Removes a temporary directory and the files in it. Only a real
+ * directory: a symbolic link planted under the temporary's name is not
+ * followed (O_NOFOLLOW), so nothing outside is removed. */
 static void remove_dir_files(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR *d = fdopendir(fd);
+  if (!d) { close(fd); return; }
   struct dirent *e;
-  char path[8192];
-  while ((e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(fd, e->d_name, 0);
   closedir(d);
   rmdir(dir);
 }
@@ -106,7 +107,7 @@ wisp_status wisp_writer_begin(const char *dir, uint64_t total, wisp_writer **out
   }
   char path[8192];
   snprintf(path, sizeof path, "%s/weights.bin", w->tmp);
-  w->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  w->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (w->fd < 0 || ftruncate(w->fd, (off_t)total) != 0) {
     wisp_status st = wisp_fail(WISP_EIO, "%s: cannot create %llu bytes: %s", path, (unsigned long long)total,
                                strerror(errno));
