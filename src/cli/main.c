@@ -47,6 +47,8 @@ static void usage(FILE *f) {
              "  -s, --seed S        sampling seed (-1: random, printed)\n"
              "  --chat, -cnv, -i    interactive chat; -sys, --system TEXT: its system message\n"
              "  --context-shift     chat: drop the oldest turns when the context is full\n"
+             "\nlimits: a prompt from -f FILE or -p -, and a --chat line, at most 32 bytes per position of the\n"
+             "context + 4 KiB; any other file read whole (JSON, tokenizer files, text) at most 64 MiB\n"
              "\nwisp --version: the version and the Dawn (WebGPU) build\n");
 }
 
