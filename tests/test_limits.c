@@ -61,6 +61,17 @@ TEST(limits_chat_line_too_long_is_refused_and_chat_goes_on) {
          "exit %d: %s", rc, out);
 }
 
+/* The limits are stated where a user looks: wisp --help and wisp run --help. */
+TEST(limits_are_stated_in_help) {
+  char cmd[1024], out[16384];
+  snprintf(cmd, sizeof cmd, "%s --help", test_wisp_bin());
+  CHECK(test_run(cmd, out, sizeof out) == 0);
+  CHECKF(strstr(out, "32 bytes per position") && strstr(out, "64 MiB"), "%s", out);
+  snprintf(cmd, sizeof cmd, "%s run --help", test_wisp_bin());
+  CHECK(test_run(cmd, out, sizeof out) == 0);
+  CHECKF(strstr(out, "32 bytes per position"), "%s", out);
+}
+
 /* Whole-file reads (JSON, tokenizer files): WISP_FILE_MAX. */
 TEST(limits_whole_file_reads_stop_at_the_file_limit) {
   char *data = NULL, sparse[1100];
