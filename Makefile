@@ -102,11 +102,18 @@ $(INST)/paths.pic.o: $(PATHS_SRC) FORCE
 	@mkdir -p $(dir $@)
 	@$(CC) $(CFLAGS_BASE) -fPIC -DWISP_ROOT='"$(PREFIX_ABS)"' -c $< -o $@
 
-$(BUILD)/libwisp.so: $(PIC_OBJ)
-$(INST)/libwisp.so: $(filter-out $(BUILD)/pic/src/util/paths.o,$(PIC_OBJ)) $(INST)/paths.pic.o
+
+# The shared library exports only include/wisp.h's functions (the version
+# script lists them) under the soname libwisp.so.MAJOR (0), MAJOR from
+# WISP_VERSION in wisp.h: it changes when the API or an option struct changes
+# incompatibly (docs/api.md, "ABI").
+LIB_MAP := src/api/libwisp.map
+LIB_MAJOR := $(shell sed -n 's/^\#define WISP_VERSION "\([0-9]*\)\..*/\1/p' include/wisp.h)
+$(BUILD)/libwisp.so: $(PIC_OBJ) $(LIB_MAP)
+$(INST)/libwisp.so: $(filter-out $(BUILD)/pic/src/util/paths.o,$(PIC_OBJ)) $(INST)/paths.pic.o $(LIB_MAP)
 $(BUILD)/libwisp.so $(INST)/libwisp.so:
 	@echo "LD $@"
-	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so -o $@ $^ $(LDLIBS)
+	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so.$(LIB_MAJOR) -Wl,--version-script,$(LIB_MAP) -o $@ $(filter %.o,$^) $(LDLIBS)
 
 lib: $(BUILD)/libwisp.a $(BUILD)/libwisp.so
 
