@@ -23,7 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
-#include "backend/webgpu/wgpu_internal.h"
+#include "backend/webgpu/wgpu_products_i8.h"
 #include "engine/engine.h"
 #include "fixtures.h"
 #include "plan/pjson.h"

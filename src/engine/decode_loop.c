@@ -3,7 +3,7 @@
  * with backends that can, two batches in flight (the next one recorded
  * while the device runs the current one); and with stop tokens, snapshots
  * of the recurrent state so that a batch that ran past a stop is rewound.
- * docs/webgpu.md ("Pipelined decode loop", "Stop tokens and rewinding"). */
+ * docs/webgpu.md ("Sampling and the decode loop"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,10 +196,10 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
 /* The first batch of a generate is recorded while the device has nothing
  * to do (later ones while it runs the previous batch): with two batches in
  * flight, tuning decodeKick=N sends its steps out in growing chunks from N
- * on (the ids are still read back once a batch). H200, Qwen 3.5 0.8B at 64
- * a submit: the first batch took 95 ms against 75 for the next ones. Off
- * (0) by default until the H200 has measured it: the eighth session ran
- * out of device time before it could (docs/webgpu.md). */
+ * on (the ids are still read back once a batch): on the H200 a 64-step
+ * Qwen 3.5 0.8B first batch took 95 ms against 75 for the next ones. Off
+ * (0) by default, its gain not yet measured (docs/webgpu.md, "Sampling and
+ * the decode loop"). */
 static int first_batch_kick(const wisp_session *s) { return s->decode_kick; }
 
 /* Submits the recorded batch of k steps and starts reading its ids into
