@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_backend.h"
-#include "backend/webgpu/wgpu_internal.h"
 #include "engine/engine.h"
 #include "backend/tuning.h"
 #include "fixtures.h"

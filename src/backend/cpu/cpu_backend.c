@@ -828,10 +828,7 @@ int wisp_cpu_backend_op_times(const wisp_backend *be, wisp_cpu_op_time *out, int
 
 wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
   *out = NULL;
-  if (threads <= 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = n > 0 ? (int)n : 1;
-  }
+  if (threads <= 0) threads = wisp_pool_default_threads();
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) return wisp_fail(WISP_ENOMEM, "out of memory");
   c->pool = wisp_pool_new(threads);
