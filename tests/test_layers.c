@@ -33,22 +33,8 @@ typedef struct {
   int from[MAX_EDGES], to[MAX_EDGES];
   int n_edges;
   int problems;
-  int known_circles; /* circles wholly inside k_known_circle (not problems) */
   char report[4096];
 } layers;
-
-/* The one circle the tree still has, inside the WebGPU backend's core
- * (device, compute, profile), which the split of src/backend/webgpu by op
- * takes apart. The real-tree test fails once it is gone, so that this list
- * is emptied then; any other circle fails at once. */
-static const char *const k_known_circle[] = {"backend/webgpu/wgpu_compute", "backend/webgpu/wgpu_device",
-                                             "backend/webgpu/wgpu_profile"};
-
-static int known_module(const char *m) {
-  for (size_t i = 0; i < sizeof k_known_circle / sizeof k_known_circle[0]; i++)
-    if (!strcmp(m, k_known_circle[i])) return 1;
-  return 0;
-}
 
 static void problem(layers *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void problem(layers *L, const char *fmt, ...) {
@@ -206,7 +192,7 @@ static void scan_dir(layers *L, const char *src, const char *rel) {
 
 /* Depth-first search for a circle through the module graph: colour 1 on
  * the current path, 2 done. Reports the first circle found from each root. */
-static int find_circle(const layers *L, int v, int *colour, int *path, int depth, char *out, size_t cap, int *known) {
+static int find_circle(const layers *L, int v, int *colour, int *path, int depth, char *out, size_t cap) {
   colour[v] = 1;
   path[depth] = v;
   for (int e = 0; e < L->n_edges; e++) {
@@ -216,14 +202,12 @@ static int find_circle(const layers *L, int v, int *colour, int *path, int depth
       size_t used = 0;
       int start = depth;
       while (start > 0 && path[start] != w) start--;
-      *known = 1;
-      for (int i = start; i <= depth; i++) *known &= known_module(L->modules[path[i]]);
       for (int i = start; i <= depth && used + 170 < cap; i++)
         used += (size_t)snprintf(out + used, cap - used, "%s -> ", L->modules[path[i]]);
       snprintf(out + used, cap - used, "%s", L->modules[w]);
       return 1;
     }
-    if (colour[w] == 0 && depth + 1 < MAX_MODULES && find_circle(L, w, colour, path, depth + 1, out, cap, known)) return 1;
+    if (colour[w] == 0 && depth + 1 < MAX_MODULES && find_circle(L, w, colour, path, depth + 1, out, cap)) return 1;
   }
   colour[v] = 2;
   return 0;
@@ -240,11 +224,9 @@ static int check_tree(layers *L, const char *src, const char *doc) {
   scan_dir(L, src, "");
   int *colour = calloc(MAX_MODULES, sizeof *colour), *path = calloc(MAX_MODULES, sizeof *path);
   char circle[2048];
-  int known = 0;
   for (int v = 0; colour && path && v < L->n_modules; v++)
-    if (colour[v] == 0 && find_circle(L, v, colour, path, 0, circle, sizeof circle, &known)) {
-      if (known) L->known_circles++;
-      else problem(L, "include circle: %s", circle);
+    if (colour[v] == 0 && find_circle(L, v, colour, path, 0, circle, sizeof circle)) {
+      problem(L, "include circle: %s", circle);
       /* the rest of this circle's modules are on the path (colour 1): clear
        * them so that other circles are still found */
       for (int i = 0; i < L->n_modules; i++)
@@ -268,7 +250,6 @@ TEST(layer_rules_hold_in_src) {
   const int n = check_tree(L, "src", doc);
   CHECKF(n == 0, "%d layer problems:\n%s", n, L->report);
   CHECKF(L->n_modules > 50, "only %d modules found under src/", L->n_modules);
-  CHECKF(L->known_circles > 0, "the WebGPU core's circle is gone: empty k_known_circle in %s", __FILE__);
   free(L);
   free(doc);
 }
