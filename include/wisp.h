@@ -326,7 +326,7 @@ typedef struct {
   int n_prompt;        /* prompt tokens of the request */
   int n_cached;        /* of which reused from a slot's state, not prefilled */
   int n_generated;     /* tokens reported so far */
-} wisp_sched_event;
+} wisp_sched_event; /* valid during the callback only (top_ids, top_logprobs, message too): copy what you keep */
 
 typedef struct {
   size_t size;           /* 0 or sizeof(wisp_sched_request) */
