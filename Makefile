@@ -12,7 +12,7 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -g $(OPT) $(SAN) -D_GNU_SOURCE \
               -Iinclude -Isrc -I/usr/include/cjson -pthread -fno-strict-aliasing
-LDLIBS  = -lcjson -lpcre2-8 -lutf8proc -lcrypto -lm -ldl -pthread
+LDLIBS  = -lcjson -lpcre2-8 -lutf8proc -lcrypto -lmicrohttpd -lm -ldl -pthread
 # glibc's vector math library (libmvec, part of libc6 on x86-64) gives the
 # CPU kernels a vector expf (cpu_kernels.c); used only where the toolchain
 # links it, so a build elsewhere keeps the scalar expf.
@@ -31,7 +31,8 @@ GEN_WGSL := $(BUILD)/gen/wgsl_kernels.c
 # The registry, the profiles and the WGSL sources are built in verbatim
 # (src/util/builtin.h), so the binary reads none of them from disk.
 DATA_SRC := kernels/registry.json $(sort $(wildcard profiles/*.json)) \
-            $(sort $(wildcard src/backend/webgpu/kernels/*.wgsl src/backend/webgpu/kernels/*.wgsli))
+            $(sort $(wildcard src/backend/webgpu/kernels/*.wgsl src/backend/webgpu/kernels/*.wgsli)) \
+            src/server/chat.html
 GEN_DATA := $(BUILD)/gen/builtin_data.c
 GEN_OBJ  := $(BUILD)/obj/gen/wgsl_kernels.o $(BUILD)/obj/gen/builtin_data.o
 
