@@ -258,6 +258,11 @@ typedef struct {
   const char *profile;
   const char *tuning;
   int threads;
+  /* Conv/recurrent state snapshots kept per slot for prompt reuse (a prompt
+   * that diverges inside what a slot holds resumes from the newest one at or
+   * before the divergence): 0 = 2, at most 8. Each is one copy of a
+   * sequence's conv and recurrent state (none for attention-only models). */
+  int snapshots;
 } wisp_sched_options;
 
 typedef enum {
