@@ -370,6 +370,7 @@ static void on_event(void *user, const wisp_sched_event *ev) {
   pthread_mutex_lock(&j->lock);
   if (ev->finish == WISP_FINISH_NONE) {
     if (!c->finish) cancel = on_token(j, c, ev);
+    if (j->out.n > j->out_sent) job_wake(j); /* a stream has bytes to send */
     pthread_mutex_unlock(&j->lock);
     /* a stop string: the scheduler need not go on (its last event still comes) */
     if (cancel) wisp_sched_cancel(j->srv->sched, ev->id);
