@@ -11,6 +11,7 @@
 #include "server/response.h"
 #include "server/stop_match.h"
 #include "test.h"
+#include "webgpu_fixture.h"
 
 static int parse(const char *body, srv_kind kind, srv_request *r, srv_error *e) {
   return srv_request_parse(body, strlen(body), kind, r, e);
@@ -266,3 +267,52 @@ TEST(server_metrics_text_format) {
   CHECK(samples > 40);
   free(text);
 }
+
+/* ---- wisp serve end to end, driven by node (tests/server/) ----------------
+ * node and the pinned npm packages come from the set-up (scripts/deps.sh:
+ * Debian's nodejs, `npm ci` in tests/server); without them these tests fail
+ * and say so, rather than pass untested. */
+
+static int node_ready(char *why, size_t cap) {
+  char out[512];
+  if (test_run("node --version", out, sizeof out) != 0) {
+    snprintf(why, cap, "node is not installed (scripts/deps.sh installs Debian's nodejs)");
+    return 0;
+  }
+  FILE *f = fopen("tests/server/node_modules/openai/package.json", "r");
+  if (!f) {
+    snprintf(why, cap, "tests/server/node_modules is missing (scripts/deps.sh runs npm ci there)");
+    return 0;
+  }
+  fclose(f);
+  return 1;
+}
+
+/* Runs a node script against the CLI under test; the script prints one line
+ * per check and exits non-zero at the first failure. */
+static void run_node(const char *script, const char *backend) {
+  char why[256];
+  CHECKF(node_ready(why, sizeof why), "%s", why);
+  char cmd[1024];
+  static char out[1 << 16];
+  snprintf(cmd, sizeof cmd, "node tests/server/%s --wisp %s --model models/default --backend %s --out build/test-logs",
+           script, test_wisp_bin(), backend);
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "%s (%s) exit %d:\n%s", script, backend, rc, out);
+}
+
+/* The OpenAI client against wisp serve on the CPU: every endpoint, streaming
+ * and not, stop strings, usage, 8 concurrent streams against each alone, bad
+ * requests and hostile clients (tests/server/client.mjs). */
+TEST(server_openai_client_cpu) { run_node("client.mjs", "cpu"); }
+
+/* The same on the WebGPU backend (lavapipe on a CPU-only machine). */
+TEST(server_openai_client_webgpu) {
+  WEBGPU_OR_SKIP(d); /* also sets VK_DRIVER_FILES for the child when needed */
+  (void)d;
+  run_node("client.mjs", "webgpu");
+}
+
+/* The chat page at / in headless Chromium: a typed message gets a streamed
+ * reply; the screenshot is build/test-logs/chat-page.png. */
+TEST(server_chat_page_in_chromium) { run_node("chat_page.mjs", "cpu"); }
