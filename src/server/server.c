@@ -36,6 +36,7 @@
 #include "server/stop_match.h"
 #include "tokenizer/tokenizer.h"
 #include "util/builtin.h"
+#include "util/err.h"
 #include "wisp.h"
 
 enum { LOADING, READY, FAILED, STOPPING };
@@ -46,6 +47,10 @@ typedef struct {
   atomic_int state;
   wisp_model *model;
   wisp_sched *sched;
+  /* Held for reading around submit and cancel from the HTTP threads, for
+   * writing while the scheduler is freed at shutdown (the scheduler's own
+   * thread calls cancel without it: it is alive while it delivers events). */
+  pthread_rwlock_t sched_lock;
   wisp_tokenizer *tok; /* for decoding replies; the model's own serves tokenize and the chat template */
   int byte_tokens;     /* the tokenizer is the byte kind (synthetic models) */
   int has_chat;        /* the model has a chat template */
@@ -551,7 +556,12 @@ static void job_cancel_open(job *j) {
   for (int i = 0; i < j->n_choices; i++)
     if (j->choices[i].submitted && !j->choices[i].sched_done) ids[n++] = j->choices[i].sched_id;
   pthread_mutex_unlock(&j->lock);
-  for (int i = 0; i < n; i++) wisp_sched_cancel(j->srv->sched, ids[i]);
+  if (!n) return;
+  server *srv = j->srv;
+  pthread_rwlock_rdlock(&srv->sched_lock);
+  if (srv->sched)
+    for (int i = 0; i < n; i++) wisp_sched_cancel(srv->sched, ids[i]);
+  pthread_rwlock_unlock(&srv->sched_lock);
 }
 
 static enum MHD_Result start_generation(server *srv, struct MHD_Connection *conn, conn_ctx *ctx, srv_kind kind) {
@@ -621,6 +631,9 @@ static enum MHD_Result start_generation(server *srv, struct MHD_Connection *conn
   /* One scheduler request per choice; a refusal cancels those already in. */
   wisp_status st = WISP_OK;
   int submitted = 0;
+  pthread_rwlock_rdlock(&srv->sched_lock);
+  if (!srv->sched || atomic_load(&srv->state) != READY)
+    st = wisp_fail(WISP_EUNSUPPORTED, "the server is shutting down");
   for (int i = 0; i < n_choices && !st; i++) {
     choice *c = &j->choices[i];
     wisp_sched_request r = {
@@ -647,6 +660,7 @@ static enum MHD_Result start_generation(server *srv, struct MHD_Connection *conn
     }
     pthread_mutex_unlock(&j->lock);
   }
+  pthread_rwlock_unlock(&srv->sched_lock);
   for (int p = 0; p < n_prompts; p++) wisp_free(ids[p]);
   if (st) {
     /* the request is refused whole: the choices already queued are cancelled */
@@ -658,6 +672,8 @@ static enum MHD_Result start_generation(server *srv, struct MHD_Connection *conn
     if (st == WISP_EBUSY)
       return fail(srv, conn, 429, "rate_limit_exceeded", "queue_full",
                   "the server is busy (its request queue is full): try again later");
+    if (st == WISP_EUNSUPPORTED && !submitted)
+      return fail(srv, conn, 503, "server_error", "unavailable", "the server is shutting down");
     return fail(srv, conn, 500, "server_error", NULL, "%s", wisp_last_error());
   }
   if (j->req.stream) {
@@ -906,6 +922,7 @@ int srv_run(const srv_config *cfg) {
   snprintf(srv->fingerprint, sizeof srv->fingerprint, "wisp-%s-%s", WISP_VERSION, cfg->backend ? cfg->backend : "cpu");
   srv_metrics_init(&srv->metrics);
   pthread_mutex_init(&srv->text_lock, NULL);
+  pthread_rwlock_init(&srv->sched_lock, NULL);
   pthread_mutex_init(&srv->jobs_lock, NULL);
   pthread_cond_init(&srv->jobs_cv, NULL);
 
@@ -949,8 +966,10 @@ int srv_run(const srv_config *cfg) {
     /* Running requests may finish for a while; then the scheduler cancels
      * the rest (each gets its last event, so each stream its last chunk). */
     wait_jobs(srv, cfg->grace_s < 0 ? 0 : cfg->grace_s ? cfg->grace_s : 5);
+    pthread_rwlock_wrlock(&srv->sched_lock);
     wisp_sched_free(srv->sched);
     srv->sched = NULL;
+    pthread_rwlock_unlock(&srv->sched_lock);
     wait_jobs(srv, 2); /* the last chunks go out; a client that reads nothing is cut off below */
   }
   MHD_stop_daemon(srv->daemon);
@@ -961,6 +980,7 @@ done:
   wisp_model_close(srv->model);
   srv_metrics_destroy(&srv->metrics);
   pthread_mutex_destroy(&srv->text_lock);
+  pthread_rwlock_destroy(&srv->sched_lock);
   pthread_mutex_destroy(&srv->jobs_lock);
   pthread_cond_destroy(&srv->jobs_cv);
   pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
