@@ -5,7 +5,11 @@
 // and followed by a normal request that must still work). Prints one line a
 // check; exits 1 at the first failure. Run by tests/test_server.c:
 //   node tests/server/client.mjs --wisp build/wisp --model models/default --backend cpu
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
 import net from "node:net";
+import os from "node:os";
+import path from "node:path";
 import OpenAI from "openai";
 import { args, startServer } from "./serve.mjs";
 
@@ -76,6 +80,34 @@ await step("health", async () => {
   await srv.ready();
   const r = await fetch(srv.url + "/health");
   check(r.status === 200, "health 200");
+});
+
+// The server listens before the model loads. The load is held open, not
+// raced: the artifact's manifest.json is a FIFO that this test writes only
+// after checking the answers of a loading server.
+await step("503 while the model loads, 200 after", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "wisp-loading-"));
+  for (const f of fs.readdirSync(a.model))
+    if (f !== "manifest.json") fs.symlinkSync(path.resolve(a.model, f), path.join(dir, f));
+  execFileSync("mkfifo", [path.join(dir, "manifest.json")]);
+  const s2 = await startServer({ ...a, model: dir });
+  try {
+    const h = await fetch(s2.url + "/health");
+    check(h.status === 503 && (await h.json()).status === "loading", "health 503 while loading");
+    const r = await fetch(s2.url + "/v1/completions", { method: "POST", headers: auth, body: '{"prompt":"x"}' });
+    check(r.status === 503 && (await r.json()).error.code === "model_loading", "completions 503 while loading");
+    const page = await fetch(s2.url + "/");
+    check(page.status === 200 && (await page.text()).includes("<title>wisp chat</title>"), "the page is served meanwhile");
+    fs.writeFileSync(path.join(dir, "manifest.json"), fs.readFileSync(path.join(a.model, "manifest.json")));
+    await s2.ready();
+    const c = new OpenAI({ baseURL: s2.url + "/v1", apiKey: a.apiKey, maxRetries: 0 });
+    const out = await c.completions.create({ prompt: "The cat", max_tokens: 2, temperature: 0 });
+    check(out.choices[0].text.length > 0 && out.model === path.basename(dir), "serves once loaded");
+  } finally {
+    const code = await s2.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+    check(code === 0, "second server exit " + code);
+  }
 });
 
 await step("models", async () => {
