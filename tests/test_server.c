@@ -316,3 +316,25 @@ TEST(server_openai_client_webgpu) {
 /* The chat page at / in headless Chromium: a typed message gets a streamed
  * reply; the screenshot is build/test-logs/chat-page.png. */
 TEST(server_chat_page_in_chromium) { run_node("chat_page.mjs", "cpu"); }
+
+/* Bad command lines and a model that cannot be opened: one line, the right
+ * exit status, and no server left behind. */
+TEST(server_cli_errors) {
+  char cmd[1024], out[4096];
+  snprintf(cmd, sizeof cmd, "%s serve -m model.gguf", test_wisp_bin());
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 2 && strstr(out, "wisp convert model.gguf"), "exit %d: %s", rc, out);
+  snprintf(cmd, sizeof cmd, "%s serve --port 70000", test_wisp_bin());
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 2 && strstr(out, "--port"), "exit %d: %s", rc, out);
+  snprintf(cmd, sizeof cmd, "%s serve --api-key ''", test_wisp_bin());
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 2 && strstr(out, "--api-key"), "exit %d: %s", rc, out);
+  snprintf(cmd, sizeof cmd, "%s serve --host not-an-address --port 0", test_wisp_bin());
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 1 && strstr(out, "cannot listen on not-an-address"), "exit %d: %s", rc, out);
+  /* listening works, the model does not: the load's error, exit 1 */
+  snprintf(cmd, sizeof cmd, "%s serve -m %s/no-such-model --port 0", test_wisp_bin(), test_tmpdir());
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 1 && strstr(out, "listening on") && strstr(out, "no-such-model/manifest.json"), "exit %d: %s", rc, out);
+}
