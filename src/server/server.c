@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,8 @@ struct job {
   int n_choices, n_open;
   int finished;         /* every choice finished (and, streaming, the last events written) */
   int suspended;        /* the connection waits for us to resume it */
+  int fd;               /* the connection's socket (to notice a client gone while suspended) */
+  int gone;             /* the client closed its connection */
   srv_buf out;          /* stream: bytes not yet handed to libmicrohttpd */
   size_t out_sent;
 };
@@ -367,18 +370,34 @@ static int on_token(job *j, choice *c, const wisp_sched_event *ev) {
   return 0;
 }
 
+/* 1 when the peer of a suspended connection has closed it. libmicrohttpd
+ * does not watch a suspended connection, and a request waiting for its whole
+ * answer stays suspended until the end: a peek at its socket tells. */
+static int client_gone(job *j) {
+  if (j->gone || !j->suspended || j->fd < 0) return j->gone;
+  char b;
+  ssize_t r = recv(j->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) j->gone = 1;
+  return j->gone;
+}
+
 /* The scheduler's events (on its thread). */
 static void on_event(void *user, const wisp_sched_event *ev) {
   choice *c = user;
   job *j = c->j;
-  int cancel = 0;
+  uint64_t cancel[SRV_MAX_N * SRV_MAX_PROMPTS];
+  int n_cancel = 0;
   pthread_mutex_lock(&j->lock);
   if (ev->finish == WISP_FINISH_NONE) {
-    if (!c->finish) cancel = on_token(j, c, ev);
-    if (j->out.n > j->out_sent) job_wake(j); /* a stream has bytes to send */
-    pthread_mutex_unlock(&j->lock);
     /* a stop string: the scheduler need not go on (its last event still comes) */
-    if (cancel) wisp_sched_cancel(j->srv->sched, ev->id);
+    if (!c->finish && on_token(j, c, ev)) cancel[n_cancel++] = ev->id;
+    if (j->out.n > j->out_sent) job_wake(j); /* a stream has bytes to send */
+    /* every 8th token of a waiting request: is its client still there? */
+    if (!j->req.stream && c->n_generated % 8 == 0 && client_gone(j))
+      for (int i = 0; i < j->n_choices; i++)
+        if (j->choices[i].submitted && !j->choices[i].sched_done) cancel[n_cancel++] = j->choices[i].sched_id;
+    pthread_mutex_unlock(&j->lock);
+    for (int i = 0; i < n_cancel; i++) wisp_sched_cancel(j->srv->sched, cancel[i]);
     return;
   }
   c->sched_done = 1;
@@ -606,6 +625,8 @@ static enum MHD_Result start_generation(server *srv, struct MHD_Connection *conn
   pthread_mutex_init(&j->lock, NULL);
   j->srv = srv;
   j->conn = conn;
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  j->fd = ci ? ci->connect_fd : -1;
   j->req = req;
   j->refs = 1;
   j->t_arrival = ctx->t_arrival;

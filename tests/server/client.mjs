@@ -299,6 +299,24 @@ await step("a client that disconnects mid-stream stops its generation", async ()
   await normal();
 });
 
+await step("a client that gives up on a non-streaming request stops its generation", async () => {
+  const before = await metric("wisp_generated_tokens_total");
+  const ac = new AbortController();
+  const req = fetch(srv.url + "/v1/completions", {
+    method: "POST", headers: { "Content-Type": "application/json", ...auth }, signal: ac.signal,
+    body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 2000, ignore_eos: true, temperature: 0 }),
+  }).catch((e) => e);
+  // abort once it is generating (a condition, not a delay)
+  while ((await metric("wisp_generated_tokens_total")) === before) await new Promise((r) => setTimeout(r, 20));
+  ac.abort();
+  check((await req).name === "AbortError", "aborted");
+  while ((await metric("wisp_sequences_running")) > 0) await new Promise((r) => setTimeout(r, 50));
+  const made = (await metric("wisp_generated_tokens_total")) - before;
+  check(made >= 1 && made < 2000, `generation stopped early: ${made} tokens`);
+  console.log(`     (${made} tokens made before the cancel took hold)`);
+  await normal();
+});
+
 await step("200 idle connections", async () => {
   const socks = await Promise.all(Array.from({ length: 200 }, () => new Promise((res, rej) => {
     const s = net.connect(srv.port, "127.0.0.1", () => res(s));
