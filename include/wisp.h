@@ -260,8 +260,9 @@ typedef struct {
   int threads;
   /* Conv/recurrent state snapshots kept per slot for prompt reuse (a prompt
    * that diverges inside what a slot holds resumes from the newest one at or
-   * before the divergence): 0 = 2, at most 8. Each is one copy of a
-   * sequence's conv and recurrent state (none for attention-only models). */
+   * before the divergence): 0 = 2, -1 = none, at most 8. Each is one copy
+   * of a sequence's conv and recurrent state (none for attention-only
+   * models), kept where the backend keeps the state (device memory). */
   int snapshots;
 } wisp_sched_options;
 

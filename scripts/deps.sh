@@ -3,7 +3,7 @@
 # so a second `make` on a ready machine costs nothing.
 set -euo pipefail
 need=()
-for pkg in build-essential libcjson-dev libssl-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev python3 chromium; do
+for pkg in build-essential libcjson-dev libssl-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev python3 nodejs chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

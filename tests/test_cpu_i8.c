@@ -424,7 +424,7 @@ TEST(cpu_i8_throughput_plan_runs_integer_products) {
       wisp_model_close(m);
       SKIP("no AVX2: the registry keeps the exact products everywhere (not run)");
     }
-    const wisp_matrix *w = wisp_graph_matrix(&m->graph, 3, "mlp.down");
+    const wisp_matrix *w = wisp_graph_matrix(&s->graph, 3, "mlp.down");
     const char *want = p ? "q4_i8" : "q4_avx2";
     CHECKF(!strcmp(w->choice[WISP_PHASE_PREFILL].variant, want) && !strcmp(w->choice[WISP_PHASE_DECODE].variant, want),
            "%s profile: mlp.down runs %s / %s, want %s", profiles[p], w->choice[0].variant, w->choice[1].variant, want);

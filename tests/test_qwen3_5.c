@@ -622,7 +622,7 @@ TEST(qwen3_5_f16_throughput_runs_f16_i8) {
     }
     const char *want = p ? "matmul/f16_i8" : "matmul/f16_avx2";
     CHECKF(plan_matmuls_are(s, want), "%s profile: not every matmul of the plan is %s", profiles[p], want);
-    const wisp_matrix *head = wisp_graph_matrix(&m->graph, -1, "head");
+    const wisp_matrix *head = wisp_graph_matrix(&s->graph, -1, "head");
     CHECKF(!strcmp(head->choice[WISP_PHASE_DECODE].variant, want + 7), "%s profile: the head runs %s", profiles[p],
            head->choice[WISP_PHASE_DECODE].variant);
     CHECK(wisp_session_eval(s, tok, T, out[p][0]) == WISP_OK);

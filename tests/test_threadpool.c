@@ -2,6 +2,7 @@
  * of a job runs exactly once, on a valid thread index, for jobs of fewer,
  * as many and more tasks than threads, back to back (the workers spin
  * between jobs) and after the workers have gone to sleep. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,4 +51,23 @@ TEST(threadpool_runs_every_task_once) {
     CHECKF(run_once(p, &j, 5) && run_once(p, &j, MAX_TASKS), "%d threads: a job after the workers slept", threads[k]);
     wisp_pool_free(p);
   }
+}
+
+/* The default count is one thread per physical core the process may use:
+ * at least one, and never more than the CPUs of its affinity mask. */
+TEST(threadpool_default_threads_fit_the_affinity_mask) {
+  cpu_set_t set;
+  CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+  int n = wisp_pool_default_threads();
+  CHECKF(n >= 1 && n <= CPU_COUNT(&set), "default %d threads, %d CPUs in the mask", n, CPU_COUNT(&set));
+  /* Narrowed to one CPU (as `taskset -c 0` would), the default is one. */
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  int first = 0;
+  while (!CPU_ISSET(first, &set)) first++;
+  CPU_SET(first, &one);
+  CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+  int narrowed = wisp_pool_default_threads();
+  CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
+  CHECKF(narrowed == 1, "one CPU in the mask, default %d threads", narrowed);
 }

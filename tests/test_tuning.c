@@ -65,7 +65,7 @@ TEST(tuning_reaches_the_session) {
   o.tuning = "prefillChunk=7,cpuScalar=1";
   wisp_status st2 = wisp_session_new(m, &o, &s);
   int chunk = s ? s->chunk : 0;
-  const wisp_matrix *w = wisp_graph_matrix(&m->graph, 3, "mlp.down");
+  const wisp_matrix *w = s ? wisp_graph_matrix(&s->graph, 3, "mlp.down") : NULL;
   const int scalar = s && w && !strcmp(w->choice[WISP_PHASE_DECODE].variant, "q4_scalar") &&
                      !wisp_session_plan(s)->device.has_avx2;
   wisp_session_free(s);

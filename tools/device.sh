@@ -43,6 +43,12 @@
 #                                     whether the first ALONE (2) sequences got the
 #                                     tokens they get alone;
 #                                     then the suite's webgpu_rows_ and sequences tests
+#   tools/device.sh sched OUT         the serving scheduler without HTTP (tools/sched_probe.c)
+#                                     on WebGPU: C in CONCS (default "1 8 32 64") streams of
+#                                     P=128 prompt and D=128 tokens on MODELS (default "seed
+#                                     qwen08"): aggregate tok/s, TTFT and ITL; then a 6-turn
+#                                     chat (TTFT per turn with prompt reuse); then the
+#                                     suite's sched_ tests
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
@@ -55,9 +61,9 @@ shift || true
 # ---- here ------------------------------------------------------------------
 bundle() {
   local jobs; jobs=$(nproc)
-  make -s -j"$jobs" build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe
+  make -s -j"$jobs" build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe
   rm -rf .dev && mkdir -p .dev/lib .gl
-  cp build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe .dev/
+  cp build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe .dev/
   for lib in libcjson.so.1 libcrypto.so.3 libutf8proc.so.2 libpcre2-8.so.0; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" .dev/lib/
   done
@@ -235,9 +241,22 @@ rows() {
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sequences 2>&1 | tail -8
 }
 
+# the serving scheduler: C streams, then a multi-turn chat, per model
+sched() {
+  for m in ${MODELS:-seed qwen08}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    for C in ${CONCS:-1 8 32 64}; do
+      printf '%-8s C %-3s ' "$m" "$C"
+      .dev/sched_probe -m "$a" --backend webgpu -C "$C" -P 128 -D 128 2>&1 | tail -1 | tee -a "$OUT/sched-$m.jsonl"
+    done
+    .dev/sched_probe -m "$a" --backend webgpu --turns 6 -P 128 -D 128 2>&1 | tee -a "$OUT/sched-$m-turns.jsonl"
+  done
+  WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sched_ 2>&1 | tail -4
+}
+
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|probe|rows)
+  check|receipts|parity|ab|profile|probe|rows|sched)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

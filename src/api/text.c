@@ -23,7 +23,7 @@ struct wisp_text_state {
  * opening the model, and a model may be shared by threads. */
 static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void wisp_text_state_free(struct wisp_text_state *t) {
+static void text_state_free(struct wisp_text_state *t) {
   if (!t) return;
   wisp_tokenizer_free(t->tok);
   free(t);
@@ -58,7 +58,7 @@ static wisp_status load_text(wisp_model *m, struct wisp_text_state **out) {
     int has_gen = wisp_tokenizer_artifact_file(a->dir, a->manifest, "generation", gen, sizeof gen);
     st = wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, t->tok, &t->chat);
   }
-  if (st) { wisp_text_state_free(t); return st; }
+  if (st) { text_state_free(t); return st; }
   *out = t;
   return WISP_OK;
 }
@@ -67,7 +67,8 @@ static wisp_status text_of(wisp_model *m, struct wisp_text_state **out) {
   *out = NULL;
   if (!m) return wisp_fail(WISP_EINVAL, "no model");
   pthread_mutex_lock(&g_load_lock);
-  wisp_status st = m->text ? WISP_OK : load_text(m, &m->text);
+  wisp_status st = WISP_OK;
+  if (!m->text && !(st = load_text(m, &m->text))) m->text_free = text_state_free; /* wisp_model_close calls it */
   pthread_mutex_unlock(&g_load_lock);
   *out = m->text;
   return st;

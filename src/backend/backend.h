@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/caps.h"
 #include "backend/sampling.h"
 #include "format/tensor.h"
-#include "plan/rules.h"
 #include "wisp.h"
 
 typedef struct wisp_buf wisp_buf;

@@ -137,7 +137,7 @@ int cmd_bench(int argc, char **argv) {
       {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys, recorded in the receipt (docs/configuration.md)"},
       {"--batch", CLI_INT, &batch_opt, 1, 1e6, "N", "decode tokens per submit (default: the plan's)"},
-      {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
+      {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"-o|--output", CLI_STR, &out_path, 0, 0, "FILE", "the receipt's path (default: bench/results/ of the repository)"},
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing -o FILE"},
       {"--no-warmup", CLI_FLAG, &no_warmup, 0, 0, NULL, "time the first prefill and batch too"},

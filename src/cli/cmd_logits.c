@@ -158,7 +158,7 @@ int cmd_logits(int argc, char **argv) {
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing -o FILE"},
       {"--greedy", CLI_INT, &greedy, 0, 1e6, "N", "continue prompt k greedily for N tokens"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
-      {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
+      {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
       {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile (e.g. throughput: the CPU's int8 products)"},
       {"--decode-loop", CLI_FLAG, &decode_loop, 0, 0, NULL,

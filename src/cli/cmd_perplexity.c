@@ -48,7 +48,7 @@ int cmd_perplexity(int argc, char **argv) {
       {"--window", CLI_I64, &window, 2, 1e6, "W", "tokens per window, BOS included (default 256)"},
       {"--bos", CLI_I64, &bos_opt, 0, 2e9, "ID", "the id that starts every window (default: the tokenizer's BOS)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
-      {"-t|--threads", CLI_I64, &threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
+      {"-t|--threads", CLI_I64, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
   };
   const cli_spec spec = {"perplexity", "[-m DIR] -f FILE [options]",

@@ -12,7 +12,7 @@ const char *const cli_common_help =
     "                      logits, info, verify and export-gguf\n"
     "  --backend B         cpu (default), webgpu or auto\n"
     "  --profile P         a runtime profile (profiles/, or a file)\n"
-    "  -t, --threads N     CPU threads (0: one per core)\n"
+    "  -t, --threads N     CPU threads (0: one per physical core available)\n"
     "  -o, --output PATH   where a writer puts its result; an existing non-empty target\n"
     "                      is refused unless --force (an empty directory is accepted)\n"
     "  -h, --help          every command takes it: its usage and all of its options\n";

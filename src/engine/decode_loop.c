@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/decode_loop.h"
+#include "engine/internal.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -147,7 +148,7 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
     memcpy(&slots[0], &bits, sizeof bits);
     be->buf_write(be, s->ids, 0, 1, slots);
     for (int i = 0; i < keep && !st; i++)
-      st = wisp_graph_decode_step(&s->model->graph, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
+      st = wisp_graph_decode_step(&s->graph, s->state, be, s->ids, i, s->pos + i, sp, (uint32_t)(s->pos + i) + 1u);
   }
   wisp_status sy = be->sync(be);
   if (!st) st = sy;
@@ -165,7 +166,7 @@ static wisp_status rewind_to(wisp_session *s, int set, const batch_mark *m, int 
  * works on the first steps while the host records the rest. */
 static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp, int *graph, int kick) {
   wisp_backend *be = s->backend;
-  const wisp_graph *g = &s->model->graph;
+  const wisp_graph *g = &s->graph;
   *graph = 0;
   if (be->decode_graph && sp->temperature <= 0 && !wisp_sampling_penalized(sp)) {
     wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */
@@ -372,4 +373,12 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   wisp_status st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots, slots + batch + 1);
   free(slots);
   return st;
+}
+
+int wisp_session_plan_batch(const wisp_session *s) {
+  const wisp_batching *b = s->plan->decode_loop.present ? &s->plan->decode_loop : &s->plan->batching;
+  if (!b->present || !s->plan->fusions.decode_loop) return 1; /* decodeLoop off: one token per submit */
+  int n = (b->batch_size > 0 ? b->batch_size : 1) * (b->readback_interval > 0 ? b->readback_interval : 1);
+  if (b->max_batch_decode_tokens > 0 && n > b->max_batch_decode_tokens) n = b->max_batch_decode_tokens;
+  return n > 0 ? n : 1;
 }

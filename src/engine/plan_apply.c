@@ -1,12 +1,12 @@
 /* A session's execution plan: resolved from the artifact (shape, tuned
  * candidate/knee), the kernel registry, a runtime profile and the device's
- * capabilities, then handed to the model's matrices as kernel choices that
- * the backend executes. `wisp plan` prints the very plan this resolves. */
+ * capabilities, then handed to the session's bound graph (its own copies of
+ * the model's matrices) as kernel choices that the backend executes. `wisp plan` prints the very plan this resolves. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/plan_apply.h"
 #include "format/quant.h"
 #include "plan/registry.h"
 #include "util/err.h"
@@ -78,14 +78,14 @@ wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op 
   return WISP_OK;
 }
 
-static wisp_status apply_op(wisp_model *m, const wisp_plan *plan, int phase, const wisp_plan_op *op, int layer) {
+static wisp_status apply_op(wisp_graph *g, const wisp_plan *plan, int phase, const wisp_plan_op *op, int layer) {
   if (strcmp(op->op, "matmul") != 0) {
     /* A mixer node that takes the plan's kernel (a profile's attention kernel). */
-    const wisp_gnode *n = layer >= 0 ? wisp_graph_find(&m->graph, layer, op->section, NULL) : NULL;
+    const wisp_gnode *n = layer >= 0 ? wisp_graph_find(g, layer, op->section, NULL) : NULL;
     wisp_kernel_choice *cc = n && !strcmp(wisp_gop_name(n->op), op->op) ? n->choice : NULL;
     return cc ? wisp_engine_kernel_choice(&cc[phase], op) : WISP_OK;
   }
-  wisp_matrix *w = wisp_graph_matrix(&m->graph, layer, op->section);
+  wisp_matrix *w = wisp_graph_matrix(g, layer, op->section);
   if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
   wisp_status st = wisp_engine_kernel_choice(&w->choice[phase], op);
   /* Whether the rmsnorm before this product may run inside it: where the
@@ -98,8 +98,8 @@ static wisp_status apply_op(wisp_model *m, const wisp_plan *plan, int phase, con
     fuse = strcmp(op->section, "head") || allowed;
   } else {
     int at = 0;
-    fuse = wisp_graph_find(&m->graph, layer, op->section, &at) && at > 0 &&
-           (m->graph.nodes[at - 1].fused & WISP_FUSE_NORM_MATMUL) && allowed;
+    fuse = wisp_graph_find(g, layer, op->section, &at) && at > 0 &&
+           (g->nodes[at - 1].fused & WISP_FUSE_NORM_MATMUL) && allowed;
   }
   w->choice[phase].no_norm_fuse = !fuse;
   return st;
@@ -134,19 +134,19 @@ wisp_status wisp_engine_check_kernels(const wisp_plan *p, wisp_backend *be) {
   return WISP_OK;
 }
 
-wisp_status wisp_engine_apply_plan(wisp_model *m, const wisp_plan *p) {
+wisp_status wisp_engine_apply_plan(wisp_graph *g, const wisp_plan *p) {
   wisp_status st;
   for (int ph = 0; ph < 2; ph++) {
     const wisp_plan_phase *phase = &p->phases[ph];
     for (int i = 0; i < phase->n_prologue; i++)
-      if ((st = apply_op(m, p, ph, &phase->prologue[i], -1))) return st;
+      if ((st = apply_op(g, p, ph, &phase->prologue[i], -1))) return st;
     for (int i = 0; i < phase->n_epilogue; i++)
-      if ((st = apply_op(m, p, ph, &phase->epilogue[i], -1))) return st;
-    for (int g = 0; g < phase->n_groups; g++) {
-      const wisp_plan_group *grp = &phase->groups[g];
+      if ((st = apply_op(g, p, ph, &phase->epilogue[i], -1))) return st;
+    for (int k = 0; k < phase->n_groups; k++) {
+      const wisp_plan_group *grp = &phase->groups[k];
       for (int l = 0; l < grp->n_layers; l++)
         for (int i = 0; i < grp->n_ops; i++)
-          if ((st = apply_op(m, p, ph, &grp->ops[i], grp->layers[l]))) return st;
+          if ((st = apply_op(g, p, ph, &grp->ops[i], grp->layers[l]))) return st;
     }
   }
   return WISP_OK;

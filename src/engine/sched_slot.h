@@ -12,7 +12,8 @@
 
 #include <stdint.h>
 
-#include "engine/engine.h"
+#include "engine/internal.h"
+#include "engine/slots.h"
 
 #define SCHED_MAX_SNAPS 8 /* snapshots a slot may keep (wisp_sched_options.snapshots) */
 

@@ -25,9 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/internal.h"
 #include "engine/sched_sample.h"
 #include "engine/sched_slot.h"
+#include "engine/session.h"
+#include "engine/slots.h"
 #include "model/common.h"
 #include "util/err.h"
 
@@ -399,15 +401,15 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   if (opt.max_queue < 0) return wisp_fail(WISP_EINVAL, "max_queue %d: must be >= 0", opt.max_queue);
   if (opt.prefill_chunk < 0) return wisp_fail(WISP_EINVAL, "prefill_chunk %d: must be >= 0", opt.prefill_chunk);
   if (opt.context < 0) return wisp_fail(WISP_EINVAL, "context %d: must be >= 0", opt.context);
-  if (opt.snapshots < 0 || opt.snapshots > SCHED_MAX_SNAPS)
-    return wisp_fail(WISP_EINVAL, "snapshots %d: 0 to %d a slot", opt.snapshots, SCHED_MAX_SNAPS);
+  if (opt.snapshots < -1 || opt.snapshots > SCHED_MAX_SNAPS)
+    return wisp_fail(WISP_EINVAL, "snapshots %d: -1 (none) to %d a slot", opt.snapshots, SCHED_MAX_SNAPS);
   wisp_sched *S = calloc(1, sizeof *S);
   if (!S) return wisp_fail(WISP_ENOMEM, "out of memory");
   S->model = m;
   S->parallel = opt.parallel ? opt.parallel : DEFAULT_PARALLEL;
   S->max_queue = opt.max_queue ? opt.max_queue : 4 * S->parallel;
   S->prefill_chunk = opt.prefill_chunk ? opt.prefill_chunk : DEFAULT_PREFILL_CHUNK;
-  const int n_snaps = opt.snapshots ? opt.snapshots : DEFAULT_SNAPSHOTS;
+  const int n_snaps = opt.snapshots < 0 ? 0 : opt.snapshots ? opt.snapshots : DEFAULT_SNAPSHOTS;
   S->vocab = wisp_model_vocab(m);
   wisp_session_options so = {.backend = opt.backend, .threads = opt.threads, .max_context = opt.context,
                              .profile = opt.profile, .tuning = opt.tuning, .slots = S->parallel};

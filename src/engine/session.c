@@ -9,7 +9,12 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_backend.h"
-#include "engine/engine.h"
+#include "engine/decode_loop.h"
+#include "engine/internal.h"
+#include "engine/plan_apply.h"
+#include "engine/sequence.h"
+#include "engine/session.h"
+#include "engine/slots.h"
 #include "engine/tuning.h"
 #include "util/err.h"
 
@@ -42,7 +47,7 @@ fail:
 
 void wisp_model_close(wisp_model *m) {
   if (!m) return;
-  wisp_text_state_free(m->text);
+  if (m->text) m->text_free(m->text);
   wisp_graph_free(&m->graph);
   if (m->weights) m->arch->free_weights(m->weights);
   wisp_artifact_free(m->artifact);
@@ -109,13 +114,13 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   s->backend->caps(s->backend, &caps);
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, o.registry, &s->plan))) goto fail;
   if ((st = wisp_engine_check_kernels(s->plan, s->backend))) goto fail;
-  if ((st = wisp_engine_apply_plan(m, s->plan))) goto fail;
+  if ((st = wisp_graph_bind(&m->graph, &s->graph)) || (st = wisp_engine_apply_plan(&s->graph, s->plan))) goto fail;
   wisp_backend_settings bs;
   wisp_engine_backend_settings(s->plan, &bs);
   if (t.webgpu.kv_f16) bs.kv_f16 = 1; /* tuning kv=f16: f16 caches whatever the plan says */
   s->kv_f16 = bs.kv_f16 && s->backend->configure && s->backend->kv_buf_new;
   if (s->backend->configure) s->backend->configure(s->backend, &bs);
-  if ((st = wisp_graph_prepare(&m->graph, s->backend))) goto fail;
+  if ((st = wisp_graph_prepare(&s->graph, s->backend))) goto fail;
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
   if ((st = wisp_slots_new(s, o.slots > 0 ? o.slots : 1))) goto fail; /* s->state is slot 0's */
@@ -134,28 +139,8 @@ void wisp_session_free(wisp_session *s) {
   if (s->backend) wisp_decode_loop_free(s);
   if (s->backend) s->backend->destroy(s->backend);
   wisp_plan_free(s->plan);
+  wisp_graph_free(&s->graph);
   free(s);
-}
-
-wisp_status wisp_session_feed(wisp_session *s, wisp_graph_state *state, int *pos, const int32_t *tokens, int n, float *logits,
-                              int all) {
-  if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate");
-  if (state == s->state && s->ran_past_stop)
-    return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
-  if (*pos + n > s->max_pos)
-    return wisp_fail(WISP_EINVAL, "context full: %d tokens so far + %d new exceed the context of %d", *pos, n,
-                     s->max_pos);
-  const size_t vocab = (size_t)s->model->artifact->shape.vocab;
-  for (int done = 0; done < n;) {
-    int k = n - done < s->chunk ? n - done : s->chunk;
-    int last = done + k == n;
-    float *out = all ? logits + (size_t)done * vocab : last ? logits : NULL;
-    wisp_status st = wisp_graph_forward(&s->model->graph, state, s->backend, tokens + done, k, *pos, out, all);
-    if (st) return st;
-    *pos += k;
-    done += k;
-  }
-  return WISP_OK;
 }
 
 wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits) {
@@ -173,17 +158,3 @@ const char *wisp_session_kv_dtype(const wisp_session *s) { return s->kv_f16 ? "f
 const char *wisp_session_plan_id(const wisp_session *s) { return s->plan->id; }
 int wisp_session_context(const wisp_session *s) { return s->max_pos; }
 const char *wisp_session_backend_name(const wisp_session *s) { return s->backend->name; }
-
-void wisp_session_reset(wisp_session *s) {
-  wisp_graph_state_reset(s->state, s->backend);
-  s->pos = 0;
-  s->ran_past_stop = 0;
-}
-
-int wisp_session_plan_batch(const wisp_session *s) {
-  const wisp_batching *b = s->plan->decode_loop.present ? &s->plan->decode_loop : &s->plan->batching;
-  if (!b->present || !s->plan->fusions.decode_loop) return 1; /* decodeLoop off: one token per submit */
-  int n = (b->batch_size > 0 ? b->batch_size : 1) * (b->readback_interval > 0 ? b->readback_interval : 1);
-  if (b->max_batch_decode_tokens > 0 && n > b->max_batch_decode_tokens) n = b->max_batch_decode_tokens;
-  return n > 0 ? n : 1;
-}

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/internal.h"
+#include "engine/sequence.h"
+#include "engine/slots.h"
 #include "model/common.h"
 #include "util/err.h"
 
@@ -22,7 +24,7 @@ wisp_status wisp_slots_new(wisp_session *s, int n) {
   }
   /* every slot's state together: the backend may keep a layer's states of
    * all slots in one buffer, which the batched step's mixers then address */
-  wisp_status e = wisp_graph_states_new(&s->model->graph, s->backend, s->chunk, s->max_pos, n, st);
+  wisp_status e = wisp_graph_states_new(&s->graph, s->backend, s->chunk, s->max_pos, n, st);
   if (e) {
     free(st);
     return e;
@@ -86,7 +88,7 @@ static wisp_status ensure_rows(wisp_session *s) {
   const size_t n = (size_t)s->n_slots;
   if (!(s->rows_ids = be->buf_new(be, n)) || !(s->rows_logits = be->buf_new(be, n * wisp_model_vocab(m))))
     return wisp_fail(WISP_ENOMEM, "out of memory for %d slots' logits", s->n_slots);
-  return wisp_graph_state_new(&m->graph, be, s->n_slots, 1, &s->rows_scratch);
+  return wisp_graph_state_new(&s->graph, be, s->n_slots, 1, &s->rows_scratch);
 }
 
 wisp_status wisp_session_step_each(wisp_session *s, const int *slots, const int32_t *tokens, int n,
@@ -110,7 +112,7 @@ wisp_status wisp_session_step_each(wisp_session *s, const int *slots, const int3
   if (st) return st;
   const wisp_model_rows rows = {n, pos, states};
   wisp_backend *be = s->backend;
-  st = wisp_graph_step_rows(&s->model->graph, s->rows_scratch, be, tokens, &rows, sampling, s->rows_logits, s->rows_ids);
+  st = wisp_graph_step_rows(&s->graph, s->rows_scratch, be, tokens, &rows, sampling, s->rows_logits, s->rows_ids);
   if (st) return st;
   if ((st = be->sync(be))) return st;
   const size_t vocab = (size_t)wisp_model_vocab(s->model);

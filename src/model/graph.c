@@ -10,8 +10,10 @@ void wisp_graph_init(wisp_graph *g) { memset(g, 0, sizeof *g); }
 
 void wisp_graph_free(wisp_graph *g) {
   free(g->nodes);
-  g->nodes = NULL;
-  g->n_nodes = g->cap_nodes = 0;
+  free(g->own_mats);
+  free(g->own_vecs);
+  free(g->own_choices);
+  wisp_graph_init(g);
 }
 
 const char *wisp_gop_name(wisp_gop op) {

@@ -53,11 +53,13 @@ typedef struct {
   int in, out;           /* WISP_ACT_* */
   int accumulate;        /* matmul: out += W in (the residual stream) */
   int rows, cols;        /* matmul: the weight's shape; rmsnorm/swiglu: cols = row width */
-  wisp_matrix *W;        /* matmul (NULL in a graph described without weights); the plan writes its kernel choice */
+  wisp_matrix *W;        /* matmul (NULL in a graph described without weights); in a session's bound
+                          * graph (wisp_graph_bind) the session's copy, where its plan writes the kernel choice */
   const wisp_vector *w;  /* rmsnorm weight; shortconv/deltanet taps */
   const wisp_vector *q_norm, *k_norm;         /* attention: NULL = left out */
   const wisp_vector *a_log, *dt_bias, *gnorm; /* deltanet */
-  wisp_kernel_choice *choice;                 /* attention_gated: the plan's [prefill, decode] kernel (written by the plan) */
+  wisp_kernel_choice *choice;                 /* attention_gated in a bound graph: the session's plan's
+                                               * [prefill, decode] kernel; NULL in the model's graph */
   unsigned fused;        /* WISP_FUSE_* that start at this node (graph_fuse.c) */
 } wisp_gnode;
 
@@ -75,6 +77,10 @@ typedef struct wisp_graph {
   wisp_gnode *nodes;        /* the layers' nodes in order (node.layer ascending) */
   size_t act[WISP_ACT_COUNT]; /* floats per token of each activation buffer */
   unsigned fused;           /* graph-wide fusions (WISP_FUSE_HEAD_ARGMAX) */
+  /* A bound graph's own copies (wisp_graph_bind; NULL in the model's). */
+  wisp_matrix *own_mats;
+  wisp_vector *own_vecs;
+  wisp_kernel_choice *own_choices;
 } wisp_graph;
 
 /* ---- building (the architecture files) ---- */
@@ -101,6 +107,14 @@ const wisp_gnode *wisp_graph_find(const wisp_graph *g, int layer, const char *se
 wisp_matrix *wisp_graph_matrix(const wisp_graph *g, int layer, const char *section);
 /* The op name the registry and the plan use for a node ("matmul", ...). */
 const char *wisp_gop_name(wisp_gop op);
+
+/* ---- a session's copy (graph_bind.c) ---- */
+/* The model's graph is read-only once the model is open; a session runs a
+ * copy of it: the same nodes, naming the session's own copies of every
+ * matrix and vector view (the same weight bytes, their kernel choices and
+ * device handles the session's) and its own mixer kernel choices. Freed
+ * with wisp_graph_free. */
+wisp_status wisp_graph_bind(const wisp_graph *model, wisp_graph *out);
 
 /* ---- per-sequence state (graph_state.c) ---- */
 typedef struct wisp_graph_state wisp_graph_state;

@@ -8,8 +8,8 @@
 #include "util/err.h"
 
 static wisp_status prepare_vec(wisp_backend *be, const wisp_vector *v) {
-  /* Vectors are bound once per model and prepared once per session; the
-   * backend keeps its device copy in v->device. */
+  /* g is a session's bound graph (graph_bind.c): v is the session's own
+   * view, where the backend keeps its device copy (v->device). */
   return v && v->n ? be->prepare_vector(be, (wisp_vector *)v) : WISP_OK;
 }
 

@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "format/artifact.h"
 #include "model/graph.h"
-#include "plan/plan.h"
+#include "model/shape.h"
 
 
 typedef struct wisp_arch {
@@ -24,8 +24,9 @@ typedef struct wisp_arch {
    * description everything else derives from: the plan's op list, the
    * per-sequence state, prefill, decode (op by op, batched, persistent) and
    * the fusions. weights NULL: names and sizes only (a plan of a manifest
-   * without weights). The graph points into the weights (the plan writes
-   * its kernel choices there). *g is the caller's (wisp_graph_free). */
+   * without weights). The graph points into the weights, which
+   * nothing writes once the model is open (a session runs its own bound copy,
+   * graph.h wisp_graph_bind). *g is the caller's (wisp_graph_free). */
   wisp_status (*describe)(const wisp_model_shape *shape, void *weights, wisp_graph *g);
 } wisp_arch;
 

@@ -51,7 +51,6 @@ typedef struct {
   wisp_matrix qkv, o_proj;                   /* full */
   wisp_vector q_norm, k_norm;
   wisp_matrix gate_up, down;
-  wisp_kernel_choice attn_choice[2]; /* the plan's attention_gated kernel [prefill, decode] */
 } q35_layer;
 
 typedef struct {
@@ -228,7 +227,6 @@ static wisp_status q35_describe(const wisp_model_shape *s, void *p, wisp_graph *
           (m = wisp_graph_mixer(g, WISP_GOP_ATTENTION_GATED, i, "attn.core", qkv, s->heads * D)) && L) {
         m->q_norm = &L->q_norm;
         m->k_norm = &L->k_norm;
-        m->choice = L->attn_choice;
       }
       if (!m || !wisp_graph_matmul(g, i, "attn.o_proj", L ? &L->o_proj : NULL, H, s->heads * D, WISP_ACT_MID,
                                    WISP_ACT_X, 1))

@@ -10,30 +10,11 @@
 
 #include "format/artifact.h"
 #include "format/tensor.h"
+#include "model/shape.h"
 #include "plan/profile.h"
 #include "plan/registry.h"
 #include "plan/rules.h"
 #include "wisp.h"
-
-#define WISP_MAX_LAYERS 256
-
-/* WISP_LAYER_CONV / WISP_LAYER_ATTENTION / WISP_LAYER_LINEAR, as the artifact defines them. */
-typedef int wisp_layer_kind;
-
-typedef struct {
-  int n_layers;
-  wisp_layer_kind layer_types[WISP_MAX_LAYERS];
-  int hidden, ffn, vocab, heads, kv_heads, head_dim;
-  int quant_bits; /* 4: Q4 weights ("q4"); 16: F16 ("f16"); 8: Q8_0 ("q8_0"); 0 or 32: f32 weights */
-  int conv_cache;
-  /* Qwen 3.5 (all 0 for LFM2): its op lists (gated attention, Gated
-   * DeltaNet "linear_attention" layers) and their sizes. */
-  int qwen3_5;
-  int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
-  /* 1: a Q4_K artifact: matrices with cols % 256 == 0 are Q4_K ("q4k"),
-   * the others Q4 ("q4"); embed and head stay Q4Z ("q4"). */
-  int q4k;
-} wisp_model_shape;
 
 /* Reads a manifest's runtime.shape object (layerTypes, hidden, ffn, vocab,
  * heads, kvHeads, headDim, quantBits, convCache). `where` prefixes errors. */

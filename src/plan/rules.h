@@ -12,6 +12,7 @@
 
 #include <cJSON.h>
 
+#include "backend/caps.h"
 #include "wisp.h"
 
 typedef enum { WISP_V_NONE = 0, WISP_V_BOOL, WISP_V_NUM, WISP_V_STR } wisp_vtype;
@@ -37,31 +38,8 @@ const wisp_value *wisp_ctx_get(const wisp_ctx *c, const char *key);
 /* Formats a value as text ("true", "4096", "apple"). */
 void wisp_value_format(const wisp_value *v, char *out, size_t cap);
 
-/* What the device offers. Context keys: backend, vendor, hasSubgroups,
- * subgroupSize, hasF16, hasAvx2, limits.maxComputeInvocationsPerWorkgroup,
- * limits.maxComputeWorkgroupStorageSize. */
-typedef struct {
-  char backend[16]; /* "cpu" | "webgpu" */
-  char vendor[32];
-  char name[96];    /* the adapter's description ("NVIDIA H200"); "" on the CPU */
-  int has_subgroups;
-  int subgroup_size;
-  int has_f16;
-  int has_avx2;
-  int max_workgroup_size;  /* limits.maxComputeInvocationsPerWorkgroup */
-  int max_shared_bytes;    /* limits.maxComputeWorkgroupStorageSize */
-} wisp_device_caps;
-
-/* Defaults for a backend: cpu detects AVX2 on this machine; webgpu assumes
- * subgroups (32 lanes), f16, 1024 invocations, 16 KiB shared, vendor "unknown". */
-void wisp_device_caps_default(wisp_device_caps *d, const char *backend);
-/* Applies "key=value" (a context key name above) to d. */
-wisp_status wisp_device_caps_set(wisp_device_caps *d, const char *assignment);
+/* The device's context keys (backend/caps.h) into c. */
 void wisp_ctx_add_device(wisp_ctx *c, const wisp_device_caps *d);
-/* Whether the device offers a `requires` feature: "subgroups", "shader-f16",
- * "avx2". Returns -1 for a feature name wisp does not know. */
-int wisp_device_has(const wisp_device_caps *d, const char *feature);
-int wisp_feature_known(const char *feature);
 
 /* Keys a rule may name (device keys above plus the op context keys: op,
  * section, phase, layer, layerType, tokens, rows, cols, hidden, ffn, vocab,

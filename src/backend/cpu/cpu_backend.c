@@ -96,6 +96,15 @@ static int runs_i8(const char *variant, const wisp_matrix *W) {
   return wisp_i8_supported(W);
 }
 
+/* An op met a kernel name this backend does not have: an error from the
+ * next sync, never a quiet run of some other kernel. */
+static void unknown_kernel(cpu_backend *c, const char *variant) {
+  if (!c->error)
+    c->error = wisp_fail(WISP_EUNSUPPORTED, "matmul kernel '%s' is not one the cpu backend has", variant);
+}
+
+/* The kernel set of a plan's variant name; "" (no plan chose) is the
+ * backend's own; NULL for a name the backend does not have. */
 static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
   if (!variant[0] || is_i8_variant(variant)) return c->k;
   if (!strcmp(variant, "q4_scalar") || !strcmp(variant, "q4k_scalar") || !strcmp(variant, "f16_scalar") ||
@@ -117,9 +126,8 @@ static const void *copy_source(const wisp_matrix *m) {
 }
 
 /* The entry of this backend's copy for m, or NULL. Keyed by the source's
- * address and block count, not by m->device: a model's matrices are
- * prepared by every session's backend in turn, and m->device holds the
- * last one's. A tied head finds the embedding's entry this way. */
+ * address and block count, so that a tied head (its own matrix view over
+ * the embedding's bytes) finds the embedding's entry. */
 static i8_copy *find_copy(cpu_backend *c, const wisp_matrix *m) {
   const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
   const void *host = copy_source(m);
@@ -479,7 +487,10 @@ static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     return;
   }
   const wisp_cpu_kernels *k = kernels_for(c, variant);
-  if (!k) k = c->k; /* prepare_matrix rejected unknown variants already */
+  if (!k) { /* prepare_matrix rejects unknown names: a matrix it never saw */
+    unknown_kernel(c, variant);
+    return;
+  }
   if (n > 1 && !wisp_cpu_ensure_scratch(c, (size_t)2 * W->cols)) {
     /* Out of memory for a row buffer: fall back to per-token dot products. */
     for (int t = 0; t < n; t++) {
@@ -629,7 +640,11 @@ static void cpu_matmul_rows_run(wisp_backend *be, const wisp_matrix *W, const wi
                             int accumulate) {
   cpu_backend *c = as_cpu(be);
   const wisp_cpu_kernels *k = kernels_for(c, W->choice[WISP_PHASE_DECODE].variant);
-  rows_job j = {k ? k : c->k, W, x->data, y->data, n, accumulate, 16};
+  if (!k) {
+    unknown_kernel(c, W->choice[WISP_PHASE_DECODE].variant);
+    return;
+  }
+  rows_job j = {k, W, x->data, y->data, n, accumulate, 16};
   int tasks = (W->rows + j.rows_per_task - 1) / j.rows_per_task;
   if ((double)W->rows * W->cols * n < 262144.0) {
     for (int t = 0; t < tasks; t++) rows_task(&j, t, 0);
@@ -813,10 +828,7 @@ int wisp_cpu_backend_op_times(const wisp_backend *be, wisp_cpu_op_time *out, int
 
 wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
   *out = NULL;
-  if (threads <= 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    threads = n > 0 ? (int)n : 1;
-  }
+  if (threads <= 0) threads = wisp_pool_default_threads();
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) return wisp_fail(WISP_ENOMEM, "out of memory");
   c->pool = wisp_pool_new(threads);

@@ -1,17 +1,37 @@
-/* Thread pool: each thread runs the task of its own index, then takes task
- * indices from an atomic counter, so uneven tasks balance themselves. Between jobs a worker spins for a while (a
- * forward pass runs its products back to back, with only short
- * single-threaded ops between them), yielding the core now and then in case
- * the machine is oversubscribed, and sleeps on a condition variable once
- * the pool has been idle longer than that. The caller waits for the last
- * worker the same way. */
+/* Thread pool for data-parallel loops. The caller publishes a job (a task
+ * function and a task count) and then takes part in it; every thread,
+ * caller included, claims task indices one at a time from a shared word
+ * and runs them, so uneven tasks balance themselves.
+ *
+ * The pool must hold up on a loaded machine, where any worker may be off
+ * its core for a whole scheduler slice (milliseconds) at any moment. So:
+ * - The caller never waits for a worker that has not started a task: it
+ *   runs every unclaimed task itself and waits only for tasks another
+ *   thread has claimed. A worker that wakes late finds no task left and
+ *   goes back to waiting; the job did not wait for it.
+ * - Idle workers spin briefly (a forward pass runs its products back to
+ *   back, with only short single-threaded ops between them) and then
+ *   sleep on a condition variable, so they do not burn the CPU share the
+ *   other load and the caller need.
+ *
+ * Task claims go through one 64-bit word holding the job's generation, its
+ * task count and the next task index. A claim is a compare-and-swap of the
+ * whole word, so a thread that read the word during one job can never claim
+ * a task of another: the swap fails once the word has moved on. (A word
+ * equal in all three fields is a legitimate claim in the current job, since
+ * everything the claimer does next is read after the swap.) Which thread
+ * runs which task does not change any result: each op splits its work so
+ * that every output is summed by one task in a fixed order. */
 #include "backend/cpu/threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -20,82 +40,95 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* Spin iterations before sleeping, and after how many the spinner starts
- * yielding (every YIELD_EVERY iterations). A pause is tens of nanoseconds,
- * so a worker stays awake for a fraction of a millisecond after a job. */
-enum { SPIN_LIMIT = 1 << 14, SPIN_PURE = 1 << 9, YIELD_EVERY = 32 };
+/* Spin iterations before sleeping. A pause is 10-150 cycles depending on
+ * the core, so a worker stays awake for tens of microseconds after a job:
+ * long enough to catch the next product of a forward pass, short enough
+ * that an idle or crowded pool gives its cores back. */
+enum { SPIN_LIMIT = 1 << 12 };
 
-/* The counters every thread touches sit on cache lines of their own: the
- * task counter takes an atomic add per task from every thread, and sharing
- * its line with `generation` (which idle workers poll) or `pending` would
- * make each add invalidate every spinner's copy. */
+/* The claim word: generation (16 bits) | task count (24) | next task (24). */
+enum { TASK_BITS = 24 };
+#define TASK_MASK ((UINT64_C(1) << TASK_BITS) - 1)
+#define WORD(gen, n, next) (((uint64_t)(gen) << (2 * TASK_BITS)) | ((uint64_t)(n) << TASK_BITS) | (uint64_t)(next))
+#define WORD_GEN(w) ((unsigned)((w) >> (2 * TASK_BITS)))
+#define WORD_N(w) ((int)(((w) >> TASK_BITS) & TASK_MASK))
+#define WORD_NEXT(w) ((int)((w) & TASK_MASK))
+#define MAX_TASKS_A_JOB ((int)TASK_MASK)
+
+/* The words every thread touches sit on cache lines of their own, so an
+ * add to the done counter does not invalidate every spinner's copy of the
+ * claim word. */
 #define POOL_LINE _Alignas(64)
 
 struct wisp_pool {
   int n_threads;
   pthread_t *threads;
   pthread_mutex_t mu;
-  pthread_cond_t wake, done;
-  /* current job, written before `generation` is bumped */
+  pthread_cond_t wake, done_cv;
+  /* current job, written before the claim word announces it */
   wisp_task_fn fn;
   void *ctx;
-  int n_tasks;
-  POOL_LINE atomic_int next_task;
-  POOL_LINE atomic_int generation; /* bumped per job (under mu) so workers know there is new work */
-  atomic_int quit;
-  POOL_LINE atomic_int pending; /* workers still inside the current job */
+  unsigned gen; /* the caller's generation counter (caller only) */
+  POOL_LINE _Atomic uint64_t claim;
+  POOL_LINE atomic_int done; /* tasks of the current job finished */
   POOL_LINE atomic_int sleepers; /* workers waiting on `wake` */
   atomic_int caller_sleeps;
+  atomic_int quit;
 };
 
 typedef struct { wisp_pool *p; int index; } worker_arg;
 
-/* Thread i first runs task i without touching the shared counter, which
- * starts at the thread count: a job of one task a thread (a small decode
- * product) then costs no atomic add on the counter at all, and a larger one
- * one add fewer per thread. */
-static void drain(wisp_pool *p, int thread) {
-  if (thread < p->n_tasks) p->fn(p->ctx, thread, thread);
-  if (p->n_tasks <= p->n_threads) return;
+/* Claims the next task of the job whose generation is `gen`: its index, or
+ * -1 once that job has no unclaimed task (or has been replaced). */
+static int claim_task(wisp_pool *p, unsigned gen) {
+  uint64_t w = atomic_load_explicit(&p->claim, memory_order_acquire);
   for (;;) {
-    int t = atomic_fetch_add(&p->next_task, 1);
-    if (t >= p->n_tasks) break;
-    p->fn(p->ctx, t, thread);
+    if (WORD_GEN(w) != gen || WORD_NEXT(w) >= WORD_N(w)) return -1;
+    if (atomic_compare_exchange_weak_explicit(&p->claim, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
+      return WORD_NEXT(w);
   }
 }
 
-/* Spins until *v != old (1) or the spin budget is spent (0). */
-static int spin_while_equal(atomic_int *v, int old) {
-  for (int i = 0; i < SPIN_LIMIT; i++) {
-    if (atomic_load_explicit(v, memory_order_acquire) != old) return 1;
-    CPU_RELAX();
-    if (i >= SPIN_PURE && i % YIELD_EVERY == 0) sched_yield();
+/* Runs tasks of job `gen` until none is left, then reports how many it ran
+ * (one add per thread and job, not one per task). fn and ctx are read only
+ * after a successful claim: the job cannot end, so they cannot change,
+ * while one of its tasks is claimed and not yet reported. */
+static void drain(wisp_pool *p, unsigned gen, int thread) {
+  int ran = 0;
+  for (int t; (t = claim_task(p, gen)) >= 0; ran++) p->fn(p->ctx, t, thread);
+  if (ran == 0) return;
+  int n = WORD_N(atomic_load_explicit(&p->claim, memory_order_relaxed));
+  if (atomic_fetch_add(&p->done, ran) + ran == n && thread != 0 && atomic_load(&p->caller_sleeps)) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_signal(&p->done_cv);
+    pthread_mutex_unlock(&p->mu);
   }
-  return 0;
 }
+
+static unsigned current_gen(wisp_pool *p) { return WORD_GEN(atomic_load_explicit(&p->claim, memory_order_acquire)); }
 
 static void *worker_main(void *arg) {
   worker_arg *wa = arg;
   wisp_pool *p = wa->p;
   int index = wa->index;
   free(wa);
-  int seen = 0;
+  unsigned seen = current_gen(p);
   for (;;) {
-    if (!spin_while_equal(&p->generation, seen)) {
+    int spins = 0;
+    while (current_gen(p) == seen && !atomic_load_explicit(&p->quit, memory_order_relaxed) && spins < SPIN_LIMIT) {
+      CPU_RELAX();
+      spins++;
+    }
+    if (spins == SPIN_LIMIT) {
       pthread_mutex_lock(&p->mu);
       atomic_fetch_add(&p->sleepers, 1);
-      while (!atomic_load(&p->quit) && atomic_load(&p->generation) == seen) pthread_cond_wait(&p->wake, &p->mu);
+      while (!atomic_load(&p->quit) && current_gen(p) == seen) pthread_cond_wait(&p->wake, &p->mu);
       atomic_fetch_sub(&p->sleepers, 1);
       pthread_mutex_unlock(&p->mu);
     }
     if (atomic_load(&p->quit)) break;
-    seen = atomic_load(&p->generation);
-    drain(p, index);
-    if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeps)) {
-      pthread_mutex_lock(&p->mu);
-      pthread_cond_signal(&p->done);
-      pthread_mutex_unlock(&p->mu);
-    }
+    seen = current_gen(p);
+    drain(p, seen, index);
   }
   return NULL;
 }
@@ -108,7 +141,7 @@ wisp_pool *wisp_pool_new(int n_threads) {
   p->n_threads = n_threads;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
-  pthread_cond_init(&p->done, NULL);
+  pthread_cond_init(&p->done_cv, NULL);
   p->threads = calloc((size_t)n_threads, sizeof(pthread_t));
   if (!p->threads) { free(p); return NULL; }
   for (int i = 1; i < n_threads; i++) {
@@ -129,18 +162,26 @@ void wisp_pool_free(wisp_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
   atomic_store(&p->quit, 1);
-  atomic_fetch_add(&p->generation, 1);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->wake);
-  pthread_cond_destroy(&p->done);
+  pthread_cond_destroy(&p->done_cv);
   free(p->threads);
   free(p);
 }
 
 int wisp_pool_size(const wisp_pool *p) { return p->n_threads; }
+
+/* Jobs larger than the claim word can count are run as several jobs. */
+static void run_job(wisp_pool *p, int first, int n_tasks, wisp_task_fn fn, void *ctx);
+
+typedef struct { wisp_task_fn fn; void *ctx; int first; } offset_job;
+static void offset_task(void *ctx, int task, int thread) {
+  offset_job *o = ctx;
+  o->fn(o->ctx, o->first + task, thread);
+}
 
 void wisp_pool_run(wisp_pool *p, int n_tasks, wisp_task_fn fn, void *ctx) {
   if (n_tasks <= 0) return;
@@ -148,28 +189,77 @@ void wisp_pool_run(wisp_pool *p, int n_tasks, wisp_task_fn fn, void *ctx) {
     for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
     return;
   }
-  p->fn = fn;
-  p->ctx = ctx;
-  p->n_tasks = n_tasks;
-  atomic_store(&p->next_task, p->n_threads); /* tasks below it are the threads' own (drain) */
-  atomic_store(&p->pending, p->n_threads - 1);
-  /* The bump happens under the mutex so that a worker deciding to sleep
+  for (int first = 0; first < n_tasks; first += MAX_TASKS_A_JOB) {
+    int n = n_tasks - first < MAX_TASKS_A_JOB ? n_tasks - first : MAX_TASKS_A_JOB;
+    run_job(p, first, n, fn, ctx);
+  }
+}
+
+static void run_job(wisp_pool *p, int first, int n_tasks, wisp_task_fn fn, void *ctx) {
+  offset_job o = {fn, ctx, first};
+  p->fn = first ? offset_task : fn;
+  p->ctx = first ? (void *)&o : ctx;
+  atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+  unsigned gen = p->gen = (p->gen + 1) & 0xffffu;
+  /* The word is stored under the mutex so that a worker deciding to sleep
    * (which checks the generation under it) cannot miss it. */
   pthread_mutex_lock(&p->mu);
-  atomic_fetch_add(&p->generation, 1);
+  atomic_store(&p->claim, WORD(gen, n_tasks, 0));
   if (atomic_load(&p->sleepers) > 0) pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  drain(p, 0);
-  for (int i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
+  drain(p, gen, 0);
+  /* Every task is claimed now; wait for the ones other threads still run. */
+  for (int i = 0; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks; i++) {
     if (i < SPIN_LIMIT) {
       CPU_RELAX();
-      if (i >= SPIN_PURE && i % YIELD_EVERY == 0) sched_yield();
       continue;
     }
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->caller_sleeps, 1);
-    while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
+    while (atomic_load(&p->done) < n_tasks) pthread_cond_wait(&p->done_cv, &p->mu);
     atomic_store(&p->caller_sleeps, 0);
     pthread_mutex_unlock(&p->mu);
   }
+}
+
+/* Reads one integer from a sysfs file; -1 if it cannot. */
+static long read_sysfs_long(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long v = -1;
+  if (fscanf(f, "%ld", &v) != 1) v = -1;
+  fclose(f);
+  return v;
+}
+
+int wisp_pool_default_threads(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+  }
+  /* One thread per physical core: a CPU counts unless an earlier CPU of the
+   * mask sits on the same core (same package and core id). Without
+   * topology files every CPU counts. */
+  enum { MAX_CORES = 1024 };
+  long seen_core[MAX_CORES]; /* 8 KiB of stack, once */
+  int n_cores = 0, n_cpus = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    n_cpus++;
+    char path[96];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
+    long core = read_sysfs_long(path);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
+    long pkg = read_sysfs_long(path);
+    if (core < 0 || pkg < 0) return CPU_COUNT(&set);
+    long key = pkg * 65536 + core;
+    int known = 0;
+    for (int i = 0; i < n_cores && !known; i++) known = seen_core[i] == key;
+    if (!known) {
+      if (n_cores == MAX_CORES) return n_cpus;
+      seen_core[n_cores++] = key;
+    }
+  }
+  return n_cores > 0 ? n_cores : 1;
 }

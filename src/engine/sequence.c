@@ -1,0 +1,33 @@
+/* One sequence of a session: feeding it tokens chunk by chunk through the
+ * session's graph, and starting it afresh. The session (session.c), its
+ * slots (slots.c) and the text API all feed sequences through here. */
+#include "engine/sequence.h"
+
+#include "util/err.h"
+
+wisp_status wisp_session_feed(wisp_session *s, wisp_graph_state *state, int *pos, const int32_t *tokens, int n, float *logits,
+                              int all) {
+  if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate");
+  if (state == s->state && s->ran_past_stop)
+    return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
+  if (*pos + n > s->max_pos)
+    return wisp_fail(WISP_EINVAL, "context full: %d tokens so far + %d new exceed the context of %d", *pos, n,
+                     s->max_pos);
+  const size_t vocab = (size_t)s->model->artifact->shape.vocab;
+  for (int done = 0; done < n;) {
+    int k = n - done < s->chunk ? n - done : s->chunk;
+    int last = done + k == n;
+    float *out = all ? logits + (size_t)done * vocab : last ? logits : NULL;
+    wisp_status st = wisp_graph_forward(&s->graph, state, s->backend, tokens + done, k, *pos, out, all);
+    if (st) return st;
+    *pos += k;
+    done += k;
+  }
+  return WISP_OK;
+}
+
+void wisp_session_reset(wisp_session *s) {
+  wisp_graph_state_reset(s->state, s->backend);
+  s->pos = 0;
+  s->ran_past_stop = 0;
+}
