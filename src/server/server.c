@@ -5,12 +5,16 @@
  * waits for a signal while a loader thread opens the model.
  *
  * A generation request becomes a `job` with one `choice` per scheduler
- * request (n choices of each prompt). Token events turn into text (the
+ * request (n choices of each prompt). Tokens turn into text (the
  * tokenizer's streaming decoder keeps characters whole, the stop-string
  * matcher holds back what may still become a stop string) and, for a
- * stream, into SSE events in the job's output buffer. The connection is
- * suspended while it has nothing to send and resumed by the event that
- * brings something, so a waiting stream costs no thread and no polling. A
+ * stream, into SSE events in the job's output buffer. A stream's tokens are
+ * only queued on the scheduler's thread and formatted on the HTTP thread
+ * that sends them, so JSON costs the decode loop nothing; a request
+ * answered whole is handled as its tokens come (its stop strings must end
+ * the generation). The connection is suspended while it has nothing to send
+ * and resumed by the event that brings something, so a waiting stream costs
+ * no thread and no polling. A
  * job lives until both its HTTP side (the connection is done with it) and
  * every scheduler request it submitted (their last event) let go. */
 #include "server/server.h"
@@ -76,6 +80,17 @@ static double now_s(void) {
 
 typedef struct job job;
 
+/* A token as the scheduler reported it, kept until the stream's HTTP thread
+ * turns it into text and events (stream_read): the scheduler's thread only
+ * queues it, so formatting costs the decode loop nothing. */
+typedef struct {
+  int32_t token;
+  float logprob;
+  int n_top;
+  int32_t top_ids[SRV_MAX_TOP_LOGPROBS];
+  float top_logprobs[SRV_MAX_TOP_LOGPROBS];
+} pending_token;
+
 typedef struct {
   job *j;
   int index;            /* the choice's index in the answer */
@@ -94,6 +109,12 @@ typedef struct {
   int cancelled;
   char message[200];
   double t_last;        /* when its last token came */
+  int n_events;         /* token events received */
+  uint64_t event_id;    /* the scheduler's id, as its events say */
+  pending_token *pending; /* stream: tokens not yet turned into events */
+  int n_pending, cap_pending;
+  wisp_finish last;     /* stream: the scheduler's last event, not yet handled */
+  char last_message[160];
 } choice;
 
 struct job {
@@ -124,6 +145,7 @@ static void job_free(job *j) {
     srv_stop_free(&c->stop);
     srv_buf_free(&c->text);
     cJSON_Delete(c->logprobs);
+    free(c->pending);
   }
   free(j->choices);
   srv_buf_free(&j->out);
@@ -185,7 +207,7 @@ static char *token_text(const server *srv, int32_t id, cJSON **bytes) {
 }
 
 /* Chat: one entry of logprobs.content. */
-static cJSON *chat_logprob(const server *srv, const wisp_sched_event *ev) {
+static cJSON *chat_logprob(const server *srv, const pending_token *ev) {
   cJSON *e = cJSON_CreateObject(), *bytes;
   char *t = token_text(srv, ev->token, &bytes);
   cJSON_AddStringToObject(e, "token", t ? t : "");
@@ -206,7 +228,7 @@ static cJSON *chat_logprob(const server *srv, const wisp_sched_event *ev) {
 }
 
 /* Completions: appends one token to a {tokens, token_logprobs, top_logprobs, text_offset} object. */
-static void completion_logprob(const server *srv, cJSON *lp, const wisp_sched_event *ev, int offset) {
+static void completion_logprob(const server *srv, cJSON *lp, const pending_token *ev, int offset) {
   if (!cJSON_GetObjectItem(lp, "tokens")) {
     cJSON_AddArrayToObject(lp, "tokens");
     cJSON_AddArrayToObject(lp, "token_logprobs");
@@ -327,12 +349,8 @@ static void finish_choice(job *j, choice *c, const char *finish) {
 }
 
 /* A token of choice c (lock held). Returns 1 when a stop string ended it. */
-static int on_token(job *j, choice *c, const wisp_sched_event *ev) {
+static int on_token(job *j, choice *c, const pending_token *ev) {
   server *srv = j->srv;
-  double t = now_s();
-  if (c->n_generated == 0) srv_metrics_observe_ttft(&srv->metrics, t - j->t_arrival);
-  else srv_metrics_observe_itl(&srv->metrics, t - c->t_last);
-  c->t_last = t;
   c->n_generated++;
   cJSON *logprob = NULL;
   if (j->req.logprobs) {
@@ -370,6 +388,50 @@ static int on_token(job *j, choice *c, const wisp_sched_event *ev) {
   return 0;
 }
 
+/* The scheduler's last event for choice c, handled (lock held). */
+static void end_choice(job *j, choice *c, wisp_finish why, const char *message) {
+  if (c->finish) return; /* a stop string ended it already */
+  switch (why) {
+  case WISP_FINISH_STOP: finish_choice(j, c, "stop"); break;
+  case WISP_FINISH_LENGTH: finish_choice(j, c, "length"); break;
+  case WISP_FINISH_CANCELLED:
+    c->failed = c->cancelled = 1;
+    snprintf(c->message, sizeof c->message, "the request was cancelled (the server is shutting down)");
+    finish_choice(j, c, NULL);
+    break;
+  default:
+    c->failed = 1;
+    snprintf(c->message, sizeof c->message, "generation failed: %s", message && message[0] ? message : "unknown error");
+    finish_choice(j, c, NULL);
+    break;
+  }
+}
+
+/* A stream's queued tokens and last events become SSE events (lock held, on
+ * the HTTP thread). The scheduler ids of choices a stop string ended are
+ * added to cancel[]. */
+static void handle_pending(job *j, uint64_t *cancel, int *n_cancel) {
+  for (int i = 0; i < j->n_choices; i++) {
+    choice *c = &j->choices[i];
+    for (int k = 0; k < c->n_pending; k++)
+      if (!c->finish && on_token(j, c, &c->pending[k])) cancel[(*n_cancel)++] = c->event_id;
+    c->n_pending = 0;
+    if (c->last != WISP_FINISH_NONE) {
+      end_choice(j, c, c->last, c->last_message);
+      c->last = WISP_FINISH_NONE;
+    }
+  }
+}
+
+/* Cancels scheduler requests from an HTTP thread. */
+static void cancel_ids(server *srv, const uint64_t *ids, int n) {
+  if (!n) return;
+  pthread_rwlock_rdlock(&srv->sched_lock);
+  if (srv->sched)
+    for (int i = 0; i < n; i++) wisp_sched_cancel(srv->sched, ids[i]);
+  pthread_rwlock_unlock(&srv->sched_lock);
+}
+
 /* 1 when the peer of a suspended connection has closed it. libmicrohttpd
  * does not watch a suspended connection, and a request waiting for its whole
  * answer stays suspended until the end: a peek at its socket tells. */
@@ -381,41 +443,59 @@ static int client_gone(job *j) {
   return j->gone;
 }
 
-/* The scheduler's events (on its thread). */
+/* The scheduler's events (on its thread; kept short). A stream's token is
+ * queued for its HTTP thread; a request answered whole is handled here, so
+ * that a stop string ends its generation at once. */
 static void on_event(void *user, const wisp_sched_event *ev) {
   choice *c = user;
   job *j = c->j;
   uint64_t cancel[SRV_MAX_N * SRV_MAX_PROMPTS];
   int n_cancel = 0;
   pthread_mutex_lock(&j->lock);
+  c->event_id = ev->id;
   if (ev->finish == WISP_FINISH_NONE) {
-    /* a stop string: the scheduler need not go on (its last event still comes) */
-    if (!c->finish && on_token(j, c, ev)) cancel[n_cancel++] = ev->id;
-    if (j->out.n > j->out_sent) job_wake(j); /* a stream has bytes to send */
-    /* every 8th token of a waiting request: is its client still there? */
-    if (!j->req.stream && c->n_generated % 8 == 0 && client_gone(j))
-      for (int i = 0; i < j->n_choices; i++)
-        if (j->choices[i].submitted && !j->choices[i].sched_done) cancel[n_cancel++] = j->choices[i].sched_id;
+    double t = now_s();
+    if (c->n_events++ == 0) srv_metrics_observe_ttft(&j->srv->metrics, t - j->t_arrival);
+    else srv_metrics_observe_itl(&j->srv->metrics, t - c->t_last);
+    c->t_last = t;
+    pending_token p = {.token = ev->token, .logprob = ev->logprob, .n_top = 0};
+    if (j->req.logprobs) {
+      p.n_top = ev->n_top < SRV_MAX_TOP_LOGPROBS ? ev->n_top : SRV_MAX_TOP_LOGPROBS;
+      if (p.n_top > 0) {
+        memcpy(p.top_ids, ev->top_ids, sizeof(int32_t) * (size_t)p.n_top);
+        memcpy(p.top_logprobs, ev->top_logprobs, sizeof(float) * (size_t)p.n_top);
+      }
+    }
+    if (j->req.stream) {
+      if (!c->finish) {
+        if (c->n_pending == c->cap_pending) {
+          int cap = c->cap_pending ? c->cap_pending * 2 : 16;
+          pending_token *q = realloc(c->pending, sizeof *q * (size_t)cap);
+          if (q) { c->pending = q; c->cap_pending = cap; }
+        }
+        if (c->n_pending < c->cap_pending) c->pending[c->n_pending++] = p;
+        else j->out.failed = 1; /* out of memory: the stream ends with an error */
+      }
+      job_wake(j);
+    } else {
+      /* a stop string: the scheduler need not go on (its last event still comes) */
+      if (!c->finish && on_token(j, c, &p)) cancel[n_cancel++] = ev->id;
+      /* every 8th token of a waiting request: is its client still there? */
+      if (c->n_generated % 8 == 0 && client_gone(j))
+        for (int i = 0; i < j->n_choices; i++)
+          if (j->choices[i].submitted && !j->choices[i].sched_done) cancel[n_cancel++] = j->choices[i].sched_id;
+    }
     pthread_mutex_unlock(&j->lock);
     for (int i = 0; i < n_cancel; i++) wisp_sched_cancel(j->srv->sched, cancel[i]);
     return;
   }
   c->sched_done = 1;
-  if (!c->finish) {
-    switch (ev->finish) {
-    case WISP_FINISH_STOP: finish_choice(j, c, "stop"); break;
-    case WISP_FINISH_LENGTH: finish_choice(j, c, "length"); break;
-    case WISP_FINISH_CANCELLED:
-      c->failed = c->cancelled = 1;
-      snprintf(c->message, sizeof c->message, "the request was cancelled (the server is shutting down)");
-      finish_choice(j, c, NULL);
-      break;
-    default:
-      c->failed = 1;
-      snprintf(c->message, sizeof c->message, "generation failed: %s", ev->message ? ev->message : "unknown error");
-      finish_choice(j, c, NULL);
-      break;
-    }
+  if (j->req.stream) {
+    c->last = ev->finish;
+    snprintf(c->last_message, sizeof c->last_message, "%s", ev->message ? ev->message : "");
+    job_wake(j);
+  } else {
+    end_choice(j, c, ev->finish, ev->message);
   }
   job_unref_unlock(j);
 }
@@ -510,25 +590,28 @@ static enum MHD_Result send_job(server *srv, struct MHD_Connection *conn, job *j
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   (void)pos;
   job *j = cls;
+  uint64_t cancel[SRV_MAX_N * SRV_MAX_PROMPTS];
+  int n_cancel = 0;
+  ssize_t ret;
   pthread_mutex_lock(&j->lock);
+  handle_pending(j, cancel, &n_cancel);
   size_t avail = j->out.n - j->out_sent;
   if (avail) {
     size_t n = avail < max ? avail : max;
     memcpy(buf, j->out.s + j->out_sent, n);
     j->out_sent += n;
     if (j->out_sent == j->out.n) j->out.n = j->out_sent = 0;
-    pthread_mutex_unlock(&j->lock);
-    return (ssize_t)n;
+    ret = (ssize_t)n;
+  } else if (j->finished || j->out.failed) {
+    ret = j->out.failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+  } else {
+    MHD_suspend_connection(j->conn);
+    j->suspended = 1;
+    ret = 0;
   }
-  if (j->finished || j->out.failed) {
-    int failed = j->out.failed;
-    pthread_mutex_unlock(&j->lock);
-    return failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
-  }
-  MHD_suspend_connection(j->conn);
-  j->suspended = 1;
   pthread_mutex_unlock(&j->lock);
-  return 0;
+  cancel_ids(j->srv, cancel, n_cancel);
+  return ret;
 }
 
 /* ---- one HTTP request ----------------------------------------------------- */
@@ -575,12 +658,7 @@ static void job_cancel_open(job *j) {
   for (int i = 0; i < j->n_choices; i++)
     if (j->choices[i].submitted && !j->choices[i].sched_done) ids[n++] = j->choices[i].sched_id;
   pthread_mutex_unlock(&j->lock);
-  if (!n) return;
-  server *srv = j->srv;
-  pthread_rwlock_rdlock(&srv->sched_lock);
-  if (srv->sched)
-    for (int i = 0; i < n; i++) wisp_sched_cancel(srv->sched, ids[i]);
-  pthread_rwlock_unlock(&srv->sched_lock);
+  cancel_ids(j->srv, ids, n);
 }
 
 static enum MHD_Result start_generation(server *srv, struct MHD_Connection *conn, conn_ctx *ctx, srv_kind kind) {
