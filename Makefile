@@ -81,9 +81,15 @@ $(BUILD)/pic/%.o: %.c
 	@echo "CC -fPIC $<"
 	@$(CC) $(CFLAGS_BASE) -fPIC -MMD -MP -c $< -o $@
 
-$(BUILD)/libwisp.so: $(PIC_OBJ)
+# The shared library exports only include/wisp.h's functions (the version
+# script lists them) under the soname libwisp.so.MAJOR (0), MAJOR from
+# WISP_VERSION in wisp.h: it changes when the API or an option struct changes
+# incompatibly (docs/api.md, "ABI").
+LIB_MAP := src/api/libwisp.map
+LIB_MAJOR := $(shell sed -n 's/^\#define WISP_VERSION "\([0-9]*\)\..*/\1/p' include/wisp.h)
+$(BUILD)/libwisp.so: $(PIC_OBJ) $(LIB_MAP)
 	@echo "LD $@"
-	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so -o $@ $^ $(LDLIBS)
+	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so.$(LIB_MAJOR) -Wl,--version-script,$(LIB_MAP) -o $@ $(PIC_OBJ) $(LDLIBS)
 
 lib: $(BUILD)/libwisp.a $(BUILD)/libwisp.so
 

@@ -2,7 +2,11 @@
  * WebGPU backend). This header is the public C API.
  *
  * Every call that can fail returns a wisp_status; on failure a one-line
- * message describing the problem is available from wisp_last_error(). */
+ * message describing the problem is available from wisp_last_error().
+ * Arguments are checked: a NULL handle or out-pointer, a negative count or
+ * an id out of range is WISP_EINVAL; a call that returns a count or a
+ * position returns -1 for them (one that returns a string, NULL), with the
+ * message set; the _free, _close and _reset calls ignore NULL. */
 #ifndef WISP_H
 #define WISP_H
 
@@ -28,11 +32,28 @@ typedef enum {
 /* The message of the last failed call on this thread. */
 const char *wisp_last_error(void);
 
+/* The library's version, "MAJOR.MINOR.PATCH", as the library that is running
+ * was built (WISP_VERSION is the header's). The shared library's soname
+ * carries MAJOR (libwisp.so.0); it changes only when a call or an option
+ * struct changes incompatibly. */
+#define WISP_VERSION "0.1.0"
+const char *wisp_version(void);
+
+/* Option structs grow by adding fields at their end. Each starts with
+ * `size`: 0 (a zero-initialised struct, `= {0}` or designated initialisers)
+ * means the fields this first version of the struct has; sizeof(the struct),
+ * as the wisp_*_init functions set it, means every field of the header the
+ * caller was compiled with, so a program built against a newer wisp.h that
+ * runs on an older library gets WISP_EINVAL instead of silently ignored
+ * settings. Fields a caller's struct predates take their zero default. The
+ * init functions set size and every field's default (all zero today). */
+
 /* Opaque handles. */
 typedef struct wisp_model wisp_model;     /* an opened artifact bound to an architecture */
 typedef struct wisp_session wisp_session; /* one sequence: KV/conv state + backend */
 
 typedef struct {
+  size_t size;         /* 0 or sizeof(wisp_session_options): see "Option structs grow" above */
   const char *backend; /* "cpu" (default) */
   int threads;         /* 0 = one per core */
   int max_context;     /* 0 = the artifact's maxPositions */
@@ -43,6 +64,7 @@ typedef struct {
   const char *registry; /* kernel registry file; NULL = the one built into the library */
   int slots;           /* sequences the session holds (0 = 1); see "Several sequences" below */
 } wisp_session_options;
+void wisp_session_options_init(wisp_session_options *o);
 
 wisp_status wisp_model_open(const char *artifact_dir, wisp_model **out);
 void wisp_model_close(wisp_model *m);
@@ -61,9 +83,10 @@ wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n,
  * the next step without a host round trip; one submit and one readback per
  * batch of `batch` tokens. */
 typedef struct {
+  size_t size;           /* 0 or sizeof(wisp_generate_options) */
   float temperature;     /* <= 0: greedy */
   int top_k;             /* 0 = off */
-  float top_p;           /* >= 1 = off */
+  float top_p;           /* 0 or >= 1 = off */
   float min_p;           /* 0 = off */
   uint64_t seed;
   const int32_t *stop;   /* stop tokens, checked once per batch */
@@ -96,6 +119,7 @@ typedef struct {
   const int32_t *history;
   int n_history;
 } wisp_generate_options;
+void wisp_generate_options_init(wisp_generate_options *o);
 
 /* Generates up to n tokens following `first` (a token already chosen, not
  * yet fed). out receives them (n entries); *n_out how many were made: a stop
@@ -115,7 +139,6 @@ const char *wisp_session_plan_id(const wisp_session *s);
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);
 
-#define WISP_VERSION "0.1.0" /* the library's version (wisp.pc) */
 
 /* ---- Text: tokenizer, chat template, streaming generation ----------------
  * (src/api/text.c) The model's own tokenizer (declared by its artifact)
@@ -165,6 +188,7 @@ wisp_status wisp_chat_turn(wisp_session *s, const char *system, const char *user
 /* Sampling and streaming for wisp_generate_text. Zero is a usable default
  * for every field: greedy, no penalty, the model's stop tokens. */
 typedef struct {
+  size_t size;          /* 0 or sizeof(wisp_text_options) */
   float temperature;    /* <= 0: greedy */
   int top_k;            /* 0 = off */
   float top_p;          /* 0 or >= 1 = off */
@@ -180,6 +204,7 @@ typedef struct {
   int (*on_text)(void *user, const char *text, size_t len);
   void *user;
 } wisp_text_options;
+void wisp_text_options_init(wisp_text_options *o);
 
 typedef struct {
   int n_prompt;    /* prompt tokens fed */
@@ -217,12 +242,14 @@ void wisp_slot_reset(wisp_session *s, int slot);
  * the same draw as the decode loop's and the host sampler's, at step = the
  * position the token takes. */
 typedef struct {
+  size_t size;       /* 0 or sizeof(wisp_step_options) */
   float temperature; /* <= 0: greedy */
   int top_k;         /* 0 = off */
   float top_p;       /* >= 1 or 0 = off */
   float min_p;       /* 0 = off */
   uint64_t seed;
 } wisp_step_options;
+void wisp_step_options_init(wisp_step_options *o);
 
 /* One decode step for n sequences: tokens[i] is fed to slot slots[i] at
  * that slot's position (each slot at most once per call), and next[i]
@@ -250,6 +277,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
 typedef struct wisp_sched wisp_sched;
 
 typedef struct {
+  size_t size;       /* 0 or sizeof(wisp_sched_options) */
   int parallel;      /* sequences decoded together (slots); 0 = 4 */
   int max_queue;     /* requests waiting for a slot before submit refuses (WISP_EBUSY); 0 = 4 x parallel */
   int context;       /* tokens per slot (prompt + reply); 0 = the model's maximum */
@@ -260,11 +288,12 @@ typedef struct {
   int threads;
   /* Conv/recurrent state snapshots kept per slot for prompt reuse (a prompt
    * that diverges inside what a slot holds resumes from the newest one at or
-   * before the divergence): 0 = 2, -1 = none, at most 8. Each is one copy
+   * before the divergence): 0 = 3, -1 = none, at most 8. Each is one copy
    * of a sequence's conv and recurrent state (none for attention-only
    * models), kept where the backend keeps the state (device memory). */
   int snapshots;
 } wisp_sched_options;
+void wisp_sched_options_init(wisp_sched_options *o);
 
 typedef enum {
   WISP_FINISH_NONE = 0,  /* not finished (a token event) */
@@ -289,6 +318,7 @@ typedef struct {
 } wisp_sched_event;
 
 typedef struct {
+  size_t size;           /* 0 or sizeof(wisp_sched_request) */
   const int32_t *prompt; /* copied by submit */
   int n_prompt;
   int max_tokens;        /* 0 = until a stop token or the context ends */
@@ -307,6 +337,7 @@ typedef struct {
   void (*on_event)(void *user, const wisp_sched_event *ev);
   void *user;
 } wisp_sched_request;
+void wisp_sched_request_init(wisp_sched_request *r);
 
 /* Counters for /metrics (monotonic unless noted). */
 typedef struct {

@@ -374,9 +374,15 @@ static int spawn(child *c, char *const argv[]) {
   return 0;
 }
 
+/* How long a child may stay silent before the test gives up on it as
+ * hung: a guard against a test that never ends, far beyond any wait a
+ * loaded machine causes (the child answers in milliseconds). */
+#define CHILD_SILENCE_S 300
+
 /* Reads the child's stderr into err (appending) until `marker` appears,
  * discarding its stdout meanwhile (so that it never blocks on it) when
- * drain is set; 0 on end of file. */
+ * drain is set; 0 on end of file or after CHILD_SILENCE_S seconds without
+ * a byte (noted in err). */
 static int pump(child *c, char *err, size_t cap, size_t *len, const char *marker, int drain) {
   while (!strstr(err, marker)) {
     fd_set fds;
@@ -384,8 +390,15 @@ static int pump(child *c, char *err, size_t cap, size_t *len, const char *marker
     FD_SET(c->err, &fds);
     if (drain) FD_SET(c->out, &fds);
     int mx = c->err > c->out ? c->err : c->out;
-    if (select(mx + 1, &fds, NULL, NULL, NULL) < 0) {
+    struct timeval idle = {CHILD_SILENCE_S, 0};
+    int ready = select(mx + 1, &fds, NULL, NULL, &idle);
+    if (ready < 0) {
       if (errno == EINTR) continue;
+      return 0;
+    }
+    if (ready == 0) {
+      snprintf(err + *len, cap - *len, "\n[the child wrote nothing for %d s while the test waited for '%s']",
+               CHILD_SILENCE_S, marker);
       return 0;
     }
     if (drain && FD_ISSET(c->out, &fds)) {
@@ -402,6 +415,17 @@ static int pump(child *c, char *err, size_t cap, size_t *len, const char *marker
     }
   }
   return 1;
+}
+
+/* Ends a child the test has given up on (kill, reap, close), so that a
+ * failed check leaves no process behind and no wait that never returns. */
+static void abandon(child *c) {
+  kill(c->pid, SIGKILL);
+  while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR) {}
+  close(c->in);
+  close(c->out);
+  close(c->out_w);
+  close(c->err);
 }
 
 static int finish(child *c) {
@@ -426,26 +450,37 @@ TEST(cli_chat_ctrl_c) {
   CHECK(spawn(&c, argv) == 0);
   /* Fill the child's stdout but for 64 bytes, room for a token or two: two
    * pages (a pipe holds whole pages), the second 64 bytes short. */
-  CHECK(fcntl(c.out, F_SETPIPE_SZ, 8192) == 8192);
-  CHECK(fcntl(c.out_w, F_SETFL, O_NONBLOCK) == 0);
   static const char fill[4096];
   const size_t filled = 4096 + 4096 - 64;
-  CHECK(write(c.out_w, fill, 4096) == 4096 && write(c.out_w, fill, 4096 - 64) == 4096 - 64);
   char err[32768] = "";
   size_t elen = 0;
-  CHECKF(pump(&c, err, sizeof err, &elen, "Ctrl-C stops a reply", 0), "%s", err);
-  CHECK(write(c.in, "And it came to pass\n", 20) == 20);
-  /* Reply bytes in the pipe: the child is writing its reply. */
-  for (;;) {
+#define CHILD_CHECK(cond, ...)                                                                                         \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      abandon(&c);                                                                                                     \
+      CHECKF(0, __VA_ARGS__);                                                                                          \
+    }                                                                                                                  \
+  } while (0)
+  CHILD_CHECK(fcntl(c.out, F_SETPIPE_SZ, 8192) == 8192, "F_SETPIPE_SZ");
+  CHILD_CHECK(fcntl(c.out_w, F_SETFL, O_NONBLOCK) == 0, "O_NONBLOCK");
+  CHILD_CHECK(write(c.out_w, fill, 4096) == 4096 && write(c.out_w, fill, 4096 - 64) == 4096 - 64, "filling the pipe");
+  CHILD_CHECK(pump(&c, err, sizeof err, &elen, "Ctrl-C stops a reply", 0), "%s", err);
+  CHILD_CHECK(write(c.in, "And it came to pass\n", 20) == 20, "writing the prompt");
+  /* Reply bytes in the pipe: the child is writing its reply. Polled for a
+   * condition; only a child silent for CHILD_SILENCE_S is taken as hung. */
+  for (int polls = 0;; polls++) {
     int avail = 0;
-    CHECK(ioctl(c.out, FIONREAD, &avail) == 0);
+    CHILD_CHECK(ioctl(c.out, FIONREAD, &avail) == 0, "FIONREAD");
     if ((size_t)avail > filled) break;
-    usleep(1000); /* polling for a condition; no time limit is assumed */
+    CHILD_CHECK(polls < CHILD_SILENCE_S * 1000 && waitpid(c.pid, NULL, WNOHANG) == 0,
+                "the child wrote no reply (ended, or silent for %d s): %s", CHILD_SILENCE_S, err);
+    usleep(1000);
   }
   kill(c.pid, SIGINT);
-  CHECKF(pump(&c, err, sizeof err, &elen, "; interrupted]", 1), "%s", err);
-  CHECK(write(c.in, "again\n", 6) == 6);
-  CHECKF(pump(&c, err, sizeof err, &elen, "[reply 2:", 1), "%s", err);
+  CHILD_CHECK(pump(&c, err, sizeof err, &elen, "; interrupted]", 1), "%s", err);
+  CHILD_CHECK(write(c.in, "again\n", 6) == 6, "writing the second prompt");
+  CHILD_CHECK(pump(&c, err, sizeof err, &elen, "[reply 2:", 1), "%s", err);
+#undef CHILD_CHECK
   /* now at the prompt (or about to be): Ctrl-C ends the session, exit 0,
    * with its standard input still open (so not by end of input) */
   kill(c.pid, SIGINT);

@@ -7,6 +7,7 @@
 
 #include "test.h"
 #include "util/file.h"
+#include "wisp.h"
 
 #define DEFAULT_DIR "models/default"
 #define CMD_CAP 16384
@@ -91,13 +92,21 @@ TEST(install_prefix_example_builds_and_chats) {
   /* the plain build tree (the install is of an optimised build, whichever binary is under test) */
   snprintf(cmd, sizeof cmd, "make -s lib install BUILD=build PREFIX=%s/prefix 2>&1 | grep -v '^CC\\|^LD'", dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "installed wisp in"), "%s", out);
-  const char *files[] = {"bin/wisp", "lib/libwisp.so", "lib/libwisp.a", "include/wisp.h", "lib/pkgconfig/wisp.pc",
+  const char *files[] = {"bin/wisp", "lib/libwisp.so", "lib/libwisp.so.0", "lib/libwisp.so." WISP_VERSION,
+                         "lib/libwisp.a", "include/wisp.h", "lib/pkgconfig/wisp.pc",
                          "share/wisp/models/default/manifest.json"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     char p[1200];
     snprintf(p, sizeof p, "%s/prefix/%s", dir, files[i]);
     CHECKF(wisp_path_exists(p), "make install did not install %s", files[i]);
   }
+  /* the versioned file and its two links; wisp.pc is valid and names the version */
+  snprintf(cmd, sizeof cmd, "cd %s/prefix/lib && readlink libwisp.so libwisp.so.0", dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, "libwisp.so.0\nlibwisp.so." WISP_VERSION "\n"), "%s", out);
+  snprintf(cmd, sizeof cmd,
+           "export PKG_CONFIG_PATH=%s/prefix/lib/pkgconfig && pkg-config --validate wisp && pkg-config --modversion wisp",
+           dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, WISP_VERSION "\n"), "pkg-config: %s", out);
   snprintf(cmd, sizeof cmd,
            "cd %s && export PKG_CONFIG_PATH=%s/prefix/lib/pkgconfig && "
            "cc -std=c11 -Wall -Wextra -Werror %s/examples/chat.c $(pkg-config --cflags --libs wisp) -o chat",
@@ -111,6 +120,10 @@ TEST(install_prefix_example_builds_and_chats) {
   int turns = 0;
   for (const char *p = out; (p = strstr(p, " reply tokens")); p++) turns++;
   CHECKF(turns == 2 && strstr(out, "chat template lfm2"), "%s", out);
+  /* the program runs against libwisp.so.0 and the library it loaded says its version */
+  CHECKF(strstr(out, "wisp " WISP_VERSION ", "), "%s", out);
+  snprintf(cmd, sizeof cmd, "readelf -d %s/chat | grep NEEDED | grep -c 'libwisp.so.0'", dir);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, "1\n"), "the example does not need libwisp.so.0: %s", out);
   /* the installed CLI finds its default model and runs from another directory */
   snprintf(cmd, sizeof cmd, "cd / && %s/prefix/bin/wisp run -p 'In the beginning' -n 4 --temp 0", dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "share/wisp/models/default"), "%s", out);

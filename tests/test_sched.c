@@ -18,7 +18,7 @@
 enum { MAX_GEN = 64 };
 
 /* What one request reported: its tokens, logprobs and last event. */
-typedef struct {
+typedef struct collector {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int32_t tok[MAX_GEN];
@@ -32,6 +32,8 @@ typedef struct {
   int cancel_after;  /* > 0: cancel itself after this many tokens */
   wisp_sched *sched;
   int block_first;   /* 1: the first token's callback waits until released */
+  const struct collector *other; /* count this request's tokens before other's first */
+  int before_other;
   int in_callback, released;
 } collector;
 
@@ -57,6 +59,7 @@ static void on_event(void *user, const wisp_sched_event *ev) {
       for (int k = 0; k < ev->n_top && k < 5; k++) c->top[c->n][k] = ev->top_logprobs[k];
       c->tok[c->n++] = ev->token;
     }
+    if (c->other && c->other->n == 0) c->before_other++; /* both callbacks run on the scheduler's thread */
     if (c->block_first && c->n == 1) {
       c->in_callback = 1;
       pthread_cond_broadcast(&c->cv);
@@ -268,23 +271,27 @@ static int run_on(wisp_sched *s, wisp_sched_request r, collector *c) {
   return 1;
 }
 
-/* Turn 1: prompt p, a 10-token reply. Then on the same slot: (a) p + the
- * reply + 6 new tokens (the next turn of a chat: the live state resumes),
- * (b) p + 4 of the reply + other tokens (diverging inside the reply: back
- * to the snapshot at the end of p's prefill), (c) (b) again, whole (back
- * to the snapshot at the end of (b)'s prefill). Each equals a fresh slot's
- * reply and reports what it reused. */
-static void reuse_matches_scratch(const char *dir) {
+/* Turn 1: prompt p, a 10-token reply. Then on the same slot, each equal to
+ * a fresh slot's reply and reporting what it reused:
+ *   (a) p + the reply + 6 new tokens (the next turn of a chat): resumes the
+ *       live state (and snapshots it there, at p + 9 of the reply);
+ *   (e) (a) with the 6 new tokens changed (an edited last message): back to
+ *       that snapshot;
+ *   (b) p + 4 of the reply + other tokens (diverging inside the reply):
+ *       back to the snapshot at the end of p's prefill;
+ *   (c) (b) again, whole (a regenerated reply): back to the snapshot at the
+ *       end of (b)'s prefill. */
+static void reuse_matches_scratch(const char *dir, const char *backend) {
   CHECK(dir);
   wisp_model *m = NULL;
   CHECK(wisp_model_open(dir, &m) == WISP_OK);
-  wisp_sched *s = sched_new(m, "cpu", 1, 0, 0);
+  wisp_sched *s = sched_new(m, backend, 1, 0, 0);
   CHECK(s);
-  int32_t p[64], a[96], b[96];
+  int32_t p[64], a[96], b[96], e[96];
   const int np = prompt_of(4, p); /* 29 tokens */
-  collector t1, ra, rb, rc, fa, fb;
-  collector *all[] = {&t1, &ra, &rb, &rc, &fa, &fb};
-  for (int i = 0; i < 6; i++) collector_init(all[i]);
+  collector t1, ra, rb, rc, re, fa, fb, fe;
+  collector *all[] = {&t1, &ra, &rb, &rc, &re, &fa, &fb, &fe};
+  for (int i = 0; i < 8; i++) collector_init(all[i]);
   int ok = run_on(s, request(p, np, 10, NULL), &t1) && t1.n == 10;
   int na = 0, nb = 0;
   if (ok) {
@@ -292,36 +299,48 @@ static void reuse_matches_scratch(const char *dir) {
     memcpy(a + np, t1.tok, sizeof(int32_t) * 10);
     na = np + 10;
     for (int k = 0; k < 6; k++) a[na++] = (int32_t)((17 + 7 * k) % 96);
+    memcpy(e, a, sizeof(int32_t) * (size_t)na);
+    for (int k = 0; k < 6; k++) e[np + 10 + k] = (int32_t)((61 + 5 * k) % 96);
     memcpy(b, a, sizeof(int32_t) * (size_t)(np + 4));
     nb = np + 4;
     for (int k = 0; k < 8; k++) b[nb++] = (int32_t)((3 + 13 * k) % 96);
-    ok = run_on(s, request_lp(a, na, 8), &ra) && run_on(s, request_lp(b, nb, 8), &rb) &&
-         run_on(s, request_lp(b, nb, 8), &rc);
+    ok = run_on(s, request_lp(a, na, 8), &ra) && run_on(s, request_lp(e, na, 8), &re) &&
+         run_on(s, request_lp(b, nb, 8), &rb) && run_on(s, request_lp(b, nb, 8), &rc);
   }
-  ok = ok && run_alone(m, "cpu", request_lp(a, na, 8), &fa) && run_alone(m, "cpu", request_lp(b, nb, 8), &fb);
+  ok = ok && run_alone(m, backend, request_lp(a, na, 8), &fa) && run_alone(m, backend, request_lp(b, nb, 8), &fb) &&
+       run_alone(m, backend, request_lp(e, na, 8), &fe);
   wisp_sched_stats st;
   wisp_sched_get_stats(s, &st);
   wisp_sched_free(s);
   wisp_model_close(m);
   CHECKF(ok, "a request failed: %s", wisp_last_error());
   CHECKF(ra.n_cached == np + 9, "turn 2 reused %d tokens, expected the %d its slot holds", ra.n_cached, np + 9);
+  CHECKF(re.n_cached == np + 9, "edited turn 2 reused %d tokens, expected the snapshot at %d", re.n_cached, np + 9);
   CHECKF(rb.n_cached == np - 1, "diverging prompt reused %d tokens, expected the snapshot at %d", rb.n_cached, np - 1);
   CHECKF(rc.n_cached == nb - 1, "repeated prompt reused %d tokens, expected %d", rc.n_cached, nb - 1);
-  CHECK(fa.n_cached == 0 && fb.n_cached == 0);
+  CHECK(fa.n_cached == 0 && fb.n_cached == 0 && fe.n_cached == 0);
   CHECKF(same_tokens(&ra, &fa), "turn 2 with reuse differs from a fresh slot");
+  CHECKF(same_tokens(&re, &fe), "edited turn 2 from a snapshot differs from a fresh slot");
   CHECKF(same_tokens(&rb, &fb), "diverging prompt from a snapshot differs from a fresh slot");
   CHECKF(same_tokens(&rc, &fb), "repeated prompt from a snapshot differs from a fresh slot");
   /* the prefill's chunks start elsewhere, so not bit for bit, but close */
   CHECKF(logprob_gap(&ra, &fa) < 1e-3, "turn 2: logprobs differ by %g from a fresh slot's", logprob_gap(&ra, &fa));
+  CHECKF(logprob_gap(&re, &fe) < 1e-3, "edited: logprobs differ by %g", logprob_gap(&re, &fe));
   CHECKF(logprob_gap(&rb, &fb) < 1e-3, "diverging: logprobs differ by %g", logprob_gap(&rb, &fb));
   CHECKF(logprob_gap(&rc, &fb) < 1e-3, "repeated: logprobs differ by %g", logprob_gap(&rc, &fb));
-  CHECK(st.prompt_tokens_cached == (uint64_t)(ra.n_cached + rb.n_cached + rc.n_cached));
+  CHECK(st.prompt_tokens_cached == (uint64_t)(ra.n_cached + re.n_cached + rb.n_cached + rc.n_cached));
   CHECK(st.slots_used == 1);
-  for (int i = 0; i < 6; i++) collector_destroy(all[i]);
+  for (int i = 0; i < 8; i++) collector_destroy(all[i]);
 }
 
-TEST(sched_lfm2_reuse_matches_scratch) { reuse_matches_scratch(fixture_small_model()); }
-TEST(sched_qwen3_5_reuse_matches_scratch) { reuse_matches_scratch(tiny_qwen()); }
+TEST(sched_lfm2_reuse_matches_scratch) { reuse_matches_scratch(fixture_small_model(), "cpu"); }
+TEST(sched_qwen3_5_reuse_matches_scratch) { reuse_matches_scratch(tiny_qwen(), "cpu"); }
+/* the snapshots as device copies of the slots' parts of the shared state buffers */
+TEST(sched_qwen3_5_webgpu_reuse_matches_scratch) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  reuse_matches_scratch(tiny_qwen(), "webgpu");
+}
 
 /* Free slots go to the prompt they hold most of: two conversations on two
  * slots each continue on their own slot. */
@@ -348,6 +367,40 @@ TEST(sched_reuse_picks_the_matching_slot) {
   CHECK(ok);
   CHECKF(c[2].n_cached == n0 + 3 && c[3].n_cached == n1 + 3, "reused %d and %d", c[2].n_cached, c[3].n_cached);
   for (int i = 0; i < 4; i++) collector_destroy(&c[i]);
+}
+
+/* A prompt that shares only a short start with a slot's long history (two
+ * conversations with one system prompt) goes to an empty slot instead of
+ * cutting that history; the first conversation then still continues whole. */
+TEST(sched_reuse_spares_a_longer_history) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_sched *s = sched_new(m, "cpu", 2, 0, 0);
+  CHECK(s);
+  int32_t p[64], q[64], next[64];
+  const int np = prompt_of(0, p); /* 9 tokens: a snapshot at 8 */
+  memcpy(q, p, sizeof(int32_t) * (size_t)np);
+  for (int k = 0; k < 6; k++) q[np + k] = (int32_t)((40 + 3 * k) % 96); /* shares p, then its own */
+  collector x, y, x2;
+  collector_init(&x);
+  collector_init(&y);
+  collector_init(&x2);
+  int ok = run_on(s, request(p, np, 13, NULL), &x) && x.n == 13; /* history 9 + 12 */
+  ok = ok && run_on(s, request(q, np + 6, 3, NULL), &y);
+  if (ok) {
+    memcpy(next, p, sizeof(int32_t) * (size_t)np);
+    memcpy(next + np, x.tok, sizeof(int32_t) * 13);
+    next[np + 13] = 5;
+    ok = run_on(s, request(next, np + 14, 3, NULL), &x2);
+  }
+  wisp_sched_free(s);
+  wisp_model_close(m);
+  CHECK(ok);
+  CHECKF(y.n_cached == 0, "the other conversation reused %d tokens of the first one's slot", y.n_cached);
+  CHECKF(x2.n_cached == np + 12, "the first conversation's next turn reused %d tokens, expected %d", x2.n_cached, np + 12);
+  collector_destroy(&x);
+  collector_destroy(&y);
+  collector_destroy(&x2);
 }
 
 /* ---- limits ---- */
@@ -523,4 +576,48 @@ TEST(sched_free_with_requests_in_flight) {
     CHECK(c[i].finish == WISP_FINISH_CANCELLED || c[i].finish == WISP_FINISH_LENGTH);
     collector_destroy(&c[i]);
   }
+}
+
+/* A long prompt arriving beside a running request is prefilled a chunk a
+ * step while that request keeps getting a token every step. B (199 tokens
+ * to prefill, chunk 16: 13 steps) is submitted while A is held inside its
+ * first token's callback; A then reports a token in each of those steps
+ * before B's first. Counted in events, not time. */
+TEST(sched_long_prompt_does_not_stall_running_streams) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_sched *s = sched_new(m, "cpu", 2, 0, 0);
+  CHECK(s);
+  int32_t pa[64], pb[200];
+  const int na = prompt_of(0, pa);
+  for (int k = 0; k < 200; k++) pb[k] = (int32_t)((3 + 7 * k + (k * k) % 11) % 96);
+  collector a, b;
+  collector_init(&a);
+  collector_init(&b);
+  a.block_first = 1;
+  a.other = &b;
+  wisp_sched_request ra = request(pa, na, 30, &a), rb = request(pb, 200, 2, &b);
+  uint64_t ia, ib;
+  int ok = wisp_sched_submit(s, &ra, &ia) == WISP_OK;
+  pthread_mutex_lock(&a.mu);
+  while (ok && !a.in_callback) pthread_cond_wait(&a.cv, &a.mu);
+  pthread_mutex_unlock(&a.mu);
+  ok = ok && wisp_sched_submit(s, &rb, &ib) == WISP_OK;
+  pthread_mutex_lock(&a.mu);
+  a.released = 1;
+  pthread_cond_broadcast(&a.cv);
+  pthread_mutex_unlock(&a.mu);
+  if (ok) {
+    wait_done(&a);
+    wait_done(&b);
+  }
+  wisp_sched_free(s);
+  wisp_model_close(m);
+  CHECK(ok);
+  CHECK(a.n == 30 && b.n == 2);
+  /* A's first token came before B was submitted; 13 more (one a prefill step of B, the last in
+   * the step that also gives B its first token: A's row comes first) */
+  CHECKF(a.before_other >= 14, "A reported %d tokens before B's first", a.before_other);
+  collector_destroy(&a);
+  collector_destroy(&b);
 }

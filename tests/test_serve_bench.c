@@ -4,7 +4,8 @@
  * tests/server/serve-bench-check.mjs checks the receipts' request and token
  * counts, the measured prompt length, the concurrency the server saw, error
  * counting, the multi-turn histories and that percentiles are ordered; no
- * timing value. Needs Debian's nodejs (scripts/deps.sh installs it). */
+ * timing value. Needs node (scripts/deps.sh installs it with the server tests;
+ * without it the test is skipped, and says so). */
 #include <stdio.h>
 #include <string.h>
 

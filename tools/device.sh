@@ -12,6 +12,8 @@
 #                                     Carry .dev, .gl and .cache/webgpu.
 #   PREV=REV tools/device.sh bundle   also builds REV (a commit) as .dev/wisp_prev,
 #                                     for `ab` between two binaries.
+#   SLIM=1 tools/device.sh bundle     wisp alone (no tests, no probes): a smaller
+#                                     carry, for bench/serve-h200.sh.
 # There, from the repository root (each sets the environment up first):
 #   tools/device.sh check OUT         adapters; greedy tokens CPU vs WebGPU (seed
 #                                     shape, small synthetic, the default model
@@ -61,12 +63,19 @@ shift || true
 # ---- here ------------------------------------------------------------------
 bundle() {
   local jobs; jobs=$(nproc)
-  make -s -j"$jobs" build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe
+  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe"
+  [ -n "${SLIM:-}" ] && bins=build/wisp # SLIM=1: wisp alone, for calls that carry more (bench/serve-h200.sh)
+  # shellcheck disable=SC2086
+  make -s -j"$jobs" $bins
   rm -rf .dev && mkdir -p .dev/lib .gl
-  cp build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe .dev/
-  for lib in libcjson.so.1 libcrypto.so.3 libutf8proc.so.2 libpcre2-8.so.0; do
-    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" .dev/lib/
-  done
+  # shellcheck disable=SC2086
+  cp $bins .dev/
+  # every shared library wisp links beyond the C and C++ runtimes (cJSON,
+  # libcrypto, utf8proc, PCRE2, and libmicrohttpd with its own needs once
+  # `wisp serve` links it): the machine has none of Debian's
+  ldd build/wisp | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+    grep -Ev '/(libc|libm|libmvec|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -L "$lib" .dev/lib/; done
   ls .gl/libvulkan1_*.deb >/dev/null 2>&1 || (cd .gl && apt-get download libvulkan1)
   if [ -n "${PREV:-}" ]; then
     local tmp; tmp=$(mktemp -d)
@@ -254,6 +263,9 @@ sched() {
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sched_ 2>&1 | tail -4
 }
 
+# Sourced with WISP_DEVICE_LIB=1 (bench/serve-h200.sh does), this file only
+# defines the functions above.
+[ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
   check|receipts|parity|ab|profile|probe|rows|sched)

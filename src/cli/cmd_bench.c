@@ -22,8 +22,6 @@
 #include <unistd.h>
 
 #include "util/clock.h"
-#include "backend/backend.h"
-#include "backend/webgpu/wgpu_backend.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -195,8 +193,8 @@ int cmd_bench(int argc, char **argv) {
    * one-time work (GPU pipeline compilation, first-touch page faults) is not
    * charged to the measured tokens; then the session starts again. */
   int batch = batch_opt > 0 ? batch_opt : wisp_session_plan_batch(s);
-  wisp_wgpu_backend_stats c0 = {0};
-  if (wisp_wgpu_backend_stats_get(s->backend, &c0) && c0.pipelines == 0)
+  wisp_backend_stats c0 = {0};
+  if (wisp_backend_stats_get(s->backend, &c0) && c0.pipelines == 0)
     fprintf(stderr, "wisp: compiling kernels (first run; the receipt times it apart)...\n");
   if (!no_warmup) {
     fprintf(stderr, "bench: warm-up...\n");
@@ -208,8 +206,8 @@ int cmd_bench(int argc, char **argv) {
   }
   fprintf(stderr, "bench: %s, backend %s, %s KV caches, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s),
           wisp_session_kv_dtype(s), n_prompt);
-  wisp_wgpu_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
-  int is_gpu = wisp_wgpu_backend_stats_get(s->backend, &g0);
+  wisp_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
+  int is_gpu = wisp_backend_stats_get(s->backend, &g0);
   if (op_times && strcmp(wisp_session_backend_name(s), "cpu")) {
     wisp_fail(WISP_EINVAL, "--op-times times the cpu backend's ops; this run uses %s", wisp_session_backend_name(s));
     goto fail;
@@ -223,7 +221,7 @@ int cmd_bench(int argc, char **argv) {
     wisp_cpu_backend_time_ops(s->backend, 1);
   }
   if (is_gpu) {
-    wisp_wgpu_backend_stats_get(s->backend, &g1);
+    wisp_backend_stats_get(s->backend, &g1);
     prefill_s -= g1.compile_seconds - g0.compile_seconds; /* compiling is reported apart */
   }
   /* Decode: greedy through the decode loop, `batch` tokens per submit; every
@@ -252,7 +250,7 @@ int cmd_bench(int argc, char **argv) {
     print_op_times("decode", ops[1], n_ops[1], decode_total, n_decode);
   }
   if (is_gpu) {
-    wisp_wgpu_backend_stats_get(s->backend, &g2);
+    wisp_backend_stats_get(s->backend, &g2);
     decode_total -= g2.compile_seconds - g1.compile_seconds;
   }
   qsort(step, (size_t)n_decode, sizeof(double), cmp_double);

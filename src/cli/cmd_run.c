@@ -27,7 +27,6 @@
 #include <unistd.h>
 #include <utf8proc.h>
 
-#include "backend/webgpu/wgpu_backend.h"
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "engine/engine.h"
@@ -57,7 +56,7 @@ static wisp_status eval_checked(wisp_session *s, const int32_t *ids, int n, floa
  * kept out of the tok/s figures. */
 typedef struct {
   int gpu;
-  wisp_wgpu_backend_stats at;
+  wisp_backend_stats at;
 } compile_watch;
 
 /* The distinct WGSL files of a list of ops, added to seen[0..*n). */
@@ -84,7 +83,7 @@ static int plan_kernels(const wisp_plan *p) {
 }
 
 static void compile_begin(const wisp_session *s, compile_watch *w) {
-  w->gpu = wisp_wgpu_backend_stats_get(s->backend, &w->at);
+  w->gpu = wisp_backend_stats_get(s->backend, &w->at);
   if (w->gpu && w->at.pipelines == 0) {
     fprintf(stderr, "wisp: compiling %d kernels (first run)...\n", plan_kernels(wisp_session_plan(s)));
   }
@@ -92,8 +91,8 @@ static void compile_begin(const wisp_session *s, compile_watch *w) {
 
 /* Seconds spent compiling since compile_begin (0 on the CPU). */
 static double compile_end(const wisp_session *s, const compile_watch *w, int announce) {
-  wisp_wgpu_backend_stats now;
-  if (!w->gpu || !wisp_wgpu_backend_stats_get(s->backend, &now)) return 0;
+  wisp_backend_stats now;
+  if (!w->gpu || !wisp_backend_stats_get(s->backend, &now)) return 0;
   double dt = now.compile_seconds - w->at.compile_seconds;
   if (announce && now.pipelines > w->at.pipelines)
     fprintf(stderr, "wisp: compiled %llu kernels in %.1f s (not counted in tok/s)\n",

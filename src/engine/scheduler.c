@@ -7,7 +7,8 @@
  *      prompt first, else the least recently used), cancelled ones end;
  *   2. prefills up to prefill_chunk prompt tokens of the requests that are
  *      still reading their prompts (oldest first), all but each prompt's
- *      last token, then snapshots the conv/recurrent state there;
+ *      last token, then snapshots the conv/recurrent state there (and where
+ *      a request continued a slot's live state, that state first);
  *   3. runs one batched decode step (wisp_session_step_each) for every
  *      request past its prompt: a request's first step feeds its prompt's
  *      last token, later ones the token chosen before; each row is drawn
@@ -32,10 +33,11 @@
 #include "engine/slots.h"
 #include "model/common.h"
 #include "util/err.h"
+#include "util/options.h"
 
 #define DEFAULT_PARALLEL 4
 #define DEFAULT_PREFILL_CHUNK 512
-#define DEFAULT_SNAPSHOTS 2
+#define DEFAULT_SNAPSHOTS 3
 #define MAX_TOP_LOGPROBS 20
 
 typedef struct sched_req {
@@ -61,7 +63,7 @@ struct wisp_sched {
   int n_model_stop;
   sched_slot *slots;
   sched_req **running; /* per slot, NULL when free */
-  float *logits;       /* parallel x vocab: rows read back for host work */
+  float *logits;       /* parallel x vocab: rows read back for host work (made when first needed) */
   uint64_t clock;      /* counts slot uses and snapshots (LRU order) */
 
   pthread_t thread;
@@ -112,24 +114,29 @@ static void finish(wisp_sched *S, sched_req *q, wisp_finish why, const char *mes
 
 /* ---- 1. taking work ---- */
 
-/* The free slot for prompt p: the most of it reusable, then least recently used. */
+/* The free slot for prompt p: the one it can reuse most of, then the least
+ * recently used (empty slots first). A slot that would lose more of its
+ * history than the prompt reuses (another conversation that shares only a
+ * system prompt) ranks as no reuse: its owner may come back for it. */
 static int pick_slot(wisp_sched *S, const int32_t *p, int n, int *reuse) {
-  int best = -1, best_reuse = -1;
+  int best = -1, best_rank = -1;
+  *reuse = 0;
   for (int j = 0; j < S->parallel; j++) {
     if (S->running[j]) continue;
-    int r = sched_slot_reusable(&S->slots[j], p, n);
-    if (r > best_reuse || (r == best_reuse && S->slots[j].last_used < S->slots[best].last_used)) {
+    const sched_slot *sl = &S->slots[j];
+    const int r = sched_slot_reusable(sl, p, n), rank = sl->n_hist - r > r ? 0 : r;
+    if (rank > best_rank || (rank == best_rank && sl->last_used < S->slots[best].last_used)) {
       best = j;
-      best_reuse = r;
+      best_rank = rank;
+      *reuse = r;
     }
   }
-  *reuse = best_reuse;
   return best;
 }
 
-/* Under mu: queued requests into free slots; collects the cancelled ones
- * (queued or running) into *gone. Returns how many requests are running. */
-static int take_work(wisp_sched *S, sched_req **gone) {
+/* Under mu: the requests cancelled while queued leave the queue for *gone;
+ * queued requests go to free slots, first come first served. */
+static void take_work(wisp_sched *S, sched_req **gone) {
   *gone = NULL;
   for (sched_req **pq = &S->queue_head; *pq;) { /* cancelled while queued */
     sched_req *q = *pq;
@@ -159,9 +166,6 @@ static int take_work(wisp_sched *S, sched_req **gone) {
     S->stats.prompt_tokens += (uint64_t)q->r.n_prompt;
     S->stats.prompt_tokens_cached += (uint64_t)reuse;
   }
-  int n = 0;
-  for (int j = 0; j < S->parallel; j++) n += S->running[j] != NULL;
-  return n;
 }
 
 static int any_running(const wisp_sched *S) {
@@ -174,8 +178,13 @@ static int any_running(const wisp_sched *S) {
  * prefix. */
 static wisp_status start(wisp_sched *S, sched_req *q) {
   sched_slot *sl = &S->slots[q->slot];
+  const int live = q->n_cached > 0 && q->n_cached == sl->n_hist;
   wisp_status st = sched_slot_resume(sl, S->session, q->slot, q->n_cached);
   if (st) return st;
+  /* Continuing the live state (the next turn of a conversation): keep it
+   * as it is at this turn boundary too, for a later prompt that diverges
+   * after it (an edited last message) */
+  if (live) sched_slot_snapshot(sl, S->session->backend, ++S->clock);
   q->started = 1;
   if (q->n_cached == q->r.n_prompt - 1) {
     q->decoding = 1;
@@ -282,7 +291,10 @@ static void decode_step(wisp_sched *S, sched_req **rows, int n) {
     want[i] = (unsigned char)needs_host(rows[i]);
     any_host |= want[i];
   }
-  wisp_status st = wisp_session_step_each(S->session, slots, tokens, n, sp, next, any_host ? S->logits : NULL, want);
+  wisp_status st = WISP_OK;
+  if (any_host && !S->logits && !(S->logits = malloc((size_t)S->parallel * (size_t)S->vocab * sizeof(float))))
+    st = wisp_fail(WISP_ENOMEM, "out of memory for %d rows of logits", S->parallel);
+  if (!st) st = wisp_session_step_each(S->session, slots, tokens, n, sp, next, any_host ? S->logits : NULL, want);
   if (st) {
     char msg[256];
     snprintf(msg, sizeof msg, "%s", wisp_last_error());
@@ -299,7 +311,7 @@ static void decode_step(wisp_sched *S, sched_req **rows, int n) {
       finish(S, q, WISP_FINISH_ERROR, "out of memory");
       continue;
     }
-    after_step(S, q, next[i], S->logits + (size_t)i * S->vocab);
+    after_step(S, q, next[i], want[i] ? S->logits + (size_t)i * S->vocab : NULL);
   }
 }
 
@@ -393,9 +405,12 @@ static void *run(void *arg) {
 /* ---- the API ---- */
 
 wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sched **out) {
+  if (!out) return wisp_fail(WISP_EINVAL, "wisp_sched_new: no out-pointer");
   *out = NULL;
-  wisp_sched_options opt = {0};
-  if (o) opt = *o;
+  if (!m) return wisp_fail(WISP_EINVAL, "wisp_sched_new: no model");
+  wisp_sched_options opt;
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_sched_options, WISP_SCHED_OPTIONS_FIRST_SIZE, o, &opt);
+  if (st) return st;
   if (opt.parallel < 0 || opt.parallel > WISP_MAX_ROWS)
     return wisp_fail(WISP_EINVAL, "parallel %d: 1 to %d sequences (0 = %d)", opt.parallel, WISP_MAX_ROWS, DEFAULT_PARALLEL);
   if (opt.max_queue < 0) return wisp_fail(WISP_EINVAL, "max_queue %d: must be >= 0", opt.max_queue);
@@ -413,7 +428,7 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   S->vocab = wisp_model_vocab(m);
   wisp_session_options so = {.backend = opt.backend, .threads = opt.threads, .max_context = opt.context,
                              .profile = opt.profile, .tuning = opt.tuning, .slots = S->parallel};
-  wisp_status st = wisp_session_new(m, &so, &S->session);
+  st = wisp_session_new(m, &so, &S->session);
   if (st) {
     free(S);
     return st;
@@ -425,8 +440,7 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   }
   S->slots = calloc((size_t)S->parallel, sizeof *S->slots);
   S->running = calloc((size_t)S->parallel, sizeof *S->running);
-  S->logits = malloc((size_t)S->parallel * (size_t)S->vocab * sizeof(float));
-  if (!S->slots || !S->running || !S->logits) {
+  if (!S->slots || !S->running) {
     st = wisp_fail(WISP_ENOMEM, "out of memory for %d slots", S->parallel);
     goto fail;
   }
@@ -473,9 +487,12 @@ static wisp_status check_request(const wisp_sched *S, const wisp_sched_request *
 
 wisp_status wisp_sched_submit(wisp_sched *S, const wisp_sched_request *r, uint64_t *id) {
   if (id) *id = 0;
-  if (!S || !r) return wisp_fail(WISP_EINVAL, "no scheduler or request");
-  wisp_status st = check_request(S, r);
+  if (!S || !r) return wisp_fail(WISP_EINVAL, "wisp_sched_submit: no scheduler or request");
+  wisp_sched_request req;
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_sched_request, WISP_SCHED_REQUEST_FIRST_SIZE, r, &req);
   if (st) return st;
+  r = &req;
+  if ((st = check_request(S, r))) return st;
   sched_req *q = calloc(1, sizeof *q);
   if (!q) return wisp_fail(WISP_ENOMEM, "out of memory");
   q->r = *r;
@@ -532,6 +549,7 @@ void wisp_sched_cancel(wisp_sched *S, uint64_t id) {
 }
 
 void wisp_sched_get_stats(wisp_sched *S, wisp_sched_stats *out) {
+  if (!out) return;
   memset(out, 0, sizeof *out);
   if (!S) return;
   pthread_mutex_lock(&S->mu);
@@ -542,7 +560,13 @@ void wisp_sched_get_stats(wisp_sched *S, wisp_sched_stats *out) {
   pthread_mutex_unlock(&S->mu);
 }
 
-int wisp_sched_context(const wisp_sched *S) { return S ? S->context : 0; }
+int wisp_sched_context(const wisp_sched *S) {
+  if (!S) {
+    wisp_fail(WISP_EINVAL, "wisp_sched_context: no scheduler");
+    return -1;
+  }
+  return S->context;
+}
 
 void wisp_sched_free(wisp_sched *S) {
   if (!S) return;

@@ -14,7 +14,7 @@
 //   failEvery: answer every Nth streamed request 429 (error counting).
 import http from "node:http";
 
-export function startMock({ gateAt = 0, failEvery = 0, gapMs = 1 } = {}) {
+export function startMock({ gateAt = 0, failEvery = 0, gapMs = 1, port = 0 } = {}) {
   const rec = { peak: 0, inflight: 0, streamed: 0, bodies: [], badHistory: 0, replies: new Set() };
   let gateOpen = gateAt <= 1;
   const waiters = [];
@@ -39,6 +39,11 @@ export function startMock({ gateAt = 0, failEvery = 0, gapMs = 1 } = {}) {
   };
 
   const server = http.createServer((req, res) => {
+    if (req.method === "GET" && req.url === "/health") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"status":"ok"}');
+      return;
+    }
     if (req.method === "GET" && req.url === "/v1/models") {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(models));
@@ -97,5 +102,11 @@ export function startMock({ gateAt = 0, failEvery = 0, gapMs = 1 } = {}) {
     });
   });
   server.on("close", () => clearTimeout(fallback));
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ server, rec, port: server.address().port })));
+  return new Promise((resolve) => server.listen(port, "127.0.0.1", () => resolve({ server, rec, port: server.address().port })));
+}
+
+// Run directly, it serves until killed: node tests/server/mock-openai.mjs [PORT [GAP_MS]]
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+  const { port } = await startMock({ port: Number(process.argv[2] || 8080), gapMs: Number(process.argv[3] || 1) });
+  process.stderr.write(`mock-openai: listening on 127.0.0.1:${port}\n`);
 }
