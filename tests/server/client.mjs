@@ -15,7 +15,7 @@ import { args, startServer } from "./serve.mjs";
 
 const a = args();
 a.apiKey = "test-key-" + process.pid;
-const srv = await startServer(a, ["--parallel", "8", "-c", "2048"]);
+const srv = await startServer(a, ["--parallel", "8", "-c", "2048", "--grace", "1"]);
 const client = new OpenAI({ baseURL: srv.url + "/v1", apiKey: a.apiKey, maxRetries: 0 });
 let checks = 0;
 
