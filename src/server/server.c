@@ -103,6 +103,7 @@ typedef struct {
   srv_buf text;         /* non-stream: the reply so far */
   cJSON *logprobs;      /* non-stream: chat "content" array or completions object */
   int n_generated;
+  size_t n_text;        /* bytes of reply text released so far (logprobs' text_offset) */
   int sent_role;        /* stream: the first chunk (with the role) went out */
   const char *finish;   /* "stop" / "length" once finished; NULL before */
   int failed;           /* finished by an error (message below) or a shutdown */
@@ -297,6 +298,7 @@ static void stream_error(job *j, const char *type, const char *message) {
 
 /* Text released for choice c (lock held). */
 static void deliver_text(job *j, choice *c, const char *p, size_t n, cJSON *logprob) {
+  c->n_text += n;
   if (j->req.stream) {
     if (n || logprob || !c->sent_role) stream_chunk(j, c, p, n, logprob, NULL);
     else cJSON_Delete(logprob);
@@ -357,7 +359,7 @@ static int on_token(job *j, choice *c, const pending_token *ev) {
     if (j->req.kind == SRV_CHAT) {
       logprob = chat_logprob(srv, ev);
     } else {
-      int offset = (int)c->text.n;
+      int offset = (int)c->n_text;
       if (j->req.stream) {
         logprob = cJSON_CreateObject();
         completion_logprob(srv, logprob, ev, offset);
