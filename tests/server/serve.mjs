@@ -20,6 +20,8 @@ export function startServer(a, extra = []) {
   const argv = ["serve", "--port", "0", "-m", a.model, "--backend", a.backend, ...extra];
   if (a.apiKey) argv.push("--api-key", a.apiKey);
   const proc = spawn(a.wisp, argv, { stdio: ["ignore", "inherit", "pipe"] });
+  // a test that dies (an exception, a closed pipe) leaves no server behind
+  process.on("exit", () => { if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL"); });
   let log = "";
   return new Promise((resolve, reject) => {
     proc.on("exit", (code, sig) => reject(new Error(`wisp serve exited early (${code ?? sig}): ${log}`)));
