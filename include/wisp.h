@@ -79,7 +79,7 @@ wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, flo
  * logits of every token: row i predicts the token after tokens[i]. */
 wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n, float *logits);
 /* The decode loop: tokens are chosen where the logits are (greedy, or
- * temperature with top-k/top-p/min-p; see src/backend/sampling.h) and fed to
+ * temperature with top-k/top-p/min-p; see docs/sampling.md) and fed to
  * the next step without a host round trip; one submit and one readback per
  * batch of `batch` tokens. */
 typedef struct {
@@ -139,12 +139,12 @@ const char *wisp_session_plan_id(const wisp_session *s);
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);
 
-
 /* ---- Text: tokenizer, chat template, streaming generation ----------------
- * (src/api/text.c) The model's own tokenizer (declared by its artifact)
- * turns text into token ids and back; its chat template (from the
- * artifact's tokenizer_config.json: LFM2, Qwen or ChatML) turns messages
- * into the prompt text the model was trained on; wisp_generate_text runs
+ * (docs/api.md) The model's own tokenizer (declared by its artifact)
+ * turns text into token ids and back; its chat template (the Jinja
+ * template of the artifact's tokenizer_config.json, rendered as
+ * transformers' apply_chat_template renders it: docs/chat-templates.md)
+ * turns messages into the prompt text the model was trained on; wisp_generate_text runs
  * text through a session and streams the reply back as text. Strings and
  * arrays these calls return are malloc'd: release them with wisp_free. */
 
@@ -166,19 +166,30 @@ typedef struct {
   const char *content;
 } wisp_chat_message;
 
-/* The model's chat template: "lfm2", "qwen" or "chatml"; NULL when it has
+/* The model's chat template family: "lfm2", "qwen", "chatml" or "jinja"
+ * (any other template; all are rendered the same way); NULL when it has
  * none (wisp_last_error says why). */
 const char *wisp_chat_template_of(wisp_model *m);
+/* Replaces the model's chat template with Jinja text (the CLI's
+ * --chat-template); the model's bos/eos tokens stay. Call it before
+ * sessions of the model render chat text, not while they do. */
+wisp_status wisp_chat_set_template(wisp_model *m, const char *jinja_source);
 /* The model's stop tokens (eos ids of its generation_config.json and
  * tokenizer_config.json, and <|im_end|>): *ids (owned by the model) and
  * *n_ids, 0 of them for a tokenizer without any. For
  * wisp_generate_options.stop when decoding token ids directly. */
 wisp_status wisp_stop_tokens(wisp_model *m, const int32_t **ids, int *n_ids);
 /* A whole conversation as the model reads it, followed by the assistant's
- * prefix when add_assistant; think: Qwen's thinking mode (otherwise an
- * empty think block). */
+ * prefix when add_assistant; think: the template's enable_thinking (Qwen's
+ * thinking mode; off, Qwen 3 writes an empty think block). */
 wisp_status wisp_chat_apply(wisp_model *m, const wisp_chat_message *msgs, int n_msgs, int add_assistant, int think,
                             char **text);
+/* The same from a JSON request, for everything the template can take:
+ * {"messages": [{"role", "content": text or [{"type": "text", "text"}],
+ * "tool_calls", ...}], "tools": [...], "add_generation_prompt": bool,
+ * "continue_final_message": bool, any other key a template variable
+ * ("enable_thinking", ...)}. */
+wisp_status wisp_chat_apply_json(wisp_model *m, const char *request_json, char **text);
 /* The text that continues a conversation held in session s by one user
  * message: at position 0 it starts the conversation (system may be NULL);
  * later it closes the previous reply first. Feed it with wisp_generate_text
@@ -238,14 +249,14 @@ int wisp_slot_position(const wisp_session *s, int slot);
  * other slots are untouched. */
 void wisp_slot_reset(wisp_session *s, int slot);
 
-/* How wisp_session_step chooses each next token (src/backend/sampling.h):
+/* How wisp_session_step chooses each next token (docs/sampling.md):
  * the same draw as the decode loop's and the host sampler's, at step = the
  * position the token takes. */
 typedef struct {
   size_t size;       /* 0 or sizeof(wisp_step_options) */
   float temperature; /* <= 0: greedy */
   int top_k;         /* 0 = off */
-  float top_p;       /* >= 1 or 0 = off */
+  float top_p;       /* 0 or >= 1 = off */
   float min_p;       /* 0 = off */
   uint64_t seed;
 } wisp_step_options;
@@ -261,7 +272,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
                               const wisp_step_options *o, int32_t *next, float *logits);
 
 
-/* ---- Serving: many requests over one model (src/engine/scheduler.c) ----
+/* ---- Serving: many requests over one model ------------------------------
  *
  * A scheduler owns one session of `parallel` slots and a thread that runs
  * it: requests are queued, given a slot, prefilled in chunks interleaved
@@ -269,7 +280,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
  * one pass over the weights per step for every running request. A request
  * whose prompt extends what a slot already holds (multi-turn chat resends
  * the whole history) reuses that slot's KV cache and recurrent state: only
- * the new tokens are prefilled. `wisp serve` (src/server/) is HTTP over
+ * the new tokens are prefilled. `wisp serve` is HTTP over
  * exactly this API. Events are delivered on the scheduler's thread: a
  * callback must be quick and must not call back into the scheduler other
  * than wisp_sched_cancel. */

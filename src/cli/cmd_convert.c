@@ -7,6 +7,7 @@
  * failure after the writer starts aborts it, so DIR is either complete or
  * untouched. docs/convert.md lists how HF tensors map to sections. */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -1052,13 +1053,7 @@ static wisp_status check_output(const char *dir) {
   struct stat sb;
   if (stat(parent, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return wisp_fail(WISP_EIO, "%s: the output's parent directory '%s' does not exist", dir, parent);
-  if (stat(dir, &sb) == 0 && !(S_ISDIR(sb.st_mode) && cli_is_empty(dir))) { /* an empty directory is fine */
-    char m[4200];
-    snprintf(m, sizeof m, "%s/manifest.json", dir);
-    if (!S_ISDIR(sb.st_mode) || !wisp_path_exists(m))
-      return wisp_fail(WISP_EIO, "%s exists and is not an artifact directory; not overwriting", dir);
-  }
-  return WISP_OK;
+  return WISP_OK; /* what DIR itself may be: cli_claim_target */
 }
 
 /* A GGUF file as the source: hyperparameters from its metadata, tensors
@@ -1098,7 +1093,7 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
     m.layer_types = NULL;
     c->rope_theta = m.rope_theta;
     c->norm_eps = m.norm_eps;
-    if (mkdir(tok_dir, 0755) != 0 && errno != EEXIST)
+    if (mkdir(tok_dir, 0755) != 0) /* a fresh directory: never one planted under this name */
       rc = wisp_fail(WISP_EIO, "%s: cannot create directory: %s", tok_dir, strerror(errno));
     else
       rc = wisp_gguf_write_tokenizer(g, tok_dir, has_tok);
@@ -1108,12 +1103,13 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
   return rc;
 }
 
+/* Removes the temporary tokenizer directory: only a real directory (a
+ * symbolic link planted under its name is not followed). */
 static void remove_tok_dir(const char *dir) {
-  char p[4200];
-  for (int i = 0; i < 3; i++) {
-    snprintf(p, sizeof p, "%s/%s", dir, TOKENIZER_FILES[i][1]);
-    unlink(p);
-  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  for (int i = 0; i < 3; i++) unlinkat(fd, TOKENIZER_FILES[i][1], 0);
+  close(fd);
   rmdir(dir);
 }
 
@@ -1146,7 +1142,7 @@ int cmd_convert(int argc, char **argv) {
     fprintf(stderr, "wisp convert: give the source (HF_DIR or FILE.gguf) and -o DIR (see wisp convert --help)\n");
     return 2;
   }
-  if (cli_check_target("convert", out_dir, force)) return 2;
+  if (cli_claim_target("convert", out_dir, 1, force)) return 2;
   if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k") && strcmp(quant, "f16") &&
       strcmp(quant, "q8_0")) {
     fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16 or q8_0, not '%s'\n", quant);

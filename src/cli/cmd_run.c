@@ -13,8 +13,10 @@
  *            refused and the session goes on (--context-shift drops the
  *            oldest turns instead). Ctrl-C stops the reply being written;
  *            Ctrl-C at the prompt, Ctrl-D (end of input) or /exit ends.
- *            The template and stop tokens come from the artifact's
- *            tokenizer_config.json / generation_config.json (tokenizer/chat.h).
+ *            The template (rendered as transformers renders it,
+ *            tokenizer/chat_template.h; --chat-template FILE replaces it) and
+ *            the stop tokens come from the artifact's tokenizer_config.json /
+ *            generation_config.json (tokenizer/chat.h).
  *            -sys without --chat is an error: a system message is part of a chat. */
 #include <errno.h>
 #include <math.h>
@@ -32,6 +34,7 @@
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "tokenizer/chat.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -173,11 +176,14 @@ static void on_sigint(int sig) {
 typedef struct {
   char *buf, *line; /* what was read; the line handed out */
   size_t start, len, cap;
+  size_t max;   /* the longest line kept (cli_prompt_limit of the context) */
   int eof;
+  int skipping; /* inside a line past max: dropped up to its newline */
 } line_reader;
 
 /* 1: *line (NUL-terminated, newline kept) of *n bytes; 0: end of input;
- * -1: Ctrl-C while waiting (or just before). */
+ * -1: Ctrl-C while waiting (or just before); 2: a line longer than r->max
+ * was read and dropped (in at most max + 8 KiB of memory). */
 static int read_line(line_reader *r, char **line, size_t *n) {
   sigset_t block, orig;
   sigemptyset(&block);
@@ -186,6 +192,16 @@ static int read_line(line_reader *r, char **line, size_t *n) {
   int rc = 0;
   for (;;) {
     const char *nl = r->len > r->start ? memchr(r->buf + r->start, '\n', r->len - r->start) : NULL;
+    if (r->skipping || (!nl && r->len - r->start > r->max)) { /* too long: drop it up to its newline */
+      r->skipping = 1;
+      if (nl || r->eof) {
+        r->start = nl ? (size_t)(nl - r->buf) + 1 : r->len;
+        r->skipping = 0;
+        rc = 2;
+        break;
+      }
+      r->start = r->len = 0;
+    }
     if (nl || (r->eof && r->len > r->start)) {
       size_t k = (nl ? (size_t)(nl - r->buf) + 1 : r->len) - r->start;
       char *l = realloc(r->line, k + 1);
@@ -254,6 +270,7 @@ typedef struct {
   wisp_sampler *smp;
   float *logits;
   wisp_chat_info info;
+  wisp_chat_tmpl *tmpl; /* the model's chat template, or --chat-template's */
   const char *system;
   int think, n_predict, context_shift, vocab, ctx;
   chat_turn *turns;
@@ -264,9 +281,10 @@ typedef struct {
  * rendered whole (a fresh session); or, from == -1, the new line as the
  * next turn of the session it continues. */
 static wisp_status render_ids(chat_state *c, int from, const char *line, int32_t **ids, int *n) {
-  char *text;
+  char *text = NULL;
+  wisp_status st;
   if (from < 0) {
-    text = wisp_chat_render_turn(c->info.kind, c->n_turns == 0, c->system, line, c->think);
+    st = wisp_chat_tmpl_turn(c->tmpl, c->n_turns == 0, c->system, line, c->think, &text);
   } else {
     int nm = 0;
     wisp_chat_message *m = malloc(sizeof *m * (size_t)(2 * (c->n_turns - from) + 2));
@@ -277,11 +295,11 @@ static wisp_status render_ids(chat_state *c, int from, const char *line, int32_t
       m[nm++] = (wisp_chat_message){"assistant", c->turns[i].reply ? c->turns[i].reply : ""};
     }
     m[nm++] = (wisp_chat_message){"user", line};
-    text = wisp_chat_render(c->info.kind, m, nm, 1, c->think);
+    st = wisp_chat_tmpl_messages(c->tmpl, m, nm, 1, c->think, &text);
     free(m);
   }
-  if (!text) return wisp_fail(WISP_ENOMEM, "out of memory");
-  wisp_status st = wisp_tokenizer_encode_n(c->tok, text, strlen(text), 0, ids, n);
+  if (st) return st;
+  st = wisp_tokenizer_encode_n(c->tok, text, strlen(text), 0, ids, n);
   free(text);
   return st;
 }
@@ -326,7 +344,8 @@ static wisp_status feed_turn(chat_state *c, const char *line, int *n_prompt) {
 
 /* Interactive chat; returns 0 or 1 (error message set). */
 static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, wisp_sampler *smp, float *logits,
-                     const char *system, int think, int n_predict, int context_shift, int ignore_eos) {
+                     const char *system, const char *template_file, int think, int n_predict, int context_shift,
+                     int ignore_eos) {
   const wisp_artifact *a = m->artifact;
   char cfg[4096], gen[4096];
   int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
@@ -335,19 +354,18 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
                   .n_predict = n_predict, .context_shift = context_shift, .vocab = wisp_model_vocab(m),
                   .ctx = wisp_session_context(s)};
   if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &c.info)) return 1;
-  if (c.info.kind == WISP_CHAT_NONE) {
-    wisp_fail(WISP_EUNSUPPORTED, "%s: no chat template wisp knows (needs a BPE tokenizer with a tokenizer_config.json "
-              "whose chat_template is LFM2, Qwen or ChatML)", a->dir);
+  if (wisp_chat_tmpl_load(has_cfg ? cfg : NULL, template_file, &c.tmpl)) {
+    if (!has_cfg && !template_file) wisp_error_prefix("%s", a->dir);
     return 1;
   }
   fprintf(stderr, "wisp: chat (%s template, %d stop tokens); Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the "
-          "prompt quits\n", wisp_chat_template_name(c.info.kind), c.info.n_stop);
+          "prompt quits\n", template_file ? template_file : wisp_chat_template_name(c.info.kind), c.info.n_stop);
   struct sigaction sa, old_sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_sa);
-  line_reader lr = {0};
+  line_reader lr = {.max = cli_prompt_limit(wisp_session_context(s))};
   char *line = NULL; /* lr.line */
   int rc = 0;
   wisp_stream_decoder dec;
@@ -355,7 +373,13 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   for (int turn = 0;;) {
     if (isatty(0)) { fprintf(stderr, "> "); fflush(stderr); }
     size_t got = 0;
-    if (read_line(&lr, &line, &got) <= 0) break; /* end of input, or Ctrl-C at the prompt */
+    const int got_line = read_line(&lr, &line, &got);
+    if (got_line <= 0) break; /* end of input, or Ctrl-C at the prompt */
+    if (got_line == 2) {
+      fprintf(stderr, "[turn refused: the line is longer than %zu bytes, the limit for a context of %d tokens; "
+              "the conversation goes on]\n", lr.max, wisp_session_context(s));
+      continue;
+    }
     while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
     if (!strcmp(line, "/exit")) break;
     if (got != strlen(line) || utf8proc_decompose((const utf8proc_uint8_t *)line, got, NULL, 0, 0) < 0) {
@@ -421,6 +445,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   free(lr.line);
   for (int i = 0; i < c.n_turns; i++) { free(c.turns[i].user); free(c.turns[i].reply); }
   free(c.turns);
+  wisp_chat_tmpl_free(c.tmpl);
   return rc;
 }
 
@@ -435,7 +460,7 @@ static int64_t random_seed(void) {
 
 int cmd_run(int argc, char **argv) {
   const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *backend = "cpu", *profile = NULL,
-             *system = NULL, *tuning = NULL, *registry = NULL;
+             *system = NULL, *chat_template = NULL, *tuning = NULL, *registry = NULL;
   int n_predict = 64, threads = 0, ctx = 0, show_ids = 0, chat = 0, think = 0, ignore_eos = 0, shift = 0;
   int top_k = -2, repeat_last_n = -2;
   double temp = -1, top_p = -1, min_p = -1, repeat_penalty = -1;
@@ -448,15 +473,16 @@ int cmd_run(int argc, char **argv) {
       {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "context length, at most the model's (default 0: the model's)"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
-      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile (profiles/NAME.json or a file)"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},
       {"--registry", CLI_STR, &registry, 0, 0, "FILE", "kernel registry file (default: the built-in one)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
       {"--temp", CLI_NUM, &temp, 0, 100, "T", "temperature (0: greedy)"},
       {"--top-k", CLI_INT, &top_k, 0, 1e9, "K", "keep the K likeliest tokens (0: off)"},
-      {"--top-p", CLI_NUM, &top_p, 0, 1, "P", "nucleus sampling (1: off)"},
+      {"--top-p", CLI_NUM, &top_p, 0, 1, "P", "nucleus sampling (0 or 1: off)"},
       {"--min-p", CLI_NUM, &min_p, 0, 1, "P", "drop tokens below P times the likeliest (0: off)"},
       {"--repeat-penalty", CLI_NUM, &repeat_penalty, 0.01, 100, "R", "penalty for recent tokens (1: off)"},
-      {"--repeat-last-n", CLI_INT, &repeat_last_n, 0, 1e6, "N", "how many recent tokens the penalty looks at"},
+      {"--repeat-last-n", CLI_INT, &repeat_last_n, -1, 1e6, "N",
+       "how many recent tokens the penalty looks at (default 64; 0: none; -1: the whole context)"},
       {"-s|--seed", CLI_I64, &seed, -1, 9.2e18, "S", "sampling seed (default -1: random, printed on stderr when --temp > 0)"},
       {"--ignore-eos", CLI_FLAG, &ignore_eos, 0, 0, NULL, "do not stop at the model's end-of-text tokens (chat too)"},
       {"--ids", CLI_FLAG, &show_ids, 0, 0, NULL, "print the prompt and generated ids on stderr"},
@@ -464,14 +490,23 @@ int cmd_run(int argc, char **argv) {
        "interactive chat: one message per line of standard input"},
       {"-sys|--system|--system-prompt", CLI_STR, &system, 0, 0, "TEXT", "the chat's system message (needs --chat)"},
       {"--think", CLI_FLAG, &think, 0, 0, NULL, "chat: Qwen thinking mode"},
+      {"--chat-template|--chat-template-file", CLI_STR, &chat_template, 0, 0, "FILE",
+       "chat: render with this Jinja chat template (or tokenizer_config.json) instead of the model's"},
       {"--context-shift", CLI_FLAG, &shift, 0, 0, NULL,
        "chat: when a turn does not fit, drop the oldest turns (default: refuse the turn)"},
   };
   const cli_spec spec = {"run", "[-m DIR] (-p TEXT | -p - | -f FILE) [-n N] [options] | --chat [-sys TEXT] [options]",
-                         "Generates text from a prompt, streaming it to stdout, or chats (--chat).",
+                         "Generates text from a prompt, streaming it to stdout, or chats (--chat).\n"
+                         "  A prompt from -f FILE or -p - and a chat line are at most 32 bytes per position of the\n"
+                         "  context plus 4 KiB (1 MiB for a context of 32768); longer input is refused with one line.",
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("run", (long)threads);
+  if (chat_template && !chat) {
+    fprintf(stderr, "wisp run: --chat-template needs --chat\n");
+    return 2;
+  }
   if (system && !chat) {
     fprintf(stderr, "wisp run: -sys/--system needs --chat (a system message belongs to a chat)\n");
     return 2;
@@ -494,13 +529,9 @@ int cmd_run(int argc, char **argv) {
   char seed_note[48] = "";
   if (random && sp.temperature > 0) snprintf(seed_note, sizeof seed_note, " | seed %lld", (long long)seed);
   char *prompt_text = NULL;
-  if (prompt_file || (prompt && !strcmp(prompt, "-"))) {
-    if (cli_read_text(prompt_file ? prompt_file : "-", &prompt_text, NULL)) return cli_error("run");
-    prompt = prompt_text;
-  } else if (!prompt) {
-    prompt = "Once upon a time";
-  }
-  if (!model_dir && !(model_dir = cli_default_model())) { free(prompt_text); return cli_error("run"); }
+  const int prompt_from_file = prompt_file || (prompt && !strcmp(prompt, "-"));
+  if (!prompt) prompt = "Once upon a time";
+  if (!model_dir && !(model_dir = cli_default_model())) return cli_error("run");
 
   wisp_model *m = NULL;
   wisp_session *s = NULL;
@@ -519,6 +550,7 @@ int cmd_run(int argc, char **argv) {
   wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile,
                              .tuning = tuning, .registry = registry};
   if (wisp_session_new(m, &so, &s)) goto fail;
+  if (repeat_last_n == -1) sp.repeat_last_n = wisp_session_context(s); /* llama.cpp's -1: the whole context */
   if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
     goto fail;
   const int vocab = wisp_model_vocab(m);
@@ -530,7 +562,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "wisp: %s | backend %s | plan %.12s%s\n", model_dir, wisp_session_backend_name(s),
             wisp_session_plan_id(s), seed_note);
     compile_begin(s, &cw);
-    if (chat_loop(m, s, tok, smp, logits, system, think, n_predict, shift, ignore_eos)) goto fail;
+    if (chat_loop(m, s, tok, smp, logits, system, chat_template, think, n_predict, shift, ignore_eos)) goto fail;
     rc = 0;
     goto fail;
   }
@@ -540,6 +572,13 @@ int cmd_run(int argc, char **argv) {
     int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
     int has_gen = wisp_tokenizer_artifact_file(a->dir, a->manifest, "generation", gen, sizeof gen);
     if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &stops)) goto fail;
+  }
+  /* A prompt from a file or standard input is read once the context is
+   * known: at most its cli_prompt_limit bytes. */
+  if (prompt_from_file) {
+    if (cli_read_text(prompt_file ? prompt_file : "-", cli_prompt_limit(wisp_session_context(s)), &prompt_text, NULL))
+      goto fail;
+    prompt = prompt_text;
   }
   if (wisp_tokenizer_encode(tok, prompt, &ids, &n_ids)) goto fail;
   if (check_ids(ids, n_ids, vocab)) goto fail;
