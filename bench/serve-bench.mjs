@@ -137,6 +137,20 @@ function textOfWords(rand, n) {
   return w.join(" ");
 }
 
+// A fresh prompt of the calibrated length: the calibration's words with all
+// but the first shuffled. Tokenizers that split text at spaces before merging
+// (the BPE of GPT-2, Llama 3, Qwen, LFM2) count the same words the same in
+// any order, so every prompt keeps the measured length, while no two share
+// more than a short prefix a server could reuse.
+function shuffledText(text, rand) {
+  const w = text.split(" ");
+  for (let i = w.length - 1; i > 1; i--) {
+    const j = 1 + Math.floor(rand() * i);
+    [w[i], w[j]] = [w[j], w[i]];
+  }
+  return w.join(" ");
+}
+
 // ---- HTTP --------------------------------------------------------------------
 // A keep-alive agent sized for the load, so C clients keep C connections.
 let agent = null;
@@ -519,7 +533,8 @@ async function main() {
     }
     receipt.prompt = { mode, requested_tokens: o.promptTokens, measured_tokens: measured, words, calibration: cal };
     const prand = rng(o.seed * 31 + 5);
-    const makePrompt = () => (mode === "ids" ? idPrompt(o, prand, o.promptTokens) : textOfWords(prand, words));
+    const base = mode === "ids" ? null : textOfWords(rng(o.seed), words);
+    const makePrompt = () => (mode === "ids" ? idPrompt(o, prand, o.promptTokens) : shuffledText(base, prand));
     if (o.warmup > 0) {
       log(`warmup: ${o.warmup} requests`);
       await runLoad({ ...o, numRequests: o.warmup, duration: null, rate: null }, model, makePrompt);

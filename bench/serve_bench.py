@@ -309,6 +309,14 @@ def text_of_words(rand, n):
     return " ".join(WORDS[int(rand.random() * len(WORDS))] for _ in range(n))
 
 
+def shuffled_text(text, rand):
+    """The calibration's words with all but the first shuffled (see serve-bench.mjs)."""
+    w = text.split(" ")
+    rest = w[1:]
+    rand.shuffle(rest)
+    return " ".join(w[:1] + rest)
+
+
 def prompt_tokens_of(client, o, model, prompt):
     status, body, err = client.request("POST", endpoint_path(o), request_body(o, model, prompt, 1, False))
     if status != 200:
@@ -615,7 +623,8 @@ def main():
         receipt["prompt"] = {"mode": mode, "requested_tokens": o["prompt_tokens"], "measured_tokens": measured, "words": words,
                              "calibration": cal}
         prand = random.Random(o["seed"] * 31 + 5)
-        make_prompt = (lambda i: id_prompt(o, prand, o["prompt_tokens"])) if mode == "ids" else (lambda i: text_of_words(prand, words))
+        base = text_of_words(random.Random(o["seed"]), words) if mode == "text" else None
+        make_prompt = (lambda i: id_prompt(o, prand, o["prompt_tokens"])) if mode == "ids" else (lambda i: shuffled_text(base, prand))
         if o["warmup"] > 0:
             log(f"warmup: {o['warmup']} requests")
             run_load({**o, "num_requests": o["warmup"], "duration": None, "rate": None}, model, make_prompt)

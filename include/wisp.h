@@ -79,7 +79,7 @@ wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, flo
  * logits of every token: row i predicts the token after tokens[i]. */
 wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n, float *logits);
 /* The decode loop: tokens are chosen where the logits are (greedy, or
- * temperature with top-k/top-p/min-p; see src/backend/sampling.h) and fed to
+ * temperature with top-k/top-p/min-p; see docs/sampling.md) and fed to
  * the next step without a host round trip; one submit and one readback per
  * batch of `batch` tokens. */
 typedef struct {
@@ -141,7 +141,7 @@ void wisp_session_reset(wisp_session *s);
 
 
 /* ---- Text: tokenizer, chat template, streaming generation ----------------
- * (src/api/text.c) The model's own tokenizer (declared by its artifact)
+ * (docs/api.md) The model's own tokenizer (declared by its artifact)
  * turns text into token ids and back; its chat template (from the
  * artifact's tokenizer_config.json: LFM2, Qwen or ChatML) turns messages
  * into the prompt text the model was trained on; wisp_generate_text runs
@@ -238,14 +238,14 @@ int wisp_slot_position(const wisp_session *s, int slot);
  * other slots are untouched. */
 void wisp_slot_reset(wisp_session *s, int slot);
 
-/* How wisp_session_step chooses each next token (src/backend/sampling.h):
+/* How wisp_session_step chooses each next token (docs/sampling.md):
  * the same draw as the decode loop's and the host sampler's, at step = the
  * position the token takes. */
 typedef struct {
   size_t size;       /* 0 or sizeof(wisp_step_options) */
   float temperature; /* <= 0: greedy */
   int top_k;         /* 0 = off */
-  float top_p;       /* >= 1 or 0 = off */
+  float top_p;       /* 0 or >= 1 = off */
   float min_p;       /* 0 = off */
   uint64_t seed;
 } wisp_step_options;
@@ -261,7 +261,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
                               const wisp_step_options *o, int32_t *next, float *logits);
 
 
-/* ---- Serving: many requests over one model (src/engine/scheduler.c) ----
+/* ---- Serving: many requests over one model ------------------------------
  *
  * A scheduler owns one session of `parallel` slots and a thread that runs
  * it: requests are queued, given a slot, prefilled in chunks interleaved
@@ -269,7 +269,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
  * one pass over the weights per step for every running request. A request
  * whose prompt extends what a slot already holds (multi-turn chat resends
  * the whole history) reuses that slot's KV cache and recurrent state: only
- * the new tokens are prefilled. `wisp serve` (src/server/) is HTTP over
+ * the new tokens are prefilled. `wisp serve` is HTTP over
  * exactly this API. Events are delivered on the scheduler's thread: a
  * callback must be quick and must not call back into the scheduler other
  * than wisp_sched_cancel. */

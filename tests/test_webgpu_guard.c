@@ -1,4 +1,4 @@
-/* The debug guard against out-of-bounds storage accesses (wgpu_compute.h:
+/* The debug guard against out-of-bounds storage accesses (wgpu_device_memory.h:
  * sentinel padding after every storage buffer, checked after each submit):
  * first that it catches a kernel reading and writing past a buffer, then
  * re-runs of the tests that drive every WebGPU kernel (whole models, the

@@ -123,7 +123,7 @@ say() { echo "$1"; results+=("$1"); }
 echo "== building the scratch tree ($scratch)"
 build || { cat build/mutate-build.log; echo "mutate: the unmutated tree does not build" >&2; exit 2; }
 echo "== baseline: every filter passes unmutated"
-filters=$(mutations | while IFS=$'\t' read -r name _ _ _ tests; do is_selected "$name" && echo "$tests"; done |
+filters=$(mutations | while IFS=$'\t' read -r name _ _ _ tests; do if is_selected "$name"; then echo "$tests"; fi; done |
   tr ' ' '\n' | sort -u)
 for f in $filters; do
   if ! why=$(run_filter "$f"); then

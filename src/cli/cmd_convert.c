@@ -39,7 +39,7 @@ int cmd_convert(int argc, char **argv) {
     fprintf(stderr, "wisp convert: give the source (HF_DIR or FILE.gguf) and -o DIR (see wisp convert --help)\n");
     return 2;
   }
-  if (cli_check_target("convert", out_dir, force)) return 2;
+  if (cli_claim_target("convert", out_dir, 1, force)) return 2;
   if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k") && strcmp(quant, "f16") &&
       strcmp(quant, "q8_0")) {
     fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16 or q8_0, not '%s'\n", quant);

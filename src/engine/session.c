@@ -16,6 +16,7 @@
 #include "engine/sequence.h"
 #include "engine/session.h"
 #include "engine/slots.h"
+#include "format/digest.h"
 #include "util/err.h"
 #include "util/options.h"
 
@@ -30,6 +31,8 @@ wisp_status wisp_model_open(const char *dir, wisp_model **out) {
   if (!m) return wisp_fail(WISP_ENOMEM, "out of memory");
   wisp_status st = wisp_artifact_open(dir, &m->artifact);
   if (st) goto fail;
+  /* A flipped byte in weights.bin is refused here (format/digest.h). */
+  if ((st = wisp_artifact_check_digests(m->artifact))) goto fail;
   m->arch = wisp_arch_find(m->artifact->architecture);
   if (!m->arch) {
     st = wisp_fail(WISP_EUNSUPPORTED, "%s/manifest.json: unknown architecture '%s' in wisp.architecture", dir,

@@ -10,7 +10,7 @@
 
 typedef struct {
   const char *source;  /* HF_DIR, or FILE.gguf */
-  const char *out_dir; /* the artifact directory (replaced only if it is an artifact or empty) */
+  const char *out_dir; /* the artifact directory (the caller decides whether an existing one may go) */
   const char *quant;   /* "f32", "q4" (NULL: q4), "q4k", "f16" or "q8_0" */
   int quiet;           /* 0: progress lines on stderr */
   /* A GGUF source: the directory its tokenizer files are written to on the

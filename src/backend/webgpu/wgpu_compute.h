@@ -1,7 +1,7 @@
 /* Small compute layer over wisp_wgpu_device: WGSL kernels with
  * override constants, bind groups, and batches (many dispatches recorded in
  * one command encoder / compute pass, submitted once); the buffers are
- * wgpu_buffer.h's.
+ * wgpu_device_memory.h's.
  *
  *   wisp_wgpu_const c[] = {{"WG", 64}, {"ROWS", 4}};
  *   wisp_wgpu_kernel *k;
@@ -27,7 +27,7 @@
 
 #include "backend/webgpu/wgpu_device.h"
 
-#include "backend/webgpu/wgpu_buffer.h"
+#include "backend/webgpu/wgpu_device_memory.h"
 
 /* ---- kernels ------------------------------------------------------------- */
 typedef struct wisp_wgpu_const {

@@ -92,7 +92,7 @@ typedef struct wisp_wgpu_device {
   void (*release_above)(struct wisp_wgpu_device *d);
   /* Internal: tiny buffers used by wisp_wgpu_finish. */
   WGPUBuffer fence_src, fence_dst;
-  /* Debug guard (wgpu_buffer.h, wisp_wgpu_guard_check): sentinel bytes
+  /* Debug guard (wgpu_device_memory.h, wisp_wgpu_guard_check): sentinel bytes
    * after each storage buffer, 0 when off, and the guarded buffers. */
   uint32_t guard_bytes;
   struct wisp_wgpu_guarded *guarded;

@@ -1,5 +1,5 @@
-/* Buffers, readbacks and the debug guard; see wgpu_buffer.h. */
-#include "backend/webgpu/wgpu_buffer.h"
+/* Buffers, readbacks and the debug guard; see wgpu_device_memory.h. */
+#include "backend/webgpu/wgpu_device_memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,8 +3,8 @@
  * compute layer (wgpu_compute.h) and the profiler (wgpu_profile.h). All
  * calls return WISP_OK or WISP_EDEVICE/EINVAL with a one-line message
  * (wisp_last_error()). */
-#ifndef WISP_WGPU_BUFFER_H
-#define WISP_WGPU_BUFFER_H
+#ifndef WISP_WGPU_DEVICE_MEMORY_H
+#define WISP_WGPU_DEVICE_MEMORY_H
 
 #include <stddef.h>
 #include <stdint.h>
