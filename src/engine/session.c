@@ -163,3 +163,12 @@ const char *wisp_session_plan_id(const wisp_session *s) {
 }
 int wisp_session_context(const wisp_session *s) { return s->max_pos; }
 const char *wisp_session_backend_name(const wisp_session *s) { return s->backend->name; }
+
+int wisp_session_device_stats(const wisp_session *s, wisp_backend_stats *out) {
+  return wisp_backend_stats_get(s->backend, out);
+}
+void wisp_session_time_ops(wisp_session *s, int on) { wisp_cpu_backend_time_ops(s->backend, on); }
+int wisp_session_op_times(const wisp_session *s, wisp_cpu_op_time *out, int cap) {
+  return wisp_cpu_backend_op_times(s->backend, out, cap);
+}
+int wisp_session_pipelined(const wisp_session *s) { return s->backend->read_start != NULL; }
