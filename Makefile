@@ -80,20 +80,56 @@ $(BUILD)/pic/%.o: %.c
 	@echo "CC -fPIC $<"
 	@$(CC) $(CFLAGS_BASE) -fPIC -MMD -MP -c $< -o $@
 
-$(BUILD)/libwisp.so: $(PIC_OBJ)
+# The one place wisp takes Dawn and the default model from (src/util/paths.h)
+# is compiled into paths.o: this tree's absolute path for $(BUILD)/wisp, and
+# PREFIX for the copies `make install` links in $(INST). The stamp's name
+# carries the tree's path, so a moved tree recompiles paths.o.
+ROOT_ABS    := $(abspath .)
+PREFIX_ABS   = $(abspath $(PREFIX))
+INST        := $(BUILD)/install
+ROOT_STAMP  := $(BUILD)/gen/root-$(shell printf '%s' '$(ROOT_ABS)' | sha256sum | cut -c1-16)
+PATHS_SRC   := src/util/paths.c
+$(ROOT_STAMP):
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/gen/root-* && touch $@
+$(BUILD)/obj/src/util/paths.o $(BUILD)/pic/src/util/paths.o: $(ROOT_STAMP)
+$(BUILD)/obj/src/util/paths.o $(BUILD)/pic/src/util/paths.o: CFLAGS_BASE += -DWISP_ROOT='"$(ROOT_ABS)"'
+# Rebuilt on every install (PREFIX may differ from the last one).
+.PHONY: FORCE
+$(INST)/paths.o: $(PATHS_SRC) FORCE
+	@mkdir -p $(dir $@)
+	@$(CC) $(CFLAGS_BASE) -DWISP_ROOT='"$(PREFIX_ABS)"' -c $< -o $@
+$(INST)/paths.pic.o: $(PATHS_SRC) FORCE
+	@mkdir -p $(dir $@)
+	@$(CC) $(CFLAGS_BASE) -fPIC -DWISP_ROOT='"$(PREFIX_ABS)"' -c $< -o $@
+
+
+# The shared library exports only include/wisp.h's functions (the version
+# script lists them) under the soname libwisp.so.MAJOR (0), MAJOR from
+# WISP_VERSION in wisp.h: it changes when the API or an option struct changes
+# incompatibly (docs/api.md, "ABI").
+LIB_MAP := src/api/libwisp.map
+LIB_MAJOR := $(shell sed -n 's/^\#define WISP_VERSION "\([0-9]*\)\..*/\1/p' include/wisp.h)
+$(BUILD)/libwisp.so: $(PIC_OBJ) $(LIB_MAP)
+$(INST)/libwisp.so: $(filter-out $(BUILD)/pic/src/util/paths.o,$(PIC_OBJ)) $(INST)/paths.pic.o $(LIB_MAP)
+$(BUILD)/libwisp.so $(INST)/libwisp.so:
 	@echo "LD $@"
-	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so -o $@ $^ $(LDLIBS)
+	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so.$(LIB_MAJOR) -Wl,--version-script,$(LIB_MAP) -o $@ $(filter %.o,$^) $(LDLIBS)
 
 lib: $(BUILD)/libwisp.a $(BUILD)/libwisp.so
 
-install: $(BUILD)/wisp $(BUILD)/libwisp.a $(BUILD)/libwisp.so
-	@WISP_LIBS_PRIVATE="$(LDLIBS)" scripts/install.sh "$(PREFIX)" "$(BUILD)"
+install: $(INST)/wisp $(INST)/libwisp.a $(INST)/libwisp.so
+	@WISP_LIBS_PRIVATE="$(LDLIBS)" scripts/install.sh "$(PREFIX)" "$(INST)"
 
 $(BUILD)/libwisp.a: $(LIB_OBJ) $(GEN_OBJ)
+$(INST)/libwisp.a: $(filter-out $(BUILD)/obj/src/util/paths.o,$(LIB_OBJ)) $(GEN_OBJ) $(INST)/paths.o
+$(BUILD)/libwisp.a $(INST)/libwisp.a:
+	@mkdir -p $(dir $@)
 	@rm -f $@
 	@ar rcs $@ $^
 
 $(BUILD)/wisp: $(CLI_OBJ) $(BUILD)/libwisp.a
+$(INST)/wisp: $(CLI_OBJ) $(INST)/libwisp.a
+$(BUILD)/wisp $(INST)/wisp:
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 
@@ -145,7 +181,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/gguf.c src/format/gguf_arch.c \
                 src/format/gguf_import.c src/format/safetensors.c src/format/tensor.c src/tokenizer/bpe.c \
                 src/tokenizer/chat.c src/tokenizer/tok_settings.c src/tokenizer/tokenizer.c src/util/builtin.c \
-                src/util/err.c src/util/file.c
+                src/util/err.c src/util/file.c src/util/target.c
 FUZZ_LIB_OBJ  = $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/builtin_data.o
 
 $(BUILD)/libwisp-fuzz.a: $(FUZZ_LIB_OBJ)

@@ -32,7 +32,11 @@ int main(int argc, char **argv) {
   wisp_session *session = NULL;
   wisp_status st = wisp_model_open(argv[1], &model);
   if (st) return fail("open", st);
-  wisp_session_options so = {.backend = argc > 2 ? argv[2] : "cpu"};
+  /* The init functions set every option's default and the struct's size,
+   * so this program keeps working against a later libwisp.so.0. */
+  wisp_session_options so;
+  wisp_session_options_init(&so);
+  so.backend = argc > 2 ? argv[2] : "cpu";
   if ((st = wisp_session_new(model, &so, &session))) {
     wisp_model_close(model);
     return fail("session", st);
@@ -43,10 +47,16 @@ int main(int argc, char **argv) {
     wisp_model_close(model);
     return fail("chat template", WISP_EUNSUPPORTED);
   }
-  fprintf(stderr, "chat template %s; one message per line, end of input to quit\n", tmpl);
+  fprintf(stderr, "wisp %s, chat template %s; one message per line, end of input to quit\n", wisp_version(), tmpl);
 
-  wisp_text_options opt = {.temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .seed = 1, .max_tokens = 64,
-                           .on_text = print_piece};
+  wisp_text_options opt;
+  wisp_text_options_init(&opt);
+  opt.temperature = 0.7f;
+  opt.top_k = 40;
+  opt.top_p = 0.9f;
+  opt.seed = 1;
+  opt.max_tokens = 64;
+  opt.on_text = print_piece;
   char line[4096];
   int rc = 0;
   while (fgets(line, sizeof line, stdin)) {

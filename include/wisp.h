@@ -2,7 +2,11 @@
  * WebGPU backend). This header is the public C API.
  *
  * Every call that can fail returns a wisp_status; on failure a one-line
- * message describing the problem is available from wisp_last_error(). */
+ * message describing the problem is available from wisp_last_error().
+ * Arguments are checked: a NULL handle or out-pointer, a negative count or
+ * an id out of range is WISP_EINVAL; a call that returns a count or a
+ * position returns -1 for them (one that returns a string, NULL), with the
+ * message set; the _free, _close and _reset calls ignore NULL. */
 #ifndef WISP_H
 #define WISP_H
 
@@ -28,11 +32,28 @@ typedef enum {
 /* The message of the last failed call on this thread. */
 const char *wisp_last_error(void);
 
+/* The library's version, "MAJOR.MINOR.PATCH", as the library that is running
+ * was built (WISP_VERSION is the header's). The shared library's soname
+ * carries MAJOR (libwisp.so.0); it changes only when a call or an option
+ * struct changes incompatibly. */
+#define WISP_VERSION "0.1.0"
+const char *wisp_version(void);
+
+/* Option structs grow by adding fields at their end. Each starts with
+ * `size`: 0 (a zero-initialised struct, `= {0}` or designated initialisers)
+ * means the fields this first version of the struct has; sizeof(the struct),
+ * as the wisp_*_init functions set it, means every field of the header the
+ * caller was compiled with, so a program built against a newer wisp.h that
+ * runs on an older library gets WISP_EINVAL instead of silently ignored
+ * settings. Fields a caller's struct predates take their zero default. The
+ * init functions set size and every field's default (all zero today). */
+
 /* Opaque handles. */
 typedef struct wisp_model wisp_model;     /* an opened artifact bound to an architecture */
 typedef struct wisp_session wisp_session; /* one sequence: KV/conv state + backend */
 
 typedef struct {
+  size_t size;         /* 0 or sizeof(wisp_session_options): see "Option structs grow" above */
   const char *backend; /* "cpu" (default) */
   int threads;         /* 0 = one per core */
   int max_context;     /* 0 = the artifact's maxPositions */
@@ -43,6 +64,7 @@ typedef struct {
   const char *registry; /* kernel registry file; NULL = the one built into the library */
   int slots;           /* sequences the session holds (0 = 1); see "Several sequences" below */
 } wisp_session_options;
+void wisp_session_options_init(wisp_session_options *o);
 
 wisp_status wisp_model_open(const char *artifact_dir, wisp_model **out);
 void wisp_model_close(wisp_model *m);
@@ -57,13 +79,14 @@ wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, flo
  * logits of every token: row i predicts the token after tokens[i]. */
 wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n, float *logits);
 /* The decode loop: tokens are chosen where the logits are (greedy, or
- * temperature with top-k/top-p/min-p; see src/backend/sampling.h) and fed to
+ * temperature with top-k/top-p/min-p; see docs/sampling.md) and fed to
  * the next step without a host round trip; one submit and one readback per
  * batch of `batch` tokens. */
 typedef struct {
+  size_t size;           /* 0 or sizeof(wisp_generate_options) */
   float temperature;     /* <= 0: greedy */
   int top_k;             /* 0 = off */
-  float top_p;           /* >= 1 = off */
+  float top_p;           /* 0 or >= 1 = off */
   float min_p;           /* 0 = off */
   uint64_t seed;
   const int32_t *stop;   /* stop tokens, checked once per batch */
@@ -96,6 +119,7 @@ typedef struct {
   const int32_t *history;
   int n_history;
 } wisp_generate_options;
+void wisp_generate_options_init(wisp_generate_options *o);
 
 /* Generates up to n tokens following `first` (a token already chosen, not
  * yet fed). out receives them (n entries); *n_out how many were made: a stop
@@ -115,10 +139,9 @@ const char *wisp_session_plan_id(const wisp_session *s);
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);
 
-#define WISP_VERSION "0.1.0" /* the library's version (wisp.pc) */
 
 /* ---- Text: tokenizer, chat template, streaming generation ----------------
- * (src/api/text.c) The model's own tokenizer (declared by its artifact)
+ * (docs/api.md) The model's own tokenizer (declared by its artifact)
  * turns text into token ids and back; its chat template (from the
  * artifact's tokenizer_config.json: LFM2, Qwen or ChatML) turns messages
  * into the prompt text the model was trained on; wisp_generate_text runs
@@ -165,6 +188,7 @@ wisp_status wisp_chat_turn(wisp_session *s, const char *system, const char *user
 /* Sampling and streaming for wisp_generate_text. Zero is a usable default
  * for every field: greedy, no penalty, the model's stop tokens. */
 typedef struct {
+  size_t size;          /* 0 or sizeof(wisp_text_options) */
   float temperature;    /* <= 0: greedy */
   int top_k;            /* 0 = off */
   float top_p;          /* 0 or >= 1 = off */
@@ -180,6 +204,7 @@ typedef struct {
   int (*on_text)(void *user, const char *text, size_t len);
   void *user;
 } wisp_text_options;
+void wisp_text_options_init(wisp_text_options *o);
 
 typedef struct {
   int n_prompt;    /* prompt tokens fed */
@@ -213,16 +238,18 @@ int wisp_slot_position(const wisp_session *s, int slot);
  * other slots are untouched. */
 void wisp_slot_reset(wisp_session *s, int slot);
 
-/* How wisp_session_step chooses each next token (src/backend/sampling.h):
+/* How wisp_session_step chooses each next token (docs/sampling.md):
  * the same draw as the decode loop's and the host sampler's, at step = the
  * position the token takes. */
 typedef struct {
+  size_t size;       /* 0 or sizeof(wisp_step_options) */
   float temperature; /* <= 0: greedy */
   int top_k;         /* 0 = off */
-  float top_p;       /* >= 1 or 0 = off */
+  float top_p;       /* 0 or >= 1 = off */
   float min_p;       /* 0 = off */
   uint64_t seed;
 } wisp_step_options;
+void wisp_step_options_init(wisp_step_options *o);
 
 /* One decode step for n sequences: tokens[i] is fed to slot slots[i] at
  * that slot's position (each slot at most once per call), and next[i]
@@ -234,7 +261,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
                               const wisp_step_options *o, int32_t *next, float *logits);
 
 
-/* ---- Serving: many requests over one model (src/engine/scheduler.c) ----
+/* ---- Serving: many requests over one model ------------------------------
  *
  * A scheduler owns one session of `parallel` slots and a thread that runs
  * it: requests are queued, given a slot, prefilled in chunks interleaved
@@ -242,7 +269,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
  * one pass over the weights per step for every running request. A request
  * whose prompt extends what a slot already holds (multi-turn chat resends
  * the whole history) reuses that slot's KV cache and recurrent state: only
- * the new tokens are prefilled. `wisp serve` (src/server/) is HTTP over
+ * the new tokens are prefilled. `wisp serve` is HTTP over
  * exactly this API. Events are delivered on the scheduler's thread: a
  * callback must be quick and must not call back into the scheduler other
  * than wisp_sched_cancel. */
@@ -250,6 +277,7 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
 typedef struct wisp_sched wisp_sched;
 
 typedef struct {
+  size_t size;       /* 0 or sizeof(wisp_sched_options) */
   int parallel;      /* sequences decoded together (slots); 0 = 4 */
   int max_queue;     /* requests waiting for a slot before submit refuses (WISP_EBUSY); 0 = 4 x parallel */
   int context;       /* tokens per slot (prompt + reply); 0 = the model's maximum */
@@ -259,6 +287,7 @@ typedef struct {
   const char *tuning;
   int threads;
 } wisp_sched_options;
+void wisp_sched_options_init(wisp_sched_options *o);
 
 typedef enum {
   WISP_FINISH_NONE = 0,  /* not finished (a token event) */
@@ -283,6 +312,7 @@ typedef struct {
 } wisp_sched_event;
 
 typedef struct {
+  size_t size;           /* 0 or sizeof(wisp_sched_request) */
   const int32_t *prompt; /* copied by submit */
   int n_prompt;
   int max_tokens;        /* 0 = until a stop token or the context ends */
@@ -301,6 +331,7 @@ typedef struct {
   void (*on_event)(void *user, const wisp_sched_event *ev);
   void *user;
 } wisp_sched_request;
+void wisp_sched_request_init(wisp_sched_request *r);
 
 /* Counters for /metrics (monotonic unless noted). */
 typedef struct {

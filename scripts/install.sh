@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs a built wisp under a prefix (`make install PREFIX=DIR` runs this):
 #   PREFIX/bin/wisp                      the command-line tool
-#   PREFIX/lib/libwisp.so, libwisp.a     the library (include/wisp.h)
+#   PREFIX/lib/libwisp.so.VERSION        the shared library (include/wisp.h), with
+#   PREFIX/lib/libwisp.so.0, libwisp.so  the links a program runs with and links to
+#   PREFIX/lib/libwisp.a                 the static library
 #   PREFIX/include/wisp.h
 #   PREFIX/lib/pkgconfig/wisp.pc         pkg-config --cflags --libs wisp
 #   PREFIX/share/wisp/models/default     the default model, when the tree has it
@@ -17,11 +19,15 @@ case "$prefix" in /*) ;; *) prefix="$(pwd)/$prefix";; esac
 for f in "$build/wisp" "$build/libwisp.a" "$build/libwisp.so"; do
   [ -f "$f" ] || { echo "install: $f is not built (run make)" >&2; exit 1; }
 done
-version=$(sed -n 's/^#define WISP_VERSION "\(.*\)"/\1/p' include/wisp.h)
-version=${version:-0}
+# The version string alone: the quoted value of WISP_VERSION, never what follows it on the line.
+version=$(sed -n 's/^#define WISP_VERSION "\([0-9][0-9.]*\)".*/\1/p' include/wisp.h)
+[ -n "$version" ] || { echo "install: no WISP_VERSION \"MAJOR.MINOR.PATCH\" in include/wisp.h" >&2; exit 1; }
+major=${version%%.*}
 install -d "$prefix/bin" "$prefix/lib/pkgconfig" "$prefix/include" "$prefix/share/wisp"
 install -m 755 "$build/wisp" "$prefix/bin/wisp"
-install -m 755 "$build/libwisp.so" "$prefix/lib/libwisp.so"
+install -m 755 "$build/libwisp.so" "$prefix/lib/libwisp.so.$version"
+ln -sfn "libwisp.so.$version" "$prefix/lib/libwisp.so.$major"
+ln -sfn "libwisp.so.$major" "$prefix/lib/libwisp.so"
 install -m 644 "$build/libwisp.a" "$prefix/lib/libwisp.a"
 install -m 644 include/wisp.h "$prefix/include/wisp.h"
 cat > "$prefix/lib/pkgconfig/wisp.pc.tmp" <<PC

@@ -162,3 +162,36 @@ int fixture_cpu_thread_invariant(const char *dir, const int32_t *ids, int n_pref
   free(one);
   return ok;
 }
+
+int fixture_rehash(const char *dir) {
+  char path[1024], *text = NULL;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  if (wisp_read_file(path, &text, NULL)) return -1;
+  cJSON *m = cJSON_Parse(text);
+  free(text);
+  const uint8_t *w = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/weights.bin", dir);
+  if (!m || wisp_map_file(path, &w, &len)) { cJSON_Delete(m); return -1; }
+  cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "runtime"), "sections")) {
+    double off = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "offset"));
+    double sz = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "bytes"));
+    if (!(off >= 0 && sz >= 0 && off + sz <= (double)len) || !cJSON_GetObjectItemCaseSensitive(e, "sha256")) continue;
+    char hex[65];
+    wisp_sha256_hex(w ? w + (size_t)off : (const uint8_t *)"", (size_t)sz, hex);
+    cJSON_ReplaceItemInObjectCaseSensitive(e, "sha256", cJSON_CreateString(hex));
+  }
+  char hex[65];
+  wisp_sha256_hex(w ? (const void *)w : "", len, hex);
+  wisp_unmap_file(w, len);
+  cJSON *ext = cJSON_GetObjectItemCaseSensitive(m, "wisp");
+  if (ext && cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256"))
+    cJSON_ReplaceItemInObjectCaseSensitive(ext, "weightsSha256", cJSON_CreateString(hex));
+  char *out = cJSON_Print(m);
+  cJSON_Delete(m);
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  int rc = out && wisp_write_file_atomic(path, out, strlen(out)) == WISP_OK ? 0 : -1;
+  free(out);
+  return rc;
+}

@@ -13,6 +13,11 @@ const char *fixture_small_model(void);
  * through `edit` (may be NULL); `weights_delta` bytes are appended (>0) or
  * cut (<0) from weights.bin. Returns the new directory. */
 const char *fixture_variant(const char *name, void (*edit)(cJSON *manifest), long weights_delta);
+/* Records the sha256 of every section of DIR/weights.bin (and of the whole
+ * file) in DIR/manifest.json, as the writer does: for a test that changes
+ * weights on purpose and wants a model that opens (a model open refuses
+ * sections that do not match, format/digest.h). 0 or -1. */
+int fixture_rehash(const char *dir);
 /* Path of the seed-shaped synthetic artifact (`wisp gen-synthetic --like`
  * the seed manifest, seed 5: 161 MB of Q4 weights), generated once per run
  * by the CLI under test and shared by the tests that need it; NULL with the

@@ -228,7 +228,7 @@ static const char *nan_model(void) {
   for (uint64_t k = 0; k < bytes; k += 4)
     if (pwrite(fd, &nan, 4, (off_t)(off + k)) != 4) { close(fd); return NULL; }
   close(fd);
-  return dir;
+  return fixture_rehash(dir) == 0 ? dir : NULL; /* NaN on purpose: recorded, so the model opens */
 }
 
 TEST(cli_non_finite_logits_are_errors) {
@@ -374,9 +374,15 @@ static int spawn(child *c, char *const argv[]) {
   return 0;
 }
 
+/* How long a child may stay silent before the test gives up on it as
+ * hung: a guard against a test that never ends, far beyond any wait a
+ * loaded machine causes (the child answers in milliseconds). */
+#define CHILD_SILENCE_S 300
+
 /* Reads the child's stderr into err (appending) until `marker` appears,
  * discarding its stdout meanwhile (so that it never blocks on it) when
- * drain is set; 0 on end of file. */
+ * drain is set; 0 on end of file or after CHILD_SILENCE_S seconds without
+ * a byte (noted in err). */
 static int pump(child *c, char *err, size_t cap, size_t *len, const char *marker, int drain) {
   while (!strstr(err, marker)) {
     fd_set fds;
@@ -384,8 +390,15 @@ static int pump(child *c, char *err, size_t cap, size_t *len, const char *marker
     FD_SET(c->err, &fds);
     if (drain) FD_SET(c->out, &fds);
     int mx = c->err > c->out ? c->err : c->out;
-    if (select(mx + 1, &fds, NULL, NULL, NULL) < 0) {
+    struct timeval idle = {CHILD_SILENCE_S, 0};
+    int ready = select(mx + 1, &fds, NULL, NULL, &idle);
+    if (ready < 0) {
       if (errno == EINTR) continue;
+      return 0;
+    }
+    if (ready == 0) {
+      snprintf(err + *len, cap - *len, "\n[the child wrote nothing for %d s while the test waited for '%s']",
+               CHILD_SILENCE_S, marker);
       return 0;
     }
     if (drain && FD_ISSET(c->out, &fds)) {
@@ -402,6 +415,17 @@ static int pump(child *c, char *err, size_t cap, size_t *len, const char *marker
     }
   }
   return 1;
+}
+
+/* Ends a child the test has given up on (kill, reap, close), so that a
+ * failed check leaves no process behind and no wait that never returns. */
+static void abandon(child *c) {
+  kill(c->pid, SIGKILL);
+  while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR) {}
+  close(c->in);
+  close(c->out);
+  close(c->out_w);
+  close(c->err);
 }
 
 static int finish(child *c) {
@@ -426,26 +450,37 @@ TEST(cli_chat_ctrl_c) {
   CHECK(spawn(&c, argv) == 0);
   /* Fill the child's stdout but for 64 bytes, room for a token or two: two
    * pages (a pipe holds whole pages), the second 64 bytes short. */
-  CHECK(fcntl(c.out, F_SETPIPE_SZ, 8192) == 8192);
-  CHECK(fcntl(c.out_w, F_SETFL, O_NONBLOCK) == 0);
   static const char fill[4096];
   const size_t filled = 4096 + 4096 - 64;
-  CHECK(write(c.out_w, fill, 4096) == 4096 && write(c.out_w, fill, 4096 - 64) == 4096 - 64);
   char err[32768] = "";
   size_t elen = 0;
-  CHECKF(pump(&c, err, sizeof err, &elen, "Ctrl-C stops a reply", 0), "%s", err);
-  CHECK(write(c.in, "And it came to pass\n", 20) == 20);
-  /* Reply bytes in the pipe: the child is writing its reply. */
-  for (;;) {
+#define CHILD_CHECK(cond, ...)                                                                                         \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      abandon(&c);                                                                                                     \
+      CHECKF(0, __VA_ARGS__);                                                                                          \
+    }                                                                                                                  \
+  } while (0)
+  CHILD_CHECK(fcntl(c.out, F_SETPIPE_SZ, 8192) == 8192, "F_SETPIPE_SZ");
+  CHILD_CHECK(fcntl(c.out_w, F_SETFL, O_NONBLOCK) == 0, "O_NONBLOCK");
+  CHILD_CHECK(write(c.out_w, fill, 4096) == 4096 && write(c.out_w, fill, 4096 - 64) == 4096 - 64, "filling the pipe");
+  CHILD_CHECK(pump(&c, err, sizeof err, &elen, "Ctrl-C stops a reply", 0), "%s", err);
+  CHILD_CHECK(write(c.in, "And it came to pass\n", 20) == 20, "writing the prompt");
+  /* Reply bytes in the pipe: the child is writing its reply. Polled for a
+   * condition; only a child silent for CHILD_SILENCE_S is taken as hung. */
+  for (int polls = 0;; polls++) {
     int avail = 0;
-    CHECK(ioctl(c.out, FIONREAD, &avail) == 0);
+    CHILD_CHECK(ioctl(c.out, FIONREAD, &avail) == 0, "FIONREAD");
     if ((size_t)avail > filled) break;
-    usleep(1000); /* polling for a condition; no time limit is assumed */
+    CHILD_CHECK(polls < CHILD_SILENCE_S * 1000 && waitpid(c.pid, NULL, WNOHANG) == 0,
+                "the child wrote no reply (ended, or silent for %d s): %s", CHILD_SILENCE_S, err);
+    usleep(1000);
   }
   kill(c.pid, SIGINT);
-  CHECKF(pump(&c, err, sizeof err, &elen, "; interrupted]", 1), "%s", err);
-  CHECK(write(c.in, "again\n", 6) == 6);
-  CHECKF(pump(&c, err, sizeof err, &elen, "[reply 2:", 1), "%s", err);
+  CHILD_CHECK(pump(&c, err, sizeof err, &elen, "; interrupted]", 1), "%s", err);
+  CHILD_CHECK(write(c.in, "again\n", 6) == 6, "writing the second prompt");
+  CHILD_CHECK(pump(&c, err, sizeof err, &elen, "[reply 2:", 1), "%s", err);
+#undef CHILD_CHECK
   /* now at the prompt (or about to be): Ctrl-C ends the session, exit 0,
    * with its standard input still open (so not by end of input) */
   kill(c.pid, SIGINT);
@@ -502,37 +537,45 @@ TEST(cli_convert_ctrl_c_removes_temporaries) {
   CHECKF(!tmp_has("sigint_art"), "left behind in %s", test_tmpdir());
 }
 
-/* The same for export-gguf: its OUT.tmp-PID is made a FIFO here, so the
- * writer blocks in it until SIGINT. */
+/* The same for export-gguf. Its temporary is created afresh (O_EXCL), so
+ * the child is held inside the write instead: a preloaded fsync (built here
+ * with cc) opens a FIFO for reading, which blocks until this test opens it
+ * for writing; the temporary, complete, exists by then. */
 TEST(cli_export_gguf_ctrl_c_removes_temporary) {
-  char out[800], tmp[900];
+  char out[800], tmp[900], gate_fifo[800], so[800], cmd[4096], log[4096];
   snprintf(out, sizeof out, "%s/sigint.gguf", test_tmpdir());
-  char bin[700];
+  snprintf(gate_fifo, sizeof gate_fifo, "%s/fsync-gate", test_tmpdir());
+  snprintf(so, sizeof so, "%s/fsync_gate.so", test_tmpdir());
+  snprintf(cmd, sizeof cmd,
+           "printf '#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <fcntl.h>\n#include <unistd.h>\n"
+           "int fsync(int fd) {\n  int g = open(\"%s\", O_RDONLY);\n  if (g >= 0) close(g);\n"
+           "  int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, \"fsync\");\n  return real(fd);\n}\n' > %s.c && "
+           "cc -shared -fPIC -o %s %s.c -ldl",
+           gate_fifo, so, so, so);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "building the fsync gate: %s", log);
+  CHECK(mkfifo(gate_fifo, 0644) == 0);
+  char bin[700], preload[900];
   snprintf(bin, sizeof bin, "%s", test_wisp_bin());
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", so);
   char *argv[] = {bin, "export-gguf", (char *)fixture_small_model(), "-o", out, NULL};
-  /* the child waits for a byte on its stdin before exec: the FIFO first */
-  int gate[2];
-  CHECK(pipe(gate) == 0);
+  char *envp[] = {preload, "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
-    char b;
-    close(gate[1]);
-    if (read(gate[0], &b, 1) != 1) _exit(126);
-    execv(argv[0], argv);
+    execve(argv[0], argv, envp);
     _exit(127);
   }
-  close(gate[0]);
   snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)pid);
-  CHECK(mkfifo(tmp, 0644) == 0);
-  CHECK(write(gate[1], "x", 1) == 1);
-  close(gate[1]);
-  int fd = open(tmp, O_RDONLY); /* returns when the writer opens its temporary */
+  int fd = open(gate_fifo, O_WRONLY); /* returns when the writer is in its fsync */
   CHECK(fd >= 0);
+  CHECKF(wisp_path_exists(tmp), "no temporary %s while the writer syncs it", tmp);
   kill(pid, SIGINT);
   int st;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   close(fd);
   CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "status %d", st);
-  CHECKF(!wisp_path_exists(tmp) && !wisp_path_exists(out), "%s or %s left behind", tmp, out);
+  char lock[900];
+  snprintf(lock, sizeof lock, "%s.wisp-lock", out);
+  CHECKF(!wisp_path_exists(tmp) && !wisp_path_exists(out) && !wisp_path_exists(lock), "%s, %s or %s left behind", tmp,
+         out, lock);
 }

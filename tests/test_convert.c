@@ -194,7 +194,7 @@ TEST(convert_overwrites_an_existing_artifact_only) {
   snprintf(out, sizeof out, "%s/over_plain", test_tmpdir());
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant q4 --force", test_wisp_bin(), hf, out);
   CHECK(test_run(cmd, log, sizeof log) != 0); /* not even with --force */
-  CHECKF(one_line_error(log, "is not an artifact directory"), "%s", log);
+  CHECKF(one_line_error(log, "is not an artifact wisp wrote"), "%s", log);
   snprintf(cmd, sizeof cmd, "%s/over_plain/keep", test_tmpdir());
   CHECK(wisp_path_exists(cmd));
 }

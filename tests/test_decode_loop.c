@@ -6,7 +6,7 @@
 
 #include "backend/sampling.h"
 #include "backend/webgpu/wgpu_backend.h"
-#include "backend/webgpu/wgpu_internal.h"
+#include "backend/webgpu/wgpu_products_i8.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "fixtures.h"

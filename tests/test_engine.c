@@ -16,6 +16,21 @@ static float frand(unsigned *s) {
   return ((*s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
 }
 
+/* The largest and smallest value of block b (32 values) of row r. */
+static void block_range(const float *w, int C, int r, int b, float *lo, float *hi) {
+  *lo = *hi = w[r * C + b * 32];
+  for (int j = 0; j < 32; j++) {
+    *lo = fminf(*lo, w[r * C + b * 32 + j]);
+    *hi = fmaxf(*hi, w[r * C + b * 32 + j]);
+  }
+}
+
+/* The round-trip error is bounded by what 4-bit quantization of the block
+ * allows, computed from the weights here rather than from the quantizer's
+ * own scale: Q4 (symmetric, 15 levels -7..7 over max|w|) is off by at most
+ * half a step, max|w| / 14; Q4Z (16 levels over max - min) by half of
+ * (max - min) / 15. A quantizer that used fewer levels (a larger step)
+ * fails, though its error would still be half its own step. */
 TEST(q4_roundtrip_error_is_bounded) {
   enum { R = 7, C = 96 };
   float w[R * C], back[C];
@@ -28,8 +43,11 @@ TEST(q4_roundtrip_error_is_bounded) {
   for (int r = 0; r < R; r++) {
     wisp_matrix_row_f32(&m, r, back);
     for (int c = 0; c < C; c++) {
-      float d = sc[r * 3 + c / 32];
-      CHECKF(fabsf(back[c] - w[r * C + c]) <= 0.5f * d + 1e-6f, "q4 r%d c%d: %g vs %g", r, c, back[c], w[r * C + c]);
+      float lo, hi;
+      block_range(w, C, r, c / 32, &lo, &hi);
+      float bound = fmaxf(fabsf(lo), fabsf(hi)) / 14.0f * 1.0001f;
+      CHECKF(fabsf(back[c] - w[r * C + c]) <= bound, "q4 r%d c%d: %g vs %g (bound %g)", r, c, back[c], w[r * C + c],
+             bound);
     }
   }
   wisp_quantize_q4z(w, R, C, q, sc, zp);
@@ -38,8 +56,11 @@ TEST(q4_roundtrip_error_is_bounded) {
   for (int r = 0; r < R; r++) {
     wisp_matrix_row_f32(&m, r, back);
     for (int c = 0; c < C; c++) {
-      float d = sc[r * 3 + c / 32];
-      CHECKF(fabsf(back[c] - w[r * C + c]) <= 0.5f * d + 1e-6f, "q4z r%d c%d", r, c);
+      float lo, hi;
+      block_range(w, C, r, c / 32, &lo, &hi);
+      float bound = (hi - lo) / 30.0f * 1.0001f;
+      CHECKF(fabsf(back[c] - w[r * C + c]) <= bound, "q4z r%d c%d: %g vs %g (bound %g)", r, c, back[c], w[r * C + c],
+             bound);
     }
   }
 }
@@ -332,14 +353,99 @@ TEST(sampler_temperature_follows_softmax) {
   CHECK_NEAR((double)ones / N, 0.75, 0.02);
 }
 
+/* The distribution a truncated sampler should draw from, computed here
+ * independently of src/backend/sampling.c (in double, by sorting): softmax
+ * at temperature T, then min-p (keep p_i >= min_p * p_max), top-k (the k
+ * most likely) and top-p (the fewest most likely tokens whose mass reaches
+ * top_p of what is left), renormalised. */
+static void truncated_distribution(const float *logits, int n, double T, int top_k, double top_p, double min_p,
+                                   double *want) {
+  int order[16];
+  double p[16], mx = logits[0], sum = 0;
+  for (int i = 1; i < n; i++) mx = fmax(mx, logits[i]);
+  for (int i = 0; i < n; i++) sum += p[i] = exp((logits[i] - mx) / T);
+  for (int i = 0; i < n; i++) p[i] /= sum, order[i] = i;
+  for (int i = 0; i < n; i++) /* most likely first */
+    for (int j = i + 1; j < n; j++)
+      if (p[order[j]] > p[order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+  int keep = n;
+  while (keep > 1 && p[order[keep - 1]] < min_p * p[order[0]]) keep--;
+  if (top_k > 0 && top_k < keep) keep = top_k;
+  if (top_p > 0 && top_p < 1) {
+    double left = 0, mass = 0;
+    for (int i = 0; i < keep; i++) left += p[order[i]];
+    int k = 0;
+    while (k < keep && mass < top_p * left) mass += p[order[k++]];
+    keep = k;
+  }
+  double kept = 0;
+  for (int i = 0; i < keep; i++) kept += p[order[i]];
+  for (int i = 0; i < n; i++) want[i] = 0;
+  for (int i = 0; i < keep; i++) want[order[i]] = p[order[i]] / kept;
+}
+
+/* Many draws, each at its own step (accept moves the step on), against
+ * truncated_distribution: every token outside the kept set is never drawn
+ * and each kept token's frequency is within 0.03 of its probability (about
+ * 3.5 standard deviations at 3000 draws; the draws are a fixed function of
+ * the seed, so this either always passes or never does). The top-p values
+ * are not 0.5, where p and 1 - p would keep the same tokens. */
+TEST(sampler_truncation_matches_distribution) {
+  enum { V = 6, N = 3000 };
+  const double probs[V] = {0.40, 0.25, 0.15, 0.10, 0.06, 0.04};
+  float base[V];
+  for (int i = 0; i < V; i++) base[V - 1 - i] = logf((float)probs[i]); /* most likely last: order is not index */
+  static const struct {
+    float temperature, top_p, min_p;
+    int top_k, kept; /* how many tokens the case keeps */
+  } cases[] = {
+      {1.0f, 0.70f, 0, 0, 3},  /* 0.40 + 0.25 < 0.70 <= 0.40 + 0.25 + 0.15 */
+      {1.0f, 0.30f, 0, 0, 1},  /* 0.30 <= 0.40: only the first */
+      {1.0f, 0.85f, 0, 0, 4},  /* 0.80 < 0.85 <= 0.90 */
+      {1.0f, 1.00f, 0.30f, 0, 3}, /* p >= 0.12: 0.15 stays, 0.10 goes */
+      {1.0f, 1.00f, 0, 2, 2},
+      {1.0f, 0.60f, 0, 4, 2},  /* top-k 4 leaves 0.90; 0.60 of it is 0.54 <= 0.65 */
+      {0.5f, 0.70f, 0, 0, 2},  /* squared: 0.615, 0.240, 0.086, ...: 0.615 < 0.70 <= 0.855 */
+      {2.0f, 1.00f, 0, 0, 6},  /* flattened, nothing cut */
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    wisp_sampler_params p = {.temperature = cases[c].temperature, .top_k = cases[c].top_k, .top_p = cases[c].top_p,
+                             .min_p = cases[c].min_p, .repeat_penalty = 1, .seed = 100 + c};
+    double want[V];
+    truncated_distribution(base, V, p.temperature, p.top_k, p.top_p, p.min_p, want);
+    int kept = 0;
+    for (int i = 0; i < V; i++) kept += want[i] > 0;
+    CHECKF(kept == cases[c].kept, "case %zu: the reference keeps %d tokens, expected %d", c, kept, cases[c].kept);
+    wisp_sampler *g = wisp_sampler_new(&p, V);
+    int count[V] = {0};
+    for (int i = 0; i < N; i++) {
+      float l[V];
+      memcpy(l, base, sizeof l);
+      int t = wisp_sampler_sample(g, l);
+      wisp_sampler_accept(g, t);
+      count[t]++;
+    }
+    wisp_sampler_free(g);
+    for (int i = 0; i < V; i++) {
+      double got = (double)count[i] / N;
+      CHECKF(want[i] > 0 ? fabs(got - want[i]) <= 0.03 : count[i] == 0,
+             "case %zu (T %g top-k %d top-p %g min-p %g): token %d drawn %.3f of the time, its probability is %.3f", c,
+             (double)p.temperature, p.top_k, (double)p.top_p, (double)p.min_p, i, got, want[i]);
+    }
+  }
+}
+
 TEST(sampler_top_p_min_p_and_penalty) {
   float l[4];
-  /* probabilities ~ 0.64, 0.24, 0.09, 0.03: top-p 0.5 keeps only the first */
-  wisp_sampler_params p = {.temperature = 1, .top_k = 0, .top_p = 0.5f, .min_p = 0, .repeat_penalty = 1, .seed = 9};
+  /* probabilities ~ 0.64, 0.24, 0.09, 0.03: top-p 0.6 keeps only the first,
+   * at every step (each draw is at the next position, its own noise) */
+  wisp_sampler_params p = {.temperature = 1, .top_k = 0, .top_p = 0.6f, .min_p = 0, .repeat_penalty = 1, .seed = 9};
   wisp_sampler *g = wisp_sampler_new(&p, 4);
   for (int i = 0; i < 200; i++) {
     l[0] = 3; l[1] = 2; l[2] = 1; l[3] = 0;
-    CHECK(wisp_sampler_sample(g, l) == 0);
+    int t = wisp_sampler_sample(g, l);
+    wisp_sampler_accept(g, t);
+    CHECKF(t == 0, "draw %d: %d", i, t);
   }
   wisp_sampler_free(g);
   /* min-p 0.3: keeps tokens with p >= 0.3 * p_max -> tokens 0 and 1 */
@@ -355,12 +461,22 @@ TEST(sampler_top_p_min_p_and_penalty) {
   }
   wisp_sampler_free(g);
   CHECK(seen[0] > 0 && seen[1] > 0 && seen[2] == 0 && seen[3] == 0);
-  /* a strong repetition penalty moves greedy away from a repeated token */
+  /* a strong repetition penalty moves greedy away from a repeated token:
+   * a positive logit is divided by it (3 -> 0.3 < 2) */
   wisp_sampler_params r = {.temperature = 0, .repeat_penalty = 10, .repeat_last_n = 8};
   g = wisp_sampler_new(&r, 4);
   wisp_sampler_accept(g, 0);
   l[0] = 3; l[1] = 2; l[2] = 1; l[3] = 0;
   CHECK(wisp_sampler_sample(g, l) == 1);
+  CHECK_NEAR(l[0], 0.3, 1e-6);
+  wisp_sampler_free(g);
+  /* and a negative one multiplied by it (-1 -> -2 < -1.5), never divided */
+  r.repeat_penalty = 2;
+  g = wisp_sampler_new(&r, 4);
+  wisp_sampler_accept(g, 0);
+  l[0] = -1; l[1] = -1.5f; l[2] = -3; l[3] = -4;
+  CHECK(wisp_sampler_sample(g, l) == 1);
+  CHECK_NEAR(l[0], -2.0, 1e-6);
   wisp_sampler_free(g);
 }
 

@@ -208,10 +208,40 @@ TEST(gguf_roundtrip_f32_lfm2_identical_logits) {
   CHECK(logits_of(a, la, sizeof la) == 0);
   CHECK(logits_of(b, lb, sizeof lb) == 0);
   CHECKF(strlen(la) > 100 && !strcmp(la, lb), "logits differ:\n%.300s\n%.300s", la, lb);
-  /* and again through Q8_0 */
+  /* and again through Q8_0: the exported blocks, decoded here from the
+   * format (an f16 scale, 32 int8), are within half a step of the f32
+   * weights (a step max|block| / 127, plus the f16 rounding of the scale,
+   * 2^-11 of it, over up to 127 steps), and the reader dequantizes them to
+   * exactly those values */
+  static float orig[64 * 64], back[64 * 64];
+  CHECKF(wisp_gguf_open(gg, &f) == WISP_OK, "%s", wisp_last_error());
+  q = wisp_gguf_tensor_find(f, "blk.1.attn_q.weight");
+  CHECK(q && wisp_gguf_read_f32(f, q, orig) == WISP_OK);
+  wisp_gguf_close(f);
   snprintf(cmd, sizeof cmd, "%s export-gguf %s -o %s --q8_0 --force && %s convert %s -o %s_q8 --quant f32 --quiet",
            test_wisp_bin(), a, gg, test_wisp_bin(), gg, b);
   CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
+  CHECKF(wisp_gguf_open(gg, &f) == WISP_OK, "%s", wisp_last_error());
+  q = wisp_gguf_tensor_find(f, "blk.1.attn_q.weight");
+  CHECK(q && q->type == WISP_GGML_Q8_0 && q->ne[0] == 64 && q->ne[1] == 64);
+  int same = wisp_gguf_read_f32(f, q, back) == WISP_OK, near = 1, nonzero = 0;
+  for (int blk = 0; blk < 64 * 64 / 32; blk++) {
+    const uint8_t *p = q->data + (size_t)blk * 34;
+    const uint16_t h = (uint16_t)(p[0] + 256 * p[1]);
+    const int e = (h >> 10) & 31, fr = h & 1023;
+    const double d = (h & 0x8000 ? -1 : 1) * (e ? ldexp(1024 + fr, e - 25) : ldexp(fr, -24));
+    double amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(orig[blk * 32 + j]));
+    for (int j = 0; j < 32; j++) {
+      const double v = d * (int8_t)p[2 + j];
+      same = same && back[blk * 32 + j] == (float)v;
+      near = near && fabs(v - orig[blk * 32 + j]) <= amax / 127 * (0.5 + 127.0 / 2048) * 1.001 + 1e-7;
+      nonzero += v != 0;
+    }
+  }
+  wisp_gguf_close(f);
+  CHECKF(near && nonzero > 64 * 64 / 2, "Q8_0 blocks are not the f32 weights within half a step");
+  CHECKF(same, "the GGUF reader's Q8_0 values differ from the blocks' own");
 }
 
 static const char *greedy_of(const char *logits_json, char *buf, size_t cap) {

@@ -530,7 +530,10 @@ TEST(qwen3_5_q4k_artifact_runs_and_tracks_f32) {
   free(f);
   if (getenv("WISP_TEST_VERBOSE")) fprintf(stderr, "  q4k vs scalar %.3g, q4k vs f32 %.3g\n", r_simd, r_f32);
   CHECKF(r_simd <= 1e-4, "q4k AVX2 vs scalar: %.3g", r_simd);
-  CHECKF(r_f32 <= 0.1, "q4k vs f32 logits: relative max diff %.3g", r_f32);
+  /* 0.029 for these weights and tokens (deterministic); a scale or min
+   * unpacking that is off in one bit gives 0.041 or more. The exact check of
+   * the unpacking is q4k_simd_kernels_match_scalar's. */
+  CHECKF(r_f32 <= 0.035, "q4k vs f32 logits: relative max diff %.3g", r_f32);
 }
 
 /* --quant f16 / q8_0: every matrix (embed/head too) in that type; logits
@@ -780,6 +783,35 @@ TEST(q4k_layout_roundtrip_and_error_bound) {
   }
 }
 
+/* A binary16 value, decoded from its fields (not through src/format). */
+static double half_value(uint16_t h) {
+  const int e = (h >> 10) & 31, f = h & 1023;
+  const double v = e ? ldexp(1024 + f, e - 25) : ldexp(f, -24);
+  return h & 0x8000 ? -v : v;
+}
+
+/* One Q4_K super-block dequantized from the layout in tensor.h, written
+ * independently of src/format/tensor.c (whose scale/min helper both CPU
+ * kernels share): the 12 bytes of 6-bit scales and mins, the nibbles of
+ * sub-block pairs. */
+static void q4k_block_independent(const uint8_t *blk, double *out) {
+  const double d = half_value((uint16_t)(blk[0] + 256 * blk[1])), dmin = half_value((uint16_t)(blk[2] + 256 * blk[3]));
+  int sc[8], mn[8];
+  for (int j = 0; j < 4; j++) {
+    sc[j] = blk[4 + j] % 64;
+    mn[j] = blk[8 + j] % 64;
+    sc[j + 4] = blk[12 + j] % 16 + blk[4 + j] / 64 * 16;
+    mn[j + 4] = blk[12 + j] / 16 + blk[8 + j] / 64 * 16;
+  }
+  for (int e = 0; e < 256; e++) {
+    const int sub = e / 32, byte = blk[16 + 32 * (e / 64) + e % 32];
+    const int nibble = sub % 2 ? byte / 16 : byte % 16;
+    out[e] = d * sc[sub] * nibble - dmin * mn[sub];
+  }
+}
+
+/* The SIMD and scalar Q4_K kernels (dot and row dequantization) against
+ * q4k_block_independent. */
 TEST(q4k_simd_kernels_match_scalar) {
   const wisp_cpu_kernels *fast = wisp_cpu_kernels_get(), *ref = wisp_cpu_kernels_scalar();
   const int cols_list[3] = {256, 512, 2560};
@@ -795,18 +827,26 @@ TEST(q4k_simd_kernels_match_scalar) {
     wisp_quantize_q4k(w, R, C, q);
     wisp_matrix m = {.type = WISP_W_Q4K, .rows = R, .cols = C, .q = q};
     int ok = 1;
+    double *v = malloc(sizeof(double) * (size_t)C);
+    CHECK(v);
     for (int r = 0; r < R && ok; r++) {
       double want = 0;
-      ref->row_f32(&m, r, b);
-      for (int c = 0; c < C; c++) want += (double)b[c] * x[c];
+      for (int sb = 0; sb < C / 256; sb++)
+        q4k_block_independent(q + ((size_t)r * (C / 256) + (size_t)sb) * WISP_Q4K_BYTES, v + 256 * sb);
+      for (int c = 0; c < C; c++) want += v[c] * x[c];
       float f = fast->dot_q4k_row(&m, r, x), g = ref->dot_q4k_row(&m, r, x);
       if (fabs(f - want) > 1e-3 || fabs(g - want) > 1e-3) {
-        fprintf(stderr, "  cols %d row %d: simd %g scalar %g dequantized %g\n", C, r, f, g, want);
+        fprintf(stderr, "  cols %d row %d: simd %g scalar %g dequantized independently %g\n", C, r, f, g, want);
         ok = 0;
       }
+      ref->row_f32(&m, r, b);
       fast->row_f32(&m, r, a);
-      for (int c = 0; c < C && ok; c++) ok = a[c] == b[c];
+      for (int c = 0; c < C && ok; c++) {
+        ok = a[c] == b[c] && fabs(b[c] - v[c]) <= 1e-6 * (fabs(v[c]) + 1e-3);
+        if (!ok) fprintf(stderr, "  cols %d row %d col %d: simd %g scalar %g independent %g\n", C, r, c, a[c], b[c], v[c]);
+      }
     }
+    free(v);
     free(w);
     free(x);
     free(a);

@@ -6,9 +6,8 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_backend.h"
-#include "backend/webgpu/wgpu_internal.h"
 #include "engine/engine.h"
-#include "engine/tuning.h"
+#include "backend/tuning.h"
 #include "fixtures.h"
 #include "test.h"
 #include "util/err.h"

@@ -303,7 +303,10 @@ static int rms_suite(wisp_wgpu_device *d, int subgroups, const uint32_t *wgs, in
         snprintf(err, cap, "out of memory");
         ok = 0;
       }
-      for (size_t i = 0; ok && i < total; i++) x[i] = 3.0f * test_rand_float(&seed);
+      /* every other shape's rows so small (mean square ~3e-7) that eps
+       * dominates: eps's sign or absence changes them far past the tolerance */
+      const float xscale = (ri + ni) % 2 ? 1e-3f : 3.0f;
+      for (size_t i = 0; ok && i < total; i++) x[i] = xscale * test_rand_float(&seed);
       for (uint32_t i = 0; ok && i < n; i++) w[i] = 1.0f + 0.5f * test_rand_float(&seed);
       for (uint32_t r = 0; ok && r < rows; r++) {
         double ss = 0;

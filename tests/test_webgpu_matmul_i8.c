@@ -1,5 +1,5 @@
 /* The Q4 x int8 prefill product (quant_x8.wgsl + matmul_i8.wgsl,
- * src/backend/webgpu/wgpu_matmul_i8.c) on lavapipe:
+ * src/backend/webgpu/wgpu_products_i8.c) on lavapipe:
  *
  * - the quantized activations read back from the device against a C
  *   quantizer (scales to 1e-6 relative; int8 values equal, or within one
@@ -24,7 +24,7 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
-#include "backend/webgpu/wgpu_internal.h"
+#include "backend/webgpu/wgpu_products_i8.h"
 #include "engine/engine.h"
 #include "fixtures.h"
 #include "test.h"

@@ -13,6 +13,7 @@
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
+#include "util/options.h"
 
 struct wisp_text_state {
   wisp_tokenizer *tok;
@@ -75,6 +76,7 @@ static wisp_status text_of(wisp_model *m, struct wisp_text_state **out) {
 }
 
 wisp_status wisp_tokenize(wisp_model *m, const char *text, size_t len, int add_special, int32_t **ids, int *n_ids) {
+  if (!ids || !n_ids) return wisp_fail(WISP_EINVAL, "wisp_tokenize: no place for the ids (ids or n_ids is NULL)");
   *ids = NULL;
   *n_ids = 0;
   struct wisp_text_state *t = NULL;
@@ -87,11 +89,20 @@ wisp_status wisp_tokenize(wisp_model *m, const char *text, size_t len, int add_s
 }
 
 wisp_status wisp_detokenize(wisp_model *m, const int32_t *ids, int n_ids, char **text, size_t *len) {
+  if (!text) return wisp_fail(WISP_EINVAL, "wisp_detokenize: no place for the text (text is NULL)");
   *text = NULL;
   struct wisp_text_state *t = NULL;
   wisp_status st = text_of(m, &t);
   if (st) return st;
-  if (n_ids < 0 || (n_ids && !ids)) return wisp_fail(WISP_EINVAL, "wisp_detokenize: bad token list");
+  if (n_ids < 0 || (n_ids && !ids))
+    return wisp_fail(WISP_EINVAL, "wisp_detokenize: %d ids%s", n_ids, n_ids < 0 ? " is negative" : " but ids is NULL");
+  /* An id outside the vocabulary has no text: refused, as `wisp tokenize
+   * --decode` refuses it, rather than dropped from the text. */
+  const int vocab = wisp_model_vocab(m);
+  for (int i = 0; i < n_ids; i++)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return wisp_fail(WISP_EINVAL, "wisp_detokenize: id %d (entry %d) is outside the vocabulary (0..%d)", ids[i], i,
+                       vocab - 1);
   size_t n = 0;
   st = wisp_tokenizer_decode(t->tok, ids, n_ids, text, &n);
   if (!st && len) *len = n;
@@ -115,6 +126,7 @@ const char *wisp_chat_template_of(wisp_model *m) {
 }
 
 wisp_status wisp_stop_tokens(wisp_model *m, const int32_t **ids, int *n_ids) {
+  if (!ids || !n_ids) return wisp_fail(WISP_EINVAL, "wisp_stop_tokens: no place for the ids (ids or n_ids is NULL)");
   *ids = NULL;
   *n_ids = 0;
   struct wisp_text_state *t = NULL;
@@ -127,6 +139,7 @@ wisp_status wisp_stop_tokens(wisp_model *m, const int32_t **ids, int *n_ids) {
 
 wisp_status wisp_chat_apply(wisp_model *m, const wisp_chat_message *msgs, int n_msgs, int add_assistant, int think,
                             char **text) {
+  if (!text) return wisp_fail(WISP_EINVAL, "wisp_chat_apply: no place for the text (text is NULL)");
   *text = NULL;
   wisp_chat_template kind = WISP_CHAT_NONE;
   wisp_status st = chat_kind(m, &kind);
@@ -139,7 +152,9 @@ wisp_status wisp_chat_apply(wisp_model *m, const wisp_chat_message *msgs, int n_
 }
 
 wisp_status wisp_chat_turn(wisp_session *s, const char *system, const char *user, int think, char **text) {
+  if (!text) return wisp_fail(WISP_EINVAL, "wisp_chat_turn: no place for the text (text is NULL)");
   *text = NULL;
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_chat_turn: no session");
   wisp_chat_template kind = WISP_CHAT_NONE;
   wisp_status st = chat_kind(s->model, &kind);
   if (st) return st;
@@ -191,16 +206,22 @@ static wisp_sampler_params sampler_params(const wisp_text_options *o) {
 
 wisp_status wisp_generate_text(wisp_session *s, const char *prompt, const wisp_text_options *opt,
                                wisp_text_result *result) {
-  wisp_text_options zero = {0};
-  const wisp_text_options *o = opt ? opt : &zero;
+  wisp_text_options taken;
+  const wisp_text_options *o = &taken;
   wisp_text_result r = {0};
   if (result) *result = r;
   if (!s || !prompt) return wisp_fail(WISP_EINVAL, "wisp_generate_text: no session or prompt");
   if (!*prompt) return wisp_fail(WISP_EINVAL, "wisp_generate_text: the prompt is empty");
-  if (o->max_tokens < 0) return wisp_fail(WISP_EINVAL, "wisp_generate_text: max_tokens %d is negative", o->max_tokens);
-  struct wisp_text_state *t = NULL;
-  wisp_status st = text_of(s->model, &t);
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_text_options, WISP_TEXT_OPTIONS_FIRST_SIZE, opt, &taken);
   if (st) return st;
+  if (o->max_tokens < 0) return wisp_fail(WISP_EINVAL, "wisp_generate_text: max_tokens %d is negative", o->max_tokens);
+  if (o->top_k < 0 || o->top_p < 0 || o->min_p < 0 || o->repeat_penalty < 0 || o->repeat_last_n < 0)
+    return wisp_fail(WISP_EINVAL,
+                     "wisp_generate_text: top_k %d, top_p %g, min_p %g, repeat_penalty %g, repeat_last_n %d: none "
+                     "may be negative",
+                     o->top_k, (double)o->top_p, (double)o->min_p, (double)o->repeat_penalty, o->repeat_last_n);
+  struct wisp_text_state *t = NULL;
+  if ((st = text_of(s->model, &t))) return st;
   const int vocab = wisp_model_vocab(s->model), ctx = wisp_session_context(s);
   int32_t *ids = NULL;
   int n = 0;

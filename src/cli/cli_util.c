@@ -11,10 +11,12 @@
 
 #include "cli/commands.h"
 #include "format/synthetic.h"
+#include "format/writer.h"
 #include "util/env.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "util/paths.h"
+#include "util/target.h"
 #include "wisp.h"
 
 int cli_error(const char *cmd) {
@@ -22,35 +24,48 @@ int cli_error(const char *cmd) {
   return 1;
 }
 
-/* The default model, next to the executable: an installed one
- * (PREFIX/share/wisp/models/default), the tree's models/default (the trained
- * LFM2 of docs/default-model.md), or the tree's seed-shaped synthetic model,
- * generated on first use. */
+/* The default model, under the trusted root (util/paths.h) only: an
+ * installed one (PREFIX/share/wisp/models/default), the tree's
+ * models/default (the trained LFM2 of docs/default-model.md), or the tree's
+ * seed-shaped synthetic model, generated on first use. Never beside a
+ * copied executable: whoever can write there could plant a model. The one
+ * found must pass wisp_check_trusted, as must its manifest and weights. */
 static int has_manifest(const char *dir) {
   char manifest[PATH_MAX + 96];
   snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
   return wisp_path_exists(manifest);
 }
 
+static const char *trusted_model(const char *dir) {
+  static const char *const files[] = {"", "/manifest.json", "/weights.bin"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char p[PATH_MAX + 96];
+    snprintf(p, sizeof p, "%s%s", dir, files[i]);
+    if ((i == 0 || wisp_path_exists(p)) && wisp_check_trusted(p, "default model")) return NULL;
+  }
+  return dir;
+}
+
 const char *cli_default_model(void) {
   static char path[PATH_MAX + 64];
-  const char *root = wisp_exe_root();
+  const char *root = wisp_trusted_root();
   snprintf(path, sizeof path, "%s/share/wisp/models/default", root);
-  if (has_manifest(path)) return path;
+  if (has_manifest(path)) return trusted_model(path);
   snprintf(path, sizeof path, "%s/models/default", root);
-  if (has_manifest(path)) return path;
+  if (has_manifest(path)) return trusted_model(path);
   snprintf(path, sizeof path, "%s/models/synthetic-seed", root);
-  if (has_manifest(path)) return path;
+  if (has_manifest(path)) return trusted_model(path);
   /* First use: generate the built-in default from the seed-shaped manifest. */
   char seed_manifest[PATH_MAX + 96], models[PATH_MAX + 16];
   snprintf(seed_manifest, sizeof seed_manifest, "%s/assets/lfm2-hybrid-q4.manifest.json", root);
   snprintf(models, sizeof models, "%s/models", root);
   char *text = NULL;
   if (!wisp_path_exists(seed_manifest)) {
-    wisp_fail(WISP_EIO, "no default model next to the executable (none in %s/share/wisp/models/default or "
+    wisp_fail(WISP_EIO, "no default model where wisp was built or installed (none in %s/share/wisp/models/default or "
               "%s/models/default); pass -m DIR", root, root);
     return NULL;
   }
+  if (wisp_check_trusted(root, "default model")) return NULL;
   if (wisp_read_file(seed_manifest, &text, NULL)) return NULL;
   if (mkdir(models, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "wisp: cannot create %s: %s\n", models, strerror(errno));
@@ -80,8 +95,8 @@ int cli_print_version(void) {
     else snprintf(path, sizeof path, "VERSION");
   } else {
     /* the installed copy (PREFIX/lib/wisp), else the build tree's cache */
-    snprintf(path, sizeof path, "%s/lib/wisp/VERSION", wisp_exe_root());
-    if (!wisp_path_exists(path)) snprintf(path, sizeof path, "%s/.cache/webgpu/VERSION", wisp_exe_root());
+    snprintf(path, sizeof path, "%s/lib/wisp/VERSION", wisp_trusted_root());
+    if (!wisp_path_exists(path)) snprintf(path, sizeof path, "%s/.cache/webgpu/VERSION", wisp_trusted_root());
   }
   char *text = NULL;
   if (wisp_read_file(path, &text, NULL) == WISP_OK) {
@@ -96,31 +111,40 @@ int cli_print_version(void) {
 
 /* ---- the overwrite rule of every writer ------------------------------------ */
 
-int cli_is_empty(const char *path) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) return 0;
-  if (S_ISREG(sb.st_mode)) return sb.st_size == 0;
-  if (!S_ISDIR(sb.st_mode)) return 0;
-  DIR *d = opendir(path);
-  if (!d) return 0;
-  int empty = 1;
-  struct dirent *e;
-  while (empty && (e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
-  closedir(d);
-  return empty;
+/* The targets this process holds the lock of, released at exit. */
+#define MAX_CLAIMS 4
+static char g_claims[MAX_CLAIMS][PATH_MAX];
+static int g_n_claims;
+
+static void release_claims(void) {
+  for (int i = 0; i < g_n_claims; i++) wisp_target_unlock(g_claims[i]);
+  g_n_claims = 0;
 }
 
-int cli_check_target(const char *cmd, const char *path, int force) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) {
-    if (errno == ENOENT) return 0;
-    fprintf(stderr, "wisp %s: %s: %s\n", cmd, path, strerror(errno));
+int cli_claim_target(const char *cmd, const char *path, int is_dir, int force) {
+  if (g_n_claims >= MAX_CLAIMS || strlen(path) >= PATH_MAX - 16) {
+    fprintf(stderr, "wisp %s: %s: cannot claim the target\n", cmd, path);
     return 2;
   }
-  if (force || cli_is_empty(path)) return 0;
-  fprintf(stderr, "wisp %s: %s already exists and is not empty; not overwriting (--force replaces it)\n", cmd, path);
-  return 2;
+  /* The target is checked before the lock is taken, so that a refused one
+   * (a device such as /dev/full, a FIFO) is left without a lock file beside
+   * it, and again under the lock, where another writer may have been. */
+  if ((is_dir ? wisp_writer_check_target(path, force) : wisp_target_check_file(path, force)) ||
+      wisp_target_lock(path)) {
+    fprintf(stderr, "wisp %s: %s\n", cmd, wisp_last_error());
+    return 2;
+  }
+  if (g_n_claims == 0) atexit(release_claims);
+  snprintf(g_claims[g_n_claims++], sizeof g_claims[0], "%s", path);
+  char lock[PATH_MAX + 32];
+  wisp_target_lock_path(path, lock, sizeof lock);
+  cli_remove_on_interrupt(lock, NULL, 0);
+  wisp_status st = is_dir ? wisp_writer_check_target(path, force) : wisp_target_check_file(path, force);
+  if (st) {
+    fprintf(stderr, "wisp %s: %s\n", cmd, wisp_last_error());
+    return 2;
+  }
+  return 0;
 }
 
 /* ---- temporary files removed on Ctrl-C ------------------------------------- */
@@ -179,9 +203,20 @@ void cli_interrupt_forget(void) {
   g_n_doomed = 0;
 }
 
+size_t cli_prompt_limit(int context) {
+  return (size_t)(context > 0 ? context : 1) * CLI_PROMPT_BYTES_PER_POSITION + 4096;
+}
+
+void cli_warn_threads(const char *cmd, long threads) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 0 && threads > cores)
+    fprintf(stderr, "wisp %s: warning: -t %ld is more threads than the %ld cores online; the extra threads wait for a "
+            "core and slow every step (-t 0, the default, takes one per core)\n", cmd, threads, cores);
+}
+
 /* ---- prompts from files and standard input --------------------------------- */
 
-wisp_status cli_read_text(const char *path, char **text, size_t *len) {
-  if (!strcmp(path, "-")) return wisp_read_fd(0, "standard input", text, len);
-  return wisp_read_file(path, text, len);
+wisp_status cli_read_text(const char *path, size_t max, char **text, size_t *len) {
+  if (!strcmp(path, "-")) return wisp_read_fd(0, "standard input", max, text, len);
+  return wisp_read_file_max(path, max, text, len);
 }

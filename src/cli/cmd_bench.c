@@ -22,8 +22,6 @@
 #include <unistd.h>
 
 #include "util/clock.h"
-#include "backend/backend.h"
-#include "backend/webgpu/wgpu_backend.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -123,6 +121,21 @@ static void add_op_times(cJSON *phase, const wisp_cpu_op_time *ops, int n) {
   }
 }
 
+/* Creates a receipt directory, or checks an existing one: a directory,
+ * not a symbolic link (lstat). 0, or 1 with the error set. */
+static int receipt_dir(const char *dir) {
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    wisp_fail(WISP_EIO, "cannot create %s: %s", dir, strerror(errno));
+    return 1;
+  }
+  struct stat sb;
+  if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    wisp_fail(WISP_EIO, "%s is not a directory (a symbolic link is not followed); receipts are not written there", dir);
+    return 1;
+  }
+  return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
   const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL, *tuning = NULL;
   int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0, sequential = 0, force = 0;
@@ -134,7 +147,7 @@ int cmd_bench(int argc, char **argv) {
       {"-p|--n-prompt|--prompt", CLI_INT, &n_prompt, 1, 1e7, "N", "prompt tokens (default 128)"},
       {"-n|--n-gen|--decode", CLI_INT, &n_decode, 0, 1e7, "N", "decode tokens (default 256)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
-      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys, recorded in the receipt (docs/configuration.md)"},
       {"--batch", CLI_INT, &batch_opt, 1, 1e6, "N", "decode tokens per submit (default: the plan's)"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
@@ -151,11 +164,12 @@ int cmd_bench(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("bench", (long)threads);
   if (op_times && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
     fprintf(stderr, "wisp bench: --op-times times the cpu backend's ops, not %s's\n", backend);
     return 2;
   }
-  if (out_path && cli_check_target("bench", out_path, force)) return 2;
+  if (out_path && cli_claim_target("bench", out_path, 0, force)) return 2;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("bench");
 
   wisp_model *m = NULL;
@@ -195,8 +209,8 @@ int cmd_bench(int argc, char **argv) {
    * one-time work (GPU pipeline compilation, first-touch page faults) is not
    * charged to the measured tokens; then the session starts again. */
   int batch = batch_opt > 0 ? batch_opt : wisp_session_plan_batch(s);
-  wisp_wgpu_backend_stats c0 = {0};
-  if (wisp_wgpu_backend_stats_get(s->backend, &c0) && c0.pipelines == 0)
+  wisp_backend_stats c0 = {0};
+  if (wisp_backend_stats_get(s->backend, &c0) && c0.pipelines == 0)
     fprintf(stderr, "wisp: compiling kernels (first run; the receipt times it apart)...\n");
   if (!no_warmup) {
     fprintf(stderr, "bench: warm-up...\n");
@@ -208,8 +222,8 @@ int cmd_bench(int argc, char **argv) {
   }
   fprintf(stderr, "bench: %s, backend %s, %s KV caches, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s),
           wisp_session_kv_dtype(s), n_prompt);
-  wisp_wgpu_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
-  int is_gpu = wisp_wgpu_backend_stats_get(s->backend, &g0);
+  wisp_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
+  int is_gpu = wisp_backend_stats_get(s->backend, &g0);
   if (op_times && strcmp(wisp_session_backend_name(s), "cpu")) {
     wisp_fail(WISP_EINVAL, "--op-times times the cpu backend's ops; this run uses %s", wisp_session_backend_name(s));
     goto fail;
@@ -223,7 +237,7 @@ int cmd_bench(int argc, char **argv) {
     wisp_cpu_backend_time_ops(s->backend, 1);
   }
   if (is_gpu) {
-    wisp_wgpu_backend_stats_get(s->backend, &g1);
+    wisp_backend_stats_get(s->backend, &g1);
     prefill_s -= g1.compile_seconds - g0.compile_seconds; /* compiling is reported apart */
   }
   /* Decode: greedy through the decode loop, `batch` tokens per submit; every
@@ -252,7 +266,7 @@ int cmd_bench(int argc, char **argv) {
     print_op_times("decode", ops[1], n_ops[1], decode_total, n_decode);
   }
   if (is_gpu) {
-    wisp_wgpu_backend_stats_get(s->backend, &g2);
+    wisp_backend_stats_get(s->backend, &g2);
     decode_total -= g2.compile_seconds - g1.compile_seconds;
   }
   qsort(step, (size_t)n_decode, sizeof(double), cmp_double);
@@ -352,25 +366,30 @@ int cmd_bench(int argc, char **argv) {
   strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
   cJSON_AddStringToObject(r, "timestamp", stamp);
 
-  char path[PATH_MAX + 200];
+  char path[PATH_MAX + 200] = "";
+  const char *root = wisp_receipt_root();
   if (out_path) snprintf(path, sizeof path, "%s", out_path);
-  else {
+  else if (root) {
+    /* ROOT/bench/results, each a real directory: a symbolic link there is
+     * refused rather than followed to wherever it points. */
     char dir[PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s/bench", wisp_repo_root());
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) { wisp_fail(WISP_EIO, "cannot create %s: %s", dir, strerror(errno)); goto fail; }
-    snprintf(dir, sizeof dir, "%s/bench/results", wisp_repo_root());
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) { wisp_fail(WISP_EIO, "cannot create %s: %s", dir, strerror(errno)); goto fail; }
+    snprintf(dir, sizeof dir, "%s/bench", root);
+    if (receipt_dir(dir) || (snprintf(dir, sizeof dir, "%s/bench/results", root), receipt_dir(dir))) goto fail;
     char fstamp[32];
     strftime(fstamp, sizeof fstamp, "%Y%m%d-%H%M%S", gmtime(&now));
     const char *base = strrchr(model_dir, '/');
     base = base ? base + 1 : model_dir;
     snprintf(path, sizeof path, "%s/%s-%s-%s.json", dir, fstamp, base, wisp_session_backend_name(s));
   }
-  char *text = cJSON_Print(r);
-  if (!text) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
-  wisp_status st = wisp_write_file_atomic(path, text, strlen(text));
-  free(text);
-  if (st) goto fail;
+  if (path[0]) {
+    char *text = cJSON_Print(r);
+    if (!text) { wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
+    wisp_status st = wisp_write_file_atomic(path, text, strlen(text));
+    free(text);
+    if (st) goto fail;
+  } else {
+    snprintf(path, sizeof path, "not kept (an installed wisp keeps receipts only with -o FILE or WISP_HOME=DIR)");
+  }
   printf("prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s, %.2f ms/token p50, %.2f p95 "
          "(record %.0f%%, wait %.0f%%)\nreceipt: %s\n",
          n_prompt, n_prompt / prefill_s, n_decode, n_decode ? n_decode / decode_total : 0.0,

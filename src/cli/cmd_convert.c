@@ -1052,13 +1052,7 @@ static wisp_status check_output(const char *dir) {
   struct stat sb;
   if (stat(parent, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return wisp_fail(WISP_EIO, "%s: the output's parent directory '%s' does not exist", dir, parent);
-  if (stat(dir, &sb) == 0 && !(S_ISDIR(sb.st_mode) && cli_is_empty(dir))) { /* an empty directory is fine */
-    char m[4200];
-    snprintf(m, sizeof m, "%s/manifest.json", dir);
-    if (!S_ISDIR(sb.st_mode) || !wisp_path_exists(m))
-      return wisp_fail(WISP_EIO, "%s exists and is not an artifact directory; not overwriting", dir);
-  }
-  return WISP_OK;
+  return WISP_OK; /* what DIR itself may be: cli_claim_target */
 }
 
 /* A GGUF file as the source: hyperparameters from its metadata, tensors
@@ -1146,7 +1140,7 @@ int cmd_convert(int argc, char **argv) {
     fprintf(stderr, "wisp convert: give the source (HF_DIR or FILE.gguf) and -o DIR (see wisp convert --help)\n");
     return 2;
   }
-  if (cli_check_target("convert", out_dir, force)) return 2;
+  if (cli_claim_target("convert", out_dir, 1, force)) return 2;
   if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k") && strcmp(quant, "f16") &&
       strcmp(quant, "q8_0")) {
     fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16 or q8_0, not '%s'\n", quant);

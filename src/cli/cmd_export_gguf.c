@@ -548,7 +548,7 @@ int cmd_export_gguf(int argc, char **argv) {
   if (n_pos && dir) { fprintf(stderr, "wisp export-gguf: give the model once (-m DIR or DIR)\n"); return 2; }
   if (n_pos) dir = pos[0];
   if (!out) { fprintf(stderr, "wisp export-gguf: -o FILE.gguf is required (see wisp export-gguf --help)\n"); return 2; }
-  if (cli_check_target("export-gguf", out, force)) return 2;
+  if (cli_claim_target("export-gguf", out, 0, force)) return 2;
   if (!dir && !(dir = cli_default_model())) return cli_error("export-gguf");
   wisp_artifact *a = NULL;
   if (wisp_artifact_open(dir, &a)) return cli_error("export-gguf");

@@ -32,7 +32,7 @@ int cmd_gen_synthetic(int argc, char **argv) {
     fprintf(stderr, "wisp gen-synthetic: give -o DIR and one of --like MANIFEST, --small (see --help)\n");
     return 2;
   }
-  if (cli_check_target("gen-synthetic", out, force)) return 2;
+  if (cli_claim_target("gen-synthetic", out, 1, force)) return 2;
   char *text = NULL;
   const char *label = like;
   if (small) {

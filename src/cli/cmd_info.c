@@ -1,5 +1,6 @@
 /* wisp info [-m DIR | DIR] [--verify]: open an artifact, bind it to its
- * architecture (which checks every section's size) and print a summary;
+ * architecture (which checks every section's size and digest) and its
+ * tokenizer, and print a summary;
  * --verify also recomputes sha256 of weights.bin against the manifest. */
 #include <cJSON.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "cli/opts.h"
@@ -49,6 +51,16 @@ int cmd_info(int argc, char **argv) {
   printf("weights:      %llu bytes in %d sections, context %d\n", (unsigned long long)a->weight_bytes,
          a->n_sections, m->arch->max_positions(m->weights));
   int rc = 0;
+  /* The tokenizer is loaded as run would load it: a broken tokenizer.json
+   * fails info too. */
+  wisp_tokenizer *tok = NULL;
+  if (wisp_tokenizer_for_artifact(a->dir, a->tokenizer, a->manifest, wisp_model_vocab(m), &tok)) {
+    cli_error("info");
+    wisp_model_close(m);
+    return 1;
+  }
+  printf("tokenizer:    %s\n", wisp_tokenizer_kind(tok));
+  wisp_tokenizer_free(tok);
   if (verify) {
     const cJSON *ext = cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp");
     const cJSON *want = ext ? cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256") : NULL;

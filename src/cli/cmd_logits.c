@@ -170,11 +170,12 @@ int cmd_logits(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("logits", (long)threads);
   if (!prompts_path == !tokens) {
     fprintf(stderr, "wisp logits: give --prompts FILE or --tokens IDS (see wisp logits --help)\n");
     return 2;
   }
-  if (out_path && cli_check_target("logits", out_path, force)) return 2;
+  if (out_path && cli_claim_target("logits", out_path, 0, force)) return 2;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("logits");
 
   prompt *ps = NULL;

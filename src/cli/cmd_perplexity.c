@@ -56,6 +56,7 @@ int cmd_perplexity(int argc, char **argv) {
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("perplexity", (long)threads);
   if (!file) {
     fprintf(stderr, "wisp perplexity: -f FILE is required (see wisp perplexity --help)\n");
     return 2;
@@ -81,7 +82,7 @@ int cmd_perplexity(int argc, char **argv) {
               wisp_session_context(s));
     goto done;
   }
-  if (cli_read_text(file, &text, &len)) goto done;
+  if (cli_read_text(file, WISP_FILE_MAX, &text, &len)) goto done;
   if (wisp_tokenizer_encode_n(tok, text, len, 0, &ids, &n_ids)) goto done;
   if (max_tokens > 0 && n_ids > max_tokens) n_ids = (int)max_tokens;
   for (int i = 0; i < n_ids; i++)

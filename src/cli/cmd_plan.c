@@ -15,7 +15,7 @@ int cmd_plan(int argc, char **argv) {
   int as_json = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
-      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile (a built-in name, or a file)"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},
       {"--registry", CLI_STR, &registry, 0, 0, "FILE", "kernel registry file (default: the built-in one)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
       {"--json", CLI_FLAG, &as_json, 0, 0, NULL, "print the plan's canonical JSON"},

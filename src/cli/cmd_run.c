@@ -27,7 +27,6 @@
 #include <unistd.h>
 #include <utf8proc.h>
 
-#include "backend/webgpu/wgpu_backend.h"
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "engine/engine.h"
@@ -57,7 +56,7 @@ static wisp_status eval_checked(wisp_session *s, const int32_t *ids, int n, floa
  * kept out of the tok/s figures. */
 typedef struct {
   int gpu;
-  wisp_wgpu_backend_stats at;
+  wisp_backend_stats at;
 } compile_watch;
 
 /* The distinct WGSL files of a list of ops, added to seen[0..*n). */
@@ -84,7 +83,7 @@ static int plan_kernels(const wisp_plan *p) {
 }
 
 static void compile_begin(const wisp_session *s, compile_watch *w) {
-  w->gpu = wisp_wgpu_backend_stats_get(s->backend, &w->at);
+  w->gpu = wisp_backend_stats_get(s->backend, &w->at);
   if (w->gpu && w->at.pipelines == 0) {
     fprintf(stderr, "wisp: compiling %d kernels (first run)...\n", plan_kernels(wisp_session_plan(s)));
   }
@@ -92,8 +91,8 @@ static void compile_begin(const wisp_session *s, compile_watch *w) {
 
 /* Seconds spent compiling since compile_begin (0 on the CPU). */
 static double compile_end(const wisp_session *s, const compile_watch *w, int announce) {
-  wisp_wgpu_backend_stats now;
-  if (!w->gpu || !wisp_wgpu_backend_stats_get(s->backend, &now)) return 0;
+  wisp_backend_stats now;
+  if (!w->gpu || !wisp_backend_stats_get(s->backend, &now)) return 0;
   double dt = now.compile_seconds - w->at.compile_seconds;
   if (announce && now.pipelines > w->at.pipelines)
     fprintf(stderr, "wisp: compiled %llu kernels in %.1f s (not counted in tok/s)\n",
@@ -174,11 +173,14 @@ static void on_sigint(int sig) {
 typedef struct {
   char *buf, *line; /* what was read; the line handed out */
   size_t start, len, cap;
+  size_t max;   /* the longest line kept (cli_prompt_limit of the context) */
   int eof;
+  int skipping; /* inside a line past max: dropped up to its newline */
 } line_reader;
 
 /* 1: *line (NUL-terminated, newline kept) of *n bytes; 0: end of input;
- * -1: Ctrl-C while waiting (or just before). */
+ * -1: Ctrl-C while waiting (or just before); 2: a line longer than r->max
+ * was read and dropped (in at most max + 8 KiB of memory). */
 static int read_line(line_reader *r, char **line, size_t *n) {
   sigset_t block, orig;
   sigemptyset(&block);
@@ -187,6 +189,16 @@ static int read_line(line_reader *r, char **line, size_t *n) {
   int rc = 0;
   for (;;) {
     const char *nl = r->len > r->start ? memchr(r->buf + r->start, '\n', r->len - r->start) : NULL;
+    if (r->skipping || (!nl && r->len - r->start > r->max)) { /* too long: drop it up to its newline */
+      r->skipping = 1;
+      if (nl || r->eof) {
+        r->start = nl ? (size_t)(nl - r->buf) + 1 : r->len;
+        r->skipping = 0;
+        rc = 2;
+        break;
+      }
+      r->start = r->len = 0;
+    }
     if (nl || (r->eof && r->len > r->start)) {
       size_t k = (nl ? (size_t)(nl - r->buf) + 1 : r->len) - r->start;
       char *l = realloc(r->line, k + 1);
@@ -348,7 +360,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_sa);
-  line_reader lr = {0};
+  line_reader lr = {.max = cli_prompt_limit(wisp_session_context(s))};
   char *line = NULL; /* lr.line */
   int rc = 0;
   wisp_stream_decoder dec;
@@ -356,7 +368,13 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   for (int turn = 0;;) {
     if (isatty(0)) { fprintf(stderr, "> "); fflush(stderr); }
     size_t got = 0;
-    if (read_line(&lr, &line, &got) <= 0) break; /* end of input, or Ctrl-C at the prompt */
+    const int got_line = read_line(&lr, &line, &got);
+    if (got_line <= 0) break; /* end of input, or Ctrl-C at the prompt */
+    if (got_line == 2) {
+      fprintf(stderr, "[turn refused: the line is longer than %zu bytes, the limit for a context of %d tokens; "
+              "the conversation goes on]\n", lr.max, wisp_session_context(s));
+      continue;
+    }
     while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
     if (!strcmp(line, "/exit")) break;
     if (got != strlen(line) || utf8proc_decompose((const utf8proc_uint8_t *)line, got, NULL, 0, 0) < 0) {
@@ -449,15 +467,16 @@ int cmd_run(int argc, char **argv) {
       {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "context length, at most the model's (default 0: the model's)"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
-      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile (profiles/NAME.json or a file)"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},
       {"--registry", CLI_STR, &registry, 0, 0, "FILE", "kernel registry file (default: the built-in one)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
       {"--temp", CLI_NUM, &temp, 0, 100, "T", "temperature (0: greedy)"},
       {"--top-k", CLI_INT, &top_k, 0, 1e9, "K", "keep the K likeliest tokens (0: off)"},
-      {"--top-p", CLI_NUM, &top_p, 0, 1, "P", "nucleus sampling (1: off)"},
+      {"--top-p", CLI_NUM, &top_p, 0, 1, "P", "nucleus sampling (0 or 1: off)"},
       {"--min-p", CLI_NUM, &min_p, 0, 1, "P", "drop tokens below P times the likeliest (0: off)"},
       {"--repeat-penalty", CLI_NUM, &repeat_penalty, 0.01, 100, "R", "penalty for recent tokens (1: off)"},
-      {"--repeat-last-n", CLI_INT, &repeat_last_n, 0, 1e6, "N", "how many recent tokens the penalty looks at"},
+      {"--repeat-last-n", CLI_INT, &repeat_last_n, -1, 1e6, "N",
+       "how many recent tokens the penalty looks at (default 64; 0: none; -1: the whole context)"},
       {"-s|--seed", CLI_I64, &seed, -1, 9.2e18, "S", "sampling seed (default -1: random, printed on stderr when --temp > 0)"},
       {"--ignore-eos", CLI_FLAG, &ignore_eos, 0, 0, NULL, "do not stop at the model's end-of-text tokens (chat too)"},
       {"--ids", CLI_FLAG, &show_ids, 0, 0, NULL, "print the prompt and generated ids on stderr"},
@@ -469,10 +488,13 @@ int cmd_run(int argc, char **argv) {
        "chat: when a turn does not fit, drop the oldest turns (default: refuse the turn)"},
   };
   const cli_spec spec = {"run", "[-m DIR] (-p TEXT | -p - | -f FILE) [-n N] [options] | --chat [-sys TEXT] [options]",
-                         "Generates text from a prompt, streaming it to stdout, or chats (--chat).",
+                         "Generates text from a prompt, streaming it to stdout, or chats (--chat).\n"
+                         "  A prompt from -f FILE or -p - and a chat line are at most 32 bytes per position of the\n"
+                         "  context plus 4 KiB (1 MiB for a context of 32768); longer input is refused with one line.",
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
+  cli_warn_threads("run", (long)threads);
   if (system && !chat) {
     fprintf(stderr, "wisp run: -sys/--system needs --chat (a system message belongs to a chat)\n");
     return 2;
@@ -495,13 +517,9 @@ int cmd_run(int argc, char **argv) {
   char seed_note[48] = "";
   if (random && sp.temperature > 0) snprintf(seed_note, sizeof seed_note, " | seed %lld", (long long)seed);
   char *prompt_text = NULL;
-  if (prompt_file || (prompt && !strcmp(prompt, "-"))) {
-    if (cli_read_text(prompt_file ? prompt_file : "-", &prompt_text, NULL)) return cli_error("run");
-    prompt = prompt_text;
-  } else if (!prompt) {
-    prompt = "Once upon a time";
-  }
-  if (!model_dir && !(model_dir = cli_default_model())) { free(prompt_text); return cli_error("run"); }
+  const int prompt_from_file = prompt_file || (prompt && !strcmp(prompt, "-"));
+  if (!prompt) prompt = "Once upon a time";
+  if (!model_dir && !(model_dir = cli_default_model())) return cli_error("run");
 
   wisp_model *m = NULL;
   wisp_session *s = NULL;
@@ -520,6 +538,7 @@ int cmd_run(int argc, char **argv) {
   wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile,
                              .tuning = tuning, .registry = registry};
   if (wisp_session_new(m, &so, &s)) goto fail;
+  if (repeat_last_n == -1) sp.repeat_last_n = wisp_session_context(s); /* llama.cpp's -1: the whole context */
   if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, wisp_model_vocab(m), &tok))
     goto fail;
   const int vocab = wisp_model_vocab(m);
@@ -541,6 +560,13 @@ int cmd_run(int argc, char **argv) {
     int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
     int has_gen = wisp_tokenizer_artifact_file(a->dir, a->manifest, "generation", gen, sizeof gen);
     if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &stops)) goto fail;
+  }
+  /* A prompt from a file or standard input is read once the context is
+   * known: at most its cli_prompt_limit bytes. */
+  if (prompt_from_file) {
+    if (cli_read_text(prompt_file ? prompt_file : "-", cli_prompt_limit(wisp_session_context(s)), &prompt_text, NULL))
+      goto fail;
+    prompt = prompt_text;
   }
   if (wisp_tokenizer_encode(tok, prompt, &ids, &n_ids)) goto fail;
   if (check_ids(ids, n_ids, vocab)) goto fail;

@@ -9,6 +9,7 @@
  *       prints the exact bytes of the ids; an id outside the vocabulary,
  *       or anything but comma-separated decimal ids, is an error */
 #include <stdint.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ int cmd_tokenize(int argc, char **argv) {
       {"-p|--prompt", CLI_STR, &text, 0, 0, "TEXT", "encode TEXT (\"-\": standard input)"},
       {"-f|--file", CLI_STR, &text_file, 0, 0, "FILE", "encode the text of FILE"},
       {"--corpus", CLI_STR, &corpus, 0, 0, "FILE", "encode each line (escapes \\\\ \\n \\r), one JSON array per line"},
-      {"--decode", CLI_STR, &decode, 0, 0, "IDS", "decode comma-separated ids to their bytes"},
+      {"--decode", CLI_STR, &decode, 0, 0, "IDS", "decode ids (1,2,3 or tokenize's [1,2,3]; \"\" or [] is none) to their bytes"},
       {"--no-special", CLI_FLAG, &no_special, 0, 0, NULL, "do not add the post-processor's special tokens"},
   };
   const cli_spec spec = {"tokenize", "[-m DIR | --tokenizer FILE] (-p TEXT | -f FILE | --corpus FILE | --decode IDS)",
@@ -79,7 +80,7 @@ int cmd_tokenize(int argc, char **argv) {
   if (text || text_file) {
     size_t len = 0;
     if (text_file || !strcmp(text, "-")) {
-      if (cli_read_text(text_file ? text_file : "-", &data, &len)) goto done;
+      if (cli_read_text(text_file ? text_file : "-", WISP_FILE_MAX, &data, &len)) goto done;
       text = data;
     } else {
       len = strlen(text);
@@ -106,13 +107,31 @@ int cmd_tokenize(int argc, char **argv) {
       p = nl ? nl + 1 : end;
     }
   } else {
-    /* Strict: decimal ids separated by commas, each inside the vocabulary. */
+    /* Strict: decimal ids separated by commas, each inside the vocabulary;
+     * tokenize's own output ([1,2,3], also [1, 2, 3]) and the empty list
+     * ("" or [], an empty text's ids) are accepted as they are. */
     const int vocab = m ? wisp_model_vocab(m) : wisp_tokenizer_vocab_size(t);
     ids = malloc(sizeof(int32_t) * (strlen(decode) / 2 + 1));
     if (!ids) { wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
-    for (const char *q = decode;;) {
-      const char *comma = strchr(q, ',');
-      size_t l = comma ? (size_t)(comma - q) : strlen(q);
+    const char *q = decode, *end = decode + strlen(decode);
+    while (q < end && isspace((unsigned char)*q)) q++;
+    while (end > q && isspace((unsigned char)end[-1])) end--;
+    if (q < end && *q == '[') {
+      if (end[-1] != ']' || end - q < 2) {
+        wisp_fail(WISP_EINVAL, "--decode: '%s' opens a [ list it does not close", decode);
+        goto done;
+      }
+      q++;
+      end--;
+    }
+    while (q < end && isspace((unsigned char)*q)) q++;
+    while (q < end) {
+      const char *comma = memchr(q, ',', (size_t)(end - q));
+      const char *stop = comma ? comma : end;
+      while (q < stop && isspace((unsigned char)*q)) q++;
+      const char *last = stop;
+      while (last > q && isspace((unsigned char)last[-1])) last--;
+      size_t l = (size_t)(last - q);
       char one[32];
       int64_t v;
       snprintf(one, sizeof one, "%.*s", (int)(l < sizeof one - 1 ? l : sizeof one - 1), q);
@@ -127,6 +146,10 @@ int cmd_tokenize(int argc, char **argv) {
       ids[n++] = (int32_t)v;
       if (!comma) break;
       q = comma + 1;
+      if (q >= end) { /* "1,2," */
+        wisp_fail(WISP_EINVAL, "--decode needs comma-separated decimal ids, got a trailing comma");
+        goto done;
+      }
     }
     char *out = NULL;
     size_t len = 0;

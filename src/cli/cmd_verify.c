@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "format/artifact.h"
+#include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "cli/opts.h"
@@ -19,7 +20,7 @@ int cmd_verify(int argc, char **argv) {
       {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the model artifact (default: models/default; DIR alone works too)"},
   };
   const cli_spec spec = {"verify", "[-m DIR | DIR]",
-                         "Re-hashes every section of weights.bin and the whole file against the manifest's sha256s.",
+                         "Re-hashes every section of weights.bin and the whole file against the manifest's sha256s, and parses the tokenizer.",
                          opts, 1, pos, 1, &n_pos};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
@@ -60,12 +61,20 @@ int cmd_verify(int argc, char **argv) {
             want->valuestring);
     problems++;
   }
+  /* The tokenizer files, parsed as run would: a broken tokenizer.json is a
+   * problem too. */
+  wisp_tokenizer *tok = NULL;
+  if (wisp_tokenizer_for_artifact(a->dir, a->tokenizer, a->manifest, a->shape.vocab, &tok)) {
+    fprintf(stderr, "wisp verify: %s\n", wisp_last_error());
+    problems++;
+  }
+  wisp_tokenizer_free(tok);
   int n = a->n_sections;
   wisp_artifact_free(a);
   if (problems) {
     fprintf(stderr, "wisp verify: %s: %d problem%s\n", dir, problems, problems == 1 ? "" : "s");
     return 1;
   }
-  printf("%s: %d sections and weights.bin verified (sha256 %s)\n", dir, n, got);
+  printf("%s: %d sections, weights.bin (sha256 %s) and the tokenizer verified\n", dir, n, got);
   return 0;
 }

@@ -36,12 +36,16 @@ const char *cli_default_model(void);
 /* `wisp --version`: the version and the Dawn build (no GPU needed). */
 int cli_print_version(void);
 /* The one overwrite rule of every writer (convert, gen-synthetic,
- * export-gguf, bench -o, logits -o): a path that does not exist, an empty
- * file or an empty directory may be written; anything else only with
- * --force. Returns 0, or prints one line and returns 2 (the exit status). */
-int cli_check_target(const char *cmd, const char *path, int force);
-/* 1 for an empty directory or an empty regular file. */
-int cli_is_empty(const char *path);
+ * export-gguf, bench -o, logits -o): takes the target's lock (a second
+ * writer to the same target is refused, util/target.h; the lock goes at
+ * exit or on Ctrl-C), then checks the target: a file writer (is_dir 0) may
+ * write where nothing is, over an empty regular file, or over any regular
+ * file with --force, never over a directory, device, FIFO, socket or
+ * symbolic link; an artifact writer (is_dir 1) where nothing is, into an
+ * empty directory, or with --force over an artifact wisp wrote
+ * (format/writer.h). Returns 0, or prints one line and returns 2 (the exit
+ * status). */
+int cli_claim_target(const char *cmd, const char *path, int is_dir, int force);
 /* Until cli_interrupt_forget(), SIGINT/SIGTERM/SIGHUP remove a temporary
  * file (names NULL) or a temporary directory holding files with these
  * names (and their wisp_write_file_atomic twins), then end the process as
@@ -49,7 +53,19 @@ int cli_is_empty(const char *path);
  * called several times; at most 48 paths in all. */
 void cli_remove_on_interrupt(const char *path, const char *const *names, int n_names);
 void cli_interrupt_forget(void);
-/* A prompt or text file: a path, or "-" for standard input. */
-wisp_status cli_read_text(const char *path, char **text, size_t *len);
+/* A prompt or text file: a path, or "-" for standard input; at most `max`
+ * bytes (util/file.h's WISP_FILE_MAX, or cli_prompt_limit), past which it is
+ * a one-line error and the read stops. */
+wisp_status cli_read_text(const char *path, size_t max, char **text, size_t *len);
+/* -t N beyond the cores online: one warning line on stderr (the run goes
+ * on; oversubscription is legitimate in a measurement, and costly by
+ * accident). */
+void cli_warn_threads(const char *cmd, long threads);
+/* The longest prompt or chat line, in bytes, for a context of `context`
+ * tokens: 32 bytes a position (a token of these vocabularies is a few bytes,
+ * rarely more than 16; the margin is for runs of spaces or symbols that one
+ * long token covers) plus 4 KiB. Longer text could not fit the context. */
+#define CLI_PROMPT_BYTES_PER_POSITION 32
+size_t cli_prompt_limit(int context);
 
 #endif

@@ -1,6 +1,8 @@
 /* wisp command-line entry: dispatches `wisp <command> [args]` to cmd_*.c;
  * `wisp --help` lists the commands and the common options, `wisp --version`
- * the version and the Dawn build the WebGPU backend would load. */
+ * the version and the Dawn build the WebGPU backend would load, `wisp help
+ * COMMAND` the command's own help. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,11 +47,40 @@ static void usage(FILE *f) {
              "  -s, --seed S        sampling seed (-1: random, printed)\n"
              "  --chat, -cnv, -i    interactive chat; -sys, --system TEXT: its system message\n"
              "  --context-shift     chat: drop the oldest turns when the context is full\n"
+             "\nlimits: a prompt from -f FILE or -p -, and a --chat line, at most 32 bytes per position of the\n"
+             "context + 4 KiB; any other file read whole (JSON, tokenizer files, text) at most 64 MiB\n"
              "\nwisp --version: the version and the Dawn (WebGPU) build\n");
 }
 
-int main(int argc, char **argv) {
+/* Whatever a command printed must have reached standard output: a full
+ * disk or /dev/full is an error (exit 1, one line), not a silent success.
+ * stdout is flushed and closed here, so the error is seen even when the
+ * command never flushed it itself. */
+static int finish_stdout(int rc) {
+  errno = 0;
+  const int bad = fflush(stdout) != 0 || ferror(stdout);
+  const int err = errno;
+  if (fclose(stdout) != 0 && !bad) {
+    fprintf(stderr, "wisp: writing standard output: %s\n", strerror(errno));
+    return rc ? rc : 1;
+  }
+  if (bad) {
+    fprintf(stderr, "wisp: writing standard output: %s\n", err ? strerror(err) : "write error");
+    return rc ? rc : 1;
+  }
+  return rc;
+}
+
+static int dispatch(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    /* `wisp help COMMAND` is `wisp COMMAND --help` */
+    if (argc == 3 && !strcmp(argv[1], "help"))
+      for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (!strcmp(argv[2], k_commands[i].name)) return k_commands[i].fn(2, (char *[]){argv[2], "--help", NULL});
+    if (argc == 3 && !strcmp(argv[1], "help")) {
+      fprintf(stderr, "wisp: unknown command '%s' (try 'wisp --help')\n", argv[2]);
+      return 2;
+    }
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
@@ -59,3 +90,5 @@ int main(int argc, char **argv) {
   fprintf(stderr, "wisp: unknown command '%s' (try 'wisp --help')\n", argv[1]);
   return 2;
 }
+
+int main(int argc, char **argv) { return finish_stdout(dispatch(argc, argv)); }

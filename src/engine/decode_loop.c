@@ -3,7 +3,7 @@
  * with backends that can, two batches in flight (the next one recorded
  * while the device runs the current one); and with stop tokens, snapshots
  * of the recurrent state so that a batch that ran past a stop is rewound.
- * docs/webgpu.md ("Pipelined decode loop", "Stop tokens and rewinding"). */
+ * docs/webgpu.md ("Sampling and the decode loop"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +11,7 @@
 #include "engine/internal.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/options.h"
 
 static int is_stop(const wisp_generate_options *o, int32_t t) {
   for (int i = 0; i < o->n_stop; i++)
@@ -195,10 +196,10 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
 /* The first batch of a generate is recorded while the device has nothing
  * to do (later ones while it runs the previous batch): with two batches in
  * flight, tuning decodeKick=N sends its steps out in growing chunks from N
- * on (the ids are still read back once a batch). H200, Qwen 3.5 0.8B at 64
- * a submit: the first batch took 95 ms against 75 for the next ones. Off
- * (0) by default until the H200 has measured it: the eighth session ran
- * out of device time before it could (docs/webgpu.md). */
+ * on (the ids are still read back once a batch): on the H200 a 64-step
+ * Qwen 3.5 0.8B first batch took 95 ms against 75 for the next ones. Off
+ * (0) by default, its gain not yet measured (docs/webgpu.md, "Sampling and
+ * the decode loop"). */
 static int first_batch_kick(const wisp_session *s) { return s->decode_kick; }
 
 /* Submits the recorded batch of k steps and starts reading its ids into
@@ -333,8 +334,21 @@ static wisp_status generate_batches(wisp_session *s, int32_t first, int n, const
 
 wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const wisp_generate_options *o, int32_t *out,
                                   int *n_out) {
+  if (!n_out) return wisp_fail(WISP_EINVAL, "wisp_session_generate: no place for the count (n_out is NULL)");
   *n_out = 0;
-  if (n <= 0) return WISP_OK;
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_generate: no session");
+  if (n < 0) return wisp_fail(WISP_EINVAL, "wisp_session_generate: %d tokens is negative", n);
+  if (n == 0) return WISP_OK;
+  if (!out) return wisp_fail(WISP_EINVAL, "wisp_session_generate: no place for the tokens (out is NULL)");
+  wisp_generate_options taken;
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_generate_options, WISP_GENERATE_OPTIONS_FIRST_SIZE, o, &taken);
+  if (st) return st;
+  o = &taken;
+  if (o->batch < 0 || o->top_k < 0 || o->top_p < 0 || o->min_p < 0)
+    return wisp_fail(WISP_EINVAL, "generate: batch %d, top_k %d, top_p %g, min_p %g: none may be negative", o->batch,
+                     o->top_k, (double)o->top_p, (double)o->min_p);
+  if (o->n_stop < 0 || (o->n_stop > 0 && !o->stop))
+    return wisp_fail(WISP_EINVAL, "generate: %d stop tokens without their ids", o->n_stop);
   if (s->ran_past_stop)
     return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
   if (!s->backend->embed_id || !s->backend->sample_id || !s->backend->buf_write)
@@ -370,12 +384,16 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
   const wisp_backend *be = s->backend;
   const int async = be->buf_copy && be->read_start && be->read_finish;
   const int depth = !o->sequential && async && (batch > 1 || o->n_stop == 0) ? 2 : 1;
-  wisp_status st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots, slots + batch + 1);
+  st = generate_batches(s, first, n, o, out, n_out, batch, depth, &sp, slots, slots + batch + 1);
   free(slots);
   return st;
 }
 
 int wisp_session_plan_batch(const wisp_session *s) {
+  if (!s) {
+    wisp_fail(WISP_EINVAL, "wisp_session_plan_batch: no session");
+    return -1;
+  }
   const wisp_batching *b = s->plan->decode_loop.present ? &s->plan->decode_loop : &s->plan->batching;
   if (!b->present || !s->plan->fusions.decode_loop) return 1; /* decodeLoop off: one token per submit */
   int n = (b->batch_size > 0 ? b->batch_size : 1) * (b->readback_interval > 0 ? b->readback_interval : 1);

@@ -6,7 +6,6 @@
 #define WISP_ENGINE_INTERNAL_H
 
 #include "backend/backend.h"
-#include "engine/tuning.h"
 #include "format/artifact.h"
 #include "model/model.h"
 #include "plan/plan.h"

@@ -7,7 +7,12 @@
 
 wisp_status wisp_session_feed(wisp_session *s, wisp_graph_state *state, int *pos, const int32_t *tokens, int n, float *logits,
                               int all) {
-  if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate");
+  if (n <= 0) return wisp_fail(WISP_EINVAL, "no tokens to evaluate (n = %d)", n);
+  if (!tokens) return wisp_fail(WISP_EINVAL, "%d tokens to evaluate but no token array (tokens is NULL)", n);
+  const int vocab_ids = s->model->artifact->shape.vocab;
+  for (int i = 0; i < n; i++) /* before any is fed, so a bad id leaves the state as it was */
+    if (tokens[i] < 0 || tokens[i] >= vocab_ids)
+      return wisp_fail(WISP_EINVAL, "token %d: id %d is outside the vocabulary (0..%d)", i, tokens[i], vocab_ids - 1);
   if (state == s->state && s->ran_past_stop)
     return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
   if (*pos + n > s->max_pos)
@@ -27,6 +32,7 @@ wisp_status wisp_session_feed(wisp_session *s, wisp_graph_state *state, int *pos
 }
 
 void wisp_session_reset(wisp_session *s) {
+  if (!s) return;
   wisp_graph_state_reset(s->state, s->backend);
   s->pos = 0;
   s->ran_past_stop = 0;

@@ -8,25 +8,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/webgpu/wgpu_backend.h"
+#include "backend/factory.h"
+#include "backend/tuning.h"
 #include "engine/decode_loop.h"
 #include "engine/internal.h"
 #include "engine/plan_apply.h"
 #include "engine/sequence.h"
 #include "engine/session.h"
 #include "engine/slots.h"
-#include "engine/tuning.h"
+#include "format/digest.h"
 #include "util/err.h"
+#include "util/options.h"
 
 #define PREFILL_CHUNK 128
 #define PREFILL_CHUNK_GPU 512
 
 wisp_status wisp_model_open(const char *dir, wisp_model **out) {
+  if (!out) return wisp_fail(WISP_EINVAL, "wisp_model_open: no place for the model (out is NULL)");
   *out = NULL;
+  if (!dir || !*dir) return wisp_fail(WISP_EINVAL, "wisp_model_open: no artifact directory");
   wisp_model *m = calloc(1, sizeof *m);
   if (!m) return wisp_fail(WISP_ENOMEM, "out of memory");
   wisp_status st = wisp_artifact_open(dir, &m->artifact);
   if (st) goto fail;
+  /* A flipped byte in weights.bin is refused here (format/digest.h). */
+  if ((st = wisp_artifact_check_digests(m->artifact))) goto fail;
   m->arch = wisp_arch_find(m->artifact->architecture);
   if (!m->arch) {
     st = wisp_fail(WISP_EUNSUPPORTED, "%s/manifest.json: unknown architecture '%s' in wisp.architecture", dir,
@@ -54,50 +60,30 @@ void wisp_model_close(wisp_model *m) {
   free(m);
 }
 
-int wisp_model_vocab(const wisp_model *m) { return m->artifact->shape.vocab; }
-
-/* "auto" tries WebGPU on a real GPU (an adapter that runs on the CPU, such
- * as lavapipe, is slower than the CPU backend) and falls back to the CPU
- * backend with one line on stderr saying why. t (may be NULL) carries the
- * session's tuning keys for the backend. */
-wisp_status wisp_backend_create_tuned(const char *name, int threads, const wisp_tuning *t, wisp_backend **out) {
-  wisp_tuning none;
-  if (!t) {
-    memset(&none, 0, sizeof none);
-    t = &none;
+int wisp_model_vocab(const wisp_model *m) {
+  if (!m) {
+    wisp_fail(WISP_EINVAL, "wisp_model_vocab: no model");
+    return -1;
   }
-  wisp_wgpu_backend_opts o = t->webgpu;
-  o.subgroups = -1;
-  wisp_status st;
-  if (!name || !strcmp(name, "cpu")) {
-    st = wisp_cpu_backend_new(threads, out);
-  } else if (!strcmp(name, "webgpu")) {
-    return wisp_wgpu_backend_new(&o, out);
-  } else if (!strcmp(name, "auto")) {
-    o.refuse_cpu_adapter = 1;
-    if (wisp_wgpu_backend_new(&o, out) == WISP_OK) return WISP_OK;
-    fprintf(stderr, "wisp: using the cpu backend (WebGPU: %s)\n", wisp_last_error());
-    st = wisp_cpu_backend_new(threads, out);
-  } else {
-    return wisp_fail(WISP_EINVAL, "unknown backend '%s' (expected cpu, webgpu or auto)", name);
-  }
-  if (!st && t->cpu_scalar) wisp_cpu_backend_use_scalar(*out);
-  return st;
-}
-
-wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out) {
-  return wisp_backend_create_tuned(name, threads, NULL, out);
+  return m->artifact->shape.vocab;
 }
 
 wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wisp_session **out) {
+  if (!out) return wisp_fail(WISP_EINVAL, "wisp_session_new: no place for the session (out is NULL)");
   *out = NULL;
-  wisp_session_options o = {0};
-  if (opt) o = *opt;
+  if (!m) return wisp_fail(WISP_EINVAL, "wisp_session_new: no model");
+  wisp_session_options o;
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_session_options, WISP_SESSION_OPTIONS_FIRST_SIZE, opt, &o);
+  if (st) return st;
+  if (o.threads < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is negative (0 = one per core)", o.threads);
+  if (o.slots < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: slots %d is negative (0 = 1)", o.slots);
+  if (o.max_context < 0)
+    return wisp_fail(WISP_EINVAL, "wisp_session_new: max_context %d is negative (0 = the artifact's)", o.max_context);
   wisp_session *s = calloc(1, sizeof *s);
   if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
   s->model = m;
   wisp_tuning t;
-  wisp_status st = wisp_tuning_parse(o.tuning, &t);
+  st = wisp_tuning_parse(o.tuning, &t);
   if (st) goto fail;
   s->decode_kick = t.decode_kick;
   if ((st = wisp_backend_create_tuned(o.backend, o.threads, &t, &s->backend))) goto fail;
@@ -144,17 +130,31 @@ void wisp_session_free(wisp_session *s) {
 }
 
 wisp_status wisp_session_eval(wisp_session *s, const int32_t *tokens, int n, float *logits) {
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_eval: no session");
   return wisp_session_feed(s, s->state, &s->pos, tokens, n, logits, 0);
 }
 
 wisp_status wisp_session_eval_all(wisp_session *s, const int32_t *tokens, int n, float *logits) {
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_eval_all: no session");
   if (!logits) return wisp_fail(WISP_EINVAL, "wisp_session_eval_all needs a logits buffer");
   return wisp_session_feed(s, s->state, &s->pos, tokens, n, logits, 1);
 }
 
-int wisp_session_position(const wisp_session *s) { return s->pos; }
+int wisp_session_position(const wisp_session *s) {
+  if (!s) {
+    wisp_fail(WISP_EINVAL, "wisp_session_position: no session");
+    return -1;
+  }
+  return s->pos;
+}
 const wisp_plan *wisp_session_plan(const wisp_session *s) { return s->plan; }
 const char *wisp_session_kv_dtype(const wisp_session *s) { return s->kv_f16 ? "f16" : "f32"; }
-const char *wisp_session_plan_id(const wisp_session *s) { return s->plan->id; }
+const char *wisp_session_plan_id(const wisp_session *s) {
+  if (!s) {
+    wisp_fail(WISP_EINVAL, "wisp_session_plan_id: no session");
+    return NULL;
+  }
+  return s->plan->id;
+}
 int wisp_session_context(const wisp_session *s) { return s->max_pos; }
 const char *wisp_session_backend_name(const wisp_session *s) { return s->backend->name; }

@@ -1,14 +1,10 @@
 /* Models and sessions (session.c): what the engine says about a session
- * beyond include/wisp.h, and the backends a session is made with. */
+ * beyond include/wisp.h. */
 #ifndef WISP_ENGINE_SESSION_H
 #define WISP_ENGINE_SESSION_H
 
 #include "engine/internal.h"
 
-/* "cpu", "webgpu" or "auto" (NULL = cpu). */
-wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out);
-/* The same with a session's tuning keys (NULL = none). */
-wisp_status wisp_backend_create_tuned(const char *name, int threads, const wisp_tuning *t, wisp_backend **out);
 int wisp_session_context(const wisp_session *s);
 const wisp_plan *wisp_session_plan(const wisp_session *s);
 /* The KV caches' element type as the backend keeps them: "f16" (the plan's

@@ -11,6 +11,7 @@
 #include "engine/slots.h"
 #include "model/common.h"
 #include "util/err.h"
+#include "util/options.h"
 
 #define MAX_SLOTS WISP_MAX_ROWS
 
@@ -51,19 +52,29 @@ void wisp_slots_free(wisp_session *s) {
   s->n_slots = 0;
 }
 
-int wisp_session_slots(const wisp_session *s) { return s->n_slots; }
+int wisp_session_slots(const wisp_session *s) {
+  if (!s) {
+    wisp_fail(WISP_EINVAL, "wisp_session_slots: no session");
+    return -1;
+  }
+  return s->n_slots;
+}
 
-static int valid_slot(const wisp_session *s, int slot) { return slot >= 0 && slot < s->n_slots; }
+static int valid_slot(const wisp_session *s, int slot) { return s && slot >= 0 && slot < s->n_slots; }
 static wisp_graph_state *state_of(const wisp_session *s, int slot) { return slot ? s->slot_state[slot] : s->state; }
 static int *pos_of(wisp_session *s, int slot) { return slot ? &s->slot_pos[slot] : &s->pos; }
 
 wisp_status wisp_slot_eval(wisp_session *s, int slot, const int32_t *tokens, int n, float *logits) {
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_slot_eval: no session");
   if (!valid_slot(s, slot)) return wisp_fail(WISP_EINVAL, "slot %d: the session has %d", slot, s->n_slots);
   return wisp_session_feed(s, state_of(s, slot), pos_of(s, slot), tokens, n, logits, 0);
 }
 
 int wisp_slot_position(const wisp_session *s, int slot) {
-  if (!valid_slot(s, slot)) return -1;
+  if (!valid_slot(s, slot)) {
+    wisp_fail(WISP_EINVAL, "wisp_slot_position: slot %d: the session has %d", slot, s ? s->n_slots : 0);
+    return -1;
+  }
   return slot ? s->slot_pos[slot] : s->pos;
 }
 
@@ -93,6 +104,8 @@ static wisp_status ensure_rows(wisp_session *s) {
 
 wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
                               const wisp_step_options *o, int32_t *next, float *logits) {
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_step: no session");
+  if (!slots || !tokens || !next) return wisp_fail(WISP_EINVAL, "wisp_session_step: slots, tokens and next are required");
   if (n < 1 || n > s->n_slots)
     return wisp_fail(WISP_EINVAL, "step: %d sequences, the session has %d slots", n, s->n_slots);
   void *states[MAX_SLOTS];
@@ -103,14 +116,20 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
     if (seen[slots[i]]) return wisp_fail(WISP_EINVAL, "step: slot %d given twice", slots[i]);
     if (slots[i] == 0 && s->ran_past_stop)
       return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
+    if (tokens[i] < 0 || tokens[i] >= wisp_model_vocab(s->model))
+      return wisp_fail(WISP_EINVAL, "step: token id %d is outside the vocabulary (0..%d)", tokens[i],
+                       wisp_model_vocab(s->model) - 1);
     seen[slots[i]] = 1;
     states[i] = state_of(s, slots[i]);
     pos[i] = *pos_of(s, slots[i]);
   }
-  wisp_status st = ensure_rows(s);
+  wisp_step_options g;
+  wisp_status st = WISP_TAKE_OPTIONS(wisp_step_options, WISP_STEP_OPTIONS_FIRST_SIZE, o, &g);
   if (st) return st;
-  wisp_step_options g = {0};
-  if (o) g = *o;
+  if (g.top_k < 0 || g.min_p < 0 || g.top_p < 0)
+    return wisp_fail(WISP_EINVAL, "step: top_k %d, top_p %g, min_p %g: none may be negative", g.top_k, (double)g.top_p,
+                     (double)g.min_p);
+  if ((st = ensure_rows(s))) return st;
   const wisp_sampling sp = {.temperature = g.temperature, .top_k = g.top_k, .top_p = g.top_p, .min_p = g.min_p,
                             .seed = (uint32_t)(g.seed ^ (g.seed >> 32))};
   const wisp_model_rows rows = {n, pos, states};

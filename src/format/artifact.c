@@ -17,9 +17,11 @@ static wisp_status get_int(const cJSON *obj, const char *key, const char *label,
     if (!required) return WISP_OK;
     return wisp_fail(WISP_EFORMAT, "%s: missing field %s.%s", label, path, key);
   }
-  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < min ||
-      v->valuedouble > 2147483647.0)
+  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < min)
     return wisp_fail(WISP_EFORMAT, "%s: field %s.%s must be an integer >= %d", label, path, key, min);
+  if (v->valuedouble > 2147483647.0) /* an integer, but past what an int holds */
+    return wisp_fail(WISP_EFORMAT, "%s: field %s.%s is %.0f, too large (at most 2147483647)", label, path, key,
+                     v->valuedouble);
   *out = (int)v->valuedouble;
   return WISP_OK;
 }

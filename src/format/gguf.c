@@ -13,6 +13,7 @@
 #include "format/safetensors.h"
 #include "format/tensor.h"
 #include "util/err.h"
+#include "util/target.h"
 #include "util/file.h"
 
 /* ---- reading ---- */
@@ -598,9 +599,11 @@ wisp_status wisp_gguf_writer_write(wisp_gguf_writer *w, const char *path) {
   while (h.len % align) put(&h, zeros, 1);
   if (h.oom || w->kv.oom) { free(h.p); return wisp_fail(WISP_ENOMEM, "out of memory"); }
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) { free(h.p); return wisp_fail(WISP_EIO, "%s: cannot create: %s", tmp, strerror(errno)); }
+  int fd;
+  wisp_status cst = wisp_target_create_temp(path, tmp, sizeof tmp, &fd);
+  if (cst) { free(h.p); return cst; }
+  FILE *f = fdopen(fd, "wb");
+  if (!f) { close(fd); unlink(tmp); free(h.p); return wisp_fail(WISP_EIO, "%s: cannot create: %s", tmp, strerror(errno)); }
   int ok = fwrite(h.p, 1, h.len, f) == h.len;
   free(h.p);
   for (size_t i = 0; ok && i < w->n_t; i++) {
@@ -611,9 +614,5 @@ wisp_status wisp_gguf_writer_write(wisp_gguf_writer *w, const char *path) {
   if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
   if (fclose(f) != 0) ok = 0;
   if (!ok) { unlink(tmp); return wisp_fail(WISP_EIO, "%s: write failed: %s", tmp, strerror(errno)); }
-  if (rename(tmp, path) != 0) {
-    unlink(tmp);
-    return wisp_fail(WISP_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-  }
-  return WISP_OK;
+  return wisp_target_replace(tmp, path); /* only over a regular file (util/target.h) */
 }

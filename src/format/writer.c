@@ -19,18 +19,77 @@ struct wisp_writer {
   uint64_t total;
 };
 
+/* Removes a temporary directory and the files in it. Only a real
+ * directory: a symbolic link planted under the temporary's name is not
+ * followed (O_NOFOLLOW), so nothing outside is removed. */
 static void remove_dir_files(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR *d = fdopendir(fd);
+  if (!d) { close(fd); return; }
   struct dirent *e;
-  char path[8192];
-  while ((e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(fd, e->d_name, 0);
   closedir(d);
   rmdir(dir);
+}
+
+/* Every file an artifact directory may hold: what --force may remove. */
+static const char *const k_artifact_files[] = {"manifest.json", "weights.bin", "tokenizer.json",
+                                               "tokenizer_config.json", "generation_config.json"};
+#define N_ARTIFACT_FILES (sizeof k_artifact_files / sizeof k_artifact_files[0])
+
+/* Whether dir/manifest.json carries the writer's mark, wisp.weightsSha256. */
+static int made_by_wisp(const char *dir) {
+  char path[8192], *text = NULL;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  if (wisp_read_file(path, &text, NULL)) return 0;
+  cJSON *m = cJSON_Parse(text);
+  free(text);
+  const cJSON *mark = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "wisp"), "weightsSha256");
+  const int ok = cJSON_IsString(mark);
+  cJSON_Delete(m);
+  return ok;
+}
+
+wisp_status wisp_writer_check_target(const char *dir, int force) {
+  struct stat sb;
+  if (lstat(dir, &sb) != 0) {
+    if (errno == ENOENT) return WISP_OK;
+    return wisp_fail(WISP_EIO, "%s: %s", dir, strerror(errno));
+  }
+  if (S_ISLNK(sb.st_mode))
+    return wisp_fail(WISP_EIO, "%s is a symbolic link; wisp does not write through one (name its target)", dir);
+  if (!S_ISDIR(sb.st_mode)) return wisp_fail(WISP_EIO, "%s exists and is not a directory; not overwriting", dir);
+  DIR *d = opendir(dir);
+  if (!d) return wisp_fail(WISP_EIO, "%s: cannot read: %s", dir, strerror(errno));
+  wisp_status st = WISP_OK;
+  int empty = 1, mark_checked = 0;
+  struct dirent *e;
+  while (!st && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    empty = 0;
+    if (!force) {
+      st = wisp_fail(WISP_EIO, "%s already exists and is not empty; not overwriting (--force replaces an artifact wisp "
+                     "wrote)", dir);
+      break;
+    }
+    if (!mark_checked++ && !made_by_wisp(dir)) {
+      st = wisp_fail(WISP_EIO, "%s is not an artifact wisp wrote (no manifest.json with wisp.weightsSha256); not "
+                     "replacing it, even with --force", dir);
+      break;
+    }
+    size_t i = 0;
+    while (i < N_ARTIFACT_FILES && strcmp(e->d_name, k_artifact_files[i])) i++;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (i == N_ARTIFACT_FILES || lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+      st = wisp_fail(WISP_EIO, "%s holds %s, which is not an artifact's file; not replacing it, even with --force", dir,
+                     e->d_name);
+  }
+  closedir(d);
+  (void)empty;
+  return st;
 }
 
 wisp_status wisp_writer_begin(const char *dir, uint64_t total, wisp_writer **out) {
@@ -48,7 +107,7 @@ wisp_status wisp_writer_begin(const char *dir, uint64_t total, wisp_writer **out
   }
   char path[8192];
   snprintf(path, sizeof path, "%s/weights.bin", w->tmp);
-  w->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  w->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (w->fd < 0 || ftruncate(w->fd, (off_t)total) != 0) {
     wisp_status st = wisp_fail(WISP_EIO, "%s: cannot create %llu bytes: %s", path, (unsigned long long)total,
                                strerror(errno));
@@ -141,23 +200,23 @@ wisp_status wisp_writer_commit(wisp_writer *w, cJSON *manifest) {
   st = wisp_write_file_atomic(path, text, strlen(text));
   free(text);
   if (st) goto fail;
-  /* Replace an empty directory, or an existing artifact directory (whether
-   * to is the caller's decision: the CLI asks for --force), never anything
-   * else. */
+  /* Replace an empty directory, or an artifact wisp wrote holding only an
+   * artifact's files (whether to is the caller's decision: the CLI asks for
+   * --force), never anything else; only those files are removed. */
   struct stat sb;
-  if (stat(w->dir, &sb) == 0) {
-    char m[8192];
-    snprintf(m, sizeof m, "%s/manifest.json", w->dir);
-    if (S_ISDIR(sb.st_mode) && rmdir(w->dir) == 0) {
-      /* it was empty */
-    } else if (!S_ISDIR(sb.st_mode) || !wisp_path_exists(m)) {
-      st = wisp_fail(WISP_EIO, "%s exists and is not an artifact directory; not overwriting", w->dir);
+  if (lstat(w->dir, &sb) == 0 && !(S_ISDIR(sb.st_mode) && rmdir(w->dir) == 0)) {
+    if ((st = wisp_writer_check_target(w->dir, 1))) goto fail;
+    for (size_t i = 0; i < N_ARTIFACT_FILES; i++) {
+      snprintf(path, sizeof path, "%s/%s", w->dir, k_artifact_files[i]);
+      unlink(path);
+    }
+    if (rmdir(w->dir) != 0) {
+      st = wisp_fail(WISP_EIO, "%s: cannot remove the old artifact: %s", w->dir, strerror(errno));
       goto fail;
-    } else {
-      remove_dir_files(w->dir);
     }
   }
-  if (rename(w->tmp, w->dir) != 0) {
+  /* RENAME_NOREPLACE: a directory that appeared meanwhile is not replaced. */
+  if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->dir, RENAME_NOREPLACE) != 0) {
     st = wisp_fail(WISP_EIO, "cannot rename %s to %s: %s", w->tmp, w->dir, strerror(errno));
     goto fail;
   }

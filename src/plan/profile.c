@@ -82,9 +82,12 @@ static void list_array(const cJSON *arr, char *out, size_t cap) {
   }
 }
 
+/* A profile id (NAME, profiles/NAME or profiles/NAME.json) as a file of
+ * the profiles dir (the built-in one unless --profiles-dir): never a file
+ * of the working directory, so that what a reference means does not
+ * depend on where wisp runs. */
 static wisp_status resolve_ref(ploader *L, const char *ref, char *out, size_t cap) {
   size_t n = strlen(ref);
-  if (n > 5 && !strcmp(ref + n - 5, ".json") && wisp_file_exists(ref)) { wisp_path(out, cap, "%s", ref); return WISP_OK; }
   const char *name = !strncmp(ref, "profiles/", 9) ? ref + 9 : ref;
   if (!*name || name[0] == '/' || strstr(name, "..")) return wisp_fail(WISP_EINVAL, "profile '%s': bad name", ref);
   if (n > 5 && !strcmp(ref + n - 5, ".json")) wisp_path(out, cap, "%s/%s", L->dir, name);
@@ -701,14 +704,21 @@ wisp_status wisp_profile_load(const char *ref, const wisp_profile_options *opt, 
   if (!p->settings || !cJSON_AddObjectToObject(p->settings, "batching") || !cJSON_AddObjectToObject(p->settings, "session"))
     st = wisp_fail(WISP_ENOMEM, "out of memory");
   char file[1024];
-  /* A path (it has a '/' or ends in .json) is a file; a bare name is looked
-   * up in the profiles dir, so a file called "default" in the working
-   * directory never stands in for the built-in profile. */
+  /* Whatever the working directory holds: a name ending in .json is a file
+   * (relative to the working directory, as every path wisp is given); any
+   * other name (NAME or profiles/NAME) is a profile of the profiles dir,
+   * the built-in ones by default. So `--profile profiles/x.json` is always
+   * that file, and `--profile x` always the built-in x. */
   size_t rn = strlen(ref);
-  int is_path = strchr(ref, '/') || (rn > 5 && !strcmp(ref + rn - 5, ".json"));
-  if (!st && is_path && wisp_file_exists(ref)) wisp_path(file, sizeof file, "%s", ref);
-  else if (!st && !(st = resolve_ref(L, ref, file, sizeof file)) && !wisp_file_exists(file))
+  const int is_file = rn > 5 && !strcmp(ref + rn - 5, ".json") && strncmp(ref, "builtin:", 8);
+  if (!st && is_file) {
+    if (wisp_file_exists(ref)) wisp_path(file, sizeof file, "%s", ref);
+    else st = wisp_fail(WISP_EIO, "profile file %s: no such file (a name ending in .json is a path; a built-in profile "
+                        "is named without .json, e.g. --profile default)", ref);
+  } else if (!st && !(st = resolve_ref(L, !strncmp(ref, "builtin:", 8) ? ref + 8 : ref, file, sizeof file)) &&
+             !wisp_file_exists(file)) {
     st = wisp_fail(WISP_EIO, "profile '%s' not found (%s)", ref, file);
+  }
   if (!st) st = load_one(L, file, NULL);
   if (!st) {
     p->path = wisp_arena_strdup(&p->arena, file);

@@ -4,8 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* secure_getenv: in a setuid or setgid program (or one with file
+ * capabilities) every WISP_* variable reads as unset, so no one can point
+ * such a program at a library or directory of their choosing. */
 static const char *get(const char *name) {
-  const char *v = getenv(name);
+  const char *v = secure_getenv(name);
   return v && *v ? v : NULL;
 }
 

@@ -1,6 +1,6 @@
 /* The environment variables wisp reads, all of them here (the list and what
  * each does: docs/configuration.md). They are the few things a plan cannot
- * say: where the Dawn library and the data files are, and debugging aids
+ * say: where the Dawn library and the bench receipts are, and debugging aids
  * that must reach every device a process opens (the guarded re-runs of the
  * test suite). Whatever else changes behaviour is the plan's (registry,
  * profile, manifest, device) or a session's tuning string (src/engine/tuning.c). */
@@ -9,9 +9,11 @@
 
 #include <stdint.h>
 
+/* Every one reads as unset in a setuid or setgid program (secure_getenv). */
+
 /* WISP_WEBGPU_LIB: the Dawn library to load (NULL when unset or empty). */
 const char *wisp_env_webgpu_lib(void);
-/* WISP_HOME: the directory holding kernels/ and profiles/ (NULL when unset). */
+/* WISP_HOME: where bench keeps its receipts, HOME/bench/results (NULL when unset). */
 const char *wisp_env_home(void);
 /* WISP_VERBOSE=1: diagnostics on stderr (each uncaptured WebGPU error as it
  * comes, pipeline compile times, the persistent decode's choices, the

@@ -14,19 +14,31 @@
 
 #include "util/builtin.h"
 #include "util/err.h"
+#include "util/target.h"
 
-/* Reads from fd until end of file; `size` is a regular file's size (the
- * first allocation), 0 for a stream (pipe, terminal, FIFO). */
-static wisp_status read_all(int fd, const char *name, size_t size, char **data, size_t *len) {
+/* Reads from fd until end of file, at most `max` bytes: past them the read
+ * stops with one line, so /dev/zero or an endless pipe costs max + 1 bytes
+ * of memory and no more. `size` is a regular file's size (refused at once
+ * when over the limit, so a 2 GB file is never read), 0 for a stream
+ * (pipe, terminal, FIFO). */
+static wisp_status read_all(int fd, const char *name, size_t size, size_t max, char **data, size_t *len) {
+  if (size > max)
+    return wisp_fail(WISP_EINVAL, "%s: %zu bytes, over the limit of %zu bytes for this input", name, size, max);
   size_t cap = size + 1 > 4096 ? size + 1 : 4096, n = 0;
+  if (cap > max + 2) cap = max + 2;
   char *buf = malloc(cap);
   if (!buf) return wisp_fail(WISP_ENOMEM, "%s: out of memory (%zu bytes)", name, cap);
   for (;;) {
+    if (n > max) {
+      free(buf);
+      return wisp_fail(WISP_EINVAL, "%s: more than %zu bytes, the limit for this input", name, max);
+    }
     if (n + 1 >= cap) {
-      char *more = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-      if (!more) { free(buf); return wisp_fail(WISP_ENOMEM, "%s: out of memory (%zu bytes)", name, cap * 2); }
+      size_t want = cap < (max + 2) / 2 ? cap * 2 : max + 2;
+      char *more = realloc(buf, want);
+      if (!more) { free(buf); return wisp_fail(WISP_ENOMEM, "%s: out of memory (%zu bytes)", name, want); }
       buf = more;
-      cap *= 2;
+      cap = want;
     }
     ssize_t got = read(fd, buf + n, cap - 1 - n);
     if (got < 0 && errno == EINTR) continue;
@@ -69,7 +81,7 @@ static wisp_status open_input(const char *path, int *fd_out, struct stat *st) {
   return WISP_OK;
 }
 
-wisp_status wisp_read_file(const char *path, char **data, size_t *len) {
+wisp_status wisp_read_file_max(const char *path, size_t max, char **data, size_t *len) {
   if (wisp_is_builtin(path)) {
     const wisp_builtin_file *b = wisp_builtin_find(path);
     if (!b) return wisp_fail(WISP_EIO, "%s: no such built-in file", path);
@@ -85,13 +97,19 @@ wisp_status wisp_read_file(const char *path, char **data, size_t *len) {
   struct stat st;
   wisp_status e = open_input(path, &fd, &st);
   if (e) return e;
-  e = read_all(fd, path, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, data, len);
+  e = read_all(fd, path, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, max, data, len);
   close(fd);
   return e;
 }
 
-wisp_status wisp_read_fd(int fd, const char *name, char **data, size_t *len) {
-  return read_all(fd, name, 0, data, len);
+wisp_status wisp_read_file(const char *path, char **data, size_t *len) {
+  return wisp_read_file_max(path, WISP_FILE_MAX, data, len);
+}
+
+wisp_status wisp_read_fd(int fd, const char *name, size_t max, char **data, size_t *len) {
+  struct stat st;
+  size_t size = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (size_t)st.st_size : 0;
+  return read_all(fd, name, size, max, data, len);
 }
 
 wisp_status wisp_map_file(const char *path, const uint8_t **data, size_t *len) {
@@ -123,17 +141,26 @@ void wisp_unmap_file(const uint8_t *data, size_t len) {
 }
 
 wisp_status wisp_write_file_atomic(const char *path, const void *data, size_t len) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return wisp_fail(WISP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-  int ok = fwrite(data, 1, len, f) == len;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return wisp_fail(WISP_EIO, "%s: write failed", path);
+  char tmp[4200];
+  int fd;
+  wisp_status st = wisp_target_create_temp(path, tmp, sizeof tmp, &fd);
+  if (st) return st;
+  const char *p = data;
+  size_t left = len;
+  int err = 0;
+  while (left > 0 && !err) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) err = n < 0 ? errno : EIO;
+    else { p += n; left -= (size_t)n; }
   }
-  return WISP_OK;
+  if (!err && fsync(fd) != 0) err = errno;
+  if (close(fd) != 0 && !err) err = errno;
+  if (err) {
+    unlink(tmp);
+    return wisp_fail(WISP_EIO, "%s: write failed: %s", path, strerror(err));
+  }
+  return wisp_target_replace(tmp, path);
 }
 
 void wisp_sha256_hex(const void *data, size_t len, char out[65]) {

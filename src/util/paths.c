@@ -1,37 +1,62 @@
-/* The executable's root; see paths.h. */
+/* The trusted root and the trust check; see paths.h. */
 #include "util/paths.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/env.h"
+#include "util/err.h"
 
-const char *wisp_exe_root(void) {
-  static char root[PATH_MAX];
-  if (root[0]) return root;
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    snprintf(root, sizeof root, "/nonexistent");
-    return root;
-  }
-  exe[n] = 0;
-  char *slash = strrchr(exe, '/');
-  if (slash) *slash = 0;           /* .../build or PREFIX/bin */
-  slash = strrchr(exe, '/');
-  if (slash) *slash = 0;           /* the tree or the prefix */
-  char *real = realpath(exe[0] ? exe : "/", NULL);
-  snprintf(root, sizeof root, "%s", real ? real : exe);
-  free(real);
-  return root;
+/* The Makefile defines WISP_ROOT for this file only (the build tree, or
+ * PREFIX for `make install`); a build without it trusts no directory. */
+#ifndef WISP_ROOT
+#define WISP_ROOT "/nonexistent"
+#endif
+
+const char *wisp_trusted_root(void) { return WISP_ROOT; }
+
+const char *wisp_receipt_root(void) {
+  const char *home = wisp_env_home();
+  if (home) return home;
+  static char bench[PATH_MAX];
+  snprintf(bench, sizeof bench, "%s/bench", WISP_ROOT);
+  struct stat sb;
+  return lstat(bench, &sb) == 0 && S_ISDIR(sb.st_mode) ? WISP_ROOT : NULL;
 }
 
-/* Where bench keeps its receipts (ROOT/bench/results): $WISP_HOME, else the
- * executable's root (the build tree, or the install prefix). */
-const char *wisp_repo_root(void) {
-  const char *home = wisp_env_home();
-  return home ? home : wisp_exe_root();
+/* One component: owned by root or this user, and not writable by anyone
+ * else (see paths.h). */
+static wisp_status check_one(const char *path, const char *what, const char *full) {
+  struct stat sb;
+  if (lstat(path, &sb) != 0) return wisp_fail(WISP_EIO, "%s %s: cannot stat %s: %s", what, full, path, strerror(errno));
+  const int sticky_dir = S_ISDIR(sb.st_mode) && (sb.st_mode & S_ISVTX);
+  if (sb.st_uid != 0 && sb.st_uid != geteuid())
+    return wisp_fail(WISP_EIO, "%s %s: not trusted: %s belongs to user %u, not to root or you", what, full, path,
+                     (unsigned)sb.st_uid);
+  if ((sb.st_mode & S_IWOTH) && !sticky_dir)
+    return wisp_fail(WISP_EIO, "%s %s: not trusted: %s is writable by other users", what, full, path);
+  if ((sb.st_mode & S_IWGRP) && !sticky_dir && sb.st_gid != 0 && sb.st_gid != getegid())
+    return wisp_fail(WISP_EIO, "%s %s: not trusted: %s is writable by group %u", what, full, path,
+                     (unsigned)sb.st_gid);
+  return WISP_OK;
+}
+
+wisp_status wisp_check_trusted(const char *path, const char *what) {
+  char real[PATH_MAX];
+  if (!realpath(path, real)) return wisp_fail(WISP_EIO, "%s %s: %s", what, path, strerror(errno));
+  /* "/", then each longer prefix up to the whole path */
+  wisp_status st = check_one("/", what, path);
+  for (char *p = real + 1; !st && *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    st = check_one(real, what, path);
+    *p = '/';
+  }
+  if (!st && strcmp(real, "/")) st = check_one(real, what, path);
+  return st;
 }

@@ -14,112 +14,13 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_device.h"
+#include "backend/webgpu/wgpu_options.h"
 
-typedef struct wisp_wgpu_backend_opts {
-  wisp_wgpu_device *device; /* use this device (not owned); NULL = open one */
-  int subgroups;            /* -1 auto (subgroup variants when the device has them), 0 plain, 1 require */
-  int refuse_cpu_adapter;   /* fail when the adapter is a CPU (lavapipe): "auto" prefers the CPU backend */
-  int no_fuse;              /* no decode-time fusion (rmsnorm/swiglu into the next matvec, in_proj with
-                               shortconv, attn_decode): every op on its own (tuning fuse=0) */
-  /* Geometry (override constants); 0 = default (tuning matvec=WGxROWS,
-   * matmul=TMxTN). geometry_over_plan: matvec_wg/rows replace the plan's
-   * per-matrix geometry too (tuning sweeps). */
-  uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn;
-  int geometry_over_plan;
-  /* Flash-decoding: most workgroups per head that one decode token's
-   * attention is split over (one per 64-key tile up to this; 0 = 32, 1 = no
-   * split). splits_over_plan: it replaces the plan's flashBlocks (tuning
-   * attnSplits=N). */
-  uint32_t attn_max_splits;
-  int splits_over_plan;
-  /* Test hook: largest storage binding the backend may use for a weight part
-   * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
-  uint64_t max_binding;
-  /* Test hook: bytes of the uniform arena (0 = 8 MiB); a small one makes a
-   * long recording submit early and start the arena again. When the arena
-   * fills up it doubles, up to arena_max_bytes (0: 64 MiB for the default
-   * arena, no growth for a given arena_bytes). */
-  size_t arena_bytes, arena_max_bytes;
-  /* KV cache as f16 pairs packed in u32 words (pack2x16float, no shader-f16
-   * needed): half the KV bytes, f16 rounding of keys and values (~1e-3
-   * relative). Caches from kv_buf_new are half-size; an f32-sized one from
-   * buf_new works too (its first half is used). Needs head_dim % 8 == 0.
-   * Also tuning kv=f16, or a plan whose kvDtype is f16 (configure's
-   * wisp_backend_settings.kv_f16, before the session makes its caches).
-   * 0 = f32 (exact parity with the CPU backend). */
-  int kv_f16;
-  /* One-token Gated DeltaNet (dn_decode.wgsl): value columns of a v-head
-   * per workgroup (a power of two; 0 = 16; >= v_dim: one workgroup per
-   * v-head with the gated norm inside, else a second dispatch, dn_norm,
-   * applies it) and row groups per workgroup (a power of two; 0 = about 8
-   * state rows per thread). Also tuning dnSlice=COLS or COLSxGROUPS. */
-  uint32_t dn_cols, dn_groups;
-  /* Persistent decode (wgpu_persist.c: greedy decode steps of a short-conv
-   * / attention or gated model in one dispatch): 0 auto (on: measured faster than
-   * the op-by-op path at every batch size on the H200 and on lavapipe; for
-   * gated models not on CPU adapters, where lavapipe compiles its kernel for
-   * ~35 s), -1 off, 1 on (tuning persist=0|1). */
-  int persist;
-  /* The rest: tuning and test switches, set through the session's tuning
-   * string (src/engine/tuning.c lists the keys; docs/configuration.md); 0 = the
-   * backend's default everywhere. */
-  uint32_t persist_grid;      /* persistGrid: workgroups of the persistent decode (0: probed from 128) */
-  uint32_t persist_splits;    /* persistSplits: its attention splits per head (0: grid / heads) */
-  uint32_t persist_min_steps; /* persistMinSteps: fewest steps a batch needs to take it (0: the plan's) */
-  uint32_t persist_rp;        /* persistRp=1|2|4: the units-split engine's row split (0: by the shape) */
-  uint32_t persist_split;     /* persistSplit=1 (tests): the units-split product engine for any graph */
-  int persist_opt_given;      /* persistOpt=BITS: persist.wgsl's engine-0 OPT bits (A/B runs) */
-  uint32_t persist_opt;
-  uint32_t persist_fail;      /* persistFail=N (tests): run N starts as if its grid barrier had given up */
-  int no_fuse_argmax;         /* fuseArgmax=0: greedy token choice not fused into the head product */
-  int no_xstage;              /* xstage=0: matvec inputs from global memory, not staged */
-  int no_rows_shared;         /* rowsShared=0: a batched step's products row by row (one-row kernels), not
-                               * matvec_rows / q4k_matvec_rows (A/B runs; the same bits either way) */
-  int rows_q4k;               /* rowsQ4K=1: Q4_K products of a batched step through q4k_matvec_rows too (off by
-                               * default: on the H200 it was slower than row by row for 8 and 32 sequences;
-                               * docs/sequences.md, bench/results/h200-merged) */
-  int rows_stage_always;      /* rowsStage=1: the multi-row kernels stage their inputs whenever they fit (default:
-                               * only where a workgroup reads more weight bytes than it stages; rows_tile) */
-  uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..8; 0: 8) */
-  int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
-                               * 0 (default) q4k_matvec only */
-  int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens (else attn_flash) */
-  uint32_t head_chunks;       /* headChunks=N: row chunks a workgroup of tall matrices takes */
-  uint32_t matvec_big_rows;   /* matvecBigRows=N: ROWS of matrices of >= 16384 rows (0: 8) */
-  int q4k_sb_cols;            /* q4kSbCols=N: q4k_sb.wgsl for one-token products of N columns or more;
-                               * -1 (q4kSbCols=0) never; 0 where the plan chose it */
-  uint32_t q4k_rows2_rows;    /* q4kRows2Rows=R: 2 rows a lane group from R rows on (0: 2048) */
-  uint32_t q4k_lg;            /* q4kLg=N: lanes of a q4k_matvec row group */
-  uint32_t q4k_mv_wg, q4k_mv_rows;     /* q4kMatvec=WGxROWS */
-  uint32_t q4k_fused_cols, q4k_fused_tpc; /* q4kFused=COLSxTPC */
-  int i8_mode;                /* i8=0|1: the Q4 x int8 prefill product never (3) / always (2); 0 the plan's */
-  int i8_fuseq;               /* i8Fuseq=1: it quantizes its own tiles */
-  uint32_t i8_min_n;          /* i8MinN=N: fewest tokens that take it (0: 2) */
-  uint32_t i8_geometry[5];    /* matmulI8=TMxTNxRMxRNxKB (all 0: the default) */
-  const char *toggles;        /* dawnToggles=a:b: Dawn toggles for the device it opens (read at creation) */
-} wisp_wgpu_backend_opts;
-
-wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out);
-
-typedef struct wisp_wgpu_backend_stats {
-  uint64_t dispatches;      /* recorded since creation */
-  uint64_t submits;         /* command buffers submitted (one per sync with work) */
-  uint64_t last_dispatches; /* dispatches in the last submitted command buffer */
-  uint64_t bind_groups;     /* bind groups created (cache misses) */
-  uint64_t weight_parts;    /* weight bindings sets uploaded (a split matrix counts its parts) */
-  uint64_t spec_reads;      /* readbacks served by the copy recorded at the end of the last sync */
-  uint64_t argmax_fused;    /* greedy sample_id calls served by head-product argmax partials */
-  uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
-  uint64_t persistent_steps; /* decode steps run by the persistent kernel */
-  uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */
-  uint64_t q4k_superblock;  /* one-token Q4_K products by q4k_sb.wgsl (a thread per super-block) */
-  uint64_t rows_shared;     /* batched-step products (matmul_rows of n > 1) by matvec_rows / q4k_matvec_rows: a weight read once for several rows */
-  uint64_t attn_splits;     /* key blocks one-token attentions (g_attention) were split over, summed (1 when unsplit) */
-  uint64_t pipelines;       /* compute pipelines compiled (first use of each kernel variant) */
-  double compile_seconds;   /* time spent compiling them: kept out of tok/s by run and bench */
-} wisp_wgpu_backend_stats;
 
 /* Returns 1 and fills *out when `be` is a WebGPU backend, else 0. */
 int wisp_wgpu_backend_stats_get(const wisp_backend *be, wisp_wgpu_backend_stats *out);
+/* 1 when be is a WebGPU backend whose KV caches hold packed f16 pairs
+ * (tuning kv=f16, or the plan's kv f16 after configure). */
+int wisp_wgpu_backend_kv16(const wisp_backend *be);
 
 #endif

@@ -9,9 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/webgpu/wgpu_compute.h"
 #include "backend/webgpu/wgpu_loader.h"
-#include "backend/webgpu/wgpu_profile.h"
 #include "util/env.h"
 #include "util/err.h"
 
@@ -528,11 +526,7 @@ wisp_status wisp_wgpu_device_open(const wisp_wgpu_device_opts *opts, wisp_wgpu_d
   d->has_subgroups = w->DeviceHasFeature(d->device, WGPUFeatureName_Subgroups) != 0;
   d->has_shader_f16 = w->DeviceHasFeature(d->device, WGPUFeatureName_ShaderF16) != 0;
   d->has_timestamp_query = w->DeviceHasFeature(d->device, WGPUFeatureName_TimestampQuery) != 0;
-  if (profiling_requested(&o)) {
-    d->profile = wisp_wgpu_profile_new(d, o.profile > 0 ? o.profile : wisp_env_webgpu_profile());
-    if (!d->profile)
-      fprintf(stderr, "wisp: WISP_WEBGPU_PROFILE ignored: %s has no timestamp-query\n", d->info.name);
-  }
+  if (profiling_requested(&o)) d->profile_repeat = o.profile > 0 ? o.profile : wisp_env_webgpu_profile();
   *out = d;
   return WISP_OK;
 
@@ -558,11 +552,7 @@ static int profiling_requested(const wisp_wgpu_device_opts *o) {
 void wisp_wgpu_device_close(wisp_wgpu_device *d) {
   if (!d) return;
   const wisp_wgpu_api *w = d->api;
-  if (d->profile) {
-    wisp_wgpu_profile_report(d->profile, stderr);
-    wisp_wgpu_profile_free(d->profile);
-  }
-  wisp_wgpu_shared_kernels_free(d);
+  if (d->release_above) d->release_above(d);
   if (d->fence_src) w->BufferRelease(d->fence_src);
   if (d->fence_dst) w->BufferRelease(d->fence_dst);
   if (d->queue) w->QueueRelease(d->queue);

@@ -80,11 +80,19 @@ typedef struct wisp_wgpu_device {
   char last_error[1024];   /* first uncaptured error since the last check */
   int lost;
   char lost_message[512];
-  /* Per-kernel timestamps (WISP_WEBGPU_PROFILE=1; wgpu_profile.h), or NULL. */
+  /* Per-kernel timestamps (WISP_WEBGPU_PROFILE=1; wgpu_profile.h), or NULL:
+   * asked for at open (profile_repeat: dispatches per timed dispatch, 0:
+   * not asked), made by the compute layer at the first batch. */
   struct wisp_wgpu_profile *profile;
+  int profile_repeat;
+  /* Set by the layers above the device (wgpu_compute.c) when they hang
+   * something on it (the shared kernels, the profiler): called first by
+   * wisp_wgpu_device_close to release it, so that the device layer needs
+   * no call into them. */
+  void (*release_above)(struct wisp_wgpu_device *d);
   /* Internal: tiny buffers used by wisp_wgpu_finish. */
   WGPUBuffer fence_src, fence_dst;
-  /* Debug guard (wgpu_compute.h, wisp_wgpu_guard_check): sentinel bytes
+  /* Debug guard (wgpu_device_memory.h, wisp_wgpu_guard_check): sentinel bytes
    * after each storage buffer, 0 when off, and the guarded buffers. */
   uint32_t guard_bytes;
   struct wisp_wgpu_guarded *guarded;

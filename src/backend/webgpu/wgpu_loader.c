@@ -3,6 +3,7 @@
 #include "backend/webgpu/wgpu_loader.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "util/env.h"
 #include "util/err.h"
+#include "util/paths.h"
 
 #define LIB_NAME "libwebgpu_wrapper.so"
 
@@ -22,67 +24,48 @@ static char g_path[PATH_MAX];
 
 static int file_exists(const char *p) { return access(p, R_OK) == 0; }
 
-/* Where the library may be, relative to a directory holding wisp's code
- * (the executable's, or libwisp.so's): beside it; an installed prefix
- * (PREFIX/lib/wisp/ from PREFIX/lib or PREFIX/bin); a build tree's set-up
- * cache (build/../.cache/webgpu/, filled by scripts/webgpu-deps.sh). */
-static const char *const k_beside[] = {"", "/wisp", "/../lib/wisp", "/../.cache/webgpu"};
-#define N_BESIDE (sizeof k_beside / sizeof k_beside[0])
+/* Where the library may be under the trusted root (util/paths.h): an
+ * installed prefix's lib/wisp/, or a build tree's set-up cache .cache/webgpu/
+ * (filled by scripts/webgpu-deps.sh). */
+static const char *const k_under_root[] = {"/lib/wisp", "/.cache/webgpu"};
+#define N_UNDER_ROOT (sizeof k_under_root / sizeof k_under_root[0])
 
-/* The directory of a path (cut at its last '/'); 0 when it has none. */
-static int dir_of(const char *file, char *dir, size_t cap) {
-  const char *slash = strrchr(file, '/');
-  if (!slash || (size_t)(slash - file) >= cap) return 0;
-  memcpy(dir, file, (size_t)(slash - file));
-  dir[slash - file] = 0;
-  return 1;
+/* Fills path with the real path of `cand` once it passes the trust check. */
+static wisp_status take(const char *cand, char *path, size_t cap) {
+  char real[PATH_MAX];
+  if (!realpath(cand, real)) return wisp_fail(WISP_EDEVICE, "WebGPU library %s: %s", cand, strerror(errno));
+  wisp_status st = wisp_check_trusted(real, "WebGPU library");
+  if (st) return st;
+  int k = snprintf(path, cap, "%s", real);
+  if (k < 0 || (size_t)k >= cap) return wisp_fail(WISP_EDEVICE, "WebGPU library path too long: %s", real);
+  return WISP_OK;
 }
 
-/* Tries each k_beside place under dir; on success path holds the real path. */
-static int try_dir(const char *dir, char *path, size_t cap, char *tried, size_t tried_cap) {
-  for (size_t i = 0; i < N_BESIDE; i++) {
-    char cand[PATH_MAX + 64], real[PATH_MAX];
-    int m = snprintf(cand, sizeof cand, "%s%s/%s", dir, k_beside[i], LIB_NAME);
+wisp_status wisp_wgpu_find_in(const char *root, char *path, size_t cap) {
+  char tried[2 * PATH_MAX + 16] = "";
+  for (size_t i = 0; i < N_UNDER_ROOT; i++) {
+    char cand[PATH_MAX + 64];
+    int m = snprintf(cand, sizeof cand, "%s%s/%s", root, k_under_root[i], LIB_NAME);
     if (m < 0 || (size_t)m >= sizeof cand) continue;
-    if (file_exists(cand) && realpath(cand, real)) {
-      int k = snprintf(path, cap, "%s", real);
-      if (k > 0 && (size_t)k < cap) return 1;
-    }
+    if (file_exists(cand)) return take(cand, path, cap);
     size_t used = strlen(tried);
-    if (used + strlen(cand) + 3 < tried_cap) snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", cand);
+    if (used + strlen(cand) + 3 < sizeof tried) snprintf(tried + used, sizeof tried - used, "%s%s", used ? ", " : "", cand);
   }
-  return 0;
+  return wisp_fail(WISP_EDEVICE, "WebGPU library not found: tried %s (run scripts/webgpu-deps.sh in the build tree, "
+                   "or set WISP_WEBGPU_LIB=/path/to/libwebgpu_wrapper.so)", tried);
 }
 
-/* Picks the library path; returns 0 and fills `path`, or a wisp_fail. The
- * working directory is never searched: a library planted in whatever
- * directory wisp runs from must not be executed. */
+/* Picks the library path; returns 0 and fills `path`, or a wisp_fail.
+ * $WISP_WEBGPU_LIB (ignored in a setuid program, util/env.h), else the
+ * trusted root only: never the working directory nor the executable's
+ * directory, where anyone who can write there could plant a library. */
 static wisp_status find_library(char *path, size_t cap) {
   const char *env = wisp_env_webgpu_lib();
   if (env) {
-    char real[PATH_MAX];
-    if (!file_exists(env) || !realpath(env, real))
-      return wisp_fail(WISP_EDEVICE, "WebGPU library not found at WISP_WEBGPU_LIB=%s", env);
-    int k = snprintf(path, cap, "%s", real);
-    if (k < 0 || (size_t)k >= cap) return wisp_fail(WISP_EDEVICE, "WISP_WEBGPU_LIB path too long");
-    return WISP_OK;
+    if (!file_exists(env)) return wisp_fail(WISP_EDEVICE, "WebGPU library not found at WISP_WEBGPU_LIB=%s", env);
+    return take(env, path, cap);
   }
-  char tried[2048] = "", dir[PATH_MAX];
-  /* The executable's directory, then the directory of the object this code
-   * is linked into (libwisp.so in an embedding program). */
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = 0;
-    if (dir_of(exe, dir, sizeof dir) && try_dir(dir, path, cap, tried, sizeof tried)) return WISP_OK;
-  }
-  Dl_info info;
-  char self[PATH_MAX];
-  if (dladdr((void *)&g_lock, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
-      realpath(info.dli_fname, self) && dir_of(self, dir, sizeof dir) && try_dir(dir, path, cap, tried, sizeof tried))
-    return WISP_OK;
-  return wisp_fail(WISP_EDEVICE, "WebGPU library not found: tried %s (run scripts/webgpu-deps.sh or set WISP_WEBGPU_LIB)",
-                   tried[0] ? tried : "nothing (no executable path)");
+  return wisp_wgpu_find_in(wisp_trusted_root(), path, cap);
 }
 
 static wisp_status load_locked(void) {

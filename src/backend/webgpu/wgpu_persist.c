@@ -39,8 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/webgpu/wgpu_backend.h"
-#include "backend/webgpu/wgpu_internal.h"
+#include "backend/webgpu/wgpu_core.h"
+#include "backend/webgpu/wgpu_persist.h"
 #include "format/quant.h"
 #include "util/clock.h"
 #include "util/env.h"
@@ -256,7 +256,7 @@ static uint32_t graph_stages(const wisp_decode_graph *g) {
  * seed's, and every weight type). */
 static int graph_split(wisp_backend *be, const wisp_decode_graph *g) {
   /* tuning persistSplit=1 (tests): any graph, as its layers run beside DeltaNet ones */
-  return wisp_wgpu_int_opts(be)->persist_split ||
+  return as_g(be)->opts.persist_split ||
          (graph_works(g) & (1u << WISP_WORK_ATTN_GATED | 1u << WISP_WORK_DELTANET)) != 0;
 }
 
@@ -351,7 +351,7 @@ static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char *
   const uint64_t shared = (uint64_t)stage_xs4(g) * (split ? 17 : 16) + 2 * 4 * (PERSIST_WG / 4) + 3 * 256 * 4 +
                           64 * 4 + 8;
   *why = NULL;
-  if (!wisp_wgpu_int_subgroups(be)) *why = "no subgroups";
+  if (!as_g(be)->sg) *why = "no subgroups";
   else if (!phases_ok(g)) *why = "phase list";
   else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
   else if (attention && (D <= 0 || D % 16 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32)) *why = "head dim";
@@ -366,7 +366,7 @@ static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char *
                  : !any_mat(g->embed, g->vocab, H) || !any_mat(g->head, g->vocab, H))
     *why = split ? "embed/head not Q4" : "embed/head of another type or shape";
   else if (!vec_n(g->final_norm, H)) *why = "final norm";
-  else if (shared > wisp_wgpu_int_device(be)->info.max_compute_workgroup_storage_size) *why = "workgroup memory";
+  else if (shared > as_g(be)->d->info.max_compute_workgroup_storage_size) *why = "workgroup memory";
   for (int i = 0; !*why && i < g->n_layers; i++) *why = layer_fits(g, &g->layers[i], split);
   return *why == NULL;
 }
@@ -374,16 +374,16 @@ static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char *
 /* ---- build --------------------------------------------------------------- */
 
 static void persist_release(wisp_backend *be, persist *P) {
-  wisp_wgpu_int_scratch_free(be, &P->blob);
-  wisp_wgpu_int_scratch_free(be, &P->arena);
-  wisp_wgpu_int_scratch_free(be, &P->ctr);
-  wisp_wgpu_int_scratch_free(be, &P->bak);
+  wisp_wgpu_scratch_free(as_g(be), &P->blob);
+  wisp_wgpu_scratch_free(as_g(be), &P->arena);
+  wisp_wgpu_scratch_free(as_g(be), &P->ctr);
+  wisp_wgpu_scratch_free(as_g(be), &P->bak);
 }
 
 /* Runs the kernel in probe mode with `nwg` workgroups: one barrier, a short
  * spin limit. 1 when every workgroup arrived in time (they are co-resident). */
 static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
-  wisp_wgpu_device *d = wisp_wgpu_int_device(be);
+  wisp_wgpu_device *d = as_g(be)->d;
   uint32_t zero[64] = {0};
   persist_params pp = P->base;
   pp.probe = 1;
@@ -445,7 +445,7 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
   const uint32_t ig = PERSIST_WG / DN_CW;
   const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
   /* tuning persistOpt: engine 0's round-trip savers (OPT bits), for A/B runs */
-  const wisp_wgpu_backend_opts *o = wisp_wgpu_int_opts(be);
+  const wisp_wgpu_backend_opts *o = &as_g(be)->opts;
   wisp_wgpu_const c[12] = {{"WG", PERSIST_WG},
                            {"XS4", xs4},
                            {"MAXSG", PERSIST_WG / sgmin},
@@ -458,7 +458,7 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
                            {"STAGES", graph_stages(g)},
                            {"CW", DN_CW},
                            {"NJ", dn ? ((uint32_t)g->lin_k_dim + ig - 1) / ig : 1}};
-  return wisp_wgpu_int_kernel(be, "persist", c, 12);
+  return wisp_wgpu_pipeline(as_g(be), "persist", c, 12);
 }
 
 /* The tied embedding/head, final norm and rope tables (rows [0, rows)). */
@@ -565,8 +565,8 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builde
 }
 
 static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {
-  wisp_wgpu_device *d = wisp_wgpu_int_device(be);
-  const int kv16 = wisp_wgpu_int_kv16(be);
+  wisp_wgpu_device *d = as_g(be)->d;
+  const int kv16 = as_g(be)->kv16;
   const size_t table_words = (size_t)g->n_layers * LAYER_WORDS;
   blob_builder b = {0};
   seen_mat *seen = calloc((size_t)g->n_layers * 4 + 2, sizeof *seen);
@@ -603,7 +603,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.eps = g->eps;
   P->base.kv16 = (uint32_t)kv16;
   P->base.spin_max = SPIN_RUN;
-  const uint32_t rp = wisp_wgpu_int_opts(be)->persist_rp; /* the units-split engine: the products' row split */
+  const uint32_t rp = as_g(be)->opts.persist_rp; /* the units-split engine: the products' row split */
   if (rp == 1 || rp == 2 || rp == 4) P->base.rp_force = rp;
   /* Barriers a step: one after every phase but the head, one in the token choice. */
   P->barriers_per_step = (uint32_t)g->n_phases;
@@ -611,14 +611,14 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   /* The grid: tuning persistGrid, else the largest of 128, 64, ...
    * whose workgroups the probe finds co-resident (1 on CPU adapters, whose
    * workgroups share a few threads). */
-  const uint32_t asked = wisp_wgpu_int_persist_grid(be);
+  const uint32_t asked = as_g(be)->persist_wg;
   /* From 128 (not 256): on the H200 (132 SMs) 256 fit (two a SM) but ran
    * 15 % slower than 132 (1,552 vs 1,843 tok/s); one a SM is the aim. */
   uint32_t want = asked ? asked : d->info.adapter_type == WGPUAdapterType_CPU ? 1 : 128;
   if (want > 1024) want = 1024;
   P->nwg = 0;
   P->k = make_kernel(be, g, xs4);
-  if (!P->k || wisp_wgpu_int_has_error(be)) return wisp_fail(WISP_EDEVICE, "webgpu: building persist.wgsl failed");
+  if (!P->k || as_g(be)->error) return wisp_fail(WISP_EDEVICE, "webgpu: building persist.wgsl failed");
   for (uint32_t n = want; n >= 1; n /= 2) {
     if (probe_grid(be, P, n)) {
       P->nwg = n;
@@ -628,11 +628,11 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   if (!P->nwg) return WISP_EUNSUPPORTED;
   /* splits per head: the grid's workgroups shared among the heads */
   P->base.nwg = P->nwg;
-  P->fail_run = wisp_wgpu_int_opts(be)->persist_fail;
+  P->fail_run = as_g(be)->opts.persist_fail;
   P->runs = 0;
   P->run_pos[0] = P->run_pos[1] = -1;
   P->base.nsmax = P->nwg / (uint32_t)NH > 1 ? P->nwg / (uint32_t)NH : 1;
-  const uint32_t splits = wisp_wgpu_int_opts(be)->persist_splits; /* tests: splits with few workgroups */
+  const uint32_t splits = as_g(be)->opts.persist_splits; /* tests: splits with few workgroups */
   if (splits) P->base.nsmax = splits;
   if (P->base.nsmax > 16) P->base.nsmax = 16; /* NSMAX in the kernel's stage_attn */
   if (P->base.nsmax * (uint32_t)NH > 1024) P->base.nsmax = 1024 / (uint32_t)NH;
@@ -661,16 +661,16 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
  * of P->bak (not NONE). */
 static void copy_whole(wisp_backend *be, persist *P, const wisp_buf *sb, uint32_t off, uint64_t n, int to_arena,
                        uint32_t bak) {
-  WGPUBuffer s = wisp_wgpu_int_buf(sb);
-  const uint64_t s0 = wisp_wgpu_int_word0(sb); /* a slot's part of a shared buffer */
-  if (to_arena) wisp_wgpu_int_copy_words(be, s, s0, P->arena.b, off, n);
-  else if (bak == NONE) wisp_wgpu_int_copy_words(be, P->arena.b, off, s, s0, n);
-  else wisp_wgpu_int_copy_words(be, P->bak.b, bak + (off - P->s_conv), s, s0, n);
+  WGPUBuffer s = sb->g.b;
+  const uint64_t s0 = word0(sb); /* a slot's part of a shared buffer */
+  if (to_arena) wisp_wgpu_copy_words(as_g(be), s, s0, P->arena.b, off, n);
+  else if (bak == NONE) wisp_wgpu_copy_words(as_g(be), P->arena.b, off, s, s0, n);
+  else wisp_wgpu_copy_words(as_g(be), P->bak.b, bak + (off - P->s_conv), s, s0, n);
 }
 
 static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g, int p0, int p1, int to_arena,
                        uint32_t bak) {
-  const uint64_t row = (uint64_t)g->kv_heads * g->head_dim / (wisp_wgpu_int_kv16(be) ? 2 : 1);
+  const uint64_t row = (uint64_t)g->kv_heads * g->head_dim / (as_g(be)->kv16 ? 2 : 1);
   WGPUBuffer arena = P->arena.b;
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
@@ -679,15 +679,15 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
       if (P->rec_words[i]) copy_whole(be, P, L->rec_state, P->rec_off[i], P->rec_words[i], to_arena, bak);
       continue;
     }
-    WGPUBuffer kb = wisp_wgpu_int_buf(L->state), vb = wisp_wgpu_int_buf(L->v_cache);
-    const uint64_t k0 = wisp_wgpu_int_word0(L->state), v0 = wisp_wgpu_int_word0(L->v_cache); /* slot parts */
+    WGPUBuffer kb = L->state->g.b, vb = L->v_cache->g.b;
+    const uint64_t k0 = word0(L->state), v0 = word0(L->v_cache); /* slot parts */
     uint64_t o = (uint64_t)p0 * row, n = (uint64_t)(p1 - p0) * row;
     if (to_arena) {
-      wisp_wgpu_int_copy_words(be, kb, k0 + o, arena, P->state_off[i] + o, n);
-      wisp_wgpu_int_copy_words(be, vb, v0 + o, arena, P->v_off[i] + o, n);
+      wisp_wgpu_copy_words(as_g(be), kb, k0 + o, arena, P->state_off[i] + o, n);
+      wisp_wgpu_copy_words(as_g(be), vb, v0 + o, arena, P->v_off[i] + o, n);
     } else {
-      wisp_wgpu_int_copy_words(be, arena, P->state_off[i] + o, kb, k0 + o, n);
-      wisp_wgpu_int_copy_words(be, arena, P->v_off[i] + o, vb, v0 + o, n);
+      wisp_wgpu_copy_words(as_g(be), arena, P->state_off[i] + o, kb, k0 + o, n);
+      wisp_wgpu_copy_words(as_g(be), arena, P->v_off[i] + o, vb, v0 + o, n);
     }
   }
 }
@@ -699,10 +699,10 @@ static void copy_state(wisp_backend *be, persist *P, const wisp_decode_graph *g,
  * kernels), else 1 for quad-row graphs and DN_MIN_STEPS for units-split
  * ones (a backend configured without a plan). UINT32_MAX: never. */
 static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
-  const uint32_t asked = wisp_wgpu_int_opts(be)->persist_min_steps;
+  const uint32_t asked = as_g(be)->opts.persist_min_steps;
   if (asked) return asked;
-  if (wisp_wgpu_int_persist_asked(be)) return 1;
-  const int plan = wisp_wgpu_int_settings(be)->persist_min_steps;
+  if (as_g(be)->persist_asked) return 1;
+  const int plan = as_g(be)->set.persist_min_steps;
   if (plan > 0) return (uint32_t)plan;
   if (plan < 0) return UINT32_MAX;
   return graph_split(be, g) ? DN_MIN_STEPS : 1;
@@ -720,12 +720,12 @@ static uint32_t phase_sig(const wisp_decode_graph *g) {
   return h;
 }
 
-static persist **slot(wisp_backend *be) { return (persist **)wisp_wgpu_int_persist_slot(be); }
+static persist **slot(wisp_backend *be) { return (persist **)&as_g(be)->persist; }
 
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
                                    const wisp_sampling *sp) {
   if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
-      pos + k > g->max_pos || pos + k > g->rope_rows || wisp_wgpu_int_has_error(be))
+      pos + k > g->max_pos || pos + k > g->rope_rows || as_g(be)->error)
     return WISP_EUNSUPPORTED;
   /* Only batches of at least min_steps steps (gated graphs: 32 from its
    * registry variant's minSteps through the plan). H200,
@@ -755,8 +755,8 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     P->phase_sig = phase_sig(g);
     P->n_layers = g->n_layers;
     P->max_pos = g->max_pos;
-    if (graph_split(be, g) && !wisp_wgpu_int_persist_asked(be) &&
-        wisp_wgpu_int_device(be)->info.adapter_type == WGPUAdapterType_CPU) {
+    if (graph_split(be, g) && !as_g(be)->persist_asked &&
+        as_g(be)->d->info.adapter_type == WGPUAdapterType_CPU) {
       /* lavapipe compiles the units-split kernel for ~35 s and runs it on one
        * workgroup: no gain there, so only when asked (tests) */
       why = "a CPU adapter (gated attention or DeltaNet: only with tuning persist=1)";
@@ -778,8 +778,8 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
 
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
-  wisp_wgpu_int_emit_pending(be);
-  uint64_t epoch = wisp_wgpu_int_state_epoch(be);
+  wisp_wgpu_emit_pending(as_g(be));
+  uint64_t epoch = as_g(be)->state_epoch;
   if (P->end != pos || P->epoch != epoch) {
     wisp_wgpu_persist_flush(be);
     copy_state(be, P, g, 0, pos, 1, NONE);
@@ -798,7 +798,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * splits here as in the op-by-op decode; the stats count the key blocks
    * as g_attention does, per attention layer and step (persist.wgsl's
    * n_splits: one block per LK-th of the grid's threads in keys). */
-  const uint32_t cap = wisp_wgpu_int_max_splits(be);
+  const uint32_t cap = as_g(be)->max_splits;
   if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;
   const uint32_t kc = PERSIST_WG / 8;
   int attn_layers = 0;
@@ -806,18 +806,18 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   for (int s = 0; s < k; s++) {
     uint32_t ns = ((uint32_t)(pos + s) + kc) / kc;
     if (ns > pp.nsmax) ns = pp.nsmax;
-    wisp_wgpu_int_stats(be)->attn_splits += (uint64_t)attn_layers * (ns ? ns : 1);
+    as_g(be)->stats.attn_splits += (uint64_t)attn_layers * (ns ? ns : 1);
   }
   /* The conv states as this run finds them, for decode_graph_reset should
    * it fail: a copy ahead of the run (the kernel's own workgroups cannot
    * be trusted to make it before the others change them when a barrier
    * gives up). */
   const uint32_t r = P->runs % 2;
-  wisp_wgpu_int_copy_words(be, P->arena.b, P->s_conv, P->bak.b, r * P->n_conv, P->n_conv);
+  wisp_wgpu_copy_words(as_g(be), P->arena.b, P->s_conv, P->bak.b, r * P->n_conv, P->n_conv);
   P->run_pos[r] = pos;
   P->runs++;
   wisp_wgpu_binding b[5] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
-                            {wisp_wgpu_int_buf(ids), 0, 0}};
+                            {ids->g.b, 0, 0}};
   /* Run persistFail=N (tests) starts with its timeout flag
    * set, as if a barrier had given up, and afterwards its conv states are
    * overwritten with weight bytes, as a real failure may leave them. (The
@@ -828,15 +828,15 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   const int fail = P->fail_run && P->runs == P->fail_run;
   if (fail) {
     uint32_t flag = 1;
-    if (wisp_wgpu_buf_write(wisp_wgpu_int_device(be), P->ctr, 4, &flag, sizeof flag) != WISP_OK) return WISP_EDEVICE;
+    if (wisp_wgpu_buf_write(as_g(be)->d, P->ctr, 4, &flag, sizeof flag) != WISP_OK) return WISP_EDEVICE;
   }
-  wisp_wgpu_int_record(be, P->k, b, 5, &pp, sizeof pp, P->nwg, 1, 1);
-  if (fail) wisp_wgpu_int_copy_words(be, P->blob.b, 0, P->arena.b, P->s_conv, P->n_conv);
+  wisp_wgpu_record_xyz(as_g(be), P->k, b, 5, &pp, sizeof pp, P->nwg, 1, 1);
+  if (fail) wisp_wgpu_copy_words(as_g(be), P->blob.b, 0, P->arena.b, P->s_conv, P->n_conv);
   P->bar_base += P->nwg * ((uint32_t)k * P->barriers_per_step + 1);
   P->end = pos + k; /* copied back lazily: wisp_wgpu_persist_flush */
-  P->epoch = wisp_wgpu_int_state_epoch(be);
-  wisp_wgpu_int_stats(be)->persistent_steps += (uint64_t)k;
-  return wisp_wgpu_int_has_error(be) ? WISP_EDEVICE : WISP_OK;
+  P->epoch = as_g(be)->state_epoch;
+  as_g(be)->stats.persistent_steps += (uint64_t)k;
+  return as_g(be)->error ? WISP_EDEVICE : WISP_OK;
 }
 
 wisp_status wisp_wgpu_decode_graph_reset(wisp_backend *be, int pos) {
@@ -853,7 +853,7 @@ wisp_status wisp_wgpu_decode_graph_reset(wisp_backend *be, int pos) {
   copy_state(be, P, P->gcopy, 0, pos, 0, (uint32_t)r * P->n_conv);
   fprintf(stderr, "wisp: webgpu: the persistent decode's grid barrier gave up on the batch at position %d; decoding "
           "it and the rest of this session op by op\n", pos);
-  return wisp_wgpu_int_has_error(be) ? WISP_EDEVICE : WISP_OK;
+  return as_g(be)->error ? WISP_EDEVICE : WISP_OK;
 }
 
 /* Records the copy of the arena's newer state into the session's buffers;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/webgpu/wgpu_compute.h"
+#include "backend/webgpu/wgpu_device_memory.h"
 
 /* WebGPU caps a query set at 4096 queries: two per dispatch. */
 #define PROFILE_DISPATCHES 2048

@@ -9,7 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/webgpu/wgpu_internal.h"
+#include "backend/webgpu/wgpu_core.h"
+#include "backend/webgpu/wgpu_variants.h"
 #include "util/err.h"
 
 typedef struct {

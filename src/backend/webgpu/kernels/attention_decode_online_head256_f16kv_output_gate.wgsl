@@ -5,7 +5,7 @@
 //   out[h] = sigmoid(gate[h]) * sum_{j <= pos} softmax_j(scale * q_h . k_j) v_j
 // KV LAYOUT: the caches are [position][KVH][D] as attn_gated_rope.wgsl
 // writes them. KV16 = 1 (the profile's precision.kvDtype "f16", or
-// WISP_WEBGPU_KV=f16): f16 pairs packed in u32 words, element e is half
+// tuning kv=f16): f16 pairs packed in u32 words, element e is half
 // e & 1 of word e >> 1 (unpack2x16float); KV16 = 0: f32, the same u32
 // bindings read through bitcast.
 // q comes normed and rotated from attn_gated_rope.wgsl ([H][D]); the gate is

@@ -1,6 +1,5 @@
 // One-token Q4_K product with the gated-layer decode fusions of the seed
-// profile's session switches (docs/webgpu.md, "The seed profile's session
-// switches"): y (+)= W x' for rows [w_row0, w_row0 + rows) of the bound
+// profile's session switches (docs/webgpu.md, "Fusion"): y (+)= W x' for rows [w_row0, w_row0 + rows) of the bound
 // weights, where
 //   pre 0: x' = x;
 //   pre 1: x' = rmsnorm(x) * nw (every workgroup reduces sum(x^2) itself;

@@ -1,16 +1,16 @@
 /* The Q4 x int8 prefill product of the WebGPU backend (docs/webgpu.md,
- * "Q4 x int8 prefill product"): quant_x8.wgsl quantizes the product's input
+ * "Products"): quant_x8.wgsl quantizes the product's input
  * rows to int8 with one f32 scale per (token, 32-block) into two scratch
  * buffers, matmul_i8.wgsl multiplies the weights' nibbles (expanded to signed
  * int8) with them through dot4I8Packed. Consecutive products reading the same
  * input (nothing recorded in between, same rows and columns) quantize it once.
- * Recording goes through wgpu_internal.h. */
+ * Recording goes through wgpu_core.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/webgpu/wgpu_backend.h"
-#include "backend/webgpu/wgpu_internal.h"
+#include "backend/webgpu/wgpu_core.h"
+#include "backend/webgpu/wgpu_products_i8.h"
 #include "util/err.h"
 
 #define VARIANT "wgsl_tiled_q4_i8"
@@ -32,11 +32,9 @@ typedef struct {
   uint64_t products, quantizations; /* recorded so far */
 } mm8_state;
 
-static uint32_t cdiv(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
-static wisp_wgpu_binding whole(WGPUBuffer b) { return (wisp_wgpu_binding){b, 0, 0}; }
 
 static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
-  wisp_wgpu_device *d = wisp_wgpu_int_device(be);
+  wisp_wgpu_device *d = as_g(be)->d;
   uint64_t threads = s->rm && s->rn ? (uint64_t)(s->tm / s->rm) * (s->tn / s->rn) : 0;
   uint64_t shared = ((uint64_t)s->tm + s->tn) * (2u * s->kb + 1u) * 16u + ((uint64_t)s->tm + s->tn) * s->kb * 4u;
   if (!s->tm || !s->tn || !s->rm || !s->rn || s->rm > 8 || s->rn > 8 || s->tm % s->rm || s->tn % s->rn || !s->kb ||
@@ -52,11 +50,11 @@ static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
 }
 
 static mm8_state *state_of(wisp_backend *be) {
-  void **slot = wisp_wgpu_int_mm8_slot(be);
+  void **slot = &as_g(be)->mm8;
   if (*slot) return *slot;
   mm8_state *s = calloc(1, sizeof *s);
   if (!s) {
-    wisp_wgpu_int_fail(be, WISP_ENOMEM, "out of memory");
+    wisp_wgpu_op_fail(as_g(be), WISP_ENOMEM, "out of memory");
     return NULL;
   }
   s->mode = 1;
@@ -66,7 +64,7 @@ static mm8_state *state_of(wisp_backend *be) {
   s->rn = 4;
   s->kb = 2;
   s->min_n = 2;
-  const wisp_wgpu_backend_opts *o = wisp_wgpu_int_opts(be);
+  const wisp_wgpu_backend_opts *o = &as_g(be)->opts;
   const uint32_t *gm = o->i8_geometry;
   if (gm[0] && gm[1] && gm[2] && gm[3] && gm[4]) {
     mm8_state t = *s;
@@ -87,11 +85,11 @@ static mm8_state *state_of(wisp_backend *be) {
 }
 
 void wisp_wgpu_mm8_free(wisp_backend *be) {
-  void **slot = wisp_wgpu_int_mm8_slot(be);
+  void **slot = &as_g(be)->mm8;
   mm8_state *s = *slot;
   if (!s) return;
-  wisp_wgpu_int_scratch_free(be, &s->xq);
-  wisp_wgpu_int_scratch_free(be, &s->xs);
+  wisp_wgpu_scratch_free(as_g(be), &s->xq);
+  wisp_wgpu_scratch_free(as_g(be), &s->xs);
   free(s);
   *slot = NULL;
 }
@@ -116,11 +114,9 @@ wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *
 }
 
 static void counters(wisp_backend *be, uint64_t *disp, uint64_t *subs) {
-  wisp_wgpu_backend_stats st;
-  memset(&st, 0, sizeof st);
-  wisp_wgpu_backend_stats_get(be, &st);
-  *disp = st.dispatches;
-  *subs = st.submits;
+  const wisp_wgpu_backend_stats *st = &as_g(be)->stats;
+  *disp = st->dispatches;
+  *subs = st->submits;
 }
 
 int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
@@ -129,10 +125,10 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
   mm8_state *s = state_of(be);
   if (!s || s->mode == 3 || n < s->min_n) return 0;
   if (s->mode == 1 && strcmp(W->choice[WISP_PHASE_PREFILL].variant, VARIANT)) return 0;
-  if (wisp_wgpu_int_has_error(be)) return 1;
+  if (as_g(be)->error) return 1;
   const uint32_t cols = (uint32_t)W->cols, nb = cols / 32;
   const uint64_t blocks = (uint64_t)n * nb;
-  WGPUBuffer xb = wisp_wgpu_int_buf(x);
+  WGPUBuffer xb = x->g.b;
   /* Quantize the input unless the last product quantized the same rows and
    * nothing has been recorded or submitted since (its output buffer may not
    * be this input). */
@@ -143,40 +139,40 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
               s->dispatches == disp && s->submits == subs && s->last_y != xb;
   if (!reuse && !s->fuseq) {
     s->valid = 0;
-    if (!wisp_wgpu_int_scratch(be, &s->xq, blocks * 32, blocks * 32, "wisp int8 activations") ||
-        !wisp_wgpu_int_scratch(be, &s->xs, blocks * 4, blocks * 4, "wisp int8 activation scales"))
+    if (!wisp_wgpu_scratch(as_g(be), &s->xq, blocks * 32, blocks * 32, "wisp int8 activations") ||
+        !wisp_wgpu_scratch(as_g(be), &s->xs, blocks * 4, blocks * 4, "wisp int8 activation scales"))
       return 1;
     wisp_wgpu_const qc[1] = {{"WG", QUANT_WG}};
-    wisp_wgpu_kernel *kq = wisp_wgpu_int_kernel(be, "quant_x8", qc, 1);
+    wisp_wgpu_kernel *kq = wisp_wgpu_pipeline(as_g(be), "quant_x8", qc, 1);
     struct {
       uint32_t n, cols, x_off, pad;
     } qp = {(uint32_t)n, cols, (uint32_t)((uint64_t)x_row0 * cols / 4), 0};
     wisp_wgpu_binding qb[3] = {whole(xb), whole(s->xq.b), whole(s->xs.b)};
     uint32_t gx, gy;
-    wisp_wgpu_grid(wisp_wgpu_int_device(be), cdiv(blocks, QUANT_WG), &gx, &gy);
-    wisp_wgpu_int_record(be, kq, qb, 3, &qp, sizeof qp, gx, gy, 1);
+    wisp_wgpu_grid(as_g(be)->d, cdiv(blocks, QUANT_WG), &gx, &gy);
+    wisp_wgpu_record_xyz(as_g(be), kq, qb, 3, &qp, sizeof qp, gx, gy, 1);
     s->quantizations++;
   }
   wisp_wgpu_const c[7] = {{"TM", s->tm}, {"TN", s->tn}, {"RM", s->rm},   {"RN", s->rn},
                           {"KB", s->kb}, {"QT", W->type == WISP_W_Q4Z ? 2 : 1}, {"FUSEQ", s->fuseq}};
-  wisp_wgpu_kernel *k = wisp_wgpu_int_kernel(be, "matmul_i8", c, s->fuseq ? 7 : 6);
+  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(as_g(be), "matmul_i8", c, s->fuseq ? 7 : 6);
   int row0, rows;
   wisp_wgpu_binding b[6];
-  for (int q = 0; wisp_wgpu_int_mat_bufs(be, W, q, &row0, &rows, b); q++) {
+  for (int q = 0; wisp_wgpu_mat_bufs(as_g(be), W, q, &row0, &rows, b); q++) {
     struct {
       uint32_t rows, cols, y_off, acc, n, y_stride, x_off, pad1;
     } p = {(uint32_t)rows, cols, (uint32_t)row0, accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows,
            (uint32_t)((uint64_t)x_row0 * cols / 4), 0};
     b[3] = whole(s->fuseq ? xb : s->xq.b);
-    b[4] = whole(s->fuseq ? wisp_wgpu_int_dummy(be, 0) : s->xs.b);
-    b[5] = whole(wisp_wgpu_int_buf(y));
-    wisp_wgpu_int_record(be, k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, s->tn), 1);
+    b[4] = whole(s->fuseq ? as_g(be)->dummy.b : s->xs.b);
+    b[5] = whole(y->g.b);
+    wisp_wgpu_record_xyz(as_g(be), k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, s->tn), 1);
   }
   s->products++;
-  if (!s->fuseq && !wisp_wgpu_int_has_error(be)) {
+  if (!s->fuseq && !as_g(be)->error) {
     s->valid = 1;
     s->src = xb;
-    s->last_y = wisp_wgpu_int_buf(y);
+    s->last_y = y->g.b;
     s->x_row0 = x_row0;
     s->n = n;
     s->cols = (int)cols;
@@ -186,19 +182,19 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
 }
 
 wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8_t *q, float *d) {
-  mm8_state *s = *wisp_wgpu_int_mm8_slot(be);
+  mm8_state *s = as_g(be)->mm8;
   if (!s || !s->valid || n <= 0 || cols % 32 || (uint64_t)n * cols > s->xq.size)
     return wisp_fail(WISP_EINVAL, "webgpu: no quantized activations of %d x %d to read", n, cols);
   wisp_status st = be->sync(be);
   if (st) return st;
-  wisp_wgpu_device *dev = wisp_wgpu_int_device(be);
+  wisp_wgpu_device *dev = as_g(be)->d;
   st = wisp_wgpu_buf_read(dev, s->xq, 0, q, (size_t)n * cols);
   if (!st) st = wisp_wgpu_buf_read(dev, s->xs, 0, d, (size_t)n * (cols / 32) * 4);
   return st;
 }
 
 void wisp_wgpu_mm8_counts(wisp_backend *be, uint64_t *products, uint64_t *quantizations) {
-  mm8_state *s = *wisp_wgpu_int_mm8_slot(be);
+  mm8_state *s = as_g(be)->mm8;
   *products = s ? s->products : 0;
   *quantizations = s ? s->quantizations : 0;
 }

@@ -7,13 +7,13 @@
  *   wisp_tuning t;
  *   if (wisp_tuning_parse("persist=0,kv=f16", &t)) die(wisp_last_error());
  */
-#ifndef WISP_ENGINE_TUNING_H
-#define WISP_ENGINE_TUNING_H
+#ifndef WISP_BACKEND_TUNING_H
+#define WISP_BACKEND_TUNING_H
 
 #include "backend/webgpu/wgpu_backend.h"
 #include "wisp.h"
 
-typedef struct {
+typedef struct wisp_tuning {
   int prefill_chunk;  /* prefillChunk=N: tokens per prefill forward call (0: 64 on cpu, 512 on a GPU) */
   int decode_kick;    /* decodeKick=N: a generate's first batch goes out in growing chunks from N steps */
   int cpu_scalar;     /* cpuScalar=1: the cpu backend's scalar reference kernels for everything */

@@ -1,6 +1,6 @@
 /* The session tuning string (tuning.h): one table of every key, what it
  * sets and the values it takes. */
-#include "engine/tuning.h"
+#include "backend/tuning.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,0 +1,20 @@
+/* The persistent decode of the WebGPU backend (wgpu_persist.c): a
+ * decode step of a model's graph in one dispatch. */
+#ifndef WISP_WGPU_PERSIST_H
+#define WISP_WGPU_PERSIST_H
+
+#include "backend/backend.h"
+
+/* backend.h's decode_graph, and its release at destroy. */
+wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
+                                   const wisp_sampling *sp);
+wisp_status wisp_wgpu_decode_graph_reset(wisp_backend *be, int pos);
+void wisp_wgpu_persist_free(wisp_backend *be);
+/* Records the copy-back of state the persistent decode has not yet written
+ * to the session's buffers (every op touching state calls it first). */
+void wisp_wgpu_persist_flush(wisp_backend *be);
+/* Drops the pending copy-back and the arena's claim to be current when b is
+ * one of the state buffers of the last persistent run (b is being freed). */
+void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b);
+
+#endif

@@ -1,0 +1,417 @@
+/* Matrix-vector and matrix products of the WebGPU backend (backend.h
+ * prepare_matrix, matmul, matmul_rows) for f32, F16, Q4, Q4Z and Q8_0
+ * weights: weights uploaded in parts that fit one binding; one-token
+ * products by matvec.wgsl (with the held-back op fused in: PRE), several
+ * tokens by matmul.wgsl (tiled) or matvec_rows.wgsl (a batched step's rows,
+ * each with the one-token sums). Q4_K products are wgpu_products_q4k.c's, the Q4
+ * x int8 prefill product wgpu_products_i8.c's. */
+#include "backend/webgpu/wgpu_products.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/webgpu/wgpu_core.h"
+#include "backend/webgpu/wgpu_products_i8.h"
+#include "backend/webgpu/wgpu_products_q4k.h"
+#include "format/quant.h"
+#include "util/err.h"
+
+/* ---- weights ------------------------------------------------------------- */
+
+
+
+
+
+/* matvec.wgsl's own workgroup arrays (partial, inv_s, am_v / am_i, cmb). */
+static uint64_t matvec_own_bytes(uint32_t wg, uint32_t lg, uint32_t rows, uint32_t cmb) {
+  return ((uint64_t)(wg / lg) * rows * (lg / 4) + wg / 4 + 1) * 4 + (uint64_t)(wg / lg) * rows * 8 + (uint64_t)cmb * 4;
+}
+
+/* The most heads x splits a merge fused into a product (matvec PRE 3) takes. */
+#define MERGE_MAX 1024
+
+/* The plan's kernel choice for a matrix: a wgsl_* matmul variant of
+ * kernels/registry.json, and for one-token products the geometry (WG
+ * threads, ROWS rows per workgroup) the plan resolved. */
+static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) {
+  if (m->type == WISP_W_Q4K) return wisp_wgpu_q4k_check_choice(m); /* wgpu_products_q4k.c */
+  for (int ph = 0; ph < 2; ph++) {
+    const char *v = m->choice[ph].variant;
+    /* The seed profile's Q4_K kernel set on a section that this artifact
+     * stores as Q4 (columns not a multiple of 256): the default kernel runs. */
+    if (v[0] && strncmp(v, "wgsl_", 5) != 0 && strcmp(v, "profile:fused_matmul_q4_metal_simd16"))
+      return wisp_fail(WISP_EUNSUPPORTED, "the plan chose matmul kernel '%s', which the webgpu backend does not have", v);
+  }
+  const wisp_kernel_choice *c = &m->choice[WISP_PHASE_DECODE];
+  if (!strncmp(c->variant, "profile:", 8)) return WISP_OK; /* its geometry is the profile kernel's */
+  if (g->env_geometry || (!c->workgroup_size && !c->rows_per_subgroup)) return WISP_OK;
+  uint32_t wg = c->workgroup_size ? (uint32_t)c->workgroup_size : g->mv_wg;
+  uint32_t rows = c->rows_per_subgroup ? (uint32_t)c->rows_per_subgroup : g->mv_rows;
+  if (rows > 16 || rows > wg || wg > g->d->info.max_compute_invocations_per_workgroup ||
+      (!g->sg && (wg & (wg - 1))) || (g->sg && wg % wisp_wgpu_matvec_lanes(g, wg)))
+    return wisp_fail(WISP_EUNSUPPORTED, "webgpu: the plan's matvec geometry WG=%u ROWS=%u for a %dx%d matrix is outside "
+                     "what matvec%s.wgsl supports (ROWS <= 16 and <= WG%s)", wg, rows, m->rows, m->cols,
+                     g->sg ? "" : "_nosg", g->sg ? ", WG a multiple of the subgroup size" : ", WG a power of two");
+  w->mv_wg = wg;
+  w->mv_rows = rows;
+  return WISP_OK;
+}
+
+/* Uploads rows [P->row0, +P->rows) of a Q8_0 matrix: ggml's 34-byte blocks
+ * (f16 scale, 32 int8) become the int8 values, four to a word (P->w), and
+ * one f32 scale a block (P->s), the layout of QT 5 (unpack_weights.wgsli). */
+static wisp_status q8_0_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P) {
+  const size_t nb = (size_t)m->cols / WISP_Q8_0_BLOCK, nblk = (size_t)P->rows * nb;
+  int8_t *q = malloc(nblk * WISP_Q8_0_BLOCK);
+  float *sc = malloc(nblk * sizeof(float));
+  wisp_status st = q && sc ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
+  const uint8_t *blk = m->q + (size_t)P->row0 * nb * WISP_Q8_0_BYTES;
+  for (size_t b = 0; !st && b < nblk; b++, blk += WISP_Q8_0_BYTES) {
+    sc[b] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    memcpy(q + b * WISP_Q8_0_BLOCK, blk + 2, WISP_Q8_0_BLOCK);
+  }
+  if (!st) st = wisp_wgpu_buf_from(g->d, q, nblk * WISP_Q8_0_BLOCK, "wisp q8_0 values", &P->w);
+  if (!st) st = wisp_wgpu_buf_from(g->d, sc, nblk * sizeof(float), "wisp q8_0 scales", &P->s);
+  free(q);
+  free(sc);
+  return st;
+}
+
+static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
+  wgpu_backend *g = as_g(be);
+  wmat *have = wisp_wgpu_find_mat(g, m);
+  if (have) {
+    m->device = have;
+    return apply_choice(g, m, have);
+  }
+  const int rows = m->rows, cols = m->cols;
+  if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
+  if (m->type == WISP_W_Q4K && cols % WISP_Q4K_BLOCK)
+    return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", cols);
+  if (m->type == WISP_W_F16 && cols % 8) /* a product's unit is 8 halves (one vec4 of words) */
+    return wisp_fail(WISP_EUNSUPPORTED, "webgpu: an f16 matrix of %d columns (a multiple of 8 is needed)", cols);
+  if (m->type != WISP_W_F32 && m->type != WISP_W_F16 && cols % WISP_Q4_BLOCK)
+    return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", cols);
+  const int nb = cols / WISP_Q4_BLOCK;
+  /* Bytes a row on the device: Q8_0 is repacked (q8_0_part) into its int8
+   * values and an f32 scale a block, so that rows and values are word-aligned. */
+  uint64_t wrow = m->type == WISP_W_F32    ? (uint64_t)cols * 4
+                  : m->type == WISP_W_Q4K  ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
+                  : m->type == WISP_W_F16  ? (uint64_t)cols * 2
+                  : m->type == WISP_W_Q8_0 ? (uint64_t)cols
+                                           : (uint64_t)cols / 2;
+  uint64_t srow = m->type == WISP_W_Q4K || m->type == WISP_W_F16 ? 0 : (uint64_t)nb * 4;
+  uint64_t per_row = wrow > srow ? wrow : srow;
+  uint64_t limit = g->max_binding;
+  /* A Q4Z part must start at an even block (zero points are two a byte). */
+  uint64_t gran = m->type == WISP_W_Q4Z && nb % 2 ? 2 : 1;
+  uint64_t rpp = limit / per_row / gran * gran;
+  if (rpp == 0) return wisp_fail(WISP_EUNSUPPORTED, "webgpu: a row of %d columns exceeds the binding limit %llu",
+                                 cols, (unsigned long long)limit);
+  if (rpp > (uint64_t)rows) rpp = (uint64_t)rows;
+  wmat *w = calloc(1, sizeof *w);
+  if (!w) return wisp_fail(WISP_ENOMEM, "out of memory");
+  w->host = m->type == WISP_W_F32 ? (const void *)m->f32 : (const void *)m->q;
+  w->type = m->type;
+  w->rows = rows;
+  w->cols = cols;
+  w->nparts = (int)(((uint64_t)rows + rpp - 1) / rpp);
+  w->parts = calloc((size_t)w->nparts, sizeof *w->parts);
+  wisp_status st = WISP_OK;
+  if (!w->parts) st = wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int p = 0; !st && p < w->nparts; p++) {
+    wmat_part *P = &w->parts[p];
+    P->row0 = (int)(p * rpp);
+    P->rows = (int)((uint64_t)rows - (uint64_t)P->row0 < rpp ? (uint64_t)rows - (uint64_t)P->row0 : rpp);
+    if (m->type == WISP_W_F32) {
+      st = wisp_wgpu_buf_from(g->d, m->f32 + (size_t)P->row0 * cols, (uint64_t)P->rows * wrow, "wisp weights", &P->w);
+      continue;
+    }
+    if (m->type == WISP_W_Q8_0) {
+      st = q8_0_part(g, m, P);
+      continue;
+    }
+    st = wisp_wgpu_buf_from(g->d, m->q + (size_t)P->row0 * (size_t)wrow, (uint64_t)P->rows * wrow, "wisp quant",
+                            &P->w);
+    if (!st && m->type != WISP_W_Q4K && m->type != WISP_W_F16)
+      st = wisp_wgpu_buf_from(g->d, m->scales + (size_t)P->row0 * nb, (uint64_t)P->rows * srow, "wisp scales", &P->s);
+    if (!st && m->type == WISP_W_Q4Z) {
+      size_t b0 = (size_t)P->row0 * nb; /* even, see gran */
+      size_t nblk = (size_t)P->rows * nb;
+      st = wisp_wgpu_buf_from(g->d, m->zp + b0 / 2, (nblk + 1) / 2, "wisp zero points", &P->z);
+    }
+  }
+  if (!st && g->n_mats == g->cap_mats) {
+    int cap = g->cap_mats ? 2 * g->cap_mats : 64;
+    wmat **p = realloc(g->mats, (size_t)cap * sizeof *p);
+    if (!p) st = wisp_fail(WISP_ENOMEM, "out of memory");
+    else {
+      g->mats = p;
+      g->cap_mats = cap;
+    }
+  }
+  if (st) {
+    wisp_error_prefix("webgpu: uploading a %dx%d %s matrix", rows, cols, wisp_wtype_name(m->type));
+    wisp_wgpu_mat_free(g, w);
+    return st;
+  }
+  g->mats[g->n_mats++] = w;
+  g->stats.weight_parts += (uint64_t)w->nparts;
+  m->device = w;
+  return apply_choice(g, m, w);
+}
+
+
+/* matvec.wgsl: lane groups of LG threads, ROWS rows each, WG/LG groups a
+ * workgroup; matvec_nosg.wgsl: ROWS rows a workgroup. Tall matrices (the
+ * head) take more rows per lane group: fewer workgroups re-reading x (and
+ * re-reducing its norm with PRE 1). Subgroup variant only: the plain one
+ * with many rows was found very slow on lavapipe (tree reductions of
+ * ROWS*WG values). */
+static void matvec_geometry(const wgpu_backend *g, const wmat *w, uint32_t *wg, uint32_t *rows, uint32_t *lg) {
+  *rows = w->rows >= 16384 && g->sg ? g->mv_rows_big : g->mv_rows;
+  *wg = g->mv_wg;
+  if (w->mv_wg) { /* the plan's geometry */
+    *wg = w->mv_wg;
+    *rows = w->mv_rows;
+  }
+  *lg = wisp_wgpu_matvec_lanes(g, *wg);
+}
+
+/* Whether a split merge over heads of w->cols / heads dimensions can fuse
+ * into the product by w (matvec.wgsl PRE 3): subgroup variant, the input
+ * staged beside MERGE_MAX merge weights. */
+static int merge_fits(const wgpu_backend *g, const wmat *w, int heads, int splits) {
+  uint32_t wg, rows, lg;
+  matvec_geometry(g, w, &wg, &rows, &lg);
+  return g->sg && w->cols % 4 == 0 && (uint64_t)heads * (uint64_t)splits <= MERGE_MAX &&
+         wisp_wgpu_staged_vec4s(g, w->cols, matvec_own_bytes(wg, lg, rows, MERGE_MAX)) > 1;
+}
+
+/* One-token product(s) y[t] (+)= W x'[t] for t < n (x' = x, or with pre the
+ * held-back op fused in: xin is that op's input, nw its weights, xo its
+ * output buffer, which is also the product's nominal input). */
+void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
+                       const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
+                       int splits, const wisp_buf *pair_out) {
+  uint32_t wg, rows, lg;
+  matvec_geometry(g, w, &wg, &rows, &lg);
+  const int pair = pair_out != NULL; /* PAIR: gate/up rows in pairs, SwiGLU into pair_out */
+  if (pair && rows % 2) rows = rows == 1 ? 2 : rows + 1;
+  /* tall matrices: RCH chunks of rows per workgroup (matvec.wgsl); by
+   * default 4 for heads of 131072 rows or more (a 248k vocabulary:
+   * 1-2 % faster on the H200), else 1 */
+  uint32_t rch = 1;
+  if (g->sg && w->rows >= 16384) rch = g->head_chunks ? g->head_chunks : w->rows >= 131072 ? 4 : 1;
+  uint32_t rows_wg = g->sg ? (wg / lg) * rows * rch : rows;
+  /* argmax (n = 1): per-workgroup (max, index) pairs to g->amax, in row
+   * order across the parts; g->amax_count is their number. */
+  const uint32_t cmb = pre == 3 ? MERGE_MAX : 1; /* PRE 3's merge weights */
+  const uint64_t mv_own = matvec_own_bytes(wg, lg, rows, cmb);
+  wisp_wgpu_const c[10] = {{"WG", wg},         {"ROWS", rows}, {"QT", qt_of(w->type)},
+                          {"ARGMAX", argmax}, {"LG", lg},     {"XN", wisp_wgpu_staged_vec4s(g, w->cols, mv_own)},
+                          {"PF", g->prefetch == 1}, {"CMB", cmb}, {"RCH", rch}, {"PAIR", pair}};
+  uint32_t part_off = 0;
+  if (argmax) {
+    uint64_t total = 0;
+    for (int q = 0; q < w->nparts; q++) total += cdiv((uint64_t)w->parts[q].rows, rows_wg);
+    if (!wisp_wgpu_scratch(g, &g->amax, total * 8, total * 8, "wisp argmax partials")) return;
+    g->amax_count = (uint32_t)total;
+  }
+  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, g->sg ? "matvec" : "matvec_nosg", c, g->sg ? 10 : 4);
+  for (int t = 0; t < n; t++) {
+    for (int q = 0; q < w->nparts; q++) {
+      const wmat_part *P = &w->parts[q];
+      struct {
+        uint32_t rows, cols, y_off, x_off, acc;
+        float eps;
+        uint32_t pre, part_off, hd, splits, pair, pad1;
+      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
+             (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, (uint32_t)pre, part_off,
+             (uint32_t)hd, (uint32_t)splits, pair ? (uint32_t)w->rows / 2 : 0u, 0};
+      wisp_wgpu_binding b[8];
+      part_bindings(g, P, b);
+      b[3] = whole(pre == 3 ? g->dummy.b : xin->g.b);
+      b[4] = whole(y->g.b);
+      b[5] = whole(pre == 1 ? nw->g.b : g->dummy.b);
+      b[6] = whole(pre ? xo->g.b : g->dummy_rw.b);
+      b[7] = whole(argmax ? g->amax.b : pre == 3 ? g->part.b : pair ? pair_out->g.b : g->dummy_rw2.b);
+      uint32_t gx, gy;
+      wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
+      wisp_wgpu_record(g, k, b, 8, &p, sizeof p, gx, gy);
+      part_off += (uint32_t)cdiv((uint64_t)P->rows, rows_wg);
+    }
+  }
+}
+
+/* Records a held-back one-token product on its own. */
+static void emit_matvec(wgpu_backend *g, const wisp_wgpu_pending *p) {
+  wisp_wgpu_rec_matvec(g, p->m, p->pre, p->x, p->w, p->eps, p->mx, 0, 1, p->my, 0, 0, 0, 0, NULL);
+}
+
+static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                     int accumulate) {
+  wgpu_backend *g = as_g(be);
+  const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
+  if (W->type == WISP_W_Q4K) { /* wgpu_products_q4k.c; a held-back rmsnorm of x may fuse into it */
+    if (g->fin.kind && g->fuse && wisp_wgpu_q4k_take_input(be, W, x, x_row0, n, y)) {
+      wisp_wgpu_emit_pending(g); /* everything else held back comes first */
+      wisp_wgpu_q4k_matmul_ex(be, W, NULL, NULL, 0, NULL, x, x_row0, n, y, accumulate);
+      return;
+    }
+    const wisp_buf *nx = NULL, *nxo = NULL;
+    WGPUBuffer nwb = NULL;
+    float neps = 0;
+    if (g->pend.kind == 1 && g->pend.out == x && n == 1 && x_row0 == 0 && W->cols == g->pend.dim && !no_norm_fuse &&
+        g->pend.x != y && g->pend.out != y) {
+      nx = g->pend.x;
+      nxo = g->pend.out;
+      nwb = g->pend.w->g.b;
+      neps = g->pend.eps;
+      g->pend.kind = 0;
+    }
+    wisp_wgpu_emit_pending(g);
+    wisp_wgpu_q4k_matmul_ex(be, W, nx, nwb, neps, nxo, x, x_row0, n, y, accumulate);
+    return;
+  }
+  /* Fuse a held-back rmsnorm/swiglu whose output is this product's input. */
+  int pre = 0;
+  const wisp_buf *pre_x = NULL;
+  wvec *pre_w = NULL;
+  float pre_eps = 0;
+  if ((g->pend.kind == 1 || g->pend.kind == 2) && g->pend.out == x && n == 1 && x_row0 == 0 &&
+      W->cols == g->pend.dim && g->pend.x != y && g->pend.out != y && !(g->pend.kind == 1 && no_norm_fuse)) {
+    pre = g->pend.kind;
+    pre_x = g->pend.x;
+    pre_w = g->pend.w;
+    pre_eps = g->pend.eps;
+    g->pend.kind = 0;
+  }
+  /* ... or a held-back attention split merge (PRE 3, matvec.wgsl) */
+  int merge_hd = 0, merge_splits = 0;
+  wisp_wgpu_pending merge = {0};
+  if (g->pend.kind == 4 && g->pend.out == x && n == 1 && x_row0 == 0 && g->pend.out != y &&
+      W->cols == g->pend.heads * g->pend.head_dim && W->type != WISP_W_Q4K) {
+    pre = 3;
+    merge_hd = g->pend.head_dim;
+    merge_splits = g->pend.splits;
+    merge = g->pend;
+    g->pend.kind = 0;
+  }
+  wisp_wgpu_emit_pending(g);
+  wmat *w = wisp_wgpu_need_mat(g, W);
+  if (!w || n <= 0) return;
+  if (pre == 3 && !merge_fits(g, w, W->cols / merge_hd, merge_splits)) { /* not staged: merge first, then a plain product */
+    merge.emit(g, &merge);
+    pre = 0;
+  }
+  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4 x int8 (wgpu_products_i8.c) */
+  if (w->cols % 4) { /* x is read as vec4 rows */
+    wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
+    return;
+  }
+  const int tiled = n > 1 && w->cols % 32 == 0;
+  if (tiled) {
+    wisp_wgpu_const c[3] = {{"TM", g->mm_tm}, {"TN", g->mm_tn}, {"QT", qt_of(w->type)}};
+    wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "matmul", c, 3);
+    for (int q = 0; q < w->nparts; q++) {
+      const wmat_part *P = &w->parts[q];
+      struct {
+        uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad;
+      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)P->row0, (uint32_t)((size_t)x_row0 * w->cols / 4),
+             accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)w->rows, 0};
+      wisp_wgpu_binding b[5];
+      part_bindings(g, P, b);
+      b[3] = whole(x->g.b);
+      b[4] = whole(y->g.b);
+      wisp_wgpu_record(g, k, b, 5, &p, sizeof p, cdiv((uint64_t)P->rows, g->mm_tm), cdiv((uint64_t)n, g->mm_tn));
+    }
+    return;
+  }
+  /* A one-token product that a shortconv (in_proj) or a greedy sample_id
+   * (the head) may consume: hold it back. */
+  if (n == 1 && x_row0 == 0 && !accumulate && x != y && !g->error && pre != 3 &&
+      ((g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0 && conv_fusable(w)) || g->fuse_argmax)) {
+    g->pend.kind = 3;
+    g->pend.emit = emit_matvec;
+    g->pend.m = w;
+    g->pend.pre = pre;
+    g->pend.x = pre ? pre_x : x;
+    g->pend.w = pre_w;
+    g->pend.eps = pre_eps;
+    g->pend.mx = x;
+    g->pend.my = y;
+    return;
+  }
+  wisp_wgpu_rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate, 0, merge_hd, merge_splits, NULL);
+}
+
+
+
+/* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, wisp_wgpu_rows_nt(n) tokens a
+ * workgroup (grid z), each weight unit loaded once for them. Its sums are those of
+ * matvec.wgsl (PRE 0) for each token alone, given the same lanes per group:
+ * the geometry is matvec_geometry's (rows per lane group at most 4, which
+ * changes no sum). */
+static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, int n, wisp_buf *y, int accumulate) {
+  uint32_t wg, rows, lg;
+  matvec_geometry(g, w, &wg, &rows, &lg);
+  if (rows > 4) rows = 4;
+  const uint32_t nt = wisp_wgpu_rows_nt(g, n), qt = qt_of(w->type);
+  const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt == 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
+  const uint32_t tu = wisp_wgpu_rows_tile(g, (uint32_t)w->cols / (4 * uv), uv, wg, lg, rows, nt);
+  wisp_wgpu_const c[7] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg},           {"QT", qt},
+                          {"NT", nt}, {"XS", tu > 0},  {"TU", tu ? tu : 1}};
+  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "matvec_rows", c, 7);
+  const uint32_t rows_wg = (wg / lg) * rows;
+  for (int q = 0; q < w->nparts; q++) {
+    const wmat_part *P = &w->parts[q];
+    struct {
+      uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad0;
+    } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)P->row0, 0, accumulate ? 1u : 0u, (uint32_t)n,
+           (uint32_t)w->rows, 0};
+    wisp_wgpu_binding b[5];
+    part_bindings(g, P, b);
+    b[3] = whole(x->g.b);
+    b[4] = whole(y->g.b);
+    uint32_t gx, gy;
+    wisp_wgpu_grid(g->d, cdiv((uint64_t)P->rows, rows_wg), &gx, &gy);
+    wisp_wgpu_record_xyz(g, k, b, 5, &p, sizeof p, gx, gy, cdiv((uint64_t)n, nt));
+  }
+  g->stats.rows_shared++;
+}
+
+/* Every row computed as the one-row product computes it (g_matmul for
+ * n = 1 without a fusion: matvec.wgsl PRE 0, or q4k_matvec.wgsl), so that a
+ * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
+ * sums in another order and is not used here. One row: that very
+ * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
+ * which reads the weight once per up to 8 rows and gives every row the
+ * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
+ * each row is its own matvec dispatch. */
+static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
+                          int accumulate) {
+  wgpu_backend *g = as_g(be);
+  wisp_wgpu_emit_pending(g);
+  if (n <= 0) return;
+  if (W->type == WISP_W_Q4K) {
+    wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);
+    return;
+  }
+  wmat *w = wisp_wgpu_need_mat(g, W);
+  if (!w) return;
+  if (w->cols % 4) {
+    wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
+    return;
+  }
+  if (n > 1 && g->sg && !g->no_rows_shared)
+    rec_matvec_rows(g, w, x, n, y, accumulate);
+  else
+    wisp_wgpu_rec_matvec(g, w, 0, x, NULL, 0, x, 0, n, y, accumulate, 0, 0, 0, NULL);
+}
+
+void wisp_wgpu_products_install(wisp_backend *vt) {
+  vt->prepare_matrix = g_prepare_matrix;
+  vt->matmul = g_matmul;
+  vt->matmul_rows = g_matmul_rows;
+}

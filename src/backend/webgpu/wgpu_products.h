@@ -1,0 +1,41 @@
+/* Products of the WebGPU backend (wgpu_products.c): prepared matrices and
+ * the one-token product the other op files fuse into (norm, SwiGLU, short
+ * conv, argmax). */
+#ifndef WISP_WGPU_PRODUCTS_H
+#define WISP_WGPU_PRODUCTS_H
+
+#include "backend/webgpu/wgpu_core.h"
+
+/* The QT override constant of the weight kernels (embed, matvec, matmul):
+ * 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (matmul only), 4 F16, 5 Q8_0. */
+static inline uint32_t qt_of(wisp_wtype t) {
+  switch (t) {
+    case WISP_W_F32: return 0;
+    case WISP_W_Q4: return 1;
+    case WISP_W_Q4Z: return 2;
+    case WISP_W_Q4K: return 3;
+    case WISP_W_F16: return 4;
+    case WISP_W_Q8_0: return 5;
+  }
+  return 0;
+}
+
+/* Types the fused in_proj + short conv (matvec_conv*.wgsl) reads. */
+static inline int conv_fusable(const wmat *w) {
+  return w->type == WISP_W_F32 || w->type == WISP_W_Q4 || w->type == WISP_W_Q4Z;
+}
+
+
+/* One-token product(s) y[t] (+)= W x'[t] for t < n (matvec.wgsl): x' = x,
+ * or with pre the held-back op fused in (1 rmsnorm, 2 swiglu: xin is that
+ * op's input, nw its weights, xo its output, also the product's nominal
+ * input; 3 the attention split merge over heads of hd dimensions from
+ * `splits` partials). argmax: per-workgroup (max, index) pairs into
+ * g->amax. pair_out: gate/up rows in pairs, SwiGLU into pair_out. */
+void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
+                          const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
+                          int splits, const wisp_buf *pair_out);
+/* backend.h's prepare_matrix, matmul, matmul_rows. */
+void wisp_wgpu_products_install(wisp_backend *vt);
+
+#endif

@@ -1,0 +1,33 @@
+/* The Q4 x int8 prefill product of the WebGPU backend (wgpu_products_i8.c). */
+#ifndef WISP_WGPU_PRODUCTS_I8_H
+#define WISP_WGPU_PRODUCTS_I8_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+/* The Q4 x int8 prefill product (quant_x8.wgsl +
+ * matmul_i8.wgsl). Records y[t] (+)= W x[x_row0 + t] and returns 1 when it
+ * applies (Q4/Q4Z matrix; the plan's prefill variant is wgsl_tiled_q4_i8,
+ * or forced; n >= the minimum), else 0 (nothing recorded). */
+int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                         int accumulate);
+void wisp_wgpu_mm8_free(wisp_backend *be);
+/* Settings of the product (tests, tuning); fields of 0 keep the current
+ * value. Defaults, then the backend options (tuning matmulI8=TMxTNxRMxRNxKB,
+ * i8=0|1 (mode), i8MinN=N, i8Fuseq=1), taken at first use. */
+typedef struct {
+  int mode;                       /* 0 keep, 1 the plan decides, 2 always (Q4/Q4Z), 3 never */
+  uint32_t tm, tn, rm, rn, kb;    /* geometry */
+  int min_n;                      /* fewest tokens that take this path */
+  int fuseq;                      /* 1: the product quantizes its own tiles (no quantize dispatch), -1: not */
+} wisp_wgpu_mm8_opts;
+wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *o);
+/* Reads back the last quantized activations (n tokens of cols): q[n*cols]
+ * int8, d[n*cols/32] scales (tests). */
+wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8_t *q, float *d);
+/* Products and input quantizations recorded by this path so far. */
+void wisp_wgpu_mm8_counts(wisp_backend *be, uint64_t *products, uint64_t *quantizations);
+
+
+#endif
