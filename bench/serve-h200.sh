@@ -57,6 +57,9 @@ WORK=/tmp/serve-h200
 PIN=()
 T0=$SECONDS
 mkdir -p "$OUT" "$WORK" models
+# a warm machine keeps /tmp: the GGUFs are reused, an earlier call's receipts are not
+rm -f "$WORK"/*.json "$WORK"/*.txt "$WORK"/wisp-*.log "$WORK"/client.log "$WORK"/models.log
+for m in $MODELS default; do rm -f "$WORK/llama-$m.log"; done
 left() { echo $((BUDGET - (SECONDS - T0))); }
 note() { echo "[$((SECONDS - T0)) s] $*" | tee -a "$WORK/summary.txt"; }
 pack() {
@@ -77,7 +80,7 @@ if [ "$WISP_CORES" -gt 0 ] && command -v taskset >/dev/null && [ "$NCPU" -gt $((
   PIN_BUILD=(taskset -c "$WISP_CORES-$((NCPU - 1))")
   PIN_WISP=(taskset -c "0-$((WISP_CORES - 1))")
 fi
-if [ ! -x "$LC/build/bin/llama-server" ]; then
+if [ ! -x "$LC/build/bin/llama-server" ] && ! pgrep -f "build.sh cuda $LC" > /dev/null; then
   if [ -f .peer/build.sh ]; then
     (setsid nohup "${PIN_BUILD[@]}" bash .peer/build.sh cuda "$LC" > "$WORK/llama-build.log" 2>&1 < /dev/null &)
   else
