@@ -139,12 +139,12 @@ const char *wisp_session_plan_id(const wisp_session *s);
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);
 
-
 /* ---- Text: tokenizer, chat template, streaming generation ----------------
  * (docs/api.md) The model's own tokenizer (declared by its artifact)
- * turns text into token ids and back; its chat template (from the
- * artifact's tokenizer_config.json: LFM2, Qwen or ChatML) turns messages
- * into the prompt text the model was trained on; wisp_generate_text runs
+ * turns text into token ids and back; its chat template (the Jinja
+ * template of the artifact's tokenizer_config.json, rendered as
+ * transformers' apply_chat_template renders it: docs/chat-templates.md)
+ * turns messages into the prompt text the model was trained on; wisp_generate_text runs
  * text through a session and streams the reply back as text. Strings and
  * arrays these calls return are malloc'd: release them with wisp_free. */
 
@@ -166,19 +166,30 @@ typedef struct {
   const char *content;
 } wisp_chat_message;
 
-/* The model's chat template: "lfm2", "qwen" or "chatml"; NULL when it has
+/* The model's chat template family: "lfm2", "qwen", "chatml" or "jinja"
+ * (any other template; all are rendered the same way); NULL when it has
  * none (wisp_last_error says why). */
 const char *wisp_chat_template_of(wisp_model *m);
+/* Replaces the model's chat template with Jinja text (the CLI's
+ * --chat-template); the model's bos/eos tokens stay. Call it before
+ * sessions of the model render chat text, not while they do. */
+wisp_status wisp_chat_set_template(wisp_model *m, const char *jinja_source);
 /* The model's stop tokens (eos ids of its generation_config.json and
  * tokenizer_config.json, and <|im_end|>): *ids (owned by the model) and
  * *n_ids, 0 of them for a tokenizer without any. For
  * wisp_generate_options.stop when decoding token ids directly. */
 wisp_status wisp_stop_tokens(wisp_model *m, const int32_t **ids, int *n_ids);
 /* A whole conversation as the model reads it, followed by the assistant's
- * prefix when add_assistant; think: Qwen's thinking mode (otherwise an
- * empty think block). */
+ * prefix when add_assistant; think: the template's enable_thinking (Qwen's
+ * thinking mode; off, Qwen 3 writes an empty think block). */
 wisp_status wisp_chat_apply(wisp_model *m, const wisp_chat_message *msgs, int n_msgs, int add_assistant, int think,
                             char **text);
+/* The same from a JSON request, for everything the template can take:
+ * {"messages": [{"role", "content": text or [{"type": "text", "text"}],
+ * "tool_calls", ...}], "tools": [...], "add_generation_prompt": bool,
+ * "continue_final_message": bool, any other key a template variable
+ * ("enable_thinking", ...)}. */
+wisp_status wisp_chat_apply_json(wisp_model *m, const char *request_json, char **text);
 /* The text that continues a conversation held in session s by one user
  * message: at position 0 it starts the conversation (system may be NULL);
  * later it closes the previous reply first. Feed it with wisp_generate_text

@@ -63,6 +63,20 @@ TEST(api_chat_apply_uses_the_models_template) {
   wisp_free(text);
   wisp_chat_message bad[] = {{"user", NULL}};
   CHECK(wisp_chat_apply(m, bad, 1, 1, 0, &text) == WISP_EINVAL && text == NULL);
+  /* the JSON request: content as parts, continue_final_message */
+  CHECKF(wisp_chat_apply_json(m, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                                 "\"content\": \"Hello, I\"}], \"continue_final_message\": true}", &text) == WISP_OK,
+         "%s", wisp_last_error());
+  CHECKF(!strcmp(text, "<|startoftext|><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello, I"), "'%s'", text);
+  wisp_free(text);
+  CHECK(wisp_chat_apply_json(m, "[1]", &text) == WISP_EINVAL && text == NULL);
+  /* a template of one's own keeps the model's tokens */
+  CHECKF(wisp_chat_set_template(m, "{{ bos_token }}{% for x in messages %}[{{ x.role }}] {{ x.content }}\n{% endfor %}") == WISP_OK,
+         "%s", wisp_last_error());
+  CHECK(wisp_chat_apply(m, msgs, 2, 1, 0, &text) == WISP_OK);
+  CHECKF(!strcmp(text, "<|startoftext|>[system] Be brief.\n[user] Hi\n"), "'%s'", text);
+  wisp_free(text);
+  CHECK(wisp_chat_set_template(m, "{% for %}") == WISP_EFORMAT && strstr(wisp_last_error(), "1:8"));
   wisp_model_close(m);
   /* a model whose tokenizer has no chat template: NULL and a message, not a guess */
   CHECKF(wisp_model_open(fixture_small_model(), &m) == WISP_OK, "%s", wisp_last_error());

@@ -13,6 +13,7 @@
 #include "st_fixture.h"
 #include "test.h"
 #include "tokenizer/chat.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/file.h"
 
@@ -378,34 +379,41 @@ static const wisp_chat_message CONV[] = {
     {"user", "Tell me a joke."},
 };
 
+/* The repository's LFM2 and Qwen 3.5 templates, rendered (tokenizer/chat_template.h). */
 TEST(chat_templates_render) {
-  char *s = wisp_chat_render(WISP_CHAT_LFM2, CONV, 4, 1, 0);
-  CHECK(s);
+  wisp_chat_tmpl *lfm2 = NULL, *qwen = NULL;
+  CHECKF(!wisp_chat_tmpl_load("tests/tokenizer/lfm2/tokenizer_config.json", NULL, &lfm2), "%s", wisp_last_error());
+  CHECKF(!wisp_chat_tmpl_load("tests/tokenizer/qwen35/tokenizer_config.json", NULL, &qwen), "%s", wisp_last_error());
+  char *s = NULL;
+  CHECK(!wisp_chat_tmpl_messages(lfm2, CONV, 4, 1, 0, &s));
   CHECKF(!strcmp(s, "<|startoftext|><|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
                     "<|im_start|>user\nHello, who are you?<|im_end|>\n<|im_start|>assistant\nI am wisp.<|im_end|>\n"
                     "<|im_start|>user\nTell me a joke.<|im_end|>\n<|im_start|>assistant\n"),
          "%s", s);
   /* turn by turn (kept state) gives the same text for LFM2 */
-  char *t1 = wisp_chat_render_turn(WISP_CHAT_LFM2, 1, CONV[0].content, CONV[1].content, 0);
-  char *t2 = wisp_chat_render_turn(WISP_CHAT_LFM2, 0, NULL, CONV[3].content, 0);
+  char *t1 = NULL, *t2 = NULL;
+  CHECK(!wisp_chat_tmpl_turn(lfm2, 1, CONV[0].content, CONV[1].content, 0, &t1));
+  CHECK(!wisp_chat_tmpl_turn(lfm2, 0, NULL, CONV[3].content, 0, &t2));
   char joined[1024];
   snprintf(joined, sizeof joined, "%s%s%s", t1, CONV[2].content, t2);
   CHECK(!strcmp(joined, s));
   free(s);
   free(t1);
   free(t2);
-  s = wisp_chat_render(WISP_CHAT_QWEN, CONV, 4, 1, 0);
+  CHECK(!wisp_chat_tmpl_messages(qwen, CONV, 4, 1, 0, &s));
   CHECKF(!strcmp(s, "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
                     "<|im_start|>user\nHello, who are you?<|im_end|>\n<|im_start|>assistant\nI am wisp.<|im_end|>\n"
                     "<|im_start|>user\nTell me a joke.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"),
          "%s", s);
   free(s);
-  s = wisp_chat_render(WISP_CHAT_QWEN, CONV + 1, 1, 1, 1);
+  CHECK(!wisp_chat_tmpl_messages(qwen, CONV + 1, 1, 1, 1, &s));
   CHECK(!strcmp(s, "<|im_start|>user\nHello, who are you?<|im_end|>\n<|im_start|>assistant\n"));
   free(s);
-  s = wisp_chat_render_turn(WISP_CHAT_QWEN, 0, "ignored", "Hi", 0);
+  CHECK(!wisp_chat_tmpl_turn(qwen, 0, "ignored", "Hi", 0, &s));
   CHECK(!strcmp(s, "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
   free(s);
+  wisp_chat_tmpl_free(lfm2);
+  wisp_chat_tmpl_free(qwen);
 }
 
 TEST(chat_detect_and_stop_tokens) {
@@ -592,7 +600,13 @@ static void check_reference(const char *kind, int add_special, int nfc) {
   int32_t im_end = t2 ? wisp_tokenizer_token_id(t2, "<|im_end|>") : -1;
   wisp_tokenizer_free(t2);
   const cJSON *gp = cJSON_GetObjectItem(chat, "generation_prompt"), *gt = cJSON_GetObjectItem(chat, "generation_prompt_thinking");
-  char *mine = wisp_chat_render(kind_t, CONV, 4, 1, 0), *mine_t = wisp_chat_render(kind_t, CONV, 4, 1, 1);
+  wisp_chat_tmpl *tm = NULL;
+  char *mine = NULL, *mine_t = NULL;
+  if (!wisp_chat_tmpl_load(cfg, NULL, &tm)) {
+    wisp_chat_tmpl_messages(tm, CONV, 4, 1, 0, &mine);
+    wisp_chat_tmpl_messages(tm, CONV, 4, 1, 1, &mine_t);
+  }
+  wisp_chat_tmpl_free(tm);
   int same = cJSON_IsString(gp) && mine && !strcmp(mine, gp->valuestring);
   int same_t = !gt || (cJSON_IsString(gt) && mine_t && !strcmp(mine_t, gt->valuestring));
   char msg[2048];
@@ -703,7 +717,8 @@ TEST(convert_copies_tokenizer_files) {
   write_to(hf, "tokenizer.json", json);
   free(json);
   write_to(hf, "tokenizer_config.json", "{\"bos_token\": \"<|startoftext|>\", \"eos_token\": \"<|im_end|>\", "
-                                        "\"chat_template\": \"{{ bos_token }}{% for m in messages %}<|im_start|>{% endfor %}\"}");
+                                        "\"chat_template\": \"{{ bos_token }}{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}"
+                                        "<|im_end|>\\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\\n{% endif %}\"}");
   write_to(hf, "generation_config.json", "{\"eos_token_id\": [93, 94]}");
   snprintf(out, sizeof out, "%s/art_tok", test_tmpdir());
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, out);
@@ -727,6 +742,20 @@ TEST(convert_copies_tokenizer_files) {
   /* the artifact chats: LFM2 template, stops on <|im_end|> / <|endoftext|> */
   snprintf(cmd, sizeof cmd, "printf 'hi there\\nand again\\n' | %s run -m %s --chat -n 5 --temp 0", test_wisp_bin(), out);
   CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "lfm2 template, 2 stop tokens") && strstr(log, "[reply 2: "),
+         "%s", log);
+  /* --chat-template FILE replaces the model's template: "hi there" + ">" is 9 byte tokens */
+  char tp[800];
+  snprintf(tp, sizeof tp, "%s/my.jinja", test_tmpdir());
+  write_to(test_tmpdir(), "my.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}>{% endif %}\n");
+  snprintf(cmd, sizeof cmd, "printf 'hi there\\nmore\\n' | %s run -m %s --chat --chat-template %s -n 2 --temp 0",
+           test_wisp_bin(), out, tp);
+  CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "my.jinja template") && strstr(log, "[reply 1: 9 prompt tokens") &&
+             strstr(log, "[reply 2: 5 prompt tokens"),
+         "%s", log);
+  write_to(test_tmpdir(), "bad.jinja", "ok\n{% include 'x' %}");
+  snprintf(tp, sizeof tp, "%s/bad.jinja", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "printf 'hi\\n' | %s run -m %s --chat --chat-template %s -n 2", test_wisp_bin(), out, tp);
+  CHECKF(test_run(cmd, log, sizeof log) == 1 && strstr(log, "bad.jinja") && strstr(log, "2:4: unsupported construct 'include'"),
          "%s", log);
   /* removing the tokenizer file makes the artifact fail to open, clearly */
   snprintf(mp, sizeof mp, "%s/tokenizer.json", out);

@@ -36,6 +36,11 @@
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
+#   tools/device.sh templates OUT     the chat-template renderings of
+#                                     tests/data/chat_templates/expected.json
+#                                     against transformers' own renderer
+#                                     (tools/chat-template-oracle.py --transformers;
+#                                     needs only python3 with transformers)
 #   tools/device.sh rows OUT          several sequences a decode step (tools/seq_probe.c)
 #                                     on WebGPU: aggregate tok/s of S in SEQS (default
 #                                     "2 4 8 16 32") sequences on MODELS (default "seed
@@ -244,12 +249,18 @@ rows() {
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sequences 2>&1 | tail -8
 }
 
+# expected.json against transformers' render_jinja_template (docs/chat-templates.md)
+templates() {
+  python3 -c 'import transformers; print("transformers", transformers.__version__)' | tee "$OUT/templates.txt"
+  python3 tools/chat-template-oracle.py --transformers 2>&1 | tee -a "$OUT/templates.txt"
+}
+
 # Sourced with WISP_DEVICE_LIB=1 (bench/serve-h200.sh does), this file only
 # defines the functions above.
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|probe|rows)
+  check|receipts|parity|ab|profile|probe|rows|templates)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -11,13 +11,17 @@
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "tokenizer/chat.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
+#include "util/file.h"
 #include "util/options.h"
 
 struct wisp_text_state {
   wisp_tokenizer *tok;
-  wisp_chat_info chat; /* template kind and stop tokens */
+  wisp_chat_info chat;   /* template family and stop tokens */
+  wisp_chat_tmpl *tmpl;  /* the chat template; NULL when the model has none */
+  char *tmpl_error;      /* why there is none */
 };
 
 /* One lock for every model's first load: loads are rare and short next to
@@ -27,6 +31,8 @@ static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
 static void text_state_free(struct wisp_text_state *t) {
   if (!t) return;
   wisp_tokenizer_free(t->tok);
+  wisp_chat_tmpl_free(t->tmpl);
+  free(t->tmpl_error);
   free(t);
 }
 
@@ -58,6 +64,11 @@ static wisp_status load_text(wisp_model *m, struct wisp_text_state **out) {
     int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
     int has_gen = wisp_tokenizer_artifact_file(a->dir, a->manifest, "generation", gen, sizeof gen);
     st = wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, t->tok, &t->chat);
+    /* No template, or one that does not parse, only stops chat: the
+     * error is kept for the chat calls. */
+    if (!st && wisp_chat_tmpl_load(has_cfg ? cfg : NULL, NULL, &t->tmpl)) t->tmpl_error = strdup(wisp_last_error());
+  } else if (!st) {
+    t->tmpl_error = strdup("the tokenizer is not a BPE tokenizer with a tokenizer_config.json");
   }
   if (st) { text_state_free(t); return st; }
   *out = t;
@@ -109,20 +120,63 @@ wisp_status wisp_detokenize(wisp_model *m, const int32_t *ids, int n_ids, char *
   return st;
 }
 
-static wisp_status chat_kind(wisp_model *m, wisp_chat_template *kind) {
-  struct wisp_text_state *t = NULL;
-  wisp_status st = text_of(m, &t);
+/* The model's chat template, or why it has none. */
+static wisp_status chat_tmpl(wisp_model *m, struct wisp_text_state **out) {
+  wisp_status st = text_of(m, out);
   if (st) return st;
-  if (t->chat.kind == WISP_CHAT_NONE)
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: no chat template wisp knows (needs a BPE tokenizer with a "
-                     "tokenizer_config.json whose chat_template is LFM2, Qwen or ChatML)", m->artifact->dir);
-  *kind = t->chat.kind;
+  if (!(*out)->tmpl)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: no chat template: %s", m->artifact->dir,
+                     (*out)->tmpl_error ? (*out)->tmpl_error : "none");
   return WISP_OK;
 }
 
 const char *wisp_chat_template_of(wisp_model *m) {
-  wisp_chat_template kind = WISP_CHAT_NONE;
-  return chat_kind(m, &kind) ? NULL : wisp_chat_template_name(kind);
+  struct wisp_text_state *t = NULL;
+  if (chat_tmpl(m, &t)) return NULL;
+  return t->chat.kind == WISP_CHAT_NONE ? "jinja" : wisp_chat_template_name(t->chat.kind);
+}
+
+wisp_status wisp_chat_set_template(wisp_model *m, const char *source) {
+  struct wisp_text_state *t = NULL;
+  wisp_status st = text_of(m, &t);
+  if (st) return st;
+  if (!source) return wisp_fail(WISP_EINVAL, "wisp_chat_set_template: no template");
+  wisp_chat_tmpl *nt = NULL;
+  char cfg[4096];
+  const wisp_artifact *a = m->artifact;
+  const char *bos = NULL, *eos = NULL;
+  cJSON *c = NULL;
+  if (wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg)) { /* keep the model's tokens */
+    char *text = NULL;
+    if (!wisp_read_file(cfg, &text, NULL)) c = cJSON_Parse(text);
+    free(text);
+    bos = c ? wisp_chat_token_field(c, "bos_token") : NULL;
+    eos = c ? wisp_chat_token_field(c, "eos_token") : NULL;
+  }
+  st = wisp_chat_tmpl_new(source, bos, eos, "chat template", &nt);
+  cJSON_Delete(c);
+  if (st) return st;
+  pthread_mutex_lock(&g_load_lock);
+  wisp_chat_tmpl_free(t->tmpl);
+  t->tmpl = nt;
+  pthread_mutex_unlock(&g_load_lock);
+  return WISP_OK;
+}
+
+wisp_status wisp_chat_apply_json(wisp_model *m, const char *request_json, char **text) {
+  if (!text) return wisp_fail(WISP_EINVAL, "wisp_chat_apply_json: no place for the text (text is NULL)");
+  *text = NULL;
+  struct wisp_text_state *t = NULL;
+  wisp_status st = chat_tmpl(m, &t);
+  if (st) return st;
+  cJSON *req = request_json ? cJSON_Parse(request_json) : NULL;
+  if (!cJSON_IsObject(req)) {
+    cJSON_Delete(req);
+    return wisp_fail(WISP_EINVAL, "wisp_chat_apply_json: the request is not a JSON object");
+  }
+  st = wisp_chat_tmpl_render(t->tmpl, req, 0, text);
+  cJSON_Delete(req);
+  return st;
 }
 
 wisp_status wisp_stop_tokens(wisp_model *m, const int32_t **ids, int *n_ids) {
@@ -141,26 +195,24 @@ wisp_status wisp_chat_apply(wisp_model *m, const wisp_chat_message *msgs, int n_
                             char **text) {
   if (!text) return wisp_fail(WISP_EINVAL, "wisp_chat_apply: no place for the text (text is NULL)");
   *text = NULL;
-  wisp_chat_template kind = WISP_CHAT_NONE;
-  wisp_status st = chat_kind(m, &kind);
+  struct wisp_text_state *t = NULL;
+  wisp_status st = chat_tmpl(m, &t);
   if (st) return st;
   if (n_msgs < 0 || (n_msgs && !msgs)) return wisp_fail(WISP_EINVAL, "wisp_chat_apply: bad message list");
   for (int i = 0; i < n_msgs; i++)
     if (!msgs[i].role || !msgs[i].content) return wisp_fail(WISP_EINVAL, "wisp_chat_apply: message %d has no role or content", i);
-  *text = wisp_chat_render(kind, msgs, n_msgs, add_assistant, think);
-  return *text ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
+  return wisp_chat_tmpl_messages(t->tmpl, msgs, n_msgs, add_assistant, think, text);
 }
 
 wisp_status wisp_chat_turn(wisp_session *s, const char *system, const char *user, int think, char **text) {
   if (!text) return wisp_fail(WISP_EINVAL, "wisp_chat_turn: no place for the text (text is NULL)");
   *text = NULL;
   if (!s) return wisp_fail(WISP_EINVAL, "wisp_chat_turn: no session");
-  wisp_chat_template kind = WISP_CHAT_NONE;
-  wisp_status st = chat_kind(s->model, &kind);
+  struct wisp_text_state *t = NULL;
+  wisp_status st = chat_tmpl(s->model, &t);
   if (st) return st;
   if (!user) return wisp_fail(WISP_EINVAL, "wisp_chat_turn: no user message");
-  *text = wisp_chat_render_turn(kind, wisp_session_position(s) == 0, system, user, think);
-  return *text ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
+  return wisp_chat_tmpl_turn(t->tmpl, wisp_session_position(s) == 0, system, user, think, text);
 }
 
 /* Hands the reply's text to on_text as the streaming decoder releases it. */

@@ -13,8 +13,10 @@
  *            refused and the session goes on (--context-shift drops the
  *            oldest turns instead). Ctrl-C stops the reply being written;
  *            Ctrl-C at the prompt, Ctrl-D (end of input) or /exit ends.
- *            The template and stop tokens come from the artifact's
- *            tokenizer_config.json / generation_config.json (tokenizer/chat.h).
+ *            The template (rendered as transformers renders it,
+ *            tokenizer/chat_template.h; --chat-template FILE replaces it) and
+ *            the stop tokens come from the artifact's tokenizer_config.json /
+ *            generation_config.json (tokenizer/chat.h).
  *            -sys without --chat is an error: a system message is part of a chat. */
 #include <errno.h>
 #include <math.h>
@@ -32,6 +34,7 @@
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "tokenizer/chat.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -267,6 +270,7 @@ typedef struct {
   wisp_sampler *smp;
   float *logits;
   wisp_chat_info info;
+  wisp_chat_tmpl *tmpl; /* the model's chat template, or --chat-template's */
   const char *system;
   int think, n_predict, context_shift, vocab, ctx;
   chat_turn *turns;
@@ -277,9 +281,10 @@ typedef struct {
  * rendered whole (a fresh session); or, from == -1, the new line as the
  * next turn of the session it continues. */
 static wisp_status render_ids(chat_state *c, int from, const char *line, int32_t **ids, int *n) {
-  char *text;
+  char *text = NULL;
+  wisp_status st;
   if (from < 0) {
-    text = wisp_chat_render_turn(c->info.kind, c->n_turns == 0, c->system, line, c->think);
+    st = wisp_chat_tmpl_turn(c->tmpl, c->n_turns == 0, c->system, line, c->think, &text);
   } else {
     int nm = 0;
     wisp_chat_message *m = malloc(sizeof *m * (size_t)(2 * (c->n_turns - from) + 2));
@@ -290,11 +295,11 @@ static wisp_status render_ids(chat_state *c, int from, const char *line, int32_t
       m[nm++] = (wisp_chat_message){"assistant", c->turns[i].reply ? c->turns[i].reply : ""};
     }
     m[nm++] = (wisp_chat_message){"user", line};
-    text = wisp_chat_render(c->info.kind, m, nm, 1, c->think);
+    st = wisp_chat_tmpl_messages(c->tmpl, m, nm, 1, c->think, &text);
     free(m);
   }
-  if (!text) return wisp_fail(WISP_ENOMEM, "out of memory");
-  wisp_status st = wisp_tokenizer_encode_n(c->tok, text, strlen(text), 0, ids, n);
+  if (st) return st;
+  st = wisp_tokenizer_encode_n(c->tok, text, strlen(text), 0, ids, n);
   free(text);
   return st;
 }
@@ -339,7 +344,8 @@ static wisp_status feed_turn(chat_state *c, const char *line, int *n_prompt) {
 
 /* Interactive chat; returns 0 or 1 (error message set). */
 static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, wisp_sampler *smp, float *logits,
-                     const char *system, int think, int n_predict, int context_shift, int ignore_eos) {
+                     const char *system, const char *template_file, int think, int n_predict, int context_shift,
+                     int ignore_eos) {
   const wisp_artifact *a = m->artifact;
   char cfg[4096], gen[4096];
   int has_cfg = wisp_tokenizer_artifact_file(a->dir, a->manifest, "config", cfg, sizeof cfg);
@@ -348,13 +354,12 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
                   .n_predict = n_predict, .context_shift = context_shift, .vocab = wisp_model_vocab(m),
                   .ctx = wisp_session_context(s)};
   if (wisp_chat_load(has_cfg ? cfg : NULL, has_gen ? gen : NULL, tok, &c.info)) return 1;
-  if (c.info.kind == WISP_CHAT_NONE) {
-    wisp_fail(WISP_EUNSUPPORTED, "%s: no chat template wisp knows (needs a BPE tokenizer with a tokenizer_config.json "
-              "whose chat_template is LFM2, Qwen or ChatML)", a->dir);
+  if (wisp_chat_tmpl_load(has_cfg ? cfg : NULL, template_file, &c.tmpl)) {
+    if (!has_cfg && !template_file) wisp_error_prefix("%s", a->dir);
     return 1;
   }
   fprintf(stderr, "wisp: chat (%s template, %d stop tokens); Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the "
-          "prompt quits\n", wisp_chat_template_name(c.info.kind), c.info.n_stop);
+          "prompt quits\n", template_file ? template_file : wisp_chat_template_name(c.info.kind), c.info.n_stop);
   struct sigaction sa, old_sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
@@ -440,6 +445,7 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
   free(lr.line);
   for (int i = 0; i < c.n_turns; i++) { free(c.turns[i].user); free(c.turns[i].reply); }
   free(c.turns);
+  wisp_chat_tmpl_free(c.tmpl);
   return rc;
 }
 
@@ -454,7 +460,7 @@ static int64_t random_seed(void) {
 
 int cmd_run(int argc, char **argv) {
   const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *backend = "cpu", *profile = NULL,
-             *system = NULL, *tuning = NULL, *registry = NULL;
+             *system = NULL, *chat_template = NULL, *tuning = NULL, *registry = NULL;
   int n_predict = 64, threads = 0, ctx = 0, show_ids = 0, chat = 0, think = 0, ignore_eos = 0, shift = 0;
   int top_k = -2, repeat_last_n = -2;
   double temp = -1, top_p = -1, min_p = -1, repeat_penalty = -1;
@@ -484,6 +490,8 @@ int cmd_run(int argc, char **argv) {
        "interactive chat: one message per line of standard input"},
       {"-sys|--system|--system-prompt", CLI_STR, &system, 0, 0, "TEXT", "the chat's system message (needs --chat)"},
       {"--think", CLI_FLAG, &think, 0, 0, NULL, "chat: Qwen thinking mode"},
+      {"--chat-template|--chat-template-file", CLI_STR, &chat_template, 0, 0, "FILE",
+       "chat: render with this Jinja chat template (or tokenizer_config.json) instead of the model's"},
       {"--context-shift", CLI_FLAG, &shift, 0, 0, NULL,
        "chat: when a turn does not fit, drop the oldest turns (default: refuse the turn)"},
   };
@@ -495,6 +503,10 @@ int cmd_run(int argc, char **argv) {
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
   cli_warn_threads("run", (long)threads);
+  if (chat_template && !chat) {
+    fprintf(stderr, "wisp run: --chat-template needs --chat\n");
+    return 2;
+  }
   if (system && !chat) {
     fprintf(stderr, "wisp run: -sys/--system needs --chat (a system message belongs to a chat)\n");
     return 2;
@@ -550,7 +562,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "wisp: %s | backend %s | plan %.12s%s\n", model_dir, wisp_session_backend_name(s),
             wisp_session_plan_id(s), seed_note);
     compile_begin(s, &cw);
-    if (chat_loop(m, s, tok, smp, logits, system, think, n_predict, shift, ignore_eos)) goto fail;
+    if (chat_loop(m, s, tok, smp, logits, system, chat_template, think, n_predict, shift, ignore_eos)) goto fail;
     rc = 0;
     goto fail;
   }

@@ -1,4 +1,4 @@
-/* Chat templates; see chat.h. */
+/* Chat configuration; see chat.h. */
 #include "tokenizer/chat.h"
 
 #include <math.h>
@@ -120,71 +120,4 @@ int wisp_chat_is_stop(const wisp_chat_info *c, int32_t id) {
   for (int i = 0; i < c->n_stop; i++)
     if (c->stop[i] == id) return 1;
   return 0;
-}
-
-typedef struct {
-  char *p;
-  size_t len, cap;
-  int oom;
-} str;
-
-static void put(str *s, const char *t) {
-  size_t n = strlen(t);
-  if (s->oom) return;
-  if (s->len + n + 1 > s->cap) {
-    size_t cap = s->cap ? s->cap : 256;
-    while (cap < s->len + n + 1) cap *= 2;
-    char *p = realloc(s->p, cap);
-    if (!p) { s->oom = 1; return; }
-    s->p = p;
-    s->cap = cap;
-  }
-  memcpy(s->p + s->len, t, n + 1);
-  s->len += n;
-}
-
-static void message(str *s, const char *role, const char *content) {
-  put(s, "<|im_start|>");
-  put(s, role);
-  put(s, "\n");
-  put(s, content);
-  put(s, "<|im_end|>\n");
-}
-
-static void assistant_prefix(str *s, wisp_chat_template kind, int think) {
-  put(s, "<|im_start|>assistant\n");
-  if (kind == WISP_CHAT_QWEN && !think) put(s, "<think>\n\n</think>\n\n");
-}
-
-static char *finish(str *s) {
-  if (s->oom || !s->p) {
-    free(s->p);
-    if (s->oom) return NULL;
-    return calloc(1, 1);
-  }
-  return s->p;
-}
-
-char *wisp_chat_render(wisp_chat_template kind, const wisp_chat_message *m, int n, int add_generation_prompt,
-                       int think) {
-  str s = {0};
-  put(&s, "");
-  if (kind == WISP_CHAT_LFM2) put(&s, "<|startoftext|>");
-  for (int i = 0; i < n; i++) message(&s, m[i].role, m[i].content);
-  if (add_generation_prompt) assistant_prefix(&s, kind, think);
-  return finish(&s);
-}
-
-char *wisp_chat_render_turn(wisp_chat_template kind, int first, const char *system, const char *user, int think) {
-  str s = {0};
-  put(&s, "");
-  if (first) {
-    if (kind == WISP_CHAT_LFM2) put(&s, "<|startoftext|>");
-    if (system && system[0]) message(&s, "system", system);
-  } else {
-    put(&s, "<|im_end|>\n");
-  }
-  message(&s, "user", user);
-  assistant_prefix(&s, kind, think);
-  return finish(&s);
 }

@@ -1,13 +1,9 @@
-/* Chat templates, as small C functions. wisp does not run Jinja: it looks at
- * the artifact's tokenizer_config.json (chat_template text, bos_token) and
- * picks one of the templates it knows:
- *   LFM2:   <|startoftext|><|im_start|>system\n...<|im_end|>\n<|im_start|>user\n...
- *           <|im_end|>\n<|im_start|>assistant\n
- *   QWEN:   ChatML; with thinking off (the default) the assistant prefix holds an
- *           empty "<think>\n\n</think>\n\n" block
- *   CHATML: plain ChatML (im_start/im_end, no BOS)
- * Stop tokens: generation_config.json eos_token_id (int or list),
- * tokenizer_config.json eos_token, and <|im_end|>. */
+/* Chat configuration from tokenizer_config.json and generation_config.json:
+ * the template's text and token fields (rendered by chat_template.h), a
+ * label for the template's family (LFM2, Qwen, ChatML, or none of those:
+ * shown to people, rendering does not depend on it), and the stop tokens:
+ * generation_config.json eos_token_id (int or list), tokenizer_config.json
+ * eos_token, and <|im_end|>. */
 #ifndef WISP_CHAT_H
 #define WISP_CHAT_H
 
@@ -47,15 +43,5 @@ const char *wisp_chat_template_text(const cJSON *tokenizer_config);
  * a string or {"content": ...}; NULL when absent. */
 const char *wisp_chat_token_field(const cJSON *tokenizer_config, const char *key);
 int wisp_chat_is_stop(const wisp_chat_info *c, int32_t id);
-
-/* The whole conversation as the model sees it, optionally followed by the
- * assistant prefix (think: Qwen thinking mode). malloc'd; NULL on OOM. */
-char *wisp_chat_render(wisp_chat_template kind, const wisp_chat_message *m, int n, int add_generation_prompt,
-                       int think);
-/* One turn for a session that keeps its state: the first turn is the BOS,
- * the system message (if any), the user message and the assistant prefix;
- * later turns close the previous reply ("<|im_end|>\n") and add the user
- * message and the assistant prefix. malloc'd. */
-char *wisp_chat_render_turn(wisp_chat_template kind, int first, const char *system, const char *user, int think);
 
 #endif

@@ -2,7 +2,7 @@
  * template's detection (chat_template string or named list, bos_token as a
  * string or {"content": ...}), stop tokens (eos_token), the settings
  * export-gguf writes (bos/eos/pad tokens, chat template), then a chat rendered
- * with the detected template and encoded. */
+ * with its chat template and encoded. */
 #include "fuzz_chat_fixture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -20,7 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       !wisp_tok_settings_from_json(t, cfg, NULL, "fuzz", &ts)) {
     fx_check_ids(t, &ci, &ts);
     const wisp_chat_message m[] = {{"system", "Be brief."}, {"user", "Hello \xc3\xa9 <|im_end|>"}};
-    fx_render_and_encode(t, kind, m, 2, size & 1);
+    wisp_chat_tmpl *tm = NULL;
+    if (!wisp_chat_tmpl_from_config(cfg, "fuzz", &tm)) fx_render_and_encode(t, tm, m, 2, size & 1);
+    wisp_chat_tmpl_free(tm);
     wisp_tok_settings_free(&ts);
   }
   cJSON_Delete(cfg);

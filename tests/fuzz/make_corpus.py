@@ -205,3 +205,11 @@ def chat(flags, template, bos, *msgs):
 write("chat_template", "lfm2", chat(2, lfm2_t, "<|startoftext|>", "Be brief.", "Hi", "Hello!", "Who are you?"))
 write("chat_template", "qwen", chat(1, qwen_t, "", "caf\u00e9 \U0001F600", "<|im_end|>x"))
 write("chat_template", "chatml", chat(0, chatml_t, "<s>", "", "a\nb"))
+# the real templates of tests/data/chat_templates, each with a conversation
+tdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "chat_templates")
+for fname in sorted(os.listdir(tdir)):
+    if fname in ("cases.json", "expected.json") or not fname.endswith(".json"):
+        continue
+    cfg = json.load(open(os.path.join(tdir, fname)))
+    write("chat_template", "real-" + fname[:-5], chat(3, cfg["chat_template"], cfg["bos_token"] or "",
+                                                     "Be brief.", "  Hi \u00e9  ", "Hello!", "Who are you?"))
