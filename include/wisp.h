@@ -55,7 +55,7 @@ typedef struct wisp_session wisp_session; /* one sequence: KV/conv state + backe
 typedef struct {
   size_t size;         /* 0 or sizeof(wisp_session_options): see "Option structs grow" above */
   const char *backend; /* "cpu" (default) */
-  int threads;         /* 0 = one per core */
+  int threads;         /* 0 = one per physical core the process may use */
   int max_context;     /* 0 = the artifact's maxPositions */
   const char *profile; /* runtime profile name or file; NULL = "default" */
   /* "key=value,..." settings beside the plan, for measurements and tests

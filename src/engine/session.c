@@ -78,7 +78,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   wisp_session_options o;
   wisp_status st = WISP_TAKE_OPTIONS(wisp_session_options, WISP_SESSION_OPTIONS_FIRST_SIZE, opt, &o);
   if (st) return st;
-  if (o.threads < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is negative (0 = one per core)", o.threads);
+  if (o.threads < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is negative (0 = one per physical core available)", o.threads);
   if (o.threads > WISP_SESSION_MAX_THREADS)
     return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is more than %d", o.threads, WISP_SESSION_MAX_THREADS);
   if (o.slots < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: slots %d is negative (0 = 1)", o.slots);
