@@ -139,7 +139,6 @@ const char *wisp_session_plan_id(const wisp_session *s);
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);
 
-
 /* ---- Text: tokenizer, chat template, streaming generation ----------------
  * (docs/api.md) The model's own tokenizer (declared by its artifact)
  * turns text into token ids and back; its chat template (the Jinja

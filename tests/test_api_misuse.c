@@ -104,6 +104,8 @@ TEST(api_misuse_models_and_sessions) {
   REFUSED(wisp_session_new(m, NULL, NULL), "out is NULL");
   wisp_session_options o = {.threads = -1};
   REFUSED(wisp_session_new(m, &o, &s), "threads -1");
+  o = (wisp_session_options){.threads = 1 << 20};
+  REFUSED(wisp_session_new(m, &o, &s), "threads 1048576 is more than");
   o = (wisp_session_options){.slots = -2};
   REFUSED(wisp_session_new(m, &o, &s), "slots -2");
   o = (wisp_session_options){.slots = 1 << 20};

@@ -216,3 +216,26 @@ TEST(safe_write_planted_temporary_link_is_not_followed) {
   CHECKF(rc == 1 && strstr(out, "cannot create directory"), "exit %d: %s", rc, out);
   CHECKF(wisp_path_exists(precious), "the writer emptied the directory a planted link points at: %s", out);
 }
+
+/* The same for convert's temporary tokenizer directory (DIR.gguf-tokenizer-PID,
+ * from a GGUF source): a planted link there is refused, and the files of
+ * the directory it points at stay. */
+TEST(safe_write_planted_tokenizer_link_is_not_followed) {
+  char dir[1100], cmd[8192], out[CAP];
+  char *tmp = realpath(test_tmpdir(), NULL);
+  CHECK(tmp);
+  snprintf(dir, sizeof dir, "%s/sw-plant-tok", tmp);
+  free(tmp);
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p %s/victim && echo mine > %s/victim/tokenizer.json && %s export-gguf %s -o %s/m.gguf && "
+           "sh -c 'ln -s %s/victim %s/out.gguf-tokenizer-$$ && exec %s convert %s/m.gguf -o %s/out --quant f32'",
+           dir, dir, test_wisp_bin(), fixture_small_model(), dir, dir, dir, test_wisp_bin(), dir, dir);
+  int rc = test_run(cmd, out, sizeof out);
+  char kept[1200];
+  snprintf(kept, sizeof kept, "%s/victim/tokenizer.json", dir);
+  CHECKF(rc == 1 && strstr(out, "cannot create directory"), "exit %d: %s", rc, out);
+  CHECKF(wisp_path_exists(kept), "convert removed a file through a planted link: %s", out);
+  char target[1200];
+  snprintf(target, sizeof target, "%s/out", dir);
+  CHECK(!wisp_path_exists(target) && no_leftovers(target)); /* and left nothing of its own */
+}

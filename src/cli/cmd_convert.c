@@ -7,6 +7,7 @@
  * failure after the writer starts aborts it, so DIR is either complete or
  * untouched. docs/convert.md lists how HF tensors map to sections. */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -1092,7 +1093,7 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
     m.layer_types = NULL;
     c->rope_theta = m.rope_theta;
     c->norm_eps = m.norm_eps;
-    if (mkdir(tok_dir, 0755) != 0 && errno != EEXIST)
+    if (mkdir(tok_dir, 0755) != 0) /* a fresh directory: never one planted under this name */
       rc = wisp_fail(WISP_EIO, "%s: cannot create directory: %s", tok_dir, strerror(errno));
     else
       rc = wisp_gguf_write_tokenizer(g, tok_dir, has_tok);
@@ -1102,12 +1103,13 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
   return rc;
 }
 
+/* Removes the temporary tokenizer directory: only a real directory (a
+ * symbolic link planted under its name is not followed). */
 static void remove_tok_dir(const char *dir) {
-  char p[4200];
-  for (int i = 0; i < 3; i++) {
-    snprintf(p, sizeof p, "%s/%s", dir, TOKENIZER_FILES[i][1]);
-    unlink(p);
-  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  for (int i = 0; i < 3; i++) unlinkat(fd, TOKENIZER_FILES[i][1], 0);
+  close(fd);
   rmdir(dir);
 }
 

@@ -54,21 +54,16 @@ static void usage(FILE *f) {
 
 /* Whatever a command printed must have reached standard output: a full
  * disk or /dev/full is an error (exit 1, one line), not a silent success.
- * stdout is flushed and closed here, so the error is seen even when the
- * command never flushed it itself. */
+ * stdout is flushed here, so the error is seen even when the command never
+ * flushed it itself. (Not closed: a command that printed nothing succeeds
+ * with standard output closed, as coreutils' do.) */
 static int finish_stdout(int rc) {
   errno = 0;
-  const int bad = fflush(stdout) != 0 || ferror(stdout);
+  const int flush_failed = fflush(stdout) != 0;
   const int err = errno;
-  if (fclose(stdout) != 0 && !bad) {
-    fprintf(stderr, "wisp: writing standard output: %s\n", strerror(errno));
-    return rc ? rc : 1;
-  }
-  if (bad) {
-    fprintf(stderr, "wisp: writing standard output: %s\n", err ? strerror(err) : "write error");
-    return rc ? rc : 1;
-  }
-  return rc;
+  if (!flush_failed && !ferror(stdout)) return rc;
+  fprintf(stderr, "wisp: writing standard output: %s\n", flush_failed && err ? strerror(err) : "write error");
+  return rc ? rc : 1;
 }
 
 static int dispatch(int argc, char **argv) {

@@ -22,6 +22,9 @@
 
 #define PREFILL_CHUNK 128
 #define PREFILL_CHUNK_GPU 512
+/* More CPU threads than any machine wisp runs on has cores: a larger count
+ * is a mistake, and the pool would start every one of them. */
+#define WISP_SESSION_MAX_THREADS 1024
 
 wisp_status wisp_model_open(const char *dir, wisp_model **out) {
   if (!out) return wisp_fail(WISP_EINVAL, "wisp_model_open: no place for the model (out is NULL)");
@@ -76,6 +79,8 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   wisp_status st = WISP_TAKE_OPTIONS(wisp_session_options, WISP_SESSION_OPTIONS_FIRST_SIZE, opt, &o);
   if (st) return st;
   if (o.threads < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is negative (0 = one per core)", o.threads);
+  if (o.threads > WISP_SESSION_MAX_THREADS)
+    return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is more than %d", o.threads, WISP_SESSION_MAX_THREADS);
   if (o.slots < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: slots %d is negative (0 = 1)", o.slots);
   if (o.max_context < 0)
     return wisp_fail(WISP_EINVAL, "wisp_session_new: max_context %d is negative (0 = the artifact's)", o.max_context);

@@ -42,6 +42,14 @@ wisp_status wisp_target_lock(const char *path) {
       }
       return WISP_OK;
     }
+    if (errno == ENOENT || errno == ENOTDIR) {
+      char parent[4200];
+      snprintf(parent, sizeof parent, "%s", path);
+      char *slash = strrchr(parent, '/');
+      if (slash) *slash = 0;
+      return wisp_fail(WISP_EIO, "%s: the output's parent directory '%s' does not exist", path,
+                       slash ? (parent[0] ? parent : "/") : ".");
+    }
     if (errno != EEXIST) return wisp_fail(WISP_EIO, "%s: cannot create: %s", lock, strerror(errno));
     const long owner = lock_owner(lock);
     /* A lock whose writer is gone (killed with SIGKILL, a crash) is taken
