@@ -24,14 +24,69 @@ TEST(tuning_keys_set_their_fields) {
          "%s", wisp_last_error());
   CHECK(t.prefill_chunk == 100 && t.decode_kick == 4 && t.cpu_scalar == 1);
   const wisp_wgpu_backend_opts *o = &t.webgpu;
-  CHECK(o->persist == -1 && o->kv_f16 == 1 && o->matvec_wg == 64 && o->matvec_rows == 2 && o->geometry_over_plan);
+  CHECK(o->persist == -1 && o->kv_f16 == 1 && o->matvec_wg == 64 && o->matvec_rows == 2);
   CHECK(o->dn_cols == 32 && o->dn_groups == 4 && o->q4k_sb_cols == -1);
-  CHECK(o->persist_opt_given && o->persist_opt == 0);
+  CHECK(o->persist_opt == 0 && o->given);
   CHECK(o->i8_geometry[0] == 32 && o->i8_geometry[2] == 4 && o->i8_geometry[4] == 2);
   CHECK(o->toggles && !strcmp(o->toggles, "a:b"));
   CHECK(wisp_tuning_parse("persist=1,fuse=0,fuseArgmax=0,persistGrid=2,persistFail=3", &t) == WISP_OK);
   CHECK(t.webgpu.persist == 1 && t.webgpu.no_fuse && t.webgpu.no_fuse_argmax && t.webgpu.persist_grid == 2 &&
         t.webgpu.persist_fail == 3);
+}
+
+/* The defaults are the table's: a backend's zero fields get them, a given
+ * value (even 0) or a field set by the caller keeps its own. */
+TEST(tuning_defaults_come_from_the_table) {
+  wisp_tuning t;
+  CHECK(wisp_tuning_parse("persistOpt=0,matvec=64x2", &t) == WISP_OK);
+  wisp_wgpu_backend_opts o = t.webgpu;
+  o.rows_nt = 3; /* set by the caller, not by the string */
+  wisp_tuning_fill_defaults(&o);
+  CHECK(o.persist_opt == 0 && o.matvec_wg == 64 && o.matvec_rows == 2 && o.rows_nt == 3);
+  CHECK(o.matmul_tm == 64 && o.matmul_tn == 32 && o.attn_max_splits == 32 && o.matvec_big_rows == 8);
+  CHECK(o.dn_cols == 16 && o.dn_groups == 0 && o.q4k_mv_wg == 128 && o.q4k_mv_rows == 0 && o.i8_min_n == 2);
+  CHECK(o.i8_geometry[0] == 64 && o.i8_geometry[4] == 2 && o.persist_grid == 0 && !o.no_fuse);
+  wisp_wgpu_backend_opts none;
+  memset(&none, 0, sizeof none);
+  wisp_tuning_fill_defaults(&none);
+  CHECK(none.persist_opt == 9 && none.matvec_wg == 128 && none.matvec_rows == 4 && none.rows_nt == 8);
+  uint32_t d[5];
+  wisp_tuning_default_of("matmulI8", d);
+  CHECK(d[0] == 64 && d[1] == 32 && d[2] == 4 && d[3] == 4 && d[4] == 2);
+}
+
+/* One rule between the plan and the string: a key given that names a plan
+ * setting replaces the plan's value; keys not given leave the plan's. */
+TEST(tuning_given_keys_replace_the_plan_settings) {
+  wisp_backend_settings s;
+  wisp_backend_settings_default(&s);
+  s.flash_blocks = 7;
+  wisp_tuning t;
+  CHECK(wisp_tuning_parse("matmul=32x32", &t) == WISP_OK);
+  wisp_tuning_over_plan(&t, &s);
+  CHECK(s.flash_blocks == 7 && s.matvec_wg == 0 && s.matvec_rows == 0 && s.kv_f16 == 0);
+  CHECK(wisp_tuning_parse("attnSplits=3,matvec=64x2,kv=f16", &t) == WISP_OK);
+  wisp_tuning_over_plan(&t, &s);
+  CHECK(s.flash_blocks == 3 && s.matvec_wg == 64 && s.matvec_rows == 2 && s.kv_f16 == 1);
+  CHECK(wisp_tuning_parse("kv=f32", &t) == WISP_OK); /* f32 does not undo a plan's f16 */
+  wisp_tuning_over_plan(&t, &s);
+  CHECK(s.kv_f16 == 1);
+}
+
+/* The test-only keys are marked in the table and left out of the listing
+ * (the unknown-key error lists the keys). */
+TEST(tuning_test_keys_are_hidden) {
+  CHECK(wisp_tuning_key_is_test("persistFail") == 1 && wisp_tuning_key_is_test("persistSplit") == 1);
+  CHECK(wisp_tuning_key_is_test("persist") == 0 && wisp_tuning_key_is_test("bogus") == -1);
+  char keys[1024];
+  wisp_tuning_list(keys, sizeof keys);
+  CHECKF(strstr(keys, "persistGrid") && strstr(keys, "matvec") && !strstr(keys, "persistFail") &&
+             !strstr(keys, " persistSplit,") && strstr(keys, "persistSplits"),
+         "%s", keys);
+  wisp_tuning t;
+  CHECK(wisp_tuning_parse("bogus=1", &t) == WISP_EINVAL);
+  const char *e = wisp_last_error();
+  CHECKF(strstr(e, "persistOpt") && !strstr(e, "persistFail") && !strchr(e, '\n'), "%s", e);
 }
 
 /* Unknown keys and bad values are one-line errors naming them. */

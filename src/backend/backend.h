@@ -183,6 +183,9 @@ typedef struct {
 typedef struct {
   int conv_fuse;    /* fuse the decode short conv into its in_proj product */
   int flash_blocks; /* most blocks one decode token's attention is split over */
+  /* One-token product geometry (threads, rows) for every matrix, replacing
+   * each matrix's own (tuning matvec=WGxROWS, a sweep); 0: each matrix's. */
+  int matvec_wg, matvec_rows;
   /* The profile's session switches (1 = fused arrangement; see docs/webgpu.md,
    * "The seed profile's session switches"). Which product a held-back
    * rmsnorm may fuse into is per matrix: wisp_kernel_choice.no_norm_fuse. */

@@ -17,6 +17,15 @@ typedef enum {
   T_SPECIAL
 } kind;
 
+/* A row of the table: the key, how its value is read, where it goes in
+ * wisp_tuning, its default, and two marks:
+ * - `def`: the value the backend takes when the key is not given (filled
+ *   into a zero field by wisp_tuning_fill_defaults; all 0: no number, the
+ *   backend decides by the device, the matrix or the plan, as the docs say);
+ * - `plan`: the backend setting (wisp_backend_settings) the key replaces
+ *   when given; wisp_tuning_over_plan applies that one rule;
+ * - `test`: a key for tests only (a path forced, a fault injected), left out
+ *   of every listing (wisp_tuning_list). */
 typedef struct {
   const char *key;
   kind k;
@@ -24,54 +33,66 @@ typedef struct {
   unsigned lo, hi;
   int is_int;
   const char *values; /* for the error message */
+  unsigned def[5];
+  size_t plan, plan2; /* 1 + offsetof into wisp_backend_settings; 0: none */
+  int test;
 } entry;
 
 #define W(f) offsetof(wisp_tuning, webgpu.f)
 #define T(f) offsetof(wisp_tuning, f)
+#define P(f) (1 + offsetof(wisp_backend_settings, f))
+#define TEST_KEY .test = 1
+#define NO_DEFAULT .def = {0}
 
 static const entry k_keys[] = {
-    {"prefillChunk", T_UINT, T(prefill_chunk), 0, 1, 4096, 1, "1..4096"},
-    {"decodeKick", T_UINT, T(decode_kick), 0, 1, 1 << 20, 1, "a positive number"},
-    {"cpuScalar", T_ON, T(cpu_scalar), 0, 0, 0, 1, "0 or 1"},
+    {"prefillChunk", T_UINT, T(prefill_chunk), 0, 1, 4096, 1, "1..4096", NO_DEFAULT},
+    {"decodeKick", T_UINT, T(decode_kick), 0, 1, 1 << 20, 1, "a positive number", NO_DEFAULT},
+    {"cpuScalar", T_ON, T(cpu_scalar), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     /* webgpu: paths on and off */
-    {"persist", T_SPECIAL, W(persist), 0, 0, 0, 1, "0 or 1"},
-    {"fuse", T_OFF, W(no_fuse), 0, 0, 0, 1, "0 or 1"},
-    {"fuseArgmax", T_OFF, W(no_fuse_argmax), 0, 0, 0, 1, "0 or 1"},
-    {"xstage", T_OFF, W(no_xstage), 0, 0, 0, 1, "0 or 1"},
-    {"rowsShared", T_OFF, W(no_rows_shared), 0, 0, 0, 1, "0 or 1"},
-    {"rowsQ4K", T_ON, W(rows_q4k), 0, 0, 0, 1, "0 or 1"},
-    {"rowsStage", T_ON, W(rows_stage_always), 0, 0, 0, 1, "0 or 1"},
-    {"attnPrefill", T_ON, W(attn_prefill), 0, 0, 0, 1, "0 or 1"},
-    {"kv", T_SPECIAL, W(kv_f16), 0, 0, 0, 1, "f32 or f16"},
-    {"prefetch", T_SPECIAL, W(prefetch), 0, 0, 0, 1, "0 or 1"},
-    {"i8", T_SPECIAL, W(i8_mode), 0, 0, 0, 1, "0 or 1"},
-    {"i8Fuseq", T_ON, W(i8_fuseq), 0, 0, 0, 1, "0 or 1"},
+    {"persist", T_SPECIAL, W(persist), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"fuse", T_OFF, W(no_fuse), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"fuseArgmax", T_OFF, W(no_fuse_argmax), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"xstage", T_OFF, W(no_xstage), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"rowsShared", T_OFF, W(no_rows_shared), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"rowsQ4K", T_ON, W(rows_q4k), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"rowsStage", T_ON, W(rows_stage_always), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"attnPrefill", T_ON, W(attn_prefill), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    /* kv=f16 turns f16 caches on over the plan's f32; kv=f32 leaves the plan's choice */
+    {"kv", T_SPECIAL, W(kv_f16), 0, 0, 0, 1, "f32 or f16", NO_DEFAULT, .plan = P(kv_f16)},
+    {"prefetch", T_SPECIAL, W(prefetch), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"i8", T_SPECIAL, W(i8_mode), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"i8Fuseq", T_ON, W(i8_fuseq), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     /* webgpu: geometry */
-    {"matvec", T_PAIR, W(matvec_wg), W(matvec_rows), 1, 1024, 0, "WGxROWS"},
-    {"matvecBigRows", T_UINT, W(matvec_big_rows), 0, 1, 16, 0, "1..16"},
-    {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN"},
-    {"attnSplits", T_UINT, W(attn_max_splits), 0, 1, 1024, 0, "1..1024"},
-    {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256"},
-    {"rowsNt", T_UINT, W(rows_nt), 0, 1, 8, 0, "1..8"},
-    {"dnSlice", T_SPECIAL, W(dn_cols), W(dn_groups), 1, 1024, 0, "COLS or COLSxGROUPS (powers of two)"},
-    {"q4kSbCols", T_SPECIAL, W(q4k_sb_cols), 0, 0, 1 << 20, 1, "a number of columns (0: never)"},
-    {"q4kRows2Rows", T_UINT, W(q4k_rows2_rows), 0, 1, 1u << 30, 0, "a positive number"},
-    {"q4kLg", T_UINT, W(q4k_lg), 0, 1, 256, 0, "1..256"},
-    {"q4kMatvec", T_PAIR, W(q4k_mv_wg), W(q4k_mv_rows), 1, 1024, 0, "WGxROWS"},
-    {"q4kFused", T_PAIR, W(q4k_fused_cols), W(q4k_fused_tpc), 1, 1024, 0, "COLSxTPC"},
-    {"i8MinN", T_UINT, W(i8_min_n), 0, 1, 1 << 20, 0, "a positive number"},
-    {"matmulI8", T_SPECIAL, W(i8_geometry), 0, 1, 1024, 0, "TMxTNxRMxRNxKB"},
+    {"matvec", T_PAIR, W(matvec_wg), W(matvec_rows), 1, 1024, 0, "WGxROWS", .def = {128, 4}, .plan = P(matvec_wg), .plan2 = P(matvec_rows)},
+    /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
+    {"matvecBigRows", T_UINT, W(matvec_big_rows), 0, 1, 16, 0, "1..16", .def = {8}},
+    {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN", .def = {64, 32}},
+    {"attnSplits", T_UINT, W(attn_max_splits), 0, 1, 1024, 0, "1..1024", .def = {32}, .plan = P(flash_blocks)},
+    {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256", NO_DEFAULT},
+    {"rowsNt", T_UINT, W(rows_nt), 0, 1, 8, 0, "1..8", .def = {8}},
+    {"dnSlice", T_SPECIAL, W(dn_cols), W(dn_groups), 1, 1024, 0, "COLS or COLSxGROUPS (powers of two)", .def = {16, 0}},
+    {"q4kSbCols", T_SPECIAL, W(q4k_sb_cols), 0, 0, 1 << 20, 1, "a number of columns (0: never)", NO_DEFAULT},
+    /* 2 rows a lane group from here: faster on the H200 for the 0.8B and 2B hybrids */
+    {"q4kRows2Rows", T_UINT, W(q4k_rows2_rows), 0, 1, 1u << 30, 0, "a positive number", .def = {2048}},
+    {"q4kLg", T_UINT, W(q4k_lg), 0, 1, 256, 0, "1..256", NO_DEFAULT},
+    {"q4kMatvec", T_PAIR, W(q4k_mv_wg), W(q4k_mv_rows), 1, 1024, 0, "WGxROWS", .def = {128, 0}},
+    {"q4kFused", T_PAIR, W(q4k_fused_cols), W(q4k_fused_tpc), 1, 1024, 0, "COLSxTPC", NO_DEFAULT},
+    {"i8MinN", T_UINT, W(i8_min_n), 0, 1, 1 << 20, 0, "a positive number", .def = {2}},
+    {"matmulI8", T_SPECIAL, W(i8_geometry), 0, 1, 1024, 0, "TMxTNxRMxRNxKB", .def = {64, 32, 4, 4, 2}},
     /* webgpu: the persistent decode */
-    {"persistGrid", T_UINT, W(persist_grid), 0, 1, 1024, 0, "1..1024"},
-    {"persistSplits", T_UINT, W(persist_splits), 0, 1, 16, 0, "1..16"},
-    {"persistMinSteps", T_UINT, W(persist_min_steps), 0, 1, 1 << 20, 0, "a positive number"},
-    {"persistRp", T_SPECIAL, W(persist_rp), 0, 0, 0, 0, "1, 2 or 4"},
-    {"persistSplit", T_UINT, W(persist_split), 0, 1, 1, 0, "1"},
-    {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 255, 0, "0..255"},
-    {"persistFail", T_UINT, W(persist_fail), 0, 1, 1 << 20, 0, "a positive number (a run, from 1)"},
+    {"persistGrid", T_UINT, W(persist_grid), 0, 1, 1024, 0, "1..1024", NO_DEFAULT},
+    {"persistSplits", T_UINT, W(persist_splits), 0, 1, 16, 0, "1..16", NO_DEFAULT},
+    {"persistMinSteps", T_UINT, W(persist_min_steps), 0, 1, 1 << 20, 0, "a positive number", NO_DEFAULT},
+    {"persistRp", T_SPECIAL, W(persist_rp), 0, 0, 0, 0, "1, 2 or 4", NO_DEFAULT},
+    {"persistSplit", T_UINT, W(persist_split), 0, 1, 1, 0, "1", NO_DEFAULT, TEST_KEY},
+    /* persist.wgsl's OPT bits 1 + 8: measured best on the seed shape */
+    {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 255, 0, "0..255", .def = {9}},
+    {"persistFail", T_UINT, W(persist_fail), 0, 1, 1 << 20, 0, "a positive number (a run, from 1)", NO_DEFAULT, TEST_KEY},
     /* webgpu: the device */
-    {"dawnToggles", T_SPECIAL, W(toggles), 0, 0, 0, 0, "a:b:... (Dawn toggle names)"},
+    {"dawnToggles", T_SPECIAL, W(toggles), 0, 0, 0, 0, "a:b:... (Dawn toggle names)", NO_DEFAULT},
 };
+#define N_KEYS (sizeof k_keys / sizeof k_keys[0])
+_Static_assert(N_KEYS <= 64, "wisp_wgpu_backend_opts.given has a bit a key");
 
 /* A whole decimal number in [lo, hi]. */
 static int number(const char *s, unsigned lo, unsigned hi, unsigned *out) {
@@ -111,6 +132,7 @@ static int special(const entry *e, const char *v, wisp_tuning *t, char *store) {
   } else if (!strcmp(e->key, "kv")) {
     if (strcmp(v, "f16") && strcmp(v, "f32")) return 0;
     o->kv_f16 = !strcmp(v, "f16");
+    if (!o->kv_f16) return 2; /* f32: nothing given (the plan's choice stays) */
   } else if (!strcmp(e->key, "prefetch")) {
     if (strcmp(v, "0") && strcmp(v, "1")) return 0;
     o->prefetch = v[0] == '1' ? 1 : -1;
@@ -132,7 +154,6 @@ static int special(const entry *e, const char *v, wisp_tuning *t, char *store) {
   } else if (!strcmp(e->key, "persistOpt")) {
     if (!number(v, 0, e->hi, n)) return 0;
     o->persist_opt = n[0];
-    o->persist_opt_given = 1;
   } else if (!strcmp(e->key, "dawnToggles")) {
     if (!*v || strchr(v, ' ')) return 0;
     o->toggles = store; /* the copy kept in the wisp_tuning */
@@ -141,7 +162,7 @@ static int special(const entry *e, const char *v, wisp_tuning *t, char *store) {
 }
 
 static wisp_status set(wisp_tuning *t, const char *key, const char *v) {
-  for (size_t i = 0; i < sizeof k_keys / sizeof k_keys[0]; i++) {
+  for (size_t i = 0; i < N_KEYS; i++) {
     const entry *e = &k_keys[i];
     if (strcmp(e->key, key)) continue;
     char *base = (char *)t;
@@ -168,12 +189,12 @@ static wisp_status set(wisp_tuning *t, const char *key, const char *v) {
         break;
     }
     if (!ok) return wisp_fail(WISP_EINVAL, "tuning: %s=%s: expected %s", key, v, e->values);
-    /* A tuning geometry replaces the plan's own (that is what a sweep measures). */
-    if (!strcmp(key, "matvec")) t->webgpu.geometry_over_plan = 1;
-    if (!strcmp(key, "attnSplits")) t->webgpu.splits_over_plan = 1;
+    if (ok == 1) t->webgpu.given |= 1ull << i;
     return WISP_OK;
   }
-  return wisp_fail(WISP_EINVAL, "tuning: unknown key '%s' (docs/configuration.md lists them)", key);
+  char keys[1024];
+  wisp_tuning_list(keys, sizeof keys);
+  return wisp_fail(WISP_EINVAL, "tuning: unknown key '%s' (keys: %s; docs/configuration.md)", key, keys);
 }
 
 wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out) {
@@ -190,4 +211,60 @@ wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out) {
     if (st) return st;
   }
   return WISP_OK;
+}
+
+/* Values the key's default writes: matmulI8's five, a pair's two, else one. */
+static int n_values(const entry *e) { return !strcmp(e->key, "matmulI8") ? 5 : e->off2 ? 2 : 1; }
+static uint32_t *value_at(char *base, const entry *e, int j) {
+  return e->off2 ? (uint32_t *)(base + (j ? e->off2 : e->off)) : (uint32_t *)(base + e->off) + j;
+}
+
+void wisp_tuning_fill_defaults(wisp_wgpu_backend_opts *o) {
+  wisp_tuning t;
+  memset(&t, 0, sizeof t);
+  t.webgpu = *o;
+  char *base = (char *)&t;
+  for (size_t i = 0; i < N_KEYS; i++) {
+    const entry *e = &k_keys[i];
+    if (o->given >> i & 1) continue;
+    for (int j = 0; j < n_values(e); j++)
+      if (!*value_at(base, e, j)) *value_at(base, e, j) = e->def[j];
+  }
+  *o = t.webgpu;
+}
+
+void wisp_tuning_default_of(const char *key, uint32_t out[5]) {
+  memset(out, 0, 5 * sizeof *out);
+  for (size_t i = 0; i < N_KEYS; i++)
+    if (!strcmp(k_keys[i].key, key)) memcpy(out, k_keys[i].def, sizeof k_keys[i].def);
+}
+
+/* The one rule between the two: a key given in the tuning string replaces
+ * the plan's value of the setting it names (a sweep measures the geometry
+ * it gives, not the plan's). */
+void wisp_tuning_over_plan(const wisp_tuning *t, wisp_backend_settings *s) {
+  const char *base = (const char *)t;
+  for (size_t i = 0; i < N_KEYS; i++) {
+    const entry *e = &k_keys[i];
+    if (!e->plan || !(t->webgpu.given >> i & 1)) continue;
+    *(int *)((char *)s + e->plan - 1) = (int)*(const uint32_t *)(base + e->off);
+    if (e->plan2) *(int *)((char *)s + e->plan2 - 1) = (int)*(const uint32_t *)(base + e->off2);
+  }
+}
+
+void wisp_tuning_list(char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < N_KEYS && n < cap; i++) {
+    if (k_keys[i].test) continue;
+    int w = snprintf(out + n, cap - n, "%s%s", n ? ", " : "", k_keys[i].key);
+    if (w < 0) break;
+    n += (size_t)w;
+  }
+}
+
+int wisp_tuning_key_is_test(const char *key) {
+  for (size_t i = 0; i < N_KEYS; i++)
+    if (!strcmp(k_keys[i].key, key)) return k_keys[i].test;
+  return -1;
 }

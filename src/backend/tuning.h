@@ -10,6 +10,10 @@
 #ifndef WISP_BACKEND_TUNING_H
 #define WISP_BACKEND_TUNING_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "wisp.h"
 
@@ -21,7 +25,27 @@ typedef struct wisp_tuning {
   char toggles[256];  /* dawnToggles' text (webgpu.toggles points here) */
 } wisp_tuning;
 
-/* Parses text (NULL or "" = nothing) into *out, zeroed first (defaults). */
+/* Parses text (NULL or "" = nothing) into *out, zeroed first (0: the
+ * default); out->webgpu.given has a bit for each key the text gave. */
 wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out);
+
+/* The defaults are the table's: every key with a default number whose field
+ * is 0 and was not given gets it. A backend fills its options with this;
+ * it holds no default numbers of its own. */
+void wisp_tuning_fill_defaults(wisp_wgpu_backend_opts *o);
+/* out[0..5) = the table's default for key (0s: none, or no such key). */
+void wisp_tuning_default_of(const char *key, uint32_t out[5]);
+
+/* Builds the settings object's tuning part, by one rule: every key given
+ * that names a plan setting (matvec: the one-token geometry of every
+ * matrix, attnSplits: flash_blocks, kv=f16: kv_f16) replaces the plan's
+ * value in *s, which wisp_engine_backend_settings filled from the plan. */
+void wisp_tuning_over_plan(const wisp_tuning *t, wisp_backend_settings *s);
+
+/* The keys for users, comma-separated, into out (cap bytes): the test-only
+ * keys (a path forced, a fault injected) are left out of every listing. */
+void wisp_tuning_list(char *out, size_t cap);
+/* 1: key is a test-only key, 0: a key for users, -1: no such key. */
+int wisp_tuning_key_is_test(const char *key);
 
 #endif

@@ -107,8 +107,10 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if ((st = wisp_engine_check_kernels(s->plan, s->backend))) goto fail;
   if ((st = wisp_graph_bind(&m->graph, &s->graph)) || (st = wisp_engine_apply_plan(&s->graph, s->plan))) goto fail;
   wisp_backend_settings bs;
+  /* The one settings object: the plan's, then the tuning keys that replace
+   * plan values (tuning.c's rule). */
   wisp_engine_backend_settings(s->plan, &bs);
-  if (t.webgpu.kv_f16) bs.kv_f16 = 1; /* tuning kv=f16: f16 caches whatever the plan says */
+  wisp_tuning_over_plan(&t, &bs);
   s->kv_f16 = bs.kv_f16 && s->backend->configure && s->backend->kv_buf_new;
   if (s->backend->configure) s->backend->configure(s->backend, &bs);
   if ((st = wisp_graph_prepare(&s->graph, s->backend))) goto fail;

@@ -21,6 +21,7 @@
 #include "backend/webgpu/wgpu_products_q4k.h"
 #include "backend/webgpu/wgpu_variants.h"
 #include "backend/webgpu/wgpu_sampling.h"
+#include "backend/tuning.h"
 #include "util/env.h"
 #include "util/err.h"
 
@@ -66,6 +67,13 @@ static void g_destroy(wisp_backend *be) {
   free(g);
 }
 
+static int pow2(unsigned x) { return x && !(x & (x - 1)); }
+
+/* matvec.wgsl / matvec_nosg.wgsl take this one-token geometry. */
+static int matvec_fits(const wgpu_backend *g, uint32_t wg, uint32_t rows) {
+  return rows <= wg && rows <= 16 && (g->sg || !(wg & (wg - 1))) && (!g->sg || !(wg % wisp_wgpu_matvec_lanes(g, wg)));
+}
+
 int wisp_wgpu_backend_kv16(const wisp_backend *be) {
   return be && be->name && !strcmp(be->name, "webgpu") && ((const wgpu_backend *)be)->kv16;
 }
@@ -76,11 +84,16 @@ int wisp_wgpu_backend_stats_get(const wisp_backend *be, wisp_wgpu_backend_stats 
   return 1;
 }
 
-/* The plan's execution settings: candidate.convFuse and flashBlocks. */
+/* The session's settings (the plan's, with the tuning keys that replace
+ * them already applied: wisp_tuning_over_plan). */
 static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
   wgpu_backend *g = as_g(be);
   g->conv_fuse = g->conv_fuse_capable && s->conv_fuse;
-  if (!g->env_splits && s->flash_blocks >= 1) g->max_splits = (uint32_t)s->flash_blocks;
+  if (s->flash_blocks >= 1) g->max_splits = (uint32_t)s->flash_blocks;
+  /* One geometry for every matrix (a tuning sweep); kept only where the
+   * kernels take it (the same bounds as at creation). */
+  if (s->matvec_wg >= 1 && s->matvec_rows >= 1 && matvec_fits(g, (uint32_t)s->matvec_wg, (uint32_t)s->matvec_rows))
+    g->mv_wg = (uint32_t)s->matvec_wg, g->mv_rows = (uint32_t)s->matvec_rows;
   g->set = *s;
   g->fuse_argmax = g->fuse && !g->env_no_argmax && s->head_argmax;
   /* The plan's kvDtype f16 turns packed-f16 KV on (kv_f16 / tuning kv=f16
@@ -106,14 +119,13 @@ static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   out->max_shared_bytes = (int)i->max_compute_workgroup_storage_size;
 }
 
-static int pow2(unsigned x) { return x && !(x & (x - 1)); }
-
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out) {
   *out = NULL;
   wisp_wgpu_backend_opts o;
   memset(&o, 0, sizeof o);
   o.subgroups = -1;
   if (opts) o = *opts;
+  wisp_tuning_fill_defaults(&o); /* 0 = the tuning table's default */
   wgpu_backend *g = calloc(1, sizeof *g);
   if (!g) return wisp_fail(WISP_ENOMEM, "out of memory");
   g->q4k_emit = wisp_wgpu_q4k_emit;
@@ -165,18 +177,16 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->opts = o;
   g->opts.toggles = NULL; /* used at creation only; the text is the caller's */
   wisp_backend_settings_default(&g->set);
-  g->mv_wg = o.matvec_wg ? o.matvec_wg : 128;
-  g->mv_rows = o.matvec_rows ? o.matvec_rows : 4;
-  g->mm_tm = o.matmul_tm ? o.matmul_tm : 64;
-  g->mm_tn = o.matmul_tn ? o.matmul_tn : 32;
-  g->max_splits = o.attn_max_splits ? o.attn_max_splits : 32;
-  g->env_splits = o.splits_over_plan && o.attn_max_splits;
-  g->mv_rows_big = o.matvec_big_rows ? o.matvec_big_rows : 8; /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
-  g->env_geometry = o.geometry_over_plan;
+  g->mv_wg = o.matvec_wg;
+  g->mv_rows = o.matvec_rows;
+  g->mm_tm = o.matmul_tm;
+  g->mm_tn = o.matmul_tn;
+  g->max_splits = o.attn_max_splits;
+  g->mv_rows_big = o.matvec_big_rows;
   g->no_xstage = o.no_xstage;
   g->no_rows_shared = o.no_rows_shared;
   g->rows_q4k = o.rows_q4k;
-  g->rows_nt = o.rows_nt >= 1 && o.rows_nt <= 8 ? o.rows_nt : 8;
+  g->rows_nt = o.rows_nt;
   g->rows_stage_always = o.rows_stage_always;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
    * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
@@ -197,14 +207,12 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   /* q4k_sb (a thread per super-block) where the plan chose it for a matrix
    * (the registry's decode rule for Q4_K); tuning q4kSbCols=N instead
    * takes it for every matrix of N columns or more, 0 for none. */
-  g->q4k_tune = (wisp_wgpu_q4k_tuning){128, 0, 0, 0, 0, 2048, g->prefetch != 0, g->prefetch == 1, -1};
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){o.q4k_mv_wg, o.q4k_mv_rows, 0, 0, o.q4k_lg, o.q4k_rows2_rows,
+                                        g->prefetch != 0, g->prefetch == 1, -1};
   if (o.q4k_sb_cols) g->q4k_tune.superblock_cols = o.q4k_sb_cols > 0 ? o.q4k_sb_cols : 0;
-  if (o.q4k_rows2_rows) g->q4k_tune.rows2_rows = o.q4k_rows2_rows;
-  if (o.q4k_lg) g->q4k_tune.mv_lg = o.q4k_lg;
-  if (o.q4k_mv_wg && o.q4k_mv_rows) g->q4k_tune.mv_wg = o.q4k_mv_wg, g->q4k_tune.mv_rows = o.q4k_mv_rows;
   if (o.q4k_fused_cols && o.q4k_fused_tpc)
     g->q4k_tune.fused_cols = o.q4k_fused_cols, g->q4k_tune.fused_tpc = o.q4k_fused_tpc;
-  g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols ? o.dn_cols : 16, o.dn_groups};
+  g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols, o.dn_groups};
   /* The kernels size their per-thread and workgroup arrays for these
    * bounds (ROWS <= 16 rows of accumulators; whole lane groups of LG). */
   const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;

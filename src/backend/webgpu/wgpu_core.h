@@ -168,7 +168,6 @@ struct wgpu_backend {
   int own_device;
   int sg; /* subgroup variants */
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
-  int env_geometry; /* tuning matvec: it overrides the plan's geometry (tuning) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   int rows_q4k;       /* tuning rowsQ4K=1: Q4_K through q4k_matvec_rows too (wgpu_products_q4k.c) */
@@ -224,7 +223,6 @@ struct wgpu_backend {
   wisp_wgpu_pending pend;
   int conv_fuse;       /* matvec_conv used: capable (10 storage bindings) and the plan asks */
   int conv_fuse_capable;
-  int env_splits;      /* tuning attnSplits: it overrides the plan */
   int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
   int fuse; /* 0 disables the fusion (tests, tuning fuse=0) */

@@ -17,17 +17,14 @@ typedef struct wisp_wgpu_backend_opts {
   int refuse_cpu_adapter;   /* fail when the adapter is a CPU (lavapipe): "auto" prefers the CPU backend */
   int no_fuse;              /* no decode-time fusion (rmsnorm/swiglu into the next matvec, in_proj with
                                shortconv, attn_decode): every op on its own (tuning fuse=0) */
-  /* Geometry (override constants); 0 = default (tuning matvec=WGxROWS,
-   * matmul=TMxTN). geometry_over_plan: matvec_wg/rows replace the plan's
-   * per-matrix geometry too (tuning sweeps). */
+  /* Geometry; 0 = the tuning table's default (tuning matvec=WGxROWS,
+   * matmul=TMxTN). A session's settings (configure) may replace matvec_wg/rows
+   * for every matrix (wisp_backend_settings.matvec_wg). */
   uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn;
-  int geometry_over_plan;
   /* Flash-decoding: most workgroups per head that one decode token's
-   * attention is split over (one per 64-key tile up to this; 0 = 32, 1 = no
-   * split). splits_over_plan: it replaces the plan's flashBlocks (tuning
-   * attnSplits=N). */
+   * attention is split over (one per 64-key tile up to this; 0 = the table's
+   * default, 1 = no split); the plan's flashBlocks replaces it (configure). */
   uint32_t attn_max_splits;
-  int splits_over_plan;
   /* Test hook: largest storage binding the backend may use for a weight part
    * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
   uint64_t max_binding;
@@ -57,15 +54,14 @@ typedef struct wisp_wgpu_backend_opts {
    * ~35 s), -1 off, 1 on (tuning persist=0|1). */
   int persist;
   /* The rest: tuning and test switches, set through the session's tuning
-   * string (src/backend/tuning.c lists the keys; docs/configuration.md); 0 = the
-   * backend's default everywhere. */
+   * string (src/backend/tuning.c lists the keys and their defaults;
+   * docs/configuration.md); 0 = the table's default (wisp_tuning_fill_defaults). */
   uint32_t persist_grid;      /* persistGrid: workgroups of the persistent decode (0: probed from 128) */
   uint32_t persist_splits;    /* persistSplits: its attention splits per head (0: grid / heads) */
   uint32_t persist_min_steps; /* persistMinSteps: fewest steps a batch needs to take it (0: the plan's) */
   uint32_t persist_rp;        /* persistRp=1|2|4: the units-split engine's row split (0: by the shape) */
   uint32_t persist_split;     /* persistSplit=1 (tests): the units-split product engine for any graph */
-  int persist_opt_given;      /* persistOpt=BITS: persist.wgsl's engine-0 OPT bits (A/B runs) */
-  uint32_t persist_opt;
+  uint32_t persist_opt;       /* persistOpt=BITS: persist.wgsl's engine-0 OPT bits (A/B runs) */
   uint32_t persist_fail;      /* persistFail=N (tests): run N starts as if its grid barrier had given up */
   int no_fuse_argmax;         /* fuseArgmax=0: greedy token choice not fused into the head product */
   int no_xstage;              /* xstage=0: matvec inputs from global memory, not staged */
@@ -93,6 +89,8 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t i8_min_n;          /* i8MinN=N: fewest tokens that take it (0: 2) */
   uint32_t i8_geometry[5];    /* matmulI8=TMxTNxRMxRNxKB (all 0: the default) */
   const char *toggles;        /* dawnToggles=a:b: Dawn toggles for the device it opens (read at creation) */
+  uint64_t given;             /* a bit for each tuning key the string gave (its row in tuning.c's table): a
+                               * given 0 (persistOpt=0) is not replaced by the default */
 } wisp_wgpu_backend_opts;
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out);

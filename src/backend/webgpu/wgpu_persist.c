@@ -47,7 +47,6 @@
 #include "util/err.h"
 
 #define PERSIST_WG 256
-#define PERSIST_OPT 9  /* persist.wgsl's OPT bits on by default: 1 + 8 (measured best on the seed shape) */
 #define LAYER_WORDS 28 /* persist.wgsl's layer table */
 #define MAX_PHASES 644 /* persist.wgsl's MAXPH4 vec4s of phase words */
 #define DN_CW 16       /* persist.wgsl's CW: value columns of a DeltaNet task */
@@ -452,7 +451,7 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
                            {"SPLIT", split},
                            {"XSUMN", split ? xs4 / 4 : 1},
                            {"VSLN", dn ? 64 : 1},
-                           {"OPT", o->persist_opt_given ? o->persist_opt : PERSIST_OPT},
+                           {"OPT", o->persist_opt},
                            {"TYPES", graph_types(g)},
                            {"WORKS", works},
                            {"STAGES", graph_stages(g)},

@@ -44,7 +44,8 @@ static wisp_status apply_choice(wgpu_backend *g, const wisp_matrix *m, wmat *w) 
   }
   const wisp_kernel_choice *c = &m->choice[WISP_PHASE_DECODE];
   if (!strncmp(c->variant, "profile:", 8)) return WISP_OK; /* its geometry is the profile kernel's */
-  if (g->env_geometry || (!c->workgroup_size && !c->rows_per_subgroup)) return WISP_OK;
+  /* settings.matvec_wg: one geometry for every matrix (configure set it) */
+  if (g->set.matvec_wg || (!c->workgroup_size && !c->rows_per_subgroup)) return WISP_OK;
   uint32_t wg = c->workgroup_size ? (uint32_t)c->workgroup_size : g->mv_wg;
   uint32_t rows = c->rows_per_subgroup ? (uint32_t)c->rows_per_subgroup : g->mv_rows;
   if (rows > 16 || rows > wg || wg > g->d->info.max_compute_invocations_per_workgroup ||

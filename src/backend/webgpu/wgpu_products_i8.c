@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/tuning.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "util/err.h"
@@ -57,16 +58,19 @@ static mm8_state *state_of(wisp_backend *be) {
     wisp_wgpu_op_fail(as_g(be), WISP_ENOMEM, "out of memory");
     return NULL;
   }
+  /* The tuning table's default geometry (matmulI8), then the options' own
+   * where they give another that the kernel takes. */
+  uint32_t def[5];
+  wisp_tuning_default_of("matmulI8", def);
   s->mode = 1;
-  s->tm = 64;
-  s->tn = 32;
-  s->rm = 4;
-  s->rn = 4;
-  s->kb = 2;
-  s->min_n = 2;
+  s->tm = def[0];
+  s->tn = def[1];
+  s->rm = def[2];
+  s->rn = def[3];
+  s->kb = def[4];
   const wisp_wgpu_backend_opts *o = &as_g(be)->opts;
   const uint32_t *gm = o->i8_geometry;
-  if (gm[0] && gm[1] && gm[2] && gm[3] && gm[4]) {
+  if (gm[0] && gm[1] && gm[2] && gm[3] && gm[4] && memcmp(gm, def, sizeof def)) {
     mm8_state t = *s;
     t.tm = gm[0], t.tn = gm[1], t.rm = gm[2], t.rn = gm[3], t.kb = gm[4];
     if (check_geometry(be, &t) == WISP_OK) *s = t;
@@ -79,7 +83,7 @@ static mm8_state *state_of(wisp_backend *be) {
     if (check_geometry(be, &t) == WISP_OK) *s = t;
     else fprintf(stderr, "wisp: tuning i8Fuseq ignored: %s\n", wisp_last_error());
   }
-  if (o->i8_min_n) s->min_n = (int)o->i8_min_n;
+  s->min_n = (int)o->i8_min_n; /* the table's default unless given */
   *slot = s;
   return s;
 }
