@@ -450,10 +450,10 @@ TEST(cpu_i8_throughput_plan_runs_integer_products) {
   }
 }
 
-/* rmsnorm then an integer product of its output: the backend holds the norm
- * back and runs it inside the product's quantization (one pass a token).
- * The product and the normalized rows must be bit for bit those of the
- * norm run on its own (forced here by reading its output first), for a
+/* rmsnorm then an integer product of its output as one op (rmsnorm_matmul,
+ * the graph pass's rmsnorm+matmul): the backend runs the norm inside the
+ * product's quantization (one pass a token). The product and the normalized
+ * rows must be bit for bit those of the two ops one after the other, for a
  * decode row and a prefill, with 3 threads; and the op timer must show the
  * fused kind, so that the fusion is known to have run. */
 TEST(cpu_i8_rmsnorm_fused_into_the_product_is_bit_identical) {
@@ -478,8 +478,7 @@ TEST(cpu_i8_rmsnorm_fused_into_the_product_is_bit_identical) {
     be->buf_write(be, bx, 0, (size_t)n * K, x);
     /* fused */
     wisp_cpu_backend_time_ops(be, 1);
-    be->rmsnorm(be, bx, &w, 1e-5f, n, K, bn);
-    be->matmul(be, &t.m, bn, 0, n, by, 0);
+    be->rmsnorm_matmul(be, bx, &w, 1e-5f, n, bn, &t.m, by, 0);
     wisp_cpu_op_time ops[32];
     int nops = wisp_cpu_backend_op_times(be, ops, 32), fused = 0, alone = 0;
     for (int i = 0; i < nops; i++) {
@@ -489,7 +488,7 @@ TEST(cpu_i8_rmsnorm_fused_into_the_product_is_bit_identical) {
     wisp_cpu_backend_time_ops(be, 0);
     be->buf_read(be, by, 0, (size_t)n * ROWS_F, ya);
     be->buf_read(be, bn, 0, (size_t)n * K, xa);
-    /* the norm alone: reading its output runs it before the product */
+    /* the two ops */
     be->buf_zero(be, bn);
     be->rmsnorm(be, bx, &w, 1e-5f, n, K, bn);
     be->buf_read(be, bn, 0, (size_t)n * K, xb);

@@ -250,6 +250,12 @@ struct wisp_backend {
   /* out[t] = x[t] / rms(x[t]) * w, per row of `dim`. */
   void (*rmsnorm)(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
                   wisp_buf *out);
+  /* Optional: the graph pass's "rmsnorm+matmul" as one op: xn = rmsnorm(x, w)
+   * (n rows of W->cols), then y[t] (+)= W xn[t]; the same results as the two
+   * ops (xn written too). The step graph calls it where the pass marked the
+   * pattern (model/graph_fuse.c); NULL: the two ops one after the other. */
+  void (*rmsnorm_matmul)(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, wisp_buf *xn,
+                         const wisp_matrix *W, wisp_buf *y, int accumulate);
   /* y[t] (+)= W x[x_row0 + t] for t < n; accumulate adds into y (residual). */
   void (*matmul)(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                  int accumulate);

@@ -23,6 +23,15 @@ wisp_status wisp_model_head_logits(wisp_backend *be, const wisp_model_head *h, c
   if (!logits) return be->sync(be);
   /* One row at a time through the one-row logits buffer: the last row, or
    * every row into logits[r * vocab]. */
+  /* The final norm always feeds the head product: one op where the
+   * backend has it (one row: the head reads the norm's only row). */
+  if (n == 1 && be->rmsnorm_matmul) {
+    be->rmsnorm_matmul(be, x, h->norm, h->eps, 1, h->xn, h->head, h->logits, 0);
+    wisp_status st = be->sync(be);
+    if (st) return st;
+    be->buf_read(be, h->logits, 0, (size_t)h->vocab, logits);
+    return WISP_OK;
+  }
   be->rmsnorm(be, x, h->norm, h->eps, n, h->hidden, h->xn);
   for (int r = all ? 0 : n - 1; r < n; r++) {
     be->matmul(be, h->head, h->xn, r, 1, h->logits, 0);
@@ -35,8 +44,12 @@ wisp_status wisp_model_head_logits(wisp_backend *be, const wisp_model_head *h, c
 
 void wisp_model_head_sample(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x, const wisp_sampling *s,
                             uint32_t step, wisp_buf *ids, int slot, int pos) {
-  be->rmsnorm(be, x, h->norm, h->eps, 1, h->hidden, h->xn);
-  be->matmul(be, h->head, h->xn, 0, 1, h->logits, 0);
+  if (be->rmsnorm_matmul) {
+    be->rmsnorm_matmul(be, x, h->norm, h->eps, 1, h->xn, h->head, h->logits, 0);
+  } else {
+    be->rmsnorm(be, x, h->norm, h->eps, 1, h->hidden, h->xn);
+    be->matmul(be, h->head, h->xn, 0, 1, h->logits, 0);
+  }
   if (wisp_sampling_penalized(s)) {
     be->buf_copy(be, ids, s->hist_off + (uint32_t)(pos % s->hist_n), (size_t)slot - 1, 1);
     be->penalize(be, h->logits, h->vocab, ids, s->hist_off, s->hist_n, s->repeat_penalty);

@@ -124,7 +124,16 @@ static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be
     const wisp_gnode *nd = &g->nodes[i];
     wisp_buf *in = wisp_graph_state_act(s, nd->in), *out = wisp_graph_state_act(s, nd->out);
     switch (nd->op) {
-      case WISP_GOP_RMSNORM: be->rmsnorm(be, in, nd->w, g->eps, n, nd->cols, out); break;
+      case WISP_GOP_RMSNORM:
+        /* the pass marked this norm and the product reading it as one op
+         * (graph_fuse.c); a backend with that op runs them together */
+        if ((nd->fused & WISP_FUSE_NORM_MATMUL) && !rows && be->rmsnorm_matmul) {
+          const wisp_gnode *mm = &g->nodes[++i];
+          be->rmsnorm_matmul(be, in, nd->w, g->eps, n, out, mm->W, wisp_graph_state_act(s, mm->out), mm->accumulate);
+          break;
+        }
+        be->rmsnorm(be, in, nd->w, g->eps, n, nd->cols, out);
+        break;
       case WISP_GOP_MATMUL: wisp_model_matmul(be, nd->W, in, n, out, nd->accumulate, rows); break;
       case WISP_GOP_SWIGLU: be->swiglu(be, in, n, nd->cols, out); break;
       default:

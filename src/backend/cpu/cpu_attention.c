@@ -203,7 +203,6 @@ static void cpu_attention_run(wisp_backend *be, const wisp_attention_args *a) {
 }
 
 void wisp_cpu_attention(wisp_backend *be, const wisp_attention_args *a) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_attention_run(be, a);
   op_stop(as_cpu(be), OP_ATTENTION, t);
@@ -224,7 +223,6 @@ static void cpu_attention_gated_run(wisp_backend *be, const wisp_gated_attention
 }
 
 void wisp_cpu_attention_gated(wisp_backend *be, const wisp_gated_attention_args *g) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_attention_gated_run(be, g);
   op_stop(as_cpu(be), OP_ATTENTION, t);

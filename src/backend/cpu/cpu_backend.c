@@ -55,19 +55,19 @@ static wisp_buf *cpu_kv_buf_new(wisp_backend *be, size_t n) {
 static void cpu_configure(wisp_backend *be, const wisp_backend_settings *s) { as_cpu(be)->kv16 = s->kv_f16; }
 
 static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  (void)be;
   if (!b) return;
   free(b->data);
   free(b);
 }
 
 static void cpu_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  (void)be;
   memcpy(dst, b->data + off, n * sizeof(float));
 }
 
 static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  (void)be;
   memset(b->data, 0, b->n * sizeof(float));
 }
 
@@ -256,7 +256,6 @@ static void cpu_embed_run(wisp_backend *be, const wisp_matrix *E, const int32_t 
 }
 
 static void cpu_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_embed_run(be, E, tokens, n, out);
   op_stop(as_cpu(be), OP_EMBED, t);
@@ -314,22 +313,12 @@ static void cpu_rmsnorm_run(wisp_backend *be, const wisp_buf *x, const wisp_vect
   wisp_cpu_run_ranges(as_cpu(be), n, (4096 + dim - 1) / dim, rmsnorm_rows, &j);
 }
 
-/* Runs a held-back rmsnorm, if there is one. */
-void wisp_cpu_flush_norm(cpu_backend *c) {
-  if (!c->norm.on) return;
-  c->norm.on = 0;
-  double t = op_start(c);
-  cpu_rmsnorm_run(&c->base, c->norm.x, c->norm.w, c->norm.eps, c->norm.n, c->norm.dim, c->norm.out);
-  op_stop(c, OP_RMSNORM, t);
-}
-
-/* Held back until the next entry point: an integer product reading `out`
- * takes it into its quantization (matmul_i8), anything else runs it first. */
 static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, int dim,
                         wisp_buf *out) {
   cpu_backend *c = as_cpu(be);
-  wisp_cpu_flush_norm(c);
-  c->norm.on = 1, c->norm.x = x, c->norm.w = w, c->norm.eps = eps, c->norm.n = n, c->norm.dim = dim, c->norm.out = out;
+  double t = op_start(c);
+  cpu_rmsnorm_run(be, x, w, eps, n, dim, out);
+  op_stop(c, OP_RMSNORM, t);
 }
 
 typedef struct {
@@ -471,18 +460,13 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   op_stop(c, n > 1 ? OP_I8_PREFILL : OP_I8_DECODE, t);
 }
 
+/* norm (may be NULL): an rmsnorm whose output is x, which an integer
+ * product runs inside its quantization (cpu_rmsnorm_matmul). */
 static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
-                       int accumulate) {
+                           int accumulate, const rms_job *norm) {
   cpu_backend *c = as_cpu(be);
   const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
   if (runs_i8(variant, W)) {
-    /* cpu_matmul left a held-back rmsnorm only when it is this product's input */
-    rms_job nj, *norm = NULL;
-    if (c->norm.on) {
-      nj = (rms_job){c->norm.x->data, c->norm.w->data, c->norm.out->data, c->norm.eps, c->norm.dim};
-      norm = &nj;
-      c->norm.on = 0;
-    }
     matmul_i8(c, W, x->data + (size_t)x_row0 * W->cols, n, y->data, accumulate, norm);
     return;
   }
@@ -513,17 +497,26 @@ static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_bu
 static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                        int accumulate) {
   cpu_backend *c = as_cpu(be);
-  const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
-  const int i8 = runs_i8(variant, W);
-  /* The held-back rmsnorm goes into an integer product of exactly its
-   * output (the same tokens and width, y neither its input nor its output);
-   * else it runs on its own first. */
-  if (c->norm.on && !(i8 && c->norm.out == x && x_row0 == 0 && c->norm.n == n && c->norm.dim == W->cols &&
-                      y != c->norm.x && y != c->norm.out))
-    wisp_cpu_flush_norm(c);
+  const int i8 = runs_i8(W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant, W);
   double t = op_start(c);
-  cpu_matmul_run(be, W, x, x_row0, n, y, accumulate);
+  cpu_matmul_run(be, W, x, x_row0, n, y, accumulate, NULL);
   if (!i8) op_stop(c, n > 1 ? OP_EXACT_PREFILL : OP_EXACT_DECODE, t); /* matmul_i8 times its own two parts */
+}
+
+/* The graph pass's rmsnorm+matmul: an integer product normalizes each
+ * token in the pass that quantizes it (the row still in cache), writing xn
+ * as the rmsnorm op would; any other product (or a y that is x or xn) runs
+ * the two ops one after the other. The same bits either way. */
+static void cpu_rmsnorm_matmul(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n,
+                               wisp_buf *xn, const wisp_matrix *W, wisp_buf *y, int accumulate) {
+  const int i8 = runs_i8(W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant, W);
+  if (!i8 || y == x || y == xn) {
+    cpu_rmsnorm(be, x, w, eps, n, W->cols, xn);
+    cpu_matmul(be, W, xn, 0, n, y, accumulate);
+    return;
+  }
+  const rms_job norm = {x->data, w->data, xn->data, eps, W->cols};
+  cpu_matmul_run(be, W, xn, 0, n, y, accumulate, &norm);
 }
 
 /* Grows a buffer of the backend to n floats (kept for later calls). */
@@ -565,25 +558,24 @@ static void cpu_swiglu_run(wisp_backend *be, const wisp_buf *gu, int n, int ffn,
 }
 
 static void cpu_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_swiglu_run(be, gu, n, ffn, out);
   op_stop(as_cpu(be), OP_SWIGLU, t);
 }
 
 static void cpu_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  (void)be;
   memcpy(b->data + off, src, n * sizeof(float));
 }
 
 static void cpu_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  (void)be;
   memcpy(dst->data, src->data, n * sizeof(float));
 }
 
 /* b[dst_off..+n) = b[src_off..+n) (the decode loop's ids buffer). */
 static void cpu_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
+  (void)be;
   memmove(b->data + dst_off, b->data + src_off, n * sizeof(float));
 }
 
@@ -595,7 +587,6 @@ static void cpu_buf_copy_at_run(wisp_backend *be, wisp_buf *dst, size_t dst_off,
 
 static void cpu_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off,
                             size_t n) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_buf_copy_at_run(be, dst, dst_off, src, src_off, n);
   op_stop(as_cpu(be), OP_COPY, t);
@@ -655,7 +646,6 @@ static void cpu_matmul_rows_run(wisp_backend *be, const wisp_matrix *W, const wi
 
 static void cpu_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                             int accumulate) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_matmul_rows_run(be, W, x, n, y, accumulate);
   op_stop(as_cpu(be), OP_OTHER, t);
@@ -676,7 +666,6 @@ static void cpu_penalize_run(wisp_backend *be, wisp_buf *logits, int vocab, cons
 
 static void cpu_penalize(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
                          float penalty) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_penalize_run(be, logits, vocab, hist, hist_off, n, penalty);
   op_stop(as_cpu(be), OP_SAMPLE, t);
@@ -705,7 +694,6 @@ static void cpu_embed_id_run(wisp_backend *be, const wisp_matrix *E, const wisp_
 }
 
 static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_embed_id_run(be, E, ids, slot, out);
   op_stop(as_cpu(be), OP_EMBED, t);
@@ -767,7 +755,6 @@ static void cpu_sample_id_run(wisp_backend *be, const wisp_buf *logits, int voca
 
 static void cpu_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p,
                           uint32_t step, wisp_buf *ids, int slot) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_sample_id_run(be, logits, vocab, p, step, ids, slot);
   op_stop(as_cpu(be), OP_SAMPLE, t);
@@ -775,7 +762,6 @@ static void cpu_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, c
 
 static wisp_status cpu_sync(wisp_backend *be) {
   cpu_backend *c = as_cpu(be);
-  wisp_cpu_flush_norm(c);
   wisp_status st = c->error;
   c->error = WISP_OK;
   return st;
@@ -849,6 +835,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .prepare_vector = cpu_prepare_vector,
       .embed = cpu_embed,
       .rmsnorm = cpu_rmsnorm,
+      .rmsnorm_matmul = cpu_rmsnorm_matmul,
       .matmul = cpu_matmul,
       .shortconv = wisp_cpu_shortconv,
       .attention = wisp_cpu_attention,

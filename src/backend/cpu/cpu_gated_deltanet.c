@@ -295,7 +295,6 @@ static void dn_conv(cpu_backend *c, const wisp_deltanet_args *a, int conv_dim, i
 
 
 void wisp_cpu_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   cpu_backend *c = as_cpu(be);
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   const int conv_dim = 2 * K + V, proj_row = 2 * K + 2 * V + 2 * a->v_heads;

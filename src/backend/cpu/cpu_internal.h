@@ -73,17 +73,6 @@ typedef struct {
   float *dnprep; /* that call's chunk preparations, a wave's worth (dn_chunked) */
   size_t dnprep_len;
   wisp_status error; /* first failure inside an op, reported by sync */
-  /* A held-back rmsnorm (cpu_rmsnorm): the integer product that reads its
-   * output next normalizes and quantizes each token in one pass; any other
-   * entry point runs it first (flush_norm). */
-  struct {
-    int on;
-    const wisp_buf *x;
-    const wisp_vector *w;
-    float eps;
-    int n, dim;
-    wisp_buf *out;
-  } norm;
   int timing;        /* the op timer is on */
   double op_s[OP_N];
   long op_calls[OP_N];
@@ -109,9 +98,6 @@ static inline wisp_buf row_view(const wisp_buf *b, int r, int width) {
   return (wisp_buf){.data = b->data + (size_t)r * width, .n = (size_t)width}; /* activations: f32 */
 }
 
-/* Runs a held-back rmsnorm (cpu_rmsnorm): every entry point but the
- * product that can fuse it calls this first. */
-void wisp_cpu_flush_norm(cpu_backend *c);
 /* Per-thread scratch of at least n floats; 0 when out of memory. */
 int wisp_cpu_ensure_scratch(cpu_backend *c, size_t n);
 /* Grows a buffer of the backend to n floats (kept for later calls); 0 when out of memory. */

@@ -133,7 +133,6 @@ static void cpu_shortconv_run(wisp_backend *be, const wisp_buf *bcx, const wisp_
 
 void wisp_cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                           wisp_buf *state, wisp_buf *out) {
-  wisp_cpu_flush_norm(as_cpu(be)); /* a held-back rmsnorm first (cpu_rmsnorm) */
   double t = op_start(as_cpu(be));
   cpu_shortconv_run(be, bcx, taps, L, n, dim, state, out);
   op_stop(as_cpu(be), OP_SHORTCONV, t);
