@@ -3,10 +3,12 @@
  * Qwen 3.5 (text), from config.json + safetensors.
  *
  * Order of work: parse and check config.json, open the safetensors, plan
- * every section and check every tensor's shape against the config (and that
- * no tensor is left unused), then write through the atomic writer. Every
- * failure after the writer starts aborts it, so DIR is either complete or
- * untouched. docs/convert.md lists how HF tensors map to sections. */
+ * every section from the architecture's name table (format/gguf_arch.h,
+ * shared with GGUF import and export) and check every tensor's shape
+ * against the config (and that no tensor is left unused), then write
+ * through the atomic writer. Every failure after the writer starts aborts
+ * it, so DIR is either complete or untouched. docs/convert.md lists how HF
+ * tensors map to sections. */
 #include "format/hf_import.h"
 
 #include <errno.h>
