@@ -572,6 +572,7 @@ static wisp_status plan_section(planner *p, const wisp_gguf_rule *const *run, in
   char sec[64];
   snprintf(sec, sizeof sec, r->section, layer);
   if (r->part == GA_P_VEC || r->part == GA_P_TAPS) {
+    if (n > 1) return wisp_fail(WISP_EINVAL, "section '%s': the name table gives a vector %d parts", sec, n);
     int rows, cols;
     wisp_gguf_vec_dims(p->geo, r, &rows, &cols);
     const int64_t dims[3] = {rows, 1, cols}; /* taps: HF's [channels, 1, L] */
@@ -605,11 +606,14 @@ static wisp_status plan_rules(planner *p, const wisp_gguf_arch *ga, int layer, i
     const wisp_gguf_rule *r = k < ga->n_rules ? &ga->rules[k] : NULL;
     int takes = r && r->section && (layer < 0 ? r->where == GA_GLOBAL : wisp_gguf_rule_applies(r, kind));
     if (takes && layer < 0 && p->tied && !strcmp(r->section, "head")) {
-      const wisp_st_tensor *lm = wisp_safetensors_find(p->st, r->hf);
+      char name[160];
+      hf_name(p, r->hf, layer, name, sizeof name);
+      const wisp_st_tensor *lm = wisp_safetensors_find(p->st, name);
       if (lm) p->used[lm - p->st->tensors] = 1;
       takes = 0;
     }
-    if (takes && n > 0 && n < 4 && !strcmp(r->section, run[0]->section)) {
+    if (takes && n > 0 && !strcmp(r->section, run[0]->section)) {
+      if (n == 4) return wisp_fail(WISP_EINVAL, "section '%s': the name table gives it more than 4 parts", r->section);
       run[n++] = r;
       continue;
     }
