@@ -42,7 +42,7 @@ int cmd_verify(int argc, char **argv) {
       continue;
     }
     char got[65];
-    wisp_sha256_hex(a->weights ? a->weights + s->offset : (const uint8_t *)"", (size_t)s->bytes, got);
+    wisp_sha256_hex(wisp_section_data(a, s) ? wisp_section_data(a, s) : (const uint8_t *)"", (size_t)s->bytes, got);
     if (strcmp(got, want->valuestring)) {
       fprintf(stderr, "wisp verify: %s: section '%s' sha256 %s does not match the manifest's %s\n", dir, s->name,
               got, want->valuestring);
