@@ -22,6 +22,7 @@
 #include "cli/opts.h"
 #include "format/artifact.h"
 #include "format/gguf.h"
+#include "format/gguf_artifact.h"
 #include "format/gguf_import.h"
 #include "format/layout.h"
 #include "format/safetensors.h"
@@ -1113,10 +1114,51 @@ static void remove_tok_dir(const char *dir) {
   rmdir(dir);
 }
 
+/* `--quant keep` (the default for a GGUF): the artifact is what running the
+ * GGUF in place uses (format/gguf_artifact.h, one mapping for both), every
+ * section written with the bytes it has there: matrices in their stored
+ * type (Q4_0 as wisp q4, the same values), no requantization. */
+static wisp_status convert_keep(const char *path, const char *out_dir, int quiet) {
+  wisp_artifact *a = NULL;
+  wisp_writer *w = NULL;
+  cJSON *manifest = NULL;
+  wisp_status rc = wisp_gguf_artifact_open(path, &a);
+  if (rc) return rc;
+  if (!(manifest = cJSON_Duplicate(a->manifest, 1))) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+  cJSON *wx = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
+  cJSON_AddStringToObject(wx, "weights", "keep");
+  if (!quiet)
+    fprintf(stderr, "wisp convert: %s -> %s (keep: matrices in their GGUF types, %d sections, %.1f MB)\n", path,
+            out_dir, a->n_sections, (double)a->weight_bytes / 1e6);
+  if ((rc = wisp_writer_begin(out_dir, a->weight_bytes, &w))) goto done;
+  static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+  char src[4200];
+  for (int i = 0; i < 3 && !rc && !strcmp(a->tokenizer, "bpe"); i++) {
+    snprintf(src, sizeof src, "%s/%s", path, names[i]);
+    if (wisp_path_exists(src)) rc = wisp_writer_add_file(w, names[i], src);
+  }
+  for (int i = 0; i < a->n_sections && !rc; i++) {
+    const wisp_section *s = &a->sections[i];
+    if (!quiet) fprintf(stderr, "  [%3d/%d] %-28s %s\n", i + 1, a->n_sections, s->name, s->origin ? s->origin : "");
+    rc = wisp_writer_put_section(w, manifest, s->name, wisp_section_data(a, s), (size_t)s->bytes);
+  }
+  if (rc) goto done;
+  rc = wisp_writer_commit(w, manifest);
+  w = NULL; /* commit frees the writer, also on failure */
+  if (!rc && !quiet) fprintf(stderr, "wisp convert: wrote %s\n", out_dir);
+done:
+  if (w) wisp_writer_abort(w);
+  cJSON_Delete(manifest);
+  wisp_artifact_free(a);
+  return rc;
+}
+
 static const char *const k_about =
     "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
     "  of an Lfm2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM or Qwen3_5ForCausalLM;\n"
-    "  FILE.gguf: a GGUF v3 file of architecture lfm2, qwen3, llama or qwen35 (docs/gguf.md)\n"
+    "  FILE.gguf: a GGUF v3 file of architecture lfm2, qwen3, llama or qwen35 (docs/gguf.md);\n"
+    "  from a GGUF, --quant keep (the default) keeps every matrix in its stored type\n"
+    "  (F32, F16, Q8_0, Q4_K as they are, Q4_0 as wisp q4; Q4_1, BF16, Q6_K as f32)\n"
     "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
     "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32;\n"
     "  f16: every matrix and embed/head as IEEE half; q8_0: every matrix and embed/head as\n"
@@ -1125,15 +1167,15 @@ static const char *const k_about =
     "  an existing non-empty DIR is replaced only with --force, and only if it is an artifact.";
 
 int cmd_convert(int argc, char **argv) {
-  const char *hf_dir = NULL, *out_dir = NULL, *quant = "q4", *pos[1];
+  const char *hf_dir = NULL, *out_dir = NULL, *quant = NULL, *pos[1];
   int quiet = 0, force = 0, n_pos = 0;
   const cli_opt opts[] = {
       {"-o|--out|--output", CLI_STR, &out_dir, 0, 0, "DIR", "the artifact directory to write"},
-      {"--quant", CLI_STR, &quant, 0, 0, "Q", "f32, q4 (default), q4k, f16 or q8_0"},
+      {"--quant", CLI_STR, &quant, 0, 0, "Q", "f32, q4 (default), q4k, f16 or q8_0; keep (the default for a GGUF)"},
       {"-q|--quiet", CLI_FLAG, &quiet, 0, 0, NULL, "no progress lines"},
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing artifact at DIR"},
   };
-  const cli_spec spec = {"convert", "(HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k|f16|q8_0] [--quiet] [--force]",
+  const cli_spec spec = {"convert", "(HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k|f16|q8_0|keep] [--quiet] [--force]",
                          k_about, opts, (int)(sizeof opts / sizeof opts[0]), pos, 1, &n_pos};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
@@ -1143,9 +1185,20 @@ int cmd_convert(int argc, char **argv) {
     return 2;
   }
   if (cli_claim_target("convert", out_dir, 1, force)) return 2;
+  const int gguf_input = wisp_is_regular_file(hf_dir);
+  if (!quant) quant = gguf_input ? "keep" : "q4";
+  if (!strcmp(quant, "keep")) {
+    if (!gguf_input) {
+      fprintf(stderr, "wisp convert: --quant keep is for a GGUF source; a Hugging Face checkpoint takes f32, q4, q4k, f16 or q8_0\n");
+      return 2;
+    }
+    wisp_status krc = check_output(out_dir);
+    if (!krc) krc = convert_keep(hf_dir, out_dir, quiet);
+    return krc ? cli_error("convert") : 0;
+  }
   if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k") && strcmp(quant, "f16") &&
       strcmp(quant, "q8_0")) {
-    fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16 or q8_0, not '%s'\n", quant);
+    fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16, q8_0 or keep, not '%s'\n", quant);
     return 2;
   }
   const int qmode = !strcmp(quant, "q4")     ? QUANT_Q4

@@ -416,8 +416,8 @@ static cJSON *derive_manifest(const builder *b, int max_pos, int tokenizer) {
   cJSON_AddNumberToObject(wx, "normEps", m->norm_eps);
   cJSON_AddStringToObject(wx, "tokenizer", tokenizer ? "bpe" : "byte");
   if (!strcmp(m->arch, "llama")) cJSON_AddBoolToObject(wx, "qkNorm", 0);
-  char source[96];
-  snprintf(source, sizeof source, "gguf %s (run in place)", m->arch);
+  char source[96]; /* "gguf ARCH": export-gguf writes the same architecture back */
+  snprintf(source, sizeof source, "gguf %s", m->arch);
   cJSON_AddStringToObject(wx, "source", source);
   return root;
 }

@@ -151,6 +151,8 @@ static const char *layer_name(wisp_layer_kind k) {
  * embed and head stay block-32 Q4/Q4Z: "q4"); else "q4". */
 static const char *op_wdtype(const resolver *R, const wisp_plan_op *op) {
   const wisp_model_shape *s = R->in->shape;
+  if (!strcmp(op->op, "embed") && s->embed_dtype[0]) return s->embed_dtype;
+  if (!strcmp(op->section, "head") && s->head_dtype[0]) return s->head_dtype;
   if (strcmp(R->wdtype, "q4") || !s->q4k) return R->wdtype;
   if (!strcmp(op->op, "embed") || !strcmp(op->section, "head")) return "q4";
   return op->cols % 256 == 0 ? "q4k" : "q4";
