@@ -424,8 +424,7 @@ static cJSON *derive_manifest(const builder *b, int max_pos, int tokenizer) {
 
 static wisp_status open_source(const char *path, builder *b, wisp_gguf_model *m, int *tokenizer,
                                const wisp_gguf_arch **ga) {
-  wisp_status st = wisp_gguf_open(path, &b->src->g);
-  if (st) return st;
+  wisp_status st = WISP_OK;
   b->g = b->src->g;
   int64_t splits = 0;
   if (wisp_gguf_get_int(b->g, "split.count", &splits) && splits > 1)
@@ -447,13 +446,26 @@ wisp_status wisp_gguf_artifact_open(const char *path, wisp_artifact **out) {
     return wisp_fail(WISP_EUNSUPPORTED, "%s: part %d of a GGUF split into %d files; wisp reads one file: merge them "
                      "with llama.cpp's `llama-gguf-split --merge FIRST-PART.gguf OUT.gguf` and run OUT.gguf", path,
                      part, count);
+  wisp_gguf *g = NULL;
+  wisp_status st = wisp_gguf_open(path, &g);
+  if (st) return st;
+  return wisp_gguf_artifact_from(g, out);
+}
+
+wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
+  *out = NULL;
+  const char *path = g->label;
   builder b = {0};
   wisp_gguf_model m;
   memset(&m, 0, sizeof m);
   wisp_artifact *a = NULL;
   const wisp_gguf_arch *ga = NULL;
   int tokenizer = 0;
-  if (!(b.src = calloc(1, sizeof *b.src))) return wisp_fail(WISP_ENOMEM, "out of memory");
+  if (!(b.src = calloc(1, sizeof *b.src))) {
+    wisp_gguf_close(g);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  b.src->g = g;
   wisp_status st = open_source(path, &b, &m, &tokenizer, &ga);
   if (!st) st = collect(&b, ga);
   for (int i = 0; !st && i < b.n_pieces; i++)

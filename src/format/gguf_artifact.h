@@ -33,6 +33,9 @@ struct wisp_gguf_source {
 /* Opens PATH (a .gguf file). Every error is one line naming the file and,
  * where there is one, the fix. */
 wisp_status wisp_gguf_artifact_open(const char *path, wisp_artifact **out);
+/* The same for a GGUF already parsed (wisp_gguf_parse, e.g. by the fuzzer);
+ * takes g, also on failure. */
+wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out);
 void wisp_gguf_source_free(struct wisp_gguf_source *s);
 /* 1 when NAME looks like one part of a split GGUF (NAME-00001-of-00003.gguf);
  * *part and *count get the numbers. */
