@@ -53,12 +53,12 @@ TEST(gguf_run_f32_lfm2_and_qwen35_same_logits_as_the_directory) {
   same_logits(gguf, dir);
 }
 
-/* Q4_0 (LFM2 q4, --keep-quant): the file against
+/* Q4_0 (LFM2 q4, --keep-quant) and Q4_K (Qwen 3.5 q4k): the file against
  * the artifact convert --quant keep writes from it (the same bytes on disk),
  * and the same greedy tokens as the directory it was exported from. */
-TEST(gguf_run_q4_0_same_logits_as_convert_keep) {
-  const struct { const char *tag; int qwen; const char *quant; } cases[] = {{"gr_l4", 0, "q4"}};
-  for (int i = 0; i < 1; i++) {
+TEST(gguf_run_q4_0_and_q4_k_same_logits_as_convert_keep) {
+  const struct { const char *tag; int qwen; const char *quant; } cases[] = {{"gr_l4", 0, "q4"}, {"gr_qk", 1, "q4k"}};
+  for (int i = 0; i < 2; i++) {
     char dir[600], gguf[600], keep[700], cmd[4096], log[8192];
     CHECKF(make_gguf(cases[i].tag, cases[i].qwen, cases[i].quant, "--keep-quant", dir, gguf, log, sizeof log) == 0,
            "%s", log);

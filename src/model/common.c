@@ -3,11 +3,9 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "format/quant.h"
-#include "model/shape.h"
 #include "util/err.h"
 
 wisp_status wisp_model_check_forward(const int32_t *tokens, int n, int pos0, int chunk, int max_pos, int vocab) {
@@ -159,14 +157,4 @@ void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g) {
   g->final_norm = &m->final_norm;
   g->rope_cos = &m->rope_cos;
   g->rope_sin = &m->rope_sin;
-}
-
-void wisp_model_globals_dtypes(const wisp_model_globals *g, wisp_model_shape *shape) {
-  const wisp_matrix *m[2] = {&g->embed, &g->head};
-  char *out[2] = {shape->embed_dtype, shape->head_dtype};
-  for (int i = 0; i < 2; i++) {
-    const wisp_quant_traits *q = wisp_quant_traits_of(m[i]->type);
-    out[i][0] = 0;
-    if (q && q->quant_bits != shape->quant_bits) snprintf(out[i], sizeof shape->embed_dtype, "%s", q->weight_dtype);
-  }
 }

@@ -7,7 +7,6 @@
 #include "backend/backend.h"
 #include "format/artifact.h"
 #include "model/graph.h"
-#include "model/shape.h"
 
 /* n tokens at pos0: 1 <= n <= chunk, inside the context, ids in the vocabulary. */
 wisp_status wisp_model_check_forward(const int32_t *tokens, int n, int pos0, int chunk, int max_pos, int vocab);
@@ -78,9 +77,5 @@ void wisp_model_globals_free(wisp_model_globals *g);
 wisp_matrix *wisp_model_globals_matrix(wisp_model_globals *g, const char *section);
 /* The graph's embedding, head, final norm, rope tables and context. */
 void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g);
-
-/* Sets shape->embed_dtype / head_dtype when embed or head is of another
- * kind than the block-32 Q4 the q4 plan gives them. */
-void wisp_model_globals_dtypes(const wisp_model_globals *g, wisp_model_shape *shape);
 
 #endif

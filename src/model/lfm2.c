@@ -143,7 +143,6 @@ static wisp_status lfm2_plan_shape(const void *p, wisp_model_shape *out) {
   out->quant_bits = wisp_quant_traits_of(w->layers[0].gate_up.type)->quant_bits;
   for (int i = 0; i < s->n_layers; i++)
     if (w->layers[i].down.type == WISP_W_Q4K || w->layers[i].gate_up.type == WISP_W_Q4K) out->q4k = 1;
-  wisp_model_globals_dtypes(&w->glob, out);
   return WISP_OK;
 }
 

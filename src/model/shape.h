@@ -23,10 +23,6 @@ typedef struct {
   /* 1: a Q4_K artifact: matrices with cols % 256 == 0 are Q4_K ("q4k"),
    * the others Q4 ("q4"); embed and head stay Q4Z ("q4"). */
   int q4k;
-  /* The registry weightDtype of embed and head when it is not what the
-   * rule above gives ("" then): a GGUF run in place keeps each tensor's
-   * own type, e.g. an f32 or Q8_0 embedding beside Q4_0 matrices. */
-  char embed_dtype[8], head_dtype[8];
 } wisp_model_shape;
 
 #endif
