@@ -346,24 +346,27 @@ static wisp_status build_matrix(builder *b, const piece *p) {
   return add_section(b, name, q, kind == AS_F32 ? n * 4 : (size_t)total * nb * bb, origin);
 }
 
-/* llama's rope_freqs (llama3 scaling as frequency divisors): rope tables
- * with them, computed as convert computes them. */
-static wisp_status build_rope(builder *b, int rows) {
-  const int half = b->m->head_dim / 2;
+/* The rope tables convert stores (rope.cos/sin for the plan's rows,
+ * rope.cos_ext/sin_ext for the whole context), computed the same way, in
+ * f32, with llama's rope_freqs divisors when the file has them, so that the
+ * file runs exactly as the artifact converted from it. */
+static wisp_status build_rope(builder *b, const char *cos_name, const char *sin_name, int rows) {
+  const int dim = !strcmp(b->m->arch, "qwen35") ? b->m->rotary_dim : b->m->head_dim, half = dim / 2;
   const size_t bytes = sizeof(float) * (size_t)rows * half;
   float *cs = (float *)own(b, bytes), *sn = (float *)own(b, bytes);
   if (!cs || !sn) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
   for (int i = 0; i < half; i++) {
-    float inv = 1.0f / powf((float)b->m->rope_theta, (float)(2 * i) / (float)b->m->head_dim);
-    inv = inv / b->m->rope_factors[i];
+    float inv = 1.0f / powf((float)b->m->rope_theta, (float)(2 * i) / (float)dim);
+    if (b->m->rope_factors) inv = inv / b->m->rope_factors[i];
     for (int p = 0; p < rows; p++) {
       float ang = (float)p * inv;
       cs[(size_t)p * half + i] = cosf(ang);
       sn[(size_t)p * half + i] = sinf(ang);
     }
   }
-  wisp_status st = add_section(b, "rope.cos_ext", (const uint8_t *)cs, bytes, "computed from rope_freqs.weight");
-  if (!st) st = add_section(b, "rope.sin_ext", (const uint8_t *)sn, bytes, "computed from rope_freqs.weight");
+  const char *how = b->m->rope_factors ? "computed from rope.freq_base and rope_freqs.weight" : "computed from rope.freq_base";
+  wisp_status st = add_section(b, cos_name, (const uint8_t *)cs, bytes, how);
+  if (!st) st = add_section(b, sin_name, (const uint8_t *)sn, bytes, how);
   return st;
 }
 
@@ -471,7 +474,9 @@ wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
   for (int i = 0; !st && i < b.n_pieces; i++)
     st = b.pieces[i].vec ? build_vector(&b, &b.pieces[i]) : build_matrix(&b, &b.pieces[i]);
   const int max_pos = m.context < GGUF_MAX_POSITIONS ? m.context : GGUF_MAX_POSITIONS;
-  if (!st && m.rope_factors) st = build_rope(&b, max_pos);
+  const int plan_rows = max_pos < GGUF_PLAN_POSITIONS ? max_pos : GGUF_PLAN_POSITIONS;
+  if (!st) st = build_rope(&b, "rope.cos", "rope.sin", plan_rows);
+  if (!st) st = build_rope(&b, "rope.cos_ext", "rope.sin_ext", max_pos);
   if (!st) {
     cJSON *man = derive_manifest(&b, max_pos, tokenizer);
     char *text = man ? cJSON_PrintUnformatted(man) : NULL;
