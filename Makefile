@@ -12,7 +12,7 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -g $(OPT) $(SAN) -D_GNU_SOURCE \
               -Iinclude -Isrc -I/usr/include/cjson -pthread -fno-strict-aliasing
-LDLIBS  = -lcjson -lpcre2-8 -lutf8proc -lcrypto -lm -ldl -pthread
+LDLIBS  = -lcjson -lpcre2-8 -lutf8proc -lcrypto -lmicrohttpd -lm -ldl -pthread
 # glibc's vector math library (libmvec, part of libc6 on x86-64) gives the
 # CPU kernels a vector expf (cpu_kernels.c); used only where the toolchain
 # links it, so a build elsewhere keeps the scalar expf.
@@ -31,7 +31,8 @@ GEN_WGSL := $(BUILD)/gen/wgsl_kernels.c
 # The registry, the profiles and the WGSL sources are built in verbatim
 # (src/util/builtin.h), so the binary reads none of them from disk.
 DATA_SRC := kernels/registry.json $(sort $(wildcard profiles/*.json)) \
-            $(sort $(wildcard src/backend/webgpu/kernels/*.wgsl src/backend/webgpu/kernels/*.wgsli))
+            $(sort $(wildcard src/backend/webgpu/kernels/*.wgsl src/backend/webgpu/kernels/*.wgsli)) \
+            src/server/chat.html
 GEN_DATA := $(BUILD)/gen/builtin_data.c
 GEN_OBJ  := $(BUILD)/obj/gen/wgsl_kernels.o $(BUILD)/obj/gen/builtin_data.o
 
@@ -48,7 +49,7 @@ DEFAULT_MODEL ?= models/synthetic-seed
 
 .PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build fuzz-smoke lib install
 
-all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe $(BUILD)/seq_probe
+all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe $(BUILD)/seq_probe $(BUILD)/sched_probe
 
 deps:
 	@scripts/deps.sh
@@ -148,6 +149,11 @@ $(BUILD)/seq_probe: $(BUILD)/obj/tools/seq_probe.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 
+# Probe (tools/sched_probe.c): the serving scheduler without HTTP (C streams, multi-turn reuse).
+$(BUILD)/sched_probe: $(BUILD)/obj/tools/sched_probe.o $(BUILD)/libwisp.a
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/wisp_tests: $(TEST_OBJ) $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
@@ -171,7 +177,7 @@ bench: deps all
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_NAMES   := gguf safetensors manifest tokenizer_json tokenizer_config generation_config chat_template cli_options
+FUZZ_NAMES   := gguf safetensors manifest tokenizer_json tokenizer_config generation_config chat_template cli_options request
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 
 # The harnesses link only the readers and what they call, so only those
@@ -179,7 +185,9 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 # backends are not): a harness that comes to need another file fails to
 # link, naming the missing function, and the file is added here.
 FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/gguf.c src/format/gguf_arch.c \
-                src/format/gguf_artifact.c src/format/gguf_import.c src/format/safetensors.c src/format/tensor.c src/tokenizer/bpe.c \
+                src/format/gguf_artifact.c src/format/gguf_import.c src/format/safetensors.c src/format/tensor.c \
+                src/format/writer.c src/server/request.c \
+                src/server/response.c src/tokenizer/bpe.c \
                 src/tokenizer/chat.c src/tokenizer/chat_template.c src/tokenizer/jinja_builtin.c \
                 src/tokenizer/jinja_eval.c src/tokenizer/jinja_lex.c src/tokenizer/jinja_parse.c src/tokenizer/jinja_value.c \
                 src/tokenizer/tok_settings.c src/tokenizer/tokenizer.c src/util/builtin.c \

@@ -11,9 +11,10 @@
 # receipt and server log, re-packed after each run, so a cut-off call still
 # returns what it measured), $OUT/summary.txt and $OUT/serve-h200-MODEL.svg.
 #
-# What it does, with a clock (BUDGET, default 540 s: no run starts past it):
+# What it does, with a clock (BUDGET, default 555 s: no run starts past it):
 #  1. starts llama.cpp's CUDA build detached (.peer/build.sh cuda, ~5.5 min),
-#     on all cores but the first WISP_CORES (4) when taskset is there;
+#     on all cores but the first WISP_CORES (4; 0: no pinning) when taskset is
+#     there (the build then takes ~7 min instead of ~5.5);
 #  2. meanwhile makes the models (tools/device.sh's model_dir) and exports each
 #     artifact as GGUF with `wisp export-gguf --keep-quant`, the file llama-server
 #     reads: seed shape (Q4 -> Q4_0) and Qwen 3.5 0.8B (Q4_K), random weights and
@@ -40,7 +41,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/serve-h200}}
-BUDGET=${BUDGET:-540}
+BUDGET=${BUDGET:-555}
 CS=${CS:-1 8 32 64}
 MT=${MT:-8x5}
 WISP_CORES=${WISP_CORES:-4}
@@ -56,6 +57,9 @@ WORK=/tmp/serve-h200
 PIN=()
 T0=$SECONDS
 mkdir -p "$OUT" "$WORK" models
+# a warm machine keeps /tmp: the GGUFs are reused, an earlier call's receipts are not
+rm -f "$WORK"/*.json "$WORK"/*.txt "$WORK"/wisp-*.log "$WORK"/client.log "$WORK"/models.log
+for m in $MODELS default; do rm -f "$WORK/llama-$m.log"; done
 left() { echo $((BUDGET - (SECONDS - T0))); }
 note() { echo "[$((SECONDS - T0)) s] $*" | tee -a "$WORK/summary.txt"; }
 pack() {
@@ -72,11 +76,11 @@ W=$PWD/.dev/wisp
 # 1. llama.cpp, detached, off wisp's cores
 NCPU=$(nproc)
 PIN_BUILD=() PIN_WISP=()
-if command -v taskset >/dev/null && [ "$NCPU" -gt $((WISP_CORES + 2)) ]; then
+if [ "$WISP_CORES" -gt 0 ] && command -v taskset >/dev/null && [ "$NCPU" -gt $((WISP_CORES + 2)) ]; then
   PIN_BUILD=(taskset -c "$WISP_CORES-$((NCPU - 1))")
   PIN_WISP=(taskset -c "0-$((WISP_CORES - 1))")
 fi
-if [ ! -x "$LC/build/bin/llama-server" ]; then
+if [ ! -x "$LC/build/bin/llama-server" ] && ! pgrep -f "build.sh cuda $LC" > /dev/null; then
   if [ -f .peer/build.sh ]; then
     (setsid nohup "${PIN_BUILD[@]}" bash .peer/build.sh cuda "$LC" > "$WORK/llama-build.log" 2>&1 < /dev/null &)
   else
@@ -194,9 +198,9 @@ llama_side() {
     [ -n "${GGUF[$m]:-}" ] || continue
     [ "$(left)" -gt 30 ] || { note "llama-server $m: skipped, budget spent"; continue; }
     bos=(); [ -f "${ART[$m]}/tokenizer.json" ] || bos=(--override-kv tokenizer.ggml.add_bos_token=bool:false)
-    args=$LLAMA_ARGS; [ "$m" = default ] && args=$LLAMA_ARGS_CHAT
+    args=$LLAMA_ARGS; [ "$m" = default ] && args="$LLAMA_ARGS_CHAT --jinja" # the GGUF's chat template
     # shellcheck disable=SC2086
-    if start_server "llama-$m.log" 8091 "$LC/build/bin/llama-server" -m "${GGUF[$m]}" --host 127.0.0.1 --port 8091 $args --jinja "${bos[@]}"; then
+    if start_server "llama-$m.log" 8091 "$LC/build/bin/llama-server" -m "${GGUF[$m]}" --host 127.0.0.1 --port 8091 $args "${bos[@]}"; then
       loads llama-server "$m" 8091
     fi
     stop_server

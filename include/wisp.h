@@ -55,7 +55,7 @@ typedef struct wisp_session wisp_session; /* one sequence: KV/conv state + backe
 typedef struct {
   size_t size;         /* 0 or sizeof(wisp_session_options): see "Option structs grow" above */
   const char *backend; /* "cpu" (default) */
-  int threads;         /* 0 = one per core */
+  int threads;         /* 0 = one per physical core the process may use */
   int max_context;     /* 0 = the artifact's maxPositions */
   const char *profile; /* runtime profile name or file; NULL = "default" */
   /* "key=value,..." settings beside the plan, for measurements and tests
@@ -297,6 +297,12 @@ typedef struct {
   const char *profile;
   const char *tuning;
   int threads;
+  /* Conv/recurrent state snapshots kept per slot for prompt reuse (a prompt
+   * that diverges inside what a slot holds resumes from the newest one at or
+   * before the divergence): 0 = 3, -1 = none, at most 8. Each is one copy
+   * of a sequence's conv and recurrent state (none for attention-only
+   * models), kept where the backend keeps the state (device memory). */
+  int snapshots;
 } wisp_sched_options;
 void wisp_sched_options_init(wisp_sched_options *o);
 
@@ -320,7 +326,7 @@ typedef struct {
   int n_prompt;        /* prompt tokens of the request */
   int n_cached;        /* of which reused from a slot's state, not prefilled */
   int n_generated;     /* tokens reported so far */
-} wisp_sched_event;
+} wisp_sched_event; /* valid during the callback only (top_ids, top_logprobs, message too): copy what you keep */
 
 typedef struct {
   size_t size;           /* 0 or sizeof(wisp_sched_request) */

@@ -3,7 +3,7 @@
 # so a second `make` on a ready machine costs nothing.
 set -euo pipefail
 need=()
-for pkg in build-essential libcjson-dev libssl-dev libpcre2-dev libutf8proc-dev python3 nodejs; do
+for pkg in build-essential libcjson-dev libssl-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev python3 nodejs chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -14,3 +14,19 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # WebGPU backend: pinned Dawn library and (on CPU machines) Mesa lavapipe.
 "$(dirname "$0")/webgpu-deps.sh"
+# wisp serve's client and browser tests (tests/server/): node and npm (Debian's
+# nodejs and npm when there is no node yet) and the npm packages pinned by
+# tests/server/package-lock.json (the OpenAI client, playwright-core), again
+# only when the lock file changed since the last install.
+cd "$(dirname "$0")/.."
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "deps: installing nodejs and npm" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm
+fi
+if [ ! -f tests/server/node_modules/.package-lock.json ] ||
+   [ tests/server/package-lock.json -nt tests/server/node_modules/.package-lock.json ]; then
+  echo "deps: npm ci in tests/server" >&2
+  (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
+fi

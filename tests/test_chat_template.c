@@ -109,6 +109,7 @@ TEST(chat_template_jinja_semantics) {
   CHECK(renders("a  {%- if 1 -%}  b  {%- endif %}", NULL, "ab"));
   CHECK(renders("  {%+ if 1 %}x{% endif +%}\ny", NULL, "  x\ny"));
   CHECK(renders("{# c #}\n{{ 1 }}\n{{- 2 }}", NULL, "12"));
+  CHECK(renders("a\u00a0{%- if 1 %}b{% endif -%}\u3000 c\n\u2003 {% if 1 %}d{% endif %}", NULL, "abc\nd")); /* Python's whitespace */
   /* scoping: a set in a loop body lives one iteration; namespaces carry */
   CHECK(renders("{% set y = 0 %}{% for x in [1,2] %}{% if loop.first %}{% set y = 1 %}{% endif %}[{{ y }}]{% endfor %}{{ y }}", NULL, "[1][0]0"));
   CHECK(renders("{% set ns = namespace(n=0) %}{% for x in 'abc' %}{% set ns.n = ns.n + loop.index %}{% endfor %}{{ ns.n }}", NULL, "6"));

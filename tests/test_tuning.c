@@ -1,5 +1,5 @@
 /* One configuration channel: settings beside the plan come from a
- * session's tuning string (src/engine/tuning.c), not the environment; the
+ * session's tuning string (src/backend/tuning.c), not the environment; the
  * few environment variables left are read in src/util/env.c only; and the
  * plan's kernel choices are checked against what the backend runs. */
 #include <stdlib.h>

@@ -482,7 +482,7 @@ TEST(webgpu_qwen_gated_deltanet) {
     CHECKF(opened, "%s", wisp_last_error());
     wisp_backend_settings s;
     wisp_backend_settings_default(&s);
-    s.lin_core = core;
+    s.deltanet_core = core;
     p.gpu->configure(p.gpu, &s);
     uint64_t seed = 93;
     static const int calls[] = {13, 1, 1, 5, 1};
@@ -1123,7 +1123,7 @@ TEST(webgpu_qwen_q4k_fused_in_proj_ranges) {
     CHECKF(qopen(&p, d, -1, 0, ci == 3 ? 100 * 144 : 0), "%s", wisp_last_error()); /* last: 100-row parts */
     wisp_backend_settings s;
     wisp_backend_settings_default(&s);
-    s.lin_qkvz = combos[ci][0], s.lin_ab = combos[ci][1];
+    s.deltanet_proj_qkvz = combos[ci][0], s.deltanet_proj_ab = combos[ci][1];
     p.gpu->configure(p.gpu, &s);
     const int KH = 2, VH = 4, DK = 24, DV = 20, L = 4, C = 256;
     const int K = KH * DK, V = VH * DV, cdim = 2 * K + V, rows = 2 * K + 2 * V + 2 * VH;

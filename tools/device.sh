@@ -50,6 +50,12 @@
 #                                     whether the first ALONE (2) sequences got the
 #                                     tokens they get alone;
 #                                     then the suite's webgpu_rows_ and sequences tests
+#   tools/device.sh sched OUT         the serving scheduler without HTTP (tools/sched_probe.c)
+#                                     on WebGPU: C in CONCS (default "1 8 32 64") streams of
+#                                     P=128 prompt and D=128 tokens on MODELS (default "seed
+#                                     qwen08"): aggregate tok/s, TTFT and ITL; then a 6-turn
+#                                     chat (TTFT per turn with prompt reuse); then the
+#                                     suite's sched_ tests
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
@@ -62,7 +68,7 @@ shift || true
 # ---- here ------------------------------------------------------------------
 bundle() {
   local jobs; jobs=$(nproc)
-  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe"
+  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe"
   [ -n "${SLIM:-}" ] && bins=build/wisp # SLIM=1: wisp alone, for calls that carry more (bench/serve-h200.sh)
   # shellcheck disable=SC2086
   make -s -j"$jobs" $bins
@@ -249,6 +255,19 @@ rows() {
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sequences 2>&1 | tail -8
 }
 
+# the serving scheduler: C streams, then a multi-turn chat, per model
+sched() {
+  for m in ${MODELS:-seed qwen08}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    for C in ${CONCS:-1 8 32 64}; do
+      printf '%-8s C %-3s ' "$m" "$C"
+      .dev/sched_probe -m "$a" --backend webgpu -C "$C" -P 128 -D 128 2>&1 | tail -1 | tee -a "$OUT/sched-$m.jsonl"
+    done
+    .dev/sched_probe -m "$a" --backend webgpu --turns 6 -P 128 -D 128 2>&1 | tee -a "$OUT/sched-$m-turns.jsonl"
+  done
+  WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sched_ 2>&1 | tail -4
+}
+
 # expected.json against transformers' render_jinja_template (docs/chat-templates.md)
 templates() {
   python3 -c 'import transformers; print("transformers", transformers.__version__)' | tee "$OUT/templates.txt"
@@ -260,7 +279,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|probe|rows|templates)
+  check|receipts|parity|ab|profile|probe|rows|sched|templates)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -192,8 +192,11 @@ typedef struct {
   int head_cols, head_tpc, head_full_block;        /* Q4_K head geometry (lmHeadArgmaxQ4K) */
   int attn_output_gate;  /* output gate inside the decode attention */
   int attn_fused_rope;   /* q/k split + norm + RoPE + KV append inside the decode attention */
-  int lin_qkvz, lin_ab;  /* in_proj [qkv|z|b|a] as one product (0: qkv, z / b, a as separate row ranges) */
-  int lin_core;          /* Gated DeltaNet decode: conv + recurrence + gated norm in one dispatch */
+  /* The Gated DeltaNet's in-product rows [qkv|z|b|a] (wisp_deltanet_args)
+   * on one-token decode: qkv and z rows as one product, b and a rows as
+   * one; both on, all four as one (0: separate row ranges). */
+  int deltanet_proj_qkvz, deltanet_proj_ab;
+  int deltanet_core;      /* Gated DeltaNet decode: conv + recurrence + gated norm in one dispatch */
   int attn_direct_kv;    /* decode attention addresses the KV cache with the contiguous layout's
                           * own formula (1) or through row strides passed as parameters (0) */
   int kv_f16;            /* KV caches of packed f16 (the plan's kvDtype, or the session's tuning
@@ -205,7 +208,18 @@ typedef struct {
 
 /* Every switch on, default geometry, f32 KV. */
 static inline void wisp_backend_settings_default(wisp_backend_settings *s) {
-  *s = (wisp_backend_settings){1, 32, 1, 0, 0, 0, -1, 1, 0, 0, -1, 1, 1, 1, 1, 1, 1, 0, 0};
+  *s = (wisp_backend_settings){.conv_fuse = 1,
+                                .flash_blocks = 32,
+                                .ffn_q4k = 1,
+                                .ffn_full_block = -1,
+                                .head_argmax = 1,
+                                .head_full_block = -1,
+                                .attn_output_gate = 1,
+                                .attn_fused_rope = 1,
+                                .deltanet_proj_qkvz = 1,
+                                .deltanet_proj_ab = 1,
+                                .deltanet_core = 1,
+                                .attn_direct_kv = 1};
 }
 
 struct wisp_backend {

@@ -211,7 +211,7 @@ void cli_warn_threads(const char *cmd, long threads) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores > 0 && threads > cores)
     fprintf(stderr, "wisp %s: warning: -t %ld is more threads than the %ld cores online; the extra threads wait for a "
-            "core and slow every step (-t 0, the default, takes one per core)\n", cmd, threads, cores);
+            "core and slow every step (-t 0, the default, takes one per physical core available)\n", cmd, threads, cores);
 }
 
 /* ---- prompts from files and standard input --------------------------------- */

@@ -210,7 +210,7 @@ int cmd_bench(int argc, char **argv) {
    * charged to the measured tokens; then the session starts again. */
   int batch = batch_opt > 0 ? batch_opt : wisp_session_plan_batch(s);
   wisp_backend_stats c0 = {0};
-  if (wisp_backend_stats_get(s->backend, &c0) && c0.pipelines == 0)
+  if (wisp_session_device_stats(s, &c0) && c0.pipelines == 0)
     fprintf(stderr, "wisp: compiling kernels (first run; the receipt times it apart)...\n");
   if (!no_warmup) {
     fprintf(stderr, "bench: warm-up...\n");
@@ -223,21 +223,21 @@ int cmd_bench(int argc, char **argv) {
   fprintf(stderr, "bench: %s, backend %s, %s KV caches, prefill %d tokens...\n", model_dir, wisp_session_backend_name(s),
           wisp_session_kv_dtype(s), n_prompt);
   wisp_backend_stats g0 = {0}, g1 = {0}, g2 = {0};
-  int is_gpu = wisp_backend_stats_get(s->backend, &g0);
+  int is_gpu = wisp_session_device_stats(s, &g0);
   if (op_times && strcmp(wisp_session_backend_name(s), "cpu")) {
     wisp_fail(WISP_EINVAL, "--op-times times the cpu backend's ops; this run uses %s", wisp_session_backend_name(s));
     goto fail;
   }
-  if (op_times) wisp_cpu_backend_time_ops(s->backend, 1);
+  if (op_times) wisp_session_time_ops(s, 1);
   double t0 = wisp_now_s();
   if (wisp_session_eval(s, prompt, n_prompt, logits)) goto fail;
   double prefill_s = wisp_now_s() - t0;
   if (op_times) {
-    n_ops[0] = wisp_cpu_backend_op_times(s->backend, ops[0], 32);
-    wisp_cpu_backend_time_ops(s->backend, 1);
+    n_ops[0] = wisp_session_op_times(s, ops[0], 32);
+    wisp_session_time_ops(s, 1);
   }
   if (is_gpu) {
-    wisp_backend_stats_get(s->backend, &g1);
+    wisp_session_device_stats(s, &g1);
     prefill_s -= g1.compile_seconds - g0.compile_seconds; /* compiling is reported apart */
   }
   /* Decode: greedy through the decode loop, `batch` tokens per submit; every
@@ -260,13 +260,13 @@ int cmd_bench(int argc, char **argv) {
   }
   if (n_decode) fprintf(stderr, "\n");
   if (op_times) {
-    n_ops[1] = wisp_cpu_backend_op_times(s->backend, ops[1], 32);
-    wisp_cpu_backend_time_ops(s->backend, 0);
+    n_ops[1] = wisp_session_op_times(s, ops[1], 32);
+    wisp_session_time_ops(s, 0);
     print_op_times("prefill", ops[0], n_ops[0], prefill_s, n_prompt);
     print_op_times("decode", ops[1], n_ops[1], decode_total, n_decode);
   }
   if (is_gpu) {
-    wisp_backend_stats_get(s->backend, &g2);
+    wisp_session_device_stats(s, &g2);
     decode_total -= g2.compile_seconds - g1.compile_seconds;
   }
   qsort(step, (size_t)n_decode, sizeof(double), cmp_double);
@@ -299,7 +299,7 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddNumberToObject(r, "prompt_tokens", n_prompt);
   cJSON_AddNumberToObject(r, "decode_tokens", n_decode);
   cJSON_AddNumberToObject(r, "decode_batch", batch);
-  cJSON_AddBoolToObject(r, "decode_pipelined", !sequential && s->backend->read_start != NULL);
+  cJSON_AddBoolToObject(r, "decode_pipelined", !sequential && wisp_session_pipelined(s));
   cJSON_AddBoolToObject(r, "warmup", !no_warmup);
   cJSON *jp = cJSON_AddObjectToObject(r, "prefill");
   cJSON_AddNumberToObject(jp, "seconds", prefill_s);

@@ -86,7 +86,7 @@ static int plan_kernels(const wisp_plan *p) {
 }
 
 static void compile_begin(const wisp_session *s, compile_watch *w) {
-  w->gpu = wisp_backend_stats_get(s->backend, &w->at);
+  w->gpu = wisp_session_device_stats(s, &w->at);
   if (w->gpu && w->at.pipelines == 0) {
     fprintf(stderr, "wisp: compiling %d kernels (first run)...\n", plan_kernels(wisp_session_plan(s)));
   }
@@ -95,7 +95,7 @@ static void compile_begin(const wisp_session *s, compile_watch *w) {
 /* Seconds spent compiling since compile_begin (0 on the CPU). */
 static double compile_end(const wisp_session *s, const compile_watch *w, int announce) {
   wisp_backend_stats now;
-  if (!w->gpu || !wisp_backend_stats_get(s->backend, &now)) return 0;
+  if (!w->gpu || !wisp_session_device_stats(s, &now)) return 0;
   double dt = now.compile_seconds - w->at.compile_seconds;
   if (announce && now.pipelines > w->at.pipelines)
     fprintf(stderr, "wisp: compiled %llu kernels in %.1f s (not counted in tok/s)\n",

@@ -25,6 +25,7 @@ int cmd_registry(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_plan_file(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Prints "wisp <cmd>: <last error>" to stderr and returns 1. */
 int cli_error(const char *cmd);

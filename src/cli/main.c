@@ -17,6 +17,7 @@ typedef struct {
 
 static const command k_commands[] = {
     {"run", cmd_run, "generate text: [-m DIR] (-p TEXT | -p - | -f FILE) [-n N] [sampling], or --chat"},
+    {"serve", cmd_serve, "[-m DIR] [--port N] [--parallel N] [--api-key KEY]: an OpenAI-compatible HTTP server"},
     {"bench", cmd_bench, "[-m DIR] [-p N] [-n N]: timed prompt/decode workload, a JSON receipt in bench/results/"},
     {"gen-synthetic", cmd_gen_synthetic, "(--like MANIFEST | --small) -o DIR [--seed N]: seeded synthetic artifact"},
     {"convert", cmd_convert, "(HF_DIR | FILE.gguf) -o DIR [--quant Q]: import a Hugging Face checkpoint or a GGUF file"},

@@ -200,9 +200,9 @@ const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wi
   s->attn_fused_rope = f->fused_qkv_split_norm_rope && fusion_on(p, "qk_norm+rope+kv_write");
   s->attn_direct_kv = f->attn_direct_kv;
   s->kv_f16 = !strcmp(p->kv_dtype, "f16");
-  s->lin_qkvz = f->lin_qkvz;
-  s->lin_ab = f->lin_ab;
-  s->lin_core = f->lin_core;
+  s->deltanet_proj_qkvz = f->lin_qkvz;
+  s->deltanet_proj_ab = f->lin_ab;
+  s->deltanet_core = f->lin_core;
   s->persist_min_steps = p->persist_kernel[0] ? p->persist_min_steps : -1;
   return s;
 }

@@ -78,7 +78,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   wisp_session_options o;
   wisp_status st = WISP_TAKE_OPTIONS(wisp_session_options, WISP_SESSION_OPTIONS_FIRST_SIZE, opt, &o);
   if (st) return st;
-  if (o.threads < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is negative (0 = one per core)", o.threads);
+  if (o.threads < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is negative (0 = one per physical core available)", o.threads);
   if (o.threads > WISP_SESSION_MAX_THREADS)
     return wisp_fail(WISP_EINVAL, "wisp_session_new: threads %d is more than %d", o.threads, WISP_SESSION_MAX_THREADS);
   if (o.slots < 0) return wisp_fail(WISP_EINVAL, "wisp_session_new: slots %d is negative (0 = 1)", o.slots);
@@ -163,3 +163,12 @@ const char *wisp_session_plan_id(const wisp_session *s) {
 }
 int wisp_session_context(const wisp_session *s) { return s->max_pos; }
 const char *wisp_session_backend_name(const wisp_session *s) { return s->backend->name; }
+
+int wisp_session_device_stats(const wisp_session *s, wisp_backend_stats *out) {
+  return wisp_backend_stats_get(s->backend, out);
+}
+void wisp_session_time_ops(wisp_session *s, int on) { wisp_cpu_backend_time_ops(s->backend, on); }
+int wisp_session_op_times(const wisp_session *s, wisp_cpu_op_time *out, int cap) {
+  return wisp_cpu_backend_op_times(s->backend, out, cap);
+}
+int wisp_session_pipelined(const wisp_session *s) { return s->backend->read_start != NULL; }

@@ -3,6 +3,7 @@
 #ifndef WISP_ENGINE_SESSION_H
 #define WISP_ENGINE_SESSION_H
 
+#include "backend/stats.h"
 #include "engine/internal.h"
 
 int wisp_session_context(const wisp_session *s);
@@ -11,5 +12,14 @@ const wisp_plan *wisp_session_plan(const wisp_session *s);
  * kvDtype f16, or tuning kv=f16) or "f32". */
 const char *wisp_session_kv_dtype(const wisp_session *s);
 const char *wisp_session_backend_name(const wisp_session *s);
+/* What `wisp run` and `wisp bench` report of the session's backend: its
+ * device counters (1 and *out filled when it keeps them: webgpu), per-op
+ * times of a cpu backend (backend.h, wisp_cpu_backend_time_ops /
+ * wisp_cpu_backend_op_times), and whether its decode loop can keep two
+ * batches in flight (read_start). */
+int wisp_session_device_stats(const wisp_session *s, wisp_backend_stats *out);
+void wisp_session_time_ops(wisp_session *s, int on);
+int wisp_session_op_times(const wisp_session *s, wisp_cpu_op_time *out, int cap);
+int wisp_session_pipelined(const wisp_session *s);
 
 #endif

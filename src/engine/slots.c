@@ -102,10 +102,9 @@ static wisp_status ensure_rows(wisp_session *s) {
   return wisp_graph_state_new(&s->graph, be, s->n_slots, 1, &s->rows_scratch);
 }
 
-wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
-                              const wisp_step_options *o, int32_t *next, float *logits) {
-  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_step: no session");
-  if (!slots || !tokens || !next) return wisp_fail(WISP_EINVAL, "wisp_session_step: slots, tokens and next are required");
+wisp_status wisp_session_step_each(wisp_session *s, const int *slots, const int32_t *tokens, int n,
+                                   const wisp_sampling *sampling, int32_t *next, float *logits,
+                                   const unsigned char *want_logits) {
   if (n < 1 || n > s->n_slots)
     return wisp_fail(WISP_EINVAL, "step: %d sequences, the session has %d slots", n, s->n_slots);
   void *states[MAX_SLOTS];
@@ -123,31 +122,58 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
     states[i] = state_of(s, slots[i]);
     pos[i] = *pos_of(s, slots[i]);
   }
+  wisp_status st = ensure_rows(s);
+  if (st) return st;
+  const wisp_model_rows rows = {n, pos, states};
+  wisp_backend *be = s->backend;
+  st = wisp_graph_step_rows(&s->graph, s->rows_scratch, be, tokens, &rows, sampling, s->rows_logits, s->rows_ids);
+  if (st) return st;
+  if ((st = be->sync(be))) return st;
+  const size_t vocab = (size_t)wisp_model_vocab(s->model);
+  if (logits && !want_logits) be->buf_read(be, s->rows_logits, 0, (size_t)n * vocab, logits);
+  for (int i = 0; logits && want_logits && i < n; i++)
+    if (want_logits[i]) be->buf_read(be, s->rows_logits, (size_t)i * vocab, vocab, logits + (size_t)i * vocab);
+  float bits[MAX_SLOTS];
+  be->buf_read(be, s->rows_ids, 0, (size_t)n, bits);
+  for (int i = 0; i < n; i++) {
+    uint32_t id;
+    memcpy(&id, &bits[i], sizeof id);
+    if (id >= (uint32_t)vocab)
+      return wisp_fail(WISP_EDEVICE, "the device returned token id %u, outside the vocabulary (%zu)", id, vocab);
+    next[i] = (int32_t)id;
+    (*pos_of(s, slots[i]))++;
+  }
+  return WISP_OK;
+}
+
+wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *tokens, int n,
+                              const wisp_step_options *o, int32_t *next, float *logits) {
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_step: no session");
+  if (!slots || !tokens || !next) return wisp_fail(WISP_EINVAL, "wisp_session_step: slots, tokens and next are required");
+  if (n < 1 || n > s->n_slots)
+    return wisp_fail(WISP_EINVAL, "step: %d sequences, the session has %d slots", n, s->n_slots);
   wisp_step_options g;
   wisp_status st = WISP_TAKE_OPTIONS(wisp_step_options, WISP_STEP_OPTIONS_FIRST_SIZE, o, &g);
   if (st) return st;
   if (g.top_k < 0 || g.min_p < 0 || g.top_p < 0)
     return wisp_fail(WISP_EINVAL, "step: top_k %d, top_p %g, min_p %g: none may be negative", g.top_k, (double)g.top_p,
                      (double)g.min_p);
-  if ((st = ensure_rows(s))) return st;
-  const wisp_sampling sp = {.temperature = g.temperature, .top_k = g.top_k, .top_p = g.top_p, .min_p = g.min_p,
+  wisp_sampling sp[MAX_SLOTS]; /* every row the same draw */
+  for (int i = 0; i < n; i++)
+    sp[i] = (wisp_sampling){.temperature = g.temperature, .top_k = g.top_k, .top_p = g.top_p, .min_p = g.min_p,
                             .seed = (uint32_t)(g.seed ^ (g.seed >> 32))};
-  const wisp_model_rows rows = {n, pos, states};
-  wisp_backend *be = s->backend;
-  st = wisp_graph_step_rows(&s->graph, s->rows_scratch, be, tokens, &rows, &sp, s->rows_logits, s->rows_ids);
-  if (st) return st;
-  if ((st = be->sync(be))) return st;
-  if (logits) be->buf_read(be, s->rows_logits, 0, (size_t)n * wisp_model_vocab(s->model), logits);
-  float bits[MAX_SLOTS];
-  be->buf_read(be, s->rows_ids, 0, (size_t)n, bits);
-  const int vocab = wisp_model_vocab(s->model);
-  for (int i = 0; i < n; i++) {
-    uint32_t id;
-    memcpy(&id, &bits[i], sizeof id);
-    if (id >= (uint32_t)vocab)
-      return wisp_fail(WISP_EDEVICE, "the device returned token id %u, outside the vocabulary (%d)", id, vocab);
-    next[i] = (int32_t)id;
-    (*pos_of(s, slots[i]))++;
-  }
+  return wisp_session_step_each(s, slots, tokens, n, sp, next, logits, NULL);
+}
+
+wisp_status wisp_slot_rewind(wisp_session *s, int slot, int pos) {
+  if (!valid_slot(s, slot)) return wisp_fail(WISP_EINVAL, "slot %d: the session has %d", slot, s->n_slots);
+  int *p = pos_of(s, slot);
+  if (pos < 0 || pos > *p) return wisp_fail(WISP_EINVAL, "slot %d: cannot rewind from %d to %d", slot, *p, pos);
+  *p = pos;
   return WISP_OK;
+}
+
+int wisp_slot_state_bufs(wisp_session *s, int slot, wisp_buf **bufs, size_t *lens, int cap) {
+  if (!valid_slot(s, slot)) return 0;
+  return wisp_graph_state_bufs(state_of(s, slot), bufs, lens, cap);
 }

@@ -8,5 +8,19 @@
  * freed with it (before its state and backend). */
 wisp_status wisp_slots_new(wisp_session *s, int n);
 void wisp_slots_free(wisp_session *s);
+/* wisp_session_step with each row's own sampling (n entries: the
+ * scheduler's requests differ), and the logits read back only for the rows
+ * whose want_logits[i] is set (want_logits NULL: every row, when logits is
+ * non-NULL); logits is n x vocabulary floats, row i at i x vocabulary. */
+wisp_status wisp_session_step_each(wisp_session *s, const int *slots, const int32_t *tokens, int n,
+                                   const wisp_sampling *sampling, int32_t *next, float *logits,
+                                   const unsigned char *want_logits);
+/* Moves slot `slot` back to position pos (<= its position): the KV rows
+ * beyond are never read again. Conv and recurrent state do not move back:
+ * the caller restores them (wisp_slot_state_bufs) to what they were at pos. */
+wisp_status wisp_slot_rewind(wisp_session *s, int slot, int pos);
+/* The buffers of slot `slot` a token changes for good beyond its KV rows
+ * (conv and recurrent state; wisp_graph_state_bufs), for snapshots. */
+int wisp_slot_state_bufs(wisp_session *s, int slot, wisp_buf **bufs, size_t *lens, int cap);
 
 #endif

@@ -168,7 +168,7 @@ static wisp_status parse_sections(wisp_artifact *a, const char *label) {
 static wisp_status parse_wisp_extension(wisp_artifact *a, const char *label) {
   /* Defaults describe the seed manifest: an LFM2 hybrid with LFM2's rope
    * base and norm epsilon, byte-level tokens. */
-  snprintf(a->architecture, sizeof a->architecture, "lfm2");
+  snprintf(a->architecture, sizeof a->architecture, "%s", WISP_DEFAULT_ARCHITECTURE);
   snprintf(a->tokenizer, sizeof a->tokenizer, "byte");
   a->rope_theta = 1000000.0;
   a->norm_eps = 1e-5;

@@ -19,6 +19,10 @@
  * "linear_attention" (Gated DeltaNet). */
 enum { WISP_LAYER_CONV = 0, WISP_LAYER_ATTENTION = 1, WISP_LAYER_LINEAR = 2 };
 
+/* The architecture of a manifest that names none (artifacts written before
+ * wisp.architecture existed). */
+#define WISP_DEFAULT_ARCHITECTURE "lfm2"
+
 typedef struct {
   int n_layers;
   int *layer_types; /* WISP_LAYER_* per layer */
@@ -45,7 +49,7 @@ typedef struct {
   cJSON *manifest;           /* owned; the whole document */
   const cJSON *runtime;      /* borrowed from manifest */
   wisp_shape shape;
-  char architecture[32];     /* "lfm2" */
+  char architecture[32];     /* wisp.architecture, WISP_DEFAULT_ARCHITECTURE when the manifest names none */
   char tokenizer[32];        /* "byte" */
   double rope_theta, norm_eps;
   int max_positions;         /* longest context the artifact supports */

@@ -10,7 +10,9 @@
 #include "format/gguf_arch.h"
 #include "format/gguf_import.h"
 #include "format/tensor.h"
+#include "format/writer.h"
 #include "util/err.h"
+#include "util/file.h"
 
 /* Longest context a GGUF runs with (the KV cache is sized for it up front),
  * as `wisp convert` caps it. */
@@ -508,3 +510,43 @@ wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
   *out = a;
   return WISP_OK;
 }
+
+/* `--quant keep` (the default for a GGUF): the artifact is what running the
+ * GGUF in place uses (format/gguf_artifact.h, one mapping for both), every
+ * section written with the bytes it has there: matrices in their stored
+ * type (Q4_0 as wisp q4, the same values), no requantization. */
+wisp_status wisp_gguf_convert_keep(const char *path, const char *out_dir, int quiet) {
+  wisp_artifact *a = NULL;
+  wisp_writer *w = NULL;
+  cJSON *manifest = NULL;
+  wisp_status rc = wisp_gguf_artifact_open(path, &a);
+  if (rc) return rc;
+  if (!(manifest = cJSON_Duplicate(a->manifest, 1))) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+  cJSON *wx = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
+  cJSON_AddStringToObject(wx, "weights", "keep");
+  if (!quiet)
+    fprintf(stderr, "wisp convert: %s -> %s (keep: matrices in their GGUF types, %d sections, %.1f MB)\n", path,
+            out_dir, a->n_sections, (double)a->weight_bytes / 1e6);
+  if ((rc = wisp_writer_begin(out_dir, a->weight_bytes, &w))) goto done;
+  static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+  char src[4200];
+  for (int i = 0; i < 3 && !rc && !strcmp(a->tokenizer, "bpe"); i++) {
+    snprintf(src, sizeof src, "%s/%s", path, names[i]);
+    if (wisp_path_exists(src)) rc = wisp_writer_add_file(w, names[i], src);
+  }
+  for (int i = 0; i < a->n_sections && !rc; i++) {
+    const wisp_section *s = &a->sections[i];
+    if (!quiet) fprintf(stderr, "  [%3d/%d] %-28s %s\n", i + 1, a->n_sections, s->name, s->origin ? s->origin : "");
+    rc = wisp_writer_put_section(w, manifest, s->name, wisp_section_data(a, s), (size_t)s->bytes);
+  }
+  if (rc) goto done;
+  rc = wisp_writer_commit(w, manifest);
+  w = NULL; /* commit frees the writer, also on failure */
+  if (!rc && !quiet) fprintf(stderr, "wisp convert: wrote %s\n", out_dir);
+done:
+  if (w) wisp_writer_abort(w);
+  cJSON_Delete(manifest);
+  wisp_artifact_free(a);
+  return rc;
+}
+

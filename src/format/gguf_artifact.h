@@ -37,6 +37,11 @@ wisp_status wisp_gguf_artifact_open(const char *path, wisp_artifact **out);
  * takes g, also on failure. */
 wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out);
 void wisp_gguf_source_free(struct wisp_gguf_source *s);
+/* `wisp convert FILE.gguf -o DIR --quant keep` (the default for a GGUF):
+ * writes the artifact this open derives, every section with the bytes it
+ * has here (stored types kept; nothing requantized), through the atomic
+ * writer (format/writer.h), with the derived tokenizer files. */
+wisp_status wisp_gguf_convert_keep(const char *path, const char *out_dir, int quiet);
 /* 1 when NAME looks like one part of a split GGUF (NAME-00001-of-00003.gguf);
  * *part and *count get the numbers. */
 int wisp_gguf_split_name(const char *name, int *part, int *count);

@@ -69,7 +69,7 @@ void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, con
   be->matmul_rows(be, h->head, h->xn, rows->n, rows_logits, 0);
   for (int r = 0; r < rows->n; r++) {
     be->buf_copy_at(be, h->logits, 0, rows_logits, (size_t)r * h->vocab, (size_t)h->vocab);
-    be->sample_id(be, h->logits, h->vocab, s, (uint32_t)rows->pos[r] + 1u, ids, r);
+    be->sample_id(be, h->logits, h->vocab, &s[r], (uint32_t)rows->pos[r] + 1u, ids, r);
   }
 }
 

@@ -49,8 +49,9 @@ void wisp_model_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
 wisp_status wisp_model_check_rows(const int32_t *tokens, const wisp_model_rows *rows, int chunk, const int *max_pos,
                                   int vocab);
 /* A batched step's tail: norm and head over the n rows of x into
- * rows_logits ([n][vocab]), then row r's next token into ids[r], drawn at
- * step pos[r] + 1 (sampling.h) from a copy in the one-row logits buffer. */
+ * rows_logits ([n][vocab]), then row r's next token into ids[r], drawn with
+ * s[r] (each row its own sampling; n entries) at step pos[r] + 1
+ * (sampling.h) from a copy in the one-row logits buffer. */
 void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x,
                                  const wisp_model_rows *rows, wisp_buf *rows_logits, const wisp_sampling *s,
                                  wisp_buf *ids);

@@ -159,7 +159,8 @@ wisp_status wisp_graph_decode_step(const wisp_graph *g, wisp_graph_state *s, wis
 struct wisp_model_rows; /* model/common.h */
 /* One decode step for several sequences (docs/sequences.md):
  * products read each weight once for all rows, each row's mixer runs on its
- * own sequence's state. scratch: a state with chunk >= rows->n. */
+ * own sequence's state. scratch: a state with chunk >= rows->n. sampling:
+ * rows->n entries, row r's token drawn with sampling[r]. */
 wisp_status wisp_graph_step_rows(const wisp_graph *g, wisp_graph_state *scratch, wisp_backend *be,
                                  const int32_t *tokens, const struct wisp_model_rows *rows,
                                  const wisp_sampling *sampling, wisp_buf *logits, wisp_buf *ids);

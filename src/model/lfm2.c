@@ -130,6 +130,7 @@ static wisp_status lfm2_plan_shape(const void *p, wisp_model_shape *out) {
   const wisp_shape *s = &w->shape;
   if (s->n_layers > WISP_MAX_LAYERS) return wisp_fail(WISP_EUNSUPPORTED, "%d layers: plans hold at most %d", s->n_layers, WISP_MAX_LAYERS);
   memset(out, 0, sizeof *out);
+  snprintf(out->architecture, sizeof out->architecture, "%s", wisp_arch_lfm2.name);
   out->n_layers = s->n_layers;
   for (int i = 0; i < s->n_layers; i++) out->layer_types[i] = s->layer_types[i];
   out->hidden = s->hidden;
@@ -203,4 +204,5 @@ const wisp_arch wisp_arch_lfm2 = {
     .max_positions = lfm2_max_positions,
     .plan_shape = lfm2_plan_shape,
     .describe = lfm2_describe,
+    .registry_key = "wgsl",
 };

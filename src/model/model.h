@@ -28,6 +28,17 @@ typedef struct wisp_arch {
    * nothing writes once the model is open (a session runs its own bound copy,
    * graph.h wisp_graph_bind). *g is the caller's (wisp_graph_free). */
   wisp_status (*describe)(const wisp_model_shape *shape, void *weights, wisp_graph *g);
+  /* What the plan needs to know of the architecture beyond its graph: */
+  /* the registry variant of its whole-step kernels (persistent_decode/<key>) */
+  const char *registry_key;
+  /* Hugging Face module names that profiles written for other runtimes
+   * use, each with the op or section of this architecture's graph it
+   * means ({"q_proj", "attn.qkv"}, ...); n_profile_aliases of them. */
+  const char *const (*profile_aliases)[2];
+  int n_profile_aliases;
+  /* 1: the plan id's model part names the architecture and the Gated
+   * DeltaNet sizes (0 keeps the ids of plans made before it did). */
+  int plan_id_names_arch;
 } wisp_arch;
 
 const wisp_arch *wisp_arch_find(const char *name);

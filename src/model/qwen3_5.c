@@ -176,7 +176,7 @@ static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
   out->kv_heads = s->kv_heads;
   out->head_dim = s->head_dim;
   out->conv_cache = s->conv_cache;
-  out->qwen3_5 = 1;
+  snprintf(out->architecture, sizeof out->architecture, "%s", wisp_arch_qwen3_5.name);
   out->lin_k_heads = s->lin_k_heads;
   out->lin_v_heads = s->lin_v_heads;
   out->lin_k_dim = s->lin_k_dim;
@@ -244,6 +244,14 @@ oom:
   return wisp_fail(WISP_ENOMEM, "out of memory for the step graph");
 }
 
+/* Profiles written for other runtimes name Hugging Face modules: q/k/v
+ * share attn.qkv here, gate/up share mlp.gate_up, and "attention" is the
+ * gated attention op. */
+static const char *const k_profile_aliases[][2] = {
+    {"q_proj", "attn.qkv"},       {"k_proj", "attn.qkv"},       {"v_proj", "attn.qkv"},
+    {"o_proj", "attn.o_proj"},    {"gate_proj", "mlp.gate_up"}, {"up_proj", "mlp.gate_up"},
+    {"down_proj", "mlp.down"},    {"attention", "attention_gated"}};
+
 const wisp_arch wisp_arch_qwen3_5 = {
     .name = "qwen3_5",
     .bind = q35_bind,
@@ -251,4 +259,8 @@ const wisp_arch wisp_arch_qwen3_5 = {
     .max_positions = q35_max_positions,
     .plan_shape = q35_plan_shape,
     .describe = q35_describe,
+    .registry_key = "wgsl_qwen3_5",
+    .profile_aliases = k_profile_aliases,
+    .n_profile_aliases = (int)(sizeof k_profile_aliases / sizeof k_profile_aliases[0]),
+    .plan_id_names_arch = 1,
 };

@@ -16,9 +16,11 @@ typedef struct {
   int hidden, ffn, vocab, heads, kv_heads, head_dim;
   int quant_bits; /* 4: Q4 weights ("q4"); 16: F16 ("f16"); 8: Q8_0 ("q8_0"); 0 or 32: f32 weights */
   int conv_cache;
-  /* Qwen 3.5 (all 0 for LFM2): its op lists (gated attention, Gated
-   * DeltaNet "linear_attention" layers) and their sizes. */
-  int qwen3_5;
+  /* The architecture (model/model.h, wisp_arch.name) whose step the plan
+   * lists: "lfm2", "qwen3_5". The plan reads what it needs of it (its
+   * graph, registry key, profile aliases) from the architecture itself. */
+  char architecture[32];
+  /* The Gated DeltaNet ("linear_attention") layers' sizes; 0 without them. */
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   /* 1: a Q4_K artifact: matrices with cols % 256 == 0 are Q4_K ("q4k"),
    * the others Q4 ("q4"); embed and head stay Q4Z ("q4"). */

@@ -31,6 +31,9 @@ static wisp_status shape_int(const cJSON *o, const char *key, const char *where,
 
 wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wisp_model_shape *out) {
   memset(out, 0, sizeof *out);
+  /* runtime.shape does not name the architecture: the artifact's default
+   * until the manifest's wisp.architecture says (wisp_plan_manifest_parts) */
+  snprintf(out->architecture, sizeof out->architecture, "%s", WISP_DEFAULT_ARCHITECTURE);
   if (!cJSON_IsObject(shape)) return FAIL(WISP_EFORMAT, "%s: expected an object, got %s", where, wisp_json_type(shape));
   const cJSON *lt = cJSON_GetObjectItemCaseSensitive(shape, "layerTypes");
   if (!lt) return FAIL(WISP_EFORMAT, "%s.layerTypes: missing required field", where);
@@ -78,7 +81,7 @@ wisp_status wisp_plan_manifest_parts(const cJSON *manifest, const char *name, wi
   if (st) return st;
   const cJSON *wx = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
   const cJSON *arch = cJSON_GetObjectItemCaseSensitive(wx, "architecture");
-  if (cJSON_IsString(arch) && !strcmp(arch->valuestring, "qwen3_5")) shape->qwen3_5 = 1;
+  if (cJSON_IsString(arch)) snprintf(shape->architecture, sizeof shape->architecture, "%s", arch->valuestring);
   const cJSON *wt = cJSON_GetObjectItemCaseSensitive(wx, "weights");
   if (cJSON_IsString(wt) && !strcmp(wt->valuestring, "q4k")) shape->q4k = 1;
   const cJSON *k = cJSON_GetObjectItemCaseSensitive(rt, "knee");
@@ -140,6 +143,7 @@ typedef struct {
   int tokens[2];
   int conv_fuse; /* candidate.convFuse (default 1): rules see it as "convFuse" */
   const wisp_graph *graph; /* the model's step: in->graph, or described from the shape */
+  const wisp_arch *arch;   /* the shape's architecture */
 } resolver;
 
 static const char *const k_phase_names[2] = {"prefill", "decode"};
@@ -168,7 +172,7 @@ static void build_ctx(const resolver *R, const wisp_plan_op *op, int phase, wisp
   wisp_ctx_init(c);
   wisp_ctx_add_device(c, R->in->device);
   wisp_ctx_set_str(c, "backend", R->in->backend);
-  wisp_ctx_set_str(c, "architecture", s->qwen3_5 ? "qwen3_5" : "lfm2");
+  wisp_ctx_set_str(c, "architecture", s->architecture);
   /* The profile's intent, so that rules can keep speed-for-precision trades
    * (int8 activations in prefill) to throughput profiles. */
   wisp_ctx_set_str(c, "intent", R->in->profile && R->in->profile->intent ? R->in->profile->intent : "");
@@ -538,18 +542,13 @@ static int sel_matches(const wisp_plan_op *op, const char *sel) {
   return !strcmp(op->op, sel) || (op->section[0] && !strcmp(op->section, sel));
 }
 
-/* Profiles written for other runtimes name Hugging Face modules; for
- * qwen3_5 they map onto wisp's fused sections (q/k/v share attn.qkv,
- * gate/up share mlp.gate_up) and "attention" onto attention_gated. NULL
- * when `sel` is not such a name. The plan op gets a note. */
-static const char *qwen_alias(const resolver *R, const char *sel) {
-  static const char *const map[][2] = {{"q_proj", "attn.qkv"},     {"k_proj", "attn.qkv"},
-                                       {"v_proj", "attn.qkv"},     {"o_proj", "attn.o_proj"},
-                                       {"gate_proj", "mlp.gate_up"}, {"up_proj", "mlp.gate_up"},
-                                       {"down_proj", "mlp.down"},  {"attention", "attention_gated"}};
-  if (!R->in->shape->qwen3_5) return NULL;
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (!strcmp(sel, map[i][0])) return map[i][1];
+/* Profiles written for other runtimes name Hugging Face modules; the
+ * architecture says which of its ops or sections each means
+ * (wisp_arch.profile_aliases). NULL when `sel` is not such a name. The
+ * plan op gets a note. */
+static const char *profile_alias(const resolver *R, const char *sel) {
+  for (int i = 0; i < R->arch->n_profile_aliases; i++)
+    if (!strcmp(sel, R->arch->profile_aliases[i][0])) return R->arch->profile_aliases[i][1];
   return NULL;
 }
 
@@ -637,7 +636,7 @@ static wisp_status apply_patch(resolver *R, const wisp_patch *w) {
                   w->json_path, i, w->layers[i], n_layers);
   int count = 0;
   const char *sel = w->verb == WISP_PATCH_ADD ? (w->after ? w->after : w->before) : w->op;
-  const char *alias = qwen_alias(R, sel);
+  const char *alias = profile_alias(R, sel);
   if (alias) sel = alias;
   for (int ph = 0; ph < 2; ph++) {
     if (strcmp(w->section, "all") && strcmp(w->section, k_phase_names[ph])) continue;
@@ -651,7 +650,8 @@ static wisp_status apply_patch(resolver *R, const wisp_patch *w) {
           if (sel_matches(&o->v[i], sel)) {
             if ((st = apply_kernel_key(R, w, &o->v[i], ph))) return st;
             if (alias)
-              wisp_path(o->v[i].note, sizeof o->v[i].note, "profile op '%s' is %s in the qwen3_5 plan", w->op, alias);
+              wisp_path(o->v[i].note, sizeof o->v[i].note, "profile op '%s' is %s in the %s plan", w->op, alias,
+                         R->arch->name);
             count++;
           }
       } else if (w->verb == WISP_PATCH_REMOVE) {
@@ -833,8 +833,9 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddNumberToObject(m, "headDim", s->head_dim);
   cJSON_AddNumberToObject(m, "quantBits", s->quant_bits);
   cJSON_AddNumberToObject(m, "convCache", s->conv_cache);
-  if (s->qwen3_5) { /* absent for LFM2, so LFM2 plan ids are unchanged */
-    cJSON_AddStringToObject(m, "architecture", "qwen3_5");
+  const wisp_arch *arch = wisp_arch_find(s->architecture);
+  if (arch && arch->plan_id_names_arch) {
+    cJSON_AddStringToObject(m, "architecture", arch->name);
     cJSON_AddNumberToObject(m, "linearKeyHeads", s->lin_k_heads);
     cJSON_AddNumberToObject(m, "linearValueHeads", s->lin_v_heads);
     cJSON_AddNumberToObject(m, "linearKeyDim", s->lin_k_dim);
@@ -1024,7 +1025,8 @@ static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
   if (strcmp(in->backend, "webgpu")) return;
   wisp_path(p->persist_off, sizeof p->persist_off, "%s", "no subgroups");
   if (!in->device->has_subgroups) return;
-  const char *key = in->shape->qwen3_5 ? "wgsl_qwen3_5" : "wgsl";
+  const wisp_arch *arch = wisp_arch_find(in->shape->architecture);
+  const char *key = arch ? arch->registry_key : "";
   const wisp_operation *op = wisp_registry_op(in->registry, "persistent_decode");
   const wisp_variant *v = op ? wisp_registry_variant(op, key) : NULL;
   wisp_path(p->persist_off, sizeof p->persist_off, "no available persistent_decode/%s in the registry", key);
@@ -1058,11 +1060,14 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     return FAIL(WISP_EINVAL, "plan: model shape is incomplete (layers, hidden, ffn, vocab, heads, kvHeads, headDim)");
   if (in->knee && !cJSON_IsArray(in->knee)) return FAIL(WISP_EFORMAT, "plan: manifest knee: expected an array");
   if (in->candidate && !cJSON_IsObject(in->candidate)) return FAIL(WISP_EFORMAT, "plan: manifest candidate: expected an object");
+  const wisp_arch *arch = wisp_arch_find(s->architecture);
+  if (!arch) return FAIL(WISP_EUNSUPPORTED, "plan: unknown architecture '%s'", s->architecture);
   wisp_fusions default_fusions;
   wisp_fusions_default(&default_fusions);
   resolver R;
   memset(&R, 0, sizeof R);
   R.in = in;
+  R.arch = arch;
   R.wdtype = s->quant_bits == 4 ? "q4" : s->quant_bits == 16 ? "f16" : s->quant_bits == 8 ? "q8_0" : "f32";
   R.fusions = in->profile ? &in->profile->fusions : &default_fusions;
   R.n_blocks = s->n_layers + 2;
@@ -1083,7 +1088,6 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
   memset(&own, 0, sizeof own);
   R.graph = in->graph;
   if (!st && !R.graph) {
-    const wisp_arch *arch = wisp_arch_find(s->qwen3_5 ? "qwen3_5" : "lfm2");
     if (!(st = arch->describe(s, NULL, &own))) {
       wisp_graph_fuse(&own);
       R.graph = &own;

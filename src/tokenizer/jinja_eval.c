@@ -595,10 +595,9 @@ static int bind_targets(jj_ctx *c, const jnode *n, jj_frame *f, jv item) {
   return 0;
 }
 
-static int loop_fill(jj_ctx *c, const jnode *n, jv_dict *d, const jv_list *items, int i) {
+/* The loop object of iteration i (its dict has room for the 9 entries). */
+static void loop_fill(jv_dict *d, const jv_list *items, int i) {
   static const char *const keys[] = {"index0", "index", "first", "last", "length", "revindex", "revindex0", "previtem", "nextitem"};
-  (void)c;
-  (void)n;
   int len = items->n;
   jv vals[9] = {jv_int(i), jv_int(i + 1), jv_bool(i == 0), jv_bool(i == len - 1), jv_int(len), jv_int(len - i),
                 jv_int(len - i - 1), i > 0 ? items->v[i - 1] : jv_undef(NULL), i + 1 < len ? items->v[i + 1] : jv_undef(NULL)};
@@ -607,7 +606,6 @@ static int loop_fill(jj_ctx *c, const jnode *n, jv_dict *d, const jv_list *items
     d->v[k] = vals[k];
   }
   d->n = 9;
-  return 0;
 }
 
 static int exec_for(jj_ctx *c, const jnode *n, jj_frame *f) {
@@ -636,7 +634,8 @@ static int exec_for(jj_ctx *c, const jnode *n, jj_frame *f) {
   for (int i = 0; i < items->n; i++) {
     if (jj_step(c, n)) return -1;
     g->n = 0;
-    if (bind_targets(c, n, g, items->v[i]) || loop_fill(c, n, loop.u.d, items, i)) return -1;
+    if (bind_targets(c, n, g, items->v[i])) return -1;
+    loop_fill(loop.u.d, items, i);
     if (frame_set(c, g, "loop", loop)) return oom(c, n);
     if (exec_body(c, n->body, n->nbody, g)) return -1;
     if (c->loopctl == 1) { c->loopctl = 0; break; }

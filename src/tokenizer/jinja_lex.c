@@ -11,6 +11,7 @@
  *     or comment tag go ("{%+" keeps them, "+%}" keeps the newline). */
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +61,27 @@ static jj_tok *push(lexer *L, jj_tok_kind kind, const char *at) {
   return t;
 }
 
-/* Python's str.isspace for ASCII (the renderer treats text as bytes). */
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* The length of the whitespace character at p (NUL-terminated), 0 if none:
+ * Python's str.isspace, which jinja2's whitespace control uses (\s and
+ * rstrip), so a no-break or ideographic space is stripped too. */
+static size_t ws_at(const char *p) {
+  unsigned char a = (unsigned char)p[0], b = a ? (unsigned char)p[1] : 0, c = b ? (unsigned char)p[2] : 0;
+  if (is_ws((char)a) || (a >= 0x1c && a <= 0x1f)) return 1;
+  if (a == 0xC2 && (b == 0x85 || b == 0xA0)) return 2;
+  if ((a == 0xE1 && b == 0x9A && c == 0x80) || (a == 0xE2 && b == 0x81 && c == 0x9F) || (a == 0xE3 && b == 0x80 && c == 0x80))
+    return 3;
+  if (a == 0xE2 && b == 0x80 && ((c >= 0x80 && c <= 0x8A) || c == 0xA8 || c == 0xA9 || c == 0xAF)) return 3;
+  return 0;
+}
+
+/* The length of the whitespace character that ends at p (after start), 0 if none. */
+static size_t ws_before(const char *start, const char *p) {
+  for (size_t k = 1; k <= 3 && p - start >= (ptrdiff_t)k; k++)
+    if (ws_at(p - k) == k) return k;
+  return 0;
+}
 
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -243,7 +263,9 @@ static wisp_status lex_all(lexer *L) {
   int line_starting = 1;  /* the previous match ended a line (lstrip_blocks) */
   for (;;) {
     /* What trails the previous tag. */
-    if (trail == '-') while (is_ws(*p)) p++;
+    size_t k;
+    if (trail == '-')
+      while ((k = ws_at(p))) p += k;
     else if (trail == 'n' && *p == '\n') p++;
     if (trail == '-' || trail == 'n') line_starting = p > L->src && p[-1] == '\n';
     const char *tag = p;
@@ -252,13 +274,13 @@ static wisp_status lex_all(lexer *L) {
     if (*tag) {
       char kind = tag[1], sign = tag[2];
       if (sign == '-') {
-        while (text_end > p && is_ws(text_end[-1])) text_end--;
+        while (text_end > p && (k = ws_before(p, text_end))) text_end -= k;
       } else if (sign != '+' && kind != '{') { /* lstrip_blocks */
         const char *l = text_end;
         while (l > p && l[-1] != '\n') l--;
         int blank = l < text_end;
-        for (const char *q = l; q < text_end; q++)
-          if (!is_ws(*q)) blank = 0;
+        for (const char *q = l; q < text_end && blank; q += k)
+          if (!(k = ws_at(q))) blank = 0;
         if (blank && (l > p || line_starting)) text_end = l;
       }
     }

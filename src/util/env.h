@@ -3,7 +3,7 @@
  * say: where the Dawn library and the bench receipts are, and debugging aids
  * that must reach every device a process opens (the guarded re-runs of the
  * test suite). Whatever else changes behaviour is the plan's (registry,
- * profile, manifest, device) or a session's tuning string (src/engine/tuning.c). */
+ * profile, manifest, device) or a session's tuning string (src/backend/tuning.c). */
 #ifndef WISP_UTIL_ENV_H
 #define WISP_UTIL_ENV_H
 

@@ -232,7 +232,34 @@ static long read_sysfs_long(const char *path) {
   return v;
 }
 
+/* The CPU quota of the process's cgroup (v2 cpu.max: "QUOTA PERIOD" or
+ * "max PERIOD"), rounded up to whole cores; 0 when there is none. A
+ * container limited to 2 cores of a 64-core host sees all 64 in its
+ * affinity mask, and 64 threads on a 2-core quota are throttled in turn. */
+static int cgroup_quota_cores(void) {
+  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+  if (!f) return 0;
+  char quota[32] = "";
+  long period = 0;
+  int got = fscanf(f, "%31s %ld", quota, &period);
+  fclose(f);
+  if (got != 2 || period <= 0 || !strcmp(quota, "max")) return 0;
+  char *end;
+  long q = strtol(quota, &end, 10);
+  if (*end || q <= 0) return 0;
+  long cores = (q + period - 1) / period;
+  return cores > 0 && cores < 1 << 20 ? (int)cores : 0;
+}
+
+static int physical_cores_in_mask(void);
+
 int wisp_pool_default_threads(void) {
+  int n = physical_cores_in_mask();
+  int quota = cgroup_quota_cores();
+  return quota > 0 && quota < n ? quota : n;
+}
+
+static int physical_cores_in_mask(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

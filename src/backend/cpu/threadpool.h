@@ -11,7 +11,8 @@ typedef void (*wisp_task_fn)(void *ctx, int task, int thread);
 wisp_pool *wisp_pool_new(int n_threads);
 /* The thread count a pool gets when the user names none: the physical cores
  * this process may run on (its affinity mask, one thread per core, not per
- * SMT sibling, which share a core's vector units). */
+ * SMT sibling, which share a core's vector units), at most its cgroup's CPU
+ * quota in whole cores. */
 int wisp_pool_default_threads(void);
 void wisp_pool_free(wisp_pool *p);
 int wisp_pool_size(const wisp_pool *p);

@@ -106,7 +106,7 @@ static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBu
                            WGPUBuffer dt, WGPUBuffer nw) {
   dn_split g;
   /* MAXL 8 conv taps; subgroup sums */
-  if (a->n != 1 || !as_g(be)->set.lin_core || !as_g(be)->fuse || a->conv_len > 8 ||
+  if (a->n != 1 || !as_g(be)->set.deltanet_core || !as_g(be)->fuse || a->conv_len > 8 ||
       !as_g(be)->sg || !dn_split_geometry(be, a, &g))
     return 0;
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
@@ -144,7 +144,7 @@ static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBu
 static int g_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a, const wisp_mixer_rows *rows) {
   dn_split g;
   if (rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || a->k_heads <= 0 || a->v_heads % a->k_heads || a->k_dim <= 0 ||
-      a->k_dim > 256 || a->v_dim <= 0 || a->conv_len < 1 || a->conv_len > 8 || !as_g(be)->set.lin_core ||
+      a->k_dim > 256 || a->v_dim <= 0 || a->conv_len < 1 || a->conv_len > 8 || !as_g(be)->set.deltanet_core ||
       !as_g(be)->fuse || !as_g(be)->sg || !dn_split_geometry(be, a, &g))
     return 0;
   wisp_wgpu_state_op(be);

@@ -57,7 +57,7 @@ typedef struct wisp_wgpu_backend_opts {
    * ~35 s), -1 off, 1 on (tuning persist=0|1). */
   int persist;
   /* The rest: tuning and test switches, set through the session's tuning
-   * string (src/engine/tuning.c lists the keys; docs/configuration.md); 0 = the
+   * string (src/backend/tuning.c lists the keys; docs/configuration.md); 0 = the
    * backend's default everywhere. */
   uint32_t persist_grid;      /* persistGrid: workgroups of the persistent decode (0: probed from 128) */
   uint32_t persist_splits;    /* persistSplits: its attention splits per head (0: grid / heads) */

@@ -494,9 +494,9 @@ void wisp_wgpu_q4k_in_proj(wisp_backend *be, const wisp_deltanet_args *a) {
   q->pend.active = 0;
   int cut[6], nc = 0;
   cut[nc++] = 0;
-  if (!s->lin_qkvz) cut[nc++] = 2 * K + V;
-  if (!s->lin_qkvz || !s->lin_ab) cut[nc++] = 2 * K + 2 * V;
-  if (!s->lin_ab) cut[nc++] = 2 * K + 2 * V + a->v_heads;
+  if (!s->deltanet_proj_qkvz) cut[nc++] = 2 * K + V;
+  if (!s->deltanet_proj_qkvz || !s->deltanet_proj_ab) cut[nc++] = 2 * K + 2 * V;
+  if (!s->deltanet_proj_ab) cut[nc++] = 2 * K + 2 * V + a->v_heads;
   cut[nc++] = pd.W->rows;
   qgeo g = geo_of(be, pd.W, 0, 0, 0, -1);
   if (nc == 2 && !pd.nx) { /* one product, nothing fused: the matrix's own kernel choice */
