@@ -221,3 +221,55 @@ TEST(gguf_run_webgpu_same_logits_as_the_directory) {
   }
   g_backend = "cpu";
 }
+
+/* The default model (a byte-level BPE vocabulary and an LFM2 chat
+ * template) as a GGUF: its tokenizer and chat template come from the
+ * file's metadata (held in memory): the same prompt tokens as the
+ * directory, the same chat as the artifact convert writes from the file;
+ * and a vocabulary longer than the embedding is refused in one line. */
+TEST(gguf_run_tokenizer_and_chat_template_from_the_metadata) {
+  char gguf[600], keep[600], cmd[4096], log[8192], ta[4096], tb[4096];
+  snprintf(gguf, sizeof gguf, "%s/gr_def.gguf", test_tmpdir());
+  snprintf(keep, sizeof keep, "%s/gr_def_keep", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s export-gguf models/default -o %s --keep-quant && %s convert %s -o %s --quiet",
+           test_wisp_bin(), gguf, test_wisp_bin(), gguf, keep);
+  CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
+  snprintf(cmd, sizeof cmd, "%s tokenize -m models/default -p 'In the beginning, caf\xc3\xa9 <|im_end|>' 2>/dev/null",
+           test_wisp_bin());
+  CHECK(sh(cmd, ta, sizeof ta) == 0);
+  snprintf(cmd, sizeof cmd, "%s tokenize -m %s -p 'In the beginning, caf\xc3\xa9 <|im_end|>' 2>/dev/null",
+           test_wisp_bin(), gguf);
+  CHECK(sh(cmd, tb, sizeof tb) == 0);
+  CHECKF(!strncmp(ta, "[1,", 3) && !strcmp(ta, tb), "prompt tokens differ:\n%s\n%s", ta, tb);
+  /* stderr names the template; stdout is the reply */
+  const char *chat = "{ { printf 'Who art thou?\\n' | %s run -m %s --chat -sys 'Answer briefly.' -n 12 --temp 0; } %s; }";
+  snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), gguf, "2>&1");
+  CHECKF(sh(cmd, ta, sizeof ta) == 0 && strstr(ta, "chat (lfm2 template"), "not the model's template: %s", ta);
+  snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), gguf, "2>/dev/null");
+  CHECKF(sh(cmd, ta, sizeof ta) == 0, "%s", ta);
+  snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), keep, "2>/dev/null");
+  CHECKF(sh(cmd, tb, sizeof tb) == 0, "%s", tb);
+  CHECKF(strlen(ta) > 4 && !strcmp(ta, tb), "chat differs:\n%s\n---\n%s", ta, tb);
+
+  /* token_embd.weight one row shorter than the vocabulary */
+  FILE *f = fopen(gguf, "rb");
+  CHECK(f != NULL);
+  static char buf[8 << 20];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  CHECK(n > 1000 && n < sizeof buf);
+  char *t = NULL;
+  for (size_t i = 8; i + 40 < n && !t; i++)
+    if (!memcmp(buf + i, "token_embd.weight", 17) && buf[i - 8] == 17) t = buf + i + 17;
+  CHECK(t != NULL);
+  uint64_t rows;
+  memcpy(&rows, t + 4 + 8, 8);
+  rows--;
+  memcpy(t + 4 + 8, &rows, 8);
+  char bad[700];
+  snprintf(bad, sizeof bad, "%s/gr_def_vocab.gguf", test_tmpdir());
+  f = fopen(bad, "wb");
+  CHECK(f && fwrite(buf, 1, n, f) == n);
+  fclose(f);
+  expect_error(bad, "the vocab does not belong to these weights");
+}
