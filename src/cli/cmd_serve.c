@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "server/server.h"
+#include "util/env.h"
 
 int cmd_serve(int argc, char **argv) {
   srv_config c = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .backend = "cpu"};
@@ -46,7 +47,7 @@ int cmd_serve(int argc, char **argv) {
       fprintf(stderr, "wisp serve: give --api-key or --api-key-env, not both\n");
       return 2;
     }
-    if (!(c.api_key = getenv(api_key_env)) || !c.api_key[0]) {
+    if (!(c.api_key = wisp_env_named(api_key_env))) {
       fprintf(stderr, "wisp serve: --api-key-env %s: the variable is not set\n", api_key_env);
       return 2;
     }
