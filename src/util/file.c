@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/builtin.h"
+#include "util/memfile.h"
 #include "util/err.h"
 #include "util/target.h"
 
@@ -93,6 +94,7 @@ wisp_status wisp_read_file_max(const char *path, size_t max, char **data, size_t
     if (len) *len = b->len;
     return WISP_OK;
   }
+  if (wisp_memfile_read(path, data, len)) return WISP_OK; /* a GGUF's derived tokenizer files */
   int fd;
   struct stat st;
   wisp_status e = open_input(path, &fd, &st);
@@ -173,5 +175,10 @@ void wisp_sha256_hex(const void *data, size_t len, char out[65]) {
 
 int wisp_path_exists(const char *path) {
   struct stat st;
-  return stat(path, &st) == 0;
+  return stat(path, &st) == 0 || wisp_memfile_exists(path);
+}
+
+int wisp_is_regular_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
