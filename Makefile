@@ -265,8 +265,15 @@ WASM_SRC   := $(filter-out src/server/% src/util/sha256.c src/backend/webgpu/wgp
 WASM_OBJ   := $(WASM_SRC:%.c=$(WASM_DIR)/obj/%.o) $(WASM_DIR)/obj/gen/wgsl_kernels.o $(WASM_DIR)/obj/gen/builtin_data.o
 
 .PHONY: wasm wasm-deps
+WEB_FILES  := $(wildcard web/*.html web/*.js)
 wasm: wasm-deps
-	@$(MAKE) --no-print-directory $(WASM_DIR)/wisp.wasm
+	@$(MAKE) --no-print-directory $(WASM_DIR)/wisp.wasm $(WEB_FILES:web/%=$(WASM_DIR)/%)
+
+# The page and its glue sit beside wisp.wasm: build/wasm/ is what a web
+# server serves (docs/browser.md).
+$(WASM_DIR)/%: web/%
+	@mkdir -p $(dir $@)
+	@cp $< $@
 
 wasm-deps:
 	@scripts/wasm-deps.sh
