@@ -266,7 +266,7 @@ WASM_OBJ   := $(WASM_SRC:%.c=$(WASM_DIR)/obj/%.o) $(WASM_DIR)/obj/gen/wgsl_kerne
 
 .PHONY: wasm wasm-deps
 WEB_FILES  := $(wildcard web/*.html web/*.js)
-wasm: wasm-deps
+wasm: wasm-deps $(GEN_WGSL) $(GEN_DATA)
 	@$(MAKE) --no-print-directory $(WASM_DIR)/wisp.wasm $(WEB_FILES:web/%=$(WASM_DIR)/%)
 
 # The page and its glue sit beside wisp.wasm: build/wasm/ is what a web
