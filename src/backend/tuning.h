@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/tuning_defaults.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "wisp.h"
 
@@ -29,12 +30,7 @@ typedef struct wisp_tuning {
  * default); out->webgpu.given has a bit for each key the text gave. */
 wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out);
 
-/* The defaults are the table's: every key with a default number whose field
- * is 0 and was not given gets it. A backend fills its options with this;
- * it holds no default numbers of its own. */
-void wisp_tuning_fill_defaults(wisp_wgpu_backend_opts *o);
-/* out[0..5) = the table's default for key (0s: none, or no such key). */
-void wisp_tuning_default_of(const char *key, uint32_t out[5]);
+/* The defaults are the table's: backend/tuning_defaults.h. */
 
 /* Builds the settings object's tuning part, by one rule: every key given
  * that names a plan setting (matvec: the one-token geometry of every

@@ -21,7 +21,7 @@
 #include "backend/webgpu/wgpu_products_q4k.h"
 #include "backend/webgpu/wgpu_variants.h"
 #include "backend/webgpu/wgpu_sampling.h"
-#include "backend/tuning.h"
+#include "backend/tuning_defaults.h"
 #include "util/env.h"
 #include "util/err.h"
 
