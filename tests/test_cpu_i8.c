@@ -507,6 +507,42 @@ TEST(cpu_i8_rmsnorm_fused_into_the_product_is_bit_identical) {
   mat_free(&t);
 }
 
+/* The fusion is the graph pass's: in a one-token step each rmsnorm the
+ * pass marked rmsnorm+matmul runs inside its integer product (the step
+ * graph calls rmsnorm_matmul), and so does the final norm with the head;
+ * the backend holds nothing back, so a norm the pass left alone runs alone. */
+TEST(cpu_i8_step_fuses_the_norms_the_graph_pass_marked) {
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_session_options o = {.backend = "cpu", .threads = 1, .profile = "throughput"};
+  CHECKF(wisp_session_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+  if (!wisp_session_plan(s)->device.has_avx2) {
+    wisp_session_free(s);
+    wisp_model_close(m);
+    SKIP("no AVX2: the plan keeps the exact products (no integer product to fuse into)");
+  }
+  int marked = 0, norms = 0;
+  for (int i = 0; i < s->graph.n_nodes; i++) {
+    marked += (s->graph.nodes[i].fused & WISP_FUSE_NORM_MATMUL) != 0;
+    norms += s->graph.nodes[i].op == WISP_GOP_RMSNORM;
+  }
+  const int32_t id = 87;
+  float logits[512];
+  wisp_session_time_ops(s, 1);
+  CHECK(wisp_session_eval(s, &id, 1, logits) == WISP_OK);
+  wisp_cpu_op_time ops[32];
+  int nops = wisp_session_op_times(s, ops, 32), fused = 0, alone = 0;
+  for (int i = 0; i < nops; i++) {
+    fused += !strcmp(ops[i].op, "rmsnorm+i8.quantize") ? (int)ops[i].calls : 0;
+    alone += !strcmp(ops[i].op, "rmsnorm") ? (int)ops[i].calls : 0;
+  }
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECKF(marked > 0 && fused == marked + 1 && alone == norms - marked, "%d norms, %d marked: %d fused, %d alone",
+         norms, marked, fused, alone);
+}
+
 /* ---- f16 weights: the Q8_0 copy (f16_i8) ---- */
 
 /* The copy wisp_i8_q8_0_of_f16 makes of an f16 matrix against a rounding
