@@ -107,13 +107,12 @@ static void unknown_kernel(cpu_backend *c, const char *variant) {
  * backend's own; NULL for a name the backend does not have. */
 static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
   if (!variant[0] || is_i8_variant(variant)) return c->k;
-  if (!strcmp(variant, "q4_scalar") || !strcmp(variant, "q4k_scalar") || !strcmp(variant, "f16_scalar") ||
-      !strcmp(variant, "q8_0_scalar"))
-    return wisp_cpu_kernels_scalar();
-  if (!strcmp(variant, "q4_avx2") || !strcmp(variant, "q4k_avx2") || !strcmp(variant, "f32") ||
-      !strcmp(variant, "f16_avx2") || !strcmp(variant, "q8_0_avx2"))
-    return c->k;
-  return NULL;
+  /* the exact variants are the quant table's cpu_kernels: TYPE_scalar (the
+   * scalar set), TYPE_avx2 and f32 (the best set) */
+  if (!wisp_quant_of_cpu_kernel(variant)) return NULL;
+  const size_t n = strlen(variant);
+  if (n > 7 && !strcmp(variant + n - 7, "_scalar")) return wisp_cpu_kernels_scalar();
+  return c->k;
 }
 
 /* The integer products read a copy of F16 matrices (Q8_0 weights) and of
@@ -215,7 +214,8 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     if (reads && strcmp(reads->weight_dtype, wisp_quant_traits_of(m->type)->weight_dtype))
       return wisp_fail(WISP_EINVAL, "the plan chose %s kernel '%s' for a %s matrix", reads->weight_dtype, v,
                        wisp_wtype_name(m->type));
-    if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && !c->k->avx2)
+    const size_t vn = strlen(v);
+    if (vn > 5 && !strcmp(v + vn - 5, "_avx2") && !c->k->avx2)
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel '%s' but this CPU lacks AVX2+FMA+F16C", v);
     if (is_i8_variant(v)) {
       wisp_wtype want = i8_variants[i8_variant_index(v)].type;
@@ -332,6 +332,20 @@ static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *
   c->norm.on = 1, c->norm.x = x, c->norm.w = w, c->norm.eps = eps, c->norm.n = n, c->norm.dim = dim, c->norm.out = out;
 }
 
+/* Row r of W times x: the one-row product, also each sequence's row of a
+ * batched step (cpu_matmul_rows). */
+static float row_dot(const wisp_cpu_kernels *k, const wisp_matrix *W, int r, const float *x) {
+  switch (W->type) {
+    case WISP_W_F32: return k->dot_f32(W->f32 + (size_t)r * W->cols, x, W->cols);
+    case WISP_W_Q4K: return k->dot_q4k_row(W, r, x);
+    case WISP_W_F16: return k->dot_f16_row(W, r, x);
+    case WISP_W_Q8_0: return k->dot_q8_0_row(W, r, x);
+    case WISP_W_Q4:
+    case WISP_W_Q4Z: return k->dot_q4_row(W, r, x);
+    default: return k->dot_blocks_row(W, r, x);
+  }
+}
+
 typedef struct {
   cpu_backend *c;
   const wisp_cpu_kernels *k;
@@ -362,11 +376,7 @@ static void matmul_task(void *ctx, int task, int thread) {
   const wisp_cpu_kernels *k = j->k;
   if (j->n == 1) {
     for (int r = r0; r < r1; r++) {
-      float v = W->type == WISP_W_F32    ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K)
-                : W->type == WISP_W_Q4K  ? k->dot_q4k_row(W, r, j->x)
-                : W->type == WISP_W_F16  ? k->dot_f16_row(W, r, j->x)
-                : W->type == WISP_W_Q8_0 ? k->dot_q8_0_row(W, r, j->x)
-                                         : k->dot_q4_row(W, r, j->x);
+      float v = row_dot(k, W, r, j->x);
       j->y[r] = j->accumulate ? j->y[r] + v : v;
     }
     return;
@@ -603,14 +613,6 @@ static void cpu_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, con
 
 /* ---- several sequences in one step ---- */
 
-/* Row r of W times x, as the one-row product (matmul_task, n = 1) does it. */
-static float row_dot(const wisp_cpu_kernels *k, const wisp_matrix *W, int r, const float *x) {
-  return W->type == WISP_W_F32    ? k->dot_f32(W->f32 + (size_t)r * W->cols, x, W->cols)
-         : W->type == WISP_W_Q4K  ? k->dot_q4k_row(W, r, x)
-         : W->type == WISP_W_F16  ? k->dot_f16_row(W, r, x)
-         : W->type == WISP_W_Q8_0 ? k->dot_q8_0_row(W, r, x)
-                                  : k->dot_q4_row(W, r, x);
-}
 
 typedef struct {
   const wisp_cpu_kernels *k;

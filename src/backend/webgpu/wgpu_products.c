@@ -86,6 +86,9 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   }
   const int rows = m->rows, cols = m->cols;
   if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
+  if (m->type > WISP_W_Q8_0)
+    return wisp_fail(WISP_EUNSUPPORTED, "webgpu: no kernels for %s weights yet (run them with --backend cpu)",
+                     wisp_wtype_name(m->type));
   if (m->type == WISP_W_Q4K && cols % WISP_Q4K_BLOCK)
     return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", cols);
   if (m->type == WISP_W_F16 && cols % 8) /* a product's unit is 8 halves (one vec4 of words) */

@@ -16,6 +16,7 @@ static inline uint32_t qt_of(wisp_wtype t) {
     case WISP_W_Q4K: return 3;
     case WISP_W_F16: return 4;
     case WISP_W_Q8_0: return 5;
+    default: break; /* the other ggml types have no WebGPU kernels (g_prepare_matrix refuses them) */
   }
   return 0;
 }

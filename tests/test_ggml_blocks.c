@@ -1,0 +1,311 @@
+/* The ggml block types kept in their GGUF bytes (Q6_K, Q5_K, Q3_K, Q2_K,
+ * Q4_0, Q4_1, Q5_0, Q5_1, BF16: format/qblocks.h), checked against a
+ * decoder written here, element by element, from ggml's format description
+ * (not from wisp's decoders): the quant table's rows and sizes, the
+ * dequantization, every CPU kernel set's products and decoded rows, the
+ * CPU backend under the plan's variant names (and its refusal of a
+ * variant of another type), and GGUF files holding these types read back.
+ * Blocks are random bytes with valid f16 scales; fixtures made by
+ * llama-quantize come from tools/make-quant-fixtures.sh. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "format/gguf.h"
+#include "format/quant.h"
+#include "format/tensor.h"
+#include "test.h"
+#include "wisp.h"
+
+typedef struct {
+  wisp_wtype type;
+  const char *name;
+  uint32_t ggml; /* the GGUF type number */
+  int block, bytes;
+  int halves[2]; /* byte offsets of its f16 fields (-1: none) */
+} blk_type;
+
+static const blk_type k_types[] = {
+    {WISP_W_Q6K, "q6k", 14, 256, 210, {208, -1}}, {WISP_W_Q5K, "q5k", 13, 256, 176, {0, 2}},
+    {WISP_W_Q3K, "q3k", 11, 256, 110, {108, -1}}, {WISP_W_Q2K, "q2k", 10, 256, 84, {80, 82}},
+    {WISP_W_Q4_0, "q4_0", 2, 32, 18, {0, -1}},    {WISP_W_Q4_1, "q4_1", 3, 32, 20, {0, 2}},
+    {WISP_W_Q5_0, "q5_0", 6, 32, 22, {0, -1}},    {WISP_W_Q5_1, "q5_1", 7, 32, 24, {0, 2}},
+    {WISP_W_BF16, "bf16", 30, 1, 2, {-1, -1}},
+};
+enum { N_TYPES = sizeof k_types / sizeof k_types[0] };
+
+static uint32_t next_u32(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(*s >> 33);
+}
+
+/* IEEE binary16 (normal or zero only: the test writes no others). */
+static double half(const uint8_t *p) {
+  unsigned h = (unsigned)(p[0] | p[1] << 8), e = h >> 10 & 31, m = h & 1023;
+  double v = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
+  return h & 0x8000 ? -v : v;
+}
+
+/* Element e of a block, from the format's description. */
+static double ref_elem(wisp_wtype t, const uint8_t *b, int e) {
+  const int j = e % 16; /* block-32 types: byte j of the nibbles */
+  switch (t) {
+    case WISP_W_Q4_0: return half(b) * (((e < 16 ? b[2 + j] : b[2 + j] >> 4) & 15) - 8);
+    case WISP_W_Q4_1: return half(b) * ((e < 16 ? b[4 + j] : b[4 + j] >> 4) & 15) + half(b + 2);
+    case WISP_W_Q5_0: {
+      const uint32_t qh = (uint32_t)b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
+      const int q = ((e < 16 ? b[6 + j] : b[6 + j] >> 4) & 15) + 16 * (int)(qh >> e & 1);
+      return half(b) * (q - 16);
+    }
+    case WISP_W_Q5_1: {
+      const uint32_t qh = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+      const int q = ((e < 16 ? b[8 + j] : b[8 + j] >> 4) & 15) + 16 * (int)(qh >> e & 1);
+      return half(b) * q + half(b + 2);
+    }
+    case WISP_W_Q2K: {
+      const int h = e / 128, shift = 2 * (e % 128 / 32), g = e % 32 / 16, l = e % 16;
+      const int q = b[16 + 32 * h + 16 * g + l] >> shift & 3, s = b[e / 16];
+      return half(b + 80) * (s & 15) * q - half(b + 82) * (s >> 4);
+    }
+    case WISP_W_Q3K: {
+      const int h = e / 128, jj = e % 128 / 32, g = e % 32 / 16, l = e % 16, i = e / 16;
+      const int low = b[32 + 32 * h + 16 * g + l] >> (2 * jj) & 3;
+      const int hbit = b[16 * g + l] >> (4 * h + jj) & 1;
+      const uint8_t *sc = b + 96;
+      const int s6 = (i < 8 ? sc[i] & 15 : sc[i - 8] >> 4) + 16 * (sc[8 + i % 4] >> (2 * (i / 4)) & 3);
+      return half(b + 108) * (s6 - 32) * (low - 4 * !hbit);
+    }
+    case WISP_W_Q5K: {
+      const int sub = e / 32, c = e / 64, l = e % 32;
+      const uint8_t *s = b + 4;
+      const int sc = sub < 4 ? s[sub] & 63 : (s[sub + 4] & 15) | (s[sub - 4] >> 6) << 4;
+      const int mn = sub < 4 ? s[sub + 4] & 63 : (s[sub + 4] >> 4) | (s[sub] >> 6) << 4;
+      const int nib = sub % 2 ? b[48 + 32 * c + l] >> 4 : b[48 + 32 * c + l] & 15;
+      const int q = nib + 16 * (b[16 + l] >> sub & 1);
+      return half(b) * sc * q - half(b + 2) * mn;
+    }
+    case WISP_W_Q6K: {
+      const int h = e / 128, k = e % 128 / 32, l = e % 32;
+      const uint8_t lq = b[64 * h + 32 * (k & 1) + l];
+      const int q = (k < 2 ? lq & 15 : lq >> 4) + 16 * (b[128 + 32 * h + l] >> (2 * k) & 3) - 32;
+      return half(b + 208) * (int8_t)b[192 + e / 16] * q;
+    }
+    case WISP_W_BF16: {
+      uint32_t u = (uint32_t)(b[0] | b[1] << 8) << 16;
+      float f;
+      memcpy(&f, &u, 4);
+      return f;
+    }
+    default: return NAN;
+  }
+}
+
+/* rows x cols of type t: random bytes, every f16 field a normal half in
+ * [2^-10, 2) of random sign (scales positive), BF16 values in (-4, 4). */
+static uint8_t *random_matrix(const blk_type *bt, int rows, int cols, uint64_t seed) {
+  const size_t nblk = (size_t)rows * (size_t)(cols / bt->block);
+  uint8_t *q = malloc(nblk * (size_t)bt->bytes);
+  if (!q) return NULL;
+  for (size_t i = 0; i < nblk * (size_t)bt->bytes; i++) q[i] = (uint8_t)next_u32(&seed);
+  for (size_t k = 0; k < nblk; k++) {
+    uint8_t *b = q + k * (size_t)bt->bytes;
+    if (bt->type == WISP_W_BF16) {
+      uint16_t v = (uint16_t)((next_u32(&seed) & 0x8000) | (uint32_t)(126 + next_u32(&seed) % 3) << 7 | (next_u32(&seed) & 127));
+      b[0] = (uint8_t)v, b[1] = (uint8_t)(v >> 8);
+      continue;
+    }
+    for (int f = 0; f < 2 && bt->halves[f] >= 0; f++) {
+      const int minus = f == 1 && (bt->type == WISP_W_Q4_1 || bt->type == WISP_W_Q5_1) && next_u32(&seed) % 2;
+      uint16_t h = (uint16_t)(minus << 15 | (5 + next_u32(&seed) % 11) << 10 | (next_u32(&seed) & 1023));
+      b[bt->halves[f]] = (uint8_t)h, b[bt->halves[f] + 1] = (uint8_t)(h >> 8);
+    }
+  }
+  return q;
+}
+
+static double ref_at(const blk_type *bt, const uint8_t *q, int cols, int r, int c) {
+  const size_t blk = (size_t)r * (size_t)(cols / bt->block) + (size_t)(c / bt->block);
+  return ref_elem(bt->type, q + blk * (size_t)bt->bytes, c % bt->block);
+}
+
+static int cols_of(const blk_type *bt) { return bt->block == 256 ? 768 : bt->block == 32 ? 224 : 100; }
+
+TEST(ggml_blocks_table_and_dequant) {
+  for (int t = 0; t < N_TYPES; t++) {
+    const blk_type *bt = &k_types[t];
+    const wisp_quant_traits *q = wisp_quant_traits_of(bt->type);
+    CHECKF(q && !strcmp(q->name, bt->name) && !strcmp(q->weight_dtype, bt->name), "%s: no table row", bt->name);
+    CHECKF(q->block == bt->block && q->block_bytes == bt->bytes && q->ggml_type == bt->ggml,
+           "%s: block %d bytes %d ggml %u", bt->name, q->block, q->block_bytes, q->ggml_type);
+    CHECK(!strcmp(wisp_wtype_name(bt->type), bt->name));
+    size_t gb;
+    CHECKF(wisp_ggml_block(bt->ggml, &gb) == bt->block && gb == (size_t)bt->bytes, "%s: GGUF block", bt->name);
+    const int R = 3, C = cols_of(bt);
+    CHECK(wisp_quant_bytes(bt->type, R, C) == (uint64_t)R * (uint64_t)(C / bt->block) * (uint64_t)bt->bytes);
+    uint8_t *bytes = random_matrix(bt, R, C, 100 + (uint64_t)t);
+    float *row = malloc(sizeof(float) * (size_t)C);
+    CHECK(bytes && row);
+    wisp_matrix m = {.type = bt->type, .rows = R, .cols = C, .q = bytes};
+    for (int r = 0; r < R; r++) {
+      wisp_matrix_row_f32(&m, r, row);
+      for (int c = 0; c < C; c++) {
+        const double want = ref_at(bt, bytes, C, r, c);
+        CHECKF(isfinite(want) && fabs(row[c] - want) <= 1e-6 * fabs(want) + 1e-12, "%s row %d col %d: %.9g, want %.9g",
+               bt->name, r, c, row[c], want);
+      }
+    }
+    free(bytes);
+    free(row);
+  }
+}
+
+TEST(ggml_blocks_every_kernel_set) {
+  const wisp_cpu_kernels *sets[8];
+  int runnable[8];
+  const int n_sets = wisp_cpu_kernels_all(sets, runnable, 8);
+  for (int t = 0; t < N_TYPES; t++) {
+    const blk_type *bt = &k_types[t];
+    const int R = 5, C = cols_of(bt);
+    uint8_t *bytes = random_matrix(bt, R, C, 300 + (uint64_t)t);
+    float *x = malloc(sizeof(float) * (size_t)C), *row = malloc(sizeof(float) * (size_t)C);
+    CHECK(bytes && x && row);
+    uint64_t seed = 7 + (uint64_t)t;
+    for (int c = 0; c < C; c++) x[c] = (float)((int)(next_u32(&seed) % 2001) - 1000) / 1000.0f;
+    wisp_matrix m = {.type = bt->type, .rows = R, .cols = C, .q = bytes};
+    for (int s = 0; s < n_sets; s++) {
+      if (!runnable[s]) continue;
+      for (int r = 0; r < R; r++) {
+        double want = 0, mag = 0;
+        for (int c = 0; c < C; c++) {
+          const double w = ref_at(bt, bytes, C, r, c);
+          want += w * x[c];
+          mag += fabs(w * x[c]);
+        }
+        const float got = sets[s]->dot_blocks_row(&m, r, x);
+        CHECKF(fabs(got - want) <= 1e-5 * mag, "%s set %s row %d: dot %.9g, want %.9g", bt->name, sets[s]->name, r, got,
+               want);
+        sets[s]->row_f32(&m, r, row);
+        for (int c = 0; c < C; c++) {
+          const double w = ref_at(bt, bytes, C, r, c);
+          CHECKF(fabs(row[c] - w) <= 1e-6 * fabs(w) + 1e-12, "%s set %s row %d col %d: %.9g, want %.9g", bt->name,
+                 sets[s]->name, r, c, row[c], w);
+        }
+      }
+    }
+    free(bytes), free(x), free(row);
+  }
+}
+
+/* y = W x through the backend under one variant, n tokens, both the
+ * product and (decode) the rows of a batched step. */
+static double backend_error(wisp_backend *be, const blk_type *bt, wisp_matrix *m, const float *x, int n, int rows_op) {
+  const int R = m->rows, C = m->cols;
+  wisp_buf *bx = be->buf_new(be, (size_t)n * C), *by = be->buf_new(be, (size_t)n * R);
+  float *y = malloc(sizeof(float) * (size_t)n * R);
+  double worst = INFINITY;
+  if (!bx || !by || !y) goto out;
+  be->buf_write(be, bx, 0, (size_t)n * C, x);
+  if (rows_op) be->matmul_rows(be, m, bx, n, by, 0);
+  else be->matmul(be, m, bx, 0, n, by, 0);
+  be->buf_read(be, by, 0, (size_t)n * R, y);
+  if (be->sync(be) != WISP_OK) goto out;
+  worst = 0;
+  for (int tok = 0; tok < n; tok++)
+    for (int r = 0; r < R; r++) {
+      double want = 0, mag = 0;
+      for (int c = 0; c < C; c++) {
+        const double w = ref_at(bt, m->q, C, r, c);
+        want += w * x[(size_t)tok * C + c];
+        mag += fabs(w * x[(size_t)tok * C + c]);
+      }
+      worst = fmax(worst, fabs(y[(size_t)tok * R + r] - want) / (mag + 1e-30));
+    }
+out:
+  if (bx) be->buf_free(be, bx);
+  if (by) be->buf_free(be, by);
+  free(y);
+  return worst;
+}
+
+TEST(ggml_blocks_cpu_backend) {
+  const int have_avx2 = wisp_cpu_kernels_get()->avx2;
+  for (int t = 0; t < N_TYPES; t++) {
+    const blk_type *bt = &k_types[t];
+    const int R = 37, C = cols_of(bt), N = 5;
+    uint8_t *bytes = random_matrix(bt, R, C, 500 + (uint64_t)t);
+    float *x = malloc(sizeof(float) * (size_t)N * C);
+    CHECK(bytes && x);
+    uint64_t seed = 9 + (uint64_t)t;
+    for (int i = 0; i < N * C; i++) x[i] = (float)((int)(next_u32(&seed) % 2001) - 1000) / 1000.0f;
+    for (int v = 0; v < 2; v++) {
+      if (v == 1 && !have_avx2) continue;
+      wisp_matrix m = {.type = bt->type, .rows = R, .cols = C, .q = bytes};
+      for (int ph = 0; ph < 2; ph++)
+        snprintf(m.choice[ph].variant, sizeof m.choice[ph].variant, "%s_%s", bt->name, v ? "avx2" : "scalar");
+      wisp_backend *be = NULL;
+      CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
+      CHECKF(be->prepare_matrix(be, &m) == WISP_OK, "%s: %s", m.choice[0].variant, wisp_last_error());
+      const double e1 = backend_error(be, bt, &m, x, 1, 0), en = backend_error(be, bt, &m, x, N, 0);
+      const double er = backend_error(be, bt, &m, x, N, 1);
+      be->destroy(be);
+      CHECKF(e1 < 1e-5 && en < 1e-5 && er < 1e-5, "%s: one token %g, %d tokens %g, rows %g", m.choice[0].variant, e1, N,
+             en, er);
+    }
+    /* a kernel of another weight type is refused before any product */
+    wisp_matrix m = {.type = bt->type, .rows = R, .cols = C, .q = bytes};
+    snprintf(m.choice[0].variant, sizeof m.choice[0].variant, "%s", "q4k_scalar");
+    wisp_backend *be = NULL;
+    CHECK(wisp_cpu_backend_new(1, &be) == WISP_OK);
+    const wisp_status st = be->prepare_matrix(be, &m);
+    be->destroy(be);
+    CHECKF(st != WISP_OK && strstr(wisp_last_error(), "q4k_scalar"), "%s: q4k_scalar accepted (%s)", bt->name,
+           wisp_last_error());
+    free(bytes), free(x);
+  }
+}
+
+TEST(ggml_blocks_gguf_read) {
+  /* one tensor of every type in a GGUF file, read back as f32 */
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  uint8_t *bytes[N_TYPES] = {0};
+  CHECK(w);
+  for (int t = 0; t < N_TYPES; t++) {
+    const blk_type *bt = &k_types[t];
+    const int R = 2, C = cols_of(bt);
+    bytes[t] = random_matrix(bt, R, C, 700 + (uint64_t)t);
+    CHECK(bytes[t]);
+    const uint64_t ne[2] = {(uint64_t)C, (uint64_t)R};
+    char name[32];
+    snprintf(name, sizeof name, "t.%s", bt->name);
+    CHECK(wisp_gguf_add_tensor(w, name, 2, ne, bt->ggml, bytes[t], (size_t)R * (size_t)(C / bt->block) * (size_t)bt->bytes) ==
+          WISP_OK);
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/blocks.gguf", test_tmpdir());
+  CHECKF(wisp_gguf_writer_write(w, path) == WISP_OK, "%s", wisp_last_error());
+  wisp_gguf_writer_free(w);
+  wisp_gguf *g = NULL;
+  CHECKF(wisp_gguf_open(path, &g) == WISP_OK, "%s", wisp_last_error());
+  for (int t = 0; t < N_TYPES; t++) {
+    const blk_type *bt = &k_types[t];
+    char name[32];
+    snprintf(name, sizeof name, "t.%s", bt->name);
+    const wisp_gguf_tensor *gt = wisp_gguf_tensor_find(g, name);
+    CHECKF(gt && gt->type == bt->ggml, "%s: not found", name);
+    float *out = malloc(sizeof(float) * gt->numel);
+    CHECK(out && wisp_gguf_read_f32(g, gt, out) == WISP_OK);
+    const int C = cols_of(bt);
+    for (uint64_t i = 0; i < gt->numel; i++) {
+      const double want = ref_at(bt, bytes[t], C, (int)(i / (uint64_t)C), (int)(i % (uint64_t)C));
+      CHECKF(fabs(out[i] - want) <= 1e-6 * fabs(want) + 1e-12, "%s element %llu: %.9g, want %.9g", name,
+             (unsigned long long)i, out[i], want);
+    }
+    free(out);
+    free(bytes[t]);
+  }
+  wisp_gguf_close(g);
+}
