@@ -309,3 +309,109 @@ TEST(ggml_blocks_gguf_read) {
   }
   wisp_gguf_close(g);
 }
+
+/* ---- fixtures made by llama.cpp's llama-quantize (tools/make-quant-fixtures.sh) ---- */
+
+#define FIXTURES "tests/data/quant/"
+
+static uint8_t *read_all(const char *name, size_t want) {
+  char path[256];
+  snprintf(path, sizeof path, FIXTURES "%s", name);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  uint8_t *b = malloc(want + 1);
+  size_t got = b ? fread(b, 1, want + 1, f) : 0;
+  fclose(f);
+  if (got != want) {
+    free(b);
+    return NULL;
+  }
+  return b;
+}
+
+/* The RMS error a type's rounding of random weights stays under, relative
+ * to the weights' RMS, by its bits (well above what each type measures). */
+static double rms_bound(int bits) {
+  return bits <= 2 ? 0.5 : bits == 3 ? 0.25 : bits == 4 ? 0.12 : bits == 5 ? 0.06 : bits == 6 ? 0.03 : bits == 8 ? 0.01 : 0.008;
+}
+
+TEST(ggml_blocks_llama_quantize_fixtures) {
+  FILE *list = fopen(FIXTURES "fixtures.txt", "r");
+  if (!list) SKIP("no " FIXTURES "fixtures.txt: made on the GPU machine by tools/make-quant-fixtures.sh");
+  char file[64];
+  unsigned type;
+  int rows, cols, n = 0;
+  float *src = NULL;
+  while (fscanf(list, "%63s %u %d %d", file, &type, &rows, &cols) == 4) {
+    CHECKF(rows > 0 && rows <= 256 && cols > 0 && cols <= 4096, "%s: %d x %d", file, rows, cols);
+    if (type == WISP_GGML_F32) { /* the weights llama-quantize started from; listed first */
+      free(src);
+      src = (float *)read_all(file, (size_t)rows * (size_t)cols * 4);
+      CHECKF(src != NULL, "%s: missing or not %d x %d f32", file, rows, cols);
+      continue;
+    }
+    CHECKF(src != NULL, "%s: fixtures.txt names no f32.bin before it", file);
+    int nt;
+    const wisp_quant_traits *tab = wisp_quant_table(&nt), *q = NULL;
+    for (int i = 0; i < nt; i++)
+      if (tab[i].ggml_type == type && tab[i].n_planes == 1) q = &tab[i];
+    CHECKF(q != NULL, "%s: ggml type %u is not a wisp matrix type", file, type);
+    const size_t bytes = (size_t)wisp_quant_bytes(q->type, rows, cols);
+    uint8_t *w = read_all(file, bytes);
+    CHECKF(w != NULL, "%s: missing or not %zu bytes", file, bytes);
+    wisp_matrix m = {.type = q->type, .rows = rows, .cols = cols, .q = w};
+    const blk_type *bt = NULL;
+    for (int t = 0; t < N_TYPES; t++)
+      if (k_types[t].type == q->type) bt = &k_types[t];
+    float *row = malloc(sizeof(float) * (size_t)cols), *x = malloc(sizeof(float) * (size_t)cols * 3);
+    CHECK(row && x);
+    uint64_t seed = 77;
+    for (int i = 0; i < cols * 3; i++) x[i] = (float)((int)(next_u32(&seed) % 2001) - 1000) / 1000.0f;
+    double err2 = 0, w2 = 0;
+    for (int r = 0; r < rows; r++) {
+      wisp_matrix_row_f32(&m, r, row);
+      for (int c = 0; c < cols; c++) {
+        if (bt) { /* llama.cpp's bytes through the decoder written here */
+          const double want = ref_at(bt, w, cols, r, c);
+          CHECKF(fabs(row[c] - want) <= 1e-6 * fabs(want) + 1e-12, "%s row %d col %d: %.9g, want %.9g", file, r, c,
+                 row[c], want);
+        }
+        const double s = src[(size_t)r * cols + c];
+        err2 += (row[c] - s) * (row[c] - s);
+        w2 += s * s;
+      }
+    }
+    const double rel = sqrt(err2 / (w2 + 1e-30));
+    CHECKF(rel <= rms_bound(q->quant_bits), "%s (%s): RMS error %.4g of the f32 weights, over %.3g", file, q->name, rel,
+           rms_bound(q->quant_bits));
+    /* and the CPU backend's products of them (its own kernel choice) */
+    wisp_backend *be = NULL;
+    CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
+    CHECKF(be->prepare_matrix(be, &m) == WISP_OK, "%s: %s", file, wisp_last_error());
+    for (int k = 0; k < 2; k++) {
+      const int nx = k ? 3 : 1;
+      wisp_buf *bx = be->buf_new(be, (size_t)nx * cols), *by = be->buf_new(be, (size_t)nx * rows);
+      float *y = malloc(sizeof(float) * (size_t)nx * rows);
+      CHECK(bx && by && y);
+      be->buf_write(be, bx, 0, (size_t)nx * cols, x);
+      be->matmul(be, &m, bx, 0, nx, by, 0);
+      be->buf_read(be, by, 0, (size_t)nx * rows, y);
+      CHECK(be->sync(be) == WISP_OK);
+      for (int t = 0; t < nx; t++)
+        for (int r = 0; r < rows; r++) {
+          double want = 0, mag = 0;
+          wisp_matrix_row_f32(&m, r, row);
+          for (int c = 0; c < cols; c++) want += (double)row[c] * x[(size_t)t * cols + c], mag += fabs(row[c] * x[(size_t)t * cols + c]);
+          CHECKF(fabs(y[(size_t)t * rows + r] - want) <= 1e-5 * mag, "%s: token %d row %d: %g, want %g", file, t, r,
+                 y[(size_t)t * rows + r], want);
+        }
+      be->buf_free(be, bx), be->buf_free(be, by), free(y);
+    }
+    be->destroy(be);
+    free(w), free(row), free(x);
+    n++;
+  }
+  fclose(list);
+  free(src);
+  CHECKF(n >= 1, "%s lists no quantized fixture", FIXTURES "fixtures.txt");
+}
