@@ -47,6 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/tensor.h"
+
 #define WISP_Q4_0_BYTES 18
 #define WISP_Q4_1_BYTES 20
 #define WISP_Q5_0_BYTES 22
@@ -55,6 +57,13 @@
 #define WISP_Q3K_BYTES 110
 #define WISP_Q5K_BYTES 176
 #define WISP_Q6K_BYTES 210
+
+/* One block of type t (Q4_0, Q4_1, Q5_0, Q5_1 or Q2_K to Q6_K but Q4_K) as
+ * integers and, per 16 elements, a scale and an offset: element i is
+ * s[i / 16] * q[i] + o[i / 16] (q in -32..31; s and o exact in f32).
+ * Returns the block's element count (0 for another type). The decoders
+ * below compute exactly that; the WebGPU backend uploads these parts. */
+int wisp_qblock_split(wisp_wtype t, const uint8_t *blk, int8_t *q, float *s, float *o);
 
 /* Each decodes one block (its type's element count) into out. */
 void wisp_q4_0_block_f32(const uint8_t *b, float *out);
