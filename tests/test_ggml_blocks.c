@@ -4,7 +4,9 @@
  * (not from wisp's decoders): the quant table's rows and sizes, the
  * dequantization, every CPU kernel set's products and decoded rows, the
  * CPU backend under the plan's variant names (and its refusal of a
- * variant of another type), and GGUF files holding these types read back.
+ * variant of another type), the WebGPU backend's products (one token,
+ * several, rows of a batched step) and row gathers, and GGUF files holding
+ * these types read back.
  * Blocks are random bytes with valid f16 scales; fixtures made by
  * llama-quantize come from tools/make-quant-fixtures.sh. */
 #include <math.h>
@@ -15,10 +17,12 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/webgpu/wgpu_backend.h"
 #include "format/gguf.h"
 #include "format/quant.h"
 #include "format/tensor.h"
 #include "test.h"
+#include "webgpu_fixture.h"
 #include "wisp.h"
 
 typedef struct {
@@ -265,6 +269,48 @@ TEST(ggml_blocks_cpu_backend) {
     CHECKF(st != WISP_OK && strstr(wisp_last_error(), "q4k_scalar"), "%s: q4k_scalar accepted (%s)", bt->name,
            wisp_last_error());
     free(bytes), free(x);
+  }
+}
+
+TEST(webgpu_ggml_blocks_products) {
+  WEBGPU_OR_SKIP(d);
+  /* the plain kernels, then the subgroup ones where the device has them */
+  for (int pass = 0; pass < 2; pass++) {
+  wisp_wgpu_backend_opts opts = {.device = d, .subgroups = pass ? -1 : 0};
+  for (int t = 0; t < N_TYPES; t++) {
+    const blk_type *bt = &k_types[t];
+    const int R = 37, C = cols_of(bt), N = 5;
+    uint8_t *bytes = random_matrix(bt, R, C, 900 + (uint64_t)t);
+    float *x = malloc(sizeof(float) * (size_t)N * C), *e = malloc(sizeof(float) * 3 * (size_t)C);
+    CHECK(bytes && x && e);
+    uint64_t seed = 19 + (uint64_t)t;
+    for (int i = 0; i < N * C; i++) x[i] = (float)((int)(next_u32(&seed) % 2001) - 1000) / 1000.0f;
+    wisp_matrix m = {.type = bt->type, .rows = R, .cols = C, .q = bytes};
+    wisp_backend *g = NULL;
+    CHECKF(wisp_wgpu_backend_new(&opts, &g) == WISP_OK, "%s", wisp_last_error());
+    CHECKF(g->prepare_matrix(g, &m) == WISP_OK, "%s: %s", bt->name, wisp_last_error());
+    const double e1 = backend_error(g, bt, &m, x, 1, 0), en = backend_error(g, bt, &m, x, N, 0);
+    const double er = backend_error(g, bt, &m, x, 3, 1);
+    /* rows 3, 0 and 36 gathered (the embedding) */
+    const int32_t tok[3] = {3, 0, 36};
+    wisp_buf *be = g->buf_new(g, 3 * (size_t)C);
+    CHECK(be);
+    g->embed(g, &m, tok, 3, be);
+    g->buf_read(g, be, 0, 3 * (size_t)C, e);
+    const wisp_status st = g->sync(g);
+    g->buf_free(g, be);
+    g->destroy(g);
+    CHECKF(st == WISP_OK, "%s: %s", bt->name, wisp_last_error());
+    CHECKF(e1 < 1e-5 && en < 1e-5 && er < 1e-5, "%s on WebGPU (%s): one token %g, %d tokens %g, rows %g", bt->name,
+           pass ? "subgroups" : "plain", e1, N, en, er);
+    for (int k = 0; k < 3; k++)
+      for (int c = 0; c < C; c++) {
+        const double want = ref_at(bt, bytes, C, tok[k], c);
+        CHECKF(fabs(e[(size_t)k * C + c] - want) <= 1e-6 * fabs(want) + 1e-12, "%s gather row %d col %d: %.9g, want %.9g",
+               bt->name, tok[k], c, e[(size_t)k * C + c], want);
+      }
+    free(bytes), free(x), free(e);
+  }
   }
 }
 
