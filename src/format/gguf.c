@@ -491,7 +491,7 @@ typedef struct {
 } buf;
 
 static void put(buf *b, const void *d, size_t n) {
-  if (b->oom) return;
+  if (b->oom || n == 0) return; /* n == 0: d may be NULL (an empty part, e.g. no metadata) */
   if (b->len + n > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + n) cap *= 2;
