@@ -205,8 +205,12 @@ TEST(ggml_blocks_every_kernel_set) {
 }
 
 /* y = W x through the backend under one variant, n tokens, both the
- * product and (decode) the rows of a batched step. */
-static double backend_error(wisp_backend *be, const blk_type *bt, wisp_matrix *m, const float *x, int n, int rows_op) {
+ * product and (decode) the rows of a batched step: the worst error over
+ * the sum of |w x| (i8: over the bound of rounding weights and activations
+ * to 8 bits per 32-block, each off by at most half a step of amax/127,
+ * counted twice). */
+static double backend_error_i8(wisp_backend *be, const blk_type *bt, wisp_matrix *m, const float *x, int n, int rows_op,
+                               int i8) {
   const int R = m->rows, C = m->cols;
   wisp_buf *bx = be->buf_new(be, (size_t)n * C), *by = be->buf_new(be, (size_t)n * R);
   float *y = malloc(sizeof(float) * (size_t)n * R);
@@ -220,19 +224,29 @@ static double backend_error(wisp_backend *be, const blk_type *bt, wisp_matrix *m
   worst = 0;
   for (int tok = 0; tok < n; tok++)
     for (int r = 0; r < R; r++) {
-      double want = 0, mag = 0;
-      for (int c = 0; c < C; c++) {
-        const double w = ref_at(bt, m->q, C, r, c);
-        want += w * x[(size_t)tok * C + c];
-        mag += fabs(w * x[(size_t)tok * C + c]);
+      double want = 0, mag = 0, bound = 0;
+      for (int c0 = 0; c0 < C; c0 += 32) {
+        double aw = 0, ax = 0, sw = 0, sx = 0;
+        for (int c = c0; c < c0 + 32 && c < C; c++) {
+          const double w = ref_at(bt, m->q, C, r, c), xv = x[(size_t)tok * C + c];
+          want += w * xv;
+          mag += fabs(w * xv);
+          aw = fmax(aw, fabs(w)), ax = fmax(ax, fabs(xv)), sw += fabs(w), sx += fabs(xv);
+        }
+        bound += (aw * sx + ax * sw) / 127;
       }
-      worst = fmax(worst, fabs(y[(size_t)tok * R + r] - want) / (mag + 1e-30));
+      const double tol = (i8 ? bound : 0) + 1e-5 * mag + 1e-30;
+      worst = fmax(worst, fabs(y[(size_t)tok * R + r] - want) / tol);
     }
 out:
   if (bx) be->buf_free(be, bx);
   if (by) be->buf_free(be, by);
   free(y);
   return worst;
+}
+
+static double backend_error(wisp_backend *be, const blk_type *bt, wisp_matrix *m, const float *x, int n, int rows_op) {
+  return backend_error_i8(be, bt, m, x, n, rows_op, 0) * 1e-5;
 }
 
 TEST(ggml_blocks_cpu_backend) {
@@ -245,19 +259,22 @@ TEST(ggml_blocks_cpu_backend) {
     CHECK(bytes && x);
     uint64_t seed = 9 + (uint64_t)t;
     for (int i = 0; i < N * C; i++) x[i] = (float)((int)(next_u32(&seed) % 2001) - 1000) / 1000.0f;
-    for (int v = 0; v < 2; v++) {
+    static const char *const kinds[3] = {"scalar", "avx2", "i8"};
+    for (int v = 0; v < 3; v++) {
       if (v == 1 && !have_avx2) continue;
+      if (v == 2 && C % 32) continue; /* the Q8_0 copy needs whole 32-blocks */
       wisp_matrix m = {.type = bt->type, .rows = R, .cols = C, .q = bytes};
       for (int ph = 0; ph < 2; ph++)
-        snprintf(m.choice[ph].variant, sizeof m.choice[ph].variant, "%s_%s", bt->name, v ? "avx2" : "scalar");
+        snprintf(m.choice[ph].variant, sizeof m.choice[ph].variant, "%s_%s", bt->name, kinds[v]);
       wisp_backend *be = NULL;
       CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
       CHECKF(be->prepare_matrix(be, &m) == WISP_OK, "%s: %s", m.choice[0].variant, wisp_last_error());
-      const double e1 = backend_error(be, bt, &m, x, 1, 0), en = backend_error(be, bt, &m, x, N, 0);
-      const double er = backend_error(be, bt, &m, x, N, 1);
+      /* errors over their tolerance (1e-5 of sum |w x|, plus the rounding bound for i8) */
+      const double e1 = backend_error_i8(be, bt, &m, x, 1, 0, v == 2), en = backend_error_i8(be, bt, &m, x, N, 0, v == 2);
+      const double er = v == 2 ? 0 : backend_error_i8(be, bt, &m, x, N, 1, 0); /* matmul_rows runs exact kernels */
       be->destroy(be);
-      CHECKF(e1 < 1e-5 && en < 1e-5 && er < 1e-5, "%s: one token %g, %d tokens %g, rows %g", m.choice[0].variant, e1, N,
-             en, er);
+      CHECKF(e1 < 1 && en < 1 && er < 1, "%s: one token %g, %d tokens %g, rows %g (of the tolerance)", m.choice[0].variant,
+             e1, N, en, er);
     }
     /* a kernel of another weight type is refused before any product */
     wisp_matrix m = {.type = bt->type, .rows = R, .cols = C, .q = bytes};
