@@ -478,3 +478,39 @@ TEST(ggml_blocks_llama_quantize_fixtures) {
   free(src);
   CHECKF(n >= 1, "%s lists no quantized fixture", FIXTURES "fixtures.txt");
 }
+
+/* llama-quantize's Q4_K_M of the whole llama-small model (the fixture
+ * script's llama-small-q4_k_m.gguf): every tensor's type is a wisp matrix
+ * type, at least two kinds mix (Q4_K with Q6_K), and every tensor of a type
+ * decoded here reads back as this file's decoder says. */
+TEST(ggml_blocks_llama_quantize_q4_k_m_file) {
+  wisp_gguf *g = NULL;
+  FILE *f = fopen(FIXTURES "llama-small-q4_k_m.gguf", "rb");
+  if (!f) SKIP("no " FIXTURES "llama-small-q4_k_m.gguf: made on the GPU machine by tools/make-quant-fixtures.sh");
+  fclose(f);
+  CHECKF(wisp_gguf_open(FIXTURES "llama-small-q4_k_m.gguf", &g) == WISP_OK, "%s", wisp_last_error());
+  int nt, seen_q4k = 0, seen_q6k = 0;
+  const wisp_quant_traits *tab = wisp_quant_table(&nt);
+  for (uint64_t i = 0; i < g->n_tensors; i++) {
+    const wisp_gguf_tensor *t = &g->tensors[i];
+    int known = 0;
+    for (int k = 0; k < nt; k++) known |= tab[k].ggml_type == t->type;
+    CHECKF(known, "%s: ggml type %u is not a wisp matrix type", t->name, t->type);
+    seen_q4k |= t->type == WISP_GGML_Q4_K, seen_q6k |= t->type == WISP_GGML_Q6_K;
+    const blk_type *bt = NULL;
+    for (int k = 0; k < N_TYPES; k++)
+      if (k_types[k].ggml == t->type) bt = &k_types[k];
+    if (!bt || t->n_dims != 2) continue;
+    float *out = malloc(sizeof(float) * t->numel);
+    CHECK(out && wisp_gguf_read_f32(g, t, out) == WISP_OK);
+    const int cols = (int)t->ne[0];
+    for (uint64_t e = 0; e < t->numel; e++) {
+      const double want = ref_at(bt, t->data, cols, (int)(e / (uint64_t)cols), (int)(e % (uint64_t)cols));
+      CHECKF(fabs(out[e] - want) <= 1e-6 * fabs(want) + 1e-12, "%s element %llu: %.9g, want %.9g", t->name,
+             (unsigned long long)e, out[e], want);
+    }
+    free(out);
+  }
+  wisp_gguf_close(g);
+  CHECKF(seen_q4k && seen_q6k, "the Q4_K_M file mixes no Q4_K with Q6_K (%d, %d)", seen_q4k, seen_q6k);
+}
