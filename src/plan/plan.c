@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "format/quant.h"
+#include "model/graph.h"
 #include "model/model.h"
 #include "plan/pjson.h"
 #include "util/err.h"
@@ -159,8 +160,10 @@ static const char *layer_name(wisp_layer_kind k) {
  * others, embed and head stay block-32 Q4/Q4Z: "q4"); else "q4". */
 static const char *op_wdtype(const resolver *R, const wisp_plan_op *op) {
   const wisp_model_shape *s = R->in->shape;
-  const wisp_matrix *W = R->graph ? wisp_graph_matrix(R->graph, op->layer, op->section) : NULL;
-  const wisp_quant_traits *q = W ? wisp_quant_traits_of(W->type) : NULL;
+  /* the bound matrix, when the plan has the model's step: a GGUF run in
+   * place keeps each tensor's own type */
+  const wisp_matrix *w = R->in->graph ? wisp_graph_matrix(R->in->graph, op->layer, op->section) : NULL;
+  const wisp_quant_traits *q = w ? wisp_quant_traits_of(w->type) : NULL;
   if (q) return q->weight_dtype;
   if (strcmp(R->wdtype, "q4") || !s->q4k) return R->wdtype;
   if (!strcmp(op->op, "embed") || !strcmp(op->section, "head")) return "q4";
