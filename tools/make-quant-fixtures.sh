@@ -20,7 +20,9 @@
 #  3. `llama-quantize --pure` of it to each type below, and the whole model
 #     to Q4_K_M (llama.cpp's mix of Q4_K, Q6_K and Q5_0 / Q8_0 fallbacks for
 #     rows that are not 256 wide) as llama-small-q4_k_m.gguf;
-#  4. from each file, the first ROWS (16) rows of blk.0.ffn_down.weight as
+#  4. runs the Q4_K_M file in place on both backends (`wisp logits`, the
+#     same greedy ids expected; a line each in the output);
+#  5. from each file, the first ROWS (16) rows of blk.0.ffn_down.weight as
 #     TYPE.bin (the bytes as llama.cpp wrote them), the same rows of the F32
 #     file as f32.bin, and fixtures.txt: one line per fixture,
 #     "FILE GGML_TYPE_NUMBER ROWS COLS" (f32.bin first).
@@ -55,7 +57,13 @@ for t in $TYPES; do
 done
 "$Q" "$tmp/F32.gguf" "$OUT/llama-small-q4_k_m.gguf" Q4_K_M > "$tmp/mix.log" 2>&1 || { tail -20 "$tmp/mix.log"; exit 1; }
 
-# 4. the rows of one tensor from each file (a GGUF reader of a few lines:
+# 4. the mixed file, run in place on both backends
+for be in cpu webgpu; do
+  echo "Q4_K_M in place, $be: $("$W" logits -m "$OUT/llama-small-q4_k_m.gguf" --backend "$be" --tokens 1,5,9,3,7 --greedy 16 2>&1 |
+    grep -o '"greedy": \[[^]]*\]' || echo FAILED)"
+done
+
+# 5. the rows of one tensor from each file (a GGUF reader of a few lines:
 # header, metadata skipped by type, tensor infos, aligned data)
 python3 - "$tmp" "$OUT" "$ROWS" F32 $TYPES <<'EOF'
 import struct, sys
