@@ -8,7 +8,8 @@
 #   mkdir -p .peer && cp ../shared/peers/llama.cpp/build.sh ../shared/peers/llama.cpp/llama.cpp-*-src.tar.xz .peer/
 #   grep -qx /.peer/ .git/info/exclude || echo /.peer/ >> .git/info/exclude
 # The call: command `W=.dev/wisp bash tools/make-quant-fixtures.sh "$OUT/quant"`,
-# carry [".dev", ".peer"], timeout_s 600. Then copy the files it returns under
+# carry [".dev", ".gl", ".cache/webgpu", ".peer"], timeout_s 600 (the CPU build
+# of llama.cpp's tools takes a few minutes of it). Then copy the files it returns under
 # $OUT/quant into tests/data/quant/ and commit them (about 150 KB in all).
 #
 # What it does:
@@ -35,6 +36,14 @@ LC=${LC:-/tmp/llama.cpp-cpu}
 PEER=${PEER:-.peer}
 ROWS=${ROWS:-16}
 TYPES=${TYPES:-"Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K BF16 F16"}
+
+# the bundle's libraries and the machine's Vulkan driver (tools/device.sh setup_env)
+if [ -d .dev/lib ]; then
+  for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
+  ldconfig 2>/dev/null || true
+  export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
+fi
 
 if [ ! -x "$LC/build/bin/llama-quantize" ]; then
   [ -f "$PEER/build.sh" ] || { echo "no $PEER/build.sh: copy ../shared/peers/llama.cpp there (see the header)"; exit 1; }
