@@ -39,7 +39,7 @@ TYPES=${TYPES:-"Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K BF16 F16
 
 # the bundle's libraries and the machine's Vulkan driver (tools/device.sh setup_env)
 if [ -d .dev/lib ]; then
-  for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
+  for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null || true; done
   ldconfig 2>/dev/null || true
   export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
