@@ -395,7 +395,7 @@ static uint8_t *read_all(const char *name, size_t want) {
 /* The RMS error a type's rounding of random weights stays under, relative
  * to the weights' RMS, by its bits (well above what each type measures). */
 static double rms_bound(int bits) {
-  return bits <= 2 ? 0.5 : bits == 3 ? 0.25 : bits == 4 ? 0.12 : bits == 5 ? 0.06 : bits == 6 ? 0.03 : bits == 8 ? 0.01 : 0.008;
+  return bits <= 2 ? 0.6 : bits == 3 ? 0.3 : bits == 4 ? 0.12 : bits == 5 ? 0.06 : bits == 6 ? 0.03 : bits == 8 ? 0.01 : 0.008;
 }
 
 TEST(ggml_blocks_llama_quantize_fixtures) {
