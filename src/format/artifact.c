@@ -242,7 +242,11 @@ fail:
 
 wisp_status wisp_artifact_open(const char *dir, wisp_artifact **out) {
   *out = NULL;
-  if (wisp_is_regular_file(dir)) return wisp_gguf_artifact_open(dir, out);
+  /* a file, or a missing FILE.gguf (whose error should name the file, not
+   * FILE.gguf/manifest.json) */
+  const size_t n = strlen(dir);
+  if (wisp_is_regular_file(dir) || (n > 5 && !strcmp(dir + n - 5, ".gguf") && !wisp_path_exists(dir)))
+    return wisp_gguf_artifact_open(dir, out);
   char path[4096];
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   char *text = NULL;
