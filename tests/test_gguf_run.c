@@ -127,7 +127,7 @@ TEST(gguf_run_every_command_takes_the_file) {
   fputs("hello world, a short text for perplexity. hello again.\n", f);
   fclose(f);
   const char *w = test_wisp_bin();
-  const char *cmds[] = {"%s info -m %s", "%s plan -m %s", "%s verify %s", "%s tokenize -m %s -p hello",
+  const char *cmds[] = {"%s info -m %s", "%s info --verify %s", "%s plan -m %s", "%s verify %s", "%s tokenize -m %s -p hello",
                         "%s run -m %s -p hi -n 4", "%s bench -m %s -p 8 -n 4 -o %s.bench.json", "%s perplexity -m %s -f %s",
                         "%s logits -m %s --tokens 1,2,3"};
   for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
