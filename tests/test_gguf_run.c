@@ -49,11 +49,17 @@ static void same_logits(const char *a, const char *b) {
   CHECKF(strlen(la) > 100 && !strcmp(la, lb), "logits differ:\n%s: %.300s\n%s: %.300s", a, la, b, lb);
 }
 
-TEST(gguf_run_f32_lfm2_and_qwen35_same_logits_as_the_directory) {
+/* f32, F16 and Q8_0 files hold the directory's own bytes (mapped, not
+ * converted): the very logits of the directory. */
+TEST(gguf_run_f32_f16_q8_0_same_logits_as_the_directory) {
   char dir[600], gguf[600], log[8192];
   CHECKF(make_gguf("gr_lf", 0, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
   same_logits(gguf, dir);
   CHECKF(make_gguf("gr_qf", 1, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  same_logits(gguf, dir);
+  CHECKF(make_gguf("gr_l16", 0, "f16", "--keep-quant", dir, gguf, log, sizeof log) == 0, "%s", log);
+  same_logits(gguf, dir);
+  CHECKF(make_gguf("gr_l8", 0, "q8_0", "--keep-quant", dir, gguf, log, sizeof log) == 0, "%s", log);
   same_logits(gguf, dir);
 }
 
@@ -198,7 +204,7 @@ TEST(gguf_run_errors_name_the_file_and_the_fix) {
   expect_error(bad, "llama-quantize");
 }
 
-/* The same three on the WebGPU backend (lavapipe here): the file's f32,
+/* The same on the WebGPU backend (lavapipe here): the file's f32, Q8_0,
  * Q4_0 and Q4_K tensors against the directories. */
 TEST(gguf_run_webgpu_same_logits_as_the_directory) {
   WEBGPU_OR_SKIP(d);
@@ -206,11 +212,12 @@ TEST(gguf_run_webgpu_same_logits_as_the_directory) {
   char dir[600], gguf[600], keep[700], cmd[4096], log[8192];
   g_backend = "webgpu";
   const struct { const char *tag; int qwen; const char *quant, *args; } cases[] = {
-      {"gw_lf", 0, "f32", ""}, {"gw_l4", 0, "q4", "--keep-quant"}, {"gw_qk", 1, "q4k", "--keep-quant"}};
-  for (int i = 0; i < 3 && !test_failed_now(); i++) {
+      {"gw_lf", 0, "f32", ""}, {"gw_l8", 0, "q8_0", "--keep-quant"}, {"gw_l4", 0, "q4", "--keep-quant"},
+      {"gw_qk", 1, "q4k", "--keep-quant"}};
+  for (int i = 0; i < 4 && !test_failed_now(); i++) {
     CHECKF(make_gguf(cases[i].tag, cases[i].qwen, cases[i].quant, cases[i].args, dir, gguf, log, sizeof log) == 0,
            "%s", log);
-    if (i == 0) {
+    if (i < 2) { /* f32, Q8_0: the directory's bytes */
       same_logits(gguf, dir);
       continue;
     }
