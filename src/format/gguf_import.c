@@ -184,7 +184,8 @@ static wisp_status hyperparams(const wisp_gguf *g, const wisp_gguf_arch *ga, wis
 }
 
 static wisp_gguf_geom geom_of(const wisp_gguf_model *m) {
-  const int gated = !strcmp(m->arch, "qwen35"); /* q rows carry [q | gate] per head */
+  const wisp_gguf_arch *ga = wisp_gguf_arch_find(m->arch);
+  const int gated = ga && ga->q_gated; /* q rows carry [q | gate] per head */
   wisp_gguf_geom g = {.hidden = m->hidden, .ffn = m->ffn, .vocab = m->vocab, .conv_l = m->conv_l, .heads = m->heads,
                       .kv_heads = m->kv_heads, .head_dim = m->head_dim,
                       .q_rows = (gated ? 2 : 1) * m->heads * m->head_dim, .lin_k_heads = m->lin_k_heads,

@@ -1,10 +1,9 @@
-/* File helpers; see file.h. sha256 comes from OpenSSL's libcrypto. */
+/* File helpers; see file.h (sha256 is in sha256.c). */
 #include "util/file.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,14 +162,6 @@ wisp_status wisp_write_file_atomic(const char *path, const void *data, size_t le
     return wisp_fail(WISP_EIO, "%s: write failed: %s", path, strerror(err));
   }
   return wisp_target_replace(tmp, path);
-}
-
-void wisp_sha256_hex(const void *data, size_t len, char out[65]) {
-  unsigned char md[32];
-  unsigned int n = 0;
-  EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
-  out[64] = 0;
 }
 
 int wisp_path_exists(const char *path) {
