@@ -36,7 +36,9 @@ static int make_gguf(const char *tag, int qwen, const char *quant, const char *e
   snprintf(gguf, 600, "%s/%s.gguf", test_tmpdir(), tag);
   if (mkdir(hf, 0755) != 0) return -1;
   fx_lfm2_opts o = {.untied = 1, .seed = 5};
-  if (qwen ? fx_write_tiny_qwen35(hf) : fx_write_tiny_lfm2(hf, &o)) return -1;
+  /* qwen: 0 LFM2, 1 Qwen 3.5, 2 Qwen3, 3 Llama (llama3 rope scaling) */
+  if (qwen == 1 ? fx_write_tiny_qwen35(hf) : qwen >= 2 ? fx_write_tiny_qwen3(hf, qwen == 3) : fx_write_tiny_lfm2(hf, &o))
+    return -1;
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet && %s export-gguf %s -o %s %s", test_wisp_bin(), hf,
            dir, quant, test_wisp_bin(), dir, gguf, export_args);
   return sh(cmd, log, cap);
@@ -61,6 +63,20 @@ TEST(gguf_run_f32_f16_q8_0_same_logits_as_the_directory) {
   same_logits(gguf, dir);
   CHECKF(make_gguf("gr_l8", 0, "q8_0", "--keep-quant", dir, gguf, log, sizeof log) == 0, "%s", log);
   same_logits(gguf, dir);
+  CHECKF(make_gguf("gr_q3", 2, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  same_logits(gguf, dir);
+}
+
+/* Llama: q/k rows in llama.cpp's rope order (copied back at open) and
+ * llama3 scaling as rope_freqs.weight: the logits of `convert FILE.gguf
+ * --quant f32` (the same tables from the same divisors). */
+TEST(gguf_run_llama_rope_order_and_freqs_same_logits_as_convert) {
+  char dir[600], gguf[600], conv[700], cmd[4096], log[8192];
+  CHECKF(make_gguf("gr_ll", 3, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  snprintf(conv, sizeof conv, "%s_conv", dir);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gguf, conv);
+  CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
+  same_logits(gguf, conv);
 }
 
 /* Q4_0 (LFM2 q4, --keep-quant) and Q4_K (Qwen 3.5 q4k): the file against
