@@ -1,0 +1,135 @@
+/* SentencePiece vocabularies (docs/tokenizer.md, "SentencePiece
+ * vocabularies"): a GGUF `llama` vocabulary imported as tokenizer.json, the
+ * tokenizer.json features it uses (byte_fallback, Prepend/Replace
+ * normalizer, Metaspace, the Replace/ByteFallback/Fuse/Strip decoder), and
+ * the round trip through export-gguf.
+ *
+ * Reference data: tests/tokenizer/llama-spm/ holds llama.cpp's
+ * models/ggml-vocab-llama-spm.gguf with its .inp/.out vocab test (the ids
+ * were written by transformers' AutoTokenizer for Llama 2's tokenizer, and
+ * llama.cpp's test-tokenizer-0 checks itself against them; MIT, see
+ * LICENSE-llama.cpp there). tests/tokenizer/spm/ holds a SentencePiece BPE
+ * model trained here and the ids Debian's sentencepiece library gives on
+ * the tokenizer corpus (tools/spm-oracle.py says how). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cJSON.h>
+
+#include "format/gguf.h"
+#include "format/gguf_import.h"
+#include "test.h"
+#include "tokenizer/tokenizer.h"
+#include "util/file.h"
+#include "wisp.h"
+
+#define SPM_DIR "tests/tokenizer/llama-spm"
+#define SPM_GGUF SPM_DIR "/ggml-vocab-llama-spm.gguf"
+
+/* The tokenizer import makes of a GGUF vocabulary (written under tmp/sub). */
+static wisp_tokenizer *from_gguf(const char *path, const char *sub) {
+  wisp_gguf *g = NULL;
+  if (wisp_gguf_open(path, &g)) {
+    test_fail_at(__FILE__, __LINE__, "%s", wisp_last_error());
+    return NULL;
+  }
+  char dir[600], tj[700];
+  snprintf(dir, sizeof dir, "%s/%s", test_tmpdir(), sub);
+  mkdir(dir, 0755);
+  int written = 0;
+  wisp_status st = wisp_gguf_write_tokenizer(g, dir, &written);
+  wisp_gguf_close(g);
+  if (st || !written) {
+    test_fail_at(__FILE__, __LINE__, "import: %s", st ? wisp_last_error() : "nothing written");
+    return NULL;
+  }
+  snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+  wisp_tokenizer *t = NULL;
+  if (wisp_tokenizer_from_file(tj, &t)) test_fail_at(__FILE__, __LINE__, "%s", wisp_last_error());
+  return t;
+}
+
+/* Splits llama.cpp's .inp (texts between "\n__ggml_vocab_test__\n") and
+ * .out (one line of ids per text). Returns the count; texts[i] point into inp. */
+static int vocab_cases(char *inp, char *out, char **texts, char **ids, int cap) {
+  static const char sep[] = "\n__ggml_vocab_test__\n";
+  int n = 0;
+  for (char *p = inp; n < cap;) {
+    char *e = strstr(p, sep);
+    if (!e) break;
+    *e = 0;
+    texts[n++] = p;
+    p = e + strlen(sep);
+  }
+  int m = 0;
+  for (char *p = out; m < n && *p;) {
+    char *e = strchr(p, '\n');
+    if (e) *e = 0;
+    ids[m++] = p;
+    if (!e) break;
+    p = e + 1;
+  }
+  return m == n ? n : -1;
+}
+
+/* "1 2 3" == ids[0..n) */
+static int ids_equal(const char *want, const int32_t *ids, int n) {
+  const char *p = want;
+  for (int i = 0; i < n; i++) {
+    char *e;
+    long v = strtol(p, &e, 10);
+    if (e == p || v != ids[i]) return 0;
+    p = e;
+  }
+  while (*p == ' ') p++;
+  return *p == 0;
+}
+
+static void print_ids(char *buf, size_t cap, const int32_t *ids, int n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && at + 16 < cap; i++) at += (size_t)snprintf(buf + at, cap - at, " %d", (int)ids[i]);
+}
+
+TEST(spm_llama_vocab_matches_llama_cpp_vocab_test) {
+  wisp_tokenizer *t = from_gguf(SPM_GGUF, "llama-spm");
+  CHECK(t);
+  char *inp = NULL, *out = NULL;
+  CHECK(wisp_read_file(SPM_GGUF ".inp", &inp, NULL) == WISP_OK);
+  CHECK(wisp_read_file(SPM_GGUF ".out", &out, NULL) == WISP_OK);
+  char *texts[128], *want[128];
+  int n = vocab_cases(inp, out, texts, want, 128);
+  CHECKF(n > 30, "%d cases", n);
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    int32_t *ids = NULL;
+    int k = 0;
+    if (wisp_tokenizer_encode_n(t, texts[i], strlen(texts[i]), 0, &ids, &k)) {
+      test_fail_at(__FILE__, __LINE__, "case %d: %s", i, wisp_last_error());
+      bad++;
+      continue;
+    }
+    if (!ids_equal(want[i], ids, k)) {
+      char got[2048];
+      print_ids(got, sizeof got, ids, k);
+      test_fail_at(__FILE__, __LINE__, "case %d '%s': want%s got%s", i, texts[i], want[i], got);
+      bad++;
+    } else { /* the decoder gives the text back */
+      char *back = NULL;
+      size_t len = 0;
+      CHECK(wisp_tokenizer_decode(t, ids, k, &back, &len) == WISP_OK);
+      if (len != strlen(texts[i]) || memcmp(back, texts[i], len)) {
+        test_fail_at(__FILE__, __LINE__, "case %d: decode gives '%s' for '%s'", i, back, texts[i]);
+        bad++;
+      }
+      free(back);
+    }
+    free(ids);
+  }
+  CHECKF(bad == 0, "%d of %d cases differ", bad, n);
+  free(inp);
+  free(out);
+  wisp_tokenizer_free(t);
+}
