@@ -133,3 +133,113 @@ TEST(spm_llama_vocab_matches_llama_cpp_vocab_test) {
   free(out);
   wisp_tokenizer_free(t);
 }
+
+/* ---- a SentencePiece model trained here, sentencepiece as the oracle ---- */
+
+/* Undoes corpus.txt's escapes (\\ \n \r, and \t in vocab.tsv) in place. */
+static size_t unescape(char *s) {
+  char *o = s;
+  for (char *p = s; *p; p++) {
+    if (*p == '\\' && p[1]) {
+      char c = p[1];
+      if (c == '\\' || c == 'n' || c == 'r' || c == 't') {
+        *o++ = c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' : '\\';
+        p++;
+        continue;
+      }
+    }
+    *o++ = *p;
+  }
+  *o = 0;
+  return (size_t)(o - s);
+}
+
+/* Next line of *p (NUL-terminated in place), or NULL at the end. */
+static char *next_line(char **p) {
+  if (!*p || !**p) return NULL;
+  char *s = *p, *e = strchr(s, '\n');
+  if (e) *e = 0, *p = e + 1;
+  else *p = s + strlen(s);
+  return s;
+}
+
+/* tests/tokenizer/spm/vocab.tsv as a GGUF vocabulary at path; add_space_prefix
+ * < 0 leaves the key out. Returns the token count, 0 on failure. */
+static int write_spm_gguf(const char *path, int add_space_prefix) {
+  char *tsv = NULL;
+  if (wisp_read_file("tests/tokenizer/spm/vocab.tsv", &tsv, NULL)) return 0;
+  int cap = 8192, n = 0;
+  const char **pieces = calloc((size_t)cap, sizeof *pieces);
+  float *scores = calloc((size_t)cap, sizeof *scores);
+  int32_t *types = calloc((size_t)cap, sizeof *types);
+  char *p = tsv, *line;
+  while (pieces && scores && types && n < cap && (line = next_line(&p))) {
+    char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+    if (!t2) break;
+    *t1 = *t2 = 0;
+    unescape(line);
+    pieces[n] = line;
+    scores[n] = strtof(t1 + 1, NULL);
+    types[n++] = atoi(t2 + 1);
+  }
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  wisp_gguf_put_str(w, "general.architecture", "llama");
+  wisp_gguf_put_str(w, "tokenizer.ggml.model", "llama");
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", pieces, (uint64_t)n);
+  wisp_gguf_put_arr_f32(w, "tokenizer.ggml.scores", scores, (uint64_t)n);
+  wisp_gguf_put_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)n);
+  wisp_gguf_put_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+  wisp_gguf_put_u32(w, "tokenizer.ggml.bos_token_id", 1);
+  wisp_gguf_put_u32(w, "tokenizer.ggml.eos_token_id", 2);
+  if (add_space_prefix >= 0) wisp_gguf_put_bool(w, "tokenizer.ggml.add_space_prefix", add_space_prefix);
+  int ok = wisp_gguf_writer_write(w, path) == WISP_OK;
+  wisp_gguf_writer_free(w);
+  free(pieces);
+  free(scores);
+  free(types);
+  free(tsv);
+  return ok ? n : 0;
+}
+
+TEST(spm_trained_model_matches_sentencepiece_on_corpus) {
+  char gg[600];
+  snprintf(gg, sizeof gg, "%s/trained.gguf", test_tmpdir());
+  CHECKF(write_spm_gguf(gg, -1) > 1000, "%s", wisp_last_error());
+  wisp_tokenizer *t = from_gguf(gg, "trained");
+  CHECK(t);
+  char *corpus = NULL, *expected = NULL;
+  CHECK(wisp_read_file("tests/tokenizer/corpus.txt", &corpus, NULL) == WISP_OK);
+  CHECK(wisp_read_file("tests/tokenizer/spm/expected.txt", &expected, NULL) == WISP_OK);
+  char *cp = corpus, *ep = expected, *text, *want;
+  int n = 0, bad = 0, fallback = 0;
+  const int32_t first_byte = wisp_tokenizer_token_id(t, "<0x00>");
+  while ((want = next_line(&ep)) && (text = next_line(&cp))) {
+    size_t len = unescape(text);
+    int32_t *ids = NULL;
+    int k = 0;
+    CHECKF(wisp_tokenizer_encode_n(t, text, len, 0, &ids, &k) == WISP_OK, "%s", wisp_last_error());
+    n++;
+    for (int i = 0; i < k; i++) fallback += ids[i] >= first_byte && ids[i] < first_byte + 256;
+    if (!ids_equal(want, ids, k)) {
+      if (bad++ < 5) {
+        char got[4096];
+        print_ids(got, sizeof got, ids, k);
+        test_fail_at(__FILE__, __LINE__, "entry %d: want %s got%s", n, want, got);
+      }
+    } else {
+      char *back = NULL;
+      size_t blen = 0;
+      CHECK(wisp_tokenizer_decode(t, ids, k, &back, &blen) == WISP_OK);
+      if (blen != len || memcmp(back, text, len)) {
+        if (bad++ < 5) test_fail_at(__FILE__, __LINE__, "entry %d: decode differs", n);
+      }
+      free(back);
+    }
+    free(ids);
+  }
+  CHECKF(n >= 1000 && bad == 0, "%d of %d entries differ", bad, n);
+  CHECKF(fallback > 100, "only %d byte-fallback tokens: the corpus does not exercise byte fallback", fallback);
+  free(corpus);
+  free(expected);
+  wisp_tokenizer_free(t);
+}
