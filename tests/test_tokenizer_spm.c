@@ -243,3 +243,79 @@ TEST(spm_trained_model_matches_sentencepiece_on_corpus) {
   free(expected);
   wisp_tokenizer_free(t);
 }
+
+/* Ids of the first `limit` corpus entries under t against expected.txt;
+ * returns the number that differ (or -1 when the files cannot be read). */
+static int corpus_mismatches(const wisp_tokenizer *t, int limit) {
+  char *corpus = NULL, *expected = NULL;
+  if (wisp_read_file("tests/tokenizer/corpus.txt", &corpus, NULL) ||
+      wisp_read_file("tests/tokenizer/spm/expected.txt", &expected, NULL)) {
+    free(corpus);
+    return -1;
+  }
+  char *cp = corpus, *ep = expected, *text, *want;
+  int n = 0, bad = 0;
+  while (n < limit && (want = next_line(&ep)) && (text = next_line(&cp))) {
+    size_t len = unescape(text);
+    int32_t *ids = NULL;
+    int k = 0;
+    n++;
+    if (wisp_tokenizer_encode_n(t, text, len, 0, &ids, &k) || !ids_equal(want, ids, k)) bad++;
+    free(ids);
+  }
+  free(corpus);
+  free(expected);
+  return n == limit ? bad : -1;
+}
+
+TEST(spm_round_trip_through_export_gguf_and_convert) {
+  char gg[600], art[600], out[600], back[600], cmd[4096], log[8192];
+  snprintf(gg, sizeof gg, "%s/rt-vocab.gguf", test_tmpdir());
+  CHECK(write_spm_gguf(gg, -1) > 1000);
+  wisp_tokenizer *src = from_gguf(gg, "rt-src");
+  CHECK(src);
+  wisp_tokenizer_free(src);
+  /* the default model with the SentencePiece tokenizer (vocab 3000 <= 4096) */
+  snprintf(art, sizeof art, "%s/rt-art", test_tmpdir());
+  snprintf(out, sizeof out, "%s/rt.gguf", test_tmpdir());
+  snprintf(back, sizeof back, "%s/rt-back", test_tmpdir());
+  snprintf(cmd, sizeof cmd,
+           "cp -r models/default %s && cp %s/rt-src/*.json %s/ && %s export-gguf %s -o %s && "
+           "%s convert %s -o %s --quant f32 --quiet",
+           art, test_tmpdir(), art, test_wisp_bin(), art, out, test_wisp_bin(), out, back);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  /* what llama.cpp reads */
+  wisp_gguf *g = NULL;
+  CHECKF(wisp_gguf_open(out, &g) == WISP_OK, "%s", wisp_last_error());
+  const wisp_gguf_kv *model = wisp_gguf_kv_find(g, "tokenizer.ggml.model");
+  const wisp_gguf_kv *types = wisp_gguf_kv_find(g, "tokenizer.ggml.token_type");
+  const wisp_gguf_kv *scores = wisp_gguf_kv_find(g, "tokenizer.ggml.scores");
+  int64_t prefix = -1, add_bos = -1, unk = -1;
+  int model_ok = model && model->type == WISP_GGUF_STRING && model->str.len == 5 && !memcmp(model->str.s, "llama", 5);
+  int types_ok = types && types->n == 4096 && wisp_gguf_arr_int(types, 0) == 2 && wisp_gguf_arr_int(types, 1) == 3 &&
+                 wisp_gguf_arr_int(types, 3) == 6 && wisp_gguf_arr_int(types, 400) == 1 && wisp_gguf_arr_int(types, 4000) == 5;
+  /* a later merge scores lower */
+  int scores_ok = scores && scores->n == 4096 && wisp_gguf_arr_float(scores, 300) > wisp_gguf_arr_float(scores, 1200);
+  wisp_gguf_get_int(g, "tokenizer.ggml.add_space_prefix", &prefix);
+  wisp_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &add_bos);
+  wisp_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &unk);
+  wisp_gguf_close(g);
+  CHECK(model_ok);
+  CHECK(types_ok);
+  CHECK(scores_ok);
+  CHECKF(prefix == 1 && add_bos == 1 && unk == 0, "add_space_prefix %lld add_bos %lld unk %lld", (long long)prefix,
+         (long long)add_bos, (long long)unk);
+  /* and back: the same ids, BOS added with special tokens */
+  char tj[700];
+  snprintf(tj, sizeof tj, "%s/tokenizer.json", back);
+  wisp_tokenizer *t = NULL;
+  CHECKF(wisp_tokenizer_from_file(tj, &t) == WISP_OK, "%s", wisp_last_error());
+  int bad = corpus_mismatches(t, 400);
+  CHECKF(bad == 0, "%d of 400 corpus entries differ after the round trip", bad);
+  int32_t *ids = NULL;
+  int k = 0;
+  CHECK(wisp_tokenizer_encode_n(t, "Hello", 5, 1, &ids, &k) == WISP_OK);
+  CHECKF(k >= 2 && ids[0] == 1, "k=%d first=%d", k, k ? (int)ids[0] : -1);
+  free(ids);
+  wisp_tokenizer_free(t);
+}

@@ -214,3 +214,134 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
   *out = root;
   return WISP_OK;
 }
+
+/* ---- export: tokenizer.json -> GGUF vocabulary ---- */
+
+/* The byte of a "<0xXX>" token, else -1. */
+static int byte_value_of(const char *s) {
+  unsigned v;
+  char end;
+  if (strlen(s) != 6 || sscanf(s, "<0x%2X%c", &v, &end) != 2 || end != '>') return -1;
+  return (int)v;
+}
+
+static int has_type(const cJSON *node, const char *type) {
+  if (!cJSON_IsObject(node)) return 0;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(node, "type");
+  if (cJSON_IsString(t) && !strcmp(t->valuestring, type)) return 1;
+  const char *lists[] = {"pretokenizers", "decoders", "normalizers"};
+  for (int i = 0; i < 3; i++) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(node, lists[i])) if (has_type(e, type)) return 1;
+  }
+  return 0;
+}
+
+/* A Metaspace pre-tokenizer (in a Sequence or alone) that prepends. */
+static int metaspace_prepends(const cJSON *node) {
+  if (!cJSON_IsObject(node)) return 0;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(node, "type");
+  if (cJSON_IsString(t) && !strcmp(t->valuestring, "Metaspace")) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(node, "prepend_scheme");
+    if (cJSON_IsString(s)) return strcmp(s->valuestring, "never") != 0;
+    return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(node, "add_prefix_space"));
+  }
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(node, "pretokenizers")) if (metaspace_prepends(e)) return 1;
+  return 0;
+}
+
+int wisp_spm_is_sentencepiece(const cJSON *root) {
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback")) &&
+         !has_type(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), "ByteLevel") &&
+         !has_type(cJSON_GetObjectItemCaseSensitive(root, "decoder"), "ByteLevel");
+}
+
+/* The left and right of merge e ("a b" or ["a", "b"]) joined, in buf. */
+static int merge_result(const cJSON *e, char *buf, size_t cap) {
+  if (cJSON_IsString(e)) {
+    const char *s = e->valuestring, *sp = strchr(s, ' ');
+    if (!sp || strlen(s) >= cap) return 0;
+    memcpy(buf, s, (size_t)(sp - s));
+    strcpy(buf + (sp - s), sp + 1);
+    return 1;
+  }
+  const char *a = cJSON_GetStringValue(cJSON_GetArrayItem(e, 0)), *b = cJSON_GetStringValue(cJSON_GetArrayItem(e, 1));
+  size_t la = a ? strlen(a) : 0, lb = b ? strlen(b) : 0;
+  if (!a || !b || la + lb >= cap) return 0;
+  memcpy(buf, a, la);
+  memcpy(buf + la, b, lb + 1);
+  return 1;
+}
+
+void wisp_spm_vocab_free(wisp_spm_vocab *v) {
+  free(v->tokens);
+  free(v->scores);
+  free(v->types);
+  free(v->pad);
+  memset(v, 0, sizeof *v);
+}
+
+wisp_status wisp_spm_vocab_from_json(const cJSON *root, int n, const char *label, wisp_spm_vocab *v) {
+  memset(v, 0, sizeof *v);
+  v->unk = -1;
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab"), *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+  if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
+    return wisp_fail(WISP_EFORMAT, "%s: needs model.vocab and model.merges", label);
+  v->n = n;
+  v->tokens = calloc((size_t)n + 1, sizeof *v->tokens);
+  v->scores = calloc((size_t)n + 1, sizeof *v->scores);
+  v->types = calloc((size_t)n + 1, sizeof *v->types);
+  v->pad = calloc((size_t)n + 1, 24);
+  if (!v->tokens || !v->scores || !v->types || !v->pad) {
+    wisp_spm_vocab_free(v);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  const cJSON *e;
+  cJSON_ArrayForEach(e, vocab) {
+    double d = cJSON_GetNumberValue(e);
+    if (d >= 0 && d < n && !v->tokens[(int)d]) {
+      v->tokens[(int)d] = e->string;
+      v->types[(int)d] = byte_value_of(e->string) >= 0 ? 6 : 1;
+    }
+  }
+  const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+  const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+  cJSON_ArrayForEach(e, added) {
+    double d = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "id"));
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+    if (!(d >= 0 && d < n) || !cJSON_IsString(c)) continue;
+    v->tokens[(int)d] = c->valuestring;
+    v->types[(int)d] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) ? 3 : 4;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!v->tokens[i]) {
+      snprintf(v->pad + (size_t)i * 24, 24, "[PAD%d]", i);
+      v->tokens[i] = v->pad + (size_t)i * 24;
+      v->types[i] = 5; /* unused */
+    }
+    if (cJSON_IsString(unk) && !strcmp(v->tokens[i], unk->valuestring) && v->unk < 0) {
+      v->unk = i;
+      v->types[i] = 2;
+    }
+  }
+  /* Scores that make llama.cpp's highest-score-first merging pick what the
+   * merge ranks pick: a token made by merge rank r scores -r; tokens no
+   * merge makes (characters, bytes, specials) score below every merge. */
+  const int nm = cJSON_GetArraySize(merges);
+  for (int i = 0; i < n; i++) v->scores[i] = v->types[i] == 1 ? -(float)nm - (float)i : 0.0f;
+  char buf[1024];
+  int rank = 0;
+  cJSON_ArrayForEach(e, merges) {
+    const cJSON *id = merge_result(e, buf, sizeof buf) ? cJSON_GetObjectItemCaseSensitive(vocab, buf) : NULL;
+    double d = cJSON_GetNumberValue(id);
+    if (id && d >= 0 && d < n && v->types[(int)d] == 1 && v->scores[(int)d] < -(float)rank)
+      v->scores[(int)d] = -(float)rank;
+    rank++;
+  }
+  v->add_space_prefix = has_type(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), "Prepend") ||
+                        metaspace_prepends(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
+  return WISP_OK;
+}

@@ -20,4 +20,21 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
 /* tokenizer.ggml.add_space_prefix, true when absent (llama.cpp's default). */
 int wisp_gguf_spm_add_space_prefix(const wisp_gguf *g);
 
+/* The other way, for export-gguf: a SentencePiece-style tokenizer.json
+ * (BPE with byte_fallback, no ByteLevel) as tokenizer.ggml.* arrays for n
+ * ids. Strings point into root (or pad); valid while both live. */
+typedef struct {
+  int n;
+  const char **tokens;
+  float *scores;
+  int32_t *types; /* llama.cpp's: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte */
+  char *pad;      /* "[PADi]" names of ids without a token */
+  int add_space_prefix;
+  int32_t unk; /* -1: none */
+} wisp_spm_vocab;
+
+int wisp_spm_is_sentencepiece(const cJSON *root);
+wisp_status wisp_spm_vocab_from_json(const cJSON *root, int n, const char *label, wisp_spm_vocab *out);
+void wisp_spm_vocab_free(wisp_spm_vocab *v);
+
 #endif
