@@ -62,6 +62,16 @@ TEST(server_request_defaults_and_prompts) {
   CHECK(r.n_stop == 1 && !strcmp(r.stop[0], "x"));
   CHECK(r.max_tokens == -1);
   srv_request_free(&r);
+  /* token ids, as OpenAI's completions take them: one prompt, or several mixed with text */
+  CHECK(parse("{\"prompt\":[5,0,2147483647]}", SRV_COMPLETION, &r, &e) == 0);
+  CHECK(r.n_prompts == 1 && !r.prompts[0] && r.n_prompt_ids[0] == 3);
+  CHECK(r.prompt_ids[0][0] == 5 && r.prompt_ids[0][1] == 0 && r.prompt_ids[0][2] == 2147483647);
+  srv_request_free(&r);
+  CHECK(parse("{\"prompt\":[[7,8],\"t\",[9]]}", SRV_COMPLETION, &r, &e) == 0);
+  CHECK(r.n_prompts == 3 && r.n_prompt_ids[0] == 2 && r.prompt_ids[0][1] == 8);
+  CHECK(!strcmp(r.prompts[1], "t") && !r.prompt_ids[1]);
+  CHECK(r.n_prompt_ids[2] == 1 && r.prompt_ids[2][0] == 9);
+  srv_request_free(&r);
 }
 
 /* Each bad body gets a 400 naming the field at fault. */
@@ -97,7 +107,12 @@ TEST(server_request_rejects_bad_bodies) {
       {SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{\"include_usage\":\"yes\"}}",
        "stream_options.include_usage"},
       {SRV_COMPLETION, "{}", "prompt"},
-      {SRV_COMPLETION, "{\"prompt\":[1,2,3]}", "prompt"},
+      {SRV_COMPLETION, "{\"prompt\":[1,-2,3]}", "prompt"},
+      {SRV_COMPLETION, "{\"prompt\":[1,2.5]}", "prompt"},
+      {SRV_COMPLETION, "{\"prompt\":[1,\"a\"]}", "prompt"},
+      {SRV_COMPLETION, "{\"prompt\":[[1],5]}", "prompt"},
+      {SRV_COMPLETION, "{\"prompt\":[[]]}", "prompt"},
+      {SRV_COMPLETION, "{\"prompt\":[4294967296]}", "prompt"},
       {SRV_COMPLETION, "{\"prompt\":[]}", "prompt"},
       {SRV_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"},
       {SRV_COMPLETION, "{\"prompt\":\"x\",\"presence_penalty\":2.5}", "presence_penalty"},

@@ -38,8 +38,13 @@ void srv_request_free(srv_request *r) {
     free(r->messages[i].content);
   }
   free(r->messages);
-  for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i]);
+  for (int i = 0; i < r->n_prompts; i++) {
+    free(r->prompts[i]);
+    if (r->prompt_ids) free(r->prompt_ids[i]);
+  }
   free(r->prompts);
+  free(r->prompt_ids);
+  free(r->n_prompt_ids);
   for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
   memset(r, 0, sizeof *r);
 }
@@ -165,23 +170,56 @@ static int read_messages(const cJSON *root, srv_request *r, srv_error *err) {
   return 0;
 }
 
+/* One prompt given as token ids (OpenAI's completions take an array of
+ * integers): each a whole number in 0..2^31-1; the scheduler checks them
+ * against the vocabulary when the request is submitted. */
+static int read_id_prompt(const cJSON *a, srv_request *r, srv_error *err) {
+  const int n = cJSON_GetArraySize(a);
+  const int i = r->n_prompts;
+  if (n < 1) return bad(err, "prompt", "a token-id prompt must hold at least one id");
+  if (!(r->prompt_ids[i] = malloc((size_t)n * sizeof(int32_t)))) return oom(err);
+  r->n_prompt_ids[i] = n;
+  r->n_prompts++;
+  int k = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, a) {
+    if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int64_t)e->valuedouble || e->valuedouble < 0 ||
+        e->valuedouble > 2147483647.0)
+      return bad(err, "prompt", "token ids must be whole numbers from 0 to 2147483647");
+    r->prompt_ids[i][k++] = (int32_t)e->valuedouble;
+  }
+  return 0;
+}
+
+/* prompt: a string, an array of strings, an array of token ids, or an
+ * array of arrays of token ids. */
 static int read_prompts(const cJSON *root, srv_request *r, srv_error *err) {
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
   if (!p || cJSON_IsNull(p))
     return srv_error_set(err, 400, "invalid_request_error", "missing_required_parameter", "prompt",
                          "'prompt' is required");
-  int n = cJSON_IsString(p) ? 1 : cJSON_IsArray(p) ? cJSON_GetArraySize(p) : -1;
-  if (n < 0) return bad(err, "prompt", "must be a string or an array of strings");
-  if (n < 1 || n > SRV_MAX_PROMPTS) return bad(err, "prompt", "must hold 1 to 16 strings");
-  if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) return oom(err);
+  if (!cJSON_IsString(p) && !cJSON_IsArray(p))
+    return bad(err, "prompt", "must be a string, an array of strings or an array of token ids");
+  const int ids_one = cJSON_IsArray(p) && cJSON_IsNumber(cJSON_GetArrayItem(p, 0));
+  int n = cJSON_IsString(p) || ids_one ? 1 : cJSON_GetArraySize(p);
+  if (n < 1 || n > SRV_MAX_PROMPTS) return bad(err, "prompt", "must hold 1 to 16 prompts");
+  if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts)) || !(r->prompt_ids = calloc((size_t)n, sizeof *r->prompt_ids)) ||
+      !(r->n_prompt_ids = calloc((size_t)n, sizeof *r->n_prompt_ids)))
+    return oom(err);
   if (cJSON_IsString(p)) {
     if (!(r->prompts[r->n_prompts++] = dup_text(p->valuestring))) return oom(err);
     return 0;
   }
+  if (ids_one) return read_id_prompt(p, r, err);
   const cJSON *s;
   cJSON_ArrayForEach(s, p) {
-    if (!cJSON_IsString(s)) return bad(err, "prompt", "must be a string or an array of strings (token ids are not supported)");
-    if (!(r->prompts[r->n_prompts++] = dup_text(s->valuestring))) return oom(err);
+    if (cJSON_IsArray(s)) {
+      if (read_id_prompt(s, r, err)) return -1;
+    } else if (cJSON_IsString(s)) {
+      if (!(r->prompts[r->n_prompts++] = dup_text(s->valuestring))) return oom(err);
+    } else {
+      return bad(err, "prompt", "must be a string, an array of strings or an array of token ids");
+    }
   }
   return 0;
 }

@@ -29,6 +29,8 @@ typedef struct {
   srv_message *messages;       /* chat */
   int n_messages;
   char **prompts;              /* completions: a string or an array of strings */
+  int32_t **prompt_ids;        /* completions: prompt i given as token ids (prompts[i] is NULL then) */
+  int *n_prompt_ids;
   int n_prompts;
   int max_tokens;              /* -1: not given */
   float temperature;           /* default 1 as OpenAI's */

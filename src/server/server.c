@@ -644,9 +644,15 @@ static int tokenize_prompts(server *srv, const srv_request *req, int32_t **ids, 
     wisp_free(text);
     free(msgs);
   } else {
-    for (int i = 0; i < req->n_prompts && !rc; i++)
-      if (wisp_tokenize(srv->model, req->prompts[i], strlen(req->prompts[i]), 1, &ids[i], &n_ids[i]))
+    for (int i = 0; i < req->n_prompts && !rc; i++) {
+      if (!req->prompts[i]) { /* given as token ids: used as they are, no framing added */
+        const size_t bytes = (size_t)req->n_prompt_ids[i] * sizeof(int32_t);
+        if (!(ids[i] = malloc(bytes))) rc = srv_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        else memcpy(ids[i], req->prompt_ids[i], bytes), n_ids[i] = req->n_prompt_ids[i];
+      } else if (wisp_tokenize(srv->model, req->prompts[i], strlen(req->prompts[i]), 1, &ids[i], &n_ids[i])) {
         rc = srv_error_set(err, 400, "invalid_request_error", NULL, "prompt", "%s", wisp_last_error());
+      }
+    }
   }
   pthread_mutex_unlock(&srv->text_lock);
   return rc;
@@ -775,6 +781,10 @@ static enum MHD_Result start_generation(server *srv, struct MHD_Connection *conn
                   "the server is busy (its request queue is full): try again later");
     if (st == WISP_EUNSUPPORTED && !submitted)
       return fail(srv, conn, 503, "server_error", "unavailable", "the server is shutting down");
+    /* the scheduler refuses what the request asked for (an id outside the
+     * vocabulary, a prompt longer than the context): the client's fault */
+    if (st == WISP_EINVAL)
+      return fail(srv, conn, 400, "invalid_request_error", NULL, "%s", wisp_last_error());
     return fail(srv, conn, 500, "server_error", NULL, "%s", wisp_last_error());
   }
   if (j->req.stream) {

@@ -256,6 +256,17 @@ await step("unknown model -> 404", async () => {
   await normal();
 });
 
+await step("token-id prompts: as the text's ids; an id outside the vocabulary -> 400", async () => {
+  const text = await client.completions.create({ prompt: "Once upon a time", max_tokens: 8, ignore_eos: true, ...greedy });
+  /* the ids of the prompt as the server frames it, from `wisp tokenize` */
+  const ids = JSON.parse(execFileSync(a.wisp, ["tokenize", "-m", a.model, "-p", "Once upon a time"], { encoding: "utf8" }));
+  const byIds = await client.completions.create({ prompt: ids, max_tokens: 8, ignore_eos: true, ...greedy });
+  check(byIds.usage.prompt_tokens === ids.length, "prompt_tokens " + byIds.usage.prompt_tokens + " vs " + ids.length);
+  check(byIds.choices[0].text === text.choices[0].text, `ids gave ${JSON.stringify(byIds.choices[0].text)}, text ${JSON.stringify(text.choices[0].text)}`);
+  isError(await raw("/v1/completions", JSON.stringify({ prompt: [1, 99999999], max_tokens: 2 })), 400);
+  await normal();
+});
+
 await step("negative max_tokens -> 400", async () => {
   let err = null;
   try { await client.chat.completions.create({ messages: chatMsgs, max_tokens: -3 }); }
