@@ -319,3 +319,185 @@ TEST(spm_round_trip_through_export_gguf_and_convert) {
   free(ids);
   wisp_tokenizer_free(t);
 }
+
+static int32_t *enc(const wisp_tokenizer *t, const char *s, size_t len, int special, int *k) {
+  int32_t *ids = NULL;
+  *k = 0;
+  if (wisp_tokenizer_encode_n(t, s, len, special, &ids, k)) return NULL;
+  return ids;
+}
+
+TEST(spm_add_space_prefix_off_as_gemma) {
+  /* Without the dummy prefix, " X" normalizes to what "X" does with it, so
+   * the sentencepiece ids of X (expected.txt, dummy prefix on) are the ids
+   * of " X" here; and X itself decodes back without a space taken off. */
+  char gg[600];
+  snprintf(gg, sizeof gg, "%s/noprefix.gguf", test_tmpdir());
+  CHECK(write_spm_gguf(gg, 0) > 1000);
+  wisp_tokenizer *t = from_gguf(gg, "noprefix");
+  CHECK(t);
+  char *corpus = NULL, *expected = NULL;
+  CHECK(wisp_read_file("tests/tokenizer/corpus.txt", &corpus, NULL) == WISP_OK);
+  CHECK(wisp_read_file("tests/tokenizer/spm/expected.txt", &expected, NULL) == WISP_OK);
+  char *cp = corpus, *ep = expected, *text, *want;
+  int n = 0, bad = 0;
+  while (n < 500 && (want = next_line(&ep)) && (text = next_line(&cp))) {
+    size_t len = unescape(text);
+    char *spaced = malloc(len + 2);
+    CHECK(spaced);
+    spaced[0] = ' ';
+    memcpy(spaced + 1, text, len + 1);
+    int k;
+    /* (an empty text gets no dummy prefix: it stays empty) */
+    int32_t *ids = len ? enc(t, spaced, len + 1, 0, &k) : enc(t, "", 0, 0, &k);
+    n++;
+    if (!ids || !ids_equal(want, ids, k)) {
+      if (bad < 3) test_fail_at(__FILE__, __LINE__, "entry %d '%.40s': want %s", n, text, want);
+      bad++;
+    }
+    free(ids);
+    ids = enc(t, text, len, 0, &k);
+    char *back = NULL;
+    size_t blen = 0;
+    if (!ids || wisp_tokenizer_decode(t, ids, k, &back, &blen) || blen != len || memcmp(back, text, len)) bad++;
+    free(back);
+    free(ids);
+    free(spaced);
+  }
+  CHECKF(n == 500 && bad == 0, "%d mismatches in %d entries", bad, n);
+  /* "Hello" alone starts without "▁" */
+  int k;
+  int32_t *ids = enc(t, "Hello", 5, 0, &k);
+  CHECK(ids && k > 0);
+  size_t l;
+  const char *first = wisp_tokenizer_token_bytes(t, ids[0], &l);
+  CHECKF(first && l > 0 && first[0] == 'H', "first piece '%.*s'", (int)l, first ? first : "");
+  free(ids);
+  free(corpus);
+  free(expected);
+  wisp_tokenizer_free(t);
+}
+
+TEST(spm_byte_fallback_and_streaming) {
+  char gg[600];
+  snprintf(gg, sizeof gg, "%s/bytes.gguf", test_tmpdir());
+  CHECK(write_spm_gguf(gg, -1) > 1000);
+  wisp_tokenizer *t = from_gguf(gg, "bytes");
+  CHECK(t);
+  /* U+1F999 (llama) is no token of this vocabulary: its 4 UTF-8 bytes are
+   * the <0xF0> <0x9F> <0xA6> <0x99> tokens (ids 3 + byte) */
+  const char text[] = "a \xf0\x9f\xa6\x99!";
+  int k;
+  int32_t *ids = enc(t, text, strlen(text), 0, &k);
+  CHECK(ids);
+  int at = -1;
+  for (int i = 0; i + 3 < k && at < 0; i++)
+    if (ids[i] == 3 + 0xF0 && ids[i + 1] == 3 + 0x9F && ids[i + 2] == 3 + 0xA6 && ids[i + 3] == 3 + 0x99) at = i;
+  CHECKF(at >= 0, "no byte tokens for the emoji (%d ids)", k);
+  char *back = NULL;
+  size_t blen;
+  CHECK(wisp_tokenizer_decode(t, ids, k, &back, &blen) == WISP_OK);
+  CHECKF(blen == strlen(text) && !memcmp(back, text, blen), "decoded '%s'", back);
+  free(back);
+  /* the streaming decoder holds the bytes until the character is whole */
+  wisp_stream_decoder d;
+  wisp_stream_init(&d, t);
+  const char *o;
+  size_t ol;
+  for (int i = 0; i <= at + 2; i++) CHECK(wisp_stream_push(&d, ids[i], &o, &ol) == WISP_OK);
+  CHECKF(ol == 0, "%zu bytes of a partial character came out", ol);
+  CHECK(wisp_stream_push(&d, ids[at + 3], &o, &ol) == WISP_OK);
+  CHECKF(ol == 4 && !memcmp(o, "\xf0\x9f\xa6\x99", 4), "%zu bytes", ol);
+  wisp_stream_free(&d);
+  free(ids);
+  wisp_tokenizer_free(t);
+}
+
+/* The imported tokenizer.json with its normalizer replaced by a Metaspace
+ * pre-tokenizer (Llama 3 era files with legacy=false, Mistral v3). */
+static wisp_tokenizer *metaspace_variant(const char *dir, const char *scheme, int split) {
+  char path[700], *text = NULL;
+  snprintf(path, sizeof path, "%s/%s/tokenizer.json", test_tmpdir(), dir);
+  if (wisp_read_file(path, &text, NULL)) return NULL;
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  cJSON_ReplaceItemInObject(root, "normalizer", cJSON_CreateNull());
+  char pre[200], dec[200];
+  snprintf(pre, sizeof pre, "{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"%s\",\"split\":%s}",
+           scheme, split ? "true" : "false");
+  snprintf(dec, sizeof dec, "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteFallback\"},{\"type\":\"Metaspace\","
+           "\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"%s\",\"split\":%s}]}", scheme, split ? "true" : "false");
+  cJSON_ReplaceItemInObject(root, "pre_tokenizer", cJSON_Parse(pre));
+  cJSON_ReplaceItemInObject(root, "decoder", cJSON_Parse(dec));
+  char *json = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  wisp_tokenizer *t = NULL;
+  if (wisp_tokenizer_from_json(json, "metaspace", &t)) test_fail_at(__FILE__, __LINE__, "%s", wisp_last_error());
+  free(json);
+  return t;
+}
+
+TEST(spm_metaspace_pretokenizer) {
+  char gg[600];
+  snprintf(gg, sizeof gg, "%s/meta.gguf", test_tmpdir());
+  CHECK(write_spm_gguf(gg, -1) > 1000);
+  wisp_tokenizer *base = from_gguf(gg, "meta");
+  CHECK(base);
+  wisp_tokenizer *always = metaspace_variant("meta", "always", 0), *first = metaspace_variant("meta", "first", 0);
+  wisp_tokenizer *split = metaspace_variant("meta", "always", 1);
+  CHECK(always && first && split);
+  /* no split, prepend: the same ids as Prepend + Replace for text that does
+   * not start with a space (Metaspace adds no second "▁") */
+  const char *texts[] = {"Hello world", "int main() {\n  return 0;\n}", "\xe4\xbd\xa0\xe5\xa5\xbd \xe4\xb8\x96\xe7\x95\x8c",
+                         "a   b    c", "x\xf0\x9f\x98\x80y"};
+  for (int i = 0; i < 5; i++) {
+    int ka, kb;
+    int32_t *a = enc(always, texts[i], strlen(texts[i]), 0, &ka), *b = enc(base, texts[i], strlen(texts[i]), 0, &kb);
+    CHECK(a && b);
+    CHECKF(ka == kb && !memcmp(a, b, sizeof(int32_t) * (size_t)ka), "'%s': %d vs %d ids", texts[i], ka, kb);
+    char *back = NULL;
+    size_t bl;
+    CHECK(wisp_tokenizer_decode(always, a, ka, &back, &bl) == WISP_OK);
+    CHECKF(bl == strlen(texts[i]) && !memcmp(back, texts[i], bl), "'%s' decodes to '%s'", texts[i], back);
+    free(back);
+    free(a);
+    free(b);
+  }
+  /* " Hello": Prepend makes "▁▁Hello", Metaspace keeps "▁Hello", what
+   * Prepend makes of "Hello" */
+  int k1, k2;
+  int32_t *m = enc(always, " Hello", 6, 0, &k1), *p = enc(base, "Hello", 5, 0, &k2);
+  CHECK(m && p);
+  CHECKF(k2 == k1 && !memcmp(m, p, sizeof(int32_t) * (size_t)k1), "%d vs %d ids", k1, k2);
+  free(m);
+  free(p);
+  /* after a special token: "always" prepends again, "first" only at the start */
+  m = enc(always, "</s>Hello", 9, 0, &k1);
+  p = enc(first, "</s>Hello", 9, 0, &k2);
+  int kh;
+  int32_t *h = enc(base, "Hello", 5, 0, &kh);
+  CHECK(m && p && h);
+  CHECKF(m[0] == 2 && p[0] == 2 && k1 == 1 + kh && !memcmp(m + 1, h, sizeof(int32_t) * (size_t)kh),
+         "always: %d ids", k1);
+  size_t l;
+  const char *s = wisp_tokenizer_token_bytes(first, p[1], &l);
+  CHECKF(k2 >= 2 && s && s[0] == 'H', "first: the piece after </s> is '%.*s'", (int)l, s ? s : "");
+  free(m);
+  free(p);
+  free(h);
+  /* split: every "▁" starts a piece, so no token spans two words */
+  m = enc(split, "a   b", 5, 0, &k1);
+  CHECK(m);
+  for (int i = 0; i < k1; i++) {
+    s = wisp_tokenizer_token_bytes(split, m[i], &l);
+    /* a piece holds at most one space, at its start (decoded "▁" -> " ") */
+    int spaces = 0;
+    for (size_t j = 0; j < l; j++) spaces += s[j] == ' ';
+    CHECKF(spaces <= 1 && (spaces == 0 || s[0] == ' '), "piece %d '%.*s'", i, (int)l, s);
+  }
+  free(m);
+  wisp_tokenizer_free(base);
+  wisp_tokenizer_free(always);
+  wisp_tokenizer_free(first);
+  wisp_tokenizer_free(split);
+}
