@@ -501,3 +501,33 @@ TEST(spm_metaspace_pretokenizer) {
   wisp_tokenizer_free(first);
   wisp_tokenizer_free(split);
 }
+
+/* A one-line error for what import cannot read. */
+static void expect_import_error(const char *name, const char *model, int n_scores, const char *msg) {
+  char path[600], dir[700];
+  snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), name);
+  const char *tokens[3] = {"<unk>", "a", "\xe2\x96\x81" "a"};
+  const float scores[3] = {0, -1, -2};
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  wisp_gguf_put_str(w, "tokenizer.ggml.model", model);
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 3);
+  wisp_gguf_put_arr_f32(w, "tokenizer.ggml.scores", scores, (uint64_t)n_scores);
+  int ok = wisp_gguf_writer_write(w, path) == WISP_OK;
+  wisp_gguf_writer_free(w);
+  CHECK(ok);
+  wisp_gguf *g = NULL;
+  CHECK(wisp_gguf_open(path, &g) == WISP_OK);
+  snprintf(dir, sizeof dir, "%s/%s-dir", test_tmpdir(), name);
+  mkdir(dir, 0755);
+  int written = 1;
+  wisp_status st = wisp_gguf_write_tokenizer(g, dir, &written);
+  wisp_gguf_close(g);
+  CHECKF(st != WISP_OK && !written && strstr(wisp_last_error(), msg) && !strchr(wisp_last_error(), '\n'),
+         "%s: %s", name, st ? wisp_last_error() : "accepted");
+}
+
+TEST(spm_import_errors) {
+  expect_import_error("bert", "bert", 3, "tokenizer.ggml.model 'bert' is not supported (wisp reads 'gpt2' byte-level BPE "
+                      "and 'llama' SentencePiece)");
+  expect_import_error("short-scores", "llama", 2, "tokenizer.ggml.scores must be a float array as long as the tokens");
+}
