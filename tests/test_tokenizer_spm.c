@@ -129,6 +129,13 @@ TEST(spm_llama_vocab_matches_llama_cpp_vocab_test) {
     free(ids);
   }
   CHECKF(bad == 0, "%d of %d cases differ", bad, n);
+  /* with special tokens: the BOS first, as llama.cpp and transformers add it
+   * (15043 3186 is "Hello world" in the .out file) */
+  int32_t *ids = NULL;
+  int k = 0;
+  CHECK(wisp_tokenizer_encode_n(t, "Hello world", 11, 1, &ids, &k) == WISP_OK);
+  CHECKF(k == 3 && ids[0] == 1 && ids[1] == 15043 && ids[2] == 3186, "%d ids", k);
+  free(ids);
   free(inp);
   free(out);
   wisp_tokenizer_free(t);

@@ -536,6 +536,17 @@ static wisp_status write_configs(const wisp_gguf *g, const char *dir, const wisp
 static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const wisp_gguf_kv *mer,
                             const wisp_gguf_kv *typ, pre_info *out_pi, cJSON **out);
 
+/* llama.cpp's ids for a SentencePiece vocabulary without the keys: BOS 1,
+ * EOS 2 (BOS added unless add_bos_token says no). */
+static void spm_default_ids(const wisp_gguf *g, const wisp_gguf_kv *tok, special_ids *ids) {
+  int64_t v;
+  if (!wisp_gguf_kv_find(g, "tokenizer.ggml.bos_token_id") && tok->n > 1) {
+    ids->bos = 1;
+    if (!wisp_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v)) ids->add_bos = 1;
+  }
+  if (!wisp_gguf_kv_find(g, "tokenizer.ggml.eos_token_id") && tok->n > 2) ids->eos = 2;
+}
+
 wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *written) {
   *written = 0;
   const wisp_gguf_kv *model = wisp_gguf_kv_find(g, "tokenizer.ggml.model");
@@ -564,6 +575,7 @@ wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *
   }
   special_ids ids;
   wisp_status st = read_special_ids(g, tok, &pi, &ids);
+  if (!st && spm) spm_default_ids(g, tok, &ids);
   if (!st && (ids.add_bos || ids.add_eos)) st = add_post_processor(root, tok, &ids);
   if (!st) st = write_json(dir, "tokenizer.json", root);
   cJSON_Delete(root);
