@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "server/server.h"
+#include "util/env.h"
 
 /* A GGUF file is imported with `wisp convert` first: the model-open path
  * takes an artifact directory. */
@@ -53,7 +54,7 @@ int cmd_serve(int argc, char **argv) {
       fprintf(stderr, "wisp serve: give --api-key or --api-key-env, not both\n");
       return 2;
     }
-    if (!(c.api_key = getenv(api_key_env)) || !c.api_key[0]) {
+    if (!(c.api_key = wisp_env_named(api_key_env))) {
       fprintf(stderr, "wisp serve: --api-key-env %s: the variable is not set\n", api_key_env);
       return 2;
     }

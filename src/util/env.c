@@ -15,6 +15,7 @@ static const char *get(const char *name) {
 const char *wisp_env_webgpu_lib(void) { return get("WISP_WEBGPU_LIB"); }
 
 const char *wisp_env_home(void) { return get("WISP_HOME"); }
+const char *wisp_env_named(const char *name) { return get(name); }
 
 int wisp_env_verbose(void) {
   const char *v = get("WISP_VERBOSE");

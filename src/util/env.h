@@ -15,6 +15,9 @@
 const char *wisp_env_webgpu_lib(void);
 /* WISP_HOME: where bench keeps its receipts, HOME/bench/results (NULL when unset). */
 const char *wisp_env_home(void);
+/* A variable the user names on the command line (`wisp serve --api-key-env
+ * NAME`: a secret kept out of the process list); NULL when unset or empty. */
+const char *wisp_env_named(const char *name);
 /* WISP_VERBOSE=1: diagnostics on stderr (each uncaptured WebGPU error as it
  * comes, pipeline compile times, the persistent decode's choices, the
  * backend's counters at the end). */
