@@ -291,6 +291,12 @@ TEST(spm_round_trip_through_export_gguf_and_convert) {
            "%s convert %s -o %s --quant f32 --quiet",
            art, test_tmpdir(), art, test_wisp_bin(), art, out, test_wisp_bin(), out, back);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  /* tools/spm-llama-check.sh keeps the export to feed llama.cpp */
+  const char *keep = getenv("WISP_SPM_EXPORT_TO");
+  if (keep && *keep) {
+    snprintf(cmd, sizeof cmd, "cp %s '%s'", out, keep);
+    CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  }
   /* what llama.cpp reads */
   wisp_gguf *g = NULL;
   CHECKF(wisp_gguf_open(out, &g) == WISP_OK, "%s", wisp_last_error());
