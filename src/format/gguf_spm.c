@@ -275,6 +275,13 @@ static int merge_result(const cJSON *e, char *buf, size_t cap) {
   return 1;
 }
 
+typedef struct {
+  const char *text;
+  int id;
+} named_id;
+
+static int by_text(const void *a, const void *b) { return strcmp(((const named_id *)a)->text, ((const named_id *)b)->text); }
+
 void wisp_spm_vocab_free(wisp_spm_vocab *v) {
   free(v->tokens);
   free(v->scores);
@@ -332,15 +339,26 @@ wisp_status wisp_spm_vocab_from_json(const cJSON *root, int n, const char *label
    * merge makes (characters, bytes, specials) score below every merge. */
   const int nm = cJSON_GetArraySize(merges);
   for (int i = 0; i < n; i++) v->scores[i] = v->types[i] == 1 ? -(float)nm - (float)i : 0.0f;
+  /* vocabulary strings sorted, to find each merge's result */
+  const int nv = cJSON_GetArraySize(vocab);
+  named_id *sorted = malloc(sizeof(named_id) * ((size_t)nv + 1));
+  if (!sorted) {
+    wisp_spm_vocab_free(v);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  int k = 0;
+  cJSON_ArrayForEach(e, vocab) sorted[k++] = (named_id){e->string, (int)cJSON_GetNumberValue(e)};
+  qsort(sorted, (size_t)k, sizeof(named_id), by_text);
   char buf[1024];
   int rank = 0;
   cJSON_ArrayForEach(e, merges) {
-    const cJSON *id = merge_result(e, buf, sizeof buf) ? cJSON_GetObjectItemCaseSensitive(vocab, buf) : NULL;
-    double d = cJSON_GetNumberValue(id);
-    if (id && d >= 0 && d < n && v->types[(int)d] == 1 && v->scores[(int)d] < -(float)rank)
-      v->scores[(int)d] = -(float)rank;
+    named_id key = {buf, 0};
+    const named_id *hit = merge_result(e, buf, sizeof buf) ? bsearch(&key, sorted, (size_t)k, sizeof(named_id), by_text) : NULL;
+    int d = hit ? hit->id : -1;
+    if (d >= 0 && d < n && v->types[d] == 1 && v->scores[d] < -(float)rank) v->scores[d] = -(float)rank;
     rank++;
   }
+  free(sorted);
   v->add_space_prefix = has_type(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), "Prepend") ||
                         metaspace_prepends(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"));
   return WISP_OK;
