@@ -177,7 +177,7 @@ bench: deps all
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_NAMES   := gguf safetensors manifest tokenizer_json tokenizer_config generation_config chat_template cli_options request
+FUZZ_NAMES   := gguf gguf_vocab safetensors manifest tokenizer_json tokenizer_config generation_config chat_template cli_options request
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 
 # The harnesses link only the readers and what they call, so only those
