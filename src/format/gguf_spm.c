@@ -144,7 +144,8 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
   }
   const int prefix = wisp_gguf_spm_add_space_prefix(g);
   int64_t unk = 0; /* llama.cpp's default for SentencePiece vocabularies */
-  if (wisp_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &unk) && (unk < 0 || (uint64_t)unk >= tok->n)) unk = -1;
+  wisp_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &unk);
+  if (unk < 0 || (uint64_t)unk >= tok->n) unk = -1; /* also the default 0 of an empty vocabulary (fuzz_gguf_vocab) */
 
   cJSON *root = cJSON_CreateObject(), *model = cJSON_AddObjectToObject(root, "model");
   cJSON_AddStringToObject(model, "type", "BPE");
