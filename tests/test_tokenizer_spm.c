@@ -330,6 +330,18 @@ TEST(spm_round_trip_through_export_gguf_and_convert) {
   CHECK(wisp_tokenizer_encode_n(t, "Hello", 5, 1, &ids, &k) == WISP_OK);
   CHECKF(k >= 2 && ids[0] == 1, "k=%d first=%d", k, k ? (int)ids[0] : -1);
   free(ids);
+  /* the GGUF run in place (-m FILE.gguf) tokenizes the same */
+  const char *text = "Hello  world \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\xa6\x99";
+  char want[1024] = "[", got[1024];
+  CHECK(wisp_tokenizer_encode_n(t, text, strlen(text), 1, &ids, &k) == WISP_OK);
+  for (int i = 0; i < k; i++)
+    snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? "," : "", (int)ids[i]);
+  strcat(want, "]");
+  free(ids);
+  snprintf(cmd, sizeof cmd, "%s tokenize -m %s -p '%s' 2>/dev/null", test_wisp_bin(), out, text);
+  CHECKF(test_run(cmd, got, sizeof got) == 0, "%s", got);
+  got[strcspn(got, "\n")] = 0;
+  CHECKF(!strcmp(got, want), "-m FILE.gguf: %s, tokenizer.json: %s", got, want);
   wisp_tokenizer_free(t);
 }
 
