@@ -551,6 +551,26 @@ static void expect_import_error(const char *name, const char *model, int n_score
          "%s: %s", name, st ? wisp_last_error() : "accepted");
 }
 
+TEST(spm_tokenizer_json_errors) {
+  /* one line each, never a hang: an empty Metaspace replacement, a Regex Replace */
+  const char *cases[][2] = {
+      {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"decoder\":{\"type\":\"Metaspace\","
+       "\"replacement\":\"\"}}", "empty replacement"},
+      {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\","
+       "\"replacement\":\"\"}}", "Metaspace replacement must be one character"},
+      {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"normalizer\":{\"type\":\"Replace\","
+       "\"pattern\":{\"Regex\":\" +\"},\"content\":\"x\"}}", "Regex pattern is not supported"},
+      {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"decoder\":{\"type\":\"Strip\","
+       "\"content\":\" \",\"start\":1,\"stop\":1}}", "Strip decoder is supported"},
+  };
+  for (int i = 0; i < 4; i++) {
+    wisp_tokenizer *t = NULL;
+    wisp_status st = wisp_tokenizer_from_json(cases[i][0], "bad.json", &t);
+    CHECKF(st != WISP_OK && !t && strstr(wisp_last_error(), cases[i][1]), "case %d: %s", i,
+           st ? wisp_last_error() : "accepted");
+  }
+}
+
 TEST(spm_import_errors) {
   expect_import_error("bert", "bert", 3, "tokenizer.ggml.model 'bert' is not supported (wisp reads 'gpt2' byte-level BPE "
                       "and 'llama' SentencePiece)");

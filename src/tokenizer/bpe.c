@@ -629,6 +629,7 @@ static wisp_status load_decoder(wisp_bpe *b, const cJSON *d, const char *label, 
       const cJSON *r = cJSON_GetObjectItemCaseSensitive(d, "replacement");
       const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(d, "prepend_scheme");
       from = cJSON_IsString(r) ? r->valuestring : "\xe2\x96\x81";
+      if (!from[0]) return wisp_fail(WISP_EFORMAT, "%s: Metaspace decoder with an empty replacement", label);
       int prepend = cJSON_IsString(scheme) ? strcmp(scheme->valuestring, "never") != 0 : json_flag(d, "add_prefix_space", 1);
       if (prepend && b->strip_start < 1) b->strip_start = 1; /* the first token's leading space */
     }
