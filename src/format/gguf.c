@@ -395,6 +395,14 @@ int64_t wisp_gguf_arr_int(const wisp_gguf_kv *kv, uint64_t i) {
   return is_signed(kv->arr_type) ? tmp.num.i : (int64_t)tmp.num.u;
 }
 
+double wisp_gguf_arr_float(const wisp_gguf_kv *kv, uint64_t i) {
+  if (kv->type != WISP_GGUF_ARRAY || !kv->arr || i >= kv->n) return 0;
+  wisp_gguf_kv tmp = {0};
+  scalar_value(kv->arr_type, kv->arr + i * (uint64_t)scalar_size(kv->arr_type), &tmp);
+  if (kv->arr_type == WISP_GGUF_FLOAT32 || kv->arr_type == WISP_GGUF_FLOAT64) return tmp.num.f;
+  return is_signed(kv->arr_type) ? (double)tmp.num.i : (double)tmp.num.u;
+}
+
 const wisp_gguf_tensor *wisp_gguf_tensor_find(const wisp_gguf *g, const char *name) {
   for (uint64_t i = 0; i < g->n_tensors; i++)
     if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
@@ -556,6 +564,16 @@ void wisp_gguf_put_arr_i32(wisp_gguf_writer *w, const char *k, const int32_t *v,
   put_u32(&w->kv, WISP_GGUF_INT32);
   put_u64(&w->kv, n);
   for (uint64_t i = 0; i < n; i++) put_u32(&w->kv, (uint32_t)v[i]);
+}
+void wisp_gguf_put_arr_f32(wisp_gguf_writer *w, const char *k, const float *v, uint64_t n) {
+  key(w, k, WISP_GGUF_ARRAY);
+  put_u32(&w->kv, WISP_GGUF_FLOAT32);
+  put_u64(&w->kv, n);
+  for (uint64_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, &v[i], 4);
+    put_u32(&w->kv, b);
+  }
 }
 
 wisp_status wisp_gguf_add_tensor(wisp_gguf_writer *w, const char *name, int n_dims, const uint64_t *ne, uint32_t type,
