@@ -24,13 +24,13 @@
 #endif
 #endif
 
+#ifndef WISP_TEST_SANITIZED
 static int readable(const char *path) {
   FILE *f = fopen(path, "rb");
   if (f) fclose(f);
   return f != NULL;
 }
 
-#ifndef WISP_TEST_SANITIZED
 TEST(web_page_greedy_equals_native) {
   CHECKF(readable("build/wasm/wisp.wasm") && readable("build/wasm/index.html"),
          "build/wasm/ is missing: run make wasm (scripts/test.sh does)");
