@@ -1,7 +1,8 @@
 /* wisp.wasm (make wasm) in its page, in headless Chromium on WebGPU
  * (tests/web/page.mjs, docs/browser.md): the default model's greedy text in
  * the page equals the native CLI's, the tokens stream in, the plan and the
- * adapter are shown, a damaged artifact gives the CLI's one-line error, and
+ * adapter are shown, a seeded sampled run on the page's CPU backend equals
+ * the CLI's, a damaged artifact gives the CLI's one-line error, and
  * a screenshot is kept as build/test-logs/wasm-page.png.
  *
  * Needs what the set-up installs (scripts/deps.sh): build/wasm/ from
@@ -42,12 +43,17 @@ TEST(web_page_greedy_equals_native) {
   static char log[1 << 16];
   const char *prompt = "In the beginning";
 
-  /* The native CLI's greedy text, and a copy of the model with four bytes of
+  /* The native CLI's greedy and sampled texts, and a copy of the model with four bytes of
    * its weights changed with the CLI's error for it. */
   snprintf(cmd, sizeof cmd, "(%s run -m models/default --backend cpu -p '%s' -n 16 --temp 0 >%s/expect.txt 2>/dev/null)",
            test_wisp_bin(), prompt, tmp);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "native run: exit %d: %s", rc, out);
+  snprintf(cmd, sizeof cmd,
+           "(%s run -m models/default --backend cpu -p '%s' -n 16 --temp 0.8 --seed 7 >%s/sampled.txt 2>/dev/null)",
+           test_wisp_bin(), prompt, tmp);
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "native sampled run: exit %d: %s", rc, out);
   snprintf(cmd, sizeof cmd,
            "cp -r models/default %s/bad && printf '\\377\\377\\377\\377' | "
            "dd of=%s/bad/weights.bin bs=1 seek=100000 conv=notrunc 2>/dev/null",
@@ -59,10 +65,12 @@ TEST(web_page_greedy_equals_native) {
 
   snprintf(cmd, sizeof cmd,
            "node tests/web/page.mjs --web build/wasm --model models/default --prompt '%s' --n 16 "
-           "--expect %s/expect.txt --bad-dir %s/bad --expect-error %s/error.txt --out build/test-logs",
-           prompt, tmp, tmp, tmp);
+           "--expect %s/expect.txt --expect-sampled %s/sampled.txt --bad-dir %s/bad --expect-error %s/error.txt "
+           "--out build/test-logs",
+           prompt, tmp, tmp, tmp, tmp);
   rc = test_run(cmd, log, sizeof log);
   CHECKF(rc == 0, "tests/web/page.mjs exit %d:\n%s", rc, log);
-  CHECKF(strstr(log, "ok page greedy text equals native") && strstr(log, "ok damaged artifact"), "%s", log);
+  CHECKF(strstr(log, "ok page greedy text equals native") && strstr(log, "ok page sampled text") &&
+             strstr(log, "ok damaged artifact"), "%s", log);
 }
 #endif
