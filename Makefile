@@ -185,12 +185,13 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 # backends are not): a harness that comes to need another file fails to
 # link, naming the missing function, and the file is added here.
 FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/gguf.c src/format/gguf_arch.c \
-                src/format/gguf_import.c src/format/safetensors.c src/format/tensor.c src/server/request.c \
+                src/format/gguf_artifact.c src/format/gguf_import.c src/format/safetensors.c src/format/tensor.c \
+                src/format/writer.c src/server/request.c \
                 src/server/response.c src/tokenizer/bpe.c \
                 src/tokenizer/chat.c src/tokenizer/chat_template.c src/tokenizer/jinja_builtin.c \
                 src/tokenizer/jinja_eval.c src/tokenizer/jinja_lex.c src/tokenizer/jinja_parse.c src/tokenizer/jinja_value.c \
                 src/tokenizer/tok_settings.c src/tokenizer/tokenizer.c src/util/builtin.c \
-                src/util/err.c src/util/file.c src/util/target.c
+                src/util/err.c src/util/file.c src/util/memfile.c src/util/target.c
 FUZZ_LIB_OBJ  = $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/builtin_data.o
 
 $(BUILD)/libwisp-fuzz.a: $(FUZZ_LIB_OBJ)

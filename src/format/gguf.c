@@ -218,7 +218,8 @@ static wisp_status read_tensor(rd *r, wisp_gguf_tensor *t, uint64_t index) {
   int bn = wisp_ggml_block(t->type, &bb);
   if (!bn)
     return wisp_fail(WISP_EUNSUPPORTED,
-                     "%s: tensor '%s' has unknown or unsupported ggml type %u (wisp reads F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)",
+                     "%s: tensor '%s' has ggml type %u, which wisp cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, Q8_0, "
+                     "Q4_K, Q6_K); requantize the file with llama.cpp's llama-quantize to Q4_K_S, Q8_0 or F16",
                      r->label, t->name, t->type);
   if (t->ne[0] % (uint64_t)bn)
     return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' (%s) has a row of %llu elements, not a multiple of its block %d",
@@ -293,7 +294,7 @@ wisp_status wisp_gguf_parse(const uint8_t *data, size_t len, const char *label, 
     }
     uint64_t avail = len - g->data_offset;
     if (t->offset > avail || t->bytes > avail - t->offset) {
-      st = wisp_fail(WISP_EFORMAT, "%s: tensor '%s' data (%llu bytes at offset %llu) runs past the end of the file (%zu bytes)",
+      st = wisp_fail(WISP_EFORMAT, "%s: tensor '%s' data (%llu bytes at offset %llu) runs past the end of the file (%zu bytes): the file is truncated, copy or download it again",
                      label, t->name, (unsigned long long)t->bytes, (unsigned long long)(g->data_offset + t->offset),
                      len);
       goto fail;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/builtin.h"
+#include "util/memfile.h"
 #include "util/err.h"
 #include "util/target.h"
 
@@ -92,6 +93,7 @@ wisp_status wisp_read_file_max(const char *path, size_t max, char **data, size_t
     if (len) *len = b->len;
     return WISP_OK;
   }
+  if (wisp_memfile_read(path, data, len)) return WISP_OK; /* a GGUF's derived tokenizer files */
   int fd;
   struct stat st;
   wisp_status e = open_input(path, &fd, &st);
@@ -164,5 +166,10 @@ wisp_status wisp_write_file_atomic(const char *path, const void *data, size_t le
 
 int wisp_path_exists(const char *path) {
   struct stat st;
-  return stat(path, &st) == 0;
+  return stat(path, &st) == 0 || wisp_memfile_exists(path);
+}
+
+int wisp_is_regular_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
