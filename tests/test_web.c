@@ -1,8 +1,8 @@
 /* wisp.wasm (make wasm) in its page, in headless Chromium on WebGPU
  * (tests/web/page.mjs, docs/browser.md): the default model's greedy text in
  * the page equals the native CLI's, the tokens stream in, the plan and the
- * adapter are shown, a seeded sampled run on the page's CPU backend equals
- * the CLI's, a damaged artifact gives the CLI's one-line error, and
+ * adapter are shown, a seeded sampled run and a two-line chat on the page's
+ * CPU backend equal the CLI's, a damaged artifact gives the CLI's one-line error, and
  * a screenshot is kept as build/test-logs/wasm-page.png.
  *
  * Needs what the set-up installs (scripts/deps.sh): build/wasm/ from
@@ -55,6 +55,12 @@ TEST(web_page_greedy_equals_native) {
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "native sampled run: exit %d: %s", rc, out);
   snprintf(cmd, sizeof cmd,
+           "(printf 'Who was the king?\nAnd then?\n' | %s run -m models/default --backend cpu --chat -n 12 --temp 0 "
+           ">%s/chat.txt 2>/dev/null)",
+           test_wisp_bin(), tmp);
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "native chat: exit %d: %s", rc, out);
+  snprintf(cmd, sizeof cmd,
            "cp -r models/default %s/bad && printf '\\377\\377\\377\\377' | "
            "dd of=%s/bad/weights.bin bs=1 seek=100000 conv=notrunc 2>/dev/null",
            tmp, tmp);
@@ -65,12 +71,13 @@ TEST(web_page_greedy_equals_native) {
 
   snprintf(cmd, sizeof cmd,
            "node tests/web/page.mjs --web build/wasm --model models/default --prompt '%s' --n 16 "
-           "--expect %s/expect.txt --expect-sampled %s/sampled.txt --bad-dir %s/bad --expect-error %s/error.txt "
+           "--expect %s/expect.txt --expect-sampled %s/sampled.txt --expect-chat %s/chat.txt --bad-dir %s/bad --expect-error %s/error.txt "
            "--out build/test-logs",
-           prompt, tmp, tmp, tmp, tmp);
+           prompt, tmp, tmp, tmp, tmp, tmp);
   rc = test_run(cmd, log, sizeof log);
   CHECKF(rc == 0, "tests/web/page.mjs exit %d:\n%s", rc, log);
   CHECKF(strstr(log, "ok page greedy text equals native") && strstr(log, "ok page sampled text") &&
+             strstr(log, "ok page chat") &&
              strstr(log, "ok damaged artifact"), "%s", log);
 }
 #endif

@@ -6,11 +6,13 @@
 //      streamed into the page in several updates, with the plan and device shown;
 //   2. a sampled run (temperature 0.8, seed 7) on the page's CPU backend (the
 //      wasm CPU path) gives the native CLI's text (--expect-sampled);
+//   2b. a chat of two lines (wisp run --chat, the page feeding its standard
+//      input) gives the native CLI's replies (--expect-chat);
 //   3. a damaged artifact gives the CLI's one-line error (--expect-error, with
 //      the native path of the damaged copy given by --bad-dir);
 //   4. a screenshot of the page is kept (--out DIR/wasm-page.png).
 //   node tests/web/page.mjs --web build/wasm --model models/default --prompt P -n N
-//        --expect FILE --expect-sampled FILE --bad-dir DIR --expect-error FILE --out build/test-logs
+//        --expect FILE --expect-sampled FILE --expect-chat FILE --bad-dir DIR --expect-error FILE --out build/test-logs
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -21,7 +23,7 @@ function args() {
   const a = {};
   const v = process.argv.slice(2);
   for (let i = 0; i < v.length; i += 2) a[v[i].replace(/^-+/, "")] = v[i + 1];
-  for (const k of ["web", "model", "prompt", "n", "expect", "expect-sampled", "bad-dir", "expect-error", "out"])
+  for (const k of ["web", "model", "prompt", "n", "expect", "expect-sampled", "expect-chat", "bad-dir", "expect-error", "out"])
     if (a[k] === undefined) throw new Error(`missing --${k}`);
   return a;
 }
@@ -48,6 +50,7 @@ function serve(roots) {
 const a = args();
 const expect = fs.readFileSync(a.expect, "utf8");
 const expectSampled = fs.readFileSync(a["expect-sampled"], "utf8");
+const expectChat = fs.readFileSync(a["expect-chat"], "utf8");
 const expectError = fs.readFileSync(a["expect-error"], "utf8").trim().split("\n").pop()
   .replaceAll(a["bad-dir"], "/model");
 const server = await serve([["/good/", a.model], ["/bad/", a["bad-dir"]], ["/", a.web]]);
@@ -113,6 +116,22 @@ try {
   if ((await page.textContent("#error")) || sampled !== expectSampled)
     throw new Error(`the page's sampled text (cpu, seed 7) differs from the native CLI's:\n page:   ${JSON.stringify(sampled)}\n native: ${JSON.stringify(expectSampled)}\n error: ${await page.textContent("#error")}`);
   console.log(`ok page sampled text (cpu backend, temperature 0.8, seed 7) equals native`);
+
+  // 2b. a chat: two lines, greedy, 12 tokens a reply, then the end of input
+  await page.fill("#temp", "0");
+  await page.fill("#n", "12");
+  await command(async () => {
+    await page.click("#chat-start");
+    for (const line of ["Who was the king?", "And then?"]) {
+      await page.fill("#say", line);
+      await page.press("#say", "Enter");
+    }
+    await page.click("#chat-end");
+  });
+  const replies = (await page.$$eval("#chat .reply", (els) => els.map((e) => e.textContent))).join("");
+  if ((await page.textContent("#error")) || replies !== expectChat)
+    throw new Error(`the page's chat differs from the native CLI's:\n page:   ${JSON.stringify(replies)}\n native: ${JSON.stringify(expectChat)}`);
+  console.log("ok page chat (two lines) equals native");
 
   // 3. the damaged artifact: the CLI's one line (wisp plan checks the
   // weights' digests when the page opens it)
