@@ -191,7 +191,7 @@ FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/gguf.c src/forma
                 src/tokenizer/chat.c src/tokenizer/chat_template.c src/tokenizer/jinja_builtin.c \
                 src/tokenizer/jinja_eval.c src/tokenizer/jinja_lex.c src/tokenizer/jinja_parse.c src/tokenizer/jinja_value.c \
                 src/tokenizer/tok_settings.c src/tokenizer/tokenizer.c src/util/builtin.c \
-                src/util/err.c src/util/file.c src/util/memfile.c src/util/target.c
+                src/util/err.c src/util/file.c src/util/memfile.c src/util/sha256.c src/util/target.c
 FUZZ_LIB_OBJ  = $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/builtin_data.o
 
 $(BUILD)/libwisp-fuzz.a: $(FUZZ_LIB_OBJ)
