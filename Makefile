@@ -184,7 +184,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 # files are compiled for fuzzing (a fifth of the library; the WebGPU and CPU
 # backends are not): a harness that comes to need another file fails to
 # link, naming the missing function, and the file is added here.
-FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/gguf.c src/format/gguf_arch.c \
+FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/artifact_open.c src/format/gguf.c src/format/gguf_arch.c \
                 src/format/gguf_artifact.c src/format/gguf_import.c src/format/safetensors.c src/format/tensor.c \
                 src/format/writer.c src/server/request.c \
                 src/server/response.c src/tokenizer/bpe.c \

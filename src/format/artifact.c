@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/gguf_artifact.h"
 #include "util/err.h"
 #include "util/file.h"
 
@@ -240,9 +239,8 @@ fail:
   return st;
 }
 
-wisp_status wisp_artifact_open(const char *dir, wisp_artifact **out) {
+wisp_status wisp_artifact_open_dir(const char *dir, wisp_artifact **out) {
   *out = NULL;
-  if (wisp_is_regular_file(dir)) return wisp_gguf_artifact_open(dir, out);
   char path[4096];
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   char *text = NULL;
@@ -281,7 +279,7 @@ fail:
 void wisp_artifact_free(wisp_artifact *a) {
   if (!a) return;
   wisp_unmap_file(a->weights, a->weights_len);
-  wisp_gguf_source_free(a->gguf);
+  if (a->gguf && a->gguf_free) a->gguf_free(a->gguf);
   for (int i = 0; i < a->n_sections; i++) {
     free(a->sections[i].name);
     free(a->sections[i].origin);

@@ -61,6 +61,10 @@ typedef struct {
   /* Opened from a GGUF file (dir is then the file's path): the parsed,
    * mapped file and the buffers of tensors transformed at open. */
   struct wisp_gguf_source *gguf;
+  /* How to release it (set by the GGUF open), so that this file needs
+   * nothing of format/gguf_artifact.h: the two would otherwise include each
+   * other (docs/architecture.md forbids include circles). */
+  void (*gguf_free)(struct wisp_gguf_source *);
 } wisp_artifact;
 
 /* Parses and structurally validates a manifest (no weights). `label` names
@@ -68,8 +72,10 @@ typedef struct {
 wisp_status wisp_manifest_parse(const char *text, const char *label, wisp_artifact **out);
 /* Opens DIR/manifest.json + DIR/weights.bin, validates, maps the weights.
  * A regular file (FILE.gguf) is opened as a GGUF instead
- * (format/gguf_artifact.h). */
+ * (format/gguf_artifact.h); that choice is made in format/artifact_open.c. */
 wisp_status wisp_artifact_open(const char *dir, wisp_artifact **out);
+/* The directory case alone (artifact.c). */
+wisp_status wisp_artifact_open_dir(const char *dir, wisp_artifact **out);
 void wisp_artifact_free(wisp_artifact *a);
 
 /* The bytes of a section: its own pointer (GGUF) or weights + offset. */

@@ -507,6 +507,7 @@ wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
     return st;
   }
   a->gguf = b.src;
+  a->gguf_free = wisp_gguf_source_free;
   *out = a;
   return WISP_OK;
 }
