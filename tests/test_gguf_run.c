@@ -36,7 +36,9 @@ static int make_gguf(const char *tag, int qwen, const char *quant, const char *e
   snprintf(gguf, 600, "%s/%s.gguf", test_tmpdir(), tag);
   if (mkdir(hf, 0755) != 0) return -1;
   fx_lfm2_opts o = {.untied = 1, .seed = 5};
-  if (qwen ? fx_write_tiny_qwen35(hf) : fx_write_tiny_lfm2(hf, &o)) return -1;
+  /* qwen: 0 LFM2, 1 Qwen 3.5, 2 Qwen3, 3 Llama (llama3 rope scaling) */
+  if (qwen == 1 ? fx_write_tiny_qwen35(hf) : qwen >= 2 ? fx_write_tiny_qwen3(hf, qwen == 3) : fx_write_tiny_lfm2(hf, &o))
+    return -1;
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet && %s export-gguf %s -o %s %s", test_wisp_bin(), hf,
            dir, quant, test_wisp_bin(), dir, gguf, export_args);
   return sh(cmd, log, cap);
@@ -49,12 +51,32 @@ static void same_logits(const char *a, const char *b) {
   CHECKF(strlen(la) > 100 && !strcmp(la, lb), "logits differ:\n%s: %.300s\n%s: %.300s", a, la, b, lb);
 }
 
-TEST(gguf_run_f32_lfm2_and_qwen35_same_logits_as_the_directory) {
+/* f32, F16 and Q8_0 files hold the directory's own bytes (mapped, not
+ * converted): the very logits of the directory. */
+TEST(gguf_run_f32_f16_q8_0_same_logits_as_the_directory) {
   char dir[600], gguf[600], log[8192];
   CHECKF(make_gguf("gr_lf", 0, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
   same_logits(gguf, dir);
   CHECKF(make_gguf("gr_qf", 1, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
   same_logits(gguf, dir);
+  CHECKF(make_gguf("gr_l16", 0, "f16", "--keep-quant", dir, gguf, log, sizeof log) == 0, "%s", log);
+  same_logits(gguf, dir);
+  CHECKF(make_gguf("gr_l8", 0, "q8_0", "--keep-quant", dir, gguf, log, sizeof log) == 0, "%s", log);
+  same_logits(gguf, dir);
+  CHECKF(make_gguf("gr_q3", 2, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  same_logits(gguf, dir);
+}
+
+/* Llama: q/k rows in llama.cpp's rope order (copied back at open) and
+ * llama3 scaling as rope_freqs.weight: the logits of `convert FILE.gguf
+ * --quant f32` (the same tables from the same divisors). */
+TEST(gguf_run_llama_rope_order_and_freqs_same_logits_as_convert) {
+  char dir[600], gguf[600], conv[700], cmd[4096], log[8192];
+  CHECKF(make_gguf("gr_ll", 3, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  snprintf(conv, sizeof conv, "%s_conv", dir);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gguf, conv);
+  CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
+  same_logits(gguf, conv);
 }
 
 /* Q4_0 (LFM2 q4, --keep-quant) and Q4_K (Qwen 3.5 q4k): the file against
@@ -75,7 +97,11 @@ TEST(gguf_run_q4_0_and_q4_k_same_logits_as_convert_keep) {
     CHECKF(wisp_artifact_open(keep, &a) == WISP_OK, "%s", wisp_last_error());
     const char *want = cases[i].qwen ? "L0.mlp.gate_up.q4k" : "L0.mlp.gate_up.quant";
     CHECKF(wisp_artifact_section(a, want) != NULL, "%s: no section %s", keep, want);
+    /* LFM2's Q4Z embedding went out as Q4_1 (--keep-quant) and stays Q4_1,
+     * a wisp type of its own (format/qblocks.h), in the file and the copy */
+    const int q41 = cases[i].qwen || wisp_artifact_section(a, "embed.q4_1") != NULL;
     wisp_artifact_free(a);
+    CHECKF(q41, "%s: no section embed.q4_1", keep);
   }
 }
 
@@ -127,7 +153,7 @@ TEST(gguf_run_every_command_takes_the_file) {
   fputs("hello world, a short text for perplexity. hello again.\n", f);
   fclose(f);
   const char *w = test_wisp_bin();
-  const char *cmds[] = {"%s info -m %s", "%s plan -m %s", "%s verify %s", "%s tokenize -m %s -p hello",
+  const char *cmds[] = {"%s info -m %s", "%s info --verify %s", "%s plan -m %s", "%s verify %s", "%s tokenize -m %s -p hello",
                         "%s run -m %s -p hi -n 4", "%s bench -m %s -p 8 -n 4 -o %s.bench.json", "%s perplexity -m %s -f %s",
                         "%s logits -m %s --tokens 1,2,3"};
   for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
@@ -183,7 +209,7 @@ TEST(gguf_run_errors_name_the_file_and_the_fix) {
   expect_error(bad, "architecture 'zzz9'");
   memcpy(arch, "lfm2", 4);
   /* a tensor type wisp cannot read: the first tensor info's type (after its
-   * name, n_dims and dims) set to 13 (Q5_K) */
+   * name, n_dims and dims) set to 20 (IQ4_NL) */
   char *t = NULL;
   for (size_t i = 0; i + 16 < n && !t; i++)
     if (!memcmp(buf + i, "token_embd.weight", 17) && buf[i - 8] == 17) t = buf + i + 17;
@@ -191,14 +217,14 @@ TEST(gguf_run_errors_name_the_file_and_the_fix) {
   uint32_t nd;
   memcpy(&nd, t, 4);
   CHECK(nd == 2);
-  uint32_t q5k = 13;
-  memcpy(t + 4 + 8 * nd, &q5k, 4);
+  uint32_t iq4nl = 20;
+  memcpy(t + 4 + 8 * nd, &iq4nl, 4);
   snprintf(bad, sizeof bad, "%s/gr_err_type.gguf", test_tmpdir());
   CHECK(write_bytes(bad, buf, n) == 0);
   expect_error(bad, "llama-quantize");
 }
 
-/* The same three on the WebGPU backend (lavapipe here): the file's f32,
+/* The same on the WebGPU backend (lavapipe here): the file's f32, Q8_0,
  * Q4_0 and Q4_K tensors against the directories. */
 TEST(gguf_run_webgpu_same_logits_as_the_directory) {
   WEBGPU_OR_SKIP(d);
@@ -206,11 +232,12 @@ TEST(gguf_run_webgpu_same_logits_as_the_directory) {
   char dir[600], gguf[600], keep[700], cmd[4096], log[8192];
   g_backend = "webgpu";
   const struct { const char *tag; int qwen; const char *quant, *args; } cases[] = {
-      {"gw_lf", 0, "f32", ""}, {"gw_l4", 0, "q4", "--keep-quant"}, {"gw_qk", 1, "q4k", "--keep-quant"}};
-  for (int i = 0; i < 3 && !test_failed_now(); i++) {
+      {"gw_lf", 0, "f32", ""}, {"gw_l8", 0, "q8_0", "--keep-quant"}, {"gw_l4", 0, "q4", "--keep-quant"},
+      {"gw_qk", 1, "q4k", "--keep-quant"}};
+  for (int i = 0; i < 4 && !test_failed_now(); i++) {
     CHECKF(make_gguf(cases[i].tag, cases[i].qwen, cases[i].quant, cases[i].args, dir, gguf, log, sizeof log) == 0,
            "%s", log);
-    if (i == 0) {
+    if (i < 2) { /* f32, Q8_0: the directory's bytes */
       same_logits(gguf, dir);
       continue;
     }

@@ -22,6 +22,7 @@
 #include "format/artifact.h"
 #include "format/gguf.h"
 #include "format/gguf_arch.h"
+#include "format/gguf_spm.h"
 #include "format/quant.h"
 #include "format/tensor.h"
 #include "tokenizer/tok_settings.h"
@@ -146,7 +147,11 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
   const wisp_quant_traits *qt = wisp_quant_traits_of(m.type);
   const int is_q4 = m.type == WISP_W_Q4 || m.type == WISP_W_Q4Z;
   const int twin = m.type != WISP_W_F32 && qt->ggml_type != WISP_QUANT_NO_GGML;
-  const int keeps_kind = twin || (is_q4 && e->keep); /* goes out in its own kind of blocks */
+  /* types with a quantizer here (requantize); the other ggml block types
+   * whose blocks a column order splits go out as F32 (or Q8_0) instead */
+  const int requantizable = is_q4 || m.type == WISP_W_Q4K || m.type == WISP_W_Q8_0 || m.type == WISP_W_F16;
+  int keeps_kind = twin || (is_q4 && e->keep); /* goes out in its own kind of blocks */
+  if (keeps_kind && !requantizable && !cols_keep_blocks(cmap, cols, qt->block)) keeps_kind = 0;
   if (keeps_kind && e->keep && !cols_keep_blocks(cmap, cols, qt->block)) {
     /* the blocks do not survive the column order: same type, new blocks */
     if (!(buf = malloc(n * sizeof(float)))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
@@ -236,7 +241,25 @@ static wisp_status put_rule(exporter *e, const wisp_gguf_rule *rule, int layer) 
                                                            : put_matrix(e, rule, sec, gname);
 }
 
-/* tokenizer.json (byte-level BPE) -> tokenizer.ggml.* */
+/* A SentencePiece-style tokenizer.json -> tokenizer.ggml.model "llama":
+ * tokens, scores in merge order, token types, add_space_prefix (llama.cpp
+ * merges by score, so the scores carry the merge ranks). */
+static wisp_status put_spm_tokenizer(exporter *e, const cJSON *root, const char *path) {
+  wisp_spm_vocab v;
+  wisp_status st = wisp_spm_vocab_from_json(root, e->a->shape.vocab, path, &v);
+  if (st) return st;
+  wisp_gguf_put_str(e->w, "tokenizer.ggml.model", "llama");
+  wisp_gguf_put_str(e->w, "tokenizer.ggml.pre", "default");
+  wisp_gguf_put_arr_str(e->w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)v.n);
+  wisp_gguf_put_arr_f32(e->w, "tokenizer.ggml.scores", v.scores, (uint64_t)v.n);
+  wisp_gguf_put_arr_i32(e->w, "tokenizer.ggml.token_type", v.types, (uint64_t)v.n);
+  wisp_gguf_put_bool(e->w, "tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  if (v.unk >= 0) wisp_gguf_put_u32(e->w, "tokenizer.ggml.unknown_token_id", (uint32_t)v.unk);
+  wisp_spm_vocab_free(&v);
+  return WISP_OK;
+}
+
+/* tokenizer.json (byte-level BPE, or SentencePiece style) -> tokenizer.ggml.* */
 static wisp_status put_tokenizer(exporter *e, const char *dir) {
   const cJSON *wx = cJSON_GetObjectItemCaseSensitive(e->a->manifest, "wisp");
   const cJSON *files = cJSON_GetObjectItemCaseSensitive(wx, "tokenizerFiles");
@@ -248,6 +271,11 @@ static wisp_status put_tokenizer(exporter *e, const char *dir) {
   if (st) return st;
   cJSON *root = cJSON_Parse(text);
   free(text);
+  if (wisp_spm_is_sentencepiece(root)) {
+    st = put_spm_tokenizer(e, root, path);
+    cJSON_Delete(root);
+    return st;
+  }
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
   const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
@@ -485,11 +513,12 @@ static wisp_status put_rope_freqs(exporter *e) {
 
 /* Whether the artifact has a head with its own bytes (not the embedding's). */
 static int own_head(const wisp_artifact *a) {
-  static const char *const kind[] = {"weight", "quant", "q4k", "f16", "q8_0"};
+  int nt;
+  const wisp_quant_traits *tab = wisp_quant_table(&nt); /* every type's first section */
   char h[32], m[32];
-  for (size_t i = 0; i < sizeof kind / sizeof *kind; i++) {
-    snprintf(h, sizeof h, "head.%s", kind[i]);
-    snprintf(m, sizeof m, "embed.%s", kind[i]);
+  for (int i = 0; i < nt; i++) {
+    snprintf(h, sizeof h, "head.%s", tab[i].planes[0].suffix);
+    snprintf(m, sizeof m, "embed.%s", tab[i].planes[0].suffix);
     const wisp_section *he = wisp_artifact_section(a, h), *ee = wisp_artifact_section(a, m);
     if (he) return !ee || he->offset != ee->offset;
   }

@@ -29,7 +29,8 @@ enum {
 
 /* ggml tensor types wisp reads (numbers as in the format). */
 enum {
-  WISP_GGML_F32 = 0, WISP_GGML_F16 = 1, WISP_GGML_Q4_0 = 2, WISP_GGML_Q4_1 = 3, WISP_GGML_Q8_0 = 8, WISP_GGML_Q4_K = 12,
+  WISP_GGML_F32 = 0, WISP_GGML_F16 = 1, WISP_GGML_Q4_0 = 2, WISP_GGML_Q4_1 = 3, WISP_GGML_Q5_0 = 6, WISP_GGML_Q5_1 = 7,
+  WISP_GGML_Q8_0 = 8, WISP_GGML_Q2_K = 10, WISP_GGML_Q3_K = 11, WISP_GGML_Q4_K = 12, WISP_GGML_Q5_K = 13,
   WISP_GGML_Q6_K = 14, WISP_GGML_BF16 = 30
 };
 
@@ -86,6 +87,7 @@ int wisp_gguf_get_int(const wisp_gguf *g, const char *key, int64_t *out);
 int wisp_gguf_get_float(const wisp_gguf *g, const char *key, double *out);
 /* Element i of a numeric array as an integer / double. */
 int64_t wisp_gguf_arr_int(const wisp_gguf_kv *kv, uint64_t i);
+double wisp_gguf_arr_float(const wisp_gguf_kv *kv, uint64_t i);
 const wisp_gguf_tensor *wisp_gguf_tensor_find(const wisp_gguf *g, const char *name);
 
 const char *wisp_ggml_type_name(uint32_t type);
@@ -108,6 +110,7 @@ void wisp_gguf_put_bool(wisp_gguf_writer *w, const char *key, int v);
 void wisp_gguf_put_str(wisp_gguf_writer *w, const char *key, const char *v);
 void wisp_gguf_put_arr_str(wisp_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
 void wisp_gguf_put_arr_i32(wisp_gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
+void wisp_gguf_put_arr_f32(wisp_gguf_writer *w, const char *key, const float *v, uint64_t n);
 /* Adds a tensor; `data` (bytes long) is copied. ne[0] is the row length. */
 wisp_status wisp_gguf_add_tensor(wisp_gguf_writer *w, const char *name, int n_dims, const uint64_t *ne, uint32_t type,
                                  const void *data, size_t bytes);

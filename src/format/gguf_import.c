@@ -10,6 +10,7 @@
 
 #include "format/artifact.h"
 #include "format/gguf_arch.h"
+#include "format/gguf_spm.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "util/memfile.h"
@@ -551,6 +552,20 @@ static wisp_status write_configs(const wisp_gguf *g, const tok_sink *dir, const 
   return st;
 }
 
+static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const wisp_gguf_kv *mer,
+                            const wisp_gguf_kv *typ, pre_info *out_pi, cJSON **out);
+
+/* llama.cpp's ids for a SentencePiece vocabulary without the keys: BOS 1,
+ * EOS 2 (BOS added unless add_bos_token says no). */
+static void spm_default_ids(const wisp_gguf *g, const wisp_gguf_kv *tok, special_ids *ids) {
+  int64_t v;
+  if (!wisp_gguf_kv_find(g, "tokenizer.ggml.bos_token_id") && tok->n > 1) {
+    ids->bos = 1;
+    if (!wisp_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v)) ids->add_bos = 1;
+  }
+  if (!wisp_gguf_kv_find(g, "tokenizer.ggml.eos_token_id") && tok->n > 2) ids->eos = 2;
+}
+
 /* Rows of the embedding (the model's vocabulary), -1 without one. */
 static int64_t vocab_rows(const wisp_gguf *g) {
   const wisp_gguf_tensor *e = wisp_gguf_tensor_find(g, "token_embd.weight");
@@ -561,8 +576,10 @@ static wisp_status tokenizer_files(const wisp_gguf *g, const tok_sink *dir, int 
   *written = 0;
   const wisp_gguf_kv *model = wisp_gguf_kv_find(g, "tokenizer.ggml.model");
   if (!model) return WISP_OK;
-  if (model->type != WISP_GGUF_STRING || model->str.len != 4 || memcmp(model->str.s, "gpt2", 4))
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (wisp reads 'gpt2' byte-level BPE)",
+  const int spm = model->type == WISP_GGUF_STRING && model->str.len == 5 && !memcmp(model->str.s, "llama", 5);
+  if (!spm && (model->type != WISP_GGUF_STRING || model->str.len != 4 || memcmp(model->str.s, "gpt2", 4)))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (wisp reads 'gpt2' byte-level "
+                     "BPE and 'llama' SentencePiece)",
                      g->label, model->type == WISP_GGUF_STRING ? (int)(model->str.len > 40 ? 40 : model->str.len) : 1,
                      model->type == WISP_GGUF_STRING ? model->str.s : "?");
   const wisp_gguf_kv *tok = wisp_gguf_kv_find(g, "tokenizer.ggml.tokens");
@@ -570,10 +587,38 @@ static wisp_status tokenizer_files(const wisp_gguf *g, const tok_sink *dir, int 
   const wisp_gguf_kv *typ = wisp_gguf_kv_find(g, "tokenizer.ggml.token_type");
   if (!tok || tok->type != WISP_GGUF_ARRAY || tok->arr_type != WISP_GGUF_STRING)
     return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.tokens must be an array of strings", g->label);
-  if (!mer || mer->type != WISP_GGUF_ARRAY || mer->arr_type != WISP_GGUF_STRING)
-    return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.merges must be an array of strings", g->label);
   if (typ && (typ->type != WISP_GGUF_ARRAY || !typ->arr || typ->n != tok->n))
     return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.token_type must be an integer array as long as the tokens", g->label);
+  cJSON *root = NULL;
+  pre_info pi = {NULL, 0, 1}; /* SentencePiece: llama.cpp adds BOS unless told otherwise */
+  if (spm) {
+    wisp_status st = wisp_gguf_spm_json(g, tok, typ, &root);
+    if (st) return st;
+  } else {
+    wisp_status st = bpe_json(g, tok, mer, typ, &pi, &root);
+    if (st) return st;
+  }
+  special_ids ids;
+  wisp_status st = read_special_ids(g, tok, &pi, &ids);
+  if (!st && spm) spm_default_ids(g, tok, &ids);
+  if (!st && (ids.add_bos || ids.add_eos)) st = add_post_processor(root, tok, &ids);
+  if (!st && tok->n > (uint64_t)vocab_rows(g))
+    st = wisp_fail(WISP_EFORMAT, "%s: the tokenizer has %llu tokens but token_embd.weight has %lld rows (the vocab "
+                   "does not belong to these weights; take the GGUF as it was exported)", g->label,
+                   (unsigned long long)tok->n, (long long)vocab_rows(g));
+  if (!st) st = write_json(dir, "tokenizer.json", root);
+  cJSON_Delete(root);
+  if (!st) st = write_configs(g, dir, tok, &ids);
+  if (!st) *written = 1;
+  return st;
+}
+
+/* tokenizer.ggml.model = gpt2 (byte-level BPE) -> tokenizer.json; *pi says
+ * what the pre-tokenizer name means. */
+static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const wisp_gguf_kv *mer,
+                            const wisp_gguf_kv *typ, pre_info *out_pi, cJSON **out) {
+  if (!mer || mer->type != WISP_GGUF_ARRAY || mer->arr_type != WISP_GGUF_STRING)
+    return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.merges must be an array of strings", g->label);
   char pre[64] = "default";
   const wisp_gguf_kv *p = wisp_gguf_kv_find(g, "tokenizer.ggml.pre");
   if (p && p->type == WISP_GGUF_STRING) snprintf(pre, sizeof pre, "%.*s", (int)(p->str.len < 63 ? p->str.len : 63), p->str.s);
@@ -625,18 +670,9 @@ static wisp_status tokenizer_files(const wisp_gguf *g, const tok_sink *dir, int 
   }
   cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
   cJSON_AddStringToObject(dec, "type", "ByteLevel");
-  special_ids ids;
-  wisp_status st = read_special_ids(g, tok, &pi, &ids);
-  if (!st && (ids.add_bos || ids.add_eos)) st = add_post_processor(root, tok, &ids);
-  if (!st && tok->n > (uint64_t)vocab_rows(g))
-    st = wisp_fail(WISP_EFORMAT, "%s: the tokenizer has %llu tokens but token_embd.weight has %lld rows (the vocab "
-                   "does not belong to these weights; take the GGUF as it was exported)", g->label,
-                   (unsigned long long)tok->n, (long long)vocab_rows(g));
-  if (!st) st = write_json(dir, "tokenizer.json", root);
-  cJSON_Delete(root);
-  if (!st) st = write_configs(g, dir, tok, &ids);
-  if (!st) *written = 1;
-  return st;
+  *out_pi = pi;
+  *out = root;
+  return WISP_OK;
 }
 
 wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *written) {
