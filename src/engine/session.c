@@ -17,6 +17,7 @@
 #include "engine/session.h"
 #include "engine/slots.h"
 #include "format/digest.h"
+#include "format/tensor.h"
 #include "util/err.h"
 #include "util/options.h"
 
@@ -71,6 +72,27 @@ int wisp_model_vocab(const wisp_model *m) {
   return m->artifact->shape.vocab;
 }
 
+/* Rope tables for the session's context where the model's are shorter,
+ * built from the graph's inverse frequencies (the rows the model stores are
+ * the first rows of these: the same formula, wisp_rope_rows). */
+static wisp_status session_rope(wisp_session *s) {
+  wisp_graph *g = &s->graph;
+  if (s->max_pos <= g->rope_rows) return WISP_OK;
+  if (!g->rope_freq) /* the model's max_positions is at most its tables' rows then */
+    return wisp_fail(WISP_EUNSUPPORTED, "context %d is longer than the rope tables (%d rows)", s->max_pos, g->rope_rows);
+  const int half = g->rotary_dim / 2;
+  const size_t n = (size_t)s->max_pos * half;
+  s->rope_owned = malloc(sizeof(float) * 2 * n);
+  if (!s->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for the rope tables of %d positions", s->max_pos);
+  wisp_rope_rows(g->rope_freq, half, s->max_pos, s->rope_owned, s->rope_owned + n);
+  s->rope_cos = (wisp_vector){(int)n, s->rope_owned, NULL};
+  s->rope_sin = (wisp_vector){(int)n, s->rope_owned + n, NULL};
+  g->rope_cos = &s->rope_cos;
+  g->rope_sin = &s->rope_sin;
+  g->rope_rows = s->max_pos;
+  return WISP_OK;
+}
+
 wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wisp_session **out) {
   if (!out) return wisp_fail(WISP_EINVAL, "wisp_session_new: no place for the session (out is NULL)");
   *out = NULL;
@@ -111,9 +133,13 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if (t.webgpu.kv_f16) bs.kv_f16 = 1; /* tuning kv=f16: f16 caches whatever the plan says */
   s->kv_f16 = bs.kv_f16 && s->backend->configure && s->backend->kv_buf_new;
   if (s->backend->configure) s->backend->configure(s->backend, &bs);
-  if ((st = wisp_graph_prepare(&s->graph, s->backend))) goto fail;
+  /* The context: -c up to the model's own maximum; without it the model's,
+   * at most WISP_DEFAULT_CONTEXT (the KV caches are made for it up front). */
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
+  else if (o.max_context == 0 && s->max_pos > WISP_DEFAULT_CONTEXT) s->max_pos = WISP_DEFAULT_CONTEXT;
+  if ((st = session_rope(s))) goto fail;
+  if ((st = wisp_graph_prepare(&s->graph, s->backend))) goto fail;
   if ((st = wisp_slots_new(s, o.slots > 0 ? o.slots : 1))) goto fail; /* s->state is slot 0's */
   *out = s;
   return WISP_OK;
@@ -131,6 +157,7 @@ void wisp_session_free(wisp_session *s) {
   if (s->backend) s->backend->destroy(s->backend);
   wisp_plan_free(s->plan);
   wisp_graph_free(&s->graph);
+  free(s->rope_owned);
   free(s);
 }
 

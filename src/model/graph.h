@@ -70,6 +70,7 @@ typedef struct wisp_graph {
   float eps;
   int rope_rows;     /* rows of the rope tables */
   int max_positions; /* longest context the weights support */
+  const float *rope_freq; /* [rotary_dim / 2] inverse frequencies (NULL: the tables bound the context) */
   wisp_matrix *embed, *head;
   const wisp_vector *final_norm, *rope_cos, *rope_sin;
   int n_layers;
