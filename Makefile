@@ -177,20 +177,21 @@ bench: deps all
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_NAMES   := gguf safetensors manifest tokenizer_json tokenizer_config generation_config chat_template cli_options request
+FUZZ_NAMES   := gguf gguf_vocab safetensors manifest tokenizer_json tokenizer_config generation_config chat_template cli_options request
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 
 # The harnesses link only the readers and what they call, so only those
 # files are compiled for fuzzing (a fifth of the library; the WebGPU and CPU
 # backends are not): a harness that comes to need another file fails to
 # link, naming the missing function, and the file is added here.
-FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/gguf.c src/format/gguf_arch.c \
-                src/format/gguf_import.c src/format/safetensors.c src/format/tensor.c src/server/request.c \
+FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/artifact_open.c src/format/gguf.c src/format/gguf_arch.c \
+                src/format/gguf_artifact.c src/format/gguf_import.c src/format/gguf_spm.c src/format/safetensors.c src/format/tensor.c \
+                src/format/writer.c src/server/request.c \
                 src/server/response.c src/tokenizer/bpe.c \
                 src/tokenizer/chat.c src/tokenizer/chat_template.c src/tokenizer/jinja_builtin.c \
                 src/tokenizer/jinja_eval.c src/tokenizer/jinja_lex.c src/tokenizer/jinja_parse.c src/tokenizer/jinja_value.c \
                 src/tokenizer/tok_settings.c src/tokenizer/tokenizer.c src/util/builtin.c \
-                src/util/err.c src/util/file.c src/util/target.c
+                src/util/err.c src/util/file.c src/util/memfile.c src/util/sha256.c src/util/target.c
 FUZZ_LIB_OBJ  = $(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/builtin_data.o
 
 $(BUILD)/libwisp-fuzz.a: $(FUZZ_LIB_OBJ)
@@ -240,3 +241,56 @@ clean:
 $(BUILD)/grid_probe: $(BUILD)/obj/tools/grid_probe.o $(BUILD)/obj/tools/probe_open.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+
+# ---- WebAssembly (docs/browser.md) ------------------------------------------
+# `make wasm` builds build/wasm/wisp.wasm (the CLI for wasm32-wasi, run in the
+# page by web/) from the same sources: every library file and the CLI, less
+# what the browser supplies itself. The Dawn loader is replaced by
+# web/wasm/wgpu_web.c (webgpu.h over imports that web/wgpu.js implements on
+# navigator.gpu), libcrypto's sha256 by web/wasm/sha256_web.c (WebCrypto) and
+# the HTTP server by web/wasm/serve_web.c (one line saying it is not there).
+# Toolchain and libraries: scripts/wasm-deps.sh (Debian's clang-19 and
+# wasi-libc; cJSON, utf8proc, PCRE2 from their Debian sources).
+WASM_DIR   ?= build/wasm
+WASM_CC    ?= clang-19
+WASM_DEPS  := $(WASM_DIR)/deps
+WASM_CFLAGS = --target=wasm32-wasi --sysroot=/usr -std=c11 -Wall -Wextra -Werror -O2 -D_GNU_SOURCE \
+              -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS \
+              -Iinclude -Isrc -I$(WASM_DEPS)/include -I$(WASM_DEPS)/include/cjson -fno-strict-aliasing \
+              -D_WASI_EMULATED_GETPID -include web/wasm/posix_web.h -Wno-unused-but-set-variable -DWISP_ROOT='"/wisp"'
+WASM_LDFLAGS = -Wl,--error-limit=0 -Wl,-z,stack-size=8388608 -Wl,--max-memory=4294967296 \
+               -L$(WASM_DEPS)/lib -lcjson -lpcre2-8 -lutf8proc \
+               -lwasi-emulated-mman -lwasi-emulated-signal -lwasi-emulated-process-clocks -lwasi-emulated-getpid -lm
+WASM_SRC   := $(filter-out src/server/% src/util/sha256.c src/backend/webgpu/wgpu_loader.c,$(LIB_SRC)) \
+              $(CLI_SRC) $(sort $(wildcard web/wasm/*.c))
+WASM_OBJ   := $(WASM_SRC:%.c=$(WASM_DIR)/obj/%.o) $(WASM_DIR)/obj/gen/wgsl_kernels.o $(WASM_DIR)/obj/gen/builtin_data.o
+
+.PHONY: wasm wasm-deps
+WEB_FILES  := $(wildcard web/*.html web/*.js)
+wasm: wasm-deps $(GEN_WGSL) $(GEN_DATA)
+	@$(MAKE) --no-print-directory $(WASM_DIR)/wisp.wasm $(WEB_FILES:web/%=$(WASM_DIR)/%)
+
+# The page and its glue sit beside wisp.wasm: build/wasm/ is what a web
+# server serves (docs/browser.md).
+$(WASM_DIR)/%: web/%
+	@mkdir -p $(dir $@)
+	@cp $< $@
+
+wasm-deps:
+	@scripts/wasm-deps.sh
+
+$(WASM_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "WASM CC $<"
+	@$(WASM_CC) $(WASM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(WASM_DIR)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	@echo "WASM CC $<"
+	@$(WASM_CC) $(WASM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(WASM_DIR)/wisp.wasm: $(WASM_OBJ)
+	@echo "WASM LD $@"
+	@$(WASM_CC) $(WASM_CFLAGS) -o $@ $^ $(WASM_LDFLAGS)
+
+-include $(WASM_OBJ:.o=.d)

@@ -66,6 +66,8 @@ typedef struct {
 } wisp_session_options;
 void wisp_session_options_init(wisp_session_options *o);
 
+/* artifact_dir: an artifact directory, or a GGUF file, which is mapped and
+ * run in place (docs/gguf.md, "Running a GGUF directly"). */
 wisp_status wisp_model_open(const char *artifact_dir, wisp_model **out);
 void wisp_model_close(wisp_model *m);
 int wisp_model_vocab(const wisp_model *m);

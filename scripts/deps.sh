@@ -14,6 +14,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # WebGPU backend: pinned Dawn library and (on CPU machines) Mesa lavapipe.
 "$(dirname "$0")/webgpu-deps.sh"
+# The browser build (make wasm, docs/browser.md): clang-19 and wasi-libc, and
+# cJSON, utf8proc, PCRE2 built for wasm32 from their Debian sources.
+"$(dirname "$0")/wasm-deps.sh"
 # wisp serve's client and browser tests (tests/server/): node and npm (Debian's
 # nodejs and npm when there is no node yet) and the npm packages pinned by
 # tests/server/package-lock.json (the OpenAI client, playwright-core), again
@@ -29,4 +32,11 @@ if [ ! -f tests/server/node_modules/.package-lock.json ] ||
    [ tests/server/package-lock.json -nt tests/server/node_modules/.package-lock.json ]; then
   echo "deps: npm ci in tests/server" >&2
   (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# The page test of the browser build (tests/web/: playwright-core, pinned by
+# tests/web/package-lock.json), the same way.
+if [ ! -f tests/web/node_modules/.package-lock.json ] ||
+   [ tests/web/package-lock.json -nt tests/web/node_modules/.package-lock.json ]; then
+  echo "deps: npm ci in tests/web" >&2
+  (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -27,8 +27,9 @@ run_suite() {
   local log="$logs/$name.log"
   {
     echo "== build ($name) =="
-    # The optimised build also makes libwisp.so, which the install test installs.
-    local extra=""; [ "$dir" = build ] && extra=lib
+    # The optimised build also makes libwisp.so, which the install test
+    # installs, and the browser build (build/wasm/), which test_web.c runs.
+    local extra=""; [ "$dir" = build ] && extra="lib wasm"
     if ! make -s -j"$jobs" BUILD="$dir" "$@" all $extra; then
       echo "build ($name) failed"; echo "result: 0 1 0"; touch "$logs/$name.tested"; return
     fi

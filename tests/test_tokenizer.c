@@ -240,12 +240,14 @@ TEST(bpe_pretokenizer_variants) {
   wisp_tokenizer_free(t);
   snprintf(buf, sizeof buf, seq, "Contiguous");
   CHECK(tiny_with_pretok(buf) == NULL && strstr(wisp_last_error(), "behavior 'Contiguous' is not supported"));
-  CHECK(tiny_with_pretok("{\"type\":\"Metaspace\"}") == NULL && strstr(wisp_last_error(), "'Metaspace' is not supported"));
+  CHECK(tiny_with_pretok("{\"type\":\"Whitespace\"}") == NULL && strstr(wisp_last_error(), "'Whitespace' is not supported"));
   CHECK(tiny_with_pretok("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\p{L\"}}") == NULL &&
         strstr(wisp_last_error(), "PCRE2"));
-  /* no ByteLevel at all: not a byte-level BPE */
-  CHECK(tiny_with_pretok("{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Removed\"}") == NULL &&
-        strstr(wisp_last_error(), "ByteLevel"));
+  /* no ByteLevel pre-tokenizer: the ByteLevel decoder still makes it byte-level */
+  t = tiny_with_pretok("{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Removed\"}");
+  CHECK(t);
+  ENC_IS(t, "a b", 0, 97, 98);
+  wisp_tokenizer_free(t);
 }
 
 TEST(cli_tokenize) {

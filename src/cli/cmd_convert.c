@@ -8,12 +8,16 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
+#include "format/gguf_artifact.h"
 #include "format/hf_import.h"
+#include "util/file.h"
 
 static const char *const k_about =
     "  HF_DIR holds config.json and model.safetensors (or model.safetensors.index.json + shards)\n"
     "  of an Lfm2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM or Qwen3_5ForCausalLM;\n"
-    "  FILE.gguf: a GGUF v3 file of architecture lfm2, qwen3, llama or qwen35 (docs/gguf.md)\n"
+    "  FILE.gguf: a GGUF v3 file of architecture lfm2, qwen3, llama or qwen35 (docs/gguf.md);\n"
+    "  from a GGUF, --quant keep (the default) keeps every matrix in its stored type\n"
+    "  (F32, F16, Q8_0, Q4_K as they are, Q4_0 as wisp q4; Q4_1, BF16, Q6_K as f32)\n"
     "  --quant q4 (default): Q4 matrices, Q4Z embed/head; q4k: Q4_K matrices (those whose\n"
     "  input width is a multiple of 256; others Q4), Q4Z embed/head; f32: every weight as f32;\n"
     "  f16: every matrix and embed/head as IEEE half; q8_0: every matrix and embed/head as\n"
@@ -22,15 +26,15 @@ static const char *const k_about =
     "  an existing non-empty DIR is replaced only with --force, and only if it is an artifact.";
 
 int cmd_convert(int argc, char **argv) {
-  const char *hf_dir = NULL, *out_dir = NULL, *quant = "q4", *pos[1];
+  const char *hf_dir = NULL, *out_dir = NULL, *quant = NULL, *pos[1];
   int quiet = 0, force = 0, n_pos = 0;
   const cli_opt opts[] = {
       {"-o|--out|--output", CLI_STR, &out_dir, 0, 0, "DIR", "the artifact directory to write"},
-      {"--quant", CLI_STR, &quant, 0, 0, "Q", "f32, q4 (default), q4k, f16 or q8_0"},
+      {"--quant", CLI_STR, &quant, 0, 0, "Q", "f32, q4 (default), q4k, f16 or q8_0; keep (the default for a GGUF)"},
       {"-q|--quiet", CLI_FLAG, &quiet, 0, 0, NULL, "no progress lines"},
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing artifact at DIR"},
   };
-  const cli_spec spec = {"convert", "(HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k|f16|q8_0] [--quiet] [--force]",
+  const cli_spec spec = {"convert", "(HF_DIR | FILE.gguf) -o DIR [--quant f32|q4|q4k|f16|q8_0|keep] [--quiet] [--force]",
                          k_about, opts, (int)(sizeof opts / sizeof opts[0]), pos, 1, &n_pos};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
@@ -40,9 +44,15 @@ int cmd_convert(int argc, char **argv) {
     return 2;
   }
   if (cli_claim_target("convert", out_dir, 1, force)) return 2;
-  if (strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k") && strcmp(quant, "f16") &&
+  const int gguf_input = wisp_is_regular_file(hf_dir);
+  if (!quant) quant = gguf_input ? "keep" : "q4";
+  if (!strcmp(quant, "keep") && !gguf_input) {
+    fprintf(stderr, "wisp convert: --quant keep is for a GGUF source; a Hugging Face checkpoint takes f32, q4, q4k, f16 or q8_0\n");
+    return 2;
+  }
+  if (strcmp(quant, "keep") && strcmp(quant, "f32") && strcmp(quant, "q4") && strcmp(quant, "q4k") && strcmp(quant, "f16") &&
       strcmp(quant, "q8_0")) {
-    fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16 or q8_0, not '%s'\n", quant);
+    fprintf(stderr, "wisp convert: --quant must be f32, q4, q4k, f16, q8_0 or keep, not '%s'\n", quant);
     return 2;
   }
   /* Ctrl-C removes the temporary directories (the writer's and the GGUF
@@ -56,7 +66,7 @@ int cmd_convert(int argc, char **argv) {
   cli_remove_on_interrupt(tok_dir, tmp_files + 2, 3);
   const wisp_hf_import_options io = {
       .source = hf_dir, .out_dir = out_dir, .quant = quant, .quiet = quiet, .gguf_tokenizer_dir = tok_dir};
-  wisp_status rc = wisp_hf_import(&io);
+  wisp_status rc = !strcmp(quant, "keep") ? wisp_gguf_convert_keep(hf_dir, out_dir, quiet) : wisp_hf_import(&io);
   cli_interrupt_forget();
   return rc ? cli_error("convert") : 0;
 }

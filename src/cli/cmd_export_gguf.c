@@ -22,6 +22,7 @@
 #include "format/artifact.h"
 #include "format/gguf.h"
 #include "format/gguf_arch.h"
+#include "format/gguf_spm.h"
 #include "format/quant.h"
 #include "format/tensor.h"
 #include "tokenizer/tok_settings.h"
@@ -236,7 +237,25 @@ static wisp_status put_rule(exporter *e, const wisp_gguf_rule *rule, int layer) 
                                                            : put_matrix(e, rule, sec, gname);
 }
 
-/* tokenizer.json (byte-level BPE) -> tokenizer.ggml.* */
+/* A SentencePiece-style tokenizer.json -> tokenizer.ggml.model "llama":
+ * tokens, scores in merge order, token types, add_space_prefix (llama.cpp
+ * merges by score, so the scores carry the merge ranks). */
+static wisp_status put_spm_tokenizer(exporter *e, const cJSON *root, const char *path) {
+  wisp_spm_vocab v;
+  wisp_status st = wisp_spm_vocab_from_json(root, e->a->shape.vocab, path, &v);
+  if (st) return st;
+  wisp_gguf_put_str(e->w, "tokenizer.ggml.model", "llama");
+  wisp_gguf_put_str(e->w, "tokenizer.ggml.pre", "default");
+  wisp_gguf_put_arr_str(e->w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)v.n);
+  wisp_gguf_put_arr_f32(e->w, "tokenizer.ggml.scores", v.scores, (uint64_t)v.n);
+  wisp_gguf_put_arr_i32(e->w, "tokenizer.ggml.token_type", v.types, (uint64_t)v.n);
+  wisp_gguf_put_bool(e->w, "tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  if (v.unk >= 0) wisp_gguf_put_u32(e->w, "tokenizer.ggml.unknown_token_id", (uint32_t)v.unk);
+  wisp_spm_vocab_free(&v);
+  return WISP_OK;
+}
+
+/* tokenizer.json (byte-level BPE, or SentencePiece style) -> tokenizer.ggml.* */
 static wisp_status put_tokenizer(exporter *e, const char *dir) {
   const cJSON *wx = cJSON_GetObjectItemCaseSensitive(e->a->manifest, "wisp");
   const cJSON *files = cJSON_GetObjectItemCaseSensitive(wx, "tokenizerFiles");
@@ -248,6 +267,11 @@ static wisp_status put_tokenizer(exporter *e, const char *dir) {
   if (st) return st;
   cJSON *root = cJSON_Parse(text);
   free(text);
+  if (wisp_spm_is_sentencepiece(root)) {
+    st = put_spm_tokenizer(e, root, path);
+    cJSON_Delete(root);
+    return st;
+  }
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
   const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "format/gguf_artifact.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
@@ -61,7 +62,13 @@ int cmd_info(int argc, char **argv) {
   }
   printf("tokenizer:    %s\n", wisp_tokenizer_kind(tok));
   wisp_tokenizer_free(tok);
-  if (verify) {
+  if (a->gguf)
+    printf("source:       GGUF v%u, %llu tensors, run in place (%.1f MB mapped, %.1f MB built at open; wisp plan lists them)\n",
+           a->gguf->g->version, (unsigned long long)a->gguf->g->n_tensors, (double)a->gguf->mapped_bytes / 1e6,
+           (double)a->gguf->owned_bytes / 1e6);
+  if (verify && a->gguf) {
+    printf("verify:       a GGUF carries no digests; its structure and every tensor's extent were checked at open\n");
+  } else if (verify) {
     const cJSON *ext = cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp");
     const cJSON *want = ext ? cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256") : NULL;
     char got[65];

@@ -7,6 +7,8 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "engine/internal.h"
+#include "format/gguf_artifact.h"
 #include "util/err.h"
 #include "cli/opts.h"
 
@@ -37,6 +39,18 @@ int cmd_plan(int argc, char **argv) {
   if (wisp_engine_resolve_plan(m, &caps, profile, registry, &plan)) goto done;
   if (as_json) printf("%s\n", plan->json);
   else wisp_plan_print(plan, stdout);
+  const wisp_artifact *a = m->artifact;
+  if (!as_json && a->gguf) { /* where each piece of a GGUF run in place came from */
+    printf("\nsource: %s (GGUF v%u, %llu tensors), manifest derived in memory (wisp.source '%s'); "
+           "%.1f MB mapped, %.1f MB built at open\n", a->dir, a->gguf->g->version,
+           (unsigned long long)a->gguf->g->n_tensors, "gguf", (double)a->gguf->mapped_bytes / 1e6,
+           (double)a->gguf->owned_bytes / 1e6);
+    printf("tokenizer: %s\n", !strcmp(a->tokenizer, "bpe") ? "tokenizer.ggml.* and tokenizer.chat_template, in memory"
+                                                           : "byte-level (the file has no tokenizer)");
+    for (int i = 0; i < a->n_sections; i++)
+      printf("  %-28s %10llu bytes  %s\n", a->sections[i].name, (unsigned long long)a->sections[i].bytes,
+             a->sections[i].origin ? a->sections[i].origin : "");
+  }
   rc = 0;
 done:
   if (rc) cli_error("plan");

@@ -13,18 +13,11 @@
 #include "server/server.h"
 #include "util/env.h"
 
-/* A GGUF file is imported with `wisp convert` first: the model-open path
- * takes an artifact directory. */
-static int is_gguf(const char *path) {
-  size_t n = strlen(path);
-  return n >= 5 && !strcmp(path + n - 5, ".gguf");
-}
-
 int cmd_serve(int argc, char **argv) {
   srv_config c = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .backend = "cpu"};
   const char *api_key_env = NULL;
   const cli_opt opts[] = {
-      {"-m|--model", CLI_STR, &c.model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
+      {"-m|--model", CLI_STR, &c.model_dir, 0, 0, "DIR", "the model artifact, or a GGUF file (default: models/default)"},
       {"--host", CLI_STR, &c.host, 0, 0, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)"},
       {"--port", CLI_INT, &c.port, 0, 65535, "N", "TCP port (default 8080; 0: any free port, printed)"},
       {"-np|--parallel", CLI_INT, &c.parallel, 1, 1024, "N", "sequences decoded together (default 4)"},
@@ -61,11 +54,6 @@ int cmd_serve(int argc, char **argv) {
   }
   if (c.api_key && !c.api_key[0]) {
     fprintf(stderr, "wisp serve: --api-key must not be empty\n");
-    return 2;
-  }
-  if (c.model_dir && is_gguf(c.model_dir)) {
-    fprintf(stderr, "wisp serve: %s: serve takes an artifact directory; import the GGUF file first "
-                    "(wisp convert %s -o DIR)\n", c.model_dir, c.model_dir);
     return 2;
   }
   if (!c.model_dir && !(c.model_dir = cli_default_model())) return cli_error("serve");

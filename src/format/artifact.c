@@ -239,7 +239,7 @@ fail:
   return st;
 }
 
-wisp_status wisp_artifact_open(const char *dir, wisp_artifact **out) {
+wisp_status wisp_artifact_open_dir(const char *dir, wisp_artifact **out) {
   *out = NULL;
   char path[4096];
   snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -279,7 +279,11 @@ fail:
 void wisp_artifact_free(wisp_artifact *a) {
   if (!a) return;
   wisp_unmap_file(a->weights, a->weights_len);
-  for (int i = 0; i < a->n_sections; i++) free(a->sections[i].name);
+  if (a->gguf && a->gguf_free) a->gguf_free(a->gguf);
+  for (int i = 0; i < a->n_sections; i++) {
+    free(a->sections[i].name);
+    free(a->sections[i].origin);
+  }
   free(a->sections);
   free(a->shape.layer_types);
   cJSON_Delete(a->manifest);
@@ -304,6 +308,11 @@ wisp_status wisp_artifact_bytes(const wisp_artifact *a, const char *name, uint64
   if (s->offset % 4)
     return wisp_fail(WISP_EFORMAT, "%s: section '%s' offset %llu is not 4-byte aligned", dir, name,
                      (unsigned long long)s->offset);
-  *data = a->weights ? a->weights + s->offset : NULL;
+  *data = wisp_section_data(a, s);
   return WISP_OK;
+}
+
+const uint8_t *wisp_section_data(const wisp_artifact *a, const wisp_section *s) {
+  if (s->data) return s->data;
+  return a->weights ? a->weights + s->offset : NULL;
 }

@@ -36,6 +36,12 @@ typedef struct {
 typedef struct {
   char *name;
   uint64_t offset, bytes;
+  /* A model opened from a GGUF (format/gguf_artifact.h): the section's
+   * bytes (inside the file's mapping, or an owned buffer for a tensor
+   * transformed at open) and where they came from, for `wisp plan`.
+   * NULL for an artifact directory: weights + offset. */
+  const uint8_t *data;
+  char *origin;
 } wisp_section;
 
 typedef struct {
@@ -52,15 +58,28 @@ typedef struct {
   int n_sections;
   const uint8_t *weights;    /* mapped weights.bin (NULL until opened) */
   size_t weights_len;
+  /* Opened from a GGUF file (dir is then the file's path): the parsed,
+   * mapped file and the buffers of tensors transformed at open. */
+  struct wisp_gguf_source *gguf;
+  /* How to release it (set by the GGUF open), so that this file needs
+   * nothing of format/gguf_artifact.h: the two would otherwise include each
+   * other (docs/architecture.md forbids include circles). */
+  void (*gguf_free)(struct wisp_gguf_source *);
 } wisp_artifact;
 
 /* Parses and structurally validates a manifest (no weights). `label` names
  * the file in error messages. On success *out owns everything. */
 wisp_status wisp_manifest_parse(const char *text, const char *label, wisp_artifact **out);
-/* Opens DIR/manifest.json + DIR/weights.bin, validates, maps the weights. */
+/* Opens DIR/manifest.json + DIR/weights.bin, validates, maps the weights.
+ * A regular file (FILE.gguf) is opened as a GGUF instead
+ * (format/gguf_artifact.h); that choice is made in format/artifact_open.c. */
 wisp_status wisp_artifact_open(const char *dir, wisp_artifact **out);
+/* The directory case alone (artifact.c). */
+wisp_status wisp_artifact_open_dir(const char *dir, wisp_artifact **out);
 void wisp_artifact_free(wisp_artifact *a);
 
+/* The bytes of a section: its own pointer (GGUF) or weights + offset. */
+const uint8_t *wisp_section_data(const wisp_artifact *a, const wisp_section *s);
 const wisp_section *wisp_artifact_section(const wisp_artifact *a, const char *name);
 /* Pointer to a section's bytes; checks the expected size when bytes > 0. */
 wisp_status wisp_artifact_bytes(const wisp_artifact *a, const char *name, uint64_t expect_bytes,

@@ -218,7 +218,8 @@ static wisp_status read_tensor(rd *r, wisp_gguf_tensor *t, uint64_t index) {
   int bn = wisp_ggml_block(t->type, &bb);
   if (!bn)
     return wisp_fail(WISP_EUNSUPPORTED,
-                     "%s: tensor '%s' has unknown or unsupported ggml type %u (wisp reads F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)",
+                     "%s: tensor '%s' has ggml type %u, which wisp cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, Q8_0, "
+                     "Q4_K, Q6_K); requantize the file with llama.cpp's llama-quantize to Q4_K_S, Q8_0 or F16",
                      r->label, t->name, t->type);
   if (t->ne[0] % (uint64_t)bn)
     return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' (%s) has a row of %llu elements, not a multiple of its block %d",
@@ -293,7 +294,7 @@ wisp_status wisp_gguf_parse(const uint8_t *data, size_t len, const char *label, 
     }
     uint64_t avail = len - g->data_offset;
     if (t->offset > avail || t->bytes > avail - t->offset) {
-      st = wisp_fail(WISP_EFORMAT, "%s: tensor '%s' data (%llu bytes at offset %llu) runs past the end of the file (%zu bytes)",
+      st = wisp_fail(WISP_EFORMAT, "%s: tensor '%s' data (%llu bytes at offset %llu) runs past the end of the file (%zu bytes): the file is truncated, copy or download it again",
                      label, t->name, (unsigned long long)t->bytes, (unsigned long long)(g->data_offset + t->offset),
                      len);
       goto fail;
@@ -381,6 +382,14 @@ int64_t wisp_gguf_arr_int(const wisp_gguf_kv *kv, uint64_t i) {
   scalar_value(kv->arr_type, kv->arr + i * (uint64_t)sz, &tmp);
   if (kv->arr_type == WISP_GGUF_FLOAT32 || kv->arr_type == WISP_GGUF_FLOAT64) return (int64_t)tmp.num.f;
   return is_signed(kv->arr_type) ? tmp.num.i : (int64_t)tmp.num.u;
+}
+
+double wisp_gguf_arr_float(const wisp_gguf_kv *kv, uint64_t i) {
+  if (kv->type != WISP_GGUF_ARRAY || !kv->arr || i >= kv->n) return 0;
+  wisp_gguf_kv tmp = {0};
+  scalar_value(kv->arr_type, kv->arr + i * (uint64_t)scalar_size(kv->arr_type), &tmp);
+  if (kv->arr_type == WISP_GGUF_FLOAT32 || kv->arr_type == WISP_GGUF_FLOAT64) return tmp.num.f;
+  return is_signed(kv->arr_type) ? (double)tmp.num.i : (double)tmp.num.u;
 }
 
 const wisp_gguf_tensor *wisp_gguf_tensor_find(const wisp_gguf *g, const char *name) {
@@ -553,6 +562,16 @@ void wisp_gguf_put_arr_i32(wisp_gguf_writer *w, const char *k, const int32_t *v,
   put_u32(&w->kv, WISP_GGUF_INT32);
   put_u64(&w->kv, n);
   for (uint64_t i = 0; i < n; i++) put_u32(&w->kv, (uint32_t)v[i]);
+}
+void wisp_gguf_put_arr_f32(wisp_gguf_writer *w, const char *k, const float *v, uint64_t n) {
+  key(w, k, WISP_GGUF_ARRAY);
+  put_u32(&w->kv, WISP_GGUF_FLOAT32);
+  put_u64(&w->kv, n);
+  for (uint64_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, &v[i], 4);
+    put_u32(&w->kv, b);
+  }
 }
 
 wisp_status wisp_gguf_add_tensor(wisp_gguf_writer *w, const char *name, int n_dims, const uint64_t *ne, uint32_t type,

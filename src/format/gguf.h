@@ -86,6 +86,7 @@ int wisp_gguf_get_int(const wisp_gguf *g, const char *key, int64_t *out);
 int wisp_gguf_get_float(const wisp_gguf *g, const char *key, double *out);
 /* Element i of a numeric array as an integer / double. */
 int64_t wisp_gguf_arr_int(const wisp_gguf_kv *kv, uint64_t i);
+double wisp_gguf_arr_float(const wisp_gguf_kv *kv, uint64_t i);
 const wisp_gguf_tensor *wisp_gguf_tensor_find(const wisp_gguf *g, const char *name);
 
 const char *wisp_ggml_type_name(uint32_t type);
@@ -108,6 +109,7 @@ void wisp_gguf_put_bool(wisp_gguf_writer *w, const char *key, int v);
 void wisp_gguf_put_str(wisp_gguf_writer *w, const char *key, const char *v);
 void wisp_gguf_put_arr_str(wisp_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
 void wisp_gguf_put_arr_i32(wisp_gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
+void wisp_gguf_put_arr_f32(wisp_gguf_writer *w, const char *key, const float *v, uint64_t n);
 /* Adds a tensor; `data` (bytes long) is copied. ne[0] is the row length. */
 wisp_status wisp_gguf_add_tensor(wisp_gguf_writer *w, const char *name, int n_dims, const uint64_t *ne, uint32_t type,
                                  const void *data, size_t bytes);

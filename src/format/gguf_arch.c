@@ -12,52 +12,57 @@
 #include "util/err.h"
 
 #define L "model.layers.%d."
+/* A row of a matrix part, and of a vector (or conv taps) of `len` rows. */
+#define M(gguf, hf, section, where, part, xform) {gguf, hf, section, where, part, xform, 0, NULL}
+#define V(gguf, hf, section, where, part, xform, len) {gguf, hf, section, where, part, xform, len, NULL}
 
 static const wisp_gguf_rule k_lfm2[] = {
-    {"attn_norm.weight", L "operator_norm.weight", "L%d.conv.in_proj.norm", GA_CONV, GA_P_VEC, 0},
-    {"shortconv.in_proj.weight", L "conv.in_proj.weight", "L%d.conv.in_proj", GA_CONV, GA_P_CONV_IN, 0},
-    {"shortconv.out_proj.weight", L "conv.out_proj.weight", "L%d.conv.out_proj", GA_CONV, GA_P_CONV_OUT, 0},
-    {"shortconv.conv.weight", L "conv.conv.weight", "L%d.conv.core.taps", GA_CONV, GA_P_TAPS, 0},
-    {"attn_norm.weight", L "operator_norm.weight", "L%d.attn.qkv.norm", GA_ATTN, GA_P_VEC, 0},
-    {"attn_q.weight", L "self_attn.q_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_Q, 0},
-    {"attn_k.weight", L "self_attn.k_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_K, 0},
-    {"attn_v.weight", L "self_attn.v_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_V, 0},
-    {"attn_output.weight", L "self_attn.out_proj.weight", "L%d.attn.o_proj", GA_ATTN, GA_P_O, 0},
-    {"attn_q_norm.weight", L "self_attn.q_layernorm.weight", "L%d.attn.qkv.q_norm", GA_ATTN, GA_P_VEC, 0},
-    {"attn_k_norm.weight", L "self_attn.k_layernorm.weight", "L%d.attn.qkv.k_norm", GA_ATTN, GA_P_VEC, 0},
-    {"ffn_gate.weight", L "feed_forward.w1.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_GATE, 0},
-    {"ffn_up.weight", L "feed_forward.w3.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_UP, 0},
-    {"ffn_down.weight", L "feed_forward.w2.weight", "L%d.mlp.down", GA_EVERY, GA_P_DOWN, 0},
-    {"ffn_norm.weight", L "ffn_norm.weight", "L%d.mlp.gate_up.norm", GA_EVERY, GA_P_VEC, 0},
-    {"token_embd.weight", "model.embed_tokens.weight", "embed", GA_GLOBAL, GA_P_VOCAB, 0},
-    {"output.weight", "lm_head.weight", "head", GA_GLOBAL, GA_P_VOCAB, 0},
-    {"token_embd_norm.weight", "model.embedding_norm.weight", "head.norm", GA_GLOBAL, GA_P_VEC, 0},
+    V("attn_norm.weight", L "operator_norm.weight", "L%d.conv.in_proj.norm", GA_CONV, GA_P_VEC, 0, GA_N_HIDDEN),
+    M("shortconv.in_proj.weight", L "conv.in_proj.weight", "L%d.conv.in_proj", GA_CONV, GA_P_CONV_IN, 0),
+    M("shortconv.out_proj.weight", L "conv.out_proj.weight", "L%d.conv.out_proj", GA_CONV, GA_P_CONV_OUT, 0),
+    V("shortconv.conv.weight", L "conv.conv.weight", "L%d.conv.core.taps", GA_CONV, GA_P_TAPS, 0, GA_N_HIDDEN),
+    V("attn_norm.weight", L "operator_norm.weight", "L%d.attn.qkv.norm", GA_ATTN, GA_P_VEC, 0, GA_N_HIDDEN),
+    M("attn_q.weight", L "self_attn.q_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_Q, 0),
+    M("attn_k.weight", L "self_attn.k_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_K, 0),
+    M("attn_v.weight", L "self_attn.v_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_V, 0),
+    M("attn_output.weight", L "self_attn.out_proj.weight", "L%d.attn.o_proj", GA_ATTN, GA_P_O, 0),
+    V("attn_q_norm.weight", L "self_attn.q_layernorm.weight", "L%d.attn.qkv.q_norm", GA_ATTN, GA_P_VEC, 0, GA_N_HEAD_DIM),
+    V("attn_k_norm.weight", L "self_attn.k_layernorm.weight", "L%d.attn.qkv.k_norm", GA_ATTN, GA_P_VEC, 0, GA_N_HEAD_DIM),
+    M("ffn_gate.weight", L "feed_forward.w1.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_GATE, 0),
+    M("ffn_up.weight", L "feed_forward.w3.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_UP, 0),
+    M("ffn_down.weight", L "feed_forward.w2.weight", "L%d.mlp.down", GA_EVERY, GA_P_DOWN, 0),
+    V("ffn_norm.weight", L "ffn_norm.weight", "L%d.mlp.gate_up.norm", GA_EVERY, GA_P_VEC, 0, GA_N_HIDDEN),
+    M("token_embd.weight", "model.embed_tokens.weight", "embed", GA_GLOBAL, GA_P_VOCAB, 0),
+    M("output.weight", "lm_head.weight", "head", GA_GLOBAL, GA_P_VOCAB, 0),
+    /* older Hugging Face LFM2 checkpoints name it model.norm */
+    {"token_embd_norm.weight", "model.embedding_norm.weight", "head.norm", GA_GLOBAL, GA_P_VEC, 0, GA_N_HIDDEN,
+     "model.norm.weight"},
     /* older LFM2 files name the final norm output_norm */
-    {"output_norm.weight", "model.embedding_norm.weight", NULL, GA_GLOBAL, GA_P_VEC, 0},
+    V("output_norm.weight", "model.embedding_norm.weight", NULL, GA_GLOBAL, GA_P_VEC, 0, GA_N_HIDDEN),
 };
 
 /* qwen3 and llama share every name; llama has no q/k norm and permuted q/k
  * rows (conversion/llama.py's permute). */
-#define DENSE_ATTN(QX, KX)                                                                                   \
-  {"attn_norm.weight", L "input_layernorm.weight", "L%d.attn.qkv.norm", GA_ATTN, GA_P_VEC, 0},             \
-  {"attn_q.weight", L "self_attn.q_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_Q, QX},                     \
-  {"attn_k.weight", L "self_attn.k_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_K, KX},                     \
-  {"attn_v.weight", L "self_attn.v_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_V, 0},                      \
-  {"attn_output.weight", L "self_attn.o_proj.weight", "L%d.attn.o_proj", GA_ATTN, GA_P_O, 0}
-#define DENSE_MLP(NORM, NX)                                                                                  \
-  {"ffn_gate.weight", L "mlp.gate_proj.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_GATE, 0},                \
-  {"ffn_up.weight", L "mlp.up_proj.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_UP, 0},                      \
-  {"ffn_down.weight", L "mlp.down_proj.weight", "L%d.mlp.down", GA_EVERY, GA_P_DOWN, 0},                   \
-  {NORM, L "post_attention_layernorm.weight", "L%d.mlp.gate_up.norm", GA_EVERY, GA_P_VEC, NX}
-#define DENSE_TAIL(NX)                                                                                       \
-  {"token_embd.weight", "model.embed_tokens.weight", "embed", GA_GLOBAL, GA_P_VOCAB, 0},                   \
-  {"output.weight", "lm_head.weight", "head", GA_GLOBAL, GA_P_VOCAB, 0},                                   \
-  {"output_norm.weight", "model.norm.weight", "head.norm", GA_GLOBAL, GA_P_VEC, NX}
+#define DENSE_ATTN(QX, KX)                                                                                              \
+  V("attn_norm.weight", L "input_layernorm.weight", "L%d.attn.qkv.norm", GA_ATTN, GA_P_VEC, 0, GA_N_HIDDEN),            \
+  M("attn_q.weight", L "self_attn.q_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_Q, QX),                                 \
+  M("attn_k.weight", L "self_attn.k_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_K, KX),                                 \
+  M("attn_v.weight", L "self_attn.v_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_V, 0),                                  \
+  M("attn_output.weight", L "self_attn.o_proj.weight", "L%d.attn.o_proj", GA_ATTN, GA_P_O, 0)
+#define DENSE_MLP(NORM, NX)                                                                                             \
+  M("ffn_gate.weight", L "mlp.gate_proj.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_GATE, 0),                            \
+  M("ffn_up.weight", L "mlp.up_proj.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_UP, 0),                                  \
+  M("ffn_down.weight", L "mlp.down_proj.weight", "L%d.mlp.down", GA_EVERY, GA_P_DOWN, 0),                               \
+  V(NORM, L "post_attention_layernorm.weight", "L%d.mlp.gate_up.norm", GA_EVERY, GA_P_VEC, NX, GA_N_HIDDEN)
+#define DENSE_TAIL(NX)                                                                                                  \
+  M("token_embd.weight", "model.embed_tokens.weight", "embed", GA_GLOBAL, GA_P_VOCAB, 0),                               \
+  M("output.weight", "lm_head.weight", "head", GA_GLOBAL, GA_P_VOCAB, 0),                                               \
+  V("output_norm.weight", "model.norm.weight", "head.norm", GA_GLOBAL, GA_P_VEC, NX, GA_N_HIDDEN)
 
 static const wisp_gguf_rule k_qwen3[] = {
     DENSE_ATTN(0, 0),
-    {"attn_q_norm.weight", L "self_attn.q_norm.weight", "L%d.attn.qkv.q_norm", GA_ATTN, GA_P_VEC, 0},
-    {"attn_k_norm.weight", L "self_attn.k_norm.weight", "L%d.attn.qkv.k_norm", GA_ATTN, GA_P_VEC, 0},
+    V("attn_q_norm.weight", L "self_attn.q_norm.weight", "L%d.attn.qkv.q_norm", GA_ATTN, GA_P_VEC, 0, GA_N_HEAD_DIM),
+    V("attn_k_norm.weight", L "self_attn.k_norm.weight", "L%d.attn.qkv.k_norm", GA_ATTN, GA_P_VEC, 0, GA_N_HEAD_DIM),
     DENSE_MLP("ffn_norm.weight", 0),
     DENSE_TAIL(0),
 };
@@ -72,35 +77,42 @@ static const wisp_gguf_rule k_llama[] = {
  * every Qwen3_5RMSNorm weight as 1 + w, the gated norm plain; attn_q keeps
  * Hugging Face's per-head [q | gate] rows. */
 static const wisp_gguf_rule k_qwen35[] = {
-    {"attn_norm.weight", L "input_layernorm.weight", "L%d.lin.in_proj.norm", GA_LINEAR, GA_P_VEC, GA_X_PLUS1},
-    {"attn_qkv.weight", L "linear_attn.in_proj_qkv.weight", "L%d.lin.in_proj", GA_LINEAR, GA_P_LQKV, GA_X_VH_QKV},
-    {"attn_gate.weight", L "linear_attn.in_proj_z.weight", "L%d.lin.in_proj", GA_LINEAR, GA_P_LZ, GA_X_VH_ROWS},
-    {"ssm_beta.weight", L "linear_attn.in_proj_b.weight", "L%d.lin.in_proj", GA_LINEAR, GA_P_LB, GA_X_VH_ROWS1},
-    {"ssm_alpha.weight", L "linear_attn.in_proj_a.weight", "L%d.lin.in_proj", GA_LINEAR, GA_P_LA, GA_X_VH_ROWS1},
-    {"ssm_conv1d.weight", L "linear_attn.conv1d.weight", "L%d.lin.conv.taps", GA_LINEAR, GA_P_TAPS, GA_X_VH_QKV},
-    {"ssm_a", L "linear_attn.A_log", "L%d.lin.A_log", GA_LINEAR, GA_P_VEC, GA_X_NEGEXP | GA_X_VH_ROWS1},
-    {"ssm_dt.bias", L "linear_attn.dt_bias", "L%d.lin.dt_bias", GA_LINEAR, GA_P_VEC, GA_X_VH_ROWS1},
-    {"ssm_norm.weight", L "linear_attn.norm.weight", "L%d.lin.norm", GA_LINEAR, GA_P_VEC, 0},
-    {"ssm_out.weight", L "linear_attn.out_proj.weight", "L%d.lin.out_proj", GA_LINEAR, GA_P_LOUT, GA_X_VH_COLS},
-    {"attn_norm.weight", L "input_layernorm.weight", "L%d.attn.qkv.norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1},
-    {"attn_q.weight", L "self_attn.q_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_Q, 0},
-    {"attn_k.weight", L "self_attn.k_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_K, 0},
-    {"attn_v.weight", L "self_attn.v_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_V, 0},
-    {"attn_output.weight", L "self_attn.o_proj.weight", "L%d.attn.o_proj", GA_ATTN, GA_P_O, 0},
-    {"attn_q_norm.weight", L "self_attn.q_norm.weight", "L%d.attn.qkv.q_norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1},
-    {"attn_k_norm.weight", L "self_attn.k_norm.weight", "L%d.attn.qkv.k_norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1},
+    V("attn_norm.weight", L "input_layernorm.weight", "L%d.lin.in_proj.norm", GA_LINEAR, GA_P_VEC, GA_X_PLUS1, GA_N_HIDDEN),
+    M("attn_qkv.weight", L "linear_attn.in_proj_qkv.weight", "L%d.lin.in_proj", GA_LINEAR, GA_P_LQKV, GA_X_VH_QKV),
+    M("attn_gate.weight", L "linear_attn.in_proj_z.weight", "L%d.lin.in_proj", GA_LINEAR, GA_P_LZ, GA_X_VH_ROWS),
+    M("ssm_beta.weight", L "linear_attn.in_proj_b.weight", "L%d.lin.in_proj", GA_LINEAR, GA_P_LB, GA_X_VH_ROWS1),
+    M("ssm_alpha.weight", L "linear_attn.in_proj_a.weight", "L%d.lin.in_proj", GA_LINEAR, GA_P_LA, GA_X_VH_ROWS1),
+    V("ssm_conv1d.weight", L "linear_attn.conv1d.weight", "L%d.lin.conv.taps", GA_LINEAR, GA_P_TAPS, GA_X_VH_QKV, GA_N_LIN_QKV),
+    V("ssm_a", L "linear_attn.A_log", "L%d.lin.A_log", GA_LINEAR, GA_P_VEC, GA_X_NEGEXP | GA_X_VH_ROWS1, GA_N_LIN_V_HEADS),
+    V("ssm_dt.bias", L "linear_attn.dt_bias", "L%d.lin.dt_bias", GA_LINEAR, GA_P_VEC, GA_X_VH_ROWS1, GA_N_LIN_V_HEADS),
+    V("ssm_norm.weight", L "linear_attn.norm.weight", "L%d.lin.norm", GA_LINEAR, GA_P_VEC, 0, GA_N_LIN_V_DIM),
+    M("ssm_out.weight", L "linear_attn.out_proj.weight", "L%d.lin.out_proj", GA_LINEAR, GA_P_LOUT, GA_X_VH_COLS),
+    V("attn_norm.weight", L "input_layernorm.weight", "L%d.attn.qkv.norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1, GA_N_HIDDEN),
+    M("attn_q.weight", L "self_attn.q_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_Q, 0),
+    M("attn_k.weight", L "self_attn.k_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_K, 0),
+    M("attn_v.weight", L "self_attn.v_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_V, 0),
+    M("attn_output.weight", L "self_attn.o_proj.weight", "L%d.attn.o_proj", GA_ATTN, GA_P_O, 0),
+    V("attn_q_norm.weight", L "self_attn.q_norm.weight", "L%d.attn.qkv.q_norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1, GA_N_HEAD_DIM),
+    V("attn_k_norm.weight", L "self_attn.k_norm.weight", "L%d.attn.qkv.k_norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1, GA_N_HEAD_DIM),
     DENSE_MLP("post_attention_norm.weight", GA_X_PLUS1),
     DENSE_TAIL(GA_X_PLUS1),
 };
 
 #undef L
+#undef M
+#undef V
 #define N(t) (sizeof t / sizeof *t)
 
+/* Released Qwen 3.5 checkpoints are multimodal: the text model under
+ * model.language_model., beside a vision tower and an MTP head. */
+static const char *const k_qwen35_ignore[] = {"model.visual.", "mtp.", NULL};
+
 static const wisp_gguf_arch k_arches[] = {
-    {"lfm2", "LFM2", k_lfm2, N(k_lfm2), "shortconv.in_proj.weight", WISP_LAYER_CONV},
-    {"qwen3", "Qwen3", k_qwen3, N(k_qwen3), NULL, 0},
-    {"llama", "Llama", k_llama, N(k_llama), NULL, 0},
-    {"qwen35", "Qwen 3.5", k_qwen35, N(k_qwen35), "ssm_a", WISP_LAYER_LINEAR},
+    {"lfm2", "LFM2", k_lfm2, N(k_lfm2), "shortconv.in_proj.weight", WISP_LAYER_CONV, 0, NULL, NULL},
+    {"qwen3", "Qwen3", k_qwen3, N(k_qwen3), NULL, 0, 0, NULL, NULL},
+    {"llama", "Llama", k_llama, N(k_llama), NULL, 0, 0, NULL, NULL},
+    {"qwen35", "Qwen 3.5", k_qwen35, N(k_qwen35), "ssm_a", WISP_LAYER_LINEAR, 1, "model.language_model.",
+     k_qwen35_ignore},
 };
 
 const wisp_gguf_arch *wisp_gguf_arch_find(const char *name) {
@@ -154,6 +166,18 @@ void wisp_gguf_part_dims(const wisp_gguf_geom *g, int part, int *total, int *r0,
   *r0 = d[part][1];
   *rows = d[part][2];
   *cols = d[part][3];
+}
+
+void wisp_gguf_vec_dims(const wisp_gguf_geom *g, const wisp_gguf_rule *r, int *rows, int *cols) {
+  const int n[] = {
+      [GA_N_HIDDEN] = g->hidden,
+      [GA_N_HEAD_DIM] = g->head_dim,
+      [GA_N_LIN_V_HEADS] = g->lin_v_heads,
+      [GA_N_LIN_V_DIM] = g->lin_v_dim,
+      [GA_N_LIN_QKV] = 2 * g->lin_k_heads * g->lin_k_dim + g->lin_v_heads * g->lin_v_dim,
+  };
+  *rows = n[r->len];
+  *cols = r->part == GA_P_TAPS ? g->conv_l : 1;
 }
 
 /* Rope pairs: GGUF row h*D + 2i + s is row h*D + s*D/2 + i. */

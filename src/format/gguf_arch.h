@@ -1,10 +1,12 @@
-/* The llama.cpp architectures wisp reads and writes as GGUF (lfm2, qwen3,
- * llama, qwen35), one table per architecture. Each row ties a GGUF tensor
- * name to its Hugging Face name (what `wisp convert` plans from) and to the
- * wisp section (and rows of a fused section) that holds it, with the
- * transform llama.cpp's converter applies on the way to GGUF. Import
- * (gguf_import.c) and export (cmd_export_gguf.c) both walk these tables, so
- * a name or a transform is written down once. docs/gguf.md lists them. */
+/* The tensor names of every architecture wisp imports (lfm2, qwen3, llama,
+ * qwen35: the llama.cpp names, which also name the Hugging Face
+ * architectures), one table per architecture. Each row ties a GGUF tensor
+ * name to its Hugging Face name and to the wisp section (and rows of a
+ * fused section) that holds it, with the transforms between the three
+ * layouts. Every reader and writer of names walks these tables: the Hugging
+ * Face import (hf_import.c), the GGUF import (gguf_import.c) and the GGUF
+ * export (cmd_export_gguf.c), so a name or a transform is written down
+ * once. docs/gguf.md and docs/convert.md list them. */
 #ifndef WISP_GGUF_ARCH_H
 #define WISP_GGUF_ARCH_H
 
@@ -25,7 +27,11 @@ enum {
   GA_P_DOWN, GA_P_LQKV, GA_P_LZ, GA_P_LB, GA_P_LA, GA_P_LOUT
 };
 
-/* Transforms between wisp/Hugging Face layout and GGUF (bit set). */
+/* Rows of a GA_P_VEC vector or GA_P_TAPS kernel (its channels). */
+enum { GA_N_HIDDEN, GA_N_HEAD_DIM, GA_N_LIN_V_HEADS, GA_N_LIN_V_DIM, GA_N_LIN_QKV };
+
+/* Transforms between wisp/Hugging Face layout and GGUF (bit set); only
+ * GA_X_PLUS1 also applies between Hugging Face and wisp. */
 enum {
   /* llama: the rows of each q (k) head reordered so that rotate-half pairs
    * (i, i + D/2) become adjacent pairs (2i, 2i + 1), llama.cpp's rope */
@@ -42,12 +48,17 @@ enum {
   GA_X_VH_ROWS = 16, GA_X_VH_ROWS1 = 32, GA_X_VH_QKV = 64, GA_X_VH_COLS = 128
 };
 
-/* A tensor present in GGUF only on import (an alias) has no section. */
+/* A tensor present in GGUF only on import (an alias) has no section. The
+ * rows of one fused section (q, k, v of L%d.attn.qkv) are consecutive and
+ * in the section's row order. */
 typedef struct {
   const char *gguf;    /* after "blk.N." for layer tensors, whole for GA_GLOBAL */
   const char *hf;      /* Hugging Face name, %d = layer */
   const char *section; /* wisp section (matrix base or vector name), %d = layer; NULL: import alias */
   unsigned char where, part, xform;
+  unsigned char len; /* GA_P_VEC, GA_P_TAPS: rows (GA_N_*) */
+  /* Hugging Face: the name older checkpoints use when `hf` is absent */
+  const char *hf_alt;
 } wisp_gguf_rule;
 
 typedef struct {
@@ -58,6 +69,14 @@ typedef struct {
   /* A layer holding blk.N.<probe> is of kind probe_kind, others attention. */
   const char *probe;
   int probe_kind;
+  /* attention q rows carry [q | gate] per head (wisp_gguf_geom.q_rows) */
+  int q_gated;
+  /* Hugging Face: a prefix that stands for "model." in every name when the
+   * checkpoint holds the embedding under it (a multimodal checkpoint's
+   * text model), and the name prefixes of tensors outside the text graph
+   * (NULL-terminated), both for Qwen 3.5; NULL for the others */
+  const char *hf_nested;
+  const char *const *hf_ignore;
 } wisp_gguf_arch;
 
 /* NULL when wisp does not know the architecture. */
@@ -77,8 +96,12 @@ typedef struct {
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
 } wisp_gguf_geom;
 
-/* Rows of the whole section, first row and rows of the part, columns. */
+/* Rows of the whole section, first row and rows of the part, columns
+ * (a matrix part). */
 void wisp_gguf_part_dims(const wisp_gguf_geom *g, int part, int *total, int *r0, int *rows, int *cols);
+/* A GA_P_VEC or GA_P_TAPS rule's rows (channels) and columns (1, or the
+ * conv kernel's L for taps). */
+void wisp_gguf_vec_dims(const wisp_gguf_geom *g, const wisp_gguf_rule *r, int *rows, int *cols);
 
 /* Row (column) r of the GGUF tensor is row (column) src[r] of the wisp /
  * Hugging Face tensor. Fails (one line naming `what`) when the tensor's

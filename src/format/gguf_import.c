@@ -10,8 +10,10 @@
 
 #include "format/artifact.h"
 #include "format/gguf_arch.h"
+#include "format/gguf_spm.h"
 #include "util/err.h"
 #include "util/file.h"
+#include "util/memfile.h"
 
 static int by_name(const void *a, const void *b) {
   return strcmp(((const wisp_st_tensor *)a)->name, ((const wisp_st_tensor *)b)->name);
@@ -183,7 +185,8 @@ static wisp_status hyperparams(const wisp_gguf *g, const wisp_gguf_arch *ga, wis
 }
 
 static wisp_gguf_geom geom_of(const wisp_gguf_model *m) {
-  const int gated = !strcmp(m->arch, "qwen35"); /* q rows carry [q | gate] per head */
+  const wisp_gguf_arch *ga = wisp_gguf_arch_find(m->arch);
+  const int gated = ga && ga->q_gated; /* q rows carry [q | gate] per head */
   wisp_gguf_geom g = {.hidden = m->hidden, .ffn = m->ffn, .vocab = m->vocab, .conv_l = m->conv_l, .heads = m->heads,
                       .kv_heads = m->kv_heads, .head_dim = m->head_dim,
                       .q_rows = (gated ? 2 : 1) * m->heads * m->head_dim, .lin_k_heads = m->lin_k_heads,
@@ -310,8 +313,7 @@ static wisp_status new_store(const wisp_gguf *g, uint64_t total, wisp_safetensor
   return WISP_OK;
 }
 
-wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safetensors **out) {
-  *out = NULL;
+wisp_status wisp_gguf_read_model(const wisp_gguf *g, wisp_gguf_model *m, const wisp_gguf_arch **arch) {
   memset(m, 0, sizeof *m);
   const wisp_gguf_kv *a = wisp_gguf_kv_find(g, "general.architecture");
   if (!a || a->type != WISP_GGUF_STRING)
@@ -319,14 +321,25 @@ wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safete
   snprintf(m->arch, sizeof m->arch, "%.*s", (int)(a->str.len < 31 ? a->str.len : 31), a->str.s);
   const wisp_gguf_arch *ga = wisp_gguf_arch_find(m->arch);
   if (!ga)
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: GGUF architecture '%s' is not supported (wisp imports %s)", g->label,
-                     m->arch, wisp_gguf_arch_list());
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: GGUF architecture '%s' is not supported (wisp runs %s; no conversion "
+                     "makes another one run)", g->label, m->arch, wisp_gguf_arch_list());
   wisp_status st = hyperparams(g, ga, m);
   if (!st) st = check_complete(g, ga, m);
   if (st) {
     wisp_gguf_model_free(m);
     return st;
   }
+  if (arch) *arch = ga;
+  return WISP_OK;
+}
+
+wisp_gguf_geom wisp_gguf_model_geom(const wisp_gguf_model *m) { return geom_of(m); }
+
+wisp_status wisp_gguf_import(const wisp_gguf *g, wisp_gguf_model *m, wisp_safetensors **out) {
+  *out = NULL;
+  const wisp_gguf_arch *ga = NULL;
+  wisp_status st = wisp_gguf_read_model(g, m, &ga);
+  if (st) return st;
   const wisp_gguf_geom geo = geom_of(m);
   /* The tensors, dequantized into one anonymous mapping (freed by close). */
   uint64_t total = 0;
@@ -405,12 +418,19 @@ static cJSON *str_json(wisp_gguf_str s) {
   return j;
 }
 
-static wisp_status write_json(const char *dir, const char *name, cJSON *j) {
+/* Where the tokenizer files go: files in DIR, or in-memory files
+ * (util/memfile.h) under DIR/NAME for a GGUF run directly. */
+typedef struct {
+  const char *dir;
+  int memory;
+} tok_sink;
+
+static wisp_status write_json(const tok_sink *to, const char *name, cJSON *j) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(path, sizeof path, "%s/%s", to->dir, name);
   char *text = cJSON_PrintUnformatted(j);
   if (!text) return wisp_fail(WISP_ENOMEM, "out of memory");
-  wisp_status st = wisp_write_file_atomic(path, text, strlen(text));
+  wisp_status st = to->memory ? wisp_memfile_put(path, text, strlen(text)) : wisp_write_file_atomic(path, text, strlen(text));
   free(text);
   return st;
 }
@@ -496,7 +516,7 @@ static wisp_status add_post_processor(cJSON *root, const wisp_gguf_kv *tok, cons
 
 /* tokenizer_config.json names the special tokens and carries the chat
  * template; generation_config.json has the ids (eos: every stop id). */
-static wisp_status write_configs(const wisp_gguf *g, const char *dir, const wisp_gguf_kv *tok, const special_ids *sp) {
+static wisp_status write_configs(const wisp_gguf *g, const tok_sink *dir, const wisp_gguf_kv *tok, const special_ids *sp) {
   cJSON *tc = cJSON_CreateObject(), *gc = cJSON_CreateObject();
   if (!tc || !gc) {
     cJSON_Delete(tc);
@@ -532,12 +552,34 @@ static wisp_status write_configs(const wisp_gguf *g, const char *dir, const wisp
   return st;
 }
 
-wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *written) {
+static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const wisp_gguf_kv *mer,
+                            const wisp_gguf_kv *typ, pre_info *out_pi, cJSON **out);
+
+/* llama.cpp's ids for a SentencePiece vocabulary without the keys: BOS 1,
+ * EOS 2 (BOS added unless add_bos_token says no). */
+static void spm_default_ids(const wisp_gguf *g, const wisp_gguf_kv *tok, special_ids *ids) {
+  int64_t v;
+  if (!wisp_gguf_kv_find(g, "tokenizer.ggml.bos_token_id") && tok->n > 1) {
+    ids->bos = 1;
+    if (!wisp_gguf_get_int(g, "tokenizer.ggml.add_bos_token", &v)) ids->add_bos = 1;
+  }
+  if (!wisp_gguf_kv_find(g, "tokenizer.ggml.eos_token_id") && tok->n > 2) ids->eos = 2;
+}
+
+/* Rows of the embedding (the model's vocabulary), -1 without one. */
+static int64_t vocab_rows(const wisp_gguf *g) {
+  const wisp_gguf_tensor *e = wisp_gguf_tensor_find(g, "token_embd.weight");
+  return e && e->n_dims == 2 ? (int64_t)e->ne[1] : -1;
+}
+
+static wisp_status tokenizer_files(const wisp_gguf *g, const tok_sink *dir, int *written) {
   *written = 0;
   const wisp_gguf_kv *model = wisp_gguf_kv_find(g, "tokenizer.ggml.model");
   if (!model) return WISP_OK;
-  if (model->type != WISP_GGUF_STRING || model->str.len != 4 || memcmp(model->str.s, "gpt2", 4))
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (wisp reads 'gpt2' byte-level BPE)",
+  const int spm = model->type == WISP_GGUF_STRING && model->str.len == 5 && !memcmp(model->str.s, "llama", 5);
+  if (!spm && (model->type != WISP_GGUF_STRING || model->str.len != 4 || memcmp(model->str.s, "gpt2", 4)))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (wisp reads 'gpt2' byte-level "
+                     "BPE and 'llama' SentencePiece)",
                      g->label, model->type == WISP_GGUF_STRING ? (int)(model->str.len > 40 ? 40 : model->str.len) : 1,
                      model->type == WISP_GGUF_STRING ? model->str.s : "?");
   const wisp_gguf_kv *tok = wisp_gguf_kv_find(g, "tokenizer.ggml.tokens");
@@ -545,10 +587,38 @@ wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *
   const wisp_gguf_kv *typ = wisp_gguf_kv_find(g, "tokenizer.ggml.token_type");
   if (!tok || tok->type != WISP_GGUF_ARRAY || tok->arr_type != WISP_GGUF_STRING)
     return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.tokens must be an array of strings", g->label);
-  if (!mer || mer->type != WISP_GGUF_ARRAY || mer->arr_type != WISP_GGUF_STRING)
-    return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.merges must be an array of strings", g->label);
   if (typ && (typ->type != WISP_GGUF_ARRAY || !typ->arr || typ->n != tok->n))
     return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.token_type must be an integer array as long as the tokens", g->label);
+  cJSON *root = NULL;
+  pre_info pi = {NULL, 0, 1}; /* SentencePiece: llama.cpp adds BOS unless told otherwise */
+  if (spm) {
+    wisp_status st = wisp_gguf_spm_json(g, tok, typ, &root);
+    if (st) return st;
+  } else {
+    wisp_status st = bpe_json(g, tok, mer, typ, &pi, &root);
+    if (st) return st;
+  }
+  special_ids ids;
+  wisp_status st = read_special_ids(g, tok, &pi, &ids);
+  if (!st && spm) spm_default_ids(g, tok, &ids);
+  if (!st && (ids.add_bos || ids.add_eos)) st = add_post_processor(root, tok, &ids);
+  if (!st && tok->n > (uint64_t)vocab_rows(g))
+    st = wisp_fail(WISP_EFORMAT, "%s: the tokenizer has %llu tokens but token_embd.weight has %lld rows (the vocab "
+                   "does not belong to these weights; take the GGUF as it was exported)", g->label,
+                   (unsigned long long)tok->n, (long long)vocab_rows(g));
+  if (!st) st = write_json(dir, "tokenizer.json", root);
+  cJSON_Delete(root);
+  if (!st) st = write_configs(g, dir, tok, &ids);
+  if (!st) *written = 1;
+  return st;
+}
+
+/* tokenizer.ggml.model = gpt2 (byte-level BPE) -> tokenizer.json; *pi says
+ * what the pre-tokenizer name means. */
+static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const wisp_gguf_kv *mer,
+                            const wisp_gguf_kv *typ, pre_info *out_pi, cJSON **out) {
+  if (!mer || mer->type != WISP_GGUF_ARRAY || mer->arr_type != WISP_GGUF_STRING)
+    return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.merges must be an array of strings", g->label);
   char pre[64] = "default";
   const wisp_gguf_kv *p = wisp_gguf_kv_find(g, "tokenizer.ggml.pre");
   if (p && p->type == WISP_GGUF_STRING) snprintf(pre, sizeof pre, "%.*s", (int)(p->str.len < 63 ? p->str.len : 63), p->str.s);
@@ -600,12 +670,28 @@ wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *
   }
   cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
   cJSON_AddStringToObject(dec, "type", "ByteLevel");
-  special_ids ids;
-  wisp_status st = read_special_ids(g, tok, &pi, &ids);
-  if (!st && (ids.add_bos || ids.add_eos)) st = add_post_processor(root, tok, &ids);
-  if (!st) st = write_json(dir, "tokenizer.json", root);
-  cJSON_Delete(root);
-  if (!st) st = write_configs(g, dir, tok, &ids);
-  if (!st) *written = 1;
+  *out_pi = pi;
+  *out = root;
+  return WISP_OK;
+}
+
+wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *written) {
+  const tok_sink to = {dir, 0};
+  return tokenizer_files(g, &to, written);
+}
+
+wisp_status wisp_gguf_memory_tokenizer(const wisp_gguf *g, const char *label, int *written) {
+  const tok_sink to = {label, 1};
+  wisp_status st = tokenizer_files(g, &to, written);
+  if (st) wisp_gguf_memory_tokenizer_drop(label);
   return st;
+}
+
+void wisp_gguf_memory_tokenizer_drop(const char *label) {
+  static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+  char path[4200];
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/%s", label, names[i]);
+    wisp_memfile_drop(path);
+  }
 }

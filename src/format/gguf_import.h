@@ -6,6 +6,7 @@
 #define WISP_GGUF_IMPORT_H
 
 #include "format/gguf.h"
+#include "format/gguf_arch.h"
 #include "format/safetensors.h"
 
 typedef struct {
@@ -20,6 +21,13 @@ typedef struct {
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
 } wisp_gguf_model;
 
+/* The architecture's table and the hyperparameters, with the check that
+ * every tensor the graph needs is present: the first step of both import
+ * and running a GGUF directly (format/gguf_artifact.h). On failure *m is
+ * freed. */
+wisp_status wisp_gguf_read_model(const wisp_gguf *g, wisp_gguf_model *m, const wisp_gguf_arch **arch);
+/* The dimensions the layout transforms need. */
+wisp_gguf_geom wisp_gguf_model_geom(const wisp_gguf_model *m);
 /* Reads hyperparameters and builds *st (close with wisp_safetensors_close),
  * with every tensor under its Hugging Face name and layout (llama.cpp's
  * permutations undone). Free *m with wisp_gguf_model_free, also on failure. */
@@ -32,5 +40,11 @@ void wisp_gguf_model_free(wisp_gguf_model *m);
  * and the chat template (docs/gguf.md, "Tokenizer"); *written = 0 when the
  * file has no tokenizer. */
 wisp_status wisp_gguf_write_tokenizer(const wisp_gguf *g, const char *dir, int *written);
+
+/* The same three files held in memory (util/memfile.h) under LABEL/NAME,
+ * for a model opened from the GGUF itself; dropped with
+ * wisp_gguf_memory_tokenizer_drop(LABEL). */
+wisp_status wisp_gguf_memory_tokenizer(const wisp_gguf *g, const char *label, int *written);
+void wisp_gguf_memory_tokenizer_drop(const char *label);
 
 #endif

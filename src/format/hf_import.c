@@ -3,10 +3,12 @@
  * Qwen 3.5 (text), from config.json + safetensors.
  *
  * Order of work: parse and check config.json, open the safetensors, plan
- * every section and check every tensor's shape against the config (and that
- * no tensor is left unused), then write through the atomic writer. Every
- * failure after the writer starts aborts it, so DIR is either complete or
- * untouched. docs/convert.md lists how HF tensors map to sections. */
+ * every section from the architecture's name table (format/gguf_arch.h,
+ * shared with GGUF import and export) and check every tensor's shape
+ * against the config (and that no tensor is left unused), then write
+ * through the atomic writer. Every failure after the writer starts aborts
+ * it, so DIR is either complete or untouched. docs/convert.md lists how HF
+ * tensors map to sections. */
 #include "format/hf_import.h"
 
 #include <errno.h>
@@ -23,6 +25,7 @@
 
 #include "format/artifact.h"
 #include "format/gguf.h"
+#include "format/gguf_arch.h"
 #include "format/gguf_import.h"
 #include "format/layout.h"
 #include "format/safetensors.h"
@@ -49,7 +52,6 @@ typedef struct {
   double rope_theta, norm_eps;
   /* Qwen 3.5 */
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
-  char prefix[32]; /* "model." or "model.language_model." */
   /* Llama: no q/k norm; llama3 rope scaling (factor, low/high freq factors, original context) */
   int llama, llama3, rs_orig;
   double rs_factor, rs_low, rs_high;
@@ -491,7 +493,7 @@ enum { JOB_MATRIX, JOB_MATRIX_Z, JOB_VECTOR, JOB_VECTOR_P1 };
 typedef struct {
   char section[64]; /* matrix base name or vector section name */
   int kind, rows, cols;
-  int transposed_copy; /* q4 down: also NAME.kquant/kscales */
+  int transposed_copy; /* the layout has NAME.kquant/kscales (q4 down) */
   const wisp_st_tensor *src[4];
   int nsrc;
 } job;
@@ -502,6 +504,9 @@ typedef struct {
   char *used; /* per tensor in st */
   job *jobs;
   int n_jobs;
+  const wisp_gguf_geom *geo;
+  int tied;           /* no head of its own */
+  const char *nested; /* the prefix standing for "model.", or NULL */
 } planner;
 
 /* Finds `name` and checks its shape; marks it used. */
@@ -533,274 +538,118 @@ static job *new_job(planner *p, const char *section, int kind, int rows, int col
   return j;
 }
 
-/* A matrix section made of the row-concatenation of HF tensors (each [r, cols]). */
-static wisp_status plan_matrix(planner *p, const char *section, int kind, int cols, int n, const char *const *names,
-                               const int *rows) {
-  int total = 0;
-  for (int i = 0; i < n; i++) total += rows[i];
-  job *j = new_job(p, section, kind, total, cols);
-  for (int i = 0; i < n; i++) {
-    int64_t dims[2] = {rows[i], cols};
-    wisp_status st = want(p, names[i], 2, dims, &j->src[i]);
-    if (st) return st;
+/* The Hugging Face name of table name `fmt` (%d = layer), with the
+ * checkpoint's prefix standing for "model." when it nests the text model. */
+static void hf_name(const planner *p, const char *fmt, int layer, char *out, size_t cap) {
+  char name[160];
+  snprintf(name, sizeof name, fmt, layer);
+  if (p->nested && !strncmp(name, "model.", 6)) snprintf(out, cap, "%s%s", p->nested, name + 6);
+  else snprintf(out, cap, "%s", name);
+}
+
+/* The tensor of `rule` for layer `layer`, checked against `dims` (its older
+ * name when only that one is in the checkpoint). */
+static wisp_status want_rule(planner *p, const wisp_gguf_rule *rule, int layer, int ndim, const int64_t *dims,
+                             const wisp_st_tensor **out) {
+  char name[160];
+  hf_name(p, rule->hf, layer, name, sizeof name);
+  if (rule->hf_alt && !wisp_safetensors_find(p->st, name)) {
+    char alt[160];
+    hf_name(p, rule->hf_alt, layer, alt, sizeof alt);
+    if (wisp_safetensors_find(p->st, alt)) snprintf(name, sizeof name, "%s", alt);
   }
+  return want(p, name, ndim, dims, out);
+}
+
+/* One section from its run of table rows (layer -1: a global): a vector
+ * (f32, 1 + w for GA_X_PLUS1), or a matrix whose parts are concatenated in
+ * row order (the embedding and head with zero points under q4). */
+static wisp_status plan_section(planner *p, const wisp_gguf_rule *const *run, int n, int layer) {
+  const wisp_gguf_rule *r = run[0];
+  char sec[64];
+  snprintf(sec, sizeof sec, r->section, layer);
+  if (r->part == GA_P_VEC || r->part == GA_P_TAPS) {
+    if (n > 1) return wisp_fail(WISP_EINVAL, "section '%s': the name table gives a vector %d parts", sec, n);
+    int rows, cols;
+    wisp_gguf_vec_dims(p->geo, r, &rows, &cols);
+    const int64_t dims[3] = {rows, 1, cols}; /* taps: HF's [channels, 1, L] */
+    job *j = new_job(p, sec, r->xform & GA_X_PLUS1 ? JOB_VECTOR_P1 : JOB_VECTOR, 1, rows * cols);
+    j->nsrc = 1;
+    return want_rule(p, r, layer, r->part == GA_P_TAPS ? 3 : 1, dims, &j->src[0]);
+  }
+  int total, r0, rows, cols, at = 0;
+  wisp_gguf_part_dims(p->geo, r->part, &total, &r0, &rows, &cols);
+  job *j = new_job(p, sec, r->part == GA_P_VOCAB ? JOB_MATRIX_Z : JOB_MATRIX, total, cols);
+  for (int i = 0; i < n; i++) {
+    wisp_gguf_part_dims(p->geo, run[i]->part, &total, &r0, &rows, &cols);
+    if (r0 != at) return wisp_fail(WISP_EINVAL, "section '%s': the name table's parts are out of row order", sec);
+    const int64_t dims[2] = {rows, cols};
+    wisp_status st = want_rule(p, run[i], layer, 2, dims, &j->src[i]);
+    if (st) return st;
+    at += rows;
+  }
+  if (at != total) return wisp_fail(WISP_EINVAL, "section '%s': the name table's parts cover %d of %d rows", sec, at, total);
   j->nsrc = n;
   return WISP_OK;
 }
 
-static wisp_status plan_vector(planner *p, const char *section, const char *name, int ndim, const int64_t *dims) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= dims[i];
-  job *j = new_job(p, section, JOB_VECTOR, 1, (int)n);
-  j->nsrc = 1;
-  return want(p, name, ndim, dims, &j->src[0]);
-}
-
-/* The tail every architecture shares: the embedding, the head (its own
- * sections unless tied; a stored copy of a tied head is ignored, as HF
- * does), the final norm `final_norm`, and a check that every tensor of the
- * checkpoint found a place (`graph` names the architecture in the error). */
-static wisp_status plan_embed_head(planner *p, const hf_config *c, const char *final_norm, const char *graph) {
-  const int H = c->hidden, V = c->vocab;
-  wisp_status st;
-  const char *emb[1] = {"model.embed_tokens.weight"};
-  int rv[1] = {V};
-  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
-  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
-  if (!c->tied && lm) {
-    const char *hd[1] = {"lm_head.weight"};
-    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
-  } else if (lm) {
-    p->used[lm - p->st->tensors] = 1;
+/* The sections of layer `layer` of kind `kind` (-1: the globals), in the
+ * table's order; consecutive rows of one section make one section. A tied
+ * model has no head of its own: a stored copy is ignored, as HF does. */
+static wisp_status plan_rules(planner *p, const wisp_gguf_arch *ga, int layer, int kind) {
+  const wisp_gguf_rule *run[4];
+  int n = 0;
+  for (size_t k = 0; k <= ga->n_rules; k++) {
+    const wisp_gguf_rule *r = k < ga->n_rules ? &ga->rules[k] : NULL;
+    int takes = r && r->section && (layer < 0 ? r->where == GA_GLOBAL : wisp_gguf_rule_applies(r, kind));
+    if (takes && layer < 0 && p->tied && !strcmp(r->section, "head")) {
+      char name[160];
+      hf_name(p, r->hf, layer, name, sizeof name);
+      const wisp_st_tensor *lm = wisp_safetensors_find(p->st, name);
+      if (lm) p->used[lm - p->st->tensors] = 1;
+      takes = 0;
+    }
+    if (takes && n > 0 && !strcmp(r->section, run[0]->section)) {
+      if (n == 4) return wisp_fail(WISP_EINVAL, "section '%s': the name table gives it more than 4 parts", r->section);
+      run[n++] = r;
+      continue;
+    }
+    if (n > 0) {
+      wisp_status st = plan_section(p, run, n, layer);
+      if (st) return st;
+      n = 0;
+    }
+    if (takes) run[n++] = r;
   }
-  int64_t hv[1] = {H};
-  if ((st = plan_vector(p, "head.norm", final_norm, 1, hv))) return st;
-  char shape[128];
-  for (int i = 0; i < p->st->n_tensors; i++)
-    if (!p->used[i])
-      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the %s graph wisp implements",
-                       wisp_safetensors_file_of(p->st, &p->st->tensors[i]), p->st->tensors[i].name,
-                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, shape, sizeof shape), graph);
   return WISP_OK;
 }
 
-static wisp_status plan_all(planner *p, const hf_config *c, int q4) {
-  const int H = c->hidden, F = c->ffn, D = c->head_dim;
-  char sec[64], n0[128], n1[128], n2[128];
+/* Every section of the model from the architecture's name table
+ * (format/gguf_arch.h), layer by layer, then the globals, and a check
+ * that every tensor of the checkpoint found a place (or lies outside the
+ * text graph: ga->hf_ignore). */
+static wisp_status plan_model(planner *p, const hf_config *c, const wisp_gguf_arch *ga) {
   wisp_status st;
-  for (int i = 0; i < c->n_layers; i++) {
-    const char *pre = "model.layers";
-    int64_t hv[1] = {H}, dv[1] = {D};
-    if (c->layer_types[i] == WISP_LAYER_CONV) {
-      snprintf(sec, sizeof sec, "L%d.conv.in_proj", i);
-      snprintf(n0, sizeof n0, "%s.%d.conv.in_proj.weight", pre, i);
-      const char *a[1] = {n0};
-      int r3[1] = {3 * H};
-      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 1, a, r3))) return st;
-      snprintf(sec, sizeof sec, "L%d.conv.out_proj", i);
-      snprintf(n0, sizeof n0, "%s.%d.conv.out_proj.weight", pre, i);
-      int r1[1] = {H};
-      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 1, a, r1))) return st;
-      snprintf(sec, sizeof sec, "L%d.conv.in_proj.norm", i);
-      snprintf(n0, sizeof n0, "%s.%d.operator_norm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-      snprintf(sec, sizeof sec, "L%d.conv.core.taps", i);
-      snprintf(n0, sizeof n0, "%s.%d.conv.conv.weight", pre, i);
-      int64_t tv[3] = {H, 1, c->conv_l};
-      if ((st = plan_vector(p, sec, n0, 3, tv))) return st;
-    } else {
-      snprintf(sec, sizeof sec, "L%d.attn.qkv", i);
-      snprintf(n0, sizeof n0, "%s.%d.self_attn.q_proj.weight", pre, i);
-      snprintf(n1, sizeof n1, "%s.%d.self_attn.k_proj.weight", pre, i);
-      snprintf(n2, sizeof n2, "%s.%d.self_attn.v_proj.weight", pre, i);
-      const char *a[3] = {n0, n1, n2};
-      int r[3] = {c->heads * D, c->kv_heads * D, c->kv_heads * D};
-      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 3, a, r))) return st;
-      snprintf(sec, sizeof sec, "L%d.attn.o_proj", i);
-      snprintf(n0, sizeof n0, "%s.%d.self_attn.out_proj.weight", pre, i);
-      int r1[1] = {H};
-      if ((st = plan_matrix(p, sec, JOB_MATRIX, c->heads * D, 1, a, r1))) return st;
-      snprintf(sec, sizeof sec, "L%d.attn.qkv.norm", i);
-      snprintf(n0, sizeof n0, "%s.%d.operator_norm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-      snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
-      snprintf(n0, sizeof n0, "%s.%d.self_attn.q_layernorm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
-      snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
-      snprintf(n0, sizeof n0, "%s.%d.self_attn.k_layernorm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
+  for (size_t k = 0; ga->hf_nested && k < ga->n_rules; k++)
+    if (ga->rules[k].where == GA_GLOBAL && ga->rules[k].section && !strcmp(ga->rules[k].section, "embed")) {
+      p->nested = ga->hf_nested;
+      char name[160];
+      hf_name(p, ga->rules[k].hf, -1, name, sizeof name);
+      if (!wisp_safetensors_find(p->st, name)) p->nested = NULL;
     }
-    snprintf(sec, sizeof sec, "L%d.mlp.gate_up", i);
-    snprintf(n0, sizeof n0, "%s.%d.feed_forward.w1.weight", pre, i);
-    snprintf(n1, sizeof n1, "%s.%d.feed_forward.w3.weight", pre, i);
-    const char *gu[2] = {n0, n1};
-    int rf[2] = {F, F};
-    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 2, gu, rf))) return st;
-    snprintf(sec, sizeof sec, "L%d.mlp.down", i);
-    snprintf(n0, sizeof n0, "%s.%d.feed_forward.w2.weight", pre, i);
-    int rh[1] = {H};
-    if ((st = plan_matrix(p, sec, JOB_MATRIX, F, 1, gu, rh))) return st;
-    p->jobs[p->n_jobs - 1].transposed_copy = q4;
-    snprintf(sec, sizeof sec, "L%d.mlp.gate_up.norm", i);
-    snprintf(n0, sizeof n0, "%s.%d.ffn_norm.weight", pre, i);
-    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-  }
-  const char *fn = wisp_safetensors_find(p->st, "model.embedding_norm.weight") ? "model.embedding_norm.weight"
-                                                                                 : "model.norm.weight";
-  return plan_embed_head(p, c, fn, "LFM2");
-}
-
-/* Qwen3 (dense) tensors onto the LFM2 sections of an all-attention model. */
-static wisp_status plan_qwen3(planner *p, const hf_config *c, int q4) {
-  const int H = c->hidden, F = c->ffn, D = c->head_dim;
-  char sec[64], n0[128], n1[128], n2[128];
-  wisp_status st;
-  int64_t hv[1] = {H}, dv[1] = {D};
-  for (int i = 0; i < c->n_layers; i++) {
-    const char *pre = "model.layers";
-    snprintf(sec, sizeof sec, "L%d.attn.qkv", i);
-    snprintf(n0, sizeof n0, "%s.%d.self_attn.q_proj.weight", pre, i);
-    snprintf(n1, sizeof n1, "%s.%d.self_attn.k_proj.weight", pre, i);
-    snprintf(n2, sizeof n2, "%s.%d.self_attn.v_proj.weight", pre, i);
-    const char *a[3] = {n0, n1, n2};
-    int r[3] = {c->heads * D, c->kv_heads * D, c->kv_heads * D};
-    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 3, a, r))) return st;
-    snprintf(sec, sizeof sec, "L%d.attn.o_proj", i);
-    snprintf(n0, sizeof n0, "%s.%d.self_attn.o_proj.weight", pre, i);
-    int r1[1] = {H};
-    if ((st = plan_matrix(p, sec, JOB_MATRIX, c->heads * D, 1, a, r1))) return st;
-    snprintf(sec, sizeof sec, "L%d.attn.qkv.norm", i);
-    snprintf(n0, sizeof n0, "%s.%d.input_layernorm.weight", pre, i);
-    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-    if (!c->llama) {
-      snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
-      snprintf(n0, sizeof n0, "%s.%d.self_attn.q_norm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
-      snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
-      snprintf(n0, sizeof n0, "%s.%d.self_attn.k_norm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
-    }
-    snprintf(sec, sizeof sec, "L%d.mlp.gate_up", i);
-    snprintf(n0, sizeof n0, "%s.%d.mlp.gate_proj.weight", pre, i);
-    snprintf(n1, sizeof n1, "%s.%d.mlp.up_proj.weight", pre, i);
-    const char *gu[2] = {n0, n1};
-    int rf[2] = {F, F};
-    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 2, gu, rf))) return st;
-    snprintf(sec, sizeof sec, "L%d.mlp.down", i);
-    snprintf(n0, sizeof n0, "%s.%d.mlp.down_proj.weight", pre, i);
-    int rh[1] = {H};
-    if ((st = plan_matrix(p, sec, JOB_MATRIX, F, 1, gu, rh))) return st;
-    p->jobs[p->n_jobs - 1].transposed_copy = q4;
-    snprintf(sec, sizeof sec, "L%d.mlp.gate_up.norm", i);
-    snprintf(n0, sizeof n0, "%s.%d.post_attention_layernorm.weight", pre, i);
-    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-  }
-  return plan_embed_head(p, c, "model.norm.weight", c->llama ? "Llama" : "Qwen3");
-}
-
-/* Qwen 3.5 (docs/convert.md): tensors under PREFIX = "model." (text-only
- * checkpoints) or "model.language_model." (released multimodal ones, whose
- * model.visual.* and mtp.* tensors are skipped). */
-static wisp_status plan_qwen(planner *p, const hf_config *c) {
-  const int H = c->hidden, F = c->ffn, D = c->head_dim, V = c->vocab;
-  const int K = c->lin_k_heads * c->lin_k_dim, LV = c->lin_v_heads * c->lin_v_dim, NV = c->lin_v_heads;
-  const char *pre = c->prefix;
-  char sec[64], n0[160], n1[160], n2[160], n3[160];
-  wisp_status st;
-  int64_t hv[1] = {H}, dv[1] = {D};
-  for (int i = 0; i < c->n_layers; i++) {
-    if (c->layer_types[i] == WISP_LAYER_LINEAR) {
-      snprintf(sec, sizeof sec, "L%d.lin.in_proj", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.in_proj_qkv.weight", pre, i);
-      snprintf(n1, sizeof n1, "%slayers.%d.linear_attn.in_proj_z.weight", pre, i);
-      snprintf(n2, sizeof n2, "%slayers.%d.linear_attn.in_proj_b.weight", pre, i);
-      snprintf(n3, sizeof n3, "%slayers.%d.linear_attn.in_proj_a.weight", pre, i);
-      const char *a[4] = {n0, n1, n2, n3};
-      int r[4] = {2 * K + LV, LV, NV, NV};
-      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 4, a, r))) return st;
-      snprintf(sec, sizeof sec, "L%d.lin.out_proj", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.out_proj.weight", pre, i);
-      int r1[1] = {H};
-      if ((st = plan_matrix(p, sec, JOB_MATRIX, LV, 1, a, r1))) return st;
-      snprintf(sec, sizeof sec, "L%d.lin.in_proj.norm", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.input_layernorm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-      p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
-      snprintf(sec, sizeof sec, "L%d.lin.conv.taps", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.conv1d.weight", pre, i);
-      int64_t tv[3] = {2 * K + LV, 1, c->conv_l};
-      if ((st = plan_vector(p, sec, n0, 3, tv))) return st;
-      int64_t nv[1] = {NV}, vd[1] = {c->lin_v_dim};
-      snprintf(sec, sizeof sec, "L%d.lin.A_log", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.A_log", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, nv))) return st;
-      snprintf(sec, sizeof sec, "L%d.lin.dt_bias", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.dt_bias", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, nv))) return st;
-      snprintf(sec, sizeof sec, "L%d.lin.norm", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.linear_attn.norm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, vd))) return st; /* gated norm: plain w */
-    } else {
-      snprintf(sec, sizeof sec, "L%d.attn.qkv", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.self_attn.q_proj.weight", pre, i);
-      snprintf(n1, sizeof n1, "%slayers.%d.self_attn.k_proj.weight", pre, i);
-      snprintf(n2, sizeof n2, "%slayers.%d.self_attn.v_proj.weight", pre, i);
-      const char *a[3] = {n0, n1, n2};
-      int r[3] = {2 * c->heads * D, c->kv_heads * D, c->kv_heads * D};
-      if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 3, a, r))) return st;
-      snprintf(sec, sizeof sec, "L%d.attn.o_proj", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.self_attn.o_proj.weight", pre, i);
-      int r1[1] = {H};
-      if ((st = plan_matrix(p, sec, JOB_MATRIX, c->heads * D, 1, a, r1))) return st;
-      snprintf(sec, sizeof sec, "L%d.attn.qkv.norm", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.input_layernorm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-      p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
-      snprintf(sec, sizeof sec, "L%d.attn.qkv.q_norm", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.self_attn.q_norm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
-      p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
-      snprintf(sec, sizeof sec, "L%d.attn.qkv.k_norm", i);
-      snprintf(n0, sizeof n0, "%slayers.%d.self_attn.k_norm.weight", pre, i);
-      if ((st = plan_vector(p, sec, n0, 1, dv))) return st;
-      p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
-    }
-    snprintf(sec, sizeof sec, "L%d.mlp.gate_up", i);
-    snprintf(n0, sizeof n0, "%slayers.%d.mlp.gate_proj.weight", pre, i);
-    snprintf(n1, sizeof n1, "%slayers.%d.mlp.up_proj.weight", pre, i);
-    const char *gu[2] = {n0, n1};
-    int rf[2] = {F, F};
-    if ((st = plan_matrix(p, sec, JOB_MATRIX, H, 2, gu, rf))) return st;
-    snprintf(sec, sizeof sec, "L%d.mlp.down", i);
-    snprintf(n0, sizeof n0, "%slayers.%d.mlp.down_proj.weight", pre, i);
-    int rh[1] = {H};
-    if ((st = plan_matrix(p, sec, JOB_MATRIX, F, 1, gu, rh))) return st;
-    snprintf(sec, sizeof sec, "L%d.mlp.gate_up.norm", i);
-    snprintf(n0, sizeof n0, "%slayers.%d.post_attention_layernorm.weight", pre, i);
-    if ((st = plan_vector(p, sec, n0, 1, hv))) return st;
-    p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
-  }
-  snprintf(n0, sizeof n0, "%sembed_tokens.weight", pre);
-  const char *emb[1] = {n0};
-  int rv[1] = {V};
-  if ((st = plan_matrix(p, "embed", JOB_MATRIX_Z, H, 1, emb, rv))) return st;
-  const wisp_st_tensor *lm = wisp_safetensors_find(p->st, "lm_head.weight");
-  if (!c->tied) {
-    const char *hd[1] = {"lm_head.weight"};
-    if ((st = plan_matrix(p, "head", JOB_MATRIX_Z, H, 1, hd, rv))) return st;
-  } else if (lm) {
-    p->used[lm - p->st->tensors] = 1; /* tied: HF ignores a stored copy too */
-  }
-  snprintf(n0, sizeof n0, "%snorm.weight", pre);
-  if ((st = plan_vector(p, "head.norm", n0, 1, hv))) return st;
-  p->jobs[p->n_jobs - 1].kind = JOB_VECTOR_P1;
+  for (int i = 0; i < c->n_layers; i++)
+    if ((st = plan_rules(p, ga, i, c->layer_types[i]))) return st;
+  if ((st = plan_rules(p, ga, -1, 0))) return st;
   for (int i = 0; i < p->st->n_tensors; i++) {
     const char *nm = p->st->tensors[i].name;
-    if (!strncmp(nm, "model.visual.", 13) || !strncmp(nm, "mtp.", 4)) p->used[i] = 1; /* vision tower, MTP head */
+    for (int k = 0; ga->hf_ignore && ga->hf_ignore[k]; k++)
+      if (!strncmp(nm, ga->hf_ignore[k], strlen(ga->hf_ignore[k]))) p->used[i] = 1;
+    char shape[128];
     if (!p->used[i])
-      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the Qwen 3.5 text graph wisp implements",
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' %s is not part of the %s graph wisp implements",
                        wisp_safetensors_file_of(p->st, &p->st->tensors[i]), nm,
-                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, n1, sizeof n1));
+                       wisp_st_shape_str(p->st->tensors[i].shape, p->st->tensors[i].ndim, shape, sizeof shape),
+                       ga->graph);
   }
   return WISP_OK;
 }
@@ -813,6 +662,17 @@ static wisp_status put(wisp_writer *w, const cJSON *manifest, const char *base, 
   if (suffix) snprintf(name, sizeof name, "%s.%s", base, suffix);
   else snprintf(name, sizeof name, "%s", base);
   return wisp_writer_put_section(w, manifest, name, data, bytes);
+}
+
+/* Whether the layout (format/layout.h) has section NAME: it decides, e.g.,
+ * which matrices carry a transposed copy. */
+static int in_layout(const cJSON *manifest, const char *name) {
+  const cJSON *e, *secs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(manifest, "runtime"), "sections");
+  cJSON_ArrayForEach(e, secs) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
+    if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) return 1;
+  }
+  return 0;
 }
 
 static wisp_status write_job(wisp_writer *w, const cJSON *manifest, const wisp_safetensors *st, const job *j, int quant) {
@@ -1158,16 +1018,19 @@ wisp_status wisp_hf_import(const wisp_hf_import_options *o) {
   pl.used = calloc((size_t)st->n_tensors + 1, 1);
   pl.jobs = calloc((size_t)cfg.n_layers * 12 + 8, sizeof(job));
   if (!pl.used || !pl.jobs) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto fail; }
-  if (cfg.arch == ARCH_QWEN3_5) {
-    /* text-only checkpoints use model.*, released multimodal ones model.language_model.* */
-    snprintf(cfg.prefix, sizeof cfg.prefix, "%s",
-             wisp_safetensors_find(st, "model.language_model.embed_tokens.weight") ? "model.language_model." : "model.");
-    if ((rc = plan_qwen(&pl, &cfg))) goto fail;
-  } else if (cfg.arch == ARCH_QWEN3) {
-    if ((rc = plan_qwen3(&pl, &cfg, qmode == QUANT_Q4))) goto fail;
-  } else if ((rc = plan_all(&pl, &cfg, qmode == QUANT_Q4))) {
-    goto fail;
-  }
+  /* the architecture's name table: GGUF's names double as the HF architectures' */
+  const wisp_gguf_arch *ga = wisp_gguf_arch_find(cfg.arch == ARCH_QWEN3_5 ? "qwen35"
+                                                 : cfg.arch == ARCH_LFM2  ? "lfm2"
+                                                 : cfg.llama              ? "llama"
+                                                                          : "qwen3");
+  const wisp_gguf_geom geo = {.hidden = cfg.hidden, .ffn = cfg.ffn, .vocab = cfg.vocab, .conv_l = cfg.conv_l,
+                              .heads = cfg.heads, .kv_heads = cfg.kv_heads, .head_dim = cfg.head_dim,
+                              .q_rows = (ga->q_gated ? 2 : 1) * cfg.heads * cfg.head_dim,
+                              .lin_k_heads = cfg.lin_k_heads, .lin_v_heads = cfg.lin_v_heads,
+                              .lin_k_dim = cfg.lin_k_dim, .lin_v_dim = cfg.lin_v_dim};
+  pl.geo = &geo;
+  pl.tied = cfg.tied;
+  if ((rc = plan_model(&pl, &cfg, ga))) goto fail;
 
   wisp_shape shape = {.n_layers = cfg.n_layers, .layer_types = cfg.layer_types, .hidden = cfg.hidden, .ffn = cfg.ffn,
                       .vocab = cfg.vocab, .heads = cfg.heads, .kv_heads = cfg.kv_heads, .head_dim = cfg.head_dim,
@@ -1175,7 +1038,7 @@ wisp_status wisp_hf_import(const wisp_hf_import_options *o) {
                       .lin_v_heads = cfg.lin_v_heads, .lin_k_dim = cfg.lin_k_dim, .lin_v_dim = cfg.lin_v_dim,
                       .rotary_dim = cfg.rotary_dim};
   int plan_rows = cfg.max_pos < CONVERT_PLAN_POSITIONS ? cfg.max_pos : CONVERT_PLAN_POSITIONS;
-  int tied = !(!cfg.tied && wisp_safetensors_find(st, "lm_head.weight"));
+  const int tied = cfg.tied; /* an untied model without its head failed planning */
   wisp_layout_options lo = {.f32 = !q4, .q4k = qmode == QUANT_Q4K, .f16 = qmode == QUANT_F16,
                             .q8_0 = qmode == QUANT_Q8_0, .tied = tied, .down_transposed = qmode == QUANT_Q4,
                             .rope_rows = plan_rows, .rope_freq = 1, .no_qk_norm = cfg.llama};
@@ -1197,7 +1060,10 @@ wisp_status wisp_hf_import(const wisp_hf_import_options *o) {
   if ((rc = wisp_writer_begin(out_dir, total, &w))) goto fail;
   if ((rc = copy_tokenizer(w, src_dir, tok_files))) goto fail;
   for (int i = 0; i < pl.n_jobs; i++) {
-    const job *j = &pl.jobs[i];
+    job *j = &pl.jobs[i];
+    char kq[80];
+    snprintf(kq, sizeof kq, "%s.kquant", j->section);
+    j->transposed_copy = in_layout(manifest, kq);
     if (!quiet)
       fprintf(stderr, "  [%3d/%d] %-24s %6d x %-6d %s\n", i + 1, pl.n_jobs, j->section, j->rows, j->cols,
               j->kind >= JOB_VECTOR ? "f32" : !q4 ? "f32" : qmode >= QUANT_F16 ? quant

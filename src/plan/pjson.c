@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

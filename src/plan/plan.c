@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/quant.h"
+#include "model/graph.h"
 #include "model/model.h"
 #include "plan/pjson.h"
 #include "util/err.h"
@@ -155,6 +157,11 @@ static const char *layer_name(wisp_layer_kind k) {
  * embed and head stay block-32 Q4/Q4Z: "q4"); else "q4". */
 static const char *op_wdtype(const resolver *R, const wisp_plan_op *op) {
   const wisp_model_shape *s = R->in->shape;
+  /* the bound matrix, when the plan has the model's step: a GGUF run in
+   * place keeps each tensor's own type */
+  const wisp_matrix *w = R->in->graph ? wisp_graph_matrix(R->in->graph, op->layer, op->section) : NULL;
+  const wisp_quant_traits *q = w ? wisp_quant_traits_of(w->type) : NULL;
+  if (q) return q->weight_dtype;
   if (strcmp(R->wdtype, "q4") || !s->q4k) return R->wdtype;
   if (!strcmp(op->op, "embed") || !strcmp(op->section, "head")) return "q4";
   return op->cols % 256 == 0 ? "q4k" : "q4";

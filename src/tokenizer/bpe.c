@@ -93,9 +93,11 @@ static uint64_t hash_u64(uint64_t x) {
 }
 
 typedef struct {
-  char *bytes; /* decoded bytes of the token (owned) */
+  char *bytes; /* the token as the model matches it (owned): byte-level strings mapped back to bytes */
   uint32_t len;
   int present, raw; /* raw: not a byte-level string (see unmap_string_raw) */
+  char *text;       /* what it decodes to when that differs from bytes (SentencePiece style), else NULL */
+  uint32_t text_len;
 } token;
 
 typedef struct {
@@ -105,12 +107,24 @@ typedef struct {
   int special, lstrip, rstrip, normalized, single_word;
 } added_token;
 
-enum { PRE_SPLIT, PRE_BYTELEVEL };
+enum { PRE_SPLIT, PRE_BYTELEVEL, PRE_METASPACE };
+enum { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER };
+
+/* One normalizer step: NFC, Prepend(str) or Replace(from -> to). */
+enum { NORM_NFC, NORM_PREPEND, NORM_REPLACE };
+typedef struct {
+  int kind;
+  char *from, *to; /* Prepend: to; Replace: from -> to */
+} norm_step;
 enum { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT };
 
 typedef struct {
   int kind, behavior, add_prefix_space;
   pcre2_code *re; /* NULL: ByteLevel without use_regex */
+  /* Metaspace: spaces become `rep`, prepended per prepend_scheme; split:
+   * a new piece starts before each `rep` */
+  char rep[8];
+  int prepend, split;
 } pretok;
 
 struct wisp_bpe {
@@ -123,7 +137,15 @@ struct wisp_bpe {
   size_t mcap;
   int32_t byte_id[256];
   int32_t unk;
-  int ignore_merges, nfc;
+  int ignore_merges;
+  /* byte_level: strings go through the GPT-2 byte table (a ByteLevel
+   * pre-tokenizer or decoder); otherwise they are plain UTF-8 and a BPE
+   * word starts as characters (SentencePiece style) */
+  int byte_level, byte_fallback, fuse_unk;
+  int32_t fallback_id[256]; /* <0xXX> tokens, -1 when absent */
+  norm_step *norm;
+  int n_norm;
+  int strip_start; /* the decoder drops this many leading spaces of a decoded text */
   added_token *added;
   int n_added;
   uint8_t first[2][256]; /* [normalized pass][byte]: some added token starts with it */
@@ -188,11 +210,13 @@ static size_t pow2_at_least(size_t n) {
 /* Maps a byte-level vocabulary string back to bytes, as the ByteLevel
  * decoder does: when every char is in the GPT-2 table each becomes its byte;
  * otherwise the string is kept as its own UTF-8 bytes and *raw is set (such
- * a token can never come out of byte-level pre-tokenization). */
-static int unmap_string_raw(const char *s, sbuf *out, int *raw) {
+ * a token can never come out of byte-level pre-tokenization). A tokenizer
+ * that is not byte-level keeps every string as it is. */
+static int unmap_string_raw(int byte_level, const char *s, sbuf *out, int *raw) {
   out->len = 0;
   size_t n = strlen(s), i = 0;
   if (raw) *raw = 0;
+  if (!byte_level) return sb_put(out, s, n);
   if (!sb_put(out, "", 0)) return 0;
   while (i < n) {
     int32_t cp;
@@ -209,7 +233,9 @@ static int unmap_string_raw(const char *s, sbuf *out, int *raw) {
   return 1;
 }
 
-static int unmap_string(const char *s, sbuf *out) { return unmap_string_raw(s, out, NULL); }
+static int unmap_string(const wisp_bpe *b, const char *s, sbuf *out) {
+  return unmap_string_raw(b->byte_level, s, out, NULL);
+}
 
 /* ---- normalization ---- */
 
@@ -220,6 +246,63 @@ static wisp_status nfc(const char *s, size_t n, char **out, size_t *out_len) {
   if (r < 0) return wisp_fail(WISP_EINVAL, "NFC normalization failed: %s", utf8proc_errmsg(r));
   *out = (char *)dst;
   *out_len = (size_t)r;
+  return WISP_OK;
+}
+
+/* s[0..n) with every `from` replaced by `to`; malloc'd. */
+static char *replace_all(const char *s, size_t n, const char *from, const char *to, size_t *out_len) {
+  size_t fl = strlen(from), tl = strlen(to), count = 0;
+  for (size_t i = 0; i + fl <= n;) {
+    if (!memcmp(s + i, from, fl)) { count++; i += fl; }
+    else i++;
+  }
+  char *out = malloc(n + count * tl + 1), *o = out;
+  if (!out) return NULL;
+  for (size_t i = 0; i < n;) {
+    if (i + fl <= n && !memcmp(s + i, from, fl)) {
+      memcpy(o, to, tl);
+      o += tl;
+      i += fl;
+    } else {
+      *o++ = s[i++];
+    }
+  }
+  *o = 0;
+  *out_len = (size_t)(o - out);
+  return out;
+}
+
+/* The normalizer's steps in order; *out is malloc'd. */
+static wisp_status normalize(const norm_step *steps, int n_steps, const char *s, size_t n, char **out, size_t *out_len) {
+  char *cur = malloc(n + 1);
+  if (!cur) return wisp_fail(WISP_ENOMEM, "out of memory");
+  memcpy(cur, s, n);
+  cur[n] = 0;
+  for (int i = 0; i < n_steps; i++) {
+    const norm_step *q = &steps[i];
+    char *next = NULL;
+    size_t nl = 0;
+    if (q->kind == NORM_NFC) {
+      wisp_status st = nfc(cur, n, &next, &nl);
+      if (st) { free(cur); return st; }
+    } else if (q->kind == NORM_PREPEND) {
+      if (n == 0) continue; /* as tokenizers: an empty piece stays empty */
+      size_t pl = strlen(q->to);
+      if ((next = malloc(pl + n + 1))) {
+        memcpy(next, q->to, pl);
+        memcpy(next + pl, cur, n + 1);
+        nl = pl + n;
+      }
+    } else {
+      next = replace_all(cur, n, q->from, q->to, &nl);
+    }
+    free(cur);
+    if (!next) return wisp_fail(WISP_ENOMEM, "out of memory");
+    cur = next;
+    n = nl;
+  }
+  *out = cur;
+  *out_len = n;
   return WISP_OK;
 }
 
@@ -310,6 +393,26 @@ static wisp_status add_pretok(wisp_bpe *b, const cJSON *p, const char *label, in
     if (json_flag(p, "use_regex", 1)) return compile_re(GPT2_PATTERN, 0, label, &q->re);
     return WISP_OK;
   }
+  if (!strcmp(t, "Metaspace")) {
+    q->kind = PRE_METASPACE;
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "replacement");
+    const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(p, "prepend_scheme");
+    snprintf(q->rep, sizeof q->rep, "%s", cJSON_IsString(r) ? r->valuestring : "\xe2\x96\x81");
+    if (!q->rep[0] || strlen(q->rep) > 4)
+      return wisp_fail(WISP_EFORMAT, "%s: Metaspace replacement must be one character", label);
+    /* older files say add_prefix_space instead of prepend_scheme */
+    q->prepend = json_flag(p, "add_prefix_space", 1) ? PREPEND_ALWAYS : PREPEND_NEVER;
+    if (cJSON_IsString(scheme)) {
+      if (!strcmp(scheme->valuestring, "always")) q->prepend = PREPEND_ALWAYS;
+      else if (!strcmp(scheme->valuestring, "first")) q->prepend = PREPEND_FIRST;
+      else if (!strcmp(scheme->valuestring, "never")) q->prepend = PREPEND_NEVER;
+      else return wisp_fail(WISP_EUNSUPPORTED, "%s: Metaspace prepend_scheme '%s' is not supported", label,
+                            scheme->valuestring);
+    }
+    q->split = json_flag(p, "split", 1);
+    b->n_pre++;
+    return WISP_OK;
+  }
   if (!strcmp(t, "Split")) {
     q->kind = PRE_SPLIT;
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(p, "pattern");
@@ -328,17 +431,39 @@ static wisp_status add_pretok(wisp_bpe *b, const cJSON *p, const char *label, in
     b->n_pre++;
     return compile_re(cJSON_IsString(rx) ? rx->valuestring : lit->valuestring, !cJSON_IsString(rx), label, &q->re);
   }
-  return wisp_fail(WISP_EUNSUPPORTED, "%s: pre_tokenizer type '%s' is not supported (Split, ByteLevel, Sequence)", label,
-                   t);
+  return wisp_fail(WISP_EUNSUPPORTED,
+                   "%s: pre_tokenizer type '%s' is not supported (Split, ByteLevel, Metaspace, Sequence)", label, t);
+}
+
+static wisp_status add_norm(wisp_bpe *b, int kind, const char *from, const char *to) {
+  norm_step *p = realloc(b->norm, sizeof(norm_step) * (size_t)(b->n_norm + 1));
+  if (!p) return wisp_fail(WISP_ENOMEM, "out of memory");
+  b->norm = p;
+  norm_step *q = &p[b->n_norm++];
+  q->kind = kind;
+  q->from = from ? strdup(from) : NULL;
+  q->to = to ? strdup(to) : NULL;
+  if ((from && !q->from) || (to && !q->to)) return wisp_fail(WISP_ENOMEM, "out of memory");
+  return WISP_OK;
 }
 
 static wisp_status load_normalizer(wisp_bpe *b, const cJSON *n, const char *label) {
   if (!n || cJSON_IsNull(n)) return WISP_OK;
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(n, "type");
   if (!cJSON_IsString(type)) return wisp_fail(WISP_EFORMAT, "%s: normalizer without a type", label);
-  if (!strcmp(type->valuestring, "NFC")) {
-    b->nfc = 1;
-    return WISP_OK;
+  if (!strcmp(type->valuestring, "NFC")) return add_norm(b, NORM_NFC, NULL, NULL);
+  if (!strcmp(type->valuestring, "Prepend")) { /* SentencePiece's dummy prefix: "▁" before a non-empty piece */
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(n, "prepend");
+    if (!cJSON_IsString(p)) return wisp_fail(WISP_EFORMAT, "%s: Prepend normalizer without 'prepend'", label);
+    return add_norm(b, NORM_PREPEND, NULL, p->valuestring);
+  }
+  if (!strcmp(type->valuestring, "Replace")) { /* " " -> "▁" */
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(n, "pattern");
+    const cJSON *str = cJSON_GetObjectItemCaseSensitive(pat, "String"), *c = cJSON_GetObjectItemCaseSensitive(n, "content");
+    if (!cJSON_IsString(str) || !str->valuestring[0] || !cJSON_IsString(c))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: Replace normalizer needs pattern.String and content (a Regex pattern "
+                       "is not supported)", label);
+    return add_norm(b, NORM_REPLACE, str->valuestring, c->valuestring);
   }
   if (!strcmp(type->valuestring, "Sequence")) {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers"), *e;
@@ -348,7 +473,8 @@ static wisp_status load_normalizer(wisp_bpe *b, const cJSON *n, const char *labe
     }
     return WISP_OK;
   }
-  return wisp_fail(WISP_EUNSUPPORTED, "%s: normalizer '%s' is not supported (wisp supports none or NFC)", label,
+  return wisp_fail(WISP_EUNSUPPORTED,
+                   "%s: normalizer '%s' is not supported (wisp supports NFC, Prepend, Replace and Sequence)", label,
                    type->valuestring);
 }
 
@@ -432,7 +558,7 @@ static wisp_status set_token(wisp_bpe *b, int32_t id, const char *str, sbuf *tmp
   wisp_status st = grow_ids(b, id);
   if (st) return st;
   int raw;
-  if (!unmap_string_raw(str, tmp, &raw)) return wisp_fail(WISP_ENOMEM, "out of memory");
+  if (!unmap_string_raw(b->byte_level, str, tmp, &raw)) return wisp_fail(WISP_ENOMEM, "out of memory");
   token *t = &b->tokens[id];
   t->raw = raw;
   free(t->bytes);
@@ -448,6 +574,123 @@ static int by_match_len(const void *x, const void *y) {
   const added_token *a = x, *b = y;
   if (a->match_len != b->match_len) return a->match_len > b->match_len ? -1 : 1;
   return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* 1 when node or a step of its Sequence has this type. */
+static int json_has_type(const cJSON *node, const char *type) {
+  if (!cJSON_IsObject(node)) return 0;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(node, "type");
+  if (cJSON_IsString(t) && !strcmp(t->valuestring, type)) return 1;
+  const char *lists[] = {"pretokenizers", "decoders"};
+  for (int i = 0; i < 2; i++) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(node, lists[i])) if (json_has_type(e, type)) return 1;
+  }
+  return 0;
+}
+
+/* What the decoder does to each token: string replacements in order (the
+ * Replace and Metaspace decoders), <0xXX> -> that byte (ByteFallback); and
+ * to the whole text: leading spaces dropped (Strip, Metaspace). Fuse joins
+ * the tokens, which concatenation does anyway. */
+#define MAX_DEC_REPLACE 8
+typedef struct {
+  const char *from[MAX_DEC_REPLACE], *to[MAX_DEC_REPLACE];
+  int n_replace, byte_fallback;
+} dec_info;
+
+static wisp_status load_decoder(wisp_bpe *b, const cJSON *d, const char *label, dec_info *di) {
+  if (!d || cJSON_IsNull(d)) return WISP_OK;
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(d, "type");
+  const char *t = cJSON_IsString(type) ? type->valuestring : "?";
+  if (!strcmp(t, "Sequence")) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "decoders")) {
+      wisp_status st = load_decoder(b, e, label, di);
+      if (st) return st;
+    }
+    return WISP_OK;
+  }
+  if (!strcmp(t, "ByteLevel") || !strcmp(t, "Fuse")) return WISP_OK;
+  if (!strcmp(t, "ByteFallback")) {
+    di->byte_fallback = 1;
+    return WISP_OK;
+  }
+  if (!strcmp(t, "Replace") || !strcmp(t, "Metaspace")) {
+    const char *from, *to = " ";
+    if (!strcmp(t, "Replace")) {
+      const cJSON *str = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "pattern"), "String");
+      const cJSON *c = cJSON_GetObjectItemCaseSensitive(d, "content");
+      if (!cJSON_IsString(str) || !str->valuestring[0] || !cJSON_IsString(c))
+        return wisp_fail(WISP_EUNSUPPORTED, "%s: Replace decoder needs pattern.String and content", label);
+      from = str->valuestring;
+      to = c->valuestring;
+    } else {
+      const cJSON *r = cJSON_GetObjectItemCaseSensitive(d, "replacement");
+      const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(d, "prepend_scheme");
+      from = cJSON_IsString(r) ? r->valuestring : "\xe2\x96\x81";
+      if (!from[0]) return wisp_fail(WISP_EFORMAT, "%s: Metaspace decoder with an empty replacement", label);
+      int prepend = cJSON_IsString(scheme) ? strcmp(scheme->valuestring, "never") != 0 : json_flag(d, "add_prefix_space", 1);
+      if (prepend && b->strip_start < 1) b->strip_start = 1; /* the first token's leading space */
+    }
+    if (di->n_replace == MAX_DEC_REPLACE) return wisp_fail(WISP_EUNSUPPORTED, "%s: too many Replace decoders", label);
+    di->from[di->n_replace] = from;
+    di->to[di->n_replace++] = to;
+    return WISP_OK;
+  }
+  if (!strcmp(t, "Strip")) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(d, "content");
+    const cJSON *start = cJSON_GetObjectItemCaseSensitive(d, "start"), *stop = cJSON_GetObjectItemCaseSensitive(d, "stop");
+    if (!cJSON_IsString(c) || strcmp(c->valuestring, " ") || !cJSON_IsNumber(start) || start->valuedouble < 0 ||
+        start->valuedouble > 64 || (cJSON_IsNumber(stop) && stop->valuedouble != 0))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: Strip decoder is supported for content \" \" with stop 0 only", label);
+    b->strip_start = (int)start->valuedouble;
+    return WISP_OK;
+  }
+  return wisp_fail(WISP_EUNSUPPORTED,
+                   "%s: decoder '%s' is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)",
+                   label, t);
+}
+
+/* The value of a "<0xXX>" token string, else -1. */
+static int byte_token_value(const char *s, size_t n) {
+  if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>') return -1;
+  int v = 0;
+  for (int i = 3; i < 5; i++) {
+    char c = s[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* Each token's decoded text, where the decoder changes it. */
+static wisp_status decode_texts(wisp_bpe *b, const dec_info *di) {
+  for (int i = 0; i < b->n_ids; i++) {
+    token *t = &b->tokens[i];
+    if (!t->present) continue;
+    int v = di->byte_fallback ? byte_token_value(t->bytes, t->len) : -1;
+    size_t n = t->len;
+    char *cur = NULL;
+    if (v >= 0) {
+      if ((cur = malloc(2))) cur[0] = (char)v, cur[1] = 0, n = 1;
+    } else if (di->n_replace) {
+      cur = malloc(n + 1);
+      if (cur) memcpy(cur, t->bytes, n + 1);
+      for (int r = 0; cur && r < di->n_replace; r++) {
+        char *next = replace_all(cur, n, di->from[r], di->to[r], &n);
+        free(cur);
+        cur = next;
+      }
+    } else {
+      continue;
+    }
+    if (!cur) return wisp_fail(WISP_ENOMEM, "out of memory");
+    t->text = cur;
+    t->text_len = (uint32_t)n;
+  }
+  return WISP_OK;
 }
 
 static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
@@ -469,6 +712,10 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
       return wisp_fail(WISP_EUNSUPPORTED, "%s: model.%s is not supported", label, unsupported[i]);
   }
   b->ignore_merges = json_flag(model, "ignore_merges", 0);
+  b->byte_fallback = json_flag(model, "byte_fallback", 0);
+  b->fuse_unk = json_flag(model, "fuse_unk", 0);
+  b->byte_level = json_has_type(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), "ByteLevel") ||
+                  json_has_type(cJSON_GetObjectItemCaseSensitive(root, "decoder"), "ByteLevel");
   /* vocabulary */
   const cJSON *e;
   int nv = 0;
@@ -527,18 +774,20 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
   /* Model vocabulary first so that it wins over an added token with the same bytes. */
   cJSON_ArrayForEach(e, vocab) {
     int32_t id = (int32_t)e->valuedouble;
-    if (!unmap_string(e->string, &tmp)) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+    if (!unmap_string(b, e->string, &tmp)) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
     if (b->tokens[id].len == tmp.len && !memcmp(b->tokens[id].bytes, tmp.p, tmp.len)) vocab_put(b, id);
   }
   for (int i = 0; i < 256; i++) {
-    char c = (char)i;
+    char c = (char)i, name[8];
     b->byte_id[i] = vocab_get(b, &c, 1);
     if (b->byte_id[i] >= 0 && b->tokens[b->byte_id[i]].raw) b->byte_id[i] = -1;
+    snprintf(name, sizeof name, "<0x%02X>", i);
+    b->fallback_id[i] = b->byte_fallback ? vocab_get(b, name, 6) : -1;
   }
   b->unk = -1;
   const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
   if (cJSON_IsString(unk)) {
-    if (!unmap_string(unk->valuestring, &tmp)) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+    if (!unmap_string(b, unk->valuestring, &tmp)) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
     b->unk = vocab_get(b, tmp.p, tmp.len);
   }
   /* merges */
@@ -573,7 +822,7 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
       st = wisp_fail(WISP_EFORMAT, "%s: model.merges[%d] must be \"a b\" or [\"a\", \"b\"]", label, rank);
       goto done;
     }
-    int ok = unmap_string(ls, &l) && unmap_string(rs, &r);
+    int ok = unmap_string(b, ls, &l) && unmap_string(b, rs, &r);
     int32_t li = ok ? vocab_get(b, l.p, l.len) : -1, ri = ok ? vocab_get(b, r.p, r.len) : -1, ni = -1;
     if (ok && li >= 0 && ri >= 0 && sb_put(&l, r.p, r.len)) ni = vocab_get(b, l.p, l.len);
     if (li < 0 || ri < 0 || ni < 0) {
@@ -594,9 +843,14 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
   if ((st = load_normalizer(b, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), label))) goto done;
   for (int i = 0; i < b->n_added; i++) {
     added_token *a = &b->added[i];
-    if (a->normalized && b->nfc) {
-      if ((st = nfc(a->content, a->len, &a->match, &a->match_len))) goto done;
-    } else {
+    if (a->normalized && b->n_norm) {
+      if ((st = normalize(b->norm, b->n_norm, a->content, a->len, &a->match, &a->match_len))) goto done;
+      if (!a->match_len) { /* normalized to nothing: matches as written */
+        free(a->match);
+        a->match = NULL;
+      }
+    }
+    if (!a->match) {
       a->match = strdup(a->content);
       a->match_len = a->len;
       if (!a->match) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
@@ -608,18 +862,9 @@ static wisp_status load(wisp_bpe *b, const cJSON *root, const char *label) {
   const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
   int has_bytelevel = 0;
   if (pre && !cJSON_IsNull(pre) && (st = add_pretok(b, pre, label, &has_bytelevel))) goto done;
-  if (!has_bytelevel) {
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: BPE without a ByteLevel pre_tokenizer is not supported (byte-level BPE only)",
-                   label);
-    goto done;
-  }
-  const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
-  const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(dec, "type");
-  if (dec && !cJSON_IsNull(dec) && !(cJSON_IsString(dtype) && !strcmp(dtype->valuestring, "ByteLevel"))) {
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: decoder '%s' is not supported (ByteLevel only)", label,
-                   cJSON_IsString(dtype) ? dtype->valuestring : "?");
-    goto done;
-  }
+  dec_info di = {0};
+  if ((st = load_decoder(b, cJSON_GetObjectItemCaseSensitive(root, "decoder"), label, &di))) goto done;
+  if (!b->byte_level && (st = decode_texts(b, &di))) goto done;
   st = load_post(b, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), label);
   (void)nv;
 done:
@@ -649,7 +894,15 @@ wisp_status wisp_bpe_load(const char *json, const char *label, wisp_bpe **out) {
 
 void wisp_bpe_free(wisp_bpe *b) {
   if (!b) return;
-  for (int i = 0; i < b->n_ids; i++) free(b->tokens[i].bytes);
+  for (int i = 0; i < b->n_ids; i++) {
+    free(b->tokens[i].bytes);
+    free(b->tokens[i].text);
+  }
+  for (int i = 0; i < b->n_norm; i++) {
+    free(b->norm[i].from);
+    free(b->norm[i].to);
+  }
+  free(b->norm);
   /* n_ids may have been trimmed below the allocation: free the rest too */
   free(b->tokens);
   free(b->vslots);
@@ -798,8 +1051,42 @@ static int split_added(const wisp_bpe *b, int pass, const char *s, size_t n, pli
   return 1;
 }
 
-/* Applies one pre-tokenizer to a text piece. */
-static int pretokenize(const pretok *q, pcre2_match_data *md, const char *s, size_t n, plist *out) {
+/* Metaspace: spaces become the replacement, which is prepended (always, or
+ * only to the piece at the start of the text: `first`) unless the piece
+ * starts with it; with split, each replacement starts a new piece. */
+static int metaspace(const pretok *q, const char *s, size_t n, int at_start, plist *out) {
+  size_t rl = strlen(q->rep), len;
+  char *t = replace_all(s, n, " ", q->rep, &len);
+  if (!t) return 0;
+  int ok = 1;
+  int prepend = q->prepend == PREPEND_ALWAYS || (q->prepend == PREPEND_FIRST && at_start);
+  if (prepend && !(len >= rl && !memcmp(t, q->rep, rl))) {
+    char *u = malloc(len + rl + 1);
+    if (!u) { free(t); return 0; }
+    memcpy(u, q->rep, rl);
+    memcpy(u + rl, t, len + 1);
+    free(t);
+    t = u;
+    len += rl;
+  }
+  if (!q->split) {
+    ok = len == 0 || pl_add(out, t, len, -1);
+  } else { /* MergedWithNext on the replacement */
+    size_t from = 0;
+    for (size_t i = 1; ok && i + rl <= len; i++)
+      if (!memcmp(t + i, q->rep, rl)) {
+        ok = pl_add(out, t + from, i - from, -1);
+        from = i;
+      }
+    if (ok && from < len) ok = pl_add(out, t + from, len - from, -1);
+  }
+  free(t);
+  return ok;
+}
+
+/* Applies one pre-tokenizer to a text piece (at_start: it begins the text). */
+static int pretokenize(const pretok *q, pcre2_match_data *md, const char *s, size_t n, int at_start, plist *out) {
+  if (q->kind == PRE_METASPACE) return metaspace(q, s, n, at_start, out);
   char *own = NULL;
   if (q->kind == PRE_BYTELEVEL && q->add_prefix_space && (n == 0 || s[0] != ' ')) {
     own = malloc(n + 2);
@@ -921,15 +1208,40 @@ static int bpe_word(const wisp_bpe *b, const char *s, size_t n, idvec *out) {
   hent *h = malloc(sizeof(hent) * (n + 1) * 2);
   if (!w || !h) { free(w); free(h); return 0; }
   int m = 0;
-  for (size_t i = 0; i < n; i++) {
-    int32_t id = b->byte_id[(unsigned char)s[i]];
-    if (id < 0) id = b->unk;
-    if (id < 0) continue; /* as tokenizers: a byte with no token and no unk is dropped */
-    w[m].id = id;
-    w[m].prev = m - 1;
-    w[m].next = -1;
-    if (m > 0) w[m - 1].next = m;
-    m++;
+  /* The word starts as bytes (byte-level) or characters; a character with
+   * no token becomes its <0xXX> byte tokens (byte_fallback), else unk
+   * (consecutive unks fused into one with fuse_unk), else is dropped. */
+  for (size_t i = 0, k; i < n; i += k) {
+    int32_t id, ids[4] = {-1, -1, -1, -1};
+    int nid = 1;
+    k = 1;
+    if (b->byte_level) {
+      id = b->byte_id[(unsigned char)s[i]];
+    } else {
+      int32_t cp;
+      k = (size_t)utf8_decode((const unsigned char *)s + i, n - i, &cp);
+      id = vocab_get(b, s + i, k);
+    }
+    if (id < 0 && b->byte_fallback) {
+      nid = (int)k;
+      for (size_t j = 0; j < k && nid; j++)
+        if ((ids[j] = b->fallback_id[(unsigned char)s[i + j]]) < 0) nid = 0;
+      if (!nid) nid = 1;
+      else id = ids[0];
+    }
+    if (id < 0) {
+      id = b->unk;
+      if (id >= 0 && b->fuse_unk && m > 0 && w[m - 1].id == id) continue;
+    }
+    if (id < 0) continue; /* as tokenizers: no token and no unk: dropped */
+    if (nid == 1) ids[0] = id;
+    for (int j = 0; j < nid; j++) {
+      w[m].id = ids[j];
+      w[m].prev = m - 1;
+      w[m].next = -1;
+      if (m > 0) w[m - 1].next = m;
+      m++;
+    }
   }
   int hn = 0;
   for (int i = 0; i + 1 < m; i++) {
@@ -985,8 +1297,8 @@ wisp_status wisp_bpe_encode(const wisp_bpe *b, const char *text, size_t len, int
     const char *s = a.buf.p + a.start[i];
     size_t sl = a.len[i];
     char *norm = NULL;
-    if (b->nfc) {
-      if ((st = nfc(s, sl, &norm, &sl))) goto done;
+    if (b->n_norm) {
+      if ((st = normalize(b->norm, b->n_norm, s, sl, &norm, &sl))) goto done;
       s = norm;
     }
     ok = split_added(b, 1, s, sl, &c);
@@ -1004,7 +1316,7 @@ wisp_status wisp_bpe_encode(const wisp_bpe *b, const char *text, size_t len, int
     c.buf.len = 0;
     for (int i = 0; ok && i < a.n; i++) {
       if (a.id[i] >= 0) ok = pl_add(&c, "", 0, a.id[i]);
-      else ok = pretokenize(q, md, a.buf.p + a.start[i], a.len[i], &c);
+      else ok = pretokenize(q, md, a.buf.p + a.start[i], a.len[i], i == 0, &c);
     }
     pl_swap(&a, &c);
   }
@@ -1036,9 +1348,15 @@ const char *wisp_bpe_token(const wisp_bpe *b, int32_t id, size_t *len) {
     *len = 0;
     return NULL;
   }
+  if (b->tokens[id].text) {
+    *len = b->tokens[id].text_len;
+    return b->tokens[id].text;
+  }
   *len = b->tokens[id].len;
   return b->tokens[id].bytes;
 }
+
+int wisp_bpe_strip_start(const wisp_bpe *b) { return b->strip_start; }
 
 int32_t wisp_bpe_token_id(const wisp_bpe *b, const char *content) { return lookup_content(b, content); }
 

@@ -127,6 +127,11 @@ wisp_status wisp_tokenizer_decode(const wisp_tokenizer *t, const int32_t *ids, i
     if (b) memcpy(p + at, b, l), at += l;
   }
   p[at] = 0;
+  /* SentencePiece style: drop the space the dummy prefix put before the first word */
+  size_t strip = 0;
+  for (int k = t->kind == KIND_BPE ? wisp_bpe_strip_start(t->bpe) : 0; k > 0 && strip < at && p[strip] == ' '; k--)
+    strip++;
+  if (strip) memmove(p, p + strip, at - strip + 1), at -= strip;
   *out = p;
   if (len) *len = at;
   return WISP_OK;

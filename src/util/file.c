@@ -1,10 +1,9 @@
-/* File helpers; see file.h. sha256 comes from OpenSSL's libcrypto. */
+/* File helpers; see file.h (sha256 is in sha256.c). */
 #include "util/file.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/builtin.h"
+#include "util/memfile.h"
 #include "util/err.h"
 #include "util/target.h"
 
@@ -93,6 +93,7 @@ wisp_status wisp_read_file_max(const char *path, size_t max, char **data, size_t
     if (len) *len = b->len;
     return WISP_OK;
   }
+  if (wisp_memfile_read(path, data, len)) return WISP_OK; /* a GGUF's derived tokenizer files */
   int fd;
   struct stat st;
   wisp_status e = open_input(path, &fd, &st);
@@ -163,15 +164,12 @@ wisp_status wisp_write_file_atomic(const char *path, const void *data, size_t le
   return wisp_target_replace(tmp, path);
 }
 
-void wisp_sha256_hex(const void *data, size_t len, char out[65]) {
-  unsigned char md[32];
-  unsigned int n = 0;
-  EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
-  out[64] = 0;
-}
-
 int wisp_path_exists(const char *path) {
   struct stat st;
-  return stat(path, &st) == 0;
+  return stat(path, &st) == 0 || wisp_memfile_exists(path);
+}
+
+int wisp_is_regular_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }

@@ -37,5 +37,7 @@ wisp_status wisp_write_file_atomic(const char *path, const void *data, size_t le
 /* sha256 of a buffer as 64 lowercase hex digits + NUL. */
 void wisp_sha256_hex(const void *data, size_t len, char out[65]);
 int wisp_path_exists(const char *path);
+/* 1 when path names a regular file (following links), not a directory. */
+int wisp_is_regular_file(const char *path);
 
 #endif

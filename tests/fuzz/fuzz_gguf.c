@@ -1,9 +1,13 @@
-/* libFuzzer harness: the GGUF reader, dequantization and the import mapping
- * (tensors to HF names, hyperparameters) on arbitrary bytes. */
+/* libFuzzer harness: the GGUF reader, dequantization, the import mapping
+ * (tensors to HF names, hyperparameters) and the in-place open (`-m
+ * FILE.gguf`: sections built from the tensors, the derived manifest, the
+ * tokenizer held in memory) on arbitrary bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "format/artifact.h"
 #include "format/gguf.h"
+#include "format/gguf_artifact.h"
 #include "format/gguf_import.h"
 #include "format/safetensors.h"
 
@@ -30,5 +34,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (total < (1u << 22) && !wisp_gguf_import(g, &m, &st)) wisp_safetensors_close(st);
   wisp_gguf_model_free(&m);
   wisp_gguf_close(g);
+  /* the in-place open parses again: it takes ownership of its own g */
+  wisp_artifact *a = NULL;
+  if (total < (1u << 22) && !wisp_gguf_parse(data, size, "fuzz.gguf", &g) && !wisp_gguf_artifact_from(g, &a)) {
+    for (int i = 0; i < a->n_sections; i++) {
+      const uint8_t *p = wisp_section_data(a, &a->sections[i]);
+      volatile uint8_t sink = a->sections[i].bytes && p ? p[a->sections[i].bytes - 1] : 0; /* inside its buffer */
+      (void)sink;
+    }
+    wisp_artifact_free(a);
+  }
   return 0;
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Sets up the WebAssembly build (`make wasm`, docs/browser.md), all from
+# Debian's archive:
+#   - the toolchain: clang-19, lld-19 and libclang-rt-19-dev-wasm32
+#     (bookworm) and wasi-libc from bookworm-backports (bookworm's own is too
+#     old for clang 19), installed only when missing;
+#   - cJSON, utf8proc and PCRE2 for wasm32-wasi, built from their Debian
+#     source packages (the versions the native build links), into
+#     $WASM_DEPS (default build/wasm/deps): lib/*.a and include/.
+# The source packages come through apt with a private source list (deb-src
+# lines for the mirror the machine already uses), so the system's apt
+# configuration is not changed; apt checks them against the signed index.
+# A second run on a ready machine does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${WASM_DEPS:-build/wasm/deps}
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+
+# ---- toolchain ------------------------------------------------------------
+need=()
+for pkg in clang-19 lld-19 libclang-rt-19-dev-wasm32 dpkg-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "wasm-deps: installing ${need[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+# wasi-libc: the bookworm-backports build (2024), which clang 19 links against.
+wasi_ver=$(dpkg-query -W -f='${Version}' wasi-libc 2>/dev/null || true)
+if [ -z "$wasi_ver" ] || dpkg --compare-versions "$wasi_ver" lt 0.0~git20240708; then
+  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    mirror=$(grep -rhoE 'https?://[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -n1 || true)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    echo "wasm-deps: adding bookworm-backports from $mirror" >&2
+    printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      "$mirror" | $SUDO tee /etc/apt/sources.list.d/wisp-bookworm-backports.sources >/dev/null
+  fi
+  echo "wasm-deps: installing wasi-libc from bookworm-backports" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -t bookworm-backports wasi-libc
+fi
+
+# ---- libraries ------------------------------------------------------------
+STAMP="$OUT/.built-v2"
+[ -f "$STAMP" ] && exit 0
+rm -rf "$OUT" && mkdir -p "$OUT/lib" "$OUT/include" "$OUT/src/lists/partial"
+SRC=$(cd "$OUT/src" && pwd)
+mirror=$(grep -rhoE 'https?://[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | grep -v security | head -n1 || true)
+mirror=${mirror:-http://deb.debian.org/debian}
+printf 'deb-src %s bookworm main\ndeb-src %s bookworm-updates main\n' "$mirror" "$mirror" >"$SRC/sources.list"
+APT=(-o "Dir::Etc::SourceList=$SRC/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+     -o "Dir::State::Lists=$SRC/lists" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+echo "wasm-deps: fetching the Debian sources of cjson, utf8proc, pcre2" >&2
+apt-get "${APT[@]}" update -qq
+(cd "$SRC" && apt-get "${APT[@]}" source -qq --download-only cjson utf8proc pcre2 >/dev/null)
+for dsc in "$SRC"/*.dsc; do (cd "$SRC" && dpkg-source --no-check -x "$(basename "$dsc")" >/dev/null); done
+
+CC="clang-19 --target=wasm32-wasi --sysroot=/usr -O2"
+build_lib() { # name sources... (objects go beside $OUT/lib/lib<name>.a)
+  local name=$1; shift
+  local objs=()
+  for c in "$@"; do
+    local o="$SRC/obj-$name-$(basename "${c%.c}").o"
+    $CC $CFLAGS -c "$c" -o "$o"
+    objs+=("$o")
+  done
+  llvm-ar-19 rcs "$OUT/lib/lib$name.a" "${objs[@]}"
+}
+
+echo "wasm-deps: building cJSON, utf8proc, PCRE2 for wasm32-wasi" >&2
+d=$(echo "$SRC"/cjson-*/)
+CFLAGS="-w" build_lib cjson "$d/cJSON.c"
+mkdir -p "$OUT/include/cjson" && cp "$d/cJSON.h" "$OUT/include/cjson/"
+
+d=$(echo "$SRC"/utf8proc-*/)
+CFLAGS="-w -DUTF8PROC_STATIC" build_lib utf8proc "$d/utf8proc.c"
+cp "$d/utf8proc.h" "$OUT/include/"
+
+d=$(echo "$SRC"/pcre2-*/src)
+cp "$d/config.h.generic" "$d/config.h"
+cp "$d/pcre2.h.generic" "$d/pcre2.h"
+cp "$d/pcre2_chartables.c.dist" "$d/pcre2_chartables.c"
+pcre=()
+# (pcre2_ucptables.c is included by pcre2_tables.c)
+for f in auto_possess chartables compile config context convert dfa_match error extuni find_bracket \
+         maketables match match_data newline ord2utf pattern_info script_run serialize string_utils \
+         study substitute substring tables ucd valid_utf xclass jit_compile; do
+  pcre+=("$d/pcre2_$f.c")
+done
+CFLAGS="-w -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DPCRE2_STATIC -DSUPPORT_UNICODE -I$d" build_lib pcre2-8 "${pcre[@]}"
+cp "$d/pcre2.h" "$OUT/include/"
+touch "$STAMP"
+echo "wasm-deps: libraries in $OUT" >&2

@@ -1,0 +1,553 @@
+/* A GGUF file opened in place as an artifact; see gguf_artifact.h. */
+#include "format/gguf_artifact.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/gguf_arch.h"
+#include "format/gguf_import.h"
+#include "format/tensor.h"
+#include "format/writer.h"
+#include "util/err.h"
+#include "util/file.h"
+
+/* Longest context a GGUF runs with (the KV cache is sized for it up front),
+ * as `wisp convert` caps it. */
+#define GGUF_MAX_POSITIONS 4096
+#define GGUF_PLAN_POSITIONS 1024
+#define MAX_PARTS 4
+
+/* One wisp section and the GGUF tensors (parts, by first row) that make it. */
+typedef struct {
+  char name[64];
+  int vec; /* an f32 vector (norm weights, conv taps, A_log, dt_bias) */
+  const wisp_gguf_rule *rule[MAX_PARTS];
+  const wisp_gguf_tensor *t[MAX_PARTS];
+  int r0[MAX_PARTS];
+  int n;
+} piece;
+
+typedef struct {
+  const wisp_gguf *g;
+  const wisp_gguf_model *m;
+  wisp_gguf_geom geo;
+  struct wisp_gguf_source *src;
+  piece *pieces;
+  int n_pieces, cap;
+  /* the sections built: name, bytes, pointer, origin (index = manifest order) */
+  wisp_section *out;
+  int n_out, cap_out;
+} builder;
+
+int wisp_gguf_split_name(const char *name, int *part, int *count) {
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  size_t n = strlen(base);
+  /* ...-00001-of-00003.gguf: "-NNNNN-of-NNNNN.gguf" is 20 characters */
+  if (n < 20 || strcmp(base + n - 5, ".gguf")) return 0;
+  const char *s = base + n - 20;
+  int p, c, used = 0;
+  if (sscanf(s, "-%5d-of-%5d.gguf%n", &p, &c, &used) != 2 || used != 20 || s[1] < '0' || s[1] > '9') return 0;
+  *part = p;
+  *count = c;
+  return 1;
+}
+
+void wisp_gguf_source_free(struct wisp_gguf_source *s) {
+  if (!s) return;
+  if (s->tokenizer && s->g) wisp_gguf_memory_tokenizer_drop(s->g->label);
+  for (int i = 0; i < s->n_owned; i++) free(s->owned[i]);
+  free(s->owned);
+  wisp_gguf_close(s->g);
+  free(s);
+}
+
+static uint8_t *own(builder *b, size_t bytes) {
+  uint8_t **grown = realloc(b->src->owned, sizeof(uint8_t *) * ((size_t)b->src->n_owned + 1));
+  if (!grown) return NULL;
+  b->src->owned = grown;
+  uint8_t *p = calloc(1, bytes ? bytes : 1);
+  if (!p) return NULL;
+  b->src->owned[b->src->n_owned++] = p;
+  b->src->owned_bytes += bytes;
+  return p;
+}
+
+static wisp_status add_section(builder *b, const char *name, const uint8_t *data, uint64_t bytes, const char *origin) {
+  if (b->n_out == b->cap_out) {
+    int cap = b->cap_out ? 2 * b->cap_out : 64;
+    wisp_section *grown = realloc(b->out, sizeof *grown * (size_t)cap);
+    if (!grown) return wisp_fail(WISP_ENOMEM, "out of memory");
+    b->out = grown;
+    b->cap_out = cap;
+  }
+  wisp_section *s = &b->out[b->n_out];
+  memset(s, 0, sizeof *s);
+  if (!(s->name = strdup(name)) || !(s->origin = strdup(origin))) {
+    free(s->name);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  s->data = data;
+  s->bytes = bytes;
+  b->n_out++;
+  return WISP_OK;
+}
+
+/* ---- which tensors make which section (the architecture's table) ---- */
+
+static wisp_status add_part(builder *b, const char *section, const wisp_gguf_rule *rule, const wisp_gguf_tensor *t) {
+  piece *p = NULL;
+  for (int i = 0; i < b->n_pieces && !p; i++)
+    if (!strcmp(b->pieces[i].name, section)) p = &b->pieces[i];
+  if (!p) {
+    if (b->n_pieces == b->cap) {
+      int cap = b->cap ? 2 * b->cap : 64;
+      piece *grown = realloc(b->pieces, sizeof *grown * (size_t)cap);
+      if (!grown) return wisp_fail(WISP_ENOMEM, "out of memory");
+      b->pieces = grown;
+      b->cap = cap;
+    }
+    p = &b->pieces[b->n_pieces++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", section);
+    p->vec = rule->part == GA_P_VEC || rule->part == GA_P_TAPS;
+  }
+  if (p->n == MAX_PARTS || (p->vec && p->n))
+    return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' maps to section '%s' a second time", b->g->label, t->name, section);
+  int total = 0, r0 = 0, rows = 0, cols = 0;
+  if (!p->vec) {
+    wisp_gguf_part_dims(&b->geo, rule->part, &total, &r0, &rows, &cols);
+    if (t->n_dims != 2 || t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows)
+      return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' is %llu x %llu, the model's shape needs %d x %d", b->g->label,
+                       t->name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], cols, rows);
+  }
+  /* keep the parts in row order */
+  int at = p->n;
+  while (at > 0 && p->r0[at - 1] > r0) {
+    p->rule[at] = p->rule[at - 1];
+    p->t[at] = p->t[at - 1];
+    p->r0[at] = p->r0[at - 1];
+    at--;
+  }
+  p->rule[at] = rule;
+  p->t[at] = t;
+  p->r0[at] = r0;
+  p->n++;
+  return WISP_OK;
+}
+
+static wisp_status collect(builder *b, const wisp_gguf_arch *ga) {
+  const wisp_gguf_model *m = b->m;
+  char k[160], sec[64];
+  wisp_status st;
+  for (int i = 0; i < m->n_layers; i++)
+    for (size_t r = 0; r < ga->n_rules; r++) {
+      const wisp_gguf_rule *rule = &ga->rules[r];
+      if (rule->where == GA_GLOBAL || !rule->section || !wisp_gguf_rule_applies(rule, m->layer_types[i])) continue;
+      snprintf(k, sizeof k, "blk.%d.%s", i, rule->gguf);
+      const wisp_gguf_tensor *t = wisp_gguf_tensor_find(b->g, k);
+      if (!t) return wisp_fail(WISP_EFORMAT, "%s: missing tensor '%s'", b->g->label, k);
+      snprintf(sec, sizeof sec, rule->section, i);
+      if ((st = add_part(b, sec, rule, t))) return st;
+    }
+  for (size_t r = 0; r < ga->n_rules; r++) {
+    const wisp_gguf_rule *rule = &ga->rules[r];
+    if (rule->where != GA_GLOBAL) continue;
+    const wisp_gguf_tensor *t = wisp_gguf_tensor_find(b->g, rule->gguf);
+    if (!t) continue;
+    const wisp_gguf_rule *target = rule;
+    if (!rule->section) { /* an alias: stands in for its rule's tensor when that one is absent */
+      for (size_t a = 0; a < ga->n_rules && target == rule; a++)
+        if (ga->rules[a].where == GA_GLOBAL && ga->rules[a].section && !strcmp(ga->rules[a].hf, rule->hf))
+          target = &ga->rules[a];
+      if (target == rule || wisp_gguf_tensor_find(b->g, target->gguf)) continue;
+    }
+    snprintf(sec, sizeof sec, "%s", target->section);
+    if ((st = add_part(b, sec, target, t))) return st;
+  }
+  return WISP_OK;
+}
+
+/* ---- building one section ---- */
+
+/* wisp's weight type for a GGUF type: the same bytes (suffix), Q4 from Q4_0
+ * (reordered), or f32 (dequantized) for a type wisp has no kernels for. */
+enum { AS_BYTES, AS_Q4, AS_F32 };
+
+static int kind_of(uint32_t type, const char **suffix) {
+  switch (type) {
+    case WISP_GGML_F32: *suffix = "weight"; return AS_BYTES;
+    case WISP_GGML_F16: *suffix = "f16"; return AS_BYTES;
+    case WISP_GGML_Q8_0: *suffix = "q8_0"; return AS_BYTES;
+    case WISP_GGML_Q4_K: *suffix = "q4k"; return AS_BYTES;
+    case WISP_GGML_Q4_0: *suffix = "quant"; return AS_Q4;
+    default: *suffix = "weight"; return AS_F32;
+  }
+}
+
+static int moves_rows_or_cols(unsigned xform) { return (xform & ~(unsigned)(GA_X_PLUS1 | GA_X_NEGEXP)) != 0; }
+
+/* Whether a column order moves whole blocks of `block` columns. */
+static int keeps_blocks(const int *cs, int cols, int block) {
+  for (int c = 0; c < cols; c += block) {
+    if (cs[c] % block) return 0;
+    for (int k = 1; k < block; k++)
+      if (cs[c + k] != cs[c] + k) return 0;
+  }
+  return 1;
+}
+
+static void origin_of(const builder *b, const piece *p, const char *how, char *out, size_t cap) {
+  size_t at = (size_t)snprintf(out, cap, "%s:", how);
+  for (int i = 0; i < p->n && at < cap; i++)
+    at += (size_t)snprintf(out + at, cap - at, " %s %s", p->t[i]->name, wisp_ggml_type_name(p->t[i]->type));
+  (void)b;
+}
+
+static wisp_status build_vector(builder *b, const piece *p) {
+  const wisp_gguf_tensor *t = p->t[0];
+  const unsigned xform = p->rule[0]->xform;
+  char origin[512];
+  if (t->type == WISP_GGML_F32 && !moves_rows_or_cols(xform) && !(xform & GA_X_NEGEXP) &&
+      (uintptr_t)t->data % 4 == 0) {
+    origin_of(b, p, "mapped", origin, sizeof origin);
+    b->src->mapped_bytes += t->bytes;
+    return add_section(b, p->name, t->data, t->numel * 4, origin);
+  }
+  float *v = (float *)own(b, t->numel * 4), *tmp = NULL;
+  int *rs = NULL;
+  if (!v) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = wisp_gguf_read_f32(b->g, t, v);
+  const int cols = t->n_dims == 1 ? 1 : (int)t->ne[0], rows = (int)(t->numel / (uint64_t)cols);
+  if (!st && moves_rows_or_cols(xform)) {
+    rs = malloc(sizeof(int) * (size_t)rows);
+    tmp = malloc(t->numel * 4);
+    if (!rs || !tmp) st = wisp_fail(WISP_ENOMEM, "out of memory");
+    if (!st) st = wisp_gguf_row_map(&b->geo, xform, rows, t->name, rs);
+    if (!st) {
+      memcpy(tmp, v, t->numel * 4);
+      for (int r = 0; r < rows; r++) memcpy(v + (size_t)rs[r] * cols, tmp + (size_t)r * cols, sizeof(float) * cols);
+    }
+  }
+  /* GGUF and wisp both store Qwen 3.5's norms as 1 + w; A_log is -exp(A_log) in GGUF */
+  if (!st) wisp_gguf_values_import(xform & GA_X_NEGEXP, v, t->numel);
+  free(rs);
+  free(tmp);
+  if (st) return st;
+  origin_of(b, p, t->type == WISP_GGML_F32 ? "copied (rows reordered or values transformed)" : "dequantized to f32",
+            origin, sizeof origin);
+  return add_section(b, p->name, (const uint8_t *)v, t->numel * 4, origin);
+}
+
+/* Q4_0 block (f16 d, element j in the low nibble of byte j, j + 16 in its
+ * high nibble) into wisp Q4 (elements 2k, 2k+1 in byte k; f32 scale). */
+static void q4_0_block(const uint8_t *blk, uint8_t *quant, float *scale) {
+  uint8_t e[32];
+  for (int j = 0; j < 16; j++) {
+    e[j] = blk[2 + j] & 15;
+    e[j + 16] = blk[2 + j] >> 4;
+  }
+  for (int k = 0; k < 16; k++) quant[k] = (uint8_t)(e[2 * k] | e[2 * k + 1] << 4);
+  *scale = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+}
+
+static wisp_status build_matrix(builder *b, const piece *p) {
+  const char *suffix;
+  int kind = kind_of(p->t[0]->type, &suffix);
+  int moved = 0, adjacent = 1;
+  for (int i = 0; i < p->n; i++) {
+    const char *sx;
+    if (kind_of(p->t[i]->type, &sx) != kind || p->t[i]->type != p->t[0]->type) kind = AS_F32; /* mixed: f32 */
+    moved |= moves_rows_or_cols(p->rule[i]->xform);
+    if (i && p->t[i - 1]->data + p->t[i - 1]->bytes != p->t[i]->data) adjacent = 0;
+  }
+  if (kind == AS_F32) suffix = "weight";
+  int total, r0, rows, cols;
+  wisp_gguf_part_dims(&b->geo, p->rule[0]->part, &total, &r0, &rows, &cols);
+  int covered = 0;
+  for (int i = 0; i < p->n; i++) covered += (int)p->t[i]->ne[1];
+  if (covered != total)
+    return wisp_fail(WISP_EFORMAT, "%s: the tensors of section '%s' hold %d rows, the model needs %d", b->g->label,
+                     p->name, covered, total);
+  char name[96], origin[512];
+  snprintf(name, sizeof name, "%s.%s", p->name, suffix);
+  if (kind == AS_BYTES && !moved && adjacent && (uintptr_t)p->t[0]->data % 4 == 0) {
+    uint64_t bytes = 0;
+    for (int i = 0; i < p->n; i++) bytes += p->t[i]->bytes;
+    origin_of(b, p, "mapped", origin, sizeof origin);
+    b->src->mapped_bytes += bytes;
+    return add_section(b, name, p->t[0]->data, bytes, origin);
+  }
+  size_t bb = 4;
+  int block = 1;
+  if (kind != AS_F32) block = wisp_ggml_block(p->t[0]->type, &bb);
+  const int nb = cols / block;
+  /* column orders that split blocks (Qwen 3.5's out_proj with small value heads) fall back to f32 */
+  int *rs = malloc(sizeof(int) * (size_t)total), *cs = malloc(sizeof(int) * (size_t)cols);
+  wisp_status st = WISP_OK;
+  if (!rs || !cs) st = wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int i = 0; !st && i < p->n; i++) {
+    if ((st = wisp_gguf_col_map(&b->geo, p->rule[i]->xform, cols, p->t[i]->name, cs))) break;
+    if (kind != AS_F32 && !keeps_blocks(cs, cols, block)) {
+      kind = AS_F32;
+      suffix = "weight";
+      snprintf(name, sizeof name, "%s.%s", p->name, suffix);
+    }
+  }
+  uint8_t *q = NULL;
+  float *scales = NULL, *tmp = NULL;
+  const size_t n = (size_t)total * (size_t)cols;
+  if (!st) {
+    if (kind == AS_F32) q = own(b, n * 4);
+    else if (kind == AS_Q4) q = own(b, wisp_q4_quant_bytes(total, cols)), scales = (float *)own(b, wisp_q4_scale_bytes(total, cols));
+    else q = own(b, (size_t)total * nb * bb);
+    if (!q || (kind == AS_Q4 && !scales)) st = wisp_fail(WISP_ENOMEM, "out of memory for section '%s'", p->name);
+  }
+  for (int i = 0; !st && i < p->n; i++) {
+    const wisp_gguf_tensor *t = p->t[i];
+    const int prow = (int)t->ne[1], base = p->r0[i];
+    if ((st = wisp_gguf_row_map(&b->geo, p->rule[i]->xform, prow, t->name, rs)) ||
+        (st = wisp_gguf_col_map(&b->geo, p->rule[i]->xform, cols, t->name, cs)))
+      break;
+    if (kind == AS_F32) {
+      if (!(tmp = malloc((size_t)prow * cols * 4))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); break; }
+      if (!(st = wisp_gguf_read_f32(b->g, t, tmp))) {
+        float *dst = (float *)q;
+        for (int r = 0; r < prow; r++)
+          for (int c = 0; c < cols; c++) dst[(size_t)(base + rs[r]) * cols + cs[c]] = tmp[(size_t)r * cols + c];
+      }
+      free(tmp);
+      tmp = NULL;
+      continue;
+    }
+    for (int r = 0; r < prow; r++)
+      for (int k = 0; k < nb; k++) {
+        const uint8_t *blk = t->data + ((size_t)r * nb + k) * bb;
+        const size_t at = (size_t)(base + rs[r]) * nb + (size_t)(cs[k * block] / block);
+        if (kind == AS_Q4) q4_0_block(blk, q + at * (WISP_Q4_BLOCK / 2), scales + at);
+        else memcpy(q + at * bb, blk, bb);
+      }
+  }
+  free(rs);
+  free(cs);
+  if (st) return st;
+  const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32 ? "dequantized to f32 (wisp has no kernels for it, or the parts mix types)"
+                    : kind == AS_Q4 ? "copied as wisp q4 (Q4_0's nibbles reordered, f16 scales widened)"
+                    : moved ? "copied (rows or column blocks reordered as llama.cpp's converter stored them)"
+                            : "copied (the parts are not adjacent in the file)";
+  origin_of(b, p, how, origin, sizeof origin);
+  if (kind == AS_Q4) {
+    snprintf(name, sizeof name, "%s.quant", p->name);
+    if ((st = add_section(b, name, q, wisp_q4_quant_bytes(total, cols), origin))) return st;
+    snprintf(name, sizeof name, "%s.scales", p->name);
+    return add_section(b, name, (const uint8_t *)scales, wisp_q4_scale_bytes(total, cols), origin);
+  }
+  return add_section(b, name, q, kind == AS_F32 ? n * 4 : (size_t)total * nb * bb, origin);
+}
+
+/* The rope tables convert stores (rope.cos/sin for the plan's rows,
+ * rope.cos_ext/sin_ext for the whole context), computed the same way, in
+ * f32, with llama's rope_freqs divisors when the file has them, so that the
+ * file runs exactly as the artifact converted from it. */
+static wisp_status build_rope(builder *b, const char *cos_name, const char *sin_name, int rows) {
+  const int dim = !strcmp(b->m->arch, "qwen35") ? b->m->rotary_dim : b->m->head_dim, half = dim / 2;
+  const size_t bytes = sizeof(float) * (size_t)rows * half;
+  float *cs = (float *)own(b, bytes), *sn = (float *)own(b, bytes);
+  if (!cs || !sn) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
+  for (int i = 0; i < half; i++) {
+    float inv = 1.0f / powf((float)b->m->rope_theta, (float)(2 * i) / (float)dim);
+    if (b->m->rope_factors) inv = inv / b->m->rope_factors[i];
+    for (int p = 0; p < rows; p++) {
+      float ang = (float)p * inv;
+      cs[(size_t)p * half + i] = cosf(ang);
+      sn[(size_t)p * half + i] = sinf(ang);
+    }
+  }
+  const char *how = b->m->rope_factors ? "computed from rope.freq_base and rope_freqs.weight" : "computed from rope.freq_base";
+  wisp_status st = add_section(b, cos_name, (const uint8_t *)cs, bytes, how);
+  if (!st) st = add_section(b, sin_name, (const uint8_t *)sn, bytes, how);
+  return st;
+}
+
+/* ---- the derived manifest ---- */
+
+static cJSON *derive_manifest(const builder *b, int max_pos, int tokenizer) {
+  const wisp_gguf_model *m = b->m;
+  const int qwen = !strcmp(m->arch, "qwen35");
+  cJSON *root = cJSON_CreateObject();
+  cJSON *rt = cJSON_AddObjectToObject(root, "runtime");
+  cJSON *shape = cJSON_AddObjectToObject(rt, "shape");
+  cJSON *lt = cJSON_AddArrayToObject(shape, "layerTypes");
+  for (int i = 0; i < m->n_layers; i++)
+    cJSON_AddItemToArray(lt, cJSON_CreateString(m->layer_types[i] == WISP_LAYER_CONV     ? "conv"
+                                                : m->layer_types[i] == WISP_LAYER_LINEAR ? "linear_attention"
+                                                                                         : "attention"));
+  cJSON_AddNumberToObject(shape, "hidden", m->hidden);
+  cJSON_AddNumberToObject(shape, "ffn", m->ffn);
+  cJSON_AddNumberToObject(shape, "vocab", m->vocab);
+  cJSON_AddNumberToObject(shape, "heads", m->heads);
+  cJSON_AddNumberToObject(shape, "kvHeads", m->kv_heads);
+  cJSON_AddNumberToObject(shape, "headDim", m->head_dim);
+  cJSON_AddNumberToObject(shape, "convCache", m->conv_l);
+  if (qwen) {
+    cJSON_AddNumberToObject(shape, "linearKeyHeads", m->lin_k_heads);
+    cJSON_AddNumberToObject(shape, "linearValueHeads", m->lin_v_heads);
+    cJSON_AddNumberToObject(shape, "linearKeyDim", m->lin_k_dim);
+    cJSON_AddNumberToObject(shape, "linearValueDim", m->lin_v_dim);
+    cJSON_AddNumberToObject(shape, "rotaryDim", m->rotary_dim);
+  }
+  /* offsets in a virtual weights space: the sections carry their own pointers */
+  uint64_t at = 0;
+  cJSON *secs = cJSON_AddArrayToObject(rt, "sections");
+  for (int i = 0; i < b->n_out; i++) {
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "name", b->out[i].name);
+    cJSON_AddNumberToObject(s, "offset", (double)at);
+    cJSON_AddNumberToObject(s, "bytes", (double)b->out[i].bytes);
+    cJSON_AddItemToArray(secs, s);
+    at += (b->out[i].bytes + 3) / 4 * 4;
+  }
+  cJSON_AddNumberToObject(rt, "weightBytes", (double)at);
+  cJSON_AddNumberToObject(rt, "maxQueries", 1);
+  cJSON_AddNumberToObject(rt, "maxPositions", max_pos);
+  cJSON_AddNumberToObject(rt, "planPosition", max_pos < GGUF_PLAN_POSITIONS ? max_pos : GGUF_PLAN_POSITIONS);
+  cJSON_AddNumberToObject(rt, "maxTotalPositions", max_pos);
+  cJSON *wx = cJSON_AddObjectToObject(root, "wisp");
+  cJSON_AddStringToObject(wx, "architecture", qwen ? "qwen3_5" : "lfm2");
+  cJSON_AddNumberToObject(wx, "ropeTheta", m->rope_theta);
+  cJSON_AddNumberToObject(wx, "normEps", m->norm_eps);
+  cJSON_AddStringToObject(wx, "tokenizer", tokenizer ? "bpe" : "byte");
+  if (!strcmp(m->arch, "llama")) cJSON_AddBoolToObject(wx, "qkNorm", 0);
+  char source[96]; /* "gguf ARCH": export-gguf writes the same architecture back */
+  snprintf(source, sizeof source, "gguf %s", m->arch);
+  cJSON_AddStringToObject(wx, "source", source);
+  return root;
+}
+
+static wisp_status open_source(const char *path, builder *b, wisp_gguf_model *m, int *tokenizer,
+                               const wisp_gguf_arch **ga) {
+  wisp_status st = WISP_OK;
+  b->g = b->src->g;
+  int64_t splits = 0;
+  if (wisp_gguf_get_int(b->g, "split.count", &splits) && splits > 1)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: one part of a GGUF split into %lld files; wisp reads one file: merge "
+                     "them with llama.cpp's `llama-gguf-split --merge FIRST-PART.gguf OUT.gguf` and run OUT.gguf",
+                     path, (long long)splits);
+  if ((st = wisp_gguf_read_model(b->g, m, ga))) return st;
+  b->m = m;
+  b->geo = wisp_gguf_model_geom(m);
+  if ((st = wisp_gguf_memory_tokenizer(b->g, b->g->label, tokenizer))) return st;
+  b->src->tokenizer = *tokenizer;
+  return WISP_OK;
+}
+
+wisp_status wisp_gguf_artifact_open(const char *path, wisp_artifact **out) {
+  *out = NULL;
+  int part, count;
+  if (wisp_gguf_split_name(path, &part, &count) && count > 1)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: part %d of a GGUF split into %d files; wisp reads one file: merge them "
+                     "with llama.cpp's `llama-gguf-split --merge FIRST-PART.gguf OUT.gguf` and run OUT.gguf", path,
+                     part, count);
+  wisp_gguf *g = NULL;
+  wisp_status st = wisp_gguf_open(path, &g);
+  if (st) return st;
+  return wisp_gguf_artifact_from(g, out);
+}
+
+wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
+  *out = NULL;
+  const char *path = g->label;
+  builder b = {0};
+  wisp_gguf_model m;
+  memset(&m, 0, sizeof m);
+  wisp_artifact *a = NULL;
+  const wisp_gguf_arch *ga = NULL;
+  int tokenizer = 0;
+  if (!(b.src = calloc(1, sizeof *b.src))) {
+    wisp_gguf_close(g);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  b.src->g = g;
+  wisp_status st = open_source(path, &b, &m, &tokenizer, &ga);
+  if (!st) st = collect(&b, ga);
+  for (int i = 0; !st && i < b.n_pieces; i++)
+    st = b.pieces[i].vec ? build_vector(&b, &b.pieces[i]) : build_matrix(&b, &b.pieces[i]);
+  const int max_pos = m.context < GGUF_MAX_POSITIONS ? m.context : GGUF_MAX_POSITIONS;
+  const int plan_rows = max_pos < GGUF_PLAN_POSITIONS ? max_pos : GGUF_PLAN_POSITIONS;
+  if (!st) st = build_rope(&b, "rope.cos", "rope.sin", plan_rows);
+  if (!st) st = build_rope(&b, "rope.cos_ext", "rope.sin_ext", max_pos);
+  if (!st) {
+    cJSON *man = derive_manifest(&b, max_pos, tokenizer);
+    char *text = man ? cJSON_PrintUnformatted(man) : NULL;
+    cJSON_Delete(man);
+    if (!text) st = wisp_fail(WISP_ENOMEM, "out of memory");
+    else st = wisp_manifest_parse(text, path, &a);
+    free(text);
+  }
+  if (!st && a->n_sections != b.n_out) st = wisp_fail(WISP_EFORMAT, "%s: derived manifest lost sections", path);
+  for (int i = 0; !st && i < b.n_out; i++) { /* same order as derived */
+    a->sections[i].data = b.out[i].data;
+    a->sections[i].origin = b.out[i].origin;
+    b.out[i].origin = NULL;
+  }
+  for (int i = 0; i < b.n_out; i++) {
+    free(b.out[i].name);
+    free(b.out[i].origin);
+  }
+  free(b.out);
+  free(b.pieces);
+  wisp_gguf_model_free(&m);
+  if (!st && !(a->dir = strdup(path))) st = wisp_fail(WISP_ENOMEM, "out of memory");
+  if (st) {
+    wisp_artifact_free(a);
+    wisp_gguf_source_free(b.src);
+    return st;
+  }
+  a->gguf = b.src;
+  a->gguf_free = wisp_gguf_source_free;
+  *out = a;
+  return WISP_OK;
+}
+
+/* `--quant keep` (the default for a GGUF): the artifact is what running the
+ * GGUF in place uses (format/gguf_artifact.h, one mapping for both), every
+ * section written with the bytes it has there: matrices in their stored
+ * type (Q4_0 as wisp q4, the same values), no requantization. */
+wisp_status wisp_gguf_convert_keep(const char *path, const char *out_dir, int quiet) {
+  wisp_artifact *a = NULL;
+  wisp_writer *w = NULL;
+  cJSON *manifest = NULL;
+  wisp_status rc = wisp_gguf_artifact_open(path, &a);
+  if (rc) return rc;
+  if (!(manifest = cJSON_Duplicate(a->manifest, 1))) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
+  cJSON *wx = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
+  cJSON_AddStringToObject(wx, "weights", "keep");
+  if (!quiet)
+    fprintf(stderr, "wisp convert: %s -> %s (keep: matrices in their GGUF types, %d sections, %.1f MB)\n", path,
+            out_dir, a->n_sections, (double)a->weight_bytes / 1e6);
+  if ((rc = wisp_writer_begin(out_dir, a->weight_bytes, &w))) goto done;
+  static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+  char src[4200];
+  for (int i = 0; i < 3 && !rc && !strcmp(a->tokenizer, "bpe"); i++) {
+    snprintf(src, sizeof src, "%s/%s", path, names[i]);
+    if (wisp_path_exists(src)) rc = wisp_writer_add_file(w, names[i], src);
+  }
+  for (int i = 0; i < a->n_sections && !rc; i++) {
+    const wisp_section *s = &a->sections[i];
+    if (!quiet) fprintf(stderr, "  [%3d/%d] %-28s %s\n", i + 1, a->n_sections, s->name, s->origin ? s->origin : "");
+    rc = wisp_writer_put_section(w, manifest, s->name, wisp_section_data(a, s), (size_t)s->bytes);
+  }
+  if (rc) goto done;
+  rc = wisp_writer_commit(w, manifest);
+  w = NULL; /* commit frees the writer, also on failure */
+  if (!rc && !quiet) fprintf(stderr, "wisp convert: wrote %s\n", out_dir);
+done:
+  if (w) wisp_writer_abort(w);
+  cJSON_Delete(manifest);
+  wisp_artifact_free(a);
+  return rc;
+}
+

@@ -1,0 +1,68 @@
+/* wisp.wasm (make wasm) in its page, in headless Chromium on WebGPU
+ * (tests/web/page.mjs, docs/browser.md): the default model's greedy text in
+ * the page equals the native CLI's, the tokens stream in, the plan and the
+ * adapter are shown, a damaged artifact gives the CLI's one-line error, and
+ * a screenshot is kept as build/test-logs/wasm-page.png.
+ *
+ * Needs what the set-up installs (scripts/deps.sh): build/wasm/ from
+ * `make wasm` (scripts/test.sh builds it), Debian's chromium and node, and
+ * `npm ci` in tests/web; without them the test fails and says which is
+ * missing. The page runs the browser's wasm, which no sanitizer build
+ * changes, so the sanitized suite skips it (it ran in the optimised one). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WISP_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WISP_TEST_SANITIZED 1
+#endif
+#endif
+
+static int readable(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+}
+
+TEST(web_page_greedy_equals_native) {
+#ifdef WISP_TEST_SANITIZED
+  SKIP("the page runs the browser's wasm, not this sanitized build: it runs in the optimised suite");
+#endif
+  CHECKF(readable("build/wasm/wisp.wasm") && readable("build/wasm/index.html"),
+         "build/wasm/ is missing: run make wasm (scripts/test.sh does)");
+  CHECKF(readable("tests/web/node_modules/playwright-core/package.json"),
+         "tests/web/node_modules is missing (scripts/deps.sh runs npm ci there)");
+  CHECKF(readable("/usr/bin/chromium") || getenv("CHROMIUM"), "chromium is not installed (scripts/deps.sh installs it)");
+  const char *tmp = test_tmpdir();
+  char cmd[2048], out[8192];
+  static char log[1 << 16];
+  const char *prompt = "In the beginning";
+
+  /* The native CLI's greedy text, and a copy of the model with four bytes of
+   * its weights changed with the CLI's error for it. */
+  snprintf(cmd, sizeof cmd, "(%s run -m models/default --backend cpu -p '%s' -n 16 --temp 0 >%s/expect.txt 2>/dev/null)",
+           test_wisp_bin(), prompt, tmp);
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "native run: exit %d: %s", rc, out);
+  snprintf(cmd, sizeof cmd,
+           "cp -r models/default %s/bad && printf '\\377\\377\\377\\377' | "
+           "dd of=%s/bad/weights.bin bs=1 seek=100000 conv=notrunc 2>/dev/null",
+           tmp, tmp);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "damaging a copy: %s", out);
+  snprintf(cmd, sizeof cmd, "(%s plan -m %s/bad --backend cpu >/dev/null 2>%s/error.txt)", test_wisp_bin(), tmp, tmp);
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 1, "native plan of the damaged copy: exit %d", rc);
+
+  snprintf(cmd, sizeof cmd,
+           "node tests/web/page.mjs --web build/wasm --model models/default --prompt '%s' --n 16 "
+           "--expect %s/expect.txt --bad-dir %s/bad --expect-error %s/error.txt --out build/test-logs",
+           prompt, tmp, tmp, tmp);
+  rc = test_run(cmd, log, sizeof log);
+  CHECKF(rc == 0, "tests/web/page.mjs exit %d:\n%s", rc, log);
+  CHECKF(strstr(log, "ok page greedy text equals native") && strstr(log, "ok damaged artifact"), "%s", log);
+}

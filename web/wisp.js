@@ -1,0 +1,52 @@
+// Runs wisp.wasm (make wasm) in the page: one run of the CLI, e.g.
+//   await runWisp(module, ["run", "-m", "/model", "--backend", "webgpu", ...], files, {stdout, stderr})
+// with a fresh instance each time (a run's memory is dropped with it).
+// The module's imports: WASI (wasi.js), wisp's webgpu.h (wgpu.js) and
+// wisp.sha256 (WebCrypto). The asynchronous ones are wrapped in
+// WebAssembly.Suspending and _start in WebAssembly.promising (JSPI), so the
+// C code calls them as ordinary functions and the module sleeps meanwhile.
+import { Exit, Wasi } from "./wasi.js";
+import { WebGPUGlue } from "./wgpu.js";
+
+export function jspiAvailable() {
+  return typeof WebAssembly.Suspending === "function" && typeof WebAssembly.promising === "function";
+}
+
+export async function loadWisp(url) {
+  const resp = await fetch(url);
+  if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status}`);
+  return WebAssembly.compileStreaming(resp);
+}
+
+// files: {"/model/manifest.json": Blob, ...}. Returns {code, adapter, wasi}.
+export async function runWisp(module, args, files, { stdout = () => {}, stderr = () => {}, env = [] } = {}) {
+  if (!jspiAvailable()) throw new Error("this browser lacks JSPI (WebAssembly.Suspending); see docs/browser.md");
+  const suspending = (fn) => new WebAssembly.Suspending(fn);
+  const wasi = new Wasi({ args: ["wisp", ...args], env, files, stdout, stderr });
+  const gpu = new WebGPUGlue();
+  let memory = null;
+  const wisp = {
+    sha256: suspending(async (ptr, len, out) => {
+      // digest() takes a copy: a view of wasm memory may not be passed on.
+      const data = new Uint8Array(memory.buffer).slice(ptr, ptr + len);
+      const md = new Uint8Array(await crypto.subtle.digest("SHA-256", data));
+      new Uint8Array(memory.buffer).set(md, out);
+    }),
+  };
+  const instance = await WebAssembly.instantiate(module, {
+    wasi_snapshot_preview1: wasi.imports(suspending),
+    wgpu: gpu.imports(suspending),
+    wisp,
+  });
+  memory = instance.exports.memory;
+  wasi.memory = gpu.memory = memory;
+  const start = WebAssembly.promising(instance.exports._start);
+  let code = 0;
+  try {
+    await start();
+  } catch (e) {
+    if (!(e instanceof Exit)) throw e;
+    code = e.code;
+  }
+  return { code, adapter: gpu.adapter, wasi };
+}
