@@ -341,8 +341,25 @@ TEST(llama_tiny_runs_past_4096_positions) {
   snprintf(cmd, sizeof cmd, "%s logits -m %s -c 9000 --tokens 1,2", test_wisp_bin(), art);
   int over = test_run(cmd, log, sizeof log);
   int over_refused = over != 0 && strstr(log, "maximum context of 8192") != NULL;
+  /* wisp plan and the bench receipt say the context and the KV bytes: 2 attention layers x K and V x
+   * positions x 2 kv heads x 32 dims x 4 bytes */
+  snprintf(cmd, sizeof cmd, "%s plan -m %s -c 8000", test_wisp_bin(), art);
+  int plan_ok = test_run(cmd, log, sizeof log) == 0 &&
+                strstr(log, "context: 8000 positions (the model's maximum 8192); KV caches: 7.8 MiB a sequence (f32)");
+  char plan_log[200];
+  snprintf(plan_log, sizeof plan_log, "%.190s", log);
+  snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 2 --no-warmup -o %s/long_bench.json >/dev/null && cat %s/long_bench.json",
+           test_wisp_bin(), art, test_tmpdir(), test_tmpdir());
+  int bench_rc = test_run(cmd, log, sizeof log);
+  cJSON *bj = bench_rc == 0 ? cJSON_Parse(log) : NULL;
+  const cJSON *bctx = cJSON_GetObjectItemCaseSensitive(bj, "context"), *bkv = cJSON_GetObjectItemCaseSensitive(bj, "kv_bytes");
+  int bench_ok = cJSON_IsNumber(bctx) && bctx->valuedouble == 4096 && cJSON_IsNumber(bkv) &&
+                 bkv->valuedouble == 4096.0 * 2 * 2 * QKV * QD * 4;
+  cJSON_Delete(bj);
   g_llama = 0;
   CHECKF(rc == 0 && ok && maxref > 0.1 && maxdiff <= 1e-4 * maxref, "%s (%s)", msg, why);
+  CHECKF(plan_ok, "wisp plan -c 8000: %s", plan_log);
+  CHECKF(bench_ok, "bench receipt: context/kv_bytes missing or wrong");
   CHECKF(dflt_full, "without -c: %.200s", log);
   CHECKF(over_refused, "-c 9000: %.200s", log);
 }

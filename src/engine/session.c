@@ -181,6 +181,9 @@ int wisp_session_position(const wisp_session *s) {
 }
 const wisp_plan *wisp_session_plan(const wisp_session *s) { return s->plan; }
 const char *wisp_session_kv_dtype(const wisp_session *s) { return s->kv_f16 ? "f16" : "f32"; }
+uint64_t wisp_session_kv_bytes(const wisp_session *s) {
+  return wisp_graph_kv_bytes(&s->graph, s->max_pos, s->kv_f16 ? 2 : 4) * (uint64_t)(s->n_slots > 0 ? s->n_slots : 1);
+}
 const char *wisp_session_plan_id(const wisp_session *s) {
   if (!s) {
     wisp_fail(WISP_EINVAL, "wisp_session_plan_id: no session");

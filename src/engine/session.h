@@ -11,6 +11,8 @@ const wisp_plan *wisp_session_plan(const wisp_session *s);
 /* The KV caches' element type as the backend keeps them: "f16" (the plan's
  * kvDtype f16, or tuning kv=f16) or "f32". */
 const char *wisp_session_kv_dtype(const wisp_session *s);
+/* Bytes of the KV caches of all the session's slots, as made for its context. */
+uint64_t wisp_session_kv_bytes(const wisp_session *s);
 const char *wisp_session_backend_name(const wisp_session *s);
 /* What `wisp run` and `wisp bench` report of the session's backend: its
  * device counters (1 and *out filled when it keeps them: webgpu), per-op

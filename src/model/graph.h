@@ -133,6 +133,9 @@ void wisp_graph_state_free(wisp_graph_state *s, wisp_backend *be);
  * position are never read). */
 void wisp_graph_state_reset(wisp_graph_state *s, wisp_backend *be);
 int wisp_graph_state_max_pos(const wisp_graph_state *s);
+/* Bytes of one sequence's K and V caches for max_pos positions at
+ * value_bytes a value (4: f32, 2: f16): every attention node's two caches. */
+uint64_t wisp_graph_kv_bytes(const wisp_graph *g, int max_pos, int value_bytes);
 /* The state a token changes for good beyond its own KV rows (conv and
  * recurrent states), for snapshots: up to cap buffers; returns how many. */
 int wisp_graph_state_bufs(wisp_graph_state *s, wisp_buf **bufs, size_t *lens, int cap);

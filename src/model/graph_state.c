@@ -127,6 +127,14 @@ void wisp_graph_state_reset(wisp_graph_state *s, wisp_backend *be) {
 
 int wisp_graph_state_max_pos(const wisp_graph_state *s) { return s->max_pos; }
 
+uint64_t wisp_graph_kv_bytes(const wisp_graph *g, int max_pos, int value_bytes) {
+  uint64_t per_cache = (uint64_t)max_pos * (uint64_t)g->kv_heads * (uint64_t)g->head_dim * (uint64_t)value_bytes;
+  uint64_t total = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == WISP_GOP_ATTENTION || g->nodes[i].op == WISP_GOP_ATTENTION_GATED) total += 2 * per_cache;
+  return total;
+}
+
 int wisp_graph_state_bufs(wisp_graph_state *s, wisp_buf **bufs, size_t *lens, int cap) {
   int n = 0;
   for (int i = 0; i < s->n_layers; i++)
