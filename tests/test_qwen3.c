@@ -12,8 +12,10 @@
 
 #include <cJSON.h>
 
+#include "engine/session.h"
 #include "st_fixture.h"
 #include "test.h"
+#include "wisp.h"
 
 enum { QH = 64, QF = 96, QV = 80, QD = 32, QNH = 4, QKV = 2, QL = 2 };
 #define QTHETA 10000.0
@@ -362,6 +364,86 @@ TEST(llama_tiny_runs_past_4096_positions) {
   CHECKF(bench_ok, "bench receipt: context/kv_bytes missing or wrong");
   CHECKF(dflt_full, "without -c: %.200s", log);
   CHECKF(over_refused, "-c 9000: %.200s", log);
+}
+
+/* The tiny Llama converted with max_position_embeddings 8192 into
+ * TMP/NAME; 0 on success. */
+static int long_artifact(const char *name, char *art, size_t cap) {
+  char hf[600], cmd[2048], log[4096];
+  snprintf(hf, sizeof hf, "%s/%s_hf", test_tmpdir(), name);
+  snprintf(art, cap, "%s/%s", test_tmpdir(), name);
+  const int keep_llama = g_llama, keep_max = g_max_pos;
+  g_llama = 1;
+  g_max_pos = 8192;
+  int rc = mkdir(hf, 0755) != 0 || write_tiny_qwen3(hf) != 0;
+  g_llama = keep_llama;
+  g_max_pos = keep_max;
+  if (rc) return -1;
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
+  return test_run(cmd, log, sizeof log);
+}
+
+/* KV caches that grow with the sequence (the cpu: from 256 positions,
+ * doubling) give the very logits and tokens of caches made for the whole
+ * context (tuning kvGrow=0), through prefill chunks that cross several
+ * doublings and a decode loop; and they start small. */
+TEST(kv_growth_bit_identical_to_preallocated_cpu) {
+  char art[600];
+  CHECK(long_artifact("grow_art", art, sizeof art) == 0);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_session *s[2] = {NULL, NULL};
+  const char *tuning[2] = {NULL, "kvGrow=0"};
+  for (int i = 0; i < 2; i++) {
+    wisp_session_options o = {.backend = "cpu", .threads = 1, .max_context = 4200, .tuning = tuning[i]};
+    CHECKF(wisp_session_new(m, &o, &s[i]) == WISP_OK, "%s", wisp_last_error());
+  }
+  const uint64_t full = wisp_session_kv_bytes(s[1]);
+  int ok = full == 4200ull * 2 * 2 * QKV * QD * 4 && wisp_session_kv_bytes_held(s[1]) == full &&
+           wisp_session_kv_bytes_held(s[0]) == 256ull * 2 * 2 * QKV * QD * 4;
+  enum { T = 4160 };
+  static int32_t tok[T];
+  for (int t = 0; t < T; t++) tok[t] = (t * 37 + 11 + t / 101) % QV;
+  static float lg[2][QV];
+  static const int cuts[] = {0, 100, 300, 1100, 2500, T};
+  int same = 1;
+  for (int c = 0; ok && c + 1 < (int)(sizeof cuts / sizeof *cuts); c++)
+    for (int i = 0; i < 2; i++) {
+      if (wisp_session_eval(s[i], tok + cuts[c], cuts[c + 1] - cuts[c], lg[i]) != WISP_OK) ok = 0;
+      if (i == 1) same &= !memcmp(lg[0], lg[1], sizeof lg[0]);
+    }
+  int32_t gen[2][16];
+  int n_gen[2] = {0, 0};
+  wisp_generate_options go = {.temperature = 0};
+  for (int i = 0; ok && i < 2; i++)
+    ok = wisp_session_generate(s[i], 3, 16, &go, gen[i], &n_gen[i]) == WISP_OK;
+  same &= n_gen[0] == 16 && n_gen[1] == 16 && !memcmp(gen[0], gen[1], sizeof gen[0]);
+  int grown = wisp_session_kv_bytes_held(s[0]) == full; /* 256 doubling up to 4096, then the context */
+  for (int i = 0; i < 2; i++) wisp_session_free(s[i]);
+  wisp_model_close(m);
+  CHECKF(ok, "%s", wisp_last_error());
+  CHECK(same);
+  CHECK(grown);
+}
+
+/* A scheduler of 4 slots at context 8192 holds 256 positions a slot up
+ * front, not 4 x 8192. */
+TEST(kv_growth_scheduler_reserves_little_up_front) {
+  char art[600];
+  CHECK(long_artifact("sched_art", art, sizeof art) == 0);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_sched_options o = {.backend = "cpu", .parallel = 4, .context = 8192, .threads = 1};
+  wisp_sched *S = NULL;
+  wisp_status st = wisp_sched_new(m, &o, &S);
+  uint64_t full = 0, held = st == WISP_OK ? wisp_sched_kv_bytes_held(S, &full) : 0;
+  int ctx = st == WISP_OK ? wisp_sched_context(S) : 0;
+  wisp_sched_free(S);
+  wisp_model_close(m);
+  CHECKF(st == WISP_OK, "%s", wisp_last_error());
+  CHECK(ctx == 8192);
+  CHECKF(full == 4ull * 8192 * 2 * 2 * QKV * QD * 4 && held == 4ull * 256 * 2 * 2 * QKV * QD * 4,
+         "held %llu of %llu", (unsigned long long)held, (unsigned long long)full);
 }
 
 TEST(qwen3_gguf_roundtrip_identical_logits) {

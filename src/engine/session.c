@@ -114,6 +114,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if (st) goto fail;
   s->decode_kick = t.decode_kick;
   if ((st = wisp_backend_create_tuned(o.backend, o.threads, &t, &s->backend))) goto fail;
+  if (t.kv_fixed) s->backend->kv_buf_grow = NULL; /* tuning kvGrow=0: caches for the whole context */
   /* Tokens per prefill forward call (activations scale with it). A GPU
    * wants big products: at 64 tokens a 1024-row product is a few dozen
    * workgroups on a GPU of 132 SMs. The CPU's products read each weight
@@ -181,6 +182,14 @@ int wisp_session_position(const wisp_session *s) {
 }
 const wisp_plan *wisp_session_plan(const wisp_session *s) { return s->plan; }
 const char *wisp_session_kv_dtype(const wisp_session *s) { return s->kv_f16 ? "f16" : "f32"; }
+uint64_t wisp_session_kv_bytes_held(const wisp_session *s) {
+  uint64_t total = 0;
+  for (int i = 0; i < (s->n_slots > 0 ? s->n_slots : 1); i++) {
+    const wisp_graph_state *st = i == 0 ? s->state : s->slot_state[i];
+    if (st) total += wisp_graph_kv_bytes(&s->graph, wisp_graph_state_kv_positions(st), s->kv_f16 ? 2 : 4);
+  }
+  return total;
+}
 uint64_t wisp_session_kv_bytes(const wisp_session *s) {
   return wisp_graph_kv_bytes(&s->graph, s->max_pos, s->kv_f16 ? 2 : 4) * (uint64_t)(s->n_slots > 0 ? s->n_slots : 1);
 }
