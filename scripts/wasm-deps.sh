@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up the WebAssembly build (`make wasm`, docs/browser.md), all from
 # Debian's archive:
-#   - the toolchain: clang-19, lld-19 and libclang-rt-19-dev-wasm32
+#   - the toolchain: clang-19, lld-19, llvm-19 (llvm-ar) and libclang-rt-19-dev-wasm32
 #     (bookworm) and wasi-libc from bookworm-backports (bookworm's own is too
 #     old for clang 19), installed only when missing;
 #   - cJSON, utf8proc and PCRE2 for wasm32-wasi, built from their Debian
@@ -18,13 +18,13 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 
 # ---- toolchain ------------------------------------------------------------
 need=()
-for pkg in clang-19 lld-19 libclang-rt-19-dev-wasm32 dpkg-dev; do
+for pkg in clang-19 lld-19 llvm-19 libclang-rt-19-dev-wasm32 dpkg-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "wasm-deps: installing ${need[*]}" >&2
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 # wasi-libc: the bookworm-backports build (2024), which clang 19 links against.
 wasi_ver=$(dpkg-query -W -f='${Version}' wasi-libc 2>/dev/null || true)

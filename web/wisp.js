@@ -19,10 +19,13 @@ export async function loadWisp(url) {
 }
 
 // files: {"/model/manifest.json": Blob, ...}. Returns {code, adapter, wasi}.
-export async function runWisp(module, args, files, { stdout = () => {}, stderr = () => {}, env = [] } = {}) {
+// onStart(wasi) is called before the run: wasi.input(text) and
+// wasi.closeInput() feed its standard input (a chat).
+export async function runWisp(module, args, files, { stdout = () => {}, stderr = () => {}, env = [], onStart = null } = {}) {
   if (!jspiAvailable()) throw new Error("this browser lacks JSPI (WebAssembly.Suspending); see docs/browser.md");
   const suspending = (fn) => new WebAssembly.Suspending(fn);
   const wasi = new Wasi({ args: ["wisp", ...args], env, files, stdout, stderr });
+  if (!onStart) wasi.closeInput(); // standard input is empty unless the caller feeds it
   const gpu = new WebGPUGlue();
   let memory = null;
   const wisp = {
@@ -41,6 +44,7 @@ export async function runWisp(module, args, files, { stdout = () => {}, stderr =
   memory = instance.exports.memory;
   wasi.memory = gpu.memory = memory;
   const start = WebAssembly.promising(instance.exports._start);
+  if (onStart) onStart(wasi);
   let code = 0;
   try {
     await start();

@@ -147,7 +147,11 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
   const wisp_quant_traits *qt = wisp_quant_traits_of(m.type);
   const int is_q4 = m.type == WISP_W_Q4 || m.type == WISP_W_Q4Z;
   const int twin = m.type != WISP_W_F32 && qt->ggml_type != WISP_QUANT_NO_GGML;
-  const int keeps_kind = twin || (is_q4 && e->keep); /* goes out in its own kind of blocks */
+  /* types with a quantizer here (requantize); the other ggml block types
+   * whose blocks a column order splits go out as F32 (or Q8_0) instead */
+  const int requantizable = is_q4 || m.type == WISP_W_Q4K || m.type == WISP_W_Q8_0 || m.type == WISP_W_F16;
+  int keeps_kind = twin || (is_q4 && e->keep); /* goes out in its own kind of blocks */
+  if (keeps_kind && !requantizable && !cols_keep_blocks(cmap, cols, qt->block)) keeps_kind = 0;
   if (keeps_kind && e->keep && !cols_keep_blocks(cmap, cols, qt->block)) {
     /* the blocks do not survive the column order: same type, new blocks */
     if (!(buf = malloc(n * sizeof(float)))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
@@ -509,11 +513,12 @@ static wisp_status put_rope_freqs(exporter *e) {
 
 /* Whether the artifact has a head with its own bytes (not the embedding's). */
 static int own_head(const wisp_artifact *a) {
-  static const char *const kind[] = {"weight", "quant", "q4k", "f16", "q8_0"};
+  int nt;
+  const wisp_quant_traits *tab = wisp_quant_table(&nt); /* every type's first section */
   char h[32], m[32];
-  for (size_t i = 0; i < sizeof kind / sizeof *kind; i++) {
-    snprintf(h, sizeof h, "head.%s", kind[i]);
-    snprintf(m, sizeof m, "embed.%s", kind[i]);
+  for (int i = 0; i < nt; i++) {
+    snprintf(h, sizeof h, "head.%s", tab[i].planes[0].suffix);
+    snprintf(m, sizeof m, "embed.%s", tab[i].planes[0].suffix);
     const wisp_section *he = wisp_artifact_section(a, h), *ee = wisp_artifact_section(a, m);
     if (he) return !ee || he->offset != ee->offset;
   }

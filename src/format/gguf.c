@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format/qblocks.h"
 #include "format/safetensors.h"
 #include "format/tensor.h"
 #include "util/err.h"
@@ -167,7 +168,12 @@ int wisp_ggml_block(uint32_t type, size_t *bytes) {
     case WISP_GGML_Q4_0: n = 32; b = 18; break;
     case WISP_GGML_Q4_1: n = 32; b = 20; break;
     case WISP_GGML_Q8_0: n = 32; b = 34; break;
+    case WISP_GGML_Q5_0: n = 32; b = WISP_Q5_0_BYTES; break;
+    case WISP_GGML_Q5_1: n = 32; b = WISP_Q5_1_BYTES; break;
+    case WISP_GGML_Q2_K: n = 256; b = WISP_Q2K_BYTES; break;
+    case WISP_GGML_Q3_K: n = 256; b = WISP_Q3K_BYTES; break;
     case WISP_GGML_Q4_K: n = 256; b = 144; break;
+    case WISP_GGML_Q5_K: n = 256; b = WISP_Q5K_BYTES; break;
     case WISP_GGML_Q6_K: n = 256; b = 210; break;
     default: break;
   }
@@ -182,8 +188,13 @@ const char *wisp_ggml_type_name(uint32_t type) {
     case WISP_GGML_BF16: return "BF16";
     case WISP_GGML_Q4_0: return "Q4_0";
     case WISP_GGML_Q4_1: return "Q4_1";
+    case WISP_GGML_Q5_0: return "Q5_0";
+    case WISP_GGML_Q5_1: return "Q5_1";
     case WISP_GGML_Q8_0: return "Q8_0";
+    case WISP_GGML_Q2_K: return "Q2_K";
+    case WISP_GGML_Q3_K: return "Q3_K";
     case WISP_GGML_Q4_K: return "Q4_K";
+    case WISP_GGML_Q5_K: return "Q5_K";
     case WISP_GGML_Q6_K: return "Q6_K";
     default: return "unknown";
   }
@@ -218,8 +229,8 @@ static wisp_status read_tensor(rd *r, wisp_gguf_tensor *t, uint64_t index) {
   int bn = wisp_ggml_block(t->type, &bb);
   if (!bn)
     return wisp_fail(WISP_EUNSUPPORTED,
-                     "%s: tensor '%s' has ggml type %u, which wisp cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, Q8_0, "
-                     "Q4_K, Q6_K); requantize the file with llama.cpp's llama-quantize to Q4_K_S, Q8_0 or F16",
+                     "%s: tensor '%s' has ggml type %u, which wisp cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
+                     "Q5_1, Q8_0, Q2_K to Q6_K); requantize the file with llama.cpp's llama-quantize to Q4_K_M, Q8_0 or F16",
                      r->label, t->name, t->type);
   if (t->ne[0] % (uint64_t)bn)
     return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' (%s) has a row of %llu elements, not a multiple of its block %d",
@@ -405,30 +416,6 @@ static float f16_at(const uint8_t *p) { return wisp_f16_to_f32((uint16_t)(p[0] |
  * elements, element 32k + l (k = 0..3, l < 32) takes ql[l + 32*(k&1)]'s low
  * (k < 2) or high (k >= 2) nibble and bits 2k..2k+1 of qh[l]; q - 32 scaled
  * by d * scales[8*half + 2k + l/16]. */
-static void q6k_block(const uint8_t *b, float *y) {
-  const uint8_t *ql = b, *qh = b + 128;
-  const int8_t *sc = (const int8_t *)(b + 192);
-  float d = f16_at(b + 208);
-  for (int half = 0; half < 2; half++) {
-    for (int l = 0; l < 32; l++) {
-      int h = qh[l];
-      int q0 = ((ql[l] & 15) | ((h >> 0 & 3) << 4)) - 32;
-      int q1 = ((ql[l + 32] & 15) | ((h >> 2 & 3) << 4)) - 32;
-      int q2 = ((ql[l] >> 4) | ((h >> 4 & 3) << 4)) - 32;
-      int q3 = ((ql[l + 32] >> 4) | ((h >> 6 & 3) << 4)) - 32;
-      int is = l / 16;
-      y[l] = d * sc[is] * q0;
-      y[l + 32] = d * sc[is + 2] * q1;
-      y[l + 64] = d * sc[is + 4] * q2;
-      y[l + 96] = d * sc[is + 6] * q3;
-    }
-    y += 128;
-    ql += 64;
-    qh += 32;
-    sc += 8;
-  }
-}
-
 wisp_status wisp_gguf_read_f32(const wisp_gguf *g, const wisp_gguf_tensor *t, float *out) {
   const uint8_t *p = t->data;
   uint64_t n = t->numel;
@@ -466,7 +453,22 @@ wisp_status wisp_gguf_read_f32(const wisp_gguf *g, const wisp_gguf_tensor *t, fl
       for (uint64_t b = 0; b < n / 256; b++) wisp_q4k_block_f32(p + b * 144, out + b * 256);
       return WISP_OK;
     case WISP_GGML_Q6_K:
-      for (uint64_t b = 0; b < n / 256; b++) q6k_block(p + b * 210, out + b * 256);
+      for (uint64_t b = 0; b < n / 256; b++) wisp_q6k_block_f32(p + b * WISP_Q6K_BYTES, out + b * 256);
+      return WISP_OK;
+    case WISP_GGML_Q5_0:
+      for (uint64_t b = 0; b < n / 32; b++) wisp_q5_0_block_f32(p + b * WISP_Q5_0_BYTES, out + b * 32);
+      return WISP_OK;
+    case WISP_GGML_Q5_1:
+      for (uint64_t b = 0; b < n / 32; b++) wisp_q5_1_block_f32(p + b * WISP_Q5_1_BYTES, out + b * 32);
+      return WISP_OK;
+    case WISP_GGML_Q2_K:
+      for (uint64_t b = 0; b < n / 256; b++) wisp_q2k_block_f32(p + b * WISP_Q2K_BYTES, out + b * 256);
+      return WISP_OK;
+    case WISP_GGML_Q3_K:
+      for (uint64_t b = 0; b < n / 256; b++) wisp_q3k_block_f32(p + b * WISP_Q3K_BYTES, out + b * 256);
+      return WISP_OK;
+    case WISP_GGML_Q5_K:
+      for (uint64_t b = 0; b < n / 256; b++) wisp_q5k_block_f32(p + b * WISP_Q5K_BYTES, out + b * 256);
       return WISP_OK;
     default:
       return wisp_fail(WISP_EUNSUPPORTED, "%s: tensor '%s' has unsupported ggml type %u", g->label, t->name, t->type);
@@ -498,7 +500,7 @@ typedef struct {
 } buf;
 
 static void put(buf *b, const void *d, size_t n) {
-  if (b->oom) return;
+  if (b->oom || n == 0) return; /* n == 0: d may be NULL (an empty part, e.g. no metadata) */
   if (b->len + n > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + n) cap *= 2;

@@ -29,7 +29,8 @@ enum {
 
 /* ggml tensor types wisp reads (numbers as in the format). */
 enum {
-  WISP_GGML_F32 = 0, WISP_GGML_F16 = 1, WISP_GGML_Q4_0 = 2, WISP_GGML_Q4_1 = 3, WISP_GGML_Q8_0 = 8, WISP_GGML_Q4_K = 12,
+  WISP_GGML_F32 = 0, WISP_GGML_F16 = 1, WISP_GGML_Q4_0 = 2, WISP_GGML_Q4_1 = 3, WISP_GGML_Q5_0 = 6, WISP_GGML_Q5_1 = 7,
+  WISP_GGML_Q8_0 = 8, WISP_GGML_Q2_K = 10, WISP_GGML_Q3_K = 11, WISP_GGML_Q4_K = 12, WISP_GGML_Q5_K = 13,
   WISP_GGML_Q6_K = 14, WISP_GGML_BF16 = 30
 };
 

@@ -9,6 +9,7 @@
 
 #include "format/gguf_arch.h"
 #include "format/gguf_import.h"
+#include "format/quant.h"
 #include "format/tensor.h"
 #include "format/writer.h"
 #include "util/err.h"
@@ -173,19 +174,25 @@ static wisp_status collect(builder *b, const wisp_gguf_arch *ga) {
 
 /* ---- building one section ---- */
 
-/* wisp's weight type for a GGUF type: the same bytes (suffix), Q4 from Q4_0
- * (reordered), or f32 (dequantized) for a type wisp has no kernels for. */
+/* wisp's weight type for a GGUF type: Q4 from Q4_0 (reordered: wisp's q4
+ * kernels are its fastest), else the quant table's type with the same bytes
+ * (its section suffix), or f32 (dequantized) for a type with none. */
 enum { AS_BYTES, AS_Q4, AS_F32 };
 
 static int kind_of(uint32_t type, const char **suffix) {
-  switch (type) {
-    case WISP_GGML_F32: *suffix = "weight"; return AS_BYTES;
-    case WISP_GGML_F16: *suffix = "f16"; return AS_BYTES;
-    case WISP_GGML_Q8_0: *suffix = "q8_0"; return AS_BYTES;
-    case WISP_GGML_Q4_K: *suffix = "q4k"; return AS_BYTES;
-    case WISP_GGML_Q4_0: *suffix = "quant"; return AS_Q4;
-    default: *suffix = "weight"; return AS_F32;
+  if (type == WISP_GGML_Q4_0) {
+    *suffix = "quant";
+    return AS_Q4;
   }
+  int n;
+  const wisp_quant_traits *tab = wisp_quant_table(&n);
+  for (int i = 0; i < n; i++)
+    if (tab[i].ggml_type == type && tab[i].n_planes == 1) {
+      *suffix = tab[i].planes[0].suffix;
+      return AS_BYTES;
+    }
+  *suffix = "weight";
+  return AS_F32;
 }
 
 static int moves_rows_or_cols(unsigned xform) { return (xform & ~(unsigned)(GA_X_PLUS1 | GA_X_NEGEXP)) != 0; }
@@ -334,7 +341,7 @@ static wisp_status build_matrix(builder *b, const piece *p) {
   free(rs);
   free(cs);
   if (st) return st;
-  const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32 ? "dequantized to f32 (wisp has no kernels for it, or the parts mix types)"
+  const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32 ? "dequantized to f32 (the parts mix types, or a column order splits blocks)"
                     : kind == AS_Q4 ? "copied as wisp q4 (Q4_0's nibbles reordered, f16 scales widened)"
                     : moved ? "copied (rows or column blocks reordered as llama.cpp's converter stored them)"
                             : "copied (the parts are not adjacent in the file)";

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "format/gguf.h"
+#include "format/qblocks.h"
+#include "format/safetensors.h"
 #include "util/err.h"
 
 /* ---- dequantization of one row, per type ---- */
@@ -52,28 +54,76 @@ static void row_q4(const wisp_matrix *m, int row, float *out) {
   }
 }
 
+/* The single-plane block types: row after row of whole blocks in `q`, each
+ * decoded by the type's block_f32. */
+static void row_blocks(const wisp_matrix *m, int row, float *out) {
+  const wisp_quant_traits *t = wisp_quant_traits_of(m->type);
+  const int nb = m->cols / t->block;
+  const uint8_t *blk = m->q + (size_t)row * nb * t->block_bytes;
+  for (int b = 0; b < nb; b++) t->block_f32(blk + (size_t)b * t->block_bytes, out + (size_t)b * t->block);
+}
+
+static void row_bf16(const wisp_matrix *m, int row, float *out) {
+  const uint8_t *h = m->q + (size_t)row * m->cols * 2;
+  for (int i = 0; i < m->cols; i++) out[i] = wisp_bf16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8));
+}
+
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) { wisp_quant_traits_of(m->type)->dequant_row(m, row, out); }
 
 static size_t f32_bytes(int rows, int cols) { return (size_t)rows * (size_t)cols * 4; }
+
+/* Bytes of a rows x cols matrix of a single-plane block type. */
+#define BLOCK_BYTES(fn, block, bytes) \
+  static size_t fn(int rows, int cols) { return (size_t)rows * (size_t)(cols / (block)) * (bytes); }
+BLOCK_BYTES(q6k_bytes, 256, WISP_Q6K_BYTES)
+BLOCK_BYTES(q5k_bytes, 256, WISP_Q5K_BYTES)
+BLOCK_BYTES(q3k_bytes, 256, WISP_Q3K_BYTES)
+BLOCK_BYTES(q2k_bytes, 256, WISP_Q2K_BYTES)
+BLOCK_BYTES(q4_0_bytes, 32, WISP_Q4_0_BYTES)
+BLOCK_BYTES(q4_1_bytes, 32, WISP_Q4_1_BYTES)
+BLOCK_BYTES(q5_0_bytes, 32, WISP_Q5_0_BYTES)
+BLOCK_BYTES(q5_1_bytes, 32, WISP_Q5_1_BYTES)
+BLOCK_BYTES(bf16_bytes, 1, 2)
+
+static void bf16_block(const uint8_t *b, float *out) { *out = wisp_bf16_to_f32((uint16_t)(b[0] | b[1] << 8)); }
 
 /* ---- the table, in binding order: a type is recognised by its last
  * section, so Q4Z (quant + scales + zero_points) comes before Q4 ---- */
 static const wisp_quant_traits k_table[] = {
     {WISP_W_F16, "f16", 1, 2, "f16", 16,
-     {{"f16", WISP_QP_Q, wisp_f16_bytes}}, 1, row_f16, {"f16_avx2", "f16_scalar"}, WISP_GGML_F16},
+     {{"f16", WISP_QP_Q, wisp_f16_bytes}}, 1, row_f16, {"f16_avx2", "f16_scalar"}, WISP_GGML_F16, NULL},
     {WISP_W_Q8_0, "q8_0", WISP_Q8_0_BLOCK, WISP_Q8_0_BYTES, "q8_0", 8,
-     {{"q8_0", WISP_QP_Q, wisp_q8_0_bytes}}, 1, row_q8_0, {"q8_0_avx2", "q8_0_scalar"}, WISP_GGML_Q8_0},
+     {{"q8_0", WISP_QP_Q, wisp_q8_0_bytes}}, 1, row_q8_0, {"q8_0_avx2", "q8_0_scalar"}, WISP_GGML_Q8_0,
+     wisp_q8_0_block_f32},
     {WISP_W_Q4K, "q4k", WISP_Q4K_BLOCK, WISP_Q4K_BYTES, "q4k", 4,
-     {{"q4k", WISP_QP_Q, wisp_q4k_bytes}}, 1, row_q4k, {"q4k_avx2", "q4k_scalar"}, WISP_GGML_Q4_K},
+     {{"q4k", WISP_QP_Q, wisp_q4k_bytes}}, 1, row_q4k, {"q4k_avx2", "q4k_scalar"}, WISP_GGML_Q4_K, wisp_q4k_block_f32},
+    {WISP_W_Q6K, "q6k", 256, WISP_Q6K_BYTES, "q6k", 6,
+     {{"q6k", WISP_QP_Q, q6k_bytes}}, 1, row_blocks, {"q6k_avx2", "q6k_scalar"}, WISP_GGML_Q6_K, wisp_q6k_block_f32},
+    {WISP_W_Q5K, "q5k", 256, WISP_Q5K_BYTES, "q5k", 5,
+     {{"q5k", WISP_QP_Q, q5k_bytes}}, 1, row_blocks, {"q5k_avx2", "q5k_scalar"}, WISP_GGML_Q5_K, wisp_q5k_block_f32},
+    {WISP_W_Q3K, "q3k", 256, WISP_Q3K_BYTES, "q3k", 3,
+     {{"q3k", WISP_QP_Q, q3k_bytes}}, 1, row_blocks, {"q3k_avx2", "q3k_scalar"}, WISP_GGML_Q3_K, wisp_q3k_block_f32},
+    {WISP_W_Q2K, "q2k", 256, WISP_Q2K_BYTES, "q2k", 2,
+     {{"q2k", WISP_QP_Q, q2k_bytes}}, 1, row_blocks, {"q2k_avx2", "q2k_scalar"}, WISP_GGML_Q2_K, wisp_q2k_block_f32},
+    {WISP_W_Q4_0, "q4_0", 32, WISP_Q4_0_BYTES, "q4_0", 4,
+     {{"q4_0", WISP_QP_Q, q4_0_bytes}}, 1, row_blocks, {"q4_0_avx2", "q4_0_scalar"}, WISP_GGML_Q4_0, wisp_q4_0_block_f32},
+    {WISP_W_Q4_1, "q4_1", 32, WISP_Q4_1_BYTES, "q4_1", 4,
+     {{"q4_1", WISP_QP_Q, q4_1_bytes}}, 1, row_blocks, {"q4_1_avx2", "q4_1_scalar"}, WISP_GGML_Q4_1, wisp_q4_1_block_f32},
+    {WISP_W_Q5_0, "q5_0", 32, WISP_Q5_0_BYTES, "q5_0", 5,
+     {{"q5_0", WISP_QP_Q, q5_0_bytes}}, 1, row_blocks, {"q5_0_avx2", "q5_0_scalar"}, WISP_GGML_Q5_0, wisp_q5_0_block_f32},
+    {WISP_W_Q5_1, "q5_1", 32, WISP_Q5_1_BYTES, "q5_1", 5,
+     {{"q5_1", WISP_QP_Q, q5_1_bytes}}, 1, row_blocks, {"q5_1_avx2", "q5_1_scalar"}, WISP_GGML_Q5_1, wisp_q5_1_block_f32},
+    {WISP_W_BF16, "bf16", 1, 2, "bf16", 16,
+     {{"bf16", WISP_QP_Q, bf16_bytes}}, 1, row_bf16, {"bf16_avx2", "bf16_scalar"}, WISP_GGML_BF16, bf16_block},
     {WISP_W_Q4Z, "q4z", WISP_Q4_BLOCK, WISP_Q4_BLOCK / 2, "q4", 4,
      {{"quant", WISP_QP_Q, wisp_q4_quant_bytes}, {"scales", WISP_QP_SCALES, wisp_q4_scale_bytes},
       {"zero_points", WISP_QP_ZP, wisp_q4_zp_bytes}},
-     3, row_q4, {"q4_avx2", "q4_scalar"}, WISP_QUANT_NO_GGML},
+     3, row_q4, {"q4_avx2", "q4_scalar"}, WISP_QUANT_NO_GGML, NULL},
     {WISP_W_Q4, "q4", WISP_Q4_BLOCK, WISP_Q4_BLOCK / 2, "q4", 4,
      {{"quant", WISP_QP_Q, wisp_q4_quant_bytes}, {"scales", WISP_QP_SCALES, wisp_q4_scale_bytes}}, 2, row_q4,
-     {"q4_avx2", "q4_scalar"}, WISP_QUANT_NO_GGML},
+     {"q4_avx2", "q4_scalar"}, WISP_QUANT_NO_GGML, NULL},
     {WISP_W_F32, "f32", 1, 4, "f32", 32,
-     {{"weight", WISP_QP_F32, f32_bytes}}, 1, row_f32, {"f32"}, WISP_GGML_F32},
+     {{"weight", WISP_QP_F32, f32_bytes}}, 1, row_f32, {"f32"}, WISP_GGML_F32, NULL},
 };
 enum { N_TYPES = sizeof k_table / sizeof k_table[0] };
 
@@ -148,6 +198,7 @@ wisp_status wisp_matrix_bind(const wisp_artifact *a, const char *base, int rows,
     }
     return WISP_OK;
   }
-  return wisp_fail(WISP_EFORMAT, "%s: missing section '%s.quant' (or '%s.q4k', '%s.q8_0', '%s.f16', or '%s.weight' for f32)",
+  return wisp_fail(WISP_EFORMAT,
+                   "%s: missing section '%s.quant' (or '%s.q4k', '%s.q8_0', '%s.f16', another ggml type's, or '%s.weight' for f32)",
                    dir, base, base, base, base, base);
 }

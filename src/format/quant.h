@@ -30,7 +30,7 @@ typedef struct {
 
 typedef struct {
   wisp_wtype type;
-  const char *name;         /* "f32", "q4", "q4z", "q4k", "f16", "q8_0" */
+  const char *name;         /* "f32", "q4", "q4z", "q4k", "f16", "q8_0", "q6k", "q4_1", "bf16", ... */
   int block;                /* elements per block along a row; cols must be a multiple */
   int block_bytes;          /* bytes of the main plane per block (q4/q4z: the nibbles; scales apart) */
   const char *weight_dtype; /* the registry's weightDtype whose kernels serve it */
@@ -42,6 +42,9 @@ typedef struct {
   void (*dequant_row)(const wisp_matrix *m, int row, float *out);
   const char *cpu_kernels[3]; /* the cpu backend's matmul variants that read it (NULL-ended) */
   uint32_t ggml_type;         /* GGUF type with the very same bytes, or WISP_QUANT_NO_GGML */
+  /* Single-plane block types (Q8_0, Q4_K and the ggml types of qblocks.h):
+   * one block of `q` (block_bytes) into `block` floats; NULL for the others. */
+  void (*block_f32)(const uint8_t *blk, float *out);
 } wisp_quant_traits;
 
 /* The row of a type (NULL for a value outside the enum). */

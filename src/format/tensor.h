@@ -34,6 +34,11 @@
  *   WISP_W_Q8_0 ggml's Q8_0 layout: blocks of 32 consecutive elements of a
  *               row, 34 bytes each (`q`): f16 scale d, then 32 int8 q;
  *               value = d * q. cols must be a multiple of 32.
+ *   WISP_W_Q6K, Q5K, Q3K, Q2K, Q4_0, Q4_1, Q5_0, Q5_1, BF16: ggml's
+ *               blocks of that name, row after row in `q`, byte for byte
+ *               as GGUF stores them (format/qblocks.h); cols a multiple of
+ *               the block (256 for the K types, 32 for the others, 1 for
+ *               BF16).
  * `device` is free for a backend to cache its own copy (e.g. a GPU buffer).
  * What the rest of wisp needs to know about each type (block, bytes, the
  * sections that hold it, dequantization, the kernels that read it) is one
@@ -50,7 +55,12 @@
 #define WISP_Q8_0_BLOCK 32
 #define WISP_Q8_0_BYTES 34 /* f16 d + 32 int8 */
 
-typedef enum { WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_F16, WISP_W_Q8_0 } wisp_wtype;
+/* The ggml block types after F16 and Q8_0 keep their GGUF bytes too
+ * (format/qblocks.h describes them). */
+typedef enum {
+  WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_F16, WISP_W_Q8_0,
+  WISP_W_Q6K, WISP_W_Q5K, WISP_W_Q3K, WISP_W_Q2K, WISP_W_Q4_0, WISP_W_Q4_1, WISP_W_Q5_0, WISP_W_Q5_1, WISP_W_BF16
+} wisp_wtype;
 
 /* What the execution plan chose for one matrix in one phase (prefill,
  * decode): a registry variant name and its geometry. Empty = the backend's
@@ -69,7 +79,7 @@ typedef struct {
   int rows, cols;
   wisp_kernel_choice choice[2]; /* [prefill, decode] */
   const float *f32;     /* WISP_W_F32 */
-  const uint8_t *q;     /* Q4/Q4Z nibbles; Q4K super-blocks; F16 halves; Q8_0 blocks */
+  const uint8_t *q;     /* Q4/Q4Z nibbles; Q4K super-blocks; F16 halves; Q8_0 and the other ggml blocks */
   const float *scales;  /* Q4/Q4Z, rows * cols/32 */
   const uint8_t *zp;    /* Q4Z zero points */
   void *device;         /* backend-private */

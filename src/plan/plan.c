@@ -66,8 +66,9 @@ wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wi
       (st = shape_int(shape, "linearValueDim", where, 0, &out->lin_v_dim)))
     return st;
   if (out->heads % out->kv_heads) return FAIL(WISP_EFORMAT, "%s.kvHeads: %d does not divide heads %d", where, out->kv_heads, out->heads);
-  if (out->quant_bits != 0 && out->quant_bits != 4 && out->quant_bits != 8 && out->quant_bits != 16 && out->quant_bits != 32)
-    return FAIL(WISP_EUNSUPPORTED, "%s.quantBits: %d (wisp plans 4, 8, 16 or 32)", where, out->quant_bits);
+  if (out->quant_bits < 0 || out->quant_bits > 32 || (out->quant_bits > 8 && out->quant_bits % 16) ||
+      out->quant_bits == 1 || out->quant_bits == 7)
+    return FAIL(WISP_EUNSUPPORTED, "%s.quantBits: %d (wisp plans 2 to 6, 8, 16 or 32)", where, out->quant_bits);
   return WISP_OK;
 }
 
@@ -152,9 +153,11 @@ static const char *layer_name(wisp_layer_kind k) {
   return k == WISP_LAYER_CONV ? "conv" : k == WISP_LAYER_LINEAR ? "linear_attention" : "attention";
 }
 
-/* The weight dtype a matmul/embed op sees: f32 artifacts "f32"; Q4_K
- * artifacts "q4k" for matrices whose cols are a multiple of 256 (the others,
- * embed and head stay block-32 Q4/Q4Z: "q4"); else "q4". */
+/* The weight dtype a matmul/embed op sees: the quant table's weightDtype of
+ * the matrix itself when the graph is bound to weights (a GGUF file mixes
+ * types, e.g. Q4_K with Q6_K); else from the shape: f32 artifacts "f32";
+ * Q4_K artifacts "q4k" for matrices whose cols are a multiple of 256 (the
+ * others, embed and head stay block-32 Q4/Q4Z: "q4"); else "q4". */
 static const char *op_wdtype(const resolver *R, const wisp_plan_op *op) {
   const wisp_model_shape *s = R->in->shape;
   /* the bound matrix, when the plan has the model's step: a GGUF run in

@@ -29,6 +29,7 @@ IMPORT(op_state) int js_op_state(int op); /* 0 pending, else a status (see wgpu.
 IMPORT(op_value) uint32_t js_op_value(int op);
 IMPORT(op_message) size_t js_op_message(int op, char *buf, size_t cap);
 IMPORT(op_free) void js_op_free(int op);
+IMPORT(device_event) int js_device_event(uint32_t dev, char *buf, size_t cap, size_t *len);
 IMPORT(request_adapter) int js_request_adapter(int power, int fallback);
 IMPORT(request_device) int js_request_device(uint32_t adapter, uint32_t feature_mask);
 IMPORT(limit) double js_limit(uint32_t obj, const char *name, size_t len);
@@ -94,6 +95,16 @@ static void remember(int op, op_kind kind, void (*fn)(void), void *u1, void *u2)
   if (g_n_pending < MAX_PENDING) g_pending[g_n_pending++] = (pending_op){op, kind, fn, u1, u2};
 }
 
+/* The device's uncaptured-error and lost callbacks (one device per run):
+ * delivered from ProcessEvents until the device is released. */
+static struct {
+  uint32_t handle;
+  WGPUDeviceLostCallbackInfo lost;
+  WGPUUncapturedErrorCallbackInfo error;
+} g_device;
+static WGPUDeviceLostCallbackInfo g_next_lost; /* the requested device's, until it arrives */
+static WGPUUncapturedErrorCallbackInfo g_next_error;
+
 /* Fires the callback of a settled operation (the glue's states are the
  * webgpu.h status values of its kind). */
 static void fire(const pending_op *p, int state) {
@@ -106,6 +117,11 @@ static void fire(const pending_op *p, int state) {
     ((WGPURequestAdapterCallback)p->fn)((WGPURequestAdapterStatus)state, P(WGPUAdapter, v), sv, p->u1, p->u2);
     break;
   case OP_DEVICE:
+    if (state == WGPURequestDeviceStatus_Success) {
+      g_device.handle = v;
+      g_device.lost = g_next_lost;
+      g_device.error = g_next_error;
+    }
     ((WGPURequestDeviceCallback)p->fn)((WGPURequestDeviceStatus)state, P(WGPUDevice, v), sv, p->u1, p->u2);
     break;
   case OP_MAP: ((WGPUBufferMapCallback)p->fn)((WGPUMapAsyncStatus)state, sv, p->u1, p->u2); break;
@@ -116,8 +132,28 @@ static void fire(const pending_op *p, int state) {
   js_op_free(p->op);
 }
 
+/* Hands wisp what the glue saw on the device since the last call: errors
+ * outside an error scope (event 1..5: their webgpu.h type) and the device's
+ * loss (event 16 + its webgpu.h reason). */
+static void device_events(void) {
+  if (!g_device.handle) return;
+  char msg[900];
+  size_t n = 0;
+  int ev;
+  while ((ev = js_device_event(g_device.handle, msg, sizeof msg, &n)) != 0) {
+    WGPUDevice dev = P(WGPUDevice, g_device.handle);
+    WGPUStringView sv = {msg, n};
+    if (ev >= 16 && g_device.lost.callback)
+      g_device.lost.callback(&dev, (WGPUDeviceLostReason)(ev - 16), sv, g_device.lost.userdata1,
+                             g_device.lost.userdata2);
+    else if (ev < 16 && g_device.error.callback)
+      g_device.error.callback(&dev, (WGPUErrorType)ev, sv, g_device.error.userdata1, g_device.error.userdata2);
+  }
+}
+
 static void process_events(WGPUInstance inst) {
   (void)inst;
+  device_events();
   if (g_n_pending == 0) return;
   js_wait(); /* suspends the module until every pending promise settled */
   /* Callbacks may start new operations: fire from a copy. */
@@ -246,6 +282,10 @@ static WGPUFuture request_device(WGPUAdapter a, const WGPUDeviceDescriptor *d, W
   for (size_t i = 0; d && i < d->requiredFeatureCount; i++)
     for (size_t k = 0; k < N_FEATURES; k++)
       if (k_features[k].id == d->requiredFeatures[i]) mask |= 1u << k;
+  if (d) {
+    g_next_lost = d->deviceLostCallbackInfo;
+    g_next_error = d->uncapturedErrorCallbackInfo;
+  }
   int op = js_request_device(H(a), mask);
   remember(op, OP_DEVICE, (void (*)(void))cb.callback, cb.userdata1, cb.userdata2);
   return (WGPUFuture){(uint64_t)op};
@@ -255,7 +295,10 @@ static WGPUQueue device_get_queue(WGPUDevice d) { return P(WGPUQueue, js_device_
 static void release(void *obj) { js_release(H(obj)); }
 static void adapter_release(WGPUAdapter a) { release(a); }
 static void device_destroy(WGPUDevice d) { js_destroy(H(d)); }
-static void device_release(WGPUDevice d) { release(d); }
+static void device_release(WGPUDevice d) {
+  if (H(d) == g_device.handle) g_device.handle = 0;
+  release(d);
+}
 static void queue_release(WGPUQueue q) { release(q); }
 
 static void push_error_scope(WGPUDevice d, WGPUErrorFilter f) { js_push_error_scope(H(d), (int)f); }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu_blocks.h"
 #include "backend/cpu/cpu_internal.h"
 #include "format/quant.h"
 #include "util/err.h"
@@ -87,11 +88,20 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
 /* The plan names a registry variant per matrix and phase; these are the
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
 /* The integer variants and the weight type each reads (f16_i8: an F16
- * matrix, through its Q8_0 copy; q4_i8 also takes Q4Z). */
+ * matrix, through its Q8_0 copy, and so the ggml block types and BF16:
+ * q6k_i8, ...; q4_i8 also takes Q4Z). */
 static const struct {
   const char *name;
   wisp_wtype type;
-} i8_variants[] = {{"q4_i8", WISP_W_Q4}, {"q4k_i8", WISP_W_Q4K}, {"q8_0_i8", WISP_W_Q8_0}, {"f16_i8", WISP_W_F16}};
+} i8_variants[] = {{"q4_i8", WISP_W_Q4},     {"q4k_i8", WISP_W_Q4K},   {"q8_0_i8", WISP_W_Q8_0}, {"f16_i8", WISP_W_F16},
+                   {"q6k_i8", WISP_W_Q6K},    {"q5k_i8", WISP_W_Q5K},   {"q3k_i8", WISP_W_Q3K},   {"q2k_i8", WISP_W_Q2K},
+                   {"q4_0_i8", WISP_W_Q4_0},  {"q4_1_i8", WISP_W_Q4_1}, {"q5_0_i8", WISP_W_Q5_0}, {"q5_1_i8", WISP_W_Q5_1},
+                   {"bf16_i8", WISP_W_BF16}};
+
+/* Types whose integer product reads a Q8_0 copy of the weights made at
+ * prepare time (F16, BF16 and the ggml block types other than Q4_K / Q8_0):
+ * each row decoded, then rounded by convert's Q8_0 quantizer. */
+static int i8_through_q8_0(const wisp_matrix *m) { return m->type == WISP_W_F16 || wisp_cpu_is_block_type(m->type); }
 
 /* The index of an integer variant in i8_variants, or -1 for the exact ones. */
 static int i8_variant_index(const char *variant) {
@@ -105,7 +115,8 @@ static int is_i8_variant(const char *variant) { return i8_variant_index(variant)
 /* 1 when W of this variant runs as an integer product. */
 static int runs_i8(const char *variant, const wisp_matrix *W) {
   if (!is_i8_variant(variant)) return 0;
-  if (W->type == WISP_W_F16) return !strcmp(variant, "f16_i8") && W->cols > 0 && W->cols % 32 == 0;
+  if (i8_through_q8_0(W))
+    return i8_variants[i8_variant_index(variant)].type == W->type && W->cols > 0 && W->cols % 32 == 0;
   return wisp_i8_supported(W);
 }
 
@@ -120,22 +131,21 @@ static void unknown_kernel(cpu_backend *c, const char *variant) {
  * backend's own; NULL for a name the backend does not have. */
 static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *variant) {
   if (!variant[0] || is_i8_variant(variant)) return c->k;
-  if (!strcmp(variant, "q4_scalar") || !strcmp(variant, "q4k_scalar") || !strcmp(variant, "f16_scalar") ||
-      !strcmp(variant, "q8_0_scalar"))
-    return wisp_cpu_kernels_scalar();
-  if (!strcmp(variant, "q4_avx2") || !strcmp(variant, "q4k_avx2") || !strcmp(variant, "f32") ||
-      !strcmp(variant, "f16_avx2") || !strcmp(variant, "q8_0_avx2"))
-    return c->k;
-  return NULL;
+  /* the exact variants are the quant table's cpu_kernels: TYPE_scalar (the
+   * scalar set), TYPE_avx2 and f32 (the best set) */
+  if (!wisp_quant_of_cpu_kernel(variant)) return NULL;
+  const size_t n = strlen(variant);
+  if (n > 7 && !strcmp(variant + n - 7, "_scalar")) return wisp_cpu_kernels_scalar();
+  return c->k;
 }
 
 /* The integer products read a copy of F16 matrices (Q8_0 weights) and of
  * Q4 / Q4Z ones (f16 block scales); none of the others. */
-static int needs_i8_copy(const wisp_matrix *m) { return m->type == WISP_W_F16 || wisp_i8_needs_f16_scales(m); }
+static int needs_i8_copy(const wisp_matrix *m) { return i8_through_q8_0(m) || wisp_i8_needs_f16_scales(m); }
 
 /* What m's copy is made from: the f16 weights, or the f32 scales. */
 static const void *copy_source(const wisp_matrix *m) {
-  return m->type == WISP_W_F16 ? (const void *)m->q : (const void *)m->scales;
+  return i8_through_q8_0(m) ? (const void *)m->q : (const void *)m->scales;
 }
 
 /* The entry of this backend's copy for m, or NULL. Keyed by the source's
@@ -144,7 +154,7 @@ static const void *copy_source(const wisp_matrix *m) {
 static i8_copy *find_copy(cpu_backend *c, const wisp_matrix *m) {
   const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
   const void *host = copy_source(m);
-  const int q8 = m->type == WISP_W_F16;
+  const int q8 = i8_through_q8_0(m);
   for (size_t k = 0; k < c->n_copies; k++) {
     size_t i = (c->copy_next + k) % c->n_copies;
     if (c->copies[i].host == host && c->copies[i].n == n && c->copies[i].q8 == q8) {
@@ -173,7 +183,7 @@ static void q8_copy_task(void *ctx, int task, int thread) {
 /* Fills a copy from m: the Q8_0 rounding of F16 weights, or the f16
  * rounding of Q4 / Q4Z scales. 0 out of memory. */
 static int fill_copy(cpu_backend *c, const wisp_matrix *m, void *data) {
-  if (m->type != WISP_W_F16) {
+  if (!i8_through_q8_0(m)) {
     wisp_i8_scales_f16(m, data);
     return 1;
   }
@@ -198,7 +208,7 @@ static const void *i8_copy_for(cpu_backend *c, const wisp_matrix *m, int convert
       c->cap_copies = cap;
     }
     const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
-    const int q8 = m->type == WISP_W_F16;
+    const int q8 = i8_through_q8_0(m);
     void *data = malloc((n ? n : 1) * (q8 ? WISP_Q8_0_BYTES : sizeof(uint16_t)));
     if (!data) return NULL;
     e = &c->copies[c->n_copies++];
@@ -228,7 +238,8 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     if (reads && strcmp(reads->weight_dtype, wisp_quant_traits_of(m->type)->weight_dtype))
       return wisp_fail(WISP_EINVAL, "the plan chose %s kernel '%s' for a %s matrix", reads->weight_dtype, v,
                        wisp_wtype_name(m->type));
-    if ((!strcmp(v, "f16_avx2") || !strcmp(v, "q8_0_avx2")) && !c->k->avx2)
+    const size_t vn = strlen(v);
+    if (vn > 5 && !strcmp(v + vn - 5, "_avx2") && !c->k->avx2)
       return wisp_fail(WISP_EDEVICE, "the plan chose matmul kernel '%s' but this CPU lacks AVX2+FMA+F16C", v);
     if (is_i8_variant(v)) {
       wisp_wtype want = i8_variants[i8_variant_index(v)].type;
@@ -244,7 +255,7 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   const int i8 = is_i8_variant(m->choice[WISP_PHASE_PREFILL].variant) || is_i8_variant(m->choice[WISP_PHASE_DECODE].variant);
   if (i8 && needs_i8_copy(m) && !i8_copy_for(c, m, 1))
     return wisp_fail(WISP_ENOMEM, "out of memory for the %s of a %dx%d %s matrix",
-                     m->type == WISP_W_F16 ? "Q8_0 copy (f16_i8)" : "f16 block scales", m->rows, m->cols,
+                     i8_through_q8_0(m) ? "Q8_0 copy (TYPE_i8)" : "f16 block scales", m->rows, m->cols,
                      wisp_wtype_name(m->type));
   return WISP_OK;
 }
@@ -345,6 +356,20 @@ static void cpu_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *
   c->norm.on = 1, c->norm.x = x, c->norm.w = w, c->norm.eps = eps, c->norm.n = n, c->norm.dim = dim, c->norm.out = out;
 }
 
+/* Row r of W times x: the one-row product, also each sequence's row of a
+ * batched step (cpu_matmul_rows). */
+static float row_dot(const wisp_cpu_kernels *k, const wisp_matrix *W, int r, const float *x) {
+  switch (W->type) {
+    case WISP_W_F32: return k->dot_f32(W->f32 + (size_t)r * W->cols, x, W->cols);
+    case WISP_W_Q4K: return k->dot_q4k_row(W, r, x);
+    case WISP_W_F16: return k->dot_f16_row(W, r, x);
+    case WISP_W_Q8_0: return k->dot_q8_0_row(W, r, x);
+    case WISP_W_Q4:
+    case WISP_W_Q4Z: return k->dot_q4_row(W, r, x);
+    default: return k->dot_blocks_row(W, r, x);
+  }
+}
+
 typedef struct {
   cpu_backend *c;
   const wisp_cpu_kernels *k;
@@ -375,11 +400,7 @@ static void matmul_task(void *ctx, int task, int thread) {
   const wisp_cpu_kernels *k = j->k;
   if (j->n == 1) {
     for (int r = r0; r < r1; r++) {
-      float v = W->type == WISP_W_F32    ? k->dot_f32(W->f32 + (size_t)r * K, j->x, K)
-                : W->type == WISP_W_Q4K  ? k->dot_q4k_row(W, r, j->x)
-                : W->type == WISP_W_F16  ? k->dot_f16_row(W, r, j->x)
-                : W->type == WISP_W_Q8_0 ? k->dot_q8_0_row(W, r, j->x)
-                                         : k->dot_q4_row(W, r, j->x);
+      float v = row_dot(k, W, r, j->x);
       j->y[r] = j->accumulate ? j->y[r] + v : v;
     }
     return;
@@ -452,7 +473,7 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   }
   /* an F16 matrix runs as its Q8_0 copy */
   wisp_matrix q8;
-  if (W->type == WISP_W_F16) q8 = wisp_i8_q8_0_view(W, copy), W = &q8;
+  if (i8_through_q8_0(W)) q8 = wisp_i8_q8_0_view(W, copy), W = &q8;
   const uint16_t *s16 = wisp_i8_needs_f16_scales(W) ? copy : NULL;
   c->act.layout = wisp_i8_layout_for(W->type, n);
   double t = op_start(c);
@@ -616,14 +637,6 @@ static void cpu_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, con
 
 /* ---- several sequences in one step ---- */
 
-/* Row r of W times x, as the one-row product (matmul_task, n = 1) does it. */
-static float row_dot(const wisp_cpu_kernels *k, const wisp_matrix *W, int r, const float *x) {
-  return W->type == WISP_W_F32    ? k->dot_f32(W->f32 + (size_t)r * W->cols, x, W->cols)
-         : W->type == WISP_W_Q4K  ? k->dot_q4k_row(W, r, x)
-         : W->type == WISP_W_F16  ? k->dot_f16_row(W, r, x)
-         : W->type == WISP_W_Q8_0 ? k->dot_q8_0_row(W, r, x)
-                                  : k->dot_q4_row(W, r, x);
-}
 
 typedef struct {
   const wisp_cpu_kernels *k;

@@ -20,7 +20,9 @@
  * sums. F16 weights take the integer product through a Q8_0 copy made
  * once, at session start (wisp_i8_q8_0_of_f16): the Q8_0 kernels read it,
  * so the weights are rounded too, to 8 bits a value and one f16 scale a
- * block. F32 weights have no integer product (they keep f32 activations). */
+ * block; so do BF16 and the ggml block types other than Q4_K and Q8_0
+ * (Q6_K, ...: cpu_backend.c's i8_through_q8_0), each row decoded first.
+ * F32 weights have no integer product (they keep f32 activations). */
 #ifndef WISP_CPU_I8_H
 #define WISP_CPU_I8_H
 

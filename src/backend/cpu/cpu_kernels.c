@@ -3,6 +3,7 @@
  * x86-64. */
 #include "backend/cpu/cpu_kernels.h"
 
+#include "backend/cpu/cpu_blocks.h"
 #include "backend/cpu/cpu_i8.h" /* wisp_cpu_features_get */
 
 #include <math.h>
@@ -232,7 +233,7 @@ static void f32_to_f16_scalar(uint16_t *dst, const float *x, int n) {
 static const wisp_cpu_kernels k_scalar = {
     .name = "scalar", .dot_f32 = dot_f32_scalar, .dot4_f32 = dot4_f32_scalar, .dot2x4_f32 = dot2x4_f32_scalar,
     .dot_q4_row = dot_q4_row_scalar, .dot_q4k_row = dot_q4k_row_scalar, .dot_f16_row = dot_f16_row_scalar,
-    .dot_q8_0_row = dot_q8_0_row_scalar, .row_f32 = wisp_matrix_row_f32, .deltanet_step = deltanet_step_scalar,
+    .dot_q8_0_row = dot_q8_0_row_scalar, .dot_blocks_row = wisp_cpu_dot_blocks_scalar, .row_f32 = wisp_matrix_row_f32, .deltanet_step = deltanet_step_scalar,
     .argmax_f32 = argmax_f32_scalar, .dots_f32 = dots_f32_scalar,
     .exp_f32 = exp_f32_scalar, .silu_f32 = silu_f32_scalar, .swiglu_f32 = swiglu_f32_scalar,
     .conv_silu_f32 = conv_silu_f32_scalar, .conv_f32 = conv_f32_scalar, .gemm_f32 = gemm_f32_scalar, .dots_f16 = dots_f16_scalar,
@@ -442,6 +443,10 @@ __attribute__((target("avx2,fma,f16c"))) static void row_f16_avx2(const wisp_mat
 }
 
 __attribute__((target("avx2,fma"))) static void row_f32_avx2(const wisp_matrix *m, int row, float *out) {
+  if (wisp_cpu_is_block_type(m->type)) {
+    wisp_cpu_row_blocks_avx2(m, row, out);
+    return;
+  }
   if (m->type == WISP_W_F16) {
     row_f16_avx2(m, row, out);
     return;
@@ -886,7 +891,7 @@ __attribute__((target("avx2,fma,f16c"))) static void f32_to_f16_avx2(uint16_t *d
 static const wisp_cpu_kernels k_avx2 = {
     .name = "avx2", .dot_f32 = dot_f32_avx2, .dot4_f32 = dot4_f32_avx2, .dot2x4_f32 = dot2x4_f32_avx2,
     .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
-    .dot_q8_0_row = dot_q8_0_row_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
+    .dot_q8_0_row = dot_q8_0_row_avx2, .dot_blocks_row = wisp_cpu_dot_blocks_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
     .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
     .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
     .gemm_f32 = gemm_f32_avx2, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,
@@ -953,7 +958,7 @@ TGT512 static void gemm_f32_avx512(float *c, int ldc, const float *a, int lda, c
 static const wisp_cpu_kernels k_avx512 = {
     .name = "avx512", .dot_f32 = dot_f32_avx2, .dot4_f32 = dot4_f32_avx2, .dot2x4_f32 = dot2x4_f32_avx2,
     .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
-    .dot_q8_0_row = dot_q8_0_row_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
+    .dot_q8_0_row = dot_q8_0_row_avx2, .dot_blocks_row = wisp_cpu_dot_blocks_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
     .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
     .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
     .gemm_f32 = gemm_f32_avx512, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,

@@ -22,6 +22,9 @@ typedef struct {
   /* dot of one F16 row / one Q8_0 row with x */
   float (*dot_f16_row)(const wisp_matrix *m, int row, const float *x);
   float (*dot_q8_0_row)(const wisp_matrix *m, int row, const float *x);
+  /* dot of one row of a ggml block type kept in its GGUF bytes (Q6_K, Q5_K,
+   * Q3_K, Q2_K, Q4_0, Q4_1, Q5_0, Q5_1) or of BF16 with x (cpu_blocks.h) */
+  float (*dot_blocks_row)(const wisp_matrix *m, int row, const float *x);
   /* dequantize one row of any matrix type into out[cols] */
   void (*row_f32)(const wisp_matrix *m, int row, float *out);
   /* One Gated DeltaNet state update of one head (backend.h), S [dk][dv]:

@@ -149,6 +149,7 @@ static uint32_t type_code(wisp_wtype t) {
     case WISP_W_F32: return T_F32;
     case WISP_W_F16: return T_F16;
     case WISP_W_Q8_0: return T_Q8_0;
+    default: break; /* the other ggml types: no persistent decode (any_mat refuses them) */
   }
   return NONE;
 }
@@ -206,6 +207,7 @@ static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *
       out[1] = put(b, m->scales, nb * 4);
       if (m->type == WISP_W_Q4Z) out[2] = put(b, m->zp, (nb + 1) / 2);
       break;
+    default: break; /* never reached: any_mat takes none of the other types */
   }
   seen[*n_seen].host = host_data(m);
   memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);

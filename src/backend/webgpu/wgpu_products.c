@@ -13,6 +13,7 @@
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
+#include "format/qblocks.h"
 #include "format/quant.h"
 #include "util/err.h"
 
@@ -77,6 +78,62 @@ static wisp_status q8_0_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P
   return st;
 }
 
+/* QT 7: n split values (q in -32..31, offsets all 0) with their scales
+ * (so[2g]) packed 16 to a vec4<u32> (unpack_weights.wgsli) into P->w. */
+static wisp_status pack_6bit(wgpu_backend *g, const int8_t *q, const float *so, size_t n, wmat_part *P) {
+  uint32_t *v = calloc(n / 4, sizeof *v);
+  if (!v) return wisp_fail(WISP_ENOMEM, "out of memory");
+  for (size_t grp = 0; grp < n / 16; grp++) {
+    uint32_t *u = v + 4 * grp;
+    for (int i = 0; i < 16; i++) {
+      const uint32_t b = (uint32_t)(q[16 * grp + (size_t)i] + 32); /* 0..63 */
+      u[i / 8] |= (b & 15) << (4 * (i % 8));
+      u[2] |= (b >> 4) << (2 * i);
+    }
+    memcpy(&u[3], &so[2 * grp], sizeof(float));
+  }
+  wisp_status st = wisp_wgpu_buf_from(g->d, v, n, "wisp packed 6-bit values", &P->w);
+  free(v);
+  return st;
+}
+
+/* Uploads rows [P->row0, +P->rows) of a matrix of the other ggml block
+ * types (QT 6): each block split (format/qblocks.h) into its int8 values,
+ * four to a word (P->w), and per 16 elements an f32 scale and offset, two
+ * floats side by side (P->s): value = s * q + o, the CPU's decoded value. */
+static wisp_status split_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P) {
+  const wisp_quant_traits *t = wisp_quant_traits_of(m->type);
+  const size_t nb = (size_t)(m->cols / t->block), n = (size_t)P->rows * (size_t)m->cols;
+  int8_t *q = malloc(n);
+  float *so = malloc(n / 16 * 2 * sizeof(float));
+  wisp_status st = q && so ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
+  const uint8_t *blk = m->q + (size_t)P->row0 * nb * (size_t)t->block_bytes;
+  float s[16], o[16];
+  for (size_t b = 0; !st && b < (size_t)P->rows * nb; b++, blk += t->block_bytes) {
+    const size_t e0 = b * (size_t)t->block;
+    wisp_qblock_split(m->type, blk, q + e0, s, o);
+    for (int k = 0; k < t->block / 16; k++) so[2 * (e0 / 16 + (size_t)k)] = s[k], so[2 * (e0 / 16 + (size_t)k) + 1] = o[k];
+  }
+  if (!st && qt_of(m->type) == 7) st = pack_6bit(g, q, so, n, P);
+  else if (!st) st = wisp_wgpu_buf_from(g->d, q, n, "wisp block values", &P->w);
+  if (!st && qt_of(m->type) == 6)
+    st = wisp_wgpu_buf_from(g->d, so, n / 16 * 2 * sizeof(float), "wisp block scales and offsets", &P->s);
+  free(q);
+  free(so);
+  return st;
+}
+
+/* BF16 rows widened to f32 (exact: a BF16 is the top half of its f32), QT 0. */
+static wisp_status bf16_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P) {
+  const size_t n = (size_t)P->rows * (size_t)m->cols;
+  float *f = malloc(n * sizeof(float));
+  if (!f) return wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int r = 0; r < P->rows; r++) wisp_matrix_row_f32(m, P->row0 + r, f + (size_t)r * m->cols);
+  wisp_status st = wisp_wgpu_buf_from(g->d, f, n * sizeof(float), "wisp weights (bf16 widened)", &P->w);
+  free(f);
+  return st;
+}
+
 static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   wgpu_backend *g = as_g(be);
   wmat *have = wisp_wgpu_find_mat(g, m);
@@ -90,17 +147,20 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     return wisp_fail(WISP_EFORMAT, "Q4_K matrix with %d columns is not a whole number of 256-blocks", cols);
   if (m->type == WISP_W_F16 && cols % 8) /* a product's unit is 8 halves (one vec4 of words) */
     return wisp_fail(WISP_EUNSUPPORTED, "webgpu: an f16 matrix of %d columns (a multiple of 8 is needed)", cols);
-  if (m->type != WISP_W_F32 && m->type != WISP_W_F16 && cols % WISP_Q4_BLOCK)
+  if (m->type != WISP_W_F32 && m->type != WISP_W_F16 && m->type != WISP_W_BF16 && cols % WISP_Q4_BLOCK)
     return wisp_fail(WISP_EFORMAT, "matrix with %d columns is not a whole number of 32-blocks", cols);
   const int nb = cols / WISP_Q4_BLOCK;
   /* Bytes a row on the device: Q8_0 is repacked (q8_0_part) into its int8
    * values and an f32 scale a block, so that rows and values are word-aligned. */
-  uint64_t wrow = m->type == WISP_W_F32    ? (uint64_t)cols * 4
-                  : m->type == WISP_W_Q4K  ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
-                  : m->type == WISP_W_F16  ? (uint64_t)cols * 2
-                  : m->type == WISP_W_Q8_0 ? (uint64_t)cols
-                                           : (uint64_t)cols / 2;
-  uint64_t srow = m->type == WISP_W_Q4K || m->type == WISP_W_F16 ? 0 : (uint64_t)nb * 4;
+  const int split = qt_of(m->type) >= 6; /* uploaded as split_part makes it (QT 6 and 7) */
+  uint64_t wrow = m->type == WISP_W_F32 || m->type == WISP_W_BF16 ? (uint64_t)cols * 4
+                  : m->type == WISP_W_Q4K                         ? (uint64_t)cols / WISP_Q4K_BLOCK * WISP_Q4K_BYTES
+                  : m->type == WISP_W_F16                         ? (uint64_t)cols * 2
+                  : m->type == WISP_W_Q8_0 || split               ? (uint64_t)cols
+                                                                  : (uint64_t)cols / 2;
+  uint64_t srow = m->type == WISP_W_Q4K || m->type == WISP_W_F16 || m->type == WISP_W_BF16 || qt_of(m->type) == 7 ? 0
+                  : split ? (uint64_t)cols / 16 * 8
+                                                                                          : (uint64_t)nb * 4;
   uint64_t per_row = wrow > srow ? wrow : srow;
   uint64_t limit = g->max_binding;
   /* A Q4Z part must start at an even block (zero points are two a byte). */
@@ -129,6 +189,10 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     }
     if (m->type == WISP_W_Q8_0) {
       st = q8_0_part(g, m, P);
+      continue;
+    }
+    if (split || m->type == WISP_W_BF16) {
+      st = split ? split_part(g, m, P) : bf16_part(g, m, P);
       continue;
     }
     st = wisp_wgpu_buf_from(g->d, m->q + (size_t)P->row0 * (size_t)wrow, (uint64_t)P->rows * wrow, "wisp quant",
@@ -358,7 +422,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
   matvec_geometry(g, w, &wg, &rows, &lg);
   if (rows > 4) rows = 4;
   const uint32_t nt = wisp_wgpu_rows_nt(g, n), qt = qt_of(w->type);
-  const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt == 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
+  const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt >= 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
   const uint32_t tu = wisp_wgpu_rows_tile(g, (uint32_t)w->cols / (4 * uv), uv, wg, lg, rows, nt);
   wisp_wgpu_const c[7] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg},           {"QT", qt},
                           {"NT", nt}, {"XS", tu > 0},  {"TU", tu ? tu : 1}};

@@ -7,7 +7,10 @@
 #include "backend/webgpu/wgpu_core.h"
 
 /* The QT override constant of the weight kernels (embed, matvec, matmul):
- * 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (matmul only), 4 F16, 5 Q8_0. */
+ * 0 f32 (also BF16, widened at upload), 1 Q4, 2 Q4Z, 3 Q4_K (matmul only),
+ * 4 F16, 5 Q8_0, 6 the other ggml block types (int8 values and a scale and
+ * offset per 16 elements, split at upload: unpack_weights.wgsli), 7 Q6_K and
+ * Q3_K (16 six-bit values and their scale in one vec4, packed at upload). */
 static inline uint32_t qt_of(wisp_wtype t) {
   switch (t) {
     case WISP_W_F32: return 0;
@@ -16,8 +19,11 @@ static inline uint32_t qt_of(wisp_wtype t) {
     case WISP_W_Q4K: return 3;
     case WISP_W_F16: return 4;
     case WISP_W_Q8_0: return 5;
+    case WISP_W_BF16: return 0;
+    case WISP_W_Q6K:
+    case WISP_W_Q3K: return 7;
+    default: return 6;
   }
-  return 0;
 }
 
 /* Types the fused in_proj + short conv (matvec_conv*.wgsl) reads. */

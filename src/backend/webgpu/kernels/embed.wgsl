@@ -9,7 +9,7 @@
 // unpack_weights.wgsli). Q4 layout as in matvec.wgsl.
 // Grid: x = ceil(cols / WG), y = number of tokens.
 override WG: u32 = 64;  // threads per workgroup
-override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0
+override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0, 6 int8 + scale/offset per 16, 7 packed 6-bit
 override FROM_IDS: u32 = 0u; // 1: one token, read from ids[p.pad0] (the decode loop)
 
 struct Params {
@@ -57,6 +57,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   } else if (QT == 5u) {
     let e = r * p.cols + c;
     v = scales[r * (p.cols / 32u) + c / 32u] * i8x4(w[e / 4u])[e % 4u];
+  } else if (QT == 7u) {
+    let e = r * p.cols + c;
+    let g = e / 16u;
+    let i = e % 16u;
+    let lo = (w[4u * g + i / 8u] >> ((i % 8u) * 4u)) & 15u;
+    let hi = (w[4u * g + 2u] >> (2u * i)) & 3u;
+    v = bitcast<f32>(w[4u * g + 3u]) * (f32(lo | (hi << 4u)) - 32.0);
+  } else if (QT == 6u) {
+    let e = r * p.cols + c;
+    let g = e / 16u;
+    v = scales[2u * g] * i8x4(w[e / 4u])[e % 4u] + scales[2u * g + 1u];
   } else {
     let word = w[(r * p.cols + c) / 8u];
     let q = f32((word >> ((c % 8u) * 4u)) & 15u);

@@ -14,7 +14,7 @@
 // Grid: x = ceil(rows / TM), y = ceil(n / TN).
 override TM: u32 = 64;  // rows per tile, a multiple of 4
 override TN: u32 = 32;  // tokens per tile, a multiple of 4
-override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (scales and zp unused), 4 F16, 5 Q8_0
+override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 3 Q4_K (scales and zp unused), 4 F16, 5 Q8_0, 6 int8 + scale/offset per 16, 7 packed 6-bit
 
 const P4: u32 = 9u;   // row pitch of the tiles in vec4 (36 floats: conflict-free vec4 reads)
 
@@ -93,6 +93,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           } else {
             v = scales[row * nb + b] * i8x4(w[row * (p.cols / 4u) + b * 8u + c4]);
           }
+        }
+        ws[r * P4 + c4] = v;
+      }
+    } else if (QT == 7u) {
+      // packed 6-bit units (unpack_weights.wgsli): two a block row.
+      for (var e = li; e < TM * 8u; e += nthreads) {
+        let r = e / 8u;
+        let c4 = e % 8u;
+        let row = r0 + r;
+        var v = vec4<f32>(0.0);
+        if (row < p.rows) {
+          let g = row * (p.cols / 16u) + b * 2u + c4 / 4u;
+          let q = vec4<u32>(w[4u * g], w[4u * g + 1u], w[4u * g + 2u], w[4u * g + 3u]);
+          v = bitcast<f32>(q.w) * (q6x4(q, c4 % 4u) - 32.0);
+        }
+        ws[r * P4 + c4] = v;
+      }
+    } else if (QT == 6u) {
+      // int8 values, 8 words a block row; a scale and an offset per 16.
+      for (var e = li; e < TM * 8u; e += nthreads) {
+        let r = e / 8u;
+        let c4 = e % 8u;
+        let row = r0 + r;
+        var v = vec4<f32>(0.0);
+        if (row < p.rows) {
+          let g = row * (p.cols / 16u) + b * 2u + c4 / 4u;
+          v = scales[2u * g] * i8x4(w[row * (p.cols / 4u) + b * 8u + c4]) + scales[2u * g + 1u];
         }
         ws[r * P4 + c4] = v;
       }

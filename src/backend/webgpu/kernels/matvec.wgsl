@@ -52,7 +52,7 @@ enable subgroups;
 override WG: u32 = 128;  // threads per workgroup, a multiple of LG
 override ROWS: u32 = 4;  // rows per lane group, <= 16
 override LG: u32 = 32;   // lanes per group: a multiple of the subgroup size
-override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0
+override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0, 6 int8 + scale/offset per 16, 7 packed 6-bit
 const MAXR: u32 = 16u;   // most ROWS
 override XN: u32 = 1u;   // > 1: x' staged in workgroup memory, XN = cols / 4 (matvec_common.wgsli)
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax

@@ -35,7 +35,7 @@
 
 override WG: u32 = 128;  // threads per workgroup
 override ROWS: u32 = 4;  // rows per workgroup, <= WG and <= 16
-override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0
+override QT: u32 = 1;    // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0, 6 int8 + scale/offset per 16, 7 packed 6-bit
 const MAXR: u32 = 16u;   // most ROWS
 override ARGMAX: u32 = 0u; // 1: per-workgroup argmax partials to amax
 
@@ -88,6 +88,19 @@ fn unit_dot(row: u32, u: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
   if (QT == 5u) {
     let i = row * (p.cols / 4u) + u * 2u;
     return scales[row * (p.cols / 32u) + u / 4u] * (dot(i8x4(w[i]), xa) + dot(i8x4(w[i + 1u]), xb));
+  }
+  if (QT == 7u) { // half a packed unit (elements 8h..8h+7): s (sum u x - 32 sum x)
+    let g = row * (p.cols / 16u) + u / 2u;
+    let q = vec4<u32>(w[4u * g], w[4u * g + 1u], w[4u * g + 2u], w[4u * g + 3u]);
+    let k = 2u * (u % 2u);
+    let xs = dot(xa, vec4<f32>(1.0)) + dot(xb, vec4<f32>(1.0));
+    return bitcast<f32>(q.w) * (dot(q6x4(q, k), xa) + dot(q6x4(q, k + 1u), xb) - 32.0 * xs);
+  }
+  if (QT == 6u) { // 8 of a 16-element group's int8 values: s sum q x + o sum x
+    let i = row * (p.cols / 4u) + u * 2u;
+    let g = row * (p.cols / 16u) + u / 2u;
+    let xs = dot(xa, vec4<f32>(1.0)) + dot(xb, vec4<f32>(1.0));
+    return scales[2u * g] * (dot(i8x4(w[i]), xa) + dot(i8x4(w[i + 1u]), xb)) + scales[2u * g + 1u] * xs;
   }
   let word = w[row * (p.cols / 8u) + u];
   let blk = row * (p.cols / 32u) + u / 4u;

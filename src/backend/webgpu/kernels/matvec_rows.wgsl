@@ -34,7 +34,7 @@ enable subgroups;
 override WG: u32 = 128; // threads, a multiple of LG
 override ROWS: u32 = 4; // rows per lane group, <= MAXR
 override LG: u32 = 32;  // lanes per group: matvec.wgsl's for this matrix
-override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0
+override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0, 6 int8 + scale/offset per 16, 7 packed 6-bit
 override NT: u32 = 8;   // tokens per workgroup, <= MAXT
 override XS: u32 = 1u;  // 1: inputs staged in tiles of TU units, 0: read from global memory
 override TU: u32 = 32u; // units a staged tile holds: a multiple of LG and of 8 (1 with XS 0)
@@ -65,7 +65,7 @@ struct Params {
 // #include "rows_store.wgsli"
 
 // Vec4s a unit's inputs take: 1 (f32), 2 (F16), 4 (Q8_0 half block), 8 (Q4/Q4Z block).
-override UV: u32 = select(select(select(8u, 4u, QT == 5u), 2u, QT == 4u), 1u, QT == 0u);
+override UV: u32 = select(select(select(8u, 4u, QT == 5u || QT == 6u || QT == 7u), 2u, QT == 4u), 1u, QT == 0u);
 // A token's staged tile: TU * UV vec4s, whole runs of 8 (xslot permutes
 // slots within a run, as matvec_common.wgsli's xsw).
 override TV: u32 = TU * UV;
@@ -95,6 +95,14 @@ fn unit_input_t(t: u32, xb: u32, tb: u32, u: u32, xs: ptr<function, array<vec4<f
   if (QT == 0u) {
     (*xs)[0] = xat(t, xb, tb, u);
     return 0.0;
+  }
+  if (QT == 6u || QT == 7u) {
+    var xsum = 0.0;
+    for (var i = 0u; i < 4u; i++) {
+      (*xs)[i] = xat(t, xb, tb, u * 4u + i);
+      xsum += dot((*xs)[i], vec4<f32>(1.0));
+    }
+    return xsum;
   }
   if (QT == 4u || QT == 5u) {
     let nv = select(2u, 4u, QT == 5u);
