@@ -56,7 +56,7 @@ typedef struct {
   size_t size;         /* 0 or sizeof(wisp_session_options): see "Option structs grow" above */
   const char *backend; /* "cpu" (default) */
   int threads;         /* 0 = one per physical core the process may use */
-  int max_context;     /* 0 = the artifact's maxPositions */
+  int max_context;     /* positions; 0 = the model's maxPositions, at most 4096; more than the model's: the model's */
   const char *profile; /* runtime profile name or file; NULL = "default" */
   /* "key=value,..." settings beside the plan, for measurements and tests
    * (docs/configuration.md); NULL = none. An unknown key fails wisp_session_new. */

@@ -104,11 +104,14 @@ TEST(convert_f32_maps_hf_tensors_to_sections) {
   /* Tied: head.weight shares embed's bytes. */
   const wisp_section *hs = wisp_artifact_section(a, "head.weight"), *es = wisp_artifact_section(a, "embed.weight");
   CHECK(hs && es && hs->offset == es->offset && hs->bytes == es->bytes);
-  /* rope: cos(p * theta^(-2i/D)); planPosition rows and maxPositions rows. */
-  const wisp_section *rc1 = wisp_artifact_section(a, "rope.cos"), *rc2 = wisp_artifact_section(a, "rope.cos_ext");
-  CHECK(rc1 && rc2 && rc1->bytes == 256u * 8 * 4 && rc2->bytes == 256u * 8 * 4);
-  CHECK(section_f32(a, "rope.cos_ext", 7 * 8 + 3, &v));
+  /* rope: cos(p * theta^(-2i/D)) for planPosition rows, and the inverse
+   * frequencies (no table for maxPositions rows: a session builds its own). */
+  const wisp_section *rc1 = wisp_artifact_section(a, "rope.cos"), *rf = wisp_artifact_section(a, "rope.freq");
+  CHECK(rc1 && rf && rc1->bytes == 256u * 8 * 4 && rf->bytes == 8u * 4 && !wisp_artifact_section(a, "rope.cos_ext"));
+  CHECK(section_f32(a, "rope.cos", 7 * 8 + 3, &v));
   CHECK_NEAR(v, cos(7.0 * pow(10000.0, -6.0 / 16.0)), 1e-6);
+  CHECK(section_f32(a, "rope.freq", 3, &v));
+  CHECK_NEAR(v, pow(10000.0, -6.0 / 16.0), 1e-7);
   CHECK(section_f32(a, "rope.sin", 100 * 8 + 0, &v));
   CHECK_NEAR(v, sin(100.0), 1e-5);
   char *text = NULL;
@@ -317,9 +320,11 @@ TEST(convert_config_variants) {
   wisp_artifact *a = NULL;
   CHECKF(wisp_artifact_open(out, &a) == WISP_OK, "%s", wisp_last_error());
   int ok = a->shape.layer_types[0] == WISP_LAYER_CONV && a->shape.layer_types[1] == WISP_LAYER_ATTENTION &&
-           a->rope_theta == 5000.0f && fabs(a->norm_eps - 1e-6) < 1e-11 && a->max_positions == 4096;
-  const wisp_section *ext = wisp_artifact_section(a, "rope.cos_ext"), *plan = wisp_artifact_section(a, "rope.cos");
-  ok = ok && ext && plan && ext->bytes == 4096u * 8 * 4 && plan->bytes == 1024u * 8 * 4;
+           a->rope_theta == 5000.0f && fabs(a->norm_eps - 1e-6) < 1e-11 && a->max_positions == 128000;
+  /* the model's own context, uncapped: no table of its rows, the plan's rows and the frequencies */
+  const wisp_section *freq = wisp_artifact_section(a, "rope.freq"), *plan = wisp_artifact_section(a, "rope.cos");
+  ok = ok && freq && plan && !wisp_artifact_section(a, "rope.cos_ext") && freq->bytes == 8u * 4 &&
+       plan->bytes == 1024u * 8 * 4;
   wisp_artifact_free(a);
   CHECK(ok);
   /* Unsupported variants fail with a line naming the field. */

@@ -12,8 +12,10 @@
 
 #include <cJSON.h>
 
+#include "engine/session.h"
 #include "st_fixture.h"
 #include "test.h"
+#include "wisp.h"
 
 enum { QH = 64, QF = 96, QV = 80, QD = 32, QNH = 4, QKV = 2, QL = 2 };
 #define QTHETA 10000.0
@@ -22,11 +24,31 @@ enum { QH = 64, QF = 96, QV = 80, QD = 32, QNH = 4, QKV = 2, QL = 2 };
  * (factor 8, low/high freq factors 1/4, original context 64). */
 static int g_llama;
 
-static double qv(const char *fmt, int layer, int64_t i) {
+/* The config's max_position_embeddings. */
+static int g_max_pos = 128;
+
+/* The first n values of a tensor, from a cache of the values made so far
+ * (the long context test reads each weight thousands of times). */
+static const double *qw(const char *fmt, int layer, int64_t n) {
+  enum { SLOTS = 64 };
+  static struct { char name[128]; double *v; int64_t n; } cache[SLOTS];
   char name[128];
   snprintf(name, sizeof name, fmt, layer);
-  return (double)fx_tiny_value(name, 7, i);
+  int k = 0;
+  while (k < SLOTS && cache[k].v && strcmp(cache[k].name, name)) k++;
+  if (k == SLOTS) abort(); /* more tensors than the tiny model has */
+  if (n > cache[k].n) {
+    double *v = realloc(cache[k].v, sizeof(double) * (size_t)n);
+    if (!v) abort();
+    for (int64_t j = cache[k].n; j < n; j++) v[j] = (double)fx_tiny_value(name, 7, j);
+    snprintf(cache[k].name, sizeof cache[k].name, "%s", name);
+    cache[k].v = v;
+    cache[k].n = n;
+  }
+  return cache[k].v;
 }
+
+static double qv(const char *fmt, int layer, int64_t i) { return qw(fmt, layer, i + 1)[i]; }
 
 static int write_tiny_qwen3(const char *dir) {
   char path[800];
@@ -38,10 +60,10 @@ static int write_tiny_qwen3(const char *dir) {
            "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, "
            "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
            "\"num_key_value_heads\": %d, \"head_dim\": %d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-06, "
-           "\"rope_theta\": 10000.0, \"max_position_embeddings\": 128, \"tie_word_embeddings\": false, "
+           "\"rope_theta\": 10000.0, \"max_position_embeddings\": %d, \"tie_word_embeddings\": false, "
            "\"attention_bias\": false, \"hidden_act\": \"silu\", \"use_sliding_window\": false%s}",
            g_llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM", g_llama ? "llama" : "qwen3", QH, QF, QL, QNH, QKV, QD, QV,
-           scaling);
+           g_max_pos, scaling);
   if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
   enum { MAXT = 2 * 9 + 3 };
   fx_tensor t[MAXT];
@@ -97,16 +119,18 @@ int fx_write_tiny_qwen3(const char *dir, int llama) {
 }
 
 static void rms(const double *x, int n, const char *fmt, int layer, double *out) {
+  const double *w = qw(fmt, layer, n);
   double ss = 0;
   for (int i = 0; i < n; i++) ss += x[i] * x[i];
   double r = 1.0 / sqrt(ss / n + QEPS);
-  for (int i = 0; i < n; i++) out[i] = x[i] * r * qv(fmt, layer, i);
+  for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
 }
 
 static void mv(const char *fmt, int layer, int rows, int cols, const double *x, double *y) {
+  const double *w = qw(fmt, layer, (int64_t)rows * cols);
   for (int r = 0; r < rows; r++) {
     double s = 0;
-    for (int c = 0; c < cols; c++) s += qv(fmt, layer, (int64_t)r * cols + c) * x[c];
+    for (int c = 0; c < cols; c++) s += w[(int64_t)r * cols + c] * x[c];
     y[r] = s;
   }
 }
@@ -125,9 +149,13 @@ static double inv_freq(int j) {
   return (1 - smooth) * inv / factor + smooth * inv;
 }
 
+/* 1: the angle p * inv_freq in f32, as transformers computes it (at
+ * thousands of positions the f64 angle differs by ~1e-4 rad). */
+static int g_f32_angle;
+
 static void rope(double *v, int pos) { /* rotate-half */
   for (int j = 0; j < QD / 2; j++) {
-    double ang = pos * inv_freq(j);
+    double ang = g_f32_angle ? (double)((float)pos * (float)inv_freq(j)) : pos * inv_freq(j);
     double a = v[j], b = v[j + QD / 2];
     v[j] = a * cos(ang) - b * sin(ang);
     v[j + QD / 2] = b * cos(ang) + a * sin(ang);
@@ -163,7 +191,9 @@ static void forward(const int *tok, int T, double *logits) {
         rope(k[t] + hh * QD, t);
       }
     }
-    for (int t = 0; t < T; t++) {
+    /* the last layer's rows but the last reach no logits */
+    const int t0 = l == QL - 1 ? T - 1 : 0;
+    for (int t = t0; t < T; t++) {
       for (int hh = 0; hh < QNH; hh++) {
         int kv = hh / (QNH / QKV);
         double mx = -1e300, sum = 0;
@@ -182,7 +212,7 @@ static void forward(const int *tok, int T, double *logits) {
       }
       mv("model.layers.%d.self_attn.o_proj.weight", l, QH, QNH * QD, tmp, y[t]);
     }
-    for (int t = 0; t < T; t++) {
+    for (int t = t0; t < T; t++) {
       for (int c = 0; c < QH; c++) x[t][c] += y[t][c];
       rms(x[t], QH, "model.layers.%d.post_attention_layernorm.weight", l, h[t]);
       mv("model.layers.%d.mlp.gate_proj.weight", l, QF, QH, h[t], g);
@@ -256,6 +286,164 @@ TEST(llama_tiny_matches_independent_reference_prefill_and_decode) {
   g_llama = 1;
   check_against_reference("ll");
   g_llama = 0;
+}
+
+/* Past 4,096 positions: a model whose config allows 8,192 converts with
+ * that context (rope.freq, no table of its rows) and, opened with -c 4200,
+ * gives at position 4,159 (prefill in chunks, Llama 3 rope scaling) the
+ * logits of the reference computed here from the rope formula. Without -c
+ * the context is 4,096, and -c past the model's maximum is refused. */
+TEST(llama_tiny_runs_past_4096_positions) {
+  g_llama = 1;
+  g_max_pos = 8192;
+  char hf[600], art[600], msg[256];
+  static char cmd[65536], log[1 << 16];
+  snprintf(hf, sizeof hf, "%s/long_hf", test_tmpdir());
+  snprintf(art, sizeof art, "%s/long_art", test_tmpdir());
+  CHECK(mkdir(hf, 0755) == 0);
+  int wrote = write_tiny_qwen3(hf);
+  g_max_pos = 128;
+  CHECK(wrote == 0);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet && grep maxPositions %s/manifest.json",
+           test_wisp_bin(), hf, art, art);
+  CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "8192"), "%s", log);
+  enum { T = 4160 };
+  static int tok[T];
+  for (int t = 0; t < T; t++) tok[t] = (t * 29 + 5 + t / 97) % QV;
+  /* the ids go in a --prompts file: a command line is at most 8 KB here (test_run) */
+  char prompts[700];
+  snprintf(prompts, sizeof prompts, "%s/long_prompt.json", test_tmpdir());
+  FILE *f = fopen(prompts, "w");
+  CHECK(f);
+  fprintf(f, "{\"prompts\": [[");
+  for (int t = 0; t < T; t++) fprintf(f, "%s%d", t ? "," : "", tok[t]);
+  fprintf(f, "]]}\n");
+  CHECK(fclose(f) == 0);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s -c 4200 --prompts %s", test_wisp_bin(), art, prompts);
+  int rc = test_run(cmd, log, sizeof log);
+  cJSON *j = rc == 0 ? cJSON_Parse(log) : NULL;
+  const cJSON *got = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "logits"), 0);
+  int ok = cJSON_GetArraySize(got) == QV;
+  double ref[QV], maxdiff = 0, maxref = 0;
+  g_f32_angle = 1;
+  forward(tok, T, ref);
+  g_f32_angle = 0;
+  for (int i = 0; ok && i < QV; i++) {
+    maxdiff = fmax(maxdiff, fabs(cJSON_GetArrayItem(got, i)->valuedouble - ref[i]));
+    maxref = fmax(maxref, fabs(ref[i]));
+  }
+  snprintf(msg, sizeof msg, "%d tokens: max|diff| %.3g, max|ref| %.3g", T, maxdiff, maxref);
+  cJSON_Delete(j);
+  char why[200];
+  snprintf(why, sizeof why, "%.190s", log);
+  /* the default context (4,096) is too short; -c past 8,192 is refused */
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --prompts %s", test_wisp_bin(), art, prompts);
+  int dflt = test_run(cmd, log, sizeof log);
+  int dflt_full = dflt != 0 && strstr(log, "4096") != NULL;
+  snprintf(cmd, sizeof cmd, "%s logits -m %s -c 9000 --tokens 1,2", test_wisp_bin(), art);
+  int over = test_run(cmd, log, sizeof log);
+  int over_refused = over != 0 && strstr(log, "maximum context of 8192") != NULL;
+  /* wisp plan and the bench receipt say the context and the KV bytes: 2 attention layers x K and V x
+   * positions x 2 kv heads x 32 dims x 4 bytes */
+  snprintf(cmd, sizeof cmd, "%s plan -m %s -c 8000", test_wisp_bin(), art);
+  int plan_ok = test_run(cmd, log, sizeof log) == 0 &&
+                strstr(log, "context: 8000 positions (the model's maximum 8192); KV caches: 7.8 MiB a sequence (f32)");
+  char plan_log[200];
+  snprintf(plan_log, sizeof plan_log, "%.190s", log);
+  snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 2 --no-warmup -o %s/long_bench.json >/dev/null && cat %s/long_bench.json",
+           test_wisp_bin(), art, test_tmpdir(), test_tmpdir());
+  int bench_rc = test_run(cmd, log, sizeof log);
+  cJSON *bj = bench_rc == 0 ? cJSON_Parse(log) : NULL;
+  const cJSON *bctx = cJSON_GetObjectItemCaseSensitive(bj, "context"), *bkv = cJSON_GetObjectItemCaseSensitive(bj, "kv_bytes");
+  int bench_ok = cJSON_IsNumber(bctx) && bctx->valuedouble == 4096 && cJSON_IsNumber(bkv) &&
+                 bkv->valuedouble == 4096.0 * 2 * 2 * QKV * QD * 4;
+  cJSON_Delete(bj);
+  g_llama = 0;
+  CHECKF(rc == 0 && ok && maxref > 0.1 && maxdiff <= 1e-4 * maxref, "%s (%s)", msg, why);
+  CHECKF(plan_ok, "wisp plan -c 8000: %s", plan_log);
+  CHECKF(bench_ok, "bench receipt: context/kv_bytes missing or wrong");
+  CHECKF(dflt_full, "without -c: %.200s", log);
+  CHECKF(over_refused, "-c 9000: %.200s", log);
+}
+
+/* The tiny Llama converted with max_position_embeddings 8192 into
+ * TMP/NAME; 0 on success. */
+static int long_artifact(const char *name, char *art, size_t cap) {
+  char hf[600], cmd[2048], log[4096];
+  snprintf(hf, sizeof hf, "%s/%s_hf", test_tmpdir(), name);
+  snprintf(art, cap, "%s/%s", test_tmpdir(), name);
+  const int keep_llama = g_llama, keep_max = g_max_pos;
+  g_llama = 1;
+  g_max_pos = 8192;
+  int rc = mkdir(hf, 0755) != 0 || write_tiny_qwen3(hf) != 0;
+  g_llama = keep_llama;
+  g_max_pos = keep_max;
+  if (rc) return -1;
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
+  return test_run(cmd, log, sizeof log);
+}
+
+/* KV caches that grow with the sequence (the cpu: from 256 positions,
+ * doubling) give the very logits and tokens of caches made for the whole
+ * context (tuning kvGrow=0), through prefill chunks that cross several
+ * doublings and a decode loop; and they start small. */
+TEST(kv_growth_bit_identical_to_preallocated_cpu) {
+  char art[600];
+  CHECK(long_artifact("grow_art", art, sizeof art) == 0);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_session *s[2] = {NULL, NULL};
+  const char *tuning[2] = {NULL, "kvGrow=0"};
+  for (int i = 0; i < 2; i++) {
+    wisp_session_options o = {.backend = "cpu", .threads = 1, .max_context = 4200, .tuning = tuning[i]};
+    CHECKF(wisp_session_new(m, &o, &s[i]) == WISP_OK, "%s", wisp_last_error());
+  }
+  const uint64_t full = wisp_session_kv_bytes(s[1]);
+  int ok = full == 4200ull * 2 * 2 * QKV * QD * 4 && wisp_session_kv_bytes_held(s[1]) == full &&
+           wisp_session_kv_bytes_held(s[0]) == 256ull * 2 * 2 * QKV * QD * 4;
+  enum { T = 4160 };
+  static int32_t tok[T];
+  for (int t = 0; t < T; t++) tok[t] = (t * 37 + 11 + t / 101) % QV;
+  static float lg[2][QV];
+  static const int cuts[] = {0, 100, 300, 1100, 2500, T};
+  int same = 1;
+  for (int c = 0; ok && c + 1 < (int)(sizeof cuts / sizeof *cuts); c++)
+    for (int i = 0; i < 2; i++) {
+      if (wisp_session_eval(s[i], tok + cuts[c], cuts[c + 1] - cuts[c], lg[i]) != WISP_OK) ok = 0;
+      if (i == 1) same &= !memcmp(lg[0], lg[1], sizeof lg[0]);
+    }
+  int32_t gen[2][16];
+  int n_gen[2] = {0, 0};
+  wisp_generate_options go = {.temperature = 0};
+  for (int i = 0; ok && i < 2; i++)
+    ok = wisp_session_generate(s[i], 3, 16, &go, gen[i], &n_gen[i]) == WISP_OK;
+  same &= n_gen[0] == 16 && n_gen[1] == 16 && !memcmp(gen[0], gen[1], sizeof gen[0]);
+  int grown = wisp_session_kv_bytes_held(s[0]) == full; /* 256 doubling up to 4096, then the context */
+  for (int i = 0; i < 2; i++) wisp_session_free(s[i]);
+  wisp_model_close(m);
+  CHECKF(ok, "%s", wisp_last_error());
+  CHECK(same);
+  CHECK(grown);
+}
+
+/* A scheduler of 4 slots at context 8192 holds 256 positions a slot up
+ * front, not 4 x 8192. */
+TEST(kv_growth_scheduler_reserves_little_up_front) {
+  char art[600];
+  CHECK(long_artifact("sched_art", art, sizeof art) == 0);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_sched_options o = {.backend = "cpu", .parallel = 4, .context = 8192, .threads = 1};
+  wisp_sched *S = NULL;
+  wisp_status st = wisp_sched_new(m, &o, &S);
+  uint64_t full = 0, held = st == WISP_OK ? wisp_sched_kv_bytes_held(S, &full) : 0;
+  int ctx = st == WISP_OK ? wisp_sched_context(S) : 0;
+  wisp_sched_free(S);
+  wisp_model_close(m);
+  CHECKF(st == WISP_OK, "%s", wisp_last_error());
+  CHECK(ctx == 8192);
+  CHECKF(full == 4ull * 8192 * 2 * 2 * QKV * QD * 4 && held == 4ull * 256 * 2 * 2 * QKV * QD * 4,
+         "held %llu of %llu", (unsigned long long)held, (unsigned long long)full);
 }
 
 TEST(qwen3_gguf_roundtrip_identical_logits) {

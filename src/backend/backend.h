@@ -307,6 +307,11 @@ struct wisp_backend {
    * both backends keep binary16 pairs in 32-bit words: half the bytes. Such a
    * buffer is only for attention's k_cache / v_cache (not buf_read as f32). */
   wisp_buf *(*kv_buf_new)(wisp_backend *be, size_t n_values);
+  /* Optional: makes a KV cache (kv_buf_new's or buf_new's) hold n_values,
+   * more than it does, keeping its values and its handle, between steps.
+   * A backend with it gets caches that grow with the sequence (graph_state.c);
+   * one without gets them made for the whole context. */
+  wisp_status (*kv_buf_grow)(wisp_backend *be, wisp_buf *b, size_t n_values);
   /* Optional: records k greedy decode steps of graph g in one go: the token
    * in ids[0] at position pos, the chosen ids into ids[1..k] (as decode_step
    * slots 0..k-1 would), the graph's state buffers updated. Returns

@@ -48,6 +48,7 @@ static const entry k_keys[] = {
     {"prefillChunk", T_UINT, T(prefill_chunk), 0, 1, 4096, 1, "1..4096", NO_DEFAULT},
     {"decodeKick", T_UINT, T(decode_kick), 0, 1, 1 << 20, 1, "a positive number", NO_DEFAULT},
     {"cpuScalar", T_ON, T(cpu_scalar), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"kvGrow", T_OFF, T(kv_fixed), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     /* webgpu: paths on and off */
     {"persist", T_SPECIAL, W(persist), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"fuse", T_OFF, W(no_fuse), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},

@@ -22,6 +22,7 @@ typedef struct wisp_tuning {
   int prefill_chunk;  /* prefillChunk=N: tokens per prefill forward call (0: 64 on cpu, 512 on a GPU) */
   int decode_kick;    /* decodeKick=N: a generate's first batch goes out in growing chunks from N steps */
   int cpu_scalar;     /* cpuScalar=1: the cpu backend's scalar reference kernels for everything */
+  int kv_fixed;       /* kvGrow=0: KV caches made for the whole context up front, where they could grow */
   wisp_wgpu_backend_opts webgpu; /* the webgpu keys (the rest of the table) */
   char toggles[256];  /* dawnToggles' text (webgpu.toggles points here) */
 } wisp_tuning;

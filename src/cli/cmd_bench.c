@@ -182,7 +182,9 @@ int cmd_bench(int argc, char **argv) {
   cJSON *r = NULL;
   int rc = 1;
   if (wisp_model_open(model_dir, &m)) goto fail;
-  wisp_session_options so = {.backend = backend, .threads = threads, .profile = profile, .tuning = tuning};
+  /* a run longer than the default context opens the session with the context it needs (at most the model's) */
+  wisp_session_options so = {.backend = backend, .threads = threads, .profile = profile, .tuning = tuning,
+                             .max_context = n_prompt + n_decode > WISP_DEFAULT_CONTEXT ? n_prompt + n_decode : 0};
   if (wisp_session_new(m, &so, &s)) goto fail;
   const int vocab = wisp_model_vocab(m);
   if (n_prompt + n_decode > wisp_session_context(s)) {
@@ -289,6 +291,9 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddStringToObject(r, "tuning", tuning ? tuning : ""); /* settings beside the plan (docs/configuration.md) */
   /* the KV caches as the backend keeps them: the plan's kvDtype, or f16 by tuning kv=f16 */
   cJSON_AddStringToObject(r, "kv_dtype", wisp_session_kv_dtype(s));
+  /* the context the session was opened with and the bytes of its KV caches (made for all of it) */
+  cJSON_AddNumberToObject(r, "context", wisp_session_context(s));
+  cJSON_AddNumberToObject(r, "kv_bytes", (double)wisp_session_kv_bytes(s));
   cJSON_AddNumberToObject(r, "threads", threads);
   cJSON *jd = cJSON_AddObjectToObject(r, "device");
   cJSON_AddStringToObject(jd, "backend", wisp_session_backend_name(s));

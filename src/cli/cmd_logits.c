@@ -19,6 +19,7 @@
 #include <cJSON.h>
 
 #include "cli/commands.h"
+#include "engine/engine.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "cli/opts.h"
@@ -149,7 +150,7 @@ static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
 int cmd_logits(int argc, char **argv) {
   const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = "cpu";
   const char *tuning = NULL, *profile = NULL;
-  int greedy = 0, threads = 0, force = 0, decode_loop = 0;
+  int greedy = 0, threads = 0, force = 0, decode_loop = 0, ctx = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
       {"--prompts", CLI_STR, &prompts_path, 0, 0, "FILE", "{\"prompts\": [[ids...], ...], \"greedy_prompt\": k}"},
@@ -157,6 +158,7 @@ int cmd_logits(int argc, char **argv) {
       {"-o|--output", CLI_STR, &out_path, 0, 0, "FILE", "write the JSON here (default: stdout)"},
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing -o FILE"},
       {"--greedy", CLI_INT, &greedy, 0, 1e6, "N", "continue prompt k greedily for N tokens"},
+      {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "context length, at most the model's (default 0: the model's, at most 4096)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
@@ -189,7 +191,11 @@ int cmd_logits(int argc, char **argv) {
                                 : parse_token_list(tokens, &ps, &n_prompts);
   if (st) goto fail;
   if ((st = wisp_model_open(model_dir, &m))) goto fail;
-  wisp_session_options opt = {.backend = backend, .threads = threads, .max_context = 0, .tuning = tuning,
+  if (ctx > m->arch->max_positions(m->weights)) {
+    st = wisp_fail(WISP_EINVAL, "-c %d exceeds the model's maximum context of %d tokens", ctx, m->arch->max_positions(m->weights));
+    goto fail;
+  }
+  wisp_session_options opt = {.backend = backend, .threads = threads, .max_context = ctx, .tuning = tuning,
                               .profile = profile};
   if ((st = wisp_session_new(m, &opt, &s))) goto fail;
   const int vocab = wisp_model_vocab(m);

@@ -75,7 +75,8 @@ int cmd_perplexity(int argc, char **argv) {
   const int vocab = wisp_model_vocab(m);
   if (wisp_tokenizer_for_artifact(m->artifact->dir, m->artifact->tokenizer, m->artifact->manifest, vocab, &tok))
     goto done;
-  wisp_session_options so = {.backend = backend, .threads = (int)threads, .tuning = tuning};
+  wisp_session_options so = {.backend = backend, .threads = (int)threads, .tuning = tuning,
+                             .max_context = window > WISP_DEFAULT_CONTEXT ? (int)window : 0};
   if (wisp_session_new(m, &so, &s)) goto done;
   if (window > wisp_session_context(s)) {
     wisp_fail(WISP_EINVAL, "--window %lld exceeds the context of %d tokens", (long long)window,

@@ -8,18 +8,20 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/internal.h"
+#include "engine/plan_apply.h"
 #include "format/gguf_artifact.h"
 #include "util/err.h"
 #include "cli/opts.h"
 
 int cmd_plan(int argc, char **argv) {
   const char *dir = NULL, *profile = NULL, *backend = "cpu", *registry = NULL;
-  int as_json = 0;
+  int as_json = 0, ctx = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
       {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},
       {"--registry", CLI_STR, &registry, 0, 0, "FILE", "kernel registry file (default: the built-in one)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "the context to size the KV caches for (default 0: the model's, at most 4096)"},
       {"--json", CLI_FLAG, &as_json, 0, 0, NULL, "print the plan's canonical JSON"},
   };
   const cli_spec spec = {"plan", "[-m DIR] [--profile P] [--registry FILE] [--backend B] [--json]",
@@ -33,12 +35,26 @@ int cmd_plan(int argc, char **argv) {
   wisp_plan *plan = NULL;
   int rc = 1;
   if (wisp_model_open(dir, &m)) goto done;
+  const int model_max = m->arch->max_positions(m->weights);
+  if (ctx > model_max) {
+    wisp_fail(WISP_EINVAL, "-c %d exceeds the model's maximum context of %d tokens", ctx, model_max);
+    goto done;
+  }
   if (wisp_backend_create(backend, 1, &be)) goto done;
   wisp_device_caps caps;
   be->caps(be, &caps);
   if (wisp_engine_resolve_plan(m, &caps, profile, registry, &plan)) goto done;
   if (as_json) printf("%s\n", plan->json);
   else wisp_plan_print(plan, stdout);
+  /* the context a session gets (as wisp_session_new decides it) and its KV caches, made for all of it */
+  const int context = ctx ? ctx : model_max < WISP_DEFAULT_CONTEXT ? model_max : WISP_DEFAULT_CONTEXT;
+  wisp_backend_settings bs;
+  wisp_engine_backend_settings(plan, &bs);
+  const int kv16 = bs.kv_f16 && be->kv_buf_new;
+  if (!as_json)
+    printf("\ncontext: %d positions (the model's maximum %d); KV caches: %.1f MiB a sequence (%s)\n", context,
+           model_max, (double)wisp_graph_kv_bytes(&m->graph, context, kv16 ? 2 : 4) / (1024.0 * 1024.0),
+           kv16 ? "f16" : "f32");
   const wisp_artifact *a = m->artifact;
   if (!as_json && a->gguf) { /* where each piece of a GGUF run in place came from */
     printf("\nsource: %s (GGUF v%u, %llu tensors), manifest derived in memory (wisp.source '%s'); "

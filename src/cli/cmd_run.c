@@ -470,7 +470,7 @@ int cmd_run(int argc, char **argv) {
       {"-p|--prompt", CLI_STR, &prompt, 0, 0, "TEXT", "the prompt; \"-\" reads it from standard input (default: \"Once upon a time\")"},
       {"-f|--file", CLI_STR, &prompt_file, 0, 0, "FILE", "read the prompt from FILE"},
       {"-n|--n-predict", CLI_INT, &n_predict, -1, 1e9, "N", "tokens to generate (default 64; -1: until EOS or the end of the context)"},
-      {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "context length, at most the model's (default 0: the model's)"},
+      {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "context length, at most the model's (default 0: the model's, at most 4096)"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
       {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},

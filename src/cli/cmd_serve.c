@@ -23,7 +23,7 @@ int cmd_serve(int argc, char **argv) {
       {"-np|--parallel", CLI_INT, &c.parallel, 1, 1024, "N", "sequences decoded together (default 4)"},
       {"--max-queue", CLI_INT, &c.max_queue, 0, 1000000, "N",
        "requests waiting for a sequence before 429 (default 0: 4 x --parallel)"},
-      {"-c|--ctx-size", CLI_INT, &c.context, 0, 1e9, "N", "context tokens per sequence (default 0: the model's)"},
+      {"-c|--ctx-size", CLI_INT, &c.context, 0, 1e9, "N", "context tokens per sequence, at most the model's (default 0: the model's, at most 4096)"},
       {"--api-key", CLI_STR, &c.api_key, 0, 0, "KEY", "require Authorization: Bearer KEY on /v1/* and /metrics"},
       {"--api-key-env", CLI_STR, &api_key_env, 0, 0, "VAR", "read the API key from environment variable VAR"},
       {"--profile", CLI_STR, &c.profile, 0, 0, "P", "runtime profile (profiles/NAME.json or a file)"},

@@ -169,6 +169,10 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
   wisp_backend *be = s->backend;
   const wisp_graph *g = &s->graph;
   *graph = 0;
+  /* KV caches that grow do so now, between steps: the recorded steps bind them */
+  const int last = s->pos + k < s->max_pos ? s->pos + k : s->max_pos;
+  wisp_status grown = wisp_graph_state_reserve(s->state, be, last);
+  if (grown) return grown;
   if (be->decode_graph && sp->temperature <= 0 && !wisp_sampling_penalized(sp)) {
     wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */
     if (gp && wisp_graph_lower_decode(g, s->state, gp) == WISP_OK) {

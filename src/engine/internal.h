@@ -25,6 +25,10 @@ struct wisp_model {
   void (*text_free)(struct wisp_text_state *t);
 };
 
+/* A session's context without max_context: the model's own, at most this
+ * (the KV caches are made for the whole context when the session starts). */
+#define WISP_DEFAULT_CONTEXT 4096
+
 #define WISP_MAX_SNAP 256 /* recurrent-state buffers an architecture may list */
 
 struct wisp_session {
@@ -37,6 +41,10 @@ struct wisp_session {
   wisp_plan *plan;
   wisp_graph_state *state;
   int pos, chunk, max_pos;
+  /* Rope tables built for this session's context where it is longer than
+   * the model's (from the graph's rope_freq), and their views. */
+  float *rope_owned;
+  wisp_vector rope_cos, rope_sin;
   /* Slots (wisp_session_options.slots): slot 0 is state/pos above; slot i
    * > 0 is slot_state[i] / slot_pos[i] (slot_state[0] is state, slot_pos[0]
    * unused). The states are made together (wisp_graph_states_new). The

@@ -560,6 +560,11 @@ void wisp_sched_get_stats(wisp_sched *S, wisp_sched_stats *out) {
   pthread_mutex_unlock(&S->mu);
 }
 
+uint64_t wisp_sched_kv_bytes_held(const wisp_sched *S, uint64_t *full) {
+  if (full) *full = wisp_session_kv_bytes(S->session);
+  return wisp_session_kv_bytes_held(S->session);
+}
+
 int wisp_sched_context(const wisp_sched *S) {
   if (!S) {
     wisp_fail(WISP_EINVAL, "wisp_sched_context: no scheduler");

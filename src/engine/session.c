@@ -17,6 +17,7 @@
 #include "engine/session.h"
 #include "engine/slots.h"
 #include "format/digest.h"
+#include "format/tensor.h"
 #include "util/err.h"
 #include "util/options.h"
 
@@ -71,6 +72,27 @@ int wisp_model_vocab(const wisp_model *m) {
   return m->artifact->shape.vocab;
 }
 
+/* Rope tables for the session's context where the model's are shorter,
+ * built from the graph's inverse frequencies (the rows the model stores are
+ * the first rows of these: the same formula, wisp_rope_rows). */
+static wisp_status session_rope(wisp_session *s) {
+  wisp_graph *g = &s->graph;
+  if (s->max_pos <= g->rope_rows) return WISP_OK;
+  if (!g->rope_freq) /* the model's max_positions is at most its tables' rows then */
+    return wisp_fail(WISP_EUNSUPPORTED, "context %d is longer than the rope tables (%d rows)", s->max_pos, g->rope_rows);
+  const int half = g->rotary_dim / 2;
+  const size_t n = (size_t)s->max_pos * half;
+  s->rope_owned = malloc(sizeof(float) * 2 * n);
+  if (!s->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for the rope tables of %d positions", s->max_pos);
+  wisp_rope_rows(g->rope_freq, half, s->max_pos, s->rope_owned, s->rope_owned + n);
+  s->rope_cos = (wisp_vector){(int)n, s->rope_owned, NULL};
+  s->rope_sin = (wisp_vector){(int)n, s->rope_owned + n, NULL};
+  g->rope_cos = &s->rope_cos;
+  g->rope_sin = &s->rope_sin;
+  g->rope_rows = s->max_pos;
+  return WISP_OK;
+}
+
 wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wisp_session **out) {
   if (!out) return wisp_fail(WISP_EINVAL, "wisp_session_new: no place for the session (out is NULL)");
   *out = NULL;
@@ -92,6 +114,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   if (st) goto fail;
   s->decode_kick = t.decode_kick;
   if ((st = wisp_backend_create_tuned(o.backend, o.threads, &t, &s->backend))) goto fail;
+  if (t.kv_fixed) s->backend->kv_buf_grow = NULL; /* tuning kvGrow=0: caches for the whole context */
   /* Tokens per prefill forward call (activations scale with it). A GPU
    * wants big products: at 64 tokens a 1024-row product is a few dozen
    * workgroups on a GPU of 132 SMs. The CPU's products read each weight
@@ -113,9 +136,13 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   wisp_tuning_over_plan(&t, &bs);
   s->kv_f16 = bs.kv_f16 && s->backend->configure && s->backend->kv_buf_new;
   if (s->backend->configure) s->backend->configure(s->backend, &bs);
-  if ((st = wisp_graph_prepare(&s->graph, s->backend))) goto fail;
+  /* The context: -c up to the model's own maximum; without it the model's,
+   * at most WISP_DEFAULT_CONTEXT (the KV caches are made for it up front). */
   s->max_pos = m->arch->max_positions(m->weights);
   if (o.max_context > 0 && o.max_context < s->max_pos) s->max_pos = o.max_context;
+  else if (o.max_context == 0 && s->max_pos > WISP_DEFAULT_CONTEXT) s->max_pos = WISP_DEFAULT_CONTEXT;
+  if ((st = session_rope(s))) goto fail;
+  if ((st = wisp_graph_prepare(&s->graph, s->backend))) goto fail;
   if ((st = wisp_slots_new(s, o.slots > 0 ? o.slots : 1))) goto fail; /* s->state is slot 0's */
   *out = s;
   return WISP_OK;
@@ -133,6 +160,7 @@ void wisp_session_free(wisp_session *s) {
   if (s->backend) s->backend->destroy(s->backend);
   wisp_plan_free(s->plan);
   wisp_graph_free(&s->graph);
+  free(s->rope_owned);
   free(s);
 }
 
@@ -156,6 +184,17 @@ int wisp_session_position(const wisp_session *s) {
 }
 const wisp_plan *wisp_session_plan(const wisp_session *s) { return s->plan; }
 const char *wisp_session_kv_dtype(const wisp_session *s) { return s->kv_f16 ? "f16" : "f32"; }
+uint64_t wisp_session_kv_bytes_held(const wisp_session *s) {
+  uint64_t total = 0;
+  for (int i = 0; i < (s->n_slots > 0 ? s->n_slots : 1); i++) {
+    const wisp_graph_state *st = i == 0 ? s->state : s->slot_state[i];
+    if (st) total += wisp_graph_kv_bytes(&s->graph, wisp_graph_state_kv_positions(st), s->kv_f16 ? 2 : 4);
+  }
+  return total;
+}
+uint64_t wisp_session_kv_bytes(const wisp_session *s) {
+  return wisp_graph_kv_bytes(&s->graph, s->max_pos, s->kv_f16 ? 2 : 4) * (uint64_t)(s->n_slots > 0 ? s->n_slots : 1);
+}
 const char *wisp_session_plan_id(const wisp_session *s) {
   if (!s) {
     wisp_fail(WISP_EINVAL, "wisp_session_plan_id: no session");

@@ -11,6 +11,14 @@ const wisp_plan *wisp_session_plan(const wisp_session *s);
 /* The KV caches' element type as the backend keeps them: "f16" (the plan's
  * kvDtype f16, or tuning kv=f16) or "f32". */
 const char *wisp_session_kv_dtype(const wisp_session *s);
+/* Bytes of the KV caches of all the session's slots, as made for its context. */
+uint64_t wisp_session_kv_bytes(const wisp_session *s);
+/* Bytes the KV caches of all its slots hold now (less where they grow with
+ * the sequences, graph_state.c). Not while a step runs. */
+uint64_t wisp_session_kv_bytes_held(const wisp_session *s);
+/* The same of a scheduler's session (scheduler.c); *full: the bytes for the
+ * whole context of every slot. Not while a step runs. */
+uint64_t wisp_sched_kv_bytes_held(const struct wisp_sched *S, uint64_t *full);
 const char *wisp_session_backend_name(const wisp_session *s);
 /* What `wisp run` and `wisp bench` report of the session's backend: its
  * device counters (1 and *out filled when it keeps them: webgpu), per-op

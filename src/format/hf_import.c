@@ -35,12 +35,9 @@
 #include "util/err.h"
 #include "util/file.h"
 
-/* The KV cache is sized for maxPositions up front (per attention layer
- * 2 * kvHeads * headDim * 4 bytes per position), and the extended rope tables
- * are stored in the artifact: HF's max_position_embeddings (128000 for LFM2)
- * would cost ~0.5 GB of KV per session for the 350M shape and 32 MB of rope
- * tables, so the artifact is capped at 4096 positions. */
-#define CONVERT_MAX_POSITIONS 4096
+/* maxPositions is the model's own context (max_position_embeddings): the
+ * artifact stores rope.freq, and a session builds the rope tables and sizes
+ * its KV caches for the context it is opened with (-c), not for this. */
 #define CONVERT_PLAN_POSITIONS 1024
 
 /* ARCH_QWEN3: dense Qwen3 (and Llama-shaped models with per-head q/k norm),
@@ -225,7 +222,7 @@ static wisp_status parse_qwen_config(const cJSON *top, const char *path, hf_conf
     return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, intermediate %d, linear value width %d and attention width %d "
                      "must be multiples of %d", path, c->hidden, c->ffn, c->lin_v_heads * c->lin_v_dim,
                      c->heads * c->head_dim, WISP_Q4_BLOCK);
-  c->max_pos = c->hf_max_pos < CONVERT_MAX_POSITIONS ? c->hf_max_pos : CONVERT_MAX_POSITIONS;
+  c->max_pos = c->hf_max_pos;
   return WISP_OK;
 }
 
@@ -341,7 +338,7 @@ static wisp_status parse_qwen3_config(const cJSON *root, const char *path, hf_co
   if (c->hidden % WISP_Q4_BLOCK || c->ffn % WISP_Q4_BLOCK || (c->heads * c->head_dim) % WISP_Q4_BLOCK)
     return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, intermediate %d and attention width %d must be multiples of %d",
                      path, c->hidden, c->ffn, c->heads * c->head_dim, WISP_Q4_BLOCK);
-  c->max_pos = c->hf_max_pos < CONVERT_MAX_POSITIONS ? c->hf_max_pos : CONVERT_MAX_POSITIONS;
+  c->max_pos = c->hf_max_pos;
   return WISP_OK;
 }
 
@@ -482,7 +479,7 @@ static wisp_status parse_config(const char *hf_dir, hf_config *c) {
                    WISP_Q4_BLOCK);
     goto done;
   }
-  c->max_pos = c->hf_max_pos < CONVERT_MAX_POSITIONS ? c->hf_max_pos : CONVERT_MAX_POSITIONS;
+  c->max_pos = c->hf_max_pos;
 done:
   cJSON_Delete(root);
   return st;
@@ -756,14 +753,10 @@ done:
   return rc;
 }
 
-/* cos/sin(p * inv_freq[i]) with inv_freq = 1 / theta^(2i/D), all in f32 the way
- * transformers' default rope computes it. */
-static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, const char *cos_name, const char *sin_name,
-                              int rows, int head_dim, double theta, const hf_config *scale) {
+/* inv_freq[i] = 1 / theta^(2i/D) in f32 the way transformers' default rope
+ * computes it, with a GGUF's frequency factors or Llama 3's scaling applied. */
+static void rope_inv_freq(int head_dim, double theta, const hf_config *scale, float *inv_out) {
   const int half = head_dim / 2;
-  float *cs = malloc(sizeof(float) * (size_t)rows * half), *sn = malloc(sizeof(float) * (size_t)rows * half);
-  wisp_status rc = WISP_OK;
-  if (!cs || !sn) { rc = wisp_fail(WISP_ENOMEM, "out of memory for rope tables"); goto done; }
   for (int i = 0; i < half; i++) {
     float e = (float)(2 * i) / (float)head_dim;
     float inv = 1.0f / powf((float)theta, e);
@@ -781,16 +774,27 @@ static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, const char 
       }
       inv = scaled;
     }
-    for (int p = 0; p < rows; p++) {
-      float ang = (float)p * inv;
-      cs[(size_t)p * half + i] = cosf(ang);
-      sn[(size_t)p * half + i] = sinf(ang);
-    }
+    inv_out[i] = inv;
   }
+}
+
+/* rope.freq (the inverse frequencies, from which a session builds the tables
+ * for its own context) and rope.cos/rope.sin for the plan's rows. */
+static wisp_status write_rope(wisp_writer *w, const cJSON *manifest, int rows, int head_dim, double theta,
+                              const hf_config *scale) {
+  const int half = head_dim / 2;
+  float *inv = malloc(sizeof(float) * (size_t)half);
+  float *cs = malloc(sizeof(float) * (size_t)rows * half), *sn = malloc(sizeof(float) * (size_t)rows * half);
+  wisp_status rc = WISP_OK;
+  if (!inv || !cs || !sn) { rc = wisp_fail(WISP_ENOMEM, "out of memory for rope tables"); goto done; }
+  rope_inv_freq(head_dim, theta, scale, inv);
+  wisp_rope_rows(inv, half, rows, cs, sn);
   size_t bytes = sizeof(float) * (size_t)rows * half;
-  if (!(rc = wisp_writer_put_section(w, manifest, cos_name, cs, bytes)))
-    rc = wisp_writer_put_section(w, manifest, sin_name, sn, bytes);
+  if (!(rc = wisp_writer_put_section(w, manifest, "rope.freq", inv, sizeof(float) * (size_t)half)) &&
+      !(rc = wisp_writer_put_section(w, manifest, "rope.cos", cs, bytes)))
+    rc = wisp_writer_put_section(w, manifest, "rope.sin", sn, bytes);
 done:
+  free(inv);
   free(cs);
   free(sn);
   return rc;
@@ -948,7 +952,7 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
     c->vocab = m.vocab;
     c->conv_l = m.conv_l;
     c->hf_max_pos = m.context;
-    c->max_pos = m.context < CONVERT_MAX_POSITIONS ? m.context : CONVERT_MAX_POSITIONS;
+    c->max_pos = m.context;
     c->tied = m.tied;
     c->layer_types = m.layer_types;
     m.layer_types = NULL;
@@ -1037,7 +1041,7 @@ wisp_status wisp_hf_import(const wisp_hf_import_options *o) {
   const int tied = cfg.tied; /* an untied model without its head failed planning */
   wisp_layout_options lo = {.f32 = !q4, .q4k = qmode == QUANT_Q4K, .f16 = qmode == QUANT_F16,
                             .q8_0 = qmode == QUANT_Q8_0, .tied = tied, .down_transposed = qmode == QUANT_Q4,
-                            .rope_rows = plan_rows, .rope_ext_rows = cfg.max_pos, .no_qk_norm = cfg.llama};
+                            .rope_rows = plan_rows, .rope_freq = 1, .no_qk_norm = cfg.llama};
   uint64_t total = 0;
   if ((rc = cfg.arch == ARCH_QWEN3_5 ? wisp_layout_qwen3_5(&shape, &lo, &sections, &total)
                                      : wisp_layout_lfm2(&shape, &lo, &sections, &total)))
@@ -1068,9 +1072,7 @@ wisp_status wisp_hf_import(const wisp_hf_import_options *o) {
     if ((rc = write_job(w, manifest, st, j, qmode))) goto fail;
   }
   const int rope_dim = cfg.arch == ARCH_QWEN3_5 ? cfg.rotary_dim : cfg.head_dim; /* Qwen: partial rotary */
-  if ((rc = write_rope(w, manifest, "rope.cos", "rope.sin", plan_rows, rope_dim, cfg.rope_theta, &cfg)) ||
-      (rc = write_rope(w, manifest, "rope.cos_ext", "rope.sin_ext", cfg.max_pos, rope_dim, cfg.rope_theta, &cfg)))
-    goto fail;
+  if ((rc = write_rope(w, manifest, plan_rows, rope_dim, cfg.rope_theta, &cfg))) goto fail;
   rc = wisp_writer_commit(w, manifest);
   w = NULL; /* commit frees the writer, also on failure */
   if (rc) goto fail;

@@ -137,6 +137,7 @@ wisp_status wisp_layout_qwen3_5(const wisp_shape *s, const wisp_layout_options *
     add(&b, "rope.cos_ext", (uint64_t)o->rope_ext_rows * (RD / 2) * 4);
     add(&b, "rope.sin_ext", (uint64_t)o->rope_ext_rows * (RD / 2) * 4);
   }
+  if (o->rope_freq) add(&b, "rope.freq", (uint64_t)(RD / 2) * 4);
   if (!b.ok) {
     cJSON_Delete(b.arr);
     return wisp_fail(WISP_ENOMEM, "out of memory");
@@ -229,6 +230,7 @@ wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, 
     add(&b, "rope.cos_ext", (uint64_t)o->rope_ext_rows * (D / 2) * 4);
     add(&b, "rope.sin_ext", (uint64_t)o->rope_ext_rows * (D / 2) * 4);
   }
+  if (o->rope_freq) add(&b, "rope.freq", (uint64_t)(D / 2) * 4);
   if (!b.ok) {
     cJSON_Delete(b.arr);
     return wisp_fail(WISP_ENOMEM, "out of memory");

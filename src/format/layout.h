@@ -18,6 +18,7 @@ typedef struct {
   int down_transposed; /* Q4 only: also L*.mlp.down.kquant/kscales */
   int rope_rows;       /* rows of rope.cos/sin (0 = none) */
   int rope_ext_rows;   /* rows of rope.cos_ext/sin_ext (0 = none) */
+  int rope_freq;       /* 1: rope.freq, the [rotary_dim / 2] inverse frequencies */
   int no_qk_norm;      /* LFM2 layout: attention layers without q_norm/k_norm (Llama) */
 } wisp_layout_options;
 

@@ -287,6 +287,15 @@ void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out) {
     }
 }
 
+void wisp_rope_rows(const float *inv, int half, int rows, float *cs, float *sn) {
+  for (int p = 0; p < rows; p++)
+    for (int i = 0; i < half; i++) {
+      float ang = (float)p * inv[i];
+      if (cs) cs[(size_t)p * half + i] = cosf(ang);
+      if (sn) sn[(size_t)p * half + i] = sinf(ang);
+    }
+}
+
 void wisp_rope_table(double theta, int dim, int rows, float *cs, float *sn) {
   const int half = dim / 2;
   for (int i = 0; i < half; i++) {

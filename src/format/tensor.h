@@ -142,5 +142,10 @@ void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out);
  * theta^(-2i/dim)), half = dim/2, inv_freq rounded to f32 as transformers
  * does and the angle taken in f32. */
 void wisp_rope_table(double theta, int dim, int rows, float *cs, float *sn);
+/* Rows [0, rows) of rope tables ([rows][half]) from the inverse frequencies
+ * inv[half]: cs[p][i] = cos((float)p * inv[i]), sn likewise, the angle in f32
+ * as transformers computes it. A table built here from an artifact's
+ * rope.freq equals the one convert would have stored. */
+void wisp_rope_rows(const float *inv, int half, int rows, float *cs, float *sn);
 
 #endif

@@ -97,8 +97,15 @@ wisp_status wisp_model_bind_vector(const wisp_artifact *a, const char *name, int
   return WISP_OK;
 }
 
+/* Rows of the table computed at load where the artifact stores none; a
+ * session whose context is longer builds its own (engine/session.c). */
+#define ROPE_LOAD_ROWS 4096
+
 static wisp_status bind_rope(const wisp_artifact *a, int rotary_dim, int f32_freq, wisp_model_globals *g) {
   const int half = rotary_dim / 2;
+  wisp_status st;
+  const wisp_section *fs = wisp_artifact_section(a, "rope.freq");
+  if (fs && (st = wisp_model_bind_vector(a, "rope.freq", half, &g->rope_freq))) return st;
   const char *pairs[2][2] = {{"rope.cos_ext", "rope.sin_ext"}, {"rope.cos", "rope.sin"}};
   for (int i = 0; i < 2; i++) {
     const wisp_section *c = wisp_artifact_section(a, pairs[i][0]);
@@ -107,29 +114,24 @@ static wisp_status bind_rope(const wisp_artifact *a, int rotary_dim, int f32_fre
       return wisp_fail(WISP_EFORMAT, "%s: section '%s' (%llu bytes) is not a whole number of %d-float rows",
                        a->dir ? a->dir : "artifact", pairs[i][0], (unsigned long long)c->bytes, half);
     int rows = (int)(c->bytes / ((uint64_t)half * 4));
-    wisp_status st;
     if ((st = wisp_model_bind_vector(a, pairs[i][0], rows * half, &g->rope_cos)) ||
         (st = wisp_model_bind_vector(a, pairs[i][1], rows * half, &g->rope_sin)))
       return st;
     g->positions = rows;
     return WISP_OK;
   }
-  const int rows = a->max_positions;
-  g->rope_owned = malloc(sizeof(float) * 2 * (size_t)rows * half);
+  /* No tables: the frequencies from ropeTheta (rope.freq where stored), the
+   * tables for the first rows. */
+  const int rows = a->max_positions < ROPE_LOAD_ROWS ? a->max_positions : ROPE_LOAD_ROWS;
+  g->rope_owned = malloc(sizeof(float) * ((size_t)2 * rows * half + (size_t)half));
   if (!g->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
-  float *cs = g->rope_owned, *sn = g->rope_owned + (size_t)rows * half;
-  if (!f32_freq) {
-    wisp_rope_table(a->rope_theta, rotary_dim, rows, cs, sn);
-  } else {
-    for (int i = 0; i < half; i++) {
-      float inv = 1.0f / powf((float)a->rope_theta, (float)(2 * i) / (float)rotary_dim);
-      for (int p = 0; p < rows; p++) {
-        float ang = (float)p * inv;
-        cs[(size_t)p * half + i] = cosf(ang);
-        sn[(size_t)p * half + i] = sinf(ang);
-      }
-    }
-  }
+  float *cs = g->rope_owned, *sn = g->rope_owned + (size_t)rows * half, *inv = sn + (size_t)rows * half;
+  for (int i = 0; i < half; i++)
+    inv[i] = g->rope_freq.data ? g->rope_freq.data[i]
+             : f32_freq        ? 1.0f / powf((float)a->rope_theta, (float)(2 * i) / (float)rotary_dim)
+                               : (float)(1.0 / pow(a->rope_theta, (double)(2 * i) / (double)rotary_dim));
+  wisp_rope_rows(inv, half, rows, cs, sn);
+  g->rope_freq = (wisp_vector){half, inv, NULL};
   g->rope_cos = (wisp_vector){rows * half, cs, NULL};
   g->rope_sin = (wisp_vector){rows * half, sn, NULL};
   g->positions = rows;
@@ -147,7 +149,9 @@ wisp_status wisp_model_bind_globals(const wisp_artifact *a, int rotary_dim, int 
   }
   if ((st = wisp_model_bind_vector(a, "head.norm", s->hidden, &g->final_norm))) return st;
   if ((st = bind_rope(a, rotary_dim, f32_freq, g))) return st;
-  g->max_positions = a->max_positions < g->positions ? a->max_positions : g->positions;
+  /* With the frequencies a session builds tables for any context up to the
+   * model's; without them (older artifacts) the stored tables bound it. */
+  g->max_positions = g->rope_freq.data || a->max_positions < g->positions ? a->max_positions : g->positions;
   return WISP_OK;
 }
 
@@ -164,6 +168,7 @@ wisp_matrix *wisp_model_globals_matrix(wisp_model_globals *g, const char *sectio
 
 void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g) {
   g->rope_rows = m->positions;
+  g->rope_freq = m->rope_freq.data;
   g->max_positions = m->max_positions;
   g->embed = &m->embed;
   g->head = &m->head;

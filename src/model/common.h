@@ -59,13 +59,15 @@ void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, con
 /* What every architecture binds beside its layers: the embedding, the head
  * (the embedding when the artifact has none: tied), the final norm and the
  * rope tables (the artifact's, the longer rope.*_ext pair first, else
- * computed from ropeTheta for maxPositions rows). */
+ * computed from rope.freq or ropeTheta for the first rows) and the inverse
+ * frequencies they come from (rope.freq; from ropeTheta where no table is
+ * stored; none for an artifact with tables and no rope.freq). */
 typedef struct {
   wisp_matrix embed, head;
-  wisp_vector final_norm, rope_cos, rope_sin;
-  float *rope_owned;  /* computed tables */
+  wisp_vector final_norm, rope_cos, rope_sin, rope_freq;
+  float *rope_owned;  /* computed tables and frequencies */
   int positions;      /* rows of the rope tables */
-  int max_positions;  /* longest context: the manifest's, at most the tables' rows */
+  int max_positions;  /* longest context: the manifest's (at most the tables' rows without rope.freq) */
 } wisp_model_globals;
 
 /* A section of n f32 values (its size checked). */

@@ -70,6 +70,7 @@ typedef struct wisp_graph {
   float eps;
   int rope_rows;     /* rows of the rope tables */
   int max_positions; /* longest context the weights support */
+  const float *rope_freq; /* [rotary_dim / 2] inverse frequencies (NULL: the tables bound the context) */
   wisp_matrix *embed, *head;
   const wisp_vector *final_norm, *rope_cos, *rope_sin;
   int n_layers;
@@ -132,6 +133,15 @@ void wisp_graph_state_free(wisp_graph_state *s, wisp_backend *be);
  * position are never read). */
 void wisp_graph_state_reset(wisp_graph_state *s, wisp_backend *be);
 int wisp_graph_state_max_pos(const wisp_graph_state *s);
+/* Makes the KV caches hold at least `positions` (at most max_pos): grown in
+ * doublings where the backend can (kv_buf_grow), keeping what they hold;
+ * called before every step, so that growth happens between steps. */
+wisp_status wisp_graph_state_reserve(wisp_graph_state *s, wisp_backend *be, int positions);
+/* Positions the KV caches hold now. */
+int wisp_graph_state_kv_positions(const wisp_graph_state *s);
+/* Bytes of one sequence's K and V caches for max_pos positions at
+ * value_bytes a value (4: f32, 2: f16): every attention node's two caches. */
+uint64_t wisp_graph_kv_bytes(const wisp_graph *g, int max_pos, int value_bytes);
 /* The state a token changes for good beyond its own KV rows (conv and
  * recurrent states), for snapshots: up to cap buffers; returns how many. */
 int wisp_graph_state_bufs(wisp_graph_state *s, wisp_buf **bufs, size_t *lens, int cap);

@@ -163,7 +163,7 @@ wisp_status wisp_graph_forward(const wisp_graph *g, wisp_graph_state *s, wisp_ba
                                int n, int pos0, float *logits, int all) {
   wisp_status st = wisp_model_check_forward(tokens, n, pos0, wisp_graph_state_chunk(s), wisp_graph_state_max_pos(s),
                                             g->vocab);
-  if (st) return st;
+  if (st || (st = wisp_graph_state_reserve(s, be, pos0 + n))) return st;
   wisp_buf *x = wisp_graph_state_act(s, WISP_ACT_X);
   be->embed(be, g->embed, tokens, n, x);
   run_nodes(g, s, be, n, pos0, NULL);
@@ -175,7 +175,7 @@ wisp_status wisp_graph_decode_step(const wisp_graph *g, wisp_graph_state *s, wis
                                    int slot, int pos, const wisp_sampling *sampling, uint32_t step) {
   wisp_status st = wisp_model_check_forward(NULL, 1, pos, wisp_graph_state_chunk(s), wisp_graph_state_max_pos(s),
                                             g->vocab);
-  if (st) return st;
+  if (st || (st = wisp_graph_state_reserve(s, be, pos + 1))) return st;
   wisp_buf *x = wisp_graph_state_act(s, WISP_ACT_X);
   be->embed_id(be, g->embed, ids, slot, x);
   run_nodes(g, s, be, 1, pos, NULL);
@@ -191,6 +191,7 @@ wisp_status wisp_graph_step_rows(const wisp_graph *g, wisp_graph_state *scratch,
   if (rows->n > WISP_MAX_ROWS) return wisp_fail(WISP_EINVAL, "step: %d sequences, at most %d", rows->n, WISP_MAX_ROWS);
   for (int r = 0; r < rows->n; r++) max_pos[r] = wisp_graph_state_max_pos(rows->states[r]);
   wisp_status st = wisp_model_check_rows(tokens, rows, wisp_graph_state_chunk(scratch), max_pos, g->vocab);
+  for (int r = 0; !st && r < rows->n; r++) st = wisp_graph_state_reserve(rows->states[r], be, rows->pos[r] + 1);
   if (st) return st;
   wisp_buf *x = wisp_graph_state_act(scratch, WISP_ACT_X);
   be->embed(be, g->embed, tokens, rows->n, x);

@@ -6,6 +6,10 @@
  *                   the backend's own KV storage, e.g. packed f16);
  *   gated_deltanet  the conv inputs as a ring [2K+V][L] (backend.h) and the
  *                   recurrent state [v_heads][k_dim][v_dim].
+ * On a backend that can grow a KV cache (backend.h kv_buf_grow) the caches
+ * start at KV_FIRST_POSITIONS and double, up to max_pos, before a step that
+ * writes past them (wisp_graph_state_reserve): 64 slots do not each hold
+ * the whole context from the start. Elsewhere they are made for max_pos.
  * The states of a session's slots are made together (wisp_graph_states_new):
  * each mixer state of all slots through one buf_new_slots call, so that a
  * backend can keep them in one device buffer a layer and kind, and a
@@ -15,8 +19,13 @@
 #include "model/graph.h"
 #include "util/err.h"
 
+/* Positions a growing KV cache starts with. */
+#define KV_FIRST_POSITIONS 256
+
 struct wisp_graph_state {
   int chunk, max_pos, n_layers;
+  int kv_positions;  /* positions the KV caches hold now (max_pos where they do not grow) */
+  size_t kv_row;     /* values a position of one cache: kv_heads * head_dim */
   wisp_buf *act[WISP_ACT_COUNT];
   wisp_buf *logits; /* one row of logits */
   /* Per layer: [0] conv state or K cache, [1] V cache or recurrent state. */
@@ -75,10 +84,15 @@ wisp_status wisp_graph_states_new(const wisp_graph *g, wisp_backend *be, int chu
   for (int j = 0; j < n; j++) out[j] = NULL;
   if (n < 1) return wisp_fail(WISP_EINVAL, "%d sequence states", n);
   if (max_pos <= 0 || max_pos > g->max_positions) max_pos = g->max_positions;
+  const int kv_positions = be->kv_buf_grow && max_pos > KV_FIRST_POSITIONS ? KV_FIRST_POSITIONS : max_pos;
   wisp_buf **made = calloc((size_t)n, sizeof *made);
   if (!made) goto oom;
   for (int j = 0; j < n; j++)
     if (!(out[j] = shell_new(g, be, chunk, max_pos))) goto oom;
+  for (int j = 0; j < n; j++) {
+    out[j]->kv_positions = kv_positions;
+    out[j]->kv_row = (size_t)g->kv_heads * g->head_dim;
+  }
   const int L = g->conv_len;
   for (int i = 0; i < g->n_nodes; i++) {
     const wisp_gnode *nd = &g->nodes[i];
@@ -87,7 +101,7 @@ wisp_status wisp_graph_states_new(const wisp_graph *g, wisp_backend *be, int chu
     if (nd->op == WISP_GOP_SHORTCONV) {
       len[0] = (size_t)g->hidden * (size_t)(L - 1 > 0 ? L - 1 : 1);
     } else if (nd->op == WISP_GOP_ATTENTION || nd->op == WISP_GOP_ATTENTION_GATED) {
-      len[0] = len[1] = (size_t)max_pos * g->kv_heads * g->head_dim;
+      len[0] = len[1] = (size_t)kv_positions * g->kv_heads * g->head_dim;
       kv = 1;
     } else if (nd->op == WISP_GOP_DELTANET) {
       const int K = g->lin_k_heads * g->lin_k_dim, V = g->lin_v_heads * g->lin_v_dim;
@@ -126,6 +140,33 @@ void wisp_graph_state_reset(wisp_graph_state *s, wisp_backend *be) {
 }
 
 int wisp_graph_state_max_pos(const wisp_graph_state *s) { return s->max_pos; }
+
+wisp_status wisp_graph_state_reserve(wisp_graph_state *s, wisp_backend *be, int positions) {
+  if (positions <= s->kv_positions) return WISP_OK;
+  if (!be->kv_buf_grow || positions > s->max_pos)
+    return wisp_fail(WISP_EINVAL, "KV caches of %d positions cannot hold %d (context %d)", s->kv_positions, positions,
+                     s->max_pos);
+  int want = s->kv_positions > 0 ? s->kv_positions : 1;
+  while (want < positions) want = want > s->max_pos / 2 ? s->max_pos : 2 * want;
+  for (int i = 0; i < s->n_layers; i++)
+    for (int k = 0; k < 2; k++) {
+      if (!s->mix[i][k] || s->mix_len[i][k]) continue; /* not a KV cache */
+      wisp_status st = be->kv_buf_grow(be, s->mix[i][k], (size_t)want * s->kv_row);
+      if (st) return st;
+    }
+  s->kv_positions = want;
+  return WISP_OK;
+}
+
+int wisp_graph_state_kv_positions(const wisp_graph_state *s) { return s->kv_positions; }
+
+uint64_t wisp_graph_kv_bytes(const wisp_graph *g, int max_pos, int value_bytes) {
+  uint64_t per_cache = (uint64_t)max_pos * (uint64_t)g->kv_heads * (uint64_t)g->head_dim * (uint64_t)value_bytes;
+  uint64_t total = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == WISP_GOP_ATTENTION || g->nodes[i].op == WISP_GOP_ATTENTION_GATED) total += 2 * per_cache;
+  return total;
+}
 
 int wisp_graph_state_bufs(wisp_graph_state *s, wisp_buf **bufs, size_t *lens, int cap) {
   int n = 0;

@@ -53,6 +53,19 @@ static wisp_buf *cpu_kv_buf_new(wisp_backend *be, size_t n) {
   return b;
 }
 
+/* The handle stays; its words move (ops read b->data when they run). */
+static wisp_status cpu_kv_buf_grow(wisp_backend *be, wisp_buf *b, size_t n) {
+  (void)be;
+  size_t words = b->f16 ? (n + 1) / 2 : n;
+  if (words <= b->n) return WISP_OK;
+  float *p = realloc(b->data, words * sizeof(float));
+  if (!p) return wisp_fail(WISP_ENOMEM, "out of memory for a KV cache of %zu values", n);
+  memset(p + b->n, 0, (words - b->n) * sizeof(float));
+  b->data = p;
+  b->n = words;
+  return WISP_OK;
+}
+
 static void cpu_configure(wisp_backend *be, const wisp_backend_settings *s) { as_cpu(be)->kv16 = s->kv_f16; }
 
 static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
@@ -860,6 +873,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .buf_copy = cpu_buf_copy,
       .buf_copy_at = cpu_buf_copy_at,
       .kv_buf_new = cpu_kv_buf_new,
+      .kv_buf_grow = cpu_kv_buf_grow,
       .matmul_rows = cpu_matmul_rows,
       .shortconv_rows = wisp_cpu_shortconv_rows,
       .attention_rows = wisp_cpu_attention_rows,
