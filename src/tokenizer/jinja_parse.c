@@ -447,12 +447,13 @@ static jnode *not_expr(parser *P) {
   return compare_expr(P);
 }
 
-static jnode *and_expr(parser *P) {
-  jnode *n = not_expr(P);
-  while (n && is_name(peek(P), "and")) {
+/* `sub (word sub)*`, left-associative: the and / or levels. */
+static jnode *logic_level(parser *P, const char *word, jnode_kind kind, jnode *(*sub)(parser *)) {
+  jnode *n = sub(P);
+  while (n && is_name(peek(P), word)) {
     const jj_tok *t = next(P);
-    jnode *b = not_expr(P), *x;
-    if (!b || !(x = node(P, E_AND, t))) return NULL;
+    jnode *b = sub(P), *x;
+    if (!b || !(x = node(P, kind, t))) return NULL;
     x->a = n;
     x->b = b;
     n = x;
@@ -460,18 +461,8 @@ static jnode *and_expr(parser *P) {
   return n;
 }
 
-static jnode *or_expr(parser *P) {
-  jnode *n = and_expr(P);
-  while (n && is_name(peek(P), "or")) {
-    const jj_tok *t = next(P);
-    jnode *b = and_expr(P), *x;
-    if (!b || !(x = node(P, E_OR, t))) return NULL;
-    x->a = n;
-    x->b = b;
-    n = x;
-  }
-  return n;
-}
+static jnode *and_expr(parser *P) { return logic_level(P, "and", E_AND, not_expr); }
+static jnode *or_expr(parser *P) { return logic_level(P, "or", E_OR, and_expr); }
 
 /* a if cond else b (else optional: undefined) */
 static jnode *expr(parser *P) {
