@@ -32,7 +32,10 @@
 #                                     "seed qwen08 qwen2b") for WORKLOADS (default
 #                                     "batch1 throughput prefill1024": decode 128+256
 #                                     at one token a submit and under the throughput
-#                                     profile, prefill 1,024; batchN any batch)
+#                                     profile, prefill 1,024; batchN any batch;
+#                                     opbyop: decode 128+256 with the persistent
+#                                     decode off, every step through the graph's
+#                                     fused ops)
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
@@ -209,7 +212,9 @@ ab() {
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
         prefill1024) args="--prompt 1024 --decode 16" ;;
         batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch}" ;;
-        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024)"; continue ;;
+        # the op-by-op decode (the graph's fused ops, no persistent decode)
+        opbyop) args="--prompt 128 --decode 256 --tuning persist=0" ;;
+        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
         for b in ${BINS:-wisp_prev wisp}; do

@@ -203,7 +203,7 @@ static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be
   for (int i = 0; i < g->n_nodes; i++) {
     const wisp_gnode *nd = &g->nodes[i];
     wisp_buf *in = wisp_graph_state_act(s, nd->in), *out = wisp_graph_state_act(s, nd->out);
-    int last = fused ? run_fused(g, s, be, i, pos0) : -1;
+    const int last = fused ? run_fused(g, s, be, i, pos0) : -1;
     if (last >= 0) {
       i = last;
       continue;
