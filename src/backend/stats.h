@@ -15,7 +15,7 @@ typedef struct wisp_backend_stats {
   uint64_t argmax_fused;    /* greedy sample_id calls served by head-product argmax partials */
   uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
   uint64_t persistent_steps; /* decode steps run by the persistent kernel */
-  uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */
+  uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the Q4_K product reading them (PRE) */
   uint64_t q4k_superblock;  /* one-token Q4_K products by q4k_sb.wgsl (a thread per super-block) */
   uint64_t rows_shared;     /* batched-step products (matmul_rows of n > 1) by matvec_rows / q4k_matvec_rows: a weight read once for several rows */
   uint64_t attn_splits;     /* key blocks one-token attentions (wgpu_attention.c) were split over, summed (1 when unsplit) */

@@ -43,7 +43,7 @@ void wisp_wgpu_attention_gated_free(wisp_backend *be) {
   g->attn_gated = NULL;
 }
 
-/* A held-back merge of a one-token gated attention's splits
+/* The merge of a one-token gated attention's splits
  * (attn_gated_combine.wgsl, a thread per dimension) on its own, when no
  * Q4_K product took it (wisp_wgpu_tail kind 2). */
 static void emit_combine(wisp_backend *be, const wisp_wgpu_tail *f) {

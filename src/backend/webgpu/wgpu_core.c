@@ -1,6 +1,6 @@
 /* The core of the WebGPU backend (wgpu_core.h): errors, the pipeline
  * cache, bind groups and the uniform arena, recording and submitting,
- * scratch buffers, the held-back op, readbacks. */
+ * scratch buffers, readbacks. */
 #include "backend/webgpu/wgpu_core.h"
 
 #include <limits.h>

@@ -37,7 +37,7 @@ void wisp_wgpu_deltanet_free(wisp_backend *be) {
   g->deltanet = NULL;
 }
 
-/* A held-back gated norm over a split step's whole heads (dn_norm.wgsl)
+/* The gated norm over a split step's whole heads (dn_norm.wgsl)
  * on its own, when no Q4_K product took it (wisp_wgpu_tail kind 1). */
 static void emit_norm(wisp_backend *be, const wisp_wgpu_tail *f) {
   uint32_t wg = 32;

@@ -255,7 +255,7 @@ int wisp_wgpu_merge_fits(const wgpu_backend *g, const wmat *w, int heads, int sp
 }
 
 /* One-token product(s) y[t] (+)= W x'[t] for t < n (x' = x, or with pre the
- * held-back op fused in: xin is that op's input, nw its weights, xo its
+ * op the graph fused in: xin is that op's input, nw its weights, xo its
  * output buffer, which is also the product's nominal input). */
 void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
                        const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
