@@ -26,4 +26,19 @@ int wisp_backend_stats_get(const wisp_backend *be, wisp_backend_stats *out);
  * library and each adapter with its features and limits. */
 wisp_status wisp_backend_print_devices(FILE *out);
 
+/* A device for measurements (wisp tune; webgpu/wgpu_bench.c): the first
+ * WebGPU adapter, CPU adapters included (lavapipe runs the tuner's quick
+ * sweep in CI), opened with a GPU timestamp around every dispatch where it
+ * has timestamp-query. Backends made on it share it (and its compiled
+ * kernels); close it after destroying them. */
+typedef struct wisp_bench_device wisp_bench_device;
+wisp_status wisp_bench_device_open(wisp_bench_device **out);
+/* 1: the GPU time below is measured by timestamp queries; 0: it is not. */
+int wisp_bench_device_timestamps(const wisp_bench_device *d);
+/* A webgpu backend on d, with t's geometry keys (NULL: the defaults). */
+wisp_status wisp_bench_backend_new(wisp_bench_device *d, const struct wisp_tuning *t, wisp_backend **out);
+/* GPU nanoseconds of every dispatch timed so far (0 without timestamps). */
+uint64_t wisp_bench_device_gpu_ns(const wisp_bench_device *d);
+void wisp_bench_device_close(wisp_bench_device *d);
+
 #endif

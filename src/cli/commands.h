@@ -26,6 +26,7 @@ int cmd_kernels(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_plan_file(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 /* The defaults a user gets without flags (run, bench, serve, plan): the
  * backend "auto" (a real GPU, else the CPU; backend/factory.c says which on
