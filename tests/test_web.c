@@ -77,15 +77,15 @@ TEST(web_page_greedy_equals_native) {
    * streams into GPU buffers, and its native greedy tokens. */
   snprintf(cmd, sizeof cmd,
            "(%s gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o %s/big --seed 1 >/dev/null 2>&1 && "
-           "%s run -m %s/big --backend cpu -p '%s' -n 2 --temp 0 >%s/expect-big.txt 2>/dev/null)",
-           test_wisp_bin(), tmp, test_wisp_bin(), tmp, prompt, tmp);
+           "%s run -m %s/big --backend cpu -p I -n 1 --temp 0 >%s/expect-big.txt 2>/dev/null)",
+           test_wisp_bin(), tmp, test_wisp_bin(), tmp, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "the seed-shaped model and its native run: exit %d: %s", rc, out);
 
   snprintf(cmd, sizeof cmd,
            "node tests/web/page.mjs --web build/wasm --model models/default --prompt '%s' --n 16 "
            "--expect %s/expect.txt --expect-sampled %s/sampled.txt --expect-chat %s/chat.txt --bad-dir %s/bad --expect-error %s/error.txt "
-           "--big %s/big --expect-big %s/expect-big.txt --out build/test-logs",
+           "--big %s/big --big-prompt I --expect-big %s/expect-big.txt --out build/test-logs",
            prompt, tmp, tmp, tmp, tmp, tmp, tmp, tmp);
   rc = test_run(cmd, log, sizeof log);
   CHECKF(rc == 0, "tests/web/page.mjs exit %d:\n%s", rc, log);
