@@ -68,6 +68,11 @@ struct wisp_buf {
   uint64_t off;
   wisp_buf *parent;
   int refs; /* a parent: its parts not yet freed */
+  /* a parent: its parts by slot index (slot i at i * the stride; NULL once
+   * freed or moved out), so that growing the KV caches moves them all
+   * (wgpu_kv.c) */
+  wisp_buf **kids;
+  int n_kids;
 };
 
 typedef struct {
@@ -384,5 +389,12 @@ int wisp_wgpu_mat_part(wgpu_backend *g, const wisp_matrix *m, int i, int *row0, 
 int wisp_wgpu_mat_bufs(wgpu_backend *g, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]);
 /* backend.h's buffer calls and prepare_vector. */
 void wisp_wgpu_buffers_install(wisp_backend *vt);
+
+/* ---- wgpu_kv.c: KV caches that grow ---- */
+
+/* backend.h's kv_buf_grow. */
+void wisp_wgpu_kv_install(wisp_backend *vt);
+/* The stride of n words of a slot's part in a shared buffer (bytes). */
+uint64_t wisp_wgpu_slot_stride(const wgpu_backend *g, uint64_t words);
 
 #endif
