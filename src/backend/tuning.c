@@ -69,6 +69,8 @@ static const entry k_keys[] = {
     {"matvecBigRows", T_UINT, W(matvec_big_rows), 0, 1, 16, 0, "1..16", .def = {8}},
     {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN", .def = {64, 32}},
     {"attnSplits", T_UINT, W(attn_max_splits), 0, 1, 1024, 0, "1..1024", .def = {32}, .plan = P(flash_blocks)},
+    /* past attnSplits: a split per TILES 32-key tiles, up to MOST (at or below attnSplits: off) */
+    {"attnSplitsLong", T_PAIR, W(attn_long_tiles), W(attn_long_most), 1, 1024, 0, "TILESxMOST", .def = {4, 256}},
     {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256", NO_DEFAULT},
     {"rowsNt", T_UINT, W(rows_nt), 0, 1, 8, 0, "1..8", .def = {8}},
     {"dnSlice", T_SPECIAL, W(dn_cols), W(dn_groups), 1, 1024, 0, "COLS or COLSxGROUPS (powers of two)", .def = {16, 0}},

@@ -267,6 +267,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   };
   wisp_wgpu_core_install(&g->base);
   wisp_wgpu_buffers_install(&g->base);
+  wisp_wgpu_kv_install(&g->base);
   wisp_wgpu_products_install(&g->base);
   wisp_wgpu_elementwise_install(&g->base);
   wisp_wgpu_conv_install(&g->base);

@@ -25,6 +25,11 @@ typedef struct wisp_wgpu_backend_opts {
    * attention is split over (one per 64-key tile up to this; 0 = the table's
    * default, 1 = no split); the plan's flashBlocks replaces it (configure). */
   uint32_t attn_max_splits;
+  /* Flash-decoding at long contexts (tuning attnSplitsLong=TILESxMOST):
+   * past attn_max_splits splits, one split per TILES key tiles, up to MOST
+   * splits, so that a split's keys stop growing with the context (0: the
+   * count stays at attn_max_splits). */
+  uint32_t attn_long_tiles, attn_long_most;
   /* Test hook: largest storage binding the backend may use for a weight part
    * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
   uint64_t max_binding;
