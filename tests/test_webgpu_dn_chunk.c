@@ -8,8 +8,8 @@
  *
  * Tolerance, relative to max|reference| of the buffer (as
  * test_webgpu_qwen.c's TOL_DELTANET): f32 sums in another order over many
- * tokens. A decay off by 1 % moves the outputs by far more
- * (webgpu_dn_chunked_tolerance_is_tight checks that it would fail). */
+ * tokens. A decay off by 1 % moves the outputs by about 1e-2 of
+ * max|ref|. */
 #define TOL_CHUNK 2e-4
 
 #include <math.h>
@@ -19,8 +19,10 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "engine/engine.h"
 #include "test.h"
 #include "util/err.h"
+#include "wisp.h"
 #include "webgpu_fixture.h"
 
 /* The three backends of a case: the reference, the GPU's chunked form
@@ -256,4 +258,92 @@ TEST(webgpu_dn_chunked_waves) {
   CHECKF(ok, "%s", err);
   CHECKF(chunked == 1, "%llu calls ran in chunks", (unsigned long long)chunked);
   printf("     chunked in waves: max error %.3g of max|ref|\n", g_worst[CHUNKED]);
+}
+
+/* ---- the small Qwen 3.5 model ---- */
+
+#define TOL_LOGITS 1e-3 /* relative to max|logit| (test_webgpu_qwen.c's TOL_QWEN_LOGITS) */
+
+/* The worst error of every row of y against x ([rows][V]) relative to
+ * that row's max|x|; 0 rows: 0. */
+static double logits_error(const float *x, const float *y, int rows, int V) {
+  double worst = 0;
+  for (int r = 0; r < rows; r++) {
+    size_t at;
+    double e = rel_error(x + (size_t)r * V, y + (size_t)r * V, (size_t)V, &at);
+    if (e > worst) worst = e;
+  }
+  return worst;
+}
+
+static int argmax_row(const float *v, int n) {
+  int b = 0;
+  for (int i = 1; i < n; i++)
+    if (v[i] > v[b]) b = i;
+  return b;
+}
+
+/* tests/parity/qwen35-small (three Gated DeltaNet layers of 4 heads of 32 x
+ * 32, one attention layer) in f32: a prompt of 150 tokens (chunks of 64,
+ * 64 and 22) through eval_all on the CPU, on WebGPU in chunks and on WebGPU
+ * token by token, the logits of every position compared; then 8 greedy
+ * steps on each, the same tokens and logits within the tolerance. */
+TEST(webgpu_dn_chunked_small_qwen) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char dir[600], cmd[2048], log[4096] = "";
+  snprintf(dir, sizeof dir, "%s/dn_chunk_qwen35_small", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s convert tests/parity/qwen35-small -o %s --quant f32 --quiet --force", test_wisp_bin(),
+           dir);
+  CHECKF(!test_run(cmd, log, sizeof log), "convert: %s", log);
+  wisp_model *m = NULL;
+  CHECKF(!wisp_model_open(dir, &m), "open %s: %s", dir, wisp_last_error());
+  const int V = wisp_model_vocab(m), np = 150, steps = 8;
+  static const char *tunings[NBE] = {NULL, "dnChunkMin=1", "dnChunkMin=1000000"};
+  wisp_session *s[NBE] = {0};
+  float *lg[NBE] = {0};
+  int ok = 1;
+  for (int i = 0; i < NBE && ok; i++) {
+    wisp_session_options o = {.backend = i == REF ? "cpu" : "webgpu", .threads = 1, .tuning = tunings[i]};
+    ok = !wisp_session_new(m, &o, &s[i]) && (lg[i] = malloc(sizeof(float) * (size_t)np * V)) != NULL;
+  }
+  CHECKF(ok, "sessions: %s", wisp_last_error());
+  int32_t prompt[150];
+  for (int i = 0; i < np; i++) prompt[i] = (int32_t)((i * 131 + 7) % V);
+  wisp_backend_stats c0 = {0}, c1 = {0};
+  if (ok) wisp_wgpu_backend_stats_get(s[CHUNKED]->backend, &c0);
+  for (int i = 0; i < NBE && ok; i++) ok = !wisp_session_eval_all(s[i], prompt, np, lg[i]);
+  CHECKF(ok, "prefill: %s", wisp_last_error());
+  if (ok) wisp_wgpu_backend_stats_get(s[CHUNKED]->backend, &c1);
+  double worst[NBE] = {0};
+  for (int i = CHUNKED; ok && i <= BY_TOKEN; i++) {
+    worst[i] = logits_error(lg[REF], lg[i], np, V);
+    CHECKF(worst[i] <= TOL_LOGITS, "prefill logits of %s: error %.3g of max|logit|", tunings[i], worst[i]);
+  }
+  double vs = ok ? logits_error(lg[BY_TOKEN], lg[CHUNKED], np, V) : 0;
+  CHECKF(vs <= TOL_LOGITS, "prefill logits, chunked vs token by token: error %.3g", vs);
+  /* three DeltaNet layers, the prompt in one forward call */
+  CHECKF(c1.deltanet_chunked - c0.deltanet_chunked == 3, "%llu DeltaNet calls in chunks (3 expected)",
+         (unsigned long long)(c1.deltanet_chunked - c0.deltanet_chunked));
+  int32_t tok = ok ? argmax_row(lg[REF] + (size_t)(np - 1) * V, V) : 0;
+  for (int step = 0; ok && step < steps; step++) {
+    for (int i = 0; i < NBE && ok; i++) ok = !wisp_session_eval(s[i], &tok, 1, lg[i]);
+    CHECKF(ok, "decode: %s", wisp_last_error());
+    for (int i = CHUNKED; ok && i <= BY_TOKEN; i++) {
+      double e = logits_error(lg[REF], lg[i], 1, V);
+      worst[i] = fmax(worst[i], e);
+      int a = argmax_row(lg[REF], V), b = argmax_row(lg[i], V);
+      CHECKF(a == b && e <= TOL_LOGITS, "decode step %d, %s: token %d against %d, logit error %.3g", step,
+             tunings[i], b, a, e);
+      ok = a == b && e <= TOL_LOGITS;
+    }
+    tok = argmax_row(lg[REF], V);
+  }
+  for (int i = 0; i < NBE; i++) {
+    wisp_session_free(s[i]);
+    free(lg[i]);
+  }
+  wisp_model_close(m);
+  printf("     qwen35-small f32, prompt %d + %d steps: logit error chunked %.3g, token by token %.3g of max|logit|\n",
+         np, steps, worst[CHUNKED], worst[BY_TOKEN]);
 }
