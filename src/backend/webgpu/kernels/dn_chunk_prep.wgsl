@@ -58,6 +58,8 @@ var<workgroup> gg: array<f32, MAXC>;  // g_t
 var<workgroup> bet: array<f32, MAXC>;
 var<workgroup> nq: array<f32, MAXC>;  // q_t's norm factor (with k_dim^-0.5)
 var<workgroup> nk: array<f32, MAXC>;
+var<workgroup> gam: array<f32, MAXC>; // gamma_t
+var<workgroup> dl: array<f32, MAXC>;  // d_last,t
 var<workgroup> tq: array<f32, MAXC * KT>; // raw q and k of the chunk, KT dims
 var<workgroup> tk: array<f32, MAXC * KT>;
 
@@ -151,6 +153,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
   }
   workgroupBarrier();
+  if (li < C) {
+    gam[li] = exp(ghi[li] + glo[li]);
+    dl[li] = exp(dG(c - 1u, li));
+  }
+  workgroupBarrier();
 
   // Qg, Kd and gamma_last
   for (var idx = li; idx < C * dk; idx += WG) {
@@ -160,14 +167,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var kd = 0.0;
     if (t < c) {
       let r = (tok0 + t) * cdim;
-      qg = cv[r + qo + i] * nq[t] * exp(ghi[t] + glo[t]);
-      kd = cv[r + ko + i] * nk[t] * exp(dG(c - 1u, t));
+      qg = cv[r + qo + i] * nq[t] * gam[t];
+      kd = cv[r + ko + i] * nk[t] * dl[t];
     }
     prep[oQ + idx] = qg;
     prep[oK + idx] = kd;
   }
   if (li == 0u) {
-    prep[oG] = exp(ghi[c - 1u] + glo[c - 1u]);
+    prep[oG] = gam[c - 1u];
   }
 
   // the grams K K^T and Q K^T of the chunk: thread (ty, tx) takes rows
@@ -241,7 +248,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       if (t < c) {
         let r = (tok0 + t) * cdim;
         if (col < dk) {
-          acc = bet[t] * exp(ghi[t] + glo[t]) * cv[r + ko + col] * nk[t];
+          acc = bet[t] * gam[t] * cv[r + ko + col] * nk[t];
         } else {
           acc = bet[t] * cv[r + vo + col - dk];
         }
