@@ -74,7 +74,7 @@ void wisp_wgpu_deltanet_chunked(wisp_backend *be, const wisp_deltanet_args *a, W
   const uint32_t cb = state_cols(be, a), nb = cdiv(dv, cb);
   wisp_wgpu_const cp[1] = {{"C", C}};
   wisp_wgpu_kernel *kp = wisp_wgpu_pipeline(g, "dn_chunk_prep", cp, 1);
-  wisp_wgpu_const cs[4] = {{"WG", 256}, {"C", C}, {"CB", cb}, {"SN", (double)dk * cb}};
+  wisp_wgpu_const cs[4] = {{"WG", 256}, {"C", C}, {"CB", cb}, {"DK", dk}};
   wisp_wgpu_kernel *ks = wisp_wgpu_pipeline(g, "dn_chunk_state", cs, 4);
   uint32_t wn = 32;
   while (wn < dv && wn < 256) wn <<= 1;
@@ -89,8 +89,8 @@ void wisp_wgpu_deltanet_chunked(wisp_backend *be, const wisp_deltanet_args *a, W
     wisp_wgpu_binding bp[5] = {whole(a->proj->g.b), whole(cv), whole(al), whole(dt), whole(bufs->prep.b)};
     wisp_wgpu_record_xyz(g, kp, bp, 5, &pp, sizeof pp, vh, wc, 1);
     struct {
-      uint32_t n, t0, chunks, vh, dk, dv, blk, pad;
-    } ps = {n, t0, wc, vh, dk, dv, (uint32_t)blk, 0};
+      uint32_t n, t0, chunks, vh, dv, blk, pad0, pad1;
+    } ps = {n, t0, wc, vh, dv, (uint32_t)blk, 0, 0};
     wisp_wgpu_binding bs[3] = {whole(bufs->prep.b), bind_of(a->state), whole(bufs->raw.b)};
     wisp_wgpu_record_xyz(g, ks, bs, 3, &ps, sizeof ps, vh * nb, 1, 1);
   }

@@ -14,19 +14,20 @@
 override WG: u32 = 256;
 override C: u32 = 64;   // tokens a chunk (a multiple of R)
 override CB: u32 = 16;  // value columns a workgroup
-override SN: u32 = 2048; // dk * CB
+override DK: u32 = 128; // k_dim (a constant, so that the loops over the
+                        // state's rows unroll and the arrays stay in registers)
 const MAXJ: u32 = 8u;   // most rows of U a thread: C / R
-const MAXI: u32 = 32u;  // most state rows a thread: ceil(dk / R)
+const MAXI: u32 = 32u;  // most state rows a thread: ceil(DK / R)
 
 struct Params {
   n: u32,       // tokens of the call
   t0: u32,      // first token of the wave
   chunks: u32,  // chunks in the wave
   vh: u32,      // v heads
-  dk: u32,
   dv: u32,
   blk: u32,     // floats per prep block
-  pad: u32,
+  pad0: u32,
+  pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> prep: array<f32>;
@@ -34,12 +35,12 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> raw: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-var<workgroup> S: array<f32, SN>;
+var<workgroup> S: array<f32, DK * CB>;
 var<workgroup> U: array<f32, C * CB>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let dk = p.dk;
+  let dk = DK;
   let dv = p.dv;
   let nb = (dv + CB - 1u) / CB;
   let h = wid.x / nb;
@@ -49,6 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let R = WG / CB;
   let r = li / CB;
   let NJ = C / R;
+  let NI = (DK + R - 1u) / R;
   let V = p.vh * dv;
   let sb = h * dk * dv;
   for (var i = r; i < dk; i += R) {
@@ -107,17 +109,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // barrier above)
     let gl = prep[oG];
     var acc: array<f32, MAXI>;
-    for (var j = 0u; j * R + r < dk; j++) {
-      acc[j] = gl * S[(r + j * R) * CB + e];
-    }
-    for (var s = 0u; s < c; s++) {
-      let us = U[s * CB + e];
-      for (var j = 0u; j * R + r < dk; j++) {
-        acc[j] += prep[oK + s * dk + r + j * R] * us;
+    for (var j = 0u; j < NI; j++) {
+      let i = r + j * R;
+      acc[j] = 0.0;
+      if (i < DK) {
+        acc[j] = gl * S[i * CB + e];
       }
     }
-    for (var j = 0u; j * R + r < dk; j++) {
-      S[(r + j * R) * CB + e] = acc[j];
+    for (var s = 0u; s < C; s++) { // rows of Kd and U past c are zero
+      let us = U[s * CB + e];
+      for (var j = 0u; j < NI; j++) {
+        let i = r + j * R;
+        if (i < DK) {
+          acc[j] += prep[oK + s * DK + i] * us;
+        }
+      }
+    }
+    for (var j = 0u; j < NI; j++) {
+      let i = r + j * R;
+      if (i < DK) {
+        S[i * CB + e] = acc[j];
+      }
     }
     workgroupBarrier(); // S and U are read and rewritten by the next chunk
   }
