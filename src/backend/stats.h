@@ -13,6 +13,7 @@ typedef struct wisp_backend_stats {
   uint64_t weight_parts;    /* weight bindings sets uploaded (a split matrix counts its parts) */
   uint64_t spec_reads;      /* readbacks served by the copy recorded at the end of the last sync */
   uint64_t argmax_fused;    /* greedy sample_id calls served by head-product argmax partials */
+  uint64_t deltanet_chunked; /* multi-token Gated DeltaNet calls run in chunks (dn_chunk_prep + dn_chunk_state + dn_chunk_norm) */
   uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
   uint64_t persistent_steps; /* decode steps run by the persistent kernel */
   uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */

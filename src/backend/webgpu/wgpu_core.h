@@ -54,6 +54,7 @@ typedef struct {
  * two; 0: the host's rule). */
 typedef struct {
   uint32_t cols, groups;
+  uint32_t chunk_min, chunk_cols; /* the chunked form (options dn_chunk_min, dn_chunk_cols) */
 } wisp_wgpu_dn_tuning;
 
 

@@ -52,6 +52,12 @@ typedef struct wisp_wgpu_backend_opts {
    * applies it) and row groups per workgroup (a power of two; 0 = about 8
    * state rows per thread). Also tuning dnSlice=COLS or COLSxGROUPS. */
   uint32_t dn_cols, dn_groups;
+  /* Chunked Gated DeltaNet (wgpu_deltanet_chunked.c): calls of at least
+   * dn_chunk_min tokens run the chunkwise-parallel form instead of the
+   * token-by-token dn_recur (0: the table's default; tuning dnChunkMin=N),
+   * its state pass taking dn_chunk_cols value columns a workgroup (4, 8, 16
+   * or 32; 0: the default; tuning dnChunkCols=N). */
+  uint32_t dn_chunk_min, dn_chunk_cols;
   /* Persistent decode (wgpu_persist.c: greedy decode steps of a short-conv
    * / attention or gated model in one dispatch): 0 auto (on: measured faster than
    * the op-by-op path at every batch size on the H200 and on lavapipe; for
