@@ -3,8 +3,8 @@
  * weights: weights uploaded in parts that fit one binding; one-token
  * products by matvec.wgsl (with the held-back op fused in: PRE), several
  * tokens by matmul.wgsl (tiled) or matvec_rows.wgsl (a batched step's rows,
- * each with the one-token sums). Q4_K products are wgpu_products_q4k.c's, the Q4
- * x int8 prefill product wgpu_products_i8.c's. */
+ * each with the one-token sums). Q4_K products are wgpu_products_q4k.c's, the
+ * integer prefill products (Q4, Q4Z, Q4_K, Q8_0 x int8) wgpu_products_i8.c's. */
 #include "backend/webgpu/wgpu_products.h"
 
 #include <stdlib.h>
@@ -318,6 +318,11 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
                      int accumulate) {
   wgpu_backend *g = as_g(be);
   const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
+  if (W->type == WISP_W_Q4K && n > 1 && wisp_wgpu_mm8_takes(be, W, n)) { /* Q4_K x int8 (wgpu_products_i8.c) */
+    wisp_wgpu_emit_pending(g);
+    wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate);
+    return;
+  }
   if (W->type == WISP_W_Q4K) { /* wgpu_products_q4k.c; a held-back rmsnorm of x may fuse into it */
     if (g->fin.kind && g->fuse && wisp_wgpu_q4k_take_input(be, W, x, x_row0, n, y)) {
       wisp_wgpu_emit_pending(g); /* everything else held back comes first */
@@ -370,7 +375,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     merge.emit(g, &merge);
     pre = 0;
   }
-  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4 x int8 (wgpu_products_i8.c) */
+  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4/Q8_0 x int8 (wgpu_products_i8.c) */
   if (w->cols % 4) { /* x is read as vec4 rows */
     wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
