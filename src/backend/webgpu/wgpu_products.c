@@ -421,13 +421,13 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
 /* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, wisp_wgpu_rows_nt(n) tokens a
  * workgroup (grid z), each weight unit loaded once for them. Its sums are those of
  * matvec.wgsl (PRE 0) for each token alone, given the same lanes per group:
- * the geometry is matvec_geometry's (rows per lane group at most 4, which
- * changes no sum). */
+ * the geometry is matvec_geometry's (rows per lane group at most 4 and
+ * fewer for many tokens, wisp_wgpu_rows_per_group, which changes no sum). */
 static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, int n, wisp_buf *y, int accumulate) {
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
-  if (rows > 4) rows = 4;
   const uint32_t nt = wisp_wgpu_rows_nt(g, n), qt = qt_of(w->type);
+  rows = wisp_wgpu_rows_per_group(rows, nt);
   const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt >= 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
   const uint32_t tu = wisp_wgpu_rows_tile(g, (uint32_t)w->cols / (4 * uv), uv, wg, lg, rows, nt);
   wisp_wgpu_const c[7] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg},           {"QT", qt},
@@ -456,7 +456,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
  * sums in another order and is not used here. One row: that very
  * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
- * which reads the weight once per up to 8 rows and gives every row the
+ * which reads the weight once per up to 64 rows and gives every row the
  * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
  * each row is its own matvec dispatch. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
