@@ -190,7 +190,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->mv_rows_big = o.matvec_big_rows;
   g->no_xstage = o.no_xstage;
   g->no_rows_shared = o.no_rows_shared;
-  g->rows_q4k = o.rows_q4k;
+  g->no_rows_q4k = o.no_rows_q4k;
   g->rows_nt = o.rows_nt;
   g->rows_stage_always = o.rows_stage_always;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
