@@ -140,8 +140,8 @@ model_dir() {
 # name model n: n greedy tokens on the CPU and on WebGPU must be the same
 same() {
   local a b
-  a=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null | grep "generated ids")
-  b=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null | grep "generated ids")
+  a=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend cpu --profile exact -t 16 2>&1 >/dev/null | grep "generated ids")
+  b=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend webgpu --profile exact 2>&1 >/dev/null | grep "generated ids")
   if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "$1: $3 greedy tokens identical (cpu vs webgpu)"
   else echo "$1: DIFFER"; echo "$a" | cut -c1-200; echo "$b" | cut -c1-200; fi
 }
@@ -159,7 +159,7 @@ check() {
   local prompt want got
   prompt=$(python3 -c "import json;print(json.load(open('models/default/expected.json')).get('prompt',''))")
   want=$(python3 -c "import json;d=json.load(open('models/default/expected.json'));print(' '.join(map(str,d.get('greedy_ids') or d.get('ids') or [])))")
-  got=$($W run -m models/default -p "$prompt" -n 128 --temp 0 --ignore-eos --ids --backend webgpu 2>&1 >/dev/null |
+  got=$($W run -m models/default -p "$prompt" -n 128 --temp 0 --ignore-eos --ids --backend webgpu --profile exact 2>&1 >/dev/null |
         sed -n 's/^generated ids: //p')
   if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "default model webgpu: greedy ids identical to PyTorch"
   else echo "default model webgpu: differ"; echo "want $want" | cut -c1-200; echo "got  $got" | cut -c1-200; fi
@@ -173,24 +173,24 @@ receipts() {
     case $part in
       seed)
         a=$(model_dir seed); say seed; same seed "$a" 128
-        bench h200-seed-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+        bench h200-seed-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
         bench h200-seed-webgpu-decode-throughput -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-        bench h200-seed-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 ;;
+        bench h200-seed-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact ;;
       qwen)
         for m in qwen08 qwen2b; do
           a=$(model_dir $m); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
           local cfg=${a#/tmp/wq/}; cfg=${cfg%%/*}
           say "$cfg"; same "$cfg q4k" "$a" 64
-          bench "h200-$cfg-q4k-webgpu-decode-batch1" -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+          bench "h200-$cfg-q4k-webgpu-decode-batch1" -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
           bench "h200-$cfg-q4k-webgpu-decode-throughput" -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-          bench "h200-$cfg-q4k-webgpu-prefill1024" -m "$a" --backend webgpu --prompt 1024 --decode 16
+          bench "h200-$cfg-q4k-webgpu-prefill1024" -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact
         done ;;
       lfm350)
         a=$(model_dir lfm350); [ -d "$a" ] || { echo "lfm350: no artifact"; continue; }
         say lfm2-350m; same "lfm2-350m q4" "$a" 64
-        bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+        bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
         bench h200-lfm2-350m-q4-webgpu-decode-throughput -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-        bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 ;;
+        bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact ;;
       *) echo "receipts: unknown section '$part' (seed, qwen, lfm350)" ;;
     esac
   done
@@ -214,8 +214,8 @@ ab() {
     for w in ${WORKLOADS:-batch1 throughput prefill1024}; do
       case $w in
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
-        prefill1024) args="--prompt 1024 --decode 16" ;;
-        batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch}" ;;
+        prefill1024) args="--prompt 1024 --decode 16 --profile exact" ;;
+        batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch} --profile exact" ;;
         *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
@@ -234,9 +234,9 @@ ab() {
 profile() {
   for m in ${MODELS:-seed qwen08}; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
-    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 128 --decode 128 -o /tmp/p.json 2>&1 |
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --profile exact --prompt 128 --decode 128 -o /tmp/p.json 2>&1 |
       grep -v XDG > "$OUT/profile-$m-decode.txt"
-    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 1 -o /tmp/p.json 2>&1 |
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --profile exact --prompt 1024 --decode 1 -o /tmp/p.json 2>&1 |
       grep -v XDG > "$OUT/profile-$m-prefill1024.txt"
     say "$m decode"; head -30 "$OUT/profile-$m-decode.txt"
   done

@@ -117,6 +117,11 @@ static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   out->has_f16 = g->d->has_shader_f16;
   out->max_workgroup_size = (int)i->max_compute_invocations_per_workgroup;
   out->max_shared_bytes = (int)i->max_compute_workgroup_storage_size;
+  out->vendor_id = i->vendor_id;
+  out->device_id = i->device_id;
+  n = strnlen(i->description, sizeof out->driver - 1);
+  memcpy(out->driver, i->description, n);
+  out->driver[n] = 0;
 }
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out) {
@@ -185,7 +190,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->mv_rows_big = o.matvec_big_rows;
   g->no_xstage = o.no_xstage;
   g->no_rows_shared = o.no_rows_shared;
-  g->rows_q4k = o.rows_q4k;
+  g->no_rows_q4k = o.no_rows_q4k;
   g->rows_nt = o.rows_nt;
   g->rows_stage_always = o.rows_stage_always;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
@@ -263,6 +268,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   };
   wisp_wgpu_core_install(&g->base);
   wisp_wgpu_buffers_install(&g->base);
+  wisp_wgpu_kv_install(&g->base);
   wisp_wgpu_products_install(&g->base);
   wisp_wgpu_elementwise_install(&g->base);
   wisp_wgpu_conv_install(&g->base);
