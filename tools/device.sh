@@ -263,9 +263,19 @@ dnchunk() {
         cpu) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null) ;;
         *) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend webgpu --tuning "$t" 2>&1 >/dev/null) ;;
       esac
-      echo "$ids" | grep "generated ids" | sed "s/^/$t: /" | cut -c1-160 | tee -a "$OUT/dnchunk-$m-ids.txt"
+      if echo "$ids" | grep -q "generated ids"; then
+        echo "$ids" | grep "generated ids" | sed "s/^/$t: /" >> "$OUT/dnchunk-$m-ids.txt"
+      else
+        echo "$t: no ids: $(echo "$ids" | tail -1)" | tee -a "$OUT/dnchunk-$m-ids.txt"
+      fi
     done
-    [ "$(cut -d: -f2- "$OUT/dnchunk-$m-ids.txt" | sort -u | wc -l)" = 1 ] && echo "$m: identical" || echo "$m: DIFFER"
+    cut -c1-160 "$OUT/dnchunk-$m-ids.txt"
+    if [ "$(grep -c "generated ids" "$OUT/dnchunk-$m-ids.txt")" = 3 ] &&
+       [ "$(sed 's/^[^:]*: //' "$OUT/dnchunk-$m-ids.txt" | sort -u | wc -l)" = 1 ]; then
+      echo "$m: identical greedy ids"
+    else
+      echo "$m: DIFFER"
+    fi
     say "$m: GPU time of a 1,024-token prefill"
     for t in dnChunkMin=16 $off; do
       WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 4 --tuning "$t" -o /tmp/p.json 2>&1 |
