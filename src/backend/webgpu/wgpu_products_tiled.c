@@ -25,10 +25,8 @@ int wisp_wgpu_matmul_tile_ok(const wgpu_backend *g, const wisp_wgpu_tile *t) {
 wisp_wgpu_tile wisp_wgpu_matmul_tile(const wgpu_backend *g, int rows, int n) {
   wisp_wgpu_tile t = {64, 32, 4, 4, 1};
   if (n >= 64 && rows >= 128) t = (wisp_wgpu_tile){128, 64, 8, 8, 1};
-  if (g->mm_tm && g->mm_tn) t.tm = g->mm_tm, t.tn = g->mm_tn;
+  if (g->mm_tm && g->mm_tn) t = (wisp_wgpu_tile){g->mm_tm, g->mm_tn, 4, 4, 1}; /* a given tile: 4x4 a thread */
   if (g->mm_rm && g->mm_rn) t.rm = g->mm_rm, t.rn = g->mm_rn;
-  /* a given TMxTN that the default register tile does not divide: 4x4 */
-  if ((t.tm % t.rm || t.tn % t.rn) && !(g->mm_rm && g->mm_rn)) t.rm = 4, t.rn = 4;
   if (g->mm_one_buffer || tile_bytes(&t, 1) > g->d->info.max_compute_workgroup_storage_size) t.db = 0;
   return t;
 }

@@ -7,10 +7,11 @@
 
 /* The tile of an n-token product by a matrix of `rows` rows: TM x TN
  * outputs a workgroup, RM x RN a thread, DB 1 with double-buffered
- * workgroup memory. Tuning matmul=TMxTN and matmulTile=RMxRN where given,
- * else 128x64 with 8x8 register tiles for products of at least 64 tokens
- * and 128 rows, 64x32 with 4x4 for smaller ones; DB where the workgroup
- * memory allows. The geometry never changes a result's bits. */
+ * workgroup memory. By size: 128x64 with 8x8 register tiles for products
+ * of at least 64 tokens and 128 rows, 64x32 with 4x4 for smaller ones;
+ * tuning matmul=TMxTN sets the tile (4x4 a thread), matmulTile=RMxRN the
+ * register tile; DB where the workgroup memory allows. The geometry never
+ * changes a result's bits. */
 typedef struct {
   uint32_t tm, tn, rm, rn, db;
 } wisp_wgpu_tile;
