@@ -94,7 +94,7 @@ void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, con
 
 wisp_status wisp_model_bind_vector(const wisp_artifact *a, const char *name, int n, wisp_vector *v) {
   const uint8_t *p;
-  wisp_status st = wisp_artifact_bytes(a, name, (uint64_t)n * 4, &p);
+  wisp_status st = wisp_artifact_bytes_resident(a, name, (uint64_t)n * 4, &p);
   if (st) return st;
   v->n = n;
   v->data = (const float *)p;

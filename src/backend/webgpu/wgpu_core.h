@@ -54,6 +54,7 @@ typedef struct {
  * two; 0: the host's rule). */
 typedef struct {
   uint32_t cols, groups;
+  uint32_t chunk_min, chunk_cols; /* the chunked form (options dn_chunk_min, dn_chunk_cols) */
 } wisp_wgpu_dn_tuning;
 
 
@@ -68,6 +69,11 @@ struct wisp_buf {
   uint64_t off;
   wisp_buf *parent;
   int refs; /* a parent: its parts not yet freed */
+  /* a parent: its parts by slot index (slot i at i * the stride; NULL once
+   * freed or moved out), so that growing the KV caches moves them all
+   * (wgpu_kv.c) */
+  wisp_buf **kids;
+  int n_kids;
 };
 
 typedef struct {
@@ -367,6 +373,14 @@ uint32_t wisp_wgpu_rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv,
  * split (0xFFFFFFFF: one split). attn_split.wgsli is the same rule for the
  * rows kernels, which see each row's position only on the device. */
 uint32_t wisp_wgpu_key_splits(uint32_t ntile, uint32_t max_splits, uint32_t *tps);
+/* The split rule of this backend as one word, for wisp_wgpu_key_splits and
+ * the rows kernels (attn_split.wgsli): bits 0-11 the split cap at short
+ * contexts (max_splits, the plan's flashBlocks), bits 12-23 the most splits
+ * at long ones, bits 24-31 the key tiles a split takes there (0: none). A
+ * plain max_splits below 4096 is the rule without the long part. */
+uint32_t wisp_wgpu_split_rule(const wgpu_backend *g);
+/* The most splits rule `rule` ever makes (the partials' stride). */
+uint32_t wisp_wgpu_split_most(uint32_t rule);
 /* The argmax partials buffer (g->amax), grown to `count` pairs (the next
  * sample reads that many); NULL on failure. */
 WGPUBuffer wisp_wgpu_amax(wgpu_backend *g, uint32_t count);
@@ -394,5 +408,12 @@ int wisp_wgpu_mat_part(wgpu_backend *g, const wisp_matrix *m, int i, int *row0, 
 int wisp_wgpu_mat_bufs(wgpu_backend *g, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]);
 /* backend.h's buffer calls and prepare_vector. */
 void wisp_wgpu_buffers_install(wisp_backend *vt);
+
+/* ---- wgpu_kv.c: KV caches that grow ---- */
+
+/* backend.h's kv_buf_grow. */
+void wisp_wgpu_kv_install(wisp_backend *vt);
+/* The stride of n words of a slot's part in a shared buffer (bytes). */
+uint64_t wisp_wgpu_slot_stride(const wgpu_backend *g, uint64_t words);
 
 #endif

@@ -26,6 +26,11 @@ typedef struct wisp_wgpu_backend_opts {
    * attention is split over (one per 64-key tile up to this; 0 = the table's
    * default, 1 = no split); the plan's flashBlocks replaces it (configure). */
   uint32_t attn_max_splits;
+  /* Flash-decoding at long contexts (tuning attnSplitsLong=TILESxMOST):
+   * past attn_max_splits splits, one split per TILES key tiles, up to MOST
+   * splits, so that a split's keys stop growing with the context (0: the
+   * count stays at attn_max_splits). */
+  uint32_t attn_long_tiles, attn_long_most;
   /* Test hook: largest storage binding the backend may use for a weight part
    * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
   uint64_t max_binding;
@@ -48,6 +53,12 @@ typedef struct wisp_wgpu_backend_opts {
    * applies it) and row groups per workgroup (a power of two; 0 = about 8
    * state rows per thread). Also tuning dnSlice=COLS or COLSxGROUPS. */
   uint32_t dn_cols, dn_groups;
+  /* Chunked Gated DeltaNet (wgpu_deltanet_chunked.c): calls of at least
+   * dn_chunk_min tokens run the chunkwise-parallel form instead of the
+   * token-by-token dn_recur (0: the table's default; tuning dnChunkMin=N),
+   * its state pass taking dn_chunk_cols value columns a workgroup (4, 8, 16
+   * or 32; 0: the default; tuning dnChunkCols=N). */
+  uint32_t dn_chunk_min, dn_chunk_cols;
   /* Persistent decode (wgpu_persist.c: greedy decode steps of a short-conv
    * / attention or gated model in one dispatch): 0 auto (on: measured faster than
    * the op-by-op path at every batch size on the H200 and on lavapipe; for

@@ -16,6 +16,7 @@
 #include "backend/webgpu/wgpu_products_tiled.h"
 #include "format/qblocks.h"
 #include "format/quant.h"
+#include "format/weight_source.h"
 #include "util/err.h"
 
 /* ---- weights ------------------------------------------------------------- */
@@ -67,14 +68,18 @@ static wisp_status q8_0_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P
   const size_t nb = (size_t)m->cols / WISP_Q8_0_BLOCK, nblk = (size_t)P->rows * nb;
   int8_t *q = malloc(nblk * WISP_Q8_0_BLOCK);
   float *sc = malloc(nblk * sizeof(float));
-  wisp_status st = q && sc ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
-  const uint8_t *blk = m->q + (size_t)P->row0 * nb * WISP_Q8_0_BYTES;
+  void *owned = NULL; /* the part's blocks read in, when streamed (format/weight_source.h) */
+  const uint8_t *blk = q && sc ? wisp_weights_borrow(m->q + (size_t)P->row0 * nb * WISP_Q8_0_BYTES,
+                                                     nblk * WISP_Q8_0_BYTES, &owned)
+                               : NULL;
+  wisp_status st = q && sc ? (blk ? WISP_OK : WISP_ENOMEM) : wisp_fail(WISP_ENOMEM, "out of memory");
   for (size_t b = 0; !st && b < nblk; b++, blk += WISP_Q8_0_BYTES) {
     sc[b] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
     memcpy(q + b * WISP_Q8_0_BLOCK, blk + 2, WISP_Q8_0_BLOCK);
   }
   if (!st) st = wisp_wgpu_buf_from(g->d, q, nblk * WISP_Q8_0_BLOCK, "wisp q8_0 values", &P->w);
   if (!st) st = wisp_wgpu_buf_from(g->d, sc, nblk * sizeof(float), "wisp q8_0 scales", &P->s);
+  free(owned);
   free(q);
   free(sc);
   return st;
@@ -108,8 +113,11 @@ static wisp_status split_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *
   const size_t nb = (size_t)(m->cols / t->block), n = (size_t)P->rows * (size_t)m->cols;
   int8_t *q = malloc(n);
   float *so = malloc(n / 16 * 2 * sizeof(float));
-  wisp_status st = q && so ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
-  const uint8_t *blk = m->q + (size_t)P->row0 * nb * (size_t)t->block_bytes;
+  void *owned = NULL; /* the part's blocks read in, when streamed (format/weight_source.h) */
+  const uint8_t *blk = q && so ? wisp_weights_borrow(m->q + (size_t)P->row0 * nb * (size_t)t->block_bytes,
+                                                     (size_t)P->rows * nb * (size_t)t->block_bytes, &owned)
+                               : NULL;
+  wisp_status st = q && so ? (blk ? WISP_OK : WISP_ENOMEM) : wisp_fail(WISP_ENOMEM, "out of memory");
   float s[16], o[16];
   for (size_t b = 0; !st && b < (size_t)P->rows * nb; b++, blk += t->block_bytes) {
     const size_t e0 = b * (size_t)t->block;
@@ -120,6 +128,7 @@ static wisp_status split_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *
   else if (!st) st = wisp_wgpu_buf_from(g->d, q, n, "wisp block values", &P->w);
   if (!st && qt_of(m->type) == 6)
     st = wisp_wgpu_buf_from(g->d, so, n / 16 * 2 * sizeof(float), "wisp block scales and offsets", &P->s);
+  free(owned);
   free(q);
   free(so);
   return st;
@@ -130,8 +139,19 @@ static wisp_status bf16_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P
   const size_t n = (size_t)P->rows * (size_t)m->cols;
   float *f = malloc(n * sizeof(float));
   if (!f) return wisp_fail(WISP_ENOMEM, "out of memory");
-  for (int r = 0; r < P->rows; r++) wisp_matrix_row_f32(m, P->row0 + r, f + (size_t)r * m->cols);
+  /* the part's rows as a matrix of their own, read in when streamed
+   * (format/weight_source.h) */
+  wisp_matrix part = *m;
+  void *owned = NULL;
+  part.rows = P->rows;
+  part.q = wisp_weights_borrow(m->q + (size_t)P->row0 * (size_t)m->cols * 2, n * 2, &owned);
+  if (!part.q) {
+    free(f);
+    return WISP_ENOMEM;
+  }
+  for (int r = 0; r < P->rows; r++) wisp_matrix_row_f32(&part, r, f + (size_t)r * m->cols);
   wisp_status st = wisp_wgpu_buf_from(g->d, f, n * sizeof(float), "wisp weights (bf16 widened)", &P->w);
+  free(owned);
   free(f);
   return st;
 }
