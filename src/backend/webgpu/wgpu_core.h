@@ -151,7 +151,8 @@ struct wgpu_backend {
   wisp_wgpu_device *d;
   int own_device;
   int sg; /* subgroup variants */
-  uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
+  uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn, mm_rm, mm_rn; /* mm_*: tuning matmul, matmulTile (0: by size) */
+  int mm_one_buffer; /* matmul.wgsl DB 0 (tests) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   int no_rows_q4k;    /* tuning rowsQ4K=0: Q4_K row by row, not through q4k_matvec_rows (wgpu_products_q4k.c) */
