@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_attention_tiled.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "util/err.h"
 
@@ -180,7 +181,8 @@ static void g_attention_gated(wisp_backend *be, const wisp_gated_attention_args 
             tps};
     wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), kc, vc, whole(out),
                                whole(splits > 1 ? q->part.b : as_g(be)->dummy_rw.b)};
-    wisp_wgpu_record_xyz(as_g(be), kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+    if (splits > 1 || !wisp_wgpu_attn_tiled(as_g(be), q->qbuf.b, kc, vc, out, a->n, a->pos0, H, KVH, D))
+      wisp_wgpu_record_xyz(as_g(be), kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
   }
   if (splits > 1) {
     wisp_wgpu_kernel *kc2 = wisp_wgpu_pipeline(as_g(be), "attn_combine", c, 1);
