@@ -375,3 +375,103 @@ TEST(webgpu_attn_long_tiled_prefill) {
     }
   }
 }
+
+/* A batched step's attention (attention_rows, attention_gated_rows: the
+ * rows kernels and their merges, which compute each row's split on the
+ * device, attn_split.wgsli) gives every row bit for bit what the one-token
+ * attention gives it alone, at positions where the long part of the split
+ * rule decides the split count (cap 2, a split per 3 tiles up to 50), each
+ * row on its own slot's caches. */
+static int rows_case(wisp_backend *be, int gated, char *err, size_t cap) {
+  enum { R = 3, MAXP = 800, H = 4, KVH = 2, D = 32 };
+  static const int pos[R] = {40, 333, 777};
+  uint64_t seed = gated ? 91 : 93;
+  const int rot = gated ? D / 2 : D, row = gated ? (2 * H + 2 * KVH) * D : (H + 2 * KVH) * D;
+  wisp_vector cs, sn, qn = norm_weights(D, &seed), kn = norm_weights(D, &seed);
+  int ok = rope_tables(MAXP, rot, &cs, &sn) && qn.data && kn.data;
+  wisp_vector *vecs[4] = {&cs, &sn, &qn, &kn};
+  for (int i = 0; ok && i < 4; i++) ok = !be->prepare_vector(be, vecs[i]);
+  const size_t kvn = (size_t)MAXP * KVH * D;
+  wisp_buf *kc[2][R] = {{0}}, *vc[2][R] = {{0}}; /* [0]: rows, [1]: one by one */
+  for (int s = 0; ok && s < 2; s++)
+    ok = !be->buf_new_slots(be, kvn, 1, R, kc[s]) && !be->buf_new_slots(be, kvn, 1, R, vc[s]);
+  float *v = malloc(sizeof(float) * kvn), *got[2] = {malloc(sizeof(float) * R * H * D), malloc(sizeof(float) * R * H * D)};
+  ok = ok && v && got[0] && got[1];
+  for (int r = 0; ok && r < R; r++) /* the same history in both sets of caches */
+    for (int kvi = 0; kvi < 2; kvi++) {
+      for (size_t i = 0; i < kvn; i++) v[i] = test_rand_float(&seed);
+      for (int s = 0; s < 2; s++) be->buf_write(be, kvi ? vc[s][r] : kc[s][r], 0, kvn, v);
+    }
+  wisp_buf *qkv = be->buf_new(be, (size_t)R * row), *one = be->buf_new(be, (size_t)row);
+  wisp_buf *out = be->buf_new(be, (size_t)R * H * D), *out1 = be->buf_new(be, (size_t)H * D);
+  float *q = malloc(sizeof(float) * R * row);
+  ok = ok && qkv && one && out && out1 && q;
+  for (int i = 0; ok && i < R * row; i++) q[i] = 2.0f * test_rand_float(&seed);
+  if (ok) be->buf_write(be, qkv, 0, (size_t)R * row, q);
+  wisp_attention_args a = {.n = R, .heads = H, .kv_heads = KVH, .head_dim = D, .q_norm = &qn, .k_norm = &kn,
+                           .eps = 1e-5f, .rope_cos = &cs, .rope_sin = &sn, .qkv = qkv, .out = out};
+  wisp_gated_attention_args ga = {.n = R, .heads = H, .kv_heads = KVH, .head_dim = D, .rotary_dim = rot,
+                                  .q_norm = &qn, .k_norm = &kn, .eps = 1e-6f, .rope_cos = &cs, .rope_sin = &sn,
+                                  .qkv = qkv, .out = out};
+  wisp_mixer_rows rows = {R, pos, kc[0], vc[0]};
+  if (ok) ok = gated ? be->attention_gated_rows(be, &ga, &rows) : be->attention_rows(be, &a, &rows);
+  if (ok) be->buf_read(be, out, 0, (size_t)R * H * D, got[0]);
+  for (int r = 0; ok && r < R; r++) { /* each row alone, on its own copy of the caches */
+    be->buf_write(be, one, 0, (size_t)row, q + (size_t)r * row);
+    if (gated) {
+      wisp_gated_attention_args g1 = ga;
+      g1.n = 1, g1.pos0 = pos[r], g1.qkv = one, g1.out = out1, g1.k_cache = kc[1][r], g1.v_cache = vc[1][r];
+      be->attention_gated(be, &g1);
+    } else {
+      wisp_attention_args a1 = a;
+      a1.n = 1, a1.pos0 = pos[r], a1.qkv = one, a1.out = out1, a1.k_cache = kc[1][r], a1.v_cache = vc[1][r];
+      be->attention(be, &a1);
+    }
+    be->buf_read(be, out1, 0, (size_t)H * D, got[1] + (size_t)r * H * D);
+  }
+  if (ok && be->sync(be)) {
+    snprintf(err, cap, "%s", wisp_last_error());
+    ok = 0;
+  }
+  for (int i = 0; ok && i < R * H * D; i++)
+    if (memcmp(&got[0][i], &got[1][i], sizeof(float))) {
+      snprintf(err, cap, "%s row %d (position %d) value %d: rows %.9g, alone %.9g", gated ? "gated" : "plain",
+               i / (H * D), pos[i / (H * D)], i % (H * D), got[0][i], got[1][i]);
+      ok = 0;
+    }
+  for (int s = 0; s < 2; s++)
+    for (int r = 0; r < R; r++) {
+      if (kc[s][r]) be->buf_free(be, kc[s][r]);
+      if (vc[s][r]) be->buf_free(be, vc[s][r]);
+    }
+  wisp_buf *bufs[4] = {qkv, one, out, out1};
+  for (int i = 0; i < 4; i++)
+    if (bufs[i]) be->buf_free(be, bufs[i]);
+  free(v);
+  free(q);
+  free(got[0]);
+  free(got[1]);
+  for (int i = 0; i < 4; i++) free((void *)vecs[i]->data);
+  return ok;
+}
+
+TEST(webgpu_attn_long_rows_split_as_alone) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the rows kernels need subgroups");
+  for (int gated = 0; gated < 2; gated++) {
+    wisp_wgpu_backend_opts o = {0};
+    o.device = d, o.subgroups = -1, o.attn_max_splits = 2, o.attn_long_tiles = 3, o.attn_long_most = 50;
+    wisp_backend *be = NULL;
+    CHECKF(wisp_wgpu_backend_new(&o, &be) == WISP_OK, "%s", wisp_last_error());
+    char err[300] = "";
+    wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+    wisp_wgpu_backend_stats_get(be, &s0);
+    int ok = rows_case(be, gated, err, sizeof err);
+    wisp_wgpu_backend_stats_get(be, &s1);
+    be->destroy(be);
+    CHECKF(ok, "%s", err);
+    /* plain: the rows' splits and the rows alone's, counted alike: 2 + 4 + 9 tiles-rule splits, twice */
+    if (!gated) CHECKF(s1.attn_splits - s0.attn_splits == 2 * (2 + 4 + 9), "%llu splits",
+                       (unsigned long long)(s1.attn_splits - s0.attn_splits));
+  }
+}
