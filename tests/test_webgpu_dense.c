@@ -452,7 +452,8 @@ static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *h
  * 256 positions a cache, grows (256 -> 512 -> 1,024) while it
  * generates, and its greedy tokens equal those of a session whose caches
  * are made for the whole context (kvGrow=0), op by op and through the
- * persistent decode (whose arena grows with the caches). */
+ * persistent decode (whose arena grows with the caches; persistOpt bit 16:
+ * its attention in chunks of 256 keys, here up to 540 keys in one split). */
 TEST(webgpu_kv_grows_while_generating) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -463,7 +464,7 @@ TEST(webgpu_kv_grows_while_generating) {
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
   static int32_t tok[3][GROW_STEPS];
   uint64_t h0[3] = {0}, h1[3] = {0}, grows[3] = {0}, pers[3] = {0};
-  static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1"};
+  static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=25"};
   int ok = 1;
   for (int i = 0; ok && i < 3; i++) ok = grow_run(m, tunings[i], tok[i], &h0[i], &h1[i], &grows[i], &pers[i], err, sizeof err);
   wisp_model_close(m);
