@@ -486,3 +486,26 @@ TEST(webgpu_kv_grows_while_generating) {
   CHECKF(at == GROW_STEPS, "token %d: grown %d, whole context %d, persistent %d", at, tok[0][at], tok[1][at],
          tok[2][at]);
 }
+
+/* A WebGPU scheduler of 64 slots at context 16,384 holds 256 positions a
+ * slot up front (its KV caches share one buffer a layer and grow together
+ * on demand), not 64 x 16,384. */
+TEST(webgpu_kv_growth_64_slots_reserve_little) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "";
+  const char *dir = long_llama(log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_sched_options o = {.backend = "webgpu", .parallel = 64, .context = GROW_CTX};
+  wisp_sched *S = NULL;
+  wisp_status st = wisp_sched_new(m, &o, &S);
+  uint64_t full = 0, held = st == WISP_OK ? wisp_sched_kv_bytes_held(S, &full) : 0;
+  wisp_sched_free(S);
+  wisp_model_close(m);
+  CHECKF(st == WISP_OK, "%s", wisp_last_error());
+  const uint64_t per_pos = 2ull * 2 * DKV * 32 * 4; /* 2 layers, K and V, 2 KV heads of 32, f32 */
+  CHECKF(full == 64ull * GROW_CTX * per_pos && held == 64ull * 256 * per_pos, "held %llu of %llu",
+         (unsigned long long)held, (unsigned long long)full);
+}
