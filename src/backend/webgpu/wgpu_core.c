@@ -516,8 +516,16 @@ void wisp_wgpu_core_install(wisp_backend *vt) {
 }
 
 uint32_t wisp_wgpu_rows_nt(const wgpu_backend *g, int n) {
-  const uint32_t nt = n <= 2 ? 2 : n <= 4 ? 4 : 8;
-  return nt < g->rows_nt ? nt : g->rows_nt;
+  uint32_t nt = 2;
+  while (nt < WISP_WGPU_ROWS_MAXA && nt < (uint32_t)n) nt *= 2;
+  const uint32_t cap = g->rows_nt ? g->rows_nt : WISP_WGPU_ROWS_MAXA;
+  return nt < cap ? nt : cap;
+}
+
+uint32_t wisp_wgpu_rows_per_group(uint32_t rows, uint32_t nt) {
+  if (rows > 4) rows = 4;
+  while (rows > 1 && rows * nt > WISP_WGPU_ROWS_MAXA) rows /= 2;
+  return rows;
 }
 
 uint32_t wisp_wgpu_rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg, uint32_t rows,

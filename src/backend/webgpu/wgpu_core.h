@@ -54,6 +54,7 @@ typedef struct {
  * two; 0: the host's rule). */
 typedef struct {
   uint32_t cols, groups;
+  uint32_t chunk_min, chunk_cols; /* the chunked form (options dn_chunk_min, dn_chunk_cols) */
 } wisp_wgpu_dn_tuning;
 
 
@@ -175,7 +176,7 @@ struct wgpu_backend {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
-  int rows_q4k;       /* tuning rowsQ4K=1: Q4_K through q4k_matvec_rows too (wgpu_products_q4k.c) */
+  int no_rows_q4k;    /* tuning rowsQ4K=0: Q4_K row by row, not through q4k_matvec_rows (wgpu_products_q4k.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
   int rows_stage_always; /* tuning rowsStage=1: stage the multi-row inputs whenever they fit (rows_tile) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
@@ -350,9 +351,18 @@ uint32_t wisp_wgpu_staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_by
 uint32_t wisp_wgpu_rows_group(const wisp_mixer_rows *rows, unsigned char *done, uint32_t (*tab)[4], WGPUBuffer *b0,
                               WGPUBuffer *b1);
 
+/* Sums one lane of matvec_rows / q4k_matvec_rows keeps (their MAXA): rows a
+ * lane group x tokens a workgroup. */
+#define WISP_WGPU_ROWS_MAXA 64u
 /* Tokens a matvec_rows / q4k_matvec_rows workgroup takes (their NT) for a
- * batched step of n rows: 2, 4 or 8 (their MAXT), at most tuning rowsNt. */
+ * batched step of n rows: the power of two from 2 to 64 that covers n (one
+ * workgroup column reads each weight once for all of them), at most tuning
+ * rowsNt. */
 uint32_t wisp_wgpu_rows_nt(const wgpu_backend *g, int n);
+/* Rows a lane group of those kernels takes (their ROWS) given the one-row
+ * kernel's `rows` and NT: at most 4, halved until ROWS * NT <= MAXA (the
+ * lane's sums stay in registers). Changes no sum. */
+uint32_t wisp_wgpu_rows_per_group(uint32_t rows, uint32_t nt);
 /* TU of matvec_rows.wgsl / q4k_matvec_rows.wgsl: the units a staged tile
  * holds (0: inputs from global memory). */
 uint32_t wisp_wgpu_rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg,

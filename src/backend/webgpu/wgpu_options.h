@@ -52,6 +52,12 @@ typedef struct wisp_wgpu_backend_opts {
    * applies it) and row groups per workgroup (a power of two; 0 = about 8
    * state rows per thread). Also tuning dnSlice=COLS or COLSxGROUPS. */
   uint32_t dn_cols, dn_groups;
+  /* Chunked Gated DeltaNet (wgpu_deltanet_chunked.c): calls of at least
+   * dn_chunk_min tokens run the chunkwise-parallel form instead of the
+   * token-by-token dn_recur (0: the table's default; tuning dnChunkMin=N),
+   * its state pass taking dn_chunk_cols value columns a workgroup (4, 8, 16
+   * or 32; 0: the default; tuning dnChunkCols=N). */
+  uint32_t dn_chunk_min, dn_chunk_cols;
   /* Persistent decode (wgpu_persist.c: greedy decode steps of a short-conv
    * / attention or gated model in one dispatch): 0 auto (on: measured faster than
    * the op-by-op path at every batch size on the H200 and on lavapipe; for
@@ -72,12 +78,11 @@ typedef struct wisp_wgpu_backend_opts {
   int no_xstage;              /* xstage=0: matvec inputs from global memory, not staged */
   int no_rows_shared;         /* rowsShared=0: a batched step's products row by row (one-row kernels), not
                                * matvec_rows / q4k_matvec_rows (A/B runs; the same bits either way) */
-  int rows_q4k;               /* rowsQ4K=1: Q4_K products of a batched step through q4k_matvec_rows too (off by
-                               * default: on the H200 it was slower than row by row for 8 and 32 sequences;
-                               * docs/sequences.md, bench/results/h200-merged) */
+  int no_rows_q4k;            /* rowsQ4K=0: Q4_K products of a batched step row by row (q4k_matvec, a weight
+                               * read a row), not through q4k_matvec_rows (same bits either way) */
   int rows_stage_always;      /* rowsStage=1: the multi-row kernels stage their inputs whenever they fit (default:
                                * only where a workgroup reads more weight bytes than it stages; rows_tile) */
-  uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..8; 0: 8) */
+  uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..64; 0: 64) */
   int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
                                * 0 (default) q4k_matvec only */
   int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens, 2: attn_flash_tiled.wgsl (else attn_flash) */

@@ -42,6 +42,7 @@
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_persist.h"
 #include "format/quant.h"
+#include "format/weight_source.h"
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/err.h"
@@ -220,14 +221,20 @@ static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *
 
 /* ---- applicability ------------------------------------------------------- */
 
+/* The matrix's bytes are memory: the blob copies them. A matrix streamed
+ * from the file (the browser, format/weight_source.h) is left to the
+ * op-by-op decode, whose uploads stream it: copying it into the blob would
+ * hold the model whole in wasm memory. */
+static int on_host(const wisp_matrix *m) { return wisp_weights_resident(host_data(m), 1); }
+
 static int q4(const wisp_matrix *m, int rows, int cols) {
-  return m && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
+  return m && on_host(m) && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
          m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
 }
 
 /* Q4, Q4Z or Q4_K of this shape (the units-split engine's products). */
 static int qmat(const wisp_matrix *m, int rows, int cols) {
-  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
+  if (m && m->type == WISP_W_Q4K) return on_host(m) && m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
   return q4(m, rows, cols);
 }
 
@@ -235,9 +242,9 @@ static int qmat(const wisp_matrix *m, int rows, int cols) {
 static int any_mat(const wisp_matrix *m, int rows, int cols) {
   if (!m || m->rows != rows || m->cols != cols || cols % 32) return 0;
   switch (m->type) {
-    case WISP_W_F32: return m->f32 != NULL;
+    case WISP_W_F32: return m->f32 != NULL && on_host(m);
     case WISP_W_F16:
-    case WISP_W_Q8_0: return m->q != NULL;
+    case WISP_W_Q8_0: return m->q != NULL && on_host(m);
     default: return qmat(m, rows, cols);
   }
 }
