@@ -105,7 +105,10 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     }
   }
   if (splits > 1) {
-    if (g->fuse && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
+    /* The product reading out may merge the splits itself (PRE 3): every
+     * one of its workgroups reads all the partials, so only up to the short
+     * cap; the long rule's many splits are merged once by attn_combine. */
+    if (g->fuse && g->sg && D % 4 == 0 && splits <= g->max_splits) {
       g->pend.kind = 4;
       g->pend.emit = emit_merge;
       g->pend.heads = H;

@@ -167,8 +167,13 @@ static void g_attention_gated(wisp_backend *be, const wisp_gated_attention_args 
     wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), kc,
                                 vc, whole(out), whole(splits > 1 ? q->part.b : as_g(be)->dummy_rw.b)};
     wisp_wgpu_record_xyz(as_g(be), kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
-    if (splits > 1 && gate_in) { /* the gated merge: held back for the o_proj product */
-      as_g(be)->fin = (wisp_wgpu_input_op){2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)splits, 0, emit_combine};
+    if (splits > 1 && gate_in) {
+      const wisp_wgpu_input_op f = {2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)splits, 0, emit_combine};
+      /* held back for the o_proj product, whose every workgroup merges the
+       * partials while staging: up to the short cap; the long rule's many
+       * splits are merged once here */
+      if (splits <= as_g(be)->max_splits) as_g(be)->fin = f;
+      else emit_combine(be, &f);
       return;
     }
   } else {
