@@ -95,7 +95,7 @@ TEST(gguf_run_q4_0_and_q4_k_same_logits_as_convert_keep) {
     /* the kept matrices are the stored type, not requantized */
     wisp_artifact *a = NULL;
     CHECKF(wisp_artifact_open(keep, &a) == WISP_OK, "%s", wisp_last_error());
-    const char *want = cases[i].qwen ? "L0.mlp.gate_up.q4k" : "L0.mlp.gate_up.quant";
+    const char *want = cases[i].qwen ? "L0.mlp.gate_up.q4k" : "L0.mlp.gate_up.q4_0";
     CHECKF(wisp_artifact_section(a, want) != NULL, "%s: no section %s", keep, want);
     /* LFM2's Q4Z embedding went out as Q4_1 (--keep-quant) and stays Q4_1,
      * a wisp type of its own (format/qblocks.h), in the file and the copy */
@@ -299,4 +299,38 @@ TEST(gguf_run_tokenizer_and_chat_template_from_the_metadata) {
   CHECK(f && fwrite(buf, 1, n, f) == n);
   fclose(f);
   expect_error(bad, "the vocab does not belong to these weights");
+}
+
+/* The model's longest context is the file's context_length, not a cap of
+ * wisp's: a file that says 100000 opens with 100000 positions, rope.freq
+ * and only the plan's rows of tables, and `-c 6000` (past the old 4096 cap)
+ * runs, its tables built by the session. */
+TEST(gguf_run_context_is_the_files_context_length) {
+  char dir[600], gguf[600], big[700], cmd[4096], log[8192];
+  CHECKF(make_gguf("gr_ctx", 0, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  FILE *f = fopen(gguf, "rb");
+  CHECK(f != NULL);
+  static char buf[1 << 21];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  CHECK(n > 1000 && n < sizeof buf);
+  char *v = NULL; /* "lfm2.context_length", then its type (u32 = 4) and value */
+  for (size_t i = 8; i + 27 < n && !v; i++)
+    if (!memcmp(buf + i, "lfm2.context_length", 19)) v = buf + i + 19;
+  CHECK(v != NULL);
+  uint32_t type, ctx = 100000;
+  memcpy(&type, v, 4);
+  CHECKF(type == 4, "context_length has GGUF type %u, not u32", type);
+  memcpy(v + 4, &ctx, 4);
+  snprintf(big, sizeof big, "%s/gr_ctx_big.gguf", test_tmpdir());
+  CHECK(write_bytes(big, buf, n) == 0);
+  wisp_artifact *a = NULL;
+  CHECKF(wisp_artifact_open(big, &a) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(a->max_positions == 100000, "max positions %d, the file says 100000", a->max_positions);
+  const wisp_section *freq = wisp_artifact_section(a, "rope.freq"), *cs = wisp_artifact_section(a, "rope.cos");
+  CHECKF(freq && cs && !wisp_artifact_section(a, "rope.cos_ext") && cs->bytes <= freq->bytes * 1024,
+         "rope sections: freq %p, cos %llu bytes", (const void *)freq, cs ? (unsigned long long)cs->bytes : 0ULL);
+  wisp_artifact_free(a);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s -c 6000 --tokens 1,5,9 --greedy 3 2>&1", test_wisp_bin(), big);
+  CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
 }

@@ -2,8 +2,12 @@
  * (tests/web/page.mjs, docs/browser.md): the default model's greedy text in
  * the page equals the native CLI's, the tokens stream in, the plan and the
  * adapter are shown, a seeded sampled run and a two-line chat on the page's
- * CPU backend equal the CLI's, a damaged artifact gives the CLI's one-line error, and
- * a screenshot is kept as build/test-logs/wasm-page.png.
+ * CPU backend equal the CLI's, a damaged artifact gives the CLI's one-line error,
+ * a screenshot is kept as build/test-logs/wasm-page.png, the benchmark's
+ * receipt downloads, the seed-shaped synthetic model runs on WebGPU with its
+ * weights streamed (the native greedy tokens, the wasm memory peak under half
+ * its weights), and a page without WebGPU runs the native greedy text on its
+ * cpu backend.
  *
  * Needs what the set-up installs (scripts/deps.sh): build/wasm/ from
  * `make wasm` (scripts/test.sh builds it), Debian's chromium and node, and
@@ -69,15 +73,25 @@ TEST(web_page_greedy_equals_native) {
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1, "native plan of the damaged copy: exit %d", rc);
 
+  /* The seed-shaped synthetic model (168 MB of weights), which the page
+   * streams into GPU buffers, and its native greedy tokens. */
+  snprintf(cmd, sizeof cmd,
+           "(%s gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o %s/big --seed 1 >/dev/null 2>&1 && "
+           "%s run -m %s/big --backend cpu -p I -n 1 --temp 0 >%s/expect-big.txt 2>/dev/null)",
+           test_wisp_bin(), tmp, test_wisp_bin(), tmp, tmp);
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "the seed-shaped model and its native run: exit %d: %s", rc, out);
+
   snprintf(cmd, sizeof cmd,
            "node tests/web/page.mjs --web build/wasm --model models/default --prompt '%s' --n 16 "
            "--expect %s/expect.txt --expect-sampled %s/sampled.txt --expect-chat %s/chat.txt --bad-dir %s/bad --expect-error %s/error.txt "
-           "--out build/test-logs",
-           prompt, tmp, tmp, tmp, tmp, tmp);
+           "--big %s/big --big-prompt I --expect-big %s/expect-big.txt --out build/test-logs",
+           prompt, tmp, tmp, tmp, tmp, tmp, tmp, tmp);
   rc = test_run(cmd, log, sizeof log);
   CHECKF(rc == 0, "tests/web/page.mjs exit %d:\n%s", rc, log);
   CHECKF(strstr(log, "ok page greedy text equals native") && strstr(log, "ok page sampled text") &&
              strstr(log, "ok page chat") &&
-             strstr(log, "ok damaged artifact"), "%s", log);
+             strstr(log, "ok damaged artifact") && strstr(log, "ok receipt downloaded") &&
+             strstr(log, "ok streamed weights") && strstr(log, "ok without WebGPU"), "%s", log);
 }
 #endif

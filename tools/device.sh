@@ -35,6 +35,13 @@
 #                                     profile, prefill 1,024; batchN any batch)
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
+#   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
+#                                     (default "qwen08 qwen2b"): greedy ids of a long
+#                                     prompt chunked / token by token (dnChunkMin=1000000)
+#                                     / CPU; per-kernel GPU time of a 1,024-token prefill
+#                                     both ways; prefill 512 / 1,024 / 2,048 receipts for
+#                                     dnChunkCols 8, 16, 32 and token by token; the
+#                                     dnChunkMin crossover (prefills of 4..64 tokens)
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
 #   tools/device.sh templates OUT     the chat-template renderings of
 #                                     tests/data/chat_templates/expected.json
@@ -235,6 +242,46 @@ profile() {
   done
 }
 
+# The chunked Gated DeltaNet (wgpu_deltanet_chunked.c) against dn_recur token
+# by token (tuning dnChunkMin=1000000): the same greedy ids, where the GPU
+# time goes, prefill tok/s by state-pass columns, and the prompt length
+# from which chunks pay (for dnChunkMin's default in src/backend/tuning.c).
+dnchunk() {
+  local prompt=$OUT/dnchunk-prompt.txt off=dnChunkMin=1000000 ids t
+  seq 1 400 | tr '\n' ' ' > "$prompt" # over a thousand tokens (digits are tokens of their own)
+  for m in ${MODELS:-qwen08 qwen2b}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    say "$m: greedy ids of a long prompt"
+    for t in chunked $off cpu; do
+      case $t in
+        chunked) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null) ;;
+        cpu) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null) ;;
+        *) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend webgpu --tuning "$t" 2>&1 >/dev/null) ;;
+      esac
+      echo "$ids" | grep "generated ids" | sed "s/^/$t: /" | cut -c1-160 | tee -a "$OUT/dnchunk-$m-ids.txt"
+    done
+    [ "$(cut -d: -f2- "$OUT/dnchunk-$m-ids.txt" | sort -u | wc -l)" = 1 ] && echo "$m: identical" || echo "$m: DIFFER"
+    say "$m: GPU time of a 1,024-token prefill"
+    for t in dnChunkMin=16 $off; do
+      WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 4 --tuning "$t" -o /tmp/p.json 2>&1 |
+        grep -v XDG > "$OUT/profile-$m-prefill1024-$t.txt"
+      echo "-- $t"; head -16 "$OUT/profile-$m-prefill1024-$t.txt"
+    done
+    say "$m: prefill"
+    for p in 512 1024 2048; do
+      for t in dnChunkCols=8 dnChunkCols=16 dnChunkCols=32 $off; do
+        bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
+      done
+    done
+    say "$m: dnChunkMin crossover"
+    for p in 4 8 16 32 64; do
+      for t in dnChunkMin=1 $off; do
+        bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
+      done
+    done
+  done
+}
+
 probe() {
   timeout "${PROBE_SECONDS:-150}" .dev/phase_probe "${PROBE_WG:-132}" "${PROBE_ROUNDS:-2000}" 2>&1 | tee "$OUT/phase-probe.txt"
 }
@@ -279,7 +326,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|probe|rows|sched|templates)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env
