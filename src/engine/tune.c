@@ -12,6 +12,7 @@
 #include "backend/tuning.h"
 #include "engine/internal.h"
 #include "engine/plan_apply.h"
+#include "engine/tune_accept.h"
 #include "plan/pjson.h"
 #include "plan/registry.h"
 #include "plan/tuned.h"
@@ -663,6 +664,46 @@ static wisp_status write_manifest(const tuner *T, cJSON *entry, char *path, size
   return st;
 }
 
+static cJSON *ab_json(const wisp_tune_ab *ab, const char *kept) {
+  cJSON *a = cJSON_CreateObject();
+  cJSON_AddStringToObject(a, "what", "sessions of the fast profile with and without the entry, alternated rounds");
+  cJSON_AddNumberToObject(a, "rounds", ab->rounds);
+  cJSON_AddNumberToObject(a, "prefillDefault", ab->prefill_tps[0]);
+  cJSON_AddNumberToObject(a, "prefillTuned", ab->prefill_tps[1]);
+  cJSON_AddNumberToObject(a, "decodeDefault", ab->decode_tps[0]);
+  cJSON_AddNumberToObject(a, "decodeTuned", ab->decode_tps[1]);
+  cJSON_AddNumberToObject(a, "decodeSpreadDefault", ab->decode_spread[0]);
+  cJSON_AddStringToObject(a, "kept", kept);
+  return a;
+}
+
+/* Tuned is never slower: the entry against the default end to end; when it
+ * is slower, without its flashBlocks (one split count for every depth is
+ * the coarsest choice), then without any choice (the plan then runs its
+ * defaults; the entry keeps what was measured). */
+static wisp_status accept(tuner *T, cJSON *e) {
+  wisp_tune_ab ab;
+  const int np = 512 < T->m->arch->max_positions(T->m->weights) / 2 ? 512 : T->m->arch->max_positions(T->m->weights) / 2;
+  if (T->o->progress) fprintf(T->o->progress, "tune: the tuned entry against the default, end to end...\n");
+  wisp_status st = wisp_tune_accept(T->m, e, np, 64, 5, &ab);
+  if (st) return st;
+  const char *kept = "all";
+  cJSON *cand = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+  if (ab.tuned_slower && cJSON_GetObjectItemCaseSensitive(cand, "flashBlocks")) {
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
+    if ((st = wisp_tune_accept(T->m, e, np, 64, 5, &ab))) return st;
+    kept = "all but flashBlocks (slower with it)";
+  }
+  if (ab.tuned_slower) {
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "matvec");
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
+    cJSON_DeleteItemFromObjectCaseSensitive(e, "knee");
+    kept = "none: the tuned choices were slower end to end; the plan runs its defaults";
+  }
+  cJSON_AddItemToObject(e, "acceptance", ab_json(&ab, kept));
+  return WISP_OK;
+}
+
 static void list_dry(const tuner *T) {
   FILE *f = T->o->listing ? T->o->listing : stdout;
   fprintf(f, "wisp tune --dry-run: %s on %s (0x%04x:0x%04x, driver '%s'); timing by %s\n", T->o->model_dir,
@@ -707,6 +748,7 @@ wisp_status wisp_tune_run(const wisp_tune_options *o, cJSON **receipt) {
   if (!st && !o->dry_run) {
     sweep(T);
     cJSON *e = entry_json(T);
+    if (!o->quick) st = accept(T, e);
     char path[1100];
     if (!o->no_write) st = write_manifest(T, e, path, sizeof path);
     if (!st && receipt) {

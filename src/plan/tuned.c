@@ -48,7 +48,7 @@ static wisp_status check_entry(const cJSON *e, const char *where, int i) {
   char path[96], sub[192];
   wisp_path(path, sizeof path, "tuned[%d]", i);
   if (!cJSON_IsObject(e)) return wisp_fail(WISP_EFORMAT, "%s: %s: expected an object, got %s", where, path, wisp_json_type(e));
-  static const char *const keys[] = {"device", "timing", "candidate", "knee", "flashOptima", "prefill"};
+  static const char *const keys[] = {"device", "timing", "candidate", "knee", "flashOptima", "prefill", "acceptance"};
   for (const cJSON *k = e->child; k; k = k->next) {
     int known = 0;
     for (size_t j = 0; j < sizeof keys / sizeof *keys; j++) known |= !strcmp(k->string, keys[j]);
