@@ -169,7 +169,7 @@ TEST(tune_plan_picks_this_devices_entry_and_says_why_not_the_others) {
       "{\"device\": {\"vendor\": \"acme\", \"vendorId\": 4660, \"deviceId\": 22136, \"driver\": \"acme 1.2\", "
       "\"name\": \"Acme GPU\", \"wisp\": \"%s\"}, \"timing\": \"wall\", \"candidate\": {\"matvec\": {\"mlp_down\": "
       "{\"geometry\": {\"workgroupSize\": 64, \"subgroupSize\": 32, \"rowsPerSubgroup\": 2, \"subgroupsPerRow\": 1}, "
-      "\"variant\": \"%s\"}}, \"flashBlocks\": 8}, \"flashOptima\": [{\"positions\": 256, \"blocks\": 8}]}";
+      "\"variant\": \"%s\"}}, \"flashBlocks\": 8, \"prefillTile\": \"32x32\"}, \"flashOptima\": [{\"positions\": 256, \"blocks\": 8}]}";
   char buf[2048];
   cJSON *tuned = cJSON_AddArrayToObject(m, "tuned");
   const char *versions[4] = {"9.9.9", WISP_VERSION, WISP_VERSION, WISP_VERSION};
@@ -200,6 +200,12 @@ TEST(tune_plan_picks_this_devices_entry_and_says_why_not_the_others) {
   CHECKF(strstr(plan->tuned_ignored[1], "tuned[1]: unknown kernel 'no_such_kernel'"), "%s", plan->tuned_ignored[1]);
   CHECKF(strstr(plan->tuned_ignored[2], "tuned[3]: other device (Acme GPU, 0x1234:0x0001"), "%s", plan->tuned_ignored[2]);
   CHECKF(plan->flash_blocks == 8, "flashBlocks %d (the entry's 8)", plan->flash_blocks);
+  CHECKF(plan->prefill_tile[0] == 32 && plan->prefill_tile[1] == 32 && !plan->prefill_tile_i8[0], "prefill tile %dx%d",
+         plan->prefill_tile[0], plan->prefill_tile[1]);
+  wisp_backend_settings bs;
+  wisp_engine_backend_settings(plan, &bs);
+  CHECKF(bs.prefill_tm == 32 && bs.prefill_tn == 32 && bs.flash_blocks == 8, "settings: tile %dx%d, flashBlocks %d",
+         bs.prefill_tm, bs.prefill_tn, bs.flash_blocks);
   int found = 0;
   for (int g = 0; g < plan->phases[WISP_PHASE_DECODE].n_groups; g++)
     for (int i = 0; i < plan->phases[WISP_PHASE_DECODE].groups[g].n_ops; i++) {
@@ -240,6 +246,8 @@ TEST(tune_corrupt_entry_is_a_one_line_error) {
        "\"flashOptima\": [{\"positions\": 64, \"blocks\": 9999}]}]", "tuned[0].flashOptima[0].blocks: expected an integer"},
       {"[{\"device\": {\"vendor\": \"x\", \"vendorId\": 1, \"deviceId\": 2, \"driver\": \"d\", \"wisp\": \"0\"}, \"knees\": []}]",
        "tuned[0].knees: unknown key"},
+      {"[{\"device\": {\"vendor\": \"x\", \"vendorId\": 1, \"deviceId\": 2, \"driver\": \"d\", \"wisp\": \"0\"}, "
+       "\"candidate\": {\"prefillTile\": \"64\"}}]", "tuned[0].candidate.prefillTile: expected \"TMxTN\""},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     cJSON *m = load_manifest(dir);

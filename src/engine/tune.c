@@ -52,6 +52,7 @@ typedef struct {
   int i8;             /* prefill: the integer product (TMxTNxRMxRNxKB) */
   int positions;      /* attn: the depth */
   int tokens;         /* prefill: tokens a product */
+  int weight;         /* layers that run this product (the plan's groups) */
   int n;
   cand c[MAX_CANDS];
   int best;           /* index of the chosen candidate, -1 none */
@@ -169,11 +170,18 @@ static void attn_cands(tuner *T, tclass *c) {
   default_first(c);
 }
 
-static tclass *new_class(tuner *T, class_kind k, int i8, const char *shape) {
+static tclass *find_class(tuner *T, class_kind k, int i8, const char *shape) {
   char name[64];
   snprintf(name, sizeof name, "%s:%s", kind_label(k, i8), shape);
   for (int i = 0; i < T->n; i++)
-    if (!strcmp(T->cl[i].name, name)) return NULL;
+    if (!strcmp(T->cl[i].name, name)) return &T->cl[i];
+  return NULL;
+}
+
+static tclass *new_class(tuner *T, class_kind k, int i8, const char *shape) {
+  char name[64];
+  snprintf(name, sizeof name, "%s:%s", kind_label(k, i8), shape);
+  if (find_class(T, k, i8, shape)) return NULL;
   if (T->n == MAX_CLASSES) return NULL;
   tclass *c = &T->cl[T->n++];
   memset(c, 0, sizeof *c);
@@ -203,8 +211,16 @@ static void classes_of_phase(tuner *T, const wisp_plan *p, const wisp_registry *
       snprintf(shape, sizeof shape, "%s", op->section);
       for (char *q = shape; *q; q++)
         if (*q == '.') *q = '_';
-      tclass *c = new_class(T, ph == WISP_PHASE_DECODE ? K_MATVEC : K_PREFILL, ph == WISP_PHASE_PREFILL && i8, shape);
+      const class_kind kind = ph == WISP_PHASE_DECODE ? K_MATVEC : K_PREFILL;
+      const int layers = g >= 0 && g < P->n_groups ? P->groups[g].n_layers : 1;
+      tclass *had = find_class(T, kind, ph == WISP_PHASE_PREFILL && i8, shape);
+      if (had) {
+        if (!strcmp(had->variant, slash + 1)) had->weight += layers;
+        continue;
+      }
+      tclass *c = new_class(T, kind, ph == WISP_PHASE_PREFILL && i8, shape);
       if (!c) continue;
+      c->weight = layers;
       snprintf(c->section, sizeof c->section, "%s", op->section);
       snprintf(c->variant, sizeof c->variant, "%s", slash + 1);
       c->layer = layer;
@@ -497,6 +513,38 @@ static int knee_of(const tclass *c) {
   return k;
 }
 
+/* The backend runs one prefill tile for every product: the tile whose time
+ * summed over the prefill classes of that kind (each weighted by the
+ * layers that run it) is least, among the tiles measured in every class;
+ * 0 when that is the default (nothing to write) or nothing was measured. */
+static int best_tile(const tuner *T, int i8, char *out, size_t cap) {
+  const tclass *first = NULL;
+  for (int i = 0; i < T->n && !first; i++)
+    if (T->cl[i].kind == K_PREFILL && T->cl[i].i8 == i8) first = &T->cl[i];
+  if (!first) return 0;
+  int best = -1;
+  double best_total = 0;
+  for (int j = 0; j < first->n; j++) {
+    double total = 0;
+    int complete = 1;
+    for (int i = 0; i < T->n && complete; i++) {
+      const tclass *c = &T->cl[i];
+      if (c->kind != K_PREFILL || c->i8 != i8) continue;
+      int found = 0;
+      for (int k = 0; k < c->n && !found; k++)
+        if (!strcmp(c->c[k].label, first->c[j].label) && c->c[k].rounds && !strncmp(c->c[k].status, "ok", 2)) {
+          total += c->c[k].median_ns * (c->weight > 0 ? c->weight : 1);
+          found = 1;
+        }
+      complete = found;
+    }
+    if (complete && (best < 0 || total < best_total)) best = j, best_total = total;
+  }
+  if (best < 0 || first->c[best].is_default) return 0;
+  snprintf(out, cap, "%s", first->c[best].label);
+  return 1;
+}
+
 static cJSON *device_json(const tuner *T) {
   cJSON *d = cJSON_CreateObject();
   cJSON_AddStringToObject(d, "vendor", T->caps.vendor);
@@ -549,6 +597,9 @@ static cJSON *entry_json(const tuner *T) {
     }
   }
   if (flash) cJSON_AddNumberToObject(cand_j, "flashBlocks", flash);
+  char tile[32];
+  if (best_tile(T, 0, tile, sizeof tile)) cJSON_AddStringToObject(cand_j, "prefillTile", tile);
+  if (best_tile(T, 1, tile, sizeof tile)) cJSON_AddStringToObject(cand_j, "prefillTileI8", tile);
   return e;
 }
 
@@ -697,6 +748,8 @@ static wisp_status accept(tuner *T, cJSON *e) {
   if (ab.tuned_slower) {
     cJSON_DeleteItemFromObjectCaseSensitive(cand, "matvec");
     cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTile");
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTileI8");
     cJSON_DeleteItemFromObjectCaseSensitive(e, "knee");
     kept = "none: the tuned choices were slower end to end; the plan runs its defaults";
   }
