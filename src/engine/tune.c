@@ -207,6 +207,10 @@ static void classes_of_phase(tuner *T, const wisp_plan *p, const wisp_registry *
       const wisp_variant *v = slash && mm ? wisp_registry_variant(mm, slash + 1) : NULL;
       const int i8 = v && has_override(v, "RM", "KB");
       if (ph == WISP_PHASE_DECODE ? !has_override(v, "WG", "ROWS") : !has_override(v, "TM", "TN")) continue;
+      /* a matrix's own WG x ROWS reaches matvec.wgsl / matvec_nosg.wgsl only
+       * (the Q4_K kernels take theirs from tuning q4kMatvec, for every matrix) */
+      if (ph == WISP_PHASE_DECODE && (!v->wgsl || (strcmp(v->wgsl, "matvec.wgsl") && strcmp(v->wgsl, "matvec_nosg.wgsl"))))
+        continue;
       char shape[32];
       snprintf(shape, sizeof shape, "%s", op->section);
       for (char *q = shape; *q; q++)
