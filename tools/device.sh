@@ -48,7 +48,7 @@
 #                                     600; TUNE_ARGS e.g. --quick), then `wisp bench`
 #                                     of the untuned and the tuned artifact alternate
 #                                     REPS (3) times for WORKLOADS (default "batch1
-#                                     default prefill1024"); tune.txt has tuned/default
+#                                     default opbyop prefill1024"); tune.txt has tuned/default
 #                                     per workload and whether tuned was ever slower
 #                                     than the default beyond the runs' own spread
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
@@ -304,12 +304,14 @@ tune() {
     $W tune -m "$t" --budget "${TUNE_BUDGET:-600}" -o "$OUT/tune-$m" ${TUNE_ARGS:-} 2>"$OUT/tune-$m.log" | tee "$OUT/tune-$m.txt"
     $W plan -m "$t" --backend webgpu 2>&1 | grep -A12 '^tuning' > "$OUT/plan-tuned-$m.txt"
     cat "$OUT/plan-tuned-$m.txt"
-    for w in ${WORKLOADS:-batch1 default prefill1024}; do
+    for w in ${WORKLOADS:-batch1 default opbyop prefill1024}; do
       case $w in
         batch1) args="--prompt 128 --decode 256 --batch 1 --profile exact" ;;
         default) args="--prompt 128 --decode 256" ;;
+        # the op-by-op decode (as sampling runs it), where the tuned one-token geometry acts
+        opbyop) args="--prompt 128 --decode 256 --tuning persist=0" ;;
         prefill1024) args="--prompt 1024 --decode 16" ;;
-        *) echo "tune: unknown workload '$w' (batch1, default, prefill1024)"; continue ;;
+        *) echo "tune: unknown workload '$w' (batch1, default, opbyop, prefill1024)"; continue ;;
       esac
       for rep in $(seq "${REPS:-3}"); do
         for v in default tuned; do

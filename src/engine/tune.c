@@ -740,13 +740,13 @@ static wisp_status accept(tuner *T, cJSON *e) {
   wisp_tune_ab ab;
   const int np = 512 < T->m->arch->max_positions(T->m->weights) / 2 ? 512 : T->m->arch->max_positions(T->m->weights) / 2;
   if (T->o->progress) fprintf(T->o->progress, "tune: the tuned entry against the default, end to end...\n");
-  wisp_status st = wisp_tune_accept(T->m, e, np, 64, 5, &ab);
+  wisp_status st = wisp_tune_accept(T->m, e, np, 128, 5, &ab);
   if (st) return st;
   const char *kept = "all";
   cJSON *cand = cJSON_GetObjectItemCaseSensitive(e, "candidate");
   if (ab.tuned_slower && cJSON_GetObjectItemCaseSensitive(cand, "flashBlocks")) {
     cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
-    if ((st = wisp_tune_accept(T->m, e, np, 64, 5, &ab))) return st;
+    if ((st = wisp_tune_accept(T->m, e, np, 128, 5, &ab))) return st;
     kept = "all but flashBlocks (slower with it)";
   }
   if (ab.tuned_slower) {

@@ -16,8 +16,8 @@ typedef struct {
 } wisp_tune_ab;
 
 /* Sessions (fast profile, WebGPU) planned without and with `entry` (an
- * element of a manifest's "tuned"), a prefill of np tokens and a greedy
- * decode of nd, `rounds` alternated rounds after a warm-up of each. The
+ * element of a manifest's "tuned"), a prefill of np tokens and a sampled
+ * decode of nd (temperature 0.8, the same seed: the op-by-op path), `rounds` alternated rounds after a warm-up of each. The
  * model's in-memory manifest is as it was afterwards. */
 wisp_status wisp_tune_accept(wisp_model *m, cJSON *entry, int np, int nd, int rounds, wisp_tune_ab *ab);
 
