@@ -248,6 +248,12 @@ void wisp_tuning_default_of(const char *key, uint32_t out[5]) {
     if (!strcmp(k_keys[i].key, key)) memcpy(out, k_keys[i].def, sizeof k_keys[i].def);
 }
 
+int wisp_tuning_given(const wisp_wgpu_backend_opts *o, const char *key) {
+  for (size_t i = 0; i < N_KEYS; i++)
+    if (!strcmp(k_keys[i].key, key)) return (int)(o->given >> i & 1);
+  return 0;
+}
+
 /* The one rule between the two: a key given in the tuning string replaces
  * the plan's value of the setting it names (a sweep measures the geometry
  * it gives, not the plan's). */

@@ -102,6 +102,15 @@ static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
    * kernels take it (the same bounds as at creation). */
   if (s->matvec_wg >= 1 && s->matvec_rows >= 1 && matvec_fits(g, (uint32_t)s->matvec_wg, (uint32_t)s->matvec_rows))
     g->mv_wg = (uint32_t)s->matvec_wg, g->mv_rows = (uint32_t)s->matvec_rows;
+  /* The plan's prefill tiles (a tuned entry), where matmul.wgsl takes them
+   * (multiples of 4, (TM/4)(TN/4) threads within the limit) and no tuning
+   * key gave another; the integer product checks its own at first use. */
+  const uint32_t tm = (uint32_t)s->prefill_tm, tn = (uint32_t)s->prefill_tn;
+  if (tm >= 4 && tn >= 4 && !(tm % 4) && !(tn % 4) && (tm / 4) * (tn / 4) <= g->d->info.max_compute_invocations_per_workgroup &&
+      !wisp_tuning_given(&g->opts, "matmul"))
+    g->mm_tm = tm, g->mm_tn = tn;
+  if (s->prefill_i8[0] > 0 && !wisp_tuning_given(&g->opts, "matmulI8"))
+    for (int i = 0; i < 5; i++) g->opts.i8_geometry[i] = (uint32_t)s->prefill_i8[i];
   g->set = *s;
   /* The plan's kvDtype f16 turns packed-f16 KV on (kv_f16 / tuning kv=f16
    * may have already); the session makes its caches after configure. */
