@@ -339,20 +339,20 @@ TEST(server_cli_errors) {
   char cmd[1024], out[4096];
   /* a GGUF opens through wisp_model_open like a directory: a missing one is
    * the load's error, naming the file */
-  snprintf(cmd, sizeof cmd, "%s serve -m %s/model.gguf --port 0", test_wisp_bin(), test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact -m %s/model.gguf --port 0", test_wisp_bin(), test_tmpdir());
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "model.gguf: cannot open"), "exit %d: %s", rc, out);
-  snprintf(cmd, sizeof cmd, "%s serve --port 70000", test_wisp_bin());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact --port 70000", test_wisp_bin());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 2 && strstr(out, "--port"), "exit %d: %s", rc, out);
-  snprintf(cmd, sizeof cmd, "%s serve --api-key ''", test_wisp_bin());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact --api-key ''", test_wisp_bin());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 2 && strstr(out, "--api-key"), "exit %d: %s", rc, out);
-  snprintf(cmd, sizeof cmd, "%s serve --host not-an-address --port 0", test_wisp_bin());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact --host not-an-address --port 0", test_wisp_bin());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "cannot listen on not-an-address"), "exit %d: %s", rc, out);
   /* listening works, the model does not: the load's error, exit 1 */
-  snprintf(cmd, sizeof cmd, "%s serve -m %s/no-such-model --port 0", test_wisp_bin(), test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact -m %s/no-such-model --port 0", test_wisp_bin(), test_tmpdir());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "listening on") && strstr(out, "no-such-model/manifest.json"), "exit %d: %s", rc, out);
 }

@@ -49,17 +49,17 @@ TEST(web_page_greedy_equals_native) {
 
   /* The native CLI's greedy and sampled texts, and a copy of the model with four bytes of
    * its weights changed with the CLI's error for it. */
-  snprintf(cmd, sizeof cmd, "(%s run -m models/default --backend cpu -p '%s' -n 16 --temp 0 >%s/expect.txt 2>/dev/null)",
+  snprintf(cmd, sizeof cmd, "(%s run --profile exact -m models/default --backend cpu -p '%s' -n 16 --temp 0 >%s/expect.txt 2>/dev/null)",
            test_wisp_bin(), prompt, tmp);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "native run: exit %d: %s", rc, out);
   snprintf(cmd, sizeof cmd,
-           "(%s run -m models/default --backend cpu -p '%s' -n 16 --temp 0.8 --seed 7 >%s/sampled.txt 2>/dev/null)",
+           "(%s run --profile exact -m models/default --backend cpu -p '%s' -n 16 --temp 0.8 --seed 7 >%s/sampled.txt 2>/dev/null)",
            test_wisp_bin(), prompt, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "native sampled run: exit %d: %s", rc, out);
   snprintf(cmd, sizeof cmd,
-           "(printf 'Who was the king?\nAnd then?\n' | %s run -m models/default --backend cpu --chat -n 12 --temp 0 "
+           "(printf 'Who was the king?\nAnd then?\n' | %s run --profile exact -m models/default --backend cpu --chat -n 12 --temp 0 "
            ">%s/chat.txt 2>/dev/null)",
            test_wisp_bin(), tmp);
   rc = test_run(cmd, out, sizeof out);
@@ -69,7 +69,7 @@ TEST(web_page_greedy_equals_native) {
            "dd of=%s/bad/weights.bin bs=1 seek=100000 conv=notrunc 2>/dev/null",
            tmp, tmp);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "damaging a copy: %s", out);
-  snprintf(cmd, sizeof cmd, "(%s plan -m %s/bad --backend cpu >/dev/null 2>%s/error.txt)", test_wisp_bin(), tmp, tmp);
+  snprintf(cmd, sizeof cmd, "(%s plan --profile exact -m %s/bad --backend cpu >/dev/null 2>%s/error.txt)", test_wisp_bin(), tmp, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1, "native plan of the damaged copy: exit %d", rc);
 

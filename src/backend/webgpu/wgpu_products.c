@@ -3,8 +3,8 @@
  * weights: weights uploaded in parts that fit one binding; one-token
  * products by matvec.wgsl (with the held-back op fused in: PRE), several
  * tokens by matmul.wgsl (tiled) or matvec_rows.wgsl (a batched step's rows,
- * each with the one-token sums). Q4_K products are wgpu_products_q4k.c's, the Q4
- * x int8 prefill product wgpu_products_i8.c's. */
+ * each with the one-token sums). Q4_K products are wgpu_products_q4k.c's, the
+ * integer prefill products (Q4, Q4Z, Q4_K, Q8_0 x int8) wgpu_products_i8.c's. */
 #include "backend/webgpu/wgpu_products.h"
 
 #include <stdlib.h>
@@ -338,6 +338,11 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
                      int accumulate) {
   wgpu_backend *g = as_g(be);
   const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
+  if (W->type == WISP_W_Q4K && n > 1 && wisp_wgpu_mm8_takes(be, W, n)) { /* Q4_K x int8 (wgpu_products_i8.c) */
+    wisp_wgpu_emit_pending(g);
+    wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate);
+    return;
+  }
   if (W->type == WISP_W_Q4K) { /* wgpu_products_q4k.c; a held-back rmsnorm of x may fuse into it */
     if (g->fin.kind && g->fuse && wisp_wgpu_q4k_take_input(be, W, x, x_row0, n, y)) {
       wisp_wgpu_emit_pending(g); /* everything else held back comes first */
@@ -390,7 +395,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     merge.emit(g, &merge);
     pre = 0;
   }
-  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4 x int8 (wgpu_products_i8.c) */
+  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4/Q8_0 x int8 (wgpu_products_i8.c) */
   if (w->cols % 4) { /* x is read as vec4 rows */
     wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
@@ -436,13 +441,13 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
 /* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, wisp_wgpu_rows_nt(n) tokens a
  * workgroup (grid z), each weight unit loaded once for them. Its sums are those of
  * matvec.wgsl (PRE 0) for each token alone, given the same lanes per group:
- * the geometry is matvec_geometry's (rows per lane group at most 4, which
- * changes no sum). */
+ * the geometry is matvec_geometry's (rows per lane group at most 4 and
+ * fewer for many tokens, wisp_wgpu_rows_per_group, which changes no sum). */
 static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, int n, wisp_buf *y, int accumulate) {
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
-  if (rows > 4) rows = 4;
   const uint32_t nt = wisp_wgpu_rows_nt(g, n), qt = qt_of(w->type);
+  rows = wisp_wgpu_rows_per_group(rows, nt);
   const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt >= 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
   const uint32_t tu = wisp_wgpu_rows_tile(g, (uint32_t)w->cols / (4 * uv), uv, wg, lg, rows, nt);
   wisp_wgpu_const c[7] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg},           {"QT", qt},
@@ -471,7 +476,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
  * sums in another order and is not used here. One row: that very
  * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
- * which reads the weight once per up to 8 rows and gives every row the
+ * which reads the weight once per up to 64 rows and gives every row the
  * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
  * each row is its own matvec dispatch. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
