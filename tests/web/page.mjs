@@ -17,10 +17,11 @@
 //      streamed from the URL into GPU buffers: the native CLI's greedy tokens
 //      (--expect-big) with the page's wasm memory peak under half the weights;
 //   7. a page without WebGPU (navigator.gpu removed) falls back to its cpu
-//      backend (wasm SIMD) and gives the native CLI's greedy text.
+//      backend (wasm SIMD) and runs a GGUF file by URL (--gguf: the default
+//      model exported) with the native CLI's greedy text for it (--expect-gguf).
 //   node tests/web/page.mjs --web build/wasm --model models/default --prompt P -n N
 //        --expect FILE --expect-sampled FILE --expect-chat FILE --bad-dir DIR --expect-error FILE
-//        --big DIR --big-prompt P --expect-big FILE --out build/test-logs
+//        --big DIR --big-prompt P --expect-big FILE --gguf FILE --expect-gguf FILE --out build/test-logs
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -31,7 +32,7 @@ function args() {
   const a = {};
   const v = process.argv.slice(2);
   for (let i = 0; i < v.length; i += 2) a[v[i].replace(/^-+/, "")] = v[i + 1];
-  for (const k of ["web", "model", "prompt", "n", "expect", "expect-sampled", "expect-chat", "bad-dir", "expect-error", "big", "big-prompt", "expect-big", "out"])
+  for (const k of ["web", "model", "prompt", "n", "expect", "expect-sampled", "expect-chat", "bad-dir", "expect-error", "big", "big-prompt", "expect-big", "gguf", "expect-gguf", "out"])
     if (a[k] === undefined) throw new Error(`missing --${k}`);
   return a;
 }
@@ -76,7 +77,9 @@ const expectError = fs.readFileSync(a["expect-error"], "utf8").trim().split("\n"
   .replaceAll(a["bad-dir"], "/model");
 const expectBig = fs.readFileSync(a["expect-big"], "utf8");
 const bigWeights = fs.statSync(path.join(a.big, "weights.bin")).size;
-const server = await serve([["/good/", a.model], ["/bad/", a["bad-dir"]], ["/big/", a.big], ["/", a.web]]);
+const expectGguf = fs.readFileSync(a["expect-gguf"], "utf8");
+const server = await serve([["/good/", a.model], ["/bad/", a["bad-dir"]], ["/big/", a.big],
+                            ["/gguf/", path.dirname(a.gguf)], ["/", a.web]]);
 const base = `http://127.0.0.1:${server.address().port}`;
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), "wisp-chromium-"));
 let browser = null, page = null, failed = null, status = "";
@@ -209,16 +212,17 @@ try {
     await plain.waitForFunction((n) => window.wisp.runs > n && window.wisp.done, before, { timeout: 600000 });
   };
   if ((await plain.inputValue("#backend")) !== "cpu") throw new Error("without WebGPU the page did not choose cpu");
-  await plain.fill("#url", `${base}/good/`);
+  await plain.fill("#url", `${base}/gguf/${path.basename(a.gguf)}`);
   await cpuCommand(() => plain.click("#load-url"));
+  if (await plain.textContent("#error")) throw new Error("opening the GGUF file: " + (await plain.textContent("#error")));
   await plain.fill("#prompt", a.prompt);
   await plain.fill("#n", a.n);
   await plain.fill("#temp", "0");
   await cpuCommand(() => plain.click("#run"));
   const cpuText = await plain.textContent("#output");
-  if ((await plain.textContent("#error")) || cpuText !== expect || !(await plain.textContent("#plan")).includes("\nbackend cpu"))
-    throw new Error(`without WebGPU the page's cpu text differs from the native CLI's:\n page:   ${JSON.stringify(cpuText)}\n native: ${JSON.stringify(expect)}\n error: ${await plain.textContent("#error")}`);
-  console.log("ok without WebGPU: the cpu backend's greedy text equals native");
+  if ((await plain.textContent("#error")) || cpuText !== expectGguf || !(await plain.textContent("#plan")).includes("\nbackend cpu"))
+    throw new Error(`without WebGPU the page's cpu text for the GGUF file differs from the native CLI's:\n page:   ${JSON.stringify(cpuText)}\n native: ${JSON.stringify(expectGguf)}\n error: ${await plain.textContent("#error")}`);
+  console.log("ok without WebGPU: the cpu backend's greedy text for a GGUF file by URL equals native");
 } catch (e) {
   failed = e;
   if (page) status = await page.textContent("#status").catch(() => "");
