@@ -77,7 +77,7 @@ TEST(web_page_greedy_equals_native) {
    * streams into GPU buffers, and its native greedy tokens. */
   snprintf(cmd, sizeof cmd,
            "(%s gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o %s/big --seed 1 >/dev/null 2>&1 && "
-           "%s run -m %s/big --backend cpu -p I -n 1 --temp 0 >%s/expect-big.txt 2>/dev/null)",
+           "%s run --profile exact -m %s/big --backend cpu -p I -n 1 --temp 0 >%s/expect-big.txt 2>/dev/null)",
            test_wisp_bin(), tmp, test_wisp_bin(), tmp, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "the seed-shaped model and its native run: exit %d: %s", rc, out);
