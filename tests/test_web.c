@@ -85,7 +85,7 @@ TEST(web_page_greedy_equals_native) {
   /* The default model as a GGUF file, and its native greedy text. */
   snprintf(cmd, sizeof cmd,
            "(mkdir -p %s/gguf && %s export-gguf -m models/default -o %s/gguf/default.gguf >/dev/null 2>&1 && "
-           "%s run -m %s/gguf/default.gguf --backend cpu -p '%s' -n 16 --temp 0 >%s/expect-gguf.txt 2>/dev/null)",
+           "%s run --profile exact -m %s/gguf/default.gguf --backend cpu -p '%s' -n 16 --temp 0 >%s/expect-gguf.txt 2>/dev/null)",
            tmp, test_wisp_bin(), tmp, test_wisp_bin(), tmp, prompt, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "the GGUF export and its native run: exit %d: %s", rc, out);
