@@ -70,6 +70,10 @@ function serve(roots) {
 }
 
 const a = args();
+const started = Date.now();
+// "ok" lines carry the seconds since the start (wall time; the page's steps
+// are mostly SwiftShader compiling and running kernels)
+const ok = (text) => console.log(`ok ${text} [${((Date.now() - started) / 1000).toFixed(0)} s]`);
 const expect = fs.readFileSync(a.expect, "utf8");
 const expectSampled = fs.readFileSync(a["expect-sampled"], "utf8");
 const expectChat = fs.readFileSync(a["expect-chat"], "utf8");
@@ -125,12 +129,12 @@ try {
   if (got !== expect)
     throw new Error(`the page's greedy text differs from the native CLI's:\n page:   ${JSON.stringify(got)}\n native: ${JSON.stringify(expect)}`);
   if (updates < 2) throw new Error(`the tokens did not stream (${updates} update)`);
-  console.log(`ok page greedy text equals native (${got.length} characters in ${updates} updates) on ${device}`);
+  ok(`page greedy text equals native (${got.length} characters in ${updates} updates) on ${device}`);
   console.log(`   ${await page.textContent("#status")}`);
   fs.mkdirSync(a.out, { recursive: true });
   const shot = path.join(a.out, "wasm-page.png");
   await page.screenshot({ path: shot, fullPage: true });
-  console.log(`ok screenshot ${shot}`);
+  ok(`screenshot ${shot}`);
 
   // 2. sampled, on the page's CPU backend (choosing it plans again)
   await command(() => page.selectOption("#backend", "cpu"));
@@ -141,7 +145,7 @@ try {
   const sampled = await page.textContent("#output");
   if ((await page.textContent("#error")) || sampled !== expectSampled)
     throw new Error(`the page's sampled text (cpu, seed 7) differs from the native CLI's:\n page:   ${JSON.stringify(sampled)}\n native: ${JSON.stringify(expectSampled)}\n error: ${await page.textContent("#error")}`);
-  console.log(`ok page sampled text (cpu backend, temperature 0.8, seed 7) equals native`);
+  ok(`page sampled text (cpu backend, temperature 0.8, seed 7) equals native`);
 
   // 2b. a chat: two lines, greedy, 12 tokens a reply, then the end of input
   await page.fill("#temp", "0");
@@ -157,7 +161,7 @@ try {
   const replies = (await page.$$eval("#chat .reply", (els) => els.map((e) => e.textContent))).join("");
   if ((await page.textContent("#error")) || replies !== expectChat)
     throw new Error(`the page's chat differs from the native CLI's:\n page:   ${JSON.stringify(replies)}\n native: ${JSON.stringify(expectChat)}`);
-  console.log("ok page chat (two lines) equals native");
+  ok("page chat (two lines) equals native");
 
   // 3. the damaged artifact: the CLI's one line (wisp plan checks the
   // weights' digests when the page opens it)
@@ -167,7 +171,7 @@ try {
   if (!(await page.isDisabled("#run"))) throw new Error("a damaged artifact can be run");
   if (bad !== expectError)
     throw new Error(`the damaged artifact's error differs from the CLI's:\n page: ${JSON.stringify(bad)}\n cli:  ${JSON.stringify(expectError)}`);
-  console.log(`ok damaged artifact: ${bad}`);
+  ok(`damaged artifact: ${bad}`);
 
   // 5. the benchmark's receipt, on the default model's cpu backend
   await page.fill("#url", `${base}/good/`);
@@ -180,7 +184,7 @@ try {
   const receipt = JSON.parse(fs.readFileSync(await download.path(), "utf8"));
   if (receipt.prompt_tokens !== 8 || receipt.decode_tokens !== 8 || !receipt.decode || !receipt.plan_id)
     throw new Error("the downloaded receipt is not the benchmark's: " + JSON.stringify(receipt).slice(0, 300));
-  console.log(`ok receipt downloaded (${download.suggestedFilename()}: plan ${receipt.plan_id.slice(0, 12)}, ` +
+  ok(`receipt downloaded (${download.suggestedFilename()}: plan ${receipt.plan_id.slice(0, 12)}, ` +
               `${receipt.decode_tokens} decode tokens)`);
 
   // 6. the big model on WebGPU, its weights streamed from the URL
@@ -199,7 +203,7 @@ try {
     throw new Error(`the big model's greedy text on WebGPU differs from the native CLI's:\n page:   ${JSON.stringify(bigText)}\n native: ${JSON.stringify(expectBig)}\n error: ${await page.textContent("#error")}`);
   if (!(peak > 0 && peak < bigWeights / 2))
     throw new Error(`wasm memory peaked at ${peak} bytes for ${bigWeights} bytes of weights: they were not streamed`);
-  console.log(`ok streamed weights: greedy tokens equal native, wasm memory ${(peak / 2 ** 20).toFixed(0)} MiB ` +
+  ok(`streamed weights: greedy tokens equal native, wasm memory ${(peak / 2 ** 20).toFixed(0)} MiB ` +
               `for ${(bigWeights / 2 ** 20).toFixed(0)} MiB of weights`);
 
   // 7. no WebGPU: the page's cpu backend
@@ -222,7 +226,7 @@ try {
   const cpuText = await plain.textContent("#output");
   if ((await plain.textContent("#error")) || cpuText !== expectGguf || !(await plain.textContent("#plan")).includes("\nbackend cpu"))
     throw new Error(`without WebGPU the page's cpu text for the GGUF file differs from the native CLI's:\n page:   ${JSON.stringify(cpuText)}\n native: ${JSON.stringify(expectGguf)}\n error: ${await plain.textContent("#error")}`);
-  console.log("ok without WebGPU: the cpu backend's greedy text for a GGUF file by URL equals native");
+  ok("without WebGPU: the cpu backend's greedy text for a GGUF file by URL equals native");
 } catch (e) {
   failed = e;
   if (page) status = await page.textContent("#status").catch(() => "");
