@@ -154,14 +154,14 @@ TEST(gguf_run_every_command_takes_the_file) {
   fclose(f);
   const char *w = test_wisp_bin();
   const char *cmds[] = {"%s info -m %s", "%s info --verify %s", "%s plan -m %s", "%s verify %s", "%s tokenize -m %s -p hello",
-                        "%s run -m %s -p hi -n 4", "%s bench -m %s -p 8 -n 4 -o %s.bench.json", "%s perplexity -m %s -f %s",
-                        "%s logits -m %s --tokens 1,2,3"};
+                        "%s run -m %s -p hi -n 4", "%s bench --backend cpu --profile exact -m %s -p 8 -n 4 -o %s.bench.json", "%s perplexity -m %s -f %s",
+                        "%s logits --backend cpu -m %s --tokens 1,2,3"};
   for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
     snprintf(cmd, sizeof cmd, cmds[i], w, gguf, txt);
     strcat(cmd, " 2>&1");
     CHECKF(sh(cmd, log, sizeof log) == 0, "%s: %.600s", cmd, log);
   }
-  snprintf(cmd, sizeof cmd, "%s plan -m %s 2>&1", w, gguf);
+  snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s 2>&1", w, gguf);
   CHECK(sh(cmd, log, sizeof log) == 0);
   CHECKF(strstr(log, "mapped: blk.0.ffn_norm.weight F32") != NULL, "plan does not say where pieces came from: %.600s", log);
 }
@@ -270,7 +270,7 @@ TEST(gguf_run_tokenizer_and_chat_template_from_the_metadata) {
   CHECK(sh(cmd, tb, sizeof tb) == 0);
   CHECKF(!strncmp(ta, "[1,", 3) && !strcmp(ta, tb), "prompt tokens differ:\n%s\n%s", ta, tb);
   /* stderr names the template; stdout is the reply */
-  const char *chat = "{ { printf 'Who art thou?\\n' | %s run -m %s --chat -sys 'Answer briefly.' -n 12 --temp 0; } %s; }";
+  const char *chat = "{ { printf 'Who art thou?\\n' | %s run --backend cpu --profile exact -m %s --chat -sys 'Answer briefly.' -n 12 --temp 0; } %s; }";
   snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), gguf, "2>&1");
   CHECKF(sh(cmd, ta, sizeof ta) == 0 && strstr(ta, "chat (lfm2 template"), "not the model's template: %s", ta);
   snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), gguf, "2>/dev/null");

@@ -32,9 +32,19 @@
 #                                     "seed qwen08 qwen2b") for WORKLOADS (default
 #                                     "batch1 throughput prefill1024": decode 128+256
 #                                     at one token a submit and under the throughput
-#                                     profile, prefill 1,024; batchN any batch)
+#                                     profile, prefill 1,024; batchN any batch;
+#                                     opbyop: decode 128+256 with the persistent
+#                                     decode off, every step through the graph's
+#                                     fused ops)
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
+#   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
+#                                     (default "qwen08 qwen2b"): greedy ids of a long
+#                                     prompt chunked / token by token (dnChunkMin=1000000)
+#                                     / CPU; per-kernel GPU time of a 1,024-token prefill
+#                                     both ways; prefill 512 / 1,024 / 2,048 receipts for
+#                                     dnChunkCols 8, 16, 32 and token by token; the
+#                                     dnChunkMin crossover (prefills of 4..64 tokens)
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
 #   tools/device.sh templates OUT     the chat-template renderings of
 #                                     tests/data/chat_templates/expected.json
@@ -56,6 +66,16 @@
 #                                     qwen08"): aggregate tok/s, TTFT and ITL; then a 6-turn
 #                                     chat (TTFT per turn with prompt reuse); then the
 #                                     suite's sched_ tests
+#   tools/device.sh products OUT      each prefill product kernel's GFLOP/s and fraction
+#                                     of the FP32 (67 TFLOP/s) or DP4A (134 TOP/s) peak
+#                                     (tools/prod_probe.c, GPU timestamps): f32 activations
+#                                     (matmul.wgsl, the exact profile) for f32, F16, Q4, Q4Z,
+#                                     Q4_K, Q8_0 and int8 ones (matmul_i8.wgsl, the throughput
+#                                     profile) for Q4, Q4Z, Q4_K, Q8_0, on SHAPES (default the
+#                                     Qwen 3.5 0.8B products "2048x1024 7168x1024 1024x3584")
+#                                     x TOKENS ("512 2048"), each under the TUNINGS given
+#                                     (default: the tile by size, then "matmul=64x32"); the
+#                                     receipt OUT/products.json; then the suite's product tests
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
@@ -68,7 +88,7 @@ shift || true
 # ---- here ------------------------------------------------------------------
 bundle() {
   local jobs; jobs=$(nproc)
-  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe"
+  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe build/prod_probe"
   [ -n "${SLIM:-}" ] && bins=build/wisp # SLIM=1: wisp alone, for calls that carry more (bench/serve-h200.sh)
   # shellcheck disable=SC2086
   make -s -j"$jobs" $bins
@@ -133,8 +153,8 @@ model_dir() {
 # name model n: n greedy tokens on the CPU and on WebGPU must be the same
 same() {
   local a b
-  a=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null | grep "generated ids")
-  b=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null | grep "generated ids")
+  a=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend cpu --profile exact -t 16 2>&1 >/dev/null | grep "generated ids")
+  b=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend webgpu --profile exact 2>&1 >/dev/null | grep "generated ids")
   if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "$1: $3 greedy tokens identical (cpu vs webgpu)"
   else echo "$1: DIFFER"; echo "$a" | cut -c1-200; echo "$b" | cut -c1-200; fi
 }
@@ -152,7 +172,7 @@ check() {
   local prompt want got
   prompt=$(python3 -c "import json;print(json.load(open('models/default/expected.json')).get('prompt',''))")
   want=$(python3 -c "import json;d=json.load(open('models/default/expected.json'));print(' '.join(map(str,d.get('greedy_ids') or d.get('ids') or [])))")
-  got=$($W run -m models/default -p "$prompt" -n 128 --temp 0 --ignore-eos --ids --backend webgpu 2>&1 >/dev/null |
+  got=$($W run -m models/default -p "$prompt" -n 128 --temp 0 --ignore-eos --ids --backend webgpu --profile exact 2>&1 >/dev/null |
         sed -n 's/^generated ids: //p')
   if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "default model webgpu: greedy ids identical to PyTorch"
   else echo "default model webgpu: differ"; echo "want $want" | cut -c1-200; echo "got  $got" | cut -c1-200; fi
@@ -166,24 +186,24 @@ receipts() {
     case $part in
       seed)
         a=$(model_dir seed); say seed; same seed "$a" 128
-        bench h200-seed-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+        bench h200-seed-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
         bench h200-seed-webgpu-decode-throughput -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-        bench h200-seed-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 ;;
+        bench h200-seed-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact ;;
       qwen)
         for m in qwen08 qwen2b; do
           a=$(model_dir $m); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
           local cfg=${a#/tmp/wq/}; cfg=${cfg%%/*}
           say "$cfg"; same "$cfg q4k" "$a" 64
-          bench "h200-$cfg-q4k-webgpu-decode-batch1" -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+          bench "h200-$cfg-q4k-webgpu-decode-batch1" -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
           bench "h200-$cfg-q4k-webgpu-decode-throughput" -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-          bench "h200-$cfg-q4k-webgpu-prefill1024" -m "$a" --backend webgpu --prompt 1024 --decode 16
+          bench "h200-$cfg-q4k-webgpu-prefill1024" -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact
         done ;;
       lfm350)
         a=$(model_dir lfm350); [ -d "$a" ] || { echo "lfm350: no artifact"; continue; }
         say lfm2-350m; same "lfm2-350m q4" "$a" 64
-        bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+        bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
         bench h200-lfm2-350m-q4-webgpu-decode-throughput -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-        bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 ;;
+        bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact ;;
       *) echo "receipts: unknown section '$part' (seed, qwen, lfm350)" ;;
     esac
   done
@@ -207,9 +227,11 @@ ab() {
     for w in ${WORKLOADS:-batch1 throughput prefill1024}; do
       case $w in
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
-        prefill1024) args="--prompt 1024 --decode 16" ;;
-        batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch}" ;;
-        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024)"; continue ;;
+        prefill1024) args="--prompt 1024 --decode 16 --profile exact" ;;
+        batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch} --profile exact" ;;
+        # the op-by-op decode (the graph's fused ops, no persistent decode)
+        opbyop) args="--prompt 128 --decode 256 --profile exact --tuning persist=0" ;;
+        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
         for b in ${BINS:-wisp_prev wisp}; do
@@ -227,11 +249,61 @@ ab() {
 profile() {
   for m in ${MODELS:-seed qwen08}; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
-    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 128 --decode 128 -o /tmp/p.json 2>&1 |
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --profile exact --prompt 128 --decode 128 -o /tmp/p.json 2>&1 |
       grep -v XDG > "$OUT/profile-$m-decode.txt"
-    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 1 -o /tmp/p.json 2>&1 |
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --profile exact --prompt 1024 --decode 1 -o /tmp/p.json 2>&1 |
       grep -v XDG > "$OUT/profile-$m-prefill1024.txt"
     say "$m decode"; head -30 "$OUT/profile-$m-decode.txt"
+  done
+}
+
+# The chunked Gated DeltaNet (wgpu_deltanet_chunked.c) against dn_recur token
+# by token (tuning dnChunkMin=1000000): the same greedy ids, where the GPU
+# time goes, prefill tok/s by state-pass columns, and the prompt length
+# from which chunks pay (for dnChunkMin's default in src/backend/tuning.c).
+dnchunk() {
+  local prompt=$OUT/dnchunk-prompt.txt off=dnChunkMin=1000000 ids t
+  seq 1 400 | tr '\n' ' ' > "$prompt" # over a thousand tokens (digits are tokens of their own)
+  for m in ${MODELS:-qwen08 qwen2b}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    say "$m: greedy ids of a long prompt"
+    for t in chunked $off cpu; do
+      case $t in
+        chunked) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null) ;;
+        cpu) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null) ;;
+        *) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend webgpu --tuning "$t" 2>&1 >/dev/null) ;;
+      esac
+      if echo "$ids" | grep -q "generated ids"; then
+        echo "$ids" | grep "generated ids" | sed "s/^/$t: /" >> "$OUT/dnchunk-$m-ids.txt"
+      else
+        echo "$t: no ids: $(echo "$ids" | tail -1)" | tee -a "$OUT/dnchunk-$m-ids.txt"
+      fi
+    done
+    cut -c1-160 "$OUT/dnchunk-$m-ids.txt"
+    if [ "$(grep -c "generated ids" "$OUT/dnchunk-$m-ids.txt")" = 3 ] &&
+       [ "$(sed 's/^[^:]*: //' "$OUT/dnchunk-$m-ids.txt" | sort -u | wc -l)" = 1 ]; then
+      echo "$m: identical greedy ids"
+    else
+      echo "$m: DIFFER"
+    fi
+    say "$m: GPU time of a 1,024-token prefill"
+    for t in dnChunkMin=16 $off; do
+      WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 4 --tuning "$t" -o /tmp/p.json 2>&1 |
+        grep -v XDG > "$OUT/profile-$m-prefill1024-$t.txt"
+      echo "-- $t"; head -16 "$OUT/profile-$m-prefill1024-$t.txt"
+    done
+    say "$m: prefill"
+    for p in 512 1024 2048; do
+      for t in dnChunkCols=8 dnChunkCols=16 dnChunkCols=32 $off; do
+        bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
+      done
+    done
+    say "$m: dnChunkMin crossover"
+    for p in 4 8 16 32 64; do
+      for t in dnChunkMin=1 $off; do
+        bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
+      done
+    done
   done
 }
 
@@ -253,6 +325,24 @@ rows() {
   done
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu_rows_ 2>&1 | tail -4
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sequences 2>&1 | tail -8
+}
+
+# the prefill products against the peaks (docs/webgpu.md, "Products")
+products() {
+  local args=() sh tk
+  for sh in ${SHAPES:-2048x1024 7168x1024 1024x3584}; do args+=(--shape "$sh"); done
+  for tk in ${TOKENS:-512 2048}; do args+=(--tokens "$tk"); done
+  local t first=1
+  echo '[' >"$OUT/products.json"
+  for t in ${TUNINGS:-none matmul=64x32}; do
+    local tune=(); [ "$t" = none ] || tune=(--tuning "$t")
+    say "products $t"
+    [ $first = 1 ] || echo ',' >>"$OUT/products.json"
+    first=0
+    .dev/prod_probe --reps "${REPS:-5}" "${args[@]}" "${tune[@]}" 2>"$OUT/products-$t.log" | tee -a "$OUT/products.json"
+  done
+  echo ']' >>"$OUT/products.json"
+  WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu_matmul_ 2>&1 | tail -6
 }
 
 # the serving scheduler: C streams, then a multi-turn chat, per model
@@ -279,7 +369,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|probe|rows|sched|templates)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -1,7 +1,7 @@
 /* Attention of the WebGPU backend (backend.h attention, attention_rows):
  * one token by attn_decode.wgsl (norm, rope, cache append and attention in
- * one dispatch, keys split over workgroups and merged by attn_combine or by
- * the next product), several by attn_rope + attn_flash (or attn_prefill);
+ * one dispatch, keys split over workgroups and merged by attn_combine or,
+ * where the graph fuses it, by the product reading the output), several by attn_rope + attn_flash (or attn_prefill);
  * a batched step's rows by attn_decode_rows (+ attn_combine_rows). */
 #include "backend/webgpu/wgpu_attention.h"
 
@@ -19,14 +19,13 @@
 #define ATTN_PREFILL_MAXD 64
 
 static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out);
-static void emit_merge(wgpu_backend *g, const wisp_wgpu_pending *p) {
-  rec_attn_merge(g, p->heads, p->head_dim, p->splits, p->out);
+static void emit_merge(wisp_backend *be, const wisp_wgpu_tail *t) {
+  rec_attn_merge(as_g(be), t->heads, t->hd, t->splits, t->out);
 }
 
-static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
+void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wisp_wgpu_tail *tail) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
   if (D <= 0 || D % (g->kv16 ? 8 : 4) || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
     wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
@@ -46,10 +45,11 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   const int dec = a->n == 1 && g->attn_fuse; /* attn_decode.wgsl: KT-key tiles */
   const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / (dec ? ATTN_DEC_KT : ATTN_WG) + 1;
   uint32_t tps = 0xFFFFFFFFu;
-  const uint32_t splits = a->n == 1 ? wisp_wgpu_key_splits(ntile, g->max_splits, &tps) : 1;
+  const uint32_t rule = wisp_wgpu_split_rule(g), most = wisp_wgpu_split_most(rule);
+  const uint32_t splits = a->n == 1 ? wisp_wgpu_key_splits(ntile, rule, &tps) : 1;
   if (a->n == 1) g->stats.attn_splits += splits;
   if (splits > 1 &&
-      !wisp_wgpu_scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
+      !wisp_wgpu_scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * most * (D + 2) * 4,
                "wisp attention splits"))
     return;
   /* KV16: the caches hold f16 pairs packed in u32 words (kv_buf_new
@@ -100,13 +100,9 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     }
   }
   if (splits > 1) {
-    if (g->fuse && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
-      g->pend.kind = 4;
-      g->pend.emit = emit_merge;
-      g->pend.heads = H;
-      g->pend.head_dim = D;
-      g->pend.splits = (int)splits;
-      g->pend.out = a->out;
+    if (tail && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
+      *tail = (wisp_wgpu_tail){.kind = 3, .aux = g->part.b, .out = a->out, .heads = H, .hd = D,
+                               .splits = (int)splits, .emit = emit_merge};
       return;
     }
     rec_attn_merge(g, H, D, (int)splits, a->out);
@@ -126,7 +122,7 @@ static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits,
 
 /* The split of a one-token decode attention at position pos (g_attention). */
 static uint32_t attn_splits_at(const wgpu_backend *g, int pos, uint32_t *tps) {
-  return wisp_wgpu_key_splits((uint32_t)pos / ATTN_DEC_KT + 1, g->max_splits, tps);
+  return wisp_wgpu_key_splits((uint32_t)pos / ATTN_DEC_KT + 1, wisp_wgpu_split_rule(g), tps);
 }
 
 /* attn_decode_rows.wgsl (+ attn_combine_rows.wgsl where a row's position
@@ -140,7 +136,6 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
       KVH <= 0 || H % KVH)
     return 0;
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   wvec *qn = a->q_norm ? wisp_wgpu_need_vec(g, a->q_norm) : NULL, *kn = a->k_norm ? wisp_wgpu_need_vec(g, a->k_norm) : NULL;
   wvec *cs = wisp_wgpu_need_vec(g, a->rope_cos), *sn = cs ? wisp_wgpu_need_vec(g, a->rope_sin) : NULL;
   if ((a->q_norm && !qn) || (a->k_norm && !kn) || !sn) return 1; /* error kept */
@@ -150,7 +145,8 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
     g->stats.attn_splits += sp;
     if (sp > most) most = sp;
   }
-  const uint64_t block = (uint64_t)H * g->max_splits * (D + 2) * 4; /* a row's partials */
+  const uint32_t rule = wisp_wgpu_split_rule(g);
+  const uint64_t block = (uint64_t)H * wisp_wgpu_split_most(rule) * (D + 2) * 4; /* a row's partials */
   if (most > 1 && !wisp_wgpu_scratch(g, &g->part, block * (uint64_t)rows->n, block * (uint64_t)rows->n, "wisp attention splits"))
     return 1;
   const double qnorm = qn ? 1 : 0, knorm = kn ? 1 : 0;
@@ -178,7 +174,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
     p.D = (uint32_t)D;
     p.eps = a->eps;
     p.scale = 1.0f / sqrtf((float)D);
-    p.max_splits = g->max_splits;
+    p.max_splits = rule;
     uint32_t z = 1;
     for (uint32_t i = 0; i < p.count; i++) {
       const uint32_t sp = attn_splits_at(g, (int)p.rows[i][3], &tps);
@@ -198,7 +194,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
       pc.H = (uint32_t)H;
       pc.D = (uint32_t)D;
       pc.count = p.count;
-      pc.max_splits = g->max_splits;
+      pc.max_splits = rule;
       memcpy(pc.rows, p.rows, sizeof pc.rows);
       wisp_wgpu_binding bc[2] = {whole(g->part.b), whole(a->out->g.b)};
       wisp_wgpu_record(g, kc, bc, 2, &pc, sizeof pc, (uint32_t)H, p.count);
@@ -207,6 +203,8 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
   return 1;
 }
 
+
+static void g_attention(wisp_backend *be, const wisp_attention_args *a) { wisp_wgpu_attention_rec(be, a, NULL); }
 
 void wisp_wgpu_attention_install(wisp_backend *vt) {
   vt->attention = g_attention;

@@ -35,33 +35,38 @@ static wisp_buf *g_kv_buf_new(wisp_backend *be, size_t n) {
 static wisp_status g_buf_new_slots(wisp_backend *be, size_t n, int kv, int slots, wisp_buf **out) {
   wgpu_backend *g = as_g(be);
   const uint64_t words = kv && g->kv16 ? (n + 1) / 2 : (n ? n : 1);
-  const uint64_t align = g->d->info.min_storage_buffer_offset_alignment > 256
-                             ? g->d->info.min_storage_buffer_offset_alignment
-                             : 256;
-  const uint64_t stride = (words * 4 + align - 1) / align * align;
+  const uint64_t stride = wisp_wgpu_slot_stride(g, words);
   uint64_t per = g->max_binding / stride;
   if (per < 1) per = 1;
   for (int i = 0; i < slots; i++) out[i] = NULL;
   for (int i0 = 0; i0 < slots; i0 += (int)per) {
     const int cnt = slots - i0 < (int)per ? slots - i0 : (int)per;
     wisp_buf *P = calloc(1, sizeof *P);
+    if (P && !(P->kids = calloc((size_t)cnt, sizeof *P->kids))) {
+      free(P);
+      P = NULL;
+    }
     if (!P || wisp_wgpu_buf_create(g->d, stride * (uint64_t)(cnt - 1) + words * 4, WISP_WGPU_STORAGE,
                                    "wisp slot states", &P->g)) {
+      if (P) free(P->kids);
       free(P);
       goto fail;
     }
     P->n = (size_t)(P->g.size / 4);
+    P->n_kids = cnt;
     for (int i = 0; i < cnt; i++) {
       wisp_buf *v = calloc(1, sizeof *v);
       if (!v) {
         if (!P->refs) {
           wisp_wgpu_buf_free(g->d, &P->g);
+          free(P->kids);
           free(P);
         }
         goto fail;
       }
-      *v = (wisp_buf){P->g, (size_t)words, stride * (uint64_t)i, P, 0};
+      *v = (wisp_buf){P->g, (size_t)words, stride * (uint64_t)i, P, 0, NULL, 0};
       P->refs++;
+      P->kids[i] = v;
       out[i0 + i] = v;
     }
   }
@@ -79,10 +84,11 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
   if (!b) return;
   g->state_forget(be, b); /* no copy-back into a freed state buffer */
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_keep_error(g, wisp_wgpu_flush(g)); /* recorded work may still use it */
   if (b->parent) { /* a slot's part: the device buffer goes with the last part */
     wisp_buf *P = b->parent;
+    for (int i = 0; i < P->n_kids; i++)
+      if (P->kids[i] == b) P->kids[i] = NULL;
     free(b);
     if (--P->refs > 0) return;
     b = P;
@@ -94,13 +100,13 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
     g->spec_have = 0;
   }
   wisp_wgpu_buf_free(g->d, &b->g);
+  free(b->kids);
   free(b);
 }
 
 static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
   wgpu_backend *g = as_g(be);
   g->state_flush(be); /* a state buffer read back must hold the persistent decode's latest */
-  wisp_wgpu_emit_pending(g);
   wisp_status st;
   off += (size_t)word0(b); /* a slot's part: words of its device buffer */
   if (g->spec_ready && !g->open && g->spec_src == b->g.b && g->spec_off == (uint64_t)off * 4 &&
@@ -126,7 +132,6 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
 static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   /* Queue writes land before the next submit: submit what is recorded first. */
   wisp_wgpu_keep_error(g, wisp_wgpu_flush(g));
   g->spec_ready = 0;
@@ -188,7 +193,6 @@ wvec *wisp_wgpu_need_vec(wgpu_backend *g, const wisp_vector *v) {
 
 static void g_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   /* A queue write lands before the next submit as a whole: submit what was
    * recorded before it first, so ordering is what the caller wrote. */
   if (g->open) wisp_wgpu_keep_error(g, wisp_wgpu_flush(g));
@@ -201,7 +205,6 @@ static void g_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, con
 
 static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_const c[1] = {{"WG", 64}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "copy", c, 1);
   struct {
@@ -214,7 +217,6 @@ static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src
 static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_copy_words(g, src->g.b, word0(src), dst->g.b, word0(dst), n);
 }
 
@@ -222,7 +224,6 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
                           size_t n) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_copy_words(g, src->g.b, word0(src) + src_off, dst->g.b, word0(dst) + dst_off, n);
 }
 
