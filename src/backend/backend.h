@@ -254,6 +254,12 @@ typedef struct {
                           * Backends without it keep f32. */
   int persist_min_steps; /* the plan's persistentDecodeMinSteps; -1 the plan has none (persistentDecode
                           * null), 0 not given (no plan: the backend's default) */
+  /* The prefill products' tiles the plan resolved (a tuned entry's
+   * candidate.prefillTile, TMxTN, and prefillTileI8, TMxTNxRMxRNxKB;
+   * docs/tuning.md); 0: the backend's own (tuning matmul, matmulI8, which
+   * win when given). */
+  int prefill_tm, prefill_tn;
+  int prefill_i8[5];
 } wisp_backend_settings;
 
 /* Every switch on, default geometry, f32 KV. */

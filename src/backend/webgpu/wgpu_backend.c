@@ -20,6 +20,7 @@
 #include "backend/webgpu/wgpu_products.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
+#include "backend/webgpu/wgpu_products_tiled.h"
 #include "backend/webgpu/wgpu_variants.h"
 #include "backend/webgpu/wgpu_sampling.h"
 #include "backend/tuning_defaults.h"
@@ -70,6 +71,13 @@ static void g_destroy(wisp_backend *be) {
 
 static int pow2(unsigned x) { return x && !(x & (x - 1)); }
 
+/* The prefill product's tiles for small and large products fit matmul.wgsl
+ * and the device (tuning matmul / matmulTile may have set them). */
+static int matmul_tiles_ok(const wgpu_backend *g) {
+  const wisp_wgpu_tile a = wisp_wgpu_matmul_tile(g, 1, 2), b = wisp_wgpu_matmul_tile(g, 1 << 20, 1 << 20);
+  return wisp_wgpu_matmul_tile_ok(g, &a) && wisp_wgpu_matmul_tile_ok(g, &b);
+}
+
 /* matvec.wgsl / matvec_nosg.wgsl take this one-token geometry. */
 static int matvec_fits(const wgpu_backend *g, uint32_t wg, uint32_t rows) {
   return rows <= wg && rows <= 16 && (g->sg || !(wg & (wg - 1))) && (!g->sg || !(wg % wisp_wgpu_matvec_lanes(g, wg)));
@@ -94,6 +102,15 @@ static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
    * kernels take it (the same bounds as at creation). */
   if (s->matvec_wg >= 1 && s->matvec_rows >= 1 && matvec_fits(g, (uint32_t)s->matvec_wg, (uint32_t)s->matvec_rows))
     g->mv_wg = (uint32_t)s->matvec_wg, g->mv_rows = (uint32_t)s->matvec_rows;
+  /* The plan's prefill tiles (a tuned entry), where matmul.wgsl takes them
+   * (multiples of 4, (TM/4)(TN/4) threads within the limit) and no tuning
+   * key gave another; the integer product checks its own at first use. */
+  const uint32_t tm = (uint32_t)s->prefill_tm, tn = (uint32_t)s->prefill_tn;
+  if (tm >= 4 && tn >= 4 && !(tm % 4) && !(tn % 4) && (tm / 4) * (tn / 4) <= g->d->info.max_compute_invocations_per_workgroup &&
+      !wisp_tuning_given(&g->opts, "matmul"))
+    g->mm_tm = tm, g->mm_tn = tn;
+  if (s->prefill_i8[0] > 0 && !wisp_tuning_given(&g->opts, "matmulI8"))
+    for (int i = 0; i < 5; i++) g->opts.i8_geometry[i] = (uint32_t)s->prefill_i8[i];
   g->set = *s;
   /* The plan's kvDtype f16 turns packed-f16 KV on (kv_f16 / tuning kv=f16
    * may have already); the session makes its caches after configure. */
@@ -191,6 +208,9 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->mv_rows = o.matvec_rows;
   g->mm_tm = o.matmul_tm;
   g->mm_tn = o.matmul_tn;
+  g->mm_rm = o.matmul_rm;
+  g->mm_rn = o.matmul_rn;
+  g->mm_one_buffer = o.matmul_one_buffer;
   g->max_splits = o.attn_max_splits;
   g->mv_rows_big = o.matvec_big_rows;
   g->no_xstage = o.no_xstage;
@@ -228,18 +248,18 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;
   if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
       g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) ||
-      (g->sg && g->mv_wg % wisp_wgpu_matvec_lanes(g, g->mv_wg)) || g->mm_tm % 4 || g->mm_tn % 4 ||
-      (g->mm_tm / 4) * (g->mm_tn / 4) > g->d->info.max_compute_invocations_per_workgroup ||
+      (g->sg && g->mv_wg % wisp_wgpu_matvec_lanes(g, g->mv_wg)) || !matmul_tiles_ok(g) ||
       g->q4k_tune.mv_rows > 16 || (g->sg && g->q4k_tune.mv_wg % q4k_lg) ||
       (g->q4k_tune.mv_lg && (g->q4k_tune.mv_lg % q4k_lg || g->q4k_tune.mv_wg % g->q4k_tune.mv_lg)) ||
       !pow2(g->dn_tune.cols) || g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) ||
       g->dn_tune.groups > 1024 || !pow2(g->dn_tune.chunk_cols) || g->dn_tune.chunk_cols < 4 ||
       g->dn_tune.chunk_cols > 32) {
     st = wisp_fail(WISP_EINVAL,
-                   "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, Q4_K matvec %ux%u (lanes %u), "
-                   "deltanet %ux%u (chunked: %u columns)",
-                   g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->q4k_tune.mv_wg,
-                   g->q4k_tune.mv_rows, g->q4k_tune.mv_lg, g->dn_tune.cols, g->dn_tune.groups, g->dn_tune.chunk_cols);
+                   "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u tile %ux%u, Q4_K matvec %ux%u "
+                   "(lanes %u), deltanet %ux%u (chunked: %u columns)",
+                   g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->mm_rm, g->mm_rn,
+                   g->q4k_tune.mv_wg, g->q4k_tune.mv_rows, g->q4k_tune.mv_lg, g->dn_tune.cols, g->dn_tune.groups,
+                   g->dn_tune.chunk_cols);
     goto fail;
   }
   g->max_binding = g->d->info.max_storage_buffer_binding_size;

@@ -151,14 +151,15 @@ struct wgpu_backend {
   wisp_wgpu_device *d;
   int own_device;
   int sg; /* subgroup variants */
-  uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
+  uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn, mm_rm, mm_rn; /* mm_*: tuning matmul, matmulTile (0: by size) */
+  int mm_one_buffer; /* matmul.wgsl DB 0 (tests) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   int no_rows_q4k;    /* tuning rowsQ4K=0: Q4_K row by row, not through q4k_matvec_rows (wgpu_products_q4k.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
   int rows_stage_always; /* tuning rowsStage=1: stage the multi-row inputs whenever they fit (rows_tile) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
-  int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
+  int attn_prefill;     /* several tokens: attn_prefill.wgsl (tuning attnPrefill=1), attn_flash_tiled.wgsl (2), else attn_flash */
   int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
   wisp_wgpu_q4k_tuning q4k_tune; /* tuning q4kMatvec / q4kFused ..., set once (wgpu_products_q4k.c) */
   wisp_wgpu_dn_tuning dn_tune;   /* the options (dn_cols, dn_groups), set once (wgpu_deltanet.c) */

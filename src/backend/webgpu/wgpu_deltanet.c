@@ -225,8 +225,11 @@ void wisp_wgpu_deltanet_rec(wisp_backend *be, const wisp_deltanet_args *a, wisp_
   if (!wisp_wgpu_scratch(as_g(be), &q->cbuf, (uint64_t)a->n * cdim * 4, (uint64_t)(a->n > 64 ? a->n : 64) * cdim * 4, "wisp deltanet conv"))
     return;
   WGPUBuffer proj = a->proj->g.b;
-  /* a thread per channel and block of TB >= conv_len tokens (dn_conv.wgsl) */
-  const uint32_t tb = a->conv_len > 16 ? (uint32_t)a->conv_len : 16;
+  /* a thread per channel and block of TB >= conv_len tokens (dn_conv.wgsl),
+   * longer blocks where 16 tokens would need more than a grid dimension */
+  uint32_t tb = a->conv_len > 16 ? (uint32_t)a->conv_len : 16;
+  const uint32_t maxd = as_g(be)->d->info.max_compute_workgroups_per_dimension;
+  if (cdiv((uint64_t)a->n, tb) > maxd) tb = cdiv((uint64_t)a->n, maxd);
   wisp_wgpu_const c[2] = {{"WG", 64}, {"TB", tb}};
   wisp_wgpu_kernel *kc = wisp_wgpu_pipeline(as_g(be), "dn_conv", c, 2);
   struct {

@@ -15,6 +15,7 @@
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
+#include "backend/webgpu/wgpu_products_tiled.h"
 #include "format/qblocks.h"
 #include "format/quant.h"
 #include "format/weight_source.h"
@@ -349,22 +350,8 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
   }
-  const int tiled = n > 1 && w->cols % 32 == 0;
-  if (tiled) {
-    wisp_wgpu_const c[3] = {{"TM", g->mm_tm}, {"TN", g->mm_tn}, {"QT", qt_of(w->type)}};
-    wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "matmul", c, 3);
-    for (int q = 0; q < w->nparts; q++) {
-      const wmat_part *P = &w->parts[q];
-      struct {
-        uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad;
-      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)P->row0, (uint32_t)((size_t)x_row0 * w->cols / 4),
-             accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)w->rows, 0};
-      wisp_wgpu_binding b[5];
-      part_bindings(g, P, b);
-      b[3] = whole(x->g.b);
-      b[4] = whole(y->g.b);
-      wisp_wgpu_record(g, k, b, 5, &p, sizeof p, cdiv((uint64_t)P->rows, g->mm_tm), cdiv((uint64_t)n, g->mm_tn));
-    }
+  if (n > 1 && w->cols % 32 == 0) { /* matmul.wgsl (wgpu_products_tiled.c) */
+    wisp_wgpu_rec_matmul_tiled(g, W, qt_of(w->type), x, x_row0, n, y, accumulate);
     return;
   }
   wisp_wgpu_rec_matvec(g, w, 0, x, NULL, 0, x, x_row0, n, y, accumulate, 0, 0, 0, NULL);

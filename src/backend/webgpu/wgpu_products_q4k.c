@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_core.h"
+#include "backend/webgpu/wgpu_products_tiled.h"
 #include "util/err.h"
 
 /* q4k_matvec.wgsl's GN for a fused input op (floats of per-head values) */
@@ -74,25 +75,11 @@ wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m) {
 }
 
 /* Prefill (n > 1): matmul.wgsl with QT 3, a TM x TN tile per workgroup,
- * each 32-column sub-block dequantized once into workgroup memory for TN
- * tokens (the Q4/f32 prefill product's kernel; scales/zp are unused). */
+ * each 16 columns of a sub-block dequantized once into workgroup memory for
+ * TN tokens (the Q4/f32 prefill product's kernel; scales/zp are unused). */
 static void q4k_matmul_tiled(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                              int accumulate) {
-  const uint32_t tm = 64, tn = 32;
-  wisp_wgpu_const c[3] = {{"TM", tm}, {"TN", tn}, {"QT", 3}};
-  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(as_g(be), "matmul", c, 3);
-  WGPUBuffer none = as_g(be)->dummy.b;
-  int row0, prow;
-  WGPUBuffer wb;
-  for (int i = 0; wisp_wgpu_mat_part(as_g(be), W, i, &row0, &prow, &wb); i++) {
-    struct {
-      uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad;
-    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
-           accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows, 0};
-    wisp_wgpu_binding b[5] = {whole(wb), whole(none), whole(none), whole(x->g.b),
-                              whole(y->g.b)};
-    wisp_wgpu_record_xyz(as_g(be), k, b, 5, &p, sizeof p, cdiv((uint64_t)prow, tm), cdiv((uint64_t)n, tn), 1);
-  }
+  wisp_wgpu_rec_matmul_tiled(as_g(be), W, 3, x, x_row0, n, y, accumulate); /* wgpu_products_tiled.c */
 }
 
 /* GN of q4k_matvec.wgsl for a mixer's tail over `cols` inputs (0: it
