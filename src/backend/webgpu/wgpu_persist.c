@@ -890,7 +890,9 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * splits here as in the op-by-op decode; the stats count the key blocks
    * as g_attention does, per attention layer and step (persist.wgsl's
    * n_splits: one block per LK-th of the grid's threads in keys). */
-  const uint32_t cap = wisp_wgpu_split_most(wisp_wgpu_split_rule(as_g(be)));
+  /* (its own rule, n_splits: a split a 32-key block up to nsmax, which its
+   * grid bounds; the op-by-op decode's long part does not apply) */
+  const uint32_t cap = as_g(be)->max_splits;
   if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;
   const uint32_t kc = PERSIST_WG / 8;
   int attn_layers = 0;
