@@ -222,6 +222,7 @@ TEST(gguf_run_errors_name_the_file_and_the_fix) {
   snprintf(bad, sizeof bad, "%s/gr_err_type.gguf", test_tmpdir());
   CHECK(write_bytes(bad, buf, n) == 0);
   expect_error(bad, "llama-quantize");
+  expect_error(bad, "type 20 (IQ4_NL)");
 }
 
 /* The same on the WebGPU backend (lavapipe here): the file's f32, Q8_0,

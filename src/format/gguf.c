@@ -201,6 +201,17 @@ const char *wisp_ggml_type_name(uint32_t type) {
   }
 }
 
+/* Names of the ggml types wisp does not read, for the error that refuses
+ * them (ggml.h's type ids); NULL for an id ggml does not define either. */
+static const char *ggml_unread_type_name(uint32_t type) {
+  static const char *const names[] = {
+      [9] = "Q8_1",     [15] = "Q8_K",   [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S",
+      [20] = "IQ4_NL",  [21] = "IQ3_S",  [22] = "IQ2_S",   [23] = "IQ4_XS", [24] = "I8",      [25] = "I16",
+      [26] = "I32",     [27] = "I64",    [28] = "F64",     [29] = "IQ1_M",  [34] = "TQ1_0",   [35] = "TQ2_0",
+      [39] = "MXFP4"};
+  return type < sizeof names / sizeof names[0] ? names[type] : NULL;
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp((*(const wisp_gguf_tensor *const *)a)->name, (*(const wisp_gguf_tensor *const *)b)->name);
 }
@@ -228,11 +239,14 @@ static wisp_status read_tensor(rd *r, wisp_gguf_tensor *t, uint64_t index) {
   if ((st = rd_u32(r, &t->type, "tensor type")) || (st = rd_u64(r, &t->offset, "tensor offset"))) return st;
   size_t bb;
   int bn = wisp_ggml_block(t->type, &bb);
-  if (!bn)
+  if (!bn) {
+    const char *known = ggml_unread_type_name(t->type);
     return wisp_fail(WISP_EUNSUPPORTED,
-                     "%s: tensor '%s' has ggml type %u, which wisp cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
-                     "Q5_1, Q8_0, Q2_K to Q6_K); requantize the file with llama.cpp's llama-quantize to Q4_K_M, Q8_0 or F16",
-                     r->label, t->name, t->type);
+                     "%s: tensor '%s' has ggml type %u (%s), which wisp cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, "
+                     "Q5_0, Q5_1, Q8_0, Q2_K to Q6_K); requantize the file with llama.cpp's llama-quantize to Q4_K_M, "
+                     "Q8_0 or F16",
+                     r->label, t->name, t->type, known ? known : "not a ggml type");
+  }
   if (t->ne[0] % (uint64_t)bn)
     return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' (%s) has a row of %llu elements, not a multiple of its block %d",
                      r->label, t->name, wisp_ggml_type_name(t->type), (unsigned long long)t->ne[0], bn);

@@ -500,13 +500,16 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
   const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
   /* tuning persistOpt: engine 0's round-trip savers (OPT bits), for A/B runs */
   const wisp_wgpu_backend_opts *o = &as_g(be)->opts;
+  uint32_t opt = o->persist_opt;
+  /* bit 16 (attn_keys_wide): a key's 8 lanes within one subgroup */
+  if (as_g(be)->d->info.subgroup_min_size < 8) opt &= ~16u;
   wisp_wgpu_const c[12] = {{"WG", PERSIST_WG},
                            {"XS4", xs4},
                            {"MAXSG", PERSIST_WG / sgmin},
                            {"SPLIT", split},
                            {"XSUMN", split ? xs4 / 4 : 1},
                            {"VSLN", dn ? 64 : 1},
-                           {"OPT", o->persist_opt},
+                           {"OPT", opt},
                            {"TYPES", graph_types(g)},
                            {"WORKS", works},
                            {"STAGES", graph_stages(g)},
@@ -904,7 +907,6 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
 
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
-  wisp_wgpu_emit_pending(as_g(be));
   if (pos + k > P->kv_cap && !grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
   uint64_t epoch = as_g(be)->state_epoch;
   if (P->end != pos || P->epoch != epoch) {
