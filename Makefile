@@ -49,7 +49,7 @@ DEFAULT_MODEL ?= models/synthetic-seed
 
 .PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build fuzz-smoke lib install
 
-all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe $(BUILD)/seq_probe $(BUILD)/sched_probe
+all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe $(BUILD)/seq_probe $(BUILD)/sched_probe $(BUILD)/prod_probe
 
 deps:
 	@scripts/deps.sh
@@ -146,6 +146,11 @@ $(BUILD)/stream_probe: $(BUILD)/obj/tools/stream_probe.o $(BUILD)/obj/tools/prob
 
 # Probe (tools/seq_probe.c): S sequences a decode step against one at a time.
 $(BUILD)/seq_probe: $(BUILD)/obj/tools/seq_probe.o $(BUILD)/libwisp.a
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+
+# Device probe (tools/prod_probe.c): GFLOP/s of each prefill product kernel against the peaks.
+$(BUILD)/prod_probe: $(BUILD)/obj/tools/prod_probe.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 

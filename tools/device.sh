@@ -32,7 +32,10 @@
 #                                     "seed qwen08 qwen2b") for WORKLOADS (default
 #                                     "batch1 throughput prefill1024": decode 128+256
 #                                     at one token a submit and under the throughput
-#                                     profile, prefill 1,024; batchN any batch)
+#                                     profile, prefill 1,024; batchN any batch;
+#                                     opbyop: decode 128+256 with the persistent
+#                                     decode off, every step through the graph's
+#                                     fused ops)
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
@@ -64,6 +67,16 @@
 #                                     qwen08"): aggregate tok/s, TTFT and ITL; then a 6-turn
 #                                     chat (TTFT per turn with prompt reuse); then the
 #                                     suite's sched_ tests
+#   tools/device.sh products OUT      each prefill product kernel's GFLOP/s and fraction
+#                                     of the FP32 (67 TFLOP/s) or DP4A (134 TOP/s) peak
+#                                     (tools/prod_probe.c, GPU timestamps): f32 activations
+#                                     (matmul.wgsl, the exact profile) for f32, F16, Q4, Q4Z,
+#                                     Q4_K, Q8_0 and int8 ones (matmul_i8.wgsl, the throughput
+#                                     profile) for Q4, Q4Z, Q4_K, Q8_0, on SHAPES (default the
+#                                     Qwen 3.5 0.8B products "2048x1024 7168x1024 1024x3584")
+#                                     x TOKENS ("512 2048"), each under the TUNINGS given
+#                                     (default: the tile by size, then "matmul=64x32"); the
+#                                     receipt OUT/products.json; then the suite's product tests
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
@@ -76,7 +89,7 @@ shift || true
 # ---- here ------------------------------------------------------------------
 bundle() {
   local jobs; jobs=$(nproc)
-  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe"
+  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe build/prod_probe"
   [ -n "${SLIM:-}" ] && bins=build/wisp # SLIM=1: wisp alone, for calls that carry more (bench/serve-h200.sh)
   # shellcheck disable=SC2086
   make -s -j"$jobs" $bins
@@ -217,7 +230,9 @@ ab() {
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
         prefill1024) args="--prompt 1024 --decode 16 --profile exact" ;;
         batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch} --profile exact" ;;
-        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024)"; continue ;;
+        # the op-by-op decode (the graph's fused ops, no persistent decode)
+        opbyop) args="--prompt 128 --decode 256 --profile exact --tuning persist=0" ;;
+        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
         for b in ${BINS:-wisp_prev wisp}; do
@@ -313,6 +328,24 @@ rows() {
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sequences 2>&1 | tail -8
 }
 
+# the prefill products against the peaks (docs/webgpu.md, "Products")
+products() {
+  local args=() sh tk
+  for sh in ${SHAPES:-2048x1024 7168x1024 1024x3584}; do args+=(--shape "$sh"); done
+  for tk in ${TOKENS:-512 2048}; do args+=(--tokens "$tk"); done
+  local t first=1
+  echo '[' >"$OUT/products.json"
+  for t in ${TUNINGS:-none matmul=64x32}; do
+    local tune=(); [ "$t" = none ] || tune=(--tuning "$t")
+    say "products $t"
+    [ $first = 1 ] || echo ',' >>"$OUT/products.json"
+    first=0
+    .dev/prod_probe --reps "${REPS:-5}" "${args[@]}" "${tune[@]}" 2>"$OUT/products-$t.log" | tee -a "$OUT/products.json"
+  done
+  echo ']' >>"$OUT/products.json"
+  WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu_matmul_ 2>&1 | tail -6
+}
+
 # the serving scheduler: C streams, then a multi-turn chat, per model
 sched() {
   for m in ${MODELS:-seed qwen08}; do
@@ -337,7 +370,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -67,7 +67,9 @@ static const entry k_keys[] = {
     {"matvec", T_PAIR, W(matvec_wg), W(matvec_rows), 1, 1024, 0, "WGxROWS", .def = {128, 4}, .plan = P(matvec_wg), .plan2 = P(matvec_rows)},
     /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
     {"matvecBigRows", T_UINT, W(matvec_big_rows), 0, 1, 16, 0, "1..16", .def = {8}},
-    {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN", .def = {64, 32}},
+    /* no default: wgpu_products_tiled.c picks the tile by the product's size */
+    {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN", NO_DEFAULT},
+    {"matmulTile", T_PAIR, W(matmul_rm), W(matmul_rn), 1, 8, 0, "RMxRN", NO_DEFAULT},
     {"attnSplits", T_UINT, W(attn_max_splits), 0, 1, 1024, 0, "1..1024", .def = {32}, .plan = P(flash_blocks)},
     /* past attnSplits: a split per TILES 32-key tiles, up to MOST (at or below attnSplits: off) */
     {"attnSplitsLong", T_PAIR, W(attn_long_tiles), W(attn_long_most), 1, 1024, 0, "TILESxMOST", .def = {4, 256}},

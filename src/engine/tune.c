@@ -433,7 +433,6 @@ static wisp_status rig_make(tuner *T, const tclass *c, const cand *x, rig *r) {
     r->W.choice[ph].workgroup_size = (int)x->v[0];
     r->W.choice[ph].rows_per_subgroup = (int)x->v[1];
   }
-  r->W.choice[WISP_PHASE_DECODE].no_norm_fuse = r->W.choice[WISP_PHASE_PREFILL].no_norm_fuse = 1;
   if ((st = be->prepare_matrix(be, &r->W))) return st;
   r->tokens = c->kind == K_MATVEC ? 1 : c->tokens;
   r->x = random_buf(be, (size_t)r->tokens * (size_t)c->cols);

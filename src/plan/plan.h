@@ -179,6 +179,10 @@ int wisp_switch_on(const wisp_fusions *f, int i);
  * residual (a layer's input norm, the final norm before the head)
  * usePostFfnNextInputRMSNormPairFusion. */
 int wisp_norm_fuse_switch(const char *section);
+/* The fusions (WISP_FUSE_*) of graph g's node `node` that plan p applies
+ * (node -1: the head's, g->fused); g is the graph p was resolved from, or a
+ * session's copy of it. */
+unsigned wisp_plan_fusions_at(const wisp_plan *p, const struct wisp_graph *g, int node);
 /* The plan's settings.session object (switches with on/off and provenance). */
 cJSON *wisp_plan_switches_json(const wisp_plan *p);
 

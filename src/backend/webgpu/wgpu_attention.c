@@ -1,7 +1,7 @@
 /* Attention of the WebGPU backend (backend.h attention, attention_rows):
  * one token by attn_decode.wgsl (norm, rope, cache append and attention in
- * one dispatch, keys split over workgroups and merged by attn_combine or by
- * the next product), several by attn_rope + attn_flash (or attn_prefill);
+ * one dispatch, keys split over workgroups and merged by attn_combine or,
+ * where the graph fuses it, by the product reading the output), several by attn_rope + attn_flash (or attn_prefill);
  * a batched step's rows by attn_decode_rows (+ attn_combine_rows). */
 #include "backend/webgpu/wgpu_attention.h"
 
@@ -19,14 +19,13 @@
 #define ATTN_PREFILL_MAXD 64
 
 static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out);
-static void emit_merge(wgpu_backend *g, const wisp_wgpu_pending *p) {
-  rec_attn_merge(g, p->heads, p->head_dim, p->splits, p->out);
+static void emit_merge(wisp_backend *be, const wisp_wgpu_tail *t) {
+  rec_attn_merge(as_g(be), t->heads, t->hd, t->splits, t->out);
 }
 
-static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
+void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wisp_wgpu_tail *tail) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
   if (D <= 0 || D % (g->kv16 ? 8 : 4) || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
     wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
@@ -101,13 +100,9 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     }
   }
   if (splits > 1) {
-    if (g->fuse && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
-      g->pend.kind = 4;
-      g->pend.emit = emit_merge;
-      g->pend.heads = H;
-      g->pend.head_dim = D;
-      g->pend.splits = (int)splits;
-      g->pend.out = a->out;
+    if (tail && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
+      *tail = (wisp_wgpu_tail){.kind = 3, .aux = g->part.b, .out = a->out, .heads = H, .hd = D,
+                               .splits = (int)splits, .emit = emit_merge};
       return;
     }
     rec_attn_merge(g, H, D, (int)splits, a->out);
@@ -141,7 +136,6 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
       KVH <= 0 || H % KVH)
     return 0;
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   wvec *qn = a->q_norm ? wisp_wgpu_need_vec(g, a->q_norm) : NULL, *kn = a->k_norm ? wisp_wgpu_need_vec(g, a->k_norm) : NULL;
   wvec *cs = wisp_wgpu_need_vec(g, a->rope_cos), *sn = cs ? wisp_wgpu_need_vec(g, a->rope_sin) : NULL;
   if ((a->q_norm && !qn) || (a->k_norm && !kn) || !sn) return 1; /* error kept */
@@ -209,6 +203,8 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
   return 1;
 }
 
+
+static void g_attention(wisp_backend *be, const wisp_attention_args *a) { wisp_wgpu_attention_rec(be, a, NULL); }
 
 void wisp_wgpu_attention_install(wisp_backend *vt) {
   vt->attention = g_attention;

@@ -20,7 +20,8 @@ typedef struct wisp_wgpu_backend_opts {
   /* Geometry; 0 = the tuning table's default (tuning matvec=WGxROWS,
    * matmul=TMxTN). A session's settings (configure) may replace matvec_wg/rows
    * for every matrix (wisp_backend_settings.matvec_wg). */
-  uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn;
+  uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn, matmul_rm, matmul_rn; /* matmul*: 0 = by size */
+  int matmul_one_buffer; /* tests: matmul.wgsl with DB 0 (one workgroup buffer) even where two fit */
   /* Flash-decoding: most workgroups per head that one decode token's
    * attention is split over (one per 64-key tile up to this; 0 = the table's
    * default, 1 = no split); the plan's flashBlocks replaces it (configure). */

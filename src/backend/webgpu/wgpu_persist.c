@@ -866,7 +866,6 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
 
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
-  wisp_wgpu_emit_pending(as_g(be));
   if (pos + k > P->kv_cap && !grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
   uint64_t epoch = as_g(be)->state_epoch;
   if (P->end != pos || P->epoch != epoch) {
