@@ -46,6 +46,15 @@
 #                                     both ways; prefill receipts at PREFILLS (default
 #                                     "512 1024") for dnChunkCols 8, 16, 32 and token by
 #                                     token; the dnChunkMin crossover (prefills of 4..32)
+#   tools/device.sh tune OUT          `wisp tune` against the default in one run: on
+#                                     MODELS (default "seed qwen08") a copy of the
+#                                     artifact is tuned (TUNE_BUDGET seconds, default
+#                                     600; TUNE_ARGS e.g. --quick), then `wisp bench`
+#                                     of the untuned and the tuned artifact alternate
+#                                     REPS (3) times for WORKLOADS (default "batch1
+#                                     default opbyop prefill1024"); tune.txt has tuned/default
+#                                     per workload and whether tuned was ever slower
+#                                     than the default beyond the runs' own spread
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
 #   tools/device.sh templates OUT     the chat-template renderings of
 #                                     tests/data/chat_templates/expected.json
@@ -306,6 +315,61 @@ dnchunk() {
       done
     done
   done
+}
+
+# wisp tune against the default in one run: the same binary, the same
+# weights, the untuned artifact and its tuned copy alternated.
+tune() {
+  local args
+  for m in ${MODELS:-seed qwen08}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    local t=/tmp/wt-tuned-$m
+    rm -rf "$t" && cp -r "$a" "$t"
+    say "tune $m"
+    # shellcheck disable=SC2086
+    $W tune -m "$t" --budget "${TUNE_BUDGET:-600}" -o "$OUT/tune-$m" ${TUNE_ARGS:-} 2>"$OUT/tune-$m.log" | tee "$OUT/tune-$m.txt"
+    $W plan -m "$t" --backend webgpu 2>&1 | grep -A12 '^tuning' > "$OUT/plan-tuned-$m.txt"
+    cat "$OUT/plan-tuned-$m.txt"
+    for w in ${WORKLOADS:-batch1 default opbyop prefill1024}; do
+      case $w in
+        batch1) args="--prompt 128 --decode 256 --batch 1 --profile exact" ;;
+        default) args="--prompt 128 --decode 256" ;;
+        # the op-by-op decode (as sampling runs it), where the tuned one-token geometry acts
+        opbyop) args="--prompt 128 --decode 256 --tuning persist=0" ;;
+        prefill1024) args="--prompt 1024 --decode 16" ;;
+        *) echo "tune: unknown workload '$w' (batch1, default, opbyop, prefill1024)"; continue ;;
+      esac
+      for rep in $(seq "${REPS:-3}"); do
+        for v in default tuned; do
+          local dir=$a; [ "$v" = tuned ] && dir=$t
+          # shellcheck disable=SC2086
+          printf '%-8s %-12s %-8s %s %s\n' "$m" "$w" "$v" "$rep" \
+            "$($W bench -m "$dir" --backend webgpu $args -o "$OUT/tune-ab-$m-$w-$v-$rep.json" 2>/dev/null | head -1)" |
+            tee -a "$OUT/tune-ab.txt"
+        done
+      done
+    done
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/tune.txt"
+import glob, json, os, statistics, sys
+out = sys.argv[1]
+runs = {}
+for f in glob.glob(os.path.join(out, "tune-ab-*.json")):
+    m, w, v, rep = os.path.basename(f)[len("tune-ab-"):-len(".json")].rsplit("-", 3)
+    r = json.load(open(f))
+    tps = r["prefill"]["tok_per_s"] if w.startswith("prefill") else r["decode"]["tok_per_s"]
+    runs.setdefault((m, w), {}).setdefault(v, []).append(tps)
+slower = 0
+for (m, w), v in sorted(runs.items()):
+    d, t = v.get("default", []), v.get("tuned", [])
+    if not d or not t: continue
+    md, mt = statistics.median(d), statistics.median(t)
+    noise = (max(d) - min(d)) / md / 2 if len(d) > 1 else 0
+    bad = mt < md * (1 - noise)
+    slower += bad
+    print(f"{m:8} {w:12} default {md:10.1f} tok/s  tuned {mt:10.1f} tok/s  {mt / md:5.2f}x  (default's spread {100 * noise:.1f}%){'  SLOWER' if bad else ''}")
+print("tuned never slower than the default beyond the spread" if not slower else f"tuned slower in {slower} workloads")
+PY
 }
 
 probe() {

@@ -197,7 +197,8 @@ typedef enum {
   WISP_POST_NONE,
   WISP_POST_SWIGLU,    /* post_out = silu(gate) * up, y = [gate | up] of post_dim each */
   WISP_POST_SHORTCONV, /* the short conv over y (taps, conv_len, conv_state, post_dim) into post_out */
-  WISP_POST_DELTANET,  /* the Gated DeltaNet op *deltanet_post, whose proj is y */
+  WISP_POST_DELTANET,  /* the Gated DeltaNet *deltanet_post reads y: the product is recorded by the row
+                        * ranges it needs; the op itself stays the caller's (matmul_fused returns 0) */
   WISP_POST_ARGMAX,    /* ids[slot] = the greedy choice over y (sample_id with *sampling, temperature <= 0) */
 } wisp_fused_post;
 typedef struct {
@@ -253,6 +254,12 @@ typedef struct {
                           * Backends without it keep f32. */
   int persist_min_steps; /* the plan's persistentDecodeMinSteps; -1 the plan has none (persistentDecode
                           * null), 0 not given (no plan: the backend's default) */
+  /* The prefill products' tiles the plan resolved (a tuned entry's
+   * candidate.prefillTile, TMxTN, and prefillTileI8, TMxTNxRMxRNxKB;
+   * docs/tuning.md); 0: the backend's own (tuning matmul, matmulI8, which
+   * win when given). */
+  int prefill_tm, prefill_tn;
+  int prefill_i8[5];
 } wisp_backend_settings;
 
 /* Every switch on, default geometry, f32 KV. */

@@ -57,7 +57,8 @@ static const entry k_keys[] = {
     {"rowsShared", T_OFF, W(no_rows_shared), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsQ4K", T_OFF, W(no_rows_q4k), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsStage", T_ON, W(rows_stage_always), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
-    {"attnPrefill", T_ON, W(attn_prefill), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    /* 1: attn_prefill.wgsl, 2: attn_flash_tiled.wgsl (subgroups), else attn_flash.wgsl */
+    {"attnPrefill", T_UINT, W(attn_prefill), 0, 0, 2, 1, "0, 1 or 2", NO_DEFAULT},
     /* kv=f16 turns f16 caches on over the plan's f32; kv=f32 leaves the plan's choice */
     {"kv", T_SPECIAL, W(kv_f16), 0, 0, 0, 1, "f32 or f16", NO_DEFAULT, .plan = P(kv_f16)},
     {"prefetch", T_SPECIAL, W(prefetch), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
@@ -245,6 +246,12 @@ void wisp_tuning_default_of(const char *key, uint32_t out[5]) {
   memset(out, 0, 5 * sizeof *out);
   for (size_t i = 0; i < N_KEYS; i++)
     if (!strcmp(k_keys[i].key, key)) memcpy(out, k_keys[i].def, sizeof k_keys[i].def);
+}
+
+int wisp_tuning_given(const wisp_wgpu_backend_opts *o, const char *key) {
+  for (size_t i = 0; i < N_KEYS; i++)
+    if (!strcmp(k_keys[i].key, key)) return (int)(o->given >> i & 1);
+  return 0;
 }
 
 /* The one rule between the two: a key given in the tuning string replaces

@@ -191,6 +191,9 @@ const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wi
   const wisp_fusions *f = &p->fusions;
   wisp_backend_settings_default(s);
   s->flash_blocks = p->flash_blocks;
+  s->prefill_tm = p->prefill_tile[0];
+  s->prefill_tn = p->prefill_tile[1];
+  for (int i = 0; i < 5; i++) s->prefill_i8[i] = p->prefill_tile_i8[i];
   s->ffn_wg = f->ffn_geometry.workgroup_size;
   s->ffn_cols = f->ffn_geometry.cols_per_wg;
   s->ffn_tpc = f->ffn_geometry.threads_per_col;

@@ -950,6 +950,17 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddStringToObject(ex, "convFuseFrom", p->conv_fuse_from);
   cJSON_AddNumberToObject(ex, "flashBlocks", p->flash_blocks);
   cJSON_AddStringToObject(ex, "flashBlocksFrom", p->flash_blocks_from);
+  if (p->prefill_tile[0]) { /* only a tuned entry sets them: other plans keep their ids */
+    char t[64];
+    snprintf(t, sizeof t, "%dx%d", p->prefill_tile[0], p->prefill_tile[1]);
+    cJSON_AddStringToObject(ex, "prefillTile", t);
+  }
+  if (p->prefill_tile_i8[0]) {
+    char t[80];
+    const int *g = p->prefill_tile_i8;
+    snprintf(t, sizeof t, "%dx%dx%dx%dx%d", g[0], g[1], g[2], g[3], g[4]);
+    cJSON_AddStringToObject(ex, "prefillTileI8", t);
+  }
   cJSON_AddStringToObject(ex, "kvDtype", p->kv_dtype);
   cJSON_AddStringToObject(ex, "kvDtypeFrom", p->kv_dtype_from);
   if (p->persist_kernel[0]) {
@@ -972,6 +983,28 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
 }
 
 /* ---- grouping ---- */
+
+/* "AxBx..." of n positive numbers, at most 1024 each, into out. */
+static int read_dims(const cJSON *j, int n, int *out) {
+  if (!cJSON_IsString(j)) return 0;
+  const char *s = j->valuestring;
+  for (int i = 0; i < n; i++) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 1 || v > 1024 || (i + 1 < n ? *end != 'x' : *end != 0)) return 0;
+    out[i] = (int)v;
+    s = end + 1;
+  }
+  return 1;
+}
+
+/* The candidate's prefill tiles (a tuned entry's), when well formed. */
+static void read_tiles(const cJSON *cand, wisp_plan *p) {
+  int t[5];
+  if (cand && read_dims(cJSON_GetObjectItemCaseSensitive(cand, "prefillTile"), 2, t)) memcpy(p->prefill_tile, t, 2 * sizeof *t);
+  if (cand && read_dims(cJSON_GetObjectItemCaseSensitive(cand, "prefillTileI8"), 5, t))
+    memcpy(p->prefill_tile_i8, t, 5 * sizeof *t);
+}
 
 static char *ops_signature(const opvec *o) {
   cJSON *a = ops_json(o->v, o->n);
@@ -1175,6 +1208,7 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     p->flash_blocks = 32;
     p->conv_fuse_from = cJSON_IsBool(cand_fuse) ? "manifest candidate" : "default";
     p->flash_blocks_from = "default";
+    read_tiles(in->candidate, p);
     const cJSON *fb = in->candidate ? cJSON_GetObjectItemCaseSensitive(in->candidate, "flashBlocks") : NULL;
     if (cJSON_IsNumber(fb) && fb->valuedouble >= 1 && fb->valuedouble <= 256) {
       p->flash_blocks = (int)fb->valuedouble;
@@ -1294,6 +1328,10 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     fprintf(f, " decodeLoop.batchSize=%d decodeLoop.maxBatchDecodeTokens=%d", p->decode_loop.batch_size,
             p->decode_loop.max_batch_decode_tokens);
   int cpu = !strcmp(p->backend, "cpu");
+  if (p->prefill_tile[0]) fprintf(f, " prefillTile=%dx%d (manifest candidate)", p->prefill_tile[0], p->prefill_tile[1]);
+  if (p->prefill_tile_i8[0])
+    fprintf(f, " prefillTileI8=%dx%dx%dx%dx%d (manifest candidate)", p->prefill_tile_i8[0], p->prefill_tile_i8[1],
+            p->prefill_tile_i8[2], p->prefill_tile_i8[3], p->prefill_tile_i8[4]);
   fprintf(f, "\nsettings kvDtype=%s (%s)\n", p->kv_dtype, p->kv_dtype_from);
   if (p->persist_kernel[0])
     fprintf(f, "settings persistentDecode=%s minSteps=%d (greedy decode batches of that many steps or more run as one "

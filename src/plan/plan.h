@@ -91,6 +91,10 @@ typedef struct {
    * where each value came from ("default" or "manifest candidate"). */
   int conv_fuse, flash_blocks;
   const char *conv_fuse_from, *flash_blocks_from;
+  /* The prefill products' tiles a tuned entry chose (candidate.prefillTile
+   * "TMxTN", prefillTileI8 "TMxTNxRMxRNxKB"; docs/tuning.md); 0: the
+   * backend's own. */
+  int prefill_tile[2], prefill_tile_i8[5];
   /* The KV caches' element type, "f32" or "f16" (packed halves): f16 when a
    * decode attention op is bound to a profile kernel whose
    * precision.kvDtype is "f16" (kv_dtype_from names it), else "f32"

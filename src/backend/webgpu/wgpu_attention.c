@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_attention_tiled.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "util/err.h"
 
@@ -89,7 +90,10 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
             splits, tps};
     wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), bind_of(a->k_cache), bind_of(a->v_cache), whole(a->out->g.b),
                                whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
-    if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill &&
+    if (splits == 1 && wisp_wgpu_attn_tiled(g, g->qbuf.b, bind_of(a->k_cache), bind_of(a->v_cache), a->out->g.b, a->n,
+                                            a->pos0, H, KVH, D)) {
+      /* attn_flash_tiled.wgsl (tuning attnPrefill=2): recorded */
+    } else if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill == 1 &&
         (uint64_t)ATTN_PREFILL_KT * ATTN_PREFILL_MAXD * 8 <= g->d->info.max_compute_workgroup_storage_size) {
       /* attn_prefill.wgsl: a workgroup per 64 query tokens of a head sharing key/value tiles */
       wisp_wgpu_const cp[3] = {{"QB", ATTN_PREFILL_QB}, {"KT", ATTN_PREFILL_KT}, {"KV16", g->kv16 ? 1 : 0}};
@@ -100,7 +104,10 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
     }
   }
   if (splits > 1) {
-    if (tail && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
+    /* The product reading out may merge the splits itself (PRE 3): every
+     * one of its workgroups reads all the partials, so only up to the short
+     * cap; the long rule's many splits are merged once by attn_combine. */
+    if (tail && g->sg && D % 4 == 0 && splits <= g->max_splits) {
       *tail = (wisp_wgpu_tail){.kind = 3, .aux = g->part.b, .out = a->out, .heads = H, .hd = D,
                                .splits = (int)splits, .emit = emit_merge};
       return;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_attention_tiled.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "util/err.h"
 
@@ -166,9 +167,12 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
     wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), kc,
                                 vc, whole(out), whole(splits > 1 ? q->part.b : as_g(be)->dummy_rw.b)};
     wisp_wgpu_record_xyz(as_g(be), kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
-    if (splits > 1 && gate_in) { /* the gated merge: left to the product reading out where the graph fuses them */
+    if (splits > 1 && gate_in) {
+      /* the gated merge: left to the product reading out where the graph
+       * fuses them (its every workgroup merges the partials while staging:
+       * up to the short cap); the long rule's many splits are merged once here */
       const wisp_wgpu_tail t = {2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)splits, 0, emit_combine};
-      if (tail) *tail = t;
+      if (tail && splits <= as_g(be)->max_splits) *tail = t;
       else emit_combine(be, &t);
       return;
     }
@@ -182,7 +186,8 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
             tps};
     wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), kc, vc, whole(out),
                                whole(splits > 1 ? q->part.b : as_g(be)->dummy_rw.b)};
-    wisp_wgpu_record_xyz(as_g(be), kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+    if (splits > 1 || !wisp_wgpu_attn_tiled(as_g(be), q->qbuf.b, kc, vc, out, a->n, a->pos0, H, KVH, D))
+      wisp_wgpu_record_xyz(as_g(be), kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
   }
   if (splits > 1) {
     wisp_wgpu_kernel *kc2 = wisp_wgpu_pipeline(as_g(be), "attn_combine", c, 1);
