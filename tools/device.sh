@@ -434,7 +434,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products|tune)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env
