@@ -44,7 +44,11 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   /* Flash-decoding: one token over more than one 64-key tile is split over
    * up to max_splits workgroups per head, merged by attn_combine. */
   const int dec = a->n == 1 && g->attn_fuse; /* attn_decode.wgsl: KT-key tiles */
-  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / (dec ? ATTN_DEC_KT : ATTN_WG) + 1;
+  /* a sliding window: the decode kernel's tiles cover only the window's keys */
+  const int keys = dec && a->window > 0 && a->pos0 + 1 > a->window ? a->window : a->pos0 + a->n;
+  const uint32_t ntile = (uint32_t)(keys - 1) / (dec ? ATTN_DEC_KT : ATTN_WG) + 1;
+  const float scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
+  const uint32_t win = a->window > 0 ? (uint32_t)a->window : 0;
   uint32_t tps = 0xFFFFFFFFu;
   const uint32_t splits = a->n == 1 ? wisp_wgpu_key_splits(ntile, g->max_splits, &tps) : 1;
   if (a->n == 1) g->stats.attn_splits += splits;
@@ -64,8 +68,8 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     struct {
       uint32_t pos, H, KVH, D;
       float eps, scale;
-      uint32_t splits, tps;
-    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, 1.0f / sqrtf((float)D), splits, tps};
+      uint32_t splits, tps, win, pad[3];
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, scale, splits, tps, win, {0, 0, 0}};
     wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qnb),             whole(knb),
                                whole(cs->g.b),         whole(sn->g.b),         bind_of(a->k_cache),
                                bind_of(a->v_cache),    whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
@@ -84,12 +88,12 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     struct {
       uint32_t n, pos0, H, KVH, D;
       float scale;
-      uint32_t splits, tps;
-    } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D),
-            splits, tps};
+      uint32_t splits, tps, win, pad[3];
+    } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, scale, splits, tps, win,
+            {0, 0, 0}};
     wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), bind_of(a->k_cache), bind_of(a->v_cache), whole(a->out->g.b),
                                whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
-    if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill &&
+    if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill && !win &&
         (uint64_t)ATTN_PREFILL_KT * ATTN_PREFILL_MAXD * 8 <= g->d->info.max_compute_workgroup_storage_size) {
       /* attn_prefill.wgsl: a workgroup per 64 query tokens of a head sharing key/value tiles */
       wisp_wgpu_const cp[3] = {{"QB", ATTN_PREFILL_QB}, {"KT", ATTN_PREFILL_KT}, {"KV16", g->kv16 ? 1 : 0}};
@@ -136,8 +140,9 @@ static uint32_t attn_splits_at(const wgpu_backend *g, int pos, uint32_t *tps) {
 static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, const wisp_mixer_rows *rows) {
   wgpu_backend *g = as_g(be);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
+  /* a sliding window's rows run one by one (the rows kernels split every key) */
   if (!g->attn_fuse || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || D <= 0 || D % (g->kv16 ? 8 : 4) || D > 256 ||
-      KVH <= 0 || H % KVH)
+      KVH <= 0 || H % KVH || a->window > 0)
     return 0;
   wisp_wgpu_state_op(be);
   wisp_wgpu_emit_pending(g);
@@ -161,7 +166,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
   struct {
     uint32_t H, KVH, D, count;
     float eps, scale;
-    uint32_t max_splits, pad;
+    uint32_t max_splits, win;
     uint32_t rows[WISP_WGPU_MIX_ROWS][4];
   } p;
   struct {
@@ -177,7 +182,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
     p.KVH = (uint32_t)KVH;
     p.D = (uint32_t)D;
     p.eps = a->eps;
-    p.scale = 1.0f / sqrtf((float)D);
+    p.scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
     p.max_splits = g->max_splits;
     uint32_t z = 1;
     for (uint32_t i = 0; i < p.count; i++) {
