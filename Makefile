@@ -257,11 +257,11 @@ WASM_DEPS  := $(WASM_DIR)/deps
 WASM_CFLAGS = --target=wasm32-wasi --sysroot=/usr -std=c11 -Wall -Wextra -Werror -O2 -D_GNU_SOURCE \
               -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS \
               -Iinclude -Isrc -I$(WASM_DEPS)/include -I$(WASM_DEPS)/include/cjson -fno-strict-aliasing \
-              -D_WASI_EMULATED_GETPID -include web/wasm/posix_web.h -Wno-unused-but-set-variable -DWISP_ROOT='"/wisp"'
+              -msimd128 -D_WASI_EMULATED_GETPID -include web/wasm/posix_web.h -Wno-unused-but-set-variable -DWISP_ROOT='"/wisp"'
 WASM_LDFLAGS = -Wl,--error-limit=0 -Wl,-z,stack-size=8388608 -Wl,--max-memory=4294967296 \
-               -L$(WASM_DEPS)/lib -lcjson -lpcre2-8 -lutf8proc \
+               -L$(WASM_DEPS)/lib -lcjson -lpcre2-8 -lutf8proc -lmd \
                -lwasi-emulated-mman -lwasi-emulated-signal -lwasi-emulated-process-clocks -lwasi-emulated-getpid -lm
-WASM_SRC   := $(filter-out src/server/% src/util/sha256.c src/backend/webgpu/wgpu_loader.c,$(LIB_SRC)) \
+WASM_SRC   := $(filter-out src/server/% src/util/sha256.c src/backend/webgpu/wgpu_loader.c src/format/weight_source.c,$(LIB_SRC)) \
               $(CLI_SRC) $(sort $(wildcard web/wasm/*.c))
 WASM_OBJ   := $(WASM_SRC:%.c=$(WASM_DIR)/obj/%.o) $(WASM_DIR)/obj/gen/wgsl_kernels.o $(WASM_DIR)/obj/gen/builtin_data.o
 

@@ -7,6 +7,7 @@
 #   PREFIX/include/wisp.h
 #   PREFIX/lib/pkgconfig/wisp.pc         pkg-config --cflags --libs wisp
 #   PREFIX/share/wisp/models/default     the default model, when the tree has it
+#   PREFIX/share/wisp/web                the browser page (wisp serve's /local), when make wasm built it
 #   PREFIX/lib/wisp/libwebgpu_wrapper.so the Dawn library, when the tree has it
 #                                        (.cache/webgpu, scripts/webgpu-deps.sh),
 #                                        with its licence (Apache-2.0)
@@ -51,6 +52,18 @@ if [ -f models/default/manifest.json ]; then
   mv "$prefix/share/wisp/models/default.tmp" "$prefix/share/wisp/models/default"
 else
   echo "install: no models/default in this tree; the default model is not installed" >&2
+fi
+# The browser page that `wisp serve` serves at /local (docs/browser.md), when
+# `make wasm` has built it.
+if [ -f build/wasm/wisp.wasm ] && [ -f build/wasm/index.html ]; then
+  rm -rf "$prefix/share/wisp/web.tmp"
+  install -d "$prefix/share/wisp/web.tmp"
+  install -m 644 build/wasm/index.html build/wasm/wisp.js build/wasm/wasi.js build/wasm/wgpu.js build/wasm/wisp.wasm \
+    "$prefix/share/wisp/web.tmp/"
+  rm -rf "$prefix/share/wisp/web"
+  mv "$prefix/share/wisp/web.tmp" "$prefix/share/wisp/web"
+else
+  echo "install: no build/wasm (make wasm); wisp serve's /local page is not installed" >&2
 fi
 dawn=.cache/webgpu/libwebgpu_wrapper.so
 if [ -f "$dawn" ]; then

@@ -5,7 +5,8 @@
 #     (bookworm) and wasi-libc from bookworm-backports (bookworm's own is too
 #     old for clang 19), installed only when missing;
 #   - cJSON, utf8proc and PCRE2 for wasm32-wasi, built from their Debian
-#     source packages (the versions the native build links), into
+#     source packages (the versions the native build links), and libmd's
+#     SHA-256 (the browser's streamed digest check: web/wasm/), into
 #     $WASM_DEPS (default build/wasm/deps): lib/*.a and include/.
 # The source packages come through apt with a private source list (deb-src
 # lines for the mirror the machine already uses), so the system's apt
@@ -42,7 +43,7 @@ if [ -z "$wasi_ver" ] || dpkg --compare-versions "$wasi_ver" lt 0.0~git20240708;
 fi
 
 # ---- libraries ------------------------------------------------------------
-STAMP="$OUT/.built-v2"
+STAMP="$OUT/.built-v3"
 [ -f "$STAMP" ] && exit 0
 rm -rf "$OUT" && mkdir -p "$OUT/lib" "$OUT/include" "$OUT/src/lists/partial"
 SRC=$(cd "$OUT/src" && pwd)
@@ -51,9 +52,9 @@ mirror=${mirror:-http://deb.debian.org/debian}
 printf 'deb-src %s bookworm main\ndeb-src %s bookworm-updates main\n' "$mirror" "$mirror" >"$SRC/sources.list"
 APT=(-o "Dir::Etc::SourceList=$SRC/sources.list" -o Dir::Etc::SourceParts=/nonexistent
      -o "Dir::State::Lists=$SRC/lists" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
-echo "wasm-deps: fetching the Debian sources of cjson, utf8proc, pcre2" >&2
+echo "wasm-deps: fetching the Debian sources of cjson, utf8proc, pcre2, libmd" >&2
 apt-get "${APT[@]}" update -qq
-(cd "$SRC" && apt-get "${APT[@]}" source -qq --download-only cjson utf8proc pcre2 >/dev/null)
+(cd "$SRC" && apt-get "${APT[@]}" source -qq --download-only cjson utf8proc pcre2 libmd >/dev/null)
 for dsc in "$SRC"/*.dsc; do (cd "$SRC" && dpkg-source --no-check -x "$(basename "$dsc")" >/dev/null); done
 
 CC="clang-19 --target=wasm32-wasi --sysroot=/usr -O2"
@@ -90,5 +91,11 @@ for f in auto_possess chartables compile config context convert dfa_match error 
 done
 CFLAGS="-w -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DPCRE2_STATIC -DSUPPORT_UNICODE -I$d" build_lib pcre2-8 "${pcre[@]}"
 cp "$d/pcre2.h" "$OUT/include/"
+
+# libmd: only sha2.c, which needs nothing of its configure (an empty config.h)
+d=$(echo "$SRC"/libmd-*/)
+mkdir -p "$SRC/libmd-config" && : >"$SRC/libmd-config/config.h"
+CFLAGS="-w -I$SRC/libmd-config -I$d/include" build_lib md "$d/src/sha2.c"
+cp "$d/include/sha2.h" "$OUT/include/"
 touch "$STAMP"
 echo "wasm-deps: libraries in $OUT" >&2

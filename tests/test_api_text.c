@@ -125,7 +125,7 @@ TEST(api_chat_turns_match_the_cli) {
   wisp_session_free(s);
   wisp_model_close(m);
   char cmd[1024], out[8192];
-  snprintf(cmd, sizeof cmd, "(printf '%s\\n%s\\n' | %s run -m %s --chat -n 24 --temp 0 2>/dev/null)", lines[0], lines[1],
+  snprintf(cmd, sizeof cmd, "(printf '%s\\n%s\\n' | %s run --backend cpu --profile exact -m %s --chat -n 24 --temp 0 2>/dev/null)", lines[0], lines[1],
            test_wisp_bin(), DEFAULT_DIR);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   CHECKF(strlen(c.buf) > 20 && !strcmp(out, c.buf), "library:\n%s\ncli:\n%s", c.buf, out);
@@ -152,7 +152,7 @@ TEST(api_generate_text_streams_and_stops) {
   CHECKF(wisp_generate_text(s, "In the beginning", &o, &r) == WISP_OK, "%s", wisp_last_error());
   CHECK(r.n_generated == 12 && r.stopped == 0);
   char cmd[1024], out[4096];
-  snprintf(cmd, sizeof cmd, "(%s run -m %s -p 'In the beginning' -n 12 --temp 0 --ignore-eos 2>/dev/null)", test_wisp_bin(),
+  snprintf(cmd, sizeof cmd, "(%s run --backend cpu --profile exact -m %s -p 'In the beginning' -n 12 --temp 0 --ignore-eos 2>/dev/null)", test_wisp_bin(),
            DEFAULT_DIR);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   char want[8300];

@@ -93,7 +93,7 @@ TEST(cli_numbers_are_strict) {
   }
   /* unknown options and missing values: one line, exit 2 */
   CHECK(run_cmd(out, sizeof out, "%s info --bogus", test_wisp_bin()) == 2 && count_lines(out) == 1);
-  CHECK(run_cmd(out, sizeof out, "%s run -n", test_wisp_bin()) == 2 && strstr(out, "needs a value"));
+  CHECK(run_cmd(out, sizeof out, "%s run --backend cpu --profile exact -n", test_wisp_bin()) == 2 && strstr(out, "needs a value"));
 }
 
 TEST(cli_decode_ids_outside_the_vocabulary) {
@@ -118,7 +118,7 @@ TEST(cli_model_convention_is_the_same_everywhere) {
   CHECKF(run_cmd(out, sizeof out, "%s tokenize -p hello", test_wisp_bin()) == 0 && out[0] == '[', "%s", out);
   CHECK(run_cmd(out2, sizeof out2, "%s tokenize -m %s -p hello", test_wisp_bin(), DEFAULT_MODEL) == 0);
   CHECKF(!strcmp(out, out2), "%s vs %s", out, out2);
-  CHECKF(run_cmd(out, sizeof out, "%s logits --tokens 1,2", test_wisp_bin()) == 0 && strstr(out, "\"logits\""), "%s",
+  CHECKF(run_cmd(out, sizeof out, "%s logits --backend cpu --tokens 1,2", test_wisp_bin()) == 0 && strstr(out, "\"logits\""), "%s",
          out);
 }
 
@@ -140,19 +140,19 @@ TEST(cli_llama_cpp_habits) {
   char out[16384], out2[16384];
   const char *file = fixture_write("prompt.txt", "And it came to pass");
   /* -f FILE and -p - give what -p TEXT gives */
-  CHECK(run_cmd(out, sizeof out, "%s run -m %s -p 'And it came to pass' -n 6 --temp 0 --ids", test_wisp_bin(),
+  CHECK(run_cmd(out, sizeof out, "%s run --backend cpu --profile exact -m %s -p 'And it came to pass' -n 6 --temp 0 --ids", test_wisp_bin(),
                 DEFAULT_MODEL) == 0);
-  CHECK(run_cmd(out2, sizeof out2, "%s run -m %s -f %s -n 6 --temp 0 --ids", test_wisp_bin(), DEFAULT_MODEL, file) == 0);
+  CHECK(run_cmd(out2, sizeof out2, "%s run --backend cpu --profile exact -m %s -f %s -n 6 --temp 0 --ids", test_wisp_bin(), DEFAULT_MODEL, file) == 0);
   /* the same ids (the line up to its end; timings follow) */
 #define SAME_IDS(a, b) (a && b && strcspn(a, "\n") == strcspn(b, "\n") && !strncmp(a, b, strcspn(a, "\n")))
   const char *g1 = strstr(out, "generated ids:"), *g2 = strstr(out2, "generated ids:");
   CHECKF(SAME_IDS(g1, g2), "%s\n---\n%s", out, out2);
-  CHECK(run_cmd(out2, sizeof out2, "printf 'And it came to pass' | %s run -m %s -p - -n 6 --temp 0 --ids",
+  CHECK(run_cmd(out2, sizeof out2, "printf 'And it came to pass' | %s run --backend cpu --profile exact -m %s -p - -n 6 --temp 0 --ids",
                 test_wisp_bin(), DEFAULT_MODEL) == 0);
   g2 = strstr(out2, "generated ids:");
   CHECKF(SAME_IDS(g1, g2), "%s\n---\n%s", out, out2);
   /* -n -1: until the end of the context (-c 12) when EOS is ignored */
-  CHECK(run_cmd(out, sizeof out, "%s run -m %s -p 'And it came to pass' -c 12 -n -1 --ignore-eos --temp 0 --ids",
+  CHECK(run_cmd(out, sizeof out, "%s run --backend cpu --profile exact -m %s -p 'And it came to pass' -c 12 -n -1 --ignore-eos --temp 0 --ids",
                 test_wisp_bin(), DEFAULT_MODEL) == 0);
   g1 = strstr(out, "generated ids:");
   CHECKF(g1, "%s", out);
@@ -160,25 +160,25 @@ TEST(cli_llama_cpp_habits) {
   for (const char *p = g1 + 14; *p && *p != '\n'; p++) ids += *p == ' ';
   CHECKF(ids == 12 - 6, "%d ids: %s", ids, out); /* 6 prompt tokens (BOS + 5) */
   /* --seed -1 (the default) picks a seed and prints it */
-  CHECK(run_cmd(out, sizeof out, "%s run -m %s -n 2 --seed -1 --temp 0.8", test_wisp_bin(), DEFAULT_MODEL) == 0);
+  CHECK(run_cmd(out, sizeof out, "%s run --backend cpu --profile exact -m %s -n 2 --seed -1 --temp 0.8", test_wisp_bin(), DEFAULT_MODEL) == 0);
   CHECKF(strstr(out, " | seed "), "%s", out);
   /* -cnv and -i are --chat */
-  CHECKF(run_cmd(out, sizeof out, "printf 'hi\\n' | %s run -m %s -cnv -n 3", test_wisp_bin(), DEFAULT_MODEL) == 0 &&
+  CHECKF(run_cmd(out, sizeof out, "printf 'hi\\n' | %s run --backend cpu --profile exact -m %s -cnv -n 3", test_wisp_bin(), DEFAULT_MODEL) == 0 &&
              strstr(out, "[reply 1:"), "%s", out);
-  CHECKF(run_cmd(out, sizeof out, "printf 'hi\\n' | %s run -m %s -i -n 3", test_wisp_bin(), DEFAULT_MODEL) == 0 &&
+  CHECKF(run_cmd(out, sizeof out, "printf 'hi\\n' | %s run --backend cpu --profile exact -m %s -i -n 3", test_wisp_bin(), DEFAULT_MODEL) == 0 &&
              strstr(out, "[reply 1:"), "%s", out);
   /* -c above the model's maximum names the maximum; -sys needs --chat */
-  CHECKF(run_cmd(out, sizeof out, "%s run -m %s -c 100000", test_wisp_bin(), DEFAULT_MODEL) == 1 &&
+  CHECKF(run_cmd(out, sizeof out, "%s run --backend cpu --profile exact -m %s -c 100000", test_wisp_bin(), DEFAULT_MODEL) == 1 &&
              strstr(out, "maximum context of 512"), "%s", out);
-  CHECKF(run_cmd(out, sizeof out, "%s run -m %s -sys hi", test_wisp_bin(), DEFAULT_MODEL) == 2 &&
+  CHECKF(run_cmd(out, sizeof out, "%s run --backend cpu --profile exact -m %s -sys hi", test_wisp_bin(), DEFAULT_MODEL) == 2 &&
              strstr(out, "needs --chat"), "%s", out);
   /* bench: -p N -n N, and the old names */
   char r1[600], r2[600];
   snprintf(r1, sizeof r1, "%s/b1.json", test_tmpdir());
   snprintf(r2, sizeof r2, "%s/b2.json", test_tmpdir());
-  CHECKF(run_cmd(out, sizeof out, "%s bench -m %s -p 4 -n 3 --no-warmup -o %s", test_wisp_bin(), DEFAULT_MODEL, r1) == 0,
+  CHECKF(run_cmd(out, sizeof out, "%s bench --backend cpu --profile exact -m %s -p 4 -n 3 --no-warmup -o %s", test_wisp_bin(), DEFAULT_MODEL, r1) == 0,
          "%s", out);
-  CHECKF(run_cmd(out, sizeof out, "%s bench -m %s --prompt 4 --decode 3 --no-warmup -o %s", test_wisp_bin(),
+  CHECKF(run_cmd(out, sizeof out, "%s bench --backend cpu --profile exact -m %s --prompt 4 --decode 3 --no-warmup -o %s", test_wisp_bin(),
                  DEFAULT_MODEL, r2) == 0, "%s", out);
   char *t1 = NULL, *t2 = NULL;
   CHECK(wisp_read_file(r1, &t1, NULL) == 0 && wisp_read_file(r2, &t2, NULL) == 0);
@@ -191,7 +191,7 @@ TEST(cli_llama_cpp_habits) {
 
 TEST(cli_files_say_what_is_wrong) {
   char out[4096];
-  CHECKF(run_cmd(out, sizeof out, "%s perplexity -m %s -f /tmp", test_wisp_bin(), DEFAULT_MODEL) == 1 &&
+  CHECKF(run_cmd(out, sizeof out, "%s perplexity --backend cpu -m %s -f /tmp", test_wisp_bin(), DEFAULT_MODEL) == 1 &&
              strstr(out, "/tmp: is a directory") && count_lines(out) == 1, "%s", out);
   CHECKF(run_cmd(out, sizeof out, "%s tokenize --tokenizer /tmp -p x", test_wisp_bin()) == 1 &&
              strstr(out, "/tmp: is a directory"), "%s", out);
@@ -199,7 +199,7 @@ TEST(cli_files_say_what_is_wrong) {
   snprintf(dir, sizeof dir, "%s/dir_manifest", test_tmpdir());
   CHECK(run_cmd(NULL, 0, "mkdir -p %s/manifest.json", dir) == 0);
   CHECKF(run_cmd(out, sizeof out, "%s info %s", test_wisp_bin(), dir) == 1 && strstr(out, "is a directory"), "%s", out);
-  CHECKF(run_cmd(out, sizeof out, "%s run -m %s -f /nonexistent/x", test_wisp_bin(), DEFAULT_MODEL) == 1 &&
+  CHECKF(run_cmd(out, sizeof out, "%s run --backend cpu --profile exact -m %s -f /nonexistent/x", test_wisp_bin(), DEFAULT_MODEL) == 1 &&
              strstr(out, "No such file"), "%s", out);
 }
 
@@ -235,13 +235,13 @@ TEST(cli_non_finite_logits_are_errors) {
   const char *dir = nan_model();
   CHECK(dir);
   char out[8192];
-  int rc = run_cmd(out, sizeof out, "%s run -m %s -p hello -n 8 --temp 0", test_wisp_bin(), dir);
+  int rc = run_cmd(out, sizeof out, "%s run --backend cpu --profile exact -m %s -p hello -n 8 --temp 0", test_wisp_bin(), dir);
   CHECKF(rc == 1 && strstr(out, "non-finite logit"), "rc %d: %s", rc, out);
   const char *text = fixture_write("ppl.txt", "hello there, hello again");
-  rc = run_cmd(out, sizeof out, "%s perplexity -m %s -f %s", test_wisp_bin(), dir, text);
+  rc = run_cmd(out, sizeof out, "%s perplexity --backend cpu -m %s -f %s", test_wisp_bin(), dir, text);
   CHECKF(rc == 1 && !strstr(out, "nan") && !strstr(out, "{"), "rc %d: %s", rc, out);
   /* a healthy model's JSON line parses */
-  rc = run_cmd(out, sizeof out, "%s perplexity -m %s -f %s", test_wisp_bin(), fixture_small_model(), text);
+  rc = run_cmd(out, sizeof out, "%s perplexity --backend cpu -m %s -f %s", test_wisp_bin(), fixture_small_model(), text);
   cJSON *j = rc == 0 && strchr(out, '{') ? cJSON_Parse(strchr(out, '{')) : NULL;
   int ok = j && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "nll"));
   cJSON_Delete(j);
@@ -294,8 +294,8 @@ TEST(cli_one_overwrite_rule) {
   CHECK(same);
   CHECKF(run_cmd(out, sizeof out, "%s export-gguf %s -o %s --force", test_wisp_bin(), src, path) == 0, "%s", out);
   /* bench -o and logits -o follow the same rule */
-  CHECKF(run_cmd(out, sizeof out, "%s bench -m %s -p 2 -n 1 -o %s", test_wisp_bin(), src, path) == 2, "%s", out);
-  CHECKF(run_cmd(out, sizeof out, "%s logits -m %s --tokens 1 -o %s", test_wisp_bin(), src, path) == 2, "%s", out);
+  CHECKF(run_cmd(out, sizeof out, "%s bench --backend cpu --profile exact -m %s -p 2 -n 1 -o %s", test_wisp_bin(), src, path) == 2, "%s", out);
+  CHECKF(run_cmd(out, sizeof out, "%s logits --backend cpu -m %s --tokens 1 -o %s", test_wisp_bin(), src, path) == 2, "%s", out);
 }
 
 /* bench's receipts go to bench/results of the wisp tree (here $WISP_HOME),
@@ -312,7 +312,7 @@ TEST(cli_bench_results_directory) {
   char bin[800];
   snprintf(bin, sizeof bin, "%s%s%s", test_wisp_bin()[0] == '/' ? "" : here, test_wisp_bin()[0] == '/' ? "" : "/",
            test_wisp_bin());
-  int rc = run_cmd(out, sizeof out, "cd %s && WISP_HOME=%s %s bench -m %s -p 2 -n 1 --no-warmup", cwd, home, bin,
+  int rc = run_cmd(out, sizeof out, "cd %s && WISP_HOME=%s %s bench --backend cpu --profile exact -m %s -p 2 -n 1 --no-warmup", cwd, home, bin,
                    abs_model);
   CHECKF(rc == 0, "%s", out);
   char p[900];
@@ -325,19 +325,19 @@ TEST(cli_bench_results_directory) {
 TEST(cli_chat_keeps_the_session) {
   char out[32768];
   /* a line that is not UTF-8 is refused; the next turn is answered */
-  int rc = run_cmd(out, sizeof out, "printf 'hello\\n\\377\\376\\nagain\\n' | %s run -m %s --chat -n 4 --temp 0",
+  int rc = run_cmd(out, sizeof out, "printf 'hello\\n\\377\\376\\nagain\\n' | %s run --backend cpu --profile exact -m %s --chat -n 4 --temp 0",
                    test_wisp_bin(), DEFAULT_MODEL);
   CHECKF(rc == 0 && strstr(out, "not valid UTF-8") && strstr(out, "[reply 2:"), "rc %d: %s", rc, out);
   /* a turn past the context is refused (and says how to shift) */
   rc = run_cmd(out, sizeof out,
                "printf 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen\\nhi\\n' | "
-               "%s run -m %s --chat -c 20 -n 2 --temp 0", test_wisp_bin(), DEFAULT_MODEL);
+               "%s run --backend cpu --profile exact -m %s --chat -c 20 -n 2 --temp 0", test_wisp_bin(), DEFAULT_MODEL);
   CHECKF(rc == 0 && strstr(out, "[turn refused: this turn") && strstr(out, "--context-shift") &&
              strstr(out, "[reply 1:"), "rc %d: %s", rc, out);
   /* --context-shift drops the oldest turns instead */
   rc = run_cmd(out, sizeof out,
                "printf 'In the beginning\\nAnd God said\\nLet there be light\\nand there was light\\n' | "
-               "%s run -m %s --chat -c 40 -n 6 --temp 0 --context-shift", test_wisp_bin(), DEFAULT_MODEL);
+               "%s run --backend cpu --profile exact -m %s --chat -c 40 -n 6 --temp 0 --context-shift", test_wisp_bin(), DEFAULT_MODEL);
   CHECKF(rc == 0 && strstr(out, "[context full: dropped the oldest") && strstr(out, "[reply 4:") &&
              !strstr(out, "turn refused"), "rc %d: %s", rc, out);
 }
@@ -445,7 +445,7 @@ static int finish(child *c) {
 TEST(cli_chat_ctrl_c) {
   char bin[700];
   snprintf(bin, sizeof bin, "%s", test_wisp_bin());
-  char *argv[] = {bin, "run", "-m", DEFAULT_MODEL, "--chat", "-n", "-1", "--ignore-eos", "--temp", "0", NULL};
+  char *argv[] = {bin, "run", "--backend", "cpu", "--profile", "exact", "-m", DEFAULT_MODEL, "--chat", "-n", "-1", "--ignore-eos", "--temp", "0", NULL};
   child c;
   CHECK(spawn(&c, argv) == 0);
   /* Fill the child's stdout but for 64 bytes, room for a token or two: two

@@ -171,9 +171,9 @@ TEST(convert_q4_and_bf16_open_and_run) {
   wisp_artifact_free(b);
   /* Both run. */
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 1,2,3,95", test_wisp_bin(), q4);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 1,2,3,95", test_wisp_bin(), q4);
   CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "\"logits\""), "%s", log);
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 1,2,3,95 --greedy 4", test_wisp_bin(), f32);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 1,2,3,95 --greedy 4", test_wisp_bin(), f32);
   CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "\"greedy\": [") , "%s", log);
 }
 

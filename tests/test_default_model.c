@@ -56,7 +56,7 @@ TEST(default_model_reproduces_torch) {
   }
   const int n = cJSON_GetArraySize(greedy);
   static char cmd[4096], out[65536];
-  snprintf(cmd, sizeof cmd, "%s run -m %s -p '%s' -n %d --temp 0 --repeat-penalty 1 --ignore-eos --ids --backend cpu",
+  snprintf(cmd, sizeof cmd, "%s run --profile exact -m %s -p '%s' -n %d --temp 0 --repeat-penalty 1 --ignore-eos --ids --backend cpu",
            test_wisp_bin(), DEFAULT_DIR, prompt->valuestring, n);
   int rc = test_run(cmd, out, sizeof out);
   int got[1024], want[1024], gp[1024];

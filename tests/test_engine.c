@@ -482,7 +482,7 @@ TEST(sampler_top_p_min_p_and_penalty) {
 
 TEST(cli_run_streams_and_reports_speed) {
   char cmd[1024], out[8192];
-  snprintf(cmd, sizeof cmd, "%s run -m %s -p abc -n 8 --temp 0", test_wisp_bin(), fixture_small_model());
+  snprintf(cmd, sizeof cmd, "%s run --backend cpu --profile exact -m %s -p abc -n 8 --temp 0", test_wisp_bin(), fixture_small_model());
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   CHECK(strstr(out, "prompt: 3 tokens") != NULL);
   CHECK(strstr(out, "decode: 7 tokens") != NULL);
@@ -525,7 +525,7 @@ TEST(cli_bad_options_are_one_line_errors) {
 TEST(cli_bench_op_times_in_the_receipt) {
   char cmd[1024], out[8192], path[700];
   snprintf(path, sizeof path, "%s/receipt-ops.json", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s bench -m %s --prompt 16 --decode 8 -t 2 --op-times -o %s", test_wisp_bin(),
+  snprintf(cmd, sizeof cmd, "%s bench --backend cpu --profile exact -m %s --prompt 16 --decode 8 -t 2 --op-times -o %s", test_wisp_bin(),
            fixture_small_model(), path);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   CHECKF(strstr(out, "decode op times") && strstr(out, "(outside ops)"), "%s", out);
@@ -554,7 +554,7 @@ TEST(cli_bench_op_times_in_the_receipt) {
   }
   cJSON_Delete(r);
   /* another backend has no op timer: refused, one line */
-  snprintf(cmd, sizeof cmd, "%s bench -m %s --prompt 4 --decode 2 --backend webgpu --op-times -o %s --force 2>&1",
+  snprintf(cmd, sizeof cmd, "%s bench --profile exact -m %s --prompt 4 --decode 2 --backend webgpu --op-times -o %s --force 2>&1",
            test_wisp_bin(), fixture_small_model(), path);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 2 && strstr(out, "--op-times times the cpu backend's ops"), "rc %d: %s", rc, out);
@@ -563,7 +563,7 @@ TEST(cli_bench_op_times_in_the_receipt) {
 TEST(cli_bench_writes_receipt) {
   char cmd[1024], out[8192], path[700];
   snprintf(path, sizeof path, "%s/receipt.json", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s bench -m %s --prompt 16 --decode 8 -o %s", test_wisp_bin(), fixture_small_model(), path);
+  snprintf(cmd, sizeof cmd, "%s bench --backend cpu --profile exact -m %s --prompt 16 --decode 8 -o %s", test_wisp_bin(), fixture_small_model(), path);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   char *text = NULL;
   CHECK(wisp_read_file(path, &text, NULL) == WISP_OK);

@@ -10,7 +10,7 @@
 
 static int plan_id_of(const char *args, char id[65]) {
   char cmd[1024], out[4096];
-  snprintf(cmd, sizeof cmd, "%s plan %s", test_wisp_bin(), args);
+  snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact %s", test_wisp_bin(), args);
   if (test_run(cmd, out, sizeof out) != 0) return 0;
   return sscanf(out, "plan %64s", id) == 1;
 }
@@ -23,7 +23,7 @@ TEST(engine_bench_receipt_carries_the_printed_plan_id) {
   CHECK(!strcmp(id1, id2));
   char cmd[1400], out[8192], path[700];
   snprintf(path, sizeof path, "%s/plan-receipt.json", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s bench -m %s --prompt 8 --decode 4 -o %s", test_wisp_bin(), fixture_small_model(), path);
+  snprintf(cmd, sizeof cmd, "%s bench --backend cpu --profile exact -m %s --prompt 8 --decode 4 -o %s", test_wisp_bin(), fixture_small_model(), path);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   char *text = NULL;
   CHECK(wisp_read_file(path, &text, NULL) == WISP_OK);
@@ -84,7 +84,7 @@ TEST(engine_plan_choosing_a_kernel_the_backend_lacks_is_an_error) {
            "\"set\": [{\"section\": \"all\", \"op\": \"head\", \"kernelKey\": \"gpu_only\"}]}}}}",
            digest);
   const char *path = fixture_write("wgsl-on-cpu.json", profile);
-  snprintf(cmd, sizeof cmd, "%s run -m %s -n 1 --profile %s", test_wisp_bin(), fixture_small_model(), path);
+  snprintf(cmd, sizeof cmd, "%s run --backend cpu -m %s -n 1 --profile %s", test_wisp_bin(), fixture_small_model(), path);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "executionPatch.set[0].kernelKey: 'gpu_only' is a WGSL kernel") &&
              strstr(out, "the plan's backend is cpu"),

@@ -175,7 +175,7 @@ static int sh(const char *cmd, char *log, size_t cap) { return test_run(cmd, log
 /* `wisp logits --tokens ... --greedy N` output of an artifact. */
 static int logits_of(const char *dir, char *out, size_t cap) {
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 1,5,9,3,7 --greedy 12 2>/dev/null", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 1,5,9,3,7 --greedy 12 2>/dev/null", test_wisp_bin(), dir);
   return test_run(cmd, out, cap);
 }
 

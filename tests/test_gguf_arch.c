@@ -61,7 +61,7 @@ static int chain(const char *tag, fx_writer w, const char *quant, const char *fl
 static cJSON *logits_json(const char *dir) {
   static char out[1 << 17];
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 10 2>/dev/null", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 10 2>/dev/null", test_wisp_bin(), dir);
   return test_run(cmd, out, sizeof out) == 0 ? cJSON_Parse(out) : NULL;
 }
 

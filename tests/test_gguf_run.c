@@ -95,7 +95,7 @@ TEST(gguf_run_q4_0_and_q4_k_same_logits_as_convert_keep) {
     /* the kept matrices are the stored type, not requantized */
     wisp_artifact *a = NULL;
     CHECKF(wisp_artifact_open(keep, &a) == WISP_OK, "%s", wisp_last_error());
-    const char *want = cases[i].qwen ? "L0.mlp.gate_up.q4k" : "L0.mlp.gate_up.quant";
+    const char *want = cases[i].qwen ? "L0.mlp.gate_up.q4k" : "L0.mlp.gate_up.q4_0";
     CHECKF(wisp_artifact_section(a, want) != NULL, "%s: no section %s", keep, want);
     /* LFM2's Q4Z embedding went out as Q4_1 (--keep-quant) and stays Q4_1,
      * a wisp type of its own (format/qblocks.h), in the file and the copy */
@@ -154,14 +154,14 @@ TEST(gguf_run_every_command_takes_the_file) {
   fclose(f);
   const char *w = test_wisp_bin();
   const char *cmds[] = {"%s info -m %s", "%s info --verify %s", "%s plan -m %s", "%s verify %s", "%s tokenize -m %s -p hello",
-                        "%s run -m %s -p hi -n 4", "%s bench -m %s -p 8 -n 4 -o %s.bench.json", "%s perplexity -m %s -f %s",
-                        "%s logits -m %s --tokens 1,2,3"};
+                        "%s run -m %s -p hi -n 4", "%s bench --backend cpu --profile exact -m %s -p 8 -n 4 -o %s.bench.json", "%s perplexity -m %s -f %s",
+                        "%s logits --backend cpu -m %s --tokens 1,2,3"};
   for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
     snprintf(cmd, sizeof cmd, cmds[i], w, gguf, txt);
     strcat(cmd, " 2>&1");
     CHECKF(sh(cmd, log, sizeof log) == 0, "%s: %.600s", cmd, log);
   }
-  snprintf(cmd, sizeof cmd, "%s plan -m %s 2>&1", w, gguf);
+  snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s 2>&1", w, gguf);
   CHECK(sh(cmd, log, sizeof log) == 0);
   CHECKF(strstr(log, "mapped: blk.0.ffn_norm.weight F32") != NULL, "plan does not say where pieces came from: %.600s", log);
 }
@@ -269,7 +269,7 @@ TEST(gguf_run_tokenizer_and_chat_template_from_the_metadata) {
   CHECK(sh(cmd, tb, sizeof tb) == 0);
   CHECKF(!strncmp(ta, "[1,", 3) && !strcmp(ta, tb), "prompt tokens differ:\n%s\n%s", ta, tb);
   /* stderr names the template; stdout is the reply */
-  const char *chat = "{ { printf 'Who art thou?\\n' | %s run -m %s --chat -sys 'Answer briefly.' -n 12 --temp 0; } %s; }";
+  const char *chat = "{ { printf 'Who art thou?\\n' | %s run --backend cpu --profile exact -m %s --chat -sys 'Answer briefly.' -n 12 --temp 0; } %s; }";
   snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), gguf, "2>&1");
   CHECKF(sh(cmd, ta, sizeof ta) == 0 && strstr(ta, "chat (lfm2 template"), "not the model's template: %s", ta);
   snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), gguf, "2>/dev/null");
@@ -299,4 +299,38 @@ TEST(gguf_run_tokenizer_and_chat_template_from_the_metadata) {
   CHECK(f && fwrite(buf, 1, n, f) == n);
   fclose(f);
   expect_error(bad, "the vocab does not belong to these weights");
+}
+
+/* The model's longest context is the file's context_length, not a cap of
+ * wisp's: a file that says 100000 opens with 100000 positions, rope.freq
+ * and only the plan's rows of tables, and `-c 6000` (past the old 4096 cap)
+ * runs, its tables built by the session. */
+TEST(gguf_run_context_is_the_files_context_length) {
+  char dir[600], gguf[600], big[700], cmd[4096], log[8192];
+  CHECKF(make_gguf("gr_ctx", 0, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  FILE *f = fopen(gguf, "rb");
+  CHECK(f != NULL);
+  static char buf[1 << 21];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  CHECK(n > 1000 && n < sizeof buf);
+  char *v = NULL; /* "lfm2.context_length", then its type (u32 = 4) and value */
+  for (size_t i = 8; i + 27 < n && !v; i++)
+    if (!memcmp(buf + i, "lfm2.context_length", 19)) v = buf + i + 19;
+  CHECK(v != NULL);
+  uint32_t type, ctx = 100000;
+  memcpy(&type, v, 4);
+  CHECKF(type == 4, "context_length has GGUF type %u, not u32", type);
+  memcpy(v + 4, &ctx, 4);
+  snprintf(big, sizeof big, "%s/gr_ctx_big.gguf", test_tmpdir());
+  CHECK(write_bytes(big, buf, n) == 0);
+  wisp_artifact *a = NULL;
+  CHECKF(wisp_artifact_open(big, &a) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(a->max_positions == 100000, "max positions %d, the file says 100000", a->max_positions);
+  const wisp_section *freq = wisp_artifact_section(a, "rope.freq"), *cs = wisp_artifact_section(a, "rope.cos");
+  CHECKF(freq && cs && !wisp_artifact_section(a, "rope.cos_ext") && cs->bytes <= freq->bytes * 1024,
+         "rope sections: freq %p, cos %llu bytes", (const void *)freq, cs ? (unsigned long long)cs->bytes : 0ULL);
+  wisp_artifact_free(a);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s -c 6000 --tokens 1,5,9 --greedy 3 2>&1", test_wisp_bin(), big);
+  CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
 }

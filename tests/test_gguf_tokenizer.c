@@ -108,10 +108,10 @@ TEST(gguf_roundtrip_keeps_prompt_greedy_and_chat_of_default_model) {
 
   /* the same greedy tokens (and the same stop: no --ignore-eos) */
   char ga[4096], gb[4096];
-  snprintf(cmd, sizeof cmd, "%s run -m %s -p 'And God said' -n 24 --temp 0 --ids 2>&1 | grep ids:", test_wisp_bin(),
+  snprintf(cmd, sizeof cmd, "%s run --backend cpu --profile exact -m %s -p 'And God said' -n 24 --temp 0 --ids 2>&1 | grep ids:", test_wisp_bin(),
            DEFAULT_DIR);
   CHECK(test_run(cmd, ga, sizeof ga) == 0);
-  snprintf(cmd, sizeof cmd, "%s run -m %s -p 'And God said' -n 24 --temp 0 --ids 2>&1 | grep ids:", test_wisp_bin(), b);
+  snprintf(cmd, sizeof cmd, "%s run --backend cpu --profile exact -m %s -p 'And God said' -n 24 --temp 0 --ids 2>&1 | grep ids:", test_wisp_bin(), b);
   CHECK(test_run(cmd, gb, sizeof gb) == 0);
   CHECKF(strstr(ga, "generated ids: ") && !strcmp(ga, gb), "greedy differs:\n%s\n%s", ga, gb);
 
@@ -131,10 +131,10 @@ TEST(gguf_roundtrip_keeps_prompt_greedy_and_chat_of_default_model) {
   free_side(&sb);
   CHECKF(same, "chat settings differ (stops %d vs %d)", n_stop_a, n_stop_b);
   char ca[4096], cb[4096];
-  snprintf(cmd, sizeof cmd, "printf 'Who art thou?\\nAnd then?\\n' | %s run -m %s --chat -sys 'Answer briefly.' -n 16 --temp 0",
+  snprintf(cmd, sizeof cmd, "printf 'Who art thou?\\nAnd then?\\n' | %s run --backend cpu --profile exact -m %s --chat -sys 'Answer briefly.' -n 16 --temp 0",
            test_wisp_bin(), DEFAULT_DIR);
   CHECK(out_of(cmd, ca, sizeof ca) == 0);
-  snprintf(cmd, sizeof cmd, "printf 'Who art thou?\\nAnd then?\\n' | %s run -m %s --chat -sys 'Answer briefly.' -n 16 --temp 0",
+  snprintf(cmd, sizeof cmd, "printf 'Who art thou?\\nAnd then?\\n' | %s run --backend cpu --profile exact -m %s --chat -sys 'Answer briefly.' -n 16 --temp 0",
            test_wisp_bin(), b);
   CHECK(out_of(cmd, cb, sizeof cb) == 0);
   CHECKF(strlen(ca) > 4 && !strcmp(ca, cb), "chat differs:\n%s\n---\n%s", ca, cb);

@@ -172,11 +172,11 @@ TEST(graph_is_what_the_plan_lists) {
 
 TEST(graph_fusions_in_wisp_plan) {
   char cmd[1024], out[16384];
-  snprintf(cmd, sizeof cmd, "%s plan -m %s --json", test_wisp_bin(), fixture_small_model());
+  snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s --json", test_wisp_bin(), fixture_small_model());
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   CHECKF(strstr(out, "\"graphFusions\"") && strstr(out, "\"rmsnorm+matmul\"") && strstr(out, "\"swiglu+matmul\""),
          "%s", out);
-  snprintf(cmd, sizeof cmd, "%s plan -m %s", test_wisp_bin(), fixture_small_model());
+  snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s", test_wisp_bin(), fixture_small_model());
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   CHECKF(strstr(out, "fusions (a pass over the model's graph") &&
          strstr(out, "rmsnorm mlp.gate_up.norm -> matmul mlp.gate_up"), "%s", out);

@@ -54,20 +54,20 @@ TEST(install_copied_binary_ignores_the_working_directory) {
   CHECK(abs_path(test_tmpdir(), dir, sizeof dir) && abs_path(DEFAULT_DIR, model, sizeof model));
   CHECK(make_copy_and_trap(dir, bin, sizeof bin));
   /* generation and the plan: the same as the binary in its tree */
-  snprintf(cmd, sizeof cmd, "(%s run -m %s -p 'In the beginning' -n 8 --temp 0 2>/dev/null)", test_wisp_bin(), model);
+  snprintf(cmd, sizeof cmd, "(%s run --backend cpu --profile exact -m %s -p 'In the beginning' -n 8 --temp 0 2>/dev/null)", test_wisp_bin(), model);
   CHECKF(test_run(cmd, want, sizeof want) == 0, "%s", want);
-  snprintf(cmd, sizeof cmd, "(cd %s/work && %s run -m %s -p 'In the beginning' -n 8 --temp 0 2>/dev/null)", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "(cd %s/work && %s run --backend cpu --profile exact -m %s -p 'In the beginning' -n 8 --temp 0 2>/dev/null)", dir, bin, model);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, want), "copy in a trapped directory:\n%s\nexpected:\n%s", out,
          want);
-  snprintf(cmd, sizeof cmd, "%s plan -m %s | head -n 2", test_wisp_bin(), model);
+  snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s | grep -A1 '^plan '", test_wisp_bin(), model);
   CHECK(test_run(cmd, want, sizeof want) == 0);
-  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan -m %s --profile default | head -n 2", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan --backend cpu -m %s --profile default | grep -A1 '^plan '", dir, bin, model);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, want), "%s\nexpected:\n%s", out, want);
   /* an explicit registry file is honoured (and this one is broken) */
-  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan -m %s --registry kernels/registry.json", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan --backend cpu --profile exact -m %s --registry kernels/registry.json", dir, bin, model);
   CHECKF(test_run(cmd, out, sizeof out) != 0 && strstr(out, "kernels/registry.json") && !strstr(out, "builtin:"), "%s", out);
   /* so is an explicit profile path */
-  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan -m %s --profile profiles/default.json", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "cd %s/work && %s plan --backend cpu -m %s --profile profiles/default.json", dir, bin, model);
   CHECKF(test_run(cmd, out, sizeof out) != 0 && strstr(out, "profiles/default.json"), "%s", out);
 }
 
@@ -110,7 +110,7 @@ TEST(install_webgpu_library_never_from_the_working_directory) {
   CHECKF(!strstr(out, dir), "wisp devices looked beside the copy: %s", out);
   /* the default model: the build tree's, not the plant (which would fail to parse) */
   if (wisp_path_exists(DEFAULT_DIR "/manifest.json")) {
-    snprintf(cmd, sizeof cmd, "cd %s/work && env -u WISP_WEBGPU_LIB %s run -p 'In the beginning' -n 2 --temp 0", dir, bin);
+    snprintf(cmd, sizeof cmd, "cd %s/work && env -u WISP_WEBGPU_LIB %s run --backend cpu --profile exact -p 'In the beginning' -n 2 --temp 0", dir, bin);
     CHECKF(test_run(cmd, out, sizeof out) == 0 && !strstr(out, "planted") && !strstr(out, dir), "%s", out);
     CHECKF(!wisp_path_exists(marker), "wisp run loaded a planted library: %s", out);
   }
@@ -200,6 +200,6 @@ TEST(install_prefix_example_builds_and_chats) {
   snprintf(cmd, sizeof cmd, "readelf -d %s/chat | grep NEEDED | grep -c 'libwisp.so.0'", dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, "1\n"), "the example does not need libwisp.so.0: %s", out);
   /* the installed CLI finds its default model and runs from another directory */
-  snprintf(cmd, sizeof cmd, "cd / && %s/prefix/bin/wisp run -p 'In the beginning' -n 4 --temp 0", dir);
+  snprintf(cmd, sizeof cmd, "cd / && %s/prefix/bin/wisp run --backend cpu --profile exact -p 'In the beginning' -n 4 --temp 0", dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "share/wisp/models/default"), "%s", out);
 }

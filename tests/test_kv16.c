@@ -256,7 +256,7 @@ TEST(cpu_kv16_bench_and_plan_name_the_kv_dtype) {
   for (int i = 0; i < 2; i++) {
     char receipt[700], want[64];
     snprintf(receipt, sizeof receipt, "%s/kv16_bench_%s.json", test_tmpdir(), kv[i]);
-    snprintf(cmd, sizeof cmd, "%s bench -m %s --backend cpu -p 4 -n 3 --no-warmup --tuning kv=%s -o %s", test_wisp_bin(),
+    snprintf(cmd, sizeof cmd, "%s bench --profile exact -m %s --backend cpu -p 4 -n 3 --no-warmup --tuning kv=%s -o %s", test_wisp_bin(),
              dir, kv[i], receipt);
     CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(want, sizeof want, "backend cpu, %s KV caches", kv[i]);
@@ -268,6 +268,6 @@ TEST(cpu_kv16_bench_and_plan_name_the_kv_dtype) {
     free(r);
     CHECKF(named, "the receipt has no %s", want);
   }
-  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend cpu", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "%s plan --profile exact -m %s --backend cpu", test_wisp_bin(), dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings kvDtype=f32 (default)\n"), "%s", out);
 }

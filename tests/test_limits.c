@@ -24,25 +24,25 @@ TEST(limits_prompt_from_dev_zero_yes_and_a_sparse_file) {
   if (access(DEFAULT_MODEL "/manifest.json", R_OK)) SKIP("no %s", DEFAULT_MODEL);
   char cmd[4096], out[4096], sparse[1100];
   /* -c 256: the limit is 256 x 32 + 4096 bytes */
-  snprintf(cmd, sizeof cmd, "%s run -m %s -c 256 -f /dev/zero -n 4", test_wisp_bin(), DEFAULT_MODEL);
+  snprintf(cmd, sizeof cmd, "%s run --backend cpu --profile exact -m %s -c 256 -f /dev/zero -n 4", test_wisp_bin(), DEFAULT_MODEL);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "/dev/zero: more than 12288 bytes") && one_line(out), "exit %d: %s", rc, out);
-  snprintf(cmd, sizeof cmd, "yes | %s run -m %s -c 256 -p - -n 4", test_wisp_bin(), DEFAULT_MODEL);
+  snprintf(cmd, sizeof cmd, "yes | %s run --backend cpu --profile exact -m %s -c 256 -p - -n 4", test_wisp_bin(), DEFAULT_MODEL);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "standard input: more than 12288 bytes") && one_line(out), "exit %d: %s", rc, out);
   snprintf(sparse, sizeof sparse, "%s/sparse-2g.txt", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "truncate -s 2G %s && %s run -m %s -f %s -n 4", sparse, test_wisp_bin(), DEFAULT_MODEL, sparse);
+  snprintf(cmd, sizeof cmd, "truncate -s 2G %s && %s run --backend cpu --profile exact -m %s -f %s -n 4", sparse, test_wisp_bin(), DEFAULT_MODEL, sparse);
   rc = test_run(cmd, out, sizeof out);
   unlink(sparse);
   CHECKF(rc == 1 && strstr(out, "2147483648 bytes, over the limit") && one_line(out), "exit %d: %s", rc, out);
   /* the same file through standard input: refused from its size too */
-  snprintf(cmd, sizeof cmd, "truncate -s 2G %s && %s run -m %s -p - -n 4 < %s", sparse, test_wisp_bin(), DEFAULT_MODEL,
+  snprintf(cmd, sizeof cmd, "truncate -s 2G %s && %s run --backend cpu --profile exact -m %s -p - -n 4 < %s", sparse, test_wisp_bin(), DEFAULT_MODEL,
            sparse);
   rc = test_run(cmd, out, sizeof out);
   unlink(sparse);
   CHECKF(rc == 1 && strstr(out, "over the limit") && one_line(out), "exit %d: %s", rc, out);
   /* control: a prompt under the limit is read */
-  snprintf(cmd, sizeof cmd, "head -c 2000 /dev/zero | tr '\\\\0' a | %s run -m %s -c 256 -p - -n 1 --temp 0",
+  snprintf(cmd, sizeof cmd, "head -c 2000 /dev/zero | tr '\\\\0' a | %s run --backend cpu --profile exact -m %s -c 256 -p - -n 1 --temp 0",
            test_wisp_bin(), DEFAULT_MODEL);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0 && strstr(out, "prompt tokens"), "exit %d: %s", rc, out);
@@ -54,7 +54,7 @@ TEST(limits_chat_line_too_long_is_refused_and_chat_goes_on) {
   if (access(DEFAULT_MODEL "/manifest.json", R_OK)) SKIP("no %s", DEFAULT_MODEL);
   char cmd[4096], out[8192];
   snprintf(cmd, sizeof cmd,
-           "(head -c 100000 /dev/zero | tr '\\\\0' a; echo; echo hello) | %s run -m %s -c 256 --chat -n 2 --temp 0",
+           "(head -c 100000 /dev/zero | tr '\\\\0' a; echo; echo hello) | %s run --backend cpu --profile exact -m %s -c 256 --chat -n 2 --temp 0",
            test_wisp_bin(), DEFAULT_MODEL);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0 && strstr(out, "[turn refused: the line is longer than 12288 bytes") && strstr(out, "[reply 1:"),

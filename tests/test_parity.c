@@ -133,7 +133,7 @@ static void check_small(const char *quant) {
   }
   int g = parity_greedy_len(ref);
   CHECKF(g >= 0, "%s: no greedy array", ref);
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --prompts " SMALL_DIR "/prompts.json -o %s --greedy %d", test_wisp_bin(),
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu --profile exact -m %s --prompts " SMALL_DIR "/prompts.json -o %s --greedy %d", test_wisp_bin(),
            art, out, g);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "logits: %s", log);
   CHECKF(parity_compare_files(ref, out, 1e-3, msg, sizeof msg), "%s vs HF: %s", quant, msg);
@@ -170,7 +170,7 @@ TEST(parity_compare_selfcheck) {
   CHECK(fx_write_bytes(prompts, pj, strlen(pj)) == 0);
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --prompts %s -o %s --greedy 8 --threads 2", test_wisp_bin(), art, prompts, out);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu --profile exact -m %s --prompts %s -o %s --greedy 8 --threads 2", test_wisp_bin(), art, prompts, out);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
   char *text = NULL;
   CHECK(wisp_read_file(out, &text, NULL) == WISP_OK);
@@ -337,7 +337,7 @@ TEST(parity_tiny_model_matches_independent_reference) {
   int lens[3] = {1, 2, T};
   for (int c = 0; c < 3; c++) {
     int n = lens[c];
-    size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens ", test_wisp_bin(), art);
+    size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s logits --backend cpu --profile exact -m %s --tokens ", test_wisp_bin(), art);
     for (int t = 0; t < n; t++) len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%d", t ? "," : "", tok[t]);
     CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
     cJSON *j = cJSON_Parse(log);

@@ -46,7 +46,7 @@ static void check_qwen_small(const char *quant) {
   }
   int g = parity_greedy_len(ref);
   CHECKF(g >= 0, "%s: no greedy array", ref);
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --prompts " QWEN_SMALL_DIR "/prompts.json -o %s --greedy %d",
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu --profile exact -m %s --prompts " QWEN_SMALL_DIR "/prompts.json -o %s --greedy %d",
            test_wisp_bin(), art, out, g);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "logits: %s", log);
   CHECKF(parity_compare_files(ref, out, 1e-3, msg, sizeof msg), "qwen35-small %s vs HF: %s", quant, msg);

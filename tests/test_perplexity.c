@@ -74,7 +74,7 @@ static void check_cli(const char *extra, int window, int bos) {
   CHECK(dir);
   const char *file = fixture_write("ppl.txt", k_text);
   char cmd[2048], out[8192];
-  snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --window %d %s", test_wisp_bin(), dir, file, window, extra);
+  snprintf(cmd, sizeof cmd, "%s perplexity --backend cpu -m %s -f %s --window %d %s", test_wisp_bin(), dir, file, window, extra);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "%s -> %d: %s", cmd, rc, out);
   double cli = json_num(out, "nll");
@@ -96,14 +96,14 @@ TEST(perplexity_max_tokens_and_errors) {
   CHECK(dir);
   const char *file = fixture_write("ppl2.txt", k_text);
   char cmd[2048], out[8192];
-  snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --window 32 --bos 1 --max-tokens 50", test_wisp_bin(), dir,
+  snprintf(cmd, sizeof cmd, "%s perplexity --backend cpu -m %s -f %s --window 32 --bos 1 --max-tokens 50", test_wisp_bin(), dir,
            file);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   CHECK((long)json_num(out, "tokens") == 50);
   CHECK((long)json_num(out, "windows") == 2);
-  snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --window 100000", test_wisp_bin(), dir, file);
+  snprintf(cmd, sizeof cmd, "%s perplexity --backend cpu -m %s -f %s --window 100000", test_wisp_bin(), dir, file);
   CHECK(test_run(cmd, out, sizeof out) != 0 && strstr(out, "exceeds the context"));
-  snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s/missing.txt", test_wisp_bin(), dir, test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s perplexity --backend cpu -m %s -f %s/missing.txt", test_wisp_bin(), dir, test_tmpdir());
   CHECK(test_run(cmd, out, sizeof out) != 0);
 }
 

@@ -167,7 +167,7 @@ TEST(quant_convert_f16_q8_0_tiny_lfm2) {
     wisp_artifact_free(a);
     /* the CLI end to end (the tiny model's vocabulary of 96 has no tokenizer
      * for `wisp run`; `wisp logits --greedy` runs prefill and the decode loop) */
-    snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 1,2,3,95 --greedy 4", test_wisp_bin(), art[k]);
+    snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 1,2,3,95 --greedy 4", test_wisp_bin(), art[k]);
     CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "\"greedy\": ["), "%s logits: %s", quants[k], log);
     /* export-gguf reads the new section kinds too */
     snprintf(cmd, sizeof cmd, "%s export-gguf %s -o %s.gguf", test_wisp_bin(), art[k], art[k]);

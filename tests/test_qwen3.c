@@ -243,7 +243,7 @@ static void check_against_reference(const char *tag) {
   int lens[3] = {1, 3, T};
   for (int c = 0; c < 3; c++) {
     int n = lens[c];
-    size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s logits -m %s --greedy %d --tokens ", test_wisp_bin(), art,
+    size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --greedy %d --tokens ", test_wisp_bin(), art,
                                   c == 2 ? G : 0);
     for (int t = 0; t < n; t++) len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%d", t ? "," : "", tok[t]);
     CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
@@ -319,7 +319,7 @@ TEST(llama_tiny_runs_past_4096_positions) {
   for (int t = 0; t < T; t++) fprintf(f, "%s%d", t ? "," : "", tok[t]);
   fprintf(f, "]]}\n");
   CHECK(fclose(f) == 0);
-  snprintf(cmd, sizeof cmd, "%s logits -m %s -c 4200 --prompts %s", test_wisp_bin(), art, prompts);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s -c 4200 --prompts %s", test_wisp_bin(), art, prompts);
   int rc = test_run(cmd, log, sizeof log);
   cJSON *j = rc == 0 ? cJSON_Parse(log) : NULL;
   const cJSON *got = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "logits"), 0);
@@ -337,20 +337,20 @@ TEST(llama_tiny_runs_past_4096_positions) {
   char why[200];
   snprintf(why, sizeof why, "%.190s", log);
   /* the default context (4,096) is too short; -c past 8,192 is refused */
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --prompts %s", test_wisp_bin(), art, prompts);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --prompts %s", test_wisp_bin(), art, prompts);
   int dflt = test_run(cmd, log, sizeof log);
   int dflt_full = dflt != 0 && strstr(log, "4096") != NULL;
-  snprintf(cmd, sizeof cmd, "%s logits -m %s -c 9000 --tokens 1,2", test_wisp_bin(), art);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s -c 9000 --tokens 1,2", test_wisp_bin(), art);
   int over = test_run(cmd, log, sizeof log);
   int over_refused = over != 0 && strstr(log, "maximum context of 8192") != NULL;
   /* wisp plan and the bench receipt say the context and the KV bytes: 2 attention layers x K and V x
    * positions x 2 kv heads x 32 dims x 4 bytes */
-  snprintf(cmd, sizeof cmd, "%s plan -m %s -c 8000", test_wisp_bin(), art);
+  snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s -c 8000", test_wisp_bin(), art);
   int plan_ok = test_run(cmd, log, sizeof log) == 0 &&
                 strstr(log, "context: 8000 positions (the model's maximum 8192); KV caches: 7.8 MiB a sequence (f32)");
   char plan_log[200];
   snprintf(plan_log, sizeof plan_log, "%.190s", log);
-  snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 2 --no-warmup -o %s/long_bench.json >/dev/null && cat %s/long_bench.json",
+  snprintf(cmd, sizeof cmd, "%s bench --backend cpu --profile exact -m %s -p 8 -n 2 --no-warmup -o %s/long_bench.json >/dev/null && cat %s/long_bench.json",
            test_wisp_bin(), art, test_tmpdir(), test_tmpdir());
   int bench_rc = test_run(cmd, log, sizeof log);
   cJSON *bj = bench_rc == 0 ? cJSON_Parse(log) : NULL;
@@ -461,9 +461,9 @@ TEST(qwen3_gguf_roundtrip_identical_logits) {
   CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gg, b);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 8 2>/dev/null", test_wisp_bin(), a);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 8 2>/dev/null", test_wisp_bin(), a);
   CHECK(test_run(cmd, la, sizeof la) == 0);
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 8 2>/dev/null", test_wisp_bin(), b);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 3,1,4,1,5,9,2,6 --greedy 8 2>/dev/null", test_wisp_bin(), b);
   CHECK(test_run(cmd, lb, sizeof lb) == 0);
   CHECKF(strlen(la) > 100 && !strcmp(la, lb), "logits differ:\n%.300s\n%.300s", la, lb);
 }

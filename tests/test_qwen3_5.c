@@ -364,7 +364,7 @@ static void qwen_forward_ref(const int *tok, int T, double *logits) {
 /* wisp logits for tok[0..n) via the CLI; returns malloc'd QV floats. */
 static double *cli_logits(const char *art, const int *tok, int n, const char *tuning) {
   static char cmd[8192], log[1 << 16];
-  size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s logits -m %s%s%s --tokens ", test_wisp_bin(), art,
+  size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s%s%s --tokens ", test_wisp_bin(), art,
                                 tuning ? " --tuning " : "", tuning ? tuning : "");
   for (int t = 0; t < n; t++) len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%d", t ? "," : "", tok[t]);
   if (test_run(cmd, log, sizeof log) != 0) { fprintf(stderr, "  %s\n", log); return NULL; }
@@ -642,7 +642,7 @@ TEST(qwen3_5_f16_throughput_runs_f16_i8) {
       scale = fmaxf(scale, fabsf(out[0][ph][i]));
     }
     if (getenv("WISP_TEST_VERBOSE"))
-      fprintf(stderr, "  f16_i8 %s logits vs exact: max|diff| %.3g of max|logit| %.3g\n", ph ? "decode" : "prefill",
+      fprintf(stderr, "  f16_i8 %s logits --backend cpu vs exact: max|diff| %.3g of max|logit| %.3g\n", ph ? "decode" : "prefill",
               worst, scale);
     CHECKF(worst > 0, "%s: the throughput plan gave the exact logits: f16_i8 did not run", ph ? "decode" : "prefill");
     CHECKF(worst <= 0.05f * scale, "%s: f16_i8 logits differ by %g of max|logit| %g", ph ? "decode" : "prefill",
@@ -716,7 +716,7 @@ TEST(qwen3_5_artifact_and_backend_checks) {
   CHECK(fx_write_bytes(mpath, text, strlen(text)) == 0);
   free(text);
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 1,2", test_wisp_bin(), art);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 1,2", test_wisp_bin(), art);
   CHECK(test_run(cmd, log, sizeof log) != 0);
   CHECKF(one_line_with(log, "layer 0 is 'conv'", "qwen3_5", NULL), "%s", log);
 }
@@ -865,7 +865,7 @@ TEST(qwen3_5_plan_lists_the_new_ops) {
   static char log[1 << 16];
   snprintf(art, sizeof art, "%s/q35_plan_art", test_tmpdir());
   CHECKF(convert(hf, art, "q4k", log, sizeof log) == 0, "%s", log);
-  snprintf(cmd, sizeof cmd, "%s plan -m %s", test_wisp_bin(), art);
+  snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s", test_wisp_bin(), art);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
   CHECKF(strstr(log, "linear_attention layers 0,2") && strstr(log, "gated_deltanet lin.core") &&
              strstr(log, "attention_gated attn.core") && strstr(log, "matmul/q4k_") &&

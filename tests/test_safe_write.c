@@ -71,10 +71,10 @@ TEST(safe_write_refuses_fifo_symlink_and_directory_targets) {
   CHECK(no_leftovers(empty) && rmdir(empty) == 0); /* rmdir: it was still empty */
   /* the same rule for the other file writers */
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 1 -o %s --force", test_wisp_bin(), fixture_small_model(), fifo);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s --tokens 1 -o %s --force", test_wisp_bin(), fixture_small_model(), fifo);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 2 && strstr(out, "is a FIFO"), "exit %d: %s", rc, out);
-  snprintf(cmd, sizeof cmd, "%s bench -m %s -p 2 -n 1 -o %s --force", test_wisp_bin(), fixture_small_model(), link);
+  snprintf(cmd, sizeof cmd, "%s bench --backend cpu --profile exact -m %s -p 2 -n 1 -o %s --force", test_wisp_bin(), fixture_small_model(), link);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 2 && strstr(out, "is a symbolic link"), "exit %d: %s", rc, out);
   /* control: a regular file is replaced with --force */
@@ -180,7 +180,7 @@ TEST(safe_write_one_writer_per_target) {
 TEST(safe_write_errors_are_errors) {
   char cmd[4096], out[CAP];
   if (wisp_path_exists(DEFAULT_MODEL "/manifest.json")) {
-    snprintf(cmd, sizeof cmd, "{ %s run -m %s -p hello -n 2 > /dev/full; }", test_wisp_bin(), DEFAULT_MODEL);
+    snprintf(cmd, sizeof cmd, "{ %s run --backend cpu --profile exact -m %s -p hello -n 2 > /dev/full; }", test_wisp_bin(), DEFAULT_MODEL);
     int rc = test_run(cmd, out, sizeof out);
     CHECKF(rc == 1 && strstr(out, "wisp: writing standard output"), "exit %d: %s", rc, out);
   }

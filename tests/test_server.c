@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/local_page.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -338,20 +339,36 @@ TEST(server_cli_errors) {
   char cmd[1024], out[4096];
   /* a GGUF opens through wisp_model_open like a directory: a missing one is
    * the load's error, naming the file */
-  snprintf(cmd, sizeof cmd, "%s serve -m %s/model.gguf --port 0", test_wisp_bin(), test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact -m %s/model.gguf --port 0", test_wisp_bin(), test_tmpdir());
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "model.gguf: cannot open"), "exit %d: %s", rc, out);
-  snprintf(cmd, sizeof cmd, "%s serve --port 70000", test_wisp_bin());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact --port 70000", test_wisp_bin());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 2 && strstr(out, "--port"), "exit %d: %s", rc, out);
-  snprintf(cmd, sizeof cmd, "%s serve --api-key ''", test_wisp_bin());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact --api-key ''", test_wisp_bin());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 2 && strstr(out, "--api-key"), "exit %d: %s", rc, out);
-  snprintf(cmd, sizeof cmd, "%s serve --host not-an-address --port 0", test_wisp_bin());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact --host not-an-address --port 0", test_wisp_bin());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "cannot listen on not-an-address"), "exit %d: %s", rc, out);
   /* listening works, the model does not: the load's error, exit 1 */
-  snprintf(cmd, sizeof cmd, "%s serve -m %s/no-such-model --port 0", test_wisp_bin(), test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s serve --backend cpu --profile exact -m %s/no-such-model --port 0", test_wisp_bin(), test_tmpdir());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "listening on") && strstr(out, "no-such-model/manifest.json"), "exit %d: %s", rc, out);
+}
+
+/* wisp serve's /local page (server/local_page.h): the five files of the
+ * browser build, by fixed names, from the tree's build/wasm (make wasm,
+ * which scripts/test.sh runs before the suite); any other name is refused. */
+TEST(server_local_page_files) {
+  char path[4200];
+  const char *type = NULL, *why = NULL;
+  CHECKF(srv_local_file("", path, sizeof path, &type, &why) == 0, "the page: %s", why ? why : "not found");
+  CHECK(strstr(path, "/build/wasm/index.html") != NULL || strstr(path, "/share/wisp/web/index.html") != NULL);
+  CHECK(!strcmp(type, "text/html; charset=utf-8"));
+  CHECK(srv_local_file("wisp.wasm", path, sizeof path, &type, &why) == 0 && !strcmp(type, "application/wasm"));
+  CHECK(srv_local_file("wgpu.js", path, sizeof path, &type, &why) == 0 && strstr(type, "javascript"));
+  const char *refused[] = {"../manifest.json", "deps/lib/libcjson.a", "index.html/", "obj", "/etc/passwd", "wisp.wasm.d"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    CHECKF(srv_local_file(refused[i], path, sizeof path, &type, &why) == -1, "%s was served", refused[i]);
 }

@@ -71,3 +71,34 @@ TEST(threadpool_default_threads_fit_the_affinity_mask) {
   CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
   CHECKF(narrowed == 1, "one CPU in the mask, default %d threads", narrowed);
 }
+
+static void thread_of_task(void *ctx, int task, int thread) {
+  int *threads = ctx;
+  threads[task] = thread;
+}
+
+/* Each mode runs every task once: SOLO on the caller (thread 0) alone,
+ * SHARED and AUTO on any thread. Pinning makes the path independent of
+ * how loaded the machine is. */
+TEST(threadpool_solo_and_shared_modes_run_every_task_once) {
+  static pool_job j;
+  wisp_pool *p = wisp_pool_new(3);
+  CHECK(p != NULL);
+  j.threads = 3;
+  const int modes[] = {WISP_POOL_SOLO, WISP_POOL_SHARED, WISP_POOL_SOLO, WISP_POOL_AUTO};
+  for (int m = 0; m < 4; m++) {
+    wisp_pool_pin(p, modes[m]);
+    int bad = 0;
+    for (int round = 0; round < 200; round++) bad += !run_once(p, &j, 1 + (round * 5) % 31);
+    CHECKF(!bad, "mode %d: %d of 200 jobs ran a task twice, never or on a bad thread", modes[m], bad);
+    if (modes[m] == WISP_POOL_SOLO) {
+      int threads[64];
+      memset(threads, -1, sizeof threads);
+      wisp_pool_run(p, 64, thread_of_task, threads);
+      int off_caller = 0;
+      for (int t = 0; t < 64; t++) off_caller += threads[t] != 0;
+      CHECKF(off_caller == 0, "solo: %d of 64 tasks ran off the caller", off_caller);
+    }
+  }
+  wisp_pool_free(p);
+}

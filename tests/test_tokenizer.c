@@ -668,20 +668,20 @@ TEST(cli_chat_two_turns) {
   const char *dir = chat_model();
   CHECK(dir);
   char cmd[2048], out[16384];
-  snprintf(cmd, sizeof cmd, "printf 'hello\\nhow are you?\\n' | %s run -m %s --chat -sys 'Be brief.' -n 6 --temp 0",
+  snprintf(cmd, sizeof cmd, "printf 'hello\\nhow are you?\\n' | %s run --backend cpu --profile exact -m %s --chat -sys 'Be brief.' -n 6 --temp 0",
            test_wisp_bin(), dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   CHECKF(strstr(out, "lfm2 template") && strstr(out, "[reply 1: ") && strstr(out, "[reply 2: ") &&
              !strstr(out, "[reply 3: "),
          "%s", out);
   /* /exit ends the conversation */
-  snprintf(cmd, sizeof cmd, "printf 'hello\\n/exit\\nnever\\n' | %s run -m %s --chat -n 4 --temp 0", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "printf 'hello\\n/exit\\nnever\\n' | %s run --backend cpu --profile exact -m %s --chat -n 4 --temp 0", test_wisp_bin(), dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "[reply 1: ") && !strstr(out, "[reply 2: "), "%s", out);
   /* plain run works with the BPE tokenizer too (prompt tokens: BOS + hello) */
-  snprintf(cmd, sizeof cmd, "%s run -m %s -p hello -n 3 --temp 0", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "%s run --backend cpu --profile exact -m %s -p hello -n 3 --temp 0", test_wisp_bin(), dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "2 prompt tokens"), "%s", out);
   /* a byte-tokenizer model has no chat template */
-  snprintf(cmd, sizeof cmd, "echo hi | %s run -m %s --chat -n 2", test_wisp_bin(), fixture_small_model());
+  snprintf(cmd, sizeof cmd, "echo hi | %s run --backend cpu --profile exact -m %s --chat -n 2", test_wisp_bin(), fixture_small_model());
   CHECKF(test_run(cmd, out, sizeof out) == 1 && strstr(out, "no chat template"), "%s", out);
 }
 
@@ -742,27 +742,27 @@ TEST(convert_copies_tokenizer_files) {
   cJSON_Delete(m);
   CHECK(ok);
   /* the artifact chats: LFM2 template, stops on <|im_end|> / <|endoftext|> */
-  snprintf(cmd, sizeof cmd, "printf 'hi there\\nand again\\n' | %s run -m %s --chat -n 5 --temp 0", test_wisp_bin(), out);
+  snprintf(cmd, sizeof cmd, "printf 'hi there\\nand again\\n' | %s run --backend cpu --profile exact -m %s --chat -n 5 --temp 0", test_wisp_bin(), out);
   CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "lfm2 template, 2 stop tokens") && strstr(log, "[reply 2: "),
          "%s", log);
   /* --chat-template FILE replaces the model's template: "hi there" + ">" is 9 byte tokens */
   char tp[800];
   snprintf(tp, sizeof tp, "%s/my.jinja", test_tmpdir());
   write_to(test_tmpdir(), "my.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}>{% endif %}\n");
-  snprintf(cmd, sizeof cmd, "printf 'hi there\\nmore\\n' | %s run -m %s --chat --chat-template %s -n 2 --temp 0",
+  snprintf(cmd, sizeof cmd, "printf 'hi there\\nmore\\n' | %s run --backend cpu --profile exact -m %s --chat --chat-template %s -n 2 --temp 0",
            test_wisp_bin(), out, tp);
   CHECKF(test_run(cmd, log, sizeof log) == 0 && strstr(log, "my.jinja template") && strstr(log, "[reply 1: 9 prompt tokens") &&
              strstr(log, "[reply 2: 5 prompt tokens"),
          "%s", log);
   write_to(test_tmpdir(), "bad.jinja", "ok\n{% include 'x' %}");
   snprintf(tp, sizeof tp, "%s/bad.jinja", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "printf 'hi\\n' | %s run -m %s --chat --chat-template %s -n 2", test_wisp_bin(), out, tp);
+  snprintf(cmd, sizeof cmd, "printf 'hi\\n' | %s run --backend cpu --profile exact -m %s --chat --chat-template %s -n 2", test_wisp_bin(), out, tp);
   CHECKF(test_run(cmd, log, sizeof log) == 1 && strstr(log, "bad.jinja") && strstr(log, "2:4: unsupported construct 'include'"),
          "%s", log);
   /* removing the tokenizer file makes the artifact fail to open, clearly */
   snprintf(mp, sizeof mp, "%s/tokenizer.json", out);
   CHECK(unlink(mp) == 0);
-  snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 1", test_wisp_bin(), out);
+  snprintf(cmd, sizeof cmd, "%s run --backend cpu --profile exact -m %s -p hi -n 1", test_wisp_bin(), out);
   CHECKF(test_run(cmd, log, sizeof log) == 1 && strstr(log, "tokenizer.json is missing"), "%s", log);
   /* a tokenizer larger than the model's vocabulary is refused, nothing left behind */
   json = tiny_json(0, 0, "BPE");

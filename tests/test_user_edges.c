@@ -44,7 +44,7 @@ TEST(edges_flipped_weight_byte_fails_run_and_info) {
   CHECK(fseek(f, 777, SEEK_SET) == 0);
   int c = fgetc(f);
   CHECK(c != EOF && fseek(f, 777, SEEK_SET) == 0 && fputc(c ^ 0x01, f) != EOF && fclose(f) == 0);
-  int rc = sh(out, "%s run -m %s -p hello -n 2 --temp 0", test_wisp_bin(), d, "");
+  int rc = sh(out, "%s run --backend cpu --profile exact -m %s -p hello -n 2 --temp 0", test_wisp_bin(), d, "");
   CHECKF(rc == 1 && strstr(out, "does not match its sha256") && one_line(out), "exit %d: %s", rc, out);
   rc = sh(out, "%s info -m %s", test_wisp_bin(), d, "");
   CHECKF(rc == 1 && strstr(out, "does not match its sha256") && one_line(out), "exit %d: %s", rc, out);
@@ -104,15 +104,15 @@ TEST(edges_repeat_last_n_minus_one_is_the_context) {
   char all[CAP], ctx[CAP], one[CAP];
   const char *m = fixture_small_model();
   const char *opts = "-p 'a b a b a b a b' -n 24 --temp 0 --repeat-penalty 3 -c 64 --ids";
-  CHECKF(sh(all, "%s run -m %s %s --repeat-last-n -1 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0, "%s",
+  CHECKF(sh(all, "%s run --backend cpu --profile exact -m %s %s --repeat-last-n -1 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0, "%s",
          all);
-  CHECKF(sh(ctx, "%s run -m %s %s --repeat-last-n 64 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0, "%s",
+  CHECKF(sh(ctx, "%s run --backend cpu --profile exact -m %s %s --repeat-last-n 64 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0, "%s",
          ctx);
   CHECKF(!strcmp(all, ctx), "-1:\n%s\n64:\n%s", all, ctx);
-  CHECKF(sh(one, "%s run -m %s %s --repeat-last-n 1 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0, "%s",
+  CHECKF(sh(one, "%s run --backend cpu --profile exact -m %s %s --repeat-last-n 1 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0, "%s",
          one);
   CHECKF(strcmp(all, one), "the window changes nothing here, so the test cannot tell: %s", one);
-  int rc = sh(all, "%s run -m %s -p hi -n 1 --repeat-last-n -2", test_wisp_bin(), m, "");
+  int rc = sh(all, "%s run --backend cpu --profile exact -m %s -p hi -n 1 --repeat-last-n -2", test_wisp_bin(), m, "");
   CHECKF(rc == 2, "exit %d: %s", rc, all);
 }
 
@@ -120,11 +120,11 @@ TEST(edges_threads_beyond_the_cores_warn) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores >= 1024) SKIP("%ld cores: -t 1024 is not beyond them", cores);
   char out[CAP];
-  int rc = sh(out, "%s run -m %s -p hi -n 1 --temp 0 -t 1024", test_wisp_bin(), fixture_small_model(), "");
+  int rc = sh(out, "%s run --backend cpu --profile exact -m %s -p hi -n 1 --temp 0 -t 1024", test_wisp_bin(), fixture_small_model(), "");
   CHECKF(rc == 0 && strstr(out, "warning: -t 1024 is more threads than the"), "exit %d: %s", rc, out);
   char n[32];
   snprintf(n, sizeof n, "%ld", cores);
-  rc = sh(out, "%s run -m %s -p hi -n 1 --temp 0 -t %s", test_wisp_bin(), fixture_small_model(), n);
+  rc = sh(out, "%s run --backend cpu --profile exact -m %s -p hi -n 1 --temp 0 -t %s", test_wisp_bin(), fixture_small_model(), n);
   CHECKF(rc == 0 && !strstr(out, "warning"), "exit %d: %s", rc, out);
 }
 
@@ -156,16 +156,16 @@ TEST(edges_profile_resolution_ignores_the_working_directory) {
   snprintf(bin, sizeof bin, "%s", r);
   free(r);
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "cd %s/without && %s plan -m %s --profile throughput | head -n 2", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "cd %s/without && %s plan --backend cpu -m %s --profile throughput | head -n 2", dir, bin, model);
   CHECKF(test_run(cmd, want, sizeof want) == 0 && strstr(want, "profile profiles/throughput"), "%s", want);
-  snprintf(cmd, sizeof cmd, "cd %s/with && %s plan -m %s --profile throughput | head -n 2", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "cd %s/with && %s plan --backend cpu -m %s --profile throughput | head -n 2", dir, bin, model);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, want), "%s", out);
-  snprintf(cmd, sizeof cmd, "cd %s/with && %s plan -m %s --profile profiles/throughput | head -n 2", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "cd %s/with && %s plan --backend cpu -m %s --profile profiles/throughput | head -n 2", dir, bin, model);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && !strcmp(out, want), "%s", out);
   /* a .json name is a file: read (and broken) where it exists, missing elsewhere */
-  snprintf(cmd, sizeof cmd, "cd %s/with && %s plan -m %s --profile profiles/throughput.json", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "cd %s/with && %s plan --backend cpu -m %s --profile profiles/throughput.json", dir, bin, model);
   CHECKF(test_run(cmd, out, sizeof out) == 1 && strstr(out, "profiles/throughput.json") && one_line(out), "%s", out);
-  snprintf(cmd, sizeof cmd, "cd %s/without && %s plan -m %s --profile profiles/throughput.json", dir, bin, model);
+  snprintf(cmd, sizeof cmd, "cd %s/without && %s plan --backend cpu -m %s --profile profiles/throughput.json", dir, bin, model);
   CHECKF(test_run(cmd, out, sizeof out) == 1 && strstr(out, "no such file") && one_line(out), "%s", out);
 }
 
@@ -182,17 +182,17 @@ TEST(edges_bench_receipts_not_beside_a_copy_nor_through_a_link) {
   snprintf(cmd, sizeof cmd, "mkdir -p %s/bin %s/elsewhere %s/home && cp %s %s/bin/wisp && ln -s %s/elsewhere %s/bench",
            dir, dir, dir, test_wisp_bin(), dir, dir, dir);
   CHECK(test_run(cmd, out, sizeof out) == 0);
-  snprintf(cmd, sizeof cmd, "cd %s && WISP_HOME=%s/home %s/bin/wisp bench -m %s -p 2 -n 1 --no-warmup", dir, dir, dir,
+  snprintf(cmd, sizeof cmd, "cd %s && WISP_HOME=%s/home %s/bin/wisp bench --backend cpu --profile exact -m %s -p 2 -n 1 --no-warmup", dir, dir, dir,
            fixture_small_model());
   char *m = realpath(fixture_small_model(), NULL);
   CHECK(m);
-  snprintf(cmd, sizeof cmd, "cd %s && WISP_HOME=%s/home %s/bin/wisp bench -m %s -p 2 -n 1 --no-warmup", dir, dir, dir, m);
+  snprintf(cmd, sizeof cmd, "cd %s && WISP_HOME=%s/home %s/bin/wisp bench --backend cpu --profile exact -m %s -p 2 -n 1 --no-warmup", dir, dir, dir, m);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0 && strstr(out, "/home/bench/results/"), "exit %d: %s", rc, out);
   snprintf(cmd, sizeof cmd, "ls -A %s/elsewhere | wc -l", dir);
   CHECK(test_run(cmd, out, sizeof out) == 0 && atoi(out) == 0);
   /* WISP_HOME whose bench/ is a symbolic link: refused */
-  snprintf(cmd, sizeof cmd, "cd %s && WISP_HOME=%s %s/bin/wisp bench -m %s -p 2 -n 1 --no-warmup", dir, dir, dir, m);
+  snprintf(cmd, sizeof cmd, "cd %s && WISP_HOME=%s %s/bin/wisp bench --backend cpu --profile exact -m %s -p 2 -n 1 --no-warmup", dir, dir, dir, m);
   free(m);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1 && strstr(out, "symbolic link"), "exit %d: %s", rc, out);
@@ -207,8 +207,8 @@ TEST(edges_top_p_zero_and_one_are_both_off) {
   const char *m = fixture_small_model();
   const char *opts = "-p 'Once upon' -n 24 --temp 1.5 --seed 7 --top-k 0 --min-p 0 --ids";
   CHECK(sh(zero, "%s run -m %s %s --top-p 0 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0);
-  CHECK(sh(one, "%s run -m %s %s --top-p 1 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0);
+  CHECK(sh(one, "%s run --backend cpu --profile exact -m %s %s --top-p 1 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0);
   CHECKF(!strcmp(zero, one), "top-p 0:\n%s\ntop-p 1:\n%s", zero, one);
-  CHECK(sh(tight, "%s run -m %s %s --top-p 0.05 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0);
+  CHECK(sh(tight, "%s run --backend cpu --profile exact -m %s %s --top-p 0.05 2>&1 | grep 'generated ids'", test_wisp_bin(), m, opts) == 0);
   CHECKF(strcmp(zero, tight), "a tight nucleus changes nothing here, so the test cannot tell: %s", tight);
 }

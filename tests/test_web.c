@@ -2,8 +2,12 @@
  * (tests/web/page.mjs, docs/browser.md): the default model's greedy text in
  * the page equals the native CLI's, the tokens stream in, the plan and the
  * adapter are shown, a seeded sampled run and a two-line chat on the page's
- * CPU backend equal the CLI's, a damaged artifact gives the CLI's one-line error, and
- * a screenshot is kept as build/test-logs/wasm-page.png.
+ * CPU backend equal the CLI's, a damaged artifact gives the CLI's one-line error,
+ * a screenshot is kept as build/test-logs/wasm-page.png, the benchmark's
+ * receipt downloads, the seed-shaped synthetic model runs on WebGPU with its
+ * weights streamed (the native greedy tokens, the wasm memory peak under half
+ * its weights), and a page without WebGPU runs the native greedy text on its
+ * cpu backend.
  *
  * Needs what the set-up installs (scripts/deps.sh): build/wasm/ from
  * `make wasm` (scripts/test.sh builds it), Debian's chromium and node, and
@@ -45,17 +49,17 @@ TEST(web_page_greedy_equals_native) {
 
   /* The native CLI's greedy and sampled texts, and a copy of the model with four bytes of
    * its weights changed with the CLI's error for it. */
-  snprintf(cmd, sizeof cmd, "(%s run -m models/default --backend cpu -p '%s' -n 16 --temp 0 >%s/expect.txt 2>/dev/null)",
+  snprintf(cmd, sizeof cmd, "(%s run --profile exact -m models/default --backend cpu -p '%s' -n 16 --temp 0 >%s/expect.txt 2>/dev/null)",
            test_wisp_bin(), prompt, tmp);
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "native run: exit %d: %s", rc, out);
   snprintf(cmd, sizeof cmd,
-           "(%s run -m models/default --backend cpu -p '%s' -n 16 --temp 0.8 --seed 7 >%s/sampled.txt 2>/dev/null)",
+           "(%s run --profile exact -m models/default --backend cpu -p '%s' -n 16 --temp 0.8 --seed 7 >%s/sampled.txt 2>/dev/null)",
            test_wisp_bin(), prompt, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "native sampled run: exit %d: %s", rc, out);
   snprintf(cmd, sizeof cmd,
-           "(printf 'Who was the king?\nAnd then?\n' | %s run -m models/default --backend cpu --chat -n 12 --temp 0 "
+           "(printf 'Who was the king?\nAnd then?\n' | %s run --profile exact -m models/default --backend cpu --chat -n 12 --temp 0 "
            ">%s/chat.txt 2>/dev/null)",
            test_wisp_bin(), tmp);
   rc = test_run(cmd, out, sizeof out);
@@ -65,19 +69,29 @@ TEST(web_page_greedy_equals_native) {
            "dd of=%s/bad/weights.bin bs=1 seek=100000 conv=notrunc 2>/dev/null",
            tmp, tmp);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "damaging a copy: %s", out);
-  snprintf(cmd, sizeof cmd, "(%s plan -m %s/bad --backend cpu >/dev/null 2>%s/error.txt)", test_wisp_bin(), tmp, tmp);
+  snprintf(cmd, sizeof cmd, "(%s plan --profile exact -m %s/bad --backend cpu >/dev/null 2>%s/error.txt)", test_wisp_bin(), tmp, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1, "native plan of the damaged copy: exit %d", rc);
+
+  /* The seed-shaped synthetic model (168 MB of weights), which the page
+   * streams into GPU buffers, and its native greedy tokens. */
+  snprintf(cmd, sizeof cmd,
+           "(%s gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o %s/big --seed 1 >/dev/null 2>&1 && "
+           "%s run -m %s/big --backend cpu -p I -n 1 --temp 0 >%s/expect-big.txt 2>/dev/null)",
+           test_wisp_bin(), tmp, test_wisp_bin(), tmp, tmp);
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "the seed-shaped model and its native run: exit %d: %s", rc, out);
 
   snprintf(cmd, sizeof cmd,
            "node tests/web/page.mjs --web build/wasm --model models/default --prompt '%s' --n 16 "
            "--expect %s/expect.txt --expect-sampled %s/sampled.txt --expect-chat %s/chat.txt --bad-dir %s/bad --expect-error %s/error.txt "
-           "--out build/test-logs",
-           prompt, tmp, tmp, tmp, tmp, tmp);
+           "--big %s/big --big-prompt I --expect-big %s/expect-big.txt --out build/test-logs",
+           prompt, tmp, tmp, tmp, tmp, tmp, tmp, tmp);
   rc = test_run(cmd, log, sizeof log);
   CHECKF(rc == 0, "tests/web/page.mjs exit %d:\n%s", rc, log);
   CHECKF(strstr(log, "ok page greedy text equals native") && strstr(log, "ok page sampled text") &&
              strstr(log, "ok page chat") &&
-             strstr(log, "ok damaged artifact"), "%s", log);
+             strstr(log, "ok damaged artifact") && strstr(log, "ok receipt downloaded") &&
+             strstr(log, "ok streamed weights") && strstr(log, "ok without WebGPU"), "%s", log);
 }
 #endif

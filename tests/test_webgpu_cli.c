@@ -46,7 +46,7 @@ TEST(webgpu_cli_devices_missing_symbol) {
 TEST(webgpu_cli_run_missing_library) {
   char cmd[1024], out[8192];
   snprintf(cmd, sizeof cmd,
-           "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run -m models/default -p hello -n 4 --backend webgpu",
+           "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run --profile exact -m models/default -p hello -n 4 --backend webgpu",
            test_wisp_bin());
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1, "exit %d: %s", rc, out);
@@ -55,7 +55,7 @@ TEST(webgpu_cli_run_missing_library) {
   CHECKF(len > 0 && strchr(out, '\n') == out + len - 1, "not one line: %s", out);
 
   snprintf(cmd, sizeof cmd,
-           "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run -m models/default -p hello -n 4 --backend auto",
+           "WISP_WEBGPU_LIB=/nonexistent/libwebgpu.so %s run --profile exact -m models/default -p hello -n 4 --backend auto",
            test_wisp_bin());
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "exit %d: %s", rc, out);
@@ -70,7 +70,7 @@ TEST(webgpu_cli_run_announces_kernel_compilation) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   char cmd[1024], out[16384];
-  snprintf(cmd, sizeof cmd, "%s run -m models/default -p hello -n 3 --temp 0 --backend webgpu", test_wisp_bin());
+  snprintf(cmd, sizeof cmd, "%s run --profile exact -m models/default -p hello -n 3 --temp 0 --backend webgpu", test_wisp_bin());
   int rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "exit %d: %s", rc, out);
   const char *a = strstr(out, "wisp: compiling "), *b = strstr(out, "compiled ");
@@ -82,7 +82,7 @@ TEST(webgpu_cli_run_announces_kernel_compilation) {
   /* bench's receipt reports compilation apart from its phases */
   char receipt[700];
   snprintf(receipt, sizeof receipt, "%s/compile_receipt.json", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s bench -m models/default -p 4 -n 2 --backend webgpu -o %s", test_wisp_bin(), receipt);
+  snprintf(cmd, sizeof cmd, "%s bench --profile exact -m models/default -p 4 -n 2 --backend webgpu -o %s", test_wisp_bin(), receipt);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0 && strstr(out, "compiling kernels (first run"), "exit %d: %s", rc, out);
   FILE *f = fopen(receipt, "rb");

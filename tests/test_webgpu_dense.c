@@ -19,6 +19,7 @@
 
 #include "backend/webgpu/wgpu_backend.h"
 #include "engine/engine.h"
+#include "engine/session.h"
 #include "st_fixture.h"
 #include "test.h"
 #include "util/err.h"
@@ -30,6 +31,9 @@ enum { DH = 128, DF = 256, DV = 256, DNH = 4, DKV = 2, DL = 2, PROMPT = 40, STEP
 
 static int head_dim(int llama) { return llama ? 32 : 64; }
 
+/* max_position_embeddings of the next checkpoint write_dense writes. */
+static int g_dense_ctx = 256;
+
 /* config.json + model.safetensors of the tiny model into dir (which exists). */
 static int write_dense(const char *dir, int llama) {
   const int D = head_dim(llama);
@@ -38,10 +42,10 @@ static int write_dense(const char *dir, int llama) {
   snprintf(cfg, sizeof cfg,
            "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, \"intermediate_size\": %d, "
            "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
-           "\"vocab_size\": %d, \"rms_norm_eps\": 1e-05, \"rope_theta\": %s, \"max_position_embeddings\": 256, "
+           "\"vocab_size\": %d, \"rms_norm_eps\": 1e-05, \"rope_theta\": %s, \"max_position_embeddings\": %d, "
            "\"tie_word_embeddings\": %s, \"attention_bias\": false, \"hidden_act\": \"silu\"%s}",
            llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM", llama ? "llama" : "qwen3", DH, DF, DL, DNH, DKV, D, DV,
-           llama ? "500000.0" : "1000000.0", llama ? "false" : "true",
+           llama ? "500000.0" : "1000000.0", g_dense_ctx, llama ? "false" : "true",
            llama ? ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
                    "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}"
                  : ", \"use_sliding_window\": false");
@@ -311,7 +315,7 @@ static void persist_types(const char *arch) {
     uint64_t pc = 0, pp = 0, po = 0;
     const int32_t first = 5;
     int ok = lc && lp && lo && loop_run(m, "cpu", NULL, first, tc, lc, &pc, err, sizeof err) &&
-             loop_run(m, "webgpu", "persist=1,persistMinSteps=1,persistGrid=2", first, tp, lp, &pp, err, sizeof err) &&
+             loop_run(m, "webgpu", "persist=1,persistMinSteps=1,persistGrid=1", first, tp, lp, &pp, err, sizeof err) &&
              loop_run(m, "webgpu", "persist=0", first, to, lo, &po, err, sizeof err);
     wisp_model_close(m);
     /* the comparisons first, then the checks (a failing check returns) */
@@ -389,4 +393,95 @@ TEST(webgpu_dense_logits_decode_loop_cli) {
   const char *gc = strstr(cpu, "\"greedy\""), *gg = strstr(gpu, "\"greedy\"");
   CHECKF(gc && gg, "no greedy list:\n%.300s\n%.300s", cpu, gpu);
   CHECKF(strlen(gc) > 100 && !strcmp(gc, gg), "greedy tokens differ:\n%.400s\n%.400s", gc, gg);
+}
+
+/* ---- KV caches that grow (wgpu_kv.c) ---- */
+
+enum { GROW_CTX = 16384, GROW_PROMPT = 240, GROW_STEPS = 300 };
+
+/* The f32 Llama with a 16,384-position context, converted once. */
+static const char *long_llama(char *log, size_t cap) {
+  static char dir[600];
+  if (dir[0]) return dir;
+  char hf[600], cmd[2048];
+  snprintf(hf, sizeof hf, "%s/dense_long_llama_hf", test_tmpdir());
+  g_dense_ctx = GROW_CTX;
+  int rc = mkdir(hf, 0755) != 0 || write_dense(hf, 1) != 0;
+  g_dense_ctx = 256;
+  if (rc) {
+    snprintf(log, cap, "cannot write %s", hf);
+    return NULL;
+  }
+  snprintf(dir, sizeof dir, "%s/dense_long_llama", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, dir);
+  if (test_run(cmd, log, cap)) dir[0] = 0;
+  return dir[0] ? dir : NULL;
+}
+
+/* One session at context 16,384 on WebGPU: a 240-token prompt, then
+ * GROW_STEPS greedy tokens through the decode loop (batches of 64), which
+ * cross positions 256 and 512. held0 / held1: the KV bytes held
+ * before and after, grows: the caches grown (stats). */
+static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *held0, uint64_t *held1,
+                    uint64_t *grows, uint64_t *persistent, char *err, size_t cap) {
+  wisp_session_options so = {.backend = "webgpu", .tuning = tuning, .max_context = GROW_CTX};
+  wisp_session *s = NULL;
+  const int V = wisp_model_vocab(m);
+  int32_t prompt[GROW_PROMPT];
+  for (int i = 0; i < GROW_PROMPT; i++) prompt[i] = (int32_t)((i * 37 + 11) % V);
+  wisp_generate_options go = {.temperature = 0, .batch = 64};
+  int n = 0;
+  wisp_status st = wisp_session_new(m, &so, &s);
+  if (!st) *held0 = wisp_session_kv_bytes_held(s);
+  if (!st) st = wisp_session_eval(s, prompt, GROW_PROMPT, NULL);
+  if (!st) st = wisp_session_generate(s, 7, GROW_STEPS, &go, out, &n);
+  if (!st && n != GROW_STEPS) st = wisp_fail(WISP_EINVAL, "%d tokens of %d", n, GROW_STEPS);
+  wisp_wgpu_backend_stats stats = {0};
+  if (!st) {
+    *held1 = wisp_session_kv_bytes_held(s);
+    wisp_wgpu_backend_stats_get(s->backend, &stats);
+  }
+  *grows = stats.kv_grows;
+  *persistent = stats.persistent_steps;
+  if (st) snprintf(err, cap, "tuning %s: %s", tuning ? tuning : "-", wisp_last_error());
+  wisp_session_free(s);
+  return !st;
+}
+
+/* KV caches that grow on WebGPU: a session at context 16,384 starts with
+ * 256 positions a cache, grows (256 -> 512 -> 1,024) while it
+ * generates, and its greedy tokens equal those of a session whose caches
+ * are made for the whole context (kvGrow=0), op by op and through the
+ * persistent decode (whose arena grows with the caches). */
+TEST(webgpu_kv_grows_while_generating) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "", err[600] = "";
+  const char *dir = long_llama(log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  static int32_t tok[3][GROW_STEPS];
+  uint64_t h0[3] = {0}, h1[3] = {0}, grows[3] = {0}, pers[3] = {0};
+  static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1"};
+  int ok = 1;
+  for (int i = 0; ok && i < 3; i++) ok = grow_run(m, tunings[i], tok[i], &h0[i], &h1[i], &grows[i], &pers[i], err, sizeof err);
+  wisp_model_close(m);
+  CHECKF(ok, "%s", err);
+  /* 2 layers, K and V, 2 KV heads of 32, f32 */
+  const uint64_t per_pos = 2ull * 2 * DKV * 32 * 4;
+  CHECKF(h0[0] == 256 * per_pos && h0[2] == 256 * per_pos, "held at start: %llu, %llu", (unsigned long long)h0[0],
+         (unsigned long long)h0[2]);
+  CHECKF(h0[1] == (uint64_t)GROW_CTX * per_pos, "kvGrow=0 holds %llu", (unsigned long long)h0[1]);
+  CHECKF(h1[0] == 1024 * per_pos && h1[2] == 1024 * per_pos, "held after: %llu, %llu", (unsigned long long)h1[0],
+         (unsigned long long)h1[2]);
+  /* 2 doublings of 4 caches */
+  CHECKF(grows[0] == 8 && grows[2] == 8 && grows[1] == 0, "grows %llu %llu %llu", (unsigned long long)grows[0],
+         (unsigned long long)grows[1], (unsigned long long)grows[2]);
+  CHECKF(pers[2] > 0 && pers[0] == 0, "persistent steps %llu / %llu", (unsigned long long)pers[2],
+         (unsigned long long)pers[0]);
+  int at = 0;
+  while (at < GROW_STEPS && tok[0][at] == tok[1][at] && tok[2][at] == tok[1][at]) at++;
+  CHECKF(at == GROW_STEPS, "token %d: grown %d, whole context %d, persistent %d", at, tok[0][at], tok[1][at],
+         tok[2][at]);
 }

@@ -137,7 +137,7 @@ TEST(webgpu_guard_catches_out_of_bounds) {
  * LFM2 and Qwen 3.5 models (fused, unfused, f16 KV, Q4_K, the seed profile's
  * kernels), the device decode loop (sampling, argmax, copies), the int8
  * prefill product, F16 / Q8_0 weights, odd shapes, the products of several
- * sequences a step. */
+ * sequences a step, the chunked Gated DeltaNet. */
 static const char *const k_reruns[] = {
     "webgpu_backend_small_model_parity",      "webgpu_backend_small_model_unfused",
     "webgpu_backend_small_model_kv16",        "webgpu_backend_fused_conv",
@@ -148,7 +148,7 @@ static const char *const k_reruns[] = {
     "webgpu_qwen_q4k_fused_norm_and_ffn",     "decode_loop_webgpu_fused_argmax",
     "decode_loop_webgpu_pipelined_matches_sequential", "decode_loop_webgpu_sampler_matches_reference",
     "webgpu_matmul_i8_small_model_tokens",    "webgpu_backend_f16_q8_0_weights",
-    "webgpu_rows_do_not_interfere",
+    "webgpu_rows_do_not_interfere",           "webgpu_dn_chunked_matches_cpu_and_recurrence",
 };
 
 /* Under AddressSanitizer (the second half of `make test`) the re-runs are

@@ -364,20 +364,20 @@ TEST(webgpu_qswitch_plan_shows_switches) {
     CHECKF(rc != 0 && strstr(out, bad[i][1]), "%s: rc %d: %s", bad[i][0], rc, out);
   }
   /* the webgpu plan's decode kernel for the Q4_K products: q4k_sb (the registry's decode rule) */
-  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "%s plan --profile exact -m %s --backend webgpu", test_wisp_bin(), dir);
   int rc = test_run(cmd, out, sizeof out);
   if (rc == 0 || !strstr(out, "WebGPU")) /* the plan of a webgpu session needs a device */
     CHECKF(rc == 0 && strstr(out, "wgsl_matvec_q4k_superblock") && strstr(out, "wgsl_tiled_q4k") &&
                /* the persistent decode the registry has for the architecture, from 32 steps a batch */
                strstr(out, "persistentDecode=persistent_decode/wgsl_qwen3_5 minSteps=32"),
            "%s", out);
-  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu --json", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "%s plan --profile exact -m %s --backend webgpu --json", test_wisp_bin(), dir);
   rc = test_run(cmd, out, sizeof out);
   if (rc == 0 || !strstr(out, "WebGPU"))
     CHECKF(rc == 0 && strstr(out, "\"persistentDecode\":\"persistent_decode/wgsl_qwen3_5\"") &&
                strstr(out, "\"persistentDecodeMinSteps\":32"),
            "%s", out);
-  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend cpu", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "%s plan --profile exact -m %s --backend cpu", test_wisp_bin(), dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "persistentDecode=none (the cpu backend)"), "%s", out);
   /* useDirectContiguousKVLayout false: implemented (strided cache addressing), shown off */
   const char *pk = profile("kv", "profiles/default", "{\"attentionDecodeOnline\": {\"useDirectContiguousKVLayout\": false}}");

@@ -928,7 +928,7 @@ TEST(webgpu_qwen_seed_profile) {
    * replace them) */
   CHECKF(strstr(out, "settings persistentDecode=none (the profile binds decode kernel "), "%s", out);
   /* the default plan keeps f32, and has the persistent decode for batches of 32+ */
-  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), dir);
+  snprintf(cmd, sizeof cmd, "%s plan --profile exact -m %s --backend webgpu", test_wisp_bin(), dir);
   CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings kvDtype=f32 (default)\n") &&
              strstr(out, "settings persistentDecode=persistent_decode/wgsl_qwen3_5 minSteps=32"),
          "%s", out);

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "backend/sampling.h"
 #include "format/tensor.h"
 #include "test.h"
 #include "webgpu_fixture.h"
@@ -92,7 +93,6 @@ static wisp_backend *open_gpu(wisp_wgpu_device *d, uint64_t max_binding, int no_
   o.subgroups = -1;
   o.max_binding = max_binding;
   o.no_rows_shared = no_rows_shared;
-  o.rows_q4k = 1; /* the Q4_K multi-row kernel is opt-in (tuning rowsQ4K); these tests check its bits too */
   o.no_xstage = no_xstage;
   o.rows_stage_always = 1; /* the staged inputs wherever they fit (tuning rowsStage=1): the tiles are tested too */
   o.rows_nt = g_rows_nt;
@@ -199,6 +199,26 @@ TEST(webgpu_rows_bit_exact_per_type) {
     ok = exact_case(be, k_types[ti], 37, q4k ? 256 : 96, ns, 5, &seed, err, sizeof err) &&
          exact_case(be, k_types[ti], 300, q4k ? 768 : 2560, ns, 5, &seed, err, sizeof err) &&
          exact_case(be, k_types[ti], 70, 4352, ns + 2, 2, &seed, err, sizeof err);
+  }
+  destroy_gpu(be);
+  CHECKF(ok, "%s", err);
+}
+
+/* Many rows (odd counts up to 64, the most one workgroup column takes):
+ * every type, bit for bit the one-row product, the weight read once for all
+ * of them where the step has at most 64 (wisp_wgpu_rows_nt). */
+TEST(webgpu_rows_bit_exact_up_to_64) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the multi-row kernels need subgroups");
+  wisp_backend *be = open_gpu(d, 0, 0, 0);
+  CHECKF(be, "webgpu backend: %s", wisp_last_error());
+  static const int ns[] = {7, 9, 33, 64};
+  uint64_t seed = 25;
+  char err[300] = "";
+  int ok = 1;
+  for (size_t ti = 0; ok && ti < sizeof k_types / sizeof k_types[0]; ti++) {
+    const int q4k = k_types[ti] == WISP_W_Q4K;
+    ok = exact_case(be, k_types[ti], 37, q4k ? 512 : 96, ns, 4, &seed, err, sizeof err);
   }
   destroy_gpu(be);
   CHECKF(ok, "%s", err);
@@ -339,4 +359,58 @@ TEST(webgpu_rows_shared_off_same_bits) {
   CHECKF(shared_on == 2 && shared_off == 0 && shared_nt3 == 2,
          "multi-row products: %llu on, %llu off, %llu rowsNt=3 (2, 0, 2 expected)", (unsigned long long)shared_on,
          (unsigned long long)shared_off, (unsigned long long)shared_nt3);
+}
+
+/* The head's draws of a batched step in one dispatch (backend.h
+ * sample_rows, sample_rows.wgsl): each of 64 rows, with its own settings
+ * (greedy, temperature with top-k, top-p or min-p, seeds and steps), gets
+ * the token sample_id draws from that row alone. */
+TEST(webgpu_rows_sample_rows_match_sample_id) {
+  WEBGPU_OR_SKIP(d);
+  wisp_backend *be = open_gpu(d, 0, 0, 0);
+  CHECKF(be, "webgpu backend: %s", wisp_last_error());
+  CHECK(be->sample_rows != NULL);
+  enum { N = 64, V = 1000 };
+  uint64_t seed = 26;
+  float *lg = malloc(sizeof(float) * N * V), got[N], want[N];
+  CHECK(lg);
+  wisp_sampling sp[N];
+  uint32_t steps[N];
+  for (int r = 0; r < N; r++) {
+    for (int i = 0; i < V; i++) lg[(size_t)r * V + i] = 4.0f * test_rand_float(&seed);
+    lg[(size_t)r * V + (r * 37) % V] = 6.0f; /* a clear greedy pick, different a row */
+    sp[r] = (wisp_sampling){.temperature = r % 4 == 0 ? 0.0f : 0.5f + 0.1f * (float)(r % 5),
+                            .top_k = r % 4 == 1 ? 5 + r : 0,
+                            .top_p = r % 4 == 2 ? 0.9f : 1.0f,
+                            .min_p = r % 4 == 3 ? 0.05f : 0.0f,
+                            .seed = 1000u + (uint32_t)r};
+    steps[r] = 7u + 3u * (uint32_t)r;
+  }
+  wisp_buf *lb = be->buf_new(be, (size_t)N * V), *one = be->buf_new(be, V), *ids = be->buf_new(be, N),
+           *ids1 = be->buf_new(be, N);
+  CHECK(lb && one && ids && ids1);
+  be->buf_write(be, lb, 0, (size_t)N * V, lg);
+  CHECK(be->sample_rows(be, lb, V, N, sp, steps, ids));
+  for (int r = 0; r < N; r++) {
+    be->buf_copy_at(be, one, 0, lb, (size_t)r * V, V);
+    be->sample_id(be, one, V, &sp[r], steps[r], ids1, r);
+  }
+  be->buf_read(be, ids, 0, N, got);
+  be->buf_read(be, ids1, 0, N, want);
+  CHECKF(!be->sync(be), "%s", wisp_last_error());
+  int same = 0, greedy_ok = 1, distinct = 0;
+  for (int r = 0; r < N; r++) {
+    uint32_t a, b;
+    memcpy(&a, &got[r], 4);
+    memcpy(&b, &want[r], 4);
+    same += a == b;
+    if (sp[r].temperature <= 0) greedy_ok &= a == (uint32_t)((r * 37) % V);
+    else distinct += a != (uint32_t)((r * 37) % V);
+  }
+  be->buf_free(be, lb), be->buf_free(be, one), be->buf_free(be, ids), be->buf_free(be, ids1);
+  free(lg);
+  destroy_gpu(be);
+  CHECKF(same == N, "%d of %d rows drew sample_id's token", same, N);
+  CHECK(greedy_ok);
+  CHECKF(distinct > 0, "no sampled row drew other than the greedy token (the settings did not reach the kernel)");
 }

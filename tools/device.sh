@@ -35,6 +35,13 @@
 #                                     profile, prefill 1,024; batchN any batch)
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
+#   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
+#                                     (default "qwen08 qwen2b"): greedy ids of a long
+#                                     prompt chunked / token by token (dnChunkMin=1000000)
+#                                     / CPU; per-kernel GPU time of a 1,024-token prefill
+#                                     both ways; prefill 512 / 1,024 / 2,048 receipts for
+#                                     dnChunkCols 8, 16, 32 and token by token; the
+#                                     dnChunkMin crossover (prefills of 4..64 tokens)
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
 #   tools/device.sh templates OUT     the chat-template renderings of
 #                                     tests/data/chat_templates/expected.json
@@ -133,8 +140,8 @@ model_dir() {
 # name model n: n greedy tokens on the CPU and on WebGPU must be the same
 same() {
   local a b
-  a=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null | grep "generated ids")
-  b=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null | grep "generated ids")
+  a=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend cpu --profile exact -t 16 2>&1 >/dev/null | grep "generated ids")
+  b=$($W run -m "$2" -p Hello -n "$3" --temp 0 --ids --ignore-eos --backend webgpu --profile exact 2>&1 >/dev/null | grep "generated ids")
   if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "$1: $3 greedy tokens identical (cpu vs webgpu)"
   else echo "$1: DIFFER"; echo "$a" | cut -c1-200; echo "$b" | cut -c1-200; fi
 }
@@ -152,7 +159,7 @@ check() {
   local prompt want got
   prompt=$(python3 -c "import json;print(json.load(open('models/default/expected.json')).get('prompt',''))")
   want=$(python3 -c "import json;d=json.load(open('models/default/expected.json'));print(' '.join(map(str,d.get('greedy_ids') or d.get('ids') or [])))")
-  got=$($W run -m models/default -p "$prompt" -n 128 --temp 0 --ignore-eos --ids --backend webgpu 2>&1 >/dev/null |
+  got=$($W run -m models/default -p "$prompt" -n 128 --temp 0 --ignore-eos --ids --backend webgpu --profile exact 2>&1 >/dev/null |
         sed -n 's/^generated ids: //p')
   if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "default model webgpu: greedy ids identical to PyTorch"
   else echo "default model webgpu: differ"; echo "want $want" | cut -c1-200; echo "got  $got" | cut -c1-200; fi
@@ -166,24 +173,24 @@ receipts() {
     case $part in
       seed)
         a=$(model_dir seed); say seed; same seed "$a" 128
-        bench h200-seed-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+        bench h200-seed-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
         bench h200-seed-webgpu-decode-throughput -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-        bench h200-seed-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 ;;
+        bench h200-seed-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact ;;
       qwen)
         for m in qwen08 qwen2b; do
           a=$(model_dir $m); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
           local cfg=${a#/tmp/wq/}; cfg=${cfg%%/*}
           say "$cfg"; same "$cfg q4k" "$a" 64
-          bench "h200-$cfg-q4k-webgpu-decode-batch1" -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+          bench "h200-$cfg-q4k-webgpu-decode-batch1" -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
           bench "h200-$cfg-q4k-webgpu-decode-throughput" -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-          bench "h200-$cfg-q4k-webgpu-prefill1024" -m "$a" --backend webgpu --prompt 1024 --decode 16
+          bench "h200-$cfg-q4k-webgpu-prefill1024" -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact
         done ;;
       lfm350)
         a=$(model_dir lfm350); [ -d "$a" ] || { echo "lfm350: no artifact"; continue; }
         say lfm2-350m; same "lfm2-350m q4" "$a" 64
-        bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1
+        bench h200-lfm2-350m-q4-webgpu-decode-batch1 -m "$a" --backend webgpu --prompt 128 --decode 256 --batch 1 --profile exact
         bench h200-lfm2-350m-q4-webgpu-decode-throughput -m "$a" --backend webgpu --prompt 128 --decode 256 --profile throughput
-        bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 ;;
+        bench h200-lfm2-350m-q4-webgpu-prefill1024 -m "$a" --backend webgpu --prompt 1024 --decode 16 --profile exact ;;
       *) echo "receipts: unknown section '$part' (seed, qwen, lfm350)" ;;
     esac
   done
@@ -207,8 +214,8 @@ ab() {
     for w in ${WORKLOADS:-batch1 throughput prefill1024}; do
       case $w in
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
-        prefill1024) args="--prompt 1024 --decode 16" ;;
-        batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch}" ;;
+        prefill1024) args="--prompt 1024 --decode 16 --profile exact" ;;
+        batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch} --profile exact" ;;
         *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
@@ -227,11 +234,51 @@ ab() {
 profile() {
   for m in ${MODELS:-seed qwen08}; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
-    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 128 --decode 128 -o /tmp/p.json 2>&1 |
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --profile exact --prompt 128 --decode 128 -o /tmp/p.json 2>&1 |
       grep -v XDG > "$OUT/profile-$m-decode.txt"
-    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 1 -o /tmp/p.json 2>&1 |
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --profile exact --prompt 1024 --decode 1 -o /tmp/p.json 2>&1 |
       grep -v XDG > "$OUT/profile-$m-prefill1024.txt"
     say "$m decode"; head -30 "$OUT/profile-$m-decode.txt"
+  done
+}
+
+# The chunked Gated DeltaNet (wgpu_deltanet_chunked.c) against dn_recur token
+# by token (tuning dnChunkMin=1000000): the same greedy ids, where the GPU
+# time goes, prefill tok/s by state-pass columns, and the prompt length
+# from which chunks pay (for dnChunkMin's default in src/backend/tuning.c).
+dnchunk() {
+  local prompt=$OUT/dnchunk-prompt.txt off=dnChunkMin=1000000 ids t
+  seq 1 400 | tr '\n' ' ' > "$prompt" # over a thousand tokens (digits are tokens of their own)
+  for m in ${MODELS:-qwen08 qwen2b}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    say "$m: greedy ids of a long prompt"
+    for t in chunked $off cpu; do
+      case $t in
+        chunked) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend webgpu 2>&1 >/dev/null) ;;
+        cpu) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null) ;;
+        *) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend webgpu --tuning "$t" 2>&1 >/dev/null) ;;
+      esac
+      echo "$ids" | grep "generated ids" | sed "s/^/$t: /" | cut -c1-160 | tee -a "$OUT/dnchunk-$m-ids.txt"
+    done
+    [ "$(cut -d: -f2- "$OUT/dnchunk-$m-ids.txt" | sort -u | wc -l)" = 1 ] && echo "$m: identical" || echo "$m: DIFFER"
+    say "$m: GPU time of a 1,024-token prefill"
+    for t in dnChunkMin=16 $off; do
+      WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 4 --tuning "$t" -o /tmp/p.json 2>&1 |
+        grep -v XDG > "$OUT/profile-$m-prefill1024-$t.txt"
+      echo "-- $t"; head -16 "$OUT/profile-$m-prefill1024-$t.txt"
+    done
+    say "$m: prefill"
+    for p in 512 1024 2048; do
+      for t in dnChunkCols=8 dnChunkCols=16 dnChunkCols=32 $off; do
+        bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
+      done
+    done
+    say "$m: dnChunkMin crossover"
+    for p in 4 8 16 32 64; do
+      for t in dnChunkMin=1 $off; do
+        bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
+      done
+    done
   done
 }
 
@@ -279,7 +326,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|probe|rows|sched|templates)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -1,8 +1,8 @@
 // Runs wisp.wasm (make wasm) in the page: one run of the CLI, e.g.
 //   await runWisp(module, ["run", "-m", "/model", "--backend", "webgpu", ...], files, {stdout, stderr})
 // with a fresh instance each time (a run's memory is dropped with it).
-// The module's imports: WASI (wasi.js), wisp's webgpu.h (wgpu.js) and
-// wisp.sha256 (WebCrypto). The asynchronous ones are wrapped in
+// The module's imports: WASI (wasi.js) and wisp's webgpu.h (wgpu.js).
+// The asynchronous ones are wrapped in
 // WebAssembly.Suspending and _start in WebAssembly.promising (JSPI), so the
 // C code calls them as ordinary functions and the module sleeps meanwhile.
 import { Exit, Wasi } from "./wasi.js";
@@ -18,7 +18,9 @@ export async function loadWisp(url) {
   return WebAssembly.compileStreaming(resp);
 }
 
-// files: {"/model/manifest.json": Blob, ...}. Returns {code, adapter, wasi}.
+// files: {"/model/manifest.json": Blob, ...}. Returns {code, adapter, wasi,
+// memoryBytes}: memoryBytes is the module's wasm memory at the end, which
+// only grows, so it is the run's peak.
 // onStart(wasi) is called before the run: wasi.input(text) and
 // wasi.closeInput() feed its standard input (a chat).
 export async function runWisp(module, args, files, { stdout = () => {}, stderr = () => {}, env = [], onStart = null } = {}) {
@@ -27,21 +29,11 @@ export async function runWisp(module, args, files, { stdout = () => {}, stderr =
   const wasi = new Wasi({ args: ["wisp", ...args], env, files, stdout, stderr });
   if (!onStart) wasi.closeInput(); // standard input is empty unless the caller feeds it
   const gpu = new WebGPUGlue();
-  let memory = null;
-  const wisp = {
-    sha256: suspending(async (ptr, len, out) => {
-      // digest() takes a copy: a view of wasm memory may not be passed on.
-      const data = new Uint8Array(memory.buffer).slice(ptr, ptr + len);
-      const md = new Uint8Array(await crypto.subtle.digest("SHA-256", data));
-      new Uint8Array(memory.buffer).set(md, out);
-    }),
-  };
   const instance = await WebAssembly.instantiate(module, {
     wasi_snapshot_preview1: wasi.imports(suspending),
     wgpu: gpu.imports(suspending),
-    wisp,
   });
-  memory = instance.exports.memory;
+  const memory = instance.exports.memory;
   wasi.memory = gpu.memory = memory;
   const start = WebAssembly.promising(instance.exports._start);
   if (onStart) onStart(wasi);
@@ -52,5 +44,5 @@ export async function runWisp(module, args, files, { stdout = () => {}, stderr =
     if (!(e instanceof Exit)) throw e;
     code = e.code;
   }
-  return { code, adapter: gpu.adapter, wasi };
+  return { code, adapter: gpu.adapter, wasi, memoryBytes: memory.buffer.byteLength };
 }

@@ -298,6 +298,12 @@ struct wisp_backend {
   /* ids[slot] = the next token chosen from logits[0..vocab) (sampling.h). */
   void (*sample_id)(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *p, uint32_t step,
                     wisp_buf *ids, int slot);
+  /* Optional, a batched step's draws at once: ids[r] = the token sample_id
+   * would draw from row r of logits (rows of vocab floats) with p[r] at
+   * step steps[r], for r < n (no penalties). Returns 0 (nothing recorded)
+   * where it cannot; the caller then draws row by row. */
+  int (*sample_rows)(wisp_backend *be, const wisp_buf *logits, int vocab, int n, const wisp_sampling *p,
+                     const uint32_t *steps, wisp_buf *ids);
   /* Optional, for a decode loop that records the next batch while the
    * device runs the current one: b[dst_off + i] = b[src_off + i] for i < n,
    * in recorded order (ranges do not overlap); read_start submits what is

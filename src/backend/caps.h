@@ -18,6 +18,11 @@ typedef struct {
   int has_avx2;
   int max_workgroup_size;  /* limits.maxComputeInvocationsPerWorkgroup */
   int max_shared_bytes;    /* limits.maxComputeWorkgroupStorageSize */
+  /* Which device this is, for the manifest's tuned entries (plan/tuned.h):
+   * the adapter's PCI-style ids and its driver's description; 0 and "" on
+   * the CPU. Not rule context keys, and not in the plan JSON. */
+  unsigned vendor_id, device_id;
+  char driver[128];
 } wisp_device_caps;
 
 /* Defaults for a backend: cpu detects AVX2 on this machine; webgpu assumes

@@ -7,10 +7,24 @@
 #include "backend/webgpu/wgpu_backend.h"
 #include "util/err.h"
 
-/* "auto" tries WebGPU on a real GPU (an adapter that runs on the CPU, such
- * as lavapipe, is slower than the CPU backend) and falls back to the CPU
- * backend with one line on stderr saying why. t (may be NULL) carries the
- * session's tuning keys for the backend. */
+/* What the last "auto" chose and why, for `wisp plan` (wisp_backend_auto_why). */
+static char g_auto_why[320];
+static int g_auto_said;
+
+const char *wisp_backend_auto_why(void) { return g_auto_why; }
+
+/* The one stderr line of an "auto" choice: once a process (a server or a
+ * bench makes several sessions; the choice is the same each time). */
+static void say_auto(void) {
+  if (g_auto_said) return;
+  g_auto_said = 1;
+  fprintf(stderr, "wisp: %s\n", g_auto_why);
+}
+
+/* "auto" takes WebGPU on a real GPU (an adapter of type CPU, such as
+ * lavapipe, SwiftShader or llvmpipe, is slower than the CPU backend) and
+ * falls back to the CPU backend; one line on stderr says which and why. t
+ * (may be NULL) carries the session's tuning keys for the backend. */
 wisp_status wisp_backend_create_tuned(const char *name, int threads, const wisp_tuning *t, wisp_backend **out) {
   wisp_tuning none;
   if (!t) {
@@ -26,8 +40,15 @@ wisp_status wisp_backend_create_tuned(const char *name, int threads, const wisp_
     return wisp_wgpu_backend_new(&o, out);
   } else if (!strcmp(name, "auto")) {
     o.refuse_cpu_adapter = 1;
-    if (wisp_wgpu_backend_new(&o, out) == WISP_OK) return WISP_OK;
-    fprintf(stderr, "wisp: using the cpu backend (WebGPU: %s)\n", wisp_last_error());
+    if (wisp_wgpu_backend_new(&o, out) == WISP_OK) {
+      wisp_device_caps caps;
+      (*out)->caps(*out, &caps);
+      snprintf(g_auto_why, sizeof g_auto_why, "using the webgpu backend (adapter '%s', a GPU)", caps.name);
+      say_auto();
+      return WISP_OK;
+    }
+    snprintf(g_auto_why, sizeof g_auto_why, "using the cpu backend (WebGPU: %s)", wisp_last_error());
+    say_auto();
     st = wisp_cpu_backend_new(threads, out);
   } else {
     return wisp_fail(WISP_EINVAL, "unknown backend '%s' (expected cpu, webgpu or auto)", name);

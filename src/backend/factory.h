@@ -16,10 +16,29 @@ struct wisp_tuning; /* backend/tuning.h */
 wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out);
 /* The same with a session's tuning keys (NULL = none). */
 wisp_status wisp_backend_create_tuned(const char *name, int threads, const struct wisp_tuning *t, wisp_backend **out);
+/* What the last "auto" creation chose and why, in the words of its stderr
+ * line ("using the cpu backend (WebGPU: the WebGPU adapter 'llvmpipe ...'
+ * runs on the CPU)"); "" before any. */
+const char *wisp_backend_auto_why(void);
 /* Returns 1 and fills *out when `be` keeps device counters (webgpu), else 0. */
 int wisp_backend_stats_get(const wisp_backend *be, wisp_backend_stats *out);
 /* Prints the devices the backends can see (`wisp devices`): the WebGPU
  * library and each adapter with its features and limits. */
 wisp_status wisp_backend_print_devices(FILE *out);
+
+/* A device for measurements (wisp tune; webgpu/wgpu_bench.c): the first
+ * WebGPU adapter, CPU adapters included (lavapipe runs the tuner's quick
+ * sweep in CI), opened with a GPU timestamp around every dispatch where it
+ * has timestamp-query. Backends made on it share it (and its compiled
+ * kernels); close it after destroying them. */
+typedef struct wisp_bench_device wisp_bench_device;
+wisp_status wisp_bench_device_open(wisp_bench_device **out);
+/* 1: the GPU time below is measured by timestamp queries; 0: it is not. */
+int wisp_bench_device_timestamps(const wisp_bench_device *d);
+/* A webgpu backend on d, with t's geometry keys (NULL: the defaults). */
+wisp_status wisp_bench_backend_new(wisp_bench_device *d, const struct wisp_tuning *t, wisp_backend **out);
+/* GPU nanoseconds of every dispatch timed so far (0 without timestamps). */
+uint64_t wisp_bench_device_gpu_ns(const wisp_bench_device *d);
+void wisp_bench_device_close(wisp_bench_device *d);
 
 #endif

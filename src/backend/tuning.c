@@ -55,7 +55,7 @@ static const entry k_keys[] = {
     {"fuseArgmax", T_OFF, W(no_fuse_argmax), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"xstage", T_OFF, W(no_xstage), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsShared", T_OFF, W(no_rows_shared), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
-    {"rowsQ4K", T_ON, W(rows_q4k), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"rowsQ4K", T_OFF, W(no_rows_q4k), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsStage", T_ON, W(rows_stage_always), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"attnPrefill", T_ON, W(attn_prefill), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     /* kv=f16 turns f16 caches on over the plan's f32; kv=f32 leaves the plan's choice */
@@ -69,9 +69,14 @@ static const entry k_keys[] = {
     {"matvecBigRows", T_UINT, W(matvec_big_rows), 0, 1, 16, 0, "1..16", .def = {8}},
     {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN", .def = {64, 32}},
     {"attnSplits", T_UINT, W(attn_max_splits), 0, 1, 1024, 0, "1..1024", .def = {32}, .plan = P(flash_blocks)},
+    /* past attnSplits: a split per TILES 32-key tiles, up to MOST (at or below attnSplits: off) */
+    {"attnSplitsLong", T_PAIR, W(attn_long_tiles), W(attn_long_most), 1, 1024, 0, "TILESxMOST", .def = {4, 256}},
     {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256", NO_DEFAULT},
-    {"rowsNt", T_UINT, W(rows_nt), 0, 1, 8, 0, "1..8", .def = {8}},
+    {"rowsNt", T_UINT, W(rows_nt), 0, 1, 64, 0, "1..64", .def = {64}},
     {"dnSlice", T_SPECIAL, W(dn_cols), W(dn_groups), 1, 1024, 0, "COLS or COLSxGROUPS (powers of two)", .def = {16, 0}},
+    /* the chunked Gated DeltaNet for calls of this many tokens or more (wgpu_deltanet_chunked.c) */
+    {"dnChunkMin", T_UINT, W(dn_chunk_min), 0, 1, 1u << 30, 0, "a positive number", .def = {16}},
+    {"dnChunkCols", T_UINT, W(dn_chunk_cols), 0, 4, 32, 0, "4, 8, 16 or 32", .def = {16}},
     {"q4kSbCols", T_SPECIAL, W(q4k_sb_cols), 0, 0, 1 << 20, 1, "a number of columns (0: never)", NO_DEFAULT},
     /* 2 rows a lane group from here: faster on the H200 for the 0.8B and 2B hybrids */
     {"q4kRows2Rows", T_UINT, W(q4k_rows2_rows), 0, 1, 1u << 30, 0, "a positive number", .def = {2048}},

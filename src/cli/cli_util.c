@@ -13,11 +13,27 @@
 #include "format/synthetic.h"
 #include "format/writer.h"
 #include "util/env.h"
+#include "backend/factory.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "util/paths.h"
 #include "util/target.h"
 #include "wisp.h"
+
+const char *cli_profile_or_fast(const char *given) { return given && *given ? given : CLI_FAST_PROFILE; }
+
+void cli_backend_why(const char *asked, const char *got, char *out, size_t cap) {
+  if (asked && !strcmp(asked, "auto")) snprintf(out, cap, "%s: --backend auto (the default), %s", got, wisp_backend_auto_why());
+  else snprintf(out, cap, "%s: named by --backend %s", got, asked ? asked : "cpu");
+}
+
+void cli_profile_why(const char *given, char *out, size_t cap) {
+  if (given && (!strcmp(given, "exact") || !strcmp(given, "profiles/exact")))
+    snprintf(out, cap, "named by --profile %s (the reference path: the f32 products)", given);
+  else if (given && *given) snprintf(out, cap, "named by --profile %s", given);
+  else snprintf(out, cap, "the default: the fast profile (%s: integer products where the rules allow them); "
+                          "--profile exact runs the reference path", CLI_FAST_PROFILE);
+}
 
 int cli_error(const char *cmd) {
   fprintf(stderr, "wisp %s: %s\n", cmd, wisp_last_error());

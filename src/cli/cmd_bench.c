@@ -137,7 +137,7 @@ static int receipt_dir(const char *dir) {
 }
 
 int cmd_bench(int argc, char **argv) {
-  const char *model_dir = NULL, *backend = "cpu", *out_path = NULL, *profile = NULL, *tuning = NULL;
+  const char *model_dir = NULL, *backend = CLI_DEFAULT_BACKEND, *out_path = NULL, *profile = NULL, *tuning = NULL;
   int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0, sequential = 0, force = 0;
   int op_times = 0;
   wisp_cpu_op_time ops[2][32];
@@ -146,8 +146,8 @@ int cmd_bench(int argc, char **argv) {
       {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
       {"-p|--n-prompt|--prompt", CLI_INT, &n_prompt, 1, 1e7, "N", "prompt tokens (default 128)"},
       {"-n|--n-gen|--decode", CLI_INT, &n_decode, 0, 1e7, "N", "decode tokens (default 256)"},
-      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
-      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "auto (default: a GPU adapter, else the CPU), cpu or webgpu"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME (default: throughput, the fast one; exact: the reference path) or FILE.json"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys, recorded in the receipt (docs/configuration.md)"},
       {"--batch", CLI_INT, &batch_opt, 1, 1e6, "N", "decode tokens per submit (default: the plan's)"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
@@ -183,7 +183,7 @@ int cmd_bench(int argc, char **argv) {
   int rc = 1;
   if (wisp_model_open(model_dir, &m)) goto fail;
   /* a run longer than the default context opens the session with the context it needs (at most the model's) */
-  wisp_session_options so = {.backend = backend, .threads = threads, .profile = profile, .tuning = tuning,
+  wisp_session_options so = {.backend = backend, .threads = threads, .profile = cli_profile_or_fast(profile), .tuning = tuning,
                              .max_context = n_prompt + n_decode > WISP_DEFAULT_CONTEXT ? n_prompt + n_decode : 0};
   if (wisp_session_new(m, &so, &s)) goto fail;
   const int vocab = wisp_model_vocab(m);

@@ -148,7 +148,7 @@ static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
 }
 
 int cmd_logits(int argc, char **argv) {
-  const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = "cpu";
+  const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = CLI_DEFAULT_BACKEND;
   const char *tuning = NULL, *profile = NULL;
   int greedy = 0, threads = 0, force = 0, decode_loop = 0, ctx = 0;
   const cli_opt opts[] = {
@@ -159,7 +159,7 @@ int cmd_logits(int argc, char **argv) {
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing -o FILE"},
       {"--greedy", CLI_INT, &greedy, 0, 1e6, "N", "continue prompt k greedily for N tokens"},
       {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "context length, at most the model's (default 0: the model's, at most 4096)"},
-      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "auto (default: a GPU adapter, else the CPU), cpu or webgpu"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
       {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile (e.g. throughput: the CPU's int8 products)"},

@@ -39,7 +39,7 @@ static double nll_of(const float *row, int vocab, int target) {
 }
 
 int cmd_perplexity(int argc, char **argv) {
-  const char *model_dir = NULL, *file = NULL, *backend = "cpu", *tuning = NULL;
+  const char *model_dir = NULL, *file = NULL, *backend = CLI_DEFAULT_BACKEND, *tuning = NULL;
   int64_t max_tokens = 0, window = 256, bos_opt = -1, threads = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
@@ -47,7 +47,7 @@ int cmd_perplexity(int argc, char **argv) {
       {"--max-tokens", CLI_I64, &max_tokens, 1, 2e9, "N", "score only the first N tokens"},
       {"--window", CLI_I64, &window, 2, 1e6, "W", "tokens per window, BOS included (default 256)"},
       {"--bos", CLI_I64, &bos_opt, 0, 2e9, "ID", "the id that starts every window (default: the tokenizer's BOS)"},
-      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "auto (default: a GPU adapter, else the CPU), cpu or webgpu"},
       {"-t|--threads", CLI_I64, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
   };

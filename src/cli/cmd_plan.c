@@ -1,7 +1,9 @@
-/* wisp plan [-m DIR] [--profile P] [--registry FILE] [--backend cpu|webgpu|auto] [--json]:
+/* wisp plan [-m DIR] [--profile P] [--registry FILE] [--backend auto|cpu|webgpu] [--json]:
  * prints the execution plan that `wisp run` and `wisp bench` execute for this
  * model on this device: per phase and layer type, every op with its kernel,
- * geometry and where the choice came from, and the plan id. */
+ * geometry and where the choice came from, and the plan id; first, which
+ * backend and profile run and why (auto's finding, the default profile),
+ * and the products each phase runs. */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,14 +15,40 @@
 #include "util/err.h"
 #include "cli/opts.h"
 
+/* The products each phase runs (distinct matmul kernels) and the rule or
+ * patch that chose the first of each: which path runs (integer, f32,
+ * subgroup) and why, in one line a phase. */
+static void print_products(const wisp_plan *plan) {
+  for (int ph = 0; ph < 2; ph++) {
+    const wisp_plan_phase *P = &plan->phases[ph];
+    const wisp_plan_op *seen[16];
+    int n = 0;
+    for (int g = -1; g <= P->n_groups; g++) {
+      const wisp_plan_op *ops = g < 0 ? P->prologue : g == P->n_groups ? P->epilogue : P->groups[g].ops;
+      const int n_ops = g < 0 ? P->n_prologue : g == P->n_groups ? P->n_epilogue : P->groups[g].n_ops;
+      for (int i = 0; i < n_ops; i++) {
+        if (strcmp(ops[i].op, "matmul")) continue;
+        int dup = 0;
+        for (int k = 0; k < n && !dup; k++) dup = !strcmp(seen[k]->kernel, ops[i].kernel);
+        if (!dup && n < 16) seen[n++] = &ops[i];
+      }
+    }
+    printf("products, %s:", P->name);
+    for (int k = 0; k < n; k++)
+      printf("%s %s (%s%s%s)", k ? "," : "", seen[k]->kernel, wisp_prov_kind_name(seen[k]->kernel_from.kind),
+             seen[k]->kernel_from.detail[0] ? " " : "", seen[k]->kernel_from.detail);
+    printf("\n");
+  }
+}
+
 int cmd_plan(int argc, char **argv) {
-  const char *dir = NULL, *profile = NULL, *backend = "cpu", *registry = NULL;
+  const char *dir = NULL, *profile = NULL, *backend = CLI_DEFAULT_BACKEND, *registry = NULL;
   int as_json = 0, ctx = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
-      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME (default: throughput, the fast one; exact: the reference path) or FILE.json"},
       {"--registry", CLI_STR, &registry, 0, 0, "FILE", "kernel registry file (default: the built-in one)"},
-      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "auto (default: a GPU adapter, else the CPU), cpu or webgpu"},
       {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "the context to size the KV caches for (default 0: the model's, at most 4096)"},
       {"--json", CLI_FLAG, &as_json, 0, 0, NULL, "print the plan's canonical JSON"},
   };
@@ -43,9 +71,19 @@ int cmd_plan(int argc, char **argv) {
   if (wisp_backend_create(backend, 1, &be)) goto done;
   wisp_device_caps caps;
   be->caps(be, &caps);
-  if (wisp_engine_resolve_plan(m, &caps, profile, registry, &plan)) goto done;
-  if (as_json) printf("%s\n", plan->json);
-  else wisp_plan_print(plan, stdout);
+  if (wisp_engine_resolve_plan(m, &caps, cli_profile_or_fast(profile), registry, &plan)) goto done;
+  if (as_json) {
+    printf("%s\n", plan->json);
+  } else {
+    wisp_plan_print(plan, stdout);
+    /* which path runs and why (the first line stays "plan ID" for scripts) */
+    char why[512];
+    cli_backend_why(backend, be->name, why, sizeof why);
+    printf("\nwhy this path\nbackend %s\n", why);
+    cli_profile_why(profile, why, sizeof why);
+    printf("profile %s: %s\n", plan->profile_id ? plan->profile_id : "(none)", why);
+    print_products(plan);
+  }
   /* the context a session gets (as wisp_session_new decides it) and its KV caches, made for all of it */
   const int context = ctx ? ctx : model_max < WISP_DEFAULT_CONTEXT ? model_max : WISP_DEFAULT_CONTEXT;
   wisp_backend_settings bs;

@@ -459,7 +459,7 @@ static int64_t random_seed(void) {
 }
 
 int cmd_run(int argc, char **argv) {
-  const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *backend = "cpu", *profile = NULL,
+  const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *backend = CLI_DEFAULT_BACKEND, *profile = NULL,
              *system = NULL, *chat_template = NULL, *tuning = NULL, *registry = NULL;
   int n_predict = 64, threads = 0, ctx = 0, show_ids = 0, chat = 0, think = 0, ignore_eos = 0, shift = 0;
   int top_k = -2, repeat_last_n = -2;
@@ -472,8 +472,8 @@ int cmd_run(int argc, char **argv) {
       {"-n|--n-predict", CLI_INT, &n_predict, -1, 1e9, "N", "tokens to generate (default 64; -1: until EOS or the end of the context)"},
       {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "context length, at most the model's (default 0: the model's, at most 4096)"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
-      {"--backend", CLI_STR, &backend, 0, 0, "B", "cpu (default), webgpu or auto"},
-      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME, or FILE.json (a path)"},
+      {"--backend", CLI_STR, &backend, 0, 0, "B", "auto (default: a GPU adapter, else the CPU), cpu or webgpu"},
+      {"--profile", CLI_STR, &profile, 0, 0, "P", "runtime profile: a built-in NAME (default: throughput, the fast one; exact: the reference path) or FILE.json"},
       {"--registry", CLI_STR, &registry, 0, 0, "FILE", "kernel registry file (default: the built-in one)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
       {"--temp", CLI_NUM, &temp, 0, 100, "T", "temperature (0: greedy)"},
@@ -547,7 +547,7 @@ int cmd_run(int argc, char **argv) {
     wisp_fail(WISP_EINVAL, "-c %d exceeds the model's maximum context of %d tokens", ctx, model_max);
     goto fail;
   }
-  wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = profile,
+  wisp_session_options so = {.backend = backend, .threads = threads, .max_context = ctx, .profile = cli_profile_or_fast(profile),
                              .tuning = tuning, .registry = registry};
   if (wisp_session_new(m, &so, &s)) goto fail;
   if (repeat_last_n == -1) sp.repeat_last_n = wisp_session_context(s); /* llama.cpp's -1: the whole context */

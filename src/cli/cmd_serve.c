@@ -14,7 +14,7 @@
 #include "util/env.h"
 
 int cmd_serve(int argc, char **argv) {
-  srv_config c = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .backend = "cpu"};
+  srv_config c = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .backend = CLI_DEFAULT_BACKEND};
   const char *api_key_env = NULL;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &c.model_dir, 0, 0, "DIR", "the model artifact, or a GGUF file (default: models/default)"},
@@ -26,8 +26,8 @@ int cmd_serve(int argc, char **argv) {
       {"-c|--ctx-size", CLI_INT, &c.context, 0, 1e9, "N", "context tokens per sequence, at most the model's (default 0: the model's, at most 4096)"},
       {"--api-key", CLI_STR, &c.api_key, 0, 0, "KEY", "require Authorization: Bearer KEY on /v1/* and /metrics"},
       {"--api-key-env", CLI_STR, &api_key_env, 0, 0, "VAR", "read the API key from environment variable VAR"},
-      {"--profile", CLI_STR, &c.profile, 0, 0, "P", "runtime profile (profiles/NAME.json or a file)"},
-      {"--backend", CLI_STR, &c.backend, 0, 0, "B", "cpu (default), webgpu or auto"},
+      {"--profile", CLI_STR, &c.profile, 0, 0, "P", "runtime profile: a built-in NAME (default: throughput, the fast one; exact: the reference path) or FILE.json"},
+      {"--backend", CLI_STR, &c.backend, 0, 0, "B", "auto (default: a GPU adapter, else the CPU), cpu or webgpu"},
       {"--tuning", CLI_STR, &c.tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
       {"-t|--threads", CLI_INT, &c.threads, 0, 1024, "N", "CPU threads (default 0: one per core)"},
       {"--http-threads", CLI_INT, &c.http_threads, 1, 64, "N", "HTTP polling threads (default 2)"},
@@ -58,5 +58,6 @@ int cmd_serve(int argc, char **argv) {
   }
   if (!c.model_dir && !(c.model_dir = cli_default_model())) return cli_error("serve");
   if (c.grace_s == 0) c.grace_s = 5;
+  c.profile = cli_profile_or_fast(c.profile);
   return srv_run(&c);
 }

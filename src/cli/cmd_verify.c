@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "format/artifact.h"
 #include "format/gguf_artifact.h"
+#include "format/weight_source.h"
 #include "tokenizer/tokenizer.h"
 #include "util/err.h"
 #include "util/file.h"
@@ -57,7 +58,7 @@ int cmd_verify(int argc, char **argv) {
       continue;
     }
     char got[65];
-    wisp_sha256_hex(wisp_section_data(a, s) ? wisp_section_data(a, s) : (const uint8_t *)"", (size_t)s->bytes, got);
+    wisp_weights_sha256_hex(wisp_section_data(a, s), (size_t)s->bytes, got);
     if (strcmp(got, want->valuestring)) {
       fprintf(stderr, "wisp verify: %s: section '%s' sha256 %s does not match the manifest's %s\n", dir, s->name,
               got, want->valuestring);
@@ -67,7 +68,7 @@ int cmd_verify(int argc, char **argv) {
   const cJSON *ext = cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp");
   const cJSON *want = cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256");
   char got[65];
-  wisp_sha256_hex(a->weights ? (const void *)a->weights : "", a->weights_len, got);
+  wisp_weights_sha256_hex(a->weights, a->weights_len, got);
   if (!cJSON_IsString(want)) {
     fprintf(stderr, "wisp verify: %s: manifest has no wisp.weightsSha256\n", dir);
     problems++;

@@ -26,6 +26,21 @@ int cmd_kernels(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_plan_file(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+
+/* The defaults a user gets without flags (run, bench, serve, plan): the
+ * backend "auto" (a real GPU, else the CPU; backend/factory.c says which on
+ * stderr) and the fast profile (throughput: the integer products on the CPU,
+ * batched decode on a GPU). `--profile exact` is the reference path. */
+#define CLI_DEFAULT_BACKEND "auto"
+#define CLI_FAST_PROFILE "throughput"
+/* The profile a command hands the session: `given`, else the fast one. */
+const char *cli_profile_or_fast(const char *given);
+/* One line for `wisp plan` on why this backend runs: the flag that named
+ * it, or what "auto" found. */
+void cli_backend_why(const char *asked, const char *got, char *out, size_t cap);
+/* One line on why this profile runs: named by --profile, or the default. */
+void cli_profile_why(const char *given, char *out, size_t cap);
 
 /* Prints "wisp <cmd>: <last error>" to stderr and returns 1. */
 int cli_error(const char *cmd);

@@ -32,6 +32,7 @@ static const command k_commands[] = {
     {"registry", cmd_registry, "check [FILE] [--kernels-dir DIR] [--strict]: validate a kernel registry"},
     {"kernels", cmd_kernels, "digest FILE.wgsl ENTRY: print a kernel's sha256 digest (profile addKernels)"},
     {"profile", cmd_profile, "check FILE [--profiles-dir DIR] [--no-digests]: validate a runtime profile"},
+    {"tune", cmd_tune, "-m DIR [--budget S] [--quick] [--dry-run]: sweep kernel geometries, write this device's tuned entry"},
     {"plan-file", cmd_plan_file, "--shape MANIFEST [--profile P] [--backend cpu|webgpu] [--json]: resolve a plan"},
 };
 

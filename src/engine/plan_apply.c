@@ -9,6 +9,7 @@
 #include "engine/plan_apply.h"
 #include "format/quant.h"
 #include "plan/registry.h"
+#include "plan/tuned.h"
 #include "util/err.h"
 
 wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps *caps, const char *profile_ref,
@@ -29,17 +30,31 @@ wisp_status wisp_engine_resolve_plan(const wisp_model *m, const wisp_device_caps
   if (!profile_ref || !*profile_ref) profile_ref = "default";
   if ((st = wisp_profile_load(profile_ref, &popt, &prof))) goto done;
   const cJSON *manifest = m->artifact->manifest;
+  /* This device's tuned entry (wisp tune), laid over the manifest's own
+   * candidate and knee; the plan says which entry it used and which it
+   * ignored, and why. */
+  wisp_tuned_choice tuned;
+  cJSON *candidate = NULL, *knee = NULL;
+  char where[1100];
+  snprintf(where, sizeof where, "%s/manifest.json", m->artifact->dir ? m->artifact->dir : ".");
+  if ((st = wisp_tuned_select(manifest, where, caps, WISP_VERSION, reg, &tuned))) goto done;
+  if ((st = wisp_tuned_overlay(cJSON_GetObjectItemCaseSensitive(manifest, "candidate"),
+                               cJSON_GetObjectItemCaseSensitive(m->artifact->runtime, "knee"), &tuned, &candidate, &knee)))
+    goto done;
   wisp_plan_inputs in = {
       .shape = &shape,
       .graph = &m->graph,
-      .candidate = cJSON_GetObjectItemCaseSensitive(manifest, "candidate"),
-      .knee = cJSON_GetObjectItemCaseSensitive(m->artifact->runtime, "knee"),
+      .candidate = candidate,
+      .knee = knee,
       .profile = prof,
       .registry = reg,
       .device = caps,
       .backend = caps->backend,
+      .tuned = &tuned,
   };
   st = wisp_plan_resolve(&in, out);
+  cJSON_Delete(candidate);
+  cJSON_Delete(knee);
 done:
   wisp_profile_free(prof);
   wisp_registry_free(reg);

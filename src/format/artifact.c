@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/weight_source.h"
 #include "util/err.h"
 #include "util/file.h"
 
@@ -252,7 +253,7 @@ wisp_status wisp_artifact_open_dir(const char *dir, wisp_artifact **out) {
   if (st) return st;
   a->dir = strdup(dir);
   snprintf(path, sizeof path, "%s/weights.bin", dir);
-  if ((st = wisp_map_file(path, &a->weights, &a->weights_len))) goto fail;
+  if ((st = wisp_weights_open(path, &a->weights, &a->weights_len))) goto fail;
   if (a->weights_len != a->weight_bytes) {
     st = wisp_fail(WISP_EFORMAT, "%s: %zu bytes, but the manifest's weightBytes is %llu (%s)", path,
                    a->weights_len, (unsigned long long)a->weight_bytes,
@@ -278,11 +279,12 @@ fail:
 
 void wisp_artifact_free(wisp_artifact *a) {
   if (!a) return;
-  wisp_unmap_file(a->weights, a->weights_len);
+  wisp_weights_close(a->weights, a->weights_len);
   if (a->gguf && a->gguf_free) a->gguf_free(a->gguf);
   for (int i = 0; i < a->n_sections; i++) {
     free(a->sections[i].name);
     free(a->sections[i].origin);
+    free(a->sections[i].resident);
   }
   free(a->sections);
   free(a->shape.layer_types);
@@ -309,6 +311,27 @@ wisp_status wisp_artifact_bytes(const wisp_artifact *a, const char *name, uint64
     return wisp_fail(WISP_EFORMAT, "%s: section '%s' offset %llu is not 4-byte aligned", dir, name,
                      (unsigned long long)s->offset);
   *data = wisp_section_data(a, s);
+  return WISP_OK;
+}
+
+wisp_status wisp_artifact_bytes_resident(const wisp_artifact *a, const char *name, uint64_t expect_bytes,
+                                         const uint8_t **data) {
+  wisp_status st = wisp_artifact_bytes(a, name, expect_bytes, data);
+  if (st || !*data) return st;
+  wisp_section *s = (wisp_section *)wisp_artifact_section(a, name);
+  if (wisp_weights_resident(*data, (size_t)s->bytes)) return WISP_OK;
+  /* a streamed section (format/weight_source.h): read it in once, kept
+   * with the section until the artifact is freed */
+  if (!s->resident) {
+    uint8_t *copy = malloc(s->bytes ? (size_t)s->bytes : 1);
+    if (!copy) return wisp_fail(WISP_ENOMEM, "out of memory reading section '%s'", name);
+    if ((st = wisp_weights_read(copy, *data, (size_t)s->bytes))) {
+      free(copy);
+      return st;
+    }
+    s->resident = copy;
+  }
+  *data = s->resident;
   return WISP_OK;
 }
 

@@ -3,7 +3,8 @@
  * manifest.json's `runtime` object follows the seed schema (shape, weightBytes,
  * sections with name/offset/bytes, maxPositions, candidate, ...); wisp adds an
  * optional top-level `wisp` object (architecture, ropeTheta, normEps,
- * tokenizer, weightsSha256). weights.bin is memory-mapped, never copied.
+ * tokenizer, weightsSha256). weights.bin is memory-mapped, never copied
+ * (or, in the browser, streamed: format/weight_source.h).
  * docs/artifact.md is the specification; this file owns parsing and
  * structural validation (sizes, offsets, overlaps). What each section means
  * for an architecture is checked by the model file (src/model/). */
@@ -42,6 +43,9 @@ typedef struct {
    * NULL for an artifact directory: weights + offset. */
   const uint8_t *data;
   char *origin;
+  /* A copy in memory of a streamed section the CPU reads
+   * (wisp_artifact_bytes_resident), or NULL. */
+  uint8_t *resident;
 } wisp_section;
 
 typedef struct {
@@ -84,5 +88,10 @@ const wisp_section *wisp_artifact_section(const wisp_artifact *a, const char *na
 /* Pointer to a section's bytes; checks the expected size when bytes > 0. */
 wisp_status wisp_artifact_bytes(const wisp_artifact *a, const char *name, uint64_t expect_bytes,
                                 const uint8_t **data);
+/* The same for bytes the CPU reads itself (norm vectors, tables): a
+ * streamed section (format/weight_source.h) is read into memory once and
+ * kept with the section. */
+wisp_status wisp_artifact_bytes_resident(const wisp_artifact *a, const char *name, uint64_t expect_bytes,
+                                         const uint8_t **data);
 
 #endif

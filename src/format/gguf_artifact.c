@@ -15,9 +15,10 @@
 #include "util/err.h"
 #include "util/file.h"
 
-/* Longest context a GGUF runs with (the KV cache is sized for it up front),
- * as `wisp convert` caps it. */
-#define GGUF_MAX_POSITIONS 4096
+/* The model's longest context is the file's context_length; a session runs
+ * with the context its `-c` names (at most that), builds the rope tables
+ * past the plan's rows from rope.freq, and grows its KV caches on demand.
+ * The tables stored with the file cover the plan's rows only. */
 #define GGUF_PLAN_POSITIONS 1024
 #define MAX_PARTS 4
 
@@ -174,16 +175,12 @@ static wisp_status collect(builder *b, const wisp_gguf_arch *ga) {
 
 /* ---- building one section ---- */
 
-/* wisp's weight type for a GGUF type: Q4 from Q4_0 (reordered: wisp's q4
- * kernels are its fastest), else the quant table's type with the same bytes
- * (its section suffix), or f32 (dequantized) for a type with none. */
-enum { AS_BYTES, AS_Q4, AS_F32 };
+/* wisp's weight type for a GGUF type: the quant table's type with the
+ * same bytes (its section suffix), used where the file holds it; or f32
+ * (dequantized) for a type with none. */
+enum { AS_BYTES, AS_F32 };
 
 static int kind_of(uint32_t type, const char **suffix) {
-  if (type == WISP_GGML_Q4_0) {
-    *suffix = "quant";
-    return AS_Q4;
-  }
   int n;
   const wisp_quant_traits *tab = wisp_quant_table(&n);
   for (int i = 0; i < n; i++)
@@ -249,18 +246,6 @@ static wisp_status build_vector(builder *b, const piece *p) {
   return add_section(b, p->name, (const uint8_t *)v, t->numel * 4, origin);
 }
 
-/* Q4_0 block (f16 d, element j in the low nibble of byte j, j + 16 in its
- * high nibble) into wisp Q4 (elements 2k, 2k+1 in byte k; f32 scale). */
-static void q4_0_block(const uint8_t *blk, uint8_t *quant, float *scale) {
-  uint8_t e[32];
-  for (int j = 0; j < 16; j++) {
-    e[j] = blk[2 + j] & 15;
-    e[j + 16] = blk[2 + j] >> 4;
-  }
-  for (int k = 0; k < 16; k++) quant[k] = (uint8_t)(e[2 * k] | e[2 * k + 1] << 4);
-  *scale = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
-}
-
 static wisp_status build_matrix(builder *b, const piece *p) {
   const char *suffix;
   int kind = kind_of(p->t[0]->type, &suffix);
@@ -305,13 +290,11 @@ static wisp_status build_matrix(builder *b, const piece *p) {
     }
   }
   uint8_t *q = NULL;
-  float *scales = NULL, *tmp = NULL;
+  float *tmp = NULL;
   const size_t n = (size_t)total * (size_t)cols;
   if (!st) {
-    if (kind == AS_F32) q = own(b, n * 4);
-    else if (kind == AS_Q4) q = own(b, wisp_q4_quant_bytes(total, cols)), scales = (float *)own(b, wisp_q4_scale_bytes(total, cols));
-    else q = own(b, (size_t)total * nb * bb);
-    if (!q || (kind == AS_Q4 && !scales)) st = wisp_fail(WISP_ENOMEM, "out of memory for section '%s'", p->name);
+    q = own(b, kind == AS_F32 ? n * 4 : (size_t)total * nb * bb);
+    if (!q) st = wisp_fail(WISP_ENOMEM, "out of memory for section '%s'", p->name);
   }
   for (int i = 0; !st && i < p->n; i++) {
     const wisp_gguf_tensor *t = p->t[i];
@@ -334,48 +317,39 @@ static wisp_status build_matrix(builder *b, const piece *p) {
       for (int k = 0; k < nb; k++) {
         const uint8_t *blk = t->data + ((size_t)r * nb + k) * bb;
         const size_t at = (size_t)(base + rs[r]) * nb + (size_t)(cs[k * block] / block);
-        if (kind == AS_Q4) q4_0_block(blk, q + at * (WISP_Q4_BLOCK / 2), scales + at);
-        else memcpy(q + at * bb, blk, bb);
+        memcpy(q + at * bb, blk, bb);
       }
   }
   free(rs);
   free(cs);
   if (st) return st;
   const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32 ? "dequantized to f32 (the parts mix types, or a column order splits blocks)"
-                    : kind == AS_Q4 ? "copied as wisp q4 (Q4_0's nibbles reordered, f16 scales widened)"
                     : moved ? "copied (rows or column blocks reordered as llama.cpp's converter stored them)"
                             : "copied (the parts are not adjacent in the file)";
   origin_of(b, p, how, origin, sizeof origin);
-  if (kind == AS_Q4) {
-    snprintf(name, sizeof name, "%s.quant", p->name);
-    if ((st = add_section(b, name, q, wisp_q4_quant_bytes(total, cols), origin))) return st;
-    snprintf(name, sizeof name, "%s.scales", p->name);
-    return add_section(b, name, (const uint8_t *)scales, wisp_q4_scale_bytes(total, cols), origin);
-  }
   return add_section(b, name, q, kind == AS_F32 ? n * 4 : (size_t)total * nb * bb, origin);
 }
 
-/* The rope tables convert stores (rope.cos/sin for the plan's rows,
- * rope.cos_ext/sin_ext for the whole context), computed the same way, in
- * f32, with llama's rope_freqs divisors when the file has them, so that the
- * file runs exactly as the artifact converted from it. */
-static wisp_status build_rope(builder *b, const char *cos_name, const char *sin_name, int rows) {
+/* rope.freq (the inverse frequencies, with llama's rope_freqs divisors
+ * when the file has them) and the tables for the plan's rows, computed in
+ * f32 as convert computes them, so that the file runs exactly as the
+ * artifact converted from it. A session builds longer tables from
+ * rope.freq by the same formula (wisp_rope_rows). */
+static wisp_status build_rope(builder *b, int rows) {
   const int dim = !strcmp(b->m->arch, "qwen35") ? b->m->rotary_dim : b->m->head_dim, half = dim / 2;
   const size_t bytes = sizeof(float) * (size_t)rows * half;
+  float *inv = (float *)own(b, sizeof(float) * (size_t)half);
   float *cs = (float *)own(b, bytes), *sn = (float *)own(b, bytes);
-  if (!cs || !sn) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
+  if (!inv || !cs || !sn) return wisp_fail(WISP_ENOMEM, "out of memory for rope tables");
   for (int i = 0; i < half; i++) {
-    float inv = 1.0f / powf((float)b->m->rope_theta, (float)(2 * i) / (float)dim);
-    if (b->m->rope_factors) inv = inv / b->m->rope_factors[i];
-    for (int p = 0; p < rows; p++) {
-      float ang = (float)p * inv;
-      cs[(size_t)p * half + i] = cosf(ang);
-      sn[(size_t)p * half + i] = sinf(ang);
-    }
+    inv[i] = 1.0f / powf((float)b->m->rope_theta, (float)(2 * i) / (float)dim);
+    if (b->m->rope_factors) inv[i] = inv[i] / b->m->rope_factors[i];
   }
+  wisp_rope_rows(inv, half, rows, cs, sn);
   const char *how = b->m->rope_factors ? "computed from rope.freq_base and rope_freqs.weight" : "computed from rope.freq_base";
-  wisp_status st = add_section(b, cos_name, (const uint8_t *)cs, bytes, how);
-  if (!st) st = add_section(b, sin_name, (const uint8_t *)sn, bytes, how);
+  wisp_status st = add_section(b, "rope.freq", (const uint8_t *)inv, sizeof(float) * (size_t)half, how);
+  if (!st) st = add_section(b, "rope.cos", (const uint8_t *)cs, bytes, how);
+  if (!st) st = add_section(b, "rope.sin", (const uint8_t *)sn, bytes, how);
   return st;
 }
 
@@ -519,13 +493,11 @@ wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
   if (!st) st = collect(&b, ga);
   for (int i = 0; !st && i < b.n_pieces; i++)
     st = b.pieces[i].vec ? build_vector(&b, &b.pieces[i]) : build_matrix(&b, &b.pieces[i]);
-  const int max_pos = m.context < GGUF_MAX_POSITIONS ? m.context : GGUF_MAX_POSITIONS;
-  const int plan_rows = max_pos < GGUF_PLAN_POSITIONS ? max_pos : GGUF_PLAN_POSITIONS;
+  const int max_pos = m.context;
   if (!strcmp(m.arch, "gemma3")) { /* two ropes: the model builds the tables */
     if (!st) st = build_gemma3_freqs(&b);
-  } else {
-    if (!st) st = build_rope(&b, "rope.cos", "rope.sin", plan_rows);
-    if (!st) st = build_rope(&b, "rope.cos_ext", "rope.sin_ext", max_pos);
+  } else if (!st) {
+    st = build_rope(&b, max_pos < GGUF_PLAN_POSITIONS ? max_pos : GGUF_PLAN_POSITIONS);
   }
   if (!st) {
     cJSON *man = derive_manifest(&b, max_pos, tokenizer);

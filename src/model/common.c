@@ -80,6 +80,10 @@ void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, con
                                  wisp_buf *ids) {
   be->rmsnorm(be, x, h->norm, h->eps, rows->n, h->hidden, h->xn);
   be->matmul_rows(be, h->head, h->xn, rows->n, rows_logits, 0);
+  uint32_t steps[WISP_MAX_ROWS];
+  for (int r = 0; r < rows->n && r < WISP_MAX_ROWS; r++) steps[r] = (uint32_t)rows->pos[r] + 1u;
+  if (be->sample_rows && rows->n <= WISP_MAX_ROWS && be->sample_rows(be, rows_logits, h->vocab, rows->n, s, steps, ids))
+    return; /* one dispatch for all rows */
   for (int r = 0; r < rows->n; r++) {
     be->buf_copy_at(be, h->logits, 0, rows_logits, (size_t)r * h->vocab, (size_t)h->vocab);
     be->sample_id(be, h->logits, h->vocab, &s[r], (uint32_t)rows->pos[r] + 1u, ids, r);
@@ -90,7 +94,7 @@ void wisp_model_head_sample_rows(wisp_backend *be, const wisp_model_head *h, con
 
 wisp_status wisp_model_bind_vector(const wisp_artifact *a, const char *name, int n, wisp_vector *v) {
   const uint8_t *p;
-  wisp_status st = wisp_artifact_bytes(a, name, (uint64_t)n * 4, &p);
+  wisp_status st = wisp_artifact_bytes_resident(a, name, (uint64_t)n * 4, &p);
   if (st) return st;
   v->n = n;
   v->data = (const float *)p;

@@ -10,6 +10,7 @@
 #include "model/graph.h"
 #include "model/model.h"
 #include "plan/pjson.h"
+#include "plan/tuned.h"
 #include "util/err.h"
 
 #define FAIL(code, ...) wisp_fail(code, __VA_ARGS__)
@@ -906,6 +907,13 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   }
   cJSON *ni = cJSON_AddArrayToObject(root, "notImplemented");
   for (int i = 0; i < p->n_not_implemented; i++) cJSON_AddItemToArray(ni, cJSON_CreateString(p->not_implemented[i]));
+  if (p->tuned_present) { /* only for manifests with tuned entries: other plans keep their ids */
+    cJSON *tu = cJSON_AddObjectToObject(root, "tuned");
+    if (p->tuned_used[0]) cJSON_AddStringToObject(tu, "used", p->tuned_used);
+    else cJSON_AddNullToObject(tu, "used");
+    cJSON *ig = cJSON_AddArrayToObject(tu, "ignored");
+    for (int i = 0; i < p->n_tuned_ignored; i++) cJSON_AddItemToArray(ig, cJSON_CreateString(p->tuned_ignored[i]));
+  }
   return root;
 }
 
@@ -1118,6 +1126,16 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
       p->flash_blocks = (int)fb->valuedouble;
       p->flash_blocks_from = "manifest candidate";
     }
+    if (in->tuned && in->tuned->present) {
+      const wisp_tuned_choice *tc = in->tuned;
+      p->tuned_present = 1;
+      p->tuned_used = wisp_arena_strdup(&p->arena, tc->used_note);
+      p->n_tuned_ignored = tc->n_ignored < WISP_TUNED_MAX_NOTES ? tc->n_ignored : WISP_TUNED_MAX_NOTES;
+      p->tuned_ignored = wisp_arena_alloc(&p->arena, sizeof(char *) * (size_t)(p->n_tuned_ignored + 1));
+      for (int i = 0; p->tuned_ignored && i < p->n_tuned_ignored; i++)
+        p->tuned_ignored[i] = wisp_arena_strdup(&p->arena, tc->ignored[i]);
+      if (!p->tuned_used || !p->tuned_ignored) p->tuned_present = 0, p->n_tuned_ignored = 0;
+    }
     if (in->profile) {
       p->batching = in->profile->batching;
       p->decode_loop = in->profile->decode_loop;
@@ -1257,4 +1275,10 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
             p->graph_fusions[i].why);
   }
   for (int i = 0; i < p->n_not_implemented; i++) fprintf(f, "%s\n", p->not_implemented[i]);
+  if (p->tuned_present) {
+    fprintf(f, "tuning (the manifest's tuned entries, docs/tuning.md)\n");
+    if (p->tuned_used[0]) fprintf(f, "  uses %s\n", p->tuned_used);
+    else fprintf(f, "  no entry for this device: the manifest's own candidate and knee\n");
+    for (int i = 0; i < p->n_tuned_ignored; i++) fprintf(f, "  ignores %s\n", p->tuned_ignored[i]);
+  }
 }

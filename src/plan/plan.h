@@ -123,6 +123,13 @@ typedef struct {
   } graph_fusions[WISP_PLAN_MAX_FUSIONS];
   int n_not_implemented;
   char **not_implemented;
+  /* The manifest's tuned entries (plan/tuned.h): tuned_used says which entry
+   * this plan uses ("" none), tuned_ignored each other one with its reason;
+   * tuned_present 0 when the manifest has no "tuned" array. */
+  int tuned_present;
+  char *tuned_used;
+  int n_tuned_ignored;
+  char **tuned_ignored;
   char *profile_id;             /* NULL without a profile */
   char *json;                   /* canonical JSON including "planId" */
   wisp_arena *arena;            /* owns the arrays above */
@@ -142,6 +149,10 @@ typedef struct {
   const wisp_device_caps *device;
   const char *backend;           /* "cpu" | "webgpu" */
   int prefill_tokens;            /* context "tokens" for prefill; 0 = 512 */
+  /* The manifest's tuned entries as plan/tuned.h picked them (NULL: the
+   * manifest has none); candidate and knee above already carry the used
+   * entry. The plan keeps what was used and what was ignored, and why. */
+  const struct wisp_tuned_choice_s *tuned;
 } wisp_plan_inputs;
 
 /* The manifest's parts a plan needs: runtime.shape into *shape; candidate and

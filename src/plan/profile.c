@@ -711,6 +711,10 @@ wisp_status wisp_profile_load(const char *ref, const wisp_profile_options *opt, 
    * other name (NAME or profiles/NAME) is a profile of the profiles dir,
    * the built-in ones by default. So `--profile profiles/x.json` is always
    * that file, and `--profile x` always the built-in x. */
+  /* "exact" names the reference profile, profiles/default (the library's
+   * default; the CLI's default is the fast one, throughput): the same
+   * profile and the same plan id under either name. */
+  if (!strcmp(ref, "exact") || !strcmp(ref, "profiles/exact")) ref = "default";
   size_t rn = strlen(ref);
   const int is_file = rn > 5 && !strcmp(ref + rn - 5, ".json") && strncmp(ref, "builtin:", 8);
   if (!st && is_file) {

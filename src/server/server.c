@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -32,9 +33,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
+#include "server/local_page.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -547,6 +551,42 @@ __attribute__((format(printf, 6, 7))) static enum MHD_Result fail(server *srv, s
   return send_error(srv, conn, &e);
 }
 
+/* The browser page at /local/ (server/local_page.h): its files from the
+ * build or install tree, by fixed names. /local itself redirects to
+ * /local/ so that the page's relative URLs (wisp.js, wisp.wasm) resolve
+ * under it. */
+static enum MHD_Result send_local(server *srv, struct MHD_Connection *conn, const char *url) {
+  if (!strcmp(url, "/local")) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, "/local/");
+    enum MHD_Result ok = MHD_queue_response(conn, 301, r);
+    MHD_destroy_response(r);
+    srv_metrics_count_status(&srv->metrics, 301);
+    return ok;
+  }
+  char path[4200];
+  const char *type = NULL, *why = NULL;
+  const int found = srv_local_file(url + 7, path, sizeof path, &type, &why);
+  if (found == -2) return fail(srv, conn, 404, "invalid_request_error", "not_found", "%s", why);
+  int fd = found == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    return fail(srv, conn, 404, "invalid_request_error", "not_found", "no such file of the page: %.100s", url);
+  }
+  struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)st.st_size, fd); /* MHD closes fd */
+  if (!r) {
+    close(fd);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  enum MHD_Result ok = MHD_queue_response(conn, 200, r);
+  MHD_destroy_response(r);
+  srv_metrics_count_status(&srv->metrics, 200);
+  return ok;
+}
+
 /* The whole answer of a finished non-streaming job. */
 static enum MHD_Result send_job(server *srv, struct MHD_Connection *conn, job *j) {
   for (int i = 0; i < j->n_choices; i++) {
@@ -894,6 +934,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const wisp_builtin_file *page = wisp_builtin_find(WISP_BUILTIN_PREFIX "src/server/chat.html");
     if (!page) return fail(srv, conn, 500, "server_error", NULL, "the chat page is not built in");
     return send_text(srv, conn, 200, "text/html; charset=utf-8", page->data, page->len);
+  }
+  if (!strcmp(url, "/local") || !strncmp(url, "/local/", 7)) {
+    if (!get) return fail(srv, conn, 405, "invalid_request_error", NULL, "use GET %.100s", url);
+    return send_local(srv, conn, url);
   }
   const int chat = !strcmp(url, "/v1/chat/completions"), completion = !strcmp(url, "/v1/completions");
   const int models = !strcmp(url, "/v1/models"), metrics = !strcmp(url, "/metrics");

@@ -50,7 +50,7 @@ quants_for() { # config -> the quants it runs
 # its greedy tokens after the first come from the decode loop, as `wisp run`
 # decodes (on WebGPU the persistent decode where it applies).
 logits_args() { # backend name -> wisp logits arguments
-  case $1 in *+loop) echo "--backend ${1%+loop} --decode-loop" ;; *) echo "--backend $1" ;; esac
+  case $1 in *+loop) echo "--backend ${1%+loop} --profile exact --decode-loop" ;; *) echo "--backend $1 --profile exact" ;; esac
 }
 mkdir -p "$WORK" || exit 2
 [ -x "$WISP" ] || { echo "run_device.sh: $WISP is not executable" >&2; exit 2; }

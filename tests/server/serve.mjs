@@ -17,7 +17,7 @@ export function args() {
 // Resolves to { url, port, proc, log(), stop() } once the server listens;
 // ready() then waits for GET /health to say 200 (503 while the model loads).
 export function startServer(a, extra = []) {
-  const argv = ["serve", "--port", "0", "-m", a.model, "--backend", a.backend, ...extra];
+  const argv = ["serve", "--port", "0", "-m", a.model, "--backend", a.backend, "--profile", "exact", ...extra];
   if (a.apiKey) argv.push("--api-key", a.apiKey);
   const proc = spawn(a.wisp, argv, { stdio: ["ignore", "inherit", "pipe"] });
   // a test that dies (an exception, a closed pipe) leaves no server behind

@@ -10,9 +10,17 @@
 //      input) gives the native CLI's replies (--expect-chat);
 //   3. a damaged artifact gives the CLI's one-line error (--expect-error, with
 //      the native path of the damaged copy given by --bad-dir);
-//   4. a screenshot of the page is kept (--out DIR/wasm-page.png).
+//   4. a screenshot of the page is kept (--out DIR/wasm-page.png);
+//   5. the benchmark's receipt downloads, a JSON receipt of the page's run;
+//   6. a larger model (--big DIR: the seed-shaped synthetic model), opened by
+//      URL and read with range requests, runs on WebGPU with its weights
+//      streamed from the URL into GPU buffers: the native CLI's greedy tokens
+//      (--expect-big) with the page's wasm memory peak under half the weights;
+//   7. a page without WebGPU (navigator.gpu removed) falls back to its cpu
+//      backend (wasm SIMD) and gives the native CLI's greedy text.
 //   node tests/web/page.mjs --web build/wasm --model models/default --prompt P -n N
-//        --expect FILE --expect-sampled FILE --expect-chat FILE --bad-dir DIR --expect-error FILE --out build/test-logs
+//        --expect FILE --expect-sampled FILE --expect-chat FILE --bad-dir DIR --expect-error FILE
+//        --big DIR --big-prompt P --expect-big FILE --out build/test-logs
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -23,7 +31,7 @@ function args() {
   const a = {};
   const v = process.argv.slice(2);
   for (let i = 0; i < v.length; i += 2) a[v[i].replace(/^-+/, "")] = v[i + 1];
-  for (const k of ["web", "model", "prompt", "n", "expect", "expect-sampled", "expect-chat", "bad-dir", "expect-error", "out"])
+  for (const k of ["web", "model", "prompt", "n", "expect", "expect-sampled", "expect-chat", "bad-dir", "expect-error", "big", "big-prompt", "expect-big", "out"])
     if (a[k] === undefined) throw new Error(`missing --${k}`);
   return a;
 }
@@ -41,8 +49,21 @@ function serve(roots) {
       res.writeHead(404).end("not found");
       return;
     }
-    res.writeHead(200, { "content-type": TYPES[path.extname(file)] || "application/octet-stream" });
-    fs.createReadStream(file).pipe(res);
+    // HEAD, and single ranges (the page reads a model by URL a slice at a time)
+    const size = fs.statSync(file).size;
+    const type = TYPES[path.extname(file)] || "application/octet-stream";
+    const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range || "");
+    if (range) {
+      const a = Number(range[1]), b = Math.min(Number(range[2]), size - 1);
+      if (a > b) { res.writeHead(416).end(); return; }
+      res.writeHead(206, { "content-type": type, "content-length": b - a + 1, "content-range": `bytes ${a}-${b}/${size}`,
+                           "accept-ranges": "bytes" });
+      fs.createReadStream(file, { start: a, end: b }).pipe(res);
+      return;
+    }
+    res.writeHead(200, { "content-type": type, "content-length": size, "accept-ranges": "bytes" });
+    if (req.method === "HEAD") res.end();
+    else fs.createReadStream(file).pipe(res);
   });
   return new Promise((ok) => server.listen(0, "127.0.0.1", () => ok(server)));
 }
@@ -53,10 +74,13 @@ const expectSampled = fs.readFileSync(a["expect-sampled"], "utf8");
 const expectChat = fs.readFileSync(a["expect-chat"], "utf8");
 const expectError = fs.readFileSync(a["expect-error"], "utf8").trim().split("\n").pop()
   .replaceAll(a["bad-dir"], "/model");
-const server = await serve([["/good/", a.model], ["/bad/", a["bad-dir"]], ["/", a.web]]);
+const expectBig = fs.readFileSync(a["expect-big"], "utf8");
+const bigWeights = fs.statSync(path.join(a.big, "weights.bin")).size;
+const server = await serve([["/good/", a.model], ["/bad/", a["bad-dir"]], ["/big/", a.big], ["/", a.web]]);
 const base = `http://127.0.0.1:${server.address().port}`;
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), "wisp-chromium-"));
-let browser = null, failed = null;
+let browser = null, page = null, failed = null, status = "";
+const console_ = [];
 try {
   // a fresh profile (--user-data-dir) each run; WebGPU on SwiftShader needs
   // --enable-unsafe-webgpu headless (and not --disable-gpu)
@@ -67,8 +91,7 @@ try {
     args: ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run"],
   });
-  const page = browser.pages()[0] || (await browser.newPage());
-  const console_ = [];
+  page = browser.pages()[0] || (await browser.newPage());
   page.on("console", (m) => console_.push(m.text()));
   page.on("pageerror", (e) => console_.push("page error: " + e.message));
   await page.goto(`${base}/index.html`);
@@ -142,8 +165,63 @@ try {
   if (bad !== expectError)
     throw new Error(`the damaged artifact's error differs from the CLI's:\n page: ${JSON.stringify(bad)}\n cli:  ${JSON.stringify(expectError)}`);
   console.log(`ok damaged artifact: ${bad}`);
+
+  // 5. the benchmark's receipt, on the default model's cpu backend
+  await page.fill("#url", `${base}/good/`);
+  await command(() => page.click("#load-url"));
+  await page.fill("#bench-p", "8");
+  await page.fill("#bench-n", "8");
+  await command(() => page.click("#bench"));
+  if (await page.textContent("#error")) throw new Error("benchmark: " + (await page.textContent("#error")));
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#receipt")]);
+  const receipt = JSON.parse(fs.readFileSync(await download.path(), "utf8"));
+  if (receipt.prompt_tokens !== 8 || receipt.decode_tokens !== 8 || !receipt.decode || !receipt.plan_id)
+    throw new Error("the downloaded receipt is not the benchmark's: " + JSON.stringify(receipt).slice(0, 300));
+  console.log(`ok receipt downloaded (${download.suggestedFilename()}: plan ${receipt.plan_id.slice(0, 12)}, ` +
+              `${receipt.decode_tokens} decode tokens)`);
+
+  // 6. the big model on WebGPU, its weights streamed from the URL
+  await command(() => page.selectOption("#backend", "webgpu")); // (plans the open model again)
+  await page.fill("#url", `${base}/big/`);
+  await command(() => page.click("#load-url"));
+  if (await page.textContent("#error")) throw new Error("opening the big model: " + (await page.textContent("#error")));
+  // one token from a one-token prompt: SwiftShader takes ~10 s a token of this model
+  await page.fill("#prompt", a["big-prompt"]);
+  await page.fill("#n", "1");
+  await page.fill("#temp", "0");
+  await command(() => page.click("#run"));
+  const bigText = await page.textContent("#output");
+  const peak = await page.evaluate(() => window.wisp.memory);
+  if ((await page.textContent("#error")) || bigText !== expectBig)
+    throw new Error(`the big model's greedy text on WebGPU differs from the native CLI's:\n page:   ${JSON.stringify(bigText)}\n native: ${JSON.stringify(expectBig)}\n error: ${await page.textContent("#error")}`);
+  if (!(peak > 0 && peak < bigWeights / 2))
+    throw new Error(`wasm memory peaked at ${peak} bytes for ${bigWeights} bytes of weights: they were not streamed`);
+  console.log(`ok streamed weights: greedy tokens equal native, wasm memory ${(peak / 2 ** 20).toFixed(0)} MiB ` +
+              `for ${(bigWeights / 2 ** 20).toFixed(0)} MiB of weights`);
+
+  // 7. no WebGPU: the page's cpu backend
+  const plain = await browser.newPage();
+  await plain.addInitScript(() => { Object.defineProperty(Navigator.prototype, "gpu", { get: () => undefined }); });
+  await plain.goto(`${base}/index.html`);
+  const cpuCommand = async (action) => {
+    const before = await plain.evaluate(() => window.wisp.runs);
+    await action();
+    await plain.waitForFunction((n) => window.wisp.runs > n && window.wisp.done, before, { timeout: 600000 });
+  };
+  if ((await plain.inputValue("#backend")) !== "cpu") throw new Error("without WebGPU the page did not choose cpu");
+  await plain.fill("#url", `${base}/good/`);
+  await cpuCommand(() => plain.click("#load-url"));
+  await plain.fill("#prompt", a.prompt);
+  await plain.fill("#n", a.n);
+  await plain.fill("#temp", "0");
+  await cpuCommand(() => plain.click("#run"));
+  const cpuText = await plain.textContent("#output");
+  if ((await plain.textContent("#error")) || cpuText !== expect || !(await plain.textContent("#plan")).includes("\nbackend cpu"))
+    throw new Error(`without WebGPU the page's cpu text differs from the native CLI's:\n page:   ${JSON.stringify(cpuText)}\n native: ${JSON.stringify(expect)}\n error: ${await plain.textContent("#error")}`);
+  console.log("ok without WebGPU: the cpu backend's greedy text equals native");
 } catch (e) {
   failed = e;
+  if (page) status = await page.textContent("#status").catch(() => "");
 } finally {
   if (browser) await browser.close().catch(() => {});
   fs.rmSync(profile, { recursive: true, force: true });
@@ -151,5 +229,6 @@ try {
 }
 if (failed) {
   console.log("FAIL wasm page: " + (failed.stack || failed));
+  console.log(`the page's status: ${status}\nits console, last lines:\n  ${console_.slice(-10).join("\n  ")}`);
   process.exit(1);
 }

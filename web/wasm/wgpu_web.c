@@ -15,11 +15,13 @@
  * promises settle, so wisp's polling loops (wgpu_device.c) need no change. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/webgpu/wgpu_api.h"
 #include "backend/webgpu/wgpu_loader.h"
+#include "format/weight_source.h"
 #include "util/err.h"
 
 #define IMPORT(name) __attribute__((import_module("wgpu"), import_name(#name)))
@@ -312,8 +314,27 @@ static WGPUFuture pop_error_scope(WGPUDevice d, WGPUPopErrorScopeCallbackInfo cb
 static WGPUBuffer create_buffer(WGPUDevice d, const WGPUBufferDescriptor *b) {
   return P(WGPUBuffer, js_create_buffer(H(d), (uint32_t)b->usage, (double)b->size, (int)b->mappedAtCreation));
 }
+/* A write from weights streamed from the model file (format/weight_source.h)
+ * goes through a chunk of wasm memory: the file's bytes reach the GPU buffer
+ * without the whole section ever being in wasm memory. */
+#define STREAM_CHUNK (4u << 20)
 static void queue_write(WGPUQueue q, WGPUBuffer b, uint64_t off, const void *data, size_t n) {
-  js_queue_write(H(q), H(b), (double)off, data, n);
+  if (wisp_weights_resident(data, n)) {
+    js_queue_write(H(q), H(b), (double)off, data, n);
+    return;
+  }
+  uint8_t *chunk = malloc(n < STREAM_CHUNK ? n : STREAM_CHUNK);
+  wisp_status st = chunk ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory for a weights upload");
+  for (size_t o = 0; !st && o < n; o += STREAM_CHUNK) {
+    const size_t k = n - o < STREAM_CHUNK ? n - o : STREAM_CHUNK;
+    if (!(st = wisp_weights_read(chunk, (const uint8_t *)data + o, k)))
+      js_queue_write(H(q), H(b), (double)(off + o), chunk, k);
+  }
+  free(chunk);
+  if (st) { /* webgpu.h's write has no error to return: a buffer left short must not run */
+    fprintf(stderr, "wisp: %s\n", wisp_last_error());
+    exit(1);
+  }
 }
 
 /* A mapped range lives in wasm memory: a copy of the GPU's, made when wisp

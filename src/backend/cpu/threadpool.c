@@ -13,6 +13,17 @@
  *   back, with only short single-threaded ops between them) and then
  *   sleep on a condition variable, so they do not burn the CPU share the
  *   other load and the caller need.
+ * - The caller checks that sharing pays. Over each short window of jobs it
+ *   compares the time the jobs took with what they would have taken on the
+ *   caller alone (its own time per task times the task count). When
+ *   sharing cost time (the caller waited on tasks that workers claimed and
+ *   were then preempted in, longer than the workers saved it), the pool
+ *   goes solo: the caller runs every job by itself and the
+ *   workers, seeing no job, fall asleep and leave their cores to the other
+ *   load. After a while it tries sharing again for one window; each failed
+ *   try doubles the solo stretch, so a machine that stays crowded pays for
+ *   a try less and less often. Which thread runs a task never changes a
+ *   result (below), so the mode changes speed only.
  *
  * Task claims go through one 64-bit word holding the job's generation, its
  * task count and the next task index. A claim is a compare-and-swap of the
@@ -31,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -45,6 +57,13 @@
  * long enough to catch the next product of a forward pass, short enough
  * that an idle or crowded pool gives its cores back. */
 enum { SPIN_LIMIT = 1 << 12 };
+
+/* Sharing is judged over windows of at least WINDOW_NS of jobs, and kept
+ * while it costs no time against the caller alone. Solo stretches start at
+ * SOLO_MIN_NS and double up to SOLO_MAX_NS while tries fail. */
+#define WINDOW_NS INT64_C(4000000)
+#define SOLO_MIN_NS INT64_C(32000000)
+#define SOLO_MAX_NS INT64_C(1000000000)
 
 /* The claim word: generation (16 bits) | task count (24) | next task (24). */
 enum { TASK_BITS = 24 };
@@ -69,6 +88,11 @@ struct wisp_pool {
   wisp_task_fn fn;
   void *ctx;
   unsigned gen; /* the caller's generation counter (caller only) */
+  /* Whether sharing pays (caller only; see the top of the file). */
+  int solo;           /* the caller runs jobs alone until solo_until_ns */
+  int pinned;         /* WISP_POOL_AUTO, or a mode fixed by wisp_pool_pin */
+  int64_t solo_until_ns, solo_stretch_ns;
+  int64_t window_start_ns, window_took_ns, window_alone_ns;
   POOL_LINE _Atomic uint64_t claim;
   POOL_LINE atomic_int done; /* tasks of the current job finished */
   POOL_LINE atomic_int sleepers; /* workers waiting on `wake` */
@@ -93,16 +117,17 @@ static int claim_task(wisp_pool *p, unsigned gen) {
  * (one add per thread and job, not one per task). fn and ctx are read only
  * after a successful claim: the job cannot end, so they cannot change,
  * while one of its tasks is claimed and not yet reported. */
-static void drain(wisp_pool *p, unsigned gen, int thread) {
+static int drain(wisp_pool *p, unsigned gen, int thread) {
   int ran = 0;
   for (int t; (t = claim_task(p, gen)) >= 0; ran++) p->fn(p->ctx, t, thread);
-  if (ran == 0) return;
+  if (ran == 0) return 0;
   int n = WORD_N(atomic_load_explicit(&p->claim, memory_order_relaxed));
   if (atomic_fetch_add(&p->done, ran) + ran == n && thread != 0 && atomic_load(&p->caller_sleeps)) {
     pthread_mutex_lock(&p->mu);
     pthread_cond_signal(&p->done_cv);
     pthread_mutex_unlock(&p->mu);
   }
+  return ran;
 }
 
 static unsigned current_gen(wisp_pool *p) { return WORD_GEN(atomic_load_explicit(&p->claim, memory_order_acquire)); }
@@ -174,6 +199,40 @@ void wisp_pool_free(wisp_pool *p) {
 
 int wisp_pool_size(const wisp_pool *p) { return p->n_threads; }
 
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void wisp_pool_pin(wisp_pool *p, int mode) {
+  p->pinned = mode;
+  p->solo = mode == WISP_POOL_SOLO;
+  p->solo_until_ns = mode == WISP_POOL_SOLO ? INT64_MAX : 0;
+  p->window_start_ns = 0;
+}
+
+/* Ends a sharing window once it is long enough: keeps sharing when it
+ * saved enough, else goes solo for the current stretch and doubles it. */
+static void judge_window(wisp_pool *p, int64_t now) {
+  if (p->window_start_ns == 0) {
+    p->window_start_ns = now;
+    return;
+  }
+  if (now - p->window_start_ns < WINDOW_NS) return;
+  int pays = p->window_took_ns <= p->window_alone_ns;
+  if (pays) {
+    p->solo_stretch_ns = SOLO_MIN_NS;
+  } else if (p->pinned == WISP_POOL_AUTO) {
+    if (p->solo_stretch_ns < SOLO_MIN_NS) p->solo_stretch_ns = SOLO_MIN_NS;
+    p->solo = 1;
+    p->solo_until_ns = now + p->solo_stretch_ns;
+    p->solo_stretch_ns = p->solo_stretch_ns * 2 < SOLO_MAX_NS ? p->solo_stretch_ns * 2 : SOLO_MAX_NS;
+  }
+  p->window_start_ns = p->solo ? 0 : now;
+  p->window_took_ns = p->window_alone_ns = 0;
+}
+
 /* Jobs larger than the claim word can count are run as several jobs. */
 static void run_job(wisp_pool *p, int first, int n_tasks, wisp_task_fn fn, void *ctx);
 
@@ -185,7 +244,8 @@ static void offset_task(void *ctx, int task, int thread) {
 
 void wisp_pool_run(wisp_pool *p, int n_tasks, wisp_task_fn fn, void *ctx) {
   if (n_tasks <= 0) return;
-  if (p->n_threads == 1 || n_tasks == 1) {
+  if (p->solo && now_ns() >= p->solo_until_ns) p->solo = 0; /* try sharing again */
+  if (p->n_threads == 1 || n_tasks == 1 || p->solo) {
     for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
     return;
   }
@@ -196,6 +256,7 @@ void wisp_pool_run(wisp_pool *p, int n_tasks, wisp_task_fn fn, void *ctx) {
 }
 
 static void run_job(wisp_pool *p, int first, int n_tasks, wisp_task_fn fn, void *ctx) {
+  int64_t start = now_ns();
   offset_job o = {fn, ctx, first};
   p->fn = first ? offset_task : fn;
   p->ctx = first ? (void *)&o : ctx;
@@ -207,7 +268,8 @@ static void run_job(wisp_pool *p, int first, int n_tasks, wisp_task_fn fn, void 
   atomic_store(&p->claim, WORD(gen, n_tasks, 0));
   if (atomic_load(&p->sleepers) > 0) pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  drain(p, gen, 0);
+  int ran = drain(p, gen, 0);
+  int64_t own_end = now_ns();
   /* Every task is claimed now; wait for the ones other threads still run. */
   for (int i = 0; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks; i++) {
     if (i < SPIN_LIMIT) {
@@ -220,6 +282,12 @@ static void run_job(wisp_pool *p, int first, int n_tasks, wisp_task_fn fn, void 
     atomic_store(&p->caller_sleeps, 0);
     pthread_mutex_unlock(&p->mu);
   }
+  int64_t end = now_ns();
+  /* The caller alone would have run all n tasks at its own pace; when it
+   * ran none, the workers were quick, and the job counts as shared by all. */
+  p->window_took_ns += end - start;
+  p->window_alone_ns += ran > 0 ? (own_end - start) * n_tasks / ran : (end - start) * p->n_threads;
+  judge_window(p, end);
 }
 
 /* Reads one integer from a sysfs file; -1 if it cannot. */

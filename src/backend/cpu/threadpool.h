@@ -18,4 +18,11 @@ void wisp_pool_free(wisp_pool *p);
 int wisp_pool_size(const wisp_pool *p);
 void wisp_pool_run(wisp_pool *p, int n_tasks, wisp_task_fn fn, void *ctx);
 
+/* How a pool spreads jobs. AUTO (the default): over all its threads while
+ * that pays, on the caller alone while it does not (a crowded machine).
+ * SHARED and SOLO fix the mode, so tests can drive each path without
+ * depending on the machine's load. */
+enum { WISP_POOL_AUTO, WISP_POOL_SHARED, WISP_POOL_SOLO };
+void wisp_pool_pin(wisp_pool *p, int mode);
+
 #endif

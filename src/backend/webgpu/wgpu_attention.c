@@ -50,10 +50,11 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
   const float scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
   const uint32_t win = a->window > 0 ? (uint32_t)a->window : 0;
   uint32_t tps = 0xFFFFFFFFu;
-  const uint32_t splits = a->n == 1 ? wisp_wgpu_key_splits(ntile, g->max_splits, &tps) : 1;
+  const uint32_t rule = wisp_wgpu_split_rule(g), most = wisp_wgpu_split_most(rule);
+  const uint32_t splits = a->n == 1 ? wisp_wgpu_key_splits(ntile, rule, &tps) : 1;
   if (a->n == 1) g->stats.attn_splits += splits;
   if (splits > 1 &&
-      !wisp_wgpu_scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * g->max_splits * (D + 2) * 4,
+      !wisp_wgpu_scratch(g, &g->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * most * (D + 2) * 4,
                "wisp attention splits"))
     return;
   /* KV16: the caches hold f16 pairs packed in u32 words (kv_buf_new
@@ -130,7 +131,7 @@ static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits,
 
 /* The split of a one-token decode attention at position pos (g_attention). */
 static uint32_t attn_splits_at(const wgpu_backend *g, int pos, uint32_t *tps) {
-  return wisp_wgpu_key_splits((uint32_t)pos / ATTN_DEC_KT + 1, g->max_splits, tps);
+  return wisp_wgpu_key_splits((uint32_t)pos / ATTN_DEC_KT + 1, wisp_wgpu_split_rule(g), tps);
 }
 
 /* attn_decode_rows.wgsl (+ attn_combine_rows.wgsl where a row's position
@@ -155,7 +156,8 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
     g->stats.attn_splits += sp;
     if (sp > most) most = sp;
   }
-  const uint64_t block = (uint64_t)H * g->max_splits * (D + 2) * 4; /* a row's partials */
+  const uint32_t rule = wisp_wgpu_split_rule(g);
+  const uint64_t block = (uint64_t)H * wisp_wgpu_split_most(rule) * (D + 2) * 4; /* a row's partials */
   if (most > 1 && !wisp_wgpu_scratch(g, &g->part, block * (uint64_t)rows->n, block * (uint64_t)rows->n, "wisp attention splits"))
     return 1;
   const double qnorm = qn ? 1 : 0, knorm = kn ? 1 : 0;
@@ -183,7 +185,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
     p.D = (uint32_t)D;
     p.eps = a->eps;
     p.scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
-    p.max_splits = g->max_splits;
+    p.max_splits = rule;
     uint32_t z = 1;
     for (uint32_t i = 0; i < p.count; i++) {
       const uint32_t sp = attn_splits_at(g, (int)p.rows[i][3], &tps);
@@ -203,7 +205,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
       pc.H = (uint32_t)H;
       pc.D = (uint32_t)D;
       pc.count = p.count;
-      pc.max_splits = g->max_splits;
+      pc.max_splits = rule;
       memcpy(pc.rows, p.rows, sizeof pc.rows);
       wisp_wgpu_binding bc[2] = {whole(g->part.b), whole(a->out->g.b)};
       wisp_wgpu_record(g, kc, bc, 2, &pc, sizeof pc, (uint32_t)H, p.count);

@@ -99,7 +99,7 @@ static void g_attention_gated(wisp_backend *be, const wisp_gated_attention_args 
   if (!sn) return;
   if (!wisp_wgpu_scratch(as_g(be), &q->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp gated queries"))
     return;
-  const uint32_t max_splits = as_g(be)->max_splits;
+  const uint32_t max_splits = wisp_wgpu_split_rule(as_g(be)); /* the split rule */
   /* The decode arrangement the session switches ask for (docs/webgpu.md):
    * attn_gated_decode.wgsl, which needs subgroups (and 10 storage buffers). */
   const wisp_backend_settings *set = &as_g(be)->set;
@@ -109,7 +109,7 @@ static void g_attention_gated(wisp_backend *be, const wisp_gated_attention_args 
   const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / tile + 1;
   uint32_t tps = 0xFFFFFFFFu;
   const uint32_t splits = a->n == 1 ? wisp_wgpu_key_splits(ntile, max_splits, &tps) : 1;
-  if (splits > 1 && !wisp_wgpu_scratch(as_g(be), &q->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * max_splits * (D + 2) * 4, "wisp gated attention splits"))
+  if (splits > 1 && !wisp_wgpu_scratch(as_g(be), &q->part, (uint64_t)H * splits * (D + 2) * 4, (uint64_t)H * wisp_wgpu_split_most(max_splits) * (D + 2) * 4, "wisp gated attention splits"))
     return;
   WGPUBuffer qkv = a->qkv->g.b;
   const wisp_wgpu_binding kc = bind_of(a->k_cache), vc = bind_of(a->v_cache);
@@ -225,13 +225,13 @@ static int g_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_a
   WGPUBuffer qn = wisp_wgpu_vec_buffer(as_g(be), a->q_norm), kn = qn ? wisp_wgpu_vec_buffer(as_g(be), a->k_norm) : NULL;
   WGPUBuffer cs = kn ? wisp_wgpu_vec_buffer(as_g(be), a->rope_cos) : NULL, sn = cs ? wisp_wgpu_vec_buffer(as_g(be), a->rope_sin) : NULL;
   if (!sn) return 1; /* error kept */
-  const uint32_t max_splits = as_g(be)->max_splits;
+  const uint32_t max_splits = wisp_wgpu_split_rule(as_g(be)); /* the split rule */
   uint32_t most = 1, tps;
   for (int r = 0; r < rows->n; r++) {
     const uint32_t sp = gated_splits_at(max_splits, rows->pos[r], &tps);
     if (sp > most) most = sp;
   }
-  const uint64_t block = (uint64_t)H * max_splits * (D + 2) * 4; /* a row's partials */
+  const uint64_t block = (uint64_t)H * wisp_wgpu_split_most(max_splits) * (D + 2) * 4; /* a row's partials */
   if (most > 1 && !wisp_wgpu_scratch(as_g(be), &q->part, block * (uint64_t)rows->n, block * (uint64_t)rows->n, "wisp gated attention splits"))
     return 1;
   const int gate_in = set->attn_output_gate;

@@ -118,6 +118,11 @@ static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   out->has_f16 = g->d->has_shader_f16;
   out->max_workgroup_size = (int)i->max_compute_invocations_per_workgroup;
   out->max_shared_bytes = (int)i->max_compute_workgroup_storage_size;
+  out->vendor_id = i->vendor_id;
+  out->device_id = i->device_id;
+  n = strnlen(i->description, sizeof out->driver - 1);
+  memcpy(out->driver, i->description, n);
+  out->driver[n] = 0;
 }
 
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out) {
@@ -186,7 +191,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->mv_rows_big = o.matvec_big_rows;
   g->no_xstage = o.no_xstage;
   g->no_rows_shared = o.no_rows_shared;
-  g->rows_q4k = o.rows_q4k;
+  g->no_rows_q4k = o.no_rows_q4k;
   g->rows_nt = o.rows_nt;
   g->rows_stage_always = o.rows_stage_always;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
@@ -213,7 +218,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   if (o.q4k_sb_cols) g->q4k_tune.superblock_cols = o.q4k_sb_cols > 0 ? o.q4k_sb_cols : 0;
   if (o.q4k_fused_cols && o.q4k_fused_tpc)
     g->q4k_tune.fused_cols = o.q4k_fused_cols, g->q4k_tune.fused_tpc = o.q4k_fused_tpc;
-  g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols, o.dn_groups};
+  g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols, o.dn_groups, o.dn_chunk_min, o.dn_chunk_cols};
   /* The kernels size their per-thread and workgroup arrays for these
    * bounds (ROWS <= 16 rows of accumulators; whole lane groups of LG). */
   const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;
@@ -224,12 +229,13 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       g->q4k_tune.mv_rows > 16 || (g->sg && g->q4k_tune.mv_wg % q4k_lg) ||
       (g->q4k_tune.mv_lg && (g->q4k_tune.mv_lg % q4k_lg || g->q4k_tune.mv_wg % g->q4k_tune.mv_lg)) ||
       !pow2(g->dn_tune.cols) || g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) ||
-      g->dn_tune.groups > 1024) {
+      g->dn_tune.groups > 1024 || !pow2(g->dn_tune.chunk_cols) || g->dn_tune.chunk_cols < 4 ||
+      g->dn_tune.chunk_cols > 32) {
     st = wisp_fail(WISP_EINVAL,
                    "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u, Q4_K matvec %ux%u (lanes %u), "
-                   "deltanet %ux%u",
+                   "deltanet %ux%u (chunked: %u columns)",
                    g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->q4k_tune.mv_wg,
-                   g->q4k_tune.mv_rows, g->q4k_tune.mv_lg, g->dn_tune.cols, g->dn_tune.groups);
+                   g->q4k_tune.mv_rows, g->q4k_tune.mv_lg, g->dn_tune.cols, g->dn_tune.groups, g->dn_tune.chunk_cols);
     goto fail;
   }
   g->max_binding = g->d->info.max_storage_buffer_binding_size;
@@ -263,6 +269,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   };
   wisp_wgpu_core_install(&g->base);
   wisp_wgpu_buffers_install(&g->base);
+  wisp_wgpu_kv_install(&g->base);
   wisp_wgpu_products_install(&g->base);
   wisp_wgpu_elementwise_install(&g->base);
   wisp_wgpu_rowops_install(&g->base);

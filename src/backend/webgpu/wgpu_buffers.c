@@ -35,33 +35,38 @@ static wisp_buf *g_kv_buf_new(wisp_backend *be, size_t n) {
 static wisp_status g_buf_new_slots(wisp_backend *be, size_t n, int kv, int slots, wisp_buf **out) {
   wgpu_backend *g = as_g(be);
   const uint64_t words = kv && g->kv16 ? (n + 1) / 2 : (n ? n : 1);
-  const uint64_t align = g->d->info.min_storage_buffer_offset_alignment > 256
-                             ? g->d->info.min_storage_buffer_offset_alignment
-                             : 256;
-  const uint64_t stride = (words * 4 + align - 1) / align * align;
+  const uint64_t stride = wisp_wgpu_slot_stride(g, words);
   uint64_t per = g->max_binding / stride;
   if (per < 1) per = 1;
   for (int i = 0; i < slots; i++) out[i] = NULL;
   for (int i0 = 0; i0 < slots; i0 += (int)per) {
     const int cnt = slots - i0 < (int)per ? slots - i0 : (int)per;
     wisp_buf *P = calloc(1, sizeof *P);
+    if (P && !(P->kids = calloc((size_t)cnt, sizeof *P->kids))) {
+      free(P);
+      P = NULL;
+    }
     if (!P || wisp_wgpu_buf_create(g->d, stride * (uint64_t)(cnt - 1) + words * 4, WISP_WGPU_STORAGE,
                                    "wisp slot states", &P->g)) {
+      if (P) free(P->kids);
       free(P);
       goto fail;
     }
     P->n = (size_t)(P->g.size / 4);
+    P->n_kids = cnt;
     for (int i = 0; i < cnt; i++) {
       wisp_buf *v = calloc(1, sizeof *v);
       if (!v) {
         if (!P->refs) {
           wisp_wgpu_buf_free(g->d, &P->g);
+          free(P->kids);
           free(P);
         }
         goto fail;
       }
-      *v = (wisp_buf){P->g, (size_t)words, stride * (uint64_t)i, P, 0};
+      *v = (wisp_buf){P->g, (size_t)words, stride * (uint64_t)i, P, 0, NULL, 0};
       P->refs++;
+      P->kids[i] = v;
       out[i0 + i] = v;
     }
   }
@@ -83,6 +88,8 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   wisp_wgpu_keep_error(g, wisp_wgpu_flush(g)); /* recorded work may still use it */
   if (b->parent) { /* a slot's part: the device buffer goes with the last part */
     wisp_buf *P = b->parent;
+    for (int i = 0; i < P->n_kids; i++)
+      if (P->kids[i] == b) P->kids[i] = NULL;
     free(b);
     if (--P->refs > 0) return;
     b = P;
@@ -94,6 +101,7 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
     g->spec_have = 0;
   }
   wisp_wgpu_buf_free(g->d, &b->g);
+  free(b->kids);
   free(b);
 }
 

@@ -516,8 +516,16 @@ void wisp_wgpu_core_install(wisp_backend *vt) {
 }
 
 uint32_t wisp_wgpu_rows_nt(const wgpu_backend *g, int n) {
-  const uint32_t nt = n <= 2 ? 2 : n <= 4 ? 4 : 8;
-  return nt < g->rows_nt ? nt : g->rows_nt;
+  uint32_t nt = 2;
+  while (nt < WISP_WGPU_ROWS_MAXA && nt < (uint32_t)n) nt *= 2;
+  const uint32_t cap = g->rows_nt ? g->rows_nt : WISP_WGPU_ROWS_MAXA;
+  return nt < cap ? nt : cap;
+}
+
+uint32_t wisp_wgpu_rows_per_group(uint32_t rows, uint32_t nt) {
+  if (rows > 4) rows = 4;
+  while (rows > 1 && rows * nt > WISP_WGPU_ROWS_MAXA) rows /= 2;
+  return rows;
 }
 
 uint32_t wisp_wgpu_rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg, uint32_t rows,
@@ -541,11 +549,33 @@ uint32_t wisp_wgpu_rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv,
   return (uint32_t)tu;
 }
 
-uint32_t wisp_wgpu_key_splits(uint32_t ntile, uint32_t max_splits, uint32_t *tps) {
+/* Splits of ntile key tiles: one per tile up to the cap; past cap splits, as
+ * many as give each split `tiles` tiles (the long part of the rule), up to
+ * the most. Keep in step with attn_split.wgsli's decode_split. */
+uint32_t wisp_wgpu_key_splits(uint32_t ntile, uint32_t rule, uint32_t *tps) {
+  const uint32_t cap = rule & 0xFFFu, most = (rule >> 12) & 0xFFFu, tiles = rule >> 24;
+  uint32_t want = ntile < cap ? ntile : cap;
+  if (tiles) {
+    const uint32_t lw = cdiv(ntile, tiles) < most ? cdiv(ntile, tiles) : most;
+    if (lw > want) want = lw;
+  }
   *tps = 0xFFFFFFFFu;
-  if (ntile <= 1 || max_splits <= 1) return 1;
-  *tps = cdiv(ntile, ntile < max_splits ? ntile : max_splits);
+  if (ntile <= 1 || want <= 1) return 1;
+  *tps = cdiv(ntile, want);
   return cdiv(ntile, *tps);
+}
+
+uint32_t wisp_wgpu_split_rule(const wgpu_backend *g) {
+  const uint32_t cap = g->max_splits < 0xFFFu ? g->max_splits : 0xFFFu;
+  uint32_t most = g->opts.attn_long_most < 0xFFFu ? g->opts.attn_long_most : 0xFFFu;
+  const uint32_t tiles = g->opts.attn_long_tiles < 0xFFu ? g->opts.attn_long_tiles : 0xFFu;
+  if (!tiles || most < cap) most = cap;
+  return cap | most << 12 | (most > cap ? tiles : 0) << 24;
+}
+
+uint32_t wisp_wgpu_split_most(uint32_t rule) {
+  const uint32_t cap = rule & 0xFFFu, most = (rule >> 12) & 0xFFFu;
+  return most > cap ? most : cap > 0 ? cap : 1;
 }
 
 WGPUBuffer wisp_wgpu_amax(wgpu_backend *g, uint32_t count) {

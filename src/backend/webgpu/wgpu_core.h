@@ -54,6 +54,7 @@ typedef struct {
  * two; 0: the host's rule). */
 typedef struct {
   uint32_t cols, groups;
+  uint32_t chunk_min, chunk_cols; /* the chunked form (options dn_chunk_min, dn_chunk_cols) */
 } wisp_wgpu_dn_tuning;
 
 
@@ -68,6 +69,11 @@ struct wisp_buf {
   uint64_t off;
   wisp_buf *parent;
   int refs; /* a parent: its parts not yet freed */
+  /* a parent: its parts by slot index (slot i at i * the stride; NULL once
+   * freed or moved out), so that growing the KV caches moves them all
+   * (wgpu_kv.c) */
+  wisp_buf **kids;
+  int n_kids;
 };
 
 typedef struct {
@@ -170,7 +176,7 @@ struct wgpu_backend {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
-  int rows_q4k;       /* tuning rowsQ4K=1: Q4_K through q4k_matvec_rows too (wgpu_products_q4k.c) */
+  int no_rows_q4k;    /* tuning rowsQ4K=0: Q4_K row by row, not through q4k_matvec_rows (wgpu_products_q4k.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
   int rows_stage_always; /* tuning rowsStage=1: stage the multi-row inputs whenever they fit (rows_tile) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
@@ -345,9 +351,18 @@ uint32_t wisp_wgpu_staged_vec4s(const wgpu_backend *g, int cols, uint64_t own_by
 uint32_t wisp_wgpu_rows_group(const wisp_mixer_rows *rows, unsigned char *done, uint32_t (*tab)[4], WGPUBuffer *b0,
                               WGPUBuffer *b1);
 
+/* Sums one lane of matvec_rows / q4k_matvec_rows keeps (their MAXA): rows a
+ * lane group x tokens a workgroup. */
+#define WISP_WGPU_ROWS_MAXA 64u
 /* Tokens a matvec_rows / q4k_matvec_rows workgroup takes (their NT) for a
- * batched step of n rows: 2, 4 or 8 (their MAXT), at most tuning rowsNt. */
+ * batched step of n rows: the power of two from 2 to 64 that covers n (one
+ * workgroup column reads each weight once for all of them), at most tuning
+ * rowsNt. */
 uint32_t wisp_wgpu_rows_nt(const wgpu_backend *g, int n);
+/* Rows a lane group of those kernels takes (their ROWS) given the one-row
+ * kernel's `rows` and NT: at most 4, halved until ROWS * NT <= MAXA (the
+ * lane's sums stay in registers). Changes no sum. */
+uint32_t wisp_wgpu_rows_per_group(uint32_t rows, uint32_t nt);
 /* TU of matvec_rows.wgsl / q4k_matvec_rows.wgsl: the units a staged tile
  * holds (0: inputs from global memory). */
 uint32_t wisp_wgpu_rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv, uint32_t wg, uint32_t lg,
@@ -357,6 +372,14 @@ uint32_t wisp_wgpu_rows_tile(const wgpu_backend *g, uint32_t units, uint32_t uv,
  * split (0xFFFFFFFF: one split). attn_split.wgsli is the same rule for the
  * rows kernels, which see each row's position only on the device. */
 uint32_t wisp_wgpu_key_splits(uint32_t ntile, uint32_t max_splits, uint32_t *tps);
+/* The split rule of this backend as one word, for wisp_wgpu_key_splits and
+ * the rows kernels (attn_split.wgsli): bits 0-11 the split cap at short
+ * contexts (max_splits, the plan's flashBlocks), bits 12-23 the most splits
+ * at long ones, bits 24-31 the key tiles a split takes there (0: none). A
+ * plain max_splits below 4096 is the rule without the long part. */
+uint32_t wisp_wgpu_split_rule(const wgpu_backend *g);
+/* The most splits rule `rule` ever makes (the partials' stride). */
+uint32_t wisp_wgpu_split_most(uint32_t rule);
 /* The argmax partials buffer (g->amax), grown to `count` pairs (the next
  * sample reads that many); NULL on failure. */
 WGPUBuffer wisp_wgpu_amax(wgpu_backend *g, uint32_t count);
@@ -384,5 +407,12 @@ int wisp_wgpu_mat_part(wgpu_backend *g, const wisp_matrix *m, int i, int *row0, 
 int wisp_wgpu_mat_bufs(wgpu_backend *g, const wisp_matrix *m, int i, int *row0, int *rows, wisp_wgpu_binding b[3]);
 /* backend.h's buffer calls and prepare_vector. */
 void wisp_wgpu_buffers_install(wisp_backend *vt);
+
+/* ---- wgpu_kv.c: KV caches that grow ---- */
+
+/* backend.h's kv_buf_grow. */
+void wisp_wgpu_kv_install(wisp_backend *vt);
+/* The stride of n words of a slot's part in a shared buffer (bytes). */
+uint64_t wisp_wgpu_slot_stride(const wgpu_backend *g, uint64_t words);
 
 #endif

@@ -2,21 +2,24 @@
  * gated_deltanet_rows): one token through dn_decode.wgsl (conv, recurrence
  * and gated norm in one dispatch; a head split over workgroups takes
  * dn_norm.wgsl after it, fused into the out_proj Q4_K product where it
- * fits), several through dn_conv + dn_recur; a batched step's rows through
- * dn_decode_rows (+ dn_norm_rows). Semantics: backend.h; reference: the
- * CPU backend. */
+ * fits), several through dn_conv and then, from the tuning's dnChunkMin
+ * tokens on, the chunked form (wgpu_deltanet_chunked.c), below it dn_recur
+ * token by token; a batched step's rows through dn_decode_rows (+
+ * dn_norm_rows). Semantics: backend.h; reference: the CPU backend. */
 #include "backend/webgpu/wgpu_deltanet.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/webgpu/wgpu_core.h"
+#include "backend/webgpu/wgpu_deltanet_chunked.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
 #include "util/err.h"
 
 typedef struct {
   wisp_wgpu_buf cbuf;  /* conv outputs of the current gated_deltanet call */
   wisp_wgpu_buf dnraw; /* a split decode step's output before its gated norm */
+  wisp_wgpu_dn_chunk_bufs chunk; /* the chunked form's scratch */
 } deltanet_state;
 
 static deltanet_state *state_of(wisp_backend *be) {
@@ -34,6 +37,8 @@ void wisp_wgpu_deltanet_free(wisp_backend *be) {
   if (!q) return;
   wisp_wgpu_scratch_free(as_g(be), &q->cbuf);
   wisp_wgpu_scratch_free(as_g(be), &q->dnraw);
+  wisp_wgpu_scratch_free(as_g(be), &q->chunk.prep);
+  wisp_wgpu_scratch_free(as_g(be), &q->chunk.raw);
   free(q);
   g->deltanet = NULL;
 }
@@ -221,13 +226,19 @@ static void g_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   if (!wisp_wgpu_scratch(as_g(be), &q->cbuf, (uint64_t)a->n * cdim * 4, (uint64_t)(a->n > 64 ? a->n : 64) * cdim * 4, "wisp deltanet conv"))
     return;
   WGPUBuffer proj = a->proj->g.b;
-  wisp_wgpu_const c[1] = {{"WG", 64}};
-  wisp_wgpu_kernel *kc = wisp_wgpu_pipeline(as_g(be), "dn_conv", c, 1);
+  /* a thread per channel and block of TB >= conv_len tokens (dn_conv.wgsl) */
+  const uint32_t tb = a->conv_len > 16 ? (uint32_t)a->conv_len : 16;
+  wisp_wgpu_const c[2] = {{"WG", 64}, {"TB", tb}};
+  wisp_wgpu_kernel *kc = wisp_wgpu_pipeline(as_g(be), "dn_conv", c, 2);
   struct {
     uint32_t n, cdim, L, row, pos0, pad0, pad1, pad2;
   } pc = {(uint32_t)a->n, (uint32_t)cdim, (uint32_t)a->conv_len, (uint32_t)row, (uint32_t)a->pos0, 0, 0, 0};
   wisp_wgpu_binding bc[4] = {whole(proj), whole(taps), bind_of(a->conv_state), whole(q->cbuf.b)};
-  wisp_wgpu_record_xyz(as_g(be), kc, bc, 4, &pc, sizeof pc, cdiv((uint64_t)cdim, 64), 1, 1);
+  wisp_wgpu_record_xyz(as_g(be), kc, bc, 4, &pc, sizeof pc, cdiv((uint64_t)cdim, 64), cdiv((uint64_t)a->n, tb), 1);
+  if (wisp_wgpu_deltanet_chunked_fits(be, a)) {
+    wisp_wgpu_deltanet_chunked(be, a, q->cbuf.b, al, dt, nw, &q->chunk);
+    return;
+  }
   uint32_t cw, ig;
   if (!dn_geometry(be, a, &cw, &ig)) return;
   wisp_wgpu_const cr[2] = {{"WG", cw * ig}, {"CW", cw}};

@@ -25,6 +25,11 @@ typedef struct wisp_wgpu_backend_opts {
    * attention is split over (one per 64-key tile up to this; 0 = the table's
    * default, 1 = no split); the plan's flashBlocks replaces it (configure). */
   uint32_t attn_max_splits;
+  /* Flash-decoding at long contexts (tuning attnSplitsLong=TILESxMOST):
+   * past attn_max_splits splits, one split per TILES key tiles, up to MOST
+   * splits, so that a split's keys stop growing with the context (0: the
+   * count stays at attn_max_splits). */
+  uint32_t attn_long_tiles, attn_long_most;
   /* Test hook: largest storage binding the backend may use for a weight part
    * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
   uint64_t max_binding;
@@ -47,6 +52,12 @@ typedef struct wisp_wgpu_backend_opts {
    * applies it) and row groups per workgroup (a power of two; 0 = about 8
    * state rows per thread). Also tuning dnSlice=COLS or COLSxGROUPS. */
   uint32_t dn_cols, dn_groups;
+  /* Chunked Gated DeltaNet (wgpu_deltanet_chunked.c): calls of at least
+   * dn_chunk_min tokens run the chunkwise-parallel form instead of the
+   * token-by-token dn_recur (0: the table's default; tuning dnChunkMin=N),
+   * its state pass taking dn_chunk_cols value columns a workgroup (4, 8, 16
+   * or 32; 0: the default; tuning dnChunkCols=N). */
+  uint32_t dn_chunk_min, dn_chunk_cols;
   /* Persistent decode (wgpu_persist.c: greedy decode steps of a short-conv
    * / attention or gated model in one dispatch): 0 auto (on: measured faster than
    * the op-by-op path at every batch size on the H200 and on lavapipe; for
@@ -67,12 +78,11 @@ typedef struct wisp_wgpu_backend_opts {
   int no_xstage;              /* xstage=0: matvec inputs from global memory, not staged */
   int no_rows_shared;         /* rowsShared=0: a batched step's products row by row (one-row kernels), not
                                * matvec_rows / q4k_matvec_rows (A/B runs; the same bits either way) */
-  int rows_q4k;               /* rowsQ4K=1: Q4_K products of a batched step through q4k_matvec_rows too (off by
-                               * default: on the H200 it was slower than row by row for 8 and 32 sequences;
-                               * docs/sequences.md, bench/results/h200-merged) */
+  int no_rows_q4k;            /* rowsQ4K=0: Q4_K products of a batched step row by row (q4k_matvec, a weight
+                               * read a row), not through q4k_matvec_rows (same bits either way) */
   int rows_stage_always;      /* rowsStage=1: the multi-row kernels stage their inputs whenever they fit (default:
                                * only where a workgroup reads more weight bytes than it stages; rows_tile) */
-  uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..8; 0: 8) */
+  uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..64; 0: 64) */
   int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
                                * 0 (default) q4k_matvec only */
   int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens (else attn_flash) */

@@ -42,6 +42,7 @@
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_persist.h"
 #include "format/quant.h"
+#include "format/weight_source.h"
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/err.h"
@@ -102,6 +103,11 @@ typedef struct {
    * (out0 < 0: nothing to copy back). */
   int end, out0;
   uint64_t epoch;
+  /* The KV caches at the arena's end, from word kv0: kv_cap positions a
+   * layer, as many as the session's caches hold (they grow together:
+   * grow_arena) */
+  uint32_t kv0;
+  int kv_cap;
   wisp_decode_graph *gcopy;
 } persist;
 
@@ -215,14 +221,20 @@ static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *
 
 /* ---- applicability ------------------------------------------------------- */
 
+/* The matrix's bytes are memory: the blob copies them. A matrix streamed
+ * from the file (the browser, format/weight_source.h) is left to the
+ * op-by-op decode, whose uploads stream it: copying it into the blob would
+ * hold the model whole in wasm memory. */
+static int on_host(const wisp_matrix *m) { return wisp_weights_resident(host_data(m), 1); }
+
 static int q4(const wisp_matrix *m, int rows, int cols) {
-  return m && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
+  return m && on_host(m) && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
          m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
 }
 
 /* Q4, Q4Z or Q4_K of this shape (the units-split engine's products). */
 static int qmat(const wisp_matrix *m, int rows, int cols) {
-  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
+  if (m && m->type == WISP_W_Q4K) return on_host(m) && m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
   return q4(m, rows, cols);
 }
 
@@ -230,9 +242,9 @@ static int qmat(const wisp_matrix *m, int rows, int cols) {
 static int any_mat(const wisp_matrix *m, int rows, int cols) {
   if (!m || m->rows != rows || m->cols != cols || cols % 32) return 0;
   switch (m->type) {
-    case WISP_W_F32: return m->f32 != NULL;
+    case WISP_W_F32: return m->f32 != NULL && on_host(m);
     case WISP_W_F16:
-    case WISP_W_Q8_0: return m->q != NULL;
+    case WISP_W_Q8_0: return m->q != NULL && on_host(m);
     default: return qmat(m, rows, cols);
   }
 }
@@ -482,6 +494,39 @@ static void put_tail(persist *P, const wisp_decode_graph *g, blob_builder *b, se
   }
 }
 
+/* Positions the session's KV caches hold now: the fewest over the graph's
+ * attention layers (max_pos without any). */
+static int session_kv_positions(const wisp_decode_graph *g, int kv16) {
+  const uint64_t row = (uint64_t)g->kv_heads * g->head_dim;
+  int cap = g->max_pos;
+  for (int i = 0; row && i < g->n_layers; i++) {
+    const wisp_graph_layer *L = &g->layers[i];
+    if (!L->attention) continue;
+    const wisp_buf *c[2] = {L->state, L->v_cache};
+    for (int k = 0; k < 2; k++) {
+      const uint64_t held = (uint64_t)c[k]->n * (kv16 ? 2 : 1) / row;
+      if (held < (uint64_t)cap) cap = (int)held;
+    }
+  }
+  return cap;
+}
+
+/* Places the attention layers' K and V caches of P->kv_cap positions from
+ * arena word P->kv0 (state_off, v_off and their layer table words 23, 24);
+ * returns the arena's words. */
+static uint64_t kv_offsets(persist *P, const wisp_decode_graph *g, int kv16, uint32_t *table) {
+  const uint64_t kv_words = (uint64_t)P->kv_cap * g->kv_heads * g->head_dim / (kv16 ? 2 : 1);
+  uint64_t a = P->kv0;
+  for (int i = 0; i < g->n_layers; i++) {
+    if (!g->layers[i].attention) continue;
+    P->state_off[i] = (uint32_t)a, a += kv_words;
+    P->v_off[i] = (uint32_t)a, a += kv_words;
+    table[(size_t)i * LAYER_WORDS + 23] = P->state_off[i];
+    table[(size_t)i * LAYER_WORDS + 24] = P->v_off[i];
+  }
+  return a;
+}
+
 /* The blob (layer table first, described at LAYER_WORDS in persist.wgsl,
  * then the weights) and the arena: x, big, mid, h, q, the attention and
  * argmax partials, then the states changed in place (conv states and rings,
@@ -489,7 +534,7 @@ static void put_tail(persist *P, const wisp_decode_graph *g, blob_builder *b, se
  * KV caches. *a: arena words, *xs4: the staging size. */
 static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table, seen_mat *seen,
                    uint64_t *a, uint32_t *xs4) {
-  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
+  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads;
   const int VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
   const int V = VH * DV, C = 2 * g->lin_k_heads * DK + V;
   int n_seen = 0;
@@ -510,7 +555,6 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builde
   /* attention splits: at most 1024 (head, split) tasks (n_splits in the kernel) */
   P->base.s_ao = (uint32_t)*a, *a += (uint64_t)1024 * D;
   P->base.s_am = (uint32_t)*a, *a += 2 * 1024;
-  const uint64_t kv_words = (uint64_t)g->max_pos * KVH * D / (kv16 ? 2 : 1);
   P->s_conv = (uint32_t)*a;
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
@@ -527,6 +571,7 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builde
     P->rec_off[i] = (uint32_t)*a, *a += P->rec_words[i];
   }
   P->n_conv = (uint32_t)(*a - P->s_conv);
+  P->kv0 = (uint32_t)*a;
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
     uint32_t *t = table + (size_t)i * LAYER_WORDS;
@@ -542,9 +587,6 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builde
       t[19] = put_vec(b, L->q_norm);
       t[20] = put_vec(b, L->k_norm);
       t[21] = put_vec(b, L->in_bias);
-      P->state_off[i] = (uint32_t)*a, *a += kv_words;
-      P->v_off[i] = (uint32_t)*a, *a += kv_words;
-      t[24] = P->v_off[i];
     } else {
       t[19] = put_vec(b, L->taps);
       t[20] = put_vec(b, L->a_log);
@@ -557,6 +599,7 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builde
     t[26] = (uint32_t)out_cols(g, L);
     t[27] = NONE;
   }
+  *a = kv_offsets(P, g, kv16, table);
   put_tail(P, g, b, seen, &n_seen);
   *xs4 = stage_xs4(g);
   P->base.rot_half = (uint32_t)g->rotary_dim / 2;
@@ -582,6 +625,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   }
   uint64_t a = 0;
   uint32_t xs4 = 0;
+  P->kv_cap = session_kv_positions(g, kv16);
   layout(P, g, kv16, &b, table, seen, &a, &xs4);
   free(seen);
   wisp_status st = WISP_OK;
@@ -726,6 +770,49 @@ static uint32_t phase_sig(const wisp_decode_graph *g) {
 
 static persist **slot(wisp_backend *be) { return (persist **)&as_g(be)->persist; }
 
+/* The session's KV caches grew past the arena's (kv_buf_grow, before this
+ * batch): the arena is remade with their capacity, its newer state first
+ * flushed to the session's buffers and copied in again by the next run
+ * (P->end = -1), and the layer table's KV offsets rewritten. The bind
+ * group of the old arena goes with it (wisp_wgpu_scratch_free). 1 when the
+ * arena holds `need` positions. */
+static int grow_arena(wisp_backend *be, persist *P, const wisp_decode_graph *g, int need) {
+  wgpu_backend *gb = as_g(be);
+  const int kv16 = gb->kv16;
+  const int cap = session_kv_positions(g, kv16);
+  if (cap < need) return 0;
+  wisp_wgpu_persist_flush(be);
+  /* recorded runs read the old table and arena: submitted before the table's queue write */
+  wisp_wgpu_keep_error(gb, wisp_wgpu_flush(gb));
+  const size_t table_words = (size_t)g->n_layers * LAYER_WORDS;
+  uint32_t *table = calloc(table_words, 4);
+  if (!table) return 0;
+  const int old_cap = P->kv_cap;
+  P->kv_cap = cap;
+  const uint64_t words = kv_offsets(P, g, kv16, table);
+  wisp_wgpu_buf arena = {0};
+  int ok = words * 4 <= gb->d->info.max_storage_buffer_binding_size && words <= UINT32_MAX / 2 &&
+           wisp_wgpu_buf_create(gb->d, words * 4, WISP_WGPU_STORAGE, "wisp persist arena", &arena) == WISP_OK;
+  for (int i = 0; ok && i < g->n_layers; i++)
+    if (g->layers[i].attention)
+      ok = wisp_wgpu_buf_write(gb->d, P->blob, ((uint64_t)i * LAYER_WORDS + 23) * 4,
+                               table + (size_t)i * LAYER_WORDS + 23, 8) == WISP_OK;
+  free(table);
+  if (!ok) { /* the table may be half rewritten: no more runs of this kernel */
+    if (arena.b) wisp_wgpu_buf_free(gb->d, &arena);
+    P->kv_cap = old_cap;
+    P->unsupported = 1;
+    return 0;
+  }
+  wisp_wgpu_scratch_free(gb, &P->arena);
+  P->arena = arena;
+  P->end = P->out0 = -1;
+  if (wisp_env_verbose())
+    fprintf(stderr, "webgpu: persistent decode: KV caches of %d positions (arena %.1f MB)\n", cap,
+            (double)P->arena.size / 1e6);
+  return 1;
+}
+
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
                                    const wisp_sampling *sp) {
   if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
@@ -783,6 +870,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
 
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
   wisp_wgpu_emit_pending(as_g(be));
+  if (pos + k > P->kv_cap && !grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
   uint64_t epoch = as_g(be)->state_epoch;
   if (P->end != pos || P->epoch != epoch) {
     wisp_wgpu_persist_flush(be);
@@ -802,7 +890,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * splits here as in the op-by-op decode; the stats count the key blocks
    * as g_attention does, per attention layer and step (persist.wgsl's
    * n_splits: one block per LK-th of the grid's threads in keys). */
-  const uint32_t cap = as_g(be)->max_splits;
+  const uint32_t cap = wisp_wgpu_split_most(wisp_wgpu_split_rule(as_g(be)));
   if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;
   const uint32_t kc = PERSIST_WG / 8;
   int attn_layers = 0;

@@ -3,8 +3,8 @@
  * weights: weights uploaded in parts that fit one binding; one-token
  * products by matvec.wgsl (with the held-back op fused in: PRE), several
  * tokens by matmul.wgsl (tiled) or matvec_rows.wgsl (a batched step's rows,
- * each with the one-token sums). Q4_K products are wgpu_products_q4k.c's, the Q4
- * x int8 prefill product wgpu_products_i8.c's. */
+ * each with the one-token sums). Q4_K products are wgpu_products_q4k.c's, the
+ * integer prefill products (Q4, Q4Z, Q4_K, Q8_0 x int8) wgpu_products_i8.c's. */
 #include "backend/webgpu/wgpu_products.h"
 
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 #include "backend/webgpu/wgpu_products_q4k.h"
 #include "format/qblocks.h"
 #include "format/quant.h"
+#include "format/weight_source.h"
 #include "util/err.h"
 
 /* ---- weights ------------------------------------------------------------- */
@@ -66,14 +67,18 @@ static wisp_status q8_0_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P
   const size_t nb = (size_t)m->cols / WISP_Q8_0_BLOCK, nblk = (size_t)P->rows * nb;
   int8_t *q = malloc(nblk * WISP_Q8_0_BLOCK);
   float *sc = malloc(nblk * sizeof(float));
-  wisp_status st = q && sc ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
-  const uint8_t *blk = m->q + (size_t)P->row0 * nb * WISP_Q8_0_BYTES;
+  void *owned = NULL; /* the part's blocks read in, when streamed (format/weight_source.h) */
+  const uint8_t *blk = q && sc ? wisp_weights_borrow(m->q + (size_t)P->row0 * nb * WISP_Q8_0_BYTES,
+                                                     nblk * WISP_Q8_0_BYTES, &owned)
+                               : NULL;
+  wisp_status st = q && sc ? (blk ? WISP_OK : WISP_ENOMEM) : wisp_fail(WISP_ENOMEM, "out of memory");
   for (size_t b = 0; !st && b < nblk; b++, blk += WISP_Q8_0_BYTES) {
     sc[b] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
     memcpy(q + b * WISP_Q8_0_BLOCK, blk + 2, WISP_Q8_0_BLOCK);
   }
   if (!st) st = wisp_wgpu_buf_from(g->d, q, nblk * WISP_Q8_0_BLOCK, "wisp q8_0 values", &P->w);
   if (!st) st = wisp_wgpu_buf_from(g->d, sc, nblk * sizeof(float), "wisp q8_0 scales", &P->s);
+  free(owned);
   free(q);
   free(sc);
   return st;
@@ -107,8 +112,11 @@ static wisp_status split_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *
   const size_t nb = (size_t)(m->cols / t->block), n = (size_t)P->rows * (size_t)m->cols;
   int8_t *q = malloc(n);
   float *so = malloc(n / 16 * 2 * sizeof(float));
-  wisp_status st = q && so ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
-  const uint8_t *blk = m->q + (size_t)P->row0 * nb * (size_t)t->block_bytes;
+  void *owned = NULL; /* the part's blocks read in, when streamed (format/weight_source.h) */
+  const uint8_t *blk = q && so ? wisp_weights_borrow(m->q + (size_t)P->row0 * nb * (size_t)t->block_bytes,
+                                                     (size_t)P->rows * nb * (size_t)t->block_bytes, &owned)
+                               : NULL;
+  wisp_status st = q && so ? (blk ? WISP_OK : WISP_ENOMEM) : wisp_fail(WISP_ENOMEM, "out of memory");
   float s[16], o[16];
   for (size_t b = 0; !st && b < (size_t)P->rows * nb; b++, blk += t->block_bytes) {
     const size_t e0 = b * (size_t)t->block;
@@ -119,6 +127,7 @@ static wisp_status split_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *
   else if (!st) st = wisp_wgpu_buf_from(g->d, q, n, "wisp block values", &P->w);
   if (!st && qt_of(m->type) == 6)
     st = wisp_wgpu_buf_from(g->d, so, n / 16 * 2 * sizeof(float), "wisp block scales and offsets", &P->s);
+  free(owned);
   free(q);
   free(so);
   return st;
@@ -129,8 +138,19 @@ static wisp_status bf16_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P
   const size_t n = (size_t)P->rows * (size_t)m->cols;
   float *f = malloc(n * sizeof(float));
   if (!f) return wisp_fail(WISP_ENOMEM, "out of memory");
-  for (int r = 0; r < P->rows; r++) wisp_matrix_row_f32(m, P->row0 + r, f + (size_t)r * m->cols);
+  /* the part's rows as a matrix of their own, read in when streamed
+   * (format/weight_source.h) */
+  wisp_matrix part = *m;
+  void *owned = NULL;
+  part.rows = P->rows;
+  part.q = wisp_weights_borrow(m->q + (size_t)P->row0 * (size_t)m->cols * 2, n * 2, &owned);
+  if (!part.q) {
+    free(f);
+    return WISP_ENOMEM;
+  }
+  for (int r = 0; r < P->rows; r++) wisp_matrix_row_f32(&part, r, f + (size_t)r * m->cols);
   wisp_status st = wisp_wgpu_buf_from(g->d, f, n * sizeof(float), "wisp weights (bf16 widened)", &P->w);
+  free(owned);
   free(f);
   return st;
 }
@@ -318,6 +338,11 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
                      int accumulate) {
   wgpu_backend *g = as_g(be);
   const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
+  if (W->type == WISP_W_Q4K && n > 1 && wisp_wgpu_mm8_takes(be, W, n)) { /* Q4_K x int8 (wgpu_products_i8.c) */
+    wisp_wgpu_emit_pending(g);
+    wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate);
+    return;
+  }
   if (W->type == WISP_W_Q4K) { /* wgpu_products_q4k.c; a held-back rmsnorm of x may fuse into it */
     if (g->fin.kind && g->fuse && wisp_wgpu_q4k_take_input(be, W, x, x_row0, n, y)) {
       wisp_wgpu_emit_pending(g); /* everything else held back comes first */
@@ -370,7 +395,7 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
     merge.emit(g, &merge);
     pre = 0;
   }
-  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4 x int8 (wgpu_products_i8.c) */
+  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4/Q8_0 x int8 (wgpu_products_i8.c) */
   if (w->cols % 4) { /* x is read as vec4 rows */
     wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
@@ -416,13 +441,13 @@ static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, 
 /* matvec_rows.wgsl: y[t] (+)= W x[t] for t < n, wisp_wgpu_rows_nt(n) tokens a
  * workgroup (grid z), each weight unit loaded once for them. Its sums are those of
  * matvec.wgsl (PRE 0) for each token alone, given the same lanes per group:
- * the geometry is matvec_geometry's (rows per lane group at most 4, which
- * changes no sum). */
+ * the geometry is matvec_geometry's (rows per lane group at most 4 and
+ * fewer for many tokens, wisp_wgpu_rows_per_group, which changes no sum). */
 static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, int n, wisp_buf *y, int accumulate) {
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
-  if (rows > 4) rows = 4;
   const uint32_t nt = wisp_wgpu_rows_nt(g, n), qt = qt_of(w->type);
+  rows = wisp_wgpu_rows_per_group(rows, nt);
   const uint32_t uv = qt == 0 ? 1 : qt == 4 ? 2 : qt >= 5 ? 4 : 8; /* vec4s a unit (matvec_unit.wgsli) */
   const uint32_t tu = wisp_wgpu_rows_tile(g, (uint32_t)w->cols / (4 * uv), uv, wg, lg, rows, nt);
   wisp_wgpu_const c[7] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg},           {"QT", qt},
@@ -451,7 +476,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
  * sums in another order and is not used here. One row: that very
  * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
- * which reads the weight once per up to 8 rows and gives every row the
+ * which reads the weight once per up to 64 rows and gives every row the
  * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
  * each row is its own matvec dispatch. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,

@@ -1,8 +1,9 @@
-/* The Q4 x int8 prefill product of the WebGPU backend (docs/webgpu.md,
- * "Products"): quant_x8.wgsl quantizes the product's input
- * rows to int8 with one f32 scale per (token, 32-block) into two scratch
- * buffers, matmul_i8.wgsl multiplies the weights' nibbles (expanded to signed
- * int8) with them through dot4I8Packed. Consecutive products reading the same
+/* The integer prefill product of the WebGPU backend (docs/webgpu.md,
+ * "Products") for Q4, Q4Z, Q4_K and Q8_0 weights: quant_x8.wgsl quantizes
+ * the product's input rows to int8 with one f32 scale per (token, 32-block)
+ * into two scratch buffers, matmul_i8.wgsl multiplies the weights' integers
+ * (nibbles, Q4_K's with its per-sub-block offset, or Q8_0's int8) with them
+ * through dot4I8Packed. Consecutive products reading the same
  * input (nothing recorded in between, same rows and columns) quantize it once.
  * Recording goes through wgpu_core.h. */
 #include <stdio.h>
@@ -14,7 +15,17 @@
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "util/err.h"
 
-#define VARIANT "wgsl_tiled_q4_i8"
+/* The registry's integer prefill variant for each weight type (QT of
+ * matmul_i8.wgsl), or NULL where there is none. */
+static const char *variant_of(wisp_wtype t, uint32_t *qt) {
+  switch (t) {
+    case WISP_W_Q4: *qt = 1; return "wgsl_tiled_q4_i8";
+    case WISP_W_Q4Z: *qt = 2; return "wgsl_tiled_q4_i8";
+    case WISP_W_Q4K: *qt = 3; return "wgsl_tiled_q4k_i8";
+    case WISP_W_Q8_0: *qt = 5; return "wgsl_tiled_q8_0_i8";
+    default: return NULL;
+  }
+}
 #define QUANT_WG 64
 
 typedef struct {
@@ -37,7 +48,9 @@ typedef struct {
 static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
   wisp_wgpu_device *d = as_g(be)->d;
   uint64_t threads = s->rm && s->rn ? (uint64_t)(s->tm / s->rm) * (s->tn / s->rn) : 0;
-  uint64_t shared = ((uint64_t)s->tm + s->tn) * (2u * s->kb + 1u) * 16u + ((uint64_t)s->tm + s->tn) * s->kb * 4u;
+  /* wt, xt; wsc, xsc; wof, xsm (the Q4_K offsets and activation sums) */
+  uint64_t shared = ((uint64_t)s->tm + s->tn) * (2u * s->kb + 1u) * 16u + ((uint64_t)s->tm + s->tn) * s->kb * 4u +
+                    ((uint64_t)s->tm + 2u * s->tn) * s->kb * 4u;
   if (!s->tm || !s->tn || !s->rm || !s->rn || s->rm > 8 || s->rn > 8 || s->tm % s->rm || s->tn % s->rn || !s->kb ||
       s->kb > 8 || threads == 0 || (uint64_t)s->tm * s->kb > 8 * threads || (uint64_t)s->tn * s->kb * 2 > 8 * threads || threads > d->info.max_compute_invocations_per_workgroup ||
       threads > d->info.max_compute_workgroup_size_x || (s->fuseq && (uint64_t)s->tn * s->kb > threads) || shared > d->info.max_compute_workgroup_storage_size)
@@ -123,12 +136,21 @@ static void counters(wisp_backend *be, uint64_t *disp, uint64_t *subs) {
   *subs = st->submits;
 }
 
-int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
-                         int accumulate) {
-  if (W->type != WISP_W_Q4 && W->type != WISP_W_Q4Z) return 0;
+int wisp_wgpu_mm8_takes(wisp_backend *be, const wisp_matrix *W, int n) {
+  uint32_t qt;
+  const char *variant = variant_of(W->type, &qt);
+  if (!variant || W->cols % 32) return 0;
   mm8_state *s = state_of(be);
   if (!s || s->mode == 3 || n < s->min_n) return 0;
-  if (s->mode == 1 && strcmp(W->choice[WISP_PHASE_PREFILL].variant, VARIANT)) return 0;
+  return s->mode == 2 || !strcmp(W->choice[WISP_PHASE_PREFILL].variant, variant);
+}
+
+int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
+                         int accumulate) {
+  if (!wisp_wgpu_mm8_takes(be, W, n)) return 0;
+  mm8_state *s = as_g(be)->mm8;
+  uint32_t qt = 0;
+  variant_of(W->type, &qt);
   if (as_g(be)->error) return 1;
   const uint32_t cols = (uint32_t)W->cols, nb = cols / 32;
   const uint64_t blocks = (uint64_t)n * nb;
@@ -158,7 +180,7 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
     s->quantizations++;
   }
   wisp_wgpu_const c[7] = {{"TM", s->tm}, {"TN", s->tn}, {"RM", s->rm},   {"RN", s->rn},
-                          {"KB", s->kb}, {"QT", W->type == WISP_W_Q4Z ? 2 : 1}, {"FUSEQ", s->fuseq}};
+                          {"KB", s->kb}, {"QT", qt}, {"FUSEQ", s->fuseq}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(as_g(be), "matmul_i8", c, s->fuseq ? 7 : 6);
   int row0, rows;
   wisp_wgpu_binding b[6];

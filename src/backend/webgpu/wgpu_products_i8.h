@@ -1,4 +1,5 @@
-/* The Q4 x int8 prefill product of the WebGPU backend (wgpu_products_i8.c). */
+/* The integer prefill product of the WebGPU backend (wgpu_products_i8.c):
+ * Q4, Q4Z, Q4_K and Q8_0 weights x int8 activations. */
 #ifndef WISP_WGPU_PRODUCTS_I8_H
 #define WISP_WGPU_PRODUCTS_I8_H
 
@@ -6,10 +7,15 @@
 
 #include "backend/backend.h"
 
-/* The Q4 x int8 prefill product (quant_x8.wgsl +
- * matmul_i8.wgsl). Records y[t] (+)= W x[x_row0 + t] and returns 1 when it
- * applies (Q4/Q4Z matrix; the plan's prefill variant is wgsl_tiled_q4_i8,
- * or forced; n >= the minimum), else 0 (nothing recorded). */
+/* Whether the integer product takes an n-token product by W: a Q4/Q4Z
+ * (variant wgsl_tiled_q4_i8), Q4_K (wgsl_tiled_q4k_i8) or Q8_0
+ * (wgsl_tiled_q8_0_i8) matrix whose plan chose that prefill variant (the
+ * throughput profiles' rule), or the path forced (tuning i8=1); n >= the
+ * minimum (tuning i8MinN, default 2). */
+int wisp_wgpu_mm8_takes(wisp_backend *be, const wisp_matrix *W, int n);
+/* The integer prefill product (quant_x8.wgsl + matmul_i8.wgsl). Records
+ * y[t] (+)= W x[x_row0 + t] and returns 1 when wisp_wgpu_mm8_takes, else 0
+ * (nothing recorded). */
 int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                          int accumulate);
 void wisp_wgpu_mm8_free(wisp_backend *be);
@@ -17,7 +23,7 @@ void wisp_wgpu_mm8_free(wisp_backend *be);
  * value. Defaults, then the backend options (tuning matmulI8=TMxTNxRMxRNxKB,
  * i8=0|1 (mode), i8MinN=N, i8Fuseq=1), taken at first use. */
 typedef struct {
-  int mode;                       /* 0 keep, 1 the plan decides, 2 always (Q4/Q4Z), 3 never */
+  int mode;                       /* 0 keep, 1 the plan decides, 2 always (Q4/Q4Z/Q4_K/Q8_0), 3 never */
   uint32_t tm, tn, rm, rn, kb;    /* geometry */
   int min_n;                      /* fewest tokens that take this path */
   int fuseq;                      /* 1: the product quantizes its own tiles (no quantize dispatch), -1: not */

@@ -315,21 +315,21 @@ static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_bu
   rec_q4k_matvec_ex(be, W, x, x_row0, n, y, accumulate, pre, 0);
 }
 
-/* Several rows of a batched step through q4k_matvec_rows.wgsl (tuning
- * rowsQ4K=1; slower than row by row on the H200 so far): each row's
- * sums are q4k_matvec.wgsl's for that row alone (same LG), the weight is
- * read once per up to 8 rows (wisp_wgpu_rows_nt). 0 (nothing recorded) where the
+/* Several rows of a batched step through q4k_matvec_rows.wgsl (unless
+ * tuning rowsQ4K=0): each row's sums are q4k_matvec.wgsl's for that row
+ * alone (same LG), the weight is read once per up to 64 rows
+ * (wisp_wgpu_rows_nt). 0 (nothing recorded) where the
  * one-row product is another kernel: no subgroups (q4k_matvec_nosg), or the
  * profile's simd16 kernel as the decode choice. */
 static int q4k_matvec_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                            int accumulate) {
-  if (!as_g(be)->sg || !(!as_g(be)->no_rows_shared) || !as_g(be)->rows_q4k ||
+  if (!as_g(be)->sg || !(!as_g(be)->no_rows_shared) || as_g(be)->no_rows_q4k ||
       is_simd16(W->choice[WISP_PHASE_DECODE].variant))
     return 0;
   uint32_t wg, rows, lg;
   q4k_matvec_geometry(be, W, &wg, &rows, &lg);
-  if (rows > 4) rows = 4; /* rows a lane group: changes no sum */
   const uint32_t nt = wisp_wgpu_rows_nt(as_g(be), n);
+  rows = wisp_wgpu_rows_per_group(rows, nt); /* rows a lane group: changes no sum */
   const uint32_t tu = wisp_wgpu_rows_tile(as_g(be), (uint32_t)W->cols / 32, 8, wg, lg, rows, nt);
   wisp_wgpu_const c[6] = {{"WG", wg}, {"ROWS", rows}, {"LG", lg}, {"NT", nt}, {"XS", tu > 0}, {"TU", tu ? tu : 1}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(as_g(be), "q4k_matvec_rows", c, 6);

@@ -121,6 +121,13 @@ uint64_t wisp_wgpu_profile_dispatches(const wisp_wgpu_profile *p, const char *la
   return 0;
 }
 
+uint64_t wisp_wgpu_profile_total(const wisp_wgpu_profile *p, uint64_t *ns) {
+  uint64_t n = 0, t = 0;
+  for (int i = 0; i < p->nk; i++) n += p->k[i].dispatches, t += p->k[i].ns;
+  if (ns) *ns = t;
+  return n;
+}
+
 int wisp_wgpu_profile_repeat(const wisp_wgpu_profile *p) { return p->repeat; }
 
 static int by_time(const void *a, const void *b) {

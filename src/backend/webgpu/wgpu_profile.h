@@ -40,6 +40,8 @@ wisp_status wisp_wgpu_profile_collect(wisp_wgpu_profile *p);
 void wisp_wgpu_profile_discard(wisp_wgpu_profile *p);
 /* Timed dispatches of kernel `label` so far, and their GPU time (ns). */
 uint64_t wisp_wgpu_profile_dispatches(const wisp_wgpu_profile *p, const char *label, uint64_t *ns);
+/* Timed dispatches of every kernel so far, and their GPU time (ns). */
+uint64_t wisp_wgpu_profile_total(const wisp_wgpu_profile *p, uint64_t *ns);
 /* Dispatches recorded per timed dispatch (WISP_WEBGPU_PROFILE=R, else 1). */
 int wisp_wgpu_profile_repeat(const wisp_wgpu_profile *p);
 void wisp_wgpu_profile_report(const wisp_wgpu_profile *p, FILE *f);

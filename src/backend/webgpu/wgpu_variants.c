@@ -70,6 +70,8 @@ static const known k_known[] = {
     {"matmul", "wgsl_matvec_q4", "matvec_nosg.wgsl"},
     {"matmul", "wgsl_tiled_q4", "matmul.wgsl"},
     {"matmul", "wgsl_tiled_q4_i8", "matmul_i8.wgsl"},
+    {"matmul", "wgsl_tiled_q4k_i8", "matmul_i8.wgsl"},
+    {"matmul", "wgsl_tiled_q8_0_i8", "matmul_i8.wgsl"},
     {"matmul", "wgsl_matvec_subgroup_f32", "matvec.wgsl"},
     {"matmul", "wgsl_matvec_f32", "matvec_nosg.wgsl"},
     {"matmul", "wgsl_tiled_f32", "matmul.wgsl"},

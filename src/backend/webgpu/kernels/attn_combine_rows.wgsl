@@ -11,7 +11,7 @@ struct Params {
   H: u32,
   D: u32,
   count: u32,
-  max_splits: u32,
+  max_splits: u32, // the split rule (attn_split.wgsli: wisp_wgpu_split_rule)
   rows: array<vec4<u32>, MAXR>,
 }
 
@@ -35,6 +35,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (splits == 1u) {
     return; // written by the attention itself
   }
-  let base = (i * p.H * p.max_splits + h * splits) * (p.D + 2u);
+  let base = (i * p.H * split_most(p.max_splits) + h * splits) * (p.D + 2u);
   merge_head(base, (e.x * p.H + h) * p.D, p.D, splits, li);
 }

@@ -30,7 +30,7 @@ struct Params {
   count: u32,
   eps: f32,
   scale: f32,
-  max_splits: u32,
+  max_splits: u32, // the split rule (attn_split.wgsli: wisp_wgpu_split_rule)
   win: u32, // sliding window: 0 here (the host runs windowed rows one by one)
   rows: array<vec4<u32>, MAXR>,
 }
@@ -58,7 +58,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     return;
   }
   let D = p.D;
-  let t = Tok(pos, splits, tps, e.x * (p.H + 2u * p.KVH) * D, e.x * p.H * D, i * p.H * p.max_splits * (D + 2u), e.y,
+  let t = Tok(pos, splits, tps, e.x * (p.H + 2u * p.KVH) * D, e.x * p.H * D, i * p.H * split_most(p.max_splits) * (D + 2u), e.y,
               e.z);
   attend(wid.x, wid.z, t, li, sli, sgs);
 }

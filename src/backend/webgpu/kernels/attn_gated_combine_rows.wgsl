@@ -13,7 +13,7 @@ struct Params {
   KVH: u32,
   D: u32,
   count: u32,
-  max_splits: u32,
+  max_splits: u32, // the split rule (attn_split.wgsli: wisp_wgpu_split_rule)
   pad0: u32,
   pad1: u32,
   pad2: u32,
@@ -43,6 +43,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let D = p.D;
   let row = e.x * (2u * p.H + 2u * p.KVH) * D;
-  merge_gated_head((i * p.H * p.max_splits + h * splits) * (D + 2u), row + h * 2u * D + D, (e.x * p.H + h) * D, D,
+  merge_gated_head((i * p.H * split_most(p.max_splits) + h * splits) * (D + 2u), row + h * 2u * D + D, (e.x * p.H + h) * D, D,
                    splits, li);
 }

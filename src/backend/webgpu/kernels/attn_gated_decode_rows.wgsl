@@ -35,7 +35,7 @@ struct Params {
   kv_pos: u32,
   kv_head: u32,
   count: u32,
-  max_splits: u32,
+  max_splits: u32, // the split rule (attn_split.wgsli: wisp_wgpu_split_rule)
   pad0: u32,
   pad1: u32,
   rows: array<vec4<u32>, MAXR>,
@@ -65,6 +65,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let D = p.D;
   let t = Tok(pos, splits, tps, e.x * (2u * p.H + 2u * p.KVH) * D, e.x * p.H * D,
-              i * p.H * p.max_splits * (D + 2u), e.y, e.z);
+              i * p.H * split_most(p.max_splits) * (D + 2u), e.y, e.z);
   attend(wid.x, wid.z, t, li, sli, sgs);
 }

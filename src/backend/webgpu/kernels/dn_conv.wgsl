@@ -1,14 +1,20 @@
 // Gated DeltaNet, step 1 (linear_attention layers; backend.h
-// wisp_deltanet_args): causal depthwise conv + SiLU over the qkv part of the
-// projection rows, token by token, with the rolling conv state.
+// wisp_deltanet_args): causal depthwise conv + SiLU over the qkv part of
+// the projection rows,
 //   c[t][ch] = silu(sum_{k<S} taps[ch][k] * x[p - S + k][ch] + taps[ch][S] * x[p][ch])
-// for token t at position p = pos0 + t (S = L - 1). The conv state is the
-// WebGPU backend's ring (dn_decode.wgsl explains why): state[ch][L] holds
-// the input of position p in slot p % L, so token p reads slots
-// (p + 1 + k) % L (k < S) and then writes x[p] to slot p % L.
-// One thread per channel (grid x = ceil(cdim / WG)); the token loop is
-// sequential inside the thread, so the state carries across tokens and calls.
+// for token t at position p = pos0 + t (S = L - 1). A thread per channel
+// and block of TB tokens (grid x = ceil(cdim / WG), y = ceil(n / TB)): a
+// prefill's conv runs over all its tokens at once, not a thread per
+// channel walking every token.
+//
+// Inputs before the call come from the conv state, the WebGPU backend's
+// ring (dn_decode.wgsl): state[ch][L] holds the input of position q in slot
+// q % L. Only tokens t < S read it, all in block 0 (TB >= L), and the
+// ring's new contents (the call's last S inputs) are written by block 0's
+// thread of the channel after its tokens: no thread of another block
+// touches the ring, so nothing is overwritten before it is read.
 override WG: u32 = 64;
+override TB: u32 = 16; // tokens a thread, >= L
 
 struct Params {
   n: u32,     // tokens
@@ -28,7 +34,7 @@ struct Params {
 @group(0) @binding(4) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let ch = gid.x;
   if (ch >= p.cdim) {
     return;
@@ -36,15 +42,34 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let L = p.L;
   let S = L - 1u;
   let ring = ch * L;
-  for (var t = 0u; t < p.n; t++) {
+  let t0 = wid.y * TB;
+  let t1 = min(t0 + TB, p.n);
+  for (var t = t0; t < t1; t++) {
     let pos = p.pos0 + t;
-    let x = proj[t * p.row + ch];
     var acc = 0.0;
     for (var k = 0u; k < S; k++) {
-      acc += taps[ch * L + k] * state[ring + (pos + 1u + k) % L];
+      // input of position pos - S + k = qL - L (qL >= 0, unlike the position)
+      let qL = pos + 1u + k;
+      var x = 0.0;
+      if (qL >= L + p.pos0) {
+        x = proj[(qL - L - p.pos0) * p.row + ch];
+      } else {
+        x = state[ring + qL % L];
+      }
+      acc += taps[ch * L + k] * x;
     }
+    let x = proj[t * p.row + ch];
     acc += taps[ch * L + S] * x;
-    state[ring + pos % L] = x;
     cout[t * p.cdim + ch] = acc / (1.0 + exp(-acc));
+  }
+  if (wid.y == 0u) {
+    // positions pos0 + n - S .. pos0 + n - 1; those before pos0 (a call of
+    // fewer than S tokens) are in the ring already
+    for (var j = 0u; j < S; j++) {
+      if (p.n + j >= S) {
+        let t = p.n + j - S;
+        state[ring + (p.pos0 + t) % L] = proj[t * p.row + ch];
+      }
+    }
   }
 }

@@ -1,9 +1,17 @@
-// Q4 x int8 tiled product for several tokens (prefill):
-//   y[t * y_stride + y_off + r] (+)= sum_b ws[r][b] * xs[t][b] * sum_{c in b} (q[r][c] - z[r][b]) * xq[t][c]
-// for r < rows (a row range of W) and t < n, blocks b of 32 columns. W is
-// wisp's Q4 (z = 8) or Q4Z (z = the block's zero point) layout (see
-// matvec.wgsl); the activations were quantized by quant_x8.wgsl (xq: 32 int8
-// per (token, block) as 2 vec4<u32>, xs: one f32 scale per (token, block)).
+// Integer x int8 tiled product for several tokens (prefill):
+//   y[t * y_stride + y_off + r] (+)= sum_b xs[t][b] * (ws[r][b] * sum_{c in b} q[r][c] * xq[t][c]
+//                                                      - wo[r][b] * sum_{c in b} xq[t][c])
+// for r < rows (a row range of W) and t < n, blocks b of 32 columns, with
+// the weights' integers q and per-block scale ws and offset wo by QT:
+//   1 Q4: q = nibble - 8, wo = 0 (wisp's Q4 layout, see matvec.wgsl);
+//   2 Q4Z: q = nibble - the block's zero point, wo = 0;
+//   3 Q4_K: block b is sub-block b % 8 of super-block b / 8 (ggml's 144-byte
+//     layout, q4k_matvec.wgsl), q = its nibble (0..15), ws = d * scale,
+//     wo = dmin * min (the value is ws * q - wo; cols % 256 == 0);
+//   5 Q8_0: q = the int8 value, ws = the block's scale, wo = 0 (the upload's
+//     layout, unpack_weights.wgsli).
+// The activations were quantized by quant_x8.wgsl (xq: 32 int8 per (token,
+// block) as 2 vec4<u32>, xs: one f32 scale per (token, block)).
 //
 // One workgroup computes a TM x TN tile (TM rows of W, TN tokens) with
 // (TM/RM)*(TN/RN) threads, each an RM x RN register tile (rows tr + i*TM/RM,
@@ -11,10 +19,13 @@
 // weight nibbles of the stage are read as one vec4<u32> per (row, block),
 // expanded to signed int8 (q - z, in -15..15) packed 4 per u32 and stored in
 // workgroup memory next to the int8 activations, both as vec4<u32> rows with
-// a pitch of 8*KB + 4 words (no bank conflicts for the strided reads). Per
+// a pitch of 8*KB + 4 words (no bank conflicts for the strided reads); Q4_K
+// nibbles are masked to bytes 0..15 and Q8_0 values copied as they are. Per
 // block each output is 8 dot4I8Packed (an exact integer dot over 32
-// elements, |dot| <= 32*15*127), converted to f32 exactly and accumulated as
-// acc += dot * (w_scale * x_scale). The next stage's global loads go to
+// elements, |dot| <= 32*127*127 < 2^22), converted to f32 exactly and
+// accumulated as acc += dot * (w_scale * x_scale); Q4_K then subtracts
+// w_offset * x_scale * sum(xq), the activation sum kept beside the tile
+// (two exact half-block sums). The next stage's global loads go to
 // registers before the current stage is computed from workgroup memory
 // (software pipelining). Grid: x = ceil(rows / TM), y = ceil(n / TN).
 override TM: u32 = 64;  // rows per tile, a multiple of RM
@@ -22,7 +33,7 @@ override TN: u32 = 32;  // tokens per tile, a multiple of RN
 override RM: u32 = 4;   // rows per thread, <= 8
 override RN: u32 = 4;   // tokens per thread, <= 8
 override KB: u32 = 2;   // 32-column blocks per stage
-override QT: u32 = 1;   // 1 Q4 (zero point 8), 2 Q4Z
+override QT: u32 = 1;   // 1 Q4 (zero point 8), 2 Q4Z, 3 Q4_K, 5 Q8_0
 // 1: binding 3 holds the f32 activations (read as bits) and each workgroup
 // quantizes its own tile exactly as quant_x8.wgsl does (no quantize
 // dispatch, but every column of tiles quantizes x again); needs TN*KB <= NT.
@@ -46,8 +57,10 @@ struct Params {
   pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;  // one 32-block of nibbles per vec4
-@group(0) @binding(1) var<storage, read> scales: array<f32>;
+// Q4/Q4Z: one 32-block of nibbles per vec4; Q4_K: 9 vec4 per super-block;
+// Q8_0: two vec4 of int8 per block.
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> scales: array<f32>;  // Q4, Q4Z, Q8_0: one per block
 @group(0) @binding(2) var<storage, read> zp: array<u32>;
 @group(0) @binding(3) var<storage, read> xq: array<vec4<u32>>;  // FUSEQ: x (f32 bits)
 @group(0) @binding(4) var<storage, read> xs: array<f32>;
@@ -58,6 +71,37 @@ var<workgroup> wt: array<vec4<u32>, TM * P4>;
 var<workgroup> xt: array<vec4<u32>, TN * P4>;
 var<workgroup> wsc: array<f32, TM * KB>;
 var<workgroup> xsc: array<f32, TN * KB>;
+var<workgroup> wof: array<f32, TM * KB>;      // Q4_K: dmin * min per (row, block)
+var<workgroup> xsm: array<f32, TN * KB * 2u>; // Q4_K: sum of xq per (token, half block)
+
+// Byte k of a Q4_K super-block's 12 bytes of packed 6-bit scales and mins
+// (words 1..3 of its header vec4).
+fn q4k_hbyte(h: vec4<u32>, k: u32) -> u32 {
+  return (h[1u + k / 4u] >> (8u * (k % 4u))) & 255u;
+}
+
+// (d * scale, dmin * min) of sub-block j of the super-block whose header is h.
+fn q4k_scale_offset(h: vec4<u32>, j: u32) -> vec2<f32> {
+  var sc: u32;
+  var mn: u32;
+  if (j < 4u) {
+    sc = q4k_hbyte(h, j) & 63u;
+    mn = q4k_hbyte(h, j + 4u) & 63u;
+  } else {
+    sc = (q4k_hbyte(h, j + 4u) & 15u) | ((q4k_hbyte(h, j - 4u) >> 6u) << 4u);
+    mn = (q4k_hbyte(h, j + 4u) >> 4u) | ((q4k_hbyte(h, j) >> 6u) << 4u);
+  }
+  return unpack2x16float(h.x) * vec2<f32>(f32(sc), f32(mn));
+}
+
+// The sum of the 4 signed bytes of a word.
+fn bytes_sum(v: u32) -> i32 {
+  return dot4I8Packed(v, 0x01010101u);
+}
+
+fn half_sum(v: vec4<u32>) -> f32 {
+  return f32(bytes_sum(v.x) + bytes_sum(v.y) + bytes_sum(v.z) + bytes_sum(v.w));
+}
 
 // 8 nibbles (elements 0..7 from the low bits up) -> two words of 4 signed
 // bytes each, value nibble - z. Per byte: (q | 16) - z is in 1..31 (no
@@ -106,8 +150,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // Stage st's global data is loaded into registers before stage st-1 is
   // computed from workgroup memory, so the loads' latency overlaps it.
   let ns = (nb + KB - 1u) / KB;
-  var pw: array<vec4<u32>, 8>;  // NW (row, block) nibble vectors
+  var pw: array<vec4<u32>, 8>;  // NW (row, block) nibble vectors (Q4_K, Q8_0: first half)
+  var pw2: array<vec4<u32>, 8>; // Q4_K, Q8_0: second half of the block's bytes
   var ps: array<f32, 8>;
+  var po: array<f32, 8>;        // Q4_K offsets
   var pz: array<u32, 8>;
   var px: array<vec4<u32>, 8>;  // NX activation vectors
   var pxs: array<f32, 8>;
@@ -120,12 +166,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let row = r0 + e / KB;
         let b = kb0 + e % KB;
         pw[u] = vec4<u32>(0u);
+        pw2[u] = vec4<u32>(0u);
         ps[u] = 0.0;
+        po[u] = 0.0;
         pz[u] = 8u;
         if (e < TM * KB && row < p.rows && b < nb) {
           let blk = row * nb + b;
-          pw[u] = w[blk];
-          ps[u] = scales[blk];
+          if (QT == 3u) {
+            let base = (row * (nb / 8u) + b / 8u) * 9u;  // the super-block's header vec4
+            let so = q4k_scale_offset(w[base], b % 8u);
+            let sh = vec4<u32>(4u * (b % 2u));  // odd sub-blocks: the high nibbles
+            let qv = base + 1u + 2u * ((b % 8u) / 2u);
+            pw[u] = (w[qv] >> sh) & vec4<u32>(0x0F0F0F0Fu);
+            pw2[u] = (w[qv + 1u] >> sh) & vec4<u32>(0x0F0F0F0Fu);
+            ps[u] = so.x;
+            po[u] = so.y;
+          } else if (QT == 5u) {
+            pw[u] = w[2u * blk];
+            pw2[u] = w[2u * blk + 1u];
+            ps[u] = scales[blk];
+          } else {
+            pw[u] = w[blk];
+            ps[u] = scales[blk];
+          }
           if (QT == 2u) {
             pz[u] = (zp[blk / 8u] >> ((blk % 8u) * 4u)) & 15u;
           }
@@ -161,11 +224,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var kk = 0u; kk < KB; kk++) {
         var bx: array<vec4<u32>, 16>;
         var sx: array<f32, 8>;
+        var mx: array<f32, 8>;  // Q4_K: x_scale * sum(xq)
         for (var j = 0u; j < RN; j++) {
           let c = tc + j * TC;
           bx[2u * j] = xt[c * P4 + 2u * kk];
           bx[2u * j + 1u] = xt[c * P4 + 2u * kk + 1u];
           sx[j] = xsc[c * KB + kk];
+          if (QT == 3u) {
+            mx[j] = sx[j] * (xsm[2u * (c * KB + kk)] + xsm[2u * (c * KB + kk) + 1u]);
+          }
         }
         for (var i = 0u; i < RM; i++) {
           let r = tr + i * TR;
@@ -175,6 +242,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           for (var j = 0u; j < RN; j++) {
             let d = dot8(a0, a1, bx[2u * j], bx[2u * j + 1u]);
             acc[i][j] = fma(to_f32(d), sw * sx[j], acc[i][j]);
+            if (QT == 3u) {
+              acc[i][j] = fma(-wof[r * KB + kk], mx[j], acc[i][j]);
+            }
           }
         }
       }
@@ -187,13 +257,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (e < TM * KB) {
           let r = e / KB;
           let kk = e % KB;
-          let q = pw[u];
-          let e0 = expand(q.x, pz[u]);
-          let e1 = expand(q.y, pz[u]);
-          let e2 = expand(q.z, pz[u]);
-          let e3 = expand(q.w, pz[u]);
-          wt[r * P4 + 2u * kk] = vec4<u32>(e0.x, e0.y, e1.x, e1.y);
-          wt[r * P4 + 2u * kk + 1u] = vec4<u32>(e2.x, e2.y, e3.x, e3.y);
+          if (QT == 3u || QT == 5u) {
+            wt[r * P4 + 2u * kk] = pw[u];
+            wt[r * P4 + 2u * kk + 1u] = pw2[u];
+            wof[r * KB + kk] = po[u];
+          } else {
+            let q = pw[u];
+            let e0 = expand(q.x, pz[u]);
+            let e1 = expand(q.y, pz[u]);
+            let e2 = expand(q.z, pz[u]);
+            let e3 = expand(q.w, pz[u]);
+            wt[r * P4 + 2u * kk] = vec4<u32>(e0.x, e0.y, e1.x, e1.y);
+            wt[r * P4 + 2u * kk + 1u] = vec4<u32>(e2.x, e2.y, e3.x, e3.y);
+          }
           wsc[r * KB + kk] = ps[u];
         }
       }
@@ -203,9 +279,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let scale = quant_block(&pxf, &wds);
         let t = li / KB;
         let kk = li % KB;
-        xt[t * P4 + 2u * kk] = vec4<u32>(wds[0], wds[1], wds[2], wds[3]);
-        xt[t * P4 + 2u * kk + 1u] = vec4<u32>(wds[4], wds[5], wds[6], wds[7]);
+        let h0 = vec4<u32>(wds[0], wds[1], wds[2], wds[3]);
+        let h1 = vec4<u32>(wds[4], wds[5], wds[6], wds[7]);
+        xt[t * P4 + 2u * kk] = h0;
+        xt[t * P4 + 2u * kk + 1u] = h1;
         xsc[t * KB + kk] = scale;
+        if (QT == 3u) {
+          xsm[2u * (t * KB + kk)] = half_sum(h0);
+          xsm[2u * (t * KB + kk) + 1u] = half_sum(h1);
+        }
       }
       for (var u = 0u; u < NX && FUSEQ == 0u; u++) {
         let e = li + u * NT;
@@ -213,6 +295,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           let t = e / (2u * KB);
           let h = e % (2u * KB);
           xt[t * P4 + h] = px[u];
+          if (QT == 3u) {
+            xsm[t * KB * 2u + h] = half_sum(px[u]);
+          }
           if ((h & 1u) == 0u) {
             xsc[t * KB + h / 2u] = pxs[u];
           }

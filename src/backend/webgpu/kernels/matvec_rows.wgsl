@@ -35,11 +35,12 @@ override WG: u32 = 128; // threads, a multiple of LG
 override ROWS: u32 = 4; // rows per lane group, <= MAXR
 override LG: u32 = 32;  // lanes per group: matvec.wgsl's for this matrix
 override QT: u32 = 1;   // 0 f32, 1 Q4, 2 Q4Z, 4 F16, 5 Q8_0, 6 int8 + scale/offset per 16, 7 packed 6-bit
-override NT: u32 = 8;   // tokens per workgroup, <= MAXT
+override NT: u32 = 8;   // tokens per workgroup, <= MAXT, ROWS * NT <= MAXA
 override XS: u32 = 1u;  // 1: inputs staged in tiles of TU units, 0: read from global memory
 override TU: u32 = 32u; // units a staged tile holds: a multiple of LG and of 8 (1 with XS 0)
 const MAXR: u32 = 8u;
-const MAXT: u32 = 8u;
+const MAXT: u32 = 64u;
+const MAXA: u32 = 64u; // sums a lane keeps (ROWS * NT), registers on the GPU
 
 struct Params {
   rows: u32,     // rows of the bound part
@@ -69,7 +70,8 @@ override UV: u32 = select(select(select(8u, 4u, QT == 5u || QT == 6u || QT == 7u
 // A token's staged tile: TU * UV vec4s, whole runs of 8 (xslot permutes
 // slots within a run, as matvec_common.wgsli's xsw).
 override TV: u32 = TU * UV;
-var<workgroup> xsh: array<vec4<f32>, NT * TV>;
+// (one vec4 with XS 0: many tokens unstaged must not hold NT * 8 vec4s of workgroup memory)
+var<workgroup> xsh: array<vec4<f32>, select(1u, NT * TV, XS == 1u)>;
 // part[((group * ROWS + r) * NT + t) * (LG / 4) + subgroup within the group]
 var<workgroup> part: array<f32, (WG / LG) * ROWS * NT * (LG / 4u)>;
 
@@ -133,7 +135,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   let nt = min(NT, p.n - t0); // this workgroup's tokens (uniform)
   let c4 = p.cols / 4u;
   let units = row_units();
-  var acc: array<f32, MAXR * MAXT>;
+  var acc: array<f32, MAXA>;
   for (var k = 0u; k < ROWS * NT; k++) {
     acc[k] = 0.0;
   }

@@ -28,11 +28,12 @@ enable subgroups;
 override WG: u32 = 128; // threads, a multiple of LG
 override ROWS: u32 = 2; // rows per lane group, <= MAXR
 override LG: u32 = 32;  // lanes per group: q4k_matvec.wgsl's for this matrix
-override NT: u32 = 8;   // tokens per workgroup, <= MAXT
+override NT: u32 = 8;   // tokens per workgroup, <= MAXT, ROWS * NT <= MAXA
 override XS: u32 = 1u;  // 1: inputs staged in tiles of TU units, 0: read from global memory
 override TU: u32 = 32u; // units a staged tile holds: a multiple of LG and of 8 (1 with XS 0)
 const MAXR: u32 = 8u;
-const MAXT: u32 = 8u;
+const MAXT: u32 = 64u;
+const MAXA: u32 = 64u; // sums a lane keeps (ROWS * NT), registers on the GPU
 
 struct Params {
   rows: u32,     // rows of the bound part
@@ -57,7 +58,8 @@ struct Params {
 
 // A token's staged tile: TU units of 8 vec4s.
 override TV: u32 = TU * 8u;
-var<workgroup> xsh: array<vec4<f32>, NT * TV>;
+// (one vec4 with XS 0: many tokens unstaged must not hold NT * 8 vec4s of workgroup memory)
+var<workgroup> xsh: array<vec4<f32>, select(1u, NT * TV, XS == 1u)>;
 // part[((group * ROWS + r) * NT + t) * (LG / 4) + subgroup within the group]
 var<workgroup> part: array<f32, (WG / LG) * ROWS * NT * (LG / 4u)>;
 
@@ -83,7 +85,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let c4 = p.cols / 4u;
   let nsb = p.cols / 256u;
   let units = p.cols / 32u;
-  var acc: array<f32, MAXR * MAXT>;
+  var acc: array<f32, MAXA>;
   for (var k = 0u; k < ROWS * NT; k++) {
     acc[k] = 0.0;
   }

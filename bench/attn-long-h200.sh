@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Long-context attention on one H200 against llama.cpp CUDA (-fa 1), in one
+# device call, on the same weights: decode at depth 0, 2,048, 8,192 and
+# 32,768 and prefill of 512, 1,024 and 4,096 tokens (issue 30 item 4).
+#
+# Here, once (the carry must stay under 64 MiB: SLIM bundles wisp alone):
+#   SLIM=1 tools/device.sh bundle
+#   mkdir -p .peer && cp ../shared/peers/llama.cpp/build.sh ../shared/peers/llama.cpp/llama.cpp-*-src.tar.xz .peer/
+#   grep -qx /.peer/ .git/info/exclude || echo /.peer/ >> .git/info/exclude
+# The call: command `bash bench/attn-long-h200.sh "$OUT"`, carry [".dev", ".gl",
+# ".cache/webgpu", ".peer"], timeout_s 600. Back come $OUT/attn-long.tgz (every
+# receipt, re-packed after each model) and $OUT/summary.txt.
+#
+# What it does, with a clock (BUDGET, default 560 s: no run starts past it):
+#  1. starts llama.cpp's CUDA build detached (.peer/build.sh cuda, ~5.5 min;
+#     kept in LC while the machine stays warm);
+#  2. meanwhile, per model of MODELS (tools/device.sh's model_dir: seed, qwen08,
+#     qwen2b), `wisp bench --backend webgpu` of each DEPTHS (-p DEPTH -n 64:
+#     the decode runs at depth DEPTH) and each PREFILLS (-p N -n 4), then the
+#     long depths again with the long split rule off (tuning
+#     attnSplitsLong=1x1: the split count capped at attnSplits, as before it),
+#     and exports the GGUF llama-bench reads (`wisp export-gguf --keep-quant`,
+#     tools/gguf-none-vocab.py: the same quantized blocks);
+#  3. once the build is there, `llama-bench -fa 1 -ngl 99 -n 64 -p 0 -d DEPTHS`
+#     and `-n 0 -p PREFILLS` on each GGUF;
+#  4. summary.txt: tok/s of both and the ratio per workload.
+# The seed shape's synthetic artifact stores rope tables of 2,560 positions
+# (its context): its decode past that is refused (a line, no receipt); the
+# LFM2-350M and Qwen 3.5 shapes (real configurations) take every depth.
+# Environment: OUT, BUDGET, MODELS (default "seed lfm350 qwen08"), DEPTHS (default
+# "0 2048 8192 32768"), PREFILLS (default "512 1024 4096"), LC (default /tmp/lcc).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-${OUT:-/tmp/attn-long-h200}}
+BUDGET=${BUDGET:-560}
+MODELS=${MODELS:-seed lfm350 qwen08}
+DEPTHS=${DEPTHS:-0 2048 8192 32768}
+PREFILLS=${PREFILLS:-512 1024 4096}
+LC=${LC:-/tmp/lcc}
+T0=$SECONDS
+mkdir -p "$OUT" models
+WISP_DEVICE_LIB=1 source tools/device.sh # setup_env, model_dir, W
+setup_env
+say() { echo "== $* ($((SECONDS - T0)) s)"; }
+left() { [ $((SECONDS - T0)) -lt "$BUDGET" ]; }
+pack() { tar czf "$OUT/attn-long.tgz" -C "$OUT" --exclude attn-long.tgz . 2>/dev/null; }
+
+if [ ! -x "$LC/build/bin/llama-bench" ]; then
+  say "llama.cpp cuda build (detached)"
+  setsid nohup bash .peer/build.sh cuda "$LC" > "$OUT/llama-build.log" 2>&1 < /dev/null &
+fi
+
+# wisp: decode at each depth, prefill at each length, the long split rule off at the long depths
+for m in $MODELS; do
+  a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+  for dep in $DEPTHS; do
+    left || break
+    p=$dep; [ "$p" -gt 0 ] || p=1
+    say "$m wisp decode at depth $dep"
+    $W bench -m "$a" --backend webgpu -p "$p" -n 64 -o "$OUT/wisp-$m-depth$dep.json" --force 2>&1 | head -2
+    if [ "$dep" -ge 8192 ] && left; then
+      $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning attnSplitsLong=1x1 \
+        -o "$OUT/wisp-$m-depth$dep-nolong.json" --force 2>&1 | head -2
+    fi
+  done
+  for n in $PREFILLS; do
+    left || break
+    say "$m wisp prefill $n"
+    $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o "$OUT/wisp-$m-prefill$n.json" --force 2>&1 | head -2
+  done
+  g=/tmp/attn-long-$m.gguf
+  if [ ! -s "$g" ]; then
+    $W export-gguf "$a" -o "$g" --keep-quant > /dev/null 2>&1 || echo "$m: export-gguf failed"
+    if python3 tools/gguf-none-vocab.py "$g" "$g.nv" 2> /dev/null; then mv "$g.nv" "$g"; fi
+  fi
+  pack
+done
+
+# llama.cpp: wait for the build (within the budget), then the same workloads
+while [ ! -x "$LC/build/bin/llama-bench" ] && left && pgrep -f "build.sh cuda" > /dev/null; do sleep 5; done
+if [ -x "$LC/build/bin/llama-bench" ]; then
+  for m in $MODELS; do
+    g=/tmp/attn-long-$m.gguf
+    [ -s "$g" ] && left || continue
+    say "$m llama-bench decode at depths"
+    "$LC/build/bin/llama-bench" -m "$g" -fa 1 -ngl 99 -p 0 -n 64 -d "$(echo $DEPTHS | tr ' ' ,)" -r 2 -o json \
+      > "$OUT/llama-$m-depths.json" 2> "$OUT/llama-$m-depths.log" || tail -3 "$OUT/llama-$m-depths.log"
+    left || break
+    say "$m llama-bench prefill"
+    "$LC/build/bin/llama-bench" -m "$g" -fa 1 -ngl 99 -p "$(echo $PREFILLS | tr ' ' ,)" -n 0 -r 2 -o json \
+      > "$OUT/llama-$m-prefill.json" 2> "$OUT/llama-$m-prefill.log" || tail -3 "$OUT/llama-$m-prefill.log"
+    pack
+  done
+else
+  say "llama.cpp not built in time: $(tail -2 "$OUT/llama-build.log" 2> /dev/null)"
+fi
+
+# summary: tok/s of both, ratio wisp / llama.cpp
+OUT="$OUT" MODELS="$MODELS" DEPTHS="$DEPTHS" PREFILLS="$PREFILLS" python3 - << 'PYEOF' | tee "$OUT/summary.txt"
+import json, os
+out = os.environ["OUT"]
+def load(p):
+    try:
+        return json.load(open(os.path.join(out, p)))
+    except Exception:
+        return None
+def llama(m, kind, key):
+    rows = load("llama-%s-%s.json" % (m, kind)) or []
+    for r in rows:
+        if kind == "depths" and r.get("n_gen") and r.get("n_depth", 0) == key:
+            return r.get("avg_ts")
+        if kind == "prefill" and r.get("n_prompt") == key and not r.get("n_gen"):
+            return r.get("avg_ts")
+    return None
+print("%-8s %-22s %12s %12s %12s %7s" % ("model", "workload", "wisp", "wisp nolong", "llama.cpp", "ratio"))
+for m in os.environ["MODELS"].split():
+    for d in map(int, os.environ["DEPTHS"].split()):
+        w = load("wisp-%s-depth%d.json" % (m, d)); nl = load("wisp-%s-depth%d-nolong.json" % (m, d))
+        wt = w and w["decode"]["tok_per_s"]; nt = nl and nl["decode"]["tok_per_s"]; lt = llama(m, "depths", d)
+        print("%-8s %-22s %12s %12s %12s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
+              "%.0f" % nt if nt else "-", "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
+    for n in map(int, os.environ["PREFILLS"].split()):
+        w = load("wisp-%s-prefill%d.json" % (m, n))
+        wt = w and w["prefill"]["tok_per_s"]; lt = llama(m, "prefill", n)
+        print("%-8s %-22s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-", "",
+              "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
+PYEOF
+pack
+say done

@@ -1,0 +1,315 @@
+/* Attention at longer contexts on the WebGPU backend: flash-decoding (a
+ * decode token's keys split over workgroups and merged) at depths of a few
+ * hundred to ~2,000 keys against the CPU backend and against the unsplit
+ * kernel, for several split rules (wisp_wgpu_split_rule: the cap, the long
+ * part that keeps a split's keys bounded, split counts that do not divide
+ * the key tiles), for plain attention (LFM2 / dense) and the gated
+ * attention of Qwen 3.5; and the KV caches of a session's slots that grow
+ * together in their shared buffer (wgpu_kv.c). Small heads keep each case
+ * to a few seconds on lavapipe. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_core.h"
+#include "test.h"
+#include "util/err.h"
+#include "webgpu_fixture.h"
+
+#define TOL_LONG 2e-4 /* worst |gpu - cpu| relative to max|cpu| (summation order differs) */
+
+/* A split rule of the WebGPU backend: attnSplits and attnSplitsLong. */
+typedef struct {
+  uint32_t cap, tiles, most;
+  const char *what;
+} rule;
+
+static const rule k_rules[] = {
+    {1, 0, 0, "unsplit"},
+    {32, 0, 0, "cap 32 (the default at short contexts)"},
+    {3, 0, 0, "cap 3 (splits of uneven tiles)"},
+    {4, 5, 13, "cap 4, long part 5 tiles a split up to 13"},
+    {2, 3, 1000, "cap 2, long part 3 tiles a split (uncapped here)"},
+};
+#define N_RULES (sizeof k_rules / sizeof k_rules[0])
+
+typedef struct {
+  wisp_backend *cpu, *gpu;
+} duo;
+
+static int duo_open(duo *p, wisp_wgpu_device *d, const rule *r) {
+  memset(p, 0, sizeof *p);
+  wisp_wgpu_backend_opts o = {0};
+  o.device = d, o.subgroups = -1, o.attn_max_splits = r->cap, o.attn_long_tiles = r->tiles, o.attn_long_most = r->most;
+  if (!r->tiles) o.attn_long_tiles = o.attn_long_most = 1; /* no long part (0 would take the table's default) */
+  if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
+  if (wisp_wgpu_backend_new(&o, &p->gpu)) {
+    p->cpu->destroy(p->cpu);
+    p->cpu = NULL;
+    return 0;
+  }
+  return 1;
+}
+
+static void duo_close(duo *p) {
+  if (p->cpu) p->cpu->destroy(p->cpu);
+  if (p->gpu) p->gpu->destroy(p->gpu);
+}
+
+typedef struct {
+  wisp_buf *c, *g;
+  size_t n;
+} two;
+
+static two two_new(duo *p, size_t n) { return (two){p->cpu->buf_new(p->cpu, n), p->gpu->buf_new(p->gpu, n), n}; }
+
+static void two_free(duo *p, two *b) {
+  if (b->c) p->cpu->buf_free(p->cpu, b->c);
+  if (b->g) p->gpu->buf_free(p->gpu, b->g);
+}
+
+/* Both buffers of b get the same random values in [-scale, scale). */
+static int two_fill(duo *p, two *b, uint64_t *seed, float scale) {
+  float *v = malloc(sizeof(float) * (b->n ? b->n : 1));
+  if (!v || !b->c || !b->g) {
+    free(v);
+    return 0;
+  }
+  for (size_t i = 0; i < b->n; i++) v[i] = scale * test_rand_float(seed);
+  p->cpu->buf_write(p->cpu, b->c, 0, b->n, v);
+  p->gpu->buf_write(p->gpu, b->g, 0, b->n, v);
+  free(v);
+  return 1;
+}
+
+/* |gpu - cpu| over n values relative to max|cpu|; the GPU values in got
+ * (n floats) when not NULL. -1 when a read failed. */
+static double rel_err(duo *p, const two *b, size_t n, float *got) {
+  float *c = malloc(sizeof(float) * n), *g = got ? got : malloc(sizeof(float) * n);
+  double e = -1;
+  if (c && g) {
+    p->cpu->buf_read(p->cpu, b->c, 0, n, c);
+    p->gpu->buf_read(p->gpu, b->g, 0, n, g);
+    if (!p->gpu->sync(p->gpu)) {
+      double mx = 0, d = 0;
+      for (size_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(c[i]));
+        d = fmax(d, fabs((double)g[i] - c[i]));
+      }
+      e = isnan(d) ? INFINITY : d / (mx > 0 ? mx : 1);
+    }
+  }
+  free(c);
+  if (!got) free(g);
+  return e;
+}
+
+/* Rope tables of `rows` positions for rotary dims `rot` (NEOX halves). */
+static int rope_tables(int rows, int rot, wisp_vector *cs, wisp_vector *sn) {
+  const int half = rot / 2;
+  float *c = malloc(sizeof(float) * (size_t)rows * half), *s = malloc(sizeof(float) * (size_t)rows * half);
+  for (int pos = 0; c && s && pos < rows; pos++)
+    for (int i = 0; i < half; i++) {
+      double ang = pos * pow(10000.0, -2.0 * i / rot);
+      c[pos * half + i] = (float)cos(ang);
+      s[pos * half + i] = (float)sin(ang);
+    }
+  *cs = (wisp_vector){rows * half, c, NULL};
+  *sn = (wisp_vector){rows * half, s, NULL};
+  return c && s;
+}
+
+static wisp_vector norm_weights(int n, uint64_t *seed) {
+  float *w = malloc(sizeof(float) * (size_t)n);
+  for (int i = 0; w && i < n; i++) w[i] = 1.0f + 0.3f * test_rand_float(seed);
+  return (wisp_vector){n, w, NULL};
+}
+
+enum { MAXPOS = 1280 };
+
+/* The calls of a case: a decode token at depth 0, a prefill, decode tokens
+ * (n = 1), another prefill, more decode tokens: depths 0..1,204. */
+static const int k_calls[] = {1, 300, 1, 1, 900, 1, 1};
+#define N_CALLS (int)(sizeof k_calls / sizeof k_calls[0])
+
+/* One attention case (gated: Qwen 3.5's; else LFM2's plain attention with
+ * q/k norms) on backend pair p: every call's output against the CPU within
+ * TOL_LONG, the decode tokens' outputs (all heads) into dec[] for the
+ * comparison between rules. *worst: the largest error. */
+static int long_case(duo *p, int gated, float *dec, double *worst, char *err, size_t cap) {
+  const int H = 4, KVH = 2, D = 32, rot = gated ? 16 : D;
+  uint64_t seed = gated ? 77 : 71;
+  wisp_vector cs, sn, qn = norm_weights(D, &seed), kn = norm_weights(D, &seed);
+  int ok = rope_tables(MAXPOS, rot, &cs, &sn) && qn.data && kn.data;
+  wisp_vector *vecs[4] = {&cs, &sn, &qn, &kn};
+  for (int i = 0; ok && i < 4; i++)
+    ok = !p->cpu->prepare_vector(p->cpu, vecs[i]) && !p->gpu->prepare_vector(p->gpu, vecs[i]);
+  const size_t kvn = (size_t)MAXPOS * KVH * D;
+  two kc = two_new(p, kvn), vc = two_new(p, kvn);
+  ok = ok && kc.c && kc.g && vc.c && vc.g;
+  const int row = gated ? (2 * H + 2 * KVH) * D : (H + 2 * KVH) * D;
+  int pos0 = 0, nd = 0;
+  *worst = 0;
+  for (int c = 0; ok && c < N_CALLS; c++) {
+    const int n = k_calls[c];
+    two qkv = two_new(p, (size_t)n * row), out = two_new(p, (size_t)n * H * D);
+    ok = two_fill(p, &qkv, &seed, 2.0f) && out.c && out.g;
+    if (ok && gated) {
+      wisp_gated_attention_args a = {.n = n, .pos0 = pos0, .heads = H, .kv_heads = KVH, .head_dim = D,
+                                     .rotary_dim = rot, .q_norm = &qn, .k_norm = &kn, .eps = 1e-6f,
+                                     .rope_cos = &cs, .rope_sin = &sn};
+      a.qkv = qkv.c, a.k_cache = kc.c, a.v_cache = vc.c, a.out = out.c;
+      p->cpu->attention_gated(p->cpu, &a);
+      a.qkv = qkv.g, a.k_cache = kc.g, a.v_cache = vc.g, a.out = out.g;
+      p->gpu->attention_gated(p->gpu, &a);
+    } else if (ok) {
+      wisp_attention_args a = {.n = n, .pos0 = pos0, .heads = H, .kv_heads = KVH, .head_dim = D, .q_norm = &qn,
+                               .k_norm = &kn, .eps = 1e-5f, .rope_cos = &cs, .rope_sin = &sn};
+      a.qkv = qkv.c, a.k_cache = kc.c, a.v_cache = vc.c, a.out = out.c;
+      p->cpu->attention(p->cpu, &a);
+      a.qkv = qkv.g, a.k_cache = kc.g, a.v_cache = vc.g, a.out = out.g;
+      p->gpu->attention(p->gpu, &a);
+    }
+    double e = ok ? rel_err(p, &out, out.n, n == 1 ? dec + (size_t)nd * H * D : NULL) : -1;
+    nd += n == 1;
+    if (e < 0 || e > TOL_LONG) {
+      snprintf(err, cap, "%s call %d (pos0 %d, n %d): error %.3g (%s)", gated ? "gated" : "plain", c, pos0, n, e,
+               e < 0 ? wisp_last_error() : "over the tolerance");
+      ok = 0;
+    }
+    if (e > *worst) *worst = e;
+    two_free(p, &qkv);
+    two_free(p, &out);
+    pos0 += n;
+  }
+  two_free(p, &kc);
+  two_free(p, &vc);
+  for (int i = 0; i < 4; i++) free((void *)vecs[i]->data);
+  return ok;
+}
+
+/* Split decode against the CPU and against the unsplit kernel, at depths
+ * 0, 301, 302, 1203 and 1204, for every rule of k_rules (the gated
+ * attention: the unsplit kernel, uneven tiles and the long part). */
+static void split_suite(int gated) {
+  WEBGPU_OR_SKIP(d);
+  enum { NDEC = 5, HD = 4 * 32 };
+  static float dec[N_RULES][NDEC * HD];
+  uint64_t splits[N_RULES] = {0};
+  for (size_t r = 0; r < N_RULES; r++) {
+    if (gated && (r == 1 || r == 4)) continue;
+    duo p;
+    CHECKF(duo_open(&p, d, &k_rules[r]), "open: %s", wisp_last_error());
+    char err[300] = "";
+    double worst = 0;
+    wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+    wisp_wgpu_backend_stats_get(p.gpu, &s0);
+    int ok = long_case(&p, gated, dec[r], &worst, err, sizeof err);
+    wisp_wgpu_backend_stats_get(p.gpu, &s1);
+    splits[r] = s1.attn_splits - s0.attn_splits;
+    duo_close(&p);
+    CHECKF(ok, "%s: %s", k_rules[r].what, err);
+    double vs = 0; /* against the unsplit kernel (rule 0) */
+    for (int i = 0; i < NDEC * HD; i++) vs = fmax(vs, fabs((double)dec[r][i] - dec[0][i]));
+    CHECKF(vs <= TOL_LONG * 10, "%s: %.3g from the unsplit kernel", k_rules[r].what, vs);
+    printf("     %s, %s: max error %.3g of max|cpu|, %.3g from unsplit\n", gated ? "gated" : "plain",
+           k_rules[r].what, worst, vs);
+  }
+  /* The rules split as wisp_wgpu_key_splits says (the gated counter counts
+   * only the plain kernel's splits: its own checks are the outputs) */
+  if (!gated) {
+    uint64_t want[N_RULES] = {0};
+    for (size_t r = 0; r < N_RULES; r++) {
+      wisp_wgpu_backend_opts o = {0};
+      o.attn_long_tiles = k_rules[r].tiles, o.attn_long_most = k_rules[r].most;
+      wgpu_backend g = {0};
+      g.max_splits = k_rules[r].cap;
+      g.opts = o;
+      static const int depths[NDEC] = {0, 301, 302, 1203, 1204};
+      for (int i = 0; i < NDEC; i++) {
+        uint32_t tps;
+        want[r] += wisp_wgpu_key_splits((uint32_t)depths[i] / 32 + 1, wisp_wgpu_split_rule(&g), &tps);
+      }
+      CHECKF(splits[r] == want[r], "%s: %llu splits, %llu expected", k_rules[r].what, (unsigned long long)splits[r],
+             (unsigned long long)want[r]);
+    }
+    /* the long part splits more than the cap alone at ~1,200 keys */
+    CHECK(want[3] > 4 + 3 * 3 && want[4] > 4 + 3 * 2);
+  }
+}
+
+TEST(webgpu_attn_long_split_decode_plain) { split_suite(0); }
+
+TEST(webgpu_attn_long_split_decode_gated) { split_suite(1); }
+
+/* The split rule: a split a tile up to the cap, then (long part) a split
+ * per TILES tiles up to MOST; tiles a split cover the keys exactly once. */
+TEST(webgpu_attn_long_split_rule) {
+  wgpu_backend g = {0};
+  g.max_splits = 32;
+  g.opts.attn_long_tiles = 4;
+  g.opts.attn_long_most = 256;
+  const uint32_t rule = wisp_wgpu_split_rule(&g);
+  CHECK(wisp_wgpu_split_most(rule) == 256);
+  static const struct {
+    uint32_t ntile, splits, tps;
+  } want[] = {{1, 1, 0xFFFFFFFFu}, {2, 2, 1}, {32, 32, 1}, {64, 32, 2}, {128, 32, 4},
+              {256, 64, 4},        {257, 65, 4}, {1024, 256, 4}, {2048, 256, 8}, {2049, 228, 9}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    uint32_t tps = 0;
+    const uint32_t s = wisp_wgpu_key_splits(want[i].ntile, rule, &tps);
+    CHECKF(s == want[i].splits && tps == want[i].tps, "%u tiles: %u splits of %u, want %u of %u", want[i].ntile, s, tps,
+           want[i].splits, want[i].tps);
+    if (s > 1) CHECKF((s - 1) * tps < want[i].ntile && s * tps >= want[i].ntile, "%u tiles uncovered", want[i].ntile);
+  }
+  /* without the long part, the cap alone (the rule of a plain max_splits) */
+  g.opts.attn_long_tiles = 0;
+  uint32_t tps = 0;
+  const uint32_t plain = wisp_wgpu_split_rule(&g);
+  CHECK(wisp_wgpu_split_most(plain) == 32 && wisp_wgpu_key_splits(1024, plain, &tps) == 32 && tps == 32);
+  CHECK(wisp_wgpu_key_splits(1024, 32, &tps) == 32 && tps == 32);
+}
+
+/* Three slots' KV caches in one shared buffer: growing slot 1 re-strides
+ * the buffer, every slot keeps its values (zeros past them) and they stay
+ * in one device buffer; with a binding too small for that, the growing
+ * slot moves to a buffer of its own and the others stay. */
+TEST(webgpu_kv_slots_grow_together) {
+  WEBGPU_OR_SKIP(d);
+  for (int small = 0; small < 2; small++) {
+    wisp_wgpu_backend_opts o = {0};
+    o.device = d;
+    o.max_binding = small ? 3 * 1024 * 4 : 0; /* 3 slots of 1,024 values fit, not of 2,048 */
+    wisp_backend *be = NULL;
+    CHECKF(wisp_wgpu_backend_new(&o, &be) == WISP_OK, "%s", wisp_last_error());
+    enum { N0 = 1000, N1 = 2000 };
+    wisp_buf *s[3] = {NULL, NULL, NULL};
+    CHECKF(be->buf_new_slots(be, N0, 1, 3, s) == WISP_OK, "%s", wisp_last_error());
+    static float v[3][N1], got[N1];
+    for (int k = 0; k < 3; k++) {
+      for (int i = 0; i < N0; i++) v[k][i] = (float)(k * 10000 + i);
+      be->buf_write(be, s[k], 0, N0, v[k]);
+    }
+    CHECKF(be->kv_buf_grow(be, s[1], N1) == WISP_OK, "%s", wisp_last_error());
+    int same = 1;
+    for (int k = 0; k < 3; k++) {
+      be->buf_read(be, s[k], 0, k == 1 ? N1 : N0, got);
+      for (int i = 0; i < (k == 1 ? N1 : N0); i++) same &= got[i] == v[k][i];
+    }
+    const int shared = s[0]->g.b == s[1]->g.b && s[2]->g.b == s[1]->g.b;
+    const int moved = s[1]->parent == NULL && s[0]->g.b == s[2]->g.b && s[0]->g.b != s[1]->g.b;
+    wisp_wgpu_backend_stats st = {0};
+    wisp_wgpu_backend_stats_get(be, &st);
+    for (int k = 0; k < 3; k++) be->buf_free(be, s[k]);
+    wisp_status e = be->sync(be);
+    be->destroy(be);
+    CHECKF(e == WISP_OK, "%s", wisp_last_error());
+    CHECKF(same, "binding %s: a slot's values changed", small ? "small" : "whole");
+    CHECKF(small ? moved : shared, "binding %s: slots %s", small ? "small" : "whole",
+           small ? "not moved out" : "not in one buffer");
+    CHECK(st.kv_grows == 1);
+  }
+}
