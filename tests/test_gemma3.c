@@ -17,7 +17,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cJSON.h>
+
 #include "engine/session.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+#include "util/file.h"
 #include "st_fixture.h"
 #include "test.h"
 #include "webgpu_fixture.h"
@@ -348,4 +353,34 @@ TEST(gemma3_gguf_export_runs_in_place_and_converts_back) {
   }
   CHECKF(strlen(la) > 100 && !strcmp(la, lb), "GGUF in place differs:\n%.300s\n%.300s", la, lb);
   CHECKF(!strcmp(la, lc), "converted back differs:\n%.300s\n%.300s", la, lc);
+}
+
+/* Chat with Gemma 3's template (tests/data/chat_templates/gemma3.json) in a
+ * tokenizer_config.json whose eos_token is <eos> (the pretrained
+ * checkpoints' and GGUF files' setting) and no generation_config.json:
+ * a reply still stops at <end_of_turn>, the token the template ends every
+ * turn with. */
+TEST(gemma3_chat_stops_at_end_of_turn) {
+  static char json[16384];
+  size_t at = (size_t)snprintf(json, sizeof json, "{\"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {");
+  for (int b = 0; b < 256; b++) at += (size_t)snprintf(json + at, sizeof json - at, "%s\"t%d\": %d", b ? ", " : "", b, b);
+  snprintf(json + at, sizeof json - at,
+           "}}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"added_tokens\": ["
+           "{\"id\": 256, \"content\": \"<eos>\", \"special\": true},"
+           "{\"id\": 257, \"content\": \"<start_of_turn>\", \"special\": true},"
+           "{\"id\": 258, \"content\": \"<end_of_turn>\", \"special\": true}]}");
+  wisp_tokenizer *t = NULL;
+  CHECKF(wisp_tokenizer_from_json(json, "gemma-chat-test", &t) == WISP_OK, "%s", wisp_last_error());
+  char *text = NULL;
+  CHECK(wisp_read_file("tests/data/chat_templates/gemma3.json", &text, NULL) == WISP_OK);
+  cJSON *cfg = text ? cJSON_Parse(text) : NULL;
+  free(text);
+  CHECK(cfg != NULL);
+  cJSON_ReplaceItemInObjectCaseSensitive(cfg, "eos_token", cJSON_CreateString("<eos>"));
+  wisp_chat_info ci;
+  wisp_status st = wisp_chat_info_from_json(cfg, NULL, "generation_config.json", t, &ci);
+  CHECKF(st == WISP_OK, "%s", wisp_last_error());
+  CHECK(wisp_chat_is_stop(&ci, 258) && wisp_chat_is_stop(&ci, 256) && !wisp_chat_is_stop(&ci, 257));
+  cJSON_Delete(cfg);
+  wisp_tokenizer_free(t);
 }
