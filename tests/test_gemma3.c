@@ -106,6 +106,8 @@ static int write_tiny_gemma3(const char *dir) {
   return rc;
 }
 
+int fx_write_tiny_gemma3(const char *dir) { return write_tiny_gemma3(dir); }
+
 /* ---- the reference forward (double) ---- */
 
 static int g_all_global; /* 1: every layer global (to show that the window matters) */

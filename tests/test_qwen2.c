@@ -94,6 +94,8 @@ static int write_tiny_qwen2(const char *dir) {
   return rc;
 }
 
+int fx_write_tiny_qwen2(const char *dir) { return write_tiny_qwen2(dir); }
+
 /* ---- the reference forward (double) ---- */
 
 static int g_no_bias; /* 1: the reference leaves the biases out (to show they matter) */
