@@ -71,8 +71,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var l = 0.0;
   var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
   let ntile = pos / WG + 1u;
-  let tile0 = wid.z * p.tps;
-  let tile1 = min(ntile, tile0 + p.tps);
+  // a sliding window: the tiles wholly before its first key are skipped
+  var first = 0u;
+  if (p.win > 0u && pos + 1u > p.win) {
+    first = (pos + 1u - p.win) / WG;
+  }
+  let start = wid.z * p.tps; // this split's tiles (tps 0xFFFFFFFF: one split)
+  let tile0 = max(start, first);
+  let tile1 = min(ntile, start + p.tps);
   for (var tile = tile0; tile < tile1; tile++) {
     let j0 = tile * WG;
     let j = j0 + li;
