@@ -198,11 +198,21 @@ def cmd_build(args):
     if have_transformers() and not args.torch_only:
         import transformers
 
+        import inspect
+
         kw = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type")}
-        if args.arch == "gemma3":
-            conf, cls = transformers.Gemma3TextConfig(**kw), transformers.Gemma3ForCausalLM
-        else:
-            conf, cls = transformers.Qwen2Config(**kw), transformers.Qwen2ForCausalLM
+        conf_cls = transformers.Gemma3TextConfig if args.arch == "gemma3" else transformers.Qwen2Config
+        if "rope_parameters" in inspect.signature(conf_cls.__init__).parameters:  # transformers 5: one dict
+            theta = kw.pop("rope_theta")
+            kw.pop("rope_scaling", None)
+            if args.arch == "gemma3":
+                kw["rope_parameters"] = {
+                    "full_attention": {"rope_type": "default", "rope_theta": theta},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": kw.pop("rope_local_base_freq")}}
+            else:
+                kw["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+        conf = conf_cls(**kw)
+        cls = transformers.Gemma3ForCausalLM if args.arch == "gemma3" else transformers.Qwen2ForCausalLM
         model = cls(conf).to(torch.float32).eval()
         missing, unexpected = model.load_state_dict(tensors, strict=False)
         missing = [m for m in missing if not m.endswith("lm_head.weight")]
