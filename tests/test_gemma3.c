@@ -410,3 +410,55 @@ TEST(gemma3_chat_stops_at_end_of_turn) {
   cJSON_Delete(cfg);
   wisp_tokenizer_free(t);
 }
+
+/* Two sequences decoded together (wisp_session_step: the batched step's
+ * products over both rows, the windowed attention row by row) get the very
+ * tokens each gets alone, past the window, on backend `be`. */
+static void two_slots_match_alone(const char *be, const char *tuning) {
+  char buf[600];
+  const char *art = tiny_artifact(!strcmp(be, "cpu") ? "gemma3_slots_cpu" : "gemma3_slots_gpu", 24, buf, sizeof buf);
+  CHECK(art != NULL);
+  if (!art) return;
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  enum { P = 9, N = 8 };
+  int32_t p[2][P], alone[2][N], both[2][N];
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < P; i++) p[k][i] = (i * (31 + 6 * k) + 3 + k) % GV;
+  float lg[GV];
+  for (int k = 0; k < 2; k++) { /* each alone: its prompt, then one token at a time */
+    wisp_session *s = NULL;
+    wisp_session_options o = {.backend = be, .threads = 1, .tuning = tuning};
+    CHECKF(wisp_session_new(m, &o, &s) == WISP_OK && greedy(s, p[k], P, N, alone[k], lg), "%s", wisp_last_error());
+    wisp_session_free(s);
+  }
+  wisp_session *s = NULL;
+  wisp_session_options o = {.backend = be, .threads = 1, .tuning = tuning, .slots = 2};
+  CHECKF(wisp_session_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+  int ok = s != NULL;
+  for (int k = 0; ok && k < 2; k++) {
+    ok = wisp_slot_eval(s, k, p[k], P, lg) == WISP_OK;
+    int32_t first = 0;
+    for (int i = 1; i < GV; i++) if (lg[i] > lg[first]) first = i;
+    both[k][0] = first;
+  }
+  const int slots[2] = {0, 1};
+  for (int st = 1; ok && st < N; st++) {
+    int32_t in[2] = {both[0][st - 1], both[1][st - 1]}, next[2];
+    ok = wisp_session_step(s, slots, in, 2, NULL, next, NULL) == WISP_OK;
+    both[0][st] = next[0];
+    both[1][st] = next[1];
+  }
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECKF(ok, "%s: %s", be, wisp_last_error());
+  CHECKF(!memcmp(alone, both, sizeof alone), "%s: the tokens of two slots stepped together differ from each alone", be);
+}
+
+TEST(gemma3_two_slots_step_like_each_alone_cpu) { two_slots_match_alone("cpu", NULL); }
+
+TEST(gemma3_two_slots_step_like_each_alone_webgpu) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  two_slots_match_alone("webgpu", "persist=0");
+}
