@@ -333,3 +333,46 @@ TEST(qwen2_gguf_export_runs_in_place_and_converts_back) {
   CHECKF(strlen(la) > 100 && !strcmp(la, lb), "GGUF in place differs:\n%.300s\n%.300s", la, lb);
   CHECKF(!strcmp(la, lc), "converted back differs:\n%.300s\n%.300s", la, lc);
 }
+
+/* Two sequences decoded together (wisp_session_step: the batched step's
+ * products and bias adds over both rows, each row's attention on its own
+ * caches) get the very tokens each gets alone. */
+TEST(qwen2_two_slots_step_like_each_alone_cpu) {
+  const char *art = tiny_artifact();
+  CHECK(art != NULL);
+  if (!art) return;
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  enum { P = 7, N = 6 };
+  int32_t p[2][P], alone[2][N], both[2][N];
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < P; i++) p[k][i] = (i * (31 + 6 * k) + 3 + k) % QV;
+  float lg[QV];
+  wisp_session_options o = {.backend = "cpu", .threads = 1};
+  for (int k = 0; k < 2; k++) {
+    wisp_session *s = NULL;
+    CHECKF(wisp_session_new(m, &o, &s) == WISP_OK && greedy(s, p[k], P, N, alone[k], lg), "%s", wisp_last_error());
+    wisp_session_free(s);
+  }
+  wisp_session *s = NULL;
+  o.slots = 2;
+  CHECKF(wisp_session_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+  int ok = s != NULL;
+  for (int k = 0; ok && k < 2; k++) {
+    ok = wisp_slot_eval(s, k, p[k], P, lg) == WISP_OK;
+    int32_t first = 0;
+    for (int i = 1; i < QV; i++) if (lg[i] > lg[first]) first = i;
+    both[k][0] = first;
+  }
+  const int slots[2] = {0, 1};
+  for (int st = 1; ok && st < N; st++) {
+    int32_t in[2] = {both[0][st - 1], both[1][st - 1]}, next[2];
+    ok = wisp_session_step(s, slots, in, 2, NULL, next, NULL) == WISP_OK;
+    both[0][st] = next[0];
+    both[1][st] = next[1];
+  }
+  wisp_session_free(s);
+  wisp_model_close(m);
+  CHECKF(ok, "%s", wisp_last_error());
+  CHECK(!memcmp(alone, both, sizeof alone));
+}
