@@ -32,10 +32,11 @@
 enum { GH = 64, GF = 96, GV = 80, GD = 32, GNH = 2, GKV = 1, GL = 3, GWIN = 4 };
 #define GEPS 1e-6
 static int g_qpas = 24; /* query_pre_attn_scalar */
+static int g_max_pos = 256; /* max_position_embeddings */
 
-/* Element i of tensor fmt (%d = layer), cached (the reference reads each
- * weight many times). */
-static double val(const char *fmt, int layer, int64_t i) {
+/* The first n values of tensor fmt (%d = layer), from a cache of the values
+ * made so far (the reference reads each weight many times). */
+static const double *vals(const char *fmt, int layer, int64_t n) {
   enum { SLOTS = 64 };
   static struct { char name[128]; double *v; int64_t n; } cache[SLOTS];
   char name[128];
@@ -43,8 +44,8 @@ static double val(const char *fmt, int layer, int64_t i) {
   int k = 0;
   while (k < SLOTS && cache[k].v && strcmp(cache[k].name, name)) k++;
   if (k == SLOTS) abort(); /* more tensors than the tiny model has */
-  if (i >= cache[k].n) {
-    int64_t n = i + 1 > 2 * cache[k].n ? i + 1 : 2 * cache[k].n;
+  if (n > cache[k].n) {
+    if (n < 2 * cache[k].n) n = 2 * cache[k].n;
     double *v = realloc(cache[k].v, sizeof(double) * (size_t)n);
     if (!v) abort();
     for (int64_t j = cache[k].n; j < n; j++) v[j] = fx_tiny_value(name, 13, j);
@@ -52,8 +53,10 @@ static double val(const char *fmt, int layer, int64_t i) {
     cache[k].v = v;
     cache[k].n = n;
   }
-  return cache[k].v[i];
+  return cache[k].v;
 }
+
+static double val(const char *fmt, int layer, int64_t i) { return vals(fmt, layer, i + 1)[i]; }
 
 static int is_global(int l) { return l == GL - 1; }
 
@@ -67,9 +70,9 @@ static int write_tiny_gemma3(const char *dir) {
            "\"rope_theta\": 1000000.0, \"rope_local_base_freq\": 10000.0, \"rope_scaling\": null, "
            "\"sliding_window\": %d, \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\"], "
            "\"query_pre_attn_scalar\": %d, \"final_logit_softcapping\": null, \"attn_logit_softcapping\": null, "
-           "\"hidden_activation\": \"gelu_pytorch_tanh\", \"max_position_embeddings\": 256, "
+           "\"hidden_activation\": \"gelu_pytorch_tanh\", \"max_position_embeddings\": %d, "
            "\"tie_word_embeddings\": true, \"attention_bias\": false}",
-           GH, GF, GL, GNH, GKV, GD, GV, GWIN, g_qpas);
+           GH, GF, GL, GNH, GKV, GD, GV, GWIN, g_qpas, g_max_pos);
   if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
   static char names[64][96];
   fx_tensor t[64];
@@ -118,13 +121,15 @@ static void rms(const double *x, int n, const char *fmt, int layer, double *out)
   double ss = 0;
   for (int i = 0; i < n; i++) ss += x[i] * x[i];
   double r = 1.0 / sqrt(ss / n + GEPS);
-  for (int i = 0; i < n; i++) out[i] = x[i] * r * (1.0 + val(fmt, layer, i));
+  const double *w = vals(fmt, layer, n);
+  for (int i = 0; i < n; i++) out[i] = x[i] * r * (1.0 + w[i]);
 }
 
 static void mv(const char *fmt, int layer, int rows, int cols, const double *x, double *y) {
+  const double *w = vals(fmt, layer, (int64_t)rows * cols);
   for (int r = 0; r < rows; r++) {
     double s = 0;
-    for (int c = 0; c < cols; c++) s += val(fmt, layer, (int64_t)r * cols + c) * x[c];
+    for (int c = 0; c < cols; c++) s += w[(int64_t)r * cols + c] * x[c];
     y[r] = s;
   }
 }
@@ -144,8 +149,9 @@ static void forward(const int *tok, int T, double *logits) {
   double (*x)[GH] = calloc((size_t)T, sizeof *x), (*q)[GNH * GD] = calloc((size_t)T, sizeof *q);
   double (*k)[GKV * GD] = calloc((size_t)T, sizeof *k), (*v)[GKV * GD] = calloc((size_t)T, sizeof *v);
   double h[GH], y[GH], att[GNH * GD], g[GF], u[GF], tmp[GD], *sc = calloc((size_t)T + 1, sizeof(double));
+  const double *emb = vals("model.embed_tokens.weight", 0, (int64_t)GV * GH);
   for (int t = 0; t < T; t++)
-    for (int c = 0; c < GH; c++) x[t][c] = val("model.embed_tokens.weight", 0, (int64_t)tok[t] * GH + c) * sqrt((double)GH);
+    for (int c = 0; c < GH; c++) x[t][c] = emb[(int64_t)tok[t] * GH + c] * sqrt((double)GH);
   for (int l = 0; l < GL; l++) {
     const int global = g_all_global || is_global(l);
     const double theta = global ? 1000000.0 : 10000.0;
@@ -461,4 +467,33 @@ TEST(gemma3_two_slots_step_like_each_alone_webgpu) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   two_slots_match_alone("webgpu", "persist=0");
+}
+
+/* A context longer than the rope rows convert stores (1,024): the session
+ * builds both ropes' tables (the sliding layers' from rope.freq_local) for
+ * its own context, and a 1,100-token prompt matches the reference. */
+TEST(gemma3_context_past_the_stored_rope_rows) {
+  char buf[600];
+  g_max_pos = 2048;
+  const char *art = tiny_artifact("gemma3_long", 24, buf, sizeof buf);
+  g_max_pos = 256;
+  CHECK(art != NULL);
+  if (!art) return;
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  enum { LONG = 1100 };
+  static int32_t tok[LONG];
+  static int rt[LONG];
+  for (int i = 0; i < LONG; i++) rt[i] = tok[i] = (i * 37 + 11 + i / 89) % GV;
+  wisp_session *s = NULL;
+  wisp_session_options o = {.backend = "cpu", .threads = 1, .max_context = 1200};
+  float got[GV];
+  double ref[GV], maxref;
+  CHECKF(wisp_session_new(m, &o, &s) == WISP_OK && wisp_session_eval(s, tok, LONG, got) == WISP_OK, "%s",
+         wisp_last_error());
+  forward(rt, LONG, ref);
+  double d = max_abs_diff(got, ref, GV, &maxref);
+  CHECKF(maxref > 0.1 && d <= 1e-4 * maxref, "%d tokens: max|diff| %.3g, max|ref| %.3g", LONG, d, maxref);
+  wisp_session_free(s);
+  wisp_model_close(m);
 }

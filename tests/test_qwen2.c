@@ -26,9 +26,9 @@ enum { QH = 128, QF = 96, QV = 80, QD = 32, QNH = 4, QKV = 2, QL = 2 }; /* head_
 #define QEPS 1e-6
 #define BIAS_SCALE 8.0 /* large biases, so that leaving them out shows */
 
-/* Element i of tensor fmt (%d = layer), from a cache of the values made so
- * far (the reference reads each weight many times). */
-static double val(const char *fmt, int layer, int64_t i) {
+/* The first n values of tensor fmt (%d = layer), from a cache of the values
+ * made so far (the reference reads each weight many times); biases scaled. */
+static const double *vals(const char *fmt, int layer, int64_t n) {
   enum { SLOTS = 64 };
   static struct { char name[128]; double *v; int64_t n; } cache[SLOTS];
   char name[128];
@@ -36,8 +36,8 @@ static double val(const char *fmt, int layer, int64_t i) {
   int k = 0;
   while (k < SLOTS && cache[k].v && strcmp(cache[k].name, name)) k++;
   if (k == SLOTS) abort(); /* more tensors than the tiny model has */
-  if (i >= cache[k].n) {
-    int64_t n = i + 1 > 2 * cache[k].n ? i + 1 : 2 * cache[k].n;
+  if (n > cache[k].n) {
+    if (n < 2 * cache[k].n) n = 2 * cache[k].n;
     double *v = realloc(cache[k].v, sizeof(double) * (size_t)n);
     if (!v) abort();
     for (int64_t j = cache[k].n; j < n; j++)
@@ -46,8 +46,10 @@ static double val(const char *fmt, int layer, int64_t i) {
     cache[k].v = v;
     cache[k].n = n;
   }
-  return cache[k].v[i];
+  return cache[k].v;
 }
+
+static double val(const char *fmt, int layer, int64_t i) { return vals(fmt, layer, i + 1)[i]; }
 
 static int write_tiny_qwen2(const char *dir) {
   char path[800], cfg[1024];
@@ -104,13 +106,15 @@ static void rms(const double *x, int n, const char *fmt, int layer, double *out)
   double ss = 0;
   for (int i = 0; i < n; i++) ss += x[i] * x[i];
   double r = 1.0 / sqrt(ss / n + QEPS);
-  for (int i = 0; i < n; i++) out[i] = x[i] * r * val(fmt, layer, i);
+  const double *w = vals(fmt, layer, n);
+  for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
 }
 
 static void mv(const char *fmt, const char *bias, int layer, int rows, int cols, const double *x, double *y) {
+  const double *w = vals(fmt, layer, (int64_t)rows * cols), *b = bias ? vals(bias, layer, rows) : NULL;
   for (int r = 0; r < rows; r++) {
-    double s = bias && !g_no_bias ? val(bias, layer, r) : 0;
-    for (int c = 0; c < cols; c++) s += val(fmt, layer, (int64_t)r * cols + c) * x[c];
+    double s = b && !g_no_bias ? b[r] : 0;
+    for (int c = 0; c < cols; c++) s += w[(int64_t)r * cols + c] * x[c];
     y[r] = s;
   }
 }
