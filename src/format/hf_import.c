@@ -1001,7 +1001,8 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
                                               : c->arch == ARCH_GEMMA3 ? "gemma3"
                                                                        : "lfm2");
   if (c->arch == ARCH_GEMMA3) { /* docs/artifact.md, "Gemma 3" */
-    cJSON_AddNumberToObject(wx, "slidingWindow", c->sliding_window);
+    /* a GGUF without a window has every layer global: any window does */
+    cJSON_AddNumberToObject(wx, "slidingWindow", c->sliding_window > 0 ? c->sliding_window : c->max_pos);
     cJSON *gl = cJSON_AddArrayToObject(wx, "globalLayers");
     for (int i = 0; i < c->n_layers; i++)
       if (c->global[i]) cJSON_AddItemToArray(gl, cJSON_CreateNumber(i));
