@@ -49,7 +49,7 @@ DEFAULT_MODEL ?= models/synthetic-seed
 
 .PHONY: all deps test test-plain test-san run bench clean fuzz fuzz-build fuzz-smoke lib install
 
-all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe $(BUILD)/seq_probe $(BUILD)/sched_probe
+all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe $(BUILD)/stream_probe $(BUILD)/seq_probe $(BUILD)/sched_probe $(BUILD)/prod_probe
 
 deps:
 	@scripts/deps.sh
@@ -149,6 +149,11 @@ $(BUILD)/seq_probe: $(BUILD)/obj/tools/seq_probe.o $(BUILD)/libwisp.a
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
 
+# Device probe (tools/prod_probe.c): GFLOP/s of each prefill product kernel against the peaks.
+$(BUILD)/prod_probe: $(BUILD)/obj/tools/prod_probe.o $(BUILD)/libwisp.a
+	@echo "LD $@"
+	@$(CC) $(CFLAGS_BASE) -o $@ $^ $(LDLIBS)
+
 # Probe (tools/sched_probe.c): the serving scheduler without HTTP (C streams, multi-turn reuse).
 $(BUILD)/sched_probe: $(BUILD)/obj/tools/sched_probe.o $(BUILD)/libwisp.a
 	@echo "LD $@"
@@ -185,7 +190,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 # backends are not): a harness that comes to need another file fails to
 # link, naming the missing function, and the file is added here.
 FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/artifact_open.c src/format/gguf.c src/format/gguf_arch.c \
-                src/format/gguf_artifact.c src/format/gguf_import.c src/format/gguf_spm.c src/format/qblocks.c src/format/quant.c src/format/safetensors.c src/format/tensor.c \
+                src/format/gguf_artifact.c src/format/gguf_import.c src/format/gguf_spm.c src/format/qblocks.c src/format/quant.c src/format/safetensors.c src/format/tensor.c src/format/weight_source.c \
                 src/format/writer.c src/server/request.c \
                 src/server/response.c src/tokenizer/bpe.c \
                 src/tokenizer/chat.c src/tokenizer/chat_template.c src/tokenizer/jinja_builtin.c \

@@ -18,12 +18,17 @@
 #     qwen2b), `wisp bench --backend webgpu` of each DEPTHS (-p DEPTH -n 64:
 #     the decode runs at depth DEPTH) and each PREFILLS (-p N -n 4), then the
 #     long depths again with the long split rule off (tuning
-#     attnSplitsLong=1x1: the split count capped at attnSplits, as before it),
-#     and exports the GGUF llama-bench reads (`wisp export-gguf --keep-quant`,
+#     attnSplitsLong=1x1: the split count capped at attnSplits, as before it)
+#     and from depth 2,048 with the persistent decode's attention in chunks
+#     of 256 keys (tuning persistOpt=25: bit 16 over the default 9),
+#     and each prefill again with the tiled flash-attention prefill (tuning
+#     attnPrefill=2: attn_flash_tiled.wgsl), and exports the GGUF llama-bench reads (`wisp export-gguf --keep-quant`,
 #     tools/gguf-none-vocab.py: the same quantized blocks);
 #  3. once the build is there, `llama-bench -fa 1 -ngl 99 -n 64 -p 0 -d DEPTHS`
 #     and `-n 0 -p PREFILLS` on each GGUF;
-#  4. summary.txt: tok/s of both and the ratio per workload.
+#  4. summary.txt: tok/s of both and the ratio per workload (wisp's default
+#     path; then decode with the long split rule off / prefill with the tiled
+#     kernel, and decode with the 256-key chunks).
 # The seed shape's synthetic artifact stores rope tables of 2,560 positions
 # (its context): its decode past that is refused (a line, no receipt); the
 # LFM2-350M and Qwen 3.5 shapes (real configurations) take every depth.
@@ -62,11 +67,17 @@ for m in $MODELS; do
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning attnSplitsLong=1x1 \
         -o "$OUT/wisp-$m-depth$dep-nolong.json" --force 2>&1 | head -2
     fi
+    if [ "$dep" -ge 2048 ] && left; then # the persistent decode's attention in 256-key chunks
+      $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=25 \
+        -o "$OUT/wisp-$m-depth$dep-wide.json" --force 2>&1 | head -2
+    fi
   done
   for n in $PREFILLS; do
     left || break
-    say "$m wisp prefill $n"
+    say "$m wisp prefill $n (attn_flash, then the tiled attn_flash_tiled)"
     $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o "$OUT/wisp-$m-prefill$n.json" --force 2>&1 | head -2
+    $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning attnPrefill=2 \
+      -o "$OUT/wisp-$m-prefill$n-tiled.json" --force 2>&1 | head -2
   done
   g=/tmp/attn-long-$m.gguf
   if [ ! -s "$g" ]; then
@@ -112,17 +123,21 @@ def llama(m, kind, key):
         if kind == "prefill" and r.get("n_prompt") == key and not r.get("n_gen"):
             return r.get("avg_ts")
     return None
-print("%-8s %-22s %12s %12s %12s %7s" % ("model", "workload", "wisp", "wisp nolong", "llama.cpp", "ratio"))
+print("%-8s %-22s %12s %12s %12s %12s %7s" % ("model", "workload", "wisp", "nolong/tiled", "wide", "llama.cpp", "ratio"))
 for m in os.environ["MODELS"].split():
     for d in map(int, os.environ["DEPTHS"].split()):
         w = load("wisp-%s-depth%d.json" % (m, d)); nl = load("wisp-%s-depth%d-nolong.json" % (m, d))
+        wd = load("wisp-%s-depth%d-wide.json" % (m, d))
         wt = w and w["decode"]["tok_per_s"]; nt = nl and nl["decode"]["tok_per_s"]; lt = llama(m, "depths", d)
-        print("%-8s %-22s %12s %12s %12s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
-              "%.0f" % nt if nt else "-", "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
+        dt = wd and wd["decode"]["tok_per_s"]
+        print("%-8s %-22s %12s %12s %12s %12s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
+              "%.0f" % nt if nt else "-", "%.0f" % dt if dt else "-", "%.0f" % lt if lt else "-",
+              "%.2fx" % (wt / lt) if wt and lt else "-"))
     for n in map(int, os.environ["PREFILLS"].split()):
-        w = load("wisp-%s-prefill%d.json" % (m, n))
-        wt = w and w["prefill"]["tok_per_s"]; lt = llama(m, "prefill", n)
-        print("%-8s %-22s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-", "",
+        w = load("wisp-%s-prefill%d.json" % (m, n)); ti = load("wisp-%s-prefill%d-tiled.json" % (m, n))
+        wt = w and w["prefill"]["tok_per_s"]; tt = ti and ti["prefill"]["tok_per_s"]; lt = llama(m, "prefill", n)
+        print("%-8s %-22s %12s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
+              "%.0f" % tt if tt else "-", "",
               "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
 PYEOF
 pack

@@ -45,7 +45,7 @@ static int count_lines(const char *s) {
 TEST(cli_help_on_every_command) {
   static const char *const cmds[] = {"run", "bench", "gen-synthetic", "convert", "logits", "perplexity", "plan",
                                      "tokenize", "info", "verify", "export-gguf", "devices", "registry check",
-                                     "kernels digest", "profile check", "plan-file", "serve"};
+                                     "kernels digest", "profile check", "plan-file", "serve", "tune"};
   char out[16384];
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     for (int form = 0; form < 2; form++) {
@@ -65,7 +65,7 @@ TEST(cli_help_on_every_command) {
   CHECK(run_cmd(out, sizeof out, "%s --help", test_wisp_bin()) == 0);
   static const char *const top[] = {"run ", "bench ", "gen-synthetic", "convert ", "logits ", "perplexity ", "plan ",
                                     "tokenize ", "info ", "verify ", "export-gguf", "devices", "registry", "kernels",
-                                    "profile", "plan-file", "serve ", "--chat", "-c, --ctx-size", "-t, --threads", "--min-p",
+                                    "profile", "plan-file", "serve ", "tune ", "--chat", "-c, --ctx-size", "-t, --threads", "--min-p",
                                     "--repeat-penalty", "--backend", "--profile", "-sys", "--force", "--version"};
   for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) CHECKF(strstr(out, top[i]), "wisp --help lacks %s", top[i]);
   CHECK(run_cmd(out, sizeof out, "%s --version", test_wisp_bin()) == 0);

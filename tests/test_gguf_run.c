@@ -222,6 +222,7 @@ TEST(gguf_run_errors_name_the_file_and_the_fix) {
   snprintf(bad, sizeof bad, "%s/gr_err_type.gguf", test_tmpdir());
   CHECK(write_bytes(bad, buf, n) == 0);
   expect_error(bad, "llama-quantize");
+  expect_error(bad, "type 20 (IQ4_NL)");
 }
 
 /* The same on the WebGPU backend (lavapipe here): the file's f32, Q8_0,
@@ -331,6 +332,6 @@ TEST(gguf_run_context_is_the_files_context_length) {
   CHECKF(freq && cs && !wisp_artifact_section(a, "rope.cos_ext") && cs->bytes <= freq->bytes * 1024,
          "rope sections: freq %p, cos %llu bytes", (const void *)freq, cs ? (unsigned long long)cs->bytes : 0ULL);
   wisp_artifact_free(a);
-  snprintf(cmd, sizeof cmd, "%s logits -m %s -c 6000 --tokens 1,5,9 --greedy 3 2>&1", test_wisp_bin(), big);
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu -m %s -c 6000 --tokens 1,5,9 --greedy 3 2>&1", test_wisp_bin(), big);
   CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
 }

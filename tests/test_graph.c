@@ -32,9 +32,26 @@ TEST(graph_fusion_pass_finds_the_pairs) {
   CHECK(g.nodes[5].fused & WISP_FUSE_GATE_UP_SWIGLU);
   CHECK(g.nodes[6].fused & WISP_FUSE_SWIGLU_MATMUL);
   CHECK(!(g.nodes[1].fused & (WISP_FUSE_NORM_MATMUL | WISP_FUSE_GATE_UP_SWIGLU)));
-  CHECK(g.fused & WISP_FUSE_HEAD_ARGMAX);
+  CHECK(g.nodes[2].fused & WISP_FUSE_MIXER_MATMUL);       /* attention -> o_proj */
+  CHECK(!(g.nodes[1].fused & WISP_FUSE_MATMUL_DELTANET)); /* an attention's in-product */
+  CHECK((g.fused & WISP_FUSE_HEAD_ARGMAX) && (g.fused & WISP_FUSE_NORM_MATMUL)); /* final norm -> head -> argmax */
   /* The activation widths grew to fit the nodes. */
   CHECK(g.act[WISP_ACT_BIG] == 32 && g.act[WISP_ACT_MID] == 16 && g.act[WISP_ACT_X] == 8);
+  wisp_graph_free(&g);
+}
+
+/* A Gated DeltaNet layer: its in-product goes with it (row ranges), its
+ * gated norm with the out-product. */
+TEST(graph_fusion_pass_finds_the_deltanet_pairs) {
+  wisp_graph g;
+  one_layer(&g, WISP_GOP_DELTANET);
+  wisp_graph_fuse(&g);
+  CHECK(g.nodes[0].fused & WISP_FUSE_NORM_MATMUL);
+  CHECK(g.nodes[1].fused & WISP_FUSE_MATMUL_DELTANET);
+  CHECK(g.nodes[2].fused & WISP_FUSE_MIXER_MATMUL);
+  CHECK(!(g.nodes[1].fused & WISP_FUSE_CONV_MATMUL));
+  CHECK(!strcmp(wisp_fuse_name(WISP_FUSE_MATMUL_DELTANET), "matmul+gated_deltanet") &&
+        !strcmp(wisp_fuse_name(WISP_FUSE_MIXER_MATMUL), "mixer+matmul"));
   wisp_graph_free(&g);
 }
 
@@ -163,9 +180,12 @@ TEST(graph_is_what_the_plan_lists) {
     }
   }
   CHECK(at == m->graph.n_nodes);
-  /* The plan lists the pass's fusions: cpu applies none of them. */
+  /* The plan lists the pass's fusions: cpu applies rmsnorm+matmul only (its caps). */
   CHECK(p->n_graph_fusions >= 6);
-  for (int i = 0; i < p->n_graph_fusions; i++) CHECK(!p->graph_fusions[i].applied);
+  for (int i = 0; i < p->n_graph_fusions; i++)
+    CHECKF(p->graph_fusions[i].applied == !strcmp(p->graph_fusions[i].name, "rmsnorm+matmul"), "%s %s -> %s: %d",
+           p->graph_fusions[i].name, p->graph_fusions[i].first, p->graph_fusions[i].second,
+           p->graph_fusions[i].applied);
   wisp_session_free(s);
   wisp_model_close(m);
 }
@@ -178,6 +198,6 @@ TEST(graph_fusions_in_wisp_plan) {
          "%s", out);
   snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s", test_wisp_bin(), fixture_small_model());
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
-  CHECKF(strstr(out, "fusions (a pass over the model's graph") &&
+  CHECKF(strstr(out, "fusions on the cpu backend (a pass over the model's graph") &&
          strstr(out, "rmsnorm mlp.gate_up.norm -> matmul mlp.gate_up"), "%s", out);
 }

@@ -43,7 +43,8 @@ TEST(tuning_defaults_come_from_the_table) {
   o.rows_nt = 3; /* set by the caller, not by the string */
   wisp_tuning_fill_defaults(&o);
   CHECK(o.persist_opt == 0 && o.matvec_wg == 64 && o.matvec_rows == 2 && o.rows_nt == 3);
-  CHECK(o.matmul_tm == 64 && o.matmul_tn == 32 && o.attn_max_splits == 32 && o.matvec_big_rows == 8);
+  /* matmul / matmulTile have no default: the product picks its tile by size */
+  CHECK(o.matmul_tm == 0 && o.matmul_rm == 0 && o.attn_max_splits == 32 && o.matvec_big_rows == 8);
   CHECK(o.dn_cols == 16 && o.dn_groups == 0 && o.q4k_mv_wg == 128 && o.q4k_mv_rows == 0 && o.i8_min_n == 2);
   CHECK(o.i8_geometry[0] == 64 && o.i8_geometry[4] == 2 && o.persist_grid == 0 && !o.no_fuse);
   wisp_wgpu_backend_opts none;

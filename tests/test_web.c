@@ -6,8 +6,8 @@
  * a screenshot is kept as build/test-logs/wasm-page.png, the benchmark's
  * receipt downloads, the seed-shaped synthetic model runs on WebGPU with its
  * weights streamed (the native greedy tokens, the wasm memory peak under half
- * its weights), and a page without WebGPU runs the native greedy text on its
- * cpu backend.
+ * its weights), and a page without WebGPU runs a GGUF file (the default
+ * model exported) with the native greedy text on its cpu backend.
  *
  * Needs what the set-up installs (scripts/deps.sh): build/wasm/ from
  * `make wasm` (scripts/test.sh builds it), Debian's chromium and node, and
@@ -77,16 +77,25 @@ TEST(web_page_greedy_equals_native) {
    * streams into GPU buffers, and its native greedy tokens. */
   snprintf(cmd, sizeof cmd,
            "(%s gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o %s/big --seed 1 >/dev/null 2>&1 && "
-           "%s run -m %s/big --backend cpu -p I -n 1 --temp 0 >%s/expect-big.txt 2>/dev/null)",
+           "%s run --profile exact -m %s/big --backend cpu -p I -n 1 --temp 0 >%s/expect-big.txt 2>/dev/null)",
            test_wisp_bin(), tmp, test_wisp_bin(), tmp, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "the seed-shaped model and its native run: exit %d: %s", rc, out);
 
+  /* The default model as a GGUF file, and its native greedy text. */
+  snprintf(cmd, sizeof cmd,
+           "(mkdir -p %s/gguf && %s export-gguf -m models/default -o %s/gguf/default.gguf >/dev/null 2>&1 && "
+           "%s run --profile exact -m %s/gguf/default.gguf --backend cpu -p '%s' -n 16 --temp 0 >%s/expect-gguf.txt 2>/dev/null)",
+           tmp, test_wisp_bin(), tmp, test_wisp_bin(), tmp, prompt, tmp);
+  rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "the GGUF export and its native run: exit %d: %s", rc, out);
+
   snprintf(cmd, sizeof cmd,
            "node tests/web/page.mjs --web build/wasm --model models/default --prompt '%s' --n 16 "
            "--expect %s/expect.txt --expect-sampled %s/sampled.txt --expect-chat %s/chat.txt --bad-dir %s/bad --expect-error %s/error.txt "
-           "--big %s/big --big-prompt I --expect-big %s/expect-big.txt --out build/test-logs",
-           prompt, tmp, tmp, tmp, tmp, tmp, tmp, tmp);
+           "--big %s/big --big-prompt I --expect-big %s/expect-big.txt --gguf %s/gguf/default.gguf "
+           "--expect-gguf %s/expect-gguf.txt --out build/test-logs",
+           prompt, tmp, tmp, tmp, tmp, tmp, tmp, tmp, tmp, tmp);
   rc = test_run(cmd, log, sizeof log);
   CHECKF(rc == 0, "tests/web/page.mjs exit %d:\n%s", rc, log);
   CHECKF(strstr(log, "ok page greedy text equals native") && strstr(log, "ok page sampled text") &&

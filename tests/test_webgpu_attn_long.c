@@ -20,19 +20,22 @@
 #include "webgpu_fixture.h"
 
 #define TOL_LONG 2e-4 /* worst |gpu - cpu| relative to max|cpu| (summation order differs) */
+#define TOL_KV16 3e-3 /* with packed-f16 caches on the GPU (keys and values rounded) */
 
 /* A split rule of the WebGPU backend: attnSplits and attnSplitsLong. */
 typedef struct {
   uint32_t cap, tiles, most;
   const char *what;
+  int prefill; /* tuning attnPrefill */
+  int kv16;    /* packed-f16 KV caches on the GPU */
 } rule;
 
 static const rule k_rules[] = {
-    {1, 0, 0, "unsplit"},
-    {32, 0, 0, "cap 32 (the default at short contexts)"},
-    {3, 0, 0, "cap 3 (splits of uneven tiles)"},
-    {4, 5, 13, "cap 4, long part 5 tiles a split up to 13"},
-    {2, 3, 1000, "cap 2, long part 3 tiles a split (uncapped here)"},
+    {1, 0, 0, "unsplit", 0, 0},
+    {32, 0, 0, "cap 32 (the default at short contexts)", 0, 0},
+    {3, 0, 0, "cap 3 (splits of uneven tiles)", 0, 0},
+    {4, 5, 13, "cap 4, long part 5 tiles a split up to 13", 0, 0},
+    {2, 3, 1000, "cap 2, long part 3 tiles a split (uncapped here)", 0, 0},
 };
 #define N_RULES (sizeof k_rules / sizeof k_rules[0])
 
@@ -43,6 +46,8 @@ typedef struct {
 static int duo_open(duo *p, wisp_wgpu_device *d, const rule *r) {
   memset(p, 0, sizeof *p);
   wisp_wgpu_backend_opts o = {0};
+  o.attn_prefill = r->prefill;
+  o.kv_f16 = r->kv16;
   o.device = d, o.subgroups = -1, o.attn_max_splits = r->cap, o.attn_long_tiles = r->tiles, o.attn_long_most = r->most;
   if (!r->tiles) o.attn_long_tiles = o.attn_long_most = 1; /* no long part (0 would take the table's default) */
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
@@ -139,8 +144,16 @@ static const int k_calls[] = {1, 300, 1, 1, 900, 1, 1};
  * q/k norms) on backend pair p: every call's output against the CPU within
  * TOL_LONG, the decode tokens' outputs (all heads) into dec[] for the
  * comparison between rules. *worst: the largest error. */
-static int long_case(duo *p, int gated, float *dec, double *worst, char *err, size_t cap) {
-  const int H = 4, KVH = 2, D = 32, rot = gated ? 16 : D;
+typedef struct {
+  int H, KVH, D;
+  const int *calls;
+  int ncalls;
+} shape;
+
+static const shape k_small = {4, 2, 32, k_calls, N_CALLS};
+
+static int long_case(duo *p, int gated, const shape *sh, float *dec, double *worst, char *err, size_t cap) {
+  const int H = sh->H, KVH = sh->KVH, D = sh->D, rot = gated ? D / 2 : D;
   uint64_t seed = gated ? 77 : 71;
   wisp_vector cs, sn, qn = norm_weights(D, &seed), kn = norm_weights(D, &seed);
   int ok = rope_tables(MAXPOS, rot, &cs, &sn) && qn.data && kn.data;
@@ -149,12 +162,20 @@ static int long_case(duo *p, int gated, float *dec, double *worst, char *err, si
     ok = !p->cpu->prepare_vector(p->cpu, vecs[i]) && !p->gpu->prepare_vector(p->gpu, vecs[i]);
   const size_t kvn = (size_t)MAXPOS * KVH * D;
   two kc = two_new(p, kvn), vc = two_new(p, kvn);
+  const int kv16 = as_g(p->gpu)->kv16;
+  if (kv16) { /* the backend's own half-size caches */
+    p->gpu->buf_free(p->gpu, kc.g);
+    p->gpu->buf_free(p->gpu, vc.g);
+    kc.g = p->gpu->kv_buf_new(p->gpu, kvn);
+    vc.g = p->gpu->kv_buf_new(p->gpu, kvn);
+  }
+  const double tol = kv16 ? TOL_KV16 : TOL_LONG;
   ok = ok && kc.c && kc.g && vc.c && vc.g;
   const int row = gated ? (2 * H + 2 * KVH) * D : (H + 2 * KVH) * D;
   int pos0 = 0, nd = 0;
   *worst = 0;
-  for (int c = 0; ok && c < N_CALLS; c++) {
-    const int n = k_calls[c];
+  for (int c = 0; ok && c < sh->ncalls; c++) {
+    const int n = sh->calls[c];
     two qkv = two_new(p, (size_t)n * row), out = two_new(p, (size_t)n * H * D);
     ok = two_fill(p, &qkv, &seed, 2.0f) && out.c && out.g;
     if (ok && gated) {
@@ -175,8 +196,9 @@ static int long_case(duo *p, int gated, float *dec, double *worst, char *err, si
     }
     double e = ok ? rel_err(p, &out, out.n, n == 1 ? dec + (size_t)nd * H * D : NULL) : -1;
     nd += n == 1;
-    if (e < 0 || e > TOL_LONG) {
-      snprintf(err, cap, "%s call %d (pos0 %d, n %d): error %.3g (%s)", gated ? "gated" : "plain", c, pos0, n, e,
+    if (e < 0 || e > tol) {
+      snprintf(err, cap, "%s H %d KVH %d D %d call %d (pos0 %d, n %d): error %.3g (%s)", gated ? "gated" : "plain", H,
+               KVH, D, c, pos0, n, e,
                e < 0 ? wisp_last_error() : "over the tolerance");
       ok = 0;
     }
@@ -207,7 +229,7 @@ static void split_suite(int gated) {
     double worst = 0;
     wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
     wisp_wgpu_backend_stats_get(p.gpu, &s0);
-    int ok = long_case(&p, gated, dec[r], &worst, err, sizeof err);
+    int ok = long_case(&p, gated, &k_small, dec[r], &worst, err, sizeof err);
     wisp_wgpu_backend_stats_get(p.gpu, &s1);
     splits[r] = s1.attn_splits - s0.attn_splits;
     duo_close(&p);
@@ -311,5 +333,145 @@ TEST(webgpu_kv_slots_grow_together) {
     CHECKF(small ? moved : shared, "binding %s: slots %s", small ? "small" : "whole",
            small ? "not moved out" : "not in one buffer");
     CHECK(st.kv_grows == 1);
+  }
+}
+
+/* The tiled flash-attention prefill (attn_flash_tiled.wgsl, tuning
+ * attnPrefill=2) against the CPU: prompts that cross its query and key
+ * tiles, a second prompt chunk after cached keys, grouped heads (G = 2,
+ * 4), head dims 32, 128 and 256 (Qwen 3.5's gated), f32 and packed-f16
+ * caches; and the
+ * dispatches it took. Decode tokens between the chunks run the split
+ * decode, so the caches it wrote are read back by another kernel. */
+TEST(webgpu_attn_long_tiled_prefill) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the tiled prefill needs subgroups");
+  static const int calls[] = {77, 1, 300, 1, 5};
+  static const shape plain[] = {{4, 2, 32, calls, 5}, {8, 2, 128, calls, 5}};
+  static const shape gated[] = {{2, 1, 256, calls, 5}};
+  static float dec[2 * 8 * 128];
+  for (int kv16 = 0; kv16 < 2; kv16++)
+  for (int gi = 0; gi < 2; gi++) {
+    const rule tiled = {32, 0, 0, "tiled prefill", 2, kv16};
+    const shape *set = gi ? gated : plain;
+    const int ns = gi ? 1 : 2;
+    for (int i = 0; i < ns; i++) {
+      duo p;
+      CHECKF(duo_open(&p, d, &tiled), "open: %s", wisp_last_error());
+      char err[300] = "";
+      double worst = 0;
+      int ok = long_case(&p, gi, &set[i], dec, &worst, err, sizeof err);
+      wisp_wgpu_backend_stats st = {0};
+      wisp_wgpu_backend_stats_get(p.gpu, &st);
+      duo_close(&p);
+      CHECKF(ok, "%s", err);
+      /* every prompt of more than one token; a lane's slice of 256 dims needs subgroups of 8 */
+      const int want = set[i].D == 256 && d->info.subgroup_min_size < 8 ? 0 : 3;
+      CHECKF((int)st.prefill_tiled == want, "%s D %d: %llu tiled prefills, %d expected", gi ? "gated" : "plain",
+             set[i].D, (unsigned long long)st.prefill_tiled, want);
+      printf("     tiled prefill %s H %d KVH %d D %d%s: max error %.3g of max|cpu|, %llu tiled (subgroups %u..%u)\n",
+             gi ? "gated" : "plain", set[i].H, set[i].KVH, set[i].D, kv16 ? " f16 KV" : "", worst,
+             (unsigned long long)st.prefill_tiled, d->info.subgroup_min_size, d->info.subgroup_max_size);
+    }
+  }
+}
+
+/* A batched step's attention (attention_rows, attention_gated_rows: the
+ * rows kernels and their merges, which compute each row's split on the
+ * device, attn_split.wgsli) gives every row bit for bit what the one-token
+ * attention gives it alone, at positions where the long part of the split
+ * rule decides the split count (cap 2, a split per 3 tiles up to 50), each
+ * row on its own slot's caches. */
+static int rows_case(wisp_backend *be, int gated, char *err, size_t cap) {
+  enum { R = 3, MAXP = 800, H = 4, KVH = 2, D = 32 };
+  static const int pos[R] = {40, 333, 777};
+  uint64_t seed = gated ? 91 : 93;
+  const int rot = gated ? D / 2 : D, row = gated ? (2 * H + 2 * KVH) * D : (H + 2 * KVH) * D;
+  wisp_vector cs, sn, qn = norm_weights(D, &seed), kn = norm_weights(D, &seed);
+  int ok = rope_tables(MAXP, rot, &cs, &sn) && qn.data && kn.data;
+  wisp_vector *vecs[4] = {&cs, &sn, &qn, &kn};
+  for (int i = 0; ok && i < 4; i++) ok = !be->prepare_vector(be, vecs[i]);
+  const size_t kvn = (size_t)MAXP * KVH * D;
+  wisp_buf *kc[2][R] = {{0}}, *vc[2][R] = {{0}}; /* [0]: rows, [1]: one by one */
+  for (int s = 0; ok && s < 2; s++)
+    ok = !be->buf_new_slots(be, kvn, 1, R, kc[s]) && !be->buf_new_slots(be, kvn, 1, R, vc[s]);
+  float *v = malloc(sizeof(float) * kvn), *got[2] = {malloc(sizeof(float) * R * H * D), malloc(sizeof(float) * R * H * D)};
+  ok = ok && v && got[0] && got[1];
+  for (int r = 0; ok && r < R; r++) /* the same history in both sets of caches */
+    for (int kvi = 0; kvi < 2; kvi++) {
+      for (size_t i = 0; i < kvn; i++) v[i] = test_rand_float(&seed);
+      for (int s = 0; s < 2; s++) be->buf_write(be, kvi ? vc[s][r] : kc[s][r], 0, kvn, v);
+    }
+  wisp_buf *qkv = be->buf_new(be, (size_t)R * row), *one = be->buf_new(be, (size_t)row);
+  wisp_buf *out = be->buf_new(be, (size_t)R * H * D), *out1 = be->buf_new(be, (size_t)H * D);
+  float *q = malloc(sizeof(float) * R * row);
+  ok = ok && qkv && one && out && out1 && q;
+  for (int i = 0; ok && i < R * row; i++) q[i] = 2.0f * test_rand_float(&seed);
+  if (ok) be->buf_write(be, qkv, 0, (size_t)R * row, q);
+  wisp_attention_args a = {.n = R, .heads = H, .kv_heads = KVH, .head_dim = D, .q_norm = &qn, .k_norm = &kn,
+                           .eps = 1e-5f, .rope_cos = &cs, .rope_sin = &sn, .qkv = qkv, .out = out};
+  wisp_gated_attention_args ga = {.n = R, .heads = H, .kv_heads = KVH, .head_dim = D, .rotary_dim = rot,
+                                  .q_norm = &qn, .k_norm = &kn, .eps = 1e-6f, .rope_cos = &cs, .rope_sin = &sn,
+                                  .qkv = qkv, .out = out};
+  wisp_mixer_rows rows = {R, pos, kc[0], vc[0]};
+  if (ok) ok = gated ? be->attention_gated_rows(be, &ga, &rows) : be->attention_rows(be, &a, &rows);
+  if (ok) be->buf_read(be, out, 0, (size_t)R * H * D, got[0]);
+  for (int r = 0; ok && r < R; r++) { /* each row alone, on its own copy of the caches */
+    be->buf_write(be, one, 0, (size_t)row, q + (size_t)r * row);
+    if (gated) {
+      wisp_gated_attention_args g1 = ga;
+      g1.n = 1, g1.pos0 = pos[r], g1.qkv = one, g1.out = out1, g1.k_cache = kc[1][r], g1.v_cache = vc[1][r];
+      be->attention_gated(be, &g1);
+    } else {
+      wisp_attention_args a1 = a;
+      a1.n = 1, a1.pos0 = pos[r], a1.qkv = one, a1.out = out1, a1.k_cache = kc[1][r], a1.v_cache = vc[1][r];
+      be->attention(be, &a1);
+    }
+    be->buf_read(be, out1, 0, (size_t)H * D, got[1] + (size_t)r * H * D);
+  }
+  if (ok && be->sync(be)) {
+    snprintf(err, cap, "%s", wisp_last_error());
+    ok = 0;
+  }
+  for (int i = 0; ok && i < R * H * D; i++)
+    if (memcmp(&got[0][i], &got[1][i], sizeof(float))) {
+      snprintf(err, cap, "%s row %d (position %d) value %d: rows %.9g, alone %.9g", gated ? "gated" : "plain",
+               i / (H * D), pos[i / (H * D)], i % (H * D), got[0][i], got[1][i]);
+      ok = 0;
+    }
+  for (int s = 0; s < 2; s++)
+    for (int r = 0; r < R; r++) {
+      if (kc[s][r]) be->buf_free(be, kc[s][r]);
+      if (vc[s][r]) be->buf_free(be, vc[s][r]);
+    }
+  wisp_buf *bufs[4] = {qkv, one, out, out1};
+  for (int i = 0; i < 4; i++)
+    if (bufs[i]) be->buf_free(be, bufs[i]);
+  free(v);
+  free(q);
+  free(got[0]);
+  free(got[1]);
+  for (int i = 0; i < 4; i++) free((void *)vecs[i]->data);
+  return ok;
+}
+
+TEST(webgpu_attn_long_rows_split_as_alone) {
+  WEBGPU_OR_SKIP(d);
+  if (!d->has_subgroups) SKIP("the rows kernels need subgroups");
+  for (int gated = 0; gated < 2; gated++) {
+    wisp_wgpu_backend_opts o = {0};
+    o.device = d, o.subgroups = -1, o.attn_max_splits = 2, o.attn_long_tiles = 3, o.attn_long_most = 50;
+    wisp_backend *be = NULL;
+    CHECKF(wisp_wgpu_backend_new(&o, &be) == WISP_OK, "%s", wisp_last_error());
+    char err[300] = "";
+    wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+    wisp_wgpu_backend_stats_get(be, &s0);
+    int ok = rows_case(be, gated, err, sizeof err);
+    wisp_wgpu_backend_stats_get(be, &s1);
+    be->destroy(be);
+    CHECKF(ok, "%s", err);
+    /* plain: the rows' splits and the rows alone's, counted alike: 2 + 4 + 9 tiles-rule splits, twice */
+    if (!gated) CHECKF(s1.attn_splits - s0.attn_splits == 2 * (2 + 4 + 9), "%llu splits",
+                       (unsigned long long)(s1.attn_splits - s0.attn_splits));
   }
 }

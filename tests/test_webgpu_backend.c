@@ -499,9 +499,16 @@ TEST(webgpu_backend_mlp_pair_fused) {
         wisp_backend *bs[2] = {p.cpu, p.gpu};
         for (int k = 0; ok && k < 2; k++) {
           wisp_backend *b = bs[k];
-          b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, H, k ? xn.g : xn.c);
-          b->matmul(b, &gu_w.m, k ? xn.g : xn.c, 0, 1, k ? gu.g : gu.c, 0);
-          b->swiglu(b, k ? gu.g : gu.c, 1, F, k ? h.g : h.c);
+          if (k) { /* the graph's fused op: norm + gate/up + SwiGLU */
+            const wisp_fused_matmul f = {.pre = WISP_PRE_RMSNORM, .pre_in = x.g, .pre_dim = H, .norm = &nw,
+                                         .eps = 1e-5f, .W = &gu_w.m, .x = xn.g, .y = gu.g, .post = WISP_POST_SWIGLU,
+                                         .post_out = h.g, .post_dim = F};
+            if (!b->matmul_fused(b, &f)) b->swiglu(b, gu.g, 1, F, h.g);
+            continue;
+          }
+          b->rmsnorm(b, x.c, &nw, 1e-5f, 1, H, xn.c);
+          b->matmul(b, &gu_w.m, xn.c, 0, 1, gu.c, 0);
+          b->swiglu(b, gu.c, 1, F, h.c);
         }
         if (ok) { /* the down product over h (padded to whole blocks), into the residual */
           ok = !p.cpu->prepare_matrix(p.cpu, &dn_w.m) && !p.gpu->prepare_matrix(p.gpu, &dn_w.m);
@@ -585,10 +592,19 @@ TEST(webgpu_backend_fused_matvec) {
             wisp_backend *bs[2] = {p.cpu, p.gpu};
             for (int k = 0; k < 2; k++) {
               wisp_backend *b = bs[k];
-              b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, cols, k ? xn.g : xn.c);
-              b->matmul(b, &h.m, k ? xn.g : xn.c, 0, 1, k ? y.g : y.c, acc);
-              b->swiglu(b, k ? gu.g : gu.c, 1, cols, k ? act.g : act.c);
-              b->matmul(b, &h.m, k ? act.g : act.c, 0, 1, k ? y.g : y.c, 1);
+              if (k) { /* the graph's fused ops: rmsnorm+matmul, swiglu+matmul */
+                const wisp_fused_matmul nm = {.pre = WISP_PRE_RMSNORM, .pre_in = x.g, .pre_dim = cols, .norm = &nw,
+                                              .eps = 1e-5f, .W = &h.m, .x = xn.g, .y = y.g, .accumulate = acc};
+                const wisp_fused_matmul sm = {.pre = WISP_PRE_SWIGLU, .pre_in = gu.g, .pre_dim = cols, .W = &h.m,
+                                              .x = act.g, .y = y.g, .accumulate = 1};
+                b->matmul_fused(b, &nm);
+                b->matmul_fused(b, &sm);
+                continue;
+              }
+              b->rmsnorm(b, x.c, &nw, 1e-5f, 1, cols, xn.c);
+              b->matmul(b, &h.m, xn.c, 0, 1, y.c, acc);
+              b->swiglu(b, gu.c, 1, cols, act.c);
+              b->matmul(b, &h.m, act.c, 0, 1, y.c, 1);
             }
             char w2[200];
             snprintf(w2, sizeof w2, "fused rmsnorm+matvec then swiglu+matvec %s: y", what);
@@ -647,13 +663,27 @@ TEST(webgpu_backend_matvec_partial_vec4_runs) {
       for (int k = 0; k < 2; k++) {
         wisp_backend *b = bs[k];
         b->matmul(b, &h.m, k ? x.g : x.c, 0, 1, k ? y.g : y.c, 1);
-        b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, cols, k ? xn.g : xn.c);
-        b->matmul(b, &h.m, k ? xn.g : xn.c, 0, 1, k ? y.g : y.c, 1);
-        b->swiglu(b, k ? gu.g : gu.c, 1, cols, k ? act.g : act.c);
-        b->matmul(b, &h.m, k ? act.g : act.c, 0, 1, k ? y.g : y.c, 1);
-        b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, cols, k ? xn.g : xn.c);
-        b->matmul(b, &h.m, k ? xn.g : xn.c, 0, 1, k ? y2.g : y2.c, 0);
-        b->shortconv(b, k ? y2.g : y2.c, &taps, 3, 1, 40, k ? st.g : st.c, k ? co.g : co.c);
+        if (k) { /* the graph's fused ops: rmsnorm+matmul, swiglu+matmul, rmsnorm+matmul+shortconv */
+          const wisp_fused_matmul nm = {.pre = WISP_PRE_RMSNORM, .pre_in = x.g, .pre_dim = cols, .norm = &nw,
+                                        .eps = 1e-5f, .W = &h.m, .x = xn.g, .y = y.g, .accumulate = 1};
+          const wisp_fused_matmul sm = {.pre = WISP_PRE_SWIGLU, .pre_in = gu.g, .pre_dim = cols, .W = &h.m,
+                                        .x = act.g, .y = y.g, .accumulate = 1};
+          const wisp_fused_matmul cm = {.pre = WISP_PRE_RMSNORM, .pre_in = x.g, .pre_dim = cols, .norm = &nw,
+                                        .eps = 1e-5f, .W = &h.m, .x = xn.g, .y = y2.g, .post = WISP_POST_SHORTCONV,
+                                        .post_out = co.g, .post_dim = 40, .taps = &taps, .conv_len = 3,
+                                        .conv_state = st.g};
+          b->matmul_fused(b, &nm);
+          b->matmul_fused(b, &sm);
+          if (!b->matmul_fused(b, &cm)) b->shortconv(b, y2.g, &taps, 3, 1, 40, st.g, co.g);
+          continue;
+        }
+        b->rmsnorm(b, x.c, &nw, 1e-5f, 1, cols, xn.c);
+        b->matmul(b, &h.m, xn.c, 0, 1, y.c, 1);
+        b->swiglu(b, gu.c, 1, cols, act.c);
+        b->matmul(b, &h.m, act.c, 0, 1, y.c, 1);
+        b->rmsnorm(b, x.c, &nw, 1e-5f, 1, cols, xn.c);
+        b->matmul(b, &h.m, xn.c, 0, 1, y2.c, 0);
+        b->shortconv(b, y2.c, &taps, 3, 1, 40, st.c, co.c);
       }
       char w2[160];
       snprintf(w2, sizeof w2, "f32 %dx%d one-token products", rows, cols);
@@ -719,9 +749,18 @@ TEST(webgpu_backend_fused_conv) {
           wisp_backend *bs[2] = {p.cpu, p.gpu};
           for (int k = 0; k < 2; k++) {
             wisp_backend *b = bs[k];
-            if (norm) b->rmsnorm(b, k ? x.g : x.c, &nw, 1e-5f, 1, dim, k ? xn.g : xn.c);
-            b->matmul(b, &h.m, norm ? (k ? xn.g : xn.c) : (k ? x.g : x.c), 0, 1, k ? y.g : y.c, 0);
-            b->shortconv(b, k ? y.g : y.c, &taps, L, 1, dim, k ? state.g : state.c, k ? o.g : o.c);
+            if (k) { /* the graph's fused op: (rmsnorm+) matmul+shortconv */
+              const wisp_fused_matmul f = {.pre = norm ? WISP_PRE_RMSNORM : WISP_PRE_NONE, .pre_in = x.g,
+                                           .pre_dim = dim, .norm = &nw, .eps = 1e-5f, .W = &h.m,
+                                           .x = norm ? xn.g : x.g, .y = y.g, .post = WISP_POST_SHORTCONV,
+                                           .post_out = o.g, .post_dim = dim, .taps = &taps, .conv_len = L,
+                                           .conv_state = state.g};
+              if (!b->matmul_fused(b, &f)) b->shortconv(b, y.g, &taps, L, 1, dim, state.g, o.g);
+              continue;
+            }
+            if (norm) b->rmsnorm(b, x.c, &nw, 1e-5f, 1, dim, xn.c);
+            b->matmul(b, &h.m, norm ? xn.c : x.c, 0, 1, y.c, 0);
+            b->shortconv(b, y.c, &taps, L, 1, dim, state.c, o.c);
           }
           fused_calls++;
           char what[96];
@@ -1001,8 +1040,9 @@ static int compare_kv16(pair *p, const bpair *b, size_t n, double tol, const cha
 
 /* With g_attn_proj set, attention_case follows every call with the output
  * projection (a Q4 matrix of 37 rows, accumulated into a residual) reading
- * the attention output, as a model does: a decode step's split merge may
- * then fuse into that product (matvec.wgsl PRE 3); the residual is compared
+ * the attention output, as a model does (a decode step as the graph's
+ * mixer+matmul fused op): its split merge may then be computed by that
+ * product (matvec.wgsl PRE 3); the residual is compared
  * too, and g_attn_merges counts the decode steps that had splits. */
 static int g_attn_proj;
 static int g_attn_merges;
@@ -1054,12 +1094,18 @@ static int attention_case(pair *p, int H, int KVH, int D, const int *calls, int 
       a.qkv = qkv.c, a.k_cache = kc.c, a.v_cache = vcache.c, a.out = o.c;
       p->cpu->attention(p->cpu, &a);
       a.qkv = qkv.g, a.k_cache = kc.g, a.v_cache = vcache.g, a.out = o.g;
-      p->gpu->attention(p->gpu, &a);
+      if (g_attn_proj && n == 1) { /* one token: the graph's mixer+matmul fused op */
+        const wisp_fused_matmul f = {.pre = WISP_PRE_ATTENTION, .attention = &a, .W = &proj.m, .x = o.g,
+                                     .y = resid.g, .accumulate = 1};
+        p->gpu->matmul_fused(p->gpu, &f);
+      } else {
+        p->gpu->attention(p->gpu, &a);
+      }
       char what[128];
       snprintf(what, sizeof what, "attention H %d KVH %d D %d call %d (pos0 %d, n %d)", H, KVH, D, c, pos0, n);
       if (g_attn_proj) { /* the last token's output projected into the residual */
         p->cpu->matmul(p->cpu, &proj.m, o.c, n - 1, 1, resid.c, 1);
-        p->gpu->matmul(p->gpu, &proj.m, o.g, n - 1, 1, resid.g, 1);
+        if (n > 1) p->gpu->matmul(p->gpu, &proj.m, o.g, n - 1, 1, resid.g, 1);
         if (n == 1 && pos0 >= 32) g_attn_merges++;
         char w2[160];
         snprintf(w2, sizeof w2, "%s: projected", what);
@@ -1622,9 +1668,10 @@ TEST(webgpu_backend_fused_argmax_rounded_grid) {
     ok = xb && yb && ids && !be->prepare_matrix(be, &W);
     if (ok) {
       be->buf_write(be, xb, 0, C, x);
-      be->matmul(be, &W, xb, 0, 1, yb, 0);
       wisp_sampling greedy = {.top_p = 1, .seed = 1};
-      be->sample_id(be, yb, V, &greedy, 0, ids, 1);
+      const wisp_fused_matmul f = {.W = &W, .x = xb, .y = yb, .post = WISP_POST_ARGMAX, .sampling = &greedy,
+                                   .ids = ids, .slot = 1}; /* the graph's head+argmax fused op */
+      if (!be->matmul_fused(be, &f)) be->sample_id(be, yb, V, &greedy, 0, ids, 1);
       float got_f;
       ok = !be->sync(be);
       be->buf_read(be, ids, 1, 1, &got_f);
@@ -1654,7 +1701,8 @@ TEST(webgpu_backend_fused_argmax_rounded_grid) {
  * lowest index must win, within one workgroup (rows 4321, 4322, and 4353
  * in a later row chunk) and across workgroups (row 17 vs 4321, 4322). Subgroup variant whole and split into
  * 256-row parts (part offsets), plain variant; the logits are still
- * written; no_fuse_argmax gives the same ids unfused. */
+ * written; no_fuse_argmax (caps without head+argmax) gives the same ids
+ * unfused. */
 TEST(webgpu_backend_fused_argmax_ties) {
   WEBGPU_OR_SKIP(d);
   enum { V = 20000, C = 64 }; /* >= 16384 rows: the tall (head) geometry */
@@ -1696,9 +1744,16 @@ TEST(webgpu_backend_fused_argmax_ties) {
     ok = xb && yb && ids && !be->prepare_matrix(be, &W);
     for (int k = 0; ok && k < 2; k++) {
       be->buf_write(be, xb, 0, C, x[k]);
-      be->matmul(be, &W, xb, 0, 1, yb, 0);
       wisp_sampling greedy = {.top_p = 1, .seed = 1};
-      be->sample_id(be, yb, V, &greedy, 0, ids, 1 + k);
+      /* the graph's head+argmax fused op where the backend's caps name it
+       * (not with tuning fuseArgmax=0: then the two ops) */
+      wisp_device_caps caps;
+      be->caps(be, &caps);
+      const wisp_fused_matmul f = {.W = &W, .x = xb, .y = yb, .post = WISP_POST_ARGMAX, .sampling = &greedy,
+                                   .ids = ids, .slot = 1 + k};
+      if (!(caps.fusions & WISP_FUSE_HEAD_ARGMAX)) be->matmul(be, &W, xb, 0, 1, yb, 0);
+      if (!(caps.fusions & WISP_FUSE_HEAD_ARGMAX) || !be->matmul_fused(be, &f))
+        be->sample_id(be, yb, V, &greedy, 0, ids, 1 + k);
       float got_f;
       ok = !be->sync(be);
       be->buf_read(be, ids, 1 + (size_t)k, 1, &got_f);

@@ -452,7 +452,8 @@ static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *h
  * 256 positions a cache, grows (256 -> 512 -> 1,024) while it
  * generates, and its greedy tokens equal those of a session whose caches
  * are made for the whole context (kvGrow=0), op by op and through the
- * persistent decode (whose arena grows with the caches). */
+ * persistent decode (whose arena grows with the caches; persistOpt bit 16:
+ * its attention in chunks of 256 keys, here up to 540 keys in one split). */
 TEST(webgpu_kv_grows_while_generating) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -463,7 +464,7 @@ TEST(webgpu_kv_grows_while_generating) {
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
   static int32_t tok[3][GROW_STEPS];
   uint64_t h0[3] = {0}, h1[3] = {0}, grows[3] = {0}, pers[3] = {0};
-  static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1"};
+  static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=25"};
   int ok = 1;
   for (int i = 0; ok && i < 3; i++) ok = grow_run(m, tunings[i], tok[i], &h0[i], &h1[i], &grows[i], &pers[i], err, sizeof err);
   wisp_model_close(m);
@@ -484,4 +485,27 @@ TEST(webgpu_kv_grows_while_generating) {
   while (at < GROW_STEPS && tok[0][at] == tok[1][at] && tok[2][at] == tok[1][at]) at++;
   CHECKF(at == GROW_STEPS, "token %d: grown %d, whole context %d, persistent %d", at, tok[0][at], tok[1][at],
          tok[2][at]);
+}
+
+/* A WebGPU scheduler of 64 slots at context 16,384 holds 256 positions a
+ * slot up front (its KV caches share one buffer a layer and grow together
+ * on demand), not 64 x 16,384. */
+TEST(webgpu_kv_growth_64_slots_reserve_little) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "";
+  const char *dir = long_llama(log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_sched_options o = {.backend = "webgpu", .parallel = 64, .context = GROW_CTX};
+  wisp_sched *S = NULL;
+  wisp_status st = wisp_sched_new(m, &o, &S);
+  uint64_t full = 0, held = st == WISP_OK ? wisp_sched_kv_bytes_held(S, &full) : 0;
+  wisp_sched_free(S);
+  wisp_model_close(m);
+  CHECKF(st == WISP_OK, "%s", wisp_last_error());
+  const uint64_t per_pos = 2ull * 2 * DKV * 32 * 4; /* 2 layers, K and V, 2 KV heads of 32, f32 */
+  CHECKF(full == 64ull * GROW_CTX * per_pos && held == 64ull * 256 * per_pos, "held %llu of %llu",
+         (unsigned long long)held, (unsigned long long)full);
 }

@@ -35,12 +35,13 @@ typedef struct {
   int nkeep;
 } trio;
 
-static int trio_open(trio *t, wisp_wgpu_device *d, uint64_t max_binding) {
+static int trio_open(trio *t, wisp_wgpu_device *d, uint64_t max_binding, uint32_t chunk_cols) {
   memset(t, 0, sizeof *t);
   if (wisp_cpu_backend_new(1, &t->be[REF])) return 0;
   for (int i = CHUNKED; i <= BY_TOKEN; i++) {
     wisp_wgpu_backend_opts o = {.device = d, .subgroups = -1, .max_binding = max_binding};
     o.dn_chunk_min = i == CHUNKED ? 1 : 1u << 30;
+    o.dn_chunk_cols = chunk_cols;
     if (wisp_wgpu_backend_new(&o, &t->be[i])) return 0;
   }
   return 1;
@@ -208,7 +209,7 @@ TEST(webgpu_dn_chunked_matches_cpu_and_recurrence) {
   WEBGPU_OR_SKIP(d);
   memset(g_worst, 0, sizeof g_worst);
   trio t;
-  int opened = trio_open(&t, d, 0);
+  int opened = trio_open(&t, d, 0, 0);
   CHECKF(opened, "%s", wisp_last_error());
   if (!opened) {
     trio_close(&t);
@@ -244,7 +245,7 @@ TEST(webgpu_dn_chunked_waves) {
   memset(g_worst, 0, sizeof g_worst);
   /* a prep block of 2 v-heads of 16 x 16: 64 x (48 + 16 + 128) + 4 floats, 49 KB */
   trio t;
-  int opened = trio_open(&t, d, 2 * 2 * 49168 + 1024);
+  int opened = trio_open(&t, d, 2 * 2 * 49168 + 1024, 0);
   CHECKF(opened, "%s", wisp_last_error());
   if (!opened) {
     trio_close(&t);
@@ -346,4 +347,30 @@ TEST(webgpu_dn_chunked_small_qwen) {
   wisp_model_close(m);
   printf("     qwen35-small f32, prompt %d + %d steps: logit error chunked %.3g, token by token %.3g of max|logit|\n",
          np, steps, worst[CHUNKED], worst[BY_TOKEN]);
+}
+
+/* The state pass's other column blocks (tuning dnChunkCols; the default
+ * 16 is the test above's): 4, 8 and 32 columns a workgroup, k_dim 40 (not
+ * a multiple of the row groups) and v_dim 36 (a partial block). */
+TEST(webgpu_dn_chunked_column_blocks) {
+  WEBGPU_OR_SKIP(d);
+  memset(g_worst, 0, sizeof g_worst);
+  static const uint32_t cols[] = {4, 8, 32};
+  for (int ci = 0; ci < 3; ci++) {
+    trio t;
+    int opened = trio_open(&t, d, 0, cols[ci]);
+    CHECKF(opened, "%s", wisp_last_error());
+    if (!opened) {
+      trio_close(&t);
+      return;
+    }
+    uint64_t seed = 500 + (uint64_t)ci, chunked = 0;
+    char err[600] = "";
+    static const int calls[] = {70, 1, 20};
+    int ok = dn_case(&t, 1, 2, 40, 36, 4, calls, 3, &seed, &chunked, err, sizeof err);
+    trio_close(&t);
+    CHECKF(ok, "%u columns: %s", cols[ci], err);
+    CHECKF(chunked == 2, "%u columns: %llu calls ran in chunks", cols[ci], (unsigned long long)chunked);
+  }
+  printf("     chunked, 4 / 8 / 32 columns a workgroup: max error %.3g of max|ref|\n", g_worst[CHUNKED]);
 }

@@ -149,6 +149,7 @@ static const char *const k_reruns[] = {
     "decode_loop_webgpu_pipelined_matches_sequential", "decode_loop_webgpu_sampler_matches_reference",
     "webgpu_matmul_i8_small_model_tokens",    "webgpu_backend_f16_q8_0_weights",
     "webgpu_rows_do_not_interfere",           "webgpu_dn_chunked_matches_cpu_and_recurrence",
+    "webgpu_dn_chunked_column_blocks",
 };
 
 /* Under AddressSanitizer (the second half of `make test`) the re-runs are

@@ -23,8 +23,10 @@
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_products_i8.h"
+#include "engine/engine.h"
 #include "format/quant.h"
 #include "format/tensor.h"
+#include "st_fixture.h"
 #include "test.h"
 #include "util/err.h"
 #include "webgpu_fixture.h"
@@ -276,4 +278,58 @@ TEST(webgpu_matmul_i8k_fused_quantize_same_bits) {
     free(y[0]), free(y[1]);
   }
   CHECKF(ok, "%s", err);
+}
+
+/* The plan takes the Q4_K integer product under the throughput profile,
+ * as the CPU takes its own (the registry's rule has no architecture): the
+ * tiny Qwen 3.5 (Q4_K) prefilled on WebGPU with profiles/throughput runs
+ * int8 products, the default profile none, and the throughput logits stay
+ * within TOL_I8K_LOGITS of max|logit| of the exact CPU ones, same argmax. */
+#define TOL_I8K_LOGITS 0.1
+TEST(webgpu_matmul_i8k_qwen_throughput_profile) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char hf[600], art[600], cmd[1600], log[2048];
+  snprintf(hf, sizeof hf, "%s/i8k_qwen_hf", test_tmpdir());
+  snprintf(art, sizeof art, "%s/i8k_qwen_q4k", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", hf);
+  CHECK(system(cmd) == 0);
+  CHECK(fx_write_tiny_qwen35(hf) == 0);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant q4k --quiet", test_wisp_bin(), hf, art);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  const int V = wisp_model_vocab(m);
+  float *lg[3];
+  uint64_t prods[3] = {0, 0, 0}, quants = 0;
+  static const char *backends[3] = {"cpu", "webgpu", "webgpu"}, *profiles[3] = {NULL, NULL, "throughput"};
+  int32_t ids[40];
+  for (int k = 0; k < 40; k++) ids[k] = (int32_t)((5 + 17 * k) % V);
+  int ok = 1;
+  for (int i = 0; i < 3; i++) {
+    lg[i] = malloc(sizeof(float) * (size_t)V);
+    wisp_session_options o = {.backend = backends[i], .profile = profiles[i], .threads = 1};
+    wisp_session *s = NULL;
+    ok = ok && lg[i] && !wisp_session_new(m, &o, &s) && !wisp_session_eval(s, ids, 40, lg[i]);
+    if (ok && i) wisp_wgpu_mm8_counts(s->backend, &prods[i], &quants);
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+  CHECKF(ok, "%s", wisp_last_error());
+  double mx = 0, e = 0;
+  int a0 = 0, a2 = 0;
+  for (int v = 0; v < V; v++) {
+    mx = fmax(mx, fabs(lg[0][v]));
+    e = fmax(e, fabs((double)lg[2][v] - lg[0][v]));
+    if (lg[0][v] > lg[0][a0]) a0 = v;
+    if (lg[2][v] > lg[2][a2]) a2 = v;
+  }
+  for (int i = 0; i < 3; i++) free(lg[i]);
+  CHECKF(prods[1] == 0 && prods[2] > 0, "int8 products: %llu by default, %llu with throughput",
+         (unsigned long long)prods[1], (unsigned long long)prods[2]);
+  CHECKF(e <= TOL_I8K_LOGITS * mx, "throughput logits %.3g of max|logit| from the exact CPU ones (tol %g)", e / mx,
+         TOL_I8K_LOGITS);
+  CHECKF(a0 == a2, "argmax %d exact CPU, %d throughput WebGPU", a0, a2);
+  printf("     tiny Qwen 3.5 Q4_K, throughput prefill: %llu int8 products, logits %.3g of max|logit| from exact\n",
+         (unsigned long long)prods[2], e / mx);
 }

@@ -141,9 +141,10 @@ static const wisp_kernel_choice *g_attn_choice; /* the next gated_case's plan ch
 /* With g_qproj set, gated_case and deltanet_case follow every call with
  * the output projection a model does next (a 37-row Q4_K matrix over the
  * op's output, last token, accumulated into a residual) where the output
- * width is whole super-blocks: a one-token decode step's gated merge or
- * split-head gated norm may then be computed by that product while it
- * stages its input (q4k_matvec.wgsl PRE); the residual is compared too. */
+ * width is whole super-blocks: a one-token decode step runs as the graph's
+ * fused op (mixer+matmul), where the gated merge or split-head gated norm
+ * may be computed by that product while it stages its input
+ * (q4k_matvec.wgsl PRE); the residual is compared too. */
 static int g_qproj;
 
 typedef struct {
@@ -173,12 +174,27 @@ static int qproj_open(qpair *p, qproj *pj, int cols, uint64_t *seed) {
   return !p->cpu->prepare_matrix(p->cpu, &pj->mc) && !p->gpu->prepare_matrix(p->gpu, &pj->mg);
 }
 
-/* The projection of the last of n tokens of o into the residual, compared. */
+/* The gpu's mixer op (*mixer, a's op) for n tokens, followed by the
+ * projection (the graph's mixer+matmul fused op) for one token. */
+static void qproj_mixer(qpair *p, qproj *pj, wisp_fused_pre mixer, const void *a, const qbuf *o, int n) {
+  if (pj->on && n == 1) {
+    const wisp_fused_matmul f = {.pre = mixer, .attention_gated = a, .deltanet_pre = a, .W = &pj->mg, .x = o->g,
+                                 .y = pj->resid.g, .accumulate = 1};
+    p->gpu->matmul_fused(p->gpu, &f);
+  } else if (mixer == WISP_PRE_DELTANET) {
+    p->gpu->gated_deltanet(p->gpu, a);
+  } else {
+    p->gpu->attention_gated(p->gpu, a);
+  }
+}
+
+/* The projection of the last of n tokens of o into the residual (the gpu's
+ * already made by qproj_mixer for one token), compared. */
 static int qproj_step(qpair *p, qproj *pj, const qbuf *o, int n, double tol, const char *what, char *err,
                       size_t cap) {
   if (!pj->on) return 1;
   p->cpu->matmul(p->cpu, &pj->mc, o->c, n - 1, 1, pj->resid.c, 1);
-  p->gpu->matmul(p->gpu, &pj->mg, o->g, n - 1, 1, pj->resid.g, 1);
+  if (n > 1) p->gpu->matmul(p->gpu, &pj->mg, o->g, n - 1, 1, pj->resid.g, 1);
   char w2[200];
   snprintf(w2, sizeof w2, "%s: projected", what);
   return qcompare(p, &pj->resid, pj->resid.n, tol, w2, err, cap);
@@ -227,7 +243,7 @@ static int gated_case(qpair *p, int H, int KVH, int D, int R, const int *calls, 
     a.qkv = qkv.c, a.k_cache = kc.c, a.v_cache = vcache.c, a.out = o.c;
     p->cpu->attention_gated(p->cpu, &a);
     a.qkv = qkv.g, a.k_cache = kc.g, a.v_cache = vcache.g, a.out = o.g;
-    p->gpu->attention_gated(p->gpu, &a);
+    qproj_mixer(p, &pj, WISP_PRE_ATTENTION_GATED, &a, &o, n);
     char what[160];
     snprintf(what, sizeof what, "attention_gated H %d KVH %d D %d R %d call %d (pos0 %d, n %d)", H, KVH, D, R, c, pos0,
              n);
@@ -445,7 +461,7 @@ static int deltanet_case(qpair *p, int KH, int VH, int DK, int DV, int L, const 
     a.proj = pr.c, a.conv_state = cst.c, a.state = st.c, a.out = o.c;
     p->cpu->gated_deltanet(p->cpu, &a);
     a.proj = pr.g, a.conv_state = cst.g, a.state = st.g, a.out = o.g;
-    p->gpu->gated_deltanet(p->gpu, &a);
+    qproj_mixer(p, &pj, WISP_PRE_DELTANET, &a, &o, n);
     pos += n;
     char what[160];
     snprintf(what, sizeof what, "gated_deltanet KH %d VH %d DK %d DV %d L %d call %d (n %d)", KH, VH, DK, DV, L, c, n);
@@ -1015,8 +1031,9 @@ TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
         p.cpu->rmsnorm(p.cpu, x.c, &nw, 1e-6f, 1, C, xn.c);
         p.cpu->matmul(p.cpu, &m, xn.c, 0, 1, y.c, 0);
         uint64_t d0 = dispatches(p.gpu);
-        p.gpu->rmsnorm(p.gpu, x.g, &nw, 1e-6f, 1, C, xn.g);
-        p.gpu->matmul(p.gpu, &mg, xn.g, 0, 1, y.g, 0);
+        const wisp_fused_matmul nm = {.pre = WISP_PRE_RMSNORM, .pre_in = x.g, .pre_dim = C, .norm = &nw, .eps = 1e-6f,
+                                      .W = &mg, .x = xn.g, .y = y.g};
+        p.gpu->matmul_fused(p.gpu, &nm);
         p.gpu->sync(p.gpu);
         uint64_t nd = dispatches(p.gpu) - d0;
         snprintf(what, sizeof what, "norm+q4k %dx%d geometry %d", R, C, gi);
@@ -1029,9 +1046,10 @@ TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
           p.cpu->matmul(p.cpu, &f, xn.c, 0, 1, gu.c, 0);
           p.cpu->swiglu(p.cpu, gu.c, 1, R, mid.c);
           d0 = dispatches(p.gpu);
-          p.gpu->rmsnorm(p.gpu, x.g, &nw, 1e-6f, 1, C, xn.g);
-          p.gpu->matmul(p.gpu, &fg, xn.g, 0, 1, gu.g, 0);
-          p.gpu->swiglu(p.gpu, gu.g, 1, R, mid.g);
+          const wisp_fused_matmul ffn = {.pre = WISP_PRE_RMSNORM, .pre_in = x.g, .pre_dim = C, .norm = &nw,
+                                         .eps = 1e-6f, .W = &fg, .x = xn.g, .y = gu.g, .post = WISP_POST_SWIGLU,
+                                         .post_out = mid.g, .post_dim = R};
+          if (!p.gpu->matmul_fused(p.gpu, &ffn)) p.gpu->swiglu(p.gpu, gu.g, 1, R, mid.g);
           p.gpu->sync(p.gpu);
           nd = dispatches(p.gpu) - d0;
           snprintf(what, sizeof what, "norm+gate/up+swiglu F %d cols %d geometry %d", R, C, gi);
@@ -1050,7 +1068,7 @@ TEST(webgpu_qwen_q4k_fused_norm_and_ffn) {
 
 /* The greedy head argmax fused into a Q4_K head (lmHeadArgmaxQ4K geometries): tied rows at the
  * maximum, within and across workgroups, go to the lowest index as on the CPU; also split into
- * parts (row ranges) and with the switch off. */
+ * parts (row ranges) and with the fusion not applied. */
 TEST(webgpu_qwen_q4k_fused_head_argmax) {
   WEBGPU_OR_SKIP(d);
   static const int geos[4][4] = {{0, 0, 0, -1}, {32, 4, 1, 0}, {7, 2, 1, 1}, {0, 0, 0, -1}}; /* cols, tpc, on, full */
@@ -1060,7 +1078,6 @@ TEST(webgpu_qwen_q4k_fused_head_argmax) {
     wisp_backend_settings s;
     wisp_backend_settings_default(&s);
     if (gi < 4) s.head_cols = geos[gi][0], s.head_tpc = geos[gi][1], s.head_full_block = geos[gi][3];
-    s.head_argmax = gi != 3;
     p.gpu->configure(p.gpu, &s);
     const int V = 1001, C = 256;
     uint64_t seed = 107;
@@ -1089,9 +1106,16 @@ TEST(webgpu_qwen_q4k_fused_head_argmax) {
     for (int b = 0; b < 2; b++) {
       const wisp_buf *xb = b ? x.g : x.c;
       wisp_buf *xnb = b ? xn.g : xn.c, *lb = b ? lg.g : lg.c, *ib = b ? ids.g : ids.c;
-      be[b]->rmsnorm(be[b], xb, &nw, 1e-6f, 1, C, xnb);
-      be[b]->matmul(be[b], b ? &mg : &m, xnb, 0, 1, lb, 0);
-      be[b]->sample_id(be[b], lb, V, &greedy, 0, ib, 1);
+      if (b) { /* the graph's norm + head + argmax (geometry 3: the argmax fusion not applied) */
+        const wisp_fused_matmul fm = {.pre = WISP_PRE_RMSNORM, .pre_in = xb, .pre_dim = C, .norm = &nw, .eps = 1e-6f,
+                                      .W = &mg, .x = xnb, .y = lb, .post = gi == 3 ? WISP_POST_NONE : WISP_POST_ARGMAX,
+                                      .sampling = &greedy, .ids = ib, .slot = 1};
+        if (!be[b]->matmul_fused(be[b], &fm)) be[b]->sample_id(be[b], lb, V, &greedy, 0, ib, 1);
+      } else {
+        be[b]->rmsnorm(be[b], xb, &nw, 1e-6f, 1, C, xnb);
+        be[b]->matmul(be[b], &m, xnb, 0, 1, lb, 0);
+        be[b]->sample_id(be[b], lb, V, &greedy, 0, ib, 1);
+      }
       CHECK(!be[b]->sync(be[b]));
     }
     wisp_wgpu_backend_stats_get(p.gpu, &s1);
@@ -1148,10 +1172,10 @@ TEST(webgpu_qwen_q4k_fused_in_proj_ranges) {
       a.proj = pr.c, a.conv_state = cst.c, a.state = st.c, a.out = o.c;
       p.cpu->gated_deltanet(p.cpu, &a);
       uint64_t d0 = dispatches(p.gpu);
-      p.gpu->rmsnorm(p.gpu, x.g, &nw, 1e-6f, 1, C, xn.g);
-      p.gpu->matmul(p.gpu, &mg, xn.g, 0, 1, pr.g, 0);
       a.proj = pr.g, a.conv_state = cst.g, a.state = st.g, a.out = o.g;
-      p.gpu->gated_deltanet(p.gpu, &a);
+      const wisp_fused_matmul in = {.pre = WISP_PRE_RMSNORM, .pre_in = x.g, .pre_dim = C, .norm = &nw, .eps = 1e-6f,
+                                    .W = &mg, .x = xn.g, .y = pr.g, .post = WISP_POST_DELTANET, .deltanet_post = &a};
+      if (!p.gpu->matmul_fused(p.gpu, &in)) p.gpu->gated_deltanet(p.gpu, &a);
       p.gpu->sync(p.gpu);
       nd = dispatches(p.gpu) - d0;
       ok = qcompare(&p, &pr, pr.n, TOL_Q4K, "in_proj", err, sizeof err) &&

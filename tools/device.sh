@@ -44,7 +44,10 @@
 #                                     "seed qwen08 qwen2b") for WORKLOADS (default
 #                                     "batch1 throughput prefill1024": decode 128+256
 #                                     at one token a submit and under the throughput
-#                                     profile, prefill 1,024; batchN any batch)
+#                                     profile, prefill 1,024; batchN any batch;
+#                                     opbyop: decode 128+256 with the persistent
+#                                     decode off, every step through the graph's
+#                                     fused ops)
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
@@ -54,6 +57,15 @@
 #                                     both ways; prefill 512 / 1,024 / 2,048 receipts for
 #                                     dnChunkCols 8, 16, 32 and token by token; the
 #                                     dnChunkMin crossover (prefills of 4..64 tokens)
+#   tools/device.sh tune OUT          `wisp tune` against the default in one run: on
+#                                     MODELS (default "seed qwen08") a copy of the
+#                                     artifact is tuned (TUNE_BUDGET seconds, default
+#                                     600; TUNE_ARGS e.g. --quick), then `wisp bench`
+#                                     of the untuned and the tuned artifact alternate
+#                                     REPS (3) times for WORKLOADS (default "batch1
+#                                     default opbyop prefill1024"); tune.txt has tuned/default
+#                                     per workload and whether tuned was ever slower
+#                                     than the default beyond the runs' own spread
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
 #   tools/device.sh templates OUT     the chat-template renderings of
 #                                     tests/data/chat_templates/expected.json
@@ -75,6 +87,16 @@
 #                                     qwen08"): aggregate tok/s, TTFT and ITL; then a 6-turn
 #                                     chat (TTFT per turn with prompt reuse); then the
 #                                     suite's sched_ tests
+#   tools/device.sh products OUT      each prefill product kernel's GFLOP/s and fraction
+#                                     of the FP32 (67 TFLOP/s) or DP4A (134 TOP/s) peak
+#                                     (tools/prod_probe.c, GPU timestamps): f32 activations
+#                                     (matmul.wgsl, the exact profile) for f32, F16, Q4, Q4Z,
+#                                     Q4_K, Q8_0 and int8 ones (matmul_i8.wgsl, the throughput
+#                                     profile) for Q4, Q4Z, Q4_K, Q8_0, on SHAPES (default the
+#                                     Qwen 3.5 0.8B products "2048x1024 7168x1024 1024x3584")
+#                                     x TOKENS ("512 2048"), each under the TUNINGS given
+#                                     (default: the tile by size, then "matmul=64x32"); the
+#                                     receipt OUT/products.json; then the suite's product tests
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
@@ -87,7 +109,7 @@ shift || true
 # ---- here ------------------------------------------------------------------
 bundle() {
   local jobs; jobs=$(nproc)
-  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe"
+  local bins="build/wisp build/wisp_tests build/grid_probe build/phase_probe build/stream_probe build/seq_probe build/sched_probe build/prod_probe"
   [ -n "${SLIM:-}" ] && bins=build/wisp # SLIM=1: wisp alone, for calls that carry more (bench/serve-h200.sh)
   # shellcheck disable=SC2086
   make -s -j"$jobs" $bins
@@ -277,7 +299,9 @@ ab() {
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
         prefill1024) args="--prompt 1024 --decode 16 --profile exact" ;;
         batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch} --profile exact" ;;
-        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024)"; continue ;;
+        # the op-by-op decode (the graph's fused ops, no persistent decode)
+        opbyop) args="--prompt 128 --decode 256 --profile exact --tuning persist=0" ;;
+        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
         for b in ${BINS:-wisp_prev wisp}; do
@@ -319,9 +343,19 @@ dnchunk() {
         cpu) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend cpu -t 16 2>&1 >/dev/null) ;;
         *) ids=$($W run -m "$a" -f "$prompt" -n 32 --temp 0 --ids --ignore-eos --backend webgpu --tuning "$t" 2>&1 >/dev/null) ;;
       esac
-      echo "$ids" | grep "generated ids" | sed "s/^/$t: /" | cut -c1-160 | tee -a "$OUT/dnchunk-$m-ids.txt"
+      if echo "$ids" | grep -q "generated ids"; then
+        echo "$ids" | grep "generated ids" | sed "s/^/$t: /" >> "$OUT/dnchunk-$m-ids.txt"
+      else
+        echo "$t: no ids: $(echo "$ids" | tail -1)" | tee -a "$OUT/dnchunk-$m-ids.txt"
+      fi
     done
-    [ "$(cut -d: -f2- "$OUT/dnchunk-$m-ids.txt" | sort -u | wc -l)" = 1 ] && echo "$m: identical" || echo "$m: DIFFER"
+    cut -c1-160 "$OUT/dnchunk-$m-ids.txt"
+    if [ "$(grep -c "generated ids" "$OUT/dnchunk-$m-ids.txt")" = 3 ] &&
+       [ "$(sed 's/^[^:]*: //' "$OUT/dnchunk-$m-ids.txt" | sort -u | wc -l)" = 1 ]; then
+      echo "$m: identical greedy ids"
+    else
+      echo "$m: DIFFER"
+    fi
     say "$m: GPU time of a 1,024-token prefill"
     for t in dnChunkMin=16 $off; do
       WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu --prompt 1024 --decode 4 --tuning "$t" -o /tmp/p.json 2>&1 |
@@ -343,6 +377,61 @@ dnchunk() {
   done
 }
 
+# wisp tune against the default in one run: the same binary, the same
+# weights, the untuned artifact and its tuned copy alternated.
+tune() {
+  local args
+  for m in ${MODELS:-seed qwen08}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    local t=/tmp/wt-tuned-$m
+    rm -rf "$t" && cp -r "$a" "$t"
+    say "tune $m"
+    # shellcheck disable=SC2086
+    $W tune -m "$t" --budget "${TUNE_BUDGET:-600}" -o "$OUT/tune-$m" ${TUNE_ARGS:-} 2>"$OUT/tune-$m.log" | tee "$OUT/tune-$m.txt"
+    $W plan -m "$t" --backend webgpu 2>&1 | grep -A12 '^tuning' > "$OUT/plan-tuned-$m.txt"
+    cat "$OUT/plan-tuned-$m.txt"
+    for w in ${WORKLOADS:-batch1 default opbyop prefill1024}; do
+      case $w in
+        batch1) args="--prompt 128 --decode 256 --batch 1 --profile exact" ;;
+        default) args="--prompt 128 --decode 256" ;;
+        # the op-by-op decode (as sampling runs it), where the tuned one-token geometry acts
+        opbyop) args="--prompt 128 --decode 256 --tuning persist=0" ;;
+        prefill1024) args="--prompt 1024 --decode 16" ;;
+        *) echo "tune: unknown workload '$w' (batch1, default, opbyop, prefill1024)"; continue ;;
+      esac
+      for rep in $(seq "${REPS:-3}"); do
+        for v in default tuned; do
+          local dir=$a; [ "$v" = tuned ] && dir=$t
+          # shellcheck disable=SC2086
+          printf '%-8s %-12s %-8s %s %s\n' "$m" "$w" "$v" "$rep" \
+            "$($W bench -m "$dir" --backend webgpu $args -o "$OUT/tune-ab-$m-$w-$v-$rep.json" 2>/dev/null | head -1)" |
+            tee -a "$OUT/tune-ab.txt"
+        done
+      done
+    done
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/tune.txt"
+import glob, json, os, statistics, sys
+out = sys.argv[1]
+runs = {}
+for f in glob.glob(os.path.join(out, "tune-ab-*.json")):
+    m, w, v, rep = os.path.basename(f)[len("tune-ab-"):-len(".json")].rsplit("-", 3)
+    r = json.load(open(f))
+    tps = r["prefill"]["tok_per_s"] if w.startswith("prefill") else r["decode"]["tok_per_s"]
+    runs.setdefault((m, w), {}).setdefault(v, []).append(tps)
+slower = 0
+for (m, w), v in sorted(runs.items()):
+    d, t = v.get("default", []), v.get("tuned", [])
+    if not d or not t: continue
+    md, mt = statistics.median(d), statistics.median(t)
+    noise = (max(d) - min(d)) / md / 2 if len(d) > 1 else 0
+    bad = mt < md * (1 - noise)
+    slower += bad
+    print(f"{m:8} {w:12} default {md:10.1f} tok/s  tuned {mt:10.1f} tok/s  {mt / md:5.2f}x  (default's spread {100 * noise:.1f}%){'  SLOWER' if bad else ''}")
+print("tuned never slower than the default beyond the spread" if not slower else f"tuned slower in {slower} workloads")
+PY
+}
+
 probe() {
   timeout "${PROBE_SECONDS:-150}" .dev/phase_probe "${PROBE_WG:-132}" "${PROBE_ROUNDS:-2000}" 2>&1 | tee "$OUT/phase-probe.txt"
 }
@@ -361,6 +450,24 @@ rows() {
   done
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu_rows_ 2>&1 | tail -4
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests sequences 2>&1 | tail -8
+}
+
+# the prefill products against the peaks (docs/webgpu.md, "Products")
+products() {
+  local args=() sh tk
+  for sh in ${SHAPES:-2048x1024 7168x1024 1024x3584}; do args+=(--shape "$sh"); done
+  for tk in ${TOKENS:-512 2048}; do args+=(--tokens "$tk"); done
+  local t first=1
+  echo '[' >"$OUT/products.json"
+  for t in ${TUNINGS:-none matmul=64x32}; do
+    local tune=(); [ "$t" = none ] || tune=(--tuning "$t")
+    say "products $t"
+    [ $first = 1 ] || echo ',' >>"$OUT/products.json"
+    first=0
+    .dev/prod_probe --reps "${REPS:-5}" "${args[@]}" "${tune[@]}" 2>"$OUT/products-$t.log" | tee -a "$OUT/products.json"
+  done
+  echo ']' >>"$OUT/products.json"
+  WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu_matmul_ 2>&1 | tail -6
 }
 
 # the serving scheduler: C streams, then a multi-turn chat, per model
@@ -387,7 +494,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -70,6 +70,10 @@ wgsl_rmsnorm_eps_sign	src/backend/webgpu/kernels/rmsnorm.wgsl	sqrt(t / f32(p.n) 
 wgsl_rmsnorm_nosg_eps_sign	src/backend/webgpu/kernels/rmsnorm_nosg.wgsl	/ f32(p.n) + p.eps);	/ f32(p.n) - p.eps);	webgpu_rmsnorm webgpu_backend_rmsnorm
 wgsl_top_p_inverted	src/backend/webgpu/kernels/sample.wgsl	if (reduce_sum(li, mass) >= p.top_p * total) {	if (reduce_sum(li, mass) >= (1.0 - p.top_p) * total) {	decode_loop_webgpu_sampler_matches_reference
 deltanet_decay_step	src/backend/cpu/cpu_gated_deltanet.c	dn_value(j, t, h), expf(g), beta, kv, o);	dn_value(j, t, h), expf(0.5f * g), beta, kv, o);	qwen3_5_tiny_model_matches_independent_reference cpu_deltanet_op_prefill
+wgsl_dn_chunk_decay	src/backend/webgpu/kernels/dn_chunk_prep.wgsl	gam[li] = exp(ghi[li] + glo[li]);	gam[li] = exp(0.5 * (ghi[li] + glo[li]));	webgpu_dn_chunked
+wgsl_dn_chunk_last_decay	src/backend/webgpu/kernels/dn_chunk_state.wgsl	acc[j] = gl * S[i * CB + e];	acc[j] = S[i * CB + e];	webgpu_dn_chunked
+wgsl_dn_chunk_solve	src/backend/webgpu/kernels/dn_chunk_prep.wgsl	for (var s = 0u; s < t; s++) {	for (var s = 1u; s < t; s++) {	webgpu_dn_chunked
+wgsl_dn_conv_ring	src/backend/webgpu/kernels/dn_conv.wgsl	state[ring + (p.pos0 + t) % L] = proj[t * p.row + ch];	state[ring + (p.pos0 + t + 1u) % L] = proj[t * p.row + ch];	webgpu_dn_chunked webgpu_qwen_gated_deltanet
 LIST
 }
 

@@ -185,20 +185,66 @@ typedef struct {
   wisp_decode_phase phases[WISP_GRAPH_MAX_PHASES];
 } wisp_decode_graph;
 
-/* Execution settings the plan resolved for the whole session. */
+/* A product with the neighbours the graph pass fused into it, for
+ * matmul_fused (one token: x and y one row each): before it `pre`, the op
+ * whose output is the product's input x; after it `post`, the op that reads
+ * its output y. The results are those of the ops one after the other (each
+ * op's output buffer written as that op writes it), up to the rounding of
+ * the fused kernels. */
+typedef enum {
+  WISP_PRE_NONE,
+  WISP_PRE_RMSNORM,         /* x = rmsnorm(pre_in, norm, eps), rows of pre_dim */
+  WISP_PRE_SWIGLU,          /* x = silu(gate) * up, pre_in = [gate | up] of pre_dim each */
+  WISP_PRE_ATTENTION,       /* the attention op *attention, whose out is x */
+  WISP_PRE_ATTENTION_GATED, /* the gated attention op *attention_gated, whose out is x */
+  WISP_PRE_DELTANET,        /* the Gated DeltaNet op *deltanet_pre, whose out is x */
+} wisp_fused_pre;
+typedef enum {
+  WISP_POST_NONE,
+  WISP_POST_SWIGLU,    /* post_out = silu(gate) * up, y = [gate | up] of post_dim each */
+  WISP_POST_SHORTCONV, /* the short conv over y (taps, conv_len, conv_state, post_dim) into post_out */
+  WISP_POST_DELTANET,  /* the Gated DeltaNet op *deltanet_post, whose proj is y */
+  WISP_POST_ARGMAX,    /* ids[slot] = the greedy choice over y (sample_id with *sampling, temperature <= 0) */
+} wisp_fused_post;
 typedef struct {
-  int conv_fuse;    /* fuse the decode short conv into its in_proj product */
+  wisp_fused_pre pre;
+  const wisp_buf *pre_in;
+  int pre_dim;
+  const wisp_vector *norm;
+  float eps;
+  const wisp_attention_args *attention;
+  const wisp_gated_attention_args *attention_gated;
+  const wisp_deltanet_args *deltanet_pre;
+  const wisp_matrix *W;
+  const wisp_buf *x;
+  wisp_buf *y;
+  int accumulate;
+  wisp_fused_post post;
+  wisp_buf *post_out;
+  int post_dim;
+  const wisp_vector *taps;
+  int conv_len;
+  wisp_buf *conv_state;
+  const wisp_deltanet_args *deltanet_post;
+  const wisp_sampling *sampling;
+  uint32_t step;
+  wisp_buf *ids;
+  int slot;
+} wisp_fused_matmul;
+
+/* Execution settings the plan resolved for the whole session. Which
+ * fusions run is not among them: the session's step graph says (its
+ * nodes' fused bits, model/graph_fuse.c) and calls the fused ops. */
+typedef struct {
   int flash_blocks; /* most blocks one decode token's attention is split over */
   /* One-token product geometry (threads, rows) for every matrix, replacing
    * each matrix's own (tuning matvec=WGxROWS, a sweep); 0: each matrix's. */
   int matvec_wg, matvec_rows;
-  /* The profile's session switches (1 = fused arrangement; see docs/webgpu.md,
-   * "The seed profile's session switches"). Which product a held-back
-   * rmsnorm may fuse into is per matrix: wisp_kernel_choice.no_norm_fuse. */
-  int ffn_q4k;           /* norm + gate/up Q4_K product + SwiGLU in one decode dispatch */
-  int ffn_wg, ffn_cols, ffn_tpc, ffn_full_block;   /* its geometry; 0 (full_block -1) = default */
-  int head_argmax;       /* greedy token choice fused into the head product */
-  int head_cols, head_tpc, head_full_block;        /* Q4_K head geometry (lmHeadArgmaxQ4K) */
+  /* The profile's session switches that choose kernels (1 = fused
+   * arrangement; see docs/webgpu.md, "The seed profile's session switches"). */
+  int ffn_wg, ffn_cols, ffn_tpc, ffn_full_block;   /* the fused Q4_K gate/up + SwiGLU's geometry;
+                                                     * 0 (full_block -1) = default */
+  int head_cols, head_tpc, head_full_block;        /* Q4_K head + argmax geometry (lmHeadArgmaxQ4K) */
   int attn_output_gate;  /* output gate inside the decode attention */
   int attn_fused_rope;   /* q/k split + norm + RoPE + KV append inside the decode attention */
   /* The Gated DeltaNet's in-product rows [qkv|z|b|a] (wisp_deltanet_args)
@@ -213,15 +259,18 @@ typedef struct {
                           * Backends without it keep f32. */
   int persist_min_steps; /* the plan's persistentDecodeMinSteps; -1 the plan has none (persistentDecode
                           * null), 0 not given (no plan: the backend's default) */
+  /* The prefill products' tiles the plan resolved (a tuned entry's
+   * candidate.prefillTile, TMxTN, and prefillTileI8, TMxTNxRMxRNxKB;
+   * docs/tuning.md); 0: the backend's own (tuning matmul, matmulI8, which
+   * win when given). */
+  int prefill_tm, prefill_tn;
+  int prefill_i8[5];
 } wisp_backend_settings;
 
 /* Every switch on, default geometry, f32 KV. */
 static inline void wisp_backend_settings_default(wisp_backend_settings *s) {
-  *s = (wisp_backend_settings){.conv_fuse = 1,
-                                .flash_blocks = 32,
-                                .ffn_q4k = 1,
+  *s = (wisp_backend_settings){.flash_blocks = 32,
                                 .ffn_full_block = -1,
-                                .head_argmax = 1,
                                 .head_full_block = -1,
                                 .attn_output_gate = 1,
                                 .attn_fused_rope = 1,
@@ -262,6 +311,13 @@ struct wisp_backend {
    * pattern (model/graph_fuse.c); NULL: the two ops one after the other. */
   void (*rmsnorm_matmul)(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n, wisp_buf *xn,
                          const wisp_matrix *W, wisp_buf *y, int accumulate);
+  /* Optional: a product with the ops the graph pass fused into it
+   * (wisp_fused_matmul), for the fusions the backend's caps name
+   * (caps.h WISP_FUSE_*); the step graph calls it where the session's plan
+   * applies one. pre always runs (inside the product where the kernels
+   * take it, else before it). Returns 1 when post ran too, 0 when nothing
+   * of post was recorded (the caller then runs it as its own op). */
+  int (*matmul_fused)(wisp_backend *be, const wisp_fused_matmul *f);
   /* y[t] (+)= W x[x_row0 + t] for t < n; accumulate adds into y (residual). */
   void (*matmul)(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                  int accumulate);

@@ -17,7 +17,9 @@ void wisp_device_caps_default(wisp_device_caps *d, const char *backend) {
     d->has_f16 = 1;
     d->max_workgroup_size = 1024;
     d->max_shared_bytes = 16384;
+    d->fusions = (1u << WISP_FUSE_KINDS) - 1;
   } else {
+    d->fusions = WISP_FUSE_NORM_MATMUL;
     snprintf(d->vendor, sizeof d->vendor, "cpu");
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();

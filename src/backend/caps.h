@@ -8,6 +8,27 @@
 
 #include "wisp.h"
 
+/* Fusions: neighbouring ops of a step graph that may run as one kernel.
+ * The pass over the graph (model/graph_fuse.c) marks where each occurs; a
+ * backend's caps say which it runs as one op (wisp_device_caps.fusions);
+ * the plan says which of those it applies (plan.c, `wisp plan` lists them)
+ * and the step graph then calls the backend's fused op (backend.h
+ * matmul_fused, rmsnorm_matmul). One bit each. */
+enum {
+  WISP_FUSE_NORM_MATMUL = 1 << 0,     /* rmsnorm computed inside the product that reads it */
+  WISP_FUSE_RESIDUAL_NORM = 1 << 1,   /* a product's residual add feeds the next rmsnorm directly */
+  WISP_FUSE_GATE_UP_SWIGLU = 1 << 2,  /* gate/up product and SwiGLU in one kernel */
+  WISP_FUSE_SWIGLU_MATMUL = 1 << 3,   /* SwiGLU computed inside the down product that reads it */
+  WISP_FUSE_QK_NORM_ROPE_KV = 1 << 4, /* q/k split + norm + RoPE + KV append inside the attention kernel */
+  WISP_FUSE_CONV_MATMUL = 1 << 5,     /* a short conv computed inside its in_proj product */
+  WISP_FUSE_HEAD_ARGMAX = 1 << 6,     /* the greedy choice inside the head product */
+  WISP_FUSE_MIXER_MATMUL = 1 << 7,    /* a mixer's last step (attention split merge and gate, DeltaNet's
+                                       * gated norm) computed by the product that reads its output */
+  WISP_FUSE_MATMUL_DELTANET = 1 << 8, /* the in-product of a Gated DeltaNet by its row ranges ([qkv|z|b|a]:
+                                       * one product, or the ranges the projection switches ask for) */
+  WISP_FUSE_KINDS = 9
+};
+
 typedef struct {
   char backend[16]; /* "cpu" | "webgpu" */
   char vendor[32];
@@ -18,6 +39,7 @@ typedef struct {
   int has_avx2;
   int max_workgroup_size;  /* limits.maxComputeInvocationsPerWorkgroup */
   int max_shared_bytes;    /* limits.maxComputeWorkgroupStorageSize */
+  unsigned fusions;        /* WISP_FUSE_* the backend runs as one op (not a rule context key) */
   /* Which device this is, for the manifest's tuned entries (plan/tuned.h):
    * the adapter's PCI-style ids and its driver's description; 0 and "" on
    * the CPU. Not rule context keys, and not in the plan JSON. */
@@ -25,8 +47,9 @@ typedef struct {
   char driver[128];
 } wisp_device_caps;
 
-/* Defaults for a backend: cpu detects AVX2 on this machine; webgpu assumes
- * subgroups (32 lanes), f16, 1024 invocations, 16 KiB shared, vendor "unknown". */
+/* Defaults for a backend: cpu detects AVX2 on this machine and fuses
+ * rmsnorm+matmul; webgpu assumes subgroups (32 lanes), f16, 1024
+ * invocations, 16 KiB shared, vendor "unknown" and every fusion. */
 void wisp_device_caps_default(wisp_device_caps *d, const char *backend);
 /* Applies "key=value" (a context key name above) to d. */
 wisp_status wisp_device_caps_set(wisp_device_caps *d, const char *assignment);

@@ -16,12 +16,14 @@ typedef struct wisp_backend_stats {
   uint64_t deltanet_chunked; /* multi-token Gated DeltaNet calls run in chunks (dn_chunk_prep + dn_chunk_state + dn_chunk_norm) */
   uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
   uint64_t persistent_steps; /* decode steps run by the persistent kernel */
-  uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the next Q4_K product (PRE) */
+  uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the Q4_K product reading them (PRE) */
   uint64_t q4k_superblock;  /* one-token Q4_K products by q4k_sb.wgsl (a thread per super-block) */
   uint64_t rows_shared;     /* batched-step products (matmul_rows of n > 1) by matvec_rows / q4k_matvec_rows: a weight read once for several rows */
+  uint64_t tiled_products;  /* f32-activation prefill products by matmul.wgsl (wgpu_products_tiled.c) */
   uint64_t rows_sampled;    /* batched steps whose draws ran as one dispatch for all rows (sample_rows) */
   uint64_t attn_splits;     /* key blocks one-token attentions (wgpu_attention.c) were split over, summed (1 when unsplit) */
   uint64_t kv_grows;        /* KV caches grown (kv_buf_grow: reallocated and copied) */
+  uint64_t prefill_tiled;   /* several-token attentions by attn_flash_tiled.wgsl */
   uint64_t pipelines;       /* compute pipelines compiled (first use of each kernel variant) */
   double compile_seconds;   /* time spent compiling them: kept out of tok/s by run and bench */
 } wisp_backend_stats;

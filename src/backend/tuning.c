@@ -57,7 +57,8 @@ static const entry k_keys[] = {
     {"rowsShared", T_OFF, W(no_rows_shared), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsQ4K", T_OFF, W(no_rows_q4k), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsStage", T_ON, W(rows_stage_always), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
-    {"attnPrefill", T_ON, W(attn_prefill), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    /* 1: attn_prefill.wgsl, 2: attn_flash_tiled.wgsl (subgroups), else attn_flash.wgsl */
+    {"attnPrefill", T_UINT, W(attn_prefill), 0, 0, 2, 1, "0, 1 or 2", NO_DEFAULT},
     /* kv=f16 turns f16 caches on over the plan's f32; kv=f32 leaves the plan's choice */
     {"kv", T_SPECIAL, W(kv_f16), 0, 0, 0, 1, "f32 or f16", NO_DEFAULT, .plan = P(kv_f16)},
     {"prefetch", T_SPECIAL, W(prefetch), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
@@ -67,7 +68,9 @@ static const entry k_keys[] = {
     {"matvec", T_PAIR, W(matvec_wg), W(matvec_rows), 1, 1024, 0, "WGxROWS", .def = {128, 4}, .plan = P(matvec_wg), .plan2 = P(matvec_rows)},
     /* the head: 34 vs 43 us at 16 rows on the H200 (seed shape) */
     {"matvecBigRows", T_UINT, W(matvec_big_rows), 0, 1, 16, 0, "1..16", .def = {8}},
-    {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN", .def = {64, 32}},
+    /* no default: wgpu_products_tiled.c picks the tile by the product's size */
+    {"matmul", T_PAIR, W(matmul_tm), W(matmul_tn), 4, 256, 0, "TMxTN", NO_DEFAULT},
+    {"matmulTile", T_PAIR, W(matmul_rm), W(matmul_rn), 1, 8, 0, "RMxRN", NO_DEFAULT},
     {"attnSplits", T_UINT, W(attn_max_splits), 0, 1, 1024, 0, "1..1024", .def = {32}, .plan = P(flash_blocks)},
     /* past attnSplits: a split per TILES 32-key tiles, up to MOST (at or below attnSplits: off) */
     {"attnSplitsLong", T_PAIR, W(attn_long_tiles), W(attn_long_most), 1, 1024, 0, "TILESxMOST", .def = {4, 256}},
@@ -243,6 +246,12 @@ void wisp_tuning_default_of(const char *key, uint32_t out[5]) {
   memset(out, 0, 5 * sizeof *out);
   for (size_t i = 0; i < N_KEYS; i++)
     if (!strcmp(k_keys[i].key, key)) memcpy(out, k_keys[i].def, sizeof k_keys[i].def);
+}
+
+int wisp_tuning_given(const wisp_wgpu_backend_opts *o, const char *key) {
+  for (size_t i = 0; i < N_KEYS; i++)
+    if (!strcmp(k_keys[i].key, key)) return (int)(o->given >> i & 1);
+  return 0;
 }
 
 /* The one rule between the two: a key given in the tuning string replaces

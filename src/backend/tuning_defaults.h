@@ -14,5 +14,7 @@ struct wisp_wgpu_backend_opts; /* backend/webgpu/wgpu_options.h */
 void wisp_tuning_fill_defaults(struct wisp_wgpu_backend_opts *o);
 /* out[0..5) = the table's default for key (0s: none, or no such key). */
 void wisp_tuning_default_of(const char *key, uint32_t out[5]);
+/* 1 when the session's tuning string gave key (o->given), else 0. */
+int wisp_tuning_given(const struct wisp_wgpu_backend_opts *o, const char *key);
 
 #endif

@@ -13,7 +13,7 @@
 #include "format/synthetic.h"
 #include "format/writer.h"
 #include "util/env.h"
-#include "backend/factory.h"
+#include "engine/engine.h" /* wisp_backend_auto_why, through the engine's door */
 #include "util/err.h"
 #include "util/file.h"
 #include "util/paths.h"

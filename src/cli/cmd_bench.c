@@ -288,6 +288,8 @@ int cmd_bench(int argc, char **argv) {
   cJSON_AddStringToObject(jm, "weightsSha256", cJSON_IsString(wsha) ? wsha->valuestring : "unknown");
   cJSON_AddStringToObject(r, "plan_id", plan->id);
   cJSON_AddStringToObject(r, "profile", plan->profile_id ? plan->profile_id : "none");
+  /* the manifest's tuned entry this run used (wisp tune, docs/tuning.md) */
+  if (plan->tuned_present) cJSON_AddStringToObject(r, "tuned", plan->tuned_used[0] ? plan->tuned_used : "none for this device");
   cJSON_AddStringToObject(r, "tuning", tuning ? tuning : ""); /* settings beside the plan (docs/configuration.md) */
   /* the KV caches as the backend keeps them: the plan's kvDtype, or f16 by tuning kv=f16 */
   cJSON_AddStringToObject(r, "kv_dtype", wisp_session_kv_dtype(s));

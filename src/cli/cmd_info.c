@@ -73,7 +73,7 @@ int cmd_info(int argc, char **argv) {
     const cJSON *ext = cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp");
     const cJSON *want = ext ? cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256") : NULL;
     char got[65];
-    wisp_weights_sha256_hex(a->weights, a->weights_len, got);
+    if (wisp_weights_sha256_hex(a->weights, a->weights_len, got)) snprintf(got, sizeof got, "(unreadable)");
     if (!cJSON_IsString(want)) {
       fprintf(stderr, "wisp info: %s/manifest.json has no wisp.weightsSha256 to verify against\n", dir);
       rc = 1;

@@ -1,9 +1,9 @@
 /* wisp plan [-m DIR] [--profile P] [--registry FILE] [--backend auto|cpu|webgpu] [--json]:
  * prints the execution plan that `wisp run` and `wisp bench` execute for this
  * model on this device: per phase and layer type, every op with its kernel,
- * geometry and where the choice came from, and the plan id; first, which
- * backend and profile run and why (auto's finding, the default profile),
- * and the products each phase runs. */
+ * geometry and where the choice came from, and the plan id; then, under
+ * "why this path", which backend and profile run and why (auto's finding,
+ * the default profile) and the products each phase runs. */
 #include <stdio.h>
 #include <string.h>
 

@@ -58,7 +58,7 @@ int cmd_verify(int argc, char **argv) {
       continue;
     }
     char got[65];
-    wisp_weights_sha256_hex(wisp_section_data(a, s), (size_t)s->bytes, got);
+    if (wisp_weights_sha256_hex(wisp_section_data(a, s), (size_t)s->bytes, got)) snprintf(got, sizeof got, "(unreadable)");
     if (strcmp(got, want->valuestring)) {
       fprintf(stderr, "wisp verify: %s: section '%s' sha256 %s does not match the manifest's %s\n", dir, s->name,
               got, want->valuestring);
@@ -68,7 +68,7 @@ int cmd_verify(int argc, char **argv) {
   const cJSON *ext = cJSON_GetObjectItemCaseSensitive(a->manifest, "wisp");
   const cJSON *want = cJSON_GetObjectItemCaseSensitive(ext, "weightsSha256");
   char got[65];
-  wisp_weights_sha256_hex(a->weights, a->weights_len, got);
+  if (wisp_weights_sha256_hex(a->weights, a->weights_len, got)) snprintf(got, sizeof got, "(unreadable)");
   if (!cJSON_IsString(want)) {
     fprintf(stderr, "wisp verify: %s: manifest has no wisp.weightsSha256\n", dir);
     problems++;

@@ -93,7 +93,7 @@ wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op 
   return WISP_OK;
 }
 
-static wisp_status apply_op(wisp_graph *g, const wisp_plan *plan, int phase, const wisp_plan_op *op, int layer) {
+static wisp_status apply_op(wisp_graph *g, int phase, const wisp_plan_op *op, int layer) {
   if (strcmp(op->op, "matmul") != 0) {
     /* A mixer node that takes the plan's kernel (a profile's attention kernel). */
     const wisp_gnode *n = layer >= 0 ? wisp_graph_find(g, layer, op->section, NULL) : NULL;
@@ -102,22 +102,7 @@ static wisp_status apply_op(wisp_graph *g, const wisp_plan *plan, int phase, con
   }
   wisp_matrix *w = wisp_graph_matrix(g, layer, op->section);
   if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
-  wisp_status st = wisp_engine_kernel_choice(&w->choice[phase], op);
-  /* Whether the rmsnorm before this product may run inside it: where the
-   * fusion pass found the pair in the model's graph (graph_fuse.c) and the
-   * plan's switch for that norm allows it (wisp_norm_fuse_switch). The final
-   * norm before the head is not a graph node: the switch alone decides it. */
-  const int allowed = wisp_switch_on(&plan->fusions, wisp_norm_fuse_switch(op->section));
-  int fuse;
-  if (layer < 0) {
-    fuse = strcmp(op->section, "head") || allowed;
-  } else {
-    int at = 0;
-    fuse = wisp_graph_find(g, layer, op->section, &at) && at > 0 &&
-           (g->nodes[at - 1].fused & WISP_FUSE_NORM_MATMUL) && allowed;
-  }
-  w->choice[phase].no_norm_fuse = !fuse;
-  return st;
+  return wisp_engine_kernel_choice(&w->choice[phase], op);
 }
 
 /* One op of the plan against the backend's check_kernel. A host variant
@@ -151,17 +136,21 @@ wisp_status wisp_engine_check_kernels(const wisp_plan *p, wisp_backend *be) {
 
 wisp_status wisp_engine_apply_plan(wisp_graph *g, const wisp_plan *p) {
   wisp_status st;
+  /* The session's graph keeps the fusions this plan applies, no others:
+   * the step graph (graph_run.c) calls the fused ops where they are. */
+  for (int i = 0; i < g->n_nodes; i++) g->nodes[i].fused &= wisp_plan_fusions_at(p, g, i);
+  g->fused &= wisp_plan_fusions_at(p, g, -1);
   for (int ph = 0; ph < 2; ph++) {
     const wisp_plan_phase *phase = &p->phases[ph];
     for (int i = 0; i < phase->n_prologue; i++)
-      if ((st = apply_op(g, p, ph, &phase->prologue[i], -1))) return st;
+      if ((st = apply_op(g, ph, &phase->prologue[i], -1))) return st;
     for (int i = 0; i < phase->n_epilogue; i++)
-      if ((st = apply_op(g, p, ph, &phase->epilogue[i], -1))) return st;
+      if ((st = apply_op(g, ph, &phase->epilogue[i], -1))) return st;
     for (int k = 0; k < phase->n_groups; k++) {
       const wisp_plan_group *grp = &phase->groups[k];
       for (int l = 0; l < grp->n_layers; l++)
         for (int i = 0; i < grp->n_ops; i++)
-          if ((st = apply_op(g, p, ph, &grp->ops[i], grp->layers[l]))) return st;
+          if ((st = apply_op(g, ph, &grp->ops[i], grp->layers[l]))) return st;
     }
   }
   return WISP_OK;
@@ -195,19 +184,20 @@ static int fusion_on(const wisp_plan *p, const char *name) {
   return 0;
 }
 
-/* The plan's execution settings and session switches, for configure. The
- * fusions of the graph pass are on only where the pass found them. */
+/* The plan's execution settings and the session switches that choose
+ * kernels, for configure. The fusions between ops are not here: the
+ * session's graph carries them (wisp_engine_apply_plan). */
 const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wisp_backend_settings *s) {
   const wisp_fusions *f = &p->fusions;
   wisp_backend_settings_default(s);
-  s->conv_fuse = p->conv_fuse && fusion_on(p, "matmul+shortconv");
   s->flash_blocks = p->flash_blocks;
-  s->ffn_q4k = f->ffn_q4k;
+  s->prefill_tm = p->prefill_tile[0];
+  s->prefill_tn = p->prefill_tile[1];
+  for (int i = 0; i < 5; i++) s->prefill_i8[i] = p->prefill_tile_i8[i];
   s->ffn_wg = f->ffn_geometry.workgroup_size;
   s->ffn_cols = f->ffn_geometry.cols_per_wg;
   s->ffn_tpc = f->ffn_geometry.threads_per_col;
   s->ffn_full_block = f->ffn_geometry.full_block;
-  s->head_argmax = f->greedy_head_argmax && fusion_on(p, "head+argmax");
   s->head_cols = f->head_geometry.cols_per_wg;
   s->head_tpc = f->head_geometry.threads_per_col;
   s->head_full_block = f->head_geometry.full_block;

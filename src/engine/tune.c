@@ -12,6 +12,7 @@
 #include "backend/tuning.h"
 #include "engine/internal.h"
 #include "engine/plan_apply.h"
+#include "engine/tune_accept.h"
 #include "plan/pjson.h"
 #include "plan/registry.h"
 #include "plan/tuned.h"
@@ -51,6 +52,7 @@ typedef struct {
   int i8;             /* prefill: the integer product (TMxTNxRMxRNxKB) */
   int positions;      /* attn: the depth */
   int tokens;         /* prefill: tokens a product */
+  int weight;         /* layers that run this product (the plan's groups) */
   int n;
   cand c[MAX_CANDS];
   int best;           /* index of the chosen candidate, -1 none */
@@ -168,11 +170,18 @@ static void attn_cands(tuner *T, tclass *c) {
   default_first(c);
 }
 
-static tclass *new_class(tuner *T, class_kind k, int i8, const char *shape) {
+static tclass *find_class(tuner *T, class_kind k, int i8, const char *shape) {
   char name[64];
   snprintf(name, sizeof name, "%s:%s", kind_label(k, i8), shape);
   for (int i = 0; i < T->n; i++)
-    if (!strcmp(T->cl[i].name, name)) return NULL;
+    if (!strcmp(T->cl[i].name, name)) return &T->cl[i];
+  return NULL;
+}
+
+static tclass *new_class(tuner *T, class_kind k, int i8, const char *shape) {
+  char name[64];
+  snprintf(name, sizeof name, "%s:%s", kind_label(k, i8), shape);
+  if (find_class(T, k, i8, shape)) return NULL;
   if (T->n == MAX_CLASSES) return NULL;
   tclass *c = &T->cl[T->n++];
   memset(c, 0, sizeof *c);
@@ -198,12 +207,24 @@ static void classes_of_phase(tuner *T, const wisp_plan *p, const wisp_registry *
       const wisp_variant *v = slash && mm ? wisp_registry_variant(mm, slash + 1) : NULL;
       const int i8 = v && has_override(v, "RM", "KB");
       if (ph == WISP_PHASE_DECODE ? !has_override(v, "WG", "ROWS") : !has_override(v, "TM", "TN")) continue;
+      /* a matrix's own WG x ROWS reaches matvec.wgsl / matvec_nosg.wgsl only
+       * (the Q4_K kernels take theirs from tuning q4kMatvec, for every matrix) */
+      if (ph == WISP_PHASE_DECODE && (!v->wgsl || (strcmp(v->wgsl, "matvec.wgsl") && strcmp(v->wgsl, "matvec_nosg.wgsl"))))
+        continue;
       char shape[32];
       snprintf(shape, sizeof shape, "%s", op->section);
       for (char *q = shape; *q; q++)
         if (*q == '.') *q = '_';
-      tclass *c = new_class(T, ph == WISP_PHASE_DECODE ? K_MATVEC : K_PREFILL, ph == WISP_PHASE_PREFILL && i8, shape);
+      const class_kind kind = ph == WISP_PHASE_DECODE ? K_MATVEC : K_PREFILL;
+      const int layers = g >= 0 && g < P->n_groups ? P->groups[g].n_layers : 1;
+      tclass *had = find_class(T, kind, ph == WISP_PHASE_PREFILL && i8, shape);
+      if (had) {
+        if (!strcmp(had->variant, slash + 1)) had->weight += layers;
+        continue;
+      }
+      tclass *c = new_class(T, kind, ph == WISP_PHASE_PREFILL && i8, shape);
       if (!c) continue;
+      c->weight = layers;
       snprintf(c->section, sizeof c->section, "%s", op->section);
       snprintf(c->variant, sizeof c->variant, "%s", slash + 1);
       c->layer = layer;
@@ -433,7 +454,6 @@ static wisp_status rig_make(tuner *T, const tclass *c, const cand *x, rig *r) {
     r->W.choice[ph].workgroup_size = (int)x->v[0];
     r->W.choice[ph].rows_per_subgroup = (int)x->v[1];
   }
-  r->W.choice[WISP_PHASE_DECODE].no_norm_fuse = r->W.choice[WISP_PHASE_PREFILL].no_norm_fuse = 1;
   if ((st = be->prepare_matrix(be, &r->W))) return st;
   r->tokens = c->kind == K_MATVEC ? 1 : c->tokens;
   r->x = random_buf(be, (size_t)r->tokens * (size_t)c->cols);
@@ -496,6 +516,38 @@ static int knee_of(const tclass *c) {
   return k;
 }
 
+/* The backend runs one prefill tile for every product: the tile whose time
+ * summed over the prefill classes of that kind (each weighted by the
+ * layers that run it) is least, among the tiles measured in every class;
+ * 0 when that is the default (nothing to write) or nothing was measured. */
+static int best_tile(const tuner *T, int i8, char *out, size_t cap) {
+  const tclass *first = NULL;
+  for (int i = 0; i < T->n && !first; i++)
+    if (T->cl[i].kind == K_PREFILL && T->cl[i].i8 == i8) first = &T->cl[i];
+  if (!first) return 0;
+  int best = -1;
+  double best_total = 0;
+  for (int j = 0; j < first->n; j++) {
+    double total = 0;
+    int complete = 1;
+    for (int i = 0; i < T->n && complete; i++) {
+      const tclass *c = &T->cl[i];
+      if (c->kind != K_PREFILL || c->i8 != i8) continue;
+      int found = 0;
+      for (int k = 0; k < c->n && !found; k++)
+        if (!strcmp(c->c[k].label, first->c[j].label) && c->c[k].rounds && !strncmp(c->c[k].status, "ok", 2)) {
+          total += c->c[k].median_ns * (c->weight > 0 ? c->weight : 1);
+          found = 1;
+        }
+      complete = found;
+    }
+    if (complete && (best < 0 || total < best_total)) best = j, best_total = total;
+  }
+  if (best < 0 || first->c[best].is_default) return 0;
+  snprintf(out, cap, "%s", first->c[best].label);
+  return 1;
+}
+
 static cJSON *device_json(const tuner *T) {
   cJSON *d = cJSON_CreateObject();
   cJSON_AddStringToObject(d, "vendor", T->caps.vendor);
@@ -548,6 +600,9 @@ static cJSON *entry_json(const tuner *T) {
     }
   }
   if (flash) cJSON_AddNumberToObject(cand_j, "flashBlocks", flash);
+  char tile[32];
+  if (best_tile(T, 0, tile, sizeof tile)) cJSON_AddStringToObject(cand_j, "prefillTile", tile);
+  if (best_tile(T, 1, tile, sizeof tile)) cJSON_AddStringToObject(cand_j, "prefillTileI8", tile);
   return e;
 }
 
@@ -663,6 +718,48 @@ static wisp_status write_manifest(const tuner *T, cJSON *entry, char *path, size
   return st;
 }
 
+static cJSON *ab_json(const wisp_tune_ab *ab, const char *kept) {
+  cJSON *a = cJSON_CreateObject();
+  cJSON_AddStringToObject(a, "what", "sessions of the fast profile with and without the entry, alternated rounds");
+  cJSON_AddNumberToObject(a, "rounds", ab->rounds);
+  cJSON_AddNumberToObject(a, "prefillDefault", ab->prefill_tps[0]);
+  cJSON_AddNumberToObject(a, "prefillTuned", ab->prefill_tps[1]);
+  cJSON_AddNumberToObject(a, "decodeDefault", ab->decode_tps[0]);
+  cJSON_AddNumberToObject(a, "decodeTuned", ab->decode_tps[1]);
+  cJSON_AddNumberToObject(a, "decodeSpreadDefault", ab->decode_spread[0]);
+  cJSON_AddStringToObject(a, "kept", kept);
+  return a;
+}
+
+/* Tuned is never slower: the entry against the default end to end; when it
+ * is slower, without its flashBlocks (one split count for every depth is
+ * the coarsest choice), then without any choice (the plan then runs its
+ * defaults; the entry keeps what was measured). */
+static wisp_status accept(tuner *T, cJSON *e) {
+  wisp_tune_ab ab;
+  const int np = 512 < T->m->arch->max_positions(T->m->weights) / 2 ? 512 : T->m->arch->max_positions(T->m->weights) / 2;
+  if (T->o->progress) fprintf(T->o->progress, "tune: the tuned entry against the default, end to end...\n");
+  wisp_status st = wisp_tune_accept(T->m, e, np, 128, 5, &ab);
+  if (st) return st;
+  const char *kept = "all";
+  cJSON *cand = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+  if (ab.tuned_slower && cJSON_GetObjectItemCaseSensitive(cand, "flashBlocks")) {
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
+    if ((st = wisp_tune_accept(T->m, e, np, 128, 5, &ab))) return st;
+    kept = "all but flashBlocks (slower with it)";
+  }
+  if (ab.tuned_slower) {
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "matvec");
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTile");
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTileI8");
+    cJSON_DeleteItemFromObjectCaseSensitive(e, "knee");
+    kept = "none: the tuned choices were slower end to end; the plan runs its defaults";
+  }
+  cJSON_AddItemToObject(e, "acceptance", ab_json(&ab, kept));
+  return WISP_OK;
+}
+
 static void list_dry(const tuner *T) {
   FILE *f = T->o->listing ? T->o->listing : stdout;
   fprintf(f, "wisp tune --dry-run: %s on %s (0x%04x:0x%04x, driver '%s'); timing by %s\n", T->o->model_dir,
@@ -707,6 +804,7 @@ wisp_status wisp_tune_run(const wisp_tune_options *o, cJSON **receipt) {
   if (!st && !o->dry_run) {
     sweep(T);
     cJSON *e = entry_json(T);
+    if (!o->quick) st = accept(T, e);
     char path[1100];
     if (!o->no_write) st = write_manifest(T, e, path, sizeof path);
     if (!st && receipt) {

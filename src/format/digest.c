@@ -18,6 +18,7 @@ typedef struct {
   const char **want;   /* per section: the recorded hex digest, or NULL */
   atomic_int next;     /* the next section to hash */
   atomic_int bad;      /* 1 + the index of a section that differs, or 0 */
+  atomic_int unread;   /* 1 + the index of a section that could not be read, or 0 */
 } digest_job;
 
 static void *hash_sections(void *arg) {
@@ -28,8 +29,12 @@ static void *hash_sections(void *arg) {
     if (!j->want[i]) continue;
     const wisp_section *s = &j->a->sections[i];
     char got[65];
-    wisp_weights_sha256_hex(wisp_section_data(j->a, s), (size_t)s->bytes, got);
-    if (strcmp(got, j->want[i])) {
+    if (wisp_weights_sha256_hex(wisp_section_data(j->a, s), (size_t)s->bytes, got)) {
+      /* a streamed section that could not be read (format/weight_source.h) */
+      int none = 0;
+      atomic_compare_exchange_strong(&j->unread, &none, i + 1);
+      atomic_compare_exchange_strong(&j->bad, &none, i + 1);
+    } else if (strcmp(got, j->want[i])) {
       int none = 0;
       atomic_compare_exchange_strong(&j->bad, &none, i + 1);
     }
@@ -52,6 +57,7 @@ wisp_status wisp_artifact_check_digests(const wisp_artifact *a) {
   digest_job j = {.a = a, .want = want};
   atomic_init(&j.next, 0);
   atomic_init(&j.bad, 0);
+  atomic_init(&j.unread, 0);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int n = cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : (int)cores;
   if (n > n_want) n = n_want > 0 ? n_want : 1;
@@ -63,6 +69,10 @@ wisp_status wisp_artifact_check_digests(const wisp_artifact *a) {
   free(want);
   const int bad = atomic_load(&j.bad);
   if (!bad) return WISP_OK;
+  if (atomic_load(&j.unread) == bad) { /* the read's own error, as wisp_fail set it */
+    wisp_error_prefix("%s/weights.bin: section '%s'", a->dir ? a->dir : "?", a->sections[bad - 1].name);
+    return WISP_EIO;
+  }
   return wisp_fail(WISP_EHASH, "%s/weights.bin: section '%s' does not match its sha256 in the manifest (the file is "
                    "damaged or was changed; wisp verify lists every section)",
                    a->dir ? a->dir : "?", a->sections[bad - 1].name);

@@ -13,6 +13,7 @@
 #include "format/qblocks.h"
 #include "format/safetensors.h"
 #include "format/tensor.h"
+#include "format/weight_source.h"
 #include "util/err.h"
 #include "util/target.h"
 #include "util/file.h"
@@ -200,6 +201,17 @@ const char *wisp_ggml_type_name(uint32_t type) {
   }
 }
 
+/* Names of the ggml types wisp does not read, for the error that refuses
+ * them (ggml.h's type ids); NULL for an id ggml does not define either. */
+static const char *ggml_unread_type_name(uint32_t type) {
+  static const char *const names[] = {
+      [9] = "Q8_1",     [15] = "Q8_K",   [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S",
+      [20] = "IQ4_NL",  [21] = "IQ3_S",  [22] = "IQ2_S",   [23] = "IQ4_XS", [24] = "I8",      [25] = "I16",
+      [26] = "I32",     [27] = "I64",    [28] = "F64",     [29] = "IQ1_M",  [34] = "TQ1_0",   [35] = "TQ2_0",
+      [39] = "MXFP4"};
+  return type < sizeof names / sizeof names[0] ? names[type] : NULL;
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp((*(const wisp_gguf_tensor *const *)a)->name, (*(const wisp_gguf_tensor *const *)b)->name);
 }
@@ -227,11 +239,14 @@ static wisp_status read_tensor(rd *r, wisp_gguf_tensor *t, uint64_t index) {
   if ((st = rd_u32(r, &t->type, "tensor type")) || (st = rd_u64(r, &t->offset, "tensor offset"))) return st;
   size_t bb;
   int bn = wisp_ggml_block(t->type, &bb);
-  if (!bn)
+  if (!bn) {
+    const char *known = ggml_unread_type_name(t->type);
     return wisp_fail(WISP_EUNSUPPORTED,
-                     "%s: tensor '%s' has ggml type %u, which wisp cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
-                     "Q5_1, Q8_0, Q2_K to Q6_K); requantize the file with llama.cpp's llama-quantize to Q4_K_M, Q8_0 or F16",
-                     r->label, t->name, t->type);
+                     "%s: tensor '%s' has ggml type %u (%s), which wisp cannot read (it reads F32, F16, BF16, Q4_0, Q4_1, "
+                     "Q5_0, Q5_1, Q8_0, Q2_K to Q6_K); requantize the file with llama.cpp's llama-quantize to Q4_K_M, "
+                     "Q8_0 or F16",
+                     r->label, t->name, t->type, known ? known : "not a ggml type");
+  }
   if (t->ne[0] % (uint64_t)bn)
     return wisp_fail(WISP_EFORMAT, "%s: tensor '%s' (%s) has a row of %llu elements, not a multiple of its block %d",
                      r->label, t->name, wisp_ggml_type_name(t->type), (unsigned long long)t->ne[0], bn);
@@ -239,16 +254,20 @@ static wisp_status read_tensor(rd *r, wisp_gguf_tensor *t, uint64_t index) {
   return WISP_OK;
 }
 
-wisp_status wisp_gguf_parse(const uint8_t *data, size_t len, const char *label, wisp_gguf **out) {
+/* Parses the header from `head` (head_len bytes: the whole file, or its
+ * first bytes read into memory when the file is streamed,
+ * format/weight_source.h); the tensors' data lies in the file at data. */
+static wisp_status parse_image(const uint8_t *head, size_t head_len, const uint8_t *data, size_t len, const char *label,
+                               wisp_gguf **out) {
   *out = NULL;
   wisp_gguf *g = calloc(1, sizeof *g);
   if (!g || !(g->label = strdup(label))) { free(g); return wisp_fail(WISP_ENOMEM, "out of memory"); }
   g->map = data;
   g->len = len;
-  rd r = {data, len, 0, g->label};
+  rd r = {head, head_len, 0, g->label};
   wisp_status st;
   uint32_t magic;
-  if (len < 4 || memcmp(data, "GGUF", 4)) {
+  if (head_len < 4 || memcmp(head, "GGUF", 4)) {
     st = wisp_fail(WISP_EFORMAT, "%s: not a GGUF file (bad magic; expected \"GGUF\")", label);
     goto fail;
   }
@@ -331,13 +350,38 @@ fail:
   return st;
 }
 
+wisp_status wisp_gguf_parse(const uint8_t *data, size_t len, const char *label, wisp_gguf **out) {
+  return parse_image(data, len, data, len, label, out);
+}
+
+/* The most header a streamed file's parse reads into memory. */
+#define MAX_STREAMED_HEADER ((size_t)256 << 20)
+
 wisp_status wisp_gguf_open(const char *path, wisp_gguf **out) {
   const uint8_t *data = NULL;
   size_t len = 0;
-  wisp_status st = wisp_map_file(path, &data, &len);
+  wisp_status st = wisp_weights_open(path, &data, &len);
   if (st) return st;
-  st = wisp_gguf_parse(data, len, path, out);
-  if (st) { wisp_unmap_file(data, len); return st; }
+  if (wisp_weights_resident(data, len)) {
+    st = wisp_gguf_parse(data, len, path, out);
+  } else {
+    /* streamed: the header (metadata and tensor infos) is read into memory,
+     * kept while the file is open (the metadata's strings point into it);
+     * its size is found by parsing a prefix that doubles until it holds it */
+    uint8_t *head = NULL;
+    for (size_t n = (size_t)8 << 20;; n *= 2) {
+      if (n > len) n = len;
+      free(head);
+      head = malloc(n ? n : 1);
+      if (!head) { st = wisp_fail(WISP_ENOMEM, "out of memory reading %s", path); break; }
+      if ((st = wisp_weights_read(head, data, n))) break;
+      st = parse_image(head, n, data, len, path, out);
+      if (!st || n == len || n >= MAX_STREAMED_HEADER) break;
+    }
+    if (!st) (*out)->head = head;
+    else free(head);
+  }
+  if (st) { wisp_weights_close(data, len); return st; }
   (*out)->mapped = 1;
   return WISP_OK;
 }
@@ -351,7 +395,8 @@ void wisp_gguf_close(wisp_gguf *g) {
   for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
   free(g->kv);
   free(g->tensors);
-  if (g->mapped) wisp_unmap_file(g->map, g->len);
+  if (g->mapped) wisp_weights_close(g->map, g->len);
+  free(g->head);
   free(g->label);
   free(g);
 }
@@ -416,8 +461,18 @@ static float f16_at(const uint8_t *p) { return wisp_f16_to_f32((uint16_t)(p[0] |
  * elements, element 32k + l (k = 0..3, l < 32) takes ql[l + 32*(k&1)]'s low
  * (k < 2) or high (k >= 2) nibble and bits 2k..2k+1 of qh[l]; q - 32 scaled
  * by d * scales[8*half + 2k + l/16]. */
+static wisp_status read_f32_from(const wisp_gguf *g, const wisp_gguf_tensor *t, const uint8_t *p, float *out);
+
 wisp_status wisp_gguf_read_f32(const wisp_gguf *g, const wisp_gguf_tensor *t, float *out) {
-  const uint8_t *p = t->data;
+  void *owned = NULL; /* the tensor read in, when streamed (format/weight_source.h) */
+  const uint8_t *p = wisp_weights_borrow(t->data, (size_t)t->bytes, &owned);
+  if (!p) return WISP_ENOMEM;
+  wisp_status st = read_f32_from(g, t, p, out);
+  free(owned);
+  return st;
+}
+
+static wisp_status read_f32_from(const wisp_gguf *g, const wisp_gguf_tensor *t, const uint8_t *p, float *out) {
   uint64_t n = t->numel;
   switch (t->type) {
     case WISP_GGML_F32: memcpy(out, p, (size_t)n * 4); return WISP_OK;

@@ -67,6 +67,7 @@ typedef struct {
   const uint8_t *map;
   size_t len;
   int mapped; /* map belongs to us (wisp_gguf_open) */
+  uint8_t *head; /* a streamed file's header, read into memory (format/weight_source.h), or NULL */
   uint32_t version;
   uint64_t alignment, data_offset;
   wisp_gguf_kv *kv;

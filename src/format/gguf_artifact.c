@@ -11,6 +11,7 @@
 #include "format/gguf_import.h"
 #include "format/quant.h"
 #include "format/tensor.h"
+#include "format/weight_source.h"
 #include "format/writer.h"
 #include "util/err.h"
 #include "util/file.h"
@@ -313,12 +314,19 @@ static wisp_status build_matrix(builder *b, const piece *p) {
       tmp = NULL;
       continue;
     }
+    void *owned = NULL; /* the tensor read in, when streamed (format/weight_source.h) */
+    const uint8_t *data = wisp_weights_borrow(t->data, (size_t)prow * nb * bb, &owned);
+    if (!data) {
+      st = WISP_ENOMEM;
+      break;
+    }
     for (int r = 0; r < prow; r++)
       for (int k = 0; k < nb; k++) {
-        const uint8_t *blk = t->data + ((size_t)r * nb + k) * bb;
+        const uint8_t *blk = data + ((size_t)r * nb + k) * bb;
         const size_t at = (size_t)(base + rs[r]) * nb + (size_t)(cs[k * block] / block);
         memcpy(q + at * bb, blk, bb);
       }
+    free(owned);
   }
   free(rs);
   free(cs);

@@ -68,7 +68,6 @@ typedef enum {
 typedef struct {
   char variant[72];
   int workgroup_size, rows_per_subgroup, subgroups_per_row; /* 0 = kernel default */
-  int no_norm_fuse; /* 1: the rmsnorm before this product runs as its own dispatch (session switches) */
 } wisp_kernel_choice;
 
 /* Phases of execution: several tokens at once (prefill) or one (decode). */

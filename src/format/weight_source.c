@@ -29,4 +29,7 @@ const void *wisp_weights_borrow(const void *p, size_t n, void **owned) {
   return p;
 }
 
-void wisp_weights_sha256_hex(const void *p, size_t n, char out[65]) { wisp_sha256_hex(n ? p : "", n, out); }
+wisp_status wisp_weights_sha256_hex(const void *p, size_t n, char out[65]) {
+  wisp_sha256_hex(n ? p : "", n, out);
+  return WISP_OK;
+}

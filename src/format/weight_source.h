@@ -34,7 +34,8 @@ wisp_status wisp_weights_read(void *dst, const void *p, size_t n);
  * buffer *owned that the caller frees (NULL and an error when out of memory
  * or the read fails). */
 const void *wisp_weights_borrow(const void *p, size_t n, void **owned);
-/* sha256 of the n bytes at p as 64 lowercase hex digits + NUL. */
-void wisp_weights_sha256_hex(const void *p, size_t n, char out[65]);
+/* sha256 of the n bytes at p as 64 lowercase hex digits + NUL. Fails
+ * (WISP_EIO, out unset) only when a streamed range could not be read. */
+wisp_status wisp_weights_sha256_hex(const void *p, size_t n, char out[65]);
 
 #endif

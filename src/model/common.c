@@ -18,15 +18,40 @@ wisp_status wisp_model_check_forward(const int32_t *tokens, int n, int pos0, int
   return WISP_OK;
 }
 
+/* One row: logits = head(rmsnorm(x)), the norm inside the product where
+ * the session's plan applies that fusion, and with ids the greedy choice
+ * into ids[slot] too (sampling s, step). Returns 1 when that choice was
+ * made (else the caller samples). */
+static int head_norm_product(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x, const wisp_sampling *s,
+                             uint32_t step, wisp_buf *ids, int slot) {
+  const int norm = (h->fused & WISP_FUSE_NORM_MATMUL) != 0;
+  if (be->matmul_fused && (norm || ids)) {
+    wisp_fused_matmul f = {.pre = norm ? WISP_PRE_RMSNORM : WISP_PRE_NONE, .pre_in = x, .pre_dim = h->hidden,
+                           .norm = h->norm, .eps = h->eps, .W = h->head, .x = h->xn, .y = h->logits,
+                           .post = ids ? WISP_POST_ARGMAX : WISP_POST_NONE, .sampling = s, .step = step, .ids = ids,
+                           .slot = slot};
+    if (!norm) be->rmsnorm(be, x, h->norm, h->eps, 1, h->hidden, h->xn);
+    return be->matmul_fused(be, &f) && ids;
+  }
+  if (norm && be->rmsnorm_matmul) {
+    be->rmsnorm_matmul(be, x, h->norm, h->eps, 1, h->xn, h->head, h->logits, 0);
+    return 0;
+  }
+  be->rmsnorm(be, x, h->norm, h->eps, 1, h->hidden, h->xn);
+  be->matmul(be, h->head, h->xn, 0, 1, h->logits, 0);
+  return 0;
+}
+
 wisp_status wisp_model_head_logits(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x, int n, float *logits,
                                    int all) {
   if (!logits) return be->sync(be);
   /* One row at a time through the one-row logits buffer: the last row, or
    * every row into logits[r * vocab]. */
   /* The final norm always feeds the head product: one op where the
-   * backend has it (one row: the head reads the norm's only row). */
-  if (n == 1 && be->rmsnorm_matmul) {
-    be->rmsnorm_matmul(be, x, h->norm, h->eps, 1, h->xn, h->head, h->logits, 0);
+   * session's plan applies that fusion (one row: the head reads the
+   * norm's only row). */
+  if (n == 1 && (h->fused & WISP_FUSE_NORM_MATMUL) && (be->matmul_fused || be->rmsnorm_matmul)) {
+    head_norm_product(be, h, x, NULL, 0, NULL, 0);
     wisp_status st = be->sync(be);
     if (st) return st;
     be->buf_read(be, h->logits, 0, (size_t)h->vocab, logits);
@@ -44,13 +69,12 @@ wisp_status wisp_model_head_logits(wisp_backend *be, const wisp_model_head *h, c
 
 void wisp_model_head_sample(wisp_backend *be, const wisp_model_head *h, const wisp_buf *x, const wisp_sampling *s,
                             uint32_t step, wisp_buf *ids, int slot, int pos) {
-  if (be->rmsnorm_matmul) {
-    be->rmsnorm_matmul(be, x, h->norm, h->eps, 1, h->xn, h->head, h->logits, 0);
-  } else {
-    be->rmsnorm(be, x, h->norm, h->eps, 1, h->hidden, h->xn);
-    be->matmul(be, h->head, h->xn, 0, 1, h->logits, 0);
-  }
-  if (wisp_sampling_penalized(s)) {
+  const int penalized = wisp_sampling_penalized(s);
+  /* the greedy choice inside the head product where the plan applies it
+   * (and no penalty comes between them) */
+  const int argmax = (h->fused & WISP_FUSE_HEAD_ARGMAX) && be->matmul_fused && s->temperature <= 0 && !penalized;
+  if (head_norm_product(be, h, x, s, step, argmax ? ids : NULL, slot)) return;
+  if (penalized) {
     be->buf_copy(be, ids, s->hist_off + (uint32_t)(pos % s->hist_n), (size_t)slot - 1, 1);
     be->penalize(be, h->logits, h->vocab, ids, s->hist_off, s->hist_n, s->repeat_penalty);
   }

@@ -17,6 +17,7 @@ typedef struct {
   const wisp_matrix *head;
   int hidden, vocab;
   wisp_buf *xn, *logits; /* scratch: normed rows, one row of logits */
+  unsigned fused;        /* the session graph's head fusions (graph.h wisp_graph.fused) */
 } wisp_model_head;
 
 /* Final norm over the n rows of x, then the head for the last row (or every

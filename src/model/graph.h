@@ -38,17 +38,7 @@ typedef enum {
 /* The activation buffers a step's nodes read and write ([tokens][width]). */
 enum { WISP_ACT_X, WISP_ACT_XN, WISP_ACT_BIG, WISP_ACT_MID, WISP_ACT_COUNT };
 
-/* Fusions the pass may find (graph_fuse.c), one bit each. */
-enum {
-  WISP_FUSE_NORM_MATMUL = 1 << 0,     /* rmsnorm computed inside the product that reads it */
-  WISP_FUSE_RESIDUAL_NORM = 1 << 1,   /* a product's residual add feeds the next rmsnorm directly */
-  WISP_FUSE_GATE_UP_SWIGLU = 1 << 2,  /* gate/up product and SwiGLU in one kernel */
-  WISP_FUSE_SWIGLU_MATMUL = 1 << 3,   /* SwiGLU computed inside the down product that reads it */
-  WISP_FUSE_QK_NORM_ROPE_KV = 1 << 4, /* q/k split + norm + RoPE + KV append inside the attention kernel */
-  WISP_FUSE_CONV_MATMUL = 1 << 5,     /* a short conv computed inside its in_proj product */
-  WISP_FUSE_HEAD_ARGMAX = 1 << 6,     /* the greedy choice inside the head product */
-  WISP_FUSE_KINDS = 7
-};
+/* The fusions the pass marks (WISP_FUSE_*) are backend/caps.h's. */
 
 typedef struct {
   wisp_gop op;
@@ -67,7 +57,8 @@ typedef struct {
   const wisp_vector *a_log, *dt_bias, *gnorm; /* deltanet */
   wisp_kernel_choice *choice;                 /* attention_gated in a bound graph: the session's plan's
                                                * [prefill, decode] kernel; NULL in the model's graph */
-  unsigned fused;        /* WISP_FUSE_* that start at this node (graph_fuse.c) */
+  unsigned fused;        /* WISP_FUSE_* that start at this node (graph_fuse.c); in a session's
+                          * bound graph, only those its plan applies (plan_apply.c) */
 } wisp_gnode;
 
 typedef struct wisp_graph {
@@ -90,7 +81,8 @@ typedef struct wisp_graph {
   int n_nodes, cap_nodes;
   wisp_gnode *nodes;        /* the layers' nodes in order (node.layer ascending) */
   size_t act[WISP_ACT_COUNT]; /* floats per token of each activation buffer */
-  unsigned fused;           /* graph-wide fusions (WISP_FUSE_HEAD_ARGMAX) */
+  unsigned fused;           /* the head's fusions: WISP_FUSE_NORM_MATMUL (final norm -> head),
+                             * WISP_FUSE_HEAD_ARGMAX */
   /* A bound graph's own copies (wisp_graph_bind; NULL in the model's). */
   wisp_matrix *own_mats;
   wisp_vector *own_vecs;

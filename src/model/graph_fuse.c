@@ -1,8 +1,10 @@
 /* The fusion pass: which neighbouring nodes of a step graph may run as one
  * kernel. It looks only at the graph (ops, which buffer each reads and
  * writes), never at an architecture's name; the plan then says which of the
- * fusions found a backend applies (plan_apply.c hands them to the matrices
- * and the backend settings) and `wisp plan` lists both.
+ * fusions found the backend applies (plan.c asks the backend's caps and the
+ * profile's switches), a session's bound graph keeps only those
+ * (plan_apply.c), the step graph calls the backend's fused op where they are
+ * (graph_run.c) and `wisp plan` lists them all.
  *
  * A fusion needs the first node's output to be read by the second node only
  * (the intermediate never has to exist in memory): true of every pattern
@@ -43,10 +45,19 @@ void wisp_graph_fuse(wisp_graph *g) {
       a->fused |= WISP_FUSE_SWIGLU_MATMUL;
     if (a->op == WISP_GOP_MATMUL && b->op == WISP_GOP_SHORTCONV && b->in == a->out && !read_later(g, i, i + 1, a->out))
       a->fused |= WISP_FUSE_CONV_MATMUL;
+    if (a->op == WISP_GOP_MATMUL && b->op == WISP_GOP_DELTANET && b->in == a->out && a->rows == b->rows &&
+        !read_later(g, i, i + 1, a->out))
+      a->fused |= WISP_FUSE_MATMUL_DELTANET;
+    /* a mixer's output read by the product after it alone: that product may
+     * finish the mixer's work (merge its splits, gate, normalise) as it reads it */
+    if ((a->op == WISP_GOP_ATTENTION || a->op == WISP_GOP_ATTENTION_GATED || a->op == WISP_GOP_DELTANET) &&
+        b->op == WISP_GOP_MATMUL && b->in == a->out && b->cols == a->cols && !read_later(g, i, i + 1, a->out))
+      a->fused |= WISP_FUSE_MIXER_MATMUL;
   }
-  /* The last residual add feeds the final norm, and the head's greedy
-   * choice can be made inside the head product: the step always ends so. */
-  g->fused = WISP_FUSE_HEAD_ARGMAX;
+  /* The last residual add feeds the final norm, the final norm only the
+   * head product, and the head's greedy choice can be made inside that
+   * product: the step always ends so. */
+  g->fused = WISP_FUSE_NORM_MATMUL | WISP_FUSE_HEAD_ARGMAX;
   if (g->n_nodes && g->nodes[g->n_nodes - 1].op == WISP_GOP_MATMUL && g->nodes[g->n_nodes - 1].accumulate)
     g->nodes[g->n_nodes - 1].fused |= WISP_FUSE_RESIDUAL_NORM;
 }
@@ -60,6 +71,8 @@ const char *wisp_fuse_name(unsigned bit) {
     case WISP_FUSE_QK_NORM_ROPE_KV: return "qk_norm+rope+kv_write";
     case WISP_FUSE_CONV_MATMUL: return "matmul+shortconv";
     case WISP_FUSE_HEAD_ARGMAX: return "head+argmax";
+    case WISP_FUSE_MIXER_MATMUL: return "mixer+matmul";
+    case WISP_FUSE_MATMUL_DELTANET: return "matmul+gated_deltanet";
     default: return "?";
   }
 }

@@ -47,34 +47,113 @@ wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be) {
   return WISP_OK;
 }
 
-/* One mixer node for n tokens of one sequence (state q) at pos0: reads the
- * in-product's rows from `in`, writes its output rows to `out`. */
+/* The arguments of one mixer node for n tokens of one sequence (state q)
+ * at pos0: it reads the in-product's rows from `in` and writes its output
+ * rows to `out`. */
+typedef struct {
+  wisp_attention_args attention;
+  wisp_gated_attention_args gated;
+  wisp_deltanet_args deltanet;
+} mixer_args;
+
+static void mixer_args_of(const wisp_graph *g, const wisp_gnode *n, const wisp_graph_state *q, const wisp_buf *in,
+                          int tokens, int pos0, wisp_buf *out, mixer_args *m) {
+  wisp_buf *m0 = wisp_graph_state_mix(q, n->layer, 0), *m1 = wisp_graph_state_mix(q, n->layer, 1);
+  if (n->op == WISP_GOP_ATTENTION)
+    m->attention = (wisp_attention_args){.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads,
+                                         .kv_heads = g->kv_heads, .head_dim = g->head_dim, .q_norm = n->q_norm,
+                                         .k_norm = n->k_norm, .eps = g->eps,
+                                         .rope_cos = n->rope_local ? g->rope_cos_local : g->rope_cos,
+                                         .rope_sin = n->rope_local ? g->rope_sin_local : g->rope_sin,
+                                         .k_cache = m0, .v_cache = m1, .out = out, .scale = g->attn_scale,
+                                         .window = n->window};
+  else if (n->op == WISP_GOP_ATTENTION_GATED)
+    m->gated = (wisp_gated_attention_args){.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads,
+                                           .kv_heads = g->kv_heads, .head_dim = g->head_dim,
+                                           .rotary_dim = g->rotary_dim, .q_norm = n->q_norm, .k_norm = n->k_norm,
+                                           .eps = g->eps, .rope_cos = g->rope_cos, .rope_sin = g->rope_sin,
+                                           .k_cache = m0, .v_cache = m1, .out = out, .choice = n->choice};
+  else if (n->op == WISP_GOP_DELTANET)
+    m->deltanet = (wisp_deltanet_args){.proj = in, .n = tokens, .pos0 = pos0, .k_heads = g->lin_k_heads,
+                                       .v_heads = g->lin_v_heads, .k_dim = g->lin_k_dim, .v_dim = g->lin_v_dim,
+                                       .conv_len = g->conv_len, .conv_taps = n->w, .a_log = n->a_log,
+                                       .dt_bias = n->dt_bias, .norm = n->gnorm, .eps = g->eps, .conv_state = m0,
+                                       .state = m1, .out = out};
+}
+
+/* One mixer node for n tokens of one sequence (state q) at pos0. */
 static void run_mixer(const wisp_graph *g, const wisp_gnode *n, const wisp_graph_state *q, wisp_backend *be,
                       const wisp_buf *in, int tokens, int pos0, wisp_buf *out) {
-  wisp_buf *m0 = wisp_graph_state_mix(q, n->layer, 0), *m1 = wisp_graph_state_mix(q, n->layer, 1);
-  if (n->op == WISP_GOP_SHORTCONV) {
-    be->shortconv(be, in, n->w, g->conv_len, tokens, g->hidden, m0, out);
-  } else if (n->op == WISP_GOP_ATTENTION) {
-    wisp_attention_args a = {.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads, .kv_heads = g->kv_heads,
-                             .head_dim = g->head_dim, .q_norm = n->q_norm, .k_norm = n->k_norm, .eps = g->eps,
-                             .rope_cos = n->rope_local ? g->rope_cos_local : g->rope_cos,
-                             .rope_sin = n->rope_local ? g->rope_sin_local : g->rope_sin, .k_cache = m0, .v_cache = m1,
-                             .out = out, .scale = g->attn_scale, .window = n->window};
-    be->attention(be, &a);
-  } else if (n->op == WISP_GOP_ATTENTION_GATED) {
-    wisp_gated_attention_args a = {.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads,
-                                   .kv_heads = g->kv_heads, .head_dim = g->head_dim, .rotary_dim = g->rotary_dim,
-                                   .q_norm = n->q_norm, .k_norm = n->k_norm, .eps = g->eps,
-                                   .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .k_cache = m0, .v_cache = m1,
-                                   .out = out, .choice = n->choice};
-    be->attention_gated(be, &a);
-  } else if (n->op == WISP_GOP_DELTANET) {
-    wisp_deltanet_args d = {.proj = in, .n = tokens, .pos0 = pos0, .k_heads = g->lin_k_heads,
-                            .v_heads = g->lin_v_heads, .k_dim = g->lin_k_dim, .v_dim = g->lin_v_dim,
-                            .conv_len = g->conv_len, .conv_taps = n->w, .a_log = n->a_log, .dt_bias = n->dt_bias,
-                            .norm = n->gnorm, .eps = g->eps, .conv_state = m0, .state = m1, .out = out};
-    be->gated_deltanet(be, &d);
+  mixer_args m;
+  mixer_args_of(g, n, q, in, tokens, pos0, out, &m);
+  if (n->op == WISP_GOP_SHORTCONV)
+    be->shortconv(be, in, n->w, g->conv_len, tokens, g->hidden, wisp_graph_state_mix(q, n->layer, 0), out);
+  else if (n->op == WISP_GOP_ATTENTION)
+    be->attention(be, &m.attention);
+  else if (n->op == WISP_GOP_ATTENTION_GATED)
+    be->attention_gated(be, &m.gated);
+  else if (n->op == WISP_GOP_DELTANET)
+    be->gated_deltanet(be, &m.deltanet);
+}
+
+/* The fused group the session's graph marks at node i, for one token of
+ * one sequence (state s, position pos): an op fused into the product after
+ * it (rmsnorm, SwiGLU, a mixer's last step), the product, and an op fused
+ * into it after (SwiGLU, short conv, Gated DeltaNet), as one matmul_fused
+ * call. Returns the last node it ran, or -1 when no group starts at i. */
+static int run_fused(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, int i, int pos) {
+  const wisp_gnode *a = &g->nodes[i];
+  wisp_fused_matmul f = {0};
+  mixer_args pre, post;
+  int p = i; /* the product's node */
+  if (a->op != WISP_GOP_MATMUL) {
+    if (i + 1 >= g->n_nodes || g->nodes[i + 1].op != WISP_GOP_MATMUL) return -1;
+    f.pre_in = wisp_graph_state_act(s, a->in);
+    f.pre_dim = a->cols;
+    if (a->op == WISP_GOP_RMSNORM && (a->fused & WISP_FUSE_NORM_MATMUL)) {
+      f.pre = WISP_PRE_RMSNORM;
+      f.norm = a->w;
+      f.eps = g->eps;
+    } else if (a->op == WISP_GOP_SWIGLU && (a->fused & WISP_FUSE_SWIGLU_MATMUL)) {
+      f.pre = WISP_PRE_SWIGLU;
+    } else if (a->fused & WISP_FUSE_MIXER_MATMUL) {
+      mixer_args_of(g, a, s, f.pre_in, 1, pos, wisp_graph_state_act(s, a->out), &pre);
+      f.pre = a->op == WISP_GOP_ATTENTION         ? WISP_PRE_ATTENTION
+              : a->op == WISP_GOP_ATTENTION_GATED ? WISP_PRE_ATTENTION_GATED
+                                                  : WISP_PRE_DELTANET;
+      f.attention = &pre.attention;
+      f.attention_gated = &pre.gated;
+      f.deltanet_pre = &pre.deltanet;
+    } else {
+      return -1;
+    }
+    p = i + 1;
   }
+  const wisp_gnode *m = &g->nodes[p], *b = p + 1 < g->n_nodes ? &g->nodes[p + 1] : NULL;
+  f.W = m->W;
+  f.x = wisp_graph_state_act(s, m->in);
+  f.y = wisp_graph_state_act(s, m->out);
+  f.accumulate = m->accumulate;
+  if (b) {
+    f.post_out = wisp_graph_state_act(s, b->out);
+    if (b->op == WISP_GOP_SWIGLU && (m->fused & WISP_FUSE_GATE_UP_SWIGLU)) {
+      f.post = WISP_POST_SWIGLU;
+      f.post_dim = b->cols;
+    } else if (b->op == WISP_GOP_SHORTCONV && (m->fused & WISP_FUSE_CONV_MATMUL)) {
+      f.post = WISP_POST_SHORTCONV;
+      f.post_dim = g->hidden;
+      f.taps = b->w;
+      f.conv_len = g->conv_len;
+      f.conv_state = wisp_graph_state_mix(s, b->layer, 0);
+    } else if (b->op == WISP_GOP_DELTANET && (m->fused & WISP_FUSE_MATMUL_DELTANET)) {
+      f.post = WISP_POST_DELTANET;
+      mixer_args_of(g, b, s, f.y, 1, pos, f.post_out, &post);
+      f.deltanet_post = &post.deltanet;
+    }
+  }
+  if (f.pre == WISP_PRE_NONE && f.post == WISP_POST_NONE) return -1;
+  const int post_ran = be->matmul_fused(be, &f);
+  return f.post != WISP_POST_NONE && post_ran ? p + 1 : p;
 }
 
 /* One mixer node over the rows of a batched step (the backend's rows op:
@@ -126,9 +205,17 @@ static int run_mixer_rows(const wisp_graph *g, const wisp_gnode *n, wisp_backend
  * one-token op there, its output moved back. */
 static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, int n, int pos0,
                       const wisp_model_rows *rows) {
+  /* One token of one sequence: the fused groups the session's graph marks
+   * (graph_fuse.c, kept by the plan) run as the backend's fused ops. */
+  const int fused = !rows && n == 1 && be->matmul_fused;
   for (int i = 0; i < g->n_nodes; i++) {
     const wisp_gnode *nd = &g->nodes[i];
     wisp_buf *in = wisp_graph_state_act(s, nd->in), *out = wisp_graph_state_act(s, nd->out);
+    const int last = fused ? run_fused(g, s, be, i, pos0) : -1;
+    if (last >= 0) {
+      i = last;
+      continue;
+    }
     switch (nd->op) {
       case WISP_GOP_RMSNORM:
         /* the pass marked this norm and the product reading it as one op
@@ -166,7 +253,7 @@ static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be
 
 static wisp_model_head head_of(const wisp_graph *g, const wisp_graph_state *s) {
   return (wisp_model_head){g->final_norm, g->eps, g->head, g->hidden, g->vocab, wisp_graph_state_act(s, WISP_ACT_XN),
-                           wisp_graph_state_logits(s)};
+                           wisp_graph_state_logits(s), g->fused};
 }
 
 wisp_status wisp_graph_forward(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, const int32_t *tokens,

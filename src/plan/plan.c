@@ -443,24 +443,29 @@ int wisp_norm_fuse_switch(const char *section) {
 }
 
 /* Whether this plan applies fusion `bit` found between nodes a and b, and
- * why (the backend, the switch that allows it). */
+ * why: the backend runs it as one op (its caps) and, on WebGPU, the
+ * profile's switch allows it. */
 static int fusion_applied(const wisp_plan *p, const wisp_model_shape *s, unsigned bit, const wisp_gnode *b,
                           char *why, size_t cap) {
-  if (strcmp(p->backend, "webgpu")) {
-    wisp_path(why, cap, "the %s backend runs the unfused reference ops", p->backend);
+  if (!(p->device.fusions & bit)) {
+    wisp_path(why, cap, "the %s backend has no fused op for it", p->backend);
     return 0;
+  }
+  if (strcmp(p->backend, "webgpu")) { /* the cpu's rmsnorm+matmul: the same bits as the two ops, no switch */
+    wisp_path(why, cap, "the %s backend's fused op", p->backend);
+    return 1;
   }
   const wisp_fusions *f = &p->fusions;
   int on = 1, sw = -1;
   switch (bit) {
-    case WISP_FUSE_NORM_MATMUL: sw = wisp_norm_fuse_switch(b ? b->section : ""); break;
+    case WISP_FUSE_NORM_MATMUL: sw = wisp_norm_fuse_switch(b ? b->section : "head"); break;
     case WISP_FUSE_RESIDUAL_NORM: sw = WISP_SW_RESIDUAL_ADD; break;
     case WISP_FUSE_GATE_UP_SWIGLU:
-      sw = WISP_SW_FFN_Q4K;
-      if (!s->q4k) {
-        wisp_path(why, cap, "one kernel for Q4_K weights only (fusedFfnQ4K)");
-        return 0;
+      if (!s->q4k) { /* the pair product (matvec PAIR); fusedFfnQ4K is Q4_K's kernel */
+        wisp_path(why, cap, "decode");
+        return 1;
       }
+      sw = WISP_SW_FFN_Q4K;
       break;
     case WISP_FUSE_QK_NORM_ROPE_KV: sw = WISP_SW_QKV_NORM_ROPE; break;
     case WISP_FUSE_HEAD_ARGMAX: sw = WISP_SW_HEAD_ARGMAX; break;
@@ -468,6 +473,9 @@ static int fusion_applied(const wisp_plan *p, const wisp_model_shape *s, unsigne
       on = p->conv_fuse;
       wisp_path(why, cap, "decode; convFuse (%s)", p->conv_fuse_from);
       return on;
+    case WISP_FUSE_MIXER_MATMUL:
+      wisp_path(why, cap, "decode, where the product's kernel takes the mixer's last step");
+      return 1;
     default:
       wisp_path(why, cap, "decode");
       return 1;
@@ -516,27 +524,73 @@ static int fusion_entry(wisp_plan *p, const resolver *R, unsigned bit, const wis
   return k;
 }
 
+/* The names of node i's fusion `bit` pair: first and second ("" for a
+ * fusion inside one node); 0 when the pair has no second node. */
+static int fusion_pair(const wisp_graph *g, int i, unsigned bit, char *first, char *second, size_t cap) {
+  const wisp_gnode *a = &g->nodes[i], *b = i + 1 < g->n_nodes ? &g->nodes[i + 1] : NULL;
+  wisp_path(first, cap, "%s%s%s", wisp_gop_name(a->op), a->section[0] ? " " : "", a->section);
+  second[0] = 0;
+  if (bit == WISP_FUSE_QK_NORM_ROPE_KV) /* inside one node: no second */
+    return 1;
+  if (b)
+    wisp_path(second, cap, "%s%s%s", wisp_gop_name(b->op), b->section[0] ? " " : "", b->section);
+  else if (bit == WISP_FUSE_RESIDUAL_NORM) /* the last residual add feeds the final norm */
+    wisp_path(second, cap, "rmsnorm head.norm");
+  else
+    return 0;
+  return 1;
+}
+
+/* The head's pairs (graph-wide bits: not nodes). */
+static const char *head_pair(unsigned bit, const char **second) {
+  *second = bit == WISP_FUSE_NORM_MATMUL ? "matmul head" : "sample (greedy)";
+  return bit == WISP_FUSE_NORM_MATMUL ? "rmsnorm head.norm" : "matmul head";
+}
+
 static void graph_fusions(wisp_plan *p, const resolver *R) {
   const wisp_graph *g = R->graph;
   for (int i = 0; i < g->n_nodes; i++) {
     const wisp_gnode *a = &g->nodes[i], *b = i + 1 < g->n_nodes ? &g->nodes[i + 1] : NULL;
     for (unsigned bit = 1; bit < (1u << WISP_FUSE_KINDS); bit <<= 1) {
-      if (!(a->fused & bit)) continue;
-      char first[48], second[48] = "";
-      wisp_path(first, sizeof first, "%s%s%s", wisp_gop_name(a->op), a->section[0] ? " " : "", a->section);
-      if (bit == WISP_FUSE_QK_NORM_ROPE_KV) /* inside one node: no second */
-        ;
-      else if (b)
-        wisp_path(second, sizeof second, "%s%s%s", wisp_gop_name(b->op), b->section[0] ? " " : "", b->section);
-      else if (bit == WISP_FUSE_RESIDUAL_NORM) /* the last residual add feeds the final norm */
-        wisp_path(second, sizeof second, "rmsnorm head.norm");
-      else
-        continue;
+      char first[48], second[48];
+      if (!(a->fused & bit) || !fusion_pair(g, i, bit, first, second, sizeof first)) continue;
       int k = fusion_entry(p, R, bit, b, first, second);
       if (k >= 0) add_layer(p->graph_fusions[k].layers, sizeof p->graph_fusions[k].layers, a->layer);
     }
   }
-  if (g->fused & WISP_FUSE_HEAD_ARGMAX) fusion_entry(p, R, WISP_FUSE_HEAD_ARGMAX, NULL, "matmul head", "sample (greedy)");
+  for (unsigned bit = WISP_FUSE_NORM_MATMUL; bit; bit = bit == WISP_FUSE_NORM_MATMUL ? WISP_FUSE_HEAD_ARGMAX : 0) {
+    const char *second, *first = head_pair(bit, &second);
+    if (g->fused & bit) fusion_entry(p, R, bit, NULL, first, second);
+  }
+}
+
+/* 1 when the plan lists the pair and applies it. */
+static int pair_applied(const wisp_plan *p, unsigned bit, const char *first, const char *second) {
+  const char *name = wisp_fuse_name(bit);
+  for (int k = 0; k < p->n_graph_fusions; k++)
+    if (!strcmp(p->graph_fusions[k].name, name) && !strcmp(p->graph_fusions[k].first, first) &&
+        !strcmp(p->graph_fusions[k].second, second))
+      return p->graph_fusions[k].applied;
+  return 0;
+}
+
+unsigned wisp_plan_fusions_at(const wisp_plan *p, const wisp_graph *g, int node) {
+  unsigned on = 0;
+  if (node < 0) {
+    for (unsigned bit = WISP_FUSE_NORM_MATMUL; bit; bit = bit == WISP_FUSE_NORM_MATMUL ? WISP_FUSE_HEAD_ARGMAX : 0) {
+      const char *second, *first = head_pair(bit, &second);
+      if ((g->fused & bit) && pair_applied(p, bit, first, second)) on |= bit;
+    }
+    return on;
+  }
+  if (node >= g->n_nodes) return 0;
+  for (unsigned bit = 1; bit < (1u << WISP_FUSE_KINDS); bit <<= 1) {
+    char first[48], second[48];
+    if ((g->nodes[node].fused & bit) && fusion_pair(g, node, bit, first, second, sizeof first) &&
+        pair_applied(p, bit, first, second))
+      on |= bit;
+  }
+  return on;
 }
 
 
@@ -896,6 +950,17 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
   cJSON_AddStringToObject(ex, "convFuseFrom", p->conv_fuse_from);
   cJSON_AddNumberToObject(ex, "flashBlocks", p->flash_blocks);
   cJSON_AddStringToObject(ex, "flashBlocksFrom", p->flash_blocks_from);
+  if (p->prefill_tile[0]) { /* only a tuned entry sets them: other plans keep their ids */
+    char t[64];
+    snprintf(t, sizeof t, "%dx%d", p->prefill_tile[0], p->prefill_tile[1]);
+    cJSON_AddStringToObject(ex, "prefillTile", t);
+  }
+  if (p->prefill_tile_i8[0]) {
+    char t[80];
+    const int *g = p->prefill_tile_i8;
+    snprintf(t, sizeof t, "%dx%dx%dx%dx%d", g[0], g[1], g[2], g[3], g[4]);
+    cJSON_AddStringToObject(ex, "prefillTileI8", t);
+  }
   cJSON_AddStringToObject(ex, "kvDtype", p->kv_dtype);
   cJSON_AddStringToObject(ex, "kvDtypeFrom", p->kv_dtype_from);
   if (p->persist_kernel[0]) {
@@ -918,6 +983,28 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
 }
 
 /* ---- grouping ---- */
+
+/* "AxBx..." of n positive numbers, at most 1024 each, into out. */
+static int read_dims(const cJSON *j, int n, int *out) {
+  if (!cJSON_IsString(j)) return 0;
+  const char *s = j->valuestring;
+  for (int i = 0; i < n; i++) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 1 || v > 1024 || (i + 1 < n ? *end != 'x' : *end != 0)) return 0;
+    out[i] = (int)v;
+    s = end + 1;
+  }
+  return 1;
+}
+
+/* The candidate's prefill tiles (a tuned entry's), when well formed. */
+static void read_tiles(const cJSON *cand, wisp_plan *p) {
+  int t[5];
+  if (cand && read_dims(cJSON_GetObjectItemCaseSensitive(cand, "prefillTile"), 2, t)) memcpy(p->prefill_tile, t, 2 * sizeof *t);
+  if (cand && read_dims(cJSON_GetObjectItemCaseSensitive(cand, "prefillTileI8"), 5, t))
+    memcpy(p->prefill_tile_i8, t, 5 * sizeof *t);
+}
 
 static char *ops_signature(const opvec *o) {
   cJSON *a = ops_json(o->v, o->n);
@@ -1121,6 +1208,7 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
     p->flash_blocks = 32;
     p->conv_fuse_from = cJSON_IsBool(cand_fuse) ? "manifest candidate" : "default";
     p->flash_blocks_from = "default";
+    read_tiles(in->candidate, p);
     const cJSON *fb = in->candidate ? cJSON_GetObjectItemCaseSensitive(in->candidate, "flashBlocks") : NULL;
     if (cJSON_IsNumber(fb) && fb->valuedouble >= 1 && fb->valuedouble <= 256) {
       p->flash_blocks = (int)fb->valuedouble;
@@ -1240,6 +1328,10 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     fprintf(f, " decodeLoop.batchSize=%d decodeLoop.maxBatchDecodeTokens=%d", p->decode_loop.batch_size,
             p->decode_loop.max_batch_decode_tokens);
   int cpu = !strcmp(p->backend, "cpu");
+  if (p->prefill_tile[0]) fprintf(f, " prefillTile=%dx%d (manifest candidate)", p->prefill_tile[0], p->prefill_tile[1]);
+  if (p->prefill_tile_i8[0])
+    fprintf(f, " prefillTileI8=%dx%dx%dx%dx%d (manifest candidate)", p->prefill_tile_i8[0], p->prefill_tile_i8[1],
+            p->prefill_tile_i8[2], p->prefill_tile_i8[3], p->prefill_tile_i8[4]);
   fprintf(f, "\nsettings kvDtype=%s (%s)\n", p->kv_dtype, p->kv_dtype_from);
   if (p->persist_kernel[0])
     fprintf(f, "settings persistentDecode=%s minSteps=%d (greedy decode batches of that many steps or more run as one "
@@ -1265,7 +1357,8 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     fprintf(f, "  %-50s %-3s%s  [%s]\n", wisp_switch_name(i), i == WISP_SW_HEAD_ARGMAX_Q4K ? "" : wisp_switch_on(&p->fusions, i) ? "on" : "off",
             extra, p->fusions.from[i] ? p->fusions.from[i] : "default");
   }
-  fprintf(f, "fusions (a pass over the model's graph; + applied by this plan, - found but not applied)\n");
+  fprintf(f, "fusions on the %s backend (a pass over the model's graph; + applied by this plan, - found but not applied)\n",
+          p->backend);
   for (int i = 0; i < p->n_graph_fusions; i++) {
     char pair[112];
     wisp_path(pair, sizeof pair, "%s%s%s", p->graph_fusions[i].first, p->graph_fusions[i].second[0] ? " -> " : "",

@@ -91,6 +91,10 @@ typedef struct {
    * where each value came from ("default" or "manifest candidate"). */
   int conv_fuse, flash_blocks;
   const char *conv_fuse_from, *flash_blocks_from;
+  /* The prefill products' tiles a tuned entry chose (candidate.prefillTile
+   * "TMxTN", prefillTileI8 "TMxTNxRMxRNxKB"; docs/tuning.md); 0: the
+   * backend's own. */
+  int prefill_tile[2], prefill_tile_i8[5];
   /* The KV caches' element type, "f32" or "f16" (packed halves): f16 when a
    * decode attention op is bound to a profile kernel whose
    * precision.kvDtype is "f16" (kv_dtype_from names it), else "f32"
@@ -179,6 +183,10 @@ int wisp_switch_on(const wisp_fusions *f, int i);
  * residual (a layer's input norm, the final norm before the head)
  * usePostFfnNextInputRMSNormPairFusion. */
 int wisp_norm_fuse_switch(const char *section);
+/* The fusions (WISP_FUSE_*) of graph g's node `node` that plan p applies
+ * (node -1: the head's, g->fused); g is the graph p was resolved from, or a
+ * session's copy of it. */
+unsigned wisp_plan_fusions_at(const wisp_plan *p, const struct wisp_graph *g, int node);
 /* The plan's settings.session object (switches with on/off and provenance). */
 cJSON *wisp_plan_switches_json(const wisp_plan *p);
 

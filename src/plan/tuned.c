@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan/pjson.h"
@@ -29,6 +30,19 @@ static wisp_status check_geometry(const cJSON *g, const char *where, const char 
   return WISP_OK;
 }
 
+/* "AxB..." of n numbers in 1..1024. */
+static int dims_ok(const cJSON *j, int n) {
+  if (!cJSON_IsString(j)) return 0;
+  const char *s = j->valuestring;
+  for (int i = 0; i < n; i++) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 1 || v > 1024 || (i + 1 < n ? *end != 'x' : *end != 0)) return 0;
+    s = end + 1;
+  }
+  return 1;
+}
+
 static wisp_status need_string(const cJSON *o, const char *key, const char *where, const char *path) {
   const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!cJSON_IsString(j)) return wisp_fail(WISP_EFORMAT, "%s: %s.%s: expected a string, got %s", where, path, key, wisp_json_type(j));
@@ -48,7 +62,7 @@ static wisp_status check_entry(const cJSON *e, const char *where, int i) {
   char path[96], sub[192];
   wisp_path(path, sizeof path, "tuned[%d]", i);
   if (!cJSON_IsObject(e)) return wisp_fail(WISP_EFORMAT, "%s: %s: expected an object, got %s", where, path, wisp_json_type(e));
-  static const char *const keys[] = {"device", "timing", "candidate", "knee", "flashOptima", "prefill"};
+  static const char *const keys[] = {"device", "timing", "candidate", "knee", "flashOptima", "prefill", "acceptance"};
   for (const cJSON *k = e->child; k; k = k->next) {
     int known = 0;
     for (size_t j = 0; j < sizeof keys / sizeof *keys; j++) known |= !strcmp(k->string, keys[j]);
@@ -82,6 +96,13 @@ static wisp_status check_entry(const cJSON *e, const char *where, int i) {
     }
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(c, "flashBlocks");
     if (fb && (st = need_uint(c, "flashBlocks", 1, 256, where, sub))) return st;
+    static const char *const tiles[2] = {"prefillTile", "prefillTileI8"};
+    for (int i = 0; i < 2; i++) {
+      const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, tiles[i]);
+      if (t && !dims_ok(t, i ? 5 : 2))
+        return wisp_fail(WISP_EFORMAT, "%s: %s.%s: expected \"%s\" (numbers 1..1024)", where, sub, tiles[i],
+                         i ? "TMxTNxRMxRNxKB" : "TMxTN");
+    }
   }
   const cJSON *k = cJSON_GetObjectItemCaseSensitive(e, "knee");
   if (k && !cJSON_IsArray(k)) return wisp_fail(WISP_EFORMAT, "%s: %s.knee: expected an array", where, path);
@@ -214,13 +235,14 @@ wisp_status wisp_tuned_overlay(const cJSON *manifest_candidate, const cJSON *man
       if (cJSON_GetObjectItemCaseSensitive(mv, s->string)) cJSON_ReplaceItemInObjectCaseSensitive(mv, s->string, copy);
       else cJSON_AddItemToObject(mv, s->string, copy);
     }
-    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(ec, "flashBlocks");
-    if (fb) {
-      cJSON *copy = cJSON_CreateNumber(fb->valuedouble);
+    static const char *const keys[3] = {"flashBlocks", "prefillTile", "prefillTileI8"};
+    for (int i = 0; i < 3; i++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(ec, keys[i]);
+      if (!v) continue;
+      cJSON *copy = cJSON_Duplicate(v, 0);
       if (!copy) goto oom;
-      if (cJSON_GetObjectItemCaseSensitive(*candidate, "flashBlocks"))
-        cJSON_ReplaceItemInObjectCaseSensitive(*candidate, "flashBlocks", copy);
-      else cJSON_AddItemToObject(*candidate, "flashBlocks", copy);
+      if (cJSON_GetObjectItemCaseSensitive(*candidate, keys[i])) cJSON_ReplaceItemInObjectCaseSensitive(*candidate, keys[i], copy);
+      else cJSON_AddItemToObject(*candidate, keys[i], copy);
     }
   }
   const cJSON *ek = cJSON_GetObjectItemCaseSensitive(c->entry, "knee");

@@ -17,10 +17,11 @@
 //      streamed from the URL into GPU buffers: the native CLI's greedy tokens
 //      (--expect-big) with the page's wasm memory peak under half the weights;
 //   7. a page without WebGPU (navigator.gpu removed) falls back to its cpu
-//      backend (wasm SIMD) and gives the native CLI's greedy text.
+//      backend (wasm SIMD) and runs a GGUF file by URL (--gguf: the default
+//      model exported) with the native CLI's greedy text for it (--expect-gguf).
 //   node tests/web/page.mjs --web build/wasm --model models/default --prompt P -n N
 //        --expect FILE --expect-sampled FILE --expect-chat FILE --bad-dir DIR --expect-error FILE
-//        --big DIR --big-prompt P --expect-big FILE --out build/test-logs
+//        --big DIR --big-prompt P --expect-big FILE --gguf FILE --expect-gguf FILE --out build/test-logs
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -31,7 +32,7 @@ function args() {
   const a = {};
   const v = process.argv.slice(2);
   for (let i = 0; i < v.length; i += 2) a[v[i].replace(/^-+/, "")] = v[i + 1];
-  for (const k of ["web", "model", "prompt", "n", "expect", "expect-sampled", "expect-chat", "bad-dir", "expect-error", "big", "big-prompt", "expect-big", "out"])
+  for (const k of ["web", "model", "prompt", "n", "expect", "expect-sampled", "expect-chat", "bad-dir", "expect-error", "big", "big-prompt", "expect-big", "gguf", "expect-gguf", "out"])
     if (a[k] === undefined) throw new Error(`missing --${k}`);
   return a;
 }
@@ -69,6 +70,10 @@ function serve(roots) {
 }
 
 const a = args();
+const started = Date.now();
+// "ok" lines carry the seconds since the start (wall time; the page's steps
+// are mostly SwiftShader compiling and running kernels)
+const ok = (text) => console.log(`ok ${text} [${((Date.now() - started) / 1000).toFixed(0)} s]`);
 const expect = fs.readFileSync(a.expect, "utf8");
 const expectSampled = fs.readFileSync(a["expect-sampled"], "utf8");
 const expectChat = fs.readFileSync(a["expect-chat"], "utf8");
@@ -76,7 +81,9 @@ const expectError = fs.readFileSync(a["expect-error"], "utf8").trim().split("\n"
   .replaceAll(a["bad-dir"], "/model");
 const expectBig = fs.readFileSync(a["expect-big"], "utf8");
 const bigWeights = fs.statSync(path.join(a.big, "weights.bin")).size;
-const server = await serve([["/good/", a.model], ["/bad/", a["bad-dir"]], ["/big/", a.big], ["/", a.web]]);
+const expectGguf = fs.readFileSync(a["expect-gguf"], "utf8");
+const server = await serve([["/good/", a.model], ["/bad/", a["bad-dir"]], ["/big/", a.big],
+                            ["/gguf/", path.dirname(a.gguf)], ["/", a.web]]);
 const base = `http://127.0.0.1:${server.address().port}`;
 const profile = fs.mkdtempSync(path.join(os.tmpdir(), "wisp-chromium-"));
 let browser = null, page = null, failed = null, status = "";
@@ -122,12 +129,12 @@ try {
   if (got !== expect)
     throw new Error(`the page's greedy text differs from the native CLI's:\n page:   ${JSON.stringify(got)}\n native: ${JSON.stringify(expect)}`);
   if (updates < 2) throw new Error(`the tokens did not stream (${updates} update)`);
-  console.log(`ok page greedy text equals native (${got.length} characters in ${updates} updates) on ${device}`);
+  ok(`page greedy text equals native (${got.length} characters in ${updates} updates) on ${device}`);
   console.log(`   ${await page.textContent("#status")}`);
   fs.mkdirSync(a.out, { recursive: true });
   const shot = path.join(a.out, "wasm-page.png");
   await page.screenshot({ path: shot, fullPage: true });
-  console.log(`ok screenshot ${shot}`);
+  ok(`screenshot ${shot}`);
 
   // 2. sampled, on the page's CPU backend (choosing it plans again)
   await command(() => page.selectOption("#backend", "cpu"));
@@ -138,7 +145,7 @@ try {
   const sampled = await page.textContent("#output");
   if ((await page.textContent("#error")) || sampled !== expectSampled)
     throw new Error(`the page's sampled text (cpu, seed 7) differs from the native CLI's:\n page:   ${JSON.stringify(sampled)}\n native: ${JSON.stringify(expectSampled)}\n error: ${await page.textContent("#error")}`);
-  console.log(`ok page sampled text (cpu backend, temperature 0.8, seed 7) equals native`);
+  ok(`page sampled text (cpu backend, temperature 0.8, seed 7) equals native`);
 
   // 2b. a chat: two lines, greedy, 12 tokens a reply, then the end of input
   await page.fill("#temp", "0");
@@ -154,7 +161,7 @@ try {
   const replies = (await page.$$eval("#chat .reply", (els) => els.map((e) => e.textContent))).join("");
   if ((await page.textContent("#error")) || replies !== expectChat)
     throw new Error(`the page's chat differs from the native CLI's:\n page:   ${JSON.stringify(replies)}\n native: ${JSON.stringify(expectChat)}`);
-  console.log("ok page chat (two lines) equals native");
+  ok("page chat (two lines) equals native");
 
   // 3. the damaged artifact: the CLI's one line (wisp plan checks the
   // weights' digests when the page opens it)
@@ -164,7 +171,7 @@ try {
   if (!(await page.isDisabled("#run"))) throw new Error("a damaged artifact can be run");
   if (bad !== expectError)
     throw new Error(`the damaged artifact's error differs from the CLI's:\n page: ${JSON.stringify(bad)}\n cli:  ${JSON.stringify(expectError)}`);
-  console.log(`ok damaged artifact: ${bad}`);
+  ok(`damaged artifact: ${bad}`);
 
   // 5. the benchmark's receipt, on the default model's cpu backend
   await page.fill("#url", `${base}/good/`);
@@ -177,7 +184,7 @@ try {
   const receipt = JSON.parse(fs.readFileSync(await download.path(), "utf8"));
   if (receipt.prompt_tokens !== 8 || receipt.decode_tokens !== 8 || !receipt.decode || !receipt.plan_id)
     throw new Error("the downloaded receipt is not the benchmark's: " + JSON.stringify(receipt).slice(0, 300));
-  console.log(`ok receipt downloaded (${download.suggestedFilename()}: plan ${receipt.plan_id.slice(0, 12)}, ` +
+  ok(`receipt downloaded (${download.suggestedFilename()}: plan ${receipt.plan_id.slice(0, 12)}, ` +
               `${receipt.decode_tokens} decode tokens)`);
 
   // 6. the big model on WebGPU, its weights streamed from the URL
@@ -196,7 +203,7 @@ try {
     throw new Error(`the big model's greedy text on WebGPU differs from the native CLI's:\n page:   ${JSON.stringify(bigText)}\n native: ${JSON.stringify(expectBig)}\n error: ${await page.textContent("#error")}`);
   if (!(peak > 0 && peak < bigWeights / 2))
     throw new Error(`wasm memory peaked at ${peak} bytes for ${bigWeights} bytes of weights: they were not streamed`);
-  console.log(`ok streamed weights: greedy tokens equal native, wasm memory ${(peak / 2 ** 20).toFixed(0)} MiB ` +
+  ok(`streamed weights: greedy tokens equal native, wasm memory ${(peak / 2 ** 20).toFixed(0)} MiB ` +
               `for ${(bigWeights / 2 ** 20).toFixed(0)} MiB of weights`);
 
   // 7. no WebGPU: the page's cpu backend
@@ -209,16 +216,17 @@ try {
     await plain.waitForFunction((n) => window.wisp.runs > n && window.wisp.done, before, { timeout: 600000 });
   };
   if ((await plain.inputValue("#backend")) !== "cpu") throw new Error("without WebGPU the page did not choose cpu");
-  await plain.fill("#url", `${base}/good/`);
+  await plain.fill("#url", `${base}/gguf/${path.basename(a.gguf)}`);
   await cpuCommand(() => plain.click("#load-url"));
+  if (await plain.textContent("#error")) throw new Error("opening the GGUF file: " + (await plain.textContent("#error")));
   await plain.fill("#prompt", a.prompt);
   await plain.fill("#n", a.n);
   await plain.fill("#temp", "0");
   await cpuCommand(() => plain.click("#run"));
   const cpuText = await plain.textContent("#output");
-  if ((await plain.textContent("#error")) || cpuText !== expect || !(await plain.textContent("#plan")).includes("\nbackend cpu"))
-    throw new Error(`without WebGPU the page's cpu text differs from the native CLI's:\n page:   ${JSON.stringify(cpuText)}\n native: ${JSON.stringify(expect)}\n error: ${await plain.textContent("#error")}`);
-  console.log("ok without WebGPU: the cpu backend's greedy text equals native");
+  if ((await plain.textContent("#error")) || cpuText !== expectGguf || !(await plain.textContent("#plan")).includes("\nbackend cpu"))
+    throw new Error(`without WebGPU the page's cpu text for the GGUF file differs from the native CLI's:\n page:   ${JSON.stringify(cpuText)}\n native: ${JSON.stringify(expectGguf)}\n error: ${await plain.textContent("#error")}`);
+  ok("without WebGPU: the cpu backend's greedy text for a GGUF file by URL equals native");
 } catch (e) {
   failed = e;
   if (page) status = await page.textContent("#status").catch(() => "");

@@ -141,25 +141,25 @@ const void *wisp_weights_borrow(const void *p, size_t n, void **owned) {
   return copy;
 }
 
-void wisp_weights_sha256_hex(const void *p, size_t n, char out[65]) {
+wisp_status wisp_weights_sha256_hex(const void *p, size_t n, char out[65]) {
   const stream *s = n ? stream_of(p) : NULL;
   if (!s) {
     wisp_sha256_hex(n ? p : "", n, out);
-    return;
+    return WISP_OK;
   }
   SHA2_CTX c;
   SHA256Init(&c);
   uint8_t *buf = malloc(READ_CHUNK);
-  int ok = buf != NULL;
-  for (size_t o = 0; ok && o < n; o += READ_CHUNK) {
+  wisp_status st = buf ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory hashing weights");
+  for (size_t o = 0; !st && o < n; o += READ_CHUNK) {
     const size_t k = n - o < READ_CHUNK ? n - o : READ_CHUNK;
-    ok = stream_read(s, buf, (const uint8_t *)p + o, k) == WISP_OK;
-    if (ok) SHA256Update(&c, buf, k);
+    if (!(st = stream_read(s, buf, (const uint8_t *)p + o, k))) SHA256Update(&c, buf, k);
   }
   free(buf);
+  if (st) return st;
   uint8_t md[SHA256_DIGEST_LENGTH];
   SHA256Final(md, &c);
-  /* a read that failed gives a digest no section has: the check reports it */
-  for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) snprintf(out + 2 * i, 3, "%02x", ok ? md[i] : (uint8_t)~md[i]);
+  for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
   out[64] = 0;
+  return WISP_OK;
 }

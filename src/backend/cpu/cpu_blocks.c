@@ -133,6 +133,61 @@ __attribute__((target("avx2,fma"))) static float dot_bf16_avx2(const wisp_matrix
   return s;
 }
 
+/* The 32 nibbles of a Q4_0 / Q4_1 block's qs[16] (element j the low nibble
+ * of byte j, j + 16 its high nibble) as four vectors of eight floats in
+ * element order. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void q4_nibbles(const uint8_t *qs, __m256 q[4]) {
+  const __m128i bytes = _mm_loadu_si128((const __m128i *)qs), mask = _mm_set1_epi8(15);
+  const __m128i lo = _mm_and_si128(bytes, mask), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  q[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+  q[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+  q[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+  q[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+}
+
+static float f16_at(const uint8_t *p) { return wisp_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+/* Q4_0 and Q4_1 read in place, a block at a time: per block
+ * d * sum (q - 8) x (Q4_0) or d * sum q x + m * sum x (Q4_1), so a product
+ * of a Q4_0 file's matrices streams its 18-byte blocks as wisp's Q4 kernel
+ * streams its own layout. */
+__attribute__((target("avx2,fma"))) static float dot_q4_0_avx2(const wisp_matrix *m, int row, const float *x) {
+  const int nb = m->cols / 32;
+  const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q4_0_BYTES;
+  const __m256 eight = _mm256_set1_ps(8.0f);
+  __m256 total = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++, blk += WISP_Q4_0_BYTES, x += 32) {
+    __m256 q[4];
+    q4_nibbles(blk + 2, q);
+    __m256 acc = _mm256_mul_ps(_mm256_sub_ps(q[0], eight), _mm256_loadu_ps(x));
+    acc = _mm256_fmadd_ps(_mm256_sub_ps(q[1], eight), _mm256_loadu_ps(x + 8), acc);
+    acc = _mm256_fmadd_ps(_mm256_sub_ps(q[2], eight), _mm256_loadu_ps(x + 16), acc);
+    acc = _mm256_fmadd_ps(_mm256_sub_ps(q[3], eight), _mm256_loadu_ps(x + 24), acc);
+    total = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(blk)), acc, total);
+  }
+  return hsum(total);
+}
+
+__attribute__((target("avx2,fma"))) static float dot_q4_1_avx2(const wisp_matrix *m, int row, const float *x) {
+  const int nb = m->cols / 32;
+  const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q4_1_BYTES;
+  __m256 total = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++, blk += WISP_Q4_1_BYTES, x += 32) {
+    __m256 q[4];
+    q4_nibbles(blk + 4, q);
+    const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8), x2 = _mm256_loadu_ps(x + 16),
+                 x3 = _mm256_loadu_ps(x + 24);
+    __m256 acc = _mm256_mul_ps(q[0], x0);
+    acc = _mm256_fmadd_ps(q[1], x1, acc);
+    acc = _mm256_fmadd_ps(q[2], x2, acc);
+    acc = _mm256_fmadd_ps(q[3], x3, acc);
+    const __m256 xs = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
+    total = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(blk)), acc, total);
+    total = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(blk + 2)), xs, total);
+  }
+  return hsum(total);
+}
+
 /* The other types: a chunk of blocks decoded into a buffer, then summed. */
 __attribute__((target("avx2,fma"))) static float dot_chunks_avx2(const wisp_matrix *m, int row, const float *x) {
   const wisp_quant_traits *t = wisp_quant_traits_of(m->type);
@@ -152,6 +207,8 @@ __attribute__((target("avx2,fma"))) static float dot_chunks_avx2(const wisp_matr
 float wisp_cpu_dot_blocks_avx2(const wisp_matrix *m, int row, const float *x) {
   if (m->type == WISP_W_Q6K) return dot_q6k_avx2(m, row, x);
   if (m->type == WISP_W_BF16) return dot_bf16_avx2(m, row, x);
+  if (m->type == WISP_W_Q4_0) return dot_q4_0_avx2(m, row, x);
+  if (m->type == WISP_W_Q4_1) return dot_q4_1_avx2(m, row, x);
   return dot_chunks_avx2(m, row, x);
 }
 
@@ -162,8 +219,23 @@ __attribute__((target("avx2,fma"))) static void row_bf16_avx2(const wisp_matrix 
   for (; i < m->cols; i++) out[i] = bf16_at(h + 2 * i);
 }
 
+/* A Q4_0 row as f32: d * (q - 8), exactly what the block decoder gives
+ * (one rounding of the product). */
+__attribute__((target("avx2,fma"))) static void row_q4_0_avx2(const wisp_matrix *m, int row, float *out) {
+  const int nb = m->cols / 32;
+  const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q4_0_BYTES;
+  const __m256 eight = _mm256_set1_ps(8.0f);
+  for (int b = 0; b < nb; b++, blk += WISP_Q4_0_BYTES, out += 32) {
+    __m256 q[4];
+    q4_nibbles(blk + 2, q);
+    const __m256 d = _mm256_set1_ps(f16_at(blk));
+    for (int k = 0; k < 4; k++) _mm256_storeu_ps(out + 8 * k, _mm256_mul_ps(d, _mm256_sub_ps(q[k], eight)));
+  }
+}
+
 void wisp_cpu_row_blocks_avx2(const wisp_matrix *m, int row, float *out) {
   if (m->type == WISP_W_Q6K) row_q6k_avx2(m, row, out);
+  else if (m->type == WISP_W_Q4_0) row_q4_0_avx2(m, row, out);
   else if (m->type == WISP_W_BF16) row_bf16_avx2(m, row, out);
   else wisp_matrix_row_f32(m, row, out);
 }

@@ -1,13 +1,14 @@
 /* Attention of the WebGPU backend (backend.h attention, attention_rows):
  * one token by attn_decode.wgsl (norm, rope, cache append and attention in
- * one dispatch, keys split over workgroups and merged by attn_combine or by
- * the next product), several by attn_rope + attn_flash (or attn_prefill);
+ * one dispatch, keys split over workgroups and merged by attn_combine or,
+ * where the graph fuses it, by the product reading the output), several by attn_rope + attn_flash (or attn_prefill);
  * a batched step's rows by attn_decode_rows (+ attn_combine_rows). */
 #include "backend/webgpu/wgpu_attention.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_attention_tiled.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "util/err.h"
 
@@ -19,14 +20,13 @@
 #define ATTN_PREFILL_MAXD 64
 
 static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out);
-static void emit_merge(wgpu_backend *g, const wisp_wgpu_pending *p) {
-  rec_attn_merge(g, p->heads, p->head_dim, p->splits, p->out);
+static void emit_merge(wisp_backend *be, const wisp_wgpu_tail *t) {
+  rec_attn_merge(as_g(be), t->heads, t->hd, t->splits, t->out);
 }
 
-static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
+void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wisp_wgpu_tail *tail) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
   if (D <= 0 || D % (g->kv16 ? 8 : 4) || D > 4 * ATTN_WG || D > 256 || KVH <= 0 || H % KVH) {
     wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "attention with %d heads, %d kv heads, head dim %d", H, KVH, D);
@@ -94,7 +94,11 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
             {0, 0, 0}};
     wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), bind_of(a->k_cache), bind_of(a->v_cache), whole(a->out->g.b),
                                whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
-    if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill && !win &&
+    if (splits == 1 && !win && scale == 1.0f / sqrtf((float)D) &&
+        wisp_wgpu_attn_tiled(g, g->qbuf.b, bind_of(a->k_cache), bind_of(a->v_cache), a->out->g.b, a->n, a->pos0, H,
+                             KVH, D)) {
+      /* attn_flash_tiled.wgsl (tuning attnPrefill=2; every key, the default scale): recorded */
+    } else if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill == 1 && !win &&
         (uint64_t)ATTN_PREFILL_KT * ATTN_PREFILL_MAXD * 8 <= g->d->info.max_compute_workgroup_storage_size) {
       /* attn_prefill.wgsl: a workgroup per 64 query tokens of a head sharing key/value tiles */
       wisp_wgpu_const cp[3] = {{"QB", ATTN_PREFILL_QB}, {"KT", ATTN_PREFILL_KT}, {"KV16", g->kv16 ? 1 : 0}};
@@ -105,13 +109,12 @@ static void g_attention(wisp_backend *be, const wisp_attention_args *a) {
     }
   }
   if (splits > 1) {
-    if (g->fuse && g->sg && D % 4 == 0) { /* the product reading out may merge the splits itself (PRE 3) */
-      g->pend.kind = 4;
-      g->pend.emit = emit_merge;
-      g->pend.heads = H;
-      g->pend.head_dim = D;
-      g->pend.splits = (int)splits;
-      g->pend.out = a->out;
+    /* The product reading out may merge the splits itself (PRE 3): every
+     * one of its workgroups reads all the partials, so only up to the short
+     * cap; the long rule's many splits are merged once by attn_combine. */
+    if (tail && g->sg && D % 4 == 0 && splits <= g->max_splits) {
+      *tail = (wisp_wgpu_tail){.kind = 3, .aux = g->part.b, .out = a->out, .heads = H, .hd = D,
+                               .splits = (int)splits, .emit = emit_merge};
       return;
     }
     rec_attn_merge(g, H, D, (int)splits, a->out);
@@ -146,7 +149,6 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
       KVH <= 0 || H % KVH || a->window > 0)
     return 0;
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   wvec *qn = a->q_norm ? wisp_wgpu_need_vec(g, a->q_norm) : NULL, *kn = a->k_norm ? wisp_wgpu_need_vec(g, a->k_norm) : NULL;
   wvec *cs = wisp_wgpu_need_vec(g, a->rope_cos), *sn = cs ? wisp_wgpu_need_vec(g, a->rope_sin) : NULL;
   if ((a->q_norm && !qn) || (a->k_norm && !kn) || !sn) return 1; /* error kept */
@@ -214,6 +216,8 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
   return 1;
 }
 
+
+static void g_attention(wisp_backend *be, const wisp_attention_args *a) { wisp_wgpu_attention_rec(be, a, NULL); }
 
 void wisp_wgpu_attention_install(wisp_backend *vt) {
   vt->attention = g_attention;

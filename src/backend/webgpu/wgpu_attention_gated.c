@@ -3,14 +3,15 @@
  * head, partial rotary, one token by attn_gated_decode.wgsl (or the seed
  * profile's head-256 kernel), several by attn_gated_rope + attn_flash, the
  * gate by attn_gate.wgsl or fused into the merge of the splits
- * (attn_gated_combine, itself fused into the next Q4_K product where it
- * fits). Semantics: backend.h; reference: the CPU backend. */
+ * (attn_gated_combine, itself computed by the Q4_K product reading the
+ * output where the graph fuses them and it fits). Semantics: backend.h; reference: the CPU backend. */
 #include "backend/webgpu/wgpu_attention_gated.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_attention_tiled.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "util/err.h"
 
@@ -43,10 +44,10 @@ void wisp_wgpu_attention_gated_free(wisp_backend *be) {
   g->attn_gated = NULL;
 }
 
-/* A held-back merge of a one-token gated attention's splits
+/* The merge of a one-token gated attention's splits
  * (attn_gated_combine.wgsl, a thread per dimension) on its own, when no
- * Q4_K product took it (wisp_wgpu_input_op kind 2). */
-static void emit_combine(wisp_backend *be, const wisp_wgpu_input_op *f) {
+ * Q4_K product took it (wisp_wgpu_tail kind 2). */
+static void emit_combine(wisp_backend *be, const wisp_wgpu_tail *f) {
   wisp_wgpu_const cc[1] = {{"WG", QDEC_WG}};
   wisp_wgpu_kernel *kc2 = wisp_wgpu_pipeline(as_g(be), "attn_gated_combine", cc, 1);
   struct {
@@ -78,8 +79,7 @@ static void record_attn_gate(wisp_backend *be, WGPUBuffer qkv, WGPUBuffer out, i
   wisp_wgpu_record_xyz(as_g(be), kg, bg, 2, &pg, sizeof pg, gx, gy, 1);
 }
 
-static void g_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a) {
-  wisp_wgpu_emit_pending(as_g(be));
+void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_args *a, wisp_wgpu_tail *tail) {
   attn_gated_state *q = state_of(be);
   if (!q) return;
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads, R = a->rotary_dim;
@@ -166,8 +166,13 @@ static void g_attention_gated(wisp_backend *be, const wisp_gated_attention_args 
     wisp_wgpu_binding bd[10] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), kc,
                                 vc, whole(out), whole(splits > 1 ? q->part.b : as_g(be)->dummy_rw.b)};
     wisp_wgpu_record_xyz(as_g(be), kd, bd, 10, &pd, sizeof pd, (uint32_t)H, 1, splits);
-    if (splits > 1 && gate_in) { /* the gated merge: held back for the o_proj product */
-      as_g(be)->fin = (wisp_wgpu_input_op){2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)splits, 0, emit_combine};
+    if (splits > 1 && gate_in) {
+      /* the gated merge: left to the product reading out where the graph
+       * fuses them (its every workgroup merges the partials while staging:
+       * up to the short cap); the long rule's many splits are merged once here */
+      const wisp_wgpu_tail t = {2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)splits, 0, emit_combine};
+      if (tail && splits <= as_g(be)->max_splits) *tail = t;
+      else emit_combine(be, &t);
       return;
     }
   } else {
@@ -180,7 +185,8 @@ static void g_attention_gated(wisp_backend *be, const wisp_gated_attention_args 
             tps, 0, {0, 0, 0}};
     wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), kc, vc, whole(out),
                                whole(splits > 1 ? q->part.b : as_g(be)->dummy_rw.b)};
-    wisp_wgpu_record_xyz(as_g(be), kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
+    if (splits > 1 || !wisp_wgpu_attn_tiled(as_g(be), q->qbuf.b, kc, vc, out, a->n, a->pos0, H, KVH, D))
+      wisp_wgpu_record_xyz(as_g(be), kf, bf, 5, &pf, sizeof pf, (uint32_t)H, (uint32_t)a->n, splits);
   }
   if (splits > 1) {
     wisp_wgpu_kernel *kc2 = wisp_wgpu_pipeline(as_g(be), "attn_combine", c, 1);
@@ -219,7 +225,6 @@ static int g_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_a
       R > D || KVH <= 0 || H % KVH || (kv16 && D % 8))
     return 0;
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(as_g(be));
   attn_gated_state *q = state_of(be);
   if (!q) return 1;
   WGPUBuffer qn = wisp_wgpu_vec_buffer(as_g(be), a->q_norm), kn = qn ? wisp_wgpu_vec_buffer(as_g(be), a->k_norm) : NULL;
@@ -310,6 +315,10 @@ static int g_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_a
   if (gate_in) return 1;
   record_attn_gate(be, qkv, out, rows->n, H, KVH, D); /* elementwise: every row at once */
   return 1;
+}
+
+static void g_attention_gated(wisp_backend *be, const wisp_gated_attention_args *a) {
+  wisp_wgpu_attention_gated_rec(be, a, NULL);
 }
 
 void wisp_wgpu_attention_gated_install(wisp_backend *vt) {

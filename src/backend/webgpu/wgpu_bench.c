@@ -23,13 +23,15 @@ wisp_status wisp_bench_device_open(wisp_bench_device **out) {
   if (!b) return wisp_fail(WISP_ENOMEM, "out of memory");
   wisp_wgpu_device_opts o;
   memset(&o, 0, sizeof o);
-  o.profile = 1; /* timestamps around every dispatch, where the adapter has them */
   wisp_status st = wisp_wgpu_device_open(&o, &b->d);
   if (st) {
     wisp_error_prefix("backend 'webgpu'");
     free(b);
     return st;
   }
+  /* timestamps around every dispatch (the profiler, attached at the first
+   * batch) where the adapter has them; else the caller times wall clocks */
+  if (b->d->has_timestamp_query) b->d->profile_repeat = 1;
   *out = b;
   return WISP_OK;
 }

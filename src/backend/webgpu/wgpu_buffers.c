@@ -84,7 +84,6 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
   if (!b) return;
   g->state_forget(be, b); /* no copy-back into a freed state buffer */
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_keep_error(g, wisp_wgpu_flush(g)); /* recorded work may still use it */
   if (b->parent) { /* a slot's part: the device buffer goes with the last part */
     wisp_buf *P = b->parent;
@@ -108,7 +107,6 @@ static void g_buf_free(wisp_backend *be, wisp_buf *b) {
 static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst) {
   wgpu_backend *g = as_g(be);
   g->state_flush(be); /* a state buffer read back must hold the persistent decode's latest */
-  wisp_wgpu_emit_pending(g);
   wisp_status st;
   off += (size_t)word0(b); /* a slot's part: words of its device buffer */
   if (g->spec_ready && !g->open && g->spec_src == b->g.b && g->spec_off == (uint64_t)off * 4 &&
@@ -134,7 +132,6 @@ static void g_buf_read(wisp_backend *be, const wisp_buf *b, size_t off, size_t n
 static void g_buf_zero(wisp_backend *be, wisp_buf *b) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   /* Queue writes land before the next submit: submit what is recorded first. */
   wisp_wgpu_keep_error(g, wisp_wgpu_flush(g));
   g->spec_ready = 0;
@@ -196,7 +193,6 @@ wvec *wisp_wgpu_need_vec(wgpu_backend *g, const wisp_vector *v) {
 
 static void g_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   /* A queue write lands before the next submit as a whole: submit what was
    * recorded before it first, so ordering is what the caller wrote. */
   if (g->open) wisp_wgpu_keep_error(g, wisp_wgpu_flush(g));
@@ -209,7 +205,6 @@ static void g_buf_write(wisp_backend *be, wisp_buf *b, size_t off, size_t n, con
 
 static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src_off, size_t n) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_const c[1] = {{"WG", 64}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "copy", c, 1);
   struct {
@@ -222,7 +217,6 @@ static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src
 static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_copy_words(g, src->g.b, word0(src), dst->g.b, word0(dst), n);
 }
 
@@ -230,7 +224,6 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
                           size_t n) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_copy_words(g, src->g.b, word0(src) + src_off, dst->g.b, word0(dst) + dst_off, n);
 }
 

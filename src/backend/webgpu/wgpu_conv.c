@@ -1,6 +1,7 @@
 /* Short convolutions of the WebGPU backend (backend.h shortconv,
- * shortconv_rows): shortconv.wgsl, or with the held-back in_proj product
- * fused in matvec_conv.wgsl; a batched step's rows by shortconv_rows.wgsl. */
+ * shortconv_rows): shortconv.wgsl, or with the in_proj product the graph
+ * fused with it matvec_conv.wgsl (wgpu_fused.c); a batched step's rows by
+ * shortconv_rows.wgsl. */
 #include "backend/webgpu/wgpu_conv.h"
 
 #include <string.h>
@@ -12,48 +13,40 @@
 /* shortconv.wgsl: tokens per thread (its grid's y is ceil(n / this)). */
 #define SHORTCONV_TT 16
 
+void wisp_wgpu_rec_matvec_conv(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
+                               const wisp_buf *xo, wisp_buf *bcx, const wvec *tv, int L, int dim, wisp_buf *state,
+                               wisp_buf *out) {
+  /* matvec_conv.wgsl's own workgroup arrays: res, partial, inv_s */
+  const uint32_t cl = wisp_wgpu_matvec_lanes(g, g->mv_wg);
+  const uint64_t conv_own = ((uint64_t)g->conv_rows * (1 + cl / 4) + g->mv_wg / 4 + 1) * 4;
+  wisp_wgpu_const c[6] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
+                          {"LG", cl},       {"XN", wisp_wgpu_staged_vec4s(g, w->cols, conv_own)},
+                          {"PF", g->prefetch == 1}};
+  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 6 : 3);
+  struct {
+    uint32_t rows, cols, y_off, x_off, acc;
+    float eps;
+    uint32_t dim, L, pre, pad[3];
+  } p = {(uint32_t)w->rows, (uint32_t)w->cols, 0, 0, 0, eps, (uint32_t)dim, (uint32_t)L, (uint32_t)pre, {0, 0, 0}};
+  wisp_wgpu_binding b[10];
+  part_bindings(g, &w->parts[0], b);
+  b[3] = whole(xin->g.b);
+  b[4] = whole(bcx->g.b);
+  b[5] = whole(pre == 1 ? nw->g.b : g->dummy.b);
+  b[6] = whole(pre ? xo->g.b : g->dummy_rw.b);
+  b[7] = whole(tv->g.b);
+  b[8] = bind_of(state);
+  b[9] = whole(out->g.b);
+  uint32_t gx, gy;
+  wisp_wgpu_grid(g->d, cdiv((uint64_t)dim, g->conv_rows / 3), &gx, &gy);
+  wisp_wgpu_record(g, k, b, 10, &p, sizeof p, gx, gy);
+}
+
 static void g_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                         wisp_buf *state, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
   wisp_wgpu_state_op(be);
-  wvec *tv = wisp_wgpu_find_vec(g, taps);
-  if (g->pend.kind == 3 && g->conv_fuse && g->pend.m->nparts == 1 && conv_fusable(g->pend.m) && tv && L >= 1 &&
-      n == 1 && g->pend.my == bcx &&
-      g->pend.m->rows == 3 * dim &&
-      out != bcx && state != bcx && out != state && out != g->pend.mx && state != g->pend.mx) {
-    /* The held-back in_proj product and this convolution in one dispatch. */
-    const wmat *w = g->pend.m;
-    const int pre = g->pend.pre;
-    g->pend.kind = 0;
-    /* matvec_conv.wgsl's own workgroup arrays: res, partial, inv_s */
-    const uint32_t cl = wisp_wgpu_matvec_lanes(g, g->mv_wg);
-    const uint64_t conv_own = ((uint64_t)g->conv_rows * (1 + cl / 4) + g->mv_wg / 4 + 1) * 4;
-    wisp_wgpu_const c[6] = {{"WG", g->mv_wg}, {"ROWS", g->conv_rows}, {"QT", qt_of(w->type)},
-                            {"LG", cl},       {"XN", wisp_wgpu_staged_vec4s(g, w->cols, conv_own)},
-                            {"PF", g->prefetch == 1}};
-    wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, g->sg ? "matvec_conv" : "matvec_conv_nosg", c, g->sg ? 6 : 3);
-    struct {
-      uint32_t rows, cols, y_off, x_off, acc;
-      float eps;
-      uint32_t dim, L, pre, pad[3];
-    } p = {(uint32_t)w->rows, (uint32_t)w->cols, 0, 0, 0, g->pend.eps, (uint32_t)dim, (uint32_t)L, (uint32_t)pre,
-           {0, 0, 0}};
-    wisp_wgpu_binding b[10];
-    part_bindings(g, &w->parts[0], b);
-    b[3] = whole(g->pend.x->g.b);
-    b[4] = whole(bcx->g.b);
-    b[5] = whole(pre == 1 ? g->pend.w->g.b : g->dummy.b);
-    b[6] = whole(pre ? g->pend.mx->g.b : g->dummy_rw.b);
-    b[7] = whole(tv->g.b);
-    b[8] = bind_of(state);
-    b[9] = whole(out->g.b);
-    uint32_t gx, gy;
-    wisp_wgpu_grid(g->d, cdiv((uint64_t)dim, g->conv_rows / 3), &gx, &gy);
-    wisp_wgpu_record(g, k, b, 10, &p, sizeof p, gx, gy);
-    return;
-  }
-  wisp_wgpu_emit_pending(g);
-  tv = wisp_wgpu_need_vec(g, taps);
+  wvec *tv = wisp_wgpu_need_vec(g, taps);
   if (!tv) return;
   if (L < 1) {
     wisp_wgpu_op_fail(g, WISP_EINVAL, "shortconv with %d taps", L);
@@ -80,7 +73,6 @@ static int g_shortconv_rows(wisp_backend *be, const wisp_buf *bcx, const wisp_ve
   wgpu_backend *g = as_g(be);
   if (L < 1 || L > 9 || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS) return 0; /* the one-token op says why */
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(g);
   wvec *tv = wisp_wgpu_need_vec(g, taps);
   if (!tv) return 1; /* error kept */
   wisp_wgpu_const c[1] = {{"WG", 64}};

@@ -1,6 +1,6 @@
 /* The core of the WebGPU backend (wgpu_core.h): errors, the pipeline
  * cache, bind groups and the uniform arena, recording and submitting,
- * scratch buffers, the held-back op, readbacks. */
+ * scratch buffers, readbacks. */
 #include "backend/webgpu/wgpu_core.h"
 
 #include <limits.h>
@@ -420,7 +420,6 @@ wisp_status wisp_wgpu_take_error(wgpu_backend *g) {
 
 static wisp_status g_sync(wisp_backend *be) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_drop_failed_batch(g);
   wisp_wgpu_keep_error(g, wisp_wgpu_flush_ex(g, 1));
   return wisp_wgpu_take_error(g);
@@ -444,7 +443,6 @@ void wisp_wgpu_copy_words(wgpu_backend *g, WGPUBuffer src, uint64_t src_off, WGP
 
 static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, int slot) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   if (slot < 0 || slot > 1) wisp_wgpu_op_fail(g, WISP_EINVAL, "read_start: slot %d", slot);
   wisp_wgpu_drop_failed_batch(g);
   if (!g->error && wisp_wgpu_open_batch(g))
@@ -454,7 +452,6 @@ static wisp_status g_read_start(wisp_backend *be, const wisp_buf *b, size_t off,
 
 static void g_submit(wisp_backend *be) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   wisp_wgpu_drop_failed_batch(g);
   if (!g->error) wisp_wgpu_keep_error(g, wisp_wgpu_flush(g));
 }
@@ -488,18 +485,6 @@ uint32_t wisp_wgpu_rows_group(const wisp_mixer_rows *rows, unsigned char *done, 
     k++;
   }
   return k;
-}
-
-void wisp_wgpu_emit_pending(wgpu_backend *g) {
-  wisp_wgpu_pending p = g->pend;
-  g->pend.kind = 0;
-  if (p.kind) p.emit(g, &p);
-  if (g->fin.kind) {
-    wisp_wgpu_input_op f = g->fin;
-    g->fin.kind = 0;
-    f.emit(&g->base, &f);
-  }
-  if (g->q4k) g->q4k_emit(&g->base); /* a held-back Q4_K product (wgpu_products_q4k.c) */
 }
 
 void wisp_wgpu_state_op(wisp_backend *be) {

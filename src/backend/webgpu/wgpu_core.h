@@ -1,5 +1,5 @@
 /* The core of the WebGPU backend, shared by its op files: the backend's
- * state (device, recording, caches, the held-back op), buffers and weights
+ * state (device, recording, caches), buffers and weights
  * as the device holds them, and the calls every op records through.
  *
  * Recording model: every op appends one or more dispatches to a compute pass
@@ -95,43 +95,21 @@ typedef struct {
   wisp_wgpu_buf g;
 } wvec;
 
-/* A one-token op held back so that the next op reading its output can
- * fuse it (the fusions of docs/webgpu.md): kind 1 rmsnorm and 2 swiglu
- * (fused as matvec PRE 1/2), 3 a one-token product (fused into a following
- * short conv, SwiGLU pair or greedy argmax), 4 an attention split merge
- * (attn_combine into out; matvec PRE 3). `emit` records it on its own; it
- * is set by the op file that held it back, so that the core and the
- * consumers need not include that file. */
-typedef struct wisp_wgpu_pending {
-  int kind; /* 0: nothing held back */
-  void (*emit)(struct wgpu_backend *g, const struct wisp_wgpu_pending *p);
-  const wisp_buf *x;
-  wvec *w;
-  float eps;
-  int dim; /* rmsnorm: dim; swiglu: ffn */
-  wisp_buf *out;
-  /* kind 3: a one-token product y = W x' (x' as in wisp_wgpu_rec_matvec) */
-  wmat *m;
-  int pre;
-  const wisp_buf *mx; /* the product's input buffer (the fused op's output when pre) */
-  wisp_buf *my;
-  /* kind 4: heads x head_dim outputs (out) merged from `splits` partials in g->part */
-  int heads, head_dim, splits;
-} wisp_wgpu_pending;
-
-/* An op whose one-token output a following Q4_K product may compute while
- * staging its input (q4k_matvec.wgsl PRE) instead of a dispatch of its
- * own: 1 = dn_norm (DeltaNet's gated RMSNorm over split heads), 2 =
- * attn_gated_combine. Held back by the op (g->fin); recorded on its own by
- * `emit`, set by the op's file, when no product takes it. */
-typedef struct wisp_wgpu_input_op {
-  int kind;
-  WGPUBuffer aux, src, nw; /* 1: raw o, proj (z), norm weights; 2: the splits, qkv (gates) */
-  const wisp_buf *out;     /* what the op writes (the product's nominal input) */
+/* The last step of a one-token mixer left for the product that reads its
+ * output (a fused op of the graph, wgpu_fused.c: the product computes it
+ * while it stages its input, or `emit` records it on its own first):
+ * 1 = dn_norm (DeltaNet's gated RMSNorm over split heads), 2 =
+ * attn_gated_combine (the gated merge of an attention's splits), 3 =
+ * attn_combine (the plain merge; matvec PRE 3). `emit` is set by the
+ * mixer's file, so that the products need not include it. */
+typedef struct wisp_wgpu_tail {
+  int kind; /* 0: none */
+  WGPUBuffer aux, src, nw; /* 1: raw o, proj (z), norm weights; 2: the splits, qkv (gates); 3: the splits */
+  const wisp_buf *out;     /* what the mixer writes (the product's nominal input) */
   int heads, hd, zoff, splits;
   float eps;
-  void (*emit)(wisp_backend *be, const struct wisp_wgpu_input_op *f);
-} wisp_wgpu_input_op;
+  void (*emit)(wisp_backend *be, const struct wisp_wgpu_tail *t);
+} wisp_wgpu_tail;
 
 /* A dispatch site: a kernel with its storage buffers and the size of its
  * parameter block. */
@@ -173,14 +151,15 @@ struct wgpu_backend {
   wisp_wgpu_device *d;
   int own_device;
   int sg; /* subgroup variants */
-  uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn;
+  uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn, mm_rm, mm_rn; /* mm_*: tuning matmul, matmulTile (0: by size) */
+  int mm_one_buffer; /* matmul.wgsl DB 0 (tests) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   int no_rows_q4k;    /* tuning rowsQ4K=0: Q4_K row by row, not through q4k_matvec_rows (wgpu_products_q4k.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
   int rows_stage_always; /* tuning rowsStage=1: stage the multi-row inputs whenever they fit (rows_tile) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
-  int attn_prefill;     /* attn_prefill.wgsl for several tokens (tuning attnPrefill=1; else attn_flash) */
+  int attn_prefill;     /* several tokens: attn_prefill.wgsl (tuning attnPrefill=1), attn_flash_tiled.wgsl (2), else attn_flash */
   int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
   wisp_wgpu_q4k_tuning q4k_tune; /* tuning q4kMatvec / q4kFused ..., set once (wgpu_products_q4k.c) */
   wisp_wgpu_dn_tuning dn_tune;   /* the options (dn_cols, dn_groups), set once (wgpu_deltanet.c) */
@@ -225,13 +204,10 @@ struct wgpu_backend {
   uint32_t max_splits;
   wisp_wgpu_backend_stats stats;
   uint64_t batch_dispatches;
-  /* The op held back (wisp_wgpu_pending); any call that cannot fuse it records it first. */
-  wisp_wgpu_pending pend;
-  int conv_fuse;       /* matvec_conv used: capable (10 storage bindings) and the plan asks */
-  int conv_fuse_capable;
+  int conv_fuse_capable; /* matvec_conv usable (10 storage bindings): caps name matmul+shortconv */
   int attn_fuse;       /* attn_decode usable (9 storage bindings) */
   uint32_t conv_rows;  /* ROWS of matvec_conv (a multiple of 3) */
-  int fuse; /* 0 disables the fusion (tests, tuning fuse=0) */
+  int fuse; /* tuning fuse=0: caps name no fusion, and the fused decode kernels of the mixers are off */
   /* Debug guard (wgpu_compute.h): with WISP_WEBGPU_GUARD=each every
    * dispatch is submitted and checked alone, so a guard failure names the
    * kernel that wrote past a buffer; last_kernel is the last one recorded. */
@@ -240,14 +216,9 @@ struct wgpu_backend {
   void *q4k;        /* wgpu_products_q4k.c's state */
   void *attn_gated; /* wgpu_attention_gated.c's state */
   void *deltanet;   /* wgpu_deltanet.c's state */
-  /* A held-back op that the next Q4_K product may compute as it stages its
-   * input (fin), and the one it took (taken, wisp_wgpu_q4k_take_input). */
-  wisp_wgpu_input_op fin, taken;
   /* Hooks into the op files the core must not include (no include circle):
-   * wgpu_products_q4k.c's held-back Q4_K product, recorded by emit_pending, and
    * the persistent decode's state copy-back (wisp_wgpu_state_op) and its
    * release of a freed state buffer. Set by wisp_wgpu_backend_new. */
-  void (*q4k_emit)(wisp_backend *be);
   void (*state_flush)(wisp_backend *be);
   void (*state_forget)(wisp_backend *be, const wisp_buf *b);
   void *mm8;  /* wgpu_products_i8.c's state */
@@ -257,10 +228,9 @@ struct wgpu_backend {
   uint32_t persist_wg; /* its grid asked for (opts.persist_grid; 0: probe from the default) */
   uint64_t state_epoch; /* bumped by every op that may write a state buffer (wgpu_persist.c) */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
-  int fuse_argmax;     /* greedy sample_id fused into the head product (tuning fuseArgmax=0: off) */
-  wisp_wgpu_buf amax;  /* its per-workgroup (max, index) pairs */
+  wisp_wgpu_buf amax;  /* the head product's per-workgroup (max, index) pairs (head+argmax) */
   uint32_t amax_count;
-  int env_no_argmax;   /* tuning fuseArgmax=0 */
+  int no_argmax;       /* tuning fuseArgmax=0: caps do not name head+argmax */
   wisp_backend_settings set; /* the plan's settings (configure), all switches on until then */
   wisp_wgpu_backend_opts opts; /* as given (tuning read by wgpu_persist.c, wgpu_products_i8.c) */
 };
@@ -322,9 +292,6 @@ void wisp_wgpu_forget_buffer(wgpu_backend *g, WGPUBuffer b);
 /* Makes *buf at least `need` bytes (creating `want` >= need when it grows);
  * 0 on failure (kept for sync). */
 int wisp_wgpu_scratch(wgpu_backend *g, wisp_wgpu_buf *buf, uint64_t need, uint64_t want, const char *label);
-/* Records the held-back op, if any (wisp_wgpu_pending). Every op calls
- * this first, unless it fuses what is held back. */
-void wisp_wgpu_emit_pending(wgpu_backend *g);
 /* Called first by every op that may write a state buffer (short conv,
  * attention, buf_zero, buf_copy_to): the persistent decode's newer state
  * goes back to the session's buffers before the op reads or overwrites

@@ -1,11 +1,12 @@
 /* Gated DeltaNet of the WebGPU backend (backend.h gated_deltanet,
  * gated_deltanet_rows): one token through dn_decode.wgsl (conv, recurrence
  * and gated norm in one dispatch; a head split over workgroups takes
- * dn_norm.wgsl after it, fused into the out_proj Q4_K product where it
- * fits), several through dn_conv and then, from the tuning's dnChunkMin
- * tokens on, the chunked form (wgpu_deltanet_chunked.c), below it dn_recur
- * token by token; a batched step's rows through dn_decode_rows (+
- * dn_norm_rows). Semantics: backend.h; reference: the CPU backend. */
+ * dn_norm.wgsl after it, computed by the out_proj Q4_K product where the
+ * graph fuses them and it fits), several through dn_conv and then, from the
+ * tuning's dnChunkMin tokens on, the chunked form
+ * (wgpu_deltanet_chunked.c), below it dn_recur token by token; a batched
+ * step's rows through dn_decode_rows (+ dn_norm_rows). Semantics:
+ * backend.h; reference: the CPU backend. */
 #include "backend/webgpu/wgpu_deltanet.h"
 
 #include <stdlib.h>
@@ -13,7 +14,6 @@
 
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_deltanet_chunked.h"
-#include "backend/webgpu/wgpu_products_q4k.h"
 #include "util/err.h"
 
 typedef struct {
@@ -43,9 +43,9 @@ void wisp_wgpu_deltanet_free(wisp_backend *be) {
   g->deltanet = NULL;
 }
 
-/* A held-back gated norm over a split step's whole heads (dn_norm.wgsl)
- * on its own, when no Q4_K product took it (wisp_wgpu_input_op kind 1). */
-static void emit_norm(wisp_backend *be, const wisp_wgpu_input_op *f) {
+/* The gated norm over a split step's whole heads (dn_norm.wgsl)
+ * on its own, when no Q4_K product took it (wisp_wgpu_tail kind 1). */
+static void emit_norm(wisp_backend *be, const wisp_wgpu_tail *f) {
   uint32_t wg = 32;
   while (wg < (uint32_t)f->hd && wg < 256) wg <<= 1;
   wisp_wgpu_const cn[1] = {{"WG", wg}};
@@ -108,7 +108,7 @@ static int dn_split_geometry(wisp_backend *be, const wisp_deltanet_args *a, dn_s
  * over several workgroups); 0 (nothing recorded) when the kernel cannot
  * take it. */
 static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBuffer taps, WGPUBuffer al,
-                           WGPUBuffer dt, WGPUBuffer nw) {
+                           WGPUBuffer dt, WGPUBuffer nw, wisp_wgpu_tail *tail) {
   dn_split g;
   /* MAXL 8 conv taps; subgroup sums */
   if (a->n != 1 || !as_g(be)->set.deltanet_core || !as_g(be)->fuse || a->conv_len > 8 ||
@@ -132,8 +132,10 @@ static int deltanet_decode(wisp_backend *be, const wisp_deltanet_args *a, WGPUBu
   uint32_t gx, gy;
   wisp_wgpu_grid(as_g(be)->d, (uint32_t)a->v_heads * g.ns, &gx, &gy);
   wisp_wgpu_record_xyz(as_g(be), kd, bd, 8, &pd, sizeof pd, gx, gy, 1);
-  if (g.ns > 1) { /* the gated norm over each whole head: held back for the out_proj product */
-    as_g(be)->fin = (wisp_wgpu_input_op){1, q->dnraw.b, proj, nw, a->out, a->v_heads, a->v_dim, 2 * K + V, 0, a->eps, emit_norm};
+  if (g.ns > 1) { /* the gated norm over each whole head: left to the out_proj product where the graph fuses them */
+    const wisp_wgpu_tail t = {1, q->dnraw.b, proj, nw, a->out, a->v_heads, a->v_dim, 2 * K + V, 0, a->eps, emit_norm};
+    if (tail) *tail = t;
+    else emit_norm(be, &t);
     as_g(be)->stats.deltanet_split++;
   }
   return 1;
@@ -153,7 +155,6 @@ static int g_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a, 
       !as_g(be)->fuse || !as_g(be)->sg || !dn_split_geometry(be, a, &g))
     return 0;
   wisp_wgpu_state_op(be);
-  wisp_wgpu_emit_pending(as_g(be));
   deltanet_state *q = state_of(be);
   if (!q) return 1;
   WGPUBuffer taps = wisp_wgpu_vec_buffer(as_g(be), a->conv_taps), al = taps ? wisp_wgpu_vec_buffer(as_g(be), a->a_log) : NULL;
@@ -206,11 +207,9 @@ static int g_gated_deltanet_rows(wisp_backend *be, const wisp_deltanet_args *a, 
 }
 
 
-static void g_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
+void wisp_wgpu_deltanet_rec(wisp_backend *be, const wisp_deltanet_args *a, wisp_wgpu_tail *tail) {
   deltanet_state *q = state_of(be);
   if (!q) return;
-  wisp_wgpu_q4k_in_proj(be, a); /* a held-back Q4_K in_proj product, by its row ranges */
-  wisp_wgpu_emit_pending(as_g(be));
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
   const int cdim = 2 * K + V, row = 2 * K + 2 * V + 2 * a->v_heads;
   if (a->k_heads <= 0 || a->v_heads % a->k_heads || a->k_dim <= 0 || a->k_dim > 256 || a->v_dim <= 0 ||
@@ -222,12 +221,15 @@ static void g_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
   WGPUBuffer dt = al ? wisp_wgpu_vec_buffer(as_g(be), a->dt_bias) : NULL, nw = dt ? wisp_wgpu_vec_buffer(as_g(be), a->norm) : NULL;
   if (!nw) return;
   /* useLinearAttentionFusedDecodeCore: conv + recurrence + gated norm */
-  if (deltanet_decode(be, a, taps, al, dt, nw)) return;
+  if (deltanet_decode(be, a, taps, al, dt, nw, tail)) return;
   if (!wisp_wgpu_scratch(as_g(be), &q->cbuf, (uint64_t)a->n * cdim * 4, (uint64_t)(a->n > 64 ? a->n : 64) * cdim * 4, "wisp deltanet conv"))
     return;
   WGPUBuffer proj = a->proj->g.b;
-  /* a thread per channel and block of TB >= conv_len tokens (dn_conv.wgsl) */
-  const uint32_t tb = a->conv_len > 16 ? (uint32_t)a->conv_len : 16;
+  /* a thread per channel and block of TB >= conv_len tokens (dn_conv.wgsl),
+   * longer blocks where 16 tokens would need more than a grid dimension */
+  uint32_t tb = a->conv_len > 16 ? (uint32_t)a->conv_len : 16;
+  const uint32_t maxd = as_g(be)->d->info.max_compute_workgroups_per_dimension;
+  if (cdiv((uint64_t)a->n, tb) > maxd) tb = cdiv((uint64_t)a->n, maxd);
   wisp_wgpu_const c[2] = {{"WG", 64}, {"TB", tb}};
   wisp_wgpu_kernel *kc = wisp_wgpu_pipeline(as_g(be), "dn_conv", c, 2);
   struct {
@@ -253,6 +255,8 @@ static void g_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) {
                              bind_of(a->state), whole(a->out->g.b)};
   wisp_wgpu_record_xyz(as_g(be), kr, br, 7, &pr, sizeof pr, (uint32_t)a->v_heads, 1, 1);
 }
+
+static void g_gated_deltanet(wisp_backend *be, const wisp_deltanet_args *a) { wisp_wgpu_deltanet_rec(be, a, NULL); }
 
 void wisp_wgpu_deltanet_install(wisp_backend *vt) {
   vt->gated_deltanet = g_gated_deltanet;

@@ -43,7 +43,7 @@ static uint32_t state_cols(wisp_backend *be, const wisp_deltanet_args *a) {
 int wisp_wgpu_deltanet_chunked_fits(wisp_backend *be, const wisp_deltanet_args *a) {
   const wgpu_backend *g = as_g(be);
   const uint64_t V = (uint64_t)a->v_heads * a->v_dim;
-  /* dn_chunk_prep's 256 threads and 11.5 KiB of workgroup memory; k_dim <=
+  /* dn_chunk_prep's 256 threads and 12 KiB of workgroup memory; k_dim <=
    * 256 (dn_chunk_state: at most 32 state rows a thread); the raw outputs
    * and one chunk's prep blocks within a binding; a grid dimension per
    * v-head */

@@ -1,20 +1,17 @@
 /* Norms and elementwise ops of the WebGPU backend (backend.h embed,
- * embed_id, rmsnorm, swiglu). A one-token rmsnorm or SwiGLU is held back
- * (wisp_wgpu_pending) so that the product reading its output can fuse it;
- * a SwiGLU right after its [gate; up] product fuses into that product. */
+ * embed_id, rmsnorm, swiglu). Where the graph fuses a norm or a SwiGLU
+ * into a product, the product computes it (wgpu_fused.c). */
 #include "backend/webgpu/wgpu_elementwise.h"
 
 #include <string.h>
 
 #include "backend/webgpu/wgpu_core.h"
-#include "backend/webgpu/wgpu_products_q4k.h"
 #include "backend/webgpu/wgpu_products.h"
 
 #define EMBED_TOKENS 64 /* tokens of one embed dispatch (embed.wgsl's parameter block) */
 
 static void g_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   wmat *w = wisp_wgpu_need_mat(g, E);
   if (!w) return;
   wisp_wgpu_const c[3] = {{"WG", 64}, {"QT", qt_of(w->type)}, {"FROM_IDS", 0}};
@@ -43,7 +40,7 @@ static void g_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *token
   }
 }
 
-static void rec_rmsnorm(wgpu_backend *g, const wisp_buf *x, wvec *w, float eps, int n, int dim, wisp_buf *out) {
+void wisp_wgpu_rec_rmsnorm(wgpu_backend *g, const wisp_buf *x, const wvec *w, float eps, int n, int dim, wisp_buf *out) {
   wisp_wgpu_const c[1] = {{"WG", 256}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, g->sg ? "rmsnorm" : "rmsnorm_nosg", c, 1);
   struct {
@@ -57,7 +54,7 @@ static void rec_rmsnorm(wgpu_backend *g, const wisp_buf *x, wvec *w, float eps, 
   wisp_wgpu_record(g, k, b, 3, &p, sizeof p, gx, gy);
 }
 
-static void rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+void wisp_wgpu_rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   wisp_wgpu_const c[1] = {{"WG", 256}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "swiglu", c, 1);
   struct {
@@ -69,58 +66,19 @@ static void rec_swiglu(wgpu_backend *g, const wisp_buf *gu, int n, int ffn, wisp
   wisp_wgpu_record(g, k, b, 2, &p, sizeof p, gx, gy);
 }
 
-static void emit_rmsnorm(wgpu_backend *g, const wisp_wgpu_pending *p) {
-  rec_rmsnorm(g, p->x, p->w, p->eps, 1, p->dim, p->out);
-}
-
-static void emit_swiglu(wgpu_backend *g, const wisp_wgpu_pending *p) { rec_swiglu(g, p->x, 1, p->dim, p->out); }
-
 static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv, float eps, int n, int dim,
                       wisp_buf *out) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   wvec *w = wisp_wgpu_need_vec(g, wv);
-  if (!w) return;
-  if (n == 1 && g->fuse && dim % 4 == 0 && x != out) {
-    g->pend.kind = 1;
-    g->pend.emit = emit_rmsnorm;
-    g->pend.x = x;
-    g->pend.w = w;
-    g->pend.eps = eps;
-    g->pend.dim = dim;
-    g->pend.out = out;
-    return;
-  }
-  rec_rmsnorm(g, x, w, eps, n, dim, out);
+  if (w) wisp_wgpu_rec_rmsnorm(g, x, w, eps, n, dim, out);
 }
 
 static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  wgpu_backend *g = as_g(be);
-  if (g->q4k && wisp_wgpu_q4k_swiglu(be, gu, n, ffn, out)) return; /* fused FFN (Q4_K gate/up) */
-  if (g->pend.kind == 3 && g->pend.my == gu && n == 1 && g->sg && g->pend.m->rows == 2 * ffn &&
-      g->pend.m->nparts == 1 && out != gu && out != g->pend.mx && out != g->pend.x) {
-    /* The held-back [gate; up] product and this SwiGLU in one dispatch (matvec PAIR). */
-    g->pend.kind = 0;
-    wisp_wgpu_rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 0, 0, 0,
-               out);
-    return;
-  }
-  wisp_wgpu_emit_pending(g);
-  if (n == 1 && g->fuse && ffn % 4 == 0 && gu != out) {
-    g->pend.kind = 2;
-    g->pend.emit = emit_swiglu;
-    g->pend.x = gu;
-    g->pend.w = NULL;
-    g->pend.dim = ffn;
-    g->pend.out = out;
-    return;
-  }
-  rec_swiglu(g, gu, n, ffn, out);
+  wisp_wgpu_rec_swiglu(as_g(be), gu, n, ffn, out);
 }
 
 static void g_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   wmat *w = wisp_wgpu_need_mat(g, E);
   if (!w) return;
   wisp_wgpu_const c[3] = {{"WG", 64}, {"QT", qt_of(w->type)}, {"FROM_IDS", 1}};

@@ -114,7 +114,6 @@ static wisp_status g_kv_buf_grow(wisp_backend *be, wisp_buf *b, size_t n_values)
                      (unsigned long long)(words * 4), (unsigned long long)g->max_binding);
   /* the persistent decode's newer rows go to the cache before it moves */
   g->state_flush(be);
-  wisp_wgpu_emit_pending(g);
   wisp_status st = b->parent ? grow_part(g, b, words) : grow_alone(g, b, words);
   if (!st) g->stats.kv_grows++;
   return st ? st : wisp_wgpu_take_error(g);

@@ -20,7 +20,8 @@ typedef struct wisp_wgpu_backend_opts {
   /* Geometry; 0 = the tuning table's default (tuning matvec=WGxROWS,
    * matmul=TMxTN). A session's settings (configure) may replace matvec_wg/rows
    * for every matrix (wisp_backend_settings.matvec_wg). */
-  uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn;
+  uint32_t matvec_wg, matvec_rows, matmul_tm, matmul_tn, matmul_rm, matmul_rn; /* matmul*: 0 = by size */
+  int matmul_one_buffer; /* tests: matmul.wgsl with DB 0 (one workgroup buffer) even where two fit */
   /* Flash-decoding: most workgroups per head that one decode token's
    * attention is split over (one per 64-key tile up to this; 0 = the table's
    * default, 1 = no split); the plan's flashBlocks replaces it (configure). */
@@ -85,7 +86,7 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..64; 0: 64) */
   int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
                                * 0 (default) q4k_matvec only */
-  int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens (else attn_flash) */
+  int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens, 2: attn_flash_tiled.wgsl (else attn_flash) */
   uint32_t head_chunks;       /* headChunks=N: row chunks a workgroup of tall matrices takes */
   uint32_t matvec_big_rows;   /* matvecBigRows=N: ROWS of matrices of >= 16384 rows (0: 8) */
   int q4k_sb_cols;            /* q4kSbCols=N: q4k_sb.wgsl for one-token products of N columns or more;

@@ -113,30 +113,74 @@ typedef struct {
 
 /* ---- the weight blob ---------------------------------------------------- */
 
+/* The blob as a list of pieces, each a range of bytes that lives elsewhere
+ * until the upload writes it at its offset: the model's weights and vectors
+ * (mapped, or streamed from the file in the browser, format/weight_source.h,
+ * so the blob is never gathered whole in host memory) and the few buffers
+ * made here (the layer table, repacked Q8_0), which the builder owns. */
 typedef struct {
-  uint8_t *p;
-  size_t n, cap;
+  size_t at, n;
+  const void *src;
+} blob_piece;
+
+typedef struct {
+  blob_piece *pieces;
+  int n_pieces, cap_pieces;
+  void **owned;
+  int n_owned, cap_owned;
+  size_t n; /* bytes so far */
   int oom;
 } blob_builder;
 
-/* Appends bytes at a 16-byte boundary; returns the word offset. */
+/* Places n bytes of src (kept until the upload) at a 16-byte boundary;
+ * returns the word offset. */
 static uint32_t put(blob_builder *b, const void *src, size_t n) {
   size_t at = (b->n + 15) & ~(size_t)15;
-  if (at + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 1 << 20;
-    while (cap < at + n) cap *= 2;
-    uint8_t *q = realloc(b->p, cap);
+  if (b->n_pieces == b->cap_pieces) {
+    int cap = b->cap_pieces ? 2 * b->cap_pieces : 256;
+    blob_piece *q = realloc(b->pieces, (size_t)cap * sizeof *q);
     if (!q) {
       b->oom = 1;
       return 0;
     }
-    b->p = q;
-    b->cap = cap;
+    b->pieces = q;
+    b->cap_pieces = cap;
   }
-  memset(b->p + b->n, 0, at - b->n);
-  if (n) memcpy(b->p + at, src, n);
+  if (n) b->pieces[b->n_pieces++] = (blob_piece){at, n, src};
   b->n = at + n;
   return (uint32_t)(at / 4);
+}
+
+/* The same for a buffer made here (malloc'd), freed with the builder. */
+static uint32_t put_owned(blob_builder *b, void *buf, size_t n) {
+  if (b->n_owned == b->cap_owned) {
+    int cap = b->cap_owned ? 2 * b->cap_owned : 16;
+    void **q = realloc(b->owned, (size_t)cap * sizeof *q);
+    if (!q) {
+      free(buf);
+      b->oom = 1;
+      return 0;
+    }
+    b->owned = q;
+    b->cap_owned = cap;
+  }
+  b->owned[b->n_owned++] = buf;
+  return put(b, buf, n);
+}
+
+static void blob_free(blob_builder *b) {
+  for (int i = 0; i < b->n_owned; i++) free(b->owned[i]);
+  free(b->owned);
+  free(b->pieces);
+}
+
+/* Creates the blob's buffer and writes every piece at its offset. */
+static wisp_status blob_upload(wisp_wgpu_device *d, const blob_builder *b, wisp_wgpu_buf *out) {
+  wisp_status st = wisp_wgpu_buf_create(d, b->n, WISP_WGPU_STORAGE, "wisp persist weights", out);
+  for (int i = 0; !st && i < b->n_pieces; i++)
+    st = wisp_wgpu_buf_write(d, *out, b->pieces[i].at, b->pieces[i].src, b->pieces[i].n);
+  if (st) wisp_wgpu_buf_free(d, out);
+  return st;
 }
 
 static uint32_t put_vec(blob_builder *b, const wisp_vector *v) {
@@ -167,19 +211,22 @@ static void put_q8_0(blob_builder *b, const wisp_matrix *m, uint32_t *q, uint32_
   const size_t nb = (size_t)m->rows * (size_t)(m->cols / WISP_Q8_0_BLOCK);
   int8_t *vals = malloc(nb * WISP_Q8_0_BLOCK);
   float *sc = malloc(nb * sizeof *sc);
-  if (!vals || !sc) {
+  void *owned = NULL; /* the blocks read in, when streamed (format/weight_source.h) */
+  const uint8_t *blocks = vals && sc ? wisp_weights_borrow(m->q, nb * WISP_Q8_0_BYTES, &owned) : NULL;
+  if (!blocks) {
     b->oom = 1;
+    free(vals);
+    free(sc);
   } else {
     for (size_t g = 0; g < nb; g++) {
-      const uint8_t *blk = m->q + g * WISP_Q8_0_BYTES;
+      const uint8_t *blk = blocks + g * WISP_Q8_0_BYTES;
       sc[g] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
       memcpy(vals + g * WISP_Q8_0_BLOCK, blk + 2, WISP_Q8_0_BLOCK);
     }
-    *q = put(b, vals, nb * WISP_Q8_0_BLOCK);
-    *s = put(b, sc, nb * sizeof *sc);
+    *q = put_owned(b, vals, nb * WISP_Q8_0_BLOCK);
+    *s = put_owned(b, sc, nb * sizeof *sc);
   }
-  free(vals);
-  free(sc);
+  free(owned);
 }
 
 /* A matrix's planes (data, scales, zero points: word offsets, NONE where the
@@ -221,20 +268,14 @@ static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *
 
 /* ---- applicability ------------------------------------------------------- */
 
-/* The matrix's bytes are memory: the blob copies them. A matrix streamed
- * from the file (the browser, format/weight_source.h) is left to the
- * op-by-op decode, whose uploads stream it: copying it into the blob would
- * hold the model whole in wasm memory. */
-static int on_host(const wisp_matrix *m) { return wisp_weights_resident(host_data(m), 1); }
-
 static int q4(const wisp_matrix *m, int rows, int cols) {
-  return m && on_host(m) && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
+  return m && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
          m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
 }
 
 /* Q4, Q4Z or Q4_K of this shape (the units-split engine's products). */
 static int qmat(const wisp_matrix *m, int rows, int cols) {
-  if (m && m->type == WISP_W_Q4K) return on_host(m) && m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
+  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
   return q4(m, rows, cols);
 }
 
@@ -242,9 +283,9 @@ static int qmat(const wisp_matrix *m, int rows, int cols) {
 static int any_mat(const wisp_matrix *m, int rows, int cols) {
   if (!m || m->rows != rows || m->cols != cols || cols % 32) return 0;
   switch (m->type) {
-    case WISP_W_F32: return m->f32 != NULL && on_host(m);
+    case WISP_W_F32: return m->f32 != NULL;
     case WISP_W_F16:
-    case WISP_W_Q8_0: return m->q != NULL && on_host(m);
+    case WISP_W_Q8_0: return m->q != NULL;
     default: return qmat(m, rows, cols);
   }
 }
@@ -461,13 +502,16 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
   const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
   /* tuning persistOpt: engine 0's round-trip savers (OPT bits), for A/B runs */
   const wisp_wgpu_backend_opts *o = &as_g(be)->opts;
+  uint32_t opt = o->persist_opt;
+  /* bit 16 (attn_keys_wide): a key's 8 lanes within one subgroup */
+  if (as_g(be)->d->info.subgroup_min_size < 8) opt &= ~16u;
   wisp_wgpu_const c[12] = {{"WG", PERSIST_WG},
                            {"XS4", xs4},
                            {"MAXSG", PERSIST_WG / sgmin},
                            {"SPLIT", split},
                            {"XSUMN", split ? xs4 / 4 : 1},
                            {"VSLN", dn ? 64 : 1},
-                           {"OPT", o->persist_opt},
+                           {"OPT", opt},
                            {"TYPES", graph_types(g)},
                            {"WORKS", works},
                            {"STAGES", graph_stages(g)},
@@ -632,12 +676,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   const uint64_t limit = d->info.max_storage_buffer_binding_size;
   if (b.oom) st = wisp_fail(WISP_ENOMEM, "out of memory building the persistent decode's weights");
   else if (b.n > limit || a * 4 > limit || a > UINT32_MAX / 2 || b.n / 4 > UINT32_MAX / 2) st = WISP_EUNSUPPORTED;
-  if (!st) {
-    memcpy(b.p, table, table_words * 4);
-    st = wisp_wgpu_buf_from(d, b.p, b.n, "wisp persist weights", &P->blob);
-  }
+  if (!st) st = blob_upload(d, &b, &P->blob); /* the table is filled in by now */
   free(table);
-  free(b.p);
+  blob_free(&b);
   if (!st) st = wisp_wgpu_buf_create(d, a * 4, WISP_WGPU_STORAGE, "wisp persist arena", &P->arena);
   if (!st) st = wisp_wgpu_buf_create(d, 256, WISP_WGPU_STORAGE, "wisp persist barrier", &P->ctr);
   if (!st) st = wisp_wgpu_buf_create(d, 8 * (uint64_t)P->n_conv + 16, WISP_WGPU_STORAGE, "wisp persist conv backup",
@@ -869,7 +910,6 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
 
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
-  wisp_wgpu_emit_pending(as_g(be));
   if (pos + k > P->kv_cap && !grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
   uint64_t epoch = as_g(be)->state_epoch;
   if (P->end != pos || P->epoch != epoch) {

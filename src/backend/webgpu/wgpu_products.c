@@ -1,10 +1,12 @@
 /* Matrix-vector and matrix products of the WebGPU backend (backend.h
  * prepare_matrix, matmul, matmul_rows) for f32, F16, Q4, Q4Z and Q8_0
  * weights: weights uploaded in parts that fit one binding; one-token
- * products by matvec.wgsl (with the held-back op fused in: PRE), several
+ * products by matvec.wgsl, several
  * tokens by matmul.wgsl (tiled) or matvec_rows.wgsl (a batched step's rows,
- * each with the one-token sums). Q4_K products are wgpu_products_q4k.c's, the
- * integer prefill products (Q4, Q4Z, Q4_K, Q8_0 x int8) wgpu_products_i8.c's. */
+ * each with the one-token sums). The fused forms (an op computed inside the
+ * product) are wgpu_fused.c's, through wisp_wgpu_rec_matvec's PRE. Q4_K
+ * products are wgpu_products_q4k.c's, the integer prefill products (Q4,
+ * Q4Z, Q4_K, Q8_0 x int8) wgpu_products_i8.c's. */
 #include "backend/webgpu/wgpu_products.h"
 
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
+#include "backend/webgpu/wgpu_products_tiled.h"
 #include "format/qblocks.h"
 #include "format/quant.h"
 #include "format/weight_source.h"
@@ -266,7 +269,7 @@ static void matvec_geometry(const wgpu_backend *g, const wmat *w, uint32_t *wg, 
 /* Whether a split merge over heads of w->cols / heads dimensions can fuse
  * into the product by w (matvec.wgsl PRE 3): subgroup variant, the input
  * staged beside MERGE_MAX merge weights. */
-static int merge_fits(const wgpu_backend *g, const wmat *w, int heads, int splits) {
+int wisp_wgpu_merge_fits(const wgpu_backend *g, const wmat *w, int heads, int splits) {
   uint32_t wg, rows, lg;
   matvec_geometry(g, w, &wg, &rows, &lg);
   return g->sg && w->cols % 4 == 0 && (uint64_t)heads * (uint64_t)splits <= MERGE_MAX &&
@@ -274,7 +277,7 @@ static int merge_fits(const wgpu_backend *g, const wmat *w, int heads, int split
 }
 
 /* One-token product(s) y[t] (+)= W x'[t] for t < n (x' = x, or with pre the
- * held-back op fused in: xin is that op's input, nw its weights, xo its
+ * op the graph fused in: xin is that op's input, nw its weights, xo its
  * output buffer, which is also the product's nominal input). */
 void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
                        const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
@@ -329,111 +332,29 @@ void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_bu
   }
 }
 
-/* Records a held-back one-token product on its own. */
-static void emit_matvec(wgpu_backend *g, const wisp_wgpu_pending *p) {
-  wisp_wgpu_rec_matvec(g, p->m, p->pre, p->x, p->w, p->eps, p->mx, 0, 1, p->my, 0, 0, 0, 0, NULL);
-}
-
 static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                      int accumulate) {
   wgpu_backend *g = as_g(be);
-  const int no_norm_fuse = W->choice[n == 1 ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL].no_norm_fuse;
   if (W->type == WISP_W_Q4K && n > 1 && wisp_wgpu_mm8_takes(be, W, n)) { /* Q4_K x int8 (wgpu_products_i8.c) */
-    wisp_wgpu_emit_pending(g);
     wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate);
     return;
   }
-  if (W->type == WISP_W_Q4K) { /* wgpu_products_q4k.c; a held-back rmsnorm of x may fuse into it */
-    if (g->fin.kind && g->fuse && wisp_wgpu_q4k_take_input(be, W, x, x_row0, n, y)) {
-      wisp_wgpu_emit_pending(g); /* everything else held back comes first */
-      wisp_wgpu_q4k_matmul_ex(be, W, NULL, NULL, 0, NULL, x, x_row0, n, y, accumulate);
-      return;
-    }
-    const wisp_buf *nx = NULL, *nxo = NULL;
-    WGPUBuffer nwb = NULL;
-    float neps = 0;
-    if (g->pend.kind == 1 && g->pend.out == x && n == 1 && x_row0 == 0 && W->cols == g->pend.dim && !no_norm_fuse &&
-        g->pend.x != y && g->pend.out != y) {
-      nx = g->pend.x;
-      nxo = g->pend.out;
-      nwb = g->pend.w->g.b;
-      neps = g->pend.eps;
-      g->pend.kind = 0;
-    }
-    wisp_wgpu_emit_pending(g);
-    wisp_wgpu_q4k_matmul_ex(be, W, nx, nwb, neps, nxo, x, x_row0, n, y, accumulate);
+  if (W->type == WISP_W_Q4K) { /* wgpu_products_q4k.c */
+    wisp_wgpu_q4k_matmul(be, W, x, x_row0, n, y, accumulate);
     return;
   }
-  /* Fuse a held-back rmsnorm/swiglu whose output is this product's input. */
-  int pre = 0;
-  const wisp_buf *pre_x = NULL;
-  wvec *pre_w = NULL;
-  float pre_eps = 0;
-  if ((g->pend.kind == 1 || g->pend.kind == 2) && g->pend.out == x && n == 1 && x_row0 == 0 &&
-      W->cols == g->pend.dim && g->pend.x != y && g->pend.out != y && !(g->pend.kind == 1 && no_norm_fuse)) {
-    pre = g->pend.kind;
-    pre_x = g->pend.x;
-    pre_w = g->pend.w;
-    pre_eps = g->pend.eps;
-    g->pend.kind = 0;
-  }
-  /* ... or a held-back attention split merge (PRE 3, matvec.wgsl) */
-  int merge_hd = 0, merge_splits = 0;
-  wisp_wgpu_pending merge = {0};
-  if (g->pend.kind == 4 && g->pend.out == x && n == 1 && x_row0 == 0 && g->pend.out != y &&
-      W->cols == g->pend.heads * g->pend.head_dim && W->type != WISP_W_Q4K) {
-    pre = 3;
-    merge_hd = g->pend.head_dim;
-    merge_splits = g->pend.splits;
-    merge = g->pend;
-    g->pend.kind = 0;
-  }
-  wisp_wgpu_emit_pending(g);
   wmat *w = wisp_wgpu_need_mat(g, W);
   if (!w || n <= 0) return;
-  if (pre == 3 && !merge_fits(g, w, W->cols / merge_hd, merge_splits)) { /* not staged: merge first, then a plain product */
-    merge.emit(g, &merge);
-    pre = 0;
-  }
-  if (!pre && wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4/Q8_0 x int8 (wgpu_products_i8.c) */
+  if (wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate)) return; /* Q4/Q8_0 x int8 (wgpu_products_i8.c) */
   if (w->cols % 4) { /* x is read as vec4 rows */
     wisp_wgpu_op_fail(g, WISP_EUNSUPPORTED, "matmul with an f32 matrix of %d columns (a multiple of 4 is needed)", w->cols);
     return;
   }
-  const int tiled = n > 1 && w->cols % 32 == 0;
-  if (tiled) {
-    wisp_wgpu_const c[3] = {{"TM", g->mm_tm}, {"TN", g->mm_tn}, {"QT", qt_of(w->type)}};
-    wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "matmul", c, 3);
-    for (int q = 0; q < w->nparts; q++) {
-      const wmat_part *P = &w->parts[q];
-      struct {
-        uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad;
-      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)P->row0, (uint32_t)((size_t)x_row0 * w->cols / 4),
-             accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)w->rows, 0};
-      wisp_wgpu_binding b[5];
-      part_bindings(g, P, b);
-      b[3] = whole(x->g.b);
-      b[4] = whole(y->g.b);
-      wisp_wgpu_record(g, k, b, 5, &p, sizeof p, cdiv((uint64_t)P->rows, g->mm_tm), cdiv((uint64_t)n, g->mm_tn));
-    }
+  if (n > 1 && w->cols % 32 == 0) { /* matmul.wgsl (wgpu_products_tiled.c) */
+    wisp_wgpu_rec_matmul_tiled(g, W, qt_of(w->type), x, x_row0, n, y, accumulate);
     return;
   }
-  /* A one-token product that a shortconv (in_proj) or a greedy sample_id
-   * (the head) may consume: hold it back. */
-  if (n == 1 && x_row0 == 0 && !accumulate && x != y && !g->error && pre != 3 &&
-      ((g->conv_fuse && w->nparts == 1 && w->rows % 3 == 0 && conv_fusable(w)) || g->fuse_argmax)) {
-    g->pend.kind = 3;
-    g->pend.emit = emit_matvec;
-    g->pend.m = w;
-    g->pend.pre = pre;
-    g->pend.x = pre ? pre_x : x;
-    g->pend.w = pre_w;
-    g->pend.eps = pre_eps;
-    g->pend.mx = x;
-    g->pend.my = y;
-    return;
-  }
-  wisp_wgpu_rec_matvec(g, w, pre, pre ? pre_x : x, pre_w, pre_eps, x, x_row0, n, y, accumulate, 0, merge_hd, merge_splits, NULL);
+  wisp_wgpu_rec_matvec(g, w, 0, x, NULL, 0, x, x_row0, n, y, accumulate, 0, 0, 0, NULL);
 }
 
 
@@ -482,7 +403,6 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   if (n <= 0) return;
   if (W->type == WISP_W_Q4K) {
     wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);

@@ -1,6 +1,6 @@
 /* Products of the WebGPU backend (wgpu_products.c): prepared matrices and
- * the one-token product the other op files fuse into (norm, SwiGLU, short
- * conv, argmax). */
+ * the one-token product the fused ops (wgpu_fused.c) build on (norm,
+ * SwiGLU, merge inside it; SwiGLU pairs, argmax partials). */
 #ifndef WISP_WGPU_PRODUCTS_H
 #define WISP_WGPU_PRODUCTS_H
 
@@ -33,7 +33,7 @@ static inline int conv_fusable(const wmat *w) {
 
 
 /* One-token product(s) y[t] (+)= W x'[t] for t < n (matvec.wgsl): x' = x,
- * or with pre the held-back op fused in (1 rmsnorm, 2 swiglu: xin is that
+ * or with pre an op fused in (1 rmsnorm, 2 swiglu: xin is that
  * op's input, nw its weights, xo its output, also the product's nominal
  * input; 3 the attention split merge over heads of hd dimensions from
  * `splits` partials). argmax: per-workgroup (max, index) pairs into
@@ -41,6 +41,10 @@ static inline int conv_fusable(const wmat *w) {
 void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_buf *xin, const wvec *nw, float eps,
                           const wisp_buf *xo, int x_row0, int n, wisp_buf *y, int accumulate, int argmax, int hd,
                           int splits, const wisp_buf *pair_out);
+/* Whether a split merge over `heads` heads of `splits` partials fits the
+ * product by w (matvec.wgsl PRE 3): subgroups, the input staged beside the
+ * merge weights. */
+int wisp_wgpu_merge_fits(const wgpu_backend *g, const wmat *w, int heads, int splits);
 /* backend.h's prepare_matrix, matmul, matmul_rows. */
 void wisp_wgpu_products_install(wisp_backend *vt);
 

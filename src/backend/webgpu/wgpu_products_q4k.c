@@ -1,10 +1,10 @@
 /* Q4_K products of the WebGPU backend (products of a Q4_K matrix that
  * wgpu_products.c hands over): one token by q4k_matvec.wgsl (or the seed
  * profile's fused_matmul_q4_metal_simd16, or q4k_sb.wgsl, a thread per
- * super-block), with the session-switch fusions by q4k_fused.wgsl (a
- * held-back rmsnorm of the input, the SwiGLU of a [gate; up] product, the
- * greedy head's argmax, a DeltaNet in_proj by row ranges) and a held-back
- * input op (wisp_wgpu_input_op) computed while staging the input; several
+ * super-block), with the graph's fusions (wgpu_fused.c) by q4k_fused.wgsl
+ * (an rmsnorm of the input, the SwiGLU of a [gate; up] product, the greedy
+ * head's argmax, a DeltaNet in_proj by row ranges) and a mixer's tail
+ * (wisp_wgpu_tail) computed while staging the input; several
  * tokens by matmul.wgsl (QT 3), a batched step's rows by
  * q4k_matvec_rows.wgsl. */
 #include "backend/webgpu/wgpu_products_q4k.h"
@@ -13,27 +13,15 @@
 #include <string.h>
 
 #include "backend/webgpu/wgpu_core.h"
+#include "backend/webgpu/wgpu_products_tiled.h"
 #include "util/err.h"
 
 /* q4k_matvec.wgsl's GN for a fused input op (floats of per-head values) */
 #define QIN_ROOM 1024
 
-/* A one-token Q4_K product held back for a consumer that fuses it (the
- * session switches): swiglu (fusedFfnQ4K), gated_deltanet (the in_proj row
- * ranges), a greedy sample_id (the head's argmax partials). nx != NULL: a
- * held-back rmsnorm of nx (weights nw) is fused in, its output nxo == x. */
-typedef struct {
-  int active;
-  const wisp_matrix *W;
-  const wisp_buf *nx, *nxo, *x;
-  WGPUBuffer nw;
-  float eps;
-  wisp_buf *y;
-} q4k_pend;
 
 typedef struct {
   wisp_wgpu_buf dum[3]; /* placeholders for q4k_fused's unused writable bindings (must not alias) */
-  q4k_pend pend;        /* held back (active) */
 } q4k_state;
 
 static q4k_state *state_of(wisp_backend *be) {
@@ -87,62 +75,45 @@ wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m) {
 }
 
 /* Prefill (n > 1): matmul.wgsl with QT 3, a TM x TN tile per workgroup,
- * each 32-column sub-block dequantized once into workgroup memory for TN
- * tokens (the Q4/f32 prefill product's kernel; scales/zp are unused). */
+ * each 16 columns of a sub-block dequantized once into workgroup memory for
+ * TN tokens (the Q4/f32 prefill product's kernel; scales/zp are unused). */
 static void q4k_matmul_tiled(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                              int accumulate) {
-  const uint32_t tm = 64, tn = 32;
-  wisp_wgpu_const c[3] = {{"TM", tm}, {"TN", tn}, {"QT", 3}};
-  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(as_g(be), "matmul", c, 3);
-  WGPUBuffer none = as_g(be)->dummy.b;
-  int row0, prow;
-  WGPUBuffer wb;
-  for (int i = 0; wisp_wgpu_mat_part(as_g(be), W, i, &row0, &prow, &wb); i++) {
-    struct {
-      uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad;
-    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
-           accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows, 0};
-    wisp_wgpu_binding b[5] = {whole(wb), whole(none), whole(none), whole(x->g.b),
-                              whole(y->g.b)};
-    wisp_wgpu_record_xyz(as_g(be), k, b, 5, &p, sizeof p, cdiv((uint64_t)prow, tm), cdiv((uint64_t)n, tn), 1);
-  }
+  wisp_wgpu_rec_matmul_tiled(as_g(be), W, 3, x, x_row0, n, y, accumulate); /* wgpu_products_tiled.c */
 }
 
-/* GN of q4k_matvec.wgsl for a held-back input op over `cols` inputs (0:
- * the op cannot fuse: too many heads or splits for the kernel's arrays). */
-static uint32_t input_op_room(const wisp_wgpu_input_op *f, int cols) {
+/* GN of q4k_matvec.wgsl for a mixer's tail over `cols` inputs (0: it
+ * cannot fuse: too many heads or splits for the kernel's arrays). */
+static uint32_t input_op_room(const wisp_wgpu_tail *f, int cols) {
   if (!f || f->heads <= 0 || f->heads > 256) return 0;
   uint64_t need = f->kind == 1 ? (uint64_t)cols / 4 + (uint64_t)f->heads : (uint64_t)f->heads * (uint64_t)f->splits;
   return need <= QIN_ROOM && (uint64_t)cols / 4 + 256 <= QIN_ROOM ? QIN_ROOM : 0;
 }
 
 static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
-                           int accumulate, const wisp_wgpu_input_op *pre);
+                           int accumulate, const wisp_wgpu_tail *pre);
 
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                           int accumulate) {
   rec_q4k_matvec(be, W, x, x_row0, n, y, accumulate, NULL);
 }
 
-/* Whether the held-back input op can fuse into a one-token q4k_matvec by W
- * reading x: the subgroup kernel (not the seed profile's simd16 one), x'
- * staged beside the op's per-head values. */
-static int input_op_fits(wisp_backend *be, const wisp_wgpu_input_op *f, const wisp_matrix *W, const wisp_buf *x, int x_row0,
-                         int n, const wisp_buf *y) {
-  if (!f->kind || f->out != x || n != 1 || x_row0 || y == x || W->cols != f->heads * f->hd || f->hd % 4 ||
+/* Whether a mixer's tail (kind 1 or 2) can fuse into a one-token
+ * q4k_matvec by W reading x: the subgroup kernel (not the seed profile's
+ * simd16 one), x' staged beside the op's per-head values. */
+int wisp_wgpu_q4k_tail_fits(wisp_backend *be, const wisp_wgpu_tail *f, const wisp_matrix *W, const wisp_buf *x,
+                            const wisp_buf *y) {
+  if ((f->kind != 1 && f->kind != 2) || f->out != x || y == x || W->cols != f->heads * f->hd || f->hd % 4 ||
       !as_g(be)->sg || is_simd16(W->choice[WISP_PHASE_DECODE].variant))
     return 0;
   const uint32_t gn = input_op_room(f, W->cols);
   return gn && wisp_wgpu_staged_vec4s(as_g(be), W->cols, Q4K_OWN_BYTES + (uint64_t)gn * 4) > 1;
 }
 
-int wisp_wgpu_q4k_take_input(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
-                              const wisp_buf *y) {
-  wgpu_backend *g = as_g(be);
-  if (!input_op_fits(be, &g->fin, W, x, x_row0, n, y)) return 0;
-  g->taken = g->fin;
-  g->fin.kind = 0;
-  return 1;
+void wisp_wgpu_q4k_matvec_tail(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, wisp_buf *y, int accumulate,
+                               const wisp_wgpu_tail *t) {
+  rec_q4k_matvec(be, W, x, 0, 1, y, accumulate, t);
+  as_g(be)->stats.input_fused++;
 }
 
 /* Placeholders for the q4k kernels' unused read-write bindings. */
@@ -160,7 +131,7 @@ static int dummies(wisp_backend *be, q4k_state *q) {
  * nb: the bindings k has (6 or 7). Returns the next part_off; *records (may be
  * NULL) counts the dispatches. */
 static uint32_t rec_q4k_parts(wisp_backend *be, q4k_state *q, wisp_wgpu_kernel *k, int nb, uint32_t rows_wg,
-                              const wisp_matrix *W, int lo, int hi, const q4k_pend *pd, int x_row0, int acc, int pair,
+                              const wisp_matrix *W, int lo, int hi, const wisp_wgpu_q4k_one *pd, int x_row0, int acc, int pair,
                               wisp_buf *z, WGPUBuffer amax, uint32_t part_off, uint64_t *records) {
   const int pre = pd->nx != NULL;
   int row0, prow;
@@ -195,7 +166,7 @@ static uint32_t rec_q4k_parts(wisp_backend *be, q4k_state *q, wisp_wgpu_kernel *
  * row's super-blocks (pair: two rows') fit a workgroup and the staged x its
  * memory; rows [lo, hi) as rec_q4k_parts. 0: not taken (the caller records
  * another kernel). */
-static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi, const q4k_pend *pd, int x_row0,
+static int q4k_superblock(wisp_backend *be, const wisp_matrix *W, int lo, int hi, const wisp_wgpu_q4k_one *pd, int x_row0,
                           int acc, int pair, wisp_buf *z) {
   const uint32_t wg = 256, S = (uint32_t)W->cols / 256;
   const uint64_t xn = (uint64_t)S * 65;
@@ -231,7 +202,7 @@ static void q4k_matvec_geometry(wisp_backend *be, const wisp_matrix *W, uint32_t
  * prefill product or the superblock kernel, so that a token's sums do not
  * depend on how many tokens share the call. */
 static void rec_q4k_matvec_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
-                              wisp_buf *y, int accumulate, const wisp_wgpu_input_op *pre, int per_row) {
+                              wisp_buf *y, int accumulate, const wisp_wgpu_tail *pre, int per_row) {
   if (n <= 0) return;
   const wisp_kernel_choice *ch = &W->choice[n == 1 || per_row ? WISP_PHASE_DECODE : WISP_PHASE_PREFILL];
   if (n > 1 && !per_row && !is_simd16(ch->variant)) {
@@ -239,7 +210,7 @@ static void rec_q4k_matvec_ex(wisp_backend *be, const wisp_matrix *W, const wisp
     return;
   }
   if (n == 1 && !pre && !per_row) {
-    const q4k_pend plain = {0, W, NULL, NULL, x, NULL, 0, y};
+    const wisp_wgpu_q4k_one plain = {W, NULL, NULL, x, NULL, 0, y};
     if (q4k_superblock(be, W, 0, W->rows, &plain, x_row0, accumulate, 0, NULL)) return;
   }
   const char *file;
@@ -311,7 +282,7 @@ static void rec_q4k_matvec_ex(wisp_backend *be, const wisp_matrix *W, const wisp
 }
 
 static void rec_q4k_matvec(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
-                           int accumulate, const wisp_wgpu_input_op *pre) {
+                           int accumulate, const wisp_wgpu_tail *pre) {
   rec_q4k_matvec_ex(be, W, x, x_row0, n, y, accumulate, pre, 0);
 }
 
@@ -393,7 +364,7 @@ static qgeo geo_of(wisp_backend *be, const wisp_matrix *W, int wg, int cols, int
  * written to nxo); pair F: rows r and r + F with SwiGLU into z; argmax: partials from
  * part_off on (returns the next part_off). */
 static uint32_t rec_q4k_fused(wisp_backend *be, q4k_state *q, const wisp_matrix *W, int lo, int hi,
-                              const q4k_pend *pd, int acc, int pair, wisp_buf *z, WGPUBuffer amax, uint32_t part_off,
+                              const wisp_wgpu_q4k_one *pd, int acc, int pair, wisp_buf *z, WGPUBuffer amax, uint32_t part_off,
                               qgeo g) {
   if (!dummies(be, q)) return part_off;
   if (!amax && !g.asked && q4k_superblock(be, W, lo, hi, pd, 0, acc, pair, z)) return part_off;
@@ -413,95 +384,64 @@ static uint32_t rec_q4k_fused(wisp_backend *be, q4k_state *q, const wisp_matrix 
   return rec_q4k_parts(be, q, k, 7, g.cols, W, lo, hi, pd, 0, acc, pair, z, amax, part_off, NULL);
 }
 
-void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *nx, WGPUBuffer nw, float eps,
-                             const wisp_buf *nxo, const wisp_buf *x, int x_row0, int n, wisp_buf *y, int accumulate) {
+void wisp_wgpu_q4k_norm_matmul(wisp_backend *be, const wisp_wgpu_q4k_one *pd, int accumulate) {
   q4k_state *q = state_of(be);
   if (!q) return;
-  if (as_g(be)->taken.kind) { /* an input op taken by wisp_wgpu_q4k_take_input: fused into this product */
-    wisp_wgpu_input_op f = as_g(be)->taken;
-    as_g(be)->taken.kind = 0;
-    rec_q4k_matvec(be, W, x, x_row0, n, y, accumulate, &f);
-    as_g(be)->stats.input_fused++;
-    return;
-  }
-  q4k_pend pd = {1, W, nx, nxo, x, nw, eps, y};
-  if (n == 1 && x_row0 == 0 && !accumulate && as_g(be)->fuse && !as_g(be)->error) {
-    q->pend = pd; /* held back: a consumer may fuse it */
-    return;
-  }
-  if (nx) {
-    rec_q4k_fused(be, q, W, 0, W->rows, &pd, accumulate, 0, NULL, NULL, 0, geo_of(be, W, 0, 0, 0, -1));
-    return;
-  }
-  wisp_wgpu_q4k_matmul(be, W, x, x_row0, n, y, accumulate);
+  if (pd->nx) rec_q4k_fused(be, q, pd->W, 0, pd->W->rows, pd, accumulate, 0, NULL, NULL, 0, geo_of(be, pd->W, 0, 0, 0, -1));
+  else wisp_wgpu_q4k_matmul(be, pd->W, pd->x, 0, 1, pd->y, accumulate);
 }
 
-void wisp_wgpu_q4k_emit(wisp_backend *be) {
-  q4k_state *q = as_g(be)->q4k;
-  if (!q || !q->pend.active) return;
-  q4k_pend pd = q->pend;
-  q->pend.active = 0;
-  if (pd.nx) rec_q4k_fused(be, q, pd.W, 0, pd.W->rows, &pd, 0, 0, NULL, NULL, 0, geo_of(be, pd.W, 0, 0, 0, -1));
-  else wisp_wgpu_q4k_matmul(be, pd.W, pd.x, 0, 1, pd.y, 0);
-}
-
-/* fusedFfnQ4K: the held-back gate/up product and this SwiGLU in one dispatch. */
-int wisp_wgpu_q4k_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  q4k_state *q = as_g(be)->q4k;
+/* fusedFfnQ4K: the gate/up product and its SwiGLU in one dispatch. */
+int wisp_wgpu_q4k_swiglu(wisp_backend *be, const wisp_wgpu_q4k_one *pd, int ffn, wisp_buf *out) {
+  q4k_state *q = state_of(be);
   const wisp_backend_settings *s = &as_g(be)->set;
-  if (!q || !q->pend.active || !s->ffn_q4k || q->pend.y != gu || n != 1 || q->pend.W->rows != 2 * ffn)
-    return 0;
+  if (!q || pd->W->rows != 2 * ffn) return 0;
   int row0, prow;
   WGPUBuffer wb;
-  if (!wisp_wgpu_mat_part(as_g(be), q->pend.W, 0, &row0, &prow, &wb) || prow != q->pend.W->rows) return 0; /* one part */
-  if (out == gu || out == q->pend.x || (q->pend.nx && (out == q->pend.nx || out == q->pend.nxo))) return 0;
-  q4k_pend pd = q->pend;
-  q->pend.active = 0;
-  rec_q4k_fused(be, q, pd.W, 0, ffn, &pd, 0, ffn, out, NULL, 0,
-                geo_of(be, pd.W, s->ffn_wg, s->ffn_cols, s->ffn_tpc, s->ffn_full_block));
+  if (!wisp_wgpu_mat_part(as_g(be), pd->W, 0, &row0, &prow, &wb) || prow != pd->W->rows) return 0; /* one part */
+  if (out == pd->y || out == pd->x || (pd->nx && (out == pd->nx || out == pd->nxo))) return 0;
+  rec_q4k_fused(be, q, pd->W, 0, ffn, pd, 0, ffn, out, NULL, 0,
+                geo_of(be, pd->W, s->ffn_wg, s->ffn_cols, s->ffn_tpc, s->ffn_full_block));
   return 1;
 }
 
 /* useGreedyLmHeadArgmaxFusion for a Q4_K head (lmHeadArgmaxQ4K geometry). */
-int wisp_wgpu_q4k_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids) {
-  q4k_state *q = as_g(be)->q4k;
+int wisp_wgpu_q4k_head_argmax(wisp_backend *be, const wisp_wgpu_q4k_one *pd, const wisp_buf *ids) {
+  q4k_state *q = state_of(be);
   const wisp_backend_settings *s = &as_g(be)->set;
-  if (!q || !q->pend.active || !greedy || !as_g(be)->fuse_argmax || q->pend.y != logits ||
-      q->pend.W->rows != vocab || logits == ids || q->pend.x == ids || q->pend.nx == ids)
-    return 0;
-  q4k_pend pd = q->pend;
-  q->pend.active = 0;
-  qgeo g = geo_of(be, pd.W, 0, s->head_cols ? s->head_cols : 128, s->head_tpc ? s->head_tpc : 2, s->head_full_block);
+  if (!q || pd->y == ids || pd->x == ids || pd->nx == ids) return 0;
+  qgeo g = geo_of(be, pd->W, 0, s->head_cols ? s->head_cols : 128, s->head_tpc ? s->head_tpc : 2, s->head_full_block);
   uint64_t total = 0;
   int row0, prow;
   WGPUBuffer wb;
-  for (int i = 0; wisp_wgpu_mat_part(as_g(be), pd.W, i, &row0, &prow, &wb); i++) total += cdiv((uint64_t)prow, g.cols);
+  for (int i = 0; wisp_wgpu_mat_part(as_g(be), pd->W, i, &row0, &prow, &wb); i++) total += cdiv((uint64_t)prow, g.cols);
   WGPUBuffer am = wisp_wgpu_amax(as_g(be), (uint32_t)total);
   if (!am) return 0;
-  rec_q4k_fused(be, q, pd.W, 0, pd.W->rows, &pd, 0, 0, NULL, am, 0, g);
+  rec_q4k_fused(be, q, pd->W, 0, pd->W->rows, pd, 0, 0, NULL, am, 0, g);
   return 1;
 }
 
-/* The held-back in_proj product of a one-token gated_deltanet: one product, or the
+/* The in_proj product of a one-token gated_deltanet a: one product, or the
  * [qkv | z | b | a] row ranges as separate products (QKVZ / AB projection fusion off). */
-void wisp_wgpu_q4k_in_proj(wisp_backend *be, const wisp_deltanet_args *a) {
-  q4k_state *q = as_g(be)->q4k;
+void wisp_wgpu_q4k_in_proj(wisp_backend *be, const wisp_wgpu_q4k_one *pd, const wisp_deltanet_args *a) {
+  q4k_state *q = state_of(be);
   const int K = a->k_heads * a->k_dim, V = a->v_heads * a->v_dim;
-  if (!q || !q->pend.active || q->pend.y != a->proj || a->n != 1 || q->pend.W->rows != 2 * K + 2 * V + 2 * a->v_heads)
+  if (!q) return;
+  if (pd->y != a->proj || a->n != 1 || pd->W->rows != 2 * K + 2 * V + 2 * a->v_heads) {
+    wisp_wgpu_q4k_norm_matmul(be, pd, 0);
     return;
+  }
   const wisp_backend_settings *s = &as_g(be)->set;
-  q4k_pend pd = q->pend;
-  q->pend.active = 0;
   int cut[6], nc = 0;
   cut[nc++] = 0;
   if (!s->deltanet_proj_qkvz) cut[nc++] = 2 * K + V;
   if (!s->deltanet_proj_qkvz || !s->deltanet_proj_ab) cut[nc++] = 2 * K + 2 * V;
   if (!s->deltanet_proj_ab) cut[nc++] = 2 * K + 2 * V + a->v_heads;
-  cut[nc++] = pd.W->rows;
-  qgeo g = geo_of(be, pd.W, 0, 0, 0, -1);
-  if (nc == 2 && !pd.nx) { /* one product, nothing fused: the matrix's own kernel choice */
-    wisp_wgpu_q4k_matmul(be, pd.W, pd.x, 0, 1, pd.y, 0);
+  cut[nc++] = pd->W->rows;
+  qgeo g = geo_of(be, pd->W, 0, 0, 0, -1);
+  if (nc == 2 && !pd->nx) { /* one product, nothing fused: the matrix's own kernel choice */
+    wisp_wgpu_q4k_matmul(be, pd->W, pd->x, 0, 1, pd->y, 0);
     return;
   }
-  for (int i = 0; i + 1 < nc; i++) rec_q4k_fused(be, q, pd.W, cut[i], cut[i + 1], &pd, 0, 0, NULL, NULL, 0, g);
+  for (int i = 0; i + 1 < nc; i++) rec_q4k_fused(be, q, pd->W, cut[i], cut[i + 1], pd, 0, 0, NULL, NULL, 0, g);
 }

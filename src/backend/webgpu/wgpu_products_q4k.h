@@ -1,5 +1,5 @@
 /* Q4_K products of the WebGPU backend (wgpu_products_q4k.c), and the
- * consumers that fuse its held-back one-token product. */
+ * fused forms the graph's fused ops (wgpu_fused.c) record. */
 #ifndef WISP_WGPU_PRODUCTS_Q4K_H
 #define WISP_WGPU_PRODUCTS_Q4K_H
 
@@ -14,28 +14,38 @@ void wisp_wgpu_q4k_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wis
                                int accumulate);
 void wisp_wgpu_q4k_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                           int accumulate);
-/* As wisp_wgpu_q4k_matmul; with nx non-NULL the product reads rmsnorm(nx) * nw (eps) and
- * also writes it to nxo (== x): a held-back rmsnorm fused in. One-token products may be
- * held back for a consumer (swiglu, gated_deltanet, a greedy sample_id). */
-void wisp_wgpu_q4k_matmul_ex(wisp_backend *be, const wisp_matrix *W, const wisp_buf *nx, WGPUBuffer nw, float eps,
-                             const wisp_buf *nxo, const wisp_buf *x, int x_row0, int n, wisp_buf *y, int accumulate);
-/* Records the held-back Q4_K product, if any (called by every op first). */
-void wisp_wgpu_q4k_emit(wisp_backend *be);
-/* Consumers of a held-back Q4_K product: 1 when they recorded the fused form. */
-int wisp_wgpu_q4k_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out);
-/* 1 when a held-back gated op whose output is x (DeltaNet's split-head gated
- * norm, the gated attention merge) will be computed by the next Q4_K
- * product (by W of x into y) while it stages its input; that product must
- * follow (wisp_wgpu_q4k_matmul_ex). Call before emitting other pending ops. */
-int wisp_wgpu_q4k_take_input(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n,
-                              const wisp_buf *y);
-int wisp_wgpu_q4k_head_argmax(wisp_backend *be, const wisp_buf *logits, int vocab, int greedy, const wisp_buf *ids);
+/* A one-token Q4_K product y (+)= W x' for the graph's fused ops
+ * (wgpu_fused.c): x' = x, or with nx non-NULL rmsnorm(nx) * nw (eps), also
+ * written to nxo (== x). */
+typedef struct {
+  const wisp_matrix *W;
+  const wisp_buf *nx, *nxo, *x;
+  WGPUBuffer nw;
+  float eps;
+  wisp_buf *y;
+} wisp_wgpu_q4k_one;
+/* The product on its own (q4k_fused.wgsl with the norm, else the matrix's kernel). */
+void wisp_wgpu_q4k_norm_matmul(wisp_backend *be, const wisp_wgpu_q4k_one *pd, int accumulate);
+/* The [gate; up] product (rows 2 * ffn, one part) and its SwiGLU into out
+ * in one q4k_fused dispatch (fusedFfnQ4K); 0 (nothing recorded) when it
+ * does not fit. */
+int wisp_wgpu_q4k_swiglu(wisp_backend *be, const wisp_wgpu_q4k_one *pd, int ffn, wisp_buf *out);
+/* The head product with per-workgroup argmax pairs into g->amax (lmHeadArgmaxQ4K
+ * geometry); 0 (nothing recorded) when it cannot. */
+int wisp_wgpu_q4k_head_argmax(wisp_backend *be, const wisp_wgpu_q4k_one *pd, const wisp_buf *ids);
+/* The in_proj product of the one-token gated_deltanet a (whose proj is
+ * pd->y): one product, or its [qkv | z | b | a] row ranges as separate
+ * products (the plan's QKVZ / AB projection fusion off). */
+void wisp_wgpu_q4k_in_proj(wisp_backend *be, const wisp_wgpu_q4k_one *pd, const wisp_deltanet_args *a);
+/* Whether a mixer's tail t (wisp_wgpu_tail kind 1 or 2, writing x) can be
+ * computed by the one-token product by W of x into y while it stages its
+ * input; wisp_wgpu_q4k_matvec_tail records that product. */
+int wisp_wgpu_q4k_tail_fits(wisp_backend *be, const wisp_wgpu_tail *t, const wisp_matrix *W, const wisp_buf *x,
+                            const wisp_buf *y);
+void wisp_wgpu_q4k_matvec_tail(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, wisp_buf *y, int accumulate,
+                               const wisp_wgpu_tail *t);
 /* Frees its state (destroy). */
 void wisp_wgpu_q4k_free(wisp_backend *be);
-/* A held-back Q4_K in_proj product of the one-token gated_deltanet a: one
- * product, or its [qkv | z | b | a] row ranges as separate products (the
- * plan's QKVZ / AB projection fusion off); nothing if none is held back. */
-void wisp_wgpu_q4k_in_proj(wisp_backend *be, const wisp_deltanet_args *a);
 /* Checks the plan's kernel choices for a Q4_K matrix (prepare_matrix). */
 wisp_status wisp_wgpu_q4k_check_choice(const wisp_matrix *m);
 

@@ -1,7 +1,5 @@
 /* Elementwise row ops of the WebGPU backend (backend.h geglu, add_bias,
- * add, scale): one dispatch of rowops.wgsl each, one thread per value.
- * Each first records what the products hold back (emit_pending): these
- * ops read or write the buffers such an op writes. */
+ * add, scale): one dispatch of rowops.wgsl each, one thread per value. */
 #include "backend/webgpu/wgpu_rowops.h"
 
 #include "backend/webgpu/wgpu_core.h"
@@ -25,13 +23,11 @@ static void rec(wgpu_backend *g, int op, wisp_wgpu_binding x, wisp_wgpu_binding 
 
 static void g_geglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   rec(g, OP_GEGLU, bind_of(out), bind_of(gu), (size_t)n * ffn, ffn, 0);
 }
 
 static void g_add_bias(wisp_backend *be, wisp_buf *x, const wisp_vector *bv, int n) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   wvec *w = wisp_wgpu_need_vec(g, bv);
   if (!w) return;
   rec(g, OP_ADD_BIAS, bind_of(x), whole(w->g.b), (size_t)n * bv->n, bv->n, 0);
@@ -39,13 +35,11 @@ static void g_add_bias(wisp_backend *be, wisp_buf *x, const wisp_vector *bv, int
 
 static void g_add(wisp_backend *be, wisp_buf *x, const wisp_buf *y, size_t count) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   rec(g, OP_ADD, bind_of(x), bind_of(y), count, 1, 0);
 }
 
 static void g_scale(wisp_backend *be, wisp_buf *x, size_t count, float s) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   rec(g, OP_SCALE, bind_of(x), whole(g->dummy.b), count, 1, s);
 }
 

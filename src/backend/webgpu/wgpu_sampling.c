@@ -1,32 +1,15 @@
 /* Sampling on the device (backend.h sample_id, penalize): sample.wgsl,
- * reading either the logits or, for greedy decoding right after the head
- * product, that product's per-workgroup argmax pairs. */
+ * reading either the logits or, where the graph fuses the greedy choice
+ * into the head product (wgpu_fused.c), that product's per-workgroup
+ * argmax pairs. */
 #include "backend/webgpu/wgpu_sampling.h"
 
 #include <string.h>
 
 #include "backend/webgpu/wgpu_core.h"
-#include "backend/webgpu/wgpu_products_q4k.h"
-#include "backend/webgpu/wgpu_products.h"
 
-static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *sp, uint32_t step,
-                        wisp_buf *ids, int slot) {
-  wgpu_backend *g = as_g(be);
-  /* Greedy right after the head product (held back): the product writes
-   * per-workgroup argmax pairs and this pass reduces only those. */
-  int parts = 0;
-  if (g->q4k && wisp_wgpu_q4k_head_argmax(be, logits, vocab, sp->temperature <= 0, ids)) {
-    parts = !g->error;
-    g->stats.argmax_fused += (uint64_t)parts;
-  }
-  if (!parts && g->fuse_argmax && g->pend.kind == 3 && g->pend.my == logits && sp->temperature <= 0 && g->pend.m->rows == vocab &&
-      logits != ids && g->pend.mx != ids && g->pend.x != ids) {
-    g->pend.kind = 0;
-    wisp_wgpu_rec_matvec(g, g->pend.m, g->pend.pre, g->pend.x, g->pend.w, g->pend.eps, g->pend.mx, 0, 1, g->pend.my, 0, 1, 0, 0, NULL);
-    parts = !g->error;
-    g->stats.argmax_fused += (uint64_t)parts;
-  }
-  wisp_wgpu_emit_pending(g);
+void wisp_wgpu_rec_sample(wgpu_backend *g, const wisp_buf *logits, int vocab, int parts, const wisp_sampling *sp,
+                          uint32_t step, wisp_buf *ids, int slot) {
   wisp_wgpu_const c[2] = {{"WG", 256}, {"PARTS", parts}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "sample", c, 2);
   struct {
@@ -38,6 +21,11 @@ static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, con
   wisp_wgpu_record(g, k, b, 2, &p, sizeof p, 1, 1);
 }
 
+static void g_sample_id(wisp_backend *be, const wisp_buf *logits, int vocab, const wisp_sampling *sp, uint32_t step,
+                        wisp_buf *ids, int slot) {
+  wisp_wgpu_rec_sample(as_g(be), logits, vocab, 0, sp, step, ids, slot);
+}
+
 /* sample_rows.wgsl: a workgroup a row, each drawing as sample.wgsl does
  * (sample_draw.wgsli), so a row gets the token g_sample_id gets for it. The
  * rows' settings travel in the uniform (MAXR of them). */
@@ -46,7 +34,6 @@ static int g_sample_rows(wisp_backend *be, const wisp_buf *logits, int vocab, in
                          const uint32_t *steps, wisp_buf *ids) {
   wgpu_backend *g = as_g(be);
   if (n < 1 || n > SAMPLE_MAXR || vocab < 1 || (uint64_t)n * (uint64_t)vocab * 4 > g->max_binding) return 0;
-  wisp_wgpu_emit_pending(g);
   static struct {
     uint32_t vocab, n, pad0, pad1;
     struct {
@@ -77,7 +64,6 @@ static int g_sample_rows(wisp_backend *be, const wisp_buf *logits, int vocab, in
 static void g_penalize(wisp_backend *be, wisp_buf *logits, int vocab, const wisp_buf *hist, size_t hist_off, int n,
                        float penalty) {
   wgpu_backend *g = as_g(be);
-  wisp_wgpu_emit_pending(g);
   if (n <= 0) return;
   wisp_wgpu_const c[1] = {{"WG", 64}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "penalty", c, 1);

@@ -90,6 +90,7 @@ static const known k_known[] = {
     {"attention", "wgsl_flash_decode_kv16", "attn_decode.wgsl"},
     {"attention", "wgsl_flash_prefill", "attn_flash.wgsl"},
     {"attention", "wgsl_tiled_prefill", "attn_prefill.wgsl"},
+    {"attention", "wgsl_flash_tiled_prefill", "attn_flash_tiled.wgsl"},
     {"attention", "wgsl_flash_prefill_kv16", "attn_flash.wgsl"},
     {"attention_gated", "wgsl_flash", "attn_flash.wgsl"},
     {"attention_gated", "wgsl_decode_head256_gate", "attention_decode_online_head256_f16kv_output_gate.wgsl"},

@@ -29,7 +29,7 @@
 // F goes through prep because the workgroup memory holds the gram tiles:
 // the solve reads it back after a storage barrier.
 const WG: u32 = 256u;   // threads: 16 x 16 for the gram's blocks of RB x RB
-override C: u32 = 64;   // tokens a chunk: 16, 32 or 64 (WG / C threads a token's norms)
+override C: u32 = 64;   // tokens a chunk (WISP_WGPU_DN_CHUNK; the tiling holds 16, 32 or 64)
 const KT: u32 = 16u;    // key dims a gram tile
 const MAXC: u32 = 64u;
 
@@ -203,38 +203,35 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       tk[idx] = k;
     }
     workgroupBarrier();
-    {
-      for (var ii = 0u; ii < KT; ii++) {
-        for (var a = 0u; a < RB; a++) {
-          let qa = tq[(ty * RB + a) * KT + ii];
-          let ka = tk[(ty * RB + a) * KT + ii];
-          for (var b = 0u; b < RB; b++) {
-            let kb = tk[(tx * RB + b) * KT + ii];
-            kk[a * 4u + b] += ka * kb;
-            qk[a * 4u + b] += qa * kb;
-          }
+    for (var ii = 0u; ii < KT; ii++) {
+      for (var a = 0u; a < RB; a++) {
+        let qa = tq[(ty * RB + a) * KT + ii];
+        let ka = tk[(ty * RB + a) * KT + ii];
+        for (var b = 0u; b < RB; b++) {
+          let kb = tk[(tx * RB + b) * KT + ii];
+          kk[a * 4u + b] += ka * kb;
+          qk[a * 4u + b] += qa * kb;
         }
       }
     }
     workgroupBarrier();
   }
-  {
-    for (var a = 0u; a < RB; a++) {
-      for (var b = 0u; b < RB; b++) {
-        let t = ty * RB + a;
-        let s = tx * RB + b;
-        var m = 0.0;
-        var f = 0.0;
-        if (t < c && s <= t) {
-          let d = exp(dG(t, s));
-          m = d * qk[a * 4u + b] * nq[t] * nk[s];
-          if (s < t) {
-            f = -bet[t] * d * kk[a * 4u + b] * nk[t] * nk[s];
-          }
+  // M and F, zero outside their triangles and past c
+  for (var a = 0u; a < RB; a++) {
+    for (var b = 0u; b < RB; b++) {
+      let t = ty * RB + a;
+      let s = tx * RB + b;
+      var m = 0.0;
+      var f = 0.0;
+      if (t < c && s <= t) {
+        let d = exp(dG(t, s));
+        m = d * qk[a * 4u + b] * nq[t] * nk[s];
+        if (s < t) {
+          f = -bet[t] * d * kk[a * 4u + b] * nk[t] * nk[s];
         }
-        prep[oM + t * C + s] = m;
-        prep[oF + t * C + s] = f;
       }
+      prep[oM + t * C + s] = m;
+      prep[oF + t * C + s] = f;
     }
   }
   storageBarrier(); // F is read by every thread below

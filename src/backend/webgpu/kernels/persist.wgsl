@@ -47,7 +47,8 @@ override VSLN: u32 = 1u;    // floats of vsl: CW with DeltaNet phases, else 1 (u
 // Engine 0's round-trip savers, measured one by one on the H200
 // (docs/webgpu.md, "Persistent decode"; the host turns on both): 1 the
 // attention merge loads every split first (+31 %), 8 a product's
-// residuals are loaded with its weights (+16 %).
+// residuals are loaded with its weights (+16 %); 16 a split's keys in
+// chunks of WG (attn_keys_wide; subgroups of >= 8 lanes).
 override OPT: u32 = 0;
 // The weight types of this graph's matrices, bit 1 << T_* each
 // (persist_quant.wgsli). A graph of Q4 / Q4Z only (the seed's) compiles
@@ -337,7 +338,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       } else if (has_work(W_QKV) && wk == W_QKV) {
         attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs);
       } else if (has_work(W_ATTN) && wk == W_ATTN) {
-        attn_split(l, pos, wid, li);
+        attn_split(l, pos, wid, li, sl, sgs);
       } else if (has_work(W_ATTN_GATED) && wk == W_ATTN_GATED) {
         attn_split_gated(l, pos, wid, li, sl, sgs);
       } else if (has_work(W_DELTANET) && wk == W_DELTANET) {

@@ -1,0 +1,155 @@
+// Causal grouped-query attention for a block of prompt tokens (prefill),
+// tiled flash-attention: the same result as attn_flash.wgsl
+//   out[t][h] = sum_{j <= pos0 + t} softmax_j(scale * q_t . k_j) v_j
+// with queries and keys both in tiles. A workgroup takes QB = WG / TPQ
+// query rows of one KV head: the rows are (token, query head of that KV
+// head's group) pairs, token-major, so the G = H / KVH heads that share a
+// key row read it from workgroup memory together. It walks the keys in
+// tiles of KT: the workgroup loads a tile of K and V rows into workgroup
+// memory once (as f32 vec4s; KV16 caches unpacked), then every row scores
+// the tile's keys and folds them into its online softmax.
+//
+// A row is TPQ threads of one subgroup (lanes li = row * TPQ + r): lane r
+// holds the vec4s r, r + TPQ, ... of the row's query and output (so the
+// lanes of a row read consecutive words of a key row, and the rows of the
+// workgroup read the same ones: broadcasts), computes its part of each
+// key's dot product, and TPQ - 1 subgroupShuffleXor steps give every lane
+// of the row the whole score. Each lane then has the row's scores, running
+// max and sum, and updates its own slice of the output: no workgroup
+// barrier inside a tile.
+//
+// q is [n][H][D] (from attn_rope / attn_gated_rope, unscaled), caches
+// [position][KVH][D], out [n][H * D]. Overrides: D4 = D / 4, TPQ divides D4
+// and the smallest subgroup (the host checks), D4 / TPQ <= MAXS4, KT <=
+// MAXKT. Grid: x = KVH, y = ceil(n * G / QB). Needs subgroups: without
+// them the host runs attn_flash.wgsl.
+enable subgroups;
+diagnostic(off, subgroup_uniformity);
+
+override WG: u32 = 128u;
+override TPQ: u32 = 4u;  // threads a query row
+override KT: u32 = 32u;  // keys a tile
+override D4: u32 = 16u;  // head dim / 4
+override G: u32 = 1u;    // query heads a KV head
+override KV16: u32 = 0u; // caches of packed f16 pairs (attn_kv.wgsli's layout)
+
+const MAXKT: u32 = 32u;
+const MAXS4: u32 = 16u;
+const NEG: f32 = -3.0e38;
+
+struct Params {
+  n: u32,
+  pos0: u32,
+  H: u32,
+  KVH: u32,
+  D: u32,
+  scale: f32,
+  splits: u32, // 1 (prefill is not split)
+  tps: u32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> kc: array<u32>;
+@group(0) @binding(2) var<storage, read> vc: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+var<workgroup> kt: array<vec4<f32>, KT * D4>;
+var<workgroup> vt: array<vec4<f32>, KT * D4>;
+
+// vec4 c of cache row `key` (KV head kvh) of the cache `which` (0: K, 1: V).
+fn row4(which: u32, key: u32, kvh: u32, c: u32) -> vec4<f32> {
+  let e = (key * p.KVH + kvh) * 4u * D4 + 4u * c; // element index
+  if (KV16 == 1u) {
+    if (which == 0u) {
+      return vec4<f32>(unpack2x16float(kc[e / 2u]), unpack2x16float(kc[e / 2u + 1u]));
+    }
+    return vec4<f32>(unpack2x16float(vc[e / 2u]), unpack2x16float(vc[e / 2u + 1u]));
+  }
+  if (which == 0u) {
+    return bitcast<vec4<f32>>(vec4<u32>(kc[e], kc[e + 1u], kc[e + 2u], kc[e + 3u]));
+  }
+  return bitcast<vec4<f32>>(vec4<u32>(vc[e], vc[e + 1u], vc[e + 2u], vc[e + 3u]));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let kvh = wid.x;
+  let QB = WG / TPQ;
+  let S4 = D4 / TPQ;
+  let nrows = p.n * G;
+  let row = wid.y * QB + li / TPQ;
+  let r = li % TPQ;
+  let live = row < nrows;
+  let t = row / G;
+  let h = kvh * G + row % G;
+  let pos = p.pos0 + t;
+  var qv: array<vec4<f32>, MAXS4>;
+  var o: array<vec4<f32>, MAXS4>;
+  for (var i = 0u; i < S4; i++) {
+    qv[i] = vec4<f32>(0.0);
+    o[i] = vec4<f32>(0.0);
+    if (live) {
+      qv[i] = q[(t * p.H + h) * D4 + i * TPQ + r] * p.scale;
+    }
+  }
+  var m = NEG;
+  var l = 0.0;
+  // keys [0, kend): up to the last token of this workgroup's rows
+  let last = min(nrows, (wid.y + 1u) * QB) - 1u;
+  let kend = p.pos0 + last / G + 1u;
+  for (var j0 = 0u; j0 < kend; j0 += KT) {
+    workgroupBarrier(); // the previous tile is used up
+    for (var e = li; e < KT * D4; e += WG) {
+      let key = j0 + e / D4;
+      var kv = vec4<f32>(0.0);
+      var vv = vec4<f32>(0.0);
+      if (key < kend) {
+        kv = row4(0u, key, kvh, e % D4);
+        vv = row4(1u, key, kvh, e % D4);
+      }
+      kt[e] = kv;
+      vt[e] = vv;
+    }
+    workgroupBarrier();
+    var s: array<f32, MAXKT>;
+    var mt = m;
+    for (var k = 0u; k < KT; k++) {
+      var a = 0.0;
+      for (var i = 0u; i < S4; i++) {
+        a += dot(qv[i], kt[k * D4 + i * TPQ + r]);
+      }
+      for (var w = 1u; w < TPQ; w *= 2u) {
+        a += subgroupShuffleXor(a, w);
+      }
+      if (live && j0 + k <= pos) {
+        s[k] = a;
+        mt = max(mt, a);
+      } else {
+        s[k] = NEG;
+      }
+    }
+    let alpha = exp(m - mt);
+    for (var i = 0u; i < S4; i++) {
+      o[i] *= alpha;
+    }
+    var ls = 0.0;
+    for (var k = 0u; k < KT; k++) {
+      var e = 0.0;
+      if (live && j0 + k <= pos) {
+        e = exp(s[k] - mt);
+      }
+      ls += e;
+      for (var i = 0u; i < S4; i++) {
+        o[i] += e * vt[k * D4 + i * TPQ + r];
+      }
+    }
+    l = l * alpha + ls;
+    m = mt;
+  }
+  if (live) {
+    for (var i = 0u; i < S4; i++) {
+      out[(t * p.H + h) * D4 + i * TPQ + r] = o[i] / l;
+    }
+  }
+}

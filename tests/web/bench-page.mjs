@@ -1,0 +1,70 @@
+// A benchmark, not a test (tools/bench-browser.sh runs it): `wisp bench` in
+// the page (build/wasm, make wasm) in headless Chromium on each backend,
+// the model opened by URL; each run's receipt is written to OUTDIR as
+// page-BACKEND.json, with the page's wasm memory peak added (wasm_memory_bytes).
+//   node tests/web/bench-page.mjs WEBDIR MODELDIR OUTDIR PROMPT DECODE [BACKEND...]
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import { chromium } from "playwright-core";
+
+const [web, model, outDir, prompt, decode, ...backends] = process.argv.slice(2);
+if (!decode) throw new Error("usage: bench-page.mjs WEBDIR MODELDIR OUTDIR PROMPT DECODE [BACKEND...]");
+const TYPES = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
+const server = http.createServer((req, res) => {
+  const url = decodeURIComponent(new URL(req.url, "http://x").pathname);
+  const file = url.startsWith("/model/") ? path.join(model, url.slice(7)) : path.join(web, url.slice(1) || "index.html");
+  if (file.includes("..") || !fs.existsSync(file) || !fs.statSync(file).isFile()) { res.writeHead(404).end(); return; }
+  const size = fs.statSync(file).size, type = TYPES[path.extname(file)] || "application/octet-stream";
+  const r = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range || "");
+  if (r) {
+    const a = Number(r[1]), b = Math.min(Number(r[2]), size - 1);
+    res.writeHead(206, { "content-type": type, "content-length": b - a + 1, "content-range": `bytes ${a}-${b}/${size}` });
+    fs.createReadStream(file, { start: a, end: b }).pipe(res);
+    return;
+  }
+  res.writeHead(200, { "content-type": type, "content-length": size, "accept-ranges": "bytes" });
+  if (req.method === "HEAD") res.end();
+  else fs.createReadStream(file).pipe(res);
+});
+await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+const base = `http://127.0.0.1:${server.address().port}`;
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), "wisp-bench-"));
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"],
+});
+try {
+  const page = browser.pages()[0] || (await browser.newPage());
+  await page.goto(`${base}/index.html`);
+  const command = async (action) => {
+    const before = await page.evaluate(() => window.wisp.runs);
+    await action();
+    await page.waitForFunction((n) => window.wisp.runs > n && window.wisp.done, before, { timeout: 0 });
+  };
+  fs.mkdirSync(outDir, { recursive: true });
+  for (const backend of backends.length ? backends : ["webgpu", "cpu"]) {
+    await page.selectOption("#backend", backend);
+    await page.fill("#url", `${base}/model/`);
+    await command(() => page.click("#load-url"));
+    await page.fill("#bench-p", prompt);
+    await page.fill("#bench-n", decode);
+    await command(() => page.click("#bench"));
+    const err = await page.textContent("#error");
+    if (err) throw new Error(`${backend}: ${err}`);
+    const receipt = await page.evaluate(() => new TextDecoder().decode(window.wisp.wasi.file("/receipt.json")));
+    const r = JSON.parse(receipt);
+    r.wasm_memory_bytes = await page.evaluate(() => window.wisp.memory);
+    r.adapter = await page.textContent("#device");
+    fs.writeFileSync(path.join(outDir, `page-${backend}.json`), JSON.stringify(r, null, 1));
+    console.log(`page ${backend}: prefill ${r.prefill.tok_per_s.toFixed(1)} tok/s, decode ${r.decode.tok_per_s.toFixed(1)} tok/s, ` +
+                `wasm memory ${(r.wasm_memory_bytes / 2 ** 20).toFixed(0)} MiB`);
+  }
+} finally {
+  await browser.close();
+  server.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+}
