@@ -203,7 +203,8 @@ typedef enum {
   WISP_POST_NONE,
   WISP_POST_SWIGLU,    /* post_out = silu(gate) * up, y = [gate | up] of post_dim each */
   WISP_POST_SHORTCONV, /* the short conv over y (taps, conv_len, conv_state, post_dim) into post_out */
-  WISP_POST_DELTANET,  /* the Gated DeltaNet op *deltanet_post, whose proj is y */
+  WISP_POST_DELTANET,  /* the Gated DeltaNet *deltanet_post reads y: the product is recorded by the row
+                        * ranges it needs; the op itself stays the caller's (matmul_fused returns 0) */
   WISP_POST_ARGMAX,    /* ids[slot] = the greedy choice over y (sample_id with *sampling, temperature <= 0) */
 } wisp_fused_post;
 typedef struct {

@@ -930,9 +930,13 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * splits here as in the op-by-op decode; the stats count the key blocks
    * as g_attention does, per attention layer and step (persist.wgsl's
    * n_splits: one block per LK-th of the grid's threads in keys). */
-  const uint32_t cap = wisp_wgpu_split_most(wisp_wgpu_split_rule(as_g(be)));
-  if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;
   const uint32_t kc = PERSIST_WG / 8;
+  /* The split rule at the run's last position (short cap, or the long
+   * part's one split per few tiles) bounds the splits of every step of the
+   * run: the kernel's n_splits grows one a block up to nsmax. */
+  uint32_t tps;
+  const uint32_t cap = wisp_wgpu_key_splits(((uint32_t)(pos + k - 1) + kc) / kc, wisp_wgpu_split_rule(as_g(be)), &tps);
+  if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;
   int attn_layers = 0;
   for (int l = 0; l < g->n_layers; l++) attn_layers += g->layers[l].attention != 0;
   for (int s = 0; s < k; s++) {
