@@ -25,7 +25,19 @@
 #   tools/device.sh parity OUT        transformers parity (tests/parity/
 #                                     run_device.sh) of CONFIGS (default
 #                                     "qwen35-0.8b lfm2-350m"), QUANTS (default: per
-#                                     architecture), CPU and WebGPU
+#                                     architecture), CPU and WebGPU. CONFIGS
+#                                     qwen25-0.5b / gemma3-1b (real shapes; -small:
+#                                     hidden 128) run tools/gemma-qwen2-oracle.py
+#                                     instead: 128 greedy tokens under --profile
+#                                     exact on cpu and webgpu, of the f32 artifact
+#                                     and of llama.cpp's Q4_K_M of wisp's GGUF
+#                                     export, run in place (-m FILE.gguf), against
+#                                     transformers (Q4_K_M: with llama.cpp's
+#                                     dequantized values); llama-bench loads both
+#                                     GGUFs with no override. llama-quantize and
+#                                     llama-bench from LC (default /tmp/llama.cpp-cpu,
+#                                     built there by .peer/build.sh cpu when absent:
+#                                     carry .peer). One such config a call (~5-8 min)
 #   tools/device.sh ab OUT            the speed A/B of a change: `wisp bench` of BINS
 #                                     (binaries in .dev/, default "wisp_prev wisp")
 #                                     alternated REPS (2) times on MODELS (default
@@ -219,8 +231,57 @@ receipts() {
   done
 }
 
+# Gemma 3 / Qwen 2.5 parity (tools/gemma-qwen2-oracle.py) of config $1.
+gq_parity() {
+  local cfg=$1 arch shape d=/tmp/wq/$1 lc=${LC:-/tmp/llama.cpp-cpu} log="$OUT/parity-$1.log"
+  local oracle=tools/gemma-qwen2-oracle.py cmp=tests/parity/compare.py fail=0
+  case $cfg in qwen25-*) arch=qwen2 ;; *) arch=gemma3 ;; esac
+  case $cfg in *-small) shape=small ;; *) shape=real ;; esac
+  rm -rf "$d"; mkdir -p "$d"
+  {
+    if [ ! -x "$lc/build/bin/llama-quantize" ] && [ -f .peer/build.sh ]; then
+      say "building llama.cpp (cpu) in $lc"; bash .peer/build.sh cpu "$lc" > "$d/llama-build.log" 2>&1 || tail -5 "$d/llama-build.log"
+    fi
+    say "$cfg: build, convert, export"
+    python3 "$oracle" build --arch $arch --shape $shape --out "$d/hf" &&
+      "$W" convert "$d/hf" -o "$d/art_f32" --quant f32 --quiet &&
+      "$W" export-gguf "$d/art_f32" -o "$d/f32.gguf" || { echo "FAILED: build/convert/export"; return 1; }
+    local quants="f32"
+    if [ -x "$lc/build/bin/llama-quantize" ]; then
+      "$lc/build/bin/llama-quantize" "$d/f32.gguf" "$d/q4km.gguf" Q4_K_M > "$d/quantize.log" 2>&1 &&
+        "$W" convert "$d/q4km.gguf" -o "$d/art_q4km_f32" --quant f32 --quiet && quants="f32 q4km" ||
+        { echo "FAILED: llama-quantize Q4_K_M / convert"; tail -3 "$d/quantize.log"; fail=1; }
+      for g in f32 q4km; do # llama.cpp loads and runs wisp's export (no vocabulary: marked "none")
+        [ -f "$d/$g.gguf" ] || continue
+        python3 tools/gguf-none-vocab.py "$d/$g.gguf" "$d/$g.nv.gguf" 2> /dev/null || cp "$d/$g.gguf" "$d/$g.nv.gguf"
+        if "$lc/build/bin/llama-bench" -m "$d/$g.nv.gguf" -p 16 -n 8 -r 1 -t 8 > "$d/llama-bench-$g.txt" 2>&1; then
+          echo "llama-bench runs $g.gguf: $(grep -c ' t/s\| pp16\| tg8' "$d/llama-bench-$g.txt") result lines"
+        else echo "FAILED: llama-bench $g.gguf"; tail -3 "$d/llama-bench-$g.txt"; fail=1; fi
+      done
+    else
+      echo "no llama-quantize in $lc (carry .peer): Q4_K_M skipped"; fail=1
+    fi
+    say "$cfg: references (transformers, cuda)"
+    python3 "$oracle" reference --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_f32.json" --greedy 128 --device cuda || fail=1
+    [[ $quants == *q4km* ]] && { python3 "$oracle" reference --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_q4km.json" \
+      --greedy 128 --device cuda --dequant-from "$d/art_q4km_f32" || fail=1; }
+    for q in $quants; do
+      local m="$d/art_f32"; [ $q = q4km ] && m="$d/q4km.gguf"
+      for be in ${BACKENDS:-cpu webgpu}; do
+        say "$cfg: wisp $q $be"
+        "$W" logits -m "$m" --prompts "$d/hf/prompts.json" --greedy 128 --backend $be --profile exact -t 16 \
+          -o "$d/wisp_${q}_$be.json" --force || { fail=1; continue; }
+        echo "-- $cfg $q $be:"; python3 $cmp "$d/ref_$q.json" "$d/wisp_${q}_$be.json" || fail=1
+      done
+    done
+    echo "== summary $cfg: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+  } > "$log" 2>&1
+  grep -E "^-- |greedy|max|summary|FAILED|llama-bench runs" "$log" | head -40
+}
+
 parity() {
   for cfg in ${CONFIGS:-qwen35-0.8b lfm2-350m}; do
+    case $cfg in qwen25-*|gemma3-*) gq_parity "$cfg"; continue ;; esac
     # QUANTS unset: run_device.sh's per-architecture list (LFM2 f32 q4, Qwen 3.5 f32 q4 q4k)
     env ${QUANTS:+QUANTS="$QUANTS"} CONFIGS="$cfg" BACKENDS="${BACKENDS:-cpu webgpu}" REF_DEVICE=cuda THREADS=16 \
       timeout "${PARITY_SECONDS:-400}" bash tests/parity/run_device.sh "$W" /tmp/unused /tmp/wq > "$OUT/parity-$cfg.log" 2>&1

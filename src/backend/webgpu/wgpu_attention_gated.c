@@ -181,9 +181,9 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
     struct {
       uint32_t n, pos0, H, KVH, D;
       float scale;
-      uint32_t splits, tps;
+      uint32_t splits, tps, win, pad[3]; /* win 0: no sliding window */
     } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D), splits,
-            tps};
+            tps, 0, {0, 0, 0}};
     wisp_wgpu_binding bf[5] = {whole(q->qbuf.b), kc, vc, whole(out),
                                whole(splits > 1 ? q->part.b : as_g(be)->dummy_rw.b)};
     if (splits > 1 || !wisp_wgpu_attn_tiled(as_g(be), q->qbuf.b, kc, vc, out, a->n, a->pos0, H, KVH, D))
