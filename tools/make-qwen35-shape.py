@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""A Qwen 3.5 0.8B-shaped text checkpoint for speed runs on machines without
+"""A Qwen 3.5 0.8B- or 2B-shaped text checkpoint for speed runs on machines without
 torch (tests/parity/hf_reference.py needs it): config.json +
 model.safetensors (f32) with the tensor names and shapes `wisp convert`
 reads, in plain Python (no numpy).
 
-    tools/make-qwen35-shape.py OUT_DIR    (then: wisp convert OUT_DIR -o ART --quant q4k)
+    tools/make-qwen35-shape.py OUT_DIR [0.8b|2b]   (then: wisp convert OUT_DIR -o ART --quant q4k)
 
 The values are not a trained or HF-initialised model: norms, conv taps,
 dt_bias and A_log get small plausible values; every matrix is a run of one
@@ -13,12 +13,14 @@ place per tensor), because drawing 0.8 billion values one by one in Python
 takes many minutes. Its speed is that of the shape; use hf_reference.py
 for anything numerical."""
 import json, struct, array, random, os, sys
-if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+if len(sys.argv) not in (2, 3) or sys.argv[1].startswith("-") or sys.argv[2:] not in ([], ["0.8b"], ["2b"]):
     sys.exit(__doc__)
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
-H, L, NH, KVH, D = 1024, 24, 8, 2, 256
-LK, LVH, DK, DV, CK, F, V = 16, 16, 128, 128, 4, 3584, 248320
+# Qwen3.5-0.8B and Qwen3.5-2B differ in hidden size and MLP width only
+H, F = (2048, 6144) if sys.argv[2:] == ["2b"] else (1024, 3584)
+L, NH, KVH, D = 24, 8, 2, 256
+LK, LVH, DK, DV, CK, V = 16, 16, 128, 128, 4, 248320
 types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(L)]
 cfg = {"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "hidden_size": H,
        "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": NH, "num_key_value_heads": KVH,

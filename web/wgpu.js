@@ -30,6 +30,10 @@ export class WebGPUGlue {
     this.entries = [];
     this.memory = null;
     this.adapter = null; // the last adapter, for the page to show
+    // GPU buffer bytes: live now and the run's peak (the page shows it
+    // beside the wasm memory, the weights' home when they are streamed)
+    this.bufferBytes = 0;
+    this.bufferPeak = 0;
   }
 
   put(obj) {
@@ -132,8 +136,12 @@ export class WebGPUGlue {
         return (which === 1 ? i.subgroupMinSize : i.subgroupMaxSize) || 0;
       },
       device_queue: (h) => g.put(obj(h).queue),
-      create_buffer: (dh, usage, size, mapped) =>
-        g.put(obj(dh).createBuffer({ usage, size, mappedAtCreation: !!mapped })),
+      create_buffer: (dh, usage, size, mapped) => {
+        const b = obj(dh).createBuffer({ usage, size, mappedAtCreation: !!mapped });
+        g.bufferBytes += b.size;
+        g.bufferPeak = Math.max(g.bufferPeak, g.bufferBytes);
+        return g.put(b);
+      },
       create_shader: (dh, ptr, len) => g.put(obj(dh).createShaderModule({ code: g.str(ptr, len) })),
       pipeline_constant: (ptr, len, value) => { g.constants[g.str(ptr, len)] = value; },
       create_pipeline: (dh, layout, module, ptr, len) => {
@@ -161,9 +169,15 @@ export class WebGPUGlue {
             return { state: ST.SUCCESS, value: errorType(e), message: e.message };
           }),
         ),
-      destroy: (h) => { const o = obj(h); if (o && o.destroy) o.destroy(); },
+      destroy: (h) => {
+        const o = obj(h);
+        if (o instanceof GPUBuffer && !o.wispDestroyed) { o.wispDestroyed = true; g.bufferBytes -= o.size; }
+        if (o && o.destroy) o.destroy();
+      },
       release: (h) => {
         if (h && g.objects[h] !== undefined) {
+          const o = g.objects[h];
+          if (o instanceof GPUBuffer && !o.wispDestroyed) { o.wispDestroyed = true; g.bufferBytes -= o.size; }
           g.objects[h] = undefined;
           g.free.push(h);
         }

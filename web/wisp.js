@@ -19,8 +19,9 @@ export async function loadWisp(url) {
 }
 
 // files: {"/model/manifest.json": Blob, ...}. Returns {code, adapter, wasi,
-// memoryBytes}: memoryBytes is the module's wasm memory at the end, which
-// only grows, so it is the run's peak.
+// memoryBytes, gpuBufferPeak}: memoryBytes is the module's wasm memory at the
+// end, which only grows, so it is the run's peak; gpuBufferPeak the most bytes
+// of GPU buffers alive at once.
 // onStart(wasi) is called before the run: wasi.input(text) and
 // wasi.closeInput() feed its standard input (a chat).
 export async function runWisp(module, args, files, { stdout = () => {}, stderr = () => {}, env = [], onStart = null } = {}) {
@@ -44,5 +45,5 @@ export async function runWisp(module, args, files, { stdout = () => {}, stderr =
     if (!(e instanceof Exit)) throw e;
     code = e.code;
   }
-  return { code, adapter: gpu.adapter, wasi, memoryBytes: memory.buffer.byteLength };
+  return { code, adapter: gpu.adapter, wasi, memoryBytes: memory.buffer.byteLength, gpuBufferPeak: gpu.bufferPeak };
 }
