@@ -294,7 +294,8 @@ typedef struct {
   int parallel;      /* sequences decoded together (slots); 0 = 4 */
   int max_queue;     /* requests waiting for a slot before submit refuses (WISP_EBUSY); 0 = 4 x parallel */
   int context;       /* tokens per slot (prompt + reply); 0 = the model's maximum */
-  int prefill_chunk; /* prompt tokens fed per scheduler step beside the decodes; 0 = 512 */
+  int prefill_chunk; /* prompt tokens fed per scheduler step beside the decodes, the waiting prompts'
+                      * segments in one batched prefill; 0 = 512 */
   const char *backend; /* as wisp_session_options */
   const char *profile;
   const char *tuning;
@@ -359,6 +360,7 @@ typedef struct {
   int running, queued;   /* now */
   int slots, slots_used; /* now: slots holding a request or a reusable history */
   uint64_t steps;        /* scheduler steps run */
+  uint64_t prefill_calls; /* batched prefills run (one a step at most: every waiting prompt's segment in one) */
 } wisp_sched_stats;
 
 wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sched **out);

@@ -55,6 +55,11 @@ struct wisp_session {
   int *slot_pos;
   wisp_graph_state *rows_scratch;
   wisp_buf *rows_logits, *rows_ids;
+  /* The scratch of a batched prefill of several slots (its activations
+   * hold every slot's tokens of one pass), made on first use, remade
+   * larger when a pass needs more. */
+  wisp_graph_state *prefill_scratch;
+  int prefill_scratch_tokens;
   wisp_buf *ids;     /* decode-loop token ids on the device (batch + 1 slots) */
   int ids_slots;
   int ran_past_stop; /* a batch ran past where the caller stopped and could not be rewound: reset before reuse */

@@ -5,10 +5,12 @@
  *   1. takes what other threads asked for: new requests go from the queue
  *      to free slots (the slot whose history is the longest prefix of the
  *      prompt first, else the least recently used), cancelled ones end;
- *   2. prefills up to prefill_chunk prompt tokens of the requests that are
- *      still reading their prompts (oldest first), all but each prompt's
- *      last token, then snapshots the conv/recurrent state there (and where
- *      a request continued a slot's live state, that state first);
+ *   2. prefills the next segment of every request still reading its
+ *      prompt (oldest first, up to prefill_chunk tokens in all; never a
+ *      prompt's last token) in one batched prefill: one pass over the
+ *      weights for all their tokens, each slot's mixers on its own state;
+ *      at a prompt's end it snapshots the conv/recurrent state (and where a
+ *      request continued a slot's live state, that state first);
  *   3. runs one batched decode step (wisp_session_step_each) for every
  *      request past its prompt: a request's first step feeds its prompt's
  *      last token, later ones the token chosen before; each row is drawn
@@ -195,31 +197,80 @@ static wisp_status start(wisp_sched *S, sched_req *q) {
 
 /* ---- 2. prefill ---- */
 
-/* Feeds q's prompt (never its last token) in segments that end at
- * multiples of prefill_chunk, as many whole segments as *budget holds (the
- * step's first segment even when it does not). The segments depend only on
- * where the slot resumed and the prompt's length, never on what else is
- * running, so a request's state is bit for bit what it gets alone. At the
- * end of the prompt, snapshots the state and q starts decoding. */
-static wisp_status prefill(wisp_sched *S, sched_req *q, int *budget) {
+/* q's next prompt segment (never its last token): from where its slot is
+ * to the next multiple of prefill_chunk or the prompt's end. The segments
+ * depend only on where the slot resumed and the prompt's length, never on
+ * what else is running, so each slot's mixers see the same pieces as when
+ * the request runs alone. */
+static int next_segment(const wisp_sched *S, const sched_req *q) {
+  const int at = S->slots[q->slot].n_hist, end = q->r.n_prompt - 1, C = S->prefill_chunk;
+  const int seg_end = (at / C + 1) * C;
+  return (seg_end < end ? seg_end : end) - at;
+}
+
+/* At the end of q's prompt (all but its last token fed): snapshots the
+ * state there and q starts decoding. */
+static void prompt_done(wisp_sched *S, sched_req *q) {
   sched_slot *sl = &S->slots[q->slot];
-  const int end = q->r.n_prompt - 1, C = S->prefill_chunk;
-  while (sl->n_hist < end) {
-    int seg_end = (sl->n_hist / C + 1) * C;
-    if (seg_end > end) seg_end = end;
-    const int n = seg_end - sl->n_hist;
-    if (n > *budget && *budget < C) break; /* the step's first segment is taken whatever its size */
-    wisp_status st = wisp_slot_eval(S->session, q->slot, q->prompt + sl->n_hist, n, NULL);
-    if (st) return st;
-    if (!sched_slot_append(sl, q->prompt + sl->n_hist, n)) return wisp_fail(WISP_ENOMEM, "out of memory");
-    *budget = *budget > n ? *budget - n : 0;
+  if (q->decoding || sl->n_hist != q->r.n_prompt - 1) return;
+  sched_slot_snapshot(sl, S->session->backend, ++S->clock);
+  q->decoding = 1;
+  q->cur = q->prompt[q->r.n_prompt - 1];
+}
+
+/* One batched prefill (wisp_session_prefill_each: one pass over the
+ * weights for every slot's tokens) of the next segment of each request
+ * still reading its prompt, oldest first, while the segments fit in
+ * prefill_chunk tokens (the oldest's always). Requests that fail are
+ * removed from live[] and end. */
+static void prefill_step(wisp_sched *S, sched_req **live, int n) {
+  int order[WISP_MAX_ROWS], k = 0;
+  for (int i = 0; i < n; i++) /* prompts still reading, oldest first (ids grow with submission) */
+    if (live[i] && !live[i]->decoding) {
+      int j = k++;
+      for (; j > 0 && live[order[j - 1]]->id > live[i]->id; j--) order[j] = order[j - 1];
+      order[j] = i;
+    }
+  int slots[WISP_MAX_ROWS], lens[WISP_MAX_ROWS], which[WISP_MAX_ROWS], m = 0, used = 0;
+  const int32_t *toks[WISP_MAX_ROWS];
+  for (int j = 0; j < k; j++) {
+    sched_req *q = live[order[j]];
+    const int len = next_segment(S, q);
+    if (len <= 0) continue;
+    if (m > 0 && used + len > S->prefill_chunk) break;
+    slots[m] = q->slot;
+    lens[m] = len;
+    toks[m] = q->prompt + S->slots[q->slot].n_hist;
+    which[m++] = order[j];
+    used += len;
   }
-  if (sl->n_hist == end) {
-    sched_slot_snapshot(sl, S->session->backend, ++S->clock);
-    q->decoding = 1;
-    q->cur = q->prompt[end];
+  if (m == 0) return;
+  if (wisp_session_prefill_each(S->session, slots, toks, lens, m)) {
+    /* which slots took their tokens is not known: each ends, its slot emptied */
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", wisp_last_error());
+    for (int j = 0; j < m; j++) {
+      sched_req *q = live[which[j]];
+      live[which[j]] = NULL;
+      sched_slot_clear(&S->slots[q->slot], S->session, q->slot);
+      finish(S, q, WISP_FINISH_ERROR, msg);
+    }
+    return;
   }
-  return WISP_OK;
+  pthread_mutex_lock(&S->mu);
+  S->stats.prefill_calls++;
+  pthread_mutex_unlock(&S->mu);
+  for (int j = 0; j < m; j++) {
+    sched_req *q = live[which[j]];
+    sched_slot *sl = &S->slots[q->slot];
+    if (!sched_slot_append(sl, toks[j], lens[j])) {
+      live[which[j]] = NULL;
+      sched_slot_clear(sl, S->session, q->slot);
+      finish(S, q, WISP_FINISH_ERROR, "out of memory");
+      continue;
+    }
+    prompt_done(S, q);
+  }
 }
 
 /* ---- 3. decode ---- */
@@ -362,21 +413,8 @@ static void *run(void *arg) {
         live[n++] = q;
       }
     }
-    /* prefill, oldest request first (ids grow with submission), within the budget */
-    int budget = S->prefill_chunk;
-    for (;;) {
-      int oldest = -1;
-      for (int i = 0; i < n; i++)
-        if (live[i] && !live[i]->decoding && (oldest < 0 || live[i]->id < live[oldest]->id)) oldest = i;
-      if (oldest < 0) break;
-      sched_req *q = live[oldest];
-      if (prefill(S, q, &budget)) {
-        live[oldest] = NULL;
-        fail_request(S, q);
-      } else if (!q->decoding) {
-        break; /* the budget ended inside this prompt */
-      }
-    }
+    /* one batched prefill of the waiting prompts, within the budget */
+    prefill_step(S, live, n);
     int m = 0;
     for (int i = 0; i < n; i++)
       if (live[i] && live[i]->decoding) live[m++] = live[i];
