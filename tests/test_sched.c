@@ -726,3 +726,81 @@ TEST(sched_qwen3_5_webgpu_prompts_prefilled_together) {
   (void)d;
   prompts_prefilled_together(tiny_qwen(), "webgpu", 4); /* each alone run makes a device: keep it short */
 }
+
+/* ---- run-ahead: a request decoding alone runs the decode loop ---- */
+
+/* One request at a time on a scheduler with run-ahead (4 tokens a batch)
+ * and one without: the same tokens, greedy and seeded, with max_tokens not
+ * a multiple of the batch, with a stop token inside a batch (it lands where
+ * it does one step a token, unreported), and a next turn that continues
+ * the slot's state left by the run (as stepping leaves it). */
+static void run_ahead_matches_steps(const char *dir, const char *backend) {
+  CHECK(dir);
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(dir, &m) == WISP_OK);
+  int32_t p[64], turn2[160];
+  const int n = prompt_of(3, p);
+  collector got[2][4];
+  wisp_sched_stats st[2];
+  for (int ra = 0; ra < 2; ra++) {
+    wisp_sched_options o = {.backend = backend, .parallel = 2, .prefill_chunk = 16, .threads = 1,
+                            .run_ahead = ra ? 4 : -1};
+    wisp_sched *s = NULL;
+    CHECKF(wisp_sched_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+    static const int order[4] = {0, 3, 1, 2}; /* the next turn right after its first */
+    for (int o_i = 0; o_i < 4; o_i++) {
+      const int k = order[o_i];
+      collector *c = &got[ra][k];
+      collector_init(c);
+      wisp_sched_request r = request(p, n, 13, c);
+      int32_t stop;
+      if (k == 1) { /* seeded */
+        r.temperature = 0.9f;
+        r.top_k = 20;
+        r.seed = 4242;
+      }
+      if (k == 2) { /* the greedy reply's 7th token as a stop token */
+        stop = got[0][0].tok[6];
+        r.stop = &stop;
+        r.n_stop = 1;
+      }
+      int nt = n;
+      if (k == 3) { /* the next turn: the greedy reply and 3 more tokens */
+        memcpy(turn2, p, sizeof(int32_t) * (size_t)n);
+        for (int t = 0; t < got[ra][0].n; t++) turn2[nt++] = got[ra][0].tok[t];
+        for (int t = 0; t < 3; t++) turn2[nt++] = (int32_t)(7 + 13 * t);
+        r = request(turn2, nt, 13, c);
+      }
+      uint64_t id;
+      CHECK(wisp_sched_submit(s, &r, &id) == WISP_OK);
+      wait_done(c);
+    }
+    wisp_sched_get_stats(s, &st[ra]);
+    wisp_sched_free(s);
+  }
+  wisp_model_close(m);
+  CHECKF(st[0].run_ahead_tokens == 0 && st[1].run_ahead_tokens > 0, "run-ahead made %llu and %llu tokens",
+         (unsigned long long)st[0].run_ahead_tokens, (unsigned long long)st[1].run_ahead_tokens);
+  CHECK(got[0][0].n == 13 && got[0][0].finish == WISP_FINISH_LENGTH);
+  int first = 0;
+  while (got[0][0].tok[first] != got[0][0].tok[6]) first++;
+  CHECKF(got[0][2].finish == WISP_FINISH_STOP && got[0][2].n == first, "stop: finish %d after %d tokens",
+         got[0][2].finish, got[0][2].n);
+  CHECKF(got[0][3].n_cached > n, "the next turn reused %d tokens", got[0][3].n_cached);
+  for (int k = 0; k < 4; k++) {
+    CHECKF(same_tokens(&got[0][k], &got[1][k]) && got[0][k].finish == got[1][k].finish &&
+               got[0][k].n_cached == got[1][k].n_cached && got[1][k].events_after_end == 0,
+           "request %d: %d tokens (finish %d) stepping, %d (finish %d) running ahead", k, got[0][k].n,
+           got[0][k].finish, got[1][k].n, got[1][k].finish);
+    collector_destroy(&got[0][k]);
+    collector_destroy(&got[1][k]);
+  }
+}
+
+TEST(sched_lfm2_run_ahead_matches_steps) { run_ahead_matches_steps(fixture_small_model(), "cpu"); }
+TEST(sched_qwen3_5_run_ahead_matches_steps) { run_ahead_matches_steps(tiny_qwen(), "cpu"); }
+TEST(sched_qwen3_5_webgpu_run_ahead_matches_steps) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  run_ahead_matches_steps(tiny_qwen(), "webgpu");
+}

@@ -74,6 +74,7 @@ struct wisp_session {
    * loop with stop tokens, so that a batch that ran past a stop token is
    * rewound instead of leaving the session unusable. */
   int snap_n;
+  const wisp_graph_state *snap_owner; /* the state they copy (a slot's, in wisp_slot_generate) */
   wisp_buf *snap[2][WISP_MAX_SNAP];
   wisp_buf *snap_src[WISP_MAX_SNAP];
   size_t snap_len[WISP_MAX_SNAP];

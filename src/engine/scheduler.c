@@ -61,6 +61,7 @@ struct wisp_sched {
   wisp_model *model;
   wisp_session *session;
   int parallel, max_queue, prefill_chunk, context, vocab;
+  int run_ahead; /* decode-loop batch of a request decoding alone: 0 the plan's, -1 off */
   const int32_t *model_stop; /* the model's stop tokens (owned by the model) */
   int n_model_stop;
   sched_slot *slots;
@@ -366,7 +367,7 @@ static void decode_step(wisp_sched *S, sched_req **rows, int n) {
   }
 }
 
-/* ---- the thread ---- */
+/* ---- 3b. run-ahead: one request decoding alone ---- */
 
 static void fail_request(wisp_sched *S, sched_req *q) {
   char msg[256];
@@ -374,6 +375,84 @@ static void fail_request(wisp_sched *S, sched_req *q) {
   sched_slot_clear(&S->slots[q->slot], S->session, q->slot);
   finish(S, q, WISP_FINISH_ERROR, msg);
 }
+
+
+/* Whether q, decoding alone, may run the decode loop: its tokens are drawn
+ * on the device (no penalties, no logprobs needing each row's logits). */
+static int can_run_ahead(const wisp_sched *S, const sched_req *q) { return S->run_ahead >= 0 && !needs_host(q); }
+
+typedef struct {
+  wisp_sched *S;
+  sched_req *q;
+  int stopped; /* a stop token came (not reported) */
+} run_ahead_ctx;
+
+/* The decode loop's batch callback: reports each token as after_step does
+ * (a stop token ends it unreported); asks the loop to stop when a request
+ * waits or q is cancelled, so they wait at most one batch. */
+static int run_ahead_tokens(void *user, const int32_t *t, int n) {
+  run_ahead_ctx *c = user;
+  sched_req *q = c->q;
+  for (int i = 0; i < n; i++) {
+    if (is_stop(c->S, q, t[i])) {
+      c->stopped = 1;
+      return 1;
+    }
+    q->n_gen++;
+    pthread_mutex_lock(&c->S->mu);
+    c->S->stats.generated_tokens++;
+    c->S->stats.run_ahead_tokens++;
+    pthread_mutex_unlock(&c->S->mu);
+    wisp_sched_event ev = {.token = t[i]};
+    emit(q, &ev);
+  }
+  pthread_mutex_lock(&c->S->mu);
+  const int other = c->S->queue_head != NULL || q->cancelled;
+  pthread_mutex_unlock(&c->S->mu);
+  return other;
+}
+
+/* Runs q's decode with the decode loop on its slot, up to its max_tokens
+ * or the context, streaming as batches come back; the state ends holding
+ * exactly the tokens fed (the loop rewinds what ran past a stop), so the
+ * slot's history and the next step go on as after one step a token. */
+static void run_ahead(wisp_sched *S, sched_req *q) {
+  sched_slot *sl = &S->slots[q->slot];
+  int n = S->context - sl->n_hist;
+  if (q->r.max_tokens > 0 && q->r.max_tokens - q->n_gen < n) n = q->r.max_tokens - q->n_gen;
+  int32_t *out = malloc((size_t)n * sizeof *out), *stops = malloc((size_t)(q->r.n_stop + S->n_model_stop + 1) * sizeof *stops);
+  int n_stop = 0, n_out = 0;
+  wisp_status st = out && stops ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
+  if (!st) {
+    for (int i = 0; i < q->r.n_stop; i++) stops[n_stop++] = q->stop[i];
+    for (int i = 0; !q->r.ignore_eos && i < S->n_model_stop; i++) stops[n_stop++] = S->model_stop[i];
+    /* no stop token at all: an id no token has, so that the loop still
+     * snapshots before each batch and can rewind an early stop */
+    if (n_stop == 0) stops[n_stop++] = -1;
+    run_ahead_ctx c = {S, q, 0};
+    const wisp_sampling sp = sampling_of(&q->r);
+    wisp_generate_options o = {.size = sizeof o, .temperature = sp.temperature, .top_k = sp.top_k, .top_p = sp.top_p,
+                               .min_p = sp.min_p, .seed = q->r.seed, .stop = stops, .n_stop = n_stop,
+                               .batch = S->run_ahead, .on_tokens = run_ahead_tokens, .user = &c};
+    st = wisp_slot_generate(S->session, q->slot, q->cur, n, &o, out, &n_out);
+    /* fed: the token q held, then every one made but the last */
+    if (!st && n_out > 0 && (!sched_slot_append(sl, &q->cur, 1) || !sched_slot_append(sl, out, n_out - 1)))
+      st = wisp_fail(WISP_ENOMEM, "out of memory");
+    if (!st) {
+      if (c.stopped)
+        finish(S, q, WISP_FINISH_STOP, NULL);
+      else if ((q->r.max_tokens > 0 && q->n_gen >= q->r.max_tokens) || sl->n_hist >= S->context)
+        finish(S, q, WISP_FINISH_LENGTH, NULL);
+      else if (n_out > 0)
+        q->cur = out[n_out - 1];
+    }
+  }
+  free(out);
+  free(stops);
+  if (st) fail_request(S, q);
+}
+
+/* ---- the thread ---- */
 
 static void *run(void *arg) {
   wisp_sched *S = arg;
@@ -418,7 +497,14 @@ static void *run(void *arg) {
     int m = 0;
     for (int i = 0; i < n; i++)
       if (live[i] && live[i]->decoding) live[m++] = live[i];
-    if (m > 0) decode_step(S, live, m);
+    /* one request decoding alone, nothing else to do: several tokens a submit */
+    pthread_mutex_lock(&S->mu);
+    const int alone = m == 1 && n == 1 && !S->queue_head && !live[0]->cancelled;
+    pthread_mutex_unlock(&S->mu);
+    if (alone && can_run_ahead(S, live[0]))
+      run_ahead(S, live[0]);
+    else if (m > 0)
+      decode_step(S, live, m);
     pthread_mutex_lock(&S->mu);
     S->stats.steps++;
     pthread_mutex_unlock(&S->mu);
@@ -454,6 +540,7 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   if (opt.max_queue < 0) return wisp_fail(WISP_EINVAL, "max_queue %d: must be >= 0", opt.max_queue);
   if (opt.prefill_chunk < 0) return wisp_fail(WISP_EINVAL, "prefill_chunk %d: must be >= 0", opt.prefill_chunk);
   if (opt.context < 0) return wisp_fail(WISP_EINVAL, "context %d: must be >= 0", opt.context);
+  if (opt.run_ahead < -1) return wisp_fail(WISP_EINVAL, "run_ahead %d: tokens a batch, 0 = the plan's, -1 = off", opt.run_ahead);
   if (opt.snapshots < -1 || opt.snapshots > SCHED_MAX_SNAPS)
     return wisp_fail(WISP_EINVAL, "snapshots %d: -1 (none) to %d a slot", opt.snapshots, SCHED_MAX_SNAPS);
   wisp_sched *S = calloc(1, sizeof *S);
@@ -462,6 +549,7 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   S->parallel = opt.parallel ? opt.parallel : DEFAULT_PARALLEL;
   S->max_queue = opt.max_queue ? opt.max_queue : 4 * S->parallel;
   S->prefill_chunk = opt.prefill_chunk ? opt.prefill_chunk : DEFAULT_PREFILL_CHUNK;
+  S->run_ahead = opt.run_ahead;
   const int n_snaps = opt.snapshots < 0 ? 0 : opt.snapshots ? opt.snapshots : DEFAULT_SNAPSHOTS;
   S->vocab = wisp_model_vocab(m);
   wisp_session_options so = {.backend = opt.backend, .threads = opt.threads, .max_context = opt.context,

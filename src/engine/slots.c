@@ -241,6 +241,28 @@ wisp_status wisp_session_prefill_each(wisp_session *s, const int *slots, const i
   return st;
 }
 
+wisp_status wisp_slot_generate(wisp_session *s, int slot, int32_t first, int n, const wisp_generate_options *o,
+                               int32_t *out, int *n_out) {
+  if (n_out) *n_out = 0;
+  if (!valid_slot(s, slot)) return wisp_fail(WISP_EINVAL, "slot %d: the session has %d", slot, s ? s->n_slots : 0);
+  if (slot == 0 && s->ran_past_stop)
+    return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
+  /* the decode loop runs on s->state / s->pos: lend them the slot's */
+  wisp_graph_state *state0 = s->state;
+  const int pos0 = s->pos;
+  s->state = state_of(s, slot);
+  s->pos = *pos_of(s, slot);
+  s->ran_past_stop = 0;
+  wisp_status st = wisp_session_generate(s, first, n, o, out, n_out);
+  const int ran = s->ran_past_stop, pos = s->pos;
+  s->state = state0;
+  s->pos = pos0;
+  *pos_of(s, slot) = pos;
+  s->ran_past_stop = slot == 0 && ran;
+  if (!st && ran) st = wisp_fail(WISP_EINVAL, "slot %d ran past where its decode loop stopped: reset it", slot);
+  return st;
+}
+
 wisp_status wisp_slot_rewind(wisp_session *s, int slot, int pos) {
   if (!valid_slot(s, slot)) return wisp_fail(WISP_EINVAL, "slot %d: the session has %d", slot, s->n_slots);
   int *p = pos_of(s, slot);

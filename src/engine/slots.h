@@ -23,6 +23,12 @@ wisp_status wisp_session_step_each(wisp_session *s, const int *slots, const int3
  * wisp_slot_eval. Slots must differ. */
 wisp_status wisp_session_prefill_each(wisp_session *s, const int *slots, const int32_t *const *tokens, const int *n,
                                       int count);
+/* wisp_session_generate on slot `slot`: the decode loop (several tokens a
+ * submit, batches in flight, rewound at a stop token or an early stop by
+ * on_tokens) run on that slot's state and position. A run that could not be
+ * rewound leaves the slot's state unknown: WISP_EINVAL, reset the slot. */
+wisp_status wisp_slot_generate(wisp_session *s, int slot, int32_t first, int n, const wisp_generate_options *o,
+                               int32_t *out, int *n_out);
 /* Moves slot `slot` back to position pos (<= its position): the KV rows
  * beyond are never read again. Conv and recurrent state do not move back:
  * the caller restores them (wisp_slot_state_bufs) to what they were at pos. */
