@@ -377,6 +377,9 @@ static void fail_request(wisp_sched *S, sched_req *q) {
 }
 
 
+/* Under mu: a queued request could start now (a slot is free for it). */
+static int waiting_for_slot(const wisp_sched *S) { return S->queue_head && S->stats.running < S->parallel; }
+
 /* Whether q, decoding alone, may run the decode loop: its tokens are drawn
  * on the device (no penalties, no logprobs needing each row's logits). */
 static int can_run_ahead(const wisp_sched *S, const sched_req *q) { return S->run_ahead >= 0 && !needs_host(q); }
@@ -407,7 +410,7 @@ static int run_ahead_tokens(void *user, const int32_t *t, int n) {
     emit(q, &ev);
   }
   pthread_mutex_lock(&c->S->mu);
-  const int other = c->S->queue_head != NULL || q->cancelled;
+  const int other = waiting_for_slot(c->S) || q->cancelled;
   pthread_mutex_unlock(&c->S->mu);
   return other;
 }
@@ -499,7 +502,7 @@ static void *run(void *arg) {
       if (live[i] && live[i]->decoding) live[m++] = live[i];
     /* one request decoding alone, nothing else to do: several tokens a submit */
     pthread_mutex_lock(&S->mu);
-    const int alone = m == 1 && n == 1 && !S->queue_head && !live[0]->cancelled;
+    const int alone = m == 1 && n == 1 && !waiting_for_slot(S) && !live[0]->cancelled;
     pthread_mutex_unlock(&S->mu);
     if (alone && can_run_ahead(S, live[0]))
       run_ahead(S, live[0]);
