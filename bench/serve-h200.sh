@@ -188,7 +188,8 @@ wisp_side() {
     fi
     stop_server
     if [ "$m" != default ] && [ "$(left)" -gt 40 ]; then
-      timeout 60 "${PIN[@]}" "$W" bench -m "${ART[$m]}" --backend webgpu --prompt 128 --decode 128 --batch 1 -o "$WORK/wisp-bench-$m.json" > /dev/null 2>&1 &&
+      # the plan's decode loop, as `wisp bench` reports it: the server's C = 1 runs the same loop (run-ahead)
+      timeout 60 "${PIN[@]}" "$W" bench -m "${ART[$m]}" --backend webgpu --prompt 128 --decode 128 -o "$WORK/wisp-bench-$m.json" > /dev/null 2>&1 &&
         note "wisp bench $m decode: $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['decode']['tok_per_s'], 1))" "$WORK/wisp-bench-$m.json") tok/s" ||
         note "wisp bench $m: failed or timed out"
     fi
