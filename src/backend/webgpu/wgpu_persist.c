@@ -910,7 +910,13 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
   if (pos + k > P->kv_cap && !grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
   uint64_t epoch = as_g(be)->state_epoch;
-  if (P->end != pos || P->epoch != epoch) {
+  /* the arena holds the state of the buffers the last batch named: another
+   * sequence's (a scheduler slot run ahead after another) starts afresh */
+  int same_bufs = P->end > 0; /* > 0: gcopy names the last batch's buffers */
+  for (int i = 0; same_bufs && i < g->n_layers; i++)
+    same_bufs = P->gcopy->layers[i].state == g->layers[i].state && P->gcopy->layers[i].v_cache == g->layers[i].v_cache &&
+                P->gcopy->layers[i].rec_state == g->layers[i].rec_state;
+  if (P->end != pos || P->epoch != epoch || !same_bufs) {
     wisp_wgpu_persist_flush(be);
     copy_state(be, P, g, 0, pos, 1, NONE);
     P->out0 = pos;
