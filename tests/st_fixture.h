@@ -47,6 +47,12 @@ int fx_write_tiny_qwen3(const char *dir, int llama);
  * value heads of 16, conv kernel 4; FFN 256, vocab 96, tied) and the value
  * of element i of its tensor `name` ("model.layers.N...."). */
 int fx_write_tiny_qwen35(const char *dir);
+/* The tiny Qwen2ForCausalLM of test_qwen2.c (hidden 128, 2 layers, 4 heads
+ * of 32, 2 kv heads, FFN 96, vocab 80, q/k/v biases, tied) and the tiny
+ * Gemma3ForCausalLM of test_gemma3.c (hidden 64, 3 layers sliding, sliding,
+ * global; 2 heads of 32, 1 kv head, FFN 96, vocab 80, tied). */
+int fx_write_tiny_qwen2(const char *dir);
+int fx_write_tiny_gemma3(const char *dir);
 float fx_qwen35_value(const char *name, int64_t i);
 
 #endif

@@ -16,7 +16,7 @@
 #include "test.h"
 #include "util/file.h"
 
-enum { LFM2, QWEN3, LLAMA, QWEN35 };
+enum { LFM2, QWEN3, LLAMA, QWEN35, QWEN2, GEMMA3 };
 
 /* One section of a layer: its name after "L<i>." and its tensors after
  * "model.layers.<i>.", on layers of kind `kind` (-1: every layer). */
@@ -77,6 +77,36 @@ static const layer_row k_qwen35[] = {
     {0},
 };
 
+/* Qwen2ForCausalLM: Llama's names plus the q/k/v biases, each a section. */
+static const layer_row k_qwen2[] = {
+    {-1, "attn.qkv.weight", 0, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
+    {-1, "attn.q_bias", 0, {"self_attn.q_proj.bias"}},
+    {-1, "attn.k_bias", 0, {"self_attn.k_proj.bias"}},
+    {-1, "attn.v_bias", 0, {"self_attn.v_proj.bias"}},
+    {-1, "attn.o_proj.weight", 0, {"self_attn.o_proj.weight"}},
+    {-1, "attn.qkv.norm", 0, {"input_layernorm.weight"}},
+    {-1, "mlp.gate_up.weight", 0, {"mlp.gate_proj.weight", "mlp.up_proj.weight"}},
+    {-1, "mlp.down.weight", 0, {"mlp.down_proj.weight"}},
+    {-1, "mlp.gate_up.norm", 0, {"post_attention_layernorm.weight"}},
+    {0},
+};
+
+/* Gemma3ForCausalLM: every Gemma3RMSNorm stored as 1 + w; the norms after
+ * the attention and the MLP blocks. */
+static const layer_row k_gemma3[] = {
+    {-1, "attn.qkv.weight", 0, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
+    {-1, "attn.o_proj.weight", 0, {"self_attn.o_proj.weight"}},
+    {-1, "attn.qkv.norm", 1, {"input_layernorm.weight"}},
+    {-1, "attn.qkv.q_norm", 1, {"self_attn.q_norm.weight"}},
+    {-1, "attn.qkv.k_norm", 1, {"self_attn.k_norm.weight"}},
+    {-1, "attn.o_proj.post_norm", 1, {"post_attention_layernorm.weight"}},
+    {-1, "mlp.gate_up.weight", 0, {"mlp.gate_proj.weight", "mlp.up_proj.weight"}},
+    {-1, "mlp.down.weight", 0, {"mlp.down_proj.weight"}},
+    {-1, "mlp.gate_up.norm", 1, {"pre_feedforward_layernorm.weight"}},
+    {-1, "mlp.down.post_norm", 1, {"post_feedforward_layernorm.weight"}},
+    {0},
+};
+
 /* The expected tensors of artifact section `sec` (0: not a section the
  * list knows). */
 static int expected(int arch, const char *final_norm, const wisp_artifact *a, const char *sec, int untied,
@@ -89,12 +119,16 @@ static int expected(int arch, const char *final_norm, const wisp_artifact *a, co
   }
   if (!strcmp(sec, "head.norm")) {
     snprintf(names[(*n)++], 160, "%s", final_norm);
-    *plus1 = arch == QWEN35;
+    *plus1 = arch == QWEN35 || arch == GEMMA3;
     return 1;
   }
   int layer, used = 0;
   if (sscanf(sec, "L%d.%n", &layer, &used) != 1 || !used || layer < 0 || layer >= a->shape.n_layers) return 0;
-  const layer_row *rows = arch == LFM2 ? k_lfm2 : arch == QWEN35 ? k_qwen35 : k_dense;
+  const layer_row *rows = arch == LFM2     ? k_lfm2
+                          : arch == QWEN35 ? k_qwen35
+                          : arch == QWEN2  ? k_qwen2
+                          : arch == GEMMA3 ? k_gemma3
+                                           : k_dense;
   for (const layer_row *r = rows; r->section; r++) {
     if (r->kind >= 0 && r->kind != a->shape.layer_types[layer]) continue;
     if (strcmp(r->section, sec + used)) continue;
@@ -223,6 +257,17 @@ TEST(convert_names_qwen3_5_every_section_holds_its_hf_tensors) {
 
 /* A config that unties the head needs lm_head.weight, whatever the
  * architecture: an absent head is an error, never a silent tie. */
+TEST(convert_names_qwen2_and_gemma3_every_section_holds_its_hf_tensors) {
+  const char *q = fresh_dir("nm_qwen2"), *g = fresh_dir("nm_gemma3");
+  CHECK(q && g && fx_write_tiny_qwen2(q) == 0 && fx_write_tiny_gemma3(g) == 0);
+  /* 2 layers of 9 sections + embed, head (tied: the same bytes), head.norm */
+  int n = check_sections("nm_qwen2", q, QWEN2, "model.norm.weight", 0);
+  CHECKF(n == 21, "%d sections checked", n);
+  /* 3 layers of 10 + embed, head, head.norm */
+  n = check_sections("nm_gemma3", g, GEMMA3, "model.norm.weight", 0);
+  CHECKF(n == 33, "%d sections checked", n);
+}
+
 TEST(convert_names_untied_config_without_a_head_fails) {
   const char *d = fresh_dir("nm_nohead");
   CHECK(d && fx_write_tiny_lfm2(d, NULL) == 0);

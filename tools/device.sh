@@ -25,7 +25,19 @@
 #   tools/device.sh parity OUT        transformers parity (tests/parity/
 #                                     run_device.sh) of CONFIGS (default
 #                                     "qwen35-0.8b lfm2-350m"), QUANTS (default: per
-#                                     architecture), CPU and WebGPU
+#                                     architecture), CPU and WebGPU. CONFIGS
+#                                     qwen25-0.5b / gemma3-1b (real shapes; -small:
+#                                     hidden 128) run tools/gemma-qwen2-oracle.py
+#                                     instead: 128 greedy tokens under --profile
+#                                     exact on cpu and webgpu, of the f32 artifact
+#                                     and of llama.cpp's Q4_K_M of wisp's GGUF
+#                                     export, run in place (-m FILE.gguf), against
+#                                     transformers (Q4_K_M: with llama.cpp's
+#                                     dequantized values); llama-bench loads both
+#                                     GGUFs with no override. llama-quantize and
+#                                     llama-bench from LC (default /tmp/llama.cpp-cpu,
+#                                     built there by .peer/build.sh cpu when absent:
+#                                     carry .peer). One such config a call (~5-8 min)
 #   tools/device.sh ab OUT            the speed A/B of a change: `wisp bench` of BINS
 #                                     (binaries in .dev/, default "wisp_prev wisp")
 #                                     alternated REPS (2) times on MODELS (default
@@ -39,12 +51,13 @@
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
-#                                     (default "qwen08 qwen2b"): greedy ids of a long
+#                                     (default "qwen08"; qwen2b in a second call keeps
+#                                     each call within 10 minutes): greedy ids of a long
 #                                     prompt chunked / token by token (dnChunkMin=1000000)
 #                                     / CPU; per-kernel GPU time of a 1,024-token prefill
-#                                     both ways; prefill 512 / 1,024 / 2,048 receipts for
-#                                     dnChunkCols 8, 16, 32 and token by token; the
-#                                     dnChunkMin crossover (prefills of 4..64 tokens)
+#                                     both ways; prefill receipts at PREFILLS (default
+#                                     "512 1024") for dnChunkCols 8, 16, 32 and token by
+#                                     token; the dnChunkMin crossover (prefills of 4..32)
 #   tools/device.sh tune OUT          `wisp tune` against the default in one run: on
 #                                     MODELS (default "seed qwen08") a copy of the
 #                                     artifact is tuned (TUNE_BUDGET seconds, default
@@ -218,8 +231,57 @@ receipts() {
   done
 }
 
+# Gemma 3 / Qwen 2.5 parity (tools/gemma-qwen2-oracle.py) of config $1.
+gq_parity() {
+  local cfg=$1 arch shape d=/tmp/wq/$1 lc=${LC:-/tmp/llama.cpp-cpu} log="$OUT/parity-$1.log"
+  local oracle=tools/gemma-qwen2-oracle.py cmp=tests/parity/compare.py fail=0
+  case $cfg in qwen25-*) arch=qwen2 ;; *) arch=gemma3 ;; esac
+  case $cfg in *-small) shape=small ;; *) shape=real ;; esac
+  rm -rf "$d"; mkdir -p "$d"
+  {
+    if [ ! -x "$lc/build/bin/llama-quantize" ] && [ -f .peer/build.sh ]; then
+      say "building llama.cpp (cpu) in $lc"; bash .peer/build.sh cpu "$lc" > "$d/llama-build.log" 2>&1 || tail -5 "$d/llama-build.log"
+    fi
+    say "$cfg: build, convert, export"
+    python3 "$oracle" build --arch $arch --shape $shape --out "$d/hf" &&
+      "$W" convert "$d/hf" -o "$d/art_f32" --quant f32 --quiet &&
+      "$W" export-gguf "$d/art_f32" -o "$d/f32.gguf" || { echo "FAILED: build/convert/export"; return 1; }
+    local quants="f32"
+    if [ -x "$lc/build/bin/llama-quantize" ]; then
+      "$lc/build/bin/llama-quantize" "$d/f32.gguf" "$d/q4km.gguf" Q4_K_M > "$d/quantize.log" 2>&1 &&
+        "$W" convert "$d/q4km.gguf" -o "$d/art_q4km_f32" --quant f32 --quiet && quants="f32 q4km" ||
+        { echo "FAILED: llama-quantize Q4_K_M / convert"; tail -3 "$d/quantize.log"; fail=1; }
+      for g in f32 q4km; do # llama.cpp loads and runs wisp's export (no vocabulary: marked "none")
+        [ -f "$d/$g.gguf" ] || continue
+        python3 tools/gguf-none-vocab.py "$d/$g.gguf" "$d/$g.nv.gguf" 2> /dev/null || cp "$d/$g.gguf" "$d/$g.nv.gguf"
+        if "$lc/build/bin/llama-bench" -m "$d/$g.nv.gguf" -p 16 -n 8 -r 1 -t 8 > "$d/llama-bench-$g.txt" 2>&1; then
+          echo "llama-bench runs $g.gguf: $(grep -c ' t/s\| pp16\| tg8' "$d/llama-bench-$g.txt") result lines"
+        else echo "FAILED: llama-bench $g.gguf"; tail -3 "$d/llama-bench-$g.txt"; fail=1; fi
+      done
+    else
+      echo "no llama-quantize in $lc (carry .peer): Q4_K_M skipped"; fail=1
+    fi
+    say "$cfg: references (transformers, cuda)"
+    python3 "$oracle" reference --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_f32.json" --greedy 128 --device cuda || fail=1
+    [[ $quants == *q4km* ]] && { python3 "$oracle" reference --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_q4km.json" \
+      --greedy 128 --device cuda --dequant-from "$d/art_q4km_f32" || fail=1; }
+    for q in $quants; do
+      local m="$d/art_f32"; [ $q = q4km ] && m="$d/q4km.gguf"
+      for be in ${BACKENDS:-cpu webgpu}; do
+        say "$cfg: wisp $q $be"
+        "$W" logits -m "$m" --prompts "$d/hf/prompts.json" --greedy 128 --backend $be --profile exact -t 16 \
+          -o "$d/wisp_${q}_$be.json" --force || { fail=1; continue; }
+        echo "-- $cfg $q $be:"; python3 $cmp "$d/ref_$q.json" "$d/wisp_${q}_$be.json" || fail=1
+      done
+    done
+    echo "== summary $cfg: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+  } > "$log" 2>&1
+  grep -E "^-- |greedy|max|summary|FAILED|llama-bench runs" "$log" | head -40
+}
+
 parity() {
   for cfg in ${CONFIGS:-qwen35-0.8b lfm2-350m}; do
+    case $cfg in qwen25-*|gemma3-*) gq_parity "$cfg"; continue ;; esac
     # QUANTS unset: run_device.sh's per-architecture list (LFM2 f32 q4, Qwen 3.5 f32 q4 q4k)
     env ${QUANTS:+QUANTS="$QUANTS"} CONFIGS="$cfg" BACKENDS="${BACKENDS:-cpu webgpu}" REF_DEVICE=cuda THREADS=16 \
       timeout "${PARITY_SECONDS:-400}" bash tests/parity/run_device.sh "$W" /tmp/unused /tmp/wq > "$OUT/parity-$cfg.log" 2>&1
@@ -273,7 +335,7 @@ profile() {
 dnchunk() {
   local prompt=$OUT/dnchunk-prompt.txt off=dnChunkMin=1000000 ids t
   seq 1 400 | tr '\n' ' ' > "$prompt" # over a thousand tokens (digits are tokens of their own)
-  for m in ${MODELS:-qwen08 qwen2b}; do
+  for m in ${MODELS:-qwen08}; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
     say "$m: greedy ids of a long prompt"
     for t in chunked $off cpu; do
@@ -302,13 +364,13 @@ dnchunk() {
       echo "-- $t"; head -16 "$OUT/profile-$m-prefill1024-$t.txt"
     done
     say "$m: prefill"
-    for p in 512 1024 2048; do
+    for p in ${PREFILLS:-512 1024}; do
       for t in dnChunkCols=8 dnChunkCols=16 dnChunkCols=32 $off; do
         bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
       done
     done
     say "$m: dnChunkMin crossover"
-    for p in 4 8 16 32 64; do
+    for p in 4 8 16 32; do
       for t in dnChunkMin=1 $off; do
         bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
       done
@@ -433,7 +495,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products|tune)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -36,6 +36,11 @@ typedef struct {
   const wisp_vector *rope_cos, *rope_sin; /* [positions][head_dim/2] */
   wisp_buf *k_cache, *v_cache;          /* [max_pos][kv_heads][head_dim] */
   wisp_buf *out;                         /* [n][heads * head_dim] */
+  /* The scores' scale: 0 = 1/sqrt(head_dim) (Gemma 3: query_pre_attn_scalar^-1/2). */
+  float scale;
+  /* Sliding window: a query at position p attends to keys p - window < j <= p;
+   * 0 = every earlier key. The caches still hold every position. */
+  int window;
 } wisp_attention_args;
 
 /* Arguments of the gated-attention op ("full_attention" layers of Gated DeltaNet hybrids):
@@ -108,7 +113,7 @@ typedef struct {
  * then the greedy token of head(rmsnorm(x, final_norm)); the next step
  * embeds it. The mixers:
  *   short conv:  B, C, u = split(in h); out (C * conv(B * u))   (taps [hidden][conv_len], state [hidden][conv_len - 1])
- *   attention:   q, k, v = split(in h); q, k = rope(rmsnorm_head(q|k)) (q_norm/k_norm may be NULL); out attend(q, k, v)
+ *   attention:   q, k, v = split(in h [+ in_bias]); q, k = rope(rmsnorm_head(q|k)) (q_norm/k_norm may be NULL); out attend(q, k, v)
  *                (state = the K cache, v_cache)
  *   gated attention: in = (q|gate per head, k, v) rows, q/k norm, rope over rotary_dim, out (attend * sigmoid(gate))
  *   Gated DeltaNet: in = in_proj [qkv | z | b | a], taps [2K+V][conv_len], state = its conv ring
@@ -123,6 +128,7 @@ typedef struct {
   const wisp_matrix *in, *out;        /* in_proj / out_proj, or qkv / o_proj */
   const wisp_vector *taps;            /* short conv, DeltaNet */
   const wisp_vector *q_norm, *k_norm; /* attention */
+  const wisp_vector *in_bias;         /* attention: the in-product's bias (q, k, v rows), added to its output; or NULL */
   const wisp_matrix *gate_up, *down;
   wisp_buf *state;   /* short conv: its state; DeltaNet: its conv ring; attention: the K cache */
   wisp_buf *v_cache; /* attention */
@@ -330,6 +336,17 @@ struct wisp_backend {
   void (*gated_deltanet)(wisp_backend *be, const wisp_deltanet_args *a);
   /* out[t][i] = silu(gu[t][i]) * gu[t][ffn + i]. */
   void (*swiglu)(wisp_backend *be, const wisp_buf *gate_up, int n, int ffn, wisp_buf *out);
+  /* Optional row ops (rowops: NULL when the backend lacks them; a graph
+   * that needs one fails at session creation with the op's name). */
+  /* out[t][i] = gelu_tanh(gu[t][i]) * gu[t][ffn + i], with
+   * gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). */
+  void (*geglu)(wisp_backend *be, const wisp_buf *gate_up, int n, int ffn, wisp_buf *out);
+  /* x[t][i] += b[i] for t < n, i < dim = b->n (a product's bias), in place. */
+  void (*add_bias)(wisp_backend *be, wisp_buf *x, const wisp_vector *b, int n);
+  /* x[i] += y[i] for i < count (a residual add of a normed block output). */
+  void (*add)(wisp_backend *be, wisp_buf *x, const wisp_buf *y, size_t count);
+  /* x[i] *= s for i < count. */
+  void (*scale)(wisp_backend *be, wisp_buf *x, size_t count, float s);
   /* The decode loop: token ids stay on the device between passes, stored as
    * uint32 bit patterns in a wisp_buf. */
   void (*buf_write)(wisp_backend *be, wisp_buf *b, size_t off, size_t n, const float *src);

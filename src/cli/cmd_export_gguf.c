@@ -1,5 +1,5 @@
 /* wisp export-gguf DIR -o FILE.gguf: writes an artifact as a GGUF v3 file of
- * llama.cpp's architecture lfm2, qwen3, llama or qwen35, with the tensor
+ * llama.cpp's architecture lfm2, qwen3, llama, qwen35 or qwen2, with the tensor
  * names, metadata keys and layout transforms of llama.cpp's own converter
  * (the tables of format/gguf_arch.c; docs/gguf.md).
  * Matrices stored as Q4_K, Q8_0 or F16 keep their bytes (GGUF has the same
@@ -380,9 +380,11 @@ static wisp_status export_arch(const wisp_artifact *a, const wisp_gguf_arch **ou
   for (int i = 0; i < a->shape.n_layers; i++) n_conv += a->shape.layer_types[i] == WISP_LAYER_CONV;
   const char *name = "lfm2";
   if (!strcmp(a->architecture, "qwen3_5")) name = "qwen35";
+  else if (!strcmp(a->architecture, "qwen2")) name = "qwen2";
+  else if (!strcmp(a->architecture, "gemma3")) name = "gemma3";
   else if (strcmp(a->architecture, "lfm2"))
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' cannot be exported to GGUF (lfm2 and qwen3_5)", a->dir,
-                     a->architecture);
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' cannot be exported to GGUF (lfm2, qwen3_5, qwen2 and gemma3)",
+                     a->dir, a->architecture);
   else if (cJSON_IsFalse(wisp_field(a, "qkNorm"))) name = "llama";
   else if (!n_conv && (strstr(from, "Qwen3ForCausalLM") || !strcmp(from, "gguf qwen3"))) name = "qwen3";
   *out = wisp_gguf_arch_find(name);
@@ -435,6 +437,49 @@ static wisp_status put_qwen35_keys(exporter *e) {
   return WISP_OK;
 }
 
+/* gemma3: the sliding window and which layers slide (llama.cpp: layer i is
+ * global when i % pattern == pattern - 1), the sliding layers' rope base,
+ * the global layers' linear rope factor; llama.cpp scales the scores by
+ * 1/sqrt(key_length) (n_embd/n_head for 62 layers), so another scale is refused. */
+static wisp_status put_gemma3_keys(exporter *e) {
+  const wisp_artifact *a = e->a;
+  const int n = a->shape.n_layers;
+  const cJSON *sw = wisp_field(a, "slidingWindow"), *gl = wisp_field(a, "globalLayers");
+  if (!cJSON_IsNumber(sw) || !cJSON_IsArray(gl))
+    return wisp_fail(WISP_EFORMAT, "%s: a gemma3 artifact needs wisp.slidingWindow and wisp.globalLayers", a->dir);
+  unsigned char *global = calloc((size_t)n, 1);
+  if (!global) return wisp_fail(WISP_ENOMEM, "out of memory");
+  const cJSON *x;
+  cJSON_ArrayForEach(x, gl) if (cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < n) global[(int)x->valuedouble] = 1;
+  int pattern = 0;
+  for (int i = 0; i < n && !pattern; i++)
+    if (global[i]) pattern = i + 1;
+  if (!pattern) pattern = n + 1; /* no global layer */
+  int regular = 1;
+  for (int i = 0; i < n; i++) regular &= global[i] == (i % pattern == pattern - 1);
+  free(global);
+  if (!regular)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: the global layers are not every %dth layer, which is all "
+                     "gemma3.attention.sliding_window_pattern can say", a->dir, pattern);
+  const cJSON *sc = wisp_field(a, "attnScale");
+  const double want = n == 62 ? 1.0 / sqrt((double)a->shape.hidden / a->shape.heads) : 1.0 / sqrt(a->shape.head_dim);
+  if (cJSON_IsNumber(sc) && fabs(sc->valuedouble - want) > 1e-6 * want)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: attention scale %g (query_pre_attn_scalar) is not the %g llama.cpp "
+                     "uses for gemma3", a->dir, sc->valuedouble, want);
+  wisp_gguf_put_u32(e->w, "gemma3.attention.sliding_window", (uint32_t)sw->valuedouble);
+  wisp_gguf_put_u32(e->w, "gemma3.attention.sliding_window_pattern", (uint32_t)pattern);
+  const cJSON *lt = wisp_field(a, "ropeLocalTheta");
+  wisp_gguf_put_f32(e->w, "gemma3.rope.freq_base_swa", cJSON_IsNumber(lt) ? (float)lt->valuedouble : 10000.0f);
+  const cJSON *rs = wisp_field(a, "ropeScaling");
+  const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rs, "type"));
+  if (type && !strcmp(type, "linear")) {
+    wisp_gguf_put_str(e->w, "gemma3.rope.scaling.type", "linear");
+    wisp_gguf_put_f32(e->w, "gemma3.rope.scaling.factor",
+                      (float)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rs, "factor")));
+  }
+  return WISP_OK;
+}
+
 /* ARCH.* hyperparameters, as llama.cpp's converter names them. */
 static wisp_status put_metadata(exporter *e, const wisp_gguf_arch *ga) {
   const wisp_artifact *a = e->a;
@@ -469,7 +514,7 @@ static wisp_status put_metadata(exporter *e, const wisp_gguf_arch *ga) {
   if (lfm2) wisp_gguf_put_u32(w, KEY("shortconv.l_cache"), (uint32_t)s->conv_cache);
   if (!strcmp(ga->name, "llama")) wisp_gguf_put_u32(w, KEY("rope.dimension_count"), (uint32_t)s->head_dim);
 #undef KEY
-  return !strcmp(ga->name, "qwen35") ? put_qwen35_keys(e) : WISP_OK;
+  return !strcmp(ga->name, "qwen35") ? put_qwen35_keys(e) : !strcmp(ga->name, "gemma3") ? put_gemma3_keys(e) : WISP_OK;
 }
 
 /* rope_freqs.weight (llama): per rope frequency the divisor llama.cpp

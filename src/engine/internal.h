@@ -44,7 +44,7 @@ struct wisp_session {
   /* Rope tables built for this session's context where it is longer than
    * the model's (from the graph's rope_freq), and their views. */
   float *rope_owned;
-  wisp_vector rope_cos, rope_sin;
+  wisp_vector rope_cos, rope_sin, rope_cos_local, rope_sin_local; /* local: the sliding layers' (Gemma 3) */
   /* Slots (wisp_session_options.slots): slot 0 is state/pos above; slot i
    * > 0 is slot_state[i] / slot_pos[i] (slot_state[0] is state, slot_pos[0]
    * unused). The states are made together (wisp_graph_states_new). The

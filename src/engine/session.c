@@ -80,15 +80,22 @@ static wisp_status session_rope(wisp_session *s) {
   if (s->max_pos <= g->rope_rows) return WISP_OK;
   if (!g->rope_freq) /* the model's max_positions is at most its tables' rows then */
     return wisp_fail(WISP_EUNSUPPORTED, "context %d is longer than the rope tables (%d rows)", s->max_pos, g->rope_rows);
-  const int half = g->rotary_dim / 2;
+  const int half = g->rotary_dim / 2, local = g->rope_freq_local != NULL;
   const size_t n = (size_t)s->max_pos * half;
-  s->rope_owned = malloc(sizeof(float) * 2 * n);
+  s->rope_owned = malloc(sizeof(float) * (local ? 4 : 2) * n);
   if (!s->rope_owned) return wisp_fail(WISP_ENOMEM, "out of memory for the rope tables of %d positions", s->max_pos);
   wisp_rope_rows(g->rope_freq, half, s->max_pos, s->rope_owned, s->rope_owned + n);
   s->rope_cos = (wisp_vector){(int)n, s->rope_owned, NULL};
   s->rope_sin = (wisp_vector){(int)n, s->rope_owned + n, NULL};
   g->rope_cos = &s->rope_cos;
   g->rope_sin = &s->rope_sin;
+  if (local) { /* the sliding layers' own frequencies (graph.h rope_freq_local) */
+    wisp_rope_rows(g->rope_freq_local, half, s->max_pos, s->rope_owned + 2 * n, s->rope_owned + 3 * n);
+    s->rope_cos_local = (wisp_vector){(int)n, s->rope_owned + 2 * n, NULL};
+    s->rope_sin_local = (wisp_vector){(int)n, s->rope_owned + 3 * n, NULL};
+    g->rope_cos_local = &s->rope_cos_local;
+    g->rope_sin_local = &s->rope_sin_local;
+  }
   g->rope_rows = s->max_pos;
   return WISP_OK;
 }

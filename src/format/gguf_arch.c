@@ -73,6 +73,39 @@ static const wisp_gguf_rule k_llama[] = {
     DENSE_TAIL(0),
 };
 
+/* Qwen2 / Qwen 2.5: llama's names without the q/k permutation (NEOX rope)
+ * and with q/k/v biases. */
+static const wisp_gguf_rule k_qwen2[] = {
+    DENSE_ATTN(0, 0),
+    V("attn_q.bias", L "self_attn.q_proj.bias", "L%d.attn.q_bias", GA_ATTN, GA_P_VEC, 0, GA_N_Q),
+    V("attn_k.bias", L "self_attn.k_proj.bias", "L%d.attn.k_bias", GA_ATTN, GA_P_VEC, 0, GA_N_KV),
+    V("attn_v.bias", L "self_attn.v_proj.bias", "L%d.attn.v_bias", GA_ATTN, GA_P_VEC, 0, GA_N_KV),
+    DENSE_MLP("ffn_norm.weight", 0),
+    DENSE_TAIL(0),
+};
+
+/* Gemma 3 (conversion/gemma.py, Gemma3Model): every Gemma3RMSNorm weight
+ * as 1 + w (wisp stores the same), no q/k permutation (NEOX rope), norms
+ * after the attention and the feed-forward block. */
+static const wisp_gguf_rule k_gemma3[] = {
+    V("attn_norm.weight", L "input_layernorm.weight", "L%d.attn.qkv.norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1, GA_N_HIDDEN),
+    M("attn_q.weight", L "self_attn.q_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_Q, 0),
+    M("attn_k.weight", L "self_attn.k_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_K, 0),
+    M("attn_v.weight", L "self_attn.v_proj.weight", "L%d.attn.qkv", GA_ATTN, GA_P_V, 0),
+    V("attn_q_norm.weight", L "self_attn.q_norm.weight", "L%d.attn.qkv.q_norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1, GA_N_HEAD_DIM),
+    V("attn_k_norm.weight", L "self_attn.k_norm.weight", "L%d.attn.qkv.k_norm", GA_ATTN, GA_P_VEC, GA_X_PLUS1, GA_N_HEAD_DIM),
+    M("attn_output.weight", L "self_attn.o_proj.weight", "L%d.attn.o_proj", GA_ATTN, GA_P_O, 0),
+    V("post_attention_norm.weight", L "post_attention_layernorm.weight", "L%d.attn.o_proj.post_norm", GA_ATTN, GA_P_VEC,
+      GA_X_PLUS1, GA_N_HIDDEN),
+    V("ffn_norm.weight", L "pre_feedforward_layernorm.weight", "L%d.mlp.gate_up.norm", GA_EVERY, GA_P_VEC, GA_X_PLUS1, GA_N_HIDDEN),
+    M("ffn_gate.weight", L "mlp.gate_proj.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_GATE, 0),
+    M("ffn_up.weight", L "mlp.up_proj.weight", "L%d.mlp.gate_up", GA_EVERY, GA_P_UP, 0),
+    M("ffn_down.weight", L "mlp.down_proj.weight", "L%d.mlp.down", GA_EVERY, GA_P_DOWN, 0),
+    V("post_ffw_norm.weight", L "post_feedforward_layernorm.weight", "L%d.mlp.down.post_norm", GA_EVERY, GA_P_VEC,
+      GA_X_PLUS1, GA_N_HIDDEN),
+    DENSE_TAIL(GA_X_PLUS1),
+};
+
 /* Qwen 3.5 (conversion/qwen.py: Qwen3NextModel + the v-head reorder):
  * every Qwen3_5RMSNorm weight as 1 + w, the gated norm plain; attn_q keeps
  * Hugging Face's per-head [q | gate] rows. */
@@ -113,6 +146,8 @@ static const wisp_gguf_arch k_arches[] = {
     {"llama", "Llama", k_llama, N(k_llama), NULL, 0, 0, NULL, NULL},
     {"qwen35", "Qwen 3.5", k_qwen35, N(k_qwen35), "ssm_a", WISP_LAYER_LINEAR, 1, "model.language_model.",
      k_qwen35_ignore},
+    {"qwen2", "Qwen2", k_qwen2, N(k_qwen2), NULL, 0, 0, NULL, NULL},
+    {"gemma3", "Gemma 3", k_gemma3, N(k_gemma3), NULL, 0, 0, NULL, NULL},
 };
 
 const wisp_gguf_arch *wisp_gguf_arch_find(const char *name) {
@@ -121,7 +156,7 @@ const wisp_gguf_arch *wisp_gguf_arch_find(const char *name) {
   return NULL;
 }
 
-const char *wisp_gguf_arch_list(void) { return "lfm2, qwen3, llama and qwen35"; }
+const char *wisp_gguf_arch_list(void) { return "lfm2, qwen3, llama, qwen35, qwen2 and gemma3"; }
 
 const wisp_gguf_rule *wisp_gguf_rule_find(const wisp_gguf_arch *a, const char *name, int layer_tensor) {
   for (size_t i = 0; i < a->n_rules; i++)
@@ -175,6 +210,8 @@ void wisp_gguf_vec_dims(const wisp_gguf_geom *g, const wisp_gguf_rule *r, int *r
       [GA_N_LIN_V_HEADS] = g->lin_v_heads,
       [GA_N_LIN_V_DIM] = g->lin_v_dim,
       [GA_N_LIN_QKV] = 2 * g->lin_k_heads * g->lin_k_dim + g->lin_v_heads * g->lin_v_dim,
+      [GA_N_Q] = g->heads * g->head_dim,
+      [GA_N_KV] = g->kv_heads * g->head_dim,
   };
   *rows = n[r->len];
   *cols = r->part == GA_P_TAPS ? g->conv_l : 1;

@@ -1,5 +1,5 @@
 /* The tensor names of every architecture wisp imports (lfm2, qwen3, llama,
- * qwen35: the llama.cpp names, which also name the Hugging Face
+ * qwen35, qwen2, gemma3: the llama.cpp names, which also name the Hugging Face
  * architectures), one table per architecture. Each row ties a GGUF tensor
  * name to its Hugging Face name and to the wisp section (and rows of a
  * fused section) that holds it, with the transforms between the three
@@ -28,7 +28,9 @@ enum {
 };
 
 /* Rows of a GA_P_VEC vector or GA_P_TAPS kernel (its channels). */
-enum { GA_N_HIDDEN, GA_N_HEAD_DIM, GA_N_LIN_V_HEADS, GA_N_LIN_V_DIM, GA_N_LIN_QKV };
+enum { GA_N_HIDDEN, GA_N_HEAD_DIM, GA_N_LIN_V_HEADS, GA_N_LIN_V_DIM, GA_N_LIN_QKV,
+       GA_N_Q,   /* q rows: heads * head_dim (a q bias) */
+       GA_N_KV   /* k or v rows: kv_heads * head_dim (a k or v bias) */ };
 
 /* Transforms between wisp/Hugging Face layout and GGUF (bit set); only
  * GA_X_PLUS1 also applies between Hugging Face and wisp. */
@@ -81,7 +83,7 @@ typedef struct {
 
 /* NULL when wisp does not know the architecture. */
 const wisp_gguf_arch *wisp_gguf_arch_find(const char *name);
-/* "lfm2, qwen3, llama and qwen35", for messages. */
+/* "lfm2, qwen3, llama, qwen35, qwen2 and gemma3", for messages. */
 const char *wisp_gguf_arch_list(void);
 /* The rule for GGUF tensor `name` (already stripped of "blk.N." when
  * `layer_tensor`), or NULL. */

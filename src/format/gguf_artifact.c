@@ -361,6 +361,26 @@ static wisp_status build_rope(builder *b, int rows) {
   return st;
 }
 
+/* Gemma 3: rope.freq (the global layers', divided by the linear factor) and
+ * rope.freq_local (the sliding layers'), f32 as transformers computes them;
+ * the model builds its tables from them. */
+static wisp_status build_gemma3_freqs(builder *b) {
+  const int D = b->m->head_dim, half = D / 2;
+  float *g = (float *)own(b, sizeof(float) * (size_t)half), *l = (float *)own(b, sizeof(float) * (size_t)half);
+  if (!g || !l) return wisp_fail(WISP_ENOMEM, "out of memory for rope frequencies");
+  for (int i = 0; i < half; i++) {
+    const float e = (float)(2 * i) / (float)D;
+    g[i] = 1.0f / powf((float)b->m->rope_theta, e) / (float)b->m->rope_linear;
+    l[i] = 1.0f / powf((float)b->m->rope_local_theta, e);
+  }
+  wisp_status st = add_section(b, "rope.freq", (const uint8_t *)g, sizeof(float) * (size_t)half,
+                               "computed from rope.freq_base (and rope.scaling.factor)");
+  if (!st)
+    st = add_section(b, "rope.freq_local", (const uint8_t *)l, sizeof(float) * (size_t)half,
+                     "computed from rope.freq_base_swa (default 10000)");
+  return st;
+}
+
 /* ---- the derived manifest ---- */
 
 static cJSON *derive_manifest(const builder *b, int max_pos, int tokenizer) {
@@ -405,7 +425,24 @@ static cJSON *derive_manifest(const builder *b, int max_pos, int tokenizer) {
   cJSON_AddNumberToObject(rt, "planPosition", max_pos < GGUF_PLAN_POSITIONS ? max_pos : GGUF_PLAN_POSITIONS);
   cJSON_AddNumberToObject(rt, "maxTotalPositions", max_pos);
   cJSON *wx = cJSON_AddObjectToObject(root, "wisp");
-  cJSON_AddStringToObject(wx, "architecture", qwen ? "qwen3_5" : "lfm2");
+  const int gemma3 = !strcmp(m->arch, "gemma3");
+  cJSON_AddStringToObject(wx, "architecture", qwen                      ? "qwen3_5"
+                                              : !strcmp(m->arch, "qwen2") ? "qwen2"
+                                              : gemma3                    ? "gemma3"
+                                                                          : "lfm2");
+  if (gemma3) { /* docs/artifact.md, "Gemma 3" */
+    cJSON_AddNumberToObject(wx, "slidingWindow", m->sliding_window > 0 ? m->sliding_window : max_pos);
+    cJSON *gl = cJSON_AddArrayToObject(wx, "globalLayers");
+    for (int i = 0; i < m->n_layers; i++)
+      if (m->global[i]) cJSON_AddItemToArray(gl, cJSON_CreateNumber(i));
+    cJSON_AddNumberToObject(wx, "attnScale", (double)(float)(1.0 / sqrt(m->attn_scalar)));
+    cJSON_AddNumberToObject(wx, "ropeLocalTheta", m->rope_local_theta);
+    if (m->rope_linear != 1.0) {
+      cJSON *rs = cJSON_AddObjectToObject(wx, "ropeScaling");
+      cJSON_AddStringToObject(rs, "type", "linear");
+      cJSON_AddNumberToObject(rs, "factor", m->rope_linear);
+    }
+  }
   cJSON_AddNumberToObject(wx, "ropeTheta", m->rope_theta);
   cJSON_AddNumberToObject(wx, "normEps", m->norm_eps);
   cJSON_AddStringToObject(wx, "tokenizer", tokenizer ? "bpe" : "byte");
@@ -465,7 +502,11 @@ wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
   for (int i = 0; !st && i < b.n_pieces; i++)
     st = b.pieces[i].vec ? build_vector(&b, &b.pieces[i]) : build_matrix(&b, &b.pieces[i]);
   const int max_pos = m.context;
-  if (!st) st = build_rope(&b, max_pos < GGUF_PLAN_POSITIONS ? max_pos : GGUF_PLAN_POSITIONS);
+  if (!strcmp(m.arch, "gemma3")) { /* two ropes: the model builds the tables */
+    if (!st) st = build_gemma3_freqs(&b);
+  } else if (!st) {
+    st = build_rope(&b, max_pos < GGUF_PLAN_POSITIONS ? max_pos : GGUF_PLAN_POSITIONS);
+  }
   if (!st) {
     cJSON *man = derive_manifest(&b, max_pos, tokenizer);
     char *text = man ? cJSON_PrintUnformatted(man) : NULL;

@@ -22,8 +22,10 @@ static int by_name(const void *a, const void *b) {
 void wisp_gguf_model_free(wisp_gguf_model *m) {
   free(m->layer_types);
   free(m->rope_factors);
+  free(m->global);
   m->layer_types = NULL;
   m->rope_factors = NULL;
+  m->global = NULL;
 }
 
 static wisp_status need_int(const wisp_gguf *g, const char *arch, const char *key, int min, int *out) {
@@ -135,6 +137,38 @@ static wisp_status qwen35_dims(const wisp_gguf *g, wisp_gguf_model *m) {
   return WISP_OK;
 }
 
+/* gemma3: which layers slide (llama.cpp's rule: with attention.sliding_window
+ * > 0, layer i is global when i % pattern == pattern - 1, pattern from
+ * attention.sliding_window_pattern, default 6; without it every layer is),
+ * their rope base (rope.freq_base_swa, default 10000), the global layers'
+ * linear rope scaling, and no final logit softcapping. */
+static wisp_status gemma3_dims(const wisp_gguf *g, wisp_gguf_model *m) {
+  int pattern = 6;
+  m->sliding_window = 0;
+  opt_int(g, "gemma3", "attention.sliding_window", &m->sliding_window);
+  opt_int(g, "gemma3", "attention.sliding_window_pattern", &pattern);
+  if (!(m->global = calloc((size_t)m->n_layers, 1))) return wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int i = 0; i < m->n_layers; i++) m->global[i] = m->sliding_window <= 0 || i % pattern == pattern - 1;
+  m->rope_local_theta = 10000.0;
+  opt_float(g, "gemma3", "rope.freq_base_swa", 0, 1e30, &m->rope_local_theta);
+  m->rope_linear = 1.0;
+  const wisp_gguf_kv *type = wisp_gguf_kv_find(g, "gemma3.rope.scaling.type");
+  if (type && type->type == WISP_GGUF_STRING && !(type->str.len == 4 && !memcmp(type->str.s, "none", 4))) {
+    if (!(type->str.len == 6 && !memcmp(type->str.s, "linear", 6)))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: gemma3.rope.scaling.type '%.*s' is not supported (none or linear)",
+                       g->label, (int)(type->str.len > 32 ? 32 : type->str.len), type->str.s);
+    opt_float(g, "gemma3", "rope.scaling.factor", 0, 1e6, &m->rope_linear);
+  }
+  double cap = 0;
+  opt_float(g, "gemma3", "final_logit_softcapping", 0, 1e30, &cap);
+  if (cap > 0)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: gemma3.final_logit_softcapping is %g; wisp supports Gemma 3 without it",
+                     g->label, cap);
+  /* llama.cpp scales the scores by 1/sqrt(key_length) (n_embd/n_head for the 62-layer 27B) */
+  m->attn_scalar = m->n_layers == 62 ? (double)m->hidden / m->heads : m->head_dim;
+  return WISP_OK;
+}
+
 /* Hyperparameters from ARCH.* metadata and the tensors' shapes. */
 static wisp_status hyperparams(const wisp_gguf *g, const wisp_gguf_arch *ga, wisp_gguf_model *m) {
   const char *arch = m->arch;
@@ -151,7 +185,7 @@ static wisp_status hyperparams(const wisp_gguf *g, const wisp_gguf_arch *ga, wis
   if (m->n_layers > 4096) return wisp_fail(WISP_EFORMAT, "%s: block_count %d is too large", g->label, m->n_layers);
   m->context = 4096;
   opt_int(g, arch, "context_length", &m->context);
-  m->rope_theta = lfm2 ? 1000000.0 : 10000.0;
+  m->rope_theta = lfm2 || !strcmp(arch, "gemma3") ? 1000000.0 : 10000.0;
   m->norm_eps = lfm2 ? 1e-5 : 1e-6;
   opt_float(g, arch, "rope.freq_base", 0, 1e30, &m->rope_theta);
   opt_float(g, arch, "attention.layer_norm_rms_epsilon", 0, 1, &m->norm_eps);
@@ -181,6 +215,7 @@ static wisp_status hyperparams(const wisp_gguf *g, const wisp_gguf_arch *ga, wis
                      g->label, m->hidden, m->ffn, m->heads * m->head_dim);
   if (!strcmp(arch, "llama") && (st = llama_rope(g, m))) return st;
   if (qwen35 && (st = qwen35_dims(g, m))) return st;
+  if (!strcmp(arch, "gemma3") && (st = gemma3_dims(g, m))) return st;
   return WISP_OK;
 }
 

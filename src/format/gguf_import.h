@@ -19,6 +19,13 @@ typedef struct {
   float *rope_factors;
   /* qwen35: Gated DeltaNet heads and widths, rotated dims */
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
+  /* gemma3: attention.sliding_window, which layers are global (malloc'd, 1
+   * each; sliding_window_pattern, default 6), rope.freq_base_swa (default
+   * 10000), the global layers' linear rope factor (rope.scaling.factor; 1:
+   * none) and the query scalar (key_length: llama.cpp's rule) */
+  int sliding_window;
+  unsigned char *global;
+  double rope_local_theta, rope_linear, attn_scalar;
 } wisp_gguf_model;
 
 /* The architecture's table and the hyperparameters, with the check that

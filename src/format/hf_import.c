@@ -1,6 +1,6 @@
 /* Importing a Hugging Face checkpoint (or a GGUF file) as a wisp artifact
- * (hf_import.h; `wisp convert` is the CLI over it): LFM2, Qwen3, Llama or
- * Qwen 3.5 (text), from config.json + safetensors.
+ * (hf_import.h; `wisp convert` is the CLI over it): LFM2, Qwen3, Llama,
+ * Qwen2 / Qwen 2.5 or Qwen 3.5 (text), from config.json + safetensors.
  *
  * Order of work: parse and check config.json, open the safetensors, plan
  * every section from the architecture's name table (format/gguf_arch.h,
@@ -42,7 +42,9 @@
 
 /* ARCH_QWEN3: dense Qwen3 (and Llama-shaped models with per-head q/k norm),
  * stored as an all-attention LFM2 graph: the same math (docs/convert.md). */
-enum { ARCH_LFM2 = 0, ARCH_QWEN3_5 = 1, ARCH_QWEN3 = 2 };
+enum { ARCH_LFM2 = 0, ARCH_QWEN3_5 = 1, ARCH_QWEN3 = 2, ARCH_QWEN2 = 3, ARCH_GEMMA3 = 4 };
+/* ARCH_GEMMA3: Gemma3ForCausalLM (the text model), architecture gemma3. */
+/* ARCH_QWEN2: Qwen2ForCausalLM (Qwen 2 / 2.5: q/k/v biases, no q/k norm), architecture qwen2. */
 /* ARCH_QWEN3 with llama = 1: LlamaForCausalLM (no q/k norm, optional llama3 rope scaling). */
 
 typedef struct {
@@ -58,6 +60,12 @@ typedef struct {
   /* GGUF llama: rope_freqs.weight (head_dim/2 divisors of the frequencies), or NULL */
   float *rope_factors;
   char source[64]; /* GGUF imports: "gguf ARCH" */
+  /* Gemma 3: the sliding window, which layers are global (malloc'd, 1 each),
+   * the sliding layers' rope base, the global layers' linear rope factor (1:
+   * none) and query_pre_attn_scalar */
+  int sliding_window;
+  unsigned char *global;
+  double rope_local_theta, rope_linear, attn_scalar;
 } hf_config;
 
 /* quantization modes */
@@ -277,6 +285,135 @@ static wisp_status parse_llama_rope(const cJSON *root, const char *path, hf_conf
   return WISP_OK;
 }
 
+static int is_gemma3_config(const cJSON *root) {
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (cJSON_IsArray(archs) && json_has_string(archs, "Gemma3ForCausalLM")) return 1;
+  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "gemma3_text");
+}
+
+/* A positive number at key (or nested.key), or def when absent. */
+static wisp_status cfg_pos(const cJSON *o, const char *path, const char *key, double def, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!v || cJSON_IsNull(v)) { *out = def; return WISP_OK; }
+  if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+    return wisp_fail(WISP_EFORMAT, "%s: field '%s' must be a positive number", path, key);
+  *out = v->valuedouble;
+  return WISP_OK;
+}
+
+/* Gemma 3 rope: rope_theta (global layers, default 1e6) and
+ * rope_local_base_freq (sliding layers, default 1e4) at the top level, or
+ * newer transformers' rope_parameters.{full_attention, sliding_attention}.
+ * rope_theta; the global layers' scaling 'linear' (factor) or none. */
+static wisp_status parse_gemma3_rope(const cJSON *root, const char *path, hf_config *c) {
+  wisp_status st;
+  if ((st = cfg_pos(root, path, "rope_theta", 1000000.0, &c->rope_theta)) ||
+      (st = cfg_pos(root, path, "rope_local_base_freq", 10000.0, &c->rope_local_theta)))
+    return st;
+  c->rope_linear = 1.0;
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+  const cJSON *full = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
+  const cJSON *slide = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
+  if (cJSON_IsObject(full) && (st = cfg_pos(full, path, "rope_theta", c->rope_theta, &c->rope_theta))) return st;
+  if (cJSON_IsObject(slide) && (st = cfg_pos(slide, path, "rope_theta", c->rope_local_theta, &c->rope_local_theta)))
+    return st;
+  const cJSON *scalings[3] = {cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"), full, slide};
+  for (int i = 0; i < 3; i++) {
+    const cJSON *o = scalings[i];
+    if (!cJSON_IsObject(o)) continue;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(o, "type");
+    if (!cJSON_IsString(type) || !strcmp(type->valuestring, "default")) continue;
+    if (strcmp(type->valuestring, "linear") || i == 2)
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: rope_type '%s'%s is not supported (Gemma 3: default, or linear on the "
+                       "global layers)", path, type->valuestring, i == 2 ? " on the sliding layers" : "");
+    if ((st = cfg_pos(o, path, "factor", 1.0, &c->rope_linear))) return st;
+  }
+  return WISP_OK;
+}
+
+/* Gemma3TextConfig (Gemma3ForCausalLM: the 270M and 1B checkpoints). */
+static wisp_status parse_gemma3_config(const cJSON *root, const char *path, hf_config *c) {
+  c->arch = ARCH_GEMMA3;
+  wisp_status st;
+  int tie, pattern;
+  double qpas;
+  if ((st = cfg_int(root, path, "hidden_size", 1, 0, 1, &c->hidden)) ||
+      (st = cfg_int(root, path, "num_hidden_layers", 1, 0, 1, &c->n_layers)) ||
+      (st = cfg_int(root, path, "num_attention_heads", 0, 8, 1, &c->heads)) ||
+      (st = cfg_int(root, path, "num_key_value_heads", 0, 4, 1, &c->kv_heads)) ||
+      (st = cfg_int(root, path, "head_dim", 0, 256, 2, &c->head_dim)) ||
+      (st = cfg_int(root, path, "vocab_size", 0, 262208, 1, &c->vocab)) ||
+      (st = cfg_int(root, path, "intermediate_size", 1, 0, 1, &c->ffn)) ||
+      (st = cfg_int(root, path, "max_position_embeddings", 0, 131072, 1, &c->hf_max_pos)) ||
+      (st = cfg_int(root, path, "sliding_window", 0, 4096, 1, &c->sliding_window)) ||
+      (st = cfg_int(root, path, "sliding_window_pattern", 0, 6, 1, &pattern)) ||
+      (st = cfg_bool(root, path, "tie_word_embeddings", 1, &tie)) ||
+      (st = cfg_pos(root, path, "query_pre_attn_scalar", 256.0, &qpas)) ||
+      (st = parse_gemma3_rope(root, path, c)))
+    return st;
+  c->tied = tie;
+  c->attn_scalar = qpas;
+  c->conv_l = 3; /* unused: no conv layers */
+  c->norm_eps = 1e-6;
+  const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
+  if (eps && !cJSON_IsNull(eps)) {
+    if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1)
+      return wisp_fail(WISP_EFORMAT, "%s: field 'rms_norm_eps' must be a number in (0, 1]", path);
+    c->norm_eps = eps->valuedouble;
+  }
+  const char *act_keys[2] = {"hidden_activation", "hidden_act"};
+  for (int i = 0; i < 2; i++) {
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, act_keys[i]);
+    if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu_pytorch_tanh"))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: %s '%s' is not supported (Gemma 3 uses gelu_pytorch_tanh)", path,
+                       act_keys[i], act->valuestring);
+  }
+  const char *off[4] = {"final_logit_softcapping", "attn_logit_softcapping", "attention_bias",
+                        "use_bidirectional_attention"};
+  for (int i = 0; i < 4; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, off[i]);
+    if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: %s is set; wisp supports Gemma 3 without it", path, off[i]);
+  }
+  c->layer_types = calloc((size_t)c->n_layers, sizeof(int));
+  c->global = calloc((size_t)c->n_layers, 1);
+  if (!c->layer_types || !c->global) return wisp_fail(WISP_ENOMEM, "out of memory");
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+  if (cJSON_IsArray(lt) && cJSON_GetArraySize(lt) != c->n_layers)
+    return wisp_fail(WISP_EFORMAT, "%s: layer_types has %d entries, num_hidden_layers is %d", path,
+                     cJSON_GetArraySize(lt), c->n_layers);
+  for (int i = 0; i < c->n_layers; i++) {
+    c->layer_types[i] = WISP_LAYER_ATTENTION;
+    if (!cJSON_IsArray(lt)) { /* Gemma3TextConfig's rule without layer_types */
+      c->global[i] = (i + 1) % pattern == 0;
+      continue;
+    }
+    const cJSON *e = cJSON_GetArrayItem(lt, i);
+    const char *k = cJSON_IsString(e) ? e->valuestring : "?";
+    if (strcmp(k, "sliding_attention") && strcmp(k, "full_attention"))
+      return wisp_fail(WISP_EUNSUPPORTED, "%s: layer_types[%d] is '%s' (expected 'sliding_attention' or "
+                       "'full_attention')", path, i, k);
+    c->global[i] = !strcmp(k, "full_attention");
+  }
+  if (c->heads % c->kv_heads || c->head_dim % 2)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: heads %d / kv heads %d / head dim %d: wisp needs heads %% kv_heads == 0 "
+                     "and an even head dim", path, c->heads, c->kv_heads, c->head_dim);
+  if (c->hidden % WISP_Q4_BLOCK || c->ffn % WISP_Q4_BLOCK || (c->heads * c->head_dim) % WISP_Q4_BLOCK)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, intermediate %d and attention width %d must be multiples of %d",
+                     path, c->hidden, c->ffn, c->heads * c->head_dim, WISP_Q4_BLOCK);
+  c->max_pos = c->hf_max_pos;
+  return WISP_OK;
+}
+
+static int is_qwen2_config(const cJSON *root) {
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (cJSON_IsArray(archs) && json_has_string(archs, "Qwen2ForCausalLM")) return 1;
+  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen2");
+}
+
 static int is_qwen3_dense_config(const cJSON *root) {
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
   const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
@@ -360,13 +497,22 @@ static wisp_status parse_config(const char *hf_dir, hf_config *c) {
     st = parse_qwen_config(root, path, c);
     goto done;
   }
+  if (is_gemma3_config(root)) {
+    st = parse_gemma3_config(root, path, c);
+    goto done;
+  }
+  if (is_qwen2_config(root)) { /* Qwen2Config: Qwen3Config's fields, biases instead of q/k norm */
+    st = parse_qwen3_config(root, path, c, 0);
+    c->arch = ARCH_QWEN2;
+    goto done;
+  }
   if (is_qwen3_dense_config(root) || is_llama_config(root)) {
     st = parse_qwen3_config(root, path, c, is_llama_config(root));
     goto done;
   }
   if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0 && !json_has_string(archs, "Lfm2ForCausalLM")) {
     const cJSON *first = cJSON_GetArrayItem(archs, 0);
-    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM, LlamaForCausalLM, Qwen3ForCausalLM and Qwen3_5ForCausalLM)",
+    st = wisp_fail(WISP_EUNSUPPORTED, "%s: architecture '%s' is not supported (convert handles Lfm2ForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3_5ForCausalLM and Gemma3ForCausalLM)",
                    path, cJSON_IsString(first) ? first->valuestring : "?");
     goto done;
   }
@@ -760,7 +906,9 @@ static void rope_inv_freq(int head_dim, double theta, const hf_config *scale, fl
   for (int i = 0; i < half; i++) {
     float e = (float)(2 * i) / (float)head_dim;
     float inv = 1.0f / powf((float)theta, e);
-    if (scale && scale->rope_factors) {
+    if (scale && scale->rope_linear > 0 && scale->rope_linear != 1.0) {
+      inv = inv / (float)scale->rope_linear; /* transformers' linear scaling (Gemma 3's global layers) */
+    } else if (scale && scale->rope_factors) {
       inv = inv / scale->rope_factors[i]; /* llama.cpp: theta_i / freq_factor_i */
     } else if (scale && scale->llama3) {
       /* transformers' _compute_llama3_parameters, in f32 */
@@ -797,6 +945,17 @@ done:
   free(inv);
   free(cs);
   free(sn);
+  return rc;
+}
+
+/* Gemma 3's sliding layers: rope.freq_local from rope_local_base_freq (no scaling). */
+static wisp_status write_local_freq(wisp_writer *w, const cJSON *manifest, const hf_config *c) {
+  const int half = c->head_dim / 2;
+  float *inv = malloc(sizeof(float) * (size_t)half);
+  if (!inv) return wisp_fail(WISP_ENOMEM, "out of memory for rope frequencies");
+  rope_inv_freq(c->head_dim, c->rope_local_theta, NULL, inv);
+  wisp_status rc = wisp_writer_put_section(w, manifest, "rope.freq_local", inv, sizeof(float) * (size_t)half);
+  free(inv);
   return rc;
 }
 
@@ -837,7 +996,25 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
   cJSON_AddNumberToObject(rt, "planPosition", plan_rows);
   cJSON_AddNumberToObject(rt, "maxTotalPositions", c->max_pos);
   cJSON *wx = cJSON_AddObjectToObject(m, "wisp");
-  cJSON_AddStringToObject(wx, "architecture", qwen ? "qwen3_5" : "lfm2");
+  cJSON_AddStringToObject(wx, "architecture", qwen                      ? "qwen3_5"
+                                              : c->arch == ARCH_QWEN2  ? "qwen2"
+                                              : c->arch == ARCH_GEMMA3 ? "gemma3"
+                                                                       : "lfm2");
+  if (c->arch == ARCH_GEMMA3) { /* docs/artifact.md, "Gemma 3" */
+    /* a GGUF without a window has every layer global: any window does */
+    cJSON_AddNumberToObject(wx, "slidingWindow", c->sliding_window > 0 ? c->sliding_window : c->max_pos);
+    cJSON *gl = cJSON_AddArrayToObject(wx, "globalLayers");
+    for (int i = 0; i < c->n_layers; i++)
+      if (c->global[i]) cJSON_AddItemToArray(gl, cJSON_CreateNumber(i));
+    cJSON_AddNumberToObject(wx, "attnScale", (double)(float)(1.0 / sqrt(c->attn_scalar)));
+    cJSON_AddNumberToObject(wx, "queryPreAttnScalar", c->attn_scalar);
+    cJSON_AddNumberToObject(wx, "ropeLocalTheta", c->rope_local_theta);
+    if (c->rope_linear != 1.0) {
+      cJSON *rs = cJSON_AddObjectToObject(wx, "ropeScaling"); /* informational: rope.freq carries it */
+      cJSON_AddStringToObject(rs, "type", "linear");
+      cJSON_AddNumberToObject(rs, "factor", c->rope_linear);
+    }
+  }
   cJSON_AddNumberToObject(wx, "ropeTheta", c->rope_theta);
   cJSON_AddNumberToObject(wx, "normEps", c->norm_eps);
   cJSON_AddStringToObject(wx, "tokenizer", "byte");
@@ -859,6 +1036,8 @@ static cJSON *build_manifest(const hf_config *c, cJSON *sections, uint64_t total
     }
   }
   cJSON_AddStringToObject(wx, "source", qwen ? "huggingface Qwen3_5ForCausalLM"
+                                       : c->arch == ARCH_QWEN2 ? "huggingface Qwen2ForCausalLM"
+                                       : c->arch == ARCH_GEMMA3 ? "huggingface Gemma3ForCausalLM"
                                        : c->arch == ARCH_QWEN3 && c->llama ? "huggingface LlamaForCausalLM (as an all-attention lfm2 graph without q/k norm)"
                                        : c->arch == ARCH_QWEN3 ? "huggingface Qwen3ForCausalLM (as an all-attention lfm2 graph)"
                                                                : "huggingface Lfm2ForCausalLM");
@@ -933,7 +1112,17 @@ static wisp_status gguf_source(const char *path, const char *tok_dir, hf_config 
   if (rc) return rc;
   rc = wisp_gguf_import(g, &m, st);
   if (!rc) {
-    c->arch = !strcmp(m.arch, "lfm2") ? ARCH_LFM2 : !strcmp(m.arch, "qwen35") ? ARCH_QWEN3_5 : ARCH_QWEN3;
+    c->arch = !strcmp(m.arch, "lfm2")     ? ARCH_LFM2
+              : !strcmp(m.arch, "qwen35") ? ARCH_QWEN3_5
+              : !strcmp(m.arch, "qwen2")  ? ARCH_QWEN2
+              : !strcmp(m.arch, "gemma3") ? ARCH_GEMMA3
+                                          : ARCH_QWEN3;
+    c->sliding_window = m.sliding_window;
+    c->global = m.global;
+    m.global = NULL;
+    c->rope_local_theta = m.rope_local_theta;
+    c->rope_linear = m.rope_linear;
+    c->attn_scalar = m.attn_scalar;
     c->llama = !strcmp(m.arch, "llama");
     c->rope_factors = m.rope_factors;
     m.rope_factors = NULL;
@@ -1021,6 +1210,8 @@ wisp_status wisp_hf_import(const wisp_hf_import_options *o) {
   /* the architecture's name table: GGUF's names double as the HF architectures' */
   const wisp_gguf_arch *ga = wisp_gguf_arch_find(cfg.arch == ARCH_QWEN3_5 ? "qwen35"
                                                  : cfg.arch == ARCH_LFM2  ? "lfm2"
+                                                 : cfg.arch == ARCH_QWEN2 ? "qwen2"
+                                                 : cfg.arch == ARCH_GEMMA3 ? "gemma3"
                                                  : cfg.llama              ? "llama"
                                                                           : "qwen3");
   const wisp_gguf_geom geo = {.hidden = cfg.hidden, .ffn = cfg.ffn, .vocab = cfg.vocab, .conv_l = cfg.conv_l,
@@ -1041,10 +1232,12 @@ wisp_status wisp_hf_import(const wisp_hf_import_options *o) {
   const int tied = cfg.tied; /* an untied model without its head failed planning */
   wisp_layout_options lo = {.f32 = !q4, .q4k = qmode == QUANT_Q4K, .f16 = qmode == QUANT_F16,
                             .q8_0 = qmode == QUANT_Q8_0, .tied = tied, .down_transposed = qmode == QUANT_Q4,
-                            .rope_rows = plan_rows, .rope_freq = 1, .no_qk_norm = cfg.llama};
+                            .rope_rows = plan_rows, .rope_freq = 1, .no_qk_norm = cfg.llama || cfg.arch == ARCH_QWEN2,
+                            .qkv_bias = cfg.arch == ARCH_QWEN2};
   uint64_t total = 0;
-  if ((rc = cfg.arch == ARCH_QWEN3_5 ? wisp_layout_qwen3_5(&shape, &lo, &sections, &total)
-                                     : wisp_layout_lfm2(&shape, &lo, &sections, &total)))
+  if ((rc = cfg.arch == ARCH_QWEN3_5  ? wisp_layout_qwen3_5(&shape, &lo, &sections, &total)
+             : cfg.arch == ARCH_GEMMA3 ? wisp_layout_gemma3(&shape, &lo, &sections, &total)
+                                       : wisp_layout_lfm2(&shape, &lo, &sections, &total)))
     goto fail;
   manifest = build_manifest(&cfg, sections, total, qmode, plan_rows);
   sections = NULL; /* owned by manifest now */
@@ -1073,6 +1266,7 @@ wisp_status wisp_hf_import(const wisp_hf_import_options *o) {
   }
   const int rope_dim = cfg.arch == ARCH_QWEN3_5 ? cfg.rotary_dim : cfg.head_dim; /* Qwen: partial rotary */
   if ((rc = write_rope(w, manifest, plan_rows, rope_dim, cfg.rope_theta, &cfg))) goto fail;
+  if (cfg.arch == ARCH_GEMMA3 && (rc = write_local_freq(w, manifest, &cfg))) goto fail;
   rc = wisp_writer_commit(w, manifest);
   w = NULL; /* commit frees the writer, also on failure */
   if (rc) goto fail;
@@ -1089,5 +1283,6 @@ done:
   wisp_safetensors_close(st);
   free(cfg.layer_types);
   free(cfg.rope_factors);
+  free(cfg.global);
   return rc;
 }

@@ -80,6 +80,46 @@ static void add_embed_head(builder *b, const wisp_layout_options *o, int V, int 
   if (b->off % 4) b->off += 4 - b->off % 4;
 }
 
+wisp_status wisp_layout_gemma3(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
+                               uint64_t *total_bytes) {
+  builder b = {cJSON_CreateArray(), 0, 1};
+  if (!b.arr) return wisp_fail(WISP_ENOMEM, "out of memory");
+  const int H = s->hidden, F = s->ffn, D = s->head_dim;
+  char name[128];
+  for (int i = 0; i < s->n_layers; i++) {
+    snprintf(name, sizeof name, "L%d.attn.qkv", i);
+    add_matrix(&b, o, name, (s->heads + 2 * s->kv_heads) * D, H);
+    snprintf(name, sizeof name, "L%d.attn.o_proj", i);
+    add_matrix(&b, o, name, H, s->heads * D);
+    snprintf(name, sizeof name, "L%d.mlp.gate_up", i);
+    add_matrix(&b, o, name, 2 * F, H);
+    snprintf(name, sizeof name, "L%d.mlp.down", i);
+    add_matrix(&b, o, name, H, F);
+  }
+  add_embed_head(&b, o, s->vocab, H);
+  static const char *const vecs[6] = {"attn.qkv.norm", "attn.qkv.q_norm", "attn.qkv.k_norm", "attn.o_proj.post_norm",
+                                      "mlp.gate_up.norm", "mlp.down.post_norm"};
+  for (int i = 0; i < s->n_layers; i++)
+    for (int k = 0; k < 6; k++) {
+      snprintf(name, sizeof name, "L%d.%s", i, vecs[k]);
+      add(&b, name, (uint64_t)(k == 1 || k == 2 ? D : H) * 4);
+    }
+  add(&b, "head.norm", (uint64_t)H * 4);
+  if (o->rope_rows > 0) {
+    add(&b, "rope.cos", (uint64_t)o->rope_rows * (D / 2) * 4);
+    add(&b, "rope.sin", (uint64_t)o->rope_rows * (D / 2) * 4);
+  }
+  add(&b, "rope.freq", (uint64_t)(D / 2) * 4);
+  add(&b, "rope.freq_local", (uint64_t)(D / 2) * 4);
+  if (!b.ok) {
+    cJSON_Delete(b.arr);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  *sections = b.arr;
+  *total_bytes = b.off;
+  return WISP_OK;
+}
+
 wisp_status wisp_layout_qwen3_5(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
                                 uint64_t *total_bytes) {
   builder b = {cJSON_CreateArray(), 0, 1};
@@ -208,6 +248,13 @@ wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, 
         add(&b, name, (uint64_t)D * 4);
         snprintf(name, sizeof name, "L%d.attn.qkv.k_norm", i);
         add(&b, name, (uint64_t)D * 4);
+      }
+      if (o->qkv_bias) {
+        const char *part[3] = {"q", "k", "v"};
+        for (int k = 0; k < 3; k++) {
+          snprintf(name, sizeof name, "L%d.attn.%s_bias", i, part[k]);
+          add(&b, name, (uint64_t)(k ? s->kv_heads : s->heads) * D * 4);
+        }
       }
     }
     snprintf(name, sizeof name, "L%d.mlp.gate_up.norm", i);

@@ -20,6 +20,7 @@ typedef struct {
   int rope_ext_rows;   /* rows of rope.cos_ext/sin_ext (0 = none) */
   int rope_freq;       /* 1: rope.freq, the [rotary_dim / 2] inverse frequencies */
   int no_qk_norm;      /* LFM2 layout: attention layers without q_norm/k_norm (Llama) */
+  int qkv_bias;        /* LFM2 layout: attention layers with L%d.attn.q_bias/k_bias/v_bias (Qwen2) */
 } wisp_layout_options;
 
 /* Builds runtime.sections (a new cJSON array) and the total byte count. */
@@ -31,6 +32,14 @@ wisp_status wisp_layout_lfm2(const wisp_shape *s, const wisp_layout_options *o, 
  * mlp.gate_up, mlp.down), head/embed, per layer its vectors, head.norm,
  * rope.cos/sin and rope.cos_ext/sin_ext ([rows][rotaryDim/2]).
  * down_transposed is ignored. */
+/* Gemma 3 (docs/artifact.md, "Gemma 3"): per layer attn.qkv, attn.o_proj,
+ * mlp.gate_up, mlp.down; head/embed; per layer attn.qkv.norm, .q_norm,
+ * .k_norm, attn.o_proj.post_norm, mlp.gate_up.norm, mlp.down.post_norm;
+ * head.norm; rope.cos/sin (the global layers'); rope.freq and
+ * rope.freq_local. down_transposed and rope_ext_rows are ignored. */
+wisp_status wisp_layout_gemma3(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
+                               uint64_t *total_bytes);
+
 wisp_status wisp_layout_qwen3_5(const wisp_shape *s, const wisp_layout_options *o, cJSON **sections,
                                 uint64_t *total_bytes);
 

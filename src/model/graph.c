@@ -18,7 +18,8 @@ void wisp_graph_free(wisp_graph *g) {
 
 const char *wisp_gop_name(wisp_gop op) {
   static const char *const names[WISP_GOP_COUNT] = {"rmsnorm", "matmul", "shortconv", "attention",
-                                                    "attention_gated", "gated_deltanet", "swiglu"};
+                                                    "attention_gated", "gated_deltanet", "swiglu", "geglu",
+                                                    "add_bias", "add", "scale"};
   return op >= 0 && op < WISP_GOP_COUNT ? names[op] : "?";
 }
 
@@ -94,6 +95,15 @@ wisp_gnode *wisp_graph_mixer(wisp_graph *g, wisp_gop op, int layer, const char *
   n->cols = out_width;
   widen(g, WISP_ACT_BIG, (size_t)in_width);
   widen(g, WISP_ACT_MID, (size_t)out_width);
+  return n;
+}
+
+wisp_gnode *wisp_graph_rowop(wisp_graph *g, wisp_gop op, int layer, const char *section, int cols, int in, int out) {
+  wisp_gnode *n = wisp_graph_add(g, op, layer, section, in, out);
+  if (!n) return NULL;
+  n->cols = cols;
+  widen(g, in, (size_t)cols);
+  widen(g, out, (size_t)cols);
   return n;
 }
 

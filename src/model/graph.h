@@ -28,6 +28,10 @@ typedef enum {
   WISP_GOP_ATTENTION_GATED, /* the same with (q | gate) rows, partial rope, sigmoid output gate */
   WISP_GOP_DELTANET,        /* gated delta rule (backend.h, wisp_deltanet_args); state: conv ring + recurrence */
   WISP_GOP_SWIGLU,          /* out = silu(gate) * up, in = [gate | up] of `dim` each */
+  WISP_GOP_GEGLU,           /* out = gelu_tanh(gate) * up, in = [gate | up] of `dim` each */
+  WISP_GOP_ADD_BIAS,        /* out (= in) += w per row of `cols` (a product's bias) */
+  WISP_GOP_ADD,             /* out += in, rows of `cols` (a residual add of a normed block output) */
+  WISP_GOP_SCALE,           /* out (= in) *= scale, rows of `cols` */
   WISP_GOP_COUNT
 } wisp_gop;
 
@@ -42,11 +46,14 @@ typedef struct {
   char section[24];      /* the plan's name: "mlp.gate_up", "mlp.gate_up.norm", "conv.core", "" */
   int in, out;           /* WISP_ACT_* */
   int accumulate;        /* matmul: out += W in (the residual stream) */
-  int rows, cols;        /* matmul: the weight's shape; rmsnorm/swiglu: cols = row width */
+  int rows, cols;        /* matmul: the weight's shape; rmsnorm/swiglu/geglu/add/scale: cols = row width */
+  float scale;           /* scale: the factor */
   wisp_matrix *W;        /* matmul (NULL in a graph described without weights); in a session's bound
                           * graph (wisp_graph_bind) the session's copy, where its plan writes the kernel choice */
   const wisp_vector *w;  /* rmsnorm weight; shortconv/deltanet taps */
   const wisp_vector *q_norm, *k_norm;         /* attention: NULL = left out */
+  int window;            /* attention: a sliding window of this many keys (0: every key) */
+  int rope_local;        /* attention: 1 = the graph's local rope tables (a sliding layer's own base) */
   const wisp_vector *a_log, *dt_bias, *gnorm; /* deltanet */
   wisp_kernel_choice *choice;                 /* attention_gated in a bound graph: the session's plan's
                                                * [prefill, decode] kernel; NULL in the model's graph */
@@ -64,6 +71,12 @@ typedef struct wisp_graph {
   const float *rope_freq; /* [rotary_dim / 2] inverse frequencies (NULL: the tables bound the context) */
   wisp_matrix *embed, *head;
   const wisp_vector *final_norm, *rope_cos, *rope_sin;
+  /* A second rope of rope_rows rows for attention nodes with rope_local
+   * (Gemma 3's sliding layers: their own base), and its frequencies; NULL
+   * without. */
+  const wisp_vector *rope_cos_local, *rope_sin_local;
+  const float *rope_freq_local;
+  float attn_scale; /* attention scores' scale; 0: 1/sqrt(head_dim) */
   int n_layers;
   int n_nodes, cap_nodes;
   wisp_gnode *nodes;        /* the layers' nodes in order (node.layer ascending) */
@@ -93,6 +106,8 @@ wisp_gnode *wisp_graph_mixer(wisp_graph *g, wisp_gop op, int layer, const char *
  * x += down(silu(gate h) * up h), h = rmsnorm(x, norm). */
 wisp_status wisp_graph_add_ffn(wisp_graph *g, int layer, const wisp_vector *norm, wisp_matrix *gate_up,
                                wisp_matrix *down);
+/* A row op (add_bias, add, scale) over rows of `cols`: in-place ops have in == out. */
+wisp_gnode *wisp_graph_rowop(wisp_graph *g, wisp_gop op, int layer, const char *section, int cols, int in, int out);
 /* The node of `section` in `layer` (-1: the embedding and head are
  * "embed" / "head", as matrices only), and its index; NULL when none. */
 const wisp_gnode *wisp_graph_find(const wisp_graph *g, int layer, const char *section, int *index);

@@ -62,6 +62,7 @@ wisp_status wisp_graph_bind(const wisp_graph *src, wisp_graph *out) {
   }
   bad |= set_add(&mats, src->embed) | set_add(&mats, src->head);
   bad |= set_add(&vecs, src->final_norm) | set_add(&vecs, src->rope_cos) | set_add(&vecs, src->rope_sin);
+  bad |= set_add(&vecs, src->rope_cos_local) | set_add(&vecs, src->rope_sin_local);
   wisp_gnode *nodes = src->n_nodes ? malloc((size_t)src->n_nodes * sizeof *nodes) : NULL;
   wisp_matrix *mc = mats.n ? malloc((size_t)mats.n * sizeof *mc) : NULL;
   wisp_vector *vc = vecs.n ? malloc((size_t)vecs.n * sizeof *vc) : NULL;
@@ -97,6 +98,8 @@ wisp_status wisp_graph_bind(const wisp_graph *src, wisp_graph *out) {
   out->final_norm = vec_copy(&vecs, vc, src->final_norm);
   out->rope_cos = vec_copy(&vecs, vc, src->rope_cos);
   out->rope_sin = vec_copy(&vecs, vc, src->rope_sin);
+  out->rope_cos_local = vec_copy(&vecs, vc, src->rope_cos_local);
+  out->rope_sin_local = vec_copy(&vecs, vc, src->rope_sin_local);
   out->own_mats = mc;
   out->own_vecs = vc;
   out->own_choices = cc;

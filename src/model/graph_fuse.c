@@ -18,7 +18,10 @@ static int read_later(const wisp_graph *g, int i, int j, int act) {
   for (int k = i + 1; k < g->n_nodes; k++) {
     const wisp_gnode *n = &g->nodes[k];
     if (k != j && n->in == act) return 1;
-    if (n->out == act && !(n->op == WISP_GOP_MATMUL && n->accumulate)) return 0;
+    /* a residual product, add, bias or scale keeps what `act` holds */
+    const int keeps = (n->op == WISP_GOP_MATMUL && n->accumulate) || n->op == WISP_GOP_ADD ||
+                      n->op == WISP_GOP_ADD_BIAS || n->op == WISP_GOP_SCALE;
+    if (n->out == act && !keeps) return 0;
   }
   return act == WISP_ACT_X; /* the residual stream is read by the head */
 }

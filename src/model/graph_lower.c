@@ -16,16 +16,28 @@
 
 #include "model/graph.h"
 
-/* Node i .. i+7 of layer l as the persistent phases expect them; returns
- * the mixer node, or NULL. */
-static const wisp_gnode *match_layer(const wisp_graph *g, int i, int l) {
-  if (i + 8 > g->n_nodes) return NULL;
+/* The nodes of layer l from node i as the persistent phases expect them
+ * (an attention layer's in-product may be followed by its bias: *bias);
+ * returns the mixer node, or NULL; *len: the layer's node count. */
+static const wisp_gnode *match_layer(const wisp_graph *g, int i, int l, int *len, const wisp_gnode **bias) {
+  *bias = NULL;
+  *len = 8;
+  if (i + 2 < g->n_nodes && g->nodes[i + 2].op == WISP_GOP_ADD_BIAS) {
+    *bias = &g->nodes[i + 2];
+    *len = 9;
+  }
+  if (i + *len > g->n_nodes) return NULL;
   const wisp_gnode *n = &g->nodes[i];
-  for (int k = 0; k < 8; k++)
+  for (int k = 0; k < *len; k++)
     if (n[k].layer != l) return NULL;
+  const wisp_gnode *b = *bias;
+  if (b && !(b->in == WISP_ACT_BIG && b->out == WISP_ACT_BIG && b->cols == n[1].rows)) return NULL;
+  if (b) n++; /* the bias rides on the in-product: the rest as in a layer without one */
   const int H = g->hidden;
-  int ok = n[0].op == WISP_GOP_RMSNORM && n[0].in == WISP_ACT_X && n[0].out == WISP_ACT_XN && n[0].cols == H &&
-           n[1].op == WISP_GOP_MATMUL && n[1].in == WISP_ACT_XN && n[1].out == WISP_ACT_BIG && !n[1].accumulate &&
+  const wisp_gnode *n0 = &g->nodes[i];
+  int ok = n0[0].op == WISP_GOP_RMSNORM && n0[0].in == WISP_ACT_X && n0[0].out == WISP_ACT_XN && n0[0].cols == H &&
+           n0[1].op == WISP_GOP_MATMUL && n0[1].in == WISP_ACT_XN && n0[1].out == WISP_ACT_BIG && !n0[1].accumulate &&
+           (!b || n[2].op == WISP_GOP_ATTENTION) &&
            (n[2].op == WISP_GOP_SHORTCONV || n[2].op == WISP_GOP_ATTENTION ||
             n[2].op == WISP_GOP_ATTENTION_GATED || n[2].op == WISP_GOP_DELTANET) &&
            n[3].op == WISP_GOP_MATMUL && n[3].in == WISP_ACT_MID && n[3].out == WISP_ACT_X && n[3].accumulate &&
@@ -33,6 +45,8 @@ static const wisp_gnode *match_layer(const wisp_graph *g, int i, int l) {
            n[5].op == WISP_GOP_MATMUL && n[5].in == WISP_ACT_XN && n[5].out == WISP_ACT_BIG && !n[5].accumulate &&
            n[5].rows == 2 * g->ffn && n[6].op == WISP_GOP_SWIGLU && n[6].cols == g->ffn &&
            n[7].op == WISP_GOP_MATMUL && n[7].in == WISP_ACT_MID && n[7].out == WISP_ACT_X && n[7].accumulate;
+  /* the persistent phases rope with the one table, scale by 1/sqrt(D) and see every key */
+  ok = ok && !n[2].window && !n[2].rope_local && g->attn_scale == 0;
   return ok ? &n[2] : NULL;
 }
 
@@ -76,8 +90,7 @@ static int mix_kind(wisp_gop op) {
 }
 
 wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state *s, wisp_decode_graph *out) {
-  if (g->n_layers <= 0 || g->n_layers > WISP_GRAPH_MAX_LAYERS || g->n_nodes != 8 * g->n_layers)
-    return WISP_EUNSUPPORTED;
+  if (g->n_layers <= 0 || g->n_layers > WISP_GRAPH_MAX_LAYERS) return WISP_EUNSUPPORTED;
   wisp_decode_graph *d = out;
   memset(d, 0, sizeof *d);
   d->n_layers = g->n_layers, d->hidden = g->hidden, d->ffn = g->ffn, d->vocab = g->vocab;
@@ -87,15 +100,20 @@ wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state 
   d->lin_k_dim = g->lin_k_dim, d->lin_v_dim = g->lin_v_dim, d->eps = g->eps;
   d->embed = g->embed, d->head = g->head, d->final_norm = g->final_norm;
   d->rope_cos = g->rope_cos, d->rope_sin = g->rope_sin;
+  int at = 0;
   for (int l = 0; l < g->n_layers; l++) {
-    const wisp_gnode *m = match_layer(g, 8 * l, l);
+    int len;
+    const wisp_gnode *bias;
+    const wisp_gnode *m = match_layer(g, at, l, &len, &bias);
     if (!m) return WISP_EUNSUPPORTED;
     const wisp_gnode *n = m - 2;
     wisp_graph_layer *G = &d->layers[l];
     G->mixer = mix_kind(m->op);
     G->attention = G->mixer == WISP_MIX_ATTENTION || G->mixer == WISP_MIX_ATTENTION_GATED;
-    G->op_norm = n[0].w;
-    G->in = n[1].W;
+    G->op_norm = g->nodes[at].w;
+    G->in = g->nodes[at + 1].W;
+    G->in_bias = bias ? bias->w : NULL;
+    at += len;
     G->out = n[3].W;
     G->ffn_norm = n[4].w;
     G->gate_up = n[5].W;
@@ -116,6 +134,7 @@ wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state 
     add_phase(d, WISP_STAGE_NORM_FFN, WISP_WORK_FFN, l);
     add_phase(d, WISP_STAGE_H, WISP_WORK_DOWN, l);
   }
+  if (at != g->n_nodes) return WISP_EUNSUPPORTED;
   add_phase(d, WISP_STAGE_NORM_FINAL, WISP_WORK_HEAD, g->n_layers - 1);
   d->phases[0].stage = WISP_STAGE_EMBED; /* the first layer's norm reads the embedding row */
   return WISP_OK;

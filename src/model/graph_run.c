@@ -18,7 +18,9 @@ wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be) {
   for (int i = 0; i < g->n_nodes; i++) {
     wisp_gnode *n = &g->nodes[i];
     /* attention_gated and gated_deltanet are the backend's optional ops */
-    if ((n->op == WISP_GOP_ATTENTION_GATED && !be->attention_gated) || (n->op == WISP_GOP_DELTANET && !be->gated_deltanet))
+    if ((n->op == WISP_GOP_ATTENTION_GATED && !be->attention_gated) || (n->op == WISP_GOP_DELTANET && !be->gated_deltanet) ||
+        (n->op == WISP_GOP_GEGLU && !be->geglu) || (n->op == WISP_GOP_ADD_BIAS && !be->add_bias) ||
+        (n->op == WISP_GOP_ADD && !be->add) || (n->op == WISP_GOP_SCALE && !be->scale))
       return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' lacks op '%s', which this model's graph needs", be->name,
                        wisp_gop_name(n->op));
     if (n->op == WISP_GOP_MATMUL && (st = be->prepare_matrix(be, n->W))) return st;
@@ -39,7 +41,8 @@ wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be) {
     return st;
   }
   if ((st = prepare_vec(be, g->final_norm)) || (st = prepare_vec(be, g->rope_cos)) ||
-      (st = prepare_vec(be, g->rope_sin)))
+      (st = prepare_vec(be, g->rope_sin)) || (st = prepare_vec(be, g->rope_cos_local)) ||
+      (st = prepare_vec(be, g->rope_sin_local)))
     return st;
   return WISP_OK;
 }
@@ -59,8 +62,11 @@ static void mixer_args_of(const wisp_graph *g, const wisp_gnode *n, const wisp_g
   if (n->op == WISP_GOP_ATTENTION)
     m->attention = (wisp_attention_args){.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads,
                                          .kv_heads = g->kv_heads, .head_dim = g->head_dim, .q_norm = n->q_norm,
-                                         .k_norm = n->k_norm, .eps = g->eps, .rope_cos = g->rope_cos,
-                                         .rope_sin = g->rope_sin, .k_cache = m0, .v_cache = m1, .out = out};
+                                         .k_norm = n->k_norm, .eps = g->eps,
+                                         .rope_cos = n->rope_local ? g->rope_cos_local : g->rope_cos,
+                                         .rope_sin = n->rope_local ? g->rope_sin_local : g->rope_sin,
+                                         .k_cache = m0, .v_cache = m1, .out = out, .scale = g->attn_scale,
+                                         .window = n->window};
   else if (n->op == WISP_GOP_ATTENTION_GATED)
     m->gated = (wisp_gated_attention_args){.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads,
                                            .kv_heads = g->kv_heads, .head_dim = g->head_dim,
@@ -167,7 +173,9 @@ static int run_mixer_rows(const wisp_graph *g, const wisp_gnode *n, wisp_backend
   if (n->op == WISP_GOP_ATTENTION) {
     wisp_attention_args a = {.qkv = in, .n = rows->n, .heads = g->heads, .kv_heads = g->kv_heads,
                              .head_dim = g->head_dim, .q_norm = n->q_norm, .k_norm = n->k_norm, .eps = g->eps,
-                             .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .out = out};
+                             .rope_cos = n->rope_local ? g->rope_cos_local : g->rope_cos,
+                             .rope_sin = n->rope_local ? g->rope_sin_local : g->rope_sin, .out = out,
+                             .scale = g->attn_scale, .window = n->window};
     return be->attention_rows && be->attention_rows(be, &a, &mr);
   }
   if (n->op == WISP_GOP_ATTENTION_GATED) {
@@ -221,6 +229,10 @@ static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be
         break;
       case WISP_GOP_MATMUL: wisp_model_matmul(be, nd->W, in, n, out, nd->accumulate, rows); break;
       case WISP_GOP_SWIGLU: be->swiglu(be, in, n, nd->cols, out); break;
+      case WISP_GOP_GEGLU: be->geglu(be, in, n, nd->cols, out); break;
+      case WISP_GOP_ADD_BIAS: be->add_bias(be, out, nd->w, n); break;
+      case WISP_GOP_ADD: be->add(be, out, in, (size_t)n * nd->cols); break;
+      case WISP_GOP_SCALE: be->scale(be, out, (size_t)n * nd->cols, nd->scale); break;
       default:
         if (segs) { /* each segment's rows through its own sequence's mixer */
           size_t off = 0;

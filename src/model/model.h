@@ -44,5 +44,7 @@ typedef struct wisp_arch {
 const wisp_arch *wisp_arch_find(const char *name);
 extern const wisp_arch wisp_arch_lfm2;
 extern const wisp_arch wisp_arch_qwen3_5;
+extern const wisp_arch wisp_arch_qwen2;
+extern const wisp_arch wisp_arch_gemma3;
 
 #endif

@@ -3,7 +3,7 @@
 
 #include "model/model.h"
 
-static const wisp_arch *const k_archs[] = {&wisp_arch_lfm2, &wisp_arch_qwen3_5};
+static const wisp_arch *const k_archs[] = {&wisp_arch_lfm2, &wisp_arch_qwen3_5, &wisp_arch_qwen2, &wisp_arch_gemma3};
 
 const wisp_arch *wisp_arch_find(const char *name) {
   for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)

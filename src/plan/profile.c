@@ -105,7 +105,9 @@ static const char *const k_wisp_ops[] = {"embed", "rmsnorm", "matmul", "shortcon
                                             that plan resolution maps onto them for qwen3_5 (plan.c) */
                                          "attention_gated", "gated_deltanet", "lin.in_proj", "lin.out_proj",
                                          "lin.in_proj.norm", "lin.core", "q_proj", "k_proj", "v_proj", "o_proj",
-                                         "gate_proj", "up_proj", "down_proj", NULL};
+                                         "gate_proj", "up_proj", "down_proj",
+                                         /* the row ops of Qwen2 and Gemma 3 */
+                                         "geglu", "add_bias", "add", "scale", NULL};
 
 static wisp_status warn(wisp_profile *p, const char *fmt, const char *file, const char *path, const char *val) {
   char buf[768];

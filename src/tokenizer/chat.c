@@ -93,7 +93,8 @@ wisp_status wisp_chat_info_from_json(const cJSON *cfg, const cJSON *gen, const c
    * list can never crowd them out. */
   const char *eos_tok = wisp_chat_token_field(cfg, "eos_token");
   if (eos_tok) add_stop(out, wisp_tokenizer_token_id(t, eos_tok));
-  add_stop(out, wisp_tokenizer_token_id(t, "<|im_end|>"));
+  add_stop(out, wisp_tokenizer_token_id(t, "<|im_end|>"));   /* ChatML (Qwen) */
+  add_stop(out, wisp_tokenizer_token_id(t, "<end_of_turn>")); /* Gemma's turn end, where its files name only <eos> */
   const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
   if (!eos || cJSON_IsNull(eos)) return WISP_OK;
   if (!cJSON_IsArray(eos)) return take_eos(out, eos, gen_label);

@@ -3,7 +3,7 @@
  * label for the template's family (LFM2, Qwen, ChatML, or none of those:
  * shown to people, rendering does not depend on it), and the stop tokens:
  * generation_config.json eos_token_id (int or list), tokenizer_config.json
- * eos_token, and <|im_end|>. */
+ * eos_token, and <|im_end|> and <end_of_turn> where the vocabulary has them. */
 #ifndef WISP_CHAT_H
 #define WISP_CHAT_H
 

@@ -87,16 +87,6 @@ static void attn_prep_tokens(void *ctx, int t0, int t1) {
  * product before it, spread over every core's cache: see wisp_cpu_channel_grain). */
 static void attn_prep_heads(void *ctx, int h0, int h1) { attn_prep_heads_of(ctx, 0, h0, h1); }
 
-/* o = sum over positions p < n of w[p] * inv * (value row p of KV head
- * kvh), added in position order from zero (wsum), from an f32 or f16
- * cache; wsum fetches the rows, a cache stride apart, ahead. */
-static void weighted_values(const wisp_cpu_kernels *k, const wisp_buf *v, int kvh, int KVH, int D, const float *w, int n,
-                            float inv, float *o) {
-  const size_t row = (size_t)KVH * D;
-  if (v->f16) k->wsum_f16(o, w, inv, n, halves(v) + (size_t)kvh * D, row, D);
-  else k->wsum_f32(o, w, inv, n, v->data + (size_t)kvh * D, row, D);
-}
-
 /* Attention proper: a task is a few query heads of one KV head (a group
  * reads the same cached keys and values, so they are read from memory once
  * a group instead of once a head) over a run of tokens, so that a prefill
@@ -118,20 +108,26 @@ static void attn_head_token(const attn_job *j, int h, int t, float *scores) {
   const int pos = a->pos0 + t;
   const wisp_cpu_kernels *k = j->c->k;
   const float *q = j->c->qbuf + ((size_t)t * a->heads + h) * D;
-  const float scale = 1.0f / sqrtf((float)D);
-  if (a->k_cache->f16) k->dots_f16(q, halves(a->k_cache) + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, scale, scores);
-  else k->dots_f32(q, a->k_cache->data + (size_t)kvh * D, (size_t)KVH * D, pos + 1, D, scale, scores);
+  const float scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
+  /* the keys lo..pos: all of them, or the last `window` (a sliding window) */
+  const int lo = a->window > 0 && pos + 1 > a->window ? pos + 1 - a->window : 0, cnt = pos + 1 - lo;
+  const size_t row = (size_t)KVH * D, first = (size_t)lo * row + (size_t)kvh * D;
+  if (a->k_cache->f16) k->dots_f16(q, halves(a->k_cache) + first, row, cnt, D, scale, scores);
+  else k->dots_f32(q, a->k_cache->data + first, row, cnt, D, scale, scores);
   float mx = -INFINITY;
-  for (int p = 0; p <= pos; p++)
+  for (int p = 0; p < cnt; p++)
     if (scores[p] > mx) mx = scores[p];
   double sum = 0;
-  for (int p = 0; p <= pos; p++) {
+  for (int p = 0; p < cnt; p++) {
     scores[p] = expf(scores[p] - mx);
     sum += scores[p];
   }
   float inv = (float)(1.0 / sum);
   float *o = a->out->data + ((size_t)t * a->heads + h) * D;
-  weighted_values(k, a->v_cache, kvh, KVH, D, scores, pos + 1, inv, o);
+  /* o = sum of scores[p] * inv * value row lo + p, added in position order
+   * from zero (wsum), from an f32 or f16 cache; wsum fetches the rows ahead */
+  if (a->v_cache->f16) k->wsum_f16(o, scores, inv, cnt, halves(a->v_cache) + first, row, D);
+  else k->wsum_f32(o, scores, inv, cnt, a->v_cache->data + first, row, D);
   if (j->gate) { /* out *= sigmoid(gate) */
     const float *g = j->gate + (size_t)t * j->gate_row + (size_t)h * 2 * D + D;
     for (int i = 0; i < D; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));

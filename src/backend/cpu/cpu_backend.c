@@ -937,6 +937,7 @@ wisp_status wisp_cpu_backend_new(int threads, wisp_backend **out) {
       .sync = cpu_sync,
       .destroy = cpu_destroy,
   };
+  wisp_cpu_rowops_install(&c->base);
   *out = &c->base;
   return WISP_OK;
 }

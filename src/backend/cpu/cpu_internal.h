@@ -112,6 +112,9 @@ void wisp_cpu_run_ranges(cpu_backend *c, int n, int grain, range_fn fn, void *ct
 /* Channels a task for a mixer over n tokens of dim channels (cpu_shortconv.c). */
 int wisp_cpu_channel_grain(const cpu_backend *c, int n, int dim);
 
+/* The row ops (backend.h geglu, add_bias, add, scale; cpu_rowops.c) into the vtable. */
+void wisp_cpu_rowops_install(wisp_backend *be);
+
 /* The mixers (backend.h), one file each. */
 void wisp_cpu_shortconv(wisp_backend *be, const wisp_buf *bcx, const wisp_vector *taps, int L, int n, int dim,
                         wisp_buf *state, wisp_buf *out);

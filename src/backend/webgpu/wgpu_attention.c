@@ -44,7 +44,11 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
   /* Flash-decoding: one token over more than one 64-key tile is split over
    * up to max_splits workgroups per head, merged by attn_combine. */
   const int dec = a->n == 1 && g->attn_fuse; /* attn_decode.wgsl: KT-key tiles */
-  const uint32_t ntile = (uint32_t)(a->pos0 + a->n - 1) / (dec ? ATTN_DEC_KT : ATTN_WG) + 1;
+  /* a sliding window: the decode kernel's tiles cover only the window's keys */
+  const int keys = dec && a->window > 0 && a->pos0 + 1 > a->window ? a->window : a->pos0 + a->n;
+  const uint32_t ntile = (uint32_t)(keys - 1) / (dec ? ATTN_DEC_KT : ATTN_WG) + 1;
+  const float scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
+  const uint32_t win = a->window > 0 ? (uint32_t)a->window : 0;
   uint32_t tps = 0xFFFFFFFFu;
   const uint32_t rule = wisp_wgpu_split_rule(g), most = wisp_wgpu_split_most(rule);
   const uint32_t splits = a->n == 1 ? wisp_wgpu_key_splits(ntile, rule, &tps) : 1;
@@ -65,8 +69,8 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
     struct {
       uint32_t pos, H, KVH, D;
       float eps, scale;
-      uint32_t splits, tps;
-    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, 1.0f / sqrtf((float)D), splits, tps};
+      uint32_t splits, tps, win, pad[3];
+    } pd = {(uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, scale, splits, tps, win, {0, 0, 0}};
     wisp_wgpu_binding bd[9] = {whole(a->qkv->g.b),     whole(qnb),             whole(knb),
                                whole(cs->g.b),         whole(sn->g.b),         bind_of(a->k_cache),
                                bind_of(a->v_cache),    whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
@@ -85,15 +89,16 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
     struct {
       uint32_t n, pos0, H, KVH, D;
       float scale;
-      uint32_t splits, tps;
-    } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, 1.0f / sqrtf((float)D),
-            splits, tps};
+      uint32_t splits, tps, win, pad[3];
+    } pf = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, scale, splits, tps, win,
+            {0, 0, 0}};
     wisp_wgpu_binding bf[5] = {whole(g->qbuf.b), bind_of(a->k_cache), bind_of(a->v_cache), whole(a->out->g.b),
                                whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
-    if (splits == 1 && wisp_wgpu_attn_tiled(g, g->qbuf.b, bind_of(a->k_cache), bind_of(a->v_cache), a->out->g.b, a->n,
-                                            a->pos0, H, KVH, D)) {
-      /* attn_flash_tiled.wgsl (tuning attnPrefill=2): recorded */
-    } else if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill == 1 &&
+    if (splits == 1 && !win && scale == 1.0f / sqrtf((float)D) &&
+        wisp_wgpu_attn_tiled(g, g->qbuf.b, bind_of(a->k_cache), bind_of(a->v_cache), a->out->g.b, a->n, a->pos0, H,
+                             KVH, D)) {
+      /* attn_flash_tiled.wgsl (tuning attnPrefill=2; every key, the default scale): recorded */
+    } else if (splits == 1 && a->n > 1 && D <= ATTN_PREFILL_MAXD && g->attn_prefill == 1 && !win &&
         (uint64_t)ATTN_PREFILL_KT * ATTN_PREFILL_MAXD * 8 <= g->d->info.max_compute_workgroup_storage_size) {
       /* attn_prefill.wgsl: a workgroup per 64 query tokens of a head sharing key/value tiles */
       wisp_wgpu_const cp[3] = {{"QB", ATTN_PREFILL_QB}, {"KT", ATTN_PREFILL_KT}, {"KV16", g->kv16 ? 1 : 0}};
@@ -139,8 +144,9 @@ static uint32_t attn_splits_at(const wgpu_backend *g, int pos, uint32_t *tps) {
 static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, const wisp_mixer_rows *rows) {
   wgpu_backend *g = as_g(be);
   const int D = a->head_dim, H = a->heads, KVH = a->kv_heads;
+  /* a sliding window's rows run one by one (the rows kernels split every key) */
   if (!g->attn_fuse || rows->n < 1 || rows->n > WISP_WGPU_MIX_ROWS || D <= 0 || D % (g->kv16 ? 8 : 4) || D > 256 ||
-      KVH <= 0 || H % KVH)
+      KVH <= 0 || H % KVH || a->window > 0)
     return 0;
   wisp_wgpu_state_op(be);
   wvec *qn = a->q_norm ? wisp_wgpu_need_vec(g, a->q_norm) : NULL, *kn = a->k_norm ? wisp_wgpu_need_vec(g, a->k_norm) : NULL;
@@ -164,7 +170,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
   struct {
     uint32_t H, KVH, D, count;
     float eps, scale;
-    uint32_t max_splits, pad;
+    uint32_t max_splits, win;
     uint32_t rows[WISP_WGPU_MIX_ROWS][4];
   } p;
   struct {
@@ -180,7 +186,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
     p.KVH = (uint32_t)KVH;
     p.D = (uint32_t)D;
     p.eps = a->eps;
-    p.scale = 1.0f / sqrtf((float)D);
+    p.scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
     p.max_splits = rule;
     uint32_t z = 1;
     for (uint32_t i = 0; i < p.count; i++) {

@@ -21,6 +21,7 @@
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
 #include "backend/webgpu/wgpu_products_tiled.h"
+#include "backend/webgpu/wgpu_rowops.h"
 #include "backend/webgpu/wgpu_variants.h"
 #include "backend/webgpu/wgpu_sampling.h"
 #include "backend/tuning_defaults.h"
@@ -297,6 +298,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   wisp_wgpu_kv_install(&g->base);
   wisp_wgpu_products_install(&g->base);
   wisp_wgpu_elementwise_install(&g->base);
+  wisp_wgpu_rowops_install(&g->base);
   wisp_wgpu_fused_install(&g->base);
   wisp_wgpu_conv_install(&g->base);
   wisp_wgpu_attention_install(&g->base);

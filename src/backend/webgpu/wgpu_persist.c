@@ -353,6 +353,8 @@ static const char *layer_fits(const wisp_decode_graph *g, const wisp_graph_layer
       !fits(L->down, H, g->ffn))
     return split ? "a layer matrix is not Q4 / Q4_K of the expected shape" : "a layer matrix of another type or shape";
   if (!vec_n(L->op_norm, H) || !vec_n(L->ffn_norm, H) || !L->state) return "a layer lacks a norm or state buffer";
+  if (L->in_bias && (L->mixer != WISP_MIX_ATTENTION || !vec_n(L->in_bias, in_rows(g, L))))
+    return "an in-product bias on a layer other than plain attention, or of another size";
   switch (L->mixer) {
     case WISP_MIX_SHORTCONV:
       if (g->conv_len < 1 || g->conv_len > 16) return "conv length";
@@ -628,6 +630,7 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builde
     if (L->attention) {
       t[19] = put_vec(b, L->q_norm);
       t[20] = put_vec(b, L->k_norm);
+      t[21] = put_vec(b, L->in_bias);
     } else {
       t[19] = put_vec(b, L->taps);
       t[20] = put_vec(b, L->a_log);

@@ -98,6 +98,10 @@ static const known k_known[] = {
      "attention_decode_online_head256_f16kv_output_gate.wgsl"},
     {"gated_deltanet", "wgsl_recurrent", "dn_recur.wgsl"},
     {"swiglu", "wgsl", "swiglu.wgsl"},
+    {"geglu", "wgsl", "rowops.wgsl"},
+    {"add_bias", "wgsl", "rowops.wgsl"},
+    {"add", "wgsl", "rowops.wgsl"},
+    {"scale", "wgsl", "rowops.wgsl"},
     {"sample", "wgsl_device", "sample.wgsl"},
 };
 

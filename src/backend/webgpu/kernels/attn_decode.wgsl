@@ -2,7 +2,7 @@
 // dispatch. For head h (KV head h / (H / KVH)) at position pos:
 //   q = rope(rmsnorm(q_h) * qn), k = rope(rmsnorm(k) * kn), v from the qkv row
 //   (QNORM = 0 / KNORM = 0: q / k not normed, qn / kn bound to placeholders),
-//   out[h] = sum_{j <= pos} softmax_j(scale * q . k_j) v_j,
+//   out[h] = sum_{pos - win < j <= pos} softmax_j(scale * q . k_j) v_j (win 0: every j <= pos),
 // where keys/values j < pos come from the caches and j = pos from the ones
 // just computed (kept in workgroup memory). The last split of the first q
 // head of each KV group also appends k and v to the caches; no workgroup of
@@ -43,6 +43,10 @@ struct Params {
   scale: f32,
   splits: u32,
   tps: u32,
+  win: u32, // sliding window (0: none)
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
 }
 
 @group(0) @binding(9) var<uniform> p: Params;

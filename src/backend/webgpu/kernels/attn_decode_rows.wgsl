@@ -31,7 +31,7 @@ struct Params {
   eps: f32,
   scale: f32,
   max_splits: u32, // the split rule (attn_split.wgsli: wisp_wgpu_split_rule)
-  pad0: u32,
+  win: u32, // sliding window: 0 here (the host runs windowed rows one by one)
   rows: array<vec4<u32>, MAXR>,
 }
 

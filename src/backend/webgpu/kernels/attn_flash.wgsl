@@ -1,7 +1,8 @@
 // Causal grouped-query attention over the KV cache with an online softmax
 // (one pass over the keys, flash-attention style): for token t (position
 // pos0 + t) and head h (KV head h / (H / KVH)),
-//   out[t][h] = sum_{j <= pos} softmax_j(scale * q . k_j) v_j.
+//   out[t][h] = sum_{j <= pos} softmax_j(scale * q . k_j) v_j,
+// over the last win keys only (pos - j < win) when win > 0 (a sliding window).
 // One workgroup per (head, token, split): grid x = H, y = n, z = splits.
 // Keys are taken WG at a time (a tile): each thread scores one key, the
 // tile's max and sum are reduced in workgroup memory, and each thread
@@ -32,6 +33,10 @@ struct Params {
   scale: f32,
   splits: u32,  // 1: write out directly
   tps: u32,     // tiles per split
+  win: u32,     // sliding window (0: none)
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -66,19 +71,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var l = 0.0;
   var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
   let ntile = pos / WG + 1u;
-  let tile0 = wid.z * p.tps;
-  let tile1 = min(ntile, tile0 + p.tps);
+  // a sliding window: the tiles wholly before its first key are skipped
+  var first = 0u;
+  if (p.win > 0u && pos + 1u > p.win) {
+    first = (pos + 1u - p.win) / WG;
+  }
+  let start = wid.z * p.tps; // this split's tiles (tps 0xFFFFFFFF: one split)
+  let tile0 = max(start, first);
+  let tile1 = min(ntile, start + p.tps);
   for (var tile = tile0; tile < tile1; tile++) {
     let j0 = tile * WG;
     let j = j0 + li;
+    let live = j <= pos && (p.win == 0u || pos - j < p.win);
     var s = NEG;
-    if (j <= pos) {
+    if (live) {
       s = qk((j * p.KVH + kvh) * D);
     }
     let mn = max(m, reduce_max(li, s));
     let alpha = exp(m - mn);
     var e = 0.0;
-    if (j <= pos) {
+    if (live) {
       e = exp(s - mn);
     }
     sc[li] = e;

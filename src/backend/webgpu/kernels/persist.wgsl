@@ -93,7 +93,8 @@ fn has_stage(s: u32) -> bool { return (STAGES & (1u << s)) != 0u; }
 // The layer table (wgpu_persist.c, layout): layer l's words at
 // l * LAYER_WORDS. 0 mixer kind; 1 op_norm; 2-5 in, 6-9 out, 10-13 gate_up,
 // 14-17 down (each q, s, z, type: mat()); 18 ffn_norm; 19 conv taps
-// (short conv, DeltaNet) or q_norm; 20 A_log or k_norm; 21 dt_bias; 22 the
+// (short conv, DeltaNet) or q_norm; 20 A_log or k_norm; 21 dt_bias or the
+// attention in-product's bias (q, k, v rows); 22 the
 // gated norm's weight; 23 the conv state / ring or the K cache, 24 the
 // recurrent state or the V cache (arena words); 25 the input product's
 // rows; 26 the output product's columns. NONE where a layer has no such
