@@ -39,6 +39,20 @@ wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out);
  * value in *s, which wisp_engine_backend_settings filled from the plan. */
 void wisp_tuning_over_plan(const wisp_tuning *t, wisp_backend_settings *s);
 
+/* Opening a device, before any plan: the one thing a tuning key sets
+ * there (dawnToggles). Every other key reaches the backend through the
+ * settings object, at configure (wisp_backend_settings.tuning). */
+typedef struct wisp_device_request {
+  const char *dawn_toggles; /* "a:b:..." or NULL; points into the wisp_tuning */
+} wisp_device_request;
+void wisp_tuning_device_request(const wisp_tuning *t, wisp_device_request *out);
+
+/* The caps a plan reads are the device's, less what keys turn off: the
+ * fusions (fuse=0: all of them, fuseArgmax=0: head+argmax; the table marks
+ * them) and AVX2 (cpuScalar=1). The backend is made without keys, so the session applies this to
+ * the caps it reads before it resolves the plan. */
+void wisp_tuning_over_caps(const wisp_tuning *t, wisp_device_caps *caps);
+
 /* The keys for users, comma-separated, into out (cap bytes): the test-only
  * keys (a path forced, a fault injected) are left out of every listing. */
 void wisp_tuning_list(char *out, size_t cap);
