@@ -102,7 +102,8 @@ static void add_cand(tclass *c, const unsigned *v, int nv, int is_default) {
   memset(x, 0, sizeof *x);
   memcpy(x->v, v, sizeof(unsigned) * (size_t)nv);
   x->is_default = is_default;
-  if (nv == 1) snprintf(x->label, sizeof x->label, "%u", v[0]);
+  if (nv == 2 && !v[0] && !v[1]) snprintf(x->label, sizeof x->label, "by-size"); /* matmul's own choice */
+  else if (nv == 1) snprintf(x->label, sizeof x->label, "%u", v[0]);
   else if (nv == 2) snprintf(x->label, sizeof x->label, "%ux%u", v[0], v[1]);
   else snprintf(x->label, sizeof x->label, "%ux%ux%ux%ux%u", v[0], v[1], v[2], v[3], v[4]);
 }
@@ -598,9 +599,7 @@ static cJSON *entry_json(const tuner *T) {
       cJSON *p = cJSON_CreateObject();
       cJSON_AddStringToObject(p, "shape", c->shape);
       cJSON_AddStringToObject(p, "variant", c->variant);
-      cJSON_AddNumberToObject(p, "tileM", b->v[0]);
-      cJSON_AddNumberToObject(p, "tileN", b->v[1]);
-      if (c->i8) cJSON_AddStringToObject(p, "matmulI8", b->label);
+      cJSON_AddStringToObject(p, "tile", b->label); /* TMxTN (by-size: matmul's own), or TMxTNxRMxRNxKB */
       cJSON_AddItemToArray(pre, p);
     }
   }

@@ -130,9 +130,7 @@ static wisp_status check_entry(const cJSON *e, const char *where, int i) {
   for (const cJSON *x = p ? p->child : NULL; x; x = x->next, j++) {
     wisp_path(sub, sizeof sub, "%s.prefill[%d]", path, j);
     if (!cJSON_IsObject(x)) return wisp_fail(WISP_EFORMAT, "%s: %s: expected an object", where, sub);
-    if ((st = need_string(x, "shape", where, sub)) || (st = need_uint(x, "tileM", 1, 1024, where, sub)) ||
-        (st = need_uint(x, "tileN", 1, 1024, where, sub)))
-      return st;
+    if ((st = need_string(x, "shape", where, sub)) || (st = need_string(x, "tile", where, sub))) return st;
   }
   return WISP_OK;
 }

@@ -206,12 +206,13 @@ static wisp_status g_configure(wisp_backend *be, const wisp_backend_settings *s)
   if (s->matvec_wg >= 1 && s->matvec_rows >= 1 && matvec_fits(g, (uint32_t)s->matvec_wg, (uint32_t)s->matvec_rows))
     g->mv_wg = (uint32_t)s->matvec_wg, g->mv_rows = (uint32_t)s->matvec_rows;
   /* The plan's prefill tiles (a tuned entry), where matmul.wgsl takes them
-   * (multiples of 4, (TM/4)(TN/4) threads within the limit) and no tuning
-   * key gave another; the integer product checks its own at first use. */
-  const uint32_t tm = (uint32_t)s->prefill_tm, tn = (uint32_t)s->prefill_tn;
-  if (tm >= 4 && tn >= 4 && !(tm % 4) && !(tn % 4) && (tm / 4) * (tn / 4) <= g->d->info.max_compute_invocations_per_workgroup &&
-      !wisp_tuning_given(&g->opts, "matmul"))
-    g->mm_tm = tm, g->mm_tn = tn;
+   * (matmul_tiles_ok, as at creation) and no tuning key gave another; the
+   * integer product checks its own at first use. */
+  if (s->prefill_tm > 0 && s->prefill_tn > 0 && !wisp_tuning_given(&g->opts, "matmul")) {
+    const uint32_t tm = g->mm_tm, tn = g->mm_tn;
+    g->mm_tm = (uint32_t)s->prefill_tm, g->mm_tn = (uint32_t)s->prefill_tn;
+    if (!matmul_tiles_ok(g)) g->mm_tm = tm, g->mm_tn = tn;
+  }
   if (s->prefill_i8[0] > 0 && !wisp_tuning_given(&g->opts, "matmulI8"))
     for (int i = 0; i < 5; i++) g->opts.i8_geometry[i] = (uint32_t)s->prefill_i8[i];
   g->set = *s;
