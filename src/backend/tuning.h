@@ -15,7 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/tuning_defaults.h"
-#include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_options.h" /* the webgpu keys' fields */
 #include "wisp.h"
 
 typedef struct wisp_tuning {

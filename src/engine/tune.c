@@ -416,9 +416,10 @@ static wisp_status rig_make(tuner *T, const tclass *c, const cand *x, rig *r) {
   /* The candidate's geometry as a session's tuning string gives it, through
    * the one settings object; persist=0: single products and attentions. */
   char keys[128] = "persist=0";
-  if (c->kind == K_PREFILL && c->i8)
+  /* (a geometry of 0s: the kernel's own choice, no key) */
+  if (c->kind == K_PREFILL && c->i8 && x->v[0])
     snprintf(keys, sizeof keys, "persist=0,matmulI8=%ux%ux%ux%ux%u", x->v[0], x->v[1], x->v[2], x->v[3], x->v[4]);
-  if (c->kind == K_PREFILL && !c->i8) snprintf(keys, sizeof keys, "persist=0,matmul=%ux%u", x->v[0], x->v[1]);
+  if (c->kind == K_PREFILL && !c->i8 && x->v[0]) snprintf(keys, sizeof keys, "persist=0,matmul=%ux%u", x->v[0], x->v[1]);
   wisp_tuning t;
   wisp_status st = wisp_tuning_parse(keys, &t);
   if (!st) st = wisp_bench_backend_new(T->dev, &r->be);
