@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/tuning.h"
+#include "backend/tuning_fields.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "engine/engine.h"
 #include "fixtures.h"

@@ -1,6 +1,7 @@
 /* The session tuning string (tuning.h): one table of every key, what it
  * sets and the values it takes. */
 #include "backend/tuning.h"
+#include "backend/tuning_fields.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -227,6 +228,25 @@ wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out) {
     if (st) return st;
   }
   return WISP_OK;
+}
+
+wisp_status wisp_tuning_new(const char *text, wisp_tuning **out) {
+  *out = malloc(sizeof **out);
+  if (!*out) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = wisp_tuning_parse(text, *out);
+  if (st) {
+    free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+void wisp_tuning_free(wisp_tuning *t) { free(t); }
+
+void wisp_tuning_session(const wisp_tuning *t, wisp_tuning_session_keys *out) {
+  out->prefill_chunk = t->prefill_chunk;
+  out->decode_kick = t->decode_kick;
+  out->kv_fixed = t->kv_fixed;
 }
 
 /* Values the key's default writes: matmulI8's five, a pair's two, else one. */

@@ -420,16 +420,19 @@ static wisp_status rig_make(tuner *T, const tclass *c, const cand *x, rig *r) {
   if (c->kind == K_PREFILL && c->i8 && x->v[0])
     snprintf(keys, sizeof keys, "persist=0,matmulI8=%ux%ux%ux%ux%u", x->v[0], x->v[1], x->v[2], x->v[3], x->v[4]);
   if (c->kind == K_PREFILL && !c->i8 && x->v[0]) snprintf(keys, sizeof keys, "persist=0,matmul=%ux%u", x->v[0], x->v[1]);
-  wisp_tuning t;
-  wisp_status st = wisp_tuning_parse(keys, &t);
+  wisp_tuning *t = NULL;
+  wisp_status st = wisp_tuning_new(keys, &t);
   if (!st) st = wisp_bench_backend_new(T->dev, &r->be);
+  if (!st) {
+    wisp_backend_settings s;
+    wisp_backend_settings_default(&s);
+    if (c->kind == K_ATTN) s.flash_blocks = (int)x->v[0];
+    s.tuning = t;
+    if (r->be->configure) st = r->be->configure(r->be, &s);
+  }
+  wisp_tuning_free(t);
   if (st) return st;
   wisp_backend *be = r->be;
-  wisp_backend_settings s;
-  wisp_backend_settings_default(&s);
-  if (c->kind == K_ATTN) s.flash_blocks = (int)x->v[0];
-  s.tuning = &t;
-  if (be->configure && (st = be->configure(be, &s))) return st;
   if (c->kind == K_ATTN) {
     const wisp_model_shape *m = &T->shape;
     const int P = c->positions, D = m->head_dim, H = m->heads, KV = m->kv_heads;
