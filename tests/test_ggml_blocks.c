@@ -289,6 +289,64 @@ TEST(ggml_blocks_cpu_backend) {
   }
 }
 
+/* y = W x on the CPU backend with one variant for both phases. */
+static int cpu_product(wisp_matrix *m, const char *variant, const float *x, int n, float *y) {
+  for (int ph = 0; ph < 2; ph++) snprintf(m->choice[ph].variant, sizeof m->choice[ph].variant, "%s", variant);
+  wisp_backend *be = NULL;
+  if (wisp_cpu_backend_new(2, &be) != WISP_OK) return 0;
+  int ok = be->prepare_matrix(be, m) == WISP_OK;
+  wisp_buf *bx = be->buf_new(be, (size_t)n * m->cols), *by = be->buf_new(be, (size_t)n * m->rows);
+  if (ok && bx && by) {
+    be->buf_write(be, bx, 0, (size_t)n * m->cols, x);
+    be->matmul(be, m, bx, 0, n, by, 0);
+    be->buf_read(be, by, 0, (size_t)n * m->rows, y);
+    ok = be->sync(be) == WISP_OK;
+  } else {
+    ok = 0;
+  }
+  if (bx) be->buf_free(be, bx);
+  if (by) be->buf_free(be, by);
+  be->destroy(be);
+  return ok;
+}
+
+/* Q4_0's integer product reads the file's blocks as wisp Q4 (nibbles put
+ * in Q4's order, the f16 scales as stored): the very numbers of the same
+ * values stored as Q4 (f32 scales = the f16 widened) through q4_i8, one
+ * token and several, bit for bit. */
+TEST(ggml_blocks_q4_0_i8_is_q4_i8) {
+  const blk_type *bt = NULL;
+  for (int t = 0; t < N_TYPES; t++)
+    if (k_types[t].type == WISP_W_Q4_0) bt = &k_types[t];
+  CHECK(bt != NULL);
+  const int R = 37, C = 96, N = 5, nb = C / 32;
+  uint8_t *bytes = random_matrix(bt, R, C, 4242), *nib = malloc((size_t)R * C / 2);
+  float *scales = malloc(sizeof(float) * (size_t)R * nb), *x = malloc(sizeof(float) * (size_t)N * C);
+  float *y0 = malloc(sizeof(float) * (size_t)N * R), *y1 = malloc(sizeof(float) * (size_t)N * R);
+  CHECK(bytes && nib && scales && x && y0 && y1);
+  for (int b = 0; b < R * nb; b++) {
+    const uint8_t *blk = bytes + (size_t)b * 18;
+    scales[b] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    for (int k = 0; k < 16; k++) { /* Q4: elements 2k, 2k+1 in byte k */
+      const int e0 = 2 * k, e1 = 2 * k + 1;
+      const int q0 = e0 < 16 ? blk[2 + e0] & 15 : blk[2 + e0 - 16] >> 4, q1 = e1 < 16 ? blk[2 + e1] & 15 : blk[2 + e1 - 16] >> 4;
+      nib[(size_t)b * 16 + k] = (uint8_t)(q0 | q1 << 4);
+    }
+  }
+  uint64_t seed = 77;
+  for (int i = 0; i < N * C; i++) x[i] = (float)((int)(next_u32(&seed) % 2001) - 1000) / 1000.0f;
+  for (int n = 1; n <= N; n += N - 1) {
+    wisp_matrix q40 = {.type = WISP_W_Q4_0, .rows = R, .cols = C, .q = bytes};
+    wisp_matrix q4 = {.type = WISP_W_Q4, .rows = R, .cols = C, .q = nib, .scales = scales};
+    CHECKF(cpu_product(&q40, "q4_0_i8", x, n, y0), "q4_0_i8: %s", wisp_last_error());
+    CHECKF(cpu_product(&q4, "q4_i8", x, n, y1), "q4_i8: %s", wisp_last_error());
+    int differ = 0;
+    for (int i = 0; i < n * R; i++) differ += memcmp(&y0[i], &y1[i], sizeof(float)) != 0;
+    CHECKF(differ == 0, "%d tokens: %d of %d outputs differ between q4_0_i8 and q4_i8", n, differ, n * R);
+  }
+  free(bytes), free(nib), free(scales), free(x), free(y0), free(y1);
+}
+
 TEST(webgpu_ggml_blocks_products) {
   WEBGPU_OR_SKIP(d);
   /* the plain kernels, then the subgroup ones where the device has them */

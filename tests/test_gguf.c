@@ -161,7 +161,7 @@ TEST(gguf_bad_input_each_one_clear_line) {
   bad_case("offset", g.b, n, "runs past the end of the file", &ok);
   CHECK(ok);
   n = make_gguf(&g, 3, 99, 0, 128);
-  bad_case("type", g.b, n, "has ggml type 99, which wisp cannot read", &ok);
+  bad_case("type", g.b, n, "has ggml type 99 (not a ggml type), which wisp cannot read", &ok);
   CHECK(ok);
   n = make_gguf(&g, 3, 0, 0, 128);
   bad_case("arch", g.b, n, "missing string metadata 'general.architecture'", &ok);

@@ -372,3 +372,8 @@ TEST(server_local_page_files) {
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
     CHECKF(srv_local_file(refused[i], path, sizeof path, &type, &why) == -1, "%s was served", refused[i]);
 }
+
+/* The same over HTTP: wisp serve's /local redirect, the page and its files
+ * with their types and build/wasm's bytes, 404 for any other name
+ * (tests/server/local_page.mjs). */
+TEST(server_local_page_over_http) { run_node("local_page.mjs", "cpu"); }

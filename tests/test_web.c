@@ -4,7 +4,8 @@
  * adapter are shown, a seeded sampled run and a two-line chat on the page's
  * CPU backend equal the CLI's, a damaged artifact gives the CLI's one-line error,
  * a screenshot is kept as build/test-logs/wasm-page.png, the benchmark's
- * receipt downloads, the seed-shaped synthetic model runs on WebGPU with its
+ * receipt downloads, a seed-shaped synthetic model (four layers, 76 MiB of
+ * weights) runs on WebGPU with its
  * weights streamed (the native greedy tokens, the wasm memory peak under half
  * its weights), and a page without WebGPU runs a GGUF file (the default
  * model exported) with the native greedy text on its cpu backend.
@@ -73,12 +74,14 @@ TEST(web_page_greedy_equals_native) {
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 1, "native plan of the damaged copy: exit %d", rc);
 
-  /* The seed-shaped synthetic model (168 MB of weights), which the page
-   * streams into GPU buffers, and its native greedy tokens. */
+  /* A synthetic model of the seed's shape cut to its first four layers
+   * (76 MiB of weights: the embedding and head whole), which the page
+   * streams into GPU buffers, and its native greedy token. */
   snprintf(cmd, sizeof cmd,
-           "(%s gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o %s/big --seed 1 >/dev/null 2>&1 && "
+           "(node tests/web/seed-layers.mjs assets/lfm2-hybrid-q4.manifest.json 4 >%s/big-like.json && "
+           "%s gen-synthetic --like %s/big-like.json -o %s/big --seed 1 >/dev/null 2>&1 && "
            "%s run --profile exact -m %s/big --backend cpu -p I -n 1 --temp 0 >%s/expect-big.txt 2>/dev/null)",
-           test_wisp_bin(), tmp, test_wisp_bin(), tmp, tmp);
+           tmp, test_wisp_bin(), tmp, tmp, test_wisp_bin(), tmp, tmp);
   rc = test_run(cmd, out, sizeof out);
   CHECKF(rc == 0, "the seed-shaped model and its native run: exit %d: %s", rc, out);
 

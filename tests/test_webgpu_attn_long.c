@@ -287,6 +287,10 @@ TEST(webgpu_attn_long_split_rule) {
            want[i].splits, want[i].tps);
     if (s > 1) CHECKF((s - 1) * tps < want[i].ntile && s * tps >= want[i].ntile, "%u tiles uncovered", want[i].ntile);
   }
+  /* a cap of 1 is no split at any context */
+  g.max_splits = 1;
+  CHECK(wisp_wgpu_split_most(wisp_wgpu_split_rule(&g)) == 1);
+  g.max_splits = 32;
   /* without the long part, the cap alone (the rule of a plain max_splits) */
   g.opts.attn_long_tiles = 0;
   uint32_t tps = 0;

@@ -154,6 +154,12 @@ static const char *profile(const char *name, const char *parent, const char *ses
 #define NPROMPT 11
 #define NMEASURE 20 /* one token per submit, positions 11..30: dispatches per token */
 #define NMORE 40    /* the plan's decode loop, crossing 64 positions (flash-decoding splits) */
+#define NNEXT 20    /* with g_next: a second prompt after the decode loop (a prefill after decode steps)... */
+#define NAFTER 4    /* ... and the greedy tokens after it, one eval each */
+
+/* generate's second prompt (the persistent decode's test): a prefill that
+ * must find the states the decode loop left, wherever it kept them. */
+static int g_next;
 
 typedef struct {
   int32_t tokens[1 + NMEASURE + NMORE];
@@ -162,6 +168,7 @@ typedef struct {
   uint64_t dn_split; /* one-token DeltaNet steps through the split decode core (dn_decode + dn_norm) */
   uint64_t sb;       /* products by q4k_sb.wgsl while measuring */
   uint64_t persistent; /* decode steps by the persistent decode (persist.wgsl), all of them */
+  int32_t after[NAFTER]; /* with g_next: the greedy tokens after the second prompt */
   char plan_text[160];
 } gen_result;
 
@@ -204,6 +211,15 @@ static int generate(const char *dir, const char *backend, const char *prof, cons
     r->sb = s1.q4k_superblock - s0.q4k_superblock;
     r->submits_more = s2.submits - s1.submits;
     r->persistent = s2.persistent_steps - s0.persistent_steps;
+    int32_t next[NNEXT];
+    for (int i = 0; i < NNEXT; i++) next[i] = (int32_t)((i * 29 + 3) % V);
+    for (int i = 0; ok && g_next && i < NAFTER; i++) {
+      ok = i ? !wisp_session_eval(s, &r->after[i - 1], 1, lg) : !wisp_session_eval(s, next, NNEXT, lg);
+      int b = 0;
+      for (int k = 1; ok && k < V; k++)
+        if (lg[k] > lg[b]) b = k;
+      r->after[i] = b;
+    }
     if (!ok) snprintf(err, cap, "generate (%s): %s", backend, wisp_last_error());
   } else if (s) {
     snprintf(err, cap, "prompt: %s", wisp_last_error());
@@ -442,10 +458,13 @@ TEST(webgpu_qswitch_superblock_kernel_same_tokens) {
  * workgroup doing every phase; three, whose phases meet at grid barriers and whose attention keys
  * are split three ways past position 64; f16 KV; and a batch whose barrier "gives up"
  * (tuning persistFail=2: its ids void, its conv rings and recurrent states scribbled on),
- * which the decode loop must redo op by op from the states backed up before it. */
+ * which the decode loop must redo op by op from the states backed up before it. After each, a
+ * second prompt (a prefill after the persistent steps: it must see the states they left) and
+ * greedy tokens after it. */
 TEST(webgpu_qwen_persistent_decode_same_tokens) {
   WEBGPU_OR_SKIP(d);
   (void)d;
+  g_next = 1;
   char log[4096] = "", err[600] = "";
   const char *dir = model_dir("qswitch4", k_layers4, 4, log, sizeof log);
   CHECKF(dir, "model: %s", log);
@@ -468,5 +487,10 @@ TEST(webgpu_qwen_persistent_decode_same_tokens) {
     CHECKF(!memcmp(cpu.tokens, run.tokens, sizeof run.tokens), "case %zu: tokens differ from the cpu backend's", c);
     CHECKF(run.persistent == (uint64_t)cases[c].steps, "case %zu: %llu persistent steps, expected %d", c,
            (unsigned long long)run.persistent, cases[c].steps);
+    /* (not case 1: the throughput profile's int8 prefill products give the second prompt other logits) */
+    CHECKF(c == 1 || !memcmp(cpu.after, run.after, sizeof run.after), "case %zu: after a second prompt: %d %d %d %d, cpu %d %d %d %d",
+           c, run.after[0], run.after[1], run.after[2], run.after[3], cpu.after[0], cpu.after[1], cpu.after[2],
+           cpu.after[3]);
   }
+  g_next = 0;
 }

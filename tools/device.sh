@@ -39,12 +39,13 @@
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
-#                                     (default "qwen08 qwen2b"): greedy ids of a long
+#                                     (default "qwen08"; qwen2b in a second call keeps
+#                                     each call within 10 minutes): greedy ids of a long
 #                                     prompt chunked / token by token (dnChunkMin=1000000)
 #                                     / CPU; per-kernel GPU time of a 1,024-token prefill
-#                                     both ways; prefill 512 / 1,024 / 2,048 receipts for
-#                                     dnChunkCols 8, 16, 32 and token by token; the
-#                                     dnChunkMin crossover (prefills of 4..64 tokens)
+#                                     both ways; prefill receipts at PREFILLS (default
+#                                     "512 1024") for dnChunkCols 8, 16, 32 and token by
+#                                     token; the dnChunkMin crossover (prefills of 4..32)
 #   tools/device.sh tune OUT          `wisp tune` against the default in one run: on
 #                                     MODELS (default "seed qwen08") a copy of the
 #                                     artifact is tuned (TUNE_BUDGET seconds, default
@@ -273,7 +274,7 @@ profile() {
 dnchunk() {
   local prompt=$OUT/dnchunk-prompt.txt off=dnChunkMin=1000000 ids t
   seq 1 400 | tr '\n' ' ' > "$prompt" # over a thousand tokens (digits are tokens of their own)
-  for m in ${MODELS:-qwen08 qwen2b}; do
+  for m in ${MODELS:-qwen08}; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
     say "$m: greedy ids of a long prompt"
     for t in chunked $off cpu; do
@@ -302,13 +303,13 @@ dnchunk() {
       echo "-- $t"; head -16 "$OUT/profile-$m-prefill1024-$t.txt"
     done
     say "$m: prefill"
-    for p in 512 1024 2048; do
+    for p in ${PREFILLS:-512 1024}; do
       for t in dnChunkCols=8 dnChunkCols=16 dnChunkCols=32 $off; do
         bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
       done
     done
     say "$m: dnChunkMin crossover"
-    for p in 4 8 16 32 64; do
+    for p in 4 8 16 32; do
       for t in dnChunkMin=1 $off; do
         bench "dnchunk-$m-prefill$p-$t" -m "$a" --backend webgpu --prompt "$p" --decode 4 --tuning "$t"
       done
@@ -433,7 +434,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products|tune)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

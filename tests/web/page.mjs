@@ -12,7 +12,7 @@
 //      the native path of the damaged copy given by --bad-dir);
 //   4. a screenshot of the page is kept (--out DIR/wasm-page.png);
 //   5. the benchmark's receipt downloads, a JSON receipt of the page's run;
-//   6. a larger model (--big DIR: the seed-shaped synthetic model), opened by
+//   6. a larger model (--big DIR: a seed-shaped synthetic model), opened by
 //      URL and read with range requests, runs on WebGPU with its weights
 //      streamed from the URL into GPU buffers: the native CLI's greedy tokens
 //      (--expect-big) with the page's wasm memory peak under half the weights;
@@ -192,7 +192,7 @@ try {
   await page.fill("#url", `${base}/big/`);
   await command(() => page.click("#load-url"));
   if (await page.textContent("#error")) throw new Error("opening the big model: " + (await page.textContent("#error")));
-  // one token from a one-token prompt: SwiftShader takes ~10 s a token of this model
+  // one token from a one-token prompt: SwiftShader takes seconds a token of this model
   await page.fill("#prompt", a["big-prompt"]);
   await page.fill("#n", "1");
   await page.fill("#temp", "0");

@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_blocks.h"
 #include "backend/cpu/cpu_internal.h"
 #include "backend/tuning_defaults.h"
+#include "format/qblocks.h"
 #include "format/quant.h"
 #include "util/err.h"
 
@@ -108,7 +109,19 @@ static const struct {
 /* Types whose integer product reads a Q8_0 copy of the weights made at
  * prepare time (F16, BF16 and the ggml block types other than Q4_K / Q8_0):
  * each row decoded, then rounded by convert's Q8_0 quantizer. */
-static int i8_through_q8_0(const wisp_matrix *m) { return m->type == WISP_W_F16 || wisp_cpu_is_block_type(m->type); }
+static int i8_through_q8_0(const wisp_matrix *m) {
+  return m->type == WISP_W_F16 || (wisp_cpu_is_block_type(m->type) && m->type != WISP_W_Q4_0);
+}
+
+/* Q4_0 takes the Q4 integer product, exactly: a Q4_0 block is a Q4 block
+ * (value d * (q - 8)) with its nibbles in another order and its scale
+ * inline. The copy holds the nibbles in Q4's order and the f16 scales as
+ * stored, the very numbers the Q4 kernels read (no rounding). */
+static int i8_through_q4(const wisp_matrix *m) { return m->type == WISP_W_Q4_0; }
+
+static int copy_kind(const wisp_matrix *m) {
+  return i8_through_q8_0(m) ? I8_COPY_Q8_0 : i8_through_q4(m) ? I8_COPY_Q4 : I8_COPY_SCALES;
+}
 
 /* The index of an integer variant in i8_variants, or -1 for the exact ones. */
 static int i8_variant_index(const char *variant) {
@@ -122,7 +135,7 @@ static int is_i8_variant(const char *variant) { return i8_variant_index(variant)
 /* 1 when W of this variant runs as an integer product. */
 static int runs_i8(const char *variant, const wisp_matrix *W) {
   if (!is_i8_variant(variant)) return 0;
-  if (i8_through_q8_0(W))
+  if (i8_through_q8_0(W) || i8_through_q4(W))
     return i8_variants[i8_variant_index(variant)].type == W->type && W->cols > 0 && W->cols % 32 == 0;
   return wisp_i8_supported(W);
 }
@@ -148,11 +161,13 @@ static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *var
 
 /* The integer products read a copy of F16 matrices (Q8_0 weights) and of
  * Q4 / Q4Z ones (f16 block scales); none of the others. */
-static int needs_i8_copy(const wisp_matrix *m) { return i8_through_q8_0(m) || wisp_i8_needs_f16_scales(m); }
+static int needs_i8_copy(const wisp_matrix *m) {
+  return i8_through_q8_0(m) || i8_through_q4(m) || wisp_i8_needs_f16_scales(m);
+}
 
-/* What m's copy is made from: the f16 weights, or the f32 scales. */
+/* What m's copy is made from: the weights, or the f32 scales. */
 static const void *copy_source(const wisp_matrix *m) {
-  return i8_through_q8_0(m) ? (const void *)m->q : (const void *)m->scales;
+  return copy_kind(m) != I8_COPY_SCALES ? (const void *)m->q : (const void *)m->scales;
 }
 
 /* The entry of this backend's copy for m, or NULL. Keyed by the source's
@@ -161,7 +176,7 @@ static const void *copy_source(const wisp_matrix *m) {
 static i8_copy *find_copy(cpu_backend *c, const wisp_matrix *m) {
   const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
   const void *host = copy_source(m);
-  const int q8 = i8_through_q8_0(m);
+  const int q8 = copy_kind(m);
   for (size_t k = 0; k < c->n_copies; k++) {
     size_t i = (c->copy_next + k) % c->n_copies;
     if (c->copies[i].host == host && c->copies[i].n == n && c->copies[i].q8 == q8) {
@@ -187,9 +202,35 @@ static void q8_copy_task(void *ctx, int task, int thread) {
   wisp_i8_q8_0_of_f16_rows(j->m, r0, r1, j->out, j->c->scratch[thread], j->c->k->row_f32);
 }
 
-/* Fills a copy from m: the Q8_0 rounding of F16 weights, or the f16
- * rounding of Q4 / Q4Z scales. 0 out of memory. */
+/* Rows of a Q4_0 matrix's Q4 copy: Q4_0 keeps element j in the low nibble
+ * of byte j and element j + 16 in its high nibble, Q4 elements 2k and
+ * 2k + 1 in byte k; the f16 scale is copied as it is. */
+static void q4_copy_task(void *ctx, int task, int thread) {
+  (void)thread;
+  const q8_copy_job *j = ctx;
+  const int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < j->m->rows ? r0 + j->rows_per_task : j->m->rows;
+  const size_t nb = (size_t)(j->m->cols / 32), n = (size_t)j->m->rows * nb;
+  uint8_t *nib = j->out, *scales = j->out + 16 * n;
+  for (size_t b = (size_t)r0 * nb; b < (size_t)r1 * nb; b++) {
+    const uint8_t *blk = j->m->q + b * WISP_Q4_0_BYTES;
+    uint8_t e[32];
+    for (int k = 0; k < 16; k++) {
+      e[k] = blk[2 + k] & 15;
+      e[k + 16] = blk[2 + k] >> 4;
+    }
+    for (int k = 0; k < 16; k++) nib[16 * b + k] = (uint8_t)(e[2 * k] | e[2 * k + 1] << 4);
+    memcpy(scales + 2 * b, blk, 2);
+  }
+}
+
+/* Fills a copy from m: the Q8_0 rounding of F16 weights, the Q4 order of
+ * Q4_0 ones, or the f16 rounding of Q4 / Q4Z scales. 0 out of memory. */
 static int fill_copy(cpu_backend *c, const wisp_matrix *m, void *data) {
+  if (i8_through_q4(m)) {
+    q8_copy_job j = {c, m, data, 64};
+    if (m->rows > 0) wisp_pool_run(c->pool, (m->rows + j.rows_per_task - 1) / j.rows_per_task, q4_copy_task, &j);
+    return 1;
+  }
   if (!i8_through_q8_0(m)) {
     wisp_i8_scales_f16(m, data);
     return 1;
@@ -215,8 +256,8 @@ static const void *i8_copy_for(cpu_backend *c, const wisp_matrix *m, int convert
       c->cap_copies = cap;
     }
     const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
-    const int q8 = i8_through_q8_0(m);
-    void *data = malloc((n ? n : 1) * (q8 ? WISP_Q8_0_BYTES : sizeof(uint16_t)));
+    const int q8 = copy_kind(m);
+    void *data = malloc((n ? n : 1) * (q8 == I8_COPY_Q8_0 ? WISP_Q8_0_BYTES : q8 == I8_COPY_Q4 ? 18 : sizeof(uint16_t)));
     if (!data) return NULL;
     e = &c->copies[c->n_copies++];
     *e = (i8_copy){copy_source(m), n, q8, data};
@@ -262,7 +303,7 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   const int i8 = is_i8_variant(m->choice[WISP_PHASE_PREFILL].variant) || is_i8_variant(m->choice[WISP_PHASE_DECODE].variant);
   if (i8 && needs_i8_copy(m) && !i8_copy_for(c, m, 1))
     return wisp_fail(WISP_ENOMEM, "out of memory for the %s of a %dx%d %s matrix",
-                     i8_through_q8_0(m) ? "Q8_0 copy (TYPE_i8)" : "f16 block scales", m->rows, m->cols,
+                     i8_through_q8_0(m) ? "Q8_0 copy (TYPE_i8)" : i8_through_q4(m) ? "Q4 copy (q4_0_i8)" : "f16 block scales", m->rows, m->cols,
                      wisp_wtype_name(m->type));
   return WISP_OK;
 }
@@ -469,8 +510,19 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   }
   /* an F16 matrix runs as its Q8_0 copy */
   wisp_matrix q8;
-  if (i8_through_q8_0(W)) q8 = wisp_i8_q8_0_view(W, copy), W = &q8;
   const uint16_t *s16 = wisp_i8_needs_f16_scales(W) ? copy : NULL;
+  if (i8_through_q8_0(W)) {
+    q8 = wisp_i8_q8_0_view(W, copy), W = &q8;
+  } else if (i8_through_q4(W)) { /* a Q4_0 matrix runs as its Q4 copy */
+    const size_t blocks = (size_t)W->rows * (size_t)(W->cols / 32);
+    q8 = *W;
+    q8.type = WISP_W_Q4;
+    q8.q = copy;
+    q8.scales = NULL;
+    q8.zp = NULL;
+    s16 = (const uint16_t *)((const uint8_t *)copy + 16 * blocks);
+    W = &q8;
+  }
   c->act.layout = wisp_i8_layout_for(W->type, n);
   double t = op_start(c);
   i8_job j = {c, W, s16, x, n, accumulate, 0, 0, y, norm};

@@ -33,14 +33,17 @@ struct wisp_buf {
 
 /* What the integer products of one matrix read in place of its own bytes
  * (cpu_i8.h): the f16 copy of a Q4 / Q4Z matrix's block scales (read
- * instead of its f32 scales), or the Q8_0 copy of an F16 matrix (f16_i8).
- * `host` is what it was made from (the f32 scales, the f16 weights), n the
- * matrix's count of 32-blocks, q8 which of the two it is. */
+ * instead of its f32 scales), the Q8_0 copy of an F16 (or other block
+ * type) matrix (f16_i8, ...), or the Q4 copy of a Q4_0 matrix (q4_0_i8:
+ * its nibbles in wisp Q4's order, then its f16 scales as they are).
+ * `host` is what it was made from (the f32 scales, the weights), n the
+ * matrix's count of 32-blocks, q8 which of the three it is (I8_COPY_*). */
+enum { I8_COPY_SCALES = 0, I8_COPY_Q8_0 = 1, I8_COPY_Q4 = 2 };
 typedef struct {
   const void *host;
   size_t n;
   int q8;
-  void *data; /* uint16_t[n] scales, or n Q8_0 blocks of WISP_Q8_0_BYTES */
+  void *data; /* uint16_t[n] scales; n Q8_0 blocks of WISP_Q8_0_BYTES; or n*16 nibble bytes, then uint16_t[n] scales */
 } i8_copy;
 
 typedef struct {

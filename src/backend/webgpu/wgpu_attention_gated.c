@@ -97,6 +97,7 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
   WGPUBuffer qn = wisp_wgpu_vec_buffer(as_g(be), a->q_norm), kn = qn ? wisp_wgpu_vec_buffer(as_g(be), a->k_norm) : NULL;
   WGPUBuffer cs = kn ? wisp_wgpu_vec_buffer(as_g(be), a->rope_cos) : NULL, sn = cs ? wisp_wgpu_vec_buffer(as_g(be), a->rope_sin) : NULL;
   if (!sn) return;
+  wisp_wgpu_state_op(be); /* the KV caches as the persistent decode left them, and its copies stale */
   if (!wisp_wgpu_scratch(as_g(be), &q->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp gated queries"))
     return;
   const uint32_t max_splits = wisp_wgpu_split_rule(as_g(be)); /* the split rule */

@@ -554,7 +554,8 @@ uint32_t wisp_wgpu_split_rule(const wgpu_backend *g) {
   const uint32_t cap = g->max_splits < 0xFFFu ? g->max_splits : 0xFFFu;
   uint32_t most = g->opts.attn_long_most < 0xFFFu ? g->opts.attn_long_most : 0xFFFu;
   const uint32_t tiles = g->opts.attn_long_tiles < 0xFFu ? g->opts.attn_long_tiles : 0xFFu;
-  if (!tiles || most < cap) most = cap;
+  /* no long part without tiles, below the cap, or when splitting is off (a cap of 1) */
+  if (!tiles || most < cap || cap <= 1) most = cap;
   return cap | most << 12 | (most > cap ? tiles : 0) << 24;
 }
 

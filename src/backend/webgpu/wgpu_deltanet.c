@@ -220,6 +220,8 @@ void wisp_wgpu_deltanet_rec(wisp_backend *be, const wisp_deltanet_args *a, wisp_
   WGPUBuffer taps = wisp_wgpu_vec_buffer(as_g(be), a->conv_taps), al = taps ? wisp_wgpu_vec_buffer(as_g(be), a->a_log) : NULL;
   WGPUBuffer dt = al ? wisp_wgpu_vec_buffer(as_g(be), a->dt_bias) : NULL, nw = dt ? wisp_wgpu_vec_buffer(as_g(be), a->norm) : NULL;
   if (!nw) return;
+  /* the states as the persistent decode left them, and its copies stale */
+  wisp_wgpu_state_op(be);
   /* useLinearAttentionFusedDecodeCore: conv + recurrence + gated norm */
   if (deltanet_decode(be, a, taps, al, dt, nw, tail)) return;
   if (!wisp_wgpu_scratch(as_g(be), &q->cbuf, (uint64_t)a->n * cdim * 4, (uint64_t)(a->n > 64 ? a->n : 64) * cdim * 4, "wisp deltanet conv"))

@@ -710,6 +710,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
       P->nwg = n;
       break;
     }
+    as_g(be)->stats.persistent_gave_up++;
   }
   if (!P->nwg) return WISP_EUNSUPPORTED;
   /* splits per head: the grid's workgroups shared among the heads */
@@ -983,6 +984,7 @@ wisp_status wisp_wgpu_decode_graph_reset(wisp_backend *be, int pos) {
    * states the failed run found (its backup); the arena is void from now. */
   P->out0 = P->end = -1;
   P->failed = 1;
+  as_g(be)->stats.persistent_gave_up++;
   copy_state(be, P, P->gcopy, 0, pos, 0, (uint32_t)r * P->n_conv);
   fprintf(stderr, "wisp: webgpu: the persistent decode's grid barrier gave up on the batch at position %d; decoding "
           "it and the rest of this session op by op\n", pos);
