@@ -35,7 +35,8 @@
 #     KILL) after its runs, on a failed start, and on exit.
 # Environment: OUT, BUDGET, CS, MT, WISP_CORES, WISP_WEIGHTS (artifact or gguf), SERVE_CLIENT (node, the default
 # where node is installed, or python: bench/serve_bench.py), WISP_SERVE_ARGS (default
-# "--backend webgpu --parallel 64 -c 512": wisp's -c is per sequence), LLAMA_ARGS (default "--parallel 64
+# "--backend webgpu --parallel 64 -c 512 --prefill-chunk $WISP_PREFILL": wisp's -c is per sequence), WISP_PREFILL
+# (2048), LLAMA_ARGS (default "--parallel 64
 # -c 32768 -fa on -ngl 99"), MODELS (default "seed qwen08"), LC (the llama.cpp
 # build folder, default /tmp/lcc: kept while the machine stays warm).
 set -uo pipefail
@@ -46,7 +47,10 @@ CS=${CS:-1 8 32 64}
 MT=${MT:-8x5}
 WISP_CORES=${WISP_CORES:-4}
 # wisp's -c is tokens per sequence; llama-server's is shared by its slots (32768 / 64 = 512)
-WISP_SERVE_ARGS=${WISP_SERVE_ARGS:---backend webgpu --parallel 64 -c 512}
+# WISP_PREFILL: prompt tokens a scheduler step, the waiting prompts in one batched prefill (64 prompts of
+# 128 tokens arriving together: 4 steps at 2048, 16 at 512, the scheduler's own default)
+WISP_PREFILL=${WISP_PREFILL:-2048}
+WISP_SERVE_ARGS=${WISP_SERVE_ARGS:---backend webgpu --parallel 64 -c 512 --prefill-chunk $WISP_PREFILL}
 LLAMA_ARGS=${LLAMA_ARGS:---parallel 64 -c 32768 -fa on -ngl 99}
 MODELS=${MODELS:-seed qwen08}
 LC=${LC:-/tmp/lcc}
@@ -184,7 +188,8 @@ wisp_side() {
     fi
     stop_server
     if [ "$m" != default ] && [ "$(left)" -gt 40 ]; then
-      timeout 60 "${PIN[@]}" "$W" bench -m "${ART[$m]}" --backend webgpu --prompt 128 --decode 128 --batch 1 -o "$WORK/wisp-bench-$m.json" > /dev/null 2>&1 &&
+      # the plan's decode loop, as `wisp bench` reports it: the server's C = 1 runs the same loop (run-ahead)
+      timeout 60 "${PIN[@]}" "$W" bench -m "${ART[$m]}" --backend webgpu --prompt 128 --decode 128 -o "$WORK/wisp-bench-$m.json" > /dev/null 2>&1 &&
         note "wisp bench $m decode: $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['decode']['tok_per_s'], 1))" "$WORK/wisp-bench-$m.json") tok/s" ||
         note "wisp bench $m: failed or timed out"
     fi

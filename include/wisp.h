@@ -294,7 +294,8 @@ typedef struct {
   int parallel;      /* sequences decoded together (slots); 0 = 4 */
   int max_queue;     /* requests waiting for a slot before submit refuses (WISP_EBUSY); 0 = 4 x parallel */
   int context;       /* tokens per slot (prompt + reply); 0 = the model's maximum */
-  int prefill_chunk; /* prompt tokens fed per scheduler step beside the decodes; 0 = 512 */
+  int prefill_chunk; /* prompt tokens fed per scheduler step beside the decodes, the waiting prompts'
+                      * segments in one batched prefill; 0 = 512 */
   const char *backend; /* as wisp_session_options */
   const char *profile;
   const char *tuning;
@@ -305,6 +306,14 @@ typedef struct {
    * of a sequence's conv and recurrent state (none for attention-only
    * models), kept where the backend keeps the state (device memory). */
   int snapshots;
+  /* Run-ahead: while one request decodes alone (nothing queued or being
+   * prefilled) and its sampling is on the device (no penalties, no
+   * logprobs), the scheduler runs the decode loop for it (several tokens a
+   * submit, as wisp_session_generate) instead of one step a token; tokens
+   * still stream as each batch comes back, and a new request or a cancel
+   * stops it within a batch. Tokens a batch: 0 = the plan's decode loop
+   * setting, -1 = off (one token a step). */
+  int run_ahead;
 } wisp_sched_options;
 void wisp_sched_options_init(wisp_sched_options *o);
 
@@ -359,6 +368,8 @@ typedef struct {
   int running, queued;   /* now */
   int slots, slots_used; /* now: slots holding a request or a reusable history */
   uint64_t steps;        /* scheduler steps run */
+  uint64_t prefill_calls; /* batched prefills run (one a step at most: every waiting prompt's segment in one) */
+  uint64_t run_ahead_tokens; /* of generated_tokens, made by the decode loop of a request decoding alone */
 } wisp_sched_stats;
 
 wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sched **out);

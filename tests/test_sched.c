@@ -34,6 +34,8 @@ typedef struct collector {
   int block_first;   /* 1: the first token's callback waits until released */
   const struct collector *other; /* count this request's tokens before other's first */
   int before_other;
+  const struct collector *others; /* count this request's tokens while any of n_others has none */
+  int n_others, before_all;
   int in_callback, released;
 } collector;
 
@@ -60,6 +62,11 @@ static void on_event(void *user, const wisp_sched_event *ev) {
       c->tok[c->n++] = ev->token;
     }
     if (c->other && c->other->n == 0) c->before_other++; /* both callbacks run on the scheduler's thread */
+    for (int k = 0; k < c->n_others; k++)
+      if (c->others[k].n == 0) {
+        c->before_all++;
+        break;
+      }
     if (c->block_first && c->n == 1) {
       c->in_callback = 1;
       pthread_cond_broadcast(&c->cv);
@@ -107,15 +114,20 @@ static int prompt_of(int i, int32_t *p) {
   return n;
 }
 
-static wisp_sched *sched_new(wisp_model *m, const char *backend, int parallel, int max_queue, int context) {
+static wisp_sched *sched_new_chunk(wisp_model *m, const char *backend, int parallel, int max_queue, int context,
+                                   int chunk) {
   wisp_sched_options o = {.backend = backend, .parallel = parallel, .max_queue = max_queue, .context = context,
-                          .prefill_chunk = 16, .threads = 1};
+                          .prefill_chunk = chunk, .threads = 1};
   wisp_sched *s = NULL;
   if (wisp_sched_new(m, &o, &s) != WISP_OK) {
     fprintf(stderr, "     wisp_sched_new: %s\n", wisp_last_error());
     return NULL;
   }
   return s;
+}
+
+static wisp_sched *sched_new(wisp_model *m, const char *backend, int parallel, int max_queue, int context) {
+  return sched_new_chunk(m, backend, parallel, max_queue, context, 16);
 }
 
 static wisp_sched_request request(const int32_t *p, int n, int max_tokens, collector *c) {
@@ -620,4 +632,175 @@ TEST(sched_long_prompt_does_not_stall_running_streams) {
   CHECKF(a.before_other >= 14, "A reported %d tokens before B's first", a.before_other);
   collector_destroy(&a);
   collector_destroy(&b);
+}
+
+/* ---- several prompts prefilled together ---- */
+
+enum { BATCH_CHUNK = 64 };
+
+/* n_req prompts arrive together (submitted while A, a running request, is
+ * held inside its first token's callback): their segments go through one
+ * batched prefill a step, so all are prefilled in fewer steps than one
+ * prompt a step, A gets a token in every one of those steps, and each
+ * request gives the tokens and top-5 logprobs (1e-3) it gives alone.
+ * Counted in events and steps, not time. */
+static void prompts_prefilled_together(const char *dir, const char *backend, int n_req) {
+  CHECK(dir);
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(dir, &m) == WISP_OK);
+  int32_t prompts[N_REQ][64], pa[64];
+  int len[N_REQ], fed = 0;
+  const int na = prompt_of(N_REQ, pa);
+  collector a, alone[N_REQ], both[N_REQ];
+  collector_init(&a);
+  for (int i = 0; i < n_req; i++) {
+    len[i] = prompt_of(i, prompts[i]);
+    fed += len[i] - 1; /* each prompt's last token is fed by its first decode step */
+    collector_init(&alone[i]);
+    collector_init(&both[i]);
+  }
+  int ok = 1;
+  for (int i = 0; ok && i < n_req; i++) {
+    wisp_sched *s1 = sched_new_chunk(m, backend, 1, 0, 0, BATCH_CHUNK);
+    wisp_sched_request r = request_lp(prompts[i], len[i], 6);
+    r.on_event = on_event;
+    r.user = &alone[i];
+    uint64_t id;
+    ok = s1 && wisp_sched_submit(s1, &r, &id) == WISP_OK;
+    if (ok) wait_done(&alone[i]);
+    wisp_sched_free(s1);
+  }
+  wisp_sched *s = ok ? sched_new_chunk(m, backend, n_req + 1, 0, 0, BATCH_CHUNK) : NULL;
+  a.block_first = 1;
+  a.others = both;
+  a.n_others = n_req;
+  wisp_sched_request ra = request(pa, na, 40, &a);
+  uint64_t id;
+  ok = s && wisp_sched_submit(s, &ra, &id) == WISP_OK;
+  pthread_mutex_lock(&a.mu);
+  while (ok && !a.in_callback) pthread_cond_wait(&a.cv, &a.mu);
+  pthread_mutex_unlock(&a.mu);
+  wisp_sched_stats before = {0}, after = {0};
+  if (ok) wisp_sched_get_stats(s, &before);
+  for (int i = 0; ok && i < n_req; i++) {
+    wisp_sched_request r = request_lp(prompts[i], len[i], 6);
+    r.on_event = on_event;
+    r.user = &both[i];
+    ok = wisp_sched_submit(s, &r, &id) == WISP_OK;
+  }
+  pthread_mutex_lock(&a.mu);
+  a.released = 1;
+  pthread_cond_broadcast(&a.cv);
+  pthread_mutex_unlock(&a.mu);
+  if (s) {
+    wait_done(&a);
+    for (int i = 0; ok && i < n_req; i++) wait_done(&both[i]);
+    wisp_sched_get_stats(s, &after);
+  }
+  wisp_sched_free(s);
+  wisp_model_close(m);
+  CHECKF(ok, "a scheduler or request failed: %s", wisp_last_error());
+  /* at least ceil(fed / chunk) prefills are needed; one prompt at a time would take n_req */
+  const int calls = (int)(after.prefill_calls - before.prefill_calls), least = (fed + BATCH_CHUNK - 1) / BATCH_CHUNK;
+  CHECKF(calls >= least && calls <= least + 1 && calls < n_req, "%d prompts (%d tokens) took %d prefills", n_req, fed,
+         calls);
+  /* A: its first token before the prompts came, one in each prefill step, one in the step that starts the last */
+  CHECKF(a.before_all >= 1 + calls && a.before_all <= 2 + calls, "A reported %d tokens before every prompt's first, "
+         "%d prefills", a.before_all, calls);
+  CHECK(a.n == 40 && a.finish == WISP_FINISH_LENGTH);
+  for (int i = 0; i < n_req; i++) {
+    CHECKF(alone[i].n == 6 && same_tokens(&alone[i], &both[i]), "request %d: %d tokens together, %d alone, or "
+           "different ones", i, both[i].n, alone[i].n);
+    const double gap = logprob_gap(&alone[i], &both[i]);
+    CHECKF(gap <= 1e-3, "request %d: top logprobs differ by %g", i, gap);
+    collector_destroy(&alone[i]);
+    collector_destroy(&both[i]);
+  }
+  collector_destroy(&a);
+}
+
+TEST(sched_lfm2_prompts_prefilled_together) { prompts_prefilled_together(fixture_small_model(), "cpu", N_REQ); }
+TEST(sched_qwen3_5_prompts_prefilled_together) { prompts_prefilled_together(tiny_qwen(), "cpu", N_REQ); }
+TEST(sched_qwen3_5_webgpu_prompts_prefilled_together) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  prompts_prefilled_together(tiny_qwen(), "webgpu", 4); /* each alone run makes a device: keep it short */
+}
+
+/* ---- run-ahead: a request decoding alone runs the decode loop ---- */
+
+/* One request at a time on a scheduler with run-ahead (4 tokens a batch)
+ * and one without: the same tokens, greedy and seeded, with max_tokens not
+ * a multiple of the batch, with a stop token inside a batch (it lands where
+ * it does one step a token, unreported), and a next turn that continues
+ * the slot's state left by the run (as stepping leaves it). */
+static void run_ahead_matches_steps(const char *dir, const char *backend) {
+  CHECK(dir);
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(dir, &m) == WISP_OK);
+  int32_t p[64], turn2[160];
+  const int n = prompt_of(3, p);
+  collector got[2][4];
+  wisp_sched_stats st[2];
+  for (int ra = 0; ra < 2; ra++) {
+    wisp_sched_options o = {.backend = backend, .parallel = 2, .prefill_chunk = 16, .threads = 1,
+                            .run_ahead = ra ? 4 : -1};
+    wisp_sched *s = NULL;
+    CHECKF(wisp_sched_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+    static const int order[4] = {0, 3, 1, 2}; /* the next turn right after its first */
+    for (int o_i = 0; o_i < 4; o_i++) {
+      const int k = order[o_i];
+      collector *c = &got[ra][k];
+      collector_init(c);
+      wisp_sched_request r = request(p, n, 13, c);
+      int32_t stop;
+      if (k == 1) { /* seeded */
+        r.temperature = 0.9f;
+        r.top_k = 20;
+        r.seed = 4242;
+      }
+      if (k == 2) { /* the greedy reply's 7th token as a stop token */
+        stop = got[0][0].tok[6];
+        r.stop = &stop;
+        r.n_stop = 1;
+      }
+      int nt = n;
+      if (k == 3) { /* the next turn: the greedy reply and 3 more tokens */
+        memcpy(turn2, p, sizeof(int32_t) * (size_t)n);
+        for (int t = 0; t < got[ra][0].n; t++) turn2[nt++] = got[ra][0].tok[t];
+        for (int t = 0; t < 3; t++) turn2[nt++] = (int32_t)(7 + 13 * t);
+        r = request(turn2, nt, 13, c);
+      }
+      uint64_t id;
+      CHECK(wisp_sched_submit(s, &r, &id) == WISP_OK);
+      wait_done(c);
+    }
+    wisp_sched_get_stats(s, &st[ra]);
+    wisp_sched_free(s);
+  }
+  wisp_model_close(m);
+  CHECKF(st[0].run_ahead_tokens == 0 && st[1].run_ahead_tokens > 0, "run-ahead made %llu and %llu tokens",
+         (unsigned long long)st[0].run_ahead_tokens, (unsigned long long)st[1].run_ahead_tokens);
+  CHECK(got[0][0].n == 13 && got[0][0].finish == WISP_FINISH_LENGTH);
+  int first = 0;
+  while (got[0][0].tok[first] != got[0][0].tok[6]) first++;
+  CHECKF(got[0][2].finish == WISP_FINISH_STOP && got[0][2].n == first, "stop: finish %d after %d tokens",
+         got[0][2].finish, got[0][2].n);
+  CHECKF(got[0][3].n_cached > n, "the next turn reused %d tokens", got[0][3].n_cached);
+  for (int k = 0; k < 4; k++) {
+    CHECKF(same_tokens(&got[0][k], &got[1][k]) && got[0][k].finish == got[1][k].finish &&
+               got[0][k].n_cached == got[1][k].n_cached && got[1][k].events_after_end == 0,
+           "request %d: %d tokens (finish %d) stepping, %d (finish %d) running ahead", k, got[0][k].n,
+           got[0][k].finish, got[1][k].n, got[1][k].finish);
+    collector_destroy(&got[0][k]);
+    collector_destroy(&got[1][k]);
+  }
+}
+
+TEST(sched_lfm2_run_ahead_matches_steps) { run_ahead_matches_steps(fixture_small_model(), "cpu"); }
+TEST(sched_qwen3_5_run_ahead_matches_steps) { run_ahead_matches_steps(tiny_qwen(), "cpu"); }
+TEST(sched_qwen3_5_webgpu_run_ahead_matches_steps) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  run_ahead_matches_steps(tiny_qwen(), "webgpu");
 }

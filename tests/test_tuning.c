@@ -8,6 +8,7 @@
 #include "backend/webgpu/wgpu_backend.h"
 #include "engine/engine.h"
 #include "backend/tuning.h"
+#include "backend/tuning_fields.h"
 #include "fixtures.h"
 #include "test.h"
 #include "util/err.h"

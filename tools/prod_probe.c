@@ -22,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "backend/tuning.h"
+#include "backend/tuning_fields.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"

@@ -97,7 +97,7 @@ static int run_load(wisp_sched *s, client *cl, int32_t **prompts, const int *len
 
 int main(int argc, char **argv) {
   const char *dir = NULL, *backend = "cpu", *tuning = NULL;
-  int C = 8, P = 128, D = 128, parallel = 0, chunk = 0, turns = 0, threads = 0, context = 0;
+  int C = 8, P = 128, D = 128, parallel = 0, chunk = 0, turns = 0, threads = 0, context = 0, run_ahead = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) {
@@ -112,6 +112,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-D")) D = atoi(v);
     else if (!strcmp(a, "--parallel")) parallel = atoi(v);
     else if (!strcmp(a, "--prefill-chunk")) chunk = atoi(v);
+    else if (!strcmp(a, "--run-ahead")) run_ahead = atoi(v);
     else if (!strcmp(a, "--turns")) turns = atoi(v);
     else if (!strcmp(a, "-t")) threads = atoi(v);
     else if (!strcmp(a, "-c")) context = atoi(v);
@@ -123,7 +124,7 @@ int main(int argc, char **argv) {
   }
   if (!dir || C < 1 || P < 1 || D < 1) {
     fprintf(stderr, "usage: sched_probe -m DIR [--backend B] [-C N] [-P N] [-D N] [--parallel N] [--prefill-chunk N] "
-                    "[--turns K] [-t N] [-c CTX] [--tuning ...]\n");
+                    "[--run-ahead N] [--turns K] [-t N] [-c CTX] [--tuning ...]\n");
     return 2;
   }
   if (!parallel) parallel = turns ? 1 : C;
@@ -134,7 +135,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   wisp_sched_options o = {.parallel = parallel, .context = context, .prefill_chunk = chunk, .backend = backend,
-                          .tuning = tuning, .threads = threads, .max_queue = C};
+                          .tuning = tuning, .threads = threads, .max_queue = C,
+                          .run_ahead = run_ahead};
   wisp_sched *s = NULL;
   if (wisp_sched_new(m, &o, &s)) {
     fprintf(stderr, "sched_probe: %s\n", wisp_last_error());
@@ -194,10 +196,11 @@ int main(int argc, char **argv) {
     wisp_sched_get_stats(s, &st);
     printf("{\"backend\": \"%s\", \"C\": %d, \"P\": %d, \"D\": %d, \"parallel\": %d, \"tok_s\": %.1f, \"wall_s\": %.3f, "
            "\"ttft_ms\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f}, \"itl_ms\": {\"p50\": %.2f, \"p90\": %.2f, "
-           "\"p99\": %.2f}, \"steps\": %llu}\n",
+           "\"p99\": %.2f}, \"steps\": %llu, \"prefill_calls\": %llu, \"run_ahead_tokens\": %llu}\n",
            backend, C, P, D, parallel, (double)total / wall, wall, pct(ttft, C, 0.5), pct(ttft, C, 0.9),
            pct(ttft, C, 0.99), pct(itl, n_gaps, 0.5), pct(itl, n_gaps, 0.9), pct(itl, n_gaps, 0.99),
-           (unsigned long long)st.steps);
+           (unsigned long long)st.steps, (unsigned long long)st.prefill_calls,
+           (unsigned long long)st.run_ahead_tokens);
     free(ttft);
     free(itl);
   }

@@ -20,6 +20,8 @@
 #include "format/tensor.h"
 #include "wisp.h"
 
+struct wisp_tuning; /* backend/tuning.h */
+
 typedef struct wisp_buf wisp_buf;
 typedef struct wisp_backend wisp_backend;
 
@@ -266,6 +268,11 @@ typedef struct {
    * win when given). */
   int prefill_tm, prefill_tn;
   int prefill_i8[5];
+  /* The session's tuning keys (backend/tuning.h; NULL: none): every key
+   * that sets a backend's geometry or switches reaches it here, at
+   * configure, and nowhere else (a backend is made with none: the plan
+   * reads its caps first). Read during configure only; not kept. */
+  const struct wisp_tuning *tuning;
 } wisp_backend_settings;
 
 /* Every switch on, default geometry, f32 KV. */
@@ -283,8 +290,10 @@ static inline void wisp_backend_settings_default(wisp_backend_settings *s) {
 
 struct wisp_backend {
   const char *name;
-  /* Optional (NULL: nothing to configure): applies the plan's settings. */
-  void (*configure)(wisp_backend *be, const wisp_backend_settings *s);
+  /* Optional (NULL: nothing to configure): applies the session's settings
+   * (the plan's, with its tuning keys); before the session prepares its
+   * weights and makes its caches. A bad tuning geometry is a one-line error. */
+  wisp_status (*configure)(wisp_backend *be, const wisp_backend_settings *s);
   /* Optional: WISP_OK when the backend runs kernel op/variant of the plan
    * (a registry variant, or "profile:" + a profile kernel's WGSL stem) and
    * loads `wgsl` for it (the file the plan names; "" for none); else a

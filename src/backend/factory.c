@@ -23,19 +23,16 @@ static void say_auto(void) {
 
 /* "auto" takes WebGPU on a real GPU (an adapter of type CPU, such as
  * lavapipe, SwiftShader or llvmpipe, is slower than the CPU backend) and
- * falls back to the CPU backend; one line on stderr says which and why. t
- * (may be NULL) carries the session's tuning keys for the backend. */
-wisp_status wisp_backend_create_tuned(const char *name, int threads, const wisp_tuning *t, wisp_backend **out) {
-  wisp_tuning none;
-  if (!t) {
-    memset(&none, 0, sizeof none);
-    t = &none;
-  }
-  wisp_wgpu_backend_opts o = t->webgpu;
+ * falls back to the CPU backend; one line on stderr says which and why.
+ * req (may be NULL) is what opening the device needs; no tuning key
+ * reaches the backend here. */
+wisp_status wisp_backend_create_for(const char *name, int threads, const wisp_device_request *req, wisp_backend **out) {
+  wisp_wgpu_backend_opts o;
+  memset(&o, 0, sizeof o);
   o.subgroups = -1;
-  wisp_status st;
+  o.toggles = req ? req->dawn_toggles : NULL;
   if (!name || !strcmp(name, "cpu")) {
-    st = wisp_cpu_backend_new(threads, out);
+    return wisp_cpu_backend_new(threads, out);
   } else if (!strcmp(name, "webgpu")) {
     return wisp_wgpu_backend_new(&o, out);
   } else if (!strcmp(name, "auto")) {
@@ -49,16 +46,13 @@ wisp_status wisp_backend_create_tuned(const char *name, int threads, const wisp_
     }
     snprintf(g_auto_why, sizeof g_auto_why, "using the cpu backend (WebGPU: %s)", wisp_last_error());
     say_auto();
-    st = wisp_cpu_backend_new(threads, out);
-  } else {
-    return wisp_fail(WISP_EINVAL, "unknown backend '%s' (expected cpu, webgpu or auto)", name);
+    return wisp_cpu_backend_new(threads, out);
   }
-  if (!st && t->cpu_scalar) wisp_cpu_backend_use_scalar(*out);
-  return st;
+  return wisp_fail(WISP_EINVAL, "unknown backend '%s' (expected cpu, webgpu or auto)", name);
 }
 
 wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out) {
-  return wisp_backend_create_tuned(name, threads, NULL, out);
+  return wisp_backend_create_for(name, threads, NULL, out);
 }
 
 int wisp_backend_stats_get(const wisp_backend *be, wisp_backend_stats *out) { return wisp_wgpu_backend_stats_get(be, out); }

@@ -9,13 +9,16 @@
 #include "backend/backend.h"
 #include "backend/stats.h"
 
-struct wisp_tuning; /* backend/tuning.h */
+struct wisp_device_request; /* backend/tuning.h */
 
 /* "cpu", "webgpu" or "auto" (NULL = cpu); threads: the cpu backend's (0 =
  * one per online core). */
 wisp_status wisp_backend_create(const char *name, int threads, wisp_backend **out);
-/* The same with a session's tuning keys (NULL = none). */
-wisp_status wisp_backend_create_tuned(const char *name, int threads, const struct wisp_tuning *t, wisp_backend **out);
+/* The same with what opening the device needs (NULL = nothing): a
+ * session's tuning keys reach the backend later, at configure, in the
+ * settings object (backend.h wisp_backend_settings.tuning). */
+wisp_status wisp_backend_create_for(const char *name, int threads, const struct wisp_device_request *req,
+                                    wisp_backend **out);
 /* What the last "auto" creation chose and why, in the words of its stderr
  * line ("using the cpu backend (WebGPU: the WebGPU adapter 'llvmpipe ...'
  * runs on the CPU)"); "" before any. */
@@ -35,8 +38,9 @@ typedef struct wisp_bench_device wisp_bench_device;
 wisp_status wisp_bench_device_open(wisp_bench_device **out);
 /* 1: the GPU time below is measured by timestamp queries; 0: it is not. */
 int wisp_bench_device_timestamps(const wisp_bench_device *d);
-/* A webgpu backend on d, with t's geometry keys (NULL: the defaults). */
-wisp_status wisp_bench_backend_new(wisp_bench_device *d, const struct wisp_tuning *t, wisp_backend **out);
+/* A webgpu backend on d (no persistent decode); a candidate's geometry
+ * reaches it as a session's does, through configure's settings object. */
+wisp_status wisp_bench_backend_new(wisp_bench_device *d, wisp_backend **out);
 /* GPU nanoseconds of every dispatch timed so far (0 without timestamps). */
 uint64_t wisp_bench_device_gpu_ns(const wisp_bench_device *d);
 void wisp_bench_device_close(wisp_bench_device *d);

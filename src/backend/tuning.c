@@ -1,6 +1,7 @@
 /* The session tuning string (tuning.h): one table of every key, what it
  * sets and the values it takes. */
 #include "backend/tuning.h"
+#include "backend/tuning_fields.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -24,8 +25,13 @@ typedef enum {
  *   backend decides by the device, the matrix or the plan, as the docs say);
  * - `plan`: the backend setting (wisp_backend_settings) the key replaces
  *   when given; wisp_tuning_over_plan applies that one rule;
+ * - `caps`: the fusions (caps.h WISP_FUSE_*) the device's caps lose when
+ *   the key is given (fuse=0, fuseArgmax=0): wisp_tuning_over_caps, before
+ *   the plan is resolved;
  * - `test`: a key for tests only (a path forced, a fault injected), left out
- *   of every listing (wisp_tuning_list). */
+ *   of every listing (wisp_tuning_list).
+ * Apart from dawnToggles (opening the device: wisp_tuning_device_request),
+ * a key reaches the backend only at configure, in the settings object. */
 typedef struct {
   const char *key;
   kind k;
@@ -35,6 +41,7 @@ typedef struct {
   const char *values; /* for the error message */
   unsigned def[5];
   size_t plan, plan2; /* 1 + offsetof into wisp_backend_settings; 0: none */
+  uint32_t caps;      /* fusions the caps lose when the key is given */
   int test;
 } entry;
 
@@ -47,12 +54,13 @@ typedef struct {
 static const entry k_keys[] = {
     {"prefillChunk", T_UINT, T(prefill_chunk), 0, 1, 4096, 1, "1..4096", NO_DEFAULT},
     {"decodeKick", T_UINT, T(decode_kick), 0, 1, 1 << 20, 1, "a positive number", NO_DEFAULT},
+    /* a caps key too: the caps lose has_avx2, so the plan picks the scalar variants */
     {"cpuScalar", T_ON, T(cpu_scalar), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"kvGrow", T_OFF, T(kv_fixed), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     /* webgpu: paths on and off */
     {"persist", T_SPECIAL, W(persist), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
-    {"fuse", T_OFF, W(no_fuse), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
-    {"fuseArgmax", T_OFF, W(no_fuse_argmax), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"fuse", T_OFF, W(no_fuse), 0, 0, 0, 1, "0 or 1", NO_DEFAULT, .caps = ~0u},
+    {"fuseArgmax", T_OFF, W(no_fuse_argmax), 0, 0, 0, 1, "0 or 1", NO_DEFAULT, .caps = WISP_FUSE_HEAD_ARGMAX},
     {"xstage", T_OFF, W(no_xstage), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsShared", T_OFF, W(no_rows_shared), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsQ4K", T_OFF, W(no_rows_q4k), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
@@ -222,6 +230,25 @@ wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out) {
   return WISP_OK;
 }
 
+wisp_status wisp_tuning_new(const char *text, wisp_tuning **out) {
+  *out = malloc(sizeof **out);
+  if (!*out) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_status st = wisp_tuning_parse(text, *out);
+  if (st) {
+    free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+void wisp_tuning_free(wisp_tuning *t) { free(t); }
+
+void wisp_tuning_session(const wisp_tuning *t, wisp_tuning_session_keys *out) {
+  out->prefill_chunk = t->prefill_chunk;
+  out->decode_kick = t->decode_kick;
+  out->kv_fixed = t->kv_fixed;
+}
+
 /* Values the key's default writes: matmulI8's five, a pair's two, else one. */
 static int n_values(const entry *e) { return !strcmp(e->key, "matmulI8") ? 5 : e->off2 ? 2 : 1; }
 static uint32_t *value_at(char *base, const entry *e, int j) {
@@ -266,6 +293,22 @@ void wisp_tuning_over_plan(const wisp_tuning *t, wisp_backend_settings *s) {
     if (e->plan2) *(int *)((char *)s + e->plan2 - 1) = (int)*(const uint32_t *)(base + e->off2);
   }
 }
+
+void wisp_tuning_over_caps(const wisp_tuning *t, wisp_device_caps *caps) {
+  for (size_t i = 0; i < N_KEYS; i++) {
+    const entry *e = &k_keys[i];
+    /* a switch given as 1 (its field 0) leaves the caps as they are */
+    if (e->caps && (t->webgpu.given >> i & 1) && *(const int *)((const char *)t + e->off)) caps->fusions &= ~e->caps;
+  }
+  if (t->cpu_scalar) caps->has_avx2 = 0; /* the cpu backend's scalar kernels (configure) */
+}
+
+void wisp_tuning_device_request(const wisp_tuning *t, wisp_device_request *out) {
+  out->dawn_toggles = t->webgpu.toggles;
+}
+
+const wisp_wgpu_backend_opts *wisp_tuning_webgpu(const wisp_tuning *t) { return &t->webgpu; }
+int wisp_tuning_cpu_scalar(const wisp_tuning *t) { return t->cpu_scalar; }
 
 void wisp_tuning_list(char *out, size_t cap) {
   size_t n = 0;

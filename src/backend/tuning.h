@@ -4,8 +4,10 @@
  * their meaning: the table in tuning.c and docs/configuration.md. An unknown key or
  * a bad value is a one-line error at session creation.
  *
- *   wisp_tuning t;
- *   if (wisp_tuning_parse("persist=0,kv=f16", &t)) die(wisp_last_error());
+ *   wisp_tuning *t;
+ *   if (wisp_tuning_new("persist=0,kv=f16", &t)) die(wisp_last_error());
+ *   ...
+ *   wisp_tuning_free(t);
  */
 #ifndef WISP_BACKEND_TUNING_H
 #define WISP_BACKEND_TUNING_H
@@ -15,17 +17,24 @@
 
 #include "backend/backend.h"
 #include "backend/tuning_defaults.h"
-#include "backend/webgpu/wgpu_backend.h"
 #include "wisp.h"
 
-typedef struct wisp_tuning {
-  int prefill_chunk;  /* prefillChunk=N: tokens per prefill forward call (0: 64 on cpu, 512 on a GPU) */
-  int decode_kick;    /* decodeKick=N: a generate's first batch goes out in growing chunks from N steps */
-  int cpu_scalar;     /* cpuScalar=1: the cpu backend's scalar reference kernels for everything */
-  int kv_fixed;       /* kvGrow=0: KV caches made for the whole context up front, where they could grow */
-  wisp_wgpu_backend_opts webgpu; /* the webgpu keys (the rest of the table) */
-  char toggles[256];  /* dawnToggles' text (webgpu.toggles points here) */
-} wisp_tuning;
+/* Opaque above the backends (its fields, the webgpu backend's options
+ * among them, are in backend/tuning_fields.h, for tuning.c and tests). */
+typedef struct wisp_tuning wisp_tuning;
+
+/* The same parse into a wisp_tuning of its own (free with
+ * wisp_tuning_free), for code that does not see the fields. */
+wisp_status wisp_tuning_new(const char *text, wisp_tuning **out);
+void wisp_tuning_free(wisp_tuning *t);
+
+/* The keys the session itself takes (0: not given). */
+typedef struct {
+  int prefill_chunk; /* prefillChunk=N: tokens per prefill forward call */
+  int decode_kick;   /* decodeKick=N: a generate's first batch goes out in growing chunks from N steps */
+  int kv_fixed;      /* kvGrow=0: KV caches made for the whole context up front */
+} wisp_tuning_session_keys;
+void wisp_tuning_session(const wisp_tuning *t, wisp_tuning_session_keys *out);
 
 /* Parses text (NULL or "" = nothing) into *out, zeroed first (0: the
  * default); out->webgpu.given has a bit for each key the text gave. */
@@ -38,6 +47,20 @@ wisp_status wisp_tuning_parse(const char *text, wisp_tuning *out);
  * matrix, attnSplits: flash_blocks, kv=f16: kv_f16) replaces the plan's
  * value in *s, which wisp_engine_backend_settings filled from the plan. */
 void wisp_tuning_over_plan(const wisp_tuning *t, wisp_backend_settings *s);
+
+/* Opening a device, before any plan: the one thing a tuning key sets
+ * there (dawnToggles). Every other key reaches the backend through the
+ * settings object, at configure (wisp_backend_settings.tuning). */
+typedef struct wisp_device_request {
+  const char *dawn_toggles; /* "a:b:..." or NULL; points into the wisp_tuning */
+} wisp_device_request;
+void wisp_tuning_device_request(const wisp_tuning *t, wisp_device_request *out);
+
+/* The caps a plan reads are the device's, less what keys turn off: the
+ * fusions (fuse=0: all of them, fuseArgmax=0: head+argmax; the table marks
+ * them) and AVX2 (cpuScalar=1). The backend is made without keys, so the session applies this to
+ * the caps it reads before it resolves the plan. */
+void wisp_tuning_over_caps(const wisp_tuning *t, wisp_device_caps *caps);
 
 /* The keys for users, comma-separated, into out (cap bytes): the test-only
  * keys (a path forced, a fault injected) are left out of every listing. */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/engine.h"
+
 const char *const cli_common_help =
     "  -m, --model DIR     the model artifact (default: models/default, else the built-in\n"
     "                      synthetic model) for run, bench, perplexity, plan, tokenize,\n"
@@ -164,6 +166,20 @@ int cli_parse(const cli_spec *s, int argc, char **argv) {
   return CLI_CONTINUE;
 }
 
+/* Under --tuning: the keys for users (the table's; its test-only keys are
+ * left out), wrapped under the help column. */
+static void tuning_keys(FILE *f) {
+  char keys[2048];
+  wisp_session_tuning_keys(keys, sizeof keys);
+  fprintf(f, "  %-24s keys:", "");
+  int col = 33;
+  for (char *save = NULL, *k = strtok_r(keys, ", ", &save); k; k = strtok_r(NULL, ", ", &save)) {
+    if (col + 1 + (int)strlen(k) > 79) fprintf(f, "\n  %-24s", ""), col = 26;
+    col += fprintf(f, " %s", k);
+  }
+  fprintf(f, "\n");
+}
+
 void cli_help(const cli_spec *s, FILE *f) {
   fprintf(f, "usage: wisp %s %s\n", s->cmd, s->synopsis ? s->synopsis : "[options]");
   if (s->about) fprintf(f, "\n%s\n", s->about);
@@ -181,6 +197,7 @@ void cli_help(const cli_spec *s, FILE *f) {
     if (o->arg) snprintf(left + n, sizeof left - n, " %s", o->arg);
     if (strlen(left) > 24) fprintf(f, "  %s\n  %-24s %s\n", left, "", o->help);
     else fprintf(f, "  %-24s %s\n", left, o->help);
+    if (!strcmp(o->names, "--tuning")) tuning_keys(f);
   }
   fprintf(f, "  %-24s %s\n", "-h, --help", "print this help and exit");
 }

@@ -82,6 +82,8 @@ typedef struct {
 static int rewind_ready(wisp_session *s, const wisp_generate_options *o) {
   wisp_backend *be = s->backend;
   if (o->n_stop <= 0 || !be->buf_copy_to) return 0;
+  if (s->snap_n != 0 && s->snap_owner != s->state) wisp_decode_loop_free(s); /* made for another slot's state */
+  s->snap_owner = s->state;
   if (s->snap_n > 0 || s->snap_n == SNAP_NONE) return 1;
   if (s->snap_n == SNAP_FAILED) return 0;
   int n = wisp_graph_state_bufs(s->state, s->snap_src, s->snap_len, WISP_MAX_SNAP);

@@ -55,6 +55,11 @@ struct wisp_session {
   int *slot_pos;
   wisp_graph_state *rows_scratch;
   wisp_buf *rows_logits, *rows_ids;
+  /* The scratch of a batched prefill of several slots (its activations
+   * hold every slot's tokens of one pass), made on first use, remade
+   * larger when a pass needs more. */
+  wisp_graph_state *prefill_scratch;
+  int prefill_scratch_tokens;
   wisp_buf *ids;     /* decode-loop token ids on the device (batch + 1 slots) */
   int ids_slots;
   int ran_past_stop; /* a batch ran past where the caller stopped and could not be rewound: reset before reuse */
@@ -69,6 +74,7 @@ struct wisp_session {
    * loop with stop tokens, so that a batch that ran past a stop token is
    * rewound instead of leaving the session unusable. */
   int snap_n;
+  const wisp_graph_state *snap_owner; /* the state they copy (a slot's, in wisp_slot_generate) */
   wisp_buf *snap[2][WISP_MAX_SNAP];
   wisp_buf *snap_src[WISP_MAX_SNAP];
   size_t snap_len[WISP_MAX_SNAP];

@@ -5,10 +5,12 @@
  *   1. takes what other threads asked for: new requests go from the queue
  *      to free slots (the slot whose history is the longest prefix of the
  *      prompt first, else the least recently used), cancelled ones end;
- *   2. prefills up to prefill_chunk prompt tokens of the requests that are
- *      still reading their prompts (oldest first), all but each prompt's
- *      last token, then snapshots the conv/recurrent state there (and where
- *      a request continued a slot's live state, that state first);
+ *   2. prefills the next segment of every request still reading its
+ *      prompt (oldest first, up to prefill_chunk tokens in all; never a
+ *      prompt's last token) in one batched prefill: one pass over the
+ *      weights for all their tokens, each slot's mixers on its own state;
+ *      at a prompt's end it snapshots the conv/recurrent state (and where a
+ *      request continued a slot's live state, that state first);
  *   3. runs one batched decode step (wisp_session_step_each) for every
  *      request past its prompt: a request's first step feeds its prompt's
  *      last token, later ones the token chosen before; each row is drawn
@@ -59,6 +61,7 @@ struct wisp_sched {
   wisp_model *model;
   wisp_session *session;
   int parallel, max_queue, prefill_chunk, context, vocab;
+  int run_ahead; /* decode-loop batch of a request decoding alone: 0 the plan's, -1 off */
   const int32_t *model_stop; /* the model's stop tokens (owned by the model) */
   int n_model_stop;
   sched_slot *slots;
@@ -195,31 +198,80 @@ static wisp_status start(wisp_sched *S, sched_req *q) {
 
 /* ---- 2. prefill ---- */
 
-/* Feeds q's prompt (never its last token) in segments that end at
- * multiples of prefill_chunk, as many whole segments as *budget holds (the
- * step's first segment even when it does not). The segments depend only on
- * where the slot resumed and the prompt's length, never on what else is
- * running, so a request's state is bit for bit what it gets alone. At the
- * end of the prompt, snapshots the state and q starts decoding. */
-static wisp_status prefill(wisp_sched *S, sched_req *q, int *budget) {
+/* q's next prompt segment (never its last token): from where its slot is
+ * to the next multiple of prefill_chunk or the prompt's end. The segments
+ * depend only on where the slot resumed and the prompt's length, never on
+ * what else is running, so each slot's mixers see the same pieces as when
+ * the request runs alone. */
+static int next_segment(const wisp_sched *S, const sched_req *q) {
+  const int at = S->slots[q->slot].n_hist, end = q->r.n_prompt - 1, C = S->prefill_chunk;
+  const int seg_end = (at / C + 1) * C;
+  return (seg_end < end ? seg_end : end) - at;
+}
+
+/* At the end of q's prompt (all but its last token fed): snapshots the
+ * state there and q starts decoding. */
+static void prompt_done(wisp_sched *S, sched_req *q) {
   sched_slot *sl = &S->slots[q->slot];
-  const int end = q->r.n_prompt - 1, C = S->prefill_chunk;
-  while (sl->n_hist < end) {
-    int seg_end = (sl->n_hist / C + 1) * C;
-    if (seg_end > end) seg_end = end;
-    const int n = seg_end - sl->n_hist;
-    if (n > *budget && *budget < C) break; /* the step's first segment is taken whatever its size */
-    wisp_status st = wisp_slot_eval(S->session, q->slot, q->prompt + sl->n_hist, n, NULL);
-    if (st) return st;
-    if (!sched_slot_append(sl, q->prompt + sl->n_hist, n)) return wisp_fail(WISP_ENOMEM, "out of memory");
-    *budget = *budget > n ? *budget - n : 0;
+  if (q->decoding || sl->n_hist != q->r.n_prompt - 1) return;
+  sched_slot_snapshot(sl, S->session->backend, ++S->clock);
+  q->decoding = 1;
+  q->cur = q->prompt[q->r.n_prompt - 1];
+}
+
+/* One batched prefill (wisp_session_prefill_each: one pass over the
+ * weights for every slot's tokens) of the next segment of each request
+ * still reading its prompt, oldest first, while the segments fit in
+ * prefill_chunk tokens (the oldest's always). Requests that fail are
+ * removed from live[] and end. */
+static void prefill_step(wisp_sched *S, sched_req **live, int n) {
+  int order[WISP_MAX_ROWS], k = 0;
+  for (int i = 0; i < n; i++) /* prompts still reading, oldest first (ids grow with submission) */
+    if (live[i] && !live[i]->decoding) {
+      int j = k++;
+      for (; j > 0 && live[order[j - 1]]->id > live[i]->id; j--) order[j] = order[j - 1];
+      order[j] = i;
+    }
+  int slots[WISP_MAX_ROWS], lens[WISP_MAX_ROWS], which[WISP_MAX_ROWS], m = 0, used = 0;
+  const int32_t *toks[WISP_MAX_ROWS];
+  for (int j = 0; j < k; j++) {
+    sched_req *q = live[order[j]];
+    const int len = next_segment(S, q);
+    if (len <= 0) continue;
+    if (m > 0 && used + len > S->prefill_chunk) break;
+    slots[m] = q->slot;
+    lens[m] = len;
+    toks[m] = q->prompt + S->slots[q->slot].n_hist;
+    which[m++] = order[j];
+    used += len;
   }
-  if (sl->n_hist == end) {
-    sched_slot_snapshot(sl, S->session->backend, ++S->clock);
-    q->decoding = 1;
-    q->cur = q->prompt[end];
+  if (m == 0) return;
+  if (wisp_session_prefill_each(S->session, slots, toks, lens, m)) {
+    /* which slots took their tokens is not known: each ends, its slot emptied */
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", wisp_last_error());
+    for (int j = 0; j < m; j++) {
+      sched_req *q = live[which[j]];
+      live[which[j]] = NULL;
+      sched_slot_clear(&S->slots[q->slot], S->session, q->slot);
+      finish(S, q, WISP_FINISH_ERROR, msg);
+    }
+    return;
   }
-  return WISP_OK;
+  pthread_mutex_lock(&S->mu);
+  S->stats.prefill_calls++;
+  pthread_mutex_unlock(&S->mu);
+  for (int j = 0; j < m; j++) {
+    sched_req *q = live[which[j]];
+    sched_slot *sl = &S->slots[q->slot];
+    if (!sched_slot_append(sl, toks[j], lens[j])) {
+      live[which[j]] = NULL;
+      sched_slot_clear(sl, S->session, q->slot);
+      finish(S, q, WISP_FINISH_ERROR, "out of memory");
+      continue;
+    }
+    prompt_done(S, q);
+  }
 }
 
 /* ---- 3. decode ---- */
@@ -315,7 +367,7 @@ static void decode_step(wisp_sched *S, sched_req **rows, int n) {
   }
 }
 
-/* ---- the thread ---- */
+/* ---- 3b. run-ahead: one request decoding alone ---- */
 
 static void fail_request(wisp_sched *S, sched_req *q) {
   char msg[256];
@@ -323,6 +375,87 @@ static void fail_request(wisp_sched *S, sched_req *q) {
   sched_slot_clear(&S->slots[q->slot], S->session, q->slot);
   finish(S, q, WISP_FINISH_ERROR, msg);
 }
+
+
+/* Under mu: a queued request could start now (a slot is free for it). */
+static int waiting_for_slot(const wisp_sched *S) { return S->queue_head && S->stats.running < S->parallel; }
+
+/* Whether q, decoding alone, may run the decode loop: its tokens are drawn
+ * on the device (no penalties, no logprobs needing each row's logits). */
+static int can_run_ahead(const wisp_sched *S, const sched_req *q) { return S->run_ahead >= 0 && !needs_host(q); }
+
+typedef struct {
+  wisp_sched *S;
+  sched_req *q;
+  int stopped; /* a stop token came (not reported) */
+} run_ahead_ctx;
+
+/* The decode loop's batch callback: reports each token as after_step does
+ * (a stop token ends it unreported); asks the loop to stop when a request
+ * waits or q is cancelled, so they wait at most one batch. */
+static int run_ahead_tokens(void *user, const int32_t *t, int n) {
+  run_ahead_ctx *c = user;
+  sched_req *q = c->q;
+  for (int i = 0; i < n; i++) {
+    if (is_stop(c->S, q, t[i])) {
+      c->stopped = 1;
+      return 1;
+    }
+    q->n_gen++;
+    pthread_mutex_lock(&c->S->mu);
+    c->S->stats.generated_tokens++;
+    c->S->stats.run_ahead_tokens++;
+    pthread_mutex_unlock(&c->S->mu);
+    wisp_sched_event ev = {.token = t[i]};
+    emit(q, &ev);
+  }
+  pthread_mutex_lock(&c->S->mu);
+  const int other = waiting_for_slot(c->S) || q->cancelled;
+  pthread_mutex_unlock(&c->S->mu);
+  return other;
+}
+
+/* Runs q's decode with the decode loop on its slot, up to its max_tokens
+ * or the context, streaming as batches come back; the state ends holding
+ * exactly the tokens fed (the loop rewinds what ran past a stop), so the
+ * slot's history and the next step go on as after one step a token. */
+static void run_ahead(wisp_sched *S, sched_req *q) {
+  sched_slot *sl = &S->slots[q->slot];
+  int n = S->context - sl->n_hist;
+  if (q->r.max_tokens > 0 && q->r.max_tokens - q->n_gen < n) n = q->r.max_tokens - q->n_gen;
+  int32_t *out = malloc((size_t)n * sizeof *out), *stops = malloc((size_t)(q->r.n_stop + S->n_model_stop + 1) * sizeof *stops);
+  int n_stop = 0, n_out = 0;
+  wisp_status st = out && stops ? WISP_OK : wisp_fail(WISP_ENOMEM, "out of memory");
+  if (!st) {
+    for (int i = 0; i < q->r.n_stop; i++) stops[n_stop++] = q->stop[i];
+    for (int i = 0; !q->r.ignore_eos && i < S->n_model_stop; i++) stops[n_stop++] = S->model_stop[i];
+    /* no stop token at all: an id no token has, so that the loop still
+     * snapshots before each batch and can rewind an early stop */
+    if (n_stop == 0) stops[n_stop++] = -1;
+    run_ahead_ctx c = {S, q, 0};
+    const wisp_sampling sp = sampling_of(&q->r);
+    wisp_generate_options o = {.size = sizeof o, .temperature = sp.temperature, .top_k = sp.top_k, .top_p = sp.top_p,
+                               .min_p = sp.min_p, .seed = q->r.seed, .stop = stops, .n_stop = n_stop,
+                               .batch = S->run_ahead, .on_tokens = run_ahead_tokens, .user = &c};
+    st = wisp_slot_generate(S->session, q->slot, q->cur, n, &o, out, &n_out);
+    /* fed: the token q held, then every one made but the last */
+    if (!st && n_out > 0 && (!sched_slot_append(sl, &q->cur, 1) || !sched_slot_append(sl, out, n_out - 1)))
+      st = wisp_fail(WISP_ENOMEM, "out of memory");
+    if (!st) {
+      if (c.stopped)
+        finish(S, q, WISP_FINISH_STOP, NULL);
+      else if ((q->r.max_tokens > 0 && q->n_gen >= q->r.max_tokens) || sl->n_hist >= S->context)
+        finish(S, q, WISP_FINISH_LENGTH, NULL);
+      else if (n_out > 0)
+        q->cur = out[n_out - 1];
+    }
+  }
+  free(out);
+  free(stops);
+  if (st) fail_request(S, q);
+}
+
+/* ---- the thread ---- */
 
 static void *run(void *arg) {
   wisp_sched *S = arg;
@@ -362,25 +495,19 @@ static void *run(void *arg) {
         live[n++] = q;
       }
     }
-    /* prefill, oldest request first (ids grow with submission), within the budget */
-    int budget = S->prefill_chunk;
-    for (;;) {
-      int oldest = -1;
-      for (int i = 0; i < n; i++)
-        if (live[i] && !live[i]->decoding && (oldest < 0 || live[i]->id < live[oldest]->id)) oldest = i;
-      if (oldest < 0) break;
-      sched_req *q = live[oldest];
-      if (prefill(S, q, &budget)) {
-        live[oldest] = NULL;
-        fail_request(S, q);
-      } else if (!q->decoding) {
-        break; /* the budget ended inside this prompt */
-      }
-    }
+    /* one batched prefill of the waiting prompts, within the budget */
+    prefill_step(S, live, n);
     int m = 0;
     for (int i = 0; i < n; i++)
       if (live[i] && live[i]->decoding) live[m++] = live[i];
-    if (m > 0) decode_step(S, live, m);
+    /* one request decoding alone, nothing else to do: several tokens a submit */
+    pthread_mutex_lock(&S->mu);
+    const int alone = m == 1 && n == 1 && !waiting_for_slot(S) && !live[0]->cancelled;
+    pthread_mutex_unlock(&S->mu);
+    if (alone && can_run_ahead(S, live[0]))
+      run_ahead(S, live[0]);
+    else if (m > 0)
+      decode_step(S, live, m);
     pthread_mutex_lock(&S->mu);
     S->stats.steps++;
     pthread_mutex_unlock(&S->mu);
@@ -416,6 +543,7 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   if (opt.max_queue < 0) return wisp_fail(WISP_EINVAL, "max_queue %d: must be >= 0", opt.max_queue);
   if (opt.prefill_chunk < 0) return wisp_fail(WISP_EINVAL, "prefill_chunk %d: must be >= 0", opt.prefill_chunk);
   if (opt.context < 0) return wisp_fail(WISP_EINVAL, "context %d: must be >= 0", opt.context);
+  if (opt.run_ahead < -1) return wisp_fail(WISP_EINVAL, "run_ahead %d: tokens a batch, 0 = the plan's, -1 = off", opt.run_ahead);
   if (opt.snapshots < -1 || opt.snapshots > SCHED_MAX_SNAPS)
     return wisp_fail(WISP_EINVAL, "snapshots %d: -1 (none) to %d a slot", opt.snapshots, SCHED_MAX_SNAPS);
   wisp_sched *S = calloc(1, sizeof *S);
@@ -424,6 +552,7 @@ wisp_status wisp_sched_new(wisp_model *m, const wisp_sched_options *o, wisp_sche
   S->parallel = opt.parallel ? opt.parallel : DEFAULT_PARALLEL;
   S->max_queue = opt.max_queue ? opt.max_queue : 4 * S->parallel;
   S->prefill_chunk = opt.prefill_chunk ? opt.prefill_chunk : DEFAULT_PREFILL_CHUNK;
+  S->run_ahead = opt.run_ahead;
   const int n_snaps = opt.snapshots < 0 ? 0 : opt.snapshots ? opt.snapshots : DEFAULT_SNAPSHOTS;
   S->vocab = wisp_model_vocab(m);
   wisp_session_options so = {.backend = opt.backend, .threads = opt.threads, .max_context = opt.context,

@@ -100,6 +100,8 @@ static wisp_status session_rope(wisp_session *s) {
   return WISP_OK;
 }
 
+void wisp_session_tuning_keys(char *out, size_t cap) { wisp_tuning_list(out, cap); }
+
 wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wisp_session **out) {
   if (!out) return wisp_fail(WISP_EINVAL, "wisp_session_new: no place for the session (out is NULL)");
   *out = NULL;
@@ -116,12 +118,18 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   wisp_session *s = calloc(1, sizeof *s);
   if (!s) return wisp_fail(WISP_ENOMEM, "out of memory");
   s->model = m;
-  wisp_tuning t;
-  st = wisp_tuning_parse(o.tuning, &t);
+  wisp_tuning *t = NULL;
+  wisp_tuning_session_keys keys;
+  st = wisp_tuning_new(o.tuning, &t);
   if (st) goto fail;
-  s->decode_kick = t.decode_kick;
-  if ((st = wisp_backend_create_tuned(o.backend, o.threads, &t, &s->backend))) goto fail;
-  if (t.kv_fixed) s->backend->kv_buf_grow = NULL; /* tuning kvGrow=0: caches for the whole context */
+  wisp_tuning_session(t, &keys);
+  s->decode_kick = keys.decode_kick;
+  /* The backend is made with what opening its device needs and no other
+   * key: the keys reach it in the settings object below (one door). */
+  wisp_device_request req;
+  wisp_tuning_device_request(t, &req);
+  if ((st = wisp_backend_create_for(o.backend, o.threads, &req, &s->backend))) goto fail;
+  if (keys.kv_fixed) s->backend->kv_buf_grow = NULL; /* tuning kvGrow=0: caches for the whole context */
   /* Tokens per prefill forward call (activations scale with it). A GPU
    * wants big products: at 64 tokens a 1024-row product is a few dozen
    * workgroups on a GPU of 132 SMs. The CPU's products read each weight
@@ -129,20 +137,24 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
    * H200 host by 1.2-1.5x (bench/results/h200-cpu). Tuning prefillChunk
    * overrides. */
   s->chunk = strcmp(s->backend->name, "cpu") ? PREFILL_CHUNK_GPU : PREFILL_CHUNK;
-  if (t.prefill_chunk) s->chunk = t.prefill_chunk;
+  if (keys.prefill_chunk) s->chunk = keys.prefill_chunk;
   /* artifact + profile + registry + device -> plan -> backend */
   wisp_device_caps caps;
   s->backend->caps(s->backend, &caps);
+  wisp_tuning_over_caps(t, &caps); /* fuse=0, fuseArgmax=0, cpuScalar=1 */
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, o.registry, &s->plan))) goto fail;
   if ((st = wisp_engine_check_kernels(s->plan, s->backend))) goto fail;
   if ((st = wisp_graph_bind(&m->graph, &s->graph)) || (st = wisp_engine_apply_plan(&s->graph, s->plan))) goto fail;
   wisp_backend_settings bs;
   /* The one settings object: the plan's, then the tuning keys that replace
-   * plan values (tuning.c's rule). */
+   * plan values (tuning.c's rule), and the tuning's other keys with it. */
   wisp_engine_backend_settings(s->plan, &bs);
-  wisp_tuning_over_plan(&t, &bs);
+  wisp_tuning_over_plan(t, &bs);
+  bs.tuning = t;
   s->kv_f16 = bs.kv_f16 && s->backend->configure && s->backend->kv_buf_new;
-  if (s->backend->configure) s->backend->configure(s->backend, &bs);
+  if (s->backend->configure && (st = s->backend->configure(s->backend, &bs))) goto fail;
+  wisp_tuning_free(t); /* read by configure, not kept */
+  t = NULL;
   /* The context: -c up to the model's own maximum; without it the model's,
    * at most WISP_DEFAULT_CONTEXT (the KV caches are made for it up front). */
   s->max_pos = m->arch->max_positions(m->weights);
@@ -154,6 +166,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   *out = s;
   return WISP_OK;
 fail:
+  wisp_tuning_free(t);
   wisp_session_free(s);
   return st;
 }

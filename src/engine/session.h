@@ -29,5 +29,8 @@ int wisp_session_device_stats(const wisp_session *s, wisp_backend_stats *out);
 void wisp_session_time_ops(wisp_session *s, int on);
 int wisp_session_op_times(const wisp_session *s, wisp_cpu_op_time *out, int cap);
 int wisp_session_pipelined(const wisp_session *s);
+/* The tuning keys a session takes (wisp_session_options.tuning), for
+ * `--help`: comma-separated into out (cap bytes), the test-only keys left out. */
+void wisp_session_tuning_keys(char *out, size_t cap);
 
 #endif

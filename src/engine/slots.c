@@ -40,6 +40,9 @@ void wisp_slots_free(wisp_session *s) {
   for (int i = 1; s->slot_state && i < s->n_slots; i++) wisp_graph_state_free(s->slot_state[i], s->backend);
   /* slot 0's state is s->state, which the session frees */
   if (s->rows_scratch) wisp_graph_state_free(s->rows_scratch, s->backend);
+  if (s->prefill_scratch) wisp_graph_state_free(s->prefill_scratch, s->backend);
+  s->prefill_scratch = NULL;
+  s->prefill_scratch_tokens = 0;
   if (s->rows_ids) s->backend->buf_free(s->backend, s->rows_ids);
   if (s->rows_logits) s->backend->buf_free(s->backend, s->rows_logits);
   free(s->slot_state);
@@ -163,6 +166,101 @@ wisp_status wisp_session_step(wisp_session *s, const int *slots, const int32_t *
     sp[i] = (wisp_sampling){.temperature = g.temperature, .top_k = g.top_k, .top_p = g.top_p, .min_p = g.min_p,
                             .seed = (uint32_t)(g.seed ^ (g.seed >> 32))};
   return wisp_session_step_each(s, slots, tokens, n, sp, next, logits, NULL);
+}
+
+/* A prefill scratch for at least `tokens` stacked tokens (one KV row: the
+ * slots' caches are their own). */
+static wisp_status ensure_prefill_scratch(wisp_session *s, int tokens) {
+  if (s->prefill_scratch && s->prefill_scratch_tokens >= tokens) return WISP_OK;
+  if (s->prefill_scratch) wisp_graph_state_free(s->prefill_scratch, s->backend);
+  s->prefill_scratch = NULL;
+  s->prefill_scratch_tokens = 0;
+  wisp_status st = wisp_graph_state_new(&s->graph, s->backend, tokens, 1, &s->prefill_scratch);
+  if (!st) s->prefill_scratch_tokens = tokens;
+  return st;
+}
+
+wisp_status wisp_session_prefill_each(wisp_session *s, const int *slots, const int32_t *const *tokens, const int *n,
+                                      int count) {
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_prefill_each: no session");
+  if (count < 1 || count > s->n_slots)
+    return wisp_fail(WISP_EINVAL, "prefill: %d sequences, the session has %d slots", count, s->n_slots);
+  unsigned char seen[MAX_SLOTS] = {0};
+  const int vocab = wisp_model_vocab(s->model);
+  for (int i = 0; i < count; i++) {
+    if (!valid_slot(s, slots[i])) return wisp_fail(WISP_EINVAL, "prefill: slot %d: the session has %d", slots[i], s->n_slots);
+    if (seen[slots[i]]) return wisp_fail(WISP_EINVAL, "prefill: slot %d given twice", slots[i]);
+    seen[slots[i]] = 1;
+    if (n[i] < 1 || !tokens[i]) return wisp_fail(WISP_EINVAL, "prefill: slot %d has no tokens", slots[i]);
+    if (*pos_of(s, slots[i]) + n[i] > s->max_pos)
+      return wisp_fail(WISP_EINVAL, "context full: %d tokens so far + %d new exceed the context of %d",
+                       *pos_of(s, slots[i]), n[i], s->max_pos);
+    for (int t = 0; t < n[i]; t++) /* before any is fed, so a bad id leaves every state as it was */
+      if (tokens[i][t] < 0 || tokens[i][t] >= vocab)
+        return wisp_fail(WISP_EINVAL, "token %d: id %d is outside the vocabulary (0..%d)", t, tokens[i][t], vocab - 1);
+    if (slots[i] == 0 && s->ran_past_stop)
+      return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
+  }
+  if (count == 1) return wisp_slot_eval(s, slots[0], tokens[0], n[0], NULL);
+  if (!s->backend->buf_copy_at) { /* no stacking: one slot after another */
+    for (int i = 0; i < count; i++) {
+      wisp_status st = wisp_slot_eval(s, slots[i], tokens[i], n[i], NULL);
+      if (st) return st;
+    }
+    return WISP_OK;
+  }
+  int done[MAX_SLOTS] = {0}, total = 0;
+  for (int i = 0; i < count; i++) total += n[i] < s->chunk ? n[i] : s->chunk;
+  wisp_status st = ensure_prefill_scratch(s, total);
+  int32_t *stack = st ? NULL : malloc((size_t)total * sizeof *stack);
+  if (!st && !stack) st = wisp_fail(WISP_ENOMEM, "out of memory");
+  /* pass after pass, each taking every unfinished slot's next piece */
+  while (!st) {
+    int len[MAX_SLOTS], pos0[MAX_SLOTS], which[MAX_SLOTS], k = 0, used = 0;
+    wisp_graph_state *states[MAX_SLOTS];
+    for (int i = 0; i < count; i++) {
+      if (done[i] == n[i]) continue;
+      const int piece = n[i] - done[i] < s->chunk ? n[i] - done[i] : s->chunk;
+      memcpy(stack + used, tokens[i] + done[i], (size_t)piece * sizeof *stack);
+      len[k] = piece;
+      pos0[k] = *pos_of(s, slots[i]);
+      states[k] = state_of(s, slots[i]);
+      which[k++] = i;
+      used += piece;
+    }
+    if (k == 0) break;
+    const wisp_graph_segments segs = {k, len, pos0, states};
+    st = k == 1 ? wisp_graph_forward(&s->graph, states[0], s->backend, stack, len[0], pos0[0], NULL, 0)
+                : wisp_graph_forward_segments(&s->graph, s->prefill_scratch, s->backend, stack, &segs);
+    for (int j = 0; !st && j < k; j++) {
+      *pos_of(s, slots[which[j]]) += len[j];
+      done[which[j]] += len[j];
+    }
+  }
+  free(stack);
+  return st;
+}
+
+wisp_status wisp_slot_generate(wisp_session *s, int slot, int32_t first, int n, const wisp_generate_options *o,
+                               int32_t *out, int *n_out) {
+  if (n_out) *n_out = 0;
+  if (!valid_slot(s, slot)) return wisp_fail(WISP_EINVAL, "slot %d: the session has %d", slot, s ? s->n_slots : 0);
+  if (slot == 0 && s->ran_past_stop)
+    return wisp_fail(WISP_EINVAL, "the session ran past a stop token in a batched decode; reset it before reuse");
+  /* the decode loop runs on s->state / s->pos: lend them the slot's */
+  wisp_graph_state *state0 = s->state;
+  const int pos0 = s->pos;
+  s->state = state_of(s, slot);
+  s->pos = *pos_of(s, slot);
+  s->ran_past_stop = 0;
+  wisp_status st = wisp_session_generate(s, first, n, o, out, n_out);
+  const int ran = s->ran_past_stop, pos = s->pos;
+  s->state = state0;
+  s->pos = pos0;
+  *pos_of(s, slot) = pos;
+  s->ran_past_stop = slot == 0 && ran;
+  if (!st && ran) st = wisp_fail(WISP_EINVAL, "slot %d ran past where its decode loop stopped: reset it", slot);
+  return st;
 }
 
 wisp_status wisp_slot_rewind(wisp_session *s, int slot, int pos) {

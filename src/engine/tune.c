@@ -413,17 +413,26 @@ static void rig_free(rig *r) {
 static wisp_status rig_make(tuner *T, const tclass *c, const cand *x, rig *r) {
   memset(r, 0, sizeof *r);
   r->kind = c->kind;
-  wisp_tuning t;
-  memset(&t, 0, sizeof t);
-  if (c->kind == K_PREFILL && c->i8) memcpy(t.webgpu.i8_geometry, x->v, sizeof(uint32_t) * 5);
-  if (c->kind == K_PREFILL && !c->i8) t.webgpu.matmul_tm = x->v[0], t.webgpu.matmul_tn = x->v[1];
-  wisp_status st = wisp_bench_backend_new(T->dev, &t, &r->be);
+  /* The candidate's geometry as a session's tuning string gives it, through
+   * the one settings object; persist=0: single products and attentions. */
+  char keys[128] = "persist=0";
+  /* (a geometry of 0s: the kernel's own choice, no key) */
+  if (c->kind == K_PREFILL && c->i8 && x->v[0])
+    snprintf(keys, sizeof keys, "persist=0,matmulI8=%ux%ux%ux%ux%u", x->v[0], x->v[1], x->v[2], x->v[3], x->v[4]);
+  if (c->kind == K_PREFILL && !c->i8 && x->v[0]) snprintf(keys, sizeof keys, "persist=0,matmul=%ux%u", x->v[0], x->v[1]);
+  wisp_tuning *t = NULL;
+  wisp_status st = wisp_tuning_new(keys, &t);
+  if (!st) st = wisp_bench_backend_new(T->dev, &r->be);
+  if (!st) {
+    wisp_backend_settings s;
+    wisp_backend_settings_default(&s);
+    if (c->kind == K_ATTN) s.flash_blocks = (int)x->v[0];
+    s.tuning = t;
+    if (r->be->configure) st = r->be->configure(r->be, &s);
+  }
+  wisp_tuning_free(t);
   if (st) return st;
   wisp_backend *be = r->be;
-  wisp_backend_settings s;
-  wisp_backend_settings_default(&s);
-  if (c->kind == K_ATTN) s.flash_blocks = (int)x->v[0];
-  if (be->configure) be->configure(be, &s);
   if (c->kind == K_ATTN) {
     const wisp_model_shape *m = &T->shape;
     const int P = c->positions, D = m->head_dim, H = m->heads, KV = m->kv_heads;
@@ -793,7 +802,7 @@ wisp_status wisp_tune_run(const wisp_tune_options *o, cJSON **receipt) {
   if (!st) {
     T->timestamps = wisp_bench_device_timestamps(T->dev);
     wisp_backend *be = NULL;
-    if (!(st = wisp_bench_backend_new(T->dev, NULL, &be))) {
+    if (!(st = wisp_bench_backend_new(T->dev, &be))) {
       be->caps(be, &T->caps);
       be->destroy(be);
     }

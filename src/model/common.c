@@ -2,6 +2,7 @@
 #include "model/common.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,4 +204,21 @@ void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g) {
   g->final_norm = &m->final_norm;
   g->rope_cos = &m->rope_cos;
   g->rope_sin = &m->rope_sin;
+}
+
+wisp_status wisp_model_shape_common(const wisp_shape *s, const char *arch, wisp_model_shape *out) {
+  if (s->n_layers > WISP_MAX_LAYERS)
+    return wisp_fail(WISP_EUNSUPPORTED, "%d layers: plans hold at most %d", s->n_layers, WISP_MAX_LAYERS);
+  memset(out, 0, sizeof *out);
+  snprintf(out->architecture, sizeof out->architecture, "%s", arch);
+  out->n_layers = s->n_layers;
+  for (int i = 0; i < s->n_layers; i++) out->layer_types[i] = WISP_LAYER_ATTENTION;
+  out->hidden = s->hidden;
+  out->ffn = s->ffn;
+  out->vocab = s->vocab;
+  out->heads = s->heads;
+  out->kv_heads = s->kv_heads;
+  out->head_dim = s->head_dim;
+  out->conv_cache = s->conv_cache;
+  return WISP_OK;
 }

@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "format/artifact.h"
 #include "model/graph.h"
+#include "model/shape.h"
 
 /* n tokens at pos0: 1 <= n <= chunk, inside the context, ids in the vocabulary. */
 wisp_status wisp_model_check_forward(const int32_t *tokens, int n, int pos0, int chunk, int max_pos, int vocab);
@@ -81,5 +82,11 @@ void wisp_model_globals_free(wisp_model_globals *g);
 wisp_matrix *wisp_model_globals_matrix(wisp_model_globals *g, const char *section);
 /* The graph's embedding, head, final norm, rope tables and context. */
 void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g);
+
+/* The plan's view of the sizes every architecture shares, under the
+ * architecture's name, every layer an attention layer (an architecture
+ * with other layers sets its types after). Refuses more layers than a
+ * plan holds. */
+wisp_status wisp_model_shape_common(const wisp_shape *s, const char *arch, wisp_model_shape *out);
 
 #endif

@@ -182,6 +182,22 @@ wisp_status wisp_graph_step_rows(const wisp_graph *g, wisp_graph_state *scratch,
                                  const int32_t *tokens, const struct wisp_model_rows *rows,
                                  const wisp_sampling *sampling, wisp_buf *logits, wisp_buf *ids);
 
+/* A batched prefill of several sequences: segment i is len[i] (<= that
+ * state's chunk) tokens of sequence states[i] at positions pos0[i]..; the
+ * tokens of all segments are stacked in order. */
+typedef struct {
+  int n;
+  const int *len, *pos0;
+  wisp_graph_state *const *states;
+} wisp_graph_segments;
+/* Feeds every segment in one pass over the nodes: the products run once
+ * over all the stacked tokens (one read of each weight for every
+ * sequence), each mixer on its own sequence's state for its segment.
+ * scratch: a state with chunk >= the tokens in all. No logits (a prompt's
+ * tokens before its last). Records only. */
+wisp_status wisp_graph_forward_segments(const wisp_graph *g, wisp_graph_state *scratch, wisp_backend *be,
+                                        const int32_t *tokens, const wisp_graph_segments *segs);
+
 /* ---- the persistent decode's table (graph_lower.c) ---- */
 /* Matches every layer's nodes against the phases the persistent decode
  * runs (norm, in-product, mixer, out-product + residual, norm, gate/up,

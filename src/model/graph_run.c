@@ -204,10 +204,10 @@ static int run_mixer_rows(const wisp_graph *g, const wisp_gnode *n, wisp_backend
  * row by row: the row moved into that state's own activation buffers, the
  * one-token op there, its output moved back. */
 static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be, int n, int pos0,
-                      const wisp_model_rows *rows) {
+                      const wisp_model_rows *rows, const wisp_graph_segments *segs) {
   /* One token of one sequence: the fused groups the session's graph marks
    * (graph_fuse.c, kept by the plan) run as the backend's fused ops. */
-  const int fused = !rows && n == 1 && be->matmul_fused;
+  const int fused = !rows && !segs && n == 1 && be->matmul_fused;
   for (int i = 0; i < g->n_nodes; i++) {
     const wisp_gnode *nd = &g->nodes[i];
     wisp_buf *in = wisp_graph_state_act(s, nd->in), *out = wisp_graph_state_act(s, nd->out);
@@ -234,6 +234,19 @@ static void run_nodes(const wisp_graph *g, wisp_graph_state *s, wisp_backend *be
       case WISP_GOP_ADD: be->add(be, out, in, (size_t)n * nd->cols); break;
       case WISP_GOP_SCALE: be->scale(be, out, (size_t)n * nd->cols, nd->scale); break;
       default:
+        if (segs) { /* each segment's rows through its own sequence's mixer */
+          size_t off = 0;
+          for (int k = 0; k < segs->n; k++) {
+            const wisp_graph_state *q = segs->states[k];
+            const size_t len = (size_t)segs->len[k];
+            wisp_buf *qin = wisp_graph_state_act(q, nd->in), *qout = wisp_graph_state_act(q, nd->out);
+            be->buf_copy_at(be, qin, 0, in, off * (size_t)nd->rows, len * (size_t)nd->rows);
+            run_mixer(g, nd, q, be, qin, (int)len, segs->pos0[k], qout);
+            be->buf_copy_at(be, out, off * (size_t)nd->cols, qout, 0, len * (size_t)nd->cols);
+            off += len;
+          }
+          break;
+        }
         if (!rows) {
           run_mixer(g, nd, s, be, in, n, pos0, out);
           break;
@@ -263,7 +276,7 @@ wisp_status wisp_graph_forward(const wisp_graph *g, wisp_graph_state *s, wisp_ba
   if (st || (st = wisp_graph_state_reserve(s, be, pos0 + n))) return st;
   wisp_buf *x = wisp_graph_state_act(s, WISP_ACT_X);
   be->embed(be, g->embed, tokens, n, x);
-  run_nodes(g, s, be, n, pos0, NULL);
+  run_nodes(g, s, be, n, pos0, NULL, NULL);
   wisp_model_head h = head_of(g, s);
   return wisp_model_head_logits(be, &h, x, n, logits, all);
 }
@@ -275,7 +288,7 @@ wisp_status wisp_graph_decode_step(const wisp_graph *g, wisp_graph_state *s, wis
   if (st || (st = wisp_graph_state_reserve(s, be, pos + 1))) return st;
   wisp_buf *x = wisp_graph_state_act(s, WISP_ACT_X);
   be->embed_id(be, g->embed, ids, slot, x);
-  run_nodes(g, s, be, 1, pos, NULL);
+  run_nodes(g, s, be, 1, pos, NULL, NULL);
   wisp_model_head h = head_of(g, s);
   wisp_model_head_sample(be, &h, x, sampling, step, ids, slot + 1, pos);
   return WISP_OK;
@@ -292,8 +305,29 @@ wisp_status wisp_graph_step_rows(const wisp_graph *g, wisp_graph_state *scratch,
   if (st) return st;
   wisp_buf *x = wisp_graph_state_act(scratch, WISP_ACT_X);
   be->embed(be, g->embed, tokens, rows->n, x);
-  run_nodes(g, scratch, be, rows->n, 0, rows);
+  run_nodes(g, scratch, be, rows->n, 0, rows, NULL);
   wisp_model_head h = head_of(g, scratch);
   wisp_model_head_sample_rows(be, &h, x, rows, logits, sampling, ids);
+  return WISP_OK;
+}
+
+wisp_status wisp_graph_forward_segments(const wisp_graph *g, wisp_graph_state *scratch, wisp_backend *be,
+                                        const int32_t *tokens, const wisp_graph_segments *segs) {
+  if (!be->buf_copy_at) return wisp_fail(WISP_EUNSUPPORTED, "backend '%s' cannot prefill several sequences at once", be->name);
+  int total = 0;
+  wisp_status st = WISP_OK;
+  for (int k = 0; !st && k < segs->n; k++) {
+    wisp_graph_state *q = segs->states[k];
+    st = wisp_model_check_forward(tokens + total, segs->len[k], segs->pos0[k], wisp_graph_state_chunk(q),
+                                  wisp_graph_state_max_pos(q), g->vocab);
+    if (!st) st = wisp_graph_state_reserve(q, be, segs->pos0[k] + segs->len[k]);
+    total += segs->len[k];
+  }
+  if (st) return st;
+  if (total < 1 || total > wisp_graph_state_chunk(scratch))
+    return wisp_fail(WISP_EINVAL, "prefill: %d tokens in all, the scratch holds %d", total, wisp_graph_state_chunk(scratch));
+  wisp_buf *x = wisp_graph_state_act(scratch, WISP_ACT_X);
+  be->embed(be, g->embed, tokens, total, x);
+  run_nodes(g, scratch, be, total, 0, NULL, segs);
   return WISP_OK;
 }

@@ -104,19 +104,8 @@ fail:
 static wisp_status qwen2_plan_shape(const void *p, wisp_model_shape *out) {
   const qwen2_weights *w = p;
   const wisp_shape *s = &w->shape;
-  if (s->n_layers > WISP_MAX_LAYERS)
-    return wisp_fail(WISP_EUNSUPPORTED, "%d layers: plans hold at most %d", s->n_layers, WISP_MAX_LAYERS);
-  memset(out, 0, sizeof *out);
-  snprintf(out->architecture, sizeof out->architecture, "%s", wisp_arch_qwen2.name);
-  out->n_layers = s->n_layers;
-  for (int i = 0; i < s->n_layers; i++) out->layer_types[i] = WISP_LAYER_ATTENTION;
-  out->hidden = s->hidden;
-  out->ffn = s->ffn;
-  out->vocab = s->vocab;
-  out->heads = s->heads;
-  out->kv_heads = s->kv_heads;
-  out->head_dim = s->head_dim;
-  out->conv_cache = s->conv_cache;
+  wisp_status st = wisp_model_shape_common(s, wisp_arch_qwen2.name, out);
+  if (st) return st;
   out->quant_bits = wisp_quant_traits_of(w->layers[0].gate_up.type)->quant_bits;
   for (int i = 0; i < s->n_layers; i++)
     if (w->layers[i].down.type == WISP_W_Q4K || w->layers[i].gate_up.type == WISP_W_Q4K) out->q4k = 1;

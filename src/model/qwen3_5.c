@@ -164,19 +164,9 @@ fail:
 static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
   const q35_weights *w = p;
   const wisp_shape *s = &w->shape;
-  if (s->n_layers > WISP_MAX_LAYERS)
-    return wisp_fail(WISP_EUNSUPPORTED, "%d layers: plans hold at most %d", s->n_layers, WISP_MAX_LAYERS);
-  memset(out, 0, sizeof *out);
-  out->n_layers = s->n_layers;
+  wisp_status st = wisp_model_shape_common(s, wisp_arch_qwen3_5.name, out);
+  if (st) return st;
   for (int i = 0; i < s->n_layers; i++) out->layer_types[i] = w->layers[i].type;
-  out->hidden = s->hidden;
-  out->ffn = s->ffn;
-  out->vocab = s->vocab;
-  out->heads = s->heads;
-  out->kv_heads = s->kv_heads;
-  out->head_dim = s->head_dim;
-  out->conv_cache = s->conv_cache;
-  snprintf(out->architecture, sizeof out->architecture, "%s", wisp_arch_qwen3_5.name);
   out->lin_k_heads = s->lin_k_heads;
   out->lin_v_heads = s->lin_v_heads;
   out->lin_k_dim = s->lin_k_dim;

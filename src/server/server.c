@@ -993,7 +993,7 @@ static void *load_model(void *arg) {
     srv->byte_tokens = !strcmp(wisp_tokenizer_kind(srv->tok), "byte");
     wisp_sched_options so = {.parallel = c->parallel, .max_queue = c->max_queue, .context = c->context,
                              .backend = c->backend, .profile = c->profile, .tuning = c->tuning,
-                             .threads = c->threads};
+                             .threads = c->threads, .prefill_chunk = c->prefill_chunk, .run_ahead = c->run_ahead};
     st = wisp_sched_new(srv->model, &so, &srv->sched);
   }
   if (st) {

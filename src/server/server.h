@@ -21,6 +21,8 @@ typedef struct {
   int max_connections;     /* 0: 1024 */
   int timeout_s;           /* idle connection timeout, seconds (0: 60) */
   int grace_s;             /* shutdown: how long running requests may finish (default 5; -1: 0) */
+  int prefill_chunk;       /* prompt tokens a scheduler step, in one batched prefill (0: the scheduler's) */
+  int run_ahead;           /* decode-loop batch of a request decoding alone (0: the plan's, -1: off) */
 } srv_config;
 
 /* Runs the server until a signal; returns the process exit status (0 after

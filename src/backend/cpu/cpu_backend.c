@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_blocks.h"
 #include "backend/cpu/cpu_internal.h"
+#include "backend/tuning_defaults.h"
 #include "format/qblocks.h"
 #include "format/quant.h"
 #include "util/err.h"
@@ -67,7 +68,13 @@ static wisp_status cpu_kv_buf_grow(wisp_backend *be, wisp_buf *b, size_t n) {
   return WISP_OK;
 }
 
-static void cpu_configure(wisp_backend *be, const wisp_backend_settings *s) { as_cpu(be)->kv16 = s->kv_f16; }
+/* The session's settings: the plan's KV type, and tuning cpuScalar (the
+ * scalar reference kernels for everything). */
+static wisp_status cpu_configure(wisp_backend *be, const wisp_backend_settings *s) {
+  as_cpu(be)->kv16 = s->kv_f16;
+  if (s->tuning && wisp_tuning_cpu_scalar(s->tuning)) wisp_cpu_backend_use_scalar(be);
+  return WISP_OK;
+}
 
 static void cpu_buf_free(wisp_backend *be, wisp_buf *b) {
   (void)be;

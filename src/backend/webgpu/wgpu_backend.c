@@ -84,6 +84,91 @@ static int matvec_fits(const wgpu_backend *g, uint32_t wg, uint32_t rows) {
   return rows <= wg && rows <= 16 && (g->sg || !(wg & (wg - 1))) && (!g->sg || !(wg % wisp_wgpu_matvec_lanes(g, wg)));
 }
 
+/* The backend's geometry and switches from o (every field filled from the
+ * tuning table's defaults): at creation, and again at configure from the
+ * session's tuning keys (the settings object). The kernels are compiled at
+ * first use, after both. */
+static wisp_status apply_options(wgpu_backend *g, const wisp_wgpu_backend_opts *o) {
+  wisp_status st = WISP_OK;
+  g->fuse = !o->no_fuse;
+  g->conv_rows = 12;
+  g->conv_fuse_capable = g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
+                         g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
+  g->attn_fuse = g->fuse && g->sg && g->d->info.max_storage_buffers_per_shader_stage >= 9;
+  g->kv16 = o->kv_f16;
+  g->no_argmax = o->no_fuse_argmax;
+  /* Persistent decode (wgpu_persist.c): on unless turned off, being faster
+   * than the op-by-op path at every batch size on the H200 and on lavapipe
+   * (docs/webgpu.md, "Persistent decode"); the op-by-op path stays for
+   * sampling, other models and tuning persist=0. */
+  g->persist_on = o->persist >= 0;
+  g->persist_asked = o->persist > 0;
+  g->persist_wg = o->persist_grid;
+  g->opts = *o;
+  g->opts.toggles = NULL; /* used at creation only; the text is the caller's */
+  g->mv_wg = o->matvec_wg;
+  g->mv_rows = o->matvec_rows;
+  g->mm_tm = o->matmul_tm;
+  g->mm_tn = o->matmul_tn;
+  g->mm_rm = o->matmul_rm;
+  g->mm_rn = o->matmul_rn;
+  g->mm_one_buffer = o->matmul_one_buffer;
+  g->max_splits = o->attn_max_splits;
+  g->mv_rows_big = o->matvec_big_rows;
+  g->no_xstage = o->no_xstage;
+  g->no_rows_shared = o->no_rows_shared;
+  g->no_rows_q4k = o->no_rows_q4k;
+  g->rows_nt = o->rows_nt;
+  g->rows_stage_always = o->rows_stage_always;
+  /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
+   * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
+   * where a lane holds many rows or the staging is long (the 16-row head
+   * 49 vs 43 us, q4k_fused 10.5 vs 9.8, the merge-fused projection): on for
+   * q4k_matvec only unless tuning prefetch says 0 or 1 for all. */
+  g->prefetch = o->prefetch > 0 ? 1 : o->prefetch < 0 ? 0 : -1;
+  /* Off unless asked for: on the H200 it took 893 us a dispatch for a
+   * 1,024-token seed prefill (a thread per query walking every key: too
+   * little parallelism), half the prefill's GPU time; attn_flash gives
+   * 72,800 tok/s against 51,800 with it (tools/device-prefill.sh). */
+  g->attn_prefill = o->attn_prefill;
+  g->head_chunks = o->head_chunks; /* 0: by the matrix (rec_matvec) */
+  /* Rows a lane group by the matrix (ROWS 0): one row for products of
+   * fewer than rows2_rows rows, two from there (faster on the H200 for the
+   * 0.8B and 2B hybrids respectively; 4 and 8 rows slower still): about
+   * 256 workgroups either way. */
+  /* q4k_sb (a thread per super-block) where the plan chose it for a matrix
+   * (the registry's decode rule for Q4_K); tuning q4kSbCols=N instead
+   * takes it for every matrix of N columns or more, 0 for none. */
+  g->q4k_tune = (wisp_wgpu_q4k_tuning){o->q4k_mv_wg, o->q4k_mv_rows, 0, 0, o->q4k_lg, o->q4k_rows2_rows,
+                                        g->prefetch != 0, g->prefetch == 1, -1};
+  if (o->q4k_sb_cols) g->q4k_tune.superblock_cols = o->q4k_sb_cols > 0 ? o->q4k_sb_cols : 0;
+  if (o->q4k_fused_cols && o->q4k_fused_tpc)
+    g->q4k_tune.fused_cols = o->q4k_fused_cols, g->q4k_tune.fused_tpc = o->q4k_fused_tpc;
+  g->dn_tune = (wisp_wgpu_dn_tuning){o->dn_cols, o->dn_groups, o->dn_chunk_min, o->dn_chunk_cols};
+  /* The kernels size their per-thread and workgroup arrays for these
+   * bounds (ROWS <= 16 rows of accumulators; whole lane groups of LG). */
+  const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;
+  if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
+      g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) ||
+      (g->sg && g->mv_wg % wisp_wgpu_matvec_lanes(g, g->mv_wg)) || !matmul_tiles_ok(g) ||
+      g->q4k_tune.mv_rows > 16 || (g->sg && g->q4k_tune.mv_wg % q4k_lg) ||
+      (g->q4k_tune.mv_lg && (g->q4k_tune.mv_lg % q4k_lg || g->q4k_tune.mv_wg % g->q4k_tune.mv_lg)) ||
+      !pow2(g->dn_tune.cols) || g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) ||
+      g->dn_tune.groups > 1024 || !pow2(g->dn_tune.chunk_cols) || g->dn_tune.chunk_cols < 4 ||
+      g->dn_tune.chunk_cols > 32) {
+    st = wisp_fail(WISP_EINVAL,
+                   "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u tile %ux%u, Q4_K matvec %ux%u "
+                   "(lanes %u), deltanet %ux%u (chunked: %u columns)",
+                   g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->mm_rm, g->mm_rn,
+                   g->q4k_tune.mv_wg, g->q4k_tune.mv_rows, g->q4k_tune.mv_lg, g->dn_tune.cols, g->dn_tune.groups,
+                   g->dn_tune.chunk_cols);
+    return st;
+  }
+  g->base.decode_graph = g->persist_on ? wisp_wgpu_decode_graph : NULL; /* the persistent decode, unless turned off */
+  g->base.decode_graph_reset = g->persist_on ? wisp_wgpu_decode_graph_reset : NULL;
+  return WISP_OK;
+}
+
 int wisp_wgpu_backend_kv16(const wisp_backend *be) {
   return be && be->name && !strcmp(be->name, "webgpu") && ((const wgpu_backend *)be)->kv16;
 }
@@ -94,10 +179,28 @@ int wisp_wgpu_backend_stats_get(const wisp_backend *be, wisp_wgpu_backend_stats 
   return 1;
 }
 
-/* The session's settings (the plan's, with the tuning keys that replace
- * them already applied: wisp_tuning_over_plan). */
-static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
+/* The session's settings: its tuning keys (s->tuning; the backend was made
+ * without them), then the plan's values, with the keys that replace them
+ * already applied (wisp_tuning_over_plan). Without s->tuning (a test that
+ * set the options at creation) the options stay as they were made. */
+static wisp_status g_configure(wisp_backend *be, const wisp_backend_settings *s) {
   wgpu_backend *g = as_g(be);
+  if (s->tuning) {
+    wisp_wgpu_backend_opts o = *wisp_tuning_webgpu(s->tuning);
+    /* what only a caller of wisp_wgpu_backend_new sets (no tuning key):
+     * the device, subgroups, the test hooks */
+    o.device = g->opts.device;
+    o.subgroups = g->opts.subgroups;
+    o.refuse_cpu_adapter = g->opts.refuse_cpu_adapter;
+    o.matmul_one_buffer = g->opts.matmul_one_buffer;
+    o.max_binding = g->opts.max_binding;
+    o.arena_bytes = g->opts.arena_bytes;
+    o.arena_max_bytes = g->opts.arena_max_bytes;
+    o.toggles = NULL; /* the device is open */
+    wisp_tuning_fill_defaults(&o);
+    wisp_status st = apply_options(g, &o);
+    if (st) return st;
+  }
   if (s->flash_blocks >= 1) g->max_splits = (uint32_t)s->flash_blocks;
   /* One geometry for every matrix (a tuning sweep); kept only where the
    * kernels take it (the same bounds as at creation). */
@@ -114,9 +217,11 @@ static void g_configure(wisp_backend *be, const wisp_backend_settings *s) {
   if (s->prefill_i8[0] > 0 && !wisp_tuning_given(&g->opts, "matmulI8"))
     for (int i = 0; i < 5; i++) g->opts.i8_geometry[i] = (uint32_t)s->prefill_i8[i];
   g->set = *s;
+  g->set.tuning = NULL; /* the session's, read above */
   /* The plan's kvDtype f16 turns packed-f16 KV on (kv_f16 / tuning kv=f16
    * may have already); the session makes its caches after configure. */
   if (s->kv_f16) g->kv16 = 1;
+  return WISP_OK;
 }
 
 static void g_caps(wisp_backend *be, wisp_device_caps *out) {
@@ -189,81 +294,8 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   int guard_each = 0;
   wisp_env_webgpu_guard(&guard_each);
   g->guard_each = g->d->guard_bytes && guard_each;
-  g->fuse = !o.no_fuse;
-  g->conv_rows = 12;
-  g->conv_fuse_capable = g->d->info.max_storage_buffers_per_shader_stage >= 10 &&
-                         g->conv_rows <= g->d->info.max_compute_invocations_per_workgroup;
-  g->attn_fuse = g->fuse && g->sg && g->d->info.max_storage_buffers_per_shader_stage >= 9;
-  g->kv16 = o.kv_f16;
-  g->no_argmax = o.no_fuse_argmax;
-  /* Persistent decode (wgpu_persist.c): on unless turned off, being faster
-   * than the op-by-op path at every batch size on the H200 and on lavapipe
-   * (docs/webgpu.md, "Persistent decode"); the op-by-op path stays for
-   * sampling, other models and tuning persist=0. */
-  g->persist_on = o.persist >= 0;
-  g->persist_asked = o.persist > 0;
-  g->persist_wg = o.persist_grid;
-  g->opts = o;
-  g->opts.toggles = NULL; /* used at creation only; the text is the caller's */
+  if ((st = apply_options(g, &o))) goto fail;
   wisp_backend_settings_default(&g->set);
-  g->mv_wg = o.matvec_wg;
-  g->mv_rows = o.matvec_rows;
-  g->mm_tm = o.matmul_tm;
-  g->mm_tn = o.matmul_tn;
-  g->mm_rm = o.matmul_rm;
-  g->mm_rn = o.matmul_rn;
-  g->mm_one_buffer = o.matmul_one_buffer;
-  g->max_splits = o.attn_max_splits;
-  g->mv_rows_big = o.matvec_big_rows;
-  g->no_xstage = o.no_xstage;
-  g->no_rows_shared = o.no_rows_shared;
-  g->no_rows_q4k = o.no_rows_q4k;
-  g->rows_nt = o.rows_nt;
-  g->rows_stage_always = o.rows_stage_always;
-  /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
-   * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower
-   * where a lane holds many rows or the staging is long (the 16-row head
-   * 49 vs 43 us, q4k_fused 10.5 vs 9.8, the merge-fused projection): on for
-   * q4k_matvec only unless tuning prefetch says 0 or 1 for all. */
-  g->prefetch = o.prefetch > 0 ? 1 : o.prefetch < 0 ? 0 : -1;
-  /* Off unless asked for: on the H200 it took 893 us a dispatch for a
-   * 1,024-token seed prefill (a thread per query walking every key: too
-   * little parallelism), half the prefill's GPU time; attn_flash gives
-   * 72,800 tok/s against 51,800 with it (tools/device-prefill.sh). */
-  g->attn_prefill = o.attn_prefill;
-  g->head_chunks = o.head_chunks; /* 0: by the matrix (rec_matvec) */
-  /* Rows a lane group by the matrix (ROWS 0): one row for products of
-   * fewer than rows2_rows rows, two from there (faster on the H200 for the
-   * 0.8B and 2B hybrids respectively; 4 and 8 rows slower still): about
-   * 256 workgroups either way. */
-  /* q4k_sb (a thread per super-block) where the plan chose it for a matrix
-   * (the registry's decode rule for Q4_K); tuning q4kSbCols=N instead
-   * takes it for every matrix of N columns or more, 0 for none. */
-  g->q4k_tune = (wisp_wgpu_q4k_tuning){o.q4k_mv_wg, o.q4k_mv_rows, 0, 0, o.q4k_lg, o.q4k_rows2_rows,
-                                        g->prefetch != 0, g->prefetch == 1, -1};
-  if (o.q4k_sb_cols) g->q4k_tune.superblock_cols = o.q4k_sb_cols > 0 ? o.q4k_sb_cols : 0;
-  if (o.q4k_fused_cols && o.q4k_fused_tpc)
-    g->q4k_tune.fused_cols = o.q4k_fused_cols, g->q4k_tune.fused_tpc = o.q4k_fused_tpc;
-  g->dn_tune = (wisp_wgpu_dn_tuning){o.dn_cols, o.dn_groups, o.dn_chunk_min, o.dn_chunk_cols};
-  /* The kernels size their per-thread and workgroup arrays for these
-   * bounds (ROWS <= 16 rows of accumulators; whole lane groups of LG). */
-  const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;
-  if (g->mv_rows > g->mv_wg || g->mv_rows > 16 || g->mv_rows_big > 16 || g->mv_rows_big > g->mv_wg ||
-      g->conv_rows > 16 || g->conv_rows > g->mv_wg || g->conv_rows % 3 || (!g->sg && (g->mv_wg & (g->mv_wg - 1))) ||
-      (g->sg && g->mv_wg % wisp_wgpu_matvec_lanes(g, g->mv_wg)) || !matmul_tiles_ok(g) ||
-      g->q4k_tune.mv_rows > 16 || (g->sg && g->q4k_tune.mv_wg % q4k_lg) ||
-      (g->q4k_tune.mv_lg && (g->q4k_tune.mv_lg % q4k_lg || g->q4k_tune.mv_wg % g->q4k_tune.mv_lg)) ||
-      !pow2(g->dn_tune.cols) || g->dn_tune.cols > 1024 || (g->dn_tune.groups && !pow2(g->dn_tune.groups)) ||
-      g->dn_tune.groups > 1024 || !pow2(g->dn_tune.chunk_cols) || g->dn_tune.chunk_cols < 4 ||
-      g->dn_tune.chunk_cols > 32) {
-    st = wisp_fail(WISP_EINVAL,
-                   "webgpu: bad geometry: matvec %ux%u (big %u, conv %u), matmul %ux%u tile %ux%u, Q4_K matvec %ux%u "
-                   "(lanes %u), deltanet %ux%u (chunked: %u columns)",
-                   g->mv_wg, g->mv_rows, g->mv_rows_big, g->conv_rows, g->mm_tm, g->mm_tn, g->mm_rm, g->mm_rn,
-                   g->q4k_tune.mv_wg, g->q4k_tune.mv_rows, g->q4k_tune.mv_lg, g->dn_tune.cols, g->dn_tune.groups,
-                   g->dn_tune.chunk_cols);
-    goto fail;
-  }
   g->max_binding = g->d->info.max_storage_buffer_binding_size;
   if (g->d->info.max_buffer_size < g->max_binding) g->max_binding = g->d->info.max_buffer_size;
   if (o.max_binding && o.max_binding < g->max_binding) g->max_binding = o.max_binding;

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "backend/factory.h"
-#include "backend/tuning.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_device.h"
 #include "backend/webgpu/wgpu_profile.h"
@@ -38,10 +37,9 @@ wisp_status wisp_bench_device_open(wisp_bench_device **out) {
 
 int wisp_bench_device_timestamps(const wisp_bench_device *b) { return b->d->has_timestamp_query; }
 
-wisp_status wisp_bench_backend_new(wisp_bench_device *b, const wisp_tuning *t, wisp_backend **out) {
+wisp_status wisp_bench_backend_new(wisp_bench_device *b, wisp_backend **out) {
   wisp_wgpu_backend_opts o;
   memset(&o, 0, sizeof o);
-  if (t) o = t->webgpu;
   o.subgroups = -1;
   o.device = b->d;
   o.persist = -1; /* single products and attentions: no persistent decode */

@@ -1,7 +1,10 @@
-/* The WebGPU backend's options at creation (wisp_wgpu_backend_new) and
- * its counters (wisp_wgpu_backend_stats_get); apart from wgpu_backend.h so
- * that the backend's own files can read them without including the
- * constructor's header. */
+/* The WebGPU backend's options (wisp_wgpu_backend_new) and its counters
+ * (wisp_wgpu_backend_stats_get); apart from wgpu_backend.h so that the
+ * backend's own files can read them without including the constructor's
+ * header. A session makes the backend with the device fields only (the
+ * factory); the tuning keys' fields come at configure, from the settings
+ * object (backend.h wisp_backend_settings.tuning). Unit tests of the
+ * backend's files set them here. */
 #ifndef WISP_WGPU_OPTIONS_H
 #define WISP_WGPU_OPTIONS_H
 

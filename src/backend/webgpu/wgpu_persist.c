@@ -41,6 +41,7 @@
 
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_persist.h"
+#include "backend/webgpu/wgpu_persist_blob.h"
 #include "format/quant.h"
 #include "format/weight_source.h"
 #include "util/clock.h"
@@ -52,7 +53,7 @@
 #define MAX_PHASES 644 /* persist.wgsl's MAXPH4 vec4s of phase words */
 #define DN_CW 16       /* persist.wgsl's CW: value columns of a DeltaNet task */
 #define DN_MIN_STEPS 32 /* fewest steps a run of a units-split graph takes without a plan (the registry's minSteps) */
-#define NONE 0xffffffffu
+#define NONE PBLOB_NONE
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
 #define SPIN_PROBE (1u << 20) /* polls before a probe's barrier gives up (~0.1-1 s; only a failing probe waits) */
 
@@ -110,161 +111,6 @@ typedef struct {
   int kv_cap;
   wisp_decode_graph *gcopy;
 } persist;
-
-/* ---- the weight blob ---------------------------------------------------- */
-
-/* The blob as a list of pieces, each a range of bytes that lives elsewhere
- * until the upload writes it at its offset: the model's weights and vectors
- * (mapped, or streamed from the file in the browser, format/weight_source.h,
- * so the blob is never gathered whole in host memory) and the few buffers
- * made here (the layer table, repacked Q8_0), which the builder owns. */
-typedef struct {
-  size_t at, n;
-  const void *src;
-} blob_piece;
-
-typedef struct {
-  blob_piece *pieces;
-  int n_pieces, cap_pieces;
-  void **owned;
-  int n_owned, cap_owned;
-  size_t n; /* bytes so far */
-  int oom;
-} blob_builder;
-
-/* Places n bytes of src (kept until the upload) at a 16-byte boundary;
- * returns the word offset. */
-static uint32_t put(blob_builder *b, const void *src, size_t n) {
-  size_t at = (b->n + 15) & ~(size_t)15;
-  if (b->n_pieces == b->cap_pieces) {
-    int cap = b->cap_pieces ? 2 * b->cap_pieces : 256;
-    blob_piece *q = realloc(b->pieces, (size_t)cap * sizeof *q);
-    if (!q) {
-      b->oom = 1;
-      return 0;
-    }
-    b->pieces = q;
-    b->cap_pieces = cap;
-  }
-  if (n) b->pieces[b->n_pieces++] = (blob_piece){at, n, src};
-  b->n = at + n;
-  return (uint32_t)(at / 4);
-}
-
-/* The same for a buffer made here (malloc'd), freed with the builder. */
-static uint32_t put_owned(blob_builder *b, void *buf, size_t n) {
-  if (b->n_owned == b->cap_owned) {
-    int cap = b->cap_owned ? 2 * b->cap_owned : 16;
-    void **q = realloc(b->owned, (size_t)cap * sizeof *q);
-    if (!q) {
-      free(buf);
-      b->oom = 1;
-      return 0;
-    }
-    b->owned = q;
-    b->cap_owned = cap;
-  }
-  b->owned[b->n_owned++] = buf;
-  return put(b, buf, n);
-}
-
-static void blob_free(blob_builder *b) {
-  for (int i = 0; i < b->n_owned; i++) free(b->owned[i]);
-  free(b->owned);
-  free(b->pieces);
-}
-
-/* Creates the blob's buffer and writes every piece at its offset. */
-static wisp_status blob_upload(wisp_wgpu_device *d, const blob_builder *b, wisp_wgpu_buf *out) {
-  wisp_status st = wisp_wgpu_buf_create(d, b->n, WISP_WGPU_STORAGE, "wisp persist weights", out);
-  for (int i = 0; !st && i < b->n_pieces; i++)
-    st = wisp_wgpu_buf_write(d, *out, b->pieces[i].at, b->pieces[i].src, b->pieces[i].n);
-  if (st) wisp_wgpu_buf_free(d, out);
-  return st;
-}
-
-static uint32_t put_vec(blob_builder *b, const wisp_vector *v) {
-  return v && v->n ? put(b, v->data, (size_t)v->n * 4) : NONE;
-}
-
-/* persist_quant.wgsli's type codes (T_*). */
-enum { T_Q4, T_Q4Z, T_Q4K, T_F32, T_F16, T_Q8_0 };
-
-static uint32_t type_code(wisp_wtype t) {
-  switch (t) {
-    case WISP_W_Q4: return T_Q4;
-    case WISP_W_Q4Z: return T_Q4Z;
-    case WISP_W_Q4K: return T_Q4K;
-    case WISP_W_F32: return T_F32;
-    case WISP_W_F16: return T_F16;
-    case WISP_W_Q8_0: return T_Q8_0;
-    default: break; /* the other ggml types: no persistent decode (any_mat refuses them) */
-  }
-  return NONE;
-}
-
-static const void *host_data(const wisp_matrix *m) { return m->type == WISP_W_F32 ? (const void *)m->f32 : m->q; }
-
-/* Q8_0's 34-byte blocks (f16 scale, 32 int8) as the kernel reads them: the
- * int8s of every block (8 words each) at *q, the scales as f32 at *s. */
-static void put_q8_0(blob_builder *b, const wisp_matrix *m, uint32_t *q, uint32_t *s) {
-  const size_t nb = (size_t)m->rows * (size_t)(m->cols / WISP_Q8_0_BLOCK);
-  int8_t *vals = malloc(nb * WISP_Q8_0_BLOCK);
-  float *sc = malloc(nb * sizeof *sc);
-  void *owned = NULL; /* the blocks read in, when streamed (format/weight_source.h) */
-  const uint8_t *blocks = vals && sc ? wisp_weights_borrow(m->q, nb * WISP_Q8_0_BYTES, &owned) : NULL;
-  if (!blocks) {
-    b->oom = 1;
-    free(vals);
-    free(sc);
-  } else {
-    for (size_t g = 0; g < nb; g++) {
-      const uint8_t *blk = blocks + g * WISP_Q8_0_BYTES;
-      sc[g] = wisp_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
-      memcpy(vals + g * WISP_Q8_0_BLOCK, blk + 2, WISP_Q8_0_BLOCK);
-    }
-    *q = put_owned(b, vals, nb * WISP_Q8_0_BLOCK);
-    *s = put_owned(b, sc, nb * sizeof *sc);
-  }
-  free(owned);
-}
-
-/* A matrix's planes (data, scales, zero points: word offsets, NONE where the
- * type has none) and its type code, as persist_quant.wgsli reads them: Q4 /
- * Q4Z nibbles, f32 scales and packed zero points; Q4_K super-blocks, f32 and
- * f16 rows as stored; Q8_0 repacked (put_q8_0). Tied matrices (same host
- * bytes as an earlier one) share theirs. */
-typedef struct {
-  const void *host;
-  uint32_t off[4];
-} seen_mat;
-
-static void put_mat(blob_builder *b, const wisp_matrix *m, seen_mat *seen, int *n_seen, uint32_t out[4]) {
-  for (int i = 0; i < *n_seen; i++)
-    if (seen[i].host == host_data(m)) {
-      memcpy(out, seen[i].off, sizeof seen[i].off);
-      return;
-    }
-  size_t nb = (size_t)m->rows * (size_t)(m->cols / 32);
-  out[1] = out[2] = NONE;
-  out[3] = type_code(m->type);
-  switch (m->type) {
-    case WISP_W_Q4K: /* one plane as stored: its size from the quant table */
-    case WISP_W_F32:
-    case WISP_W_F16: out[0] = put(b, host_data(m), (size_t)wisp_quant_bytes(m->type, m->rows, m->cols)); break;
-    case WISP_W_Q8_0: put_q8_0(b, m, &out[0], &out[1]); break;
-    case WISP_W_Q4:
-    case WISP_W_Q4Z:
-      out[0] = put(b, m->q, (size_t)m->rows * (size_t)m->cols / 2);
-      out[1] = put(b, m->scales, nb * 4);
-      if (m->type == WISP_W_Q4Z) out[2] = put(b, m->zp, (nb + 1) / 2);
-      break;
-    default: break; /* never reached: any_mat takes none of the other types */
-  }
-  seen[*n_seen].host = host_data(m);
-  memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);
-  (*n_seen)++;
-}
 
 /* ---- applicability ------------------------------------------------------- */
 
@@ -484,11 +330,11 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
 
 /* The types of the graph's matrices, bit 1 << T_* each (the kernel's TYPES). */
 static uint32_t graph_types(const wisp_decode_graph *g) {
-  uint32_t t = 1u << type_code(g->embed->type) | 1u << type_code(g->head->type);
+  uint32_t t = 1u << pblob_type_code(g->embed->type) | 1u << pblob_type_code(g->head->type);
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
-    t |= 1u << type_code(L->in->type) | 1u << type_code(L->out->type) | 1u << type_code(L->gate_up->type) |
-         1u << type_code(L->down->type);
+    t |= 1u << pblob_type_code(L->in->type) | 1u << pblob_type_code(L->out->type) | 1u << pblob_type_code(L->gate_up->type) |
+         1u << pblob_type_code(L->down->type);
   }
   return t;
 }
@@ -521,18 +367,18 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
 }
 
 /* The tied embedding/head, final norm and rope tables (rows [0, rows)). */
-static void put_tail(persist *P, const wisp_decode_graph *g, blob_builder *b, seen_mat *seen, int *n_seen) {
+static void put_tail(persist *P, const wisp_decode_graph *g, pblob *b, pblob_seen *seen, int *n_seen) {
   uint32_t m[4];
-  put_mat(b, g->embed, seen, n_seen, m);
+  pblob_put_mat(b, g->embed, seen, n_seen, m);
   P->base.embed_q = m[0], P->base.embed_s = m[1], P->base.embed_z = m[2], P->base.embed_t = m[3];
-  put_mat(b, g->head, seen, n_seen, m);
+  pblob_put_mat(b, g->head, seen, n_seen, m);
   P->base.head_q = m[0], P->base.head_s = m[1], P->base.head_z = m[2], P->base.head_t = m[3];
-  P->base.fnorm = put_vec(b, g->final_norm);
+  P->base.fnorm = pblob_put_vec(b, g->final_norm);
   /* rope rows up to the context only (the full table can be 100+ MB) */
   const int rows = g->rope_rows < g->max_pos ? g->rope_rows : g->max_pos, half = g->rotary_dim / 2;
   if (g->rope_cos && g->rope_sin && half > 0 && rows > 0) {
-    P->base.rope_cos = put(b, g->rope_cos->data, (size_t)rows * half * 4);
-    P->base.rope_sin = put(b, g->rope_sin->data, (size_t)rows * half * 4);
+    P->base.rope_cos = pblob_put(b, g->rope_cos->data, (size_t)rows * half * 4);
+    P->base.rope_sin = pblob_put(b, g->rope_sin->data, (size_t)rows * half * 4);
   } else {
     P->base.rope_cos = P->base.rope_sin = NONE;
   }
@@ -576,13 +422,13 @@ static uint64_t kv_offsets(persist *P, const wisp_decode_graph *g, int kv16, uin
  * argmax partials, then the states changed in place (conv states and rings,
  * recurrent states) side by side, for the backup before each run, then the
  * KV caches. *a: arena words, *xs4: the staging size. */
-static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builder *b, uint32_t *table, seen_mat *seen,
+static void layout(persist *P, const wisp_decode_graph *g, int kv16, pblob *b, uint32_t *table, pblob_seen *seen,
                    uint64_t *a, uint32_t *xs4) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads;
   const int VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
   const int V = VH * DV, C = 2 * g->lin_k_heads * DK + V;
   int n_seen = 0;
-  put(b, table, (size_t)g->n_layers * LAYER_WORDS * 4); /* filled in by the caller */
+  pblob_put(b, table, (size_t)g->n_layers * LAYER_WORDS * 4); /* filled in by the caller */
   int big = 0, mid = H;
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
@@ -620,22 +466,22 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, blob_builde
     const wisp_graph_layer *L = &g->layers[i];
     uint32_t *t = table + (size_t)i * LAYER_WORDS;
     t[0] = (uint32_t)L->mixer;
-    t[1] = put_vec(b, L->op_norm);
-    put_mat(b, L->in, seen, &n_seen, t + 2);
-    put_mat(b, L->out, seen, &n_seen, t + 6);
-    put_mat(b, L->gate_up, seen, &n_seen, t + 10);
-    put_mat(b, L->down, seen, &n_seen, t + 14);
-    t[18] = put_vec(b, L->ffn_norm);
+    t[1] = pblob_put_vec(b, L->op_norm);
+    pblob_put_mat(b, L->in, seen, &n_seen, t + 2);
+    pblob_put_mat(b, L->out, seen, &n_seen, t + 6);
+    pblob_put_mat(b, L->gate_up, seen, &n_seen, t + 10);
+    pblob_put_mat(b, L->down, seen, &n_seen, t + 14);
+    t[18] = pblob_put_vec(b, L->ffn_norm);
     t[21] = t[22] = NONE;
     if (L->attention) {
-      t[19] = put_vec(b, L->q_norm);
-      t[20] = put_vec(b, L->k_norm);
-      t[21] = put_vec(b, L->in_bias);
+      t[19] = pblob_put_vec(b, L->q_norm);
+      t[20] = pblob_put_vec(b, L->k_norm);
+      t[21] = pblob_put_vec(b, L->in_bias);
     } else {
-      t[19] = put_vec(b, L->taps);
-      t[20] = put_vec(b, L->a_log);
-      t[21] = put_vec(b, L->dt_bias);
-      t[22] = put_vec(b, L->gnorm);
+      t[19] = pblob_put_vec(b, L->taps);
+      t[20] = pblob_put_vec(b, L->a_log);
+      t[21] = pblob_put_vec(b, L->dt_bias);
+      t[22] = pblob_put_vec(b, L->gnorm);
       t[24] = P->rec_words[i] ? P->rec_off[i] : NONE;
     }
     t[23] = P->state_off[i];
@@ -659,8 +505,8 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   wisp_wgpu_device *d = as_g(be)->d;
   const int kv16 = as_g(be)->kv16;
   const size_t table_words = (size_t)g->n_layers * LAYER_WORDS;
-  blob_builder b = {0};
-  seen_mat *seen = calloc((size_t)g->n_layers * 4 + 2, sizeof *seen);
+  pblob b = {0};
+  pblob_seen *seen = calloc((size_t)g->n_layers * 4 + 2, sizeof *seen);
   uint32_t *table = calloc(table_words, 4);
   if (!seen || !table) {
     free(seen);
@@ -676,9 +522,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   const uint64_t limit = d->info.max_storage_buffer_binding_size;
   if (b.oom) st = wisp_fail(WISP_ENOMEM, "out of memory building the persistent decode's weights");
   else if (b.n > limit || a * 4 > limit || a > UINT32_MAX / 2 || b.n / 4 > UINT32_MAX / 2) st = WISP_EUNSUPPORTED;
-  if (!st) st = blob_upload(d, &b, &P->blob); /* the table is filled in by now */
+  if (!st) st = pblob_upload(d, &b, &P->blob); /* the table is filled in by now */
   free(table);
-  blob_free(&b);
+  pblob_free(&b);
   if (!st) st = wisp_wgpu_buf_create(d, a * 4, WISP_WGPU_STORAGE, "wisp persist arena", &P->arena);
   if (!st) st = wisp_wgpu_buf_create(d, 256, WISP_WGPU_STORAGE, "wisp persist barrier", &P->ctr);
   if (!st) st = wisp_wgpu_buf_create(d, 8 * (uint64_t)P->n_conv + 16, WISP_WGPU_STORAGE, "wisp persist conv backup",
@@ -913,7 +759,13 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
   if (pos + k > P->kv_cap && !grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
   uint64_t epoch = as_g(be)->state_epoch;
-  if (P->end != pos || P->epoch != epoch) {
+  /* the arena holds the state of the buffers the last batch named: another
+   * sequence's (a scheduler slot run ahead after another) starts afresh */
+  int same_bufs = P->end > 0; /* > 0: gcopy names the last batch's buffers */
+  for (int i = 0; same_bufs && i < g->n_layers; i++)
+    same_bufs = P->gcopy->layers[i].state == g->layers[i].state && P->gcopy->layers[i].v_cache == g->layers[i].v_cache &&
+                P->gcopy->layers[i].rec_state == g->layers[i].rec_state;
+  if (P->end != pos || P->epoch != epoch || !same_bufs) {
     wisp_wgpu_persist_flush(be);
     copy_state(be, P, g, 0, pos, 1, NONE);
     P->out0 = pos;
