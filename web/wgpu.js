@@ -34,6 +34,7 @@ export class WebGPUGlue {
     // beside the wasm memory, the weights' home when they are streamed)
     this.bufferBytes = 0;
     this.bufferPeak = 0;
+    this.bufferSizes = new Map(); // live buffer -> its size
   }
 
   put(obj) {
@@ -43,6 +44,13 @@ export class WebGPUGlue {
     return h;
   }
   get(h) { return this.objects[h]; }
+  // A buffer destroyed or released stops counting as alive.
+  dropBuffer(o) {
+    if (this.bufferSizes.has(o)) {
+      this.bufferBytes -= this.bufferSizes.get(o);
+      this.bufferSizes.delete(o);
+    }
+  }
   bytes() { return new Uint8Array(this.memory.buffer); }
   str(ptr, len) { return new TextDecoder().decode(this.bytes().slice(ptr, ptr + len)); }
   writeStr(s, ptr, cap) {
@@ -138,6 +146,7 @@ export class WebGPUGlue {
       device_queue: (h) => g.put(obj(h).queue),
       create_buffer: (dh, usage, size, mapped) => {
         const b = obj(dh).createBuffer({ usage, size, mappedAtCreation: !!mapped });
+        g.bufferSizes.set(b, b.size);
         g.bufferBytes += b.size;
         g.bufferPeak = Math.max(g.bufferPeak, g.bufferBytes);
         return g.put(b);
@@ -171,13 +180,13 @@ export class WebGPUGlue {
         ),
       destroy: (h) => {
         const o = obj(h);
-        if (o instanceof GPUBuffer && !o.wispDestroyed) { o.wispDestroyed = true; g.bufferBytes -= o.size; }
+        g.dropBuffer(o);
         if (o && o.destroy) o.destroy();
       },
       release: (h) => {
         if (h && g.objects[h] !== undefined) {
           const o = g.objects[h];
-          if (o instanceof GPUBuffer && !o.wispDestroyed) { o.wispDestroyed = true; g.bufferBytes -= o.size; }
+          g.dropBuffer(o);
           g.objects[h] = undefined;
           g.free.push(h);
         }
