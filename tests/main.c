@@ -7,6 +7,8 @@
  * once the test is over. */
 #include "test.h"
 
+#include "backend/webgpu/wgpu_device.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -228,6 +230,12 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  /* Every command the tests run picks its backend by --backend auto, which
+   * opens Vulkan: pin it to lavapipe (when VK_DRIVER_FILES is unset and
+   * lavapipe is there, as the WebGPU fixture does) before any test, so no
+   * child probes the machine's other Mesa drivers, whose unloaded one-time
+   * allocations LeakSanitizer cannot attribute (scripts/lsan-webgpu.supp). */
+  wisp_wgpu_default_vk_driver();
   qsort(g_tests, (size_t)g_count, sizeof g_tests[0], by_name);
   static struct test_entry *sel[MAX_TESTS];
   int n = 0;
