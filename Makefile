@@ -191,7 +191,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 # link, naming the missing function, and the file is added here.
 FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/artifact_open.c src/format/gguf.c src/format/gguf_arch.c \
                 src/format/gguf_artifact.c src/format/gguf_import.c src/format/gguf_spm.c src/format/qblocks.c src/format/quant.c src/format/safetensors.c src/format/tensor.c src/format/weight_source.c \
-                src/format/writer.c src/server/request.c \
+                src/format/writer.c src/server/request.c src/engine/tuning_keys.c src/backend/tuning.c \
                 src/server/response.c src/tokenizer/bpe.c \
                 src/tokenizer/chat.c src/tokenizer/chat_template.c src/tokenizer/jinja_builtin.c \
                 src/tokenizer/jinja_eval.c src/tokenizer/jinja_lex.c src/tokenizer/jinja_parse.c src/tokenizer/jinja_value.c \

@@ -100,8 +100,6 @@ static wisp_status session_rope(wisp_session *s) {
   return WISP_OK;
 }
 
-void wisp_session_tuning_keys(char *out, size_t cap) { wisp_tuning_list(out, cap); }
-
 wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wisp_session **out) {
   if (!out) return wisp_fail(WISP_EINVAL, "wisp_session_new: no place for the session (out is NULL)");
   *out = NULL;
