@@ -27,55 +27,10 @@
 #include "format/quant.h"
 #include "format/tensor.h"
 #include "st_fixture.h"
+#include "random_matrix.h"
 #include "test.h"
 #include "util/err.h"
 #include "webgpu_fixture.h"
-
-/* Random weights of one type as the converter stores them; the host memory
- * stays until both backends are gone (a backend knows a weight by its host
- * address). */
-typedef struct {
-  wisp_matrix m;
-  void *a, *b, *c;
-} host_mat;
-
-static int mat_make(host_mat *h, wisp_wtype type, int rows, int cols, uint64_t *seed) {
-  memset(h, 0, sizeof *h);
-  h->m = (wisp_matrix){.type = type, .rows = rows, .cols = cols};
-  if (type == WISP_W_Q4 || type == WISP_W_Q4Z) {
-    size_t nq = wisp_q4_quant_bytes(rows, cols), ns = (size_t)rows * (cols / 32), nz = wisp_q4_zp_bytes(rows, cols);
-    uint8_t *q = malloc(nq), *z = malloc(nz ? nz : 1);
-    float *s = malloc(sizeof(float) * ns);
-    h->a = q, h->b = s, h->c = z;
-    if (!q || !z || !s) return 0;
-    for (size_t i = 0; i < nq; i++) q[i] = (uint8_t)test_rand_u32(seed);
-    for (size_t i = 0; i < ns; i++) s[i] = 0.002f + 0.02f * fabsf(test_rand_float(seed));
-    for (size_t i = 0; i < nz; i++) z[i] = (uint8_t)test_rand_u32(seed);
-    h->m.q = q;
-    h->m.scales = s;
-    if (type == WISP_W_Q4Z) h->m.zp = z;
-    return 1;
-  }
-  float *f = malloc(sizeof(float) * (size_t)rows * cols);
-  if (!f) return 0;
-  /* Rows of different magnitudes and signs of mean (Q4_K's mins matter). */
-  for (int r = 0; r < rows; r++)
-    for (int c = 0; c < cols; c++)
-      f[(size_t)r * cols + c] = 0.05f * (float)(1 + r % 5) * (test_rand_float(seed) + (r % 3 == 0 ? 0.7f : 0.0f));
-  if (type == WISP_W_F32) {
-    h->m.f32 = f;
-    h->a = f;
-    return 1;
-  }
-  size_t nb = type == WISP_W_Q8_0 ? wisp_q8_0_bytes(rows, cols) : wisp_q4k_bytes(rows, cols);
-  uint8_t *q = malloc(nb);
-  if (q && type == WISP_W_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
-  if (q && type == WISP_W_Q4K) wisp_quantize_q4k(f, rows, cols, q);
-  free(f);
-  h->m.q = q;
-  h->a = q;
-  return q != NULL;
-}
 
 typedef struct {
   wisp_wtype type;
@@ -90,10 +45,10 @@ typedef struct {
 } worst_t;
 
 /* y = W x for each n of k_ns on both backends; the checks of the header. */
-static int run_shape(wisp_backend *gpu, wisp_backend *cpu, const shape *c, host_mat *h, uint64_t *seed, worst_t *w,
+static int run_shape(wisp_backend *gpu, wisp_backend *cpu, const shape *c, test_host_mat *h, uint64_t *seed, worst_t *w,
                      char *err, size_t cap) {
   const int rows = c->rows, cols = c->cols, nb = cols / 32;
-  int ok = mat_make(h, c->type, rows, cols, seed);
+  int ok = test_mat_make(h, c->type, rows, cols, seed, 1);
   if (ok) ok = !gpu->prepare_matrix(gpu, &h->m) && !cpu->prepare_matrix(cpu, &h->m);
   float *wd = malloc(sizeof(float) * (size_t)rows * cols);
   ok = ok && wd;
@@ -199,7 +154,7 @@ static int suite(wisp_wgpu_device *d, const wisp_wgpu_mm8_opts *o, const shape *
   }
   int ok = !wisp_wgpu_mm8_configure(gpu, o);
   if (!ok) snprintf(err, cap, "configure: %s", wisp_last_error());
-  host_mat *hs = calloc((size_t)ns, sizeof *hs);
+  test_host_mat *hs = calloc((size_t)ns, sizeof *hs);
   uint64_t seed = 77;
   for (int i = 0; ok && hs && i < ns; i++) ok = run_shape(gpu, cpu, &shapes[i], &hs[i], &seed, w, err, cap);
   gpu->destroy(gpu);
@@ -247,9 +202,9 @@ TEST(webgpu_matmul_i8k_fused_quantize_same_bits) {
       wisp_wgpu_mm8_opts o = {.mode = 2, .min_n = 1, .fuseq = f ? 1 : -1};
       ok = ok && !wisp_wgpu_mm8_configure(gpu, &o);
       uint64_t seed = 9;
-      host_mat h;
+      test_host_mat h;
       const int rows = sh[si].rows, cols = sh[si].cols, xr = n + sh[si].x_row0;
-      ok = ok && mat_make(&h, sh[si].type, rows, cols, &seed) && !gpu->prepare_matrix(gpu, &h.m);
+      ok = ok && test_mat_make(&h, sh[si].type, rows, cols, &seed, 1) && !gpu->prepare_matrix(gpu, &h.m);
       float *x = malloc(sizeof(float) * (size_t)xr * cols);
       y[f] = malloc(sizeof(float) * (size_t)n * rows);
       ok = ok && x && y[f];

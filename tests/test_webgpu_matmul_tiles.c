@@ -20,52 +20,10 @@
 #include "backend/webgpu/wgpu_backend.h"
 #include "format/quant.h"
 #include "format/tensor.h"
+#include "random_matrix.h"
 #include "test.h"
 #include "util/err.h"
 #include "webgpu_fixture.h"
-
-typedef struct {
-  wisp_matrix m;
-  void *a, *b, *c;
-} host_mat;
-
-static int mat_make(host_mat *h, wisp_wtype type, int rows, int cols, uint64_t *seed) {
-  memset(h, 0, sizeof *h);
-  h->m = (wisp_matrix){.type = type, .rows = rows, .cols = cols};
-  if (type == WISP_W_Q4 || type == WISP_W_Q4Z) {
-    size_t nq = wisp_q4_quant_bytes(rows, cols), ns = (size_t)rows * (cols / 32), nz = wisp_q4_zp_bytes(rows, cols);
-    uint8_t *q = malloc(nq), *z = malloc(nz ? nz : 1);
-    float *s = malloc(sizeof(float) * ns);
-    h->a = q, h->b = s, h->c = z;
-    if (!q || !z || !s) return 0;
-    for (size_t i = 0; i < nq; i++) q[i] = (uint8_t)test_rand_u32(seed);
-    for (size_t i = 0; i < ns; i++) s[i] = 0.002f + 0.02f * fabsf(test_rand_float(seed));
-    for (size_t i = 0; i < nz; i++) z[i] = (uint8_t)test_rand_u32(seed);
-    h->m.q = q;
-    h->m.scales = s;
-    if (type == WISP_W_Q4Z) h->m.zp = z;
-    return 1;
-  }
-  float *f = malloc(sizeof(float) * (size_t)rows * cols);
-  if (!f) return 0;
-  for (size_t i = 0; i < (size_t)rows * cols; i++) f[i] = 0.1f * test_rand_float(seed);
-  if (type == WISP_W_F32) {
-    h->m.f32 = f;
-    h->a = f;
-    return 1;
-  }
-  size_t nb = type == WISP_W_F16 ? wisp_f16_bytes(rows, cols)
-              : type == WISP_W_Q8_0 ? wisp_q8_0_bytes(rows, cols)
-                                    : wisp_q4k_bytes(rows, cols);
-  uint8_t *q = malloc(nb);
-  if (q && type == WISP_W_F16) wisp_quantize_f16(f, rows, cols, q);
-  if (q && type == WISP_W_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
-  if (q && type == WISP_W_Q4K) wisp_quantize_q4k(f, rows, cols, q);
-  free(f);
-  h->m.q = q;
-  h->a = q;
-  return q != NULL;
-}
 
 /* Geometries: by size (0s), forced tiles, one buffer. */
 typedef struct {
@@ -124,7 +82,7 @@ TEST(webgpu_matmul_tiles_same_bits_and_cpu_parity) {
   for (int g = 0; ok && g < NGEO; g++) ok = (gpu[g] = open_gpu(d, &k_geos[g])) != NULL;
   char err[600] = "";
   if (!ok) snprintf(err, sizeof err, "backend: %s", wisp_last_error());
-  host_mat hs[NSHAPE];
+  test_host_mat hs[NSHAPE];
   memset(hs, 0, sizeof hs);
   uint64_t seed = 31, tiled0 = 0, tiled1 = 0;
   wisp_wgpu_backend_stats st;
@@ -132,7 +90,7 @@ TEST(webgpu_matmul_tiles_same_bits_and_cpu_parity) {
   double worst = 0;
   for (int si = 0; ok && si < NSHAPE; si++) {
     const shape *c = &k_shapes[si];
-    ok = mat_make(&hs[si], c->type, c->rows, c->cols, &seed) && !cpu->prepare_matrix(cpu, &hs[si].m);
+    ok = test_mat_make(&hs[si], c->type, c->rows, c->cols, &seed, 0) && !cpu->prepare_matrix(cpu, &hs[si].m);
     for (int g = 0; ok && g < NGEO; g++) ok = !gpu[g]->prepare_matrix(gpu[g], &hs[si].m); /* (unused ones too: cheap) */
     if (!ok) snprintf(err, sizeof err, "%s setup: %s", wisp_wtype_name(c->type), wisp_last_error());
     for (int ni = 0; ok && ni < NNS; ni++) {

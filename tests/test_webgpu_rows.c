@@ -12,54 +12,9 @@
 #include "backend/webgpu/wgpu_backend.h"
 #include "backend/sampling.h"
 #include "format/tensor.h"
+#include "random_matrix.h"
 #include "test.h"
 #include "webgpu_fixture.h"
-
-/* Random weights of one type, as the converter stores them. */
-typedef struct {
-  wisp_matrix m;
-  void *a, *b, *c;
-} host_mat;
-
-static int mat_make(host_mat *h, wisp_wtype type, int rows, int cols, uint64_t *seed) {
-  memset(h, 0, sizeof *h);
-  h->m.type = type;
-  h->m.rows = rows;
-  h->m.cols = cols;
-  if (type == WISP_W_Q4 || type == WISP_W_Q4Z) {
-    size_t nq = wisp_q4_quant_bytes(rows, cols), ns = (size_t)rows * (cols / 32), nz = wisp_q4_zp_bytes(rows, cols);
-    uint8_t *q = malloc(nq), *z = malloc(nz ? nz : 1);
-    float *s = malloc(sizeof(float) * ns);
-    h->a = q, h->b = s, h->c = z;
-    if (!q || !z || !s) return 0;
-    for (size_t i = 0; i < nq; i++) q[i] = (uint8_t)test_rand_u32(seed);
-    for (size_t i = 0; i < ns; i++) s[i] = 0.002f + 0.02f * fabsf(test_rand_float(seed));
-    for (size_t i = 0; i < nz; i++) z[i] = (uint8_t)test_rand_u32(seed);
-    h->m.q = q;
-    h->m.scales = s;
-    if (type == WISP_W_Q4Z) h->m.zp = z;
-    return 1;
-  }
-  float *f = malloc(sizeof(float) * (size_t)rows * cols);
-  if (!f) return 0;
-  for (size_t i = 0; i < (size_t)rows * cols; i++) f[i] = 0.1f * test_rand_float(seed);
-  if (type == WISP_W_F32) {
-    h->m.f32 = f;
-    h->a = f;
-    return 1;
-  }
-  size_t nb = type == WISP_W_F16 ? wisp_f16_bytes(rows, cols)
-              : type == WISP_W_Q8_0 ? wisp_q8_0_bytes(rows, cols)
-                                    : wisp_q4k_bytes(rows, cols);
-  uint8_t *q = malloc(nb);
-  if (q && type == WISP_W_F16) wisp_quantize_f16(f, rows, cols, q);
-  if (q && type == WISP_W_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
-  if (q && type == WISP_W_Q4K) wisp_quantize_q4k(f, rows, cols, q);
-  free(f);
-  h->m.q = q;
-  h->a = q;
-  return q != NULL;
-}
 
 /* The backend knows an uploaded weight by its host address, so weights stay
  * allocated until their backend is gone (a new matrix at a freed one's
@@ -70,7 +25,7 @@ typedef struct {
 } keep_list;
 static keep_list g_keep;
 
-static void mat_free(host_mat *h) {
+static void mat_free(test_host_mat *h) {
   void *ps[3] = {h->a, h->b, h->c};
   for (int i = 0; i < 3; i++) {
     if (g_keep.n < 256) g_keep.p[g_keep.n++] = ps[i];
@@ -144,8 +99,8 @@ static long first_diff(const float *a, const float *b, size_t n) {
  * have run (rows_shared) for every n > 1. */
 static int exact_case(wisp_backend *be, wisp_wtype type, int rows, int cols, const int *ns, int nn, uint64_t *seed,
                       char *err, size_t cap) {
-  host_mat h;
-  int ok = mat_make(&h, type, rows, cols, seed) && !be->prepare_matrix(be, &h.m);
+  test_host_mat h;
+  int ok = test_mat_make(&h, type, rows, cols, seed, 0) && !be->prepare_matrix(be, &h.m);
   if (!ok) snprintf(err, cap, "%s %dx%d: setup: %s", wisp_wtype_name(type), rows, cols, wisp_last_error());
   for (int ni = 0; ok && ni < nn; ni++) {
     const int n = ns[ni], acc = ni % 2;
@@ -273,8 +228,8 @@ TEST(webgpu_rows_do_not_interfere) {
   float *yb = malloc(sizeof(float) * N * ROWS), *yc = malloc(sizeof(float) * N * ROWS);
   CHECK(x && x2 && y0 && ya && yb && yc);
   for (int ti = 0; ok && ti < 2; ti++) {
-    host_mat h;
-    ok = mat_make(&h, types[ti], ROWS, COLS, &seed) && !be->prepare_matrix(be, &h.m);
+    test_host_mat h;
+    ok = test_mat_make(&h, types[ti], ROWS, COLS, &seed, 0) && !be->prepare_matrix(be, &h.m);
     if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
     for (int i = 0; i < N * COLS; i++) x[i] = test_rand_float(&seed);
     ok = ok && rows_product(be, &h.m, x, y0, N, 0, 1, ya, err, sizeof err);
@@ -329,8 +284,8 @@ TEST(webgpu_rows_shared_off_same_bits) {
   CHECK(x && y0 && ya && yb && yc);
   for (int i = 0; i < N * COLS; i++) x[i] = test_rand_float(&seed);
   for (int ti = 0; ok && ti < 2; ti++) {
-    host_mat h;
-    ok = mat_make(&h, types[ti], ROWS, COLS, &seed) && !on->prepare_matrix(on, &h.m) &&
+    test_host_mat h;
+    ok = test_mat_make(&h, types[ti], ROWS, COLS, &seed, 0) && !on->prepare_matrix(on, &h.m) &&
          !off->prepare_matrix(off, &h.m) && !nt3->prepare_matrix(nt3, &h.m);
     if (!ok) snprintf(err, sizeof err, "setup: %s", wisp_last_error());
     ok = ok && rows_product(on, &h.m, x, y0, N, 0, 1, ya, err, sizeof err) &&
