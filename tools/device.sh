@@ -67,6 +67,12 @@
 #                                     default opbyop prefill1024"); tune.txt has tuned/default
 #                                     per workload and whether tuned was ever slower
 #                                     than the default beyond the runs' own spread
+#   tools/device.sh tiles OUT         the prefill tile sweep: `wisp bench` prefill of
+#                                     PROMPTS (default "128 1024") on MODELS (default
+#                                     "seed qwen08") under --profile exact for each of
+#                                     EXACT_TUNINGS and under the throughput profile for
+#                                     each of I8_TUNINGS ("none": the defaults; "prev":
+#                                     .dev/wisp_prev, no tuning), REPS (1) times; tiles.txt
 #   tools/device.sh probe OUT         tools/phase_probe.c on one workgroup per SM
 #   tools/device.sh templates OUT     the chat-template renderings of
 #                                     tests/data/chat_templates/expected.json
@@ -433,6 +439,32 @@ print("tuned never slower than the default beyond the spread" if not slower else
 PY
 }
 
+# The prefill tile sweep (matmul= / matmulTile= / matmulI8=) against the
+# defaults and against .dev/wisp_prev: one line of tok/s per run in tiles.txt.
+tiles() {
+  local ex=${EXACT_TUNINGS:-prev none matmul=64x32 matmul=64x64,matmulTile=4x4 matmul=128x64,matmulTile=4x8 matmul=128x64,matmulTile=8x4 matmul=64x64,matmulTile=8x8 matmul=128x128,matmulTile=8x8}
+  local i8=${I8_TUNINGS:-prev none matmulI8=64x64x4x4x2 matmulI8=128x64x8x4x2 matmulI8=128x32x4x4x2}
+  for m in ${MODELS:-seed qwen08}; do
+    local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
+    for rep in $(seq "${REPS:-1}"); do
+      for p in ${PROMPTS:-128 1024}; do
+        for prof in exact throughput; do
+          local list=$ex; [ $prof = throughput ] && list=$i8
+          for t in $list; do
+            local bin=$W tune=(); [ "$t" = prev ] && bin=.dev/wisp_prev
+            [ "$t" = prev ] || [ "$t" = none ] || tune=(--tuning "$t")
+            [ -x "$bin" ] || continue
+            local pf=$prof; [ "$t" = prev ] && [ $prof = exact ] && pf=${PREV_EXACT:-exact}
+            printf '%-7s %-5s %-10s %-32s %s\n' "$m" "$p" "$prof" "$t" \
+              "$("$bin" bench -m "$a" --backend webgpu --prompt "$p" --decode 4 --profile "$pf" "${tune[@]}" \
+                 -o "$OUT/tile-$m-$p-$prof-${t//[^A-Za-z0-9]/_}-$rep.json" --force 2>&1 | head -1)" | tee -a "$OUT/tiles.txt"
+          done
+        done
+      done
+    done
+  done
+}
+
 probe() {
   timeout "${PROBE_SECONDS:-150}" .dev/phase_probe "${PROBE_WG:-132}" "${PROBE_ROUNDS:-2000}" 2>&1 | tee "$OUT/phase-probe.txt"
 }
@@ -495,7 +527,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products|tune)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products|tune|tiles)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env
