@@ -457,7 +457,7 @@ tiles() {
             local pf=$prof; [ "$t" = prev ] && [ $prof = exact ] && pf=${PREV_EXACT:-exact}
             printf '%-7s %-5s %-10s %-32s %s\n' "$m" "$p" "$prof" "$t" \
               "$("$bin" bench -m "$a" --backend webgpu --prompt "$p" --decode 4 --profile "$pf" "${tune[@]}" \
-                 -o "$OUT/tile-$m-$p-$prof-${t//[^A-Za-z0-9]/_}-$rep.json" --force 2>"$OUT/tile.err" | head -1 ||
+                 -o "$OUT/tile-$m-$p-$prof-${t//[^A-Za-z0-9]/_}-$rep.json" --force 2>>"$OUT/tile.err" | head -1 ||
                  tail -1 "$OUT/tile.err")" | tee -a "$OUT/tiles.txt"
           done
         done
