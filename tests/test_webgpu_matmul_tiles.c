@@ -5,7 +5,7 @@
  * f32 product (TOL_TILE of max|ref|, the exact profile's product tolerance:
  * tests/test_webgpu_backend.c's TOL_MATMUL), and bit for bit the same under
  * every tile geometry: 4x4 and 8x8 register tiles, double-buffered or one
- * buffer, the tile picked by size (64x32 4x4, and 128x64 8x8 for 64 tokens
+ * buffer, the tile picked by size (64x32 4x4, and 64x64 4x4 for 256 tokens
  * of at least 128 rows) or forced (tuning matmul, matmulTile).
  * Each output is summed in column order whatever the tile, so the exact
  * profile's results do not depend on the geometry. */
@@ -25,12 +25,13 @@
 #include "util/err.h"
 #include "webgpu_fixture.h"
 
-/* Geometries: by size (0s), forced tiles, one buffer. */
+/* Geometries: by size (0s), forced tiles (the 64x64 one that prefills of
+ * 256+ tokens get, the 8x8 register tile), one buffer. */
 typedef struct {
   uint32_t tm, tn, rm, rn;
   int one_buffer;
 } geo;
-static const geo k_geos[] = {{0, 0, 0, 0, 0}, {0, 0, 0, 0, 1}, {32, 16, 8, 4, 0}};
+static const geo k_geos[] = {{0, 0, 0, 0, 0}, {0, 0, 0, 0, 1}, {32, 16, 8, 4, 0}, {64, 64, 4, 4, 0}, {128, 64, 8, 8, 0}};
 #define NGEO ((int)(sizeof k_geos / sizeof k_geos[0]))
 
 static wisp_backend *open_gpu(wisp_wgpu_device *d, const geo *g) {

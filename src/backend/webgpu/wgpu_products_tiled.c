@@ -23,8 +23,11 @@ int wisp_wgpu_matmul_tile_ok(const wgpu_backend *g, const wisp_wgpu_tile *t) {
 }
 
 wisp_wgpu_tile wisp_wgpu_matmul_tile(const wgpu_backend *g, int rows, int n) {
+  /* Measured on the H200 (bench/results/tiles-h200-20261205): 4x4 a thread
+   * beats 8x8 by 2-3x at 1,024 tokens; 64 tokens a tile from 256 tokens on
+   * gives 1.1-1.2x over 32, which is faster below that. */
   wisp_wgpu_tile t = {64, 32, 4, 4, 1};
-  if (n >= 64 && rows >= 128) t = (wisp_wgpu_tile){128, 64, 8, 8, 1};
+  if (n >= 256 && rows >= 128) t.tn = 64;
   if (g->mm_tm && g->mm_tn) t = (wisp_wgpu_tile){g->mm_tm, g->mm_tn, 4, 4, 1}; /* a given tile: 4x4 a thread */
   if (g->mm_rm && g->mm_rn) t.rm = g->mm_rm, t.rn = g->mm_rn;
   if (g->mm_one_buffer || tile_bytes(&t, 1) > g->d->info.max_compute_workgroup_storage_size) t.db = 0;

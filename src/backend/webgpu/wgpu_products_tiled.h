@@ -7,8 +7,8 @@
 
 /* The tile of an n-token product by a matrix of `rows` rows: TM x TN
  * outputs a workgroup, RM x RN a thread, DB 1 with double-buffered
- * workgroup memory. By size: 128x64 with 8x8 register tiles for products
- * of at least 64 tokens and 128 rows, 64x32 with 4x4 for smaller ones;
+ * workgroup memory. By size: 64x64 with 4x4 register tiles for products
+ * of at least 256 tokens and 128 rows, 64x32 with 4x4 for smaller ones;
  * tuning matmul=TMxTN sets the tile (4x4 a thread), matmulTile=RMxRN the
  * register tile; DB where the workgroup memory allows. The geometry never
  * changes a result's bits. */
