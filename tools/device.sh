@@ -104,7 +104,8 @@
 #                                     x TOKENS ("512 2048"), each under the TUNINGS given
 #                                     (default: the tile by size, then "matmul=64x32"); the
 #                                     receipt OUT/products.json; then the suite's product tests
-# OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
+# OUT (default /tmp/device-OUT) ends packed as OUT.tgz, and the folder removed: the
+# machine returns 8 files at most.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
 # real configurations, built with tests/parity/hf_reference.py; Q4_K / Q4).
@@ -537,6 +538,8 @@ case $cmd in
     say "$cmd"
     "$cmd"
     tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
+    # the machine returns 8 files at most: the .tgz alone, not the files in it
+    rm -rf "$OUT"
     say "done: $OUT.tgz" ;;
   *)
     sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
