@@ -11,7 +11,8 @@
 #                                     .gl/ the Vulkan loader .deb (libvulkan1).
 #                                     Carry .dev, .gl and .cache/webgpu.
 #   PREV=REV tools/device.sh bundle   also builds REV (a commit) as .dev/wisp_prev,
-#                                     for `ab` between two binaries.
+#                                     for `ab` between two binaries; REVS="A B ..."
+#                                     builds each as .dev/wisp_<short hash> (a bisect).
 #   SLIM=1 tools/device.sh bundle     wisp alone (no tests, no probes): a smaller
 #                                     carry, for bench/serve-h200.sh.
 # There, from the repository root (each sets the environment up first):
@@ -131,12 +132,17 @@ bundle() {
     grep -Ev '/(libc|libm|libmvec|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" .dev/lib/; done
   ls .gl/libvulkan1_*.deb >/dev/null 2>&1 || (cd .gl && apt-get download libvulkan1)
-  if [ -n "${PREV:-}" ]; then
+  # PREV: one older binary (.dev/wisp_prev); REVS: several, .dev/wisp_<short hash>
+  # each (a bisect: BINS="wisp_<a> wisp_<b> ..." for `ab`), stripped
+  local rev name
+  for rev in ${PREV:+PREV} ${REVS:-}; do
+    name=wisp_$(git rev-parse --short "$rev" 2>/dev/null)
+    [ "$rev" = PREV ] && { rev=$PREV; name=wisp_prev; }
     local tmp; tmp=$(mktemp -d)
-    git worktree add -q --detach "$tmp" "$PREV"
-    make -s -C "$tmp" -j"$jobs" build/wisp && cp "$tmp/build/wisp" .dev/wisp_prev
+    git worktree add -q --detach "$tmp" "$rev"
+    make -s -C "$tmp" -j"$jobs" build/wisp && cp "$tmp/build/wisp" ".dev/$name" && strip ".dev/$name"
     git worktree remove --force "$tmp"
-  fi
+  done
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include tests || echo +dirty) $(date -u +%FT%TZ)" \
     > .dev/COMMIT
   ls -la .dev .dev/lib .gl
