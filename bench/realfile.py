@@ -25,6 +25,8 @@ checkpoints llama.cpp's own convert_hf_to_gguf.py reads, and the summary.
                      config.json's BOS / EOS become that model's <s> 1 / </s> 2
         gemma3-small Gemma 3 at hidden 128 and vocab 3,072, the same tokenizer: a
                      dry run of the script (no transformers needed)
+        qwen25-small Qwen 2.5 at hidden 128 with its vocabulary and tokenizer: a
+                     dry run of the converter's BPE path
       TOK_DIR holds llama3_2/, qwen2_5/, qwen3/ (tokenizer.json and
       tokenizer_config.json each: `bash bench/realfile-h200.sh prepare` packs them).
 
@@ -57,11 +59,14 @@ MODELS = {
     "qwen35-0.8b": (["tests/parity/hf_reference.py", "build", "--config", "qwen35-0.8b", "--seed", "1234"], "qwen3"),
     "gemma3-1b": (["tools/gemma-qwen2-oracle.py", "build", "--arch", "gemma3", "--shape", "real", "--seed", "1234"],
                   "spm"),
-    # hidden 128, vocab 3,072 (set in cmd_build): a dry run of the
-    # whole script on any machine (Debian's torch writes it without transformers)
+    # hidden 128, the vocabulary SMALL_VOCAB gives: dry runs of the whole script
+    # (Debian's torch writes them without transformers)
     "gemma3-small": (["tools/gemma-qwen2-oracle.py", "build", "--arch", "gemma3", "--shape", "small", "--seed", "1234"],
                      "spm"),
+    "qwen25-small": (["tools/gemma-qwen2-oracle.py", "build", "--arch", "qwen2", "--shape", "small", "--seed", "1234"],
+                     "qwen2_5"),
 }
+SMALL_VOCAB = {"gemma3-small": 3072, "qwen25-small": 151936}
 
 PPL_TOLERANCE = 0.01   # wisp perplexity within 1 % of llama-perplexity
 SPEED_TOLERANCE = 0.05  # the GGUF in place within 5 % of the converted artifact
@@ -76,16 +81,18 @@ def cmd_build(args):
     if args.model not in MODELS:
         die("unknown model %s (%s)" % (args.model, ", ".join(MODELS)))
     cmd, tok = MODELS[args.model]
-    if args.model == "gemma3-small":
-        # the oracle's small Gemma 3 with a vocabulary of 3,072 rows, so that all
-        # 3,000 pieces of the SentencePiece model are in it (cut to 512, pieces
-        # whose characters are missing make llama.cpp and SentencePiece differ)
+    if args.model in SMALL_VOCAB:
+        # the oracle's small shape with a vocabulary that holds the tokenizer
+        # (gemma3-small: all 3,000 pieces of the SentencePiece model; cut to
+        # 512, pieces whose characters are missing make llama.cpp and
+        # SentencePiece differ)
         import importlib.util
         spec = importlib.util.spec_from_file_location("oracle", os.path.join(ROOT, cmd[0]))
         oracle = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(oracle)
-        oracle.CONFIGS[("gemma3", "small")]["vocab_size"] = 3072
-        oracle.cmd_build(argparse.Namespace(arch="gemma3", shape="small", seed=1234, out=args.out, torch_only=False))
+        arch = cmd[cmd.index("--arch") + 1]
+        oracle.CONFIGS[(arch, "small")]["vocab_size"] = SMALL_VOCAB[args.model]
+        oracle.cmd_build(argparse.Namespace(arch=arch, shape="small", seed=1234, out=args.out, torch_only=False))
     else:
         subprocess.run([sys.executable, os.path.join(ROOT, cmd[0])] + cmd[1:] + ["--out", args.out], check=True)
     if tok == "spm":
