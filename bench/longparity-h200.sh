@@ -21,11 +21,12 @@
 #     greedy tokens on cuda, float32, eager attention, TF32 off
 #     (hf_reference.py reference);
 #  4. `wisp logits --profile exact -c CTX` on webgpu for every config first,
-#     then on the CPU (-t 16) in the time left: on this machine's 2 cores the
-#     CPU exact path of the Qwen 3.5 0.8B shape takes ~26 ms of one core per
-#     token up to 2,048 tokens, so 16,384 tokens (plus attention, quadratic)
-#     are ~1-2 min on the H200 host's 16 cores; a CPU run that would pass the
-#     budget is cut by `timeout` and reported as not run;
+#     then on the CPU (-t 16) in the time left. Measured on the 2-core
+#     development machine (Qwen 3.5 0.8B shape, f32, --profile exact): 53.5
+#     CPU-seconds for 2,048 tokens, 118.8 for 4,096, i.e. 23 ms a token plus
+#     1.4e-6 s x tokens^2 (attention): ~760 CPU-seconds for 16,384, about
+#     1-1.5 min on the H200 host's 16 cores (LFM2-350M less); a CPU run that
+#     would pass the budget is cut by `timeout` and reported as not run;
 #  5. tests/parity/compare.py: max|logit difference| / max|logit| per prompt
 #     (tolerance TOL, default 1e-3) and greedy agreement (first divergence);
 #     summary.txt, one line per config and backend.
