@@ -36,21 +36,22 @@
 # "0 2048 8192 32768"), PREFILLS (default "512 1024 4096"), LC (default /tmp/lcc).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-${OUT:-/tmp/attn-long-h200}}
+BACK=${1:-${OUT:-/tmp/attn-long-h200}} # what comes back: the .tgz and summary.txt alone
+OUT=/tmp/attn-long-work                 # every receipt, packed into BACK (the machine returns 8 files at most)
 BUDGET=${BUDGET:-560}
 MODELS=${MODELS:-seed lfm350 qwen08}
 DEPTHS=${DEPTHS:-0 2048 8192 32768}
 PREFILLS=${PREFILLS:-512 1024 4096}
 LC=${LC:-/tmp/lcc}
 T0=$SECONDS
-mkdir -p "$OUT" models
+mkdir -p "$OUT" "$BACK" models
 WISP_DEVICE_LIB=1 source tools/device.sh # setup_env, model_dir, W
 setup_env
 say() { echo "== $* ($((SECONDS - T0)) s)"; }
 left() { [ $((SECONDS - T0)) -lt "$BUDGET" ]; }
-pack() { tar czf "$OUT/attn-long.tgz" -C "$OUT" --exclude attn-long.tgz . 2>/dev/null; }
+pack() { tar czf "$BACK/attn-long.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/summary.txt" "$BACK/" 2>/dev/null; }
 
-if [ ! -x "$LC/build/bin/llama-bench" ]; then
+if [ ! -x "$LC/build/bin/llama-bench" ] && ! pgrep -f "build.sh cuda" > /dev/null; then
   say "llama.cpp cuda build (detached)"
   setsid nohup bash .peer/build.sh cuda "$LC" > "$OUT/llama-build.log" 2>&1 < /dev/null &
 fi
@@ -62,22 +63,22 @@ for m in $MODELS; do
     left || break
     p=$dep; [ "$p" -gt 0 ] || p=1
     say "$m wisp decode at depth $dep"
-    $W bench -m "$a" --backend webgpu -p "$p" -n 64 -o "$OUT/wisp-$m-depth$dep.json" --force 2>&1 | head -2
+    $W bench -m "$a" --backend webgpu -p "$p" -n 64 -o "$OUT/wisp-$m-depth$dep.json" --force 2>&1 | tail -2
     if [ "$dep" -ge 8192 ] && left; then
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning attnSplitsLong=1x1 \
-        -o "$OUT/wisp-$m-depth$dep-nolong.json" --force 2>&1 | head -2
+        -o "$OUT/wisp-$m-depth$dep-nolong.json" --force 2>&1 | tail -2
     fi
     if [ "$dep" -ge 2048 ] && left; then # the persistent decode's attention in 256-key chunks
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=25 \
-        -o "$OUT/wisp-$m-depth$dep-wide.json" --force 2>&1 | head -2
+        -o "$OUT/wisp-$m-depth$dep-wide.json" --force 2>&1 | tail -2
     fi
   done
   for n in $PREFILLS; do
     left || break
     say "$m wisp prefill $n (attn_flash, then the tiled attn_flash_tiled)"
-    $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o "$OUT/wisp-$m-prefill$n.json" --force 2>&1 | head -2
+    $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o "$OUT/wisp-$m-prefill$n.json" --force 2>&1 | tail -2
     $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning attnPrefill=2 \
-      -o "$OUT/wisp-$m-prefill$n-tiled.json" --force 2>&1 | head -2
+      -o "$OUT/wisp-$m-prefill$n-tiled.json" --force 2>&1 | tail -2
   done
   g=/tmp/attn-long-$m.gguf
   if [ ! -s "$g" ]; then

@@ -11,7 +11,8 @@
 #                                     .gl/ the Vulkan loader .deb (libvulkan1).
 #                                     Carry .dev, .gl and .cache/webgpu.
 #   PREV=REV tools/device.sh bundle   also builds REV (a commit) as .dev/wisp_prev,
-#                                     for `ab` between two binaries.
+#                                     for `ab` between two binaries; REVS="A B ..."
+#                                     builds each as .dev/wisp_<short hash> (a bisect).
 #   SLIM=1 tools/device.sh bundle     wisp alone (no tests, no probes): a smaller
 #                                     carry, for bench/serve-h200.sh.
 # There, from the repository root (each sets the environment up first):
@@ -104,7 +105,8 @@
 #                                     x TOKENS ("512 2048"), each under the TUNINGS given
 #                                     (default: the tile by size, then "matmul=64x32"); the
 #                                     receipt OUT/products.json; then the suite's product tests
-# OUT (default /tmp/device-OUT) ends packed as OUT.tgz: the machine returns few files.
+# OUT (default /tmp/device-OUT) ends packed as OUT.tgz, and the folder removed: the
+# machine returns 8 files at most.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
 # real configurations, built with tests/parity/hf_reference.py; Q4_K / Q4).
@@ -130,12 +132,17 @@ bundle() {
     grep -Ev '/(libc|libm|libmvec|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" .dev/lib/; done
   ls .gl/libvulkan1_*.deb >/dev/null 2>&1 || (cd .gl && apt-get download libvulkan1)
-  if [ -n "${PREV:-}" ]; then
+  # PREV: one older binary (.dev/wisp_prev); REVS: several, .dev/wisp_<short hash>
+  # each (a bisect: BINS="wisp_<a> wisp_<b> ..." for `ab`), stripped
+  local rev name
+  for rev in ${PREV:+PREV} ${REVS:-}; do
+    name=wisp_$(git rev-parse --short "$rev" 2>/dev/null)
+    [ "$rev" = PREV ] && { rev=$PREV; name=wisp_prev; }
     local tmp; tmp=$(mktemp -d)
-    git worktree add -q --detach "$tmp" "$PREV"
-    make -s -C "$tmp" -j"$jobs" build/wisp && cp "$tmp/build/wisp" .dev/wisp_prev
+    git worktree add -q --detach "$tmp" "$rev"
+    make -s -C "$tmp" -j"$jobs" build/wisp && cp "$tmp/build/wisp" ".dev/$name" && strip ".dev/$name"
     git worktree remove --force "$tmp"
-  fi
+  done
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include tests || echo +dirty) $(date -u +%FT%TZ)" \
     > .dev/COMMIT
   ls -la .dev .dev/lib .gl
@@ -313,9 +320,11 @@ ab() {
       for rep in $(seq "${REPS:-2}"); do
         for b in ${BINS:-wisp_prev wisp}; do
           [ -x ".dev/$b" ] || { echo "no .dev/$b"; continue; }
+          local ba=$args # PREV_EXACT: the exact profile's name for an older binary (profiles/default)
+          [ "$b" = wisp_prev ] && [ -n "${PREV_EXACT:-}" ] && ba=${args/--profile exact/--profile $PREV_EXACT}
           # shellcheck disable=SC2086
           printf '%-8s %-12s %-10s %s %s\n' "$m" "$w" "$b" "$rep" \
-            "$(".dev/$b" bench -m "$a" --backend webgpu $args -o "$OUT/ab-$m-$w-$b-$rep.json" 2>/dev/null | head -1)" |
+            "$(".dev/$b" bench -m "$a" --backend webgpu $ba -o "$OUT/ab-$m-$w-$b-$rep.json" 2>/dev/null | head -1)" |
             tee -a "$OUT/ab.txt"
         done
       done
@@ -535,6 +544,8 @@ case $cmd in
     say "$cmd"
     "$cmd"
     tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
+    # the machine returns 8 files at most: the .tgz alone, not the files in it
+    rm -rf "$OUT"
     say "done: $OUT.tgz" ;;
   *)
     sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
