@@ -91,6 +91,83 @@ static void check_cli(const char *extra, int window, int bos) {
 TEST(perplexity_matches_token_by_token_with_bos) { check_cli("--bos 1 --tuning prefillChunk=48", 100, 1); }
 TEST(perplexity_matches_token_by_token_without_bos) { check_cli("", 40, -1); }
 
+/* llama-perplexity's scoring (--llama-chunks), token by token: the text less one
+ * trailing newline, BOS first when bos >= 0, whole chunks of `window` ids whose
+ * first id is BOS, the predictions of positions window/2 .. window-2 scored. */
+static double direct_llama_nll(const char *dir, const char *text, int window, int bos, long *scored_out) {
+  wisp_model *m = NULL;
+  wisp_session *s = NULL;
+  wisp_tokenizer *tok = NULL;
+  int32_t *ids = NULL, *list = NULL;
+  int n_ids = 0;
+  double total = 0;
+  long scored = 0;
+  size_t len = strlen(text);
+  if (len && text[len - 1] == '\n') len--;
+  if (wisp_model_open(dir, &m) || wisp_session_new(m, NULL, &s)) return NAN;
+  const int vocab = wisp_model_vocab(m);
+  if (wisp_tokenizer_new("byte", vocab, &tok) || wisp_tokenizer_encode_n(tok, text, len, 0, &ids, &n_ids)) return NAN;
+  int n = 0;
+  list = malloc(sizeof(int32_t) * (size_t)(n_ids + 1));
+  float *logits = malloc(sizeof(float) * (size_t)vocab);
+  if (bos >= 0) list[n++] = bos;
+  for (int i = 0; i < n_ids; i++) list[n++] = ids[i];
+  for (int c = 0; (c + 1) * window <= n; c++) {
+    wisp_session_reset(s);
+    for (int r = 0; r + 1 < window; r++) {
+      int32_t t = r == 0 && bos >= 0 ? bos : list[c * window + r];
+      if (wisp_session_eval(s, &t, 1, logits)) { total = NAN; break; }
+      if (r < window / 2) continue;
+      const int32_t next = list[c * window + r + 1];
+      double mx = -INFINITY, sum = 0;
+      for (int v = 0; v < vocab; v++) mx = logits[v] > mx ? logits[v] : mx;
+      for (int v = 0; v < vocab; v++) sum += exp((double)logits[v] - mx);
+      total += mx + log(sum) - (double)logits[next];
+      scored++;
+    }
+  }
+  free(logits);
+  free(list);
+  free(ids);
+  wisp_tokenizer_free(tok);
+  wisp_session_free(s);
+  wisp_model_close(m);
+  *scored_out = scored;
+  return total / (double)scored;
+}
+
+static void check_llama_chunks(const char *extra, int window, int bos) {
+  const char *dir = fixture_small_model();
+  CHECK(dir);
+  const char *file = fixture_write("ppl-llama.txt", k_text);
+  char cmd[2048], out[8192];
+  snprintf(cmd, sizeof cmd, "%s perplexity --backend cpu -m %s -f %s --window %d --llama-chunks %s", test_wisp_bin(), dir,
+           file, window, extra);
+  int rc = test_run(cmd, out, sizeof out);
+  CHECKF(rc == 0, "%s -> %d: %s", cmd, rc, out);
+  long scored = 0;
+  double cli = json_num(out, "nll"), ref = direct_llama_nll(dir, k_text, window, bos, &scored);
+  CHECKF(isfinite(cli) && isfinite(ref), "cli %g, direct %g: %s", cli, ref, out);
+  const long chunks = ((long)strlen(k_text) - 1 + (bos >= 0)) / window;
+  CHECKF((long)json_num(out, "windows") == chunks, "%s: want %ld chunks", out, chunks);
+  CHECKF((long)json_num(out, "tokens") == scored && scored == chunks * (window - 1 - window / 2), "%s: direct %ld", out,
+         scored);
+  CHECKF(fabs(cli - ref) <= 1e-5 * fabs(ref), "cli nll %.9g vs token-by-token %.9g", cli, ref);
+}
+
+TEST(perplexity_llama_chunks_with_bos) { check_llama_chunks("--bos 1 --tuning prefillChunk=48", 100, 1); }
+TEST(perplexity_llama_chunks_without_bos) { check_llama_chunks("", 61, -1); }
+
+TEST(perplexity_llama_chunks_too_short) {
+  const char *dir = fixture_small_model();
+  CHECK(dir);
+  const char *file = fixture_write("ppl-short.txt", "short text\n");
+  char cmd[2048], out[8192];
+  snprintf(cmd, sizeof cmd, "%s perplexity --backend cpu -m %s -f %s --window 64 --llama-chunks", test_wisp_bin(), dir,
+           file);
+  CHECK(test_run(cmd, out, sizeof out) != 0 && strstr(out, "no whole chunk"));
+}
+
 TEST(perplexity_max_tokens_and_errors) {
   const char *dir = fixture_small_model();
   CHECK(dir);

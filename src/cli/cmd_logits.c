@@ -220,8 +220,12 @@ int cmd_logits(int argc, char **argv) {
   sb_str(&out, "],\n\"greedy\": [");
   if (greedy > 0) {
     const prompt *p = &ps[greedy_prompt];
-    wisp_session_reset(s);
-    if ((st = wisp_session_eval(s, p->ids, p->n, logits))) goto fail;
+    /* The last prompt leaves the session (and logits) where the greedy prompt
+     * starts when it is that one: no second prefill (a 16k-token prompt). */
+    if (greedy_prompt != n_prompts - 1) {
+      wisp_session_reset(s);
+      if ((st = wisp_session_eval(s, p->ids, p->n, logits))) goto fail;
+    }
     if (decode_loop) {
       gen[0] = argmax(logits, vocab);
       wisp_generate_options go = {.temperature = 0};

@@ -15,7 +15,14 @@
  * {"tokens": scored ids, "windows": W, "nll": mean, "ppl": exp(mean)}; a
  * mean that is not finite (non-finite logits: broken weights) is an error,
  * not a JSON line, so what stdout gets is always valid JSON. -f - reads
- * standard input. */
+ * standard input.
+ *
+ * --llama-chunks scores what llama.cpp's llama-perplexity -c W scores, so the
+ * two can be compared on one GGUF file: the text as it reads it (one trailing
+ * newline dropped), encoded with BOS first when the tokenizer adds one, cut
+ * into whole chunks of W ids (a shorter tail is dropped), each chunk's first
+ * id replaced by BOS (when there is one) and only the second half of each
+ * chunk scored: the logits of positions W/2 .. W-2 against the ids after them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +48,7 @@ static double nll_of(const float *row, int vocab, int target) {
 int cmd_perplexity(int argc, char **argv) {
   const char *model_dir = NULL, *file = NULL, *backend = CLI_DEFAULT_BACKEND, *tuning = NULL;
   int64_t max_tokens = 0, window = 256, bos_opt = -1, threads = 0;
+  int llama_chunks = 0;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
       {"-f|--file", CLI_STR, &file, 0, 0, "FILE", "the text to score (\"-\": standard input)"},
@@ -50,6 +58,8 @@ int cmd_perplexity(int argc, char **argv) {
       {"--backend", CLI_STR, &backend, 0, 0, "B", "auto (default: a GPU adapter, else the CPU), cpu or webgpu"},
       {"-t|--threads", CLI_I64, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
       {"--tuning", CLI_STR, &tuning, 0, 0, "K=V,...", "backend tuning keys (docs/configuration.md)"},
+      {"--llama-chunks", CLI_FLAG, &llama_chunks, 0, 0, NULL,
+       "score as llama-perplexity -c W does: whole W-id chunks from BOS, the second half of each scored"},
   };
   const cli_spec spec = {"perplexity", "[-m DIR] -f FILE [options]",
                          "Mean next-token negative log-likelihood (nats) and perplexity of a text, as one JSON line.",
@@ -84,6 +94,7 @@ int cmd_perplexity(int argc, char **argv) {
     goto done;
   }
   if (cli_read_text(file, WISP_FILE_MAX, &text, &len)) goto done;
+  if (llama_chunks && len > 0 && text[len - 1] == '\n') len--; /* llama.cpp's -f drops it */
   if (wisp_tokenizer_encode_n(tok, text, len, 0, &ids, &n_ids)) goto done;
   if (max_tokens > 0 && n_ids > max_tokens) n_ids = (int)max_tokens;
   for (int i = 0; i < n_ids; i++)
@@ -99,19 +110,45 @@ int cmd_perplexity(int argc, char **argv) {
   if (!win || !logits) { wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
   double total = 0;
   long scored = 0, windows = 0;
-  for (int at = 0; at < n_ids; at += step) {
-    int k = n_ids - at < step ? n_ids - at : step, n = 0;
-    if (has_bos) win[n++] = bos;
-    memcpy(win + n, ids + at, sizeof(int32_t) * (size_t)k);
-    n += k;
-    if (n < 2) continue; /* nothing to score */
-    wisp_session_reset(s);
-    if (wisp_session_eval_all(s, win, n, logits)) goto done;
-    for (int r = 0; r + 1 < n; r++) total += nll_of(logits + (size_t)r * vocab, vocab, win[r + 1]);
-    scored += n - 1;
-    windows++;
+  if (llama_chunks) {
+    /* ids with BOS first (when added) cut into whole chunks of W; a chunk's
+     * id 0 becomes BOS; rows W/2 .. W-2 scored. Index j of that list is
+     * text id j - has_bos, and chunk c's id 0 is replaced, so its other ids
+     * are text ids c*W + 1 - has_bos ... */
+    const int w = (int)window, first = w / 2;
+    const long n_list = (long)n_ids + has_bos;
+    for (long c = 0; (c + 1) * w <= n_list; c++) {
+      if (has_bos) win[0] = bos;
+      else win[0] = ids[c * w];
+      memcpy(win + 1, ids + c * w + 1 - has_bos, sizeof(int32_t) * (size_t)(w - 1));
+      wisp_session_reset(s);
+      if (wisp_session_eval_all(s, win, w, logits)) goto done;
+      for (int r = first; r + 1 < w; r++) total += nll_of(logits + (size_t)r * vocab, vocab, win[r + 1]);
+      scored += w - 1 - first;
+      windows++;
+    }
+  } else {
+    for (int at = 0; at < n_ids; at += step) {
+      int k = n_ids - at < step ? n_ids - at : step, n = 0;
+      if (has_bos) win[n++] = bos;
+      memcpy(win + n, ids + at, sizeof(int32_t) * (size_t)k);
+      n += k;
+      if (n < 2) continue; /* nothing to score */
+      wisp_session_reset(s);
+      if (wisp_session_eval_all(s, win, n, logits)) goto done;
+      for (int r = 0; r + 1 < n; r++) total += nll_of(logits + (size_t)r * vocab, vocab, win[r + 1]);
+      scored += n - 1;
+      windows++;
+    }
   }
-  if (scored == 0) { wisp_fail(WISP_EINVAL, "%s: no tokens to score", file); goto done; }
+  if (scored == 0) {
+    if (llama_chunks)
+      wisp_fail(WISP_EINVAL, "%s: %d ids make no whole chunk of --window %lld (--llama-chunks)", file, n_ids + has_bos,
+                (long long)window);
+    else
+      wisp_fail(WISP_EINVAL, "%s: no tokens to score", file);
+    goto done;
+  }
   double mean = total / (double)scored;
   if (!isfinite(mean)) {
     wisp_fail(WISP_EFORMAT, "%s: the log-likelihood is not finite (the model gives non-finite logits: are its "

