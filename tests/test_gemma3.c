@@ -212,8 +212,10 @@ static void forward(const int *tok, int T, double *logits) {
   free(x), free(q), free(k), free(v), free(sc);
 }
 
+static const char *g_quant = "f32"; /* convert's --quant */
+
 /* TMP/NAME: the tiny checkpoint (query_pre_attn_scalar qpas) converted to an
- * f32 artifact; NULL on failure. */
+ * artifact (g_quant); NULL on failure. */
 static const char *tiny_artifact(const char *name, int qpas, char *art, size_t cap) {
   char hf[600], cmd[2048], log[4096];
   snprintf(hf, sizeof hf, "%s/%s_hf", test_tmpdir(), name);
@@ -222,7 +224,7 @@ static const char *tiny_artifact(const char *name, int qpas, char *art, size_t c
   int bad = mkdir(hf, 0755) || write_tiny_gemma3(hf);
   g_qpas = 24;
   if (bad) return NULL;
-  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet", test_wisp_bin(), hf, art, g_quant);
   if (test_run(cmd, log, sizeof log)) {
     fprintf(stderr, "     convert: %s\n", log);
     return NULL;
@@ -372,19 +374,22 @@ TEST(gemma3_webgpu_matches_cpu) {
 }
 
 /* A prompt far past the window (and past a key range of the persistent
- * attention: persistSplits=4 splits the global layer's keys): the
- * persistent decode's greedy tokens equal the op-by-op decode's and the
- * CPU's, on f32 and f16 KV caches, and a model whose layers are all global
- * (the same weights) decodes other tokens on the CPU, so the window is one
- * the tokens depend on. */
+ * attention: persistSplits=4 splits the global layer's keys), on Q4
+ * weights (a Q4Z embedding: the scale in the persistent embedding's Q4
+ * path): the persistent decode's greedy tokens equal the op-by-op
+ * decode's and the CPU's, on f32 and f16 KV caches, and a model whose
+ * layers are all global (the same weights) decodes other tokens on the
+ * CPU, so the window is one the tokens depend on. */
 TEST(gemma3_webgpu_persistent_long_prompt_matches_op_by_op) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   char buf[600], gbuf[600];
+  g_quant = "q4";
   const char *art = tiny_artifact("gemma3_persist", 24, buf, sizeof buf);
   g_cfg_all_global = 1;
   const char *glob = tiny_artifact("gemma3_persist_global", 24, gbuf, sizeof gbuf);
   g_cfg_all_global = 0;
+  g_quant = "f32";
   CHECK(art != NULL && glob != NULL);
   if (!art || !glob) return;
   wisp_model *m = NULL, *mg = NULL;
