@@ -114,8 +114,8 @@ typedef struct {
  *   x += down(act(gate h') * up h'),  h' = rmsnorm(x, ffn_norm)   (gate_up: gate rows, then up rows)
  * then the greedy token of head(rmsnorm(x, final_norm)); the next step
  * embeds it (x = embed[token] * embed_scale; embed_scale 0: 1). act is silu,
- * or gelu_tanh where the FFN phase has WISP_PHASE_GELU. A block whose work
- * phase has WISP_PHASE_POST_NORM adds rmsnorm(its output, mixer_post or
+ * or gelu_tanh where the FFN phase has WISP_PHASE_FLAG_GELU. A block whose work
+ * phase has WISP_PHASE_FLAG_POST_NORM adds rmsnorm(its output, mixer_post or
  * ffn_post) to x instead of the output itself. The mixers:
  *   short conv:  B, C, u = split(in h); out (C * conv(B * u))   (taps [hidden][conv_len], state [hidden][conv_len - 1])
  *   attention:   q, k, v = split(in h [+ in_bias]); q, k = rope(rmsnorm_head(q|k)) (q_norm/k_norm may be NULL); out attend(q, k, v)
@@ -176,16 +176,16 @@ typedef enum {
   WISP_WORK_HEAD,        /* head product + the greedy choice */
   WISP_WORK_COUNT
 } wisp_work_kind;
-/* A phase's flags: WISP_PHASE_POST_NORM on a WORK_OUT or WORK_DOWN phase:
+/* A phase's flags: WISP_PHASE_FLAG_POST_NORM on a WORK_OUT or WORK_DOWN phase:
  * the product's rows are stored, not added to x, and the next phase's
  * stage (a norm of x) first adds rmsnorm(rows) * the layer's post norm
- * (mixer_post, ffn_post) to x. WISP_PHASE_GELU on a WORK_FFN phase:
+ * (mixer_post, ffn_post) to x. WISP_PHASE_FLAG_GELU on a WORK_FFN phase:
  * gelu_tanh(gate) * up instead of silu(gate) * up. */
-enum { WISP_PHASE_POST_NORM = 1, WISP_PHASE_GELU = 2 };
+enum { WISP_PHASE_FLAG_POST_NORM = 1, WISP_PHASE_FLAG_GELU = 2 };
 typedef struct {
   uint8_t stage, work; /* wisp_stage_kind, wisp_work_kind */
   uint16_t layer;
-  uint8_t flags;       /* WISP_PHASE_* */
+  uint8_t flags;       /* WISP_PHASE_FLAG_* */
 } wisp_decode_phase;
 #define WISP_GRAPH_MAX_PHASES (5 * WISP_GRAPH_MAX_LAYERS + 1)
 

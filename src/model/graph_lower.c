@@ -172,9 +172,9 @@ wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state 
       G->gnorm = m->gnorm;
       G->rec_state = wisp_graph_state_mix(s, l, 1);
     }
-    mixer_phases(d, G->mixer, l, G->mixer_post ? WISP_PHASE_POST_NORM : 0);
-    add_phase(d, WISP_STAGE_NORM_FFN, WISP_WORK_FFN, l, gelu ? WISP_PHASE_GELU : 0);
-    add_phase(d, WISP_STAGE_H, WISP_WORK_DOWN, l, G->ffn_post ? WISP_PHASE_POST_NORM : 0);
+    mixer_phases(d, G->mixer, l, G->mixer_post ? WISP_PHASE_FLAG_POST_NORM : 0);
+    add_phase(d, WISP_STAGE_NORM_FFN, WISP_WORK_FFN, l, gelu ? WISP_PHASE_FLAG_GELU : 0);
+    add_phase(d, WISP_STAGE_H, WISP_WORK_DOWN, l, G->ffn_post ? WISP_PHASE_FLAG_POST_NORM : 0);
   }
   if (at != g->n_nodes) return WISP_EUNSUPPORTED;
   add_phase(d, WISP_STAGE_NORM_FINAL, WISP_WORK_HEAD, g->n_layers - 1, 0);

@@ -12,15 +12,16 @@
  * workgroups that walks every phase of every step, phases separated by grid
  * barriers, pays that once per k tokens instead.
  *
- * What it needs, checked here (anything else: WISP_EUNSUPPORTED, and the
- * decode loop records decode_step as before):
+ * What it needs, checked here and in wgpu_persist_fit.c (anything else:
+ * WISP_EUNSUPPORTED, and the decode loop records decode_step as before):
  *   - greedy sampling; matrices of the types the op-by-op decode serves
  *     (Q4, Q4Z, Q4_K, f32, f16, Q8_0: persist_quant.wgsli, a type word per
  *     matrix in the layer table; graphs with gated attention or DeltaNet
  *     layers, which use the units-split product engine: Q4, Q4Z and Q4_K
  *     matrices, the embedding and head Q4 / Q4Z, what convert writes and the
  *     op-by-op embedding reads); each layer's mixer of a shape its phases
- *     take (layer_fits); the subgroups feature;
+ *     take, its flags ones they take (persist_graph_fits); the subgroups
+ *     feature;
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
  *     (a probe-mode dispatch whose one barrier must complete before a short
@@ -269,10 +270,11 @@ static uint64_t kv_offsets(persist *P, const wisp_decode_graph *g, int kv16, uin
 }
 
 /* The blob (layer table first, described at LAYER_WORDS in persist.wgsl,
- * then the weights) and the arena: x, big, mid, h, q, the attention and
- * argmax partials, then the states changed in place (conv states and rings,
- * recurrent states) side by side, for the backup before each run, then the
- * KV caches. *a: arena words, *xs4: the staging size. */
+ * then the weights) and the arena: x, big, mid, h, y and x's second place
+ * (post-norm blocks), q, the attention and argmax partials, then the
+ * states changed in place (conv states and rings, recurrent states) side by
+ * side, for the backup before each run, then the KV caches. *a: arena
+ * words, *xs4: the staging size. */
 static void layout(persist *P, const wisp_decode_graph *g, int kv16, pblob *b, uint32_t *table, pblob_seen *seen,
                    uint64_t *a, uint32_t *xs4) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads;

@@ -143,9 +143,9 @@ static const char *layer_fits(const wisp_decode_graph *g, const wisp_graph_layer
 static int flags_ok(const wisp_decode_graph *g, int i) {
   const wisp_decode_phase *f = &g->phases[i];
   const wisp_graph_layer *L = &g->layers[f->layer];
-  const int post = (f->flags & WISP_PHASE_POST_NORM) != 0;
-  if (f->flags & ~(WISP_PHASE_POST_NORM | WISP_PHASE_GELU)) return 0;
-  if ((f->flags & WISP_PHASE_GELU) && f->work != WISP_WORK_FFN) return 0;
+  const int post = (f->flags & WISP_PHASE_FLAG_POST_NORM) != 0;
+  if (f->flags & ~(WISP_PHASE_FLAG_POST_NORM | WISP_PHASE_FLAG_GELU)) return 0;
+  if ((f->flags & WISP_PHASE_FLAG_GELU) && f->work != WISP_WORK_FFN) return 0;
   if (f->work == WISP_WORK_OUT && post != (L->mixer_post != NULL)) return 0;
   if (f->work == WISP_WORK_DOWN && post != (L->ffn_post != NULL)) return 0;
   if (post && f->work != WISP_WORK_OUT && f->work != WISP_WORK_DOWN) return 0;

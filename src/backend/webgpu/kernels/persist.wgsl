@@ -89,7 +89,7 @@ const W_FFN: u32 = 7u;
 const W_DOWN: u32 = 8u;
 const W_HEAD: u32 = 9u;
 
-// A phase's flags (backend.h WISP_PHASE_*), bits 16 and up of its word:
+// A phase's flags (backend.h WISP_PHASE_FLAG_*), bits 16 and up of its word:
 // PF_POST on an output / down product: its rows are stored in y, and the
 // next stage (a norm of x) first adds rmsnorm(y) * the layer's post norm
 // to x (stage_fold); PF_GELU on the FFN: gelu_tanh(gate) * up.
