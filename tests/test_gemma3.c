@@ -24,9 +24,10 @@
 #include <cJSON.h>
 
 #include "backend/webgpu/wgpu_backend.h"
-#include "engine/session.h"
+#include "engine/engine.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
+#include "model/graph.h"
 #include "util/file.h"
 #include "st_fixture.h"
 #include "test.h"
@@ -430,6 +431,48 @@ TEST(gemma3_webgpu_persistent_long_prompt_matches_op_by_op) {
   }
   wisp_model_close(m);
   wisp_model_close(mg);
+}
+
+/* The step graph lowers to the persistent phases: the embedding scale,
+ * post-norm flags on every output and down product, GeGLU on every FFN,
+ * the sliding layers' window and second rope, the score scale; a post norm
+ * whose sum goes elsewhere than x is not the phases' shape. */
+TEST(gemma3_graph_lowers_to_the_persistent_phases) {
+  char buf[600];
+  const char *art = tiny_artifact("gemma3_lower", 24, buf, sizeof buf);
+  CHECK(art != NULL);
+  if (!art) return;
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_backend *be = NULL;
+  wisp_graph_state *st = NULL;
+  wisp_decode_graph *d = malloc(sizeof *d);
+  CHECK(d && wisp_cpu_backend_new(1, &be) == WISP_OK && wisp_graph_state_new(&m->graph, be, 1, 32, &st) == WISP_OK);
+  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_OK);
+  CHECK(fabs(d->embed_scale - 8.0) < 1e-6 && fabs(d->attn_scale - 1.0 / sqrt(24.0)) < 1e-6);
+  CHECK(d->rope_cos_local == m->graph.rope_cos_local && d->rope_cos_local != d->rope_cos);
+  CHECK(d->n_phases == 5 * GL + 1);
+  for (int l = 0; l < GL; l++) {
+    const wisp_graph_layer *L = &d->layers[l];
+    CHECKF(L->mixer == WISP_MIX_ATTENTION && L->window == (is_global(l) ? 0 : GWIN) &&
+           L->rope_local == !is_global(l) && L->mixer_post && L->ffn_post && L->mixer_post != L->ffn_post,
+           "layer %d", l);
+    const wisp_decode_phase *f = &d->phases[5 * l]; /* QKV, ATTN, OUT, FFN, DOWN */
+    CHECKF(f[2].work == WISP_WORK_OUT && f[2].flags == WISP_PHASE_FLAG_POST_NORM && f[3].work == WISP_WORK_FFN &&
+           f[3].flags == WISP_PHASE_FLAG_GELU && f[4].work == WISP_WORK_DOWN &&
+           f[4].flags == WISP_PHASE_FLAG_POST_NORM && !f[0].flags && !f[1].flags,
+           "layer %d's phase flags", l);
+  }
+  /* the attention block's sum written to XN instead of x */
+  int at = -1;
+  CHECK(wisp_graph_find(&m->graph, 1, "attn.residual", &at) != NULL);
+  m->graph.nodes[at].out = WISP_ACT_XN;
+  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_EUNSUPPORTED);
+  m->graph.nodes[at].out = WISP_ACT_X;
+  free(d);
+  wisp_graph_state_free(st, be);
+  be->destroy(be);
+  wisp_model_close(m);
 }
 
 /* export-gguf writes architecture gemma3 (norms 1 + w, the window and its
