@@ -372,6 +372,11 @@ TEST(gemma3_webgpu_matches_cpu) {
     wisp_session_free(s);
   }
   wisp_model_close(m);
+  /* `wisp plan` says so */
+  char cmd[1400], out[1 << 14];
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu 2>&1", test_wisp_bin(), art);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings persistentDecode=persistent_decode/wgsl "), "%s",
+         out);
 }
 
 /* A prompt far past the window (and past a key range of the persistent
@@ -448,7 +453,7 @@ TEST(gemma3_graph_lowers_to_the_persistent_phases) {
   wisp_graph_state *st = NULL;
   wisp_decode_graph *d = malloc(sizeof *d);
   CHECK(d && wisp_cpu_backend_new(1, &be) == WISP_OK && wisp_graph_state_new(&m->graph, be, 1, 32, &st) == WISP_OK);
-  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_OK);
+  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_OK && wisp_graph_lowers_to_phases(&m->graph));
   CHECK(fabs(d->embed_scale - 8.0) < 1e-6 && fabs(d->attn_scale - 1.0 / sqrt(24.0)) < 1e-6);
   CHECK(d->rope_cos_local == m->graph.rope_cos_local && d->rope_cos_local != d->rope_cos);
   CHECK(d->n_phases == 5 * GL + 1);
@@ -467,7 +472,7 @@ TEST(gemma3_graph_lowers_to_the_persistent_phases) {
   int at = -1;
   CHECK(wisp_graph_find(&m->graph, 1, "attn.residual", &at) != NULL);
   m->graph.nodes[at].out = WISP_ACT_XN;
-  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_EUNSUPPORTED);
+  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_EUNSUPPORTED && !wisp_graph_lowers_to_phases(&m->graph));
   m->graph.nodes[at].out = WISP_ACT_X;
   free(d);
   wisp_graph_state_free(st, be);

@@ -15,6 +15,7 @@
  * its own mixer, so a graph may mix short conv, attention, gated attention
  * and Gated DeltaNet layers. Which phases and shapes a backend runs is the
  * backend's to check. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/graph.h"
@@ -137,7 +138,7 @@ wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state 
   memset(d, 0, sizeof *d);
   d->n_layers = g->n_layers, d->hidden = g->hidden, d->ffn = g->ffn, d->vocab = g->vocab;
   d->heads = g->heads, d->kv_heads = g->kv_heads, d->head_dim = g->head_dim, d->conv_len = g->conv_len;
-  d->max_pos = wisp_graph_state_max_pos(s), d->rope_rows = g->rope_rows, d->rotary_dim = g->rotary_dim;
+  d->max_pos = s ? wisp_graph_state_max_pos(s) : 0, d->rope_rows = g->rope_rows, d->rotary_dim = g->rotary_dim;
   d->lin_k_heads = g->lin_k_heads, d->lin_v_heads = g->lin_v_heads;
   d->lin_k_dim = g->lin_k_dim, d->lin_v_dim = g->lin_v_dim, d->eps = g->eps;
   d->embed = g->embed, d->head = g->head, d->final_norm = g->final_norm;
@@ -158,19 +159,19 @@ wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state 
     if (!match_layer(g, &at, l, G, &m, &gelu)) return WISP_EUNSUPPORTED;
     G->mixer = mix_kind(m->op);
     G->attention = G->mixer == WISP_MIX_ATTENTION || G->mixer == WISP_MIX_ATTENTION_GATED;
-    G->state = wisp_graph_state_mix(s, l, 0);
+    G->state = s ? wisp_graph_state_mix(s, l, 0) : NULL;
     if (G->attention) {
       G->q_norm = m->q_norm;
       G->k_norm = m->k_norm;
       G->window = m->window;
       G->rope_local = m->rope_local;
-      G->v_cache = wisp_graph_state_mix(s, l, 1);
+      G->v_cache = s ? wisp_graph_state_mix(s, l, 1) : NULL;
     } else {
       G->taps = m->w;
       G->a_log = m->a_log;
       G->dt_bias = m->dt_bias;
       G->gnorm = m->gnorm;
-      G->rec_state = wisp_graph_state_mix(s, l, 1);
+      G->rec_state = s ? wisp_graph_state_mix(s, l, 1) : NULL;
     }
     mixer_phases(d, G->mixer, l, G->mixer_post ? WISP_PHASE_FLAG_POST_NORM : 0);
     add_phase(d, WISP_STAGE_NORM_FFN, WISP_WORK_FFN, l, gelu ? WISP_PHASE_FLAG_GELU : 0);
@@ -180,4 +181,11 @@ wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state 
   add_phase(d, WISP_STAGE_NORM_FINAL, WISP_WORK_HEAD, g->n_layers - 1, 0);
   d->phases[0].stage = WISP_STAGE_EMBED; /* the first layer's norm reads the embedding row */
   return WISP_OK;
+}
+
+int wisp_graph_lowers_to_phases(const wisp_graph *g) {
+  wisp_decode_graph *d = malloc(sizeof *d); /* ~20 KB: not on the stack */
+  const int ok = d && wisp_graph_lower_decode(g, NULL, d) == WISP_OK;
+  free(d);
+  return ok;
 }
