@@ -48,7 +48,14 @@
 #                                     profile, prefill 1,024; batchN any batch;
 #                                     opbyop: decode 128+256 with the persistent
 #                                     decode off, every step through the graph's
-#                                     fused ops)
+#                                     fused ops; persist: the same with it on (the
+#                                     exact profile's default: opbyop's pair);
+#                                     throughput_opbyop: throughput's with it off).
+#                                     Each line ends with the receipt's
+#                                     persistent_steps (0: it did not run).
+#                                     Gemma 3 1B persistent vs op by op:
+#                                     MODELS=gemma1b BINS=wisp REPS=2 WORKLOADS="persist
+#                                     opbyop throughput throughput_opbyop" ... ab OUT
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
@@ -109,7 +116,9 @@
 # machine returns 8 files at most.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
-# real configurations, built with tests/parity/hf_reference.py; Q4_K / Q4).
+# real configurations, built with tests/parity/hf_reference.py; Q4_K / Q4);
+# gemma1b / gemma1b_q4k = Gemma 3 1B's shape (tools/gemma-qwen2-oracle.py
+# build --shape real; Q4, or Q4_K where the width allows and Q4 elsewhere).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cmd=${1:-}
@@ -175,12 +184,19 @@ model_dir() {
     qwen08) cfg=qwen35-0.8b quant=q4k ;;
     qwen2b) cfg=qwen35-2b quant=q4k ;;
     lfm350) cfg=lfm2-350m quant=q4 ;;
+    gemma1b) cfg=gemma3-1b quant=q4 ;;
+    gemma1b_q4k) cfg=gemma3-1b quant=q4k ;;
     *) echo "/nonexistent/$1"; return ;;
   esac
   local a=/tmp/wq/$cfg/art_$quant
   if [ ! -d "$a" ]; then
-    python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out "/tmp/wq/$cfg/hf" >/dev/null 2>&1 &&
-      $W convert "/tmp/wq/$cfg/hf" -o "$a" --quant "$quant" --quiet >/dev/null 2>&1
+    if [ ! -f "/tmp/wq/$cfg/hf/config.json" ]; then
+      case $cfg in
+        gemma3-*) python3 tools/gemma-qwen2-oracle.py build --arch gemma3 --shape real --out "/tmp/wq/$cfg/hf" >/dev/null 2>&1 ;;
+        *) python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out "/tmp/wq/$cfg/hf" >/dev/null 2>&1 ;;
+      esac
+    fi
+    $W convert "/tmp/wq/$cfg/hf" -o "$a" --quant "$quant" --quiet >/dev/null 2>&1
   fi
   echo "$a"
 }
@@ -313,9 +329,11 @@ ab() {
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
         prefill1024) args="--prompt 1024 --decode 16 --profile exact" ;;
         batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch} --profile exact" ;;
-        # the op-by-op decode (the graph's fused ops, no persistent decode)
+        # the op-by-op decode (the graph's fused ops, no persistent decode), and its pair with it on
         opbyop) args="--prompt 128 --decode 256 --profile exact --tuning persist=0" ;;
-        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop)"; continue ;;
+        persist) args="--prompt 128 --decode 256 --profile exact" ;;
+        throughput_opbyop) args="--prompt 128 --decode 256 --profile throughput --tuning persist=0" ;;
+        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop, persist, throughput_opbyop)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
         for b in ${BINS:-wisp_prev wisp}; do
@@ -323,8 +341,10 @@ ab() {
           local ba=$args # PREV_EXACT: the exact profile's name for an older binary (profiles/default)
           [ "$b" = wisp_prev ] && [ -n "${PREV_EXACT:-}" ] && ba=${args/--profile exact/--profile $PREV_EXACT}
           # shellcheck disable=SC2086
-          printf '%-8s %-12s %-10s %s %s\n' "$m" "$w" "$b" "$rep" \
-            "$(".dev/$b" bench -m "$a" --backend webgpu $ba -o "$OUT/ab-$m-$w-$b-$rep.json" 2>/dev/null | head -1)" |
+          local r="$OUT/ab-$m-$w-$b-$rep.json"
+          printf '%-8s %-12s %-10s %s %s persistent_steps=%s\n' "$m" "$w" "$b" "$rep" \
+            "$(".dev/$b" bench -m "$a" --backend webgpu $ba -o "$r" 2>/dev/null | head -1)" \
+            "$(grep -o '"persistent_steps":[[:space:]]*[0-9]*' "$r" 2>/dev/null | grep -o '[0-9]*$')" |
             tee -a "$OUT/ab.txt"
         done
       done

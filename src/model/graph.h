@@ -201,10 +201,15 @@ wisp_status wisp_graph_forward_segments(const wisp_graph *g, wisp_graph_state *s
 /* ---- the persistent decode's table (graph_lower.c) ---- */
 /* Matches every layer's nodes against the phases the persistent decode
  * runs (norm, in-product, mixer, out-product + residual, norm, gate/up,
- * SwiGLU, down + residual) and fills *out for state s. WISP_EUNSUPPORTED
- * (nothing kept) when a layer has another shape: the decode then runs the
- * nodes op by op. */
+ * SwiGLU or GeGLU, down + residual; either residual may follow a post
+ * norm) and fills *out for state s (NULL: no state buffers, max_pos 0).
+ * WISP_EUNSUPPORTED (nothing kept) when a layer has another shape: the
+ * decode then runs the nodes op by op. */
 wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state *s, wisp_decode_graph *out);
+/* 1 when g's layers are ones the persistent decode's phases run (what
+ * wisp_graph_lower_decode matches; the backend still checks shapes and
+ * types); for the plan. */
+int wisp_graph_lowers_to_phases(const wisp_graph *g);
 
 /* ---- fusions (graph_fuse.c) ---- */
 /* Marks node.fused / g->fused with every fusion the graph's shape allows

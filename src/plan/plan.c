@@ -1129,6 +1129,9 @@ static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
   const wisp_variant *v = op ? wisp_registry_variant(op, key) : NULL;
   wisp_path(p->persist_off, sizeof p->persist_off, "no available persistent_decode/%s in the registry", key);
   if (!v || !v->available) return;
+  wisp_path(p->persist_off, sizeof p->persist_off, "%s",
+            "a layer of the step graph is not one the persistent phases run (graph_lower.c)");
+  if (in->graph && !wisp_graph_lowers_to_phases(in->graph)) return;
   /* A profile that chose a decode kernel gets it run: the persistent
    * decode would replace every decode op with its own code. */
   const wisp_plan_op *po = decode_profile_kernel(p);

@@ -137,7 +137,7 @@ typedef struct bg_site {
   struct bg_site *next;
 } bg_site;
 
-#define KCONSTS 12 /* most override constants of one kernel variant */
+#define KCONSTS 16 /* most override constants of one kernel variant */
 
 typedef struct {
   const char *file;
