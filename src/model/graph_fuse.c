@@ -26,13 +26,18 @@ static int read_later(const wisp_graph *g, int i, int j, int act) {
   return act == WISP_ACT_X; /* the residual stream is read by the head */
 }
 
+/* A product by a matrix in row parts of different types (format/tensor.h):
+ * it runs as one product a part, each part's own kernel, and takes no op
+ * into it or after it. */
+static int parted(const wisp_gnode *n) { return n->op == WISP_GOP_MATMUL && n->W && n->W->n_parts; }
+
 void wisp_graph_fuse(wisp_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) g->nodes[i].fused = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     wisp_gnode *a = &g->nodes[i], *b = i + 1 < g->n_nodes ? &g->nodes[i + 1] : NULL;
     if (a->op == WISP_GOP_ATTENTION || a->op == WISP_GOP_ATTENTION_GATED)
       a->fused |= WISP_FUSE_QK_NORM_ROPE_KV; /* the attention op takes the raw qkv rows */
-    if (!b) continue;
+    if (!b || parted(a) || parted(b)) continue;
     if (a->op == WISP_GOP_RMSNORM && b->op == WISP_GOP_MATMUL && b->in == a->out && b->cols == a->cols &&
         !read_later(g, i, i + 1, a->out))
       a->fused |= WISP_FUSE_NORM_MATMUL;
@@ -58,7 +63,8 @@ void wisp_graph_fuse(wisp_graph *g) {
    * head product, and the head's greedy choice can be made inside that
    * product: the step always ends so. */
   g->fused = WISP_FUSE_NORM_MATMUL | WISP_FUSE_HEAD_ARGMAX;
-  if (g->n_nodes && g->nodes[g->n_nodes - 1].op == WISP_GOP_MATMUL && g->nodes[g->n_nodes - 1].accumulate)
+  if (g->n_nodes && g->nodes[g->n_nodes - 1].op == WISP_GOP_MATMUL && g->nodes[g->n_nodes - 1].accumulate &&
+      !parted(&g->nodes[g->n_nodes - 1]))
     g->nodes[g->n_nodes - 1].fused |= WISP_FUSE_RESIDUAL_NORM;
 }
 

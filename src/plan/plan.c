@@ -164,6 +164,7 @@ static const char *op_wdtype(const resolver *R, const wisp_plan_op *op) {
   /* the bound matrix, when the plan has the model's step: a GGUF run in
    * place keeps each tensor's own type */
   const wisp_matrix *w = R->in->graph ? wisp_graph_matrix(R->in->graph, op->layer, op->section) : NULL;
+  if (w && w->n_parts) w = &w->parts[op->part_at]; /* a matrix in row parts: the part being resolved */
   const wisp_quant_traits *q = w ? wisp_quant_traits_of(w->type) : NULL;
   if (q) return q->weight_dtype;
   if (strcmp(R->wdtype, "q4") || !s->q4k) return R->wdtype;
@@ -397,6 +398,22 @@ static wisp_status make_op(const resolver *R, opvec *dst, int phase, int layer, 
   op.cols = cols;
   op.residual = residual;
   wisp_status st = select_kernel(R, &op, phase);
+  if (st) return st;
+  /* a matrix in row parts: a kernel for each part, chosen for its type */
+  const wisp_matrix *w = R->in->graph && !strcmp(name, "matmul") ? wisp_graph_matrix(R->in->graph, layer, section) : NULL;
+  for (int i = 0; w && i < w->n_parts && !st; i++) {
+    wisp_plan_op part = op;
+    part.part_at = i;
+    if ((st = select_kernel(R, &part, phase))) break;
+    op.parts[i].rows = w->parts[i].rows;
+    wisp_path(op.parts[i].weight_dtype, sizeof op.parts[i].weight_dtype, "%s",
+              wisp_quant_traits_of(w->parts[i].type)->weight_dtype);
+    wisp_path(op.parts[i].kernel, sizeof op.parts[i].kernel, "%s", part.kernel);
+    wisp_path(op.parts[i].wgsl, sizeof op.parts[i].wgsl, "%s", part.wgsl);
+    op.parts[i].geometry = part.geometry;
+    op.parts[i].kernel_from = part.kernel_from;
+    op.n_parts = i + 1;
+  }
   if (st) return st;
   return ov_insert(dst, dst->n, &op);
 }
@@ -796,6 +813,18 @@ static cJSON *op_json(const wisp_plan_op *op) {
   cJSON_AddItemToObject(p, "kernel", prov_json(&op->kernel_from));
   cJSON_AddItemToObject(p, "geometry", prov_json(&op->geometry_from));
   if (op->note[0]) cJSON_AddStringToObject(o, "note", op->note);
+  if (op->n_parts) {
+    cJSON *parts = cJSON_AddArrayToObject(o, "parts");
+    for (int i = 0; i < op->n_parts; i++) {
+      cJSON *q = cJSON_CreateObject();
+      cJSON_AddNumberToObject(q, "rows", op->parts[i].rows);
+      cJSON_AddStringToObject(q, "weightDtype", op->parts[i].weight_dtype);
+      cJSON_AddStringToObject(q, "kernel", op->parts[i].kernel);
+      if (op->parts[i].wgsl[0]) cJSON_AddStringToObject(q, "wgsl", op->parts[i].wgsl);
+      cJSON_AddItemToObject(q, "provenance", prov_json(&op->parts[i].kernel_from));
+      cJSON_AddItemToArray(parts, q);
+    }
+  }
   return o;
 }
 
@@ -1298,6 +1327,9 @@ static void print_op(FILE *f, const wisp_plan_op *op) {
     fprintf(f, "  [%s %s]", wisp_prov_kind_name(op->geometry_from.kind), op->geometry_from.detail);
   }
   if (op->note[0]) fprintf(f, "\n    %-28s note: %s", "", op->note);
+  for (int i = 0, r = 0; i < op->n_parts; r += op->parts[i++].rows)
+    fprintf(f, "\n    %-28s part rows %d-%d %s: %s  [%s %s]", "", r, r + op->parts[i].rows - 1, op->parts[i].weight_dtype,
+            op->parts[i].kernel, wisp_prov_kind_name(op->parts[i].kernel_from.kind), op->parts[i].kernel_from.detail);
   fprintf(f, "\n");
 }
 
