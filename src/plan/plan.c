@@ -1166,6 +1166,16 @@ static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
               po->kernel_from.detail);
     return;
   }
+  /* Its weight blob holds one type a matrix: a matrix in row parts of
+   * different types (a GGUF fused section) decodes op by op. */
+  const wisp_plan_phase *D = &p->phases[WISP_PHASE_DECODE];
+  for (int g = 0; g < D->n_groups; g++)
+    for (int i = 0; i < D->groups[g].n_ops; i++)
+      if (D->groups[g].ops[i].n_parts) {
+        wisp_path(p->persist_off, sizeof p->persist_off, "matmul %s is in row parts of different types (layer %d)",
+                  D->groups[g].ops[i].section, D->groups[g].layers ? D->groups[g].layers[0] : D->groups[g].ops[i].layer);
+        return;
+      }
   p->persist_off[0] = '\0';
   wisp_path(p->persist_kernel, sizeof p->persist_kernel, "persistent_decode/%s", key);
   p->persist_min_steps = 1;

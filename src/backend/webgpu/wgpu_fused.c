@@ -145,6 +145,10 @@ static int q4k_group(wisp_backend *be, const wisp_fused_matmul *f, wisp_wgpu_tai
 }
 
 static int g_matmul_fused(wisp_backend *be, const wisp_fused_matmul *f) {
+  if (f->W->n_parts) { /* the graph pass fuses nothing into a product in row parts (model/graph_fuse.c) */
+    wisp_wgpu_op_fail(as_g(be), WISP_EINVAL, "a fused op with a %dx%d matrix in row parts", f->W->rows, f->W->cols);
+    return 0;
+  }
   /* a mixer before the product runs first; its last step may be left to the product */
   wisp_wgpu_tail tail = {0};
   if (f->pre == WISP_PRE_ATTENTION) wisp_wgpu_attention_rec(be, f->attention, &tail);
