@@ -164,6 +164,16 @@ uint64_t wisp_matrix_bytes(const wisp_matrix *m) {
   return m->n_parts ? total : wisp_quant_bytes(m->type, m->rows, m->cols);
 }
 
+int wisp_matrix_quant_bits(const wisp_matrix *m) {
+  return wisp_quant_traits_of(m->n_parts ? m->parts[0].type : m->type)->quant_bits;
+}
+
+int wisp_matrix_holds(const wisp_matrix *m, wisp_wtype t) {
+  for (int i = 0; i < m->n_parts; i++)
+    if (m->parts[i].type == t) return 1;
+  return m->type == t;
+}
+
 const wisp_quant_traits *wisp_quant_of_cpu_kernel(const char *variant) {
   for (int i = 0; i < N_TYPES; i++)
     for (int k = 0; k < 3 && k_table[i].cpu_kernels[k]; k++)

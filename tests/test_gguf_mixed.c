@@ -1,0 +1,442 @@
+/* A GGUF whose fused sections mix tensor types, as llama.cpp's Q4_K_M
+ * files do (Q4_K attn_q/attn_k beside a Q6_K attn_v): run in place, each
+ * tensor keeps its stored type and bytes (a matrix in row parts,
+ * format/tensor.h; docs/gguf.md), on the CPU and on WebGPU, in every
+ * product path, against the dequantize-to-f32 reference of the same file
+ * (`convert FILE.gguf --quant f32`).
+ *
+ * The file: the tiny Qwen 3.5 of test_qwen3_5.c (hidden 256: the K types'
+ * blocks fit) exported as f32, then rewritten with attn_q, attn_k,
+ * attn_gate and ffn_gate in Q4_K, attn_v in Q6_K, attn_qkv and ffn_up in
+ * Q8_0 and ssm_beta / ssm_alpha left F32, so that q|k|v, gate|up and the
+ * DeltaNet in_proj [qkv|z|b|a] each mix two or three types. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/webgpu/wgpu_backend.h"
+#include "format/artifact.h"
+#include "format/gguf.h"
+#include "format/gguf_artifact.h"
+#include "format/quant.h"
+#include "format/tensor.h"
+#include "parity_compare.h"
+#include "st_fixture.h"
+#include "test.h"
+#include "webgpu_fixture.h"
+#include "util/err.h"
+
+/* ---- the file ---- */
+
+/* Q6_K blocks (format/qblocks.h) for rows x cols f32 values: per 16
+ * values a scale s = max|x| / 31 quantized to an int8 against the block's
+ * d = max s / 127, then q = round(x / (d * sc)) + 32 in 0..63. Layout:
+ * ql[128] (low nibbles), qh[64] (high two bits), sc[16] (int8), d (f16). */
+static void quantize_q6k(const float *w, int rows, int cols, uint8_t *out) {
+  for (int r = 0; r < rows; r++)
+    for (int b = 0; b < cols / 256; b++) {
+      const float *x = w + (size_t)r * cols + (size_t)b * 256;
+      uint8_t *blk = out + ((size_t)r * (cols / 256) + (size_t)b) * 210;
+      memset(blk, 0, 210);
+      float s[16], smax = 0;
+      for (int i = 0; i < 16; i++) {
+        float m = 0;
+        for (int k = 0; k < 16; k++) m = fmaxf(m, fabsf(x[16 * i + k]));
+        s[i] = m / 31.0f;
+        smax = fmaxf(smax, s[i]);
+      }
+      const uint16_t dh = wisp_f32_to_f16(smax / 127.0f);
+      const float d = wisp_f16_to_f32(dh);
+      blk[208] = (uint8_t)dh, blk[209] = (uint8_t)(dh >> 8);
+      for (int i = 0; i < 16; i++) {
+        const int sc = d > 0 ? (int)lrintf(s[i] / d) : 0;
+        blk[192 + i] = (uint8_t)(int8_t)(sc > 127 ? 127 : sc);
+      }
+      for (int e = 0; e < 256; e++) {
+        const float step = d * (float)(int8_t)blk[192 + e / 16];
+        int q = step != 0 ? (int)lrintf(x[e] / step) + 32 : 32;
+        q = q < 0 ? 0 : q > 63 ? 63 : q;
+        const int h = e / 128, k = e % 128 / 32, l = e % 32;
+        uint8_t *lq = &blk[64 * h + 32 * (k & 1) + l];
+        *lq |= (uint8_t)(k < 2 ? (q & 15) : (q & 15) << 4);
+        blk[128 + 32 * h + l] |= (uint8_t)((q >> 4) << (2 * k));
+      }
+    }
+}
+
+/* The GGUF type this test gives a tensor (by its name's end); F32 to keep. */
+static uint32_t mixed_type(const char *name) {
+  static const struct { const char *end; uint32_t type; } k[] = {
+      {"attn_q.weight", WISP_GGML_Q4_K},    {"attn_k.weight", WISP_GGML_Q4_K},  {"attn_gate.weight", WISP_GGML_Q4_K},
+      {"ffn_gate.weight", WISP_GGML_Q4_K},  {"attn_v.weight", WISP_GGML_Q6_K},  {"attn_qkv.weight", WISP_GGML_Q8_0},
+      {"ffn_up.weight", WISP_GGML_Q8_0}};
+  const size_t n = strlen(name);
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+    const size_t m = strlen(k[i].end);
+    if (n >= m && !strcmp(name + n - m, k[i].end)) return k[i].type;
+  }
+  return WISP_GGML_F32;
+}
+
+/* The metadata of src into w, every type an export writes. 0: a type this
+ * copy does not know. */
+static int copy_kv(wisp_gguf_writer *w, const wisp_gguf_kv *kv) {
+  char str[4096];
+  switch (kv->type) {
+    case WISP_GGUF_UINT32: wisp_gguf_put_u32(w, kv->key, (uint32_t)kv->num.u); return 1;
+    case WISP_GGUF_INT32: wisp_gguf_put_i32(w, kv->key, (int32_t)kv->num.i); return 1;
+    case WISP_GGUF_FLOAT32: wisp_gguf_put_f32(w, kv->key, (float)kv->num.f); return 1;
+    case WISP_GGUF_BOOL: wisp_gguf_put_bool(w, kv->key, kv->num.u != 0); return 1;
+    case WISP_GGUF_STRING:
+      if (kv->str.len >= sizeof str) return 0;
+      memcpy(str, kv->str.s, kv->str.len);
+      str[kv->str.len] = 0;
+      wisp_gguf_put_str(w, kv->key, str);
+      return 1;
+    case WISP_GGUF_ARRAY: break;
+    default: return 0;
+  }
+  int ok = 1;
+  if (kv->arr_type == WISP_GGUF_STRING) {
+    char **v = calloc(kv->n ? kv->n : 1, sizeof *v);
+    for (uint64_t i = 0; v && i < kv->n && ok; i++)
+      if ((v[i] = malloc(kv->strs[i].len + 1))) {
+        memcpy(v[i], kv->strs[i].s, kv->strs[i].len);
+        v[i][kv->strs[i].len] = 0;
+      } else {
+        ok = 0;
+      }
+    if (v && ok) wisp_gguf_put_arr_str(w, kv->key, (const char *const *)v, kv->n);
+    for (uint64_t i = 0; v && i < kv->n; i++) free(v[i]);
+    free(v);
+    return v && ok;
+  }
+  if (kv->arr_type == WISP_GGUF_INT32 || kv->arr_type == WISP_GGUF_UINT32) {
+    int32_t *v = malloc(sizeof *v * (kv->n ? kv->n : 1));
+    for (uint64_t i = 0; v && i < kv->n; i++) v[i] = (int32_t)wisp_gguf_arr_int(kv, i);
+    if (v) wisp_gguf_put_arr_i32(w, kv->key, v, kv->n);
+    free(v);
+    return v != NULL;
+  }
+  if (kv->arr_type == WISP_GGUF_FLOAT32) {
+    float *v = malloc(sizeof *v * (kv->n ? kv->n : 1));
+    for (uint64_t i = 0; v && i < kv->n; i++) v[i] = (float)wisp_gguf_arr_float(kv, i);
+    if (v) wisp_gguf_put_arr_f32(w, kv->key, v, kv->n);
+    free(v);
+    return v != NULL;
+  }
+  return 0;
+}
+
+/* src (an f32 GGUF) rewritten as dst with mixed_type's types, tensors in
+ * the same order. */
+static int write_mixed(const char *src, const char *dst, char *err, size_t cap) {
+  wisp_gguf *g = NULL;
+  if (wisp_gguf_open(src, &g)) return snprintf(err, cap, "%s", wisp_last_error()), 0;
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  int ok = w != NULL;
+  for (uint64_t i = 0; ok && i < g->n_kv; i++)
+    if (strcmp(g->kv[i].key, "general.alignment") && !copy_kv(w, &g->kv[i]))
+      ok = 0, snprintf(err, cap, "metadata %s: type %u not copied", g->kv[i].key, g->kv[i].type);
+  for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
+    const wisp_gguf_tensor *t = &g->tensors[i];
+    const uint32_t type = t->n_dims == 2 ? mixed_type(t->name) : WISP_GGML_F32;
+    const int rows = (int)t->ne[1], cols = (int)t->ne[0];
+    float *f = malloc(sizeof(float) * t->numel);
+    size_t bb = 4;
+    const int block = type == WISP_GGML_F32 ? 1 : wisp_ggml_block(type, &bb);
+    const size_t bytes = type == WISP_GGML_F32 ? t->numel * 4 : t->numel / (size_t)block * bb;
+    uint8_t *q = malloc(bytes);
+    if (!f || !q || wisp_gguf_read_f32(g, t, f)) {
+      ok = 0, snprintf(err, cap, "%s: not read", t->name);
+    } else {
+      if (type == WISP_GGML_Q4_K) wisp_quantize_q4k(f, rows, cols, q);
+      else if (type == WISP_GGML_Q6_K) quantize_q6k(f, rows, cols, q);
+      else if (type == WISP_GGML_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
+      else memcpy(q, f, bytes);
+      if (wisp_gguf_add_tensor(w, t->name, t->n_dims, t->ne, type, q, bytes))
+        ok = 0, snprintf(err, cap, "%s: %s", t->name, wisp_last_error());
+    }
+    free(f), free(q);
+  }
+  if (ok && wisp_gguf_writer_write(w, dst)) ok = 0, snprintf(err, cap, "%s", wisp_last_error());
+  wisp_gguf_writer_free(w);
+  wisp_gguf_close(g);
+  return ok;
+}
+
+/* The mixed file (made once a process), and its f32 reference directory. */
+static const char *mixed_file(char *ref_dir, size_t cap) {
+  static char gguf[600], ref[600];
+  static int made = -1;
+  if (made < 0) {
+    char hf[600], dir[600], f32[600], cmd[4096], log[8192];
+    snprintf(hf, sizeof hf, "%s/gm_hf", test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/gm_dir", test_tmpdir());
+    snprintf(f32, sizeof f32, "%s/gm_f32.gguf", test_tmpdir());
+    snprintf(gguf, sizeof gguf, "%s/gm_mixed.gguf", test_tmpdir());
+    snprintf(ref, sizeof ref, "%s/gm_ref", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet && %s export-gguf %s -o %s", test_wisp_bin(), hf,
+             dir, test_wisp_bin(), dir, f32);
+    made = mkdir(hf, 0755) == 0 && fx_write_tiny_qwen35(hf) == 0 && test_run(cmd, log, sizeof log) == 0 &&
+           write_mixed(f32, gguf, log, sizeof log);
+    if (made) {
+      snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gguf, ref);
+      made = test_run(cmd, log, sizeof log) == 0;
+    }
+    if (!made) fprintf(stderr, "test_gguf_mixed: the mixed file was not made: %.2000s\n", log);
+  }
+  snprintf(ref_dir, cap, "%s", ref);
+  return made ? gguf : NULL;
+}
+
+/* ---- the sections ---- */
+
+/* Each mixed section is a matrix in row parts, every part in its tensors'
+ * stored type; q|k|v and gate|up point into the file's mapping; nothing is
+ * dequantized; what is built at open is the rope tables and the in_proj
+ * parts whose rows llama.cpp's converter reordered (value heads), in their
+ * own types. */
+TEST(gguf_mixed_sections_keep_each_tensors_type_mapped) {
+  char ref[600];
+  const char *gguf = mixed_file(ref, sizeof ref);
+  CHECK(gguf != NULL);
+  wisp_artifact *a = NULL;
+  CHECKF(wisp_artifact_open(gguf, &a) == WISP_OK, "%s", wisp_last_error());
+  const uint8_t *lo = a->gguf->g->map, *hi = lo + a->gguf->g->len;
+  static const struct { const char *name; int mapped; } want[] = {
+      {"L1.attn.qkv@0.q4k", 1},      {"L1.attn.qkv@160.q6k", 1},    {"L0.mlp.gate_up@0.q4k", 1},
+      {"L0.mlp.gate_up@256.q8_0", 1}, {"L1.mlp.gate_up@256.q8_0", 1}, {"L0.lin.in_proj@0.q8_0", 0},
+      {"L0.lin.in_proj@128.q4k", 0},  {"L0.lin.in_proj@192.weight", 0}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const wisp_section *s = wisp_artifact_section(a, want[i].name);
+    CHECKF(s != NULL, "%s: no section %s", gguf, want[i].name);
+    const uint8_t *p = wisp_section_data(a, s);
+    const int in = p >= lo && p + s->bytes <= hi;
+    CHECKF(in == want[i].mapped && (strncmp(s->origin, "mapped", 6) == 0) == want[i].mapped, "%s: inside the mapping %d, "
+           "origin '%s'", want[i].name, in, s->origin);
+  }
+  CHECKF(strstr(wisp_artifact_section(a, "L1.attn.qkv@160.q6k")->origin, "blk.1.attn_v.weight Q6_K") != NULL, "%s",
+         wisp_artifact_section(a, "L1.attn.qkv@160.q6k")->origin);
+  CHECK(wisp_artifact_section(a, "L1.attn.qkv.weight") == NULL && wisp_artifact_section(a, "L0.mlp.gate_up.weight") == NULL);
+  /* nothing dequantized; what is owned is exactly the sections not mapped */
+  size_t built = 0, quant = 0;
+  for (int i = 0; i < a->n_sections; i++) {
+    const wisp_section *s = &a->sections[i];
+    CHECKF(!strstr(s->origin, "dequantized"), "%s: %s", s->name, s->origin);
+    if (strncmp(s->origin, "mapped", 6)) built += s->bytes;
+  }
+  CHECKF(a->gguf->owned_bytes == built, "%zu bytes owned, %zu in the sections built at open", a->gguf->owned_bytes, built);
+  /* every quantized q/k/v and gate/up tensor is counted as mapped */
+  for (uint64_t i = 0; i < a->gguf->g->n_tensors; i++) {
+    const wisp_gguf_tensor *t = &a->gguf->g->tensors[i];
+    if (t->type != WISP_GGML_F32 && (strstr(t->name, "attn_q.") || strstr(t->name, "attn_k.") ||
+                                     strstr(t->name, "attn_v.") || strstr(t->name, "ffn_")))
+      quant += t->bytes;
+  }
+  CHECKF(quant > 0 && a->gguf->mapped_bytes >= quant, "%zu bytes mapped, the quantized q/k/v and ffn tensors hold %zu",
+         a->gguf->mapped_bytes, quant);
+  /* bound as a model binds it: parts of their own types, rows in order */
+  wisp_matrix m;
+  CHECKF(wisp_matrix_bind(a, "L1.attn.qkv", 192, 256, &m) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(m.type == WISP_W_PARTS && m.n_parts == 2 && m.parts[0].type == WISP_W_Q4K && m.parts[0].rows == 160 &&
+             m.parts[1].type == WISP_W_Q6K && m.parts[1].rows == 32 && m.parts[1].out_row0 == 160 &&
+             m.parts[1].out_rows == 192,
+         "L1.attn.qkv bound as type %d with %d parts", m.type, m.n_parts);
+  CHECKF(wisp_matrix_bytes(&m) == 160 * 144 + 32 * 210, "%llu bytes", (unsigned long long)wisp_matrix_bytes(&m));
+  CHECK(wisp_matrix_bind(a, "L1.attn.qkv", 200, 256, &m) != WISP_OK); /* rows past the parts */
+  wisp_artifact_free(a);
+}
+
+/* ---- the products, on each backend ---- */
+
+/* The worst error of y = W x (n tokens, or n rows through matmul_rows;
+ * accumulate adds into y = 1) against double sums of the dequantized
+ * rows, over sum |w x|. */
+static double product_error(wisp_backend *be, const wisp_matrix *W, const float *x, int n, int rows_op, int acc) {
+  const int R = W->rows, C = W->cols;
+  wisp_buf *bx = be->buf_new(be, (size_t)n * C), *by = be->buf_new(be, (size_t)n * R);
+  float *y = malloc(sizeof(float) * (size_t)n * R), *w = malloc(sizeof(float) * (size_t)C);
+  if (!bx || !by || !y || !w) return INFINITY;
+  for (int i = 0; i < n * R; i++) y[i] = acc ? 1.0f : 0.0f;
+  be->buf_write(be, bx, 0, (size_t)n * C, x);
+  be->buf_write(be, by, 0, (size_t)n * R, y);
+  if (rows_op) be->matmul_rows(be, W, bx, n, by, acc);
+  else be->matmul(be, W, bx, 0, n, by, acc);
+  be->buf_read(be, by, 0, (size_t)n * R, y);
+  double worst = be->sync(be) == WISP_OK ? 0 : INFINITY;
+  for (int r = 0; r < R; r++) {
+    wisp_matrix_row_f32(W, r, w);
+    for (int t = 0; t < n; t++) {
+      double s = acc, mag = 1e-30;
+      for (int c = 0; c < C; c++) s += (double)w[c] * x[(size_t)t * C + c], mag += fabs((double)w[c] * x[(size_t)t * C + c]);
+      const double e = fabs(y[(size_t)t * R + r] - s) / mag;
+      if (!(e <= worst)) worst = e; /* NaN counts as the worst */
+    }
+  }
+  be->buf_free(be, bx), be->buf_free(be, by);
+  free(y), free(w);
+  return worst;
+}
+
+/* Each part with variant `kind` of its type for both phases ("" each
+ * backend's default; "scalar", "i8": the CPU's scalar or integer products;
+ * f32 parts have the one kernel "f32"). */
+static void choose(wisp_matrix *m, const char *kind) {
+  for (int i = 0; i < m->n_parts; i++)
+    for (int ph = 0; ph < 2; ph++) {
+      wisp_kernel_choice *c = &m->parts[i].choice[ph];
+      memset(c, 0, sizeof *c);
+      if (*kind && m->parts[i].type == WISP_W_F32) snprintf(c->variant, sizeof c->variant, "f32"); /* its one kernel */
+      else if (*kind) snprintf(c->variant, sizeof c->variant, "%s_%s", wisp_wtype_name(m->parts[i].type), kind);
+    }
+}
+
+static void check_products(wisp_backend *be, const char *what, const char *kind, double tol) {
+  char ref[600];
+  const char *gguf = mixed_file(ref, sizeof ref);
+  CHECK(gguf != NULL);
+  wisp_artifact *a = NULL;
+  CHECKF(wisp_artifact_open(gguf, &a) == WISP_OK, "%s", wisp_last_error());
+  static const struct { const char *name; int rows; } mats[] = {{"L1.attn.qkv", 192}, {"L0.lin.in_proj", 200},
+                                                                 {"L0.mlp.gate_up", 512}};
+  const int N = 5, C = 256;
+  float *x = malloc(sizeof(float) * (size_t)N * C);
+  CHECK(x);
+  uint64_t seed = 31;
+  for (int i = 0; i < N * C; i++) x[i] = test_rand_float(&seed);
+  for (size_t k = 0; k < sizeof mats / sizeof mats[0] && !test_failed_now(); k++) {
+    wisp_matrix m;
+    CHECKF(wisp_matrix_bind(a, mats[k].name, mats[k].rows, C, &m) == WISP_OK, "%s", wisp_last_error());
+    /* the backend's own copy of the parts (as a session's bound graph has) */
+    wisp_matrix parts[WISP_MATRIX_MAX_PARTS];
+    memcpy(parts, m.parts, sizeof *parts * (size_t)m.n_parts);
+    m.parts = parts;
+    choose(&m, kind);
+    CHECKF(be->prepare_matrix(be, &m) == WISP_OK, "%s %s: %s", what, mats[k].name, wisp_last_error());
+    const double e1 = product_error(be, &m, x, 1, 0, 0), en = product_error(be, &m, x, N, 0, 0);
+    const double ea = product_error(be, &m, x, N, 0, 1), er = product_error(be, &m, x, 3, 1, 0);
+    CHECKF(e1 < tol && en < tol && ea < tol && er < tol,
+           "%s %s (%s): one token %g, %d tokens %g, accumulated %g, rows %g (tolerance %g)", what, mats[k].name,
+           *kind ? kind : "default kernels", e1, N, en, ea, er, tol);
+  }
+  free(x);
+  wisp_artifact_free(a);
+}
+
+/* One token, a prefill's tokens, a residual product and a batched step's
+ * rows by each mixed matrix: every part's output lands in its rows. */
+TEST(gguf_mixed_products_cpu) {
+  wisp_backend *be = NULL;
+  CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
+  check_products(be, "cpu", "", 1e-5);
+  check_products(be, "cpu", "scalar", 1e-5);
+  if (wisp_cpu_kernels_get()->avx2) check_products(be, "cpu", "i8", 2e-2); /* activations rounded to int8 */
+  be->destroy(be);
+}
+
+TEST(webgpu_gguf_mixed_products) {
+  WEBGPU_OR_SKIP(d);
+  for (int pass = 0; pass < 2 && !test_failed_now(); pass++) {
+    wisp_wgpu_backend_opts opts = {.device = d, .subgroups = pass ? -1 : 0};
+    wisp_backend *g = NULL;
+    CHECKF(wisp_wgpu_backend_new(&opts, &g) == WISP_OK, "%s", wisp_last_error());
+    check_products(g, pass ? "webgpu (subgroups)" : "webgpu (plain)", "", 1e-5);
+    g->destroy(g);
+  }
+}
+
+/* ---- the model ---- */
+
+static int logits_json(const char *model, const char *backend, const char *extra, const char *out, char *log,
+                       size_t cap) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --backend %s --tokens 1,5,9,3,7,11,2 --greedy 12 %s -o %s --force 2>&1",
+           test_wisp_bin(), model, backend, extra, out);
+  return test_run(cmd, log, cap);
+}
+
+/* The file's logits and greedy tokens against its dequantized f32
+ * reference; `wisp plan` shows a kernel a part and the persistent decode
+ * off and each part's section, type and that it is mapped; the artifact
+ * `convert --quant keep` writes keeps the parts and gives the file's very
+ * logits (the integer products of the throughput profile too), and
+ * export-gguf writes its parts back as their tensors. */
+TEST(gguf_mixed_runs_as_its_f32_reference_cpu) {
+  char ref[600], got[700], want[700], keep[700], cmd[4096], log[16384], msg[2048];
+  const char *gguf = mixed_file(ref, sizeof ref);
+  CHECK(gguf != NULL);
+  snprintf(want, sizeof want, "%s/gm_ref.json", test_tmpdir());
+  snprintf(got, sizeof got, "%s/gm_got.json", test_tmpdir());
+  CHECKF(logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
+  CHECKF(logits_json(gguf, "cpu", "", got, log, sizeof log) == 0, "%s", log);
+  CHECKF(parity_compare_files(want, got, 1e-4, msg, sizeof msg), "mixed file vs its f32 reference: %s", msg);
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu 2>&1", test_wisp_bin(), gguf);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  CHECKF(strstr(log, "part rows 0-159 q4k") && strstr(log, "part rows 160-191 q6k") &&
+             strstr(log, "part rows 256-511 q8_0") && strstr(log, "L1.attn.qkv@160.q6k") &&
+             strstr(log, "mapped: blk.1.attn_v.weight Q6_K") &&
+             strstr(log, "in row parts of different types"),
+         "wisp plan: %.3000s", log);
+  snprintf(keep, sizeof keep, "%s/gm_keep", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quiet --force", test_wisp_bin(), gguf, keep);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  wisp_artifact *a = NULL;
+  CHECKF(wisp_artifact_open(keep, &a) == WISP_OK, "%s", wisp_last_error());
+  const int parted = wisp_artifact_section(a, "L1.attn.qkv@160.q6k") != NULL;
+  wisp_artifact_free(a);
+  CHECKF(parted, "%s: no section L1.attn.qkv@160.q6k", keep);
+  /* and export-gguf writes each part back as its tensors, in their types:
+   * the very file's logits again */
+  char back[700], gc[700], ga0[700];
+  snprintf(back, sizeof back, "%s/gm_back.gguf", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s export-gguf %s -o %s", test_wisp_bin(), keep, back);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  snprintf(gc, sizeof gc, "%s/gm_back.json", test_tmpdir());
+  snprintf(ga0, sizeof ga0, "%s/gm_file.json", test_tmpdir());
+  CHECKF(logits_json(back, "cpu", "", gc, log, sizeof log) == 0, "%s", log);
+  CHECKF(logits_json(gguf, "cpu", "", ga0, log, sizeof log) == 0, "%s", log);
+  CHECKF(parity_compare_files(ga0, gc, 0, msg, sizeof msg), "the file vs its export's round trip: %s", msg);
+  wisp_gguf *g = NULL;
+  CHECKF(wisp_gguf_open(back, &g) == WISP_OK, "%s", wisp_last_error());
+  const wisp_gguf_tensor *v = wisp_gguf_tensor_find(g, "blk.1.attn_v.weight");
+  const int q6 = v && v->type == WISP_GGML_Q6_K;
+  wisp_gguf_close(g);
+  CHECKF(q6, "%s: blk.1.attn_v.weight is not Q6_K", back);
+  for (int p = 0; p < 2; p++) {
+    const char *extra = p ? "--profile throughput" : "";
+    char ga[700], gb[700];
+    snprintf(ga, sizeof ga, "%s/gm_file%d.json", test_tmpdir(), p);
+    snprintf(gb, sizeof gb, "%s/gm_keep%d.json", test_tmpdir(), p);
+    CHECKF(logits_json(gguf, "cpu", extra, ga, log, sizeof log) == 0, "%s", log);
+    CHECKF(logits_json(keep, "cpu", extra, gb, log, sizeof log) == 0, "%s", log);
+    CHECKF(parity_compare_files(ga, gb, 0, msg, sizeof msg), "%s: the file vs its keep artifact: %s", extra, msg);
+  }
+  /* the throughput profile's integer products, part by part, stay near the
+   * reference (its logits; the int8 rounding may turn a greedy token) */
+  snprintf(got, sizeof got, "%s/gm_file1.json", test_tmpdir());
+  const int near = parity_compare_files(want, got, 1e-2, msg, sizeof msg);
+  CHECKF(near || (!strstr(msg, "prompt") && !strstr(msg, "missing")), "throughput vs the f32 reference: %s", msg);
+}
+
+/* The same on WebGPU (lavapipe here): op by op, and through the decode
+ * loop (where the persistent decode would run: the plan turns it off). */
+TEST(webgpu_gguf_mixed_runs_as_its_f32_reference) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char ref[600], got[700], want[700], log[16384], msg[2048];
+  const char *gguf = mixed_file(ref, sizeof ref);
+  CHECK(gguf != NULL);
+  snprintf(want, sizeof want, "%s/gm_ref.json", test_tmpdir());
+  CHECKF(logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
+  for (int loop = 0; loop < 2; loop++) {
+    snprintf(got, sizeof got, "%s/gm_gpu%d.json", test_tmpdir(), loop);
+    CHECKF(logits_json(gguf, "webgpu", loop ? "--decode-loop" : "", got, log, sizeof log) == 0, "%s", log);
+    CHECKF(parity_compare_files(want, got, 1e-4, msg, sizeof msg), "webgpu%s vs the f32 reference: %s",
+           loop ? " (decode loop)" : "", msg);
+  }
+}
