@@ -694,6 +694,8 @@ static wisp_status apply_kernel_key(const resolver *R, const wisp_patch *w, wisp
   }
   op->kernel_from.kind = WISP_PROV_PROFILE;
   wisp_path(op->kernel_from.detail, sizeof op->kernel_from.detail, "%s", w->source);
+  /* a kernel serves one weight type: the parts of a matrix in row parts keep their own */
+  if (op->n_parts) wisp_path(op->note, sizeof op->note, "in row parts: each part runs its own type's kernel, not %s", key);
   return WISP_OK;
 }
 
