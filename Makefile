@@ -42,7 +42,9 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 # libwisp.so is built from position-independent copies of the same objects
 # (a separate tree, so `make all` does not compile everything twice).
 PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(GEN_OBJ:$(BUILD)/obj/%=$(BUILD)/pic/%)
-DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(PIC_OBJ:.o=.d)
+# the probes under tools/ too, so that a changed header rebuilds them
+TOOL_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(wildcard tools/*.c))
+DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
 PREFIX  ?= /usr/local
 
 DEFAULT_MODEL ?= models/synthetic-seed

@@ -50,7 +50,7 @@ say() { echo "== $* ($((SECONDS - T0)) s)"; }
 left() { [ $((SECONDS - T0)) -lt "$BUDGET" ]; }
 pack() { tar czf "$OUT/attn-long.tgz" -C "$OUT" --exclude attn-long.tgz . 2>/dev/null; }
 
-if [ ! -x "$LC/build/bin/llama-bench" ]; then
+if [ ! -x "$LC/build/bin/llama-bench" ] && ! pgrep -f "build.sh cuda" > /dev/null; then
   say "llama.cpp cuda build (detached)"
   setsid nohup bash .peer/build.sh cuda "$LC" > "$OUT/llama-build.log" 2>&1 < /dev/null &
 fi

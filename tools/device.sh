@@ -324,9 +324,11 @@ ab() {
       for rep in $(seq "${REPS:-2}"); do
         for b in ${BINS:-wisp_prev wisp}; do
           [ -x ".dev/$b" ] || { echo "no .dev/$b"; continue; }
+          local ba=$args # PREV_EXACT: the exact profile's name for an older binary (profiles/default)
+          [ "$b" = wisp_prev ] && [ -n "${PREV_EXACT:-}" ] && ba=${args/--profile exact/--profile $PREV_EXACT}
           # shellcheck disable=SC2086
           printf '%-8s %-12s %-10s %s %s\n' "$m" "$w" "$b" "$rep" \
-            "$(".dev/$b" bench -m "$a" --backend webgpu $args -o "$OUT/ab-$m-$w-$b-$rep.json" 2>/dev/null | head -1)" |
+            "$(".dev/$b" bench -m "$a" --backend webgpu $ba -o "$OUT/ab-$m-$w-$b-$rep.json" 2>/dev/null | head -1)" |
             tee -a "$OUT/ab.txt"
         done
       done

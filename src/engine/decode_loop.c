@@ -171,10 +171,6 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
   wisp_backend *be = s->backend;
   const wisp_graph *g = &s->graph;
   *graph = 0;
-  /* KV caches that grow do so now, between steps: the recorded steps bind them */
-  const int last = s->pos + k < s->max_pos ? s->pos + k : s->max_pos;
-  wisp_status grown = wisp_graph_state_reserve(s->state, be, last);
-  if (grown) return grown;
   if (be->decode_graph && sp->temperature <= 0 && !wisp_sampling_penalized(sp)) {
     wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */
     if (gp && wisp_graph_lower_decode(g, s->state, gp) == WISP_OK) {
@@ -382,6 +378,11 @@ wisp_status wisp_session_generate(wisp_session *s, int32_t first, int n, const w
     s->ids_slots = s->ids ? need : 0;
     if (!s->ids) return wisp_fail(WISP_ENOMEM, "out of memory for the decode loop");
   }
+  /* KV caches that grow do so now, for the whole request, before its
+   * first step: one that grew mid-decode would stop the persistent decode
+   * to remake its arena, and the recorded steps bind them. */
+  const int fill = s->pos + n < s->max_pos ? s->pos + n : s->max_pos;
+  if ((st = wisp_graph_state_reserve(s->state, s->backend, fill))) return st;
   float *slots = malloc(sizeof(float) * ((size_t)batch + 1 + (size_t)sp.hist_n));
   if (!slots) return wisp_fail(WISP_ENOMEM, "out of memory");
   /* Two batches in flight where the backend can read back asynchronously;
