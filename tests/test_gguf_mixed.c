@@ -229,6 +229,11 @@ TEST(gguf_mixed_sections_keep_each_tensors_type_mapped) {
     const wisp_section *s = &a->sections[i];
     CHECKF(!strstr(s->origin, "dequantized"), "%s: %s", s->name, s->origin);
     if (strncmp(s->origin, "mapped", 6)) built += s->bytes;
+    /* an f32 matrix only from F32 tensors */
+    const size_t n = strlen(s->name);
+    CHECKF(n < 7 || strcmp(s->name + n - 7, ".weight") ||
+               !(strstr(s->origin, "Q4_K") || strstr(s->origin, "Q6_K") || strstr(s->origin, "Q8_0")),
+           "%s: an f32 section from quantized tensors (%s)", s->name, s->origin);
   }
   CHECKF(a->gguf->owned_bytes == built, "%zu bytes owned, %zu in the sections built at open", a->gguf->owned_bytes, built);
   /* every quantized q/k/v and gate/up tensor is counted as mapped */
