@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_products_i8.h"
 #include "format/artifact.h"
 #include "format/gguf.h"
 #include "format/gguf_artifact.h"
@@ -288,20 +289,25 @@ static double product_error(wisp_backend *be, const wisp_matrix *W, const float 
   return worst;
 }
 
-/* Each part with variant `kind` of its type for both phases ("" each
- * backend's default; "scalar", "i8": the CPU's scalar or integer products;
- * f32 parts have the one kernel "f32"). */
-static void choose(wisp_matrix *m, const char *kind) {
+/* Each part with the variant `fmt` names for its type (a printf format of
+ * the type's name) for both phases: the CPU's "%s_scalar", "%s_i8" (f32
+ * parts have the one kernel "f32"), WebGPU's int8 prefill "wgsl_tiled_%s_i8"
+ * (Q4_K and Q8_0 parts; the others keep the default); "" the defaults. */
+static void choose(wisp_matrix *m, const char *fmt) {
+  const int gpu = !strncmp(fmt, "wgsl", 4);
   for (int i = 0; i < m->n_parts; i++)
     for (int ph = 0; ph < 2; ph++) {
       wisp_kernel_choice *c = &m->parts[i].choice[ph];
+      const wisp_wtype t = m->parts[i].type;
       memset(c, 0, sizeof *c);
-      if (*kind && m->parts[i].type == WISP_W_F32) snprintf(c->variant, sizeof c->variant, "f32"); /* its one kernel */
-      else if (*kind) snprintf(c->variant, sizeof c->variant, "%s_%s", wisp_wtype_name(m->parts[i].type), kind);
+      if (!*fmt || (gpu && t != WISP_W_Q4K && t != WISP_W_Q8_0)) continue;
+      if (t == WISP_W_F32) snprintf(c->variant, sizeof c->variant, "f32");
+      else snprintf(c->variant, sizeof c->variant, fmt, wisp_wtype_name(t));
     }
 }
 
 static void check_products(wisp_backend *be, const char *what, const char *kind, double tol) {
+  /* kind: a variant format for choose() */
   char ref[600];
   const char *gguf = mixed_file(ref, sizeof ref);
   CHECK(gguf != NULL);
@@ -339,18 +345,27 @@ TEST(gguf_mixed_products_cpu) {
   wisp_backend *be = NULL;
   CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
   check_products(be, "cpu", "", 1e-5);
-  check_products(be, "cpu", "scalar", 1e-5);
-  if (wisp_cpu_kernels_get()->avx2) check_products(be, "cpu", "i8", 2e-2); /* activations rounded to int8 */
+  check_products(be, "cpu", "%s_scalar", 1e-5);
+  if (wisp_cpu_kernels_get()->avx2) check_products(be, "cpu", "%s_i8", 2e-2); /* activations rounded to int8 */
   be->destroy(be);
 }
 
+/* The plain kernels, the subgroup ones, and each part split again into
+ * bindings of a few rows (a binding limit of 8 KiB): a binding's rows land
+ * at its part's place plus its own. */
 TEST(webgpu_gguf_mixed_products) {
   WEBGPU_OR_SKIP(d);
-  for (int pass = 0; pass < 2 && !test_failed_now(); pass++) {
-    wisp_wgpu_backend_opts opts = {.device = d, .subgroups = pass ? -1 : 0};
+  static const char *const names[3] = {"webgpu (plain)", "webgpu (subgroups)", "webgpu (8 KiB bindings)"};
+  for (int pass = 0; pass < 3 && !test_failed_now(); pass++) {
+    wisp_wgpu_backend_opts opts = {.device = d, .subgroups = pass ? -1 : 0, .max_binding = pass == 2 ? 8192 : 0};
     wisp_backend *g = NULL;
     CHECKF(wisp_wgpu_backend_new(&opts, &g) == WISP_OK, "%s", wisp_last_error());
-    check_products(g, pass ? "webgpu (subgroups)" : "webgpu (plain)", "", 1e-5);
+    check_products(g, names[pass], "", 1e-5);
+    uint64_t before, after, quantized;
+    wisp_wgpu_mm8_counts(g, &before, &quantized);
+    check_products(g, names[pass], "wgsl_tiled_%s_i8", 2e-2); /* prefill: activations rounded to int8 */
+    wisp_wgpu_mm8_counts(g, &after, &quantized);
+    CHECKF(after > before, "%s: no int8 product ran (%llu)", names[pass], (unsigned long long)after);
     g->destroy(g);
   }
 }
