@@ -211,6 +211,7 @@ static wisp_status bind_parts(const wisp_artifact *a, const char *base, int rows
   wisp_matrix parts[WISP_MATRIX_MAX_PARTS];
   int n = 0;
   *found = 0;
+  if (strlen(base) + 12 >= sizeof pb) return WISP_OK; /* no room for "@ROW": a name no part can have */
   snprintf(pb, sizeof pb, "%s@0", base);
   const wisp_quant_traits *q0 = type_held(a, pb);
   if (!q0) return WISP_OK;
