@@ -611,7 +611,7 @@ static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
 static void cpu_rmsnorm_matmul(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n,
                                wisp_buf *xn, const wisp_matrix *W, wisp_buf *y, int accumulate) {
   const int i8 = runs_i8(W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant, W);
-  if (!i8 || y == x || y == xn) {
+  if (!i8 || y == x || y == xn || W->n_parts) { /* (a matrix in row parts: one quantization a part) */
     cpu_rmsnorm(be, x, w, eps, n, W->cols, xn);
     cpu_matmul(be, W, xn, 0, n, y, accumulate);
     return;
