@@ -254,7 +254,9 @@ TEST(gguf_mixed_sections_keep_each_tensors_type_mapped) {
              m.parts[1].out_rows == 192,
          "L1.attn.qkv bound as type %d with %d parts", m.type, m.n_parts);
   CHECKF(wisp_matrix_bytes(&m) == 160 * 144 + 32 * 210, "%llu bytes", (unsigned long long)wisp_matrix_bytes(&m));
-  CHECK(wisp_matrix_bind(a, "L1.attn.qkv", 200, 256, &m) != WISP_OK); /* rows past the parts */
+  /* rows past the parts: one line naming the part missing */
+  CHECK(wisp_matrix_bind(a, "L1.attn.qkv", 200, 256, &m) != WISP_OK);
+  CHECKF(strstr(wisp_last_error(), "no section 'L1.attn.qkv@192.*'") != NULL, "%s", wisp_last_error());
   wisp_artifact_free(a);
 }
 

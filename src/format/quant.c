@@ -221,10 +221,12 @@ static wisp_status bind_parts(const wisp_artifact *a, const char *base, int rows
   for (int r = 0; r < rows; n++) {
     snprintf(pb, sizeof pb, "%s@%d", base, r);
     const wisp_quant_traits *q = type_held(a, pb);
-    if (!q || q->n_planes != 1 || n == WISP_MATRIX_MAX_PARTS)
+    if (!q)
+      return wisp_fail(WISP_EFORMAT, "%s: matrix '%s' in parts covers rows 0-%d of %d: no section '%s.*'", dir, base,
+                       r - 1, rows, pb);
+    if (q->n_planes != 1 || n == WISP_MATRIX_MAX_PARTS)
       return wisp_fail(WISP_EFORMAT, "%s: matrix '%s' in parts: %s", dir, base,
-                       !q ? "no part starts at a row before the last" : n == WISP_MATRIX_MAX_PARTS ? "more than 4 parts"
-                                                                       : "a part of a type with several sections");
+                       n == WISP_MATRIX_MAX_PARTS ? "more than 4 parts" : "a part of a type with several sections");
     snprintf(name, sizeof name, "%s.%s", pb, q->planes[0].suffix);
     const uint64_t bytes = wisp_artifact_section(a, name)->bytes, row_bytes = q->planes[0].bytes(1, cols);
     if (cols % q->block || !row_bytes || bytes % row_bytes || bytes / row_bytes > (uint64_t)(rows - r) || !bytes)
