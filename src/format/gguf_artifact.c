@@ -324,7 +324,8 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
   free(rs);
   free(cs);
   if (st) return st;
-  const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32 ? "dequantized to f32 (a column order splits blocks)"
+  const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32
+                        ? "dequantized to f32 (a column order splits blocks)"
                     : moved ? "copied (rows or column blocks reordered as llama.cpp's converter stored them)"
                             : "copied (the parts are not adjacent in the file)";
   origin_of(b, p, how, origin, sizeof origin);

@@ -154,7 +154,8 @@ static wisp_status gemma3_plan_shape(const void *p, wisp_model_shape *out) {
   if (st) return st;
   out->quant_bits = wisp_matrix_quant_bits(&w->layers[0].gate_up);
   for (int i = 0; i < s->n_layers; i++)
-    if (wisp_matrix_holds(&w->layers[i].down, WISP_W_Q4K) || wisp_matrix_holds(&w->layers[i].gate_up, WISP_W_Q4K)) out->q4k = 1;
+    if (wisp_matrix_holds(&w->layers[i].down, WISP_W_Q4K) || wisp_matrix_holds(&w->layers[i].gate_up, WISP_W_Q4K))
+      out->q4k = 1;
   return WISP_OK;
 }
 

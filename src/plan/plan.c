@@ -400,7 +400,8 @@ static wisp_status make_op(const resolver *R, opvec *dst, int phase, int layer, 
   wisp_status st = select_kernel(R, &op, phase);
   if (st) return st;
   /* a matrix in row parts: a kernel for each part, chosen for its type */
-  const wisp_matrix *w = R->in->graph && !strcmp(name, "matmul") ? wisp_graph_matrix(R->in->graph, layer, section) : NULL;
+  const wisp_matrix *w =
+      R->in->graph && !strcmp(name, "matmul") ? wisp_graph_matrix(R->in->graph, layer, section) : NULL;
   for (int i = 0; w && i < w->n_parts && !st; i++) {
     wisp_plan_op part = op;
     part.part_at = i;
@@ -695,7 +696,8 @@ static wisp_status apply_kernel_key(const resolver *R, const wisp_patch *w, wisp
   op->kernel_from.kind = WISP_PROV_PROFILE;
   wisp_path(op->kernel_from.detail, sizeof op->kernel_from.detail, "%s", w->source);
   /* a kernel serves one weight type: the parts of a matrix in row parts keep their own */
-  if (op->n_parts) wisp_path(op->note, sizeof op->note, "in row parts: each part runs its own type's kernel, not %s", key);
+  if (op->n_parts)
+    wisp_path(op->note, sizeof op->note, "in row parts: each part runs its own type's kernel, not %s", key);
   return WISP_OK;
 }
 
@@ -1174,8 +1176,9 @@ static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
   for (int g = 0; g < D->n_groups; g++)
     for (int i = 0; i < D->groups[g].n_ops; i++)
       if (D->groups[g].ops[i].n_parts) {
+        const wisp_plan_group *G = &D->groups[g];
         wisp_path(p->persist_off, sizeof p->persist_off, "matmul %s is in row parts of different types (layer %d)",
-                  D->groups[g].ops[i].section, D->groups[g].layers ? D->groups[g].layers[0] : D->groups[g].ops[i].layer);
+                  G->ops[i].section, G->layers ? G->layers[0] : G->ops[i].layer);
         return;
       }
   p->persist_off[0] = '\0';

@@ -263,8 +263,9 @@ static void rec_q4k_matvec_ex(wisp_backend *be, const wisp_matrix *W, const wisp
       float eps;
       uint32_t pad0;
     } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)(W->out_row0 + row0), (uint32_t)((size_t)x_row0 * W->cols / 4),
-           accumulate ? 1u : 0u, (uint32_t)wisp_matrix_out_rows(W), pre ? (uint32_t)pre->kind : 0u, pre ? (uint32_t)pre->hd : 0u,
-           pre ? (uint32_t)pre->zoff : 0u, pre ? (uint32_t)pre->splits : 0u, pre ? pre->eps : 0.0f, 0};
+           accumulate ? 1u : 0u, (uint32_t)wisp_matrix_out_rows(W), pre ? (uint32_t)pre->kind : 0u,
+           pre ? (uint32_t)pre->hd : 0u, pre ? (uint32_t)pre->zoff : 0u, pre ? (uint32_t)pre->splits : 0u,
+           pre ? pre->eps : 0.0f, 0};
     /* q4k_matvec.wgsl's PRE inputs: placeholders without one (xo must not alias) */
     WGPUBuffer r0 = as_g(be)->dummy.b;
     wisp_wgpu_binding b[7] = {whole(wb),
