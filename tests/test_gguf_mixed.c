@@ -9,7 +9,9 @@
  * blocks fit) exported as f32, then rewritten with attn_q, attn_k,
  * attn_gate and ffn_gate in Q4_K, attn_v in Q6_K, attn_qkv and ffn_up in
  * Q8_0 and ssm_beta / ssm_alpha left F32, so that q|k|v, gate|up and the
- * DeltaNet in_proj [qkv|z|b|a] each mix two or three types. */
+ * DeltaNet in_proj [qkv|z|b|a] each mix two or three types; and a tiny
+ * Llama whose q / k parts (in llama.cpp's rope order) are copied back in
+ * order in their own types. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,9 +135,37 @@ static int copy_kv(wisp_gguf_writer *w, const wisp_gguf_kv *kv) {
   return 0;
 }
 
-/* src (an f32 GGUF) rewritten as dst with mixed_type's types, tensors in
- * the same order. */
-static int write_mixed(const char *src, const char *dst, char *err, size_t cap) {
+/* The tiny Llama (hidden 64: block-32 types only): q in Q8_0, k kept F32,
+ * v in Q8_0, gate in Q4_0, up in Q8_0; q and k rows are in llama.cpp's rope
+ * order, so those parts are copied back in order, each in its own type. */
+static uint32_t llama_type(const char *name) {
+  if (strstr(name, "attn_q.") || strstr(name, "attn_v.") || strstr(name, "ffn_up.")) return WISP_GGML_Q8_0;
+  if (strstr(name, "ffn_gate.")) return WISP_GGML_Q4_0;
+  return WISP_GGML_F32;
+}
+
+/* Q4_0 blocks (format/qblocks.h): d = max|x| / 7 as f16, q = round(x / d) + 8
+ * in 0..15, element j in byte j's low nibble, j + 16 in its high one. */
+static void quantize_q4_0(const float *w, size_t n, uint8_t *out) {
+  for (size_t b = 0; b < n / 32; b++) {
+    const float *x = w + 32 * b;
+    uint8_t *blk = out + 18 * b;
+    float m = 0;
+    for (int k = 0; k < 32; k++) m = fmaxf(m, fabsf(x[k]));
+    const uint16_t dh = wisp_f32_to_f16(m / 7.0f);
+    const float d = wisp_f16_to_f32(dh);
+    blk[0] = (uint8_t)dh, blk[1] = (uint8_t)(dh >> 8);
+    for (int k = 0; k < 16; k++) {
+      int lo = d > 0 ? (int)lrintf(x[k] / d) + 8 : 8, hi = d > 0 ? (int)lrintf(x[k + 16] / d) + 8 : 8;
+      lo = lo < 0 ? 0 : lo > 15 ? 15 : lo, hi = hi < 0 ? 0 : hi > 15 ? 15 : hi;
+      blk[2 + k] = (uint8_t)(lo | hi << 4);
+    }
+  }
+}
+
+/* src (an f32 GGUF) rewritten as dst with the types type_of gives, tensors
+ * in the same order. */
+static int write_mixed(const char *src, const char *dst, uint32_t (*type_of)(const char *), char *err, size_t cap) {
   wisp_gguf *g = NULL;
   if (wisp_gguf_open(src, &g)) return snprintf(err, cap, "%s", wisp_last_error()), 0;
   wisp_gguf_writer *w = wisp_gguf_writer_new();
@@ -145,7 +175,7 @@ static int write_mixed(const char *src, const char *dst, char *err, size_t cap) 
       ok = 0, snprintf(err, cap, "metadata %s: type %u not copied", g->kv[i].key, g->kv[i].type);
   for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
     const wisp_gguf_tensor *t = &g->tensors[i];
-    const uint32_t type = t->n_dims == 2 ? mixed_type(t->name) : WISP_GGML_F32;
+    const uint32_t type = t->n_dims == 2 ? type_of(t->name) : WISP_GGML_F32;
     const int rows = (int)t->ne[1], cols = (int)t->ne[0];
     float *f = malloc(sizeof(float) * t->numel);
     size_t bb = 4;
@@ -158,6 +188,7 @@ static int write_mixed(const char *src, const char *dst, char *err, size_t cap) 
       if (type == WISP_GGML_Q4_K) wisp_quantize_q4k(f, rows, cols, q);
       else if (type == WISP_GGML_Q6_K) quantize_q6k(f, rows, cols, q);
       else if (type == WISP_GGML_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
+      else if (type == WISP_GGML_Q4_0) quantize_q4_0(f, t->numel, q);
       else memcpy(q, f, bytes);
       if (wisp_gguf_add_tensor(w, t->name, t->n_dims, t->ne, type, q, bytes))
         ok = 0, snprintf(err, cap, "%s: %s", t->name, wisp_last_error());
@@ -184,7 +215,7 @@ static const char *mixed_file(char *ref_dir, size_t cap) {
     snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet && %s export-gguf %s -o %s", test_wisp_bin(), hf,
              dir, test_wisp_bin(), dir, f32);
     made = mkdir(hf, 0755) == 0 && fx_write_tiny_qwen35(hf) == 0 && test_run(cmd, log, sizeof log) == 0 &&
-           write_mixed(f32, gguf, log, sizeof log);
+           write_mixed(f32, gguf, mixed_type, log, sizeof log);
     if (made) {
       snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gguf, ref);
       made = test_run(cmd, log, sizeof log) == 0;
@@ -461,4 +492,40 @@ TEST(webgpu_gguf_mixed_runs_as_its_f32_reference) {
     CHECKF(parity_compare_files(want, got, 1e-4, msg, sizeof msg), "webgpu%s vs the f32 reference: %s",
            loop ? " (decode loop)" : "", msg);
   }
+}
+
+/* A Llama file whose q and k rows llama.cpp's converter put in its rope
+ * order: the q part (Q8_0) and the k part (F32) are copied back in order,
+ * each in its own type, the v part (Q8_0) and gate|up (Q4_0 | Q8_0)
+ * mapped; the logits and greedy tokens of its f32 reference. */
+TEST(gguf_mixed_llama_rope_order_parts) {
+  char hf[600], dir[600], f32[600], gguf[600], ref[600], want[700], got[700], cmd[4096], log[16384], msg[2048];
+  snprintf(hf, sizeof hf, "%s/gml_hf", test_tmpdir());
+  snprintf(dir, sizeof dir, "%s/gml_dir", test_tmpdir());
+  snprintf(f32, sizeof f32, "%s/gml_f32.gguf", test_tmpdir());
+  snprintf(gguf, sizeof gguf, "%s/gml_mixed.gguf", test_tmpdir());
+  snprintf(ref, sizeof ref, "%s/gml_ref", test_tmpdir());
+  CHECK(mkdir(hf, 0755) == 0 && fx_write_tiny_qwen3(hf, 1) == 0);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet && %s export-gguf %s -o %s", test_wisp_bin(), hf,
+           dir, test_wisp_bin(), dir, f32);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  CHECKF(write_mixed(f32, gguf, llama_type, log, sizeof log), "%s", log);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gguf, ref);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  wisp_artifact *a = NULL;
+  CHECKF(wisp_artifact_open(gguf, &a) == WISP_OK, "%s", wisp_last_error());
+  static const struct { const char *name, *origin; } want_sec[] = {
+      {"L0.attn.qkv@0.q8_0", "copied"}, {"L0.attn.qkv@128.weight", "copied"}, {"L0.attn.qkv@192.q8_0", "mapped"},
+      {"L1.mlp.gate_up@0.q4_0", "mapped"}, {"L1.mlp.gate_up@96.q8_0", "mapped"}};
+  for (size_t i = 0; i < sizeof want_sec / sizeof want_sec[0]; i++) {
+    const wisp_section *sec = wisp_artifact_section(a, want_sec[i].name);
+    CHECKF(sec && !strncmp(sec->origin, want_sec[i].origin, strlen(want_sec[i].origin)), "%s: %s", want_sec[i].name,
+           sec ? sec->origin : "no such section");
+  }
+  wisp_artifact_free(a);
+  snprintf(want, sizeof want, "%s/gml_ref.json", test_tmpdir());
+  snprintf(got, sizeof got, "%s/gml_got.json", test_tmpdir());
+  CHECKF(logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
+  CHECKF(logits_json(gguf, "cpu", "", got, log, sizeof log) == 0, "%s", log);
+  CHECKF(parity_compare_files(want, got, 1e-4, msg, sizeof msg), "mixed llama file vs its f32 reference: %s", msg);
 }
