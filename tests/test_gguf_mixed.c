@@ -322,6 +322,46 @@ static double product_error(wisp_backend *be, const wisp_matrix *W, const float 
   return worst;
 }
 
+/* The graph's rmsnorm+matmul by W as the backend's fused op (one token:
+ * matmul_fused, else rmsnorm_matmul):
+ * the worst error of y over sum |w x'| and of the normalized x' it writes,
+ * against double sums (x' = x / rms(x) * nw). */
+static double fused_norm_error(wisp_backend *be, const wisp_matrix *W, const float *x) {
+  const int R = W->rows, C = W->cols;
+  float *nw = malloc(sizeof(float) * (size_t)C), *xn = malloc(sizeof(float) * (size_t)C);
+  float *y = malloc(sizeof(float) * (size_t)R), *w = malloc(sizeof(float) * (size_t)C);
+  double *want = malloc(sizeof(double) * (size_t)C), ss = 0, worst = 0;
+  wisp_buf *bx = be->buf_new(be, (size_t)C), *bxn = be->buf_new(be, (size_t)C), *by = be->buf_new(be, (size_t)R);
+  if (!nw || !xn || !y || !w || !want || !bx || !bxn || !by) return INFINITY;
+  for (int c = 0; c < C; c++) nw[c] = 0.5f + 0.1f * (float)(c % 7), ss += (double)x[c] * x[c];
+  const float eps = 1e-6f;
+  for (int c = 0; c < C; c++) want[c] = x[c] / sqrt(ss / C + eps) * nw[c];
+  wisp_vector v = {C, nw, NULL};
+  if (be->prepare_vector(be, &v)) return INFINITY;
+  be->buf_write(be, bx, 0, (size_t)C, x);
+  wisp_fused_matmul f = {.pre = WISP_PRE_RMSNORM, .pre_in = bx, .pre_dim = C, .norm = &v, .eps = eps, .W = W,
+                         .x = bxn, .y = by};
+  if (be->matmul_fused) be->matmul_fused(be, &f);
+  else be->rmsnorm_matmul(be, bx, &v, eps, 1, bxn, W, by, 0);
+  be->buf_read(be, by, 0, (size_t)R, y);
+  be->buf_read(be, bxn, 0, (size_t)C, xn);
+  if (be->sync(be) != WISP_OK) worst = INFINITY;
+  for (int c = 0; c < C; c++) {
+    const double e = fabs(xn[c] - want[c]) / (fabs(want[c]) + 1e-3);
+    if (!(e <= worst)) worst = e;
+  }
+  for (int r = 0; r < R; r++) {
+    wisp_matrix_row_f32(W, r, w);
+    double s = 0, mag = 1e-30;
+    for (int c = 0; c < C; c++) s += (double)w[c] * want[c], mag += fabs((double)w[c] * want[c]);
+    const double e = fabs(y[r] - s) / mag;
+    if (!(e <= worst)) worst = e;
+  }
+  be->buf_free(be, bx), be->buf_free(be, bxn), be->buf_free(be, by);
+  free(nw), free(xn), free(y), free(w), free(want);
+  return worst;
+}
+
 /* Each part with the variant `fmt` names for its type (a printf format of
  * the type's name) for both phases: the CPU's "%s_scalar", "%s_i8" (f32
  * parts have the one kernel "f32"), WebGPU's int8 prefill "wgsl_tiled_%s_i8"
@@ -367,6 +407,10 @@ static void check_products(wisp_backend *be, const char *what, const char *kind,
     CHECKF(e1 < tol && en < tol && ea < tol && er < tol,
            "%s %s (%s): one token %g, %d tokens %g, accumulated %g, rows %g (tolerance %g)", what, mats[k].name,
            *kind ? kind : "default kernels", e1, N, en, ea, er, tol);
+    if ((be->matmul_fused || be->rmsnorm_matmul) && !*kind) { /* WebGPU: the norm inside the first part's product */
+      const double ef = fused_norm_error(be, &m, x);
+      CHECKF(ef < 1e-4, "%s %s: rmsnorm+matmul %g", what, mats[k].name, ef);
+    }
   }
   free(x);
   wisp_artifact_free(a);

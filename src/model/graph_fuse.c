@@ -27,8 +27,9 @@ static int read_later(const wisp_graph *g, int i, int j, int act) {
 }
 
 /* A product by a matrix in row parts of different types (format/tensor.h):
- * it runs as one product a part, each part's own kernel, and takes no op
- * into it or after it. */
+ * it runs as one product a part, each part's own kernel; the norm before
+ * it may run inside its first part's product, no other op goes into it or
+ * after it. */
 static int parted(const wisp_gnode *n) { return n->op == WISP_GOP_MATMUL && n->W && n->W->n_parts; }
 
 void wisp_graph_fuse(wisp_graph *g) {
@@ -37,10 +38,11 @@ void wisp_graph_fuse(wisp_graph *g) {
     wisp_gnode *a = &g->nodes[i], *b = i + 1 < g->n_nodes ? &g->nodes[i + 1] : NULL;
     if (a->op == WISP_GOP_ATTENTION || a->op == WISP_GOP_ATTENTION_GATED)
       a->fused |= WISP_FUSE_QK_NORM_ROPE_KV; /* the attention op takes the raw qkv rows */
-    if (!b || parted(a) || parted(b)) continue;
+    if (!b) continue;
     if (a->op == WISP_GOP_RMSNORM && b->op == WISP_GOP_MATMUL && b->in == a->out && b->cols == a->cols &&
         !read_later(g, i, i + 1, a->out))
       a->fused |= WISP_FUSE_NORM_MATMUL;
+    if (parted(a) || parted(b)) continue;
     if (a->op == WISP_GOP_MATMUL && a->accumulate && b->op == WISP_GOP_RMSNORM && b->in == a->out)
       a->fused |= WISP_FUSE_RESIDUAL_NORM;
     if (a->op == WISP_GOP_MATMUL && b->op == WISP_GOP_SWIGLU && b->in == a->out && a->rows == 2 * b->cols &&
