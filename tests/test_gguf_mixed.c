@@ -3,7 +3,9 @@
  * tensor keeps its stored type and bytes (a matrix in row parts,
  * format/tensor.h; docs/gguf.md), on the CPU and on WebGPU, in every
  * product path, against the dequantize-to-f32 reference of the same file
- * (`convert FILE.gguf --quant f32`).
+ * (`convert FILE.gguf --quant f32`): its sections, each backend's products
+ * by each mixed matrix, the CLI (logits, plan, the keep artifact, export),
+ * and in process the logits of every decode step and batched step.
  *
  * The file: the tiny Qwen 3.5 of test_qwen3_5.c (hidden 256: the K types'
  * blocks fit) exported as f32, then rewritten with attn_q, attn_k,
@@ -32,6 +34,7 @@
 #include "test.h"
 #include "webgpu_fixture.h"
 #include "util/err.h"
+#include "wisp.h"
 
 /* ---- the file ---- */
 
@@ -572,4 +575,64 @@ TEST(gguf_mixed_llama_rope_order_parts) {
   CHECKF(logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
   CHECKF(logits_json(gguf, "cpu", "", got, log, sizeof log) == 0, "%s", log);
   CHECKF(parity_compare_files(want, got, 1e-4, msg, sizeof msg), "mixed llama file vs its f32 reference: %s", msg);
+}
+
+/* ---- token by token and several sequences a step, in process ---- */
+
+/* The worst |a - b| over max |b| of n values. */
+static double rel_diff(const float *a, const float *b, size_t n) {
+  double d = 0, m = 1e-30;
+  for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i])), m = fmax(m, fabs((double)b[i]));
+  return isfinite(d) ? d / m : INFINITY;
+}
+
+/* The mixed file on `backend` against its f32 reference on the CPU, two
+ * sequences: slot 0's prompt, then one token at a time (a decode step: on
+ * WebGPU the graph's fused ops), then steps of both slots together (each
+ * product over the rows of a batched step); the logits of every step. */
+static void check_steps(const char *backend) {
+  char ref[600];
+  const char *gguf = mixed_file(ref, sizeof ref);
+  CHECK(gguf != NULL);
+  wisp_model *mm = NULL, *mr = NULL;
+  wisp_session *sm = NULL, *sr = NULL;
+  CHECKF(wisp_model_open(gguf, &mm) == WISP_OK && wisp_model_open(ref, &mr) == WISP_OK, "%s", wisp_last_error());
+  wisp_session_options o = {.backend = backend, .threads = 2, .max_context = 64, .slots = 2};
+  wisp_session_options orf = {.backend = "cpu", .threads = 2, .max_context = 64, .slots = 2};
+  CHECKF(wisp_session_new(mm, &o, &sm) == WISP_OK && wisp_session_new(mr, &orf, &sr) == WISP_OK, "%s",
+         wisp_last_error());
+  const int V = wisp_model_vocab(mm);
+  float *a = malloc(sizeof(float) * 2 * (size_t)V), *b = malloc(sizeof(float) * 2 * (size_t)V);
+  CHECK(a && b);
+  const int32_t prompt[7] = {1, 5, 9, 3, 7, 11, 2}, other[4] = {4, 8, 15, 16};
+  CHECK(wisp_slot_eval(sm, 0, prompt, 7, a) == WISP_OK && wisp_slot_eval(sr, 0, prompt, 7, b) == WISP_OK);
+  CHECKF(rel_diff(a, b, (size_t)V) < 1e-4, "%s: the prompt's logits differ by %g", backend, rel_diff(a, b, (size_t)V));
+  for (int t = 0; t < 6 && !test_failed_now(); t++) {
+    const int32_t tok = (int32_t)(20 + 7 * t);
+    CHECK(wisp_slot_eval(sm, 0, &tok, 1, a) == WISP_OK && wisp_slot_eval(sr, 0, &tok, 1, b) == WISP_OK);
+    CHECKF(rel_diff(a, b, (size_t)V) < 1e-4, "%s: decode step %d: logits differ by %g", backend, t,
+           rel_diff(a, b, (size_t)V));
+  }
+  CHECK(wisp_slot_eval(sm, 1, other, 4, NULL) == WISP_OK && wisp_slot_eval(sr, 1, other, 4, NULL) == WISP_OK);
+  const int slots[2] = {0, 1};
+  int32_t toks[2] = {33, 42}, nm[2], nr[2];
+  for (int t = 0; t < 4 && !test_failed_now(); t++) {
+    CHECK(wisp_session_step(sm, slots, toks, 2, NULL, nm, a) == WISP_OK &&
+          wisp_session_step(sr, slots, toks, 2, NULL, nr, b) == WISP_OK);
+    CHECKF(rel_diff(a, b, 2 * (size_t)V) < 1e-4 && nm[0] == nr[0] && nm[1] == nr[1],
+           "%s: batched step %d: logits differ by %g, tokens %d %d vs %d %d", backend, t,
+           rel_diff(a, b, 2 * (size_t)V), nm[0], nm[1], nr[0], nr[1]);
+    toks[0] = nr[0], toks[1] = nr[1];
+  }
+  free(a), free(b);
+  wisp_session_free(sm), wisp_session_free(sr);
+  wisp_model_close(mm), wisp_model_close(mr);
+}
+
+TEST(gguf_mixed_steps_cpu) { check_steps("cpu"); }
+
+TEST(webgpu_gguf_mixed_steps) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  check_steps("webgpu");
 }
