@@ -106,9 +106,10 @@
 #                                     receipt OUT/products.json; then the suite's product tests
 #   tools/device.sh mixed OUT         a llama.cpp Q4_K_M file run in place, whose fused
 #                                     sections mix types (matrices in row parts,
-#                                     docs/gguf.md): CONFIG (default qwen25-0.5b, or
-#                                     gemma3-1b; real shape, random weights) built as
-#                                     `parity` builds it and quantized by llama-quantize
+#                                     docs/gguf.md): CONFIG (default qwen25-0.5b, whose
+#                                     896 columns take Q5_0 / Q8_0; gemma3-1b; or
+#                                     qwen35-0.8b / lfm2-350m, K types: Q4_K beside Q6_K;
+#                                     real shapes, random weights) quantized by llama-quantize
 #                                     (carry .peer); for BINS (default "wisp_prev wisp")
 #                                     the bytes mapped / built at open (wisp verify), the
 #                                     peak RSS of a CPU decode, `wisp plan`; then
@@ -520,8 +521,12 @@ products() {
 # A Q4_K_M GGUF made by llama.cpp, run in place: memory at open and speed,
 # BINS side by side (the header's `mixed`).
 mixed() {
-  local cfg=${CONFIG:-qwen25-0.5b} arch lc=${LC:-/tmp/llama.cpp-cpu} d args
-  case $cfg in qwen25-*) arch=qwen2 ;; *) arch=gemma3 ;; esac
+  local cfg=${CONFIG:-qwen25-0.5b} lc=${LC:-/tmp/llama.cpp-cpu} d args build
+  case $cfg in
+    qwen25-*) build="tools/gemma-qwen2-oracle.py build --arch qwen2 --shape real" ;;
+    gemma3-*) build="tools/gemma-qwen2-oracle.py build --arch gemma3 --shape real" ;;
+    *) build="tests/parity/hf_reference.py build --config $cfg --seed 1234" ;; # qwen35-0.8b, lfm2-350m: K-quant widths
+  esac
   d=/tmp/wq/$cfg-mixed
   if [ ! -f "$d/q4km.gguf" ]; then
     mkdir -p "$d"
@@ -531,7 +536,8 @@ mixed() {
       bash .peer/build.sh cpu "$lc" > "$d/llama-build.log" 2>&1 || { tail -5 "$d/llama-build.log"; return 1; }
     fi
     say "$cfg: build, convert, export, llama-quantize Q4_K_M"
-    python3 tools/gemma-qwen2-oracle.py build --arch $arch --shape real --out "$d/hf" > "$d/build.log" 2>&1 &&
+    # shellcheck disable=SC2086
+    python3 $build --out "$d/hf" > "$d/build.log" 2>&1 &&
       "$W" convert "$d/hf" -o "$d/art_f32" --quant f32 --quiet &&
       "$W" export-gguf "$d/art_f32" -o "$d/f32.gguf" > /dev/null 2>&1 &&
       "$lc/build/bin/llama-quantize" "$d/f32.gguf" "$d/q4km.gguf" Q4_K_M > "$d/quantize.log" 2>&1 ||
