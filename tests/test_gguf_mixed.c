@@ -209,7 +209,7 @@ static const char *mixed_file(char *ref_dir, size_t cap) {
   static char gguf[600], ref[600];
   static int made = -1;
   if (made < 0) {
-    char hf[600], dir[600], f32[600], cmd[4096], log[8192];
+    char hf[600], dir[600], f32[600], cmd[4096], log[8192] = "";
     snprintf(hf, sizeof hf, "%s/gm_hf", test_tmpdir());
     snprintf(dir, sizeof dir, "%s/gm_dir", test_tmpdir());
     snprintf(f32, sizeof f32, "%s/gm_f32.gguf", test_tmpdir());
