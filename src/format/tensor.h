@@ -97,8 +97,8 @@ typedef struct wisp_matrix {
   int out_row0, out_rows;
 } wisp_matrix;
 
-/* The width of the outputs a product by m writes (its rows, or its whole's
- * for a part) and the first of them it writes. */
+/* The width of the outputs a product by m writes: its rows, or for a part
+ * its whole's (the part's first output is out_row0). */
 static inline int wisp_matrix_out_rows(const wisp_matrix *m) { return m->out_rows ? m->out_rows : m->rows; }
 
 typedef struct {
@@ -132,8 +132,8 @@ void wisp_q4k_scale_min(const uint8_t *packed, int j, int *sc, int *m);
 /* Dequantizes one 256-element super-block. */
 void wisp_q4k_block_f32(const uint8_t *block, float *out);
 
-/* Reference (scalar) dequantization of one row into out[cols] (a parted
- * matrix: from the part that holds it). */
+/* Reference (scalar) dequantization of one row into out[cols] (a matrix
+ * in row parts: from the part that holds it). */
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out);
 
 /* Quantizers used by convert and gen-synthetic; `w` is rows x cols f32.
