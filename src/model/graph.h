@@ -85,6 +85,7 @@ typedef struct wisp_graph {
                              * WISP_FUSE_HEAD_ARGMAX */
   /* A bound graph's own copies (wisp_graph_bind; NULL in the model's). */
   wisp_matrix *own_mats;
+  wisp_matrix *own_parts; /* the parts of own_mats in row parts, each its own copy */
   wisp_vector *own_vecs;
   wisp_kernel_choice *own_choices;
 } wisp_graph;
