@@ -21,25 +21,25 @@
 #     attnSplitsLong=1x1: the split count capped at attnSplits, as before it)
 #     and from depth 2,048 with the persistent decode's attention in chunks
 #     of 256 keys (tuning persistOpt=25: bit 16 over the default 9),
-#     and each prefill again with the tiled flash-attention prefill (tuning
-#     attnPrefill=2: attn_flash_tiled.wgsl), and exports the GGUF llama-bench reads (`wisp export-gguf --keep-quant`,
+#     and each prefill again with attn_flash.wgsl instead of the default tiled
+#     kernel (tuning attnPrefill=0), and exports the GGUF llama-bench reads (`wisp export-gguf --keep-quant`,
 #     tools/gguf-none-vocab.py: the same quantized blocks);
 #  3. once the build is there, `llama-bench -fa 1 -ngl 99 -n 64 -p 0 -d DEPTHS`
 #     and `-n 0 -p PREFILLS` on each GGUF;
 #  4. summary.txt: tok/s of both and the ratio per workload (wisp's default
-#     path; then decode with the long split rule off / prefill with the tiled
-#     kernel, and decode with the 256-key chunks).
-# The seed shape's synthetic artifact stores rope tables of 2,560 positions
-# (its context): its decode past that is refused (a line, no receipt); the
-# LFM2-350M and Qwen 3.5 shapes (real configurations) take every depth.
-# Environment: OUT, BUDGET, MODELS (default "seed lfm350 qwen08"), DEPTHS (default
+#     path; then decode with the long split rule off / prefill with attn_flash
+#     instead of the default tiled kernel, and decode with the 256-key chunks).
+# seed stores rope tables of 2,560 positions (its context) and is refused
+# past them; seedlong (the same shape from `gen-synthetic --context 40960`)
+# and the Qwen 3.5 and LFM2-350M shapes (real configurations) take every depth.
+# Environment: OUT, BUDGET, MODELS (default "seedlong qwen08 qwen2b"), DEPTHS (default
 # "0 2048 8192 32768"), PREFILLS (default "512 1024 4096"), LC (default /tmp/lcc).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BACK=${1:-${OUT:-/tmp/attn-long-h200}} # what comes back: the .tgz and summary.txt alone
 OUT=/tmp/attn-long-work                 # every receipt, packed into BACK (the machine returns 8 files at most)
 BUDGET=${BUDGET:-560}
-MODELS=${MODELS:-seed lfm350 qwen08}
+MODELS=${MODELS:-seedlong qwen08 qwen2b}
 DEPTHS=${DEPTHS:-0 2048 8192 32768}
 PREFILLS=${PREFILLS:-512 1024 4096}
 LC=${LC:-/tmp/lcc}
@@ -75,10 +75,10 @@ for m in $MODELS; do
   done
   for n in $PREFILLS; do
     left || break
-    say "$m wisp prefill $n (attn_flash, then the tiled attn_flash_tiled)"
+    say "$m wisp prefill $n (the default tiled attn_flash_tiled, then attn_flash)"
     $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o "$OUT/wisp-$m-prefill$n.json" --force 2>&1 | tail -2
-    $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning attnPrefill=2 \
-      -o "$OUT/wisp-$m-prefill$n-tiled.json" --force 2>&1 | tail -2
+    $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning attnPrefill=0 \
+      -o "$OUT/wisp-$m-prefill$n-flash.json" --force 2>&1 | tail -2
   done
   g=/tmp/attn-long-$m.gguf
   if [ ! -s "$g" ]; then
@@ -124,7 +124,7 @@ def llama(m, kind, key):
         if kind == "prefill" and r.get("n_prompt") == key and not r.get("n_gen"):
             return r.get("avg_ts")
     return None
-print("%-8s %-22s %12s %12s %12s %12s %7s" % ("model", "workload", "wisp", "nolong/tiled", "wide", "llama.cpp", "ratio"))
+print("%-8s %-22s %12s %12s %12s %12s %7s" % ("model", "workload", "wisp", "nolong/flash", "wide", "llama.cpp", "ratio"))
 for m in os.environ["MODELS"].split():
     for d in map(int, os.environ["DEPTHS"].split()):
         w = load("wisp-%s-depth%d.json" % (m, d)); nl = load("wisp-%s-depth%d-nolong.json" % (m, d))
@@ -135,7 +135,7 @@ for m in os.environ["MODELS"].split():
               "%.0f" % nt if nt else "-", "%.0f" % dt if dt else "-", "%.0f" % lt if lt else "-",
               "%.2fx" % (wt / lt) if wt and lt else "-"))
     for n in map(int, os.environ["PREFILLS"].split()):
-        w = load("wisp-%s-prefill%d.json" % (m, n)); ti = load("wisp-%s-prefill%d-tiled.json" % (m, n))
+        w = load("wisp-%s-prefill%d.json" % (m, n)); ti = load("wisp-%s-prefill%d-flash.json" % (m, n))
         wt = w and w["prefill"]["tok_per_s"]; tt = ti and ti["prefill"]["tok_per_s"]; lt = llama(m, "prefill", n)
         print("%-8s %-22s %12s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
               "%.0f" % tt if tt else "-", "",

@@ -579,3 +579,34 @@ TEST(cli_export_gguf_ctrl_c_removes_temporary) {
   CHECKF(!wisp_path_exists(tmp) && !wisp_path_exists(out) && !wisp_path_exists(lock), "%s, %s or %s left behind", tmp,
          out, lock);
 }
+
+/* gen-synthetic --context: the small shape (512 positions, stored rope
+ * tables) made for 2,048 positions computes its tables instead: the same
+ * greedy ids where both reach, and a prompt past 512 runs where the stored
+ * tables refuse it. */
+TEST(cli_gen_synthetic_context) {
+  char out[8192], a[700], b[700], ida[1024] = "", idb[1024] = "";
+  snprintf(a, sizeof a, "%s/ctx_stored", test_tmpdir());
+  snprintf(b, sizeof b, "%s/ctx_2048", test_tmpdir());
+  CHECKF(run_cmd(out, sizeof out, "%s gen-synthetic --small -o %s --seed 4", test_wisp_bin(), a) == 0, "%s", out);
+  CHECKF(run_cmd(out, sizeof out, "%s gen-synthetic --small --context 2048 -o %s --seed 4", test_wisp_bin(), b) == 0,
+         "%s", out);
+  const char *dirs[2] = {a, b};
+  char *ids[2] = {ida, idb};
+  for (int i = 0; i < 2; i++) {
+    CHECKF(run_cmd(out, sizeof out, "%s run -m %s -p 'one two three' -n 12 --temp 0 --ids --backend cpu -t 1",
+                   test_wisp_bin(), dirs[i]) == 0, "%s", out);
+    const char *g = strstr(out, "generated ids:");
+    CHECKF(g, "no ids: %s", out);
+    snprintf(ids[i], sizeof ida, "%.*s", (int)strcspn(g, "\n"), g);
+  }
+  CHECKF(!strcmp(ida, idb), "stored tables: %s; computed: %s", ida, idb);
+  char receipt[800];
+  snprintf(receipt, sizeof receipt, "%s/ctx.json", test_tmpdir());
+  CHECKF(run_cmd(out, sizeof out, "%s bench -m %s --backend cpu -t 1 -p 1000 -n 2 -o %s --force", test_wisp_bin(), b,
+                 receipt) == 0, "%s", out);
+  CHECKF(run_cmd(out, sizeof out, "%s bench -m %s --backend cpu -t 1 -p 1000 -n 2 -o %s --force", test_wisp_bin(), a,
+                 receipt) != 0 && strstr(out, "context of 512"), "%s", out);
+  CHECKF(run_cmd(out, sizeof out, "%s gen-synthetic --small --context 0 -o %s/ctx_bad", test_wisp_bin(),
+                 test_tmpdir()) == 2 && strstr(out, "--context"), "%s", out);
+}

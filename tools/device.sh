@@ -126,7 +126,8 @@
 #                                     decode (throughput); mixed.txt
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz, and the folder removed: the
 # machine returns 8 files at most.
-# Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
+# Models: seed = the seed-shaped synthetic LFM2 (assets/; seedlong: the same
+# made for 40,960 positions, its rope computed), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
 # real configurations, built with tests/parity/hf_reference.py; Q4_K / Q4);
 # gemma1b / gemma1b_q4k = Gemma 3 1B's shape (tools/gemma-qwen2-oracle.py
@@ -190,6 +191,10 @@ model_dir() {
   case $1 in
     seed) [ -d models/seed ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json -o models/seed --seed 1 >/dev/null 2>&1
           echo models/seed; return ;;
+    # the seed shape made for 40,960 positions (rope computed): decode at depth 32,768
+    seedlong) [ -d models/seedlong ] || $W gen-synthetic --like assets/lfm2-hybrid-q4.manifest.json --context 40960 \
+                -o models/seedlong --seed 1 >/dev/null 2>&1
+              echo models/seedlong; return ;;
     small) [ -d models/small ] || $W gen-synthetic --small -o models/small --seed 1 >/dev/null 2>&1
            echo models/small; return ;;
     default) echo models/default; return ;;

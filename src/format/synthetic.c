@@ -184,6 +184,29 @@ done:
   return st;
 }
 
+char *wisp_synthetic_with_context(const char *manifest_text, const char *label, int context) {
+  cJSON *m = cJSON_Parse(manifest_text);
+  cJSON *rt = cJSON_GetObjectItemCaseSensitive(m, "runtime");
+  cJSON *sections = cJSON_GetObjectItemCaseSensitive(rt, "sections");
+  if (!cJSON_IsArray(sections) || context < 1) {
+    cJSON_Delete(m);
+    wisp_fail(WISP_EFORMAT, "%s: %s", label, context < 1 ? "a context must be at least 1 position"
+                                                       : "no runtime.sections to make a longer context from");
+    return NULL;
+  }
+  for (int i = cJSON_GetArraySize(sections) - 1; i >= 0; i--) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sections, i), "name");
+    if (cJSON_IsString(name) && !strncmp(name->valuestring, "rope.", 5) && strcmp(name->valuestring, "rope.freq"))
+      cJSON_DeleteItemFromArray(sections, i); /* its bytes stay in weights.bin, unread */
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(rt, "maxPositions");
+  cJSON_AddNumberToObject(rt, "maxPositions", context);
+  char *text = cJSON_PrintUnformatted(m);
+  cJSON_Delete(m);
+  if (!text) wisp_fail(WISP_ENOMEM, "out of memory");
+  return text;
+}
+
 char *wisp_synthetic_small_manifest(void) {
   int types[6] = {WISP_LAYER_CONV, WISP_LAYER_CONV, WISP_LAYER_ATTENTION, WISP_LAYER_CONV, WISP_LAYER_ATTENTION,
                   WISP_LAYER_CONV};
