@@ -9,7 +9,11 @@
  *     and a check that the same reference with every layer global is far
  *     off (the window really limits attention);
  *   - WebGPU (lavapipe) against the CPU: logits and greedy tokens past the
- *     window;
+ *     window, op by op and in the persistent decode (which must really run:
+ *     its step counter), and a prompt far past the window with the
+ *     persistent attention split over several key ranges, where a model
+ *     whose layers are all global decodes other tokens (so the window, the
+ *     second rope and the score scale all count in the persistent phases);
  *   - exported to GGUF, run from the GGUF in place, and converted back. */
 #include <math.h>
 #include <stdio.h>
@@ -20,9 +24,10 @@
 #include <cJSON.h>
 
 #include "backend/webgpu/wgpu_backend.h"
-#include "engine/session.h"
+#include "engine/engine.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
+#include "model/graph.h"
 #include "util/file.h"
 #include "st_fixture.h"
 #include "test.h"
@@ -32,6 +37,7 @@
 enum { GH = 64, GF = 96, GV = 80, GD = 32, GNH = 2, GKV = 1, GL = 3, GWIN = 4 };
 #define GEPS 1e-6
 static int g_qpas = 24; /* query_pre_attn_scalar */
+static int g_cfg_all_global; /* 1: the checkpoint's layers are all full_attention */
 static int g_max_pos = 256; /* max_position_embeddings */
 
 /* The first n values of tensor fmt (%d = layer), from a cache of the values
@@ -68,11 +74,12 @@ static int write_tiny_gemma3(const char *dir) {
            "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
            "\"num_key_value_heads\": %d, \"head_dim\": %d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-06, "
            "\"rope_theta\": 1000000.0, \"rope_local_base_freq\": 10000.0, \"rope_scaling\": null, "
-           "\"sliding_window\": %d, \"layer_types\": [\"sliding_attention\", \"sliding_attention\", \"full_attention\"], "
+           "\"sliding_window\": %d, \"layer_types\": [\"%s_attention\", \"%s_attention\", \"full_attention\"], "
            "\"query_pre_attn_scalar\": %d, \"final_logit_softcapping\": null, \"attn_logit_softcapping\": null, "
            "\"hidden_activation\": \"gelu_pytorch_tanh\", \"max_position_embeddings\": %d, "
            "\"tie_word_embeddings\": true, \"attention_bias\": false}",
-           GH, GF, GL, GNH, GKV, GD, GV, GWIN, g_qpas, g_max_pos);
+           GH, GF, GL, GNH, GKV, GD, GV, GWIN, g_cfg_all_global ? "full" : "sliding",
+           g_cfg_all_global ? "full" : "sliding", g_qpas, g_max_pos);
   if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
   static char names[64][96];
   fx_tensor t[64];
@@ -206,8 +213,10 @@ static void forward(const int *tok, int T, double *logits) {
   free(x), free(q), free(k), free(v), free(sc);
 }
 
+static const char *g_quant = "f32"; /* convert's --quant */
+
 /* TMP/NAME: the tiny checkpoint (query_pre_attn_scalar qpas) converted to an
- * f32 artifact; NULL on failure. */
+ * artifact (g_quant); NULL on failure. */
 static const char *tiny_artifact(const char *name, int qpas, char *art, size_t cap) {
   char hf[600], cmd[2048], log[4096];
   snprintf(hf, sizeof hf, "%s/%s_hf", test_tmpdir(), name);
@@ -216,7 +225,7 @@ static const char *tiny_artifact(const char *name, int qpas, char *art, size_t c
   int bad = mkdir(hf, 0755) || write_tiny_gemma3(hf);
   g_qpas = 24;
   if (bad) return NULL;
-  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant %s --quiet", test_wisp_bin(), hf, art, g_quant);
   if (test_run(cmd, log, sizeof log)) {
     fprintf(stderr, "     convert: %s\n", log);
     return NULL;
@@ -294,6 +303,11 @@ TEST(gemma3_tiny_matches_independent_reference_prefill_and_decode) {
   wisp_model_close(m);
 }
 
+static uint64_t persistent_steps(wisp_session *s) {
+  wisp_wgpu_backend_stats st = {0};
+  return wisp_wgpu_backend_stats_get(s->backend, &st) ? st.persistent_steps : 0;
+}
+
 /* n greedy tokens after the prompt: the prompt's argmax, then the decode loop. */
 static int greedy(wisp_session *s, const int32_t *tok, int np, int n, int32_t *out, float *logits) {
   if (wisp_session_eval(s, tok, np, logits) != WISP_OK) return 0;
@@ -322,9 +336,10 @@ TEST(gemma3_webgpu_matches_cpu) {
   wisp_session_options cpu = {.backend = "cpu", .threads = 1};
   CHECKF(wisp_session_new(m, &cpu, &s) == WISP_OK && greedy(s, tok, T, N, want, lc), "%s", wisp_last_error());
   wisp_session_free(s);
-  /* the one-token decode attention, the same on f16 caches, and with the
-   * persistent decode asked for: it refuses a graph with post-norms, a
-   * window and a second rope, and the decode runs op by op (same tokens) */
+  /* the one-token decode attention, the same on f16 caches, and the
+   * persistent decode (post norms, GeGLU, the embedding scale, a window, a
+   * second rope and a score scale in its phases): every decode step of
+   * generate runs there */
   const char *tunings[3] = {"persist=0", "persist=0,kv=f16", "persist=1,persistGrid=1"};
   for (int c = 0; c < 3; c++) {
     wisp_session_options gpu = {.backend = "webgpu", .tuning = tunings[c]};
@@ -351,11 +366,117 @@ TEST(gemma3_webgpu_matches_cpu) {
       wisp_session_free(sc);
       wisp_session_free(sg);
     }
-    wisp_wgpu_backend_stats bs = {0};
-    CHECKF(wisp_wgpu_backend_stats_get(s->backend, &bs) && bs.persistent_steps == 0,
-           "%s: %llu persistent steps", tunings[c], (unsigned long long)bs.persistent_steps);
+    const uint64_t want_steps = c == 2 ? N - 1 : 0;
+    CHECKF(persistent_steps(s) == want_steps, "%s: %llu persistent steps, want %llu", tunings[c],
+           (unsigned long long)persistent_steps(s), (unsigned long long)want_steps);
     wisp_session_free(s);
   }
+  wisp_model_close(m);
+  /* `wisp plan` says so */
+  char cmd[1400], out[1 << 14];
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu 2>&1", test_wisp_bin(), art);
+  CHECKF(test_run(cmd, out, sizeof out) == 0 && strstr(out, "settings persistentDecode=persistent_decode/wgsl "), "%s",
+         out);
+}
+
+/* A prompt far past the window (and past a key range of the persistent
+ * attention: persistSplits=4 splits the global layer's keys), on Q4
+ * weights (a Q4Z embedding: the scale in the persistent embedding's Q4
+ * path): the persistent decode's greedy tokens equal the op-by-op
+ * decode's and the CPU's, on f32 and f16 KV caches, and a model whose
+ * layers are all global (the same weights) decodes other tokens on the
+ * CPU, so the window is one the tokens depend on. */
+TEST(gemma3_webgpu_persistent_long_prompt_matches_op_by_op) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char buf[600], gbuf[600];
+  g_quant = "q4";
+  const char *art = tiny_artifact("gemma3_persist", 24, buf, sizeof buf);
+  g_cfg_all_global = 1;
+  const char *glob = tiny_artifact("gemma3_persist_global", 24, gbuf, sizeof gbuf);
+  g_cfg_all_global = 0;
+  g_quant = "f32";
+  CHECK(art != NULL && glob != NULL);
+  if (!art || !glob) return;
+  wisp_model *m = NULL, *mg = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK && wisp_model_open(glob, &mg) == WISP_OK, "%s", wisp_last_error());
+  enum { LONG = 150, N = 12 };
+  int32_t tok[LONG], want[N], global[N], got[N];
+  for (int i = 0; i < LONG; i++) tok[i] = (i * 37 + 11) % GV;
+  float lg[GV];
+  wisp_session *s = NULL;
+  wisp_session_options cpu = {.backend = "cpu", .threads = 1};
+  CHECKF(wisp_session_new(m, &cpu, &s) == WISP_OK && greedy(s, tok, LONG, N, want, lg), "%s", wisp_last_error());
+  wisp_session_free(s);
+  s = NULL;
+  CHECKF(wisp_session_new(mg, &cpu, &s) == WISP_OK && greedy(s, tok, LONG, N, global, lg), "%s", wisp_last_error());
+  wisp_session_free(s);
+  CHECK(memcmp(want, global, sizeof want) != 0); /* the window changes the tokens */
+  const char *tunings[4] = {"persist=0", "persist=1,persistGrid=1,persistSplits=4", "persist=0,kv=f16",
+                            "persist=1,persistGrid=1,persistSplits=4,kv=f16"};
+  int32_t op_f16[N];
+  for (int c = 0; c < 4; c++) {
+    wisp_session_options gpu = {.backend = "webgpu", .tuning = tunings[c]};
+    s = NULL;
+    CHECKF(wisp_session_new(m, &gpu, &s) == WISP_OK, "%s", wisp_last_error());
+    if (!s) break;
+    CHECKF(greedy(s, tok, LONG, N, got, lg), "%s: %s", tunings[c], wisp_last_error());
+    if (c < 2) CHECKF(!memcmp(want, got, sizeof want), "%s: greedy tokens differ from the CPU's", tunings[c]);
+    if (c == 2) memcpy(op_f16, got, sizeof got);
+    if (c == 3) CHECKF(!memcmp(op_f16, got, sizeof got), "%s: greedy tokens differ from op by op's", tunings[c]);
+    const uint64_t want_steps = c % 2 ? N - 1 : 0;
+    CHECKF(persistent_steps(s) == want_steps, "%s: %llu persistent steps, want %llu", tunings[c],
+           (unsigned long long)persistent_steps(s), (unsigned long long)want_steps);
+    if (c % 2) { /* the sliding layers' 4 keys in one range, the global layer's 150+ in several */
+      wisp_wgpu_backend_stats bs = {0};
+      CHECKF(wisp_wgpu_backend_stats_get(s->backend, &bs) && bs.attn_splits > GL * (N - 1),
+             "%s: %llu key ranges in %d steps of %d layers", tunings[c], (unsigned long long)bs.attn_splits, N - 1, GL);
+    }
+    wisp_session_free(s);
+  }
+  wisp_model_close(m);
+  wisp_model_close(mg);
+}
+
+/* The step graph lowers to the persistent phases: the embedding scale,
+ * post-norm flags on every output and down product, GeGLU on every FFN,
+ * the sliding layers' window and second rope, the score scale; a post norm
+ * whose sum goes elsewhere than x is not the phases' shape. */
+TEST(gemma3_graph_lowers_to_the_persistent_phases) {
+  char buf[600];
+  const char *art = tiny_artifact("gemma3_lower", 24, buf, sizeof buf);
+  CHECK(art != NULL);
+  if (!art) return;
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  wisp_backend *be = NULL;
+  wisp_graph_state *st = NULL;
+  wisp_decode_graph *d = malloc(sizeof *d);
+  CHECK(d && wisp_cpu_backend_new(1, &be) == WISP_OK && wisp_graph_state_new(&m->graph, be, 1, 32, &st) == WISP_OK);
+  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_OK && wisp_graph_lowers_to_phases(&m->graph));
+  CHECK(fabs(d->embed_scale - 8.0) < 1e-6 && fabs(d->attn_scale - 1.0 / sqrt(24.0)) < 1e-6);
+  CHECK(d->rope_cos_local == m->graph.rope_cos_local && d->rope_cos_local != d->rope_cos);
+  CHECK(d->n_phases == 5 * GL + 1);
+  for (int l = 0; l < GL; l++) {
+    const wisp_graph_layer *L = &d->layers[l];
+    CHECKF(L->mixer == WISP_MIX_ATTENTION && L->window == (is_global(l) ? 0 : GWIN) &&
+           L->rope_local == !is_global(l) && L->mixer_post && L->ffn_post && L->mixer_post != L->ffn_post,
+           "layer %d", l);
+    const wisp_decode_phase *f = &d->phases[5 * l]; /* QKV, ATTN, OUT, FFN, DOWN */
+    CHECKF(f[2].work == WISP_WORK_OUT && f[2].flags == WISP_PHASE_FLAG_POST_NORM && f[3].work == WISP_WORK_FFN &&
+           f[3].flags == WISP_PHASE_FLAG_GELU && f[4].work == WISP_WORK_DOWN &&
+           f[4].flags == WISP_PHASE_FLAG_POST_NORM && !f[0].flags && !f[1].flags,
+           "layer %d's phase flags", l);
+  }
+  /* the attention block's sum written to XN instead of x */
+  int at = -1;
+  CHECK(wisp_graph_find(&m->graph, 1, "attn.residual", &at) != NULL);
+  m->graph.nodes[at].out = WISP_ACT_XN;
+  CHECK(wisp_graph_lower_decode(&m->graph, st, d) == WISP_EUNSUPPORTED && !wisp_graph_lowers_to_phases(&m->graph));
+  m->graph.nodes[at].out = WISP_ACT_X;
+  free(d);
+  wisp_graph_state_free(st, be);
+  be->destroy(be);
   wisp_model_close(m);
 }
 

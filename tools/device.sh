@@ -48,7 +48,14 @@
 #                                     profile, prefill 1,024; batchN any batch;
 #                                     opbyop: decode 128+256 with the persistent
 #                                     decode off, every step through the graph's
-#                                     fused ops)
+#                                     fused ops; persist: the same with it on (the
+#                                     exact profile's default: opbyop's pair);
+#                                     throughput_opbyop: throughput's with it off).
+#                                     Each line ends with the receipt's
+#                                     persistent_steps (0: it did not run).
+#                                     Gemma 3 1B persistent vs op by op:
+#                                     MODELS=gemma1b BINS=wisp REPS=2 WORKLOADS="persist
+#                                     opbyop throughput throughput_opbyop" ... ab OUT
 #   tools/device.sh profile OUT       per-kernel GPU time tables (timestamp
 #                                     queries) of decode and prefill on MODELS
 #   tools/device.sh dnchunk OUT       the chunked Gated DeltaNet prefill on MODELS
@@ -105,11 +112,25 @@
 #                                     x TOKENS ("512 2048"), each under the TUNINGS given
 #                                     (default: the tile by size, then "matmul=64x32"); the
 #                                     receipt OUT/products.json; then the suite's product tests
+#   tools/device.sh mixed OUT         a llama.cpp Q4_K_M file run in place, whose fused
+#                                     sections mix types (matrices in row parts,
+#                                     docs/gguf.md): CONFIG (default qwen25-0.5b, whose
+#                                     896 columns take Q5_0 / Q8_0; gemma3-1b; or
+#                                     qwen35-0.8b / lfm2-350m, K types: Q4_K beside Q6_K;
+#                                     real shapes, random weights) quantized by llama-quantize
+#                                     (carry .peer); for BINS (default "wisp_prev wisp")
+#                                     the bytes mapped / built at open (wisp verify), the
+#                                     peak RSS of a CPU decode, `wisp plan`; then
+#                                     `wisp bench` alternated REPS (2) times: WebGPU
+#                                     decode 128+256 and prefill 1,024 (exact), CPU
+#                                     decode (throughput); mixed.txt
 # OUT (default /tmp/device-OUT) ends packed as OUT.tgz, and the folder removed: the
 # machine returns 8 files at most.
 # Models: seed = the seed-shaped synthetic LFM2 (assets/), qwen08 / qwen2b =
 # Qwen 3.5 0.8B / 2B shapes and lfm350 = LFM2-350M (random weights from the
-# real configurations, built with tests/parity/hf_reference.py; Q4_K / Q4).
+# real configurations, built with tests/parity/hf_reference.py; Q4_K / Q4);
+# gemma1b / gemma1b_q4k = Gemma 3 1B's shape (tools/gemma-qwen2-oracle.py
+# build --shape real; Q4, or Q4_K where the width allows and Q4 elsewhere).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cmd=${1:-}
@@ -175,12 +196,19 @@ model_dir() {
     qwen08) cfg=qwen35-0.8b quant=q4k ;;
     qwen2b) cfg=qwen35-2b quant=q4k ;;
     lfm350) cfg=lfm2-350m quant=q4 ;;
+    gemma1b) cfg=gemma3-1b quant=q4 ;;
+    gemma1b_q4k) cfg=gemma3-1b quant=q4k ;;
     *) echo "/nonexistent/$1"; return ;;
   esac
   local a=/tmp/wq/$cfg/art_$quant
   if [ ! -d "$a" ]; then
-    python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out "/tmp/wq/$cfg/hf" >/dev/null 2>&1 &&
-      $W convert "/tmp/wq/$cfg/hf" -o "$a" --quant "$quant" --quiet >/dev/null 2>&1
+    if [ ! -f "/tmp/wq/$cfg/hf/config.json" ]; then
+      case $cfg in
+        gemma3-*) python3 tools/gemma-qwen2-oracle.py build --arch gemma3 --shape real --out "/tmp/wq/$cfg/hf" >/dev/null 2>&1 ;;
+        *) python3 tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out "/tmp/wq/$cfg/hf" >/dev/null 2>&1 ;;
+      esac
+    fi
+    $W convert "/tmp/wq/$cfg/hf" -o "$a" --quant "$quant" --quiet >/dev/null 2>&1
   fi
   echo "$a"
 }
@@ -313,9 +341,11 @@ ab() {
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
         prefill1024) args="--prompt 1024 --decode 16 --profile exact" ;;
         batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch} --profile exact" ;;
-        # the op-by-op decode (the graph's fused ops, no persistent decode)
+        # the op-by-op decode (the graph's fused ops, no persistent decode), and its pair with it on
         opbyop) args="--prompt 128 --decode 256 --profile exact --tuning persist=0" ;;
-        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop)"; continue ;;
+        persist) args="--prompt 128 --decode 256 --profile exact" ;;
+        throughput_opbyop) args="--prompt 128 --decode 256 --profile throughput --tuning persist=0" ;;
+        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop, persist, throughput_opbyop)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
         for b in ${BINS:-wisp_prev wisp}; do
@@ -323,8 +353,10 @@ ab() {
           local ba=$args # PREV_EXACT: the exact profile's name for an older binary (profiles/default)
           [ "$b" = wisp_prev ] && [ -n "${PREV_EXACT:-}" ] && ba=${args/--profile exact/--profile $PREV_EXACT}
           # shellcheck disable=SC2086
-          printf '%-8s %-12s %-10s %s %s\n' "$m" "$w" "$b" "$rep" \
-            "$(".dev/$b" bench -m "$a" --backend webgpu $ba -o "$OUT/ab-$m-$w-$b-$rep.json" 2>/dev/null | head -1)" |
+          local r="$OUT/ab-$m-$w-$b-$rep.json"
+          printf '%-8s %-12s %-10s %s %s persistent_steps=%s\n' "$m" "$w" "$b" "$rep" \
+            "$(".dev/$b" bench -m "$a" --backend webgpu $ba -o "$r" 2>/dev/null | head -1)" \
+            "$(grep -o '"persistent_steps":[[:space:]]*[0-9]*' "$r" 2>/dev/null | grep -o '[0-9]*$')" |
             tee -a "$OUT/ab.txt"
         done
       done
@@ -513,6 +545,60 @@ products() {
   WISP_BIN=$W WISP_REQUIRE_WEBGPU=1 .dev/wisp_tests webgpu_matmul_ 2>&1 | tail -6
 }
 
+# A Q4_K_M GGUF made by llama.cpp, run in place: memory at open and speed,
+# BINS side by side (the header's `mixed`).
+mixed() {
+  local cfg=${CONFIG:-qwen25-0.5b} lc=${LC:-/tmp/llama.cpp-cpu} d args build
+  case $cfg in
+    qwen25-*) build="tools/gemma-qwen2-oracle.py build --arch qwen2 --shape real" ;;
+    gemma3-*) build="tools/gemma-qwen2-oracle.py build --arch gemma3 --shape real" ;;
+    *) build="tests/parity/hf_reference.py build --config $cfg --seed 1234" ;; # qwen35-0.8b, lfm2-350m: K-quant widths
+  esac
+  d=/tmp/wq/$cfg-mixed
+  if [ ! -f "$d/q4km.gguf" ]; then
+    mkdir -p "$d"
+    if [ ! -x "$lc/build/bin/llama-quantize" ]; then
+      [ -f .peer/build.sh ] || { echo "no .peer/build.sh: carry .peer (tools/make-quant-fixtures.sh says how)"; return 1; }
+      say "building llama.cpp (cpu) in $lc"
+      bash .peer/build.sh cpu "$lc" > "$d/llama-build.log" 2>&1 || { tail -5 "$d/llama-build.log"; return 1; }
+    fi
+    say "$cfg: build, convert, export, llama-quantize Q4_K_M"
+    # shellcheck disable=SC2086
+    python3 $build --out "$d/hf" > "$d/build.log" 2>&1 &&
+      "$W" convert "$d/hf" -o "$d/art_f32" --quant f32 --quiet &&
+      "$W" export-gguf "$d/art_f32" -o "$d/f32.gguf" > /dev/null 2>&1 &&
+      "$lc/build/bin/llama-quantize" "$d/f32.gguf" "$d/q4km.gguf" Q4_K_M > "$d/quantize.log" 2>&1 ||
+      { echo "FAILED: build/convert/export/quantize"; tail -5 "$d/build.log" "$d/quantize.log"; return 1; }
+    grep -iE "type +(q|f|bf)[0-9a-z_]+: +[0-9]+ tensors" "$d/quantize.log" | tee "$OUT/mixed-types.txt"
+  fi
+  for b in ${BINS:-wisp_prev wisp}; do
+    [ -x ".dev/$b" ] || { echo "no .dev/$b"; continue; }
+    ".dev/$b" plan -m "$d/q4km.gguf" --backend webgpu > "$OUT/mixed-plan-$b.txt" 2>&1
+    printf '%-10s open: %s\n' "$b" "$(".dev/$b" verify "$d/q4km.gguf" 2>&1 | grep -o '[0-9.]* MB mapped, [0-9.]* MB built')" |
+      tee -a "$OUT/mixed.txt"
+    printf '%-10s peak RSS of a CPU decode (KiB): %s\n' "$b" "$(python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' ".dev/$b" run -m "$d/q4km.gguf" -p Hello -n 32 --temp 0 \
+      --ignore-eos --backend cpu -t 16)" | tee -a "$OUT/mixed.txt"
+  done
+  for w in decode prefill1024 cpu; do
+    case $w in
+      decode) args="--backend webgpu --prompt 128 --decode 256 --profile exact" ;;
+      prefill1024) args="--backend webgpu --prompt 1024 --decode 16 --profile exact" ;;
+      cpu) args="--backend cpu --prompt 128 --decode 64 --profile throughput -t 16" ;;
+    esac
+    for rep in $(seq "${REPS:-2}"); do
+      for b in ${BINS:-wisp_prev wisp}; do
+        [ -x ".dev/$b" ] || continue
+        # shellcheck disable=SC2086
+        printf '%-12s %-10s %s %s\n' "$w" "$b" "$rep" \
+          "$(".dev/$b" bench -m "$d/q4km.gguf" $args -o "$OUT/mixed-$w-$b-$rep.json" 2>/dev/null | head -1)" |
+          tee -a "$OUT/mixed.txt"
+      done
+    done
+  done
+}
+
 # the serving scheduler: C streams, then a multi-turn chat, per model
 sched() {
   for m in ${MODELS:-seed qwen08}; do
@@ -537,7 +623,7 @@ templates() {
 [ -n "${WISP_DEVICE_LIB:-}" ] && return 0
 case $cmd in
   bundle) bundle ;;
-  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products|tune|tiles)
+  check|receipts|parity|ab|profile|dnchunk|probe|rows|sched|templates|products|tune|tiles|mixed)
     OUT=${1:-/tmp/device-$cmd}
     mkdir -p "$OUT" models
     setup_env

@@ -111,12 +111,16 @@ typedef struct {
  * decode step records: per layer
  *   h = rmsnorm(x, op_norm)
  *   a mixer (wisp_mix_kind) reading in h and adding out(...) to x
- *   x += down(silu(gate h') * up h'),  h' = rmsnorm(x, ffn_norm)   (gate_up: gate rows, then up rows)
+ *   x += down(act(gate h') * up h'),  h' = rmsnorm(x, ffn_norm)   (gate_up: gate rows, then up rows)
  * then the greedy token of head(rmsnorm(x, final_norm)); the next step
- * embeds it. The mixers:
+ * embeds it (x = embed[token] * embed_scale; embed_scale 0: 1). act is silu,
+ * or gelu_tanh where the FFN phase has WISP_PHASE_FLAG_GELU. A block whose work
+ * phase has WISP_PHASE_FLAG_POST_NORM adds rmsnorm(its output, mixer_post or
+ * ffn_post) to x instead of the output itself. The mixers:
  *   short conv:  B, C, u = split(in h); out (C * conv(B * u))   (taps [hidden][conv_len], state [hidden][conv_len - 1])
  *   attention:   q, k, v = split(in h [+ in_bias]); q, k = rope(rmsnorm_head(q|k)) (q_norm/k_norm may be NULL); out attend(q, k, v)
- *                (state = the K cache, v_cache)
+ *                (state = the K cache, v_cache); scores scaled by attn_scale (0: 1/sqrt(head_dim)); with a
+ *                window only the last `window` keys; rope_local: the rope_*_local tables
  *   gated attention: in = (q|gate per head, k, v) rows, q/k norm, rope over rotary_dim, out (attend * sigmoid(gate))
  *   Gated DeltaNet: in = in_proj [qkv | z | b | a], taps [2K+V][conv_len], state = its conv ring
  *                (wisp_deltanet_args), rec_state [v_heads][k_dim][v_dim], a_log, dt_bias, gnorm
@@ -132,6 +136,10 @@ typedef struct {
   const wisp_vector *q_norm, *k_norm; /* attention */
   const wisp_vector *in_bias;         /* attention: the in-product's bias (q, k, v rows), added to its output; or NULL */
   const wisp_matrix *gate_up, *down;
+  /* post norms: a block's output normed before its residual add (NULL: added as it is) */
+  const wisp_vector *mixer_post, *ffn_post;
+  int window;        /* attention: a sliding window of this many keys (0: every key) */
+  int rope_local;    /* attention: 1 = rope with the graph's rope_*_local tables */
   wisp_buf *state;   /* short conv: its state; DeltaNet: its conv ring; attention: the K cache */
   wisp_buf *v_cache; /* attention */
   const wisp_vector *a_log, *dt_bias, *gnorm; /* DeltaNet */
@@ -168,9 +176,16 @@ typedef enum {
   WISP_WORK_HEAD,        /* head product + the greedy choice */
   WISP_WORK_COUNT
 } wisp_work_kind;
+/* A phase's flags: WISP_PHASE_FLAG_POST_NORM on a WORK_OUT or WORK_DOWN phase:
+ * the product's rows are stored, not added to x, and the next phase's
+ * stage (a norm of x) first adds rmsnorm(rows) * the layer's post norm
+ * (mixer_post, ffn_post) to x. WISP_PHASE_FLAG_GELU on a WORK_FFN phase:
+ * gelu_tanh(gate) * up instead of silu(gate) * up. */
+enum { WISP_PHASE_FLAG_POST_NORM = 1, WISP_PHASE_FLAG_GELU = 2 };
 typedef struct {
   uint8_t stage, work; /* wisp_stage_kind, wisp_work_kind */
   uint16_t layer;
+  uint8_t flags;       /* WISP_PHASE_FLAG_* */
 } wisp_decode_phase;
 #define WISP_GRAPH_MAX_PHASES (5 * WISP_GRAPH_MAX_LAYERS + 1)
 
@@ -180,8 +195,11 @@ typedef struct {
   int rotary_dim, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   int rope_rows; /* rows of the rope tables ([rows][head_dim / 2]) */
   float eps;
+  float embed_scale; /* the embedding row's factor (0: 1) */
+  float attn_scale;  /* attention scores' scale (0: 1/sqrt(head_dim)) */
   const wisp_matrix *embed, *head;
   const wisp_vector *final_norm, *rope_cos, *rope_sin;
+  const wisp_vector *rope_cos_local, *rope_sin_local; /* a second rope (layers with rope_local), rope_rows rows; or NULL */
   wisp_graph_layer layers[WISP_GRAPH_MAX_LAYERS];
   int n_phases;
   wisp_decode_phase phases[WISP_GRAPH_MAX_PHASES];

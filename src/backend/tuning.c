@@ -65,8 +65,10 @@ static const entry k_keys[] = {
     {"rowsShared", T_OFF, W(no_rows_shared), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsQ4K", T_OFF, W(no_rows_q4k), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsStage", T_ON, W(rows_stage_always), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
-    /* 1: attn_prefill.wgsl, 2: attn_flash_tiled.wgsl (subgroups), else attn_flash.wgsl */
-    {"attnPrefill", T_UINT, W(attn_prefill), 0, 0, 2, 1, "0, 1 or 2", NO_DEFAULT},
+    /* 1: attn_prefill.wgsl, 2: attn_flash_tiled.wgsl (subgroups; 1.1-1.5x attn_flash.wgsl
+     * in prefills of 512-4,096 tokens on the H200: bench/results/h200-20261205), else
+     * attn_flash.wgsl */
+    {"attnPrefill", T_UINT, W(attn_prefill), 0, 0, 2, 1, "0, 1 or 2", .def = {2}},
     /* kv=f16 turns f16 caches on over the plan's f32; kv=f32 leaves the plan's choice */
     {"kv", T_SPECIAL, W(kv_f16), 0, 0, 0, 1, "f32 or f16", NO_DEFAULT, .plan = P(kv_f16)},
     {"prefetch", T_SPECIAL, W(prefetch), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},

@@ -134,6 +134,15 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
   wisp_matrix m;
   wisp_status st = view(e, sec, total, cols, &m);
   if (st) return st;
+  if (m.n_parts) { /* a matrix in row parts (a GGUF's fused section mixing types): the part holding these rows */
+    int i = 0;
+    while (i + 1 < m.n_parts && r0 >= m.parts[i + 1].out_row0) i++;
+    if (r0 + rows > m.parts[i].out_row0 + m.parts[i].rows)
+      return wisp_fail(WISP_EFORMAT, "%s: rows %d-%d of section '%s' span two of its parts", e->a->dir, r0,
+                       r0 + rows - 1, sec);
+    r0 -= m.parts[i].out_row0;
+    m = m.parts[i];
+  }
   int *map = malloc(sizeof(int) * (size_t)rows), *cmap = malloc(sizeof(int) * (size_t)cols);
   size_t n = (size_t)rows * cols;
   float *buf = NULL;

@@ -93,6 +93,17 @@ wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op 
   return WISP_OK;
 }
 
+/* Part i of a matmul by a matrix in row parts, as an op of its own (its
+ * kernel, the op's geometry and constants). */
+static const wisp_plan_op *part_op(const wisp_plan_op *op, int i, wisp_plan_op *part) {
+  *part = *op;
+  snprintf(part->kernel, sizeof part->kernel, "%s", op->parts[i].kernel);
+  snprintf(part->wgsl, sizeof part->wgsl, "%s", op->parts[i].wgsl);
+  part->geometry = op->parts[i].geometry;
+  part->n_parts = 0;
+  return part;
+}
+
 static wisp_status apply_op(wisp_graph *g, int phase, const wisp_plan_op *op, int layer) {
   if (strcmp(op->op, "matmul") != 0) {
     /* A mixer node that takes the plan's kernel (a profile's attention kernel). */
@@ -102,7 +113,14 @@ static wisp_status apply_op(wisp_graph *g, int phase, const wisp_plan_op *op, in
   }
   wisp_matrix *w = wisp_graph_matrix(g, layer, op->section);
   if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
-  return wisp_engine_kernel_choice(&w->choice[phase], op);
+  if (w->n_parts != op->n_parts)
+    return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d: the plan has %d parts, the matrix %d", op->section,
+                     layer, op->n_parts, w->n_parts);
+  wisp_status st = WISP_OK;
+  wisp_plan_op part;
+  for (int i = 0; i < op->n_parts && !st; i++)
+    st = wisp_engine_kernel_choice(&w->parts[i].choice[phase], part_op(op, i, &part));
+  return st ? st : wisp_engine_kernel_choice(&w->choice[phase], op);
 }
 
 /* One op of the plan against the backend's check_kernel. A host variant
@@ -114,6 +132,11 @@ static wisp_status check_op(wisp_backend *be, const wisp_plan_phase *phase, cons
   memset(&c, 0, sizeof c);
   wisp_status st = wisp_engine_kernel_choice(&c, op);
   if (!st) st = be->check_kernel(be, op->op, c.variant, op->wgsl);
+  for (int i = 0; i < op->n_parts && !st; i++) { /* a matrix in row parts: each part's kernel */
+    wisp_plan_op part;
+    if (!(st = wisp_engine_kernel_choice(&c, part_op(op, i, &part))))
+      st = be->check_kernel(be, op->op, c.variant, part.wgsl);
+  }
   if (st) wisp_error_prefix("plan: %s %s%s%s", phase->name, op->op, op->section[0] ? " " : "", op->section);
   return st;
 }

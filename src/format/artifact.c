@@ -285,6 +285,7 @@ void wisp_artifact_free(wisp_artifact *a) {
     free(a->sections[i].name);
     free(a->sections[i].origin);
     free(a->sections[i].resident);
+    free(a->sections[i].parts);
   }
   free(a->sections);
   free(a->shape.layer_types);

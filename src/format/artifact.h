@@ -46,6 +46,11 @@ typedef struct {
   /* A copy in memory of a streamed section the CPU reads
    * (wisp_artifact_bytes_resident), or NULL. */
   uint8_t *resident;
+  /* The first part of a matrix stored in row parts (format/quant.h
+   * wisp_matrix_bind): the parts as bound, kept here so that the matrix
+   * views need no freeing; owned. */
+  struct wisp_matrix *parts;
+  int n_parts;
 } wisp_section;
 
 typedef struct {

@@ -247,26 +247,19 @@ static wisp_status build_vector(builder *b, const piece *p) {
   return add_section(b, p->name, (const uint8_t *)v, t->numel * 4, origin);
 }
 
-static wisp_status build_matrix(builder *b, const piece *p) {
+/* One matrix section, BASE.SUFFIX, from parts of one GGUF type (p's rows
+ * r0 relative to its first row; total rows). */
+static wisp_status build_run(builder *b, const piece *p, const char *base, int total) {
   const char *suffix;
   int kind = kind_of(p->t[0]->type, &suffix);
   int moved = 0, adjacent = 1;
   for (int i = 0; i < p->n; i++) {
-    const char *sx;
-    if (kind_of(p->t[i]->type, &sx) != kind || p->t[i]->type != p->t[0]->type) kind = AS_F32; /* mixed: f32 */
     moved |= moves_rows_or_cols(p->rule[i]->xform);
     if (i && p->t[i - 1]->data + p->t[i - 1]->bytes != p->t[i]->data) adjacent = 0;
   }
-  if (kind == AS_F32) suffix = "weight";
-  int total, r0, rows, cols;
-  wisp_gguf_part_dims(&b->geo, p->rule[0]->part, &total, &r0, &rows, &cols);
-  int covered = 0;
-  for (int i = 0; i < p->n; i++) covered += (int)p->t[i]->ne[1];
-  if (covered != total)
-    return wisp_fail(WISP_EFORMAT, "%s: the tensors of section '%s' hold %d rows, the model needs %d", b->g->label,
-                     p->name, covered, total);
+  const int cols = (int)p->t[0]->ne[0];
   char name[96], origin[512];
-  snprintf(name, sizeof name, "%s.%s", p->name, suffix);
+  snprintf(name, sizeof name, "%s.%s", base, suffix);
   if (kind == AS_BYTES && !moved && adjacent && (uintptr_t)p->t[0]->data % 4 == 0) {
     uint64_t bytes = 0;
     for (int i = 0; i < p->n; i++) bytes += p->t[i]->bytes;
@@ -287,7 +280,7 @@ static wisp_status build_matrix(builder *b, const piece *p) {
     if (kind != AS_F32 && !keeps_blocks(cs, cols, block)) {
       kind = AS_F32;
       suffix = "weight";
-      snprintf(name, sizeof name, "%s.%s", p->name, suffix);
+      snprintf(name, sizeof name, "%s.%s", base, suffix);
     }
   }
   uint8_t *q = NULL;
@@ -295,7 +288,7 @@ static wisp_status build_matrix(builder *b, const piece *p) {
   const size_t n = (size_t)total * (size_t)cols;
   if (!st) {
     q = own(b, kind == AS_F32 ? n * 4 : (size_t)total * nb * bb);
-    if (!q) st = wisp_fail(WISP_ENOMEM, "out of memory for section '%s'", p->name);
+    if (!q) st = wisp_fail(WISP_ENOMEM, "out of memory for section '%s'", base);
   }
   for (int i = 0; !st && i < p->n; i++) {
     const wisp_gguf_tensor *t = p->t[i];
@@ -331,11 +324,45 @@ static wisp_status build_matrix(builder *b, const piece *p) {
   free(rs);
   free(cs);
   if (st) return st;
-  const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32 ? "dequantized to f32 (the parts mix types, or a column order splits blocks)"
+  const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32
+                        ? "dequantized to f32 (a column order splits blocks)"
                     : moved ? "copied (rows or column blocks reordered as llama.cpp's converter stored them)"
                             : "copied (the parts are not adjacent in the file)";
   origin_of(b, p, how, origin, sizeof origin);
   return add_section(b, name, q, kind == AS_F32 ? n * 4 : (size_t)total * nb * bb, origin);
+}
+
+/* A matrix section from its GGUF tensors: one section when they share a
+ * type; else a matrix in row parts (format/quant.h), one section
+ * NAME@R.SUFFIX for each run of tensors of one type, R its first row, each
+ * built as a section of its own (mapped where its tensors lie back to
+ * back): every tensor keeps its stored type. */
+static wisp_status build_matrix(builder *b, const piece *p) {
+  int total, r0, rows, cols;
+  wisp_gguf_part_dims(&b->geo, p->rule[0]->part, &total, &r0, &rows, &cols);
+  int covered = 0, mixed = 0;
+  for (int i = 0; i < p->n; i++) {
+    covered += (int)p->t[i]->ne[1];
+    mixed |= p->t[i]->type != p->t[0]->type;
+  }
+  if (covered != total)
+    return wisp_fail(WISP_EFORMAT, "%s: the tensors of section '%s' hold %d rows, the model needs %d", b->g->label,
+                     p->name, covered, total);
+  if (!mixed) return build_run(b, p, p->name, total);
+  wisp_status st = WISP_OK;
+  for (int i = 0, j; !st && i < p->n; i = j) {
+    piece run = {.n = 0};
+    for (j = i; j < p->n && p->t[j]->type == p->t[i]->type; j++) {
+      run.rule[run.n] = p->rule[j];
+      run.t[run.n] = p->t[j];
+      run.r0[run.n++] = p->r0[j] - p->r0[i];
+    }
+    const int run_rows = (j < p->n ? p->r0[j] : total) - p->r0[i];
+    if (snprintf(run.name, sizeof run.name, "%s@%d", p->name, p->r0[i]) >= (int)sizeof run.name)
+      return wisp_fail(WISP_EFORMAT, "%s: section name '%s' too long", b->g->label, p->name);
+    st = build_run(b, &run, run.name, run_rows);
+  }
+  return st;
 }
 
 /* rope.freq (the inverse frequencies, with llama's rope_freqs divisors

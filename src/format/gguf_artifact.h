@@ -6,14 +6,15 @@
  * export-gguf walk) says which GGUF tensors make each wisp section; the
  * manifest the model files read is derived in memory, as convert would
  * write it. A section whose tensors are stored in a wisp weight type with
- * the same bytes (F32, F16, Q8_0, Q4_K) and lie back to back in the file,
- * untransformed, points into the mapping: nothing is copied. Only these
+ * the same bytes (every GGUF type wisp reads has one) and lie back to back
+ * in the file, untransformed, points into the mapping: nothing is copied. Only these
  * are built once at open into an owned buffer: fused sections (q|k|v,
  * gate|up) whose parts are not adjacent in the file; tensors whose rows or
  * column blocks llama.cpp's converter reordered (llama's q/k rope order,
- * Qwen 3.5's value heads); Q4_0 (the same nibbles and scale as wisp's Q4,
- * in a different order, f16 scales widened to f32); and Q4_1, BF16 and
- * Q6_K, which wisp has no kernels for, dequantized to f32 exactly. Each
+ * Qwen 3.5's value heads). A fused section whose tensors differ in type
+ * (Q4_K_M's Q6_K attn_v beside Q4_K attn_q) is a matrix in row parts: one
+ * section NAME@ROW.TYPE for each run of tensors of one type, each mapped or
+ * copied as above, in its stored type (format/tensor.h). Each
  * section records where it came from (wisp plan prints it). The tokenizer
  * files are derived from tokenizer.ggml.* into memory (util/memfile.h). */
 #ifndef WISP_GGUF_ARTIFACT_H

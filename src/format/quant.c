@@ -3,6 +3,7 @@
 #include "format/quant.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format/gguf.h"
@@ -68,7 +69,14 @@ static void row_bf16(const wisp_matrix *m, int row, float *out) {
   for (int i = 0; i < m->cols; i++) out[i] = wisp_bf16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8));
 }
 
-void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) { wisp_quant_traits_of(m->type)->dequant_row(m, row, out); }
+void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) {
+  if (m->n_parts) {
+    int i = 0;
+    while (i + 1 < m->n_parts && row >= m->parts[i].rows) row -= m->parts[i++].rows;
+    m = &m->parts[i];
+  }
+  wisp_quant_traits_of(m->type)->dequant_row(m, row, out);
+}
 
 static size_t f32_bytes(int rows, int cols) { return (size_t)rows * (size_t)cols * 4; }
 
@@ -140,7 +148,7 @@ const wisp_quant_traits *wisp_quant_traits_of(wisp_wtype t) {
 
 const char *wisp_wtype_name(wisp_wtype t) {
   const wisp_quant_traits *q = wisp_quant_traits_of(t);
-  return q ? q->name : "?";
+  return q ? q->name : t == WISP_W_PARTS ? "parts" : "?";
 }
 
 uint64_t wisp_quant_bytes(wisp_wtype t, int rows, int cols) {
@@ -150,7 +158,21 @@ uint64_t wisp_quant_bytes(wisp_wtype t, int rows, int cols) {
   return total;
 }
 
-uint64_t wisp_matrix_bytes(const wisp_matrix *m) { return wisp_quant_bytes(m->type, m->rows, m->cols); }
+uint64_t wisp_matrix_bytes(const wisp_matrix *m) {
+  uint64_t total = 0;
+  for (int i = 0; i < m->n_parts; i++) total += wisp_matrix_bytes(&m->parts[i]);
+  return m->n_parts ? total : wisp_quant_bytes(m->type, m->rows, m->cols);
+}
+
+int wisp_matrix_quant_bits(const wisp_matrix *m) {
+  return wisp_quant_traits_of(m->n_parts ? m->parts[0].type : m->type)->quant_bits;
+}
+
+int wisp_matrix_holds(const wisp_matrix *m, wisp_wtype t) {
+  for (int i = 0; i < m->n_parts; i++)
+    if (m->parts[i].type == t) return 1;
+  return m->type == t;
+}
 
 const wisp_quant_traits *wisp_quant_of_cpu_kernel(const char *variant) {
   for (int i = 0; i < N_TYPES; i++)
@@ -160,15 +182,77 @@ const wisp_quant_traits *wisp_quant_of_cpu_kernel(const char *variant) {
 }
 
 static int has_section(const wisp_artifact *a, const char *base, const char *suffix) {
-  char name[300];
+  char name[340];
   snprintf(name, sizeof name, "%s.%s", base, suffix);
   return wisp_artifact_section(a, name) != NULL;
 }
 
-int wisp_matrix_present(const wisp_artifact *a, const char *base) {
+/* The type of the table that holds BASE (its marking section), or NULL. */
+static const wisp_quant_traits *type_held(const wisp_artifact *a, const char *base) {
   for (int i = 0; i < N_TYPES; i++)
-    if (has_section(a, base, k_table[i].planes[k_table[i].n_planes - 1].suffix)) return 1;
-  return 0;
+    if (has_section(a, base, k_table[i].planes[k_table[i].n_planes - 1].suffix)) return &k_table[i];
+  return NULL;
+}
+
+int wisp_matrix_present(const wisp_artifact *a, const char *base) {
+  char first[320];
+  snprintf(first, sizeof first, "%s@0", base);
+  return type_held(a, base) || type_held(a, first);
+}
+
+/* A matrix in row parts (quant.h): sections BASE@R.SUFFIX of single-section
+ * types, R the part's first row, from 0 until the rows are covered. The
+ * parts are kept with the first part's section (the artifact frees them), so
+ * a bound matrix needs no freeing of its own. *found 0: BASE has no parts. */
+static wisp_status bind_parts(const wisp_artifact *a, const char *base, int rows, int cols, wisp_matrix *m,
+                              int *found) {
+  const char *dir = a->dir ? a->dir : "artifact";
+  char pb[280], name[320];
+  wisp_matrix parts[WISP_MATRIX_MAX_PARTS];
+  int n = 0;
+  *found = 0;
+  if (strlen(base) + 12 >= sizeof pb) return WISP_OK; /* no room for "@ROW": a name no part can have */
+  snprintf(pb, sizeof pb, "%s@0", base);
+  const wisp_quant_traits *q0 = type_held(a, pb);
+  if (!q0) return WISP_OK;
+  *found = 1;
+  snprintf(name, sizeof name, "%s.%s", pb, q0->planes[0].suffix);
+  wisp_section *keep = &a->sections[wisp_artifact_section(a, name) - a->sections];
+  for (int r = 0; r < rows; n++) {
+    snprintf(pb, sizeof pb, "%s@%d", base, r);
+    const wisp_quant_traits *q = type_held(a, pb);
+    if (!q)
+      return wisp_fail(WISP_EFORMAT, "%s: matrix '%s' in parts covers rows 0-%d of %d: no section '%s.*'", dir, base,
+                       r - 1, rows, pb);
+    if (q->n_planes != 1 || n == WISP_MATRIX_MAX_PARTS)
+      return wisp_fail(WISP_EFORMAT, "%s: matrix '%s' in parts: %s", dir, base,
+                       n == WISP_MATRIX_MAX_PARTS ? "more than 4 parts" : "a part of a type with several sections");
+    snprintf(name, sizeof name, "%s.%s", pb, q->planes[0].suffix);
+    const uint64_t bytes = wisp_artifact_section(a, name)->bytes, row_bytes = q->planes[0].bytes(1, cols);
+    if (cols % q->block || !row_bytes || bytes % row_bytes || bytes / row_bytes > (uint64_t)(rows - r) || !bytes)
+      return wisp_fail(WISP_EFORMAT, "%s: section '%s' (%llu bytes) is not whole %s rows of %d columns inside the %d "
+                       "rows of '%s'", dir, name, (unsigned long long)bytes, q->name, cols, rows, base);
+    wisp_status st = wisp_matrix_bind(a, pb, (int)(bytes / row_bytes), cols, &parts[n]);
+    if (st) return st;
+    parts[n].out_row0 = r;
+    parts[n].out_rows = rows;
+    r += parts[n].rows;
+  }
+  int same = keep->parts && keep->n_parts == n;
+  for (int i = 0; same && i < n; i++)
+    same = keep->parts[i].type == parts[i].type && keep->parts[i].rows == parts[i].rows &&
+           keep->parts[i].cols == parts[i].cols && keep->parts[i].q == parts[i].q && keep->parts[i].f32 == parts[i].f32;
+  if (keep->parts && !same)
+    return wisp_fail(WISP_EINVAL, "%s: matrix '%s' bound twice with different shapes", dir, base);
+  if (!keep->parts) {
+    if (!(keep->parts = malloc(sizeof *parts * (size_t)n))) return wisp_fail(WISP_ENOMEM, "out of memory");
+    memcpy(keep->parts, parts, sizeof *parts * (size_t)n);
+    keep->n_parts = n;
+  }
+  m->type = WISP_W_PARTS;
+  m->parts = keep->parts;
+  m->n_parts = n;
+  return WISP_OK;
 }
 
 wisp_status wisp_matrix_bind(const wisp_artifact *a, const char *base, int rows, int cols, wisp_matrix *m) {
@@ -176,6 +260,9 @@ wisp_status wisp_matrix_bind(const wisp_artifact *a, const char *base, int rows,
   memset(m, 0, sizeof *m);
   m->rows = rows;
   m->cols = cols;
+  int parted;
+  wisp_status st = bind_parts(a, base, rows, cols, m, &parted);
+  if (st || parted) return st;
   for (int i = 0; i < N_TYPES; i++) {
     const wisp_quant_traits *q = &k_table[i];
     if (!has_section(a, base, q->planes[q->n_planes - 1].suffix)) continue;

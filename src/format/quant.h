@@ -53,8 +53,12 @@ const wisp_quant_traits *wisp_quant_traits_of(wisp_wtype t);
 const wisp_quant_traits *wisp_quant_table(int *n);
 /* Bytes a rows x cols matrix of type t occupies, every section counted. */
 uint64_t wisp_quant_bytes(wisp_wtype t, int rows, int cols);
-/* The same for a bound matrix. */
+/* The same for a bound matrix (a matrix in row parts: its parts'). */
 uint64_t wisp_matrix_bytes(const wisp_matrix *m);
+/* The quantBits of a matrix's type (in row parts: its first part's). */
+int wisp_matrix_quant_bits(const wisp_matrix *m);
+/* 1 when m is of type t, or has a part of that type. */
+int wisp_matrix_holds(const wisp_matrix *m, wisp_wtype t);
 /* The type whose cpu_kernels name `variant`, or NULL. */
 const wisp_quant_traits *wisp_quant_of_cpu_kernel(const char *variant);
 /* Binds BASE.* sections of an artifact as a rows x cols matrix: the first

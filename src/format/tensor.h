@@ -54,12 +54,14 @@
 #define WISP_Q4K_BYTES 144 /* bytes per 256-element super-block */
 #define WISP_Q8_0_BLOCK 32
 #define WISP_Q8_0_BYTES 34 /* f16 d + 32 int8 */
+#define WISP_MATRIX_MAX_PARTS 4 /* row parts of one matrix at most */
 
 /* The ggml block types after F16 and Q8_0 keep their GGUF bytes too
  * (format/qblocks.h describes them). */
 typedef enum {
   WISP_W_F32 = 0, WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_F16, WISP_W_Q8_0,
-  WISP_W_Q6K, WISP_W_Q5K, WISP_W_Q3K, WISP_W_Q2K, WISP_W_Q4_0, WISP_W_Q4_1, WISP_W_Q5_0, WISP_W_Q5_1, WISP_W_BF16
+  WISP_W_Q6K, WISP_W_Q5K, WISP_W_Q3K, WISP_W_Q2K, WISP_W_Q4_0, WISP_W_Q4_1, WISP_W_Q5_0, WISP_W_Q5_1, WISP_W_BF16,
+  WISP_W_PARTS /* row parts of their own types (wisp_matrix.parts): no bytes of its own */
 } wisp_wtype;
 
 /* What the execution plan chose for one matrix in one phase (prefill,
@@ -73,7 +75,7 @@ typedef struct {
 /* Phases of execution: several tokens at once (prefill) or one (decode). */
 enum { WISP_PHASE_PREFILL = 0, WISP_PHASE_DECODE = 1 };
 
-typedef struct {
+typedef struct wisp_matrix {
   wisp_wtype type;
   int rows, cols;
   wisp_kernel_choice choice[2]; /* [prefill, decode] */
@@ -82,7 +84,22 @@ typedef struct {
   const float *scales;  /* Q4/Q4Z, rows * cols/32 */
   const uint8_t *zp;    /* Q4Z zero points */
   void *device;         /* backend-private */
+  /* A matrix whose row ranges are stored in different types (a GGUF fused
+   * section such as q|k|v whose tensors differ, Q4_K beside Q6_K:
+   * docs/gguf.md): type WISP_W_PARTS, and n_parts plain matrices of the same
+   * cols, rows one after the other, each with its own type, bytes, kernel
+   * choice and device copy. A product by it is a product by each part. */
+  int n_parts;
+  struct wisp_matrix *parts;
+  /* A part's place in its whole: its products write rows
+   * [out_row0, out_row0 + rows) of outputs out_rows wide (y[t * out_rows +
+   * out_row0 + r]); out_rows 0 for a whole matrix (y[t * rows + r]). */
+  int out_row0, out_rows;
 } wisp_matrix;
+
+/* The width of the outputs a product by m writes: its rows, or for a part
+ * its whole's (the part's first output is out_row0). */
+static inline int wisp_matrix_out_rows(const wisp_matrix *m) { return m->out_rows ? m->out_rows : m->rows; }
 
 typedef struct {
   int n;
@@ -115,7 +132,8 @@ void wisp_q4k_scale_min(const uint8_t *packed, int j, int *sc, int *m);
 /* Dequantizes one 256-element super-block. */
 void wisp_q4k_block_f32(const uint8_t *block, float *out);
 
-/* Reference (scalar) dequantization of one row into out[cols]. */
+/* Reference (scalar) dequantization of one row into out[cols] (a matrix
+ * in row parts: from the part that holds it). */
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out);
 
 /* Quantizers used by convert and gen-synthetic; `w` is rows x cols f32.

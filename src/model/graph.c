@@ -11,6 +11,7 @@ void wisp_graph_init(wisp_graph *g) { memset(g, 0, sizeof *g); }
 void wisp_graph_free(wisp_graph *g) {
   free(g->nodes);
   free(g->own_mats);
+  free(g->own_parts);
   free(g->own_vecs);
   free(g->own_choices);
   wisp_graph_init(g);

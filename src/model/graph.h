@@ -85,6 +85,7 @@ typedef struct wisp_graph {
                              * WISP_FUSE_HEAD_ARGMAX */
   /* A bound graph's own copies (wisp_graph_bind; NULL in the model's). */
   wisp_matrix *own_mats;
+  wisp_matrix *own_parts; /* the parts of own_mats in row parts, each its own copy */
   wisp_vector *own_vecs;
   wisp_kernel_choice *own_choices;
 } wisp_graph;
@@ -201,10 +202,15 @@ wisp_status wisp_graph_forward_segments(const wisp_graph *g, wisp_graph_state *s
 /* ---- the persistent decode's table (graph_lower.c) ---- */
 /* Matches every layer's nodes against the phases the persistent decode
  * runs (norm, in-product, mixer, out-product + residual, norm, gate/up,
- * SwiGLU, down + residual) and fills *out for state s. WISP_EUNSUPPORTED
- * (nothing kept) when a layer has another shape: the decode then runs the
- * nodes op by op. */
+ * SwiGLU or GeGLU, down + residual; either residual may follow a post
+ * norm) and fills *out for state s (NULL: no state buffers, max_pos 0).
+ * WISP_EUNSUPPORTED (nothing kept) when a layer has another shape: the
+ * decode then runs the nodes op by op. */
 wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state *s, wisp_decode_graph *out);
+/* 1 when g's layers are ones the persistent decode's phases run (what
+ * wisp_graph_lower_decode matches; the backend still checks shapes and
+ * types); for the plan. */
+int wisp_graph_lowers_to_phases(const wisp_graph *g);
 
 /* ---- fusions (graph_fuse.c) ---- */
 /* Marks node.fused / g->fused with every fusion the graph's shape allows

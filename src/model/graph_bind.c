@@ -73,11 +73,29 @@ wisp_status wisp_graph_bind(const wisp_graph *src, wisp_graph *out) {
     return wisp_fail(WISP_ENOMEM, "out of memory");
   }
   *out = *src;
-  /* The copies start as the model's views with nothing chosen or uploaded. */
+  /* The copies start as the model's views with nothing chosen or uploaded;
+   * a matrix in row parts gets copies of its parts too (each part has its
+   * own kernel choice and device copy). */
+  int n_parts = 0;
+  for (int i = 0; i < mats.n; i++) n_parts += ((const wisp_matrix *)mats.from[i])->n_parts;
+  wisp_matrix *pc = n_parts ? malloc((size_t)n_parts * sizeof *pc) : NULL;
+  if (n_parts && !pc) {
+    free(nodes), free(mc), free(vc), free(cc);
+    free(mats.from), free(vecs.from);
+    return wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  n_parts = 0;
   for (int i = 0; i < mats.n; i++) {
     mc[i] = *(const wisp_matrix *)mats.from[i];
     memset(mc[i].choice, 0, sizeof mc[i].choice);
     mc[i].device = NULL;
+    for (int k = 0; k < mc[i].n_parts; k++) {
+      pc[n_parts + k] = mc[i].parts[k];
+      memset(pc[n_parts + k].choice, 0, sizeof pc[n_parts + k].choice);
+      pc[n_parts + k].device = NULL;
+    }
+    if (mc[i].n_parts) mc[i].parts = &pc[n_parts];
+    n_parts += mc[i].n_parts;
   }
   for (int i = 0; i < vecs.n; i++) {
     vc[i] = *(const wisp_vector *)vecs.from[i];
@@ -101,6 +119,7 @@ wisp_status wisp_graph_bind(const wisp_graph *src, wisp_graph *out) {
   out->rope_cos_local = vec_copy(&vecs, vc, src->rope_cos_local);
   out->rope_sin_local = vec_copy(&vecs, vc, src->rope_sin_local);
   out->own_mats = mc;
+  out->own_parts = pc;
   out->own_vecs = vc;
   out->own_choices = cc;
   free(mats.from);

@@ -26,6 +26,12 @@ static int read_later(const wisp_graph *g, int i, int j, int act) {
   return act == WISP_ACT_X; /* the residual stream is read by the head */
 }
 
+/* A product by a matrix in row parts of different types (format/tensor.h):
+ * it runs as one product a part, each part's own kernel; the norm before
+ * it may run inside its first part's product, no other op goes into it or
+ * after it. */
+static int parted(const wisp_gnode *n) { return n->op == WISP_GOP_MATMUL && n->W && n->W->n_parts; }
+
 void wisp_graph_fuse(wisp_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) g->nodes[i].fused = 0;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -36,6 +42,7 @@ void wisp_graph_fuse(wisp_graph *g) {
     if (a->op == WISP_GOP_RMSNORM && b->op == WISP_GOP_MATMUL && b->in == a->out && b->cols == a->cols &&
         !read_later(g, i, i + 1, a->out))
       a->fused |= WISP_FUSE_NORM_MATMUL;
+    if (parted(a) || parted(b)) continue;
     if (a->op == WISP_GOP_MATMUL && a->accumulate && b->op == WISP_GOP_RMSNORM && b->in == a->out)
       a->fused |= WISP_FUSE_RESIDUAL_NORM;
     if (a->op == WISP_GOP_MATMUL && b->op == WISP_GOP_SWIGLU && b->in == a->out && a->rows == 2 * b->cols &&
@@ -58,7 +65,8 @@ void wisp_graph_fuse(wisp_graph *g) {
    * head product, and the head's greedy choice can be made inside that
    * product: the step always ends so. */
   g->fused = WISP_FUSE_NORM_MATMUL | WISP_FUSE_HEAD_ARGMAX;
-  if (g->n_nodes && g->nodes[g->n_nodes - 1].op == WISP_GOP_MATMUL && g->nodes[g->n_nodes - 1].accumulate)
+  if (g->n_nodes && g->nodes[g->n_nodes - 1].op == WISP_GOP_MATMUL && g->nodes[g->n_nodes - 1].accumulate &&
+      !parted(&g->nodes[g->n_nodes - 1]))
     g->nodes[g->n_nodes - 1].fused |= WISP_FUSE_RESIDUAL_NORM;
 }
 

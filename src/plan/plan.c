@@ -164,6 +164,7 @@ static const char *op_wdtype(const resolver *R, const wisp_plan_op *op) {
   /* the bound matrix, when the plan has the model's step: a GGUF run in
    * place keeps each tensor's own type */
   const wisp_matrix *w = R->in->graph ? wisp_graph_matrix(R->in->graph, op->layer, op->section) : NULL;
+  if (w && w->n_parts) w = &w->parts[op->part_at]; /* a matrix in row parts: the part being resolved */
   const wisp_quant_traits *q = w ? wisp_quant_traits_of(w->type) : NULL;
   if (q) return q->weight_dtype;
   if (strcmp(R->wdtype, "q4") || !s->q4k) return R->wdtype;
@@ -397,6 +398,23 @@ static wisp_status make_op(const resolver *R, opvec *dst, int phase, int layer, 
   op.cols = cols;
   op.residual = residual;
   wisp_status st = select_kernel(R, &op, phase);
+  if (st) return st;
+  /* a matrix in row parts: a kernel for each part, chosen for its type */
+  const wisp_matrix *w =
+      R->in->graph && !strcmp(name, "matmul") ? wisp_graph_matrix(R->in->graph, layer, section) : NULL;
+  for (int i = 0; w && i < w->n_parts && !st; i++) {
+    wisp_plan_op part = op;
+    part.part_at = i;
+    if ((st = select_kernel(R, &part, phase))) break;
+    op.parts[i].rows = w->parts[i].rows;
+    wisp_path(op.parts[i].weight_dtype, sizeof op.parts[i].weight_dtype, "%s",
+              wisp_quant_traits_of(w->parts[i].type)->weight_dtype);
+    wisp_path(op.parts[i].kernel, sizeof op.parts[i].kernel, "%s", part.kernel);
+    wisp_path(op.parts[i].wgsl, sizeof op.parts[i].wgsl, "%s", part.wgsl);
+    op.parts[i].geometry = part.geometry;
+    op.parts[i].kernel_from = part.kernel_from;
+    op.n_parts = i + 1;
+  }
   if (st) return st;
   return ov_insert(dst, dst->n, &op);
 }
@@ -677,6 +695,9 @@ static wisp_status apply_kernel_key(const resolver *R, const wisp_patch *w, wisp
   }
   op->kernel_from.kind = WISP_PROV_PROFILE;
   wisp_path(op->kernel_from.detail, sizeof op->kernel_from.detail, "%s", w->source);
+  /* a kernel serves one weight type: the parts of a matrix in row parts keep their own */
+  if (op->n_parts)
+    wisp_path(op->note, sizeof op->note, "in row parts: each part runs its own type's kernel, not %s", key);
   return WISP_OK;
 }
 
@@ -796,6 +817,18 @@ static cJSON *op_json(const wisp_plan_op *op) {
   cJSON_AddItemToObject(p, "kernel", prov_json(&op->kernel_from));
   cJSON_AddItemToObject(p, "geometry", prov_json(&op->geometry_from));
   if (op->note[0]) cJSON_AddStringToObject(o, "note", op->note);
+  if (op->n_parts) {
+    cJSON *parts = cJSON_AddArrayToObject(o, "parts");
+    for (int i = 0; i < op->n_parts; i++) {
+      cJSON *q = cJSON_CreateObject();
+      cJSON_AddNumberToObject(q, "rows", op->parts[i].rows);
+      cJSON_AddStringToObject(q, "weightDtype", op->parts[i].weight_dtype);
+      cJSON_AddStringToObject(q, "kernel", op->parts[i].kernel);
+      if (op->parts[i].wgsl[0]) cJSON_AddStringToObject(q, "wgsl", op->parts[i].wgsl);
+      cJSON_AddItemToObject(q, "provenance", prov_json(&op->parts[i].kernel_from));
+      cJSON_AddItemToArray(parts, q);
+    }
+  }
   return o;
 }
 
@@ -1129,6 +1162,9 @@ static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
   const wisp_variant *v = op ? wisp_registry_variant(op, key) : NULL;
   wisp_path(p->persist_off, sizeof p->persist_off, "no available persistent_decode/%s in the registry", key);
   if (!v || !v->available) return;
+  wisp_path(p->persist_off, sizeof p->persist_off, "%s",
+            "a layer of the step graph is not one the persistent phases run (graph_lower.c)");
+  if (in->graph && !wisp_graph_lowers_to_phases(in->graph)) return;
   /* A profile that chose a decode kernel gets it run: the persistent
    * decode would replace every decode op with its own code. */
   const wisp_plan_op *po = decode_profile_kernel(p);
@@ -1137,6 +1173,17 @@ static void resolve_persist(wisp_plan *p, const wisp_plan_inputs *in) {
               po->kernel_from.detail);
     return;
   }
+  /* Its weight blob holds one type a matrix: a matrix in row parts of
+   * different types (a GGUF fused section) decodes op by op. */
+  const wisp_plan_phase *D = &p->phases[WISP_PHASE_DECODE];
+  for (int g = 0; g < D->n_groups; g++)
+    for (int i = 0; i < D->groups[g].n_ops; i++)
+      if (D->groups[g].ops[i].n_parts) {
+        const wisp_plan_group *G = &D->groups[g];
+        wisp_path(p->persist_off, sizeof p->persist_off, "matmul %s is in row parts of different types (layer %d)",
+                  G->ops[i].section, G->layers ? G->layers[0] : G->ops[i].layer);
+        return;
+      }
   p->persist_off[0] = '\0';
   wisp_path(p->persist_kernel, sizeof p->persist_kernel, "persistent_decode/%s", key);
   p->persist_min_steps = 1;
@@ -1298,6 +1345,9 @@ static void print_op(FILE *f, const wisp_plan_op *op) {
     fprintf(f, "  [%s %s]", wisp_prov_kind_name(op->geometry_from.kind), op->geometry_from.detail);
   }
   if (op->note[0]) fprintf(f, "\n    %-28s note: %s", "", op->note);
+  for (int i = 0, r = 0; i < op->n_parts; r += op->parts[i++].rows)
+    fprintf(f, "\n    %-28s part rows %d-%d %s: %s  [%s %s]", "", r, r + op->parts[i].rows - 1, op->parts[i].weight_dtype,
+            op->parts[i].kernel, wisp_prov_kind_name(op->parts[i].kernel_from.kind), op->parts[i].kernel_from.detail);
   fprintf(f, "\n");
 }
 

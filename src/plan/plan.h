@@ -57,6 +57,18 @@ typedef struct {
   struct { char key[48]; double value; int is_bool; } constants[WISP_PLAN_MAX_CONSTANTS];
   wisp_provenance kernel_from, geometry_from;
   char note[160];     /* e.g. why manifest geometry was not applied */
+  /* A matmul by a matrix in row parts of different types (format/tensor.h,
+   * a GGUF's fused section): each part's kernel, resolved as for a matrix
+   * of that part's type (kernel above is the first part's); 0 otherwise. */
+  int n_parts;
+  struct {
+    int rows;
+    char weight_dtype[8];
+    char kernel[96], wgsl[64];
+    wisp_geometry geometry;
+    wisp_provenance kernel_from;
+  } parts[WISP_MATRIX_MAX_PARTS];
+  int part_at; /* while resolving: the part whose weight type the rules see */
 } wisp_plan_op;
 
 typedef struct {

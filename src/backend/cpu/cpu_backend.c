@@ -269,6 +269,11 @@ static const void *i8_copy_for(cpu_backend *c, const wisp_matrix *m, int convert
 
 static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   cpu_backend *c = as_cpu(be);
+  for (int i = 0; i < m->n_parts; i++) { /* a matrix in row parts: each part as a matrix of its own */
+    wisp_status st = cpu_prepare_matrix(be, &m->parts[i]);
+    if (st) return st;
+  }
+  if (m->n_parts) return WISP_OK;
   const int block = wisp_quant_traits_of(m->type)->block;
   if (m->cols % block)
     return wisp_fail(WISP_EFORMAT, "%s matrix with %d columns is not a whole number of %d-blocks",
@@ -416,8 +421,9 @@ typedef struct {
   float *y;
 } matmul_job;
 
+/* y[t] row r of W's outputs (a part's: at its place in its whole's). */
 static void put(const matmul_job *j, int t, int r, float v) {
-  float *dst = j->y + (size_t)t * j->W->rows + r;
+  float *dst = j->y + (size_t)t * wisp_matrix_out_rows(j->W) + j->W->out_row0 + r;
   *dst = j->accumulate ? *dst + v : v;
 }
 
@@ -436,10 +442,7 @@ static void matmul_task(void *ctx, int task, int thread) {
   if (r1 > N) r1 = N;
   const wisp_cpu_kernels *k = j->k;
   if (j->n == 1) {
-    for (int r = r0; r < r1; r++) {
-      float v = row_dot(k, W, r, j->x);
-      j->y[r] = j->accumulate ? j->y[r] + v : v;
-    }
+    for (int r = r0; r < r1; r++) put(j, 0, r, row_dot(k, W, r, j->x));
     return;
   }
   /* Several tokens: dequantize two rows at a time once and run them against
@@ -489,8 +492,8 @@ static void i8_gemm_task(void *ctx, int task, int thread) {
   i8_job *j = ctx;
   int r0 = task * j->rows_per_task, nr = j->rows_per_task;
   if (r0 + nr > j->W->rows) nr = j->W->rows - r0;
-  j->c->i8->gemm(j->W, j->s16, r0, nr, &j->c->act, 0, j->n, j->y + r0, (size_t)j->W->rows, j->accumulate,
-                 j->c->scratch[thread]);
+  j->c->i8->gemm(j->W, j->s16, r0, nr, &j->c->act, 0, j->n, j->y + j->W->out_row0 + r0,
+                 (size_t)wisp_matrix_out_rows(j->W), j->accumulate, j->c->scratch[thread]);
 }
 
 static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int n, float *y, int accumulate,
@@ -558,6 +561,11 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
 static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                            int accumulate, const rms_job *norm) {
   cpu_backend *c = as_cpu(be);
+  if (W->n_parts) { /* a matrix in row parts: each part's product into its rows of y */
+    if (norm) rmsnorm_rows((void *)norm, 0, n);
+    for (int i = 0; i < W->n_parts; i++) cpu_matmul_run(be, &W->parts[i], x, x_row0, n, y, accumulate, NULL);
+    return;
+  }
   const char *variant = W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant;
   if (runs_i8(variant, W)) {
     matmul_i8(c, W, x->data + (size_t)x_row0 * W->cols, n, y->data, accumulate, norm);
@@ -572,7 +580,7 @@ static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_bu
     /* Out of memory for a row buffer: fall back to per-token dot products. */
     for (int t = 0; t < n; t++) {
       matmul_job j = {c, k, W, x->data + (size_t)(x_row0 + t) * W->cols, 1, accumulate, W->rows,
-                      y->data + (size_t)t * W->rows};
+                      y->data + (size_t)t * wisp_matrix_out_rows(W)};
       matmul_task(&j, 0, 0);
     }
     return;
@@ -603,7 +611,7 @@ static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
 static void cpu_rmsnorm_matmul(wisp_backend *be, const wisp_buf *x, const wisp_vector *w, float eps, int n,
                                wisp_buf *xn, const wisp_matrix *W, wisp_buf *y, int accumulate) {
   const int i8 = runs_i8(W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant, W);
-  if (!i8 || y == x || y == xn) {
+  if (!i8 || y == x || y == xn || W->n_parts) { /* (a matrix in row parts: one quantization a part) */
     cpu_rmsnorm(be, x, w, eps, n, W->cols, xn);
     cpu_matmul(be, W, xn, 0, n, y, accumulate);
     return;
@@ -707,7 +715,7 @@ static void rows_task(void *ctx, int task, int thread) {
   for (int r = task * j->rows_per_task; r < r1; r++)
     for (int t = 0; t < j->n; t++) {
       float v = row_dot(j->k, j->W, r, j->x + (size_t)t * K);
-      float *dst = j->y + (size_t)t * N + r;
+      float *dst = j->y + (size_t)t * wisp_matrix_out_rows(j->W) + j->W->out_row0 + r;
       *dst = j->accumulate ? *dst + v : v;
     }
 }
@@ -715,6 +723,8 @@ static void rows_task(void *ctx, int task, int thread) {
 static void cpu_matmul_rows_run(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                             int accumulate) {
   cpu_backend *c = as_cpu(be);
+  for (int i = 0; i < W->n_parts; i++) cpu_matmul_rows_run(be, &W->parts[i], x, n, y, accumulate);
+  if (W->n_parts) return;
   const wisp_cpu_kernels *k = kernels_for(c, W->choice[WISP_PHASE_DECODE].variant);
   if (!k) {
     unknown_kernel(c, W->choice[WISP_PHASE_DECODE].variant);

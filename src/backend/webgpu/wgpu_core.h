@@ -87,6 +87,10 @@ typedef struct {
   int rows, cols, nparts;
   uint32_t mv_wg, mv_rows; /* one-token geometry from the plan; 0 = backend default */
   wmat_part *parts;
+  /* where its products write: y[t * y_stride + y0 + r] (a part of a matrix
+   * in row parts: its place in its whole's outputs, format/tensor.h; else
+   * y_stride = rows, y0 = 0) */
+  int y0, y_stride;
 } wmat;
 
 typedef struct {
@@ -137,7 +141,7 @@ typedef struct bg_site {
   struct bg_site *next;
 } bg_site;
 
-#define KCONSTS 12 /* most override constants of one kernel variant */
+#define KCONSTS 16 /* most override constants of one kernel variant */
 
 typedef struct {
   const char *file;

@@ -144,7 +144,25 @@ static int q4k_group(wisp_backend *be, const wisp_fused_matmul *f, wisp_wgpu_tai
   return 0;
 }
 
+/* A product by a matrix in row parts (format/tensor.h) with the rmsnorm
+ * before it, the one op the graph pass fuses into one (model/graph_fuse.c):
+ * the norm inside the first part's product, which writes x as the norm op
+ * would; the other parts read it. */
+static int parted_group(wisp_backend *be, const wisp_fused_matmul *f) {
+  if (f->pre != WISP_PRE_RMSNORM || f->post != WISP_POST_NONE) {
+    wisp_wgpu_op_fail(as_g(be), WISP_EINVAL, "a fused op with a %dx%d matrix in row parts", f->W->rows, f->W->cols);
+    return 0;
+  }
+  wisp_fused_matmul first = *f;
+  first.W = &f->W->parts[0];
+  if (first.W->type == WISP_W_Q4K) q4k_group(be, &first, &(wisp_wgpu_tail){0});
+  else matvec_group(be, &first, &(wisp_wgpu_tail){0});
+  for (int i = 1; i < f->W->n_parts; i++) be->matmul(be, &f->W->parts[i], f->x, 0, 1, f->y, f->accumulate);
+  return 0;
+}
+
 static int g_matmul_fused(wisp_backend *be, const wisp_fused_matmul *f) {
+  if (f->W->n_parts) return parted_group(be, f);
   /* a mixer before the product runs first; its last step may be left to the product */
   wisp_wgpu_tail tail = {0};
   if (f->pre == WISP_PRE_ATTENTION) wisp_wgpu_attention_rec(be, f->attention, &tail);

@@ -12,15 +12,16 @@
  * workgroups that walks every phase of every step, phases separated by grid
  * barriers, pays that once per k tokens instead.
  *
- * What it needs, checked here (anything else: WISP_EUNSUPPORTED, and the
- * decode loop records decode_step as before):
+ * What it needs, checked here and in wgpu_persist_fit.c (anything else:
+ * WISP_EUNSUPPORTED, and the decode loop records decode_step as before):
  *   - greedy sampling; matrices of the types the op-by-op decode serves
  *     (Q4, Q4Z, Q4_K, f32, f16, Q8_0: persist_quant.wgsli, a type word per
  *     matrix in the layer table; graphs with gated attention or DeltaNet
  *     layers, which use the units-split product engine: Q4, Q4Z and Q4_K
  *     matrices, the embedding and head Q4 / Q4Z, what convert writes and the
  *     op-by-op embedding reads); each layer's mixer of a shape its phases
- *     take (layer_fits); the subgroups feature;
+ *     take, its flags ones they take (persist_graph_fits); the subgroups
+ *     feature;
  *   - all weights in one binding (the blob below, built once per graph);
  *   - a grid whose workgroups really run at the same time: probed at build
  *     (a probe-mode dispatch whose one barrier must complete before a short
@@ -35,6 +36,7 @@
  * writes state first calls wisp_wgpu_persist_flush, so prefill, snapshots
  * and rewinds, and the op-by-op decode see the session's buffers as if
  * decode_step had run, while runs that follow each other copy nothing. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,16 +44,13 @@
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_persist.h"
 #include "backend/webgpu/wgpu_persist_blob.h"
+#include "backend/webgpu/wgpu_persist_fit.h"
 #include "format/quant.h"
 #include "format/weight_source.h"
 #include "util/clock.h"
 #include "util/env.h"
 #include "util/err.h"
 
-#define PERSIST_WG 256
-#define LAYER_WORDS 28 /* persist.wgsl's layer table */
-#define MAX_PHASES 644 /* persist.wgsl's MAXPH4 vec4s of phase words */
-#define DN_CW 16       /* persist.wgsl's CW: value columns of a DeltaNet task */
 #define DN_MIN_STEPS 32 /* fewest steps a run of a units-split graph takes without a plan (the registry's minSteps) */
 #define NONE PBLOB_NONE
 #define SPIN_RUN (1u << 26)   /* polls before a barrier of a real run gives up (seconds) */
@@ -73,8 +72,11 @@ typedef struct {
   uint32_t embed_t, head_t; /* their types (persist_quant.wgsli's T_*) */
   uint32_t rot_half, lkh, lvh, dk;
   uint32_t dv, s_big, ns, rp_force; /* rp_force: tuning persistRp=1|2|4 (tests: the product's row split) */
-  uint32_t n_phases, pad[3];
-  uint32_t ph[MAX_PHASES]; /* the phase words: stage | work << 4 | layer << 8 */
+  uint32_t n_phases;
+  float escale, ascale; /* the embedding's scale, plain attention's score scale */
+  uint32_t s_y;
+  uint32_t s_x2, pad[3];
+  uint32_t ph[MAX_PHASES]; /* the phase words: stage | work << 4 | layer << 8 | flags << 16 */
 } persist_params;
 
 typedef struct {
@@ -112,165 +114,9 @@ typedef struct {
   wisp_decode_graph *gcopy;
 } persist;
 
-/* ---- applicability ------------------------------------------------------- */
-
-static int q4(const wisp_matrix *m, int rows, int cols) {
-  return m && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
-         m->q && m->scales && (m->type == WISP_W_Q4 || m->zp);
-}
-
-/* Q4, Q4Z or Q4_K of this shape (the units-split engine's products). */
-static int qmat(const wisp_matrix *m, int rows, int cols) {
-  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
-  return q4(m, rows, cols);
-}
-
-/* Any type persist_quant.wgsli reads, of this shape (the rows-in-quads engine). */
-static int any_mat(const wisp_matrix *m, int rows, int cols) {
-  if (!m || m->rows != rows || m->cols != cols || cols % 32) return 0;
-  switch (m->type) {
-    case WISP_W_F32: return m->f32 != NULL;
-    case WISP_W_F16:
-    case WISP_W_Q8_0: return m->q != NULL;
-    default: return qmat(m, rows, cols);
-  }
-}
-
-static int vec_n(const wisp_vector *v, int n) { return v && v->data && v->n == n; }
-
-/* The phases' works and stages, bit 1 << kind each (the kernel's WORKS, STAGES). */
-static uint32_t graph_works(const wisp_decode_graph *g) {
-  uint32_t w = 0;
-  for (int i = 0; i < g->n_phases; i++) w |= 1u << g->phases[i].work;
-  return w;
-}
-static uint32_t graph_stages(const wisp_decode_graph *g) {
-  uint32_t s = 0;
-  for (int i = 0; i < g->n_phases; i++) s |= 1u << g->phases[i].stage;
-  return s;
-}
-
-/* The product engine (persist_products.wgsli, SPLIT): units split for
- * graphs with gated attention or DeltaNet (measured the faster on the gated hybrids,
- * and what their gated-norm stage needs), rows in quads otherwise (the
- * seed's, and every weight type). */
-static int graph_split(wisp_backend *be, const wisp_decode_graph *g) {
-  /* tuning persistSplit=1 (tests): any graph, as its layers run beside DeltaNet ones */
-  return as_g(be)->opts.persist_split ||
-         (graph_works(g) & (1u << WISP_WORK_ATTN_GATED | 1u << WISP_WORK_DELTANET)) != 0;
-}
-
-/* Shapes of a layer's mixer: input product rows, output product columns. */
-static int in_rows(const wisp_decode_graph *g, const wisp_graph_layer *L) {
-  const int H = g->hidden, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
-  const int V = g->lin_v_heads * g->lin_v_dim, C = 2 * g->lin_k_heads * g->lin_k_dim + V;
-  switch (L->mixer) {
-    case WISP_MIX_SHORTCONV: return 3 * H;
-    case WISP_MIX_ATTENTION: return (NH + 2 * KVH) * D;
-    case WISP_MIX_ATTENTION_GATED: return (2 * NH + 2 * KVH) * D;
-    default: return C + V + 2 * g->lin_v_heads;
-  }
-}
-static int out_cols(const wisp_decode_graph *g, const wisp_graph_layer *L) {
-  switch (L->mixer) {
-    case WISP_MIX_SHORTCONV: return g->hidden;
-    case WISP_MIX_DELTANET: return g->lin_v_heads * g->lin_v_dim;
-    default: return g->heads * g->head_dim;
-  }
-}
-
-/* The largest vector a phase stages (floats). */
-static int stage_max(const wisp_decode_graph *g) {
-  int m = g->hidden > g->ffn ? g->hidden : g->ffn;
-  for (int i = 0; i < g->n_layers; i++)
-    if (out_cols(g, &g->layers[i]) > m) m = out_cols(g, &g->layers[i]);
-  return m;
-}
-
-/* xs's vec4s: whole runs of 8 for the kernel's xsw swizzle. */
-static uint32_t stage_xs4(const wisp_decode_graph *g) { return ((uint32_t)stage_max(g) / 4 + 7) / 8 * 8; }
-
-/* What a layer's mixer needs beyond the graph-wide checks, or NULL. */
-static const char *layer_fits(const wisp_decode_graph *g, const wisp_graph_layer *L, int split) {
-  const int H = g->hidden, D = g->head_dim, VH = g->lin_v_heads, DV = g->lin_v_dim;
-  const int C = 2 * g->lin_k_heads * g->lin_k_dim + VH * DV;
-  int (*fits)(const wisp_matrix *, int, int) = split ? qmat : any_mat;
-  if (!fits(L->in, in_rows(g, L), H) || !fits(L->out, H, out_cols(g, L)) || !fits(L->gate_up, 2 * g->ffn, H) ||
-      !fits(L->down, H, g->ffn))
-    return split ? "a layer matrix is not Q4 / Q4_K of the expected shape" : "a layer matrix of another type or shape";
-  if (!vec_n(L->op_norm, H) || !vec_n(L->ffn_norm, H) || !L->state) return "a layer lacks a norm or state buffer";
-  if (L->in_bias && (L->mixer != WISP_MIX_ATTENTION || !vec_n(L->in_bias, in_rows(g, L))))
-    return "an in-product bias on a layer other than plain attention, or of another size";
-  switch (L->mixer) {
-    case WISP_MIX_SHORTCONV:
-      if (g->conv_len < 1 || g->conv_len > 16) return "conv length";
-      if (!vec_n(L->taps, H * g->conv_len)) return "short conv taps";
-      return NULL;
-    case WISP_MIX_ATTENTION:
-      if (!L->v_cache) return "an attention layer lacks its V cache";
-      if ((L->q_norm && !vec_n(L->q_norm, D)) || (L->k_norm && !vec_n(L->k_norm, D))) return "q/k norm size";
-      if (g->rotary_dim != D) return "partial rotary without an output gate";
-      return NULL;
-    case WISP_MIX_ATTENTION_GATED:
-      if (D % 32) return "head dim";
-      if (!L->v_cache || !vec_n(L->q_norm, D) || !vec_n(L->k_norm, D))
-        return "an attention layer lacks its q/k norm or V cache";
-      return NULL;
-    default:
-      if (g->conv_len < 1 || g->conv_len > 8) return "conv length";
-      if (!L->rec_state || !vec_n(L->taps, C * g->conv_len) || !vec_n(L->a_log, VH) || !vec_n(L->dt_bias, VH) ||
-          !vec_n(L->gnorm, DV))
-        return "a DeltaNet layer lacks a vector or its recurrent state";
-      return NULL;
-  }
-}
-
-/* The phase list is one the kernel can walk: known kinds and layers, the
- * embedding first and the head last, within the kernel's phase words. */
-static int phases_ok(const wisp_decode_graph *g) {
-  const int n = g->n_phases;
-  if (n < 2 || n > WISP_GRAPH_MAX_PHASES || n > MAX_PHASES || g->phases[0].stage != WISP_STAGE_EMBED ||
-      g->phases[n - 1].work != WISP_WORK_HEAD)
-    return 0;
-  for (int i = 0; i < n; i++) {
-    const wisp_decode_phase *f = &g->phases[i];
-    if (f->stage >= WISP_STAGE_COUNT || f->work >= WISP_WORK_COUNT || f->layer >= g->n_layers ||
-        (i > 0 && f->stage == WISP_STAGE_EMBED) || (i < n - 1 && f->work == WISP_WORK_HEAD))
-      return 0;
-  }
-  return 1;
-}
-
-/* 1 when persist.wgsl can run graph g (reasons are for WISP_VERBOSE). */
-static int graph_fits(wisp_backend *be, const wisp_decode_graph *g, const char **why) {
-  const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads, KVH = g->kv_heads;
-  const int KH = g->lin_k_heads, VH = g->lin_v_heads, DK = g->lin_k_dim, DV = g->lin_v_dim;
-  const int split = graph_split(be, g);
-  const uint32_t works = graph_works(g);
-  const int attention = (works & (1u << WISP_WORK_QKV | 1u << WISP_WORK_ATTN_GATED)) != 0;
-  /* the kernel's workgroup arrays: xs (16 bytes a vec4) + xsum (XS4 / 4 floats with SPLIT), red + redi (MAXSG
-   * each), hv + qv + acc4 (256 floats each), vsl (64), wuni + wtok */
-  const uint64_t shared = (uint64_t)stage_xs4(g) * (split ? 17 : 16) + 2 * 4 * (PERSIST_WG / 4) + 3 * 256 * 4 +
-                          64 * 4 + 8;
-  *why = NULL;
-  if (!as_g(be)->sg) *why = "no subgroups";
-  else if (!phases_ok(g)) *why = "phase list";
-  else if (g->n_layers <= 0 || H % 32 || F % 32 || H <= 0 || F <= 0) *why = "hidden/ffn not multiples of 32";
-  else if (attention && (D <= 0 || D % 16 || D > PERSIST_WG || PERSIST_WG % D || (NH * D) % 32)) *why = "head dim";
-  else if (attention && (NH > 1024 || KVH <= 0 || NH % KVH)) *why = "heads not a multiple of kv heads";
-  else if (attention && (g->rotary_dim <= 0 || g->rotary_dim % 2 || g->rotary_dim > D)) *why = "rotary dims";
-  else if ((works & 1u << WISP_WORK_DELTANET) &&
-           (KH <= 0 || VH <= 0 || VH % KH || VH > 256 || DK <= 0 || DK > 256 || DV <= 0 || DV % 16 || (VH * DV) % 32))
-    *why = "DeltaNet heads or dims";
-  else if ((works & 1u << WISP_WORK_DELTANET) && (DK + PERSIST_WG / DN_CW - 1) / (PERSIST_WG / DN_CW) > 32)
-    *why = "DeltaNet k dim";
-  else if (split ? !q4(g->embed, g->vocab, H) || !q4(g->head, g->vocab, H)
-                 : !any_mat(g->embed, g->vocab, H) || !any_mat(g->head, g->vocab, H))
-    *why = split ? "embed/head not Q4" : "embed/head of another type or shape";
-  else if (!vec_n(g->final_norm, H)) *why = "final norm";
-  else if (shared > as_g(be)->d->info.max_compute_workgroup_storage_size) *why = "workgroup memory";
-  for (int i = 0; !*why && i < g->n_layers; i++) *why = layer_fits(g, &g->layers[i], split);
-  return *why == NULL;
+/* A phase as the kernel reads it (persist.wgsl, Params.ph). */
+static uint32_t phase_word(const wisp_decode_phase *f) {
+  return f->stage | (uint32_t)f->work << 4 | (uint32_t)f->layer << 8 | (uint32_t)f->flags << 16;
 }
 
 /* ---- build --------------------------------------------------------------- */
@@ -343,7 +189,7 @@ static uint32_t graph_types(const wisp_decode_graph *g) {
  * engine compiled in (override constants). */
 static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
   const uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
-  const uint32_t split = (uint32_t)graph_split(be, g), works = graph_works(g);
+  const uint32_t split = (uint32_t)persist_split(be, g), works = persist_works(g);
   const uint32_t ig = PERSIST_WG / DN_CW;
   const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
   /* tuning persistOpt: engine 0's round-trip savers (OPT bits), for A/B runs */
@@ -351,7 +197,7 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
   uint32_t opt = o->persist_opt;
   /* bit 16 (attn_keys_wide): a key's 8 lanes within one subgroup */
   if (as_g(be)->d->info.subgroup_min_size < 8) opt &= ~16u;
-  wisp_wgpu_const c[12] = {{"WG", PERSIST_WG},
+  wisp_wgpu_const c[13] = {{"WG", PERSIST_WG},
                            {"XS4", xs4},
                            {"MAXSG", PERSIST_WG / sgmin},
                            {"SPLIT", split},
@@ -360,28 +206,34 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
                            {"OPT", opt},
                            {"TYPES", graph_types(g)},
                            {"WORKS", works},
-                           {"STAGES", graph_stages(g)},
+                           {"STAGES", persist_stages(g)},
+                           {"FLAGS", persist_flags(g)},
                            {"CW", DN_CW},
                            {"NJ", dn ? ((uint32_t)g->lin_k_dim + ig - 1) / ig : 1}};
-  return wisp_wgpu_pipeline(as_g(be), "persist", c, 12);
+  return wisp_wgpu_pipeline(as_g(be), "persist", c, 13);
 }
 
-/* The tied embedding/head, final norm and rope tables (rows [0, rows)). */
-static void put_tail(persist *P, const wisp_decode_graph *g, pblob *b, pblob_seen *seen, int *n_seen) {
+/* A rope table's rows up to the context only (the full table can be 100+ MB). */
+static uint32_t put_rope(const wisp_decode_graph *g, pblob *b, const wisp_vector *t) {
+  const int rows = g->rope_rows < g->max_pos ? g->rope_rows : g->max_pos, half = g->rotary_dim / 2;
+  if (!t || half <= 0 || rows <= 0 || t->n < rows * half) return NONE;
+  return pblob_put(b, t->data, (size_t)rows * half * 4);
+}
+
+/* The tied embedding/head, final norm and rope tables (both ropes'). */
+static void put_tail(persist *P, const wisp_decode_graph *g, pblob *b, pblob_seen *seen, int *n_seen, uint32_t rope[4]) {
   uint32_t m[4];
   pblob_put_mat(b, g->embed, seen, n_seen, m);
   P->base.embed_q = m[0], P->base.embed_s = m[1], P->base.embed_z = m[2], P->base.embed_t = m[3];
   pblob_put_mat(b, g->head, seen, n_seen, m);
   P->base.head_q = m[0], P->base.head_s = m[1], P->base.head_z = m[2], P->base.head_t = m[3];
   P->base.fnorm = pblob_put_vec(b, g->final_norm);
-  /* rope rows up to the context only (the full table can be 100+ MB) */
-  const int rows = g->rope_rows < g->max_pos ? g->rope_rows : g->max_pos, half = g->rotary_dim / 2;
-  if (g->rope_cos && g->rope_sin && half > 0 && rows > 0) {
-    P->base.rope_cos = pblob_put(b, g->rope_cos->data, (size_t)rows * half * 4);
-    P->base.rope_sin = pblob_put(b, g->rope_sin->data, (size_t)rows * half * 4);
-  } else {
-    P->base.rope_cos = P->base.rope_sin = NONE;
-  }
+  rope[0] = P->base.rope_cos = put_rope(g, b, g->rope_cos);
+  rope[1] = P->base.rope_sin = put_rope(g, b, g->rope_sin);
+  int local = 0;
+  for (int i = 0; i < g->n_layers; i++) local |= g->layers[i].rope_local;
+  rope[2] = local ? put_rope(g, b, g->rope_cos_local) : NONE;
+  rope[3] = local ? put_rope(g, b, g->rope_sin_local) : NONE;
 }
 
 /* Positions the session's KV caches hold now: the fewest over the graph's
@@ -418,10 +270,11 @@ static uint64_t kv_offsets(persist *P, const wisp_decode_graph *g, int kv16, uin
 }
 
 /* The blob (layer table first, described at LAYER_WORDS in persist.wgsl,
- * then the weights) and the arena: x, big, mid, h, q, the attention and
- * argmax partials, then the states changed in place (conv states and rings,
- * recurrent states) side by side, for the backup before each run, then the
- * KV caches. *a: arena words, *xs4: the staging size. */
+ * then the weights) and the arena: x, big, mid, h, y and x's second place
+ * (post-norm blocks), q, the attention and argmax partials, then the
+ * states changed in place (conv states and rings, recurrent states) side by
+ * side, for the backup before each run, then the KV caches. *a: arena
+ * words, *xs4: the staging size. */
 static void layout(persist *P, const wisp_decode_graph *g, int kv16, pblob *b, uint32_t *table, pblob_seen *seen,
                    uint64_t *a, uint32_t *xs4) {
   const int H = g->hidden, F = g->ffn, D = g->head_dim, NH = g->heads;
@@ -433,13 +286,15 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, pblob *b, u
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
     if (L->mixer == WISP_MIX_ATTENTION_GATED || L->mixer == WISP_MIX_DELTANET)
-      big = in_rows(g, L) > big ? in_rows(g, L) : big;
-    if (out_cols(g, L) > mid) mid = out_cols(g, L);
+      big = persist_in_rows(g, L) > big ? persist_in_rows(g, L) : big;
+    if (persist_out_cols(g, L) > mid) mid = persist_out_cols(g, L);
   }
   P->base.s_x = (uint32_t)*a, *a += (uint64_t)H;
   P->base.s_big = (uint32_t)*a, *a += (uint64_t)big;
   P->base.s_mid = (uint32_t)*a, *a += (uint64_t)mid;
   P->base.s_h = (uint32_t)*a, *a += (uint64_t)F;
+  P->base.s_y = (uint32_t)*a, *a += (uint64_t)H;
+  P->base.s_x2 = (uint32_t)*a, *a += (uint64_t)H;
   P->base.s_q = (uint32_t)*a, *a += (uint64_t)NH * D;
   P->base.s_part = (uint32_t)*a, *a += 2 * 1024;
   /* attention splits: at most 1024 (head, split) tasks (n_splits in the kernel) */
@@ -485,20 +340,26 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, pblob *b, u
       t[24] = P->rec_words[i] ? P->rec_off[i] : NONE;
     }
     t[23] = P->state_off[i];
-    t[25] = (uint32_t)in_rows(g, L);
-    t[26] = (uint32_t)out_cols(g, L);
-    t[27] = NONE;
+    t[25] = (uint32_t)persist_in_rows(g, L);
+    t[26] = (uint32_t)persist_out_cols(g, L);
+    t[29] = L->mixer == WISP_MIX_ATTENTION ? (uint32_t)L->window : 0;
+    t[30] = pblob_put_vec(b, L->mixer_post);
+    t[31] = pblob_put_vec(b, L->ffn_post);
   }
   *a = kv_offsets(P, g, kv16, table);
-  put_tail(P, g, b, seen, &n_seen);
-  *xs4 = stage_xs4(g);
+  uint32_t rope[4];
+  put_tail(P, g, b, seen, &n_seen, rope);
+  for (int i = 0; i < g->n_layers; i++) { /* each layer's rope tables: the second rope's where it has rope_local */
+    table[(size_t)i * LAYER_WORDS + 27] = rope[g->layers[i].rope_local ? 2 : 0];
+    table[(size_t)i * LAYER_WORDS + 28] = rope[g->layers[i].rope_local ? 3 : 1];
+  }
+  *xs4 = persist_stage_xs4(g);
   P->base.rot_half = (uint32_t)g->rotary_dim / 2;
   P->base.lkh = (uint32_t)g->lin_k_heads, P->base.lvh = (uint32_t)VH;
   P->base.dk = (uint32_t)DK, P->base.dv = (uint32_t)DV;
   P->base.ns = DV > 0 ? (uint32_t)(DV + DN_CW - 1) / DN_CW : 0;
   P->base.n_phases = (uint32_t)g->n_phases;
-  for (int i = 0; i < g->n_phases; i++)
-    P->base.ph[i] = g->phases[i].stage | (uint32_t)g->phases[i].work << 4 | (uint32_t)g->phases[i].layer << 8;
+  for (int i = 0; i < g->n_phases; i++) P->base.ph[i] = phase_word(&g->phases[i]);
 }
 
 static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *g) {
@@ -536,6 +397,8 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.kvh = (uint32_t)g->kv_heads, P->base.D = (uint32_t)g->head_dim, P->base.L = (uint32_t)g->conv_len;
   P->base.vocab = (uint32_t)g->vocab;
   P->base.eps = g->eps;
+  P->base.escale = g->embed_scale > 0 ? g->embed_scale : 1.0f;
+  P->base.ascale = g->attn_scale > 0 ? g->attn_scale : 1.0f / sqrtf((float)g->head_dim);
   P->base.kv16 = (uint32_t)kv16;
   P->base.spin_max = SPIN_RUN;
   const uint32_t rp = as_g(be)->opts.persist_rp; /* the units-split engine: the products' row split */
@@ -582,7 +445,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
     fprintf(stderr,
             "webgpu: persistent decode: %d phases (works 0x%x, stages 0x%x, %s products), %u workgroups, %u barriers a "
             "step, weights %.1f MB, arena %.1f MB\n",
-            g->n_phases, graph_works(g), graph_stages(g), graph_split(be, g) ? "units-split" : "quad-row", P->nwg,
+            g->n_phases, persist_works(g), persist_stages(g), persist_split(be, g) ? "units-split" : "quad-row", P->nwg,
             P->barriers_per_step, (double)P->blob.size / 1e6, (double)P->arena.size / 1e6);
   return WISP_OK;
 }
@@ -641,7 +504,7 @@ static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
   const int plan = as_g(be)->set.persist_min_steps;
   if (plan > 0) return (uint32_t)plan;
   if (plan < 0) return UINT32_MAX;
-  return graph_split(be, g) ? DN_MIN_STEPS : 1;
+  return persist_split(be, g) ? DN_MIN_STEPS : 1;
 }
 
 /* A digest of g's phase list (FNV-1a): a graph with other phases needs
@@ -649,8 +512,7 @@ static uint32_t min_steps(wisp_backend *be, const wisp_decode_graph *g) {
 static uint32_t phase_sig(const wisp_decode_graph *g) {
   uint32_t h = 2166136261u;
   for (int i = 0; i < g->n_phases; i++) {
-    const wisp_decode_phase *f = &g->phases[i];
-    const uint32_t w = f->stage | (uint32_t)f->work << 4 | (uint32_t)f->layer << 8;
+    const uint32_t w = phase_word(&g->phases[i]);
     for (int k = 0; k < 4; k++) h = (h ^ ((w >> (8 * k)) & 255u)) * 16777619u;
   }
   return h;
@@ -734,14 +596,14 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     P->phase_sig = phase_sig(g);
     P->n_layers = g->n_layers;
     P->max_pos = g->max_pos;
-    if (graph_split(be, g) && !as_g(be)->persist_asked &&
+    if (persist_split(be, g) && !as_g(be)->persist_asked &&
         as_g(be)->d->info.adapter_type == WGPUAdapterType_CPU) {
       /* lavapipe compiles the units-split kernel for ~35 s and runs it on one
        * workgroup: no gain there, so only when asked (tests) */
       why = "a CPU adapter (gated attention or DeltaNet: only with tuning persist=1)";
       if (wisp_env_verbose()) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
       P->unsupported = 1;
-    } else if (!graph_fits(be, g, &why)) {
+    } else if (!persist_graph_fits(be, g, &why)) {
       if (wisp_env_verbose()) fprintf(stderr, "webgpu: no persistent decode: %s\n", why);
       P->unsupported = 1;
     } else {
@@ -790,12 +652,14 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   uint32_t tps;
   const uint32_t cap = wisp_wgpu_key_splits(((uint32_t)(pos + k - 1) + kc) / kc, wisp_wgpu_split_rule(as_g(be)), &tps);
   if (cap >= 1 && pp.nsmax > cap) pp.nsmax = cap;
-  int attn_layers = 0;
-  for (int l = 0; l < g->n_layers; l++) attn_layers += g->layers[l].attention != 0;
-  for (int s = 0; s < k; s++) {
-    uint32_t ns = ((uint32_t)(pos + s) + kc) / kc;
-    if (ns > pp.nsmax) ns = pp.nsmax;
-    as_g(be)->stats.attn_splits += (uint64_t)attn_layers * (ns ? ns : 1);
+  for (int l = 0; l < g->n_layers; l++) {
+    const int win = g->layers[l].attention ? g->layers[l].window : -1; /* -1: no attention */
+    for (int s = 0; win >= 0 && s < k; s++) {
+      const uint32_t keys = (uint32_t)(win && pos + s + 1 > win ? win : pos + s + 1);
+      uint32_t ns = (keys + kc - 1) / kc;
+      if (ns > pp.nsmax) ns = pp.nsmax;
+      as_g(be)->stats.attn_splits += ns ? ns : 1;
+    }
   }
   /* The conv states as this run finds them, for decode_graph_reset should
    * it fail: a copy ahead of the run (the kernel's own workgroups cannot

@@ -160,6 +160,11 @@ static wisp_status bf16_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P
 
 static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   wgpu_backend *g = as_g(be);
+  for (int i = 0; i < m->n_parts; i++) { /* a matrix in row parts: each part uploaded as a matrix of its own */
+    wisp_status st = g_prepare_matrix(be, &m->parts[i]);
+    if (st) return st;
+  }
+  if (m->n_parts) return WISP_OK;
   wmat *have = wisp_wgpu_find_mat(g, m);
   if (have) {
     m->device = have;
@@ -199,6 +204,8 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   w->type = m->type;
   w->rows = rows;
   w->cols = cols;
+  w->y0 = m->out_row0;
+  w->y_stride = wisp_matrix_out_rows(m);
   w->nparts = (int)(((uint64_t)rows + rpp - 1) / rpp);
   w->parts = calloc((size_t)w->nparts, sizeof *w->parts);
   wisp_status st = WISP_OK;
@@ -314,7 +321,7 @@ void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_bu
         uint32_t rows, cols, y_off, x_off, acc;
         float eps;
         uint32_t pre, part_off, hd, splits, pair, pad1;
-      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->rows + P->row0),
+      } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)((size_t)t * w->y_stride + w->y0 + P->row0),
              (uint32_t)((size_t)(x_row0 + t) * w->cols / 4), accumulate ? 1u : 0u, eps, (uint32_t)pre, part_off,
              (uint32_t)hd, (uint32_t)splits, pair ? (uint32_t)w->rows / 2 : 0u, 0};
       wisp_wgpu_binding b[8];
@@ -335,6 +342,8 @@ void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_bu
 static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                      int accumulate) {
   wgpu_backend *g = as_g(be);
+  for (int i = 0; i < W->n_parts; i++) g_matmul(be, &W->parts[i], x, x_row0, n, y, accumulate); /* each into its rows */
+  if (W->n_parts) return;
   if (W->type == WISP_W_Q4K && n > 1 && wisp_wgpu_mm8_takes(be, W, n)) { /* Q4_K x int8 (wgpu_products_i8.c) */
     wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate);
     return;
@@ -379,8 +388,8 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
     const wmat_part *P = &w->parts[q];
     struct {
       uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad0;
-    } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)P->row0, 0, accumulate ? 1u : 0u, (uint32_t)n,
-           (uint32_t)w->rows, 0};
+    } p = {(uint32_t)P->rows, (uint32_t)w->cols, (uint32_t)(w->y0 + P->row0), 0, accumulate ? 1u : 0u, (uint32_t)n,
+           (uint32_t)w->y_stride, 0};
     wisp_wgpu_binding b[5];
     part_bindings(g, P, b);
     b[3] = whole(x->g.b);
@@ -404,6 +413,8 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
                           int accumulate) {
   wgpu_backend *g = as_g(be);
   if (n <= 0) return;
+  for (int i = 0; i < W->n_parts; i++) g_matmul_rows(be, &W->parts[i], x, n, y, accumulate); /* each into its rows */
+  if (W->n_parts) return;
   if (W->type == WISP_W_Q4K) {
     wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);
     return;

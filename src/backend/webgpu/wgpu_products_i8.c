@@ -187,7 +187,8 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
   for (int q = 0; wisp_wgpu_mat_bufs(as_g(be), W, q, &row0, &rows, b); q++) {
     struct {
       uint32_t rows, cols, y_off, acc, n, y_stride, x_off, pad1;
-    } p = {(uint32_t)rows, cols, (uint32_t)row0, accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows,
+    } p = {(uint32_t)rows, cols, (uint32_t)(W->out_row0 + row0), accumulate ? 1u : 0u, (uint32_t)n,
+           (uint32_t)wisp_matrix_out_rows(W),
            (uint32_t)((uint64_t)x_row0 * cols / 4), 0};
     b[3] = whole(s->fuseq ? xb : s->xq.b);
     b[4] = whole(s->fuseq ? as_g(be)->dummy.b : s->xs.b);

@@ -143,7 +143,7 @@ static uint32_t rec_q4k_parts(wisp_backend *be, q4k_state *q, wisp_wgpu_kernel *
       uint32_t rows, cols, y_off, x_off, acc, w_row0, pre;
       float eps;
       uint32_t pair, part_off, pad0, pad1;
-    } p = {(uint32_t)(b - a), (uint32_t)W->cols, (uint32_t)a, (uint32_t)((size_t)x_row0 * W->cols / 4),
+    } p = {(uint32_t)(b - a), (uint32_t)W->cols, (uint32_t)(W->out_row0 + a), (uint32_t)((size_t)x_row0 * W->cols / 4),
            acc ? 1u : 0u, (uint32_t)(a - row0), (uint32_t)pre, pd->eps, (uint32_t)pair, part_off, 0, 0};
     wisp_wgpu_binding bd[7] = {whole(wb),
                                whole((pre ? pd->nx : pd->x)->g.b),
@@ -262,9 +262,10 @@ static void rec_q4k_matvec_ex(wisp_backend *be, const wisp_matrix *W, const wisp
       uint32_t rows, cols, y_off, x_off, acc, y_stride, pre, hd, zoff, splits;
       float eps;
       uint32_t pad0;
-    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
-           accumulate ? 1u : 0u, (uint32_t)W->rows, pre ? (uint32_t)pre->kind : 0u, pre ? (uint32_t)pre->hd : 0u,
-           pre ? (uint32_t)pre->zoff : 0u, pre ? (uint32_t)pre->splits : 0u, pre ? pre->eps : 0.0f, 0};
+    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)(W->out_row0 + row0), (uint32_t)((size_t)x_row0 * W->cols / 4),
+           accumulate ? 1u : 0u, (uint32_t)wisp_matrix_out_rows(W), pre ? (uint32_t)pre->kind : 0u,
+           pre ? (uint32_t)pre->hd : 0u, pre ? (uint32_t)pre->zoff : 0u, pre ? (uint32_t)pre->splits : 0u,
+           pre ? pre->eps : 0.0f, 0};
     /* q4k_matvec.wgsl's PRE inputs: placeholders without one (xo must not alias) */
     WGPUBuffer r0 = as_g(be)->dummy.b;
     wisp_wgpu_binding b[7] = {whole(wb),
@@ -310,8 +311,8 @@ static int q4k_matvec_rows(wisp_backend *be, const wisp_matrix *W, const wisp_bu
   for (int i = 0; wisp_wgpu_mat_part(as_g(be), W, i, &row0, &prow, &wb); i++) {
     struct {
       uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad0;
-    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)row0, 0, accumulate ? 1u : 0u, (uint32_t)n,
-           (uint32_t)W->rows, 0};
+    } p = {(uint32_t)prow, (uint32_t)W->cols, (uint32_t)(W->out_row0 + row0), 0, accumulate ? 1u : 0u, (uint32_t)n,
+           (uint32_t)wisp_matrix_out_rows(W), 0};
     wisp_wgpu_binding b[3] = {whole(wb), whole(x->g.b), whole(y->g.b)};
     uint32_t gx, gy;
     wisp_wgpu_grid(as_g(be)->d, cdiv((uint64_t)prow, rows_wg), &gx, &gy);

@@ -49,8 +49,8 @@ void wisp_wgpu_rec_matmul_tiled(wgpu_backend *g, const wisp_matrix *W, uint32_t 
   for (int q = 0; wisp_wgpu_mat_bufs(g, W, q, &row0, &rows, b); q++) {
     struct {
       uint32_t rows, cols, y_off, x_off, acc, n, y_stride, pad;
-    } p = {(uint32_t)rows, (uint32_t)W->cols, (uint32_t)row0, (uint32_t)((size_t)x_row0 * W->cols / 4),
-           accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)W->rows, 0};
+    } p = {(uint32_t)rows, (uint32_t)W->cols, (uint32_t)(W->out_row0 + row0), (uint32_t)((size_t)x_row0 * W->cols / 4),
+           accumulate ? 1u : 0u, (uint32_t)n, (uint32_t)wisp_matrix_out_rows(W), 0};
     b[3] = whole(x->g.b);
     b[4] = whole(y->g.b);
     wisp_wgpu_record_xyz(g, k, b, 5, &p, sizeof p, cdiv((uint64_t)rows, t.tm), cdiv((uint64_t)n, t.tn), 1);

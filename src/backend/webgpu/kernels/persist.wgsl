@@ -57,6 +57,8 @@ override TYPES: u32 = 0xffffffffu;
 // The phases' works (bit 1 << W_*) and stages (bit 1 << ST_*) the graph has.
 override WORKS: u32 = 0xffffffffu;
 override STAGES: u32 = 0xffffffffu;
+// The phases' flags (bit PF_*) the graph has.
+override FLAGS: u32 = 0xffffffffu;
 override CW: u32 = 16;      // value columns of a DeltaNet task
 override NJ: u32 = 8;       // state rows per thread in a DeltaNet task: ceil(dk / (WG / CW))
 
@@ -87,8 +89,16 @@ const W_FFN: u32 = 7u;
 const W_DOWN: u32 = 8u;
 const W_HEAD: u32 = 9u;
 
+// A phase's flags (backend.h WISP_PHASE_FLAG_*), bits 16 and up of its word:
+// PF_POST on an output / down product: its rows are stored in y, and the
+// next stage (a norm of x) first adds rmsnorm(y) * the layer's post norm
+// to x (stage_fold); PF_GELU on the FFN: gelu_tanh(gate) * up.
+const PF_POST: u32 = 1u;
+const PF_GELU: u32 = 2u;
+
 fn has_work(w: u32) -> bool { return (WORKS & (1u << w)) != 0u; }
 fn has_stage(s: u32) -> bool { return (STAGES & (1u << s)) != 0u; }
+fn has_flag(f: u32) -> bool { return (FLAGS & f) != 0u; }
 
 // The layer table (wgpu_persist.c, layout): layer l's words at
 // l * LAYER_WORDS. 0 mixer kind; 1 op_norm; 2-5 in, 6-9 out, 10-13 gate_up,
@@ -97,9 +107,11 @@ fn has_stage(s: u32) -> bool { return (STAGES & (1u << s)) != 0u; }
 // attention in-product's bias (q, k, v rows); 22 the
 // gated norm's weight; 23 the conv state / ring or the K cache, 24 the
 // recurrent state or the V cache (arena words); 25 the input product's
-// rows; 26 the output product's columns. NONE where a layer has no such
+// rows; 26 the output product's columns; 27, 28 the rope cos / sin table
+// of a plain attention layer; 29 its sliding window (0: every key); 30, 31
+// the mixer's and the FFN's post norm. NONE where a layer has no such
 // vector.
-const LAYER_WORDS: u32 = 28u;
+const LAYER_WORDS: u32 = 32u;
 const MAXPH4: u32 = 161u; // vec4s of phase words: 644 >= 5 * 128 layers + 1
 
 struct Params {
@@ -115,7 +127,8 @@ struct Params {
   bmode: u32, backoff: u32, embed_t: u32, head_t: u32,
   rot_half: u32, lkh: u32, lvh: u32, dk: u32, // rotary dims / 2; DeltaNet heads and dims
   dv: u32, s_big: u32, ns: u32, rp_force: u32, // ns: value-column slices a v-head (ceil(dv / CW)); rp_force: product_u's rp (tests)
-  n_phases: u32, pad0: u32, pad1: u32, pad2: u32,
+  n_phases: u32, escale: f32, ascale: f32, s_y: u32, // the embedding's scale; plain attention's score scale; y
+  s_x2: u32, pad0: u32, pad1: u32, pad2: u32,         // x's second place (the post-norm folds alternate)
   ph: array<vec4<u32>, MAXPH4>, // the phase words, four a vec4
 }
 
@@ -207,7 +220,7 @@ fn stage(src: u32, n: u32, w: u32, li: u32, sli: u32, sgs: u32) {
   stage_end(n, li);
 }
 
-// STAGE_EMBED: x = embed[t]: every workgroup dequantizes it into xs and
+// STAGE_EMBED: x = embed[t] * escale: every workgroup dequantizes it into xs and
 // norms it with weight nw (no barrier needed); workgroup 0 also keeps it in
 // S as the residual, read by the first residual add one barrier later.
 fn stage_embed(em: Mat, t: u32, nw: u32, wid: u32, li: u32, sl: u32, sgs: u32) {
@@ -215,7 +228,7 @@ fn stage_embed(em: Mat, t: u32, nw: u32, wid: u32, li: u32, sl: u32, sgs: u32) {
   var ss = 0.0;
   for (var b = li; b < em.nb && !is_q4(em); b += WG) {
     for (var j = 0u; j < 8u; j++) {
-      let v = deq4(em.t, em, t, b, j);
+      let v = deq4(em.t, em, t, b, j) * p.escale;
       xs[xsw(b * 8u + j)] = v;
       ss += dot(v, v);
       if (wid == 0u) {
@@ -226,7 +239,7 @@ fn stage_embed(em: Mat, t: u32, nw: u32, wid: u32, li: u32, sl: u32, sgs: u32) {
   for (var b = li; b < em.nb && is_q4(em); b += WG) {
     let g = t * em.nb + b;
     let w = Wv[em.q / 4u + g];
-    let sc = wf(em.s + g);
+    let sc = wf(em.s + g) * p.escale;
     let zp = zpt(em, g);
     for (var j = 0u; j < 4u; j++) {
       let wj = w[j];
@@ -254,6 +267,41 @@ fn stage_embed(em: Mat, t: u32, nw: u32, wid: u32, li: u32, sl: u32, sgs: u32) {
   stage_end(H, li);
 }
 
+// A norm stage after a post-normed block (PF_POST): x' = x + rmsnorm(y) *
+// post, the block's output y normed (S words xsrc, p.s_y; weights at blob
+// word post), staged as rmsnorm(x') * w. Every workgroup computes x';
+// workgroup 0 keeps it at xdst (not xsrc: the others read that in this
+// phase), where the phases after the barrier read x.
+fn stage_fold(xsrc: u32, xdst: u32, post: u32, w: u32, wid: u32, li: u32, sli: u32, sgs: u32) {
+  let H = p.H;
+  var sy = 0.0;
+  for (var i = li; i < H / 4u; i += WG) {
+    let b = p.s_y + 4u * i;
+    let v = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u));
+    xs[xsw(i)] = v;
+    sy += dot(v, v);
+  }
+  let iy = inverseSqrt(wg_sum(li, sli, sgs, sy) / f32(H) + p.eps);
+  var sx = 0.0;
+  for (var i = li; i < H / 4u; i += WG) {
+    let b = xsrc + 4u * i;
+    let c = post + 4u * i;
+    let x = vec4<f32>(sf(b), sf(b + 1u), sf(b + 2u), sf(b + 3u)) +
+            xs[xsw(i)] * iy * vec4<f32>(wf(c), wf(c + 1u), wf(c + 2u), wf(c + 3u));
+    xs[xsw(i)] = x;
+    sx += dot(x, x);
+    if (wid == 0u) {
+      for (var k = 0u; k < 4u; k++) { S[xdst + 4u * i + k] = bitcast<u32>(x[k]); }
+    }
+  }
+  let ix = inverseSqrt(wg_sum(li, sli, sgs, sx) / f32(H) + p.eps);
+  for (var i = li; i < H / 4u; i += WG) {
+    let c = w + 4u * i;
+    xs[xsw(i)] = xs[xsw(i)] * ix * vec4<f32>(wf(c), wf(c + 1u), wf(c + 2u), wf(c + 3u));
+  }
+  stage_end(H, li);
+}
+
 // ---- the whole run ---------------------------------------------------------
 
 @compute @workgroup_size(WG)
@@ -275,6 +323,12 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
   let hm = Mat(p.head_q, p.head_s, p.head_z, p.head_t, H / 32u);
   for (var step = 0u; step < p.steps; step++) {
     let pos = p.pos0 + step;
+    // Where x is: s_x from the embedding on; each post-norm fold moves it to
+    // the other place (s_x, s_x2). fold: the next norm stage folds in the
+    // block output in y with the post norm at blob word post.
+    var xc = p.s_x;
+    var fold = false;
+    var post = NONE;
     if (li == 0u) { wtok = tok; }
     let t = workgroupUniformLoad(&wtok);
     best = -3.0e38;
@@ -283,17 +337,23 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       let w = p.ph[ph / 4u][ph % 4u];
       let st = w & 15u;
       let wk = (w >> 4u) & 15u;
-      let l = w >> 8u;
+      let l = (w >> 8u) & 255u;
+      let fl = w >> 16u;
       let lw = l * LAYER_WORDS;
       // The staged input.
       if (st == ST_EMBED) {
         stage_embed(em, t, lt(l, 1u), wid, li, sl, sgs);
-      } else if (st == ST_NORM_OP) {
-        stage(p.s_x, H, lt(l, 1u), li, sl, sgs);
-      } else if (st == ST_NORM_FFN) {
-        stage(p.s_x, H, lt(l, 18u), li, sl, sgs);
-      } else if (st == ST_NORM_FINAL) {
-        stage(p.s_x, H, p.fnorm, li, sl, sgs);
+      } else if (st == ST_NORM_OP || st == ST_NORM_FFN || st == ST_NORM_FINAL) {
+        var nw = p.fnorm;
+        if (st == ST_NORM_OP) { nw = lt(l, 1u); } else if (st == ST_NORM_FFN) { nw = lt(l, 18u); }
+        if (has_flag(PF_POST) && fold) {
+          let xn = select(p.s_x2, p.s_x, xc == p.s_x2);
+          stage_fold(xc, xn, post, nw, wid, li, sl, sgs);
+          xc = xn;
+          fold = false;
+        } else {
+          stage(xc, H, nw, li, sl, sgs);
+        }
       } else if (st == ST_H) {
         stage(p.s_h, p.F, NONE, li, sl, sgs);
       } else if (has_stage(ST_MID) && st == ST_MID) {
@@ -301,7 +361,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         // table load ahead of the staging)
         stage(p.s_mid, H, NONE, li, sl, sgs);
       } else if (has_stage(ST_ATTN_MERGE) && st == ST_ATTN_MERGE) {
-        stage_attn(pos, li);
+        stage_attn(l, pos, li);
       } else if (has_stage(ST_ATTN_MERGE_GATE) && st == ST_ATTN_MERGE_GATE) {
         stage_attn_gated(pos, li);
       } else if (has_stage(ST_GATED_NORM) && st == ST_GATED_NORM) {
@@ -311,7 +371,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       let run = (p.skip & (1u << wk)) == 0u;
       var m = hm;
       var n = 0u;
-      var dst = p.s_x;
+      var dst = xc;
       var mode = ACC;
       if (wk == W_OUT) {
         m = mat(lw + 6u, lt(l, 26u));
@@ -324,6 +384,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         n = p.F;
         dst = p.s_h;
         mode = SWIGLU;
+        if (has_flag(PF_GELU) && (fl & PF_GELU) != 0u) { mode = GEGLU; }
       } else if (wk == W_HEAD) {
         n = p.vocab;
         mode = ARGMAX;
@@ -343,6 +404,12 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
         attn_split_gated(l, pos, wid, li, sl, sgs);
       } else if (has_work(W_DELTANET) && wk == W_DELTANET) {
         deltanet(l, pos, wid, li, sl, sgs);
+      }
+      if (has_flag(PF_POST) && (fl & PF_POST) != 0u) { // the block's output to y, folded in by the next stage
+        dst = p.s_y;
+        mode = STORE;
+        fold = true;
+        post = lt(l, select(31u, 30u, wk == W_OUT));
       }
       if (!run) { n = 0u; }
       product(m, n, dst, mode, gsg, nsg, sl, sgs);
