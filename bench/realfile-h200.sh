@@ -43,7 +43,8 @@
 #  4. summary.txt (PASS / FAIL per check with the numbers) and a JSON receipt
 #     per model (bench/realfile.py summary).
 # Environment: OUT, BUDGET, MODELS, PREPARE (models whose checkpoint and GGUF are
-# made while llama.cpp builds, for a later call), QUANTS, OUTTYPE, NGREEDY, PPL_CTX, REPS,
+# made while llama.cpp builds, for a later call; none starts past PREPARE_UNTIL,
+# default 270 s, so the checks start soon after the build), QUANTS, OUTTYPE, NGREEDY, PPL_CTX, REPS,
 # LC (the llama.cpp build, default /tmp/lcc, shared with bench/attn-long-h200.sh),
 # WORK (default /tmp/realfile: checkpoints and GGUFs, kept while warm), PYTHON
 # (python3), LOCAL=1 (a dry run here: build/wisp, lavapipe, LC a CPU build of
@@ -70,6 +71,7 @@ OUT=${1:-${OUT:-/tmp/realfile-h200}}
 BUDGET=${BUDGET:-540}
 MODELS=${MODELS:-qwen25-0.5b}
 PREPARE=${PREPARE:-}
+PREPARE_UNTIL=${PREPARE_UNTIL:-270}
 QUANTS=${QUANTS:-Q4_K_M Q8_0}
 OUTTYPE=${OUTTYPE:-f16}
 NGREEDY=${NGREEDY:-64}
@@ -109,9 +111,10 @@ $PY -c 'import torch, transformers; print("torch", torch.__version__, "transform
 #    llama-tokenize), detached, while the checkpoints are built
 built() { for t in llama-quantize llama-perplexity llama-tokenize; do [ -x "$LB/$t" ] || return 1; done; }
 BUILD_PID=
+KIND=cuda; [ -n "${LOCAL:-}" ] && KIND=cpu # a dry run here builds the CPU flavour (build.sh: 15-25 min on 2 cores)
 if ! built; then
-  say "llama.cpp cuda build (detached) in $LC"
-  setsid nohup bash -c "bash .peer/build.sh cuda '$LC' && cmake --build '$LC/build' -j\$(nproc) --target llama-perplexity llama-tokenize" \
+  say "llama.cpp $KIND build (detached) in $LC"
+  setsid nohup bash -c "bash .peer/build.sh $KIND '$LC' && cmake --build '$LC/build' -j\$(nproc) --target llama-perplexity llama-tokenize" \
     > "$OUT/llama-build.log" 2>&1 < /dev/null &
   BUILD_PID=$!
 fi
@@ -131,7 +134,12 @@ cat models/default/heldout-sample.txt models/default/heldout-sample.txt > "$TEXT
 #    beside the build), then those of PREPARE while llama.cpp still builds
 for m in $MODELS $PREPARE; do
   left || break
-  case " $MODELS " in *" $m "*) ;; *) built || [ -z "$BUILD_PID" ] || ! kill -0 "$BUILD_PID" 2> /dev/null && break ;; esac
+  case " $MODELS " in # a PREPARE model only while llama.cpp builds, and not past PREPARE_UNTIL
+    *" $m "*) ;;
+    *) if built || [ -z "$BUILD_PID" ] || ! kill -0 "$BUILD_PID" 2> /dev/null || [ $((SECONDS - T0)) -ge "$PREPARE_UNTIL" ]; then
+         echo "PREPARE stops before $m"; break
+       fi ;;
+  esac
   d=$WORK/$m
   if [ ! -s "$d/model.$OUTTYPE.gguf" ]; then
     rm -rf "$d" && mkdir -p "$d"
