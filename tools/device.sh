@@ -34,7 +34,9 @@
 #                                     and of llama.cpp's Q4_K_M of wisp's GGUF
 #                                     export, run in place (-m FILE.gguf), against
 #                                     transformers (Q4_K_M: with llama.cpp's
-#                                     dequantized values); llama-bench loads both
+#                                     dequantized values; webgpu_loop: WebGPU's
+#                                     tokens from the decode loop, the persistent
+#                                     decode); llama-bench loads both
 #                                     GGUFs with no override. llama-quantize and
 #                                     llama-bench from LC (default /tmp/llama.cpp-cpu,
 #                                     built there by .peer/build.sh cpu when absent:
@@ -313,9 +315,11 @@ gq_parity() {
       --greedy 128 --device cuda --dequant-from "$d/art_q4km_f32" || fail=1; }
     for q in $quants; do
       local m="$d/art_f32"; [ $q = q4km ] && m="$d/q4km.gguf"
-      for be in ${BACKENDS:-cpu webgpu}; do
+      # webgpu_loop: the greedy tokens from the decode loop (the persistent decode where it takes the graph)
+      for be in ${BACKENDS:-cpu webgpu webgpu_loop}; do
         say "$cfg: wisp $q $be"
-        "$W" logits -m "$m" --prompts "$d/hf/prompts.json" --greedy 128 --backend $be --profile exact -t 16 \
+        local how=(--backend "$be"); [ "$be" = webgpu_loop ] && how=(--backend webgpu --decode-loop)
+        "$W" logits -m "$m" --prompts "$d/hf/prompts.json" --greedy 128 "${how[@]}" --profile exact -t 16 \
           -o "$d/wisp_${q}_$be.json" --force || { fail=1; continue; }
         echo "-- $cfg $q $be:"; python3 $cmp "$d/ref_$q.json" "$d/wisp_${q}_$be.json" || fail=1
       done

@@ -41,6 +41,7 @@ uint32_t persist_stages(const wisp_decode_graph *g) {
   return s;
 }
 
+/* The phases' flags, WISP_PHASE_FLAG_* together (the kernel's FLAGS). */
 uint32_t persist_flags(const wisp_decode_graph *g) {
   uint32_t f = 0;
   for (int i = 0; i < g->n_phases; i++) f |= g->phases[i].flags;
