@@ -41,10 +41,13 @@ uint32_t persist_stages(const wisp_decode_graph *g) {
   return s;
 }
 
-/* The phases' flags, WISP_PHASE_FLAG_* together (the kernel's FLAGS). */
+/* The phases' flags, WISP_PHASE_FLAG_* together, and PERSIST_KFLAG_WINDOW
+ * where a layer has a sliding window (the kernel's FLAGS). */
 uint32_t persist_flags(const wisp_decode_graph *g) {
   uint32_t f = 0;
   for (int i = 0; i < g->n_phases; i++) f |= g->phases[i].flags;
+  for (int l = 0; l < g->n_layers; l++)
+    if (g->layers[l].attention && g->layers[l].window > 0) f |= PERSIST_KFLAG_WINDOW;
   return f;
 }
 

@@ -18,6 +18,10 @@
 uint32_t persist_works(const wisp_decode_graph *g);
 uint32_t persist_stages(const wisp_decode_graph *g);
 uint32_t persist_flags(const wisp_decode_graph *g);
+/* A kernel flag beside the phase flags (which fit in a byte): some layer has
+ * a sliding window; without it the kernel reads no window (persist.wgsl's
+ * KF_WINDOW, and no barrier for it). */
+#define PERSIST_KFLAG_WINDOW (1u << 8)
 /* 1: the units-split product engine (persist_products.wgsli's SPLIT). */
 int persist_split(wisp_backend *be, const wisp_decode_graph *g);
 /* A layer's input product rows and output product columns. */

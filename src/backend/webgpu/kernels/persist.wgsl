@@ -99,6 +99,9 @@ const PF_GELU: u32 = 2u;
 fn has_work(w: u32) -> bool { return (WORKS & (1u << w)) != 0u; }
 fn has_stage(s: u32) -> bool { return (STAGES & (1u << s)) != 0u; }
 fn has_flag(f: u32) -> bool { return (FLAGS & f) != 0u; }
+// Beside the phase flags: some layer has a sliding window (wgpu_persist_fit.h
+// PERSIST_KFLAG_WINDOW).
+const KF_WINDOW: u32 = 256u;
 
 // The layer table (wgpu_persist.c, layout): layer l's words at
 // l * LAYER_WORDS. 0 mixer kind; 1 op_norm; 2-5 in, 6-9 out, 10-13 gate_up,
