@@ -222,3 +222,13 @@ wisp_status wisp_model_shape_common(const wisp_shape *s, const char *arch, wisp_
   out->conv_cache = s->conv_cache;
   return WISP_OK;
 }
+
+void wisp_model_shape_ffn_quant(wisp_model_shape *out, int n_layers, const wisp_matrix *gate_up,
+                                const wisp_matrix *down, size_t stride) {
+  out->quant_bits = wisp_matrix_quant_bits(gate_up);
+  for (int i = 0; i < n_layers; i++) {
+    const wisp_matrix *gu = (const wisp_matrix *)((const char *)gate_up + (size_t)i * stride);
+    const wisp_matrix *dn = (const wisp_matrix *)((const char *)down + (size_t)i * stride);
+    if (wisp_matrix_holds(dn, WISP_W_Q4K) || wisp_matrix_holds(gu, WISP_W_Q4K)) out->q4k = 1;
+  }
+}

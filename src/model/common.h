@@ -88,5 +88,12 @@ void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g);
  * with other layers sets its types after). Refuses more layers than a
  * plan holds. */
 wisp_status wisp_model_shape_common(const wisp_shape *s, const char *arch, wisp_model_shape *out);
+/* The plan shape's weight view from the FFN matrices: quant_bits those of
+ * the first layer's gate_up, q4k whether any layer's gate_up or down holds
+ * Q4_K. Layer i's matrices lie at gate_up / down + i * stride bytes (stride:
+ * the architecture's layer struct size), so every model file passes its own
+ * layer array. */
+void wisp_model_shape_ffn_quant(wisp_model_shape *out, int n_layers, const wisp_matrix *gate_up,
+                                const wisp_matrix *down, size_t stride);
 
 #endif

@@ -132,10 +132,7 @@ static wisp_status lfm2_plan_shape(const void *p, wisp_model_shape *out) {
   if (st) return st;
   for (int i = 0; i < s->n_layers; i++) out->layer_types[i] = s->layer_types[i];
   /* The weight dtype the kernels see: f32 artifacts plan f32 matmuls. */
-  out->quant_bits = wisp_matrix_quant_bits(&w->layers[0].gate_up);
-  for (int i = 0; i < s->n_layers; i++)
-    if (wisp_matrix_holds(&w->layers[i].down, WISP_W_Q4K) || wisp_matrix_holds(&w->layers[i].gate_up, WISP_W_Q4K))
-      out->q4k = 1;
+  wisp_model_shape_ffn_quant(out, s->n_layers, &w->layers[0].gate_up, &w->layers[0].down, sizeof w->layers[0]);
   return WISP_OK;
 }
 

@@ -106,10 +106,7 @@ static wisp_status qwen2_plan_shape(const void *p, wisp_model_shape *out) {
   const wisp_shape *s = &w->shape;
   wisp_status st = wisp_model_shape_common(s, wisp_arch_qwen2.name, out);
   if (st) return st;
-  out->quant_bits = wisp_matrix_quant_bits(&w->layers[0].gate_up);
-  for (int i = 0; i < s->n_layers; i++)
-    if (wisp_matrix_holds(&w->layers[i].down, WISP_W_Q4K) || wisp_matrix_holds(&w->layers[i].gate_up, WISP_W_Q4K))
-      out->q4k = 1;
+  wisp_model_shape_ffn_quant(out, s->n_layers, &w->layers[0].gate_up, &w->layers[0].down, sizeof w->layers[0]);
   return WISP_OK;
 }
 

@@ -171,10 +171,7 @@ static wisp_status q35_plan_shape(const void *p, wisp_model_shape *out) {
   out->lin_v_heads = s->lin_v_heads;
   out->lin_k_dim = s->lin_k_dim;
   out->lin_v_dim = s->lin_v_dim;
-  out->quant_bits = wisp_matrix_quant_bits(&w->layers[0].gate_up);
-  for (int i = 0; i < s->n_layers; i++)
-    if (wisp_matrix_holds(&w->layers[i].down, WISP_W_Q4K) || wisp_matrix_holds(&w->layers[i].gate_up, WISP_W_Q4K))
-      out->q4k = 1;
+  wisp_model_shape_ffn_quant(out, s->n_layers, &w->layers[0].gate_up, &w->layers[0].down, sizeof w->layers[0]);
   return WISP_OK;
 }
 
