@@ -4,39 +4,13 @@
 // page-BACKEND.json, with the page's wasm memory peak added (wasm_memory_bytes).
 //   node tests/web/bench-page.mjs WEBDIR MODELDIR OUTDIR PROMPT DECODE [BACKEND...]
 import fs from "node:fs";
-import http from "node:http";
-import os from "node:os";
 import path from "node:path";
-import { chromium } from "playwright-core";
+import { launchBrowser, servePage } from "./page-host.mjs";
 
 const [web, model, outDir, prompt, decode, ...backends] = process.argv.slice(2);
 if (!decode) throw new Error("usage: bench-page.mjs WEBDIR MODELDIR OUTDIR PROMPT DECODE [BACKEND...]");
-const TYPES = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
-const server = http.createServer((req, res) => {
-  const url = decodeURIComponent(new URL(req.url, "http://x").pathname);
-  const file = url.startsWith("/model/") ? path.join(model, url.slice(7)) : path.join(web, url.slice(1) || "index.html");
-  if (file.includes("..") || !fs.existsSync(file) || !fs.statSync(file).isFile()) { res.writeHead(404).end(); return; }
-  const size = fs.statSync(file).size, type = TYPES[path.extname(file)] || "application/octet-stream";
-  const r = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range || "");
-  if (r) {
-    const a = Number(r[1]), b = Math.min(Number(r[2]), size - 1);
-    res.writeHead(206, { "content-type": type, "content-length": b - a + 1, "content-range": `bytes ${a}-${b}/${size}` });
-    fs.createReadStream(file, { start: a, end: b }).pipe(res);
-    return;
-  }
-  res.writeHead(200, { "content-type": type, "content-length": size, "accept-ranges": "bytes" });
-  if (req.method === "HEAD") res.end();
-  else fs.createReadStream(file).pipe(res);
-});
-await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
-const base = `http://127.0.0.1:${server.address().port}`;
-const profile = fs.mkdtempSync(path.join(os.tmpdir(), "wisp-bench-"));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"],
-});
+const { server, base } = await servePage(web, model);
+const { browser, profile } = await launchBrowser("wisp-bench-");
 try {
   const page = browser.pages()[0] || (await browser.newPage());
   await page.goto(`${base}/index.html`);

@@ -7,40 +7,14 @@
 // the GPU buffer peak and the weights' size.
 //   node tests/web/run-page.mjs WEBDIR MODELDIR OUT.json PROMPT N EXPECT
 import fs from "node:fs";
-import http from "node:http";
-import os from "node:os";
 import path from "node:path";
-import { chromium } from "playwright-core";
+import { launchBrowser, servePage } from "./page-host.mjs";
 
 const [web, model, out, prompt, n, expectFile] = process.argv.slice(2);
 if (!expectFile) throw new Error("usage: run-page.mjs WEBDIR MODELDIR OUT.json PROMPT N EXPECT");
 const expect = fs.readFileSync(expectFile, "utf8");
-const TYPES = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
-const server = http.createServer((req, res) => {
-  const url = decodeURIComponent(new URL(req.url, "http://x").pathname);
-  const file = url.startsWith("/model/") ? path.join(model, url.slice(7)) : path.join(web, url.slice(1) || "index.html");
-  if (file.includes("..") || !fs.existsSync(file) || !fs.statSync(file).isFile()) { res.writeHead(404).end(); return; }
-  const size = fs.statSync(file).size, type = TYPES[path.extname(file)] || "application/octet-stream";
-  const r = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range || "");
-  if (r) {
-    const a = Number(r[1]), b = Math.min(Number(r[2]), size - 1);
-    res.writeHead(206, { "content-type": type, "content-length": b - a + 1, "content-range": `bytes ${a}-${b}/${size}` });
-    fs.createReadStream(file, { start: a, end: b }).pipe(res);
-    return;
-  }
-  res.writeHead(200, { "content-type": type, "content-length": size, "accept-ranges": "bytes" });
-  if (req.method === "HEAD") res.end();
-  else fs.createReadStream(file).pipe(res);
-});
-await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
-const base = `http://127.0.0.1:${server.address().port}`;
-const profile = fs.mkdtempSync(path.join(os.tmpdir(), "wisp-run-"));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"],
-});
+const { server, base } = await servePage(web, model);
+const { browser, profile } = await launchBrowser("wisp-run-");
 let code = 0;
 try {
   const page = browser.pages()[0] || (await browser.newPage());
