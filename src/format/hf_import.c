@@ -132,13 +132,16 @@ static wisp_status parse_rope_theta(const cJSON *root, const char *path, double 
   return WISP_OK;
 }
 
-static int is_qwen_config(const cJSON *root) {
+/* Whether config.json names the architecture class `cls` or the model_type `type`. */
+static int config_names(const cJSON *root, const char *cls, const char *type) {
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
   const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-  if (cJSON_IsArray(archs) && (json_has_string(archs, "Qwen3_5ForCausalLM") ||
-                               json_has_string(archs, "Qwen3_5ForConditionalGeneration")))
-    return 1;
-  return cJSON_IsString(mt) && (!strcmp(mt->valuestring, "qwen3_5") || !strcmp(mt->valuestring, "qwen3_5_text"));
+  return (cJSON_IsArray(archs) && json_has_string(archs, cls)) || (cJSON_IsString(mt) && !strcmp(mt->valuestring, type));
+}
+
+static int is_qwen_config(const cJSON *root) {
+  return config_names(root, "Qwen3_5ForCausalLM", "qwen3_5") ||
+         config_names(root, "Qwen3_5ForConditionalGeneration", "qwen3_5_text");
 }
 
 /* Qwen3_5TextConfig (optionally nested as text_config of a Qwen3_5Config). */
@@ -234,12 +237,7 @@ static wisp_status parse_qwen_config(const cJSON *top, const char *path, hf_conf
   return WISP_OK;
 }
 
-static int is_llama_config(const cJSON *root) {
-  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
-  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-  if (cJSON_IsArray(archs) && json_has_string(archs, "LlamaForCausalLM")) return 1;
-  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "llama");
-}
+static int is_llama_config(const cJSON *root) { return config_names(root, "LlamaForCausalLM", "llama"); }
 
 static wisp_status num_field(const cJSON *o, const char *path, const char *key, double *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -285,12 +283,7 @@ static wisp_status parse_llama_rope(const cJSON *root, const char *path, hf_conf
   return WISP_OK;
 }
 
-static int is_gemma3_config(const cJSON *root) {
-  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
-  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-  if (cJSON_IsArray(archs) && json_has_string(archs, "Gemma3ForCausalLM")) return 1;
-  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "gemma3_text");
-}
+static int is_gemma3_config(const cJSON *root) { return config_names(root, "Gemma3ForCausalLM", "gemma3_text"); }
 
 /* A positive number at key (or nested.key), or def when absent. */
 static wisp_status cfg_pos(const cJSON *o, const char *path, const char *key, double def, double *out) {
@@ -407,19 +400,9 @@ static wisp_status parse_gemma3_config(const cJSON *root, const char *path, hf_c
   return WISP_OK;
 }
 
-static int is_qwen2_config(const cJSON *root) {
-  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
-  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-  if (cJSON_IsArray(archs) && json_has_string(archs, "Qwen2ForCausalLM")) return 1;
-  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen2");
-}
+static int is_qwen2_config(const cJSON *root) { return config_names(root, "Qwen2ForCausalLM", "qwen2"); }
 
-static int is_qwen3_dense_config(const cJSON *root) {
-  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
-  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-  if (cJSON_IsArray(archs) && json_has_string(archs, "Qwen3ForCausalLM")) return 1;
-  return cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen3");
-}
+static int is_qwen3_dense_config(const cJSON *root) { return config_names(root, "Qwen3ForCausalLM", "qwen3"); }
 
 /* Qwen3Config (dense): every layer full attention with q_norm/k_norm;
  * with llama = 1 LlamaConfig (no q/k norm, llama3 rope scaling allowed). */
