@@ -17,6 +17,18 @@ typedef struct {
 
 /* Writes a valid safetensors file; returns 0 on success. */
 int fx_write_safetensors(const char *path, const fx_tensor *t, int n);
+/* One per-layer tensor of a checkpoint: its name with %d for the layer,
+ * rows (0: a vector) and columns. */
+typedef struct {
+  const char *fmt;
+  int rows, cols;
+} fx_layer_tensor;
+/* Writes DIR/model.safetensors (F32): the n_per tensors of `per` for each of
+ * n_layers layers, then model.embed_tokens.weight (vocab x hidden) and
+ * model.norm.weight (hidden); element i of a tensor is value(its name, 0, i).
+ * Returns 0 on success. */
+int fx_write_layered_checkpoint(const char *dir, const fx_layer_tensor *per, int n_per, int n_layers, int vocab,
+                                int hidden, double (*value)(const char *name, int layer, int64_t i));
 /* Writes raw bytes to path; returns 0 on success. */
 int fx_write_bytes(const char *path, const void *data, size_t len);
 

@@ -63,37 +63,14 @@ static int write_tiny_qwen2(const char *dir) {
            "\"max_window_layers\": 21}",
            QH, QF, QL, QNH, QKV, QV);
   if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
-  static char names[64][96];
-  fx_tensor t[64];
-  int n = 0;
-  struct { const char *fmt; int r, c; } per[] = {
+  static const fx_layer_tensor per[] = {
       {"model.layers.%d.input_layernorm.weight", 0, QH},   {"model.layers.%d.post_attention_layernorm.weight", 0, QH},
       {"model.layers.%d.self_attn.q_proj.weight", QNH * QD, QH}, {"model.layers.%d.self_attn.q_proj.bias", 0, QNH * QD},
       {"model.layers.%d.self_attn.k_proj.weight", QKV * QD, QH}, {"model.layers.%d.self_attn.k_proj.bias", 0, QKV * QD},
       {"model.layers.%d.self_attn.v_proj.weight", QKV * QD, QH}, {"model.layers.%d.self_attn.v_proj.bias", 0, QKV * QD},
       {"model.layers.%d.self_attn.o_proj.weight", QH, QNH * QD}, {"model.layers.%d.mlp.gate_proj.weight", QF, QH},
       {"model.layers.%d.mlp.up_proj.weight", QF, QH},            {"model.layers.%d.mlp.down_proj.weight", QH, QF}};
-  for (int l = 0; l < QL; l++)
-    for (size_t k = 0; k < sizeof per / sizeof *per; k++) {
-      snprintf(names[n], sizeof names[n], per[k].fmt, l);
-      t[n] = per[k].r ? (fx_tensor){names[n], "F32", 2, {per[k].r, per[k].c}, NULL}
-                      : (fx_tensor){names[n], "F32", 1, {per[k].c}, NULL};
-      n++;
-    }
-  t[n++] = (fx_tensor){"model.embed_tokens.weight", "F32", 2, {QV, QH}, NULL};
-  t[n++] = (fx_tensor){"model.norm.weight", "F32", 1, {QH}, NULL};
-  float *data[64] = {0};
-  int rc = 0;
-  for (int i = 0; i < n && !rc; i++) {
-    int64_t ne = t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1);
-    if (!(data[i] = malloc(sizeof(float) * (size_t)ne))) rc = -1;
-    for (int64_t j = 0; !rc && j < ne; j++) data[i][j] = (float)val(t[i].name, 0, j);
-    t[i].data = data[i];
-  }
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  if (!rc) rc = fx_write_safetensors(path, t, n);
-  for (int i = 0; i < n; i++) free(data[i]);
-  return rc;
+  return fx_write_layered_checkpoint(dir, per, (int)(sizeof per / sizeof *per), QL, QV, QH, val);
 }
 
 int fx_write_tiny_qwen2(const char *dir) { return write_tiny_qwen2(dir); }

@@ -52,6 +52,39 @@ static size_t fx_esize(const char *dtype) {
   return (!strcmp(dtype, "F16") || !strcmp(dtype, "BF16")) ? 2 : 4;
 }
 
+int fx_write_layered_checkpoint(const char *dir, const fx_layer_tensor *per, int n_per, int n_layers, int vocab,
+                                int hidden, double (*value)(const char *name, int layer, int64_t i)) {
+  const int n = n_per * n_layers + 2;
+  fx_tensor *t = calloc((size_t)n, sizeof *t);
+  char(*names)[96] = calloc((size_t)n, sizeof *names);
+  float **data = calloc((size_t)n, sizeof *data);
+  int rc = t && names && data ? 0 : -1;
+  for (int l = 0, k = 0; !rc && l < n_layers; l++)
+    for (int j = 0; j < n_per; j++, k++) {
+      snprintf(names[k], sizeof names[k], per[j].fmt, l);
+      t[k] = per[j].rows ? (fx_tensor){names[k], "F32", 2, {per[j].rows, per[j].cols}, NULL}
+                         : (fx_tensor){names[k], "F32", 1, {per[j].cols}, NULL};
+    }
+  if (!rc) {
+    t[n - 2] = (fx_tensor){"model.embed_tokens.weight", "F32", 2, {vocab, hidden}, NULL};
+    t[n - 1] = (fx_tensor){"model.norm.weight", "F32", 1, {hidden}, NULL};
+  }
+  for (int i = 0; i < n && !rc; i++) {
+    int64_t ne = t[i].shape[0] * (t[i].ndim == 2 ? t[i].shape[1] : 1);
+    if (!(data[i] = malloc(sizeof(float) * (size_t)ne))) rc = -1;
+    for (int64_t j = 0; !rc && j < ne; j++) data[i][j] = (float)value(t[i].name, 0, j);
+    t[i].data = data[i];
+  }
+  char path[4200];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  if (!rc) rc = fx_write_safetensors(path, t, n);
+  for (int i = 0; data && i < n; i++) free(data[i]);
+  free(data);
+  free(names);
+  free(t);
+  return rc;
+}
+
 int fx_write_safetensors(const char *path, const fx_tensor *t, int n) {
   char *hdr = malloc(65536);
   if (!hdr) return -1;
