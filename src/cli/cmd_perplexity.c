@@ -45,6 +45,19 @@ static double nll_of(const float *row, int vocab, int target) {
   return mx + log(sum) - (double)row[target];
 }
 
+/* Scores one window from a fresh session: the NLL of win[r + 1] under row r
+ * of its logits for r from `from` to n - 2, added to *total and counted in
+ * *scored. */
+static wisp_status score_window(wisp_session *s, const int32_t *win, int n, int from, float *logits, int vocab,
+                                double *total, long *scored) {
+  wisp_session_reset(s);
+  wisp_status st = wisp_session_eval_all(s, win, n, logits);
+  if (st) return st;
+  for (int r = from; r + 1 < n; r++) *total += nll_of(logits + (size_t)r * vocab, vocab, win[r + 1]);
+  *scored += n - 1 - from;
+  return WISP_OK;
+}
+
 int cmd_perplexity(int argc, char **argv) {
   const char *model_dir = NULL, *file = NULL, *backend = CLI_DEFAULT_BACKEND, *tuning = NULL;
   int64_t max_tokens = 0, window = 256, bos_opt = -1, threads = 0;
@@ -121,10 +134,7 @@ int cmd_perplexity(int argc, char **argv) {
       if (has_bos) win[0] = bos;
       else win[0] = ids[c * w];
       memcpy(win + 1, ids + c * w + 1 - has_bos, sizeof(int32_t) * (size_t)(w - 1));
-      wisp_session_reset(s);
-      if (wisp_session_eval_all(s, win, w, logits)) goto done;
-      for (int r = first; r + 1 < w; r++) total += nll_of(logits + (size_t)r * vocab, vocab, win[r + 1]);
-      scored += w - 1 - first;
+      if (score_window(s, win, w, first, logits, vocab, &total, &scored)) goto done;
       windows++;
     }
   } else {
@@ -134,10 +144,7 @@ int cmd_perplexity(int argc, char **argv) {
       memcpy(win + n, ids + at, sizeof(int32_t) * (size_t)k);
       n += k;
       if (n < 2) continue; /* nothing to score */
-      wisp_session_reset(s);
-      if (wisp_session_eval_all(s, win, n, logits)) goto done;
-      for (int r = 0; r + 1 < n; r++) total += nll_of(logits + (size_t)r * vocab, vocab, win[r + 1]);
-      scored += n - 1;
+      if (score_window(s, win, n, 0, logits, vocab, &total, &scored)) goto done;
       windows++;
     }
   }
