@@ -540,7 +540,8 @@ TEST(cli_convert_ctrl_c_removes_temporaries) {
 /* The same for export-gguf. Its temporary is created afresh (O_EXCL), so
  * the child is held inside the write instead: a preloaded fsync (built here
  * with cc) opens a FIFO for reading, which blocks until this test opens it
- * for writing; the temporary, complete, exists by then. */
+ * for writing, and then waits on it until the test closes its end; the
+ * temporary, complete, exists by then. */
 TEST(cli_export_gguf_ctrl_c_removes_temporary) {
   char out[800], tmp[900], gate_fifo[800], so[800], cmd[4096], log[4096];
   snprintf(out, sizeof out, "%s/sigint.gguf", test_tmpdir());
@@ -548,7 +549,7 @@ TEST(cli_export_gguf_ctrl_c_removes_temporary) {
   snprintf(so, sizeof so, "%s/fsync_gate.so", test_tmpdir());
   snprintf(cmd, sizeof cmd,
            "printf '#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <fcntl.h>\n#include <unistd.h>\n"
-           "int fsync(int fd) {\n  int g = open(\"%s\", O_RDONLY);\n  if (g >= 0) close(g);\n"
+           "int fsync(int fd) {\n  int g = open(\"%s\", O_RDONLY);\n  char c;\n  if (g >= 0) { (void)!read(g, &c, 1); close(g); }\n"
            "  int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, \"fsync\");\n  return real(fd);\n}\n' > %s.c && "
            "cc -shared -fPIC -o %s %s.c -ldl",
            gate_fifo, so, so, so);
@@ -566,13 +567,17 @@ TEST(cli_export_gguf_ctrl_c_removes_temporary) {
     _exit(127);
   }
   snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)pid);
-  int fd = open(gate_fifo, O_WRONLY); /* returns when the writer is in its fsync */
-  CHECK(fd >= 0);
-  CHECKF(wisp_path_exists(tmp), "no temporary %s while the writer syncs it", tmp);
-  kill(pid, SIGINT);
+  /* open returns when the writer is in its fsync; the writer then waits in
+   * read until this end closes, so it cannot finish (and rename its
+   * temporary) before the signal: no race with the check below. */
+  int fd = open(gate_fifo, O_WRONLY);
+  const int tmp_existed = fd >= 0 && wisp_path_exists(tmp);
+  kill(pid, SIGINT); /* before any check can return: a failing test leaves no writer behind */
   int st;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  close(fd);
+  if (fd >= 0) close(fd);
+  CHECK(fd >= 0);
+  CHECKF(tmp_existed, "no temporary %s while the writer syncs it", tmp);
   CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "status %d", st);
   char lock[900];
   snprintf(lock, sizeof lock, "%s.wisp-lock", out);
