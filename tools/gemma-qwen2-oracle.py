@@ -25,6 +25,11 @@
       `wisp convert Q4_K_M.gguf -o ART --quant f32`: llama.cpp's quantized
       values, dequantized), so a quantized comparison measures the engine.
 
+  layers --hf HF_DIR --prompts P [--prompt I] [--device cuda|cpu]
+      Where transformers and the torch forward below part: each layer's
+      attention output and residual stream for prompt I, from both, as the
+      largest difference over the largest value (needs transformers).
+
   check --arch gemma3|qwen2 --wisp WISP_BIN [--work DIR]
       The local round trip: build --shape small, wisp convert --quant f32,
       reference, `wisp logits` on cpu (and webgpu where it runs), compare.
@@ -92,6 +97,20 @@ def arch_of(cfg):
 
 def head_dim(cfg):
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def flat_config(cfg):
+    """transformers 5 saves Gemma 3's two rope bases as rope_parameters
+    {full_attention, sliding_attention}; the torch forward reads the older
+    top-level rope_theta / rope_local_base_freq."""
+    cfg = dict(cfg)
+    rp = cfg.get("rope_parameters") or {}
+    if "full_attention" in rp:
+        cfg.setdefault("rope_theta", rp["full_attention"]["rope_theta"])
+        cfg.setdefault("rope_local_base_freq", rp["sliding_attention"]["rope_theta"])
+    elif "rope_theta" in rp:
+        cfg.setdefault("rope_theta", rp["rope_theta"])
+    return cfg
 
 
 def global_layers(cfg):
@@ -330,8 +349,10 @@ class TorchModel:
         y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg["rms_norm_eps"])
         return y * (1.0 + w) if self.gemma else w * y
 
-    def forward(self, ids):
-        """Logits of every position of ids (a list)."""
+    def forward(self, ids, taps=None):
+        """Logits of every position of ids (a list); taps (a list), when
+        given, receives each layer's attention output (after its o_proj and
+        post-norm) and the residual stream after the layer."""
         import torch
 
         c, t, D = self.cfg, self.t, self.D
@@ -364,7 +385,10 @@ class TorchModel:
             a = torch.einsum("hqk,khd->qhd", torch.softmax(s, dim=-1), v).reshape(T, NH * D)
             o = a @ t[p + "self_attn.o_proj.weight"].T
             if self.gemma:
-                x = x + self.norm(o, p + "post_attention_layernorm.weight")
+                o = self.norm(o, p + "post_attention_layernorm.weight")
+                if taps is not None:
+                    taps.append(("L%d attention" % i, o))
+                x = x + o
                 h = self.norm(x, p + "pre_feedforward_layernorm.weight")
             else:
                 x = x + o
@@ -373,6 +397,8 @@ class TorchModel:
             act = torch.nn.functional.gelu(g, approximate="tanh") if self.gemma else torch.nn.functional.silu(g)
             y = (act * u) @ t[p + "mlp.down_proj.weight"].T
             x = x + (self.norm(y, p + "post_feedforward_layernorm.weight") if self.gemma else y)
+            if taps is not None:
+                taps.append(("L%d output" % i, x))
         x = self.norm(x, "model.norm.weight")
         head = t.get("lm_head.weight", t["model.embed_tokens.weight"])
         return x @ head.T
@@ -392,7 +418,7 @@ def cmd_reference(args):
         spec = json.load(f)
     prompts, k = spec["prompts"], int(spec.get("greedy_prompt", 0))
     with open(os.path.join(args.hf, "config.json")) as f:
-        cfg = json.load(f)
+        cfg = flat_config(json.load(f))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     tensors = artifact_tensors(args.dequant_from, cfg) if args.dequant_from else None
@@ -442,6 +468,55 @@ def cmd_reference(args):
     print("wrote %s (%s): %d prompts, %d greedy tokens" % (args.out, source, len(out_logits), len(greedy)))
 
 
+def cmd_layers(args):
+    """Where transformers and the torch forward part: for one prompt, each
+    layer's attention output and residual stream from both, and the largest
+    difference relative to the largest value, layer by layer."""
+    import torch
+    import transformers
+
+    with open(args.prompts) as f:
+        spec = json.load(f)
+    ids = spec["prompts"][args.prompt]
+    with open(os.path.join(args.hf, "config.json")) as f:
+        raw = json.load(f)
+    cfg = flat_config(raw)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cls = transformers.Gemma3ForCausalLM if arch_of(cfg) == "gemma3" else transformers.Qwen2ForCausalLM
+    model = cls.from_pretrained(args.hf, dtype=torch.float32, attn_implementation="eager").to(args.device).eval()
+    print("config.json: " + json.dumps({k: raw.get(k) for k in ("rope_parameters", "rope_theta", "rope_local_base_freq",
+          "sliding_window", "sliding_window_pattern", "layer_types", "query_pre_attn_scalar", "rope_scaling")}))
+    print("model.config: layer_types %s, sliding_window %s, query_pre_attn_scalar %s, rope %s" % (
+        getattr(model.config, "layer_types", None), getattr(model.config, "sliding_window", None),
+        getattr(model.config, "query_pre_attn_scalar", None), getattr(model.config, "rope_parameters", None)))
+    hf_taps = []
+    layers = model.model.layers
+    for i, layer in enumerate(layers):
+        post = getattr(layer, "post_attention_layernorm", None)
+        if arch_of(cfg) == "gemma3":
+            post.register_forward_hook(lambda m, a, out, i=i: hf_taps.append(("L%d attention" % i, out[0])))
+        layer.register_forward_hook(lambda m, a, out, i=i: hf_taps.append(
+            ("L%d output" % i, (out[0] if isinstance(out, tuple) else out)[0])))
+    tensors = {k: v for k, v in model.state_dict().items()}
+    tm = TorchModel(cfg, tensors, args.device)
+    with torch.no_grad():
+        model(input_ids=torch.tensor([ids], device=args.device), use_cache=False)
+        mine = []
+        tm.forward(ids, taps=mine)
+    theirs = dict(hf_taps)
+    print("prompt %d (%d ids): layer, transformers vs torch forward max|diff| / max|value| (last position; all)" % (
+        args.prompt, len(ids)))
+    for name, x in mine:
+        y = theirs.get(name)
+        if y is None:
+            print("%-16s no transformers tap" % name)
+            continue
+        y = y.reshape(x.shape)
+        d_last = (x[-1] - y[-1]).abs().max().item() / max(y[-1].abs().max().item(), 1e-30)
+        d_all = (x - y).abs().max().item() / max(y.abs().max().item(), 1e-30)
+        print("%-16s %.3e  %.3e" % (name, d_last, d_all))
+
+
 # ---------------------------------------------------------------- local check
 
 def run(cmd):
@@ -489,6 +564,11 @@ def main():
     r.add_argument("--dequant-from", dest="dequant_from", default=None)
     r.add_argument("--device", default="cpu")
     r.add_argument("--torch-only", dest="torch_only", action="store_true")
+    lay = sub.add_parser("layers")
+    lay.add_argument("--hf", required=True)
+    lay.add_argument("--prompts", required=True)
+    lay.add_argument("--prompt", type=int, default=1)
+    lay.add_argument("--device", default="cuda")
     c = sub.add_parser("check")
     c.add_argument("--arch", choices=("gemma3", "qwen2"), required=True)
     c.add_argument("--wisp", required=True)
@@ -496,7 +576,7 @@ def main():
     c.add_argument("--greedy", type=int, default=32)
     c.add_argument("--backends", default="cpu")
     args = ap.parse_args()
-    {"build": cmd_build, "reference": cmd_reference, "check": cmd_check}[args.cmd](args)
+    {"build": cmd_build, "reference": cmd_reference, "layers": cmd_layers, "check": cmd_check}[args.cmd](args)
 
 
 if __name__ == "__main__":
