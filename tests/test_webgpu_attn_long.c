@@ -340,6 +340,47 @@ TEST(webgpu_kv_slots_grow_together) {
   }
 }
 
+/* Several KV caches grown together (a request's, before its first step)
+ * share one submit: the buffers they leave wait for the next one, which
+ * carries the copies out of them, and go then; every value is kept. */
+TEST(webgpu_kv_caches_grow_in_one_submit) {
+  WEBGPU_OR_SKIP(d);
+  wisp_wgpu_backend_opts o = {0};
+  o.device = d;
+  wisp_backend *be = NULL;
+  CHECKF(wisp_wgpu_backend_new(&o, &be) == WISP_OK, "%s", wisp_last_error());
+  enum { N = 4, N0 = 700, N1 = 1400 };
+  wisp_buf *c[N] = {NULL};
+  static float v[N][N1], got[N1];
+  int made = 1;
+  for (int k = 0; k < N; k++) {
+    made &= (c[k] = be->kv_buf_new(be, N0)) != NULL;
+    for (int i = 0; made && i < N0; i++) v[k][i] = (float)(k * 1000 + i);
+    if (made) be->buf_write(be, c[k], 0, N0, v[k]);
+  }
+  wisp_status e = made ? be->sync(be) : WISP_ENOMEM;
+  wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+  wisp_wgpu_backend_stats_get(be, &s0);
+  for (int k = 0; !e && k < N; k++) e = be->kv_buf_grow(be, c[k], N1);
+  wisp_wgpu_backend_stats_get(be, &s1);
+  const int waiting = as_g(be)->n_retired;
+  int same = 1;
+  for (int k = 0; !e && k < N; k++) {
+    be->buf_read(be, c[k], 0, N1, got);
+    for (int i = 0; i < N1; i++) same &= got[i] == (i < N0 ? v[k][i] : 0.0f);
+  }
+  if (!e) e = be->sync(be);
+  const int left = as_g(be)->n_retired;
+  for (int k = 0; k < N; k++)
+    if (c[k]) be->buf_free(be, c[k]);
+  be->destroy(be);
+  CHECKF(!e, "%s", wisp_last_error());
+  CHECKF(s1.kv_grows - s0.kv_grows == N && s1.submits == s0.submits, "%llu grows took %llu submits",
+         (unsigned long long)(s1.kv_grows - s0.kv_grows), (unsigned long long)(s1.submits - s0.submits));
+  CHECKF(waiting == N && left == 0, "old buffers waiting %d, left after the read %d", waiting, left);
+  CHECK(same);
+}
+
 /* The tiled flash-attention prefill (attn_flash_tiled.wgsl, tuning
  * attnPrefill=2) against the CPU: prompts that cross its query and key
  * tiles, a second prompt chunk after cached keys, grouped heads (G = 2,

@@ -423,7 +423,7 @@ static const char *long_llama(char *log, size_t cap) {
  * requests, the first crossing position 256, the second 512. held0 / held1: the KV bytes held
  * before and after, grows: the caches grown (stats). */
 static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *held0, uint64_t *held1,
-                    uint64_t *grows, uint64_t *persistent, char *err, size_t cap) {
+                    uint64_t *grows, uint64_t *persistent, uint64_t *midrun, char *err, size_t cap) {
   wisp_session_options so = {.backend = "webgpu", .tuning = tuning, .max_context = GROW_CTX};
   wisp_session *s = NULL;
   const int V = wisp_model_vocab(m);
@@ -449,6 +449,7 @@ static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *h
   }
   *grows = stats.kv_grows;
   *persistent = stats.persistent_steps;
+  *midrun = stats.persist_midrun_grows;
   if (st) snprintf(err, cap, "tuning %s: %s", tuning ? tuning : "-", wisp_last_error());
   wisp_session_free(s);
   return !st;
@@ -458,7 +459,8 @@ static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *h
  * 256 positions a cache, grows (256 -> 512 -> 1,024) as its requests
  * need, and its greedy tokens equal those of a session whose caches
  * are made for the whole context (kvGrow=0), op by op and through the
- * persistent decode (whose arena grows with the caches; persistOpt bit 16:
+ * persistent decode (whose arena grows with the caches at a request's
+ * first batch, never between two of its batches; persistOpt bit 16:
  * its attention in chunks of 256 keys, here up to 540 keys in one split). */
 TEST(webgpu_kv_grows_while_generating) {
   WEBGPU_OR_SKIP(d);
@@ -469,10 +471,10 @@ TEST(webgpu_kv_grows_while_generating) {
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
   static int32_t tok[3][GROW_STEPS];
-  uint64_t h0[3] = {0}, h1[3] = {0}, grows[3] = {0}, pers[3] = {0};
+  uint64_t h0[3] = {0}, h1[3] = {0}, grows[3] = {0}, pers[3] = {0}, midrun[3] = {0};
   static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=25"};
   int ok = 1;
-  for (int i = 0; ok && i < 3; i++) ok = grow_run(m, tunings[i], tok[i], &h0[i], &h1[i], &grows[i], &pers[i], err, sizeof err);
+  for (int i = 0; ok && i < 3; i++) ok = grow_run(m, tunings[i], tok[i], &h0[i], &h1[i], &grows[i], &pers[i], &midrun[i], err, sizeof err);
   wisp_model_close(m);
   CHECKF(ok, "%s", err);
   /* 2 layers, K and V, 2 KV heads of 32, f32 */
@@ -487,6 +489,9 @@ TEST(webgpu_kv_grows_while_generating) {
          (unsigned long long)grows[1], (unsigned long long)grows[2]);
   CHECKF(pers[2] > 0 && pers[0] == 0, "persistent steps %llu / %llu", (unsigned long long)pers[2],
          (unsigned long long)pers[0]);
+  /* the second request's caches grew (to 1,024) before its first step: the
+   * persistent arena follows them then, not when a later batch passes 512 */
+  CHECKF(midrun[2] == 0, "the persistent arena was remade %llu times mid-request", (unsigned long long)midrun[2]);
   int at = 0;
   while (at < GROW_STEPS && tok[0][at] == tok[1][at] && tok[2][at] == tok[1][at]) at++;
   CHECKF(at == GROW_STEPS, "token %d: grown %d, whole context %d, persistent %d", at, tok[0][at], tok[1][at],

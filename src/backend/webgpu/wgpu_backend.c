@@ -62,10 +62,12 @@ static void g_destroy(wisp_backend *be) {
     wisp_wgpu_buf_free(g->d, &g->rstage[1]);
     wisp_wgpu_buf_free(g->d, &g->part);
     wisp_wgpu_buf_free(g->d, &g->amax);
+    wisp_wgpu_free_retired(g);
     if (g->own_device) wisp_wgpu_device_close(g->d);
   }
   free(g->mats);
   free(g->vecs);
+  free(g->retired);
   free(g->arena_host);
   free(g);
 }

@@ -262,8 +262,16 @@ static WGPUBindGroup bind_group(wgpu_backend *g, const wisp_wgpu_kernel *k, cons
 /* Writes the arena and submits the recorded work (if any), with a copy of
  * src[src_off .. +bytes) into the staging buffer `dst` recorded after it
  * when src is given (so that a readback needs no submit of its own). */
+void wisp_wgpu_free_retired(wgpu_backend *g) {
+  for (int i = 0; i < g->n_retired; i++) wisp_wgpu_buf_free(g->d, &g->retired[i]);
+  g->n_retired = 0;
+}
+
 wisp_status wisp_wgpu_flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_off, wisp_wgpu_buf *dst, uint64_t bytes) {
-  if (!g->open) return WISP_OK;
+  if (!g->open) {
+    wisp_wgpu_free_retired(g); /* nothing recorded reads them */
+    return WISP_OK;
+  }
   g->open = 0;
   g->spec_ready = 0;
   wisp_status st = WISP_OK;
@@ -274,10 +282,13 @@ wisp_status wisp_wgpu_flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_o
   if (!st && src) st = wisp_wgpu_staging_reserve(g->d, dst, bytes);
   if (st) {
     wisp_wgpu_batch_abort(&g->batch);
+    wisp_wgpu_free_retired(g);
     return st;
   }
   if (src) st = wisp_wgpu_batch_submit_copy(&g->batch, src, src_off, dst->b, 0, bytes);
   else st = wisp_wgpu_batch_submit(&g->batch);
+  /* submitted work keeps what it uses until it is done (WebGPU's destroy) */
+  wisp_wgpu_free_retired(g);
   if (!st && g->d->guard_bytes && (st = wisp_wgpu_guard_check(g->d)))
     wisp_error_prefix("a batch of %llu dispatches, the last %s", (unsigned long long)g->batch_dispatches,
                       g->last_kernel ? g->last_kernel : "?");

@@ -204,6 +204,11 @@ struct wgpu_backend {
   int spec_have;
   uint64_t spec_at;
   wisp_wgpu_buf rstage[2]; /* read_start / read_finish slots (pipelined decode loop) */
+  /* KV buffers a grown cache left (wgpu_kv.c): destroyed after the next
+   * submit, which carries the recorded copies out of them, so that the
+   * caches of a request growing together cost one submit, not one each. */
+  wisp_wgpu_buf *retired;
+  int n_retired, cap_retired;
   wisp_wgpu_buf part;    /* flash-decoding partial results */
   uint32_t max_splits;
   wisp_wgpu_backend_stats stats;
@@ -288,6 +293,8 @@ wisp_status wisp_wgpu_flush_copy(wgpu_backend *g, WGPUBuffer src, uint64_t src_o
  * the end of the command buffer. */
 wisp_status wisp_wgpu_flush_ex(wgpu_backend *g, int spec);
 wisp_status wisp_wgpu_flush(wgpu_backend *g);
+/* Destroys the KV buffers grown caches left (g->retired). */
+void wisp_wgpu_free_retired(wgpu_backend *g);
 /* Drops every cached bind group and frees every arena slot. Call with
  * nothing recorded that uses them. */
 void wisp_wgpu_drop_bind_groups(wgpu_backend *g);

@@ -41,16 +41,32 @@ static int new_buffer(wgpu_backend *g, uint64_t bytes, wisp_wgpu_buf *to) {
   return 1;
 }
 
-/* Releases `old` after what is recorded (the copies out of it) is submitted. */
+/* Releases `old` once what is recorded (the copies out of it) is
+ * submitted: at the next flush (wisp_wgpu_free_retired), so that caches
+ * growing together before a request's first step share one submit (on
+ * the H200 a submit each was ~12 of them for the seed shape), or at once
+ * when no room is left on the list. */
 static void retire(wgpu_backend *g, wisp_wgpu_buf *old) {
-  wisp_wgpu_keep_error(g, wisp_wgpu_flush(g));
   wisp_wgpu_forget_buffer(g, old->b);
   if (g->spec_src == old->b) {
     g->spec_src = NULL;
     g->spec_ready = 0;
     g->spec_have = 0;
   }
-  wisp_wgpu_buf_free(g->d, old);
+  if (g->n_retired == g->cap_retired) {
+    const int cap = g->cap_retired ? 2 * g->cap_retired : 16;
+    wisp_wgpu_buf *r = realloc(g->retired, sizeof *r * (size_t)cap);
+    if (!r) { /* no room to wait: submit the copies now, then free */
+      wisp_wgpu_keep_error(g, wisp_wgpu_flush(g));
+      wisp_wgpu_buf_free(g->d, old);
+      return;
+    }
+    g->retired = r;
+    g->cap_retired = cap;
+  }
+  g->retired[g->n_retired++] = *old;
+  old->b = NULL;
+  old->size = 0;
 }
 
 /* A cache of its own (no parent): reallocate and copy. */

@@ -619,7 +619,17 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
 
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
-  if (pos + k > P->kv_cap && !grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
+  /* The arena takes the session's KV capacity as soon as the caches grew:
+   * they grow for a whole request before its first step, so this is that
+   * request's first batch. Left smaller, the arena would be remade by the
+   * step that passes it, mid-request (a flush, a new arena, the state
+   * copied in again: 1-3 ms of the seed shape's decode on the H200). */
+  if (session_kv_positions(g, as_g(be)->kv16) > P->kv_cap && !grow_arena(be, P, g, pos + k))
+    return WISP_EUNSUPPORTED;
+  if (pos + k > P->kv_cap) { /* caches that grew mid-request (not through the decode loop) */
+    if (!grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
+    as_g(be)->stats.persist_midrun_grows++;
+  }
   uint64_t epoch = as_g(be)->state_epoch;
   /* the arena holds the state of the buffers the last batch named: another
    * sequence's (a scheduler slot run ahead after another) starts afresh */
