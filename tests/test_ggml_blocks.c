@@ -458,7 +458,7 @@ static double rms_bound(int bits) {
 
 TEST(ggml_blocks_llama_quantize_fixtures) {
   FILE *list = fopen(FIXTURES "fixtures.txt", "r");
-  if (!list) SKIP("no " FIXTURES "fixtures.txt: made on the GPU machine by tools/make-quant-fixtures.sh");
+  CHECKF(list != NULL, "no " FIXTURES "fixtures.txt (tools/make-quant-fixtures.sh makes them)");
   char file[64];
   unsigned type;
   int rows, cols, n = 0;
@@ -537,16 +537,91 @@ TEST(ggml_blocks_llama_quantize_fixtures) {
   CHECKF(n >= 1, "%s lists no quantized fixture", FIXTURES "fixtures.txt");
 }
 
-/* llama-quantize's Q4_K_M of the whole llama-small model (the fixture
- * script's llama-small-q4_k_m.gguf): every tensor's type is a wisp matrix
+/* The same llama-quantize bytes through the WebGPU products (one token,
+ * several, and a batched step's rows), plain and subgroup kernels, against
+ * the rows as wisp_matrix_row_f32 decodes them (checked against the
+ * decoder written here, and the source weights, by the test above). */
+static double fixture_gpu_error(wisp_backend *g, const wisp_matrix *m, const float *dec, const float *x, int n,
+                                int rows_op) {
+  const int R = m->rows, C = m->cols;
+  wisp_buf *bx = g->buf_new(g, (size_t)n * C), *by = g->buf_new(g, (size_t)n * R);
+  float *y = malloc(sizeof(float) * (size_t)n * R);
+  double worst = INFINITY;
+  if (bx && by && y) {
+    g->buf_write(g, bx, 0, (size_t)n * C, x);
+    if (rows_op) g->matmul_rows(g, m, bx, n, by, 0);
+    else g->matmul(g, m, bx, 0, n, by, 0);
+    g->buf_read(g, by, 0, (size_t)n * R, y);
+    if (g->sync(g) == WISP_OK) {
+      worst = 0;
+      for (int t = 0; t < n; t++)
+        for (int r = 0; r < R; r++) {
+          double want = 0, mag = 0;
+          for (int c = 0; c < C; c++) {
+            const double p = (double)dec[(size_t)r * C + c] * x[(size_t)t * C + c];
+            want += p, mag += fabs(p);
+          }
+          worst = fmax(worst, fabs(y[(size_t)t * R + r] - want) / (mag + 1e-30));
+        }
+    }
+  }
+  if (bx) g->buf_free(g, bx);
+  if (by) g->buf_free(g, by);
+  free(y);
+  return worst;
+}
+
+TEST(webgpu_ggml_blocks_llama_quantize_fixtures) {
+  WEBGPU_OR_SKIP(d);
+  FILE *list = fopen(FIXTURES "fixtures.txt", "r");
+  CHECKF(list != NULL, "no " FIXTURES "fixtures.txt (tools/make-quant-fixtures.sh makes them)");
+  char file[64];
+  unsigned type;
+  int rows, cols, n = 0;
+  while (fscanf(list, "%63s %u %d %d", file, &type, &rows, &cols) == 4) {
+    if (type == WISP_GGML_F32) continue; /* the source weights */
+    CHECKF(rows > 0 && rows <= 256 && cols > 0 && cols <= 4096, "%s: %d x %d", file, rows, cols);
+    int nt;
+    const wisp_quant_traits *tab = wisp_quant_table(&nt), *q = NULL;
+    for (int i = 0; i < nt; i++)
+      if (tab[i].ggml_type == type && tab[i].n_planes == 1) q = &tab[i];
+    CHECKF(q != NULL, "%s: ggml type %u is not a wisp matrix type", file, type);
+    uint8_t *w = read_all(file, (size_t)wisp_quant_bytes(q->type, rows, cols));
+    float *x = malloc(sizeof(float) * 5 * (size_t)cols), *dec = malloc(sizeof(float) * (size_t)rows * cols);
+    CHECKF(w && x && dec, "%s: missing or short", file);
+    wisp_matrix m = {.type = q->type, .rows = rows, .cols = cols, .q = w};
+    for (int r = 0; r < rows; r++) wisp_matrix_row_f32(&m, r, dec + (size_t)r * cols);
+    uint64_t seed = 31;
+    for (int i = 0; i < 5 * cols; i++) x[i] = (float)((int)(next_u32(&seed) % 2001) - 1000) / 1000.0f;
+    for (int pass = 0; pass < 2; pass++) {
+      wisp_wgpu_backend_opts opts = {.device = d, .subgroups = pass ? -1 : 0};
+      wisp_matrix gm = m;
+      wisp_backend *g = NULL;
+      CHECKF(wisp_wgpu_backend_new(&opts, &g) == WISP_OK, "%s", wisp_last_error());
+      CHECKF(g->prepare_matrix(g, &gm) == WISP_OK, "%s: %s", file, wisp_last_error());
+      const double e1 = fixture_gpu_error(g, &gm, dec, x, 1, 0), en = fixture_gpu_error(g, &gm, dec, x, 5, 0),
+                   er = fixture_gpu_error(g, &gm, dec, x, 3, 1);
+      g->destroy(g);
+      CHECKF(e1 < 1e-5 && en < 1e-5 && er < 1e-5, "%s (%s) on WebGPU (%s): one token %g, 5 tokens %g, rows %g", file,
+             q->name, pass ? "subgroups" : "plain", e1, en, er);
+    }
+    free(x), free(w), free(dec);
+    n++;
+  }
+  fclose(list);
+  CHECKF(n >= 12, "%s: %d quantized fixtures", FIXTURES "fixtures.txt", n);
+}
+
+/* llama-quantize's Q4_K_M of the whole small Qwen 2 model (the fixture
+ * script's qwen2-small-q4_k_m.gguf): every tensor's type is a wisp matrix
  * type, at least two kinds mix (Q4_K with Q6_K), and every tensor of a type
  * decoded here reads back as this file's decoder says. */
 TEST(ggml_blocks_llama_quantize_q4_k_m_file) {
   wisp_gguf *g = NULL;
-  FILE *f = fopen(FIXTURES "llama-small-q4_k_m.gguf", "rb");
-  if (!f) SKIP("no " FIXTURES "llama-small-q4_k_m.gguf: made on the GPU machine by tools/make-quant-fixtures.sh");
+  FILE *f = fopen(FIXTURES "qwen2-small-q4_k_m.gguf", "rb");
+  CHECKF(f != NULL, "no " FIXTURES "qwen2-small-q4_k_m.gguf (tools/make-quant-fixtures.sh makes it)");
   fclose(f);
-  CHECKF(wisp_gguf_open(FIXTURES "llama-small-q4_k_m.gguf", &g) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(wisp_gguf_open(FIXTURES "qwen2-small-q4_k_m.gguf", &g) == WISP_OK, "%s", wisp_last_error());
   int nt, seen_q4k = 0, seen_q6k = 0;
   const wisp_quant_traits *tab = wisp_quant_table(&nt);
   for (uint64_t i = 0; i < g->n_tensors; i++) {

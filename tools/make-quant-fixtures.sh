@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
 # Fixtures for the ggml block types, made by llama.cpp's own llama-quantize
-# (tests/test_ggml_blocks.c reads them): on the GPU machine (its 16 cores
-# build llama.cpp's CPU tools in a few minutes), in one device call:
-#
-# Here, once (the carry must stay under 64 MiB: SLIM bundles wisp alone):
-#   SLIM=1 tools/device.sh bundle
-#   mkdir -p .peer && cp ../shared/peers/llama.cpp/build.sh ../shared/peers/llama.cpp/llama.cpp-*-src.tar.xz .peer/
-#   grep -qx /.peer/ .git/info/exclude || echo /.peer/ >> .git/info/exclude
-# The call: command `W=.dev/wisp bash tools/make-quant-fixtures.sh "$OUT/quant"`,
-# carry [".dev", ".gl", ".cache/webgpu", ".peer"], timeout_s 600 (the CPU build
-# of llama.cpp's tools takes a few minutes of it). Then copy the files it returns under
-# $OUT/quant into tests/data/quant/ and commit them (about 150 KB in all).
+# (tests/test_ggml_blocks.c reads them; committed under tests/data/quant/).
+# llama-quantize quantizes on the CPU, so any machine makes the same bytes:
+#   bash tools/make-quant-fixtures.sh            # here: writes tests/data/quant/
+# (the CPU build of llama.cpp, step 1, takes 10-25 min on 2 cores; LC keeps it).
+# On the GPU machine instead (16 cores build it in a few minutes), after
+# `SLIM=1 tools/device.sh bundle` and a copy of ../shared/peers/llama.cpp's
+# build.sh and source tarball into .peer/ (in .git/info/exclude): the command
+# `W=.dev/wisp bash tools/make-quant-fixtures.sh "$OUT/quant"`, carry
+# [".dev", ".gl", ".cache/webgpu", ".peer"]; then copy $OUT/quant into
+# tests/data/quant/ (about 150 KB in all).
 #
 # What it does:
 #  1. builds llama-quantize (.peer/build.sh cpu $LC; LC default /tmp/llama.cpp-cpu,
 #     kept while the machine stays warm);
-#  2. makes tests/parity's llama-small checkpoint (random weights, seed 33:
-#     hidden 128, FFN 256, so that blk.*.ffn_down rows are 256 wide, one
-#     K super-block), `wisp convert --quant f32`, `wisp export-gguf`: an F32 GGUF;
+#  2. makes the small Qwen 2 checkpoint of tools/gemma-qwen2-oracle.py
+#     (random weights, seed 33, written with torch alone: Debian's
+#     python3-torch will do; hidden 128, FFN 256, so that blk.*.ffn_down rows
+#     are 256 wide, one K super-block), `wisp convert --quant f32`,
+#     `wisp export-gguf`: an F32 GGUF;
 #  3. `llama-quantize --pure` of it to each type below, and the whole model
 #     to Q4_K_M (llama.cpp's mix of Q4_K, Q6_K and Q5_0 / Q8_0 fallbacks for
-#     rows that are not 256 wide) as llama-small-q4_k_m.gguf;
+#     rows that are not 256 wide) as qwen2-small-q4_k_m.gguf;
 #  4. runs the Q4_K_M file in place on both backends (`wisp logits`, the
 #     same greedy ids expected; a line each in the output);
 #  5. from each file, the first ROWS (16) rows of blk.0.ffn_down.weight as
@@ -28,12 +29,15 @@
 #     file as f32.bin, and fixtures.txt: one line per fixture,
 #     "FILE GGML_TYPE_NUMBER ROWS COLS" (f32.bin first).
 # Environment: W (the wisp binary, default build/wisp), LC, PEER (the folder
-# holding build.sh and the source tarball, default .peer), ROWS.
+# holding build.sh and the source tarball, default .peer), ROWS, PY (a
+# python3 with torch; default the first of python3 and /usr/bin/python3 that
+# has it).
 set -euo pipefail
 OUT=${1:-tests/data/quant}
 W=${W:-build/wisp}
 LC=${LC:-/tmp/llama.cpp-cpu}
 PEER=${PEER:-.peer}
+[ -f "$PEER/build.sh" ] || PEER=../shared/peers/llama.cpp
 ROWS=${ROWS:-16}
 TYPES=${TYPES:-"Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K BF16 F16"}
 
@@ -56,19 +60,24 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$OUT"
 
-python3 tests/parity/hf_reference.py build --config llama-small --seed 33 --out "$tmp/hf" > "$tmp/hf.log" 2>&1 ||
-  { tail -20 "$tmp/hf.log"; exit 1; }
+PY=${PY:-}
+if [ -z "$PY" ]; then
+  for p in python3 /usr/bin/python3; do "$p" -c 'import torch' 2> /dev/null && { PY=$p; break; }; done
+fi
+[ -n "$PY" ] || { echo "no python3 with torch (apt-get install python3-torch)"; exit 1; }
+"$PY" tools/gemma-qwen2-oracle.py build --arch qwen2 --shape small --seed 33 --torch-only --out "$tmp/hf" \
+  > "$tmp/hf.log" 2>&1 || { tail -20 "$tmp/hf.log"; exit 1; }
 "$W" convert "$tmp/hf" -o "$tmp/art" --quant f32 --quiet
 "$W" export-gguf -m "$tmp/art" -o "$tmp/F32.gguf"
 
 for t in $TYPES; do
   "$Q" --pure "$tmp/F32.gguf" "$tmp/$t.gguf" "$t" > "$tmp/$t.log" 2>&1 || { tail -20 "$tmp/$t.log"; exit 1; }
 done
-"$Q" "$tmp/F32.gguf" "$OUT/llama-small-q4_k_m.gguf" Q4_K_M > "$tmp/mix.log" 2>&1 || { tail -20 "$tmp/mix.log"; exit 1; }
+"$Q" "$tmp/F32.gguf" "$OUT/qwen2-small-q4_k_m.gguf" Q4_K_M > "$tmp/mix.log" 2>&1 || { tail -20 "$tmp/mix.log"; exit 1; }
 
 # 4. the mixed file, run in place on both backends
 for be in cpu webgpu; do
-  echo "Q4_K_M in place, $be: $("$W" logits -m "$OUT/llama-small-q4_k_m.gguf" --backend "$be" --tokens 1,5,9,3,7 --greedy 16 2>&1 |
+  echo "Q4_K_M in place, $be: $("$W" logits -m "$OUT/qwen2-small-q4_k_m.gguf" --backend "$be" --tokens 1,5,9,3,7 --greedy 16 2>&1 |
     grep -o '"greedy": \[[^]]*\]' || echo FAILED)"
 done
 
