@@ -210,9 +210,13 @@ static wisp_status hyperparams(const wisp_gguf *g, const wisp_gguf_arch *ga, wis
     if (c && c->ne[0] < 64) { m->conv_l = (int)c->ne[0]; break; }
   }
   m->tied = !wisp_gguf_tensor_find(g, "output.weight");
-  if (m->hidden % 32 || m->ffn % 32 || (m->heads * m->head_dim) % 32)
-    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, ffn %d and attention width %d must be multiples of 32",
-                     g->label, m->hidden, m->ffn, m->heads * m->head_dim);
+  /* heads and head_dim are each up to 1e9 here: their product in 64 bits */
+  const int64_t width = (int64_t)m->heads * m->head_dim;
+  if (width > 1000000000)
+    return wisp_fail(WISP_EFORMAT, "%s: %d heads of %d dims is out of range", g->label, m->heads, m->head_dim);
+  if (m->hidden % 32 || m->ffn % 32 || width % 32)
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: hidden %d, ffn %d and attention width %lld must be multiples of 32",
+                     g->label, m->hidden, m->ffn, (long long)width);
   if (!strcmp(arch, "llama") && (st = llama_rope(g, m))) return st;
   if (qwen35 && (st = qwen35_dims(g, m))) return st;
   if (!strcmp(arch, "gemma3") && (st = gemma3_dims(g, m))) return st;
