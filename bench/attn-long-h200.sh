@@ -20,7 +20,9 @@
 #     long depths again with the long split rule off (tuning
 #     attnSplitsLong=1x1: the split count capped at attnSplits, as before it)
 #     and from depth 2,048 with the persistent decode's attention in chunks
-#     of 256 keys (tuning persistOpt=25: bit 16 over the default 9),
+#     of 256 keys (tuning persistOpt=25: bit 16 over the default 9), and
+#     at every depth with the query heads of a KV head attended together
+#     (persistOpt=41: bit 32, attn_group),
 #     and each prefill again with attn_flash.wgsl instead of the default tiled
 #     kernel (tuning attnPrefill=0), and exports the GGUF llama-bench reads (`wisp export-gguf --keep-quant`,
 #     tools/gguf-none-vocab.py: the same quantized blocks);
@@ -28,7 +30,8 @@
 #     and `-n 0 -p PREFILLS` on each GGUF;
 #  4. summary.txt: tok/s of both and the ratio per workload (wisp's default
 #     path; then decode with the long split rule off / prefill with attn_flash
-#     instead of the default tiled kernel, and decode with the 256-key chunks).
+#     instead of the default tiled kernel, and decode with the 256-key chunks
+#     and with the grouped queries).
 # seed stores rope tables of 2,560 positions (its context) and is refused
 # past them; seedlong (the same shape from `gen-synthetic --context 40960`)
 # and the Qwen 3.5 and LFM2-350M shapes (real configurations) take every depth.
@@ -71,6 +74,10 @@ for m in $MODELS; do
     if [ "$dep" -ge 2048 ] && left; then # the persistent decode's attention in 256-key chunks
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=25 \
         -o "$OUT/wisp-$m-depth$dep-wide.json" --force 2>&1 | tail -2
+    fi
+    if left; then # its query heads of a KV head together (short contexts too: it must not lose there)
+      $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=41 \
+        -o "$OUT/wisp-$m-depth$dep-grouped.json" --force 2>&1 | tail -2
     fi
   done
   for n in $PREFILLS; do
@@ -124,21 +131,23 @@ def llama(m, kind, key):
         if kind == "prefill" and r.get("n_prompt") == key and not r.get("n_gen"):
             return r.get("avg_ts")
     return None
-print("%-8s %-22s %12s %12s %12s %12s %7s" % ("model", "workload", "wisp", "nolong/flash", "wide", "llama.cpp", "ratio"))
+print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % ("model", "workload", "wisp", "nolong/flash", "wide", "grouped",
+                                                 "llama.cpp", "ratio"))
 for m in os.environ["MODELS"].split():
     for d in map(int, os.environ["DEPTHS"].split()):
         w = load("wisp-%s-depth%d.json" % (m, d)); nl = load("wisp-%s-depth%d-nolong.json" % (m, d))
         wd = load("wisp-%s-depth%d-wide.json" % (m, d))
         wt = w and w["decode"]["tok_per_s"]; nt = nl and nl["decode"]["tok_per_s"]; lt = llama(m, "depths", d)
         dt = wd and wd["decode"]["tok_per_s"]
-        print("%-8s %-22s %12s %12s %12s %12s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
-              "%.0f" % nt if nt else "-", "%.0f" % dt if dt else "-", "%.0f" % lt if lt else "-",
-              "%.2fx" % (wt / lt) if wt and lt else "-"))
+        gr = load("wisp-%s-depth%d-grouped.json" % (m, d)); gt = gr and gr["decode"]["tok_per_s"]
+        print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
+              "%.0f" % nt if nt else "-", "%.0f" % dt if dt else "-", "%.0f" % gt if gt else "-",
+              "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
     for n in map(int, os.environ["PREFILLS"].split()):
         w = load("wisp-%s-prefill%d.json" % (m, n)); ti = load("wisp-%s-prefill%d-flash.json" % (m, n))
         wt = w and w["prefill"]["tok_per_s"]; tt = ti and ti["prefill"]["tok_per_s"]; lt = llama(m, "prefill", n)
-        print("%-8s %-22s %12s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
-              "%.0f" % tt if tt else "-", "",
+        print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
+              "%.0f" % tt if tt else "-", "", "",
               "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
 PYEOF
 pack

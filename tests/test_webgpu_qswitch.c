@@ -43,6 +43,10 @@ static float sval(const char *name, int64_t i) {
   return 0.15f * u;
 }
 
+/* Positions the checkpoints are made for (webgpu_qwen_persistent_grouped_long
+ * makes its model for more). */
+static int g_max_pos = 512;
+
 /* Writes the checkpoint for layer types `full` (1 = full attention) into dir. */
 static int write_model(const char *dir, const int *full, int nl) {
   char path[1024], types[1024] = "", cfg[3000];
@@ -55,9 +59,9 @@ static int write_model(const char *dir, const int *full, int nl) {
            " \"num_key_value_heads\": %d, \"head_dim\": %d, \"linear_conv_kernel_dim\": %d,"
            " \"linear_num_key_heads\": %d, \"linear_num_value_heads\": %d, \"linear_key_head_dim\": %d,"
            " \"linear_value_head_dim\": %d, \"layer_types\": [%s], \"vocab_size\": %d, \"rms_norm_eps\": 1e-06,"
-           " \"max_position_embeddings\": 512, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\":"
+           " \"max_position_embeddings\": %d, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\":"
            " 10000000.0, \"partial_rotary_factor\": 0.25}, \"tie_word_embeddings\": false, \"hidden_act\": \"silu\"}\n",
-           SH, SF, nl, SNH, SKV, SD, SCK, SLK, SLVH, SDK, SDV, types, SV);
+           SH, SF, nl, SNH, SKV, SD, SCK, SLK, SLVH, SDK, SDV, types, SV, g_max_pos);
   snprintf(path, sizeof path, "%s/config.json", dir);
   if (fx_write_bytes(path, cfg, strlen(cfg))) return -1;
   int cap = 3 + 16 * nl, n = 0;
@@ -120,8 +124,8 @@ static int write_model(const char *dir, const int *full, int nl) {
 
 /* The q4k artifact of the layer pattern (converted once per run); NULL on failure. */
 static const char *model_dir(const char *name, const int *full, int nl, char *log, size_t cap) {
-  static char made[2][700];
-  int slot = nl == 4 ? 0 : 1;
+  static char made[3][700];
+  int slot = g_max_pos != 512 ? 2 : nl == 4 ? 0 : 1;
   if (made[slot][0]) return made[slot];
   char hf[600], art[700], cmd[2048];
   snprintf(hf, sizeof hf, "%s/%s_hf", test_tmpdir(), name);
@@ -493,4 +497,53 @@ TEST(webgpu_qwen_persistent_decode_same_tokens) {
            cpu.after[3]);
   }
   g_next = 0;
+}
+
+/* The persistent decode's grouped-query attention (persistOpt bit 32,
+ * attn_group: a task per KV head and split, its two query heads together)
+ * on the gated attention past 16 splits a head (17 here: a 530-token
+ * prompt in 32-key blocks), whose merge then reads the splits from the
+ * arena (stage_attn_gated_long): the CPU backend's greedy tokens. */
+enum { GL_PROMPT = 530, GL_STEPS = 16 };
+TEST(webgpu_qwen_persistent_grouped_long) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "";
+  g_max_pos = 1024;
+  const char *dir = model_dir("qswitch4long", k_layers4, 4, log, sizeof log);
+  g_max_pos = 512;
+  CHECKF(dir, "model: %s", log);
+  static int32_t tok[2][GL_STEPS];
+  uint64_t persistent = 0;
+  for (int b = 0; b < 2; b++) {
+    wisp_model *m = NULL;
+    wisp_session *s = NULL;
+    CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+    wisp_session_options o = {.backend = b ? "webgpu" : "cpu", .threads = 1,
+                              .tuning = b ? "persist=1,persistGrid=3,persistSplits=20,persistOpt=41" : NULL};
+    wisp_status st = wisp_session_new(m, &o, &s);
+    const int V = wisp_model_vocab(m);
+    static int32_t prompt[GL_PROMPT];
+    static float lg[SV];
+    for (int i = 0; i < GL_PROMPT; i++) prompt[i] = (int32_t)((i * 53 + 7) % V);
+    if (!st) st = wisp_session_eval(s, prompt, GL_PROMPT, lg);
+    int best = 0;
+    for (int i = 1; i < V; i++)
+      if (lg[i] > lg[best]) best = i;
+    tok[b][0] = best;
+    int n = 0;
+    wisp_generate_options go = {.temperature = 0, .batch = 8};
+    if (!st) st = wisp_session_generate(s, best, GL_STEPS - 1, &go, tok[b] + 1, &n);
+    wisp_wgpu_backend_stats stats = {0};
+    if (!st && b) wisp_wgpu_backend_stats_get(s->backend, &stats);
+    if (b) persistent = stats.persistent_steps;
+    const char *why = st ? wisp_last_error() : "";
+    wisp_session_free(s);
+    wisp_model_close(m);
+    CHECKF(!st && n == GL_STEPS - 1, "%s: %s (%d tokens)", b ? "webgpu" : "cpu", why, n);
+  }
+  CHECKF(persistent == GL_STEPS - 1, "%llu persistent steps", (unsigned long long)persistent);
+  int at = 0;
+  while (at < GL_STEPS && tok[0][at] == tok[1][at]) at++;
+  CHECKF(at == GL_STEPS, "token %d: cpu %d, persistent grouped %d", at, tok[0][at], tok[1][at]);
 }

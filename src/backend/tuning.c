@@ -100,7 +100,7 @@ static const entry k_keys[] = {
     {"matmulI8", T_SPECIAL, W(i8_geometry), 0, 1, 1024, 0, "TMxTNxRMxRNxKB", .def = {64, 32, 4, 4, 2}},
     /* webgpu: the persistent decode */
     {"persistGrid", T_UINT, W(persist_grid), 0, 1, 1024, 0, "1..1024", NO_DEFAULT},
-    {"persistSplits", T_UINT, W(persist_splits), 0, 1, 16, 0, "1..16", NO_DEFAULT},
+    {"persistSplits", T_UINT, W(persist_splits), 0, 1, 64, 0, "1..64", NO_DEFAULT},
     {"persistMinSteps", T_UINT, W(persist_min_steps), 0, 1, 1 << 20, 0, "a positive number", NO_DEFAULT},
     {"persistRp", T_SPECIAL, W(persist_rp), 0, 0, 0, 0, "1, 2 or 4", NO_DEFAULT},
     {"persistSplit", T_UINT, W(persist_split), 0, 1, 1, 0, "1", NO_DEFAULT, TEST_KEY},

@@ -187,16 +187,24 @@ static uint32_t graph_types(const wisp_decode_graph *g) {
 
 /* persist.wgsl for graph g: only its phases, weight types and product
  * engine compiled in (override constants). */
-static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
+/* tuning persistOpt (the kernel's OPT bits, for A/B runs) as this device
+ * and graph can take them: bits 16 (attn_keys_wide) and 32 (grouped
+ * queries, attn_group) sum a key's 8 lanes within one subgroup; 32 also
+ * needs at most 8 (GQMAX) query heads a KV head and their queries within
+ * the staging (xs4 vec4s). */
+static uint32_t persist_opt_bits(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
+  uint32_t opt = as_g(be)->opts.persist_opt;
+  if (as_g(be)->d->info.subgroup_min_size < 8) opt &= ~(16u | 32u);
+  const int gq = g->kv_heads > 0 ? g->heads / g->kv_heads : 0;
+  if (gq < 1 || gq > 8 || g->heads % g->kv_heads || (uint64_t)gq * (uint64_t)g->head_dim > 4ull * xs4) opt &= ~32u;
+  return opt;
+}
+
+static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4, uint32_t opt) {
   const uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
   const uint32_t split = (uint32_t)persist_split(be, g), works = persist_works(g);
   const uint32_t ig = PERSIST_WG / DN_CW;
   const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
-  /* tuning persistOpt: engine 0's round-trip savers (OPT bits), for A/B runs */
-  const wisp_wgpu_backend_opts *o = &as_g(be)->opts;
-  uint32_t opt = o->persist_opt;
-  /* bit 16 (attn_keys_wide): a key's 8 lanes within one subgroup */
-  if (as_g(be)->d->info.subgroup_min_size < 8) opt &= ~16u;
   wisp_wgpu_const c[13] = {{"WG", PERSIST_WG},
                            {"XS4", xs4},
                            {"MAXSG", PERSIST_WG / sgmin},
@@ -415,7 +423,8 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   uint32_t want = asked ? asked : d->info.adapter_type == WGPUAdapterType_CPU ? 1 : 128;
   if (want > 1024) want = 1024;
   P->nwg = 0;
-  P->k = make_kernel(be, g, xs4);
+  const uint32_t opt = persist_opt_bits(be, g, xs4);
+  P->k = make_kernel(be, g, xs4, opt);
   if (!P->k || as_g(be)->error) return wisp_fail(WISP_EDEVICE, "webgpu: building persist.wgsl failed");
   for (uint32_t n = want; n >= 1; n /= 2) {
     if (probe_grid(be, P, n)) {
@@ -430,10 +439,15 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->fail_run = as_g(be)->opts.persist_fail;
   P->runs = 0;
   P->run_pos[0] = P->run_pos[1] = -1;
-  P->base.nsmax = P->nwg / (uint32_t)NH > 1 ? P->nwg / (uint32_t)NH : 1;
+  /* OPT 32: tasks are (KV head, split), so the workgroups are shared among
+   * the KV heads, up to 64 splits (the merges read splits past NSMAX from
+   * the arena); otherwise among the heads, up to NSMAX (16) */
+  const uint32_t task_heads = opt & 32u ? (uint32_t)g->kv_heads : (uint32_t)NH;
+  P->base.nsmax = P->nwg / task_heads > 1 ? P->nwg / task_heads : 1;
   const uint32_t splits = as_g(be)->opts.persist_splits; /* tests: splits with few workgroups */
   if (splits) P->base.nsmax = splits;
-  if (P->base.nsmax > 16) P->base.nsmax = 16; /* NSMAX in the kernel's stage_attn */
+  const uint32_t most = opt & 32u ? 64 : 16; /* 16: NSMAX in the kernel's stage_attn */
+  if (P->base.nsmax > most) P->base.nsmax = most;
   if (P->base.nsmax * (uint32_t)NH > 1024) P->base.nsmax = 1024 / (uint32_t)NH;
   /* Barrier arrivals so far: the probe's (the counter is zeroed for runs). */
   uint32_t zero[64] = {0};
@@ -443,10 +457,11 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->out0 = -1;
   if (wisp_env_verbose())
     fprintf(stderr,
-            "webgpu: persistent decode: %d phases (works 0x%x, stages 0x%x, %s products), %u workgroups, %u barriers a "
-            "step, weights %.1f MB, arena %.1f MB\n",
-            g->n_phases, persist_works(g), persist_stages(g), persist_split(be, g) ? "units-split" : "quad-row", P->nwg,
-            P->barriers_per_step, (double)P->blob.size / 1e6, (double)P->arena.size / 1e6);
+            "webgpu: persistent decode: %d phases (works 0x%x, stages 0x%x, %s products, OPT %u), %u workgroups, up to "
+            "%u splits a %s head, %u barriers a step, weights %.1f MB, arena %.1f MB\n",
+            g->n_phases, persist_works(g), persist_stages(g), persist_split(be, g) ? "units-split" : "quad-row", opt,
+            P->nwg, P->base.nsmax, opt & 32u ? "KV" : "query", P->barriers_per_step, (double)P->blob.size / 1e6,
+            (double)P->arena.size / 1e6);
   return WISP_OK;
 }
 

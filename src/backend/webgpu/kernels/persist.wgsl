@@ -402,9 +402,17 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
       } else if (has_work(W_QKV) && wk == W_QKV) {
         attn_qkv(l, pos, wid, li, sg, nsgw, sl, sgs);
       } else if (has_work(W_ATTN) && wk == W_ATTN) {
-        attn_split(l, pos, wid, li, sl, sgs);
+        if ((OPT & 32u) != 0u) {
+          attn_split_grouped(l, pos, wid, li);
+        } else {
+          attn_split(l, pos, wid, li, sl, sgs);
+        }
       } else if (has_work(W_ATTN_GATED) && wk == W_ATTN_GATED) {
-        attn_split_gated(l, pos, wid, li, sl, sgs);
+        if ((OPT & 32u) != 0u) {
+          attn_split_gated_grouped(l, pos, wid, li, sl, sgs);
+        } else {
+          attn_split_gated(l, pos, wid, li, sl, sgs);
+        }
       } else if (has_work(W_DELTANET) && wk == W_DELTANET) {
         deltanet(l, pos, wid, li, sl, sgs);
       }
