@@ -389,22 +389,25 @@ TEST(gemma3_webgpu_persistent_long_prompt_matches_op_by_op) {
   CHECKF(wisp_session_new(mg, &cpu, &s) == WISP_OK && greedy(s, tok, LONG, N, global, lg), "%s", wisp_last_error());
   wisp_session_free(s);
   CHECK(memcmp(want, global, sizeof want) != 0); /* the window changes the tokens */
-  const char *tunings[4] = {"persist=0", "persist=1,persistGrid=1,persistSplits=4", "persist=0,kv=f16",
-                            "persist=1,persistGrid=1,persistSplits=4,kv=f16"};
+  /* the last: the grouped-query attention (persistOpt bit 32, attn_group), windows included */
+  const char *tunings[5] = {"persist=0", "persist=1,persistGrid=1,persistSplits=4", "persist=0,kv=f16",
+                            "persist=1,persistGrid=1,persistSplits=4,kv=f16",
+                            "persist=1,persistGrid=1,persistSplits=4,persistOpt=41"};
   int32_t op_f16[N];
-  for (int c = 0; c < 4; c++) {
+  for (int c = 0; c < 5; c++) {
     wisp_session_options gpu = {.backend = "webgpu", .tuning = tunings[c]};
     s = NULL;
     CHECKF(wisp_session_new(m, &gpu, &s) == WISP_OK, "%s", wisp_last_error());
     if (!s) break;
     CHECKF(greedy(s, tok, LONG, N, got, lg), "%s: %s", tunings[c], wisp_last_error());
-    if (c < 2) CHECKF(!memcmp(want, got, sizeof want), "%s: greedy tokens differ from the CPU's", tunings[c]);
+    if (c < 2 || c == 4) CHECKF(!memcmp(want, got, sizeof want), "%s: greedy tokens differ from the CPU's", tunings[c]);
     if (c == 2) memcpy(op_f16, got, sizeof got);
     if (c == 3) CHECKF(!memcmp(op_f16, got, sizeof got), "%s: greedy tokens differ from op by op's", tunings[c]);
-    const uint64_t want_steps = c % 2 ? N - 1 : 0;
+    const int persist = c % 2 || c == 4;
+    const uint64_t want_steps = persist ? N - 1 : 0;
     CHECKF(persistent_steps(s) == want_steps, "%s: %llu persistent steps, want %llu", tunings[c],
            (unsigned long long)persistent_steps(s), (unsigned long long)want_steps);
-    if (c % 2) { /* the sliding layers' 4 keys in one range, the global layer's 150+ in several */
+    if (persist) { /* the sliding layers' 4 keys in one range, the global layer's 150+ in several */
       wisp_wgpu_backend_stats bs = {0};
       CHECKF(wisp_wgpu_backend_stats_get(s->backend, &bs) && bs.attn_splits > GL * (N - 1),
              "%s: %llu key ranges in %d steps of %d layers", tunings[c], (unsigned long long)bs.attn_splits, N - 1, GL);
