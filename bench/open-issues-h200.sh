@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One device call (under 10 min on a cold H200) for what the open issues
+# still need measured, each part under its own clock, writing as it goes:
+#   1. issue 29's A/B: wisp_prev (PREV=6cab9e8, PREV_EXACT=profiles/default)
+#      against this wisp, seed and Qwen 3.5 0.8B, decode at one token a
+#      submit, under the throughput profile, and prefill 1,024, alternated
+#      twice (tools/device.sh ab) -> OUT/ab.tgz;
+#   2. issue 33's Gemma 3 parity taken apart (bench/gemma-diag-h200.sh):
+#      transformers against the oracle's torch forward layer by layer, wisp
+#      against both -> OUT/gemma-diag.txt;
+#   3. issue 30's grouped-query persistent attention (persistOpt bit 32):
+#      Qwen 3.5 0.8B decode at depths 0, 8,192 and 32,768 with the default
+#      OPT bits, then with bit 32 (persistOpt=41) -> OUT/grouped.txt and the
+#      receipts in OUT/grouped.tgz.
+# Here first:
+#   PREV=6cab9e8 SLIM=1 tools/device.sh bundle
+#   (cd .dev && strip wisp wisp_prev && tar cJf lib.txz lib && rm -rf lib)
+# The call: `bash bench/open-issues-h200.sh "$OUT"`, carry [".dev", ".gl",
+# ".cache/webgpu"], timeout_s 600.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT=${1:?usage: bench/open-issues-h200.sh OUT}
+mkdir -p "$OUT"
+[ -d .dev/lib ] || { mkdir -p .dev/lib && tar xJf .dev/lib.txz -C .dev; }
+T0=$SECONDS
+say() { echo "== $* ($((SECONDS - T0)) s)" | tee -a "$OUT/log.txt"; }
+
+say "1. issue 29 A/B"
+PREV_EXACT=profiles/default WORKLOADS="batch1 throughput prefill1024" MODELS="seed qwen08" REPS=2 \
+  timeout 300 bash tools/device.sh ab "$OUT/ab" > "$OUT/ab.log" 2>&1
+tail -30 "$OUT/ab.log"
+
+say "2. issue 33 Gemma 3 parity, layer by layer"
+timeout 200 bash bench/gemma-diag-h200.sh "$OUT" > /dev/null 2>&1
+grep -v "Loading weights" "$OUT/gemma-diag.txt" 2> /dev/null | tail -60
+
+say "3. issue 30 grouped-query persistent attention"
+WISP_DEVICE_LIB=1 source tools/device.sh
+setup_env > /dev/null
+a=$(model_dir qwen08)
+mkdir -p "$OUT/grouped"
+for dep in 0 8192 32768; do
+  p=$dep; [ "$p" -gt 0 ] || p=1
+  for opt in 9 41; do
+    [ $((SECONDS - T0)) -lt 560 ] || break 2
+    line=$(timeout 60 "$W" bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=$opt \
+      -o "$OUT/grouped/d$dep-opt$opt.json" --force 2> /dev/null | grep "decode:")
+    echo "qwen08 depth $dep persistOpt=$opt: $line" | tee -a "$OUT/grouped.txt"
+  done
+done
+# the machine returns 8 files at most: the receipts as one archive
+tar czf "$OUT/grouped.tgz" -C "$OUT" grouped && rm -rf "$OUT/grouped"
+say done
