@@ -237,3 +237,37 @@ TEST(gguf_import_add_bos_eos_as_llama_cpp_reads_them) {
     }
   }
 }
+
+/* A vocabulary that is not the weights': 260 tokens over a token_embd.weight
+ * of 100 rows is one line naming the file and the way out. */
+TEST(gguf_import_vocab_larger_than_the_embedding_is_one_line) {
+  static char names[256][4];
+  const char *tokens[260];
+  for (int b = 0; b < 256; b++) { byte_char(b, names[b]); tokens[b] = names[b]; }
+  tokens[256] = "he", tokens[257] = "hel", tokens[258] = "<|end|>", tokens[259] = "<s>";
+  const char *merges[2] = {"h e", "he l"};
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  CHECK(w != NULL);
+  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
+  wisp_gguf_put_str(w, "tokenizer.ggml.pre", "qwen2");
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 260);
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 2);
+  static float emb[100 * 8];
+  const uint64_t ne[2] = {8, 100};
+  CHECK(wisp_gguf_add_tensor(w, "token_embd.weight", 2, ne, 0, emb, sizeof emb) == WISP_OK);
+  char path[700], dir[600];
+  snprintf(path, sizeof path, "%s/vocab_rows.gguf", test_tmpdir());
+  snprintf(dir, sizeof dir, "%s/vocab_rows", test_tmpdir());
+  wisp_status st = wisp_gguf_writer_write(w, path);
+  wisp_gguf_writer_free(w);
+  CHECKF(st == WISP_OK && mkdir(dir, 0755) == 0, "%s", wisp_last_error());
+  wisp_gguf *f = NULL;
+  CHECKF(wisp_gguf_open(path, &f) == WISP_OK, "%s", wisp_last_error());
+  int written = 0;
+  st = wisp_gguf_write_tokenizer(f, dir, &written);
+  wisp_gguf_close(f);
+  const char *e = wisp_last_error();
+  CHECKF(st != WISP_OK && strstr(e, path) && strstr(e, "260 tokens") && strstr(e, "100 rows") &&
+             strstr(e, "take the GGUF as it was exported") && !strchr(e, '\n'),
+         "%s", e);
+}

@@ -77,7 +77,11 @@ int wisp_tokenizer_artifact_file(const char *dir, const cJSON *manifest, const c
 wisp_status wisp_tokenizer_for_artifact(const char *dir, const char *kind, const cJSON *manifest, int vocab,
                                         wisp_tokenizer **out) {
   *out = NULL;
-  if (strcmp(kind, "bpe")) return wisp_tokenizer_new(kind, vocab, out);
+  if (strcmp(kind, "bpe")) {
+    wisp_status st = wisp_tokenizer_new(kind, vocab, out);
+    if (st) wisp_error_prefix("%s", dir ? dir : "artifact"); /* the one line names the model */
+    return st;
+  }
   char path[4096];
   if (!wisp_tokenizer_artifact_file(dir ? dir : ".", manifest, "tokenizer", path, sizeof path))
     return wisp_fail(WISP_EFORMAT, "%s: wisp.tokenizer is 'bpe' but the tokenizer file (%s) is missing",
