@@ -307,6 +307,10 @@ def artifact_tensors(art, cfg):
 
 # ---------------------------------------------------------------- the plain torch forward
 
+VARIANTS = ("no_causal_mask", "no_qk_norm", "qk_norm_unit_weights", "global_rope_everywhere",
+            "local_rope_everywhere", "no_rope", "scale_one")
+
+
 class TorchModel:
     """Gemma3ForCausalLM / Qwen2ForCausalLM's forward in plain torch, float32,
     eager attention, written from the modeling files' formulas:
@@ -325,6 +329,7 @@ class TorchModel:
         self.gemma = arch_of(cfg) == "gemma3"
         self.D = head_dim(cfg)
         self.glob = global_layers(cfg) if self.gemma else [True] * cfg["num_hidden_layers"]
+        self.variant = None  # VARIANTS: one formula changed, to see which one a reference computes
 
     def inv_freq(self, theta):
         import torch
@@ -371,14 +376,23 @@ class TorchModel:
             q, k, v = q.view(T, NH, D), k.view(T, KV, D), v.view(T, KV, D)
             theta = c["rope_theta"]
             if self.gemma:
-                q, k = self.norm(q, p + "self_attn.q_norm.weight"), self.norm(k, p + "self_attn.k_norm.weight")
-                if not self.glob[i]:
+                if self.variant == "qk_norm_unit_weights":
+                    unit = lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c["rms_norm_eps"])
+                    q, k = unit(q), unit(k)
+                elif self.variant != "no_qk_norm":
+                    q, k = self.norm(q, p + "self_attn.q_norm.weight"), self.norm(k, p + "self_attn.k_norm.weight")
+                if not self.glob[i] and self.variant != "global_rope_everywhere":
                     theta = c["rope_local_base_freq"]
-            q, k = self.rope(q, pos, theta), self.rope(k, pos, theta)
+                if self.glob[i] and self.variant == "local_rope_everywhere":
+                    theta = c["rope_local_base_freq"]
+            if self.variant != "no_rope":
+                q, k = self.rope(q, pos, theta), self.rope(k, pos, theta)
             k, v = k.repeat_interleave(NH // KV, dim=1), v.repeat_interleave(NH // KV, dim=1)
             scale = c["query_pre_attn_scalar"] ** -0.5 if self.gemma else D ** -0.5
+            if self.variant == "scale_one":
+                scale = 1.0
             s = torch.einsum("qhd,khd->hqk", q, k) * scale
-            allowed = ki <= qi
+            allowed = (ki <= qi) | (self.variant == "no_causal_mask")
             if self.gemma and not self.glob[i]:
                 allowed = allowed & (qi - ki < c["sliding_window"])
             s = s.masked_fill(~allowed[None], float("-inf"))
@@ -515,6 +529,15 @@ def cmd_layers(args):
         d_last = (x[-1] - y[-1]).abs().max().item() / max(y[-1].abs().max().item(), 1e-30)
         d_all = (x - y).abs().max().item() / max(y.abs().max().item(), 1e-30)
         print("%-16s %.3e  %.3e" % (name, d_last, d_all))
+    # which one changed formula brings the torch forward to transformers' logits
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor([ids], device=args.device), use_cache=False).logits[0][-1]
+        for v in (None,) + VARIANTS:
+            tm.variant = v
+            got = tm.forward(ids)[-1]
+            print("variant %-24s last-position logits max|diff| / max|ref| %.3e" % (
+                v or "(as written)", ((got - ref).abs().max() / ref.abs().max()).item()))
+        tm.variant = None
 
 
 # ---------------------------------------------------------------- local check
