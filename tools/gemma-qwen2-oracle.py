@@ -308,7 +308,8 @@ def artifact_tensors(art, cfg):
 # ---------------------------------------------------------------- the plain torch forward
 
 VARIANTS = ("no_causal_mask", "no_qk_norm", "qk_norm_unit_weights", "global_rope_everywhere",
-            "local_rope_everywhere", "no_rope", "scale_one")
+            "local_rope_everywhere", "rope_bases_swapped", "global_layers_shifted", "global_rope_linear8", "no_rope",
+            "scale_one")
 
 
 class TorchModel:
@@ -381,12 +382,18 @@ class TorchModel:
                     q, k = unit(q), unit(k)
                 elif self.variant != "no_qk_norm":
                     q, k = self.norm(q, p + "self_attn.q_norm.weight"), self.norm(k, p + "self_attn.k_norm.weight")
-                if not self.glob[i] and self.variant != "global_rope_everywhere":
+                glob = self.glob[i]
+                if self.variant == "global_layers_shifted":  # global at i % 6 == 0 instead of 5
+                    glob = i % 6 == 0
+                if not glob and self.variant != "global_rope_everywhere":
                     theta = c["rope_local_base_freq"]
-                if self.glob[i] and self.variant == "local_rope_everywhere":
+                if glob and self.variant == "local_rope_everywhere":
                     theta = c["rope_local_base_freq"]
+                if self.variant == "rope_bases_swapped":
+                    theta = c["rope_theta"] if not glob else c["rope_local_base_freq"]
+            rpos = pos.to(torch.float32) / 8.0 if self.variant == "global_rope_linear8" and self.glob[i] else pos
             if self.variant != "no_rope":
-                q, k = self.rope(q, pos, theta), self.rope(k, pos, theta)
+                q, k = self.rope(q, rpos, theta), self.rope(k, rpos, theta)
             k, v = k.repeat_interleave(NH // KV, dim=1), v.repeat_interleave(NH // KV, dim=1)
             scale = c["query_pre_attn_scalar"] ** -0.5 if self.gemma else D ** -0.5
             if self.variant == "scale_one":
