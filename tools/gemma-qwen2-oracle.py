@@ -307,7 +307,7 @@ def artifact_tensors(art, cfg):
 
 # ---------------------------------------------------------------- the plain torch forward
 
-VARIANTS = ("no_causal_mask", "no_qk_norm", "qk_norm_unit_weights", "global_rope_everywhere",
+VARIANTS = ("no_causal_mask", "no_qk_norm", "qk_norm_unit_weights", "qk_norm_after_rope", "global_rope_everywhere",
             "local_rope_everywhere", "rope_bases_swapped", "global_layers_shifted", "global_rope_linear8", "no_rope",
             "scale_one")
 
@@ -380,7 +380,7 @@ class TorchModel:
                 if self.variant == "qk_norm_unit_weights":
                     unit = lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c["rms_norm_eps"])
                     q, k = unit(q), unit(k)
-                elif self.variant != "no_qk_norm":
+                elif self.variant not in ("no_qk_norm", "qk_norm_after_rope"):
                     q, k = self.norm(q, p + "self_attn.q_norm.weight"), self.norm(k, p + "self_attn.k_norm.weight")
                 glob = self.glob[i]
                 if self.variant == "global_layers_shifted":  # global at i % 6 == 0 instead of 5
@@ -394,6 +394,8 @@ class TorchModel:
             rpos = pos.to(torch.float32) / 8.0 if self.variant == "global_rope_linear8" and self.glob[i] else pos
             if self.variant != "no_rope":
                 q, k = self.rope(q, rpos, theta), self.rope(k, rpos, theta)
+            if self.gemma and self.variant == "qk_norm_after_rope":
+                q, k = self.norm(q, p + "self_attn.q_norm.weight"), self.norm(k, p + "self_attn.k_norm.weight")
             k, v = k.repeat_interleave(NH // KV, dim=1), v.repeat_interleave(NH // KV, dim=1)
             scale = c["query_pre_attn_scalar"] ** -0.5 if self.gemma else D ** -0.5
             if self.variant == "scale_one":
