@@ -110,6 +110,10 @@ def flat_config(cfg):
         cfg.setdefault("rope_local_base_freq", rp["sliding_attention"]["rope_theta"])
     elif "rope_theta" in rp:
         cfg.setdefault("rope_theta", rp["rope_theta"])
+    if arch_of(cfg) == "gemma3":  # Gemma3TextConfig's defaults
+        cfg.setdefault("rope_theta", 1000000.0)
+        cfg.setdefault("rope_local_base_freq", 10000.0)
+        cfg.setdefault("query_pre_attn_scalar", head_dim(cfg))
     return cfg
 
 
