@@ -480,7 +480,8 @@ TEST(webgpu_qwen_persistent_decode_same_tokens) {
   } cases[] = {{NULL, 0}, /* default: not on a CPU adapter */
                {"persist=1,persistGrid=1,persistMinSteps=2", NMORE}, /* batches of 1 op by op, the plan's (40) persistent */
                {"persist=1,persistGrid=1", NMEASURE + NMORE},
-               {"persist=1,persistGrid=3,persistSplits=3", NMEASURE + NMORE},
+               /* grouped-query attention (persistOpt bit 32): the kernel webgpu_qwen_persistent_grouped_long runs */
+               {"persist=1,persistGrid=3,persistSplits=3,persistOpt=41", NMEASURE + NMORE},
                {"persist=1,persistGrid=3,persistSplits=3,kv=f16,persistRp=1", NMEASURE + NMORE}, /* each row in quarters */
                {"persist=1,persistGrid=2,persistFail=2,persistRp=2", 2}};                       /* each row in halves */
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
