@@ -508,15 +508,13 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   /* The fifth case runs the kernel's other code paths (OPT 0: the serial
    * merge, lane-0 residuals; the default is 1 + 8); the sixth the short-conv
    * and attention phases on the units-split product engine (persistSplit=1:
-   * the engine they run on beside Gated DeltaNet layers in a mixed graph);
-   * the last the grouped-query attention (OPT 32, attn_group; on the
-   * units-split engine and past 16 splits: webgpu_qwen_persistent_grouped_long). */
-  const char *grids[] = {"1", "2", "1", "2", "2", "2", "2"};
-  const char *splits[] = {NULL, NULL, NULL, "3", "3", "3", "3"};
-  const char *opts[] = {NULL, NULL, NULL, NULL, "0", NULL, "41"};
-  const int batches[] = {16, 7, 1, 16, 16, 7, 7}, kv16[] = {0, 1, 1, 0, 1, 1, 1};
-  const int split[] = {0, 0, 0, 0, 0, 1, 0};
-  for (int c = 0; c < 7; c++) {
+   * the engine they run on beside Gated DeltaNet layers in a mixed graph).
+   * (The grouped-query attention, OPT 32, has its cases in test_gemma3.c
+   * and test_webgpu_qswitch.c.) */
+  const char *grids[] = {"1", "2", "1", "2", "2", "2"}, *splits[] = {NULL, NULL, NULL, "3", "3", "3"};
+  const char *opts[] = {NULL, NULL, NULL, NULL, "0", NULL};
+  const int batches[] = {16, 7, 1, 16, 16, 7}, kv16[] = {0, 1, 1, 0, 1, 1}, split[] = {0, 0, 0, 0, 0, 1};
+  for (int c = 0; c < 6; c++) {
     char more[128] = "";
     snprintf(more, sizeof more, "kv=%s", kv16[c] ? "f16" : "f32");
     if (splits[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistSplits=%s", splits[c]);
