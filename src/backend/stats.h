@@ -24,7 +24,7 @@ typedef struct wisp_backend_stats {
   uint64_t rows_sampled;    /* batched steps whose draws ran as one dispatch for all rows (sample_rows) */
   uint64_t attn_splits;     /* key blocks one-token attentions (wgpu_attention.c) were split over, summed (1 when unsplit) */
   uint64_t kv_grows;        /* KV caches grown (kv_buf_grow: reallocated and copied) */
-  uint64_t persist_midrun_grows; /* persistent-decode arenas remade because a step passed their KV capacity (caches grown past the decode loop's reserve): a stall mid-request */
+  uint64_t persist_arena_grows; /* persistent-decode arenas remade to the KV caches' grown capacity (at the first batch after the caches grew) */
   uint64_t prefill_tiled;   /* several-token attentions by attn_flash_tiled.wgsl */
   uint64_t pipelines;       /* compute pipelines compiled (first use of each kernel variant) */
   double compile_seconds;   /* time spent compiling them: kept out of tok/s by run and bench */

@@ -347,9 +347,9 @@ int cmd_bench(int argc, char **argv) {
      * steady state should not have. */
     cJSON_AddNumberToObject(jdec, "bind_groups_created", (double)(g2.bind_groups - g1.bind_groups));
     /* KV caches grown for the timed request, and persistent arenas remade
-     * mid-run: the costs a grown context adds to this decode */
+     * to follow them: the costs a grown context adds to this decode */
     cJSON_AddNumberToObject(jdec, "kv_grows", (double)(g2.kv_grows - g1.kv_grows));
-    cJSON_AddNumberToObject(jdec, "persist_midrun_grows", (double)(g2.persist_midrun_grows - g1.persist_midrun_grows));
+    cJSON_AddNumberToObject(jdec, "persist_arena_grows", (double)(g2.persist_arena_grows - g1.persist_arena_grows));
     cJSON_AddNumberToObject(jp, "dispatches", (double)(g1.dispatches - g0.dispatches));
     cJSON_AddNumberToObject(jp, "submits", (double)(g1.submits - g0.submits));
   }

@@ -572,6 +572,7 @@ static int grow_arena(wisp_backend *be, persist *P, const wisp_decode_graph *g, 
   wisp_wgpu_scratch_free(gb, &P->arena);
   P->arena = arena;
   P->end = P->out0 = -1;
+  gb->stats.persist_arena_grows++;
   if (wisp_env_verbose())
     fprintf(stderr, "webgpu: persistent decode: KV caches of %d positions (arena %.1f MB)\n", cap,
             (double)P->arena.size / 1e6);
@@ -641,10 +642,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * copied in again: 1-3 ms of the seed shape's decode on the H200). */
   if (session_kv_positions(g, as_g(be)->kv16) > P->kv_cap && !grow_arena(be, P, g, pos + k))
     return WISP_EUNSUPPORTED;
-  if (pos + k > P->kv_cap) { /* caches that grew mid-request (not through the decode loop) */
-    if (!grow_arena(be, P, g, pos + k)) return WISP_EUNSUPPORTED;
-    as_g(be)->stats.persist_midrun_grows++;
-  }
+  if (pos + k > P->kv_cap) return WISP_EUNSUPPORTED; /* the caches themselves hold fewer positions */
   uint64_t epoch = as_g(be)->state_epoch;
   /* the arena holds the state of the buffers the last batch named: another
    * sequence's (a scheduler slot run ahead after another) starts afresh */
