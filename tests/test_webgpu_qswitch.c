@@ -504,7 +504,8 @@ TEST(webgpu_qwen_persistent_decode_same_tokens) {
  * attn_group: a task per KV head and split, its two query heads together)
  * on the gated attention past 16 splits a head (17 here: a 530-token
  * prompt in 32-key blocks), whose merge then reads the splits from the
- * arena (stage_attn_gated_long): the CPU backend's greedy tokens. */
+ * arena (stage_attn_gated_long): the CPU backend's greedy tokens, and its
+ * logits of one more token (which read the K/V rows the decode wrote). */
 enum { GL_PROMPT = 530, GL_STEPS = 16 };
 TEST(webgpu_qwen_persistent_grouped_long) {
   WEBGPU_OR_SKIP(d);
@@ -515,6 +516,7 @@ TEST(webgpu_qwen_persistent_grouped_long) {
   g_max_pos = 512;
   CHECKF(dir, "model: %s", log);
   static int32_t tok[2][GL_STEPS];
+  static float after[2][SV]; /* the logits of one more token: the caches the decode wrote, read back */
   uint64_t persistent = 0;
   for (int b = 0; b < 2; b++) {
     wisp_model *m = NULL;
@@ -535,6 +537,7 @@ TEST(webgpu_qwen_persistent_grouped_long) {
     int n = 0;
     wisp_generate_options go = {.temperature = 0, .batch = 8};
     if (!st) st = wisp_session_generate(s, best, GL_STEPS - 1, &go, tok[b] + 1, &n);
+    if (!st) st = wisp_session_eval(s, &tok[b][GL_STEPS - 1], 1, after[b]);
     wisp_wgpu_backend_stats stats = {0};
     if (!st && b) wisp_wgpu_backend_stats_get(s->backend, &stats);
     if (b) persistent = stats.persistent_steps;
@@ -547,4 +550,7 @@ TEST(webgpu_qwen_persistent_grouped_long) {
   int at = 0;
   while (at < GL_STEPS && tok[0][at] == tok[1][at]) at++;
   CHECKF(at == GL_STEPS, "token %d: cpu %d, persistent grouped %d", at, tok[0][at], tok[1][at]);
+  double worst = 0, mx = 0;
+  for (int i = 0; i < SV; i++) worst = fmax(worst, fabs((double)after[0][i] - after[1][i])), mx = fmax(mx, fabs(after[0][i]));
+  CHECKF(worst <= 1e-3 * mx, "logits after the decode: max|diff| %g of max|cpu| %g", worst, mx);
 }
