@@ -208,9 +208,10 @@ TEST(ggml_blocks_every_kernel_set) {
  * product and (decode) the rows of a batched step: the worst error over
  * the sum of |w x| (i8: over the bound of rounding weights and activations
  * to 8 bits per 32-block, each off by at most half a step of amax/127,
- * counted twice). */
-static double backend_error_i8(wisp_backend *be, const blk_type *bt, wisp_matrix *m, const float *x, int n, int rows_op,
-                               int i8) {
+ * counted twice). The weights W as the decoder written here reads m's
+ * blocks (bt), or, with dec, those rows already decoded. */
+static double backend_error_of(wisp_backend *be, const blk_type *bt, const float *dec, wisp_matrix *m, const float *x,
+                               int n, int rows_op, int i8) {
   const int R = m->rows, C = m->cols;
   wisp_buf *bx = be->buf_new(be, (size_t)n * C), *by = be->buf_new(be, (size_t)n * R);
   float *y = malloc(sizeof(float) * (size_t)n * R);
@@ -228,7 +229,7 @@ static double backend_error_i8(wisp_backend *be, const blk_type *bt, wisp_matrix
       for (int c0 = 0; c0 < C; c0 += 32) {
         double aw = 0, ax = 0, sw = 0, sx = 0;
         for (int c = c0; c < c0 + 32 && c < C; c++) {
-          const double w = ref_at(bt, m->q, C, r, c), xv = x[(size_t)tok * C + c];
+          const double w = dec ? dec[(size_t)r * C + c] : ref_at(bt, m->q, C, r, c), xv = x[(size_t)tok * C + c];
           want += w * xv;
           mag += fabs(w * xv);
           aw = fmax(aw, fabs(w)), ax = fmax(ax, fabs(xv)), sw += fabs(w), sx += fabs(xv);
@@ -243,6 +244,11 @@ out:
   if (by) be->buf_free(be, by);
   free(y);
   return worst;
+}
+
+static double backend_error_i8(wisp_backend *be, const blk_type *bt, wisp_matrix *m, const float *x, int n, int rows_op,
+                               int i8) {
+  return backend_error_of(be, bt, NULL, m, x, n, rows_op, i8);
 }
 
 static double backend_error(wisp_backend *be, const blk_type *bt, wisp_matrix *m, const float *x, int n, int rows_op) {
@@ -541,36 +547,6 @@ TEST(ggml_blocks_llama_quantize_fixtures) {
  * several, and a batched step's rows), plain and subgroup kernels, against
  * the rows as wisp_matrix_row_f32 decodes them (checked against the
  * decoder written here, and the source weights, by the test above). */
-static double fixture_gpu_error(wisp_backend *g, const wisp_matrix *m, const float *dec, const float *x, int n,
-                                int rows_op) {
-  const int R = m->rows, C = m->cols;
-  wisp_buf *bx = g->buf_new(g, (size_t)n * C), *by = g->buf_new(g, (size_t)n * R);
-  float *y = malloc(sizeof(float) * (size_t)n * R);
-  double worst = INFINITY;
-  if (bx && by && y) {
-    g->buf_write(g, bx, 0, (size_t)n * C, x);
-    if (rows_op) g->matmul_rows(g, m, bx, n, by, 0);
-    else g->matmul(g, m, bx, 0, n, by, 0);
-    g->buf_read(g, by, 0, (size_t)n * R, y);
-    if (g->sync(g) == WISP_OK) {
-      worst = 0;
-      for (int t = 0; t < n; t++)
-        for (int r = 0; r < R; r++) {
-          double want = 0, mag = 0;
-          for (int c = 0; c < C; c++) {
-            const double p = (double)dec[(size_t)r * C + c] * x[(size_t)t * C + c];
-            want += p, mag += fabs(p);
-          }
-          worst = fmax(worst, fabs(y[(size_t)t * R + r] - want) / (mag + 1e-30));
-        }
-    }
-  }
-  if (bx) g->buf_free(g, bx);
-  if (by) g->buf_free(g, by);
-  free(y);
-  return worst;
-}
-
 TEST(webgpu_ggml_blocks_llama_quantize_fixtures) {
   WEBGPU_OR_SKIP(d);
   FILE *list = fopen(FIXTURES "fixtures.txt", "r");
@@ -599,8 +575,9 @@ TEST(webgpu_ggml_blocks_llama_quantize_fixtures) {
       wisp_backend *g = NULL;
       CHECKF(wisp_wgpu_backend_new(&opts, &g) == WISP_OK, "%s", wisp_last_error());
       CHECKF(g->prepare_matrix(g, &gm) == WISP_OK, "%s: %s", file, wisp_last_error());
-      const double e1 = fixture_gpu_error(g, &gm, dec, x, 1, 0), en = fixture_gpu_error(g, &gm, dec, x, 5, 0),
-                   er = fixture_gpu_error(g, &gm, dec, x, 3, 1);
+      const double e1 = backend_error_of(g, NULL, dec, &gm, x, 1, 0, 0) * 1e-5,
+                   en = backend_error_of(g, NULL, dec, &gm, x, 5, 0, 0) * 1e-5,
+                   er = backend_error_of(g, NULL, dec, &gm, x, 3, 1, 0) * 1e-5;
       g->destroy(g);
       CHECKF(e1 < 1e-5 && en < 1e-5 && er < 1e-5, "%s (%s) on WebGPU (%s): one token %g, 5 tokens %g, rows %g", file,
              q->name, pass ? "subgroups" : "plain", e1, en, er);
