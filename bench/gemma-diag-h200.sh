@@ -6,11 +6,9 @@
 #   bash bench/gemma-diag-h200.sh OUT
 set -u
 OUT=${1:?OUT}
-[ -d .dev/lib ] || { mkdir -p .dev/lib && tar xJf .dev/lib.txz -C .dev; }
-for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done; ldconfig 2>/dev/null
-export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
-W=.dev/wisp O=tools/gemma-qwen2-oracle.py C=tests/parity/compare.py d=/tmp/gdiag
+WISP_DEVICE_LIB=1 source tools/device.sh # setup_env, W
+setup_env > /dev/null
+O=tools/gemma-qwen2-oracle.py C=tests/parity/compare.py d=/tmp/gdiag
 rm -rf $d; mkdir -p $d
 {
   python3 $O build --arch gemma3 --shape real --out $d/hf

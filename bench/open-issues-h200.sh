@@ -21,7 +21,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: bench/open-issues-h200.sh OUT}
 mkdir -p "$OUT"
-[ -d .dev/lib ] || { mkdir -p .dev/lib && tar xJf .dev/lib.txz -C .dev; }
 T0=$SECONDS
 say() { echo "== $* ($((SECONDS - T0)) s)" | tee -a "$OUT/log.txt"; }
 

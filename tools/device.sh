@@ -179,6 +179,8 @@ say() { echo "== $* ($(date +%T))"; }
 # The Vulkan loader from .gl, the carried libraries, the NVIDIA Vulkan
 # driver and the carried Dawn build.
 setup_env() {
+  # the libraries packed (.dev/lib.txz, to keep the carry under its limit)
+  [ -d .dev/lib ] || [ ! -f .dev/lib.txz ] || { mkdir -p .dev/lib && tar xJf .dev/lib.txz -C .dev; }
   for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
   ldconfig 2>/dev/null
   export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
