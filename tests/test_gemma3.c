@@ -437,6 +437,20 @@ TEST(gemma3_graph_lowers_to_the_persistent_phases) {
   CHECK(fabs(d->embed_scale - 8.0) < 1e-6 && fabs(d->attn_scale - 1.0 / sqrt(24.0)) < 1e-6);
   CHECK(d->rope_cos_local == m->graph.rope_cos_local && d->rope_cos_local != d->rope_cos);
   CHECK(d->n_phases == 5 * GL + 1);
+  /* every attention node carries its layer's norms and window: the model
+   * sets them on a node the next append may move (a global layer once lost
+   * its q/k norms that way, where the allocator moved the array) */
+  int n_attn = 0;
+  for (int i = 0; i < m->graph.n_nodes; i++) {
+    const wisp_gnode *n = &m->graph.nodes[i];
+    if (n->op != WISP_GOP_ATTENTION) continue;
+    n_attn++;
+    CHECKF(n->q_norm && n->k_norm && n->q_norm->n == GD && n->window == (is_global(n->layer) ? 0 : GWIN) &&
+               n->rope_local == !is_global(n->layer),
+           "layer %d's attention node: q_norm %p, k_norm %p, window %d", n->layer, (const void *)n->q_norm,
+           (const void *)n->k_norm, n->window);
+  }
+  CHECK(n_attn == GL);
   for (int l = 0; l < GL; l++) {
     const wisp_graph_layer *L = &d->layers[l];
     CHECKF(L->mixer == WISP_MIX_ATTENTION && L->window == (is_global(l) ? 0 : GWIN) &&

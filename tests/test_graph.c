@@ -37,6 +37,8 @@ TEST(graph_fusion_pass_finds_the_pairs) {
   CHECK((g.fused & WISP_FUSE_HEAD_ARGMAX) && (g.fused & WISP_FUSE_NORM_MATMUL)); /* final norm -> head -> argmax */
   /* The activation widths grew to fit the nodes. */
   CHECK(g.act[WISP_ACT_BIG] == 32 && g.act[WISP_ACT_MID] == 16 && g.act[WISP_ACT_X] == 8);
+  /* the FFN's gating node keeps its width though the down product came after it */
+  CHECK(g.nodes[6].op == WISP_GOP_SWIGLU && g.nodes[6].cols == 16);
   wisp_graph_free(&g);
 }
 

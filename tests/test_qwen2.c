@@ -198,6 +198,16 @@ TEST(qwen2_tiny_matches_independent_reference_prefill_and_decode) {
   if (!art) return;
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  if (!m) return;
+  /* every layer's bias node carries its bias (set on a node the next append may move) */
+  int n_bias = 0;
+  for (int i = 0; i < m->graph.n_nodes; i++)
+    if (m->graph.nodes[i].op == WISP_GOP_ADD_BIAS) {
+      n_bias++;
+      CHECKF(m->graph.nodes[i].w && m->graph.nodes[i].w->data, "layer %d's bias node has no bias",
+             m->graph.nodes[i].layer);
+    }
+  CHECK(n_bias == m->artifact->shape.n_layers);
   int32_t tok[T + G];
   int ref_tok[T + G];
   prompt(tok, T);

@@ -178,29 +178,30 @@ static wisp_status gemma3_describe(const wisp_model_shape *s, void *p, wisp_grap
   }
   for (int i = 0; i < s->n_layers; i++) {
     gemma3_layer *L = w ? &w->layers[i] : NULL;
-    wisp_gnode *sc = NULL, *m = NULL, *gg = NULL;
+    wisp_gnode *sc = NULL, *m = NULL;
     /* the embedding scale, at the head of the first layer */
     if (i == 0 && !(sc = wisp_graph_rowop(g, WISP_GOP_SCALE, 0, "embed.scale", H, WISP_ACT_X, WISP_ACT_X))) goto oom;
     if (sc) sc->scale = sqrtf((float)H);
     if (!wisp_graph_rmsnorm(g, i, "attn.qkv.norm", L ? &L->op_norm : NULL, H, WISP_ACT_X, WISP_ACT_XN) ||
         !wisp_graph_matmul(g, i, "attn.qkv", L ? &L->qkv : NULL, QKV, H, WISP_ACT_XN, WISP_ACT_BIG, 0) ||
-        !(m = wisp_graph_mixer(g, WISP_GOP_ATTENTION, i, "attn.core", QKV, s->heads * D)) ||
-        !wisp_graph_matmul(g, i, "attn.o_proj", L ? &L->o_proj : NULL, H, s->heads * D, WISP_ACT_MID, WISP_ACT_XN, 0) ||
-        !wisp_graph_rmsnorm(g, i, "attn.o_proj.post_norm", L ? &L->attn_post : NULL, H, WISP_ACT_XN, WISP_ACT_MID) ||
-        !wisp_graph_rowop(g, WISP_GOP_ADD, i, "attn.residual", H, WISP_ACT_MID, WISP_ACT_X) ||
-        !wisp_graph_rmsnorm(g, i, "mlp.gate_up.norm", L ? &L->ffn_norm : NULL, H, WISP_ACT_X, WISP_ACT_XN) ||
-        !wisp_graph_matmul(g, i, "mlp.gate_up", L ? &L->gate_up : NULL, 2 * F, H, WISP_ACT_XN, WISP_ACT_BIG, 0) ||
-        !(gg = wisp_graph_rowop(g, WISP_GOP_GEGLU, i, "", F, WISP_ACT_BIG, WISP_ACT_MID)) ||
-        !wisp_graph_matmul(g, i, "mlp.down", L ? &L->down : NULL, H, F, WISP_ACT_MID, WISP_ACT_XN, 0) ||
-        !wisp_graph_rmsnorm(g, i, "mlp.down.post_norm", L ? &L->ffn_post : NULL, H, WISP_ACT_XN, WISP_ACT_MID) ||
-        !wisp_graph_rowop(g, WISP_GOP_ADD, i, "mlp.residual", H, WISP_ACT_MID, WISP_ACT_X))
+        !(m = wisp_graph_mixer(g, WISP_GOP_ATTENTION, i, "attn.core", QKV, s->heads * D)))
       goto oom;
-    if (L) {
+    if (L) { /* now: the next append may move the nodes (graph.h) */
       m->q_norm = &L->q_norm;
       m->k_norm = &L->k_norm;
       m->window = L->window;
       m->rope_local = L->window > 0;
     }
+    if (!wisp_graph_matmul(g, i, "attn.o_proj", L ? &L->o_proj : NULL, H, s->heads * D, WISP_ACT_MID, WISP_ACT_XN, 0) ||
+        !wisp_graph_rmsnorm(g, i, "attn.o_proj.post_norm", L ? &L->attn_post : NULL, H, WISP_ACT_XN, WISP_ACT_MID) ||
+        !wisp_graph_rowop(g, WISP_GOP_ADD, i, "attn.residual", H, WISP_ACT_MID, WISP_ACT_X) ||
+        !wisp_graph_rmsnorm(g, i, "mlp.gate_up.norm", L ? &L->ffn_norm : NULL, H, WISP_ACT_X, WISP_ACT_XN) ||
+        !wisp_graph_matmul(g, i, "mlp.gate_up", L ? &L->gate_up : NULL, 2 * F, H, WISP_ACT_XN, WISP_ACT_BIG, 0) ||
+        !wisp_graph_rowop(g, WISP_GOP_GEGLU, i, "", F, WISP_ACT_BIG, WISP_ACT_MID) ||
+        !wisp_graph_matmul(g, i, "mlp.down", L ? &L->down : NULL, H, F, WISP_ACT_MID, WISP_ACT_XN, 0) ||
+        !wisp_graph_rmsnorm(g, i, "mlp.down.post_norm", L ? &L->ffn_post : NULL, H, WISP_ACT_XN, WISP_ACT_MID) ||
+        !wisp_graph_rowop(g, WISP_GOP_ADD, i, "mlp.residual", H, WISP_ACT_MID, WISP_ACT_X))
+      goto oom;
   }
   return WISP_OK;
 oom:

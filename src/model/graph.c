@@ -30,7 +30,12 @@ static void widen(wisp_graph *g, int act, size_t floats) {
 
 wisp_gnode *wisp_graph_add(wisp_graph *g, wisp_gop op, int layer, const char *section, int in, int out) {
   if (g->n_nodes == g->cap_nodes) {
-    int cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
+    /* A small first size on purpose: every model's graph is reallocated
+     * several times while it is described, so a node pointer kept past the
+     * next append (graph.h) is a use after free that the sanitized suite
+     * reports on any model, however small, rather than a wrong weight that
+     * shows only where the allocator happened to move a large graph. */
+    int cap = g->cap_nodes ? 2 * g->cap_nodes : 4;
     wisp_gnode *p = realloc(g->nodes, (size_t)cap * sizeof *p);
     if (!p) return NULL;
     g->nodes = p;
@@ -80,11 +85,12 @@ wisp_status wisp_graph_add_ffn(wisp_graph *g, int layer, const wisp_vector *norm
   wisp_gnode *sw;
   if (!wisp_graph_rmsnorm(g, layer, "mlp.gate_up.norm", norm, H, WISP_ACT_X, WISP_ACT_XN) ||
       !wisp_graph_matmul(g, layer, "mlp.gate_up", gate_up, 2 * F, H, WISP_ACT_XN, WISP_ACT_BIG, 0) ||
-      !(sw = wisp_graph_add(g, WISP_GOP_SWIGLU, layer, "", WISP_ACT_BIG, WISP_ACT_MID)) ||
-      !wisp_graph_matmul(g, layer, "mlp.down", down, H, F, WISP_ACT_MID, WISP_ACT_X, 1))
+      !(sw = wisp_graph_add(g, WISP_GOP_SWIGLU, layer, "", WISP_ACT_BIG, WISP_ACT_MID)))
     return wisp_fail(WISP_ENOMEM, "out of memory for the step graph");
-  sw->cols = F;
+  sw->cols = F; /* before the next append moves the nodes */
   widen(g, WISP_ACT_MID, (size_t)F);
+  if (!wisp_graph_matmul(g, layer, "mlp.down", down, H, F, WISP_ACT_MID, WISP_ACT_X, 1))
+    return wisp_fail(WISP_ENOMEM, "out of memory for the step graph");
   return WISP_OK;
 }
 

@@ -93,7 +93,10 @@ typedef struct wisp_graph {
 /* ---- building (the architecture files) ---- */
 void wisp_graph_init(wisp_graph *g);
 void wisp_graph_free(wisp_graph *g);
-/* Appends a node; the graph grows activation widths to fit it. NULL: out of memory. */
+/* Appends a node; the graph grows activation widths to fit it. NULL: out of
+ * memory. The node array is reallocated as it grows, so a returned node
+ * pointer is valid only until the next append: set a node's fields before
+ * adding another. */
 wisp_gnode *wisp_graph_add(wisp_graph *g, wisp_gop op, int layer, const char *section, int in, int out);
 wisp_gnode *wisp_graph_matmul(wisp_graph *g, int layer, const char *section, wisp_matrix *W, int rows,
                               int cols, int in, int out, int accumulate);

@@ -127,11 +127,12 @@ static wisp_status qwen2_describe(const wisp_model_shape *s, void *p, wisp_graph
     wisp_gnode *b = NULL;
     if (!wisp_graph_rmsnorm(g, i, "attn.qkv.norm", L ? &L->op_norm : NULL, H, WISP_ACT_X, WISP_ACT_XN) ||
         !wisp_graph_matmul(g, i, "attn.qkv", L ? &L->qkv : NULL, qkv, H, WISP_ACT_XN, WISP_ACT_BIG, 0) ||
-        !(b = wisp_graph_rowop(g, WISP_GOP_ADD_BIAS, i, "attn.qkv.bias", qkv, WISP_ACT_BIG, WISP_ACT_BIG)) ||
-        !wisp_graph_mixer(g, WISP_GOP_ATTENTION, i, "attn.core", qkv, s->heads * D) ||
+        !(b = wisp_graph_rowop(g, WISP_GOP_ADD_BIAS, i, "attn.qkv.bias", qkv, WISP_ACT_BIG, WISP_ACT_BIG)))
+      goto oom;
+    b->w = L ? &L->bias : NULL; /* before the next append moves the nodes (graph.h) */
+    if (!wisp_graph_mixer(g, WISP_GOP_ATTENTION, i, "attn.core", qkv, s->heads * D) ||
         !wisp_graph_matmul(g, i, "attn.o_proj", L ? &L->o_proj : NULL, H, s->heads * D, WISP_ACT_MID, WISP_ACT_X, 1))
       goto oom;
-    b->w = L ? &L->bias : NULL;
     wisp_status st = wisp_graph_add_ffn(g, i, L ? &L->ffn_norm : NULL, L ? &L->gate_up : NULL, L ? &L->down : NULL);
     if (st) {
       wisp_graph_free(g);
