@@ -326,6 +326,19 @@ gq_parity() {
         echo "-- $cfg $q $be:"; python3 $cmp "$d/ref_$q.json" "$d/wisp_${q}_$be.json" || fail=1
       done
     done
+    # the second oracle: llama.cpp's own forward of wisp's f32 export (CPU, f32 caches)
+    local cc lb=$lc/build/bin
+    cc=$(command -v cc || command -v gcc)
+    if [ -f "$d/f32.nv.gguf" ] && [ -f "$d/wisp_f32_cpu.json" ] &&
+      "$cc" -std=c11 -O1 -I"$lc/llama.cpp/include" -I"$lc/llama.cpp/ggml/include" tests/parity/llama_logits.c \
+        -o "$d/llama_logits" -L"$lb" -lllama -Wl,-rpath,"$lb"; then
+      say "$cfg: llama.cpp's logits of f32.gguf"
+      python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(p.get('greedy_prompt', 0));
+open(sys.argv[2], 'w').write(''.join(','.join(map(str, q)) + '\n' for q in p['prompts']))" \
+        "$d/hf/prompts.json" "$d/prompts.txt" > "$d/greedy_prompt.txt" &&
+        "$d/llama_logits" "$d/f32.nv.gguf" "$d/prompts.txt" "$(cat "$d/greedy_prompt.txt")" 128 > "$d/llama_f32.json" &&
+        { echo "-- $cfg f32 cpu against llama.cpp:"; python3 $cmp "$d/llama_f32.json" "$d/wisp_f32_cpu.json"; } || fail=1
+    else echo "FAILED: no llama.cpp logits (llama_logits.c did not build, or no f32 GGUF / wisp logits)"; fail=1; fi
     echo "== summary $cfg: $([ $fail = 0 ] && echo PASS || echo FAIL)"
   } > "$log" 2>&1
   grep -E "^-- |greedy|max|summary|FAILED|llama-bench runs" "$log" | head -40
