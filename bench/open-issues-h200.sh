@@ -5,10 +5,7 @@
 #      against this wisp, seed and Qwen 3.5 0.8B, decode at one token a
 #      submit, under the throughput profile, and prefill 1,024, alternated
 #      twice (tools/device.sh ab) -> OUT/ab.tgz;
-#   2. issue 33's Gemma 3 parity taken apart (bench/gemma-diag-h200.sh):
-#      transformers against the oracle's torch forward layer by layer, wisp
-#      against both -> OUT/gemma-diag.txt;
-#   3. issue 30's grouped-query persistent attention (persistOpt bit 32):
+#   2. issue 30's grouped-query persistent attention (persistOpt bit 32):
 #      Qwen 3.5 0.8B decode at depths 0, 8,192 and 32,768 with the default
 #      OPT bits, then with bit 32 (persistOpt=41) -> OUT/grouped.txt and the
 #      receipts in OUT/grouped.tgz.
@@ -16,7 +13,9 @@
 #   PREV=6cab9e8 SLIM=1 tools/device.sh bundle
 #   (cd .dev && strip wisp wisp_prev && tar cJf lib.txz lib && rm -rf lib)
 # The call: `bash bench/open-issues-h200.sh "$OUT"`, carry [".dev", ".gl",
-# ".cache/webgpu"], timeout_s 600.
+# ".cache/webgpu"], timeout_s 600. Issue 33's Gemma 3 parity is a call of its
+# own (it builds llama.cpp for the CPU, the second oracle; carry .peer too):
+#   CONFIGS="gemma3-1b qwen25-0.5b" tools/device.sh parity "$OUT/parity".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: bench/open-issues-h200.sh OUT}
@@ -29,11 +28,7 @@ PREV_EXACT=profiles/default WORKLOADS="batch1 throughput prefill1024" MODELS="se
   timeout 300 bash tools/device.sh ab "$OUT/ab" > "$OUT/ab.log" 2>&1
 tail -30 "$OUT/ab.log"
 
-say "2. issue 33 Gemma 3 parity, layer by layer"
-timeout 200 bash bench/gemma-diag-h200.sh "$OUT" > /dev/null 2>&1
-grep -v "Loading weights" "$OUT/gemma-diag.txt" 2> /dev/null | tail -60
-
-say "3. issue 30 grouped-query persistent attention"
+say "2. issue 30 grouped-query persistent attention"
 WISP_DEVICE_LIB=1 source tools/device.sh
 setup_env > /dev/null
 a=$(model_dir qwen08)
