@@ -18,8 +18,9 @@
 #  2. meanwhile makes the models (tools/device.sh's model_dir) and exports each
 #     artifact as GGUF with `wisp export-gguf --keep-quant`, the file llama-server
 #     reads: seed shape (Q4 -> Q4_0) and Qwen 3.5 0.8B (Q4_K), random weights and
-#     no vocabulary (tools/gguf-none-vocab.py), so their load sends token-id
-#     prompts; and models/default (real tokenizer and chat template) for the
+#     no vocabulary, so their load sends token-id prompts (tools/gguf-none-vocab.py
+#     --spm gives the GGUF placeholder pieces of the model's size: llama-server
+#     aborts on a file whose vocabulary type is none); and models/default (real tokenizer and chat template) for the
 #     multi-turn chat load. wisp serves the artifact the GGUF was exported
 #     from (the same quantized blocks; WISP_WEIGHTS=gguf hands it the GGUF,
 #     which `wisp serve` imports first);
@@ -107,7 +108,7 @@ for m in $MODELS default; do
   if [ ! -f "$g" ]; then
     "$W" export-gguf "$a" -o "$g.tmp" --keep-quant --force > /dev/null 2>> "$WORK/models.log" || { note "$m: export-gguf failed"; continue; }
     if [ -f "$a/tokenizer.json" ]; then mv "$g.tmp" "$g"
-    else python3 tools/gguf-none-vocab.py "$g.tmp" "$g" 2>> "$WORK/models.log" && rm -f "$g.tmp" || { note "$m: gguf-none-vocab failed"; continue; }; fi
+    else python3 tools/gguf-none-vocab.py --spm "$g.tmp" "$g" 2>> "$WORK/models.log" && rm -f "$g.tmp" || { note "$m: gguf-none-vocab failed"; continue; }; fi
   fi
   ART[$m]=$a GGUF[$m]=$g
   note "$m: artifact $a, GGUF $(du -m "$g" | cut -f1) MiB"
