@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_i8.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "format/qblocks.h"
 #include "engine/engine.h"
 #include "fixtures.h"
 #include "test.h"
@@ -77,6 +78,15 @@ static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
   } else if (type == WISP_W_Q4K) {
     ok = (t->q = malloc(wisp_q4k_bytes(rows, cols))) != NULL;
     if (ok) wisp_quantize_q4k(w, rows, cols, t->q);
+  } else if (type == WISP_W_Q5_0) { /* random blocks: every 5-bit value and high bit occurs */
+    const size_t nblk = (size_t)rows * (cols / 32);
+    ok = (t->q = malloc(nblk * WISP_Q5_0_BYTES)) != NULL;
+    for (size_t b = 0; ok && b < nblk; b++) {
+      uint8_t *blk = t->q + b * WISP_Q5_0_BYTES;
+      uint16_t d = wisp_f32_to_f16(0.01f * (1.0f + rnd()) * (b % 29 == 0 ? 64.0f : 1.0f));
+      memcpy(blk, &d, 2);
+      for (int k = 2; k < WISP_Q5_0_BYTES; k++) blk[k] = (uint8_t)((rnd() + 1.0f) * 128.0f);
+    }
   } else if (type == WISP_W_F16) {
     t->q = malloc(wisp_f16_bytes(rows, cols));
     t->q8 = malloc(wisp_q8_0_bytes(rows, cols));
@@ -106,7 +116,7 @@ static float *acts_make(int n, int K) {
 }
 
 /* F16 through its Q8_0 copy, as the backend runs f16_i8 */
-static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0, WISP_W_F16};
+static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0, WISP_W_Q5_0, WISP_W_F16};
 /* tokens: decode, a tail, more than a chunk */
 static const int NTOK[] = {1, 7, 37};
 /* rows x cols (Q4_K: x its cols): rows not a multiple of any tile, 16

@@ -107,10 +107,12 @@ static const struct {
                    {"bf16_i8", WISP_W_BF16}};
 
 /* Types whose integer product reads a Q8_0 copy of the weights made at
- * prepare time (F16, BF16 and the ggml block types other than Q4_K / Q8_0):
- * each row decoded, then rounded by convert's Q8_0 quantizer. */
+ * prepare time (F16, BF16 and the ggml block types other than Q4_K, Q8_0,
+ * Q4_0 and Q5_0): each row decoded, then rounded by convert's Q8_0
+ * quantizer. Q5_0's kernels read its own blocks. */
 static int i8_through_q8_0(const wisp_matrix *m) {
-  return m->type == WISP_W_F16 || (wisp_cpu_is_block_type(m->type) && m->type != WISP_W_Q4_0);
+  return m->type == WISP_W_F16 ||
+         (wisp_cpu_is_block_type(m->type) && m->type != WISP_W_Q4_0 && m->type != WISP_W_Q5_0);
 }
 
 /* Q4_0 takes the Q4 integer product, exactly: a Q4_0 block is a Q4 block
@@ -598,6 +600,10 @@ static void cpu_matmul_run(wisp_backend *be, const wisp_matrix *W, const wisp_bu
 static void cpu_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                        int accumulate) {
   cpu_backend *c = as_cpu(be);
+  if (W->n_parts) { /* a matrix in row parts: each part timed as the kind of product it is */
+    for (int i = 0; i < W->n_parts; i++) cpu_matmul(be, &W->parts[i], x, x_row0, n, y, accumulate);
+    return;
+  }
   const int i8 = runs_i8(W->choice[n > 1 ? WISP_PHASE_PREFILL : WISP_PHASE_DECODE].variant, W);
   double t = op_start(c);
   cpu_matmul_run(be, W, x, x_row0, n, y, accumulate, NULL);

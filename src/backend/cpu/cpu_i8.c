@@ -1,6 +1,7 @@
 /* Integer products (see cpu_i8.h): activation buffers, per-row block scales,
  * the scalar reference kernels and the run-time choice between kernel sets. */
 #include "backend/cpu/cpu_i8.h"
+#include "format/qblocks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -43,7 +44,8 @@ int wisp_i8_supported(const wisp_matrix *m) {
   switch (m->type) {
     case WISP_W_Q4:
     case WISP_W_Q4Z:
-    case WISP_W_Q8_0: return m->cols > 0 && m->cols % 32 == 0;
+    case WISP_W_Q8_0:
+    case WISP_W_Q5_0: return m->cols > 0 && m->cols % 32 == 0;
     case WISP_W_Q4K: return m->cols > 0 && m->cols % WISP_Q4K_BLOCK == 0;
     default: return 0;
   }
@@ -107,6 +109,12 @@ void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, floa
         o[8 * k + j] = dmin * (float)mn;
       }
     }
+  } else if (m->type == WISP_W_Q5_0) { /* w = d (u - 16): s = d, o = 16 d */
+    const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q5_0_BYTES;
+    for (int b = 0; b < nb; b++) {
+      s[b] = f16_at(blk + (size_t)b * WISP_Q5_0_BYTES);
+      o[b] = 16.0f * s[b];
+    }
   } else { /* Q8_0 */
     const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q8_0_BYTES;
     for (int b = 0; b < nb; b++) {
@@ -149,6 +157,12 @@ static int weight_int(const wisp_matrix *m, int row, int b, int e) {
     int j = b % 8;
     uint8_t byte = blk[16 + 32 * (j / 2) + e];
     return j & 1 ? byte >> 4 : byte & 15;
+  }
+  if (m->type == WISP_W_Q5_0) { /* d, 32 high bits, 16 nibble bytes (element j low, j + 16 high) */
+    const uint8_t *blk = m->q + ((size_t)row * (m->cols / 32) + b) * WISP_Q5_0_BYTES;
+    const uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 | (uint32_t)blk[5] << 24;
+    const int nib = e < 16 ? blk[6 + e] & 15 : blk[6 + e - 16] >> 4;
+    return nib | (int)(qh >> e & 1) << 4;
   }
   return (int8_t)m->q[((size_t)row * (m->cols / 32) + b) * WISP_Q8_0_BYTES + 2 + e];
 }

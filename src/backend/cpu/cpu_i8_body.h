@@ -13,12 +13,21 @@
 #define CAT(a, b) CAT2(a, b)
 #define FN(x) CAT(x, SFX)
 
-enum { FN(Q4) = 0, FN(Q4Z) = 1, FN(Q4K) = 2, FN(Q8) = 3 };
+enum { FN(Q4) = 0, FN(Q4Z) = 1, FN(Q4K) = 2, FN(Q8) = 3, FN(Q5) = 4 };
+
+/* Bytes of one weight row of K columns. */
+TGT static inline __attribute__((always_inline)) size_t FN(row_bytes)(const int type, int K) {
+  return type <= FN(Q4Z)    ? (size_t)K / 2
+         : type == FN(Q4K)  ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
+         : type == FN(Q5)   ? (size_t)(K / 32) * WISP_Q5_0_BYTES
+                            : (size_t)(K / 32) * WISP_Q8_0_BYTES;
+}
 
 /* The 32 weight integers of block b of a row, in the activation layout:
  * Q4 (PAIRED) low nibbles then high nibbles of its 16 bytes; Q4_K the low
  * or high nibbles of the 32 bytes its sub-block shares with its neighbour;
- * Q8_0 the signed bytes. */
+ * Q5_0 (NATURAL) its nibbles (element j low, j + 16 high in byte j) with
+ * bit e of its 32-bit qh as 16 (0..31); Q8_0 the signed bytes. */
 TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int type, const uint8_t *row, int b) {
   const __m256i m4 = _mm256_set1_epi8(15);
   if (type == FN(Q4) || type == FN(Q4Z)) {
@@ -30,6 +39,20 @@ TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int ty
     const uint8_t *qs = row + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1);
     __m256i bytes = _mm256_loadu_si256((const __m256i *)qs);
     return _mm256_and_si256(b & 1 ? _mm256_srli_epi16(bytes, 4) : bytes, m4);
+  }
+  if (type == FN(Q5)) {
+    const uint8_t *blk = row + (size_t)b * WISP_Q5_0_BYTES;
+    uint32_t qh;
+    memcpy(&qh, blk + 2, 4);
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(blk + 6));
+    __m256i v = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(bytes), _mm_srli_epi16(bytes, 4), 1), m4);
+    /* byte e <- byte e / 8 of qh, then its bit e % 8 -> 16 */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                            3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i h = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread), bit);
+    h = _mm256_and_si256(_mm256_cmpeq_epi8(h, bit), _mm256_set1_epi8(16));
+    return _mm256_or_si256(v, h);
   }
   return _mm256_loadu_si256((const __m256i *)(row + (size_t)b * WISP_Q8_0_BYTES + 2));
 }
@@ -117,6 +140,16 @@ TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int t
     }
     return;
   }
+  if (type == FN(Q5)) { /* w = d (u - 16) */
+    const uint8_t *blk = W->q + (size_t)row * nb * WISP_Q5_0_BYTES;
+    for (int b = 0; b < nb; b++) {
+      uint16_t h;
+      memcpy(&h, blk + (size_t)b * WISP_Q5_0_BYTES, 2);
+      s[b] = _cvtsh_ss(h);
+      o[b] = 16.0f * s[b];
+    }
+    return;
+  }
   const uint8_t *blk = W->q + (size_t)row * nb * WISP_Q8_0_BYTES;
   for (int b = 0; b < nb; b++) {
     uint16_t h;
@@ -133,9 +166,7 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
                                                               int t, float *y, size_t ldy, int accumulate,
                                                               const float *const *s, const float *o) {
   const int K = W->cols, nb = K / 32;
-  const size_t row_bytes = type <= FN(Q4Z)  ? (size_t)K / 2
-                           : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
-                                             : (size_t)nb * WISP_Q8_0_BYTES;
+  const size_t row_bytes = FN(row_bytes)(type, K);
   const uint8_t *rq[4];
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
@@ -227,9 +258,7 @@ TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, 
                                                                float *S, float *O, float *tmp, const int vstride,
                                                                const int lstride) {
   const int K = W->cols, nb = K / 32;
-  const size_t row_bytes = type <= FN(Q4Z)  ? (size_t)K / 2
-                           : type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
-                                             : (size_t)nb * WISP_Q8_0_BYTES;
+  const size_t row_bytes = FN(row_bytes)(type, K);
   const uint8_t *rq[8];
   for (int k = 0; k < 8; k++) {
     int r = row0 + k > last ? last : row0 + k;
@@ -545,7 +574,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
     }
   }
 }
-#define DECODE_ROWS(type) 1
+#define DECODE_ROWS(type) ((type) != FN(Q5)) /* Q5_0 decodes on the row tiles */
 #define DECODE_FN FN(dec512)
 #else
 /* 256-bit decode. Q4 / Q4Z: a pair is two integer dot products (low
@@ -685,7 +714,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
     }
   }
 }
-#define DECODE_ROWS(type) ((type) != FN(Q8))
+#define DECODE_ROWS(type) ((type) != FN(Q8) && (type) != FN(Q5))
 #define DECODE_FN FN(dec256)
 #endif
 
@@ -743,7 +772,9 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
 }
 
 /* Which path: PAIRED activations (Q4 decode) take the row tiles; NATURAL
- * Q4 and several tokens of Q4_K / Q8_0 take the lanes. */
+ * Q4 and several tokens of Q4_K / Q5_0 / Q8_0 take the lanes (Q5_0's
+ * values are at most 31: AVX2's pairwise maddubs sums stay far from
+ * saturating). */
 TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int nr, const wisp_i8_act *a, int t0,
                          int nt, float *y, size_t ldy, int accumulate, float *scratch) {
   const int q4 = W->type == WISP_W_Q4 || W->type == WISP_W_Q4Z;
@@ -753,6 +784,7 @@ TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int 
       case WISP_W_Q4K: LANES_FN(FN(Q4K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
       case WISP_W_Q8_0: LANES_FN(FN(Q8), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
       case WISP_W_Q4Z: LANES_FN(FN(Q4Z), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q5_0: LANES_FN(FN(Q5), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
       default: LANES_FN(FN(Q4), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     }
     return;
@@ -761,6 +793,7 @@ TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int 
     case WISP_W_Q4K: FN(drive)(FN(Q4K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q8_0: FN(drive)(FN(Q8), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q4Z: FN(drive)(FN(Q4Z), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q5_0: FN(drive)(FN(Q5), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     default: FN(drive)(FN(Q4), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
   }
 }

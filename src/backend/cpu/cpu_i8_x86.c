@@ -5,6 +5,7 @@
  * kernel bodies are shared (cpu_i8_body.h), the activation quantizer is the
  * AVX2 one for all three. */
 #include "backend/cpu/cpu_i8.h"
+#include "format/qblocks.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -150,6 +150,17 @@ static void swiglu_f32_scalar(float *y, const float *g, const float *u, int n) {
   for (int i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* gelu with the tanh approximation, as PyTorch's gelu(approximate="tanh")
+ * and ggml's gelu compute it, times u */
+static inline float geglu1(float g, float u) {
+  const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+  return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u;
+}
+
+static void geglu_f32_scalar(float *y, const float *g, const float *u, int n) {
+  for (int i = 0; i < n; i++) y[i] = geglu1(g[i], u[i]);
+}
+
 static void conv_silu_f32_scalar(float *y, const float *const *x, const float *taps, size_t tap_stride, int L,
                                  int n) {
   for (int c = 0; c < n; c++) {
@@ -236,6 +247,7 @@ static const wisp_cpu_kernels k_scalar = {
     .dot_q8_0_row = dot_q8_0_row_scalar, .dot_blocks_row = wisp_cpu_dot_blocks_scalar, .row_f32 = wisp_matrix_row_f32, .deltanet_step = deltanet_step_scalar,
     .argmax_f32 = argmax_f32_scalar, .dots_f32 = dots_f32_scalar,
     .exp_f32 = exp_f32_scalar, .silu_f32 = silu_f32_scalar, .swiglu_f32 = swiglu_f32_scalar,
+    .geglu_f32 = geglu_f32_scalar,
     .conv_silu_f32 = conv_silu_f32_scalar, .conv_f32 = conv_f32_scalar, .gemm_f32 = gemm_f32_scalar, .dots_f16 = dots_f16_scalar,
     .f32_to_f16 = f32_to_f16_scalar, .wsum_f32 = wsum_f32_scalar, .wsum_f16 = wsum_f16_scalar, .avx2 = 0};
 
@@ -646,6 +658,35 @@ __attribute__((target("avx2,fma"))) static void swiglu_f32_avx2(float *y, const 
   swiglu_f32_scalar(y + i, g + i, u + i, n - i);
 }
 
+/* Eight tanhf at once, as exp8 does expf. */
+#if defined(WISP_HAVE_LIBMVEC)
+__attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_tanhf(__m256 x);
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 tanh8(__m256 x) { return _ZGVdN8v_tanhf(x); }
+#else
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 tanh8(__m256 x) {
+  float v[8];
+  _mm256_storeu_ps(v, x);
+  for (int i = 0; i < 8; i++) v[i] = tanhf(v[i]);
+  return _mm256_loadu_ps(v);
+}
+#endif
+
+/* the scalar loop's operations in its order (no FMA contraction), so that
+ * only tanh differs */
+__attribute__((target("avx2,fma"))) static void geglu_f32_avx2(float *y, const float *g, const float *u, int n) {
+  const __m256 k = _mm256_set1_ps(0.7978845608028654f), c = _mm256_set1_ps(0.044715f);
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(c, x), x), x);
+    const __m256 t = tanh8(_mm256_mul_ps(k, _mm256_add_ps(x, cube)));
+    const __m256 gelu = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(u + i)));
+  }
+  geglu_f32_scalar(y + i, g + i, u + i, n - i);
+}
+
 /* Eight channels at a time, each tap a multiply then an add in the order of
  * k (the scalar loop's sum, so only the exponential differs). */
 __attribute__((target("avx2,fma"))) static void conv_silu_f32_avx2(float *y, const float *const *x, const float *taps,
@@ -893,7 +934,7 @@ static const wisp_cpu_kernels k_avx2 = {
     .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
     .dot_q8_0_row = dot_q8_0_row_avx2, .dot_blocks_row = wisp_cpu_dot_blocks_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
     .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
-    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
+    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .geglu_f32 = geglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
     .gemm_f32 = gemm_f32_avx2, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,
     .wsum_f16 = wsum_f16_avx2, .avx2 = 1};
 
@@ -960,7 +1001,7 @@ static const wisp_cpu_kernels k_avx512 = {
     .dot_q4_row = dot_q4_row_avx2, .dot_q4k_row = dot_q4k_row_avx2, .dot_f16_row = dot_f16_row_avx2,
     .dot_q8_0_row = dot_q8_0_row_avx2, .dot_blocks_row = wisp_cpu_dot_blocks_avx2, .row_f32 = row_f32_avx2, .deltanet_step = deltanet_step_avx2,
     .argmax_f32 = argmax_f32_avx2, .dots_f32 = dots_f32_avx2, .exp_f32 = exp_f32_avx2,
-    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
+    .silu_f32 = silu_f32_avx2, .swiglu_f32 = swiglu_f32_avx2, .geglu_f32 = geglu_f32_avx2, .conv_silu_f32 = conv_silu_f32_avx2, .conv_f32 = conv_f32_avx2,
     .gemm_f32 = gemm_f32_avx512, .dots_f16 = dots_f16_avx2, .f32_to_f16 = f32_to_f16_avx2, .wsum_f32 = wsum_f32_avx2,
     .wsum_f16 = wsum_f16_avx2, .avx2 = 1};
 #endif

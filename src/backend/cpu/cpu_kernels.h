@@ -47,6 +47,11 @@ typedef struct {
   void (*silu_f32)(float *y, const float *x, int n);
   /* y[i] = silu(g[i]) * u[i] (SwiGLU; y may be g) */
   void (*swiglu_f32)(float *y, const float *g, const float *u, int n);
+  /* y[i] = gelu_tanh(g[i]) * u[i] (GeGLU: 0.5 g (1 + tanh(sqrt(2/pi) (g +
+   * 0.044715 g^3))), PyTorch's approximate="tanh"; y may be g). The scalar
+   * set is libm's tanhf; the AVX2 set glibc's vector tanhf (libmvec) where
+   * the build links it, else the scalar loop. */
+  void (*geglu_f32)(float *y, const float *g, const float *u, int n);
   /* The causal depthwise conv of one token over n consecutive channels:
    * y[c] = silu(sum_k taps[k * tap_stride + c] * x[k][c]) for k in [0, L),
    * summed in the order of k, taps transposed ([L][channels]) so that a

@@ -1,25 +1,18 @@
 /* The row ops of the CPU backend (backend.h geglu, add_bias, add, scale):
- * elementwise work over activation rows, plain loops in f32. They are
- * cheap beside the products, so they run on the calling thread; tanhf is
- * the C library's, which is what a reference of this op computes too. */
+ * elementwise work over activation rows, plain loops in f32 (GeGLU's tanh
+ * through the kernel set). They are cheap beside the products, so they run
+ * on the calling thread. */
 #include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
 
-/* gelu with the tanh approximation, as PyTorch's gelu(approximate="tanh")
- * and ggml's gelu compute it. */
-static float gelu_tanh(float g) {
-  const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-  return 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g)));
-}
-
+/* GeGLU: the kernel set's geglu_f32 (cpu_kernels.h) a token at a time */
 static void cpu_geglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
   cpu_backend *c = as_cpu(be);
   double t0 = op_start(c);
   for (int t = 0; t < n; t++) {
     const float *g = gu->data + (size_t)t * 2 * ffn, *u = g + ffn;
-    float *o = out->data + (size_t)t * ffn;
-    for (int i = 0; i < ffn; i++) o[i] = gelu_tanh(g[i]) * u[i];
+    c->k->geglu_f32(out->data + (size_t)t * ffn, g, u, ffn);
   }
   op_stop(c, OP_SWIGLU, t0);
 }
