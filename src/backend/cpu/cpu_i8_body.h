@@ -446,15 +446,13 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
                                                                 const uint16_t *s16, int row, int row_end,
                                                                 const wisp_i8_act *a, int t, float *y, int accumulate) {
   const int K = W->cols, nb = K / 32;
-  const size_t row_bytes = type == FN(Q4K)  ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
-                           : type == FN(Q8) ? (size_t)nb * WISP_Q8_0_BYTES
-                                            : (size_t)K / 2;
+  const size_t row_bytes = FN(row_bytes)(type, K);
   const uint8_t *rq[4];
   const uint16_t *s[4]; /* Q4 / Q4Z: the rows' f16 block scales */
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++) {
     rq[i] = W->q + (size_t)(row + i) * row_bytes;
-    s[i] = type == FN(Q4K) || type == FN(Q8) ? NULL : s16 + (size_t)(row + i) * nb;
+    s[i] = type == FN(Q4K) ? NULL : s16 + (size_t)(row + i) * nb;
   }
   /* prefetch only within the rows of this call (a thread's task): past
    * them are another thread's rows, or the end of the matrix; the last
@@ -463,9 +461,9 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
   const int8_t *aq = a->q + (size_t)t * K;
   const float *ad = a->d + (size_t)t * nb, *ads = a->ds + (size_t)t * nb;
   /* lanes of a pair's product -> its block (0 or 1): Q4 [b b+1 b b+1] by
-   * 128-bit lanes; Q4_K, Q8_0 [b b+1] by 256-bit halves; the upper half
-   * (+16) takes the scales divided by 16 (nib64; Q8_0: not divided) */
-  const __m512i idx0 = type >= FN(Q4K) ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17)
+   * 128-bit lanes; Q4_K [b b+1] by 256-bit halves; the upper half (+16)
+   * takes the scales divided by 16 (nib64) */
+  const __m512i idx0 = type == FN(Q4K) ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17)
                                        : _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 16, 16, 16, 16, 17, 17, 17, 17);
   __m512 acc[4], off[4];
 #pragma GCC unroll 4
@@ -484,19 +482,14 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
         if (n > 8) FN(q4k_scales)(rq[i] + (size_t)((g >> 3) + 1) * WISP_Q4K_BYTES, &s1, &o1);
         sv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(s0)), _mm256_castps_pd(s1), 1));
         ov = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(o0)), _mm256_castps_pd(o1), 1));
-      } else if (type == FN(Q8)) { /* the f16 scales at the head of each 34-byte block, gathered */
-        const __m512i at = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(g), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
-                                              _mm512_set1_epi32(WISP_Q8_0_BYTES));
-        __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, at, (const void *)rq[i], 1);
-        sv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(h, _mm512_set1_epi32(0xffff))));
       } else { /* the f16 scales are a stream of their own (an eighth of the nibble bytes: the same rows
                 * ahead), a line every 32 blocks */
         if (!(g & 31)) _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
         sv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s[i] + g));
       }
       sd[i] = _mm512_mul_ps(sv, d);
-      sd16[i] = type == FN(Q8) ? sd[i] : _mm512_mul_ps(sd[i], _mm512_set1_ps(1.0f / 16));
-      if (type == FN(Q4) || type == FN(Q8)) off[i] = _mm512_fmadd_ps(sv, ds, off[i]); /* times 8 (128) at the end */
+      sd16[i] = _mm512_mul_ps(sd[i], _mm512_set1_ps(1.0f / 16));
+      if (type == FN(Q4)) off[i] = _mm512_fmadd_ps(sv, ds, off[i]); /* times 8 at the end */
       else if (type == FN(Q4Z))
         off[i] = _mm512_fmadd_ps(_mm512_mul_ps(FN(zp16)(W->zp, (size_t)(row + i) * nb + g, n), sv), ds, off[i]);
       else off[i] = _mm512_fmadd_ps(ov, ds, off[i]);
@@ -506,14 +499,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
     for (int p = 0; p < pairs; p++) {
       const int b = g + 2 * p;
       /* one line `ahead` for every 64 bytes of each row: Q4 every other
-       * pair (32 bytes a pair), Q4_K every pair (36), Q8_0 two a pair (68) */
-      if (type != FN(Q4) && type != FN(Q4Z)) {
+       * pair (32 bytes a pair), Q4_K every pair (36) */
+      if (type == FN(Q4K)) {
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-          const char *at = (const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb));
-          _mm_prefetch(at, _MM_HINT_T0);
-          if (type == FN(Q8)) _mm_prefetch(at + 64, _MM_HINT_T0);
-        }
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
       } else if ((p & 1) == 0) {
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + ahead + 16 * (size_t)b), _MM_HINT_T0);
@@ -522,29 +511,19 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
       const __m512i idx = _mm512_add_epi32(idx0, _mm512_set1_epi32(2 * p));
 #pragma GCC unroll 4
       for (int i = 0; i < R; i++) {
-        __m512i w;
-        if (type == FN(Q8)) { /* two signed blocks, + 128 (a flipped top bit) to be unsigned */
-          const uint8_t *wb = rq[i] + (size_t)b * WISP_Q8_0_BYTES + 2;
-          w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)wb)),
-                                 _mm256_loadu_si256((const __m256i *)(wb + WISP_Q8_0_BYTES)), 1);
-          w = _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
-        } else {
-          w = FN(nib64)(type == FN(Q4K) ? rq[i] + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1)
-                                        : rq[i] + 16 * (size_t)b);
-        }
+        const __m512i w = FN(nib64)(type == FN(Q4K) ? rq[i] + (size_t)(b >> 3) * WISP_Q4K_BYTES + 16 + 32 * ((b & 7) >> 1)
+                                                  : rq[i] + 16 * (size_t)b);
         __m512i prod = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, q);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), _mm512_permutex2var_ps(sd[i], idx, sd16[i]), acc[i]);
       }
     }
-    if (n & 1) { /* the last block of an odd count (Q4 / Q4Z, alone: [evens | odds]; Q8_0) */
+    if (n & 1) { /* the last block of an odd count (Q4 / Q4Z, alone: [evens | odds]) */
       const int b = g + n - 1;
       const __m256i q = _mm256_loadu_si256((const __m256i *)(aq + 32 * b));
       const __m512i idx = _mm512_set1_epi32(n - 1);
 #pragma GCC unroll 4
       for (int i = 0; i < R; i++) {
-        __m256i u = FN(unpack)(type, rq[i], b);
-        if (type == FN(Q8)) u = _mm256_xor_si256(u, _mm256_set1_epi8((char)0x80));
-        __m256i prod = IDOT(u, q);
+        __m256i prod = IDOT(FN(unpack)(type, rq[i], b), q);
         __m512 v = _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_setzero_si512(), prod, 0));
         acc[i] = _mm512_fmadd_ps(v, _mm512_permutexvar_ps(idx, sd[i]), acc[i]);
       }
@@ -553,9 +532,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
   __m512 v[4];
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++)
-    v[i] = type == FN(Q4)  ? _mm512_fnmadd_ps(_mm512_set1_ps(8.0f), off[i], acc[i])
-           : type == FN(Q8) ? _mm512_fnmadd_ps(_mm512_set1_ps(128.0f), off[i], acc[i])
-                            : _mm512_sub_ps(acc[i], off[i]);
+    v[i] = type == FN(Q4) ? _mm512_fnmadd_ps(_mm512_set1_ps(8.0f), off[i], acc[i]) : _mm512_sub_ps(acc[i], off[i]);
   if (R == 4) { /* four sums at once: halves added, then a tree of horizontal adds */
     __m256 h[4];
 #pragma GCC unroll 4
@@ -574,7 +551,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
     }
   }
 }
-#define DECODE_ROWS(type) ((type) != FN(Q5)) /* Q5_0 decodes on the row tiles */
+/* Q8_0 and Q5_0 decode on the row tiles: for Q8_0 the paired path was
+ * slower in a whole model (Gemma 3 1B at Q8_0 on an AMD EPYC, 2 threads:
+ * 19-20 against 24 tokens/s) */
+#define DECODE_ROWS(type) ((type) != FN(Q5) && (type) != FN(Q8))
 #define DECODE_FN FN(dec512)
 #else
 /* 256-bit decode. Q4 / Q4Z: a pair is two integer dot products (low
