@@ -87,16 +87,6 @@ static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
       memcpy(blk, &d, 2);
       for (int k = 2; k < WISP_Q5_0_BYTES; k++) blk[k] = (uint8_t)((rnd() + 1.0f) * 128.0f);
     }
-  } else if (type == WISP_W_Q6K) { /* random super-blocks: every 6-bit value, scales of both signs */
-    const size_t nsb = (size_t)rows * (cols / 256);
-    ok = (t->q = malloc(nsb * WISP_Q6K_BYTES)) != NULL;
-    for (size_t b = 0; ok && b < nsb; b++) {
-      uint8_t *blk = t->q + b * WISP_Q6K_BYTES;
-      for (int k = 0; k < 192; k++) blk[k] = (uint8_t)((rnd() + 1.0f) * 128.0f);
-      for (int k = 0; k < 16; k++) blk[192 + k] = (uint8_t)(int8_t)(rnd() * 100.0f);
-      uint16_t d = wisp_f32_to_f16(0.001f * (1.0f + rnd()) * (b % 7 == 0 ? 32.0f : 1.0f));
-      memcpy(blk + 208, &d, 2);
-    }
   } else if (type == WISP_W_F16) {
     t->q = malloc(wisp_f16_bytes(rows, cols));
     t->q8 = malloc(wisp_q8_0_bytes(rows, cols));
@@ -126,7 +116,7 @@ static float *acts_make(int n, int K) {
 }
 
 /* F16 through its Q8_0 copy, as the backend runs f16_i8 */
-static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0, WISP_W_Q5_0, WISP_W_Q6K, WISP_W_F16};
+static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0, WISP_W_Q5_0, WISP_W_F16};
 /* tokens: decode, a tail, more than a chunk */
 static const int NTOK[] = {1, 7, 37};
 /* rows x cols (Q4_K: x its cols): rows not a multiple of any tile, 16
@@ -137,7 +127,7 @@ static const int NTOK[] = {1, 7, 37};
  * block (nothing but a block alone), three blocks (a pair and a block), one
  * super-block. */
 static const int SHAPES[][3] = {{13, 512, 512}, {37, 1248, 768}, {5, 32, 256}, {6, 96, 256}};
-static int shape_cols(int si, wisp_wtype t) { return t == WISP_W_Q4K || t == WISP_W_Q6K ? SHAPES[si][2] : SHAPES[si][1]; }
+static int shape_cols(int si, wisp_wtype t) { return t == WISP_W_Q4K ? SHAPES[si][2] : SHAPES[si][1]; }
 
 /* Element e of token t's block b, from the quantized activations. */
 static double act_value(const wisp_i8_act *a, int t, int e) {

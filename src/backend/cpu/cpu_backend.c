@@ -108,11 +108,11 @@ static const struct {
 
 /* Types whose integer product reads a Q8_0 copy of the weights made at
  * prepare time (F16, BF16 and the ggml block types other than Q4_K, Q8_0,
- * Q4_0, Q5_0 and Q6_K): each row decoded, then rounded by convert's Q8_0
- * quantizer. Q5_0's and Q6_K's kernels read their own blocks. */
+ * Q4_0 and Q5_0): each row decoded, then rounded by convert's Q8_0
+ * quantizer. Q5_0's kernels read its own blocks. */
 static int i8_through_q8_0(const wisp_matrix *m) {
-  return m->type == WISP_W_F16 || (wisp_cpu_is_block_type(m->type) && m->type != WISP_W_Q4_0 &&
-                                   m->type != WISP_W_Q5_0 && m->type != WISP_W_Q6K);
+  return m->type == WISP_W_F16 ||
+         (wisp_cpu_is_block_type(m->type) && m->type != WISP_W_Q4_0 && m->type != WISP_W_Q5_0);
 }
 
 /* Q4_0 takes the Q4 integer product, exactly: a Q4_0 block is a Q4 block

@@ -46,8 +46,7 @@ int wisp_i8_supported(const wisp_matrix *m) {
     case WISP_W_Q4Z:
     case WISP_W_Q8_0:
     case WISP_W_Q5_0: return m->cols > 0 && m->cols % 32 == 0;
-    case WISP_W_Q4K:
-    case WISP_W_Q6K: return m->cols > 0 && m->cols % WISP_Q4K_BLOCK == 0;
+    case WISP_W_Q4K: return m->cols > 0 && m->cols % WISP_Q4K_BLOCK == 0;
     default: return 0;
   }
 }
@@ -110,16 +109,6 @@ void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, floa
         o[8 * k + j] = dmin * (float)mn;
       }
     }
-  } else if (m->type == WISP_W_Q6K) { /* signed values, a scale per 16: s the first half's, o the second's */
-    const int nsb = m->cols / WISP_Q4K_BLOCK;
-    const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q6K_BYTES;
-    for (int k = 0; k < nsb; k++, blk += WISP_Q6K_BYTES) {
-      const float d = f16_at(blk + 208);
-      for (int j = 0; j < 8; j++) {
-        s[8 * k + j] = d * (float)(int8_t)blk[192 + 2 * j];
-        o[8 * k + j] = d * (float)(int8_t)blk[192 + 2 * j + 1];
-      }
-    }
   } else if (m->type == WISP_W_Q5_0) { /* w = d (u - 16): s = d, o = 16 d */
     const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q5_0_BYTES;
     for (int b = 0; b < nb; b++) {
@@ -169,13 +158,6 @@ static int weight_int(const wisp_matrix *m, int row, int b, int e) {
     uint8_t byte = blk[16 + 32 * (j / 2) + e];
     return j & 1 ? byte >> 4 : byte & 15;
   }
-  if (m->type == WISP_W_Q6K) { /* signed: the 6-bit value - 32 (format/qblocks.c's layout) */
-    const uint8_t *blk = m->q + ((size_t)row * (m->cols / WISP_Q4K_BLOCK) + b / 8) * WISP_Q6K_BYTES;
-    const int h = b % 8 / 4, k = b % 4;
-    const uint8_t lq = blk[64 * h + 32 * (k % 2) + e];
-    const int low = k < 2 ? lq & 15 : lq >> 4, high = blk[128 + 32 * h + e] >> (2 * k) & 3;
-    return (low | high << 4) - 32;
-  }
   if (m->type == WISP_W_Q5_0) { /* d, 32 high bits, 16 nibble bytes (element j low, j + 16 high) */
     const uint8_t *blk = m->q + ((size_t)row * (m->cols / 32) + b) * WISP_Q5_0_BYTES;
     const uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 | (uint32_t)blk[5] << 24;
@@ -196,13 +178,9 @@ static void gemm_scalar(const wisp_matrix *W, const uint16_t *s16, int r0, int n
       const float *d = a->d + (size_t)t * nb, *ds = a->ds + (size_t)t * nb;
       float acc = 0, off = 0;
       for (int b = 0; b < nb; b++) {
-        int32_t dot[2] = {0, 0}; /* elements 0-15, 16-31 */
-        for (int e = 0; e < 32; e++) dot[e / 16] += weight_int(W, r, b, e) * q[wisp_i8_pos(a->layout, nb, b, e)];
-        if (W->type == WISP_W_Q6K) { /* a scale per half, no offset */
-          acc += d[b] * (s[b] * (float)dot[0] + o[b] * (float)dot[1]);
-          continue;
-        }
-        acc += s[b] * d[b] * (float)(dot[0] + dot[1]);
+        int32_t dot = 0;
+        for (int e = 0; e < 32; e++) dot += weight_int(W, r, b, e) * q[wisp_i8_pos(a->layout, nb, b, e)];
+        acc += s[b] * d[b] * (float)dot;
         off += o[b] * ds[b];
       }
       float v = acc - off;

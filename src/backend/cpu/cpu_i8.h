@@ -20,14 +20,10 @@
  * sums. F16 weights take the integer product through a Q8_0 copy made
  * once, at session start (wisp_i8_q8_0_of_f16): the Q8_0 kernels read it,
  * so the weights are rounded too, to 8 bits a value and one f16 scale a
- * block; so do BF16 and the ggml block types other than Q4_K, Q8_0, Q4_0,
- * Q5_0 and Q6_K (Q5_K, ...: cpu_backend.c's i8_through_q8_0), each row
- * decoded first. Q4_0 runs as a Q4 copy (its nibbles in Q4's order, its f16
- * scales as stored): the same values, no rounding (cpu_backend.c's
- * i8_through_q4). Q5_0 is read in place as w = d u - 16 d (u 0..31). Q6_K
- * is read in place with signed u (its 6-bit value - 32) and a scale per 16
- * values: wisp_i8_row_scales gives a 32-block's first-half scale in s and
- * its second-half one in o (no offset).
+ * block; so do BF16 and the ggml block types other than Q4_K, Q8_0 and
+ * Q4_0 (Q6_K, ...: cpu_backend.c's i8_through_q8_0), each row decoded
+ * first. Q4_0 runs as a Q4 copy (its nibbles in Q4's order, its f16 scales
+ * as stored): the same values, no rounding (cpu_backend.c's i8_through_q4).
  * F32 weights have no integer product (they keep f32 activations). */
 #ifndef WISP_CPU_I8_H
 #define WISP_CPU_I8_H

@@ -13,14 +13,13 @@
 #define CAT(a, b) CAT2(a, b)
 #define FN(x) CAT(x, SFX)
 
-enum { FN(Q4) = 0, FN(Q4Z) = 1, FN(Q4K) = 2, FN(Q8) = 3, FN(Q5) = 4, FN(Q6) = 5 };
+enum { FN(Q4) = 0, FN(Q4Z) = 1, FN(Q4K) = 2, FN(Q8) = 3, FN(Q5) = 4 };
 
 /* Bytes of one weight row of K columns. */
 TGT static inline __attribute__((always_inline)) size_t FN(row_bytes)(const int type, int K) {
   return type <= FN(Q4Z)    ? (size_t)K / 2
          : type == FN(Q4K)  ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
          : type == FN(Q5)   ? (size_t)(K / 32) * WISP_Q5_0_BYTES
-         : type == FN(Q6)   ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q6K_BYTES
                             : (size_t)(K / 32) * WISP_Q8_0_BYTES;
 }
 
@@ -28,9 +27,7 @@ TGT static inline __attribute__((always_inline)) size_t FN(row_bytes)(const int 
  * Q4 (PAIRED) low nibbles then high nibbles of its 16 bytes; Q4_K the low
  * or high nibbles of the 32 bytes its sub-block shares with its neighbour;
  * Q5_0 (NATURAL) its nibbles (element j low, j + 16 high in byte j) with
- * bit e of its 32-bit qh as 16 (0..31); Q6_K (signed, as Q8_0) its 4 low
- * bits from ql and 2 high from qh, less 32 (format/qblocks.c's layout);
- * Q8_0 the signed bytes. */
+ * bit e of its 32-bit qh as 16 (0..31); Q8_0 the signed bytes. */
 TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int type, const uint8_t *row, int b) {
   const __m256i m4 = _mm256_set1_epi8(15);
   if (type == FN(Q4) || type == FN(Q4Z)) {
@@ -56,15 +53,6 @@ TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int ty
     __m256i h = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread), bit);
     h = _mm256_and_si256(_mm256_cmpeq_epi8(h, bit), _mm256_set1_epi8(16));
     return _mm256_or_si256(v, h);
-  }
-  if (type == FN(Q6)) { /* block b = 32 h + 8 k... of its super-block: h = b / 4 % 2, k = b % 4 */
-    const uint8_t *blk = row + (size_t)(b >> 3) * WISP_Q6K_BYTES;
-    const int h = (b >> 2) & 1, k = b & 3;
-    __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32 * (k & 1)));
-    lo = _mm256_and_si256(k >> 1 ? _mm256_srli_epi16(lo, 4) : lo, m4);
-    __m256i hi = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)), _mm_cvtsi32_si128(2 * k));
-    hi = _mm256_slli_epi16(_mm256_and_si256(hi, _mm256_set1_epi8(3)), 4);
-    return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
   }
   return _mm256_loadu_si256((const __m256i *)(row + (size_t)b * WISP_Q8_0_BYTES + 2));
 }
@@ -152,20 +140,6 @@ TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int t
     }
     return;
   }
-  if (type == FN(Q6)) { /* no offset: s the first half's scale d sc, o the second half's */
-    const int nsb = W->cols / WISP_Q4K_BLOCK;
-    const uint8_t *blk = W->q + (size_t)row * nsb * WISP_Q6K_BYTES;
-    for (int k = 0; k < nsb; k++, blk += WISP_Q6K_BYTES) {
-      uint16_t h;
-      memcpy(&h, blk + 208, 2);
-      const float d = _cvtsh_ss(h);
-      for (int j = 0; j < 8; j++) {
-        s[8 * k + j] = d * (float)(int8_t)blk[192 + 2 * j];
-        o[8 * k + j] = d * (float)(int8_t)blk[192 + 2 * j + 1];
-      }
-    }
-    return;
-  }
   if (type == FN(Q5)) { /* w = d (u - 16) */
     const uint8_t *blk = W->q + (size_t)row * nb * WISP_Q5_0_BYTES;
     for (int b = 0; b < nb; b++) {
@@ -216,13 +190,9 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
       __m256 dj = _mm256_broadcast_ss(ad + (size_t)j * nb + b);
 #pragma GCC unroll 4
       for (int i = 0; i < R; i++) {
-        const int sgn = type == FN(Q8) || type == FN(Q6); /* signed weights: |w| times q with w's sign */
-        __m256i p = sgn ? IDOT(_mm256_sign_epi8(u[i], u[i]), _mm256_sign_epi8(q, u[i])) : IDOT(u[i], q);
-        /* Q6_K: lanes 0-3 hold elements 0-15 (scale s), lanes 4-7 elements 16-31 (scale o) */
-        __m256 sv = type == FN(Q6) ? _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_broadcast_ss(s[i] + b)),
-                                                          _mm_broadcast_ss(o + (size_t)i * nb + b), 1)
-                                   : _mm256_broadcast_ss(s[i] + b);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sv, dj), acc[i][j]);
+        __m256i p = type == FN(Q8) ? IDOT(_mm256_sign_epi8(u[i], u[i]), _mm256_sign_epi8(q, u[i])) : IDOT(u[i], q);
+        __m256 sc = _mm256_mul_ps(_mm256_broadcast_ss(s[i] + b), dj);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i][j]);
       }
     }
   }
@@ -232,7 +202,7 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
     for (int i = 0; i < R; i++) {
       float v = FN(hsum)(acc[i][j]);
       if (type == FN(Q4)) v -= 8.0f * FN(dot_f32)(s[i], a->ds + (size_t)(t + j) * nb, nb);
-      else if (type != FN(Q8) && type != FN(Q6)) v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)(t + j) * nb, nb);
+      else if (type != FN(Q8)) v -= FN(dot_f32)(o + (size_t)i * nb, a->ds + (size_t)(t + j) * nb, nb);
       float *dst = y + (size_t)j * ldy + i;
       *dst = accumulate ? *dst + v : v;
     }
@@ -584,7 +554,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
 /* Q8_0 and Q5_0 decode on the row tiles: for Q8_0 the paired path was
  * slower in a whole model (Gemma 3 1B at Q8_0 on an AMD EPYC, 2 threads:
  * 19-20 against 24 tokens/s) */
-#define DECODE_ROWS(type) ((type) != FN(Q5) && (type) != FN(Q8) && (type) != FN(Q6))
+#define DECODE_ROWS(type) ((type) != FN(Q5) && (type) != FN(Q8))
 #define DECODE_FN FN(dec512)
 #else
 /* 256-bit decode. Q4 / Q4Z: a pair is two integer dot products (low
@@ -724,7 +694,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
     }
   }
 }
-#define DECODE_ROWS(type) ((type) != FN(Q8) && (type) != FN(Q5) && (type) != FN(Q6))
+#define DECODE_ROWS(type) ((type) != FN(Q8) && (type) != FN(Q5))
 #define DECODE_FN FN(dec256)
 #endif
 
@@ -788,9 +758,7 @@ TGT static inline __attribute__((always_inline)) void FN(drive)(const int type, 
 TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int nr, const wisp_i8_act *a, int t0,
                          int nt, float *y, size_t ldy, int accumulate, float *scratch) {
   const int q4 = W->type == WISP_W_Q4 || W->type == WISP_W_Q4Z;
-  /* (the lanes take one scale a block: Q6_K, with two, stays on the row tiles) */
-  const int lanes = q4 ? a->layout == WISP_I8_NATURAL
-                       : nt > 1 && W->type != WISP_W_Q6K && (W->type != WISP_W_Q8_0 || LANES_Q8);
+  const int lanes = q4 ? a->layout == WISP_I8_NATURAL : nt > 1 && (W->type != WISP_W_Q8_0 || LANES_Q8);
   if (lanes) {
     switch (W->type) {
       case WISP_W_Q4K: LANES_FN(FN(Q4K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
@@ -806,7 +774,6 @@ TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int 
     case WISP_W_Q8_0: FN(drive)(FN(Q8), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q4Z: FN(drive)(FN(Q4Z), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q5_0: FN(drive)(FN(Q5), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
-    case WISP_W_Q6K: FN(drive)(FN(Q6), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     default: FN(drive)(FN(Q4), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
   }
 }
