@@ -617,20 +617,24 @@ __attribute__((target("avx2,fma"))) static void dots_f32_avx2(const float *q, co
   for (; p < n; p++) s[p] = dot_f32_avx2(q, k + (size_t)p * stride, D) * scale;
 }
 
-/* Eight expf at once: glibc's AVX2 vector expf (libmvec) where the build
- * links it, else libm's expf lane by lane. */
+/* Eight expf (tanhf) at once: glibc's AVX2 vector functions (libmvec)
+ * where the build links it, else libm's lane by lane. */
 #if defined(WISP_HAVE_LIBMVEC)
 /* (declared with the target so that the call passes x in a ymm register, as
  * the vector ABI wants, under every compiler) */
 __attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_expf(__m256 x);
+__attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_tanhf(__m256 x);
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x) { return _ZGVdN8v_expf(x); }
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 tanh8(__m256 x) { return _ZGVdN8v_tanhf(x); }
 #else
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x) {
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 by_lanes8(__m256 x, float (*f)(float)) {
   float v[8];
   _mm256_storeu_ps(v, x);
-  for (int i = 0; i < 8; i++) v[i] = expf(v[i]);
+  for (int i = 0; i < 8; i++) v[i] = f(v[i]);
   return _mm256_loadu_ps(v);
 }
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8(__m256 x) { return by_lanes8(x, expf); }
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 tanh8(__m256 x) { return by_lanes8(x, tanhf); }
 #endif
 
 /* x / (1 + exp(-x)), the division exact as in the scalar loop */
@@ -657,19 +661,6 @@ __attribute__((target("avx2,fma"))) static void swiglu_f32_avx2(float *y, const 
     _mm256_storeu_ps(y + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
   swiglu_f32_scalar(y + i, g + i, u + i, n - i);
 }
-
-/* Eight tanhf at once, as exp8 does expf. */
-#if defined(WISP_HAVE_LIBMVEC)
-__attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_tanhf(__m256 x);
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 tanh8(__m256 x) { return _ZGVdN8v_tanhf(x); }
-#else
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 tanh8(__m256 x) {
-  float v[8];
-  _mm256_storeu_ps(v, x);
-  for (int i = 0; i < 8; i++) v[i] = tanhf(v[i]);
-  return _mm256_loadu_ps(v);
-}
-#endif
 
 /* the scalar loop's operations in its order (no FMA contraction), so that
  * only tanh differs */
