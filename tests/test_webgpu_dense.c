@@ -418,6 +418,17 @@ static const char *long_llama(char *log, size_t cap) {
   return dir[0] ? dir : NULL;
 }
 
+/* That Llama opened; NULL with the reason in why (the convert's log, or the
+ * open's error). */
+static wisp_model *open_long_llama(char *why, size_t cap) {
+  char log[4096] = "";
+  const char *dir = long_llama(log, sizeof log);
+  wisp_model *m = NULL;
+  if (!dir) snprintf(why, cap, "convert: %s", log);
+  else if (wisp_model_open(dir, &m) != WISP_OK) snprintf(why, cap, "%s", wisp_last_error());
+  return m;
+}
+
 /* One session at context 16,384 on WebGPU: a 240-token prompt, then
  * GROW_STEPS greedy tokens through the decode loop (batches of 64) in two
  * requests, the first crossing position 256, the second 512. held0 / held1: the KV bytes held
@@ -464,11 +475,9 @@ static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *h
 TEST(webgpu_kv_grows_while_generating) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  char log[4096] = "", err[600] = "";
-  const char *dir = long_llama(log, sizeof log);
-  CHECKF(dir, "convert: %s", log);
-  wisp_model *m = NULL;
-  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  char opened[4200] = "", err[600] = "";
+  wisp_model *m = open_long_llama(opened, sizeof opened);
+  CHECKF(m, "%s", opened);
   static int32_t tok[3][GROW_STEPS];
   uint64_t h0[3] = {0}, h1[3] = {0}, grows[3] = {0}, pers[3] = {0};
   static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=25"};
@@ -500,11 +509,9 @@ TEST(webgpu_kv_grows_while_generating) {
 TEST(webgpu_kv_growth_64_slots_reserve_little) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  char log[4096] = "";
-  const char *dir = long_llama(log, sizeof log);
-  CHECKF(dir, "convert: %s", log);
-  wisp_model *m = NULL;
-  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  char opened[4200] = "";
+  wisp_model *m = open_long_llama(opened, sizeof opened);
+  CHECKF(m, "%s", opened);
   wisp_sched_options o = {.backend = "webgpu", .parallel = 64, .context = GROW_CTX};
   wisp_sched *S = NULL;
   wisp_status st = wisp_sched_new(m, &o, &S);
@@ -531,11 +538,9 @@ static int stop_after_first_batch(void *user, const int32_t *tokens, int n) {
 TEST(webgpu_persist_arena_follows_the_caches_at_a_request_start) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  char log[4096] = "";
-  const char *dir = long_llama(log, sizeof log);
-  CHECKF(dir, "convert: %s", log);
-  wisp_model *m = NULL;
-  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
+  char opened[4200] = "";
+  wisp_model *m = open_long_llama(opened, sizeof opened);
+  CHECKF(m, "%s", opened);
   /* the tuning of webgpu_kv_grows_while_generating's persistent run: the same kernel */
   wisp_session_options so = {.backend = "webgpu", .max_context = GROW_CTX,
                              .tuning = "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=25"};
