@@ -109,17 +109,13 @@ void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, floa
         o[8 * k + j] = dmin * (float)mn;
       }
     }
-  } else if (m->type == WISP_W_Q5_0) { /* w = d (u - 16): s = d, o = 16 d */
-    const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q5_0_BYTES;
+  } else { /* Q5_0 (w = d (u - 16): s = d, o = 16 d) and Q8_0 (signed: o = 0), d at each block's head */
+    const int q5 = m->type == WISP_W_Q5_0;
+    const size_t bb = q5 ? WISP_Q5_0_BYTES : WISP_Q8_0_BYTES;
+    const uint8_t *blk = m->q + (size_t)row * nb * bb;
     for (int b = 0; b < nb; b++) {
-      s[b] = f16_at(blk + (size_t)b * WISP_Q5_0_BYTES);
-      o[b] = 16.0f * s[b];
-    }
-  } else { /* Q8_0 */
-    const uint8_t *blk = m->q + (size_t)row * nb * WISP_Q8_0_BYTES;
-    for (int b = 0; b < nb; b++) {
-      s[b] = f16_at(blk + (size_t)b * WISP_Q8_0_BYTES);
-      o[b] = 0;
+      s[b] = f16_at(blk + (size_t)b * bb);
+      o[b] = q5 ? 16.0f * s[b] : 0;
     }
   }
 }

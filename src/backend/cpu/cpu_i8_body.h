@@ -140,21 +140,14 @@ TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int t
     }
     return;
   }
-  if (type == FN(Q5)) { /* w = d (u - 16) */
-    const uint8_t *blk = W->q + (size_t)row * nb * WISP_Q5_0_BYTES;
-    for (int b = 0; b < nb; b++) {
-      uint16_t h;
-      memcpy(&h, blk + (size_t)b * WISP_Q5_0_BYTES, 2);
-      s[b] = _cvtsh_ss(h);
-      o[b] = 16.0f * s[b];
-    }
-    return;
-  }
-  const uint8_t *blk = W->q + (size_t)row * nb * WISP_Q8_0_BYTES;
+  /* Q5_0, Q8_0: the f16 d at the head of each block; Q5_0's w = d (u - 16) */
+  const size_t bb = type == FN(Q5) ? WISP_Q5_0_BYTES : WISP_Q8_0_BYTES;
+  const uint8_t *blk = W->q + (size_t)row * nb * bb;
   for (int b = 0; b < nb; b++) {
     uint16_t h;
-    memcpy(&h, blk + (size_t)b * WISP_Q8_0_BYTES, 2);
+    memcpy(&h, blk + (size_t)b * bb, 2);
     s[b] = _cvtsh_ss(h);
+    if (type == FN(Q5)) o[b] = 16.0f * s[b];
   }
 }
 
@@ -595,7 +588,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
                                                                 const uint16_t *s16, int row, int row_end,
                                                                 const wisp_i8_act *a, int t, float *y, int accumulate) {
   const int K = W->cols, nb = K / 32;
-  const size_t row_bytes = type == FN(Q4K) ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES : (size_t)K / 2;
+  const size_t row_bytes = FN(row_bytes)(type, K);
   const uint8_t *rq[4];
   const uint16_t *s[4]; /* Q4 / Q4Z: the rows' f16 block scales */
 #pragma GCC unroll 4
