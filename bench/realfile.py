@@ -176,11 +176,15 @@ def summarize_quant(d, q, lines, rec):
         "" if ok or w_ids is None or l_ids is None else ", first difference at %s" % first_diff(w_ids, l_ids)))
 
     # 2. the same greedy tokens: wisp run (each backend / profile) against llama_greedy
-    ref = ids_line(read(os.path.join(d, "greedy-llama-cuda.txt")), "generated")
-    ref_prompt = ids_line(read(os.path.join(d, "greedy-llama-cuda.txt")), "prompt")
+    # the reference is llama.cpp's CUDA build where it ran (LC_KIND=cuda), else its CPU build
+    ref_file = os.path.join(d, "greedy-llama-cuda.txt")
+    if not os.path.exists(ref_file):
+        ref_file = os.path.join(d, "greedy-llama-cpu.txt")
+    ref = ids_line(read(ref_file), "generated")
+    ref_prompt = ids_line(read(ref_file), "prompt")
     cpu = ids_line(read(os.path.join(d, "greedy-llama-cpu.txt")), "generated")
-    r["greedy"] = {"llama.cpp cuda": ref, "llama.cpp cpu": cpu}
-    if ref is not None and cpu is not None:
+    r["greedy"] = {"llama.cpp cuda": ref if ref_file.endswith("cuda.txt") else None, "llama.cpp cpu": cpu}
+    if ref is not None and cpu is not None and ref_file.endswith("cuda.txt"):
         fd = first_diff(ref, cpu)
         lines.append("  info %-8s %-26s %s" % (q, "llama.cpp cpu vs cuda",
                                                  "identical" if fd is None else "first difference at %d" % fd))
