@@ -16,7 +16,8 @@
 # ".cache/webgpu"], timeout_s 600. Issue 33's Gemma 3 parity is a call of its
 # own (it builds llama.cpp for the CPU, the second oracle; carry .peer too):
 #   CONFIGS="gemma3-1b qwen25-0.5b" tools/device.sh parity "$OUT/parity".
-# PARTS (default "ab grouped") picks the parts.
+# PARTS (default "ab grouped") picks the parts; "parity" is issue 33's Gemma 3
+# parity, with the real-file check's preparation beside it (below).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: bench/open-issues-h200.sh OUT}
@@ -30,6 +31,22 @@ say "1. issue 29 A/B"
 PREV_EXACT=profiles/default WORKLOADS="batch1 throughput prefill1024" MODELS="seed qwen08" REPS=2 \
   timeout 300 bash tools/device.sh ab "$OUT/ab" > "$OUT/ab.log" 2>&1
 tail -30 "$OUT/ab.log"
+fi
+if [[ $PARTS == *" parity "* ]]; then
+  # 3. issue 33's Gemma 3 parity (transformers and llama.cpp), while the real-file
+  #    check's checkpoints and converter GGUFs of RF_MODELS are made beside it
+  #    (setsid: they go on past this call while the machine stays warm) and
+  #    llama.cpp's CPU build runs, which the parity's Q4_K_M part waits for
+  say "3. issue 33: Gemma 3 parity, real-file checkpoints beside it"
+  mkdir -p "$OUT/rf0"
+  LC=/tmp/llama.cpp-cpu LC_KIND=cpu MODELS="" PREPARE_ALL=1 PREPARE_UNTIL=900 BUDGET=900 \
+    PREPARE="${RF_MODELS:-qwen25-0.5b llama32-1b gemma3-1b qwen35-0.8b}" \
+    setsid nohup bash bench/realfile-h200.sh "$OUT/rf0" > /dev/null 2>&1 < /dev/null &
+  sleep 2
+  LC=/tmp/llama.cpp-cpu LC_WAIT=400 CONFIGS=gemma3-1b timeout $((590 - (SECONDS - T0))) \
+    bash tools/device.sh parity "$OUT/parity" > "$OUT/parity.log" 2>&1
+  tail -40 "$OUT/parity.log"
+  tail -5 "$OUT/rf0/realfile.log"
 fi
 [[ $PARTS == *" grouped "* ]] || { say done; exit 0; }
 

@@ -138,7 +138,8 @@ for m in $MODELS $PREPARE; do
   left || break
   case " $MODELS " in # a PREPARE model only while llama.cpp builds, and not past PREPARE_UNTIL
     *" $m "*) ;;
-    *) if built || [ -z "$BUILD_PID" ] || ! kill -0 "$BUILD_PID" 2> /dev/null || [ $((SECONDS - T0)) -ge "$PREPARE_UNTIL" ]; then
+    *) if { [ -z "${PREPARE_ALL:-}" ] && { built || [ -z "$BUILD_PID" ] || ! kill -0 "$BUILD_PID" 2> /dev/null; }; } ||
+          [ $((SECONDS - T0)) -ge "$PREPARE_UNTIL" ]; then
          echo "PREPARE stops before $m"; break
        fi ;;
   esac
@@ -173,6 +174,8 @@ GREEDY=$WORK/llama_greedy
 CC=$(command -v cc || command -v gcc)
 [ -x "$GREEDY" ] || "$CC" -std=c11 -O1 -I"$LC/llama.cpp/include" -I"$LC/llama.cpp/ggml/include" tests/parity/llama_greedy.c \
   -o "$GREEDY" -L"$LB" -lllama -Wl,-rpath,"$LB" || echo "llama_greedy.c did not build: no llama.cpp greedy ids"
+
+[ -n "$MODELS" ] || { say "prepared (no MODELS to check)"; exit 0; }
 
 # 4. per model, per quant: the checks
 for m in $MODELS; do

@@ -284,48 +284,55 @@ receipts() {
 # Gemma 3 / Qwen 2.5 parity (tools/gemma-qwen2-oracle.py) of config $1.
 gq_parity() {
   local cfg=$1 arch shape d=/tmp/wq/$1 lc=${LC:-/tmp/llama.cpp-cpu} log="$OUT/parity-$1.log"
-  local oracle=tools/gemma-qwen2-oracle.py cmp=tests/parity/compare.py fail=0
+  local oracle=tools/gemma-qwen2-oracle.py cmp=tests/parity/compare.py fail=0 q
   case $cfg in qwen25-*) arch=qwen2 ;; *) arch=gemma3 ;; esac
   case $cfg in *-small) shape=small ;; *) shape=real ;; esac
   rm -rf "$d"; mkdir -p "$d"
+  # the wisp of config $1, quant $2 on each backend, against reference $3
+  gq_wisp() {
+    local m="$d/art_f32"; [ "$1" = q4km ] && m="$d/q4km.gguf"
+    # webgpu_loop: the greedy tokens from the decode loop (the persistent decode where it takes the graph)
+    for be in ${BACKENDS:-cpu webgpu webgpu_loop}; do
+      say "$cfg: wisp $1 $be"
+      local how=(--backend "$be"); [ "$be" = webgpu_loop ] && how=(--backend webgpu --decode-loop)
+      "$W" logits -m "$m" --prompts "$d/hf/prompts.json" --greedy 128 "${how[@]}" --profile exact -t 16 \
+        -o "$d/wisp_${1}_$be.json" --force || { fail=1; continue; }
+      echo "-- $cfg $1 $be:"; python3 $cmp "$d/ref_$1.json" "$d/wisp_${1}_$be.json" || fail=1
+    done
+  }
   {
-    if [ ! -x "$lc/build/bin/llama-quantize" ] && [ -f .peer/build.sh ]; then
+    # f32 first: it needs no llama.cpp, so a build started elsewhere (LC_WAIT seconds
+    # to wait for it) runs beside it; else llama.cpp is built here when absent
+    if [ ! -x "$lc/build/bin/llama-quantize" ] && [ -f .peer/build.sh ] && [ -z "${LC_WAIT:-}" ]; then
       say "building llama.cpp (cpu) in $lc"; bash .peer/build.sh cpu "$lc" > "$d/llama-build.log" 2>&1 || tail -5 "$d/llama-build.log"
     fi
     say "$cfg: build, convert, export"
     python3 "$oracle" build --arch $arch --shape $shape --out "$d/hf" &&
       "$W" convert "$d/hf" -o "$d/art_f32" --quant f32 --quiet &&
       "$W" export-gguf "$d/art_f32" -o "$d/f32.gguf" || { echo "FAILED: build/convert/export"; return 1; }
-    local quants="f32"
+    say "$cfg: reference f32 (transformers, cuda)"
+    python3 "$oracle" reference --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_f32.json" --greedy 128 --device cuda || fail=1
+    gq_wisp f32
+    local waited=0
+    while [ ! -x "$lc/build/bin/llama-quantize" ] && [ "$waited" -lt "${LC_WAIT:-0}" ]; do sleep 5; waited=$((waited + 5)); done
     if [ -x "$lc/build/bin/llama-quantize" ]; then
-      "$lc/build/bin/llama-quantize" "$d/f32.gguf" "$d/q4km.gguf" Q4_K_M > "$d/quantize.log" 2>&1 &&
-        "$W" convert "$d/q4km.gguf" -o "$d/art_q4km_f32" --quant f32 --quiet && quants="f32 q4km" ||
-        { echo "FAILED: llama-quantize Q4_K_M / convert"; tail -3 "$d/quantize.log"; fail=1; }
-      for g in f32 q4km; do # llama.cpp loads and runs wisp's export (no vocabulary: marked "none")
-        [ -f "$d/$g.gguf" ] || continue
-        python3 tools/gguf-none-vocab.py "$d/$g.gguf" "$d/$g.nv.gguf" 2> /dev/null || cp "$d/$g.gguf" "$d/$g.nv.gguf"
-        if "$lc/build/bin/llama-bench" -m "$d/$g.nv.gguf" -p 16 -n 8 -r 1 -t 8 > "$d/llama-bench-$g.txt" 2>&1; then
-          echo "llama-bench runs $g.gguf: $(grep -c ' t/s\| pp16\| tg8' "$d/llama-bench-$g.txt") result lines"
-        else echo "FAILED: llama-bench $g.gguf"; tail -3 "$d/llama-bench-$g.txt"; fail=1; fi
+      if "$lc/build/bin/llama-quantize" "$d/f32.gguf" "$d/q4km.gguf" Q4_K_M > "$d/quantize.log" 2>&1 &&
+        "$W" convert "$d/q4km.gguf" -o "$d/art_q4km_f32" --quant f32 --quiet; then
+        say "$cfg: reference q4km (transformers on llama.cpp's dequantized values)"
+        python3 "$oracle" reference --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_q4km.json" \
+          --greedy 128 --device cuda --dequant-from "$d/art_q4km_f32" || fail=1
+        gq_wisp q4km
+      else echo "FAILED: llama-quantize Q4_K_M / convert"; tail -3 "$d/quantize.log"; fail=1; fi
+      for q in f32 q4km; do # llama.cpp loads and runs wisp's export (no vocabulary: marked "none")
+        [ -f "$d/$q.gguf" ] || continue
+        python3 tools/gguf-none-vocab.py "$d/$q.gguf" "$d/$q.nv.gguf" 2> /dev/null || cp "$d/$q.gguf" "$d/$q.nv.gguf"
+        if "$lc/build/bin/llama-bench" -m "$d/$q.nv.gguf" -p 16 -n 8 -r 1 -t 8 > "$d/llama-bench-$q.txt" 2>&1; then
+          echo "llama-bench runs $q.gguf: $(grep -c ' t/s\| pp16\| tg8' "$d/llama-bench-$q.txt") result lines"
+        else echo "FAILED: llama-bench $q.gguf"; tail -3 "$d/llama-bench-$q.txt"; fail=1; fi
       done
     else
       echo "no llama-quantize in $lc (carry .peer): Q4_K_M skipped"; fail=1
     fi
-    say "$cfg: references (transformers, cuda)"
-    python3 "$oracle" reference --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_f32.json" --greedy 128 --device cuda || fail=1
-    [[ $quants == *q4km* ]] && { python3 "$oracle" reference --hf "$d/hf" --prompts "$d/hf/prompts.json" --out "$d/ref_q4km.json" \
-      --greedy 128 --device cuda --dequant-from "$d/art_q4km_f32" || fail=1; }
-    for q in $quants; do
-      local m="$d/art_f32"; [ $q = q4km ] && m="$d/q4km.gguf"
-      # webgpu_loop: the greedy tokens from the decode loop (the persistent decode where it takes the graph)
-      for be in ${BACKENDS:-cpu webgpu webgpu_loop}; do
-        say "$cfg: wisp $q $be"
-        local how=(--backend "$be"); [ "$be" = webgpu_loop ] && how=(--backend webgpu --decode-loop)
-        "$W" logits -m "$m" --prompts "$d/hf/prompts.json" --greedy 128 "${how[@]}" --profile exact -t 16 \
-          -o "$d/wisp_${q}_$be.json" --force || { fail=1; continue; }
-        echo "-- $cfg $q $be:"; python3 $cmp "$d/ref_$q.json" "$d/wisp_${q}_$be.json" || fail=1
-      done
-    done
     # the second oracle: llama.cpp's own forward of wisp's f32 export (CPU, f32 caches)
     local cc lb=$lc/build/bin
     cc=$(command -v cc || command -v gcc)
