@@ -43,7 +43,7 @@ if [[ $PARTS == *" parity "* ]]; then
     PREPARE="${RF_MODELS:-qwen25-0.5b llama32-1b gemma3-1b qwen35-0.8b}" \
     setsid nohup bash bench/realfile-h200.sh "$OUT/rf0" > /dev/null 2>&1 < /dev/null &
   sleep 2
-  LC=/tmp/llama.cpp-cpu LC_WAIT=400 CONFIGS=gemma3-1b timeout $((590 - (SECONDS - T0))) \
+  LC=/tmp/llama.cpp-cpu LC_WAIT=400 CONFIGS=gemma3-1b timeout $((570 - (SECONDS - T0))) \
     bash tools/device.sh parity "$OUT/parity" > "$OUT/parity.log" 2>&1
   tail -40 "$OUT/parity.log"
   tail -5 "$OUT/rf0/realfile.log"
