@@ -38,15 +38,24 @@ if [[ $PARTS == *" parity "* ]]; then
   #    (setsid: they go on past this call while the machine stays warm) and
   #    llama.cpp's CPU build runs, which the parity's Q4_K_M part waits for
   say "3. issue 33: Gemma 3 parity, real-file checkpoints beside it"
-  mkdir -p "$OUT/rf0"
-  LC=/tmp/llama.cpp-cpu LC_KIND=cpu MODELS="" PREPARE_ALL=1 PREPARE_UNTIL=900 BUDGET=900 \
-    PREPARE="${RF_MODELS:-qwen25-0.5b llama32-1b gemma3-1b qwen35-0.8b}" \
-    setsid nohup bash bench/realfile-h200.sh "$OUT/rf0" > /dev/null 2>&1 < /dev/null &
+  LC=/tmp/llama.cpp-cpu
+  # the build, detached (the parity's f32 part runs meanwhile): the real-file
+  # preparation starts it, else it starts here
+  if [ -n "${RF_MODELS-x}" ] && [ -z "${RF_MODELS}" ] && [ ! -x $LC/build/bin/llama-quantize ]; then
+    setsid nohup bash -c "bash .peer/build.sh cpu $LC && cmake --build $LC/build -j\$(nproc) --target llama-perplexity llama-tokenize" \
+      > "$OUT/llama-build.log" 2>&1 < /dev/null &
+  fi
+  if [ -n "${RF_MODELS-x}" ]; then # RF_MODELS="" makes none
+    mkdir -p "$OUT/rf0"
+    LC=$LC LC_KIND=cpu MODELS="" PREPARE_ALL=1 PREPARE_UNTIL=900 BUDGET=900 \
+      PREPARE="${RF_MODELS:-qwen25-0.5b llama32-1b gemma3-1b qwen35-0.8b}" \
+      setsid nohup bash bench/realfile-h200.sh "$OUT/rf0" > /dev/null 2>&1 < /dev/null &
+  fi
   sleep 2
-  LC=/tmp/llama.cpp-cpu LC_WAIT=400 CONFIGS=gemma3-1b timeout $((570 - (SECONDS - T0))) \
+  LC=$LC LC_WAIT=400 CONFIGS=gemma3-1b timeout $((${CALL_LIMIT:-600} - 30 - (SECONDS - T0))) \
     bash tools/device.sh parity "$OUT/parity" > "$OUT/parity.log" 2>&1
   tail -40 "$OUT/parity.log"
-  tail -5 "$OUT/rf0/realfile.log"
+  tail -5 "$OUT/rf0/realfile.log" 2> /dev/null
 fi
 [[ $PARTS == *" grouped "* ]] || { say done; exit 0; }
 
