@@ -41,7 +41,7 @@ if [[ $PARTS == *" parity "* ]]; then
   LC=/tmp/llama.cpp-cpu
   # the build, detached (the parity's f32 part runs meanwhile): the real-file
   # preparation starts it, else it starts here
-  if [ -n "${RF_MODELS-x}" ] && [ -z "${RF_MODELS}" ] && [ ! -x $LC/build/bin/llama-quantize ]; then
+  if [ "${RF_MODELS-unset}" = "" ] && [ ! -x $LC/build/bin/llama-quantize ]; then
     setsid nohup bash -c "bash .peer/build.sh cpu $LC && cmake --build $LC/build -j\$(nproc) --target llama-perplexity llama-tokenize" \
       > "$OUT/llama-build.log" 2>&1 < /dev/null &
   fi
