@@ -140,6 +140,12 @@ const char *wisp_session_plan_id(const wisp_session *s);
 /* Tokens consumed so far. */
 int wisp_session_position(const wisp_session *s);
 void wisp_session_reset(wisp_session *s);
+/* Grows the KV caches now to hold `positions` tokens (at most the context),
+ * as a request of that length would on its first step: a caller that knows
+ * its request's length (a server slot, `wisp bench`'s warm-up) pays the
+ * growth, and any kernel it needs, before it starts timing or streaming.
+ * Caches keep their size across wisp_session_reset. */
+wisp_status wisp_session_reserve(wisp_session *s, int positions);
 
 /* ---- Text: tokenizer, chat template, streaming generation ----------------
  * (docs/api.md) The model's own tokenizer (declared by its artifact)

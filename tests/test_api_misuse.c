@@ -147,6 +147,11 @@ TEST(api_misuse_models_and_sessions) {
   REFUSED(wisp_session_eval_all(s, NULL, 2, logits), "tokens is NULL");
   CHECKF(wisp_session_position(s) == 0, "a refused eval moved the session to %d", wisp_session_position(s));
 
+  REFUSED(wisp_session_reserve(NULL, 8), "no session");
+  REFUSED(wisp_session_reserve(s, -1), "cannot reserve -1 positions");
+  REFUSED(wisp_session_reserve(s, 1 << 30), "cannot reserve 1073741824 positions: the context is");
+  CHECKF(wisp_session_reserve(s, 16) == WISP_OK, "%s", wisp_last_error());
+
   REFUSED_VALUE(wisp_session_position(NULL), -1, "no session");
   REFUSED_VALUE(wisp_session_plan_batch(NULL), -1, "no session");
   REFUSED_VALUE(wisp_session_plan_id(NULL), NULL, "no session");

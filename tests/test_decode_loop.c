@@ -1025,3 +1025,38 @@ TEST(decode_loop_manifest_flash_blocks_cap_the_attention_splits) {
   free(lc);
   free(lg);
 }
+
+/* `wisp bench`'s warm-up takes every path its timed run takes: the KV caches
+ * grown to the request's length (prompt 200 + decode 100 passes the caches'
+ * first 256 positions) and two decode batches (later batches take their
+ * input from the device, through a kernel of their own). Where it did not,
+ * an H200 receipt's first run paid a pipeline compile and a cache growth
+ * inside its timed decode. Counts, not times: a loaded machine cannot fail
+ * it. */
+TEST(cli_bench_timed_run_compiles_nothing_and_grows_no_cache) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  const char *profiles[] = {"throughput", "exact"};
+  for (int i = 0; i < 2 && !test_failed_now(); i++) {
+    char cmd[1400], out[8192], path[700];
+    snprintf(path, sizeof path, "%s/bench-warm-%s.json", test_tmpdir(), profiles[i]);
+    snprintf(cmd, sizeof cmd, "%s bench -m %s --backend webgpu --profile %s --prompt 200 --decode 100 -o %s --force 2>&1",
+             test_wisp_bin(), fixture_small_model(), profiles[i], path);
+    CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+    char *text = NULL;
+    CHECK(wisp_read_file(path, &text, NULL) == WISP_OK);
+    cJSON *r = cJSON_Parse(text);
+    free(text);
+    CHECK(r);
+    cJSON *c = cJSON_GetObjectItem(r, "compile"), *dec = cJSON_GetObjectItem(r, "decode"),
+          *pf = cJSON_GetObjectItem(r, "prefill");
+    cJSON *pipes = c ? cJSON_GetObjectItem(c, "pipelines_in_timed_phases") : NULL;
+    cJSON *grows = dec ? cJSON_GetObjectItem(dec, "kv_grows") : NULL, *pgrows = pf ? cJSON_GetObjectItem(pf, "kv_grows") : NULL;
+    CHECKF(cJSON_IsNumber(pipes) && pipes->valuedouble == 0, "%s: %g pipelines compiled in the timed phases", profiles[i],
+           cJSON_IsNumber(pipes) ? pipes->valuedouble : -1.0);
+    CHECKF(cJSON_IsNumber(grows) && grows->valuedouble == 0 && cJSON_IsNumber(pgrows) && pgrows->valuedouble == 0,
+           "%s: KV caches grown in the timed run: prefill %g, decode %g", profiles[i],
+           cJSON_IsNumber(pgrows) ? pgrows->valuedouble : -1.0, cJSON_IsNumber(grows) ? grows->valuedouble : -1.0);
+    cJSON_Delete(r);
+  }
+}

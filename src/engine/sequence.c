@@ -37,3 +37,14 @@ void wisp_session_reset(wisp_session *s) {
   s->pos = 0;
   s->ran_past_stop = 0;
 }
+
+wisp_status wisp_session_reserve(wisp_session *s, int positions) {
+  if (!s) return wisp_fail(WISP_EINVAL, "wisp_session_reserve: no session");
+  if (positions < 0 || positions > s->max_pos)
+    return wisp_fail(WISP_EINVAL, "cannot reserve %d positions: the context is %d", positions, s->max_pos);
+  wisp_status st = wisp_graph_state_reserve(s->state, s->backend, positions);
+  /* the growth's copies are recorded: submit them now, so that the caller's
+   * next timed step does not carry them */
+  if (!st && s->backend->sync) st = s->backend->sync(s->backend);
+  return st;
+}
