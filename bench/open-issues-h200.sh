@@ -16,6 +16,9 @@
 # ".cache/webgpu"], timeout_s 600. Issue 33's Gemma 3 parity is a call of its
 # own (it builds llama.cpp for the CPU, the second oracle; carry .peer too):
 #   CONFIGS="gemma3-1b qwen25-0.5b" tools/device.sh parity "$OUT/parity".
+# Back come, already packed (the machine returns 8 files at most; do not
+# re-pack or delete them in the call): OUT/ab.tgz (every run's receipt),
+# OUT/ab.log, OUT/parity.tgz, OUT/parity.log, OUT/grouped.tgz, OUT/log.txt.
 # PARTS (default "ab grouped") picks the parts; "parity" is issue 33's Gemma 3
 # parity, with the real-file check's preparation beside it (below).
 set -uo pipefail
