@@ -95,9 +95,9 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
 
 /* The plan names a registry variant per matrix and phase; these are the
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
-/* The integer variants and the weight type each reads (f16_i8: an F16
- * matrix, through its Q8_0 copy, and so the ggml block types and BF16:
- * q6k_i8, ...; q4_i8 also takes Q4Z). */
+/* The integer variants and the weight type each reads (f16_i8 and bf16_i8
+ * through a Q8_0 copy, q4_0_i8 through a Q4 copy, the others in the
+ * matrix's own bytes; q4_i8 also takes Q4Z). */
 static const struct {
   const char *name;
   wisp_wtype type;
@@ -107,13 +107,11 @@ static const struct {
                    {"bf16_i8", WISP_W_BF16}};
 
 /* Types whose integer product reads a Q8_0 copy of the weights made at
- * prepare time (F16, BF16 and the ggml block types other than Q4_K, Q8_0,
- * Q4_0 and Q5_0): each row decoded, then rounded by convert's Q8_0
- * quantizer. Q5_0's kernels read its own blocks. */
-static int i8_through_q8_0(const wisp_matrix *m) {
-  return m->type == WISP_W_F16 ||
-         (wisp_cpu_is_block_type(m->type) && m->type != WISP_W_Q4_0 && m->type != WISP_W_Q5_0);
-}
+ * prepare time (F16 and BF16, which have no integer values of their own):
+ * each row decoded, then rounded by convert's Q8_0 quantizer. The ggml
+ * block types' kernels read their own blocks (Q4_0 through a Q4 copy of
+ * the same values, below). */
+static int i8_through_q8_0(const wisp_matrix *m) { return m->type == WISP_W_F16 || m->type == WISP_W_BF16; }
 
 /* Q4_0 takes the Q4 integer product, exactly: a Q4_0 block is a Q4 block
  * (value d * (q - 8)) with its nibbles in another order and its scale
@@ -243,6 +241,11 @@ static int fill_copy(cpu_backend *c, const wisp_matrix *m, void *data) {
   return 1;
 }
 
+/* The bytes of one copy's data. */
+static size_t copy_bytes(const i8_copy *e) {
+  return e->n * (e->q8 == I8_COPY_Q8_0 ? WISP_Q8_0_BYTES : e->q8 == I8_COPY_Q4 ? 18 : sizeof(uint16_t));
+}
+
 /* The copy the integer products read for m (needs_i8_copy), made on first
  * use. `convert` rounds it again into an existing entry: prepare_matrix
  * does, since the same address may hold another model's weights by now.
@@ -259,10 +262,12 @@ static const void *i8_copy_for(cpu_backend *c, const wisp_matrix *m, int convert
     }
     const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
     const int q8 = copy_kind(m);
-    void *data = malloc((n ? n : 1) * (q8 == I8_COPY_Q8_0 ? WISP_Q8_0_BYTES : q8 == I8_COPY_Q4 ? 18 : sizeof(uint16_t)));
+    const i8_copy made = {copy_source(m), n, q8, NULL};
+    void *data = malloc(n ? copy_bytes(&made) : 1);
     if (!data) return NULL;
     e = &c->copies[c->n_copies++];
-    *e = (i8_copy){copy_source(m), n, q8, data};
+    *e = made;
+    e->data = data;
     convert = 1;
   }
   if (convert && !fill_copy(c, m, e->data)) return NULL;
@@ -902,6 +907,14 @@ void wisp_cpu_backend_time_ops(wisp_backend *be, int on) {
     memset(c->op_calls, 0, sizeof c->op_calls);
   }
   c->timing = on;
+}
+
+size_t wisp_cpu_backend_copy_bytes(const wisp_backend *be) {
+  if (!is_cpu(be)) return 0;
+  const cpu_backend *c = (const cpu_backend *)be;
+  size_t n = 0;
+  for (size_t i = 0; i < c->n_copies; i++) n += copy_bytes(&c->copies[i]);
+  return n;
 }
 
 int wisp_cpu_backend_op_times(const wisp_backend *be, wisp_cpu_op_time *out, int cap) {
