@@ -310,173 +310,6 @@ TGT static inline __attribute__((always_inline)) __m256i FN(unpack_natural)(cons
   return FN(unpack)(type, row, b);
 }
 
-/* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors of 32
- * bytes, `vstride` bytes apart), their scales and offsets into S, O (nb
- * groups of 8 floats, `lstride` floats apart). */
-TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, const wisp_matrix *W,
-                                                               const uint16_t *s16, int row0, int last, uint8_t *ws,
-                                                               float *S, float *O, float *tmp, const int vstride,
-                                                               const int lstride) {
-  const int K = W->cols, nb = K / 32;
-  const size_t row_bytes = FN(row_bytes)(type, K);
-  const uint8_t *rq[8];
-  for (int k = 0; k < 8; k++) {
-    int r = row0 + k > last ? last : row0 + k;
-    rq[k] = W->q + (size_t)r * row_bytes;
-    const float *sp;
-    FN(row_scales)(type, W, s16, r, tmp, tmp + nb, &sp);
-    for (int b = 0; b < nb; b++) {
-      S[(size_t)lstride * b + k] = sp[b];
-      O[(size_t)lstride * b + k] = type == FN(Q4) ? 8.0f * sp[b] : type == FN(Q8) ? 128.0f * sp[b] : tmp[nb + b];
-    }
-  }
-  for (int b = 0; b < nb; b++) {
-    __m256i v[8];
-    for (int k = 0; k < 8; k++) v[k] = FN(unpack_natural)(type, rq[k], b);
-    FN(transpose8)(v);
-    for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(ws + ((size_t)b * 8 + c) * vstride), v[c]);
-  }
-}
-
-/* T tokens (from t) x the packed group; writes lanes < nlanes. */
-TGT static inline __attribute__((always_inline)) void FN(lanes_tile)(const int T, int nb, const uint8_t *ws,
-                                                                    const float *S, const float *O,
-                                                                    const wisp_i8_act *a, int t, float *y, size_t ldy,
-                                                                    int nlanes, int accumulate) {
-  const int K = nb * 32;
-  __m256 acc[8];
-#pragma GCC unroll 8
-  for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-  for (int b = 0; b < nb; b++) {
-    __m256i ia[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < T; j++) ia[j] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; c++) {
-      __m256i w = _mm256_loadu_si256((const __m256i *)(ws + ((size_t)b * 8 + c) * 32));
-#pragma GCC unroll 8
-      for (int j = 0; j < T; j++) {
-        int32_t four;
-        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
-        ia[j] = IDOT_ACC(ia[j], w, _mm256_set1_epi32(four));
-      }
-    }
-    __m256 sb = _mm256_loadu_ps(S + 8 * b), ob = _mm256_loadu_ps(O + 8 * b);
-#pragma GCC unroll 8
-    for (int j = 0; j < T; j++) {
-      const size_t at = (size_t)(t + j) * nb + b;
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(sb, _mm256_broadcast_ss(a->d + at)), acc[j]);
-      acc[j] = _mm256_fnmadd_ps(ob, _mm256_broadcast_ss(a->ds + at), acc[j]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < T; j++) {
-    float *dst = y + (size_t)j * ldy;
-    if (nlanes == 8) {
-      __m256 v = accumulate ? _mm256_add_ps(acc[j], _mm256_loadu_ps(dst)) : acc[j];
-      _mm256_storeu_ps(dst, v);
-    } else {
-      float v[8];
-      _mm256_storeu_ps(v, acc[j]);
-      for (int k = 0; k < nlanes; k++) dst[k] = accumulate ? dst[k] + v[k] : v[k];
-    }
-  }
-}
-
-TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, const wisp_matrix *W,
-                                                               const uint16_t *s16, int r0, int nr,
-                                                               const wisp_i8_act *a, int t0, int nt, float *y,
-                                                               size_t ldy, int accumulate, float *scratch) {
-  const int nb = W->cols / 32;
-  float *S = scratch, *O = S + 8 * (size_t)nb, *tmp = O + 8 * (size_t)nb;
-  uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
-  for (int g = 0; g < nr; g += 8) {
-    const int nl = nr - g < 8 ? nr - g : 8;
-    FN(pack8)(type, W, s16, r0 + g, r0 + nr - 1, ws, S, O, tmp, 32, 8);
-    int t = 0;
-    for (; t + LANES_T <= nt; t += LANES_T)
-      FN(lanes_tile)(LANES_T, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-    for (; t < nt; t++) FN(lanes_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-  }
-}
-
-#if LANES16
-/* AVX-512: sixteen rows in the sixteen lanes of a 512-bit vector, packed as
- * two groups of eight side by side; otherwise as the eight-lane path. */
-TGT static inline __attribute__((always_inline)) void FN(lanes16_tile)(const int T, int nb, const uint8_t *ws,
-                                                                      const float *S, const float *O,
-                                                                      const wisp_i8_act *a, int t, float *y,
-                                                                      size_t ldy, int nlanes, int accumulate) {
-  const int K = nb * 32;
-  __m512 acc[8];
-#pragma GCC unroll 8
-  for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
-  for (int b = 0; b < nb; b++) {
-    __m512i ia[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < T; j++) ia[j] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; c++) {
-      __m512i w = _mm512_loadu_si512((const void *)(ws + ((size_t)b * 8 + c) * 64));
-#pragma GCC unroll 8
-      for (int j = 0; j < T; j++) {
-        int32_t four;
-        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
-        ia[j] = _mm512_dpbusd_epi32(ia[j], w, _mm512_set1_epi32(four));
-      }
-    }
-    __m512 sb = _mm512_loadu_ps(S + 16 * b), ob = _mm512_loadu_ps(O + 16 * b);
-#pragma GCC unroll 8
-    for (int j = 0; j < T; j++) {
-      const size_t at = (size_t)(t + j) * nb + b;
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(sb, _mm512_set1_ps(a->d[at])), acc[j]);
-      acc[j] = _mm512_fnmadd_ps(ob, _mm512_set1_ps(a->ds[at]), acc[j]);
-    }
-  }
-  const __mmask16 keep = (__mmask16)((1u << nlanes) - 1);
-#pragma GCC unroll 8
-  for (int j = 0; j < T; j++) {
-    float *dst = y + (size_t)j * ldy;
-    __m512 v = accumulate ? _mm512_add_ps(acc[j], _mm512_maskz_loadu_ps(keep, dst)) : acc[j];
-    _mm512_mask_storeu_ps(dst, keep, v);
-  }
-}
-
-TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type, const wisp_matrix *W,
-                                                                 const uint16_t *s16, int r0, int nr,
-                                                                 const wisp_i8_act *a, int t0, int nt, float *y,
-                                                                 size_t ldy, int accumulate, float *scratch) {
-  const int nb = W->cols / 32;
-  float *S = scratch, *O = S + 16 * (size_t)nb, *tmp = O + 16 * (size_t)nb;
-  uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
-  for (int g = 0; g < nr; g += 16) {
-    const int nl = nr - g < 16 ? nr - g : 16;
-    FN(pack8)(type, W, s16, r0 + g, r0 + nr - 1, ws, S, O, tmp, 64, 16);
-    FN(pack8)(type, W, s16, r0 + g + 8, r0 + nr - 1, ws + 32, S + 8, O + 8, tmp, 64, 16);
-    int t = 0;
-    for (; t + 8 <= nt; t += 8)
-      FN(lanes16_tile)(8, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-    for (; t < nt; t++) FN(lanes16_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-  }
-}
-#define LANES_FN FN(lanes16)
-#else
-#define LANES_FN FN(lanes)
-#endif
-
-/* ---- the per-16 types (Q6_K, Q3_K, Q2_K): two scales a block ----
- * A block of 32 holds two halves of 16 with a small integer scale each
- * (Q2_K also a min each). The integer dots of the halves are kept apart
- * (prefill: the first four of a block's eight 4-element steps, then the
- * last four; decode: lanes 0-3 and 4-7 of a block's product), multiplied
- * by their integer sub-scales and added in integers, so that a block
- * still takes one f32 scale (the super-block's d times the token's) as the
- * one-scale types do. The zero z of Q6_K (32) and Q3_K (4) goes into the
- * integers too: prefill starts a half's dot at -z times the token's sum of
- * those 16 values (qs16), so it ends as the dot of the signed values;
- * decode subtracts z sum_h s_h ds16_h once a row. Q2_K's mins take
- * dmin m_h ds16_h in f32. */
-
 /* The integer sub-scales sc[16] and (Q2_K) mins m[16] of a per-16
  * super-block, with its d and dmin (0 where the type has none). */
 TGT static inline __attribute__((always_inline)) void FN(sub_scales)(const int type, const uint8_t *blk, int32_t *sc,
@@ -506,6 +339,228 @@ TGT static inline __attribute__((always_inline)) void FN(sub_scales)(const int t
 
 /* The zero of a per-16 type: its unsigned u minus this is the value. */
 #define ZERO16(type) ((type) == FN(Q6K) ? 32 : (type) == FN(Q3K) ? 4 : 0)
+
+/* Q3_K and Q2_K prefill on the one-scale lanes (VNNI; AVX2 Q2_K too): a
+ * half's integer sub-scale fits into its weights' bytes. Q3_K's sc (u - 4)
+ * is in -124..128, stored as sc (u - 4) + 124 (0..252: w = d (byte - 124),
+ * one scale d and one offset 124 d a block); Q2_K's sc u is in 0..45
+ * (w = d byte - dmin m: one scale d, the two halves' offsets dmin m with
+ * the halves' activation sums, ds16). AVX2's pairwise maddubs would
+ * saturate on Q3_K's bytes: there it takes the two-scale lanes. */
+#define PRESCALED(type) ((type) == FN(Q2K) || ((type) == FN(Q3K) && LANES_Q8))
+
+/* The 32 bytes of block b of a PRESCALED type's row, each half's values
+ * times its sub-scale sc[0], sc[1] (Q3_K: of u - 4, plus 124), in 16 bits
+ * and packed back (every result fits a byte). */
+TGT static inline __attribute__((always_inline)) __m256i FN(unpack_scaled)(const int type, const uint8_t *row, int b,
+                                                                          const int8_t *sc) {
+  const __m256i u = FN(unpack)(type, row, b);
+  __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)), hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(u, 1));
+  lo = _mm256_mullo_epi16(lo, _mm256_set1_epi16(sc[0]));
+  hi = _mm256_mullo_epi16(hi, _mm256_set1_epi16(sc[1]));
+  if (type == FN(Q3K)) { /* sc (u - 4) + 124 = sc u + (124 - 4 sc) */
+    lo = _mm256_add_epi16(lo, _mm256_set1_epi16((short)(124 - 4 * sc[0])));
+    hi = _mm256_add_epi16(hi, _mm256_set1_epi16((short)(124 - 4 * sc[1])));
+  }
+  return _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xd8);
+}
+
+/* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors of 32
+ * bytes, `vstride` bytes apart), their scales and offsets into S, O (nb
+ * groups of 8 floats, `lstride` floats apart; Q2_K two offsets a block,
+ * 2 lstride apart). tmp holds 6 nb floats. */
+TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, const wisp_matrix *W,
+                                                               const uint16_t *s16, int row0, int last, uint8_t *ws,
+                                                               float *S, float *O, float *tmp, const int vstride,
+                                                               const int lstride) {
+  const int K = W->cols, nb = K / 32;
+  const size_t row_bytes = FN(row_bytes)(type, K);
+  const uint8_t *rq[8];
+  int8_t *sc = (int8_t *)(tmp + 2 * (size_t)nb); /* PRESCALED: the 8 rows' sub-scales, [8][2 nb] */
+  for (int k = 0; k < 8; k++) {
+    int r = row0 + k > last ? last : row0 + k;
+    rq[k] = W->q + (size_t)r * row_bytes;
+    if (PRESCALED(type)) {
+      for (int sb = 0; sb < nb / 8; sb++) {
+        int32_t isc[16], im[16];
+        float d, dmin;
+        FN(sub_scales)(type, rq[k] + (size_t)sb * FN(block_bytes)(type), isc, im, &d, &dmin);
+        for (int jb = 0; jb < 8; jb++) {
+          const size_t b = (size_t)8 * sb + jb;
+          S[lstride * b + k] = d;
+          for (int h = 0; h < 2; h++) sc[(size_t)k * 2 * nb + 2 * b + h] = (int8_t)isc[2 * jb + h];
+          if (type == FN(Q3K)) O[lstride * b + k] = 124.0f * d;
+          else
+            for (int h = 0; h < 2; h++) O[2 * lstride * b + (size_t)h * lstride + k] = dmin * (float)im[2 * jb + h];
+        }
+      }
+      continue;
+    }
+    const float *sp;
+    FN(row_scales)(type, W, s16, r, tmp, tmp + nb, &sp);
+    for (int b = 0; b < nb; b++) {
+      S[(size_t)lstride * b + k] = sp[b];
+      O[(size_t)lstride * b + k] = type == FN(Q4) ? 8.0f * sp[b] : type == FN(Q8) ? 128.0f * sp[b] : tmp[nb + b];
+    }
+  }
+  for (int b = 0; b < nb; b++) {
+    __m256i v[8];
+    for (int k = 0; k < 8; k++)
+      v[k] = PRESCALED(type) ? FN(unpack_scaled)(type, rq[k], b, sc + (size_t)k * 2 * nb + 2 * b)
+                             : FN(unpack_natural)(type, rq[k], b);
+    FN(transpose8)(v);
+    for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(ws + ((size_t)b * 8 + c) * vstride), v[c]);
+  }
+}
+
+/* T tokens (from t) x the packed group; writes lanes < nlanes. */
+TGT static inline __attribute__((always_inline)) void FN(lanes_tile)(const int oh, const int T, int nb, const uint8_t *ws,
+                                                                    const float *S, const float *O,
+                                                                    const wisp_i8_act *a, int t, float *y, size_t ldy,
+                                                                    int nlanes, int accumulate) {
+  const int K = nb * 32;
+  __m256 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m256i ia[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) ia[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m256i w = _mm256_loadu_si256((const __m256i *)(ws + ((size_t)b * 8 + c) * 32));
+#pragma GCC unroll 8
+      for (int j = 0; j < T; j++) {
+        int32_t four;
+        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
+        ia[j] = IDOT_ACC(ia[j], w, _mm256_set1_epi32(four));
+      }
+    }
+    __m256 sb = _mm256_loadu_ps(S + 8 * b), ob = _mm256_loadu_ps(O + 8 * oh * b);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const size_t at = (size_t)(t + j) * nb + b;
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(sb, _mm256_broadcast_ss(a->d + at)), acc[j]);
+      if (oh == 2) { /* an offset a half (Q2_K's mins) */
+        acc[j] = _mm256_fnmadd_ps(ob, _mm256_broadcast_ss(a->ds16 + 2 * at), acc[j]);
+        acc[j] = _mm256_fnmadd_ps(_mm256_loadu_ps(O + 16 * b + 8), _mm256_broadcast_ss(a->ds16 + 2 * at + 1), acc[j]);
+      } else {
+        acc[j] = _mm256_fnmadd_ps(ob, _mm256_broadcast_ss(a->ds + at), acc[j]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) {
+    float *dst = y + (size_t)j * ldy;
+    if (nlanes == 8) {
+      __m256 v = accumulate ? _mm256_add_ps(acc[j], _mm256_loadu_ps(dst)) : acc[j];
+      _mm256_storeu_ps(dst, v);
+    } else {
+      float v[8];
+      _mm256_storeu_ps(v, acc[j]);
+      for (int k = 0; k < nlanes; k++) dst[k] = accumulate ? dst[k] + v[k] : v[k];
+    }
+  }
+}
+
+TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, const wisp_matrix *W,
+                                                               const uint16_t *s16, int r0, int nr,
+                                                               const wisp_i8_act *a, int t0, int nt, float *y,
+                                                               size_t ldy, int accumulate, float *scratch) {
+  const int nb = W->cols / 32, oh = type == FN(Q2K) ? 2 : 1;
+  float *S = scratch, *O = S + 8 * (size_t)nb, *tmp = O + 16 * (size_t)nb;
+  uint8_t *ws = (uint8_t *)(tmp + 6 * (size_t)nb);
+  for (int g = 0; g < nr; g += 8) {
+    const int nl = nr - g < 8 ? nr - g : 8;
+    FN(pack8)(type, W, s16, r0 + g, r0 + nr - 1, ws, S, O, tmp, 32, 8);
+    int t = 0;
+    for (; t + LANES_T <= nt; t += LANES_T)
+      FN(lanes_tile)(oh, LANES_T, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) FN(lanes_tile)(oh, 1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+  }
+}
+
+#if LANES16
+/* AVX-512: sixteen rows in the sixteen lanes of a 512-bit vector, packed as
+ * two groups of eight side by side; otherwise as the eight-lane path. */
+TGT static inline __attribute__((always_inline)) void FN(lanes16_tile)(const int oh, const int T, int nb, const uint8_t *ws,
+                                                                      const float *S, const float *O,
+                                                                      const wisp_i8_act *a, int t, float *y,
+                                                                      size_t ldy, int nlanes, int accumulate) {
+  const int K = nb * 32;
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m512i ia[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) ia[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m512i w = _mm512_loadu_si512((const void *)(ws + ((size_t)b * 8 + c) * 64));
+#pragma GCC unroll 8
+      for (int j = 0; j < T; j++) {
+        int32_t four;
+        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
+        ia[j] = _mm512_dpbusd_epi32(ia[j], w, _mm512_set1_epi32(four));
+      }
+    }
+    __m512 sb = _mm512_loadu_ps(S + 16 * b), ob = _mm512_loadu_ps(O + 16 * oh * b);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const size_t at = (size_t)(t + j) * nb + b;
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(sb, _mm512_set1_ps(a->d[at])), acc[j]);
+      if (oh == 2) { /* an offset a half (Q2_K's mins) */
+        acc[j] = _mm512_fnmadd_ps(ob, _mm512_set1_ps(a->ds16[2 * at]), acc[j]);
+        acc[j] = _mm512_fnmadd_ps(_mm512_loadu_ps(O + 32 * b + 16), _mm512_set1_ps(a->ds16[2 * at + 1]), acc[j]);
+      } else {
+        acc[j] = _mm512_fnmadd_ps(ob, _mm512_set1_ps(a->ds[at]), acc[j]);
+      }
+    }
+  }
+  const __mmask16 keep = (__mmask16)((1u << nlanes) - 1);
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) {
+    float *dst = y + (size_t)j * ldy;
+    __m512 v = accumulate ? _mm512_add_ps(acc[j], _mm512_maskz_loadu_ps(keep, dst)) : acc[j];
+    _mm512_mask_storeu_ps(dst, keep, v);
+  }
+}
+
+TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type, const wisp_matrix *W,
+                                                                 const uint16_t *s16, int r0, int nr,
+                                                                 const wisp_i8_act *a, int t0, int nt, float *y,
+                                                                 size_t ldy, int accumulate, float *scratch) {
+  const int nb = W->cols / 32, oh = type == FN(Q2K) ? 2 : 1;
+  float *S = scratch, *O = S + 16 * (size_t)nb, *tmp = O + 32 * (size_t)nb;
+  uint8_t *ws = (uint8_t *)(tmp + 6 * (size_t)nb);
+  for (int g = 0; g < nr; g += 16) {
+    const int nl = nr - g < 16 ? nr - g : 16;
+    FN(pack8)(type, W, s16, r0 + g, r0 + nr - 1, ws, S, O, tmp, 64, 16);
+    FN(pack8)(type, W, s16, r0 + g + 8, r0 + nr - 1, ws + 32, S + 8, O + 8, tmp, 64, 16);
+    int t = 0;
+    for (; t + 8 <= nt; t += 8)
+      FN(lanes16_tile)(oh, 8, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) FN(lanes16_tile)(oh, 1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+  }
+}
+#define LANES_FN FN(lanes16)
+#else
+#define LANES_FN FN(lanes)
+#endif
+
+/* ---- the per-16 types (Q6_K, Q3_K, Q2_K): two scales a block ----
+ * A block of 32 holds two halves of 16 with a small integer scale each
+ * (Q2_K also a min each). The integer dots of the halves are kept apart
+ * (prefill: the first four of a block's eight 4-element steps, then the
+ * last four; decode: lanes 0-3 and 4-7 of a block's product), multiplied
+ * by their integer sub-scales and added in integers, so that a block
+ * still takes one f32 scale (the super-block's d times the token's) as the
+ * one-scale types do. The zero z of Q6_K (32) and Q3_K (4) goes into the
+ * integers too: prefill starts a half's dot at -z times the token's sum of
+ * those 16 values (qs16), so it ends as the dot of the signed values;
+ * decode subtracts z sum_h s_h ds16_h once a row. Q2_K's mins take
+ * dmin m_h ds16_h in f32. */
 
 /* Packs rows row0..row0+7 (clamped to last) of a per-16 matrix into ws as
  * pack8 does, and per lane and block: D the super-block's d, SC the two
@@ -545,9 +600,9 @@ TGT static inline __attribute__((always_inline)) void FN(pack8_h)(const int type
 TGT static inline __attribute__((always_inline)) void FN(lanes_tile_h)(const int type, const int T, int nb,
                                                                       const uint8_t *ws, const float *D,
                                                                       const int32_t *SC, const float *O,
-                                                                      const wisp_i8_act *a, int t, float *y,
-                                                                      size_t ldy, int nlanes, int accumulate) {
-  const int K = nb * 32, z = ZERO16(type);
+                                                                      const int32_t *zq, const wisp_i8_act *a, int t,
+                                                                      float *y, size_t ldy, int nlanes, int accumulate) {
+  const int K = nb * 32;
   __m256 acc[8];
 #pragma GCC unroll 8
   for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
@@ -555,9 +610,8 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_tile_h)(const int
     __m256i lo[8], hi[8];
 #pragma GCC unroll 8
     for (int j = 0; j < T; j++) {
-      const int16_t *qs = a->qs16 + (size_t)(t + j) * 2 * nb + 2 * b;
-      lo[j] = _mm256_set1_epi32(-z * qs[0]);
-      hi[j] = _mm256_set1_epi32(-z * qs[1]);
+      lo[j] = _mm256_set1_epi32(zq[((size_t)j * nb + b) * 2]);
+      hi[j] = _mm256_set1_epi32(zq[((size_t)j * nb + b) * 2 + 1]);
     }
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
@@ -598,9 +652,10 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_tile_h)(const int
 TGT static inline __attribute__((always_inline)) void FN(lanes16_tile_h)(const int type, const int T, int nb,
                                                                         const uint8_t *ws, const float *D,
                                                                         const int32_t *SC, const float *O,
-                                                                        const wisp_i8_act *a, int t, float *y,
-                                                                        size_t ldy, int nlanes, int accumulate) {
-  const int K = nb * 32, z = ZERO16(type);
+                                                                        const int32_t *zq, const wisp_i8_act *a, int t,
+                                                                        float *y, size_t ldy, int nlanes,
+                                                                        int accumulate) {
+  const int K = nb * 32;
   __m512 acc[8];
 #pragma GCC unroll 8
   for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
@@ -608,9 +663,8 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16_tile_h)(const i
     __m512i lo[8], hi[8];
 #pragma GCC unroll 8
     for (int j = 0; j < T; j++) {
-      const int16_t *qs = a->qs16 + (size_t)(t + j) * 2 * nb + 2 * b;
-      lo[j] = _mm512_set1_epi32(-z * qs[0]);
-      hi[j] = _mm512_set1_epi32(-z * qs[1]);
+      lo[j] = _mm512_set1_epi32(zq[((size_t)j * nb + b) * 2]);
+      hi[j] = _mm512_set1_epi32(zq[((size_t)j * nb + b) * 2 + 1]);
     }
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
@@ -649,6 +703,15 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16_tile_h)(const i
 #define LANES_H 8
 #endif
 
+/* -z times the sums of 16 activations of tokens t..t+T-1 ([T][nb][2]), the
+ * starting values of the halves' integer dots (read by a broadcast load). */
+TGT static inline __attribute__((always_inline)) void FN(zero_terms)(const int type, const wisp_i8_act *a, int t, int T,
+                                                                    int nb, int32_t *zq) {
+  const int z = ZERO16(type);
+  for (int j = 0; j < T; j++)
+    for (int h = 0; h < 2 * nb; h++) zq[(size_t)j * 2 * nb + h] = -z * a->qs16[(size_t)(t + j) * 2 * nb + h];
+}
+
 /* Prefill of a per-16 type: groups of LANES_H rows packed once, every
  * token of the call passed over them. */
 TGT static inline __attribute__((always_inline)) void FN(lanes_h)(const int type, const wisp_matrix *W, int r0, int nr,
@@ -658,23 +721,30 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_h)(const int type
   float *D = scratch;
   int32_t *SC = (int32_t *)(D + (size_t)L * nb);
   float *O = (float *)(SC + 2 * (size_t)L * nb);
-  uint8_t *ws = (uint8_t *)(O + 2 * (size_t)L * nb);
+  int32_t *zq = (int32_t *)(O + 2 * (size_t)L * nb); /* 8 tokens' zero terms */
+  uint8_t *ws = (uint8_t *)(zq + 16 * (size_t)nb);
   for (int g = 0; g < nr; g += L) {
     const int nl = nr - g < L ? nr - g : L;
 #if LANES16
     FN(pack8_h)(type, W, r0 + g, r0 + nr - 1, ws, D, SC, O, 64, 16);
     FN(pack8_h)(type, W, r0 + g + 8, r0 + nr - 1, ws + 32, D + 8, SC + 8, O + 8, 64, 16);
-    int t = 0;
-    for (; t + 8 <= nt; t += 8)
-      FN(lanes16_tile_h)(type, 8, nb, ws, D, SC, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-    for (; t < nt; t++) FN(lanes16_tile_h)(type, 1, nb, ws, D, SC, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    enum { TT = 8 };
+#define TILE_H FN(lanes16_tile_h)
 #else
     FN(pack8_h)(type, W, r0 + g, r0 + nr - 1, ws, D, SC, O, 32, 8);
-    int t = 0;
-    for (; t + LANES_T <= nt; t += LANES_T)
-      FN(lanes_tile_h)(type, LANES_T, nb, ws, D, SC, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-    for (; t < nt; t++) FN(lanes_tile_h)(type, 1, nb, ws, D, SC, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    enum { TT = LANES_T };
+#define TILE_H FN(lanes_tile_h)
 #endif
+    int t = 0;
+    for (; t + TT <= nt; t += TT) {
+      FN(zero_terms)(type, a, t0 + t, TT, nb, zq);
+      TILE_H(type, TT, nb, ws, D, SC, O, zq, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    }
+    for (; t < nt; t++) {
+      FN(zero_terms)(type, a, t0 + t, 1, nb, zq);
+      TILE_H(type, 1, nb, ws, D, SC, O, zq, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    }
+#undef TILE_H
   }
 }
 
@@ -695,11 +765,19 @@ TGT static inline __attribute__((always_inline)) void FN(sub8)(const int type, c
     __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 8 * h)));
     *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(_mm256_and_si256(bytes, _mm256_set1_epi32(15))));
     *m = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hm)), _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4)));
-  } else {
-    int32_t sc[16], mm[16];
-    float d, dmin;
-    FN(sub_scales)(type, blk, sc, mm, &d, &dmin);
-    *s = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(sc + 8 * h))));
+  } else { /* Q3_K: sub-block i = 8h + k takes a nibble of byte k (h = 0 low, 1 high) and bits
+            * 2 (i / 4) of byte 8 + k % 4 as its top two */
+    uint64_t low8;
+    uint32_t top4;
+    memcpy(&low8, blk + 96, 8);
+    memcpy(&top4, blk + 104, 4);
+    memcpy(&hd, blk + 108, 2);
+    __m256i low = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)low8));
+    low = h ? _mm256_srli_epi32(low, 4) : _mm256_and_si256(low, _mm256_set1_epi32(15));
+    const __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26), _mm256_set1_epi32(4 * h));
+    const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)top4), shift), _mm256_set1_epi32(3));
+    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
+    *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(sc));
     *m = _mm256_setzero_ps();
   }
 }
@@ -771,6 +849,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec_h)(const int type, 
 TGT static inline __attribute__((always_inline)) void FN(gemm_h)(const int type, const wisp_matrix *W, int r0, int nr,
                                                                 const wisp_i8_act *a, int t0, int nt, float *y,
                                                                 size_t ldy, int accumulate, float *scratch) {
+  if (nt > 1 && PRESCALED(type)) {
+    LANES_FN(type, W, NULL, r0, nr, a, t0, nt, y, ldy, accumulate, scratch);
+    return;
+  }
   if (nt > 1) {
     FN(lanes_h)(type, W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch);
     return;
@@ -1170,6 +1252,7 @@ static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
 
 #undef LANES_FN
 #undef PER16
+#undef PRESCALED
 #undef KQUANT
 #undef ZERO16
 #undef DECODE_ROWS
