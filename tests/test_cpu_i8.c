@@ -787,3 +787,82 @@ TEST(cpu_f16_rows_widened_by_the_kernel_set_match_scalar) {
   CHECKF(!memcmp(q0, q1, bytes), "the Q8_0 copy made with %s row_f32 differs", k->name);
   free(h), free(a), free(b), free(q0), free(q1);
 }
+
+/* Through the backend: the ggml block types the integer products read in
+ * their own bytes make no copy of the weights (wisp_cpu_backend_copy_bytes
+ * stays 0 where an F16 matrix's Q8_0 copy counts), except the Q8_0 copy
+ * that Q6_K's and Q2_K's prefill reads, made only when the plan gives the
+ * prefill an integer product. One token (decode) equals the scalar
+ * reference on the matrix's own bytes and is apart from the exact product
+ * (so the integer path ran); seven tokens equal it on the own bytes, or
+ * for Q6_K and Q2_K on a Q8_0 copy made here. */
+TEST(cpu_backend_ggml_i8_reads_the_blocks_without_a_copy) {
+  enum { ROWS_B = 37, K = 768 };
+  static const wisp_wtype own[] = {WISP_W_Q4_1, WISP_W_Q5_1, WISP_W_Q5K, WISP_W_Q6K, WISP_W_Q3K, WISP_W_Q2K};
+  const wisp_i8_kernels *ref = wisp_i8_kernels_scalar();
+  float *scratch = malloc(WISP_I8_SCRATCH(K) * sizeof(float)), *row = malloc(sizeof(float) * K);
+  uint8_t *q8 = malloc(wisp_q8_0_bytes(ROWS_B, K));
+  CHECK(scratch && row && q8);
+  for (size_t ti = 0; ti < sizeof own / sizeof own[0]; ti++) {
+    const wisp_wtype type = own[ti];
+    const int prefill_copy = type == WISP_W_Q6K || type == WISP_W_Q2K;
+    test_mat t;
+    CHECK(mat_make(&t, type, ROWS_B, K));
+    CHECK(wisp_i8_q8_0_of_f16(&t.m, q8));
+    const wisp_matrix copy_view = wisp_i8_q8_0_view(&t.m, q8);
+    char variant[32];
+    snprintf(variant, sizeof variant, "%s_i8", wisp_quant_traits_of(type)->name);
+    wisp_backend *be = NULL;
+    CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
+    for (int both = 0; both < 2; both++) { /* decode integer (prefill exact), then both phases */
+      snprintf(t.m.choice[WISP_PHASE_DECODE].variant, sizeof t.m.choice[0].variant, "%s", variant);
+      snprintf(t.m.choice[WISP_PHASE_PREFILL].variant, sizeof t.m.choice[0].variant, "%s", both ? variant : "");
+      CHECKF(be->prepare_matrix(be, &t.m) == WISP_OK, "%s: %s", variant, wisp_last_error());
+      const size_t want_copy = both && prefill_copy ? wisp_q8_0_bytes(ROWS_B, K) : 0;
+      CHECKF(wisp_cpu_backend_copy_bytes(be) == want_copy, "%s (%s): the backend holds %zu bytes of copies, not %zu",
+             variant, both ? "both phases" : "decode", wisp_cpu_backend_copy_bytes(be), want_copy);
+      const int n = both ? 7 : 1;
+      float *x = acts_make(n, K), *y = malloc(sizeof(float) * n * ROWS_B), *want = malloc(sizeof(float) * n * ROWS_B);
+      wisp_buf *bx = be->buf_new(be, (size_t)n * K), *by = be->buf_new(be, (size_t)n * ROWS_B);
+      wisp_i8_act a = {0};
+      CHECK(x && y && want && bx && by && wisp_i8_act_reserve(&a, n, K));
+      be->buf_write(be, bx, 0, (size_t)n * K, x);
+      be->matmul(be, &t.m, bx, 0, n, by, 0);
+      be->buf_read(be, by, 0, (size_t)n * ROWS_B, y);
+      CHECKF(be->sync(be) == WISP_OK, "%s", wisp_last_error());
+      const wisp_matrix *reads = n > 1 && prefill_copy ? &copy_view : &t.m;
+      a.layout = wisp_i8_layout_for(reads->type, n);
+      ref->quantize(x, 0, n, &a);
+      ref->gemm(reads, NULL, 0, ROWS_B, &a, 0, n, want, ROWS_B, 0, scratch);
+      double mag = 0, to_i8 = 0, to_exact = 0;
+      for (int r = 0; r < ROWS_B; r++)
+        for (int tok = 0; tok < n; tok++) {
+          const double exact = f64_product(&t.m, r, NULL, x, tok, row), got = y[(size_t)tok * ROWS_B + r];
+          mag = fmax(mag, fabs(exact));
+          to_i8 = fmax(to_i8, fabs(got - want[(size_t)tok * ROWS_B + r]));
+          to_exact = fmax(to_exact, fabs(got - exact));
+        }
+      CHECKF(to_i8 <= 1e-5 * mag, "%s, %d tokens: %g from the scalar integer product (max|y| %g)", variant, n, to_i8, mag);
+      CHECKF(to_exact > 1e-5 * mag, "%s, %d tokens: the exact product (%g off): the integer path did not run", variant, n,
+             to_exact);
+      wisp_i8_act_free(&a);
+      be->buf_free(be, bx);
+      be->buf_free(be, by);
+      free(x), free(y), free(want);
+    }
+    be->destroy(be);
+    mat_free(&t);
+  }
+  /* the counter sees a copy where one is made: an F16 matrix's */
+  test_mat f;
+  CHECK(mat_make(&f, WISP_W_F16, 4, 64));
+  wisp_backend *be = NULL;
+  CHECK(wisp_cpu_backend_new(1, &be) == WISP_OK);
+  for (int ph = 0; ph < 2; ph++) snprintf(f.f16.choice[ph].variant, sizeof f.f16.choice[ph].variant, "f16_i8");
+  CHECK(be->prepare_matrix(be, &f.f16) == WISP_OK);
+  CHECKF(wisp_cpu_backend_copy_bytes(be) == wisp_q8_0_bytes(4, 64), "an F16 matrix's copy counts %zu bytes",
+         wisp_cpu_backend_copy_bytes(be));
+  be->destroy(be);
+  mat_free(&f);
+  free(scratch), free(row), free(q8);
+}

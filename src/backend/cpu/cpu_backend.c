@@ -113,6 +113,12 @@ static const struct {
  * the same values, below). */
 static int i8_through_q8_0(const wisp_matrix *m) { return m->type == WISP_W_F16 || m->type == WISP_W_BF16; }
 
+/* Types whose integer decode reads the matrix's own bytes but whose
+ * integer prefill reads a Q8_0 copy (made as above): Q6_K and Q2_K, whose
+ * second scale (Q2_K: min) a block costs the prefill lanes more than the
+ * copy's extra bytes (docs/cpu.md, "Two kinds of matrix product"). */
+static int i8_prefill_through_q8_0(const wisp_matrix *m) { return m->type == WISP_W_Q6K || m->type == WISP_W_Q2K; }
+
 /* Q4_0 takes the Q4 integer product, exactly: a Q4_0 block is a Q4 block
  * (value d * (q - 8)) with its nibbles in another order and its scale
  * inline. The copy holds the nibbles in Q4's order and the f16 scales as
@@ -120,7 +126,7 @@ static int i8_through_q8_0(const wisp_matrix *m) { return m->type == WISP_W_F16 
 static int i8_through_q4(const wisp_matrix *m) { return m->type == WISP_W_Q4_0; }
 
 static int copy_kind(const wisp_matrix *m) {
-  return i8_through_q8_0(m) ? I8_COPY_Q8_0 : i8_through_q4(m) ? I8_COPY_Q4 : I8_COPY_SCALES;
+  return i8_through_q8_0(m) || i8_prefill_through_q8_0(m) ? I8_COPY_Q8_0 : i8_through_q4(m) ? I8_COPY_Q4 : I8_COPY_SCALES;
 }
 
 /* The index of an integer variant in i8_variants, or -1 for the exact ones. */
@@ -159,10 +165,16 @@ static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *var
   return c->k;
 }
 
-/* The integer products read a copy of F16 matrices (Q8_0 weights) and of
- * Q4 / Q4Z ones (f16 block scales); none of the others. */
+/* The integer products read a copy of F16 / BF16 matrices (Q8_0
+ * weights), of Q4_0 ones (Q4), of Q4 / Q4Z ones (f16 block scales) and, for
+ * prefill only, of Q6_K and Q2_K ones (Q8_0); none of the others. */
 static int needs_i8_copy(const wisp_matrix *m) {
-  return i8_through_q8_0(m) || i8_through_q4(m) || wisp_i8_needs_f16_scales(m);
+  return i8_through_q8_0(m) || i8_prefill_through_q8_0(m) || i8_through_q4(m) || wisp_i8_needs_f16_scales(m);
+}
+
+/* 1 when a product of n tokens of m reads m's copy. */
+static int reads_i8_copy(const wisp_matrix *m, int n) {
+  return needs_i8_copy(m) && (n > 1 || !i8_prefill_through_q8_0(m));
 }
 
 /* What m's copy is made from: the weights, or the f32 scales. */
@@ -231,7 +243,7 @@ static int fill_copy(cpu_backend *c, const wisp_matrix *m, void *data) {
     if (m->rows > 0) wisp_pool_run(c->pool, (m->rows + j.rows_per_task - 1) / j.rows_per_task, q4_copy_task, &j);
     return 1;
   }
-  if (!i8_through_q8_0(m)) {
+  if (copy_kind(m) == I8_COPY_SCALES) {
     wisp_i8_scales_f16(m, data);
     return 1;
   }
@@ -312,10 +324,12 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   /* the integer products of Q4 / Q4Z read f16 scales, of F16 a Q8_0 copy of
    * the weights, made now so that a lack of memory stops the session before
    * it starts; the exact kernels read m as it is */
-  const int i8 = is_i8_variant(m->choice[WISP_PHASE_PREFILL].variant) || is_i8_variant(m->choice[WISP_PHASE_DECODE].variant);
-  if (i8 && needs_i8_copy(m) && !i8_copy_for(c, m, 1))
+  const int i8_prefill = is_i8_variant(m->choice[WISP_PHASE_PREFILL].variant);
+  const int i8 = i8_prefill || is_i8_variant(m->choice[WISP_PHASE_DECODE].variant);
+  const int copy = i8_prefill_through_q8_0(m) ? i8_prefill : i8 && needs_i8_copy(m);
+  if (copy && !i8_copy_for(c, m, 1))
     return wisp_fail(WISP_ENOMEM, "out of memory for the %s of a %dx%d %s matrix",
-                     i8_through_q8_0(m) ? "Q8_0 copy (TYPE_i8)" : i8_through_q4(m) ? "Q4 copy (q4_0_i8)" : "f16 block scales", m->rows, m->cols,
+                     copy_kind(m) == I8_COPY_Q8_0 ? "Q8_0 copy (TYPE_i8)" : i8_through_q4(m) ? "Q4 copy (q4_0_i8)" : "f16 block scales", m->rows, m->cols,
                      wisp_wtype_name(m->type));
   return WISP_OK;
 }
@@ -512,8 +526,8 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   }
   /* found by address (made by prepare_matrix; made now only for a matrix
    * that was not prepared) */
-  const void *copy = needs_i8_copy(W) ? i8_copy_for(c, W, 0) : NULL;
-  if (needs_i8_copy(W) && !copy) {
+  const void *copy = reads_i8_copy(W, n) ? i8_copy_for(c, W, 0) : NULL;
+  if (reads_i8_copy(W, n) && !copy) {
     c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for the integer product's copy of a %dx%d %s matrix",
                          W->rows, W->cols, wisp_wtype_name(W->type));
     return;
@@ -521,7 +535,7 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   /* an F16 matrix runs as its Q8_0 copy */
   wisp_matrix q8;
   const uint16_t *s16 = wisp_i8_needs_f16_scales(W) ? copy : NULL;
-  if (i8_through_q8_0(W)) {
+  if (copy && copy_kind(W) == I8_COPY_Q8_0) {
     q8 = wisp_i8_q8_0_view(W, copy), W = &q8;
   } else if (i8_through_q4(W)) { /* a Q4_0 matrix runs as its Q4 copy */
     const size_t blocks = (size_t)W->rows * (size_t)(W->cols / 32);

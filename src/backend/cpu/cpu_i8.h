@@ -118,10 +118,9 @@ void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, floa
 
 /* Per-thread scratch of a product with `cols` columns, in floats: a group
  * of up to 16 rows transposed (16 * cols bytes) plus their scales and
- * offsets (up to 96 * cols/32 floats: per-16 types keep two integer
- * sub-scales, a block scale and two offsets a row and block, and the zero
- * terms of 8 tokens). */
-#define WISP_I8_SCRATCH(cols) ((size_t)(cols) * 8)
+ * offsets (up to 80 * cols/32 floats: per-16 types keep two integer
+ * sub-scales, a block scale and two offsets a row and block). */
+#define WISP_I8_SCRATCH(cols) ((size_t)(cols) * 7)
 
 typedef struct {
   const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni" */

@@ -600,9 +600,9 @@ TGT static inline __attribute__((always_inline)) void FN(pack8_h)(const int type
 TGT static inline __attribute__((always_inline)) void FN(lanes_tile_h)(const int type, const int T, int nb,
                                                                       const uint8_t *ws, const float *D,
                                                                       const int32_t *SC, const float *O,
-                                                                      const int32_t *zq, const wisp_i8_act *a, int t,
-                                                                      float *y, size_t ldy, int nlanes, int accumulate) {
-  const int K = nb * 32;
+                                                                      const wisp_i8_act *a, int t, float *y,
+                                                                      size_t ldy, int nlanes, int accumulate) {
+  const int K = nb * 32, z = ZERO16(type);
   __m256 acc[8];
 #pragma GCC unroll 8
   for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
@@ -610,8 +610,9 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_tile_h)(const int
     __m256i lo[8], hi[8];
 #pragma GCC unroll 8
     for (int j = 0; j < T; j++) {
-      lo[j] = _mm256_set1_epi32(zq[((size_t)j * nb + b) * 2]);
-      hi[j] = _mm256_set1_epi32(zq[((size_t)j * nb + b) * 2 + 1]);
+      const int16_t *qs = a->qs16 + (size_t)(t + j) * 2 * nb + 2 * b;
+      lo[j] = _mm256_set1_epi32(-z * qs[0]);
+      hi[j] = _mm256_set1_epi32(-z * qs[1]);
     }
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
@@ -652,10 +653,9 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_tile_h)(const int
 TGT static inline __attribute__((always_inline)) void FN(lanes16_tile_h)(const int type, const int T, int nb,
                                                                         const uint8_t *ws, const float *D,
                                                                         const int32_t *SC, const float *O,
-                                                                        const int32_t *zq, const wisp_i8_act *a, int t,
-                                                                        float *y, size_t ldy, int nlanes,
-                                                                        int accumulate) {
-  const int K = nb * 32;
+                                                                        const wisp_i8_act *a, int t, float *y,
+                                                                        size_t ldy, int nlanes, int accumulate) {
+  const int K = nb * 32, z = ZERO16(type);
   __m512 acc[8];
 #pragma GCC unroll 8
   for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
@@ -663,8 +663,9 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16_tile_h)(const i
     __m512i lo[8], hi[8];
 #pragma GCC unroll 8
     for (int j = 0; j < T; j++) {
-      lo[j] = _mm512_set1_epi32(zq[((size_t)j * nb + b) * 2]);
-      hi[j] = _mm512_set1_epi32(zq[((size_t)j * nb + b) * 2 + 1]);
+      const int16_t *qs = a->qs16 + (size_t)(t + j) * 2 * nb + 2 * b;
+      lo[j] = _mm512_set1_epi32(-z * qs[0]);
+      hi[j] = _mm512_set1_epi32(-z * qs[1]);
     }
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++) {
@@ -703,15 +704,6 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16_tile_h)(const i
 #define LANES_H 8
 #endif
 
-/* -z times the sums of 16 activations of tokens t..t+T-1 ([T][nb][2]), the
- * starting values of the halves' integer dots (read by a broadcast load). */
-TGT static inline __attribute__((always_inline)) void FN(zero_terms)(const int type, const wisp_i8_act *a, int t, int T,
-                                                                    int nb, int32_t *zq) {
-  const int z = ZERO16(type);
-  for (int j = 0; j < T; j++)
-    for (int h = 0; h < 2 * nb; h++) zq[(size_t)j * 2 * nb + h] = -z * a->qs16[(size_t)(t + j) * 2 * nb + h];
-}
-
 /* Prefill of a per-16 type: groups of LANES_H rows packed once, every
  * token of the call passed over them. */
 TGT static inline __attribute__((always_inline)) void FN(lanes_h)(const int type, const wisp_matrix *W, int r0, int nr,
@@ -721,8 +713,7 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_h)(const int type
   float *D = scratch;
   int32_t *SC = (int32_t *)(D + (size_t)L * nb);
   float *O = (float *)(SC + 2 * (size_t)L * nb);
-  int32_t *zq = (int32_t *)(O + 2 * (size_t)L * nb); /* 8 tokens' zero terms */
-  uint8_t *ws = (uint8_t *)(zq + 16 * (size_t)nb);
+  uint8_t *ws = (uint8_t *)(O + 2 * (size_t)L * nb);
   for (int g = 0; g < nr; g += L) {
     const int nl = nr - g < L ? nr - g : L;
 #if LANES16
@@ -736,14 +727,9 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_h)(const int type
 #define TILE_H FN(lanes_tile_h)
 #endif
     int t = 0;
-    for (; t + TT <= nt; t += TT) {
-      FN(zero_terms)(type, a, t0 + t, TT, nb, zq);
-      TILE_H(type, TT, nb, ws, D, SC, O, zq, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-    }
-    for (; t < nt; t++) {
-      FN(zero_terms)(type, a, t0 + t, 1, nb, zq);
-      TILE_H(type, 1, nb, ws, D, SC, O, zq, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-    }
+    for (; t + TT <= nt; t += TT)
+      TILE_H(type, TT, nb, ws, D, SC, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) TILE_H(type, 1, nb, ws, D, SC, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
 #undef TILE_H
   }
 }
