@@ -791,11 +791,12 @@ TEST(cpu_f16_rows_widened_by_the_kernel_set_match_scalar) {
 /* Through the backend: the ggml block types the integer products read in
  * their own bytes make no copy of the weights (wisp_cpu_backend_copy_bytes
  * stays 0 where an F16 matrix's Q8_0 copy counts), except the Q8_0 copy
- * that Q6_K's and Q2_K's prefill reads, made only when the plan gives the
- * prefill an integer product. One token (decode) equals the scalar
- * reference on the matrix's own bytes and is apart from the exact product
- * (so the integer path ran); seven tokens equal it on the own bytes, or
- * for Q6_K and Q2_K on a Q8_0 copy made here. */
+ * that the prefill of Q6_K, Q3_K and Q2_K reads on a VNNI kernel set
+ * (q8_0_lanes), made only when the plan gives the prefill an integer
+ * product. One token (decode) equals the
+ * scalar reference on the matrix's own bytes and is apart from the exact
+ * product (so the integer path ran); seven tokens equal it on the own
+ * bytes, or for those three types on a Q8_0 copy made here. */
 TEST(cpu_backend_ggml_i8_reads_the_blocks_without_a_copy) {
   enum { ROWS_B = 37, K = 768 };
   static const wisp_wtype own[] = {WISP_W_Q4_1, WISP_W_Q5_1, WISP_W_Q5K, WISP_W_Q6K, WISP_W_Q3K, WISP_W_Q2K};
@@ -805,7 +806,7 @@ TEST(cpu_backend_ggml_i8_reads_the_blocks_without_a_copy) {
   CHECK(scratch && row && q8);
   for (size_t ti = 0; ti < sizeof own / sizeof own[0]; ti++) {
     const wisp_wtype type = own[ti];
-    const int prefill_copy = type == WISP_W_Q6K || type == WISP_W_Q2K;
+    const int prefill_copy = wisp_i8_per16(type) && wisp_i8_kernels_get()->q8_0_lanes; /* as cpu_backend.c */
     test_mat t;
     CHECK(mat_make(&t, type, ROWS_B, K));
     CHECK(wisp_i8_q8_0_of_f16(&t.m, q8));

@@ -464,13 +464,14 @@ static double rms_bound(int bits) {
 }
 
 /* The types whose integer prefill reads a Q8_0 copy (decode: their own
- * bytes): cpu_backend.c's i8_prefill_through_q8_0. */
-static int prefill_through_q8_0(wisp_wtype t) { return t == WISP_W_Q6K || t == WISP_W_Q2K; }
+ * bytes) on the kernel set the backend picks: cpu_backend.c's
+ * i8_prefill_through_q8_0. */
+static int prefill_through_q8_0(wisp_wtype t) { return wisp_i8_per16(t) && wisp_i8_kernels_get()->q8_0_lanes; }
 
 /* The integer product (TYPE_i8) of fixture matrix m through the CPU
  * backend, one token and three of x: against the scalar integer reference
- * on the same bytes (for Q6_K and Q2_K's three tokens: on a Q8_0 copy made
- * here; the same integers, up to f32 summation order: within 1e-5 of
+ * on the same bytes (for the three tokens of Q6_K, Q3_K and Q2_K: on a
+ * Q8_0 copy made here; the same integers, up to f32 summation order: within 1e-5 of
  * sum |w x|) and against the exact product of the decoded rows within the
  * bound of the int8 rounding (backend_error_of: the copy's rounding of the
  * weights is within it too). Returns the worst error over its tolerance

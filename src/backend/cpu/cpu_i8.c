@@ -256,7 +256,7 @@ static void gemm_scalar(const wisp_matrix *W, const uint16_t *s16, int r0, int n
   }
 }
 
-static const wisp_i8_kernels k_scalar = {"scalar", quantize_scalar, gemm_scalar};
+static const wisp_i8_kernels k_scalar = {"scalar", 0, quantize_scalar, gemm_scalar};
 
 const wisp_i8_kernels *wisp_i8_kernels_scalar(void) { return &k_scalar; }
 

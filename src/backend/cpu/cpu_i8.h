@@ -35,9 +35,14 @@
  *     Q2_K s = d * sc[h], o = dmin * m[h] (4-bit sc, m)
  * The kernels keep s[h] = d * sc[h] apart: the integer sc[h] multiplies
  * the integer dot of its half, and the two halves' sum takes d * d[b] as
- * one f32 scale a block. The scalar reference computes these types from
- * the format's own decoder (wisp_qblock_split: integers and a scale and
- * offset per 16) in exact integers per half.  * F32 weights have no integer product (they keep f32 activations). */
+ * one f32 scale a block (Q2_K's and, on the VNNI sets, Q3_K's prefill
+ * multiply sc[h] into the packed weight bytes instead). The scalar
+ * reference computes these types from the format's own decoder
+ * (wisp_qblock_split: integers and a scale and offset per 16) in exact
+ * integers per half. Every set runs every type in both phases; the
+ * backend gives these three types' prefill a Q8_0 copy instead on the
+ * VNNI sets, whose Q8_0 lanes run it faster (q8_0_lanes; docs/cpu.md).
+ * F32 weights have no integer product (they keep f32 activations). */
 #ifndef WISP_CPU_I8_H
 #define WISP_CPU_I8_H
 
@@ -124,6 +129,11 @@ void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, floa
 
 typedef struct {
   const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni" */
+  /* 1 when Q8_0 prefill runs on the lanes (the VNNI sets; AVX2's pairwise
+   * products would saturate on Q8_0's w + 128, the scalar set has none):
+   * there a Q8_0 copy of a type with a scale per 16 values prefills
+   * faster than the type's own blocks (cpu_backend.c) */
+  int q8_0_lanes;
   /* Quantizes rows t0..t1-1 of x ([n][K] f32, K a multiple of 32) into a
    * (already reserved for K and at least t1 rows, layout set): d =
    * max|x|/127, q = round-to-nearest-even(x * (127/max|x|)), and the sums

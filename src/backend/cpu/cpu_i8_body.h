@@ -310,6 +310,22 @@ TGT static inline __attribute__((always_inline)) __m256i FN(unpack_natural)(cons
   return FN(unpack)(type, row, b);
 }
 
+/* Q3_K's sub-scales 8h..8h+7 (-32..31) as int32: sub-block i = 8h + k
+ * takes a nibble of byte k of its scale bytes (h = 0 the low one, 1 the
+ * high one) and, as its top two bits, bits 2 (i / 4) of byte 8 + k % 4:
+ * one variable shift of those four bytes gives all eight. */
+TGT static inline __attribute__((always_inline)) __m256i FN(q3k_sc8)(const uint8_t *blk, int h) {
+  uint64_t low8;
+  uint32_t top4;
+  memcpy(&low8, blk + 96, 8);
+  memcpy(&top4, blk + 104, 4);
+  __m256i low = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)low8));
+  low = h ? _mm256_srli_epi32(low, 4) : _mm256_and_si256(low, _mm256_set1_epi32(15));
+  const __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26), _mm256_set1_epi32(4 * h));
+  const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)top4), shift), _mm256_set1_epi32(3));
+  return _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
+}
+
 /* The integer sub-scales sc[16] and (Q2_K) mins m[16] of a per-16
  * super-block, with its d and dmin (0 where the type has none). */
 TGT static inline __attribute__((always_inline)) void FN(sub_scales)(const int type, const uint8_t *blk, int32_t *sc,
@@ -320,12 +336,10 @@ TGT static inline __attribute__((always_inline)) void FN(sub_scales)(const int t
     for (int i = 0; i < 16; i++) sc[i] = (int8_t)blk[192 + i], m[i] = 0;
     memcpy(&h, blk + 208, 2);
     *d = _cvtsh_ss(h);
-  } else if (type == FN(Q3K)) { /* 6 bits: a nibble of bytes 0-7, two bits of bytes 8-11; minus 32 */
-    const uint8_t *s = blk + 96;
-    for (int i = 0; i < 16; i++) {
-      const int low = i < 8 ? s[i] & 15 : s[i - 8] >> 4, high = s[8 + i % 4] >> (2 * (i / 4)) & 3;
-      sc[i] = (low | high << 4) - 32, m[i] = 0;
-    }
+  } else if (type == FN(Q3K)) {
+    _mm256_storeu_si256((__m256i *)sc, FN(q3k_sc8)(blk, 0));
+    _mm256_storeu_si256((__m256i *)(sc + 8), FN(q3k_sc8)(blk, 1));
+    memset(m, 0, 16 * sizeof *m);
     memcpy(&h, blk + 108, 2);
     *d = _cvtsh_ss(h);
   } else { /* Q2_K: scale in the low nibble, min in the high one */
@@ -751,19 +765,9 @@ TGT static inline __attribute__((always_inline)) void FN(sub8)(const int type, c
     __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 8 * h)));
     *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(_mm256_and_si256(bytes, _mm256_set1_epi32(15))));
     *m = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hm)), _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4)));
-  } else { /* Q3_K: sub-block i = 8h + k takes a nibble of byte k (h = 0 low, 1 high) and bits
-            * 2 (i / 4) of byte 8 + k % 4 as its top two */
-    uint64_t low8;
-    uint32_t top4;
-    memcpy(&low8, blk + 96, 8);
-    memcpy(&top4, blk + 104, 4);
+  } else { /* Q3_K */
     memcpy(&hd, blk + 108, 2);
-    __m256i low = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)low8));
-    low = h ? _mm256_srli_epi32(low, 4) : _mm256_and_si256(low, _mm256_set1_epi32(15));
-    const __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26), _mm256_set1_epi32(4 * h));
-    const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)top4), shift), _mm256_set1_epi32(3));
-    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
-    *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(sc));
+    *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(FN(q3k_sc8)(blk, h)));
     *m = _mm256_setzero_ps();
   }
 }
@@ -1234,7 +1238,7 @@ TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int 
     default: FN(drive)(FN(Q4), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
   }
 }
-static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
+static const wisp_i8_kernels FN(kernels) = {STR(SFX), LANES_Q8, quantize_avx2, FN(gemm)};
 
 #undef LANES_FN
 #undef PER16
