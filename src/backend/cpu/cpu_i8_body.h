@@ -364,19 +364,17 @@ TGT static inline __attribute__((always_inline)) void FN(sub_scales)(const int t
 #define PRESCALED(type) ((type) == FN(Q2K) || ((type) == FN(Q3K) && LANES_Q8))
 
 /* The 32 bytes of block b of a PRESCALED type's row, each half's values
- * times its sub-scale sc[0], sc[1] (Q3_K: of u - 4, plus 124), in 16 bits
- * and packed back (every result fits a byte). */
+ * times its sub-scale sc[0], sc[1] (Q3_K: of u - 4, plus 124; every
+ * result fits a byte). */
 TGT static inline __attribute__((always_inline)) __m256i FN(unpack_scaled)(const int type, const uint8_t *row, int b,
                                                                           const int8_t *sc) {
-  const __m256i u = FN(unpack)(type, row, b);
-  __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)), hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(u, 1));
-  lo = _mm256_mullo_epi16(lo, _mm256_set1_epi16(sc[0]));
-  hi = _mm256_mullo_epi16(hi, _mm256_set1_epi16(sc[1]));
-  if (type == FN(Q3K)) { /* sc (u - 4) + 124 = sc u + (124 - 4 sc) */
-    lo = _mm256_add_epi16(lo, _mm256_set1_epi16((short)(124 - 4 * sc[0])));
-    hi = _mm256_add_epi16(hi, _mm256_set1_epi16((short)(124 - 4 * sc[1])));
-  }
-  return _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xd8);
+  /* u is 0..7: each half's eight results are a table (in its 128-bit
+   * lane, the lane of its 16 values) that one byte shuffle looks up */
+  const __m256i k = type == FN(Q3K) ? _mm256_setr_epi16(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3)
+                                    : _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i scv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[0])), _mm_set1_epi16(sc[1]), 1);
+  const __m256i t16 = _mm256_add_epi16(_mm256_mullo_epi16(scv, k), _mm256_set1_epi16(type == FN(Q3K) ? 124 : 0));
+  return _mm256_shuffle_epi8(_mm256_packus_epi16(t16, t16), FN(unpack)(type, row, b));
 }
 
 /* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors of 32
