@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_i8.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "format/qblocks.h"
+#include "format/quant.h"
 #include "engine/engine.h"
 #include "fixtures.h"
 #include "test.h"
@@ -59,6 +60,59 @@ static int mat_round_scales(test_mat *t) {
   return 1;
 }
 
+/* The ggml block types the integer products read in their own bytes,
+ * tested on random blocks. */
+static int ggml_random_type(wisp_wtype t) {
+  return t == WISP_W_Q4_1 || t == WISP_W_Q5_1 || t == WISP_W_Q5K || t == WISP_W_Q6K || t == WISP_W_Q3K ||
+         t == WISP_W_Q2K;
+}
+
+/* Where a block of these types keeps its f16 d and, where it has one, its
+ * f16 min (dmin, m); -1 for none. */
+static void ggml_f16_fields(wisp_wtype t, int *d_at, int *m_at) {
+  switch (t) {
+    case WISP_W_Q4_1:
+    case WISP_W_Q5_1:
+    case WISP_W_Q5K: *d_at = 0, *m_at = 2; return;
+    case WISP_W_Q6K: *d_at = 208, *m_at = -1; return;
+    case WISP_W_Q3K: *d_at = 108, *m_at = -1; return;
+    default: *d_at = 80, *m_at = 82; return; /* Q2_K */
+  }
+}
+
+/* rows x cols of random blocks of a ggml type: every byte random (so every
+ * value, high bit, sub-scale and min occurs), then the f16 d (and min) of
+ * each block set to a sane size, scaled up 64 times on some blocks. Some
+ * blocks have their integer scale and min bytes all ones or all zeros (the
+ * extremes: Q6_K's sub-scales -1 and 0; Q3_K's 31 and -32; Q2_K's scale
+ * and min 15 and 0; Q5_K's 63 and 0), and on Q6_K some are -128. */
+static uint8_t *ggml_random_blocks(wisp_wtype type, int rows, int cols) {
+  const wisp_quant_traits *tr = wisp_quant_traits_of(type);
+  const size_t nblk = (size_t)rows * (cols / tr->block), bb = (size_t)tr->block_bytes;
+  uint8_t *q = malloc(nblk * bb);
+  if (!q) return NULL;
+  int d_at, m_at;
+  ggml_f16_fields(type, &d_at, &m_at);
+  /* the bytes of the integer scales: Q5_K 4..15, Q6_K 192..207, Q3_K 96..107, Q2_K 0..15 */
+  const int sc0 = type == WISP_W_Q5K ? 4 : type == WISP_W_Q6K ? 192 : type == WISP_W_Q3K ? 96 : 0;
+  const int nsc = type == WISP_W_Q5K || type == WISP_W_Q3K ? 12 : type == WISP_W_Q6K || type == WISP_W_Q2K ? 16 : 0;
+  for (size_t b = 0; b < nblk; b++) {
+    uint8_t *blk = q + b * bb;
+    for (size_t k = 0; k < bb; k++) blk[k] = (uint8_t)((rnd() + 1.0f) * 128.0f);
+    if (nsc && b % 7 == 3) memset(blk + sc0, 0xff, (size_t)nsc);
+    if (nsc && b % 7 == 5) memset(blk + sc0, 0x00, (size_t)nsc);
+    if (type == WISP_W_Q6K && b % 11 == 4) memset(blk + sc0, 0x80, 16);
+    const float big = b % 29 == 0 ? 64.0f : 1.0f;
+    uint16_t d = wisp_f32_to_f16(0.01f * (1.0f + rnd()) * big);
+    memcpy(blk + d_at, &d, 2);
+    if (m_at >= 0) {
+      uint16_t m = wisp_f32_to_f16(0.02f * rnd() * big);
+      memcpy(blk + m_at, &m, 2);
+    }
+  }
+  return q;
+}
+
 /* rows x cols of `type` quantized from random values (some rows scaled up so
  * that blocks differ in scale by orders of magnitude). 0 on failure. */
 static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
@@ -87,6 +141,8 @@ static int mat_make(test_mat *t, wisp_wtype type, int rows, int cols) {
       memcpy(blk, &d, 2);
       for (int k = 2; k < WISP_Q5_0_BYTES; k++) blk[k] = (uint8_t)((rnd() + 1.0f) * 128.0f);
     }
+  } else if (ggml_random_type(type)) {
+    ok = (t->q = ggml_random_blocks(type, rows, cols)) != NULL;
   } else if (type == WISP_W_F16) {
     t->q = malloc(wisp_f16_bytes(rows, cols));
     t->q8 = malloc(wisp_q8_0_bytes(rows, cols));
@@ -116,7 +172,8 @@ static float *acts_make(int n, int K) {
 }
 
 /* F16 through its Q8_0 copy, as the backend runs f16_i8 */
-static const wisp_wtype TYPES[] = {WISP_W_Q4, WISP_W_Q4Z, WISP_W_Q4K, WISP_W_Q8_0, WISP_W_Q5_0, WISP_W_F16};
+static const wisp_wtype TYPES[] = {WISP_W_Q4,   WISP_W_Q4Z,  WISP_W_Q4K, WISP_W_Q8_0, WISP_W_Q5_0, WISP_W_F16,
+                                   WISP_W_Q4_1, WISP_W_Q5_1, WISP_W_Q5K, WISP_W_Q6K,  WISP_W_Q3K,  WISP_W_Q2K};
 /* tokens: decode, a tail, more than a chunk */
 static const int NTOK[] = {1, 7, 37};
 /* rows x cols (Q4_K: x its cols): rows not a multiple of any tile, 16
@@ -127,7 +184,9 @@ static const int NTOK[] = {1, 7, 37};
  * block (nothing but a block alone), three blocks (a pair and a block), one
  * super-block. */
 static const int SHAPES[][3] = {{13, 512, 512}, {37, 1248, 768}, {5, 32, 256}, {6, 96, 256}};
-static int shape_cols(int si, wisp_wtype t) { return t == WISP_W_Q4K ? SHAPES[si][2] : SHAPES[si][1]; }
+static int shape_cols(int si, wisp_wtype t) {
+  return wisp_quant_traits_of(t)->block == 256 ? SHAPES[si][2] : SHAPES[si][1];
+}
 
 /* Element e of token t's block b, from the quantized activations. */
 static double act_value(const wisp_i8_act *a, int t, int e) {
@@ -217,7 +276,9 @@ static void check_set(const char *name) {
         ref->quantize(x, 0, n, &a);
         set->quantize(x, 0, n, &b);
         same_bytes = !memcmp(a.q, b.q, (size_t)n * COLS) && !memcmp(a.d, b.d, (size_t)n * (COLS / 32) * 4) &&
-                     !memcmp(a.ds, b.ds, (size_t)n * (COLS / 32) * 4);
+                     !memcmp(a.ds, b.ds, (size_t)n * (COLS / 32) * 4) &&
+                     !memcmp(a.qs16, b.qs16, (size_t)n * (COLS / 16) * 2) &&
+                     !memcmp(a.ds16, b.ds16, (size_t)n * (COLS / 16) * 4);
         for (int acc = 0; acc < 2; acc++) {
           for (int i = 0; i < n * ROWS; i++) y0[i] = y1[i] = acc ? (float)i : -1.0f;
           ref->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y0, ROWS, acc, scratch);
@@ -725,4 +786,84 @@ TEST(cpu_f16_rows_widened_by_the_kernel_set_match_scalar) {
   wisp_i8_q8_0_of_f16_rows(&m32, 0, R, q1, b, k->row_f32);
   CHECKF(!memcmp(q0, q1, bytes), "the Q8_0 copy made with %s row_f32 differs", k->name);
   free(h), free(a), free(b), free(q0), free(q1);
+}
+
+/* Through the backend: the ggml block types the integer products read in
+ * their own bytes make no copy of the weights (wisp_cpu_backend_copy_bytes
+ * stays 0 where an F16 matrix's Q8_0 copy counts), except the Q8_0 copy
+ * that the prefill of Q6_K, Q3_K and Q2_K reads on a VNNI kernel set
+ * (q8_0_lanes), made only when the plan gives the prefill an integer
+ * product. One token (decode) equals the
+ * scalar reference on the matrix's own bytes and is apart from the exact
+ * product (so the integer path ran); seven tokens equal it on the own
+ * bytes, or for those three types on a Q8_0 copy made here. */
+TEST(cpu_backend_ggml_i8_reads_the_blocks_without_a_copy) {
+  enum { ROWS_B = 37, K = 768 };
+  static const wisp_wtype own[] = {WISP_W_Q4_1, WISP_W_Q5_1, WISP_W_Q5K, WISP_W_Q6K, WISP_W_Q3K, WISP_W_Q2K};
+  const wisp_i8_kernels *ref = wisp_i8_kernels_scalar();
+  float *scratch = malloc(WISP_I8_SCRATCH(K) * sizeof(float)), *row = malloc(sizeof(float) * K);
+  uint8_t *q8 = malloc(wisp_q8_0_bytes(ROWS_B, K));
+  CHECK(scratch && row && q8);
+  for (size_t ti = 0; ti < sizeof own / sizeof own[0]; ti++) {
+    const wisp_wtype type = own[ti];
+    const int prefill_copy = wisp_i8_per16(type) && wisp_i8_kernels_get()->q8_0_lanes; /* as cpu_backend.c */
+    test_mat t;
+    CHECK(mat_make(&t, type, ROWS_B, K));
+    CHECK(wisp_i8_q8_0_of_f16(&t.m, q8));
+    const wisp_matrix copy_view = wisp_i8_q8_0_view(&t.m, q8);
+    char variant[32];
+    snprintf(variant, sizeof variant, "%s_i8", wisp_quant_traits_of(type)->name);
+    wisp_backend *be = NULL;
+    CHECK(wisp_cpu_backend_new(2, &be) == WISP_OK);
+    for (int both = 0; both < 2; both++) { /* decode integer (prefill exact), then both phases */
+      snprintf(t.m.choice[WISP_PHASE_DECODE].variant, sizeof t.m.choice[0].variant, "%s", variant);
+      snprintf(t.m.choice[WISP_PHASE_PREFILL].variant, sizeof t.m.choice[0].variant, "%s", both ? variant : "");
+      CHECKF(be->prepare_matrix(be, &t.m) == WISP_OK, "%s: %s", variant, wisp_last_error());
+      const size_t want_copy = both && prefill_copy ? wisp_q8_0_bytes(ROWS_B, K) : 0;
+      CHECKF(wisp_cpu_backend_copy_bytes(be) == want_copy, "%s (%s): the backend holds %zu bytes of copies, not %zu",
+             variant, both ? "both phases" : "decode", wisp_cpu_backend_copy_bytes(be), want_copy);
+      const int n = both ? 7 : 1;
+      float *x = acts_make(n, K), *y = malloc(sizeof(float) * n * ROWS_B), *want = malloc(sizeof(float) * n * ROWS_B);
+      wisp_buf *bx = be->buf_new(be, (size_t)n * K), *by = be->buf_new(be, (size_t)n * ROWS_B);
+      wisp_i8_act a = {0};
+      CHECK(x && y && want && bx && by && wisp_i8_act_reserve(&a, n, K));
+      be->buf_write(be, bx, 0, (size_t)n * K, x);
+      be->matmul(be, &t.m, bx, 0, n, by, 0);
+      be->buf_read(be, by, 0, (size_t)n * ROWS_B, y);
+      CHECKF(be->sync(be) == WISP_OK, "%s", wisp_last_error());
+      const wisp_matrix *reads = n > 1 && prefill_copy ? &copy_view : &t.m;
+      a.layout = wisp_i8_layout_for(reads->type, n);
+      ref->quantize(x, 0, n, &a);
+      ref->gemm(reads, NULL, 0, ROWS_B, &a, 0, n, want, ROWS_B, 0, scratch);
+      double mag = 0, to_i8 = 0, to_exact = 0;
+      for (int r = 0; r < ROWS_B; r++)
+        for (int tok = 0; tok < n; tok++) {
+          const double exact = f64_product(&t.m, r, NULL, x, tok, row), got = y[(size_t)tok * ROWS_B + r];
+          mag = fmax(mag, fabs(exact));
+          to_i8 = fmax(to_i8, fabs(got - want[(size_t)tok * ROWS_B + r]));
+          to_exact = fmax(to_exact, fabs(got - exact));
+        }
+      CHECKF(to_i8 <= 1e-5 * mag, "%s, %d tokens: %g from the scalar integer product (max|y| %g)", variant, n, to_i8, mag);
+      CHECKF(to_exact > 1e-5 * mag, "%s, %d tokens: the exact product (%g off): the integer path did not run", variant, n,
+             to_exact);
+      wisp_i8_act_free(&a);
+      be->buf_free(be, bx);
+      be->buf_free(be, by);
+      free(x), free(y), free(want);
+    }
+    be->destroy(be);
+    mat_free(&t);
+  }
+  /* the counter sees a copy where one is made: an F16 matrix's */
+  test_mat f;
+  CHECK(mat_make(&f, WISP_W_F16, 4, 64));
+  wisp_backend *be = NULL;
+  CHECK(wisp_cpu_backend_new(1, &be) == WISP_OK);
+  for (int ph = 0; ph < 2; ph++) snprintf(f.f16.choice[ph].variant, sizeof f.f16.choice[ph].variant, "f16_i8");
+  CHECK(be->prepare_matrix(be, &f.f16) == WISP_OK);
+  CHECKF(wisp_cpu_backend_copy_bytes(be) == wisp_q8_0_bytes(4, 64), "an F16 matrix's copy counts %zu bytes",
+         wisp_cpu_backend_copy_bytes(be));
+  be->destroy(be);
+  mat_free(&f);
+  free(scratch), free(row), free(q8);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_i8.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/webgpu/wgpu_backend.h"
 #include "format/gguf.h"
@@ -462,12 +463,77 @@ static double rms_bound(int bits) {
   return bits <= 2 ? 0.6 : bits == 3 ? 0.3 : bits == 4 ? 0.12 : bits == 5 ? 0.06 : bits == 6 ? 0.03 : bits == 8 ? 0.01 : 0.008;
 }
 
+/* The types whose integer prefill reads a Q8_0 copy (decode: their own
+ * bytes) on the kernel set the backend picks: cpu_backend.c's
+ * i8_prefill_through_q8_0. */
+static int prefill_through_q8_0(wisp_wtype t) { return wisp_i8_per16(t) && wisp_i8_kernels_get()->q8_0_lanes; }
+
+/* The integer product (TYPE_i8) of fixture matrix m through the CPU
+ * backend, one token and three of x: against the scalar integer reference
+ * on the same bytes (for the three tokens of Q6_K, Q3_K and Q2_K: on a
+ * Q8_0 copy made here; the same integers, up to f32 summation order: within 1e-5 of
+ * sum |w x|) and against the exact product of the decoded rows within the
+ * bound of the int8 rounding (backend_error_of: the copy's rounding of the
+ * weights is within it too). Returns the worst error over its tolerance
+ * (< 1 passes), or INFINITY when the product did not run; *copy gets the
+ * backend's copy bytes. */
+static double fixture_i8_error(wisp_matrix *m, const char *name, const float *x, size_t *copy) {
+  const int R = m->rows, C = m->cols;
+  for (int ph = 0; ph < 2; ph++) snprintf(m->choice[ph].variant, sizeof m->choice[ph].variant, "%s_i8", name);
+  wisp_backend *be = NULL;
+  float *dec = malloc(sizeof(float) * (size_t)R * C), *want = malloc(sizeof(float) * 3 * (size_t)R);
+  float *y = malloc(sizeof(float) * 3 * (size_t)R), *scratch = malloc(sizeof(float) * WISP_I8_SCRATCH(C));
+  uint8_t *q8 = malloc(wisp_q8_0_bytes(R, C));
+  wisp_i8_act a = {0};
+  double worst = INFINITY;
+  if (!dec || !want || !y || !scratch || !q8 || !wisp_i8_q8_0_of_f16(m, q8) || wisp_cpu_backend_new(2, &be) != WISP_OK)
+    goto out;
+  const wisp_matrix copy_view = wisp_i8_q8_0_view(m, q8);
+  if (be->prepare_matrix(be, m) != WISP_OK) goto out;
+  *copy = wisp_cpu_backend_copy_bytes(be);
+  for (int r = 0; r < R; r++) wisp_matrix_row_f32(m, r, dec + (size_t)r * C);
+  worst = 0;
+  for (int k = 0; k < 2; k++) {
+    const int n = k ? 3 : 1;
+    worst = fmax(worst, backend_error_of(be, NULL, dec, m, x, n, 0, 1));
+    wisp_buf *bx = be->buf_new(be, (size_t)n * C), *by = be->buf_new(be, (size_t)n * R);
+    if (!bx || !by || !wisp_i8_act_reserve(&a, n, C)) {
+      worst = INFINITY;
+      break;
+    }
+    be->buf_write(be, bx, 0, (size_t)n * C, x);
+    be->matmul(be, m, bx, 0, n, by, 0);
+    be->buf_read(be, by, 0, (size_t)n * R, y);
+    const int ok = be->sync(be) == WISP_OK;
+    be->buf_free(be, bx), be->buf_free(be, by);
+    if (!ok) {
+      worst = INFINITY;
+      break;
+    }
+    const wisp_matrix *ref = n > 1 && prefill_through_q8_0(m->type) ? &copy_view : m;
+    a.layout = wisp_i8_layout_for(ref->type, n);
+    wisp_i8_kernels_scalar()->quantize(x, 0, n, &a);
+    wisp_i8_kernels_scalar()->gemm(ref, NULL, 0, R, &a, 0, n, want, R, 0, scratch);
+    for (int t = 0; t < n; t++)
+      for (int r = 0; r < R; r++) {
+        double mag = 0;
+        for (int c = 0; c < C; c++) mag += fabs(dec[(size_t)r * C + c] * x[(size_t)t * C + c]);
+        worst = fmax(worst, fabs(y[(size_t)t * R + r] - want[(size_t)t * R + r]) / (1e-5 * mag + 1e-30));
+      }
+  }
+out:
+  if (be) be->destroy(be);
+  wisp_i8_act_free(&a);
+  free(dec), free(want), free(y), free(scratch), free(q8);
+  return worst;
+}
+
 TEST(ggml_blocks_llama_quantize_fixtures) {
   FILE *list = fopen(FIXTURES "fixtures.txt", "r");
   CHECKF(list != NULL, "no " FIXTURES "fixtures.txt (tools/make-quant-fixtures.sh makes them)");
   char file[64];
   unsigned type;
-  int rows, cols, n = 0;
+  int rows, cols, n = 0, n_i8 = 0;
   float *src = NULL;
   while (fscanf(list, "%63s %u %d %d", file, &type, &rows, &cols) == 4) {
     CHECKF(rows > 0 && rows <= 256 && cols > 0 && cols <= 4096, "%s: %d x %d", file, rows, cols);
@@ -535,12 +601,22 @@ TEST(ggml_blocks_llama_quantize_fixtures) {
       be->buf_free(be, bx), be->buf_free(be, by), free(y);
     }
     be->destroy(be);
+    if (wisp_i8_supported(&m)) { /* every type whose integer product reads its own bytes */
+      size_t copy = 1;
+      const double e = fixture_i8_error(&m, q->name, x, &copy);
+      CHECKF(e < 1, "%s: %s_i8 is %g of its tolerance from the scalar integer reference or the exact product", file,
+             q->name, e);
+      const size_t want_copy = prefill_through_q8_0(m.type) ? wisp_q8_0_bytes(rows, cols) : 0;
+      CHECKF(copy == want_copy, "%s: %s_i8 made a copy of %zu bytes, not %zu", file, q->name, copy, want_copy);
+      n_i8++;
+    }
     free(w), free(row), free(x);
     n++;
   }
   fclose(list);
   free(src);
   CHECKF(n >= 1, "%s lists no quantized fixture", FIXTURES "fixtures.txt");
+  CHECKF(n_i8 >= 9, "only %d fixtures took the integer product in their own bytes", n_i8);
 }
 
 /* The same llama-quantize bytes through the WebGPU products (one token,

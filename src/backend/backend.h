@@ -495,5 +495,10 @@ typedef struct {
 } wisp_cpu_op_time;
 void wisp_cpu_backend_time_ops(wisp_backend *be, int on);
 int wisp_cpu_backend_op_times(const wisp_backend *be, wisp_cpu_op_time *out, int cap);
+/* Bytes a cpu backend holds in copies of weights for its integer products
+ * (Q8_0 copies of F16 / BF16 matrices, Q4 copies of Q4_0 ones, f16 block
+ * scales of Q4 / Q4Z ones); 0 for a backend other than cpu. Every other
+ * type's integer product reads the matrix's own bytes. */
+size_t wisp_cpu_backend_copy_bytes(const wisp_backend *be);
 
 #endif

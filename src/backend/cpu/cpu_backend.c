@@ -95,9 +95,10 @@ static void cpu_buf_zero(wisp_backend *be, wisp_buf *b) {
 
 /* The plan names a registry variant per matrix and phase; these are the
  * ones this backend implements (kernels/registry.json, backend "cpu"). */
-/* The integer variants and the weight type each reads (f16_i8: an F16
- * matrix, through its Q8_0 copy, and so the ggml block types and BF16:
- * q6k_i8, ...; q4_i8 also takes Q4Z). */
+/* The integer variants and the weight type each reads (f16_i8 and bf16_i8
+ * through a Q8_0 copy, q4_0_i8 through a Q4 copy, the prefill of q6k_i8,
+ * q3k_i8 and q2k_i8 through a Q8_0 copy, the others in the matrix's own
+ * bytes; q4_i8 also takes Q4Z). */
 static const struct {
   const char *name;
   wisp_wtype type;
@@ -107,12 +108,21 @@ static const struct {
                    {"bf16_i8", WISP_W_BF16}};
 
 /* Types whose integer product reads a Q8_0 copy of the weights made at
- * prepare time (F16, BF16 and the ggml block types other than Q4_K, Q8_0,
- * Q4_0 and Q5_0): each row decoded, then rounded by convert's Q8_0
- * quantizer. Q5_0's kernels read its own blocks. */
-static int i8_through_q8_0(const wisp_matrix *m) {
-  return m->type == WISP_W_F16 ||
-         (wisp_cpu_is_block_type(m->type) && m->type != WISP_W_Q4_0 && m->type != WISP_W_Q5_0);
+ * prepare time (F16 and BF16, which have no integer values of their own):
+ * each row decoded, then rounded by convert's Q8_0 quantizer. The ggml
+ * block types' kernels read their own blocks (Q4_0 through a Q4 copy of
+ * the same values, below). */
+static int i8_through_q8_0(const wisp_matrix *m) { return m->type == WISP_W_F16 || m->type == WISP_W_BF16; }
+
+/* Types whose integer decode reads the matrix's own bytes but whose
+ * integer prefill reads a Q8_0 copy (made as above): the types with a
+ * scale per 16 values (Q6_K, Q3_K, Q2_K), on a kernel set whose Q8_0
+ * prefill runs on the lanes (VNNI): there their second scale a block (or
+ * its packing) costs more than the copy's extra bytes; AVX2 runs a Q8_0
+ * prefill on the slower row tiles, and their own lanes beat it (docs/cpu.md,
+ * "Blocks with a scale per 16 values"). */
+static int i8_prefill_through_q8_0(const cpu_backend *c, const wisp_matrix *m) {
+  return wisp_i8_per16(m->type) && c->i8->q8_0_lanes;
 }
 
 /* Q4_0 takes the Q4 integer product, exactly: a Q4_0 block is a Q4 block
@@ -121,8 +131,8 @@ static int i8_through_q8_0(const wisp_matrix *m) {
  * stored, the very numbers the Q4 kernels read (no rounding). */
 static int i8_through_q4(const wisp_matrix *m) { return m->type == WISP_W_Q4_0; }
 
-static int copy_kind(const wisp_matrix *m) {
-  return i8_through_q8_0(m) ? I8_COPY_Q8_0 : i8_through_q4(m) ? I8_COPY_Q4 : I8_COPY_SCALES;
+static int copy_kind(const cpu_backend *c, const wisp_matrix *m) {
+  return i8_through_q8_0(m) || i8_prefill_through_q8_0(c, m) ? I8_COPY_Q8_0 : i8_through_q4(m) ? I8_COPY_Q4 : I8_COPY_SCALES;
 }
 
 /* The index of an integer variant in i8_variants, or -1 for the exact ones. */
@@ -161,15 +171,21 @@ static const wisp_cpu_kernels *kernels_for(const cpu_backend *c, const char *var
   return c->k;
 }
 
-/* The integer products read a copy of F16 matrices (Q8_0 weights) and of
- * Q4 / Q4Z ones (f16 block scales); none of the others. */
-static int needs_i8_copy(const wisp_matrix *m) {
-  return i8_through_q8_0(m) || i8_through_q4(m) || wisp_i8_needs_f16_scales(m);
+/* The integer products read a copy of F16 / BF16 matrices (Q8_0
+ * weights), of Q4_0 ones (Q4), of Q4 / Q4Z ones (f16 block scales) and, for
+ * prefill only, of Q6_K, Q3_K and Q2_K ones (Q8_0); none of the others. */
+static int needs_i8_copy(const cpu_backend *c, const wisp_matrix *m) {
+  return i8_through_q8_0(m) || i8_prefill_through_q8_0(c, m) || i8_through_q4(m) || wisp_i8_needs_f16_scales(m);
+}
+
+/* 1 when a product of n tokens of m reads m's copy. */
+static int reads_i8_copy(const cpu_backend *c, const wisp_matrix *m, int n) {
+  return needs_i8_copy(c, m) && (n > 1 || !i8_prefill_through_q8_0(c, m));
 }
 
 /* What m's copy is made from: the weights, or the f32 scales. */
-static const void *copy_source(const wisp_matrix *m) {
-  return copy_kind(m) != I8_COPY_SCALES ? (const void *)m->q : (const void *)m->scales;
+static const void *copy_source(const cpu_backend *c, const wisp_matrix *m) {
+  return copy_kind(c, m) != I8_COPY_SCALES ? (const void *)m->q : (const void *)m->scales;
 }
 
 /* The entry of this backend's copy for m, or NULL. Keyed by the source's
@@ -177,8 +193,8 @@ static const void *copy_source(const wisp_matrix *m) {
  * the embedding's bytes) finds the embedding's entry. */
 static i8_copy *find_copy(cpu_backend *c, const wisp_matrix *m) {
   const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
-  const void *host = copy_source(m);
-  const int q8 = copy_kind(m);
+  const void *host = copy_source(c, m);
+  const int q8 = copy_kind(c, m);
   for (size_t k = 0; k < c->n_copies; k++) {
     size_t i = (c->copy_next + k) % c->n_copies;
     if (c->copies[i].host == host && c->copies[i].n == n && c->copies[i].q8 == q8) {
@@ -233,7 +249,7 @@ static int fill_copy(cpu_backend *c, const wisp_matrix *m, void *data) {
     if (m->rows > 0) wisp_pool_run(c->pool, (m->rows + j.rows_per_task - 1) / j.rows_per_task, q4_copy_task, &j);
     return 1;
   }
-  if (!i8_through_q8_0(m)) {
+  if (copy_kind(c, m) == I8_COPY_SCALES) {
     wisp_i8_scales_f16(m, data);
     return 1;
   }
@@ -241,6 +257,11 @@ static int fill_copy(cpu_backend *c, const wisp_matrix *m, void *data) {
   q8_copy_job j = {c, m, data, 64};
   if (m->rows > 0) wisp_pool_run(c->pool, (m->rows + j.rows_per_task - 1) / j.rows_per_task, q8_copy_task, &j);
   return 1;
+}
+
+/* The bytes of one copy's data. */
+static size_t copy_bytes(const i8_copy *e) {
+  return e->n * (e->q8 == I8_COPY_Q8_0 ? WISP_Q8_0_BYTES : e->q8 == I8_COPY_Q4 ? 18 : sizeof(uint16_t));
 }
 
 /* The copy the integer products read for m (needs_i8_copy), made on first
@@ -258,11 +279,13 @@ static const void *i8_copy_for(cpu_backend *c, const wisp_matrix *m, int convert
       c->cap_copies = cap;
     }
     const size_t n = (size_t)m->rows * (size_t)(m->cols / 32);
-    const int q8 = copy_kind(m);
-    void *data = malloc((n ? n : 1) * (q8 == I8_COPY_Q8_0 ? WISP_Q8_0_BYTES : q8 == I8_COPY_Q4 ? 18 : sizeof(uint16_t)));
+    const int q8 = copy_kind(c, m);
+    const i8_copy made = {copy_source(c, m), n, q8, NULL};
+    void *data = malloc(n ? copy_bytes(&made) : 1);
     if (!data) return NULL;
     e = &c->copies[c->n_copies++];
-    *e = (i8_copy){copy_source(m), n, q8, data};
+    *e = made;
+    e->data = data;
     convert = 1;
   }
   if (convert && !fill_copy(c, m, e->data)) return NULL;
@@ -307,10 +330,12 @@ static wisp_status cpu_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   /* the integer products of Q4 / Q4Z read f16 scales, of F16 a Q8_0 copy of
    * the weights, made now so that a lack of memory stops the session before
    * it starts; the exact kernels read m as it is */
-  const int i8 = is_i8_variant(m->choice[WISP_PHASE_PREFILL].variant) || is_i8_variant(m->choice[WISP_PHASE_DECODE].variant);
-  if (i8 && needs_i8_copy(m) && !i8_copy_for(c, m, 1))
+  const int i8_prefill = is_i8_variant(m->choice[WISP_PHASE_PREFILL].variant);
+  const int i8 = i8_prefill || is_i8_variant(m->choice[WISP_PHASE_DECODE].variant);
+  const int copy = i8_prefill_through_q8_0(c, m) ? i8_prefill : i8 && needs_i8_copy(c, m);
+  if (copy && !i8_copy_for(c, m, 1))
     return wisp_fail(WISP_ENOMEM, "out of memory for the %s of a %dx%d %s matrix",
-                     i8_through_q8_0(m) ? "Q8_0 copy (TYPE_i8)" : i8_through_q4(m) ? "Q4 copy (q4_0_i8)" : "f16 block scales", m->rows, m->cols,
+                     copy_kind(c, m) == I8_COPY_Q8_0 ? "Q8_0 copy (TYPE_i8)" : i8_through_q4(m) ? "Q4 copy (q4_0_i8)" : "f16 block scales", m->rows, m->cols,
                      wisp_wtype_name(m->type));
   return WISP_OK;
 }
@@ -507,8 +532,8 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   }
   /* found by address (made by prepare_matrix; made now only for a matrix
    * that was not prepared) */
-  const void *copy = needs_i8_copy(W) ? i8_copy_for(c, W, 0) : NULL;
-  if (needs_i8_copy(W) && !copy) {
+  const void *copy = reads_i8_copy(c, W, n) ? i8_copy_for(c, W, 0) : NULL;
+  if (reads_i8_copy(c, W, n) && !copy) {
     c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for the integer product's copy of a %dx%d %s matrix",
                          W->rows, W->cols, wisp_wtype_name(W->type));
     return;
@@ -516,7 +541,7 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   /* an F16 matrix runs as its Q8_0 copy */
   wisp_matrix q8;
   const uint16_t *s16 = wisp_i8_needs_f16_scales(W) ? copy : NULL;
-  if (i8_through_q8_0(W)) {
+  if (copy && copy_kind(c, W) == I8_COPY_Q8_0) {
     q8 = wisp_i8_q8_0_view(W, copy), W = &q8;
   } else if (i8_through_q4(W)) { /* a Q4_0 matrix runs as its Q4 copy */
     const size_t blocks = (size_t)W->rows * (size_t)(W->cols / 32);
@@ -902,6 +927,14 @@ void wisp_cpu_backend_time_ops(wisp_backend *be, int on) {
     memset(c->op_calls, 0, sizeof c->op_calls);
   }
   c->timing = on;
+}
+
+size_t wisp_cpu_backend_copy_bytes(const wisp_backend *be) {
+  if (!is_cpu(be)) return 0;
+  const cpu_backend *c = (const cpu_backend *)be;
+  size_t n = 0;
+  for (size_t i = 0; i < c->n_copies; i++) n += copy_bytes(&c->copies[i]);
+  return n;
 }
 
 int wisp_cpu_backend_op_times(const wisp_backend *be, wisp_cpu_op_time *out, int cap) {

@@ -2,6 +2,7 @@
  * the scalar reference kernels and the run-time choice between kernel sets. */
 #include "backend/cpu/cpu_i8.h"
 #include "format/qblocks.h"
+#include "format/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +23,12 @@ int wisp_i8_act_reserve(wisp_i8_act *a, int n, int K) {
     float *ds = realloc(a->ds, nb * sizeof(float));
     if (!ds) return 0;
     a->ds = ds;
+    float *ds16 = realloc(a->ds16, 2 * nb * sizeof(float));
+    if (!ds16) return 0;
+    a->ds16 = ds16;
+    int16_t *qs16 = realloc(a->qs16, 2 * nb * sizeof(int16_t));
+    if (!qs16) return 0;
+    a->qs16 = qs16;
     a->cap_b = nb;
   }
   a->n = n;
@@ -33,6 +40,8 @@ void wisp_i8_act_free(wisp_i8_act *a) {
   free(a->q);
   free(a->d);
   free(a->ds);
+  free(a->ds16);
+  free(a->qs16);
   memset(a, 0, sizeof *a);
 }
 
@@ -45,11 +54,19 @@ int wisp_i8_supported(const wisp_matrix *m) {
     case WISP_W_Q4:
     case WISP_W_Q4Z:
     case WISP_W_Q8_0:
-    case WISP_W_Q5_0: return m->cols > 0 && m->cols % 32 == 0;
-    case WISP_W_Q4K: return m->cols > 0 && m->cols % WISP_Q4K_BLOCK == 0;
+    case WISP_W_Q5_0:
+    case WISP_W_Q4_1:
+    case WISP_W_Q5_1: return m->cols > 0 && m->cols % 32 == 0;
+    case WISP_W_Q4K:
+    case WISP_W_Q5K:
+    case WISP_W_Q6K:
+    case WISP_W_Q3K:
+    case WISP_W_Q2K: return m->cols > 0 && m->cols % 256 == 0;
     default: return 0;
   }
 }
+
+int wisp_i8_per16(wisp_wtype t) { return t == WISP_W_Q6K || t == WISP_W_Q3K || t == WISP_W_Q2K; }
 
 int wisp_i8_needs_f16_scales(const wisp_matrix *m) { return m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z; }
 
@@ -97,10 +114,11 @@ void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, floa
       s[b] = wisp_f16_to_f32(sc[b]);
       o[b] = (float)z * s[b];
     }
-  } else if (m->type == WISP_W_Q4K) {
+  } else if (m->type == WISP_W_Q4K || m->type == WISP_W_Q5K) { /* the same head: d, dmin, 12 bytes of sc and m */
     const int nsb = m->cols / WISP_Q4K_BLOCK;
-    const uint8_t *blk = m->q + (size_t)row * nsb * WISP_Q4K_BYTES;
-    for (int k = 0; k < nsb; k++, blk += WISP_Q4K_BYTES) {
+    const size_t bb = m->type == WISP_W_Q4K ? WISP_Q4K_BYTES : WISP_Q5K_BYTES;
+    const uint8_t *blk = m->q + (size_t)row * nsb * bb;
+    for (int k = 0; k < nsb; k++, blk += bb) {
       float d = f16_at(blk), dmin = f16_at(blk + 2);
       for (int j = 0; j < 8; j++) {
         int sc, mn;
@@ -108,6 +126,13 @@ void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, floa
         s[8 * k + j] = d * (float)sc;
         o[8 * k + j] = dmin * (float)mn;
       }
+    }
+  } else if (m->type == WISP_W_Q4_1 || m->type == WISP_W_Q5_1) { /* w = d u + m: s = d, o = -m */
+    const size_t bb = m->type == WISP_W_Q4_1 ? WISP_Q4_1_BYTES : WISP_Q5_1_BYTES;
+    const uint8_t *blk = m->q + (size_t)row * nb * bb;
+    for (int b = 0; b < nb; b++) {
+      s[b] = f16_at(blk + (size_t)b * bb);
+      o[b] = -f16_at(blk + (size_t)b * bb + 2);
     }
   } else { /* Q5_0 (w = d (u - 16): s = d, o = 16 d) and Q8_0 (signed: o = 0), d at each block's head */
     const int q5 = m->type == WISP_W_Q5_0;
@@ -131,14 +156,18 @@ static void quantize_scalar(const float *x, int t0, int t1, wisp_i8_act *a) {
       float amax = 0;
       for (int e = 0; e < 32; e++) amax = fmaxf(amax, fabsf(xb[e]));
       float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-      int sum = 0;
+      int half[2] = {0, 0};
       for (int e = 0; e < 32; e++) {
         int v = (int)lrintf(xb[e] * id);
         q[wisp_i8_pos(a->layout, nb, b, e)] = (int8_t)v;
-        sum += v;
+        half[e / 16] += v;
       }
       a->d[(size_t)t * nb + b] = d;
-      a->ds[(size_t)t * nb + b] = d * (float)sum;
+      a->ds[(size_t)t * nb + b] = d * (float)(half[0] + half[1]);
+      for (int h = 0; h < 2; h++) {
+        a->qs16[(size_t)t * 2 * nb + 2 * b + h] = (int16_t)half[h];
+        a->ds16[(size_t)t * 2 * nb + 2 * b + h] = d * (float)half[h];
+      }
     }
 }
 
@@ -163,8 +192,49 @@ static int weight_int(const wisp_matrix *m, int row, int b, int e) {
   return (int8_t)m->q[((size_t)row * (m->cols / 32) + b) * WISP_Q8_0_BYTES + 2 + e];
 }
 
+/* The types the scalar reference reads through wisp_qblock_split. */
+static int reads_split(wisp_wtype t) {
+  return t == WISP_W_Q4_1 || t == WISP_W_Q5_1 || t == WISP_W_Q5K || wisp_i8_per16(t);
+}
+
+/* The ggml block types other than Q4_K, Q8_0 and Q5_0, from the format's
+ * own decoder: element i of a block is s[i/16] * q[i] + o[i/16] with q a
+ * small signed integer, so a row times a token is, per 16 elements h,
+ * s[h] d[b] idot16(q_h, a_h) + o[h] ds16[h], each dot in exact integers. */
+static void gemm_split_scalar(const wisp_matrix *W, int r0, int nr, const wisp_i8_act *a, int t0, int nt, float *y,
+                              size_t ldy, int accumulate) {
+  const int K = W->cols, nb = K / 32;
+  const int block = W->type == WISP_W_Q4_1 || W->type == WISP_W_Q5_1 ? 32 : 256;
+  const size_t bb = wisp_quant_traits_of(W->type)->block_bytes;
+  for (int r = r0; r < r0 + nr; r++)
+    for (int t = t0; t < t0 + nt; t++) {
+      const int8_t *q = a->q + (size_t)t * K;
+      const float *d = a->d + (size_t)t * nb, *ds16 = a->ds16 + (size_t)t * 2 * nb;
+      float acc = 0, off = 0;
+      for (int k = 0; k < K / block; k++) {
+        int8_t wq[256];
+        float s[16], o[16];
+        wisp_qblock_split(W->type, W->q + ((size_t)r * (K / block) + k) * bb, wq, s, o);
+        for (int h = 0; h < block / 16; h++) {
+          const int e0 = k * block + 16 * h;
+          int32_t dot = 0;
+          for (int e = 0; e < 16; e++) dot += wq[16 * h + e] * q[wisp_i8_pos(a->layout, nb, (e0 + e) / 32, (e0 + e) % 32)];
+          acc += s[h] * d[e0 / 32] * (float)dot;
+          off += o[h] * ds16[e0 / 16];
+        }
+      }
+      float v = acc + off;
+      float *dst = y + (size_t)(t - t0) * ldy + (r - r0);
+      *dst = accumulate ? *dst + v : v;
+    }
+}
+
 static void gemm_scalar(const wisp_matrix *W, const uint16_t *s16, int r0, int nr, const wisp_i8_act *a, int t0,
                         int nt, float *y, size_t ldy, int accumulate, float *scratch) {
+  if (reads_split(W->type)) {
+    gemm_split_scalar(W, r0, nr, a, t0, nt, y, ldy, accumulate);
+    return;
+  }
   const int K = W->cols, nb = K / 32;
   float *s = scratch, *o = scratch + nb;
   for (int r = r0; r < r0 + nr; r++) {
@@ -186,7 +256,7 @@ static void gemm_scalar(const wisp_matrix *W, const uint16_t *s16, int r0, int n
   }
 }
 
-static const wisp_i8_kernels k_scalar = {"scalar", quantize_scalar, gemm_scalar};
+static const wisp_i8_kernels k_scalar = {"scalar", 0, quantize_scalar, gemm_scalar};
 
 const wisp_i8_kernels *wisp_i8_kernels_scalar(void) { return &k_scalar; }
 

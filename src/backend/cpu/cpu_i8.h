@@ -20,10 +20,28 @@
  * sums. F16 weights take the integer product through a Q8_0 copy made
  * once, at session start (wisp_i8_q8_0_of_f16): the Q8_0 kernels read it,
  * so the weights are rounded too, to 8 bits a value and one f16 scale a
- * block; so do BF16 and the ggml block types other than Q4_K, Q8_0 and
- * Q4_0 (Q6_K, ...: cpu_backend.c's i8_through_q8_0), each row decoded
- * first. Q4_0 runs as a Q4 copy (its nibbles in Q4's order, its f16 scales
- * as stored): the same values, no rounding (cpu_backend.c's i8_through_q4).
+ * block; so does BF16. Q4_0 runs as a Q4 copy (its nibbles in Q4's order,
+ * its f16 scales as stored): the same values, no rounding
+ * (cpu_backend.c's i8_through_q4).
+ * The other ggml block types are read in their own bytes:
+ *     Q4_1 s = d, o = -m (u 0..15)    Q5_1 s = d, o = -m (u 0..31)
+ *     Q5_K s = d * sc[j], o = dmin * m[j] (u 0..31)
+ * fit the form above; Q6_K, Q3_K and Q2_K have a scale (Q2_K also a min)
+ * per 16 values, two a block of 32:
+ *     y = sum_h s[h] * d[b(h)] * idot16(u_h - z, q_h) - sum_h o[h] * ds16[h]
+ * over the halves h of the blocks, with z the type's zero (Q6_K 32, Q3_K
+ * 4, Q2_K 0: u - z the signed value) and ds16 = d * (sum of the 16 q):
+ *     Q6_K s = d * sc[h] (int8)   Q3_K s = d * (sc[h] - 32)   o = 0
+ *     Q2_K s = d * sc[h], o = dmin * m[h] (4-bit sc, m)
+ * The kernels keep s[h] = d * sc[h] apart: the integer sc[h] multiplies
+ * the integer dot of its half, and the two halves' sum takes d * d[b] as
+ * one f32 scale a block (Q2_K's and, on the VNNI sets, Q3_K's prefill
+ * multiply sc[h] into the packed weight bytes instead). The scalar
+ * reference computes these types from the format's own decoder
+ * (wisp_qblock_split: integers and a scale and offset per 16) in exact
+ * integers per half. Every set runs every type in both phases; the
+ * backend gives these three types' prefill a Q8_0 copy instead on the
+ * VNNI sets, whose Q8_0 lanes run it faster (q8_0_lanes; docs/cpu.md).
  * F32 weights have no integer product (they keep f32 activations). */
 #ifndef WISP_CPU_I8_H
 #define WISP_CPU_I8_H
@@ -51,11 +69,14 @@ static inline int wisp_i8_pos(int layout, int nb, int b, int e) {
 }
 
 /* n tokens of K values quantized: q [n][K], d and ds [n][K/32], where
- * ds = d * (sum of the block's q). Grown on demand by wisp_i8_act_reserve. */
+ * ds = d * (sum of the block's q); qs16 and ds16 [n][K/16], the sum of
+ * each 16 q and d times it (for the types with a scale per 16 values).
+ * Grown on demand by wisp_i8_act_reserve. */
 typedef struct {
   int n, K, layout;
   int8_t *q;
-  float *d, *ds;
+  float *d, *ds, *ds16;
+  int16_t *qs16;
   size_t cap_q, cap_b;
 } wisp_i8_act;
 
@@ -65,8 +86,9 @@ void wisp_i8_act_free(wisp_i8_act *a);
 /* The layout the kernels read for a product of n tokens: PAIRED for Q4 /
  * Q4Z decode (n == 1), else NATURAL. Every kernel set takes both. */
 int wisp_i8_layout_for(wisp_wtype t, int n);
-/* 1 when a matrix can take the integer product (Q4, Q4Z, Q4_K, Q8_0 with
- * whole 32-blocks). */
+/* 1 when a matrix can take the integer product in its own bytes (Q4, Q4Z,
+ * Q8_0, Q5_0, Q4_1, Q5_1 with whole 32-blocks; Q4_K, Q5_K, Q6_K, Q3_K,
+ * Q2_K with whole 256-blocks). */
 int wisp_i8_supported(const wisp_matrix *m);
 /* 1 when the kernels read a matrix's block scales from an f16 copy (Q4,
  * Q4Z), which the caller makes once with wisp_i8_scales_f16. */
@@ -92,21 +114,30 @@ void wisp_i8_q8_0_of_f16_rows(const wisp_matrix *m, int r0, int r1, uint8_t *out
                               void (*row_f32)(const wisp_matrix *m, int row, float *out));
 /* m read through such a copy: its shape and choices, type Q8_0, q = blocks. */
 wisp_matrix wisp_i8_q8_0_view(const wisp_matrix *m, const uint8_t *blocks);
-/* The per-block s[] and o[] of one row (cols/32 each); s16 is the f16 copy
- * of the scales for Q4 / Q4Z (ignored for the others). */
+/* 1 for the types with a scale per 16 values (Q6_K, Q3_K, Q2_K). */
+int wisp_i8_per16(wisp_wtype t);
+/* The per-block s[] and o[] of one row (cols/32 each) of a type with one
+ * scale a block; s16 is the f16 copy of the scales for Q4 / Q4Z (ignored
+ * for the others). */
 void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, float *s, float *o);
 
 /* Per-thread scratch of a product with `cols` columns, in floats: a group
  * of up to 16 rows transposed (16 * cols bytes) plus their scales and
- * offsets (34 * cols/32 floats). */
-#define WISP_I8_SCRATCH(cols) ((size_t)(cols) * 6)
+ * offsets (up to 80 * cols/32 floats: per-16 types keep two integer
+ * sub-scales, a block scale and two offsets a row and block). */
+#define WISP_I8_SCRATCH(cols) ((size_t)(cols) * 7)
 
 typedef struct {
   const char *name; /* "scalar", "avx2", "avxvnni", "avx512vnni" */
+  /* 1 when Q8_0 prefill runs on the lanes (the VNNI sets; AVX2's pairwise
+   * products would saturate on Q8_0's w + 128, the scalar set has none):
+   * there a Q8_0 copy of a type with a scale per 16 values prefills
+   * faster than the type's own blocks (cpu_backend.c) */
+  int q8_0_lanes;
   /* Quantizes rows t0..t1-1 of x ([n][K] f32, K a multiple of 32) into a
    * (already reserved for K and at least t1 rows, layout set): d =
-   * max|x|/127, q = round-to-nearest-even(x * (127/max|x|)). Every kernel set
-   * writes the same bytes. */
+   * max|x|/127, q = round-to-nearest-even(x * (127/max|x|)), and the sums
+   * ds, qs16, ds16. Every kernel set writes the same bytes. */
   void (*quantize)(const float *x, int t0, int t1, wisp_i8_act *a);
   /* y[(t - t0) * ldy + (r - r0)] (+)= row r of W . token t of a, for r in
    * [r0, r0+nr), t in [t0, t0+nt). s16: W's block scales as f16

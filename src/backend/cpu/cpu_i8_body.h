@@ -13,14 +13,30 @@
 #define CAT(a, b) CAT2(a, b)
 #define FN(x) CAT(x, SFX)
 
-enum { FN(Q4) = 0, FN(Q4Z) = 1, FN(Q4K) = 2, FN(Q8) = 3, FN(Q5) = 4 };
+enum { FN(Q4) = 0, FN(Q4Z) = 1, FN(Q4K) = 2, FN(Q8) = 3, FN(Q5) = 4, FN(Q41) = 5, FN(Q51) = 6, FN(Q5K) = 7 };
+/* the types with a scale per 16 values (cpu_i8.h) */
+enum { FN(Q6K) = 8, FN(Q3K) = 9, FN(Q2K) = 10 };
+#define PER16(type) ((type) >= FN(Q6K))
+
+/* Bytes of a block of 256 (the K-quants) or 32 (the others). */
+TGT static inline __attribute__((always_inline)) size_t FN(block_bytes)(const int type) {
+  switch (type) {
+    case FN(Q4K): return WISP_Q4K_BYTES;
+    case FN(Q5K): return WISP_Q5K_BYTES;
+    case FN(Q6K): return WISP_Q6K_BYTES;
+    case FN(Q3K): return WISP_Q3K_BYTES;
+    case FN(Q2K): return WISP_Q2K_BYTES;
+    case FN(Q5): return WISP_Q5_0_BYTES;
+    case FN(Q41): return WISP_Q4_1_BYTES;
+    case FN(Q51): return WISP_Q5_1_BYTES;
+    default: return WISP_Q8_0_BYTES;
+  }
+}
+#define KQUANT(type) ((type) == FN(Q4K) || (type) == FN(Q5K) || PER16(type))
 
 /* Bytes of one weight row of K columns. */
 TGT static inline __attribute__((always_inline)) size_t FN(row_bytes)(const int type, int K) {
-  return type <= FN(Q4Z)    ? (size_t)K / 2
-         : type == FN(Q4K)  ? (size_t)(K / WISP_Q4K_BLOCK) * WISP_Q4K_BYTES
-         : type == FN(Q5)   ? (size_t)(K / 32) * WISP_Q5_0_BYTES
-                            : (size_t)(K / 32) * WISP_Q8_0_BYTES;
+  return type <= FN(Q4Z) ? (size_t)K / 2 : (size_t)(K / (KQUANT(type) ? 256 : 32)) * FN(block_bytes)(type);
 }
 
 /* The 32 weight integers of block b of a row, in the activation layout:
@@ -28,8 +44,52 @@ TGT static inline __attribute__((always_inline)) size_t FN(row_bytes)(const int 
  * or high nibbles of the 32 bytes its sub-block shares with its neighbour;
  * Q5_0 (NATURAL) its nibbles (element j low, j + 16 high in byte j) with
  * bit e of its 32-bit qh as 16 (0..31); Q8_0 the signed bytes. */
+/* Bits 0..1 of each byte of v >> sh (sh 0..6, a 16-bit shift: the bits
+ * taken stay within their byte). */
+TGT static inline __attribute__((always_inline)) __m256i FN(bits2)(__m256i v, int sh) {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(sh)), _mm256_set1_epi8(3));
+}
+
+/* Bit `bit` (0..7) of each byte of v, moved to bit `to` (2, 4 or 5). */
+TGT static inline __attribute__((always_inline)) __m256i FN(bit_to)(__m256i v, int bit, int to) {
+  const __m256i m = _mm256_set1_epi8((char)(1 << to));
+  if (bit <= to) return _mm256_and_si256(_mm256_sll_epi16(v, _mm_cvtsi32_si128(to - bit)), m);
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(bit - to)), m);
+}
+
+/* The 32 unsigned weights u of block jb (0..7) of a super-block of the
+ * per-16 types, in element order (layouts: format/qblocks.h). Q6_K: a
+ * nibble of ql and two bits of qh (0..63); Q3_K: two bits of qs and a bit
+ * of hmask (0..7; the value is u - 4); Q2_K: two bits of qs (0..3). */
+TGT static inline __attribute__((always_inline)) __m256i FN(unpack_k16)(const int type, const uint8_t *blk, int jb) {
+  const int h = jb >> 2, k = jb & 3;
+  if (type == FN(Q6K)) {
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32 * (k & 1)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+    const __m256i nib = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(15));
+    const __m256i top = _mm256_and_si256(_mm256_sll_epi16(FN(bits2)(qh, 2 * k), _mm_cvtsi32_si128(4)), _mm256_set1_epi8(0x30));
+    return _mm256_or_si256(nib, top);
+  }
+  const __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + (type == FN(Q3K) ? 32 : 16) + 32 * h));
+  const __m256i low = FN(bits2)(qs, 2 * k);
+  if (type == FN(Q2K)) return low;
+  return _mm256_or_si256(low, FN(bit_to)(_mm256_loadu_si256((const __m256i *)blk), 4 * h + k, 2));
+}
+
 TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int type, const uint8_t *row, int b) {
   const __m256i m4 = _mm256_set1_epi8(15);
+  if (PER16(type)) return FN(unpack_k16)(type, row + (size_t)(b >> 3) * FN(block_bytes)(type), b & 7);
+  if (type == FN(Q5K)) { /* Q4_K's nibbles with bit j of qh[l] as 16 */
+    const uint8_t *blk = row + (size_t)(b >> 3) * WISP_Q5K_BYTES;
+    const int j = b & 7;
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * (j >> 1)));
+    __m256i nib = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(bytes, 4) : bytes, m4);
+    return _mm256_or_si256(nib, FN(bit_to)(_mm256_loadu_si256((const __m256i *)(blk + 16)), j, 4));
+  }
+  if (type == FN(Q41)) { /* d, m, then 16 bytes of nibbles as Q5_0's */
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(row + (size_t)b * WISP_Q4_1_BYTES + 4));
+    return _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(bytes), _mm_srli_epi16(bytes, 4), 1), m4);
+  }
   if (type == FN(Q4) || type == FN(Q4Z)) {
     __m128i bytes = _mm_loadu_si128((const __m128i *)(row + 16 * b));
     __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(bytes), _mm_srli_epi16(bytes, 4), 1);
@@ -40,11 +100,12 @@ TGT static inline __attribute__((always_inline)) __m256i FN(unpack)(const int ty
     __m256i bytes = _mm256_loadu_si256((const __m256i *)qs);
     return _mm256_and_si256(b & 1 ? _mm256_srli_epi16(bytes, 4) : bytes, m4);
   }
-  if (type == FN(Q5)) {
-    const uint8_t *blk = row + (size_t)b * WISP_Q5_0_BYTES;
+  if (type == FN(Q5) || type == FN(Q51)) { /* Q5_1: m between d and qh */
+    const int head = type == FN(Q51) ? 2 : 0;
+    const uint8_t *blk = row + (size_t)b * FN(block_bytes)(type);
     uint32_t qh;
-    memcpy(&qh, blk + 2, 4);
-    __m128i bytes = _mm_loadu_si128((const __m128i *)(blk + 6));
+    memcpy(&qh, blk + 2 + head, 4);
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(blk + 6 + head));
     __m256i v = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(bytes), _mm_srli_epi16(bytes, 4), 1), m4);
     /* byte e <- byte e / 8 of qh, then its bit e % 8 -> 16 */
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
@@ -129,10 +190,11 @@ TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int t
     for (; b < nb; b++) o[b] = (float)wisp_q4z_zero_point(W->zp, first + b) * sc[b];
     return;
   }
-  if (type == FN(Q4K)) {
+  if (type == FN(Q4K) || type == FN(Q5K)) { /* the same head: d, dmin, 12 bytes of sc and m */
     const int nsb = W->cols / WISP_Q4K_BLOCK;
-    const uint8_t *blk = W->q + (size_t)row * nsb * WISP_Q4K_BYTES;
-    for (int k = 0; k < nsb; k++, blk += WISP_Q4K_BYTES) {
+    const size_t bb = FN(block_bytes)(type);
+    const uint8_t *blk = W->q + (size_t)row * nsb * bb;
+    for (int k = 0; k < nsb; k++, blk += bb) {
       __m256 sk, ok;
       FN(q4k_scales)(blk, &sk, &ok);
       _mm256_storeu_ps(s + 8 * k, sk);
@@ -140,14 +202,19 @@ TGT static inline __attribute__((always_inline)) void FN(row_scales)(const int t
     }
     return;
   }
-  /* Q5_0, Q8_0: the f16 d at the head of each block; Q5_0's w = d (u - 16) */
-  const size_t bb = type == FN(Q5) ? WISP_Q5_0_BYTES : WISP_Q8_0_BYTES;
+  /* Q5_0, Q8_0, Q4_1, Q5_1: the f16 d at the head of each block; Q5_0's
+   * w = d (u - 16), Q4_1's and Q5_1's d u + m (o = -m) */
+  const size_t bb = FN(block_bytes)(type);
   const uint8_t *blk = W->q + (size_t)row * nb * bb;
   for (int b = 0; b < nb; b++) {
     uint16_t h;
     memcpy(&h, blk + (size_t)b * bb, 2);
     s[b] = _cvtsh_ss(h);
     if (type == FN(Q5)) o[b] = 16.0f * s[b];
+    if (type == FN(Q41) || type == FN(Q51)) {
+      memcpy(&h, blk + (size_t)b * bb + 2, 2);
+      o[b] = -_cvtsh_ss(h);
+    }
   }
 }
 
@@ -243,9 +310,77 @@ TGT static inline __attribute__((always_inline)) __m256i FN(unpack_natural)(cons
   return FN(unpack)(type, row, b);
 }
 
+/* Q3_K's sub-scales 8h..8h+7 (-32..31) as int32: sub-block i = 8h + k
+ * takes a nibble of byte k of its scale bytes (h = 0 the low one, 1 the
+ * high one) and, as its top two bits, bits 2 (i / 4) of byte 8 + k % 4:
+ * one variable shift of those four bytes gives all eight. */
+TGT static inline __attribute__((always_inline)) __m256i FN(q3k_sc8)(const uint8_t *blk, int h) {
+  uint64_t low8;
+  uint32_t top4;
+  memcpy(&low8, blk + 96, 8);
+  memcpy(&top4, blk + 104, 4);
+  __m256i low = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)low8));
+  low = h ? _mm256_srli_epi32(low, 4) : _mm256_and_si256(low, _mm256_set1_epi32(15));
+  const __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26), _mm256_set1_epi32(4 * h));
+  const __m256i top = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)top4), shift), _mm256_set1_epi32(3));
+  return _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
+}
+
+/* The integer sub-scales sc[16] and (Q2_K) mins m[16] of a per-16
+ * super-block, with its d and dmin (0 where the type has none). */
+TGT static inline __attribute__((always_inline)) void FN(sub_scales)(const int type, const uint8_t *blk, int32_t *sc,
+                                                                    int32_t *m, float *d, float *dmin) {
+  uint16_t h;
+  *dmin = 0;
+  if (type == FN(Q6K)) {
+    for (int i = 0; i < 16; i++) sc[i] = (int8_t)blk[192 + i], m[i] = 0;
+    memcpy(&h, blk + 208, 2);
+    *d = _cvtsh_ss(h);
+  } else if (type == FN(Q3K)) {
+    _mm256_storeu_si256((__m256i *)sc, FN(q3k_sc8)(blk, 0));
+    _mm256_storeu_si256((__m256i *)(sc + 8), FN(q3k_sc8)(blk, 1));
+    memset(m, 0, 16 * sizeof *m);
+    memcpy(&h, blk + 108, 2);
+    *d = _cvtsh_ss(h);
+  } else { /* Q2_K: scale in the low nibble, min in the high one */
+    for (int i = 0; i < 16; i++) sc[i] = blk[i] & 15, m[i] = blk[i] >> 4;
+    memcpy(&h, blk + 80, 2);
+    *d = _cvtsh_ss(h);
+    memcpy(&h, blk + 82, 2);
+    *dmin = _cvtsh_ss(h);
+  }
+}
+
+/* The zero of a per-16 type: its unsigned u minus this is the value. */
+#define ZERO16(type) ((type) == FN(Q6K) ? 32 : (type) == FN(Q3K) ? 4 : 0)
+
+/* Q3_K and Q2_K prefill on the one-scale lanes (VNNI; AVX2 Q2_K too): a
+ * half's integer sub-scale fits into its weights' bytes. Q3_K's sc (u - 4)
+ * is in -124..128, stored as sc (u - 4) + 124 (0..252: w = d (byte - 124),
+ * one scale d and one offset 124 d a block); Q2_K's sc u is in 0..45
+ * (w = d byte - dmin m: one scale d, the two halves' offsets dmin m with
+ * the halves' activation sums, ds16). AVX2's pairwise maddubs would
+ * saturate on Q3_K's bytes: there it takes the two-scale lanes. */
+#define PRESCALED(type) ((type) == FN(Q2K) || ((type) == FN(Q3K) && LANES_Q8))
+
+/* The 32 bytes of block b of a PRESCALED type's row, each half's values
+ * times its sub-scale sc[0], sc[1] (Q3_K: of u - 4, plus 124; every
+ * result fits a byte). */
+TGT static inline __attribute__((always_inline)) __m256i FN(unpack_scaled)(const int type, const uint8_t *row, int b,
+                                                                          const int8_t *sc) {
+  /* u is 0..7: each half's eight results are a table (in its 128-bit
+   * lane, the lane of its 16 values) that one byte shuffle looks up */
+  const __m256i k = type == FN(Q3K) ? _mm256_setr_epi16(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3)
+                                    : _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i scv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[0])), _mm_set1_epi16(sc[1]), 1);
+  const __m256i t16 = _mm256_add_epi16(_mm256_mullo_epi16(scv, k), _mm256_set1_epi16(type == FN(Q3K) ? 124 : 0));
+  return _mm256_shuffle_epi8(_mm256_packus_epi16(t16, t16), FN(unpack)(type, row, b));
+}
+
 /* Packs rows row0..row0+7 (clamped to last) into ws (nb x 8 vectors of 32
  * bytes, `vstride` bytes apart), their scales and offsets into S, O (nb
- * groups of 8 floats, `lstride` floats apart). */
+ * groups of 8 floats, `lstride` floats apart; Q2_K two offsets a block,
+ * 2 lstride apart). tmp holds 6 nb floats. */
 TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, const wisp_matrix *W,
                                                                const uint16_t *s16, int row0, int last, uint8_t *ws,
                                                                float *S, float *O, float *tmp, const int vstride,
@@ -253,9 +388,26 @@ TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, 
   const int K = W->cols, nb = K / 32;
   const size_t row_bytes = FN(row_bytes)(type, K);
   const uint8_t *rq[8];
+  int8_t *sc = (int8_t *)(tmp + 2 * (size_t)nb); /* PRESCALED: the 8 rows' sub-scales, [8][2 nb] */
   for (int k = 0; k < 8; k++) {
     int r = row0 + k > last ? last : row0 + k;
     rq[k] = W->q + (size_t)r * row_bytes;
+    if (PRESCALED(type)) {
+      for (int sb = 0; sb < nb / 8; sb++) {
+        int32_t isc[16], im[16];
+        float d, dmin;
+        FN(sub_scales)(type, rq[k] + (size_t)sb * FN(block_bytes)(type), isc, im, &d, &dmin);
+        for (int jb = 0; jb < 8; jb++) {
+          const size_t b = (size_t)8 * sb + jb;
+          S[lstride * b + k] = d;
+          for (int h = 0; h < 2; h++) sc[(size_t)k * 2 * nb + 2 * b + h] = (int8_t)isc[2 * jb + h];
+          if (type == FN(Q3K)) O[lstride * b + k] = 124.0f * d;
+          else
+            for (int h = 0; h < 2; h++) O[2 * lstride * b + (size_t)h * lstride + k] = dmin * (float)im[2 * jb + h];
+        }
+      }
+      continue;
+    }
     const float *sp;
     FN(row_scales)(type, W, s16, r, tmp, tmp + nb, &sp);
     for (int b = 0; b < nb; b++) {
@@ -265,14 +417,16 @@ TGT static inline __attribute__((always_inline)) void FN(pack8)(const int type, 
   }
   for (int b = 0; b < nb; b++) {
     __m256i v[8];
-    for (int k = 0; k < 8; k++) v[k] = FN(unpack_natural)(type, rq[k], b);
+    for (int k = 0; k < 8; k++)
+      v[k] = PRESCALED(type) ? FN(unpack_scaled)(type, rq[k], b, sc + (size_t)k * 2 * nb + 2 * b)
+                             : FN(unpack_natural)(type, rq[k], b);
     FN(transpose8)(v);
     for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(ws + ((size_t)b * 8 + c) * vstride), v[c]);
   }
 }
 
 /* T tokens (from t) x the packed group; writes lanes < nlanes. */
-TGT static inline __attribute__((always_inline)) void FN(lanes_tile)(const int T, int nb, const uint8_t *ws,
+TGT static inline __attribute__((always_inline)) void FN(lanes_tile)(const int oh, const int T, int nb, const uint8_t *ws,
                                                                     const float *S, const float *O,
                                                                     const wisp_i8_act *a, int t, float *y, size_t ldy,
                                                                     int nlanes, int accumulate) {
@@ -294,12 +448,17 @@ TGT static inline __attribute__((always_inline)) void FN(lanes_tile)(const int T
         ia[j] = IDOT_ACC(ia[j], w, _mm256_set1_epi32(four));
       }
     }
-    __m256 sb = _mm256_loadu_ps(S + 8 * b), ob = _mm256_loadu_ps(O + 8 * b);
+    __m256 sb = _mm256_loadu_ps(S + 8 * b), ob = _mm256_loadu_ps(O + 8 * oh * b);
 #pragma GCC unroll 8
     for (int j = 0; j < T; j++) {
       const size_t at = (size_t)(t + j) * nb + b;
       acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_mul_ps(sb, _mm256_broadcast_ss(a->d + at)), acc[j]);
-      acc[j] = _mm256_fnmadd_ps(ob, _mm256_broadcast_ss(a->ds + at), acc[j]);
+      if (oh == 2) { /* an offset a half (Q2_K's mins) */
+        acc[j] = _mm256_fnmadd_ps(ob, _mm256_broadcast_ss(a->ds16 + 2 * at), acc[j]);
+        acc[j] = _mm256_fnmadd_ps(_mm256_loadu_ps(O + 16 * b + 8), _mm256_broadcast_ss(a->ds16 + 2 * at + 1), acc[j]);
+      } else {
+        acc[j] = _mm256_fnmadd_ps(ob, _mm256_broadcast_ss(a->ds + at), acc[j]);
+      }
     }
   }
 #pragma GCC unroll 8
@@ -320,23 +479,23 @@ TGT static inline __attribute__((always_inline)) void FN(lanes)(const int type, 
                                                                const uint16_t *s16, int r0, int nr,
                                                                const wisp_i8_act *a, int t0, int nt, float *y,
                                                                size_t ldy, int accumulate, float *scratch) {
-  const int nb = W->cols / 32;
-  float *S = scratch, *O = S + 8 * (size_t)nb, *tmp = O + 8 * (size_t)nb;
-  uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
+  const int nb = W->cols / 32, oh = type == FN(Q2K) ? 2 : 1;
+  float *S = scratch, *O = S + 8 * (size_t)nb, *tmp = O + 16 * (size_t)nb;
+  uint8_t *ws = (uint8_t *)(tmp + 6 * (size_t)nb);
   for (int g = 0; g < nr; g += 8) {
     const int nl = nr - g < 8 ? nr - g : 8;
     FN(pack8)(type, W, s16, r0 + g, r0 + nr - 1, ws, S, O, tmp, 32, 8);
     int t = 0;
     for (; t + LANES_T <= nt; t += LANES_T)
-      FN(lanes_tile)(LANES_T, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-    for (; t < nt; t++) FN(lanes_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+      FN(lanes_tile)(oh, LANES_T, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) FN(lanes_tile)(oh, 1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
   }
 }
 
 #if LANES16
 /* AVX-512: sixteen rows in the sixteen lanes of a 512-bit vector, packed as
  * two groups of eight side by side; otherwise as the eight-lane path. */
-TGT static inline __attribute__((always_inline)) void FN(lanes16_tile)(const int T, int nb, const uint8_t *ws,
+TGT static inline __attribute__((always_inline)) void FN(lanes16_tile)(const int oh, const int T, int nb, const uint8_t *ws,
                                                                       const float *S, const float *O,
                                                                       const wisp_i8_act *a, int t, float *y,
                                                                       size_t ldy, int nlanes, int accumulate) {
@@ -358,12 +517,17 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16_tile)(const int
         ia[j] = _mm512_dpbusd_epi32(ia[j], w, _mm512_set1_epi32(four));
       }
     }
-    __m512 sb = _mm512_loadu_ps(S + 16 * b), ob = _mm512_loadu_ps(O + 16 * b);
+    __m512 sb = _mm512_loadu_ps(S + 16 * b), ob = _mm512_loadu_ps(O + 16 * oh * b);
 #pragma GCC unroll 8
     for (int j = 0; j < T; j++) {
       const size_t at = (size_t)(t + j) * nb + b;
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(sb, _mm512_set1_ps(a->d[at])), acc[j]);
-      acc[j] = _mm512_fnmadd_ps(ob, _mm512_set1_ps(a->ds[at]), acc[j]);
+      if (oh == 2) { /* an offset a half (Q2_K's mins) */
+        acc[j] = _mm512_fnmadd_ps(ob, _mm512_set1_ps(a->ds16[2 * at]), acc[j]);
+        acc[j] = _mm512_fnmadd_ps(_mm512_loadu_ps(O + 32 * b + 16), _mm512_set1_ps(a->ds16[2 * at + 1]), acc[j]);
+      } else {
+        acc[j] = _mm512_fnmadd_ps(ob, _mm512_set1_ps(a->ds[at]), acc[j]);
+      }
     }
   }
   const __mmask16 keep = (__mmask16)((1u << nlanes) - 1);
@@ -379,23 +543,313 @@ TGT static inline __attribute__((always_inline)) void FN(lanes16)(const int type
                                                                  const uint16_t *s16, int r0, int nr,
                                                                  const wisp_i8_act *a, int t0, int nt, float *y,
                                                                  size_t ldy, int accumulate, float *scratch) {
-  const int nb = W->cols / 32;
-  float *S = scratch, *O = S + 16 * (size_t)nb, *tmp = O + 16 * (size_t)nb;
-  uint8_t *ws = (uint8_t *)(tmp + 2 * (size_t)nb);
+  const int nb = W->cols / 32, oh = type == FN(Q2K) ? 2 : 1;
+  float *S = scratch, *O = S + 16 * (size_t)nb, *tmp = O + 32 * (size_t)nb;
+  uint8_t *ws = (uint8_t *)(tmp + 6 * (size_t)nb);
   for (int g = 0; g < nr; g += 16) {
     const int nl = nr - g < 16 ? nr - g : 16;
     FN(pack8)(type, W, s16, r0 + g, r0 + nr - 1, ws, S, O, tmp, 64, 16);
     FN(pack8)(type, W, s16, r0 + g + 8, r0 + nr - 1, ws + 32, S + 8, O + 8, tmp, 64, 16);
     int t = 0;
     for (; t + 8 <= nt; t += 8)
-      FN(lanes16_tile)(8, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
-    for (; t < nt; t++) FN(lanes16_tile)(1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+      FN(lanes16_tile)(oh, 8, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) FN(lanes16_tile)(oh, 1, nb, ws, S, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
   }
 }
 #define LANES_FN FN(lanes16)
 #else
 #define LANES_FN FN(lanes)
 #endif
+
+/* ---- the per-16 types (Q6_K, Q3_K, Q2_K): two scales a block ----
+ * A block of 32 holds two halves of 16 with a small integer scale each
+ * (Q2_K also a min each). The integer dots of the halves are kept apart
+ * (prefill: the first four of a block's eight 4-element steps, then the
+ * last four; decode: lanes 0-3 and 4-7 of a block's product), multiplied
+ * by their integer sub-scales and added in integers, so that a block
+ * still takes one f32 scale (the super-block's d times the token's) as the
+ * one-scale types do. The zero z of Q6_K (32) and Q3_K (4) goes into the
+ * integers too: prefill starts a half's dot at -z times the token's sum of
+ * those 16 values (qs16), so it ends as the dot of the signed values;
+ * decode subtracts z sum_h s_h ds16_h once a row. Q2_K's mins take
+ * dmin m_h ds16_h in f32. */
+
+/* Packs rows row0..row0+7 (clamped to last) of a per-16 matrix into ws as
+ * pack8 does, and per lane and block: D the super-block's d, SC the two
+ * integer sub-scales (lstride apart), O (Q2_K) the two dmin * m. */
+TGT static inline __attribute__((always_inline)) void FN(pack8_h)(const int type, const wisp_matrix *W, int row0,
+                                                                 int last, uint8_t *ws, float *D, int32_t *SC, float *O,
+                                                                 const int vstride, const int lstride) {
+  const int K = W->cols, nb = K / 32, nsb = K / 256;
+  const size_t bb = FN(block_bytes)(type), row_bytes = (size_t)nsb * bb;
+  const uint8_t *rq[8];
+  for (int k = 0; k < 8; k++) {
+    int r = row0 + k > last ? last : row0 + k;
+    rq[k] = W->q + (size_t)r * row_bytes;
+    for (int sb = 0; sb < nsb; sb++) {
+      int32_t sc[16], m[16];
+      float d, dmin;
+      FN(sub_scales)(type, rq[k] + (size_t)sb * bb, sc, m, &d, &dmin);
+      for (int jb = 0; jb < 8; jb++) {
+        const size_t b = (size_t)8 * sb + jb;
+        D[lstride * b + k] = d;
+        SC[2 * lstride * b + k] = sc[2 * jb];
+        SC[2 * lstride * b + lstride + k] = sc[2 * jb + 1];
+        O[2 * lstride * b + k] = dmin * (float)m[2 * jb];
+        O[2 * lstride * b + lstride + k] = dmin * (float)m[2 * jb + 1];
+      }
+    }
+  }
+  for (int b = 0; b < nb; b++) {
+    __m256i v[8];
+    for (int k = 0; k < 8; k++) v[k] = FN(unpack)(type, rq[k], b);
+    FN(transpose8)(v);
+    for (int c = 0; c < 8; c++) _mm256_storeu_si256((__m256i *)(ws + ((size_t)b * 8 + c) * vstride), v[c]);
+  }
+}
+
+/* T tokens (from t) x a packed group of 8 rows of a per-16 type. */
+TGT static inline __attribute__((always_inline)) void FN(lanes_tile_h)(const int type, const int T, int nb,
+                                                                      const uint8_t *ws, const float *D,
+                                                                      const int32_t *SC, const float *O,
+                                                                      const wisp_i8_act *a, int t, float *y,
+                                                                      size_t ldy, int nlanes, int accumulate) {
+  const int K = nb * 32, z = ZERO16(type);
+  __m256 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m256i lo[8], hi[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const int16_t *qs = a->qs16 + (size_t)(t + j) * 2 * nb + 2 * b;
+      lo[j] = _mm256_set1_epi32(-z * qs[0]);
+      hi[j] = _mm256_set1_epi32(-z * qs[1]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m256i w = _mm256_loadu_si256((const __m256i *)(ws + ((size_t)b * 8 + c) * 32));
+#pragma GCC unroll 8
+      for (int j = 0; j < T; j++) {
+        int32_t four;
+        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
+        if (c < 4) lo[j] = IDOT_ACC(lo[j], w, _mm256_set1_epi32(four));
+        else hi[j] = IDOT_ACC(hi[j], w, _mm256_set1_epi32(four));
+      }
+    }
+    const __m256i sl = _mm256_loadu_si256((const __m256i *)(SC + 16 * b)), sh = _mm256_loadu_si256((const __m256i *)(SC + 16 * b + 8));
+    const __m256 db = _mm256_loadu_ps(D + 8 * b);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const size_t at = (size_t)(t + j) * nb + b;
+      const __m256i isum = _mm256_add_epi32(_mm256_mullo_epi32(lo[j], sl), _mm256_mullo_epi32(hi[j], sh));
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(db, _mm256_broadcast_ss(a->d + at)), acc[j]);
+      if (type == FN(Q2K)) {
+        acc[j] = _mm256_fnmadd_ps(_mm256_loadu_ps(O + 16 * b), _mm256_broadcast_ss(a->ds16 + 2 * at), acc[j]);
+        acc[j] = _mm256_fnmadd_ps(_mm256_loadu_ps(O + 16 * b + 8), _mm256_broadcast_ss(a->ds16 + 2 * at + 1), acc[j]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) {
+    float *dst = y + (size_t)j * ldy;
+    float v[8];
+    _mm256_storeu_ps(v, acc[j]);
+    for (int k = 0; k < nlanes; k++) dst[k] = accumulate ? dst[k] + v[k] : v[k];
+  }
+}
+
+#if LANES16
+/* Sixteen rows in the lanes of a 512-bit vector (two packed groups of
+ * eight side by side), as lanes_tile_h. */
+TGT static inline __attribute__((always_inline)) void FN(lanes16_tile_h)(const int type, const int T, int nb,
+                                                                        const uint8_t *ws, const float *D,
+                                                                        const int32_t *SC, const float *O,
+                                                                        const wisp_i8_act *a, int t, float *y,
+                                                                        size_t ldy, int nlanes, int accumulate) {
+  const int K = nb * 32, z = ZERO16(type);
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    __m512i lo[8], hi[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const int16_t *qs = a->qs16 + (size_t)(t + j) * 2 * nb + 2 * b;
+      lo[j] = _mm512_set1_epi32(-z * qs[0]);
+      hi[j] = _mm512_set1_epi32(-z * qs[1]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m512i w = _mm512_loadu_si512((const void *)(ws + ((size_t)b * 8 + c) * 64));
+#pragma GCC unroll 8
+      for (int j = 0; j < T; j++) {
+        int32_t four;
+        memcpy(&four, a->q + (size_t)(t + j) * K + 32 * b + 4 * c, 4);
+        if (c < 4) lo[j] = _mm512_dpbusd_epi32(lo[j], w, _mm512_set1_epi32(four));
+        else hi[j] = _mm512_dpbusd_epi32(hi[j], w, _mm512_set1_epi32(four));
+      }
+    }
+    const __m512i sl = _mm512_loadu_si512((const void *)(SC + 32 * b)), sh = _mm512_loadu_si512((const void *)(SC + 32 * b + 16));
+    const __m512 db = _mm512_loadu_ps(D + 16 * b);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; j++) {
+      const size_t at = (size_t)(t + j) * nb + b;
+      const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[j], sl), _mm512_mullo_epi32(hi[j], sh));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(db, _mm512_set1_ps(a->d[at])), acc[j]);
+      if (type == FN(Q2K)) {
+        acc[j] = _mm512_fnmadd_ps(_mm512_loadu_ps(O + 32 * b), _mm512_set1_ps(a->ds16[2 * at]), acc[j]);
+        acc[j] = _mm512_fnmadd_ps(_mm512_loadu_ps(O + 32 * b + 16), _mm512_set1_ps(a->ds16[2 * at + 1]), acc[j]);
+      }
+    }
+  }
+  const __mmask16 keep = (__mmask16)((1u << nlanes) - 1);
+#pragma GCC unroll 8
+  for (int j = 0; j < T; j++) {
+    float *dst = y + (size_t)j * ldy;
+    __m512 v = accumulate ? _mm512_add_ps(acc[j], _mm512_maskz_loadu_ps(keep, dst)) : acc[j];
+    _mm512_mask_storeu_ps(dst, keep, v);
+  }
+}
+#define LANES_H 16
+#else
+#define LANES_H 8
+#endif
+
+/* Prefill of a per-16 type: groups of LANES_H rows packed once, every
+ * token of the call passed over them. */
+TGT static inline __attribute__((always_inline)) void FN(lanes_h)(const int type, const wisp_matrix *W, int r0, int nr,
+                                                                 const wisp_i8_act *a, int t0, int nt, float *y,
+                                                                 size_t ldy, int accumulate, float *scratch) {
+  const int nb = W->cols / 32, L = LANES_H;
+  float *D = scratch;
+  int32_t *SC = (int32_t *)(D + (size_t)L * nb);
+  float *O = (float *)(SC + 2 * (size_t)L * nb);
+  uint8_t *ws = (uint8_t *)(O + 2 * (size_t)L * nb);
+  for (int g = 0; g < nr; g += L) {
+    const int nl = nr - g < L ? nr - g : L;
+#if LANES16
+    FN(pack8_h)(type, W, r0 + g, r0 + nr - 1, ws, D, SC, O, 64, 16);
+    FN(pack8_h)(type, W, r0 + g + 8, r0 + nr - 1, ws + 32, D + 8, SC + 8, O + 8, 64, 16);
+    enum { TT = 8 };
+#define TILE_H FN(lanes16_tile_h)
+#else
+    FN(pack8_h)(type, W, r0 + g, r0 + nr - 1, ws, D, SC, O, 32, 8);
+    enum { TT = LANES_T };
+#define TILE_H FN(lanes_tile_h)
+#endif
+    int t = 0;
+    for (; t + TT <= nt; t += TT)
+      TILE_H(type, TT, nb, ws, D, SC, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+    for (; t < nt; t++) TILE_H(type, 1, nb, ws, D, SC, O, a, t0 + t, y + (size_t)t * ldy + g, ldy, nl, accumulate);
+#undef TILE_H
+  }
+}
+
+/* The f32 sub-scales d sc_h and (Q2_K) mins dmin m_h of halves 8h..8h+7 of
+ * a per-16 super-block (the halves of its blocks 4h..4h+3). */
+TGT static inline __attribute__((always_inline)) void FN(sub8)(const int type, const uint8_t *blk, int h, __m256 *s,
+                                                              __m256 *m) {
+  uint16_t hd;
+  if (type == FN(Q6K)) {
+    memcpy(&hd, blk + 208, 2);
+    __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 192 + 8 * h)));
+    *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(sc));
+    *m = _mm256_setzero_ps();
+  } else if (type == FN(Q2K)) {
+    uint16_t hm;
+    memcpy(&hd, blk + 80, 2);
+    memcpy(&hm, blk + 82, 2);
+    __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 8 * h)));
+    *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(_mm256_and_si256(bytes, _mm256_set1_epi32(15))));
+    *m = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hm)), _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4)));
+  } else { /* Q3_K */
+    memcpy(&hd, blk + 108, 2);
+    *s = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(hd)), _mm256_cvtepi32_ps(FN(q3k_sc8)(blk, h)));
+    *m = _mm256_setzero_ps();
+  }
+}
+
+/* Decode of a per-16 type: R rows x one token, a super-block's halves of
+ * four blocks at a time (Q6_K: their 128 values from two 32-byte runs of ql
+ * and one of qh). A block's product has its first half in lanes 0-3 and
+ * its second in lanes 4-7, so one permute of the group's eight scales
+ * (times the tokens' d, one multiply a row) gives each lane its own. */
+TGT static inline __attribute__((always_inline)) void FN(dec_h)(const int type, const int R, const wisp_matrix *W,
+                                                               int row, int row_end, const wisp_i8_act *a, int t,
+                                                               float *y, int accumulate) {
+  const int K = W->cols, nb = K / 32, nsb = K / 256;
+  const size_t bb = FN(block_bytes)(type), row_bytes = (size_t)nsb * bb;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
+  const int8_t *aq = a->q + (size_t)t * K;
+  const float *ad = a->d + (size_t)t * nb, *ads = a->ds16 + (size_t)t * 2 * nb;
+  const __m256i spread = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  __m256 acc[4], off[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = off[i] = _mm256_setzero_ps();
+  for (int sb = 0; sb < nsb; sb++)
+    for (int h = 0; h < 2; h++) {
+      const int b0 = 8 * sb + 4 * h;
+      const __m256 dexp = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(ad + b0)), spread);
+      const __m256 dsv = _mm256_loadu_ps(ads + 2 * b0);
+      __m256i q[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; k++) q[k] = _mm256_loadu_si256((const __m256i *)(aq + 32 * (b0 + k)));
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) {
+        const uint8_t *blk = rq[i] + (size_t)sb * bb;
+        _mm_prefetch((const char *)(blk + ahead + 128 * h), _MM_HINT_T0);
+        _mm_prefetch((const char *)(blk + ahead + 128 * h + 64), _MM_HINT_T0);
+        __m256 sv, mv;
+        FN(sub8)(type, blk, h, &sv, &mv);
+        const __m256 sd = _mm256_mul_ps(sv, dexp);
+        off[i] = _mm256_fmadd_ps(type == FN(Q2K) ? mv : sv, dsv, off[i]);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+          const __m256i prod = IDOT(FN(unpack_k16)(type, blk, 4 * h + k), q[k]);
+          const __m256i idx = _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1);
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_permutevar8x32_ps(sd, idx), acc[i]);
+        }
+      }
+    }
+  __m256 v[4];
+  const __m256 zf = _mm256_set1_ps(type == FN(Q2K) ? 1.0f : (float)ZERO16(type));
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) v[i] = _mm256_fnmadd_ps(zf, off[i], acc[i]);
+  if (R == 4) {
+    __m256 x = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    if (accumulate) r = _mm_add_ps(r, _mm_loadu_ps(y));
+    _mm_storeu_ps(y, r);
+  } else {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      float r = FN(hsum)(v[i]);
+      y[i] = accumulate ? y[i] + r : r;
+    }
+  }
+}
+
+/* A product of a per-16 type: decode by four rows, prefill in lanes. */
+TGT static inline __attribute__((always_inline)) void FN(gemm_h)(const int type, const wisp_matrix *W, int r0, int nr,
+                                                                const wisp_i8_act *a, int t0, int nt, float *y,
+                                                                size_t ldy, int accumulate, float *scratch) {
+  if (nt > 1 && PRESCALED(type)) {
+    LANES_FN(type, W, NULL, r0, nr, a, t0, nt, y, ldy, accumulate, scratch);
+    return;
+  }
+  if (nt > 1) {
+    FN(lanes_h)(type, W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch);
+    return;
+  }
+  int r = 0;
+  for (; r + 4 <= nr; r += 4) FN(dec_h)(type, 4, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
+  for (; r < nr; r++) FN(dec_h)(type, 1, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
+}
+#undef LANES_H
 
 /* ---- decode (one token): rows against the PAIRED / NATURAL activations ----
  * Work goes by pairs of blocks: one 32-byte load of weights holds both
@@ -547,7 +1001,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
 /* Q8_0 and Q5_0 decode on the row tiles: for Q8_0 the paired path was
  * slower in a whole model (Gemma 3 1B at Q8_0 on an AMD EPYC, 2 threads:
  * 19-20 against 24 tokens/s) */
-#define DECODE_ROWS(type) ((type) != FN(Q5) && (type) != FN(Q8))
+#define DECODE_ROWS(type) ((type) == FN(Q4) || (type) == FN(Q4Z) || (type) == FN(Q4K))
 #define DECODE_FN FN(dec512)
 #else
 /* 256-bit decode. Q4 / Q4Z: a pair is two integer dot products (low
@@ -687,7 +1141,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
     }
   }
 }
-#define DECODE_ROWS(type) ((type) != FN(Q8) && (type) != FN(Q5))
+#define DECODE_ROWS(type) ((type) == FN(Q4) || (type) == FN(Q4Z) || (type) == FN(Q4K))
 #define DECODE_FN FN(dec256)
 #endif
 
@@ -752,8 +1206,17 @@ TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int 
                          int nt, float *y, size_t ldy, int accumulate, float *scratch) {
   const int q4 = W->type == WISP_W_Q4 || W->type == WISP_W_Q4Z;
   const int lanes = q4 ? a->layout == WISP_I8_NATURAL : nt > 1 && (W->type != WISP_W_Q8_0 || LANES_Q8);
+  switch (W->type) { /* two scales a block: their own paths */
+    case WISP_W_Q6K: FN(gemm_h)(FN(Q6K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); return;
+    case WISP_W_Q3K: FN(gemm_h)(FN(Q3K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); return;
+    case WISP_W_Q2K: FN(gemm_h)(FN(Q2K), W, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); return;
+    default: break;
+  }
   if (lanes) {
     switch (W->type) {
+      case WISP_W_Q4_1: LANES_FN(FN(Q41), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q5_1: LANES_FN(FN(Q51), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+      case WISP_W_Q5K: LANES_FN(FN(Q5K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
       case WISP_W_Q4K: LANES_FN(FN(Q4K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
       case WISP_W_Q8_0: LANES_FN(FN(Q8), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
       case WISP_W_Q4Z: LANES_FN(FN(Q4Z), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
@@ -763,6 +1226,9 @@ TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int 
     return;
   }
   switch (W->type) {
+    case WISP_W_Q4_1: FN(drive)(FN(Q41), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q5_1: FN(drive)(FN(Q51), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
+    case WISP_W_Q5K: FN(drive)(FN(Q5K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q4K: FN(drive)(FN(Q4K), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q8_0: FN(drive)(FN(Q8), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
     case WISP_W_Q4Z: FN(drive)(FN(Q4Z), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
@@ -770,9 +1236,13 @@ TGT static void FN(gemm)(const wisp_matrix *W, const uint16_t *s16, int r0, int 
     default: FN(drive)(FN(Q4), W, s16, r0, nr, a, t0, nt, y, ldy, accumulate, scratch); break;
   }
 }
-static const wisp_i8_kernels FN(kernels) = {STR(SFX), quantize_avx2, FN(gemm)};
+static const wisp_i8_kernels FN(kernels) = {STR(SFX), LANES_Q8, quantize_avx2, FN(gemm)};
 
 #undef LANES_FN
+#undef PER16
+#undef PRESCALED
+#undef KQUANT
+#undef ZERO16
 #undef DECODE_ROWS
 #undef DECODE_FN
 #undef CAT2

@@ -39,10 +39,13 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
       __m256 vid = _mm256_set1_ps(id);
       __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
       __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
-      __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+      /* the sums of elements 0-15 and 16-31: lanes 0 and 2 of s4 after two folds */
+      __m256i lo = _mm256_add_epi32(i0, i1), hi = _mm256_add_epi32(i2, i3);
+      __m256i mix = _mm256_permute2x128_si256(lo, hi, 0x20), mix2 = _mm256_permute2x128_si256(lo, hi, 0x31);
+      __m256i sum = _mm256_add_epi32(mix, mix2); /* [lo 4 | hi 4] */
+      sum = _mm256_add_epi32(sum, _mm256_shuffle_epi32(sum, 0x4e));
+      sum = _mm256_add_epi32(sum, _mm256_shuffle_epi32(sum, 0xb1));
+      const int half0 = _mm256_extract_epi32(sum, 0), half1 = _mm256_extract_epi32(sum, 4);
       __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
       p = _mm256_permutevar8x32_epi32(p, order); /* elements 0..31 in order */
       int8_t *q = a->q + (size_t)t * K;
@@ -57,7 +60,11 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
         _mm256_storeu_si256((__m256i *)(q + 32 * b), p);
       }
       a->d[(size_t)t * nb + b] = d;
-      a->ds[(size_t)t * nb + b] = d * (float)_mm_cvtsi128_si32(s4);
+      a->ds[(size_t)t * nb + b] = d * (float)(half0 + half1);
+      a->qs16[(size_t)t * 2 * nb + 2 * b] = (int16_t)half0;
+      a->qs16[(size_t)t * 2 * nb + 2 * b + 1] = (int16_t)half1;
+      a->ds16[(size_t)t * 2 * nb + 2 * b] = d * (float)half0;
+      a->ds16[(size_t)t * 2 * nb + 2 * b + 1] = d * (float)half1;
     }
 }
 

@@ -53,7 +53,8 @@ typedef struct {
   const wisp_i8_kernels *i8; /* integer products (cpu_i8.h), the best set this CPU runs */
   wisp_i8_act act;           /* the current product's activations, quantized */
   /* the copies the integer products read (f16 block scales of Q4 / Q4Z,
-   * Q8_0 weights of F16), owned here (a matrix is a view of the model's
+   * Q8_0 weights of F16 / BF16 and for Q6_K / Q3_K / Q2_K prefill, Q4 of Q4_0),
+   * owned here (a matrix is a view of the model's
    * weights, and the model outlives the backend); looked up from
    * copy_next on, the slot after the last hit, since the products of a step
    * run in the order they were prepared */
