@@ -20,7 +20,8 @@
 # re-pack or delete them in the call): OUT/ab.tgz (every run's receipt),
 # OUT/ab.log, OUT/parity.tgz, OUT/parity.log, OUT/grouped.tgz, OUT/log.txt.
 # PARTS (default "ab grouped") picks the parts; "parity" is issue 33's Gemma 3
-# parity, with the real-file check's preparation beside it (below).
+# parity, with the real-file check's preparation beside it (below);
+# "prepare" that preparation alone, detached.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: bench/open-issues-h200.sh OUT}
@@ -34,6 +35,16 @@ say "1. issue 29 A/B"
 PREV_EXACT=profiles/default WORKLOADS="batch1 throughput prefill1024" MODELS="seed qwen08" REPS=2 \
   timeout 300 bash tools/device.sh ab "$OUT/ab" > "$OUT/ab.log" 2>&1
 tail -30 "$OUT/ab.log"
+fi
+if [[ $PARTS == *" prepare "* ]] && [[ $PARTS != *" parity "* ]]; then
+  # the real-file check's checkpoints, converter GGUFs and llama.cpp's CPU
+  # build, detached (they go on past this call while the machine stays
+  # warm): the next call runs bench/realfile-h200.sh's checks on them
+  say "3. issue 33: real-file preparation (detached)"
+  mkdir -p "$OUT/rf0"
+  LC=/tmp/llama.cpp-cpu LC_KIND=cpu MODELS="" PREPARE_ALL=1 PREPARE_UNTIL=900 BUDGET=900 \
+    PREPARE="${RF_MODELS:-qwen25-0.5b llama32-1b gemma3-1b qwen35-0.8b}" \
+    setsid nohup bash bench/realfile-h200.sh "$OUT/rf0" > /dev/null 2>&1 < /dev/null &
 fi
 if [[ $PARTS == *" parity "* ]]; then
   # 3. issue 33's Gemma 3 parity (transformers and llama.cpp), while the real-file
