@@ -40,7 +40,9 @@
 #                                     GGUFs with no override. llama-quantize and
 #                                     llama-bench from LC (default /tmp/llama.cpp-cpu,
 #                                     built there by .peer/build.sh cpu when absent:
-#                                     carry .peer). One such config a call (~5-8 min)
+#                                     carry .peer; LC_WAIT=S: run the f32 part first and
+#                                     wait up to S seconds for a build started elsewhere).
+#                                     One such config a call (~3-8 min)
 #   tools/device.sh ab OUT            the speed A/B of a change: `wisp bench` of BINS
 #                                     (binaries in .dev/, default "wisp_prev wisp")
 #                                     alternated REPS (2) times on MODELS (default
