@@ -69,7 +69,7 @@ fi
 
 OUT=${1:-${OUT:-/tmp/realfile-h200}}
 BUDGET=${BUDGET:-540}
-MODELS=${MODELS:-qwen25-0.5b}
+MODELS=${MODELS-qwen25-0.5b} # set and empty: prepare only (PREPARE)
 PREPARE=${PREPARE:-}
 PREPARE_UNTIL=${PREPARE_UNTIL:-270}
 QUANTS=${QUANTS:-Q4_K_M Q8_0}
