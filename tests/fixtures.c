@@ -195,3 +195,11 @@ int fixture_rehash(const char *dir) {
   free(out);
   return rc;
 }
+
+cJSON *fixture_read_json(const char *path) {
+  char *text = NULL;
+  if (wisp_read_file(path, &text, NULL) != WISP_OK) return NULL;
+  cJSON *j = cJSON_Parse(text);
+  free(text);
+  return j;
+}

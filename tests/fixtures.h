@@ -23,6 +23,9 @@ int fixture_rehash(const char *dir);
  * by the CLI under test and shared by the tests that need it; NULL with the
  * CLI's output in log when that fails. Tests must not change it. */
 const char *fixture_seed_shaped_model(char *log, size_t cap);
+/* The JSON document in the file at path (a receipt, a manifest), or NULL
+ * when it cannot be read or parsed. The caller deletes it. */
+cJSON *fixture_read_json(const char *path);
 /* Writes text to test_tmpdir()/name and returns the path. */
 const char *fixture_write(const char *name, const char *text);
 /* Path of the seed manifest: ../shared/seeds copy when present, else the

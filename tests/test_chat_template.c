@@ -11,6 +11,7 @@
 
 #include <cJSON.h>
 
+#include "fixtures.h"
 #include "test.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/jinja.h"
@@ -18,14 +19,6 @@
 #include "wisp.h"
 
 #define DIR "tests/data/chat_templates/"
-
-static cJSON *read_json(const char *path) {
-  char *text = NULL;
-  if (wisp_read_file(path, &text, NULL)) return NULL;
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  return j;
-}
 
 /* The request a case describes: messages, tools, the two switches, kwargs. */
 static cJSON *request_of(const cJSON *c) {
@@ -40,7 +33,7 @@ static cJSON *request_of(const cJSON *c) {
 }
 
 TEST(chat_template_real_templates_match_transformers) {
-  cJSON *expected = read_json(DIR "expected.json"), *cases = read_json(DIR "cases.json");
+  cJSON *expected = fixture_read_json(DIR "expected.json"), *cases = fixture_read_json(DIR "cases.json");
   CHECK(expected && cases && cJSON_GetArraySize(expected) >= 8 * 9);
   int n = 0, outputs = 0;
   const cJSON *e;
@@ -50,7 +43,7 @@ TEST(chat_template_real_templates_match_transformers) {
     const char *tname = cJSON_GetObjectItem(e, "template")->valuestring, *cname = cJSON_GetObjectItem(e, "case")->valuestring;
     char path[256];
     snprintf(path, sizeof path, DIR "%s.json", tname);
-    cJSON *cfg = read_json(path);
+    cJSON *cfg = fixture_read_json(path);
     CHECKF(cfg, "%s", path);
     wisp_chat_tmpl *t = NULL;
     CHECKF(!wisp_chat_tmpl_from_config(cfg, path, &t), "%s: %s", path, wisp_last_error());
@@ -170,7 +163,7 @@ TEST(chat_template_errors_name_the_construct) {
 }
 
 TEST(chat_template_turns_and_messages) {
-  cJSON *cfg = read_json(DIR "qwen3.json");
+  cJSON *cfg = fixture_read_json(DIR "qwen3.json");
   wisp_chat_tmpl *t = NULL;
   CHECK(cfg && !wisp_chat_tmpl_from_config(cfg, "qwen3", &t));
   wisp_chat_message m[2] = {{"system", "S"}, {"user", "U"}};
@@ -183,7 +176,7 @@ TEST(chat_template_turns_and_messages) {
   free(s);
   wisp_chat_tmpl_free(t);
   cJSON_Delete(cfg);
-  cfg = read_json(DIR "gemma3.json");
+  cfg = fixture_read_json(DIR "gemma3.json");
   CHECK(cfg && !wisp_chat_tmpl_from_config(cfg, "gemma3", &t));
   CHECK(!wisp_chat_tmpl_turn(t, 0, NULL, "Again", 0, &s));
   CHECK(!strcmp(s, "<end_of_turn>\n<start_of_turn>user\nAgain<end_of_turn>\n<start_of_turn>model\n"));

@@ -1043,11 +1043,8 @@ TEST(cli_bench_timed_run_compiles_nothing_and_grows_no_cache) {
     snprintf(cmd, sizeof cmd, "%s bench -m %s --backend webgpu --profile %s --prompt 200 --decode 100 -o %s --force 2>&1",
              test_wisp_bin(), fixture_small_model(), profiles[i], path);
     CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
-    char *text = NULL;
-    CHECK(wisp_read_file(path, &text, NULL) == WISP_OK);
-    cJSON *r = cJSON_Parse(text);
-    free(text);
-    CHECK(r);
+    cJSON *r = fixture_read_json(path);
+    CHECKF(r, "cannot read the receipt %s", path);
     cJSON *c = cJSON_GetObjectItem(r, "compile"), *dec = cJSON_GetObjectItem(r, "decode"),
           *pf = cJSON_GetObjectItem(r, "prefill");
     cJSON *pipes = c ? cJSON_GetObjectItem(c, "pipelines_in_timed_phases") : NULL;

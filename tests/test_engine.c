@@ -529,11 +529,8 @@ TEST(cli_bench_op_times_in_the_receipt) {
            fixture_small_model(), path);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
   CHECKF(strstr(out, "decode op times") && strstr(out, "(outside ops)"), "%s", out);
-  char *text = NULL;
-  CHECK(wisp_read_file(path, &text, NULL) == WISP_OK);
-  cJSON *r = cJSON_Parse(text);
-  free(text);
-  CHECK(r);
+  cJSON *r = fixture_read_json(path);
+  CHECKF(r, "cannot read the receipt %s", path);
   const char *phases[] = {"prefill", "decode"};
   for (int ph = 0; ph < 2; ph++) {
     cJSON *p = cJSON_GetObjectItem(r, phases[ph]);
@@ -565,11 +562,8 @@ TEST(cli_bench_writes_receipt) {
   snprintf(path, sizeof path, "%s/receipt.json", test_tmpdir());
   snprintf(cmd, sizeof cmd, "%s bench --backend cpu --profile exact -m %s --prompt 16 --decode 8 -o %s", test_wisp_bin(), fixture_small_model(), path);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
-  char *text = NULL;
-  CHECK(wisp_read_file(path, &text, NULL) == WISP_OK);
-  cJSON *r = cJSON_Parse(text);
-  free(text);
-  CHECK(r);
+  cJSON *r = fixture_read_json(path);
+  CHECKF(r, "cannot read the receipt %s", path);
   const char *keys[] = {"model", "plan_id", "device", "prompt_tokens", "decode_tokens", "prefill", "decode", "output_fingerprint"};
   int ok = 1;
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) ok &= cJSON_GetObjectItem(r, keys[i]) != NULL;

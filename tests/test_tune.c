@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/internal.h"
 #include "engine/plan_apply.h"
+#include "fixtures.h"
 #include "test.h"
 #include "util/file.h"
 #include "webgpu_fixture.h"
@@ -27,12 +28,9 @@ static int copy_model(const char *name, char *dir, size_t cap) {
 }
 
 static cJSON *load_manifest(const char *dir) {
-  char path[1100], *text = NULL;
+  char path[1100];
   snprintf(path, sizeof path, "%s/manifest.json", dir);
-  if (wisp_read_file(path, &text, NULL)) return NULL;
-  cJSON *m = cJSON_Parse(text);
-  free(text);
-  return m;
+  return fixture_read_json(path);
 }
 
 static int save_manifest(const char *dir, const cJSON *m) {
