@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "fixtures.h"
 #include "test.h"
+#include "util/err.h"
 
 /* m, and m16: the same matrix with its Q4 / Q4Z scales rounded to f16
  * (s16 as floats: what the integer products read); m16 = m for the others.
@@ -360,6 +361,38 @@ static double f64_product(const wisp_matrix *m, int r, const wisp_i8_act *a, con
  * scales in decode (PAIRED) and prefill (NATURAL): each product equals the
  * f64 product with the f16-rounded scales, and not the one with the f32
  * scales it was given in W->scales. */
+/* y [n][rows] = m x the n tokens of x [n][m->cols], through the backend's
+ * matmul (buffers made, written, read back, synced and freed here). */
+static wisp_status backend_product(wisp_backend *be, const wisp_matrix *m, const float *x, int n, int rows, float *y) {
+  const size_t K = (size_t)m->cols;
+  wisp_buf *bx = be->buf_new(be, (size_t)n * K), *by = be->buf_new(be, (size_t)n * rows);
+  wisp_status st = bx && by ? WISP_OK : wisp_fail(WISP_ENOMEM, "no buffers for a product of %d tokens", n);
+  if (!st) {
+    be->buf_write(be, bx, 0, (size_t)n * K, x);
+    be->matmul(be, m, bx, 0, n, by, 0);
+    be->buf_read(be, by, 0, (size_t)n * rows, y);
+    st = be->sync(be);
+  }
+  if (bx) be->buf_free(be, bx);
+  if (by) be->buf_free(be, by);
+  return st;
+}
+
+/* Over n tokens x `rows` rows of a backend's product y: the largest
+ * exact (f64) product *mag, and y's largest distances to want (the scalar
+ * integer product) and to the exact product. row: scratch of m->cols. */
+static void product_distances(const wisp_matrix *m, const float *x, const float *y, const float *want, int n, int rows,
+                              float *row, double *mag, double *to_want, double *to_exact) {
+  *mag = *to_want = *to_exact = 0;
+  for (int r = 0; r < rows; r++)
+    for (int tok = 0; tok < n; tok++) {
+      const double exact = f64_product(m, r, NULL, x, tok, row), got = y[(size_t)tok * rows + r];
+      *mag = fmax(*mag, fabs(exact));
+      *to_want = fmax(*to_want, fabs(got - want[(size_t)tok * rows + r]));
+      *to_exact = fmax(*to_exact, fabs(got - exact));
+    }
+}
+
 TEST(cpu_i8_q4_products_read_the_f16_scales) {
   const wisp_i8_kernels *sets[4];
   int can[4];
@@ -426,13 +459,9 @@ TEST(cpu_backend_q4_exact_reads_f32_scales_integer_f16) {
       for (int k = 0; k < 2; k++) {
         const int n = k ? 7 : 1;
         float *x = acts_positive(n, K), *y = malloc(sizeof(float) * n * ROWS_B), *row = malloc(sizeof(float) * K);
-        wisp_buf *bx = be->buf_new(be, (size_t)n * K), *by = be->buf_new(be, (size_t)n * ROWS_B);
         wisp_i8_act a = {0};
-        CHECK(x && y && row && bx && by && wisp_i8_act_reserve(&a, n, K));
-        be->buf_write(be, bx, 0, (size_t)n * K, x);
-        be->matmul(be, &t.m, bx, 0, n, by, 0);
-        be->buf_read(be, by, 0, (size_t)n * ROWS_B, y);
-        CHECKF(be->sync(be) == WISP_OK, "%s", wisp_last_error());
+        CHECK(x && y && row && wisp_i8_act_reserve(&a, n, K));
+        CHECKF(backend_product(be, &t.m, x, n, ROWS_B, y) == WISP_OK, "%s", wisp_last_error());
         /* the backend's int8 activations are the scalar quantizer's bytes (check_set) */
         a.layout = wisp_i8_layout_for(type, n);
         wisp_i8_kernels_scalar()->quantize(x, 0, n, &a);
@@ -445,8 +474,6 @@ TEST(cpu_backend_q4_exact_reads_f32_scales_integer_f16) {
         CHECKF(worst < 1e-5, "%s %s, %d tokens, prepared %d times: %g from the product with %s scales",
                i8 ? "integer" : "exact", wisp_wtype_name(type), n, round + 1, worst, i8 ? "f16" : "f32");
         wisp_i8_act_free(&a);
-        be->buf_free(be, bx);
-        be->buf_free(be, by);
         free(x), free(y), free(row);
       }
     }
@@ -707,24 +734,14 @@ TEST(cpu_backend_f16_i8_runs_on_the_q8_0_copy) {
       const int n = k ? 7 : 1;
       float *x = acts_make(n, K), *y = malloc(sizeof(float) * n * ROWS_B), *want = malloc(sizeof(float) * n * ROWS_B);
       float *row = malloc(sizeof(float) * K);
-      wisp_buf *bx = be->buf_new(be, (size_t)n * K), *by = be->buf_new(be, (size_t)n * ROWS_B);
       wisp_i8_act a = {0};
-      CHECK(x && y && want && row && bx && by && wisp_i8_act_reserve(&a, n, K));
-      be->buf_write(be, bx, 0, (size_t)n * K, x);
-      be->matmul(be, &t.f16, bx, 0, n, by, 0);
-      be->buf_read(be, by, 0, (size_t)n * ROWS_B, y);
-      CHECKF(be->sync(be) == WISP_OK, "%s", wisp_last_error());
+      CHECK(x && y && want && row && wisp_i8_act_reserve(&a, n, K));
+      CHECKF(backend_product(be, &t.f16, x, n, ROWS_B, y) == WISP_OK, "%s", wisp_last_error());
       a.layout = wisp_i8_layout_for(WISP_W_Q8_0, n);
       ref->quantize(x, 0, n, &a);
       ref->gemm(&t.m, NULL, 0, ROWS_B, &a, 0, n, want, ROWS_B, 0, scratch);
-      double mag = 0, to_i8 = 0, to_exact = 0;
-      for (int r = 0; r < ROWS_B; r++)
-        for (int tok = 0; tok < n; tok++) {
-          const double exact = f64_product(&t.f16, r, NULL, x, tok, row), got = y[(size_t)tok * ROWS_B + r];
-          mag = fmax(mag, fabs(exact));
-          to_i8 = fmax(to_i8, fabs(got - want[(size_t)tok * ROWS_B + r]));
-          to_exact = fmax(to_exact, fabs(got - exact));
-        }
+      double mag, to_i8, to_exact;
+      product_distances(&t.f16, x, y, want, n, ROWS_B, row, &mag, &to_i8, &to_exact);
       if (i8) {
         CHECKF(to_i8 <= 1e-5 * mag, "f16_i8, %d tokens, prepared %d times: %g from the scalar integer product (max|y| %g)",
                n, round, to_i8, mag);
@@ -734,8 +751,6 @@ TEST(cpu_backend_f16_i8_runs_on_the_q8_0_copy) {
         CHECKF(to_exact <= 1e-5 * mag, "exact f16, %d tokens: %g from the f64 product (max|y| %g)", n, to_exact, mag);
       }
       wisp_i8_act_free(&a);
-      be->buf_free(be, bx);
-      be->buf_free(be, by);
       free(x), free(y), free(want), free(row);
     }
   }
@@ -824,31 +839,19 @@ TEST(cpu_backend_ggml_i8_reads_the_blocks_without_a_copy) {
              variant, both ? "both phases" : "decode", wisp_cpu_backend_copy_bytes(be), want_copy);
       const int n = both ? 7 : 1;
       float *x = acts_make(n, K), *y = malloc(sizeof(float) * n * ROWS_B), *want = malloc(sizeof(float) * n * ROWS_B);
-      wisp_buf *bx = be->buf_new(be, (size_t)n * K), *by = be->buf_new(be, (size_t)n * ROWS_B);
       wisp_i8_act a = {0};
-      CHECK(x && y && want && bx && by && wisp_i8_act_reserve(&a, n, K));
-      be->buf_write(be, bx, 0, (size_t)n * K, x);
-      be->matmul(be, &t.m, bx, 0, n, by, 0);
-      be->buf_read(be, by, 0, (size_t)n * ROWS_B, y);
-      CHECKF(be->sync(be) == WISP_OK, "%s", wisp_last_error());
+      CHECK(x && y && want && wisp_i8_act_reserve(&a, n, K));
+      CHECKF(backend_product(be, &t.m, x, n, ROWS_B, y) == WISP_OK, "%s", wisp_last_error());
       const wisp_matrix *reads = n > 1 && prefill_copy ? &copy_view : &t.m;
       a.layout = wisp_i8_layout_for(reads->type, n);
       ref->quantize(x, 0, n, &a);
       ref->gemm(reads, NULL, 0, ROWS_B, &a, 0, n, want, ROWS_B, 0, scratch);
-      double mag = 0, to_i8 = 0, to_exact = 0;
-      for (int r = 0; r < ROWS_B; r++)
-        for (int tok = 0; tok < n; tok++) {
-          const double exact = f64_product(&t.m, r, NULL, x, tok, row), got = y[(size_t)tok * ROWS_B + r];
-          mag = fmax(mag, fabs(exact));
-          to_i8 = fmax(to_i8, fabs(got - want[(size_t)tok * ROWS_B + r]));
-          to_exact = fmax(to_exact, fabs(got - exact));
-        }
+      double mag, to_i8, to_exact;
+      product_distances(&t.m, x, y, want, n, ROWS_B, row, &mag, &to_i8, &to_exact);
       CHECKF(to_i8 <= 1e-5 * mag, "%s, %d tokens: %g from the scalar integer product (max|y| %g)", variant, n, to_i8, mag);
       CHECKF(to_exact > 1e-5 * mag, "%s, %d tokens: the exact product (%g off): the integer path did not run", variant, n,
              to_exact);
       wisp_i8_act_free(&a);
-      be->buf_free(be, bx);
-      be->buf_free(be, by);
       free(x), free(y), free(want);
     }
     be->destroy(be);
