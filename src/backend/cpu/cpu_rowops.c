@@ -2,7 +2,6 @@
  * elementwise work over activation rows, plain loops in f32 (GeGLU's tanh
  * through the kernel set). They are cheap beside the products, so they run
  * on the calling thread. */
-#include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
 
