@@ -19,9 +19,9 @@
 # Back come, already packed (the machine returns 8 files at most; do not
 # re-pack or delete them in the call): OUT/ab.tgz (every run's receipt),
 # OUT/ab.log, OUT/parity.tgz, OUT/parity.log, OUT/grouped.tgz, OUT/log.txt.
-# PARTS (default "ab grouped") picks the parts; "parity" is issue 33's Gemma 3
-# parity, with the real-file check's preparation beside it (below);
-# "prepare" that preparation alone, detached.
+# PARTS (default "ab grouped") picks the parts: "prepare" starts the
+# real-file check's preparation, detached (below); "parity" does too, then
+# runs issue 33's Gemma 3 parity beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: bench/open-issues-h200.sh OUT}
@@ -36,35 +36,27 @@ PREV_EXACT=profiles/default WORKLOADS="batch1 throughput prefill1024" MODELS="se
   timeout 300 bash tools/device.sh ab "$OUT/ab" > "$OUT/ab.log" 2>&1
 tail -30 "$OUT/ab.log"
 fi
-if [[ $PARTS == *" prepare "* ]] && [[ $PARTS != *" parity "* ]]; then
-  # the real-file check's checkpoints, converter GGUFs and llama.cpp's CPU
-  # build, detached (they go on past this call while the machine stays
-  # warm): the next call runs bench/realfile-h200.sh's checks on them
-  say "3. issue 33: real-file preparation (detached)"
-  mkdir -p "$OUT/rf0"
-  LC=/tmp/llama.cpp-cpu LC_KIND=cpu MODELS="" PREPARE_ALL=1 PREPARE_UNTIL=900 BUDGET=900 \
-    PREPARE="${RF_MODELS:-qwen25-0.5b llama32-1b gemma3-1b qwen35-0.8b}" \
-    setsid nohup bash bench/realfile-h200.sh "$OUT/rf0" > /dev/null 2>&1 < /dev/null &
-fi
-if [[ $PARTS == *" parity "* ]]; then
-  # 3. issue 33's Gemma 3 parity (transformers and llama.cpp), while the real-file
-  #    check's checkpoints and converter GGUFs of RF_MODELS are made beside it
-  #    (setsid: they go on past this call while the machine stays warm) and
-  #    llama.cpp's CPU build runs, which the parity's Q4_K_M part waits for
-  say "3. issue 33: Gemma 3 parity, real-file checkpoints beside it"
-  LC=/tmp/llama.cpp-cpu
-  # the build, detached (the parity's f32 part runs meanwhile): the real-file
-  # preparation starts it, else it starts here
-  if [ "${RF_MODELS-unset}" = "" ] && [ ! -x $LC/build/bin/llama-quantize ]; then
+# Issue 33: the real-file check's checkpoints and converter GGUFs of
+# RF_MODELS (set and empty: none) and llama.cpp's CPU build, detached
+# (setsid: they go on past this call while the machine stays warm, for the
+# next call's bench/realfile-h200.sh checks; the parity's Q4_K_M part waits
+# for the build). The preparation starts the build; without one it starts here.
+LC=/tmp/llama.cpp-cpu
+RF_MODELS=${RF_MODELS-qwen25-0.5b llama32-1b gemma3-1b qwen35-0.8b}
+if [[ $PARTS == *" prepare "* || $PARTS == *" parity "* ]]; then
+  say "3. issue 33: real-file preparation (detached): ${RF_MODELS:-none, the llama.cpp build alone}"
+  if [ -n "$RF_MODELS" ]; then
+    mkdir -p "$OUT/rf0"
+    LC=$LC LC_KIND=cpu MODELS="" PREPARE_ALL=1 PREPARE_UNTIL=900 BUDGET=900 PREPARE="$RF_MODELS" \
+      setsid nohup bash bench/realfile-h200.sh "$OUT/rf0" > /dev/null 2>&1 < /dev/null &
+  elif [ ! -x $LC/build/bin/llama-quantize ]; then
     setsid nohup bash -c "bash .peer/build.sh cpu $LC && cmake --build $LC/build -j\$(nproc) --target llama-perplexity llama-tokenize" \
       > "$OUT/llama-build.log" 2>&1 < /dev/null &
   fi
-  if [ -n "${RF_MODELS-x}" ]; then # RF_MODELS="" makes none
-    mkdir -p "$OUT/rf0"
-    LC=$LC LC_KIND=cpu MODELS="" PREPARE_ALL=1 PREPARE_UNTIL=900 BUDGET=900 \
-      PREPARE="${RF_MODELS:-qwen25-0.5b llama32-1b gemma3-1b qwen35-0.8b}" \
-      setsid nohup bash bench/realfile-h200.sh "$OUT/rf0" > /dev/null 2>&1 < /dev/null &
-  fi
+fi
+if [[ $PARTS == *" parity "* ]]; then
+  # 3b. issue 33's Gemma 3 parity (transformers and llama.cpp) beside it
+  say "3b. issue 33: Gemma 3 parity"
   sleep 2
   LC=$LC LC_WAIT=400 CONFIGS=gemma3-1b timeout $((${CALL_LIMIT:-600} - 30 - (SECONDS - T0))) \
     bash tools/device.sh parity "$OUT/parity" > "$OUT/parity.log" 2>&1
