@@ -532,8 +532,9 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
   }
   /* found by address (made by prepare_matrix; made now only for a matrix
    * that was not prepared) */
-  const void *copy = reads_i8_copy(c, W, n) ? i8_copy_for(c, W, 0) : NULL;
-  if (reads_i8_copy(c, W, n) && !copy) {
+  const int reads_copy = reads_i8_copy(c, W, n);
+  const void *copy = reads_copy ? i8_copy_for(c, W, 0) : NULL;
+  if (reads_copy && !copy) {
     c->error = wisp_fail(WISP_ENOMEM, "matmul: out of memory for the integer product's copy of a %dx%d %s matrix",
                          W->rows, W->cols, wisp_wtype_name(W->type));
     return;
