@@ -13,6 +13,7 @@
 
 #include "format/gguf.h"
 #include "format/gguf_import.h"
+#include "fixtures.h"
 #include "test.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tok_settings.h"
@@ -270,4 +271,52 @@ TEST(gguf_import_vocab_larger_than_the_embedding_is_one_line) {
   CHECKF(st != WISP_OK && strstr(e, path) && strstr(e, "260 tokens") && strstr(e, "100 rows") &&
              strstr(e, "take the GGUF as it was exported") && !strchr(e, '\n'),
          "%s", e);
+}
+
+/* The BPE vocab written for a gpt2 vocabulary: a repeated text keeps its
+ * first id, and a text first seen as a control token belongs to the later
+ * normal token (control tokens are added tokens, not vocab entries). The
+ * importer looks these up in a hash index, not in the JSON it builds. */
+TEST(gguf_import_bpe_vocab_keeps_the_first_normal_id_of_a_repeated_text) {
+  static char names[256][4];
+  const char *tokens[261];
+  int32_t types[261];
+  for (int b = 0; b < 256; b++) { byte_char(b, names[b]); tokens[b] = names[b]; types[b] = 1; }
+  tokens[256] = "he", types[256] = 1;
+  tokens[257] = "<c>", types[257] = 3;
+  tokens[258] = "he", types[258] = 1; /* repeated: 256 keeps it */
+  tokens[259] = "<c>", types[259] = 1; /* the control 257 is no vocab entry: 259 is */
+  tokens[260] = "hel", types[260] = 1;
+  const char *merges[2] = {"h e", "he l"};
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  CHECK(w != NULL);
+  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
+  wisp_gguf_put_str(w, "tokenizer.ggml.pre", "qwen2");
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 261);
+  wisp_gguf_put_arr_i32(w, "tokenizer.ggml.token_type", types, 261);
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 2);
+  char path[700], dir[600], json[700];
+  snprintf(path, sizeof path, "%s/repeated.gguf", test_tmpdir());
+  snprintf(dir, sizeof dir, "%s/repeated", test_tmpdir());
+  snprintf(json, sizeof json, "%s/tokenizer.json", dir);
+  wisp_status st = wisp_gguf_writer_write(w, path);
+  wisp_gguf_writer_free(w);
+  CHECKF(st == WISP_OK && mkdir(dir, 0755) == 0, "%s", wisp_last_error());
+  wisp_gguf *f = NULL;
+  CHECKF(wisp_gguf_open(path, &f) == WISP_OK, "%s", wisp_last_error());
+  int written = 0;
+  st = wisp_gguf_write_tokenizer(f, dir, &written);
+  wisp_gguf_close(f);
+  CHECKF(st == WISP_OK && written, "%s", wisp_last_error());
+  cJSON *root = fixture_read_json(json);
+  CHECK(root != NULL);
+  const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
+  const cJSON *he = cJSON_GetObjectItemCaseSensitive(vocab, "he"), *c = cJSON_GetObjectItemCaseSensitive(vocab, "<c>");
+  const cJSON *hel = cJSON_GetObjectItemCaseSensitive(vocab, "hel");
+  int n = cJSON_GetArraySize(vocab);
+  int he_id = cJSON_IsNumber(he) ? he->valueint : -1, c_id = cJSON_IsNumber(c) ? c->valueint : -1;
+  int hel_id = cJSON_IsNumber(hel) ? hel->valueint : -1;
+  cJSON_Delete(root);
+  CHECKF(n == 259 && he_id == 256 && c_id == 259 && hel_id == 260, "vocab of %d entries: he %d, <c> %d, hel %d", n,
+         he_id, c_id, hel_id);
 }

@@ -11,6 +11,7 @@
 #include "format/artifact.h"
 #include "format/gguf_arch.h"
 #include "format/gguf_spm.h"
+#include "format/gguf_text_index.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "util/memfile.h"
@@ -652,6 +653,13 @@ static wisp_status tokenizer_files(const wisp_gguf *g, const tok_sink *dir, int 
   return st;
 }
 
+/* A byte-level BPE vocab holds the ids that are not added tokens: token
+ * types 3 (control), 4 (user-defined) and 5 (unused) are left out. */
+static int bpe_in_vocab(const void *types, uint64_t id) {
+  int64_t t = types ? wisp_gguf_arr_int(types, id) : 1;
+  return t != 3 && t != 4 && t != 5;
+}
+
 /* tokenizer.ggml.model = gpt2 (byte-level BPE) -> tokenizer.json; *pi says
  * what the pre-tokenizer name means. */
 static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const wisp_gguf_kv *mer,
@@ -665,6 +673,10 @@ static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const w
   if (!pre_lookup(pre, &pi))
     return wisp_fail(WISP_EUNSUPPORTED, "%s: tokenizer.ggml.pre '%s' is not supported (llama-bpe, lfm2, qwen2, default)",
                      g->label, pre);
+  /* the vocab: every id but control, user-defined and unused ones (added
+   * tokens), a repeated text at its first id */
+  wisp_text_index in_vocab = {0};
+  if (!wisp_text_index_build(&in_vocab, tok, bpe_in_vocab, typ)) return wisp_fail(WISP_ENOMEM, "out of memory");
   cJSON *root = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(root, "model");
   cJSON_AddStringToObject(m, "type", "BPE");
   if (pi.ignore_merges) cJSON_AddBoolToObject(m, "ignore_merges", 1);
@@ -681,10 +693,11 @@ static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const w
       cJSON_AddBoolToObject(a, "special", t == 3);
       cJSON_AddItemToArray(added, a);
     }
-    if (t != 3 && t != 4 && t != 5 && !cJSON_GetObjectItemCaseSensitive(vocab, s->valuestring))
+    if (wisp_text_index_get(&in_vocab, tok->strs[i].s, (size_t)tok->strs[i].len) == (int32_t)i)
       cJSON_AddNumberToObject(vocab, s->valuestring, (double)i);
     if (t != 3 && t != 4) cJSON_Delete(s);
   }
+  wisp_text_index_free(&in_vocab);
   for (uint64_t i = 0; i < mer->n; i++) cJSON_AddItemToArray(merges, str_json(mer->strs[i]));
   cJSON *pt = cJSON_AddObjectToObject(root, "pre_tokenizer");
   if (pi.regex) {

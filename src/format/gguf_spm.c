@@ -7,47 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/gguf_text_index.h"
 #include "util/err.h"
-
-/* ---- text -> first id with that text ---- */
-
-typedef struct {
-  const wisp_gguf_kv *tok;
-  int32_t *slot; /* -1 empty */
-  size_t cap;
-} text_index;
-
-static uint64_t hash_text(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
-static int32_t index_get(const text_index *x, const char *s, size_t n) {
-  size_t mask = x->cap - 1, i = (size_t)hash_text(s, n) & mask;
-  for (;; i = (i + 1) & mask) {
-    int32_t id = x->slot[i];
-    if (id < 0) return -1;
-    const wisp_gguf_str *t = &x->tok->strs[id];
-    if (t->len == n && !memcmp(t->s, s, n)) return id;
-  }
-}
-
-static int index_build(text_index *x, const wisp_gguf_kv *tok) {
-  x->tok = tok;
-  x->cap = 16;
-  while (x->cap < tok->n * 2 + 2) x->cap *= 2;
-  if (!(x->slot = malloc(sizeof(int32_t) * x->cap))) return 0;
-  for (size_t i = 0; i < x->cap; i++) x->slot[i] = -1;
-  for (uint64_t id = 0; id < tok->n; id++) {
-    const wisp_gguf_str *t = &tok->strs[id];
-    if (index_get(x, t->s, (size_t)t->len) >= 0) continue; /* the first id keeps a repeated text */
-    size_t i = (size_t)hash_text(t->s, (size_t)t->len) & (x->cap - 1);
-    while (x->slot[i] >= 0) i = (i + 1) & (x->cap - 1);
-    x->slot[i] = (int32_t)id;
-  }
-  return 1;
-}
 
 /* ---- merges ---- */
 
@@ -68,17 +29,17 @@ static int by_priority(const void *pa, const void *pb) {
  * token with the highest score. As merges: every split of every token into
  * two tokens, ordered by the joined token's score (then its id), which is how
  * Hugging Face's converter writes Llama's tokenizer.json. */
-static wisp_status make_merges(const wisp_gguf_kv *tok, const wisp_gguf_kv *scores, const text_index *x, merge **out,
+static wisp_status make_merges(const wisp_gguf_kv *tok, const wisp_gguf_kv *scores, const wisp_text_index *x, merge **out,
                                size_t *n_out) {
   size_t n = 0, cap = 1024;
   merge *m = malloc(sizeof(merge) * cap);
   if (!m) return wisp_fail(WISP_ENOMEM, "out of memory");
   for (uint64_t id = 0; id < tok->n; id++) {
     const wisp_gguf_str *t = &tok->strs[id];
-    if (index_get(x, t->s, (size_t)t->len) != (int32_t)id) continue; /* a repeated text */
+    if (wisp_text_index_get(x, t->s, (size_t)t->len) != (int32_t)id) continue; /* a repeated text */
     for (size_t j = 1; j < t->len; j++) {
       if (((unsigned char)t->s[j] & 0xC0) == 0x80) continue; /* split between characters only */
-      int32_t l = index_get(x, t->s, j), r = index_get(x, t->s + j, (size_t)t->len - j);
+      int32_t l = wisp_text_index_get(x, t->s, j), r = wisp_text_index_get(x, t->s + j, (size_t)t->len - j);
       if (l < 0 || r < 0) continue;
       if (n == cap) {
         merge *p = realloc(m, sizeof(merge) * (cap *= 2));
@@ -133,13 +94,13 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
                  (scores->arr_type != WISP_GGUF_FLOAT32 && scores->arr_type != WISP_GGUF_FLOAT64)))
     return wisp_fail(WISP_EFORMAT, "%s: tokenizer.ggml.scores must be a float array as long as the tokens", g->label);
   if (tok->n > 16777216) return wisp_fail(WISP_EFORMAT, "%s: %llu tokens is too many", g->label, (unsigned long long)tok->n);
-  text_index x = {0};
-  if (!index_build(&x, tok)) return wisp_fail(WISP_ENOMEM, "out of memory");
+  wisp_text_index x = {0};
+  if (!wisp_text_index_build(&x, tok, NULL, NULL)) return wisp_fail(WISP_ENOMEM, "out of memory");
   merge *m = NULL;
   size_t nm = 0;
   wisp_status st = make_merges(tok, scores, &x, &m, &nm);
   if (st) {
-    free(x.slot);
+    wisp_text_index_free(&x);
     return st;
   }
   const int prefix = wisp_gguf_spm_add_space_prefix(g);
@@ -159,7 +120,7 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
     int64_t type = types ? wisp_gguf_arr_int(types, id) : 1;
     cJSON *s = str_of(t);
     if (!s) { st = wisp_fail(WISP_ENOMEM, "out of memory"); break; }
-    if (index_get(&x, t->s, (size_t)t->len) == (int32_t)id) cJSON_AddNumberToObject(vocab, s->valuestring, (double)id);
+    if (wisp_text_index_get(&x, t->s, (size_t)t->len) == (int32_t)id) cJSON_AddNumberToObject(vocab, s->valuestring, (double)id);
     /* unknown, control and user-defined tokens are cut out of the text as they are */
     if (type == 2 || type == 3 || type == 4) {
       cJSON *a = cJSON_CreateObject();
@@ -182,7 +143,7 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
     cJSON_AddItemToArray(merges, pair);
   }
   free(m);
-  free(x.slot);
+  wisp_text_index_free(&x);
   /* spaces are "▁"; the dummy prefix puts one before each piece of text
    * (the start, and after a special token), as llama.cpp's add_space_prefix */
   cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
