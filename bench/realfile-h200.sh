@@ -114,9 +114,16 @@ BUILD_PID=
 # LC_KIND=cpu builds the CPU flavour there too (~2 min on 16 cores against ~6): its greedy ids
 # and perplexity are then the reference, and no CUDA run is made
 KIND=${LC_KIND:-cuda}; [ -n "${LOCAL:-}" ] && KIND=cpu # a dry run here builds the CPU flavour (build.sh: 15-25 min on 2 cores)
+# One build at a time in LC, and one preparation of a model at a time in
+# WORK: a detached preparation started by an earlier call (open-issues-h200.sh
+# prepare) may still be at work there when this call starts, and a second
+# writer clobbers its files (it did: a converter GGUF with no tensors, its
+# safetensors deleted under it). So each takes a lock, waits for the other,
+# then uses what it left.
 if ! built; then
   say "llama.cpp $KIND build (detached) in $LC"
-  setsid nohup bash -c "bash .peer/build.sh $KIND '$LC' && cmake --build '$LC/build' -j\$(nproc) --target llama-perplexity llama-tokenize" \
+  setsid nohup flock "$LC.build.lock" bash -c "[ -x '$LB/llama-tokenize' ] && [ -x '$LB/llama-perplexity' ] && [ -x '$LB/llama-quantize' ] ||
+      { bash .peer/build.sh $KIND '$LC' && cmake --build '$LC/build' -j\$(nproc) --target llama-perplexity llama-tokenize; }" \
     > "$OUT/llama-build.log" 2>&1 < /dev/null &
   BUILD_PID=$!
 fi
@@ -132,6 +139,28 @@ printf '%s' "The history of the old town begins in the early Middle Ages, when a
 TEXT=$WORK/ppl.txt
 cat models/default/heldout-sample.txt models/default/heldout-sample.txt > "$TEXT"
 
+# The Hugging Face checkpoint of model $1 and the converter's GGUF of it, in
+# WORK/$1, unless there already (called holding WORK/$1.lock).
+prepare_model() {
+  local m=$1 d=$WORK/$1 cflags=()
+  if [ ! -s "$d/model.$OUTTYPE.gguf" ]; then
+    rm -rf "$d" && mkdir -p "$d"
+    say "$m: Hugging Face checkpoint"
+    $PY bench/realfile.py build --model "$m" --out "$d/hf" --tok "$WORK/tok" > "$d/build.log" 2>&1 ||
+      { tail -5 "$d/build.log"; return 1; }
+    tail -1 "$d/build.log"
+    say "$m: convert_hf_to_gguf.py --outtype $OUTTYPE"
+    case $m in qwen35*) cflags=(--no-mtp) ;; esac # Qwen 3.5: the checkpoint has no MTP block; without --no-mtp the converter asserts one
+    if ! PYTHONPATH=$SRC/gguf-py${PYTHONPATH:+:$PYTHONPATH} $PY "$SRC/convert_hf_to_gguf.py" "$d/hf" --outtype "$OUTTYPE" \
+           "${cflags[@]}" --outfile "$d/model.$OUTTYPE.gguf.tmp" > "$d/convert.log" 2>&1; then
+      tail -8 "$d/convert.log"; return 1
+    fi
+    mv "$d/model.$OUTTYPE.gguf.tmp" "$d/model.$OUTTYPE.gguf"
+    rm -rf "$d/hf"/*.safetensors # the GGUF has them now: keep /tmp small
+  fi
+  ls -la "$d/model.$OUTTYPE.gguf"
+}
+
 # 2. checkpoints and the converter's GGUF, for every model first (CPU work
 #    beside the build), then those of PREPARE while llama.cpp still builds
 for m in $MODELS $PREPARE; do
@@ -143,24 +172,10 @@ for m in $MODELS $PREPARE; do
          echo "PREPARE stops before $m"; break
        fi ;;
   esac
-  d=$WORK/$m
-  if [ ! -s "$d/model.$OUTTYPE.gguf" ]; then
-    rm -rf "$d" && mkdir -p "$d"
-    say "$m: Hugging Face checkpoint"
-    $PY bench/realfile.py build --model "$m" --out "$d/hf" --tok "$WORK/tok" > "$d/build.log" 2>&1 ||
-      { tail -5 "$d/build.log"; continue; }
-    tail -1 "$d/build.log"
-    say "$m: convert_hf_to_gguf.py --outtype $OUTTYPE"
-    cflags=() # Qwen 3.5: the checkpoint has no MTP block; without --no-mtp the converter asserts one
-    case $m in qwen35*) cflags=(--no-mtp) ;; esac
-    if ! PYTHONPATH=$SRC/gguf-py${PYTHONPATH:+:$PYTHONPATH} $PY "$SRC/convert_hf_to_gguf.py" "$d/hf" --outtype "$OUTTYPE" \
-           "${cflags[@]}" --outfile "$d/model.$OUTTYPE.gguf.tmp" > "$d/convert.log" 2>&1; then
-      tail -8 "$d/convert.log"; continue
-    fi
-    mv "$d/model.$OUTTYPE.gguf.tmp" "$d/model.$OUTTYPE.gguf"
-    rm -rf "$d/hf"/*.safetensors # the GGUF has them now: keep /tmp small
-  fi
-  ls -la "$d/model.$OUTTYPE.gguf"
+  exec 9> "$WORK/$m.lock"
+  flock -w $((BUDGET - (SECONDS - T0) > 1 ? BUDGET - (SECONDS - T0) : 1)) 9 || { echo "$m: still prepared by another call"; continue; }
+  prepare_model "$m"
+  exec 9>&-
 done
 
 # 3. wait for llama.cpp, then build the greedy-id probe against it
