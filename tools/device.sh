@@ -364,10 +364,21 @@ parity() {
 }
 
 # The speed A/B of a change: every WORKLOAD of every model, BINS alternated
-# REPS times on the same artifacts; one receipt per run and ab.txt.
+# REPS times on the same artifacts (in turn forward and reversed: ABBA), after
+# an untimed run of each binary; one receipt per run and ab.txt.
 ab() {
-  local args
-  for m in ${MODELS:-seed qwen08 qwen2b}; do
+  local args bins order
+  bins=${BINS:-wisp_prev wisp}
+  # The first GPU work of a cold machine runs at low clocks (an H100's first
+  # seed batch-1 run, either binary: p50 1.23 ms against 0.51 ms in the next)
+  local models=${MODELS:-seed qwen08 qwen2b} first
+  first=$(model_dir "${models%% *}")
+  for b in $bins; do
+    rm -f /tmp/ab-warm.json
+    [ -x ".dev/$b" ] && [ -d "$first" ] && timeout 60 ".dev/$b" bench -m "$first" --backend webgpu --prompt 128 --decode 512 \
+      -o /tmp/ab-warm.json > /dev/null 2>&1
+  done
+  for m in $models; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
     for w in ${WORKLOADS:-batch1 throughput prefill1024}; do
       case $w in
@@ -381,7 +392,8 @@ ab() {
         *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop, persist, throughput_opbyop)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
-        for b in ${BINS:-wisp_prev wisp}; do
+        order=$bins; [ $((rep % 2)) = 0 ] && order=$(printf '%s\n' $bins | tac | tr '\n' ' ')
+        for b in $order; do
           [ -x ".dev/$b" ] || { echo "no .dev/$b"; continue; }
           local ba=$args # PREV_EXACT: the exact profile's name for an older binary (profiles/default)
           [ "$b" = wisp_prev ] && [ -n "${PREV_EXACT:-}" ] && ba=${args/--profile exact/--profile $PREV_EXACT}
