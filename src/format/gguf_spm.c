@@ -39,8 +39,8 @@ static wisp_status make_merges(const wisp_gguf_kv *tok, const wisp_gguf_kv *scor
     if (wisp_text_index_get(x, t->s, (size_t)t->len) != (int32_t)id) continue; /* a repeated text */
     for (size_t j = 1; j < t->len; j++) {
       if (((unsigned char)t->s[j] & 0xC0) == 0x80) continue; /* split between characters only */
-      int32_t l = wisp_text_index_get(x, t->s, j), r = wisp_text_index_get(x, t->s + j, (size_t)t->len - j);
-      if (l < 0 || r < 0) continue;
+      int32_t l = wisp_text_index_get(x, t->s, j), r = l < 0 ? -1 : wisp_text_index_get(x, t->s + j, (size_t)t->len - j);
+      if (r < 0) continue;
       if (n == cap) {
         merge *p = realloc(m, sizeof(merge) * (cap *= 2));
         if (!p) { free(m); return wisp_fail(WISP_ENOMEM, "out of memory"); }

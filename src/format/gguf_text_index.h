@@ -13,7 +13,8 @@
 
 typedef struct {
   const wisp_gguf_kv *tok;
-  int32_t *slot; /* an id, -1 empty */
+  int32_t *slot;  /* an id, -1 empty */
+  uint32_t *tag;  /* the slot's text's hash, high half: most mismatches end here, without reading the text */
   size_t cap;    /* a power of two */
 } wisp_text_index;
 
