@@ -123,7 +123,7 @@ static wisp_status load_prompts(const char *path, prompt **out, int *n_out, int 
   return WISP_OK;
 }
 
-static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
+static wisp_status parse_token_list(const char *s, const char *what, prompt **out, int *n_out) {
   prompt *p = calloc(1, sizeof *p);
   if (!p) return wisp_fail(WISP_ENOMEM, "out of memory");
   size_t cap = strlen(s) / 2 + 2;
@@ -136,21 +136,67 @@ static wisp_status parse_token_list(const char *s, prompt **out, int *n_out) {
     if (end == c || v < 0 || v > 2147483647L || (*end && *end != ',') || (size_t)p->n >= cap) {
       free(p->ids);
       free(p);
-      return wisp_fail(WISP_EINVAL, "--tokens: expected comma-separated non-negative ids, got '%s'", s);
+      return wisp_fail(WISP_EINVAL, "%s: expected comma-separated non-negative ids, got '%s'", what, s);
     }
     p->ids[p->n++] = (int32_t)v;
     c = *end ? end + 1 : end;
   }
-  if (p->n == 0) { free(p->ids); free(p); return wisp_fail(WISP_EINVAL, "--tokens: no ids"); }
+  if (p->n == 0) { free(p->ids); free(p); return wisp_fail(WISP_EINVAL, "%s: no ids", what); }
   *out = p;
   *n_out = 1;
   return WISP_OK;
 }
 
+/* --follow: the session stands after the last prompt with its logits in
+ * `logits`; before each of the ids (another engine's greedy tokens) it
+ * writes the top_k largest logits as [id, logit] and max|logit|, then feeds
+ * the id. Where the two engines part, the tops say by how much each one
+ * prefers its own token: a near tie, or a disagreement. */
+static wisp_status write_follow(wisp_session *s, const prompt *f, float *logits, int vocab, int top_k, sbuf *out) {
+  if (top_k > vocab) top_k = vocab;
+  int *top = malloc(sizeof(int) * (size_t)top_k);
+  if (!top) return wisp_fail(WISP_ENOMEM, "out of memory");
+  sb_str(out, ",\n\"follow\": [");
+  wisp_status st = WISP_OK;
+  for (int t = 0; t < f->n && !st; t++) {
+    if (f->ids[t] < 0 || f->ids[t] >= vocab) {
+      st = wisp_fail(WISP_EINVAL, "--follow id %d is outside the vocabulary of %d", (int)f->ids[t], vocab);
+      break;
+    }
+    float max_abs = 0;
+    int n_top = 0;
+    for (int v = 0; v < vocab; v++) { /* insertion into the top (descending; ties to the lower id) */
+      if (fabsf(logits[v]) > max_abs) max_abs = fabsf(logits[v]);
+      if (n_top == top_k && logits[v] <= logits[top[n_top - 1]]) continue;
+      int at = n_top < top_k ? n_top++ : top_k - 1;
+      while (at > 0 && logits[top[at - 1]] < logits[v]) { top[at] = top[at - 1]; at--; }
+      top[at] = v;
+    }
+    sb_str(out, t ? ",\n{\"top\": [" : "\n{\"top\": [");
+    for (int k = 0; k < n_top; k++) {
+      char num[16];
+      snprintf(num, sizeof num, "%s[%d, ", k ? ", " : "", top[k]);
+      sb_str(out, num);
+      sb_float(out, logits[top[k]]);
+      sb_str(out, "]");
+    }
+    sb_str(out, "], \"fed_logit\": ");
+    sb_float(out, logits[f->ids[t]]);
+    sb_str(out, ", \"max_abs\": ");
+    sb_float(out, max_abs);
+    sb_str(out, "}");
+    if (t + 1 < f->n && (st = wisp_session_eval(s, &f->ids[t], 1, logits))) wisp_error_prefix("--follow step %d", t + 1);
+  }
+  sb_str(out, "]");
+  free(top);
+  return st;
+}
+
 int cmd_logits(int argc, char **argv) {
   const char *model_dir = NULL, *prompts_path = NULL, *tokens = NULL, *out_path = NULL, *backend = CLI_DEFAULT_BACKEND;
   const char *tuning = NULL, *profile = NULL;
-  int greedy = 0, threads = 0, force = 0, decode_loop = 0, ctx = 0;
+  const char *follow_ids = NULL;
+  int greedy = 0, threads = 0, force = 0, decode_loop = 0, ctx = 0, top_k = 8;
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
       {"--prompts", CLI_STR, &prompts_path, 0, 0, "FILE", "{\"prompts\": [[ids...], ...], \"greedy_prompt\": k}"},
@@ -158,6 +204,10 @@ int cmd_logits(int argc, char **argv) {
       {"-o|--output", CLI_STR, &out_path, 0, 0, "FILE", "write the JSON here (default: stdout)"},
       {"--force", CLI_FLAG, &force, 0, 0, NULL, "replace an existing -o FILE"},
       {"--greedy", CLI_INT, &greedy, 0, 1e6, "N", "continue prompt k greedily for N tokens"},
+      {"--follow", CLI_STR, &follow_ids, 0, 0, "IDS",
+       "after the last prompt, feed these ids one by one (another engine's greedy tokens) and write the top "
+       "--top logits before each"},
+      {"--top", CLI_INT, &top_k, 1, 1000, "K", "how many of the largest logits --follow writes a step (default 8)"},
       {"-c|--ctx-size", CLI_INT, &ctx, 0, 1e9, "N", "context length, at most the model's (default 0: the model's, at most 4096)"},
       {"--backend", CLI_STR, &backend, 0, 0, "B", "auto (default: a GPU adapter, else the CPU), cpu or webgpu"},
       {"-t|--threads", CLI_INT, &threads, 0, 1024, "N", "CPU threads (default 0: one per physical core available)"},
@@ -167,7 +217,7 @@ int cmd_logits(int argc, char **argv) {
        "greedy tokens after the first come from the session's decode loop (as `wisp run` decodes: on WebGPU the "
        "persistent decode where it applies) instead of one eval per token"},
   };
-  const cli_spec spec = {"logits", "[-m DIR] (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N]",
+  const cli_spec spec = {"logits", "[-m DIR] (--prompts FILE | --tokens 1,2,3) [-o OUT] [--greedy N] [--follow IDS]",
                          "Final-position logits of each prompt, for parity checks against a reference.",
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
@@ -177,18 +227,25 @@ int cmd_logits(int argc, char **argv) {
     fprintf(stderr, "wisp logits: give --prompts FILE or --tokens IDS (see wisp logits --help)\n");
     return 2;
   }
+  if (follow_ids && greedy) {
+    fprintf(stderr, "wisp logits: --follow and --greedy both continue the last prompt: give one\n");
+    return 2;
+  }
   if (out_path && cli_claim_target("logits", out_path, 0, force)) return 2;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("logits");
 
-  prompt *ps = NULL;
-  int n_prompts = 0, greedy_prompt = 0, status = 1;
+  prompt *ps = NULL, *follow = NULL;
+  int n_prompts = 0, n_follow = 0, greedy_prompt = 0, status = 1;
   wisp_model *m = NULL;
   wisp_session *s = NULL;
   float *logits = NULL;
   int32_t *gen = NULL;
   sbuf out = {0};
   wisp_status st = prompts_path ? load_prompts(prompts_path, &ps, &n_prompts, &greedy_prompt)
-                                : parse_token_list(tokens, &ps, &n_prompts);
+                                : parse_token_list(tokens, "--tokens", &ps, &n_prompts);
+  if (!st && follow_ids) {
+    st = parse_token_list(follow_ids, "--follow", &follow, &n_follow);
+  }
   if (st) goto fail;
   if ((st = wisp_model_open(model_dir, &m))) goto fail;
   if (ctx > m->arch->max_positions(m->weights)) {
@@ -249,7 +306,9 @@ int cmd_logits(int argc, char **argv) {
       sb_str(&out, num);
     }
   }
-  sb_str(&out, "]}\n");
+  sb_str(&out, "]");
+  if (follow && (st = write_follow(s, follow, logits, vocab, top_k, &out))) goto fail;
+  sb_str(&out, "}\n");
   if (out.oom) { st = wisp_fail(WISP_ENOMEM, "out of memory formatting the output"); goto fail; }
   if (out_path) {
     if ((st = wisp_write_file_atomic(out_path, out.p, out.len))) goto fail;
@@ -268,5 +327,7 @@ done:
   wisp_model_close(m);
   for (int k = 0; k < n_prompts; k++) free(ps[k].ids);
   free(ps);
+  if (follow) free(follow->ids);
+  free(follow);
   return status;
 }

@@ -1,7 +1,7 @@
 /* llama_greedy: greedy token ids from llama.cpp's library, printed as wisp
  * run --ids prints them, for tests/parity/llama_cpp_greedy.sh.
  *
- *   llama_greedy MODEL.gguf PROMPT N
+ *   llama_greedy MODEL.gguf PROMPT N [TOPFILE]
  *
  * The prompt is tokenized as llama.cpp's own tools do (special tokens added
  * as the file says: tokenizer.ggml.add_bos_token ..., special-token text
@@ -9,6 +9,9 @@
  * tie), with no stop token. Output on stdout:
  *   prompt ids: A B C
  *   generated ids: X Y Z
+ * With TOPFILE, each step's eight largest logits go there too, a JSON line
+ * a step: {"top": [[id, logit], ...], "max_abs": M}, for the summary to
+ * tell a near tie from a disagreement where wisp's ids part from these.
  * Built by the script against the llama.cpp tree it is given (include/ and
  * ggml/include/) and its libllama. */
 #include <stdio.h>
@@ -22,13 +25,35 @@ static void quiet(enum ggml_log_level level, const char *text, void *user) {
   if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
+/* The eight largest logits (descending, ties to the lower id) and max|logit|. */
+static void write_top(FILE *f, const float *logits, int n_vocab) {
+  int top[8], n = 0;
+  float max_abs = 0;
+  for (int v = 0; v < n_vocab; v++) {
+    float a = logits[v] < 0 ? -logits[v] : logits[v];
+    if (a > max_abs) max_abs = a;
+    if (n == 8 && logits[v] <= logits[top[7]]) continue;
+    int at = n < 8 ? n++ : 7;
+    while (at > 0 && logits[top[at - 1]] < logits[v]) { top[at] = top[at - 1]; at--; }
+    top[at] = v;
+  }
+  fprintf(f, "{\"top\": [");
+  for (int k = 0; k < n; k++) fprintf(f, "%s[%d, %.9g]", k ? ", " : "", top[k], logits[top[k]]);
+  fprintf(f, "], \"max_abs\": %.9g}\n", max_abs);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: llama_greedy MODEL.gguf PROMPT N\n");
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: llama_greedy MODEL.gguf PROMPT N [TOPFILE]\n");
     return 2;
   }
   const char *path = argv[1], *prompt = argv[2];
   int n_gen = atoi(argv[3]);
+  FILE *tops = argc == 5 ? fopen(argv[4], "w") : NULL;
+  if (argc == 5 && !tops) {
+    fprintf(stderr, "llama_greedy: cannot write %s\n", argv[4]);
+    return 1;
+  }
   llama_log_set(quiet, NULL);
   llama_backend_init();
   struct llama_model *model = llama_model_load_from_file(path, llama_model_default_params());
@@ -68,11 +93,13 @@ int main(int argc, char **argv) {
     for (int v = 1; v < n_vocab; v++)
       if (logits[v] > logits[best]) best = v;
     printf(" %d", best);
+    if (tops) write_top(tops, logits, n_vocab);
     ids[n + g] = best;
     feed = &ids[n + g];
     n_feed = 1;
   }
   printf("\n");
+  if (tops) fclose(tops);
   llama_free(ctx);
   llama_model_free(model);
   free(ids);
