@@ -833,10 +833,137 @@ TGT static inline __attribute__((always_inline)) void FN(dec_h)(const int type, 
   }
 }
 
+/* ---- per-16 types against per256 activations (decode) ----
+ * With one activation scale a super-block (cpu_i8.h, like ggml's Q8_K) a
+ * row's whole super-block is one integer: each block's pairwise products
+ * (vpmaddubsw: u <= 63 and |q| <= 127 keep a pair within 16002) are
+ * multiplied by their halves' sub-scales and summed pairwise into int32
+ * (vpmaddwd, or vpdpwssd on the VNNI sets: IDOT16_ACC), the zero z times
+ * sum_h sc_h qs16_h (one vpmaddwd a super-block) is taken off, and the
+ * super-block takes one f32 multiply-add: d * d256 (Q2_K: and its mins,
+ * dmin * d256 * sum_h m_h qs16_h). The largest integer, Q6_K's
+ * 16 x 128 x 16 x 63 x 127, is 2^28. */
+
+/* The sixteen integer sub-scales of a per-16 super-block as int16, in
+ * order (lane 0: halves 0-7, lane 1: halves 8-15); Q2_K's mins into *m. */
+TGT static inline __attribute__((always_inline)) __m256i FN(sc16)(const int type, const uint8_t *blk, __m256i *m) {
+  if (type == FN(Q6K)) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+  if (type == FN(Q3K)) /* packs interleaves the 64-bit quarters: 0 2 1 3 puts them back */
+    return _mm256_permute4x64_epi64(_mm256_packs_epi32(FN(q3k_sc8)(blk, 0), FN(q3k_sc8)(blk, 1)), 0xd8);
+  const __m128i bytes = _mm_loadu_si128((const __m128i *)blk), m4 = _mm_set1_epi8(15);
+  *m = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
+  return _mm256_cvtepu8_epi16(_mm_and_si128(bytes, m4));
+}
+
+/* The unsigned weights of blocks 4h..4h+3 of a per-16 super-block (the
+ * values of unpack_k16, the shared runs loaded once). */
+TGT static inline __attribute__((always_inline)) void FN(unpack4_k16)(const int type, const uint8_t *blk, int h,
+                                                                     __m256i u[4]) {
+  if (type == FN(Q6K)) { /* ql's two runs give blocks 0,1 (low nibbles) and 2,3 (high); qh's bits 2k..2k+1 the top */
+    const __m256i m4 = _mm256_set1_epi8(15), top = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+    u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
+    u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, top));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), top));
+    return;
+  }
+  const __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + (type == FN(Q3K) ? 32 : 16) + 32 * h));
+  const __m256i hm = type == FN(Q3K) ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) {
+    u[k] = FN(bits2)(qs, 2 * k);
+    if (type == FN(Q3K)) u[k] = _mm256_or_si256(u[k], FN(bit_to)(hm, 4 * h + k, 2));
+  }
+}
+
+/* R rows x one token t of a per-16 type against per256 activations. */
+TGT static inline __attribute__((always_inline)) void FN(dec_k)(const int type, const int R, const wisp_matrix *W,
+                                                               int row, int row_end, const wisp_i8_act *a, int t,
+                                                               float *y, int accumulate) {
+  const int K = W->cols, nsb = K / 256, z = ZERO16(type);
+  const size_t bb = FN(block_bytes)(type), row_bytes = (size_t)nsb * bb;
+  const int d_at = type == FN(Q6K) ? 208 : type == FN(Q3K) ? 108 : 80;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
+  const int8_t *aq = a->q + (size_t)t * K;
+  const int16_t *aqs = a->qs16 + (size_t)t * (K / 16);
+  const float *ad = a->d256 + (size_t)t * nsb;
+  /* a block's sub-scale pair from the super-block's sixteen, duplicated
+   * lane (its quarter's): word 2k across lane 0, word 2k+1 across lane 1 */
+  __m256i pick[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) {
+    const int lo = (4 * k) | (4 * k + 1) << 8, hi = (4 * k + 2) | (4 * k + 3) << 8;
+    pick[k] = _mm256_setr_epi16(lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi);
+  }
+  __m256 acc[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = _mm256_setzero_ps();
+  for (int sb = 0; sb < nsb; sb++) {
+    const __m256i qs16 = _mm256_loadu_si256((const __m256i *)(aqs + 16 * sb));
+    const int8_t *q = aq + 256 * sb;
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      const uint8_t *blk = rq[i] + (size_t)sb * bb;
+      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), _MM_HINT_T0);
+      __m256i mins = _mm256_setzero_si256();
+      const __m256i sc = FN(sc16)(type, blk, &mins);
+      /* the zero's share, -z sum_h sc_h qs16_h (z 32 or 4), starts the sum */
+      __m256i isum = _mm256_setzero_si256();
+      if (z) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(sc, qs16), z == 32 ? 5 : 2));
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++) {
+        __m256i u[4];
+        FN(unpack4_k16)(type, blk, h, u);
+        const __m256i quarter = h ? _mm256_permute2x128_si256(sc, sc, 0x11) : _mm256_permute2x128_si256(sc, sc, 0x00);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+          const __m256i p = _mm256_maddubs_epi16(u[k], _mm256_loadu_si256((const __m256i *)(q + 128 * h + 32 * k)));
+          isum = IDOT16_ACC(isum, p, _mm256_shuffle_epi8(quarter, pick[k]));
+        }
+      }
+      uint16_t hd;
+      memcpy(&hd, blk + d_at, 2);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(_cvtsh_ss(hd) * ad[sb]), acc[i]);
+      if (type == FN(Q2K)) {
+        memcpy(&hd, blk + 82, 2);
+        acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mins, qs16)),
+                                  _mm256_set1_ps(_cvtsh_ss(hd) * ad[sb]), acc[i]);
+      }
+    }
+  }
+  if (R == 4) {
+    __m256 x = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    if (accumulate) r = _mm_add_ps(r, _mm_loadu_ps(y));
+    _mm_storeu_ps(y, r);
+  } else {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      float r = FN(hsum)(acc[i]);
+      y[i] = accumulate ? y[i] + r : r;
+    }
+  }
+}
+
 /* A product of a per-16 type: decode by four rows, prefill in lanes. */
 TGT static inline __attribute__((always_inline)) void FN(gemm_h)(const int type, const wisp_matrix *W, int r0, int nr,
                                                                 const wisp_i8_act *a, int t0, int nt, float *y,
                                                                 size_t ldy, int accumulate, float *scratch) {
+  if (a->per256) { /* token by token: the decode path (the tests run it on several) */
+    for (int j = 0; j < nt; j++) {
+      float *yt = y + (size_t)j * ldy;
+      int r = 0;
+      for (; r + 4 <= nr; r += 4) FN(dec_k)(type, 4, W, r0 + r, r0 + nr, a, t0 + j, yt + r, accumulate);
+      for (; r < nr; r++) FN(dec_k)(type, 1, W, r0 + r, r0 + nr, a, t0 + j, yt + r, accumulate);
+    }
+    return;
+  }
   if (nt > 1 && PRESCALED(type)) {
     LANES_FN(type, W, NULL, r0, nr, a, t0, nt, y, ldy, accumulate, scratch);
     return;
