@@ -951,6 +951,103 @@ TGT static inline __attribute__((always_inline)) void FN(dec_k)(const int type, 
   }
 }
 
+#if LANES16
+/* dec_k in 512-bit vectors: two blocks an instruction (their 64 values
+ * from one load of each plane broadcast or shifted per 256-bit half), the
+ * sub-scale pairs picked from the sixteen by one vpermw, the hidden
+ * bit / nibble merged by one vpternlogd. */
+TGT static inline __attribute__((always_inline)) __m512i FN(split16)(int lo, int hi) {
+  return _mm512_inserti64x4(_mm512_set1_epi16((short)lo), _mm256_set1_epi16((short)hi), 1);
+}
+
+/* The unsigned weights of blocks 4h+2j, 4h+2j+1 of a per-16 super-block. */
+TGT static inline __attribute__((always_inline)) __m512i FN(unpack2_k16)(const int type, const uint8_t *blk, int h, int j) {
+  /* (A & C) | B, A = 0xf0, B = 0xcc, C = 0xaa */
+  enum { OR_MASKED = 0xec };
+  if (type == FN(Q6K)) { /* ql's 64 bytes: blocks 0,1 low nibbles, 2,3 high; qh bits 4j + 2 half, moved to 4-5 */
+    const __m512i l = _mm512_loadu_si512((const void *)(blk + 64 * h));
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
+    const __m512i top = _mm512_and_si512(j ? _mm512_srlv_epi16(qh, FN(split16)(0, 2)) : _mm512_sllv_epi16(qh, FN(split16)(4, 2)),
+                                         _mm512_set1_epi8(0x30));
+    return _mm512_ternarylogic_epi32(j ? _mm512_srli_epi16(l, 4) : l, top, _mm512_set1_epi8(15), OR_MASKED);
+  }
+  const __m512i qs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + (type == FN(Q3K) ? 32 : 16) + 32 * h)));
+  const __m512i low = _mm512_and_si512(_mm512_srlv_epi16(qs, FN(split16)(4 * j, 4 * j + 2)), _mm512_set1_epi8(3));
+  if (type == FN(Q2K)) return low;
+  /* Q3_K: bit jb of hmask byte e to bit 2 */
+  const int jb = 4 * h + 2 * j;
+  const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)blk));
+  const __m512i hb = jb < 2 ? _mm512_sllv_epi16(hm, FN(split16)(2 - jb, 1 - jb)) : _mm512_srlv_epi16(hm, FN(split16)(jb - 2, jb - 1));
+  return _mm512_ternarylogic_epi32(hb, low, _mm512_set1_epi8(4), OR_MASKED);
+}
+
+TGT static inline __attribute__((always_inline)) void FN(dec_k512)(const int type, const int R, const wisp_matrix *W,
+                                                                  int row, int row_end, const wisp_i8_act *a, int t,
+                                                                  float *y, int accumulate) {
+  const int K = W->cols, nsb = K / 256, z = ZERO16(type);
+  const size_t bb = FN(block_bytes)(type), row_bytes = (size_t)nsb * bb;
+  const int d_at = type == FN(Q6K) ? 208 : type == FN(Q3K) ? 108 : 80;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
+  const int8_t *aq = a->q + (size_t)t * K;
+  const int16_t *aqs = a->qs16 + (size_t)t * (K / 16);
+  const float *ad = a->d256 + (size_t)t * nsb;
+  /* pair p (blocks 2p, 2p+1) takes sub-scales 4p..4p+3, eight words each */
+  __m512i pick[4];
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; p++)
+    pick[p] = _mm512_add_epi16(_mm512_srli_epi16(_mm512_set_epi32(0x001f001e, 0x001d001c, 0x001b001a, 0x00190018, 0x00170016,
+                                                                   0x00150014, 0x00130012, 0x00110010, 0x000f000e, 0x000d000c,
+                                                                   0x000b000a, 0x00090008, 0x00070006, 0x00050004, 0x00030002,
+                                                                   0x00010000),
+                                                  3),
+                               _mm512_set1_epi16((short)(4 * p)));
+  __m512 acc[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+  for (int sb = 0; sb < nsb; sb++) {
+    const __m256i qs16 = _mm256_loadu_si256((const __m256i *)(aqs + 16 * sb));
+    const int8_t *q = aq + 256 * sb;
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      const uint8_t *blk = rq[i] + (size_t)sb * bb;
+      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), _MM_HINT_T0);
+      __m256i mins = _mm256_setzero_si256();
+      const __m256i sc = FN(sc16)(type, blk, &mins);
+      const __m512i scz = _mm512_zextsi256_si512(sc);
+      /* the zero's share, -z sum_h sc_h qs16_h (z 32 or 4), starts the sum */
+      __m512i isum = _mm512_setzero_si512();
+      if (z) isum = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                            _mm256_slli_epi32(_mm256_madd_epi16(sc, qs16), z == 32 ? 5 : 2)));
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; p++) {
+        const __m512i u = FN(unpack2_k16)(type, blk, p >> 1, p & 1);
+        const __m512i prod = _mm512_maddubs_epi16(u, _mm512_loadu_si512((const void *)(q + 64 * p)));
+        isum = _mm512_dpwssd_epi32(isum, prod, _mm512_permutexvar_epi16(pick[p], scz));
+      }
+      uint16_t hd;
+      memcpy(&hd, blk + d_at, 2);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(_cvtsh_ss(hd) * ad[sb]), acc[i]);
+      if (type == FN(Q2K)) {
+        memcpy(&hd, blk + 82, 2);
+        acc[i] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(_mm256_madd_epi16(mins, qs16))),
+                                  _mm512_set1_ps(_cvtsh_ss(hd) * ad[sb]), acc[i]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) {
+    float r = _mm512_reduce_add_ps(acc[i]);
+    y[i] = accumulate ? y[i] + r : r;
+  }
+}
+#define DEC_K FN(dec_k512)
+#else
+#define DEC_K FN(dec_k)
+#endif
+
 /* A product of a per-16 type: decode by four rows, prefill in lanes. */
 TGT static inline __attribute__((always_inline)) void FN(gemm_h)(const int type, const wisp_matrix *W, int r0, int nr,
                                                                 const wisp_i8_act *a, int t0, int nt, float *y,
@@ -959,8 +1056,8 @@ TGT static inline __attribute__((always_inline)) void FN(gemm_h)(const int type,
     for (int j = 0; j < nt; j++) {
       float *yt = y + (size_t)j * ldy;
       int r = 0;
-      for (; r + 4 <= nr; r += 4) FN(dec_k)(type, 4, W, r0 + r, r0 + nr, a, t0 + j, yt + r, accumulate);
-      for (; r < nr; r++) FN(dec_k)(type, 1, W, r0 + r, r0 + nr, a, t0 + j, yt + r, accumulate);
+      for (; r + 4 <= nr; r += 4) DEC_K(type, 4, W, r0 + r, r0 + nr, a, t0 + j, yt + r, accumulate);
+      for (; r < nr; r++) DEC_K(type, 1, W, r0 + r, r0 + nr, a, t0 + j, yt + r, accumulate);
     }
     return;
   }
@@ -977,6 +1074,7 @@ TGT static inline __attribute__((always_inline)) void FN(gemm_h)(const int type,
   for (; r < nr; r++) FN(dec_h)(type, 1, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
 }
 #undef LANES_H
+#undef DEC_K
 
 /* ---- decode (one token): rows against the PAIRED / NATURAL activations ----
  * Work goes by pairs of blocks: one 32-byte load of weights holds both
