@@ -848,8 +848,17 @@ TGT static inline __attribute__((always_inline)) void FN(dec_h)(const int type, 
  * order (lane 0: halves 0-7, lane 1: halves 8-15); Q2_K's mins into *m. */
 TGT static inline __attribute__((always_inline)) __m256i FN(sc16)(const int type, const uint8_t *blk, __m256i *m) {
   if (type == FN(Q6K)) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
-  if (type == FN(Q3K)) /* packs interleaves the 64-bit quarters: 0 2 1 3 puts them back */
-    return _mm256_permute4x64_epi64(_mm256_packs_epi32(FN(q3k_sc8)(blk, 0), FN(q3k_sc8)(blk, 1)), 0xd8);
+  if (type == FN(Q3K)) { /* as q3k_sc8, all sixteen as bytes: low nibbles of bytes 0-7, then their high
+                           * nibbles; top bits 2 (i / 4) of byte 8 + i % 4, one shift a group of four */
+    uint64_t low8;
+    uint32_t top4;
+    memcpy(&low8, blk + 96, 8);
+    memcpy(&top4, blk + 104, 4);
+    const __m128i v = _mm_cvtsi64_si128((long long)low8), m3 = _mm_set1_epi8(3);
+    const __m128i lo = _mm_and_si128(_mm_unpacklo_epi64(v, _mm_srli_epi16(v, 4)), _mm_set1_epi8(15));
+    const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)top4), _mm_setr_epi32(0, 2, 4, 6)), m3);
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32)));
+  }
   const __m128i bytes = _mm_loadu_si128((const __m128i *)blk), m4 = _mm_set1_epi8(15);
   *m = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
   return _mm256_cvtepu8_epi16(_mm_and_si128(bytes, m4));
