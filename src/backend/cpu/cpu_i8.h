@@ -42,6 +42,12 @@
  * integers per half. Every set runs every type in both phases; the
  * backend gives these three types' prefill a Q8_0 copy instead on the
  * VNNI sets, whose Q8_0 lanes run it faster (q8_0_lanes; docs/cpu.md).
+ * Their decode reads per256 activations (wisp_i8_act): with one d256 a
+ * super-block k,
+ *     y = sum_k d256_k (d_k (sum_h sc_h idot16(u_h, q_h) - z sum_h sc_h qs16_h)
+ *                       - dmin_k sum_h m_h qs16_h)
+ * all in integers but the one f32 multiply-add a super-block (the scalar
+ * reference: s[h] d256 idot16 + o[h] d256 qs16 per half, in f32).
  * F32 weights have no integer product (they keep f32 activations). */
 #ifndef WISP_CPU_I8_H
 #define WISP_CPU_I8_H

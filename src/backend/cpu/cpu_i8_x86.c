@@ -15,7 +15,7 @@
 #define STR(x) STR2(x)
 
 /* max|x| over the n floats at x (n a multiple of 32). */
-__attribute__((target("avx2,fma"))) static float amax_avx2(const float *x, int n) {
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) float amax_avx2(const float *x, int n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 m = _mm256_setzero_ps();
   for (int e = 0; e < n; e += 32)
@@ -32,7 +32,7 @@ __attribute__((target("avx2,fma"))) static float amax_avx2(const float *x, int n
 /* 32 floats times id, rounded to nearest even by cvtps (the scalar
  * reference's lrintf) -> 32 int8 in element order, and the sums of
  * elements 0-15 and 16-31. */
-__attribute__((target("avx2,fma"))) static __m256i q32_avx2(const float *xb, __m256 vid, int *half0, int *half1) {
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256i q32_avx2(const float *xb, __m256 vid, int *half0, int *half1) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb), vid));
   __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8), vid));
