@@ -14,15 +14,15 @@
 #define STR2(x) #x
 #define STR(x) STR2(x)
 
-/* max|x| over the n floats at x (n a multiple of 32). */
-__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) float amax_avx2(const float *x, int n) {
+/* max|x| lane by lane over the 32 floats at x. */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256 amax32_avx2(const float *x) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 m = _mm256_setzero_ps();
-  for (int e = 0; e < n; e += 32)
-    m = _mm256_max_ps(m, _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + e)),
-                                                     _mm256_andnot_ps(sign, _mm256_loadu_ps(x + e + 8))),
-                                       _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + e + 16)),
-                                                     _mm256_andnot_ps(sign, _mm256_loadu_ps(x + e + 24)))));
+  return _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x)), _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8))),
+                       _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 16)),
+                                     _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 24))));
+}
+
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) float hmax_avx2(__m256 m) {
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   h = _mm_max_ss(h, _mm_movehdup_ps(h));
@@ -32,12 +32,13 @@ __attribute__((target("avx2,fma"))) static inline __attribute__((always_inline))
 /* 32 floats times id, rounded to nearest even by cvtps (the scalar
  * reference's lrintf) -> 32 int8 in element order, and the sums of
  * elements 0-15 and 16-31. */
-__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256i q32_avx2(const float *xb, __m256 vid, int *half0, int *half1) {
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256i q32_avx2(const float *x, __m256 vid,
+                                                                                               int *half0, int *half1) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb), vid));
-  __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8), vid));
-  __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16), vid));
-  __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 24), vid));
+  __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), vid));
+  __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
+  __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
+  __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
   /* the sums of elements 0-15 and 16-31: lanes 0 and 4 of sum after two folds */
   __m256i lo = _mm256_add_epi32(i0, i1), hi = _mm256_add_epi32(i2, i3);
   __m256i mix = _mm256_permute2x128_si256(lo, hi, 0x20), mix2 = _mm256_permute2x128_si256(lo, hi, 0x31);
@@ -56,7 +57,9 @@ __attribute__((target("avx2,fma"))) static void quantize256_avx2(const float *x,
   for (int t = t0; t < t1; t++)
     for (int k = 0; k < nsb; k++) {
       const float *xk = x + (size_t)t * K + 256 * k;
-      const float amax = amax_avx2(xk, 256);
+      __m256 m = amax32_avx2(xk);
+      for (int b = 1; b < 8; b++) m = _mm256_max_ps(m, amax32_avx2(xk + 32 * b));
+      const float amax = hmax_avx2(m);
       const __m256 vid = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
       int8_t *q = a->q + (size_t)t * K + 256 * k;
       int16_t *qs = a->qs16 + (size_t)t * (K / 16) + 16 * k;
@@ -85,7 +88,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
   for (int t = t0; t < t1; t++)
     for (int b = 0; b < nb; b++) {
       const float *xb = x + (size_t)t * K + 32 * b;
-      const float amax = amax_avx2(xb, 32);
+      const float amax = hmax_avx2(amax32_avx2(xb));
       float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
       int half0, half1;
       __m256i p = q32_avx2(xb, _mm256_set1_ps(id), &half0, &half1);
