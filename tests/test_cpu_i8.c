@@ -189,8 +189,9 @@ static int shape_cols(int si, wisp_wtype t) {
   return wisp_quant_traits_of(t)->block == 256 ? SHAPES[si][2] : SHAPES[si][1];
 }
 
-/* Element e of token t's block b, from the quantized activations. */
+/* Element e of token t, from the quantized activations. */
 static double act_value(const wisp_i8_act *a, int t, int e) {
+  if (a->per256) return (double)a->d256[(size_t)t * (a->K / 256) + e / 256] * a->q[(size_t)t * a->K + e];
   int b = e / 32, i = e % 32;
   const int nb = a->K / 32;
   int at = 32 * b + i; /* NATURAL */
@@ -199,12 +200,19 @@ static double act_value(const wisp_i8_act *a, int t, int e) {
   return (double)a->d[(size_t)t * nb + b] * a->q[(size_t)t * a->K + at];
 }
 
+/* The int8 step of element e of token t (d, or per256 d256). */
+static double act_step(const wisp_i8_act *a, int t, int e) {
+  return a->per256 ? a->d256[(size_t)t * (a->K / 256) + e / 256] : a->d[(size_t)t * (a->K / 32) + e / 32];
+}
+
 TEST(cpu_i8_scalar_matches_exact_product) {
   const wisp_i8_kernels *k = wisp_i8_kernels_scalar();
   printf("  cpu_i8: ran the scalar reference\n");
-  /* decode (PAIRED activations for Q4 / Q4Z) and several tokens (NATURAL), every shape */
+  /* decode (PAIRED activations for Q4 / Q4Z) and several tokens (NATURAL), every shape; the per-16 types
+   * also on per256 activations (their decode's) */
   for (int c = 0; c < 2 * (int)(sizeof SHAPES / sizeof SHAPES[0]); c++)
-  for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
+  for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++)
+  for (int per256 = 0; per256 <= wisp_i8_per16(TYPES[ti]); per256++) {
     const int n = c & 1 ? 7 : 1, ROWS = SHAPES[c >> 1][0], COLS = shape_cols(c >> 1, TYPES[ti]);
     test_mat t;
     CHECK(mat_make(&t, TYPES[ti], ROWS, COLS));
@@ -215,6 +223,7 @@ TEST(cpu_i8_scalar_matches_exact_product) {
     double worst = 0, qerr = 0;
     if (ok) {
       a.layout = wisp_i8_layout_for(t.m.type, n);
+      a.per256 = per256;
       k->quantize(x, 0, n, &a);
       k->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y, ROWS, 0, scratch);
       for (int r = 0; r < ROWS; r++) {
@@ -225,7 +234,7 @@ TEST(cpu_i8_scalar_matches_exact_product) {
             want += (double)row[e] * act_value(&a, tok, e);
             mag += fabs((double)row[e] * x[(size_t)tok * COLS + e]);
             /* the int8 value stays within half a step of x */
-            double step = a.d[(size_t)tok * (COLS / 32) + e / 32];
+            double step = act_step(&a, tok, e);
             double dx = fabs(act_value(&a, tok, e) - x[(size_t)tok * COLS + e]);
             if (step > 0 && dx / step > qerr) qerr = dx / step;
           }
@@ -241,9 +250,10 @@ TEST(cpu_i8_scalar_matches_exact_product) {
     free(scratch);
     mat_free(&t);
     CHECKF(ok, "out of memory");
-    CHECKF(worst < 1e-5, "%s: int8 product (%d x %d, %d tokens) differs from the dequantized product by %g of sum|w x|",
-           wisp_wtype_name(TYPES[ti]), ROWS, COLS, n, worst);
-    CHECKF(qerr <= 0.5 + 1e-4, "%s: an int8 activation is %g steps from its value", wisp_wtype_name(TYPES[ti]), qerr);
+    CHECKF(worst < 1e-5, "%s%s: int8 product (%d x %d, %d tokens) differs from the dequantized product by %g of sum|w x|",
+           wisp_wtype_name(TYPES[ti]), per256 ? " (per256)" : "", ROWS, COLS, n, worst);
+    CHECKF(qerr <= 0.5 + 1e-4, "%s%s: an int8 activation is %g steps from its value", wisp_wtype_name(TYPES[ti]),
+           per256 ? " (per256)" : "", qerr);
   }
 }
 
@@ -261,7 +271,8 @@ static void check_set(const char *name) {
   const wisp_i8_kernels *ref = wisp_i8_kernels_scalar();
   for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++)
   for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++)
-    for (size_t ni = 0; ni < sizeof NTOK / sizeof NTOK[0]; ni++) {
+    for (size_t ni = 0; ni < sizeof NTOK / sizeof NTOK[0]; ni++)
+    for (int per256 = 0; per256 <= wisp_i8_per16(TYPES[ti]); per256++) { /* per-16 types: both activations */
       const int n = NTOK[ni], ROWS = SHAPES[si][0], COLS = shape_cols((int)si, TYPES[ti]);
       test_mat t;
       CHECK(mat_make(&t, TYPES[ti], ROWS, COLS));
@@ -274,12 +285,15 @@ static void check_set(const char *name) {
       double worst = 0;
       if (ok) {
         a.layout = b.layout = wisp_i8_layout_for(t.m.type, n);
+        a.per256 = b.per256 = per256;
         ref->quantize(x, 0, n, &a);
         set->quantize(x, 0, n, &b);
-        same_bytes = !memcmp(a.q, b.q, (size_t)n * COLS) && !memcmp(a.d, b.d, (size_t)n * (COLS / 32) * 4) &&
-                     !memcmp(a.ds, b.ds, (size_t)n * (COLS / 32) * 4) &&
-                     !memcmp(a.qs16, b.qs16, (size_t)n * (COLS / 16) * 2) &&
-                     !memcmp(a.ds16, b.ds16, (size_t)n * (COLS / 16) * 4);
+        same_bytes = !memcmp(a.q, b.q, (size_t)n * COLS) && !memcmp(a.qs16, b.qs16, (size_t)n * (COLS / 16) * 2);
+        if (per256) same_bytes = same_bytes && !memcmp(a.d256, b.d256, (size_t)n * (COLS / 256) * 4);
+        else
+          same_bytes = same_bytes && !memcmp(a.d, b.d, (size_t)n * (COLS / 32) * 4) &&
+                       !memcmp(a.ds, b.ds, (size_t)n * (COLS / 32) * 4) &&
+                       !memcmp(a.ds16, b.ds16, (size_t)n * (COLS / 16) * 4);
         for (int acc = 0; acc < 2; acc++) {
           for (int i = 0; i < n * ROWS; i++) y0[i] = y1[i] = acc ? (float)i : -1.0f;
           ref->gemm(&t.m, t.s16, 0, ROWS, &a, 0, n, y0, ROWS, acc, scratch);
@@ -300,10 +314,10 @@ static void check_set(const char *name) {
       free(scratch);
       mat_free(&t);
       CHECKF(ok, "out of memory");
-      CHECKF(same_bytes, "%s: %s quantized activations differ from the scalar reference", name,
-             wisp_wtype_name(TYPES[ti]));
-      CHECKF(worst < 1e-5, "%s: %s product, %d x %d, %d tokens, differs from the scalar reference by %g of max|y|",
-             name, wisp_wtype_name(TYPES[ti]), ROWS, COLS, n, worst);
+      CHECKF(same_bytes, "%s: %s quantized activations%s differ from the scalar reference", name,
+             wisp_wtype_name(TYPES[ti]), per256 ? " (per256)" : "");
+      CHECKF(worst < 1e-5, "%s: %s product%s, %d x %d, %d tokens, differs from the scalar reference by %g of max|y|",
+             name, wisp_wtype_name(TYPES[ti]), per256 ? " (per256)" : "", ROWS, COLS, n, worst);
     }
 }
 
@@ -844,6 +858,7 @@ TEST(cpu_backend_ggml_i8_reads_the_blocks_without_a_copy) {
       CHECKF(backend_product(be, &t.m, x, n, ROWS_B, y) == WISP_OK, "%s", wisp_last_error());
       const wisp_matrix *reads = n > 1 && prefill_copy ? &copy_view : &t.m;
       a.layout = wisp_i8_layout_for(reads->type, n);
+      a.per256 = wisp_i8_per256_for(reads->type, n); /* as cpu_backend.c: the per-16 types' decode */
       ref->quantize(x, 0, n, &a);
       ref->gemm(reads, NULL, 0, ROWS_B, &a, 0, n, want, ROWS_B, 0, scratch);
       double mag, to_i8, to_exact;

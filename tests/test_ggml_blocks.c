@@ -512,6 +512,7 @@ static double fixture_i8_error(wisp_matrix *m, const char *name, const float *x,
     }
     const wisp_matrix *ref = n > 1 && prefill_through_q8_0(m->type) ? &copy_view : m;
     a.layout = wisp_i8_layout_for(ref->type, n);
+    a.per256 = wisp_i8_per256_for(ref->type, n); /* as cpu_backend.c: the per-16 types' decode */
     wisp_i8_kernels_scalar()->quantize(x, 0, n, &a);
     wisp_i8_kernels_scalar()->gemm(ref, NULL, 0, R, &a, 0, n, want, R, 0, scratch);
     for (int t = 0; t < n; t++)

@@ -555,6 +555,7 @@ static void matmul_i8(cpu_backend *c, const wisp_matrix *W, const float *x, int 
     W = &q8;
   }
   c->act.layout = wisp_i8_layout_for(W->type, n);
+  c->act.per256 = wisp_i8_per256_for(W->type, n);
   double t = op_start(c);
   i8_job j = {c, W, s16, x, n, accumulate, 0, 0, y, norm};
   /* quantize: whole tokens per task */

@@ -29,6 +29,9 @@ int wisp_i8_act_reserve(wisp_i8_act *a, int n, int K) {
     int16_t *qs16 = realloc(a->qs16, 2 * nb * sizeof(int16_t));
     if (!qs16) return 0;
     a->qs16 = qs16;
+    float *d256 = realloc(a->d256, (nb / 8 + 1) * sizeof(float)); /* per256: K/256 a token */
+    if (!d256) return 0;
+    a->d256 = d256;
     a->cap_b = nb;
   }
   a->n = n;
@@ -42,12 +45,15 @@ void wisp_i8_act_free(wisp_i8_act *a) {
   free(a->ds);
   free(a->ds16);
   free(a->qs16);
+  free(a->d256);
   memset(a, 0, sizeof *a);
 }
 
 int wisp_i8_layout_for(wisp_wtype t, int n) {
   return (t == WISP_W_Q4 || t == WISP_W_Q4Z) && n == 1 ? WISP_I8_PAIRED : WISP_I8_NATURAL;
 }
+
+int wisp_i8_per256_for(wisp_wtype t, int n) { return wisp_i8_per16(t) && n == 1; }
 
 int wisp_i8_supported(const wisp_matrix *m) {
   switch (m->type) {
@@ -147,8 +153,31 @@ void wisp_i8_row_scales(const wisp_matrix *m, const uint16_t *s16, int row, floa
 
 /* ---- scalar reference ---- */
 
+/* per256: one scale a super-block of 256, each 16's sum (cpu_i8.h) */
+static void quantize256_scalar(const float *x, int t0, int t1, wisp_i8_act *a) {
+  const int K = a->K, nsb = K / 256;
+  for (int t = t0; t < t1; t++)
+    for (int k = 0; k < nsb; k++) {
+      const float *xk = x + (size_t)t * K + 256 * k;
+      int8_t *q = a->q + (size_t)t * K + 256 * k;
+      float amax = 0;
+      for (int e = 0; e < 256; e++) amax = fmaxf(amax, fabsf(xk[e]));
+      const float id = amax > 0 ? 127.0f / amax : 0.0f;
+      for (int h = 0; h < 16; h++) {
+        int sum = 0;
+        for (int e = 16 * h; e < 16 * h + 16; e++) sum += q[e] = (int8_t)lrintf(xk[e] * id);
+        a->qs16[(size_t)t * (K / 16) + 16 * k + h] = (int16_t)sum;
+      }
+      a->d256[(size_t)t * nsb + k] = amax / 127.0f;
+    }
+}
+
 static void quantize_scalar(const float *x, int t0, int t1, wisp_i8_act *a) {
   const int K = a->K, nb = K / 32;
+  if (a->per256) {
+    quantize256_scalar(x, t0, t1, a);
+    return;
+  }
   for (int t = t0; t < t1; t++)
     for (int b = 0; b < nb; b++) {
       const float *xb = x + (size_t)t * K + 32 * b;
@@ -210,6 +239,8 @@ static void gemm_split_scalar(const wisp_matrix *W, int r0, int nr, const wisp_i
     for (int t = t0; t < t0 + nt; t++) {
       const int8_t *q = a->q + (size_t)t * K;
       const float *d = a->d + (size_t)t * nb, *ds16 = a->ds16 + (size_t)t * 2 * nb;
+      const float *d256 = a->d256 + (size_t)t * (K / 256);
+      const int16_t *qs16 = a->qs16 + (size_t)t * (K / 16);
       float acc = 0, off = 0;
       for (int k = 0; k < K / block; k++) {
         int8_t wq[256];
@@ -219,8 +250,13 @@ static void gemm_split_scalar(const wisp_matrix *W, int r0, int nr, const wisp_i
           const int e0 = k * block + 16 * h;
           int32_t dot = 0;
           for (int e = 0; e < 16; e++) dot += wq[16 * h + e] * q[wisp_i8_pos(a->layout, nb, (e0 + e) / 32, (e0 + e) % 32)];
-          acc += s[h] * d[e0 / 32] * (float)dot;
-          off += o[h] * ds16[e0 / 16];
+          if (a->per256) { /* the super-block's one activation scale (block is 256 here) */
+            acc += s[h] * d256[k] * (float)dot;
+            off += o[h] * d256[k] * (float)qs16[e0 / 16];
+          } else {
+            acc += s[h] * d[e0 / 32] * (float)dot;
+            off += o[h] * ds16[e0 / 16];
+          }
         }
       }
       float v = acc + off;

@@ -42,6 +42,12 @@
  * integers per half. Every set runs every type in both phases; the
  * backend gives these three types' prefill a Q8_0 copy instead on the
  * VNNI sets, whose Q8_0 lanes run it faster (q8_0_lanes; docs/cpu.md).
+ * Their decode reads per256 activations (wisp_i8_act): with one d256 a
+ * super-block k,
+ *     y = sum_k d256_k (d_k (sum_h sc_h idot16(u_h, q_h) - z sum_h sc_h qs16_h)
+ *                       - dmin_k sum_h m_h qs16_h)
+ * all in integers but the one f32 multiply-add a super-block (the scalar
+ * reference: s[h] d256 idot16 + o[h] d256 qs16 per half, in f32).
  * F32 weights have no integer product (they keep f32 activations). */
 #ifndef WISP_CPU_I8_H
 #define WISP_CPU_I8_H
@@ -71,11 +77,17 @@ static inline int wisp_i8_pos(int layout, int nb, int b, int e) {
 /* n tokens of K values quantized: q [n][K], d and ds [n][K/32], where
  * ds = d * (sum of the block's q); qs16 and ds16 [n][K/16], the sum of
  * each 16 q and d times it (for the types with a scale per 16 values).
+ * With per256 set (K a multiple of 256) the scale is one a super-block of
+ * 256 values instead, like ggml's Q8_K: q [n][K], d256 [n][K/256] and
+ * qs16 [n][K/16] are written, d, ds and ds16 are not. A per-16 type's
+ * decode reads these (wisp_i8_per256_for): its sub-scales then multiply
+ * integers summed over a whole super-block, one f32 multiply-add a
+ * super-block and row.
  * Grown on demand by wisp_i8_act_reserve. */
 typedef struct {
-  int n, K, layout;
+  int n, K, layout, per256;
   int8_t *q;
-  float *d, *ds, *ds16;
+  float *d, *ds, *ds16, *d256;
   int16_t *qs16;
   size_t cap_q, cap_b;
 } wisp_i8_act;
@@ -86,6 +98,10 @@ void wisp_i8_act_free(wisp_i8_act *a);
 /* The layout the kernels read for a product of n tokens: PAIRED for Q4 /
  * Q4Z decode (n == 1), else NATURAL. Every kernel set takes both. */
 int wisp_i8_layout_for(wisp_wtype t, int n);
+/* 1 when a product of n tokens with a type-t matrix reads per256
+ * activations: the per-16 types' decode (n == 1). Every kernel set takes
+ * them for any n with those types (the tests run them on several tokens). */
+int wisp_i8_per256_for(wisp_wtype t, int n);
 /* 1 when a matrix can take the integer product in its own bytes (Q4, Q4Z,
  * Q8_0, Q5_0, Q4_1, Q5_1 with whole 32-blocks; Q4_K, Q5_K, Q6_K, Q3_K,
  * Q2_K with whole 256-blocks). */
@@ -135,9 +151,10 @@ typedef struct {
    * faster than the type's own blocks (cpu_backend.c) */
   int q8_0_lanes;
   /* Quantizes rows t0..t1-1 of x ([n][K] f32, K a multiple of 32) into a
-   * (already reserved for K and at least t1 rows, layout set): d =
-   * max|x|/127, q = round-to-nearest-even(x * (127/max|x|)), and the sums
-   * ds, qs16, ds16. Every kernel set writes the same bytes. */
+   * (already reserved for K and at least t1 rows, layout and per256 set):
+   * per block of 32 (per256: of 256) d = max|x|/127, q =
+   * round-to-nearest-even(x * (127/max|x|)), and the sums ds, qs16, ds16
+   * (per256: qs16). Every kernel set writes the same bytes. */
   void (*quantize)(const float *x, int t0, int t1, wisp_i8_act *a);
   /* y[(t - t0) * ldy + (r - r0)] (+)= row r of W . token t of a, for r in
    * [r0, r0+nr), t in [t0, t0+nt). s16: W's block scales as f16

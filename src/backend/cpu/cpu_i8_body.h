@@ -833,10 +833,243 @@ TGT static inline __attribute__((always_inline)) void FN(dec_h)(const int type, 
   }
 }
 
+/* ---- per-16 types against per256 activations (decode) ----
+ * With one activation scale a super-block (cpu_i8.h, like ggml's Q8_K) a
+ * row's whole super-block is one integer: each block's pairwise products
+ * (vpmaddubsw: u <= 63 and |q| <= 127 keep a pair within 16002) are
+ * multiplied by their halves' sub-scales and summed pairwise into int32
+ * (vpmaddwd, or vpdpwssd on the VNNI sets: IDOT16_ACC), the zero z times
+ * sum_h sc_h qs16_h (one vpmaddwd a super-block) is taken off, and the
+ * super-block takes one f32 multiply-add: d * d256 (Q2_K: and its mins,
+ * dmin * d256 * sum_h m_h qs16_h). The largest integer, Q6_K's
+ * 16 x 128 x 16 x 63 x 127, is 2^28. */
+
+/* The sixteen integer sub-scales of a per-16 super-block as int16, in
+ * order (lane 0: halves 0-7, lane 1: halves 8-15); Q2_K's mins into *m. */
+TGT static inline __attribute__((always_inline)) __m256i FN(sc16)(const int type, const uint8_t *blk, __m256i *m) {
+  if (type == FN(Q6K)) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+  if (type == FN(Q3K)) { /* as q3k_sc8, all sixteen as bytes: low nibbles of bytes 0-7, then their high
+                           * nibbles; top bits 2 (i / 4) of byte 8 + i % 4, one shift a group of four */
+    uint64_t low8;
+    uint32_t top4;
+    memcpy(&low8, blk + 96, 8);
+    memcpy(&top4, blk + 104, 4);
+    const __m128i v = _mm_cvtsi64_si128((long long)low8), m3 = _mm_set1_epi8(3);
+    const __m128i lo = _mm_and_si128(_mm_unpacklo_epi64(v, _mm_srli_epi16(v, 4)), _mm_set1_epi8(15));
+    const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)top4), _mm_setr_epi32(0, 2, 4, 6)), m3);
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32)));
+  }
+  const __m128i bytes = _mm_loadu_si128((const __m128i *)blk), m4 = _mm_set1_epi8(15);
+  *m = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
+  return _mm256_cvtepu8_epi16(_mm_and_si128(bytes, m4));
+}
+
+/* The unsigned weights of blocks 4h..4h+3 of a per-16 super-block (the
+ * values of unpack_k16, the shared runs loaded once). */
+TGT static inline __attribute__((always_inline)) void FN(unpack4_k16)(const int type, const uint8_t *blk, int h,
+                                                                     __m256i u[4]) {
+  if (type == FN(Q6K)) { /* ql's two runs give blocks 0,1 (low nibbles) and 2,3 (high); qh's bits 2k..2k+1 the top */
+    const __m256i m4 = _mm256_set1_epi8(15), top = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+    u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
+    u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, top));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), top));
+    return;
+  }
+  const __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + (type == FN(Q3K) ? 32 : 16) + 32 * h));
+  const __m256i hm = type == FN(Q3K) ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) {
+    u[k] = FN(bits2)(qs, 2 * k);
+    if (type == FN(Q3K)) u[k] = _mm256_or_si256(u[k], FN(bit_to)(hm, 4 * h + k, 2));
+  }
+}
+
+/* R rows x one token t of a per-16 type against per256 activations. */
+TGT static inline __attribute__((always_inline)) void FN(dec_k)(const int type, const int R, const wisp_matrix *W,
+                                                               int row, int row_end, const wisp_i8_act *a, int t,
+                                                               float *y, int accumulate) {
+  const int K = W->cols, nsb = K / 256, z = ZERO16(type);
+  const size_t bb = FN(block_bytes)(type), row_bytes = (size_t)nsb * bb;
+  const int d_at = type == FN(Q6K) ? 208 : type == FN(Q3K) ? 108 : 80;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
+  const int8_t *aq = a->q + (size_t)t * K;
+  const int16_t *aqs = a->qs16 + (size_t)t * (K / 16);
+  const float *ad = a->d256 + (size_t)t * nsb;
+  /* a block's sub-scale pair from the super-block's sixteen, duplicated
+   * lane (its quarter's): word 2k across lane 0, word 2k+1 across lane 1 */
+  __m256i pick[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) {
+    const int lo = (4 * k) | (4 * k + 1) << 8, hi = (4 * k + 2) | (4 * k + 3) << 8;
+    pick[k] = _mm256_setr_epi16(lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi);
+  }
+  __m256 acc[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = _mm256_setzero_ps();
+  for (int sb = 0; sb < nsb; sb++) {
+    const __m256i qs16 = _mm256_loadu_si256((const __m256i *)(aqs + 16 * sb));
+    const int8_t *q = aq + 256 * sb;
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      const uint8_t *blk = rq[i] + (size_t)sb * bb;
+      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), _MM_HINT_T0);
+      __m256i mins = _mm256_setzero_si256();
+      const __m256i sc = FN(sc16)(type, blk, &mins);
+      /* the zero's share, -z sum_h sc_h qs16_h (z 32 or 4), starts the sum */
+      __m256i isum = _mm256_setzero_si256();
+      if (z) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(sc, qs16), z == 32 ? 5 : 2));
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++) {
+        __m256i u[4];
+        FN(unpack4_k16)(type, blk, h, u);
+        const __m256i quarter = h ? _mm256_permute2x128_si256(sc, sc, 0x11) : _mm256_permute2x128_si256(sc, sc, 0x00);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+          const __m256i p = _mm256_maddubs_epi16(u[k], _mm256_loadu_si256((const __m256i *)(q + 128 * h + 32 * k)));
+          isum = IDOT16_ACC(isum, p, _mm256_shuffle_epi8(quarter, pick[k]));
+        }
+      }
+      uint16_t hd;
+      memcpy(&hd, blk + d_at, 2);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(_cvtsh_ss(hd) * ad[sb]), acc[i]);
+      if (type == FN(Q2K)) {
+        memcpy(&hd, blk + 82, 2);
+        acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mins, qs16)),
+                                  _mm256_set1_ps(_cvtsh_ss(hd) * ad[sb]), acc[i]);
+      }
+    }
+  }
+  if (R == 4) {
+    __m256 x = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    if (accumulate) r = _mm_add_ps(r, _mm_loadu_ps(y));
+    _mm_storeu_ps(y, r);
+  } else {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      float r = FN(hsum)(acc[i]);
+      y[i] = accumulate ? y[i] + r : r;
+    }
+  }
+}
+
+#if LANES16
+/* dec_k in 512-bit vectors: two blocks an instruction (their 64 values
+ * from one load of each plane broadcast or shifted per 256-bit half), the
+ * sub-scale pairs picked from the sixteen by one vpermw, the hidden
+ * bit / nibble merged by one vpternlogd. */
+TGT static inline __attribute__((always_inline)) __m512i FN(split16)(int lo, int hi) {
+  return _mm512_inserti64x4(_mm512_set1_epi16((short)lo), _mm256_set1_epi16((short)hi), 1);
+}
+
+/* The unsigned weights of blocks 4h+2j, 4h+2j+1 of a per-16 super-block. */
+TGT static inline __attribute__((always_inline)) __m512i FN(unpack2_k16)(const int type, const uint8_t *blk, int h, int j) {
+  /* (A & C) | B, A = 0xf0, B = 0xcc, C = 0xaa */
+  enum { OR_MASKED = 0xec };
+  if (type == FN(Q6K)) { /* ql's 64 bytes: blocks 0,1 low nibbles, 2,3 high; qh bits 4j + 2 half, moved to 4-5 */
+    const __m512i l = _mm512_loadu_si512((const void *)(blk + 64 * h));
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
+    const __m512i top = _mm512_and_si512(j ? _mm512_srlv_epi16(qh, FN(split16)(0, 2)) : _mm512_sllv_epi16(qh, FN(split16)(4, 2)),
+                                         _mm512_set1_epi8(0x30));
+    return _mm512_ternarylogic_epi32(j ? _mm512_srli_epi16(l, 4) : l, top, _mm512_set1_epi8(15), OR_MASKED);
+  }
+  const __m512i qs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + (type == FN(Q3K) ? 32 : 16) + 32 * h)));
+  const __m512i low = _mm512_and_si512(_mm512_srlv_epi16(qs, FN(split16)(4 * j, 4 * j + 2)), _mm512_set1_epi8(3));
+  if (type == FN(Q2K)) return low;
+  /* Q3_K: bit jb of hmask byte e to bit 2 */
+  const int jb = 4 * h + 2 * j;
+  const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)blk));
+  const __m512i hb = jb < 2 ? _mm512_sllv_epi16(hm, FN(split16)(2 - jb, 1 - jb)) : _mm512_srlv_epi16(hm, FN(split16)(jb - 2, jb - 1));
+  return _mm512_ternarylogic_epi32(hb, low, _mm512_set1_epi8(4), OR_MASKED);
+}
+
+TGT static inline __attribute__((always_inline)) void FN(dec_k512)(const int type, const int R, const wisp_matrix *W,
+                                                                  int row, int row_end, const wisp_i8_act *a, int t,
+                                                                  float *y, int accumulate) {
+  const int K = W->cols, nsb = K / 256, z = ZERO16(type);
+  const size_t bb = FN(block_bytes)(type), row_bytes = (size_t)nsb * bb;
+  const int d_at = type == FN(Q6K) ? 208 : type == FN(Q3K) ? 108 : 80;
+  const uint8_t *rq[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) rq[i] = W->q + (size_t)(row + i) * row_bytes;
+  const size_t ahead = (size_t)(row + R) * row_bytes + PREFETCH_BYTES <= (size_t)row_end * row_bytes ? PREFETCH_BYTES : 0;
+  const int8_t *aq = a->q + (size_t)t * K;
+  const int16_t *aqs = a->qs16 + (size_t)t * (K / 16);
+  const float *ad = a->d256 + (size_t)t * nsb;
+  /* pair p (blocks 2p, 2p+1) takes sub-scales 4p..4p+3, eight words each */
+  __m512i pick[4];
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; p++)
+    pick[p] = _mm512_add_epi16(_mm512_srli_epi16(_mm512_set_epi32(0x001f001e, 0x001d001c, 0x001b001a, 0x00190018, 0x00170016,
+                                                                   0x00150014, 0x00130012, 0x00110010, 0x000f000e, 0x000d000c,
+                                                                   0x000b000a, 0x00090008, 0x00070006, 0x00050004, 0x00030002,
+                                                                   0x00010000),
+                                                  3),
+                               _mm512_set1_epi16((short)(4 * p)));
+  __m512 acc[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+  for (int sb = 0; sb < nsb; sb++) {
+    const __m256i qs16 = _mm256_loadu_si256((const __m256i *)(aqs + 16 * sb));
+    const int8_t *q = aq + 256 * sb;
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      const uint8_t *blk = rq[i] + (size_t)sb * bb;
+      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), _MM_HINT_T0);
+      __m256i mins = _mm256_setzero_si256();
+      const __m256i sc = FN(sc16)(type, blk, &mins);
+      const __m512i scz = _mm512_zextsi256_si512(sc);
+      /* the zero's share, -z sum_h sc_h qs16_h (z 32 or 4), starts the sum */
+      __m512i isum = _mm512_setzero_si512();
+      if (z) isum = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                            _mm256_slli_epi32(_mm256_madd_epi16(sc, qs16), z == 32 ? 5 : 2)));
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; p++) {
+        const __m512i u = FN(unpack2_k16)(type, blk, p >> 1, p & 1);
+        const __m512i prod = _mm512_maddubs_epi16(u, _mm512_loadu_si512((const void *)(q + 64 * p)));
+        isum = _mm512_dpwssd_epi32(isum, prod, _mm512_permutexvar_epi16(pick[p], scz));
+      }
+      uint16_t hd;
+      memcpy(&hd, blk + d_at, 2);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(_cvtsh_ss(hd) * ad[sb]), acc[i]);
+      if (type == FN(Q2K)) {
+        memcpy(&hd, blk + 82, 2);
+        acc[i] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(_mm256_madd_epi16(mins, qs16))),
+                                  _mm512_set1_ps(_cvtsh_ss(hd) * ad[sb]), acc[i]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++) {
+    float r = _mm512_reduce_add_ps(acc[i]);
+    y[i] = accumulate ? y[i] + r : r;
+  }
+}
+#define DEC_K FN(dec_k512)
+#else
+#define DEC_K FN(dec_k)
+#endif
+
 /* A product of a per-16 type: decode by four rows, prefill in lanes. */
 TGT static inline __attribute__((always_inline)) void FN(gemm_h)(const int type, const wisp_matrix *W, int r0, int nr,
                                                                 const wisp_i8_act *a, int t0, int nt, float *y,
                                                                 size_t ldy, int accumulate, float *scratch) {
+  if (a->per256) { /* token by token: the decode path (the tests run it on several) */
+    for (int j = 0; j < nt; j++) {
+      float *yt = y + (size_t)j * ldy;
+      int r = 0;
+      for (; r + 4 <= nr; r += 4) DEC_K(type, 4, W, r0 + r, r0 + nr, a, t0 + j, yt + r, accumulate);
+      for (; r < nr; r++) DEC_K(type, 1, W, r0 + r, r0 + nr, a, t0 + j, yt + r, accumulate);
+    }
+    return;
+  }
   if (nt > 1 && PRESCALED(type)) {
     LANES_FN(type, W, NULL, r0, nr, a, t0, nt, y, ldy, accumulate, scratch);
     return;
@@ -850,6 +1083,7 @@ TGT static inline __attribute__((always_inline)) void FN(gemm_h)(const int type,
   for (; r < nr; r++) FN(dec_h)(type, 1, W, r0 + r, r0 + nr, a, t0, y + r, accumulate);
 }
 #undef LANES_H
+#undef DEC_K
 
 /* ---- decode (one token): rows against the PAIRED / NATURAL activations ----
  * Work goes by pairs of blocks: one 32-byte load of weights holds both

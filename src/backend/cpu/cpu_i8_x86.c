@@ -14,40 +14,84 @@
 #define STR2(x) #x
 #define STR(x) STR2(x)
 
-/* One block of 32 floats -> 32 int8 in `layout`, its scale and its sum;
- * the same arithmetic as the scalar reference (x * (127/amax), rounded to
- * nearest even by cvtps), so the bytes are identical. */
-__attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, int t0, int t1, wisp_i8_act *a) {
-  const int K = a->K, nb = K / 32;
+/* max|x| lane by lane over the 32 floats at x. */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256 amax32_avx2(const float *x) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
+  return _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x)), _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8))),
+                       _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 16)),
+                                     _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 24))));
+}
+
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) float hmax_avx2(__m256 m) {
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+/* 32 floats times id, rounded to nearest even by cvtps (the scalar
+ * reference's lrintf) -> 32 int8 in element order, and the sums of
+ * elements 0-15 and 16-31. */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256i q32_avx2(const float *x, __m256 vid,
+                                                                                               int *half0, int *half1) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), vid));
+  __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
+  __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
+  __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
+  /* the sums of elements 0-15 and 16-31: lanes 0 and 4 of sum after two folds */
+  __m256i lo = _mm256_add_epi32(i0, i1), hi = _mm256_add_epi32(i2, i3);
+  __m256i mix = _mm256_permute2x128_si256(lo, hi, 0x20), mix2 = _mm256_permute2x128_si256(lo, hi, 0x31);
+  __m256i sum = _mm256_add_epi32(mix, mix2); /* [lo 4 | hi 4] */
+  sum = _mm256_add_epi32(sum, _mm256_shuffle_epi32(sum, 0x4e));
+  sum = _mm256_add_epi32(sum, _mm256_shuffle_epi32(sum, 0xb1));
+  *half0 = _mm256_extract_epi32(sum, 0);
+  *half1 = _mm256_extract_epi32(sum, 4);
+  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  return _mm256_permutevar8x32_epi32(p, order); /* elements 0..31 in order */
+}
+
+/* per256 (cpu_i8.h): one scale a super-block, each 16's sum */
+__attribute__((target("avx2,fma"))) static void quantize256_avx2(const float *x, int t0, int t1, wisp_i8_act *a) {
+  const int K = a->K, nsb = K / 256;
+  for (int t = t0; t < t1; t++)
+    for (int k = 0; k < nsb; k++) {
+      const float *xk = x + (size_t)t * K + 256 * k;
+      __m256 m = amax32_avx2(xk);
+      for (int b = 1; b < 8; b++) m = _mm256_max_ps(m, amax32_avx2(xk + 32 * b));
+      const float amax = hmax_avx2(m);
+      const __m256 vid = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+      int8_t *q = a->q + (size_t)t * K + 256 * k;
+      int16_t *qs = a->qs16 + (size_t)t * (K / 16) + 16 * k;
+      for (int b = 0; b < 8; b++) {
+        int h0, h1;
+        _mm256_storeu_si256((__m256i *)(q + 32 * b), q32_avx2(xk + 32 * b, vid, &h0, &h1));
+        qs[2 * b] = (int16_t)h0;
+        qs[2 * b + 1] = (int16_t)h1;
+      }
+      a->d256[(size_t)t * nsb + k] = amax / 127.0f;
+    }
+}
+
+/* One block of 32 floats -> 32 int8 in `layout`, its scale and its sums;
+ * the same arithmetic as the scalar reference, so the bytes are
+ * identical. */
+__attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, int t0, int t1, wisp_i8_act *a) {
+  if (a->per256) {
+    quantize256_avx2(x, t0, t1, a);
+    return;
+  }
+  const int K = a->K, nb = K / 32;
   /* per 128-bit lane: even bytes, then odd bytes */
   const __m256i evens_odds = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10,
                                               12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   for (int t = t0; t < t1; t++)
     for (int b = 0; b < nb; b++) {
       const float *xb = x + (size_t)t * K + 32 * b;
-      __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8), v2 = _mm256_loadu_ps(xb + 16),
-             v3 = _mm256_loadu_ps(xb + 24);
-      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
-                               _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
-      __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-      h = _mm_max_ss(h, _mm_movehdup_ps(h));
-      float amax = _mm_cvtss_f32(h);
+      const float amax = hmax_avx2(amax32_avx2(xb));
       float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-      __m256 vid = _mm256_set1_ps(id);
-      __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
-      __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
-      /* the sums of elements 0-15 and 16-31: lanes 0 and 2 of s4 after two folds */
-      __m256i lo = _mm256_add_epi32(i0, i1), hi = _mm256_add_epi32(i2, i3);
-      __m256i mix = _mm256_permute2x128_si256(lo, hi, 0x20), mix2 = _mm256_permute2x128_si256(lo, hi, 0x31);
-      __m256i sum = _mm256_add_epi32(mix, mix2); /* [lo 4 | hi 4] */
-      sum = _mm256_add_epi32(sum, _mm256_shuffle_epi32(sum, 0x4e));
-      sum = _mm256_add_epi32(sum, _mm256_shuffle_epi32(sum, 0xb1));
-      const int half0 = _mm256_extract_epi32(sum, 0), half1 = _mm256_extract_epi32(sum, 4);
-      __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-      p = _mm256_permutevar8x32_epi32(p, order); /* elements 0..31 in order */
+      int half0, half1;
+      __m256i p = q32_avx2(xb, _mm256_set1_ps(id), &half0, &half1);
       int8_t *q = a->q + (size_t)t * K;
       if (a->layout == WISP_I8_PAIRED && !((nb & 1) && b == nb - 1)) { /* one block of a pair (cpu_i8.h) */
         p = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(p, evens_odds), 0xd8); /* [evens | odds] */
@@ -76,6 +120,8 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 /* AVX2: u8 x s8 pairs to int16 (no saturation: |u| <= 128 and |q| <= 127
  * keep a pair within 32512), then pairs of int16 to int32. */
 #define SFX avx2
+/* acc + the pairwise int16 products of p and s, summed into int32 */
+#define IDOT16_ACC(acc, p, s) _mm256_add_epi32((acc), _mm256_madd_epi16((p), (s)))
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define IDOT(u, q) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (q)), _mm256_set1_epi16(1))
 #define IDOT_ACC(acc, u, q) _mm256_add_epi32((acc), IDOT(u, q))
@@ -93,6 +139,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef IDOT
 #undef IDOT_ACC
 #undef IDOT2
+#undef IDOT16_ACC
 #undef TILE_R
 #undef TILE_T
 #undef LANES_T
@@ -100,6 +147,8 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef LANES16
 
 #define SFX avxvnni
+/* acc + the pairwise int16 products of p and s, summed into int32 */
+#define IDOT16_ACC(acc, p, s) _mm256_dpwssd_avx_epi32((acc), (p), (s))
 #define TGT __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define IDOT(u, q) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), (u), (q))
 #define IDOT_ACC(acc, u, q) _mm256_dpbusd_avx_epi32((acc), (u), (q))
@@ -115,6 +164,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef IDOT
 #undef IDOT_ACC
 #undef IDOT2
+#undef IDOT16_ACC
 #undef TILE_R
 #undef TILE_T
 #undef LANES_T
@@ -122,6 +172,8 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef LANES16
 
 #define SFX avx512vnni
+/* acc + the pairwise int16 products of p and s, summed into int32 */
+#define IDOT16_ACC(acc, p, s) _mm256_dpwssd_epi32((acc), (p), (s))
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define IDOT(u, q) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (q))
 #define IDOT_ACC(acc, u, q) _mm256_dpbusd_epi32((acc), (u), (q))
@@ -137,6 +189,7 @@ __attribute__((target("avx2,fma"))) static void quantize_avx2(const float *x, in
 #undef IDOT
 #undef IDOT_ACC
 #undef IDOT2
+#undef IDOT16_ACC
 #undef TILE_R
 #undef TILE_T
 #undef LANES_T
