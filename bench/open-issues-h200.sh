@@ -22,6 +22,15 @@
 # PARTS (default "ab grouped") picks the parts: "prepare" starts the
 # real-file check's preparation, detached (below); "parity" does too, then
 # runs issue 33's Gemma 3 parity beside it.
+# The order of calls that fits (the preparation keeps 16 cores busy for about
+# 6 minutes, so no CPU-sensitive timing runs beside it; each call within 30 s
+# of the last, while the machine and its /tmp stay):
+#   1. PARTS="prepare grouped" bash bench/open-issues-h200.sh "$OUT"
+#      (the grouped decode is GPU-bound; the A/B's batch-1 records on the CPU);
+#   2. LC=/tmp/llama.cpp-cpu LC_KIND=cpu MODELS="qwen25-0.5b llama32-1b" bash bench/realfile-h200.sh "$OUT"
+#      (waits for each model's preparation: one lock per model);
+#   3. the same with MODELS="gemma3-1b qwen35-0.8b";
+#   4. PARTS=ab bash bench/open-issues-h200.sh "$OUT", on a quiet machine.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: bench/open-issues-h200.sh OUT}
