@@ -18,6 +18,7 @@
 #include "tokenizer/chat.h"
 #include "tokenizer/tok_settings.h"
 #include "tokenizer/tokenizer.h"
+#include "util/err.h"
 #include "util/file.h"
 #include "wisp.h"
 
@@ -239,6 +240,24 @@ TEST(gguf_import_add_bos_eos_as_llama_cpp_reads_them) {
   }
 }
 
+/* Writes w (and frees it) as TMP/name.gguf, then imports its vocabulary
+ * into the folder TMP/name: the import's status (an I/O failure before it
+ * is WISP_EIO). */
+static wisp_status import_written(wisp_gguf_writer *w, const char *name, char path[700], char dir[600]) {
+  snprintf(path, 700, "%s/%s.gguf", test_tmpdir(), name);
+  snprintf(dir, 600, "%s/%s", test_tmpdir(), name);
+  wisp_status st = wisp_gguf_writer_write(w, path);
+  wisp_gguf_writer_free(w);
+  if (st || mkdir(dir, 0755)) return st ? st : wisp_fail(WISP_EIO, "%s: cannot make the folder", dir);
+  wisp_gguf *f = NULL;
+  if ((st = wisp_gguf_open(path, &f))) return st;
+  int written = 0;
+  st = wisp_gguf_write_tokenizer(f, dir, &written);
+  wisp_gguf_close(f);
+  if (!st && !written) st = wisp_fail(WISP_EFORMAT, "%s: no tokenizer written", path);
+  return st;
+}
+
 /* A vocabulary that is not the weights': 260 tokens over a token_embd.weight
  * of 100 rows is one line naming the file and the way out. */
 TEST(gguf_import_vocab_larger_than_the_embedding_is_one_line) {
@@ -257,16 +276,7 @@ TEST(gguf_import_vocab_larger_than_the_embedding_is_one_line) {
   const uint64_t ne[2] = {8, 100};
   CHECK(wisp_gguf_add_tensor(w, "token_embd.weight", 2, ne, 0, emb, sizeof emb) == WISP_OK);
   char path[700], dir[600];
-  snprintf(path, sizeof path, "%s/vocab_rows.gguf", test_tmpdir());
-  snprintf(dir, sizeof dir, "%s/vocab_rows", test_tmpdir());
-  wisp_status st = wisp_gguf_writer_write(w, path);
-  wisp_gguf_writer_free(w);
-  CHECKF(st == WISP_OK && mkdir(dir, 0755) == 0, "%s", wisp_last_error());
-  wisp_gguf *f = NULL;
-  CHECKF(wisp_gguf_open(path, &f) == WISP_OK, "%s", wisp_last_error());
-  int written = 0;
-  st = wisp_gguf_write_tokenizer(f, dir, &written);
-  wisp_gguf_close(f);
+  wisp_status st = import_written(w, "vocab_rows", path, dir);
   const char *e = wisp_last_error();
   CHECKF(st != WISP_OK && strstr(e, path) && strstr(e, "260 tokens") && strstr(e, "100 rows") &&
              strstr(e, "take the GGUF as it was exported") && !strchr(e, '\n'),
@@ -296,18 +306,8 @@ TEST(gguf_import_bpe_vocab_keeps_the_first_normal_id_of_a_repeated_text) {
   wisp_gguf_put_arr_i32(w, "tokenizer.ggml.token_type", types, 261);
   wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 2);
   char path[700], dir[600], json[700];
-  snprintf(path, sizeof path, "%s/repeated.gguf", test_tmpdir());
-  snprintf(dir, sizeof dir, "%s/repeated", test_tmpdir());
+  CHECKF(import_written(w, "repeated", path, dir) == WISP_OK, "%s", wisp_last_error());
   snprintf(json, sizeof json, "%s/tokenizer.json", dir);
-  wisp_status st = wisp_gguf_writer_write(w, path);
-  wisp_gguf_writer_free(w);
-  CHECKF(st == WISP_OK && mkdir(dir, 0755) == 0, "%s", wisp_last_error());
-  wisp_gguf *f = NULL;
-  CHECKF(wisp_gguf_open(path, &f) == WISP_OK, "%s", wisp_last_error());
-  int written = 0;
-  st = wisp_gguf_write_tokenizer(f, dir, &written);
-  wisp_gguf_close(f);
-  CHECKF(st == WISP_OK && written, "%s", wisp_last_error());
   cJSON *root = fixture_read_json(json);
   CHECK(root != NULL);
   const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");

@@ -10,26 +10,28 @@
 
 #include <cJSON.h>
 
+#include "fixtures.h"
 #include "st_fixture.h"
 #include "test.h"
 #include "util/file.h"
 
-static cJSON *logits_json(const char *art, const char *name, const char *spec) {
-  char prompts[600], out[600], cmd[4096], log[8192];
-  snprintf(prompts, sizeof prompts, "%s/%s.json", test_tmpdir(), name);
-  snprintf(out, sizeof out, "%s/%s.out.json", test_tmpdir(), name);
-  if (fx_write_bytes(prompts, spec, strlen(spec))) return NULL;
-  snprintf(cmd, sizeof cmd, "%s logits --backend cpu --profile exact -m %s --prompts %s -o %s --greedy 12 --threads 1",
-           test_wisp_bin(), art, prompts, out);
+static cJSON *run_json(const char *args, const char *out) {
+  char cmd[4096], log[8192];
+  snprintf(cmd, sizeof cmd, "%s logits --backend cpu --profile exact --threads 1 %s -o %s --force", test_wisp_bin(), args, out);
   if (test_run(cmd, log, sizeof log) != 0) {
     fprintf(stderr, "%s\n", log);
     return NULL;
   }
-  char *text = NULL;
-  if (wisp_read_file(out, &text, NULL) != WISP_OK) return NULL;
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  return j;
+  return fixture_read_json(out);
+}
+
+static cJSON *logits_json(const char *art, const char *name, const char *spec) {
+  char prompts[600], out[600], args[1400];
+  snprintf(prompts, sizeof prompts, "%s/%s.json", test_tmpdir(), name);
+  snprintf(out, sizeof out, "%s/%s.out.json", test_tmpdir(), name);
+  if (fx_write_bytes(prompts, spec, strlen(spec))) return NULL;
+  snprintf(args, sizeof args, "-m %s --prompts %s --greedy 12", art, prompts);
+  return run_json(args, out);
 }
 
 TEST(logits_greedy_from_the_last_prompt) {
@@ -57,20 +59,6 @@ TEST(logits_greedy_from_the_last_prompt) {
     CHECK(cJSON_GetArrayItem(la, i)->valuedouble == cJSON_GetArrayItem(lb, i)->valuedouble);
   cJSON_Delete(first);
   cJSON_Delete(last);
-}
-
-static cJSON *run_json(const char *args, const char *out) {
-  char cmd[4096], log[8192];
-  snprintf(cmd, sizeof cmd, "%s logits --backend cpu --profile exact --threads 1 %s -o %s --force", test_wisp_bin(), args, out);
-  if (test_run(cmd, log, sizeof log) != 0) {
-    fprintf(stderr, "%s\n", log);
-    return NULL;
-  }
-  char *text = NULL;
-  if (wisp_read_file(out, &text, NULL) != WISP_OK) return NULL;
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  return j;
 }
 
 /* `wisp logits --follow IDS --top K`: before each fed id, the K largest
