@@ -62,3 +62,27 @@ TEST(chat_long_eos_list_keeps_template_end_token) {
   CHECKF(ok2, "16 ids: st %d: %s", st2, msg);
   CHECK(ok3);
 }
+
+/* A Llama 3 file whose eos is the base model's <|end_of_text|>: its
+ * template's turn end <|eot_id|> (and <|eom_id|>) still end a reply, as in
+ * llama.cpp; a vocab piece that only reads "<|end|>" and is not special
+ * does not. */
+TEST(chat_turn_end_tokens_stop_when_special) {
+  static char json[16384];
+  size_t at = (size_t)snprintf(json, sizeof json, "{\"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {");
+  for (int b = 0; b < 256; b++) at += (size_t)snprintf(json + at, sizeof json - at, "%s\"t%d\": %d", b ? ", " : "", b, b);
+  snprintf(json + at, sizeof json - at,
+           ", \"<|end|>\": 258}}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"added_tokens\": ["
+           "{\"id\": 256, \"content\": \"<|eot_id|>\", \"special\": true},"
+           "{\"id\": 257, \"content\": \"<|eom_id|>\", \"special\": true},"
+           "{\"id\": 259, \"content\": \"<|end_of_text|>\", \"special\": true}]}");
+  wisp_tokenizer *t = NULL;
+  CHECKF(wisp_tokenizer_from_json(json, "llama3-chat-test", &t) == WISP_OK, "%s", wisp_last_error());
+  wisp_chat_info ci;
+  wisp_status st = load(t, "{\"eos_token\": \"<|end_of_text|>\", \"chat_template\": \"x\"}", "{\"eos_token_id\": 259}", &ci);
+  int eot = wisp_chat_is_stop(&ci, 256), eom = wisp_chat_is_stop(&ci, 257), end = wisp_chat_is_stop(&ci, 258);
+  int eos = wisp_chat_is_stop(&ci, 259), n = ci.n_stop;
+  wisp_tokenizer_free(t);
+  CHECKF(st == WISP_OK && eot && eom && eos && !end && n == 3, "st %d: <|eot_id|> %d, <|eom_id|> %d, <|end_of_text|> %d, "
+         "<|end|> %d, %d stops", st, eot, eom, eos, end, n);
+}

@@ -272,7 +272,7 @@ TEST(gguf_run_tokenizer_and_chat_template_from_the_metadata) {
   /* stderr names the template; stdout is the reply */
   const char *chat = "{ { printf 'Who art thou?\\n' | %s run --backend cpu --profile exact -m %s --chat -sys 'Answer briefly.' -n 12 --temp 0; } %s; }";
   snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), gguf, "2>&1");
-  CHECKF(sh(cmd, ta, sizeof ta) == 0 && strstr(ta, "chat (lfm2 template"), "not the model's template: %s", ta);
+  CHECKF(sh(cmd, ta, sizeof ta) == 0 && strstr(ta, "chat (the model's lfm2 template"), "not the model's template: %s", ta);
   snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), gguf, "2>/dev/null");
   CHECKF(sh(cmd, ta, sizeof ta) == 0, "%s", ta);
   snprintf(cmd, sizeof cmd, chat, test_wisp_bin(), keep, "2>/dev/null");

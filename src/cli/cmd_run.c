@@ -358,8 +358,13 @@ static int chat_loop(wisp_model *m, wisp_session *s, const wisp_tokenizer *tok, 
     if (!has_cfg && !template_file) wisp_error_prefix("%s", a->dir);
     return 1;
   }
-  fprintf(stderr, "wisp: chat (%s template, %d stop tokens); Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the "
-          "prompt quits\n", template_file ? template_file : wisp_chat_template_name(c.info.kind), c.info.n_stop);
+  /* the model's own template is rendered whatever its family; a known one is named */
+  char from[700];
+  if (template_file) snprintf(from, sizeof from, "%s template", template_file);
+  else snprintf(from, sizeof from, "the model's %s%stemplate", c.info.kind ? wisp_chat_template_name(c.info.kind) : "",
+                c.info.kind ? " " : "");
+  fprintf(stderr, "wisp: chat (%s, %d stop tokens); Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the prompt quits\n",
+          from, c.info.n_stop);
   struct sigaction sa, old_sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;

@@ -93,8 +93,20 @@ wisp_status wisp_chat_info_from_json(const cJSON *cfg, const cJSON *gen, const c
    * list can never crowd them out. */
   const char *eos_tok = wisp_chat_token_field(cfg, "eos_token");
   if (eos_tok) add_stop(out, wisp_tokenizer_token_id(t, eos_tok));
-  add_stop(out, wisp_tokenizer_token_id(t, "<|im_end|>"));   /* ChatML (Qwen) */
-  add_stop(out, wisp_tokenizer_token_id(t, "<end_of_turn>")); /* Gemma's turn end, where its files name only <eos> */
+  /* The turn ends the families' templates write, where the files name
+   * another eos (a base model's, or Gemma's <eos>): as llama.cpp does, a
+   * special token with one of these texts ends a reply. */
+  static const char *const turn_ends[] = {
+      "<|im_end|>",    /* ChatML (Qwen) */
+      "<end_of_turn>", /* Gemma */
+      "<|eot_id|>",    /* Llama 3 */
+      "<|eom_id|>",    /* Llama 3, after a tool call */
+      "<|end|>",       /* Phi-3 */
+  };
+  for (size_t i = 0; i < sizeof turn_ends / sizeof turn_ends[0]; i++) {
+    int32_t id = wisp_tokenizer_token_id(t, turn_ends[i]);
+    if (id >= 0 && wisp_tokenizer_is_special(t, id)) add_stop(out, id);
+  }
   const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
   if (!eos || cJSON_IsNull(eos)) return WISP_OK;
   if (!cJSON_IsArray(eos)) return take_eos(out, eos, gen_label);
