@@ -205,6 +205,11 @@ for m in $MODELS; do
     rm -rf "$qd" && mkdir -p "$qd"
     say "$m $q: llama-quantize"
     "$LB/llama-quantize" "$d/model.$OUTTYPE.gguf" "$g" "$q" > "$qd/quantize.log" 2>&1 || { tail -3 "$qd/quantize.log"; continue; }
+    say "$m $q: open (wisp plan's source line; wisp info timed, the page cache warm)"
+    "$W" plan -m "$g" > "$qd/plan.txt" 2>&1
+    cat "$g" > /dev/null
+    if [ -x /usr/bin/time ]; then { /usr/bin/time -f "%e s %M KB" "$W" info -m "$g" > /dev/null; } 2> "$qd/open-time.txt"
+    else { TIMEFORMAT='%R s 0 KB'; time "$W" info -m "$g" > /dev/null 2>&1; } 2> "$qd/open-time.txt"; fi
     say "$m $q: prompt ids"
     "$W" tokenize -m "$g" -f "$PROMPT" > "$qd/tok-wisp.txt" 2> "$qd/tok-wisp.err"
     "$LB/llama-tokenize" -m "$g" -f "$PROMPT" --ids --log-disable > "$qd/tok-llama.txt" 2> "$qd/tok-llama.err"

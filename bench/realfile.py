@@ -189,6 +189,14 @@ def summarize_quant(d, q, lines, rec):
         r.setdefault("checks", {})[name] = {"pass": ok, "detail": text}
         lines.append("  %-4s %-8s %-26s %s" % ("PASS" if ok else "FAIL", q, name, text))
 
+    # 0. open: what wisp mapped and built (wisp plan), and how long wisp info took
+    src = re.search(r"([0-9.]+) MB mapped, ([0-9.]+) MB built at open", read(os.path.join(d, "plan.txt")) or "")
+    ot = re.search(r"([0-9.]+) s ([0-9]+) KB", read(os.path.join(d, "open-time.txt")) or "")
+    r["open"] = {"mapped_MB": float(src.group(1)) if src else None, "built_MB": float(src.group(2)) if src else None,
+                 "info_seconds": float(ot.group(1)) if ot else None, "info_max_rss_KB": int(ot.group(2)) if ot else None}
+    lines.append("  info %-8s %-26s %s" % (q, "open", "%s MB mapped, %s MB built; wisp info %s s, %s KB resident" % (
+        r["open"]["mapped_MB"], r["open"]["built_MB"], r["open"]["info_seconds"], r["open"]["info_max_rss_KB"])))
+
     # 1. the same prompt ids: wisp tokenize against llama-tokenize
     wt = read(os.path.join(d, "tok-wisp.txt"))
     lt = read(os.path.join(d, "tok-llama.txt"))
