@@ -241,7 +241,7 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
     __m256i u[4];
     if (T == 1 && (b & 1) == 0) /* decode streams the weights once: ask for the next tile's now */
 #pragma GCC unroll 4
-      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), DECODE_PREFETCH_HINT);
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) u[i] = FN(unpack)(type, rq[i], b);
 #pragma GCC unroll 4
@@ -801,8 +801,8 @@ TGT static inline __attribute__((always_inline)) void FN(dec_h)(const int type, 
 #pragma GCC unroll 4
       for (int i = 0; i < R; i++) {
         const uint8_t *blk = rq[i] + (size_t)sb * bb;
-        _mm_prefetch((const char *)(blk + ahead + 128 * h), _MM_HINT_T0);
-        _mm_prefetch((const char *)(blk + ahead + 128 * h + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(blk + ahead + 128 * h), DECODE_PREFETCH_HINT);
+        _mm_prefetch((const char *)(blk + ahead + 128 * h + 64), DECODE_PREFETCH_HINT);
         __m256 sv, mv;
         FN(sub8)(type, blk, h, &sv, &mv);
         const __m256 sd = _mm256_mul_ps(sv, dexp);
@@ -919,7 +919,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec_k)(const int type, 
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
       const uint8_t *blk = rq[i] + (size_t)sb * bb;
-      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), _MM_HINT_T0);
+      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), DECODE_PREFETCH_HINT);
       __m256i mins = _mm256_setzero_si256();
       const __m256i sc = FN(sc16)(type, blk, &mins);
       /* the zero's share, -z sum_h sc_h qs16_h (z 32 or 4), starts the sum */
@@ -1022,7 +1022,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec_k512)(const int typ
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
       const uint8_t *blk = rq[i] + (size_t)sb * bb;
-      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), _MM_HINT_T0);
+      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), DECODE_PREFETCH_HINT);
       __m256i mins = _mm256_setzero_si256();
       const __m256i sc = FN(sc16)(type, blk, &mins);
       const __m512i scz = _mm512_zextsi256_si512(sc);
