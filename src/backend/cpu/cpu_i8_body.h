@@ -241,7 +241,7 @@ TGT static inline __attribute__((always_inline)) void FN(tile)(const int type, c
     __m256i u[4];
     if (T == 1 && (b & 1) == 0) /* decode streams the weights once: ask for the next tile's now */
 #pragma GCC unroll 4
-      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+      for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + (size_t)R * row_bytes + (size_t)b * (row_bytes / nb)), DECODE_PREFETCH_HINT);
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) u[i] = FN(unpack)(type, rq[i], b);
 #pragma GCC unroll 4
@@ -801,8 +801,8 @@ TGT static inline __attribute__((always_inline)) void FN(dec_h)(const int type, 
 #pragma GCC unroll 4
       for (int i = 0; i < R; i++) {
         const uint8_t *blk = rq[i] + (size_t)sb * bb;
-        _mm_prefetch((const char *)(blk + ahead + 128 * h), _MM_HINT_T0);
-        _mm_prefetch((const char *)(blk + ahead + 128 * h + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(blk + ahead + 128 * h), DECODE_PREFETCH_HINT);
+        _mm_prefetch((const char *)(blk + ahead + 128 * h + 64), DECODE_PREFETCH_HINT);
         __m256 sv, mv;
         FN(sub8)(type, blk, h, &sv, &mv);
         const __m256 sd = _mm256_mul_ps(sv, dexp);
@@ -919,7 +919,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec_k)(const int type, 
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
       const uint8_t *blk = rq[i] + (size_t)sb * bb;
-      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), _MM_HINT_T0);
+      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), DECODE_PREFETCH_HINT);
       __m256i mins = _mm256_setzero_si256();
       const __m256i sc = FN(sc16)(type, blk, &mins);
       /* the zero's share, -z sum_h sc_h qs16_h (z 32 or 4), starts the sum */
@@ -1022,7 +1022,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec_k512)(const int typ
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
       const uint8_t *blk = rq[i] + (size_t)sb * bb;
-      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), _MM_HINT_T0);
+      for (size_t at = 0; at < bb; at += 64) _mm_prefetch((const char *)(blk + ahead + at), DECODE_PREFETCH_HINT);
       __m256i mins = _mm256_setzero_si256();
       const __m256i sc = FN(sc16)(type, blk, &mins);
       const __m512i scz = _mm512_zextsi256_si512(sc);
@@ -1165,7 +1165,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
         ov = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(o0)), _mm256_castps_pd(o1), 1));
       } else { /* the f16 scales are a stream of their own (an eighth of the nibble bytes: the same rows
                 * ahead), a line every 32 blocks */
-        if (!(g & 31)) _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
+        if (!(g & 31)) _mm_prefetch((const char *)(s[i] + ahead / 16 + g), DECODE_PREFETCH_HINT);
+        /* a row's scales (2 nb bytes) straddle lines that its line-every-32
+         * blocks can miss: its last one too */
+        if (!g) _mm_prefetch((const char *)(s[i] + ahead / 16 + nb - 1), DECODE_PREFETCH_HINT);
         sv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s[i] + g));
       }
       sd[i] = _mm512_mul_ps(sv, d);
@@ -1183,10 +1186,10 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
        * pair (32 bytes a pair), Q4_K every pair (36) */
       if (type == FN(Q4K)) {
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb)), DECODE_PREFETCH_HINT);
       } else if ((p & 1) == 0) {
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + ahead + 16 * (size_t)b), _MM_HINT_T0);
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)(rq[i] + ahead + 16 * (size_t)b), DECODE_PREFETCH_HINT);
       }
       const __m512i q = _mm512_loadu_si512((const void *)(aq + 32 * b));
       const __m512i idx = _mm512_add_epi32(idx0, _mm512_set1_epi32(2 * p));
@@ -1308,7 +1311,9 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
         continue;
       }
       if (!(g & 31)) /* the f16 scales are a stream of their own (an eighth of the nibble bytes: the same rows ahead) */
-        _mm_prefetch((const char *)(s[i] + ahead / 16 + g), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s[i] + ahead / 16 + g), DECODE_PREFETCH_HINT);
+      if (!g) /* and a row's last scale, whose line the above can miss */
+        _mm_prefetch((const char *)(s[i] + ahead / 16 + nb - 1), DECODE_PREFETCH_HINT);
       const __m256 sv = FN(load8h)(s[i] + g, n);
       sd[i] = _mm256_mul_ps(sv, d);
       if (type == FN(Q4)) {
@@ -1324,7 +1329,7 @@ TGT static inline __attribute__((always_inline)) void FN(dec256)(const int type,
       if ((p & 1) == 0)
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
-          _mm_prefetch((const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb)), _MM_HINT_T0);
+          _mm_prefetch((const char *)(rq[i] + ahead + (size_t)b * (row_bytes / nb)), DECODE_PREFETCH_HINT);
       const __m256i qlo = _mm256_loadu_si256((const __m256i *)(aq + 32 * b));
       const __m256i qhi = _mm256_loadu_si256((const __m256i *)(aq + 32 * b + 32));
       const __m256i idx = _mm256_add_epi32(idx0, _mm256_set1_epi32(2 * p));
