@@ -95,17 +95,22 @@ wisp_status wisp_chat_info_from_json(const cJSON *cfg, const cJSON *gen, const c
   if (eos_tok) add_stop(out, wisp_tokenizer_token_id(t, eos_tok));
   /* The turn ends the families' templates write, where the files name
    * another eos (a base model's, or Gemma's <eos>): as llama.cpp does, a
-   * special token with one of these texts ends a reply. */
-  static const char *const turn_ends[] = {
-      "<|im_end|>",    /* ChatML (Qwen) */
-      "<end_of_turn>", /* Gemma */
-      "<|eot_id|>",    /* Llama 3 */
-      "<|eom_id|>",    /* Llama 3, after a tool call */
-      "<|end|>",       /* Phi-3 */
+   * token with one of these texts ends a reply. The shorter, more generic
+   * texts count only as special tokens (a vocabulary may hold "<|end|>" as
+   * a plain piece); ChatML's and Gemma's have always counted as they are. */
+  static const struct {
+    const char *text;
+    int special_only;
+  } turn_ends[] = {
+      {"<|im_end|>", 0},    /* ChatML (Qwen) */
+      {"<end_of_turn>", 0}, /* Gemma */
+      {"<|eot_id|>", 1},    /* Llama 3 */
+      {"<|eom_id|>", 1},    /* Llama 3, after a tool call */
+      {"<|end|>", 1},       /* Phi-3 */
   };
   for (size_t i = 0; i < sizeof turn_ends / sizeof turn_ends[0]; i++) {
-    int32_t id = wisp_tokenizer_token_id(t, turn_ends[i]);
-    if (id >= 0 && wisp_tokenizer_is_special(t, id)) add_stop(out, id);
+    int32_t id = wisp_tokenizer_token_id(t, turn_ends[i].text);
+    if (id >= 0 && (!turn_ends[i].special_only || wisp_tokenizer_is_special(t, id))) add_stop(out, id);
   }
   const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), *e;
   if (!eos || cJSON_IsNull(eos)) return WISP_OK;
