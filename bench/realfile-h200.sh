@@ -79,6 +79,7 @@ OUTTYPE=${OUTTYPE:-f16}
 NGREEDY=${NGREEDY:-64}
 PPL_CTX=${PPL_CTX:-512}
 REPS=${REPS:-2}
+CHECKS=${CHECKS:-ppl speed} # which of the slower checks run (the prompt ids, open and greedy checks always do)
 LC=${LC:-/tmp/lcc}
 WORK=${WORK:-/tmp/realfile}
 T0=$SECONDS
@@ -218,6 +219,16 @@ for m in $MODELS; do
       [ "$KIND" = cuda ] && "$GREEDY" "$g" "$(cat "$PROMPT")" "$NGREEDY" "$qd/greedy-llama-cuda.tops.jsonl" > "$qd/greedy-llama-cuda.txt" 2>&1
       CUDA_VISIBLE_DEVICES="" "$GREEDY" "$g" "$(cat "$PROMPT")" "$NGREEDY" "$qd/greedy-llama-cpu.tops.jsonl" > "$qd/greedy-llama-cpu.txt" 2>&1
     fi
+    # the exact oracle: llama.cpp on the same weights dequantized to F32 by
+    # llama-quantize itself (its CPU product of a quantized matrix quantizes
+    # the activations too, to Q8; on F32 weights it does not), so both engines
+    # compute the same values in f32 and must pick the same ids
+    if [ -x "$GREEDY" ]; then
+      "$LB/llama-quantize" --allow-requantize "$g" "$qd/deq.gguf" F32 > "$qd/dequantize.log" 2>&1 &&
+        CUDA_VISIBLE_DEVICES="" "$GREEDY" "$qd/deq.gguf" "$(cat "$PROMPT")" "$NGREEDY" "$qd/greedy-llama-deq.tops.jsonl" \
+          > "$qd/greedy-llama-deq.txt" 2>&1
+      rm -f "$qd/deq.gguf"
+    fi
     for how in webgpu-exact cpu-exact webgpu-default; do
       prof=(--profile exact); [ "${how#*-}" = default ] && prof=()
       "$W" run -m "$g" -f "$PROMPT" -n "$NGREEDY" --temp 0 --ignore-eos --ids --backend "${how%-*}" "${prof[@]}" -t 16 \
@@ -233,12 +244,22 @@ for m in $MODELS; do
           -t 16 -o "$qd/follow-wisp-$how.json" --force > /dev/null 2> "$qd/follow-wisp-$how.err"
       done
     fi
+    ref=$qd/greedy-llama-deq.txt
+    if [ -n "$(ids_of generated)" ]; then # and along the dequantized file's ids
+      for how in cpu-exact webgpu-exact; do
+        "$W" logits -m "$g" --tokens "$(ids_of prompt)" --follow "$(ids_of generated)" --backend "${how%-*}" --profile exact \
+          -t 16 -o "$qd/follow-deq-wisp-$how.json" --force > /dev/null 2> "$qd/follow-deq-wisp-$how.err"
+      done
+    fi
     left || { pack; break; }
+    if [[ " $CHECKS " == *" ppl "* ]]; then
     say "$m $q: perplexity (-c $PPL_CTX)"
     "$W" perplexity -m "$g" -f "$TEXT" --window "$PPL_CTX" --llama-chunks --backend webgpu > "$qd/ppl-wisp.json" 2> "$qd/ppl-wisp.err"
     "$LB/llama-perplexity" -m "$g" -f "$TEXT" -c "$PPL_CTX" -b "$PPL_CTX" -ngl 99 --log-file "$qd/ppl-llama.file.log" \
       > "$qd/ppl-llama.log" 2>&1
+    fi
     left || { pack; break; }
+    if [[ " $CHECKS " == *" speed "* ]]; then
     say "$m $q: speed, the GGUF in place against wisp convert"
     "$W" convert "$g" -o "$qd/art" --quiet --force > "$qd/convert.log" 2>&1 || tail -2 "$qd/convert.log"
     for rep in $(seq "$REPS"); do
@@ -251,12 +272,13 @@ for m in $MODELS; do
       done
     done
     rm -rf "$qd/art"
-    python3 bench/realfile.py summary --work "$WORK" --models "$m" --quants "$q" --out "$qd" > /dev/null
+    fi
+    python3 bench/realfile.py summary --work "$WORK" --models "$m" --quants "$q" --checks "$CHECKS" --out "$qd" > /dev/null
     grep -E "PASS|FAIL|info" "$qd/summary.txt" | sed 's/^/  /'
     pack
   done
 done
 
-python3 bench/realfile.py summary --work "$WORK" --models "$MODELS" --quants "$QUANTS" --out "$OUT"
+python3 bench/realfile.py summary --work "$WORK" --models "$MODELS" --quants "$QUANTS" --checks "$CHECKS" --out "$OUT"
 pack
 say "done"

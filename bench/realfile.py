@@ -153,9 +153,15 @@ def first_diff(a, b):
 # to mean anything.
 TIE_PCT = 1.0
 NOISE_LIMIT_PCT = 1.0
+# Against llama.cpp on the same weights dequantized to F32 (llama-quantize
+# --allow-requantize F32) both engines compute in f32: their logits agree to
+# about 1e-3 % of max|logit| (a 4-layer Qwen 3.5 Q8_0: median 3.6e-5 of 3.1,
+# max 2.4e-4), so a tie there is a tie to 0.05 %.
+EXACT_TIE_PCT = 0.05
+EXACT_NOISE_LIMIT_PCT = 0.05
 
 
-def forced_agreement(wisp_steps, llama_steps, ref):
+def forced_agreement(wisp_steps, llama_steps, ref, tie_pct=TIE_PCT):
     """wisp's top logits along llama.cpp's greedy ids (wisp logits --follow)
     against llama.cpp's at the same steps (llama_greedy TOPFILE)."""
     same, ties, bad, deltas = 0, [], [], []
@@ -172,14 +178,14 @@ def forced_agreement(wisp_steps, llama_steps, ref):
         gap_w = (w["top"][0][1] - w["fed_logit"]) / scale * 100
         # llama.cpp's logit of wisp's token: from its top 8, else at most its eighth
         gap_l = (ld[ref[i]] - ld.get(wa, lm["top"][-1][1])) / scale * 100
-        (ties if gap_w < TIE_PCT and gap_l < TIE_PCT else bad).append([i, wa, round(gap_w, 3), ref[i], round(gap_l, 3)])
+        (ties if gap_w < tie_pct and gap_l < tie_pct else bad).append([i, wa, round(gap_w, 3), ref[i], round(gap_l, 3)])
     deltas.sort()
     pick = lambda f: 100 * deltas[min(len(deltas) - 1, int(f * len(deltas)))] if deltas else float("inf")
     return {"steps": n, "same": same, "ties": ties, "disagreements": bad,
             "median_dlogit_pct": round(pick(0.5), 4), "p95_dlogit_pct": round(pick(0.95), 4)}
 
 
-def summarize_quant(d, q, lines, rec):
+def summarize_quant(d, q, lines, rec, checks=("ppl", "speed")):
     """One GGUF (d = WORK/MODEL/QUANT): tokens, greedy, perplexity, speed."""
     r = rec.setdefault(q, {})
     verdicts = []
@@ -277,6 +283,42 @@ def summarize_quant(d, q, lines, rec):
                     forced["disagreements"])
         verdict("greedy forced " + how, ok, detail)
 
+    # 2c. exact: the same greedy ids as llama.cpp on the same weights
+    #     dequantized to F32 (no activation quantization on either side):
+    #     wisp's free-running ids (exact profile, each backend) identical, or
+    #     wisp's logits along llama.cpp's ids the same argmax at every step
+    #     but ties under EXACT_TIE_PCT
+    deq_text = read(os.path.join(d, "greedy-llama-deq.txt"))
+    deq = ids_line(deq_text, "generated")
+    r["greedy"]["llama.cpp cpu, dequantized to F32"] = deq
+    dt = None
+    if os.path.exists(os.path.join(d, "greedy-llama-deq.tops.jsonl")):
+        with open(os.path.join(d, "greedy-llama-deq.tops.jsonl")) as fh:
+            dt = [json.loads(x) for x in fh if x.strip()]
+    for how in ("cpu-exact", "webgpu-exact"):
+        got = r["greedy"].get("wisp " + how)
+        fw = load_json(os.path.join(d, "follow-deq-wisp-%s.json" % how))
+        ok, detail = False, "no llama.cpp ids on the dequantized file (%s)" % (
+            ((deq_text or "not run").strip().splitlines() or ["not run"])[-1][:100])
+        if deq is not None and got is not None:
+            fd = first_diff(got, deq)
+            detail = "free-running: %s" % ("%d tokens identical" % len(deq) if fd is None else
+                                           "first difference at %d of %d" % (fd, len(deq)))
+            ok = fd is None
+            if isinstance(fw, dict) and fw.get("follow") and dt:
+                forced = forced_agreement(fw["follow"], dt, deq, EXACT_TIE_PCT)
+                r.setdefault("greedy_forced_dequantized", {})[how] = forced
+                ok = ok or (forced["steps"] == len(deq) and not forced["disagreements"] and
+                            forced["median_dlogit_pct"] <= EXACT_NOISE_LIMIT_PCT)
+                detail += "; forced: %d of %d steps the same argmax, %d ties under %.2f %%, logits differ by median %.4f %%, p95 %.4f %%" % (
+                    forced["same"], forced["steps"], len(forced["ties"]), EXACT_TIE_PCT,
+                    forced["median_dlogit_pct"], forced["p95_dlogit_pct"])
+                if forced["disagreements"]:
+                    detail += "; disagreements: %s" % forced["disagreements"]
+        verdict("greedy vs F32 " + how, ok, detail)
+
+    if "ppl" not in checks:
+        return all(verdicts) and bool(verdicts)
     # 3. perplexity: wisp perplexity --llama-chunks against llama-perplexity
     wp = load_json(os.path.join(d, "ppl-wisp.json"))
     lp_text = (read(os.path.join(d, "ppl-llama.log")) or "") + (read(os.path.join(d, "ppl-llama.file.log")) or "")
@@ -296,6 +338,8 @@ def summarize_quant(d, q, lines, rec):
     else:
         verdict("perplexity", False, "wisp %s, llama.cpp %s" % (wppl, lp))
 
+    if "speed" not in checks:
+        return all(verdicts) and bool(verdicts)
     # 4. speed: wisp bench of the GGUF in place against the converted artifact
     runs = {}
     for f in glob.glob(os.path.join(d, "bench-*.json")):
@@ -335,7 +379,7 @@ def cmd_summary(args):
                 ok_all = False
                 continue
             any_q = True
-            ok_all &= summarize_quant(d, q, lines, rec)
+            ok_all &= summarize_quant(d, q, lines, rec, args.checks.split())
         ok_all &= any_q
         with open(os.path.join(args.out, "realfile-%s.json" % m), "w") as f:
             json.dump(rec, f, indent=1)
@@ -357,6 +401,7 @@ def main():
     s.add_argument("--work", required=True)
     s.add_argument("--models", required=True)
     s.add_argument("--quants", required=True)
+    s.add_argument("--checks", default="ppl speed", help="which of ppl and speed ran")
     s.add_argument("--out", required=True)
     args = ap.parse_args()
     {"build": cmd_build, "summary": cmd_summary}[args.cmd](args)
