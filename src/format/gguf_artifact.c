@@ -327,32 +327,46 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
   const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32
                         ? "dequantized to f32 (a column order splits blocks)"
                     : moved ? "copied (rows or column blocks reordered as llama.cpp's converter stored them)"
-                            : "copied (the parts are not adjacent in the file)";
+                            : "copied (not 4-byte aligned in the file)";
   origin_of(b, p, how, origin, sizeof origin);
   return add_section(b, name, q, kind == AS_F32 ? n * 4 : (size_t)total * nb * bb, origin);
 }
 
-/* A matrix section from its GGUF tensors: one section when they share a
- * type; else a matrix in row parts (format/quant.h), one section
- * NAME@R.SUFFIX for each run of tensors of one type, R its first row, each
- * built as a section of its own (mapped where its tensors lie back to
- * back): every tensor keeps its stored type. */
+/* Whether tensors i-1 and i of a piece start a new run: a run is tensors
+ * of one type that lie back to back in the file, stored as wisp stores
+ * them (mapped as one section), or consecutive tensors of one type whose
+ * rows or column blocks llama.cpp's converter reordered (copied as one
+ * section with the order undone). */
+static int starts_run(const piece *p, int i) {
+  const int moved = moves_rows_or_cols(p->rule[i]->xform), before = moves_rows_or_cols(p->rule[i - 1]->xform);
+  if (p->t[i]->type != p->t[i - 1]->type || moved != before) return 1;
+  return !moved && p->t[i - 1]->data + p->t[i - 1]->bytes != p->t[i]->data;
+}
+
+/* A matrix section from its GGUF tensors: one section when they make one
+ * run; else a matrix in row parts (format/quant.h), one section NAME@R.SUFFIX
+ * for each run, R its first row, each built as a section of its own. So
+ * every tensor keeps its stored type and nothing is copied but what the
+ * converter reordered: llama-quantize writes a layer's tensors in name
+ * order (attn_k, attn_norm, attn_output, attn_q, attn_v, ...), so q, k and
+ * v are apart in the file, each a part mapped where it lies. Parts of one
+ * type run as one matrix of it (wisp_matrix_mixed). */
 static wisp_status build_matrix(builder *b, const piece *p) {
   int total, r0, rows, cols;
   wisp_gguf_part_dims(&b->geo, p->rule[0]->part, &total, &r0, &rows, &cols);
-  int covered = 0, mixed = 0;
+  int covered = 0, runs = 1;
   for (int i = 0; i < p->n; i++) {
     covered += (int)p->t[i]->ne[1];
-    mixed |= p->t[i]->type != p->t[0]->type;
+    if (i) runs += starts_run(p, i);
   }
   if (covered != total)
     return wisp_fail(WISP_EFORMAT, "%s: the tensors of section '%s' hold %d rows, the model needs %d", b->g->label,
                      p->name, covered, total);
-  if (!mixed) return build_run(b, p, p->name, total);
+  if (runs == 1) return build_run(b, p, p->name, total);
   wisp_status st = WISP_OK;
   for (int i = 0, j; !st && i < p->n; i = j) {
     piece run = {.n = 0};
-    for (j = i; j < p->n && p->t[j]->type == p->t[i]->type; j++) {
+    for (j = i; j < p->n && (j == i || !starts_run(p, j)); j++) {
       run.rule[run.n] = p->rule[j];
       run.t[run.n] = p->t[j];
       run.r0[run.n++] = p->r0[j] - p->r0[i];

@@ -88,7 +88,12 @@ typedef struct wisp_matrix {
    * section such as q|k|v whose tensors differ, Q4_K beside Q6_K:
    * docs/gguf.md): type WISP_W_PARTS, and n_parts plain matrices of the same
    * cols, rows one after the other, each with its own type, bytes, kernel
-   * choice and device copy. A product by it is a product by each part. */
+   * choice and device copy. A product by it is a product by each part.
+   * When every part has the same type (a GGUF's fused section whose tensors
+   * are not back to back in the file), `type` is that type and f32/q are
+   * NULL: it runs as one matrix of that type (format/quant.h,
+   * wisp_matrix_mixed), a backend gathering the parts' bytes where it needs
+   * them contiguous. */
   int n_parts;
   struct wisp_matrix *parts;
   /* A part's place in its whole: its products write rows
