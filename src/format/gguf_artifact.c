@@ -581,33 +581,100 @@ wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
   return WISP_OK;
 }
 
+/* The base and suffix of a part's section name, BASE@ROW.SUFFIX; 0 for
+ * another name. */
+static int part_name(const char *name, char *base, size_t cap, const char **suffix) {
+  const char *at = strchr(name, '@'), *dot = at ? strchr(at, '.') : NULL;
+  if (!dot || (size_t)(at - name) >= cap) return 0;
+  snprintf(base, cap, "%.*s", (int)(at - name), name);
+  *suffix = dot + 1;
+  return 1;
+}
+
+/* How many sections from i on are the parts of one matrix that share a
+ * type (a fused section whose tensors lie apart in the file): convert
+ * writes them as one section BASE.SUFFIX, their bytes one after another,
+ * as a contiguous matrix is stored. 1 for any other section, parts of
+ * different types included (they stay parts). */
+static int uniform_parts(const wisp_artifact *a, int i, char *name, size_t cap) {
+  char base[128], other[128];
+  const char *suffix, *s2;
+  snprintf(name, cap, "%s", a->sections[i].name);
+  /* from its first part (row 0), each part of the matrix the same type */
+  if (!part_name(a->sections[i].name, base, sizeof base, &suffix) || strncmp(suffix - 3, "@0.", 3)) return 1;
+  int n = 1;
+  while (i + n < a->n_sections && part_name(a->sections[i + n].name, other, sizeof other, &s2) && !strcmp(other, base)) {
+    if (strcmp(s2, suffix)) return 1; /* parts of different types stay parts */
+    n++;
+  }
+  snprintf(name, cap, "%s.%s", base, suffix);
+  return n;
+}
+
+/* The manifest's layout for the sections convert writes (uniform_parts
+ * merged), offsets from 0 each rounded up to 4 as the derived one is. */
+static wisp_status merged_layout(const wisp_artifact *a, cJSON *manifest, uint64_t *total) {
+  cJSON *rt = cJSON_GetObjectItemCaseSensitive(manifest, "runtime");
+  cJSON *secs = cJSON_CreateArray();
+  char name[160];
+  uint64_t at = 0;
+  if (!secs) return wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int i = 0, n; i < a->n_sections; i += n) {
+    n = uniform_parts(a, i, name, sizeof name);
+    uint64_t bytes = 0;
+    for (int k = 0; k < n; k++) bytes += a->sections[i + k].bytes;
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddItemToArray(secs, s);
+    cJSON_AddStringToObject(s, "name", name);
+    cJSON_AddNumberToObject(s, "offset", (double)at);
+    cJSON_AddNumberToObject(s, "bytes", (double)bytes);
+    at += (bytes + 3) / 4 * 4;
+  }
+  cJSON_ReplaceItemInObjectCaseSensitive(rt, "sections", secs);
+  cJSON_ReplaceItemInObjectCaseSensitive(rt, "weightBytes", cJSON_CreateNumber((double)at));
+  *total = at;
+  return WISP_OK;
+}
+
 /* `--quant keep` (the default for a GGUF): the artifact is what running the
  * GGUF in place uses (format/gguf_artifact.h, one mapping for both), every
  * section written with the bytes it has there: matrices in their stored
- * type (Q4_0 as wisp q4, the same values), no requantization. */
+ * type (Q4_0 as wisp q4, the same values), no requantization; a matrix in
+ * row parts of one type as one contiguous section. */
 wisp_status wisp_gguf_convert_keep(const char *path, const char *out_dir, int quiet) {
   wisp_artifact *a = NULL;
   wisp_writer *w = NULL;
   cJSON *manifest = NULL;
+  uint64_t total = 0;
   wisp_status rc = wisp_gguf_artifact_open(path, &a);
   if (rc) return rc;
   if (!(manifest = cJSON_Duplicate(a->manifest, 1))) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
   cJSON *wx = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
   cJSON_AddStringToObject(wx, "weights", "keep");
+  if ((rc = merged_layout(a, manifest, &total))) goto done;
   if (!quiet)
     fprintf(stderr, "wisp convert: %s -> %s (keep: matrices in their GGUF types, %d sections, %.1f MB)\n", path,
-            out_dir, a->n_sections, (double)a->weight_bytes / 1e6);
-  if ((rc = wisp_writer_begin(out_dir, a->weight_bytes, &w))) goto done;
+            out_dir, a->n_sections, (double)total / 1e6);
+  if ((rc = wisp_writer_begin(out_dir, total, &w))) goto done;
   static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
-  char src[4200];
+  char src[4200], name[160];
   for (int i = 0; i < 3 && !rc && !strcmp(a->tokenizer, "bpe"); i++) {
     snprintf(src, sizeof src, "%s/%s", path, names[i]);
     if (wisp_path_exists(src)) rc = wisp_writer_add_file(w, names[i], src);
   }
-  for (int i = 0; i < a->n_sections && !rc; i++) {
-    const wisp_section *s = &a->sections[i];
-    if (!quiet) fprintf(stderr, "  [%3d/%d] %-28s %s\n", i + 1, a->n_sections, s->name, s->origin ? s->origin : "");
-    rc = wisp_writer_put_section(w, manifest, s->name, wisp_section_data(a, s), (size_t)s->bytes);
+  const cJSON *secs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(manifest, "runtime"), "sections");
+  const cJSON *e = secs ? secs->child : NULL;
+  for (int i = 0, n; i < a->n_sections && !rc && e; i += n, e = e->next) {
+    n = uniform_parts(a, i, name, sizeof name);
+    uint64_t at = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "offset"));
+    for (int k = 0; k < n && !rc; k++) {
+      const wisp_section *s = &a->sections[i + k];
+      if (!quiet)
+        fprintf(stderr, "  [%3d/%d] %-28s %s%s%s\n", i + k + 1, a->n_sections, s->name, s->origin ? s->origin : "",
+                n > 1 ? " -> " : "", n > 1 ? name : "");
+      rc = wisp_writer_put(w, at, wisp_section_data(a, s), (size_t)s->bytes);
+      at += s->bytes;
+    }
   }
   if (rc) goto done;
   rc = wisp_writer_commit(w, manifest);
@@ -619,4 +686,3 @@ done:
   wisp_artifact_free(a);
   return rc;
 }
-
