@@ -69,12 +69,15 @@ static void row_bf16(const wisp_matrix *m, int row, float *out) {
   for (int i = 0; i < m->cols; i++) out[i] = wisp_bf16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8));
 }
 
+const wisp_matrix *wisp_matrix_row_part(const wisp_matrix *m, int *row) {
+  if (!m->n_parts) return m;
+  int i = 0;
+  while (i + 1 < m->n_parts && *row >= m->parts[i].rows) *row -= m->parts[i++].rows;
+  return &m->parts[i];
+}
+
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) {
-  if (m->n_parts) {
-    int i = 0;
-    while (i + 1 < m->n_parts && row >= m->parts[i].rows) row -= m->parts[i++].rows;
-    m = &m->parts[i];
-  }
+  m = wisp_matrix_row_part(m, &row);
   wisp_quant_traits_of(m->type)->dequant_row(m, row, out);
 }
 

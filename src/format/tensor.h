@@ -140,6 +140,9 @@ void wisp_q4k_block_f32(const uint8_t *block, float *out);
 /* Reference (scalar) dequantization of one row into out[cols] (a matrix
  * in row parts: from the part that holds it). */
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out);
+/* The matrix that holds row `row` of m: m itself, or for a matrix in row
+ * parts the part, with *row made the part's own row. */
+const wisp_matrix *wisp_matrix_row_part(const wisp_matrix *m, int *row);
 
 /* Quantizers used by convert and gen-synthetic; `w` is rows x cols f32.
  * Q4: per block d = max|w|/7, q = round(w/d) + 8, so 0 is exact and the
