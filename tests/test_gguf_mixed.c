@@ -29,6 +29,7 @@
 #include "format/gguf_artifact.h"
 #include "format/quant.h"
 #include "format/tensor.h"
+#include "gguf_copy.h"
 #include "parity_compare.h"
 #include "st_fixture.h"
 #include "test.h"
@@ -88,56 +89,6 @@ static uint32_t mixed_type(const char *name) {
   return WISP_GGML_F32;
 }
 
-/* The metadata of src into w, every type an export writes. 0: a type this
- * copy does not know. */
-static int copy_kv(wisp_gguf_writer *w, const wisp_gguf_kv *kv) {
-  char str[4096];
-  switch (kv->type) {
-    case WISP_GGUF_UINT32: wisp_gguf_put_u32(w, kv->key, (uint32_t)kv->num.u); return 1;
-    case WISP_GGUF_INT32: wisp_gguf_put_i32(w, kv->key, (int32_t)kv->num.i); return 1;
-    case WISP_GGUF_FLOAT32: wisp_gguf_put_f32(w, kv->key, (float)kv->num.f); return 1;
-    case WISP_GGUF_BOOL: wisp_gguf_put_bool(w, kv->key, kv->num.u != 0); return 1;
-    case WISP_GGUF_STRING:
-      if (kv->str.len >= sizeof str) return 0;
-      memcpy(str, kv->str.s, kv->str.len);
-      str[kv->str.len] = 0;
-      wisp_gguf_put_str(w, kv->key, str);
-      return 1;
-    case WISP_GGUF_ARRAY: break;
-    default: return 0;
-  }
-  int ok = 1;
-  if (kv->arr_type == WISP_GGUF_STRING) {
-    char **v = calloc(kv->n ? kv->n : 1, sizeof *v);
-    for (uint64_t i = 0; v && i < kv->n && ok; i++)
-      if ((v[i] = malloc(kv->strs[i].len + 1))) {
-        memcpy(v[i], kv->strs[i].s, kv->strs[i].len);
-        v[i][kv->strs[i].len] = 0;
-      } else {
-        ok = 0;
-      }
-    if (v && ok) wisp_gguf_put_arr_str(w, kv->key, (const char *const *)v, kv->n);
-    for (uint64_t i = 0; v && i < kv->n; i++) free(v[i]);
-    free(v);
-    return v && ok;
-  }
-  if (kv->arr_type == WISP_GGUF_INT32 || kv->arr_type == WISP_GGUF_UINT32) {
-    int32_t *v = malloc(sizeof *v * (kv->n ? kv->n : 1));
-    for (uint64_t i = 0; v && i < kv->n; i++) v[i] = (int32_t)wisp_gguf_arr_int(kv, i);
-    if (v) wisp_gguf_put_arr_i32(w, kv->key, v, kv->n);
-    free(v);
-    return v != NULL;
-  }
-  if (kv->arr_type == WISP_GGUF_FLOAT32) {
-    float *v = malloc(sizeof *v * (kv->n ? kv->n : 1));
-    for (uint64_t i = 0; v && i < kv->n; i++) v[i] = (float)wisp_gguf_arr_float(kv, i);
-    if (v) wisp_gguf_put_arr_f32(w, kv->key, v, kv->n);
-    free(v);
-    return v != NULL;
-  }
-  return 0;
-}
-
 /* The tiny Llama (hidden 64: block-32 types only): q in Q8_0, k kept F32,
  * v in Q8_0, gate in Q4_0, up in Q8_0; q and k rows are in llama.cpp's rope
  * order, so those parts are copied back in order, each in its own type. */
@@ -174,7 +125,7 @@ static int write_mixed(const char *src, const char *dst, uint32_t (*type_of)(con
   wisp_gguf_writer *w = wisp_gguf_writer_new();
   int ok = w != NULL;
   for (uint64_t i = 0; ok && i < g->n_kv; i++)
-    if (strcmp(g->kv[i].key, "general.alignment") && !copy_kv(w, &g->kv[i]))
+    if (strcmp(g->kv[i].key, "general.alignment") && !gguf_copy_kv(w, &g->kv[i]))
       ok = 0, snprintf(err, cap, "metadata %s: type %u not copied", g->kv[i].key, g->kv[i].type);
   for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
     const wisp_gguf_tensor *t = &g->tensors[i];

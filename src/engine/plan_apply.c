@@ -113,13 +113,17 @@ static wisp_status apply_op(wisp_graph *g, int phase, const wisp_plan_op *op, in
   }
   wisp_matrix *w = wisp_graph_matrix(g, layer, op->section);
   if (!w) return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d has no matrix in this model", op->section, layer);
-  if (w->n_parts != op->n_parts)
-    return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d: the plan has %d parts, the matrix %d", op->section,
-                     layer, op->n_parts, w->n_parts);
+  const int mixed = wisp_matrix_mixed(w) ? w->n_parts : 0;
+  if (mixed != op->n_parts)
+    return wisp_fail(WISP_EINVAL, "plan: matmul '%s' at layer %d: the plan has %d parts of different types, the "
+                     "matrix %d", op->section, layer, op->n_parts, mixed);
   wisp_status st = WISP_OK;
   wisp_plan_op part;
   for (int i = 0; i < op->n_parts && !st; i++)
     st = wisp_engine_kernel_choice(&w->parts[i].choice[phase], part_op(op, i, &part));
+  /* parts of one type run the whole's kernel (a backend that runs them one
+   * by one, as the CPU does, reads each part's choice) */
+  for (int i = 0; i < w->n_parts && !mixed && !st; i++) st = wisp_engine_kernel_choice(&w->parts[i].choice[phase], op);
   return st ? st : wisp_engine_kernel_choice(&w->choice[phase], op);
 }
 

@@ -327,32 +327,46 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
   const char *how = kind == AS_F32 && p->t[0]->type != WISP_GGML_F32
                         ? "dequantized to f32 (a column order splits blocks)"
                     : moved ? "copied (rows or column blocks reordered as llama.cpp's converter stored them)"
-                            : "copied (the parts are not adjacent in the file)";
+                            : "copied (not 4-byte aligned in the file)";
   origin_of(b, p, how, origin, sizeof origin);
   return add_section(b, name, q, kind == AS_F32 ? n * 4 : (size_t)total * nb * bb, origin);
 }
 
-/* A matrix section from its GGUF tensors: one section when they share a
- * type; else a matrix in row parts (format/quant.h), one section
- * NAME@R.SUFFIX for each run of tensors of one type, R its first row, each
- * built as a section of its own (mapped where its tensors lie back to
- * back): every tensor keeps its stored type. */
+/* Whether tensors i-1 and i of a piece start a new run: a run is tensors
+ * of one type that lie back to back in the file, stored as wisp stores
+ * them (mapped as one section), or consecutive tensors of one type whose
+ * rows or column blocks llama.cpp's converter reordered (copied as one
+ * section with the order undone). */
+static int starts_run(const piece *p, int i) {
+  const int moved = moves_rows_or_cols(p->rule[i]->xform), before = moves_rows_or_cols(p->rule[i - 1]->xform);
+  if (p->t[i]->type != p->t[i - 1]->type || moved != before) return 1;
+  return !moved && p->t[i - 1]->data + p->t[i - 1]->bytes != p->t[i]->data;
+}
+
+/* A matrix section from its GGUF tensors: one section when they make one
+ * run; else a matrix in row parts (format/quant.h), one section NAME@R.SUFFIX
+ * for each run, R its first row, each built as a section of its own. So
+ * every tensor keeps its stored type and nothing is copied but what the
+ * converter reordered: llama-quantize writes a layer's tensors in name
+ * order (attn_k, attn_norm, attn_output, attn_q, attn_v, ...), so q, k and
+ * v are apart in the file, each a part mapped where it lies. Parts of one
+ * type run as one matrix of it (wisp_matrix_mixed). */
 static wisp_status build_matrix(builder *b, const piece *p) {
   int total, r0, rows, cols;
   wisp_gguf_part_dims(&b->geo, p->rule[0]->part, &total, &r0, &rows, &cols);
-  int covered = 0, mixed = 0;
+  int covered = 0, runs = 1;
   for (int i = 0; i < p->n; i++) {
     covered += (int)p->t[i]->ne[1];
-    mixed |= p->t[i]->type != p->t[0]->type;
+    if (i) runs += starts_run(p, i);
   }
   if (covered != total)
     return wisp_fail(WISP_EFORMAT, "%s: the tensors of section '%s' hold %d rows, the model needs %d", b->g->label,
                      p->name, covered, total);
-  if (!mixed) return build_run(b, p, p->name, total);
+  if (runs == 1) return build_run(b, p, p->name, total);
   wisp_status st = WISP_OK;
   for (int i = 0, j; !st && i < p->n; i = j) {
     piece run = {.n = 0};
-    for (j = i; j < p->n && p->t[j]->type == p->t[i]->type; j++) {
+    for (j = i; j < p->n && (j == i || !starts_run(p, j)); j++) {
       run.rule[run.n] = p->rule[j];
       run.t[run.n] = p->t[j];
       run.r0[run.n++] = p->r0[j] - p->r0[i];
@@ -567,33 +581,100 @@ wisp_status wisp_gguf_artifact_from(wisp_gguf *g, wisp_artifact **out) {
   return WISP_OK;
 }
 
+/* The base and suffix of a part's section name, BASE@ROW.SUFFIX; 0 for
+ * another name. */
+static int part_name(const char *name, char *base, size_t cap, const char **suffix) {
+  const char *at = strchr(name, '@'), *dot = at ? strchr(at, '.') : NULL;
+  if (!dot || (size_t)(at - name) >= cap) return 0;
+  snprintf(base, cap, "%.*s", (int)(at - name), name);
+  *suffix = dot + 1;
+  return 1;
+}
+
+/* How many sections from i on are the parts of one matrix that share a
+ * type (a fused section whose tensors lie apart in the file): convert
+ * writes them as one section BASE.SUFFIX, their bytes one after another,
+ * as a contiguous matrix is stored. 1 for any other section, parts of
+ * different types included (they stay parts). */
+static int uniform_parts(const wisp_artifact *a, int i, char *name, size_t cap) {
+  char base[128], other[128];
+  const char *suffix, *s2;
+  snprintf(name, cap, "%s", a->sections[i].name);
+  /* from its first part (row 0), each part of the matrix the same type */
+  if (!part_name(a->sections[i].name, base, sizeof base, &suffix) || strncmp(suffix - 3, "@0.", 3)) return 1;
+  int n = 1;
+  while (i + n < a->n_sections && part_name(a->sections[i + n].name, other, sizeof other, &s2) && !strcmp(other, base)) {
+    if (strcmp(s2, suffix)) return 1; /* parts of different types stay parts */
+    n++;
+  }
+  snprintf(name, cap, "%s.%s", base, suffix);
+  return n;
+}
+
+/* The manifest's layout for the sections convert writes (uniform_parts
+ * merged), offsets from 0 each rounded up to 4 as the derived one is. */
+static wisp_status merged_layout(const wisp_artifact *a, cJSON *manifest, uint64_t *total) {
+  cJSON *rt = cJSON_GetObjectItemCaseSensitive(manifest, "runtime");
+  cJSON *secs = cJSON_CreateArray();
+  char name[160];
+  uint64_t at = 0;
+  if (!secs) return wisp_fail(WISP_ENOMEM, "out of memory");
+  for (int i = 0, n; i < a->n_sections; i += n) {
+    n = uniform_parts(a, i, name, sizeof name);
+    uint64_t bytes = 0;
+    for (int k = 0; k < n; k++) bytes += a->sections[i + k].bytes;
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddItemToArray(secs, s);
+    cJSON_AddStringToObject(s, "name", name);
+    cJSON_AddNumberToObject(s, "offset", (double)at);
+    cJSON_AddNumberToObject(s, "bytes", (double)bytes);
+    at += (bytes + 3) / 4 * 4;
+  }
+  cJSON_ReplaceItemInObjectCaseSensitive(rt, "sections", secs);
+  cJSON_ReplaceItemInObjectCaseSensitive(rt, "weightBytes", cJSON_CreateNumber((double)at));
+  *total = at;
+  return WISP_OK;
+}
+
 /* `--quant keep` (the default for a GGUF): the artifact is what running the
  * GGUF in place uses (format/gguf_artifact.h, one mapping for both), every
  * section written with the bytes it has there: matrices in their stored
- * type (Q4_0 as wisp q4, the same values), no requantization. */
+ * type (Q4_0 as wisp q4, the same values), no requantization; a matrix in
+ * row parts of one type as one contiguous section. */
 wisp_status wisp_gguf_convert_keep(const char *path, const char *out_dir, int quiet) {
   wisp_artifact *a = NULL;
   wisp_writer *w = NULL;
   cJSON *manifest = NULL;
+  uint64_t total = 0;
   wisp_status rc = wisp_gguf_artifact_open(path, &a);
   if (rc) return rc;
   if (!(manifest = cJSON_Duplicate(a->manifest, 1))) { rc = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
   cJSON *wx = cJSON_GetObjectItemCaseSensitive(manifest, "wisp");
   cJSON_AddStringToObject(wx, "weights", "keep");
+  if ((rc = merged_layout(a, manifest, &total))) goto done;
   if (!quiet)
     fprintf(stderr, "wisp convert: %s -> %s (keep: matrices in their GGUF types, %d sections, %.1f MB)\n", path,
-            out_dir, a->n_sections, (double)a->weight_bytes / 1e6);
-  if ((rc = wisp_writer_begin(out_dir, a->weight_bytes, &w))) goto done;
+            out_dir, a->n_sections, (double)total / 1e6);
+  if ((rc = wisp_writer_begin(out_dir, total, &w))) goto done;
   static const char *const names[3] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
-  char src[4200];
+  char src[4200], name[160];
   for (int i = 0; i < 3 && !rc && !strcmp(a->tokenizer, "bpe"); i++) {
     snprintf(src, sizeof src, "%s/%s", path, names[i]);
     if (wisp_path_exists(src)) rc = wisp_writer_add_file(w, names[i], src);
   }
-  for (int i = 0; i < a->n_sections && !rc; i++) {
-    const wisp_section *s = &a->sections[i];
-    if (!quiet) fprintf(stderr, "  [%3d/%d] %-28s %s\n", i + 1, a->n_sections, s->name, s->origin ? s->origin : "");
-    rc = wisp_writer_put_section(w, manifest, s->name, wisp_section_data(a, s), (size_t)s->bytes);
+  const cJSON *secs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(manifest, "runtime"), "sections");
+  const cJSON *e = secs ? secs->child : NULL;
+  for (int i = 0, n; i < a->n_sections && !rc && e; i += n, e = e->next) {
+    n = uniform_parts(a, i, name, sizeof name);
+    uint64_t at = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "offset"));
+    for (int k = 0; k < n && !rc; k++) {
+      const wisp_section *s = &a->sections[i + k];
+      if (!quiet)
+        fprintf(stderr, "  [%3d/%d] %-28s %s%s%s\n", i + k + 1, a->n_sections, s->name, s->origin ? s->origin : "",
+                n > 1 ? " -> " : "", n > 1 ? name : "");
+      rc = wisp_writer_put(w, at, wisp_section_data(a, s), (size_t)s->bytes);
+      at += s->bytes;
+    }
   }
   if (rc) goto done;
   rc = wisp_writer_commit(w, manifest);
@@ -605,4 +686,3 @@ done:
   wisp_artifact_free(a);
   return rc;
 }
-

@@ -69,12 +69,15 @@ static void row_bf16(const wisp_matrix *m, int row, float *out) {
   for (int i = 0; i < m->cols; i++) out[i] = wisp_bf16_to_f32((uint16_t)(h[2 * i] | h[2 * i + 1] << 8));
 }
 
+const wisp_matrix *wisp_matrix_row_part(const wisp_matrix *m, int *row) {
+  if (!m->n_parts) return m;
+  int i = 0;
+  while (i + 1 < m->n_parts && *row >= m->parts[i].rows) *row -= m->parts[i++].rows;
+  return &m->parts[i];
+}
+
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out) {
-  if (m->n_parts) {
-    int i = 0;
-    while (i + 1 < m->n_parts && row >= m->parts[i].rows) row -= m->parts[i++].rows;
-    m = &m->parts[i];
-  }
+  m = wisp_matrix_row_part(m, &row);
   wisp_quant_traits_of(m->type)->dequant_row(m, row, out);
 }
 
@@ -168,6 +171,32 @@ int wisp_matrix_quant_bits(const wisp_matrix *m) {
   return wisp_quant_traits_of(m->n_parts ? m->parts[0].type : m->type)->quant_bits;
 }
 
+int wisp_matrix_mixed(const wisp_matrix *m) { return m->n_parts && m->type == WISP_W_PARTS; }
+
+const void *wisp_matrix_host(const wisp_matrix *m) {
+  if (m->n_parts) m = &m->parts[0];
+  return m->type == WISP_W_F32 ? (const void *)m->f32 : (const void *)m->q;
+}
+
+/* A part's rows are whole rows of its single plane, and a uniform matrix's
+ * parts follow each other in row order: the matrix's bytes are theirs one
+ * after the other. */
+void wisp_matrix_copy_rows(const wisp_matrix *m, int row0, int rows, uint8_t *out) {
+  const int n_parts = m->n_parts ? m->n_parts : 1;
+  for (int i = 0; i < n_parts && rows > 0; i++) {
+    const wisp_matrix *one = m->n_parts ? &m->parts[i] : m;
+    const int first = m->n_parts ? one->out_row0 : 0, end = first + one->rows;
+    if (row0 >= end) continue;
+    const size_t row_bytes = (size_t)wisp_quant_bytes(one->type, 1, one->cols);
+    const uint8_t *src = one->type == WISP_W_F32 ? (const uint8_t *)one->f32 : one->q;
+    const int n = end - row0 < rows ? end - row0 : rows;
+    memcpy(out, src + (size_t)(row0 - first) * row_bytes, (size_t)n * row_bytes);
+    out += (size_t)n * row_bytes;
+    row0 += n;
+    rows -= n;
+  }
+}
+
 int wisp_matrix_holds(const wisp_matrix *m, wisp_wtype t) {
   for (int i = 0; i < m->n_parts; i++)
     if (m->parts[i].type == t) return 1;
@@ -249,7 +278,9 @@ static wisp_status bind_parts(const wisp_artifact *a, const char *base, int rows
     memcpy(keep->parts, parts, sizeof *parts * (size_t)n);
     keep->n_parts = n;
   }
-  m->type = WISP_W_PARTS;
+  m->type = keep->parts[0].type; /* parts of one type run as one matrix of it */
+  for (int i = 1; i < n; i++)
+    if (keep->parts[i].type != keep->parts[0].type) m->type = WISP_W_PARTS;
   m->parts = keep->parts;
   m->n_parts = n;
   return WISP_OK;

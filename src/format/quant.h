@@ -57,6 +57,18 @@ uint64_t wisp_quant_bytes(wisp_wtype t, int rows, int cols);
 uint64_t wisp_matrix_bytes(const wisp_matrix *m);
 /* The quantBits of a matrix's type (in row parts: its first part's). */
 int wisp_matrix_quant_bits(const wisp_matrix *m);
+/* 1 for a matrix in row parts of different types (type WISP_W_PARTS): a
+ * product by it is a product by each part, with each part's own kernel. A
+ * matrix in row parts of one type (n_parts, type that type) runs as one
+ * matrix of its type; only reading its bytes needs the parts. */
+int wisp_matrix_mixed(const wisp_matrix *m);
+/* The host bytes that identify a matrix (its f32 values or `q`; a matrix in
+ * row parts: its first part's), e.g. to find its device copy or a tied one. */
+const void *wisp_matrix_host(const wisp_matrix *m);
+/* Rows [row0, row0 + rows) of a matrix of a single-plane type, as a plain
+ * matrix of that type stores them, into out (wisp_quant_bytes(type, rows,
+ * cols) bytes): a matrix in row parts of one type gathered from its parts. */
+void wisp_matrix_copy_rows(const wisp_matrix *m, int row0, int rows, uint8_t *out);
 /* 1 when m is of type t, or has a part of that type. */
 int wisp_matrix_holds(const wisp_matrix *m, wisp_wtype t);
 /* The type whose cpu_kernels name `variant`, or NULL. */

@@ -88,7 +88,12 @@ typedef struct wisp_matrix {
    * section such as q|k|v whose tensors differ, Q4_K beside Q6_K:
    * docs/gguf.md): type WISP_W_PARTS, and n_parts plain matrices of the same
    * cols, rows one after the other, each with its own type, bytes, kernel
-   * choice and device copy. A product by it is a product by each part. */
+   * choice and device copy. A product by it is a product by each part.
+   * When every part has the same type (a GGUF's fused section whose tensors
+   * are not back to back in the file), `type` is that type and f32/q are
+   * NULL: it runs as one matrix of that type (format/quant.h,
+   * wisp_matrix_mixed), a backend gathering the parts' bytes where it needs
+   * them contiguous. */
   int n_parts;
   struct wisp_matrix *parts;
   /* A part's place in its whole: its products write rows
@@ -135,6 +140,9 @@ void wisp_q4k_block_f32(const uint8_t *block, float *out);
 /* Reference (scalar) dequantization of one row into out[cols] (a matrix
  * in row parts: from the part that holds it). */
 void wisp_matrix_row_f32(const wisp_matrix *m, int row, float *out);
+/* The matrix that holds row `row` of m: m itself, or for a matrix in row
+ * parts the part, with *row made the part's own row. */
+const wisp_matrix *wisp_matrix_row_part(const wisp_matrix *m, int *row);
 
 /* Quantizers used by convert and gen-synthetic; `w` is rows x cols f32.
  * Q4: per block d = max|w|/7, q = round(w/d) + 8, so 0 is exact and the

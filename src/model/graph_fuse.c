@@ -10,6 +10,7 @@
  * (the intermediate never has to exist in memory): true of every pattern
  * below because each activation buffer is overwritten before it is read
  * again, which the pass checks by looking for the next reader. */
+#include "format/quant.h"
 #include "model/graph.h"
 
 /* Does any node after i read `act` before a node writes it? (j: the one
@@ -30,7 +31,7 @@ static int read_later(const wisp_graph *g, int i, int j, int act) {
  * it runs as one product a part, each part's own kernel; the norm before
  * it may run inside its first part's product, no other op goes into it or
  * after it. */
-static int parted(const wisp_gnode *n) { return n->op == WISP_GOP_MATMUL && n->W && n->W->n_parts; }
+static int parted(const wisp_gnode *n) { return n->op == WISP_GOP_MATMUL && n->W && wisp_matrix_mixed(n->W); }
 
 void wisp_graph_fuse(wisp_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) g->nodes[i].fused = 0;

@@ -3,6 +3,7 @@
  * nodes; only where rows come from and whose state a mixer uses differ. */
 #include <stdlib.h>
 
+#include "format/quant.h"
 #include "model/common.h"
 #include "model/graph.h"
 #include "util/err.h"
@@ -30,7 +31,7 @@ wisp_status wisp_graph_prepare(wisp_graph *g, wisp_backend *be) {
   }
   wisp_matrix *embed = g->embed, *head = g->head;
   if ((st = be->prepare_matrix(be, embed))) return st;
-  if (head->q != embed->q || head->f32 != embed->f32) {
+  if (wisp_matrix_host(head) != wisp_matrix_host(embed) || head->type != embed->type) { /* (in parts: its first part's bytes) */
     if ((st = be->prepare_matrix(be, head))) return st;
   } else if (embed->device) { /* a tied head shares the embedding's device copy */
     head->device = embed->device;

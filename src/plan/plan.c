@@ -164,7 +164,7 @@ static const char *op_wdtype(const resolver *R, const wisp_plan_op *op) {
   /* the bound matrix, when the plan has the model's step: a GGUF run in
    * place keeps each tensor's own type */
   const wisp_matrix *w = R->in->graph ? wisp_graph_matrix(R->in->graph, op->layer, op->section) : NULL;
-  if (w && w->n_parts) w = &w->parts[op->part_at]; /* a matrix in row parts: the part being resolved */
+  if (w && wisp_matrix_mixed(w)) w = &w->parts[op->part_at]; /* parts of different types: the part being resolved */
   const wisp_quant_traits *q = w ? wisp_quant_traits_of(w->type) : NULL;
   if (q) return q->weight_dtype;
   if (strcmp(R->wdtype, "q4") || !s->q4k) return R->wdtype;
@@ -399,10 +399,15 @@ static wisp_status make_op(const resolver *R, opvec *dst, int phase, int layer, 
   op.residual = residual;
   wisp_status st = select_kernel(R, &op, phase);
   if (st) return st;
-  /* a matrix in row parts: a kernel for each part, chosen for its type */
+  /* a matrix in row parts of different types: a kernel for each part,
+   * chosen for its type; parts of one type run as one matrix of it (the
+   * note tells where its rows lie) */
   const wisp_matrix *w =
       R->in->graph && !strcmp(name, "matmul") ? wisp_graph_matrix(R->in->graph, layer, section) : NULL;
-  for (int i = 0; w && i < w->n_parts && !st; i++) {
+  if (w && w->n_parts && !wisp_matrix_mixed(w) && !op.note[0])
+    wisp_path(op.note, sizeof op.note, "in %d row parts of one type (apart in the file): runs as one %s matrix",
+              w->n_parts, wisp_wtype_name(w->type));
+  for (int i = 0; w && wisp_matrix_mixed(w) && i < w->n_parts && !st; i++) {
     wisp_plan_op part = op;
     part.part_at = i;
     if ((st = select_kernel(R, &part, phase))) break;

@@ -356,7 +356,11 @@ static wisp_status cpu_prepare_vector(wisp_backend *be, wisp_vector *v) {
 
 static void cpu_embed_run(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
   cpu_backend *c = as_cpu(be);
-  for (int t = 0; t < n; t++) c->k->row_f32(E, tokens[t], out->data + (size_t)t * E->cols);
+  for (int t = 0; t < n; t++) {
+    int row = tokens[t];
+    const wisp_matrix *P = wisp_matrix_row_part(E, &row); /* (an embedding in row parts: the part holding it) */
+    c->k->row_f32(P, row, out->data + (size_t)t * E->cols);
+  }
 }
 
 static void cpu_embed(wisp_backend *be, const wisp_matrix *E, const int32_t *tokens, int n, wisp_buf *out) {
@@ -818,7 +822,9 @@ static void cpu_embed_id_run(wisp_backend *be, const wisp_matrix *E, const wisp_
     c->error = wisp_fail(WISP_EINVAL, "token id %u is outside the vocabulary (%d)", id, E->rows);
     return;
   }
-  c->k->row_f32(E, (int)id, out->data);
+  int row = (int)id;
+  const wisp_matrix *P = wisp_matrix_row_part(E, &row);
+  c->k->row_f32(P, row, out->data);
 }
 
 static void cpu_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/quant.h"
 #include "util/err.h"
 
 /* ---- activations and states ---- */
@@ -230,7 +231,7 @@ static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const
 /* ---- weights (prepared by wgpu_products.c's prepare_matrix) ---- */
 
 wmat *wisp_wgpu_find_mat(wgpu_backend *g, const wisp_matrix *m) {
-  const void *host = m->type == WISP_W_F32 ? (const void *)m->f32 : (const void *)m->q;
+  const void *host = wisp_matrix_host(m);
   for (int i = 0; i < g->n_mats; i++)
     if ((void *)g->mats[i] == m->device && g->mats[i]->host == host) return g->mats[i];
   for (int i = 0; i < g->n_mats; i++)

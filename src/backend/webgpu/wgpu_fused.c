@@ -26,6 +26,7 @@
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
 #include "backend/webgpu/wgpu_sampling.h"
+#include "format/quant.h"
 
 /* Whether the rmsnorm / SwiGLU before the product can be computed by it:
  * whole vec4s, the op's input not its output, its width the product's
@@ -144,7 +145,7 @@ static int q4k_group(wisp_backend *be, const wisp_fused_matmul *f, wisp_wgpu_tai
   return 0;
 }
 
-/* A product by a matrix in row parts (format/tensor.h) with the rmsnorm
+/* A product by a matrix in row parts of different types (format/tensor.h) with the rmsnorm
  * before it, the one op the graph pass fuses into one (model/graph_fuse.c):
  * the norm inside the first part's product, which writes x as the norm op
  * would; the other parts read it. */
@@ -162,7 +163,7 @@ static int parted_group(wisp_backend *be, const wisp_fused_matmul *f) {
 }
 
 static int g_matmul_fused(wisp_backend *be, const wisp_fused_matmul *f) {
-  if (f->W->n_parts) return parted_group(be, f);
+  if (wisp_matrix_mixed(f->W)) return parted_group(be, f);
   /* a mixer before the product runs first; its last step may be left to the product */
   wisp_wgpu_tail tail = {0};
   if (f->pre == WISP_PRE_ATTENTION) wisp_wgpu_attention_rec(be, f->attention, &tail);

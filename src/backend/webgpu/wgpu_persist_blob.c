@@ -75,7 +75,6 @@ uint32_t pblob_type_code(wisp_wtype t) {
   return PBLOB_NONE;
 }
 
-static const void *host_data(const wisp_matrix *m) { return m->type == WISP_W_F32 ? (const void *)m->f32 : m->q; }
 
 /* Q8_0's 34-byte blocks (f16 scale, 32 int8) as the kernel reads them: the
  * int8s of every block (8 words each) at *q, the scales as f32 at *s. */
@@ -108,17 +107,44 @@ static void put_q8_0(pblob *b, const wisp_matrix *m, uint32_t *q, uint32_t *s) {
  * bytes as an earlier one) share theirs. */
 void pblob_put_mat(pblob *b, const wisp_matrix *m, pblob_seen *seen, int *n_seen, uint32_t out[4]) {
   for (int i = 0; i < *n_seen; i++)
-    if (seen[i].host == host_data(m)) {
+    if (seen[i].host == wisp_matrix_host(m)) {
       memcpy(out, seen[i].off, sizeof seen[i].off);
       return;
     }
   size_t nb = (size_t)m->rows * (size_t)(m->cols / 32);
   out[1] = out[2] = PBLOB_NONE;
+  /* a matrix in row parts of one type (Q4_K, Q8_0, F16, F32 reach here):
+   * gathered into the bytes of the plain matrix, kept until the upload */
+  wisp_matrix flat = *m;
+  if (m->n_parts) {
+    const size_t bytes = (size_t)wisp_quant_bytes(m->type, m->rows, m->cols);
+    uint8_t *g = malloc(bytes ? bytes : 1);
+    if (!g) {
+      b->oom = 1;
+      return;
+    }
+    wisp_matrix_copy_rows(m, 0, m->rows, g);
+    flat.n_parts = 0;
+    flat.parts = NULL;
+    if (m->type == WISP_W_F32) flat.f32 = (const float *)g;
+    else flat.q = g;
+    if (m->type == WISP_W_Q8_0) { /* repacked into blocks of its own: the gathered copy goes now */
+      put_q8_0(b, &flat, &out[0], &out[1]);
+      free(g);
+    } else {
+      out[0] = pblob_put_owned(b, g, bytes);
+    }
+    out[3] = pblob_type_code(m->type);
+    seen[*n_seen].host = wisp_matrix_host(m);
+    memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);
+    (*n_seen)++;
+    return;
+  }
   out[3] = pblob_type_code(m->type);
   switch (m->type) {
     case WISP_W_Q4K: /* one plane as stored: its size from the quant table */
     case WISP_W_F32:
-    case WISP_W_F16: out[0] = pblob_put(b, host_data(m), (size_t)wisp_quant_bytes(m->type, m->rows, m->cols)); break;
+    case WISP_W_F16: out[0] = pblob_put(b, wisp_matrix_host(m), (size_t)wisp_quant_bytes(m->type, m->rows, m->cols)); break;
     case WISP_W_Q8_0: put_q8_0(b, m, &out[0], &out[1]); break;
     case WISP_W_Q4:
     case WISP_W_Q4Z:
@@ -128,7 +154,7 @@ void pblob_put_mat(pblob *b, const wisp_matrix *m, pblob_seen *seen, int *n_seen
       break;
     default: break; /* never reached: any_mat takes none of the other types */
   }
-  seen[*n_seen].host = host_data(m);
+  seen[*n_seen].host = wisp_matrix_host(m);
   memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);
   (*n_seen)++;
 }

@@ -4,6 +4,7 @@
 #include "backend/webgpu/wgpu_persist_fit.h"
 
 #include "backend/webgpu/wgpu_core.h"
+#include "format/quant.h"
 
 static int q4(const wisp_matrix *m, int rows, int cols) {
   return m && (m->type == WISP_W_Q4 || m->type == WISP_W_Q4Z) && m->rows == rows && m->cols == cols && cols % 32 == 0 &&
@@ -12,7 +13,7 @@ static int q4(const wisp_matrix *m, int rows, int cols) {
 
 /* Q4, Q4Z or Q4_K of this shape (the units-split engine's products). */
 static int qmat(const wisp_matrix *m, int rows, int cols) {
-  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && m->q;
+  if (m && m->type == WISP_W_Q4K) return m->rows == rows && m->cols == cols && cols % 256 == 0 && wisp_matrix_host(m);
   return q4(m, rows, cols);
 }
 
@@ -20,9 +21,9 @@ static int qmat(const wisp_matrix *m, int rows, int cols) {
 static int any_mat(const wisp_matrix *m, int rows, int cols) {
   if (!m || m->rows != rows || m->cols != cols || cols % 32) return 0;
   switch (m->type) {
-    case WISP_W_F32: return m->f32 != NULL;
+    case WISP_W_F32: /* (a matrix in row parts of one type: the blob gathers them) */
     case WISP_W_F16:
-    case WISP_W_Q8_0: return m->q != NULL;
+    case WISP_W_Q8_0: return wisp_matrix_host(m) != NULL;
     default: return qmat(m, rows, cols);
   }
 }

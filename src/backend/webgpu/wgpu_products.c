@@ -158,18 +158,45 @@ static wisp_status bf16_part(wgpu_backend *g, const wisp_matrix *m, wmat_part *P
   return st;
 }
 
+static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m);
+
+/* A matrix in row parts of one type: its parts gathered into one host copy
+ * (freed once uploaded), uploaded as the plain matrix they make, so that
+ * the device holds the very bytes of the contiguous matrix and every
+ * kernel, fused group and the persistent decode run it as one. The device
+ * copy is known by the first part's host bytes (wisp_matrix_host). */
+static wisp_status prepare_gathered(wisp_backend *be, wisp_matrix *m) {
+  const size_t bytes = (size_t)wisp_quant_bytes(m->type, m->rows, m->cols);
+  uint8_t *flat_bytes = malloc(bytes ? bytes : 1);
+  if (!flat_bytes) return wisp_fail(WISP_ENOMEM, "out of memory gathering a %dx%d matrix", m->rows, m->cols);
+  wisp_matrix_copy_rows(m, 0, m->rows, flat_bytes);
+  wisp_matrix flat = *m;
+  flat.n_parts = 0;
+  flat.parts = NULL;
+  flat.device = NULL;
+  if (m->type == WISP_W_F32) flat.f32 = (const float *)flat_bytes;
+  else flat.q = flat_bytes;
+  wisp_status st = g_prepare_matrix(be, &flat);
+  free(flat_bytes);
+  if (st) return st;
+  ((wmat *)flat.device)->host = wisp_matrix_host(m);
+  m->device = flat.device;
+  return WISP_OK;
+}
+
 static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
   wgpu_backend *g = as_g(be);
-  for (int i = 0; i < m->n_parts; i++) { /* a matrix in row parts: each part uploaded as a matrix of its own */
+  for (int i = 0; wisp_matrix_mixed(m) && i < m->n_parts; i++) { /* each part uploaded as a matrix of its own */
     wisp_status st = g_prepare_matrix(be, &m->parts[i]);
     if (st) return st;
   }
-  if (m->n_parts) return WISP_OK;
+  if (wisp_matrix_mixed(m)) return WISP_OK;
   wmat *have = wisp_wgpu_find_mat(g, m);
   if (have) {
     m->device = have;
     return apply_choice(g, m, have);
   }
+  if (m->n_parts) return prepare_gathered(be, m);
   const int rows = m->rows, cols = m->cols;
   if (rows <= 0 || cols <= 0) return wisp_fail(WISP_EINVAL, "webgpu: matrix %dx%d", rows, cols);
   if (m->type == WISP_W_Q4K && cols % WISP_Q4K_BLOCK)
@@ -342,8 +369,9 @@ void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_bu
 static void g_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                      int accumulate) {
   wgpu_backend *g = as_g(be);
-  for (int i = 0; i < W->n_parts; i++) g_matmul(be, &W->parts[i], x, x_row0, n, y, accumulate); /* each into its rows */
-  if (W->n_parts) return;
+  for (int i = 0; wisp_matrix_mixed(W) && i < W->n_parts; i++)
+    g_matmul(be, &W->parts[i], x, x_row0, n, y, accumulate); /* parts of different types: each into its rows */
+  if (wisp_matrix_mixed(W)) return;
   if (W->type == WISP_W_Q4K && n > 1 && wisp_wgpu_mm8_takes(be, W, n)) { /* Q4_K x int8 (wgpu_products_i8.c) */
     wisp_wgpu_mm8_matmul(be, W, x, x_row0, n, y, accumulate);
     return;
@@ -413,8 +441,9 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
                           int accumulate) {
   wgpu_backend *g = as_g(be);
   if (n <= 0) return;
-  for (int i = 0; i < W->n_parts; i++) g_matmul_rows(be, &W->parts[i], x, n, y, accumulate); /* each into its rows */
-  if (W->n_parts) return;
+  for (int i = 0; wisp_matrix_mixed(W) && i < W->n_parts; i++)
+    g_matmul_rows(be, &W->parts[i], x, n, y, accumulate); /* parts of different types: each into its rows */
+  if (wisp_matrix_mixed(W)) return;
   if (W->type == WISP_W_Q4K) {
     wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);
     return;

@@ -1,0 +1,56 @@
+/* Copying a GGUF's metadata into a writer, for tests that rewrite a file
+ * (gguf_copy.h). */
+#include "gguf_copy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The metadata of src into w, every type an export writes. 0: a type this
+ * copy does not know. */
+int gguf_copy_kv(wisp_gguf_writer *w, const wisp_gguf_kv *kv) {
+  char str[4096];
+  switch (kv->type) {
+    case WISP_GGUF_UINT32: wisp_gguf_put_u32(w, kv->key, (uint32_t)kv->num.u); return 1;
+    case WISP_GGUF_INT32: wisp_gguf_put_i32(w, kv->key, (int32_t)kv->num.i); return 1;
+    case WISP_GGUF_FLOAT32: wisp_gguf_put_f32(w, kv->key, (float)kv->num.f); return 1;
+    case WISP_GGUF_BOOL: wisp_gguf_put_bool(w, kv->key, kv->num.u != 0); return 1;
+    case WISP_GGUF_STRING:
+      if (kv->str.len >= sizeof str) return 0;
+      memcpy(str, kv->str.s, kv->str.len);
+      str[kv->str.len] = 0;
+      wisp_gguf_put_str(w, kv->key, str);
+      return 1;
+    case WISP_GGUF_ARRAY: break;
+    default: return 0;
+  }
+  int ok = 1;
+  if (kv->arr_type == WISP_GGUF_STRING) {
+    char **v = calloc(kv->n ? kv->n : 1, sizeof *v);
+    for (uint64_t i = 0; v && i < kv->n && ok; i++)
+      if ((v[i] = malloc(kv->strs[i].len + 1))) {
+        memcpy(v[i], kv->strs[i].s, kv->strs[i].len);
+        v[i][kv->strs[i].len] = 0;
+      } else {
+        ok = 0;
+      }
+    if (v && ok) wisp_gguf_put_arr_str(w, kv->key, (const char *const *)v, kv->n);
+    for (uint64_t i = 0; v && i < kv->n; i++) free(v[i]);
+    free(v);
+    return v && ok;
+  }
+  if (kv->arr_type == WISP_GGUF_INT32 || kv->arr_type == WISP_GGUF_UINT32) {
+    int32_t *v = malloc(sizeof *v * (kv->n ? kv->n : 1));
+    for (uint64_t i = 0; v && i < kv->n; i++) v[i] = (int32_t)wisp_gguf_arr_int(kv, i);
+    if (v) wisp_gguf_put_arr_i32(w, kv->key, v, kv->n);
+    free(v);
+    return v != NULL;
+  }
+  if (kv->arr_type == WISP_GGUF_FLOAT32) {
+    float *v = malloc(sizeof *v * (kv->n ? kv->n : 1));
+    for (uint64_t i = 0; v && i < kv->n; i++) v[i] = (float)wisp_gguf_arr_float(kv, i);
+    if (v) wisp_gguf_put_arr_f32(w, kv->key, v, kv->n);
+    free(v);
+    return v != NULL;
+  }
+  return 0;
+}
