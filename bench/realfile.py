@@ -281,7 +281,12 @@ def summarize_quant(d, q, lines, rec, checks=("ppl", "speed")):
             if forced["disagreements"]:
                 detail += "; disagreements (step, wisp id, its lead %%, llama.cpp id, its lead %%): %s" % (
                     forced["disagreements"])
-        verdict("greedy forced " + how, ok, detail)
+        # reported, not judged: llama.cpp's products of a quantized matrix
+        # quantize the activations too (Q8_0 / Q8_K), which wisp's exact
+        # profile does not; on random weights that noise parts ids where the
+        # lead is small (2c below is the judged check)
+        lines.append("  %-4s %-8s %-26s %s" % ("info" if ok else "diff", q, "greedy forced " + how, detail))
+        r.setdefault("checks", {})["greedy forced " + how] = {"agree": ok, "detail": detail}
 
     # 2c. exact: the same greedy ids as llama.cpp on the same weights
     #     dequantized to F32 (no activation quantization on either side):
@@ -300,6 +305,8 @@ def summarize_quant(d, q, lines, rec, checks=("ppl", "speed")):
         fw = load_json(os.path.join(d, "follow-deq-wisp-%s.json" % how))
         ok, detail = False, "no llama.cpp ids on the dequantized file (%s)" % (
             ((deq_text or "not run").strip().splitlines() or ["not run"])[-1][:100])
+        if deq is not None and got is None:
+            detail = "no wisp ids"
         if deq is not None and got is not None:
             fd = first_diff(got, deq)
             detail = "free-running: %s" % ("%d tokens identical" % len(deq) if fd is None else
