@@ -59,6 +59,9 @@ int fx_write_tiny_qwen3(const char *dir, int llama);
  * value heads of 16, conv kernel 4; FFN 256, vocab 96, tied) and the value
  * of element i of its tensor `name` ("model.layers.N...."). */
 int fx_write_tiny_qwen35(const char *dir);
+/* The same with `value_heads` linear-attention value heads (the default 4,
+ * over 2 key heads; 2: as many as key heads, the released 0.8B's ratio). */
+int fx_write_tiny_qwen35_value_heads(const char *dir, int value_heads);
 /* The tiny Qwen2ForCausalLM of test_qwen2.c (hidden 128, 2 layers, 4 heads
  * of 32, 2 kv heads, FFN 96, vocab 80, q/k/v biases, tied) and the tiny
  * Gemma3ForCausalLM of test_gemma3.c (hidden 64, 3 layers sliding, sliding,

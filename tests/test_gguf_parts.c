@@ -245,3 +245,45 @@ TEST(webgpu_gguf_parts_run_as_the_converted_artifact) {
   same_as_keep(1, "webgpu", "--decode-loop");
   same_as_keep(2, "webgpu", "");
 }
+
+/* ---- Qwen 3.5 with as many value heads as key heads ---- */
+
+/* llama.cpp's converter tiles Qwen 3.5's value heads (docs/gguf.md); with as
+ * many value heads as key heads (the released 0.8B and 2B) that order is
+ * the Hugging Face one, so the file's linear-attention tensors are mapped
+ * as they lie (only A_log, stored as -exp(A_log), is computed), and the file
+ * gives the very logits of the artifact converted from it. With more
+ * value heads than key heads (the fixture's default) they are reordered. */
+TEST(gguf_parts_qwen35_equal_value_heads_mapped_as_they_lie) {
+  char hf[600], art[600], gguf[600], cmd[4096], log[16384], a[700], b[700], msg[2048];
+  snprintf(hf, sizeof hf, "%s/gp_q35eq_hf", test_tmpdir());
+  snprintf(art, sizeof art, "%s/gp_q35eq_art", test_tmpdir());
+  snprintf(gguf, sizeof gguf, "%s/gp_q35eq.gguf", test_tmpdir());
+  CHECK(mkdir(hf, 0755) == 0 && fx_write_tiny_qwen35_value_heads(hf, 2) == 0);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet && %s export-gguf %s -o %s --q8_0 2>&1",
+           test_wisp_bin(), hf, art, test_wisp_bin(), art, gguf);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  wisp_artifact *m = NULL;
+  CHECKF(wisp_artifact_open(gguf, &m) == WISP_OK, "%s", wisp_last_error());
+  int lin = 0;
+  for (int i = 0; i < m->n_sections; i++) {
+    const wisp_section *s = &m->sections[i];
+    if (!strstr(s->name, ".lin.")) continue;
+    lin++;
+    const int computed = strstr(s->name, ".lin.A_log") != NULL;
+    CHECKF(computed == !!strncmp(s->origin, "mapped", 6), "%s: %s", s->name, s->origin);
+  }
+  CHECKF(lin >= 8, "%d linear-attention sections", lin);
+  wisp_artifact_free(m);
+  /* the file in place and the artifact convert makes of it (each matrix one
+   * contiguous section, its type kept) */
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s_q8 --quiet 2>&1", test_wisp_bin(), gguf, art);
+  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  snprintf(a, sizeof a, "%s/gp_q35eq_file.json", test_tmpdir());
+  snprintf(b, sizeof b, "%s/gp_q35eq_art.json", test_tmpdir());
+  char q8[640];
+  snprintf(q8, sizeof q8, "%s_q8", art);
+  CHECKF(logits_json(gguf, "cpu", "--profile exact", a, log, sizeof log) == 0, "%s", log);
+  CHECKF(logits_json(q8, "cpu", "--profile exact", b, log, sizeof log) == 0, "%s", log);
+  CHECKF(parity_compare_files(b, a, 0, msg, sizeof msg), "the file vs the converted artifact: %s", msg);
+}

@@ -70,10 +70,12 @@ typedef struct {
   const char *bad_shape;  /* tensor written one row too many */
   const char *layer_type; /* replaces layer 1's "full_attention" */
   const char *prefix;     /* tensor prefix, default "model." */
+  int value_heads;        /* linear-attention value heads, default QLVH */
 } qfx_opts;
 
 static int write_tiny_qwen(const char *dir, const qfx_opts *o) {
   char path[1024], cfg[2048];
+  const int nvh = o && o->value_heads ? o->value_heads : QLVH, vw = nvh * QDV, conv = 2 * QK + vw;
   snprintf(path, sizeof path, "%s/config.json", dir);
   snprintf(cfg, sizeof cfg,
            "{\"architectures\": [\"Qwen3_5ForCausalLM\"], \"model_type\": \"qwen3_5_text\", \"hidden_size\": %d,"
@@ -84,7 +86,7 @@ static int write_tiny_qwen(const char *dir, const qfx_opts *o) {
            " \"vocab_size\": %d, \"rms_norm_eps\": 1e-06, \"max_position_embeddings\": 256,"
            " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.5},"
            " \"tie_word_embeddings\": true, \"hidden_act\": \"silu\"}\n",
-           QH, QF, QL, QNH, QKV, QD, QCK, QLK, QLVH, QDK, QDV, o && o->layer_type ? o->layer_type : "full_attention",
+           QH, QF, QL, QNH, QKV, QD, QCK, QLK, nvh, QDK, QDV, o && o->layer_type ? o->layer_type : "full_attention",
            QV);
   if (o && o->prefix) {
     /* as released multimodal checkpoints: the text config nested */
@@ -122,15 +124,15 @@ static int write_tiny_qwen(const char *dir, const qfx_opts *o) {
       ADD(1, QD, 0, 0, "%slayers.%d.self_attn.q_norm.weight", pre, i);
       ADD(1, QD, 0, 0, "%slayers.%d.self_attn.k_norm.weight", pre, i);
     } else {
-      ADD(2, QCONV, QH, 0, "%slayers.%d.linear_attn.in_proj_qkv.weight", pre, i);
-      ADD(2, QVW, QH, 0, "%slayers.%d.linear_attn.in_proj_z.weight", pre, i);
-      ADD(2, QLVH, QH, 0, "%slayers.%d.linear_attn.in_proj_b.weight", pre, i);
-      ADD(2, QLVH, QH, 0, "%slayers.%d.linear_attn.in_proj_a.weight", pre, i);
-      ADD(3, QCONV, 1, QCK, "%slayers.%d.linear_attn.conv1d.weight", pre, i);
-      ADD(1, QLVH, 0, 0, "%slayers.%d.linear_attn.dt_bias", pre, i);
-      ADD(1, QLVH, 0, 0, "%slayers.%d.linear_attn.A_log", pre, i);
+      ADD(2, conv, QH, 0, "%slayers.%d.linear_attn.in_proj_qkv.weight", pre, i);
+      ADD(2, vw, QH, 0, "%slayers.%d.linear_attn.in_proj_z.weight", pre, i);
+      ADD(2, nvh, QH, 0, "%slayers.%d.linear_attn.in_proj_b.weight", pre, i);
+      ADD(2, nvh, QH, 0, "%slayers.%d.linear_attn.in_proj_a.weight", pre, i);
+      ADD(3, conv, 1, QCK, "%slayers.%d.linear_attn.conv1d.weight", pre, i);
+      ADD(1, nvh, 0, 0, "%slayers.%d.linear_attn.dt_bias", pre, i);
+      ADD(1, nvh, 0, 0, "%slayers.%d.linear_attn.A_log", pre, i);
       ADD(1, QDV, 0, 0, "%slayers.%d.linear_attn.norm.weight", pre, i);
-      ADD(2, QH, QVW, 0, "%slayers.%d.linear_attn.out_proj.weight", pre, i);
+      ADD(2, QH, vw, 0, "%slayers.%d.linear_attn.out_proj.weight", pre, i);
     }
   }
   if (o && o->prefix) { /* ignored by convert, as by Qwen3_5ForCausalLM */
@@ -161,6 +163,10 @@ static int write_tiny_qwen(const char *dir, const qfx_opts *o) {
 }
 
 int fx_write_tiny_qwen35(const char *dir) { return write_tiny_qwen(dir, NULL); }
+int fx_write_tiny_qwen35_value_heads(const char *dir, int value_heads) {
+  const qfx_opts o = {.value_heads = value_heads};
+  return write_tiny_qwen(dir, &o);
+}
 float fx_qwen35_value(const char *name, int64_t i) { return qv(name, i); }
 
 static const char *make_qwen(const char *name, const qfx_opts *o) {

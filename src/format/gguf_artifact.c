@@ -193,7 +193,14 @@ static int kind_of(uint32_t type, const char **suffix) {
   return AS_F32;
 }
 
-static int moves_rows_or_cols(unsigned xform) { return (xform & ~(unsigned)(GA_X_PLUS1 | GA_X_NEGEXP)) != 0; }
+/* Whether a transform moves rows or column blocks of this model. The value
+ * head reorder is the identity when there are as many value heads as key
+ * heads (Qwen 3.5 0.8B and 2B): those tensors are mapped as they are. */
+static int moves_rows_or_cols(const builder *b, unsigned xform) {
+  if (b->geo.lin_v_heads == b->geo.lin_k_heads)
+    xform &= ~(unsigned)(GA_X_VH_ROWS | GA_X_VH_ROWS1 | GA_X_VH_QKV | GA_X_VH_COLS);
+  return (xform & ~(unsigned)(GA_X_PLUS1 | GA_X_NEGEXP)) != 0;
+}
 
 /* Whether a column order moves whole blocks of `block` columns. */
 static int keeps_blocks(const int *cs, int cols, int block) {
@@ -216,7 +223,7 @@ static wisp_status build_vector(builder *b, const piece *p) {
   const wisp_gguf_tensor *t = p->t[0];
   const unsigned xform = p->rule[0]->xform;
   char origin[512];
-  if (t->type == WISP_GGML_F32 && !moves_rows_or_cols(xform) && !(xform & GA_X_NEGEXP) &&
+  if (t->type == WISP_GGML_F32 && !moves_rows_or_cols(b, xform) && !(xform & GA_X_NEGEXP) &&
       (uintptr_t)t->data % 4 == 0) {
     origin_of(b, p, "mapped", origin, sizeof origin);
     b->src->mapped_bytes += t->bytes;
@@ -227,7 +234,7 @@ static wisp_status build_vector(builder *b, const piece *p) {
   if (!v) return wisp_fail(WISP_ENOMEM, "out of memory");
   wisp_status st = wisp_gguf_read_f32(b->g, t, v);
   const int cols = t->n_dims == 1 ? 1 : (int)t->ne[0], rows = (int)(t->numel / (uint64_t)cols);
-  if (!st && moves_rows_or_cols(xform)) {
+  if (!st && moves_rows_or_cols(b, xform)) {
     rs = malloc(sizeof(int) * (size_t)rows);
     tmp = malloc(t->numel * 4);
     if (!rs || !tmp) st = wisp_fail(WISP_ENOMEM, "out of memory");
@@ -254,7 +261,7 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
   int kind = kind_of(p->t[0]->type, &suffix);
   int moved = 0, adjacent = 1;
   for (int i = 0; i < p->n; i++) {
-    moved |= moves_rows_or_cols(p->rule[i]->xform);
+    moved |= moves_rows_or_cols(b, p->rule[i]->xform);
     if (i && p->t[i - 1]->data + p->t[i - 1]->bytes != p->t[i]->data) adjacent = 0;
   }
   const int cols = (int)p->t[0]->ne[0];
@@ -337,8 +344,8 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
  * them (mapped as one section), or consecutive tensors of one type whose
  * rows or column blocks llama.cpp's converter reordered (copied as one
  * section with the order undone). */
-static int starts_run(const piece *p, int i) {
-  const int moved = moves_rows_or_cols(p->rule[i]->xform), before = moves_rows_or_cols(p->rule[i - 1]->xform);
+static int starts_run(const builder *b, const piece *p, int i) {
+  const int moved = moves_rows_or_cols(b, p->rule[i]->xform), before = moves_rows_or_cols(b, p->rule[i - 1]->xform);
   if (p->t[i]->type != p->t[i - 1]->type || moved != before) return 1;
   return !moved && p->t[i - 1]->data + p->t[i - 1]->bytes != p->t[i]->data;
 }
@@ -357,7 +364,7 @@ static wisp_status build_matrix(builder *b, const piece *p) {
   int covered = 0, runs = 1;
   for (int i = 0; i < p->n; i++) {
     covered += (int)p->t[i]->ne[1];
-    if (i) runs += starts_run(p, i);
+    if (i) runs += starts_run(b, p, i);
   }
   if (covered != total)
     return wisp_fail(WISP_EFORMAT, "%s: the tensors of section '%s' hold %d rows, the model needs %d", b->g->label,
@@ -366,7 +373,7 @@ static wisp_status build_matrix(builder *b, const piece *p) {
   wisp_status st = WISP_OK;
   for (int i = 0, j; !st && i < p->n; i = j) {
     piece run = {.n = 0};
-    for (j = i; j < p->n && (j == i || !starts_run(p, j)); j++) {
+    for (j = i; j < p->n && (j == i || !starts_run(b, p, j)); j++) {
       run.rule[run.n] = p->rule[j];
       run.t[run.n] = p->t[j];
       run.r0[run.n++] = p->r0[j] - p->r0[i];
