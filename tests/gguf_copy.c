@@ -2,8 +2,12 @@
  * (gguf_copy.h). */
 #include "gguf_copy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "test.h"
+#include "util/err.h"
 
 /* The metadata of src into w, every type an export writes. 0: a type this
  * copy does not know. */
@@ -53,4 +57,32 @@ int gguf_copy_kv(wisp_gguf_writer *w, const wisp_gguf_kv *kv) {
     return v != NULL;
   }
   return 0;
+}
+
+int gguf_copy_tensor_as(wisp_gguf_writer *w, const wisp_gguf *g, const wisp_gguf_tensor *t, uint32_t type,
+                        gguf_quantize_fn quantize, char *err, size_t cap) {
+  size_t bb = 4;
+  const int block = type == WISP_GGML_F32 ? 1 : wisp_ggml_block(type, &bb);
+  const size_t bytes = t->numel / (size_t)block * bb;
+  float *f = malloc(sizeof(float) * t->numel);
+  uint8_t *q = malloc(bytes);
+  int ok = 1;
+  if (!f || !q || wisp_gguf_read_f32(g, t, f)) {
+    ok = 0, snprintf(err, cap, "%s: not read", t->name);
+  } else {
+    if (quantize) quantize(f, (int)t->ne[1], (int)t->ne[0], q);
+    else memcpy(q, f, bytes);
+    if (wisp_gguf_add_tensor(w, t->name, t->n_dims, t->ne, type, q, bytes))
+      ok = 0, snprintf(err, cap, "%s: %s", t->name, wisp_last_error());
+  }
+  free(f), free(q);
+  return ok;
+}
+
+int gguf_logits_json(const char *model, const char *backend, const char *extra, const char *out, char *log,
+                     size_t cap) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --backend %s --tokens 1,5,9,3,7,11,2 --greedy 12 %s -o %s --force 2>&1",
+           test_wisp_bin(), model, backend, extra, out);
+  return test_run(cmd, log, cap);
 }

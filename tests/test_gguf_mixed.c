@@ -100,7 +100,8 @@ static uint32_t llama_type(const char *name) {
 
 /* Q4_0 blocks (format/qblocks.h): d = max|x| / 7 as f16, q = round(x / d) + 8
  * in 0..15, element j in byte j's low nibble, j + 16 in its high one. */
-static void quantize_q4_0(const float *w, size_t n, uint8_t *out) {
+static void quantize_q4_0(const float *w, int rows, int cols, uint8_t *out) {
+  const size_t n = (size_t)rows * (size_t)cols;
   for (size_t b = 0; b < n / 32; b++) {
     const float *x = w + 32 * b;
     uint8_t *blk = out + 18 * b;
@@ -130,24 +131,12 @@ static int write_mixed(const char *src, const char *dst, uint32_t (*type_of)(con
   for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
     const wisp_gguf_tensor *t = &g->tensors[i];
     const uint32_t type = t->n_dims == 2 ? type_of(t->name) : WISP_GGML_F32;
-    const int rows = (int)t->ne[1], cols = (int)t->ne[0];
-    float *f = malloc(sizeof(float) * t->numel);
-    size_t bb = 4;
-    const int block = type == WISP_GGML_F32 ? 1 : wisp_ggml_block(type, &bb);
-    const size_t bytes = type == WISP_GGML_F32 ? t->numel * 4 : t->numel / (size_t)block * bb;
-    uint8_t *q = malloc(bytes);
-    if (!f || !q || wisp_gguf_read_f32(g, t, f)) {
-      ok = 0, snprintf(err, cap, "%s: not read", t->name);
-    } else {
-      if (type == WISP_GGML_Q4_K) wisp_quantize_q4k(f, rows, cols, q);
-      else if (type == WISP_GGML_Q6_K) quantize_q6k(f, rows, cols, q);
-      else if (type == WISP_GGML_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
-      else if (type == WISP_GGML_Q4_0) quantize_q4_0(f, t->numel, q);
-      else memcpy(q, f, bytes);
-      if (wisp_gguf_add_tensor(w, t->name, t->n_dims, t->ne, type, q, bytes))
-        ok = 0, snprintf(err, cap, "%s: %s", t->name, wisp_last_error());
-    }
-    free(f), free(q);
+    const gguf_quantize_fn quantize = type == WISP_GGML_Q4_K   ? wisp_quantize_q4k
+                                      : type == WISP_GGML_Q6_K ? quantize_q6k
+                                      : type == WISP_GGML_Q8_0 ? wisp_quantize_q8_0_rows
+                                      : type == WISP_GGML_Q4_0 ? quantize_q4_0
+                                                               : NULL;
+    ok = gguf_copy_tensor_as(w, g, t, type, quantize, err, cap);
   }
   if (ok && wisp_gguf_writer_write(w, dst)) ok = 0, snprintf(err, cap, "%s", wisp_last_error());
   wisp_gguf_writer_free(w);
@@ -403,13 +392,6 @@ TEST(webgpu_gguf_mixed_products) {
 
 /* ---- the model ---- */
 
-static int logits_json(const char *model, const char *backend, const char *extra, const char *out, char *log,
-                       size_t cap) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --backend %s --tokens 1,5,9,3,7,11,2 --greedy 12 %s -o %s --force 2>&1",
-           test_wisp_bin(), model, backend, extra, out);
-  return test_run(cmd, log, cap);
-}
 
 /* The file's logits and greedy tokens against its dequantized f32
  * reference; `wisp plan` shows a kernel a part and the persistent decode
@@ -423,8 +405,8 @@ TEST(gguf_mixed_runs_as_its_f32_reference_cpu) {
   CHECK(gguf != NULL);
   snprintf(want, sizeof want, "%s/gm_ref.json", test_tmpdir());
   snprintf(got, sizeof got, "%s/gm_got.json", test_tmpdir());
-  CHECKF(logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
-  CHECKF(logits_json(gguf, "cpu", "", got, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(gguf, "cpu", "", got, log, sizeof log) == 0, "%s", log);
   CHECKF(parity_compare_files(want, got, 1e-4, msg, sizeof msg), "mixed file vs its f32 reference: %s", msg);
   snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu 2>&1", test_wisp_bin(), gguf);
   CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
@@ -449,8 +431,8 @@ TEST(gguf_mixed_runs_as_its_f32_reference_cpu) {
   CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
   snprintf(gc, sizeof gc, "%s/gm_back.json", test_tmpdir());
   snprintf(ga0, sizeof ga0, "%s/gm_file.json", test_tmpdir());
-  CHECKF(logits_json(back, "cpu", "", gc, log, sizeof log) == 0, "%s", log);
-  CHECKF(logits_json(gguf, "cpu", "", ga0, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(back, "cpu", "", gc, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(gguf, "cpu", "", ga0, log, sizeof log) == 0, "%s", log);
   CHECKF(parity_compare_files(ga0, gc, 0, msg, sizeof msg), "the file vs its export's round trip: %s", msg);
   wisp_gguf *g = NULL;
   CHECKF(wisp_gguf_open(back, &g) == WISP_OK, "%s", wisp_last_error());
@@ -463,8 +445,8 @@ TEST(gguf_mixed_runs_as_its_f32_reference_cpu) {
     char ga[700], gb[700];
     snprintf(ga, sizeof ga, "%s/gm_file%d.json", test_tmpdir(), p);
     snprintf(gb, sizeof gb, "%s/gm_keep%d.json", test_tmpdir(), p);
-    CHECKF(logits_json(gguf, "cpu", extra, ga, log, sizeof log) == 0, "%s", log);
-    CHECKF(logits_json(keep, "cpu", extra, gb, log, sizeof log) == 0, "%s", log);
+    CHECKF(gguf_logits_json(gguf, "cpu", extra, ga, log, sizeof log) == 0, "%s", log);
+    CHECKF(gguf_logits_json(keep, "cpu", extra, gb, log, sizeof log) == 0, "%s", log);
     CHECKF(parity_compare_files(ga, gb, 0, msg, sizeof msg), "%s: the file vs its keep artifact: %s", extra, msg);
   }
   /* the throughput profile's integer products, part by part, stay near the
@@ -483,10 +465,10 @@ TEST(webgpu_gguf_mixed_runs_as_its_f32_reference) {
   const char *gguf = mixed_file(ref, sizeof ref);
   CHECK(gguf != NULL);
   snprintf(want, sizeof want, "%s/gm_ref.json", test_tmpdir());
-  CHECKF(logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
   for (int loop = 0; loop < 2; loop++) {
     snprintf(got, sizeof got, "%s/gm_gpu%d.json", test_tmpdir(), loop);
-    CHECKF(logits_json(gguf, "webgpu", loop ? "--decode-loop" : "", got, log, sizeof log) == 0, "%s", log);
+    CHECKF(gguf_logits_json(gguf, "webgpu", loop ? "--decode-loop" : "", got, log, sizeof log) == 0, "%s", log);
     CHECKF(parity_compare_files(want, got, 1e-4, msg, sizeof msg), "webgpu%s vs the f32 reference: %s",
            loop ? " (decode loop)" : "", msg);
   }
@@ -523,8 +505,8 @@ TEST(gguf_mixed_llama_rope_order_parts) {
   wisp_artifact_free(a);
   snprintf(want, sizeof want, "%s/gml_ref.json", test_tmpdir());
   snprintf(got, sizeof got, "%s/gml_got.json", test_tmpdir());
-  CHECKF(logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
-  CHECKF(logits_json(gguf, "cpu", "", got, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(ref, "cpu", "", want, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(gguf, "cpu", "", got, log, sizeof log) == 0, "%s", log);
   CHECKF(parity_compare_files(want, got, 1e-4, msg, sizeof msg), "mixed llama file vs its f32 reference: %s", msg);
 }
 

@@ -65,22 +65,11 @@ static int write_apart(const char *src, const char *dst, uint32_t type, char *er
   for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
     const wisp_gguf_tensor *t = order[i];
     const uint32_t ty = t->n_dims == 2 && layer_of(t->name) >= 0 ? type : WISP_GGML_F32;
-    const int rows = (int)t->ne[1], cols = (int)t->ne[0];
-    const size_t bytes = ty == WISP_GGML_F32 ? t->numel * 4
-                         : ty == WISP_GGML_F16 ? t->numel * 2
-                                               : (size_t)wisp_q8_0_bytes(rows, cols);
-    float *f = malloc(sizeof(float) * t->numel);
-    uint8_t *q = malloc(bytes);
-    if (!f || !q || wisp_gguf_read_f32(g, t, f)) {
-      ok = 0, snprintf(err, cap, "%s: not read", t->name);
-    } else {
-      if (ty == WISP_GGML_Q8_0) wisp_quantize_q8_0_rows(f, rows, cols, q);
-      else if (ty == WISP_GGML_F16) wisp_quantize_f16(f, rows, cols, q);
-      else memcpy(q, f, bytes);
-      if (wisp_gguf_add_tensor(w, t->name, t->n_dims, t->ne, ty, q, bytes))
-        ok = 0, snprintf(err, cap, "%s: %s", t->name, wisp_last_error());
-    }
-    free(f), free(q);
+    ok = gguf_copy_tensor_as(w, g, t, ty,
+                             ty == WISP_GGML_Q8_0  ? wisp_quantize_q8_0_rows
+                             : ty == WISP_GGML_F16 ? wisp_quantize_f16
+                                                   : NULL,
+                             err, cap);
   }
   if (ok && wisp_gguf_writer_write(w, dst)) ok = 0, snprintf(err, cap, "%s", wisp_last_error());
   free(order);
@@ -181,13 +170,6 @@ TEST(gguf_parts_apart_tensors_are_mapped_parts) {
 
 /* ---- the model ---- */
 
-static int logits_json(const char *model, const char *backend, const char *extra, const char *out, char *log,
-                       size_t cap) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s logits -m %s --backend %s --tokens 1,5,9,3,7,11,2 --greedy 12 %s -o %s --force 2>&1",
-           test_wisp_bin(), model, backend, extra, out);
-  return test_run(cmd, log, cap);
-}
 
 /* The file against its keep artifact on one backend: the very logits and
  * greedy tokens (extra: more logits arguments). */
@@ -197,8 +179,8 @@ static void same_as_keep(int ti, const char *backend, const char *extra) {
   CHECK(gguf != NULL);
   snprintf(a, sizeof a, "%s/gp_%s_%s_file.json", test_tmpdir(), k_types[ti].tag, backend);
   snprintf(b, sizeof b, "%s/gp_%s_%s_keep.json", test_tmpdir(), k_types[ti].tag, backend);
-  CHECKF(logits_json(gguf, backend, extra, a, log, sizeof log) == 0, "%s", log);
-  CHECKF(logits_json(keep, backend, extra, b, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(gguf, backend, extra, a, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(keep, backend, extra, b, log, sizeof log) == 0, "%s", log);
   CHECKF(parity_compare_files(b, a, 0, msg, sizeof msg), "%s %s %s: the file vs its keep artifact: %s",
          k_types[ti].tag, backend, extra, msg);
 }
@@ -227,7 +209,7 @@ TEST(gguf_parts_run_as_the_converted_artifact_cpu) {
     snprintf(a, sizeof a, "%s/gp_%s_cpu_file.json", test_tmpdir(), k_types[ti].tag);
     snprintf(b, sizeof b, "%s/gp_%s_back.json", test_tmpdir(), k_types[ti].tag);
     same_as_keep(ti, "cpu", "");
-    CHECKF(logits_json(back, "cpu", "", b, log, sizeof log) == 0, "%s", log);
+    CHECKF(gguf_logits_json(back, "cpu", "", b, log, sizeof log) == 0, "%s", log);
     CHECKF(parity_compare_files(a, b, 0, msg, sizeof msg), "%s: the file vs its export's round trip: %s",
            k_types[ti].tag, msg);
   }
@@ -283,7 +265,7 @@ TEST(gguf_parts_qwen35_equal_value_heads_mapped_as_they_lie) {
   snprintf(b, sizeof b, "%s/gp_q35eq_art.json", test_tmpdir());
   char q8[640];
   snprintf(q8, sizeof q8, "%s_q8", art);
-  CHECKF(logits_json(gguf, "cpu", "--profile exact", a, log, sizeof log) == 0, "%s", log);
-  CHECKF(logits_json(q8, "cpu", "--profile exact", b, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(gguf, "cpu", "--profile exact", a, log, sizeof log) == 0, "%s", log);
+  CHECKF(gguf_logits_json(q8, "cpu", "--profile exact", b, log, sizeof log) == 0, "%s", log);
   CHECKF(parity_compare_files(b, a, 0, msg, sizeof msg), "the file vs the converted artifact: %s", msg);
 }
