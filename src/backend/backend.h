@@ -43,6 +43,7 @@ typedef struct {
   /* Sliding window: a query at position p attends to keys p - window < j <= p;
    * 0 = every earlier key. The caches still hold every position. */
   int window;
+  int rope_pairs; /* wisp_rope_pairs (format/tensor.h): which dims of a head rotate together */
 } wisp_attention_args;
 
 /* Arguments of the gated-attention op ("full_attention" layers of Gated DeltaNet hybrids):
@@ -61,6 +62,7 @@ typedef struct {
   wisp_buf *k_cache, *v_cache;            /* [max_pos][kv_heads][head_dim] */
   wisp_buf *out;                          /* [n][heads * head_dim], already gated */
   const wisp_kernel_choice *choice;       /* [prefill, decode] from the plan (profile kernels); NULL = default */
+  int rope_pairs;                         /* wisp_rope_pairs: pairs within the first rotary_dim dims */
 } wisp_gated_attention_args;
 
 /* Arguments of the Gated DeltaNet op ("linear_attention" layers),
@@ -194,6 +196,7 @@ typedef struct {
   int max_pos;   /* rows of the KV caches */
   int rotary_dim, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   int rope_rows; /* rows of the rope tables ([rows][head_dim / 2]) */
+  int rope_pairs; /* wisp_rope_pairs of every attention layer */
   float eps;
   float embed_scale; /* the embedding row's factor (0: 1) */
   float attn_scale;  /* attention scores' scale (0: 1/sqrt(head_dim)) */

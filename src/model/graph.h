@@ -67,6 +67,7 @@ typedef struct wisp_graph {
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   float eps;
   int rope_rows;     /* rows of the rope tables */
+  int rope_pairs;    /* wisp_rope_pairs (format/tensor.h) of every attention node: the q/k rows' order */
   int max_positions; /* longest context the weights support */
   const float *rope_freq; /* [rotary_dim / 2] inverse frequencies (NULL: the tables bound the context) */
   wisp_matrix *embed, *head;
