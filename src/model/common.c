@@ -214,6 +214,7 @@ wisp_status wisp_model_shape_common(const wisp_shape *s, const char *arch, wisp_
   memset(out, 0, sizeof *out);
   snprintf(out->architecture, sizeof out->architecture, "%s", arch);
   out->n_layers = s->n_layers;
+  out->rope_pairs = s->rope_pairs;
   for (int i = 0; i < s->n_layers; i++) out->layer_types[i] = WISP_LAYER_ATTENTION;
   out->hidden = s->hidden;
   out->ffn = s->ffn;
