@@ -27,7 +27,7 @@ typedef struct wisp_backend wisp_backend;
 
 /* Arguments of the fused attention op (one attention layer, n new tokens at
  * positions pos0..pos0+n-1): split the fused qkv rows, RMSNorm q and k per
- * head (each optional), rotate both with NEOX RoPE from the rope tables, append k and v to the cache, and attend
+ * head (each optional), rotate both with RoPE from the rope tables (pairs as rope_pairs), append k and v to the cache, and attend
  * causally with grouped-query heads. */
 typedef struct {
   const wisp_buf *qkv;   /* [n][(heads + 2*kv_heads) * head_dim]: q, then k, then v */
@@ -50,7 +50,7 @@ typedef struct {
  * like wisp_attention_args, but q_proj yields per head [q | gate] (2*head_dim
  * values, q first), q_norm/k_norm multiply by the given weights (the
  * artifact stores (1 + w) norms that way), RoPE rotates only the first rotary_dim
- * dims of each head (NEOX pairs (i, i + rotary_dim/2)), and the attention
+ * dims of each head (pairs as rope_pairs, within those dims), and the attention
  * output of each head is multiplied by sigmoid(gate) elementwise. */
 typedef struct {
   const wisp_buf *qkv; /* [n][heads*2*head_dim + 2*kv_heads*head_dim]: (q|gate) per head, then k, then v */
