@@ -475,9 +475,10 @@ TEST(webgpu_gguf_mixed_runs_as_its_f32_reference) {
 }
 
 /* A Llama file whose q and k rows llama.cpp's converter put in its rope
- * order: the q part (Q8_0) and the k part (F32) are copied back in order,
- * each in its own type, the v part (Q8_0) and gate|up (Q4_0 | Q8_0)
- * mapped; the logits and greedy tokens of its f32 reference. */
+ * order: the q part (Q8_0), the k part (F32) and the v part (Q8_0) run as
+ * stored (adjacent rope pairs), each mapped in its own type, as gate|up
+ * (Q4_0 | Q8_0); the logits and greedy tokens of its f32 reference (which
+ * convert put back in Hugging Face's order, rotate-half pairs). */
 TEST(gguf_mixed_llama_rope_order_parts) {
   char hf[600], dir[600], f32[600], gguf[600], ref[600], want[700], got[700], cmd[4096], log[16384], msg[2048];
   snprintf(hf, sizeof hf, "%s/gml_hf", test_tmpdir());
@@ -495,7 +496,7 @@ TEST(gguf_mixed_llama_rope_order_parts) {
   wisp_artifact *a = NULL;
   CHECKF(wisp_artifact_open(gguf, &a) == WISP_OK, "%s", wisp_last_error());
   static const struct { const char *name, *origin; } want_sec[] = {
-      {"L0.attn.qkv@0.q8_0", "copied"}, {"L0.attn.qkv@128.weight", "copied"}, {"L0.attn.qkv@192.q8_0", "mapped"},
+      {"L0.attn.qkv@0.q8_0", "mapped"}, {"L0.attn.qkv@128.weight", "mapped"}, {"L0.attn.qkv@192.q8_0", "mapped"},
       {"L1.mlp.gate_up@0.q4_0", "mapped"}, {"L1.mlp.gate_up@96.q8_0", "mapped"}};
   for (size_t i = 0; i < sizeof want_sec / sizeof want_sec[0]; i++) {
     const wisp_section *sec = wisp_artifact_section(a, want_sec[i].name);

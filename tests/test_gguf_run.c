@@ -11,6 +11,8 @@
 
 #include "format/artifact.h"
 #include "format/gguf_artifact.h"
+#include "format/tensor.h"
+#include "parity_compare.h"
 #include "st_fixture.h"
 #include "test.h"
 #include "webgpu_fixture.h"
@@ -67,16 +69,69 @@ TEST(gguf_run_f32_f16_q8_0_same_logits_as_the_directory) {
   same_logits(gguf, dir);
 }
 
-/* Llama: q/k rows in llama.cpp's rope order (copied back at open) and
- * llama3 scaling as rope_freqs.weight: the logits of `convert FILE.gguf
- * --quant f32` (the same tables from the same divisors). */
-TEST(gguf_run_llama_rope_order_and_freqs_same_logits_as_convert) {
+/* The logits of a prompt and 16 greedy tokens on g_backend (EXTRA: more
+ * options) of models a and b: the same tokens, logits within tol of
+ * max|logit|. */
+static void close_logits(const char *a, const char *b, const char *extra, double tol) {
+  char cmd[4096], ja[700], jb[700], log[8192], msg[2048];
+  snprintf(ja, sizeof ja, "%s.logits.json", a);
+  snprintf(jb, sizeof jb, "%s.logits.json", b);
+  const char *m[2] = {a, b}, *o[2] = {ja, jb};
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, "%s logits -m %s --backend %s --tokens 1,5,9,3,7 --greedy 16 %s -o %s --force 2>&1",
+             test_wisp_bin(), m[i], g_backend, extra, o[i]);
+    CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
+  }
+  CHECKF(parity_compare_files(jb, ja, tol, msg, sizeof msg), "%s vs %s (%s %s): %s", a, b, g_backend, extra, msg);
+}
+
+/* Llama: q/k rows in llama.cpp's rope order, run as stored (mapped: the
+ * manifest says adjacent rope pairs), and llama3 scaling as
+ * rope_freqs.weight: the logits of `convert FILE.gguf --quant f32`, whose
+ * q/k rows are back in Hugging Face's order (rotate-half pairs). The
+ * scores are the same sums in another order: equal to float rounding. */
+static void llama_mapped_case(const char *tag, const char *quant, const char *args) {
   char dir[600], gguf[600], conv[700], cmd[4096], log[8192];
-  CHECKF(make_gguf("gr_ll", 3, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  CHECKF(make_gguf(tag, 3, quant, args, dir, gguf, log, sizeof log) == 0, "%s", log);
   snprintf(conv, sizeof conv, "%s_conv", dir);
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gguf, conv);
   CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
-  same_logits(gguf, conv);
+  wisp_artifact *a = NULL, *c = NULL;
+  CHECKF(wisp_artifact_open(gguf, &a) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(wisp_artifact_open(conv, &c) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(a->shape.rope_pairs == WISP_ROPE_ADJACENT && c->shape.rope_pairs == WISP_ROPE_HALVES,
+         "rope pairs: file %d, converted %d", a->shape.rope_pairs, c->shape.rope_pairs);
+  for (int i = 0; i < a->n_sections; i++) /* q|k|v mapped: nothing built but the rope tables */
+    if (!strncmp(a->sections[i].name, "L", 1))
+      CHECKF(!strncmp(a->sections[i].origin, "mapped", 6), "%s: %s", a->sections[i].name, a->sections[i].origin);
+  wisp_artifact_free(a);
+  wisp_artifact_free(c);
+  /* wisp plan shows the layout with the attention layers */
+  static char plan[1 << 16];
+  snprintf(cmd, sizeof cmd, "%s plan -m %s 2>&1", test_wisp_bin(), gguf);
+  CHECKF(sh(cmd, plan, sizeof plan) == 0 && strstr(plan, "attention layers 0,1 (rope pairs adjacent"), "%.600s", plan);
+  close_logits(gguf, conv, "", 1e-5);
+}
+
+TEST(gguf_run_llama_rope_order_and_freqs_same_logits_as_convert) {
+  llama_mapped_case("gr_ll", "f32", "");
+  llama_mapped_case("gr_ll8", "q8_0", "--keep-quant");
+}
+
+/* The same on the WebGPU backend: prefill and the decode loop (the
+ * persistent decode where the plan has it) rotate adjacent pairs too. */
+TEST(gguf_run_llama_rope_order_webgpu) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char dir[600], gguf[600], conv[700], cmd[4096], log[8192];
+  g_backend = "webgpu";
+  CHECKF(make_gguf("gw_ll", 3, "f32", "", dir, gguf, log, sizeof log) == 0, "%s", log);
+  snprintf(conv, sizeof conv, "%s_conv", dir);
+  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), gguf, conv);
+  CHECKF(sh(cmd, log, sizeof log) == 0, "%s", log);
+  close_logits(gguf, conv, "", 1e-4);
+  close_logits(gguf, conv, "--decode-loop", 1e-4); /* the persistent decode */
+  g_backend = "cpu";
 }
 
 /* Q4_0 (LFM2 q4, --keep-quant) and Q4_K (Qwen 3.5 q4k): the file against

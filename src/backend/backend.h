@@ -27,7 +27,7 @@ typedef struct wisp_backend wisp_backend;
 
 /* Arguments of the fused attention op (one attention layer, n new tokens at
  * positions pos0..pos0+n-1): split the fused qkv rows, RMSNorm q and k per
- * head (each optional), rotate both with NEOX RoPE from the rope tables, append k and v to the cache, and attend
+ * head (each optional), rotate both with RoPE from the rope tables (pairs as rope_pairs), append k and v to the cache, and attend
  * causally with grouped-query heads. */
 typedef struct {
   const wisp_buf *qkv;   /* [n][(heads + 2*kv_heads) * head_dim]: q, then k, then v */
@@ -43,13 +43,14 @@ typedef struct {
   /* Sliding window: a query at position p attends to keys p - window < j <= p;
    * 0 = every earlier key. The caches still hold every position. */
   int window;
+  int rope_pairs; /* wisp_rope_pairs (format/tensor.h): which dims of a head rotate together */
 } wisp_attention_args;
 
 /* Arguments of the gated-attention op ("full_attention" layers of Gated DeltaNet hybrids):
  * like wisp_attention_args, but q_proj yields per head [q | gate] (2*head_dim
  * values, q first), q_norm/k_norm multiply by the given weights (the
  * artifact stores (1 + w) norms that way), RoPE rotates only the first rotary_dim
- * dims of each head (NEOX pairs (i, i + rotary_dim/2)), and the attention
+ * dims of each head (pairs as rope_pairs, within those dims), and the attention
  * output of each head is multiplied by sigmoid(gate) elementwise. */
 typedef struct {
   const wisp_buf *qkv; /* [n][heads*2*head_dim + 2*kv_heads*head_dim]: (q|gate) per head, then k, then v */
@@ -61,6 +62,7 @@ typedef struct {
   wisp_buf *k_cache, *v_cache;            /* [max_pos][kv_heads][head_dim] */
   wisp_buf *out;                          /* [n][heads * head_dim], already gated */
   const wisp_kernel_choice *choice;       /* [prefill, decode] from the plan (profile kernels); NULL = default */
+  int rope_pairs;                         /* wisp_rope_pairs: pairs within the first rotary_dim dims */
 } wisp_gated_attention_args;
 
 /* Arguments of the Gated DeltaNet op ("linear_attention" layers),
@@ -194,6 +196,7 @@ typedef struct {
   int max_pos;   /* rows of the KV caches */
   int rotary_dim, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   int rope_rows; /* rows of the rope tables ([rows][head_dim / 2]) */
+  int rope_pairs; /* wisp_rope_pairs of every attention layer */
   float eps;
   float embed_scale; /* the embedding row's factor (0: 1) */
   float attn_scale;  /* attention scores' scale (0: 1/sqrt(head_dim)) */

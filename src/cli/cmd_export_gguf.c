@@ -150,8 +150,10 @@ static wisp_status put_matrix(exporter *e, const wisp_gguf_rule *rule, const cha
   void *mem[3] = {NULL, NULL, NULL};
   uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
   if (!map || !cmap) { st = wisp_fail(WISP_ENOMEM, "out of memory"); goto done; }
-  if ((st = wisp_gguf_row_map(&e->geo, rule->xform, rows, gname, map)) ||
-      (st = wisp_gguf_col_map(&e->geo, rule->xform, cols, gname, cmap)))
+  /* an adjacent-pair artifact's q/k rows are already in llama.cpp's order */
+  const unsigned xform = wisp_gguf_xform_for(rule->xform, e->a->shape.rope_pairs);
+  if ((st = wisp_gguf_row_map(&e->geo, xform, rows, gname, map)) ||
+      (st = wisp_gguf_col_map(&e->geo, xform, cols, gname, cmap)))
     goto done;
   const wisp_quant_traits *qt = wisp_quant_traits_of(m.type);
   const int is_q4 = m.type == WISP_W_Q4 || m.type == WISP_W_Q4Z;
@@ -223,7 +225,7 @@ static wisp_status put_vector(exporter *e, const wisp_gguf_rule *rule, const cha
   float *out = malloc(sizeof(float) * (size_t)n + 1);
   int *map = malloc(sizeof(int) * (size_t)rows + 1);
   if (!st && (!out || !map)) st = wisp_fail(WISP_ENOMEM, "out of memory");
-  if (!st) st = wisp_gguf_row_map(&e->geo, rule->xform, rows, gname, map);
+  if (!st) st = wisp_gguf_row_map(&e->geo, wisp_gguf_xform_for(rule->xform, e->a->shape.rope_pairs), rows, gname, map);
   if (!st) {
     for (int r = 0; r < rows; r++)
       memcpy(out + (size_t)r * cols, v + sizeof(float) * (size_t)map[r] * cols, sizeof(float) * cols);
@@ -600,6 +602,11 @@ static wisp_status export_model(exporter *e, const char *dir) {
   wisp_status st;
   e->geo = geom_of(e->a);
   if ((st = export_arch(e->a, &ga)) || (st = put_metadata(e, ga))) return st;
+  /* adjacent pairs are llama.cpp's rope order of llama's q/k rows; an
+   * architecture llama.cpp ropes NEOX-style has no GGUF order for them */
+  if (e->a->shape.rope_pairs == WISP_ROPE_ADJACENT && !wisp_gguf_arch_rope_permuted(ga))
+    return wisp_fail(WISP_EUNSUPPORTED, "%s: q/k rows in adjacent rope pair order cannot be written as %s", dir,
+                     ga->name);
   for (int i = 0; i < e->a->shape.n_layers; i++)
     if (e->a->shape.layer_types[i] == WISP_LAYER_CONV && strcmp(ga->name, "lfm2"))
       return wisp_fail(WISP_EUNSUPPORTED, "%s: a conv layer cannot be written as %s", dir, ga->name);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/tensor.h"
 #include "format/weight_source.h"
 #include "util/err.h"
 #include "util/file.h"
@@ -84,6 +85,11 @@ static wisp_status parse_shape(const cJSON *shape, const char *label, wisp_shape
       (st = get_int(shape, "linearValueDim", label, p, 0, 0, &s->lin_v_dim)) ||
       (st = get_int(shape, "rotaryDim", label, p, 0, 0, &s->rotary_dim)))
     return st;
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(shape, "ropePairs");
+  s->rope_pairs = WISP_ROPE_HALVES;
+  if (rp && cJSON_IsString(rp) && !strcmp(rp->valuestring, "adjacent")) s->rope_pairs = WISP_ROPE_ADJACENT;
+  else if (rp && !(cJSON_IsString(rp) && !strcmp(rp->valuestring, "halves")))
+    return wisp_fail(WISP_EFORMAT, "%s: runtime.shape.ropePairs must be \"halves\" or \"adjacent\"", label);
   if (s->heads % s->kv_heads != 0)
     return wisp_fail(WISP_EFORMAT, "%s: runtime.shape.heads (%d) must be a multiple of kvHeads (%d)", label,
                      s->heads, s->kv_heads);

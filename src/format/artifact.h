@@ -32,6 +32,7 @@ typedef struct {
   /* Qwen 3.5 (wisp fields of runtime.shape, 0 when absent): Gated DeltaNet
    * key/value heads and head widths, rotated dims of full-attention heads. */
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, rotary_dim;
+  int rope_pairs; /* wisp_rope_pairs (format/tensor.h): runtime.shape.ropePairs "halves" (default) or "adjacent" */
 } wisp_shape;
 
 typedef struct {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "format/artifact.h"
+#include "format/tensor.h"
 #include "util/err.h"
 
 #define L "model.layers.%d."
@@ -242,6 +243,16 @@ static wisp_status vhead_map(const wisp_gguf_geom *g, int base, int unit, int n,
     src[r] = base + (grp * (NV / NK) + j) * unit + within;
   }
   return WISP_OK;
+}
+
+unsigned wisp_gguf_xform_for(unsigned xform, int pairs) {
+  return pairs == WISP_ROPE_ADJACENT ? xform & ~(unsigned)(GA_X_ROPE_Q | GA_X_ROPE_K) : xform;
+}
+
+int wisp_gguf_arch_rope_permuted(const wisp_gguf_arch *ga) {
+  for (size_t i = 0; ga && i < ga->n_rules; i++)
+    if (ga->rules[i].xform & (GA_X_ROPE_Q | GA_X_ROPE_K)) return 1;
+  return 0;
 }
 
 wisp_status wisp_gguf_row_map(const wisp_gguf_geom *g, unsigned xform, int rows, const char *what, int *src) {

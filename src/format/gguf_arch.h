@@ -108,6 +108,14 @@ void wisp_gguf_vec_dims(const wisp_gguf_geom *g, const wisp_gguf_rule *r, int *r
 /* Row (column) r of the GGUF tensor is row (column) src[r] of the wisp /
  * Hugging Face tensor. Fails (one line naming `what`) when the tensor's
  * rows do not split into the heads the transform needs. */
+/* The transform left between GGUF and an artifact whose q/k rows are in
+ * rope pair order `pairs` (format/tensor.h wisp_rope_pairs): an artifact of
+ * adjacent pairs keeps llama.cpp's q/k row order as stored, so GA_X_ROPE_*
+ * drop out (the rows are mapped, and attention rotates adjacent pairs). */
+unsigned wisp_gguf_xform_for(unsigned xform, int pairs);
+/* Whether an architecture's GGUF stores q/k rows in llama.cpp's rope order
+ * (a rule with GA_X_ROPE_*): its artifacts opened from GGUF are adjacent. */
+int wisp_gguf_arch_rope_permuted(const wisp_gguf_arch *ga);
 wisp_status wisp_gguf_row_map(const wisp_gguf_geom *g, unsigned xform, int rows, const char *what, int *src);
 wisp_status wisp_gguf_col_map(const wisp_gguf_geom *g, unsigned xform, int cols, const char *what, int *src);
 

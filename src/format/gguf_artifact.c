@@ -193,6 +193,10 @@ static int kind_of(uint32_t type, const char **suffix) {
   return AS_F32;
 }
 
+/* A rule's transform at open: llama's q/k rows stay in llama.cpp's order
+ * (mapped; the manifest says ropePairs "adjacent"). */
+static unsigned xf(const wisp_gguf_rule *r) { return wisp_gguf_xform_for(r->xform, WISP_ROPE_ADJACENT); }
+
 /* Whether a transform moves rows or column blocks of this model. The value
  * head reorder is the identity when there are as many value heads as key
  * heads (Qwen 3.5 0.8B and 2B): those tensors are mapped as they are. */
@@ -221,7 +225,7 @@ static void origin_of(const builder *b, const piece *p, const char *how, char *o
 
 static wisp_status build_vector(builder *b, const piece *p) {
   const wisp_gguf_tensor *t = p->t[0];
-  const unsigned xform = p->rule[0]->xform;
+  const unsigned xform = xf(p->rule[0]);
   char origin[512];
   if (t->type == WISP_GGML_F32 && !moves_rows_or_cols(b, xform) && !(xform & GA_X_NEGEXP) &&
       (uintptr_t)t->data % 4 == 0) {
@@ -261,7 +265,7 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
   int kind = kind_of(p->t[0]->type, &suffix);
   int moved = 0, adjacent = 1;
   for (int i = 0; i < p->n; i++) {
-    moved |= moves_rows_or_cols(b, p->rule[i]->xform);
+    moved |= moves_rows_or_cols(b, xf(p->rule[i]));
     if (i && p->t[i - 1]->data + p->t[i - 1]->bytes != p->t[i]->data) adjacent = 0;
   }
   const int cols = (int)p->t[0]->ne[0];
@@ -283,7 +287,7 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
   wisp_status st = WISP_OK;
   if (!rs || !cs) st = wisp_fail(WISP_ENOMEM, "out of memory");
   for (int i = 0; !st && i < p->n; i++) {
-    if ((st = wisp_gguf_col_map(&b->geo, p->rule[i]->xform, cols, p->t[i]->name, cs))) break;
+    if ((st = wisp_gguf_col_map(&b->geo, xf(p->rule[i]), cols, p->t[i]->name, cs))) break;
     if (kind != AS_F32 && !keeps_blocks(cs, cols, block)) {
       kind = AS_F32;
       suffix = "weight";
@@ -300,8 +304,8 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
   for (int i = 0; !st && i < p->n; i++) {
     const wisp_gguf_tensor *t = p->t[i];
     const int prow = (int)t->ne[1], base = p->r0[i];
-    if ((st = wisp_gguf_row_map(&b->geo, p->rule[i]->xform, prow, t->name, rs)) ||
-        (st = wisp_gguf_col_map(&b->geo, p->rule[i]->xform, cols, t->name, cs)))
+    if ((st = wisp_gguf_row_map(&b->geo, xf(p->rule[i]), prow, t->name, rs)) ||
+        (st = wisp_gguf_col_map(&b->geo, xf(p->rule[i]), cols, t->name, cs)))
       break;
     if (kind == AS_F32) {
       if (!(tmp = malloc((size_t)prow * cols * 4))) { st = wisp_fail(WISP_ENOMEM, "out of memory"); break; }
@@ -345,7 +349,7 @@ static wisp_status build_run(builder *b, const piece *p, const char *base, int t
  * rows or column blocks llama.cpp's converter reordered (copied as one
  * section with the order undone). */
 static int starts_run(const builder *b, const piece *p, int i) {
-  const int moved = moves_rows_or_cols(b, p->rule[i]->xform), before = moves_rows_or_cols(b, p->rule[i - 1]->xform);
+  const int moved = moves_rows_or_cols(b, xf(p->rule[i])), before = moves_rows_or_cols(b, xf(p->rule[i - 1]));
   if (p->t[i]->type != p->t[i - 1]->type || moved != before) return 1;
   return !moved && p->t[i - 1]->data + p->t[i - 1]->bytes != p->t[i]->data;
 }
@@ -456,6 +460,7 @@ static cJSON *derive_manifest(const builder *b, int max_pos, int tokenizer) {
     cJSON_AddNumberToObject(shape, "linearValueDim", m->lin_v_dim);
     cJSON_AddNumberToObject(shape, "rotaryDim", m->rotary_dim);
   }
+  if (wisp_gguf_arch_rope_permuted(wisp_gguf_arch_find(m->arch))) cJSON_AddStringToObject(shape, "ropePairs", "adjacent");
   /* offsets in a virtual weights space: the sections carry their own pointers */
   uint64_t at = 0;
   cJSON *secs = cJSON_AddArrayToObject(rt, "sections");

@@ -163,6 +163,13 @@ void wisp_quantize_f16(const float *w, int rows, int cols, uint8_t *out);
  * q = round(x/d) clamped to [-127, 127] (using the f16-rounded d). */
 void wisp_quantize_q8_0_rows(const float *w, int rows, int cols, uint8_t *out);
 
+/* Which dims RoPE turns together, within the first R (rotary) dims of a
+ * head, pair i at angle p * freq[i]: HALVES pairs (i, i + R/2) (Hugging
+ * Face's rotate-half); ADJACENT pairs (2i, 2i + 1) (the order llama.cpp's
+ * converter stores llama's q/k rows in, so such rows run as stored). The
+ * two give the same scores when q and k rows are permuted alike. */
+typedef enum { WISP_ROPE_HALVES = 0, WISP_ROPE_ADJACENT = 1 } wisp_rope_pairs;
+
 /* RoPE tables for positions [0, rows): cs/sn[p * half + i] = cos/sin(p *
  * theta^(-2i/dim)), half = dim/2, inv_freq rounded to f32 as transformers
  * does and the angle taken in f32. */

@@ -178,6 +178,7 @@ wisp_status wisp_model_bind_globals(const wisp_artifact *a, int rotary_dim, int 
   }
   if ((st = wisp_model_bind_vector(a, "head.norm", s->hidden, &g->final_norm))) return st;
   if ((st = bind_rope(a, rotary_dim, f32_freq, g))) return st;
+  g->rope_pairs = s->rope_pairs;
   /* With the frequencies a session builds tables for any context up to the
    * model's; without them (older artifacts) the stored tables bound it. */
   g->max_positions = g->rope_freq.data || a->max_positions < g->positions ? a->max_positions : g->positions;
@@ -197,6 +198,7 @@ wisp_matrix *wisp_model_globals_matrix(wisp_model_globals *g, const char *sectio
 
 void wisp_model_globals_describe(wisp_model_globals *m, wisp_graph *g) {
   g->rope_rows = m->positions;
+  g->rope_pairs = m->rope_pairs;
   g->rope_freq = m->rope_freq.data;
   g->max_positions = m->max_positions;
   g->embed = &m->embed;
@@ -212,6 +214,7 @@ wisp_status wisp_model_shape_common(const wisp_shape *s, const char *arch, wisp_
   memset(out, 0, sizeof *out);
   snprintf(out->architecture, sizeof out->architecture, "%s", arch);
   out->n_layers = s->n_layers;
+  out->rope_pairs = s->rope_pairs;
   for (int i = 0; i < s->n_layers; i++) out->layer_types[i] = WISP_LAYER_ATTENTION;
   out->hidden = s->hidden;
   out->ffn = s->ffn;

@@ -70,6 +70,7 @@ typedef struct {
   float *rope_owned;  /* computed tables and frequencies */
   int positions;      /* rows of the rope tables */
   int max_positions;  /* longest context: the manifest's (at most the tables' rows without rope.freq) */
+  int rope_pairs;     /* wisp_rope_pairs: the order the artifact's q/k rows are in */
 } wisp_model_globals;
 
 /* A section of n f32 values (its size checked). */

@@ -24,7 +24,7 @@ typedef enum {
   WISP_GOP_RMSNORM,         /* out = rmsnorm(in) * w, rows of `dim` */
   WISP_GOP_MATMUL,          /* out (+)= W in */
   WISP_GOP_SHORTCONV,       /* out = C * conv(B * u), in = [B | C | u]; state: conv window */
-  WISP_GOP_ATTENTION,       /* GQA, optional q/k norm, NEOX rope, KV append; state: K and V caches */
+  WISP_GOP_ATTENTION,       /* GQA, optional q/k norm, rope (pairs: the graph's rope_pairs), KV append; state: K and V caches */
   WISP_GOP_ATTENTION_GATED, /* the same with (q | gate) rows, partial rope, sigmoid output gate */
   WISP_GOP_DELTANET,        /* gated delta rule (backend.h, wisp_deltanet_args); state: conv ring + recurrence */
   WISP_GOP_SWIGLU,          /* out = silu(gate) * up, in = [gate | up] of `dim` each */
@@ -67,6 +67,7 @@ typedef struct wisp_graph {
   int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
   float eps;
   int rope_rows;     /* rows of the rope tables */
+  int rope_pairs;    /* wisp_rope_pairs (format/tensor.h) of every attention node: the q/k rows' order */
   int max_positions; /* longest context the weights support */
   const float *rope_freq; /* [rotary_dim / 2] inverse frequencies (NULL: the tables bound the context) */
   wisp_matrix *embed, *head;

@@ -139,6 +139,7 @@ wisp_status wisp_graph_lower_decode(const wisp_graph *g, const wisp_graph_state 
   d->n_layers = g->n_layers, d->hidden = g->hidden, d->ffn = g->ffn, d->vocab = g->vocab;
   d->heads = g->heads, d->kv_heads = g->kv_heads, d->head_dim = g->head_dim, d->conv_len = g->conv_len;
   d->max_pos = s ? wisp_graph_state_max_pos(s) : 0, d->rope_rows = g->rope_rows, d->rotary_dim = g->rotary_dim;
+  d->rope_pairs = g->rope_pairs;
   d->lin_k_heads = g->lin_k_heads, d->lin_v_heads = g->lin_v_heads;
   d->lin_k_dim = g->lin_k_dim, d->lin_v_dim = g->lin_v_dim, d->eps = g->eps;
   d->embed = g->embed, d->head = g->head, d->final_norm = g->final_norm;

@@ -67,13 +67,14 @@ static void mixer_args_of(const wisp_graph *g, const wisp_gnode *n, const wisp_g
                                          .rope_cos = n->rope_local ? g->rope_cos_local : g->rope_cos,
                                          .rope_sin = n->rope_local ? g->rope_sin_local : g->rope_sin,
                                          .k_cache = m0, .v_cache = m1, .out = out, .scale = g->attn_scale,
-                                         .window = n->window};
+                                         .window = n->window, .rope_pairs = g->rope_pairs};
   else if (n->op == WISP_GOP_ATTENTION_GATED)
     m->gated = (wisp_gated_attention_args){.qkv = in, .n = tokens, .pos0 = pos0, .heads = g->heads,
                                            .kv_heads = g->kv_heads, .head_dim = g->head_dim,
                                            .rotary_dim = g->rotary_dim, .q_norm = n->q_norm, .k_norm = n->k_norm,
                                            .eps = g->eps, .rope_cos = g->rope_cos, .rope_sin = g->rope_sin,
-                                           .k_cache = m0, .v_cache = m1, .out = out, .choice = n->choice};
+                                           .k_cache = m0, .v_cache = m1, .out = out, .choice = n->choice,
+                                           .rope_pairs = g->rope_pairs};
   else if (n->op == WISP_GOP_DELTANET)
     m->deltanet = (wisp_deltanet_args){.proj = in, .n = tokens, .pos0 = pos0, .k_heads = g->lin_k_heads,
                                        .v_heads = g->lin_v_heads, .k_dim = g->lin_k_dim, .v_dim = g->lin_v_dim,
@@ -176,14 +177,15 @@ static int run_mixer_rows(const wisp_graph *g, const wisp_gnode *n, wisp_backend
                              .head_dim = g->head_dim, .q_norm = n->q_norm, .k_norm = n->k_norm, .eps = g->eps,
                              .rope_cos = n->rope_local ? g->rope_cos_local : g->rope_cos,
                              .rope_sin = n->rope_local ? g->rope_sin_local : g->rope_sin, .out = out,
-                             .scale = g->attn_scale, .window = n->window};
+                             .scale = g->attn_scale, .window = n->window, .rope_pairs = g->rope_pairs};
     return be->attention_rows && be->attention_rows(be, &a, &mr);
   }
   if (n->op == WISP_GOP_ATTENTION_GATED) {
     wisp_gated_attention_args a = {.qkv = in, .n = rows->n, .heads = g->heads, .kv_heads = g->kv_heads,
                                    .head_dim = g->head_dim, .rotary_dim = g->rotary_dim, .q_norm = n->q_norm,
                                    .k_norm = n->k_norm, .eps = g->eps, .rope_cos = g->rope_cos,
-                                   .rope_sin = g->rope_sin, .out = out, .choice = n->choice};
+                                   .rope_sin = g->rope_sin, .out = out, .choice = n->choice,
+                                   .rope_pairs = g->rope_pairs};
     return be->attention_gated_rows && be->attention_gated_rows(be, &a, &mr);
   }
   if (n->op == WISP_GOP_DELTANET) {

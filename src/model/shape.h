@@ -25,6 +25,8 @@ typedef struct {
   /* 1: a Q4_K artifact: matrices with cols % 256 == 0 are Q4_K ("q4k"),
    * the others Q4 ("q4"); embed and head stay Q4Z ("q4"). */
   int q4k;
+  /* wisp_rope_pairs (format/tensor.h): which dims the attention's RoPE turns together */
+  int rope_pairs;
 } wisp_model_shape;
 
 #endif

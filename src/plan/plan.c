@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "format/quant.h"
+#include "format/tensor.h"
 #include "model/graph.h"
 #include "model/model.h"
 #include "plan/pjson.h"
@@ -66,6 +67,8 @@ wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wi
       (st = shape_int(shape, "linearKeyDim", where, 0, &out->lin_k_dim)) ||
       (st = shape_int(shape, "linearValueDim", where, 0, &out->lin_v_dim)))
     return st;
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(shape, "ropePairs");
+  if (cJSON_IsString(rp) && !strcmp(rp->valuestring, "adjacent")) out->rope_pairs = WISP_ROPE_ADJACENT;
   if (out->heads % out->kv_heads) return FAIL(WISP_EFORMAT, "%s.kvHeads: %d does not divide heads %d", where, out->kv_heads, out->heads);
   if (out->quant_bits < 0 || out->quant_bits > 32 || (out->quant_bits > 8 && out->quant_bits % 16) ||
       out->quant_bits == 1 || out->quant_bits == 7)
@@ -1000,6 +1003,7 @@ static cJSON *plan_json(const wisp_plan *p, const wisp_plan_inputs *in) {
     cJSON_AddStringToObject(ex, "prefillTileI8", t);
   }
   cJSON_AddStringToObject(ex, "kvDtype", p->kv_dtype);
+  if (p->rope_pairs == WISP_ROPE_ADJACENT) cJSON_AddStringToObject(ex, "ropePairs", "adjacent");
   cJSON_AddStringToObject(ex, "kvDtypeFrom", p->kv_dtype_from);
   if (p->persist_kernel[0]) {
     cJSON_AddStringToObject(ex, "persistentDecode", p->persist_kernel);
@@ -1226,6 +1230,7 @@ wisp_status wisp_plan_resolve(const wisp_plan_inputs *in, wisp_plan **out) {
   wisp_plan *p = calloc(1, sizeof *p);
   wisp_status st = WISP_OK;
   if (!p) return FAIL(WISP_ENOMEM, "out of memory");
+  p->rope_pairs = s->rope_pairs;
   for (int ph = 0; ph < 2; ph++) {
     R.blocks[ph] = calloc((size_t)R.n_blocks, sizeof(opvec));
     if (!R.blocks[ph]) st = FAIL(WISP_ENOMEM, "out of memory");
@@ -1369,6 +1374,8 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
     for (int g = 0; g < P->n_groups; g++) {
       fprintf(f, "  %s layers", layer_name(P->groups[g].type));
       for (int i = 0; i < P->groups[g].n_layers; i++) fprintf(f, "%s%d", i ? "," : " ", P->groups[g].layers[i]);
+      if (P->groups[g].type == WISP_LAYER_ATTENTION) /* the q/k rows' order decides the rope's pairs */
+        fprintf(f, " (rope pairs %s)", p->rope_pairs == WISP_ROPE_ADJACENT ? "adjacent (2i, 2i+1)" : "halves (i, i+R/2)");
       fprintf(f, "\n");
       for (int i = 0; i < P->groups[g].n_ops; i++) print_op(f, &P->groups[g].ops[i]);
     }

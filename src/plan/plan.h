@@ -112,6 +112,7 @@ typedef struct {
    * precision.kvDtype is "f16" (kv_dtype_from names it), else "f32"
    * ("default"). The cpu backend keeps f32 caches whatever it says. */
   char kv_dtype[4];
+  int rope_pairs; /* the model's wisp_rope_pairs (format/tensor.h), shown with the attention layers */
   const char *kv_dtype_from;
   /* The persistent decode (WebGPU, greedy decoding): the registry's
    * persistent_decode variant for the architecture ("persistent_decode/wgsl"

@@ -16,8 +16,16 @@ static void rmsnorm_inplace(float *v, const float *w, int d, float eps) {
 }
 
 /* NEOX rotation: pairs (i, i + d/2). */
-static void rope_inplace(float *v, const float *cs, const float *sn, int d) {
+static void rope_inplace(float *v, const float *cs, const float *sn, int d, int pairs) {
   int h = d / 2;
+  if (pairs == WISP_ROPE_ADJACENT) {
+    for (int i = 0; i < h; i++) {
+      float a = v[2 * i], b = v[2 * i + 1];
+      v[2 * i] = a * cs[i] - b * sn[i];
+      v[2 * i + 1] = b * cs[i] + a * sn[i];
+    }
+    return;
+  }
   for (int i = 0; i < h; i++) {
     float a = v[i], b = v[i + h];
     v[i] = a * cs[i] - b * sn[i];
@@ -39,6 +47,7 @@ typedef struct {
   wisp_buf *kc, *vc;
   float eps;
   int row, H, KVH, D, rot, q_stride, k_off, pos0;
+  int pairs; /* wisp_rope_pairs */
 } attn_prep_job;
 
 /* Where token t's key head h is normed and rotated: its cache row (f32
@@ -65,14 +74,14 @@ static void attn_prep_heads_of(const attn_prep_job *j, int t, int h0, int h1) {
     float *q = j->qbuf + ((size_t)t * j->H + h) * D;
     memcpy(q, src + (size_t)h * j->q_stride, (size_t)D * sizeof(float));
     if (j->q_norm) rmsnorm_inplace(q, j->q_norm, D, j->eps);
-    rope_inplace(q, cs, sn, j->rot);
+    rope_inplace(q, cs, sn, j->rot, j->pairs);
   }
   const float *ks = src + j->k_off, *vs = ks + (size_t)j->KVH * D;
   for (int h = h0 > j->H ? h0 - j->H : 0; h < h1 - j->H; h++) {
     float *kd = key_work_row(j, t, h);
     memcpy(kd, ks + (size_t)h * D, (size_t)D * sizeof(float));
     if (j->k_norm) rmsnorm_inplace(kd, j->k_norm, D, j->eps);
-    rope_inplace(kd, cs, sn, j->rot);
+    rope_inplace(kd, cs, sn, j->rot, j->pairs);
     cache_put(j, j->kc, pos, h, kd);
     cache_put(j, j->vc, pos, h, vs + (size_t)h * D);
   }
@@ -194,7 +203,7 @@ static void cpu_attention_run(wisp_backend *be, const wisp_attention_args *a) {
                       .k_norm = a->k_norm ? a->k_norm->data : NULL, .cos = a->rope_cos->data,
                       .sin = a->rope_sin->data, .kc = a->k_cache, .vc = a->v_cache, .eps = a->eps,
                       .row = (H + 2 * KVH) * D, .H = H, .KVH = KVH, .D = D, .rot = D, .q_stride = D,
-                      .k_off = H * D, .pos0 = a->pos0};
+                      .k_off = H * D, .pos0 = a->pos0, .pairs = a->rope_pairs};
   attention_common(as_cpu(be), &pj, a, NULL, 0);
 }
 
@@ -212,7 +221,8 @@ static void cpu_attention_gated_run(wisp_backend *be, const wisp_gated_attention
   attn_prep_job pj = {.qkv = g->qkv->data, .q_norm = g->q_norm->data, .k_norm = g->k_norm->data,
                       .cos = g->rope_cos->data, .sin = g->rope_sin->data, .kc = g->k_cache,
                       .vc = g->v_cache, .eps = g->eps, .row = row, .H = H, .KVH = KVH, .D = D,
-                      .rot = g->rotary_dim, .q_stride = 2 * D, .k_off = 2 * H * D, .pos0 = g->pos0};
+                      .rot = g->rotary_dim, .q_stride = 2 * D, .k_off = 2 * H * D, .pos0 = g->pos0,
+                      .pairs = g->rope_pairs};
   wisp_attention_args a = {.n = g->n, .pos0 = g->pos0, .heads = H, .kv_heads = KVH, .head_dim = D,
                            .k_cache = g->k_cache, .v_cache = g->v_cache, .out = g->out};
   attention_common(as_cpu(be), &pj, &a, g->qkv->data, row);

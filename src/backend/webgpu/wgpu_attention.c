@@ -59,13 +59,16 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
     return;
   /* KV16: the caches hold f16 pairs packed in u32 words (kv_buf_new
    * allocates half-size buffers; an f32-sized one uses its first half). */
-  wisp_wgpu_const c[4] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm}};
+  const double pairs = a->rope_pairs; /* PAIRS: which dims rotate together (rope_pair.wgsli) */
+  wisp_wgpu_const c[5] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm},
+                          {"PAIRS", pairs}};
   if (dec) {
     /* Decode: norm + rope + cache append + attention in one dispatch; 256
      * threads: WG / D key groups of a thread per head dimension. */
     uint32_t wg = 256; /* >= D (checked above), a multiple of the subgroup size */
-    wisp_wgpu_const cd[4] = {{"WG", wg}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm}};
-    wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(g, "attn_decode", cd, 4);
+    wisp_wgpu_const cd[5] = {{"WG", wg}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm},
+                             {"PAIRS", pairs}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(g, "attn_decode", cd, 5);
     struct {
       uint32_t pos, H, KVH, D;
       float eps, scale;
@@ -76,7 +79,7 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
                                bind_of(a->v_cache),    whole(a->out->g.b),     whole(splits > 1 ? g->part.b : g->dummy_rw.b)};
     wisp_wgpu_record_xyz(g, kd, bd, 9, &pd, sizeof pd, (uint32_t)H, 1, splits);
   } else {
-    wisp_wgpu_kernel *kr = wisp_wgpu_pipeline(g, "attn_rope", c, 4);
+    wisp_wgpu_kernel *kr = wisp_wgpu_pipeline(g, "attn_rope", c, 5);
     wisp_wgpu_kernel *kf = wisp_wgpu_pipeline(g, "attn_flash", c, 2);
     struct {
       uint32_t n, pos0, H, KVH, D;
@@ -163,8 +166,9 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
   if (most > 1 && !wisp_wgpu_scratch(g, &g->part, block * (uint64_t)rows->n, block * (uint64_t)rows->n, "wisp attention splits"))
     return 1;
   const double qnorm = qn ? 1 : 0, knorm = kn ? 1 : 0;
-  wisp_wgpu_const cd[4] = {{"WG", 256}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm}};
-  wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(g, "attn_decode_rows", cd, 4);
+  wisp_wgpu_const cd[5] = {{"WG", 256}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm},
+                           {"PAIRS", a->rope_pairs}};
+  wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(g, "attn_decode_rows", cd, 5);
   wisp_wgpu_const cc[1] = {{"WG", ATTN_WG}};
   wisp_wgpu_kernel *kc = most > 1 ? wisp_wgpu_pipeline(g, "attn_combine_rows", cc, 1) : NULL;
   struct {

@@ -115,8 +115,8 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
   WGPUBuffer qkv = a->qkv->g.b;
   const wisp_wgpu_binding kc = bind_of(a->k_cache), vc = bind_of(a->v_cache);
   WGPUBuffer out = a->out->g.b;
-  wisp_wgpu_const c[2] = {{"WG", QATTN_WG}, {"KV16", kv16}};
-  wisp_wgpu_kernel *kr = wisp_wgpu_pipeline(as_g(be), "attn_gated_rope", c, 2);
+  wisp_wgpu_const c[3] = {{"WG", QATTN_WG}, {"KV16", kv16}, {"PAIRS", a->rope_pairs}};
+  wisp_wgpu_kernel *kr = wisp_wgpu_pipeline(as_g(be), "attn_gated_rope", c, 3);
   const int gate_in = dec && set->attn_output_gate;  /* gate inside the attention kernel */
   const int rope_in = dec && set->attn_fused_rope;   /* split + norm + rope (+ KV append) fused */
   const int h256 = a->n == 1 && D == 256 && a->choice && is_head256(a->choice[WISP_PHASE_DECODE].variant) &&
@@ -152,12 +152,13 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
   }
   if (dec) {
     /* the cache's row strides: DIRECT_KV 0 addresses it through them */
-    wisp_wgpu_const cd[5] = {{"WG", QDEC_WG},
+    wisp_wgpu_const cd[6] = {{"WG", QDEC_WG},
                              {"FUSE_ROPE", rope_in},
                              {"GATE", gate_in},
                              {"DIRECT_KV", set->attn_direct_kv ? 1 : 0},
-                             {"KV16", kv16}};
-    wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(as_g(be), "attn_gated_decode", cd, 5);
+                             {"KV16", kv16},
+                             {"PAIRS", a->rope_pairs}};
+    wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(as_g(be), "attn_gated_decode", cd, 6);
     struct {
       uint32_t pos, H, KVH, D, R;
       float eps, scale;
@@ -242,9 +243,9 @@ static int g_attention_gated_rows(wisp_backend *be, const wisp_gated_attention_a
     return 1;
   const int gate_in = set->attn_output_gate;
   WGPUBuffer qkv = a->qkv->g.b, out = a->out->g.b;
-  wisp_wgpu_const cd[5] = {{"WG", QDEC_WG}, {"FUSE_ROPE", 1}, {"GATE", gate_in},
-                           {"DIRECT_KV", set->attn_direct_kv ? 1 : 0}, {"KV16", kv16}};
-  wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(as_g(be), "attn_gated_decode_rows", cd, 5);
+  wisp_wgpu_const cd[6] = {{"WG", QDEC_WG}, {"FUSE_ROPE", 1}, {"GATE", gate_in},
+                           {"DIRECT_KV", set->attn_direct_kv ? 1 : 0}, {"KV16", kv16}, {"PAIRS", a->rope_pairs}};
+  wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(as_g(be), "attn_gated_decode_rows", cd, 6);
   wisp_wgpu_const cc[1] = {{"WG", gate_in ? QDEC_WG : QATTN_WG}};
   wisp_wgpu_kernel *kc = most > 1 ? wisp_wgpu_pipeline(as_g(be), gate_in ? "attn_gated_combine_rows" : "attn_combine_rows", cc, 1)
                                   : NULL;

@@ -205,7 +205,7 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
   const uint32_t split = (uint32_t)persist_split(be, g), works = persist_works(g);
   const uint32_t ig = PERSIST_WG / DN_CW;
   const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
-  wisp_wgpu_const c[13] = {{"WG", PERSIST_WG},
+  wisp_wgpu_const c[14] = {{"WG", PERSIST_WG},
                            {"XS4", xs4},
                            {"MAXSG", PERSIST_WG / sgmin},
                            {"SPLIT", split},
@@ -217,8 +217,9 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
                            {"STAGES", persist_stages(g)},
                            {"FLAGS", persist_flags(g)},
                            {"CW", DN_CW},
-                           {"NJ", dn ? ((uint32_t)g->lin_k_dim + ig - 1) / ig : 1}};
-  return wisp_wgpu_pipeline(as_g(be), "persist", c, 13);
+                           {"NJ", dn ? ((uint32_t)g->lin_k_dim + ig - 1) / ig : 1},
+                           {"PAIRS", g->rope_pairs}};
+  return wisp_wgpu_pipeline(as_g(be), "persist", c, 14);
 }
 
 /* A rope table's rows up to the context only (the full table can be 100+ MB). */

@@ -33,6 +33,7 @@ override WG: u32 = 256;
 override KV16: u32 = 0u;
 override QNORM: u32 = 1u; // 0: q is not normed (attention without q/k norm)
 override KNORM: u32 = 1u; // 0: k is not normed
+override PAIRS: u32 = 0u; // rope pairs: 0 halves, 1 adjacent (rope_pair.wgsli)
 
 struct Params {
   pos: u32,
@@ -51,6 +52,7 @@ struct Params {
 
 @group(0) @binding(9) var<uniform> p: Params;
 
+// #include "rope_pair.wgsli"
 // #include "attn_decode_head.wgsli"
 
 // #include "sg_reduce.wgsli"

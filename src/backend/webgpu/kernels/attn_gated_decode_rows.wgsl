@@ -22,6 +22,7 @@ override GATE: u32 = 1u;
 // multiples of 4, of 8 with KV16), the form any other layout would need.
 override DIRECT_KV: u32 = 1u;
 override KV16: u32 = 0u;
+override PAIRS: u32 = 0u; // rope pairs: 0 halves, 1 adjacent (rope_pair.wgsli)
 
 const MAXR: u32 = 256u; // most entries (WISP_MAX_ROWS)
 
@@ -43,6 +44,7 @@ struct Params {
 
 @group(0) @binding(10) var<uniform> p: Params;
 
+// #include "rope_pair.wgsli"
 // #include "attn_gated_decode_head.wgsli"
 
 // #include "sg_reduce.wgsli"

@@ -2,8 +2,9 @@
 // wisp_gated_attention_args) for n new tokens at positions pos0..: the qkv
 // row of a token is [(q|gate) per head: 2*D each][k: KVH*D][v: KVH*D].
 // q and k are RMSNormed per head over all D dims (weights qn / kn, which
-// the artifact stores as 1 + w), the first R dims rotated with NEOX
-// RoPE (pairs i, i + R/2; cos/sin tables [position][R/2]), dims R..D only
+// the artifact stores as 1 + w), the first R dims rotated with RoPE
+// (PAIRS: pair i is dims (i, i + R/2) or (2i, 2i + 1), rope_pair.wgsli;
+// cos/sin tables [position][R/2]), dims R..D only
 // normalised. q goes to qo [n][H][D]; k and v are appended to the caches
 // [position][KVH][D]. One workgroup per (head slot, token): grid x =
 // H + 2*KVH (q heads, k heads, v heads), y = n. WG is a power of two.
@@ -16,6 +17,7 @@
 // place on qo and on the cached k at each token's position (v heads idle).
 override WG: u32 = 64;
 override KV16: u32 = 0u;
+override PAIRS: u32 = 0u; // rope pairs: 0 halves, 1 adjacent
 
 const MAXD: u32 = 256u;
 
@@ -59,6 +61,7 @@ fn kc_put_row(li: u32, dst: u32) {
 }
 
 // #include "kv_store.wgsli"
+// #include "rope_pair.wgsli"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -86,7 +89,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       b0 = (pos * p.KVH + (hh - p.H)) * D;
     }
     if (KV16 == 1u && !isq) {
-      // The pair partners i, i + R/2 sit in different words: rotate the
+      // The pair partners may sit in different words: rotate the
       // whole row in workgroup memory, then pack it back.
       for (var d = li; d < D; d += WG) {
         kr[d] = kc_get(b0 + d);
@@ -95,10 +98,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var i = li; i < half; i += WG) {
         let c = cosv[pos * half + i];
         let s = sinv[pos * half + i];
-        let a = kr[i];
-        let b = kr[i + half];
-        kr[i] = a * c - b * s;
-        kr[i + half] = b * c + a * s;
+        let ea = rope_first_dim(i, half);
+        let eb = rope_second_dim(i, half);
+        let a = kr[ea];
+        let b = kr[eb];
+        kr[ea] = a * c - b * s;
+        kr[eb] = b * c + a * s;
       }
       workgroupBarrier();
       kc_put_row(li, b0);
@@ -107,16 +112,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var i = li; i < half; i += WG) {
       let c = cosv[pos * half + i];
       let s = sinv[pos * half + i];
+      let ea = rope_first_dim(i, half);
+      let eb = rope_second_dim(i, half);
       if (isq) {
-        let a = qo[b0 + i];
-        let b = qo[b0 + i + half];
-        qo[b0 + i] = a * c - b * s;
-        qo[b0 + i + half] = b * c + a * s;
+        let a = qo[b0 + ea];
+        let b = qo[b0 + eb];
+        qo[b0 + ea] = a * c - b * s;
+        qo[b0 + eb] = b * c + a * s;
       } else {
-        let a = bitcast<f32>(kc[b0 + i]);
-        let b = bitcast<f32>(kc[b0 + i + half]);
-        kc[b0 + i] = bitcast<u32>(a * c - b * s);
-        kc[b0 + i + half] = bitcast<u32>(b * c + a * s);
+        let a = bitcast<f32>(kc[b0 + ea]);
+        let b = bitcast<f32>(kc[b0 + eb]);
+        kc[b0 + ea] = bitcast<u32>(a * c - b * s);
+        kc[b0 + eb] = bitcast<u32>(b * c + a * s);
       }
     }
     return;
@@ -155,13 +162,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     var r = qkv[src + i] * inv * w;
     if (i < p.R && p.stage == 0u) {
-      // NEOX pair partner and its weight
-      var j: u32;
-      if (i < half) {
-        j = i + half;
-      } else {
-        j = i - half;
-      }
+      // pair partner and its weight
+      let j = rope_partner(i, half);
       var wj: f32;
       if (isq) {
         wj = qn[j];
@@ -169,10 +171,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         wj = kn[j];
       }
       let o = qkv[src + j] * inv * wj;
-      let ci = i % half;
+      let ci = rope_pair_of(i, half);
       let c = cosv[pos * half + ci];
       let s = sinv[pos * half + ci];
-      if (i < half) {
+      if (rope_is_first(i, half)) {
         r = r * c - o * s;
       } else {
         r = r * c + o * s;

@@ -1,7 +1,8 @@
 // Attention pre-pass for n new tokens at positions pos0..pos0+n-1: split the
 // fused qkv rows, RMSNorm q and k per head (weights qn / kn, eps; QNORM = 0
 // or KNORM = 0: that norm is left out, its binding a placeholder), rotate
-// both with NEOX RoPE (pairs i, i + D/2; cos/sin tables [position][D/2]),
+// both with RoPE (PAIRS: pair i is dims (i, i + D/2) or (2i, 2i + 1),
+// rope_pair.wgsli; cos/sin tables [position][D/2]),
 // write q to qo [n][H][D] and append k and v to the caches
 // [position][KVH][D]. One workgroup per (head, token): grid x = H + 2*KVH
 // (q heads, then k heads, then v heads), y = n. WG is a power of two.
@@ -12,6 +13,7 @@ override WG: u32 = 64;
 override KV16: u32 = 0u;
 override QNORM: u32 = 1u; // 0: q is not normed (attention without q/k norm)
 override KNORM: u32 = 1u; // 0: k is not normed
+override PAIRS: u32 = 0u; // rope pairs: 0 halves, 1 adjacent
 
 const MAXD: u32 = 256u;
 
@@ -40,6 +42,7 @@ var<workgroup> red: array<f32, WG>;
 var<workgroup> kr: array<f32, MAXD>;
 
 // #include "kv_store.wgsli"
+// #include "rope_pair.wgsli"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
@@ -75,32 +78,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     inv = 1.0 / sqrt(ss_all / f32(D) + p.eps);
   }
   for (var i = li; i < half; i += WG) {
+    let ea = rope_first_dim(i, half);
+    let eb = rope_second_dim(i, half);
     var wa = 1.0;
     var wb = 1.0;
     if (isq && QNORM == 1u) {
-      wa = qn[i];
-      wb = qn[i + half];
+      wa = qn[ea];
+      wb = qn[eb];
     } else if (!isq && KNORM == 1u) {
-      wa = kn[i];
-      wb = kn[i + half];
+      wa = kn[ea];
+      wb = kn[eb];
     }
-    let a = qkv[src + i] * inv * wa;
-    let b = qkv[src + i + half] * inv * wb;
+    let a = qkv[src + ea] * inv * wa;
+    let b = qkv[src + eb] * inv * wb;
     let c = cosv[pos * half + i];
     let s = sinv[pos * half + i];
     let ra = a * c - b * s;
     let rb = b * c + a * s;
     if (isq) {
       let dst = (t * p.H + hh) * D;
-      qo[dst + i] = ra;
-      qo[dst + i + half] = rb;
+      qo[dst + ea] = ra;
+      qo[dst + eb] = rb;
     } else if (KV16 == 1u) {
-      kr[i] = ra;
-      kr[i + half] = rb;
+      kr[ea] = ra;
+      kr[eb] = rb;
     } else {
       let dst = (pos * p.KVH + (hh - p.H)) * D;
-      kc[dst + i] = bitcast<u32>(ra);
-      kc[dst + i + half] = bitcast<u32>(rb);
+      kc[dst + ea] = bitcast<u32>(ra);
+      kc[dst + eb] = bitcast<u32>(rb);
     }
   }
   if (KV16 == 1u && !isq) {

@@ -36,6 +36,7 @@
 enable subgroups;
 diagnostic(off, subgroup_uniformity);
 
+override PAIRS: u32 = 0u;  // rope pairs: 0 halves, 1 adjacent (rope_pair.wgsli)
 override WG: u32 = 256;     // threads per workgroup (a multiple of the subgroup size and of D, <= 256)
 override XS4: u32 = 640;    // vec4s of the staged input (the largest staged vector / 4, a multiple of 8)
 override MAXSG: u32 = 64;   // most subgroups per workgroup (WG / smallest subgroup size)
@@ -161,6 +162,7 @@ var<workgroup> wtok: u32;                  // the token this step embeds
 
 // #include "persist_products.wgsli"
 
+// #include "rope_pair.wgsli"
 // #include "persist_mixers.wgsli"
 
 fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
