@@ -192,7 +192,7 @@ FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 # backends are not): a harness that comes to need another file fails to
 # link, naming the missing function, and the file is added here.
 FUZZ_LIB_SRC := src/cli/opts.c src/format/artifact.c src/format/artifact_open.c src/format/gguf.c src/format/gguf_arch.c \
-                src/format/gguf_artifact.c src/format/gguf_import.c src/format/gguf_spm.c src/format/gguf_text_index.c src/format/qblocks.c src/format/quant.c src/format/safetensors.c src/format/tensor.c src/format/weight_source.c \
+                src/format/gguf_artifact.c src/format/gguf_import.c src/format/gguf_spm.c src/format/gguf_text_index.c src/format/json_text.c src/format/qblocks.c src/format/quant.c src/format/safetensors.c src/format/tensor.c src/format/weight_source.c \
                 src/format/writer.c src/server/request.c src/engine/tuning_keys.c src/backend/tuning.c \
                 src/server/response.c src/tokenizer/bpe.c \
                 src/tokenizer/chat.c src/tokenizer/chat_template.c src/tokenizer/jinja_builtin.c \

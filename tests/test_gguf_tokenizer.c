@@ -320,3 +320,39 @@ TEST(gguf_import_bpe_vocab_keeps_the_first_normal_id_of_a_repeated_text) {
   CHECKF(n == 259 && he_id == 256 && c_id == 259 && hel_id == 260, "vocab of %d entries: he %d, <c> %d, hel %d", n,
          he_id, c_id, hel_id);
 }
+
+/* The vocab and merges are written as JSON text, not through cJSON
+ * (format/json_text.h): token texts with a quote, a backslash, a newline, a
+ * tab and other control bytes, and a merge of them, come back from the
+ * tokenizer.json as the same bytes, each at its id. */
+TEST(gguf_import_bpe_vocab_escapes_every_awkward_text) {
+  static char names[256][4];
+  const char *tokens[262];
+  for (int b = 0; b < 256; b++) { byte_char(b, names[b]); tokens[b] = names[b]; }
+  static const char *const odd[6] = {"a\"b", "c\\d", "e\nf\tg", "\x01\x1f", "\xc3\xa9\"", "a\"bc\\d"};
+  for (int i = 0; i < 6; i++) tokens[256 + i] = odd[i];
+  const char *merges[1] = {"a\"b c\\d"};
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  CHECK(w != NULL);
+  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
+  wisp_gguf_put_str(w, "tokenizer.ggml.pre", "qwen2");
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 262);
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+  char path[700], dir[600], json[700];
+  CHECKF(import_written(w, "escapes", path, dir) == WISP_OK, "%s", wisp_last_error());
+  snprintf(json, sizeof json, "%s/tokenizer.json", dir);
+  cJSON *root = fixture_read_json(json);
+  CHECKF(root != NULL, "%s does not parse", json);
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+  const cJSON *mer = cJSON_GetObjectItemCaseSensitive(model, "merges");
+  CHECKF(cJSON_GetArraySize(vocab) == 262, "%d vocab entries", cJSON_GetArraySize(vocab));
+  for (int i = 0; i < 6; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(vocab, odd[i]);
+    CHECKF(cJSON_IsNumber(v) && v->valueint == 256 + i, "token %d: %d", i, cJSON_IsNumber(v) ? v->valueint : -1);
+  }
+  const cJSON *m0 = cJSON_GetArrayItem(mer, 0);
+  CHECKF(cJSON_GetArraySize(mer) == 1 && cJSON_IsString(m0) && !strcmp(m0->valuestring, merges[0]), "merges: %s",
+         cJSON_IsString(m0) ? m0->valuestring : "(none)");
+  cJSON_Delete(root);
+}

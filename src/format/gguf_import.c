@@ -12,6 +12,7 @@
 #include "format/gguf_arch.h"
 #include "format/gguf_spm.h"
 #include "format/gguf_text_index.h"
+#include "format/json_text.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "util/memfile.h"
@@ -680,25 +681,46 @@ static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const w
   cJSON *root = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(root, "model");
   cJSON_AddStringToObject(m, "type", "BPE");
   if (pi.ignore_merges) cJSON_AddBoolToObject(m, "ignore_merges", 1);
-  cJSON *vocab = cJSON_AddObjectToObject(m, "vocab"), *merges = cJSON_AddArrayToObject(m, "merges");
+  /* vocab and merges written as JSON text (format/json_text.h) */
+  wisp_json_text vocab = {0}, merges = {0};
   cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+  wisp_json_text_raw(&vocab, "{", 1);
   for (uint64_t i = 0; i < tok->n; i++) {
     int64_t t = typ ? wisp_gguf_arr_int(typ, i) : 1;
-    cJSON *s = str_json(tok->strs[i]);
-    if (!s) continue;
     if (t == 3 || t == 4) { /* control / user-defined: added tokens */
-      cJSON *a = cJSON_CreateObject();
+      cJSON *a = cJSON_CreateObject(), *s = str_json(tok->strs[i]);
+      if (!a || !s) {
+        cJSON_Delete(a), cJSON_Delete(s);
+        continue;
+      }
       cJSON_AddNumberToObject(a, "id", (double)i);
       cJSON_AddItemToObject(a, "content", s);
       cJSON_AddBoolToObject(a, "special", t == 3);
       cJSON_AddItemToArray(added, a);
     }
-    if (wisp_text_index_get(&in_vocab, tok->strs[i].s, (size_t)tok->strs[i].len) == (int32_t)i)
-      cJSON_AddNumberToObject(vocab, s->valuestring, (double)i);
-    if (t != 3 && t != 4) cJSON_Delete(s);
+    if (wisp_text_index_get(&in_vocab, tok->strs[i].s, (size_t)tok->strs[i].len) == (int32_t)i) {
+      if (vocab.len > 1) wisp_json_text_raw(&vocab, ",", 1);
+      wisp_json_text_str(&vocab, tok->strs[i].s, (size_t)tok->strs[i].len);
+      wisp_json_text_raw(&vocab, ":", 1);
+      wisp_json_text_int(&vocab, (int64_t)i);
+    }
   }
   wisp_text_index_free(&in_vocab);
-  for (uint64_t i = 0; i < mer->n; i++) cJSON_AddItemToArray(merges, str_json(mer->strs[i]));
+  wisp_json_text_raw(&vocab, "}", 1);
+  wisp_json_text_raw(&merges, "[", 1);
+  for (uint64_t i = 0; i < mer->n; i++) {
+    if (i) wisp_json_text_raw(&merges, ",", 1);
+    wisp_json_text_str(&merges, mer->strs[i].s, (size_t)mer->strs[i].len);
+  }
+  wisp_json_text_raw(&merges, "]", 1);
+  char *vt = wisp_json_text_end(&vocab), *mt = wisp_json_text_end(&merges);
+  const int put = vt && mt && cJSON_AddRawToObject(m, "vocab", vt) && cJSON_AddRawToObject(m, "merges", mt);
+  free(vt);
+  free(mt);
+  if (!put) {
+    cJSON_Delete(root);
+    return wisp_fail(WISP_ENOMEM, "out of memory for the tokenizer of %s", g->label);
+  }
   cJSON *pt = cJSON_AddObjectToObject(root, "pre_tokenizer");
   if (pi.regex) {
     cJSON_AddStringToObject(pt, "type", "Sequence");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "format/gguf_text_index.h"
+#include "format/json_text.h"
 #include "util/err.h"
 
 /* ---- merges ---- */
@@ -113,16 +114,23 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
   cJSON_AddBoolToObject(model, "byte_fallback", 1);
   cJSON_AddBoolToObject(model, "fuse_unk", 1);
   if (unk >= 0) cJSON_AddItemToObject(model, "unk_token", str_of(&tok->strs[unk]));
-  cJSON *vocab = cJSON_AddObjectToObject(model, "vocab"), *merges = cJSON_AddArrayToObject(model, "merges");
+  /* vocab and merges written as JSON text (format/json_text.h) */
+  wisp_json_text vocab = {0}, merges = {0};
+  wisp_json_text_raw(&vocab, "{", 1);
   cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
   for (uint64_t id = 0; id < tok->n; id++) {
     const wisp_gguf_str *t = &tok->strs[id];
     int64_t type = types ? wisp_gguf_arr_int(types, id) : 1;
-    cJSON *s = str_of(t);
-    if (!s) { st = wisp_fail(WISP_ENOMEM, "out of memory"); break; }
-    if (wisp_text_index_get(&x, t->s, (size_t)t->len) == (int32_t)id) cJSON_AddNumberToObject(vocab, s->valuestring, (double)id);
+    if (wisp_text_index_get(&x, t->s, (size_t)t->len) == (int32_t)id) {
+      if (vocab.len > 1) wisp_json_text_raw(&vocab, ",", 1);
+      wisp_json_text_str(&vocab, t->s, (size_t)t->len);
+      wisp_json_text_raw(&vocab, ":", 1);
+      wisp_json_text_int(&vocab, (int64_t)id);
+    }
     /* unknown, control and user-defined tokens are cut out of the text as they are */
     if (type == 2 || type == 3 || type == 4) {
+      cJSON *s = str_of(t);
+      if (!s) { st = wisp_fail(WISP_ENOMEM, "out of memory"); break; }
       cJSON *a = cJSON_CreateObject();
       cJSON_AddNumberToObject(a, "id", (double)id);
       cJSON_AddItemToObject(a, "content", s);
@@ -132,18 +140,26 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
       cJSON_AddBoolToObject(a, "normalized", 0);
       cJSON_AddBoolToObject(a, "special", type != 4);
       cJSON_AddItemToArray(added, a);
-    } else {
-      cJSON_Delete(s);
     }
   }
+  wisp_json_text_raw(&vocab, "}", 1);
+  wisp_json_text_raw(&merges, "[", 1);
   for (size_t i = 0; !st && i < nm; i++) {
-    cJSON *pair = cJSON_CreateArray();
-    cJSON_AddItemToArray(pair, str_of(&tok->strs[m[i].left]));
-    cJSON_AddItemToArray(pair, str_of(&tok->strs[m[i].right]));
-    cJSON_AddItemToArray(merges, pair);
+    const wisp_gguf_str *l = &tok->strs[m[i].left], *r = &tok->strs[m[i].right];
+    wisp_json_text_raw(&merges, i ? ",[" : "[", i ? 2 : 1);
+    wisp_json_text_str(&merges, l->s, (size_t)l->len);
+    wisp_json_text_raw(&merges, ",", 1);
+    wisp_json_text_str(&merges, r->s, (size_t)r->len);
+    wisp_json_text_raw(&merges, "]", 1);
   }
+  wisp_json_text_raw(&merges, "]", 1);
   free(m);
   wisp_text_index_free(&x);
+  char *vt = wisp_json_text_end(&vocab), *mt = wisp_json_text_end(&merges);
+  if (!st && !(vt && mt && cJSON_AddRawToObject(model, "vocab", vt) && cJSON_AddRawToObject(model, "merges", mt)))
+    st = wisp_fail(WISP_ENOMEM, "out of memory for the tokenizer of %s", g->label);
+  free(vt);
+  free(mt);
   /* spaces are "▁"; the dummy prefix puts one before each piece of text
    * (the start, and after a special token), as llama.cpp's add_space_prefix */
   cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
