@@ -698,25 +698,18 @@ static wisp_status bpe_json(const wisp_gguf *g, const wisp_gguf_kv *tok, const w
       cJSON_AddBoolToObject(a, "special", t == 3);
       cJSON_AddItemToArray(added, a);
     }
-    if (wisp_text_index_get(&in_vocab, tok->strs[i].s, (size_t)tok->strs[i].len) == (int32_t)i) {
-      if (vocab.len > 1) wisp_json_text_raw(&vocab, ",", 1);
-      wisp_json_text_str(&vocab, tok->strs[i].s, (size_t)tok->strs[i].len);
-      wisp_json_text_raw(&vocab, ":", 1);
-      wisp_json_text_int(&vocab, (int64_t)i);
-    }
+    if (wisp_text_index_get(&in_vocab, tok->strs[i].s, (size_t)tok->strs[i].len) == (int32_t)i)
+      wisp_json_text_member_int(&vocab, tok->strs[i].s, (size_t)tok->strs[i].len, (int64_t)i);
   }
   wisp_text_index_free(&in_vocab);
   wisp_json_text_raw(&vocab, "}", 1);
   wisp_json_text_raw(&merges, "[", 1);
   for (uint64_t i = 0; i < mer->n; i++) {
-    if (i) wisp_json_text_raw(&merges, ",", 1);
+    wisp_json_text_comma(&merges);
     wisp_json_text_str(&merges, mer->strs[i].s, (size_t)mer->strs[i].len);
   }
   wisp_json_text_raw(&merges, "]", 1);
-  char *vt = wisp_json_text_end(&vocab), *mt = wisp_json_text_end(&merges);
-  const int put = vt && mt && cJSON_AddRawToObject(m, "vocab", vt) && cJSON_AddRawToObject(m, "merges", mt);
-  free(vt);
-  free(mt);
+  const int put = wisp_json_text_put(&vocab, m, "vocab") & wisp_json_text_put(&merges, m, "merges");
   if (!put) {
     cJSON_Delete(root);
     return wisp_fail(WISP_ENOMEM, "out of memory for the tokenizer of %s", g->label);

@@ -121,12 +121,8 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
   for (uint64_t id = 0; id < tok->n; id++) {
     const wisp_gguf_str *t = &tok->strs[id];
     int64_t type = types ? wisp_gguf_arr_int(types, id) : 1;
-    if (wisp_text_index_get(&x, t->s, (size_t)t->len) == (int32_t)id) {
-      if (vocab.len > 1) wisp_json_text_raw(&vocab, ",", 1);
-      wisp_json_text_str(&vocab, t->s, (size_t)t->len);
-      wisp_json_text_raw(&vocab, ":", 1);
-      wisp_json_text_int(&vocab, (int64_t)id);
-    }
+    if (wisp_text_index_get(&x, t->s, (size_t)t->len) == (int32_t)id)
+      wisp_json_text_member_int(&vocab, t->s, (size_t)t->len, (int64_t)id);
     /* unknown, control and user-defined tokens are cut out of the text as they are */
     if (type == 2 || type == 3 || type == 4) {
       cJSON *s = str_of(t);
@@ -146,7 +142,8 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
   wisp_json_text_raw(&merges, "[", 1);
   for (size_t i = 0; !st && i < nm; i++) {
     const wisp_gguf_str *l = &tok->strs[m[i].left], *r = &tok->strs[m[i].right];
-    wisp_json_text_raw(&merges, i ? ",[" : "[", i ? 2 : 1);
+    wisp_json_text_comma(&merges);
+    wisp_json_text_raw(&merges, "[", 1);
     wisp_json_text_str(&merges, l->s, (size_t)l->len);
     wisp_json_text_raw(&merges, ",", 1);
     wisp_json_text_str(&merges, r->s, (size_t)r->len);
@@ -155,11 +152,8 @@ wisp_status wisp_gguf_spm_json(const wisp_gguf *g, const wisp_gguf_kv *tok, cons
   wisp_json_text_raw(&merges, "]", 1);
   free(m);
   wisp_text_index_free(&x);
-  char *vt = wisp_json_text_end(&vocab), *mt = wisp_json_text_end(&merges);
-  if (!st && !(vt && mt && cJSON_AddRawToObject(model, "vocab", vt) && cJSON_AddRawToObject(model, "merges", mt)))
-    st = wisp_fail(WISP_ENOMEM, "out of memory for the tokenizer of %s", g->label);
-  free(vt);
-  free(mt);
+  const int put = wisp_json_text_put(&vocab, model, "vocab") & wisp_json_text_put(&merges, model, "merges");
+  if (!st && !put) st = wisp_fail(WISP_ENOMEM, "out of memory for the tokenizer of %s", g->label);
   /* spaces are "▁"; the dummy prefix puts one before each piece of text
    * (the start, and after a special token), as llama.cpp's add_space_prefix */
   cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");

@@ -64,12 +64,24 @@ void wisp_json_text_int(wisp_json_text *t, int64_t v) {
   wisp_json_text_raw(t, num, (size_t)n);
 }
 
-char *wisp_json_text_end(wisp_json_text *t) {
-  if (!reserve(t, 0)) {
-    free(t->s);
-    t->s = NULL;
-    return NULL;
+void wisp_json_text_comma(wisp_json_text *t) {
+  if (t->len && t->s[t->len - 1] != '{' && t->s[t->len - 1] != '[') wisp_json_text_raw(t, ",", 1);
+}
+
+void wisp_json_text_member_int(wisp_json_text *t, const char *key, size_t n, int64_t v) {
+  wisp_json_text_comma(t);
+  wisp_json_text_str(t, key, n);
+  wisp_json_text_raw(t, ":", 1);
+  wisp_json_text_int(t, v);
+}
+
+int wisp_json_text_put(wisp_json_text *t, cJSON *obj, const char *name) {
+  int ok = reserve(t, 0);
+  if (ok) {
+    t->s[t->len] = '\0';
+    ok = cJSON_AddRawToObject(obj, name, t->s) != NULL;
   }
-  t->s[t->len] = '\0';
-  return t->s;
+  free(t->s);
+  *t = (wisp_json_text){0};
+  return ok;
 }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cJSON.h>
+
 typedef struct {
   char *s;
   size_t len, cap;
@@ -23,8 +25,13 @@ void wisp_json_text_raw(wisp_json_text *t, const char *s, size_t n);
  * every other byte as it is (as cJSON prints). */
 void wisp_json_text_str(wisp_json_text *t, const char *s, size_t n);
 void wisp_json_text_int(wisp_json_text *t, int64_t v);
-/* The text, NUL-terminated (NULL when out of memory); the buffer is the
- * caller's to free. */
-char *wisp_json_text_end(wisp_json_text *t);
+/* A comma, unless the text is empty or has just opened an object or array. */
+void wisp_json_text_comma(wisp_json_text *t);
+/* An object member "KEY": v (KEY the n bytes at key, as _str writes them),
+ * after a comma where one is due. */
+void wisp_json_text_member_int(wisp_json_text *t, const char *key, size_t n, int64_t v);
+/* The text as obj's member `name` (a raw item, printed as it is); the
+ * buffer is freed either way. 1 when added, 0 when out of memory. */
+int wisp_json_text_put(wisp_json_text *t, cJSON *obj, const char *name);
 
 #endif
