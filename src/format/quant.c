@@ -197,6 +197,19 @@ void wisp_matrix_copy_rows(const wisp_matrix *m, int row0, int rows, uint8_t *ou
   }
 }
 
+int wisp_matrix_gather(const wisp_matrix *m, wisp_matrix *flat, uint8_t **owned) {
+  const size_t bytes = (size_t)wisp_quant_bytes(m->type, m->rows, m->cols);
+  if (!(*owned = malloc(bytes ? bytes : 1))) return 0;
+  wisp_matrix_copy_rows(m, 0, m->rows, *owned);
+  *flat = *m;
+  flat->n_parts = 0;
+  flat->parts = NULL;
+  flat->device = NULL;
+  if (m->type == WISP_W_F32) flat->f32 = (const float *)*owned;
+  else flat->q = *owned;
+  return 1;
+}
+
 int wisp_matrix_holds(const wisp_matrix *m, wisp_wtype t) {
   for (int i = 0; i < m->n_parts; i++)
     if (m->parts[i].type == t) return 1;

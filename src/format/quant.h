@@ -69,6 +69,10 @@ const void *wisp_matrix_host(const wisp_matrix *m);
  * matrix of that type stores them, into out (wisp_quant_bytes(type, rows,
  * cols) bytes): a matrix in row parts of one type gathered from its parts. */
 void wisp_matrix_copy_rows(const wisp_matrix *m, int row0, int rows, uint8_t *out);
+/* A matrix in row parts of one type as a plain matrix of it: *flat its
+ * copy with no parts, its bytes gathered into a new buffer (*owned, the
+ * caller's to free). 0 when out of memory. */
+int wisp_matrix_gather(const wisp_matrix *m, wisp_matrix *flat, uint8_t **owned);
 /* 1 when m is of type t, or has a part of that type. */
 int wisp_matrix_holds(const wisp_matrix *m, wisp_wtype t);
 /* The type whose cpu_kernels name `variant`, or NULL. */

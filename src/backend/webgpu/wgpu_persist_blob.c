@@ -111,41 +111,31 @@ void pblob_put_mat(pblob *b, const wisp_matrix *m, pblob_seen *seen, int *n_seen
       memcpy(out, seen[i].off, sizeof seen[i].off);
       return;
     }
-  size_t nb = (size_t)m->rows * (size_t)(m->cols / 32);
+  const size_t nb = (size_t)m->rows * (size_t)(m->cols / 32);
   out[1] = out[2] = PBLOB_NONE;
+  out[3] = pblob_type_code(m->type);
   /* a matrix in row parts of one type (Q4_K, Q8_0, F16, F32 reach here):
-   * gathered into the bytes of the plain matrix, kept until the upload */
-  wisp_matrix flat = *m;
+   * its parts gathered into the bytes of the plain matrix; the blob owns
+   * that copy until the upload (Q8_0 repacks it into blocks of its own) */
+  wisp_matrix flat;
+  uint8_t *gathered = NULL;
   if (m->n_parts) {
-    const size_t bytes = (size_t)wisp_quant_bytes(m->type, m->rows, m->cols);
-    uint8_t *g = malloc(bytes ? bytes : 1);
-    if (!g) {
+    if (!wisp_matrix_gather(m, &flat, &gathered)) {
       b->oom = 1;
       return;
     }
-    wisp_matrix_copy_rows(m, 0, m->rows, g);
-    flat.n_parts = 0;
-    flat.parts = NULL;
-    if (m->type == WISP_W_F32) flat.f32 = (const float *)g;
-    else flat.q = g;
-    if (m->type == WISP_W_Q8_0) { /* repacked into blocks of its own: the gathered copy goes now */
-      put_q8_0(b, &flat, &out[0], &out[1]);
-      free(g);
-    } else {
-      out[0] = pblob_put_owned(b, g, bytes);
-    }
-    out[3] = pblob_type_code(m->type);
-    seen[*n_seen].host = wisp_matrix_host(m);
-    memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);
-    (*n_seen)++;
-    return;
   }
-  out[3] = pblob_type_code(m->type);
+  const wisp_matrix *w = gathered ? &flat : m;
   switch (m->type) {
     case WISP_W_Q4K: /* one plane as stored: its size from the quant table */
     case WISP_W_F32:
-    case WISP_W_F16: out[0] = pblob_put(b, wisp_matrix_host(m), (size_t)wisp_quant_bytes(m->type, m->rows, m->cols)); break;
-    case WISP_W_Q8_0: put_q8_0(b, m, &out[0], &out[1]); break;
+    case WISP_W_F16: {
+      const size_t bytes = (size_t)wisp_quant_bytes(m->type, m->rows, m->cols);
+      out[0] = gathered ? pblob_put_owned(b, gathered, bytes) : pblob_put(b, wisp_matrix_host(m), bytes);
+      gathered = NULL;
+      break;
+    }
+    case WISP_W_Q8_0: put_q8_0(b, w, &out[0], &out[1]); break;
     case WISP_W_Q4:
     case WISP_W_Q4Z:
       out[0] = pblob_put(b, m->q, (size_t)m->rows * (size_t)m->cols / 2);
@@ -154,6 +144,7 @@ void pblob_put_mat(pblob *b, const wisp_matrix *m, pblob_seen *seen, int *n_seen
       break;
     default: break; /* never reached: any_mat takes none of the other types */
   }
+  free(gathered);
   seen[*n_seen].host = wisp_matrix_host(m);
   memcpy(seen[*n_seen].off, out, sizeof seen[*n_seen].off);
   (*n_seen)++;

@@ -166,16 +166,10 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m);
  * kernel, fused group and the persistent decode run it as one. The device
  * copy is known by the first part's host bytes (wisp_matrix_host). */
 static wisp_status prepare_gathered(wisp_backend *be, wisp_matrix *m) {
-  const size_t bytes = (size_t)wisp_quant_bytes(m->type, m->rows, m->cols);
-  uint8_t *flat_bytes = malloc(bytes ? bytes : 1);
-  if (!flat_bytes) return wisp_fail(WISP_ENOMEM, "out of memory gathering a %dx%d matrix", m->rows, m->cols);
-  wisp_matrix_copy_rows(m, 0, m->rows, flat_bytes);
-  wisp_matrix flat = *m;
-  flat.n_parts = 0;
-  flat.parts = NULL;
-  flat.device = NULL;
-  if (m->type == WISP_W_F32) flat.f32 = (const float *)flat_bytes;
-  else flat.q = flat_bytes;
+  wisp_matrix flat;
+  uint8_t *flat_bytes = NULL;
+  if (!wisp_matrix_gather(m, &flat, &flat_bytes))
+    return wisp_fail(WISP_ENOMEM, "out of memory gathering a %dx%d matrix", m->rows, m->cols);
   wisp_status st = g_prepare_matrix(be, &flat);
   free(flat_bytes);
   if (st) return st;
