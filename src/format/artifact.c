@@ -39,6 +39,15 @@ static wisp_status get_u64(const cJSON *obj, const char *key, const char *label,
   return WISP_OK;
 }
 
+wisp_status wisp_shape_rope_pairs(const cJSON *shape, const char *where, int *out) {
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(shape, "ropePairs");
+  *out = WISP_ROPE_HALVES;
+  if (rp && cJSON_IsString(rp) && !strcmp(rp->valuestring, "adjacent")) *out = WISP_ROPE_ADJACENT;
+  else if (rp && !(cJSON_IsString(rp) && !strcmp(rp->valuestring, "halves")))
+    return wisp_fail(WISP_EFORMAT, "%s.ropePairs must be \"halves\" or \"adjacent\"", where);
+  return WISP_OK;
+}
+
 static wisp_status parse_shape(const cJSON *shape, const char *label, wisp_shape *s) {
   if (!cJSON_IsObject(shape)) return wisp_fail(WISP_EFORMAT, "%s: missing object runtime.shape", label);
   const cJSON *lt = cJSON_GetObjectItemCaseSensitive(shape, "layerTypes");
@@ -85,11 +94,9 @@ static wisp_status parse_shape(const cJSON *shape, const char *label, wisp_shape
       (st = get_int(shape, "linearValueDim", label, p, 0, 0, &s->lin_v_dim)) ||
       (st = get_int(shape, "rotaryDim", label, p, 0, 0, &s->rotary_dim)))
     return st;
-  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(shape, "ropePairs");
-  s->rope_pairs = WISP_ROPE_HALVES;
-  if (rp && cJSON_IsString(rp) && !strcmp(rp->valuestring, "adjacent")) s->rope_pairs = WISP_ROPE_ADJACENT;
-  else if (rp && !(cJSON_IsString(rp) && !strcmp(rp->valuestring, "halves")))
-    return wisp_fail(WISP_EFORMAT, "%s: runtime.shape.ropePairs must be \"halves\" or \"adjacent\"", label);
+  char where[600];
+  snprintf(where, sizeof where, "%s: runtime.shape", label);
+  if ((st = wisp_shape_rope_pairs(shape, where, &s->rope_pairs))) return st;
   if (s->heads % s->kv_heads != 0)
     return wisp_fail(WISP_EFORMAT, "%s: runtime.shape.heads (%d) must be a multiple of kvHeads (%d)", label,
                      s->heads, s->kv_heads);

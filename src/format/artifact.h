@@ -80,6 +80,10 @@ typedef struct {
 /* Parses and structurally validates a manifest (no weights). `label` names
  * the file in error messages. On success *out owns everything. */
 wisp_status wisp_manifest_parse(const char *text, const char *label, wisp_artifact **out);
+/* runtime.shape.ropePairs into *out (wisp_rope_pairs, format/tensor.h):
+ * "halves", also when absent, or "adjacent"; any other value fails with
+ * one line naming `where` (the shape's place, e.g. "DIR: runtime.shape"). */
+wisp_status wisp_shape_rope_pairs(const cJSON *shape, const char *where, int *out);
 /* Opens DIR/manifest.json + DIR/weights.bin, validates, maps the weights.
  * A regular file (FILE.gguf) is opened as a GGUF instead
  * (format/gguf_artifact.h); that choice is made in format/artifact_open.c. */

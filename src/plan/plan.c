@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/artifact.h"
 #include "format/quant.h"
 #include "format/tensor.h"
 #include "model/graph.h"
@@ -65,10 +66,9 @@ wisp_status wisp_model_shape_from_json(const cJSON *shape, const char *where, wi
       (st = shape_int(shape, "linearKeyHeads", where, 0, &out->lin_k_heads)) ||
       (st = shape_int(shape, "linearValueHeads", where, 0, &out->lin_v_heads)) ||
       (st = shape_int(shape, "linearKeyDim", where, 0, &out->lin_k_dim)) ||
-      (st = shape_int(shape, "linearValueDim", where, 0, &out->lin_v_dim)))
+      (st = shape_int(shape, "linearValueDim", where, 0, &out->lin_v_dim)) ||
+      (st = wisp_shape_rope_pairs(shape, where, &out->rope_pairs)))
     return st;
-  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(shape, "ropePairs");
-  if (cJSON_IsString(rp) && !strcmp(rp->valuestring, "adjacent")) out->rope_pairs = WISP_ROPE_ADJACENT;
   if (out->heads % out->kv_heads) return FAIL(WISP_EFORMAT, "%s.kvHeads: %d does not divide heads %d", where, out->kv_heads, out->heads);
   if (out->quant_bits < 0 || out->quant_bits > 32 || (out->quant_bits > 8 && out->quant_bits % 16) ||
       out->quant_bits == 1 || out->quant_bits == 7)
