@@ -435,6 +435,17 @@ static wisp_status build_gemma3_freqs(builder *b) {
 
 /* ---- the derived manifest ---- */
 
+/* A manifest's section entry {name, offset, bytes} at *at, which moves on
+ * past it, rounded up to 4 bytes (as convert lays weights.bin out). */
+static void add_layout(cJSON *secs, const char *name, uint64_t bytes, uint64_t *at) {
+  cJSON *s = cJSON_CreateObject();
+  cJSON_AddStringToObject(s, "name", name);
+  cJSON_AddNumberToObject(s, "offset", (double)*at);
+  cJSON_AddNumberToObject(s, "bytes", (double)bytes);
+  cJSON_AddItemToArray(secs, s);
+  *at += (bytes + 3) / 4 * 4;
+}
+
 static cJSON *derive_manifest(const builder *b, int max_pos, int tokenizer) {
   const wisp_gguf_model *m = b->m;
   const int qwen = !strcmp(m->arch, "qwen35");
@@ -464,14 +475,7 @@ static cJSON *derive_manifest(const builder *b, int max_pos, int tokenizer) {
   /* offsets in a virtual weights space: the sections carry their own pointers */
   uint64_t at = 0;
   cJSON *secs = cJSON_AddArrayToObject(rt, "sections");
-  for (int i = 0; i < b->n_out; i++) {
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddStringToObject(s, "name", b->out[i].name);
-    cJSON_AddNumberToObject(s, "offset", (double)at);
-    cJSON_AddNumberToObject(s, "bytes", (double)b->out[i].bytes);
-    cJSON_AddItemToArray(secs, s);
-    at += (b->out[i].bytes + 3) / 4 * 4;
-  }
+  for (int i = 0; i < b->n_out; i++) add_layout(secs, b->out[i].name, b->out[i].bytes, &at);
   cJSON_AddNumberToObject(rt, "weightBytes", (double)at);
   cJSON_AddNumberToObject(rt, "maxQueries", 1);
   cJSON_AddNumberToObject(rt, "maxPositions", max_pos);
@@ -624,7 +628,7 @@ static int uniform_parts(const wisp_artifact *a, int i, char *name, size_t cap) 
 }
 
 /* The manifest's layout for the sections convert writes (uniform_parts
- * merged), offsets from 0 each rounded up to 4 as the derived one is. */
+ * merged), laid out as the derived one is (add_layout). */
 static wisp_status merged_layout(const wisp_artifact *a, cJSON *manifest, uint64_t *total) {
   cJSON *rt = cJSON_GetObjectItemCaseSensitive(manifest, "runtime");
   cJSON *secs = cJSON_CreateArray();
@@ -635,12 +639,7 @@ static wisp_status merged_layout(const wisp_artifact *a, cJSON *manifest, uint64
     n = uniform_parts(a, i, name, sizeof name);
     uint64_t bytes = 0;
     for (int k = 0; k < n; k++) bytes += a->sections[i + k].bytes;
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddItemToArray(secs, s);
-    cJSON_AddStringToObject(s, "name", name);
-    cJSON_AddNumberToObject(s, "offset", (double)at);
-    cJSON_AddNumberToObject(s, "bytes", (double)bytes);
-    at += (bytes + 3) / 4 * 4;
+    add_layout(secs, name, bytes, &at);
   }
   cJSON_ReplaceItemInObjectCaseSensitive(rt, "sections", secs);
   cJSON_ReplaceItemInObjectCaseSensitive(rt, "weightBytes", cJSON_CreateNumber((double)at));

@@ -1,8 +1,7 @@
 /* Text -> first id with that text, over a GGUF string array
  * (tokenizer.ggml.tokens). Vocabularies hold 100k-260k strings, so the
  * importers look texts up in this open-addressing table (FNV-1a, linear
- * probing, at most half full) rather than in the cJSON objects they build,
- * whose lookups walk a list. */
+ * probing, at most half full), built once a vocabulary. */
 #ifndef WISP_GGUF_TEXT_INDEX_H
 #define WISP_GGUF_TEXT_INDEX_H
 

@@ -15,7 +15,8 @@ static void rmsnorm_inplace(float *v, const float *w, int d, float eps) {
   for (int i = 0; i < d; i++) v[i] = v[i] * inv * w[i];
 }
 
-/* NEOX rotation: pairs (i, i + d/2). */
+/* RoPE over d dims: pairs (i, i + d/2) (halves, NEOX), or (2i, 2i + 1)
+ * (adjacent: llama's q/k rows as llama.cpp stores them), pair i at angle i. */
 static void rope_inplace(float *v, const float *cs, const float *sn, int d, int pairs) {
   int h = d / 2;
   if (pairs == WISP_ROPE_ADJACENT) {
