@@ -47,6 +47,14 @@ const char *fixture_seed_shaped_model(char *log, size_t cap) {
   return path;
 }
 
+void fixture_byte_bpe_json(char *json, size_t cap, const char *more_vocab, const char *added) {
+  size_t at = (size_t)snprintf(json, cap, "{\"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {");
+  for (int b = 0; b < 256 && at < cap; b++) at += (size_t)snprintf(json + at, cap - at, "%s\"t%d\": %d", b ? ", " : "", b, b);
+  if (at < cap)
+    snprintf(json + at, cap - at, "%s}}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"added_tokens\": [%s]}", more_vocab,
+             added);
+}
+
 const char *fixture_write(const char *name, const char *text) {
   static char path[8][600];
   static int slot;

@@ -28,6 +28,11 @@ const char *fixture_seed_shaped_model(char *log, size_t cap);
 cJSON *fixture_read_json(const char *path);
 /* Writes text to test_tmpdir()/name and returns the path. */
 const char *fixture_write(const char *name, const char *text);
+/* A byte-level BPE tokenizer.json into json[cap]: tokens "t0".."t255" at
+ * ids 0..255, no merges, then `more_vocab` (further vocab members, each
+ * after a comma, e.g. ", \"<|end|>\": 258", or "") and `added` (the
+ * added_tokens array's members). */
+void fixture_byte_bpe_json(char *json, size_t cap, const char *more_vocab, const char *added);
 /* Path of the seed manifest: ../shared/seeds copy when present, else the
  * repository's assets/ copy. */
 const char *fixture_seed_manifest(void);

@@ -86,3 +86,15 @@ int gguf_logits_json(const char *model, const char *backend, const char *extra, 
            test_wisp_bin(), model, backend, extra, out);
   return test_run(cmd, log, cap);
 }
+
+wisp_gguf_writer *gguf_gpt2_vocab_writer(const char *pre, const char *const *tokens, const int32_t *types, int n,
+                                         const char *const *merges, int n_merges) {
+  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  if (!w) return NULL;
+  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
+  wisp_gguf_put_str(w, "tokenizer.ggml.pre", pre);
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, (uint64_t)n);
+  if (types) wisp_gguf_put_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)n);
+  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, (uint64_t)n_merges);
+  return w;
+}

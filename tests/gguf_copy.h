@@ -1,5 +1,6 @@
-/* For tests that rewrite a GGUF (other tensor types, another tensor
- * order): its metadata and tensors copied, and the result run. */
+/* For tests that write GGUF files: a vocabulary-only writer, a file
+ * rewritten (other tensor types, another tensor order) with its metadata
+ * and tensors copied, and the result run. */
 #ifndef WISP_TEST_GGUF_COPY_H
 #define WISP_TEST_GGUF_COPY_H
 
@@ -25,5 +26,11 @@ int gguf_copy_tensor_as(wisp_gguf_writer *w, const wisp_gguf *g, const wisp_gguf
  * extra: more arguments. The command's exit status; its output in log. */
 int gguf_logits_json(const char *model, const char *backend, const char *extra, const char *out, char *log,
                      size_t cap);
+
+/* A new writer holding a gpt2 (byte-level BPE) vocabulary:
+ * tokenizer.ggml.pre `pre`, the n tokens (with their types; NULL: no
+ * token_type key) and the merges. NULL when out of memory. */
+wisp_gguf_writer *gguf_gpt2_vocab_writer(const char *pre, const char *const *tokens, const int32_t *types, int n,
+                                         const char *const *merges, int n_merges);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include <cJSON.h>
 
+#include "fixtures.h"
 #include "test.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -69,13 +70,10 @@ TEST(chat_long_eos_list_keeps_template_end_token) {
  * does not. */
 TEST(chat_turn_end_tokens_stop_when_special) {
   static char json[16384];
-  size_t at = (size_t)snprintf(json, sizeof json, "{\"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {");
-  for (int b = 0; b < 256; b++) at += (size_t)snprintf(json + at, sizeof json - at, "%s\"t%d\": %d", b ? ", " : "", b, b);
-  snprintf(json + at, sizeof json - at,
-           ", \"<|end|>\": 258}}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"added_tokens\": ["
-           "{\"id\": 256, \"content\": \"<|eot_id|>\", \"special\": true},"
-           "{\"id\": 257, \"content\": \"<|eom_id|>\", \"special\": true},"
-           "{\"id\": 259, \"content\": \"<|end_of_text|>\", \"special\": true}]}");
+  fixture_byte_bpe_json(json, sizeof json, ", \"<|end|>\": 258",
+                        "{\"id\": 256, \"content\": \"<|eot_id|>\", \"special\": true},"
+                        "{\"id\": 257, \"content\": \"<|eom_id|>\", \"special\": true},"
+                        "{\"id\": 259, \"content\": \"<|end_of_text|>\", \"special\": true}");
   wisp_tokenizer *t = NULL;
   CHECKF(wisp_tokenizer_from_json(json, "llama3-chat-test", &t) == WISP_OK, "%s", wisp_last_error());
   wisp_chat_info ci;

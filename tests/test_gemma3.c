@@ -30,6 +30,7 @@
 #include "model/graph.h"
 #include "util/file.h"
 #include "st_fixture.h"
+#include "fixtures.h"
 #include "test.h"
 #include "webgpu_fixture.h"
 #include "wisp.h"
@@ -509,13 +510,10 @@ TEST(gemma3_gguf_export_runs_in_place_and_converts_back) {
  * turn with. */
 TEST(gemma3_chat_stops_at_end_of_turn) {
   static char json[16384];
-  size_t at = (size_t)snprintf(json, sizeof json, "{\"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {");
-  for (int b = 0; b < 256; b++) at += (size_t)snprintf(json + at, sizeof json - at, "%s\"t%d\": %d", b ? ", " : "", b, b);
-  snprintf(json + at, sizeof json - at,
-           "}}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"added_tokens\": ["
-           "{\"id\": 256, \"content\": \"<eos>\", \"special\": true},"
-           "{\"id\": 257, \"content\": \"<start_of_turn>\", \"special\": true},"
-           "{\"id\": 258, \"content\": \"<end_of_turn>\", \"special\": true}]}");
+  fixture_byte_bpe_json(json, sizeof json, "",
+                        "{\"id\": 256, \"content\": \"<eos>\", \"special\": true},"
+                        "{\"id\": 257, \"content\": \"<start_of_turn>\", \"special\": true},"
+                        "{\"id\": 258, \"content\": \"<end_of_turn>\", \"special\": true}");
   wisp_tokenizer *t = NULL;
   CHECKF(wisp_tokenizer_from_json(json, "gemma-chat-test", &t) == WISP_OK, "%s", wisp_last_error());
   char *text = NULL;

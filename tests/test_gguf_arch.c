@@ -22,6 +22,7 @@
 #include "format/gguf.h"
 #include "format/gguf_import.h"
 #include "st_fixture.h"
+#include "gguf_copy.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 #include "util/file.h"
@@ -344,12 +345,8 @@ TEST(gguf_arch_qwen35_pre_tokenizer_regex) {
   const char *tokens[4] = {"a", "b", "ab", "<|end|>"};
   int32_t types[4] = {1, 1, 1, 3};
   const char *merges[1] = {"a b"};
-  wisp_gguf_writer *w = wisp_gguf_writer_new();
-  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
-  wisp_gguf_put_str(w, "tokenizer.ggml.pre", "qwen35");
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 4);
-  wisp_gguf_put_arr_i32(w, "tokenizer.ggml.token_type", types, 4);
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+  wisp_gguf_writer *w = gguf_gpt2_vocab_writer("qwen35", tokens, types, 4, merges, 1);
+  CHECK(w != NULL);
   char path[600], dir[600], tj[700];
   snprintf(path, sizeof path, "%s/q35tok.gguf", test_tmpdir());
   snprintf(dir, sizeof dir, "%s/q35tok", test_tmpdir());

@@ -14,6 +14,7 @@
 #include "format/gguf.h"
 #include "format/gguf_import.h"
 #include "fixtures.h"
+#include "gguf_copy.h"
 #include "test.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tok_settings.h"
@@ -174,12 +175,8 @@ static int import_case(const flag_case *c, int k, char *got, size_t cap) {
   tokens[258] = "<|end|>"; types[258] = 3;
   tokens[259] = "<s>"; types[259] = 3;
   const char *merges[2] = {"h e", "he l"};
-  wisp_gguf_writer *w = wisp_gguf_writer_new();
-  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
-  wisp_gguf_put_str(w, "tokenizer.ggml.pre", c->pre);
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 260);
-  wisp_gguf_put_arr_i32(w, "tokenizer.ggml.token_type", types, 260);
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 2);
+  wisp_gguf_writer *w = gguf_gpt2_vocab_writer(c->pre, tokens, types, 260, merges, 2);
+  if (!w) return -1;
   if (c->bos >= 0) wisp_gguf_put_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos);
   if (c->eos >= 0) wisp_gguf_put_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos);
   if (c->add_bos >= 0) wisp_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", c->add_bos);
@@ -258,6 +255,15 @@ static wisp_status import_written(wisp_gguf_writer *w, const char *name, char pa
   return st;
 }
 
+/* import_written, then the tokenizer.json it wrote, parsed (NULL, the
+ * error in wisp_last_error() or a parse failure, when either fails). */
+static cJSON *imported_json(wisp_gguf_writer *w, const char *name) {
+  char path[700], dir[600], json[700];
+  if (import_written(w, name, path, dir)) return NULL;
+  snprintf(json, sizeof json, "%s/tokenizer.json", dir);
+  return fixture_read_json(json);
+}
+
 /* A vocabulary that is not the weights': 260 tokens over a token_embd.weight
  * of 100 rows is one line naming the file and the way out. */
 TEST(gguf_import_vocab_larger_than_the_embedding_is_one_line) {
@@ -266,12 +272,8 @@ TEST(gguf_import_vocab_larger_than_the_embedding_is_one_line) {
   for (int b = 0; b < 256; b++) { byte_char(b, names[b]); tokens[b] = names[b]; }
   tokens[256] = "he", tokens[257] = "hel", tokens[258] = "<|end|>", tokens[259] = "<s>";
   const char *merges[2] = {"h e", "he l"};
-  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  wisp_gguf_writer *w = gguf_gpt2_vocab_writer("qwen2", tokens, NULL, 260, merges, 2);
   CHECK(w != NULL);
-  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
-  wisp_gguf_put_str(w, "tokenizer.ggml.pre", "qwen2");
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 260);
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 2);
   static float emb[100 * 8];
   const uint64_t ne[2] = {8, 100};
   CHECK(wisp_gguf_add_tensor(w, "token_embd.weight", 2, ne, 0, emb, sizeof emb) == WISP_OK);
@@ -298,18 +300,10 @@ TEST(gguf_import_bpe_vocab_keeps_the_first_normal_id_of_a_repeated_text) {
   tokens[259] = "<c>", types[259] = 1; /* the control 257 is no vocab entry: 259 is */
   tokens[260] = "hel", types[260] = 1;
   const char *merges[2] = {"h e", "he l"};
-  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  wisp_gguf_writer *w = gguf_gpt2_vocab_writer("qwen2", tokens, types, 261, merges, 2);
   CHECK(w != NULL);
-  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
-  wisp_gguf_put_str(w, "tokenizer.ggml.pre", "qwen2");
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 261);
-  wisp_gguf_put_arr_i32(w, "tokenizer.ggml.token_type", types, 261);
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 2);
-  char path[700], dir[600], json[700];
-  CHECKF(import_written(w, "repeated", path, dir) == WISP_OK, "%s", wisp_last_error());
-  snprintf(json, sizeof json, "%s/tokenizer.json", dir);
-  cJSON *root = fixture_read_json(json);
-  CHECK(root != NULL);
+  cJSON *root = imported_json(w, "repeated");
+  CHECKF(root != NULL, "%s", wisp_last_error());
   const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
   const cJSON *he = cJSON_GetObjectItemCaseSensitive(vocab, "he"), *c = cJSON_GetObjectItemCaseSensitive(vocab, "<c>");
   const cJSON *hel = cJSON_GetObjectItemCaseSensitive(vocab, "hel");
@@ -332,17 +326,10 @@ TEST(gguf_import_bpe_vocab_escapes_every_awkward_text) {
   static const char *const odd[6] = {"a\"b", "c\\d", "e\nf\tg", "\x01\x1f", "\xc3\xa9\"", "a\"bc\\d"};
   for (int i = 0; i < 6; i++) tokens[256 + i] = odd[i];
   const char *merges[1] = {"a\"b c\\d"};
-  wisp_gguf_writer *w = wisp_gguf_writer_new();
+  wisp_gguf_writer *w = gguf_gpt2_vocab_writer("qwen2", tokens, NULL, 262, merges, 1);
   CHECK(w != NULL);
-  wisp_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
-  wisp_gguf_put_str(w, "tokenizer.ggml.pre", "qwen2");
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.tokens", tokens, 262);
-  wisp_gguf_put_arr_str(w, "tokenizer.ggml.merges", merges, 1);
-  char path[700], dir[600], json[700];
-  CHECKF(import_written(w, "escapes", path, dir) == WISP_OK, "%s", wisp_last_error());
-  snprintf(json, sizeof json, "%s/tokenizer.json", dir);
-  cJSON *root = fixture_read_json(json);
-  CHECKF(root != NULL, "%s does not parse", json);
+  cJSON *root = imported_json(w, "escapes");
+  CHECKF(root != NULL, "no tokenizer.json, or it does not parse: %s", wisp_last_error());
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
   const cJSON *mer = cJSON_GetObjectItemCaseSensitive(model, "merges");

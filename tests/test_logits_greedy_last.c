@@ -34,14 +34,20 @@ static cJSON *logits_json(const char *art, const char *name, const char *spec) {
   return run_json(args, out);
 }
 
-TEST(logits_greedy_from_the_last_prompt) {
-  char hf[512], art[600], cmd[4096], log[8192];
-  snprintf(hf, sizeof hf, "%s/gl_hf", test_tmpdir());
-  mkdir(hf, 0755);
-  CHECK(fx_write_tiny_lfm2(hf, NULL) == 0);
-  snprintf(art, sizeof art, "%s/gl_art", test_tmpdir());
+/* The tiny LFM2 of st_fixture.h converted to an f32 artifact, TMP/TAG_art;
+ * 0 with the CLI's output in log when that fails. */
+static int tiny_artifact(const char *tag, char art[600], char *log, size_t cap) {
+  char hf[512], cmd[2048];
+  snprintf(hf, sizeof hf, "%s/%s_hf", test_tmpdir(), tag);
+  snprintf(art, 600, "%s/%s_art", test_tmpdir(), tag);
+  if (mkdir(hf, 0755) || fx_write_tiny_lfm2(hf, NULL)) return snprintf(log, cap, "%s: not written", hf), 0;
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
-  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  return test_run(cmd, log, cap) == 0;
+}
+
+TEST(logits_greedy_from_the_last_prompt) {
+  char art[600], log[8192];
+  CHECKF(tiny_artifact("gl", art, log, sizeof log), "%s", log);
   /* the greedy prompt first (then re-evaluated), and last (continued) */
   cJSON *first = logits_json(art, "gl_first", "{\"prompts\": [[3, 1, 4, 1, 5, 9, 2, 6], [7, 7]], \"greedy_prompt\": 0}");
   cJSON *last = logits_json(art, "gl_last", "{\"prompts\": [[7, 7], [3, 1, 4, 1, 5, 9, 2, 6]], \"greedy_prompt\": 1}");
@@ -65,13 +71,8 @@ TEST(logits_greedy_from_the_last_prompt) {
  * logits in order, the fed id's logit and max|logit|, as the same prefix
  * gives them evaluated as a prompt of its own. */
 TEST(logits_follow_gives_each_steps_top_as_its_prefix_does) {
-  char hf[512], art[600], cmd[4096], log[8192], prompts[600], out_f[600], out_p[600], args[1400];
-  snprintf(hf, sizeof hf, "%s/lf_hf", test_tmpdir());
-  mkdir(hf, 0755);
-  CHECK(fx_write_tiny_lfm2(hf, NULL) == 0);
-  snprintf(art, sizeof art, "%s/lf_art", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant f32 --quiet", test_wisp_bin(), hf, art);
-  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  char art[600], cmd[4096], log[8192], prompts[600], out_f[600], out_p[600], args[1400];
+  CHECKF(tiny_artifact("lf", art, log, sizeof log), "%s", log);
   snprintf(prompts, sizeof prompts, "%s/lf_prompts.json", test_tmpdir());
   const char *spec = "{\"prompts\": [[3, 1, 4], [3, 1, 4, 1], [3, 1, 4, 1, 5]]}";
   CHECK(fx_write_bytes(prompts, spec, strlen(spec)) == 0);
