@@ -361,6 +361,42 @@ TEST(webgpu_lfm2_persistent_every_type) {
   persist_types("lfm2");
 }
 
+/* tuning persistMaxKeys: a generate whose batches pass the key limit
+ * changes path mid-request (the first 16-step batch persistent, the rest
+ * op by op, after the arena's state is flushed back) and still gives the
+ * CPU's tokens and next logits: the KV rows and state the persistent steps
+ * left are what the op-by-op steps read. */
+TEST(webgpu_persist_max_keys_hands_over_to_op_by_op) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[4096] = "", err[600] = "";
+  const char *dir = dense_artifact(1, "f32", log, sizeof log);
+  CHECKF(dir, "convert: %s", log);
+  if (!dir) return;
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(dir, &m) == WISP_OK, "open %s: %s", dir, wisp_last_error());
+  if (!m) return;
+  const int V = wisp_model_vocab(m);
+  float *lc = malloc(sizeof(float) * V), *lp = malloc(sizeof(float) * V);
+  int32_t tc[PSTEPS], tp[PSTEPS];
+  uint64_t pc = 0, pp = 0;
+  char tuning[128];
+  /* the first batch (positions PROMPT .. PROMPT + 15) ends within the limit, the second would not */
+  snprintf(tuning, sizeof tuning, "persist=1,persistMinSteps=1,persistGrid=1,persistMaxKeys=%d", PROMPT + 20);
+  int ok = lc && lp && loop_run(m, "cpu", NULL, 5, tc, lc, &pc, err, sizeof err) &&
+           loop_run(m, "webgpu", tuning, 5, tp, lp, &pp, err, sizeof err);
+  wisp_model_close(m);
+  int at = 0;
+  while (ok && at < PSTEPS && tc[at] == tp[at]) at++;
+  double mx = 0, e = ok ? max_err(lc, lp, V, &mx) : 0;
+  free(lc);
+  free(lp);
+  CHECKF(ok, "%s", err);
+  CHECKF(at == PSTEPS, "token %d: cpu %d, webgpu %d", at, at < PSTEPS ? tc[at] : 0, at < PSTEPS ? tp[at] : 0);
+  CHECKF(pp == 16, "%llu persistent steps, want 16 (the first batch alone)", (unsigned long long)pp);
+  CHECKF(e <= TOL_DENSE_LOGITS * mx, "next logits %.3g of max %.3g apart", e, mx);
+}
+
 TEST(webgpu_dense_llama_matches_cpu) {
   WEBGPU_OR_SKIP(d);
   (void)d;

@@ -74,6 +74,7 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t persist_grid;      /* persistGrid: workgroups of the persistent decode (0: probed from 128) */
   uint32_t persist_splits;    /* persistSplits: its attention splits per head (0: grid / heads) */
   uint32_t persist_min_steps; /* persistMinSteps: fewest steps a batch needs to take it (0: the plan's) */
+  uint32_t persist_max_keys;  /* persistMaxKeys: most keys a batch's last step may attend to take it (0: no limit) */
   uint32_t persist_rp;        /* persistRp=1|2|4: the units-split engine's row split (0: by the shape) */
   uint32_t persist_split;     /* persistSplit=1 (tests): the units-split product engine for any graph */
   uint32_t persist_opt;       /* persistOpt=BITS: persist.wgsl's engine-0 OPT bits (A/B runs) */

@@ -595,6 +595,11 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * (the arena's state is flushed to the session's buffers first); checked
    * first, so that a session of small batches never builds the kernel. */
   if ((uint32_t)k < min_steps(be, g)) return WISP_EUNSUPPORTED;
+  /* Past persistMaxKeys keys, op by op: there the flash-decoding splits
+   * grow with the keys (attnSplitsLong), while the persistent kernel's are
+   * bounded by its grid (the arena's state is flushed first, as above). */
+  const uint32_t max_keys = as_g(be)->opts.persist_max_keys;
+  if (max_keys && (uint32_t)(pos + k) > max_keys) return WISP_EUNSUPPORTED;
   persist *P = *slot(be);
   if (P && (P->embed != g->embed || P->n_layers != g->n_layers || P->max_pos != g->max_pos ||
             P->phase_sig != phase_sig(g))) {
