@@ -28,6 +28,10 @@
 #     tools/gguf-none-vocab.py: the same quantized blocks);
 #  3. once the build is there, `llama-bench -fa 1 -ngl 99 -n 64 -p 0 -d DEPTHS`
 #     and `-n 0 -p PREFILLS` on each GGUF;
+#  3b. with SEQS (default "8 32 64"; set and empty: none): S sequences a step,
+#     `seq_probe -S S -n 64` (wisp's aggregate decode tok/s over S slots, 16-token
+#     prompts, timed from the second step) against `llama-batched-bench -npp 16
+#     -ntg 64 -npl SEQS` (S_TG, its decode tok/s over the S sequences);
 #  4. summary.txt: tok/s of both and the ratio per workload (wisp's default
 #     path; then decode with the long split rule off / prefill with attn_flash
 #     instead of the default tiled kernel, and decode with the 256-key chunks
@@ -35,7 +39,9 @@
 # seed stores rope tables of 2,560 positions (its context) and is refused
 # past them; seedlong (the same shape from `gen-synthetic --context 40960`)
 # and the Qwen 3.5 and LFM2-350M shapes (real configurations) take every depth.
-# Environment: OUT, BUDGET, MODELS (default "seedlong qwen08 qwen2b"), DEPTHS (default
+# VARIANTS (default "nolong wide grouped"; set and empty: none) picks the
+# extra decode runs of step 2 (attnSplitsLong=1x1, persistOpt=25, persistOpt=41).
+# Environment: OUT, BUDGET, MODELS (default "seedlong qwen08 qwen2b"), SEQS, VARIANTS, DEPTHS (default
 # "0 2048 8192 32768"), PREFILLS (default "512 1024 4096"), LC (default /tmp/lcc).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +51,8 @@ BUDGET=${BUDGET:-560}
 MODELS=${MODELS:-seedlong qwen08 qwen2b}
 DEPTHS=${DEPTHS:-0 2048 8192 32768}
 PREFILLS=${PREFILLS:-512 1024 4096}
+SEQS=${SEQS-8 32 64}
+VARIANTS=" ${VARIANTS-nolong wide grouped} "
 LC=${LC:-/tmp/lcc}
 T0=$SECONDS
 mkdir -p "$OUT" "$BACK" models
@@ -67,15 +75,15 @@ for m in $MODELS; do
     p=$dep; [ "$p" -gt 0 ] || p=1
     say "$m wisp decode at depth $dep"
     $W bench -m "$a" --backend webgpu -p "$p" -n 64 -o "$OUT/wisp-$m-depth$dep.json" --force 2>&1 | tail -2
-    if [ "$dep" -ge 8192 ] && left; then
+    if [[ $VARIANTS == *" nolong "* ]] && [ "$dep" -ge 8192 ] && left; then
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning attnSplitsLong=1x1 \
         -o "$OUT/wisp-$m-depth$dep-nolong.json" --force 2>&1 | tail -2
     fi
-    if [ "$dep" -ge 2048 ] && left; then # the persistent decode's attention in 256-key chunks
+    if [[ $VARIANTS == *" wide "* ]] && [ "$dep" -ge 2048 ] && left; then # the persistent decode's attention in 256-key chunks
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=25 \
         -o "$OUT/wisp-$m-depth$dep-wide.json" --force 2>&1 | tail -2
     fi
-    if left; then # its query heads of a KV head together (short contexts too: it must not lose there)
+    if [[ $VARIANTS == *" grouped "* ]] && left; then # its query heads of a KV head together (short contexts too: it must not lose there)
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=41 \
         -o "$OUT/wisp-$m-depth$dep-grouped.json" --force 2>&1 | tail -2
     fi
@@ -86,6 +94,12 @@ for m in $MODELS; do
     $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o "$OUT/wisp-$m-prefill$n.json" --force 2>&1 | tail -2
     $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning attnPrefill=0 \
       -o "$OUT/wisp-$m-prefill$n-flash.json" --force 2>&1 | tail -2
+  done
+  for S in $SEQS; do
+    left || break
+    say "$m wisp $S sequences a step"
+    .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n 64 -a 1 2> /dev/null | tail -1 > "$OUT/wisp-$m-seqs$S.json"
+    cat "$OUT/wisp-$m-seqs$S.json"
   done
   g=/tmp/attn-long-$m.gguf
   if [ ! -s "$g" ]; then
@@ -108,6 +122,13 @@ if [ -x "$LC/build/bin/llama-bench" ]; then
     say "$m llama-bench prefill"
     "$LC/build/bin/llama-bench" -m "$g" -fa 1 -ngl 99 -p "$(echo $PREFILLS | tr ' ' ,)" -n 0 -r 2 -o json \
       > "$OUT/llama-$m-prefill.json" 2> "$OUT/llama-$m-prefill.log" || tail -3 "$OUT/llama-$m-prefill.log"
+    if [ -n "$SEQS" ] && left; then
+      [ -x "$LC/build/bin/llama-batched-bench" ] || cmake --build "$LC/build" -j"$(nproc)" --target llama-batched-bench > /dev/null 2>&1
+      say "$m llama-batched-bench $SEQS sequences"
+      "$LC/build/bin/llama-batched-bench" -m "$g" -fa 1 -ngl 99 -c 8192 -b 2048 -ub 512 -npp 16 -ntg 64 \
+        -npl "$(echo $SEQS | tr ' ' ,)" --output-format jsonl > "$OUT/llama-$m-seqs.jsonl" 2> "$OUT/llama-$m-seqs.log" ||
+        tail -3 "$OUT/llama-$m-seqs.log"
+    fi
     pack
   done
 else
@@ -115,7 +136,7 @@ else
 fi
 
 # summary: tok/s of both, ratio wisp / llama.cpp
-OUT="$OUT" MODELS="$MODELS" DEPTHS="$DEPTHS" PREFILLS="$PREFILLS" python3 - << 'PYEOF' | tee "$OUT/summary.txt"
+OUT="$OUT" MODELS="$MODELS" DEPTHS="$DEPTHS" PREFILLS="$PREFILLS" SEQS="$SEQS" python3 - << 'PYEOF' | tee "$OUT/summary.txt"
 import json, os
 out = os.environ["OUT"]
 def load(p):
@@ -149,6 +170,16 @@ for m in os.environ["MODELS"].split():
         print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
               "%.0f" % tt if tt else "-", "", "",
               "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
+    rows = []
+    try:
+        rows = [json.loads(l) for l in open(os.path.join(out, "llama-%s-seqs.jsonl" % m)) if l.startswith("{")]
+    except Exception:
+        pass
+    for S in map(int, os.environ["SEQS"].split()):
+        w = load("wisp-%s-seqs%d.json" % (m, S)); wt = w and w.get("tokens_per_s")
+        lt = next((r["speed_tg"] for r in rows if r.get("pl") == S), None)
+        print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % (m, "%d sequences a step" % S, "%.0f" % wt if wt else "-",
+              "", "", "", "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
 PYEOF
 pack
 say done
