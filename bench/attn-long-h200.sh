@@ -20,7 +20,7 @@
 #     long depths again with the long split rule off (tuning
 #     attnSplitsLong=1x1: the split count capped at attnSplits, as before it)
 #     and from depth 2,048 with the persistent decode's attention in chunks
-#     of 256 keys (tuning persistOpt=25: bit 16 over the default 9), and
+#     of 256 keys (tuning persistOpt=25: bits 1 + 8 + 16, every split wide), and
 #     at every depth with the query heads of a KV head attended together
 #     (persistOpt=41: bit 32, attn_group),
 #     and each prefill again with attn_flash.wgsl instead of the default tiled

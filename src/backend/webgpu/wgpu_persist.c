@@ -194,7 +194,7 @@ static uint32_t graph_types(const wisp_decode_graph *g) {
  * the staging (xs4 vec4s). */
 static uint32_t persist_opt_bits(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
   uint32_t opt = as_g(be)->opts.persist_opt;
-  if (as_g(be)->d->info.subgroup_min_size < 8) opt &= ~(16u | 32u);
+  if (as_g(be)->d->info.subgroup_min_size < 8) opt &= ~(16u | 32u | 64u);
   const int gq = g->kv_heads > 0 ? g->heads / g->kv_heads : 0;
   if (gq < 1 || gq > 8 || g->heads % g->kv_heads || (uint64_t)gq * (uint64_t)g->head_dim > 4ull * xs4) opt &= ~32u;
   return opt;
