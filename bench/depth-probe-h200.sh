@@ -13,7 +13,7 @@ setup_env
 for m in ${MODELS:-qwen08 seedlong}; do
   a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
   for dep in ${DEPTHS:-8192 32768}; do
-    for t in ${VARIANTS:-none persist=0 persist=0,attnSplitsLong=2x512 persistOpt=41,persistGrid=256 persistMaxKeys=4096}; do
+    for t in ${VARIANTS:-none persistOpt=9 persist=0 persist=0,attnSplitsLong=2x512 persistOpt=41,persistGrid=256}; do
       tu=(); [ "$t" = none ] || tu=(--tuning "$t")
       printf '%-8s depth %-6s %-40s ' "$m" "$dep" "$t"
       $W bench -m "$a" --backend webgpu -p "$dep" -n 64 "${tu[@]}" -o /tmp/depth-probe.json --force 2>/dev/null | head -1
