@@ -39,11 +39,11 @@ TEST(tuning_keys_set_their_fields) {
  * value (even 0) or a field set by the caller keeps its own. */
 TEST(tuning_defaults_come_from_the_table) {
   wisp_tuning t;
-  CHECK(wisp_tuning_parse("persistOpt=0,matvec=64x2", &t) == WISP_OK);
+  CHECK(wisp_tuning_parse("persistOpt=0,persistMaxKeys=0,matvec=64x2", &t) == WISP_OK);
   wisp_wgpu_backend_opts o = t.webgpu;
   o.rows_nt = 3; /* set by the caller, not by the string */
   wisp_tuning_fill_defaults(&o);
-  CHECK(o.persist_opt == 0 && o.matvec_wg == 64 && o.matvec_rows == 2 && o.rows_nt == 3);
+  CHECK(o.persist_opt == 0 && o.persist_max_keys == 0 && o.matvec_wg == 64 && o.matvec_rows == 2 && o.rows_nt == 3);
   /* matmul / matmulTile have no default: the product picks its tile by size */
   CHECK(o.matmul_tm == 0 && o.matmul_rm == 0 && o.attn_max_splits == 32 && o.matvec_big_rows == 8);
   CHECK(o.dn_cols == 16 && o.dn_groups == 0 && o.q4k_mv_wg == 128 && o.q4k_mv_rows == 0 && o.i8_min_n == 2);
@@ -51,7 +51,7 @@ TEST(tuning_defaults_come_from_the_table) {
   wisp_wgpu_backend_opts none;
   memset(&none, 0, sizeof none);
   wisp_tuning_fill_defaults(&none);
-  CHECK(none.persist_opt == 9 && none.matvec_wg == 128 && none.matvec_rows == 4 && none.rows_nt == 64);
+  CHECK(none.persist_opt == 73 && none.persist_max_keys == 16384 && none.matvec_wg == 128 && none.matvec_rows == 4 && none.rows_nt == 64);
   uint32_t d[5];
   wisp_tuning_default_of("matmulI8", d);
   CHECK(d[0] == 64 && d[1] == 32 && d[2] == 4 && d[3] == 4 && d[4] == 2);

@@ -102,7 +102,11 @@ static const entry k_keys[] = {
     {"persistGrid", T_UINT, W(persist_grid), 0, 1, 1024, 0, "1..1024", NO_DEFAULT},
     {"persistSplits", T_UINT, W(persist_splits), 0, 1, 64, 0, "1..64", NO_DEFAULT},
     {"persistMinSteps", T_UINT, W(persist_min_steps), 0, 1, 1 << 20, 0, "a positive number", NO_DEFAULT},
-    {"persistMaxKeys", T_UINT, W(persist_max_keys), 0, 1, 1u << 30, 0, "a positive number", NO_DEFAULT},
+    /* past 16,384 keys op by op: on an H100, the seed shape at depth 2,048
+     * decodes at 1,794 tok/s persistent against 1,141 op by op, at 32,768 at
+     * 411 against 527 (a line through both crosses at about 13,500 keys;
+     * bench/results/h100-depth-probe-20261205.txt). 0: no limit */
+    {"persistMaxKeys", T_UINT, W(persist_max_keys), 0, 0, 1u << 30, 0, "a number of keys (0: no limit)", .def = {16384}},
     {"persistRp", T_SPECIAL, W(persist_rp), 0, 0, 0, 0, "1, 2 or 4", NO_DEFAULT},
     {"persistSplit", T_UINT, W(persist_split), 0, 1, 1, 0, "1", NO_DEFAULT, TEST_KEY},
     /* persist.wgsl's OPT bits 1 + 8: measured best on the seed shape; 64: the
