@@ -72,11 +72,13 @@ int main(int argc, char **argv) {
   struct llama_context_params cp = llama_context_default_params();
   cp.n_ctx = (uint32_t)(n + n_gen + 8);
   cp.n_batch = cp.n_ctx;
-  /* f32 K/V caches (llama.cpp's default is f16): on a file dequantized to
-   * F32 the whole forward is then f32, as wisp's exact profile is, so the
-   * two engines' logits differ by summation order alone */
+  /* f32 K/V caches (llama.cpp's default is f16) and no flash attention
+   * (its CPU kernel rounds q, k and v to f16 whatever the caches hold): on
+   * a file dequantized to F32 the whole forward is then f32, as wisp's
+   * exact profile is, so the two engines' logits differ by summation order */
   cp.type_k = GGML_TYPE_F32;
   cp.type_v = GGML_TYPE_F32;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
   struct llama_context *ctx = llama_init_from_model(model, cp);
   if (!ctx) {
     fprintf(stderr, "llama_greedy: cannot create a context\n");
