@@ -4,7 +4,8 @@
 # 32,768 and prefill of 512, 1,024 and 4,096 tokens (issue 30 item 4).
 #
 # Here, once (the carry must stay under 64 MiB: SLIM bundles wisp alone):
-#   SLIM=1 tools/device.sh bundle
+#   SLIM=1 tools/device.sh bundle && make build/seq_probe && cp build/seq_probe .dev/ && strip .dev/seq_probe
+#   (cd .dev && tar cJf lib.txz lib && rm -rf lib)   # the carry's 64 MiB
 #   mkdir -p .peer && cp ../shared/peers/llama.cpp/build.sh ../shared/peers/llama.cpp/llama.cpp-*-src.tar.xz .peer/
 #   grep -qx /.peer/ .git/info/exclude || echo /.peer/ >> .git/info/exclude
 # The call: command `bash bench/attn-long-h200.sh "$OUT"`, carry [".dev", ".gl",
@@ -97,6 +98,7 @@ for m in $MODELS; do
   done
   for S in $SEQS; do
     left || break
+    [ -x .dev/seq_probe ] || { echo "no .dev/seq_probe (see the header): no S-sequence runs"; break; }
     say "$m wisp $S sequences a step"
     .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n 64 -a 1 2> /dev/null | tail -1 > "$OUT/wisp-$m-seqs$S.json"
     cat "$OUT/wisp-$m-seqs$S.json"
