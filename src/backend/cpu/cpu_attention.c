@@ -16,7 +16,7 @@ static void rmsnorm_inplace(float *v, const float *w, int d, float eps) {
 }
 
 /* RoPE over d dims: pairs (i, i + d/2) (halves, NEOX), or (2i, 2i + 1)
- * (adjacent: llama's q/k rows as llama.cpp stores them), pair i at angle i. */
+ * (adjacent: q/k rows in the order GGUF converters store them), pair i at angle i. */
 static void rope_inplace(float *v, const float *cs, const float *sn, int d, int pairs) {
   int h = d / 2;
   if (pairs == WISP_ROPE_ADJACENT) {
