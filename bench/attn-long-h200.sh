@@ -42,6 +42,9 @@
 # and the Qwen 3.5 and LFM2-350M shapes (real configurations) take every depth.
 # VARIANTS (default "nolong wide grouped"; set and empty: none) picks the
 # extra decode runs of step 2 (attnSplitsLong=1x1, persistOpt=25, persistOpt=41).
+# PREPARE_ONLY=1 (with DEPTHS= PREFILLS= SEQS=) makes the models, their GGUFs and
+# the build and stops: a second call on the warm machine then times both engines
+# with no build beside them (16 cores compiling make wisp's decode noisy).
 # Environment: OUT, BUDGET, MODELS (default "seedlong qwen08 qwen2b"), SEQS, VARIANTS, DEPTHS (default
 # "0 2048 8192 32768"), PREFILLS (default "512 1024 4096"), LC (default /tmp/lcc).
 set -uo pipefail
@@ -113,6 +116,11 @@ done
 
 # llama.cpp: wait for the build (within the budget), then the same workloads
 while [ ! -x "$LC/build/bin/llama-bench" ] && left && pgrep -f "build.sh cuda" > /dev/null; do sleep 5; done
+if [ -n "${PREPARE_ONLY:-}" ]; then # a first call: models, GGUFs and the build, no timing beside the build
+  say "prepared: $MODELS; llama-bench $([ -x "$LC/build/bin/llama-bench" ] && echo built || echo 'not built')"
+  pack
+  exit 0
+fi
 if [ -x "$LC/build/bin/llama-bench" ]; then
   for m in $MODELS; do
     g=/tmp/attn-long-$m.gguf
