@@ -45,7 +45,7 @@
 # PREPARE_ONLY=1 (with DEPTHS= PREFILLS= SEQS=) makes the models, their GGUFs and
 # the build and stops: a second call on the warm machine then times both engines
 # with no build beside them (16 cores compiling make wisp's decode noisy).
-# Environment: OUT, BUDGET, MODELS (default "seedlong qwen08 qwen2b"), SEQS, VARIANTS, DEPTHS (default
+# Environment: OUT, BUDGET, MODELS (default "seedlong qwen08 qwen2b"), SEQS, VARIANTS, DEPTHS (set and empty: none; default
 # "0 2048 8192 32768"), PREFILLS (default "512 1024 4096"), LC (default /tmp/lcc).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,8 +53,8 @@ BACK=${1:-${OUT:-/tmp/attn-long-h200}} # what comes back: the .tgz and summary.t
 OUT=/tmp/attn-long-work                 # every receipt, packed into BACK (the machine returns 8 files at most)
 BUDGET=${BUDGET:-560}
 MODELS=${MODELS:-seedlong qwen08 qwen2b}
-DEPTHS=${DEPTHS:-0 2048 8192 32768}
-PREFILLS=${PREFILLS:-512 1024 4096}
+DEPTHS=${DEPTHS-0 2048 8192 32768}
+PREFILLS=${PREFILLS-512 1024 4096}
 SEQS=${SEQS-8 32 64}
 VARIANTS=" ${VARIANTS-nolong wide grouped} "
 LC=${LC:-/tmp/lcc}

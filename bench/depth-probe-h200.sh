@@ -4,13 +4,13 @@
 # the keys: attnSplitsLong) and the persistent decode's grouped attention on
 # a wider grid. A probe for choosing a rule, not a receipt against llama.cpp.
 #   bash bench/depth-probe-h200.sh > OUT/depth.txt   (after tools/device.sh bundle)
-# Environment: MODELS (default "qwen08 seedlong"), DEPTHS (default "8192 32768"),
+# Environment: MODELS (default "qwen08 seedlong"; set and empty: no depth runs), DEPTHS (default "8192 32768"),
 # VARIANTS (tuning strings; "none" is the default path).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 WISP_DEVICE_LIB=1 source tools/device.sh
 setup_env
-for m in ${MODELS:-qwen08 seedlong}; do
+for m in ${MODELS-qwen08 seedlong}; do
   a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
   for dep in ${DEPTHS:-8192 32768}; do
     for t in ${VARIANTS:-none persistOpt=9 persist=0 persist=0,attnSplitsLong=2x512 persistOpt=41,persistGrid=256}; do
