@@ -7,7 +7,9 @@
  * once the test is over. */
 #include "test.h"
 
+#include "backend/webgpu/wgpu_backend.h"
 #include "backend/webgpu/wgpu_device.h"
+#include "webgpu_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -236,6 +238,9 @@ int main(int argc, char **argv) {
    * child probes the machine's other Mesa drivers, whose unloaded one-time
    * allocations LeakSanitizer cannot attribute (scripts/lsan-webgpu.supp). */
   wisp_wgpu_default_vk_driver();
+  /* Sessions the tests open on WebGPU share the worker's device (the
+   * fixture's), so a worker compiles each kernel once (wgpu_backend.h). */
+  wisp_wgpu_set_device_hook(test_webgpu);
   qsort(g_tests, (size_t)g_count, sizeof g_tests[0], by_name);
   static struct test_entry *sel[MAX_TESTS];
   int n = 0;

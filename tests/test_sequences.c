@@ -2,6 +2,7 @@
  * sequences of different prompt lengths decoded together by
  * wisp_session_step get exactly the greedy tokens each gets alone, on both
  * backends, for LFM2 and Qwen 3.5. */
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -11,6 +12,7 @@
 #include "st_fixture.h"
 #include "test.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_products_i8.h"
 #include "webgpu_fixture.h"
 
 enum { MAX_S = 8, GEN = 12 };
@@ -330,6 +332,72 @@ TEST(sequences_webgpu_64_rows_match_single_steps_qwen3_5_q4k) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   rows64_match_single_steps(tiny_qwen("q4k"));
+}
+
+/* tuning rowsInt8=N (throughput profile): a step of at least N rows runs
+ * the products the plan gives an int8 prefill kernel through matmul_i8,
+ * where a step of fewer rows (and rowsInt8=0, the default) keeps the
+ * multi-row kernels and records none. Its rows' logits are no longer the
+ * one-row product's bits; they must stay within what quantizing the
+ * activations to 8 bits costs of the same sequences stepped alone: 0.1 of
+ * max|logit|, the int8 prefill's bound (test_webgpu_matmul_i8.c,
+ * TOL_I8_LOGITS; 0.03 measured on lavapipe). */
+TEST(sequences_webgpu_rows_int8_from_n_rows) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  enum { S = 16 };
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(fixture_small_model(), &m) == WISP_OK, "%s", wisp_last_error());
+  const size_t vocab = (size_t)wisp_model_vocab(m);
+  wisp_session_options so = {.backend = "webgpu", .slots = S, .profile = "throughput", .tuning = "rowsInt8=8"};
+  wisp_session *a = NULL, *b = NULL;
+  CHECKF(wisp_session_new(m, &so, &a) == WISP_OK && wisp_session_new(m, &so, &b) == WISP_OK, "%s", wisp_last_error());
+  float *la = malloc(sizeof(float) * vocab * S), *lb = malloc(sizeof(float) * vocab * S);
+  CHECK(la && lb);
+  int slots[S];
+  int32_t cur[S], na[S], nb[S], prompt[8];
+  int ok = 1;
+  for (int i = 0; ok && i < S; i++) {
+    slots[i] = i;
+    const int np = 1 + i % 5;
+    for (int k = 0; k < np; k++) prompt[k] = (int32_t)((5 + 13 * i + 7 * k) % 96);
+    ok = wisp_slot_eval(a, i, prompt, np, la) == WISP_OK && wisp_slot_eval(b, i, prompt, np, lb) == WISP_OK;
+    cur[i] = (int32_t)wisp_argmax(la, (int)vocab);
+  }
+  CHECKF(ok, "prompts: %s", wisp_last_error());
+  uint64_t p0 = 0, p1 = 0, p2 = 0, q = 0;
+  wisp_wgpu_mm8_counts(a->backend, &p0, &q);
+  /* both sessions step the first 4 rows once: their states stay the same */
+  CHECKF(wisp_session_step(a, slots, cur, 4, NULL, na, la) == WISP_OK &&
+             wisp_session_step(b, slots, cur, 4, NULL, nb, lb) == WISP_OK,
+         "%s", wisp_last_error());
+  wisp_wgpu_mm8_counts(a->backend, &p1, &q);
+  CHECKF(p1 == p0, "a step of 4 rows recorded %llu int8 products (rowsInt8=8)", (unsigned long long)(p1 - p0));
+  CHECKF(wisp_session_step(a, slots, cur, S, NULL, na, la) == WISP_OK, "%s", wisp_last_error());
+  wisp_wgpu_mm8_counts(a->backend, &p2, &q);
+  CHECKF(p2 > p1, "a step of %d rows recorded no int8 product (rowsInt8=8)", S);
+  double worst = 0;
+  for (int i = 0; ok && i < S; i++) {
+    int32_t c = cur[i];
+    ok = wisp_session_step(b, &slots[i], &c, 1, NULL, &nb[i], lb + (size_t)i * vocab) == WISP_OK;
+    const float *x = la + (size_t)i * vocab, *y = lb + (size_t)i * vocab;
+    double mx = 0, e = 0;
+    for (size_t j = 0; j < vocab; j++) {
+      if (fabs(y[j]) > mx) mx = fabs(y[j]);
+      if (fabs(x[j] - y[j]) > e) e = fabs(x[j] - y[j]);
+    }
+    if (mx > 0 && e / mx > worst) worst = e / mx;
+  }
+  CHECKF(ok, "single steps: %s", wisp_last_error());
+  CHECKF(worst > 0, "a step of %d rows gave every row the one-row bits: the int8 product did not run", S);
+  CHECKF(worst < 0.1, "a row of the step of %d is %.3g of max|logit| from the same sequence stepped alone", S, worst);
+  printf("     %d rows through matmul_i8: %llu products; logits within %.3g of max|logit| of each sequence alone\n", S,
+         (unsigned long long)(p2 - p1), worst);
+  free(la);
+  free(lb);
+  wisp_session_free(a);
+  wisp_session_free(b);
+  wisp_model_close(m);
 }
 
 /* Bad calls get an error and change nothing. */

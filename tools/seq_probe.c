@@ -6,6 +6,9 @@
  * the S sequences got the tokens it gets alone (S = 1). One JSON line per S
  * on stdout.
  *   seq_probe -m DIR [--backend cpu|webgpu] [-S 8] [-n 64] [-t THREADS] [--tuning KEY=VALUE,...] [-a K]
+ *             [--profile P]
+ * (--profile: the runtime profile, default throughput: the one `wisp serve`
+ * and `wisp run` take without flags; exact is the reference path.)
  * (-a K: only the first K sequences are run alone, each a session of its
  * own: "alone_seconds" covers those K, the speedup scales it to S.)
  * (--tuning rowsShared=0: the WebGPU products row by row, for an A/B of the
@@ -21,11 +24,13 @@
 enum { MAX_S = 64, PROMPT = 16 };
 
 /* n greedy steps of S slots after each slot's prompt; tokens[i * n + t]. */
-static const char *g_tuning; /* --tuning */
+static const char *g_tuning;                /* --tuning */
+static const char *g_profile = "throughput"; /* --profile */
 
 static int run(wisp_model *m, const char *backend, int threads, int S, int first_seq, int n, int32_t *tokens,
                double *secs) {
-  wisp_session_options so = {.backend = backend, .threads = threads, .slots = S, .tuning = g_tuning};
+  wisp_session_options so = {
+      .backend = backend, .threads = threads, .slots = S, .tuning = g_tuning, .profile = g_profile};
   wisp_session *s = NULL;
   if (wisp_session_new(m, &so, &s)) return 0;
   const int vocab = wisp_model_vocab(m);
@@ -62,13 +67,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-n")) n = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--tuning")) g_tuning = argv[i + 1];
+    else if (!strcmp(argv[i], "--profile")) g_profile = argv[i + 1];
     else if (!strcmp(argv[i], "-a")) n_alone = atoi(argv[i + 1]);
     else { fprintf(stderr, "seq_probe: unknown option %s\n", argv[i]); return 2; }
   }
   if (n_alone < 0 || n_alone > S) n_alone = S;
   if (!dir || S < 1 || S > MAX_S || n < 2 || n_alone < 1) {
     fprintf(stderr, "usage: seq_probe -m DIR [--backend cpu|webgpu] [-S 1..%d] [-n N >= 2] [-t THREADS] [--tuning T] "
-            "[-a K >= 1]\n", MAX_S);
+            "[-a K >= 1] [--profile P]\n", MAX_S);
     return 2;
   }
   wisp_model *m = NULL;
@@ -88,12 +94,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "seq_probe: %s\n", wisp_last_error());
   } else {
     const char *tu = g_tuning ? g_tuning : "";
-    printf("{\"backend\": \"%s\", \"tuning\": \"%s\", \"S\": 1, \"steps\": %d, \"seconds\": %.4f, "
-           "\"tokens_per_s\": %.1f}\n", backend, tu, n, t_1, (n - 1) / t_1);
-    printf("{\"backend\": \"%s\", \"tuning\": \"%s\", \"S\": %d, \"steps\": %d, \"seconds\": %.4f, "
+    printf("{\"backend\": \"%s\", \"profile\": \"%s\", \"tuning\": \"%s\", \"S\": 1, \"steps\": %d, "
+           "\"seconds\": %.4f, \"tokens_per_s\": %.1f}\n", backend, g_profile, tu, n, t_1, (n - 1) / t_1);
+    printf("{\"backend\": \"%s\", \"profile\": \"%s\", \"tuning\": \"%s\", \"S\": %d, \"steps\": %d, \"seconds\": %.4f, "
            "\"tokens_per_s\": %.1f, \"alone_seconds\": %.4f, \"speedup_vs_one_at_a_time\": %.2f, "
            "\"sequences_run_alone\": %d, \"sequences_matching_alone\": %d}\n",
-           backend, tu, S, n, t_s, (double)S * (n - 1) / t_s, t_alone, t_alone / n_alone * S / t_s, n_alone, same);
+           backend, g_profile, tu, S, n, t_s, (double)S * (n - 1) / t_s, t_alone, t_alone / n_alone * S / t_s, n_alone, same);
   }
   free(together);
   free(alone);

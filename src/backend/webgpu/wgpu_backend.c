@@ -258,6 +258,12 @@ static void g_caps(wisp_backend *be, wisp_device_caps *out) {
                    (g->no_argmax ? 0u : WISP_FUSE_HEAD_ARGMAX);
 }
 
+/* wisp_wgpu_set_device_hook: where set, the device a backend takes instead
+ * of opening one of its own with the default device options. */
+static wisp_wgpu_device *(*g_device_hook)(void);
+
+void wisp_wgpu_set_device_hook(wisp_wgpu_device *(*hook)(void)) { g_device_hook = hook; }
+
 wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backend **out) {
   *out = NULL;
   wisp_wgpu_backend_opts o;
@@ -270,6 +276,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->state_flush = wisp_wgpu_persist_flush;
   g->state_forget = wisp_wgpu_persist_forget;
   wisp_status st = WISP_OK;
+  if (!o.device && g_device_hook && o.subgroups != 0 && !(o.toggles && *o.toggles)) o.device = g_device_hook();
   if (o.device) {
     g->d = o.device;
   } else {

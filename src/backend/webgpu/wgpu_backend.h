@@ -17,6 +17,17 @@
 #include "backend/webgpu/wgpu_options.h"
 
 
+/* Where hook is set (NULL: not), a backend that would open a device of its
+ * own with the default device options (no `subgroups=0`, no Dawn toggles)
+ * takes hook()'s device instead, not owned, unless hook() returns NULL.
+ * The test suite shares one device per worker process this way
+ * (tests/webgpu_fixture.c): every session of a worker then compiles each
+ * kernel once, where a device of its own compiled them all again (Dawn's
+ * WGSL translation and the driver's, 60-70 % of a session test's time on
+ * lavapipe under ASan). A program that keeps several sessions alive could
+ * do the same, from one thread: Dawn's device is not made thread-safe here. */
+void wisp_wgpu_set_device_hook(wisp_wgpu_device *(*hook)(void));
+
 /* Returns 1 and fills *out when `be` is a WebGPU backend, else 0. */
 int wisp_wgpu_backend_stats_get(const wisp_backend *be, wisp_wgpu_backend_stats *out);
 /* 1 when be is a WebGPU backend whose KV caches hold packed f16 pairs

@@ -430,7 +430,10 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
  * which reads the weight once per up to 64 rows and gives every row the
  * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
- * each row is its own matvec dispatch. */
+ * each row is its own matvec dispatch. The one exception is asked for:
+ * tuning rowsInt8=N takes steps of N rows or more through the prefill's
+ * int8 product where the plan gives it one (a tiled kernel: the rows'
+ * arithmetic as a matrix product rather than N matrix-vector products). */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
@@ -438,6 +441,9 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
   for (int i = 0; wisp_matrix_mixed(W) && i < W->n_parts; i++)
     g_matmul_rows(be, &W->parts[i], x, n, y, accumulate); /* parts of different types: each into its rows */
   if (wisp_matrix_mixed(W)) return;
+  /* tuning rowsInt8=N: from N rows the prefill's int8 product (tiled, the
+   * activations quantized a row), whose sums are not the one-row product's */
+  if (g->opts.rows_int8 && n >= (int)g->opts.rows_int8 && wisp_wgpu_mm8_matmul(be, W, x, 0, n, y, accumulate)) return;
   if (W->type == WISP_W_Q4K) {
     wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);
     return;
