@@ -5,6 +5,7 @@
 # a wider grid. A probe for choosing a rule, not a receipt against llama.cpp.
 #   bash bench/depth-probe-h200.sh > OUT/depth.txt   (after tools/device.sh bundle)
 # Environment: MODELS (default "qwen08 seedlong"; set and empty: no depth runs), DEPTHS (default "8192 32768"),
+# PROFILE_MODELS, PROFILE_LENS (prefill profiles), PROFILE_DEPTHS (decode-at-depth profiles, op by op),
 # VARIANTS (tuning strings; "none" is the default path).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -27,5 +28,17 @@ for m in ${PROFILE_MODELS-qwen08}; do
     echo "== $m prefill $n: GPU time per kernel"
     WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o /tmp/depth-probe.json --force 2>&1 |
       grep -v '^bench:\|^wisp: compiling' | head -40
+  done
+done
+# where decode at depth spends its GPU time (op by op, persist=0: the persistent
+# kernel is one dispatch), PROFILE_MODELS at PROFILE_DEPTHS (default none): the
+# prefill's kernels are in the same table; the decode's are attn_decode*, the
+# split merges and the products of one token
+for m in ${PROFILE_MODELS-qwen08}; do
+  a=$(model_dir "$m")
+  for dep in ${PROFILE_DEPTHS:-}; do
+    echo "== $m decode at depth $dep, op by op: GPU time per kernel"
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu -p "$dep" -n 64 --tuning persist=0 -o /tmp/depth-probe.json \
+      --force 2>&1 | grep -v '^bench:\|^wisp: compiling' | head -40
   done
 done
