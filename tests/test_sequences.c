@@ -334,22 +334,20 @@ TEST(sequences_webgpu_64_rows_match_single_steps_qwen3_5_q4k) {
   rows64_match_single_steps(tiny_qwen("q4k"));
 }
 
-/* tuning rowsInt8=N (throughput profile): a step of at least N rows runs
- * the products the plan gives an int8 prefill kernel through matmul_i8,
- * where a step of fewer rows (and rowsInt8=0, the default) keeps the
- * multi-row kernels and records none. Its rows' logits are no longer the
- * one-row product's bits; they must stay within what quantizing the
- * activations to 8 bits costs of the same sequences stepped alone: 0.1 of
- * max|logit|, the int8 prefill's bound (test_webgpu_matmul_i8.c,
- * TOL_I8_LOGITS; 0.03 measured on lavapipe). */
-TEST(sequences_webgpu_rows_int8_from_n_rows) {
-  WEBGPU_OR_SKIP(d);
-  (void)d;
+/* tuning rowsPrefill=N: a step of at least N rows runs its products as a
+ * prefill of that many tokens does (the plan's prefill kernel: matmul_i8
+ * under the throughput profile where the weights are Q4 / Q4_K / Q8_0, the
+ * tiled matmul.wgsl otherwise and under exact), where a step of fewer rows
+ * (and rowsPrefill=0, the default) keeps the multi-row kernels and records
+ * neither. Its rows' logits are no longer the one-row product's bits; they
+ * must stay within tol of max|logit| of the same sequences stepped alone.
+ * *worst_out: the largest difference seen. */
+static void rows_prefill_check(const char *profile, double tol, int want_int8, double *worst_out) {
   enum { S = 16 };
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(fixture_small_model(), &m) == WISP_OK, "%s", wisp_last_error());
   const size_t vocab = (size_t)wisp_model_vocab(m);
-  wisp_session_options so = {.backend = "webgpu", .slots = S, .profile = "throughput", .tuning = "rowsInt8=8"};
+  wisp_session_options so = {.backend = "webgpu", .slots = S, .profile = profile, .tuning = "rowsPrefill=8"};
   wisp_session *a = NULL, *b = NULL;
   CHECKF(wisp_session_new(m, &so, &a) == WISP_OK && wisp_session_new(m, &so, &b) == WISP_OK, "%s", wisp_last_error());
   float *la = malloc(sizeof(float) * vocab * S), *lb = malloc(sizeof(float) * vocab * S);
@@ -365,17 +363,25 @@ TEST(sequences_webgpu_rows_int8_from_n_rows) {
     cur[i] = (int32_t)wisp_argmax(la, (int)vocab);
   }
   CHECKF(ok, "prompts: %s", wisp_last_error());
-  uint64_t p0 = 0, p1 = 0, p2 = 0, q = 0;
-  wisp_wgpu_mm8_counts(a->backend, &p0, &q);
+  uint64_t i0 = 0, i1 = 0, i2 = 0, q = 0;
+  wisp_wgpu_backend_stats s0, s1, s2;
+  wisp_wgpu_mm8_counts(a->backend, &i0, &q);
+  wisp_wgpu_backend_stats_get(a->backend, &s0);
   /* both sessions step the first 4 rows once: their states stay the same */
   CHECKF(wisp_session_step(a, slots, cur, 4, NULL, na, la) == WISP_OK &&
              wisp_session_step(b, slots, cur, 4, NULL, nb, lb) == WISP_OK,
          "%s", wisp_last_error());
-  wisp_wgpu_mm8_counts(a->backend, &p1, &q);
-  CHECKF(p1 == p0, "a step of 4 rows recorded %llu int8 products (rowsInt8=8)", (unsigned long long)(p1 - p0));
+  wisp_wgpu_mm8_counts(a->backend, &i1, &q);
+  wisp_wgpu_backend_stats_get(a->backend, &s1);
+  CHECKF(i1 == i0 && s1.tiled_products == s0.tiled_products,
+         "%s: a step of 4 rows (rowsPrefill=8) recorded %llu int8 and %llu tiled products", profile,
+         (unsigned long long)(i1 - i0), (unsigned long long)(s1.tiled_products - s0.tiled_products));
   CHECKF(wisp_session_step(a, slots, cur, S, NULL, na, la) == WISP_OK, "%s", wisp_last_error());
-  wisp_wgpu_mm8_counts(a->backend, &p2, &q);
-  CHECKF(p2 > p1, "a step of %d rows recorded no int8 product (rowsInt8=8)", S);
+  wisp_wgpu_mm8_counts(a->backend, &i2, &q);
+  wisp_wgpu_backend_stats_get(a->backend, &s2);
+  CHECKF(want_int8 ? i2 > i1 : i2 == i1, "%s: a step of %d rows recorded %llu int8 products", profile, S,
+         (unsigned long long)(i2 - i1));
+  CHECKF(s2.tiled_products > s1.tiled_products || i2 > i1, "%s: a step of %d rows recorded no prefill product", profile, S);
   double worst = 0;
   for (int i = 0; ok && i < S; i++) {
     int32_t c = cur[i];
@@ -389,15 +395,30 @@ TEST(sequences_webgpu_rows_int8_from_n_rows) {
     if (mx > 0 && e / mx > worst) worst = e / mx;
   }
   CHECKF(ok, "single steps: %s", wisp_last_error());
-  CHECKF(worst > 0, "a step of %d rows gave every row the one-row bits: the int8 product did not run", S);
-  CHECKF(worst < 0.1, "a row of the step of %d is %.3g of max|logit| from the same sequence stepped alone", S, worst);
-  printf("     %d rows through matmul_i8: %llu products; logits within %.3g of max|logit| of each sequence alone\n", S,
-         (unsigned long long)(p2 - p1), worst);
+  CHECKF(worst > 0, "%s: a step of %d rows gave every row the one-row bits: the prefill product did not run", profile, S);
+  CHECKF(worst < tol, "%s: a row of the step of %d is %.3g of max|logit| from the same sequence stepped alone", profile,
+         S, worst);
+  printf("     %s: %d rows as a prefill (%llu int8, %llu tiled products); logits within %.3g of max|logit| of each "
+         "sequence alone\n",
+         profile, S, (unsigned long long)(i2 - i1), (unsigned long long)(s2.tiled_products - s1.tiled_products), worst);
+  *worst_out = worst;
   free(la);
   free(lb);
   wisp_session_free(a);
   wisp_session_free(b);
   wisp_model_close(m);
+}
+
+/* Throughput: the Q4 products through matmul_i8, within the int8 prefill's
+ * bound (0.1 of max|logit|, test_webgpu_matmul_i8.c TOL_I8_LOGITS). Exact:
+ * the tiled f32 product, another summation order only (within 1e-4). */
+TEST(sequences_webgpu_rows_prefill_from_n_rows) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  double w_int8 = 0, w_f32 = 0;
+  rows_prefill_check("throughput", 0.1, 1, &w_int8);
+  rows_prefill_check("exact", 1e-4, 0, &w_f32);
+  CHECKF(w_f32 < w_int8, "the f32 products' rows (%.3g) are no closer than the int8 ones' (%.3g)", w_f32, w_int8);
 }
 
 /* Bad calls get an error and change nothing. */

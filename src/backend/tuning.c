@@ -86,7 +86,7 @@ static const entry k_keys[] = {
     {"attnSplitsLong", T_PAIR, W(attn_long_tiles), W(attn_long_most), 1, 1024, 0, "TILESxMOST", .def = {4, 256}},
     {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256", NO_DEFAULT},
     {"rowsNt", T_UINT, W(rows_nt), 0, 1, 64, 0, "1..64", .def = {64}},
-    {"rowsInt8", T_UINT, W(rows_int8), 0, 0, 64, 0, "0..64 (0: never)", NO_DEFAULT},
+    {"rowsPrefill", T_UINT, W(rows_prefill), 0, 0, 64, 0, "0..64 (0: never)", NO_DEFAULT},
     {"dnSlice", T_SPECIAL, W(dn_cols), W(dn_groups), 1, 1024, 0, "COLS or COLSxGROUPS (powers of two)", .def = {16, 0}},
     /* the chunked Gated DeltaNet for calls of this many tokens or more (wgpu_deltanet_chunked.c) */
     {"dnChunkMin", T_UINT, W(dn_chunk_min), 0, 1, 1u << 30, 0, "a positive number", .def = {16}},

@@ -88,9 +88,10 @@ typedef struct wisp_wgpu_backend_opts {
   int rows_stage_always;      /* rowsStage=1: the multi-row kernels stage their inputs whenever they fit (default:
                                * only where a workgroup reads more weight bytes than it stages; rows_tile) */
   uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..64; 0: 64) */
-  uint32_t rows_int8;         /* rowsInt8=N: a batched step of N rows or more runs each product whose prefill the
-                               * plan gives the int8 kernel (matmul_i8) through it, not the multi-row kernels:
-                               * every row's sums then depend on the step's rows (0: never) */
+  uint32_t rows_prefill;      /* rowsPrefill=N: a batched step of N rows or more runs its products as a prefill
+                               * of N tokens does (the plan's prefill kernel: matmul_i8 where it gives int8, else
+                               * the tiled matmul), not the multi-row kernels: every row's sums then depend on the
+                               * step's rows (0: never) */
   int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
                                * 0 (default) q4k_matvec only */
   int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens, 2: attn_flash_tiled.wgsl (else attn_flash) */

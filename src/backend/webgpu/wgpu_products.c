@@ -431,19 +431,21 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * which reads the weight once per up to 64 rows and gives every row the
  * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
  * each row is its own matvec dispatch. The one exception is asked for:
- * tuning rowsInt8=N takes steps of N rows or more through the prefill's
- * int8 product where the plan gives it one (a tiled kernel: the rows'
- * arithmetic as a matrix product rather than N matrix-vector products). */
+ * tuning rowsPrefill=N runs steps of N rows or more as a prefill of N
+ * tokens (g_matmul: the plan's prefill kernel, int8 or tiled f32), the
+ * rows' arithmetic as one matrix product rather than N matrix-vector
+ * products. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
   if (n <= 0) return;
+  if (g->opts.rows_prefill && n >= (int)g->opts.rows_prefill) { /* tuning rowsPrefill: as a prefill, parts and all */
+    g_matmul(be, W, x, 0, n, y, accumulate);
+    return;
+  }
   for (int i = 0; wisp_matrix_mixed(W) && i < W->n_parts; i++)
     g_matmul_rows(be, &W->parts[i], x, n, y, accumulate); /* parts of different types: each into its rows */
   if (wisp_matrix_mixed(W)) return;
-  /* tuning rowsInt8=N: from N rows the prefill's int8 product (tiled, the
-   * activations quantized a row), whose sums are not the one-row product's */
-  if (g->opts.rows_int8 && n >= (int)g->opts.rows_int8 && wisp_wgpu_mm8_matmul(be, W, x, 0, n, y, accumulate)) return;
   if (W->type == WISP_W_Q4K) {
     wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);
     return;
