@@ -307,3 +307,66 @@ TEST(layer_rules_check_fails_on_a_planted_break_and_circle) {
   free(L);
   free(doc);
 }
+
+/* ---- src/backend names no architecture ---------------------------------- */
+
+/* The words that name an architecture: the families wisp knows (the model
+ * files of src/model, one an architecture, and the families they read). */
+static const char *const k_arch_words[] = {"lfm", "qwen", "llama", "gemma", "mistral", "phi3"};
+
+/* Appends to report (cap bytes) "FILE:LINE: WORD" for each line of the
+ * files under dir (recursively) that holds an architecture word, in any
+ * case; returns how many. */
+static int arch_words_in(const char *dir, char *report, size_t cap) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int found = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[1000];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (stat(path, &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      found += arch_words_in(path, report, cap);
+      continue;
+    }
+    char *text = NULL;
+    size_t n = 0;
+    if (wisp_read_file(path, &text, &n) != WISP_OK) continue;
+    int line = 1;
+    for (size_t i = 0; i < n; i++) {
+      if (text[i] == '\n') line++;
+      for (size_t w = 0; w < sizeof k_arch_words / sizeof *k_arch_words; w++) {
+        const char *word = k_arch_words[w];
+        size_t k = 0;
+        while (word[k] && i + k < n && (text[i + k] | 0x20) == word[k]) k++;
+        if (!word[k]) {
+          size_t used = strlen(report);
+          snprintf(report + used, cap - used, "%s:%d: %s\n", path, line, word);
+          found++;
+        }
+      }
+    }
+    free(text);
+  }
+  closedir(d);
+  return found;
+}
+
+/* docs/architecture.md: src/backend holds generic ops only, so no file of
+ * it (C or WGSL, comments included) names an architecture. */
+TEST(layer_rules_backend_names_no_architecture) {
+  static char report[4096];
+  report[0] = 0;
+  const int found = arch_words_in("src/backend", report, sizeof report);
+  CHECKF(found == 0, "%d architecture names in src/backend:\n%s", found, report);
+  /* the check itself finds one planted */
+  char root[600];
+  snprintf(root, sizeof root, "%s/arch-words", test_tmpdir());
+  plant(root, "webgpu/kernels/k.wgsl", "// fine\n// as Qwen 3.5 wants\n");
+  report[0] = 0;
+  CHECK(arch_words_in(root, report, sizeof report) == 1);
+  CHECKF(strstr(report, "k.wgsl:2: qwen"), "%s", report);
+}

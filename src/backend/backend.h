@@ -38,7 +38,7 @@ typedef struct {
   const wisp_vector *rope_cos, *rope_sin; /* [positions][head_dim/2] */
   wisp_buf *k_cache, *v_cache;          /* [max_pos][kv_heads][head_dim] */
   wisp_buf *out;                         /* [n][heads * head_dim] */
-  /* The scores' scale: 0 = 1/sqrt(head_dim) (Gemma 3: query_pre_attn_scalar^-1/2). */
+  /* The scores' scale: 0 = 1/sqrt(head_dim) (a model may give another, e.g. query_pre_attn_scalar^-1/2). */
   float scale;
   /* Sliding window: a query at position p attends to keys p - window < j <= p;
    * 0 = every earlier key. The caches still hold every position. */

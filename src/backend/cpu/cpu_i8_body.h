@@ -1236,8 +1236,8 @@ TGT static inline __attribute__((always_inline)) void FN(dec512)(const int type,
   }
 }
 /* Q8_0 and Q5_0 decode on the row tiles: for Q8_0 the paired path was
- * slower in a whole model (Gemma 3 1B at Q8_0 on an AMD EPYC, 2 threads:
- * 19-20 against 24 tokens/s) */
+ * slower in a whole model (a 1B model with 26 layers at Q8_0 on an AMD EPYC,
+ * 2 threads: 19-20 against 24 tokens/s) */
 #define DECODE_ROWS(type) ((type) == FN(Q4) || (type) == FN(Q4Z) || (type) == FN(Q4K))
 #define DECODE_FN FN(dec512)
 #else
