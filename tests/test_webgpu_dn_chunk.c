@@ -374,3 +374,40 @@ TEST(webgpu_dn_chunked_column_blocks) {
   }
   printf("     chunked, 4 / 8 / 32 columns a workgroup: max error %.3g of max|ref|\n", g_worst[CHUNKED]);
 }
+
+/* dn_chunk_prep's solve reads F from workgroup memory where the device
+ * allows C x C floats there (lavapipe: 32 KiB), else back from prep
+ * (tuning dnPrepShared=0 forces that): the same sums in the same order, so
+ * the small Qwen's prefill logits are bit for bit the same both ways. */
+TEST(webgpu_dn_chunked_prep_f_placement_same_bits) {
+  WEBGPU_OR_SKIP(d);
+  CHECKF(d->info.max_compute_workgroup_storage_size >= 20 * 1024,
+         "the device allows %u bytes of workgroup memory: the shared placement would not run",
+         (unsigned)d->info.max_compute_workgroup_storage_size);
+  char dir[600], cmd[2048], log[4096] = "";
+  snprintf(dir, sizeof dir, "%s/dn_chunk_qwen35_small_f", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s convert tests/parity/qwen35-small -o %s --quant f32 --quiet --force", test_wisp_bin(),
+           dir);
+  CHECKF(!test_run(cmd, log, sizeof log), "convert: %s", log);
+  wisp_model *m = NULL;
+  CHECKF(!wisp_model_open(dir, &m), "open %s: %s", dir, wisp_last_error());
+  const int V = wisp_model_vocab(m), np = 150;
+  static const char *tunings[2] = {"dnChunkMin=1", "dnChunkMin=1,dnPrepShared=0"};
+  float *lg[2] = {malloc(sizeof(float) * (size_t)np * V), malloc(sizeof(float) * (size_t)np * V)};
+  int32_t prompt[150];
+  for (int i = 0; i < np; i++) prompt[i] = (int32_t)((i * 131 + 7) % V);
+  int ok = lg[0] && lg[1];
+  for (int i = 0; i < 2 && ok; i++) {
+    wisp_session *s = NULL;
+    wisp_session_options o = {.backend = "webgpu", .tuning = tunings[i]};
+    ok = !wisp_session_new(m, &o, &s) && !wisp_session_eval_all(s, prompt, np, lg[i]);
+    wisp_session_free(s);
+  }
+  CHECKF(ok, "%s", wisp_last_error());
+  size_t at = 0;
+  while (ok && at < (size_t)np * V && !memcmp(&lg[0][at], &lg[1][at], sizeof(float))) at++;
+  CHECKF(at == (size_t)np * V, "logit %zu: %.9g with F in workgroup memory, %.9g through prep", at, lg[0][at], lg[1][at]);
+  free(lg[0]);
+  free(lg[1]);
+  wisp_model_close(m);
+}

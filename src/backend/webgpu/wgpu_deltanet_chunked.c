@@ -72,8 +72,13 @@ void wisp_wgpu_deltanet_chunked(wisp_backend *be, const wisp_deltanet_args *a, W
       !wisp_wgpu_scratch(g, &bufs->raw, (uint64_t)n * V * 4, (uint64_t)n * V * 4, "wisp deltanet raw outputs"))
     return; /* error kept */
   const uint32_t cb = state_cols(be, a), nb = cdiv(dv, cb);
-  wisp_wgpu_const cp[1] = {{"C", C}};
-  wisp_wgpu_kernel *kp = wisp_wgpu_pipeline(g, "dn_chunk_prep", cp, 1);
+  /* F in workgroup memory where the device allows it (dn_chunk_prep.wgsl:
+   * FSH, the same sums): its 12 KiB plus the tiles grown to C x C */
+  const uint32_t tiles = 2u * 64u * 16u > C * C ? 2u * 64u * 16u : C * C;
+  const uint32_t fsh = !g->dn_tune.no_prep_shared &&
+                       (uint64_t)(12 * 1024 - 2u * 64u * 16u * 4u + tiles * 4u) <= g->d->info.max_compute_workgroup_storage_size;
+  wisp_wgpu_const cp[3] = {{"C", C}, {"FSH", fsh}, {"TILES", fsh ? tiles : 2u * 64u * 16u}};
+  wisp_wgpu_kernel *kp = wisp_wgpu_pipeline(g, "dn_chunk_prep", cp, 3);
   wisp_wgpu_const cs[4] = {{"WG", 256}, {"C", C}, {"CB", cb}, {"DK", dk}};
   wisp_wgpu_kernel *ks = wisp_wgpu_pipeline(g, "dn_chunk_state", cs, 4);
   uint32_t wn = 32;

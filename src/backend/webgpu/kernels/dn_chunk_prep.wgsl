@@ -26,12 +26,19 @@
 //   W [C][dk], U' [C][dv], Qg [C][dk] = gamma_t q_t, Kd [C][dk] = d_last,t k_t,
 //   M [C][C] = d_ts (q_t . k_s) (s <= t), F [C][C] = -beta_t d_ts (k_t . k_s)
 //   (s < t), then gamma_last.
-// F goes through prep because the workgroup memory holds the gram tiles:
-// the solve reads it back after a storage barrier.
+// The solve reads F from workgroup memory (FSH = 1: F takes the gram
+// tiles' space once the grams are done, so the device must allow C * C
+// floats there, 20 KiB in all at C = 64) or, where the device allows less,
+// back from prep after a storage barrier (FSH = 0; then F is stored in
+// prep). Either way the same sums in the same order.
 const WG: u32 = 256u;   // threads: 16 x 16 for the gram's blocks of RB x RB
 override C: u32 = 64;   // tokens a chunk (WISP_WGPU_DN_CHUNK; the tiling holds 16, 32 or 64)
+override FSH: u32 = 0;  // 1: F in workgroup memory (see above)
 const KT: u32 = 16u;    // key dims a gram tile
 const MAXC: u32 = 64u;
+// floats of `tiles`: the gram's q and k tiles (2 * MAXC * KT), and with FSH
+// F after them (C * C, the larger at C = 64)
+override TILES: u32 = 2048;
 
 struct Params {
   n: u32,    // tokens of the call
@@ -60,8 +67,7 @@ var<workgroup> nq: array<f32, MAXC>;  // q_t's norm factor (with k_dim^-0.5)
 var<workgroup> nk: array<f32, MAXC>;
 var<workgroup> gam: array<f32, MAXC>; // gamma_t
 var<workgroup> dl: array<f32, MAXC>;  // d_last,t
-var<workgroup> tq: array<f32, MAXC * KT>; // raw q and k of the chunk, KT dims
-var<workgroup> tk: array<f32, MAXC * KT>;
+var<workgroup> tiles: array<f32, TILES>; // raw q then k of the chunk, KT dims; then F (FSH)
 
 fn softplus(x: f32) -> f32 {
   if (x > 20.0) {
@@ -199,16 +205,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         q = cv[r + qo + i];
         k = cv[r + ko + i];
       }
-      tq[idx] = q;
-      tk[idx] = k;
+      tiles[idx] = q;
+      tiles[MAXC * KT + idx] = k;
     }
     workgroupBarrier();
     for (var ii = 0u; ii < KT; ii++) {
       for (var a = 0u; a < RB; a++) {
-        let qa = tq[(ty * RB + a) * KT + ii];
-        let ka = tk[(ty * RB + a) * KT + ii];
+        let qa = tiles[(ty * RB + a) * KT + ii];
+        let ka = tiles[MAXC * KT + (ty * RB + a) * KT + ii];
         for (var b = 0u; b < RB; b++) {
-          let kb = tk[(tx * RB + b) * KT + ii];
+          let kb = tiles[MAXC * KT + (tx * RB + b) * KT + ii];
           kk[a * 4u + b] += ka * kb;
           qk[a * 4u + b] += qa * kb;
         }
@@ -231,10 +237,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
       }
       prep[oM + t * C + s] = m;
-      prep[oF + t * C + s] = f;
+      if (FSH == 1u) {
+        tiles[t * C + s] = f; // the tiles' last reads were before the loop's barrier
+      } else {
+        prep[oF + t * C + s] = f;
+      }
     }
   }
-  storageBarrier(); // F is read by every thread below
+  // F is read by every thread below
+  storageBarrier();
+  workgroupBarrier();
 
   // [W | U'] by forward substitution, a thread per column: X_t = rhs_t +
   // sum_{s<t} F[t][s] X_s, rhs_t = beta_t gamma_t k_t (W) or beta_t v_t (U')
@@ -249,8 +261,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         } else {
           acc = bet[t] * cv[r + vo + col - dk];
         }
-        for (var s = 0u; s < t; s++) {
-          acc += prep[oF + t * C + s] * x[s];
+        if (FSH == 1u) {
+          for (var s = 0u; s < t; s++) {
+            acc += tiles[t * C + s] * x[s];
+          }
+        } else {
+          for (var s = 0u; s < t; s++) {
+            acc += prep[oF + t * C + s] * x[s];
+          }
         }
       }
       x[t] = acc;
