@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "engine/engine.h"
 #include "fixtures.h"
@@ -1791,4 +1792,44 @@ TEST(webgpu_backend_fused_argmax_ties) {
   free(y);
   free(w);
   CHECKF(ok, "%s", err);
+}
+
+/* The suite's sessions take the worker's device (wisp_wgpu_set_device_hook,
+ * tests/main.c) as if it were their own: an uncaptured error an earlier
+ * backend left on it unchecked does not fail the next session, and a lost
+ * device is not taken (the session opens one of its own). */
+TEST(webgpu_hooked_device_drops_stale_errors_and_skips_a_lost_one) {
+  WEBGPU_OR_SKIP(d);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(fixture_small_model(), &m) == WISP_OK, "%s", wisp_last_error());
+  const int32_t tok = 3;
+  wisp_session_options so = {.backend = "webgpu"};
+  /* a stale error */
+  pthread_mutex_lock(&d->lock);
+  snprintf(d->last_error, sizeof d->last_error, "validation error: planted by a test");
+  d->error_count++;
+  pthread_mutex_unlock(&d->lock);
+  wisp_session *s = NULL;
+  CHECKF(wisp_session_new(m, &so, &s) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(((wgpu_backend *)s->backend)->d == d, "the session did not take the worker's device");
+  CHECKF(wisp_session_eval(s, &tok, 1, NULL) == WISP_OK, "%s", wisp_last_error());
+  wisp_session_free(s);
+  /* a lost device */
+  pthread_mutex_lock(&d->lock);
+  d->lost = WGPUDeviceLostReason_Unknown;
+  snprintf(d->lost_message, sizeof d->lost_message, "device lost (reason 1): planted by a test");
+  pthread_mutex_unlock(&d->lock);
+  s = NULL;
+  wisp_status st = wisp_session_new(m, &so, &s);
+  const int own = st == WISP_OK && ((wgpu_backend *)s->backend)->d != d;
+  const int ran = st == WISP_OK && wisp_session_eval(s, &tok, 1, NULL) == WISP_OK;
+  wisp_session_free(s);
+  pthread_mutex_lock(&d->lock);
+  d->lost = 0;
+  d->lost_message[0] = 0;
+  pthread_mutex_unlock(&d->lock);
+  CHECKF(st == WISP_OK, "%s", wisp_last_error());
+  CHECKF(own, "the session took the lost device");
+  CHECKF(ran, "%s", wisp_last_error());
+  wisp_model_close(m);
 }

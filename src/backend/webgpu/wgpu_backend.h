@@ -19,7 +19,9 @@
 
 /* Where hook is set (NULL: not), a backend that would open a device of its
  * own with the default device options (no `subgroups=0`, no Dawn toggles)
- * takes hook()'s device instead, not owned, unless hook() returns NULL.
+ * takes hook()'s device instead, not owned, unless hook() returns NULL or
+ * a lost device; errors the device holds from earlier backends are dropped
+ * first, as a device of its own would not have them.
  * The test suite shares one device per worker process this way
  * (tests/webgpu_fixture.c): every session of a worker then compiles each
  * kernel once, where a device of its own compiled them all again (Dawn's
