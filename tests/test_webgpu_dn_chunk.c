@@ -284,6 +284,19 @@ static int argmax_row(const float *v, int n) {
   return b;
 }
 
+/* tests/parity/qwen35-small converted to f32 into the scratch directory
+ * (name), opened; NULL with err filled on failure. */
+static wisp_model *small_qwen_open(const char *name, char *err, size_t cap) {
+  char dir[600], cmd[2048], log[4096] = "";
+  snprintf(dir, sizeof dir, "%s/%s", test_tmpdir(), name);
+  snprintf(cmd, sizeof cmd, "%s convert tests/parity/qwen35-small -o %s --quant f32 --quiet --force", test_wisp_bin(),
+           dir);
+  wisp_model *m = NULL;
+  if (test_run(cmd, log, sizeof log)) snprintf(err, cap, "convert: %s", log);
+  else if (wisp_model_open(dir, &m)) snprintf(err, cap, "open %s: %s", dir, wisp_last_error());
+  return m;
+}
+
 /* tests/parity/qwen35-small (three Gated DeltaNet layers of 4 heads of 32 x
  * 32, one attention layer) in f32: a prompt of 150 tokens (chunks of 64,
  * 64 and 22) through eval_all on the CPU, on WebGPU in chunks and on WebGPU
@@ -292,13 +305,9 @@ static int argmax_row(const float *v, int n) {
 TEST(webgpu_dn_chunked_small_qwen) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  char dir[600], cmd[2048], log[4096] = "";
-  snprintf(dir, sizeof dir, "%s/dn_chunk_qwen35_small", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s convert tests/parity/qwen35-small -o %s --quant f32 --quiet --force", test_wisp_bin(),
-           dir);
-  CHECKF(!test_run(cmd, log, sizeof log), "convert: %s", log);
-  wisp_model *m = NULL;
-  CHECKF(!wisp_model_open(dir, &m), "open %s: %s", dir, wisp_last_error());
+  char err[4200] = "";
+  wisp_model *m = small_qwen_open("dn_chunk_qwen35_small", err, sizeof err);
+  CHECKF(m, "%s", err);
   const int V = wisp_model_vocab(m), np = 150, steps = 8;
   static const char *tunings[NBE] = {NULL, "dnChunkMin=1", "dnChunkMin=1000000"};
   wisp_session *s[NBE] = {0};
@@ -384,13 +393,9 @@ TEST(webgpu_dn_chunked_prep_f_placement_same_bits) {
   CHECKF(d->info.max_compute_workgroup_storage_size >= 20 * 1024,
          "the device allows %u bytes of workgroup memory: the shared placement would not run",
          (unsigned)d->info.max_compute_workgroup_storage_size);
-  char dir[600], cmd[2048], log[4096] = "";
-  snprintf(dir, sizeof dir, "%s/dn_chunk_qwen35_small_f", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s convert tests/parity/qwen35-small -o %s --quant f32 --quiet --force", test_wisp_bin(),
-           dir);
-  CHECKF(!test_run(cmd, log, sizeof log), "convert: %s", log);
-  wisp_model *m = NULL;
-  CHECKF(!wisp_model_open(dir, &m), "open %s: %s", dir, wisp_last_error());
+  char err[4200] = "";
+  wisp_model *m = small_qwen_open("dn_chunk_qwen35_small_f", err, sizeof err);
+  CHECKF(m, "%s", err);
   const int V = wisp_model_vocab(m), np = 150;
   static const char *tunings[2] = {"dnChunkMin=1", "dnChunkMin=1,dnPrepShared=0"};
   float *lg[2] = {malloc(sizeof(float) * (size_t)np * V), malloc(sizeof(float) * (size_t)np * V)};
