@@ -276,15 +276,10 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   g->state_flush = wisp_wgpu_persist_flush;
   g->state_forget = wisp_wgpu_persist_forget;
   wisp_status st = WISP_OK;
-  if (!o.device && g_device_hook && o.subgroups != 0 && !(o.toggles && *o.toggles) && (o.device = g_device_hook())) {
-    /* as on a device of its own: no error an earlier backend left
-     * unchecked, and a lost device is not taken (one of its own instead) */
-    pthread_mutex_lock(&o.device->lock);
-    o.device->errors_seen = o.device->error_count;
-    const int lost = o.device->lost != 0;
-    pthread_mutex_unlock(&o.device->lock);
-    if (lost) o.device = NULL;
-  }
+  /* the hook's device as if it were its own (a lost one: open its own) */
+  if (!o.device && g_device_hook && o.subgroups != 0 && !(o.toggles && *o.toggles) && (o.device = g_device_hook()) &&
+      !wisp_wgpu_device_adopt(o.device))
+    o.device = NULL;
   if (o.device) {
     g->d = o.device;
   } else {

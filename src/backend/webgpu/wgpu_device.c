@@ -371,6 +371,14 @@ wisp_status wisp_wgpu_device_check(wisp_wgpu_device *d) {
   return st;
 }
 
+int wisp_wgpu_device_adopt(wisp_wgpu_device *d) {
+  pthread_mutex_lock(&d->lock);
+  d->errors_seen = d->error_count;
+  const int usable = !d->lost;
+  pthread_mutex_unlock(&d->lock);
+  return usable;
+}
+
 /* Error scopes. */
 typedef struct {
   volatile int done;

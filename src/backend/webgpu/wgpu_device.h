@@ -117,6 +117,10 @@ wisp_status wisp_wgpu_list_adapters(wisp_wgpu_info *out, int cap, int *n);
 /* Returns WISP_EDEVICE with the message of an uncaptured error recorded since
  * the previous call, or of device loss; WISP_OK otherwise. */
 wisp_status wisp_wgpu_device_check(wisp_wgpu_device *d);
+/* For a backend taking a device another backend used before it: drops the
+ * uncaptured errors that one left unchecked (a device of its own would not
+ * have them); 0 when the device is lost (then it should not be taken). */
+int wisp_wgpu_device_adopt(wisp_wgpu_device *d);
 
 /* Polls the instance until *flag becomes non-zero. Fails (WISP_EDEVICE)
  * with the loss message as soon as the device is lost, or, naming `what`,
