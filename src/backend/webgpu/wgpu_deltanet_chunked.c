@@ -20,6 +20,18 @@
  * binding): 16 v-heads of 128 x 128 fit 25 chunks, 1,600 tokens. */
 #define DN_WAVE_BYTES (64u << 20)
 
+/* dn_chunk_prep.wgsl's workgroup memory: 4 KiB of per-token values and
+ * reduction space, and `tiles`, which holds the grams' q and k tiles (2 x
+ * MAXC x KT floats) and, with FSH, the chunk's F after them (C x C). */
+#define DN_PREP_FIXED_BYTES 4096u
+#define DN_PREP_GRAM_FLOATS (2u * 64u * 16u)
+
+/* Floats of dn_chunk_prep's tiles: with F in them (fsh), C x C if larger. */
+static uint32_t prep_tiles(int fsh) {
+  const uint32_t C = WISP_WGPU_DN_CHUNK;
+  return fsh && C * C > DN_PREP_GRAM_FLOATS ? C * C : DN_PREP_GRAM_FLOATS;
+}
+
 /* Floats of one (chunk, v-head) prep block: W, Qg, Kd [C][dk], U' [C][dv],
  * M and F [C][C], gamma_last (dn_chunk_prep.wgsl), padded to 16 bytes. */
 static uint64_t prep_floats(const wisp_deltanet_args *a) {
@@ -43,13 +55,13 @@ static uint32_t state_cols(wisp_backend *be, const wisp_deltanet_args *a) {
 int wisp_wgpu_deltanet_chunked_fits(wisp_backend *be, const wisp_deltanet_args *a) {
   const wgpu_backend *g = as_g(be);
   const uint64_t V = (uint64_t)a->v_heads * a->v_dim;
-  /* dn_chunk_prep's 256 threads and 12 KiB of workgroup memory; k_dim <=
+  /* dn_chunk_prep's 256 threads and workgroup memory (without F); k_dim <=
    * 256 (dn_chunk_state: at most 32 state rows a thread); the raw outputs
    * and one chunk's prep blocks within a binding; a grid dimension per
    * v-head */
   return a->n >= (int)g->dn_tune.chunk_min && a->k_dim <= 256 &&
          g->d->info.max_compute_invocations_per_workgroup >= 256 && g->d->info.max_compute_workgroup_size_x >= 256 &&
-         g->d->info.max_compute_workgroup_storage_size >= 12 * 1024 && state_cols(be, a) &&
+         g->d->info.max_compute_workgroup_storage_size >= DN_PREP_FIXED_BYTES + 4 * prep_tiles(0) && state_cols(be, a) &&
          (uint64_t)a->n * V * 4 <= g->max_binding && prep_floats(a) * a->v_heads * 4 <= g->max_binding &&
          (uint64_t)a->v_heads * cdiv((uint64_t)a->v_dim, 4) <= g->d->info.max_compute_workgroups_per_dimension;
 }
@@ -72,12 +84,10 @@ void wisp_wgpu_deltanet_chunked(wisp_backend *be, const wisp_deltanet_args *a, W
       !wisp_wgpu_scratch(g, &bufs->raw, (uint64_t)n * V * 4, (uint64_t)n * V * 4, "wisp deltanet raw outputs"))
     return; /* error kept */
   const uint32_t cb = state_cols(be, a), nb = cdiv(dv, cb);
-  /* F in workgroup memory where the device allows it (dn_chunk_prep.wgsl:
-   * FSH, the same sums): its 12 KiB plus the tiles grown to C x C */
-  const uint32_t tiles = 2u * 64u * 16u > C * C ? 2u * 64u * 16u : C * C;
+  /* F in workgroup memory where the device allows it (dn_chunk_prep.wgsl: FSH, the same sums) */
   const uint32_t fsh = !g->dn_tune.no_prep_shared &&
-                       (uint64_t)(12 * 1024 - 2u * 64u * 16u * 4u + tiles * 4u) <= g->d->info.max_compute_workgroup_storage_size;
-  wisp_wgpu_const cp[3] = {{"C", C}, {"FSH", fsh}, {"TILES", fsh ? tiles : 2u * 64u * 16u}};
+                       DN_PREP_FIXED_BYTES + 4 * prep_tiles(1) <= g->d->info.max_compute_workgroup_storage_size;
+  wisp_wgpu_const cp[3] = {{"C", C}, {"FSH", fsh}, {"TILES", prep_tiles(fsh)}};
   wisp_wgpu_kernel *kp = wisp_wgpu_pipeline(g, "dn_chunk_prep", cp, 3);
   wisp_wgpu_const cs[4] = {{"WG", 256}, {"C", C}, {"CB", cb}, {"DK", dk}};
   wisp_wgpu_kernel *ks = wisp_wgpu_pipeline(g, "dn_chunk_state", cs, 4);
