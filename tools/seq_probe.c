@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/commands.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "util/clock.h"
@@ -25,7 +26,7 @@ enum { MAX_S = 64, PROMPT = 16 };
 
 /* n greedy steps of S slots after each slot's prompt; tokens[i * n + t]. */
 static const char *g_tuning;                /* --tuning */
-static const char *g_profile = "throughput"; /* --profile */
+static const char *g_profile = CLI_FAST_PROFILE; /* --profile (the CLI's default) */
 
 static int run(wisp_model *m, const char *backend, int threads, int S, int first_seq, int n, int32_t *tokens,
                double *secs) {
