@@ -24,7 +24,7 @@ done
 # where a prefill's GPU time goes (WISP_WEBGPU_PROFILE=1: per kernel), PROFILE_MODELS at PROFILE_LENS
 for m in ${PROFILE_MODELS-qwen08}; do
   a=$(model_dir "$m")
-  for n in ${PROFILE_LENS:-1024 4096}; do
+  for n in ${PROFILE_LENS-1024 4096}; do
     echo "== $m prefill $n: GPU time per kernel"
     WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o /tmp/depth-probe.json --force 2>&1 |
       grep -v '^bench:\|^wisp: compiling' | head -40

@@ -28,14 +28,22 @@ typedef struct {
   const char *what;
   int prefill; /* tuning attnPrefill */
   int kv16;    /* packed-f16 KV caches on the GPU */
+  uint32_t long_min, long_wgs; /* tuning attnLong: attn_decode_long.wgsl from long_min keys (0: never) */
 } rule;
 
 static const rule k_rules[] = {
-    {1, 0, 0, "unsplit", 0, 0},
-    {32, 0, 0, "cap 32 (the default at short contexts)", 0, 0},
-    {3, 0, 0, "cap 3 (splits of uneven tiles)", 0, 0},
-    {4, 5, 13, "cap 4, long part 5 tiles a split up to 13", 0, 0},
-    {2, 3, 1000, "cap 2, long part 3 tiles a split (uncapped here)", 0, 0},
+    {1, 0, 0, "unsplit", 0, 0, 0, 0},
+    {32, 0, 0, "cap 32 (the default at short contexts)", 0, 0, 0, 0},
+    {3, 0, 0, "cap 3 (splits of uneven tiles)", 0, 0, 0, 0},
+    {4, 5, 13, "cap 4, long part 5 tiles a split up to 13", 0, 0, 0, 0},
+    {2, 3, 1000, "cap 2, long part 3 tiles a split (uncapped here)", 0, 0, 0, 0},
+    /* attn_decode_long.wgsl (a workgroup per KV head and split): 2 splits
+     * of uneven tiles at 1,204 keys; a tile a split; from the first key;
+     * packed-f16 caches */
+    {32, 0, 0, "long kernel from 300 keys, 4 workgroups", 0, 0, 300, 4},
+    {32, 0, 0, "long kernel from 1 key, a tile a split", 0, 0, 1, 1000},
+    {2, 0, 0, "long kernel from 1 key, unsplit", 0, 0, 1, 1},
+    {32, 0, 0, "long kernel from 1 key, f16 caches", 0, 1, 1, 1000},
 };
 #define N_RULES (sizeof k_rules / sizeof k_rules[0])
 
@@ -49,6 +57,7 @@ static int duo_open(duo *p, wisp_wgpu_device *d, const rule *r) {
   o.attn_prefill = r->prefill;
   o.kv_f16 = r->kv16;
   o.device = d, o.subgroups = -1, o.attn_max_splits = r->cap, o.attn_long_tiles = r->tiles, o.attn_long_most = r->most;
+  o.attn_decode_long_min = r->long_min, o.attn_decode_long_wgs = r->long_wgs;
   if (!r->tiles) o.attn_long_tiles = o.attn_long_most = 1; /* no long part (0 would take the table's default) */
   if (wisp_cpu_backend_new(1, &p->cpu)) return 0;
   if (wisp_wgpu_backend_new(&o, &p->gpu)) {
@@ -213,6 +222,21 @@ static int long_case(duo *p, int gated, const shape *sh, float *dec, double *wor
   return ok;
 }
 
+/* The decode tokens' depths in k_calls. */
+static const int k_depths[] = {0, 301, 302, 1203, 1204};
+
+/* The splits attn_decode_long.wgsl takes over `keys` keys: 128-key tiles,
+ * as many splits as give about wgs workgroups over kvh KV heads, a whole
+ * number of tiles a split (wgpu_attention_long.c's rule, restated). */
+static uint64_t long_splits(int keys, int kvh, uint32_t wgs) {
+  const uint32_t ntile = (uint32_t)(keys - 1) / 128 + 1;
+  uint32_t want = (wgs + kvh - 1) / kvh;
+  if (want > ntile) want = ntile;
+  if (!want) want = 1;
+  const uint32_t tps = (ntile + want - 1) / want;
+  return (ntile + tps - 1) / tps;
+}
+
 /* Split decode against the CPU and against the unsplit kernel, at depths
  * 0, 301, 302, 1203 and 1204, for every rule of k_rules (the gated
  * attention: the unsplit kernel, uneven tiles and the long part). */
@@ -236,7 +260,12 @@ static void split_suite(int gated) {
     CHECKF(ok, "%s: %s", k_rules[r].what, err);
     double vs = 0; /* against the unsplit kernel (rule 0) */
     for (int i = 0; i < NDEC * HD; i++) vs = fmax(vs, fabs((double)dec[r][i] - dec[0][i]));
-    CHECKF(vs <= TOL_LONG * 10, "%s: %.3g from the unsplit kernel", k_rules[r].what, vs);
+    CHECKF(vs <= (k_rules[r].kv16 ? TOL_KV16 : TOL_LONG * 10), "%s: %.3g from the unsplit kernel", k_rules[r].what, vs);
+    /* the long kernel ran for every decode token of long_min keys or more, and only those */
+    uint64_t want_long = 0;
+    for (int i = 0; i < NDEC; i++) want_long += k_rules[r].long_min && k_depths[i] + 1 >= (int)k_rules[r].long_min;
+    CHECKF(s1.attn_long - s0.attn_long == want_long, "%s: %llu long-kernel attentions, %llu expected",
+           k_rules[r].what, (unsigned long long)(s1.attn_long - s0.attn_long), (unsigned long long)want_long);
     printf("     %s, %s: max error %.3g of max|cpu|, %.3g from unsplit\n", gated ? "gated" : "plain",
            k_rules[r].what, worst, vs);
   }
@@ -250,10 +279,12 @@ static void split_suite(int gated) {
       wgpu_backend g = {0};
       g.max_splits = k_rules[r].cap;
       g.opts = o;
-      static const int depths[NDEC] = {0, 301, 302, 1203, 1204};
       for (int i = 0; i < NDEC; i++) {
         uint32_t tps;
-        want[r] += wisp_wgpu_key_splits((uint32_t)depths[i] / 32 + 1, wisp_wgpu_split_rule(&g), &tps);
+        if (k_rules[r].long_min && k_depths[i] + 1 >= (int)k_rules[r].long_min)
+          want[r] += long_splits(k_depths[i] + 1, k_small.KVH, k_rules[r].long_wgs);
+        else
+          want[r] += wisp_wgpu_key_splits((uint32_t)k_depths[i] / 32 + 1, wisp_wgpu_split_rule(&g), &tps);
       }
       CHECKF(splits[r] == want[r], "%s: %llu splits, %llu expected", k_rules[r].what, (unsigned long long)splits[r],
              (unsigned long long)want[r]);
@@ -266,6 +297,39 @@ static void split_suite(int gated) {
 TEST(webgpu_attn_long_split_decode_plain) { split_suite(0); }
 
 TEST(webgpu_attn_long_split_decode_gated) { split_suite(1); }
+
+/* attn_decode_long.wgsl on the query-group shapes of real models (G query
+ * heads a KV head: 8, 4 with head dim 256, 7, 1), plain and gated, f32 and
+ * f16 caches, against the CPU; a shape it cannot take (head dim 48: not a
+ * multiple of 16) runs the other kernels, correctly. */
+TEST(webgpu_attn_long_decode_kernel_shapes) {
+  WEBGPU_OR_SKIP(d);
+  static const int calls[] = {1, 200, 1, 1};
+  static const struct {
+    int H, KVH, D, gated, kv16, takes;
+  } cases[] = {{8, 1, 64, 0, 0, 1},  {8, 2, 256, 1, 0, 1}, {8, 2, 256, 1, 1, 1}, {14, 2, 64, 0, 1, 1},
+               {2, 2, 128, 0, 0, 1}, {4, 2, 48, 0, 0, 0},  {4, 2, 48, 1, 0, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const rule r = {32, 0, 0, "long kernel", 0, cases[i].kv16, 1, 3};
+    const shape sh = {cases[i].H, cases[i].KVH, cases[i].D, calls, (int)(sizeof calls / sizeof calls[0])};
+    duo p;
+    CHECKF(duo_open(&p, d, &r), "open: %s", wisp_last_error());
+    static float dec[3 * 14 * 256];
+    char err[300] = "";
+    double worst = 0;
+    wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
+    wisp_wgpu_backend_stats_get(p.gpu, &s0);
+    int ok = long_case(&p, cases[i].gated, &sh, dec, &worst, err, sizeof err);
+    wisp_wgpu_backend_stats_get(p.gpu, &s1);
+    duo_close(&p);
+    CHECKF(ok, "%s", err);
+    const uint64_t ran = s1.attn_long - s0.attn_long;
+    CHECKF(ran == (cases[i].takes ? 3u : 0u), "H %d KVH %d D %d: %llu long-kernel attentions", cases[i].H,
+           cases[i].KVH, cases[i].D, (unsigned long long)ran);
+    printf("     %s H %d KVH %d D %d%s: max error %.3g of max|cpu|\n", cases[i].gated ? "gated" : "plain", cases[i].H,
+           cases[i].KVH, cases[i].D, cases[i].kv16 ? " f16 KV" : "", worst);
+  }
+}
 
 /* The split rule: a split a tile up to the cap, then (long part) a split
  * per TILES tiles up to MOST; tiles a split cover the keys exactly once. */
@@ -397,7 +461,7 @@ TEST(webgpu_attn_long_tiled_prefill) {
   static float dec[2 * 8 * 128];
   for (int kv16 = 0; kv16 < 2; kv16++)
   for (int gi = 0; gi < 2; gi++) {
-    const rule tiled = {32, 0, 0, "tiled prefill", 2, kv16};
+    const rule tiled = {32, 0, 0, "tiled prefill", 2, kv16, 0, 0};
     const shape *set = gi ? gated : plain;
     const int ns = gi ? 1 : 2;
     for (int i = 0; i < ns; i++) {

@@ -23,6 +23,7 @@ typedef struct wisp_backend_stats {
   uint64_t tiled_products;  /* f32-activation prefill products by matmul.wgsl (wgpu_products_tiled.c) */
   uint64_t rows_sampled;    /* batched steps whose draws ran as one dispatch for all rows (sample_rows) */
   uint64_t attn_splits;     /* key blocks one-token attentions (wgpu_attention.c) were split over, summed (1 when unsplit) */
+  uint64_t attn_long;       /* one-token attentions by attn_decode_long.wgsl (a workgroup per KV head and split) */
   uint64_t kv_grows;        /* KV caches grown (kv_buf_grow: reallocated and copied) */
   uint64_t persist_arena_grows; /* persistent-decode arenas remade to the KV caches' grown capacity (at the first batch after the caches grew) */
   uint64_t prefill_tiled;   /* several-token attentions by attn_flash_tiled.wgsl */

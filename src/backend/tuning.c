@@ -84,6 +84,10 @@ static const entry k_keys[] = {
     {"attnSplits", T_UINT, W(attn_max_splits), 0, 1, 1024, 0, "1..1024", .def = {32}, .plan = P(flash_blocks)},
     /* past attnSplits: a split per TILES 32-key tiles, up to MOST (at or below attnSplits: off) */
     {"attnSplitsLong", T_PAIR, W(attn_long_tiles), W(attn_long_most), 1, 1024, 0, "TILESxMOST", .def = {4, 256}},
+    /* one-token attention over KEYS or more keys by attn_decode_long.wgsl, split for about
+     * WORKGROUPS workgroups (KEYS 0: never) */
+    {"attnLong", T_PAIR, W(attn_decode_long_min), W(attn_decode_long_wgs), 0, 1u << 30, 0,
+     "KEYSxWORKGROUPS (KEYS 0: never)", .def = {0, 1024}},
     {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256", NO_DEFAULT},
     {"rowsNt", T_UINT, W(rows_nt), 0, 1, 64, 0, "1..64", .def = {64}},
     {"rowsPrefill", T_UINT, W(rows_prefill), 0, 0, 64, 0, "0..64 (0: never)", NO_DEFAULT},

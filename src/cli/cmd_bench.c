@@ -354,6 +354,9 @@ int cmd_bench(int argc, char **argv) {
      * follow them: 0 where the warm-up reserved the request's length */
     cJSON_AddNumberToObject(jdec, "kv_grows", (double)(g2.kv_grows - g1.kv_grows));
     cJSON_AddNumberToObject(jdec, "persist_arena_grows", (double)(g2.persist_arena_grows - g1.persist_arena_grows));
+    /* one-token attentions by attn_decode_long.wgsl (tuning attnLong): which
+     * decode attention these numbers are of */
+    cJSON_AddNumberToObject(jdec, "attn_long", (double)(g2.attn_long - g1.attn_long));
     cJSON_AddNumberToObject(jp, "dispatches", (double)(g1.dispatches - g0.dispatches));
     cJSON_AddNumberToObject(jp, "submits", (double)(g1.submits - g0.submits));
     cJSON_AddNumberToObject(jp, "kv_grows", (double)(g1.kv_grows - g0.kv_grows));

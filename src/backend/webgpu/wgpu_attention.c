@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_attention_long.h"
 #include "backend/webgpu/wgpu_attention_tiled.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "util/err.h"
@@ -41,13 +42,38 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
   const WGPUBuffer qnb = qn ? qn->g.b : g->dummy.b, knb = kn ? kn->g.b : g->dummy.b;
   const double qnorm = qn ? 1 : 0, knorm = kn ? 1 : 0;
   if (!wisp_wgpu_scratch(g, &g->qbuf, (uint64_t)a->n * H * D * 4, (uint64_t)64 * H * D * 4, "wisp queries")) return;
+  const float scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
+  const double pairs = a->rope_pairs; /* PAIRS: which dims rotate together (rope_pair.wgsli) */
+  wisp_wgpu_const c[5] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm},
+                          {"PAIRS", pairs}};
+  struct {
+    uint32_t n, pos0, H, KVH, D;
+    float f;
+    uint32_t pad[2];
+  } p = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, {0, 0}};
+  wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qnb),           whole(knb),             whole(cs->g.b),
+                             whole(sn->g.b),     whole(g->qbuf.b),      bind_of(a->k_cache),    bind_of(a->v_cache)};
+  /* Many keys: attn_rope (q out, k and v into the caches), then a workgroup
+   * per KV head and split (wgpu_attention_long.c), merged as below. */
+  const int win_keys = a->window > 0 && a->pos0 + 1 > a->window ? a->window : a->pos0 + 1;
+  if (a->n == 1 && wisp_wgpu_attn_long_wanted(g, win_keys, H, KVH, D)) {
+    wisp_wgpu_record(g, wisp_wgpu_pipeline(g, "attn_rope", c, 5), br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), 1);
+    const uint32_t ls = wisp_wgpu_attn_long(g, g->qbuf.b, bind_of(a->k_cache), bind_of(a->v_cache), &g->part,
+                                            a->pos0, a->window, H, KVH, D, scale);
+    if (!ls) return;
+    if (tail && g->sg && ls <= g->max_splits)
+      *tail = (wisp_wgpu_tail){.kind = 3, .aux = g->part.b, .out = a->out, .heads = H, .hd = D,
+                               .splits = (int)ls, .emit = emit_merge};
+    else
+      rec_attn_merge(g, H, D, (int)ls, a->out);
+    return;
+  }
   /* Flash-decoding: one token over more than one 64-key tile is split over
    * up to max_splits workgroups per head, merged by attn_combine. */
   const int dec = a->n == 1 && g->attn_fuse; /* attn_decode.wgsl: KT-key tiles */
   /* a sliding window: the decode kernel's tiles cover only the window's keys */
   const int keys = dec && a->window > 0 && a->pos0 + 1 > a->window ? a->window : a->pos0 + a->n;
   const uint32_t ntile = (uint32_t)(keys - 1) / (dec ? ATTN_DEC_KT : ATTN_WG) + 1;
-  const float scale = a->scale > 0 ? a->scale : 1.0f / sqrtf((float)D);
   const uint32_t win = a->window > 0 ? (uint32_t)a->window : 0;
   uint32_t tps = 0xFFFFFFFFu;
   const uint32_t rule = wisp_wgpu_split_rule(g), most = wisp_wgpu_split_most(rule);
@@ -59,9 +85,6 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
     return;
   /* KV16: the caches hold f16 pairs packed in u32 words (kv_buf_new
    * allocates half-size buffers; an f32-sized one uses its first half). */
-  const double pairs = a->rope_pairs; /* PAIRS: which dims rotate together (rope_pair.wgsli) */
-  wisp_wgpu_const c[5] = {{"WG", ATTN_WG}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm},
-                          {"PAIRS", pairs}};
   if (dec) {
     /* Decode: norm + rope + cache append + attention in one dispatch; 256
      * threads: WG / D key groups of a thread per head dimension. */
@@ -81,13 +104,6 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
   } else {
     wisp_wgpu_kernel *kr = wisp_wgpu_pipeline(g, "attn_rope", c, 5);
     wisp_wgpu_kernel *kf = wisp_wgpu_pipeline(g, "attn_flash", c, 2);
-    struct {
-      uint32_t n, pos0, H, KVH, D;
-      float f;
-      uint32_t pad[2];
-    } p = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, a->eps, {0, 0}};
-    wisp_wgpu_binding br[8] = {whole(a->qkv->g.b), whole(qnb),           whole(knb),             whole(cs->g.b),
-                               whole(sn->g.b),     whole(g->qbuf.b),      bind_of(a->k_cache),    bind_of(a->v_cache)};
     wisp_wgpu_record(g, kr, br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), (uint32_t)a->n);
     struct {
       uint32_t n, pos0, H, KVH, D;

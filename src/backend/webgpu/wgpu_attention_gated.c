@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/webgpu/wgpu_attention_long.h"
 #include "backend/webgpu/wgpu_attention_tiled.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "util/err.h"
@@ -128,6 +129,19 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
   } pr = {(uint32_t)a->n, (uint32_t)a->pos0, (uint32_t)H, (uint32_t)KVH, (uint32_t)D, (uint32_t)R, a->eps, 0};
   wisp_wgpu_binding br[8] = {whole(qkv), whole(qn), whole(kn), whole(cs), whole(sn), whole(q->qbuf.b), kc,
                              vc};
+  /* Many keys: the whole pre-pass (q out, k and v into the caches), then a
+   * workgroup per KV head and split (wgpu_attention_long.c), the gated
+   * merge after it. */
+  if (a->n == 1 && !h256 && wisp_wgpu_attn_long_wanted(as_g(be), a->pos0 + 1, H, KVH, D)) {
+    wisp_wgpu_record_xyz(as_g(be), kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), 1, 1);
+    const uint32_t ls = wisp_wgpu_attn_long(as_g(be), q->qbuf.b, kc, vc, &q->part, a->pos0, 0, H, KVH, D,
+                                            1.0f / sqrtf((float)D));
+    if (!ls) return;
+    const wisp_wgpu_tail t = {2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)ls, 0, emit_combine};
+    if (tail && ls <= as_g(be)->max_splits) *tail = t;
+    else emit_combine(be, &t);
+    return;
+  }
   if (!(rope_in && !h256)) {
     if (dec && !set->attn_fused_rope) { /* unfused: split + norm, then the rotation */
       pr.stage = 1;

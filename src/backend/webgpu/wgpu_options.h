@@ -34,6 +34,11 @@ typedef struct wisp_wgpu_backend_opts {
    * splits, so that a split's keys stop growing with the context (0: the
    * count stays at attn_max_splits). */
   uint32_t attn_long_tiles, attn_long_most;
+  /* One-token attention over attn_decode_long_min keys or more by
+   * attn_decode_long.wgsl (a workgroup per KV head and split, every query
+   * head of the group at once), split for about attn_decode_long_wgs
+   * workgroups in all (tuning attnLong=KEYSxWORKGROUPS; KEYS 0: never). */
+  uint32_t attn_decode_long_min, attn_decode_long_wgs;
   /* Test hook: largest storage binding the backend may use for a weight part
    * (0 = the device's maxStorageBufferBindingSize); smaller forces splits. */
   uint64_t max_binding;
