@@ -338,16 +338,18 @@ TEST(sequences_webgpu_64_rows_match_single_steps_qwen3_5_q4k) {
  * prefill of that many tokens does (the plan's prefill kernel: matmul_i8
  * under the throughput profile where the weights are Q4 / Q4_K / Q8_0, the
  * tiled matmul.wgsl otherwise and under exact), where a step of fewer rows
- * (and rowsPrefill=0, the default) keeps the multi-row kernels and records
- * neither. Its rows' logits are no longer the one-row product's bits; they
+ * (and rowsPrefill=0) keeps the multi-row kernels and records neither;
+ * without the key the int8-planned products do so from 8 rows. Its rows' logits are no longer the one-row product's bits; they
  * must stay within tol of max|logit| of the same sequences stepped alone.
  * *worst_out: the largest difference seen. */
-static void rows_prefill_check(const char *profile, double tol, int want_int8, double *worst_out) {
+static void rows_prefill_check(const char *profile, const char *tuning, double tol, int want_int8, int want_prefill,
+                               double *worst_out) {
   enum { S = 16 };
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(fixture_small_model(), &m) == WISP_OK, "%s", wisp_last_error());
   const size_t vocab = (size_t)wisp_model_vocab(m);
-  wisp_session_options so = {.backend = "webgpu", .slots = S, .profile = profile, .tuning = "rowsPrefill=8"};
+  wisp_session_options so = {.backend = "webgpu", .slots = S, .profile = profile, .tuning = tuning};
+  const char *how = tuning ? tuning : "no rowsPrefill";
   wisp_session *a = NULL, *b = NULL;
   CHECKF(wisp_session_new(m, &so, &a) == WISP_OK && wisp_session_new(m, &so, &b) == WISP_OK, "%s", wisp_last_error());
   float *la = malloc(sizeof(float) * vocab * S), *lb = malloc(sizeof(float) * vocab * S);
@@ -374,14 +376,19 @@ static void rows_prefill_check(const char *profile, double tol, int want_int8, d
   wisp_wgpu_mm8_counts(a->backend, &i1, &q);
   wisp_wgpu_backend_stats_get(a->backend, &s1);
   CHECKF(i1 == i0 && s1.tiled_products == s0.tiled_products,
-         "%s: a step of 4 rows (rowsPrefill=8) recorded %llu int8 and %llu tiled products", profile,
+         "%s: a step of 4 rows (%s) recorded %llu int8 and %llu tiled products", profile, how,
          (unsigned long long)(i1 - i0), (unsigned long long)(s1.tiled_products - s0.tiled_products));
   CHECKF(wisp_session_step(a, slots, cur, S, NULL, na, la) == WISP_OK, "%s", wisp_last_error());
   wisp_wgpu_mm8_counts(a->backend, &i2, &q);
   wisp_wgpu_backend_stats_get(a->backend, &s2);
-  CHECKF(want_int8 ? i2 > i1 : i2 == i1, "%s: a step of %d rows recorded %llu int8 products", profile, S,
+  CHECKF(want_int8 ? i2 > i1 : i2 == i1, "%s (%s): a step of %d rows recorded %llu int8 products", profile, how, S,
          (unsigned long long)(i2 - i1));
-  CHECKF(s2.tiled_products > s1.tiled_products || i2 > i1, "%s: a step of %d rows recorded no prefill product", profile, S);
+  if (want_prefill)
+    CHECKF(s2.tiled_products > s1.tiled_products || i2 > i1, "%s (%s): a step of %d rows recorded no prefill product",
+           profile, how, S);
+  else
+    CHECKF(s2.tiled_products == s1.tiled_products && i2 == i1, "%s (%s): a step of %d rows recorded a prefill product",
+           profile, how, S);
   double worst = 0;
   for (int i = 0; ok && i < S; i++) {
     int32_t c = cur[i];
@@ -395,12 +402,17 @@ static void rows_prefill_check(const char *profile, double tol, int want_int8, d
     if (mx > 0 && e / mx > worst) worst = e / mx;
   }
   CHECKF(ok, "single steps: %s", wisp_last_error());
-  CHECKF(worst > 0, "%s: a step of %d rows gave every row the one-row bits: the prefill product did not run", profile, S);
-  CHECKF(worst < tol, "%s: a row of the step of %d is %.3g of max|logit| from the same sequence stepped alone", profile,
+  if (want_prefill)
+    CHECKF(worst > 0, "%s (%s): a step of %d rows gave every row the one-row bits: the prefill product did not run",
+           profile, how, S);
+  else
+    CHECKF(worst == 0, "%s (%s): a step of %d rows is %.3g of max|logit| from its rows alone, not their bits", profile,
+           how, S, worst);
+  CHECKF(!want_prefill || worst < tol, "%s: a row of the step of %d is %.3g of max|logit| from the same sequence stepped alone", profile,
          S, worst);
-  printf("     %s: %d rows as a prefill (%llu int8, %llu tiled products); logits within %.3g of max|logit| of each "
+  printf("     %s (%s): %d rows, %llu int8, %llu tiled products; logits within %.3g of max|logit| of each "
          "sequence alone\n",
-         profile, S, (unsigned long long)(i2 - i1), (unsigned long long)(s2.tiled_products - s1.tiled_products), worst);
+         profile, how, S, (unsigned long long)(i2 - i1), (unsigned long long)(s2.tiled_products - s1.tiled_products), worst);
   *worst_out = worst;
   free(la);
   free(lb);
@@ -415,10 +427,16 @@ static void rows_prefill_check(const char *profile, double tol, int want_int8, d
 TEST(sequences_webgpu_rows_prefill_from_n_rows) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  double w_int8 = 0, w_f32 = 0;
-  rows_prefill_check("throughput", 0.1, 1, &w_int8);
-  rows_prefill_check("exact", 1e-4, 0, &w_f32);
+  double w_int8 = 0, w_f32 = 0, w_def = 0, w_exact = 1;
+  rows_prefill_check("throughput", "rowsPrefill=8", 0.1, 1, 1, &w_int8);
+  rows_prefill_check("exact", "rowsPrefill=8", 1e-4, 0, 1, &w_f32);
   CHECKF(w_f32 < w_int8, "the f32 products' rows (%.3g) are no closer than the int8 ones' (%.3g)", w_f32, w_int8);
+  /* without the key: the throughput profile's int8 products from 8 rows,
+   * the exact profile's rows keep their one-row bits */
+  rows_prefill_check("throughput", NULL, 0.1, 1, 1, &w_def);
+  rows_prefill_check("exact", NULL, 0, 0, 0, &w_exact);
+  /* rowsPrefill=0 turns the default off: the one-row bits under throughput too */
+  rows_prefill_check("throughput", "rowsPrefill=0", 0, 0, 0, &w_exact);
 }
 
 /* Bad calls get an error and change nothing. */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/tuning_defaults.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
@@ -423,6 +424,13 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
   g->stats.rows_shared++;
 }
 
+/* A batched step of this many rows or more runs its int8-planned products
+ * as a prefill (g_matmul_rows). H100, throughput profile, tools/seq_probe
+ * (bench/results/h100-session-20261206/rows.txt): the seed shape at S = 64
+ * 3,085 -> 19,193 tok/s, Qwen 3.5 0.8B 1,318 -> 4,893; at S = 8 the seed
+ * shape 2,270 -> 2,950 (from 16 rows: 2,445). */
+#define ROWS_PREFILL_INT8 8
+
 /* Every row computed as the one-row product computes it (g_matmul for
  * n = 1 without a fusion: matvec.wgsl PRE 0, or q4k_matvec.wgsl), so that a
  * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
@@ -430,16 +438,25 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * dispatch. Several: matvec_rows.wgsl (q4k_matvec_rows.wgsl for Q4_K),
  * which reads the weight once per up to 64 rows and gives every row the
  * one-row product's bits. Without subgroups (matvec_nosg's tree reduction)
- * each row is its own matvec dispatch. The one exception is asked for:
- * tuning rowsPrefill=N runs steps of N rows or more as a prefill of N
- * tokens (g_matmul: the plan's prefill kernel, int8 or tiled f32), the
- * rows' arithmetic as one matrix product rather than N matrix-vector
- * products. */
+ * each row is its own matvec dispatch. The exception: a step of enough
+ * rows runs as a prefill of that many tokens (g_matmul: the plan's prefill
+ * kernel), the rows' arithmetic as one matrix product rather than N
+ * matrix-vector products, a row's sums then depending on the rows beside
+ * it: from N rows with tuning rowsPrefill=N (int8 or tiled f32), else
+ * the products the plan gives the int8 prefill kernel (the throughput
+ * profile) from ROWS_PREFILL_INT8 rows. */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
   if (n <= 0) return;
-  if (g->opts.rows_prefill && n >= (int)g->opts.rows_prefill) { /* tuning rowsPrefill: as a prefill, parts and all */
+  /* tuning rowsPrefill=N: from N rows as a prefill (0: never). Not given:
+   * from ROWS_PREFILL_INT8 rows where the plan's prefill product of W is
+   * the int8 one (the throughput profile, whose prefill already quantizes
+   * the activations); the exact profile keeps every row's one-row bits. */
+  const int from = wisp_tuning_given(&g->opts, "rowsPrefill") ? (int)g->opts.rows_prefill
+                   : n >= ROWS_PREFILL_INT8 && wisp_wgpu_mm8_takes(be, W, n) ? ROWS_PREFILL_INT8
+                                                                            : 0;
+  if (from && n >= from) { /* as a prefill, parts and all */
     g_matmul(be, W, x, 0, n, y, accumulate);
     return;
   }
