@@ -339,7 +339,8 @@ TEST(sequences_webgpu_64_rows_match_single_steps_qwen3_5_q4k) {
  * under the throughput profile where the weights are Q4 / Q4_K / Q8_0, the
  * tiled matmul.wgsl otherwise and under exact), where a step of fewer rows
  * (and rowsPrefill=0) keeps the multi-row kernels and records neither;
- * without the key the int8-planned products do so from 8 rows. Its rows' logits are no longer the one-row product's bits; they
+ * without the key every product does so from 8 rows where the plan gives
+ * the int8 prefill kernel (throughput), none under exact. Its rows' logits are no longer the one-row product's bits; they
  * must stay within tol of max|logit| of the same sequences stepped alone.
  * *worst_out: the largest difference seen. */
 static void rows_prefill_check(const char *profile, const char *tuning, double tol, int want_int8, int want_prefill,

@@ -159,6 +159,8 @@ struct wgpu_backend {
   uint32_t mv_wg, mv_rows, mv_rows_big, mm_tm, mm_tn, mm_rm, mm_rn; /* mm_*: tuning matmul, matmulTile (0: by size) */
   int mm_one_buffer; /* matmul.wgsl DB 0 (tests) */
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
+  int int8_planned;   /* some matrix's prefill product is the int8 one (the throughput profile): g_matmul_rows
+                       * runs a step of enough rows as a prefill, every product of it */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   int no_rows_q4k;    /* tuning rowsQ4K=0: Q4_K row by row, not through q4k_matvec_rows (wgpu_products_q4k.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */

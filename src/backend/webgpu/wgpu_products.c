@@ -186,6 +186,7 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     if (st) return st;
   }
   if (wisp_matrix_mixed(m)) return WISP_OK;
+  if (wisp_wgpu_mm8_planned(m)) g->int8_planned = 1;
   wmat *have = wisp_wgpu_find_mat(g, m);
   if (have) {
     m->device = have;
@@ -424,11 +425,13 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
   g->stats.rows_shared++;
 }
 
-/* A batched step of this many rows or more runs its int8-planned products
- * as a prefill (g_matmul_rows). H100, throughput profile, tools/seq_probe
- * (bench/results/h100-session-20261206/rows.txt): the seed shape at S = 64
- * 3,085 -> 19,193 tok/s, Qwen 3.5 0.8B 1,318 -> 4,893; at S = 8 the seed
- * shape 2,270 -> 2,950 (from 16 rows: 2,445). */
+/* A batched step of this many rows or more runs its products as a prefill
+ * where the plan gives the int8 prefill kernel (g_matmul_rows). H100,
+ * throughput profile, tools/seq_probe (bench/results/h100-session-20261206/):
+ * every product from 8 rows took the seed shape at S = 64 from 3,085 to
+ * 19,193 tok/s and Qwen 3.5 0.8B from 1,318 to 4,893; at S = 8 the seed
+ * shape 2,270 -> 2,950 (from 16 rows: 2,445). The int8 products alone,
+ * the head as 64 multi-row products: 7,535 and 2,238. */
 #define ROWS_PREFILL_INT8 8
 
 /* Every row computed as the one-row product computes it (g_matmul for
@@ -443,19 +446,22 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * kernel), the rows' arithmetic as one matrix product rather than N
  * matrix-vector products, a row's sums then depending on the rows beside
  * it: from N rows with tuning rowsPrefill=N (int8 or tiled f32), else
- * the products the plan gives the int8 prefill kernel (the throughput
- * profile) from ROWS_PREFILL_INT8 rows. */
+ * every product from ROWS_PREFILL_INT8 rows where the plan gives the int8
+ * prefill kernel (the throughput profile). */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
   if (n <= 0) return;
   /* tuning rowsPrefill=N: from N rows as a prefill (0: never). Not given:
-   * from ROWS_PREFILL_INT8 rows where the plan's prefill product of W is
-   * the int8 one (the throughput profile, whose prefill already quantizes
-   * the activations); the exact profile keeps every row's one-row bits. */
+   * from ROWS_PREFILL_INT8 rows where the plan gives the prefill products
+   * to the int8 kernel (the throughput profile, whose prefill already
+   * quantizes the activations), every product, the head's too (its f32
+   * tiled product: at S = 64 the seed shape's 64 head rows as multi-row
+   * products cost 2.5x the rest of the step); the exact profile keeps every
+   * row's one-row bits. */
   const int from = wisp_tuning_given(&g->opts, "rowsPrefill") ? (int)g->opts.rows_prefill
-                   : n >= ROWS_PREFILL_INT8 && wisp_wgpu_mm8_takes(be, W, n) ? ROWS_PREFILL_INT8
-                                                                            : 0;
+                   : g->int8_planned                           ? ROWS_PREFILL_INT8
+                                                               : 0;
   if (from && n >= from) { /* as a prefill, parts and all */
     g_matmul(be, W, x, 0, n, y, accumulate);
     return;

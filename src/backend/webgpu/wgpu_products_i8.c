@@ -136,6 +136,12 @@ static void counters(wisp_backend *be, uint64_t *disp, uint64_t *subs) {
   *subs = st->submits;
 }
 
+int wisp_wgpu_mm8_planned(const wisp_matrix *W) {
+  uint32_t qt;
+  const char *variant = variant_of(W->type, &qt);
+  return variant && W->cols % 32 == 0 && !strcmp(W->choice[WISP_PHASE_PREFILL].variant, variant);
+}
+
 int wisp_wgpu_mm8_takes(wisp_backend *be, const wisp_matrix *W, int n) {
   uint32_t qt;
   const char *variant = variant_of(W->type, &qt);

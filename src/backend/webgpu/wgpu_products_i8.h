@@ -12,6 +12,10 @@
  * (wgsl_tiled_q8_0_i8) matrix whose plan chose that prefill variant (the
  * throughput profiles' rule), or the path forced (tuning i8=1); n >= the
  * minimum (tuning i8MinN, default 2). */
+/* 1 when the plan gives W's prefill product to the int8 kernel (its
+ * prefill variant is the int8 one for W's type), whatever the mode. */
+int wisp_wgpu_mm8_planned(const wisp_matrix *W);
+
 int wisp_wgpu_mm8_takes(wisp_backend *be, const wisp_matrix *W, int n);
 /* The integer prefill product (quant_x8.wgsl + matmul_i8.wgsl). Records
  * y[t] (+)= W x[x_row0 + t] and returns 1 when wisp_wgpu_mm8_takes, else 0
