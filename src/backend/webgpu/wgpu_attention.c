@@ -15,6 +15,10 @@
 
 #define ATTN_WG 64
 #define ATTN_DEC_KT 32 /* keys per tile of attn_decode.wgsl */
+/* threads of attn_combine(_rows).wgsl: attn_merge.wgsli shares the splits
+ * and the head's dimensions out over them (the same count in both, so a
+ * batched row's sums are the ones it gets alone) */
+#define ATTN_MERGE_WG 256
 /* attn_prefill.wgsl: query tokens per workgroup, keys per shared tile, most head dimensions */
 #define ATTN_PREFILL_QB 64
 #define ATTN_PREFILL_KT 32
@@ -142,7 +146,7 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
 
 /* attn_combine.wgsl: one token's heads merged from their splits in g->part into out. */
 static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out) {
-  wisp_wgpu_const c[1] = {{"WG", ATTN_WG}};
+  wisp_wgpu_const c[1] = {{"WG", ATTN_MERGE_WG}};
   wisp_wgpu_kernel *kc = wisp_wgpu_pipeline(g, "attn_combine", c, 1);
   struct {
     uint32_t n, H, D, splits;
@@ -185,7 +189,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
   wisp_wgpu_const cd[5] = {{"WG", 256}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm},
                            {"PAIRS", a->rope_pairs}};
   wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(g, "attn_decode_rows", cd, 5);
-  wisp_wgpu_const cc[1] = {{"WG", ATTN_WG}};
+  wisp_wgpu_const cc[1] = {{"WG", ATTN_MERGE_WG}}; /* as attn_combine: a row's bits as alone */
   wisp_wgpu_kernel *kc = most > 1 ? wisp_wgpu_pipeline(g, "attn_combine_rows", cc, 1) : NULL;
   struct {
     uint32_t H, KVH, D, count;
