@@ -86,7 +86,7 @@ static const entry k_keys[] = {
     {"attnSplitsLong", T_PAIR, W(attn_long_tiles), W(attn_long_most), 1, 1024, 0, "TILESxMOST", .def = {4, 256}},
     /* one-token attention over KEYS or more keys by attn_decode_long.wgsl, split for about
      * WORKGROUPS workgroups (KEYS 0: never). H100, op by op (persist=0), against attn_decode:
-     * seed shape at depth 8,192 829 -> 928 tok/s, 32,768 469 -> 658; Qwen 3.5 0.8B 461 -> 471,
+     * seed shape at depth 8,192 829 -> 928 tok/s, 32,768 469 -> 658; the 0.8B gated hybrid 461 -> 471,
      * 260 -> 324 (bench/results/h100-session-20261206/depth.txt); 2,048 was not measured */
     {"attnLong", T_PAIR, W(attn_decode_long_min), W(attn_decode_long_wgs), 0, 1u << 30, 0,
      "KEYSxWORKGROUPS (KEYS 0: never)", .def = {4096, 1024}},

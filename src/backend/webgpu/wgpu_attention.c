@@ -15,18 +15,17 @@
 
 #define ATTN_WG 64
 #define ATTN_DEC_KT 32 /* keys per tile of attn_decode.wgsl */
-/* threads of attn_combine(_rows).wgsl: attn_merge.wgsli shares the splits
- * and the head's dimensions out over them (the same count in both, so a
- * batched row's sums are the ones it gets alone) */
-#define ATTN_MERGE_WG 256
+/* threads of attn_combine.wgsl with WIDE = 1 (attn_merge_wide.wgsli: the
+ * long kernel's splits shared out over them) */
+#define ATTN_MERGE_WIDE_WG 256
 /* attn_prefill.wgsl: query tokens per workgroup, keys per shared tile, most head dimensions */
 #define ATTN_PREFILL_QB 64
 #define ATTN_PREFILL_KT 32
 #define ATTN_PREFILL_MAXD 64
 
-static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out);
+static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out, int wide);
 static void emit_merge(wisp_backend *be, const wisp_wgpu_tail *t) {
-  rec_attn_merge(as_g(be), t->heads, t->hd, t->splits, t->out);
+  rec_attn_merge(as_g(be), t->heads, t->hd, t->splits, t->out, 0);
 }
 
 void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wisp_wgpu_tail *tail) {
@@ -69,7 +68,7 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
       *tail = (wisp_wgpu_tail){.kind = 3, .aux = g->part.b, .out = a->out, .heads = H, .hd = D,
                                .splits = (int)ls, .emit = emit_merge};
     else
-      rec_attn_merge(g, H, D, (int)ls, a->out);
+      rec_attn_merge(g, H, D, (int)ls, a->out, 1);
     return;
   }
   /* Flash-decoding: one token over more than one 64-key tile is split over
@@ -140,14 +139,15 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
                                .splits = (int)splits, .emit = emit_merge};
       return;
     }
-    rec_attn_merge(g, H, D, (int)splits, a->out);
+    rec_attn_merge(g, H, D, (int)splits, a->out, 0);
   }
 }
 
-/* attn_combine.wgsl: one token's heads merged from their splits in g->part into out. */
-static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out) {
-  wisp_wgpu_const c[1] = {{"WG", ATTN_MERGE_WG}};
-  wisp_wgpu_kernel *kc = wisp_wgpu_pipeline(g, "attn_combine", c, 1);
+/* attn_combine.wgsl: one token's heads merged from their splits in g->part
+ * into out (wide: the splits shared out over the workgroup, WIDE = 1). */
+static void rec_attn_merge(wgpu_backend *g, int heads, int head_dim, int splits, const wisp_buf *out, int wide) {
+  wisp_wgpu_const c[2] = {{"WG", wide ? ATTN_MERGE_WIDE_WG : ATTN_WG}, {"WIDE", wide}};
+  wisp_wgpu_kernel *kc = wisp_wgpu_pipeline(g, "attn_combine", c, 2);
   struct {
     uint32_t n, H, D, splits;
   } pc = {1, (uint32_t)heads, (uint32_t)head_dim, (uint32_t)splits};
@@ -189,7 +189,7 @@ static int g_attention_rows(wisp_backend *be, const wisp_attention_args *a, cons
   wisp_wgpu_const cd[5] = {{"WG", 256}, {"KV16", g->kv16 ? 1 : 0}, {"QNORM", qnorm}, {"KNORM", knorm},
                            {"PAIRS", a->rope_pairs}};
   wisp_wgpu_kernel *kd = wisp_wgpu_pipeline(g, "attn_decode_rows", cd, 5);
-  wisp_wgpu_const cc[1] = {{"WG", ATTN_MERGE_WG}}; /* as attn_combine: a row's bits as alone */
+  wisp_wgpu_const cc[1] = {{"WG", ATTN_WG}};
   wisp_wgpu_kernel *kc = most > 1 ? wisp_wgpu_pipeline(g, "attn_combine_rows", cc, 1) : NULL;
   struct {
     uint32_t H, KVH, D, count;

@@ -46,17 +46,20 @@ void wisp_wgpu_attention_gated_free(wisp_backend *be) {
 }
 
 /* The merge of a one-token gated attention's splits
- * (attn_gated_combine.wgsl, a thread per dimension) on its own, when no
- * Q4_K product took it (wisp_wgpu_tail kind 2). */
-static void emit_combine(wisp_backend *be, const wisp_wgpu_tail *f) {
-  wisp_wgpu_const cc[1] = {{"WG", QDEC_WG}};
-  wisp_wgpu_kernel *kc2 = wisp_wgpu_pipeline(as_g(be), "attn_gated_combine", cc, 1);
+ * (attn_gated_combine.wgsl, a thread per dimension; wide: the splits shared
+ * out over the workgroup, WIDE = 1, for attn_decode_long's many) on its
+ * own, when no Q4_K product took it (wisp_wgpu_tail kind 2). */
+static void record_combine(wisp_backend *be, const wisp_wgpu_tail *f, int wide) {
+  wisp_wgpu_const cc[2] = {{"WG", QDEC_WG}, {"WIDE", wide}};
+  wisp_wgpu_kernel *kc2 = wisp_wgpu_pipeline(as_g(be), "attn_gated_combine", cc, 2);
   struct {
     uint32_t H, D, splits, pad;
   } pc = {(uint32_t)f->heads, (uint32_t)f->hd, (uint32_t)f->splits, 0};
   wisp_wgpu_binding bc[3] = {whole(f->aux), whole(f->src), whole(f->out->g.b)};
   wisp_wgpu_record_xyz(as_g(be), kc2, bc, 3, &pc, sizeof pc, (uint32_t)f->heads, 1, 1);
 }
+
+static void emit_combine(wisp_backend *be, const wisp_wgpu_tail *f) { record_combine(be, f, 0); }
 
 #define HEAD256 "attention_decode_online_head256_f16kv_output_gate"
 
@@ -139,7 +142,7 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
     if (!ls) return;
     const wisp_wgpu_tail t = {2, q->part.b, qkv, NULL, a->out, H, D, 0, (int)ls, 0, emit_combine};
     if (tail && ls <= as_g(be)->max_splits) *tail = t;
-    else emit_combine(be, &t);
+    else record_combine(be, &t, 1);
     return;
   }
   if (!(rope_in && !h256)) {

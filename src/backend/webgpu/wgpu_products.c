@@ -429,7 +429,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * where the plan gives the int8 prefill kernel (g_matmul_rows). H100,
  * throughput profile, tools/seq_probe (bench/results/h100-session-20261206/):
  * every product from 8 rows took the seed shape at S = 64 from 3,085 to
- * 19,193 tok/s and Qwen 3.5 0.8B from 1,318 to 4,893; at S = 8 the seed
+ * 19,193 tok/s and the 0.8B gated hybrid from 1,318 to 4,893; at S = 8 the seed
  * shape 2,270 -> 2,950 (from 16 rows: 2,445). The int8 products alone,
  * the head as 64 multi-row products: 7,535 and 2,238. */
 #define ROWS_PREFILL_INT8 8

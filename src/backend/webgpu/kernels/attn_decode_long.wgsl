@@ -13,16 +13,15 @@
 // at tens of thousands of keys that, not the bytes, sets its speed. Here a
 // workgroup takes every query head of one KV head (each key and value read
 // once for all G), and a tile is WG keys:
-//   scores: thread i takes key i of the tile whole (eight 16-byte loads
-//     issued together: a 128-byte line), its G dot products against q in workgroup
+//   scores: thread i takes key i of the tile whole (two 16-byte loads a
+//     step: one 32-byte sector), its G dot products against q in workgroup
 //     memory (a broadcast read), no lane-crossing sums;
 //   softmax: the tile's maximum per head by subgroupMax and one barrier;
 //     each thread exponentiates its own key's scores once; a thread keeps
 //     its own share of the sum l (every thread rescales by the same
 //     factor), summed once at the end;
 //   values: CW = D / CE threads a value row (CE elements a thread: 4 f32
-//     or 8 f16), rows loaded contiguously, KG = WG / CW rows at a time
-//     (four of them issued together by each thread),
+//     or 8 f16), rows loaded contiguously, KG = WG / CW rows at a time,
 //     the KG partial sums met in workgroup memory at the end.
 // Two barriers a tile. Needs subgroups (contiguous ranges of
 // local_invocation_index), G <= 8, G * D <= 1024, D % 16 == 0, WG % CW == 0.
@@ -58,13 +57,31 @@ const MAXQ4: u32 = 256u;  // vec4s of q: G * D <= 1024
 const MAXSC: u32 = 1024u; // G * WG scores; also the value sums' meeting place
 const MAXSG: u32 = 32u;   // subgroups a workgroup (WG <= 32 * the smallest subgroup)
 const NEG: f32 = -3.0e38;
-override CE: u32 = 4u + 4u * KV16; // elements a 16-byte word of the caches holds (not to be set)
-const KB: u32 = 8u;  // key words a thread loads at once
-const VR: u32 = 4u;  // value rows a thread loads at once
+override CE: u32 = 4u + 4u * KV16; // elements a value-pass thread takes (not to be set)
 
 var<workgroup> qs: array<vec4<f32>, MAXQ4>;      // [g][D/4], scaled
 var<workgroup> sc: array<f32, MAXSC>;            // [g][WG] probabilities of the tile
 var<workgroup> red: array<f32, MAXG * MAXSG>;    // [g][subgroup] tile maxima, then sums
+
+// Element chunk c (CE elements) of the cache row starting at element e0, as
+// two vec4s (f32: the second is zero).
+fn kchunk(e0: u32, c: u32) -> array<vec4<f32>, 2> {
+  if (KV16 == 1u) {
+    let w = kc[e0 / 8u + c];
+    return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+                               vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+  }
+  return array<vec4<f32>, 2>(bitcast<vec4<f32>>(kc[e0 / 4u + c]), vec4<f32>(0.0));
+}
+
+fn vchunk(e0: u32, c: u32) -> array<vec4<f32>, 2> {
+  if (KV16 == 1u) {
+    let w = vc[e0 / 8u + c];
+    return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+                               vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+  }
+  return array<vec4<f32>, 2>(bitcast<vec4<f32>>(vc[e0 / 4u + c]), vec4<f32>(0.0));
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32,
@@ -115,31 +132,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var g = 0u; g < G; g++) {
         s[g] = 0.0;
       }
-      // the key's 16-byte words KB at a time (a 128-byte line), all loaded
-      // before any is used, so that their loads overlap
-      let nw = D / CE;  // words of the key (f32: 4 elements a word, f16: 8)
-      for (var c0 = 0u; c0 < nw; c0 += KB) {
-        var kw: array<vec4<u32>, KB>;
-        for (var i = 0u; i < KB; i++) {
-          if (c0 + i < nw) {
-            kw[i] = kc[e0 / CE + c0 + i];
+      if (KV16 == 1u) {
+        for (var c = 0u; c < D / 8u; c++) {
+          let k = kchunk(e0, c);
+          for (var g = 0u; g < G; g++) {
+            s[g] += dot(qs[g * D4 + 2u * c], k[0]) + dot(qs[g * D4 + 2u * c + 1u], k[1]);
           }
         }
-        for (var i = 0u; i < KB; i++) {
-          let c = c0 + i;
-          if (c < nw) {
-            if (KV16 == 1u) {
-              let a = vec4<f32>(unpack2x16float(kw[i].x), unpack2x16float(kw[i].y));
-              let b = vec4<f32>(unpack2x16float(kw[i].z), unpack2x16float(kw[i].w));
-              for (var g = 0u; g < G; g++) {
-                s[g] += dot(qs[g * D4 + 2u * c], a) + dot(qs[g * D4 + 2u * c + 1u], b);
-              }
-            } else {
-              let a = bitcast<vec4<f32>>(kw[i]);
-              for (var g = 0u; g < G; g++) {
-                s[g] += dot(qs[g * D4 + c], a);
-              }
-            }
+      } else {
+        for (var c = 0u; c < D4; c += 2u) {
+          let k0 = kchunk(e0, c)[0];
+          let k1 = kchunk(e0, c + 1u)[0];
+          for (var g = 0u; g < G; g++) {
+            s[g] += dot(qs[g * D4 + c], k0) + dot(qs[g * D4 + c + 1u], k1);
           }
         }
       }
@@ -169,32 +174,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     // values: rows kg, kg + KG, ... of the tile, chunk cv of each
-    // (rows loaded VR at a time before they are used, for the same reason)
-    for (var jb = kg; jb < cnt; jb += VR * KG) {
-      var vw: array<vec4<u32>, VR>;
-      for (var r = 0u; r < VR; r++) {
-        let jj = jb + r * KG;
-        if (jj < cnt) {
-          vw[r] = vc[((j0 + jj) * p.KVH + kvh) * D / CE + cv];
-        }
-      }
-      for (var r = 0u; r < VR; r++) {
-        let jj = jb + r * KG;
-        if (jj < cnt) {
-          var v0: vec4<f32>;
-          var v1 = vec4<f32>(0.0);
-          if (KV16 == 1u) {
-            v0 = vec4<f32>(unpack2x16float(vw[r].x), unpack2x16float(vw[r].y));
-            v1 = vec4<f32>(unpack2x16float(vw[r].z), unpack2x16float(vw[r].w));
-          } else {
-            v0 = bitcast<vec4<f32>>(vw[r]);
-          }
-          for (var g = 0u; g < G; g++) {
-            let pr = sc[g * WG + jj];
-            acc[2u * g] += pr * v0;
-            acc[2u * g + 1u] += pr * v1;
-          }
-        }
+    for (var jj = kg; jj < cnt; jj += KG) {
+      let v = vchunk(((j0 + jj) * p.KVH + kvh) * D, cv);
+      for (var g = 0u; g < G; g++) {
+        let pr = sc[g * WG + jj];
+        acc[2u * g] += pr * v[0];
+        acc[2u * g + 1u] += pr * v[1];
       }
     }
     // the next tile writes red after this tile's second barrier and sc

@@ -25,8 +25,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// #include "attn_merge.wgsli"
-
 // #include "attn_gated_merge.wgsli"
 
 // #include "attn_split.wgsli"
