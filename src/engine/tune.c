@@ -262,12 +262,16 @@ static wisp_status build_list(tuner *T) {
     classes_of_phase(T, p, reg, WISP_PHASE_DECODE);
     classes_of_phase(T, p, reg, WISP_PHASE_PREFILL);
     if (k == 0 && has_op(p, "attention")) {
-      /* attention splits by context length, up to the model's maximum */
+      /* attention splits by context length, up to the model's maximum and
+       * below the keys from which attn_decode_long runs (tuning attnLong:
+       * it splits by its own rule, so flashBlocks changes nothing there) */
       static const int full[] = {256, 1024, 2048, 4096, 8192}, quick[] = {64};
       const int max = T->m->arch->max_positions(T->m->weights);
+      uint32_t long_from[5];
+      wisp_tuning_default_of("attnLong", long_from);
       for (int i = 0; i < (T->o->quick ? 1 : 5); i++) {
         const int pos = T->o->quick ? quick[i] : full[i];
-        if (pos >= max) continue;
+        if (pos >= max || (long_from[0] && (uint32_t)pos + 1 >= long_from[0])) continue;
         char nm[16];
         snprintf(nm, sizeof nm, "%d", pos);
         tclass *c = new_class(T, K_ATTN, 0, nm);
