@@ -33,6 +33,19 @@ TEST(tuning_keys_set_their_fields) {
   CHECK(wisp_tuning_parse("persist=1,fuse=0,fuseArgmax=0,persistGrid=2,persistFail=3", &t) == WISP_OK);
   CHECK(t.webgpu.persist == 1 && t.webgpu.no_fuse && t.webgpu.no_fuse_argmax && t.webgpu.persist_grid == 2 &&
         t.webgpu.persist_fail == 3);
+  /* attnLong: KEYSxWORKGROUPS, KEYS alone (the default workgroups), 0 (never, kept through the defaults) */
+  CHECK(wisp_tuning_parse("attnLong=2048x64", &t) == WISP_OK && t.webgpu.attn_decode_long_min == 2048 &&
+        t.webgpu.attn_decode_long_wgs == 64);
+  CHECK(wisp_tuning_parse("attnLong=3000", &t) == WISP_OK && t.webgpu.attn_decode_long_min == 3000 &&
+        t.webgpu.attn_decode_long_wgs == 1024);
+  CHECK(wisp_tuning_parse("attnLong=0", &t) == WISP_OK);
+  wisp_wgpu_backend_opts off = t.webgpu;
+  wisp_tuning_fill_defaults(&off);
+  CHECK(off.attn_decode_long_min == 0);
+  wisp_wgpu_backend_opts dflt;
+  memset(&dflt, 0, sizeof dflt);
+  wisp_tuning_fill_defaults(&dflt);
+  CHECK(dflt.attn_decode_long_min == 8192 && dflt.attn_decode_long_wgs == 1024);
 }
 
 /* The defaults are the table's: a backend's zero fields get them, a given
@@ -98,6 +111,7 @@ TEST(tuning_bad_input_is_a_one_line_error) {
       {"=1", "not key=value"},              {"matvec=64", "matvec=64"},     {"dnSlice=3", "dnSlice=3"},
       {"prefillChunk=0", "prefillChunk=0"}, {"kv=f8", "kv=f8"},             {"persistRp=3", "persistRp=3"},
       {"headChunks=-1", "headChunks=-1"},   {"matvec=64x2x1", "matvec=64x2x1"}, {"persistGrid=1x", "persistGrid=1x"},
+      {"attnLong=1x2x3", "attnLong=1x2x3"}, {"attnLong=x", "attnLong=x"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     wisp_tuning t;

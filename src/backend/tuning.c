@@ -90,8 +90,8 @@ static const entry k_keys[] = {
      * 260 -> 324 (bench/results/h100-session-20261206/depth.txt); at 4,096 a draw (821 / 878 against
      * 846 / 1,045, 336 / 392 against 362 / 359), at 2,048 slower (seed 984 / 1,120 against 766 / 752;
      * bench/results/h100-attn-long-20261206-2/threshold.txt): from 8,192 */
-    {"attnLong", T_PAIR, W(attn_decode_long_min), W(attn_decode_long_wgs), 0, 1u << 30, 0,
-     "KEYSxWORKGROUPS (KEYS 0: never)", .def = {8192, 1024}},
+    {"attnLong", T_SPECIAL, W(attn_decode_long_min), W(attn_decode_long_wgs), 0, 1u << 30, 0,
+     "KEYS or KEYSxWORKGROUPS (0: never)", .def = {8192, 1024}},
     {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256", NO_DEFAULT},
     {"rowsNt", T_UINT, W(rows_nt), 0, 1, 64, 0, "1..64", .def = {64}},
     {"rowsPrefill", T_UINT, W(rows_prefill), 0, 0, 64, 0, "0..64 (0: never)", NO_DEFAULT},
@@ -192,6 +192,10 @@ static int special(const entry *e, const char *v, wisp_tuning *t, char *store) {
   } else if (!strcmp(e->key, "persistOpt")) {
     if (!number(v, 0, e->hi, n)) return 0;
     o->persist_opt = n[0];
+  } else if (!strcmp(e->key, "attnLong")) { /* KEYS alone keeps the default workgroups */
+    if (numbers(v, 2, e->lo, e->hi, n)) o->attn_decode_long_min = n[0], o->attn_decode_long_wgs = n[1];
+    else if (number(v, e->lo, e->hi, n)) o->attn_decode_long_min = n[0], o->attn_decode_long_wgs = e->def[1];
+    else return 0;
   } else if (!strcmp(e->key, "dawnToggles")) {
     if (!*v || strchr(v, ' ')) return 0;
     o->toggles = store; /* the copy kept in the wisp_tuning */
