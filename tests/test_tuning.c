@@ -45,7 +45,7 @@ TEST(tuning_keys_set_their_fields) {
   wisp_wgpu_backend_opts dflt;
   memset(&dflt, 0, sizeof dflt);
   wisp_tuning_fill_defaults(&dflt);
-  CHECK(dflt.attn_decode_long_min == 8192 && dflt.attn_decode_long_wgs == 1024);
+  CHECK(dflt.attn_decode_long_min == 4096 && dflt.attn_decode_long_wgs == 1024);
 }
 
 /* The defaults are the table's: a backend's zero fields get them, a given

@@ -87,11 +87,11 @@ static const entry k_keys[] = {
     /* one-token attention over KEYS or more keys by attn_decode_long.wgsl, split for about
      * WORKGROUPS workgroups (KEYS 0: never). H100, op by op (persist=0), against attn_decode:
      * seed shape at depth 8,192 829 -> 928 tok/s, 32,768 469 -> 658; the 0.8B gated hybrid 461 -> 471,
-     * 260 -> 324 (bench/results/h100-session-20261206/depth.txt); at 4,096 a draw (821 / 878 against
-     * 846 / 1,045, 336 / 392 against 362 / 359), at 2,048 slower (seed 984 / 1,120 against 766 / 752;
-     * bench/results/h100-attn-long-20261206-2/threshold.txt): from 8,192 */
+     * 260 -> 324 (bench/results/h100-session-20261206/depth.txt); at 4,096 (beside a compiler, so
+     * noisy) seed 821 / 878 -> 846 / 1,045, the hybrid 336 / 392 -> 362 / 359
+     * (bench/results/h100-attn-long-20261206-2/threshold.txt). Below 4,096 not measured */
     {"attnLong", T_SPECIAL, W(attn_decode_long_min), W(attn_decode_long_wgs), 0, 1u << 30, 0,
-     "KEYS or KEYSxWORKGROUPS (0: never)", .def = {8192, 1024}},
+     "KEYS or KEYSxWORKGROUPS (0: never)", .def = {4096, 1024}},
     {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256", NO_DEFAULT},
     {"rowsNt", T_UINT, W(rows_nt), 0, 1, 64, 0, "1..64", .def = {64}},
     {"rowsPrefill", T_UINT, W(rows_prefill), 0, 0, 64, 0, "0..64 (0: never)", NO_DEFAULT},

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The wisp-alone probes behind bench/results/h100-session-20261206/ and the
+# prepare call of bench/results/h100-attn-long-20261206-2/, one subcommand a
+# device call (each within its 10 minutes). Wisp against wisp only: no peer
+# runs here, so nothing in them is a ratio to llama.cpp. The runs of
+# 2026-12-06 were made before attnLong took a plain 0 (and while its default
+# was off, then 4,096): the receipts name what each compared; these
+# commands compare the same kernels explicitly.
+#
+# Here: SLIM=1 tools/device.sh bundle, then build/seq_probe into .dev (see
+# bench/attn-long-h200.sh's header); `ab` also needs PREV=REV in the bundle
+# (.dev/wisp_prev). There: `bash bench/probes-h100.sh CMD "$OUT"`, carry
+# [".dev", ".gl", ".cache/webgpu"] (and ".peer", ".tok" for `prepare`).
+#   choose    decode at 8,192 / 32,768 with and without attn_decode_long
+#             (attnLong, three workgroup counts, f16 K/V), seq_probe S = 8 / 32 / 64
+#             with rowsPrefill 0 / 8 / 16, the Qwen 3.5 0.8B prefill profile under
+#             the DeltaNet switches, matmulI8 geometries (depth.txt, rows.txt, dn.txt,
+#             i8.txt)
+#   prepare   llama.cpp's CUDA build, the models and GGUFs of the receipt
+#             (attn-long-h200.sh PREPARE_ONLY=1) and beside the build decode at
+#             2,048 / 4,096 with the long kernel off (attnLong=0) and on from the
+#             first key (attnLong=1), and the per-kernel
+#             profile of decode at 32,768 (threshold.txt, profile.txt); the timed
+#             receipt is then `VARIANTS= bash bench/attn-long-h200.sh OUT` on the
+#             warm machine
+#   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
+#             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
+#             (depthC.txt, profileC.txt)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+cmd=${1:-}
+O=${2:-/tmp/probes}
+mkdir -p "$O" models
+WISP_DEVICE_LIB=1 source tools/device.sh
+setup_env
+{ nvidia-smi -L; cat .dev/COMMIT; } > "$O/gpu.txt" 2>&1
+
+choose() {
+  MODELS="seedlong qwen08" DEPTHS="32768 8192" PROFILE_MODELS= \
+    VARIANTS="none persist=0,attnLong=0 persist=0,attnLong=1024x1024 persist=0,attnLong=1024x512 persist=0,attnLong=1024x2048 persist=0,attnLong=1024x1024,kv=f16 persist=0,attnLong=0,kv=f16" \
+    timeout 230 bash bench/depth-probe-h200.sh > "$O/depth.txt" 2>&1
+  (MODELS="seed qwen08" SEQS="8 32 64" TUNINGS="rowsPrefill=0 rowsPrefill=8 rowsPrefill=16" ALONE=2 STEPS=48 \
+    timeout 170 tools/device.sh rows /tmp/rows) > "$O/rows.txt" 2>&1
+  local q t tu m a
+  q=$(model_dir qwen08)
+  for t in none dnPrepShared=0 dnChunkCols=8 dnChunkCols=4; do
+    tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+    echo "== qwen08 prefill 1024 $t"
+    $W bench -m "$q" --backend webgpu -p 1024 -n 4 "${tu[@]}" -o /tmp/b.json --force 2>&1 | grep -v compiling | head -2
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$q" --backend webgpu -p 1024 -n 4 "${tu[@]}" -o /tmp/b.json --force 2>&1 |
+      grep -v '^bench:\|compiling' | head -14
+  done > "$O/dn.txt" 2>&1
+  for m in qwen08 seed; do
+    a=$(model_dir "$m")
+    for t in none matmulI8=128x64x8x4x2 matmulI8=128x32x8x4x2 matmulI8=64x64x4x8x2 matmulI8=64x32x4x4x4 matmulI8=128x64x8x8x1; do
+      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+      printf '%-7s %-28s ' "$m" "$t"
+      $W bench -m "$a" --backend webgpu -p 1024 -n 4 "${tu[@]}" -o /tmp/b.json --force 2>&1 | grep prefill | cut -c1-60
+    done
+  done > "$O/i8.txt" 2>&1
+}
+
+prepare() {
+  PREPARE_ONLY=1 DEPTHS= PREFILLS= SEQS= VARIANTS= MODELS="seedlong qwen08 qwen2b" BUDGET=520 \
+    bash bench/attn-long-h200.sh "$O/prep" > "$O/prep.log" 2>&1 &
+  local pp=$! m a dep r t i
+  waitm() { for i in $(seq 1 120); do [ -s "/tmp/attn-long-$1.gguf" ] && return 0; sleep 2; done; return 1; }
+  for m in seedlong qwen08; do
+    waitm "$m" || { echo "$m: no model"; continue; }
+    a=$(model_dir "$m")
+    for dep in 2048 4096; do for r in 1 2; do for t in persist=0,attnLong=0 persist=0,attnLong=1; do
+      printf '%-8s depth %-6s %-28s ' "$m" "$dep" "$t"
+      $W bench -m "$a" --backend webgpu -p "$dep" -n 64 --tuning "$t" -o /tmp/d.json --force 2> /dev/null | grep decode | cut -c1-120
+    done; done; done
+  done > "$O/threshold.txt" 2>&1
+  for m in seedlong qwen08; do
+    a=$(model_dir "$m")
+    echo "== $m decode at depth 32768, op by op (persist=0): GPU time per kernel (the prefill's kernels too)"
+    WISP_WEBGPU_PROFILE=1 $W bench -m "$a" --backend webgpu -p 32768 -n 16 --tuning persist=0 -o /tmp/d.json --force 2>&1 |
+      grep -v '^bench:\|compiling' | head -24
+  done > "$O/profile.txt" 2>&1
+  wait "$pp"
+}
+
+ab() {
+  local s q q8 dep r b t S
+  s=$(model_dir seedlong) q=$(model_dir seed)
+  for dep in 32768 8192; do for r in 1 2; do for b in wisp_prev wisp; do for t in persist=0 persist=0,kv=f16; do
+    [ "$b" = wisp_prev ] && [ "$t" = persist=0,kv=f16 ] && continue
+    printf 'seedlong depth %-6s %-10s %-18s ' "$dep" "$b" "$t"
+    ".dev/$b" bench -m "$s" --backend webgpu -p "$dep" -n 64 --tuning "$t" -o /tmp/d.json --force 2> /dev/null | grep decode
+  done; done; done; done > "$O/depthC.txt" 2>&1
+  for S in 64 32; do
+    printf 'seed S %s default ' "$S"; .dev/seq_probe -m "$q" --backend webgpu -S "$S" -n 64 -a 1 2> /dev/null | tail -1
+  done >> "$O/depthC.txt" 2>&1
+  WISP_WEBGPU_PROFILE=1 .dev/wisp bench -m "$s" --backend webgpu -p 32768 -n 16 --tuning persist=0 -o /tmp/d.json --force 2>&1 |
+    grep -E 'attn_decode_long|attn_combine|attn_rope|webgpu profile' > "$O/profileC.txt" 2>&1
+  q8=$(model_dir qwen08)
+  for r in 1 2; do for b in wisp_prev wisp; do
+    printf 'qwen08 depth 32768 %-10s ' "$b"
+    ".dev/$b" bench -m "$q8" --backend webgpu -p 32768 -n 64 --tuning persist=0 -o /tmp/d.json --force 2> /dev/null | grep decode
+  done; done >> "$O/depthC.txt" 2>&1
+}
+
+case $cmd in
+  choose | prepare | ab) "$cmd" ;;
+  *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
+esac
