@@ -334,29 +334,34 @@ TEST(webgpu_attn_long_decode_kernel_shapes) {
 /* One decode token over 8,001 keys (caches filled directly, no prefill):
  * attn_decode_long.wgsl in 63 splits, merged by the wide merge
  * (attn_merge_wide.wgsli), whose four-at-a-time sums run only past 4 x
- * (WG / D) splits, against the CPU; plain and gated. */
+ * (WG / D) splits, against the CPU; plain, gated, and plain with a sliding
+ * window. */
 TEST(webgpu_attn_long_many_splits) {
   WEBGPU_OR_SKIP(d);
-  enum { H = 2, KVH = 1, D = 16, POS = 8000, ROWS = 8001 };
-  for (int gated = 0; gated < 2; gated++) {
+  enum { H = 2, KVH = 1, D = 16, POS = 8000, ROWS = 8001, WINDOW = 3000 };
+  /* case 2: plain attention with a sliding window of 3,000 keys (Gemma 3's
+   * sliding layers): 24 splits over the window's keys only */
+  for (int gated = 0; gated < 3; gated++) {
+    const int window = gated == 2 ? WINDOW : 0, want_splits = window ? 24 : 63;
     const rule r = {32, 0, 0, "long kernel, 63 splits", 0, 0, 1, 4096};
     duo p;
     CHECKF(duo_open(&p, d, &r), "open: %s", wisp_last_error());
     uint64_t seed = 91 + (uint64_t)gated;
-    const int rot = gated ? D / 2 : D;
+    const char *what = gated == 1 ? "gated" : window ? "plain, window 3000" : "plain";
+    const int rot = gated == 1 ? D / 2 : D;
     wisp_vector cs, sn, qn = norm_weights(D, &seed), kn = norm_weights(D, &seed);
     int ok = rope_tables(ROWS, rot, &cs, &sn) && qn.data && kn.data;
     wisp_vector *vecs[4] = {&cs, &sn, &qn, &kn};
     for (int i = 0; ok && i < 4; i++)
       ok = !p.cpu->prepare_vector(p.cpu, vecs[i]) && !p.gpu->prepare_vector(p.gpu, vecs[i]);
     two kc = two_new(&p, (size_t)ROWS * KVH * D), vc = two_new(&p, (size_t)ROWS * KVH * D);
-    const int row = gated ? (2 * H + 2 * KVH) * D : (H + 2 * KVH) * D;
+    const int row = gated == 1 ? (2 * H + 2 * KVH) * D : (H + 2 * KVH) * D;
     two qkv = two_new(&p, (size_t)row), out = two_new(&p, (size_t)H * D);
     ok = ok && two_fill(&p, &kc, &seed, 1.0f) && two_fill(&p, &vc, &seed, 1.0f) && two_fill(&p, &qkv, &seed, 2.0f) &&
          out.c && out.g;
     wisp_wgpu_backend_stats s0 = {0}, s1 = {0};
     wisp_wgpu_backend_stats_get(p.gpu, &s0);
-    if (ok && gated) {
+    if (ok && gated == 1) {
       wisp_gated_attention_args a = {.n = 1, .pos0 = POS, .heads = H, .kv_heads = KVH, .head_dim = D, .rotary_dim = rot,
                                      .q_norm = &qn, .k_norm = &kn, .eps = 1e-6f, .rope_cos = &cs, .rope_sin = &sn};
       a.qkv = qkv.c, a.k_cache = kc.c, a.v_cache = vc.c, a.out = out.c;
@@ -365,7 +370,7 @@ TEST(webgpu_attn_long_many_splits) {
       p.gpu->attention_gated(p.gpu, &a);
     } else if (ok) {
       wisp_attention_args a = {.n = 1, .pos0 = POS, .heads = H, .kv_heads = KVH, .head_dim = D, .q_norm = &qn,
-                               .k_norm = &kn, .eps = 1e-5f, .rope_cos = &cs, .rope_sin = &sn};
+                               .k_norm = &kn, .eps = 1e-5f, .rope_cos = &cs, .rope_sin = &sn, .window = window};
       a.qkv = qkv.c, a.k_cache = kc.c, a.v_cache = vc.c, a.out = out.c;
       p.cpu->attention(p.cpu, &a);
       a.qkv = qkv.g, a.k_cache = kc.g, a.v_cache = vc.g, a.out = out.g;
@@ -379,12 +384,13 @@ TEST(webgpu_attn_long_many_splits) {
     two_free(&p, &out);
     for (int i = 0; i < 4; i++) free((void *)vecs[i]->data);
     duo_close(&p);
-    CHECKF(ok && e >= 0, "%s: %s", gated ? "gated" : "plain", wisp_last_error());
-    CHECKF(s1.attn_long - s0.attn_long == 1 && s1.attn_splits - s0.attn_splits == 63,
-           "%s: %llu long-kernel attentions in %llu splits, 1 in 63 expected", gated ? "gated" : "plain",
-           (unsigned long long)(s1.attn_long - s0.attn_long), (unsigned long long)(s1.attn_splits - s0.attn_splits));
-    CHECKF(e <= TOL_LONG, "%s: error %.3g of max|cpu| over %d keys", gated ? "gated" : "plain", e, ROWS);
-    printf("     %s, %d keys in 63 splits: max error %.3g of max|cpu|\n", gated ? "gated" : "plain", ROWS, e);
+    CHECKF(ok && e >= 0, "%s: %s", what, wisp_last_error());
+    CHECKF(s1.attn_long - s0.attn_long == 1 && s1.attn_splits - s0.attn_splits == (uint64_t)want_splits,
+           "%s: %llu long-kernel attentions in %llu splits, 1 in %d expected", what,
+           (unsigned long long)(s1.attn_long - s0.attn_long), (unsigned long long)(s1.attn_splits - s0.attn_splits),
+           want_splits);
+    CHECKF(e <= TOL_LONG, "%s: error %.3g of max|cpu| over %d keys", what, e, window ? window : ROWS);
+    printf("     %s, %d keys in %d splits: max error %.3g of max|cpu|\n", what, window ? window : ROWS, want_splits, e);
   }
 }
 
