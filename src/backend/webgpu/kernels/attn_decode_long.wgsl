@@ -57,30 +57,20 @@ const MAXQ4: u32 = 256u;  // vec4s of q: G * D <= 1024
 const MAXSC: u32 = 1024u; // G * WG scores; also the value sums' meeting place
 const MAXSG: u32 = 32u;   // subgroups a workgroup (WG <= 32 * the smallest subgroup)
 const NEG: f32 = -3.0e38;
-override CE: u32 = 4u + 4u * KV16; // elements a value-pass thread takes (not to be set)
+override CE: u32 = 4u + 4u * KV16; // elements a 16-byte cache word holds (not to be set)
 
 var<workgroup> qs: array<vec4<f32>, MAXQ4>;      // [g][D/4], scaled
 var<workgroup> sc: array<f32, MAXSC>;            // [g][WG] probabilities of the tile
 var<workgroup> red: array<f32, MAXG * MAXSG>;    // [g][subgroup] tile maxima, then sums
 
-// Element chunk c (CE elements) of the cache row starting at element e0, as
-// two vec4s (f32: the second is zero).
-fn kchunk(e0: u32, c: u32) -> array<vec4<f32>, 2> {
+// A 16-byte word of a cache (CE elements) as two vec4s (f32: the second
+// is zero).
+fn unpack_word(w: vec4<u32>) -> array<vec4<f32>, 2> {
   if (KV16 == 1u) {
-    let w = kc[e0 / 8u + c];
     return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
                                vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
   }
-  return array<vec4<f32>, 2>(bitcast<vec4<f32>>(kc[e0 / 4u + c]), vec4<f32>(0.0));
-}
-
-fn vchunk(e0: u32, c: u32) -> array<vec4<f32>, 2> {
-  if (KV16 == 1u) {
-    let w = vc[e0 / 8u + c];
-    return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
-                               vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
-  }
-  return array<vec4<f32>, 2>(bitcast<vec4<f32>>(vc[e0 / 4u + c]), vec4<f32>(0.0));
+  return array<vec4<f32>, 2>(bitcast<vec4<f32>>(w), vec4<f32>(0.0));
 }
 
 @compute @workgroup_size(WG)
@@ -134,15 +124,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
       if (KV16 == 1u) {
         for (var c = 0u; c < D / 8u; c++) {
-          let k = kchunk(e0, c);
+          let k = unpack_word(kc[e0 / CE + c]);
           for (var g = 0u; g < G; g++) {
             s[g] += dot(qs[g * D4 + 2u * c], k[0]) + dot(qs[g * D4 + 2u * c + 1u], k[1]);
           }
         }
       } else {
         for (var c = 0u; c < D4; c += 2u) {
-          let k0 = kchunk(e0, c)[0];
-          let k1 = kchunk(e0, c + 1u)[0];
+          let k0 = unpack_word(kc[e0 / CE + c])[0];
+          let k1 = unpack_word(kc[e0 / CE + c + 1u])[0];
           for (var g = 0u; g < G; g++) {
             s[g] += dot(qs[g * D4 + c], k0) + dot(qs[g * D4 + c + 1u], k1);
           }
@@ -175,7 +165,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
     // values: rows kg, kg + KG, ... of the tile, chunk cv of each
     for (var jj = kg; jj < cnt; jj += KG) {
-      let v = vchunk(((j0 + jj) * p.KVH + kvh) * D, cv);
+      let v = unpack_word(vc[((j0 + jj) * p.KVH + kvh) * D / CE + cv]);
       for (var g = 0u; g < G; g++) {
         let pr = sc[g * WG + jj];
         acc[2u * g] += pr * v[0];
