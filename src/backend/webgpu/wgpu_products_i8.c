@@ -144,11 +144,10 @@ int wisp_wgpu_mm8_planned(const wisp_matrix *W) {
 
 int wisp_wgpu_mm8_takes(wisp_backend *be, const wisp_matrix *W, int n) {
   uint32_t qt;
-  const char *variant = variant_of(W->type, &qt);
-  if (!variant || W->cols % 32) return 0;
+  if (!variant_of(W->type, &qt) || W->cols % 32) return 0;
   mm8_state *s = state_of(be);
   if (!s || s->mode == 3 || n < s->min_n) return 0;
-  return s->mode == 2 || !strcmp(W->choice[WISP_PHASE_PREFILL].variant, variant);
+  return s->mode == 2 || wisp_wgpu_mm8_planned(W);
 }
 
 int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
