@@ -121,6 +121,8 @@ static wisp_status apply_options(wgpu_backend *g, const wisp_wgpu_backend_opts *
   g->no_rows_shared = o->no_rows_shared;
   g->no_rows_q4k = o->no_rows_q4k;
   g->rows_nt = o->rows_nt;
+  /* rowsPrefill=N given (0: never), else -1: the plan decides (g_matmul_rows) */
+  g->rows_prefill = wisp_tuning_given(o, "rowsPrefill") ? (int)o->rows_prefill : -1;
   g->rows_stage_always = o->rows_stage_always;
   /* Loads issued ahead (PF) measured on the H200 (bench/results/README.md):
    * faster for q4k_matvec (8.2 vs 9.4 us for the 0.8B hybrid's down product), slower

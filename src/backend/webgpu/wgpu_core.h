@@ -164,6 +164,8 @@ struct wgpu_backend {
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   int no_rows_q4k;    /* tuning rowsQ4K=0: Q4_K row by row, not through q4k_matvec_rows (wgpu_products_q4k.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
+  int rows_prefill;   /* tuning rowsPrefill=N: a step of N rows or more as a prefill (0: never); -1 not given:
+                       * ROWS_PREFILL_INT8 where int8_planned (g_matmul_rows) */
   int rows_stage_always; /* tuning rowsStage=1: stage the multi-row inputs whenever they fit (rows_tile) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* several tokens: attn_prefill.wgsl (tuning attnPrefill=1), attn_flash_tiled.wgsl (2), else attn_flash */

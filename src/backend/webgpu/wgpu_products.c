@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/tuning_defaults.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "backend/webgpu/wgpu_products_q4k.h"
@@ -459,9 +458,7 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
    * tiled product: at S = 64 the seed shape's 64 head rows as multi-row
    * products cost 2.5x the rest of the step); the exact profile keeps every
    * row's one-row bits. */
-  const int from = wisp_tuning_given(&g->opts, "rowsPrefill") ? (int)g->opts.rows_prefill
-                   : g->int8_planned                           ? ROWS_PREFILL_INT8
-                                                               : 0;
+  const int from = g->rows_prefill >= 0 ? g->rows_prefill : g->int8_planned ? ROWS_PREFILL_INT8 : 0;
   if (from && n >= from) { /* as a prefill, parts and all */
     g_matmul(be, W, x, 0, n, y, accumulate);
     return;
