@@ -31,7 +31,8 @@
 #     (tolerance TOL, default 1e-3) and greedy agreement (first divergence);
 #     summary.txt, one line per config and backend.
 # Environment: OUT, BUDGET, CONFIGS, LENS, NGREEDY, TOL, BACKENDS (default
-# "webgpu cpu"), WORK (default /tmp/longparity), PYTHON (python3), LOCAL=1
+# "webgpu cpu"), WORK (default /tmp/longparity), PYTHON (python3), REUSE_REF=1
+# (keep a reference an earlier run left in WORK), LOCAL=1
 # (a dry run here: build/wisp, lavapipe, the reference on the CPU; e.g.
 # CONFIGS=qwen35-small LENS="200 600" where transformers is installed).
 set -uo pipefail
@@ -92,6 +93,9 @@ lens = sorted(int(x) for x in sys.argv[3].split())
 ids = [random.Random(16384).randrange(vocab) for _ in range(lens[-1])]  # one seeded sequence, its prefixes
 json.dump({"prompts": [ids[:n] for n in lens], "greedy_prompt": len(lens) - 1}, open(sys.argv[2], "w"))
 EOF
+  # REUSE_REF=1: a reference an earlier run of this machine left stays
+  # (a second run for the CPU backend beside other work)
+  if [ -n "${REUSE_REF:-}" ] && [ -s "$d/ref.json" ]; then say "$cfg: the reference of an earlier run"; continue; fi
   say "$cfg: transformers reference ($REF_DEVICE)"
   $PY tests/parity/hf_reference.py reference --hf "$hf" --prompts "$d/prompts.json" --out "$d/ref.json" \
     --greedy "$NGREEDY" --device "$REF_DEVICE" > "$d/ref.log" 2>&1 || { tail -5 "$d/ref.log"; continue; }

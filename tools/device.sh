@@ -385,11 +385,13 @@ ab() {
         throughput) args="--prompt 128 --decode 256 --profile throughput" ;;
         prefill1024) args="--prompt 1024 --decode 16 --profile exact" ;;
         batch[0-9]*) args="--prompt 128 --decode 256 --batch ${w#batch} --profile exact" ;;
+        # decode at depth N under the default profile (as the receipts run it)
+        depth[0-9]*) args="--prompt ${w#depth} --decode 64" ;;
         # the op-by-op decode (the graph's fused ops, no persistent decode), and its pair with it on
         opbyop) args="--prompt 128 --decode 256 --profile exact --tuning persist=0" ;;
         persist) args="--prompt 128 --decode 256 --profile exact" ;;
         throughput_opbyop) args="--prompt 128 --decode 256 --profile throughput --tuning persist=0" ;;
-        *) echo "ab: unknown workload '$w' (batchN, throughput, prefill1024, opbyop, persist, throughput_opbyop)"; continue ;;
+        *) echo "ab: unknown workload '$w' (batchN, depthN, throughput, prefill1024, opbyop, persist, throughput_opbyop)"; continue ;;
       esac
       for rep in $(seq "${REPS:-2}"); do
         order=$bins; [ $((rep % 2)) = 0 ] && order=$(printf '%s\n' $bins | tac | tr '\n' ' ')
