@@ -23,6 +23,12 @@
 #             profile of decode at 32,768 (threshold.txt, profile.txt); the timed
 #             receipt is then `VARIANTS= bash bench/attn-long-h200.sh OUT` on the
 #             warm machine
+#   tune      the receipt's preparation (llama.cpp's CUDA build, models, GGUFs:
+#             attn-long-h200.sh PREPARE_ONLY=1) in the background and beside it
+#             `wisp tune` against the default (tools/device.sh tune: MODELS
+#             "seed qwen08", TUNE_BUDGET 110 s a model, REPS 3; tune.txt,
+#             tune-ab.txt and the tuner's receipts and plots in tune.tgz); the
+#             timed receipt is then run as after `prepare`
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -82,6 +88,17 @@ prepare() {
   wait "$pp"
 }
 
+tune() {
+  PREPARE_ONLY=1 DEPTHS= PREFILLS= SEQS= VARIANTS= MODELS="seedlong qwen08 qwen2b" BUDGET=540 \
+    bash bench/attn-long-h200.sh "$O/prep" > "$O/prep.log" 2>&1 &
+  local pp=$!
+  # tools/device.sh packs its OUT into OUT.tgz (and removes the folder)
+  MODELS="seed qwen08" TUNE_BUDGET=${TUNE_BUDGET:-110} REPS=3 timeout 500 tools/device.sh tune /tmp/tune > "$O/tune.log" 2>&1
+  cp /tmp/tune.tgz "$O/tune.tgz" 2> /dev/null
+  tar xzf /tmp/tune.tgz -C "$O" --strip-components=1 tune/tune.txt tune/tune-ab.txt 2> /dev/null
+  wait "$pp"
+}
+
 ab() {
   local s q q8 dep r b t S
   s=$(model_dir seedlong) q=$(model_dir seed)
@@ -103,6 +120,6 @@ ab() {
 }
 
 case $cmd in
-  choose | prepare | ab) "$cmd" ;;
+  choose | prepare | tune | ab) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
