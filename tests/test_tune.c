@@ -99,6 +99,16 @@ TEST(webgpu_tune_quick_writes_a_keyed_entry) {
     kinds |= !strcmp(k, "matvec") ? 1 : !strcmp(k, "attn") ? 2 : !strncmp(k, "prefill", 7) ? 4 : 0;
     for (const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, "candidates")->child; x; x = x->next)
       timed += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(x, "median_ns")) > 0;
+    /* a geometry is chosen over the default only when faster beyond the
+     * noise (at least 2 %): tuned is never slower than the default */
+    const char *chosen = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "chosen"));
+    const char *def = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "default"));
+    if (chosen && def && strcmp(chosen, def)) {
+      const double cn = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "chosen_ns"));
+      const double dn = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "default_ns"));
+      CHECKF(cn < dn * 0.98, "%s: %s (%.0f ns) chosen over the default %s (%.0f ns), not 2 %% faster",
+             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "class")), chosen, cn, def, dn);
+    }
     snprintf(path, sizeof path, "%s/tune-%s.svg", outdir, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "class")));
     for (char *p = path + strlen(outdir) + 6; *p; p++)
       if (*p == ':') *p = '-';

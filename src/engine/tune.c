@@ -412,6 +412,25 @@ static void rig_free(rig *r) {
   memset(r, 0, sizeof *r);
 }
 
+/* How much faster a geometry must be than the default to be written: the
+ * two medians' spreads, at least 2 %. A geometry within the noise of the
+ * default buys nothing and may cost (the default is what every test and
+ * receipt ran), so the default stays unless it is beaten beyond it. */
+static double margin_of(const cand *a, const cand *b) { return fmax(0.02, a->spread + b->spread); }
+
+/* The class's choice back to its default where the best measured is not
+ * faster than the default beyond the margin. */
+static void keep_default_unless_beaten(tclass *c) {
+  if (c->best < 0) return;
+  const cand *b = &c->c[c->best];
+  for (int j = 0; j < c->n; j++) {
+    const cand *d = &c->c[j];
+    if (!d->is_default || !d->rounds || strncmp(d->status, "ok", 2) || j == c->best) continue;
+    if (b->median_ns > d->median_ns * (1 - margin_of(b, d))) c->best = j;
+    return;
+  }
+}
+
 /* A backend on the bench device with this candidate's geometry, and the
  * buffers and matrix of the class. */
 static wisp_status rig_make(tuner *T, const tclass *c, const cand *x, rig *r) {
@@ -502,6 +521,7 @@ static void sweep(tuner *T) {
     }
   }
   progress(T, NULL, NULL);
+  for (int i = 0; i < T->n; i++) keep_default_unless_beaten(&T->cl[i]);
 }
 
 /* ---- the entry, the receipt ---------------------------------------------- */
@@ -558,6 +578,24 @@ static int best_tile(const tuner *T, int i8, char *out, size_t cap) {
     if (complete && (best < 0 || total < best_total)) best = j, best_total = total;
   }
   if (best < 0 || first->c[best].is_default) return 0;
+  /* the default tile's total, where every class measured it: the chosen
+   * tile must beat it beyond the noise (keep_default_unless_beaten) */
+  double def_total = 0, spread = 0;
+  int def_complete = 1;
+  for (int i = 0; i < T->n && def_complete; i++) {
+    const tclass *c = &T->cl[i];
+    if (c->kind != K_PREFILL || c->i8 != i8) continue;
+    int found = 0;
+    for (int k = 0; k < c->n && !found; k++)
+      if (c->c[k].is_default && c->c[k].rounds && !strncmp(c->c[k].status, "ok", 2)) {
+        def_total += c->c[k].median_ns * (c->weight > 0 ? c->weight : 1);
+        for (int b = 0; b < c->n; b++)
+          if (!strcmp(c->c[b].label, first->c[best].label)) spread = fmax(spread, margin_of(&c->c[b], &c->c[k]));
+        found = 1;
+      }
+    def_complete = found;
+  }
+  if (def_complete && best_total > def_total * (1 - fmax(0.02, spread))) return 0;
   snprintf(out, cap, "%s", first->c[best].label);
   return 1;
 }

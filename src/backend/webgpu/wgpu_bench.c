@@ -22,6 +22,10 @@ wisp_status wisp_bench_device_open(wisp_bench_device **out) {
   if (!b) return wisp_fail(WISP_ENOMEM, "out of memory");
   wisp_wgpu_device_opts o;
   memset(&o, 0, sizeof o);
+  /* the profiler's device: Dawn's timestamps unrounded (its timing-attack
+   * mitigation clears their low 14 bits, so a product of 150 us read as
+   * 131,072 or 147,456 ns and a sweep chose among ties) */
+  o.profile = 1;
   wisp_status st = wisp_wgpu_device_open(&o, &b->d);
   if (st) {
     wisp_error_prefix("backend 'webgpu'");
@@ -30,7 +34,7 @@ wisp_status wisp_bench_device_open(wisp_bench_device **out) {
   }
   /* timestamps around every dispatch (the profiler, attached at the first
    * batch) where the adapter has them; else the caller times wall clocks */
-  if (b->d->has_timestamp_query) b->d->profile_repeat = 1;
+  b->d->profile_repeat = b->d->has_timestamp_query ? 1 : 0;
   *out = b;
   return WISP_OK;
 }
