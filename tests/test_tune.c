@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/internal.h"
 #include "engine/plan_apply.h"
+#include "engine/tune.h"
 #include "fixtures.h"
 #include "test.h"
 #include "util/file.h"
@@ -75,6 +76,19 @@ static int count_same_key(const cJSON *tuned, const cJSON *d0, const char *wisp)
 }
 
 /* The quick sweep in make test: two runs on a copy of the default model. */
+/* The rule that keeps a default: a geometry is written only when faster
+ * beyond both timings' spreads and by at least 2 %. */
+TEST(tune_keeps_the_default_unless_beaten_beyond_the_noise) {
+  CHECK(wisp_tune_beats_default(90.0, 0.0, 100.0, 0.0));
+  CHECK(!wisp_tune_beats_default(99.0, 0.0, 100.0, 0.0));   /* 1 %: under the 2 % floor */
+  CHECK(!wisp_tune_beats_default(100.0, 0.0, 100.0, 0.0));
+  CHECK(!wisp_tune_beats_default(110.0, 0.0, 100.0, 0.0));
+  CHECK(wisp_tune_beats_default(97.0, 0.0, 100.0, 0.0));
+  CHECK(!wisp_tune_beats_default(97.0, 0.02, 100.0, 0.02)); /* 3 % inside 4 % of noise */
+  CHECK(wisp_tune_beats_default(95.0, 0.02, 100.0, 0.02));
+  CHECK(!wisp_tune_beats_default(80.0, 0.15, 100.0, 0.1));
+}
+
 TEST(webgpu_tune_quick_writes_a_keyed_entry) {
   WEBGPU_OR_SKIP(d);
   (void)d;

@@ -412,11 +412,12 @@ static void rig_free(rig *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* How much faster a geometry must be than the default to be written: the
- * two medians' spreads, at least 2 %. A geometry within the noise of the
- * default buys nothing and may cost (the default is what every test and
- * receipt ran), so the default stays unless it is beaten beyond it. */
-static double margin_of(const cand *a, const cand *b) { return fmax(0.02, a->spread + b->spread); }
+/* A geometry within the noise of the default buys nothing and may cost
+ * (the default is what every test and receipt ran), so the default stays
+ * unless it is beaten beyond it. */
+int wisp_tune_beats_default(double best_ns, double best_spread, double default_ns, double default_spread) {
+  return best_ns < default_ns * (1 - fmax(0.02, best_spread + default_spread));
+}
 
 /* The class's choice back to its default where the best measured is not
  * faster than the default beyond the margin. */
@@ -426,7 +427,7 @@ static void keep_default_unless_beaten(tclass *c) {
   for (int j = 0; j < c->n; j++) {
     const cand *d = &c->c[j];
     if (!d->is_default || !d->rounds || strncmp(d->status, "ok", 2) || j == c->best) continue;
-    if (b->median_ns > d->median_ns * (1 - margin_of(b, d))) c->best = j;
+    if (!wisp_tune_beats_default(b->median_ns, b->spread, d->median_ns, d->spread)) c->best = j;
     return;
   }
 }
@@ -580,7 +581,7 @@ static int best_tile(const tuner *T, int i8, char *out, size_t cap) {
   if (best < 0 || first->c[best].is_default) return 0;
   /* the default tile's total, where every class measured it: the chosen
    * tile must beat it beyond the noise (keep_default_unless_beaten) */
-  double def_total = 0, spread = 0;
+  double def_total = 0, spread = 0, def_spread = 0;
   int def_complete = 1;
   for (int i = 0; i < T->n && def_complete; i++) {
     const tclass *c = &T->cl[i];
@@ -589,13 +590,15 @@ static int best_tile(const tuner *T, int i8, char *out, size_t cap) {
     for (int k = 0; k < c->n && !found; k++)
       if (c->c[k].is_default && c->c[k].rounds && !strncmp(c->c[k].status, "ok", 2)) {
         def_total += c->c[k].median_ns * (c->weight > 0 ? c->weight : 1);
+        def_spread = fmax(def_spread, c->c[k].spread);
         for (int b = 0; b < c->n; b++)
-          if (!strcmp(c->c[b].label, first->c[best].label)) spread = fmax(spread, margin_of(&c->c[b], &c->c[k]));
+          if (!strcmp(c->c[b].label, first->c[best].label)) spread = fmax(spread, c->c[b].spread);
         found = 1;
       }
     def_complete = found;
   }
-  if (def_complete && best_total > def_total * (1 - fmax(0.02, spread))) return 0;
+  /* (each class's largest spread stands for the totals') */
+  if (def_complete && !wisp_tune_beats_default(best_total, spread, def_total, def_spread)) return 0;
   snprintf(out, cap, "%s", first->c[best].label);
   return 1;
 }

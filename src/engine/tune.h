@@ -44,6 +44,12 @@ typedef struct {
  * list (no times). */
 wisp_status wisp_tune_run(const wisp_tune_options *o, cJSON **receipt);
 
+/* Whether a geometry timed at best_ns (its rounds' spread: half their
+ * range over the median) beats the default timed at default_ns beyond the
+ * noise: faster by more than both spreads together, and by at least 2 %.
+ * Where it does not, the tuner keeps the default (tuned is never slower). */
+int wisp_tune_beats_default(double best_ns, double best_spread, double default_ns, double default_spread);
+
 /* Writes one SVG plot per shape class of `receipt` into dir
  * (tune-CLASS.svg, ':' as '-'): each candidate's median time with its
  * spread, the default and the chosen marked. Returns the number written,
