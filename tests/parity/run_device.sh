@@ -21,7 +21,7 @@
 #
 # Environment: PYTHON (python3), SEED (1234), GREEDY (128), BACKENDS (cpu; wisp's
 # backends for `wisp logits`, e.g. "cpu webgpu webgpu+loop", +loop: greedy tokens
-# through the decode loop; +default: the default profile, not --profile exact;
+# through the decode loop; +fast: --profile throughput, not exact;
 # BACKEND still works), REF_DEVICE (cpu; "cuda" runs the reference on the
 # GPU with TF32 off), THREADS (nproc), QUANTS, QWEN_SMALL_OUT (see above).
 # Exit status: 0 only if every comparison passed.
@@ -50,13 +50,14 @@ quants_for() { # config -> the quants it runs
 # A backend name with "+loop" (e.g. webgpu+loop) runs `wisp logits --decode-loop`:
 # its greedy tokens after the first come from the decode loop, as `wisp run`
 # decodes (on WebGPU the persistent decode where it applies).
-# "+default" (webgpu+default, cpu+default, webgpu+default+loop) runs the
-# profile a user gets without flags instead of --profile exact: the greedy
-# agreement the fast path keeps (its logits are not held to the tolerance).
+# "+fast" (webgpu+fast, cpu+fast, webgpu+fast+loop) runs the profile `wisp
+# run`, bench and serve give without flags (throughput) instead of --profile
+# exact: the greedy agreement the fast path keeps (its logits are not held
+# to the tolerance). (`wisp logits` alone defaults to the reference path.)
 logits_args() { # backend name -> wisp logits arguments
   case $1 in
-    *+default+loop) echo "--backend ${1%+default+loop} --decode-loop" ;;
-    *+default) echo "--backend ${1%+default}" ;;
+    *+fast+loop) echo "--backend ${1%+fast+loop} --profile throughput --decode-loop" ;;
+    *+fast) echo "--backend ${1%+fast} --profile throughput" ;;
     *+loop) echo "--backend ${1%+loop} --profile exact --decode-loop" ;;
     *) echo "--backend $1 --profile exact" ;;
   esac
