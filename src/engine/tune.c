@@ -628,6 +628,9 @@ static cJSON *entry_json(const tuner *T) {
     const tclass *c = &T->cl[i];
     if (c->best < 0) continue;
     const cand *b = &c->c[c->best];
+    /* a product whose default won writes nothing: neither its candidate
+     * nor its knee (which the plan would take where no candidate is) */
+    if (c->kind == K_MATVEC && b->is_default) continue;
     if (c->kind == K_MATVEC) {
       cJSON *s = cJSON_AddObjectToObject(mv, c->shape);
       cJSON_AddItemToObject(s, "geometry", geometry_json(T, c, b));
