@@ -485,6 +485,9 @@ tune() {
     $W tune -m "$t" --budget "${TUNE_BUDGET:-600}" -o "$OUT/tune-$m" ${TUNE_ARGS:-} 2>"$OUT/tune-$m.log" | tee "$OUT/tune-$m.txt"
     $W plan -m "$t" --backend webgpu 2>&1 | grep -A12 '^tuning' > "$OUT/plan-tuned-$m.txt"
     cat "$OUT/plan-tuned-$m.txt"
+    # a run before the timed ones: a cold card's first decode runs at low
+    # clocks (the H100 receipt's first seed batch1 run: 831 against 1,987 tok/s)
+    $W bench -m "$a" --backend webgpu --prompt 128 --decode 256 -o /tmp/tune-warm.json --force > /dev/null 2>&1
     for w in ${WORKLOADS:-batch1 default opbyop prefill1024}; do
       case $w in
         batch1) args="--prompt 128 --decode 256 --batch 1 --profile exact" ;;
