@@ -551,54 +551,45 @@ static int knee_of(const tclass *c) {
   return k;
 }
 
+/* The time of tile `label` (NULL: each class's default) summed over the
+ * prefill classes of kind i8, each weighted by the layers that run it, and
+ * the largest spread among them; 0 unless every class measured it. */
+static int tile_total(const tuner *T, int i8, const char *label, double *total, double *spread) {
+  *total = *spread = 0;
+  for (int i = 0; i < T->n; i++) {
+    const tclass *c = &T->cl[i];
+    if (c->kind != K_PREFILL || c->i8 != i8) continue;
+    const cand *x = NULL;
+    for (int k = 0; k < c->n && !x; k++)
+      if ((label ? !strcmp(c->c[k].label, label) : c->c[k].is_default) && c->c[k].rounds &&
+          !strncmp(c->c[k].status, "ok", 2))
+        x = &c->c[k];
+    if (!x) return 0;
+    *total += x->median_ns * (c->weight > 0 ? c->weight : 1);
+    *spread = fmax(*spread, x->spread);
+  }
+  return 1;
+}
+
 /* The backend runs one prefill tile for every product: the tile whose time
  * summed over the prefill classes of that kind (each weighted by the
  * layers that run it) is least, among the tiles measured in every class;
- * 0 when that is the default (nothing to write) or nothing was measured. */
+ * 0 when that is the default (nothing to write) or nothing was measured, or when it does not
+ * beat the default tile beyond the noise. */
 static int best_tile(const tuner *T, int i8, char *out, size_t cap) {
   const tclass *first = NULL;
   for (int i = 0; i < T->n && !first; i++)
     if (T->cl[i].kind == K_PREFILL && T->cl[i].i8 == i8) first = &T->cl[i];
   if (!first) return 0;
   int best = -1;
-  double best_total = 0;
-  for (int j = 0; j < first->n; j++) {
-    double total = 0;
-    int complete = 1;
-    for (int i = 0; i < T->n && complete; i++) {
-      const tclass *c = &T->cl[i];
-      if (c->kind != K_PREFILL || c->i8 != i8) continue;
-      int found = 0;
-      for (int k = 0; k < c->n && !found; k++)
-        if (!strcmp(c->c[k].label, first->c[j].label) && c->c[k].rounds && !strncmp(c->c[k].status, "ok", 2)) {
-          total += c->c[k].median_ns * (c->weight > 0 ? c->weight : 1);
-          found = 1;
-        }
-      complete = found;
-    }
-    if (complete && (best < 0 || total < best_total)) best = j, best_total = total;
-  }
+  double best_total = 0, best_spread = 0, total, spread;
+  for (int j = 0; j < first->n; j++)
+    if (tile_total(T, i8, first->c[j].label, &total, &spread) && (best < 0 || total < best_total))
+      best = j, best_total = total, best_spread = spread;
   if (best < 0 || first->c[best].is_default) return 0;
-  /* the default tile's total, where every class measured it: the chosen
-   * tile must beat it beyond the noise (keep_default_unless_beaten) */
-  double def_total = 0, spread = 0, def_spread = 0;
-  int def_complete = 1;
-  for (int i = 0; i < T->n && def_complete; i++) {
-    const tclass *c = &T->cl[i];
-    if (c->kind != K_PREFILL || c->i8 != i8) continue;
-    int found = 0;
-    for (int k = 0; k < c->n && !found; k++)
-      if (c->c[k].is_default && c->c[k].rounds && !strncmp(c->c[k].status, "ok", 2)) {
-        def_total += c->c[k].median_ns * (c->weight > 0 ? c->weight : 1);
-        def_spread = fmax(def_spread, c->c[k].spread);
-        for (int b = 0; b < c->n; b++)
-          if (!strcmp(c->c[b].label, first->c[best].label)) spread = fmax(spread, c->c[b].spread);
-        found = 1;
-      }
-    def_complete = found;
-  }
-  /* (each class's largest spread stands for the totals') */
-  if (def_complete && !wisp_tune_beats_default(best_total, spread, def_total, def_spread)) return 0;
+  /* the chosen tile must beat the default's total beyond the noise (each
+   * class's largest spread standing for the totals') */
+  if (tile_total(T, i8, NULL, &total, &spread) && !wisp_tune_beats_default(best_total, best_spread, total, spread)) return 0;
   snprintf(out, cap, "%s", first->c[best].label);
   return 1;
 }
