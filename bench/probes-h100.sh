@@ -29,6 +29,13 @@
 #             "seed qwen08", TUNE_BUDGET 110 s a model, REPS 3; tune.txt,
 #             tune-ab.txt and the tuner's receipts and plots in tune.tgz); the
 #             timed receipt is then run as after `prepare`
+#   next      the A/Bs the closing note of 2026-12-06 names, wisp alone:
+#             seq_probe S = 8 / 32 / 64 with the head through the integer
+#             kernel (i8=1), small-token integer tiles (matmulI8=32x8x4x2x2,
+#             32x16x4x4x2) and the tile-quantizing product (i8Fuseq=1)
+#             (rows-next.txt); decode at 2,048 / 8,192 with the grouped
+#             persistent attention (persistOpt=105), every split wide
+#             (persistOpt=89) and f16 K/V (kv=f16) (depth-next.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -99,6 +106,20 @@ tune() {
   wait "$pp"
 }
 
+next() {
+  local m a S t tu
+  for m in seed qwen08; do
+    a=$(model_dir "$m")
+    for S in 8 32 64; do for t in none i8=1 matmulI8=32x8x4x2x2 matmulI8=32x16x4x4x2 i8Fuseq=1; do
+      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+      printf '%-7s S %-3s %-22s ' "$m" "$S" "$t"
+      timeout 60 .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n 64 -a 1 "${tu[@]}" 2> /dev/null | tail -1 | cut -c1-200
+    done; done
+  done > "$O/rows-next.txt" 2>&1
+  MODELS="seedlong qwen08" DEPTHS="2048 8192" PROFILE_MODELS= \
+    VARIANTS="none persistOpt=105 persistOpt=89 kv=f16 none" timeout 240 bash bench/depth-probe-h200.sh > "$O/depth-next.txt" 2>&1
+}
+
 ab() {
   local s q q8 dep r b t S
   s=$(model_dir seedlong) q=$(model_dir seed)
@@ -120,6 +141,6 @@ ab() {
 }
 
 case $cmd in
-  choose | prepare | tune | ab) "$cmd" ;;
+  choose | prepare | tune | next | ab) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
