@@ -506,7 +506,8 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   int32_t ref[33], got[33];
   CHECK(cpu_loop_tokens(m, 33, ref));
   /* The fifth case runs the kernel's other code paths (OPT 0: the serial
-   * merge, lane-0 residuals; the default is 1 + 8 + 64); the sixth the short-conv
+   * merge, lane-0 residuals; the default is 1 + 8 + 64 + 128, without
+   * 128 on a CPU adapter); the sixth the short-conv
    * and attention phases on the units-split product engine (persistSplit=1:
    * the engine they run on beside Gated DeltaNet layers in a mixed graph).
    * (The grouped-query attention, OPT 32, has its cases in test_gemma3.c

@@ -507,7 +507,9 @@ static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *h
  * are made for the whole context (kvGrow=0), op by op and through the
  * persistent decode (whose arena grows with the caches at a request's
  * first batch, never between two of its batches; persistOpt bit 16:
- * its attention in chunks of 256 keys, here up to 540 keys in one split). */
+ * its attention in chunks of 256 keys, here up to 540 keys in one split,
+ * with bit 128, the GPUs' default, which a CPU adapter runs only when
+ * asked: the chunk's loads kept in flight together). */
 TEST(webgpu_kv_grows_while_generating) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -516,7 +518,7 @@ TEST(webgpu_kv_grows_while_generating) {
   CHECKF(m, "%s", opened);
   static int32_t tok[3][GROW_STEPS];
   uint64_t h0[3] = {0}, h1[3] = {0}, grows[3] = {0}, pers[3] = {0};
-  static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=25"};
+  static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=153"};
   int ok = 1;
   for (int i = 0; ok && i < 3; i++) ok = grow_run(m, tunings[i], tok[i], &h0[i], &h1[i], &grows[i], &pers[i], err, sizeof err);
   wisp_model_close(m);
@@ -579,7 +581,7 @@ TEST(webgpu_persist_arena_follows_the_caches_at_a_request_start) {
   CHECKF(m, "%s", opened);
   /* the tuning of webgpu_kv_grows_while_generating's persistent run: the same kernel */
   wisp_session_options so = {.backend = "webgpu", .max_context = GROW_CTX,
-                             .tuning = "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=25"};
+                             .tuning = "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=153"};
   wisp_session *s = NULL;
   wisp_status st = wisp_session_new(m, &so, &s);
   const int V = wisp_model_vocab(m);

@@ -124,7 +124,7 @@ static const entry k_keys[] = {
      * at every depth from 2,048 on the H200: seed 1,303 -> 1,807 tok/s at
      * 2,048, the 0.8B gated hybrid +2 / +4 / +9 % at 2,048 / 8,192 / 32,768;
      * bench/results/h200-20261205/attn-long) */
-    {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 255, 0, "0..255", .def = {73}},
+    {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 255, 0, "0..255", .def = {201}},
     {"persistFail", T_UINT, W(persist_fail), 0, 1, 1 << 20, 0, "a positive number (a run, from 1)", NO_DEFAULT, TEST_KEY},
     /* webgpu: the device */
     {"dawnToggles", T_SPECIAL, W(toggles), 0, 0, 0, 0, "a:b:... (Dawn toggle names)", NO_DEFAULT},

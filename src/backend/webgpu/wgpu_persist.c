@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/tuning_defaults.h"
 #include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_persist.h"
 #include "backend/webgpu/wgpu_persist_blob.h"
@@ -195,6 +196,11 @@ static uint32_t graph_types(const wisp_decode_graph *g) {
 static uint32_t persist_opt_bits(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4) {
   uint32_t opt = as_g(be)->opts.persist_opt;
   if (as_g(be)->d->info.subgroup_min_size < 8) opt &= ~(16u | 32u | 64u);
+  /* bit 128 (more loads in flight in attn_keys_wide, the same sums) makes
+   * lavapipe's compile of every kernel variant about a fifth longer and
+   * buys a CPU adapter nothing: there only when asked */
+  if (as_g(be)->d->info.adapter_type == WGPUAdapterType_CPU && !wisp_tuning_given(&as_g(be)->opts, "persistOpt"))
+    opt &= ~128u;
   const int gq = g->kv_heads > 0 ? g->heads / g->kv_heads : 0;
   if (gq < 1 || gq > 8 || g->heads % g->kv_heads || (uint64_t)gq * (uint64_t)g->head_dim > 4ull * xs4) opt &= ~32u;
   return opt;
