@@ -58,8 +58,7 @@ void wisp_wgpu_attention_rec(wisp_backend *be, const wisp_attention_args *a, wis
                              whole(sn->g.b),     whole(g->qbuf.b),      bind_of(a->k_cache),    bind_of(a->v_cache)};
   /* Many keys: attn_rope (q out, k and v into the caches), then a workgroup
    * per KV head and split (wgpu_attention_long.c), merged as below. */
-  const int win_keys = a->window > 0 && a->pos0 + 1 > a->window ? a->window : a->pos0 + 1;
-  if (a->n == 1 && wisp_wgpu_attn_long_wanted(g, win_keys, H, KVH, D)) {
+  if (a->n == 1 && wisp_wgpu_attn_long_wanted(g, a->pos0, a->window, H, KVH, D)) {
     wisp_wgpu_record(g, wisp_wgpu_pipeline(g, "attn_rope", c, 5), br, 8, &p, sizeof p, (uint32_t)(H + 2 * KVH), 1);
     const uint32_t ls = wisp_wgpu_attn_long(g, g->qbuf.b, bind_of(a->k_cache), bind_of(a->v_cache), &g->part,
                                             a->pos0, a->window, H, KVH, D, scale);

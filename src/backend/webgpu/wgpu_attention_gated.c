@@ -135,7 +135,7 @@ void wisp_wgpu_attention_gated_rec(wisp_backend *be, const wisp_gated_attention_
   /* Many keys: the whole pre-pass (q out, k and v into the caches), then a
    * workgroup per KV head and split (wgpu_attention_long.c), the gated
    * merge after it. */
-  if (a->n == 1 && !h256 && wisp_wgpu_attn_long_wanted(as_g(be), a->pos0 + 1, H, KVH, D)) {
+  if (a->n == 1 && !h256 && wisp_wgpu_attn_long_wanted(as_g(be), a->pos0, 0, H, KVH, D)) {
     wisp_wgpu_record_xyz(as_g(be), kr, br, 8, &pr, sizeof pr, (uint32_t)(H + 2 * KVH), 1, 1);
     const uint32_t ls = wisp_wgpu_attn_long(as_g(be), q->qbuf.b, kc, vc, &q->part, a->pos0, 0, H, KVH, D,
                                             1.0f / sqrtf((float)D));

@@ -10,8 +10,12 @@
 #define LONG_MAXG 8  /* its MAXG */
 #define LONG_MAXQ 1024 /* G * D: its MAXQ4 vec4s */
 
-int wisp_wgpu_attn_long_wanted(const wgpu_backend *g, int keys, int H, int KVH, int D) {
+/* The keys the token at pos attends: the window's where one applies. */
+static int keys_at(int pos, int win) { return win > 0 && pos + 1 > win ? win : pos + 1; }
+
+int wisp_wgpu_attn_long_wanted(const wgpu_backend *g, int pos, int win, int H, int KVH, int D) {
   const uint32_t min = g->opts.attn_decode_long_min;
+  const int keys = keys_at(pos, win);
   if (!min || keys < 0 || (uint32_t)keys < min || !g->sg || KVH <= 0 || H % KVH || D <= 0 || D % 16) return 0;
   const int G = H / KVH, ce = g->kv16 ? 8 : 4;
   /* a value row's threads divide the workgroup; the subgroups are at most
@@ -22,8 +26,7 @@ int wisp_wgpu_attn_long_wanted(const wgpu_backend *g, int keys, int H, int KVH, 
 
 uint32_t wisp_wgpu_attn_long(wgpu_backend *g, WGPUBuffer q, wisp_wgpu_binding kc, wisp_wgpu_binding vc,
                              wisp_wgpu_buf *part, int pos, int win, int H, int KVH, int D, float scale) {
-  const int keys = win > 0 && pos + 1 > win ? win : pos + 1;
-  const uint32_t ntile = (uint32_t)(keys - 1) / LONG_WG + 1;
+  const uint32_t ntile = (uint32_t)(keys_at(pos, win) - 1) / LONG_WG + 1;
   const uint32_t wgs = g->opts.attn_decode_long_wgs ? g->opts.attn_decode_long_wgs : 1;
   uint32_t want = (wgs + (uint32_t)KVH - 1) / (uint32_t)KVH;
   if (want > ntile) want = ntile;

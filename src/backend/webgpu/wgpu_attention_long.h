@@ -6,11 +6,12 @@
 
 #include "backend/webgpu/wgpu_core.h"
 
-/* Whether a one-token attention over `keys` keys (the window's, where one
- * applies) takes attn_decode_long.wgsl: asked for (tuning attnLong, keys at
- * or over its KEYS), the device has subgroups, and the shape fits it
- * (G = H / KVH <= 8, G * D <= 1024, D % 16 == 0). */
-int wisp_wgpu_attn_long_wanted(const wgpu_backend *g, int keys, int H, int KVH, int D);
+/* Whether the one-token attention of the token at position pos (win the
+ * sliding window, 0: none) takes attn_decode_long.wgsl: asked for (tuning
+ * attnLong, the keys it attends at or over its KEYS), the device has
+ * subgroups, and the shape fits it (G = H / KVH <= 8, G * D <= 1024,
+ * D % 16 == 0). */
+int wisp_wgpu_attn_long_wanted(const wgpu_backend *g, int pos, int win, int H, int KVH, int D);
 
 /* Records it for the token at position pos (its k and v already in the
  * caches kc / vc, q [H][D] rotated and normed, unscaled) into the split
