@@ -419,17 +419,18 @@ int wisp_tune_beats_default(double best_ns, double best_spread, double default_n
   return best_ns < default_ns * (1 - fmax(0.02, best_spread + default_spread));
 }
 
+/* A candidate with times to compare: measured, not failed or skipped. */
+static int timed_ok(const cand *x) { return x->rounds && !strncmp(x->status, "ok", 2); }
+
 /* The class's choice back to its default where the best measured is not
  * faster than the default beyond the margin. */
 static void keep_default_unless_beaten(tclass *c) {
   if (c->best < 0) return;
   const cand *b = &c->c[c->best];
-  for (int j = 0; j < c->n; j++) {
-    const cand *d = &c->c[j];
-    if (!d->is_default || !d->rounds || strncmp(d->status, "ok", 2) || j == c->best) continue;
-    if (!wisp_tune_beats_default(b->median_ns, b->spread, d->median_ns, d->spread)) c->best = j;
-    return;
-  }
+  for (int j = 0; j < c->n; j++)
+    if (c->c[j].is_default && timed_ok(&c->c[j]) &&
+        !wisp_tune_beats_default(b->median_ns, b->spread, c->c[j].median_ns, c->c[j].spread))
+      c->best = j;
 }
 
 /* A backend on the bench device with this candidate's geometry, and the
@@ -561,9 +562,7 @@ static int tile_total(const tuner *T, int i8, const char *label, double *total, 
     if (c->kind != K_PREFILL || c->i8 != i8) continue;
     const cand *x = NULL;
     for (int k = 0; k < c->n && !x; k++)
-      if ((label ? !strcmp(c->c[k].label, label) : c->c[k].is_default) && c->c[k].rounds &&
-          !strncmp(c->c[k].status, "ok", 2))
-        x = &c->c[k];
+      if ((label ? !strcmp(c->c[k].label, label) : c->c[k].is_default) && timed_ok(&c->c[k])) x = &c->c[k];
     if (!x) return 0;
     *total += x->median_ns * (c->weight > 0 ? c->weight : 1);
     *spread = fmax(*spread, x->spread);
@@ -574,8 +573,8 @@ static int tile_total(const tuner *T, int i8, const char *label, double *total, 
 /* The backend runs one prefill tile for every product: the tile whose time
  * summed over the prefill classes of that kind (each weighted by the
  * layers that run it) is least, among the tiles measured in every class;
- * 0 when that is the default (nothing to write) or nothing was measured, or when it does not
- * beat the default tile beyond the noise. */
+ * 0 when that is the default (nothing to write), when nothing was
+ * measured, or when it does not beat the default tile beyond the noise. */
 static int best_tile(const tuner *T, int i8, char *out, size_t cap) {
   const tclass *first = NULL;
   for (int i = 0; i < T->n && !first; i++)
