@@ -366,18 +366,23 @@ parity() {
 # The speed A/B of a change: every WORKLOAD of every model, BINS alternated
 # REPS times on the same artifacts (in turn forward and reversed: ABBA), after
 # an untimed run of each binary; one receipt per run and ab.txt.
+# BIN DIR: one untimed decode before timed ones. The first GPU work of a
+# cold machine runs at low clocks (an H100's first seed batch-1 run, either
+# binary: p50 1.23 ms against 0.51 ms in the next; the tune A/B's first
+# seed batch1 run: 831 against 1,987 tok/s).
+# (No --force: ab's older binaries may not take it.)
+warm_up() {
+  rm -f /tmp/warm-up.json
+  [ -x "$1" ] && [ -d "$2" ] && timeout 60 "$1" bench -m "$2" --backend webgpu --prompt 128 --decode 512 \
+    -o /tmp/warm-up.json > /dev/null 2>&1
+}
+
 ab() {
   local args bins order
   bins=${BINS:-wisp_prev wisp}
-  # The first GPU work of a cold machine runs at low clocks (an H100's first
-  # seed batch-1 run, either binary: p50 1.23 ms against 0.51 ms in the next)
   local models=${MODELS:-seed qwen08 qwen2b} first
   first=$(model_dir "${models%% *}")
-  for b in $bins; do
-    rm -f /tmp/ab-warm.json
-    [ -x ".dev/$b" ] && [ -d "$first" ] && timeout 60 ".dev/$b" bench -m "$first" --backend webgpu --prompt 128 --decode 512 \
-      -o /tmp/ab-warm.json > /dev/null 2>&1
-  done
+  for b in $bins; do warm_up ".dev/$b" "$first"; done
   for m in $models; do
     local a; a=$(model_dir "$m"); [ -d "$a" ] || { echo "$m: no artifact"; continue; }
     for w in ${WORKLOADS:-batch1 throughput prefill1024}; do
@@ -485,9 +490,7 @@ tune() {
     $W tune -m "$t" --budget "${TUNE_BUDGET:-600}" -o "$OUT/tune-$m" ${TUNE_ARGS:-} 2>"$OUT/tune-$m.log" | tee "$OUT/tune-$m.txt"
     $W plan -m "$t" --backend webgpu 2>&1 | grep -A12 '^tuning' > "$OUT/plan-tuned-$m.txt"
     cat "$OUT/plan-tuned-$m.txt"
-    # a run before the timed ones: a cold card's first decode runs at low
-    # clocks (the H100 receipt's first seed batch1 run: 831 against 1,987 tok/s)
-    $W bench -m "$a" --backend webgpu --prompt 128 --decode 256 -o /tmp/tune-warm.json --force > /dev/null 2>&1
+    warm_up "$W" "$a"
     for w in ${WORKLOADS:-batch1 default opbyop prefill1024}; do
       case $w in
         batch1) args="--prompt 128 --decode 256 --batch 1 --profile exact" ;;
