@@ -73,9 +73,15 @@ choose() {
   done > "$O/i8.txt" 2>&1
 }
 
-prepare() {
-  PREPARE_ONLY=1 DEPTHS= PREFILLS= SEQS= VARIANTS= MODELS="seedlong qwen08 qwen2b" BUDGET=520 \
+# The receipt's preparation in the background (llama.cpp's CUDA build, the
+# models and their GGUFs), its clock BUDGET $1 seconds; the caller waits on $!.
+start_prepare() {
+  PREPARE_ONLY=1 DEPTHS= PREFILLS= SEQS= VARIANTS= MODELS="seedlong qwen08 qwen2b" BUDGET=$1 \
     bash bench/attn-long-h200.sh "$O/prep" > "$O/prep.log" 2>&1 &
+}
+
+prepare() {
+  start_prepare 520
   local pp=$! m a dep r t i
   waitm() { for i in $(seq 1 120); do [ -s "/tmp/attn-long-$1.gguf" ] && return 0; sleep 2; done; return 1; }
   for m in seedlong qwen08; do
@@ -96,8 +102,7 @@ prepare() {
 }
 
 tune() {
-  PREPARE_ONLY=1 DEPTHS= PREFILLS= SEQS= VARIANTS= MODELS="seedlong qwen08 qwen2b" BUDGET=540 \
-    bash bench/attn-long-h200.sh "$O/prep" > "$O/prep.log" 2>&1 &
+  start_prepare 540
   local pp=$!
   # tools/device.sh packs its OUT into OUT.tgz (and removes the folder)
   MODELS="seed qwen08" TUNE_BUDGET=${TUNE_BUDGET:-110} REPS=3 timeout 500 tools/device.sh tune /tmp/tune > "$O/tune.log" 2>&1
