@@ -35,7 +35,13 @@
 #             32x16x4x4x2) and the tile-quantizing product (i8Fuseq=1)
 #             (rows-next.txt); decode at 2,048 / 8,192 with the grouped
 #             persistent attention (persistOpt=105), every split wide
-#             (persistOpt=89) and f16 K/V (kv=f16) (depth-next.txt)
+#             (persistOpt=89) and f16 K/V (kv=f16) (depth-next.txt); decode
+#             at 32,768 op by op against persistent (persistMaxKeys=0), f32
+#             and f16 K/V (depth-far.txt)
+#   stream    decode at 2,048 / 8,192 with the streamed persistent attention
+#             (the default, persistOpt bit 256) against the chunked one
+#             (persistOpt=201), f16 K/V; at 32,768 persistent (persistMaxKeys=0)
+#             against op by op (depth-stream.txt, depth-stream-far.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -71,6 +77,13 @@ choose() {
       $W bench -m "$a" --backend webgpu -p 1024 -n 4 "${tu[@]}" -o /tmp/b.json --force 2>&1 | grep prefill | cut -c1-60
     done
   done > "$O/i8.txt" 2>&1
+}
+
+stream() {
+  MODELS="seedlong qwen08" DEPTHS="2048 8192" PROFILE_MODELS= \
+    VARIANTS="persistOpt=201 none kv=f16 persistOpt=201 none" timeout 260 bash bench/depth-probe-h200.sh > "$O/depth-stream.txt" 2>&1
+  MODELS="seedlong qwen08" DEPTHS="32768" PROFILE_MODELS= \
+    VARIANTS="none persistMaxKeys=0 persistMaxKeys=0,kv=f16" timeout 200 bash bench/depth-probe-h200.sh > "$O/depth-stream-far.txt" 2>&1
 }
 
 # The receipt's preparation in the background (llama.cpp's CUDA build, the
@@ -122,7 +135,9 @@ next() {
     done; done
   done > "$O/rows-next.txt" 2>&1
   MODELS="seedlong qwen08" DEPTHS="2048 8192" PROFILE_MODELS= \
-    VARIANTS="none persistOpt=105 persistOpt=89 kv=f16 none" timeout 240 bash bench/depth-probe-h200.sh > "$O/depth-next.txt" 2>&1
+    VARIANTS="none persistOpt=105 persistOpt=89 kv=f16 none" timeout 200 bash bench/depth-probe-h200.sh > "$O/depth-next.txt" 2>&1
+  MODELS="seedlong qwen08" DEPTHS="32768" PROFILE_MODELS= \
+    VARIANTS="none persistMaxKeys=0 persistMaxKeys=0,kv=f16 kv=f16" timeout 150 bash bench/depth-probe-h200.sh > "$O/depth-far.txt" 2>&1
 }
 
 ab() {
@@ -146,6 +161,6 @@ ab() {
 }
 
 case $cmd in
-  choose | prepare | tune | next | ab) "$cmd" ;;
+  choose | prepare | tune | next | stream | ab) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac

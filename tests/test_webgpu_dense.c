@@ -508,19 +508,21 @@ static int grow_run(wisp_model *m, const char *tuning, int32_t *out, uint64_t *h
  * persistent decode (whose arena grows with the caches at a request's
  * first batch, never between two of its batches; persistOpt bit 16:
  * its attention in chunks of 256 keys, here up to 540 keys in one split,
- * with bit 128, the GPUs' default, which a CPU adapter runs only when
- * asked: the chunk's loads kept in flight together). */
+ * with bit 128, which a CPU adapter runs only when asked: the chunk's
+ * loads kept in flight together; and the default, bit 256: the split's
+ * keys streamed from the KV binding in 16-byte words, attn_stream). */
 TEST(webgpu_kv_grows_while_generating) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   char opened[4200] = "", err[600] = "";
   wisp_model *m = open_long_llama(opened, sizeof opened);
   CHECKF(m, "%s", opened);
-  static int32_t tok[3][GROW_STEPS];
-  uint64_t h0[3] = {0}, h1[3] = {0}, grows[3] = {0}, pers[3] = {0};
-  static const char *tunings[3] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=153"};
+  static int32_t tok[4][GROW_STEPS];
+  uint64_t h0[4] = {0}, h1[4] = {0}, grows[4] = {0}, pers[4] = {0};
+  static const char *tunings[4] = {"persist=0", "kvGrow=0,persist=0", "persist=1,persistMinSteps=1,persistGrid=1,persistOpt=153",
+                                   "persist=1,persistMinSteps=1,persistGrid=1"};
   int ok = 1;
-  for (int i = 0; ok && i < 3; i++) ok = grow_run(m, tunings[i], tok[i], &h0[i], &h1[i], &grows[i], &pers[i], err, sizeof err);
+  for (int i = 0; ok && i < 4; i++) ok = grow_run(m, tunings[i], tok[i], &h0[i], &h1[i], &grows[i], &pers[i], err, sizeof err);
   wisp_model_close(m);
   CHECKF(ok, "%s", err);
   /* 2 layers, K and V, 2 KV heads of 32, f32 */
@@ -533,12 +535,12 @@ TEST(webgpu_kv_grows_while_generating) {
   /* 2 doublings of 4 caches */
   CHECKF(grows[0] == 8 && grows[2] == 8 && grows[1] == 0, "grows %llu %llu %llu", (unsigned long long)grows[0],
          (unsigned long long)grows[1], (unsigned long long)grows[2]);
-  CHECKF(pers[2] > 0 && pers[0] == 0, "persistent steps %llu / %llu", (unsigned long long)pers[2],
-         (unsigned long long)pers[0]);
+  CHECKF(pers[2] > 0 && pers[3] > 0 && pers[0] == 0, "persistent steps %llu, %llu / %llu", (unsigned long long)pers[2],
+         (unsigned long long)pers[3], (unsigned long long)pers[0]);
   int at = 0;
-  while (at < GROW_STEPS && tok[0][at] == tok[1][at] && tok[2][at] == tok[1][at]) at++;
-  CHECKF(at == GROW_STEPS, "token %d: grown %d, whole context %d, persistent %d", at, tok[0][at], tok[1][at],
-         tok[2][at]);
+  while (at < GROW_STEPS && tok[0][at] == tok[1][at] && tok[2][at] == tok[1][at] && tok[3][at] == tok[1][at]) at++;
+  CHECKF(at == GROW_STEPS, "token %d: grown %d, whole context %d, persistent %d, streamed %d", at, tok[0][at], tok[1][at],
+         tok[2][at], tok[3][at]);
 }
 
 /* A WebGPU scheduler of 64 slots at context 16,384 holds 256 positions a

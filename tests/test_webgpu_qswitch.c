@@ -500,13 +500,17 @@ TEST(webgpu_qwen_persistent_decode_same_tokens) {
   g_next = 0;
 }
 
-/* The persistent decode's grouped-query attention (persistOpt bit 32,
+/* The persistent decode's gated attention past one chunk of keys, on a
+ * 530-token prompt: the grouped-query kernel (persistOpt bit 32,
  * attn_group: a task per KV head and split, its two query heads together)
- * on the gated attention past 16 splits a head (17 here: a 530-token
- * prompt in 32-key blocks), whose merge then reads the splits from the
- * arena (stage_attn_gated_long): the CPU backend's greedy tokens, and its
- * logits of one more token (which read the K/V rows the decode wrote). */
-enum { GL_PROMPT = 530, GL_STEPS = 16 };
+ * past 16 splits a head (17 here, in 32-key blocks), whose merge then
+ * reads the splits from the arena (stage_attn_gated_long); and the
+ * streamed one (bit 256, the default: attn_stream, 2 splits of 265+ keys,
+ * each two chunks of 256), with f32 and f16 K/V. Each against a
+ * reference's greedy tokens and logits of one more token (which read the
+ * K/V rows the decode wrote): the CPU backend's, and for f16 K/V the
+ * op-by-op decode's with f16 K/V. */
+enum { GL_PROMPT = 530, GL_STEPS = 16, GL_RUNS = 5 };
 TEST(webgpu_qwen_persistent_grouped_long) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -515,15 +519,19 @@ TEST(webgpu_qwen_persistent_grouped_long) {
   const char *dir = model_dir("qswitch4long", k_layers4, 4, log, sizeof log);
   g_max_pos = 512;
   CHECKF(dir, "model: %s", log);
-  static int32_t tok[2][GL_STEPS];
-  static float after[2][SV]; /* the logits of one more token: the caches the decode wrote, read back */
-  uint64_t persistent = 0;
-  for (int b = 0; b < 2; b++) {
+  static const char *tunings[GL_RUNS] = {NULL, "persist=1,persistGrid=3,persistSplits=20,persistOpt=41",
+                                         "persist=1,persistGrid=2,persistSplits=2",
+                                         "persist=0,kv=f16", "persist=1,persistGrid=2,persistSplits=2,kv=f16"};
+  static const char *names[GL_RUNS] = {"cpu", "persistent grouped", "persistent streamed", "op by op f16",
+                                       "persistent streamed f16"};
+  static const int ref[GL_RUNS] = {0, 0, 0, 3, 3}, persistent[GL_RUNS] = {0, 1, 1, 0, 1};
+  static int32_t tok[GL_RUNS][GL_STEPS];
+  static float after[GL_RUNS][SV]; /* the logits of one more token: the caches the decode wrote, read back */
+  for (int b = 0; b < GL_RUNS; b++) {
     wisp_model *m = NULL;
     wisp_session *s = NULL;
     CHECKF(wisp_model_open(dir, &m) == WISP_OK, "%s", wisp_last_error());
-    wisp_session_options o = {.backend = b ? "webgpu" : "cpu", .threads = 1,
-                              .tuning = b ? "persist=1,persistGrid=3,persistSplits=20,persistOpt=41" : NULL};
+    wisp_session_options o = {.backend = b ? "webgpu" : "cpu", .threads = 1, .tuning = tunings[b]};
     wisp_status st = wisp_session_new(m, &o, &s);
     const int V = wisp_model_vocab(m);
     static int32_t prompt[GL_PROMPT];
@@ -540,17 +548,18 @@ TEST(webgpu_qwen_persistent_grouped_long) {
     if (!st) st = wisp_session_eval(s, &tok[b][GL_STEPS - 1], 1, after[b]);
     wisp_wgpu_backend_stats stats = {0};
     if (!st && b) wisp_wgpu_backend_stats_get(s->backend, &stats);
-    if (b) persistent = stats.persistent_steps;
     const char *why = st ? wisp_last_error() : "";
     wisp_session_free(s);
     wisp_model_close(m);
-    CHECKF(!st && n == GL_STEPS - 1, "%s: %s (%d tokens)", b ? "webgpu" : "cpu", why, n);
+    CHECKF(!st && n == GL_STEPS - 1, "%s: %s (%d tokens)", names[b], why, n);
+    CHECKF(stats.persistent_steps == (persistent[b] ? GL_STEPS - 1 : 0), "%s: %llu persistent steps", names[b],
+           (unsigned long long)stats.persistent_steps);
+    const int r = ref[b];
+    int at = 0;
+    while (at < GL_STEPS && tok[r][at] == tok[b][at]) at++;
+    CHECKF(at == GL_STEPS, "token %d: %s %d, %s %d", at, names[r], tok[r][at], names[b], tok[b][at]);
+    double worst = 0, mx = 0;
+    for (int i = 0; i < SV; i++) worst = fmax(worst, fabs((double)after[r][i] - after[b][i])), mx = fmax(mx, fabs(after[r][i]));
+    CHECKF(worst <= 1e-3 * mx, "%s: logits after the decode: max|diff| %g of max|%s| %g", names[b], worst, names[r], mx);
   }
-  CHECKF(persistent == GL_STEPS - 1, "%llu persistent steps", (unsigned long long)persistent);
-  int at = 0;
-  while (at < GL_STEPS && tok[0][at] == tok[1][at]) at++;
-  CHECKF(at == GL_STEPS, "token %d: cpu %d, persistent grouped %d", at, tok[0][at], tok[1][at]);
-  double worst = 0, mx = 0;
-  for (int i = 0; i < SV; i++) worst = fmax(worst, fabs((double)after[0][i] - after[1][i])), mx = fmax(mx, fabs(after[0][i]));
-  CHECKF(worst <= 1e-3 * mx, "logits after the decode: max|diff| %g of max|cpu| %g", worst, mx);
 }

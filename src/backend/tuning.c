@@ -112,19 +112,22 @@ static const entry k_keys[] = {
     {"persistGrid", T_UINT, W(persist_grid), 0, 1, 1024, 0, "1..1024", NO_DEFAULT},
     {"persistSplits", T_UINT, W(persist_splits), 0, 1, 64, 0, "1..64", NO_DEFAULT},
     {"persistMinSteps", T_UINT, W(persist_min_steps), 0, 1, 1 << 20, 0, "a positive number", NO_DEFAULT},
-    /* past 16,384 keys op by op: on an H100, the seed shape at depth 2,048
-     * decodes at 1,794 tok/s persistent against 1,141 op by op, at 32,768 at
-     * 411 against 527 (a line through both crosses at about 13,500 keys;
-     * bench/results/h100-depth-probe-20261205.txt). 0: no limit */
-    {"persistMaxKeys", T_UINT, W(persist_max_keys), 0, 0, 1u << 30, 0, "a number of keys (0: no limit)", .def = {16384}},
+    /* no limit: with the streamed attention (persistOpt bit 256) the
+     * persistent decode is the faster at every depth measured (H100, depth
+     * 32,768: seed shape 1,073 tok/s against 680 op by op, Qwen 3.5 0.8B
+     * 561 against 336; bench/results/h100-stream-20261206/). N: past N keys
+     * op by op */
+    {"persistMaxKeys", T_UINT, W(persist_max_keys), 0, 0, 1u << 30, 0, "a number of keys (0: no limit)", .def = {0}},
     {"persistRp", T_SPECIAL, W(persist_rp), 0, 0, 0, 0, "1, 2 or 4", NO_DEFAULT},
     {"persistSplit", T_UINT, W(persist_split), 0, 1, 1, 0, "1", NO_DEFAULT, TEST_KEY},
     /* persist.wgsl's OPT bits 1 + 8: measured best on the seed shape; 64: the
      * attention's 256-key chunks where a split holds 64 keys or more (bit 16
      * at every depth from 2,048 on the H200: seed 1,303 -> 1,807 tok/s at
      * 2,048, the 0.8B gated hybrid +2 / +4 / +9 % at 2,048 / 8,192 / 32,768;
-     * bench/results/h200-20261205/attn-long) */
-    {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 255, 0, "0..255", .def = {201}},
+     * bench/results/h200-20261205/attn-long); 256: a task's keys streamed
+     * (attn_stream; H100, seed shape at 8,192: 1,098-1,122 -> 1,617-1,670
+     * tok/s, Qwen 3.5 0.8B 473-479 -> 729-731; bench/results/h100-stream-20261206/) */
+    {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 511, 0, "0..511", .def = {457}},
     {"persistFail", T_UINT, W(persist_fail), 0, 1, 1 << 20, 0, "a positive number (a run, from 1)", NO_DEFAULT, TEST_KEY},
     /* webgpu: the device */
     {"dawnToggles", T_SPECIAL, W(toggles), 0, 0, 0, 0, "a:b:... (Dawn toggle names)", NO_DEFAULT},

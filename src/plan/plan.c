@@ -1397,8 +1397,8 @@ void wisp_plan_print(const wisp_plan *p, FILE *f) {
   fprintf(f, "\nsettings kvDtype=%s (%s)\n", p->kv_dtype, p->kv_dtype_from);
   if (p->persist_kernel[0])
     fprintf(f, "settings persistentDecode=%s minSteps=%d (greedy decode batches of that many steps or more run as one "
-               "dispatch when the weights and the device's grid allow, up to tuning persistMaxKeys keys, past "
-               "them op by op; registry)\n",
+               "dispatch when the weights and the device's grid allow, past tuning persistMaxKeys keys (if set) "
+               "op by op; registry)\n",
             p->persist_kernel, p->persist_min_steps);
   else
     fprintf(f, "settings persistentDecode=none (%s)\n", p->persist_off);

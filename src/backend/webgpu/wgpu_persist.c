@@ -129,6 +129,19 @@ static void persist_release(wisp_backend *be, persist *P) {
   wisp_wgpu_scratch_free(as_g(be), &P->bak);
 }
 
+/* The kernel's arena bindings: S, the words before kv0, and KV, the
+ * caches from kv0 (WebGPU forbids overlapping writable bindings). */
+static void arena_bindings(const persist *P, wisp_wgpu_binding *s, wisp_wgpu_binding *kv) {
+  *s = (wisp_wgpu_binding){P->arena.b, 0, (uint64_t)P->kv0 * 4};
+  *kv = (wisp_wgpu_binding){P->arena.b, (uint64_t)P->kv0 * 4, 0};
+}
+
+/* Whether an arena of `words` words (caches from kv0) fits the device's
+ * binding limit, binding by binding, and 32-bit word offsets. */
+static int arena_fits(const persist *P, uint64_t words, uint64_t limit) {
+  return (uint64_t)P->kv0 * 4 <= limit && (words - P->kv0) * 4 <= limit && words <= UINT32_MAX / 2;
+}
+
 /* Runs the kernel in probe mode with `nwg` workgroups: one barrier, a short
  * spin limit. 1 when every workgroup arrived in time (they are co-resident). */
 static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
@@ -147,9 +160,10 @@ static int probe_grid(wisp_backend *be, persist *P, uint32_t nwg) {
   /* The probe never touches its ids binding: a small buffer of its own. */
   wisp_wgpu_buf ids = {0};
   ok = ok && wisp_wgpu_buf_create(d, 16, WISP_WGPU_STORAGE, "persist probe ids", &ids) == WISP_OK;
-  wisp_wgpu_binding b[6] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
-                            {ids.b, 0, 0},     {params.b, 0, 0}};
-  ok = ok && wisp_wgpu_bind(d, P->k, b, 6, &bg) == WISP_OK;
+  wisp_wgpu_binding b[7] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {0}, {P->ctr.b, 0, 0}, {ids.b, 0, 0}, {0},
+                            {params.b, 0, 0}};
+  arena_bindings(P, &b[2], &b[5]);
+  ok = ok && wisp_wgpu_bind(d, P->k, b, 7, &bg) == WISP_OK;
   if (ok) {
     wisp_wgpu_batch bt;
     double t0 = wisp_now_s();
@@ -203,6 +217,9 @@ static uint32_t persist_opt_bits(wisp_backend *be, const wisp_decode_graph *g, u
     opt &= ~128u;
   const int gq = g->kv_heads > 0 ? g->heads / g->kv_heads : 0;
   if (gq < 1 || gq > 8 || g->heads % g->kv_heads || (uint64_t)gq * (uint64_t)g->head_dim > 4ull * xs4) opt &= ~32u;
+  /* 256 (attn_stream): a head of whole 16-byte words a lane (HD % 32) that
+   * fits qv (256); it takes (head, split) tasks, so not with 32 */
+  if (g->head_dim <= 0 || g->head_dim % 32 || g->head_dim > 256 || (opt & 32u)) opt &= ~256u;
   return opt;
 }
 
@@ -211,7 +228,10 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
   const uint32_t split = (uint32_t)persist_split(be, g), works = persist_works(g);
   const uint32_t ig = PERSIST_WG / DN_CW;
   const int dn = (works & 1u << WISP_WORK_DELTANET) != 0;
-  wisp_wgpu_const c[14] = {{"WG", PERSIST_WG},
+  /* attn_stream's unrolling (HD 64 where it is off: its override
+   * expressions must still hold) */
+  const uint32_t hd = opt & 256u ? (uint32_t)g->head_dim : 64;
+  wisp_wgpu_const c[16] = {{"WG", PERSIST_WG},
                            {"XS4", xs4},
                            {"MAXSG", PERSIST_WG / sgmin},
                            {"SPLIT", split},
@@ -224,8 +244,10 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
                            {"FLAGS", persist_flags(g)},
                            {"CW", DN_CW},
                            {"NJ", dn ? ((uint32_t)g->lin_k_dim + ig - 1) / ig : 1},
-                           {"PAIRS", g->rope_pairs}};
-  return wisp_wgpu_pipeline(as_g(be), "persist", c, 14);
+                           {"PAIRS", g->rope_pairs},
+                           {"HD", hd},
+                           {"KVF16", as_g(be)->kv16 ? 1 : 0}};
+  return wisp_wgpu_pipeline(as_g(be), "persist", c, 16);
 }
 
 /* A rope table's rows up to the context only (the full table can be 100+ MB). */
@@ -269,8 +291,10 @@ static int session_kv_positions(const wisp_decode_graph *g, int kv16) {
 }
 
 /* Places the attention layers' K and V caches of P->kv_cap positions from
- * arena word P->kv0 (state_off, v_off and their layer table words 23, 24);
- * returns the arena's words. */
+ * arena word P->kv0 (state_off, v_off: arena words, for the copies) and
+ * writes their layer table words 23, 24 as offsets into the kernel's KV
+ * binding, which starts at kv0; returns the arena's words (at least one
+ * 16-byte word of KV, which a graph without attention binds too). */
 static uint64_t kv_offsets(persist *P, const wisp_decode_graph *g, int kv16, uint32_t *table) {
   const uint64_t kv_words = (uint64_t)P->kv_cap * g->kv_heads * g->head_dim / (kv16 ? 2 : 1);
   uint64_t a = P->kv0;
@@ -278,11 +302,12 @@ static uint64_t kv_offsets(persist *P, const wisp_decode_graph *g, int kv16, uin
     if (!g->layers[i].attention) continue;
     P->state_off[i] = (uint32_t)a, a += kv_words;
     P->v_off[i] = (uint32_t)a, a += kv_words;
-    table[(size_t)i * LAYER_WORDS + 23] = P->state_off[i];
-    table[(size_t)i * LAYER_WORDS + 24] = P->v_off[i];
+    table[(size_t)i * LAYER_WORDS + 23] = P->state_off[i] - P->kv0;
+    table[(size_t)i * LAYER_WORDS + 24] = P->v_off[i] - P->kv0;
   }
-  return a;
+  return a > P->kv0 ? a : P->kv0 + 4;
 }
+
 
 /* The blob (layer table first, described at LAYER_WORDS in persist.wgsl,
  * then the weights) and the arena: x, big, mid, h, y and x's second place
@@ -331,6 +356,7 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, pblob *b, u
     P->rec_off[i] = (uint32_t)*a, *a += P->rec_words[i];
   }
   P->n_conv = (uint32_t)(*a - P->s_conv);
+  *a = (*a + 63) / 64 * 64; /* KV's binding offset: a multiple of 256 bytes (minStorageBufferOffsetAlignment) */
   P->kv0 = (uint32_t)*a;
   for (int i = 0; i < g->n_layers; i++) {
     const wisp_graph_layer *L = &g->layers[i];
@@ -397,7 +423,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   wisp_status st = WISP_OK;
   const uint64_t limit = d->info.max_storage_buffer_binding_size;
   if (b.oom) st = wisp_fail(WISP_ENOMEM, "out of memory building the persistent decode's weights");
-  else if (b.n > limit || a * 4 > limit || a > UINT32_MAX / 2 || b.n / 4 > UINT32_MAX / 2) st = WISP_EUNSUPPORTED;
+  else if (b.n > limit || !arena_fits(P, a, limit) || b.n / 4 > UINT32_MAX / 2) st = WISP_EUNSUPPORTED;
   if (!st) st = pblob_upload(d, &b, &P->blob); /* the table is filled in by now */
   free(table);
   pblob_free(&b);
@@ -431,6 +457,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   if (want > 1024) want = 1024;
   P->nwg = 0;
   const uint32_t opt = persist_opt_bits(be, g, xs4);
+  if ((opt & 256u) && xs4 < 2 * PERSIST_WG) xs4 = 2 * PERSIST_WG; /* attn_stream's row-group sums meet in xs */
   P->k = make_kernel(be, g, xs4, opt);
   if (!P->k || as_g(be)->error) return wisp_fail(WISP_EDEVICE, "webgpu: building persist.wgsl failed");
   for (uint32_t n = want; n >= 1; n /= 2) {
@@ -563,7 +590,7 @@ static int grow_arena(wisp_backend *be, persist *P, const wisp_decode_graph *g, 
   P->kv_cap = cap;
   const uint64_t words = kv_offsets(P, g, kv16, table);
   wisp_wgpu_buf arena = {0};
-  int ok = words * 4 <= gb->d->info.max_storage_buffer_binding_size && words <= UINT32_MAX / 2 &&
+  int ok = arena_fits(P, words, gb->d->info.max_storage_buffer_binding_size) &&
            wisp_wgpu_buf_create(gb->d, words * 4, WISP_WGPU_STORAGE, "wisp persist arena", &arena) == WISP_OK;
   for (int i = 0; ok && i < g->n_layers; i++)
     if (g->layers[i].attention)
@@ -704,8 +731,8 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   wisp_wgpu_copy_words(as_g(be), P->arena.b, P->s_conv, P->bak.b, r * P->n_conv, P->n_conv);
   P->run_pos[r] = pos;
   P->runs++;
-  wisp_wgpu_binding b[5] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {P->arena.b, 0, 0}, {P->ctr.b, 0, 0},
-                            {ids->g.b, 0, 0}};
+  wisp_wgpu_binding b[6] = {{P->blob.b, 0, 0}, {P->blob.b, 0, 0}, {0}, {P->ctr.b, 0, 0}, {ids->g.b, 0, 0}, {0}};
+  arena_bindings(P, &b[2], &b[5]);
   /* Run persistFail=N (tests) starts with its timeout flag
    * set, as if a barrier had given up, and afterwards its conv states are
    * overwritten with weight bytes, as a real failure may leave them. (The
@@ -718,7 +745,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     uint32_t flag = 1;
     if (wisp_wgpu_buf_write(as_g(be)->d, P->ctr, 4, &flag, sizeof flag) != WISP_OK) return WISP_EDEVICE;
   }
-  wisp_wgpu_record_xyz(as_g(be), P->k, b, 5, &pp, sizeof pp, P->nwg, 1, 1);
+  wisp_wgpu_record_xyz(as_g(be), P->k, b, 6, &pp, sizeof pp, P->nwg, 1, 1);
   if (fail) wisp_wgpu_copy_words(as_g(be), P->blob.b, 0, P->arena.b, P->s_conv, P->n_conv);
   P->bar_base += P->nwg * ((uint32_t)k * P->barriers_per_step + 1);
   P->end = pos + k; /* copied back lazily: wisp_wgpu_persist_flush */

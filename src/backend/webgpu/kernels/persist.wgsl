@@ -30,7 +30,10 @@
 // the matrices (16-byte aligned planes: persist_quant.wgsli), norm
 // weights, conv taps, DeltaNet vectors and rope tables. S: the run's state
 // as words: the residual x, scratch vectors, per-layer conv states, DeltaNet
-// recurrent states and KV caches (f32, or f16 pairs when kv16). ctr: [0]
+// recurrent states. KV: the KV caches (f32, or f16 pairs when kv16), the
+// arena's tail bound on its own (the layer table's cache offsets count
+// from it), so that the streamed attention (OPT 256) loads 16-byte words
+// of them. ctr: [0]
 // barrier arrivals (wrapping; the host passes the count before this run),
 // [1] timeout flag. ids: the decode loop's id slots.
 enable subgroups;
@@ -49,8 +52,14 @@ override VSLN: u32 = 1u;    // floats of vsl: CW with DeltaNet phases, else 1 (u
 // (docs/webgpu.md, "Persistent decode"; the host turns on both): 1 the
 // attention merge loads every split first (+31 %), 8 a product's
 // residuals are loaded with its weights (+16 %); 16 a split's keys in
-// chunks of WG (attn_keys_wide; subgroups of >= 8 lanes).
+// chunks of WG (attn_keys_wide; subgroups of >= 8 lanes); 256 a
+// (head, split) task's keys streamed (attn_stream).
 override OPT: u32 = 0;
+// The attention's head dimension and K/V element type (attn_stream, which
+// unrolls its loads by them; the rest reads p.D and p.kv16): HD % 32 == 0
+// and HD <= 256 where OPT has 256.
+override HD: u32 = 64u;
+override KVF16: u32 = 0u;
 // The weight types of this graph's matrices, bit 1 << T_* each
 // (persist_quant.wgsli). A graph of Q4 / Q4Z only (the seed's) compiles
 // the other types' products away.
@@ -110,7 +119,7 @@ const KF_WINDOW: u32 = 256u;
 // (short conv, DeltaNet) or q_norm; 20 A_log or k_norm; 21 dt_bias or the
 // attention in-product's bias (q, k, v rows); 22 the
 // gated norm's weight; 23 the conv state / ring or the K cache, 24 the
-// recurrent state or the V cache (arena words); 25 the input product's
+// recurrent state (arena words) or the V cache (KV words); 25 the input product's
 // rows; 26 the output product's columns; 27, 28 the rope cos / sin table
 // of a plain attention layer; 29 its sliding window (0: every key); 30, 31
 // the mixer's and the FFN's post norm. NONE where a layer has no such
@@ -141,7 +150,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> S: array<u32>;
 @group(0) @binding(3) var<storage, read_write> ctr: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> ids: array<u32>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(5) var<storage, read_write> KV: array<vec4<u32>>;
+@group(0) @binding(6) var<uniform> p: Params;
 
 var<workgroup> xs: array<vec4<f32>, XS4>;  // the staged input of the current product, vec4 i at xsw(i)
 var<workgroup> xsum: array<f32, XSUMN>;    // engine 1: sum of each 16 staged inputs (per-head sums of squares while staging o)
