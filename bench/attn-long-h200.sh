@@ -41,7 +41,8 @@
 # past them; seedlong (the same shape from `gen-synthetic --context 40960`)
 # and the Qwen 3.5 and LFM2-350M shapes (real configurations) take every depth.
 # VARIANTS (default "nolong wide grouped"; set and empty: none) picks the
-# extra decode runs of step 2 (attnSplitsLong=1x1, persistOpt=25, persistOpt=41).
+# extra decode runs of step 2 (attnSplitsLong=1x1, persistOpt=25, persistOpt=41;
+# f16: kv=f16, llama.cpp's default K/V type, with its own ratio column).
 # PREPARE_ONLY=1 (with DEPTHS= PREFILLS= SEQS=) makes the models, their GGUFs and
 # the build and stops: a second call on the warm machine then times both engines
 # with no build beside them (16 cores compiling make wisp's decode noisy).
@@ -86,6 +87,10 @@ for m in $MODELS; do
     if [[ $VARIANTS == *" wide "* ]] && [ "$dep" -ge 2048 ] && left; then # the persistent decode's attention in 256-key chunks
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=25 \
         -o "$OUT/wisp-$m-depth$dep-wide.json" --force 2>&1 | tail -2
+    fi
+    if [[ $VARIANTS == *" f16 "* ]] && left; then # f16 K/V, llama.cpp's default K/V type
+      $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning kv=f16 \
+        -o "$OUT/wisp-$m-depth$dep-f16.json" --force 2>&1 | tail -2
     fi
     if [[ $VARIANTS == *" grouped "* ]] && left; then # its query heads of a KV head together (short contexts too: it must not lose there)
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=41 \
@@ -162,8 +167,8 @@ def llama(m, kind, key):
         if kind == "prefill" and r.get("n_prompt") == key and not r.get("n_gen"):
             return r.get("avg_ts")
     return None
-print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % ("model", "workload", "wisp", "nolong/flash", "wide", "grouped",
-                                                 "llama.cpp", "ratio"))
+print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s %7s" % ("model", "workload", "wisp", "nolong/flash", "wide", "grouped",
+                                                 "f16 K/V", "llama.cpp", "ratio", "f16"))
 for m in os.environ["MODELS"].split():
     for d in map(int, os.environ["DEPTHS"].split()):
         w = load("wisp-%s-depth%d.json" % (m, d)); nl = load("wisp-%s-depth%d-nolong.json" % (m, d))
@@ -171,14 +176,16 @@ for m in os.environ["MODELS"].split():
         wt = w and w["decode"]["tok_per_s"]; nt = nl and nl["decode"]["tok_per_s"]; lt = llama(m, "depths", d)
         dt = wd and wd["decode"]["tok_per_s"]
         gr = load("wisp-%s-depth%d-grouped.json" % (m, d)); gt = gr and gr["decode"]["tok_per_s"]
-        print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
+        hf = load("wisp-%s-depth%d-f16.json" % (m, d)); ht = hf and hf["decode"]["tok_per_s"]
+        print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
               "%.0f" % nt if nt else "-", "%.0f" % dt if dt else "-", "%.0f" % gt if gt else "-",
-              "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
+              "%.0f" % ht if ht else "-", "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-",
+              "%.2fx" % (ht / lt) if ht and lt else "-"))
     for n in map(int, os.environ["PREFILLS"].split()):
         w = load("wisp-%s-prefill%d.json" % (m, n)); ti = load("wisp-%s-prefill%d-flash.json" % (m, n))
         wt = w and w["prefill"]["tok_per_s"]; tt = ti and ti["prefill"]["tok_per_s"]; lt = llama(m, "prefill", n)
-        print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
-              "%.0f" % tt if tt else "-", "", "",
+        print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
+              "%.0f" % tt if tt else "-", "", "", "",
               "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
     rows = []
     try:
@@ -188,8 +195,8 @@ for m in os.environ["MODELS"].split():
     for S in map(int, os.environ["SEQS"].split()):
         w = load("wisp-%s-seqs%d.json" % (m, S)); wt = w and w.get("tokens_per_s")
         lt = next((r["speed_tg"] for r in rows if r.get("pl") == S), None)
-        print("%-8s %-22s %12s %12s %12s %12s %12s %7s" % (m, "%d sequences a step" % S, "%.0f" % wt if wt else "-",
-              "", "", "", "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
+        print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s" % (m, "%d sequences a step" % S, "%.0f" % wt if wt else "-",
+              "", "", "", "", "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
 PYEOF
 pack
 say done

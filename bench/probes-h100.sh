@@ -42,6 +42,9 @@
 #             (the default, persistOpt bit 256) against the chunked one
 #             (persistOpt=201), f16 K/V; at 32,768 persistent (persistMaxKeys=0)
 #             against op by op (depth-stream.txt, depth-stream-far.txt)
+#   early     decode at 8,192 / 32,768 with attn_stream's value loads issued
+#             with its key loads (persistOpt=969: bit 512) against after the
+#             softmax (the default), f32 and f16 K/V (depth-early.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -84,6 +87,11 @@ stream() {
     VARIANTS="persistOpt=201 none kv=f16 persistOpt=201 none" timeout 260 bash bench/depth-probe-h200.sh > "$O/depth-stream.txt" 2>&1
   MODELS="seedlong qwen08" DEPTHS="32768" PROFILE_MODELS= \
     VARIANTS="none persistMaxKeys=0 persistMaxKeys=0,kv=f16" timeout 200 bash bench/depth-probe-h200.sh > "$O/depth-stream-far.txt" 2>&1
+}
+
+early() {
+  MODELS="seedlong qwen08" DEPTHS="8192 32768" PROFILE_MODELS= \
+    VARIANTS="none persistOpt=969 kv=f16 persistOpt=969,kv=f16 none persistOpt=969" timeout 330 bash bench/depth-probe-h200.sh > "$O/depth-early.txt" 2>&1
 }
 
 # The receipt's preparation in the background (llama.cpp's CUDA build, the
@@ -161,6 +169,6 @@ ab() {
 }
 
 case $cmd in
-  choose | prepare | tune | next | stream | ab) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -5,7 +5,8 @@
 
 summary.txt has a line per (model, workload): the workload ("decode at
 depth N", "prefill N", "S sequences a step"), wisp's tok/s, the variant
-columns, llama.cpp's tok/s and the ratio. The plot draws the ratio of each
+columns, llama.cpp's tok/s and the ratio (decode lines may end with the
+ratio of the f16 K/V run). The plot draws the ratio of each
 line as a bar on a log scale, 1.0x (parity) and the issue's targets marked.
 Standard library only: a receipt is read where nothing else is installed.
 """
@@ -14,7 +15,8 @@ import math
 import re
 import sys
 
-LINE = re.compile(r"^(\S+)\s+(decode at depth \d+|prefill \d+|\d+ sequences a step)\s+(\d+)\s.*?\s(\d+)\s+([\d.]+)x\s*$")
+LINE = re.compile(r"^(\S+)\s+(decode at depth \d+|prefill \d+|\d+ sequences a step)\s+(\d+)\s.*?\s(\d+)\s+([\d.]+)x"
+                  r"(?:\s+([\d.]+)x|\s+-)?\s*$")
 
 
 def parse(path):
@@ -24,8 +26,11 @@ def parse(path):
             m = LINE.match(line.rstrip("\n"))
             if not m:
                 continue
-            rows.append({"model": m.group(1), "workload": m.group(2), "wisp_tok_s": float(m.group(3)),
-                         "llama_cpp_tok_s": float(m.group(4)), "ratio": float(m.group(5))})
+            row = {"model": m.group(1), "workload": m.group(2), "wisp_tok_s": float(m.group(3)),
+                   "llama_cpp_tok_s": float(m.group(4)), "ratio": float(m.group(5))}
+            if m.group(6):  # the f16 K/V column's ratio (llama.cpp's default K/V type)
+                row["ratio_f16_kv"] = float(m.group(6))
+            rows.append(row)
     return rows
 
 
