@@ -114,7 +114,7 @@ static const entry k_keys[] = {
     {"persistMinSteps", T_UINT, W(persist_min_steps), 0, 1, 1 << 20, 0, "a positive number", NO_DEFAULT},
     /* no limit: with the streamed attention (persistOpt bit 256) the
      * persistent decode is the faster at every depth measured (H100, depth
-     * 32,768: seed shape 1,073 tok/s against 680 op by op, Qwen 3.5 0.8B
+     * 32,768: seed shape 1,073 tok/s against 680 op by op, the 0.8B gated hybrid
      * 561 against 336; bench/results/h100-stream-20261206/). N: past N keys
      * op by op */
     {"persistMaxKeys", T_UINT, W(persist_max_keys), 0, 0, 1u << 30, 0, "a number of keys (0: no limit)", .def = {0}},
@@ -126,7 +126,7 @@ static const entry k_keys[] = {
      * 2,048, the 0.8B gated hybrid +2 / +4 / +9 % at 2,048 / 8,192 / 32,768;
      * bench/results/h200-20261205/attn-long); 256: a task's keys streamed
      * (attn_stream; H100, seed shape at 8,192: 1,098-1,122 -> 1,617-1,670
-     * tok/s, Qwen 3.5 0.8B 473-479 -> 729-731; bench/results/h100-stream-20261206/);
+     * tok/s, the 0.8B gated hybrid 473-479 -> 729-731; bench/results/h100-stream-20261206/);
      * 512: its value loads issued with its key loads (seed shape +3 % at
      * 8,192, +4 % at 32,768) */
     {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 1023, 0, "0..1023", .def = {969}},
