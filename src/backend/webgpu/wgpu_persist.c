@@ -29,7 +29,9 @@
  *     adapters, whose workgroups share a few threads).
  *
  * State: the kernel works on its own arena (residual, scratch, conv states,
- * the DeltaNet recurrent states, KV caches in the session's layout). Before a run the session's state is
+ * the DeltaNet recurrent states, KV caches in the session's layout), bound
+ * as two bindings: S, the words before kv0, and KV, the caches from kv0,
+ * which the streamed attention reads as 16-byte words (arena_bindings). Before a run the session's state is
  * copied in (skipped when nothing has written state since this module's
  * last run and the position continues it). The new state (conv states, the
  * new KV rows) is copied back lazily: every op of the backend that reads or
