@@ -310,7 +310,6 @@ static uint64_t kv_offsets(persist *P, const wisp_decode_graph *g, int kv16, uin
   return a > P->kv0 ? a : P->kv0 + 4;
 }
 
-
 /* The blob (layer table first, described at LAYER_WORDS in persist.wgsl,
  * then the weights) and the arena: x, big, mid, h, y and x's second place
  * (post-norm blocks), q, the attention and argmax partials, then the
