@@ -32,23 +32,36 @@ static uint32_t prep_tiles(int fsh) {
   return fsh && C * C > DN_PREP_GRAM_FLOATS ? C * C : DN_PREP_GRAM_FLOATS;
 }
 
-/* Floats of one (chunk, v-head) prep block: W, Qg, Kd [C][dk], U' [C][dv],
- * M and F [C][C], gamma_last (dn_chunk_prep.wgsl), padded to 16 bytes. */
+/* The row pitch of W, Qg and Kd in a prep block: k_dim rounded up to 4,
+ * so that dn_chunk_state reads them as vec4. */
+static uint32_t prep_pitch(const wisp_deltanet_args *a) { return ((uint32_t)a->k_dim + 3) & ~3u; }
+
+/* Floats of one (chunk, v-head) prep block: W, Qg, Kd [C][pitch], U'
+ * [C][dv], M and F [C][C], gamma_last (dn_chunk_prep.wgsl), padded to 16
+ * bytes (C is a multiple of 4, so every part starts on a vec4). */
 static uint64_t prep_floats(const wisp_deltanet_args *a) {
   const uint64_t C = WISP_WGPU_DN_CHUNK;
-  return C * (3 * (uint64_t)a->k_dim + (uint64_t)a->v_dim + 2 * C) + 4;
+  return C * (3 * (uint64_t)prep_pitch(a) + (uint64_t)a->v_dim + 2 * C) + 4;
+}
+
+/* dn_chunk_state's row groups for CB columns: as many as 256 threads
+ * allow, at most C / 4 (a thread takes whole vec4 groups of a chunk's
+ * rows, dn_chunk_state.wgsl). */
+static uint32_t state_row_groups(uint32_t cb) {
+  const uint32_t most = WISP_WGPU_DN_CHUNK / 4;
+  return 256 / cb < most ? 256 / cb : most;
 }
 
 /* Value columns a dn_chunk_state workgroup takes: the tuning's (a power of
  * two, 4..32), fewer where v_dim is smaller or the workgroup memory (the
- * state slice [dk][CB] and the chunk's u [C][CB]) would not fit; 0 when
- * even 4 do not. */
+ * state slice and the chunk's u, each a column's vec4s plus one) would not
+ * fit; 0 when even 4 do not. */
 static uint32_t state_cols(wisp_backend *be, const wisp_deltanet_args *a) {
   const wgpu_backend *g = as_g(be);
   uint32_t cb = g->dn_tune.chunk_cols;
+  const uint64_t col_bytes = 16 * ((uint64_t)prep_pitch(a) / 4 + 1 + WISP_WGPU_DN_CHUNK / 4 + 1);
   while (cb > 4 && cb / 2 >= (uint32_t)a->v_dim) cb /= 2;
-  while (cb >= 4 && (uint64_t)((uint32_t)a->k_dim + WISP_WGPU_DN_CHUNK) * cb * 4 > g->d->info.max_compute_workgroup_storage_size)
-    cb /= 2;
+  while (cb >= 4 && col_bytes * cb > g->d->info.max_compute_workgroup_storage_size) cb /= 2;
   return cb >= 4 ? cb : 0;
 }
 
@@ -89,7 +102,7 @@ void wisp_wgpu_deltanet_chunked(wisp_backend *be, const wisp_deltanet_args *a, W
                        DN_PREP_FIXED_BYTES + 4 * prep_tiles(1) <= g->d->info.max_compute_workgroup_storage_size;
   wisp_wgpu_const cp[3] = {{"C", C}, {"FSH", fsh}, {"TILES", prep_tiles(fsh)}};
   wisp_wgpu_kernel *kp = wisp_wgpu_pipeline(g, "dn_chunk_prep", cp, 3);
-  wisp_wgpu_const cs[4] = {{"WG", 256}, {"C", C}, {"CB", cb}, {"DK", dk}};
+  wisp_wgpu_const cs[4] = {{"WG", state_row_groups(cb) * cb}, {"C", C}, {"CB", cb}, {"DK", dk}};
   wisp_wgpu_kernel *ks = wisp_wgpu_pipeline(g, "dn_chunk_state", cs, 4);
   uint32_t wn = 32;
   while (wn < dv && wn < 256) wn <<= 1;
@@ -99,8 +112,8 @@ void wisp_wgpu_deltanet_chunked(wisp_backend *be, const wisp_deltanet_args *a, W
   for (uint32_t c0 = 0; c0 < chunks; c0 += wave) {
     const uint32_t wc = chunks - c0 < wave ? chunks - c0 : wave, t0 = c0 * C;
     struct {
-      uint32_t n, t0, kh, vh, dk, dv, row, blk;
-    } pp = {n, t0, (uint32_t)a->k_heads, vh, dk, dv, row, (uint32_t)blk};
+      uint32_t n, t0, kh, vh, dk, dv, row, blk, dkp, pad0, pad1, pad2;
+    } pp = {n, t0, (uint32_t)a->k_heads, vh, dk, dv, row, (uint32_t)blk, prep_pitch(a), 0, 0, 0};
     wisp_wgpu_binding bp[5] = {whole(a->proj->g.b), whole(cv), whole(al), whole(dt), whole(bufs->prep.b)};
     wisp_wgpu_record_xyz(g, kp, bp, 5, &pp, sizeof pp, vh, wc, 1);
     struct {

@@ -22,8 +22,10 @@
 // G_t - G_s keeps its small differences after a large decay.
 //
 // Out: one block of `blk` floats a (chunk, v-head) in prep, at (chunk *
-// v_heads + h) * blk, rows t >= c zero:
-//   W [C][dk], U' [C][dv], Qg [C][dk] = gamma_t q_t, Kd [C][dk] = d_last,t k_t,
+// v_heads + h) * blk, rows t >= c zero; the rows of W, Qg and Kd have a
+// pitch of dkp = dk rounded up to 4, the columns past dk zero, so that
+// step 2 reads them as vec4:
+//   W [C][dkp], U' [C][dv], Qg [C][dkp] = gamma_t q_t, Kd [C][dkp] = d_last,t k_t,
 //   M [C][C] = d_ts (q_t . k_s) (s <= t), F [C][C] = -beta_t d_ts (k_t . k_s)
 //   (s < t), then gamma_last.
 // The solve reads F from workgroup memory (FSH = 1: F takes the gram
@@ -49,6 +51,10 @@ struct Params {
   dv: u32,   // v_dim
   row: u32,  // floats per projection row
   blk: u32,  // floats per prep block
+  dkp: u32,  // row pitch of W, Qg and Kd: dk rounded up to 4
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> proj: array<f32>;
@@ -96,12 +102,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let qo = khd * dk;          // q of the k-head in a conv row
   let ko = K + khd * dk;      // its k
   let vo = 2u * K + h * dv;   // v of the v-head
+  let dkp = p.dkp;
   let base = (ci * p.vh + h) * p.blk;
   let oW = base;
-  let oU = oW + C * dk;
+  let oU = oW + C * dkp;
   let oQ = oU + C * dv;
-  let oK = oQ + C * dk;
-  let oM = oK + C * dk;
+  let oK = oQ + C * dkp;
+  let oM = oK + C * dkp;
   let oF = oM + C * C;
   let oG = oF + C * C;
 
@@ -165,13 +172,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
 
-  // Qg, Kd and gamma_last
-  for (var idx = li; idx < C * dk; idx += WG) {
-    let t = idx / dk;
-    let i = idx % dk;
+  // Qg, Kd and gamma_last; W's columns past dk (the solve writes the others)
+  for (var idx = li; idx < C * dkp; idx += WG) {
+    let t = idx / dkp;
+    let i = idx % dkp;
     var qg = 0.0;
     var kd = 0.0;
-    if (t < c) {
+    if (i >= dk) {
+      prep[oW + idx] = 0.0;
+    } else if (t < c) {
       let r = (tok0 + t) * cdim;
       qg = cv[r + qo + i] * nq[t] * gam[t];
       kd = cv[r + ko + i] * nk[t] * dl[t];
@@ -273,7 +282,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
       x[t] = acc;
       if (col < dk) {
-        prep[oW + t * dk + col] = acc;
+        prep[oW + t * dkp + col] = acc;
       } else {
         prep[oU + t * dv + col - dk] = acc;
       }

@@ -9,15 +9,28 @@
 //   U = U' - W S             (the chunk's u, [C][CB], into workgroup memory)
 //   O = Qg S + M U           (the raw outputs, before the gated norm)
 //   S = gamma_last S + Kd^T U
-// Thread (r, e): column e = li % CB, row group r = li / CB of R = WG / CB;
-// it takes rows r, r + R, ... of U and O and state rows r, r + R, ... of S.
-override WG: u32 = 256;
-override C: u32 = 64;   // tokens a chunk (a multiple of R)
-override CB: u32 = 16;  // value columns a workgroup
-override DK: u32 = 128; // k_dim (a constant, so that the loops over the
-                        // state's rows unroll and the arrays stay in registers)
-const MAXJ: u32 = 8u;   // most rows of U a thread: C / R
-const MAXI: u32 = 32u;  // most state rows a thread: ceil(DK / R)
+//
+// The walk over the chunks is a chain no other workgroup shortens, so the
+// speed is that of one workgroup's loop: every read of W, Qg, Kd and M is a
+// vec4 (their rows have a pitch of dk rounded up to 4, zero past dk, and M's
+// of C), and S and U sit in workgroup memory as vec4s of 4 consecutive rows
+// of one column, so a thread's step is a vec4 from workgroup memory, a few
+// vec4 from the chunk's block and dot products. Thread (r, e) of R = WG /
+// CB row groups: column e = li % CB, r = li / CB; it owns rows 4 * (r * NJ4
+// + g) .. + 3 of U and O (g < NJ4) and the vec4 groups r * NI4 + g of S's
+// rows (g < NI4).
+override WG: u32 = 256;   // R * CB
+override C: u32 = 64;     // tokens a chunk: a multiple of 4 * R, at most 8 * R
+override CB: u32 = 16;    // value columns a workgroup
+override DK: u32 = 128;   // k_dim (a constant: the loops unroll, the arrays stay in registers)
+override DK4: u32 = (DK + 3u) / 4u;      // vec4s a row of W, Qg and Kd
+override R: u32 = WG / CB;               // row groups
+override NJ4: u32 = C / (4u * R);        // vec4 groups of U's and O's rows a thread
+override NI4: u32 = (DK4 + R - 1u) / R;  // vec4 groups of S's rows a thread
+override SP: u32 = DK4 + 1u;  // vec4s a column of S takes in S4 (the 1 spreads the columns over the banks)
+override UP: u32 = C / 4u + 1u;
+const MAXJ4: u32 = 2u;
+const MAXI4: u32 = 8u;  // dk <= 256 with R >= 8
 
 struct Params {
   n: u32,       // tokens of the call
@@ -25,117 +38,141 @@ struct Params {
   chunks: u32,  // chunks in the wave
   vh: u32,      // v heads
   dv: u32,
-  blk: u32,     // floats per prep block
+  blk: u32,     // floats per prep block (a multiple of 4)
   pad0: u32,
   pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> prep: array<f32>;
+@group(0) @binding(0) var<storage, read> prep: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> st: array<f32>;
 @group(0) @binding(2) var<storage, read_write> raw: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-var<workgroup> S: array<f32, DK * CB>;
-var<workgroup> U: array<f32, C * CB>;
+var<workgroup> S4: array<vec4<f32>, CB * SP>; // S4[e * SP + i4] = S[4 i4 .. 4 i4 + 3][e]
+var<workgroup> U4: array<vec4<f32>, CB * UP>; // U4[e * UP + t4] = U[4 t4 .. 4 t4 + 3][e]
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let dk = DK;
   let dv = p.dv;
   let nb = (dv + CB - 1u) / CB;
   let h = wid.x / nb;
   let e = li % CB;
   let col = (wid.x % nb) * CB + e;
   let valid = col < dv;
-  let R = WG / CB;
   let r = li / CB;
-  let NJ = C / R;
-  let NI = (DK + R - 1u) / R;
   let V = p.vh * dv;
-  let sb = h * dk * dv;
-  for (var i = r; i < dk; i += R) {
-    var s = 0.0;
-    if (valid) {
-      s = st[sb + i * dv + col];
+  let sb = h * DK * dv;
+  for (var g = 0u; g < NI4; g++) {
+    let i4 = r * NI4 + g;
+    if (i4 < DK4) {
+      var s = vec4<f32>(0.0);
+      for (var k = 0u; k < 4u; k++) {
+        let i = 4u * i4 + k;
+        if (valid && i < DK) {
+          s[k] = st[sb + i * dv + col];
+        }
+      }
+      S4[e * SP + i4] = s;
     }
-    S[i * CB + e] = s;
   }
   workgroupBarrier();
   for (var ci = 0u; ci < p.chunks; ci++) {
-    let base = (ci * p.vh + h) * p.blk;
-    let oW = base;
-    let oU = oW + C * dk;
-    let oQ = oU + C * dv;
-    let oK = oQ + C * dk;
-    let oM = oK + C * dk;
-    let oG = oM + 2u * C * C;
+    // the block's parts in vec4s: W, U' (read a float at a time), Qg, Kd, M, F, gamma_last
+    let oW = (ci * p.vh + h) * (p.blk / 4u);
+    let oU = oW + C * DK4;
+    let oQ = oU + C * dv / 4u;
+    let oK = oQ + C * DK4;
+    let oM = oK + C * DK4;
+    let oG = oM + C * C / 2u;
     let tok0 = p.t0 + ci * C;
     let c = min(C, p.n - tok0);
     // U = U' - W S; then O's Qg S in the same pass over S's rows
-    var u: array<f32, MAXJ>;
-    var o: array<f32, MAXJ>;
-    for (var j = 0u; j < NJ; j++) {
-      let t = r + j * R;
-      u[j] = 0.0;
+    var u: array<vec4<f32>, MAXJ4>;
+    var o: array<vec4<f32>, MAXJ4>;
+    for (var g = 0u; g < NJ4; g++) {
+      let t0 = 4u * (r * NJ4 + g);
+      var v = vec4<f32>(0.0);
       if (valid) {
-        u[j] = prep[oU + t * dv + col];
+        for (var k = 0u; k < 4u; k++) {
+          let f = 4u * oU + (t0 + k) * dv + col;
+          v[k] = prep[f / 4u][f % 4u];
+        }
       }
-      o[j] = 0.0;
+      u[g] = v;
+      o[g] = vec4<f32>(0.0);
     }
-    for (var i = 0u; i < dk; i++) {
-      let s = S[i * CB + e];
-      for (var j = 0u; j < NJ; j++) {
-        let t = r + j * R;
-        u[j] -= prep[oW + t * dk + i] * s;
-        o[j] += prep[oQ + t * dk + i] * s;
-      }
-    }
-    for (var j = 0u; j < NJ; j++) {
-      U[(r + j * R) * CB + e] = u[j];
-    }
-    workgroupBarrier();
-    // O += M U (M is zero above the diagonal and past c)
-    for (var j = 0u; j < NJ; j++) {
-      let t = r + j * R;
-      var acc = o[j];
-      for (var s = 0u; s <= t; s++) {
-        acc += prep[oM + t * C + s] * U[s * CB + e];
-      }
-      if (valid && t < c) {
-        raw[(tok0 + t) * V + h * dv + col] = acc;
-      }
-    }
-    // S = gamma_last S + Kd^T U (every thread's reads of S are done: the
-    // barrier above)
-    let gl = prep[oG];
-    var acc: array<f32, MAXI>;
-    for (var j = 0u; j < NI; j++) {
-      let i = r + j * R;
-      acc[j] = 0.0;
-      if (i < DK) {
-        acc[j] = gl * S[i * CB + e];
-      }
-    }
-    for (var s = 0u; s < C; s++) { // rows of Kd and U past c are zero
-      let us = U[s * CB + e];
-      for (var j = 0u; j < NI; j++) {
-        let i = r + j * R;
-        if (i < DK) {
-          acc[j] += prep[oK + s * DK + i] * us;
+    for (var i4 = 0u; i4 < DK4; i4++) {
+      let s = S4[e * SP + i4];
+      for (var g = 0u; g < NJ4; g++) {
+        let t0 = 4u * (r * NJ4 + g);
+        for (var k = 0u; k < 4u; k++) {
+          u[g][k] -= dot(prep[oW + (t0 + k) * DK4 + i4], s);
+          o[g][k] += dot(prep[oQ + (t0 + k) * DK4 + i4], s);
         }
       }
     }
-    for (var j = 0u; j < NI; j++) {
-      let i = r + j * R;
-      if (i < DK) {
-        S[i * CB + e] = acc[j];
+    for (var g = 0u; g < NJ4; g++) {
+      U4[e * UP + r * NJ4 + g] = u[g];
+    }
+    workgroupBarrier();
+    // O += M U (M is zero above the diagonal and past c: rows t4's four
+    // need the vec4 groups of U up to their own)
+    for (var g = 0u; g < NJ4; g++) {
+      let t4 = r * NJ4 + g;
+      var acc = o[g];
+      for (var s4 = 0u; s4 <= t4; s4++) {
+        let us = U4[e * UP + s4];
+        for (var k = 0u; k < 4u; k++) {
+          acc[k] += dot(prep[oM + (4u * t4 + k) * (C / 4u) + s4], us);
+        }
+      }
+      for (var k = 0u; k < 4u; k++) {
+        let t = 4u * t4 + k;
+        if (valid && t < c) {
+          raw[(tok0 + t) * V + h * dv + col] = acc[k];
+        }
+      }
+    }
+    // S = gamma_last S + Kd^T U (every thread's reads of S are done: the
+    // barrier above; a thread rewrites only its own rows)
+    let gl = prep[oG].x;
+    var acc: array<vec4<f32>, MAXI4>;
+    for (var g = 0u; g < NI4; g++) {
+      let i4 = r * NI4 + g;
+      acc[g] = vec4<f32>(0.0);
+      if (i4 < DK4) {
+        acc[g] = gl * S4[e * SP + i4];
+      }
+    }
+    for (var s4 = 0u; s4 < C / 4u; s4++) { // rows of Kd and U past c are zero
+      let us = U4[e * UP + s4];
+      for (var k = 0u; k < 4u; k++) {
+        for (var g = 0u; g < NI4; g++) {
+          let i4 = r * NI4 + g;
+          if (i4 < DK4) {
+            acc[g] += prep[oK + (4u * s4 + k) * DK4 + i4] * us[k];
+          }
+        }
+      }
+    }
+    for (var g = 0u; g < NI4; g++) {
+      let i4 = r * NI4 + g;
+      if (i4 < DK4) {
+        S4[e * SP + i4] = acc[g];
       }
     }
     workgroupBarrier(); // S and U are read and rewritten by the next chunk
   }
-  for (var i = r; i < dk; i += R) {
-    if (valid) {
-      st[sb + i * dv + col] = S[i * CB + e];
+  for (var g = 0u; g < NI4; g++) {
+    let i4 = r * NI4 + g;
+    if (i4 < DK4) {
+      let s = S4[e * SP + i4];
+      for (var k = 0u; k < 4u; k++) {
+        let i = 4u * i4 + k;
+        if (valid && i < DK) {
+          st[sb + i * dv + col] = s[k];
+        }
+      }
     }
   }
 }
