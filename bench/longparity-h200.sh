@@ -31,7 +31,9 @@
 #     (tolerance TOL, default 1e-3) and greedy agreement (first divergence);
 #     summary.txt, one line per config and backend.
 # Environment: OUT, BUDGET, CONFIGS, LENS, NGREEDY, TOL, BACKENDS (default
-# "webgpu cpu"), WORK (default /tmp/longparity), PYTHON (python3), REUSE_REF=1
+# "webgpu cpu"; "webgpu+loop": the greedy tokens after the first from the
+# decode loop, `wisp logits --decode-loop`, which on WebGPU is the
+# persistent decode), WORK (default /tmp/longparity), PYTHON (python3), REUSE_REF=1
 # (keep a reference an earlier run left in WORK), LOCAL=1
 # (a dry run here: build/wisp, lavapipe, the reference on the CPU; e.g.
 # CONFIGS=qwen35-small LENS="200 600" where transformers is installed).
@@ -111,7 +113,9 @@ for be in $BACKENDS; do
     t=$(left_s)
     [ "$t" -gt 10 ] || { echo "$cfg $be: not run (budget)" | tee "$d/compare_$be.txt"; continue; }
     say "$cfg: wisp logits $be (at most $t s)"
-    if timeout "$t" "$W" logits -m "$d/art_f32" --prompts "$d/prompts.json" --greedy "$NGREEDY" --backend "$be" \
+    bf=(--backend "$be")
+    [ "$be" = webgpu+loop ] && bf=(--backend webgpu --decode-loop)
+    if timeout "$t" "$W" logits -m "$d/art_f32" --prompts "$d/prompts.json" --greedy "$NGREEDY" "${bf[@]}" \
          --profile exact -c "$CTX" -t "$THREADS" -o "$d/wisp_$be.json" --force > "$d/wisp_$be.log" 2>&1; then
       $PY tests/parity/compare.py "$d/ref.json" "$d/wisp_$be.json" --tol="$TOL" > "$d/compare_$be.txt" 2>&1
       cat "$d/compare_$be.txt"
