@@ -10,7 +10,9 @@
  * first come from the decode loop, wisp_session_generate, one eval a token
  * otherwise). OUT (stdout when absent) gets
  * {"logits": [[...], ...], "greedy": [...]} with 9 significant digits, the
- * same format tests/parity/hf_reference.py writes. */
+ * same format tests/parity/hf_reference.py writes; with --decode-loop also
+ * "persistent_steps", how many of the loop's steps the backend's persistent
+ * decode ran (0: op by op). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +199,7 @@ int cmd_logits(int argc, char **argv) {
   const char *tuning = NULL, *profile = NULL;
   const char *follow_ids = NULL;
   int greedy = 0, threads = 0, force = 0, decode_loop = 0, ctx = 0, top_k = 8;
+  long long persistent_steps = -1; /* --decode-loop: the loop's steps the persistent decode ran */
   const cli_opt opts[] = {
       {"-m|--model", CLI_STR, &model_dir, 0, 0, "DIR", "the model artifact (default: models/default)"},
       {"--prompts", CLI_STR, &prompts_path, 0, 0, "FILE", "{\"prompts\": [[ids...], ...], \"greedy_prompt\": k}"},
@@ -287,11 +290,15 @@ int cmd_logits(int argc, char **argv) {
       gen[0] = argmax(logits, vocab);
       wisp_generate_options go = {.temperature = 0};
       int made = 0;
+      wisp_backend_stats b0 = {0}, b1 = {0};
+      wisp_session_device_stats(s, &b0);
       if (greedy > 1 && (st = wisp_session_generate(s, gen[0], greedy - 1, &go, gen + 1, &made))) goto fail;
       if (greedy > 1 && made != greedy - 1) {
         st = wisp_fail(WISP_EINVAL, "the decode loop made %d of %d greedy tokens", made, greedy - 1);
         goto fail;
       }
+      wisp_session_device_stats(s, &b1);
+      persistent_steps = (long long)(b1.persistent_steps - b0.persistent_steps);
     }
     for (int t = 0; t < greedy && !decode_loop; t++) {
       gen[t] = argmax(logits, vocab);
@@ -307,6 +314,11 @@ int cmd_logits(int argc, char **argv) {
     }
   }
   sb_str(&out, "]");
+  if (persistent_steps >= 0) { /* which decode made the loop's tokens (tests/parity/compare.py ignores it) */
+    char num[64];
+    snprintf(num, sizeof num, ",\n\"persistent_steps\": %lld", persistent_steps);
+    sb_str(&out, num);
+  }
   if (follow && (st = write_follow(s, follow, logits, vocab, top_k, &out))) goto fail;
   sb_str(&out, "}\n");
   if (out.oom) { st = wisp_fail(WISP_ENOMEM, "out of memory formatting the output"); goto fail; }

@@ -21,7 +21,7 @@
 // q is [n][H][D] (from attn_rope / attn_gated_rope, unscaled), caches
 // [position][KVH][D], out [n][H * D]. Overrides: D4 = D / 4, TPQ divides D4
 // and the smallest subgroup (the host checks), D4 / TPQ <= MAXS4, KT <=
-// MAXKT. Grid: x = KVH, y = ceil(n * G / QB). Needs subgroups: without
+// MAXKT, KT * D4 <= MAXL * WG. Grid: x = KVH, y = ceil(n * G / QB). Needs subgroups: without
 // them the host runs attn_flash.wgsl.
 enable subgroups;
 diagnostic(off, subgroup_uniformity);
@@ -35,6 +35,8 @@ override KV16: u32 = 0u; // caches of packed f16 pairs (attn_kv.wgsli's layout)
 
 const MAXKT: u32 = 32u;
 const MAXS4: u32 = 16u;
+const MAXL: u32 = 8u;  // most vec4s of a K (and a V) tile a thread loads: NL
+override NL: u32 = (KT * D4 + WG - 1u) / WG;
 const NEG: f32 = -3.0e38;
 
 struct Params {
@@ -72,6 +74,24 @@ fn row4(which: u32, key: u32, kvh: u32, c: u32) -> vec4<f32> {
   return bitcast<vec4<f32>>(vec4<u32>(vc[e], vc[e + 1u], vc[e + 2u], vc[e + 3u]));
 }
 
+// This thread's part of the tile of keys [j0, j0 + KT): vec4s li, li + WG,
+// ... of its KT x D4 (zero past kend).
+fn load_tile(pk: ptr<function, array<vec4<f32>, MAXL>>, pv: ptr<function, array<vec4<f32>, MAXL>>, j0: u32,
+             kend: u32, kvh: u32, li: u32) {
+  for (var u = 0u; u < NL; u++) {
+    let e = li + u * WG;
+    let key = j0 + e / D4;
+    var kv = vec4<f32>(0.0);
+    var vv = vec4<f32>(0.0);
+    if (e < KT * D4 && key < kend) {
+      kv = row4(0u, key, kvh, e % D4);
+      vv = row4(1u, key, kvh, e % D4);
+    }
+    (*pk)[u] = kv;
+    (*pv)[u] = vv;
+  }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let kvh = wid.x;
@@ -98,20 +118,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // keys [0, kend): up to the last token of this workgroup's rows
   let last = min(nrows, (wid.y + 1u) * QB) - 1u;
   let kend = p.pos0 + last / G + 1u;
+  // The next tile's K and V are loaded into registers (pk, pv) while this
+  // tile is scored from workgroup memory, so the loads' latency overlaps
+  // the sums instead of stalling every tile.
+  var pk: array<vec4<f32>, MAXL>;
+  var pv: array<vec4<f32>, MAXL>;
+  load_tile(&pk, &pv, 0u, kend, kvh, li);
   for (var j0 = 0u; j0 < kend; j0 += KT) {
     workgroupBarrier(); // the previous tile is used up
-    for (var e = li; e < KT * D4; e += WG) {
-      let key = j0 + e / D4;
-      var kv = vec4<f32>(0.0);
-      var vv = vec4<f32>(0.0);
-      if (key < kend) {
-        kv = row4(0u, key, kvh, e % D4);
-        vv = row4(1u, key, kvh, e % D4);
+    for (var u = 0u; u < NL; u++) {
+      let e = li + u * WG;
+      if (e < KT * D4) {
+        kt[e] = pk[u];
+        vt[e] = pv[u];
       }
-      kt[e] = kv;
-      vt[e] = vv;
     }
     workgroupBarrier();
+    load_tile(&pk, &pv, j0 + KT, kend, kvh, li);
     var s: array<f32, MAXKT>;
     var mt = m;
     for (var k = 0u; k < KT; k++) {
