@@ -82,6 +82,18 @@ fn softplus(x: f32) -> f32 {
   return log(1.0 + exp(x));
 }
 
+// F[t][s] from workgroup memory (FSH) or from prep
+fn f_at(t: u32, s: u32, oF: u32) -> f32 {
+  if (FSH == 1u) {
+    return tiles[t * C + s];
+  }
+  return prep[oF + t * C + s];
+}
+
+fn f_row4(t: u32, s: u32, oF: u32) -> vec4<f32> {
+  return vec4<f32>(f_at(t, s, oF), f_at(t, s + 1u, oF), f_at(t, s + 2u, oF), f_at(t, s + 3u, oF));
+}
+
 // G_t - G_s
 fn dG(t: u32, s: u32) -> f32 {
   return (ghi[t] - ghi[s]) + (glo[t] - glo[s]);
@@ -258,8 +270,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   workgroupBarrier();
 
   // [W | U'] by forward substitution, a thread per column: X_t = rhs_t +
-  // sum_{s<t} F[t][s] X_s, rhs_t = beta_t gamma_t k_t (W) or beta_t v_t (U')
-  var x: array<f32, MAXC>;
+  // sum_{s<t} F[t][s] X_s, rhs_t = beta_t gamma_t k_t (W) or beta_t v_t (U').
+  // The column's X so far sits in x4 (vec4s of 4 consecutive t) and each
+  // sum runs as four partial sums over s = 4i .. 4i + 3, added at the end:
+  // four independent chains of products instead of one.
+  var x4: array<vec4<f32>, MAXC / 4u>;
   for (var col = li; col < dk + dv; col += WG) {
     for (var t = 0u; t < C; t++) {
       var acc = 0.0;
@@ -270,17 +285,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         } else {
           acc = bet[t] * cv[r + vo + col - dk];
         }
-        if (FSH == 1u) {
-          for (var s = 0u; s < t; s++) {
-            acc += tiles[t * C + s] * x[s];
-          }
-        } else {
-          for (var s = 0u; s < t; s++) {
-            acc += prep[oF + t * C + s] * x[s];
-          }
+        var part = vec4<f32>(0.0);
+        for (var s4 = 0u; s4 < t / 4u; s4++) {
+          part += f_row4(t, 4u * s4, oF) * x4[s4];
         }
+        let s0 = t & ~3u; // the last, partial group: x4's entries at t and past are not set yet
+        var tail = 0.0;
+        for (var s = s0; s < t; s++) {
+          tail += f_at(t, s, oF) * x4[s / 4u][s % 4u];
+        }
+        acc += ((part.x + part.y) + (part.z + part.w)) + tail;
       }
-      x[t] = acc;
+      x4[t / 4u][t % 4u] = acc;
       if (col < dk) {
         prep[oW + t * dkp + col] = acc;
       } else {
