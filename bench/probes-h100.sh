@@ -45,9 +45,10 @@
 #   early     decode at 8,192 / 32,768 with attn_stream's value loads issued
 #             with its key loads (persistOpt=969: bit 512) against after the
 #             softmax (the default), f32 and f16 K/V (depth-early.txt)
-#   dn        .dev/wisp against .dev/wisp_prev: Qwen 3.5 0.8B / 2B prefill 1,024
-#             and 4,096 (alternated, twice) and each binary's per-kernel profile
-#             of the 1,024 prefill (prefill-ab.txt, prefill-profile.txt)
+#   dn        the binaries BINS (default "wisp_prev wisp", from .dev): Qwen 3.5
+#             0.8B / 2B and the seed shape, prefill 1,024 and 4,096 (alternated,
+#             twice), and each binary's per-kernel profile of the Qwen 4,096
+#             prefills (prefill-ab.txt, prefill-profile.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -172,17 +173,17 @@ ab() {
 }
 
 dn() {
-  local m a p r b
-  for m in qwen08 qwen2b; do
+  local m a p r b bins=${BINS:-wisp_prev wisp}
+  for m in qwen08 qwen2b seed; do
     a=$(model_dir "$m")
-    for p in 1024 4096; do for r in 1 2; do for b in wisp_prev wisp; do
-      printf '%-7s prefill %-5s %-10s ' "$m" "$p" "$b"
+    for p in 1024 4096; do for r in 1 2; do for b in $bins; do
+      printf '%-7s prefill %-5s %-16s ' "$m" "$p" "$b"
       ".dev/$b" bench -m "$a" --backend webgpu -p "$p" -n 4 -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
     done; done; done
   done > "$O/prefill-ab.txt" 2>&1
-  for m in qwen08 qwen2b; do for b in wisp_prev wisp; do
-    echo "== $m prefill 1024, $b: GPU time per kernel (warm-up, prefill and 4 decode steps)"
-    WISP_WEBGPU_PROFILE=1 ".dev/$b" bench -m "$(model_dir "$m")" --backend webgpu -p 1024 -n 4 -o /tmp/d.json --force 2>&1 |
+  for m in qwen08 qwen2b; do for b in $bins; do
+    echo "== $m prefill 4096, $b: GPU time per kernel (warm-up, prefill and 4 decode steps)"
+    WISP_WEBGPU_PROFILE=1 ".dev/$b" bench -m "$(model_dir "$m")" --backend webgpu -p 4096 -n 4 -o /tmp/d.json --force 2>&1 |
       grep -v '^bench:\|compiling' | head -16
   done; done > "$O/prefill-profile.txt" 2>&1
 }
