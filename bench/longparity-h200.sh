@@ -140,7 +140,8 @@ done
       greedy=$(grep '^greedy:' "$c" 2> /dev/null | sed 's/^greedy: //')
       if grep -q ': PASS' "$c" 2> /dev/null; then v=PASS; else v=FAIL; fi
       grep -q "not run" "$c" 2> /dev/null && v="NOT RUN"
-      echo "$v $cfg $be: max|diff|/max|logit| $worst; greedy $greedy; reference min top-2 margin $margin"
+      ps=$(grep -o '"persistent_steps": [0-9]*' "$d/wisp_$be.json" 2> /dev/null | cut -d' ' -f2)
+      echo "$v $cfg $be: max|diff|/max|logit| $worst; greedy $greedy${ps:+ (persistent decode steps $ps)}; reference min top-2 margin $margin"
     done
   done
 } | tee "$OUT/summary.txt"
