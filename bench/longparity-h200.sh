@@ -33,7 +33,10 @@
 # Environment: OUT, BUDGET, CONFIGS, LENS, NGREEDY, TOL, BACKENDS (default
 # "webgpu cpu"; "webgpu+loop": the greedy tokens after the first from the
 # decode loop, `wisp logits --decode-loop`, which on WebGPU is the
-# persistent decode), WORK (default /tmp/longparity), PYTHON (python3), REUSE_REF=1
+# persistent decode where the plan takes it: not under --profile exact for
+# graphs whose persistent variant needs batches of 32 steps, as Qwen 3.5's;
+# "webgpu+persist": the same with tuning persistMinSteps=1, every step of
+# the loop through the persistent decode), WORK (default /tmp/longparity), PYTHON (python3), REUSE_REF=1
 # (keep a reference an earlier run left in WORK), LOCAL=1
 # (a dry run here: build/wisp, lavapipe, the reference on the CPU; e.g.
 # CONFIGS=qwen35-small LENS="200 600" where transformers is installed).
@@ -115,6 +118,7 @@ for be in $BACKENDS; do
     say "$cfg: wisp logits $be (at most $t s)"
     bf=(--backend "$be")
     [ "$be" = webgpu+loop ] && bf=(--backend webgpu --decode-loop)
+    [ "$be" = webgpu+persist ] && bf=(--backend webgpu --decode-loop --tuning persistMinSteps=1)
     if timeout "$t" "$W" logits -m "$d/art_f32" --prompts "$d/prompts.json" --greedy "$NGREEDY" "${bf[@]}" \
          --profile exact -c "$CTX" -t "$THREADS" -o "$d/wisp_$be.json" --force > "$d/wisp_$be.log" 2>&1; then
       $PY tests/parity/compare.py "$d/ref.json" "$d/wisp_$be.json" --tol="$TOL" > "$d/compare_$be.txt" 2>&1
