@@ -49,7 +49,12 @@ quants_for() { # config -> the quants it runs
 }
 # A backend name with "+loop" (e.g. webgpu+loop) runs `wisp logits --decode-loop`:
 # its greedy tokens after the first come from the decode loop, as `wisp run`
-# decodes (on WebGPU the persistent decode where it applies).
+# decodes (on WebGPU the persistent decode where it applies: under --profile
+# exact the loop decodes a step a batch, so graphs whose persistent variant
+# needs batches of 32 steps, Qwen 3.5's, decode op by op there).
+# "+persist" (webgpu+persist) is +loop with tuning persistMinSteps=1: every
+# step of the loop through the persistent decode (`wisp logits` records how
+# many, "persistent_steps").
 # "+fast" (webgpu+fast, cpu+fast, webgpu+fast+loop) runs the profile `wisp
 # run`, bench and serve give without flags (throughput) instead of --profile
 # exact: the greedy agreement the fast path keeps (its logits are not held
@@ -59,6 +64,7 @@ logits_args() { # backend name -> wisp logits arguments
     *+fast+loop) echo "--backend ${1%+fast+loop} --profile throughput --decode-loop" ;;
     *+fast) echo "--backend ${1%+fast} --profile throughput" ;;
     *+loop) echo "--backend ${1%+loop} --profile exact --decode-loop" ;;
+    *+persist) echo "--backend ${1%+persist} --profile exact --decode-loop --tuning persistMinSteps=1" ;;
     *) echo "--backend $1 --profile exact" ;;
   esac
 }
@@ -114,6 +120,8 @@ for cfg in $CONFIGS; do
     cat "$d/compare_${q}_$be.txt"
     worst=$(grep -o 'worst ratio [^ ]*' "$d/compare_${q}_$be.txt" | awk '{print $3}')
     greedy=$(grep '^greedy:' "$d/compare_${q}_$be.txt" | sed 's/^greedy: //')
+    ps=$(grep -o '"persistent_steps": [0-9]*' "$d/wisp_${q}_$be.json" | cut -d' ' -f2)
+    greedy="$greedy${ps:+ (persistent decode steps $ps)}"
     if [ $rc = 0 ]; then RESULT[$key]="PASS  worst ratio $worst; $greedy"
     else RESULT[$key]="FAIL  worst ratio $worst; $greedy"; fail=1; fi
    done
