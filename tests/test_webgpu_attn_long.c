@@ -51,10 +51,13 @@ typedef struct {
   wisp_backend *cpu, *gpu;
 } duo;
 
+static unsigned g_attn_rows; /* tuning attnRows of the next duo_open (0: the default) */
+
 static int duo_open(duo *p, wisp_wgpu_device *d, const rule *r) {
   memset(p, 0, sizeof *p);
   wisp_wgpu_backend_opts o = {0};
   o.attn_prefill = r->prefill;
+  o.attn_rows = g_attn_rows;
   o.kv_f16 = r->kv16;
   o.device = d, o.subgroups = -1, o.attn_max_splits = r->cap, o.attn_long_tiles = r->tiles, o.attn_long_most = r->most;
   o.attn_decode_long_min = r->long_min, o.attn_decode_long_wgs = r->long_wgs;
@@ -512,9 +515,12 @@ TEST(webgpu_kv_caches_grow_in_one_submit) {
  * attnPrefill=2) against the CPU: prompts that cross its query and key
  * tiles, a second prompt chunk after cached keys, grouped heads (G = 2,
  * 4), head dims 32, 128 and 256 (Qwen 3.5's gated), f32 and packed-f16
- * caches; and the
- * dispatches it took. Decode tokens between the chunks run the split
- * decode, so the caches it wrote are read back by another kernel. */
+ * caches, a query row a lane group and two (tuning attnRows; with two,
+ * every K and V read serves both rows: where the lanes a row are the same
+ * both ways, head dims up to 128, the sums are the same, so the worst
+ * error must be too); and the dispatches it took. Decode tokens between
+ * the chunks run the split decode, so the caches it wrote are read back by
+ * another kernel. */
 TEST(webgpu_attn_long_tiled_prefill) {
   WEBGPU_OR_SKIP(d);
   if (!d->has_subgroups) SKIP("the tiled prefill needs subgroups");
@@ -522,6 +528,8 @@ TEST(webgpu_attn_long_tiled_prefill) {
   static const shape plain[] = {{4, 2, 32, calls, 5}, {8, 2, 128, calls, 5}};
   static const shape gated[] = {{2, 1, 256, calls, 5}};
   static float dec[2 * 8 * 128];
+  double first[2][2][2] = {{{0}}}; /* worst error with one row a lane group: [kv16][gi][shape] */
+  for (unsigned rows = 1; rows <= 2; rows++)
   for (int kv16 = 0; kv16 < 2; kv16++)
   for (int gi = 0; gi < 2; gi++) {
     const rule tiled = {32, 0, 0, "tiled prefill", 2, kv16, 0, 0};
@@ -529,20 +537,27 @@ TEST(webgpu_attn_long_tiled_prefill) {
     const int ns = gi ? 1 : 2;
     for (int i = 0; i < ns; i++) {
       duo p;
+      g_attn_rows = rows;
       CHECKF(duo_open(&p, d, &tiled), "open: %s", wisp_last_error());
+      g_attn_rows = 0;
       char err[300] = "";
       double worst = 0;
       int ok = long_case(&p, gi, &set[i], dec, &worst, err, sizeof err);
       wisp_wgpu_backend_stats st = {0};
       wisp_wgpu_backend_stats_get(p.gpu, &st);
       duo_close(&p);
-      CHECKF(ok, "%s", err);
+      CHECKF(ok, "%u rows a lane group: %s", rows, err);
       /* every prompt of more than one token; a lane's slice of 256 dims needs subgroups of 8 */
       const int want = set[i].D == 256 && d->info.subgroup_min_size < 8 ? 0 : 3;
       CHECKF((int)st.prefill_tiled == want, "%s D %d: %llu tiled prefills, %d expected", gi ? "gated" : "plain",
              set[i].D, (unsigned long long)st.prefill_tiled, want);
-      printf("     tiled prefill %s H %d KVH %d D %d%s: max error %.3g of max|cpu|, %llu tiled (subgroups %u..%u)\n",
-             gi ? "gated" : "plain", set[i].H, set[i].KVH, set[i].D, kv16 ? " f16 KV" : "", worst,
+      if (rows == 1) first[kv16][gi][i] = worst;
+      else if (set[i].D <= 128)
+        CHECKF(worst == first[kv16][gi][i], "D %d%s: worst error %.9g with two rows a lane group, %.9g with one",
+               set[i].D, kv16 ? " f16 KV" : "", worst, first[kv16][gi][i]);
+      printf("     tiled prefill %s H %d KVH %d D %d%s, %u rows a lane group: max error %.3g of max|cpu|, %llu tiled "
+             "(subgroups %u..%u)\n",
+             gi ? "gated" : "plain", set[i].H, set[i].KVH, set[i].D, kv16 ? " f16 KV" : "", rows, worst,
              (unsigned long long)st.prefill_tiled, d->info.subgroup_min_size, d->info.subgroup_max_size);
     }
   }

@@ -8,25 +8,29 @@
 #include <math.h>
 
 #define TILED_WG 128  /* threads a workgroup: WG / TPQ query rows */
-#define TILED_MAXS4 16 /* attn_flash_tiled.wgsl's MAXS4: vec4s of q and out a lane */
+#define TILED_MAXS4 16 /* attn_flash_tiled.wgsl's MAXS4: vec4s of q (and of out) a lane holds, its rows together */
 #define TILED_MAXKT 32 /* its MAXKT */
 
 int wisp_wgpu_attn_tiled(wgpu_backend *g, WGPUBuffer q, wisp_wgpu_binding kc, wisp_wgpu_binding vc, WGPUBuffer out,
                          int n, int pos0, int H, int KVH, int D) {
   if (g->attn_prefill != 2 || !g->sg || n < 2 || D <= 0 || D % 4 || D > 256 || KVH <= 0 || H % KVH) return 0;
   const uint32_t d4 = (uint32_t)D / 4, sgmin = g->d->info.subgroup_min_size;
-  /* lanes a row: enough that a lane's slice fits its registers, within one subgroup */
-  uint32_t tpq = d4 / TILED_MAXS4 > 4 ? 8 : 4;
+  /* lanes a row: enough that a lane's slices of its rpl rows fit its
+   * registers, TILED_MAXS4 vec4s of q and of out, within one subgroup */
+  const uint32_t rpl = g->attn_rows == 1 ? 1 : 2;
+  uint32_t tpq = 4;
+  while (tpq < 32 && d4 * rpl > tpq * TILED_MAXS4) tpq *= 2;
   if (d4 % tpq || d4 / tpq > TILED_MAXS4 || (sgmin && sgmin < tpq)) return 0;
   /* keys a tile: K and V tiles of 16 KiB together at most */
   uint32_t kt = TILED_MAXKT;
   while (kt > 1 && 2ull * kt * (uint64_t)D * 4 > 16384) kt /= 2;
   if (2ull * kt * (uint64_t)D * 4 > g->d->info.max_compute_workgroup_storage_size) return 0;
-  const uint32_t G = (uint32_t)(H / KVH), qb = TILED_WG / tpq;
+  const uint32_t G = (uint32_t)(H / KVH), qb = TILED_WG / tpq * rpl;
   const uint64_t wgs = ((uint64_t)n * G + qb - 1) / qb;
   if (wgs > 65535) return 0;
-  wisp_wgpu_const c[6] = {{"WG", TILED_WG}, {"TPQ", tpq}, {"KT", kt}, {"D4", d4}, {"G", G}, {"KV16", g->kv16 ? 1 : 0}};
-  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "attn_flash_tiled", c, 6);
+  wisp_wgpu_const c[7] = {{"WG", TILED_WG}, {"TPQ", tpq}, {"KT", kt},        {"D4", d4},
+                          {"G", G},         {"KV16", g->kv16 ? 1 : 0}, {"RPL", rpl}};
+  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "attn_flash_tiled", c, 7);
   struct {
     uint32_t n, pos0, H, KVH, D;
     float scale;

@@ -1,28 +1,33 @@
 // Causal grouped-query attention for a block of prompt tokens (prefill),
 // tiled flash-attention: the same result as attn_flash.wgsl
 //   out[t][h] = sum_{j <= pos0 + t} softmax_j(scale * q_t . k_j) v_j
-// with queries and keys both in tiles. A workgroup takes QB = WG / TPQ
-// query rows of one KV head: the rows are (token, query head of that KV
-// head's group) pairs, token-major, so the G = H / KVH heads that share a
-// key row read it from workgroup memory together. It walks the keys in
+// with queries and keys both in tiles. A workgroup takes QB = (WG / TPQ) *
+// RPL query rows of one KV head: the rows are (token, query head of that
+// KV head's group) pairs, token-major, so the G = H / KVH heads that share
+// a key row read it from workgroup memory together. It walks the keys in
 // tiles of KT: the workgroup loads a tile of K and V rows into workgroup
-// memory once (as f32 vec4s; KV16 caches unpacked), then every row scores
+// memory once (as f32 vec4s; KV16 caches unpacked), the next tile's loads
+// issued into registers before this tile is scored, then every row scores
 // the tile's keys and folds them into its online softmax.
 //
-// A row is TPQ threads of one subgroup (lanes li = row * TPQ + r): lane r
-// holds the vec4s r, r + TPQ, ... of the row's query and output (so the
-// lanes of a row read consecutive words of a key row, and the rows of the
-// workgroup read the same ones: broadcasts), computes its part of each
-// key's dot product, and TPQ - 1 subgroupShuffleXor steps give every lane
-// of the row the whole score. Each lane then has the row's scores, running
-// max and sum, and updates its own slice of the output: no workgroup
-// barrier inside a tile.
+// A lane group is TPQ threads of one subgroup (lanes li = group * TPQ + r)
+// and takes RPL consecutive rows: lane r holds the vec4s r, r + TPQ, ... of
+// each of its rows' query and output (so the lanes of a group read
+// consecutive words of a key row, and the groups of the workgroup read the
+// same ones: broadcasts). Each K or V vec4 it reads from workgroup memory
+// serves its RPL rows, so RPL = 2 halves the reads a product takes (the
+// reads, not the products, bound this loop). It computes its part of each
+// key's dot products, and TPQ - 1 subgroupShuffleXor steps give every lane
+// of the group the whole scores. Each lane then has its rows' scores,
+// running maxima and sums, and updates its own slices of the outputs: no
+// workgroup barrier inside a tile.
 //
 // q is [n][H][D] (from attn_rope / attn_gated_rope, unscaled), caches
 // [position][KVH][D], out [n][H * D]. Overrides: D4 = D / 4, TPQ divides D4
-// and the smallest subgroup (the host checks), D4 / TPQ <= MAXS4, KT <=
-// MAXKT, KT * D4 <= MAXL * WG. Grid: x = KVH, y = ceil(n * G / QB). Needs subgroups: without
-// them the host runs attn_flash.wgsl.
+// and the smallest subgroup (the host checks), D4 / TPQ <= MAXS4, RPL *
+// D4 / TPQ <= MAXQ, KT <= MAXKT, KT * D4 <= MAXL * WG. Grid: x = KVH, y =
+// ceil(n * G / QB). Needs subgroups: without them the host runs
+// attn_flash.wgsl.
 enable subgroups;
 diagnostic(off, subgroup_uniformity);
 
@@ -32,9 +37,13 @@ override KT: u32 = 32u;  // keys a tile
 override D4: u32 = 16u;  // head dim / 4
 override G: u32 = 1u;    // query heads a KV head
 override KV16: u32 = 0u; // caches of packed f16 pairs (attn_kv.wgsli's layout)
+override RPL: u32 = 1u;  // rows a lane group (1 or 2; tuning attnRows)
 
 const MAXKT: u32 = 32u;
 const MAXS4: u32 = 16u;
+const MAXR: u32 = 2u;            // most rows a lane group: RPL
+const MAXQ: u32 = MAXS4 * MAXR;  // vec4s of q (and of out) a lane: RPL * D4 / TPQ <= MAXQ, MAXS4 a row
+const MAXSC: u32 = MAXKT * MAXR; // a tile's scores of the lane's rows
 const MAXL: u32 = 8u;  // most vec4s of a K (and a V) tile a thread loads: NL
 override NL: u32 = (KT * D4 + WG - 1u) / WG;
 const NEG: f32 = -3.0e38;
@@ -95,26 +104,37 @@ fn load_tile(pk: ptr<function, array<vec4<f32>, MAXL>>, pv: ptr<function, array<
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let kvh = wid.x;
-  let QB = WG / TPQ;
+  let QB = (WG / TPQ) * RPL;
   let S4 = D4 / TPQ;
   let nrows = p.n * G;
-  let row = wid.y * QB + li / TPQ;
+  let row0 = wid.y * QB + (li / TPQ) * RPL; // the lane group's first row
   let r = li % TPQ;
-  let live = row < nrows;
-  let t = row / G;
-  let h = kvh * G + row % G;
-  let pos = p.pos0 + t;
-  var qv: array<vec4<f32>, MAXS4>;
-  var o: array<vec4<f32>, MAXS4>;
-  for (var i = 0u; i < S4; i++) {
-    qv[i] = vec4<f32>(0.0);
-    o[i] = vec4<f32>(0.0);
-    if (live) {
-      qv[i] = q[(t * p.H + h) * D4 + i * TPQ + r] * p.scale;
+  // a row's query and output slices: qv[k * S4 + i] for its row k < RPL
+  var qv: array<vec4<f32>, MAXQ>;
+  var o: array<vec4<f32>, MAXQ>;
+  var m: array<f32, MAXR>;
+  var l: array<f32, MAXR>;
+  var pos: array<u32, MAXR>;  // the row's token's position; keys past it are masked
+  for (var k = 0u; k < RPL; k++) {
+    let row = row0 + k;
+    let live = row < nrows;
+    let t = row / G;
+    let h = kvh * G + row % G;
+    pos[k] = p.pos0 + t;
+    m[k] = NEG;
+    l[k] = 0.0;
+    for (var i = 0u; i < S4; i++) {
+      qv[k * S4 + i] = vec4<f32>(0.0);
+      o[k * S4 + i] = vec4<f32>(0.0);
+      if (live) {
+        qv[k * S4 + i] = q[(t * p.H + h) * D4 + i * TPQ + r] * p.scale;
+      }
+    }
+    if (!live) {
+      pos[k] = 0u;
+      m[k] = 0.0; // a dead row: no key is live, its sums stay 0 (never written)
     }
   }
-  var m = NEG;
-  var l = 0.0;
   // keys [0, kend): up to the last token of this workgroup's rows
   let last = min(nrows, (wid.y + 1u) * QB) - 1u;
   let kend = p.pos0 + last / G + 1u;
@@ -135,44 +155,74 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     load_tile(&pk, &pv, j0 + KT, kend, kvh, li);
-    var s: array<f32, MAXKT>;
-    var mt = m;
-    for (var k = 0u; k < KT; k++) {
-      var a = 0.0;
+    // scores: each key vec4 read once from workgroup memory serves every row of the lane
+    var s: array<f32, MAXSC>;  // s[k * KT + key]
+    var mt: array<f32, MAXR>;
+    for (var k = 0u; k < RPL; k++) {
+      mt[k] = m[k];
+    }
+    for (var key = 0u; key < KT; key++) {
+      var a: array<f32, MAXR>;
+      for (var k = 0u; k < RPL; k++) {
+        a[k] = 0.0;
+      }
       for (var i = 0u; i < S4; i++) {
-        a += dot(qv[i], kt[k * D4 + i * TPQ + r]);
+        let kv = kt[key * D4 + i * TPQ + r];
+        for (var k = 0u; k < RPL; k++) {
+          a[k] += dot(qv[k * S4 + i], kv);
+        }
       }
-      for (var w = 1u; w < TPQ; w *= 2u) {
-        a += subgroupShuffleXor(a, w);
-      }
-      if (live && j0 + k <= pos) {
-        s[k] = a;
-        mt = max(mt, a);
-      } else {
-        s[k] = NEG;
+      for (var k = 0u; k < RPL; k++) {
+        var ak = a[k];
+        for (var w = 1u; w < TPQ; w *= 2u) {
+          ak += subgroupShuffleXor(ak, w);
+        }
+        if (row0 + k < nrows && j0 + key <= pos[k]) {
+          s[k * KT + key] = ak;
+          mt[k] = max(mt[k], ak);
+        } else {
+          s[k * KT + key] = NEG;
+        }
       }
     }
-    let alpha = exp(m - mt);
-    for (var i = 0u; i < S4; i++) {
-      o[i] *= alpha;
-    }
-    var ls = 0.0;
-    for (var k = 0u; k < KT; k++) {
-      var e = 0.0;
-      if (live && j0 + k <= pos) {
-        e = exp(s[k] - mt);
-      }
-      ls += e;
+    var alpha: array<f32, MAXR>;
+    var ls: array<f32, MAXR>;
+    for (var k = 0u; k < RPL; k++) {
+      alpha[k] = exp(m[k] - mt[k]);
+      ls[k] = 0.0;
       for (var i = 0u; i < S4; i++) {
-        o[i] += e * vt[k * D4 + i * TPQ + r];
+        o[k * S4 + i] *= alpha[k];
       }
     }
-    l = l * alpha + ls;
-    m = mt;
+    for (var key = 0u; key < KT; key++) {
+      var e: array<f32, MAXR>;
+      for (var k = 0u; k < RPL; k++) {
+        e[k] = 0.0;
+        if (row0 + k < nrows && j0 + key <= pos[k]) {
+          e[k] = exp(s[k * KT + key] - mt[k]);
+        }
+        ls[k] += e[k];
+      }
+      for (var i = 0u; i < S4; i++) {
+        let vv = vt[key * D4 + i * TPQ + r];
+        for (var k = 0u; k < RPL; k++) {
+          o[k * S4 + i] += e[k] * vv;
+        }
+      }
+    }
+    for (var k = 0u; k < RPL; k++) {
+      l[k] = l[k] * alpha[k] + ls[k];
+      m[k] = mt[k];
+    }
   }
-  if (live) {
-    for (var i = 0u; i < S4; i++) {
-      out[(t * p.H + h) * D4 + i * TPQ + r] = o[i] / l;
+  for (var k = 0u; k < RPL; k++) {
+    let row = row0 + k;
+    if (row < nrows) {
+      let t = row / G;
+      let h = kvh * G + row % G;
+      for (var i = 0u; i < S4; i++) {
+        out[(t * p.H + h) * D4 + i * TPQ + r] = o[k * S4 + i] / l[k];
+      }
     }
   }
 }
