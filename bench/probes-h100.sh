@@ -49,6 +49,11 @@
 #             0.8B / 2B and the seed shape, prefill 1,024 and 4,096 (alternated,
 #             twice), and each binary's per-kernel profile of the Qwen 4,096
 #             prefills (prefill-ab.txt, prefill-profile.txt)
+#   rows2     the tiled prefill attention with one and two query rows a lane
+#             group (tuning attnRows=1 / 2), prefill 4,096 (seedlong, Qwen 3.5
+#             0.8B / 2B, alternated, twice) and 1,024 (Qwen 3.5 0.8B), each
+#             model once attn-long-h200.sh's preparation (running beside it)
+#             has made its GGUF (rows2.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -188,7 +193,22 @@ dn() {
   done; done > "$O/prefill-profile.txt" 2>&1
 }
 
+rows2() {
+  local m a p r t i
+  for m in seedlong qwen08 qwen2b; do
+    for i in $(seq 1 150); do [ -s "/tmp/attn-long-$m.gguf" ] && break; sleep 2; done
+    a=$(model_dir "$m")
+    for p in 4096 1024; do
+      [ "$p" = 1024 ] && [ "$m" != qwen08 ] && continue
+      for r in 1 2; do for t in attnRows=1 attnRows=2; do
+        printf '%-8s prefill %-5s %-11s ' "$m" "$p" "$t"
+        $W bench -m "$a" --backend webgpu -p "$p" -n 4 --tuning "$t" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
+      done; done
+    done
+  done > "$O/rows2.txt" 2>&1
+}
+
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab | dn | rows2) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
