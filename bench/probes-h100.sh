@@ -50,7 +50,8 @@
 #             twice), and each binary's per-kernel profile of the Qwen 4,096
 #             prefills (prefill-ab.txt, prefill-profile.txt)
 #   rows2     the tiled prefill attention with one and two query rows a lane
-#             group (tuning attnRows=1 / 2), prefill 4,096 (seedlong, Qwen 3.5
+#             group (tuning attnRows=1 / 2) and prefill chunks of 1,024 and
+#             2,048 tokens (prefillChunk; the GPU's default is 512), prefill 4,096 (seedlong, Qwen 3.5
 #             0.8B / 2B, alternated, twice) and 1,024 (Qwen 3.5 0.8B), each
 #             model once attn-long-h200.sh's preparation (running beside it)
 #             has made its GGUF (rows2.txt)
@@ -200,8 +201,8 @@ rows2() {
     a=$(model_dir "$m")
     for p in 4096 1024; do
       [ "$p" = 1024 ] && [ "$m" != qwen08 ] && continue
-      for r in 1 2; do for t in attnRows=1 attnRows=2; do
-        printf '%-8s prefill %-5s %-11s ' "$m" "$p" "$t"
+      for r in 1 2; do for t in attnRows=1 attnRows=2 prefillChunk=1024 prefillChunk=2048; do
+        printf '%-8s prefill %-5s %-18s ' "$m" "$p" "$t"
         $W bench -m "$a" --backend webgpu -p "$p" -n 4 --tuning "$t" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
       done; done
     done
