@@ -49,12 +49,13 @@
 #             0.8B / 2B and the seed shape, prefill 1,024 and 4,096 (alternated,
 #             twice), and each binary's per-kernel profile of the Qwen 4,096
 #             prefills (prefill-ab.txt, prefill-profile.txt)
-#   rows2     the tiled prefill attention with one and two query rows a lane
-#             group (tuning attnRows=1 / 2) and prefill chunks of 1,024 and
-#             2,048 tokens (prefillChunk; the GPU's default is 512), prefill 4,096 (seedlong, Qwen 3.5
-#             0.8B / 2B, alternated, twice) and 1,024 (Qwen 3.5 0.8B), each
-#             model once attn-long-h200.sh's preparation (running beside it)
-#             has made its GGUF (rows2.txt)
+#   rows2     prefill 4,096 (Qwen 3.5 0.8B / 2B, seedlong; alternated, twice) under
+#             the defaults against one query row a lane group in the tiled
+#             prefill attention (attnRows=1), prefill chunks of 1,024 and 2,048
+#             tokens (prefillChunk; the GPU's default is 512) and dn_chunk_state
+#             a step a batch of loads (dnChunkUnroll=1), each model once
+#             attn-long-h200.sh's preparation (running beside it) has made its
+#             GGUF (rows2.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -195,17 +196,17 @@ dn() {
 }
 
 rows2() {
-  local m a p r t i
-  for m in seedlong qwen08 qwen2b; do
+  local m a r t i vs
+  for m in qwen08 qwen2b seedlong; do
     for i in $(seq 1 150); do [ -s "/tmp/attn-long-$m.gguf" ] && break; sleep 2; done
     a=$(model_dir "$m")
-    for p in 4096 1024; do
-      [ "$p" = 1024 ] && [ "$m" != qwen08 ] && continue
-      for r in 1 2; do for t in attnRows=1 attnRows=2 prefillChunk=1024 prefillChunk=2048; do
-        printf '%-8s prefill %-5s %-18s ' "$m" "$p" "$t"
-        $W bench -m "$a" --backend webgpu -p "$p" -n 4 --tuning "$t" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
-      done; done
-    done
+    vs="none attnRows=1 prefillChunk=1024 prefillChunk=2048 dnChunkUnroll=1"
+    [ "$m" = seedlong ] && vs="none attnRows=1 prefillChunk=2048"
+    for r in 1 2; do for t in $vs; do
+      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+      printf '%-8s prefill 4096 %-18s ' "$m" "$t"
+      $W bench -m "$a" --backend webgpu -p 4096 -n 4 "${tu[@]}" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
+    done; done
   done > "$O/rows2.txt" 2>&1
 }
 

@@ -428,7 +428,14 @@ TEST(webgpu_dense_logits_decode_loop_cli) {
   CHECKF(test_run(cmd, gpu, sizeof gpu) == 0, "%s", gpu);
   const char *gc = strstr(cpu, "\"greedy\""), *gg = strstr(gpu, "\"greedy\"");
   CHECKF(gc && gg, "no greedy list:\n%.300s\n%.300s", cpu, gpu);
-  CHECKF(strlen(gc) > 100 && !strcmp(gc, gg), "greedy tokens differ:\n%.400s\n%.400s", gc, gg);
+  const char *ec = strchr(gc, ']'), *eg = strchr(gg, ']');
+  CHECKF(ec && eg, "greedy lists not closed:\n%.400s\n%.400s", gc, gg);
+  CHECKF(ec - gc > 100 && ec - gc == eg - gg && !memcmp(gc, gg, (size_t)(ec - gc)), "greedy tokens differ:\n%.400s\n%.400s",
+         gc, gg);
+  /* the loop's 39 steps, every one the persistent decode's (the CPU's output names none) */
+  const char *ps = strstr(eg, "\"persistent_steps\": ");
+  CHECKF(ps && atoi(ps + strlen("\"persistent_steps\": ")) == 39, "persistent steps: %.60s", ps ? ps : "(none)");
+  CHECKF(!strstr(ec, "persistent_steps"), "the CPU run names persistent steps: %.60s", ec);
 }
 
 /* ---- KV caches that grow (wgpu_kv.c) ---- */

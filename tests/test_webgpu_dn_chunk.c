@@ -386,8 +386,9 @@ TEST(webgpu_dn_chunked_column_blocks) {
 
 /* dn_chunk_prep's solve reads F from workgroup memory where the device
  * allows C x C floats there (lavapipe: 32 KiB), else back from prep
- * (tuning dnPrepShared=0 forces that): the same sums in the same order, so
- * the small Qwen's prefill logits are bit for bit the same both ways. */
+ * (tuning dnPrepShared=0 forces that); dn_chunk_state issues up to 4 steps'
+ * loads a batch, or one (dnChunkUnroll=1): the same sums in the same order
+ * every way, so the small Qwen's prefill logits are bit for bit the same. */
 TEST(webgpu_dn_chunked_prep_f_placement_same_bits) {
   WEBGPU_OR_SKIP(d);
   CHECKF(d->info.max_compute_workgroup_storage_size >= 20 * 1024,
@@ -396,23 +397,27 @@ TEST(webgpu_dn_chunked_prep_f_placement_same_bits) {
   char err[4200] = "";
   wisp_model *m = small_qwen_open("dn_chunk_qwen35_small_f", err, sizeof err);
   CHECKF(m, "%s", err);
+  enum { RUNS = 3 };
   const int V = wisp_model_vocab(m), np = 150;
-  static const char *tunings[2] = {"dnChunkMin=1", "dnChunkMin=1,dnPrepShared=0"};
-  float *lg[2] = {malloc(sizeof(float) * (size_t)np * V), malloc(sizeof(float) * (size_t)np * V)};
+  static const char *tunings[RUNS] = {"dnChunkMin=1", "dnChunkMin=1,dnPrepShared=0", "dnChunkMin=1,dnChunkUnroll=1"};
+  float *lg[RUNS];
+  int ok = 1;
+  for (int i = 0; i < RUNS; i++) ok &= (lg[i] = malloc(sizeof(float) * (size_t)np * V)) != NULL;
   int32_t prompt[150];
   for (int i = 0; i < np; i++) prompt[i] = (int32_t)((i * 131 + 7) % V);
-  int ok = lg[0] && lg[1];
-  for (int i = 0; i < 2 && ok; i++) {
+  for (int i = 0; i < RUNS && ok; i++) {
     wisp_session *s = NULL;
     wisp_session_options o = {.backend = "webgpu", .tuning = tunings[i]};
     ok = !wisp_session_new(m, &o, &s) && !wisp_session_eval_all(s, prompt, np, lg[i]);
     wisp_session_free(s);
   }
   CHECKF(ok, "%s", wisp_last_error());
-  size_t at = 0;
-  while (ok && at < (size_t)np * V && !memcmp(&lg[0][at], &lg[1][at], sizeof(float))) at++;
-  CHECKF(at == (size_t)np * V, "logit %zu: %.9g with F in workgroup memory, %.9g through prep", at, lg[0][at], lg[1][at]);
-  free(lg[0]);
-  free(lg[1]);
+  for (int i = 1; ok && i < RUNS; i++) {
+    size_t at = 0;
+    while (at < (size_t)np * V && !memcmp(&lg[0][at], &lg[i][at], sizeof(float))) at++;
+    CHECKF(at == (size_t)np * V, "logit %zu: %.9g under %s, %.9g under %s", at, lg[0][at], tunings[0], lg[i][at],
+           tunings[i]);
+  }
+  for (int i = 0; i < RUNS; i++) free(lg[i]);
   wisp_model_close(m);
 }

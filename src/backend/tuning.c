@@ -104,6 +104,7 @@ static const entry k_keys[] = {
     {"dnChunkMin", T_UINT, W(dn_chunk_min), 0, 1, 1u << 30, 0, "a positive number", .def = {16}},
     {"dnChunkCols", T_UINT, W(dn_chunk_cols), 0, 4, 32, 0, "4, 8, 16 or 32", .def = {16}},
     {"dnPrepShared", T_OFF, W(no_dn_prep_shared), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
+    {"dnChunkUnroll", T_UINT, W(dn_chunk_unroll), 0, 1, 4, 1, "1..4", .def = {4}},
     {"q4kSbCols", T_SPECIAL, W(q4k_sb_cols), 0, 0, 1 << 20, 1, "a number of columns (0: never)", NO_DEFAULT},
     /* 2 rows a lane group from here: faster on the H200 for the 0.8B and 2B hybrids */
     {"q4kRows2Rows", T_UINT, W(q4k_rows2_rows), 0, 1, 1u << 30, 0, "a positive number", .def = {2048}},

@@ -149,7 +149,8 @@ static wisp_status apply_options(wgpu_backend *g, const wisp_wgpu_backend_opts *
   if (o->q4k_sb_cols) g->q4k_tune.superblock_cols = o->q4k_sb_cols > 0 ? o->q4k_sb_cols : 0;
   if (o->q4k_fused_cols && o->q4k_fused_tpc)
     g->q4k_tune.fused_cols = o->q4k_fused_cols, g->q4k_tune.fused_tpc = o->q4k_fused_tpc;
-  g->dn_tune = (wisp_wgpu_dn_tuning){o->dn_cols, o->dn_groups, o->dn_chunk_min, o->dn_chunk_cols, o->no_dn_prep_shared};
+  g->dn_tune = (wisp_wgpu_dn_tuning){o->dn_cols,       o->dn_groups,         o->dn_chunk_min,
+                                     o->dn_chunk_cols, o->no_dn_prep_shared, o->dn_chunk_unroll ? o->dn_chunk_unroll : 4};
   /* The kernels size their per-thread and workgroup arrays for these
    * bounds (ROWS <= 16 rows of accumulators; whole lane groups of LG). */
   const uint32_t q4k_lg = g->d->info.subgroup_max_size > 32 ? g->d->info.subgroup_max_size : 32;

@@ -56,6 +56,7 @@ typedef struct {
   uint32_t cols, groups;
   uint32_t chunk_min, chunk_cols; /* the chunked form (options dn_chunk_min, dn_chunk_cols) */
   int no_prep_shared;             /* tuning dnPrepShared=0: dn_chunk_prep's F through prep, not workgroup memory */
+  uint32_t unroll;                /* dn_chunk_state's steps a batch of loads (tuning dnChunkUnroll, 1..4) */
 } wisp_wgpu_dn_tuning;
 
 

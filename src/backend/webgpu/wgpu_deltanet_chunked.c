@@ -102,8 +102,9 @@ void wisp_wgpu_deltanet_chunked(wisp_backend *be, const wisp_deltanet_args *a, W
                        DN_PREP_FIXED_BYTES + 4 * prep_tiles(1) <= g->d->info.max_compute_workgroup_storage_size;
   wisp_wgpu_const cp[3] = {{"C", C}, {"FSH", fsh}, {"TILES", prep_tiles(fsh)}};
   wisp_wgpu_kernel *kp = wisp_wgpu_pipeline(g, "dn_chunk_prep", cp, 3);
-  wisp_wgpu_const cs[4] = {{"WG", state_row_groups(cb) * cb}, {"C", C}, {"CB", cb}, {"DK", dk}};
-  wisp_wgpu_kernel *ks = wisp_wgpu_pipeline(g, "dn_chunk_state", cs, 4);
+  wisp_wgpu_const cs[5] = {
+      {"WG", state_row_groups(cb) * cb}, {"C", C}, {"CB", cb}, {"DK", dk}, {"UNROLL", g->dn_tune.unroll}};
+  wisp_wgpu_kernel *ks = wisp_wgpu_pipeline(g, "dn_chunk_state", cs, 5);
   uint32_t wn = 32;
   while (wn < dv && wn < 256) wn <<= 1;
   wisp_wgpu_const cn[1] = {{"WG", wn}};

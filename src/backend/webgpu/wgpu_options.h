@@ -69,6 +69,8 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t dn_chunk_min, dn_chunk_cols;
   int no_dn_prep_shared; /* tuning dnPrepShared=0: dn_chunk_prep's solve reads F back from storage, not from
                           * workgroup memory (an A/B switch; the same sums either way) */
+  uint32_t dn_chunk_unroll; /* tuning dnChunkUnroll=N (1..4; 0: the default, 4): dn_chunk_state's loops take up
+                             * to N steps a batch of loads; the same sums either way */
   /* Persistent decode (wgpu_persist.c: greedy decode steps of a short-conv
    * / attention or gated model in one dispatch): 0 auto (on: measured faster than
    * the op-by-op path at every batch size on the H200 and on lavapipe; for

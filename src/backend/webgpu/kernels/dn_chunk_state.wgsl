@@ -31,6 +31,17 @@ override SP: u32 = DK4 + 1u;  // vec4s a column of S takes in S4 (the 1 spreads 
 override UP: u32 = C / 4u + 1u;
 const MAXJ4: u32 = 2u;
 const MAXI4: u32 = 8u;  // dk <= 256 with R >= 8
+// Loads in flight: each loop over a chunk's block takes a batch of UN steps
+// at a time, issuing the batch's loads (up to LB vec4s) before its sums, so
+// a thread waits for the memory once a batch instead of once a step (the
+// block was just written by dn_chunk_prep: its reads come from L2).
+// UNROLL 1 (tuning dnChunkUnroll=1): a step a batch.
+override UNROLL: u32 = 4u;
+const LB: u32 = 32u;
+const MAXUN: u32 = 8u;
+override UN1: u32 = max(1u, min(UNROLL, LB / (8u * NJ4)));      // W and Qg: 8 NJ4 loads a step
+override UN2: u32 = max(1u, min(UNROLL, LB / 4u));              // M: 4 loads a step
+override UN3: u32 = max(1u, min(UNROLL, LB / (4u * NI4)));      // Kd: 4 NI4 loads a step
 
 struct Params {
   n: u32,       // tokens of the call
@@ -101,13 +112,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       u[g] = v;
       o[g] = vec4<f32>(0.0);
     }
-    for (var i4 = 0u; i4 < DK4; i4++) {
-      let s = S4[e * SP + i4];
-      for (var g = 0u; g < NJ4; g++) {
-        let t0 = 4u * (r * NJ4 + g);
-        for (var k = 0u; k < 4u; k++) {
-          u[g][k] -= dot(prep[oW + (t0 + k) * DK4 + i4], s);
-          o[g][k] += dot(prep[oQ + (t0 + k) * DK4 + i4], s);
+    for (var i0 = 0u; i0 < DK4; i0 += UN1) {
+      // the batch's loads first (UN1 vec4 groups of S's rows), then its sums
+      var sv: array<vec4<f32>, MAXUN>;
+      var wv: array<vec4<f32>, LB>; // [(ub * NJ4 + g) * 4 + k]
+      var qv: array<vec4<f32>, LB>;
+      for (var ub = 0u; ub < UN1; ub++) {
+        let i4 = i0 + ub;
+        sv[ub] = vec4<f32>(0.0);
+        if (i4 < DK4) {
+          sv[ub] = S4[e * SP + i4];
+        }
+        for (var g = 0u; g < NJ4; g++) {
+          let t0 = 4u * (r * NJ4 + g);
+          for (var k = 0u; k < 4u; k++) {
+            let b = (ub * NJ4 + g) * 4u + k;
+            wv[b] = vec4<f32>(0.0);
+            qv[b] = vec4<f32>(0.0);
+            if (i4 < DK4) {
+              wv[b] = prep[oW + (t0 + k) * DK4 + i4];
+              qv[b] = prep[oQ + (t0 + k) * DK4 + i4];
+            }
+          }
+        }
+      }
+      for (var ub = 0u; ub < UN1; ub++) {
+        for (var g = 0u; g < NJ4; g++) {
+          for (var k = 0u; k < 4u; k++) {
+            let b = (ub * NJ4 + g) * 4u + k;
+            u[g][k] -= dot(wv[b], sv[ub]);
+            o[g][k] += dot(qv[b], sv[ub]);
+          }
         }
       }
     }
@@ -120,10 +155,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var g = 0u; g < NJ4; g++) {
       let t4 = r * NJ4 + g;
       var acc = o[g];
-      for (var s4 = 0u; s4 <= t4; s4++) {
-        let us = U4[e * UP + s4];
-        for (var k = 0u; k < 4u; k++) {
-          acc[k] += dot(prep[oM + (4u * t4 + k) * (C / 4u) + s4], us);
+      for (var s0 = 0u; s0 <= t4; s0 += UN2) {
+        var mv: array<vec4<f32>, LB>; // [u * 4 + k]
+        for (var ub = 0u; ub < UN2; ub++) {
+          for (var k = 0u; k < 4u; k++) {
+            mv[ub * 4u + k] = vec4<f32>(0.0);
+            if (s0 + ub <= t4) {
+              mv[ub * 4u + k] = prep[oM + (4u * t4 + k) * (C / 4u) + s0 + ub];
+            }
+          }
+        }
+        for (var ub = 0u; ub < UN2 && s0 + ub <= t4; ub++) {
+          let us = U4[e * UP + s0 + ub];
+          for (var k = 0u; k < 4u; k++) {
+            acc[k] += dot(mv[ub * 4u + k], us);
+          }
         }
       }
       for (var k = 0u; k < 4u; k++) {
@@ -144,13 +190,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         acc[g] = gl * S4[e * SP + i4];
       }
     }
-    for (var s4 = 0u; s4 < C / 4u; s4++) { // rows of Kd and U past c are zero
-      let us = U4[e * UP + s4];
-      for (var k = 0u; k < 4u; k++) {
-        for (var g = 0u; g < NI4; g++) {
-          let i4 = r * NI4 + g;
-          if (i4 < DK4) {
-            acc[g] += prep[oK + (4u * s4 + k) * DK4 + i4] * us[k];
+    for (var s0 = 0u; s0 < C / 4u; s0 += UN3) { // rows of Kd and U past c are zero
+      var kv: array<vec4<f32>, LB>; // [(u * 4 + k) * NI4 + g]
+      for (var ub = 0u; ub < UN3; ub++) {
+        for (var k = 0u; k < 4u; k++) {
+          for (var g = 0u; g < NI4; g++) {
+            let i4 = r * NI4 + g;
+            let b = (ub * 4u + k) * NI4 + g;
+            kv[b] = vec4<f32>(0.0);
+            if (i4 < DK4) {
+              kv[b] = prep[oK + (4u * (s0 + ub) + k) * DK4 + i4];
+            }
+          }
+        }
+      }
+      for (var ub = 0u; ub < UN3; ub++) {
+        let us = U4[e * UP + s0 + ub];
+        for (var k = 0u; k < 4u; k++) {
+          for (var g = 0u; g < NI4; g++) {
+            acc[g] += kv[(ub * 4u + k) * NI4 + g] * us[k];
           }
         }
       }
