@@ -517,8 +517,10 @@ TEST(webgpu_matmul_i8_fused_quantize) {
 }
 
 /* Tuning prefillChunk (tokens per prefill forward, read by wisp_session_new):
- * a 150-token prompt in chunks of 100 gives the logits of the default
- * 64-token chunks (every op is per token; the int8 quantization too). */
+ * a 150-token prompt in chunks of 100 gives the logits of one chunk, the
+ * default (every op is per token; the int8 quantization too). The GPU's
+ * default chunk is 1,024 tokens for a session of one slot, 512 for one of
+ * several (each slot's activations are made for a chunk). */
 TEST(webgpu_matmul_i8_prefill_chunk_tuning) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -549,8 +551,14 @@ TEST(webgpu_matmul_i8_prefill_chunk_tuning) {
   }
   free(l[0]);
   free(l[1]);
+  wisp_session_options o2 = {.backend = "webgpu", .profile = "throughput", .slots = 2};
+  wisp_session *s2 = NULL;
+  int chunk2 = 0;
+  if (!wisp_session_new(m, &o2, &s2)) chunk2 = s2->chunk;
+  wisp_session_free(s2);
   wisp_model_close(m);
   CHECKF(ok, "%s", wisp_last_error());
-  CHECKF(chunk[0] == 512 && chunk[1] == 100, "chunks %d (the GPU default) and %d", chunk[0], chunk[1]);
+  CHECKF(chunk[0] == 1024 && chunk[1] == 100, "chunks %d (the GPU default, one slot) and %d", chunk[0], chunk[1]);
+  CHECKF(chunk2 == 512, "a session of two slots: chunks of %d (512 expected)", chunk2);
   CHECKF(e <= 1e-5 * mx, "logits differ by %.3g of max %.3g", e, mx);
 }

@@ -39,6 +39,7 @@ typedef struct {
   int has_avx2;
   int max_workgroup_size;  /* limits.maxComputeInvocationsPerWorkgroup */
   int max_shared_bytes;    /* limits.maxComputeWorkgroupStorageSize */
+  uint64_t max_binding_bytes; /* the most bytes one buffer binding may hold (0: no limit, the CPU) */
   unsigned fusions;        /* WISP_FUSE_* the backend runs as one op (not a rule context key) */
   /* Which device this is, for the manifest's tuned entries (plan/tuned.h):
    * the adapter's PCI-style ids and its driver's description; 0 and "" on

@@ -22,7 +22,8 @@
 #include "util/options.h"
 
 #define PREFILL_CHUNK 128
-#define PREFILL_CHUNK_GPU 512
+#define PREFILL_CHUNK_GPU 512       /* a session of several slots: each slot's activations are made for a chunk */
+#define PREFILL_CHUNK_GPU_ALONE 1024 /* a session of one slot, where its activations fit a binding */
 /* More CPU threads than any machine wisp runs on has cores: a larger count
  * is a mistake, and the pool would start every one of them. */
 #define WISP_SESSION_MAX_THREADS 1024
@@ -100,6 +101,27 @@ static wisp_status session_rope(wisp_session *s) {
   return WISP_OK;
 }
 
+/* Tokens per prefill forward call (activations scale with it; every slot
+ * has its own). A GPU wants big products: at 64 tokens a 1024-row product
+ * is a few dozen workgroups on a GPU of 132 SMs, and at 512 a 1024-row
+ * product of the integer path is 256 workgroups, a third of what an H100
+ * holds at once; a prefill of 4,096 tokens in chunks of 1,024 instead of
+ * 512 was 1.06-1.15x faster on Qwen 3.5 0.8B / 2B (H100,
+ * bench/results/h100-prefill-20261206/ab3). A session of one slot takes
+ * 1,024 where each activation buffer of that chunk fits a binding, one of
+ * several slots 512. The CPU's products read each weight once per chunk:
+ * 128 tokens against 64 raised a 128-token prefill on the H200 host by
+ * 1.2-1.5x (bench/results/h200-cpu). Tuning prefillChunk overrides. */
+static int prefill_chunk(const wisp_graph *g, const wisp_device_caps *caps, int slots) {
+  if (!strcmp(caps->backend, "cpu")) return PREFILL_CHUNK;
+  if (slots > 1) return PREFILL_CHUNK_GPU;
+  size_t widest = 1;
+  for (int a = 0; a < WISP_ACT_COUNT; a++)
+    if (g->act[a] > widest) widest = g->act[a];
+  const uint64_t bytes = (uint64_t)PREFILL_CHUNK_GPU_ALONE * widest * sizeof(float);
+  return caps->max_binding_bytes && bytes > caps->max_binding_bytes ? PREFILL_CHUNK_GPU : PREFILL_CHUNK_GPU_ALONE;
+}
+
 wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wisp_session **out) {
   if (!out) return wisp_fail(WISP_EINVAL, "wisp_session_new: no place for the session (out is NULL)");
   *out = NULL;
@@ -128,17 +150,11 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   wisp_tuning_device_request(t, &req);
   if ((st = wisp_backend_create_for(o.backend, o.threads, &req, &s->backend))) goto fail;
   if (keys.kv_fixed) s->backend->kv_buf_grow = NULL; /* tuning kvGrow=0: caches for the whole context */
-  /* Tokens per prefill forward call (activations scale with it). A GPU
-   * wants big products: at 64 tokens a 1024-row product is a few dozen
-   * workgroups on a GPU of 132 SMs. The CPU's products read each weight
-   * once per chunk: 128 tokens against 64 raised a 128-token prefill on the
-   * H200 host by 1.2-1.5x (bench/results/h200-cpu). Tuning prefillChunk
-   * overrides. */
-  s->chunk = strcmp(s->backend->name, "cpu") ? PREFILL_CHUNK_GPU : PREFILL_CHUNK;
-  if (keys.prefill_chunk) s->chunk = keys.prefill_chunk;
   /* artifact + profile + registry + device -> plan -> backend */
   wisp_device_caps caps;
   s->backend->caps(s->backend, &caps);
+  s->chunk = prefill_chunk(&m->graph, &caps, o.slots > 1 ? o.slots : 1);
+  if (keys.prefill_chunk) s->chunk = keys.prefill_chunk;
   wisp_tuning_over_caps(t, &caps); /* fuse=0, fuseArgmax=0, cpuScalar=1 */
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, o.registry, &s->plan))) goto fail;
   if ((st = wisp_engine_check_kernels(s->plan, s->backend))) goto fail;

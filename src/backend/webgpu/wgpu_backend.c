@@ -246,6 +246,7 @@ static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   out->has_f16 = g->d->has_shader_f16;
   out->max_workgroup_size = (int)i->max_compute_invocations_per_workgroup;
   out->max_shared_bytes = (int)i->max_compute_workgroup_storage_size;
+  out->max_binding_bytes = g->max_binding;
   out->vendor_id = i->vendor_id;
   out->device_id = i->device_id;
   n = strnlen(i->description, sizeof out->driver - 1);
