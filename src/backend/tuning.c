@@ -70,8 +70,8 @@ static const entry k_keys[] = {
      * attn_flash.wgsl */
     {"attnPrefill", T_UINT, W(attn_prefill), 0, 0, 2, 1, "0, 1 or 2", .def = {2}},
     /* query rows a lane group of attn_flash_tiled.wgsl takes: 2 reads each K and V
-     * vec4 once for two rows (H100, Qwen 3.5 0.8B prefill of 4,096:
-     * bench/results/h100-prefill-20261206/) */
+     * vec4 once for two rows (H100, 4,096-token prefills with head dim 256:
+     * 1.02-1.05x, bench/results/h100-prefill-20261206/) */
     {"attnRows", T_UINT, W(attn_rows), 0, 1, 2, 1, "1 or 2", .def = {2}},
     /* kv=f16 turns f16 caches on over the plan's f32; kv=f32 leaves the plan's choice */
     {"kv", T_SPECIAL, W(kv_f16), 0, 0, 0, 1, "f32 or f16", NO_DEFAULT, .plan = P(kv_f16)},
