@@ -30,7 +30,13 @@
 #  5. tests/parity/compare.py: max|logit difference| / max|logit| per prompt
 #     (tolerance TOL, default 1e-3) and greedy agreement (first divergence);
 #     summary.txt, one line per config and backend.
-# Environment: OUT, BUDGET, CONFIGS, LENS, NGREEDY, TOL, BACKENDS (default
+# QUANT (default f32): the artifacts' weights; another (q4, q4k) converts
+# to it and runs the reference on the transformers model with wisp's
+# dequantized weights (hf_reference.py --dequant-from, as
+# tests/parity/run_device.sh does), in WORK/CONFIG-QUANT. Qwen 3.5's
+# persistent decode needs Q4 embedding and head weights: QUANT=q4k with
+# BACKENDS=webgpu+persist checks it at this length.
+# Environment: OUT, BUDGET, CONFIGS, LENS, NGREEDY, TOL, QUANT, BACKENDS (default
 # "webgpu cpu"; "webgpu+loop": the greedy tokens after the first from the
 # decode loop, `wisp logits --decode-loop`, which on WebGPU is the
 # persistent decode where the plan takes it: not under --profile exact for
@@ -50,6 +56,8 @@ NGREEDY=${NGREEDY:-32}
 TOL=${TOL:-1e-3}
 BACKENDS=${BACKENDS:-webgpu cpu}
 WORK=${WORK:-/tmp/longparity}
+QUANT=${QUANT:-f32}
+QTAG=; [ "$QUANT" = f32 ] || QTAG=-$QUANT # a quantized run's folder: WORK/CONFIG-QUANT
 PY=${PYTHON:-python3}
 T0=$SECONDS
 mkdir -p "$OUT" "$WORK" models
@@ -65,7 +73,7 @@ fi
 say() { echo "== $* ($((SECONDS - T0)) s)"; }
 left_s() { echo $((BUDGET - (SECONDS - T0))); }
 pack() {
-  tar czf "$OUT/longparity.tgz.tmp" --exclude=hf --exclude=art_f32 -C "$WORK" . -C "$OUT" longparity.log 2> /dev/null
+  tar czf "$OUT/longparity.tgz.tmp" --exclude=hf --exclude='art_*' -C "$WORK" . -C "$OUT" longparity.log 2> /dev/null
   mv "$OUT/longparity.tgz.tmp" "$OUT/longparity.tgz"
 }
 exec > >(tee -a "$OUT/longparity.log") 2>&1
@@ -76,7 +84,7 @@ say "prompts of $LENS ids, $NGREEDY greedy tokens, context $CTX, reference on $R
 # 1-3: checkpoints, artifacts, prompts, references
 for cfg in $CONFIGS; do
   [ "$(left_s)" -gt 0 ] || break
-  d=$WORK/$cfg
+  d=$WORK/$cfg$QTAG
   mkdir -p "$d"
   hf=/tmp/wq/$cfg/hf
   if [ ! -f "$hf/config.json" ]; then
@@ -85,9 +93,9 @@ for cfg in $CONFIGS; do
     [ -f "$hf/config.json" ] || $PY tests/parity/hf_reference.py build --config "$cfg" --seed 1234 --out "$hf" ||
       { echo "$cfg: build failed"; continue; }
   fi
-  if [ ! -f "$d/art_f32/manifest.json" ]; then
-    say "$cfg: wisp convert --quant f32"
-    "$W" convert "$hf" -o "$d/art_f32" --quant f32 --quiet --force || { echo "$cfg: convert failed"; continue; }
+  if [ ! -f "$d/art_$QUANT/manifest.json" ]; then
+    say "$cfg: wisp convert --quant $QUANT"
+    "$W" convert "$hf" -o "$d/art_$QUANT" --quant "$QUANT" --quiet --force || { echo "$cfg: convert failed"; continue; }
   fi
   echo "$hf" > "$d/hf.path"
   $PY - "$hf/config.json" "$d/prompts.json" "$LENS" << 'EOF'
@@ -102,7 +110,8 @@ EOF
   # (a second run for the CPU backend beside other work)
   if [ -n "${REUSE_REF:-}" ] && [ -s "$d/ref.json" ]; then say "$cfg: the reference of an earlier run"; continue; fi
   say "$cfg: transformers reference ($REF_DEVICE)"
-  $PY tests/parity/hf_reference.py reference --hf "$hf" --prompts "$d/prompts.json" --out "$d/ref.json" \
+  dq=(); [ "$QUANT" = f32 ] || dq=(--dequant-from "$d/art_$QUANT") # the transformers model with wisp's dequantized weights
+  $PY tests/parity/hf_reference.py reference --hf "$hf" --prompts "$d/prompts.json" --out "$d/ref.json" "${dq[@]}" \
     --greedy "$NGREEDY" --device "$REF_DEVICE" > "$d/ref.log" 2>&1 || { tail -5 "$d/ref.log"; continue; }
   tail -1 "$d/ref.log"
   pack
@@ -111,7 +120,7 @@ done
 # 4-5: wisp on each backend (webgpu for every config first: the CPU takes longest)
 for be in $BACKENDS; do
   for cfg in $CONFIGS; do
-    d=$WORK/$cfg
+    d=$WORK/$cfg$QTAG
     [ -f "$d/ref.json" ] || continue
     t=$(left_s)
     [ "$t" -gt 10 ] || { echo "$cfg $be: not run (budget)" | tee "$d/compare_$be.txt"; continue; }
@@ -119,7 +128,7 @@ for be in $BACKENDS; do
     bf=(--backend "$be")
     [ "$be" = webgpu+loop ] && bf=(--backend webgpu --decode-loop)
     [ "$be" = webgpu+persist ] && bf=(--backend webgpu --decode-loop --tuning persistMinSteps=1)
-    if timeout "$t" "$W" logits -m "$d/art_f32" --prompts "$d/prompts.json" --greedy "$NGREEDY" "${bf[@]}" \
+    if timeout "$t" "$W" logits -m "$d/art_$QUANT" --prompts "$d/prompts.json" --greedy "$NGREEDY" "${bf[@]}" \
          --profile exact -c "$CTX" -t "$THREADS" -o "$d/wisp_$be.json" --force > "$d/wisp_$be.log" 2>&1; then
       $PY tests/parity/compare.py "$d/ref.json" "$d/wisp_$be.json" --tol="$TOL" > "$d/compare_$be.txt" 2>&1
       cat "$d/compare_$be.txt"
@@ -135,7 +144,7 @@ done
 {
   echo "long-context parity: prompts of $LENS ids, $NGREEDY greedy tokens from the longest, --profile exact, tolerance $TOL"
   for cfg in $CONFIGS; do
-    d=$WORK/$cfg
+    d=$WORK/$cfg$QTAG
     [ -f "$d/ref.json" ] || { echo "FAIL $cfg: no transformers reference ($(tail -1 "$d/ref.log" 2> /dev/null))"; continue; }
     margin=$(grep -o '"greedy_min_margin": [^,}]*' "$d/ref.json" | cut -d' ' -f2)
     for be in $BACKENDS; do
@@ -145,7 +154,7 @@ done
       if grep -q ': PASS' "$c" 2> /dev/null; then v=PASS; else v=FAIL; fi
       grep -q "not run" "$c" 2> /dev/null && v="NOT RUN"
       ps=$(grep -o '"persistent_steps": [0-9]*' "$d/wisp_$be.json" 2> /dev/null | cut -d' ' -f2)
-      echo "$v $cfg $be: max|diff|/max|logit| $worst; greedy $greedy${ps:+ (persistent decode steps $ps)}; reference min top-2 margin $margin"
+      echo "$v $cfg $QUANT $be: max|diff|/max|logit| $worst; greedy $greedy${ps:+ (persistent decode steps $ps)}; reference min top-2 margin $margin"
     done
   done
 } | tee "$OUT/summary.txt"
