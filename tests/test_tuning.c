@@ -7,6 +7,7 @@
 
 #include "backend/webgpu/wgpu_backend.h"
 #include "engine/engine.h"
+#include "engine/session.h"
 #include "backend/tuning.h"
 #include "backend/tuning_fields.h"
 #include "fixtures.h"
@@ -145,6 +146,28 @@ TEST(tuning_reaches_the_session) {
   CHECKF(st2 == WISP_OK, "%s", wisp_last_error());
   CHECK(chunk == 7);
   CHECK(scalar);
+}
+
+/* The prefill chunk a session takes before tuning prefillChunk
+ * (wisp_session_prefill_chunk): 128 on the CPU; on a GPU 512 for several
+ * slots (each has its own activations), 1,024 for one where the widest
+ * activation buffer of 1,024 tokens fits a binding, else 512. */
+TEST(tuning_prefill_chunk_by_device_and_slots) {
+  wisp_graph g;
+  memset(&g, 0, sizeof g);
+  g.act[0] = 100;
+  g.act[1] = 8192; /* the widest: 1,024 tokens of it are 32 MiB */
+  wisp_device_caps cpu, gpu;
+  wisp_device_caps_default(&cpu, "cpu");
+  wisp_device_caps_default(&gpu, "webgpu");
+  CHECK(wisp_session_prefill_chunk(&g, &cpu, 1) == 128);
+  CHECK(wisp_session_prefill_chunk(&g, &gpu, 4) == 512);
+  gpu.max_binding_bytes = 0; /* no limit */
+  CHECK(wisp_session_prefill_chunk(&g, &gpu, 1) == 1024);
+  gpu.max_binding_bytes = 1024ull * 8192 * 4;
+  CHECK(wisp_session_prefill_chunk(&g, &gpu, 1) == 1024);
+  gpu.max_binding_bytes -= 1;
+  CHECK(wisp_session_prefill_chunk(&g, &gpu, 1) == 512);
 }
 
 /* The library reads its environment variables in src/util/env.c and

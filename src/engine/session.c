@@ -112,7 +112,7 @@ static wisp_status session_rope(wisp_session *s) {
  * several slots 512. The CPU's products read each weight once per chunk:
  * 128 tokens against 64 raised a 128-token prefill on the H200 host by
  * 1.2-1.5x (bench/results/h200-cpu). Tuning prefillChunk overrides. */
-static int prefill_chunk(const wisp_graph *g, const wisp_device_caps *caps, int slots) {
+int wisp_session_prefill_chunk(const wisp_graph *g, const wisp_device_caps *caps, int slots) {
   if (!strcmp(caps->backend, "cpu")) return PREFILL_CHUNK;
   if (slots > 1) return PREFILL_CHUNK_GPU;
   size_t widest = 1;
@@ -153,7 +153,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   /* artifact + profile + registry + device -> plan -> backend */
   wisp_device_caps caps;
   s->backend->caps(s->backend, &caps);
-  s->chunk = prefill_chunk(&m->graph, &caps, o.slots > 1 ? o.slots : 1);
+  s->chunk = wisp_session_prefill_chunk(&m->graph, &caps, o.slots > 1 ? o.slots : 1);
   if (keys.prefill_chunk) s->chunk = keys.prefill_chunk;
   wisp_tuning_over_caps(t, &caps); /* fuse=0, fuseArgmax=0, cpuScalar=1 */
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, o.registry, &s->plan))) goto fail;

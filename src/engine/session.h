@@ -29,6 +29,11 @@ int wisp_session_device_stats(const wisp_session *s, wisp_backend_stats *out);
 void wisp_session_time_ops(wisp_session *s, int on);
 int wisp_session_op_times(const wisp_session *s, wisp_cpu_op_time *out, int cap);
 int wisp_session_pipelined(const wisp_session *s);
+/* Tokens per prefill forward call of a session of `slots` slots over graph g
+ * on a device with caps (before tuning prefillChunk): 128 on the CPU; on a
+ * GPU 512 with several slots, 1,024 with one where each activation buffer
+ * of that many tokens fits a binding (caps->max_binding_bytes), else 512. */
+int wisp_session_prefill_chunk(const wisp_graph *g, const wisp_device_caps *caps, int slots);
 /* The tuning keys a session takes (wisp_session_options.tuning), for
  * `--help`: comma-separated into out (cap bytes), the test-only keys left out. */
 void wisp_session_tuning_keys(char *out, size_t cap);
