@@ -16,10 +16,16 @@ int wisp_wgpu_attn_tiled(wgpu_backend *g, WGPUBuffer q, wisp_wgpu_binding kc, wi
   if (g->attn_prefill != 2 || !g->sg || n < 2 || D <= 0 || D % 4 || D > 256 || KVH <= 0 || H % KVH) return 0;
   const uint32_t d4 = (uint32_t)D / 4, sgmin = g->d->info.subgroup_min_size;
   /* lanes a row: enough that a lane's slices of its rpl rows fit its
-   * registers, TILED_MAXS4 vec4s of q and of out, within one subgroup */
-  const uint32_t rpl = g->attn_rows == 1 ? 1 : 2;
-  uint32_t tpq = 4;
-  while (tpq < 32 && d4 * rpl > tpq * TILED_MAXS4) tpq *= 2;
+   * registers, TILED_MAXS4 vec4s of q and of out, within one subgroup; a
+   * row a lane group where two rows would need more lanes than the
+   * smallest subgroup has */
+  uint32_t rpl = g->attn_rows == 1 ? 1 : 2, tpq = 4;
+  for (;;) {
+    tpq = 4;
+    while (tpq < 32 && d4 * rpl > tpq * TILED_MAXS4) tpq *= 2;
+    if (rpl == 1 || !sgmin || sgmin >= tpq) break;
+    rpl = 1;
+  }
   if (d4 % tpq || d4 / tpq > TILED_MAXS4 || (sgmin && sgmin < tpq)) return 0;
   /* keys a tile: K and V tiles of 16 KiB together at most */
   uint32_t kt = TILED_MAXKT;
