@@ -347,7 +347,8 @@ TEST(llama_tiny_runs_past_4096_positions) {
    * positions x 2 kv heads x 32 dims x 4 bytes */
   snprintf(cmd, sizeof cmd, "%s plan --backend cpu --profile exact -m %s -c 8000", test_wisp_bin(), art);
   int plan_ok = test_run(cmd, log, sizeof log) == 0 &&
-                strstr(log, "context: 8000 positions (the model's maximum 8192); KV caches: 7.8 MiB a sequence (f32)");
+                strstr(log, "context: 8000 positions (the model's maximum 8192); KV caches: 7.8 MiB a sequence (f32)") &&
+                strstr(log, "prefill: 128 tokens a forward call in a session of one slot, 128 in one of several");
   char plan_log[200];
   snprintf(plan_log, sizeof plan_log, "%.190s", log);
   snprintf(cmd, sizeof cmd, "%s bench --backend cpu --profile exact -m %s -p 8 -n 2 --no-warmup -o %s/long_bench.json >/dev/null && cat %s/long_bench.json",

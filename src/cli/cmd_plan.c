@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/internal.h"
 #include "engine/plan_apply.h"
+#include "engine/session.h"
 #include "format/gguf_artifact.h"
 #include "util/err.h"
 #include "cli/opts.h"
@@ -93,6 +94,10 @@ int cmd_plan(int argc, char **argv) {
     printf("\ncontext: %d positions (the model's maximum %d); KV caches: %.1f MiB a sequence (%s)\n", context,
            model_max, (double)wisp_graph_kv_bytes(&m->graph, context, kv16 ? 2 : 4) / (1024.0 * 1024.0),
            kv16 ? "f16" : "f32");
+  /* the prefill chunk a session gets (wisp_session_prefill_chunk) */
+  if (!as_json)
+    printf("prefill: %d tokens a forward call in a session of one slot, %d in one of several (tuning prefillChunk)\n",
+           wisp_session_prefill_chunk(&m->graph, &caps, 1), wisp_session_prefill_chunk(&m->graph, &caps, 2));
   const wisp_artifact *a = m->artifact;
   if (!as_json && a->gguf) { /* where each piece of a GGUF run in place came from */
     printf("\nsource: %s (GGUF v%u, %llu tensors), manifest derived in memory (wisp.source '%s'); "
