@@ -153,7 +153,7 @@ wisp_status wisp_session_new(wisp_model *m, const wisp_session_options *opt, wis
   /* artifact + profile + registry + device -> plan -> backend */
   wisp_device_caps caps;
   s->backend->caps(s->backend, &caps);
-  s->chunk = wisp_session_prefill_chunk(&m->graph, &caps, o.slots > 1 ? o.slots : 1);
+  s->chunk = wisp_session_prefill_chunk(&m->graph, &caps, o.slots);
   if (keys.prefill_chunk) s->chunk = keys.prefill_chunk;
   wisp_tuning_over_caps(t, &caps); /* fuse=0, fuseArgmax=0, cpuScalar=1 */
   if ((st = wisp_engine_resolve_plan(m, &caps, o.profile, o.registry, &s->plan))) goto fail;

@@ -29,7 +29,7 @@ int wisp_session_device_stats(const wisp_session *s, wisp_backend_stats *out);
 void wisp_session_time_ops(wisp_session *s, int on);
 int wisp_session_op_times(const wisp_session *s, wisp_cpu_op_time *out, int cap);
 int wisp_session_pipelined(const wisp_session *s);
-/* Tokens per prefill forward call of a session of `slots` slots over graph g
+/* Tokens per prefill forward call of a session of `slots` slots (0: one) over graph g
  * on a device with caps (before tuning prefillChunk): 128 on the CPU; on a
  * GPU 512 with several slots, 1,024 with one where each activation buffer
  * of that many tokens fits a binding (caps->max_binding_bytes), else 512. */

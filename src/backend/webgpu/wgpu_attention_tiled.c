@@ -11,21 +11,22 @@
 #define TILED_MAXS4 16 /* attn_flash_tiled.wgsl's MAXS4: vec4s of q (and of out) a lane holds, its rows together */
 #define TILED_MAXKT 32 /* its MAXKT */
 
+/* Lanes a query row: enough that a lane's slices of its rpl rows fit its
+ * registers, TILED_MAXS4 vec4s of q and of out. */
+static uint32_t row_lanes(uint32_t d4, uint32_t rpl) {
+  uint32_t tpq = 4;
+  while (tpq < 32 && d4 * rpl > tpq * TILED_MAXS4) tpq *= 2;
+  return tpq;
+}
+
 int wisp_wgpu_attn_tiled(wgpu_backend *g, WGPUBuffer q, wisp_wgpu_binding kc, wisp_wgpu_binding vc, WGPUBuffer out,
                          int n, int pos0, int H, int KVH, int D) {
   if (g->attn_prefill != 2 || !g->sg || n < 2 || D <= 0 || D % 4 || D > 256 || KVH <= 0 || H % KVH) return 0;
   const uint32_t d4 = (uint32_t)D / 4, sgmin = g->d->info.subgroup_min_size;
-  /* lanes a row: enough that a lane's slices of its rpl rows fit its
-   * registers, TILED_MAXS4 vec4s of q and of out, within one subgroup; a
-   * row a lane group where two rows would need more lanes than the
-   * smallest subgroup has */
-  uint32_t rpl = g->attn_rows == 1 ? 1 : 2, tpq = 4;
-  for (;;) {
-    tpq = 4;
-    while (tpq < 32 && d4 * rpl > tpq * TILED_MAXS4) tpq *= 2;
-    if (rpl == 1 || !sgmin || sgmin >= tpq) break;
-    rpl = 1;
-  }
+  /* a lane group's rows (tuning attnRows), one where two would need more
+   * lanes than the smallest subgroup has; a row's lanes within one subgroup */
+  uint32_t rpl = g->attn_rows, tpq = row_lanes(d4, rpl);
+  if (rpl > 1 && sgmin && sgmin < tpq) rpl = 1, tpq = row_lanes(d4, 1);
   if (d4 % tpq || d4 / tpq > TILED_MAXS4 || (sgmin && sgmin < tpq)) return 0;
   /* keys a tile: K and V tiles of 16 KiB together at most */
   uint32_t kt = TILED_MAXKT;

@@ -130,10 +130,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         qv[k * S4 + i] = q[(t * p.H + h) * D4 + i * TPQ + r] * p.scale;
       }
     }
-    if (!live) {
-      pos[k] = 0u;
-      m[k] = 0.0; // a dead row: no key is live, its sums stay 0 (never written)
-    }
   }
   // keys [0, kend): up to the last token of this workgroup's rows
   let last = min(nrows, (wid.y + 1u) * QB) - 1u;

@@ -38,7 +38,7 @@ const MAXI4: u32 = 8u;  // dk <= 256 with R >= 8
 // UNROLL 1 (tuning dnChunkUnroll=1): a step a batch.
 override UNROLL: u32 = 4u;
 const LB: u32 = 32u;
-const MAXUN: u32 = 8u;
+const MAXUN: u32 = 4u;  // UNROLL's most (tuning dnChunkUnroll, 1..4)
 override UN1: u32 = max(1u, min(UNROLL, LB / (8u * NJ4)));      // W and Qg: 8 NJ4 loads a step
 override UN2: u32 = max(1u, min(UNROLL, LB / 4u));              // M: 4 loads a step
 override UN3: u32 = max(1u, min(UNROLL, LB / (4u * NI4)));      // Kd: 4 NI4 loads a step
@@ -156,7 +156,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let t4 = r * NJ4 + g;
       var acc = o[g];
       for (var s0 = 0u; s0 <= t4; s0 += UN2) {
-        var mv: array<vec4<f32>, LB>; // [u * 4 + k]
+        var mv: array<vec4<f32>, LB>; // [ub * 4 + k]
         for (var ub = 0u; ub < UN2; ub++) {
           for (var k = 0u; k < 4u; k++) {
             mv[ub * 4u + k] = vec4<f32>(0.0);
@@ -191,7 +191,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
     for (var s0 = 0u; s0 < C / 4u; s0 += UN3) { // rows of Kd and U past c are zero
-      var kv: array<vec4<f32>, LB>; // [(u * 4 + k) * NI4 + g]
+      var kv: array<vec4<f32>, LB>; // [(ub * 4 + k) * NI4 + g]
       for (var ub = 0u; ub < UN3; ub++) {
         for (var k = 0u; k < 4u; k++) {
           for (var g = 0u; g < NI4; g++) {
