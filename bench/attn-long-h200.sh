@@ -43,6 +43,9 @@
 # VARIANTS (default "nolong wide grouped"; set and empty: none) picks the
 # extra decode runs of step 2 (attnSplitsLong=1x1, persistOpt=25, persistOpt=41;
 # f16: kv=f16, llama.cpp's default K/V type, with its own ratio column).
+# TUNED (a tuning string, e.g. a candidate default) runs every decode and
+# prefill again under it, in place of the prefill's attn_flash run; its
+# ratio to llama.cpp is the last column.
 # PREPARE_ONLY=1 (with DEPTHS= PREFILLS= SEQS=) makes the models, their GGUFs and
 # the build and stops: a second call on the warm machine then times both engines
 # with no build beside them (16 cores compiling make wisp's decode noisy).
@@ -92,6 +95,10 @@ for m in $MODELS; do
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning kv=f16 \
         -o "$OUT/wisp-$m-depth$dep-f16.json" --force 2>&1 | tail -2
     fi
+    if [ -n "${TUNED:-}" ] && left; then # a candidate default (TUNED), its own column
+      $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning "$TUNED" \
+        -o "$OUT/wisp-$m-depth$dep-tuned.json" --force 2>&1 | tail -2
+    fi
     if [[ $VARIANTS == *" grouped "* ]] && left; then # its query heads of a KV head together (short contexts too: it must not lose there)
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning persistOpt=41 \
         -o "$OUT/wisp-$m-depth$dep-grouped.json" --force 2>&1 | tail -2
@@ -101,8 +108,13 @@ for m in $MODELS; do
     left || break
     say "$m wisp prefill $n (the default tiled attn_flash_tiled, then attn_flash)"
     $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o "$OUT/wisp-$m-prefill$n.json" --force 2>&1 | tail -2
-    $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning attnPrefill=0 \
-      -o "$OUT/wisp-$m-prefill$n-flash.json" --force 2>&1 | tail -2
+    if [ -n "${TUNED:-}" ]; then
+      $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning "$TUNED" \
+        -o "$OUT/wisp-$m-prefill$n-tuned.json" --force 2>&1 | tail -2
+    else
+      $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning attnPrefill=0 \
+        -o "$OUT/wisp-$m-prefill$n-flash.json" --force 2>&1 | tail -2
+    fi
   done
   for S in $SEQS; do
     left || break
@@ -167,8 +179,13 @@ def llama(m, kind, key):
         if kind == "prefill" and r.get("n_prompt") == key and not r.get("n_gen"):
             return r.get("avg_ts")
     return None
-print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s %7s" % ("model", "workload", "wisp", "nolong/flash", "wide", "grouped",
-                                                 "f16 K/V", "llama.cpp", "ratio", "f16"))
+print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s %7s %7s" % ("model", "workload", "wisp", "nolong/flash", "wide", "grouped",
+                                                 "f16 K/V", "llama.cpp", "ratio", "f16", "tuned"))
+def tuned(m, kind, key, lt):
+    t = load("wisp-%s-%s%d-tuned.json" % (m, kind, key))
+    v = t and t["decode" if kind == "depth" else "prefill"]["tok_per_s"]
+    return "%.2fx" % (v / lt) if v and lt else "-"
+
 for m in os.environ["MODELS"].split():
     for d in map(int, os.environ["DEPTHS"].split()):
         w = load("wisp-%s-depth%d.json" % (m, d)); nl = load("wisp-%s-depth%d-nolong.json" % (m, d))
@@ -180,13 +197,13 @@ for m in os.environ["MODELS"].split():
         print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
               "%.0f" % nt if nt else "-", "%.0f" % dt if dt else "-", "%.0f" % gt if gt else "-",
               "%.0f" % ht if ht else "-", "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-",
-              "%.2fx" % (ht / lt) if ht and lt else "-"))
+              "%.2fx" % (ht / lt) if ht and lt else "-", tuned(m, "depth", d, lt)))
     for n in map(int, os.environ["PREFILLS"].split()):
         w = load("wisp-%s-prefill%d.json" % (m, n)); ti = load("wisp-%s-prefill%d-flash.json" % (m, n))
         wt = w and w["prefill"]["tok_per_s"]; tt = ti and ti["prefill"]["tok_per_s"]; lt = llama(m, "prefill", n)
-        print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
+        print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s %7s %7s" % (m, "prefill %d" % n, "%.0f" % wt if wt else "-",
               "%.0f" % tt if tt else "-", "", "", "",
-              "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-"))
+              "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-", "-", tuned(m, "prefill", n, lt)))
     rows = []
     try:
         rows = [json.loads(l) for l in open(os.path.join(out, "llama-%s-seqs.jsonl" % m)) if l.startswith("{")]

@@ -56,6 +56,13 @@
 #             a step a batch of loads (dnChunkUnroll=1), each model once
 #             attn-long-h200.sh's preparation (running beside it) has made its
 #             GGUF (rows2.txt)
+#   prep2     the receipt's preparation in the background and beside it
+#             the Q4_K long parity of the Qwen 3.5 persistent decode
+#             (longparity-h200.sh QUANT=q4k BACKENDS=webgpu+persist; lp/)
+#   quiet     after prep2, nothing beside it: prefill 1,024 / 4,096 under
+#             matmulI8 geometries (i8-real.txt), decode at depth 0 with
+#             persistGrid=256 and op by op (decode-grid.txt), the op-by-op
+#             decode's GPU time per kernel (decode-profile-2b.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -210,7 +217,45 @@ rows2() {
   done > "$O/rows2.txt" 2>&1
 }
 
+# The receipt's preparation (background) and beside it the Q4_K long parity
+# of the Qwen 3.5 persistent decode at 16,384 tokens.
+prep2() {
+  start_prepare 540
+  local pp=$!
+  QUANT=q4k CONFIGS=qwen35-0.8b NGREEDY=48 BACKENDS=webgpu+persist BUDGET=420 \
+    bash bench/longparity-h200.sh "$O/lp" > "$O/longparity.log" 2>&1
+  wait "$pp"
+  tail -3 "$O/prep.log"
+}
+
+# On a quiet machine after prep2: prefill under matmulI8 geometries, decode
+# at depth 0 with two persistent workgroups a SM and op by op, and the
+# op-by-op decode's GPU time per kernel (Qwen 3.5 2B).
+quiet() {
+  local m a r t n
+  for m in qwen08 qwen2b; do
+    a=$(model_dir "$m")
+    for r in 1 2; do for n in 1024 4096; do
+      for t in none matmulI8=64x64x4x4x2 matmulI8=64x64x4x8x2 matmulI8=64x64x8x4x2; do
+        tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+        printf '%-8s prefill %-5s %-24s ' "$m" "$n" "$t"
+        $W bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
+      done
+    done; done
+  done > "$O/i8-real.txt" 2>&1
+  for m in qwen2b qwen08; do
+    a=$(model_dir "$m")
+    for r in 1 2; do for t in none persistGrid=256 persist=0; do
+      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+      printf '%-8s decode %-18s ' "$m" "$t"
+      $W bench -m "$a" --backend webgpu -p 1 -n 64 "${tu[@]}" -o /tmp/d.json --force 2> /dev/null | grep decode | cut -c1-110
+    done; done
+  done > "$O/decode-grid.txt" 2>&1
+  WISP_WEBGPU_PROFILE=1 $W bench -m "$(model_dir qwen2b)" --backend webgpu -p 1 -n 16 --tuning persist=0 \
+    -o /tmp/d.json --force > "$O/decode-profile-2b.txt" 2>&1
+}
+
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn | rows2) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | quiet) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac

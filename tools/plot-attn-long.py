@@ -5,8 +5,8 @@
 
 summary.txt has a line per (model, workload): the workload ("decode at
 depth N", "prefill N", "S sequences a step"), wisp's tok/s, the variant
-columns, llama.cpp's tok/s and the ratio (decode lines may end with the
-ratio of the f16 K/V run). The plot draws the ratio of each
+columns, llama.cpp's tok/s and the ratio (then the ratio of the f16 K/V
+run, decode lines only, and of the TUNED run, where they ran). The plot draws the ratio of each
 line as a bar on a log scale, 1.0x (parity) and the issue's targets marked.
 Standard library only: a receipt is read where nothing else is installed.
 """
@@ -16,7 +16,7 @@ import re
 import sys
 
 LINE = re.compile(r"^(\S+)\s+(decode at depth \d+|prefill \d+|\d+ sequences a step)\s+(\d+)\s.*?\s(\d+)\s+([\d.]+)x"
-                  r"(?:\s+([\d.]+)x|\s+-)?\s*$")
+                  r"(?:\s+([\d.]+)x|\s+-)?(?:\s+([\d.]+)x|\s+-)?\s*$")
 
 
 def parse(path):
@@ -30,6 +30,8 @@ def parse(path):
                    "llama_cpp_tok_s": float(m.group(4)), "ratio": float(m.group(5))}
             if m.group(6):  # the f16 K/V column's ratio (llama.cpp's default K/V type)
                 row["ratio_f16_kv"] = float(m.group(6))
+            if m.group(7):  # the TUNED column's ratio (a candidate default, named in the receipt)
+                row["ratio_tuned"] = float(m.group(7))
             rows.append(row)
     return rows
 

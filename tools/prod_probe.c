@@ -10,6 +10,7 @@
  * together ("timing": "wall"). Prints one JSON receipt on stdout:
  *   prod_probe [--fp32-peak TFLOPS] [--dp4a-peak TOPS] [--reps N]
  *              [--shape ROWSxCOLS]... [--tokens N]... [--types t,t,...] [--tuning KEY=VALUE,...]
+ *              [--int8-only]
  * Defaults: peaks 67 (H200 FP32) and 134 (DP4A, four int8 multiply-adds an
  * instruction at half the FMA issue rate), 5 reps, the Qwen 3.5 0.8B
  * shapes (2048x1024, 7168x1024, 1024x3584) x 512 and 2048 tokens, types
@@ -105,6 +106,7 @@ int main(int argc, char **argv) {
   int reps = 5, nshapes = 0, ntok = 0;
   int shapes[MAX_SHAPES][2], tokens[MAX_TOKENS];
   const char *types = "f32,f16,q4,q4z,q4k,q8_0", *tuning = NULL;
+  int int8_only = 0; /* the integer path alone (tile sweeps of matmul_i8) */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--fp32-peak") && v) fp32_peak = atof(argv[++i]);
@@ -112,13 +114,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--reps") && v) reps = atoi(argv[++i]);
     else if (!strcmp(a, "--types") && v) types = argv[++i];
     else if (!strcmp(a, "--tuning") && v) tuning = argv[++i];
+    else if (!strcmp(a, "--int8-only")) int8_only = 1;
     else if (!strcmp(a, "--shape") && v && nshapes < MAX_SHAPES &&
              sscanf(argv[++i], "%dx%d", &shapes[nshapes][0], &shapes[nshapes][1]) == 2)
       nshapes++;
     else if (!strcmp(a, "--tokens") && v && ntok < MAX_TOKENS) tokens[ntok++] = atoi(argv[++i]);
     else {
       fprintf(stderr, "usage: prod_probe [--fp32-peak TFLOPS] [--dp4a-peak TOPS] [--reps N] [--shape ROWSxCOLS]... "
-                      "[--tokens N]... [--types f32,f16,q4,q4z,q4k,q8_0] [--tuning KEY=VALUE,...]\n");
+                      "[--tokens N]... [--types f32,f16,q4,q4z,q4k,q8_0] [--tuning KEY=VALUE,...] [--int8-only]\n");
       return 2;
     }
   }
@@ -184,10 +187,10 @@ int main(int argc, char **argv) {
         for (size_t i = 0; ok && i < (size_t)n * cols; i++) hx[i] = frand();
         if (ok) be->buf_write(be, x, 0, (size_t)n * cols, hx);
         free(hx);
-        for (int path = 0; ok && path <= has_i8; path++) { /* 0 f32 activations, 1 int8 */
+        for (int path = int8_only ? 1 : 0; ok && path <= has_i8; path++) { /* 0 f32 activations, 1 int8 */
           wisp_wgpu_mm8_opts mo = {.mode = path ? 2 : 3};
           ok = !wisp_wgpu_mm8_configure(be, &mo);
-          be->matmul(be, &m, x, 0, n, y, 0); /* warm-up: pipelines compiled, buffers made */
+          for (int r = 0; r < 3; r++) be->matmul(be, &m, x, 0, n, y, 0); /* warm-up: pipelines, buffers, clocks */
           ok = ok && !be->sync(be);
           char label[160], qlabel[160];
           snprintf(label, sizeof label, "%s", ok && as_g(be)->last_kernel ? as_g(be)->last_kernel : "");
@@ -197,10 +200,10 @@ int main(int argc, char **argv) {
           d0 = q0 = d1 = q1 = 0;
           if (timed) ns0 = kernel_ns(d, label, &d0), qns0 = kernel_ns(d, qlabel, &q0);
           const double t0 = wisp_now_s();
-          for (int r = 0; ok && r < reps; r++) {
-            be->matmul(be, &m, x, 0, n, y, 0);
-            ok = !be->sync(be);
-          }
+          /* back to back, one wait at the end: a GPU idle between products
+           * lowers its clocks and the times scatter */
+          for (int r = 0; ok && r < reps; r++) be->matmul(be, &m, x, 0, n, y, 0);
+          ok = ok && !be->sync(be);
           if (timed) ns1 = kernel_ns(d, label, &d1), qns1 = kernel_ns(d, qlabel, &q1);
           else ns1 = (uint64_t)((wisp_now_s() - t0) * 1e9), d1 = 1;
           if (!ok || d1 <= d0) {
