@@ -43,9 +43,9 @@
 # VARIANTS (default "nolong wide grouped"; set and empty: none) picks the
 # extra decode runs of step 2 (attnSplitsLong=1x1, persistOpt=25, persistOpt=41;
 # f16: kv=f16, llama.cpp's default K/V type, with its own ratio column).
-# TUNED (a tuning string, e.g. a candidate default) runs every decode and
-# prefill again under it, in place of the prefill's attn_flash run; its
-# ratio to llama.cpp is the last column.
+# TUNED_DECODE / TUNED_PREFILL (tuning strings, e.g. a candidate default) run
+# every decode / prefill again under them (the prefill's in place of its
+# attn_flash run); their ratio to llama.cpp is the last column.
 # PREPARE_ONLY=1 (with DEPTHS= PREFILLS= SEQS=) makes the models, their GGUFs and
 # the build and stops: a second call on the warm machine then times both engines
 # with no build beside them (16 cores compiling make wisp's decode noisy).
@@ -95,8 +95,8 @@ for m in $MODELS; do
       $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning kv=f16 \
         -o "$OUT/wisp-$m-depth$dep-f16.json" --force 2>&1 | tail -2
     fi
-    if [ -n "${TUNED:-}" ] && left; then # a candidate default (TUNED), its own column
-      $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning "$TUNED" \
+    if [ -n "${TUNED_DECODE:-}" ] && left; then # a candidate default, its own column
+      $W bench -m "$a" --backend webgpu -p "$p" -n 64 --tuning "$TUNED_DECODE" \
         -o "$OUT/wisp-$m-depth$dep-tuned.json" --force 2>&1 | tail -2
     fi
     if [[ $VARIANTS == *" grouped "* ]] && left; then # its query heads of a KV head together (short contexts too: it must not lose there)
@@ -108,8 +108,8 @@ for m in $MODELS; do
     left || break
     say "$m wisp prefill $n (the default tiled attn_flash_tiled, then attn_flash)"
     $W bench -m "$a" --backend webgpu -p "$n" -n 4 -o "$OUT/wisp-$m-prefill$n.json" --force 2>&1 | tail -2
-    if [ -n "${TUNED:-}" ]; then
-      $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning "$TUNED" \
+    if [ -n "${TUNED_PREFILL:-}" ]; then
+      $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning "$TUNED_PREFILL" \
         -o "$OUT/wisp-$m-prefill$n-tuned.json" --force 2>&1 | tail -2
     else
       $W bench -m "$a" --backend webgpu -p "$n" -n 4 --tuning attnPrefill=0 \

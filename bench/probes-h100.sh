@@ -58,7 +58,9 @@
 #             GGUF (rows2.txt)
 #   prep2     the receipt's preparation in the background and beside it
 #             the Q4_K long parity of the Qwen 3.5 persistent decode
-#             (longparity-h200.sh QUANT=q4k BACKENDS=webgpu+persist; lp/)
+#             (longparity-h200.sh QUANT=q4k BACKENDS=webgpu+persist; lp/),
+#             then prefill under matmulI8 geometries, beside the build
+#             (i8-real-beside-build.txt)
 #   quiet     after prep2, nothing beside it: prefill 1,024 / 4,096 under
 #             matmulI8 geometries (i8-real.txt), decode at depth 0 with
 #             persistGrid=256 and op by op (decode-grid.txt), the op-by-op
@@ -222,8 +224,21 @@ rows2() {
 prep2() {
   start_prepare 540
   local pp=$!
-  QUANT=q4k CONFIGS=qwen35-0.8b NGREEDY=48 BACKENDS=webgpu+persist BUDGET=420 \
+  QUANT=q4k CONFIGS=qwen35-0.8b NGREEDY=48 BACKENDS=webgpu+persist BUDGET=300 \
     bash bench/longparity-h200.sh "$O/lp" > "$O/longparity.log" 2>&1
+  local m a i t n
+  for m in qwen08 qwen2b; do # beside the build: directions only
+    for i in $(seq 1 60); do [ -s "/tmp/attn-long-$m.gguf" ] && break; sleep 2; done
+    a=$(model_dir "$m")
+    for n in 1024 4096; do
+      for t in none matmulI8=64x64x4x4x2 matmulI8=64x64x4x8x2 matmulI8=64x64x8x4x2 none; do
+        [ $SECONDS -lt 480 ] || break
+        tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+        printf '%-8s prefill %-5s %-24s ' "$m" "$n" "$t"
+        $W bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
+      done
+    done
+  done > "$O/i8-real-beside-build.txt" 2>&1
   wait "$pp"
   tail -3 "$O/prep.log"
 }
