@@ -194,7 +194,7 @@ for m in os.environ["MODELS"].split():
         dt = wd and wd["decode"]["tok_per_s"]
         gr = load("wisp-%s-depth%d-grouped.json" % (m, d)); gt = gr and gr["decode"]["tok_per_s"]
         hf = load("wisp-%s-depth%d-f16.json" % (m, d)); ht = hf and hf["decode"]["tok_per_s"]
-        print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
+        print("%-8s %-22s %12s %12s %12s %12s %12s %12s %7s %7s %7s" % (m, "decode at depth %d" % d, "%.0f" % wt if wt else "-",
               "%.0f" % nt if nt else "-", "%.0f" % dt if dt else "-", "%.0f" % gt if gt else "-",
               "%.0f" % ht if ht else "-", "%.0f" % lt if lt else "-", "%.2fx" % (wt / lt) if wt and lt else "-",
               "%.2fx" % (ht / lt) if ht and lt else "-", tuned(m, "depth", d, lt)))

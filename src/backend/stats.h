@@ -27,6 +27,7 @@ typedef struct wisp_backend_stats {
   uint64_t kv_grows;        /* KV caches grown (kv_buf_grow: reallocated and copied) */
   uint64_t persist_arena_grows; /* persistent-decode arenas remade to the KV caches' grown capacity (at the first batch after the caches grew) */
   uint64_t prefill_tiled;   /* several-token attentions by attn_flash_tiled.wgsl */
+  uint64_t prefill_tiled_two_rows; /* of them, those whose lane groups took two query rows */
   uint64_t pipelines;       /* compute pipelines compiled (first use of each kernel variant) */
   double compile_seconds;   /* time spent compiling them: kept out of tok/s by run and bench */
 } wisp_backend_stats;

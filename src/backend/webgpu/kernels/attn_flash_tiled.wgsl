@@ -16,7 +16,8 @@
 // consecutive words of a key row, and the groups of the workgroup read the
 // same ones: broadcasts). Each K or V vec4 it reads from workgroup memory
 // serves its RPL rows, so RPL = 2 halves the reads a product takes (the
-// reads, not the products, bound this loop). It computes its part of each
+// reads, not the products, bound this loop; the host gives two rows twice
+// a row's lanes, so QB is the same either way). It computes its part of each
 // key's dot products, and TPQ - 1 subgroupShuffleXor steps give every lane
 // of the group the whole scores. Each lane then has its rows' scores,
 // running maxima and sums, and updates its own slices of the outputs: no
