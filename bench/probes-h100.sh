@@ -65,6 +65,10 @@
 #             matmulI8 geometries (i8-real.txt), decode at depth 0 with
 #             persistGrid=256 and op by op (decode-grid.txt), the op-by-op
 #             decode's GPU time per kernel (decode-profile-2b.txt)
+#   seedfix   the seed shape's prefill 512 / 1,024 / 4,096, .dev/wisp against
+#             .dev/wisp_prev and attnRows=1, beside llama.cpp's build and
+#             then quiet, with llama-bench's prefill of the same GGUF in
+#             the same call; decode at depth 0 of both (seedfix.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -270,7 +274,38 @@ quiet() {
     -o /tmp/d.json --force > "$O/decode-profile-2b.txt" 2>&1
 }
 
+# The seed shape's prefill after two rows a lane group took twice a row's
+# lanes: .dev/wisp against .dev/wisp_prev (the binary before) beside
+# llama.cpp's build (directions), then llama-bench's prefill on the same
+# GGUF and both binaries again on the quiet machine (seedfix.txt).
+seedfix() {
+  local LC=/tmp/lcc m=seedlong a g b n r t0=$SECONDS
+  setsid nohup bash .peer/build.sh cuda "$LC" > "$O/llama-build.log" 2>&1 < /dev/null &
+  a=$(model_dir "$m"); g=/tmp/attn-long-$m.gguf
+  $W export-gguf "$a" -o "$g" --keep-quant > /dev/null 2>&1 || echo "export-gguf failed"
+  python3 tools/gguf-none-vocab.py "$g" "$g.nv" 2> /dev/null && mv "$g.nv" "$g"
+  run() { # binary, tuning, label
+    for n in 512 1024 4096; do
+      tu=(); [ "$2" = none ] || tu=(--tuning "$2")
+      printf '%-6s %-10s %-11s prefill %-5s ' "$3" "$1" "$2" "$n"
+      ".dev/$1" bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o "$O/$3-$1-$2-$n.json" --force 2> /dev/null |
+        grep prefill | cut -c1-60
+    done
+  }
+  for r in 1 2; do run wisp none beside; run wisp_prev none beside; run wisp attnRows=1 beside; done
+  while [ ! -x "$LC/build/bin/llama-bench" ] && [ $((SECONDS - t0)) -lt 420 ]; do sleep 5; done
+  "$LC/build/bin/llama-bench" -m "$g" -fa 1 -ngl 99 -p 512,1024,4096 -n 0 -r 2 -o json > "$O/llama-$m-prefill.json" 2> "$O/llama.log" ||
+    tail -3 "$O/llama.log"
+  run wisp none quiet; run wisp_prev none quiet; run wisp attnRows=1 quiet; run wisp none quiet
+  for b in wisp wisp_prev; do
+    printf 'quiet  %-10s decode at depth 0 ' "$b"
+    ".dev/$b" bench -m "$a" --backend webgpu -p 1 -n 64 -o "$O/quiet-$b-depth0.json" --force 2> /dev/null | grep decode | cut -c1-100
+  done
+  python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1])): print("llama.cpp prefill", r["n_prompt"], round(r["avg_ts"]), r["samples_ts"])' "$O/llama-$m-prefill.json"
+}
+
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | quiet) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | quiet | seedfix) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
