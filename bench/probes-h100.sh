@@ -305,7 +305,33 @@ seedfix() {
 for r in json.load(open(sys.argv[1])): print("llama.cpp prefill", r["n_prompt"], round(r["avg_ts"]), r["samples_ts"])' "$O/llama-$m-prefill.json"
 }
 
+# The seed shape's prefill 1,024 / 4,096 under prefill chunks and attnRows
+# (chunk.txt).
+chunk() {
+  local a t n
+  a=$(model_dir seedlong)
+  for t in prefillChunk=512 none prefillChunk=512,attnRows=1 prefillChunk=2048 prefillChunk=512; do
+    for n in 1024 4096; do
+      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+      printf '%-28s prefill %-5s ' "$t" "$n"
+      $W bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o /tmp/c.json --force 2>&1 | grep prefill | cut -c1-60
+    done
+  done
+}
+
+# The seed shape's prefill 4,096 / 1,024 under each binary of BINS (from
+# .dev), default and attnRows=1, twice (bisect.txt).
+bisect() {
+  local a b t n r
+  a=$(model_dir seedlong)
+  for r in 1 2; do for b in ${BINS:-wisp_prev wisp}; do for t in none attnRows=1; do for n in 4096 1024; do
+    tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+    printf '%-14s %-11s prefill %-5s ' "$b" "$t" "$n"
+    ".dev/$b" bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o /tmp/c.json --force 2> /dev/null | grep prefill | cut -c1-50
+  done; done; done; done
+}
+
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | quiet | seedfix) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -68,7 +68,7 @@ TEST(tuning_defaults_come_from_the_table) {
   CHECK(none.persist_opt == 969 && none.persist_max_keys == 0 && none.matvec_wg == 128 && none.matvec_rows == 4 && none.rows_nt == 64);
   uint32_t d[5];
   wisp_tuning_default_of("matmulI8", d);
-  CHECK(d[0] == 64 && d[1] == 32 && d[2] == 4 && d[3] == 4 && d[4] == 2);
+  CHECK(d[0] == 64 && d[1] == 64 && d[2] == 4 && d[3] == 4 && d[4] == 2);
 }
 
 /* One rule between the plan and the string: a key given that names a plan

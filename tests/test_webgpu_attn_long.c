@@ -516,8 +516,8 @@ TEST(webgpu_kv_caches_grow_in_one_submit) {
  * tiles, a second prompt chunk after cached keys, grouped heads (G = 2,
  * 4), head dims 32, 128 and 256 (Qwen 3.5's gated), f32 and packed-f16
  * caches, a query row a lane group and two (tuning attnRows; with two,
- * a group of twice the lanes, every K and V read serving both rows); and
- * the dispatches it took. Decode tokens between
+ * a group of twice the lanes, every K and V read serving both rows; unset,
+ * two for head dim 256 only); and the dispatches it took. Decode tokens between
  * the chunks run the split decode, so the caches it wrote are read back by
  * another kernel. */
 TEST(webgpu_attn_long_tiled_prefill) {
@@ -527,7 +527,7 @@ TEST(webgpu_attn_long_tiled_prefill) {
   static const shape plain[] = {{4, 2, 32, calls, 5}, {8, 2, 128, calls, 5}};
   static const shape gated[] = {{2, 1, 256, calls, 5}};
   static float dec[2 * 8 * 128];
-  for (unsigned rows = 1; rows <= 2; rows++)
+  for (unsigned rows = 0; rows <= 2; rows++) /* 0: unset, two rows for head dim 256 */
   for (int kv16 = 0; kv16 < 2; kv16++)
   for (int gi = 0; gi < 2; gi++) {
     const rule tiled = {32, 0, 0, "tiled prefill", 2, kv16, 0, 0};
@@ -551,7 +551,8 @@ TEST(webgpu_attn_long_tiled_prefill) {
       CHECKF((int)st.prefill_tiled == want, "%s D %d: %llu tiled prefills, %d expected", gi ? "gated" : "plain",
              set[i].D, (unsigned long long)st.prefill_tiled, want);
       /* two rows where asked and a subgroup holds twice a row's 4 lanes */
-      const int two = rows == 2 && (!d->info.subgroup_min_size || d->info.subgroup_min_size >= 8) ? want : 0;
+      const int asked = rows == 2 || (rows == 0 && set[i].D >= 256);
+      const int two = asked && (!d->info.subgroup_min_size || d->info.subgroup_min_size >= 8) ? want : 0;
       CHECKF((int)st.prefill_tiled_two_rows == two, "%s D %d: %llu tiled prefills of two rows a lane group, %d expected",
              gi ? "gated" : "plain", set[i].D, (unsigned long long)st.prefill_tiled_two_rows, two);
       printf("     tiled prefill %s H %d KVH %d D %d%s, %u rows a lane group: max error %.3g of max|cpu|, %llu tiled "

@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "backend/webgpu/wgpu_backend.h"
+#include "backend/webgpu/wgpu_core.h"
 #include "backend/webgpu/wgpu_products_i8.h"
 #include "engine/engine.h"
 #include "fixtures.h"
@@ -253,6 +254,37 @@ TEST(webgpu_matmul_i8_geometries_and_split) {
   wisp_wgpu_mm8_opts o = {.mode = 2, .min_n = 1};
   CHECKF(suite(d, &o, 16384, split, 2, &w, err, sizeof err), "split: %s", err);
   printf("     int8 matmul geometries/split: %.3g vs the int8 reference, %.3g vs f32\n", w.exact, w.f32);
+}
+
+/* The default geometry's token tile (64) is halved for products of fewer
+ * than two tiles of tokens (batched steps, short prompts), so that they
+ * keep the workgroups a tile of 32 gives them; both against the
+ * references. */
+TEST(webgpu_matmul_i8_token_tile_by_tokens) {
+  WEBGPU_OR_SKIP(d);
+  static const mm_case cases[] = {{WISP_W_Q4, 70, 96, 64, 0, 0}, {WISP_W_Q4, 70, 96, 127, 1, 0},
+                                  {WISP_W_Q4, 70, 96, 128, 0, 0}, {WISP_W_Q4Z, 33, 160, 200, 1, 3}};
+  static const char *want[] = {"matmul_i8:64:32:", "matmul_i8:64:32:", "matmul_i8:64:64:", "matmul_i8:64:64:"};
+  wisp_wgpu_backend_opts go = {.device = d, .subgroups = -1};
+  wisp_backend *gpu = NULL, *cpu = NULL;
+  CHECKF(!wisp_cpu_backend_new(1, &cpu) && !wisp_wgpu_backend_new(&go, &gpu), "backends: %s", wisp_last_error());
+  wisp_wgpu_mm8_opts o = {.mode = 2, .min_n = 1};
+  CHECKF(!wisp_wgpu_mm8_configure(gpu, &o), "configure: %s", wisp_last_error());
+  void *keep[4][3] = {{0}};
+  worst_t w = {0, 0, 0};
+  char err[700] = "";
+  uint64_t seed = 77;
+  for (int i = 0; i < 4; i++) {
+    int ok = run_case(gpu, cpu, &cases[i], &seed, keep[i], &w, err, sizeof err);
+    const char *k = as_g(gpu)->last_kernel ? as_g(gpu)->last_kernel : "";
+    CHECKF(ok, "%d tokens: %s", cases[i].n, err);
+    CHECKF(!strncmp(k, want[i], strlen(want[i])), "%d tokens: kernel %s, want %s...", cases[i].n, k, want[i]);
+  }
+  gpu->destroy(gpu);
+  cpu->destroy(cpu);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) free(keep[i][j]);
+  printf("     token tiles 32 / 64 by tokens: %.3g vs the int8 reference, %.3g vs f32\n", w.exact, w.f32);
 }
 
 /* Bad geometry is refused; the plan decides by default (an empty choice

@@ -70,9 +70,11 @@ static const entry k_keys[] = {
      * attn_flash.wgsl */
     {"attnPrefill", T_UINT, W(attn_prefill), 0, 0, 2, 1, "0, 1 or 2", .def = {2}},
     /* query rows a lane group of attn_flash_tiled.wgsl takes: 2 reads each K and V
-     * vec4 once for two rows (H100, 4,096-token prefills with head dim 256:
-     * 1.02-1.05x, bench/results/h100-prefill-20261206/) */
-    {"attnRows", T_UINT, W(attn_rows), 0, 1, 2, 1, "1 or 2", .def = {2}},
+     * vec4 once for two rows. Unset: 2 for head dims of 256 (H100, 4,096-token
+     * prefills: 1.02-1.05x, bench/results/h100-prefill-20261206/), else 1 (head
+     * dim 64, 4,096 tokens: two rows measured 0.91-0.92x of one in the kernel's
+     * earlier form, bench/results/h100-seedfix-20261206/) */
+    {"attnRows", T_UINT, W(attn_rows), 0, 1, 2, 1, "1 or 2", NO_DEFAULT},
     /* kv=f16 turns f16 caches on over the plan's f32; kv=f32 leaves the plan's choice */
     {"kv", T_SPECIAL, W(kv_f16), 0, 0, 0, 1, "f32 or f16", NO_DEFAULT, .plan = P(kv_f16)},
     {"prefetch", T_SPECIAL, W(prefetch), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
@@ -112,7 +114,10 @@ static const entry k_keys[] = {
     {"q4kMatvec", T_PAIR, W(q4k_mv_wg), W(q4k_mv_rows), 1, 1024, 0, "WGxROWS", .def = {128, 0}},
     {"q4kFused", T_PAIR, W(q4k_fused_cols), W(q4k_fused_tpc), 1, 1024, 0, "COLSxTPC", NO_DEFAULT},
     {"i8MinN", T_UINT, W(i8_min_n), 0, 1, 1 << 20, 0, "a positive number", .def = {2}},
-    {"matmulI8", T_SPECIAL, W(i8_geometry), 0, 1, 1024, 0, "TMxTNxRMxRNxKB", .def = {64, 32, 4, 4, 2}},
+    /* 64 tokens a tile (half for fewer than 128 tokens, wgpu_products_i8.c): H100,
+     * Qwen 3.5 0.8B / 2B and the seed shape, prefill 512-4,096 against 64x32x4x4x2
+     * in one call: 1.00-1.32x (bench/results/h100-seedfix-20261206/receipt) */
+    {"matmulI8", T_SPECIAL, W(i8_geometry), 0, 1, 1024, 0, "TMxTNxRMxRNxKB", .def = {64, 64, 4, 4, 2}},
     /* webgpu: the persistent decode */
     {"persistGrid", T_UINT, W(persist_grid), 0, 1, 1024, 0, "1..1024", NO_DEFAULT},
     {"persistSplits", T_UINT, W(persist_splits), 0, 1, 64, 0, "1..64", NO_DEFAULT},

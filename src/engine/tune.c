@@ -146,9 +146,9 @@ static void prefill_cands(tuner *T, tclass *c) {
     uint32_t d[5];
     wisp_tuning_default_of("matmulI8", d);
     add_cand(c, (unsigned[]){d[0], d[1], d[2], d[3], d[4]}, 5, 1);
-    static const unsigned g[][5] = {{64, 64, 4, 4, 2}, {32, 32, 4, 4, 2}, {128, 32, 4, 4, 2}, {64, 32, 4, 4, 1},
-                                    {64, 32, 4, 4, 4}, {128, 64, 8, 4, 2}};
-    const int ng = T->o->quick ? 1 : 6;
+    static const unsigned g[][5] = {{64, 32, 4, 4, 2}, {64, 64, 4, 4, 2}, {32, 32, 4, 4, 2}, {128, 32, 4, 4, 2},
+                                    {64, 64, 4, 8, 2}, {64, 64, 8, 4, 2}, {64, 64, 4, 4, 4}, {128, 64, 8, 4, 2}};
+    const int ng = T->o->quick ? 1 : 8;
     for (int i = 0; i < ng; i++) add_cand(c, g[i], 5, 0);
   } else {
     uint32_t d[5];

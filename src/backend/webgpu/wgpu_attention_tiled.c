@@ -8,7 +8,7 @@
 #include <math.h>
 
 #define TILED_WG 128  /* threads a workgroup: WG / TPQ query rows */
-#define TILED_MAXS4 16 /* attn_flash_tiled.wgsl's MAXS4: vec4s of q (and of out) a lane holds, its rows together */
+#define TILED_MAXS4 16 /* attn_flash_tiled.wgsl's MAXS4: vec4s of a row's q (and of its out) a lane holds */
 #define TILED_MAXKT 32 /* its MAXKT */
 
 /* Lanes a query row: enough that a lane's slice of the row fits its
@@ -23,12 +23,13 @@ int wisp_wgpu_attn_tiled(wgpu_backend *g, WGPUBuffer q, wisp_wgpu_binding kc, wi
                          int n, int pos0, int H, int KVH, int D) {
   if (g->attn_prefill != 2 || !g->sg || n < 2 || D <= 0 || D % 4 || D > 256 || KVH <= 0 || H % KVH) return 0;
   const uint32_t d4 = (uint32_t)D / 4, sgmin = g->d->info.subgroup_min_size;
-  /* A lane group's rows (tuning attnRows). Two rows take twice a row's
+  /* A lane group's rows (tuning attnRows; unset, two for head dim 256,
+   * where they measured faster, else one). Two rows take twice a row's
    * lanes, so a workgroup holds as many rows as with one: more rows a
    * workgroup would make the causal tail (the last rows' workgroups walk
    * every key) twice as long. One row where the group would pass 32 lanes
    * or the smallest subgroup; a group's lanes within one subgroup. */
-  uint32_t rpl = g->attn_rows, tpq = row_lanes(d4) * rpl;
+  uint32_t rpl = g->attn_rows ? g->attn_rows : D >= 256 ? 2 : 1, tpq = row_lanes(d4) * rpl;
   if (rpl > 1 && (tpq > 32 || d4 % tpq || (sgmin && sgmin < tpq))) rpl = 1, tpq = row_lanes(d4);
   if (d4 % tpq || d4 / tpq > TILED_MAXS4 || (sgmin && sgmin < tpq)) return 0;
   /* keys a tile: K and V tiles of 16 KiB together at most */

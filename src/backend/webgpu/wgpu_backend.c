@@ -135,7 +135,7 @@ static wisp_status apply_options(wgpu_backend *g, const wisp_wgpu_backend_opts *
    * little parallelism), half the prefill's GPU time; attn_flash gives
    * 72,800 tok/s against 51,800 with it (tools/device-prefill.sh). */
   g->attn_prefill = o->attn_prefill;
-  g->attn_rows = o->attn_rows == 1 ? 1 : 2;
+  g->attn_rows = o->attn_rows; /* 0: by head dim (wgpu_attention_tiled.c) */
   g->head_chunks = o->head_chunks; /* 0: by the matrix (rec_matvec) */
   /* Rows a lane group by the matrix (ROWS 0): one row for products of
    * fewer than rows2_rows rows, two from there (faster on the H200 for the

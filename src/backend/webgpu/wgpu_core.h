@@ -170,7 +170,7 @@ struct wgpu_backend {
   int rows_stage_always; /* tuning rowsStage=1: stage the multi-row inputs whenever they fit (rows_tile) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* several tokens: attn_prefill.wgsl (tuning attnPrefill=1), attn_flash_tiled.wgsl (2), else attn_flash */
-  uint32_t attn_rows;   /* attn_flash_tiled.wgsl's query rows a lane group (tuning attnRows: 1 or 2) */
+  uint32_t attn_rows;   /* attn_flash_tiled.wgsl's query rows a lane group (tuning attnRows: 1 or 2; 0 by head dim) */
   int prefetch;     /* tuning prefetch: -1 unset (each kernel's default), 0 or 1 for all (PF) */
   wisp_wgpu_q4k_tuning q4k_tune; /* tuning q4kMatvec / q4kFused ..., set once (wgpu_products_q4k.c) */
   wisp_wgpu_dn_tuning dn_tune;   /* the options (dn_cols, dn_groups), set once (wgpu_deltanet.c) */

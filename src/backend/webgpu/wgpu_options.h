@@ -104,7 +104,7 @@ typedef struct wisp_wgpu_backend_opts {
   int prefetch;               /* prefetch=0|1: -1 no product, 1 every product issues weight loads ahead;
                                * 0 (default) q4k_matvec only */
   int attn_prefill;           /* attnPrefill=1: attn_prefill.wgsl for several tokens, 2: attn_flash_tiled.wgsl (else attn_flash) */
-  unsigned attn_rows;         /* attnRows: query rows a lane group of attn_flash_tiled.wgsl (0: the default, 2) */
+  unsigned attn_rows;         /* attnRows: query rows a lane group of attn_flash_tiled.wgsl (0: 2 for head dim 256, else 1) */
   uint32_t head_chunks;       /* headChunks=N: row chunks a workgroup of tall matrices takes */
   uint32_t matvec_big_rows;   /* matvecBigRows=N: ROWS of matrices of >= 16384 rows (0: 8) */
   int q4k_sb_cols;            /* q4kSbCols=N: q4k_sb.wgsl for one-token products of N columns or more;

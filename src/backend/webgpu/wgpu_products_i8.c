@@ -45,15 +45,26 @@ typedef struct {
 } mm8_state;
 
 
-static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
-  wisp_wgpu_device *d = as_g(be)->d;
+/* Whether matmul_i8.wgsl takes the geometry on this device (0: no; the
+ * bytes of workgroup memory and threads through *shared_out, *threads_out). */
+static int geometry_ok(const wisp_wgpu_device *d, const mm8_state *s, uint64_t *threads_out, uint64_t *shared_out) {
   uint64_t threads = s->rm && s->rn ? (uint64_t)(s->tm / s->rm) * (s->tn / s->rn) : 0;
   /* wt, xt; wsc, xsc; wof, xsm (the Q4_K offsets and activation sums) */
   uint64_t shared = ((uint64_t)s->tm + s->tn) * (2u * s->kb + 1u) * 16u + ((uint64_t)s->tm + s->tn) * s->kb * 4u +
                     ((uint64_t)s->tm + 2u * s->tn) * s->kb * 4u;
+  *threads_out = threads;
+  *shared_out = shared;
   if (!s->tm || !s->tn || !s->rm || !s->rn || s->rm > 8 || s->rn > 8 || s->tm % s->rm || s->tn % s->rn || !s->kb ||
       s->kb > 8 || threads == 0 || (uint64_t)s->tm * s->kb > 8 * threads || (uint64_t)s->tn * s->kb * 2 > 8 * threads || threads > d->info.max_compute_invocations_per_workgroup ||
       threads > d->info.max_compute_workgroup_size_x || (s->fuseq && (uint64_t)s->tn * s->kb > threads) || shared > d->info.max_compute_workgroup_storage_size)
+    return 0;
+  return 1;
+}
+
+static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
+  wisp_wgpu_device *d = as_g(be)->d;
+  uint64_t threads, shared;
+  if (!geometry_ok(d, s, &threads, &shared))
     return wisp_fail(WISP_EINVAL,
                      "webgpu: bad int8 matmul geometry TM=%u TN=%u RM=%u RN=%u KB=%u (RM, RN <= 8 dividing TM, TN; at most 8 "
                      "loads of W and of x per thread and stage; "
@@ -61,6 +72,18 @@ static wisp_status check_geometry(wisp_backend *be, const mm8_state *s) {
                      s->tm, s->tn, s->rm, s->rn, s->kb, (unsigned long long)threads, (unsigned long long)shared,
                      d->info.max_compute_invocations_per_workgroup, d->info.max_compute_workgroup_storage_size);
   return WISP_OK;
+}
+
+/* The token tile of a product of n tokens: the geometry's, or half of it
+ * where n fills fewer than two tiles (the batched steps of up to 64 rows,
+ * short prompts) and the kernel takes the half: the grid then keeps the
+ * workgroups that a token tile of 32 gives such products. */
+static uint32_t token_tile(const wisp_wgpu_device *d, const mm8_state *s, int n) {
+  if (s->tn < 64 || (uint64_t)n >= 2ull * s->tn) return s->tn;
+  mm8_state half = *s;
+  half.tn = s->tn / 2;
+  uint64_t threads, shared;
+  return geometry_ok(d, &half, &threads, &shared) ? half.tn : s->tn;
 }
 
 static mm8_state *state_of(wisp_backend *be) {
@@ -184,7 +207,8 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
     wisp_wgpu_record_xyz(as_g(be), kq, qb, 3, &qp, sizeof qp, gx, gy, 1);
     s->quantizations++;
   }
-  wisp_wgpu_const c[7] = {{"TM", s->tm}, {"TN", s->tn}, {"RM", s->rm},   {"RN", s->rn},
+  const uint32_t tn = token_tile(as_g(be)->d, s, n);
+  wisp_wgpu_const c[7] = {{"TM", s->tm}, {"TN", tn},    {"RM", s->rm},   {"RN", s->rn},
                           {"KB", s->kb}, {"QT", qt}, {"FUSEQ", s->fuseq}};
   wisp_wgpu_kernel *k = wisp_wgpu_pipeline(as_g(be), "matmul_i8", c, s->fuseq ? 7 : 6);
   int row0, rows;
@@ -198,7 +222,7 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
     b[3] = whole(s->fuseq ? xb : s->xq.b);
     b[4] = whole(s->fuseq ? as_g(be)->dummy.b : s->xs.b);
     b[5] = whole(y->g.b);
-    wisp_wgpu_record_xyz(as_g(be), k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, s->tn), 1);
+    wisp_wgpu_record_xyz(as_g(be), k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, tn), 1);
   }
   s->products++;
   if (!s->fuseq && !as_g(be)->error) {

@@ -25,8 +25,8 @@
 //
 // q is [n][H][D] (from attn_rope / attn_gated_rope, unscaled), caches
 // [position][KVH][D], out [n][H * D]. Overrides: D4 = D / 4, TPQ divides D4
-// and the smallest subgroup (the host checks), D4 / TPQ <= MAXS4, RPL *
-// D4 / TPQ <= MAXQ, KT <= MAXKT, KT * D4 <= MAXL * WG. Grid: x = KVH, y =
+// and the smallest subgroup (the host checks), D4 / TPQ <= MAXS4 (a row's
+// vec4s a lane), KT <= MAXKT, KT * D4 <= MAXL * WG. Grid: x = KVH, y =
 // ceil(n * G / QB). Needs subgroups: without them the host runs
 // attn_flash.wgsl.
 enable subgroups;
@@ -42,9 +42,6 @@ override RPL: u32 = 1u;  // rows a lane group (1 or 2; tuning attnRows)
 
 const MAXKT: u32 = 32u;
 const MAXS4: u32 = 16u;
-const MAXR: u32 = 2u;            // most rows a lane group: RPL
-const MAXQ: u32 = MAXS4 * MAXR;  // vec4s of q (and of out) a lane: RPL * D4 / TPQ <= MAXQ, MAXS4 a row
-const MAXSC: u32 = MAXKT * MAXR; // a tile's scores of the lane's rows
 const MAXL: u32 = 8u;  // most vec4s of a K (and a V) tile a thread loads: NL
 override NL: u32 = (KT * D4 + WG - 1u) / WG;
 const NEG: f32 = -3.0e38;
@@ -108,30 +105,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let QB = (WG / TPQ) * RPL;
   let S4 = D4 / TPQ;
   let nrows = p.n * G;
-  let row0 = wid.y * QB + (li / TPQ) * RPL; // the lane group's first row
+  // The lane group's rows: row, and with RPL = 2 row + 1 (its "1" twins
+  // below). Each row is written as one row alone would be: with RPL = 1
+  // the second row's code folds away, RPL being a constant.
+  let row = wid.y * QB + (li / TPQ) * RPL;
   let r = li % TPQ;
-  // a row's query and output slices: qv[k * S4 + i] for its row k < RPL
-  var qv: array<vec4<f32>, MAXQ>;
-  var o: array<vec4<f32>, MAXQ>;
-  var m: array<f32, MAXR>;
-  var l: array<f32, MAXR>;
-  var pos: array<u32, MAXR>;  // the row's token's position; keys past it are masked
-  for (var k = 0u; k < RPL; k++) {
-    let row = row0 + k;
-    let live = row < nrows;
-    let t = row / G;
-    let h = kvh * G + row % G;
-    pos[k] = p.pos0 + t;
-    m[k] = NEG;
-    l[k] = 0.0;
-    for (var i = 0u; i < S4; i++) {
-      qv[k * S4 + i] = vec4<f32>(0.0);
-      o[k * S4 + i] = vec4<f32>(0.0);
-      if (live) {
-        qv[k * S4 + i] = q[(t * p.H + h) * D4 + i * TPQ + r] * p.scale;
-      }
+  let live = row < nrows;
+  let t = row / G;
+  let h = kvh * G + row % G;
+  let pos = p.pos0 + t;
+  let live1 = RPL == 2u && row + 1u < nrows;
+  let t1 = (row + 1u) / G;
+  let h1 = kvh * G + (row + 1u) % G;
+  let pos1 = p.pos0 + t1;
+  var qv: array<vec4<f32>, MAXS4>;
+  var o: array<vec4<f32>, MAXS4>;
+  var qv1: array<vec4<f32>, MAXS4>;
+  var o1: array<vec4<f32>, MAXS4>;
+  for (var i = 0u; i < S4; i++) {
+    qv[i] = vec4<f32>(0.0);
+    o[i] = vec4<f32>(0.0);
+    qv1[i] = vec4<f32>(0.0);
+    o1[i] = vec4<f32>(0.0);
+    if (live) {
+      qv[i] = q[(t * p.H + h) * D4 + i * TPQ + r] * p.scale;
+    }
+    if (live1) {
+      qv1[i] = q[(t1 * p.H + h1) * D4 + i * TPQ + r] * p.scale;
     }
   }
+  var m = NEG;
+  var l = 0.0;
+  var m1 = NEG;
+  var l1 = 0.0;
   // keys [0, kend): up to the last token of this workgroup's rows
   let last = min(nrows, (wid.y + 1u) * QB) - 1u;
   let kend = p.pos0 + last / G + 1u;
@@ -152,74 +158,84 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     load_tile(&pk, &pv, j0 + KT, kend, kvh, li);
-    // scores: each key vec4 read once from workgroup memory serves every row of the lane
-    var s: array<f32, MAXSC>;  // s[k * KT + key]
-    var mt: array<f32, MAXR>;
-    for (var k = 0u; k < RPL; k++) {
-      mt[k] = m[k];
-    }
-    for (var key = 0u; key < KT; key++) {
-      var a: array<f32, MAXR>;
-      for (var k = 0u; k < RPL; k++) {
-        a[k] = 0.0;
-      }
+    // scores: each key vec4 read once from workgroup memory serves both rows
+    var s: array<f32, MAXKT>;
+    var s1: array<f32, MAXKT>;
+    var mt = m;
+    var mt1 = m1;
+    for (var k = 0u; k < KT; k++) {
+      var a = 0.0;
+      var a1 = 0.0;
       for (var i = 0u; i < S4; i++) {
-        let kv = kt[key * D4 + i * TPQ + r];
-        for (var k = 0u; k < RPL; k++) {
-          a[k] += dot(qv[k * S4 + i], kv);
+        let kv = kt[k * D4 + i * TPQ + r];
+        a += dot(qv[i], kv);
+        if (RPL == 2u) {
+          a1 += dot(qv1[i], kv);
         }
       }
-      for (var k = 0u; k < RPL; k++) {
-        var ak = a[k];
-        for (var w = 1u; w < TPQ; w *= 2u) {
-          ak += subgroupShuffleXor(ak, w);
+      for (var w = 1u; w < TPQ; w *= 2u) {
+        a += subgroupShuffleXor(a, w);
+        if (RPL == 2u) {
+          a1 += subgroupShuffleXor(a1, w);
         }
-        if (row0 + k < nrows && j0 + key <= pos[k]) {
-          s[k * KT + key] = ak;
-          mt[k] = max(mt[k], ak);
+      }
+      if (live && j0 + k <= pos) {
+        s[k] = a;
+        mt = max(mt, a);
+      } else {
+        s[k] = NEG;
+      }
+      if (RPL == 2u) {
+        if (live1 && j0 + k <= pos1) {
+          s1[k] = a1;
+          mt1 = max(mt1, a1);
         } else {
-          s[k * KT + key] = NEG;
+          s1[k] = NEG;
         }
       }
     }
-    var alpha: array<f32, MAXR>;
-    var ls: array<f32, MAXR>;
-    for (var k = 0u; k < RPL; k++) {
-      alpha[k] = exp(m[k] - mt[k]);
-      ls[k] = 0.0;
+    let alpha = exp(m - mt);
+    let alpha1 = exp(m1 - mt1);
+    for (var i = 0u; i < S4; i++) {
+      o[i] *= alpha;
+      if (RPL == 2u) {
+        o1[i] *= alpha1;
+      }
+    }
+    var ls = 0.0;
+    var ls1 = 0.0;
+    for (var k = 0u; k < KT; k++) {
+      var e = 0.0;
+      if (live && j0 + k <= pos) {
+        e = exp(s[k] - mt);
+      }
+      ls += e;
+      var e1 = 0.0;
+      if (RPL == 2u && live1 && j0 + k <= pos1) {
+        e1 = exp(s1[k] - mt1);
+      }
+      ls1 += e1;
       for (var i = 0u; i < S4; i++) {
-        o[k * S4 + i] *= alpha[k];
-      }
-    }
-    for (var key = 0u; key < KT; key++) {
-      var e: array<f32, MAXR>;
-      for (var k = 0u; k < RPL; k++) {
-        e[k] = 0.0;
-        if (row0 + k < nrows && j0 + key <= pos[k]) {
-          e[k] = exp(s[k * KT + key] - mt[k]);
-        }
-        ls[k] += e[k];
-      }
-      for (var i = 0u; i < S4; i++) {
-        let vv = vt[key * D4 + i * TPQ + r];
-        for (var k = 0u; k < RPL; k++) {
-          o[k * S4 + i] += e[k] * vv;
+        let vv = vt[k * D4 + i * TPQ + r];
+        o[i] += e * vv;
+        if (RPL == 2u) {
+          o1[i] += e1 * vv;
         }
       }
     }
-    for (var k = 0u; k < RPL; k++) {
-      l[k] = l[k] * alpha[k] + ls[k];
-      m[k] = mt[k];
+    l = l * alpha + ls;
+    m = mt;
+    l1 = l1 * alpha1 + ls1;
+    m1 = mt1;
+  }
+  if (live) {
+    for (var i = 0u; i < S4; i++) {
+      out[(t * p.H + h) * D4 + i * TPQ + r] = o[i] / l;
     }
   }
-  for (var k = 0u; k < RPL; k++) {
-    let row = row0 + k;
-    if (row < nrows) {
-      let t = row / G;
-      let h = kvh * G + row % G;
-      for (var i = 0u; i < S4; i++) {
-        out[(t * p.H + h) * D4 + i * TPQ + r] = o[k * S4 + i] / l[k];
-      }
+  if (live1) {
+    for (var i = 0u; i < S4; i++) {
+      out[(t1 * p.H + h1) * D4 + i * TPQ + r] = o1[i] / l1;
     }
   }
 }
