@@ -69,6 +69,11 @@
 #             .dev/wisp_prev and attnRows=1, beside llama.cpp's build and
 #             then quiet, with llama-bench's prefill of the same GGUF in
 #             the same call; decode at depth 0 of both (seedfix.txt)
+#   chunk     the seed shape's prefill 1,024 / 4,096 under prefillChunk and
+#             attnRows (chunk.txt)
+#   bisect    the seed shape's prefill 4,096 / 1,024 under each binary of
+#             BINS (.dev/wisp_<hash>: tools/device.sh bundle REVS=...),
+#             default and attnRows=1, twice
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -310,6 +315,7 @@ for r in json.load(open(sys.argv[1])): print("llama.cpp prefill", r["n_prompt"],
 chunk() {
   local a t n
   a=$(model_dir seedlong)
+  exec > "$O/chunk.txt" 2>&1
   for t in prefillChunk=512 none prefillChunk=512,attnRows=1 prefillChunk=2048 prefillChunk=512; do
     for n in 1024 4096; do
       tu=(); [ "$t" = none ] || tu=(--tuning "$t")
@@ -324,6 +330,7 @@ chunk() {
 bisect() {
   local a b t n r
   a=$(model_dir seedlong)
+  exec > >(tee "$O/bisect.txt") 2>&1
   for r in 1 2; do for b in ${BINS:-wisp_prev wisp}; do for t in none attnRows=1; do for n in 4096 1024; do
     tu=(); [ "$t" = none ] || tu=(--tuning "$t")
     printf '%-14s %-11s prefill %-5s ' "$b" "$t" "$n"
