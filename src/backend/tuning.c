@@ -115,8 +115,8 @@ static const entry k_keys[] = {
     {"q4kFused", T_PAIR, W(q4k_fused_cols), W(q4k_fused_tpc), 1, 1024, 0, "COLSxTPC", NO_DEFAULT},
     {"i8MinN", T_UINT, W(i8_min_n), 0, 1, 1 << 20, 0, "a positive number", .def = {2}},
     /* 64 tokens a tile (half for fewer than 128 tokens, wgpu_products_i8.c): H100,
-     * Qwen 3.5 0.8B / 2B and the seed shape, prefill 512-4,096 against 64x32x4x4x2
-     * in one call: 1.00-1.32x (bench/results/h100-seedfix-20261206/receipt) */
+     * three Q4 / Q4_K models (hidden 1,024 and 2,048), prefill 512-4,096 against
+     * 64x32x4x4x2 in one call: 1.01-1.31x (bench/results/h100-seedfix-20261206/receipt) */
     {"matmulI8", T_SPECIAL, W(i8_geometry), 0, 1, 1024, 0, "TMxTNxRMxRNxKB", .def = {64, 64, 4, 4, 2}},
     /* webgpu: the persistent decode */
     {"persistGrid", T_UINT, W(persist_grid), 0, 1, 1024, 0, "1..1024", NO_DEFAULT},
