@@ -662,3 +662,25 @@ TEST(webgpu_attn_long_rows_split_as_alone) {
                        (unsigned long long)(s1.attn_splits - s0.attn_splits));
   }
 }
+
+/* `wisp plan` on WebGPU names the kernels its options pick past the plan's
+ * variants: the tiled prefill attention with its rows a lane group at the
+ * model's head dim (64: one row), or the fallback where the device has no
+ * subgroups, and the integer product's geometry. */
+TEST(webgpu_plan_names_the_prefill_paths) {
+  WEBGPU_OR_SKIP(d);
+  static char cmd[1024], out[1 << 16];
+  snprintf(cmd, sizeof cmd, "%s plan -m models/default --backend webgpu", test_wisp_bin());
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s:\n%s", cmd, out);
+  if (d->has_subgroups)
+    CHECKF(strstr(out, "prefill attention: attn_flash_tiled.wgsl (tuning attnPrefill=2, the default with subgroups), "
+                       "1 query row a lane group of 4 lanes at head dim 64"),
+           "%s", out);
+  else
+    CHECKF(strstr(out, "prefill attention: attn_rope + attn_flash.wgsl (tuning attnPrefill=2: attn_flash_tiled.wgsl "
+                       "needs subgroups"),
+           "%s", out);
+  CHECKF(strstr(out, "integer products (the plan's *_i8 variants): matmul_i8.wgsl 64x64x4x4x2 (tuning matmulI8), "
+                     "the token tile halved below 128 tokens"),
+         "%s", out);
+}

@@ -89,6 +89,13 @@ int cmd_plan(int argc, char **argv) {
   const int context = ctx ? ctx : model_max < WISP_DEFAULT_CONTEXT ? model_max : WISP_DEFAULT_CONTEXT;
   wisp_backend_settings bs;
   wisp_engine_backend_settings(plan, &bs);
+  /* the kernels the backend picks by its options past the plan's variants,
+   * configured as a session would configure it */
+  if (!as_json && be->prefill_paths && (!be->configure || !be->configure(be, &bs))) {
+    char paths[1024];
+    be->prefill_paths(be, m->graph.head_dim, paths, sizeof paths);
+    fputs(paths, stdout);
+  }
   const int kv16 = bs.kv_f16 && be->kv_buf_new;
   if (!as_json)
     printf("\ncontext: %d positions (the model's maximum %d); KV caches: %.1f MiB a sequence (%s)\n", context,

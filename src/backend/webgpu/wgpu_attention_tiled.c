@@ -19,9 +19,15 @@ static uint32_t row_lanes(uint32_t d4) {
   return tpq;
 }
 
-int wisp_wgpu_attn_tiled(wgpu_backend *g, WGPUBuffer q, wisp_wgpu_binding kc, wisp_wgpu_binding vc, WGPUBuffer out,
-                         int n, int pos0, int H, int KVH, int D) {
-  if (g->attn_prefill != 2 || !g->sg || n < 2 || D <= 0 || D % 4 || D > 256 || KVH <= 0 || H % KVH) return 0;
+/* Keys a tile: K and V tiles of 16 KiB together at most. */
+static uint32_t key_tile(int D) {
+  uint32_t kt = TILED_MAXKT;
+  while (kt > 1 && 2ull * kt * (uint64_t)D * 4 > 16384) kt /= 2;
+  return kt;
+}
+
+uint32_t wisp_wgpu_attn_tiled_rows(const wgpu_backend *g, int D, uint32_t *lanes) {
+  if (g->attn_prefill != 2 || !g->sg || D <= 0 || D % 4 || D > 256) return 0;
   const uint32_t d4 = (uint32_t)D / 4, sgmin = g->d->info.subgroup_min_size;
   /* A lane group's rows (tuning attnRows; unset, two for head dim 256,
    * where they measured faster, else one). Two rows take twice a row's
@@ -32,10 +38,17 @@ int wisp_wgpu_attn_tiled(wgpu_backend *g, WGPUBuffer q, wisp_wgpu_binding kc, wi
   uint32_t rpl = g->attn_rows ? g->attn_rows : D >= 256 ? 2 : 1, tpq = row_lanes(d4) * rpl;
   if (rpl > 1 && (tpq > 32 || d4 % tpq || (sgmin && sgmin < tpq))) rpl = 1, tpq = row_lanes(d4);
   if (d4 % tpq || d4 / tpq > TILED_MAXS4 || (sgmin && sgmin < tpq)) return 0;
-  /* keys a tile: K and V tiles of 16 KiB together at most */
-  uint32_t kt = TILED_MAXKT;
-  while (kt > 1 && 2ull * kt * (uint64_t)D * 4 > 16384) kt /= 2;
-  if (2ull * kt * (uint64_t)D * 4 > g->d->info.max_compute_workgroup_storage_size) return 0;
+  if (2ull * key_tile(D) * (uint64_t)D * 4 > g->d->info.max_compute_workgroup_storage_size) return 0;
+  *lanes = tpq;
+  return rpl;
+}
+
+int wisp_wgpu_attn_tiled(wgpu_backend *g, WGPUBuffer q, wisp_wgpu_binding kc, wisp_wgpu_binding vc, WGPUBuffer out,
+                         int n, int pos0, int H, int KVH, int D) {
+  uint32_t tpq = 0;
+  const uint32_t rpl = n < 2 || KVH <= 0 || H % KVH ? 0 : wisp_wgpu_attn_tiled_rows(g, D, &tpq);
+  if (!rpl) return 0;
+  const uint32_t d4 = (uint32_t)D / 4, kt = key_tile(D);
   const uint32_t G = (uint32_t)(H / KVH), qb = TILED_WG / tpq * rpl;
   const uint64_t wgs = ((uint64_t)n * G + qb - 1) / qb;
   if (wgs > 65535) return 0;

@@ -11,6 +11,7 @@
 
 #include "backend/webgpu/wgpu_attention.h"
 #include "backend/webgpu/wgpu_attention_gated.h"
+#include "backend/webgpu/wgpu_attention_tiled.h"
 #include "backend/webgpu/wgpu_deltanet.h"
 #include "backend/webgpu/wgpu_conv.h"
 #include "backend/webgpu/wgpu_core.h"
@@ -230,6 +231,38 @@ static wisp_status g_configure(wisp_backend *be, const wisp_backend_settings *s)
   return WISP_OK;
 }
 
+/* wisp plan's lines on the prefill attention and the integer product
+ * (backend.h prefill_paths): what the options pick, by the rules the
+ * kernels' hosts apply. */
+static void g_prefill_paths(wisp_backend *be, int head_dim, char *out, size_t cap) {
+  wgpu_backend *g = as_g(be);
+  size_t n = 0;
+  out[0] = 0;
+  if (head_dim > 0) {
+    uint32_t lanes = 0;
+    const uint32_t rows = wisp_wgpu_attn_tiled_rows(g, head_dim, &lanes);
+    if (rows)
+      n += (size_t)snprintf(out, cap,
+                            "prefill attention: attn_flash_tiled.wgsl (tuning attnPrefill=2, the default with "
+                            "subgroups), %u query row%s a lane group of %u lanes at head dim %d (tuning attnRows; "
+                            "unset, two at head dim 256)\n",
+                            rows, rows > 1 ? "s" : "", lanes, head_dim);
+    else
+      n += (size_t)snprintf(out, cap, "prefill attention: %s (tuning attnPrefill=%u%s)\n",
+                            g->attn_prefill == 1 ? "attn_prefill.wgsl" : "attn_rope + attn_flash.wgsl",
+                            g->attn_prefill,
+                            g->attn_prefill == 2 ? ": attn_flash_tiled.wgsl needs subgroups and takes head dims up "
+                                                   "to 256, a multiple of 4" : "");
+  }
+  uint32_t t[5];
+  wisp_wgpu_mm8_geometry(be, t);
+  char half[64] = "";
+  if (t[1] >= 64) snprintf(half, sizeof half, ", the token tile halved below %u tokens", 2 * t[1]);
+  if (n < cap && t[0])
+    snprintf(out + n, cap - n, "integer products (the plan's *_i8 variants): matmul_i8.wgsl %ux%ux%ux%ux%u (tuning matmulI8)%s\n", t[0], t[1],
+             t[2], t[3], t[4], half);
+}
+
 static void g_caps(wisp_backend *be, wisp_device_caps *out) {
   wgpu_backend *g = as_g(be);
   const wisp_wgpu_info *i = &g->d->info;
@@ -338,6 +371,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
       .configure = g_configure,
       .check_kernel = wisp_wgpu_check_kernel,
       .caps = g_caps,
+      .prefill_paths = g_prefill_paths,
       .decode_graph = g->persist_on ? wisp_wgpu_decode_graph : NULL, /* the persistent decode, unless turned off */
       .decode_graph_reset = g->persist_on ? wisp_wgpu_decode_graph_reset : NULL,
       .destroy = g_destroy,
