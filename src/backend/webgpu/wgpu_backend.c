@@ -254,10 +254,10 @@ static void g_prefill_paths(wisp_backend *be, int head_dim, char *out, size_t ca
                             g->attn_prefill == 2 ? ": attn_flash_tiled.wgsl needs subgroups and takes head dims up "
                                                    "to 256, a multiple of 4" : "");
   }
-  uint32_t t[5];
-  wisp_wgpu_mm8_geometry(be, t);
+  uint32_t t[5], small_tn;
+  wisp_wgpu_mm8_geometry(be, t, &small_tn);
   char half[64] = "";
-  if (t[1] >= 64) snprintf(half, sizeof half, ", the token tile halved below %u tokens", 2 * t[1]);
+  if (small_tn != t[1]) snprintf(half, sizeof half, ", the token tile halved below %u tokens", 2 * t[1]);
   if (n < cap && t[0])
     snprintf(out + n, cap - n, "integer products (the plan's *_i8 variants): matmul_i8.wgsl %ux%ux%ux%ux%u (tuning matmulI8)%s\n", t[0], t[1],
              t[2], t[3], t[4], half);

@@ -255,7 +255,8 @@ void wisp_wgpu_mm8_counts(wisp_backend *be, uint64_t *products, uint64_t *quanti
   *quantizations = s ? s->quantizations : 0;
 }
 
-void wisp_wgpu_mm8_geometry(wisp_backend *be, uint32_t g[5]) {
+void wisp_wgpu_mm8_geometry(wisp_backend *be, uint32_t g[5], uint32_t *small_tn) {
   const mm8_state *s = state_of(be);
   g[0] = s ? s->tm : 0, g[1] = s ? s->tn : 0, g[2] = s ? s->rm : 0, g[3] = s ? s->rn : 0, g[4] = s ? s->kb : 0;
+  *small_tn = s ? token_tile(as_g(be)->d, s, 1) : 0;
 }

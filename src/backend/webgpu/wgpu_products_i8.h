@@ -40,9 +40,9 @@ wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8
 void wisp_wgpu_mm8_counts(wisp_backend *be, uint64_t *products, uint64_t *quantizations);
 
 /* The integer product's geometry (TM, TN, RM, RN, KB; zeros when out of
- * memory): the token tile TN is halved for products of fewer than 2 * TN
- * tokens where the kernel takes it. */
-void wisp_wgpu_mm8_geometry(wisp_backend *be, uint32_t g[5]);
+ * memory) and the token tile of products of fewer than 2 * TN tokens
+ * (*small_tn: TN, or its half where the kernel takes it). */
+void wisp_wgpu_mm8_geometry(wisp_backend *be, uint32_t g[5], uint32_t *small_tn);
 
 
 #endif
