@@ -86,6 +86,14 @@ WISP_DEVICE_LIB=1 source tools/device.sh
 setup_env
 { nvidia-smi -L; cat .dev/COMMIT; } > "$O/gpu.txt" 2>&1
 
+# One prefill of N tokens by .dev binary BIN on model dir A under tuning T
+# ("none": the defaults): its "prefill:" line (the receipt to JSON).
+prefill_line() { # BIN A N T [JSON]
+  local tu=(); [ "$4" = none ] || tu=(--tuning "$4")
+  ".dev/$1" bench -m "$2" --backend webgpu -p "$3" -n 4 "${tu[@]}" -o "${5:-/tmp/probe.json}" --force 2> /dev/null |
+    grep '^prefill' | cut -c1-60
+}
+
 choose() {
   MODELS="seedlong qwen08" DEPTHS="32768 8192" PROFILE_MODELS= \
     VARIANTS="none persist=0,attnLong=0 persist=0,attnLong=1024x1024 persist=0,attnLong=1024x512 persist=0,attnLong=1024x2048 persist=0,attnLong=1024x1024,kv=f16 persist=0,attnLong=0,kv=f16" \
@@ -104,9 +112,8 @@ choose() {
   for m in qwen08 seed; do
     a=$(model_dir "$m")
     for t in none matmulI8=128x64x8x4x2 matmulI8=128x32x8x4x2 matmulI8=64x64x4x8x2 matmulI8=64x32x4x4x4 matmulI8=128x64x8x8x1; do
-      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
       printf '%-7s %-28s ' "$m" "$t"
-      $W bench -m "$a" --backend webgpu -p 1024 -n 4 "${tu[@]}" -o /tmp/b.json --force 2>&1 | grep prefill | cut -c1-60
+      prefill_line wisp "$a" 1024 "$t"
     done
   done > "$O/i8.txt" 2>&1
 }
@@ -203,7 +210,7 @@ dn() {
     a=$(model_dir "$m")
     for p in 1024 4096; do for r in 1 2; do for b in $bins; do
       printf '%-7s prefill %-5s %-16s ' "$m" "$p" "$b"
-      ".dev/$b" bench -m "$a" --backend webgpu -p "$p" -n 4 -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
+      prefill_line "$b" "$a" "$p" none
     done; done; done
   done > "$O/prefill-ab.txt" 2>&1
   for m in qwen08 qwen2b; do for b in $bins; do
@@ -221,9 +228,8 @@ rows2() {
     vs="none attnRows=1 prefillChunk=1024 prefillChunk=2048 dnChunkUnroll=1"
     [ "$m" = seedlong ] && vs="none attnRows=1 prefillChunk=2048"
     for r in 1 2; do for t in $vs; do
-      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
       printf '%-8s prefill 4096 %-18s ' "$m" "$t"
-      $W bench -m "$a" --backend webgpu -p 4096 -n 4 "${tu[@]}" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
+      prefill_line wisp "$a" 4096 "$t"
     done; done
   done > "$O/rows2.txt" 2>&1
 }
@@ -242,9 +248,8 @@ prep2() {
     for n in 1024 4096; do
       for t in none matmulI8=64x64x4x4x2 matmulI8=64x64x4x8x2 matmulI8=64x64x8x4x2 none; do
         [ $SECONDS -lt 480 ] || break
-        tu=(); [ "$t" = none ] || tu=(--tuning "$t")
         printf '%-8s prefill %-5s %-24s ' "$m" "$n" "$t"
-        $W bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
+        prefill_line wisp "$a" "$n" "$t"
       done
     done
   done > "$O/i8-real-beside-build.txt" 2>&1
@@ -261,9 +266,8 @@ quiet() {
     a=$(model_dir "$m")
     for r in 1 2; do for n in 1024 4096; do
       for t in none matmulI8=64x64x4x4x2 matmulI8=64x64x4x8x2 matmulI8=64x64x8x4x2; do
-        tu=(); [ "$t" = none ] || tu=(--tuning "$t")
         printf '%-8s prefill %-5s %-24s ' "$m" "$n" "$t"
-        $W bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o /tmp/d.json --force 2> /dev/null | grep prefill | cut -c1-60
+        prefill_line wisp "$a" "$n" "$t"
       done
     done; done
   done > "$O/i8-real.txt" 2>&1
@@ -291,10 +295,8 @@ seedfix() {
   python3 tools/gguf-none-vocab.py "$g" "$g.nv" 2> /dev/null && mv "$g.nv" "$g"
   run() { # binary, tuning, label
     for n in 512 1024 4096; do
-      tu=(); [ "$2" = none ] || tu=(--tuning "$2")
       printf '%-6s %-10s %-11s prefill %-5s ' "$3" "$1" "$2" "$n"
-      ".dev/$1" bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o "$O/$3-$1-$2-$n.json" --force 2> /dev/null |
-        grep prefill | cut -c1-60
+      prefill_line "$1" "$a" "$n" "$2" "$O/$3-$1-$2-$n.json"
     done
   }
   for r in 1 2; do run wisp none beside; run wisp_prev none beside; run wisp attnRows=1 beside; done
@@ -318,9 +320,8 @@ chunk() {
   exec > "$O/chunk.txt" 2>&1
   for t in prefillChunk=512 none prefillChunk=512,attnRows=1 prefillChunk=2048 prefillChunk=512; do
     for n in 1024 4096; do
-      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
       printf '%-28s prefill %-5s ' "$t" "$n"
-      $W bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o /tmp/c.json --force 2>&1 | grep prefill | cut -c1-60
+      prefill_line wisp "$a" "$n" "$t"
     done
   done
 }
@@ -332,9 +333,8 @@ bisect() {
   a=$(model_dir seedlong)
   exec > >(tee "$O/bisect.txt") 2>&1
   for r in 1 2; do for b in ${BINS:-wisp_prev wisp}; do for t in none attnRows=1; do for n in 4096 1024; do
-    tu=(); [ "$t" = none ] || tu=(--tuning "$t")
     printf '%-14s %-11s prefill %-5s ' "$b" "$t" "$n"
-    ".dev/$b" bench -m "$a" --backend webgpu -p "$n" -n 4 "${tu[@]}" -o /tmp/c.json --force 2> /dev/null | grep prefill | cut -c1-50
+    prefill_line "$b" "$a" "$n" "$t"
   done; done; done; done
 }
 
