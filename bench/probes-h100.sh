@@ -73,7 +73,9 @@
 #             attnRows (chunk.txt)
 #   bisect    the seed shape's prefill 4,096 / 1,024 under each binary of
 #             BINS (.dev/wisp_<hash>: tools/device.sh bundle REVS=...),
-#             default and attnRows=1, twice
+#             default and attnRows=1, twice, and each binary's GPU time per
+#             kernel at 4,096 (bisect.txt)
+#   prep3     the receipt's preparation in the background and `bisect` beside it
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -336,9 +338,27 @@ bisect() {
     printf '%-14s %-11s prefill %-5s ' "$b" "$t" "$n"
     prefill_line "$b" "$a" "$n" "$t"
   done; done; done; done
+  for b in ${BINS:-wisp_prev wisp}; do
+    echo "== $b prefill 4096: GPU time per kernel (warm-up, prefill and 4 decode steps)"
+    WISP_WEBGPU_PROFILE=1 ".dev/$b" bench -m "$a" --backend webgpu -p 4096 -n 4 -o /tmp/d.json --force 2>&1 |
+      grep -v '^bench:\|compiling' | head -14
+  done
+}
+
+# The receipt's preparation in the background and beside it `bisect`
+# (directions: the build shares the host); the receipt follows on the
+# warm machine.
+prep3() {
+  start_prepare 540
+  local pp=$! i
+  # the preparation makes models/seedlong first: wait for it, not race it
+  for i in $(seq 1 90); do [ -s /tmp/attn-long-seedlong.gguf ] && break; sleep 2; done
+  bisect
+  wait "$pp"
+  tail -3 "$O/prep.log"
 }
 
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
