@@ -183,6 +183,8 @@ say() { echo "== $* ($(date +%T))"; }
 setup_env() {
   # the libraries packed (.dev/lib.txz, to keep the carry under its limit)
   [ -d .dev/lib ] || [ ! -f .dev/lib.txz ] || { mkdir -p .dev/lib && tar xJf .dev/lib.txz -C .dev; }
+  # and the extra binaries of a bisect (.dev/bins.txz: wisp_<hash>, probes)
+  [ ! -f .dev/bins.txz ] || [ -f .dev/.bins-unpacked ] || { tar xJf .dev/bins.txz -C .dev && touch .dev/.bins-unpacked; }
   for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
   ldconfig 2>/dev/null
   export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
