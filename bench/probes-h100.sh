@@ -29,6 +29,7 @@
 #             "seed qwen08", TUNE_BUDGET 110 s a model, REPS 3; tune.txt,
 #             tune-ab.txt and the tuner's receipts and plots in tune.tgz); the
 #             timed receipt is then run as after `prepare`
+#   tunequiet `tune` with nothing beside it (after the receipt, on the warm machine)
 #   next      the A/Bs the closing note of 2026-12-06 names, wisp alone:
 #             seq_probe S = 8 / 32 / 64 with the head through the integer
 #             kernel (i8=1), small-token integer tiles (matmulI8=32x8x4x2x2,
@@ -160,15 +161,23 @@ prepare() {
   wait "$pp"
 }
 
+# wisp tune against the default (tools/device.sh tune), within $1 seconds
+run_tune() {
+  # tools/device.sh packs its OUT into OUT.tgz (and removes the folder)
+  MODELS="seed qwen08" TUNE_BUDGET=${TUNE_BUDGET:-110} REPS=3 timeout "$1" tools/device.sh tune /tmp/tune > "$O/tune.log" 2>&1
+  cp /tmp/tune.tgz "$O/tune.tgz" 2> /dev/null
+  tar xzf /tmp/tune.tgz -C "$O" --strip-components=1 tune/tune.txt tune/tune-ab.txt 2> /dev/null
+}
+
 tune() {
   start_prepare 540
   local pp=$!
-  # tools/device.sh packs its OUT into OUT.tgz (and removes the folder)
-  MODELS="seed qwen08" TUNE_BUDGET=${TUNE_BUDGET:-110} REPS=3 timeout 500 tools/device.sh tune /tmp/tune > "$O/tune.log" 2>&1
-  cp /tmp/tune.tgz "$O/tune.tgz" 2> /dev/null
-  tar xzf /tmp/tune.tgz -C "$O" --strip-components=1 tune/tune.txt tune/tune-ab.txt 2> /dev/null
+  run_tune 500
   wait "$pp"
 }
+
+# The same on a quiet machine (after the receipt: its models are made)
+tunequiet() { run_tune 570; }
 
 next() {
   local m a S t tu
@@ -359,6 +368,6 @@ prep3() {
 }
 
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
