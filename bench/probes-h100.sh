@@ -74,7 +74,7 @@
 #             attnRows (chunk.txt)
 #   bisect    the seed shape's prefill 4,096 / 1,024 under each binary of
 #             BINS (.dev/wisp_<hash>: tools/device.sh bundle REVS=...),
-#             default and attnRows=1, twice, and each binary's GPU time per
+#             under TUNINGS (default "none attnRows=1"), twice, and each binary's GPU time per
 #             kernel at 4,096 (bisect.txt)
 #   prep3     the receipt's preparation in the background and `bisect` beside it
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
@@ -343,7 +343,7 @@ bisect() {
   local a b t n r
   a=$(model_dir seedlong)
   exec > >(tee "$O/bisect.txt") 2>&1
-  for r in 1 2; do for b in ${BINS:-wisp_prev wisp}; do for t in none attnRows=1; do for n in 4096 1024; do
+  for r in 1 2; do for b in ${BINS:-wisp_prev wisp}; do for t in ${TUNINGS:-none attnRows=1}; do for n in 4096 1024; do
     printf '%-14s %-11s prefill %-5s ' "$b" "$t" "$n"
     prefill_line "$b" "$a" "$n" "$t"
   done; done; done; done
