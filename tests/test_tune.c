@@ -13,6 +13,7 @@
 #include "engine/internal.h"
 #include "engine/plan_apply.h"
 #include "engine/tune.h"
+#include "engine/tune_accept.h"
 #include "fixtures.h"
 #include "test.h"
 #include "util/file.h"
@@ -108,6 +109,48 @@ TEST(tune_keeps_the_default_unless_beaten_beyond_the_noise) {
   CHECK(!wisp_tune_beats_default(97.0, 0.02, 100.0, 0.02)); /* 3 % inside 4 % of noise */
   CHECK(wisp_tune_beats_default(95.0, 0.02, 100.0, 0.02));
   CHECK(!wisp_tune_beats_default(80.0, 0.15, 100.0, 0.1));
+}
+
+/* The acceptance run's rule: each part of a tuned entry is taken out
+ * where the workload it acts on was slower with the entry (no margin), and
+ * only that part. */
+TEST(tune_acceptance_drops_only_the_parts_that_lost) {
+  const char *full = "{\"candidate\": {\"matvec\": {\"head\": {}}, \"flashBlocks\": 8, \"prefillTile\": \"32x32\", "
+                     "\"prefillTileI8\": \"64x64x4x4x4\"}, \"knee\": []}";
+  static const struct {
+    int prefill_slower, decode_slower, dropped, tiles_left, decode_left;
+  } cases[] = {
+      {0, 0, 0, 1, 1}, /* nothing lost: all kept */
+      {1, 0, 1, 0, 1}, /* the prefill lost: the tiles go, the one-token geometries stay */
+      {0, 1, 1, 1, 0}, /* the decode lost: matvec, flashBlocks and the knee go */
+      {1, 1, 1, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cJSON *e = cJSON_Parse(full);
+    CHECK(e != NULL);
+    wisp_tune_ab ab = {0};
+    ab.prefill_slower = cases[i].prefill_slower, ab.decode_slower = cases[i].decode_slower;
+    char said[200] = "";
+    const int dropped = wisp_tune_drop_losers(e, &ab, said, sizeof said);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+    const int tiles = cJSON_GetObjectItemCaseSensitive(c, "prefillTile") && cJSON_GetObjectItemCaseSensitive(c, "prefillTileI8");
+    const int dec = cJSON_GetObjectItemCaseSensitive(c, "matvec") && cJSON_GetObjectItemCaseSensitive(c, "flashBlocks") &&
+                    cJSON_GetObjectItemCaseSensitive(e, "knee");
+    CHECKF(dropped == cases[i].dropped && tiles == cases[i].tiles_left && dec == cases[i].decode_left,
+           "case %zu: dropped %d, tiles %d, decode parts %d (%s)", i, dropped, tiles, dec, said);
+    CHECKF(!cases[i].prefill_slower || strstr(said, "prefill tile"), "case %zu says '%s'", i, said);
+    /* a slower workload whose parts are already out takes nothing more */
+    CHECKF(!wisp_tune_drop_losers(e, &ab, said, sizeof said) || !dropped, "case %zu dropped twice", i);
+    cJSON_Delete(e);
+  }
+  /* slower where the entry has nothing acting: nothing to take out */
+  cJSON *e = cJSON_Parse("{\"candidate\": {\"matvec\": {\"head\": {}}}}");
+  CHECK(e != NULL);
+  wisp_tune_ab ab = {0};
+  ab.prefill_slower = 1;
+  CHECK(!wisp_tune_drop_losers(e, &ab, NULL, 0));
+  CHECK(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "candidate"), "matvec") != NULL);
+  cJSON_Delete(e);
 }
 
 TEST(webgpu_tune_quick_writes_a_keyed_entry) {

@@ -12,6 +12,7 @@
 #include "backend/tuning.h"
 #include "engine/internal.h"
 #include "engine/plan_apply.h"
+#include "engine/session.h"
 #include "engine/tune_accept.h"
 #include "plan/pjson.h"
 #include "plan/registry.h"
@@ -233,7 +234,9 @@ static void classes_of_phase(tuner *T, const wisp_plan *p, const wisp_registry *
       c->cols = op->cols;
       c->subgroups = requires_subgroups(v);
       c->i8 = i8;
-      c->tokens = T->o->quick ? 16 : 512;
+      /* a prefill product as a prompt runs it: the tokens of one forward
+       * call of a one-slot session (--quick: a few, for lavapipe) */
+      c->tokens = T->o->quick ? 16 : wisp_session_prefill_chunk(&T->m->graph, &T->caps, 1);
       if (ph == WISP_PHASE_DECODE) matvec_cands(T, c);
       else prefill_cands(T, c);
     }
@@ -764,10 +767,12 @@ static wisp_status write_manifest(const tuner *T, cJSON *entry, char *path, size
   return st;
 }
 
-static cJSON *ab_json(const wisp_tune_ab *ab, const char *kept) {
+static cJSON *ab_json(const wisp_tune_ab *ab, const char *profile, const char *kept) {
   cJSON *a = cJSON_CreateObject();
-  cJSON_AddStringToObject(a, "what", "sessions of the fast profile with and without the entry, alternated rounds");
+  cJSON_AddStringToObject(a, "what", "sessions with and without the entry, alternated rounds");
+  cJSON_AddStringToObject(a, "profile", profile);
   cJSON_AddNumberToObject(a, "rounds", ab->rounds);
+  cJSON_AddNumberToObject(a, "prefillTokens", ab->prefill_tokens);
   cJSON_AddNumberToObject(a, "prefillDefault", ab->prefill_tps[0]);
   cJSON_AddNumberToObject(a, "prefillTuned", ab->prefill_tps[1]);
   cJSON_AddNumberToObject(a, "decodeDefault", ab->decode_tps[0]);
@@ -777,32 +782,45 @@ static cJSON *ab_json(const wisp_tune_ab *ab, const char *kept) {
   return a;
 }
 
-/* Tuned is never slower: the entry against the default end to end; when it
- * is slower, without its flashBlocks (one split count for every depth is
- * the coarsest choice), then without any choice (the plan then runs its
- * defaults; the entry keeps what was measured). */
+/* Tuned is never slower: the entry against the default end to end. Each
+ * part of the entry must pay for itself where it acts (wisp_tune_drop_losers);
+ * what loses is taken out and the rest measured again, twice at most, and
+ * if a part still loses every choice goes (the plan then runs its
+ * defaults; the receipt keeps what was measured). */
 static wisp_status accept(tuner *T, cJSON *e) {
   wisp_tune_ab ab;
-  const int np = 512 < T->m->arch->max_positions(T->m->weights) / 2 ? 512 : T->m->arch->max_positions(T->m->weights) / 2;
+  /* the prefill of one forward call of a one-slot session, as the products were timed */
+  const int chunk = wisp_session_prefill_chunk(&T->m->graph, &T->caps, 1);
+  const int half = T->m->arch->max_positions(T->m->weights) / 2;
+  const int np = chunk < half ? chunk : half;
   if (T->o->progress) fprintf(T->o->progress, "tune: the tuned entry against the default, end to end...\n");
-  wisp_status st = wisp_tune_accept(T->m, e, np, 128, 5, &ab);
+  wisp_status st = wisp_tune_accept(T->m, e, "throughput", np, 128, 5, &ab);
   if (st) return st;
-  const char *kept = "all";
-  cJSON *cand = cJSON_GetObjectItemCaseSensitive(e, "candidate");
-  if (ab.tuned_slower && cJSON_GetObjectItemCaseSensitive(cand, "flashBlocks")) {
-    cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
-    if ((st = wisp_tune_accept(T->m, e, np, 128, 5, &ab))) return st;
-    kept = "all but flashBlocks (slower with it)";
+  char kept[400] = "all", part[200];
+  for (int pass = 0; pass < 2 && wisp_tune_drop_losers(e, &ab, part, sizeof part); pass++) {
+    const size_t len = strlen(kept);
+    snprintf(kept + (pass ? len : 0), sizeof kept - (pass ? len : 0), "%s%s", pass ? "; then " : "all but ", part);
+    if ((st = wisp_tune_accept(T->m, e, "throughput", np, 128, 5, &ab))) return st;
   }
-  if (ab.tuned_slower) {
+  cJSON *cand = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+  if (wisp_tune_drop_losers(e, &ab, NULL, 0)) { /* still slower after two passes: the defaults */
     cJSON_DeleteItemFromObjectCaseSensitive(cand, "matvec");
     cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
     cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTile");
     cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTileI8");
     cJSON_DeleteItemFromObjectCaseSensitive(e, "knee");
-    kept = "none: the tuned choices were slower end to end; the plan runs its defaults";
+    snprintf(kept, sizeof kept, "none: the tuned choices were slower end to end; the plan runs its defaults");
   }
-  cJSON_AddItemToObject(e, "acceptance", ab_json(&ab, kept));
+  cJSON_AddItemToObject(e, "acceptance", ab_json(&ab, "throughput", kept));
+  /* The f32 tile acts only under the reference profile (--profile exact),
+   * which the runs above do not plan: its prefill, with and without it. */
+  if (cJSON_GetObjectItemCaseSensitive(cand, "prefillTile")) {
+    wisp_tune_ab ex;
+    if ((st = wisp_tune_accept(T->m, e, "default", np, 16, 5, &ex))) return st;
+    if (ex.prefill_slower) cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTile");
+    cJSON_AddItemToObject(e, "acceptanceExact",
+                          ab_json(&ex, "exact", ex.prefill_slower ? "no f32 prefill tile (the exact prefill was slower with it)" : "all"));
+  }
   return WISP_OK;
 }
 

@@ -6,6 +6,7 @@
  * without, run the same prefill and sampled decode in alternated rounds. */
 #include "engine/tune_accept.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +72,7 @@ static wisp_status round_of(wisp_session *s, const int32_t *prompt, int np, int 
   return WISP_OK;
 }
 
-wisp_status wisp_tune_accept(wisp_model *m, cJSON *entry, int np, int nd, int rounds, wisp_tune_ab *ab) {
+wisp_status wisp_tune_accept(wisp_model *m, cJSON *entry, const char *profile, int np, int nd, int rounds, wisp_tune_ab *ab) {
   memset(ab, 0, sizeof *ab);
   if (rounds > 16) rounds = 16;
   cJSON *saved = cJSON_DetachItemFromObjectCaseSensitive(m->artifact->manifest, "tuned");
@@ -85,7 +86,7 @@ wisp_status wisp_tune_accept(wisp_model *m, cJSON *entry, int np, int nd, int ro
   memset(&so, 0, sizeof so);
   so.size = sizeof so;
   so.backend = "webgpu";
-  so.profile = "throughput"; /* the CLI's default */
+  so.profile = profile;
   for (int v = 0; v < 2 && !st; v++) {
     if (!(st = place(m, entry, v))) st = wisp_session_new(m, &so, &s[v]);
   }
@@ -102,14 +103,34 @@ wisp_status wisp_tune_accept(wisp_model *m, cJSON *entry, int np, int nd, int ro
       stats(pre[v], rounds, &ab->prefill_tps[v], &ab->prefill_spread[v]);
       stats(dec[v], rounds, &ab->decode_tps[v], &ab->decode_spread[v]);
     }
-    /* slower: below the default by more than the default's own spread (2 % at least) */
-    const double np_ = ab->prefill_spread[0] > 0.02 ? ab->prefill_spread[0] : 0.02;
-    const double nd_ = ab->decode_spread[0] > 0.02 ? ab->decode_spread[0] : 0.02;
-    ab->tuned_slower = ab->prefill_tps[1] < ab->prefill_tps[0] * (1 - np_) || ab->decode_tps[1] < ab->decode_tps[0] * (1 - nd_);
+    ab->prefill_tokens = np;
+    ab->prefill_slower = ab->prefill_tps[1] < ab->prefill_tps[0];
+    ab->decode_slower = ab->decode_tps[1] < ab->decode_tps[0];
   }
   for (int v = 0; v < 2; v++) wisp_session_free(s[v]);
   free(logits);
   free(prompt);
   free(out);
   return st;
+}
+
+int wisp_tune_drop_losers(cJSON *e, const wisp_tune_ab *ab, char *said, size_t cap) {
+  cJSON *cand = cJSON_GetObjectItemCaseSensitive(e, "candidate");
+  const int prefill = ab->prefill_slower && (cJSON_GetObjectItemCaseSensitive(cand, "prefillTile") ||
+                                             cJSON_GetObjectItemCaseSensitive(cand, "prefillTileI8"));
+  const int decode = ab->decode_slower && (cJSON_GetObjectItemCaseSensitive(cand, "matvec") ||
+                                           cJSON_GetObjectItemCaseSensitive(cand, "flashBlocks"));
+  if (prefill) {
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTile");
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTileI8");
+  }
+  if (decode) {
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "matvec");
+    cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
+    cJSON_DeleteItemFromObjectCaseSensitive(e, "knee");
+  }
+  if (cap) snprintf(said, cap, "%s%s%s", prefill ? "the prefill tile (the prefill was slower with it)" : "",
+                    prefill && decode ? ", " : "",
+                    decode ? "the one-token geometries and flashBlocks (the decode was slower with them)" : "");
+  return prefill || decode;
 }
