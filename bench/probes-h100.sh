@@ -164,7 +164,7 @@ prepare() {
 # wisp tune against the default (tools/device.sh tune), within $1 seconds
 run_tune() {
   # tools/device.sh packs its OUT into OUT.tgz (and removes the folder)
-  MODELS="seed qwen08" TUNE_BUDGET=${TUNE_BUDGET:-110} REPS=3 timeout "$1" tools/device.sh tune /tmp/tune > "$O/tune.log" 2>&1
+  MODELS="seed qwen08" TUNE_BUDGET=${TUNE_BUDGET:-110} REPS=${REPS:-3} timeout "$1" tools/device.sh tune /tmp/tune > "$O/tune.log" 2>&1
   cp /tmp/tune.tgz "$O/tune.tgz" 2> /dev/null
   tar xzf /tmp/tune.tgz -C "$O" --strip-components=1 tune/tune.txt tune/tune-ab.txt 2> /dev/null
 }
