@@ -177,7 +177,7 @@ tune() {
 }
 
 # The same on a quiet machine (after the receipt: its models are made)
-tunequiet() { run_tune 570; }
+tunequiet() { run_tune "${TUNE_TIMEOUT:-570}"; }
 
 next() {
   local m a S t tu
