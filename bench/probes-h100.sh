@@ -30,6 +30,8 @@
 #             tune-ab.txt and the tuner's receipts and plots in tune.tgz); the
 #             timed receipt is then run as after `prepare`
 #   tunequiet `tune` with nothing beside it (after the receipt, on the warm machine)
+#   seqmatch  seq_probe S = 8 on Qwen 3.5 0.8B under the fast and the exact profile:
+#             do the sequences of a batched step get the tokens they get alone
 #   next      the A/Bs the closing note of 2026-12-06 names, wisp alone:
 #             seq_probe S = 8 / 32 / 64 with the head through the integer
 #             kernel (i8=1), small-token integer tiles (matmulI8=32x8x4x2x2,
@@ -178,6 +180,17 @@ tune() {
 
 # The same on a quiet machine (after the receipt: its models are made)
 tunequiet() { run_tune "${TUNE_TIMEOUT:-570}"; }
+
+# Whether S sequences a step get the tokens each gets alone, Qwen 3.5 0.8B,
+# under the fast profile and the reference one (seqmatch.txt)
+seqmatch() {
+  local a p
+  a=$(model_dir qwen08)
+  for p in throughput exact; do
+    printf '%-10s ' "$p"
+    timeout 60 .dev/seq_probe -m "$a" --backend webgpu -S 8 -n 32 -a 4 --profile "$p" 2> /dev/null | tail -1
+  done > "$O/seqmatch.txt" 2>&1
+}
 
 next() {
   local m a S t tu
@@ -368,6 +381,6 @@ prep3() {
 }
 
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
