@@ -190,6 +190,11 @@ seqmatch() {
     printf '%-10s ' "$p"
     timeout 60 .dev/seq_probe -m "$a" --backend webgpu -S 8 -n 32 -a 4 --profile "$p" 2> /dev/null | tail -1
   done > "$O/seqmatch.txt" 2>&1
+  for m in qwen08 seed; do # where a step of 8 rows spends its GPU time
+    echo "== $m seq_probe S = 8: GPU time per kernel"
+    WISP_WEBGPU_PROFILE=1 timeout 60 .dev/seq_probe -m "$(model_dir "$m")" --backend webgpu -S 8 -n 32 -a 1 2>&1 |
+      grep -v '^{' | head -24
+  done > "$O/seq8-profile.txt" 2>&1
 }
 
 next() {
