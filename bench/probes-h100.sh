@@ -30,6 +30,7 @@
 #             tune-ab.txt and the tuner's receipts and plots in tune.tgz); the
 #             timed receipt is then run as after `prepare`
 #   tunequiet `tune` with nothing beside it (after the receipt, on the warm machine)
+#   rowsq     seq_probe S = 8 / 16 / 32 / 64 under rowsPrefill 8 (the default), 0, 32
 #   seqmatch  seq_probe S = 8 on Qwen 3.5 0.8B under the fast and the exact profile:
 #             do the sequences of a batched step get the tokens they get alone
 #   next      the A/Bs the closing note of 2026-12-06 names, wisp alone:
@@ -385,7 +386,23 @@ prep3() {
   tail -3 "$O/prep.log"
 }
 
+# The batched step under rowsPrefill (from how many rows its products run
+# as an int8 prefill; the throughput default 8), S = 8 / 16 / 32 / 64
+# (rowsq.txt, a line a run as it goes)
+rowsq() {
+  local m a S t tu
+  for m in qwen08 seed; do
+    a=$(model_dir "$m")
+    for S in 8 16 32 64; do for t in none rowsPrefill=0 rowsPrefill=32; do
+      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+      printf '%-7s S %-3s %-15s ' "$m" "$S" "$t"
+      timeout 30 .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n 32 -a 1 "${tu[@]}" 2> /dev/null | tail -1 |
+        grep -o '"tokens_per_s": [0-9.]*'
+    done; done
+  done 2>&1 | tee "$O/rowsq.txt"
+}
+
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
