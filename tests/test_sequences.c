@@ -343,11 +343,11 @@ TEST(sequences_webgpu_64_rows_match_single_steps_qwen3_5_q4k) {
  * the int8 prefill kernel (throughput), none under exact. Its rows' logits are no longer the one-row product's bits; they
  * must stay within tol of max|logit| of the same sequences stepped alone.
  * *worst_out: the largest difference seen. */
-static void rows_prefill_check(const char *profile, const char *tuning, double tol, int want_int8, int want_prefill,
-                               double *worst_out) {
+static void rows_prefill_check(const char *model, int small, const char *profile, const char *tuning, double tol,
+                               int want_int8, int want_prefill, double *worst_out) {
   enum { S = 16 };
   wisp_model *m = NULL;
-  CHECKF(wisp_model_open(fixture_small_model(), &m) == WISP_OK, "%s", wisp_last_error());
+  CHECKF(model && wisp_model_open(model, &m) == WISP_OK, "%s", wisp_last_error());
   const size_t vocab = (size_t)wisp_model_vocab(m);
   wisp_session_options so = {.backend = "webgpu", .slots = S, .profile = profile, .tuning = tuning};
   const char *how = tuning ? tuning : "no rowsPrefill";
@@ -370,15 +370,19 @@ static void rows_prefill_check(const char *profile, const char *tuning, double t
   wisp_wgpu_backend_stats s0, s1, s2;
   wisp_wgpu_mm8_counts(a->backend, &i0, &q);
   wisp_wgpu_backend_stats_get(a->backend, &s0);
-  /* both sessions step the first 4 rows once: their states stay the same */
-  CHECKF(wisp_session_step(a, slots, cur, 4, NULL, na, la) == WISP_OK &&
-             wisp_session_step(b, slots, cur, 4, NULL, nb, lb) == WISP_OK,
+  /* both sessions step the first `small` rows once: their states stay the same */
+  CHECKF(wisp_session_step(a, slots, cur, small, NULL, na, la) == WISP_OK &&
+             wisp_session_step(b, slots, cur, small, NULL, nb, lb) == WISP_OK,
          "%s", wisp_last_error());
   wisp_wgpu_mm8_counts(a->backend, &i1, &q);
   wisp_wgpu_backend_stats_get(a->backend, &s1);
   CHECKF(i1 == i0 && s1.tiled_products == s0.tiled_products,
-         "%s: a step of 4 rows (%s) recorded %llu int8 and %llu tiled products", profile, how,
+         "%s: a step of %d rows (%s) recorded %llu int8 and %llu tiled products", profile, small, how,
          (unsigned long long)(i1 - i0), (unsigned long long)(s1.tiled_products - s0.tiled_products));
+  /* the rows stepped alone in b: the same bits as in the step */
+  for (int i = 0; i < small; i++)
+    CHECKF(na[i] == nb[i], "%s (%s): row %d of a step of %d rows chose %d, the same step in b %d", profile, how, i, small,
+           na[i], nb[i]);
   CHECKF(wisp_session_step(a, slots, cur, S, NULL, na, la) == WISP_OK, "%s", wisp_last_error());
   wisp_wgpu_mm8_counts(a->backend, &i2, &q);
   wisp_wgpu_backend_stats_get(a->backend, &s2);
@@ -429,15 +433,29 @@ TEST(sequences_webgpu_rows_prefill_from_n_rows) {
   WEBGPU_OR_SKIP(d);
   (void)d;
   double w_int8 = 0, w_f32 = 0, w_def = 0, w_exact = 1;
-  rows_prefill_check("throughput", "rowsPrefill=8", 0.1, 1, 1, &w_int8);
-  rows_prefill_check("exact", "rowsPrefill=8", 1e-4, 0, 1, &w_f32);
+  const char *q4 = fixture_small_model();
+  rows_prefill_check(q4, 4, "throughput", "rowsPrefill=8", 0.1, 1, 1, &w_int8);
+  rows_prefill_check(q4, 4, "exact", "rowsPrefill=8", 1e-4, 0, 1, &w_f32);
   CHECKF(w_f32 < w_int8, "the f32 products' rows (%.3g) are no closer than the int8 ones' (%.3g)", w_f32, w_int8);
   /* without the key: the throughput profile's int8 products from 8 rows,
    * the exact profile's rows keep their one-row bits */
-  rows_prefill_check("throughput", NULL, 0.1, 1, 1, &w_def);
-  rows_prefill_check("exact", NULL, 0, 0, 0, &w_exact);
+  rows_prefill_check(q4, 4, "throughput", NULL, 0.1, 1, 1, &w_def);
+  rows_prefill_check(q4, 4, "exact", NULL, 0, 0, 0, &w_exact);
   /* rowsPrefill=0 turns the default off: the one-row bits under throughput too */
-  rows_prefill_check("throughput", "rowsPrefill=0", 0, 0, 0, &w_exact);
+  rows_prefill_check(q4, 4, "throughput", "rowsPrefill=0", 0, 0, 0, &w_exact);
+}
+
+/* Where the int8 products include Q4_K ones the default starts at 16 rows:
+ * a step of 8 keeps the multi-row kernels (every row the one-row bits),
+ * a step of 16 runs its products as an int8 prefill; rowsPrefill=8 still
+ * takes 8. */
+TEST(sequences_webgpu_rows_prefill_q4k_from_16_rows) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  double w = 0;
+  const char *q4k = tiny_qwen("q4k");
+  rows_prefill_check(q4k, 8, "throughput", NULL, 0.1, 1, 1, &w);
+  rows_prefill_check(q4k, 4, "throughput", "rowsPrefill=8", 0.1, 1, 1, &w);
 }
 
 /* Bad calls get an error and change nothing. */

@@ -162,11 +162,12 @@ struct wgpu_backend {
   int no_xstage;    /* tuning xstage=0: matvec inputs from global memory (tuning) */
   int int8_planned;   /* some matrix's prefill product is the int8 one (the throughput profile): g_matmul_rows
                        * runs a step of enough rows as a prefill, every product of it */
+  int int8_planned_q4k; /* and some such matrix is Q4_K (its multi-row kernel wins a step of fewer rows) */
   int no_rows_shared; /* tuning rowsShared=0: matmul_rows row by row (g_matmul_rows) */
   int no_rows_q4k;    /* tuning rowsQ4K=0: Q4_K row by row, not through q4k_matvec_rows (wgpu_products_q4k.c) */
   uint32_t rows_nt;   /* tuning rowsNt: most rows a multi-row workgroup takes (rows_nt) */
   int rows_prefill;   /* tuning rowsPrefill=N: a step of N rows or more as a prefill (0: never); -1 not given:
-                       * ROWS_PREFILL_INT8 where int8_planned (g_matmul_rows) */
+                       * ROWS_PREFILL_INT8 (_Q4K) where int8_planned (g_matmul_rows) */
   int rows_stage_always; /* tuning rowsStage=1: stage the multi-row inputs whenever they fit (rows_tile) */
   uint32_t head_chunks; /* row chunks per workgroup of tall matrices (RCH; tuning headChunks) */
   int attn_prefill;     /* several tokens: attn_prefill.wgsl (tuning attnPrefill=1), attn_flash_tiled.wgsl (2), else attn_flash */

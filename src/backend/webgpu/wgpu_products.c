@@ -185,7 +185,10 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     if (st) return st;
   }
   if (wisp_matrix_mixed(m)) return WISP_OK;
-  if (wisp_wgpu_mm8_planned(m)) g->int8_planned = 1;
+  if (wisp_wgpu_mm8_planned(m)) {
+    g->int8_planned = 1;
+    if (m->type == WISP_W_Q4K) g->int8_planned_q4k = 1;
+  }
   wmat *have = wisp_wgpu_find_mat(g, m);
   if (have) {
     m->device = have;
@@ -432,6 +435,16 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * shape 2,270 -> 2,950 (from 16 rows: 2,445). The int8 products alone,
  * the head as 64 multi-row products: 7,535 and 2,238. */
 #define ROWS_PREFILL_INT8 8
+/* From 16 where the int8 products include Q4_K ones: q4k_matvec_rows reads
+ * a Q4_K weight once for all the rows and needs no quantized copy of them;
+ * in seq_probe's S = 8 run the int8 products with their rows' quantizing
+ * took 230 ms of GPU time, the exact profile's multi-row Q4_K products of
+ * the same steps 33 ms.
+ * H100, Qwen 3.5 0.8B Q4_K, seq_probe (bench/results/h100-receipt-20261206-3/):
+ * S = 8 1,114 tok/s from 8 rows, 1,308-1,322 with the multi-row kernels;
+ * S = 16 1,858 from 8 (so from 16), 1,558-1,577 with them. The seed shape
+ * (Q4) keeps 8: at S = 8 3,343 against 2,745-2,775. */
+#define ROWS_PREFILL_INT8_Q4K 16
 
 /* Every row computed as the one-row product computes it (g_matmul for
  * n = 1 without a fusion: matvec.wgsl PRE 0, or q4k_matvec.wgsl), so that a
@@ -445,20 +458,24 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * kernel), the rows' arithmetic as one matrix product rather than N
  * matrix-vector products, a row's sums then depending on the rows beside
  * it: from N rows with tuning rowsPrefill=N (int8 or tiled f32), else
- * every product from ROWS_PREFILL_INT8 rows where the plan gives the int8
- * prefill kernel (the throughput profile). */
+ * every product from ROWS_PREFILL_INT8 rows (ROWS_PREFILL_INT8_Q4K where
+ * some are Q4_K) where the plan gives the int8 prefill kernel (the
+ * throughput profile). */
 static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y,
                           int accumulate) {
   wgpu_backend *g = as_g(be);
   if (n <= 0) return;
   /* tuning rowsPrefill=N: from N rows as a prefill (0: never). Not given:
-   * from ROWS_PREFILL_INT8 rows where the plan gives the prefill products
+   * from ROWS_PREFILL_INT8 (_Q4K) rows where the plan gives the prefill products
    * to the int8 kernel (the throughput profile, whose prefill already
    * quantizes the activations), every product, the head's too (its f32
    * tiled product: at S = 64 the seed shape's 64 head rows as multi-row
    * products cost 2.5x the rest of the step); the exact profile keeps every
    * row's one-row bits. */
-  const int from = g->rows_prefill >= 0 ? g->rows_prefill : g->int8_planned ? ROWS_PREFILL_INT8 : 0;
+  const int from = g->rows_prefill >= 0  ? g->rows_prefill
+                   : !g->int8_planned    ? 0
+                   : g->int8_planned_q4k && !g->no_rows_q4k ? ROWS_PREFILL_INT8_Q4K
+                                                            : ROWS_PREFILL_INT8;
   if (from && n >= from) { /* as a prefill, parts and all */
     g_matmul(be, W, x, 0, n, y, accumulate);
     return;
