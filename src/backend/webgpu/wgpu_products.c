@@ -440,7 +440,7 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * in seq_probe's S = 8 run the int8 products with their rows' quantizing
  * took 230 ms of GPU time, the exact profile's multi-row Q4_K products of
  * the same steps 33 ms.
- * H100, Qwen 3.5 0.8B Q4_K, seq_probe (bench/results/h100-receipt-20261206-3/):
+ * H100, the 0.8B gated hybrid in Q4_K, seq_probe (bench/results/h100-receipt-20261206-3/):
  * S = 8 1,114 tok/s from 8 rows, 1,308-1,322 with the multi-row kernels;
  * S = 16 1,858 from 8 (so from 16), 1,558-1,577 with them. The seed shape
  * (Q4) keeps 8: at S = 8 3,343 against 2,745-2,775. */
