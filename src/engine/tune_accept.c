@@ -2,8 +2,10 @@
  * default, end to end. Per-kernel times add up to a token only roughly (the
  * persistent decode does not run the one-token products at all, one
  * flashBlocks serves every depth), so before the entry is written two
- * sessions of the fast profile on WebGPU, one planned with the entry and one
- * without, run the same prefill and sampled decode in alternated rounds. */
+ * sessions on WebGPU (the fast profile; the exact one for the f32 tile),
+ * one planned with the entry and one without, run the same prefill and
+ * sampled decode in alternated rounds, and the parts of the entry that
+ * lost where they act are taken out (wisp_tune_drop_losers). */
 #include "engine/tune_accept.h"
 
 #include <stdio.h>
