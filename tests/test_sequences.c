@@ -456,6 +456,13 @@ TEST(sequences_webgpu_rows_prefill_q4k_from_16_rows) {
   const char *q4k = tiny_qwen("q4k");
   rows_prefill_check(q4k, 8, "throughput", NULL, 0.1, 1, 1, &w);
   rows_prefill_check(q4k, 4, "throughput", "rowsPrefill=8", 0.1, 1, 1, &w);
+  /* and `wisp plan` says so, by the same rule */
+  static char cmd[1024], out[1 << 16];
+  snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), q4k);
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s:\n%s", cmd, out);
+  CHECKF(strstr(out, "batched steps: from 16 rows the products run as a prefill of that many tokens (the default "
+                     "where some int8 products are Q4_K;"),
+         "%s", out);
 }
 
 /* Bad calls get an error and change nothing. */

@@ -683,4 +683,13 @@ TEST(webgpu_plan_names_the_prefill_paths) {
   CHECKF(strstr(out, "integer products (the plan's *_i8 variants): matmul_i8.wgsl 64x64x4x4x2 (tuning matmulI8), "
                      "the token tile halved below 128 tokens"),
          "%s", out);
+  /* the batched step: the default model's Q4 products are int8 ones under the fast profile, none under exact */
+  CHECKF(strstr(out, "batched steps: from 8 rows the products run as a prefill of that many tokens (the default with "
+                     "int8 products;"),
+         "%s", out);
+  snprintf(cmd, sizeof cmd, "%s plan -m models/default --backend webgpu --profile exact", test_wisp_bin());
+  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s:\n%s", cmd, out);
+  CHECKF(strstr(out, "batched steps: the multi-row kernels at every row count, every row the one-row product's bits "
+                     "(no product of the plan is an int8 one;"),
+         "%s", out);
 }

@@ -322,10 +322,13 @@ struct wisp_backend {
   wisp_status (*check_kernel)(wisp_backend *be, const char *op, const char *variant, const char *wgsl);
   /* What the device can do, for plan resolution (rules and `requires`). */
   void (*caps)(wisp_backend *be, wisp_device_caps *out);
-  /* Optional: the kernels of several-token attention and integer products
-   * that the backend picks by its options, past the plan's variants (`wisp
-   * plan`'s "why this path"), as lines into out; head_dim 0: no attention. */
-  void (*prefill_paths)(wisp_backend *be, int head_dim, char *out, size_t cap);
+  /* Optional: the kernels of several-token attention, integer products and
+   * batched steps that the backend picks by its options, past the plan's
+   * variants (`wisp plan`'s "why this path"), as lines into out; head_dim
+   * 0: no attention. mats: the model's matrices with the plan's kernel
+   * choices, as a session would prepare them (n_mats of them). */
+  void (*prefill_paths)(wisp_backend *be, int head_dim, const wisp_matrix *const *mats, int n_mats, char *out,
+                        size_t cap);
   wisp_buf *(*buf_new)(wisp_backend *be, size_t n_floats); /* zero-filled; NULL on failure */
   void (*buf_free)(wisp_backend *be, wisp_buf *b);
   void (*buf_read)(wisp_backend *be, const wisp_buf *b, size_t off, size_t n, float *dst);

@@ -92,13 +92,11 @@ int cmd_plan(int argc, char **argv) {
   /* the kernels the backend picks by its options past the plan's variants,
    * configured as a session would configure it */
   if (!as_json && be->prefill_paths) {
-    if (!be->configure || !be->configure(be, &bs)) {
-      char paths[1024];
-      be->prefill_paths(be, m->graph.head_dim, paths, sizeof paths);
+    char paths[1536];
+    if ((be->configure && be->configure(be, &bs)) || wisp_engine_prefill_paths(m, plan, be, paths, sizeof paths))
+      printf("prefill paths: none (%s)\n", wisp_last_error()); /* a session would stop with the same message */
+    else
       fputs(paths, stdout);
-    } else { /* a session would stop here with the same message */
-      printf("prefill paths: none (the backend refuses the plan's settings: %s)\n", wisp_last_error());
-    }
   }
   const int kv16 = bs.kv_f16 && be->kv_buf_new;
   if (!as_json)

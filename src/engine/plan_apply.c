@@ -4,6 +4,7 @@
  * the model's matrices) as kernel choices that the backend executes. `wisp plan` prints the very plan this resolves. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/plan_apply.h"
@@ -237,4 +238,27 @@ const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wi
   s->deltanet_core = f->lin_core;
   s->persist_min_steps = p->persist_kernel[0] ? p->persist_min_steps : -1;
   return s;
+}
+
+wisp_status wisp_engine_prefill_paths(const wisp_model *m, const wisp_plan *p, wisp_backend *be, char *out, size_t cap) {
+  if (cap) out[0] = 0;
+  if (!be->prefill_paths) return WISP_OK;
+  wisp_graph bound;
+  wisp_status st = wisp_graph_bind(&m->graph, &bound);
+  if (st) return st;
+  const wisp_matrix **mats = NULL;
+  if (!(st = wisp_engine_apply_plan(&bound, p))) {
+    mats = malloc(sizeof *mats * (size_t)(bound.n_nodes + 1));
+    if (!mats) st = wisp_fail(WISP_ENOMEM, "out of memory");
+  }
+  if (!st) {
+    int n = 0;
+    for (int i = 0; i < bound.n_nodes; i++)
+      if (bound.nodes[i].W) mats[n++] = bound.nodes[i].W;
+    if (bound.head) mats[n++] = bound.head;
+    be->prefill_paths(be, m->graph.head_dim, (const wisp_matrix *const *)mats, n, out, cap);
+  }
+  free(mats);
+  wisp_graph_free(&bound);
+  return st;
 }

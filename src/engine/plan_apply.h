@@ -25,6 +25,11 @@ wisp_status wisp_engine_apply_plan(wisp_graph *g, const wisp_plan *p);
  * puts in a bound matrix's choice[phase]): the variant (or "profile:" + the WGSL
  * file's stem) and its geometry. */
 wisp_status wisp_engine_kernel_choice(wisp_kernel_choice *c, const wisp_plan_op *op);
+/* The backend's prefill_paths lines (backend.h) for model m under plan p:
+ * the model's graph bound and given the plan's choices as a session's is,
+ * its matrices handed to the backend. Nothing when the backend has no
+ * such hook; a failure to bind or apply is a one-line error. */
+wisp_status wisp_engine_prefill_paths(const wisp_model *m, const wisp_plan *p, wisp_backend *be, char *out, size_t cap);
 /* The plan's settings for wisp_backend.configure (fills and returns *s). */
 const wisp_backend_settings *wisp_engine_backend_settings(const wisp_plan *p, wisp_backend_settings *s);
 

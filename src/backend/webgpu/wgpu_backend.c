@@ -231,10 +231,11 @@ static wisp_status g_configure(wisp_backend *be, const wisp_backend_settings *s)
   return WISP_OK;
 }
 
-/* wisp plan's lines on the prefill attention and the integer product
- * (backend.h prefill_paths): what the options pick, by the rules the
- * kernels' hosts apply. */
-static void g_prefill_paths(wisp_backend *be, int head_dim, char *out, size_t cap) {
+/* wisp plan's lines on the prefill attention, the integer product and the
+ * batched step (backend.h prefill_paths): what the options pick, by the
+ * rules the kernels' hosts apply. */
+static void g_prefill_paths(wisp_backend *be, int head_dim, const wisp_matrix *const *mats, int n_mats, char *out,
+                            size_t cap) {
   wgpu_backend *g = as_g(be);
   size_t n = 0;
   out[0] = 0;
@@ -259,8 +260,23 @@ static void g_prefill_paths(wisp_backend *be, int head_dim, char *out, size_t ca
   char half[64] = "";
   if (small_tn != t[1]) snprintf(half, sizeof half, ", the token tile halved below %u tokens", 2 * t[1]);
   if (n < cap && t[0])
-    snprintf(out + n, cap - n, "integer products (the plan's *_i8 variants): matmul_i8.wgsl %ux%ux%ux%ux%u (tuning matmulI8)%s\n", t[0], t[1],
-             t[2], t[3], t[4], half);
+    n += (size_t)snprintf(out + n, cap - n,
+                          "integer products (the plan's *_i8 variants): matmul_i8.wgsl %ux%ux%ux%ux%u (tuning matmulI8)%s\n",
+                          t[0], t[1], t[2], t[3], t[4], half);
+  /* the batched step: the rows from which its products run as a prefill */
+  int int8 = 0, int8_q4k = 0;
+  for (int i = 0; i < n_mats; i++) wisp_wgpu_rows_note(mats[i], &int8, &int8_q4k);
+  const char *why = "";
+  const int from = wisp_wgpu_rows_prefill_from(g, int8, int8_q4k, &why);
+  if (n >= cap) return;
+  if (from)
+    snprintf(out + n, cap - n,
+             "batched steps: from %d rows the products run as a prefill of that many tokens (%s); fewer rows: the "
+             "multi-row kernels, every row the one-row product's bits\n",
+             from, why);
+  else
+    snprintf(out + n, cap - n, "batched steps: the multi-row kernels at every row count, every row the one-row "
+             "product's bits (%s)\n", why);
 }
 
 static void g_caps(wisp_backend *be, wisp_device_caps *out) {

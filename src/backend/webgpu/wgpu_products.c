@@ -185,10 +185,7 @@ static wisp_status g_prepare_matrix(wisp_backend *be, wisp_matrix *m) {
     if (st) return st;
   }
   if (wisp_matrix_mixed(m)) return WISP_OK;
-  if (wisp_wgpu_mm8_planned(m)) {
-    g->int8_planned = 1;
-    if (m->type == WISP_W_Q4K) g->int8_planned_q4k = 1;
-  }
+  wisp_wgpu_rows_note(m, &g->int8_planned, &g->int8_planned_q4k);
   wmat *have = wisp_wgpu_find_mat(g, m);
   if (have) {
     m->device = have;
@@ -446,6 +443,24 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
  * (Q4) keeps 8: at S = 8 3,343 against 2,745-2,775. */
 #define ROWS_PREFILL_INT8_Q4K 16
 
+void wisp_wgpu_rows_note(const wisp_matrix *m, int *int8, int *int8_q4k) {
+  for (int i = 0; wisp_matrix_mixed(m) && i < m->n_parts; i++) wisp_wgpu_rows_note(&m->parts[i], int8, int8_q4k);
+  if (wisp_matrix_mixed(m) || !wisp_wgpu_mm8_planned(m)) return;
+  *int8 = 1;
+  if (m->type == WISP_W_Q4K) *int8_q4k = 1;
+}
+
+int wisp_wgpu_rows_prefill_from(const wgpu_backend *g, int int8, int int8_q4k, const char **why) {
+  const char *w = "tuning rowsPrefill";
+  int from = g->rows_prefill;
+  if (from < 0 && !int8) w = "no product of the plan is an int8 one; tuning rowsPrefill sets it", from = 0;
+  else if (from < 0 && int8_q4k && !g->no_rows_q4k)
+    w = "the default where some int8 products are Q4_K; tuning rowsPrefill sets it", from = ROWS_PREFILL_INT8_Q4K;
+  else if (from < 0) w = "the default with int8 products; tuning rowsPrefill sets it", from = ROWS_PREFILL_INT8;
+  if (why) *why = w;
+  return from;
+}
+
 /* Every row computed as the one-row product computes it (g_matmul for
  * n = 1 without a fusion: matvec.wgsl PRE 0, or q4k_matvec.wgsl), so that a
  * row's sums do not depend on n; the tiled prefill kernel (matmul.wgsl)
@@ -472,10 +487,7 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
    * tiled product: at S = 64 the seed shape's 64 head rows as multi-row
    * products cost 2.5x the rest of the step); the exact profile keeps every
    * row's one-row bits. */
-  const int from = g->rows_prefill >= 0  ? g->rows_prefill
-                   : !g->int8_planned    ? 0
-                   : g->int8_planned_q4k && !g->no_rows_q4k ? ROWS_PREFILL_INT8_Q4K
-                                                            : ROWS_PREFILL_INT8;
+  const int from = wisp_wgpu_rows_prefill_from(g, g->int8_planned, g->int8_planned_q4k, NULL);
   if (from && n >= from) { /* as a prefill, parts and all */
     g_matmul(be, W, x, 0, n, y, accumulate);
     return;

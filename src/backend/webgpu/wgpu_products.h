@@ -45,6 +45,14 @@ void wisp_wgpu_rec_matvec(wgpu_backend *g, const wmat *w, int pre, const wisp_bu
  * product by w (matvec.wgsl PRE 3): subgroups, the input staged beside the
  * merge weights. */
 int wisp_wgpu_merge_fits(const wgpu_backend *g, const wmat *w, int heads, int splits);
+/* What a matrix with its plan choice tells the batched step's rule: *int8
+ * set where its prefill product is the int8 one, *int8_q4k where that
+ * matrix is also Q4_K (a matrix in row parts: each part). */
+void wisp_wgpu_rows_note(const wisp_matrix *m, int *int8, int *int8_q4k);
+/* The rows from which a batched step runs its products as a prefill (0:
+ * never), by tuning rowsPrefill or else by what the model's matrices noted
+ * (wisp_wgpu_rows_note); *why (if why) says which. */
+int wisp_wgpu_rows_prefill_from(const wgpu_backend *g, int int8, int int8_q4k, const char **why);
 /* backend.h's prepare_matrix, matmul, matmul_rows. */
 void wisp_wgpu_products_install(wisp_backend *vt);
 
