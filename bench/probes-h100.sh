@@ -143,6 +143,13 @@ start_prepare() {
     bash bench/attn-long-h200.sh "$O/prep" > "$O/prep.log" 2>&1 &
 }
 
+# Waits for the preparation started by start_prepare (its pid $1) and
+# prints how it ended.
+end_prepare() {
+  wait "$1"
+  tail -3 "$O/prep.log"
+}
+
 prepare() {
   start_prepare 520
   local pp=$! m a dep r t i
@@ -283,8 +290,7 @@ prep2() {
       done
     done
   done > "$O/i8-real-beside-build.txt" 2>&1
-  wait "$pp"
-  tail -3 "$O/prep.log"
+  end_prepare "$pp"
 }
 
 # On a quiet machine after prep2: prefill under matmulI8 geometries, decode
@@ -382,8 +388,7 @@ prep3() {
   # the preparation makes models/seedlong first: wait for it, not race it
   for i in $(seq 1 90); do [ -s /tmp/attn-long-seedlong.gguf ] && break; sleep 2; done
   bisect
-  wait "$pp"
-  tail -3 "$O/prep.log"
+  end_prepare "$pp"
 }
 
 # The batched step under rowsPrefill (from how many rows its products run
