@@ -798,19 +798,16 @@ static wisp_status accept(tuner *T, cJSON *e) {
   if (st) return st;
   char kept[400] = "all", part[200];
   for (int pass = 0; pass < 2 && wisp_tune_drop_losers(e, &ab, part, sizeof part); pass++) {
-    const size_t len = strlen(kept);
-    snprintf(kept + (pass ? len : 0), sizeof kept - (pass ? len : 0), "%s%s", pass ? "; then " : "all but ", part);
+    const size_t at = pass ? strlen(kept) : 0; /* the first pass replaces "all" */
+    snprintf(kept + at, sizeof kept - at, "%s%s", pass ? "; then " : "all but ", part);
     if ((st = wisp_tune_accept(T->m, e, "throughput", np, 128, 5, &ab))) return st;
   }
-  cJSON *cand = cJSON_GetObjectItemCaseSensitive(e, "candidate");
-  if (wisp_tune_drop_losers(e, &ab, NULL, 0)) { /* still slower after two passes: the defaults */
-    cJSON_DeleteItemFromObjectCaseSensitive(cand, "matvec");
-    cJSON_DeleteItemFromObjectCaseSensitive(cand, "flashBlocks");
-    cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTile");
-    cJSON_DeleteItemFromObjectCaseSensitive(cand, "prefillTileI8");
-    cJSON_DeleteItemFromObjectCaseSensitive(e, "knee");
+  if (wisp_tune_drop_losers(e, &ab, NULL, 0)) { /* still slower after two passes: every choice goes */
+    const wisp_tune_ab every = {.prefill_slower = 1, .decode_slower = 1};
+    wisp_tune_drop_losers(e, &every, NULL, 0);
     snprintf(kept, sizeof kept, "none: the tuned choices were slower end to end; the plan runs its defaults");
   }
+  cJSON *cand = cJSON_GetObjectItemCaseSensitive(e, "candidate");
   cJSON_AddItemToObject(e, "acceptance", ab_json(&ab, "throughput", kept));
   /* The f32 tile acts only under the reference profile (--profile exact),
    * which the runs above do not plan: its prefill, with and without it. */
