@@ -379,7 +379,7 @@ static void rows_prefill_check(const char *model, int small, const char *profile
   CHECKF(i1 == i0 && s1.tiled_products == s0.tiled_products,
          "%s: a step of %d rows (%s) recorded %llu int8 and %llu tiled products", profile, small, how,
          (unsigned long long)(i1 - i0), (unsigned long long)(s1.tiled_products - s0.tiled_products));
-  /* the rows stepped alone in b: the same bits as in the step */
+  /* the same step in both sessions chose the same tokens (their states stay alike) */
   for (int i = 0; i < small; i++)
     CHECKF(na[i] == nb[i], "%s (%s): row %d of a step of %d rows chose %d, the same step in b %d", profile, how, i, small,
            na[i], nb[i]);
@@ -446,8 +446,8 @@ TEST(sequences_webgpu_rows_prefill_from_n_rows) {
 }
 
 /* Where the int8 products include Q4_K ones the default starts at 16 rows:
- * a step of 8 keeps the multi-row kernels (every row the one-row bits),
- * a step of 16 runs its products as an int8 prefill; rowsPrefill=8 still
+ * a step of 8 records no int8 or tiled product (the multi-row kernels), a
+ * step of 16 runs its products as an int8 prefill; rowsPrefill=8 still
  * takes 8. */
 TEST(sequences_webgpu_rows_prefill_q4k_from_16_rows) {
   WEBGPU_OR_SKIP(d);
