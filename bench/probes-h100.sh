@@ -80,6 +80,12 @@
 #             under TUNINGS (default "none attnRows=1"), twice, and each binary's GPU time per
 #             kernel at 4,096 (bisect.txt)
 #   prep3     the receipt's preparation in the background and `bisect` beside it
+#   phases    Qwen 3.5 2B / 0.8B decode at depth 0: the persistent decode whole,
+#             without each kind of work (persistSkip: its cost is the
+#             difference; the tokens are wrong), under persistGrid=132 and the
+#             Q4/Q4Z engine-1 blocks two in flight (persistOpt=971), and the
+#             op-by-op decode's GPU time per kernel (phases.txt,
+#             decode-profile-2b.txt, decode-profile-08.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -407,7 +413,38 @@ rowsq() {
   done 2>&1 | tee "$O/rowsq.txt"
 }
 
+# One decode line (tok/s) of model dir $1 under tuning $2 (none: defaults)
+decode_line() {
+  local tu=(); [ "$2" = none ] || tu=(--tuning "$2")
+  timeout 60 $W bench -m "$1" --backend webgpu -p 1 -n 128 "${tu[@]}" -o /tmp/d.json --force 2> /dev/null |
+    grep -o 'decode:.*' | cut -c1-90
+}
+
+phases() {
+  local m a t r
+  model_dir qwen08 > /dev/null & # both HF builds at once
+  model_dir qwen2b > /dev/null
+  wait
+  say "models" > "$O/phases.txt"
+  for m in qwen2b qwen08; do
+    a=$(model_dir "$m")
+    decode_line "$a" none > /dev/null # the first run on a fresh machine is slow
+    for r in 1 2; do for t in none persistGrid=132 persistOpt=971; do
+      printf '%-7s %-26s ' "$m" "$t"; decode_line "$a" "$t"
+    done; done
+    # works: 1 in, 4 qkv, 16 gated attention, 32 DeltaNet, 64 out, 128 ffn, 256 down, 512 head
+    for t in persistSkip=512 persistSkip=128 persistSkip=256 persistSkip=1 persistSkip=64 persistSkip=32 persistSkip=16 \
+      persistSkip=1009 persist=0 none; do
+      printf '%-7s %-26s ' "$m" "$t"; decode_line "$a" "$t"
+    done
+  done >> "$O/phases.txt" 2>&1
+  WISP_WEBGPU_PROFILE=1 timeout 60 $W bench -m "$(model_dir qwen2b)" --backend webgpu -p 1 -n 16 --tuning persist=0 \
+    -o /tmp/d.json --force > "$O/decode-profile-2b.txt" 2>&1
+  WISP_WEBGPU_PROFILE=1 timeout 60 $W bench -m "$(model_dir qwen08)" --backend webgpu -p 1 -n 16 --tuning persist=0 \
+    -o /tmp/d.json --force > "$O/decode-profile-08.txt" 2>&1
+}
+
 case $cmd in
-  choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac

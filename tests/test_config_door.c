@@ -120,7 +120,7 @@ static int has_word(const char *text, const char *key) {
  * and none of the test-only keys. */
 TEST(config_help_lists_no_test_key) {
   static const char *const cmds[] = {"run", "bench", "logits", "perplexity", "serve"};
-  static const char *const test_keys[] = {"persistFail", "persistSplit"};
+  static const char *const test_keys[] = {"persistFail", "persistSplit", "persistSkip"};
   for (size_t k = 0; k < sizeof test_keys / sizeof *test_keys; k++) CHECK(wisp_tuning_key_is_test(test_keys[k]) == 1);
   for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
     char cmd[1024], out[16384];

@@ -141,6 +141,8 @@ static const entry k_keys[] = {
      * 8,192, +4 % at 32,768) */
     {"persistOpt", T_SPECIAL, W(persist_opt), 0, 0, 1023, 0, "0..1023", .def = {969}},
     {"persistFail", T_UINT, W(persist_fail), 0, 1, 1 << 20, 0, "a positive number (a run, from 1)", NO_DEFAULT, TEST_KEY},
+    /* timing probes only: the tokens are wrong (bench/probes-h100.sh phases) */
+    {"persistSkip", T_UINT, W(persist_skip), 0, 1, 1023, 0, "1..1023 (bit 1 << work kind)", NO_DEFAULT, TEST_KEY},
     /* webgpu: the device */
     {"dawnToggles", T_SPECIAL, W(toggles), 0, 0, 0, 0, "a:b:... (Dawn toggle names)", NO_DEFAULT},
 };

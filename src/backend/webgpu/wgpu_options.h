@@ -88,6 +88,8 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t persist_split;     /* persistSplit=1 (tests): the units-split product engine for any graph */
   uint32_t persist_opt;       /* persistOpt=BITS: persist.wgsl's engine-0 OPT bits (A/B runs) */
   uint32_t persist_fail;      /* persistFail=N (tests): run N starts as if its grid barrier had given up */
+  uint32_t persist_skip;      /* persistSkip=BITS (timing probes): the works (bit 1 << wisp_work_kind) left
+                               * out of every step, so that a run's time less the whole run's is their cost */
   int no_fuse_argmax;         /* fuseArgmax=0: greedy token choice not fused into the head product */
   int no_xstage;              /* xstage=0: matvec inputs from global memory, not staged */
   int no_rows_shared;         /* rowsShared=0: a batched step's products row by row (one-row kernels), not

@@ -70,7 +70,7 @@ typedef struct {
   uint32_t head_s, head_z, fnorm, rope_cos;
   uint32_t rope_sin, s_x, s_mid, s_h;
   uint32_t s_q, s_part, barriers_per_step, nsmax;
-  uint32_t s_ao, s_am, nwg, skip; /* skip: works left out, bit 1 << wisp_work_kind (timing probes; 0 here) */
+  uint32_t s_ao, s_am, nwg, skip; /* skip: works left out, bit 1 << wisp_work_kind (tuning persistSkip: timing probes) */
   uint32_t bmode, backoff; /* grid barrier variant and back-off (kernel experiments; 0 here) */
   uint32_t embed_t, head_t; /* their types (persist_quant.wgsli's T_*) */
   uint32_t rot_half, lkh, lvh, dk;
@@ -445,6 +445,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->base.spin_max = SPIN_RUN;
   const uint32_t rp = as_g(be)->opts.persist_rp; /* the units-split engine: the products' row split */
   if (rp == 1 || rp == 2 || rp == 4) P->base.rp_force = rp;
+  P->base.skip = as_g(be)->opts.persist_skip; /* 0 but in timing probes (tuning persistSkip) */
   /* Barriers a step: one after every phase but the head, one in the token choice. */
   P->barriers_per_step = (uint32_t)g->n_phases;
   P->base.barriers_per_step = P->barriers_per_step;

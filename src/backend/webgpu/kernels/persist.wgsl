@@ -348,6 +348,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     let t = workgroupUniformLoad(&wtok);
     best = -3.0e38;
     best_i = 0xffffffffu;
+    if ((p.skip & (1u << W_HEAD)) != 0u) { best_i = 0u; } // a timing probe without the head: token 0, not a failed run's marker
     for (var ph = 0u; ph < p.n_phases; ph++) {
       let w = p.ph[ph / 4u][ph % 4u];
       let st = w & 15u;
