@@ -157,7 +157,12 @@ bundle() {
   ldd build/wisp | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
     grep -Ev '/(libc|libm|libmvec|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
     while read -r lib; do cp -L "$lib" .dev/lib/; done
-  ls .gl/libvulkan1_*.deb >/dev/null 2>&1 || (cd .gl && apt-get download libvulkan1)
+  # the Vulkan loader and the GL vendor-neutral libraries: with libvulkan1
+  # alone some machines' NVIDIA ICD (libGLX_nvidia.so.0) fails to load and
+  # Dawn finds only its Null adapter
+  local p; for p in libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2; do
+    ls .gl/"$p"_*.deb > /dev/null 2>&1 || (cd .gl && apt-get download "$p")
+  done
   # PREV: one older binary (.dev/wisp_prev); REVS: several, .dev/wisp_<short hash>
   # each (a bisect: BINS="wisp_<a> wisp_<b> ..." for `ab`), stripped
   local rev name
@@ -188,6 +193,7 @@ setup_env() {
   for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done
   ldconfig 2>/dev/null
   export LD_LIBRARY_PATH=$PWD/.dev/lib VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
   export WISP_WEBGPU_LIB=$PWD/.cache/webgpu/libwebgpu_wrapper.so
   echo "== .dev bundle: $(cat .dev/COMMIT 2>/dev/null || echo 'unknown (no .dev/COMMIT)')"
 }
