@@ -86,6 +86,11 @@
 #             Q4/Q4Z engine-1 blocks two in flight (persistOpt=971), and the
 #             op-by-op decode's GPU time per kernel (phases.txt,
 #             decode-profile-2b.txt, decode-profile-08.txt)
+#   prep4     the receipt's preparation in the background and beside it, once
+#             its models are made, decode at depth 0 of .dev/wisp against
+#             .dev/wisp_prev (alternated, twice; Qwen 3.5 2B / 0.8B, seed shape)
+#             and .dev/wisp under persistGrid 132 / 264 and its phase costs
+#             (persistSkip) on the 2B (decode-ab.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -444,7 +449,30 @@ phases() {
     -o /tmp/d.json --force > "$O/decode-profile-08.txt" 2>&1
 }
 
+prep4() {
+  start_prepare 540
+  local pp=$! i m a r b t
+  # the preparation makes its models in order, the 2B last: wait for its GGUF
+  for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
+  say "models" > "$O/decode-ab.txt"
+  for m in qwen2b qwen08 seed; do
+    a=$(model_dir "$m")
+    W=.dev/wisp decode_line "$a" none > /dev/null
+    for r in 1 2; do for b in wisp_prev wisp; do
+      printf '%-7s %-10s ' "$m" "$b"; W=.dev/$b decode_line "$a" none
+    done; done
+  done >> "$O/decode-ab.txt" 2>&1
+  a=$(model_dir qwen2b)
+  for m in qwen2b qwen08; do for t in persistGrid=132 persistGrid=264 none; do
+    printf '%-7s %-26s ' "$m" "$t"; decode_line "$(model_dir "$m")" "$t"
+  done; done >> "$O/decode-ab.txt" 2>&1
+  for t in persistSkip=512 persistSkip=128 persistSkip=256 persistSkip=1 persistSkip=64 persistSkip=32 persistSkip=1009 none; do
+    printf '%-7s %-26s ' qwen2b "$t"; decode_line "$a" "$t"
+  done >> "$O/decode-ab.txt" 2>&1
+  end_prepare "$pp"
+}
+
 case $cmd in
-  phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
