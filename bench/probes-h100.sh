@@ -91,6 +91,7 @@
 #             .dev/wisp_prev (alternated, twice; Qwen 3.5 2B / 0.8B, seed shape)
 #             and .dev/wisp under persistGrid 132 / 264 and its phase costs
 #             (persistSkip) on the 2B (decode-ab.txt)
+#   ab4       prep4's runs alone (the models made first)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -451,9 +452,23 @@ phases() {
 
 prep4() {
   start_prepare 540
-  local pp=$! i m a r b t
+  local pp=$! i
   # the preparation makes its models in order, the 2B last: wait for its GGUF
   for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
+  decode_ab
+  end_prepare "$pp"
+}
+
+# prep4's runs alone: the models made here, both HF builds at once
+ab4() {
+  model_dir qwen08 > /dev/null &
+  model_dir qwen2b > /dev/null
+  wait
+  decode_ab
+}
+
+decode_ab() {
+  local m a r b t
   say "models" > "$O/decode-ab.txt"
   for m in qwen2b qwen08 seed; do
     a=$(model_dir "$m")
@@ -469,10 +484,12 @@ prep4() {
   for t in persistSkip=512 persistSkip=128 persistSkip=256 persistSkip=1 persistSkip=64 persistSkip=32 persistSkip=1009 none; do
     printf '%-7s %-26s ' qwen2b "$t"; decode_line "$a" "$t"
   done >> "$O/decode-ab.txt" 2>&1
-  end_prepare "$pp"
+  for b in wisp_prev wisp; do # op by op: the q4k kernels convert their nibbles alike
+    printf '%-7s %-10s persist=0 ' qwen08 "$b"; W=.dev/$b decode_line "$(model_dir qwen08)" persist=0
+  done >> "$O/decode-ab.txt" 2>&1
 }
 
 case $cmd in
-  prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
