@@ -82,9 +82,9 @@
 #   prep3     the receipt's preparation in the background and `bisect` beside it
 #   phases    Qwen 3.5 2B / 0.8B decode at depth 0: the persistent decode whole,
 #             without each kind of work (persistSkip: its cost is the
-#             difference; the tokens are wrong), under persistGrid=132 and the
-#             Q4/Q4Z engine-1 blocks two in flight (persistOpt=971), and the
-#             op-by-op decode's GPU time per kernel (phases.txt,
+#             difference; the tokens are wrong), under persistGrid=132 (and,
+#             at 8c6d99a, persistOpt=971: a variant measured slower and
+#             removed), and the op-by-op decode's GPU time per kernel (phases.txt,
 #             decode-profile-2b.txt, decode-profile-08.txt)
 #   prep4     the receipt's preparation in the background and beside it, once
 #             its models are made, decode at depth 0 of .dev/wisp against
@@ -435,7 +435,7 @@ phases() {
   for m in qwen2b qwen08; do
     a=$(model_dir "$m")
     decode_line "$a" none > /dev/null # the first run on a fresh machine is slow
-    for r in 1 2; do for t in none persistGrid=132 persistOpt=971; do
+    for r in 1 2; do for t in none persistGrid=132; do
       printf '%-7s %-26s ' "$m" "$t"; decode_line "$a" "$t"
     done; done
     # works: 1 in, 4 qkv, 16 gated attention, 32 DeltaNet, 64 out, 128 ffn, 256 down, 512 head
