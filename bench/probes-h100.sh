@@ -478,7 +478,7 @@ decode_ab() {
     done; done
   done >> "$O/decode-ab.txt" 2>&1
   a=$(model_dir qwen2b)
-  for m in qwen2b qwen08; do for t in persistGrid=132 persistGrid=264 none; do
+  for m in qwen2b qwen08 seed; do for t in persistGrid=132 persistGrid=264 none; do
     printf '%-7s %-26s ' "$m" "$t"; decode_line "$(model_dir "$m")" "$t"
   done; done >> "$O/decode-ab.txt" 2>&1
   for t in persistSkip=512 persistSkip=128 persistSkip=256 persistSkip=1 persistSkip=64 persistSkip=32 persistSkip=1009 none; do
