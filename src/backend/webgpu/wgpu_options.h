@@ -80,7 +80,7 @@ typedef struct wisp_wgpu_backend_opts {
   /* The rest: tuning and test switches, set through the session's tuning
    * string (src/backend/tuning.c lists the keys and their defaults;
    * docs/configuration.md); 0 = the table's default (wisp_tuning_fill_defaults). */
-  uint32_t persist_grid;      /* persistGrid: workgroups of the persistent decode (0: probed from 128) */
+  uint32_t persist_grid;      /* persistGrid: workgroups of the persistent decode (0: probed from 128 or 132) */
   uint32_t persist_splits;    /* persistSplits: its attention splits per head (0: grid / heads) */
   uint32_t persist_min_steps; /* persistMinSteps: fewest steps a batch needs to take it (0: the plan's) */
   uint32_t persist_max_keys;  /* persistMaxKeys: most keys a batch's last step may attend to take it (0: no limit) */

@@ -449,13 +449,18 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   /* Barriers a step: one after every phase but the head, one in the token choice. */
   P->barriers_per_step = (uint32_t)g->n_phases;
   P->base.barriers_per_step = P->barriers_per_step;
-  /* The grid: tuning persistGrid, else the largest of 128, 64, ...
-   * whose workgroups the probe finds co-resident (1 on CPU adapters, whose
-   * workgroups share a few threads). */
+  /* The grid: tuning persistGrid, else the largest of 128 (132 for the
+   * units-split engine), half that, ... whose workgroups the probe finds
+   * co-resident (1 on CPU adapters, whose workgroups share a few threads). */
   const uint32_t asked = as_g(be)->persist_wg;
   /* From 128 (not 256): on the H200 (132 SMs) 256 fit (two a SM) but ran
-   * 15 % slower than 132 (1,552 vs 1,843 tok/s); one a SM is the aim. */
-  uint32_t want = asked ? asked : d->info.adapter_type == WGPUAdapterType_CPU ? 1 : 128;
+   * 15 % slower than 132 (1,552 vs 1,843 tok/s); one a SM is the aim. The
+   * units-split engine (graphs with gated or DeltaNet layers) gains from
+   * the last four SMs of an H100 or H200 (132): Qwen 3.5 2B 519 -> 528
+   * tok/s, 0.8B 882 -> 924; the rows-in-quads engine loses (the seed shape
+   * 2,395 -> 2,343; bench/results/h100-phases-20261206/). */
+  const uint32_t start = persist_split(be, g) ? 132 : 128;
+  uint32_t want = asked ? asked : d->info.adapter_type == WGPUAdapterType_CPU ? 1 : start;
   if (want > 1024) want = 1024;
   P->nwg = 0;
   const uint32_t opt = persist_opt_bits(be, g, xs4);
