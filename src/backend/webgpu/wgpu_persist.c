@@ -456,7 +456,7 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   /* From 128 (not 256): on the H200 (132 SMs) 256 fit (two a SM) but ran
    * 15 % slower than 132 (1,552 vs 1,843 tok/s); one a SM is the aim. The
    * units-split engine (graphs with gated or DeltaNet layers) gains from
-   * the last four SMs of an H100 or H200 (132): Qwen 3.5 2B 519 -> 528
+   * the last four SMs of an H100 or H200 (132): the 2B gated hybrid 519 -> 528
    * tok/s, 0.8B 882 -> 924; the rows-in-quads engine loses (the seed shape
    * 2,395 -> 2,343; bench/results/h100-phases-20261206/). */
   const uint32_t start = persist_split(be, g) ? 132 : 128;
