@@ -394,12 +394,16 @@ bisect() {
 # The receipt's preparation in the background and beside it `bisect`
 # (directions: the build shares the host); the receipt follows on the
 # warm machine.
-prep3() {
+prep3() { beside_prepare seedlong 90 bisect; } # the preparation makes models/seedlong first
+
+# The preparation in the background and, once model $1's GGUF is made
+# (waiting at most $2 * 2 s: the runs use its models, not race to make
+# them), function $3 beside it
+beside_prepare() {
   start_prepare 540
   local pp=$! i
-  # the preparation makes models/seedlong first: wait for it, not race it
-  for i in $(seq 1 90); do [ -s /tmp/attn-long-seedlong.gguf ] && break; sleep 2; done
-  bisect
+  for i in $(seq 1 "$2"); do [ -s "/tmp/attn-long-$1.gguf" ] && break; sleep 2; done
+  "$3"
   end_prepare "$pp"
 }
 
@@ -428,9 +432,7 @@ decode_line() {
 
 phases() {
   local m a t r
-  model_dir qwen08 > /dev/null & # both HF builds at once
-  model_dir qwen2b > /dev/null
-  wait
+  qwen_models
   say "models" > "$O/phases.txt"
   for m in qwen2b qwen08; do
     a=$(model_dir "$m")
@@ -450,20 +452,18 @@ phases() {
     -o /tmp/d.json --force > "$O/decode-profile-08.txt" 2>&1
 }
 
-prep4() {
-  start_prepare 540
-  local pp=$! i
-  # the preparation makes its models in order, the 2B last: wait for its GGUF
-  for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
-  decode_ab
-  end_prepare "$pp"
-}
+prep4() { beside_prepare qwen2b 150 decode_ab; } # the preparation makes the 2B last
 
-# prep4's runs alone: the models made here, both HF builds at once
-ab4() {
+# The two Qwen 3.5 models, both HF builds at once
+qwen_models() {
   model_dir qwen08 > /dev/null &
   model_dir qwen2b > /dev/null
   wait
+}
+
+# prep4's runs alone: the models made here
+ab4() {
+  qwen_models
   decode_ab
 }
 
