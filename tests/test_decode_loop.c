@@ -546,6 +546,41 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   wisp_model_close(m);
 }
 
+/* tuning persistSkip (timing probes) reaches the kernel: with the head left
+ * out (bit 512) every persistent step chooses token 0, where the CPU's
+ * loop does not, and the run is not taken for a failed one (all its steps
+ * stay persistent). */
+TEST(decode_loop_webgpu_persist_skip_leaves_the_head_out) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t ref[9], got[9];
+  CHECK(cpu_loop_tokens(m, 9, ref));
+  int ref_nonzero = 0;
+  for (int i = 1; i < 9; i++) ref_nonzero += ref[i] != 0;
+  CHECKF(ref_nonzero > 0, "the CPU's tokens after the first are all 0: the check below could not fail");
+  uint64_t steps = 0, gave_up = 0;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    wisp_session *s = persist_session(m, "1", "persistSkip=512");
+    CHECK(s != NULL);
+    wisp_generate_options o = {.temperature = 0, .batch = 8};
+    CHECK(loop_tokens(s, k_prompt, 5, 9, &o, got));
+    steps = persistent_steps(s);
+    gave_up = persistent_gave_up(s);
+    wisp_session_free(s);
+    if (!gave_up) break;
+  }
+  if (gave_up) {
+    wisp_model_close(m);
+    SKIP("the grid barrier gave up on 4 tries (a loaded machine): persistSkip unchecked");
+  }
+  CHECKF(got[0] == ref[0], "the prefill's token %d, the CPU's %d", got[0], ref[0]);
+  for (int i = 1; i < 9; i++) CHECKF(got[i] == 0, "step %d chose %d with the head left out, want 0", i, got[i]);
+  CHECKF(steps == 8, "%llu persistent steps, want 8", (unsigned long long)steps);
+  wisp_model_close(m);
+}
+
 /* By default (no setting) the persistent decode runs greedy decode batches
  * of any size; tuning persist=0 turns it off; the tokens are the CPU
  * backend's either way. */
