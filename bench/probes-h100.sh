@@ -92,6 +92,8 @@
 #             and .dev/wisp under persistGrid 132 / 264 and its phase costs
 #             (persistSkip) on the 2B (decode-ab.txt)
 #   ab4       prep4's runs alone (the models made first)
+#   grids     the grid the Qwen 3.5 0.8B persistent decode ran under persistGrid
+#             264 / 132 / the default, as WISP_VERBOSE=1 prints it (grids.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -461,6 +463,19 @@ qwen_models() {
   wait
 }
 
+# Which grid the persistent decode of Qwen 3.5 0.8B ran under persistGrid
+# 264 / 132 / the default (WISP_VERBOSE=1 prints the probe's choice and
+# the kernel's; grids.txt)
+grids() {
+  local a t
+  a=$(model_dir qwen08)
+  for t in persistGrid=264 persistGrid=132 none; do
+    echo "== $t"
+    WISP_VERBOSE=1 timeout 40 $W bench -m "$a" --backend webgpu -p 1 -n 32 --tuning "$t" -o /tmp/d.json --force 2>&1 |
+      grep -i 'persist\|grid\|decode:' | head -8
+  done > "$O/grids.txt" 2>&1
+}
+
 # prep4's runs alone: the models made here
 ab4() {
   qwen_models
@@ -490,6 +505,6 @@ decode_ab() {
 }
 
 case $cmd in
-  ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
