@@ -491,6 +491,34 @@ static uint64_t persistent_gave_up(wisp_session *s) {
   return wisp_wgpu_backend_stats_get(s->backend, &st) ? st.persistent_gave_up : 0;
 }
 
+/* n greedy tokens (k_prompt first) of persistent sessions on grid `grid`
+ * under tuning `more`, decode batches of `batch`: up to 4 tries, until a
+ * run's barrier did not give up or every step after the first was still
+ * persistent (persistent_gave_up: on a loaded machine the fallback, not a
+ * wrong result). ref: the tokens each try must give (label names the
+ * case), or NULL. got: the last try's tokens; *steps its persistent steps;
+ * *settled 1 where a try settled (0 when every try gave up, or a check
+ * failed: then the test has failed). */
+static void persist_tries(wisp_model *m, const char *grid, const char *more, int batch, int n, const int32_t *ref,
+                          const char *label, int32_t *got, uint64_t *steps, int *settled) {
+  *settled = 0;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    wisp_session *s = persist_session(m, grid, more);
+    CHECK(s != NULL);
+    wisp_generate_options o = {.temperature = 0, .batch = batch};
+    const int ok = loop_tokens(s, k_prompt, 5, n, &o, got);
+    *steps = persistent_steps(s);
+    const uint64_t gave_up = persistent_gave_up(s);
+    wisp_session_free(s);
+    CHECK(ok);
+    if (ref) CHECKF(memcmp(ref, got, sizeof *got * (size_t)n) == 0, "%s: tokens differ from the CPU's", label);
+    if (!gave_up || *steps == (uint64_t)(n - 1)) {
+      *settled = 1;
+      return;
+    }
+  }
+}
+
 /* Greedy tokens of the persistent decode equal the CPU backend's, for one
  * and for two workgroups (grid barriers really crossed), batches of 1, 7
  * and 16 steps a dispatch, f32 and f16 KV caches, attention in one and in
@@ -502,7 +530,6 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
   (void)d;
   wisp_model *m = NULL;
   CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
-  wisp_session *s = NULL;
   int32_t ref[33], got[33];
   CHECK(cpu_loop_tokens(m, 33, ref));
   /* The fifth case runs the kernel's other code paths (OPT 0: the serial
@@ -521,21 +548,14 @@ TEST(decode_loop_webgpu_persistent_matches_cpu) {
     if (splits[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistSplits=%s", splits[c]);
     if (opts[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistOpt=%s", opts[c]);
     if (split[c]) snprintf(more + strlen(more), sizeof more - strlen(more), ",persistSplit=1");
-    uint64_t steps = 0, gave_up = 0;
-    for (int attempt = 0; attempt < 4; attempt++) {
-      s = persist_session(m, grids[c], more);
-      CHECK(s != NULL);
-      wisp_generate_options o = {.temperature = 0, .batch = batches[c]};
-      CHECK(loop_tokens(s, k_prompt, 5, 33, &o, got));
-      steps = persistent_steps(s);
-      gave_up = persistent_gave_up(s);
-      wisp_session_free(s);
-      /* the tokens are the CPU's whether or not the barrier gave up */
-      CHECKF(memcmp(ref, got, sizeof ref) == 0, "grid %s batch %d kv16 %d split %d: tokens differ from the CPU's",
-             grids[c], batches[c], kv16[c], split[c]);
-      if (!gave_up || steps == 32) break;
-    }
-    if (gave_up && steps != 32) {
+    uint64_t steps = 0;
+    int settled = 0;
+    char label[96];
+    snprintf(label, sizeof label, "grid %s batch %d kv16 %d split %d", grids[c], batches[c], kv16[c], split[c]);
+    /* the tokens are the CPU's whether or not the barrier gave up */
+    persist_tries(m, grids[c], more, batches[c], 33, ref, label, got, &steps, &settled);
+    if (test_failed_now()) break;
+    if (!settled) {
       wisp_model_close(m);
       SKIP("grid %s batch %d: the grid barrier gave up on 4 tries (a loaded machine); tokens equal the CPU's, "
            "the all-persistent run unchecked", grids[c], batches[c]);
@@ -560,25 +580,15 @@ TEST(decode_loop_webgpu_persist_skip_leaves_the_head_out) {
   int ref_nonzero = 0;
   for (int i = 1; i < 9; i++) ref_nonzero += ref[i] != 0;
   CHECKF(ref_nonzero > 0, "the CPU's tokens after the first are all 0: the check below could not fail");
-  uint64_t steps = 0, gave_up = 0;
-  for (int attempt = 0; attempt < 4; attempt++) {
-    wisp_session *s = persist_session(m, "1", "persistSkip=512");
-    CHECK(s != NULL);
-    wisp_generate_options o = {.temperature = 0, .batch = 8};
-    CHECK(loop_tokens(s, k_prompt, 5, 9, &o, got));
-    steps = persistent_steps(s);
-    gave_up = persistent_gave_up(s);
-    wisp_session_free(s);
-    if (!gave_up) break;
-  }
-  if (gave_up) {
-    wisp_model_close(m);
-    SKIP("the grid barrier gave up on 4 tries (a loaded machine): persistSkip unchecked");
-  }
+  uint64_t steps = 0;
+  int settled = 0;
+  persist_tries(m, "1", "persistSkip=512", 8, 9, NULL, NULL, got, &steps, &settled);
+  wisp_model_close(m);
+  if (test_failed_now()) return;
+  if (!settled) SKIP("the grid barrier gave up on 4 tries (a loaded machine): persistSkip unchecked");
   CHECKF(got[0] == ref[0], "the prefill's token %d, the CPU's %d", got[0], ref[0]);
   for (int i = 1; i < 9; i++) CHECKF(got[i] == 0, "step %d chose %d with the head left out, want 0", i, got[i]);
   CHECKF(steps == 8, "%llu persistent steps, want 8", (unsigned long long)steps);
-  wisp_model_close(m);
 }
 
 /* By default (no setting) the persistent decode runs greedy decode batches

@@ -444,8 +444,11 @@ static void rec_matvec_rows(wgpu_backend *g, const wmat *w, const wisp_buf *x, i
 #define ROWS_PREFILL_INT8_Q4K 16
 
 void wisp_wgpu_rows_note(const wisp_matrix *m, int *int8, int *int8_q4k) {
-  for (int i = 0; wisp_matrix_mixed(m) && i < m->n_parts; i++) wisp_wgpu_rows_note(&m->parts[i], int8, int8_q4k);
-  if (wisp_matrix_mixed(m) || !wisp_wgpu_mm8_planned(m)) return;
+  if (wisp_matrix_mixed(m)) { /* row parts of several types: each part says for itself */
+    for (int i = 0; i < m->n_parts; i++) wisp_wgpu_rows_note(&m->parts[i], int8, int8_q4k);
+    return;
+  }
+  if (!wisp_wgpu_mm8_planned(m)) return;
   *int8 = 1;
   if (m->type == WISP_W_Q4K) *int8_q4k = 1;
 }
