@@ -94,6 +94,12 @@
 #   ab4       prep4's runs alone (the models made first)
 #   grids     the grid the Qwen 3.5 0.8B persistent decode ran under persistGrid
 #             264 / 132 / the default, as WISP_VERBOSE=1 prints it (grids.txt)
+#   rowsi8    the batched step's int8 multi-row product (matvec_i8_rows, tuning
+#             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1..64
+#             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 8 / 32 also 1 and 4
+#             weight rows a lane group, at S = 64 the product up to 64 rows, at
+#             S = 1 from one row; the GPU profile of S = 8 (rowsi8.txt,
+#             rowsi8-profile.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -425,6 +431,34 @@ rowsq() {
   done 2>&1 | tee "$O/rowsq.txt"
 }
 
+rowsi8() {
+  local m a S t tu vs
+  qwen_models
+  for m in seed qwen08 qwen2b; do
+    a=$(model_dir "$m")
+    timeout 60 .dev/seq_probe -m "$a" --backend webgpu -S 8 -n 8 -a 1 > /dev/null 2>&1 # a fresh machine's first run
+    for S in 1 2 4 8 16 32 64; do
+      case $S in
+        1) vs="none rowsI8=1x64" ;;
+        8 | 32) vs="none rowsI8=0 rowsI8Rpl=1 rowsI8Rpl=4" ;;
+        64) vs="none rowsI8=0 rowsI8=2x64" ;;
+        *) vs="none rowsI8=0" ;;
+      esac
+      for t in $vs; do
+        tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+        printf '%-7s S %-3s %-14s ' "$m" "$S" "$t"
+        timeout 40 .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n 32 -a 1 "${tu[@]}" 2> /dev/null | tail -1 |
+          grep -o '"tokens_per_s": [0-9.]*\|"sequences_matching_alone": [0-9]*' | tr '\n' ' '
+        echo
+      done
+    done
+  done 2>&1 | tee "$O/rowsi8.txt"
+  for m in seed qwen08; do
+    echo "== $m S=8"
+    WISP_WEBGPU_PROFILE=1 timeout 60 .dev/seq_probe -m "$(model_dir "$m")" --backend webgpu -S 8 -n 32 -a 1 2>&1 | head -24
+  done > "$O/rowsi8-profile.txt" 2>&1
+}
+
 # One decode line (tok/s) of model dir $1 under tuning $2 (none: defaults)
 decode_line() {
   local tu=(); [ "$2" = none ] || tu=(--tuning "$2")
@@ -505,6 +539,6 @@ decode_ab() {
 }
 
 case $cmd in
-  grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac

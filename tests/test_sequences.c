@@ -434,15 +434,17 @@ TEST(sequences_webgpu_rows_prefill_from_n_rows) {
   (void)d;
   double w_int8 = 0, w_f32 = 0, w_def = 0, w_exact = 1;
   const char *q4 = fixture_small_model();
-  rows_prefill_check(q4, 4, "throughput", "rowsPrefill=8", 0.1, 1, 1, &w_int8);
+  /* (rowsI8=0: the int8 multi-row product, which takes steps of 2..32 rows
+   * first under throughput, off; test_webgpu_rows_i8.c covers it) */
+  rows_prefill_check(q4, 4, "throughput", "rowsPrefill=8,rowsI8=0", 0.1, 1, 1, &w_int8);
   rows_prefill_check(q4, 4, "exact", "rowsPrefill=8", 1e-4, 0, 1, &w_f32);
   CHECKF(w_f32 < w_int8, "the f32 products' rows (%.3g) are no closer than the int8 ones' (%.3g)", w_f32, w_int8);
-  /* without the key: the throughput profile's int8 products from 8 rows,
+  /* without rowsPrefill: the throughput profile's int8 products from 8 rows,
    * the exact profile's rows keep their one-row bits */
-  rows_prefill_check(q4, 4, "throughput", NULL, 0.1, 1, 1, &w_def);
+  rows_prefill_check(q4, 4, "throughput", "rowsI8=0", 0.1, 1, 1, &w_def);
   rows_prefill_check(q4, 4, "exact", NULL, 0, 0, 0, &w_exact);
   /* rowsPrefill=0 turns the default off: the one-row bits under throughput too */
-  rows_prefill_check(q4, 4, "throughput", "rowsPrefill=0", 0, 0, 0, &w_exact);
+  rows_prefill_check(q4, 4, "throughput", "rowsPrefill=0,rowsI8=0", 0, 0, 0, &w_exact);
 }
 
 /* Where the int8 products include Q4_K ones the default starts at 16 rows:
@@ -454,15 +456,24 @@ TEST(sequences_webgpu_rows_prefill_q4k_from_16_rows) {
   (void)d;
   double w = 0;
   const char *q4k = tiny_qwen("q4k");
-  rows_prefill_check(q4k, 8, "throughput", NULL, 0.1, 1, 1, &w);
-  rows_prefill_check(q4k, 4, "throughput", "rowsPrefill=8", 0.1, 1, 1, &w);
-  /* and `wisp plan` says so, by the same rule */
+  rows_prefill_check(q4k, 8, "throughput", "rowsI8=0", 0.1, 1, 1, &w);
+  rows_prefill_check(q4k, 4, "throughput", "rowsPrefill=8,rowsI8=0", 0.1, 1, 1, &w);
+  /* and `wisp plan` says so, by the same rule, after the int8 multi-row
+   * product's 2..32 rows */
   static char cmd[1024], out[1 << 16];
   snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), q4k);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s:\n%s", cmd, out);
-  CHECKF(strstr(out, "batched steps: from 16 rows the products run as a prefill of that many tokens (the default "
-                     "where some int8 products are Q4_K;"),
-         "%s", out);
+  /* (without subgroups the int8 multi-row product does not run: the prefill rule alone) */
+  if (!d->has_subgroups)
+    CHECKF(strstr(out, "batched steps: from 16 rows the products run as a prefill of that many tokens (the "
+                       "default where some int8 products are Q4_K;"),
+           "%s", out);
+  else
+    CHECKF(strstr(out, "batched steps: 1 row: the one-row product; 2..32 rows: matvec_i8_rows.wgsl, every "
+                       "Q4/Q4Z/Q4_K/Q8_0 product with int8 rows, a row's sums independent of the others (tuning "
+                       "rowsI8); from 33 rows: the products run as a prefill of that many tokens (the default where "
+                       "some int8 products are Q4_K;"),
+           "%s", out);
 }
 
 /* Bad calls get an error and change nothing. */

@@ -100,6 +100,10 @@ static const entry k_keys[] = {
      "KEYS or KEYSxWORKGROUPS (0: never)", .def = {4096, 1024}},
     {"headChunks", T_UINT, W(head_chunks), 0, 1, 256, 0, "1..256", NO_DEFAULT},
     {"rowsNt", T_UINT, W(rows_nt), 0, 1, 64, 0, "1..64", .def = {64}},
+    /* the batched step's integer product (matvec_i8_rows.wgsl) for steps of
+     * MIN..MAX rows; numbers in docs/sequences.md */
+    {"rowsI8", T_SPECIAL, W(rows_i8_min), W(rows_i8_max), 0, 64, 0, "MAX or MINxMAX, 1..64 (0: never)", .def = {2, 32}},
+    {"rowsI8Rpl", T_UINT, W(rows_i8_rpl), 0, 1, 8, 0, "1..8", .def = {2}},
     {"rowsPrefill", T_UINT, W(rows_prefill), 0, 0, 64, 0, "0..64 (0: never)", NO_DEFAULT},
     {"dnSlice", T_SPECIAL, W(dn_cols), W(dn_groups), 1, 1024, 0, "COLS or COLSxGROUPS (powers of two)", .def = {16, 0}},
     /* the chunked Gated DeltaNet for calls of this many tokens or more (wgpu_deltanet_chunked.c) */
@@ -212,6 +216,10 @@ static int special(const entry *e, const char *v, wisp_tuning *t, char *store) {
   } else if (!strcmp(e->key, "attnLong")) { /* KEYS alone keeps the default workgroups */
     if (numbers(v, 2, e->lo, e->hi, n)) o->attn_decode_long_min = n[0], o->attn_decode_long_wgs = n[1];
     else if (number(v, e->lo, e->hi, n)) o->attn_decode_long_min = n[0], o->attn_decode_long_wgs = e->def[1];
+    else return 0;
+  } else if (!strcmp(e->key, "rowsI8")) { /* MAX alone keeps the default MIN */
+    if (numbers(v, 2, 1, e->hi, n) && n[0] <= n[1]) o->rows_i8_min = n[0], o->rows_i8_max = n[1];
+    else if (number(v, e->lo, e->hi, n)) o->rows_i8_min = e->def[0], o->rows_i8_max = n[0];
     else return 0;
   } else if (!strcmp(e->key, "dawnToggles")) {
     if (!*v || strchr(v, ' ')) return 0;

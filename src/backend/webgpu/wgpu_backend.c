@@ -267,16 +267,33 @@ static void g_prefill_paths(wisp_backend *be, int head_dim, const wisp_matrix *c
   int int8 = 0, int8_q4k = 0;
   for (int i = 0; i < n_mats; i++) wisp_wgpu_rows_note(mats[i], &int8, &int8_q4k);
   const char *why = "";
-  const int from = wisp_wgpu_rows_prefill_from(g, int8, int8_q4k, &why);
+  int from = wisp_wgpu_rows_prefill_from(g, int8, int8_q4k, &why), lo = 0, hi = 0;
+  if (int8) wisp_wgpu_mv8_range(be, &lo, &hi);
   if (n >= cap) return;
+  if (!hi) {
+    if (from)
+      snprintf(out + n, cap - n,
+               "batched steps: from %d rows the products run as a prefill of that many tokens (%s); fewer rows: the "
+               "multi-row kernels, every row the one-row product's bits\n",
+               from, why);
+    else
+      snprintf(out + n, cap - n, "batched steps: the multi-row kernels at every row count, every row the one-row "
+               "product's bits (%s)\n", why);
+    return;
+  }
+  /* the int8 multi-row product takes lo..hi rows before the rule above */
+  char few[96] = "", rest[320];
+  if (lo == 2) snprintf(few, sizeof few, "1 row: the one-row product; ");
+  if (lo > 2) snprintf(few, sizeof few, "1..%d rows: the multi-row kernels, the one-row product's bits; ", lo - 1);
+  if (from && from <= hi) from = hi + 1;
   if (from)
-    snprintf(out + n, cap - n,
-             "batched steps: from %d rows the products run as a prefill of that many tokens (%s); fewer rows: the "
-             "multi-row kernels, every row the one-row product's bits\n",
-             from, why);
+    snprintf(rest, sizeof rest, "from %d rows: the products run as a prefill of that many tokens (%s)", from, why);
   else
-    snprintf(out + n, cap - n, "batched steps: the multi-row kernels at every row count, every row the one-row "
-             "product's bits (%s)\n", why);
+    snprintf(rest, sizeof rest, "more rows: the multi-row kernels, the one-row product's bits");
+  snprintf(out + n, cap - n,
+           "batched steps: %s%d..%d rows: matvec_i8_rows.wgsl, every Q4/Q4Z/Q4_K/Q8_0 product with int8 rows, a row's "
+           "sums independent of the others (tuning rowsI8); %s\n",
+           few, lo, hi, rest);
 }
 
 static void g_caps(wisp_backend *be, wisp_device_caps *out) {

@@ -99,6 +99,9 @@ typedef struct wisp_wgpu_backend_opts {
   int rows_stage_always;      /* rowsStage=1: the multi-row kernels stage their inputs whenever they fit (default:
                                * only where a workgroup reads more weight bytes than it stages; rows_tile) */
   uint32_t rows_nt;           /* rowsNt=N: most rows a matvec_rows / q4k_matvec_rows workgroup takes (1..64; 0: 64) */
+  uint32_t rows_i8_min, rows_i8_max; /* rowsI8=MINxMAX: a batched step of MIN..MAX rows runs its Q4/Q4Z/Q4_K/Q8_0
+                               * products through matvec_i8_rows where the plan gives int8 products (MAX 0: never) */
+  uint32_t rows_i8_rpl;       /* rowsI8Rpl=N: its weight rows a lane group (1..8) */
   uint32_t rows_prefill;      /* rowsPrefill=N: a batched step of N rows or more runs its products as a prefill
                                * of N tokens does (the plan's prefill kernel: matmul_i8 where it gives int8, else
                                * the tiled matmul), not the multi-row kernels: every row's sums then depend on the

@@ -490,6 +490,14 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
    * tiled product: at S = 64 the seed shape's 64 head rows as multi-row
    * products cost 2.5x the rest of the step); the exact profile keeps every
    * row's one-row bits. */
+  /* A few rows where the plan gives int8 products: matvec_i8_rows.wgsl
+   * (wgpu_products_i8.c), each Q4/Q4Z/Q4_K/Q8_0 weight read once for them,
+   * integer dots; parts of several types part by part. */
+  if (wisp_matrix_mixed(W) && wisp_wgpu_mv8_wants(be, n)) {
+    for (int i = 0; i < W->n_parts; i++) g_matmul_rows(be, &W->parts[i], x, n, y, accumulate);
+    return;
+  }
+  if (wisp_wgpu_mv8_rows(be, W, x, n, y, accumulate)) return;
   const int from = wisp_wgpu_rows_prefill_from(g, g->int8_planned, g->int8_planned_q4k, NULL);
   if (from && n >= from) { /* as a prefill, parts and all */
     g_matmul(be, W, x, 0, n, y, accumulate);

@@ -33,6 +33,11 @@ typedef struct {
   uint32_t tm, tn, rm, rn, kb;
   int fuseq; /* the product quantizes its own tiles (matmul_i8 FUSEQ = 1) */
   int min_n;
+  /* matvec_i8_rows.wgsl, the batched step's integer product: steps of
+   * rows_min..rows_max rows (rows_max 0: never), rows_rpl weight rows a
+   * lane group */
+  int rows_min, rows_max;
+  uint32_t rows_rpl;
   wisp_wgpu_buf xq, xs; /* quantized input: int8 words, scales */
   /* What xq/xs hold: input buffer, first row, tokens, columns, and the
    * backend's dispatch/submit counters right after the last product that
@@ -42,6 +47,7 @@ typedef struct {
   int x_row0, n, cols;
   uint64_t dispatches, submits;
   uint64_t products, quantizations; /* recorded so far */
+  uint64_t rows_products;           /* of them by matvec_i8_rows */
 } mm8_state;
 
 
@@ -120,6 +126,9 @@ static mm8_state *state_of(wisp_backend *be) {
     else fprintf(stderr, "wisp: tuning i8Fuseq ignored: %s\n", wisp_last_error());
   }
   s->min_n = (int)o->i8_min_n; /* the table's default unless given */
+  s->rows_min = (int)o->rows_i8_min;
+  s->rows_max = (int)o->rows_i8_max;
+  s->rows_rpl = o->rows_i8_rpl >= 1 && o->rows_i8_rpl <= 8 ? o->rows_i8_rpl : 2;
   *slot = s;
   return s;
 }
@@ -146,7 +155,12 @@ wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *
   if (o->kb) t.kb = o->kb;
   if (o->min_n) t.min_n = o->min_n;
   if (o->fuseq) t.fuseq = o->fuseq > 0;
+  if (o->rows_max) t.rows_min = o->rows_min > 0 ? o->rows_min : 1, t.rows_max = o->rows_max > 0 ? o->rows_max : 0;
+  if (o->rows_rpl) t.rows_rpl = o->rows_rpl;
   if (t.mode < 1 || t.mode > 3) return wisp_fail(WISP_EINVAL, "webgpu: int8 matmul mode %d", t.mode);
+  if (!t.rows_rpl || t.rows_rpl > 8 || t.rows_min < 1 || t.rows_max > 64)
+    return wisp_fail(WISP_EINVAL, "webgpu: int8 multi-row product: %d..%d rows, %u a lane group (1..64, 1..8)",
+                     t.rows_min, t.rows_max, t.rows_rpl);
   wisp_status st = check_geometry(be, &t);
   if (st) return st;
   *s = t;
@@ -173,6 +187,48 @@ int wisp_wgpu_mm8_takes(wisp_backend *be, const wisp_matrix *W, int n) {
   return s->mode == 2 || wisp_wgpu_mm8_planned(W);
 }
 
+/* Records quant_x8.wgsl over n rows of x from x_row0 (cols columns) into
+ * s->xq / s->xs, unless they already hold them: the last product quantized
+ * the same rows and nothing has been recorded or submitted since (its
+ * output buffer may not be this input). 0 when out of memory. */
+static int quantize_input(wisp_backend *be, mm8_state *s, const wisp_buf *x, int x_row0, int n, uint32_t cols) {
+  const uint64_t blocks = (uint64_t)n * (cols / 32);
+  WGPUBuffer xb = x->g.b;
+  uint64_t disp, subs;
+  counters(be, &disp, &subs);
+  if (s->valid && s->src == xb && s->x_row0 == x_row0 && s->n == n && s->cols == (int)cols && s->dispatches == disp &&
+      s->submits == subs && s->last_y != xb)
+    return 1;
+  s->valid = 0;
+  if (!wisp_wgpu_scratch(as_g(be), &s->xq, blocks * 32, blocks * 32, "wisp int8 activations") ||
+      !wisp_wgpu_scratch(as_g(be), &s->xs, blocks * 4, blocks * 4, "wisp int8 activation scales"))
+    return 0;
+  wisp_wgpu_const qc[1] = {{"WG", QUANT_WG}};
+  wisp_wgpu_kernel *kq = wisp_wgpu_pipeline(as_g(be), "quant_x8", qc, 1);
+  struct {
+    uint32_t n, cols, x_off, pad;
+  } qp = {(uint32_t)n, cols, (uint32_t)((uint64_t)x_row0 * cols / 4), 0};
+  wisp_wgpu_binding qb[3] = {whole(xb), whole(s->xq.b), whole(s->xs.b)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(as_g(be)->d, cdiv(blocks, QUANT_WG), &gx, &gy);
+  wisp_wgpu_record_xyz(as_g(be), kq, qb, 3, &qp, sizeof qp, gx, gy, 1);
+  s->quantizations++;
+  return 1;
+}
+
+/* What xq/xs hold after a product of y from those rows of x. */
+static void remember_input(wisp_backend *be, mm8_state *s, const wisp_buf *x, int x_row0, int n, uint32_t cols,
+                           const wisp_buf *y) {
+  if (as_g(be)->error) return;
+  s->valid = 1;
+  s->src = x->g.b;
+  s->last_y = y->g.b;
+  s->x_row0 = x_row0;
+  s->n = n;
+  s->cols = (int)cols;
+  counters(be, &s->dispatches, &s->submits);
+}
+
 int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                          int accumulate) {
   if (!wisp_wgpu_mm8_takes(be, W, n)) return 0;
@@ -180,33 +236,10 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
   uint32_t qt = 0;
   variant_of(W->type, &qt);
   if (as_g(be)->error) return 1;
-  const uint32_t cols = (uint32_t)W->cols, nb = cols / 32;
-  const uint64_t blocks = (uint64_t)n * nb;
+  const uint32_t cols = (uint32_t)W->cols;
   WGPUBuffer xb = x->g.b;
-  /* Quantize the input unless the last product quantized the same rows and
-   * nothing has been recorded or submitted since (its output buffer may not
-   * be this input). */
-  uint64_t disp, subs;
-  counters(be, &disp, &subs);
   if (s->fuseq) s->valid = 0;
-  int reuse = !s->fuseq && s->valid && s->src == xb && s->x_row0 == x_row0 && s->n == n && s->cols == (int)cols &&
-              s->dispatches == disp && s->submits == subs && s->last_y != xb;
-  if (!reuse && !s->fuseq) {
-    s->valid = 0;
-    if (!wisp_wgpu_scratch(as_g(be), &s->xq, blocks * 32, blocks * 32, "wisp int8 activations") ||
-        !wisp_wgpu_scratch(as_g(be), &s->xs, blocks * 4, blocks * 4, "wisp int8 activation scales"))
-      return 1;
-    wisp_wgpu_const qc[1] = {{"WG", QUANT_WG}};
-    wisp_wgpu_kernel *kq = wisp_wgpu_pipeline(as_g(be), "quant_x8", qc, 1);
-    struct {
-      uint32_t n, cols, x_off, pad;
-    } qp = {(uint32_t)n, cols, (uint32_t)((uint64_t)x_row0 * cols / 4), 0};
-    wisp_wgpu_binding qb[3] = {whole(xb), whole(s->xq.b), whole(s->xs.b)};
-    uint32_t gx, gy;
-    wisp_wgpu_grid(as_g(be)->d, cdiv(blocks, QUANT_WG), &gx, &gy);
-    wisp_wgpu_record_xyz(as_g(be), kq, qb, 3, &qp, sizeof qp, gx, gy, 1);
-    s->quantizations++;
-  }
+  else if (!quantize_input(be, s, x, x_row0, n, cols)) return 1;
   const uint32_t tn = token_tile(as_g(be)->d, s, n);
   wisp_wgpu_const c[7] = {{"TM", s->tm}, {"TN", tn},    {"RM", s->rm},   {"RN", s->rn},
                           {"KB", s->kb}, {"QT", qt}, {"FUSEQ", s->fuseq}};
@@ -225,16 +258,70 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
     wisp_wgpu_record_xyz(as_g(be), k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, tn), 1);
   }
   s->products++;
-  if (!s->fuseq && !as_g(be)->error) {
-    s->valid = 1;
-    s->src = xb;
-    s->last_y = y->g.b;
-    s->x_row0 = x_row0;
-    s->n = n;
-    s->cols = (int)cols;
-    counters(be, &s->dispatches, &s->submits);
-  }
+  if (!s->fuseq) remember_input(be, s, x, x_row0, n, cols, y);
   return 1;
+}
+
+/* The batched step's products of rows_min..rows_max rows (default 2..32,
+ * tuning rowsI8): where the plan gives products to the int8 kernel (the
+ * throughput profile, whose steps of 8 rows and more already ran as int8
+ * prefills), every Q4/Q4Z/Q4_K/Q8_0 product of the step, the head's too,
+ * goes through matvec_i8_rows.wgsl: quant_x8's int8 rows (once for
+ * consecutive products of one input) against each weight block loaded once
+ * for up to NT rows. H100 numbers in docs/sequences.md ("Speed"). */
+#define MV8_WG 128
+int wisp_wgpu_mv8_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y, int accumulate) {
+  wgpu_backend *g = as_g(be);
+  uint32_t qt = 0;
+  if (!variant_of(W->type, &qt) || W->cols % 32 || !wisp_wgpu_mv8_wants(be, n)) return 0;
+  mm8_state *s = as_g(be)->mm8;
+  if (g->error) return 1;
+  const uint32_t cols = (uint32_t)W->cols;
+  if (!quantize_input(be, s, x, 0, n, cols)) return 1;
+  /* tokens a workgroup: the step's rows up to a power of two, at most 16
+   * and what the lane's sums (64) allow */
+  const uint32_t rpl = s->rows_rpl, nt_max = 64 / rpl < 16 ? 64 / rpl : 16;
+  uint32_t nt = 1;
+  while (nt < (uint32_t)n && nt < nt_max) nt *= 2;
+  const uint32_t lg = wisp_wgpu_matvec_lanes(g, MV8_WG);
+  wisp_wgpu_const c[5] = {{"WG", MV8_WG}, {"ROWS", rpl}, {"LG", lg}, {"QT", qt}, {"NT", nt}};
+  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "matvec_i8_rows", c, 5);
+  int row0, rows;
+  wisp_wgpu_binding b[6];
+  for (int q = 0; wisp_wgpu_mat_bufs(g, W, q, &row0, &rows, b); q++) {
+    struct {
+      uint32_t rows, cols, y_off, acc, n, y_stride, pad0, pad1;
+    } p = {(uint32_t)rows, cols, (uint32_t)(W->out_row0 + row0), accumulate ? 1u : 0u, (uint32_t)n,
+           (uint32_t)wisp_matrix_out_rows(W), 0, 0};
+    b[3] = whole(s->xq.b);
+    b[4] = whole(s->xs.b);
+    b[5] = whole(y->g.b);
+    uint32_t gx, gy;
+    wisp_wgpu_grid(g->d, cdiv((uint64_t)rows, (uint64_t)(MV8_WG / lg) * rpl), &gx, &gy);
+    wisp_wgpu_record_xyz(g, k, b, 6, &p, sizeof p, gx, gy, cdiv((uint64_t)n, nt));
+  }
+  s->products++;
+  s->rows_products++;
+  g->stats.rows_shared++;
+  remember_input(be, s, x, 0, n, cols, y);
+  return 1;
+}
+
+int wisp_wgpu_mv8_wants(wisp_backend *be, int n) {
+  const wgpu_backend *g = as_g(be);
+  const mm8_state *s = state_of(be);
+  return g->sg && s && s->mode != 3 && n >= s->rows_min && n <= s->rows_max && (s->mode == 2 || g->int8_planned);
+}
+
+void wisp_wgpu_mv8_range(wisp_backend *be, int *lo, int *hi) {
+  const mm8_state *s = state_of(be);
+  *lo = *hi = 0;
+  if (as_g(be)->sg && s && s->mode != 3 && s->rows_max >= s->rows_min) *lo = s->rows_min, *hi = s->rows_max;
+}
+
+uint64_t wisp_wgpu_mv8_count(wisp_backend *be) {
+  const mm8_state *s = as_g(be)->mm8;
+  return s ? s->rows_products : 0;
 }
 
 wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8_t *q, float *d) {

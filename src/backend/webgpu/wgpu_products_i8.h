@@ -22,6 +22,20 @@ int wisp_wgpu_mm8_takes(wisp_backend *be, const wisp_matrix *W, int n);
  * (nothing recorded). */
 int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int x_row0, int n, wisp_buf *y,
                          int accumulate);
+/* The batched step's integer product (quant_x8.wgsl +
+ * matvec_i8_rows.wgsl): records y[t] (+)= W x[t] for t < n and returns 1
+ * where the plan gives products to the int8 kernel (or the path is
+ * forced: mode 2), W is Q4/Q4Z/Q4_K/Q8_0 and n is within the rows it takes
+ * (tuning rowsI8=MIN..MAX; default 2..32); else 0, nothing recorded. A row's
+ * sums do not depend on n or on the other rows. */
+int wisp_wgpu_mv8_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y, int accumulate);
+/* Whether a step of n rows is in its range and the plan (or mode 2) gives
+ * it: a matrix of parts of several types then goes part by part. */
+int wisp_wgpu_mv8_wants(wisp_backend *be, int n);
+/* The rows it takes (*lo..*hi; both 0: none), for `wisp plan`. */
+void wisp_wgpu_mv8_range(wisp_backend *be, int *lo, int *hi);
+/* Products recorded by wisp_wgpu_mv8_rows so far (tests). */
+uint64_t wisp_wgpu_mv8_count(wisp_backend *be);
 void wisp_wgpu_mm8_free(wisp_backend *be);
 /* Settings of the product (tests, tuning); fields of 0 keep the current
  * value. Defaults, then the backend options (tuning matmulI8=TMxTNxRMxRNxKB,
@@ -31,6 +45,8 @@ typedef struct {
   uint32_t tm, tn, rm, rn, kb;    /* geometry */
   int min_n;                      /* fewest tokens that take this path */
   int fuseq;                      /* 1: the product quantizes its own tiles (no quantize dispatch), -1: not */
+  int rows_min, rows_max;         /* wisp_wgpu_mv8_rows: steps of rows_min..rows_max rows (rows_max -1: never) */
+  uint32_t rows_rpl;              /* its weight rows a lane group (1..8) */
 } wisp_wgpu_mm8_opts;
 wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *o);
 /* Reads back the last quantized activations (n tokens of cols): q[n*cols]

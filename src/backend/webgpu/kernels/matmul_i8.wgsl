@@ -74,63 +74,7 @@ var<workgroup> xsc: array<f32, TN * KB>;
 var<workgroup> wof: array<f32, TM * KB>;      // Q4_K: dmin * min per (row, block)
 var<workgroup> xsm: array<f32, TN * KB * 2u>; // Q4_K: sum of xq per (token, half block)
 
-// Byte k of a Q4_K super-block's 12 bytes of packed 6-bit scales and mins
-// (words 1..3 of its header vec4).
-fn q4k_hbyte(h: vec4<u32>, k: u32) -> u32 {
-  return (h[1u + k / 4u] >> (8u * (k % 4u))) & 255u;
-}
-
-// (d * scale, dmin * min) of sub-block j of the super-block whose header is h.
-fn q4k_scale_offset(h: vec4<u32>, j: u32) -> vec2<f32> {
-  var sc: u32;
-  var mn: u32;
-  if (j < 4u) {
-    sc = q4k_hbyte(h, j) & 63u;
-    mn = q4k_hbyte(h, j + 4u) & 63u;
-  } else {
-    sc = (q4k_hbyte(h, j + 4u) & 15u) | ((q4k_hbyte(h, j - 4u) >> 6u) << 4u);
-    mn = (q4k_hbyte(h, j + 4u) >> 4u) | ((q4k_hbyte(h, j) >> 6u) << 4u);
-  }
-  return unpack2x16float(h.x) * vec2<f32>(f32(sc), f32(mn));
-}
-
-// The sum of the 4 signed bytes of a word.
-fn bytes_sum(v: u32) -> i32 {
-  return dot4I8Packed(v, 0x01010101u);
-}
-
-fn half_sum(v: vec4<u32>) -> f32 {
-  return f32(bytes_sum(v.x) + bytes_sum(v.y) + bytes_sum(v.z) + bytes_sum(v.w));
-}
-
-// 8 nibbles (elements 0..7 from the low bits up) -> two words of 4 signed
-// bytes each, value nibble - z. Per byte: (q | 16) - z is in 1..31 (no
-// borrow between bytes); xor 16 gives q - z for the non-negative ones and
-// q - z + 32 for the others, which then need bits 5..7 set (sign extension).
-fn expand(v: u32, zz: u32) -> vec2<u32> {
-  let lo = v & 0xFFFFu;
-  let hi = v >> 16u;
-  let sl = (lo & 0xFu) | ((lo & 0xF0u) << 4u) | ((lo & 0xF00u) << 8u) | ((lo & 0xF000u) << 12u);
-  let sh = (hi & 0xFu) | ((hi & 0xF0u) << 4u) | ((hi & 0xF00u) << 8u) | ((hi & 0xF000u) << 12u);
-  let zb = zz * 0x01010101u;
-  var a = ((sl | 0x10101010u) - zb) ^ 0x10101010u;
-  var b = ((sh | 0x10101010u) - zb) ^ 0x10101010u;
-  a = a | ((a & 0x10101010u) * 0x0Eu);
-  b = b | ((b & 0x10101010u) * 0x0Eu);
-  return vec2<u32>(a, b);
-}
-
-fn dot8(a0: vec4<u32>, a1: vec4<u32>, b0: vec4<u32>, b1: vec4<u32>) -> i32 {
-  return dot4I8Packed(a0.x, b0.x) + dot4I8Packed(a0.y, b0.y) + dot4I8Packed(a0.z, b0.z) +
-         dot4I8Packed(a0.w, b0.w) + dot4I8Packed(a1.x, b1.x) + dot4I8Packed(a1.y, b1.y) +
-         dot4I8Packed(a1.z, b1.z) + dot4I8Packed(a1.w, b1.w);
-}
-
-// Exact i32 -> f32 for |d| < 2^22 with integer and float adds only:
-// 0x4B400000 is 1.5 * 2^23, whose mantissa d shifts by exactly d units.
-fn to_f32(d: i32) -> f32 {
-  return bitcast<f32>(d + 0x4B400000i) - 12582912.0;
-}
+// #include "i8_common.wgsli"
 
 // #include "quant_block.wgsli"
 
