@@ -94,6 +94,7 @@
 #   ab4       prep4's runs alone (the models made first)
 #   grids     the grid the Qwen 3.5 0.8B persistent decode ran under persistGrid
 #             264 / 132 / the default, as WISP_VERBOSE=1 prints it (grids.txt)
+#   prep5     the receipt's preparation with `rowsi8` beside it
 #   rowsi8    the batched step's int8 multi-row product (matvec_i8_rows, tuning
 #             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1..64
 #             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 8 / 32 also 1 and 4
@@ -489,6 +490,7 @@ phases() {
 }
 
 prep4() { beside_prepare qwen2b 150 decode_ab; } # the preparation makes the 2B last
+prep5() { beside_prepare qwen2b 150 rowsi8; }
 
 # The two Qwen 3.5 models, both HF builds at once
 qwen_models() {
@@ -539,6 +541,6 @@ decode_ab() {
 }
 
 case $cmd in
-  rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
