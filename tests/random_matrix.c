@@ -48,3 +48,32 @@ int test_mat_make(test_host_mat *h, wisp_wtype type, int rows, int cols, uint64_
   h->a = q;
   return q != NULL;
 }
+
+void test_i8_errors(const float *wd, int rows, int cols, const int8_t *xq, const float *xd, int n, const float *y0,
+                    int acc, const float *y, const float *yc, double *exact, double *f32) {
+  const int nb = cols / 32;
+  double e = 0, mag = 0, ec = 0, mxc = 0;
+  for (int t = 0; t < n; t++)
+    for (int r = 0; r < rows; r++) {
+      const size_t i = (size_t)t * rows + r;
+      double ref = acc ? y0[i] : 0.0, sabs = fabs(ref);
+      for (int b = 0; xq && b < nb; b++) {
+        double dot = 0, dabs = 0;
+        for (int k = 0; k < 32; k++) {
+          const double v = (double)wd[(size_t)r * cols + b * 32 + k] * xq[(size_t)t * cols + b * 32 + k];
+          dot += v;
+          dabs += fabs(v);
+        }
+        ref += xd[(size_t)t * nb + b] * dot;
+        sabs += xd[(size_t)t * nb + b] * dabs;
+      }
+      if (xq) {
+        mag = fmax(mag, sabs);
+        e = fmax(e, isnan(y[i]) ? INFINITY : fabs(y[i] - ref));
+      }
+      mxc = fmax(mxc, fabs(yc[i]));
+      ec = fmax(ec, isnan(y[i]) ? INFINITY : fabs((double)y[i] - yc[i]));
+    }
+  *exact = mag > 0 ? e / mag : e;
+  *f32 = mxc > 0 ? ec / mxc : ec;
+}

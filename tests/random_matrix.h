@@ -20,4 +20,16 @@ typedef struct {
  * Returns 0 when out of memory (free what was made all the same). */
 int test_mat_make(test_host_mat *h, wisp_wtype type, int rows, int cols, uint64_t *seed, int varied_rows);
 
+/* An int8 product's errors (test_webgpu_matmul_i8k.c, _rows_i8.c): y (n
+ * rows of `rows` outputs, y0 added where acc) against the int8 reference
+ * computed in double from the decoded weights wd (rows x cols) and the
+ * device's quantized activations xq (n x cols) with their per-32-block
+ * scales xd, as max |y - ref| over the largest sum of |terms| (*exact; Q4_K
+ * subtracts its offsets, so max|ref| alone would understate the rounding),
+ * and against the CPU's f32 product yc as max |y - yc| over max|yc| (*f32).
+ * NaN counts as infinitely wrong. xq NULL: the CPU comparison alone
+ * (*exact 0). */
+void test_i8_errors(const float *wd, int rows, int cols, const int8_t *xq, const float *xd, int n, const float *y0,
+                    int acc, const float *y, const float *yc, double *exact, double *f32);
+
 #endif

@@ -96,29 +96,8 @@ static int run_shape(wisp_backend *gpu, wisp_backend *cpu, const shape *c, test_
       }
       if (ok && want) ok = !wisp_wgpu_mm8_read_quantized(gpu, n, cols, xq, xd);
       if (!ok && !err[0]) snprintf(err, cap, "read back: %s", wisp_last_error());
-      double e = 0, mag = 0, ec = 0, mxc = 0;
-      for (int t = 0; ok && t < n; t++)
-        for (int r = 0; r < rows; r++) {
-          const size_t i = (size_t)t * rows + r;
-          if (want) {
-            double acc = c->acc ? y0[i] : 0.0, sabs = fabs(acc);
-            for (int b = 0; b < nb; b++) {
-              double dot = 0, dabs = 0;
-              for (int k = 0; k < 32; k++) {
-                const double v = (double)wd[(size_t)r * cols + b * 32 + k] * xq[(size_t)t * cols + b * 32 + k];
-                dot += v;
-                dabs += fabs(v);
-              }
-              acc += xd[(size_t)t * nb + b] * dot;
-              sabs += xd[(size_t)t * nb + b] * dabs;
-            }
-            mag = fmax(mag, sabs);
-            e = fmax(e, isnan(yg[i]) ? INFINITY : fabs(yg[i] - acc));
-          }
-          mxc = fmax(mxc, fabs(yc[i]));
-          ec = fmax(ec, isnan(yg[i]) ? INFINITY : fabs((double)yg[i] - yc[i]));
-        }
-      const double rel = mag > 0 ? e / mag : e, relc = mxc > 0 ? ec / mxc : ec;
+      double rel = 0, relc = 0;
+      if (ok) test_i8_errors(wd, rows, cols, want ? xq : NULL, xd, n, y0, c->acc, yg, yc, &rel, &relc);
       if (ok) {
         w->exact = fmax(w->exact, rel);
         w->f32 = fmax(w->f32, relc);
