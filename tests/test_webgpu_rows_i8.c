@@ -9,7 +9,7 @@
  * - against the CPU backend's f32 product: TOL_ROWS_I8_F32 of max|ref| (the
  *   activation rounding);
  * - a row's sums do not depend on the rest: every row of an n-row product
- *   is bit for bit that row's product alone, and the same under 1, 3 and 8
+ *   is bit for bit that row's product alone, and the same under 1 and 8
  *   weight rows a lane group;
  * - it takes exactly the rows of its range (tuning rowsI8) and records one
  *   product a call;
@@ -48,7 +48,7 @@ static const shape k_shapes[] = {
     {WISP_W_Q4K, 29, 2048, 1}, {WISP_W_Q4K, 3, 256, 0},  {WISP_W_Q4, 66, 1280, 1},
 };
 #define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
-static const int k_ns[] = {1, 2, 3, 8, 9, 17, 32};
+static const int k_ns[] = {1, 3, 9, 32}; /* NT 1, 4, 16 (twice) */
 #define NNS ((int)(sizeof k_ns / sizeof k_ns[0]))
 
 /* y = y0 (+)= W x[0..n) by matmul_rows on the backend; out[n * rows]. 0 on
@@ -167,7 +167,7 @@ TEST(webgpu_rows_i8_every_type_against_references) {
 /* The rows a lane group takes change which lane does what, never a sum. */
 TEST(webgpu_rows_i8_same_bits_for_every_lane_split) {
   WEBGPU_OR_SKIP(d);
-  static const int rpls[] = {1, 3, 8};
+  static const int rpls[] = {1, 8};
   static const shape sh[] = {{WISP_W_Q4K, 29, 1024, 1}, {WISP_W_Q4Z, 19, 1280, 0}};
   const int n = 9;
   char err[400] = "";
@@ -177,12 +177,11 @@ TEST(webgpu_rows_i8_same_bits_for_every_lane_split) {
     uint64_t seed = 5;
     test_host_mat h;
     float *x = malloc(sizeof(float) * (size_t)n * cols), *y0 = malloc(sizeof(float) * (size_t)n * rows);
-    float *y[3] = {malloc(sizeof(float) * (size_t)n * rows), malloc(sizeof(float) * (size_t)n * rows),
-                   malloc(sizeof(float) * (size_t)n * rows)};
-    ok = test_mat_make(&h, sh[si].type, rows, cols, &seed, 1) && x && y0 && y[0] && y[1] && y[2];
+    float *y[2] = {malloc(sizeof(float) * (size_t)n * rows), malloc(sizeof(float) * (size_t)n * rows)};
+    ok = test_mat_make(&h, sh[si].type, rows, cols, &seed, 1) && x && y0 && y[0] && y[1];
     for (size_t i = 0; ok && i < (size_t)n * cols; i++) x[i] = test_rand_float(&seed) * (float)(1 + i % 5);
     for (size_t i = 0; ok && i < (size_t)n * rows; i++) y0[i] = test_rand_float(&seed);
-    for (int k = 0; ok && k < 3; k++) {
+    for (int k = 0; ok && k < 2; k++) {
       wisp_backend *g = gpu_with(d, rpls[k], 1, 32);
       ok = g && !g->prepare_matrix(g, &h.m) && rows_product(g, &h.m, x, y0, n, sh[si].acc, y[k], err, sizeof err);
       if (!ok && !err[0]) snprintf(err, sizeof err, "rows a lane group %d: %s", rpls[k], wisp_last_error());
@@ -193,7 +192,7 @@ TEST(webgpu_rows_i8_same_bits_for_every_lane_split) {
         ok = 0;
       }
     }
-    free(x), free(y0), free(y[0]), free(y[1]), free(y[2]);
+    free(x), free(y0), free(y[0]), free(y[1]);
     free(h.a), free(h.b), free(h.c);
   }
   CHECKF(ok, "%s", err);
