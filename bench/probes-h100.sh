@@ -99,7 +99,7 @@
 #             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1..64
 #             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 8 / 32 also 1 and 4
 #             weight rows a lane group, at S = 64 the product up to 64 rows, at
-#             S = 1 from one row; the GPU profile of S = 8 (rowsi8.txt,
+#             S = 1 from one row; the GPU profile of S = 8 (and Qwen 3.5 0.8B's S = 64) (rowsi8.txt,
 #             rowsi8-profile.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
@@ -454,9 +454,11 @@ rowsi8() {
       done
     done
   done 2>&1 | tee "$O/rowsi8.txt"
-  for m in seed qwen08; do
-    echo "== $m S=8"
-    WISP_WEBGPU_PROFILE=1 timeout 60 .dev/seq_probe -m "$(model_dir "$m")" --backend webgpu -S 8 -n 32 -a 1 2>&1 | head -24
+  for m in "seed 8" "qwen08 8" "qwen08 64"; do
+    set -- $m
+    echo "== $1 S=$2"
+    WISP_WEBGPU_PROFILE=1 timeout 60 .dev/seq_probe -m "$(model_dir "$1")" --backend webgpu -S "$2" -n 32 -a 1 2>&1 |
+      head -24
   done > "$O/rowsi8-profile.txt" 2>&1
 }
 
