@@ -226,17 +226,32 @@ TEST(webgpu_rows_i8_takes_only_its_range) {
  * 5 rows of the tiny Qwen 3.5 in Q4_K, the head's too), and every sequence
  * gets the greedy tokens it gets stepped alone (its rows' sums do not
  * depend on the others). */
-TEST(webgpu_rows_i8_qwen_steps_match_alone) {
-  WEBGPU_OR_SKIP(d);
-  (void)d;
-  char hf[600], art[600], cmd[1600], log[2048];
+/* The tiny Qwen 3.5 in Q4_K (made once a run), or NULL with the reason in
+ * err. */
+static const char *tiny_qwen_q4k(char *err, size_t cap) {
+  static char art[600];
+  static int made;
+  if (made) return art;
+  char hf[600], cmd[1600];
   snprintf(hf, sizeof hf, "%s/rows_i8_qwen_hf", test_tmpdir());
   snprintf(art, sizeof art, "%s/rows_i8_qwen_q4k", test_tmpdir());
   snprintf(cmd, sizeof cmd, "mkdir -p %s", hf);
-  CHECK(system(cmd) == 0);
-  CHECK(fx_write_tiny_qwen35(hf) == 0);
+  if (system(cmd) != 0 || fx_write_tiny_qwen35(hf) != 0) {
+    snprintf(err, cap, "could not write the tiny Qwen 3.5 to %s", hf);
+    return NULL;
+  }
   snprintf(cmd, sizeof cmd, "%s convert %s -o %s --quant q4k --quiet", test_wisp_bin(), hf, art);
-  CHECKF(test_run(cmd, log, sizeof log) == 0, "%s", log);
+  if (test_run(cmd, err, cap) != 0) return NULL;
+  made = 1;
+  return art;
+}
+
+TEST(webgpu_rows_i8_qwen_steps_match_alone) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[2048];
+  const char *art = tiny_qwen_q4k(log, sizeof log);
+  CHECKF(art != NULL, "%s", log);
   wisp_model *m = NULL;
   CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
   enum { S = 5, STEPS = 10 };
@@ -285,4 +300,60 @@ TEST(webgpu_rows_i8_qwen_steps_match_alone) {
   CHECKF(same == S, "%d of %d sequences got the tokens they get stepped alone", same, S);
   printf("     tiny Qwen 3.5 Q4_K, %d sequences a step: %llu int8 multi-row products, all %d match alone\n", S,
          (unsigned long long)products, S);
+}
+
+/* The step's norms and SwiGLUs quantize their output for the int8 products
+ * (rmsnorm_q8, swiglu_q8): the logits of a step of 5 rows are bit for bit
+ * those with separate quant_x8 dispatches (rowsI8Fuse=0), with fewer of
+ * them. */
+TEST(webgpu_rows_i8_fused_quantizing_same_bits) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  char log[2048];
+  const char *art = tiny_qwen_q4k(log, sizeof log);
+  CHECKF(art != NULL, "%s", log);
+  wisp_model *m = NULL;
+  CHECKF(wisp_model_open(art, &m) == WISP_OK, "%s", wisp_last_error());
+  enum { S = 5 };
+  const int V = wisp_model_vocab(m);
+  float *lg[2] = {malloc(sizeof(float) * (size_t)V * S), malloc(sizeof(float) * (size_t)V * S)};
+  uint64_t fused[2] = {0, 0}, quants[2] = {0, 0};
+  static const char *tunings[2] = {"rowsI8=1x8", "rowsI8=1x8,rowsI8Fuse=0"};
+  int ok = lg[0] && lg[1];
+  for (int f = 0; ok && f < 2; f++) {
+    wisp_session_options o = {.backend = "webgpu", .profile = "throughput", .threads = 1, .slots = S,
+                              .tuning = tunings[f]};
+    wisp_session *s = NULL;
+    ok = !wisp_session_new(m, &o, &s);
+    int slots[S];
+    int32_t cur[S], next[S], prompt[8];
+    for (int i = 0; ok && i < S; i++) {
+      for (int k = 0; k < 2 + i; k++) prompt[k] = (int32_t)((3 + 29 * i + 11 * k) % V);
+      slots[i] = i;
+      ok = wisp_slot_eval(s, i, prompt, 2 + i, lg[f]) == WISP_OK;
+      cur[i] = (int32_t)wisp_argmax(lg[f], V);
+    }
+    uint64_t p0 = 0, q0 = 0, p1 = 0, q1 = 0;
+    const uint64_t f0 = ok ? wisp_wgpu_mv8_fused_count(s->backend) : 0;
+    if (ok) wisp_wgpu_mm8_counts(s->backend, &p0, &q0);
+    ok = ok && wisp_session_step(s, slots, cur, S, NULL, next, lg[f]) == WISP_OK;
+    if (ok) {
+      wisp_wgpu_mm8_counts(s->backend, &p1, &q1);
+      fused[f] = wisp_wgpu_mv8_fused_count(s->backend) - f0;
+      quants[f] = q1 - q0;
+    }
+    if (s) wisp_session_free(s);
+  }
+  char why[400];
+  snprintf(why, sizeof why, "%s", ok ? "" : wisp_last_error());
+  wisp_model_close(m);
+  const int same = ok && !memcmp(lg[0], lg[1], sizeof(float) * (size_t)V * S);
+  free(lg[0]), free(lg[1]);
+  CHECKF(ok, "%s", why);
+  CHECKF(fused[0] > 0 && fused[1] == 0, "inputs quantized by the norm / SwiGLU: %llu fused, %llu with rowsI8Fuse=0",
+         (unsigned long long)fused[0], (unsigned long long)fused[1]);
+  CHECKF(quants[0] + fused[0] == quants[1] && quants[0] < quants[1],
+         "quant_x8 dispatches a step: %llu (+ %llu fused) against %llu unfused", (unsigned long long)quants[0],
+         (unsigned long long)fused[0], (unsigned long long)quants[1]);
+  CHECKF(same, "the fused quantizing changed a step's logits");
 }

@@ -104,6 +104,7 @@ static const entry k_keys[] = {
      * MIN..MAX rows; numbers in docs/sequences.md */
     {"rowsI8", T_SPECIAL, W(rows_i8_min), W(rows_i8_max), 0, 64, 0, "MAX or MINxMAX, 1..64 (0: never)", .def = {2, 32}},
     {"rowsI8Rpl", T_UINT, W(rows_i8_rpl), 0, 1, 8, 0, "1..8", .def = {2}},
+    {"rowsI8Fuse", T_OFF, W(no_rows_i8_fuse), 0, 0, 0, 1, "0 or 1", NO_DEFAULT},
     {"rowsPrefill", T_UINT, W(rows_prefill), 0, 0, 64, 0, "0..64 (0: never)", NO_DEFAULT},
     {"dnSlice", T_SPECIAL, W(dn_cols), W(dn_groups), 1, 1024, 0, "COLS or COLSxGROUPS (powers of two)", .def = {16, 0}},
     /* the chunked Gated DeltaNet for calls of this many tokens or more (wgpu_deltanet_chunked.c) */

@@ -2,6 +2,7 @@
  * embed_id, rmsnorm, swiglu). Where the graph fuses a norm or a SwiGLU
  * into a product, the product computes it (wgpu_fused.c). */
 #include "backend/webgpu/wgpu_elementwise.h"
+#include "backend/webgpu/wgpu_products_i8.h"
 
 #include <string.h>
 
@@ -70,11 +71,13 @@ static void g_rmsnorm(wisp_backend *be, const wisp_buf *x, const wisp_vector *wv
                       wisp_buf *out) {
   wgpu_backend *g = as_g(be);
   wvec *w = wisp_wgpu_need_vec(g, wv);
-  if (w) wisp_wgpu_rec_rmsnorm(g, x, w, eps, n, dim, out);
+  if (!w) return;
+  /* a batched step's norm before int8 products: its output quantized too */
+  if (!wisp_wgpu_mv8_rmsnorm(be, x, w, eps, n, dim, out)) wisp_wgpu_rec_rmsnorm(g, x, w, eps, n, dim, out);
 }
 
 static void g_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
-  wisp_wgpu_rec_swiglu(as_g(be), gu, n, ffn, out);
+  if (!wisp_wgpu_mv8_swiglu(be, gu, n, ffn, out)) wisp_wgpu_rec_swiglu(as_g(be), gu, n, ffn, out);
 }
 
 static void g_embed_id(wisp_backend *be, const wisp_matrix *E, const wisp_buf *ids, int slot, wisp_buf *out) {

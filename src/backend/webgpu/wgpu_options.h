@@ -102,6 +102,8 @@ typedef struct wisp_wgpu_backend_opts {
   uint32_t rows_i8_min, rows_i8_max; /* rowsI8=MINxMAX: a batched step of MIN..MAX rows runs its Q4/Q4Z/Q4_K/Q8_0
                                * products through matvec_i8_rows where the plan gives int8 products (MAX 0: never) */
   uint32_t rows_i8_rpl;       /* rowsI8Rpl=N: its weight rows a lane group (1..8) */
+  int no_rows_i8_fuse;        /* rowsI8Fuse=0: its inputs quantized by quant_x8, not by the norm / SwiGLU
+                               * that writes them (rmsnorm_q8, swiglu_q8) */
   uint32_t rows_prefill;      /* rowsPrefill=N: a batched step of N rows or more runs its products as a prefill
                                * of N tokens does (the plan's prefill kernel: matmul_i8 where it gives int8, else
                                * the tiled matmul), not the multi-row kernels: every row's sums then depend on the

@@ -38,6 +38,7 @@ typedef struct {
    * lane group */
   int rows_min, rows_max;
   uint32_t rows_rpl;
+  int rows_fuse; /* its inputs quantized by the RMSNorm or SwiGLU that writes them */
   wisp_wgpu_buf xq, xs; /* quantized input: int8 words, scales */
   /* What xq/xs hold: input buffer, first row, tokens, columns, and the
    * backend's dispatch/submit counters right after the last product that
@@ -48,6 +49,7 @@ typedef struct {
   uint64_t dispatches, submits;
   uint64_t products, quantizations; /* recorded so far */
   uint64_t rows_products;           /* of them by matvec_i8_rows */
+  uint64_t fused_quantizations;     /* inputs quantized by rmsnorm_q8 / swiglu_q8 */
 } mm8_state;
 
 
@@ -129,6 +131,7 @@ static mm8_state *state_of(wisp_backend *be) {
   s->rows_min = (int)o->rows_i8_min;
   s->rows_max = (int)o->rows_i8_max;
   s->rows_rpl = o->rows_i8_rpl >= 1 && o->rows_i8_rpl <= 8 ? o->rows_i8_rpl : 2;
+  s->rows_fuse = !o->no_rows_i8_fuse;
   *slot = s;
   return s;
 }
@@ -157,6 +160,7 @@ wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *
   if (o->fuseq) t.fuseq = o->fuseq > 0;
   if (o->rows_max) t.rows_min = o->rows_min > 0 ? o->rows_min : 1, t.rows_max = o->rows_max > 0 ? o->rows_max : 0;
   if (o->rows_rpl) t.rows_rpl = o->rows_rpl;
+  if (o->rows_fuse) t.rows_fuse = o->rows_fuse > 0;
   if (t.mode < 1 || t.mode > 3) return wisp_fail(WISP_EINVAL, "webgpu: int8 matmul mode %d", t.mode);
   if (!t.rows_rpl || t.rows_rpl > 8 || t.rows_min < 1 || t.rows_max > 64)
     return wisp_fail(WISP_EINVAL, "webgpu: int8 multi-row product: %d..%d rows, %u a lane group (1..64, 1..8)",
@@ -187,6 +191,12 @@ int wisp_wgpu_mm8_takes(wisp_backend *be, const wisp_matrix *W, int n) {
   return s->mode == 2 || wisp_wgpu_mm8_planned(W);
 }
 
+/* The scratch of `blocks` quantized 32-blocks (xq, xs); 0 when out of memory. */
+static int reserve_quantized(wisp_backend *be, mm8_state *s, uint64_t blocks) {
+  return wisp_wgpu_scratch(as_g(be), &s->xq, blocks * 32, blocks * 32, "wisp int8 activations") &&
+         wisp_wgpu_scratch(as_g(be), &s->xs, blocks * 4, blocks * 4, "wisp int8 activation scales");
+}
+
 /* Records quant_x8.wgsl over n rows of x from x_row0 (cols columns) into
  * s->xq / s->xs, unless they already hold them: the last product quantized
  * the same rows and nothing has been recorded or submitted since (its
@@ -200,9 +210,7 @@ static int quantize_input(wisp_backend *be, mm8_state *s, const wisp_buf *x, int
       s->submits == subs && s->last_y != xb)
     return 1;
   s->valid = 0;
-  if (!wisp_wgpu_scratch(as_g(be), &s->xq, blocks * 32, blocks * 32, "wisp int8 activations") ||
-      !wisp_wgpu_scratch(as_g(be), &s->xs, blocks * 4, blocks * 4, "wisp int8 activation scales"))
-    return 0;
+  if (!reserve_quantized(be, s, blocks)) return 0;
   wisp_wgpu_const qc[1] = {{"WG", QUANT_WG}};
   wisp_wgpu_kernel *kq = wisp_wgpu_pipeline(as_g(be), "quant_x8", qc, 1);
   struct {
@@ -319,9 +327,80 @@ void wisp_wgpu_mv8_range(wisp_backend *be, int *lo, int *hi) {
   if (as_g(be)->sg && s && s->mode != 3 && s->rows_max >= s->rows_min) *lo = s->rows_min, *hi = s->rows_max;
 }
 
+/* The RMSNorm and SwiGLU of a batched step whose products take int8 rows
+ * (wisp_wgpu_mv8_wants): rmsnorm_q8.wgsl / swiglu_q8.wgsl write their
+ * output and its int8 quantization (quant_x8's bits) in one dispatch, and
+ * the products that read that output next find it quantized (the state's
+ * cache, as after a product): one dispatch less before each. Tuning
+ * rowsI8Fuse=0: separate quant_x8 dispatches. */
+static int fuse_takes(wisp_backend *be, int n, int cols) {
+  const wgpu_backend *g = as_g(be);
+  return cols % 32 == 0 && g->sg && wisp_wgpu_mv8_wants(be, n) && ((mm8_state *)g->mm8)->rows_fuse;
+}
+
+/* After a fused norm or SwiGLU wrote y's n rows and their quantization. */
+static void remember_quantized(wisp_backend *be, mm8_state *s, const wisp_buf *y, int n, int cols) {
+  if (as_g(be)->error) return;
+  s->valid = 1;
+  s->src = y->g.b;
+  s->last_y = NULL;
+  s->x_row0 = 0;
+  s->n = n;
+  s->cols = cols;
+  counters(be, &s->dispatches, &s->submits);
+  s->fused_quantizations++;
+}
+
+int wisp_wgpu_mv8_rmsnorm(wisp_backend *be, const wisp_buf *x, const wvec *w, float eps, int n, int dim,
+                          wisp_buf *out) {
+  if (!fuse_takes(be, n, dim)) return 0;
+  wgpu_backend *g = as_g(be);
+  mm8_state *s = g->mm8;
+  s->valid = 0;
+  if (!reserve_quantized(be, s, (uint64_t)n * (dim / 32))) return 1;
+  wisp_wgpu_const c[1] = {{"WG", 256}};
+  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "rmsnorm_q8", c, 1);
+  struct {
+    uint32_t rows, n;
+    float eps;
+    uint32_t pad;
+  } p = {(uint32_t)n, (uint32_t)dim, eps, 0};
+  wisp_wgpu_binding b[5] = {whole(x->g.b), whole(w->g.b), whole(out->g.b), whole(s->xq.b), whole(s->xs.b)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(g->d, (uint32_t)n, &gx, &gy);
+  wisp_wgpu_record(g, k, b, 5, &p, sizeof p, gx, gy);
+  remember_quantized(be, s, out, n, dim);
+  return 1;
+}
+
+int wisp_wgpu_mv8_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out) {
+  if (!fuse_takes(be, n, ffn)) return 0;
+  wgpu_backend *g = as_g(be);
+  mm8_state *s = g->mm8;
+  s->valid = 0;
+  const uint64_t blocks = (uint64_t)n * (ffn / 32);
+  if (!reserve_quantized(be, s, blocks)) return 1;
+  wisp_wgpu_const c[1] = {{"WG", 64}};
+  wisp_wgpu_kernel *k = wisp_wgpu_pipeline(g, "swiglu_q8", c, 1);
+  struct {
+    uint32_t n, ffn, pad[2];
+  } p = {(uint32_t)n, (uint32_t)ffn, {0, 0}};
+  wisp_wgpu_binding b[4] = {whole(gu->g.b), whole(out->g.b), whole(s->xq.b), whole(s->xs.b)};
+  uint32_t gx, gy;
+  wisp_wgpu_grid(g->d, cdiv(blocks, 64), &gx, &gy);
+  wisp_wgpu_record(g, k, b, 4, &p, sizeof p, gx, gy);
+  remember_quantized(be, s, out, n, ffn);
+  return 1;
+}
+
 uint64_t wisp_wgpu_mv8_count(wisp_backend *be) {
   const mm8_state *s = as_g(be)->mm8;
   return s ? s->rows_products : 0;
+}
+
+uint64_t wisp_wgpu_mv8_fused_count(wisp_backend *be) {
+  const mm8_state *s = as_g(be)->mm8;
+  return s ? s->fused_quantizations : 0;
 }
 
 wisp_status wisp_wgpu_mm8_read_quantized(wisp_backend *be, int n, int cols, int8_t *q, float *d) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/webgpu/wgpu_core.h" /* wvec */
 
 /* Whether the integer product takes an n-token product by W: a Q4/Q4Z
  * (variant wgsl_tiled_q4_i8), Q4_K (wgsl_tiled_q4k_i8) or Q8_0
@@ -36,6 +37,16 @@ int wisp_wgpu_mv8_wants(wisp_backend *be, int n);
 void wisp_wgpu_mv8_range(wisp_backend *be, int *lo, int *hi);
 /* Products recorded by wisp_wgpu_mv8_rows so far (tests). */
 uint64_t wisp_wgpu_mv8_count(wisp_backend *be);
+/* A batched step's RMSNorm (x's n rows of dim, weights w) and SwiGLU (gu's
+ * n rows of 2 * ffn) where its products take int8 rows: recorded with their
+ * output's int8 quantization in the same dispatch (rmsnorm_q8.wgsl,
+ * swiglu_q8.wgsl; the next products reuse it) and 1 returned; else 0,
+ * nothing recorded (tuning rowsI8Fuse=0: never). */
+int wisp_wgpu_mv8_rmsnorm(wisp_backend *be, const wisp_buf *x, const wvec *w, float eps, int n, int dim,
+                          wisp_buf *out);
+int wisp_wgpu_mv8_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, wisp_buf *out);
+/* Inputs quantized that way so far (tests). */
+uint64_t wisp_wgpu_mv8_fused_count(wisp_backend *be);
 void wisp_wgpu_mm8_free(wisp_backend *be);
 /* Settings of the product (tests, tuning); fields of 0 keep the current
  * value. Defaults, then the backend options (tuning matmulI8=TMxTNxRMxRNxKB,
@@ -47,6 +58,7 @@ typedef struct {
   int fuseq;                      /* 1: the product quantizes its own tiles (no quantize dispatch), -1: not */
   int rows_min, rows_max;         /* wisp_wgpu_mv8_rows: steps of rows_min..rows_max rows (rows_max -1: never) */
   uint32_t rows_rpl;              /* its weight rows a lane group (1..8) */
+  int rows_fuse;                  /* 1: its inputs quantized by the norm / SwiGLU writing them, -1: not */
 } wisp_wgpu_mm8_opts;
 wisp_status wisp_wgpu_mm8_configure(wisp_backend *be, const wisp_wgpu_mm8_opts *o);
 /* Reads back the last quantized activations (n tokens of cols): q[n*cols]

@@ -21,6 +21,8 @@ struct Params {
 var<workgroup> partial: array<f32, (WG + 3u) / 4u>;
 var<workgroup> scale: f32;
 
+// #include "rmsnorm_scale.wgsli"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
@@ -32,25 +34,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     return;
   }
   let base = row * p.n;
-  var ss = 0.0;
-  for (var i = li; i < p.n; i += WG) {
-    let v = x[base + i];
-    ss += v * v;
-  }
-  let s = subgroupAdd(ss);
-  if (sli == 0u) {
-    partial[li / sgs] = s;
-  }
-  workgroupBarrier();
-  if (li == 0u) {
-    let nsg = (WG + sgs - 1u) / sgs;
-    var t = 0.0;
-    for (var i = 0u; i < nsg; i++) {
-      t += partial[i];
-    }
-    scale = 1.0 / sqrt(t / f32(p.n) + p.eps);
-  }
-  let inv = workgroupUniformLoad(&scale);
+  let inv = row_scale(base, li, sli, sgs);
   for (var i = li; i < p.n; i += WG) {
     y[base + i] = x[base + i] * inv * w[i];
   }
