@@ -98,7 +98,7 @@
 #   rowsi8    the batched step's int8 multi-row product (matvec_i8_rows, tuning
 #             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1..64
 #             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 8 / 32 also 1 and 4
-#             weight rows a lane group, at S = 64 the product up to 64 rows, at
+#             weight rows a lane group and quant_x8 apart (rowsI8Fuse=0), at S = 64 the product up to 64 rows, at
 #             S = 1 from one row; the GPU profile of S = 8 (and Qwen 3.5 0.8B's S = 64) (rowsi8.txt,
 #             rowsi8-profile.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
@@ -441,7 +441,7 @@ rowsi8() {
     for S in 1 2 4 8 16 32 64; do
       case $S in
         1) vs="none rowsI8=1x64" ;;
-        8 | 32) vs="none rowsI8=0 rowsI8Rpl=1 rowsI8Rpl=4" ;;
+        8 | 32) vs="none rowsI8=0 rowsI8Fuse=0 rowsI8Rpl=1 rowsI8Rpl=4" ;;
         64) vs="none rowsI8=0 rowsI8=2x64" ;;
         *) vs="none rowsI8=0" ;;
       esac
