@@ -95,8 +95,10 @@
 #   grids     the grid the Qwen 3.5 0.8B persistent decode ran under persistGrid
 #             264 / 132 / the default, as WISP_VERBOSE=1 prints it (grids.txt)
 #   prep5     the receipt's preparation with `rowsi8` beside it
+#   all6      prep5, then a short receipt (depth 0 / 2,048, prefill 1,024, S = 8 /
+#             32 / 64) against llama.cpp on the same machine (receipt/)
 #   rowsi8    the batched step's int8 multi-row product (matvec_i8_rows, tuning
-#             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1..64
+#             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1, 4..64
 #             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 8 / 32 also 1 and 4
 #             weight rows a lane group and quant_x8 apart (rowsI8Fuse=0), at S = 64 the product up to 64 rows, at
 #             S = 1 from one row; the GPU profile of S = 8 (and Qwen 3.5 0.8B's S = 64) (rowsi8.txt,
@@ -438,10 +440,11 @@ rowsi8() {
   for m in seed qwen08 qwen2b; do
     a=$(model_dir "$m")
     timeout 60 .dev/seq_probe -m "$a" --backend webgpu -S 8 -n 8 -a 1 > /dev/null 2>&1 # a fresh machine's first run
-    for S in 1 2 4 8 16 32 64; do
+    for S in 1 4 8 16 32 64; do
       case $S in
         1) vs="none rowsI8=1x64" ;;
-        8 | 32) vs="none rowsI8=0 rowsI8Fuse=0 rowsI8Rpl=1 rowsI8Rpl=4" ;;
+        8) vs="none rowsI8=0 rowsI8Fuse=0 rowsI8Rpl=1 rowsI8Rpl=4" ;;
+        32) vs="none rowsI8=0 rowsI8Fuse=0 rowsI8Rpl=4" ;;
         64) vs="none rowsI8=0 rowsI8=2x64" ;;
         *) vs="none rowsI8=0" ;;
       esac
@@ -493,6 +496,14 @@ phases() {
 
 prep4() { beside_prepare qwen2b 150 decode_ab; } # the preparation makes the 2B last
 prep5() { beside_prepare qwen2b 150 rowsi8; }
+# prep5, then on the same machine a short receipt against llama.cpp (decode
+# at depth 0 and 2,048, prefill 1,024, S = 8 / 32 / 64), for a session with
+# one machine's start left
+all6() {
+  prep5
+  VARIANTS= DEPTHS="0 2048" PREFILLS="1024" SEQS="8 32 64" BUDGET=200 bash bench/attn-long-h200.sh "$O/receipt" \
+    > "$O/receipt.log" 2>&1
+}
 
 # The two Qwen 3.5 models, both HF builds at once
 qwen_models() {
@@ -543,6 +554,6 @@ decode_ab() {
 }
 
 case $cmd in
-  prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  all6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
