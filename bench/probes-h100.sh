@@ -101,7 +101,7 @@
 #             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1, 4..64
 #             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 8 / 32 also 1 and 4
 #             weight rows a lane group and quant_x8 apart (rowsI8Fuse=0), at S = 64 the product up to 64 rows, at
-#             S = 1 from one row; the GPU profile of S = 8 (and Qwen 3.5 0.8B's S = 64) (rowsi8.txt,
+#             S = 1 from one row (RI8_MODELS, RI8_S: fewer); the GPU profile of S = 8 (and Qwen 3.5 0.8B's S = 64) (rowsi8.txt,
 #             rowsi8-profile.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
@@ -437,10 +437,10 @@ rowsq() {
 rowsi8() {
   local m a S t tu vs
   qwen_models
-  for m in seed qwen08 qwen2b; do
+  for m in ${RI8_MODELS:-seed qwen08 qwen2b}; do
     a=$(model_dir "$m")
     timeout 60 .dev/seq_probe -m "$a" --backend webgpu -S 8 -n 8 -a 1 > /dev/null 2>&1 # a fresh machine's first run
-    for S in 1 4 8 16 32 64; do
+    for S in ${RI8_S:-1 4 8 16 32 64}; do
       case $S in
         1) vs="none rowsI8=1x64" ;;
         8) vs="none rowsI8=0 rowsI8Fuse=0 rowsI8Rpl=1 rowsI8Rpl=4" ;;
