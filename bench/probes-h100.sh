@@ -96,7 +96,8 @@
 #             264 / 132 / the default, as WISP_VERBOSE=1 prints it (grids.txt)
 #   prep5     the receipt's preparation with `rowsi8` beside it
 #   all6      prep5, then a short receipt (depth 0 / 2,048, prefill 1,024, S = 8 /
-#             32 / 64) against llama.cpp on the same machine (receipt/)
+#             32 / 64) against llama.cpp on the same machine (receipt/; R_DEPTHS,
+#             R_PREFILLS, R_BUDGET: fewer)
 #   rowsi8    the batched step's int8 multi-row product (matvec_i8_rows, tuning
 #             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1, 4..64
 #             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 8 / 32 also 1 and 4
@@ -501,8 +502,8 @@ prep5() { beside_prepare qwen2b 150 rowsi8; }
 # one machine's start left
 all6() {
   prep5
-  VARIANTS= DEPTHS="0 2048" PREFILLS="1024" SEQS="8 32 64" BUDGET=200 bash bench/attn-long-h200.sh "$O/receipt" \
-    > "$O/receipt.log" 2>&1
+  VARIANTS= DEPTHS="${R_DEPTHS-0 2048}" PREFILLS="${R_PREFILLS-1024}" SEQS="8 32 64" BUDGET=${R_BUDGET:-200} \
+    bash bench/attn-long-h200.sh "$O/receipt" > "$O/receipt.log" 2>&1
 }
 
 # The two Qwen 3.5 models, both HF builds at once
