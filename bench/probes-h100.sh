@@ -457,7 +457,8 @@ rowsi8() {
         echo
       done
     done
-  done 2>&1 | tee "$O/rowsi8.txt"
+  done 2>&1 | tee -a "$O/rowsi8.txt"
+  [ -n "${RI8_NOPROFILE:-}" ] && return
   for m in "seed 8" "qwen08 8" "qwen08 64"; do
     set -- $m
     echo "== $1 S=$2"
@@ -497,11 +498,20 @@ phases() {
 
 prep4() { beside_prepare qwen2b 150 decode_ab; } # the preparation makes the 2B last
 prep5() { beside_prepare qwen2b 150 rowsi8; }
+# prep5 with the seed shape's runs while the Qwen models are made
+prep6() {
+  start_prepare 540
+  local pp=$! i
+  RI8_MODELS=seed RI8_NOPROFILE=1 rowsi8
+  for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
+  RI8_MODELS="qwen08 qwen2b" rowsi8
+  end_prepare "$pp"
+}
 # prep5, then on the same machine a short receipt against llama.cpp (decode
 # at depth 0 and 2,048, prefill 1,024, S = 8 / 32 / 64), for a session with
 # one machine's start left
 all6() {
-  prep5
+  prep6
   VARIANTS= DEPTHS="${R_DEPTHS-0 2048}" PREFILLS="${R_PREFILLS-1024}" SEQS="8 32 64" BUDGET=${R_BUDGET:-200} \
     bash bench/attn-long-h200.sh "$O/receipt" > "$O/receipt.log" 2>&1
 }
@@ -555,6 +565,6 @@ decode_ab() {
 }
 
 case $cmd in
-  all6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
