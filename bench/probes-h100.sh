@@ -437,7 +437,7 @@ rowsq() {
 
 rowsi8() {
   local m a S t tu vs
-  qwen_models
+  case " ${RI8_MODELS:-qwen} " in *qwen*) qwen_models ;; esac
   for m in ${RI8_MODELS:-seed qwen08 qwen2b}; do
     a=$(model_dir "$m")
     timeout 60 .dev/seq_probe -m "$a" --backend webgpu -S 8 -n 8 -a 1 > /dev/null 2>&1 # a fresh machine's first run
