@@ -95,6 +95,7 @@
 #   grids     the grid the Qwen 3.5 0.8B persistent decode ran under persistGrid
 #             264 / 132 / the default, as WISP_VERBOSE=1 prints it (grids.txt)
 #   prep5     the receipt's preparation with `rowsi8` beside it
+#   s16       S = 16 / 24: the default against rowsI8=0 and rowsI8=2x16 (s16.txt)
 #   all6      prep5, then a short receipt (depth 0 / 2,048, prefill 1,024, S = 8 /
 #             32 / 64) against llama.cpp on the same machine (receipt/; R_DEPTHS,
 #             R_PREFILLS, R_BUDGET: fewer)
@@ -467,6 +468,21 @@ rowsi8() {
   done > "$O/rowsi8-profile.txt" 2>&1
 }
 
+# S = 16 / 24 on the three models: the default against rowsI8=0 and
+# rowsI8=2x16 (s16.txt; run after rowsi8 on the same machine)
+s16() {
+  local m a S t tu
+  for m in seed qwen08 qwen2b; do
+    a=$(model_dir "$m")
+    for S in 16 24; do for t in none rowsI8=0 rowsI8=2x16; do
+      printf '%-7s S %-3s %-12s ' "$m" "$S" "$t"
+      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+      timeout 25 .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n 32 -a 1 "${tu[@]}" 2> /dev/null | tail -1 |
+        grep -o '"tokens_per_s": [0-9.]*'
+    done; done
+  done 2>&1 | tee "$O/s16.txt"
+}
+
 # One decode line (tok/s) of model dir $1 under tuning $2 (none: defaults)
 decode_line() {
   local tu=(); [ "$2" = none ] || tu=(--tuning "$2")
@@ -565,6 +581,6 @@ decode_ab() {
 }
 
 case $cmd in
-  all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  s16 | all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac

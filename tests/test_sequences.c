@@ -434,7 +434,7 @@ TEST(sequences_webgpu_rows_prefill_from_n_rows) {
   (void)d;
   double w_int8 = 0, w_f32 = 0, w_def = 0, w_exact = 1;
   const char *q4 = fixture_small_model();
-  /* (rowsI8=0: the int8 multi-row product, which takes steps of 2..32 rows
+  /* (rowsI8=0: the int8 multi-row product, which takes steps of 1..16 rows
    * first under throughput, off; test_webgpu_rows_i8.c covers it) */
   rows_prefill_check(q4, 4, "throughput", "rowsPrefill=8,rowsI8=0", 0.1, 1, 1, &w_int8);
   rows_prefill_check(q4, 4, "exact", "rowsPrefill=8", 1e-4, 0, 1, &w_f32);
@@ -459,7 +459,7 @@ TEST(sequences_webgpu_rows_prefill_q4k_from_16_rows) {
   rows_prefill_check(q4k, 8, "throughput", "rowsI8=0", 0.1, 1, 1, &w);
   rows_prefill_check(q4k, 4, "throughput", "rowsPrefill=8,rowsI8=0", 0.1, 1, 1, &w);
   /* and `wisp plan` says so, by the same rule, after the int8 multi-row
-   * product's 2..32 rows */
+   * product's 1..16 rows */
   static char cmd[1024], out[1 << 16];
   snprintf(cmd, sizeof cmd, "%s plan -m %s --backend webgpu", test_wisp_bin(), q4k);
   CHECKF(test_run(cmd, out, sizeof out) == 0, "%s:\n%s", cmd, out);
@@ -469,9 +469,9 @@ TEST(sequences_webgpu_rows_prefill_q4k_from_16_rows) {
                        "default where some int8 products are Q4_K;"),
            "%s", out);
   else
-    CHECKF(strstr(out, "batched steps: 1 row: the one-row product; 2..32 rows: matvec_i8_rows.wgsl, every "
+    CHECKF(strstr(out, "batched steps: 1..16 rows: matvec_i8_rows.wgsl, every "
                        "Q4/Q4Z/Q4_K/Q8_0 product with int8 rows, a row's sums independent of the others (tuning "
-                       "rowsI8); from 33 rows: the products run as a prefill of that many tokens (the default where "
+                       "rowsI8); from 17 rows: the products run as a prefill of that many tokens (the default where "
                        "some int8 products are Q4_K;"),
            "%s", out);
 }

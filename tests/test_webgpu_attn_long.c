@@ -690,9 +690,9 @@ TEST(webgpu_plan_names_the_prefill_paths) {
                        "default with int8 products;"),
            "%s", out);
   else
-    CHECKF(strstr(out, "batched steps: 1 row: the one-row product; 2..32 rows: matvec_i8_rows.wgsl, every "
+    CHECKF(strstr(out, "batched steps: 1..16 rows: matvec_i8_rows.wgsl, every "
                        "Q4/Q4Z/Q4_K/Q8_0 product with int8 rows, a row's sums independent of the others (tuning "
-                       "rowsI8); from 33 rows: the products run as a prefill of that many tokens (the default with "
+                       "rowsI8); from 17 rows: the products run as a prefill of that many tokens (the default with "
                        "int8 products;"),
            "%s", out);
   snprintf(cmd, sizeof cmd, "%s plan -m models/default --backend webgpu --profile exact", test_wisp_bin());

@@ -270,7 +270,7 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
   return 1;
 }
 
-/* The batched step's products of rows_min..rows_max rows (default 2..32,
+/* The batched step's products of rows_min..rows_max rows (default 1..16,
  * tuning rowsI8): where the plan gives products to the int8 kernel (the
  * throughput profile, whose steps of 8 rows and more already ran as int8
  * prefills), every Q4/Q4Z/Q4_K/Q8_0 product of the step, the head's too,

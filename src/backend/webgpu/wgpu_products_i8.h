@@ -27,7 +27,7 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
  * matvec_i8_rows.wgsl): records y[t] (+)= W x[t] for t < n and returns 1
  * where the plan gives products to the int8 kernel (or the path is
  * forced: mode 2), W is Q4/Q4Z/Q4_K/Q8_0 and n is within the rows it takes
- * (tuning rowsI8=MIN..MAX; default 2..32); else 0, nothing recorded. A row's
+ * (tuning rowsI8=MINxMAX; default 1x16); else 0, nothing recorded. A row's
  * sums do not depend on n or on the other rows. */
 int wisp_wgpu_mv8_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x, int n, wisp_buf *y, int accumulate);
 /* Whether a step of n rows is in its range and the plan (or mode 2) gives
