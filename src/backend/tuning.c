@@ -102,7 +102,7 @@ static const entry k_keys[] = {
     {"rowsNt", T_UINT, W(rows_nt), 0, 1, 64, 0, "1..64", .def = {64}},
     /* the batched step's integer product (matvec_i8_rows.wgsl) for steps of
      * MIN..MAX rows. H100, seq_probe, against the paths before it: S = 1
-     * 1.52x (seed shape) / 1.14x / 0.94x (Qwen 3.5 0.8B / 2B), S = 8
+     * 1.52x (seed shape) / 1.14x / 0.94x (the 0.8B / 2B gated hybrids), S = 8
      * 1.27-1.68x, S = 16 1.06-1.38x, S = 24 0.90-1.02x, S = 32 0.91-0.98x:
      * up to 16 (bench/results/h100-rows-i8-20261206/) */
     {"rowsI8", T_SPECIAL, W(rows_i8_min), W(rows_i8_max), 0, 64, 0, "MAX or MINxMAX, 1..64 (0: never)", .def = {1, 16}},
