@@ -259,7 +259,7 @@ TEST(webgpu_rows_i8_qwen_steps_match_alone) {
   int32_t together[S][STEPS], alone[STEPS];
   uint64_t products = 0;
   int ok = 1, same = 0;
-  /* rowsI8=1x8: steps of one row too, so that "alone" runs the same kernel */
+  /* rowsI8=1x8 pinned (the default, 1x16, also starts at one row): "alone" runs the same kernel */
   for (int run = 0; ok && run <= S; run++) {
     const int ns = run ? 1 : S;
     wisp_session_options o = {.backend = "webgpu", .profile = "throughput", .threads = 1, .slots = ns,
