@@ -47,6 +47,17 @@ TEST(tuning_keys_set_their_fields) {
   memset(&dflt, 0, sizeof dflt);
   wisp_tuning_fill_defaults(&dflt);
   CHECK(dflt.attn_decode_long_min == 4096 && dflt.attn_decode_long_wgs == 1024);
+  /* rowsI8: MINxMAX, MAX alone (the default MIN), 0 (never, kept through the defaults); MIN above MAX refused */
+  CHECK(wisp_tuning_parse("rowsI8=2x8,rowsI8Rpl=4,rowsI8Fuse=0", &t) == WISP_OK && t.webgpu.rows_i8_min == 2 &&
+        t.webgpu.rows_i8_max == 8 && t.webgpu.rows_i8_rpl == 4 && t.webgpu.no_rows_i8_fuse == 1);
+  CHECK(wisp_tuning_parse("rowsI8=12", &t) == WISP_OK && t.webgpu.rows_i8_min == 1 && t.webgpu.rows_i8_max == 12);
+  CHECK(wisp_tuning_parse("rowsI8=0", &t) == WISP_OK);
+  off = t.webgpu;
+  wisp_tuning_fill_defaults(&off);
+  CHECK(off.rows_i8_max == 0);
+  CHECK(dflt.rows_i8_min == 1 && dflt.rows_i8_max == 16 && dflt.rows_i8_rpl == 2 && !dflt.no_rows_i8_fuse);
+  CHECK(wisp_tuning_parse("rowsI8=9x3", &t) != WISP_OK && wisp_tuning_parse("rowsI8=65", &t) != WISP_OK &&
+        wisp_tuning_parse("rowsI8Rpl=9", &t) != WISP_OK);
 }
 
 /* The defaults are the table's: a backend's zero fields get them, a given
