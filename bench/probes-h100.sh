@@ -96,12 +96,13 @@
 #             264 / 132 / the default, as WISP_VERBOSE=1 prints it (grids.txt)
 #   prep5     the receipt's preparation with `rowsi8` beside it
 #   s16       S = 16 / 24: the default against rowsI8=0 and rowsI8=2x16 (s16.txt)
-#   all6      prep5, then a short receipt (depth 0 / 2,048, prefill 1,024, S = 8 /
+#   all6      prep6 (prep5, the seed shape first), then a short receipt (depth 0 / 2,048, prefill 1,024, S = 8 /
 #             32 / 64) against llama.cpp on the same machine (receipt/; R_DEPTHS,
 #             R_PREFILLS, R_BUDGET: fewer)
 #   rowsi8    the batched step's int8 multi-row product (matvec_i8_rows, tuning
 #             rowsI8) against the paths before it (rowsI8=0): seq_probe S = 1, 4..64
-#             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 8 / 32 also 1 and 4
+#             on the seed shape and Qwen 3.5 0.8B / 2B, at S = 16 / 24 also rowsI8=2x16,
+#             at S = 8 / 32 also 1 and 4
 #             weight rows a lane group and quant_x8 apart (rowsI8Fuse=0), at S = 64 the product up to 64 rows, at
 #             S = 1 from one row (RI8_MODELS, RI8_S: fewer); the GPU profile of S = 8 (and Qwen 3.5 0.8B's S = 64) (rowsi8.txt,
 #             rowsi8-profile.txt)
@@ -448,6 +449,7 @@ rowsi8() {
         8) vs="none rowsI8=0 rowsI8Fuse=0 rowsI8Rpl=1 rowsI8Rpl=4" ;;
         32) vs="none rowsI8=0 rowsI8Fuse=0 rowsI8Rpl=4" ;;
         64) vs="none rowsI8=0 rowsI8=2x64" ;;
+        16 | 24) vs="none rowsI8=0 rowsI8=2x16" ;;
         *) vs="none rowsI8=0" ;;
       esac
       for t in $vs; do
@@ -458,7 +460,7 @@ rowsi8() {
         echo
       done
     done
-  done 2>&1 | tee -a "$O/rowsi8.txt"
+  done 2>&1 | tee -a "$O/${RI8_OUT:-rowsi8.txt}"
   [ -n "${RI8_NOPROFILE:-}" ] && return
   for m in "seed 8" "qwen08 8" "qwen08 64"; do
     set -- $m
@@ -470,18 +472,7 @@ rowsi8() {
 
 # S = 16 / 24 on the three models: the default against rowsI8=0 and
 # rowsI8=2x16 (s16.txt; run after rowsi8 on the same machine)
-s16() {
-  local m a S t tu
-  for m in seed qwen08 qwen2b; do
-    a=$(model_dir "$m")
-    for S in 16 24; do for t in none rowsI8=0 rowsI8=2x16; do
-      printf '%-7s S %-3s %-12s ' "$m" "$S" "$t"
-      tu=(); [ "$t" = none ] || tu=(--tuning "$t")
-      timeout 25 .dev/seq_probe -m "$a" --backend webgpu -S "$S" -n 32 -a 1 "${tu[@]}" 2> /dev/null | tail -1 |
-        grep -o '"tokens_per_s": [0-9.]*'
-    done; done
-  done 2>&1 | tee "$O/s16.txt"
-}
+s16() { RI8_S="16 24" RI8_NOPROFILE=1 RI8_OUT=s16.txt rowsi8; }
 
 # One decode line (tok/s) of model dir $1 under tuning $2 (none: defaults)
 decode_line() {

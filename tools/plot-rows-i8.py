@@ -75,8 +75,8 @@ def main():
                     if i == 0 or k == 1:
                         out.append(f'<text x="{x0 - 4}" y="{y + 4:.1f}" text-anchor="end">{v:g}</text>')
         for key, label, color in SERIES:
-            if key in PICK:
-                s = {k: v for k in range(1, 65) for t in [PICK[key](k)] for kk, v in pts[m].get(t, {}).items() if kk == k}
+            if key in PICK:  # each S from the run that stands for it
+                s = {k: pts[m][PICK[key](k)][k] for k in range(1, 65) if k in pts[m].get(PICK[key](k), {})}
             else:
                 s = pts[m].get(key, {})
             xy = [(sx(k), sy(v)) for k, v in sorted(s.items())]

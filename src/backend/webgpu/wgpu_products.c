@@ -490,22 +490,24 @@ static void g_matmul_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf
    * tiled product: at S = 64 the seed shape's 64 head rows as multi-row
    * products cost 2.5x the rest of the step); the exact profile keeps every
    * row's one-row bits. */
-  /* A few rows where the plan gives int8 products: matvec_i8_rows.wgsl
-   * (wgpu_products_i8.c), each Q4/Q4Z/Q4_K/Q8_0 weight read once for them,
-   * integer dots; parts of several types part by part. */
-  if (wisp_matrix_mixed(W) && wisp_wgpu_mv8_wants(be, n)) {
-    for (int i = 0; i < W->n_parts; i++) g_matmul_rows(be, &W->parts[i], x, n, y, accumulate);
+  const int from = wisp_wgpu_rows_prefill_from(g, g->int8_planned, g->int8_planned_q4k, NULL);
+  /* Parts of different types: each into its rows, unless the step runs as
+   * a prefill (parts and all); where the int8 rows below take the step,
+   * they take each part. */
+  if (wisp_matrix_mixed(W)) {
+    if (from && n >= from && !wisp_wgpu_mv8_wants(be, n)) g_matmul(be, W, x, 0, n, y, accumulate);
+    else
+      for (int i = 0; i < W->n_parts; i++) g_matmul_rows(be, &W->parts[i], x, n, y, accumulate);
     return;
   }
+  /* A few rows where the plan gives int8 products: matvec_i8_rows.wgsl
+   * (wgpu_products_i8.c), each Q4/Q4Z/Q4_K/Q8_0 weight read once for them,
+   * integer dots. */
   if (wisp_wgpu_mv8_rows(be, W, x, n, y, accumulate)) return;
-  const int from = wisp_wgpu_rows_prefill_from(g, g->int8_planned, g->int8_planned_q4k, NULL);
-  if (from && n >= from) { /* as a prefill, parts and all */
+  if (from && n >= from) { /* as a prefill */
     g_matmul(be, W, x, 0, n, y, accumulate);
     return;
   }
-  for (int i = 0; wisp_matrix_mixed(W) && i < W->n_parts; i++)
-    g_matmul_rows(be, &W->parts[i], x, n, y, accumulate); /* parts of different types: each into its rows */
-  if (wisp_matrix_mixed(W)) return;
   if (W->type == WISP_W_Q4K) {
     wisp_wgpu_q4k_matmul_rows(be, W, x, n, y, accumulate);
     return;

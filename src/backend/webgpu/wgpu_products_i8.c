@@ -224,13 +224,14 @@ static int quantize_input(wisp_backend *be, mm8_state *s, const wisp_buf *x, int
   return 1;
 }
 
-/* What xq/xs hold after a product of y from those rows of x. */
+/* What xq/xs hold: those rows of x, after a product into last_y (NULL:
+ * written by the op that wrote x, rmsnorm_q8 / swiglu_q8). */
 static void remember_input(wisp_backend *be, mm8_state *s, const wisp_buf *x, int x_row0, int n, uint32_t cols,
-                           const wisp_buf *y) {
+                           WGPUBuffer last_y) {
   if (as_g(be)->error) return;
   s->valid = 1;
   s->src = x->g.b;
-  s->last_y = y->g.b;
+  s->last_y = last_y;
   s->x_row0 = x_row0;
   s->n = n;
   s->cols = (int)cols;
@@ -266,7 +267,7 @@ int wisp_wgpu_mm8_matmul(wisp_backend *be, const wisp_matrix *W, const wisp_buf 
     wisp_wgpu_record_xyz(as_g(be), k, b, 6, &p, sizeof p, cdiv((uint64_t)rows, s->tm), cdiv((uint64_t)n, tn), 1);
   }
   s->products++;
-  if (!s->fuseq) remember_input(be, s, x, x_row0, n, cols, y);
+  if (!s->fuseq) remember_input(be, s, x, x_row0, n, cols, y->g.b);
   return 1;
 }
 
@@ -282,7 +283,7 @@ int wisp_wgpu_mv8_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
   wgpu_backend *g = as_g(be);
   uint32_t qt = 0;
   if (!variant_of(W->type, &qt) || W->cols % 32 || !wisp_wgpu_mv8_wants(be, n)) return 0;
-  mm8_state *s = as_g(be)->mm8;
+  mm8_state *s = g->mm8;
   if (g->error) return 1;
   const uint32_t cols = (uint32_t)W->cols;
   if (!quantize_input(be, s, x, 0, n, cols)) return 1;
@@ -311,20 +312,21 @@ int wisp_wgpu_mv8_rows(wisp_backend *be, const wisp_matrix *W, const wisp_buf *x
   s->products++;
   s->rows_products++;
   g->stats.rows_shared++;
-  remember_input(be, s, x, 0, n, cols, y);
+  remember_input(be, s, x, 0, n, cols, y->g.b);
   return 1;
-}
-
-int wisp_wgpu_mv8_wants(wisp_backend *be, int n) {
-  const wgpu_backend *g = as_g(be);
-  const mm8_state *s = state_of(be);
-  return g->sg && s && s->mode != 3 && n >= s->rows_min && n <= s->rows_max && (s->mode == 2 || g->int8_planned);
 }
 
 void wisp_wgpu_mv8_range(wisp_backend *be, int *lo, int *hi) {
   const mm8_state *s = state_of(be);
   *lo = *hi = 0;
   if (as_g(be)->sg && s && s->mode != 3 && s->rows_max >= s->rows_min) *lo = s->rows_min, *hi = s->rows_max;
+}
+
+int wisp_wgpu_mv8_wants(wisp_backend *be, int n) {
+  int lo, hi;
+  wisp_wgpu_mv8_range(be, &lo, &hi);
+  const mm8_state *s = as_g(be)->mm8;
+  return hi && n >= lo && n <= hi && (s->mode == 2 || as_g(be)->int8_planned);
 }
 
 /* The RMSNorm and SwiGLU of a batched step whose products take int8 rows
@@ -334,21 +336,7 @@ void wisp_wgpu_mv8_range(wisp_backend *be, int *lo, int *hi) {
  * cache, as after a product): one dispatch less before each. Tuning
  * rowsI8Fuse=0: separate quant_x8 dispatches. */
 static int fuse_takes(wisp_backend *be, int n, int cols) {
-  const wgpu_backend *g = as_g(be);
-  return cols % 32 == 0 && g->sg && wisp_wgpu_mv8_wants(be, n) && ((mm8_state *)g->mm8)->rows_fuse;
-}
-
-/* After a fused norm or SwiGLU wrote y's n rows and their quantization. */
-static void remember_quantized(wisp_backend *be, mm8_state *s, const wisp_buf *y, int n, int cols) {
-  if (as_g(be)->error) return;
-  s->valid = 1;
-  s->src = y->g.b;
-  s->last_y = NULL;
-  s->x_row0 = 0;
-  s->n = n;
-  s->cols = cols;
-  counters(be, &s->dispatches, &s->submits);
-  s->fused_quantizations++;
+  return cols % 32 == 0 && wisp_wgpu_mv8_wants(be, n) && ((mm8_state *)as_g(be)->mm8)->rows_fuse;
 }
 
 int wisp_wgpu_mv8_rmsnorm(wisp_backend *be, const wisp_buf *x, const wvec *w, float eps, int n, int dim,
@@ -369,7 +357,8 @@ int wisp_wgpu_mv8_rmsnorm(wisp_backend *be, const wisp_buf *x, const wvec *w, fl
   uint32_t gx, gy;
   wisp_wgpu_grid(g->d, (uint32_t)n, &gx, &gy);
   wisp_wgpu_record(g, k, b, 5, &p, sizeof p, gx, gy);
-  remember_quantized(be, s, out, n, dim);
+  remember_input(be, s, out, 0, n, (uint32_t)dim, NULL);
+  s->fused_quantizations++;
   return 1;
 }
 
@@ -389,7 +378,8 @@ int wisp_wgpu_mv8_swiglu(wisp_backend *be, const wisp_buf *gu, int n, int ffn, w
   uint32_t gx, gy;
   wisp_wgpu_grid(g->d, cdiv(blocks, 64), &gx, &gy);
   wisp_wgpu_record(g, k, b, 4, &p, sizeof p, gx, gy);
-  remember_quantized(be, s, out, n, ffn);
+  remember_input(be, s, out, 0, n, (uint32_t)ffn, NULL);
+  s->fused_quantizations++;
   return 1;
 }
 
