@@ -708,7 +708,7 @@ TEST(decode_loop_webgpu_persistent_failure_is_redone) {
 
 /* Asked for more workgroups than can run at once (lavapipe runs a couple),
  * the grid probe settles on fewer instead of deadlocking the barrier, and
- * sampling that is not greedy takes the op-by-op path. */
+ * a repetition penalty takes the op-by-op path. */
 TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
   WEBGPU_OR_SKIP(d);
   (void)d;
@@ -725,10 +725,63 @@ TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
     CHECK(memcmp(ref, got, sizeof ref) == 0);
     CHECK(persistent_steps(s) == 16);
     wisp_session_reset(s);
-    wisp_generate_options sampled = {.temperature = 0.8f, .top_k = 20, .seed = 3, .batch = 8};
-    CHECK(loop_tokens(s, k_prompt, 5, 17, &sampled, got));
-    CHECK(persistent_steps(s) == 16); /* unchanged: sampling ran op by op */
+    wisp_generate_options penalized = {.temperature = 0.8f, .top_k = 20, .seed = 3, .batch = 8,
+                                       .repeat_penalty = 1.3f, .repeat_last_n = 16};
+    CHECK(loop_tokens(s, k_prompt, 5, 17, &penalized, got));
+    CHECK(persistent_steps(s) == 16); /* unchanged: the penalty ran op by op */
     wisp_session_free(s);
+  }
+  wisp_model_close(m);
+}
+
+/* Sampled decoding runs in the persistent kernel too (the head keeps its
+ * logits, workgroup 0 draws as sample.wgsl does, persist.wgsl draw_step),
+ * and its tokens are those of the op-by-op draw (tuning persist=0) for the
+ * same seed: top-k alone (the bisection over the whole vocabulary, then
+ * the lists), wisp's defaults (min-p first), top-p alone; one and two
+ * workgroups (the pick crosses a grid barrier), batches of 8 and 5. */
+TEST(decode_loop_webgpu_persistent_sampled_matches_op_by_op) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  enum { N = 25 };
+  const wisp_generate_options cases[] = {
+      {.temperature = 0.8f, .top_k = 20, .seed = 3, .batch = 8},
+      {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 11, .batch = 8},
+      {.temperature = 1.2f, .top_p = 0.9f, .seed = 5, .batch = 5}};
+  const char *grids[] = {"1", "2", "2"};
+  for (int c = 0; c < 3 && !test_failed_now(); c++) {
+    int32_t ref[N], got[N];
+    wisp_session_options off = {.backend = "webgpu", .tuning = "persist=0"};
+    wisp_session *s = NULL;
+    CHECKF(wisp_session_new(m, &off, &s) == WISP_OK, "%s", wisp_last_error());
+    CHECK(loop_tokens(s, k_prompt, 5, N, &cases[c], ref));
+    CHECK(persistent_steps(s) == 0);
+    wisp_session_free(s);
+    int distinct = 0;
+    for (int i = 1; i < N; i++) distinct += ref[i] != ref[i - 1];
+    CHECKF(distinct > 0, "case %d: one token throughout: a sampler stuck on a token would pass", c);
+    uint64_t steps = 0;
+    int settled = 0;
+    for (int attempt = 0; attempt < 4 && !settled && !test_failed_now(); attempt++) {
+      s = persist_session(m, grids[c], NULL);
+      CHECK(s != NULL);
+      if (!s) break;
+      CHECK(loop_tokens(s, k_prompt, 5, N, &cases[c], got));
+      steps = persistent_steps(s);
+      settled = persistent_gave_up(s) == 0;
+      wisp_session_free(s);
+      /* a batch whose barrier gave up is redone op by op: the same tokens */
+      CHECKF(memcmp(ref, got, sizeof ref) == 0, "case %d (grid %s): the persistent draw's tokens differ from the "
+             "op-by-op draw's", c, grids[c]);
+    }
+    if (!test_failed_now() && !settled) {
+      wisp_model_close(m);
+      SKIP("case %d: the grid barrier gave up on 4 tries (a loaded machine); tokens equal, the all-persistent run "
+           "unchecked", c);
+    }
+    CHECKF(steps == N - 1, "case %d: %llu persistent steps, want %d", c, (unsigned long long)steps, N - 1);
   }
   wisp_model_close(m);
 }

@@ -429,7 +429,8 @@ struct wisp_backend {
    * A backend with it gets caches that grow with the sequence (graph_state.c);
    * one without gets them made for the whole context. */
   wisp_status (*kv_buf_grow)(wisp_backend *be, wisp_buf *b, size_t n_values);
-  /* Optional: records k greedy decode steps of graph g in one go: the token
+  /* Optional: records k decode steps of graph g in one go (greedy or
+   * sampled as sp says, sample_id's draw): the token
    * in ids[0] at position pos, the chosen ids into ids[1..k] (as decode_step
    * slots 0..k-1 would), the graph's state buffers updated. Returns
    * WISP_EUNSUPPORTED, with nothing recorded and no error kept, when this

@@ -4,54 +4,76 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* The tokens with z >= t, in index order: once a threshold above -64 is
+ * known (min-p's, else top-k's), the later passes walk this list instead of
+ * the vocabulary, since the thresholds only rise from there. Counts are
+ * integers and the list keeps index order, so every sum adds the same terms
+ * in the same order as a pass over the whole vocabulary: the same pick
+ * (tests/test_sampling_lists.c holds it to that). With a sharp
+ * distribution a draw with min-p reads the logits twice instead of about
+ * fifty times. Without memory for the list every pass walks the
+ * vocabulary. */
+typedef struct {
+  int *list;  /* room for the vocabulary's indices (NULL: none to be had) */
+  int n;      /* entries to walk: the list's, or the vocabulary's size */
+  int listed; /* whether the list is made (else entry j is token j) */
+} kept;
+
+static int kept_index(const kept *k, int j) { return k->listed ? k->list[j] : j; }
+
+static void keep_from(kept *k, const float *logits, float m, float inv_t, float t) {
+  if (!k->list || k->listed) return;
+  int n = 0;
+  for (int i = 0; i < k->n; i++)
+    if ((logits[i] - m) * inv_t >= t) k->list[n++] = i;
+  k->n = n;
+  k->listed = 1;
+}
+
 int wisp_sample_reference(const float *logits, int vocab, const wisp_sampling *p, uint32_t step) {
   int best = 0;
   for (int i = 1; i < vocab; i++)
     if (logits[i] > logits[best]) best = i;
   if (p->temperature <= 0) return best;
   const float m = logits[best], inv_t = 1.0f / p->temperature;
+  kept k = {malloc(sizeof(int) * (size_t)vocab), vocab, 0};
   float t = -64.0f;
   if (p->min_p > 0) t = fmaxf(t, logf(p->min_p));
+  if (t > -64.0f) keep_from(&k, logits, m, inv_t, t);
   if (p->top_k > 0 && p->top_k < vocab) {
     float lo = t, hi = 0.0f;
     for (int it = 0; it < 24; it++) {
       float mid = 0.5f * (lo + hi);
       int cnt = 0;
-      for (int i = 0; i < vocab; i++) cnt += (logits[i] - m) * inv_t >= mid;
+      for (int j = 0; j < k.n; j++) cnt += (logits[kept_index(&k, j)] - m) * inv_t >= mid;
       if (cnt >= p->top_k) lo = mid;
       else hi = mid;
     }
     t = lo;
+    if (t > -64.0f) keep_from(&k, logits, m, inv_t, t);
   }
   if (p->top_p > 0 && p->top_p < 1) {
-    /* The bisection only raises t, so only tokens with z >= t ever count:
-     * they are listed once (in index order, so every sum adds the same
-     * terms in the same order as a pass over the whole vocabulary). */
-    int *cand = malloc(sizeof(int) * (size_t)vocab), nc = 0;
     float total = 0;
-    for (int i = 0; i < vocab; i++) {
-      float z = (logits[i] - m) * inv_t;
-      if (z >= t) {
-        total += expf(z);
-        if (cand) cand[nc++] = i;
-      }
+    for (int j = 0; j < k.n; j++) {
+      float z = (logits[kept_index(&k, j)] - m) * inv_t;
+      if (z >= t) total += expf(z);
     }
     float lo = t, hi = 0.0f;
     for (int it = 0; it < 24; it++) {
       float mid = 0.5f * (lo + hi), mass = 0;
-      for (int j = 0; j < (cand ? nc : vocab); j++) {
-        float z = (logits[cand ? cand[j] : j] - m) * inv_t;
+      for (int j = 0; j < k.n; j++) {
+        float z = (logits[kept_index(&k, j)] - m) * inv_t;
         if (z >= mid) mass += expf(z);
       }
       if (mass >= p->top_p * total) lo = mid;
       else hi = mid;
     }
-    free(cand);
     t = lo;
   }
   int pick = best;
   float top = -INFINITY;
-  for (int i = 0; i < vocab; i++) {
+  for (int j = 0; j < k.n; j++) {
+    int i = kept_index(&k, j);
     float z = (logits[i] - m) * inv_t;
     if (z < t) continue;
     float g = -logf(-logf(wisp_sample_uniform(p->seed, step, (uint32_t)i)));
@@ -60,6 +82,7 @@ int wisp_sample_reference(const float *logits, int vocab, const wisp_sampling *p
       pick = i;
     }
   }
+  free(k.list);
   return pick;
 }
 

@@ -171,7 +171,7 @@ static wisp_status record_steps(wisp_session *s, int k, const wisp_sampling *sp,
   wisp_backend *be = s->backend;
   const wisp_graph *g = &s->graph;
   *graph = 0;
-  if (be->decode_graph && sp->temperature <= 0 && !wisp_sampling_penalized(sp)) {
+  if (be->decode_graph && !wisp_sampling_penalized(sp)) {
     wisp_decode_graph *gp = malloc(sizeof *gp); /* ~10 KB: not on the stack */
     if (gp && wisp_graph_lower_decode(g, s->state, gp) == WISP_OK) {
       wisp_status st = be->decode_graph(be, gp, s->ids, s->pos, k, sp);

@@ -96,7 +96,7 @@ void wisp_wgpu_kernel_free(wisp_wgpu_device *d, wisp_wgpu_kernel *k) {
   free(k);
 }
 
-#define SHARED_CONSTS 16
+#define SHARED_CONSTS 20
 
 typedef struct wisp_wgpu_shared_kernel {
   const char *wgsl; /* compared by address: the embedded kernels' text */

@@ -143,7 +143,7 @@ typedef struct bg_site {
   struct bg_site *next;
 } bg_site;
 
-#define KCONSTS 16 /* most override constants of one kernel variant */
+#define KCONSTS 20 /* most override constants of one kernel variant */
 
 typedef struct {
   const char *file;

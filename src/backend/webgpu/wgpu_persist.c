@@ -1,4 +1,4 @@
-/* Persistent decode (backend.h, decode_graph): k greedy decode steps of a
+/* Persistent decode (backend.h, decode_graph): k decode steps of a
  * graph in one dispatch of kernels/persist.wgsl, which walks the graph's
  * list of generic phases (backend.h wisp_decode_phase, lowered from the
  * step graph by src/model/graph_lower.c). This file builds the pipeline
@@ -14,7 +14,8 @@
  *
  * What it needs, checked here and in wgpu_persist_fit.c (anything else:
  * WISP_EUNSUPPORTED, and the decode loop records decode_step as before):
- *   - greedy sampling; matrices of the types the op-by-op decode serves
+ *   - no repetition penalty (greedy or sampled draws: the head keeps its
+ *     logits and one workgroup draws as sample.wgsl does); matrices of the types the op-by-op decode serves
  *     (Q4, Q4Z, Q4_K, f32, f16, Q8_0: persist_quant.wgsli, a type word per
  *     matrix in the layer table; graphs with gated attention or DeltaNet
  *     layers, which use the units-split product engine: Q4, Q4Z and Q4_K
@@ -78,7 +79,9 @@ typedef struct {
   uint32_t n_phases;
   float escale, ascale; /* the embedding's scale, plain attention's score scale */
   uint32_t s_y;
-  uint32_t s_x2, pad[3];
+  uint32_t s_x2, s_logits, s_pick, top_k; /* a sampled run's logits (vocab words) and token (a word) */
+  uint32_t seed;
+  float temperature, top_p, min_p; /* the draw's settings (temperature 0: greedy) */
   uint32_t ph[MAX_PHASES]; /* the phase words: stage | work << 4 | layer << 8 | flags << 16 */
 } persist_params;
 
@@ -97,6 +100,8 @@ typedef struct {
   wisp_wgpu_buf bak;        /* two copies of them (WebGPU copies need two buffers) */
   wisp_wgpu_buf blob, arena, ctr;
   wisp_wgpu_kernel *k;
+  wisp_wgpu_kernel *k_draw; /* k with the sampled draw (built on the first sampled run; NULL before) */
+  uint32_t xs4, opt;        /* k's staging size and OPT bits, for k_draw */
   uint32_t nwg, bar_base, barriers_per_step;
   persist_params base;      /* the parameters fixed at build */
   uint32_t state_off[WISP_GRAPH_MAX_LAYERS], v_off[WISP_GRAPH_MAX_LAYERS]; /* arena words */
@@ -225,7 +230,11 @@ static uint32_t persist_opt_bits(wisp_backend *be, const wisp_decode_graph *g, u
   return opt;
 }
 
-static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4, uint32_t opt) {
+/* draw: with a sampled run's draw (DRAW = 1), built on the first sampled
+ * run; greedy runs take the kernel without it (lavapipe compiles each
+ * variant for seconds to tens of seconds, and a greedy run needs none of it). */
+static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *g, uint32_t xs4, uint32_t opt,
+                                     int draw) {
   const uint32_t sgmin = 4; /* the smallest subgroup size WebGPU allows */
   const uint32_t split = (uint32_t)persist_split(be, g), works = persist_works(g);
   const uint32_t ig = PERSIST_WG / DN_CW;
@@ -233,7 +242,7 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
   /* attn_stream's unrolling (HD 64 where it is off: its override
    * expressions must still hold) */
   const uint32_t hd = opt & 256u ? (uint32_t)g->head_dim : 64;
-  wisp_wgpu_const c[16] = {{"WG", PERSIST_WG},
+  wisp_wgpu_const c[17] = {{"WG", PERSIST_WG},
                            {"XS4", xs4},
                            {"MAXSG", PERSIST_WG / sgmin},
                            {"SPLIT", split},
@@ -248,8 +257,9 @@ static wisp_wgpu_kernel *make_kernel(wisp_backend *be, const wisp_decode_graph *
                            {"NJ", dn ? ((uint32_t)g->lin_k_dim + ig - 1) / ig : 1},
                            {"PAIRS", g->rope_pairs},
                            {"HD", hd},
-                           {"KVF16", as_g(be)->kv16 ? 1 : 0}};
-  return wisp_wgpu_pipeline(as_g(be), "persist", c, 16);
+                           {"KVF16", as_g(be)->kv16 ? 1 : 0},
+                           {"DRAW", draw ? 1 : 0}};
+  return wisp_wgpu_pipeline(as_g(be), "persist", c, 17);
 }
 
 /* A rope table's rows up to the context only (the full table can be 100+ MB). */
@@ -338,6 +348,8 @@ static void layout(persist *P, const wisp_decode_graph *g, int kv16, pblob *b, u
   P->base.s_x2 = (uint32_t)*a, *a += (uint64_t)H;
   P->base.s_q = (uint32_t)*a, *a += (uint64_t)NH * D;
   P->base.s_part = (uint32_t)*a, *a += 2 * 1024;
+  P->base.s_logits = (uint32_t)*a, *a += (uint64_t)g->vocab;
+  P->base.s_pick = (uint32_t)*a, *a += 1;
   /* attention splits: at most 1024 (head, split) tasks (n_splits in the kernel) */
   P->base.s_ao = (uint32_t)*a, *a += (uint64_t)1024 * D;
   P->base.s_am = (uint32_t)*a, *a += 2 * 1024;
@@ -465,7 +477,9 @@ static wisp_status build(wisp_backend *be, persist *P, const wisp_decode_graph *
   P->nwg = 0;
   const uint32_t opt = persist_opt_bits(be, g, xs4);
   if ((opt & 256u) && xs4 < 2 * PERSIST_WG) xs4 = 2 * PERSIST_WG; /* attn_stream's row-group sums meet in xs */
-  P->k = make_kernel(be, g, xs4, opt);
+  P->k = make_kernel(be, g, xs4, opt, 0);
+  P->xs4 = xs4;
+  P->opt = opt;
   if (!P->k || as_g(be)->error) return wisp_fail(WISP_EDEVICE, "webgpu: building persist.wgsl failed");
   for (uint32_t n = want; n >= 1; n /= 2) {
     if (probe_grid(be, P, n)) {
@@ -622,7 +636,7 @@ static int grow_arena(wisp_backend *be, persist *P, const wisp_decode_graph *g, 
 
 wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g, wisp_buf *ids, int pos, int k,
                                    const wisp_sampling *sp) {
-  if (!sp || sp->temperature > 0 || k <= 0 || pos < 0 ||
+  if (!sp || wisp_sampling_penalized(sp) || k <= 0 || pos < 0 ||
       pos + k > g->max_pos || pos + k > g->rope_rows || as_g(be)->error)
     return WISP_EUNSUPPORTED;
   /* Only batches of at least min_steps steps (gated graphs: 32 from its
@@ -679,6 +693,11 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     }
   }
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
+  const int sampled = sp->temperature > 0;
+  if (sampled && !P->k_draw) {
+    P->k_draw = make_kernel(be, g, P->xs4, P->opt, 1);
+    if (!P->k_draw || as_g(be)->error) return WISP_EUNSUPPORTED;
+  }
 
   if (!P->gcopy && !(P->gcopy = malloc(sizeof *P->gcopy))) return WISP_EUNSUPPORTED;
   /* The arena takes the session's KV capacity as soon as the caches grew:
@@ -710,6 +729,15 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   pp.bar_base = P->bar_base;
   pp.slot = 0;
   pp.probe = 0;
+  /* A sampled run: the head keeps its logits and workgroup 0 draws each
+   * token (persist.wgsl draw_step), one grid barrier a step more. */
+  if (sampled) {
+    pp.temperature = sp->temperature;
+    pp.top_k = sp->top_k > 0 ? (uint32_t)sp->top_k : 0;
+    pp.top_p = sp->top_p;
+    pp.min_p = sp->min_p;
+    pp.seed = sp->seed;
+  }
   /* The plan's flashBlocks (the backend's split cap) bounds the attention
    * splits here as in the op-by-op decode; the stats count the key blocks
    * as g_attention does, per attention layer and step (persist.wgsl's
@@ -752,9 +780,9 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     uint32_t flag = 1;
     if (wisp_wgpu_buf_write(as_g(be)->d, P->ctr, 4, &flag, sizeof flag) != WISP_OK) return WISP_EDEVICE;
   }
-  wisp_wgpu_record_xyz(as_g(be), P->k, b, 6, &pp, sizeof pp, P->nwg, 1, 1);
+  wisp_wgpu_record_xyz(as_g(be), sampled ? P->k_draw : P->k, b, 6, &pp, sizeof pp, P->nwg, 1, 1);
   if (fail) wisp_wgpu_copy_words(as_g(be), P->blob.b, 0, P->arena.b, P->s_conv, P->n_conv);
-  P->bar_base += P->nwg * ((uint32_t)k * P->barriers_per_step + 1);
+  P->bar_base += P->nwg * ((uint32_t)k * (P->barriers_per_step + (uint32_t)sampled) + 1);
   P->end = pos + k; /* copied back lazily: wisp_wgpu_persist_flush */
   P->epoch = as_g(be)->state_epoch;
   as_g(be)->stats.persistent_steps += (uint64_t)k;

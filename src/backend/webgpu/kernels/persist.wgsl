@@ -60,6 +60,9 @@ override OPT: u32 = 0;
 // and HD <= 256 where OPT has 256.
 override HD: u32 = 64u;
 override KVF16: u32 = 0u;
+// 1: a sampled run's kernel (the head keeps its logits, draw_step draws);
+// greedy runs take the kernel built with 0, where all of it compiles away.
+override DRAW: u32 = 0u;
 // The weight types of this graph's matrices, bit 1 << T_* each
 // (persist_quant.wgsli). A graph of Q4 / Q4Z only (the seed's) compiles
 // the other types' products away.
@@ -141,7 +144,8 @@ struct Params {
   rot_half: u32, lkh: u32, lvh: u32, dk: u32, // rotary dims / 2; DeltaNet heads and dims
   dv: u32, s_big: u32, ns: u32, rp_force: u32, // ns: value-column slices a v-head (ceil(dv / CW)); rp_force: product_u's rp (tests)
   n_phases: u32, escale: f32, ascale: f32, s_y: u32, // the embedding's scale; plain attention's score scale; y
-  s_x2: u32, pad0: u32, pad1: u32, pad2: u32,         // x's second place (the post-norm folds alternate)
+  s_x2: u32, s_logits: u32, s_pick: u32, top_k: u32,  // x's second place (the post-norm folds alternate); a sampled run's logits and token
+  seed: u32, temperature: f32, top_p: f32, min_p: f32, // the draw's settings (temperature 0: greedy)
   ph: array<vec4<u32>, MAXPH4>, // the phase words, four a vec4
 }
 
@@ -174,6 +178,57 @@ var<workgroup> wtok: u32;                  // the token this step embeds
 
 // #include "rope_pair.wgsli"
 // #include "persist_mixers.wgsli"
+
+// ---- a sampled run's token ---------------------------------------------------
+// Workgroup 0 draws from the head's logits (kept in s_logits by the head
+// product) as sample.wgsl does; the others wait at a grid barrier and read
+// its pick. One barrier a step more than a greedy run (the host counts it).
+
+var<private> draw_sl: u32; // the subgroup lane and size, for the reductions below
+var<private> draw_sgs: u32;
+
+fn draw_logit(i: u32) -> f32 { return sf(i); }
+
+// Workgroup max of (value, index), the lowest index on ties.
+fn draw_max(li: u32, v: f32, idx: u32) -> u32 {
+  let sm = subgroupMax(v);
+  let si = subgroupMin(select(0xffffffffu, idx, v == sm));
+  workgroupBarrier();
+  if (draw_sl == 0u) {
+    red[li / draw_sgs] = sm;
+    redi[li / draw_sgs] = si;
+  }
+  workgroupBarrier();
+  var wb = red[0];
+  var wi = redi[0];
+  for (var i = 1u; i < WG / draw_sgs; i++) {
+    if (red[i] > wb || (red[i] == wb && redi[i] < wi)) {
+      wb = red[i];
+      wi = redi[i];
+    }
+  }
+  return wi;
+}
+
+fn draw_sum(li: u32, v: f32) -> f32 { return wg_sum(li, draw_sl, draw_sgs, v); }
+
+// #include "sample_draw.wgsli"
+
+// The step's token: best is the head's argmax (every logit is in s_logits,
+// written before argmax_step's barrier); the token takes position pos + 1,
+// which seeds its noise as the op-by-op draw's.
+fn draw_step(best: u32, pos: u32, step: u32, wid: u32, li: u32) -> u32 {
+  if (wid == 0u) {
+    let d = Draw(p.vocab, p.top_k, p.seed, pos + 1u, p.temperature, p.top_p, p.min_p);
+    let pick = draw_from(li, d, p.s_logits, best);
+    if (li == 0u) {
+      S[p.s_pick] = pick;
+      ids[p.slot + 1u + step] = pick;
+    }
+  }
+  grid_sync(li);
+  return uniform_u32(li, S[p.s_pick]);
+}
 
 fn lt(l: u32, k: u32) -> u32 { return Wu[l * LAYER_WORDS + k]; }
 
@@ -323,6 +378,8 @@ fn stage_fold(xsrc: u32, xdst: u32, post: u32, w: u32, wid: u32, li: u32, sli: u
 fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index) li: u32,
         @builtin(subgroup_invocation_id) sl: u32, @builtin(subgroup_size) sgs: u32) {
   let wid = wid3.x;
+  draw_sl = sl;
+  draw_sgs = sgs;
   let sg = li / sgs;
   let nsgw = WG / sgs;
   let gsg = wid * nsgw + sg;
@@ -443,6 +500,7 @@ fn main(@builtin(workgroup_id) wid3: vec3<u32>, @builtin(local_invocation_index)
     // leaves its best of those in s_part; after a barrier every workgroup
     // reduces them all.
     tok = argmax_step(best, best_i, step, wid, li, sl, sg, nsgw);
+    if (DRAW != 0u && p.temperature > 0.0) { tok = draw_step(tok, pos, step, wid, li); }
   }
   run_end(wid, li);
 }

@@ -31,6 +31,10 @@ struct Params {
 var<workgroup> red_f: array<f32, WG>;
 var<workgroup> red_u: array<u32, WG>;
 
+fn draw_logit(i: u32) -> f32 { return logits[i]; }
+
+// #include "sample_reduce.wgsli"
+
 // #include "sample_draw.wgsli"
 
 @compute @workgroup_size(WG)
@@ -47,7 +51,7 @@ fn main(@builtin(local_invocation_index) li: u32) {
         pi = idx;
       }
     }
-    let pbest = reduce_argmax(li, pv, pi);
+    let pbest = draw_max(li, pv, pi);
     if (li == 0u) {
       ids[p.slot] = pbest;
     }

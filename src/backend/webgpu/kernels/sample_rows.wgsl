@@ -32,6 +32,10 @@ struct Params {
 var<workgroup> red_f: array<f32, WG>;
 var<workgroup> red_u: array<u32, WG>;
 
+fn draw_logit(i: u32) -> f32 { return logits[i]; }
+
+// #include "sample_reduce.wgsli"
+
 // #include "sample_draw.wgsli"
 
 @compute @workgroup_size(WG)
