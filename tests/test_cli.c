@@ -187,6 +187,32 @@ TEST(cli_llama_cpp_habits) {
   free(t1);
   free(t2);
   CHECK(same);
+  /* bench --temp: the decode samples (wisp run's top-k / top-p / min-p by
+   * default, seed 1), says so in the receipt, and makes other tokens than
+   * the greedy decode; the same seed makes the same ones */
+  char r3[600], r4[600], r5[600];
+  snprintf(r3, sizeof r3, "%s/b3.json", test_tmpdir());
+  snprintf(r4, sizeof r4, "%s/b4.json", test_tmpdir());
+  snprintf(r5, sizeof r5, "%s/b5.json", test_tmpdir());
+  const char *runs[3][2] = {{r3, ""}, {r4, "--temp 1.5"}, {r5, "--temp 1.5 --seed 1"}};
+  for (int i = 0; i < 3; i++)
+    CHECKF(run_cmd(out, sizeof out, "%s bench --backend cpu --profile exact -m %s -p 4 -n 24 --no-warmup %s -o %s",
+                   test_wisp_bin(), DEFAULT_MODEL, runs[i][1], runs[i][0]) == 0, "%s", out);
+  char *t[3] = {NULL, NULL, NULL};
+  const char *fp[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < 3; i++) {
+    CHECK(wisp_read_file(runs[i][0], &t[i], NULL) == 0);
+    fp[i] = t[i] ? strstr(t[i], "\"output_fingerprint\"") : NULL;
+    CHECK(fp[i] != NULL);
+  }
+  if (fp[0] && fp[1] && fp[2]) {
+    CHECKF(strstr(t[0], "\"sampling\":\t{\n\t\t\"temperature\":\t0\n"), "%s", t[0]);
+    CHECKF(strstr(t[1], "\"temperature\":\t1.5,\n\t\t\"top_k\":\t40,\n\t\t\"top_p\":\t0.95,\n\t\t\"min_p\":\t0.05,"),
+           "%s", t[1]);
+    CHECK(strncmp(fp[0], fp[1], 90) != 0);
+    CHECK(strncmp(fp[1], fp[2], 90) == 0);
+  }
+  for (int i = 0; i < 3; i++) free(t[i]);
 }
 
 TEST(cli_files_say_what_is_wrong) {

@@ -4,16 +4,18 @@
  * same place wherever bench runs), or to -o FILE.
  *   wisp bench [-m DIR] [-p P] [-n D] [--backend B] [--profile P]
  *              [--batch N] [-t T] [-o FILE [--force]] [--no-warmup] [--sequential]
- *              [--op-times]
+ *              [--op-times] [--temp T [--top-k K] [--top-p P] [--min-p P] [--seed S]]
  * -p/-n are llama-bench's names; --prompt/--decode stay as aliases.
  * Kernel compilation (WebGPU, first use) is timed apart: the receipt's
  * "compile" object, never part of a phase's seconds or tok/s.
- * Decode runs through the decode loop (greedy on the device), N tokens per
+ * Decode runs through the decode loop (greedy on the device, or with --temp
+ * the draw `wisp run` makes, by default its top-k / top-p / min-p), N tokens per
  * submit (default: the plan's decodeLoop batch), the next batch recorded
  * while the device runs the current one unless --sequential. */
 #include <cJSON.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +123,9 @@ static void add_op_times(cJSON *phase, const wisp_cpu_op_time *ops, int n) {
   }
 }
 
+/* A float setting as it was written (0.8, not 0.800000011920929). */
+static double round6(float x) { return round((double)x * 1e6) / 1e6; }
+
 /* Creates a receipt directory, or checks an existing one: a directory,
  * not a symbolic link (lstat). 0, or 1 with the error set. */
 static int receipt_dir(const char *dir) {
@@ -139,7 +144,9 @@ static int receipt_dir(const char *dir) {
 int cmd_bench(int argc, char **argv) {
   const char *model_dir = NULL, *backend = CLI_DEFAULT_BACKEND, *out_path = NULL, *profile = NULL, *tuning = NULL;
   int n_prompt = 128, n_decode = 256, threads = 0, batch_opt = 0, no_warmup = 0, sequential = 0, force = 0;
-  int op_times = 0;
+  int op_times = 0, top_k = -1;
+  double temp = 0, top_p = -1, min_p = -1;
+  long long seed = 1;
   wisp_cpu_op_time ops[2][32];
   int n_ops[2] = {0, 0};
   const cli_opt opts[] = {
@@ -157,10 +164,15 @@ int cmd_bench(int argc, char **argv) {
       {"--sequential", CLI_FLAG, &sequential, 0, 0, NULL, "one decode batch in flight at a time"},
       {"--op-times", CLI_FLAG, &op_times, 0, 0, NULL,
        "cpu backend: time each op kind (prefill and decode apart), printed and in the receipt"},
+      {"--temp", CLI_NUM, &temp, 0, 100, "T", "decode with sampling at this temperature (default 0: greedy)"},
+      {"--top-k", CLI_INT, &top_k, 0, 1e9, "K", "with --temp: top-k (default: wisp run's, 40)"},
+      {"--top-p", CLI_NUM, &top_p, 0, 1, "P", "with --temp: top-p (default: wisp run's, 0.95)"},
+      {"--min-p", CLI_NUM, &min_p, 0, 1, "P", "with --temp: min-p (default: wisp run's, 0.05)"},
+      {"--seed", CLI_I64, &seed, 0, 4294967295.0, "S", "with --temp: the sampling seed (default 1)"},
   };
   const cli_spec spec = {"bench", "[-m DIR] [-p N] [-n N] [options]",
-                         "A seeded prompt of -p token ids, then -n greedy decode steps, timed per phase; the JSON\n"
-                         "receipt goes to bench/results/ of the wisp repository (or -o FILE).",
+                         "A seeded prompt of -p token ids, then -n decode steps (greedy, or sampled with --temp), timed per\n"
+                         "phase; the JSON receipt goes to bench/results/ of the wisp repository (or -o FILE).",
                          opts, (int)(sizeof opts / sizeof opts[0]), NULL, 0, NULL};
   int pr = cli_parse(&spec, argc, argv);
   if (pr != CLI_CONTINUE) return pr;
@@ -170,6 +182,12 @@ int cmd_bench(int argc, char **argv) {
     return 2;
   }
   if (out_path && cli_claim_target("bench", out_path, 0, force)) return 2;
+  /* the decode's draw: greedy, or wisp run's sampler with what was given */
+  const wisp_sampler_params sd = wisp_sampler_defaults();
+  const float d_temp = (float)temp, d_top_p = top_p >= 0 ? (float)top_p : sd.top_p,
+              d_min_p = min_p >= 0 ? (float)min_p : sd.min_p;
+  const int d_top_k = top_k >= 0 ? top_k : sd.top_k;
+  const uint64_t d_seed = (uint64_t)seed;
   if (!model_dir && !(model_dir = cli_default_model())) return cli_error("bench");
 
   wisp_model *m = NULL;
@@ -220,7 +238,8 @@ int cmd_bench(int argc, char **argv) {
   if (!no_warmup) {
     fprintf(stderr, "bench: warm-up...\n");
     int made = 0, k = 2 * batch < n_decode ? 2 * batch : n_decode;
-    wisp_generate_options wo = {.temperature = 0, .batch = batch};
+    wisp_generate_options wo = {.temperature = d_temp, .top_k = d_top_k, .top_p = d_top_p, .min_p = d_min_p,
+                                .seed = d_seed, .batch = batch};
     if (wisp_session_reserve(s, n_prompt + n_decode)) goto fail;
     if (wisp_session_eval(s, prompt, n_prompt, logits)) goto fail;
     if (k > 0 && wisp_session_generate(s, (int32_t)wisp_argmax(logits, vocab), k, &wo, generated, &made)) goto fail;
@@ -246,7 +265,7 @@ int cmd_bench(int argc, char **argv) {
     wisp_session_device_stats(s, &g1);
     prefill_s -= g1.compile_seconds - g0.compile_seconds; /* compiling is reported apart */
   }
-  /* Decode: greedy through the decode loop, `batch` tokens per submit; every
+  /* Decode: through the decode loop, `batch` tokens per submit; every
    * token of a batch is charged the batch's time divided by its size. */
   double decode_total = 0, rec0 = s->loop_record_s, wait0 = s->loop_wait_s;
   int32_t cur = (int32_t)wisp_argmax(logits, vocab);
@@ -255,7 +274,8 @@ int cmd_bench(int argc, char **argv) {
      * flight); each batch's tokens are charged the time since the previous
      * batch arrived, divided by their number. */
     bench_clock bc = {step, 0, n_decode, wisp_now_s(), batch_s, batch_n, 0};
-    wisp_generate_options go = {.temperature = 0, .batch = batch, .on_tokens = bench_on_tokens, .user = &bc,
+    wisp_generate_options go = {.temperature = d_temp, .top_k = d_top_k, .top_p = d_top_p, .min_p = d_min_p,
+                                .seed = d_seed, .batch = batch, .on_tokens = bench_on_tokens, .user = &bc,
                                 .sequential = sequential};
     int made = 0;
     double a = bc.last;
@@ -295,6 +315,14 @@ int cmd_bench(int argc, char **argv) {
   /* the manifest's tuned entry this run used (wisp tune, docs/tuning.md) */
   if (plan->tuned_present) cJSON_AddStringToObject(r, "tuned", plan->tuned_used[0] ? plan->tuned_used : "none for this device");
   cJSON_AddStringToObject(r, "tuning", tuning ? tuning : ""); /* settings beside the plan (docs/configuration.md) */
+  cJSON *js = cJSON_AddObjectToObject(r, "sampling"); /* the decode's draw: temperature 0 is greedy */
+  cJSON_AddNumberToObject(js, "temperature", round6(d_temp));
+  if (d_temp > 0) {
+    cJSON_AddNumberToObject(js, "top_k", d_top_k);
+    cJSON_AddNumberToObject(js, "top_p", round6(d_top_p));
+    cJSON_AddNumberToObject(js, "min_p", round6(d_min_p));
+    cJSON_AddNumberToObject(js, "seed", (double)d_seed);
+  }
   /* the KV caches as the backend keeps them: the plan's kvDtype, or f16 by tuning kv=f16 */
   cJSON_AddStringToObject(r, "kv_dtype", wisp_session_kv_dtype(s));
   /* the context the session was opened with and the bytes of its KV caches (made for all of it) */
