@@ -6,7 +6,8 @@
 
 /* The tokens with z >= t, in index order: once a threshold above -64 is
  * known (min-p's, else top-k's), the later passes walk this list instead of
- * the vocabulary, since the thresholds only rise from there. Counts are
+ * the vocabulary, since the thresholds only rise from there; a bisection
+ * narrows it to its lower end every 4th step. Counts are
  * integers and the list keeps index order, so every sum adds the same terms
  * in the same order as a pass over the whole vocabulary: the same pick
  * (tests/test_sampling_lists.c holds it to that). With a sharp
@@ -21,11 +22,14 @@ typedef struct {
 
 static int kept_index(const kept *k, int j) { return k->listed ? k->list[j] : j; }
 
+/* Keeps the entries with z >= t (in place: the list stays in index order). */
 static void keep_from(kept *k, const float *logits, float m, float inv_t, float t) {
-  if (!k->list || k->listed) return;
+  if (!k->list) return;
   int n = 0;
-  for (int i = 0; i < k->n; i++)
+  for (int j = 0; j < k->n; j++) {
+    int i = kept_index(k, j);
     if ((logits[i] - m) * inv_t >= t) k->list[n++] = i;
+  }
   k->n = n;
   k->listed = 1;
 }
@@ -43,6 +47,7 @@ int wisp_sample_reference(const float *logits, int vocab, const wisp_sampling *p
   if (p->top_k > 0 && p->top_k < vocab) {
     float lo = t, hi = 0.0f;
     for (int it = 0; it < 24; it++) {
+      if (it > 0 && it % 4 == 0 && lo > -64.0f) keep_from(&k, logits, m, inv_t, lo); /* the band narrows */
       float mid = 0.5f * (lo + hi);
       int cnt = 0;
       for (int j = 0; j < k.n; j++) cnt += (logits[kept_index(&k, j)] - m) * inv_t >= mid;
@@ -60,6 +65,7 @@ int wisp_sample_reference(const float *logits, int vocab, const wisp_sampling *p
     }
     float lo = t, hi = 0.0f;
     for (int it = 0; it < 24; it++) {
+      if (it > 0 && it % 4 == 0 && lo > -64.0f) keep_from(&k, logits, m, inv_t, lo);
       float mid = 0.5f * (lo + hi), mass = 0;
       for (int j = 0; j < k.n; j++) {
         float z = (logits[kept_index(&k, j)] - m) * inv_t;
