@@ -106,6 +106,14 @@
 #             weight rows a lane group and quant_x8 apart (rowsI8Fuse=0), at S = 64 the product up to 64 rows, at
 #             S = 1 from one row (RI8_MODELS, RI8_S: fewer); the GPU profile of S = 8 (and Qwen 3.5 0.8B's S = 64) (rowsi8.txt,
 #             rowsi8-profile.txt)
+#   sampled7  the receipt's preparation in the background; beside it the sampled
+#             decode `wisp run` makes (T 0.8, top-k 40, top-p 0.95, min-p 0.05),
+#             .dev/wisp against .dev/wisp_prev, and `wisp bench --temp 0.8`
+#             persistent / op by op / greedy (sampled.txt, bench-*.json); the
+#             head of S = 32 / 64 through i8=1 (head-i8.txt); then llama.cpp's
+#             llama-completion with the same sampling (CPU sampler and -bs)
+#             and greedy, and llama-bench tg256, on the same GGUFs
+#             (llama-sampled.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -571,7 +579,78 @@ decode_ab() {
   done >> "$O/decode-ab.txt" 2>&1
 }
 
+# Sampled decode as `wisp run` makes it (temperature 0.8, top-k 40, top-p
+# 0.95, min-p 0.05): .dev/wisp (the persistent kernel draws, kept-token
+# lists) against .dev/wisp_prev (op by op, every pass over the vocabulary),
+# `wisp run` of both twice, then `wisp bench --temp 0.8` (op by op too:
+# persist=0) and greedy; model $1 (sampled.txt)
+sampled_runs() {
+  local a r b
+  a=$(model_dir "$1")
+  timeout 60 .dev/wisp bench -m "$a" --backend webgpu -p 16 -n 64 --temp 0.8 -o /tmp/s.json --force > /dev/null 2>&1
+  for r in 1 2; do for b in wisp_prev wisp; do
+    printf '%-8s run %-10s ' "$1" "$b"
+    timeout 60 ".dev/$b" run -m "$a" --backend webgpu -p "Once upon a time" -n 256 --seed 1 2>&1 | grep -o 'decode:.*'
+  done; done
+  for t in "--temp 0.8" "--temp 0.8 --tuning persist=0" ""; do
+    printf '%-8s bench %-32s ' "$1" "${t:-greedy}"
+    timeout 60 .dev/wisp bench -m "$a" --backend webgpu -p 16 -n 256 $t -o "$O/bench-$1-$(echo "${t:-greedy}" | tr -c 'a-z0-9.\n' _).json" \
+      --force 2> /dev/null | grep -o 'decode:.*' | cut -c1-70
+  done
+}
+
+# llama.cpp on the same GGUFs: llama-completion sampling with the same
+# settings (its CPU sampler, then -bs, its experimental backend sampling) and
+# greedy, 256 tokens past a 4-token prompt, EOS ignored; llama-bench tg256
+# (llama-sampled.txt: its perf lines)
+llama_sampled() {
+  local m g s
+  for m in seedlong qwen08 qwen2b; do
+    g=/tmp/attn-long-$m.gguf
+    [ -s "$g" ] || { echo "$m: no GGUF"; continue; }
+    for s in "--temp 0.8" "--temp 0.8 -bs" "--temp 0"; do
+      echo "== $m llama-completion $s"
+      timeout 60 "$LC/build/bin/llama-completion" -m "$g" -ngl 99 -fa 1 -p "Once upon a time" -n 256 $s --top-k 40 \
+        --top-p 0.95 --min-p 0.05 --seed 1 --ignore-eos -no-cnv < /dev/null 2>&1 | grep 'eval time\|sampling time\|total time\|error'
+    done
+    echo "== $m llama-bench tg256"
+    timeout 60 "$LC/build/bin/llama-bench" -m "$g" -fa 1 -ngl 99 -p 0 -n 256 -r 2 2>&1 | grep 'tg256'
+  done
+}
+
+# The head of a step of 17+ rows through the int8 tiled product (i8=1)
+# against the default (seq_probe S = 32 / 64; head-i8.txt)
+head_i8() {
+  local m S t tu
+  for m in qwen08 seedlong; do for S in 32 64; do for t in none i8=1; do
+    tu=(); [ "$t" = none ] || tu=(--tuning "$t")
+    printf '%-8s S %-3s %-8s ' "$m" "$S" "$t"
+    timeout 40 .dev/seq_probe -m "$(model_dir "$m")" --backend webgpu -S "$S" -n 32 -a 1 "${tu[@]}" 2> /dev/null | tail -1 |
+      grep -o '"tokens_per_s": [0-9.]*'
+  done; done; done
+}
+
+sampled7() {
+  start_prepare 470
+  local pp=$! i m
+  for i in $(seq 1 90); do [ -s /tmp/attn-long-seedlong.gguf ] && break; sleep 2; done
+  sampled_runs seedlong > "$O/sampled.txt" 2>&1
+  for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
+  for m in qwen08 qwen2b; do sampled_runs "$m"; done >> "$O/sampled.txt" 2>&1
+  head_i8 > "$O/head-i8.txt" 2>&1
+  end_prepare "$pp"
+  LC=${LC:-/tmp/lcc} # where attn-long-h200.sh builds it
+  for i in $(seq 1 60); do pgrep -f "build.sh cuda" > /dev/null || break; sleep 2; done
+  llama_sampled > "$O/llama-sampled.txt" 2>&1
+  # wisp again with nothing beside it, right after llama.cpp (sampled-quiet.txt)
+  for m in seedlong qwen08 qwen2b; do for t in "--temp 0.8" ""; do
+    printf '%-8s bench %-12s ' "$m" "${t:-greedy}"
+    timeout 60 .dev/wisp bench -m "$(model_dir "$m")" --backend webgpu -p 16 -n 256 $t -o /tmp/q.json --force 2> /dev/null |
+      grep -o 'decode:.*' | cut -c1-70
+  done; done > "$O/sampled-quiet.txt" 2>&1
+}
+
 case $cmd in
-  s16 | all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  sampled7 | s16 | all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
