@@ -694,6 +694,12 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   }
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
   const int sampled = sp->temperature > 0;
+  /* A CPU adapter runs the grid on a workgroup or two, where the kernel
+   * gains nothing over the op-by-op draw, and lavapipe compiles the draw's
+   * variant of the whole kernel for about a minute: sampled runs there are
+   * op by op unless tuning persist=1 asks (tests). */
+  if (sampled && !as_g(be)->persist_asked && as_g(be)->d->info.adapter_type == WGPUAdapterType_CPU)
+    return WISP_EUNSUPPORTED;
   if (sampled && !P->k_draw) {
     P->k_draw = make_kernel(be, g, P->xs4, P->opt, 1);
     if (!P->k_draw || as_g(be)->error) return WISP_EUNSUPPORTED;
