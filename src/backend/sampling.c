@@ -36,10 +36,11 @@ static void keep_from(kept *k, const float *logits, float m, float inv_t, float 
 
 int wisp_sample_reference(const float *logits, int vocab, const wisp_sampling *p, uint32_t step) {
   int best = 0;
+  float m = logits[0]; /* the best so far in a register: not reloaded through best each step */
   for (int i = 1; i < vocab; i++)
-    if (logits[i] > logits[best]) best = i;
+    if (logits[i] > m) m = logits[i], best = i;
   if (p->temperature <= 0) return best;
-  const float m = logits[best], inv_t = 1.0f / p->temperature;
+  const float inv_t = 1.0f / p->temperature;
   kept k = {malloc(sizeof(int) * (size_t)vocab), vocab, 0};
   float t = -64.0f;
   if (p->min_p > 0) t = fmaxf(t, logf(p->min_p));
