@@ -114,6 +114,7 @@
 #             llama-completion with the same sampling (CPU sampler and -bs)
 #             and greedy, and llama-bench tg256, on the same GGUFs
 #             (llama-sampled.txt)
+#   sampledab sampled7's wisp runs alone, on models/seed (sampled.txt, head-i8.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
 #             (depthC.txt, profileC.txt)
@@ -630,6 +631,14 @@ head_i8() {
   done; done; done
 }
 
+# sampled7's wisp runs alone (no llama.cpp), for a call with less time
+sampledab() {
+  sampled_runs seed > "$O/sampled.txt" 2>&1
+  qwen_models
+  for m in qwen08 qwen2b; do sampled_runs "$m"; done >> "$O/sampled.txt" 2>&1
+  head_i8 > "$O/head-i8.txt" 2>&1
+}
+
 sampled7() {
   start_prepare 470
   local pp=$! i m
@@ -651,6 +660,6 @@ sampled7() {
 }
 
 case $cmd in
-  sampled7 | s16 | all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  sampledab | sampled7 | s16 | all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
