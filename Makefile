@@ -10,7 +10,14 @@ CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -g $(OPT) $(SAN) -D_GNU_SOURCE \
+# Every object is position-independent, so that libwisp.so links the very
+# objects libwisp.a and the CLI are made of and `make lib` (which the
+# optimised half of `make test` builds) compiles nothing more. With
+# -fno-semantic-interposition a call to a function of the same file may be
+# inlined, as in the default (PIE) code; nothing is meant to interpose the
+# library's functions (it exports only wisp.h's).
+PIC     = -fPIC -fno-semantic-interposition
+CFLAGS_BASE = -std=c11 -Wall -Wextra -Werror -g $(OPT) $(SAN) $(PIC) -D_GNU_SOURCE \
               -Iinclude -Isrc -I/usr/include/cjson -pthread -fno-strict-aliasing
 LDLIBS  = -lcjson -lpcre2-8 -lutf8proc -lcrypto -lmicrohttpd -lm -ldl -pthread
 # glibc's vector math library (libmvec, part of libc6 on x86-64) gives the
@@ -39,12 +46,9 @@ GEN_OBJ  := $(BUILD)/obj/gen/wgsl_kernels.o $(BUILD)/obj/gen/builtin_data.o
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
-# libwisp.so is built from position-independent copies of the same objects
-# (a separate tree, so `make all` does not compile everything twice).
-PIC_OBJ  := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(GEN_OBJ:$(BUILD)/obj/%=$(BUILD)/pic/%)
 # the probes under tools/ too, so that a changed header rebuilds them
 TOOL_OBJ := $(patsubst tools/%.c,$(BUILD)/obj/tools/%.o,$(wildcard tools/*.c))
-DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+DEPS     := $(GEN_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
 PREFIX  ?= /usr/local
 
 DEFAULT_MODEL ?= models/synthetic-seed
@@ -55,6 +59,14 @@ all: $(BUILD)/wisp $(BUILD)/wisp_tests $(BUILD)/grid_probe $(BUILD)/phase_probe 
 
 deps:
 	@scripts/deps.sh
+
+# Every object depends on a stamp named after the compiler and its flags, so
+# that a tree built with other flags (OPT, SAN, PIC) is compiled again, not
+# linked from objects of both kinds.
+FLAGS_STAMP := $(BUILD)/gen/flags-$(shell printf '%s' '$(CC) $(CFLAGS_BASE)' | sha256sum | cut -c1-16)
+$(FLAGS_STAMP):
+	@mkdir -p $(dir $@) && rm -f $(BUILD)/gen/flags-* && touch $@
+$(LIB_OBJ) $(CLI_OBJ) $(TEST_OBJ) $(GEN_OBJ) $(TOOL_OBJ): $(FLAGS_STAMP)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -73,16 +85,6 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@echo "CC $<"
 	@$(CC) $(CFLAGS_BASE) -MMD -MP -c $< -o $@
 
-$(BUILD)/pic/gen/%.o: $(BUILD)/gen/%.c
-	@mkdir -p $(dir $@)
-	@echo "CC -fPIC $<"
-	@$(CC) $(CFLAGS_BASE) -fPIC -MMD -MP -c $< -o $@
-
-$(BUILD)/pic/%.o: %.c
-	@mkdir -p $(dir $@)
-	@echo "CC -fPIC $<"
-	@$(CC) $(CFLAGS_BASE) -fPIC -MMD -MP -c $< -o $@
-
 # The one place wisp takes Dawn and the default model from (src/util/paths.h)
 # is compiled into paths.o: this tree's absolute path for $(BUILD)/wisp, and
 # PREFIX for the copies `make install` links in $(INST). The stamp's name
@@ -94,16 +96,13 @@ ROOT_STAMP  := $(BUILD)/gen/root-$(shell printf '%s' '$(ROOT_ABS)' | sha256sum |
 PATHS_SRC   := src/util/paths.c
 $(ROOT_STAMP):
 	@mkdir -p $(dir $@) && rm -f $(BUILD)/gen/root-* && touch $@
-$(BUILD)/obj/src/util/paths.o $(BUILD)/pic/src/util/paths.o: $(ROOT_STAMP)
-$(BUILD)/obj/src/util/paths.o $(BUILD)/pic/src/util/paths.o: CFLAGS_BASE += -DWISP_ROOT='"$(ROOT_ABS)"'
+$(BUILD)/obj/src/util/paths.o: $(ROOT_STAMP)
+$(BUILD)/obj/src/util/paths.o: CFLAGS_BASE += -DWISP_ROOT='"$(ROOT_ABS)"'
 # Rebuilt on every install (PREFIX may differ from the last one).
 .PHONY: FORCE
 $(INST)/paths.o: $(PATHS_SRC) FORCE
 	@mkdir -p $(dir $@)
 	@$(CC) $(CFLAGS_BASE) -DWISP_ROOT='"$(PREFIX_ABS)"' -c $< -o $@
-$(INST)/paths.pic.o: $(PATHS_SRC) FORCE
-	@mkdir -p $(dir $@)
-	@$(CC) $(CFLAGS_BASE) -fPIC -DWISP_ROOT='"$(PREFIX_ABS)"' -c $< -o $@
 
 
 # The shared library exports only include/wisp.h's functions (the version
@@ -112,8 +111,8 @@ $(INST)/paths.pic.o: $(PATHS_SRC) FORCE
 # incompatibly (docs/api.md, "ABI").
 LIB_MAP := src/api/libwisp.map
 LIB_MAJOR := $(shell sed -n 's/^\#define WISP_VERSION "\([0-9]*\)\..*/\1/p' include/wisp.h)
-$(BUILD)/libwisp.so: $(PIC_OBJ) $(LIB_MAP)
-$(INST)/libwisp.so: $(filter-out $(BUILD)/pic/src/util/paths.o,$(PIC_OBJ)) $(INST)/paths.pic.o $(LIB_MAP)
+$(BUILD)/libwisp.so: $(LIB_OBJ) $(GEN_OBJ) $(LIB_MAP)
+$(INST)/libwisp.so: $(filter-out $(BUILD)/obj/src/util/paths.o,$(LIB_OBJ)) $(GEN_OBJ) $(INST)/paths.o $(LIB_MAP)
 $(BUILD)/libwisp.so $(INST)/libwisp.so:
 	@echo "LD $@"
 	@$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libwisp.so.$(LIB_MAJOR) -Wl,--version-script,$(LIB_MAP) -o $@ $(filter %.o,$^) $(LDLIBS)

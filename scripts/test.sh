@@ -5,8 +5,9 @@
 #
 # Three halves start at once, each from its own build directory and into
 # its own log: (1) the optimised build and its suite, (2) the sanitized
-# build, whose suite starts when the optimised suite is over (see below),
-# (3) the fuzz harnesses' build and smoke run (niced: it fills the gaps).
+# build (niced), whose suite starts when the optimised suite is over (see
+# below), (3) the fuzz harnesses' build and smoke run (niced: it fills the
+# gaps).
 # Each suite runs in as many worker processes as there are cores
 # (`wisp_tests -j N`). On a 2-core machine this keeps both cores busy where
 # one step after the other left one mostly idle (docs/testing.md). The logs
@@ -40,8 +41,13 @@ run_suite() {
     echo "== build ($name) =="
     # The optimised build also makes libwisp.so, which the install test
     # installs, and the browser build (build/wasm/), which test_web.c runs.
-    local extra=""; [ "$dir" = build ] && extra="lib wasm"
-    if ! make -s -j"$jobs" BUILD="$dir" "$@" all $extra; then
+    # The sanitized build is niced: its suite waits for the optimised one
+    # anyway (below), so it need not take half the cores from the optimised
+    # build, which is what the optimised suite waits for; it runs in the
+    # cycles the optimised suite leaves (a test waiting on a process or on
+    # the device, the last test of the run).
+    local extra="" prio=""; [ "$dir" = build ] && extra="lib wasm" || prio="nice -n 10"
+    if ! $prio make -s -j"$jobs" BUILD="$dir" "$@" all $extra; then
       echo "build ($name) failed"; echo "result: 0 1 0"; touch "$logs/$name.tested"; return
     fi
     # The sanitized suite waits for the optimised one to end: its WebGPU
@@ -97,7 +103,9 @@ p1=$!
   # Leaks inside the Dawn library (Vulkan drivers' one-time allocations) are not
   # wisp's: suppressed for that library only, see scripts/lsan-webgpu.supp.
   export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-webgpu.supp:print_suppressions=0"
-  run_suite sanitized build-san OPT=-O1 "SAN=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  # -g1 (line tables): the sanitizers' reports still name file, line and
+  # inlined frames, and the build takes a third less CPU than with -g.
+  run_suite sanitized build-san "OPT=-O1 -g1" "SAN=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
   done_line sanitized
 ) &
 p2=$!

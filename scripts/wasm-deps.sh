@@ -58,44 +58,43 @@ apt-get "${APT[@]}" update -qq
 for dsc in "$SRC"/*.dsc; do (cd "$SRC" && dpkg-source --no-check -x "$(basename "$dsc")" >/dev/null); done
 
 CC="clang-19 --target=wasm32-wasi --sysroot=/usr -O2"
-build_lib() { # name sources... (objects go beside $OUT/lib/lib<name>.a)
-  local name=$1; shift
-  local objs=()
-  for c in "$@"; do
-    local o="$SRC/obj-$name-$(basename "${c%.c}").o"
-    $CC $CFLAGS -c "$c" -o "$o"
-    objs+=("$o")
-  done
-  llvm-ar-19 rcs "$OUT/lib/lib$name.a" "${objs[@]}"
+# A fresh clone's `make test` waits for this before its builds start: the
+# files of all four libraries compile as many at a time as there are cores
+# (the slowest, pcre2_match.c and pcre2_compile.c, first), then each
+# library is archived. A failed compile ends the script (wait's status).
+par=$(nproc 2>/dev/null || echo 2)
+compile() { # library cflags source: in the background, at most $par at once
+  while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do wait -n; done
+  $CC $2 -c "$3" -o "$SRC/obj-$1-$(basename "${3%.c}").o" &
 }
 
 echo "wasm-deps: building cJSON, utf8proc, PCRE2 for wasm32-wasi" >&2
-d=$(echo "$SRC"/cjson-*/)
-CFLAGS="-w" build_lib cjson "$d/cJSON.c"
-mkdir -p "$OUT/include/cjson" && cp "$d/cJSON.h" "$OUT/include/cjson/"
+u=$(echo "$SRC"/utf8proc-*/)
+compile utf8proc "-w -DUTF8PROC_STATIC" "$u/utf8proc.c"
+c=$(echo "$SRC"/cjson-*/)
+compile cjson "-w" "$c/cJSON.c"
 
-d=$(echo "$SRC"/utf8proc-*/)
-CFLAGS="-w -DUTF8PROC_STATIC" build_lib utf8proc "$d/utf8proc.c"
-cp "$d/utf8proc.h" "$OUT/include/"
-
-d=$(echo "$SRC"/pcre2-*/src)
-cp "$d/config.h.generic" "$d/config.h"
-cp "$d/pcre2.h.generic" "$d/pcre2.h"
-cp "$d/pcre2_chartables.c.dist" "$d/pcre2_chartables.c"
-pcre=()
+p=$(echo "$SRC"/pcre2-*/src)
+cp "$p/config.h.generic" "$p/config.h"
+cp "$p/pcre2.h.generic" "$p/pcre2.h"
+cp "$p/pcre2_chartables.c.dist" "$p/pcre2_chartables.c"
 # (pcre2_ucptables.c is included by pcre2_tables.c)
-for f in auto_possess chartables compile config context convert dfa_match error extuni find_bracket \
-         maketables match match_data newline ord2utf pattern_info script_run serialize string_utils \
+for f in match compile auto_possess chartables config context convert dfa_match error extuni find_bracket \
+         maketables match_data newline ord2utf pattern_info script_run serialize string_utils \
          study substitute substring tables ucd valid_utf xclass jit_compile; do
-  pcre+=("$d/pcre2_$f.c")
+  compile pcre2-8 "-w -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DPCRE2_STATIC -DSUPPORT_UNICODE -I$p" "$p/pcre2_$f.c"
 done
-CFLAGS="-w -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DPCRE2_STATIC -DSUPPORT_UNICODE -I$d" build_lib pcre2-8 "${pcre[@]}"
-cp "$d/pcre2.h" "$OUT/include/"
 
 # libmd: only sha2.c, which needs nothing of its configure (an empty config.h)
-d=$(echo "$SRC"/libmd-*/)
+m=$(echo "$SRC"/libmd-*/)
 mkdir -p "$SRC/libmd-config" && : >"$SRC/libmd-config/config.h"
-CFLAGS="-w -I$SRC/libmd-config -I$d/include" build_lib md "$d/src/sha2.c"
-cp "$d/include/sha2.h" "$OUT/include/"
+compile md "-w -I$SRC/libmd-config -I$m/include" "$m/src/sha2.c"
+
+for pid in $(jobs -p); do wait "$pid"; done
+for lib in utf8proc cjson pcre2-8 md; do llvm-ar-19 rcs "$OUT/lib/lib$lib.a" "$SRC"/obj-"$lib"-*.o; done
+mkdir -p "$OUT/include/cjson" && cp "$c/cJSON.h" "$OUT/include/cjson/"
+cp "$u/utf8proc.h" "$OUT/include/"
+cp "$p/pcre2.h" "$OUT/include/"
+cp "$m/include/sha2.h" "$OUT/include/"
 touch "$STAMP"
 echo "wasm-deps: libraries in $OUT" >&2

@@ -8,6 +8,26 @@
 #include <stdio.h>
 #include <string.h>
 
+/* TEST_ASAN: 1 in a build under AddressSanitizer (the sanitized half of
+ * `make test`, docs/testing.md), else 0. A test may do less there where
+ * the sanitizers check nothing more than the optimised build already runs
+ * (each such place says why). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifndef TEST_ASAN
+#define TEST_ASAN 0
+#endif
+
+/* On a test's own reference arithmetic (the definition it checks wisp
+ * against), heavy enough to matter: left uninstrumented under the
+ * sanitizers, which are there for wisp's code. */
+#define TEST_UNSANITIZED __attribute__((no_sanitize("address", "undefined")))
+
 typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn);
 void test_fail_at(const char *file, int line, const char *fmt, ...);

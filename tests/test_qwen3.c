@@ -27,9 +27,14 @@ static int g_llama;
 /* The config's max_position_embeddings. */
 static int g_max_pos = 128;
 
+/* The reference below (qw .. forward) is TEST_UNSANITIZED: instrumented,
+ * its 4,160-token forward pass (llama_tiny_runs_past_4096_positions) was a
+ * fifth of that test's time under ASan, checking only this file's
+ * arithmetic. */
+
 /* The first n values of a tensor, from a cache of the values made so far
  * (the long context test reads each weight thousands of times). */
-static const double *qw(const char *fmt, int layer, int64_t n) {
+TEST_UNSANITIZED static const double *qw(const char *fmt, int layer, int64_t n) {
   enum { SLOTS = 64 };
   static struct { char name[128]; double *v; int64_t n; } cache[SLOTS];
   char name[128];
@@ -48,7 +53,7 @@ static const double *qw(const char *fmt, int layer, int64_t n) {
   return cache[k].v;
 }
 
-static double qv(const char *fmt, int layer, int64_t i) { return qw(fmt, layer, i + 1)[i]; }
+TEST_UNSANITIZED static double qv(const char *fmt, int layer, int64_t i) { return qw(fmt, layer, i + 1)[i]; }
 
 static int write_tiny_qwen3(const char *dir) {
   char path[800];
@@ -118,7 +123,7 @@ int fx_write_tiny_qwen3(const char *dir, int llama) {
   return rc;
 }
 
-static void rms(const double *x, int n, const char *fmt, int layer, double *out) {
+TEST_UNSANITIZED static void rms(const double *x, int n, const char *fmt, int layer, double *out) {
   const double *w = qw(fmt, layer, n);
   double ss = 0;
   for (int i = 0; i < n; i++) ss += x[i] * x[i];
@@ -126,7 +131,7 @@ static void rms(const double *x, int n, const char *fmt, int layer, double *out)
   for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
 }
 
-static void mv(const char *fmt, int layer, int rows, int cols, const double *x, double *y) {
+TEST_UNSANITIZED static void mv(const char *fmt, int layer, int rows, int cols, const double *x, double *y) {
   const double *w = qw(fmt, layer, (int64_t)rows * cols);
   for (int r = 0; r < rows; r++) {
     double s = 0;
@@ -138,7 +143,7 @@ static void mv(const char *fmt, int layer, int rows, int cols, const double *x, 
 /* inv_freq[j] = theta^(-2j/D); Llama 3 scaling as transformers'
  * _compute_llama3_parameters: wavelengths above old/low divided by factor,
  * below old/high kept, in between smoothly interpolated. */
-static double inv_freq(int j) {
+TEST_UNSANITIZED static double inv_freq(int j) {
   double inv = pow(QTHETA, -2.0 * j / QD);
   if (!g_llama) return inv;
   const double factor = 8, low = 1, high = 4, old = 64;
@@ -153,7 +158,7 @@ static double inv_freq(int j) {
  * thousands of positions the f64 angle differs by ~1e-4 rad). */
 static int g_f32_angle;
 
-static void rope(double *v, int pos) { /* rotate-half */
+TEST_UNSANITIZED static void rope(double *v, int pos) { /* rotate-half */
   for (int j = 0; j < QD / 2; j++) {
     double ang = g_f32_angle ? (double)((float)pos * (float)inv_freq(j)) : pos * inv_freq(j);
     double a = v[j], b = v[j + QD / 2];
@@ -162,7 +167,7 @@ static void rope(double *v, int pos) { /* rotate-half */
   }
 }
 
-static void forward(const int *tok, int T, double *logits) {
+TEST_UNSANITIZED static void forward(const int *tok, int T, double *logits) {
   double (*x)[QH] = calloc((size_t)T, sizeof *x), (*h)[QH] = calloc((size_t)T, sizeof *h);
   double (*y)[QH] = calloc((size_t)T, sizeof *y);
   double (*q)[QNH * QD] = calloc((size_t)T, sizeof *q), (*k)[QKV * QD] = calloc((size_t)T, sizeof *k);

@@ -6,6 +6,7 @@
  * cancellation and shutting down with requests in flight. Nothing here
  * waits on time: the tests wait for the requests' last events. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -588,6 +589,66 @@ TEST(sched_free_with_requests_in_flight) {
     CHECK(c[i].finish == WISP_FINISH_CANCELLED || c[i].finish == WISP_FINISH_LENGTH);
     collector_destroy(&c[i]);
   }
+}
+
+/* Runs wisp_sched_free on the scheduler passed (a thread of its own: it
+ * waits for the scheduler's thread). */
+static void *free_sched(void *s) {
+  wisp_sched_free(s);
+  return NULL;
+}
+
+/* wisp_sched_free stops a request that runs ahead (alone, a decode-loop
+ * batch a submit) at the end of its batch, as it stops one stepping: a
+ * server's shutdown grace ends there. The request asks for 400 tokens and
+ * is held inside its first token's callback until the scheduler refuses
+ * new requests (it is stopping); released, it runs ahead one batch of 4
+ * and ends CANCELLED, where it used to run all 400. Events, not time. */
+TEST(sched_free_stops_a_request_running_ahead) {
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  wisp_sched_options o = {.backend = "cpu", .parallel = 1, .max_queue = 2, .threads = 1, .run_ahead = 4};
+  wisp_sched *s = NULL;
+  CHECKF(wisp_sched_new(m, &o, &s) == WISP_OK, "%s", wisp_last_error());
+  int32_t p[64];
+  const int np = prompt_of(1, p);
+  collector a, q[2];
+  collector_init(&a);
+  a.block_first = 1;
+  for (int i = 0; i < 2; i++) collector_init(&q[i]);
+  wisp_sched_request r = request(p, np, 400, &a);
+  uint64_t id;
+  int ok = wisp_sched_submit(s, &r, &id) == WISP_OK;
+  pthread_mutex_lock(&a.mu);
+  while (ok && !a.in_callback) pthread_cond_wait(&a.cv, &a.mu);
+  pthread_mutex_unlock(&a.mu);
+  pthread_t t;
+  const int freeing = ok && pthread_create(&t, NULL, free_sched, s) == 0;
+  ok = ok && freeing;
+  /* until a submit is refused as the scheduler stops (the queue, held up
+   * behind a's callback, fills first: those get CANCELLED at the end) */
+  int queued = 0, refused = 0;
+  while (ok && !refused) {
+    wisp_sched_request r2 = request(p, np, 4, &q[queued < 2 ? queued : 1]);
+    const wisp_status st = wisp_sched_submit(s, &r2, &id);
+    if (st == WISP_OK) queued++;
+    else if (st == WISP_EBUSY) sched_yield();
+    else refused = 1;
+    ok = queued <= 2;
+  }
+  pthread_mutex_lock(&a.mu);
+  a.released = 1;
+  pthread_cond_broadcast(&a.cv);
+  pthread_mutex_unlock(&a.mu);
+  if (freeing) pthread_join(t, NULL);
+  else wisp_sched_free(s);
+  wisp_model_close(m);
+  CHECKF(ok && refused, "queued %d, refused %d", queued, refused);
+  CHECKF(a.done && a.finish == WISP_FINISH_CANCELLED && a.n_generated >= 1 && a.n_generated <= 5,
+         "finish %d after %d tokens of 400", a.finish, a.n_generated);
+  for (int i = 0; i < queued; i++) CHECK(q[i].done && q[i].finish == WISP_FINISH_CANCELLED && q[i].n == 0);
+  collector_destroy(&a);
+  for (int i = 0; i < 2; i++) collector_destroy(&q[i]);
 }
 
 /* A long prompt arriving beside a running request is prefilled a chunk a

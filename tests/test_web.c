@@ -22,15 +22,7 @@
 
 #include "test.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define WISP_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WISP_TEST_SANITIZED 1
-#endif
-#endif
-
-#ifndef WISP_TEST_SANITIZED
+#if !TEST_ASAN
 static int readable(const char *path) {
   FILE *f = fopen(path, "rb");
   if (f) fclose(f);

@@ -31,6 +31,15 @@ enum { DH = 128, DF = 256, DV = 256, DNH = 4, DKV = 2, DL = 2, PROMPT = 40, STEP
 
 static int head_dim(int llama) { return llama ? 32 : 64; }
 
+/* Under AddressSanitizer the Qwen3 parities run one weight type, q4k (Q4_K
+ * where the columns allow, else Q4: both products), and the Llama every
+ * type. What sets Qwen3 apart on the host (q/k norm, a tied head, head dim
+ * 64) does not depend on the weight type, and each type's host code (its
+ * products, its packing into the persistent decode's blob) runs for the
+ * Llama; a further type is a convert, kernel compiles on lavapipe (Dawn's
+ * and Mesa's code) and decodes that the optimised build checks. */
+static int asan_skips(int llama, const char *quant) { return TEST_ASAN && !llama && strcmp(quant, "q4k") != 0; }
+
 /* max_position_embeddings of the next checkpoint write_dense writes. */
 static int g_dense_ctx = 256;
 
@@ -209,6 +218,7 @@ static int dense_parity(const char *dir, char *err, size_t cap, uint64_t *persis
 static void dense_suite(int llama) {
   static const char *quants[] = {"f32", "q4", "q4k", "f16", "q8_0"};
   for (size_t i = 0; i < sizeof quants / sizeof quants[0]; i++) {
+    if (asan_skips(llama, quants[i])) continue;
     char log[4096] = "", err[600] = "";
     const char *dir = dense_artifact(llama, quants[i], log, sizeof log);
     CHECKF(dir, "convert --quant %s: %s", quants[i], log);
@@ -303,6 +313,7 @@ static void persist_types(const char *arch) {
   for (size_t i = 0; i < n_quants; i++) {
     char log[4096] = "", err[600] = "";
     const char *q = lfm2 ? lfm2_quants[i] : quants[i];
+    if (!lfm2 && asan_skips(llama, q)) continue;
     const char *dir = lfm2 ? lfm2_artifact(q, log, sizeof log) : dense_artifact(llama, q, log, sizeof log);
     CHECKF(dir, "convert --quant %s: %s", q, log);
     if (!dir) continue;

@@ -159,20 +159,10 @@ static const char *const k_reruns[] = {
  * which the sanitized build runs once already. They are the suite's largest
  * cost (about 40 % of its CPU time: every kernel compiled again for the
  * robust devices), so the sanitized run reports them skipped. */
-#if defined(__SANITIZE_ADDRESS__)
-#define GUARD_RERUNS_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GUARD_RERUNS_UNDER_ASAN 1
-#endif
-#endif
-
 TEST(webgpu_guard_reruns) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-#ifdef GUARD_RERUNS_UNDER_ASAN
-  SKIP("ASan build: the guarded re-runs check WGSL kernels, which the optimised build's re-runs cover");
-#endif
+  if (TEST_ASAN) SKIP("ASan build: the guarded re-runs check WGSL kernels, which the optimised build's re-runs cover");
   static const char *const vars[2] = {"WISP_WEBGPU_GUARD", "WISP_WEBGPU_ROBUST"};
   static const char *const vals[2] = {"1", "1"};
   char saved[2][64];

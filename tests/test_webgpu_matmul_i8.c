@@ -421,22 +421,20 @@ TEST(webgpu_matmul_i8_small_model_tokens) {
 }
 
 /* The seed-shaped synthetic model (assets/lfm2-hybrid-q4.manifest.json,
- * 161 MB of random weights): a 70-token prompt (a 64-token chunk and 6) and
- * 3 greedy steps. */
+ * 161 MB of random weights; the fixture the other seed-shape tests read,
+ * made once per worker): a 70-token prompt (a 64-token chunk and 6) and 3
+ * greedy steps. */
 TEST(webgpu_matmul_i8_seed_model_tokens) {
   WEBGPU_OR_SKIP(d);
   (void)d;
-  char cmd[1024], out[4096], dir[600];
-  snprintf(dir, sizeof dir, "%s/seed-i8", test_tmpdir());
-  snprintf(cmd, sizeof cmd, "%s gen-synthetic --like %s -o %s --seed 5", test_wisp_bin(), fixture_seed_manifest(), dir);
-  CHECKF(test_run(cmd, out, sizeof out) == 0, "%s", out);
+  char out[4096];
+  const char *dir = fixture_seed_shaped_model(out, sizeof out);
+  CHECKF(dir, "%s", out);
   static const int prompts[] = {70};
   double worst = 0;
   int used = 0;
   char err[600] = "";
   int ok = model_tokens(dir, prompts, 1, 3, &worst, &used, err, sizeof err);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK(system(cmd) == 0);
   CHECKF(ok, "%s", err);
   CHECKF(used, "the int8 product did not run");
   printf("     seed-shaped model, int8 prefill: same greedy tokens, max logit error %.3g of max|logit|\n", worst);

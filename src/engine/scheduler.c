@@ -392,7 +392,8 @@ typedef struct {
 
 /* The decode loop's batch callback: reports each token as after_step does
  * (a stop token ends it unreported); asks the loop to stop when a request
- * waits or q is cancelled, so they wait at most one batch. */
+ * waits, q is cancelled or the scheduler is shutting down, so they wait at
+ * most one batch (a shutdown's grace is over by then: wisp_sched_free). */
 static int run_ahead_tokens(void *user, const int32_t *t, int n) {
   run_ahead_ctx *c = user;
   sched_req *q = c->q;
@@ -410,7 +411,7 @@ static int run_ahead_tokens(void *user, const int32_t *t, int n) {
     emit(q, &ev);
   }
   pthread_mutex_lock(&c->S->mu);
-  const int other = waiting_for_slot(c->S) || q->cancelled;
+  const int other = waiting_for_slot(c->S) || q->cancelled || c->S->stopping;
   pthread_mutex_unlock(&c->S->mu);
   return other;
 }
