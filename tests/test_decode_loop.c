@@ -734,9 +734,10 @@ TEST(decode_loop_webgpu_persistent_probe_and_fallback) {
   wisp_model_close(m);
 }
 
-/* Sampled decoding runs in the persistent kernel too (the head keeps its
- * logits, workgroup 0 draws as sample.wgsl does, persist.wgsl draw_step),
- * and its tokens are those of the op-by-op draw (tuning persist=0) for the
+/* With tuning persist=1 sampled decoding runs in the persistent kernel too
+ * (the head keeps its logits, workgroup 0 draws as sample.wgsl does,
+ * persist.wgsl draw_step), and its tokens are those of the op-by-op draw
+ * (tuning persist=0; also what a session without tuning does) for the
  * same seed: top-k alone (the bisection over the whole vocabulary, then
  * the lists), wisp's defaults (min-p first), top-p alone; one and two
  * workgroups (the pick crosses a grid barrier), batches of 8 and 5. */
@@ -753,11 +754,11 @@ TEST(decode_loop_webgpu_persistent_sampled_matches_op_by_op) {
   const char *grids[] = {"1", "2", "2"};
   for (int c = 0; c < 3 && !test_failed_now(); c++) {
     int32_t ref[N], got[N];
-    wisp_session_options off = {.backend = "webgpu", .tuning = "persist=0"};
+    wisp_session_options off = {.backend = "webgpu", .tuning = c == 0 ? NULL : "persist=0"};
     wisp_session *s = NULL;
     CHECKF(wisp_session_new(m, &off, &s) == WISP_OK, "%s", wisp_last_error());
     CHECK(loop_tokens(s, k_prompt, 5, N, &cases[c], ref));
-    CHECK(persistent_steps(s) == 0);
+    CHECKF(persistent_steps(s) == 0, "case %d: a sampled run went persistent without persist=1", c);
     wisp_session_free(s);
     int distinct = 0;
     for (int i = 1; i < N; i++) distinct += ref[i] != ref[i - 1];

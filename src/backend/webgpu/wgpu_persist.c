@@ -694,12 +694,14 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   }
   if (P->unsupported || P->failed) return WISP_EUNSUPPORTED;
   const int sampled = sp->temperature > 0;
-  /* A CPU adapter runs the grid on a workgroup or two, where the kernel
-   * gains nothing over the op-by-op draw, and lavapipe compiles the draw's
-   * variant of the whole kernel for about a minute: sampled runs there are
-   * op by op unless tuning persist=1 asks (tests). */
-  if (sampled && !as_g(be)->persist_asked && as_g(be)->d->info.adapter_type == WGPUAdapterType_CPU)
-    return WISP_EUNSUPPORTED;
+  /* Sampled runs take this kernel only when tuning persist=1 asks. H100,
+   * one call (bench/results/h100-sampled-20261207/): `wisp bench --temp 0.8`
+   * gained on the seed shape (1,018 -> 1,233 tok/s) and lost on Qwen 3.5 2B
+   * (316 -> 300), and `wisp run` (stop tokens: the state snapshot before
+   * each batch sends the arena's state out and back) lost everywhere, the
+   * 2B 221 -> 137. On a CPU adapter lavapipe would also compile the draw's
+   * variant of the whole kernel for about a minute, for nothing. */
+  if (sampled && !as_g(be)->persist_asked) return WISP_EUNSUPPORTED;
   if (sampled && !P->k_draw) {
     P->k_draw = make_kernel(be, g, P->xs4, P->opt, 1);
     if (!P->k_draw || as_g(be)->error) return WISP_EUNSUPPORTED;
