@@ -57,7 +57,7 @@ run_suite() {
     # CPU. This also keeps its install test (`make lib install
     # BUILD=build`) from running while build/ is being built.
     [ "$dir" = build ] || while [ ! -e "$logs/optimised.tested" ]; do sleep 1; done
-    echo "== tests ($name, $jobs workers) =="
+    echo "== tests ($name, $jobs workers, from $(($(date +%s) - start)) s) =="
     local first="$logs/$name.first" rc
     WISP_BIN="$dir/wisp" "$dir/wisp_tests" -j "$jobs" >"$first" 2>&1
     rc=$?
