@@ -696,10 +696,10 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
   const int sampled = sp->temperature > 0;
   /* Sampled runs take this kernel only when tuning persist=1 asks. H100,
    * one call (bench/results/h100-sampled-20261207/): `wisp bench --temp 0.8`
-   * gained on the seed shape (1,018 -> 1,233 tok/s) and lost on Qwen 3.5 2B
-   * (316 -> 300), and `wisp run` (stop tokens: the state snapshot before
-   * each batch sends the arena's state out and back) lost everywhere, the
-   * 2B 221 -> 137. On a CPU adapter lavapipe would also compile the draw's
+   * gained on the small hybrid model (1,018 -> 1,233 tok/s) and lost on the
+   * 2B one with a 248k vocabulary (316 -> 300), and `wisp run` (stop tokens:
+   * the state snapshot before each batch sends the arena's state out and
+   * back) lost everywhere, the 2B 221 -> 137. On a CPU adapter lavapipe would also compile the draw's
    * variant of the whole kernel for about a minute, for nothing. */
   if (sampled && !as_g(be)->persist_asked) return WISP_EUNSUPPORTED;
   if (sampled && !P->k_draw) {
