@@ -394,6 +394,11 @@ static void rows_prefill_check(const char *model, int small, const char *profile
   else
     CHECKF(s2.tiled_products == s1.tiled_products && i2 == i1, "%s (%s): a step of %d rows recorded a prefill product",
            profile, how, S);
+  /* where the step's products are int8 the head's is too (the registry's
+   * head rule for several tokens under throughput): no f32 tile product */
+  if (want_int8)
+    CHECKF(s2.tiled_products == s1.tiled_products, "%s (%s): a step of %d rows recorded %llu f32 tiled products", profile,
+           how, S, (unsigned long long)(s2.tiled_products - s1.tiled_products));
   double worst = 0;
   for (int i = 0; ok && i < S; i++) {
     int32_t c = cur[i];
