@@ -658,6 +658,49 @@ TEST(decode_loop_webgpu_persistent_state_continues) {
   stop_rewinds("webgpu", "persist=1,persistGrid=2", 4, 0);
 }
 
+/* With stop tokens the decode loop snapshots the recurrent state before
+ * each batch. The snapshot reads the state (the arena's newer rows are
+ * flushed out first) but writes only the snapshot's own buffers, so the
+ * next batch goes on from the arena: one copy-in for the whole generate,
+ * not one a batch (each would copy every KV row again). A rewind writes
+ * the state and the run after it copies in again. */
+TEST(decode_loop_webgpu_persistent_snapshots_keep_the_arena) {
+  WEBGPU_OR_SKIP(d);
+  (void)d;
+  wisp_model *m = NULL;
+  CHECK(wisp_model_open(fixture_small_model(), &m) == WISP_OK);
+  int32_t ref[25];
+  CHECK(cpu_loop_tokens(m, 25, ref));
+  /* a stop token the greedy run never makes: every batch is snapshotted */
+  int32_t never = 0;
+  for (int used = 1; used;) {
+    used = 0;
+    for (int i = 0; i < 25; i++) used |= ref[i] == never;
+    if (used) never++;
+  }
+  for (int attempt = 0; attempt < 4; attempt++) {
+    wisp_session *s = persist_session(m, "2", NULL);
+    CHECK(s != NULL);
+    if (!s) break;
+    float logits[4096];
+    CHECK(wisp_session_eval(s, k_prompt, 5, logits) == WISP_OK);
+    int32_t out[24];
+    int made = 0;
+    wisp_generate_options o = {.temperature = 0, .batch = 6, .stop = &never, .n_stop = 1};
+    CHECK(wisp_session_generate(s, (int32_t)wisp_argmax(logits, wisp_model_vocab(m)), 24, &o, out, &made) == WISP_OK);
+    wisp_wgpu_backend_stats st = {0};
+    CHECK(wisp_wgpu_backend_stats_get(s->backend, &st));
+    wisp_session_free(s);
+    if (st.persistent_gave_up) continue; /* a loaded machine: the fallback ran, try again */
+    CHECKF(made == 24 && memcmp(out, ref + 1, sizeof out) == 0, "the tokens differ from the CPU's (%d made)", made);
+    CHECKF(st.persistent_steps == 24, "%llu persistent steps, want 24", (unsigned long long)st.persistent_steps);
+    CHECKF(st.persistent_copy_ins == 1, "%llu copies of the state into the arena for 4 snapshotted batches, want 1",
+           (unsigned long long)st.persistent_copy_ins);
+    break;
+  }
+  wisp_model_close(m);
+}
+
 /* A persistent run whose grid barrier gives up (simulated by
  * tuning persistFail=N: run N starts with the timeout flag set and
  * leaves its conv states scribbled on) is decoded again op by op: the

@@ -16,6 +16,7 @@ typedef struct wisp_backend_stats {
   uint64_t deltanet_chunked; /* multi-token Gated DeltaNet calls run in chunks (dn_chunk_prep + dn_chunk_state + dn_chunk_norm) */
   uint64_t deltanet_split;  /* one-token Gated DeltaNet steps split over several workgroups a v-head (dn_decode + dn_norm) */
   uint64_t persistent_steps; /* decode steps run by the persistent kernel */
+  uint64_t persistent_copy_ins; /* persistent runs that copied the session's state into their arena (the others went on from the last run's) */
   uint64_t persistent_gave_up; /* grid barriers that gave up (a run redone op by op) or grids the probe found smaller than asked: the device's workgroups were not all running at once (a loaded CPU adapter) */
   uint64_t input_fused;     /* DeltaNet gated norms / gated attention merges computed by the Q4_K product reading them (PRE) */
   uint64_t q4k_superblock;  /* one-token Q4_K products by q4k_sb.wgsl (a thread per super-block) */

@@ -346,6 +346,7 @@ wisp_status wisp_wgpu_backend_new(const wisp_wgpu_backend_opts *opts, wisp_backe
   if (!g) return wisp_fail(WISP_ENOMEM, "out of memory");
   g->state_flush = wisp_wgpu_persist_flush;
   g->state_forget = wisp_wgpu_persist_forget;
+  g->state_mirrors = wisp_wgpu_persist_mirrors;
   wisp_status st = WISP_OK;
   /* the hook's device as if it were its own (a lost one: open its own) */
   if (!o.device && g_device_hook && o.subgroups != 0 && !(o.toggles && *o.toggles) && (o.device = g_device_hook()) &&

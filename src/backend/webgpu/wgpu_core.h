@@ -238,12 +238,13 @@ struct wgpu_backend {
    * release of a freed state buffer. Set by wisp_wgpu_backend_new. */
   void (*state_flush)(wisp_backend *be);
   void (*state_forget)(wisp_backend *be, const wisp_buf *b);
+  int (*state_mirrors)(wisp_backend *be, const wisp_buf *b);
   void *mm8;  /* wgpu_products_i8.c's state */
   void *persist;     /* wgpu_persist.c's state */
   int persist_on;    /* persistent decode allowed (opts.persist) */
   int persist_asked; /* ... and asked for explicitly (opts.persist 1) */
   uint32_t persist_wg; /* its grid asked for (opts.persist_grid; 0: probe from the default) */
-  uint64_t state_epoch; /* bumped by every op that may write a state buffer (wgpu_persist.c) */
+  uint64_t state_epoch; /* bumped by every op that may write a state buffer the arena mirrors (wgpu_persist.c) */
   int kv16; /* KV caches hold packed f16 pairs (kv_buf_new: half-size buffers) */
   wisp_wgpu_buf amax;  /* the head product's per-workgroup (max, index) pairs (head+argmax) */
   uint32_t amax_count;

@@ -727,6 +727,7 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
     wisp_wgpu_persist_flush(be);
     copy_state(be, P, g, 0, pos, 1, NONE);
     P->out0 = pos;
+    as_g(be)->stats.persistent_copy_ins++;
   } else if (P->out0 < 0) {
     P->out0 = pos;
   }
@@ -835,6 +836,18 @@ void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b) {
       P->end = -1;
       return;
     }
+}
+
+int wisp_wgpu_persist_mirrors(wisp_backend *be, const wisp_buf *b) {
+  persist *P = *slot(be);
+  if (!P || !P->gcopy || P->end < 0) return 0;
+  for (int i = 0; i < P->gcopy->n_layers; i++) {
+    const wisp_graph_layer *L = &P->gcopy->layers[i];
+    const wisp_buf *held[3] = {L->state, L->v_cache, L->rec_state};
+    for (int j = 0; j < 3; j++)
+      if (held[j] && held[j]->g.b == b->g.b) return 1; /* by device buffer: slots share one */
+  }
+  return 0;
 }
 
 void wisp_wgpu_persist_free(wisp_backend *be) {

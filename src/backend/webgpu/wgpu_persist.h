@@ -16,5 +16,9 @@ void wisp_wgpu_persist_flush(wisp_backend *be);
 /* Drops the pending copy-back and the arena's claim to be current when b is
  * one of the state buffers of the last persistent run (b is being freed). */
 void wisp_wgpu_persist_forget(wisp_backend *be, const wisp_buf *b);
+/* 1 when a write into b may change state the arena holds a copy of (b
+ * shares a device buffer with a state buffer of the last persistent run);
+ * 0 for other buffers, e.g. the decode loop's stop-token snapshots. */
+int wisp_wgpu_persist_mirrors(wisp_backend *be, const wisp_buf *b);
 
 #endif
