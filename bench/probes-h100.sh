@@ -114,6 +114,11 @@
 #             llama-completion with the same sampling (CPU sampler and -bs)
 #             and greedy, and llama-bench tg256, on the same GGUFs
 #             (llama-sampled.txt)
+#   runab8    `wisp run` greedy / sampled / sampled persist=1, .dev/wisp against
+#             .dev/wisp_prev (runs.txt), seq_probe S = 32 / 64 against
+#             .dev/seq_probe_prev (seq-ab.txt), beside the preparation; then
+#             llama.cpp's sampled and greedy decode (llama-sampled.txt) and wisp
+#             alone after it (quiet.txt)
 #   sampledab sampled7's wisp runs alone, on models/seed (sampled.txt, head-i8.txt)
 #   ab        .dev/wisp against .dev/wisp_prev op by op at 32,768 / 8,192, with
 #             f16 K/V, the long kernel's GPU time, seq_probe at S = 64 / 32
@@ -659,7 +664,59 @@ sampled7() {
   done; done > "$O/sampled-quiet.txt" 2>&1
 }
 
+# One `wisp run` as a user makes it (its stop tokens: the decode loop
+# snapshots the recurrent state before each batch): .dev binary $1, model
+# dir $2, more flags after; the decode line
+run_line() {
+  timeout 90 ".dev/$1" run -m "$2" --backend webgpu -p "Once upon a time" -n 256 --seed 1 "${@:3}" 2>&1 |
+    grep -o 'decode:.*' | head -1
+}
+
+# `wisp run` greedy, sampled (wisp run's defaults) and sampled with the
+# persistent draw (persist=1): .dev/wisp against .dev/wisp_prev, twice,
+# model $1 (runs.txt)
+runs_ab() {
+  local a r t b
+  a=$(model_dir "$1")
+  run_line wisp "$a" --temp 0 > /dev/null; run_line wisp_prev "$a" --temp 0 > /dev/null # the driver's shader cache
+  for r in 1 2; do for t in "--temp 0" "" "--tuning persist=1"; do for b in wisp_prev wisp; do
+    printf '%-8s %-10s %-20s ' "$1" "$b" "${t:-sampled}"; run_line "$b" "$a" $t
+  done; done; done
+}
+
+# seq_probe S = 32 / 64: .dev/seq_probe against .dev/seq_probe_prev (seq-ab.txt)
+seq_ab() {
+  local m S b
+  for m in seedlong qwen08 qwen2b; do for S in 32 64; do for b in seq_probe_prev seq_probe; do
+    printf '%-8s S %-3s %-15s ' "$m" "$S" "$b"
+    timeout 40 ".dev/$b" -m "$(model_dir "$m")" --backend webgpu -S "$S" -n 32 -a 1 2> /dev/null | tail -1 |
+      grep -o '"tokens_per_s": [0-9.]*'
+  done; done; done
+}
+
+# runs_ab and seq_ab beside the receipt's preparation, then llama.cpp's
+# sampled and greedy decode on the same GGUFs (llama-sampled.txt), then
+# wisp alone right after it (quiet.txt: `wisp run` and `wisp bench`)
+runab8() {
+  start_prepare 470
+  local pp=$! i m t
+  for i in $(seq 1 90); do [ -s /tmp/attn-long-seedlong.gguf ] && break; sleep 2; done
+  runs_ab seedlong > "$O/runs.txt" 2>&1
+  for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
+  for m in qwen08 qwen2b; do runs_ab "$m"; done >> "$O/runs.txt" 2>&1
+  seq_ab > "$O/seq-ab.txt" 2>&1
+  end_prepare "$pp"
+  LC=${LC:-/tmp/lcc}
+  for i in $(seq 1 90); do pgrep -f "build.sh cuda" > /dev/null || break; sleep 2; done
+  llama_sampled > "$O/llama-sampled.txt" 2>&1
+  for m in seedlong qwen08 qwen2b; do
+    for t in "--temp 0" "" "--tuning persist=1"; do
+      printf '%-8s run   %-20s ' "$m" "${t:-sampled}"; run_line wisp "$(model_dir "$m")" $t
+    done
+  done > "$O/quiet.txt" 2>&1
+}
+
 case $cmd in
-  sampledab | sampled7 | s16 | all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
+  runab8 | sampledab | sampled7 | s16 | all6 | prep6 | prep5 | rowsi8 | grids | ab4 | prep4 | phases | choose | prepare | tune | next | stream | early | ab | dn | rows2 | prep2 | prep3 | tunequiet | seqmatch | rowsq | quiet | seedfix | chunk | bisect) "$cmd" ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 2 ;;
 esac
