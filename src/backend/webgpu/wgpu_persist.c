@@ -699,8 +699,10 @@ wisp_status wisp_wgpu_decode_graph(wisp_backend *be, const wisp_decode_graph *g,
    * gained on the small hybrid model (1,018 -> 1,233 tok/s) and lost on the
    * 2B one with a 248k vocabulary (316 -> 300), and `wisp run` (stop tokens:
    * the state snapshot before each batch sends the arena's state out and
-   * back) lost everywhere, the 2B 221 -> 137. On a CPU adapter lavapipe would also compile the draw's
-   * variant of the whole kernel for about a minute, for nothing. */
+   * back) lost everywhere, the 2B 221 -> 137 (measured before snapshots
+   * stopped voiding the arena, wisp_wgpu_persist_mirrors; not rerun). On
+   * a CPU adapter lavapipe would also compile the draw's variant of the
+   * whole kernel for about a minute, for nothing. */
   if (sampled && !as_g(be)->persist_asked) return WISP_EUNSUPPORTED;
   if (sampled && !P->k_draw) {
     P->k_draw = make_kernel(be, g, P->xs4, P->opt, 1);
