@@ -215,27 +215,16 @@ static void g_buf_copy(wisp_backend *be, wisp_buf *b, size_t dst_off, size_t src
   wisp_wgpu_record(g, k, bb, 1, &p, sizeof p, cdiv((uint64_t)n, 64), 1);
 }
 
-/* A copy reads the persistent decode's latest state (a flush first) but
- * voids the arena's copy only when it writes a buffer the arena mirrors:
- * the decode loop's snapshot before each batch (stop tokens) then leaves
- * the next batch to go on from the arena, instead of copying every KV row
- * in again (wgpu_persist.c). */
-static void copy_state_op(wisp_backend *be, const wisp_buf *dst) {
-  wgpu_backend *g = as_g(be);
-  g->state_flush(be);
-  if (g->state_mirrors(be, dst)) g->state_epoch++;
-}
-
 static void g_buf_copy_to(wisp_backend *be, wisp_buf *dst, const wisp_buf *src, size_t n) {
   wgpu_backend *g = as_g(be);
-  copy_state_op(be, dst);
+  wisp_wgpu_state_copy_op(be, dst);
   wisp_wgpu_copy_words(g, src->g.b, word0(src), dst->g.b, word0(dst), n);
 }
 
 static void g_buf_copy_at(wisp_backend *be, wisp_buf *dst, size_t dst_off, const wisp_buf *src, size_t src_off,
                           size_t n) {
   wgpu_backend *g = as_g(be);
-  copy_state_op(be, dst);
+  wisp_wgpu_state_copy_op(be, dst);
   wisp_wgpu_copy_words(g, src->g.b, word0(src) + src_off, dst->g.b, word0(dst) + dst_off, n);
 }
 

@@ -504,6 +504,12 @@ void wisp_wgpu_state_op(wisp_backend *be) {
   g->state_epoch++;
 }
 
+void wisp_wgpu_state_copy_op(wisp_backend *be, const wisp_buf *dst) {
+  wgpu_backend *g = as_g(be);
+  g->state_flush(be);
+  if (g->state_mirrors(be, dst)) g->state_epoch++;
+}
+
 void wisp_wgpu_core_install(wisp_backend *vt) {
   vt->sync = g_sync;
   vt->submit = g_submit;

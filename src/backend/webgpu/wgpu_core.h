@@ -234,7 +234,8 @@ struct wgpu_backend {
   void *attn_gated; /* wgpu_attention_gated.c's state */
   void *deltanet;   /* wgpu_deltanet.c's state */
   /* Hooks into the op files the core must not include (no include circle):
-   * the persistent decode's state copy-back (wisp_wgpu_state_op) and its
+   * the persistent decode's state copy-back (wisp_wgpu_state_op), whether a
+   * buffer is state its arena mirrors (wisp_wgpu_state_copy_op), and its
    * release of a freed state buffer. Set by wisp_wgpu_backend_new. */
   void (*state_flush)(wisp_backend *be);
   void (*state_forget)(wisp_backend *be, const wisp_buf *b);
@@ -313,10 +314,16 @@ void wisp_wgpu_forget_buffer(wgpu_backend *g, WGPUBuffer b);
  * 0 on failure (kept for sync). */
 int wisp_wgpu_scratch(wgpu_backend *g, wisp_wgpu_buf *buf, uint64_t need, uint64_t want, const char *label);
 /* Called first by every op that may write a state buffer (short conv,
- * attention, buf_zero, buf_copy_to): the persistent decode's newer state
- * goes back to the session's buffers before the op reads or overwrites
- * them, and the epoch tells the persistent decode its arena is stale. */
+ * attention, buf_zero): the persistent decode's newer state goes back to
+ * the session's buffers before the op reads or overwrites them, and the
+ * epoch tells the persistent decode its arena is stale. */
 void wisp_wgpu_state_op(wisp_backend *be);
+/* The same for a copy into dst (buf_copy_to, buf_copy_at): the flush
+ * always (it may read state), the epoch only when dst shares a device
+ * buffer with state the arena mirrors. The decode loop's stop-token
+ * snapshot before each batch then leaves the next batch to go on from the
+ * arena, instead of copying every KV row in again (wgpu_persist.c). */
+void wisp_wgpu_state_copy_op(wisp_backend *be, const wisp_buf *dst);
 /* Records dst[dst_off..+n) = src[src_off..+n), offsets and n in 32-bit
  * words (copy_range.wgsl); nothing for n 0. */
 void wisp_wgpu_copy_words(wgpu_backend *g, WGPUBuffer src, uint64_t src_off, WGPUBuffer dst, uint64_t dst_off,
