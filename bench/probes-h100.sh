@@ -190,6 +190,19 @@ end_prepare() {
   tail -3 "$O/prep.log"
 }
 
+# Waits up to 2 s x $2 for the preparation's GGUF of model $1 (made
+# after its artifact: both are ready then).
+wait_gguf() {
+  local i
+  for i in $(seq 1 "$2"); do [ -s "/tmp/attn-long-$1.gguf" ] && break; sleep 2; done
+}
+
+# Waits up to 2 s x $1 for llama.cpp's CUDA build that the preparation started.
+wait_llama_build() {
+  local i
+  for i in $(seq 1 "$1"); do pgrep -f "build.sh cuda" > /dev/null || break; sleep 2; done
+}
+
 prepare() {
   start_prepare 520
   local pp=$! m a dep r t i
@@ -298,9 +311,9 @@ dn() {
 }
 
 rows2() {
-  local m a r t i vs
+  local m a r t vs
   for m in qwen08 qwen2b seedlong; do
-    for i in $(seq 1 150); do [ -s "/tmp/attn-long-$m.gguf" ] && break; sleep 2; done
+    wait_gguf "$m" 150
     a=$(model_dir "$m")
     vs="none attnRows=1 prefillChunk=1024 prefillChunk=2048 dnChunkUnroll=1"
     [ "$m" = seedlong ] && vs="none attnRows=1 prefillChunk=2048"
@@ -318,9 +331,9 @@ prep2() {
   local pp=$!
   QUANT=q4k CONFIGS=qwen35-0.8b NGREEDY=48 BACKENDS=webgpu+persist BUDGET=300 \
     bash bench/longparity-h200.sh "$O/lp" > "$O/longparity.log" 2>&1
-  local m a i t n
+  local m a t n
   for m in qwen08 qwen2b; do # beside the build: directions only
-    for i in $(seq 1 60); do [ -s "/tmp/attn-long-$m.gguf" ] && break; sleep 2; done
+    wait_gguf "$m" 60
     a=$(model_dir "$m")
     for n in 1024 4096; do
       for t in none matmulI8=64x64x4x4x2 matmulI8=64x64x4x8x2 matmulI8=64x64x8x4x2 none; do
@@ -429,8 +442,8 @@ prep3() { beside_prepare seedlong 90 bisect; } # the preparation makes models/se
 # them), function $3 beside it
 beside_prepare() {
   start_prepare 540
-  local pp=$! i
-  for i in $(seq 1 "$2"); do [ -s "/tmp/attn-long-$1.gguf" ] && break; sleep 2; done
+  local pp=$!
+  wait_gguf "$1" "$2"
   "$3"
   end_prepare "$pp"
 }
@@ -522,9 +535,9 @@ prep5() { beside_prepare qwen2b 150 rowsi8; }
 # prep5 with the seed shape's runs while the Qwen models are made
 prep6() {
   start_prepare 540
-  local pp=$! i
+  local pp=$!
   RI8_MODELS=seed RI8_NOPROFILE=1 rowsi8
-  for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
+  wait_gguf qwen2b 150
   RI8_MODELS="qwen08 qwen2b" rowsi8
   end_prepare "$pp"
 }
@@ -636,6 +649,16 @@ head_i8() {
   done; done; done
 }
 
+# Function $1 of a model name on the seed shape, then Qwen 3.5 0.8B and 2B,
+# each as soon as the preparation (start_prepare) has made it; into $O/$2.
+models_as_prepared() {
+  local m
+  wait_gguf seedlong 90
+  "$1" seedlong > "$O/$2" 2>&1
+  wait_gguf qwen2b 150
+  for m in qwen08 qwen2b; do "$1" "$m"; done >> "$O/$2" 2>&1
+}
+
 # sampled7's wisp runs alone (no llama.cpp), for a call with less time
 sampledab() {
   sampled_runs seed > "$O/sampled.txt" 2>&1
@@ -646,15 +669,12 @@ sampledab() {
 
 sampled7() {
   start_prepare 470
-  local pp=$! i m
-  for i in $(seq 1 90); do [ -s /tmp/attn-long-seedlong.gguf ] && break; sleep 2; done
-  sampled_runs seedlong > "$O/sampled.txt" 2>&1
-  for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
-  for m in qwen08 qwen2b; do sampled_runs "$m"; done >> "$O/sampled.txt" 2>&1
+  local pp=$! m
+  models_as_prepared sampled_runs sampled.txt
   head_i8 > "$O/head-i8.txt" 2>&1
   end_prepare "$pp"
   LC=${LC:-/tmp/lcc} # where attn-long-h200.sh builds it
-  for i in $(seq 1 60); do pgrep -f "build.sh cuda" > /dev/null || break; sleep 2; done
+  wait_llama_build 60
   llama_sampled > "$O/llama-sampled.txt" 2>&1
   # wisp again with nothing beside it, right after llama.cpp (sampled-quiet.txt)
   for m in seedlong qwen08 qwen2b; do for t in "--temp 0.8" ""; do
@@ -680,7 +700,7 @@ runs_ab() {
   a=$(model_dir "$1")
   run_line wisp "$a" --temp 0 > /dev/null; run_line wisp_prev "$a" --temp 0 > /dev/null # the driver's shader cache
   for r in 1 2; do for t in "--temp 0" "" "--tuning persist=1"; do for b in wisp_prev wisp; do
-    printf '%-8s %-10s %-20s ' "$1" "$b" "${t:-sampled}"; run_line "$b" "$a" $t
+    printf '%-8s %s %-10s %-20s ' "$1" "$r" "$b" "${t:-sampled}"; run_line "$b" "$a" $t
   done; done; done
 }
 
@@ -696,18 +716,15 @@ seq_ab() {
 
 # runs_ab and seq_ab beside the receipt's preparation, then llama.cpp's
 # sampled and greedy decode on the same GGUFs (llama-sampled.txt), then
-# wisp alone right after it (quiet.txt: `wisp run` and `wisp bench`)
+# `wisp run` alone right after it (quiet.txt)
 runab8() {
   start_prepare 470
-  local pp=$! i m t
-  for i in $(seq 1 90); do [ -s /tmp/attn-long-seedlong.gguf ] && break; sleep 2; done
-  runs_ab seedlong > "$O/runs.txt" 2>&1
-  for i in $(seq 1 150); do [ -s /tmp/attn-long-qwen2b.gguf ] && break; sleep 2; done
-  for m in qwen08 qwen2b; do runs_ab "$m"; done >> "$O/runs.txt" 2>&1
+  local pp=$! m t
+  models_as_prepared runs_ab runs.txt
   seq_ab > "$O/seq-ab.txt" 2>&1
   end_prepare "$pp"
   LC=${LC:-/tmp/lcc}
-  for i in $(seq 1 90); do pgrep -f "build.sh cuda" > /dev/null || break; sleep 2; done
+  wait_llama_build 90
   llama_sampled > "$O/llama-sampled.txt" 2>&1
   for m in seedlong qwen08 qwen2b; do
     for t in "--temp 0" "" "--tuning persist=1"; do
